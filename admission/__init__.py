@@ -1,0 +1,1 @@
+"""Protecting destinations and tenants: AIMD admission, caps, breakers, rate limits."""

@@ -1,0 +1,1 @@
+"""A demo downstream HTTP service the project ships for examples, tests and benchmarks."""

@@ -1,0 +1,1 @@
+"""Run semantics: validation, the durable store, claims and leases, scheduling, workers."""

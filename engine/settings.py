@@ -1,0 +1,74 @@
+"""All runtime settings in one place (pydantic-settings).
+
+Every value can be set by environment variable. SchemaBridge-specific settings use the
+`SCHEMABRIDGE_` prefix; the names fixed by the source documents (`TIMEOUT_COLLECT_MS`,
+`BACKPRESSURE_MAX_DEPTH`, `POLL_INTERVAL_MS`, …) are read without a prefix, as the seeds name
+them. Nothing reads the environment anywhere else; a `Settings` is built once by the factory and
+passed down (STYLE §10).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from pydantic import AliasChoices, Field
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+
+def _env(name: str) -> AliasChoices:
+    """Accept `SCHEMABRIDGE_<NAME>` and the seeds' bare `<NAME>`."""
+    return AliasChoices(f"SCHEMABRIDGE_{name}", name)
+
+
+class Settings(BaseSettings):
+    model_config = SettingsConfigDict(extra="ignore", populate_by_name=True)
+
+    database_url: str = Field(
+        default="sqlite+aiosqlite:///./schemabridge.db",
+        validation_alias=_env("DATABASE_URL"),
+    )
+    """SQLAlchemy async URL. Default: an embedded SQLite file. PostgreSQL:
+    `postgresql+asyncpg://user@host/db`."""
+    redis_url: str | None = Field(default=None, validation_alias=_env("REDIS_URL"))
+    """Redis URL for coordination; default None = the embedded in-process fakeredis."""
+
+    timeout_collect_ms: int = Field(default=60_000, validation_alias=_env("TIMEOUT_COLLECT_MS"))
+    """GATEWAY timeout in a run that feeds a spawner. Default 60 s."""
+    timeout_process_ms: int = Field(default=30_000, validation_alias=_env("TIMEOUT_PROCESS_MS"))
+    """GATEWAY timeout inside a child run (and any other run). Default 30 s."""
+    timeout_gateway_ms: int = Field(default=15_000, validation_alias=_env("TIMEOUT_GATEWAY_MS"))
+    """Synchronous REST wait (`?wait=true`). Default 15 s."""
+
+    worker_concurrency: int = Field(default=64, ge=1, validation_alias=_env("WORKER_CONCURRENCY"))
+    """Steps in flight per worker process. Default 64."""
+    claim_batch: int = Field(default=32, ge=1, validation_alias=_env("CLAIM_BATCH"))
+    """Steps claimed per store round trip. Default 32."""
+    lease_s: float = Field(default=30.0, gt=0, validation_alias=_env("LEASE_S"))
+    """Claim lease; renewed every `lease_s / 3` while a step runs. Default 30 s."""
+    idle_poll_s: float = Field(default=1.0, gt=0, validation_alias=_env("IDLE_POLL_S"))
+    """Fallback poll interval when no wake-up arrives. Default 1 s."""
+    shutdown_grace_s: float = Field(default=20.0, ge=0, validation_alias=_env("SHUTDOWN_GRACE_S"))
+    """How long in-flight steps may finish on SIGTERM before being abandoned. Default 20 s."""
+
+    redispatch_delays_s: tuple[float, ...] = Field(
+        default=(5.0, 10.0, 20.0), validation_alias=_env("REDISPATCH_DELAYS_S")
+    )
+    """Minimum waits before redispatches of an `external_overload` step. Default 5, 10, 20 s."""
+
+    heartbeat_interval_s: float = Field(default=10.0, validation_alias=_env("HEARTBEAT_INTERVAL_S"))
+    heartbeat_ttl_s: int = Field(default=30, validation_alias=_env("HEARTBEAT_TTL_S"))
+    poll_interval_ms: int = Field(default=15_000, validation_alias=_env("POLL_INTERVAL_MS"))
+    """How often the service monitor polls heartbeats. Default 15 s."""
+    health_dir: Path = Field(default=Path(".healthy"), validation_alias=_env("HEALTH_DIR"))
+
+    backpressure_max_depth: int = Field(
+        default=10_000, validation_alias=_env("BACKPRESSURE_MAX_DEPTH")
+    )
+    """Ready-queue depth above which spawners park for 10 s. Default 10,000."""
+
+    max_document_bytes: int = Field(
+        default=1_048_576, validation_alias=_env("MAX_DOCUMENT_BYTES")
+    )
+    """Largest accepted workflow document. Default 1 MiB."""
+    max_vertices: int = Field(default=500, validation_alias=_env("MAX_VERTICES"))
+    max_nesting_depth: int = Field(default=32, validation_alias=_env("MAX_NESTING_DEPTH"))

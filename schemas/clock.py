@@ -1,0 +1,50 @@
+"""Injectable time.
+
+Engine and admission code never read the wall clock directly; they take a `Clock` so tests can
+feed timestamps instead of sleeping (STYLE §7).
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Protocol
+
+
+class Clock(Protocol):
+    """A source of time in seconds."""
+
+    def now(self) -> float:
+        """Wall-clock seconds since the epoch (comparable across processes)."""
+        ...
+
+    def monotonic(self) -> float:
+        """Monotonic seconds, only meaningful within one process."""
+        ...
+
+
+class SystemClock:
+    """The real clock."""
+
+    def now(self) -> float:
+        return time.time()
+
+    def monotonic(self) -> float:
+        return time.monotonic()
+
+
+class FakeClock:
+    """A clock that only moves when told to; for tests."""
+
+    def __init__(self, start: float = 1_700_000_000.0) -> None:
+        self._now = start
+        self._mono = 0.0
+
+    def now(self) -> float:
+        return self._now
+
+    def monotonic(self) -> float:
+        return self._mono
+
+    def advance(self, seconds: float) -> None:
+        self._now += seconds
+        self._mono += seconds

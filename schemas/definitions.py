@@ -1,0 +1,121 @@
+"""Typed, immutable workflow definitions parsed from an authoring document.
+
+These pydantic models mirror `workflow.schema.json` (the schema is the published contract and
+is checked first; these models give the rest of the code typed access). Field names are the
+document's camelCase via aliases; Python code uses snake_case.
+"""
+
+from __future__ import annotations
+
+from enum import StrEnum
+from typing import Annotated, Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+from pydantic.alias_generators import to_camel
+
+
+class _Model(BaseModel):
+    model_config = ConfigDict(
+        alias_generator=to_camel, populate_by_name=True, frozen=True, extra="forbid"
+    )
+
+
+class VertexType(StrEnum):
+    GATEWAY = "GATEWAY"
+    SPAWNER = "SPAWNER"
+    MERGE = "MERGE"
+
+
+class RetryPolicy(_Model):
+    """In-process HTTP retries of a GATEWAY call (5xx, 429, I/O errors)."""
+
+    max_attempts: int = Field(default=4, ge=1, le=10)
+    """Total attempts including the first. Default 4 (waits 1 s, 2 s, 4 s)."""
+    base_delay_ms: int = Field(default=1000, ge=0, le=60_000)
+    """Wait before retry n is `base × 2^(n−1)` ms. Default 1000."""
+    jitter: Literal["none", "full"] = "none"
+    """`full`: each wait is uniform in [0, computed wait]. Default none."""
+
+
+class GatewayConfig(_Model):
+    """One outbound HTTP call. String values may hold `{{ }}` expressions."""
+
+    url: str
+    method: Literal["GET", "POST", "PUT", "PATCH", "DELETE", "HEAD"] = "GET"
+    headers: dict[str, Any] = Field(default_factory=dict)
+    query: dict[str, Any] = Field(default_factory=dict)
+    body: Any = None
+    timeout_ms: int | None = Field(default=None, ge=1, le=600_000)
+    """Per-vertex timeout; default: the run's timeout tier (collect 60 s, process 30 s)."""
+    destination: str | None = None
+    """Admission key; default: the URL's scheme://host:port."""
+    retry: RetryPolicy = Field(default_factory=RetryPolicy)
+    success_codes: list[int] | None = None
+    """Statuses that count as success; default any 2xx."""
+
+
+class SpawnerConfig(_Model):
+    """Fan-out: one durable child run of `workflow` per element of `items`."""
+
+    items: Any
+    """An expression (usually `{{ … }}`) that evaluates to a list."""
+    workflow: str
+    """The child workflow's name, optionally `name@version`."""
+    input: Any = None
+    """Child input; may use `item` and `index`. Default: the item itself."""
+
+
+class FailureTolerance(_Model):
+    max_failure_ratio: float | None = Field(default=None, ge=0.0, le=1.0)
+    max_failures: int | None = Field(default=None, ge=0)
+
+
+class MergeConfig(_Model):
+    """The join of one SPAWNER's children."""
+
+    tolerate_child_failures: list[Literal["FAILED", "CANCELLED"]] = Field(default_factory=list)
+    """Child statuses the join may tolerate. Default none: any failed child fails the join."""
+    failure_tolerance: FailureTolerance | None = None
+    fail_fast: bool = False
+    """Close the join as soon as the tolerance is certainly exceeded."""
+
+
+class _VertexBase(_Model):
+    depends_on: list[str] = Field(default_factory=list)
+    max_auto_retries: int = Field(default=3, ge=0, le=100)
+    """Redispatches after an `external_overload`; 0 = never. Default 3."""
+
+
+class GatewayVertex(_VertexBase):
+    type: Literal[VertexType.GATEWAY]
+    config: GatewayConfig
+
+
+class SpawnerVertex(_VertexBase):
+    type: Literal[VertexType.SPAWNER]
+    config: SpawnerConfig
+
+
+class MergeVertex(_VertexBase):
+    type: Literal[VertexType.MERGE]
+    config: MergeConfig = Field(default_factory=MergeConfig)
+
+
+Vertex = Annotated[GatewayVertex | SpawnerVertex | MergeVertex, Field(discriminator="type")]
+
+
+class Workflow(_Model):
+    """One workflow document."""
+
+    name: str
+    description: str | None = None
+    input_schema: dict[str, Any] | None = None
+    vertices: dict[str, Vertex]
+
+    def roots(self) -> list[str]:
+        """Vertices with no dependencies, in document order."""
+        return [vid for vid, v in self.vertices.items() if not v.depends_on]
+
+    def dependants(self, vertex_id: str) -> list[str]:
+        """Vertices that list `vertex_id` in `dependsOn`, in document order."""
+        return [vid for vid, v in self.vertices.items() if vertex_id in v.depends_on]

@@ -1,0 +1,153 @@
+"""The SchemaBridge error tree, grouped by phase (STYLE §6).
+
+    SchemaBridgeError                 base; every error has a stable `code`
+    ├── DefinitionError               a workflow document is invalid (setup/validation phase);
+    │                                 carries every `Problem` found, each with a JSON pointer
+    ├── StepFailure                   a vertex failed at run time; carries `kind`, optional HTTP
+    │                                 details, and whether the engine may redispatch it
+    └── ApiError                      a request to the REST API was refused (status + code)
+
+The retry decision is a property of the failure (`StepFailure.redispatchable`), not an
+`isinstance` chain elsewhere.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from enum import StrEnum
+from typing import Any
+
+
+class SchemaBridgeError(Exception):
+    """Base class. `code` is stable and machine-readable."""
+
+    code: str = "error"
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message)
+        self.message = message
+
+
+# ── definition phase ────────────────────────────────────────────────────────────────────────
+
+
+@dataclass(frozen=True, order=True)
+class Problem:
+    """One thing wrong with a workflow document.
+
+    `pointer` is an RFC 6901 JSON pointer into the document as written ("" = the whole
+    document); `message` is one plain sentence that says what to fix.
+    """
+
+    pointer: str
+    message: str
+    code: str = "invalid"
+
+    def as_dict(self) -> dict[str, str]:
+        return {"pointer": self.pointer, "code": self.code, "message": self.message}
+
+
+class DefinitionError(SchemaBridgeError):
+    """A workflow document failed validation; `problems` lists every problem at once."""
+
+    code = "invalid_workflow"
+
+    def __init__(self, problems: list[Problem]) -> None:
+        self.problems = sorted(problems)
+        first = self.problems[0] if self.problems else Problem("", "invalid workflow")
+        more = f" (and {len(self.problems) - 1} more)" if len(self.problems) > 1 else ""
+        super().__init__(f"{first.pointer or '/'}: {first.message}{more}")
+
+
+# ── runtime phase ───────────────────────────────────────────────────────────────────────────
+
+
+class FailureKind(StrEnum):
+    """Why a step failed. Only `EXTERNAL_OVERLOAD` is redispatched automatically (DESIGN §5)."""
+
+    EXTERNAL_OVERLOAD = "external_overload"
+    """Final 429/503, an open circuit breaker, or admission wait exhausted."""
+    HTTP_ERROR = "http_error"
+    """The destination answered with a status outside `successCodes` (not an overload)."""
+    TIMEOUT = "timeout"
+    """The call did not answer within its timeout tier, after the in-process retries."""
+    NETWORK_ERROR = "network_error"
+    """Connection refused/reset or another I/O error, after the in-process retries."""
+    EXPRESSION_ERROR = "expression_error"
+    """A `{{ }}` expression failed to evaluate against the run context."""
+    QUOTA_EXCEEDED = "quota_exceeded"
+    """The tenant has too few runs left for a fan-out."""
+    SPAWN_FAILED = "spawn_failed"
+    """A spawner could not create its children."""
+    CHILD_FAILURES = "child_failures"
+    """A merge saw more failed children than it tolerates."""
+    INVALID_CONFIG = "invalid_config"
+    """A configuration value evaluated to something unusable (e.g. a non-list `items`)."""
+    INTERNAL_ERROR = "internal_error"
+    """A bug or an unexpected exception inside SchemaBridge."""
+
+
+@dataclass(frozen=True)
+class HttpDetail:
+    """What the destination answered (for errors shown to operators)."""
+
+    status: int | None
+    body_excerpt: str = ""
+    headers: dict[str, str] = field(default_factory=dict)
+    attempts: int = 1
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "status": self.status,
+            "bodyExcerpt": self.body_excerpt,
+            "headers": self.headers,
+            "attempts": self.attempts,
+        }
+
+
+class StepFailure(SchemaBridgeError):
+    """A vertex failed. Raised by vertices, recorded by the engine as the step's error."""
+
+    code = "step_failed"
+
+    def __init__(
+        self,
+        kind: FailureKind,
+        message: str,
+        *,
+        http: HttpDetail | None = None,
+        retry_after_s: float | None = None,
+    ) -> None:
+        super().__init__(message)
+        self.kind = kind
+        self.http = http
+        self.retry_after_s = retry_after_s
+        """The destination asked us to wait at least this long (Retry-After)."""
+
+    @property
+    def redispatchable(self) -> bool:
+        """Whether the engine may redispatch the step through admission (DESIGN §5)."""
+        return self.kind is FailureKind.EXTERNAL_OVERLOAD
+
+    def as_dict(self) -> dict[str, Any]:
+        data: dict[str, Any] = {"kind": self.kind.value, "message": self.message}
+        if self.http is not None:
+            data["http"] = self.http.as_dict()
+        if self.retry_after_s is not None:
+            data["retryAfterS"] = self.retry_after_s
+        return data
+
+
+# ── API phase ───────────────────────────────────────────────────────────────────────────────
+
+
+class ApiError(SchemaBridgeError):
+    """A REST request was refused. Rendered as `{"code", "message", "details"}`."""
+
+    def __init__(
+        self, status: int, code: str, message: str, details: list[dict[str, Any]] | None = None
+    ) -> None:
+        super().__init__(message)
+        self.status = status
+        self.code = code
+        self.details = details or []

@@ -1,0 +1,1 @@
+"""The web run monitor: static files served by the API."""

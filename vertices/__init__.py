@@ -1,0 +1,1 @@
+"""Vertex implementations: one module per vertex type plus the shared contract."""

@@ -1,0 +1,65 @@
+"""The contract between the engine and a vertex implementation.
+
+The engine claims a step, builds a `StepContext` and calls the vertex. A vertex returns an
+`Outcome` or raises `schemas.errors.StepFailure`; any other exception is recorded by the engine
+as an `internal_error`. Vertices never touch the store: the engine records outcomes.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from enum import StrEnum
+from typing import Any
+
+
+class TimeoutTier(StrEnum):
+    """Which default timeout a GATEWAY call gets (DESIGN §4)."""
+
+    COLLECT = "collect"
+    """A run that feeds a spawner: 60 s."""
+    PROCESS = "process"
+    """A child run started by a spawner, or any other run: 30 s."""
+    GATEWAY = "gateway"
+    """A run submitted with a synchronous REST wait: 15 s."""
+
+
+LogFn = Callable[[str, str, dict[str, Any]], Awaitable[None]]
+"""`await log(level, message, data)` appends a line to the run's log."""
+
+
+async def _discard_log(level: str, message: str, data: dict[str, Any]) -> None:
+    return None
+
+
+@dataclass(frozen=True)
+class StepContext:
+    """Everything a vertex may know about the step it executes."""
+
+    run_id: str
+    vertex_id: str
+    tenant_id: str
+    attempt: int
+    """1 for the first execution of this step; bumps on every redispatch or retry."""
+    context: dict[str, Any]
+    """The expression context `{input, vertices, run, item?, index?}`."""
+    timeout_tier: TimeoutTier = TimeoutTier.PROCESS
+    idempotency_key: str = ""
+    """Stable across attempts of this step: derived from run id and vertex id."""
+    log: LogFn = field(default=_discard_log)
+
+
+@dataclass(frozen=True)
+class Succeeded:
+    output: Any
+
+
+@dataclass(frozen=True)
+class Parked:
+    """The step cannot proceed yet; the engine sets `not_before = now + delay_s`."""
+
+    delay_s: float
+    reason: str
+
+
+Outcome = Succeeded | Parked
