@@ -1,0 +1,70 @@
+"""Every Redis key SchemaBridge uses, in one place (STYLE §5).
+
+Names that the source documents fix (`heartbeat:<service>`, `cb:tenant:…`, `cb:global:…`) are
+kept exactly. Everything else is prefixed `sb:`. Functions, not string concatenation at call
+sites, so a key's shape is defined once.
+"""
+
+from __future__ import annotations
+
+# ── services ────────────────────────────────────────────────────────────────────────────────
+
+
+def heartbeat(service: str) -> str:
+    """`heartbeat:<service>`: `{pid, uptime, timestamp}` JSON, refreshed every 10 s, TTL 30 s."""
+    return f"heartbeat:{service}"
+
+
+HEARTBEAT_PATTERN = "heartbeat:*"
+
+WAKEUP_CHANNEL = "sb:wakeup"
+"""Pub/sub channel: a message means "ready steps may exist; claim now"."""
+
+# ── circuit breakers (DESIGN §6; names from seed 000) ──────────────────────────────────────
+
+
+def breaker_tenant(destination: str, tenant_id: str) -> str:
+    """Prefix of the tenant-layer breaker's keys: `cb:tenant:{key}:{tenantId}`."""
+    return f"cb:tenant:{destination}:{tenant_id}"
+
+
+def breaker_global(destination: str) -> str:
+    """Prefix of the global-layer breaker's keys: `cb:global:{key}`."""
+    return f"cb:global:{destination}"
+
+
+# ── admission, limits, budgets ─────────────────────────────────────────────────────────────
+
+
+def aimd(destination: str) -> str:
+    """Hash with the destination's AIMD state (limit, in-flight accounting)."""
+    return f"sb:aimd:{destination}"
+
+
+def slots(destination: str) -> str:
+    """Sorted set of admission slot leases (member = token, score = lease expiry)."""
+    return f"sb:slots:{destination}"
+
+
+def destination_caps(destination: str) -> str:
+    """Hash `{maxConcurrency, ratePerSecond}` cached from the store."""
+    return f"sb:caps:{destination}"
+
+
+def destination_rate(destination: str) -> str:
+    """Sorted set window for the destination's `ratePerSecond`."""
+    return f"sb:rate:{destination}"
+
+
+def tenant_rate(tenant_id: str) -> str:
+    """Sorted set sliding window of the tenant's items (1,000/min by default)."""
+    return f"sb:tenant-rate:{tenant_id}"
+
+
+def retry_budget(destination: str) -> str:
+    """Token bucket limiting retries to a fraction of traffic."""
+    return f"sb:retry-budget:{destination}"
+
+
+DESTINATIONS_SET = "sb:destinations"
+"""Set of every destination key seen, for the visibility API."""

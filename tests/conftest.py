@@ -1,0 +1,103 @@
+"""Shared fixtures: both backends for every engine test (STYLE §2).
+
+`backend` parametrizes a test over the embedded pair (SQLite + fakeredis) and the server pair
+(PostgreSQL + Redis). In CI (`CI=true`) a missing service is a failure; on a developer machine
+without it the server case is skipped with the reason.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import uuid
+from collections.abc import AsyncIterator, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+PG_ADMIN_DSN = os.environ.get("SCHEMABRIDGE_TEST_PG", "postgresql://postgres@127.0.0.1:5432/postgres")
+REDIS_TEST_URL = os.environ.get("SCHEMABRIDGE_TEST_REDIS", "redis://127.0.0.1:6379/15")
+IN_CI = os.environ.get("CI", "").lower() in {"1", "true", "yes"}
+
+
+def _port_open(host: str, port: int) -> bool:
+    try:
+        with socket.create_connection((host, port), timeout=1.0):
+            return True
+    except OSError:
+        return False
+
+
+def require_service(name: str, host: str, port: int) -> None:
+    """Fail in CI, skip elsewhere, when a service a test needs is not reachable."""
+    if _port_open(host, port):
+        return
+    message = f"{name} is not reachable at {host}:{port}"
+    if IN_CI:
+        pytest.fail(f"{message}; CI requires it (.ci/run starts it)")
+    pytest.skip(f"{message}; start it to run this test")
+
+
+@dataclass(frozen=True)
+class Backend:
+    """Where a test's store and coordination state live."""
+
+    name: str
+    database_url: str
+    redis_url: str | None
+    """None = embedded fakeredis."""
+
+
+async def _create_pg_database() -> str:
+    import asyncpg  # local: only the server backend needs it
+
+    name = f"sb_test_{uuid.uuid4().hex[:12]}"
+    conn = await asyncpg.connect(PG_ADMIN_DSN)
+    try:
+        await conn.execute(f'CREATE DATABASE "{name}"')
+    finally:
+        await conn.close()
+    return name
+
+
+async def _drop_pg_database(name: str) -> None:
+    import asyncpg
+
+    conn = await asyncpg.connect(PG_ADMIN_DSN)
+    try:
+        await conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+    finally:
+        await conn.close()
+
+
+@pytest.fixture
+def redis_url() -> Iterator[str]:
+    """A real Redis (database 15), flushed before and after the test."""
+    require_service("Redis", "127.0.0.1", 6379)
+    import redis
+
+    client = redis.Redis.from_url(REDIS_TEST_URL)
+    client.flushdb()
+    yield REDIS_TEST_URL
+    client.flushdb()
+    client.close()
+
+
+@pytest.fixture
+async def pg_database_url() -> AsyncIterator[str]:
+    """A fresh, empty PostgreSQL database for this test, dropped afterwards."""
+    require_service("PostgreSQL", "127.0.0.1", 5432)
+    name = await _create_pg_database()
+    yield f"postgresql+asyncpg://postgres@127.0.0.1:5432/{name}"
+    await _drop_pg_database(name)
+
+
+@pytest.fixture(params=["embedded", "server"])
+def backend(request: pytest.FixtureRequest, tmp_path: Path) -> Backend:
+    """Every engine test runs on SQLite + fakeredis and on PostgreSQL + Redis."""
+    if request.param == "embedded":
+        return Backend("embedded", f"sqlite+aiosqlite:///{tmp_path / 'sb.db'}", None)
+    pg_url = request.getfixturevalue("pg_database_url")
+    r_url = request.getfixturevalue("redis_url")
+    return Backend("server", pg_url, r_url)
