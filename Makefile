@@ -1,0 +1,42 @@
+# One command each (STYLE §13). Every target creates .venv and installs the project first.
+PYTHON ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.installed
+
+.PHONY: install demo test check lint typecheck bench clean
+
+$(STAMP): pyproject.toml
+	@$(PYTHON) -c 'import sys; sys.exit(0 if sys.version_info >= (3, 11) else "SchemaBridge needs Python 3.11+")'
+	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV) || { echo "python3 -m venv failed: on Debian/Ubuntu run 'sudo apt-get install python3-venv'"; exit 1; }
+	$(BIN)/python -m pip install -q --upgrade pip
+	$(BIN)/python -m pip install -q -e '.[dev]'
+	@touch $(STAMP)
+
+install: $(STAMP)
+
+## The main job: validate the examples, then run one end to end against the shipped demo
+## downstream (started in-process on 127.0.0.1).
+demo: $(STAMP)
+	$(BIN)/schemabridge validate examples/*.json
+	$(BIN)/schemabridge run examples/subscription-renewals.json examples/renewal-charge.json \
+		--input @examples/subscription-renewals.input.json --demo-downstream \
+		--database sqlite+aiosqlite:///$(CURDIR)/.demo.db
+
+test: $(STAMP)
+	$(BIN)/pytest
+
+lint: $(STAMP)
+	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
+
+typecheck: $(STAMP)
+	$(BIN)/mypy
+
+check: lint typecheck
+
+bench: $(STAMP)
+	$(BIN)/python -m bench.engine
+
+clean:
+	rm -rf $(VENV) .demo.db* .pytest_cache .mypy_cache .ruff_cache

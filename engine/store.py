@@ -1,0 +1,594 @@
+"""The durable store: the only module that talks SQL (STYLE §1).
+
+The store is both the source of truth and the work queue (DESIGN §3).
+
+Claiming. Ready steps are claimed in batches by one atomic statement:
+
+    UPDATE step SET status='RUNNING', claim_token=<batch>||id, lease_expires_at=…
+    WHERE id IN (SELECT step.id FROM step JOIN run … WHERE step.status='READY'
+                 AND not_before <= now AND run.status='RUNNING'
+                 ORDER BY not_before, id LIMIT n FOR UPDATE OF step SKIP LOCKED)
+    RETURNING …
+
+On PostgreSQL `FOR UPDATE SKIP LOCKED` lets concurrent workers claim disjoint rows without
+waiting; on SQLite the clause compiles away and the statement is atomic because SQLite runs
+one writer at a time (write transactions begin IMMEDIATE, see `engine.db`).
+
+Results. A result is written with `WHERE id=… AND claim_token=… AND status='RUNNING'`: only
+the holder of a live claim can record it, a completed step is never overwritten, and a late
+result from an expired claim matches no row and is dropped. The same transaction decrements
+the dependants' `deps_pending` (a dependant turns READY when it reaches 0) and the run's
+`steps_remaining` (the run succeeds when it reaches 0), so no scan of the run's steps is needed.
+
+Leases. A claim carries a lease; workers renew it while the step runs. `requeue_expired`
+returns steps whose lease passed (their worker died) to READY, to run again: at-least-once.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import uuid
+from collections.abc import Iterable, Sequence
+from typing import Any
+
+from sqlalchemy import case, cast, func, insert, literal, select, update
+from sqlalchemy.ext.asyncio import AsyncConnection
+from sqlalchemy.sql import Select
+from sqlalchemy.types import String
+
+from engine import db
+from engine.models import (
+    DONE_STEP_STATUSES,
+    Run,
+    RunLog,
+    RunStatus,
+    Step,
+    StepStatus,
+    WorkflowVersion,
+)
+from engine.records import (
+    ClaimedStep,
+    CompletionReport,
+    Failure,
+    LogLine,
+    Park,
+    RunRecord,
+    StepRecord,
+    StepResult,
+    Success,
+    VersionRecord,
+)
+from schemas.clock import Clock
+from schemas.definitions import Workflow
+
+runs = Run.__table__  # type: ignore[attr-defined]
+steps = Step.__table__  # type: ignore[attr-defined]
+logs = RunLog.__table__  # type: ignore[attr-defined]
+versions = WorkflowVersion.__table__  # type: ignore[attr-defined]
+
+_DONE = [s.value for s in DONE_STEP_STATUSES]
+
+
+class UnknownWorkflow(LookupError):
+    """No published workflow (or version) with that name."""
+
+
+def definition_hash(document: dict[str, Any]) -> str:
+    """SHA-256 of the canonical JSON of a workflow document."""
+    canonical = json.dumps(document, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+    return hashlib.sha256(canonical.encode()).hexdigest()
+
+
+def sinks(workflow: Workflow) -> list[str]:
+    """Vertices nothing depends on: their outputs form the run's output."""
+    depended = {d for v in workflow.vertices.values() for d in v.depends_on}
+    return [vid for vid in workflow.vertices if vid not in depended]
+
+
+class Store:
+    """Async access to the durable state. Build with `Store.open`."""
+
+    def __init__(self, engines: db.Engines, clock: Clock) -> None:
+        self._engines = engines
+        self._clock = clock
+        self._versions: dict[tuple[str, int], VersionRecord] = {}
+
+    @classmethod
+    async def open(cls, database_url: str, clock: Clock, *, migrate: bool = True) -> Store:
+        engines = db.create_engines(database_url)
+        if migrate:
+            await db.upgrade(engines)
+        return cls(engines, clock)
+
+    @property
+    def dialect(self) -> str:
+        return self._engines.dialect
+
+    async def close(self) -> None:
+        await self._engines.dispose()
+
+    # ── workflows ───────────────────────────────────────────────────────────────────────────
+
+    async def publish(self, workflow: Workflow) -> VersionRecord:
+        """Store `workflow` as a new immutable version, unless the latest version is identical."""
+        document = workflow.model_dump(mode="json", by_alias=True, exclude_none=True)
+        digest = definition_hash(document)
+        async with self._engines.write.begin() as conn:
+            latest = (
+                await conn.execute(
+                    select(versions.c.version, versions.c.definition_hash, versions.c.created_at)
+                    .where(versions.c.name == workflow.name)
+                    .order_by(versions.c.version.desc())
+                    .limit(1)
+                )
+            ).first()
+            if latest is not None and latest.definition_hash == digest:
+                return self._remember(workflow, latest.version, digest, latest.created_at)
+            version = 1 if latest is None else latest.version + 1
+            now = self._clock.now()
+            await conn.execute(
+                insert(versions).values(
+                    name=workflow.name,
+                    version=version,
+                    definition=document,
+                    definition_hash=digest,
+                    created_at=now,
+                )
+            )
+        return self._remember(workflow, version, digest, now)
+
+    def _remember(
+        self, workflow: Workflow, version: int, digest: str, created_at: float
+    ) -> VersionRecord:
+        record = VersionRecord(workflow.name, version, digest, workflow, created_at)
+        self._versions[(workflow.name, version)] = record
+        return record
+
+    async def get_version(self, name: str, version: int | None = None) -> VersionRecord:
+        """A published version (the latest when `version` is None). Versions are immutable,
+        so they are cached for the life of the store."""
+        if version is not None and (name, version) in self._versions:
+            return self._versions[(name, version)]
+        query = select(versions).where(versions.c.name == name)
+        if version is None:
+            query = query.order_by(versions.c.version.desc()).limit(1)
+        else:
+            query = query.where(versions.c.version == version)
+        async with self._engines.read.connect() as conn:
+            row = (await conn.execute(query)).first()
+        if row is None:
+            suffix = "" if version is None else f"@{version}"
+            raise UnknownWorkflow(f"no published workflow {name}{suffix}")
+        workflow = Workflow.model_validate(row.definition)
+        return self._remember(workflow, row.version, row.definition_hash, row.created_at)
+
+    async def list_versions(self, name: str | None = None) -> list[tuple[str, int, str, float]]:
+        """(name, version, hash, created_at) of every published version, newest first."""
+        query = select(
+            versions.c.name, versions.c.version, versions.c.definition_hash, versions.c.created_at
+        ).order_by(versions.c.name, versions.c.version.desc())
+        if name is not None:
+            query = query.where(versions.c.name == name)
+        async with self._engines.read.connect() as conn:
+            return [tuple(r) for r in (await conn.execute(query)).all()]
+
+    # ── runs ────────────────────────────────────────────────────────────────────────────────
+
+    async def create_run(
+        self,
+        version: VersionRecord,
+        run_input: Any,
+        *,
+        tenant_id: str = "default",
+        timeout_tier: str = "process",
+        run_id: str | None = None,
+        idempotency_key: str | None = None,
+        restarted_from: str | None = None,
+    ) -> tuple[RunRecord, bool]:
+        """Create a RUNNING run with its steps (roots READY). Returns (run, created).
+
+        With an `idempotency_key` that already exists, the existing run is returned and
+        nothing is created (`created` False).
+        """
+        if idempotency_key is not None:
+            existing = await self._run_by_key(idempotency_key)
+            if existing is not None:
+                return existing, False
+        run_id = run_id or str(uuid.uuid4())
+        now = self._clock.now()
+        workflow = version.workflow
+        row = {
+            "id": run_id,
+            "workflow_name": version.name,
+            "workflow_version": version.version,
+            "definition_hash": version.definition_hash,
+            "tenant_id": tenant_id,
+            "status": RunStatus.RUNNING.value,
+            "timeout_tier": timeout_tier,
+            "input": run_input,
+            "steps_remaining": len(workflow.vertices),
+            "created_at": now,
+            "started_at": now,
+            "idempotency_key": idempotency_key,
+            "root_run_id": run_id,
+            "restarted_from": restarted_from,
+            "output": None,
+            "error": None,
+            "ended_at": None,
+        }
+        async with self._engines.write.begin() as conn:
+            await conn.execute(insert(runs).values(**row))
+            await conn.execute(insert(steps), _step_rows(run_id, tenant_id, workflow, now))
+            await _insert_logs(
+                conn,
+                [LogLine(run_id, "info", f"run created ({version.name} v{version.version})")],
+                now,
+            )
+        return _run_record(row), True
+
+    async def _run_by_key(self, key: str) -> RunRecord | None:
+        async with self._engines.read.connect() as conn:
+            row = (await conn.execute(select(runs).where(runs.c.idempotency_key == key))).first()
+        return None if row is None else _run_record(row._mapping)
+
+    async def get_run(self, run_id: str) -> RunRecord | None:
+        async with self._engines.read.connect() as conn:
+            row = (await conn.execute(select(runs).where(runs.c.id == run_id))).first()
+        return None if row is None else _run_record(row._mapping)
+
+    async def get_steps(self, run_id: str) -> list[StepRecord]:
+        query = select(steps).where(steps.c.run_id == run_id).order_by(steps.c.id)
+        async with self._engines.read.connect() as conn:
+            rows = (await conn.execute(query)).all()
+        return [_step_record(r._mapping) for r in rows]
+
+    async def run_logs(self, run_id: str, *, after_id: int = 0, limit: int = 500) -> list[Any]:
+        query = (
+            select(logs)
+            .where(logs.c.run_id == run_id, logs.c.id > after_id)
+            .order_by(logs.c.id)
+            .limit(limit)
+        )
+        async with self._engines.read.connect() as conn:
+            return [dict(r._mapping) for r in (await conn.execute(query)).all()]
+
+    async def count_runs(self, status: str | None = None) -> int:
+        query = select(func.count()).select_from(runs)
+        if status is not None:
+            query = query.where(runs.c.status == status)
+        async with self._engines.read.connect() as conn:
+            return int((await conn.execute(query)).scalar_one())
+
+    async def ready_depth(self) -> int:
+        """How many steps are READY (the backpressure signal)."""
+        query = select(func.count()).select_from(steps).where(steps.c.status == "READY")
+        async with self._engines.read.connect() as conn:
+            return int((await conn.execute(query)).scalar_one())
+
+    async def next_due(self) -> float | None:
+        """The earliest `not_before` of a READY step (for timer-driven wake-ups)."""
+        query = select(func.min(steps.c.not_before)).where(steps.c.status == "READY")
+        async with self._engines.read.connect() as conn:
+            value = (await conn.execute(query)).scalar_one_or_none()
+        return None if value is None else float(value)
+
+    async def append_logs(self, lines: Sequence[LogLine]) -> None:
+        if lines:
+            async with self._engines.write.begin() as conn:
+                await _insert_logs(conn, lines, self._clock.now())
+
+    # ── the queue ───────────────────────────────────────────────────────────────────────────
+
+    async def claim(self, limit: int, lease_s: float) -> list[ClaimedStep]:
+        """Atomically claim up to `limit` due READY steps of RUNNING runs."""
+        now = self._clock.now()
+        batch = uuid.uuid4().hex[:16] + ":"
+        candidates: Select[Any] = (
+            select(steps.c.id)
+            .join(runs, runs.c.id == steps.c.run_id)
+            .where(
+                steps.c.status == StepStatus.READY.value,
+                steps.c.not_before <= now,
+                runs.c.status == RunStatus.RUNNING.value,
+            )
+            .order_by(steps.c.not_before, steps.c.id)
+            .limit(limit)
+            .with_for_update(skip_locked=True, of=steps)
+        )
+        statement = (
+            update(steps)
+            .where(steps.c.id.in_(candidates.scalar_subquery()))
+            .values(
+                status=StepStatus.RUNNING.value,
+                claim_token=literal(batch) + cast(steps.c.id, String),
+                lease_expires_at=now + lease_s,
+                attempts=steps.c.attempts + 1,
+                started_at=func.coalesce(steps.c.started_at, now),
+            )
+            .returning(
+                steps.c.id,
+                steps.c.run_id,
+                steps.c.vertex_id,
+                steps.c.tenant_id,
+                steps.c.claim_token,
+                steps.c.attempts,
+                steps.c.auto_retries,
+            )
+        )
+        async with self._engines.write.begin() as conn:
+            claimed = (await conn.execute(statement)).all()
+            if not claimed:
+                return []
+            run_ids = sorted({row.run_id for row in claimed})
+            run_rows = {
+                r.id: r
+                for r in (
+                    await conn.execute(
+                        select(
+                            runs.c.id,
+                            runs.c.workflow_name,
+                            runs.c.workflow_version,
+                            runs.c.timeout_tier,
+                            runs.c.input,
+                            runs.c.parent_run_id,
+                            runs.c.item_index,
+                        ).where(runs.c.id.in_(run_ids))
+                    )
+                ).all()
+            }
+            outputs = await _outputs_of(conn, run_ids)
+        return [
+            ClaimedStep(
+                step_id=row.id,
+                claim_token=row.claim_token,
+                run_id=row.run_id,
+                vertex_id=row.vertex_id,
+                tenant_id=row.tenant_id,
+                attempts=row.attempts,
+                auto_retries=row.auto_retries,
+                workflow_name=run_rows[row.run_id].workflow_name,
+                workflow_version=run_rows[row.run_id].workflow_version,
+                timeout_tier=run_rows[row.run_id].timeout_tier,
+                run_input=run_rows[row.run_id].input,
+                outputs=outputs.get(row.run_id, {}),
+                parent_run_id=run_rows[row.run_id].parent_run_id,
+                item_index=run_rows[row.run_id].item_index,
+            )
+            for row in claimed
+        ]
+
+    async def renew(self, tokens: Iterable[str], lease_s: float) -> int:
+        """Extend the leases of live claims; returns how many are still held."""
+        token_list = list(tokens)
+        if not token_list:
+            return 0
+        statement = (
+            update(steps)
+            .where(
+                steps.c.claim_token.in_(token_list),
+                steps.c.status == StepStatus.RUNNING.value,
+            )
+            .values(lease_expires_at=self._clock.now() + lease_s)
+        )
+        async with self._engines.write.begin() as conn:
+            return (await conn.execute(statement)).rowcount
+
+    async def requeue_expired(self) -> list[tuple[int, str, str]]:
+        """Return RUNNING steps whose lease expired (their worker died) to READY.
+
+        Returns (step id, run id, vertex id) of each requeued step.
+        """
+        now = self._clock.now()
+        statement = (
+            update(steps)
+            .where(steps.c.status == StepStatus.RUNNING.value, steps.c.lease_expires_at < now)
+            .values(
+                status=StepStatus.READY.value,
+                claim_token=None,
+                lease_expires_at=None,
+                not_before=now,
+            )
+            .returning(steps.c.id, steps.c.run_id, steps.c.vertex_id)
+        )
+        async with self._engines.write.begin() as conn:
+            rows = [(r.id, r.run_id, r.vertex_id) for r in (await conn.execute(statement)).all()]
+            await _insert_logs(
+                conn,
+                [
+                    LogLine(run_id, "warning", "lease expired; step requeued", vertex_id)
+                    for _, run_id, vertex_id in rows
+                ],
+                now,
+            )
+        return rows
+
+    async def complete(
+        self, results: Sequence[StepResult], log_lines: Sequence[LogLine] = ()
+    ) -> CompletionReport:
+        """Record results of claimed steps and their log lines in one transaction."""
+        report = CompletionReport()
+        now = self._clock.now()
+        async with self._engines.write.begin() as conn:
+            for result in results:
+                if not await _release(conn, result, now):
+                    report.dropped.append(result.step.step_id)
+                    continue
+                report.recorded += 1
+                if isinstance(result, Success):
+                    await self._advance(conn, result, now, report)
+                elif isinstance(result, Failure) and result.retry_at is None:
+                    await _fail_run(conn, result, now, report)
+            dropped = [
+                LogLine(
+                    r.step.run_id, "warning", "late result dropped: claim expired", r.step.vertex_id
+                )
+                for r in results
+                if r.step.step_id in report.dropped
+            ]
+            await _insert_logs(conn, [*log_lines, *dropped], now)
+        return report
+
+    async def _advance(
+        self, conn: AsyncConnection, result: Success, now: float, report: CompletionReport
+    ) -> None:
+        """Unlock dependants and finish the run when this was its last step."""
+        step = result.step
+        workflow = (await self.get_version(step.workflow_name, step.workflow_version)).workflow
+        dependants = workflow.dependants(step.vertex_id)
+        if dependants:
+            ready = await conn.execute(
+                update(steps)
+                .where(
+                    steps.c.run_id == step.run_id,
+                    steps.c.vertex_id.in_(dependants),
+                    steps.c.status == StepStatus.PENDING.value,
+                )
+                .values(
+                    deps_pending=steps.c.deps_pending - 1,
+                    status=case(
+                        (steps.c.deps_pending == 1, StepStatus.READY.value),
+                        else_=steps.c.status,
+                    ),
+                    not_before=now,
+                )
+                .returning(steps.c.status)
+            )
+            report.newly_ready += sum(1 for r in ready.all() if r.status == "READY")
+        remaining = (
+            await conn.execute(
+                update(runs)
+                .where(runs.c.id == step.run_id)
+                .values(steps_remaining=runs.c.steps_remaining - 1)
+                .returning(runs.c.steps_remaining, runs.c.status)
+            )
+        ).one()
+        if remaining.steps_remaining == 0 and remaining.status == RunStatus.RUNNING.value:
+            outputs = (await _outputs_of(conn, [step.run_id])).get(step.run_id, {})
+            output = {vid: outputs.get(vid) for vid in sinks(workflow)}
+            await conn.execute(
+                update(runs)
+                .where(runs.c.id == step.run_id)
+                .values(status=RunStatus.SUCCEEDED.value, output=output, ended_at=now)
+            )
+            await _insert_logs(conn, [LogLine(step.run_id, "info", "run succeeded")], now)
+            report.finished_runs.append((step.run_id, RunStatus.SUCCEEDED.value))
+
+
+# ── statements shared by the methods above ──────────────────────────────────────────────────
+
+
+def _step_rows(run_id: str, tenant_id: str, workflow: Workflow, now: float) -> list[dict[str, Any]]:
+    return [
+        {
+            "run_id": run_id,
+            "vertex_id": vertex_id,
+            "tenant_id": tenant_id,
+            "status": (StepStatus.PENDING if vertex.depends_on else StepStatus.READY).value,
+            "deps_pending": len(set(vertex.depends_on)),
+            "attempts": 0,
+            "auto_retries": 0,
+            "not_before": now,
+            "created_at": now,
+        }
+        for vertex_id, vertex in workflow.vertices.items()
+    ]
+
+
+async def _outputs_of(conn: AsyncConnection, run_ids: Sequence[str]) -> dict[str, dict[str, Any]]:
+    rows = await conn.execute(
+        select(steps.c.run_id, steps.c.vertex_id, steps.c.output).where(
+            steps.c.run_id.in_(list(run_ids)), steps.c.status.in_(_DONE)
+        )
+    )
+    outputs: dict[str, dict[str, Any]] = {}
+    for row in rows.all():
+        outputs.setdefault(row.run_id, {})[row.vertex_id] = row.output
+    return outputs
+
+
+async def _release(conn: AsyncConnection, result: StepResult, now: float) -> bool:
+    """Write the step's new state if the claim is still live. False = late result, dropped."""
+    step = result.step
+    values: dict[str, Any] = {"claim_token": None, "lease_expires_at": None}
+    if isinstance(result, Success):
+        values |= {
+            "status": StepStatus.SUCCEEDED.value,
+            "output": result.output,
+            "error": None,
+            "ended_at": now,
+        }
+    elif isinstance(result, Failure) and result.retry_at is not None:
+        values |= {
+            "status": StepStatus.READY.value,
+            "error": result.error,
+            "not_before": result.retry_at,
+            "auto_retries": steps.c.auto_retries + 1,
+        }
+    elif isinstance(result, Failure):
+        values |= {"status": StepStatus.FAILED.value, "error": result.error, "ended_at": now}
+    elif isinstance(result, Park):
+        values |= {"status": StepStatus.READY.value, "not_before": result.not_before}
+    statement = (
+        update(steps)
+        .where(
+            steps.c.id == step.step_id,
+            steps.c.claim_token == step.claim_token,
+            steps.c.status == StepStatus.RUNNING.value,
+        )
+        .values(**values)
+    )
+    return (await conn.execute(statement)).rowcount == 1
+
+
+async def _fail_run(
+    conn: AsyncConnection, result: Failure, now: float, report: CompletionReport
+) -> None:
+    step = result.step
+    error = {"vertexId": step.vertex_id, **result.error}
+    changed = await conn.execute(
+        update(runs)
+        .where(runs.c.id == step.run_id, runs.c.status == RunStatus.RUNNING.value)
+        .values(
+            status=RunStatus.FAILED.value,
+            error=error,
+            ended_at=now,
+            dlq_at=case((runs.c.parent_run_id.is_not(None), now), else_=None),
+        )
+    )
+    if changed.rowcount == 1:
+        message = f"run failed at {step.vertex_id}: {result.error.get('message', '')}"
+        await _insert_logs(conn, [LogLine(step.run_id, "error", message, step.vertex_id)], now)
+        report.finished_runs.append((step.run_id, RunStatus.FAILED.value))
+
+
+async def _insert_logs(conn: AsyncConnection, lines: Sequence[LogLine], now: float) -> None:
+    if not lines:
+        return
+    await conn.execute(
+        insert(logs),
+        [
+            {
+                "run_id": line.run_id,
+                "vertex_id": line.vertex_id,
+                "at": line.at if line.at is not None else now,
+                "level": line.level,
+                "message": line.message,
+                "data": line.data,
+            }
+            for line in lines
+        ],
+    )
+
+
+def _run_record(row: Any) -> RunRecord:
+    fields = RunRecord.__dataclass_fields__
+    return RunRecord(**{k: row[k] for k in fields if k in row})
+
+
+def _step_record(row: Any) -> StepRecord:
+    fields = StepRecord.__dataclass_fields__
+    return StepRecord(**{k: row[k] for k in fields})
+
+
+__all__ = ["Store", "UnknownWorkflow", "definition_hash", "sinks"]

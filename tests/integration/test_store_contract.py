@@ -1,0 +1,128 @@
+"""The store's contract, run on SQLite and on PostgreSQL (STYLE §2)."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+
+import pytest
+
+from engine.records import Failure, Park, Success
+from engine.store import Store
+from schemas.clock import FakeClock
+from schemas.definitions import Workflow
+from tests.conftest import Backend
+
+CHAIN = Workflow.model_validate(
+    {
+        "name": "chain",
+        "vertices": {
+            "a": {"type": "GATEWAY", "config": {"url": "http://127.0.0.1:1/a"}},
+            "b": {"type": "GATEWAY", "dependsOn": ["a"], "config": {"url": "http://127.0.0.1:1/b"}},
+            "c": {"type": "GATEWAY", "dependsOn": ["a"], "config": {"url": "http://127.0.0.1:1/c"}},
+            "d": {
+                "type": "GATEWAY",
+                "dependsOn": ["b", "c"],
+                "config": {"url": "http://127.0.0.1:1/d"},
+            },
+        },
+    }
+)
+
+
+@pytest.fixture
+def clock() -> FakeClock:
+    return FakeClock()
+
+
+@pytest.fixture
+async def store(backend: Backend, clock: FakeClock) -> AsyncIterator[Store]:
+    store = await Store.open(backend.database_url, clock)
+    yield store
+    await store.close()
+
+
+async def test_publish_is_versioned_and_idempotent(store: Store) -> None:
+    v1 = await store.publish(CHAIN)
+    again = await store.publish(CHAIN)
+    changed = CHAIN.model_copy(update={"description": "changed"})
+    v2 = await store.publish(changed)
+    assert (v1.version, again.version, v2.version) == (1, 1, 2)
+    assert (await store.get_version("chain")).version == 2
+    assert (await store.get_version("chain", 1)).definition_hash == v1.definition_hash
+
+
+async def test_diamond_runs_in_dependency_order(store: Store) -> None:
+    version = await store.publish(CHAIN)
+    run, created = await store.create_run(version, {"x": 1})
+    assert created
+    order: list[str] = []
+    for _ in range(10):
+        claimed = await store.claim(10, lease_s=30)
+        if not claimed:
+            break
+        order.extend(sorted(c.vertex_id for c in claimed))
+        report = await store.complete([Success(c, {"v": c.vertex_id}) for c in claimed])
+        assert report.recorded == len(claimed)
+    assert order == ["a", "b", "c", "d"]
+    final = await store.get_run(run.id)
+    assert final is not None
+    assert final.status == "SUCCEEDED"
+    assert final.output == {"d": {"v": "d"}}
+
+
+async def test_claim_is_exclusive_and_late_results_are_dropped(
+    store: Store, clock: FakeClock
+) -> None:
+    version = await store.publish(CHAIN)
+    await store.create_run(version, None)
+    first = await store.claim(10, lease_s=5)
+    assert [c.vertex_id for c in first] == ["a"]
+    assert await store.claim(10, lease_s=5) == []
+    clock.advance(6)
+    requeued = await store.requeue_expired()
+    assert [r[2] for r in requeued] == ["a"]
+    second = await store.claim(10, lease_s=5)
+    assert second[0].attempts == 2
+    late = await store.complete([Success(first[0], {"late": True})])
+    assert late.dropped == [first[0].step_id]
+    live = await store.complete([Success(second[0], {"ok": True})])
+    assert live.recorded == 1
+    again = await store.complete([Success(second[0], {"twice": True})])
+    assert again.dropped == [second[0].step_id]
+    steps = {s.vertex_id: s for s in await store.get_steps(second[0].run_id)}
+    assert steps["a"].output == {"ok": True}
+
+
+async def test_terminal_failure_fails_run_and_stops_claims(store: Store) -> None:
+    version = await store.publish(CHAIN)
+    run, _ = await store.create_run(version, None)
+    (a,) = await store.claim(10, lease_s=30)
+    await store.complete([Failure(a, {"kind": "http_error", "message": "400"})])
+    final = await store.get_run(run.id)
+    assert final is not None and final.status == "FAILED"
+    assert final.error["vertexId"] == "a"
+    assert await store.claim(10, lease_s=30) == []
+
+
+async def test_redispatch_and_park_respect_not_before(store: Store, clock: FakeClock) -> None:
+    version = await store.publish(CHAIN)
+    await store.create_run(version, None)
+    (a,) = await store.claim(10, lease_s=30)
+    await store.complete([Failure(a, {"kind": "external_overload"}, retry_at=clock.now() + 5)])
+    assert await store.claim(10, lease_s=30) == []
+    clock.advance(5)
+    (a2,) = await store.claim(10, lease_s=30)
+    assert (a2.attempts, a2.auto_retries) == (2, 1)
+    await store.complete([Park(a2, clock.now() + 10, "waiting")])
+    clock.advance(9)
+    assert await store.claim(10, lease_s=30) == []
+    clock.advance(1)
+    assert len(await store.claim(10, lease_s=30)) == 1
+
+
+async def test_idempotency_key_returns_existing_run(store: Store) -> None:
+    version = await store.publish(CHAIN)
+    first, created = await store.create_run(version, {"n": 1}, idempotency_key="k1")
+    second, created2 = await store.create_run(version, {"n": 2}, idempotency_key="k1")
+    assert created and not created2
+    assert second.id == first.id and second.input == {"n": 1}
