@@ -63,6 +63,10 @@ def _id_column() -> Column[int]:
     return Column(BigInteger().with_variant(Integer, "sqlite"), primary_key=True)
 
 
+def _counter_column() -> Column[int]:
+    return Column(Integer, nullable=False, server_default=text("0"))
+
+
 def _json(nullable: bool = True) -> Any:
     return Field(default=None, sa_column=Column(JSON, nullable=nullable))
 
@@ -116,6 +120,9 @@ class Run(SQLModel, table=True):
     restarted_from: str | None = Field(default=None, sa_column=Column(String(36)))
     """Start over: the run this one repeats."""
     dlq_at: float | None = Field(default=None, sa_column=Column(Float))
+    """Set when a child run ends FAILED (a dead letter); cleared when it is reprocessed."""
+    item: Any = _json()
+    """A child run's item, when the spawner's `input` differs from it (else it is `input`)."""
 
 
 class Step(SQLModel, table=True):
@@ -160,6 +167,12 @@ class Step(SQLModel, table=True):
     created_at: float = Field(sa_column=Column(Float, nullable=False))
     started_at: float | None = Field(default=None, sa_column=Column(Float))
     ended_at: float | None = Field(default=None, sa_column=Column(Float))
+    # Fan-out counters, on SPAWNER steps only. Each child run's end adds 1 to one counter in
+    # the same transaction that ends the child, so the join is decided in O(1) per child.
+    children_total: int | None = None
+    children_succeeded: int = Field(default=0, sa_column=_counter_column())
+    children_failed: int = Field(default=0, sa_column=_counter_column())
+    children_cancelled: int = Field(default=0, sa_column=_counter_column())
 
 
 class RunLog(SQLModel, table=True):
@@ -175,3 +188,26 @@ class RunLog(SQLModel, table=True):
     level: str = Field(sa_column=Column(String(8), nullable=False))
     message: str = Field(sa_column=Column(Text, nullable=False))
     data: Any = _json()
+
+
+class Payload(SQLModel, table=True):
+    """Outputs too large for a row (a merge's children outputs), referenced by id."""
+
+    __tablename__ = "payload"
+    __table_args__ = (Index("ix_payload_run", "run_id"),)
+
+    id: int | None = Field(default=None, sa_column=_id_column())
+    run_id: str = Field(sa_column=Column(String(36), nullable=False))
+    size_bytes: int
+    data: Any = _json(nullable=False)
+    created_at: float = Field(sa_column=Column(Float, nullable=False))
+
+
+class TenantQuota(SQLModel, table=True):
+    """A tenant's run budget; tenants without a row are unlimited."""
+
+    __tablename__ = "tenant_quota"
+
+    tenant_id: str = Field(sa_column=Column(String(200), primary_key=True))
+    max_runs: int
+    used_runs: int = Field(default=0, sa_column=_counter_column())

@@ -44,6 +44,7 @@ class RunRecord:
     root_run_id: str | None = None
     restarted_from: str | None = None
     dlq_at: float | None = None
+    item: Any = None
 
 
 @dataclass(frozen=True)
@@ -60,6 +61,10 @@ class StepRecord:
     created_at: float
     started_at: float | None
     ended_at: float | None
+    children_total: int | None = None
+    children_succeeded: int = 0
+    children_failed: int = 0
+    children_cancelled: int = 0
 
 
 @dataclass(frozen=True)
@@ -80,7 +85,20 @@ class ClaimedStep:
     outputs: dict[str, Any]
     """Outputs of the run's completed steps by vertex id (the `vertices` expression context)."""
     parent_run_id: str | None = None
+    parent_vertex_id: str | None = None
+    root_run_id: str | None = None
     item_index: int | None = None
+    item: Any = None
+    """A child run's item when it differs from its input (see `Run.item`)."""
+
+
+@dataclass(frozen=True)
+class ChildRow:
+    """One child run to insert (built by the spawner from an item)."""
+
+    index: int
+    input: Any
+    item: Any
 
 
 @dataclass(frozen=True)
@@ -120,7 +138,15 @@ class Park:
     reason: str
 
 
-StepResult = Success | Failure | Park
+@dataclass(frozen=True)
+class AwaitChildren:
+    """A spawner created its `total` children: park the step until the join closes."""
+
+    step: ClaimedStep
+    total: int
+
+
+StepResult = Success | Failure | Park | AwaitChildren
 
 
 @dataclass

@@ -39,7 +39,7 @@ def idempotency_key(run_id: str, vertex_id: str) -> str:
     return f"sb-{digest[:40]}"
 
 
-def expression_context(step: ClaimedStep, item: Any = None) -> dict[str, Any]:
+def expression_context(step: ClaimedStep) -> dict[str, Any]:
     """The `{{ }}` context `{input, vertices: {id: {output}}, run: {id, tenantId}}`, plus
     `item` and `index` in a child run."""
     context: dict[str, Any] = {
@@ -48,6 +48,7 @@ def expression_context(step: ClaimedStep, item: Any = None) -> dict[str, Any]:
         "run": {"id": step.run_id, "tenantId": step.tenant_id},
     }
     if step.item_index is not None:
-        context["item"] = item
+        # A child's item is stored only when the spawner's `input` transformed it.
+        context["item"] = step.item if step.item is not None else step.run_input
         context["index"] = step.item_index
     return context

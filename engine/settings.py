@@ -66,9 +66,12 @@ class Settings(BaseSettings):
     )
     """Ready-queue depth above which spawners park for 10 s. Default 10,000."""
 
-    max_document_bytes: int = Field(
-        default=1_048_576, validation_alias=_env("MAX_DOCUMENT_BYTES")
+    payload_high_water_bytes: int = Field(
+        default=512 * 1024 * 1024, validation_alias=_env("PAYLOAD_HIGH_WATER_BYTES")
     )
+    """Payload-store size above which spawners park until it drains. Default 512 MiB."""
+
+    max_document_bytes: int = Field(default=1_048_576, validation_alias=_env("MAX_DOCUMENT_BYTES"))
     """Largest accepted workflow document. Default 1 MiB."""
     max_vertices: int = Field(default=500, validation_alias=_env("MAX_VERTICES"))
     max_nesting_depth: int = Field(default=32, validation_alias=_env("MAX_NESTING_DEPTH"))

@@ -30,6 +30,7 @@ import hashlib
 import json
 import uuid
 from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
 from typing import Any
 
 from sqlalchemy import case, cast, func, insert, literal, select, update
@@ -38,6 +39,7 @@ from sqlalchemy.sql import Select
 from sqlalchemy.types import String
 
 from engine import db
+from engine import store_fanout as fanout
 from engine.models import (
     DONE_STEP_STATUSES,
     Run,
@@ -48,6 +50,8 @@ from engine.models import (
     WorkflowVersion,
 )
 from engine.records import (
+    AwaitChildren,
+    ChildRow,
     ClaimedStep,
     CompletionReport,
     Failure,
@@ -59,6 +63,7 @@ from engine.records import (
     Success,
     VersionRecord,
 )
+from engine.store_fanout import EndedChild
 from schemas.clock import Clock
 from schemas.definitions import Workflow
 
@@ -68,6 +73,12 @@ logs = RunLog.__table__  # type: ignore[attr-defined]
 versions = WorkflowVersion.__table__  # type: ignore[attr-defined]
 
 _DONE = [s.value for s in DONE_STEP_STATUSES]
+MAX_NESTING = 16
+"""Fan-outs nest (a child can spawn); joins cascade upwards at most this deep per commit."""
+
+
+class ClaimLost(RuntimeError):
+    """The step's claim is no longer live: stop working on it."""
 
 
 class UnknownWorkflow(LookupError):
@@ -84,6 +95,16 @@ def sinks(workflow: Workflow) -> list[str]:
     """Vertices nothing depends on: their outputs form the run's output."""
     depended = {d for v in workflow.vertices.values() for d in v.depends_on}
     return [vid for vid in workflow.vertices if vid not in depended]
+
+
+@dataclass
+class _Tx:
+    """One `complete` transaction: its connection, time, report and the child runs it ended."""
+
+    conn: AsyncConnection
+    now: float
+    report: CompletionReport
+    ended: list[EndedChild] = field(default_factory=list)
 
 
 class Store:
@@ -278,6 +299,129 @@ class Store:
             async with self._engines.write.begin() as conn:
                 await _insert_logs(conn, lines, self._clock.now())
 
+    # ── fan-out (see engine.store_fanout) ──────────────────────────────────────────────────
+
+    async def existing_children(self, run_id: str, vertex_id: str) -> int:
+        async with self._engines.read.connect() as conn:
+            return await fanout.existing_children(conn, run_id, vertex_id)
+
+    async def create_children(
+        self, step: ClaimedStep, child: VersionRecord, total: int, batch: Sequence[ChildRow]
+    ) -> int:
+        """Create, in one transaction, the children in `batch` that do not exist yet.
+
+        Raises ClaimLost when the spawner's claim is no longer live (its lease expired and
+        another worker took it over), so a stale spawner stops creating children.
+        """
+        now = self._clock.now()
+        workflow = child.workflow
+        async with self._engines.write.begin() as conn:
+            if not await fanout.claim_is_live(conn, step, total):
+                raise ClaimLost(f"spawner {step.run_id}/{step.vertex_id} lost its claim")
+            return await fanout.insert_children(
+                conn,
+                dialect=self.dialect,
+                parent=step,
+                child=child,
+                batch=batch,
+                step_rows=lambda run_id: _step_rows(run_id, step.tenant_id, workflow, now),
+                now=now,
+            )
+
+    async def spawner_counts(self, run_id: str, vertex_id: str) -> Any:
+        async with self._engines.read.connect() as conn:
+            return fanout.counts_of(await fanout.read_counters(conn, run_id, vertex_id))
+
+    async def children_outputs(self, run_id: str, vertex_id: str) -> list[tuple[int, str, Any]]:
+        async with self._engines.read.connect() as conn:
+            return await fanout.children_outputs(conn, run_id, vertex_id)
+
+    async def children(
+        self, run_id: str, *, status: str | None = None, limit: int = 100, after_index: int = -1
+    ) -> list[RunRecord]:
+        """A page of a run's children in item order."""
+        query = (
+            select(runs)
+            .where(runs.c.parent_run_id == run_id, runs.c.item_index > after_index)
+            .order_by(runs.c.item_index)
+            .limit(limit)
+        )
+        if status is not None:
+            query = query.where(runs.c.status == status)
+        async with self._engines.read.connect() as conn:
+            return [_run_record(r._mapping) for r in (await conn.execute(query)).all()]
+
+    async def fanout_progress(self, run_id: str) -> dict[str, int]:
+        """Children of `run_id` by status plus the total, from the spawner counters and one
+        grouped count of the unfinished ones (cheap enough to read every second)."""
+        query = select(
+            steps.c.children_total,
+            steps.c.children_succeeded,
+            steps.c.children_failed,
+            steps.c.children_cancelled,
+        ).where(steps.c.run_id == run_id, steps.c.children_total.is_not(None))
+        async with self._engines.read.connect() as conn:
+            rows = (await conn.execute(query)).all()
+            running = await fanout.running_children(conn, run_id)
+        total = sum(r.children_total or 0 for r in rows)
+        succeeded = sum(r.children_succeeded for r in rows)
+        failed = sum(r.children_failed for r in rows)
+        cancelled = sum(r.children_cancelled for r in rows)
+        pending = max(0, total - succeeded - failed - cancelled - running)
+        return {
+            "total": total,
+            "pending": pending,
+            "running": running,
+            "succeeded": succeeded,
+            "failed": failed,
+            "cancelled": cancelled,
+        }
+
+    async def reprocess(self, run_id: str) -> int:
+        """Re-run the dead-lettered (FAILED) children of `run_id` as new attempts of the same
+        child runs (keys unchanged); the join re-evaluates. Returns how many were revived."""
+        now = self._clock.now()
+        async with self._engines.write.begin() as conn:
+            dead = await fanout.dead_letters(conn, run_id)
+            if not dead:
+                return 0
+            await fanout.revive_children(conn, [row.id for row in dead], now)
+            workflow = await self._workflow_of_run(conn, run_id)
+            by_spawner: dict[str, int] = {}
+            for row in dead:
+                by_spawner[row.parent_vertex_id] = by_spawner.get(row.parent_vertex_id, 0) + 1
+            for spawner_id, revived in by_spawner.items():
+                if await fanout.reopen_join(conn, run_id, workflow, spawner_id, revived):
+                    downstream = [spawner_id, *fanout.descendants(workflow, spawner_id)]
+                    await fanout.resume_run_if_failed_downstream(conn, run_id, downstream)
+            message = f"reprocess: {len(dead)} dead-lettered children run again"
+            await _insert_logs(conn, [LogLine(run_id, "info", message)], now)
+        return len(dead)
+
+    async def put_payload(self, run_id: str, data: Any) -> int:
+        async with self._engines.write.begin() as conn:
+            return await fanout.put_payload(conn, run_id, data, self._clock.now())
+
+    async def get_payload(self, payload_id: int) -> Any:
+        async with self._engines.read.connect() as conn:
+            return await fanout.get_payload(conn, payload_id)
+
+    async def delete_payload(self, payload_id: int) -> None:
+        async with self._engines.write.begin() as conn:
+            await fanout.delete_payload(conn, payload_id)
+
+    async def payload_bytes(self) -> int:
+        async with self._engines.read.connect() as conn:
+            return await fanout.payload_bytes(conn)
+
+    async def quota_left(self, tenant_id: str) -> int | None:
+        async with self._engines.read.connect() as conn:
+            return await fanout.quota_left(conn, tenant_id)
+
+    async def set_quota(self, tenant_id: str, max_runs: int) -> None:
+        async with self._engines.write.begin() as conn:
+            await fanout.set_quota(conn, self.dialect, tenant_id, max_runs)
+
     # ── the queue ───────────────────────────────────────────────────────────────────────────
 
     async def claim(self, limit: int, lease_s: float) -> list[ClaimedStep]:
@@ -332,7 +476,10 @@ class Store:
                             runs.c.timeout_tier,
                             runs.c.input,
                             runs.c.parent_run_id,
+                            runs.c.parent_vertex_id,
+                            runs.c.root_run_id,
                             runs.c.item_index,
+                            runs.c.item,
                         ).where(runs.c.id.in_(run_ids))
                     )
                 ).all()
@@ -353,7 +500,10 @@ class Store:
                 run_input=run_rows[row.run_id].input,
                 outputs=outputs.get(row.run_id, {}),
                 parent_run_id=run_rows[row.run_id].parent_run_id,
+                parent_vertex_id=run_rows[row.run_id].parent_vertex_id,
+                root_run_id=run_rows[row.run_id].root_run_id,
                 item_index=run_rows[row.run_id].item_index,
+                item=run_rows[row.run_id].item,
             )
             for row in claimed
         ]
@@ -406,19 +556,33 @@ class Store:
     async def complete(
         self, results: Sequence[StepResult], log_lines: Sequence[LogLine] = ()
     ) -> CompletionReport:
-        """Record results of claimed steps and their log lines in one transaction."""
+        """Record results of claimed steps and their log lines in one transaction.
+
+        Ending a child run updates its parent spawner's counters in the same transaction; when
+        that closes the join, the spawner step succeeds and the MERGE becomes READY — which may
+        end the parent run, and so on up a nested fan-out.
+        """
         report = CompletionReport()
         now = self._clock.now()
         async with self._engines.write.begin() as conn:
+            tx = _Tx(conn, now, report)
             for result in results:
                 if not await _release(conn, result, now):
                     report.dropped.append(result.step.step_id)
                     continue
                 report.recorded += 1
+                step = result.step
                 if isinstance(result, Success):
-                    await self._advance(conn, result, now, report)
+                    await self._step_done(tx, step.run_id, step.vertex_id)
                 elif isinstance(result, Failure) and result.retry_at is None:
-                    await _fail_run(conn, result, now, report)
+                    await _fail_run(tx, step, result.error)
+                elif isinstance(result, AwaitChildren):
+                    await self._check_join(tx, step.run_id, step.vertex_id)
+            for _ in range(MAX_NESTING):
+                if not tx.ended:
+                    break
+                batch, tx.ended = tx.ended, []
+                await self._children_ended(tx, batch)
             dropped = [
                 LogLine(
                     r.step.run_id, "warning", "late result dropped: claim expired", r.step.vertex_id
@@ -429,18 +593,25 @@ class Store:
             await _insert_logs(conn, [*log_lines, *dropped], now)
         return report
 
-    async def _advance(
-        self, conn: AsyncConnection, result: Success, now: float, report: CompletionReport
-    ) -> None:
-        """Unlock dependants and finish the run when this was its last step."""
-        step = result.step
-        workflow = (await self.get_version(step.workflow_name, step.workflow_version)).workflow
-        dependants = workflow.dependants(step.vertex_id)
+    async def _workflow_of_run(self, conn: AsyncConnection, run_id: str) -> Workflow:
+        row = (
+            await conn.execute(
+                select(runs.c.workflow_name, runs.c.workflow_version).where(runs.c.id == run_id)
+            )
+        ).one()
+        return (await self.get_version(row.workflow_name, row.workflow_version)).workflow
+
+    async def _step_done(self, tx: _Tx, run_id: str, vertex_id: str) -> None:
+        """A step reached SUCCEEDED/RESOLVED: unlock its dependants, and end the run when it was
+        the last one."""
+        conn, now, report = tx.conn, tx.now, tx.report
+        workflow = await self._workflow_of_run(conn, run_id)
+        dependants = workflow.dependants(vertex_id)
         if dependants:
             ready = await conn.execute(
                 update(steps)
                 .where(
-                    steps.c.run_id == step.run_id,
+                    steps.c.run_id == run_id,
                     steps.c.vertex_id.in_(dependants),
                     steps.c.status == StepStatus.PENDING.value,
                 )
@@ -458,21 +629,52 @@ class Store:
         remaining = (
             await conn.execute(
                 update(runs)
-                .where(runs.c.id == step.run_id)
+                .where(runs.c.id == run_id)
                 .values(steps_remaining=runs.c.steps_remaining - 1)
-                .returning(runs.c.steps_remaining, runs.c.status)
+                .returning(
+                    runs.c.steps_remaining,
+                    runs.c.status,
+                    runs.c.parent_run_id,
+                    runs.c.parent_vertex_id,
+                )
             )
         ).one()
-        if remaining.steps_remaining == 0 and remaining.status == RunStatus.RUNNING.value:
-            outputs = (await _outputs_of(conn, [step.run_id])).get(step.run_id, {})
-            output = {vid: outputs.get(vid) for vid in sinks(workflow)}
-            await conn.execute(
-                update(runs)
-                .where(runs.c.id == step.run_id)
-                .values(status=RunStatus.SUCCEEDED.value, output=output, ended_at=now)
+        if remaining.steps_remaining != 0 or remaining.status != RunStatus.RUNNING.value:
+            return
+        outputs = (await _outputs_of(conn, [run_id])).get(run_id, {})
+        output = {vid: outputs.get(vid) for vid in sinks(workflow)}
+        await conn.execute(
+            update(runs)
+            .where(runs.c.id == run_id)
+            .values(status=RunStatus.SUCCEEDED.value, output=output, ended_at=now)
+        )
+        await _insert_logs(conn, [LogLine(run_id, "info", "run succeeded")], now)
+        report.finished_runs.append((run_id, RunStatus.SUCCEEDED.value))
+        if remaining.parent_run_id is not None:
+            tx.ended.append(
+                EndedChild(remaining.parent_run_id, remaining.parent_vertex_id, "SUCCEEDED")
             )
-            await _insert_logs(conn, [LogLine(step.run_id, "info", "run succeeded")], now)
-            report.finished_runs.append((step.run_id, RunStatus.SUCCEEDED.value))
+
+    async def _children_ended(self, tx: _Tx, children: Sequence[EndedChild]) -> None:
+        """Add ended children to their spawners' counters (one UPDATE per spawner, however
+        many of its children ended in this batch) and close joins that can close."""
+        for (parent_run_id, vertex_id), counts in fanout.group_ended(children).items():
+            row = await fanout.add_to_counters(tx.conn, parent_run_id, vertex_id, counts)
+            if row is not None and row.status == StepStatus.PARKED.value:
+                await self._check_join(tx, parent_run_id, vertex_id, row)
+
+    async def _check_join(self, tx: _Tx, run_id: str, vertex_id: str, counters: Any = None) -> None:
+        """Close the spawner's join if its children allow it (see `vertices.merge`)."""
+        if counters is None:
+            counters = await fanout.read_counters(tx.conn, run_id, vertex_id)
+        workflow = await self._workflow_of_run(tx.conn, run_id)
+        counts = fanout.counts_of(counters)
+        if not fanout.join_closes(workflow, vertex_id, counts):
+            return
+        if await fanout.close_join(tx.conn, run_id, vertex_id, counts, tx.now):
+            message = f"fan-out joined: {counts.as_dict()}"
+            await _insert_logs(tx.conn, [LogLine(run_id, "info", message, vertex_id)], tx.now)
+            await self._step_done(tx, run_id, vertex_id)
 
 
 # ── statements shared by the methods above ──────────────────────────────────────────────────
@@ -529,6 +731,8 @@ async def _release(conn: AsyncConnection, result: StepResult, now: float) -> boo
         values |= {"status": StepStatus.FAILED.value, "error": result.error, "ended_at": now}
     elif isinstance(result, Park):
         values |= {"status": StepStatus.READY.value, "not_before": result.not_before}
+    elif isinstance(result, AwaitChildren):
+        values |= {"status": StepStatus.PARKED.value, "children_total": result.total}
     statement = (
         update(steps)
         .where(
@@ -541,11 +745,10 @@ async def _release(conn: AsyncConnection, result: StepResult, now: float) -> boo
     return (await conn.execute(statement)).rowcount == 1
 
 
-async def _fail_run(
-    conn: AsyncConnection, result: Failure, now: float, report: CompletionReport
-) -> None:
-    step = result.step
-    error = {"vertexId": step.vertex_id, **result.error}
+async def _fail_run(tx: _Tx, step: ClaimedStep, step_error: dict[str, Any]) -> None:
+    """A step failed terminally: the run goes FAILED (a child run becomes a dead letter)."""
+    conn, now = tx.conn, tx.now
+    error = {"vertexId": step.vertex_id, **step_error}
     changed = await conn.execute(
         update(runs)
         .where(runs.c.id == step.run_id, runs.c.status == RunStatus.RUNNING.value)
@@ -555,11 +758,16 @@ async def _fail_run(
             ended_at=now,
             dlq_at=case((runs.c.parent_run_id.is_not(None), now), else_=None),
         )
+        .returning(runs.c.parent_run_id, runs.c.parent_vertex_id)
     )
-    if changed.rowcount == 1:
-        message = f"run failed at {step.vertex_id}: {result.error.get('message', '')}"
-        await _insert_logs(conn, [LogLine(step.run_id, "error", message, step.vertex_id)], now)
-        report.finished_runs.append((step.run_id, RunStatus.FAILED.value))
+    row = changed.first()
+    if row is None:
+        return
+    message = f"run failed at {step.vertex_id}: {step_error.get('message', '')}"
+    await _insert_logs(conn, [LogLine(step.run_id, "error", message, step.vertex_id)], now)
+    tx.report.finished_runs.append((step.run_id, RunStatus.FAILED.value))
+    if row.parent_run_id is not None:
+        tx.ended.append(EndedChild(row.parent_run_id, row.parent_vertex_id, "FAILED"))
 
 
 async def _insert_logs(conn: AsyncConnection, lines: Sequence[LogLine], now: float) -> None:

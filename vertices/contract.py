@@ -62,4 +62,11 @@ class Parked:
     reason: str
 
 
-Outcome = Succeeded | Parked
+@dataclass(frozen=True)
+class AwaitChildren:
+    """A spawner created its `total` children; the step now waits for them to end."""
+
+    total: int
+
+
+Outcome = Succeeded | Parked | AwaitChildren

@@ -1,0 +1,161 @@
+"""Executes one claimed step: builds its context, calls the vertex, turns the outcome into a
+`StepResult` for the store.
+
+Every exception becomes a recorded failure: a `StepFailure` keeps its kind; anything else is an
+`internal_error` with the exception's type, so a bug in one step never kills the worker.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import httpx
+
+from engine import fanout, scheduler
+from engine.records import (
+    AwaitChildren,
+    ClaimedStep,
+    Failure,
+    LogLine,
+    Park,
+    StepResult,
+    Success,
+)
+from engine.store import ClaimLost, Store
+from schemas.clock import Clock
+from schemas.definitions import GatewayVertex, MergeVertex, SpawnerVertex, Vertex, Workflow
+from schemas.errors import FailureKind, StepFailure
+from vertices import contract, gateway, spawner
+from vertices.contract import Parked, StepContext, Succeeded, TimeoutTier
+
+logger = logging.getLogger(__name__)
+
+WorkflowLookup = Callable[[str, int], Awaitable[Workflow]]
+
+
+@dataclass
+class StepLog:
+    """Collects a step's log lines; they are written with its result in one transaction."""
+
+    step: ClaimedStep
+    clock: Clock
+    lines: list[LogLine] = field(default_factory=list)
+
+    async def __call__(self, level: str, message: str, data: dict[str, Any]) -> None:
+        self.lines.append(
+            LogLine(self.step.run_id, level, message, self.step.vertex_id, data, self.clock.now())
+        )
+
+
+@dataclass(frozen=True)
+class ExecutorDeps:
+    """What a worker shares among all its steps."""
+
+    store: Store
+    http: httpx.AsyncClient
+    timeouts: gateway.GatewayTimeouts
+    clock: Clock
+    redispatch_delays_s: tuple[float, ...]
+    fanout_limits: spawner.FanoutLimits = field(default_factory=spawner.FanoutLimits)
+    payload_high_water_bytes: int = 512 * 1024 * 1024
+    guard: gateway.CallGuard | None = None
+
+
+async def execute(
+    step: ClaimedStep, workflow: Workflow, deps: ExecutorDeps
+) -> tuple[StepResult, list[LogLine]]:
+    """Run `step` to an outcome. Never raises (except cancellation)."""
+    log = StepLog(step, deps.clock)
+    vertex = workflow.vertices.get(step.vertex_id)
+    try:
+        if vertex is None:
+            raise StepFailure(
+                FailureKind.INTERNAL_ERROR,
+                f"vertex {step.vertex_id!r} is not in {workflow.name} v{step.workflow_version}",
+            )
+        outcome = await _dispatch(vertex, step, workflow, log, deps)
+    except StepFailure as failure:
+        return _failed(step, vertex, failure, deps, log), log.lines
+    except ClaimLost as lost:
+        # Another worker owns the step now; this result will be dropped by the store.
+        logger.warning("%s", lost)
+        failure = StepFailure(FailureKind.INTERNAL_ERROR, str(lost))
+        return _failed(step, vertex, failure, deps, log), log.lines
+    except Exception as exc:  # a bug must not kill the worker: record it on the step
+        logger.exception("step %s/%s crashed", step.run_id, step.vertex_id)
+        failure = StepFailure(FailureKind.INTERNAL_ERROR, f"{type(exc).__name__}: {exc}")
+        return _failed(step, vertex, failure, deps, log), log.lines
+    if isinstance(outcome, Parked):
+        await log("info", f"parked: {outcome.reason}", {"delaySeconds": outcome.delay_s})
+        return Park(step, deps.clock.now() + outcome.delay_s, outcome.reason), log.lines
+    if isinstance(outcome, contract.AwaitChildren):
+        return AwaitChildren(step, outcome.total), log.lines
+    return Success(step, outcome.output), log.lines
+
+
+async def _dispatch(
+    vertex: Vertex, step: ClaimedStep, workflow: Workflow, log: StepLog, deps: ExecutorDeps
+) -> contract.Outcome:
+    ctx = StepContext(
+        run_id=step.run_id,
+        vertex_id=step.vertex_id,
+        tenant_id=step.tenant_id,
+        attempt=step.attempts,
+        context=scheduler.expression_context(step),
+        timeout_tier=TimeoutTier(step.timeout_tier),
+        idempotency_key=scheduler.idempotency_key(step.run_id, step.vertex_id),
+        log=log,
+    )
+    if isinstance(vertex, GatewayVertex):
+        return await gateway.execute(vertex.config, ctx, deps.http, deps.timeouts, guard=deps.guard)
+    if isinstance(vertex, SpawnerVertex):
+        child = await fanout.child_version(deps.store, vertex.config)
+        port = fanout.StoreFanoutPort(deps.store, step, child, deps.payload_high_water_bytes)
+        return await spawner.execute(vertex.config, ctx, port, deps.fanout_limits)
+    if isinstance(vertex, MergeVertex):
+        return Succeeded(await fanout.run_merge(deps.store, step, workflow, vertex))
+    raise StepFailure(FailureKind.INTERNAL_ERROR, f"unknown vertex type {vertex!r}")
+
+
+def _failed(
+    step: ClaimedStep,
+    vertex: Vertex | None,
+    failure: StepFailure,
+    deps: ExecutorDeps,
+    log: StepLog,
+) -> Failure:
+    retry_at = scheduler.redispatch_at(
+        failure,
+        max_auto_retries=vertex.max_auto_retries if vertex is not None else 0,
+        auto_retries_used=step.auto_retries,
+        now=deps.clock.now(),
+        delays_s=deps.redispatch_delays_s,
+    )
+    error = failure.as_dict()
+    if retry_at is None:
+        log.lines.append(
+            LogLine(
+                step.run_id,
+                "error",
+                f"step failed: {failure.message}",
+                step.vertex_id,
+                error,
+                deps.clock.now(),
+            )
+        )
+    else:
+        delay = round(retry_at - deps.clock.now(), 3)
+        log.lines.append(
+            LogLine(
+                step.run_id,
+                "warning",
+                f"{failure.kind.value}: redispatch {step.auto_retries + 1} in {delay} s",
+                step.vertex_id,
+                error,
+                deps.clock.now(),
+            )
+        )
+    return Failure(step, error, retry_at)

@@ -1,0 +1,110 @@
+"""The factory: builds the store, coordination client, wake-ups and HTTP client from `Settings`
+and hands them down (STYLE §10). Nothing connects at import time; every process (CLI `run`,
+`serve`, `worker`, `api`, a test) builds its own `Runtime` and closes it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from dataclasses import dataclass
+
+import httpx
+import redis.asyncio as redis
+
+from engine import coordination, executor
+from engine.health import HealthMarker
+from engine.heartbeat import Heartbeat
+from engine.settings import Settings
+from engine.store import Store
+from engine.wakeup import Wakeup
+from engine.worker import Worker, WorkerConfig
+from schemas.clock import Clock, SystemClock
+from vertices import gateway, spawner
+from vertices.http_client import build_http_client
+
+logger = logging.getLogger(__name__)
+
+
+@dataclass
+class Runtime:
+    """Everything a SchemaBridge process shares. Build with `Runtime.open`, end with `close`."""
+
+    settings: Settings
+    clock: Clock
+    store: Store
+    redis: redis.Redis
+    wakeup: Wakeup
+    http: httpx.AsyncClient
+
+    @classmethod
+    async def open(
+        cls, settings: Settings, *, clock: Clock | None = None, migrate: bool = True
+    ) -> Runtime:
+        clock = clock or SystemClock()
+        store = await Store.open(settings.database_url, clock, migrate=migrate)
+        try:
+            client = await coordination.open_redis(settings)
+        except Exception:
+            await store.close()
+            raise
+        wakeup = Wakeup(client)
+        await wakeup.start()
+        http = build_http_client(max_connections=max(100, settings.worker_concurrency * 2))
+        return cls(settings, clock, store, client, wakeup, http)
+
+    async def close(self) -> None:
+        await self.wakeup.stop()
+        await self.http.aclose()
+        await coordination.close_redis(self.redis)
+        await self.store.close()
+
+    def worker_config(self) -> WorkerConfig:
+        s = self.settings
+        return WorkerConfig(
+            concurrency=s.worker_concurrency,
+            claim_batch=s.claim_batch,
+            lease_s=s.lease_s,
+            idle_poll_s=s.idle_poll_s,
+            shutdown_grace_s=s.shutdown_grace_s,
+        )
+
+    def executor_deps(self) -> executor.ExecutorDeps:
+        s = self.settings
+        return executor.ExecutorDeps(
+            store=self.store,
+            http=self.http,
+            timeouts=gateway.GatewayTimeouts(
+                collect_ms=s.timeout_collect_ms,
+                process_ms=s.timeout_process_ms,
+                gateway_ms=s.timeout_gateway_ms,
+            ),
+            clock=self.clock,
+            redispatch_delays_s=tuple(s.redispatch_delays_s),
+            fanout_limits=spawner.FanoutLimits(backpressure_max_depth=s.backpressure_max_depth),
+            payload_high_water_bytes=s.payload_high_water_bytes,
+        )
+
+    def worker(self, config: WorkerConfig | None = None) -> Worker:
+        return Worker(self.store, self.executor_deps(), self.wakeup, config or self.worker_config())
+
+
+async def run_service(runtime: Runtime, service: str, stop: asyncio.Event) -> None:
+    """Run a worker as a named service until `stop`: heartbeat `heartbeat:<service>`, marker
+    file `.healthy/<service>`, graceful drain (DESIGN §9)."""
+    heartbeat = Heartbeat.from_settings(service, runtime.redis, runtime.clock, runtime.settings)
+    marker = HealthMarker.from_settings(service, runtime.settings)
+    worker = runtime.worker()
+
+    async def announce_stop() -> None:
+        # First thing on SIGTERM: look unhealthy and vanish from the monitor, then drain.
+        await stop.wait()
+        marker.remove()
+        await heartbeat.stop()
+
+    with marker:
+        async with asyncio.TaskGroup() as group:
+            group.create_task(heartbeat.run(stop), name="heartbeat")
+            group.create_task(announce_stop(), name="announce-stop")
+            await worker.run(stop)
+    logger.info("service %s stopped: %s", service, worker.stats)

@@ -1,0 +1,413 @@
+"""Fan-out statements of the store: child creation, the join counters, merges, dead letters,
+payloads and quotas. Part of `engine.store` (it is only called from there and from
+`engine.fanout`'s port over the store); split out to keep modules small.
+
+Child identity. A child's idempotency key is `<parent run>/<spawner vertex>/<item index>` and
+its run id is the UUIDv5 of that key. The key column is UNIQUE and children are inserted with
+`ON CONFLICT DO NOTHING … RETURNING id`, so two deliveries of the same spawner racing each
+other each create only the children the other has not: the database closes the window that a
+look-up-before-insert leaves open. Steps are inserted only for the runs this statement created.
+
+Join counters. Each child's end adds 1 to a counter on its spawner's step, in the transaction
+that ends the child (grouped per spawner within a batch). The row lock serialises concurrent
+ends, so exactly one transaction sees the counts that close the join and flips the spawner
+from PARKED to SUCCEEDED (`WHERE status = 'PARKED'`); the MERGE then becomes READY once.
+"""
+
+from __future__ import annotations
+
+import json
+import uuid
+from collections import Counter
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from sqlalchemy import func, insert, select, update
+from sqlalchemy.dialects import postgresql, sqlite
+from sqlalchemy.ext.asyncio import AsyncConnection
+
+from engine.models import (
+    DONE_STEP_STATUSES,
+    Payload,
+    Run,
+    RunStatus,
+    Step,
+    StepStatus,
+    TenantQuota,
+)
+from engine.records import ChildRow, ClaimedStep, VersionRecord
+from schemas.definitions import MergeConfig, MergeVertex, Workflow
+from vertices import merge
+
+runs = Run.__table__  # type: ignore[attr-defined]
+steps = Step.__table__  # type: ignore[attr-defined]
+payloads = Payload.__table__  # type: ignore[attr-defined]
+quotas = TenantQuota.__table__  # type: ignore[attr-defined]
+
+CHILD_ID_NAMESPACE = uuid.UUID("6f1d3c1e-5b8a-4c44-9a57-2f0b8f5e8a10")
+
+
+@dataclass(frozen=True)
+class EndedChild:
+    parent_run_id: str
+    parent_vertex_id: str
+    status: str
+
+
+def child_key(parent_run_id: str, vertex_id: str, index: int) -> str:
+    return f"{parent_run_id}/{vertex_id}/{index}"
+
+
+def child_run_id(key: str) -> str:
+    return str(uuid.uuid5(CHILD_ID_NAMESPACE, key))
+
+
+# ── the join ────────────────────────────────────────────────────────────────────────────────
+
+
+def group_ended(children: Sequence[EndedChild]) -> dict[tuple[str, str], Counter[str]]:
+    grouped: dict[tuple[str, str], Counter[str]] = {}
+    for child in children:
+        grouped.setdefault((child.parent_run_id, child.parent_vertex_id), Counter())[
+            child.status
+        ] += 1
+    return grouped
+
+
+_COUNTER_COLUMNS = (
+    steps.c.status,
+    steps.c.children_total,
+    steps.c.children_succeeded,
+    steps.c.children_failed,
+    steps.c.children_cancelled,
+)
+
+
+async def add_to_counters(
+    conn: AsyncConnection, run_id: str, vertex_id: str, counts: Counter[str]
+) -> Any:
+    statement = (
+        update(steps)
+        .where(steps.c.run_id == run_id, steps.c.vertex_id == vertex_id)
+        .values(
+            children_succeeded=steps.c.children_succeeded + counts["SUCCEEDED"],
+            children_failed=steps.c.children_failed + counts["FAILED"],
+            children_cancelled=steps.c.children_cancelled + counts["CANCELLED"],
+        )
+        .returning(*_COUNTER_COLUMNS)
+    )
+    return (await conn.execute(statement)).first()
+
+
+async def read_counters(conn: AsyncConnection, run_id: str, vertex_id: str) -> Any:
+    statement = select(*_COUNTER_COLUMNS).where(
+        steps.c.run_id == run_id, steps.c.vertex_id == vertex_id
+    )
+    return (await conn.execute(statement)).one()
+
+
+def counts_of(row: Any) -> merge.ChildCounts:
+    return merge.ChildCounts(
+        total=row.children_total or 0,
+        succeeded=row.children_succeeded,
+        failed=row.children_failed,
+        cancelled=row.children_cancelled,
+    )
+
+
+def merge_config_for(workflow: Workflow, spawner_vertex_id: str) -> MergeConfig:
+    """The config of the MERGE that joins `spawner_vertex_id` (defaults when it has none)."""
+    for vertex in workflow.vertices.values():
+        if isinstance(vertex, MergeVertex) and spawner_vertex_id in vertex.depends_on:
+            return vertex.config
+    return MergeConfig()
+
+
+def join_closes(workflow: Workflow, spawner_vertex_id: str, counts: merge.ChildCounts) -> bool:
+    config = merge_config_for(workflow, spawner_vertex_id)
+    return merge.join_state(config, counts) is merge.JoinState.CLOSED
+
+
+async def close_join(
+    conn: AsyncConnection, run_id: str, vertex_id: str, counts: merge.ChildCounts, now: float
+) -> bool:
+    """Flip the spawner from PARKED to SUCCEEDED; True for the one caller that did it."""
+    statement = (
+        update(steps)
+        .where(
+            steps.c.run_id == run_id,
+            steps.c.vertex_id == vertex_id,
+            steps.c.status == StepStatus.PARKED.value,
+        )
+        .values(status=StepStatus.SUCCEEDED.value, output=counts.as_dict(), ended_at=now)
+    )
+    return (await conn.execute(statement)).rowcount == 1
+
+
+# ── creating children ───────────────────────────────────────────────────────────────────────
+
+
+async def existing_children(conn: AsyncConnection, run_id: str, vertex_id: str) -> int:
+    statement = (
+        select(func.count())
+        .select_from(runs)
+        .where(runs.c.parent_run_id == run_id, runs.c.parent_vertex_id == vertex_id)
+    )
+    return int((await conn.execute(statement)).scalar_one())
+
+
+async def claim_is_live(conn: AsyncConnection, step: ClaimedStep, total: int) -> bool:
+    """Record the fan-out size on the spawner step; False when our claim is gone."""
+    statement = (
+        update(steps)
+        .where(
+            steps.c.id == step.step_id,
+            steps.c.claim_token == step.claim_token,
+            steps.c.status == StepStatus.RUNNING.value,
+        )
+        .values(children_total=total)
+    )
+    return (await conn.execute(statement)).rowcount == 1
+
+
+def _insert_runs_ignoring_duplicates(dialect: str) -> Any:
+    module = postgresql if dialect == "postgresql" else sqlite
+    return (
+        module.insert(runs)
+        .on_conflict_do_nothing(index_elements=["idempotency_key"])
+        .returning(runs.c.id)
+    )
+
+
+async def insert_children(
+    conn: AsyncConnection,
+    *,
+    dialect: str,
+    parent: ClaimedStep,
+    child: VersionRecord,
+    batch: Sequence[ChildRow],
+    step_rows: Callable[[str], list[dict[str, Any]]],
+    now: float,
+) -> int:
+    """Create the children in `batch` that do not exist yet; returns how many were created."""
+    rows = []
+    for spec in batch:
+        key = child_key(parent.run_id, parent.vertex_id, spec.index)
+        rows.append(
+            {
+                "id": child_run_id(key),
+                "workflow_name": child.name,
+                "workflow_version": child.version,
+                "definition_hash": child.definition_hash,
+                "tenant_id": parent.tenant_id,
+                "status": RunStatus.RUNNING.value,
+                "timeout_tier": "process",
+                "input": spec.input,
+                "item": spec.item,
+                "output": None,
+                "error": None,
+                "steps_remaining": len(child.workflow.vertices),
+                "created_at": now,
+                "started_at": now,
+                "ended_at": None,
+                "idempotency_key": key,
+                "parent_run_id": parent.run_id,
+                "parent_vertex_id": parent.vertex_id,
+                "item_index": spec.index,
+                "root_run_id": parent.root_run_id or parent.run_id,
+                "restarted_from": None,
+                "dlq_at": None,
+            }
+        )
+    if not rows:
+        return 0
+    result = await conn.execute(_insert_runs_ignoring_duplicates(dialect), rows)
+    created = [row.id for row in result.all()]
+    if created:
+        await conn.execute(insert(steps), [r for run_id in created for r in step_rows(run_id)])
+        await conn.execute(
+            update(quotas)
+            .where(quotas.c.tenant_id == parent.tenant_id)
+            .values(used_runs=quotas.c.used_runs + len(created))
+        )
+    return len(created)
+
+
+async def running_children(conn: AsyncConnection, run_id: str) -> int:
+    """Children of `run_id` with a step claimed right now."""
+    statement = (
+        select(func.count(func.distinct(steps.c.run_id)))
+        .select_from(steps.join(runs, runs.c.id == steps.c.run_id))
+        .where(runs.c.parent_run_id == run_id, steps.c.status == StepStatus.RUNNING.value)
+    )
+    return int((await conn.execute(statement)).scalar_one())
+
+
+async def children_outputs(
+    conn: AsyncConnection, run_id: str, vertex_id: str
+) -> list[tuple[int, str, Any]]:
+    """(item index, status, output) of every child, in item order."""
+    statement = (
+        select(runs.c.item_index, runs.c.status, runs.c.output)
+        .where(runs.c.parent_run_id == run_id, runs.c.parent_vertex_id == vertex_id)
+        .order_by(runs.c.item_index)
+    )
+    return [(r.item_index, r.status, r.output) for r in (await conn.execute(statement)).all()]
+
+
+# ── payloads and quotas ─────────────────────────────────────────────────────────────────────
+
+
+async def put_payload(conn: AsyncConnection, run_id: str, data: Any, now: float) -> int:
+    size = len(json.dumps(data, separators=(",", ":")))
+    result = await conn.execute(
+        insert(payloads)
+        .values(run_id=run_id, size_bytes=size, data=data, created_at=now)
+        .returning(payloads.c.id)
+    )
+    return int(result.scalar_one())
+
+
+async def get_payload(conn: AsyncConnection, payload_id: int) -> Any:
+    result = await conn.execute(select(payloads.c.data).where(payloads.c.id == payload_id))
+    return result.scalar_one_or_none()
+
+
+async def delete_payload(conn: AsyncConnection, payload_id: int) -> None:
+    await conn.execute(payloads.delete().where(payloads.c.id == payload_id))
+
+
+async def payload_bytes(conn: AsyncConnection) -> int:
+    result = await conn.execute(select(func.coalesce(func.sum(payloads.c.size_bytes), 0)))
+    return int(result.scalar_one())
+
+
+async def quota_left(conn: AsyncConnection, tenant_id: str) -> int | None:
+    row = (
+        await conn.execute(
+            select(quotas.c.max_runs, quotas.c.used_runs).where(quotas.c.tenant_id == tenant_id)
+        )
+    ).first()
+    return None if row is None else max(0, row.max_runs - row.used_runs)
+
+
+async def set_quota(conn: AsyncConnection, dialect: str, tenant_id: str, max_runs: int) -> None:
+    module = postgresql if dialect == "postgresql" else sqlite
+    statement = module.insert(quotas).values(tenant_id=tenant_id, max_runs=max_runs, used_runs=0)
+    await conn.execute(
+        statement.on_conflict_do_update(index_elements=["tenant_id"], set_={"max_runs": max_runs})
+    )
+
+
+# ── dead letters ────────────────────────────────────────────────────────────────────────────
+
+
+def descendants(workflow: Workflow, vertex_id: str) -> list[str]:
+    """Every vertex downstream of `vertex_id`, in document order."""
+    found: set[str] = set()
+    frontier = [vertex_id]
+    for _ in range(len(workflow.vertices)):
+        if not frontier:
+            break
+        frontier = [d for v in frontier for d in workflow.dependants(v) if d not in found]
+        found.update(frontier)
+    return [v for v in workflow.vertices if v in found]
+
+
+async def dead_letters(conn: AsyncConnection, run_id: str) -> list[Any]:
+    statement = select(runs.c.id, runs.c.parent_vertex_id).where(
+        runs.c.parent_run_id == run_id,
+        runs.c.dlq_at.is_not(None),
+        runs.c.status == RunStatus.FAILED.value,
+    )
+    return list((await conn.execute(statement)).all())
+
+
+async def revive_children(conn: AsyncConnection, child_ids: Sequence[str], now: float) -> None:
+    """Dead-lettered children run again: same run ids and keys, failed steps READY."""
+    await conn.execute(
+        update(runs)
+        .where(runs.c.id.in_(list(child_ids)))
+        .values(status=RunStatus.RUNNING.value, dlq_at=None, error=None, ended_at=None)
+    )
+    await conn.execute(
+        update(steps)
+        .where(steps.c.run_id.in_(list(child_ids)), steps.c.status == StepStatus.FAILED.value)
+        .values(
+            status=StepStatus.READY.value,
+            not_before=now,
+            error=None,
+            ended_at=None,
+            auto_retries=0,
+        )
+    )
+
+
+async def reopen_join(
+    conn: AsyncConnection, run_id: str, workflow: Workflow, spawner_id: str, revived: int
+) -> bool:
+    """Take `revived` failures off the spawner's counters and, if its join had closed, open it
+    again: the spawner goes back to PARKED and everything downstream back to PENDING.
+    Returns True when the join was reopened."""
+    row = (
+        await conn.execute(
+            update(steps)
+            .where(steps.c.run_id == run_id, steps.c.vertex_id == spawner_id)
+            .values(children_failed=steps.c.children_failed - revived)
+            .returning(steps.c.status)
+        )
+    ).one()
+    if row.status == StepStatus.PARKED.value:
+        return False
+    downstream = descendants(workflow, spawner_id)
+    reset = [spawner_id, *downstream]
+    done_rows = await conn.execute(
+        select(func.count())
+        .select_from(steps)
+        .where(
+            steps.c.run_id == run_id,
+            steps.c.vertex_id.in_(reset),
+            steps.c.status.in_([s.value for s in DONE_STEP_STATUSES]),
+        )
+    )
+    undone = int(done_rows.scalar_one())
+    await conn.execute(
+        update(steps)
+        .where(steps.c.run_id == run_id, steps.c.vertex_id == spawner_id)
+        .values(status=StepStatus.PARKED.value, output=None, ended_at=None, error=None)
+    )
+    for vertex_id in downstream:
+        await conn.execute(
+            update(steps)
+            .where(steps.c.run_id == run_id, steps.c.vertex_id == vertex_id)
+            .values(
+                status=StepStatus.PENDING.value,
+                deps_pending=len(set(workflow.vertices[vertex_id].depends_on) & set(reset)),
+                output=None,
+                error=None,
+                ended_at=None,
+                claim_token=None,
+                lease_expires_at=None,
+            )
+        )
+    await conn.execute(
+        update(runs)
+        .where(runs.c.id == run_id)
+        .values(steps_remaining=runs.c.steps_remaining + undone)
+    )
+    return True
+
+
+async def resume_run_if_failed_downstream(
+    conn: AsyncConnection, run_id: str, vertex_ids: Sequence[str]
+) -> None:
+    """A run that FAILED at one of `vertex_ids` runs again (its error is cleared)."""
+    row = (await conn.execute(select(runs.c.status, runs.c.error).where(runs.c.id == run_id))).one()
+    failed_at = (row.error or {}).get("vertexId")
+    if row.status == RunStatus.FAILED.value and failed_at in vertex_ids:
+        await conn.execute(
+            update(runs)
+            .where(runs.c.id == run_id)
+            .values(status=RunStatus.RUNNING.value, error=None, ended_at=None, dlq_at=None)
+        )

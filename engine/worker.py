@@ -1,0 +1,277 @@
+"""The worker: claims ready steps, runs them concurrently, records results in batches.
+
+Four cooperating loops under one `asyncio.TaskGroup` (STYLE §9):
+
+* claim loop — claims up to `claim_batch` steps whenever fewer than `worker_concurrency` are in
+  flight; when the queue looks empty it waits for a wake-up (Redis pub/sub, or a local notify
+  when this process made steps ready) with a slow poll as the fallback, so an idle worker costs
+  one query per `idle_poll_s`.
+* flusher — records finished steps. It takes everything that finished since its last write and
+  writes it in one transaction, so under load results are batched and at low load each result
+  is written immediately (no timer adds latency).
+* lease renewer — renews the leases of every step still in flight every `lease_s / 3`.
+* reaper — returns steps whose lease expired (their worker died) to READY.
+
+A step counts as in flight until its result is written, so its lease is renewed until then.
+Shutdown: stop claiming, let in-flight steps finish within `shutdown_grace_s`, flush, return.
+Steps abandoned at the deadline keep their claims; their leases expire and another worker (or
+the next start) runs them again.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from typing import Protocol
+
+from engine import executor
+from engine.records import ClaimedStep, CompletionReport, LogLine, StepResult
+from engine.store import Store
+from schemas.definitions import Workflow
+
+logger = logging.getLogger(__name__)
+
+FLUSH_BATCH_MAX = 500
+FLUSH_RETRY_LIMIT = 5
+
+
+class Wakeups(Protocol):
+    """Tells idle workers that steps became ready (see `engine.wakeup`)."""
+
+    async def notify(self) -> None: ...
+
+    async def wait(self, timeout_s: float) -> bool: ...
+
+
+class LocalWakeups:
+    """In-process wake-ups (a single process needs nothing more)."""
+
+    def __init__(self) -> None:
+        self._event = asyncio.Event()
+
+    async def notify(self) -> None:
+        self._event.set()
+
+    async def wait(self, timeout_s: float) -> bool:
+        try:
+            async with asyncio.timeout(timeout_s):
+                await self._event.wait()
+        except TimeoutError:
+            return False
+        finally:
+            self._event.clear()
+        return True
+
+
+@dataclass(frozen=True)
+class WorkerConfig:
+    concurrency: int = 64
+    claim_batch: int = 32
+    lease_s: float = 30.0
+    idle_poll_s: float = 1.0
+    shutdown_grace_s: float = 20.0
+
+
+@dataclass
+class WorkerStats:
+    claimed: int = 0
+    recorded: int = 0
+    dropped: int = 0
+    requeued: int = 0
+    flushes: int = 0
+    finished_runs: list[tuple[str, str]] = field(default_factory=list)
+
+
+OnReport = Callable[[CompletionReport], Awaitable[None]]
+
+
+class Worker:
+    """One worker loop set. `await worker.run(stop)` returns after a graceful drain."""
+
+    def __init__(
+        self,
+        store: Store,
+        deps: executor.ExecutorDeps,
+        wakeups: Wakeups,
+        config: WorkerConfig,
+        *,
+        on_report: OnReport | None = None,
+    ) -> None:
+        self._store = store
+        self._deps = deps
+        self._wakeups = wakeups
+        self._config = config
+        self._on_report = on_report
+        self._in_flight: dict[str, ClaimedStep] = {}
+        self._running: set[asyncio.Task[None]] = set()
+        self._done: asyncio.Queue[tuple[StepResult, list[LogLine]] | None] = asyncio.Queue()
+        self._slot_freed = asyncio.Event()
+        self._closing = asyncio.Event()
+        self.stats = WorkerStats()
+
+    @property
+    def in_flight(self) -> int:
+        return len(self._in_flight)
+
+    async def run(self, stop: asyncio.Event) -> None:
+        async with asyncio.TaskGroup() as group:
+            flusher = group.create_task(self._flusher(), name="flusher")
+            group.create_task(self._every(self._config.lease_s / 3, self._renew), name="renewer")
+            group.create_task(self._every(self._config.lease_s / 3, self._reap), name="reaper")
+            await self._claim_loop(group, stop)
+            await self._drain()
+            self._closing.set()
+            await self._done.put(None)  # wakes the flusher to notice closing
+            await flusher
+
+    # ── claiming ────────────────────────────────────────────────────────────────────────────
+
+    async def _claim_loop(self, group: asyncio.TaskGroup, stop: asyncio.Event) -> None:
+        stop_wait = asyncio.ensure_future(stop.wait())
+        try:
+            while not stop.is_set():
+                free = self._config.concurrency - len(self._in_flight)
+                if free <= 0:
+                    self._slot_freed.clear()
+                    await _first(self._slot_freed.wait(), stop_wait, self._config.idle_poll_s)
+                    continue
+                wanted = min(free, self._config.claim_batch)
+                claimed = await self._claim(wanted)
+                for step in claimed:
+                    self._start(group, step)
+                if len(claimed) < wanted:
+                    await _first(
+                        self._wakeups.wait(self._config.idle_poll_s),
+                        stop_wait,
+                        self._config.idle_poll_s,
+                    )
+        finally:
+            stop_wait.cancel()
+
+    async def _claim(self, wanted: int) -> list[ClaimedStep]:
+        try:
+            claimed = await self._store.claim(wanted, self._config.lease_s)
+        except Exception:
+            logger.exception("claim failed; retrying after the idle poll")
+            return []
+        self.stats.claimed += len(claimed)
+        return claimed
+
+    def _start(self, group: asyncio.TaskGroup, step: ClaimedStep) -> None:
+        self._in_flight[step.claim_token] = step
+        task = group.create_task(self._execute(step), name=f"step:{step.run_id}/{step.vertex_id}")
+        self._running.add(task)
+        task.add_done_callback(self._running.discard)
+
+    async def _execute(self, step: ClaimedStep) -> None:
+        try:
+            workflow = await self._workflow(step)
+            result = await executor.execute(step, workflow, self._deps)
+        except Exception:
+            # The store was unreachable while loading the definition: leave the claim; its
+            # lease expires and the step runs again.
+            logger.exception("could not execute %s/%s", step.run_id, step.vertex_id)
+            self._in_flight.pop(step.claim_token, None)
+            self._slot_freed.set()
+            return
+        await self._done.put(result)
+
+    async def _workflow(self, step: ClaimedStep) -> Workflow:
+        version = await self._store.get_version(step.workflow_name, step.workflow_version)
+        return version.workflow
+
+    # ── recording ───────────────────────────────────────────────────────────────────────────
+
+    async def _flusher(self) -> None:
+        while True:
+            first = await self._done.get()
+            batch = [] if first is None else [first]
+            while len(batch) < FLUSH_BATCH_MAX and not self._done.empty():
+                item = self._done.get_nowait()
+                if item is not None:
+                    batch.append(item)
+            if batch:
+                await self._flush(batch)
+            if self._closing.is_set() and self._done.empty() and not self._running:
+                return
+
+    async def _flush(self, batch: list[tuple[StepResult, list[LogLine]]]) -> None:
+        results = [result for result, _ in batch]
+        lines = [line for _, step_lines in batch for line in step_lines]
+        report: CompletionReport | None = None
+        for attempt in range(FLUSH_RETRY_LIMIT):
+            try:
+                report = await self._store.complete(results, lines)
+                break
+            except Exception:
+                logger.exception("recording %d results failed (try %d)", len(results), attempt + 1)
+                await asyncio.sleep(min(2.0**attempt * 0.1, 2.0))
+        for result in results:
+            self._in_flight.pop(result.step.claim_token, None)
+        self._slot_freed.set()
+        if report is None:
+            # Claims stay in place; their leases expire and the steps run again elsewhere.
+            return
+        self.stats.flushes += 1
+        self.stats.recorded += report.recorded
+        self.stats.dropped += len(report.dropped)
+        self.stats.finished_runs.extend(report.finished_runs)
+        if report.dropped:
+            logger.warning("dropped %d late results (claims expired)", len(report.dropped))
+        if report.newly_ready:
+            await self._wakeups.notify()
+        if self._on_report is not None:
+            await self._on_report(report)
+
+    # ── leases ──────────────────────────────────────────────────────────────────────────────
+
+    async def _every(self, period_s: float, action: Callable[[], Awaitable[None]]) -> None:
+        while not self._closing.is_set():
+            with contextlib.suppress(TimeoutError):
+                async with asyncio.timeout(period_s):
+                    await self._closing.wait()
+            if self._closing.is_set():
+                return
+            try:
+                await action()
+            except Exception:
+                logger.exception("%s failed; trying again next period", action.__name__)
+
+    async def _renew(self) -> None:
+        if self._in_flight:
+            await self._store.renew(list(self._in_flight), self._config.lease_s)
+
+    async def _reap(self) -> None:
+        requeued = await self._store.requeue_expired()
+        if requeued:
+            self.stats.requeued += len(requeued)
+            logger.warning("requeued %d steps whose lease expired", len(requeued))
+            await self._wakeups.notify()
+
+    async def _drain(self) -> None:
+        if not self._running:
+            return
+        pending = set(self._running)
+        _, still_running = await asyncio.wait(pending, timeout=self._config.shutdown_grace_s)
+        for task in still_running:
+            task.cancel()
+        if still_running:
+            logger.warning(
+                "%d steps did not finish within the grace period; their leases will expire",
+                len(still_running),
+            )
+            await asyncio.wait(still_running)
+
+
+async def _first(
+    awaitable: Awaitable[object], stop_wait: asyncio.Future[object], timeout_s: float
+) -> None:
+    """Wait for `awaitable`, the stop signal or the timeout, whichever comes first."""
+    task = asyncio.ensure_future(awaitable)
+    try:
+        await asyncio.wait({task, stop_wait}, timeout=timeout_s, return_when="FIRST_COMPLETED")
+    finally:
+        task.cancel()

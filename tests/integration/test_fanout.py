@@ -1,0 +1,293 @@
+"""SPAWNER and MERGE against a real store and a real downstream, on both backends."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator
+from typing import Any
+
+import httpx
+import pytest
+
+from demo.downstream import RunningDownstream, start_downstream
+from engine import executor
+from engine.records import AwaitChildren, Park, Success
+from engine.runtime import Runtime
+from schemas.clock import FakeClock
+from schemas.definitions import Workflow
+from tests.conftest import Backend
+from tests.integration.engine_harness import running_worker, settings_for, start, wait_for_run
+
+
+@pytest.fixture
+async def downstream() -> AsyncIterator[RunningDownstream]:
+    server = await start_downstream()
+    yield server
+    await server.stop()
+
+
+@pytest.fixture
+async def runtime(backend: Backend) -> AsyncIterator[Runtime]:
+    runtime = await Runtime.open(settings_for(backend))
+    yield runtime
+    await runtime.close()
+
+
+def workflows(base: str, merge: dict[str, Any] | None = None) -> list[Workflow]:
+    """parent: spawner over `input.items` → merge; child: one POST whose status the item
+    chooses through the demo downstream's X-Demo-Status / X-Demo-Sleep-Ms headers."""
+    parent = Workflow.model_validate(
+        {
+            "name": "parent",
+            "vertices": {
+                "each": {
+                    "type": "SPAWNER",
+                    "config": {"items": "{{ input.items }}", "workflow": "child"},
+                },
+                "join": {"type": "MERGE", "dependsOn": ["each"], "config": merge or {}},
+            },
+        }
+    )
+    child = Workflow.model_validate(
+        {
+            "name": "child",
+            "vertices": {
+                "call": {
+                    "type": "GATEWAY",
+                    "config": {
+                        "url": f"{base}/charge/{{{{ index }}}}",
+                        "method": "POST",
+                        "headers": {
+                            "X-Demo-Status": "{{ item.status }}",
+                            "X-Demo-Sleep-Ms": "{{ item.sleep || `0` }}",
+                        },
+                        "retry": {"maxAttempts": 1},
+                    },
+                }
+            },
+        }
+    )
+    return [parent, child]
+
+
+def items(n: int, failing: set[int] = frozenset(), **extra: Any) -> list[dict[str, Any]]:
+    return [{"status": 400 if i in failing else 200, **extra} for i in range(n)]
+
+
+TOLERANCE_TABLE = [
+    pytest.param(set(), {}, "SUCCEEDED", id="no-failures"),
+    pytest.param({3}, {}, "FAILED", id="default-any-failure-fails"),
+    pytest.param(
+        {3},
+        {"tolerateChildFailures": ["FAILED"], "failureTolerance": {"maxFailureRatio": 0.2}},
+        "SUCCEEDED",
+        id="under-ratio",
+    ),
+    pytest.param(
+        {1, 2, 3},
+        {"tolerateChildFailures": ["FAILED"], "failureTolerance": {"maxFailureRatio": 0.2}},
+        "FAILED",
+        id="over-ratio",
+    ),
+    pytest.param(
+        {1, 2},
+        {"tolerateChildFailures": ["FAILED"], "failureTolerance": {"maxFailures": 1}},
+        "FAILED",
+        id="over-max-failures",
+    ),
+    pytest.param(
+        {1},
+        {"tolerateChildFailures": ["CANCELLED"], "failureTolerance": {"maxFailures": 5}},
+        "FAILED",
+        id="failed-not-in-tolerated-statuses",
+    ),
+    pytest.param({1, 2}, {"tolerateChildFailures": ["FAILED"]}, "SUCCEEDED", id="tolerate-all"),
+]
+
+
+@pytest.mark.parametrize(("failing", "merge", "expected"), TOLERANCE_TABLE)
+async def test_tolerance_table(
+    runtime: Runtime,
+    downstream: RunningDownstream,
+    failing: set[int],
+    merge: dict[str, Any],
+    expected: str,
+) -> None:
+    run_id = await start(runtime, workflows(downstream.url, merge), {"items": items(10, failing)})
+    async with running_worker(runtime):
+        run = await wait_for_run(runtime, run_id)
+    assert run.status == expected, run.error
+    steps = {s.vertex_id: s for s in await runtime.store.get_steps(run_id)}
+    assert steps["join"].attempts == 1  # the merge ran exactly once
+    if expected == "FAILED":
+        assert run.error["vertexId"] == "join"
+        assert run.error["kind"] == "child_failures"
+    else:
+        outputs = run.output["join"]["outputs"]
+        assert len(outputs) == 10
+        assert [o is None for o in outputs] == [i in failing for i in range(10)]
+    dead = await runtime.store.children(run_id, status="FAILED")
+    assert sorted(c.item_index for c in dead) == sorted(failing)
+    assert all(c.dlq_at is not None for c in dead)
+
+
+async def test_fail_fast_closes_the_join_while_stragglers_run(
+    runtime: Runtime, downstream: RunningDownstream
+) -> None:
+    slow = [{"status": 200, "sleep": 4000} for _ in range(6)]
+    fast_failures = [{"status": 400} for _ in range(3)]
+    merge = {
+        "tolerateChildFailures": ["FAILED"],
+        "failureTolerance": {"maxFailures": 1},
+        "failFast": True,
+    }
+    run_id = await start(runtime, workflows(downstream.url, merge), {"items": slow + fast_failures})
+    async with running_worker(runtime):
+        run = await wait_for_run(runtime, run_id, timeout_s=3.5)
+        assert run.status == "FAILED"
+        assert run.error["kind"] == "child_failures"
+        progress = await runtime.store.fanout_progress(run_id)
+        assert progress["failed"] >= 2
+        assert progress["succeeded"] == 0  # the slow children had not ended
+        still_running = await runtime.store.children(run_id, status="RUNNING")
+        assert len(still_running) >= 1
+
+
+async def test_reprocess_reruns_only_dead_letters(
+    runtime: Runtime, downstream: RunningDownstream
+) -> None:
+    async with httpx.AsyncClient() as client:
+        for path in ("/charge/3", "/charge/7"):
+            answer = await client.post(
+                f"{downstream.url}/_script", json={"path": path, "responses": [400]}
+            )
+            assert answer.status_code == 200
+    run_id = await start(runtime, workflows(downstream.url), {"items": items(10)})
+    async with running_worker(runtime):
+        run = await wait_for_run(runtime, run_id)
+        assert run.status == "FAILED"
+        assert downstream.stats.total == 10
+        assert await runtime.store.reprocess(run_id) == 2
+        run = await wait_for_run(runtime, run_id)
+    assert run.status == "SUCCEEDED", run.error
+    assert downstream.stats.total == 12  # only the two dead letters ran again
+    children = await runtime.store.children(run_id)
+    assert [c.status for c in children] == ["SUCCEEDED"] * 10
+    assert all(c.dlq_at is None for c in children)
+    assert await runtime.store.reprocess(run_id) == 0
+
+
+async def test_quota_exceeded_creates_no_children(
+    runtime: Runtime, downstream: RunningDownstream
+) -> None:
+    await runtime.store.set_quota("acme", 5)
+    run_id = await start(runtime, workflows(downstream.url), {"items": items(10)}, tenant_id="acme")
+    async with running_worker(runtime):
+        run = await wait_for_run(runtime, run_id)
+    assert run.status == "FAILED"
+    assert run.error["kind"] == "quota_exceeded"
+    assert await runtime.store.children(run_id) == []
+    assert await runtime.store.quota_left("acme") == 5
+
+
+async def _spawner_step(runtime: Runtime, base: str, n: int) -> Any:
+    run_id = await start(runtime, workflows(base), {"items": items(n)})
+    (step,) = await runtime.store.claim(1, lease_s=60)
+    assert step.run_id == run_id and step.vertex_id == "each"
+    return step
+
+
+async def test_racing_spawner_deliveries_create_each_child_once(
+    runtime: Runtime, downstream: RunningDownstream
+) -> None:
+    step = await _spawner_step(runtime, downstream.url, 1200)
+    version = await runtime.store.get_version("parent")
+    deps = runtime.executor_deps()
+    results = await asyncio.gather(
+        executor.execute(step, version.workflow, deps),
+        executor.execute(step, version.workflow, deps),
+    )
+    assert all(isinstance(result, AwaitChildren) for result, _ in results)
+    children = await runtime.store.existing_children(step.run_id, "each")
+    assert children == 1200
+    page = await runtime.store.children(step.run_id, limit=2000)
+    assert [c.item_index for c in page] == list(range(1200))
+
+
+@pytest.fixture
+async def clocked(backend: Backend) -> AsyncIterator[tuple[Runtime, FakeClock]]:
+    clock = FakeClock()
+    settings = settings_for(backend, backpressure_max_depth=3, payload_high_water_bytes=1000)
+    runtime = await Runtime.open(settings, clock=clock)
+    yield runtime, clock
+    await runtime.close()
+
+
+async def test_backpressure_parks_the_spawner_and_it_resumes(
+    clocked: tuple[Runtime, FakeClock], downstream: RunningDownstream
+) -> None:
+    runtime, clock = clocked
+    step = await _spawner_step(runtime, downstream.url, 5)
+    blockers = [await start(runtime, workflows(downstream.url)[1:], {}) for _ in range(5)]
+    version = await runtime.store.get_version("parent")
+    deps = runtime.executor_deps()
+    parked, _ = await executor.execute(step, version.workflow, deps)
+    assert isinstance(parked, Park) and parked.not_before == clock.now() + 10
+    assert "ready queue depth 5" in parked.reason
+    await runtime.store.complete([parked])
+    assert await runtime.store.existing_children(step.run_id, "each") == 0
+    drained = await runtime.store.claim(10, lease_s=60)
+    assert sorted(s.run_id for s in drained) == sorted(blockers)
+    await runtime.store.complete([Success(s, {}) for s in drained])
+    clock.advance(9.9)
+    assert await runtime.store.claim(10, lease_s=60) == []
+    clock.advance(0.1)
+    (again,) = await runtime.store.claim(10, lease_s=60)
+    assert again.step_id == step.step_id
+    resumed, _ = await executor.execute(again, version.workflow, deps)
+    assert isinstance(resumed, AwaitChildren)
+    assert await runtime.store.existing_children(step.run_id, "each") == 5
+
+
+async def test_payload_pressure_parks_until_a_timer_finds_it_drained(
+    clocked: tuple[Runtime, FakeClock], downstream: RunningDownstream
+) -> None:
+    runtime, clock = clocked
+    step = await _spawner_step(runtime, downstream.url, 5)
+    payload_id = await runtime.store.put_payload(step.run_id, ["x" * 2000])
+    version = await runtime.store.get_version("parent")
+    deps = runtime.executor_deps()
+    parked, _ = await executor.execute(step, version.workflow, deps)
+    assert isinstance(parked, Park) and "payload store" in parked.reason
+    await runtime.store.complete([parked])
+    await runtime.store.delete_payload(payload_id)
+    clock.advance(10)
+    (again,) = await runtime.store.claim(10, lease_s=60)
+    resumed, _ = await executor.execute(again, version.workflow, deps)
+    assert isinstance(resumed, AwaitChildren)
+
+
+async def test_redelivered_spawner_reattaches_existing_children(
+    clocked: tuple[Runtime, FakeClock], downstream: RunningDownstream
+) -> None:
+    runtime, clock = clocked
+    step = await _spawner_step(runtime, downstream.url, 30)
+    version = await runtime.store.get_version("parent")
+    deps = runtime.executor_deps()
+    # The first delivery creates every child, then its worker dies before recording.
+    await executor.execute(step, version.workflow, deps)
+    assert len(await runtime.store.children(step.run_id)) == 30
+    clock.advance(61)
+    assert len(await runtime.store.requeue_expired()) == 1
+    claimed = await runtime.store.claim(100, lease_s=60)
+    (again,) = [s for s in claimed if s.vertex_id == "each"]
+    assert again.step_id == step.step_id and again.attempts == 2
+    result, lines = await executor.execute(again, version.workflow, deps)
+    assert isinstance(result, AwaitChildren)
+    assert any("0 created, 30 re-attached" in line.message for line in lines)
+    assert (await runtime.store.complete([result])).recorded == 1
+    assert await runtime.store.existing_children(step.run_id, "each") == 30
+    # The dead worker's late execution finds its claim gone and creates nothing.
+    stale, _ = await executor.execute(step, version.workflow, deps)
+    assert (await runtime.store.complete([stale])).dropped == [step.step_id]
+    assert await runtime.store.existing_children(step.run_id, "each") == 30

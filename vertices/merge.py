@@ -1,0 +1,105 @@
+"""MERGE: the join of one SPAWNER's children, with opt-in failure tolerance (DESIGN §4).
+
+Two pure decisions, both O(1) on counters:
+
+* `join_state` — called by the engine each time a child ends (with the spawner's counters):
+  whether the join can close now. It closes when every child has ended or, with `failFast`,
+  as soon as the tolerance is certainly exceeded (the failures so far already break it,
+  whatever the stragglers do).
+* `evaluate` — called when the MERGE step runs: succeed with counts and outputs in item order,
+  or fail with `child_failures`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from enum import StrEnum
+from typing import Any
+
+from schemas.definitions import MergeConfig
+from schemas.errors import FailureKind, StepFailure
+
+
+@dataclass(frozen=True)
+class ChildCounts:
+    total: int
+    succeeded: int = 0
+    failed: int = 0
+    cancelled: int = 0
+
+    @property
+    def ended(self) -> int:
+        return self.succeeded + self.failed + self.cancelled
+
+    def as_dict(self) -> dict[str, int]:
+        return {
+            "total": self.total,
+            "succeeded": self.succeeded,
+            "failed": self.failed,
+            "cancelled": self.cancelled,
+            "pending": self.total - self.ended,
+        }
+
+
+class JoinState(StrEnum):
+    OPEN = "open"
+    CLOSED = "closed"
+
+
+def _intolerable(config: MergeConfig, counts: ChildCounts) -> int:
+    """Children whose status the merge does not tolerate at all."""
+    bad = 0
+    if "FAILED" not in config.tolerate_child_failures:
+        bad += counts.failed
+    if "CANCELLED" not in config.tolerate_child_failures:
+        bad += counts.cancelled
+    return bad
+
+
+def _unsuccessful(counts: ChildCounts) -> int:
+    return counts.failed + counts.cancelled
+
+
+def tolerance_exceeded(config: MergeConfig, counts: ChildCounts) -> str | None:
+    """Why the children so far break the merge's tolerance, or None when they don't.
+
+    Ratios are taken over `total` (every child, ended or not), so once exceeded a ratio can
+    never come back under: more failures only raise it. That makes the check safe to use for
+    `failFast` before every child has ended.
+    """
+    intolerable = _intolerable(config, counts)
+    if intolerable:
+        return f"{intolerable} of {counts.total} children ended with a status not tolerated"
+    tolerance = config.failure_tolerance
+    failures = _unsuccessful(counts)
+    if tolerance is None or failures == 0:
+        return None
+    if tolerance.max_failures is not None and failures > tolerance.max_failures:
+        return f"{failures} children failed, more than maxFailures {tolerance.max_failures}"
+    ratio = failures / counts.total if counts.total else 0.0
+    if tolerance.max_failure_ratio is not None and ratio > tolerance.max_failure_ratio:
+        return (
+            f"{failures} of {counts.total} children failed ({ratio:.1%}), more than "
+            f"maxFailureRatio {tolerance.max_failure_ratio:.1%}"
+        )
+    return None
+
+
+def join_state(config: MergeConfig, counts: ChildCounts) -> JoinState:
+    """Whether the join may close now (see the module docstring)."""
+    if counts.ended >= counts.total:
+        return JoinState.CLOSED
+    if config.fail_fast and tolerance_exceeded(config, counts) is not None:
+        return JoinState.CLOSED
+    return JoinState.OPEN
+
+
+def evaluate(config: MergeConfig, counts: ChildCounts, outputs: list[Any]) -> dict[str, Any]:
+    """The merge's output, or StepFailure(child_failures) when the tolerance is exceeded.
+
+    `outputs` are the children's outputs in item order (None for a child that did not succeed).
+    """
+    reason = tolerance_exceeded(config, counts)
+    if reason is not None:
+        raise StepFailure(FailureKind.CHILD_FAILURES, reason)
+    return {"counts": counts.as_dict(), "outputs": outputs}

@@ -1,0 +1,144 @@
+"""SPAWNER: fan-out as durable child runs (DESIGN §4; seed 004).
+
+The vertex decides; the engine writes. `execute` evaluates `items`, runs the guards before the
+first child (tenant quota, ready-queue backpressure, payload-store pressure), then hands the
+children to the engine's `FanoutPort` in batches. Each child's identity is derived from
+(parent run id, spawner vertex id, item index), and the store creates a child only if that key
+does not exist (a unique constraint, not a look-up), so a re-delivered or racing spawner
+re-attaches the children that exist, whatever their status, and creates only the missing ones.
+
+Child inputs are rendered one batch at a time from the item list, which is never copied per
+child.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+from schemas import expressions
+from schemas.definitions import SpawnerConfig
+from schemas.errors import FailureKind, StepFailure
+from vertices.contract import AwaitChildren, Parked, StepContext
+
+BACKPRESSURE_PARK_S = 10.0
+"""How long a spawner parks when the ready queue is too deep (seed 000)."""
+PAYLOAD_PARK_S = 10.0
+"""How long a spawner parks while the payload store is over its high-water mark."""
+DEFAULT_BATCH = 500
+
+
+@dataclass(frozen=True)
+class ChildSpec:
+    """One child run to create."""
+
+    index: int
+    input: Any
+    item: Any
+    """Stored only when it differs from `input` (None otherwise)."""
+
+
+class FanoutPort(Protocol):
+    """What a spawner needs from the engine; implemented over the store."""
+
+    async def existing_children(self) -> int:
+        """How many children of this spawner step exist already."""
+        ...
+
+    async def ready_depth(self) -> int:
+        """READY steps in the queue (the backpressure signal)."""
+        ...
+
+    async def payload_pressure(self) -> bool:
+        """True while the payload store is above its high-water mark."""
+        ...
+
+    async def quota_left(self) -> int | None:
+        """Runs the tenant may still create; None = unlimited."""
+        ...
+
+    async def create_children(self, total: int, batch: Sequence[ChildSpec]) -> int:
+        """Create the children in `batch` that do not exist yet; returns how many were new."""
+        ...
+
+
+@dataclass(frozen=True)
+class FanoutLimits:
+    backpressure_max_depth: int = 10_000
+    batch_size: int = DEFAULT_BATCH
+
+
+def items_of(config: SpawnerConfig, ctx: StepContext) -> list[Any]:
+    try:
+        items = expressions.render(config.items, ctx.context)
+    except expressions.ExpressionError as exc:
+        raise StepFailure(FailureKind.EXPRESSION_ERROR, f"items: {exc}") from exc
+    if not isinstance(items, list):
+        kind = type(items).__name__ if items is not None else "null"
+        raise StepFailure(
+            FailureKind.INVALID_CONFIG,
+            f"items must evaluate to a list, got {kind}: check the expression {config.items!r}",
+        )
+    return items
+
+
+def child_specs(
+    config: SpawnerConfig, ctx: StepContext, items: list[Any], start: int, stop: int
+) -> Iterator[ChildSpec]:
+    """Render the child inputs of items[start:stop]."""
+    for index in range(start, min(stop, len(items))):
+        item = items[index]
+        if config.input is None:
+            yield ChildSpec(index, item, None)
+            continue
+        context = {**ctx.context, "item": item, "index": index}
+        try:
+            child_input = expressions.render(config.input, context)
+        except expressions.ExpressionError as exc:
+            raise StepFailure(
+                FailureKind.EXPRESSION_ERROR, f"input of item {index}: {exc}"
+            ) from exc
+        yield ChildSpec(index, child_input, item)
+
+
+async def execute(
+    config: SpawnerConfig, ctx: StepContext, port: FanoutPort, limits: FanoutLimits
+) -> AwaitChildren | Parked:
+    items = items_of(config, ctx)
+    total = len(items)
+    existing = await port.existing_children()
+    if existing < total:
+        parked = await _guards(port, limits, total - existing)
+        if parked is not None:
+            return parked
+    created = 0
+    for start in range(0, total, limits.batch_size):
+        batch = list(child_specs(config, ctx, items, start, start + limits.batch_size))
+        created += await port.create_children(total, batch)
+    await ctx.log(
+        "info",
+        f"fan-out of {total} children: {created} created, {total - created} re-attached",
+        {"total": total, "created": created},
+    )
+    return AwaitChildren(total)
+
+
+async def _guards(port: FanoutPort, limits: FanoutLimits, missing: int) -> Parked | None:
+    """The checks before creating children; a Parked outcome defers the whole fan-out."""
+    left = await port.quota_left()
+    if left is not None and left < missing:
+        raise StepFailure(
+            FailureKind.QUOTA_EXCEEDED,
+            f"the fan-out needs {missing} runs but the tenant has {left} left in its quota; "
+            "raise the quota or split the input",
+        )
+    depth = await port.ready_depth()
+    if depth > limits.backpressure_max_depth:
+        return Parked(
+            BACKPRESSURE_PARK_S,
+            f"ready queue depth {depth} is over {limits.backpressure_max_depth}",
+        )
+    if await port.payload_pressure():
+        return Parked(PAYLOAD_PARK_S, "payload store is over its high-water mark")
+    return None
