@@ -1,1 +1,50 @@
 """Protecting destinations and tenants: AIMD admission, caps, breakers, rate limits."""
+
+from admission.aimd import Aimd, AimdConfig, AimdState
+from admission.breaker import (
+    GLOBAL_DEFAULT,
+    TENANT_DEFAULT,
+    BreakerConfig,
+    BreakerState,
+    Layer,
+    LayerView,
+    Transition,
+)
+from admission.caps import CapsSource, DestinationCaps, RedisCapsStore
+from admission.config import AdmissionConfig
+from admission.controller import Admission
+from admission.rate_limit import RateDecision, TenantRateConfig, TenantRateLimiter
+from admission.retry_budget import RetryBudget, RetryBudgetConfig, SharedRetryBudget
+from admission.ticket import Outcome, Ticket, TicketAlreadySettled
+from admission.visibility import AdmissionSnapshot, DestinationState, LayerStatus, TenantUsage
+
+__all__ = [
+    "GLOBAL_DEFAULT",
+    "TENANT_DEFAULT",
+    "Admission",
+    "AdmissionConfig",
+    "AdmissionSnapshot",
+    "Aimd",
+    "AimdConfig",
+    "AimdState",
+    "BreakerConfig",
+    "BreakerState",
+    "CapsSource",
+    "DestinationCaps",
+    "DestinationState",
+    "Layer",
+    "LayerStatus",
+    "LayerView",
+    "Outcome",
+    "RateDecision",
+    "RedisCapsStore",
+    "RetryBudget",
+    "RetryBudgetConfig",
+    "SharedRetryBudget",
+    "TenantRateConfig",
+    "TenantRateLimiter",
+    "TenantUsage",
+    "Ticket",
+    "TicketAlreadySettled",
+    "Transition",
+]

@@ -17,6 +17,11 @@ def heartbeat(service: str) -> str:
 
 HEARTBEAT_PATTERN = "heartbeat:*"
 
+SERVICES_SET = "sb:services"
+"""Sorted set of every service that has ever sent a heartbeat (member = service name, score =
+epoch seconds of its latest beat), so a service whose `heartbeat:<service>` key expired or was
+deleted is still listed, as down, with when it was last seen."""
+
 WAKEUP_CHANNEL = "sb:wakeup"
 """Pub/sub channel: a message means "ready steps may exist; claim now"."""
 
@@ -68,3 +73,32 @@ def retry_budget(destination: str) -> str:
 
 DESTINATIONS_SET = "sb:destinations"
 """Set of every destination key seen, for the visibility API."""
+
+
+# ── breaker sub-keys, visibility sets, tenant overrides ────────────────────────────────────
+
+
+def breaker_state(layer_prefix: str) -> str:
+    """Hash `{state, failures, opened_at, successes}` of one breaker layer.
+
+    `layer_prefix` is `breaker_tenant(...)` or `breaker_global(...)`, so the key stays inside
+    the seed's `cb:tenant:{key}:{tenantId}:*` / `cb:global:{key}:*` namespaces.
+    """
+    return f"{layer_prefix}:state"
+
+
+def breaker_probes(layer_prefix: str) -> str:
+    """Sorted set of one layer's half-open probe permits (member = token, score = expiry)."""
+    return f"{layer_prefix}:probes"
+
+
+def breaker_tenants(destination: str) -> str:
+    """Set of tenant ids that have sent to `destination`, for the visibility API."""
+    return f"sb:breaker-tenants:{destination}"
+
+
+TENANTS_SET = "sb:tenants"
+"""Set of every tenant id seen by the rate limiter, for the visibility API."""
+
+TENANT_RATE_LIMITS = "sb:tenant-rate-limits"
+"""Hash tenant id → items allowed per window, overriding the configured default."""

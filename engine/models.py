@@ -131,11 +131,12 @@ class Step(SQLModel, table=True):
     __tablename__ = "step"
     __table_args__ = (
         UniqueConstraint("run_id", "vertex_id", name="uq_step_run_vertex"),
-        # The claim query reads READY steps in `not_before` order; the partial index keeps it
-        # small however many finished steps accumulate (both dialects support WHERE).
+        # The claim query reads due READY steps oldest run first (steps are created with their
+        # run), so a run's next step goes ahead of newer runs' first steps; the partial index
+        # keeps it small however many finished steps accumulate (both dialects support WHERE).
         Index(
-            "ix_step_ready",
-            "not_before",
+            "ix_step_ready_by_age",
+            "created_at",
             "id",
             postgresql_where=text("status = 'READY'"),
             sqlite_where=text("status = 'READY'"),

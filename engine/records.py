@@ -61,6 +61,8 @@ class StepRecord:
     created_at: float
     started_at: float | None
     ended_at: float | None
+    claim_token: str | None = None
+    lease_expires_at: float | None = None
     children_total: int | None = None
     children_succeeded: int = 0
     children_failed: int = 0

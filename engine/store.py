@@ -30,16 +30,16 @@ import hashlib
 import json
 import uuid
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass, field
 from typing import Any
 
-from sqlalchemy import case, cast, func, insert, literal, select, update
+from sqlalchemy import cast, func, insert, literal, select, update
 from sqlalchemy.ext.asyncio import AsyncConnection
 from sqlalchemy.sql import Select
 from sqlalchemy.types import String
 
 from engine import db
 from engine import store_fanout as fanout
+from engine import store_results as results_
 from engine.models import (
     DONE_STEP_STATUSES,
     Run,
@@ -56,7 +56,6 @@ from engine.records import (
     CompletionReport,
     Failure,
     LogLine,
-    Park,
     RunRecord,
     StepRecord,
     StepResult,
@@ -89,22 +88,6 @@ def definition_hash(document: dict[str, Any]) -> str:
     """SHA-256 of the canonical JSON of a workflow document."""
     canonical = json.dumps(document, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
     return hashlib.sha256(canonical.encode()).hexdigest()
-
-
-def sinks(workflow: Workflow) -> list[str]:
-    """Vertices nothing depends on: their outputs form the run's output."""
-    depended = {d for v in workflow.vertices.values() for d in v.depends_on}
-    return [vid for vid in workflow.vertices if vid not in depended]
-
-
-@dataclass
-class _Tx:
-    """One `complete` transaction: its connection, time, report and the child runs it ended."""
-
-    conn: AsyncConnection
-    now: float
-    report: CompletionReport
-    ended: list[EndedChild] = field(default_factory=list)
 
 
 class Store:
@@ -241,12 +224,50 @@ class Store:
         async with self._engines.write.begin() as conn:
             await conn.execute(insert(runs).values(**row))
             await conn.execute(insert(steps), _step_rows(run_id, tenant_id, workflow, now))
-            await _insert_logs(
+            await results_.insert_logs(
                 conn,
                 [LogLine(run_id, "info", f"run created ({version.name} v{version.version})")],
                 now,
             )
         return _run_record(row), True
+
+    async def create_runs(
+        self,
+        version: VersionRecord,
+        inputs: Sequence[Any],
+        *,
+        tenant_id: str = "default",
+        timeout_tier: str = "process",
+    ) -> list[str]:
+        """Create one RUNNING run per input in a single transaction (bulk submission)."""
+        now = self._clock.now()
+        workflow = version.workflow
+        ids = [str(uuid.uuid4()) for _ in inputs]
+        rows = [
+            {
+                "id": run_id,
+                "workflow_name": version.name,
+                "workflow_version": version.version,
+                "definition_hash": version.definition_hash,
+                "tenant_id": tenant_id,
+                "status": RunStatus.RUNNING.value,
+                "timeout_tier": timeout_tier,
+                "input": run_input,
+                "steps_remaining": len(workflow.vertices),
+                "created_at": now,
+                "started_at": now,
+                "root_run_id": run_id,
+            }
+            for run_id, run_input in zip(ids, inputs, strict=True)
+        ]
+        if rows:
+            async with self._engines.write.begin() as conn:
+                await conn.execute(insert(runs), rows)
+                await conn.execute(
+                    insert(steps),
+                    [r for run_id in ids for r in _step_rows(run_id, tenant_id, workflow, now)],
+                )
+        return ids
 
     async def _run_by_key(self, key: str) -> RunRecord | None:
         async with self._engines.read.connect() as conn:
@@ -297,7 +318,7 @@ class Store:
     async def append_logs(self, lines: Sequence[LogLine]) -> None:
         if lines:
             async with self._engines.write.begin() as conn:
-                await _insert_logs(conn, lines, self._clock.now())
+                await results_.insert_logs(conn, lines, self._clock.now())
 
     # ── fan-out (see engine.store_fanout) ──────────────────────────────────────────────────
 
@@ -395,7 +416,7 @@ class Store:
                     downstream = [spawner_id, *fanout.descendants(workflow, spawner_id)]
                     await fanout.resume_run_if_failed_downstream(conn, run_id, downstream)
             message = f"reprocess: {len(dead)} dead-lettered children run again"
-            await _insert_logs(conn, [LogLine(run_id, "info", message)], now)
+            await results_.insert_logs(conn, [LogLine(run_id, "info", message)], now)
         return len(dead)
 
     async def put_payload(self, run_id: str, data: Any) -> int:
@@ -436,7 +457,7 @@ class Store:
                 steps.c.not_before <= now,
                 runs.c.status == RunStatus.RUNNING.value,
             )
-            .order_by(steps.c.not_before, steps.c.id)
+            .order_by(steps.c.created_at, steps.c.id)
             .limit(limit)
             .with_for_update(skip_locked=True, of=steps)
         )
@@ -484,7 +505,7 @@ class Store:
                     )
                 ).all()
             }
-            outputs = await _outputs_of(conn, run_ids)
+            outputs = await results_.outputs_of(conn, run_ids)
         return [
             ClaimedStep(
                 step_id=row.id,
@@ -543,7 +564,7 @@ class Store:
         )
         async with self._engines.write.begin() as conn:
             rows = [(r.id, r.run_id, r.vertex_id) for r in (await conn.execute(statement)).all()]
-            await _insert_logs(
+            await results_.insert_logs(
                 conn,
                 [
                     LogLine(run_id, "warning", "lease expired; step requeued", vertex_id)
@@ -556,7 +577,8 @@ class Store:
     async def complete(
         self, results: Sequence[StepResult], log_lines: Sequence[LogLine] = ()
     ) -> CompletionReport:
-        """Record results of claimed steps and their log lines in one transaction.
+        """Record results of claimed steps and their log lines in one transaction, in a fixed
+        number of round trips (see `engine.store_results`).
 
         Ending a child run updates its parent spawner's counters in the same transaction; when
         that closes the join, the spawner step succeeds and the MERGE becomes READY — which may
@@ -565,17 +587,22 @@ class Store:
         report = CompletionReport()
         now = self._clock.now()
         async with self._engines.write.begin() as conn:
-            tx = _Tx(conn, now, report)
-            for result in results:
-                if not await _release(conn, result, now):
-                    report.dropped.append(result.step.step_id)
-                    continue
-                report.recorded += 1
+            tx = results_.Tx(conn, now, report)
+            live_ids = await results_.live_claims(conn, results) if results else set()
+            live = [r for r in results if r.step.step_id in live_ids]
+            report.dropped = [r.step.step_id for r in results if r.step.step_id not in live_ids]
+            report.recorded = len(live)
+            await results_.release(conn, live, now)
+            done = [
+                results_.DoneStep(r.step.run_id, r.step.vertex_id, await self._workflow_of(r.step))
+                for r in live
+                if isinstance(r, Success)
+            ]
+            await results_.steps_done(tx, done)
+            for result in live:
                 step = result.step
-                if isinstance(result, Success):
-                    await self._step_done(tx, step.run_id, step.vertex_id)
-                elif isinstance(result, Failure) and result.retry_at is None:
-                    await _fail_run(tx, step, result.error)
+                if isinstance(result, Failure) and result.retry_at is None:
+                    await results_.fail_run(tx, step.run_id, step.vertex_id, result.error)
                 elif isinstance(result, AwaitChildren):
                     await self._check_join(tx, step.run_id, step.vertex_id)
             for _ in range(MAX_NESTING):
@@ -588,10 +615,13 @@ class Store:
                     r.step.run_id, "warning", "late result dropped: claim expired", r.step.vertex_id
                 )
                 for r in results
-                if r.step.step_id in report.dropped
+                if r.step.step_id not in live_ids
             ]
-            await _insert_logs(conn, [*log_lines, *dropped], now)
+            await results_.insert_logs(conn, [*log_lines, *dropped], now)
         return report
+
+    async def _workflow_of(self, step: ClaimedStep) -> Workflow:
+        return (await self.get_version(step.workflow_name, step.workflow_version)).workflow
 
     async def _workflow_of_run(self, conn: AsyncConnection, run_id: str) -> Workflow:
         row = (
@@ -601,61 +631,7 @@ class Store:
         ).one()
         return (await self.get_version(row.workflow_name, row.workflow_version)).workflow
 
-    async def _step_done(self, tx: _Tx, run_id: str, vertex_id: str) -> None:
-        """A step reached SUCCEEDED/RESOLVED: unlock its dependants, and end the run when it was
-        the last one."""
-        conn, now, report = tx.conn, tx.now, tx.report
-        workflow = await self._workflow_of_run(conn, run_id)
-        dependants = workflow.dependants(vertex_id)
-        if dependants:
-            ready = await conn.execute(
-                update(steps)
-                .where(
-                    steps.c.run_id == run_id,
-                    steps.c.vertex_id.in_(dependants),
-                    steps.c.status == StepStatus.PENDING.value,
-                )
-                .values(
-                    deps_pending=steps.c.deps_pending - 1,
-                    status=case(
-                        (steps.c.deps_pending == 1, StepStatus.READY.value),
-                        else_=steps.c.status,
-                    ),
-                    not_before=now,
-                )
-                .returning(steps.c.status)
-            )
-            report.newly_ready += sum(1 for r in ready.all() if r.status == "READY")
-        remaining = (
-            await conn.execute(
-                update(runs)
-                .where(runs.c.id == run_id)
-                .values(steps_remaining=runs.c.steps_remaining - 1)
-                .returning(
-                    runs.c.steps_remaining,
-                    runs.c.status,
-                    runs.c.parent_run_id,
-                    runs.c.parent_vertex_id,
-                )
-            )
-        ).one()
-        if remaining.steps_remaining != 0 or remaining.status != RunStatus.RUNNING.value:
-            return
-        outputs = (await _outputs_of(conn, [run_id])).get(run_id, {})
-        output = {vid: outputs.get(vid) for vid in sinks(workflow)}
-        await conn.execute(
-            update(runs)
-            .where(runs.c.id == run_id)
-            .values(status=RunStatus.SUCCEEDED.value, output=output, ended_at=now)
-        )
-        await _insert_logs(conn, [LogLine(run_id, "info", "run succeeded")], now)
-        report.finished_runs.append((run_id, RunStatus.SUCCEEDED.value))
-        if remaining.parent_run_id is not None:
-            tx.ended.append(
-                EndedChild(remaining.parent_run_id, remaining.parent_vertex_id, "SUCCEEDED")
-            )
-
-    async def _children_ended(self, tx: _Tx, children: Sequence[EndedChild]) -> None:
+    async def _children_ended(self, tx: results_.Tx, children: Sequence[EndedChild]) -> None:
         """Add ended children to their spawners' counters (one UPDATE per spawner, however
         many of its children ended in this batch) and close joins that can close."""
         for (parent_run_id, vertex_id), counts in fanout.group_ended(children).items():
@@ -663,7 +639,9 @@ class Store:
             if row is not None and row.status == StepStatus.PARKED.value:
                 await self._check_join(tx, parent_run_id, vertex_id, row)
 
-    async def _check_join(self, tx: _Tx, run_id: str, vertex_id: str, counters: Any = None) -> None:
+    async def _check_join(
+        self, tx: results_.Tx, run_id: str, vertex_id: str, counters: Any = None
+    ) -> None:
         """Close the spawner's join if its children allow it (see `vertices.merge`)."""
         if counters is None:
             counters = await fanout.read_counters(tx.conn, run_id, vertex_id)
@@ -673,8 +651,10 @@ class Store:
             return
         if await fanout.close_join(tx.conn, run_id, vertex_id, counts, tx.now):
             message = f"fan-out joined: {counts.as_dict()}"
-            await _insert_logs(tx.conn, [LogLine(run_id, "info", message, vertex_id)], tx.now)
-            await self._step_done(tx, run_id, vertex_id)
+            await results_.insert_logs(
+                tx.conn, [LogLine(run_id, "info", message, vertex_id)], tx.now
+            )
+            await results_.steps_done(tx, [results_.DoneStep(run_id, vertex_id, workflow)])
 
 
 # ── statements shared by the methods above ──────────────────────────────────────────────────
@@ -697,98 +677,6 @@ def _step_rows(run_id: str, tenant_id: str, workflow: Workflow, now: float) -> l
     ]
 
 
-async def _outputs_of(conn: AsyncConnection, run_ids: Sequence[str]) -> dict[str, dict[str, Any]]:
-    rows = await conn.execute(
-        select(steps.c.run_id, steps.c.vertex_id, steps.c.output).where(
-            steps.c.run_id.in_(list(run_ids)), steps.c.status.in_(_DONE)
-        )
-    )
-    outputs: dict[str, dict[str, Any]] = {}
-    for row in rows.all():
-        outputs.setdefault(row.run_id, {})[row.vertex_id] = row.output
-    return outputs
-
-
-async def _release(conn: AsyncConnection, result: StepResult, now: float) -> bool:
-    """Write the step's new state if the claim is still live. False = late result, dropped."""
-    step = result.step
-    values: dict[str, Any] = {"claim_token": None, "lease_expires_at": None}
-    if isinstance(result, Success):
-        values |= {
-            "status": StepStatus.SUCCEEDED.value,
-            "output": result.output,
-            "error": None,
-            "ended_at": now,
-        }
-    elif isinstance(result, Failure) and result.retry_at is not None:
-        values |= {
-            "status": StepStatus.READY.value,
-            "error": result.error,
-            "not_before": result.retry_at,
-            "auto_retries": steps.c.auto_retries + 1,
-        }
-    elif isinstance(result, Failure):
-        values |= {"status": StepStatus.FAILED.value, "error": result.error, "ended_at": now}
-    elif isinstance(result, Park):
-        values |= {"status": StepStatus.READY.value, "not_before": result.not_before}
-    elif isinstance(result, AwaitChildren):
-        values |= {"status": StepStatus.PARKED.value, "children_total": result.total}
-    statement = (
-        update(steps)
-        .where(
-            steps.c.id == step.step_id,
-            steps.c.claim_token == step.claim_token,
-            steps.c.status == StepStatus.RUNNING.value,
-        )
-        .values(**values)
-    )
-    return (await conn.execute(statement)).rowcount == 1
-
-
-async def _fail_run(tx: _Tx, step: ClaimedStep, step_error: dict[str, Any]) -> None:
-    """A step failed terminally: the run goes FAILED (a child run becomes a dead letter)."""
-    conn, now = tx.conn, tx.now
-    error = {"vertexId": step.vertex_id, **step_error}
-    changed = await conn.execute(
-        update(runs)
-        .where(runs.c.id == step.run_id, runs.c.status == RunStatus.RUNNING.value)
-        .values(
-            status=RunStatus.FAILED.value,
-            error=error,
-            ended_at=now,
-            dlq_at=case((runs.c.parent_run_id.is_not(None), now), else_=None),
-        )
-        .returning(runs.c.parent_run_id, runs.c.parent_vertex_id)
-    )
-    row = changed.first()
-    if row is None:
-        return
-    message = f"run failed at {step.vertex_id}: {step_error.get('message', '')}"
-    await _insert_logs(conn, [LogLine(step.run_id, "error", message, step.vertex_id)], now)
-    tx.report.finished_runs.append((step.run_id, RunStatus.FAILED.value))
-    if row.parent_run_id is not None:
-        tx.ended.append(EndedChild(row.parent_run_id, row.parent_vertex_id, "FAILED"))
-
-
-async def _insert_logs(conn: AsyncConnection, lines: Sequence[LogLine], now: float) -> None:
-    if not lines:
-        return
-    await conn.execute(
-        insert(logs),
-        [
-            {
-                "run_id": line.run_id,
-                "vertex_id": line.vertex_id,
-                "at": line.at if line.at is not None else now,
-                "level": line.level,
-                "message": line.message,
-                "data": line.data,
-            }
-            for line in lines
-        ],
-    )
-
-
 def _run_record(row: Any) -> RunRecord:
     fields = RunRecord.__dataclass_fields__
     return RunRecord(**{k: row[k] for k in fields if k in row})
@@ -799,4 +687,4 @@ def _step_record(row: Any) -> StepRecord:
     return StepRecord(**{k: row[k] for k in fields})
 
 
-__all__ = ["Store", "UnknownWorkflow", "definition_hash", "sinks"]
+__all__ = ["ClaimLost", "Store", "UnknownWorkflow", "definition_hash"]

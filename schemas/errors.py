@@ -42,6 +42,8 @@ class Problem:
     pointer: str
     message: str
     code: str = "invalid"
+    source: str = ""
+    """The document the pointer is into, as the caller named it (e.g. a file path)."""
 
     def as_dict(self) -> dict[str, str]:
         return {"pointer": self.pointer, "code": self.code, "message": self.message}
@@ -81,6 +83,8 @@ class FailureKind(StrEnum):
     """A spawner could not create its children."""
     CHILD_FAILURES = "child_failures"
     """A merge saw more failed children than it tolerates."""
+    INVALID_RESPONSE = "invalid_response"
+    """The destination answered with a body the step cannot use (too large, invalid JSON)."""
     INVALID_CONFIG = "invalid_config"
     """A configuration value evaluated to something unusable (e.g. a non-list `items`)."""
     INTERNAL_ERROR = "internal_error"

@@ -16,7 +16,9 @@ from pathlib import Path
 
 import pytest
 
-PG_ADMIN_DSN = os.environ.get("SCHEMABRIDGE_TEST_PG", "postgresql://postgres@127.0.0.1:5432/postgres")
+PG_ADMIN_DSN = os.environ.get(
+    "SCHEMABRIDGE_TEST_PG", "postgresql://postgres@127.0.0.1:5432/postgres"
+)
 REDIS_TEST_URL = os.environ.get("SCHEMABRIDGE_TEST_REDIS", "redis://127.0.0.1:6379/15")
 IN_CI = os.environ.get("CI", "").lower() in {"1", "true", "yes"}
 

@@ -10,7 +10,7 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
 LAYERS = ["api", "engine", "vertices", "admission"]
-FORBIDDEN = {layer: set(LAYERS[: i]) for i, layer in enumerate(LAYERS)}
+FORBIDDEN = {layer: set(LAYERS[:i]) for i, layer in enumerate(LAYERS)}
 FORBIDDEN["schemas"] = set(LAYERS)
 FORBIDDEN["demo"] = set(LAYERS)
 

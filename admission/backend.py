@@ -1,0 +1,360 @@
+"""The atomic coordination backend: the only module of admission/ that talks to Redis.
+
+Every change to shared state is one Lua script (files in `admission/lua/`, registered once
+per client with redis-py's `register_script`, so each call is one EVALSHA round trip).
+Redis cannot `require` between scripts, so a script's source is its `lib_*.lua` helpers
+followed by its body, concatenated here.
+
+Time is always an argument (`now`, epoch seconds from the injected `Clock`); scripts never
+call Redis `TIME`, so tests move time by advancing a `FakeClock`. Real-time key expiry is
+used only to garbage-collect idle keys, never for a decision.
+
+Works with `redis.asyncio.Redis` and `fakeredis.FakeAsyncRedis` alike, with or without
+`decode_responses`.
+"""
+
+from __future__ import annotations
+
+import functools
+from dataclasses import dataclass
+from enum import IntEnum
+from importlib import resources
+from typing import Literal
+
+from redis.asyncio import Redis
+
+from admission import keys
+from admission.breaker import BreakerConfig, BreakerState, LayerView
+from admission.config import AdmissionConfig
+from admission.retry_budget import RetryBudgetConfig
+
+_SCRIPT_PARTS: dict[str, tuple[str, ...]] = {
+    "admit": ("lib_common", "lib_window", "lib_aimd", "lib_breaker", "admit"),
+    "settle": ("lib_common", "lib_aimd", "lib_breaker", "lib_budget", "settle"),
+    "renew": ("lib_common", "renew"),
+    "tenant_rate": ("lib_common", "lib_window", "tenant_rate"),
+    "budget": ("lib_common", "lib_budget", "budget"),
+}
+
+Outcome = Literal["success", "overload", "failure", "ignore"]
+BudgetOp = Literal["success", "failure", "peek"]
+
+
+@functools.cache
+def script_source(name: str) -> str:
+    """The full source of script `name` (its libraries, then its body)."""
+    folder = resources.files("admission") / "lua"
+    return "\n".join((folder / f"{part}.lua").read_text("utf-8") for part in _SCRIPT_PARTS[name])
+
+
+class AdmitCode(IntEnum):
+    """What the admission script decided."""
+
+    GRANTED = 1
+    BREAKER_BLOCKED = 2
+    NO_SLOT = 3
+    RATE_LIMITED = 4
+
+
+@dataclass(frozen=True)
+class AdmitReply:
+    code: AdmitCode
+    epoch: int
+    """Cut epoch the slot is tagged with (GRANTED)."""
+    in_flight: int
+    limit: float
+    hint_s: float
+    """BREAKER_BLOCKED: until it may pass; NO_SLOT: until the earliest lease expires;
+    RATE_LIMITED: until the destination's window has room."""
+    blocking_layer: str
+    """BREAKER_BLOCKED: `layer:state` of the blocking layer, e.g. `global:open`."""
+    tenant_probe: bool
+    global_probe: bool
+    events: tuple[str, ...]
+    """Breaker transitions, `layer:from:to`."""
+
+
+@dataclass(frozen=True)
+class SettleReply:
+    old_limit: float
+    new_limit: float
+    epoch: int
+    cut: bool
+    lease_held: bool
+    """False if the lease had expired (and was reclaimed) before the call settled."""
+    budget_tokens: float
+    events: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class DestinationRecord:
+    """Raw shared state of one destination, for visibility."""
+
+    limit: float | None
+    """None = never adjusted (the initial limit applies)."""
+    epoch: int
+    in_flight: int
+    max_concurrency: int | None
+    rate_per_second: float | None
+    budget_tokens: float | None
+    global_layer: LayerView
+    tenant_layers: dict[str, LayerView]
+
+
+def _text(value: object) -> str:
+    return value.decode() if isinstance(value, bytes) else str(value)
+
+
+def _opt_float(value: object) -> float | None:
+    return None if value is None else float(_text(value))
+
+
+def _breaker_args(config: BreakerConfig) -> list[str | float | int]:
+    return [config.threshold, config.reset_s, config.successes_to_close, config.max_probes]
+
+
+def _layer_view(fields: list[object], probes: int) -> LayerView:
+    state, failures, opened_at, successes = fields
+    if state is None:
+        return LayerView.closed()
+    return LayerView(
+        BreakerState(_text(state)),
+        int(float(_text(failures or 0))),
+        float(_text(opened_at or 0)),
+        int(float(_text(successes or 0))),
+        probes,
+    )
+
+
+class CoordinationBackend:
+    """Typed calls over the admission scripts and keys of one Redis."""
+
+    def __init__(self, redis: Redis) -> None:
+        self._redis = redis
+        # register_script does no I/O; the script is loaded on its first EVALSHA miss.
+        self._scripts = {name: redis.register_script(script_source(name)) for name in _SCRIPT_PARTS}
+
+    async def admit(
+        self,
+        destination: str,
+        tenant_id: str,
+        token: str,
+        *,
+        now: float,
+        lease_s: float,
+        config: AdmissionConfig,
+    ) -> AdmitReply:
+        """Try to admit one call: breakers, AIMD slot, destination rate, all or nothing."""
+        tenant, glob = keys.breaker_tenant(destination, tenant_id), keys.breaker_global(destination)
+        reply = await self._scripts["admit"](
+            keys=[
+                keys.slots(destination),
+                keys.aimd(destination),
+                keys.destination_caps(destination),
+                keys.destination_rate(destination),
+                keys.breaker_state(tenant),
+                keys.breaker_probes(tenant),
+                keys.breaker_state(glob),
+                keys.breaker_probes(glob),
+                keys.DESTINATIONS_SET,
+            ],
+            args=[
+                repr(now),
+                token,
+                repr(lease_s),
+                config.aimd.initial_limit,
+                config.aimd.min_limit,
+                config.default_max_concurrency,
+                *_breaker_args(config.tenant_breaker),
+                *_breaker_args(config.global_breaker),
+                int(config.state_ttl_s * 1000),
+                destination,
+            ],
+        )
+        return AdmitReply(
+            code=AdmitCode(int(reply[0])),
+            epoch=int(reply[1]),
+            in_flight=int(reply[2]),
+            limit=float(_text(reply[3])),
+            hint_s=float(_text(reply[4])),
+            blocking_layer=_text(reply[5]),
+            tenant_probe=bool(reply[6]),
+            global_probe=bool(reply[7]),
+            events=tuple(_text(e) for e in reply[8:]),
+        )
+
+    async def settle(
+        self,
+        destination: str,
+        tenant_id: str,
+        token: str,
+        outcome: Outcome,
+        *,
+        slot_epoch: int,
+        now: float,
+        config: AdmissionConfig,
+    ) -> SettleReply:
+        """Release a slot and apply its outcome to breakers, AIMD and the retry budget."""
+        tenant, glob = keys.breaker_tenant(destination, tenant_id), keys.breaker_global(destination)
+        aimd = config.aimd
+        reply = await self._scripts["settle"](
+            keys=[
+                keys.slots(destination),
+                keys.aimd(destination),
+                keys.destination_caps(destination),
+                keys.breaker_state(tenant),
+                keys.breaker_probes(tenant),
+                keys.breaker_state(glob),
+                keys.breaker_probes(glob),
+                keys.retry_budget(destination),
+                keys.breaker_tenants(destination),
+            ],
+            args=[
+                repr(now),
+                token,
+                outcome,
+                slot_epoch,
+                aimd.initial_limit,
+                aimd.min_limit,
+                config.default_max_concurrency,
+                aimd.backoff_ratio,
+                aimd.min_utilization,
+                *_breaker_args(config.tenant_breaker),
+                *_breaker_args(config.global_breaker),
+                int(config.state_ttl_s * 1000),
+                config.retry_budget.max_tokens,
+                config.retry_budget.token_ratio,
+                tenant_id,
+            ],
+        )
+        return SettleReply(
+            old_limit=float(_text(reply[0])),
+            new_limit=float(_text(reply[1])),
+            epoch=int(reply[2]),
+            cut=bool(reply[3]),
+            lease_held=bool(reply[4]),
+            budget_tokens=float(_text(reply[5])),
+            events=tuple(_text(e) for e in reply[6:]),
+        )
+
+    async def renew(
+        self, destination: str, tenant_id: str, token: str, *, now: float, lease_s: float
+    ) -> bool:
+        """Extend a live slot lease and its probe permits; False if the lease was lost."""
+        tenant, glob = keys.breaker_tenant(destination, tenant_id), keys.breaker_global(destination)
+        renewed = await self._scripts["renew"](
+            keys=[
+                keys.slots(destination),
+                keys.breaker_probes(tenant),
+                keys.breaker_probes(glob),
+            ],
+            args=[repr(now), token, repr(lease_s)],
+        )
+        return bool(renewed)
+
+    async def tenant_take(
+        self, tenant_id: str, *, member: str, now: float, window_s: float, default_limit: int
+    ) -> tuple[bool, int, int, float]:
+        """Take one item from a tenant's window: (allowed, used, limit, wait_s)."""
+        reply = await self._scripts["tenant_rate"](
+            keys=[keys.tenant_rate(tenant_id), keys.TENANT_RATE_LIMITS, keys.TENANTS_SET],
+            args=[repr(now), repr(window_s), default_limit, member, tenant_id],
+        )
+        return bool(reply[0]), int(reply[1]), int(reply[2]), float(_text(reply[3]))
+
+    async def write_tenant_limit(self, tenant_id: str, limit: int | None) -> None:
+        if limit is None:
+            await self._redis.hdel(keys.TENANT_RATE_LIMITS, tenant_id)
+        else:
+            await self._redis.hset(keys.TENANT_RATE_LIMITS, tenant_id, limit)
+
+    async def read_tenant_usage(
+        self, tenant_id: str, now: float, window_s: float
+    ) -> tuple[int, int | None]:
+        """(items in the window now, the tenant's Redis override or None)."""
+        async with self._redis.pipeline(transaction=False) as pipe:
+            pipe.zcount(keys.tenant_rate(tenant_id), f"({now - window_s!r}", "+inf")
+            pipe.hget(keys.TENANT_RATE_LIMITS, tenant_id)
+            used, override = await pipe.execute()
+        return int(used), None if override is None else int(_text(override))
+
+    async def budget(
+        self, destination: str, op: BudgetOp, config: RetryBudgetConfig, *, ttl_s: float = 86_400.0
+    ) -> float:
+        """Apply `op` to a destination's retry budget; returns the tokens after it.
+
+        `ttl_s` only garbage-collects an idle bucket (a missing bucket is full). Default 1 day.
+        """
+        tokens = await self._scripts["budget"](
+            keys=[keys.retry_budget(destination)],
+            args=[op, config.max_tokens, config.token_ratio, int(ttl_s * 1000)],
+        )
+        return float(_text(tokens))
+
+    async def write_caps(
+        self, destination: str, max_concurrency: int, rate_per_second: float | None
+    ) -> None:
+        key = keys.destination_caps(destination)
+        async with self._redis.pipeline(transaction=True) as pipe:
+            pipe.delete(key)
+            pipe.hset(key, "max_concurrency", str(max_concurrency))
+            if rate_per_second is not None:
+                pipe.hset(key, "rate_per_second", repr(rate_per_second))
+            pipe.sadd(keys.DESTINATIONS_SET, destination)
+            await pipe.execute()
+
+    async def read_caps(self, destination: str) -> tuple[int, float | None] | None:
+        cap, rate = await self._redis.hmget(
+            keys.destination_caps(destination), ["max_concurrency", "rate_per_second"]
+        )
+        if cap is None:
+            return None
+        return int(_text(cap)), _opt_float(rate)
+
+    async def delete_caps(self, destination: str) -> None:
+        await self._redis.delete(keys.destination_caps(destination))
+
+    async def destinations(self) -> list[str]:
+        """Every destination ever admitted or given caps, sorted."""
+        members = await self._redis.smembers(keys.DESTINATIONS_SET)
+        return sorted(_text(m) for m in members)
+
+    async def tenants(self) -> list[str]:
+        """Every tenant the rate limiter has seen, sorted."""
+        members = await self._redis.smembers(keys.TENANTS_SET)
+        return sorted(_text(m) for m in members)
+
+    async def read_destination(self, destination: str, now: float) -> DestinationRecord:
+        """A consistent-enough read of one destination's state (two pipelined round trips)."""
+        live = f"({now!r}"
+        glob = keys.breaker_global(destination)
+        fields = ["state", "failures", "opened_at", "successes"]
+        async with self._redis.pipeline(transaction=False) as pipe:
+            pipe.hmget(keys.aimd(destination), ["limit", "epoch"])
+            pipe.zcount(keys.slots(destination), live, "+inf")
+            pipe.hmget(keys.destination_caps(destination), ["max_concurrency", "rate_per_second"])
+            pipe.hget(keys.retry_budget(destination), "tokens")
+            pipe.hmget(keys.breaker_state(glob), fields)
+            pipe.zcount(keys.breaker_probes(glob), live, "+inf")
+            pipe.smembers(keys.breaker_tenants(destination))
+            aimd, in_flight, caps, tokens, g_fields, g_probes, tenant_ids = await pipe.execute()
+        tenants = sorted(_text(t) for t in tenant_ids)
+        async with self._redis.pipeline(transaction=False) as pipe:
+            for tenant_id in tenants:
+                prefix = keys.breaker_tenant(destination, tenant_id)
+                pipe.hmget(keys.breaker_state(prefix), fields)
+                pipe.zcount(keys.breaker_probes(prefix), live, "+inf")
+            tenant_rows = await pipe.execute() if tenants else []
+        return DestinationRecord(
+            limit=_opt_float(aimd[0]),
+            epoch=int(_text(aimd[1] or 0)),
+            in_flight=int(in_flight),
+            max_concurrency=None if caps[0] is None else int(_text(caps[0])),
+            rate_per_second=_opt_float(caps[1]),
+            budget_tokens=_opt_float(tokens),
+            global_layer=_layer_view(g_fields, int(g_probes)),
+            tenant_layers={
+                tenant_id: _layer_view(tenant_rows[2 * i], int(tenant_rows[2 * i + 1]))
+                for i, tenant_id in enumerate(tenants)
+            },
+        )

@@ -1,0 +1,127 @@
+"""Layered circuit breakers per destination (DESIGN §6).
+
+Two layers guard every call, and both must let it through:
+
+    layer    keys                                 threshold  reset   half-open successes
+    tenant   cb:tenant:{destination}:{tenant}:*   5          30 s    2
+    global   cb:global:{destination}:*            15         60 s    3
+
+Both layers record every outcome. The tenant layer catches what only one tenant suffers
+(bad credentials, a per-account quota at the destination) without blocking the others; the
+global layer catches the destination being down for everyone.
+
+The state machine of one layer, one function per transition in `lua/lib_breaker.lua`:
+
+    state       event                                            transition → state
+    closed      failure; `threshold` consecutive reached         trip        → open
+    closed      success                                          (failure count reset)
+    open        request after `reset_s` since opened_at          attempt_reset → half_open
+    half_open   probe success; `successes_to_close` reached      reclose     → closed
+    half_open   probe failure                                    reopen      → open
+    half_open   a probe's lease expires without an outcome       reopen      → open (at expiry)
+
+- open → half-open is decided lazily, on each request, from the stored `opened_at`: no
+  timers, so it happens the same in a process started after the breaker opened.
+- Half-open admits at most `max_probes` concurrent calls. Each holds a probe permit that is
+  a lease (it expires with the call's slot lease); a probe that hangs past it counts as a
+  failure, so no breaker stays half-open forever behind a stuck call.
+- In half-open only the probes' own outcomes count; in open, late outcomes of calls admitted
+  before it opened change nothing.
+
+The machine runs inside Redis scripts rather than as Python read-then-write: every worker
+checks and records concurrently, and a failure storm (the moment a breaker matters) is
+exactly when optimistic retries would pile up. This module holds the configuration, the
+states, the decoding of transitions for logs, and the read-only view used for visibility.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from enum import StrEnum
+
+
+class BreakerState(StrEnum):
+    """State of one breaker layer."""
+
+    CLOSED = "closed"
+    OPEN = "open"
+    HALF_OPEN = "half_open"
+
+
+class Layer(StrEnum):
+    """Which breaker layer."""
+
+    TENANT = "tenant"
+    GLOBAL = "global"
+
+
+@dataclass(frozen=True)
+class BreakerConfig:
+    """One layer's thresholds."""
+
+    threshold: int
+    """Consecutive failures (while closed) that open the breaker."""
+    reset_s: float
+    """Seconds an open breaker waits before letting probes through (half-open)."""
+    successes_to_close: int
+    """Probe successes in half-open that close it again."""
+    max_probes: int
+    """Probe calls allowed in flight at once while half-open."""
+
+    def __post_init__(self) -> None:
+        if min(self.threshold, self.successes_to_close, self.max_probes) < 1:
+            raise ValueError("threshold, successes_to_close and max_probes must be at least 1")
+        if self.reset_s <= 0:
+            raise ValueError("reset_s must be positive")
+
+
+TENANT_DEFAULT = BreakerConfig(threshold=5, reset_s=30.0, successes_to_close=2, max_probes=2)
+"""Tenant layer, DESIGN §6: 5 failures, 30 s, 2 half-open successes (2 probes at once)."""
+GLOBAL_DEFAULT = BreakerConfig(threshold=15, reset_s=60.0, successes_to_close=3, max_probes=3)
+"""Global layer, DESIGN §6: 15 failures, 60 s, 3 half-open successes (3 probes at once)."""
+
+
+@dataclass(frozen=True)
+class Transition:
+    """One layer changed state (decoded from a script's `layer:from:to` event)."""
+
+    layer: Layer
+    before: BreakerState
+    after: BreakerState
+
+    @classmethod
+    def parse(cls, event: str) -> Transition:
+        layer, before, after = event.split(":")
+        return cls(Layer(layer), BreakerState(before), BreakerState(after))
+
+
+@dataclass(frozen=True)
+class LayerView:
+    """What one layer's keys hold, as read for visibility (no transition applied)."""
+
+    state: BreakerState
+    failures: int
+    """Consecutive failures counted while closed."""
+    opened_at: float
+    """Epoch seconds of the latest opening (0 if never opened)."""
+    successes: int
+    """Probe successes so far in the current half-open trial."""
+    probes: int
+    """Probe permits currently held."""
+
+    @classmethod
+    def closed(cls) -> LayerView:
+        return cls(BreakerState.CLOSED, 0, 0.0, 0, 0)
+
+    def effective(self, now: float, config: BreakerConfig) -> BreakerState:
+        """The state the next request would see: an open layer past its reset timeout is
+        already half-open, even though no request has moved it yet."""
+        if self.state is BreakerState.OPEN and now - self.opened_at >= config.reset_s:
+            return BreakerState.HALF_OPEN
+        return self.state
+
+    def seconds_until_half_open(self, now: float, config: BreakerConfig) -> float:
+        """0 unless the layer is open; then how long until probes are let through."""
+        if self.state is not BreakerState.OPEN:
+            return 0.0
+        return max(0.0, self.opened_at + config.reset_s - now)

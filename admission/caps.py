@@ -1,0 +1,67 @@
+"""Concurrency caps per destination (`maxConcurrency`, optional `ratePerSecond`).
+
+The operative copy lives in Redis (`sb:caps:{destination}`), where the admission script reads
+it atomically with the slot count, so a change applies to every worker's next admission.
+The durable copy belongs to the database (the API persists it); anything that can answer
+`get_caps` is a `CapsSource`, and `Admission` copies a destination's caps from its source
+into Redis the first time it admits a call to that destination in this process.
+
+Without caps a destination is capped at `AdmissionConfig.default_max_concurrency`.
+`rate_per_second` is enforced as a sliding window of max(1 s, 1/rate) holding
+⌊rate * window⌋ calls (at least one), so rates below 1/s still admit one call per window.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Protocol
+
+if TYPE_CHECKING:
+    from admission.backend import CoordinationBackend
+
+
+@dataclass(frozen=True)
+class DestinationCaps:
+    """Bounds on every call to one destination, whatever AIMD says."""
+
+    max_concurrency: int
+    """Calls in flight at once, across all workers (AIMD's ceiling). At least 1."""
+    rate_per_second: float | None = None
+    """Calls started per second, across all workers; None = unlimited."""
+
+    def __post_init__(self) -> None:
+        if self.max_concurrency < 1:
+            raise ValueError(f"max_concurrency must be at least 1, got {self.max_concurrency}")
+        if self.rate_per_second is not None and self.rate_per_second <= 0:
+            raise ValueError(f"rate_per_second must be positive, got {self.rate_per_second}")
+
+
+class CapsSource(Protocol):
+    """Where a destination's configured caps come from (e.g. the database)."""
+
+    async def get_caps(self, destination: str) -> DestinationCaps | None:
+        """The destination's caps, or None if it has none configured."""
+        ...
+
+
+class RedisCapsStore:
+    """Caps as the admission scripts see them. Also a `CapsSource`."""
+
+    def __init__(self, backend: CoordinationBackend) -> None:
+        self._backend = backend
+
+    async def set_caps(self, destination: str, caps: DestinationCaps) -> None:
+        """Replace the destination's caps; takes effect on the next admission anywhere."""
+        await self._backend.write_caps(destination, caps.max_concurrency, caps.rate_per_second)
+
+    async def get_caps(self, destination: str) -> DestinationCaps | None:
+        """The caps in force, or None if the destination has none (default cap applies)."""
+        found = await self._backend.read_caps(destination)
+        if found is None:
+            return None
+        max_concurrency, rate = found
+        return DestinationCaps(max_concurrency, rate)
+
+    async def delete_caps(self, destination: str) -> None:
+        """Forget the destination's caps (the default cap applies again)."""
+        await self._backend.delete_caps(destination)

@@ -1,0 +1,332 @@
+"""`Admission`: the facade a GATEWAY step uses around each outbound HTTP call.
+
+    ticket = await admission.admit(destination, tenant_id, wait_timeout_s=5.0)
+    async with ticket:
+        response = await client.send(request)
+        if response.status_code in (429, 503):
+            await ticket.overload()
+        elif response.is_success:
+            await ticket.success()
+        else:
+            await ticket.failure()
+
+One ticket per HTTP attempt (not per step): every attempt is a sample for AIMD, the breakers
+and the retry budget. Before an in-process retry or a redispatch, ask `retry_allowed`.
+
+`admit` raises `StepFailure(EXTERNAL_OVERLOAD)` when a breaker blocks the call (with
+`retry_after_s` = when probes will be let through) or when no slot frees up within
+`wait_timeout_s`; the engine redispatches such steps instead of holding a worker. The tenant
+rate limit is a separate question (`tenant_check`), asked before a step starts: at the limit
+the step is delayed, not failed.
+
+Time: stored timestamps (leases, windows, breaker times) come from the injected `Clock`;
+waiting for a slot is real waiting, bounded by the event loop's own clock.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import math
+import random
+import uuid
+
+from redis.asyncio import Redis
+
+from admission.backend import AdmitCode, AdmitReply, CoordinationBackend, SettleReply
+from admission.breaker import BreakerState, Transition
+from admission.caps import CapsSource, DestinationCaps, RedisCapsStore
+from admission.config import AdmissionConfig
+from admission.rate_limit import RateDecision, TenantRateLimiter
+from admission.retry_budget import SharedRetryBudget
+from admission.ticket import Outcome, Ticket
+from admission.visibility import AdmissionSnapshot, TenantUsage, destination_state
+from admission.waiting import Backoff, SlotWaiters, Waiter
+from schemas.clock import Clock
+from schemas.errors import FailureKind, StepFailure
+
+logger = logging.getLogger(__name__)
+
+
+class Admission:
+    """Admission control for every destination, shared with other workers through Redis.
+
+    Build one per process (it keeps the in-process wait queues) and pass it down.
+    `caps_source`, if given, is asked once per destination and process for caps to copy
+    into Redis. `rng` seeds the wait jitter (tests).
+    """
+
+    def __init__(
+        self,
+        redis: Redis,
+        clock: Clock,
+        config: AdmissionConfig | None = None,
+        *,
+        caps_source: CapsSource | None = None,
+        rng: random.Random | None = None,
+    ) -> None:
+        self.config = config or AdmissionConfig()
+        self._clock = clock
+        self.backend = CoordinationBackend(redis)
+        self.caps = RedisCapsStore(self.backend)
+        self.rate = TenantRateLimiter(self.backend, clock, self.config.tenant_rate)
+        self.budget = SharedRetryBudget(self.backend, self.config.retry_budget)
+        self._caps_source = caps_source
+        self._caps_loaded: set[str] = set()
+        self._waiters = SlotWaiters()
+        self._backoff = Backoff(
+            self.config.wait_poll_initial_s, self.config.wait_poll_max_s, rng or random.Random()
+        )
+
+    # ── admission ───────────────────────────────────────────────────────────────────────
+
+    async def admit(
+        self,
+        destination: str,
+        tenant_id: str,
+        *,
+        wait_timeout_s: float,
+        lease_s: float | None = None,
+    ) -> Ticket:
+        """Wait for permission to call `destination` for `tenant_id`.
+
+        Waits at most `wait_timeout_s` seconds for a slot (0 = one attempt only). The slot is
+        leased for `lease_s` seconds (default `config.default_lease_s`, 90 s).
+
+        Raises `StepFailure(EXTERNAL_OVERLOAD)` if a breaker blocks the call or no slot frees
+        up in time; the returned `Ticket` must be settled exactly once.
+        """
+        if wait_timeout_s < 0:
+            raise ValueError("wait_timeout_s must not be negative")
+        lease = self.config.default_lease_s if lease_s is None else lease_s
+        if lease <= 0:
+            raise ValueError("lease_s must be positive")
+        await self._load_caps(destination)
+        token = uuid.uuid4().hex
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + wait_timeout_s
+        reply: AdmitReply | None = None
+        waiter: Waiter | None = None
+        try:
+            for attempt in range(self.config.max_wait_attempts):
+                reply = await self.backend.admit(
+                    destination,
+                    tenant_id,
+                    token,
+                    now=self._clock.now(),
+                    lease_s=lease,
+                    config=self.config,
+                )
+                self._log_transitions(destination, tenant_id, reply.events)
+                if reply.code is AdmitCode.GRANTED:
+                    return self._ticket(destination, tenant_id, token, lease, reply)
+                if reply.code is AdmitCode.BREAKER_BLOCKED:
+                    raise _breaker_failure(destination, tenant_id, reply)
+                remaining = deadline - loop.time()
+                if remaining <= 0:
+                    break
+                if waiter is None:
+                    waiter = self._waiters.join(destination)
+                head_pause = (
+                    max(reply.hint_s, 0.001)
+                    if reply.code is AdmitCode.RATE_LIMITED
+                    else self._backoff.pause_s(attempt)
+                )
+                await waiter.pause(head_pause_s=head_pause, remaining_s=remaining)
+        finally:
+            if waiter is not None:
+                self._waiters.leave(destination, waiter)
+        raise _wait_exhausted(destination, wait_timeout_s, reply)
+
+    async def retry_allowed(self, destination: str) -> bool:
+        """Whether the destination's retry budget allows one more retry now."""
+        return await self.budget.allowed(destination)
+
+    async def tenant_check(self, tenant_id: str) -> RateDecision:
+        """Take one item from the tenant's rate window; at the limit, delay (5 s) instead."""
+        decision = await self.rate.check(tenant_id)
+        if not decision.allowed:
+            # DEBUG: a flooding tenant is refused on every check; its window usage is in
+            # `snapshot()`.
+            logger.debug(
+                "tenant %s at its rate limit (%d/%d); delaying %.1f s",
+                tenant_id,
+                decision.used,
+                decision.limit,
+                decision.delay_s,
+                extra={
+                    "event": "admission.tenant_limited",
+                    "tenant_id": tenant_id,
+                    "used": decision.used,
+                    "limit": decision.limit,
+                },
+            )
+        return decision
+
+    # ── configuration ───────────────────────────────────────────────────────────────────
+
+    async def set_caps(self, destination: str, caps: DestinationCaps) -> None:
+        """Set a destination's caps for every worker (the database copy is the caller's)."""
+        await self.caps.set_caps(destination, caps)
+        self._caps_loaded.add(destination)
+        logger.info(
+            "caps of %s set to max_concurrency=%d rate_per_second=%s",
+            destination,
+            caps.max_concurrency,
+            caps.rate_per_second,
+            extra={
+                "event": "admission.caps_changed",
+                "destination": destination,
+                "max_concurrency": caps.max_concurrency,
+                "rate_per_second": caps.rate_per_second,
+            },
+        )
+
+    async def get_caps(self, destination: str) -> DestinationCaps | None:
+        return await self.caps.get_caps(destination)
+
+    async def set_tenant_limit(self, tenant_id: str, limit: int | None) -> None:
+        """Override a tenant's items per window for every worker (None = default)."""
+        await self.rate.set_limit(tenant_id, limit)
+
+    # ── visibility ──────────────────────────────────────────────────────────────────────
+
+    async def snapshot(self) -> AdmissionSnapshot:
+        """Every destination's limit, in-flight count, cap, breakers and retry budget, and
+        every tenant's window usage."""
+        now = self._clock.now()
+        destinations = [
+            destination_state(d, await self.backend.read_destination(d, now), now, self.config)
+            for d in await self.backend.destinations()
+        ]
+        tenants = []
+        for tenant_id in await self.backend.tenants():
+            used, limit = await self.rate.usage(tenant_id)
+            tenants.append(TenantUsage(tenant_id, used, limit, self.rate.config.window_s))
+        return AdmissionSnapshot(now, destinations, tenants)
+
+    # ── internals ───────────────────────────────────────────────────────────────────────
+
+    async def _load_caps(self, destination: str) -> None:
+        if self._caps_source is None or destination in self._caps_loaded:
+            return
+        caps = await self._caps_source.get_caps(destination)
+        if caps is not None:
+            await self.caps.set_caps(destination, caps)
+        self._caps_loaded.add(destination)
+
+    def _ticket(
+        self, destination: str, tenant_id: str, token: str, lease_s: float, reply: AdmitReply
+    ) -> Ticket:
+        return Ticket(
+            destination=destination,
+            tenant_id=tenant_id,
+            token=token,
+            epoch=reply.epoch,
+            lease_s=lease_s,
+            probe=reply.tenant_probe or reply.global_probe,
+            settle=self._settle,
+            renew=self._renew,
+        )
+
+    async def _settle(self, ticket: Ticket, outcome: Outcome) -> None:
+        try:
+            reply = await self.backend.settle(
+                ticket.destination,
+                ticket.tenant_id,
+                ticket.token,
+                outcome.value,
+                slot_epoch=ticket.epoch,
+                now=self._clock.now(),
+                config=self.config,
+            )
+        finally:
+            # Even if Redis failed, a waiter retrying costs little; the lease still expires.
+            self._waiters.notify_one(ticket.destination)
+        self._log_transitions(ticket.destination, ticket.tenant_id, reply.events)
+        self._log_settle(ticket, outcome, reply)
+
+    async def _renew(self, ticket: Ticket, lease_s: float) -> bool:
+        return await self.backend.renew(
+            ticket.destination,
+            ticket.tenant_id,
+            ticket.token,
+            now=self._clock.now(),
+            lease_s=lease_s,
+        )
+
+    def _log_settle(self, ticket: Ticket, outcome: Outcome, reply: SettleReply) -> None:
+        if not reply.lease_held:
+            logger.warning(
+                "call to %s settled after its slot lease expired; lease_s is too short",
+                ticket.destination,
+                extra={"event": "admission.lease_lost", "destination": ticket.destination},
+            )
+        # Log cuts and whole-slot changes, not every fractional +1/limit step.
+        if reply.cut or math.floor(reply.old_limit) != math.floor(reply.new_limit):
+            logger.info(
+                "limit of %s %s: %.2f -> %.2f",
+                ticket.destination,
+                "cut" if reply.cut else "raised",
+                reply.old_limit,
+                reply.new_limit,
+                extra={
+                    "event": "admission.limit_changed",
+                    "destination": ticket.destination,
+                    "old_limit": reply.old_limit,
+                    "new_limit": reply.new_limit,
+                    "cut": reply.cut,
+                    "epoch": reply.epoch,
+                    "outcome": outcome.value,
+                },
+            )
+
+    @staticmethod
+    def _log_transitions(destination: str, tenant_id: str, events: tuple[str, ...]) -> None:
+        """Log breaker transitions. Each happens inside one script run, so exactly one
+        process logs it."""
+        for event in events:
+            change = Transition.parse(event)
+            # Opening is news an operator must see; half-opening and closing are recovery.
+            level = logging.WARNING if change.after is BreakerState.OPEN else logging.INFO
+            logger.log(
+                level,
+                "%s breaker of %s%s: %s -> %s",
+                change.layer.value,
+                destination,
+                f" (tenant {tenant_id})" if change.layer.value == "tenant" else "",
+                change.before.value,
+                change.after.value,
+                extra={
+                    "event": "admission.breaker_changed",
+                    "destination": destination,
+                    "tenant_id": tenant_id,
+                    "layer": change.layer.value,
+                    "state_from": change.before.value,
+                    "state_to": change.after.value,
+                },
+            )
+
+
+def _breaker_failure(destination: str, tenant_id: str, reply: AdmitReply) -> StepFailure:
+    layer, _, state = reply.blocking_layer.partition(":")
+    what = "open" if state == "open" else "half-open with every probe permit in use"
+    scope = f"tenant {tenant_id!r}" if layer == "tenant" else "all tenants"
+    return StepFailure(
+        FailureKind.EXTERNAL_OVERLOAD,
+        f"circuit open: the {layer} breaker of {destination!r} ({scope}) is {what}; "
+        f"calls are let through again in {reply.hint_s:.1f} s",
+        retry_after_s=max(0.0, reply.hint_s),
+    )
+
+
+def _wait_exhausted(destination: str, waited_s: float, reply: AdmitReply | None) -> StepFailure:
+    detail = ""
+    if reply is not None and reply.code is AdmitCode.RATE_LIMITED:
+        detail = " (its ratePerSecond is reached)"
+    elif reply is not None:
+        detail = f" ({reply.in_flight} calls in flight, limit {reply.limit:.1f})"
+    return StepFailure(
+        FailureKind.EXTERNAL_OVERLOAD,
+        f"admission wait exhausted: no slot for {destination!r} within {waited_s:.1f} s{detail}",
+    )

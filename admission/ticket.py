@@ -1,0 +1,124 @@
+"""The token of one admitted call, settled exactly once (concurrency-limits' `Listener`)."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Awaitable, Callable
+from enum import StrEnum
+from types import TracebackType
+
+
+class Outcome(StrEnum):
+    """How an admitted call ended, as admission sees it."""
+
+    SUCCESS = "success"
+    """The destination answered as expected: AIMD may grow; breakers count a success."""
+    OVERLOAD = "overload"
+    """429, 503 or a timeout: AIMD cuts (once per window); breakers count a failure."""
+    FAILURE = "failure"
+    """Any other failure of the destination: breakers count a failure; no AIMD cut."""
+    IGNORE = "ignore"
+    """Says nothing about the destination (e.g. cancelled before sending): only the slot and
+    any probe permit are given back."""
+
+
+class TicketAlreadySettled(RuntimeError):
+    """A ticket was settled twice; the first outcome stands."""
+
+
+SettleFn = Callable[["Ticket", Outcome], Awaitable[None]]
+RenewFn = Callable[["Ticket", float], Awaitable[bool]]
+
+
+class Ticket:
+    """Holds one slot (a lease) on a destination until settled.
+
+    Settle it exactly once with `success()`, `overload()`, `failure()` or `ignore()`; that
+    releases the slot, gives back probe permits and records the outcome atomically. A second
+    settlement raises `TicketAlreadySettled`. The settlement write is shielded from
+    cancellation, so a cancelled step still gives its slot back.
+
+    Used as `async with`, a ticket left unsettled is settled on exit: `ignore()` after a
+    clean exit or a cancellation, `failure()` after any other exception. Timeouts should be
+    settled explicitly as `overload()` (the ticket cannot tell a timeout from a bug).
+
+    The slot is a lease of `lease_s` seconds: a call that may outlive it calls `renew()`;
+    if the worker dies, the lease expires and the slot returns to the pool.
+    """
+
+    def __init__(
+        self,
+        *,
+        destination: str,
+        tenant_id: str,
+        token: str,
+        epoch: int,
+        lease_s: float,
+        probe: bool,
+        settle: SettleFn,
+        renew: RenewFn,
+    ) -> None:
+        self.destination = destination
+        self.tenant_id = tenant_id
+        self.token = token
+        """Unique id of the slot lease (also the probe permit's id)."""
+        self.epoch = epoch
+        """AIMD cut epoch at acquisition (decides whether an overload may cut)."""
+        self.lease_s = lease_s
+        self.probe = probe
+        """Whether this call is a half-open breaker probe (in either layer)."""
+        self._settle_fn = settle
+        self._renew_fn = renew
+        self._outcome: Outcome | None = None
+
+    @property
+    def outcome(self) -> Outcome | None:
+        """The outcome it was settled with, or None while it is still held."""
+        return self._outcome
+
+    async def success(self) -> None:
+        await self.settle(Outcome.SUCCESS)
+
+    async def overload(self) -> None:
+        await self.settle(Outcome.OVERLOAD)
+
+    async def failure(self) -> None:
+        await self.settle(Outcome.FAILURE)
+
+    async def ignore(self) -> None:
+        await self.settle(Outcome.IGNORE)
+
+    async def settle(self, outcome: Outcome) -> None:
+        """Settle with `outcome` (exactly once)."""
+        if self._outcome is not None:
+            raise TicketAlreadySettled(
+                f"ticket {self.token} for {self.destination!r} was already settled as "
+                f"{self._outcome.value}"
+            )
+        self._outcome = outcome
+        await asyncio.shield(self._settle_fn(self, outcome))
+
+    async def renew(self, lease_s: float | None = None) -> bool:
+        """Extend the lease to `lease_s` (default: the original lease) from now.
+
+        False if the lease had already expired (its slot may be in use by another call).
+        """
+        if self._outcome is not None:
+            return False
+        return await self._renew_fn(self, lease_s if lease_s is not None else self.lease_s)
+
+    async def __aenter__(self) -> Ticket:
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        if self._outcome is not None:
+            return
+        if exc is None or isinstance(exc, asyncio.CancelledError):
+            await self.ignore()
+        else:
+            await self.failure()

@@ -1,0 +1,118 @@
+"""Cheap waiting for an admission slot: no busy loop, no thread, no connection per waiter.
+
+Callers of one process that wait for the same destination form a FIFO queue. Only the
+**head** of the queue polls Redis (it retries the atomic admission script after a pause);
+every other waiter sleeps on an `asyncio.Event` until woken. Wake-ups come from:
+
+- a call to that destination settling **in this process** (`notify_one` wakes the first
+  waiter not yet woken, so a slot freed locally is reused at once);
+- the head leaving the queue (admitted, timed out or cancelled): the next waiter becomes
+  head and is woken to take over polling. When the head was admitted after a poll, this
+  also passes the baton: several slots freed elsewhere are taken one after another
+  without waiting a pause each.
+
+The head's pause is an exponential backoff with jitter (10 ms doubling to 250 ms by
+default), or exactly the wait the script named when the destination's `ratePerSecond` is
+the limit. So a process costs Redis at most about one admission attempt per destination
+per pause plus one per release, however many callers wait; and a slot freed by another
+process is noticed within one pause.
+
+Why not Redis pub/sub on release: it needs a long-lived subscriber connection and a
+supervised listener task per process, and would still need polling as a fallback
+(notifications are lost across reconnects). A listener can be added later by calling
+`notify_one` from it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import random
+
+
+class Backoff:
+    """Pauses between attempts: `initial_s * 2^attempt`, capped at `max_s`, "equal jitter"
+    (half fixed, half random) so a pause is never near zero but pollers still spread out."""
+
+    def __init__(self, initial_s: float, max_s: float, rng: random.Random | None = None):
+        self._initial_s = initial_s
+        self._max_s = max_s
+        self._rng = rng or random.Random()
+
+    def pause_s(self, attempt: int) -> float:
+        """Seconds to pause after failed attempt number `attempt` (counting from 0)."""
+        ceiling = min(self._max_s, self._initial_s * float(2 ** min(attempt, 30)))
+        return ceiling / 2 + self._rng.uniform(0, ceiling / 2)
+
+
+class Waiter:
+    """One caller's place in a destination's queue. Leave it exactly once (`leave`)."""
+
+    def __init__(self, queue: list[Waiter]) -> None:
+        self._queue = queue
+        self._woken = asyncio.Event()
+
+    @property
+    def is_head(self) -> bool:
+        """Whether this waiter is the one that polls."""
+        return bool(self._queue) and self._queue[0] is self
+
+    @property
+    def woken(self) -> bool:
+        return self._woken.is_set()
+
+    def wake(self) -> None:
+        self._woken.set()
+
+    async def pause(self, *, head_pause_s: float, remaining_s: float) -> bool:
+        """Sleep until woken, or for `head_pause_s` if this waiter is the head; never longer
+        than `remaining_s`. True if woken. A wake-up that arrived while the caller was busy
+        is not lost: the pause then returns at once."""
+        timeout = min(remaining_s, head_pause_s) if self.is_head else remaining_s
+        try:
+            async with asyncio.timeout(max(0.0, timeout)):
+                await self._woken.wait()
+        except TimeoutError:
+            return False
+        finally:
+            self._woken.clear()
+        return True
+
+    def leave(self) -> None:
+        """Leave the queue; if this was the head, wake the next waiter to take over."""
+        was_head = self.is_head
+        if self in self._queue:
+            self._queue.remove(self)
+        if was_head and self._queue:
+            self._queue[0].wake()
+
+
+class SlotWaiters:
+    """The per-destination queues of waiting callers of one process."""
+
+    def __init__(self) -> None:
+        self._queues: dict[str, list[Waiter]] = {}
+
+    def join(self, destination: str) -> Waiter:
+        """Enter the back of `destination`'s queue. Call `leave()` when done, always."""
+        queue = self._queues.setdefault(destination, [])
+        waiter = Waiter(queue)
+        queue.append(waiter)
+        return waiter
+
+    def leave(self, destination: str, waiter: Waiter) -> None:
+        """`waiter.leave()`, dropping the queue once it is empty."""
+        waiter.leave()
+        queue = self._queues.get(destination)
+        if queue is not None and not queue:
+            del self._queues[destination]
+
+    def waiting(self, destination: str) -> int:
+        """How many callers of this process wait for `destination`."""
+        return len(self._queues.get(destination, ()))
+
+    def notify_one(self, destination: str) -> None:
+        """A slot of `destination` was freed here: wake the first waiter not yet woken."""
+        for waiter in self._queues.get(destination, ()):
+            if not waiter.woken:
+                waiter.wake()
+                return

@@ -1,0 +1,1 @@
+"""Benchmarks: scripts anyone can run; results in bench/RESULTS.md."""

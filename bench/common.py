@@ -1,0 +1,142 @@
+"""Shared benchmark plumbing: fresh databases, worker processes, RSS sampling, percentiles."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import statistics
+import subprocess
+import sys
+import time
+import uuid
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import asyncpg
+import psutil
+import redis
+
+PG_ADMIN = "postgresql://postgres@127.0.0.1:5432/postgres"
+REDIS_URL = "redis://127.0.0.1:6379/14"
+SCHEMABRIDGE = str(Path(sys.executable).with_name("schemabridge"))
+OUT = Path(__file__).with_name("out")
+
+
+@dataclass
+class Backend:
+    name: str
+    database_url: str
+    redis_url: str | None
+    _pg_name: str | None = None
+
+    async def drop(self) -> None:
+        if self._pg_name is not None:
+            conn = await asyncpg.connect(PG_ADMIN)
+            try:
+                await conn.execute(f'DROP DATABASE IF EXISTS "{self._pg_name}" WITH (FORCE)')
+            finally:
+                await conn.close()
+
+
+async def make_backend(kind: str) -> Backend:
+    """A fresh database: `sqlite` (file in bench/out, embedded Redis) or `postgres` + Redis."""
+    OUT.mkdir(exist_ok=True)
+    if kind == "sqlite":
+        path = OUT / f"bench-{uuid.uuid4().hex[:8]}.db"
+        return Backend("sqlite", f"sqlite+aiosqlite:///{path}", None)
+    name = f"sb_bench_{uuid.uuid4().hex[:8]}"
+    conn = await asyncpg.connect(PG_ADMIN)
+    try:
+        await conn.execute(f'CREATE DATABASE "{name}"')
+    finally:
+        await conn.close()
+    redis.Redis.from_url(REDIS_URL).flushdb()
+    return Backend(
+        "postgres", f"postgresql+asyncpg://postgres@127.0.0.1:5432/{name}", REDIS_URL, name
+    )
+
+
+def worker_env(backend: Backend, **settings: str) -> dict[str, str]:
+    env = dict(os.environ)
+    env["SCHEMABRIDGE_DATABASE_URL"] = backend.database_url
+    if backend.redis_url:
+        env["SCHEMABRIDGE_REDIS_URL"] = backend.redis_url
+    env["SCHEMABRIDGE_HEALTH_DIR"] = str(OUT / "health")
+    for key, value in settings.items():
+        env[f"SCHEMABRIDGE_{key.upper()}"] = value
+    return env
+
+
+def start_workers(env: dict[str, str], count: int, tag: str) -> list[subprocess.Popen[bytes]]:
+    procs = []
+    for i in range(count):
+        with (OUT / f"{tag}-w{i}.log").open("wb") as log:
+            procs.append(
+                subprocess.Popen(
+                    [SCHEMABRIDGE, "worker", "--name", f"{tag}-w{i}", "--log-level", "warning"],
+                    env=env,
+                    stdout=log,
+                    stderr=subprocess.STDOUT,
+                )
+            )
+    return procs
+
+
+def stop_workers(procs: Sequence[subprocess.Popen[bytes]]) -> None:
+    for proc in procs:
+        if proc.poll() is None:
+            proc.terminate()
+    for proc in procs:
+        try:
+            proc.wait(timeout=60)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+
+
+@dataclass
+class RssSampler:
+    """Samples the resident memory of processes every `period_s`; keeps the peak of each."""
+
+    pids: list[int]
+    period_s: float = 0.2
+    peaks: dict[int, int] = field(default_factory=dict)
+
+    async def run(self, stop: asyncio.Event) -> None:
+        procs = [psutil.Process(pid) for pid in self.pids]
+        while not stop.is_set():
+            for proc in procs:
+                try:
+                    rss = proc.memory_info().rss
+                except psutil.Error:
+                    continue
+                self.peaks[proc.pid] = max(self.peaks.get(proc.pid, 0), rss)
+            try:
+                async with asyncio.timeout(self.period_s):
+                    await stop.wait()
+            except TimeoutError:
+                pass
+
+    def peaks_mb(self) -> list[float]:
+        return [round(self.peaks.get(pid, 0) / 2**20, 1) for pid in self.pids]
+
+
+def percentile(values: Sequence[float], q: float) -> float:
+    if not values:
+        return float("nan")
+    ordered = sorted(values)
+    index = min(len(ordered) - 1, max(0, round(q / 100 * (len(ordered) - 1))))
+    return ordered[index]
+
+
+def median(values: Sequence[float]) -> float:
+    return statistics.median(values) if values else float("nan")
+
+
+class Timer:
+    def __enter__(self) -> Timer:
+        self.start = time.perf_counter()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.elapsed = time.perf_counter() - self.start

@@ -1,0 +1,142 @@
+"""Clients for the coordination store: a Redis server, or the embedded in-process fakeredis.
+
+Redis holds shared coordination state only (admission, breakers, rate windows, heartbeats,
+wake-ups; DESIGN §3). The store is the source of truth, so losing Redis may slow or pause work
+but must never lose or duplicate it. The rules that follow from that:
+
+- Opening a client never connects: a service starts even while Redis is down, and every
+  caller treats a failed Redis call (`COORDINATION_ERRORS`) as "coordination unavailable right
+  now": log it, fall back (slow polling, conservative admission), try again later. Use
+  `redis_ok` to probe; raise `CoordinationUnavailable` where a caller really cannot proceed.
+- Commands fail fast (short connect/read timeouts, two quick retries) instead of hanging a
+  worker on a dead server; callers already have a fallback.
+
+Embedded mode (`Settings.redis_url` is None, the default): every client opened in this
+process talks to the same `fakeredis.FakeServer`, created on first use (never at import time),
+so the API, the workers and the admission scripts of one process share one keyspace, pub/sub
+channels included. Lua (`EVAL`/`EVALSHA`) works there through `lupa`. It is process-wide by
+necessity: it *is* this process's Redis, the way a Redis server is shared by everything that
+connects to it. Nothing outside this process can reach it.
+
+Responses are `bytes` (`decode_responses=False`) on both backends: keys, values and pub/sub
+payloads come back as `bytes`; decode at the edge (`value.decode()`, `json.loads(value)`).
+Mixing decoded and raw clients would make every call site guess, so there is one convention.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import threading
+
+import fakeredis
+import redis.asyncio as redis
+from redis.asyncio.retry import Retry
+from redis.backoff import ExponentialWithJitterBackoff
+from redis.exceptions import RedisError
+
+from engine.settings import Settings
+from schemas.errors import SchemaBridgeError
+
+logger = logging.getLogger(__name__)
+
+COORDINATION_ERRORS: tuple[type[BaseException], ...] = (RedisError, OSError, TimeoutError)
+"""What a failed coordination call raises: redis-py errors (connection refused, timeouts,
+emulated outages in fakeredis), socket errors, and `asyncio.wait_for` timeouts. Catch exactly
+this tuple where losing Redis must degrade instead of crash."""
+
+CONNECT_TIMEOUT_S = 2.0
+"""TCP connect timeout for a Redis server."""
+COMMAND_TIMEOUT_S = 5.0
+"""Socket read timeout for one command. Pub/sub reads pass their own timeout; a blocking
+command (BLPOP and friends) must use a server-side timeout below this."""
+HEALTH_CHECK_INTERVAL_S = 15
+"""A pooled connection idle this long is PINGed before reuse, so a half-open TCP connection
+(server restarted, NAT dropped it) is found before a real command is lost on it."""
+
+
+class CoordinationUnavailable(SchemaBridgeError):
+    """Redis (or the embedded server) cannot be reached right now.
+
+    Raised only where a caller cannot degrade on its own; most code catches
+    `COORDINATION_ERRORS`, logs, and falls back. Work is never lost: the store still holds it.
+    """
+
+    code = "coordination_unavailable"
+
+    def __init__(self, detail: str) -> None:
+        super().__init__(
+            f"coordination store unavailable: {detail}; check that Redis is running and that "
+            "SCHEMABRIDGE_REDIS_URL points at it (unset it to use the embedded server)"
+        )
+
+
+class _EmbeddedSlot:
+    """Holds the process's embedded server; empty until first use (nothing built at import)."""
+
+    def __init__(self) -> None:
+        # A lock, not just the GIL: a sync caller in a thread (CLI, test helper) may race the
+        # event loop thread to create it, and two servers would split the keyspace silently.
+        self._lock = threading.Lock()
+        self._server: fakeredis.FakeServer | None = None
+
+    def get(self) -> fakeredis.FakeServer:
+        with self._lock:
+            if self._server is None:
+                self._server = fakeredis.FakeServer()
+            return self._server
+
+
+_EMBEDDED = _EmbeddedSlot()
+
+
+def embedded_server() -> fakeredis.FakeServer:
+    """The process's embedded Redis-compatible server, created on first call and then shared
+    by every client `open_redis` returns in this process."""
+    return _EMBEDDED.get()
+
+
+def _retry() -> Retry:
+    # Two quick retries cover a dropped connection or a failover blip; anything longer is an
+    # outage, which callers handle by falling back rather than by waiting here.
+    return Retry(ExponentialWithJitterBackoff(cap=0.5, base=0.05), retries=2)
+
+
+async def open_redis(settings: Settings, *, client_name: str | None = None) -> redis.Redis:
+    """Open a client for `settings.redis_url`, or for the embedded server when it is None.
+
+    Does not connect; the first command does. Responses are `bytes`. `client_name` is sent
+    with `CLIENT SETNAME` on every connection (visible in `CLIENT LIST`; server mode only).
+    Close the client with `close_redis`.
+    """
+    if settings.redis_url is None:
+        return fakeredis.FakeAsyncRedis(
+            server=embedded_server(), decode_responses=False, retry=_retry()
+        )
+    return redis.Redis.from_url(
+        settings.redis_url,
+        decode_responses=False,
+        socket_connect_timeout=CONNECT_TIMEOUT_S,
+        socket_timeout=COMMAND_TIMEOUT_S,
+        socket_keepalive=True,
+        health_check_interval=HEALTH_CHECK_INTERVAL_S,
+        retry=_retry(),
+        client_name=client_name,
+    )
+
+
+async def close_redis(client: redis.Redis) -> None:
+    """Close `client` and its connection pool. Never raises for a server that is already gone."""
+    try:
+        await client.aclose()
+    except COORDINATION_ERRORS as error:
+        logger.warning("closing the Redis client failed: %s", error)
+
+
+async def redis_ok(client: redis.Redis, *, timeout_s: float = 1.0) -> bool:
+    """True when `client` answers PING within `timeout_s` (default 1 s); never raises."""
+    try:
+        return bool(await asyncio.wait_for(client.ping(), timeout_s))
+    except COORDINATION_ERRORS as error:
+        logger.debug("Redis health probe failed: %s", error)
+        return False

@@ -1,0 +1,232 @@
+"""Layered circuit breakers (DESIGN §6) on fakeredis and on a real Redis, with a FakeClock."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import AsyncIterator, Callable
+
+import fakeredis
+import pytest
+from redis.asyncio import Redis
+
+from admission import Admission, AdmissionConfig, AimdConfig, BreakerState, Ticket
+from schemas.clock import FakeClock
+from schemas.errors import FailureKind, StepFailure
+
+Connect = Callable[[], Redis]
+DEST = "https://billing.example.com:443"
+
+
+@pytest.fixture(params=["fakeredis", pytest.param("redis", marks=pytest.mark.redis)])
+async def connect(request: pytest.FixtureRequest) -> AsyncIterator[Connect]:
+    """Opens clients on one shared store (a new client = another process's view of it)."""
+    clients: list[Redis] = []
+    server = fakeredis.FakeServer()
+    url = request.getfixturevalue("redis_url") if request.param == "redis" else None
+
+    def open_client() -> Redis:
+        client = Redis.from_url(url) if url else fakeredis.FakeAsyncRedis(server=server)
+        clients.append(client)
+        return client
+
+    yield open_client
+    for client in clients:
+        await client.aclose()
+
+
+@pytest.fixture
+def clock() -> FakeClock:
+    return FakeClock()
+
+
+@pytest.fixture
+def admission(connect: Connect, clock: FakeClock) -> Admission:
+    return Admission(connect(), clock)
+
+
+async def admit(admission: Admission, tenant: str = "acme", lease_s: float = 30) -> Ticket:
+    return await admission.admit(DEST, tenant, wait_timeout_s=0, lease_s=lease_s)
+
+
+async def fail(admission: Admission, tenant: str = "acme", times: int = 1) -> None:
+    for _ in range(times):
+        await (await admit(admission, tenant)).failure()
+
+
+async def succeed(admission: Admission, tenant: str = "acme", times: int = 1) -> None:
+    for _ in range(times):
+        await (await admit(admission, tenant)).success()
+
+
+async def blocked(admission: Admission, tenant: str = "acme") -> StepFailure:
+    with pytest.raises(StepFailure) as caught:
+        await admit(admission, tenant)
+    assert caught.value.kind is FailureKind.EXTERNAL_OVERLOAD
+    assert caught.value.redispatchable
+    return caught.value
+
+
+async def layers(admission: Admission) -> tuple[BreakerState, dict[str, BreakerState]]:
+    (state,) = (await admission.snapshot()).destinations
+    tenants = {tenant: layer.state for tenant, layer in state.tenant_breakers.items()}
+    return state.global_breaker.state, tenants
+
+
+# ── tenant layer ──────────────────────────────────────────────────────────────────────────
+
+
+async def test_five_consecutive_failures_open_the_tenant_layer(admission: Admission) -> None:
+    await fail(admission, times=4)
+    await succeed(admission)  # a success while closed resets the count
+    await fail(admission, times=4)
+    await succeed(admission, times=1)
+    assert await layers(admission) == (BreakerState.CLOSED, {})
+    await fail(admission, times=5)
+    failure = await blocked(admission)
+    assert "tenant breaker" in failure.message and "'acme'" in failure.message
+    assert failure.retry_after_s == 30.0
+
+
+async def test_an_open_tenant_layer_blocks_only_its_tenant(admission: Admission) -> None:
+    await fail(admission, "acme", times=5)
+    await blocked(admission, "acme")
+    await succeed(admission, "globex", times=3)  # the other tenant still passes
+    assert await layers(admission) == (BreakerState.CLOSED, {"acme": BreakerState.OPEN})
+
+
+async def test_half_open_after_reset_survives_a_process_restart(
+    connect: Connect, clock: FakeClock
+) -> None:
+    first = Admission(connect(), clock)
+    await fail(first, times=5)
+    clock.advance(29.9)
+    await blocked(first)
+    clock.advance(0.1)
+    # A new process (new client, new objects, same Redis) decides half-open from opened_at.
+    restarted = Admission(connect(), clock)
+    probe = await admit(restarted)
+    assert probe.probe
+    await probe.success()
+    await (await admit(restarted)).success()  # 2 probe successes close the tenant layer
+    assert await layers(restarted) == (BreakerState.CLOSED, {})
+    await succeed(restarted, times=3)
+
+
+async def test_half_open_admits_only_the_configured_probes(
+    admission: Admission, clock: FakeClock
+) -> None:
+    await fail(admission, times=5)
+    clock.advance(30)
+    probes = [await admit(admission), await admit(admission)]
+    failure = await blocked(admission)  # the tenant layer allows 2 probes at once
+    assert "every probe permit in use" in failure.message
+    await probes[0].ignore()  # an ignored probe gives its permit back, no verdict
+    third = await admit(admission)
+    await probes[1].success()
+    await third.success()
+    assert await layers(admission) == (BreakerState.CLOSED, {})
+
+
+async def test_a_failed_probe_reopens_for_another_reset_period(
+    admission: Admission, clock: FakeClock
+) -> None:
+    await fail(admission, times=5)
+    clock.advance(31)
+    await (await admit(admission)).failure()
+    assert (await blocked(admission)).retry_after_s == 30.0  # reopened now, not at 0
+    clock.advance(30)
+    await succeed(admission, times=2)
+
+
+async def test_a_hung_probe_counts_as_failure_when_its_lease_ends(
+    admission: Admission, clock: FakeClock
+) -> None:
+    await fail(admission, times=5)
+    clock.advance(30)
+    hung = await admit(admission, lease_s=5)  # never answers
+    await admit(admission, lease_s=5)  # the second permit, also never settled
+    clock.advance(4.9)
+    await blocked(admission)  # both permits held: still half-open, nobody else gets through
+    clock.advance(10.1)
+    # The lease ended 10 s ago: that was a failure, so the layer reopened at the expiry.
+    failure = await blocked(admission)
+    assert failure.retry_after_s == pytest.approx(20.0)
+    assert await layers(admission) == (BreakerState.CLOSED, {"acme": BreakerState.OPEN})
+    await hung.success()  # the hung call finally answers: too late to count
+    await blocked(admission)
+    clock.advance(20)
+    await succeed(admission, times=2)
+
+
+async def test_late_outcomes_of_calls_admitted_before_opening_change_nothing(
+    admission: Admission,
+) -> None:
+    early = await admit(admission)
+    await fail(admission, times=5)
+    await early.success()  # admitted while closed, answers while open
+    await blocked(admission)
+
+
+# ── global layer ──────────────────────────────────────────────────────────────────────────
+
+
+async def test_global_layer_opens_for_every_tenant(connect: Connect, clock: FakeClock) -> None:
+    admission = Admission(connect(), clock, AdmissionConfig(aimd=AimdConfig(initial_limit=20)))
+    for tenant in ["a", "b", "c", "d", "e"]:  # 15 failures, none of them 5 in one tenant
+        await fail(admission, tenant, times=3)
+    for tenant in ["a", "zeta"]:
+        failure = await blocked(admission, tenant)
+        assert "global breaker" in failure.message and "all tenants" in failure.message
+        assert failure.retry_after_s == 60.0
+    (state,) = (await admission.snapshot()).destinations
+    assert state.global_breaker.state is BreakerState.OPEN
+    assert state.global_breaker.seconds_until_half_open == 60.0
+    assert state.tenant_breakers["a"].failures == 3
+    # The global layer opening is an overload signal: the limit was cut once.
+    assert (state.cuts, state.limit) == (1, pytest.approx(18.0))
+
+
+async def test_global_layer_needs_three_probe_successes(
+    admission: Admission, clock: FakeClock
+) -> None:
+    for tenant in ["a", "b", "c"]:
+        await fail(admission, tenant, times=4)
+    await fail(admission, "d", times=3)
+    await blocked(admission, "anyone")
+    clock.advance(60)
+    assert (await layers(admission))[0] is BreakerState.HALF_OPEN  # shown lazily, not stored
+    for tenant in ["x", "y"]:
+        await succeed(admission, tenant)
+    assert (await layers(admission))[0] is BreakerState.HALF_OPEN
+    await succeed(admission, "z")
+    assert (await layers(admission))[0] is BreakerState.CLOSED
+
+
+async def test_both_layers_record_every_outcome(admission: Admission, clock: FakeClock) -> None:
+    await fail(admission, "a", times=4)
+    (state,) = (await admission.snapshot()).destinations
+    assert state.global_breaker.failures == 4
+    assert state.tenant_breakers["a"].failures == 4
+    await succeed(admission, "b")  # resets the global count, not tenant a's
+    (state,) = (await admission.snapshot()).destinations
+    assert state.global_breaker.failures == 0
+    assert state.tenant_breakers["a"].failures == 4
+
+
+async def test_transitions_are_logged_with_structured_fields(
+    admission: Admission, clock: FakeClock, caplog: pytest.LogCaptureFixture
+) -> None:
+    with caplog.at_level(logging.INFO, logger="admission.controller"):
+        await fail(admission, times=5)
+        clock.advance(30)
+        await succeed(admission, times=2)
+    changes = [
+        tuple(getattr(r, field) for field in ("layer", "state_from", "state_to"))
+        for r in caplog.records
+        if getattr(r, "event", "") == "admission.breaker_changed"
+    ]
+    assert changes == [
+        ("tenant", "closed", "open"),
+        ("tenant", "open", "half_open"),
+        ("tenant", "half_open", "closed"),
+    ]

@@ -1,0 +1,356 @@
+"""Admission slots, AIMD in Redis, caps, retry budget, tickets, waiting and visibility.
+
+Every test runs on the embedded fakeredis and on a real Redis (STYLE §2). Time is a
+FakeClock; the only real waiting is bounded (`asyncio.timeout`) and short.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import logging
+from collections.abc import AsyncIterator, Callable
+from typing import Any
+
+import fakeredis
+import pytest
+from redis.asyncio import Redis
+
+from admission import (
+    Admission,
+    AdmissionConfig,
+    Aimd,
+    AimdConfig,
+    AimdState,
+    BreakerConfig,
+    DestinationCaps,
+    Outcome,
+    RetryBudget,
+    RetryBudgetConfig,
+    Ticket,
+    TicketAlreadySettled,
+)
+from admission.aimd import slots
+from schemas.clock import FakeClock
+from schemas.errors import FailureKind, StepFailure
+
+Connect = Callable[[], Redis]
+DEST = "https://api.example.com:443"
+LENIENT = BreakerConfig(threshold=10_000, reset_s=1, successes_to_close=1, max_probes=1)
+"""Breakers that never open, for tests about something else."""
+
+
+@pytest.fixture(params=["fakeredis", pytest.param("redis", marks=pytest.mark.redis)])
+async def connect(request: pytest.FixtureRequest) -> AsyncIterator[Connect]:
+    """Opens clients on one shared store (a new client = another process's view of it)."""
+    clients: list[Redis] = []
+    server = fakeredis.FakeServer()
+    url = request.getfixturevalue("redis_url") if request.param == "redis" else None
+
+    def open_client() -> Redis:
+        client = Redis.from_url(url) if url else fakeredis.FakeAsyncRedis(server=server)
+        clients.append(client)
+        return client
+
+    yield open_client
+    for client in clients:
+        await client.aclose()
+
+
+def make(connect: Connect, clock: FakeClock, **overrides: Any) -> Admission:
+    base = AdmissionConfig(tenant_breaker=LENIENT, global_breaker=LENIENT)
+    return Admission(connect(), clock, dataclasses.replace(base, **overrides))
+
+
+async def admit_n(admission: Admission, n: int, tenant: str = "t") -> list[Ticket]:
+    return [await admission.admit(DEST, tenant, wait_timeout_s=0) for _ in range(n)]
+
+
+async def limit_of(admission: Admission) -> float:
+    (state,) = (await admission.snapshot()).destinations
+    return state.limit
+
+
+# ── AIMD in Redis ─────────────────────────────────────────────────────────────────────────
+
+
+async def test_twenty_simultaneous_overloads_cut_the_limit_once(connect: Connect) -> None:
+    admission = make(connect, FakeClock(), aimd=AimdConfig(initial_limit=20, backoff_ratio=0.9))
+    tickets = await admit_n(admission, 20)
+    await asyncio.gather(*(t.overload() for t in tickets))
+    assert await limit_of(admission) == pytest.approx(18.0)
+    # The next window (a call admitted after the cut) may cut once more.
+    (late,) = await admit_n(admission, 1)
+    await late.overload()
+    state = (await admission.snapshot()).destinations[0]
+    assert state.limit == pytest.approx(16.2)
+    assert state.cuts == 2
+
+
+async def test_redis_applies_exactly_the_pure_algorithm(connect: Connect) -> None:
+    """Contract: lua/lib_aimd.lua and admission/aimd.py agree sample for sample."""
+    config = AimdConfig(initial_limit=6, backoff_ratio=0.7)
+    admission = make(connect, FakeClock(), aimd=config, default_max_concurrency=12)
+    aimd, expected = Aimd(config), AimdState(6.0)
+    script = ["s", "s", "o", "s", "o", "s", "s", "s", "o", "o", "s", "s", "s", "s", "s", "s"]
+    for round_ in range(6):
+        held = await admit_n(admission, slots(expected.limit, 12))
+        for i, ticket in enumerate(held):
+            sample = script[(round_ * 5 + i) % len(script)]
+            if sample == "s":
+                in_flight = len(held) - i  # itself and the ones settled after it
+                expected = aimd.on_success(expected, in_flight=in_flight, cap=12)
+                await ticket.success()
+            else:
+                expected = aimd.on_overload(expected, slot_epoch=ticket.epoch, cap=12)
+                await ticket.overload()
+        state = (await admission.snapshot()).destinations[0]
+        assert (state.limit, state.cuts) == (expected.limit, expected.epoch)
+
+
+async def test_successes_raise_the_limit_up_to_the_cap(connect: Connect) -> None:
+    admission = make(connect, FakeClock(), aimd=AimdConfig(initial_limit=4))
+    await admission.set_caps(DEST, DestinationCaps(max_concurrency=6))
+    for _ in range(40):
+        for ticket in await admit_n(admission, slots(await limit_of(admission), 6)):
+            await ticket.success()
+    assert await limit_of(admission) == 6.0
+
+
+# ── slots and leases ──────────────────────────────────────────────────────────────────────
+
+
+async def test_concurrent_admits_never_exceed_the_limit(connect: Connect) -> None:
+    config = {"aimd": AimdConfig(initial_limit=10)}
+    workers = [make(connect, FakeClock(), **config) for _ in range(2)]  # two "processes"
+    in_flight = peak = 0
+
+    async def call(admission: Admission, i: int) -> None:
+        nonlocal in_flight, peak
+        async with await admission.admit(DEST, f"t{i % 3}", wait_timeout_s=20) as ticket:
+            in_flight += 1
+            peak = max(peak, in_flight)
+            await asyncio.sleep(0.001)  # the "HTTP call"
+            in_flight -= 1
+            await ticket.ignore()  # keeps the limit at 10 (success could raise it)
+
+    async with asyncio.timeout(30):
+        await asyncio.gather(*(call(workers[i % 2], i) for i in range(200)))
+    assert peak == 10
+    assert (await workers[0].snapshot()).destinations[0].in_flight == 0
+
+
+async def test_lease_of_a_dead_worker_is_reclaimed_after_expiry(
+    connect: Connect, caplog: pytest.LogCaptureFixture
+) -> None:
+    clock = FakeClock()
+    dead_worker, live_worker = make(connect, clock), make(connect, clock)
+    await live_worker.set_caps(DEST, DestinationCaps(max_concurrency=2))
+    orphans = [await dead_worker.admit(DEST, "t", wait_timeout_s=0, lease_s=10) for _ in range(2)]
+    with pytest.raises(StepFailure, match="admission wait exhausted") as refused:
+        await live_worker.admit(DEST, "t", wait_timeout_s=0)
+    assert refused.value.kind is FailureKind.EXTERNAL_OVERLOAD
+    clock.advance(9.9)
+    with pytest.raises(StepFailure):
+        await live_worker.admit(DEST, "t", wait_timeout_s=0)
+    clock.advance(0.1)  # the leases end: the dead worker's capacity comes back
+    tickets = await admit_n(live_worker, 2)
+    assert (await live_worker.snapshot()).destinations[0].in_flight == 2
+    # A "dead" worker that was only slow settles late: nothing breaks, it is logged.
+    with caplog.at_level(logging.WARNING, logger="admission.controller"):
+        await orphans[0].success()
+    assert any(getattr(r, "event", "") == "admission.lease_lost" for r in caplog.records)
+    for ticket in tickets:
+        await ticket.success()
+
+
+async def test_renew_extends_a_live_lease_only(connect: Connect) -> None:
+    clock = FakeClock()
+    admission = make(connect, clock)
+    await admission.set_caps(DEST, DestinationCaps(max_concurrency=1))
+    ticket = await admission.admit(DEST, "t", wait_timeout_s=0, lease_s=10)
+    clock.advance(8)
+    assert await ticket.renew() is True  # now expires at +18
+    clock.advance(9)
+    with pytest.raises(StepFailure):
+        await admission.admit(DEST, "t", wait_timeout_s=0)
+    clock.advance(1)
+    assert await ticket.renew() is False  # expired: its slot may already be someone else's
+    other = await admission.admit(DEST, "t", wait_timeout_s=0)
+    await other.success()
+
+
+async def test_a_local_release_wakes_a_waiter_at_once(connect: Connect) -> None:
+    # Polling alone (every 10 s) could not admit the waiter within the 2 s bound.
+    admission = make(connect, FakeClock(), wait_poll_initial_s=10.0, wait_poll_max_s=10.0)
+    await admission.set_caps(DEST, DestinationCaps(max_concurrency=1))
+    holder = await admission.admit(DEST, "t", wait_timeout_s=0)
+    waiter = asyncio.create_task(admission.admit(DEST, "t", wait_timeout_s=5))
+    await asyncio.sleep(0.01)
+    assert not waiter.done()
+    await holder.success()
+    async with asyncio.timeout(2):
+        ticket = await waiter
+    await ticket.success()
+
+
+async def test_a_release_in_another_process_is_noticed_by_polling(connect: Connect) -> None:
+    clock = FakeClock()
+    other_process = make(connect, clock)
+    admission = make(connect, clock, wait_poll_initial_s=0.005, wait_poll_max_s=0.02)
+    await admission.set_caps(DEST, DestinationCaps(max_concurrency=1))
+    holder = await other_process.admit(DEST, "t", wait_timeout_s=0)
+    waiter = asyncio.create_task(admission.admit(DEST, "t", wait_timeout_s=5))
+    await asyncio.sleep(0.03)
+    await holder.success()
+    async with asyncio.timeout(2):
+        await (await waiter).success()
+
+
+async def test_wait_is_bounded_by_its_timeout(connect: Connect) -> None:
+    admission = make(connect, FakeClock())
+    await admission.set_caps(DEST, DestinationCaps(max_concurrency=1))
+    holder = await admission.admit(DEST, "t", wait_timeout_s=0)
+    async with asyncio.timeout(2):
+        with pytest.raises(StepFailure, match=r"admission wait exhausted.*1 calls in flight"):
+            await admission.admit(DEST, "t", wait_timeout_s=0.05)
+    await holder.success()
+
+
+# ── caps and rate per second ──────────────────────────────────────────────────────────────
+
+
+async def test_caps_round_trip_and_bound_the_limit(connect: Connect) -> None:
+    admission = make(connect, FakeClock(), aimd=AimdConfig(initial_limit=10))
+    assert await admission.get_caps(DEST) is None
+    await admission.set_caps(DEST, DestinationCaps(max_concurrency=3, rate_per_second=2.5))
+    assert await admission.get_caps(DEST) == DestinationCaps(3, 2.5)
+    await admission.set_caps(DEST, DestinationCaps(max_concurrency=4))
+    assert await admission.get_caps(DEST) == DestinationCaps(4, None)
+    state = (await admission.snapshot()).destinations[0]
+    assert (state.limit, state.slots, state.cap, state.cap_configured) == (4.0, 4, 4, True)
+    await admission.caps.delete_caps(DEST)
+    assert await admission.get_caps(DEST) is None
+
+
+async def test_caps_come_from_the_caps_source_on_first_use(connect: Connect) -> None:
+    class Database:
+        async def get_caps(self, destination: str) -> DestinationCaps | None:
+            return DestinationCaps(1) if destination == DEST else None
+
+    admission = Admission(connect(), FakeClock(), caps_source=Database())
+    ticket = await admission.admit(DEST, "t", wait_timeout_s=0)
+    with pytest.raises(StepFailure):
+        await admission.admit(DEST, "t", wait_timeout_s=0)
+    await ticket.success()
+    assert await admission.get_caps(DEST) == DestinationCaps(1)
+
+
+async def test_rate_per_second_spaces_calls(connect: Connect) -> None:
+    clock = FakeClock()
+    admission = make(connect, clock)
+    await admission.set_caps(DEST, DestinationCaps(max_concurrency=50, rate_per_second=2))
+    for ticket in await admit_n(admission, 2):
+        await ticket.success()
+    with pytest.raises(StepFailure, match="ratePerSecond"):
+        await admission.admit(DEST, "t", wait_timeout_s=0)
+    clock.advance(1.0)
+    await (await admission.admit(DEST, "t", wait_timeout_s=0)).success()
+
+
+@pytest.mark.parametrize("kwargs", [{"max_concurrency": 0}, {"rate_per_second": 0.0}])
+def test_invalid_caps_are_refused(kwargs: dict[str, Any]) -> None:
+    with pytest.raises(ValueError):
+        DestinationCaps(**{"max_concurrency": 1, **kwargs})
+
+
+# ── retry budget ──────────────────────────────────────────────────────────────────────────
+
+
+async def test_retry_budget_is_exhausted_by_failures_and_earned_back(connect: Connect) -> None:
+    budget = RetryBudgetConfig(max_tokens=10, token_ratio=0.5)
+    admission = make(connect, FakeClock(), retry_budget=budget)
+    assert await admission.retry_allowed(DEST)
+    for outcome in ["failure", "overload"] * 2:
+        ticket = await admission.admit(DEST, "t", wait_timeout_s=0)
+        await ticket.settle(Outcome(outcome))
+    assert await admission.retry_allowed(DEST)  # 6 tokens left
+    await (await admission.admit(DEST, "t", wait_timeout_s=0)).failure()
+    assert not await admission.retry_allowed(DEST)  # 5: not more than half
+    await (await admission.admit(DEST, "t", wait_timeout_s=0)).ignore()
+    assert not await admission.retry_allowed(DEST)  # ignore earns nothing
+    await (await admission.admit(DEST, "t", wait_timeout_s=0)).success()
+    assert await admission.retry_allowed(DEST)  # 5.5
+    assert (await admission.snapshot()).destinations[0].retry_tokens == 5.5
+
+
+async def test_shared_budget_matches_the_pure_bucket(connect: Connect) -> None:
+    config = RetryBudgetConfig(max_tokens=7, token_ratio=0.3)
+    shared, pure = make(connect, FakeClock(), retry_budget=config).budget, RetryBudget(config)
+    tokens = pure.full()
+    for step in "ffsffffsssfffff":
+        if step == "f":
+            tokens = pure.on_failure(tokens)
+            assert await shared.record_failure(DEST) == tokens
+        else:
+            tokens = pure.on_success(tokens)
+            assert await shared.record_success(DEST) == tokens
+        assert await shared.allowed(DEST) is pure.allows_retry(tokens)
+
+
+# ── tickets and visibility ────────────────────────────────────────────────────────────────
+
+
+async def test_a_ticket_is_settled_exactly_once(connect: Connect) -> None:
+    admission = make(connect, FakeClock())
+    ticket = await admission.admit(DEST, "t", wait_timeout_s=0)
+    await ticket.success()
+    with pytest.raises(TicketAlreadySettled):
+        await ticket.overload()
+    assert ticket.outcome == "success"
+    assert await ticket.renew() is False
+
+
+async def test_async_with_settles_what_was_left_unsettled(connect: Connect) -> None:
+    admission = make(connect, FakeClock())
+    async with await admission.admit(DEST, "t", wait_timeout_s=0) as clean:
+        pass
+    assert clean.outcome == "ignore"
+    with pytest.raises(ZeroDivisionError):
+        async with await admission.admit(DEST, "t", wait_timeout_s=0) as failed:
+            _ = 1 / 0
+    assert failed.outcome == "failure"
+    tickets: list[Ticket] = []
+    calling = asyncio.Event()
+
+    async def cancelled_call() -> None:
+        async with await admission.admit(DEST, "t", wait_timeout_s=0) as ticket:
+            tickets.append(ticket)
+            calling.set()
+            await asyncio.Event().wait()  # the "HTTP call" never returns; the step is cancelled
+
+    task = asyncio.create_task(cancelled_call())
+    async with asyncio.timeout(2):
+        await calling.wait()
+    task.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await task
+    assert tickets[0].outcome == "ignore"
+    assert (await admission.snapshot()).destinations[0].in_flight == 0
+
+
+async def test_snapshot_shows_destinations_and_tenants(connect: Connect) -> None:
+    admission = make(connect, FakeClock())
+    await admission.set_caps("b", DestinationCaps(max_concurrency=5, rate_per_second=1))
+    held = await admission.admit(DEST, "acme", wait_timeout_s=0)
+    await admission.tenant_check("acme")
+    snapshot = await admission.snapshot()
+    assert [d.destination for d in snapshot.destinations] == ["b", DEST]
+    b, dest = snapshot.destinations
+    assert (b.cap, b.rate_per_second, b.in_flight) == (5, 1.0, 0)
+    assert (dest.cap, dest.cap_configured, dest.in_flight, dest.limit) == (100, False, 1, 10.0)
+    assert dest.global_breaker.state == "closed"
+    assert [(t.tenant_id, t.used, t.limit) for t in snapshot.tenants] == [("acme", 1, 1000)]
+    as_json = snapshot.as_dict()
+    assert as_json["destinations"][1]["global_breaker"]["state"] == "closed"
+    await held.success()

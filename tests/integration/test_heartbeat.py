@@ -1,0 +1,259 @@
+"""engine.heartbeat on the embedded server and on a real Redis.
+
+Time that matters (timestamps, staleness) comes from a `FakeClock`; the only real waiting is
+for loops with a short interval, always through a bounded condition wait.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+from collections.abc import AsyncIterator
+
+import fakeredis
+import pytest
+import redis.asyncio as redis
+
+from admission import keys
+from engine import coordination
+from engine.heartbeat import Heartbeat, ServiceMonitor, ServiceStatus, read_services
+from engine.settings import Settings
+from schemas.clock import FakeClock
+from tests.integration.scripts.helpers import (
+    BACKENDS,
+    UNREACHABLE_REDIS_URL,
+    open_client,
+    unique,
+    wait_until,
+)
+
+
+@pytest.fixture(params=BACKENDS)
+async def client(request: pytest.FixtureRequest) -> AsyncIterator[redis.Redis]:
+    url = None if request.param == "embedded" else request.getfixturevalue("redis_url")
+    async with open_client(url) as opened:
+        yield opened
+
+
+@pytest.fixture
+def clock() -> FakeClock:
+    return FakeClock()
+
+
+def mine(statuses: list[ServiceStatus], *names: str) -> dict[str, ServiceStatus]:
+    """The statuses of this test's services (the embedded keyspace is shared by the suite)."""
+    return {status.name: status for status in statuses if status.name in names}
+
+
+async def test_beat_writes_the_payload_with_a_ttl(client: redis.Redis, clock: FakeClock) -> None:
+    service = unique("api")
+    heartbeat = Heartbeat(service, client, clock, interval_s=10.0, ttl_s=30.0, pid=4242)
+    clock.advance(12.5)
+    assert await heartbeat.beat()
+
+    raw = await client.get(f"heartbeat:{service}")
+    assert raw is not None
+    assert json.loads(raw) == {"pid": 4242, "uptime": 12.5, "timestamp": clock.now()}
+    assert 29_000 < await client.pttl(keys.heartbeat(service)) <= 30_000
+    assert await client.zscore(keys.SERVICES_SET, service) == clock.now()
+
+
+async def test_a_live_service_reads_as_up(client: redis.Redis, clock: FakeClock) -> None:
+    service = unique("worker")
+    heartbeat = Heartbeat(service, client, clock, pid=7)
+    clock.advance(3.0)
+    await heartbeat.beat()
+    clock.advance(5.0)
+
+    status = mine(await read_services(client, clock), service)[service]
+    assert status == ServiceStatus(service, up=True, pid=7, uptime_s=3.0, last_seen=clock.now() - 5)
+    assert status.as_dict() == {
+        "name": service,
+        "status": "up",
+        "pid": 7,
+        "uptime": 3.0,
+        "lastSeen": clock.now() - 5,
+    }
+
+
+async def test_a_stale_payload_reads_as_down(client: redis.Redis, clock: FakeClock) -> None:
+    service = unique("worker")
+    await Heartbeat(service, client, clock, ttl_s=30.0).beat()
+    clock.advance(30.5)  # the key may still exist (the reader's clock says otherwise)
+    status = mine(await read_services(client, clock, ttl_s=30.0), service)[service]
+    assert not status.up
+    assert status.last_seen == clock.now() - 30.5
+
+
+async def test_a_stopped_service_reads_as_down_with_its_last_beat(
+    client: redis.Redis, clock: FakeClock
+) -> None:
+    stopped, running = unique("stopped"), unique("running")
+    beat_stopped = Heartbeat(stopped, client, clock)
+    await beat_stopped.beat()
+    seen_at = clock.now()
+    clock.advance(1.0)
+    await Heartbeat(running, client, clock).beat()
+
+    await beat_stopped.stop()
+    assert await client.exists(keys.heartbeat(stopped)) == 0
+    assert not await beat_stopped.beat(), "no beat after stop()"
+    assert await client.exists(keys.heartbeat(stopped)) == 0
+
+    statuses = mine(await read_services(client, clock), stopped, running)
+    assert [name for name in sorted(statuses)] == sorted([stopped, running])
+    assert statuses[stopped] == ServiceStatus(
+        stopped, up=False, pid=None, uptime_s=None, last_seen=seen_at
+    )
+    assert statuses[running].up
+
+
+async def test_an_expired_key_reads_as_down(client: redis.Redis, clock: FakeClock) -> None:
+    service = unique("gone")
+    await Heartbeat(service, client, clock).beat()
+    await client.delete(keys.heartbeat(service))  # what the TTL does to a dead service
+    assert not mine(await read_services(client, clock), service)[service].up
+
+
+async def test_a_malformed_payload_reads_as_down(
+    client: redis.Redis, clock: FakeClock, caplog: pytest.LogCaptureFixture
+) -> None:
+    service = unique("odd")
+    await Heartbeat(service, client, clock).beat()
+    await client.set(keys.heartbeat(service), b"{not json", ex=30)
+    with caplog.at_level(logging.WARNING, logger="engine.heartbeat"):
+        status = mine(await read_services(client, clock), service)[service]
+    assert not status.up
+    assert "not a valid payload" in caplog.text
+
+
+async def test_long_silent_services_are_forgotten(client: redis.Redis, clock: FakeClock) -> None:
+    old, new = unique("old"), unique("new")
+    await Heartbeat(old, client, clock).beat()
+    await client.delete(keys.heartbeat(old))
+    clock.advance(100.0)
+    await Heartbeat(new, client, clock, forget_after_s=50.0).beat()
+    assert set(mine(await read_services(client, clock), old, new)) == {new}
+
+
+async def test_run_beats_every_interval_until_stopped(
+    client: redis.Redis, clock: FakeClock
+) -> None:
+    service = unique("loop")
+    heartbeat = Heartbeat(service, client, clock, interval_s=0.02, ttl_s=5.0)
+    stop = asyncio.Event()
+    task = asyncio.create_task(heartbeat.run(stop))
+    try:
+        await wait_until(lambda: heartbeat.beats >= 3, what="three beats")
+    finally:
+        stop.set()
+        await asyncio.wait_for(task, 2.0)
+    assert task.done()
+    assert await client.exists(keys.heartbeat(service)) == 1, "run() leaves the key to stop()"
+    await heartbeat.stop()
+    assert await client.exists(keys.heartbeat(service)) == 0
+
+
+async def test_from_settings_takes_interval_and_ttl(client: redis.Redis, clock: FakeClock) -> None:
+    settings = Settings(heartbeat_interval_s=2.0, heartbeat_ttl_s=7)
+    heartbeat = Heartbeat.from_settings("svc", client, clock, settings)
+    assert (heartbeat.interval_s, heartbeat.ttl_s) == (2.0, 7.0)
+
+
+def test_an_interval_at_or_above_the_ttl_is_refused() -> None:
+    client = fakeredis.FakeAsyncRedis(server=fakeredis.FakeServer())
+    with pytest.raises(ValueError, match="below the TTL"):
+        Heartbeat("svc", client, FakeClock(), interval_s=30.0, ttl_s=30.0)
+
+
+# ── losing Redis never crashes the service ──────────────────────────────────────────────────
+
+
+async def test_beats_survive_an_outage_and_resume(
+    clock: FakeClock, caplog: pytest.LogCaptureFixture
+) -> None:
+    server = fakeredis.FakeServer()  # private: the outage must not reach other tests
+    client = fakeredis.FakeAsyncRedis(server=server)
+    heartbeat = Heartbeat("flaky", client, clock, interval_s=0.02, ttl_s=5.0)
+    stop = asyncio.Event()
+    try:
+        server.connected = False
+        with caplog.at_level(logging.WARNING, logger="engine.heartbeat"):
+            task = asyncio.create_task(heartbeat.run(stop))
+            await wait_until(lambda: heartbeat.failures >= 2, what="failed beats")
+        assert not task.done(), "the loop keeps going through the outage"
+        assert "Redis write failed" in caplog.text
+        server.connected = True
+        await wait_until(lambda: heartbeat.beats >= 1, what="a beat after recovery")
+        assert await client.exists(keys.heartbeat("flaky")) == 1
+        stop.set()
+        await asyncio.wait_for(task, 2.0)
+    finally:
+        stop.set()
+        await coordination.close_redis(client)
+
+
+async def test_beat_and_stop_against_an_unreachable_server(clock: FakeClock) -> None:
+    async with open_client(UNREACHABLE_REDIS_URL) as client:
+        heartbeat = Heartbeat("lonely", client, clock)
+        assert not await heartbeat.beat()
+        assert heartbeat.failures == 1
+        await heartbeat.stop()  # logs; the key would expire on its own
+
+
+# ── the monitor ─────────────────────────────────────────────────────────────────────────────
+
+
+async def test_monitor_polls_and_keeps_the_latest_list(
+    client: redis.Redis, clock: FakeClock
+) -> None:
+    service = unique("watched")
+    heartbeat = Heartbeat(service, client, clock)
+    await heartbeat.beat()
+    monitor = ServiceMonitor(client, clock, poll_interval_ms=20)
+    stop = asyncio.Event()
+    task = asyncio.create_task(monitor.run(stop))
+    try:
+        await wait_until(lambda: service in mine(monitor.latest, service), what="first poll")
+        assert mine(monitor.latest, service)[service].up
+        assert monitor.polled_at == clock.now()
+
+        await heartbeat.stop()
+        polls = monitor.polls
+        await wait_until(lambda: monitor.polls > polls + 1, what="two more polls")
+        assert not mine(monitor.latest, service)[service].up
+    finally:
+        stop.set()
+        await asyncio.wait_for(task, 2.0)
+
+
+async def test_monitor_keeps_the_previous_list_while_redis_is_down(clock: FakeClock) -> None:
+    server = fakeredis.FakeServer()
+    client = fakeredis.FakeAsyncRedis(server=server)
+    try:
+        await Heartbeat("svc", client, clock).beat()
+        monitor = ServiceMonitor(client, clock)
+        first = await monitor.poll_once()
+        assert [status.name for status in first] == ["svc"]
+        polled_at = monitor.polled_at
+
+        server.connected = False
+        clock.advance(15.0)
+        assert await monitor.poll_once() == first
+        assert monitor.polled_at == polled_at, "polled_at shows how stale the list is"
+        assert monitor.last_error is not None
+
+        server.connected = True
+        await monitor.poll_once()
+        assert monitor.last_error is None
+        assert monitor.polled_at == clock.now()
+    finally:
+        await coordination.close_redis(client)
+
+
+def test_monitor_from_settings_uses_poll_interval() -> None:
+    client = fakeredis.FakeAsyncRedis(server=fakeredis.FakeServer())
+    settings = Settings(poll_interval_ms=15_000, heartbeat_ttl_s=30)
+    monitor = ServiceMonitor.from_settings(client, FakeClock(), settings)
+    assert (monitor.poll_interval_ms, monitor.ttl_s) == (15_000, 30.0)

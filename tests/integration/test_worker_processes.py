@@ -1,0 +1,162 @@
+"""Worker processes racing, dying and restarting, on both backends (issue 3).
+
+Each test drives real `schemabridge worker` subprocesses over the test database, with the demo
+downstream (started in this process) recording every request it receives.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import signal
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import pytest
+
+from demo.downstream import RunningDownstream, start_downstream
+from engine.records import ClaimedStep, Success
+from engine.runtime import Runtime
+from schemas.definitions import Workflow
+from tests.conftest import Backend
+from tests.integration.engine_harness import settings_for
+from tests.integration.processes import start_worker, stop_worker, worker_env
+
+pytestmark = pytest.mark.slow
+
+
+@pytest.fixture
+async def downstream() -> AsyncIterator[RunningDownstream]:
+    server = await start_downstream()
+    yield server
+    await server.stop()
+
+
+@pytest.fixture
+async def runtime(backend: Backend) -> AsyncIterator[Runtime]:
+    runtime = await Runtime.open(settings_for(backend))
+    yield runtime
+    await runtime.close()
+
+
+def single_call(base: str, name: str = "one", sleep_ms: int = 0) -> Workflow:
+    return Workflow.model_validate(
+        {
+            "name": name,
+            "vertices": {
+                "call": {
+                    "type": "GATEWAY",
+                    "config": {
+                        "url": f"{base}/hit",
+                        "method": "POST",
+                        "headers": {"X-Demo-Sleep-Ms": str(sleep_ms)},
+                        "retry": {"maxAttempts": 1},
+                    },
+                }
+            },
+        }
+    )
+
+
+async def create_runs(runtime: Runtime, workflow: Workflow, count: int) -> list[str]:
+    version = await runtime.store.publish(workflow)
+    ids = []
+    for _ in range(count):
+        run, _ = await runtime.store.create_run(version, {})
+        ids.append(run.id)
+    return ids
+
+
+async def wait_all_succeeded(runtime: Runtime, expected: int, timeout_s: float) -> None:
+    async with asyncio.timeout(timeout_s):
+        while await runtime.store.count_runs("SUCCEEDED") < expected:
+            await asyncio.sleep(0.25)
+
+
+async def test_two_workers_execute_2000_steps_exactly_once(
+    runtime: Runtime, downstream: RunningDownstream, backend: Backend, tmp_path: Path
+) -> None:
+    await create_runs(runtime, single_call(downstream.url), 2000)
+    env = worker_env(backend, tmp_path, worker_concurrency="32", idle_poll_s="0.2")
+    workers = [start_worker(env, f"w{i}", tmp_path / f"w{i}.log") for i in range(2)]
+    try:
+        await wait_all_succeeded(runtime, 2000, timeout_s=180)
+    finally:
+        codes = [stop_worker(w) for w in workers]
+    assert codes == [0, 0], (tmp_path / "w0.log").read_text()[-2000:]
+    assert downstream.stats.total == 2000  # no step was executed twice
+    assert await runtime.store.count_runs() == 2000
+
+
+async def _wait_in_flight(downstream: RunningDownstream, timeout_s: float) -> None:
+    async with asyncio.timeout(timeout_s):
+        while downstream.stats.total < 1:
+            await asyncio.sleep(0.05)
+
+
+async def test_killed_worker_step_runs_again_after_its_lease(
+    runtime: Runtime, downstream: RunningDownstream, backend: Backend, tmp_path: Path
+) -> None:
+    (run_id,) = await create_runs(runtime, single_call(downstream.url, sleep_ms=2000), 1)
+    env = worker_env(backend, tmp_path, lease_s="2", idle_poll_s="0.2")
+    doomed = start_worker(env, "doomed", tmp_path / "doomed.log")
+    await _wait_in_flight(downstream, timeout_s=30)
+    (held,) = await runtime.store.get_steps(run_id)
+    assert held.status == "RUNNING" and held.claim_token is not None
+    assert stop_worker(doomed, signal.SIGKILL) == -signal.SIGKILL
+    survivor = start_worker(env, "survivor", tmp_path / "survivor.log")
+    try:
+        await wait_all_succeeded(runtime, 1, timeout_s=60)
+    finally:
+        assert stop_worker(survivor) == 0
+    (step,) = await runtime.store.get_steps(run_id)
+    assert step.status == "SUCCEEDED" and step.attempts == 2
+    keys = {r.idempotency_key for r in downstream.stats.recent}
+    assert len(keys) == 1  # the retry carried the same Idempotency-Key
+    # The dead worker's result, arriving late, is dropped and changes nothing.
+    version = await runtime.store.get_version("one")
+    late = ClaimedStep(
+        step_id=step.id, claim_token=held.claim_token, run_id=run_id, vertex_id="call",
+        tenant_id="default", attempts=1, auto_retries=0, workflow_name="one",
+        workflow_version=version.version, timeout_tier="process", run_input={}, outputs={},
+    )
+    report = await runtime.store.complete([Success(late, {"late": True})])
+    assert report.dropped == [step.id]
+    (after,) = await runtime.store.get_steps(run_id)
+    assert after.output == step.output
+
+
+async def test_restart_resumes_runs_without_rerunning_finished_steps(
+    runtime: Runtime, downstream: RunningDownstream, backend: Backend, tmp_path: Path
+) -> None:
+    chain = Workflow.model_validate(
+        {
+            "name": "chain3",
+            "vertices": {
+                f"s{i}": {
+                    "type": "GATEWAY",
+                    "dependsOn": [f"s{i - 1}"] if i else [],
+                    "config": {
+                        "url": f"{downstream.url}/s{i}",
+                        "headers": {"X-Demo-Sleep-Ms": "100"},
+                        "retry": {"maxAttempts": 1},
+                    },
+                }
+                for i in range(3)
+            },
+        }
+    )
+    await create_runs(runtime, chain, 60)
+    env = worker_env(backend, tmp_path, worker_concurrency="16", idle_poll_s="0.2")
+    first = start_worker(env, "first", tmp_path / "first.log")
+    async with asyncio.timeout(60):
+        while downstream.stats.total < 40:
+            await asyncio.sleep(0.05)
+    assert stop_worker(first) == 0  # graceful: in-flight steps finish, queued work stays
+    stopped_at = await runtime.store.count_runs("SUCCEEDED")
+    assert stopped_at < 60
+    second = start_worker(env, "second", tmp_path / "second.log")
+    try:
+        await wait_all_succeeded(runtime, 60, timeout_s=120)
+    finally:
+        assert stop_worker(second) == 0
+    assert downstream.stats.total == 180  # every step ran exactly once across the restart

@@ -1,0 +1,89 @@
+"""AIMD arithmetic, fed samples directly: no Redis, no clock, no sleeping."""
+
+from __future__ import annotations
+
+import pytest
+
+from admission.aimd import Aimd, AimdConfig, AimdState, slots
+
+CAP = 100
+
+
+def test_new_destination_starts_at_the_initial_limit_within_its_cap() -> None:
+    aimd = Aimd(AimdConfig(initial_limit=10))
+    assert aimd.initial(CAP) == AimdState(10.0, 0)
+    assert aimd.initial(4).limit == 4.0
+
+
+def test_a_window_of_limit_successes_adds_about_one() -> None:
+    aimd = Aimd(AimdConfig(initial_limit=10))
+    state = aimd.initial(CAP)
+    for _ in range(10):
+        state = aimd.on_success(state, in_flight=10, cap=CAP)
+    assert 10.9 < state.limit < 11.0
+    for _ in range(11):
+        state = aimd.on_success(state, in_flight=11, cap=CAP)
+    assert 11.9 < state.limit < 12.0
+    assert state.epoch == 0
+
+
+def test_success_while_app_limited_does_not_raise_the_limit() -> None:
+    aimd = Aimd(AimdConfig(initial_limit=10, min_utilization=0.5))
+    state = aimd.initial(CAP)
+    assert aimd.on_success(state, in_flight=4, cap=CAP) == state
+    assert aimd.on_success(state, in_flight=5, cap=CAP).limit == pytest.approx(10.1)
+
+
+def test_overload_cuts_multiplicatively_and_starts_a_new_epoch() -> None:
+    aimd = Aimd(AimdConfig(initial_limit=20, backoff_ratio=0.7))
+    state = aimd.on_overload(aimd.initial(CAP), slot_epoch=0, cap=CAP)
+    assert state.limit == pytest.approx(14.0)
+    assert state.epoch == 1
+
+
+def test_twenty_simultaneous_overloads_make_one_cut() -> None:
+    aimd = Aimd(AimdConfig(initial_limit=20, backoff_ratio=0.9))
+    state = aimd.initial(CAP)
+    acquired_at = [state.epoch] * 20  # twenty calls in flight, all acquired before any cut
+    for slot_epoch in acquired_at:
+        state = aimd.on_overload(state, slot_epoch=slot_epoch, cap=CAP)
+    assert state.limit == pytest.approx(18.0)
+    assert state.epoch == 1
+    # A call acquired after that cut belongs to the next window and may cut again.
+    state = aimd.on_overload(state, slot_epoch=1, cap=CAP)
+    assert state.limit == pytest.approx(16.2)
+    assert state.epoch == 2
+
+
+def test_limit_never_leaves_floor_and_cap() -> None:
+    aimd = Aimd(AimdConfig(initial_limit=2, backoff_ratio=0.5))
+    state = aimd.initial(3)
+    for epoch in range(10):
+        state = aimd.on_overload(state, slot_epoch=epoch, cap=3)
+    assert state.limit == 1.0
+    for _ in range(100):
+        state = aimd.on_success(state, in_flight=3, cap=3)
+    assert state.limit == 3.0
+    # A lowered cap applies at once, whatever the stored limit.
+    assert aimd.on_success(state, in_flight=3, cap=2).limit == 2.0
+
+
+def test_slots_are_whole_calls_between_one_and_the_cap() -> None:
+    assert slots(10.99, 100) == 10
+    assert slots(0.5, 100) == 1
+    assert slots(50.0, 20) == 20
+
+
+@pytest.mark.parametrize(
+    "kwargs",
+    [
+        {"backoff_ratio": 1.0},
+        {"backoff_ratio": 0.0},
+        {"min_limit": 0.5},
+        {"initial_limit": 0.5},
+        {"min_utilization": 1.5},
+    ],
+)
+def test_invalid_configuration_is_refused(kwargs: dict[str, float]) -> None:
+    with pytest.raises(ValueError):
+        AimdConfig(**kwargs)
