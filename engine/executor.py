@@ -82,12 +82,12 @@ async def execute(
     except ClaimLost as lost:
         # Another worker owns the step now; this result will be dropped by the store.
         logger.warning("%s", lost)
-        failure = StepFailure(FailureKind.INTERNAL_ERROR, str(lost))
-        return _failed(step, vertex, failure, deps, log), log.lines
+        crash = StepFailure(FailureKind.INTERNAL_ERROR, str(lost))
+        return _failed(step, vertex, crash, deps, log), log.lines
     except Exception as exc:  # a bug must not kill the worker: record it on the step
         logger.exception("step %s/%s crashed", step.run_id, step.vertex_id)
-        failure = StepFailure(FailureKind.INTERNAL_ERROR, f"{type(exc).__name__}: {exc}")
-        return _failed(step, vertex, failure, deps, log), log.lines
+        crash = StepFailure(FailureKind.INTERNAL_ERROR, f"{type(exc).__name__}: {exc}")
+        return _failed(step, vertex, crash, deps, log), log.lines
     if isinstance(outcome, Parked):
         await log("info", f"parked: {outcome.reason}", {"delaySeconds": outcome.delay_s})
         return Park(step, deps.clock.now() + outcome.delay_s, outcome.reason), log.lines

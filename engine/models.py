@@ -142,6 +142,13 @@ class Step(SQLModel, table=True):
             sqlite_where=text("status = 'READY'"),
         ),
         Index(
+            "ix_step_ready_tenant",
+            "tenant_id",
+            "created_at",
+            postgresql_where=text("status = 'READY'"),
+            sqlite_where=text("status = 'READY'"),
+        ),
+        Index(
             "ix_step_running_lease",
             "lease_expires_at",
             postgresql_where=text("status = 'RUNNING'"),

@@ -32,12 +32,11 @@ import uuid
 from collections.abc import Iterable, Sequence
 from typing import Any
 
-from sqlalchemy import cast, func, insert, literal, select, update
+from sqlalchemy import func, insert, select, update
 from sqlalchemy.ext.asyncio import AsyncConnection
-from sqlalchemy.sql import Select
-from sqlalchemy.types import String
 
 from engine import db
+from engine import store_claims as claims
 from engine import store_fanout as fanout
 from engine import store_results as results_
 from engine.models import (
@@ -449,40 +448,8 @@ class Store:
         """Atomically claim up to `limit` due READY steps of RUNNING runs."""
         now = self._clock.now()
         batch = uuid.uuid4().hex[:16] + ":"
-        candidates: Select[Any] = (
-            select(steps.c.id)
-            .join(runs, runs.c.id == steps.c.run_id)
-            .where(
-                steps.c.status == StepStatus.READY.value,
-                steps.c.not_before <= now,
-                runs.c.status == RunStatus.RUNNING.value,
-            )
-            .order_by(steps.c.created_at, steps.c.id)
-            .limit(limit)
-            .with_for_update(skip_locked=True, of=steps)
-        )
-        statement = (
-            update(steps)
-            .where(steps.c.id.in_(candidates.scalar_subquery()))
-            .values(
-                status=StepStatus.RUNNING.value,
-                claim_token=literal(batch) + cast(steps.c.id, String),
-                lease_expires_at=now + lease_s,
-                attempts=steps.c.attempts + 1,
-                started_at=func.coalesce(steps.c.started_at, now),
-            )
-            .returning(
-                steps.c.id,
-                steps.c.run_id,
-                steps.c.vertex_id,
-                steps.c.tenant_id,
-                steps.c.claim_token,
-                steps.c.attempts,
-                steps.c.auto_retries,
-            )
-        )
         async with self._engines.write.begin() as conn:
-            claimed = (await conn.execute(statement)).all()
+            claimed = await claims.claim_rows(conn, now, limit, lease_s, batch)
             if not claimed:
                 return []
             run_ids = sorted({row.run_id for row in claimed})

@@ -25,7 +25,7 @@ import contextlib
 import logging
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
-from typing import Protocol
+from typing import Any, Protocol
 
 from engine import executor
 from engine.records import ClaimedStep, CompletionReport, LogLine, StepResult
@@ -267,7 +267,7 @@ class Worker:
 
 
 async def _first(
-    awaitable: Awaitable[object], stop_wait: asyncio.Future[object], timeout_s: float
+    awaitable: Awaitable[object], stop_wait: asyncio.Future[Any], timeout_s: float
 ) -> None:
     """Wait for `awaitable`, the stop signal or the timeout, whichever comes first."""
     task = asyncio.ensure_future(awaitable)

@@ -126,3 +126,16 @@ async def test_idempotency_key_returns_existing_run(store: Store) -> None:
     second, created2 = await store.create_run(version, {"n": 2}, idempotency_key="k1")
     assert created and not created2
     assert second.id == first.id and second.input == {"n": 1}
+
+
+async def test_claims_are_shared_fairly_across_tenants(store: Store) -> None:
+    version = await store.publish(CHAIN)
+    for _ in range(20):
+        await store.create_run(version, None, tenant_id="flood")
+    small, _ = await store.create_run(version, None, tenant_id="small")
+    claimed = await store.claim(4, lease_s=30)
+    assert len(claimed) == 4
+    assert small.id in {c.run_id for c in claimed}
+    # A lone tenant still gets full batches.
+    rest = await store.claim(50, lease_s=30)
+    assert len(rest) == 17

@@ -1,0 +1,105 @@
+"""Claiming ready steps: part of `engine.store` (called only from there).
+
+One claim is one atomic statement (see the `engine.store` docstring). Across tenants claims are
+round-robin, not FIFO: a tenant with a 50,000-child fan-out must not make another tenant's
+single step wait behind it. Each claim first lists the tenants that have READY steps with a
+skip scan of the partial index `ix_step_ready_tenant` (a recursive CTE that jumps from one
+tenant to the next: O(tenants · log n), not a scan of the READY rows), then claims an equal
+share for each, oldest run first within a tenant, and fills whatever the shares left unused
+from all tenants, oldest first, so a lone busy tenant still gets full batches.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+from sqlalchemy import cast, func, literal, select, text, update
+from sqlalchemy.ext.asyncio import AsyncConnection
+from sqlalchemy.sql import Select
+from sqlalchemy.types import String
+
+from engine.models import Run, RunStatus, Step, StepStatus
+
+runs = Run.__table__  # type: ignore[attr-defined]
+steps = Step.__table__  # type: ignore[attr-defined]
+
+MAX_TENANTS_PER_CLAIM = 64
+
+TENANTS_WITH_READY_STEPS = text(
+    """
+    WITH RECURSIVE tenants(tenant_id, n) AS (
+        SELECT (SELECT MIN(tenant_id) FROM step WHERE status = 'READY'), 1
+        UNION ALL
+        SELECT (SELECT MIN(s.tenant_id) FROM step s
+                WHERE s.status = 'READY' AND s.tenant_id > tenants.tenant_id), n + 1
+        FROM tenants
+        WHERE tenants.tenant_id IS NOT NULL AND n < :max_tenants
+    )
+    SELECT tenant_id FROM tenants WHERE tenant_id IS NOT NULL
+    """
+)
+
+
+def _claim_statement(
+    now: float, limit: int, lease_s: float, batch: str, tenant_id: str | None
+) -> Any:
+    candidates: Select[Any] = (
+        select(steps.c.id)
+        .join(runs, runs.c.id == steps.c.run_id)
+        .where(
+            steps.c.status == StepStatus.READY.value,
+            steps.c.not_before <= now,
+            runs.c.status == RunStatus.RUNNING.value,
+        )
+        .order_by(steps.c.created_at, steps.c.id)
+        .limit(limit)
+        .with_for_update(skip_locked=True, of=steps)
+    )
+    if tenant_id is not None:
+        candidates = candidates.where(steps.c.tenant_id == tenant_id)
+    return (
+        update(steps)
+        .where(steps.c.id.in_(candidates.scalar_subquery()))
+        .values(
+            status=StepStatus.RUNNING.value,
+            claim_token=literal(batch) + cast(steps.c.id, String),
+            lease_expires_at=now + lease_s,
+            attempts=steps.c.attempts + 1,
+            started_at=func.coalesce(steps.c.started_at, now),
+        )
+        .returning(
+            steps.c.id,
+            steps.c.run_id,
+            steps.c.vertex_id,
+            steps.c.tenant_id,
+            steps.c.claim_token,
+            steps.c.attempts,
+            steps.c.auto_retries,
+        )
+    )
+
+
+async def claim_rows(
+    conn: AsyncConnection, now: float, limit: int, lease_s: float, batch: str
+) -> list[Any]:
+    """Claim up to `limit` due steps, shared fairly among tenants."""
+    tenants = [
+        row.tenant_id
+        for row in await conn.execute(
+            TENANTS_WITH_READY_STEPS, {"max_tenants": MAX_TENANTS_PER_CLAIM}
+        )
+    ]
+    claimed: list[Any] = []
+    if len(tenants) > 1:
+        share = max(1, math.ceil(limit / len(tenants)))
+        for tenant_id in tenants:
+            wanted = min(share, limit - len(claimed))
+            if wanted <= 0:
+                break
+            statement = _claim_statement(now, wanted, lease_s, batch, tenant_id)
+            claimed += (await conn.execute(statement)).all()
+    if len(claimed) < limit:
+        statement = _claim_statement(now, limit - len(claimed), lease_s, batch, None)
+        claimed += (await conn.execute(statement)).all()
+    return claimed
