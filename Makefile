@@ -19,7 +19,7 @@ install: $(STAMP)
 ## downstream (started in-process on 127.0.0.1).
 demo: $(STAMP)
 	$(BIN)/schemabridge validate examples/*.json
-	$(BIN)/schemabridge run examples/subscription-renewals.json examples/renewal-charge.json \
+	$(BIN)/schemabridge run examples/subscription-renewals.json \
 		--input @examples/subscription-renewals.input.json --demo-downstream \
 		--database sqlite+aiosqlite:///$(CURDIR)/.demo.db
 

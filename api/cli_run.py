@@ -11,14 +11,21 @@ from typing import Annotated, Any
 
 import jsonschema
 import typer
-from engine.validation import parse_documents
 from rich.console import Console
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.progress import (
+    BarColumn,
+    MofNCompleteColumn,
+    Progress,
+    TaskID,
+    TextColumn,
+    TimeElapsedColumn,
+)
 
 from demo.downstream import start_downstream
 from engine.records import RunRecord
 from engine.runtime import Runtime
 from engine.settings import Settings
+from engine.validation import parse_documents
 from schemas.definitions import SpawnerVertex, Workflow
 from schemas.errors import DefinitionError
 
@@ -117,6 +124,7 @@ async def _demo_downstream(enabled: bool) -> AsyncIterator[None]:
 
 
 async def _watch(runtime: Runtime, run: RunRecord, total: int, timeout_s: float) -> RunRecord:
+    """Show the run's steps and, once it fans out, its children, until it ends."""
     columns = (
         TextColumn("[bold]{task.description}"),
         BarColumn(),
@@ -125,19 +133,30 @@ async def _watch(runtime: Runtime, run: RunRecord, total: int, timeout_s: float)
         TimeElapsedColumn(),
     )
     with Progress(*columns, console=console, transient=False) as progress:
-        task = progress.add_task(run.workflow_name, total=total, detail="")
-        deadline = asyncio.get_running_loop().time() + timeout_s
-        while asyncio.get_running_loop().time() < deadline:
+        steps_bar = progress.add_task(f"{run.workflow_name} steps", total=total, detail="")
+        children_bar: TaskID | None = None
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + timeout_s
+        while loop.time() < deadline:
             current = await runtime.store.get_run(run.id)
             steps = await runtime.store.get_steps(run.id)
             done = sum(1 for s in steps if s.status in {"SUCCEEDED", "RESOLVED", "SKIPPED"})
-            running = [s.vertex_id for s in steps if s.status == "RUNNING"]
+            running = [s.vertex_id for s in steps if s.status in {"RUNNING", "PARKED"}]
             detail = f"running {', '.join(running)}" if running else ""
-            progress.update(task, completed=done, detail=detail)
+            progress.update(steps_bar, completed=done, detail=detail)
+            fanout = await runtime.store.fanout_progress(run.id)
+            if fanout["total"]:
+                if children_bar is None:
+                    children_bar = progress.add_task("children", total=fanout["total"], detail="")
+                ended = fanout["succeeded"] + fanout["failed"] + fanout["cancelled"]
+                summary = f"{fanout['failed']} failed, {fanout['running']} running"
+                progress.update(
+                    children_bar, total=fanout["total"], completed=ended, detail=summary
+                )
             if current is not None and current.status in {"SUCCEEDED", "FAILED", "CANCELLED"}:
-                progress.update(task, detail=current.status)
+                progress.update(steps_bar, detail=current.status)
                 return current
-            await asyncio.sleep(0.1)
+            await asyncio.sleep(0.2)
     raise _fail(f"run {run.id} still not finished after {timeout_s:.0f} s", EXIT_TIMEOUT)
 
 
