@@ -32,7 +32,7 @@ class RetryPolicy(_Model):
     max_attempts: int = Field(default=4, ge=1, le=10)
     """Total attempts including the first. Default 4 (waits 1 s, 2 s, 4 s)."""
     base_delay_ms: int = Field(default=1000, ge=0, le=60_000)
-    """Wait before retry n is `base × 2^(n−1)` ms. Default 1000."""
+    """Wait before retry n is `base * 2^(n-1)` ms. Default 1000."""
     jitter: Literal["none", "full"] = "none"
     """`full`: each wait is uniform in [0, computed wait]. Default none."""
 

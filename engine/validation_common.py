@@ -1,0 +1,113 @@
+"""Pieces shared by the validation phases: limits, JSON pointers, problem codes, wording helpers.
+
+Every phase (`validation_json`, `validation_schema`, `validation_graph`,
+`validation_expressions`) returns `schemas.errors.Problem`s whose `pointer` is an RFC 6901
+pointer into the document as written; `engine.validation` stamps each with its `source`.
+"""
+
+from __future__ import annotations
+
+import difflib
+import json
+from collections.abc import Iterable
+from dataclasses import dataclass
+from typing import Any
+
+from engine.settings import Settings
+
+HARD_MAX_NESTING_DEPTH = 256
+"""Ceiling on `max_nesting_depth` whatever the settings say: deeper data could exhaust Python's
+stack inside the JSON parser or the JSON Schema validator, which recurse."""
+
+
+@dataclass(frozen=True)
+class Limits:
+    """Size limits applied before a document is trusted (DESIGN §2)."""
+
+    max_document_bytes: int
+    """Largest accepted document, in UTF-8 bytes."""
+    max_vertices: int
+    """Most vertices in one workflow."""
+    max_nesting_depth: int
+    """Most nested arrays/objects, counting the outermost one as depth 1."""
+
+    @classmethod
+    def from_settings(cls, settings: Settings | None) -> Limits:
+        """The limits of `settings`; without settings, the documented defaults (no env read)."""
+        if settings is None:
+            fields = Settings.model_fields
+            return cls(
+                max_document_bytes=int(fields["max_document_bytes"].default),
+                max_vertices=int(fields["max_vertices"].default),
+                max_nesting_depth=int(fields["max_nesting_depth"].default),
+            )
+        return cls(
+            max_document_bytes=settings.max_document_bytes,
+            max_vertices=settings.max_vertices,
+            max_nesting_depth=min(settings.max_nesting_depth, HARD_MAX_NESTING_DEPTH),
+        )
+
+
+class Code:
+    """Stable problem codes (documented in docs/authoring.md)."""
+
+    TOO_LARGE = "too_large"
+    TOO_DEEP = "too_deep"
+    TOO_MANY_VERTICES = "too_many_vertices"
+    NOT_UTF8 = "not_utf8"
+    BINARY = "binary"
+    SYNTAX = "json_syntax"
+    DUPLICATE_KEY = "duplicate_key"
+    SCHEMA = "schema"
+    UNKNOWN_FIELD = "unknown_field"
+    MISSING_FIELD = "missing_field"
+    MODEL = "model"
+    UNKNOWN_DEPENDENCY = "unknown_dependency"
+    SELF_DEPENDENCY = "self_dependency"
+    CYCLE = "cycle"
+    MERGE_SPAWNER = "merge_needs_one_spawner"
+    UNKNOWN_WORKFLOW = "unknown_workflow"
+    DUPLICATE_WORKFLOW = "duplicate_workflow"
+    WORKFLOW_CYCLE = "workflow_cycle"
+    INEFFECTIVE_TOLERANCE = "ineffective_tolerance"
+    EXPRESSION_SYNTAX = "expression_syntax"
+    UNCLOSED_EXPRESSION = "unclosed_expression"
+    UNKNOWN_CONTEXT = "unknown_context"
+    UNKNOWN_VERTEX_REFERENCE = "unknown_vertex_reference"
+    NOT_ANCESTOR = "not_ancestor"
+    ITEMS_NOT_EXPRESSION = "items_not_expression"
+    ITEM_IN_ITEMS = "item_in_items"
+    INPUT = "input"
+
+
+def pointer(*parts: str | int) -> str:
+    """Join `parts` into an RFC 6901 JSON pointer (`~` → `~0`, `/` → `~1`)."""
+    return "".join("/" + str(p).replace("~", "~0").replace("/", "~1") for p in parts)
+
+
+def join(base: str, *parts: str | int) -> str:
+    """`base` (already a pointer) extended by `parts`."""
+    return base + pointer(*parts)
+
+
+def show(value: Any, limit: int = 60) -> str:
+    """A short JSON rendering of `value` for messages (long values are cut with `…`)."""
+    try:
+        text = json.dumps(value, ensure_ascii=False)
+    except (TypeError, ValueError):
+        text = repr(value)
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+def quoted_list(names: Iterable[str]) -> str:
+    """`"a", "b" and "c"`."""
+    items = [f'"{n}"' for n in names]
+    if len(items) <= 1:
+        return "".join(items)
+    return ", ".join(items[:-1]) + " and " + items[-1]
+
+
+def did_you_mean(name: str, candidates: Iterable[str]) -> str:
+    """` Did you mean "x"?` when a candidate is close to `name`, else ""."""
+    matches = difflib.get_close_matches(name, list(candidates), n=1, cutoff=0.7)
+    return f' Did you mean "{matches[0]}"?' if matches else ""

@@ -1,0 +1,238 @@
+"""`{{ }}` expressions: the template language (schemas.expressions) and what validation checks."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from engine.validation import parse_document
+from schemas.errors import DefinitionError
+from schemas.expressions import (
+    ExpressionError,
+    compile_template,
+    expressions_in,
+    has_expression,
+    render,
+)
+
+CONTEXT = {
+    "input": {"n": 3, "name": "Ada", "tags": ["a", "b"]},
+    "vertices": {"fetch": {"output": {"status": 200, "body": {"items": [{"id": 1}]}}}},
+    "run": {"id": "r1", "tenantId": "t1"},
+    "item": {"id": 7},
+    "index": 2,
+}
+
+# ── the template language ───────────────────────────────────────────────────────────────────
+
+
+@pytest.mark.parametrize(
+    ("template", "expected"),
+    [
+        ("{{ input.n }}", 3),
+        ("{{input.tags}}", ["a", "b"]),
+        ("{{ vertices.fetch.output.body }}", {"items": [{"id": 1}]}),
+        ("{{ input.missing }}", None),
+        ("n={{ input.n }}", "n=3"),
+        ("{{ input.name }}-{{ index }}", "Ada-2"),
+        ("tags: {{ input.tags }}", 'tags: ["a","b"]'),
+        ("[{{ input.missing }}]", "[]"),
+        ("no expression", "no expression"),
+    ],
+)
+def test_render_keeps_the_type_of_a_whole_expression_and_formats_otherwise(
+    template: str, expected: Any
+) -> None:
+    assert render(template, CONTEXT) == expected
+
+
+def test_render_walks_objects_and_lists_but_not_keys() -> None:
+    value = {"{{ input.n }}": ["{{ item.id }}", 1, None], "b": {"c": "#{{ run.id }}"}}
+    assert render(value, CONTEXT) == {"{{ input.n }}": [7, 1, None], "b": {"c": "#r1"}}
+
+
+def test_compile_marks_exact_templates_and_caches_them() -> None:
+    assert compile_template("{{ a }}").exact
+    assert not compile_template(" {{ a }}").exact
+    assert compile_template("{{ a }}") is compile_template("{{ a }}")
+
+
+@pytest.mark.parametrize("template", ["{{ a[ }}", "{{ }}", "{{ a.. }}", "x {{ ? }}"])
+def test_compile_raises_expression_error(template: str) -> None:
+    with pytest.raises(ExpressionError):
+        compile_template(template)
+
+
+def test_expression_helpers() -> None:
+    assert expressions_in("a {{ x }} b {{y.z}}") == ["x", "y.z"]
+    assert has_expression("{{ x }}")
+    assert not has_expression("{{ x")
+
+
+# ── validation of expressions ───────────────────────────────────────────────────────────────
+
+URL = "http://127.0.0.1:8765/x"
+
+
+def chain(body: Any, **extra: dict[str, Any]) -> dict[str, Any]:
+    """first → second (→ third), with `body` in the second vertex."""
+    return {
+        "name": "wf",
+        "vertices": {
+            "first": {"type": "GATEWAY", "config": {"url": URL}},
+            "second": {
+                "type": "GATEWAY",
+                "dependsOn": ["first"],
+                "config": {"url": URL, "body": body},
+            },
+            "third": {"type": "GATEWAY", "dependsOn": ["second"], "config": {"url": URL}},
+            **extra,
+        },
+    }
+
+
+def codes(document: Any) -> list[str]:
+    try:
+        parse_document(json.dumps(document))
+    except DefinitionError as error:
+        return [p.code for p in error.problems]
+    return []
+
+
+@pytest.mark.parametrize(
+    "body",
+    [
+        "{{ vertices.first.output.body }}",
+        "{{ vertices.first.output.body.items[?id > `2`].name }}",
+        "{{ input.users[?vertices == 'x'].vertices }}",
+        "{{ input.a | vertices }}",
+        "{{ sort_by(input.people, &age) }}",
+        "{{ length(vertices.first.output.body.items) }}",
+        "{{ {a: input.a, b: run.id, c: run.tenantId} }}",
+        "{{ [item, index] }}",
+        "{{ vertices }}",
+        "{{ vertices.*.output }}",
+        "{{ input.a || 'fallback' }}",
+        '{{ `{"json": true}` }}',
+        "Total: {{ input.total }} {{ input.currency }}",
+        "}} on its own is plain text",
+    ],
+)
+def test_valid_expressions(body: str) -> None:
+    assert codes(chain(body)) == []
+
+
+def test_an_ancestor_two_steps_back_may_be_read() -> None:
+    document = chain("x")
+    document["vertices"]["third"]["config"]["body"] = "{{ vertices.first.output }}"
+    assert codes(document) == []
+
+
+def test_a_quoted_vertex_id_is_checked_like_any_other() -> None:
+    document = chain('{{ vertices."no-such".output }}')
+    assert codes(document) == ["unknown_vertex_reference"]
+    document["vertices"]["first-step"] = document["vertices"].pop("first")
+    document["vertices"]["second"]["dependsOn"] = ["first-step"]
+    document["vertices"]["second"]["config"]["body"] = '{{ vertices."first-step".output }}'
+    assert codes(document) == []
+
+
+@pytest.mark.parametrize(
+    ("body", "code"),
+    [
+        ("{{ vertices.third.output }}", "not_ancestor"),
+        ("{{ vertices.second.output }}", "not_ancestor"),
+        ("{{ @.vertices.third.output }}", "not_ancestor"),
+        ("{{ length(vertices.third.output) }}", "not_ancestor"),
+        ("{{ input.a || vertices.third.output }}", "not_ancestor"),
+        ("{{ vertices.nope.output }}", "unknown_vertex_reference"),
+        ("{{ vertices.first.body }}", "unknown_context"),
+        ("{{ inputs.a }}", "unknown_context"),
+        ("{{ run.tenant }}", "unknown_context"),
+        ("{{ a[ }}", "expression_syntax"),
+        ("{{ }}", "expression_syntax"),
+        ("{{ `not json` }}", "expression_syntax"),
+        ("{{ " + "(" * 5000 + "a" + ")" * 5000 + " }}", "expression_syntax"),
+        ("open {{ input.a", "unclosed_expression"),
+    ],
+)
+def test_invalid_expressions(body: str, code: str) -> None:
+    assert codes(chain({"nested": [body]})) == [code]
+
+
+def test_every_broken_expression_in_one_string_is_reported() -> None:
+    assert codes(chain("{{ a[ }} and {{ b.. }} and {{ fine }}")) == ["expression_syntax"] * 2
+
+
+def test_messages_quote_the_expression_and_say_what_to_do() -> None:
+    with pytest.raises(DefinitionError) as caught:
+        parse_document(json.dumps(chain("{{ vertices.third.output.x }}")))
+    [problem] = caught.value.problems
+    assert problem.pointer == "/vertices/second/config/body"
+    assert problem.message == (
+        'The expression {{ vertices.third.output.x }} reads vertices.third, but "third" is not '
+        'an ancestor of "second", so its output may not exist yet; add "third" to dependsOn of '
+        '"second" (directly or through another vertex).'
+    )
+
+
+def spawner_document(items: Any, child_input: Any = None) -> list[dict[str, Any]]:
+    config: dict[str, Any] = {"items": items, "workflow": "child"}
+    if child_input is not None:
+        config["input"] = child_input
+    parent = {
+        "name": "parent",
+        "vertices": {
+            "collect": {"type": "GATEWAY", "config": {"url": URL}},
+            "fan": {"type": "SPAWNER", "dependsOn": ["collect"], "config": config},
+        },
+    }
+    child = {
+        "name": "child",
+        "vertices": {
+            "c": {"type": "GATEWAY", "config": {"url": URL + "/{{ item.id }}/{{ index }}"}}
+        },
+    }
+    return [parent, child]
+
+
+def test_item_and_index_belong_in_a_spawners_input_and_in_child_workflows() -> None:
+    document = spawner_document(
+        "{{ vertices.collect.output.body.items }}", {"id": "{{ item.id }}", "n": "{{ index }}"}
+    )
+    assert codes(document) == []
+
+
+@pytest.mark.parametrize(
+    ("items", "expected"),
+    [
+        ("{{ item.children }}", ["item_in_items"]),
+        ("{{ input.lists[index] }}", ["expression_syntax"]),
+        ("{{ [index] }}", ["item_in_items"]),
+        (
+            "{{ vertices.collect.output.a }}{{ vertices.collect.output.b }}",
+            ["items_not_expression"],
+        ),
+        (" {{ vertices.collect.output.a }}", ["schema"]),
+        (["{{ item }}"], ["item_in_items"]),
+        ([1, "{{ input.x }}"], []),
+    ],
+)
+def test_a_spawners_items(items: Any, expected: list[str]) -> None:
+    assert codes(spawner_document(items)) == expected
+
+
+# Strings from the JMESPath alphabet inside {{ }}: the validator must never crash on them.
+_jmespath_text = st.text(
+    alphabet=st.sampled_from(list("abvertices.[]{}()*?@&|!=<>'\"`,:-0123 \\$")), max_size=40
+)
+
+
+@settings(max_examples=300, deadline=None)
+@given(_jmespath_text)
+def test_arbitrary_expression_text_gives_problems_not_crashes(source: str) -> None:
+    codes(chain("{{ " + source + " }}"))

@@ -1,0 +1,384 @@
+"""engine.validation: the public API, the schema phase and the graph checks."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pytest
+
+from engine.settings import Settings
+from engine.validation import check_documents, parse_document, parse_documents, validate_input
+from schemas.definitions import GatewayVertex, MergeVertex, SpawnerVertex, Workflow
+from schemas.errors import DefinitionError, Problem
+
+URL = "http://127.0.0.1:8765/x"
+
+
+def gateway(*deps: str, **config: Any) -> dict[str, Any]:
+    vertex: dict[str, Any] = {"type": "GATEWAY", "config": {"url": URL, **config}}
+    if deps:
+        vertex["dependsOn"] = list(deps)
+    return vertex
+
+
+def spawner(workflow: str = "child", *deps: str, **config: Any) -> dict[str, Any]:
+    vertex: dict[str, Any] = {
+        "type": "SPAWNER",
+        "config": {"items": [1, 2], "workflow": workflow, **config},
+    }
+    if deps:
+        vertex["dependsOn"] = list(deps)
+    return vertex
+
+
+def merge(*deps: str, **config: Any) -> dict[str, Any]:
+    vertex: dict[str, Any] = {"type": "MERGE", "dependsOn": list(deps)}
+    if config:
+        vertex["config"] = config
+    return vertex
+
+
+def workflow(name: str = "wf", **vertices: dict[str, Any]) -> dict[str, Any]:
+    return {"name": name, "vertices": vertices}
+
+
+CHILD = workflow("child", call=gateway())
+
+
+def found(document: Any, **kwargs: Any) -> list[tuple[str, str]]:
+    """(pointer, code) of every problem in `document` (a JSON value), sorted."""
+    with pytest.raises(DefinitionError) as caught:
+        parse_document(json.dumps(document), **kwargs)
+    return [(p.pointer, p.code) for p in caught.value.problems]
+
+
+# ── the public API ──────────────────────────────────────────────────────────────────────────
+
+
+def test_a_valid_document_gives_typed_workflows_with_defaults() -> None:
+    [wf] = parse_document(json.dumps(workflow(a=gateway(), b=gateway("a", method="POST"))))
+    assert isinstance(wf, Workflow)
+    assert wf.name == "wf"
+    a, b = wf.vertices["a"], wf.vertices["b"]
+    assert isinstance(a, GatewayVertex) and isinstance(b, GatewayVertex)
+    assert a.config.method == "GET"
+    assert a.config.retry.max_attempts == 4
+    assert a.max_auto_retries == 3
+    assert b.depends_on == ["a"]
+    assert wf.roots() == ["a"]
+
+
+def test_a_list_document_gives_its_workflows_in_order() -> None:
+    parent = workflow("parent", fan=spawner(), join=merge("fan"))
+    parsed = parse_document(json.dumps([parent, CHILD]).encode())
+    assert [w.name for w in parsed] == ["parent", "child"]
+    assert isinstance(parsed[0].vertices["fan"], SpawnerVertex)
+    join = parsed[0].vertices["join"]
+    assert isinstance(join, MergeVertex)
+    assert join.config.tolerate_child_failures == []
+
+
+def test_the_schema_hint_for_editors_is_accepted() -> None:
+    document = {"$schema": "../schemas/workflow.schema.json", **workflow(a=gateway())}
+    [wf] = parse_document(json.dumps(document))
+    assert wf.name == "wf"
+
+
+def test_no_documents_give_no_workflows() -> None:
+    assert parse_documents([]) == []
+
+
+def test_problems_carry_the_source_they_belong_to() -> None:
+    good = ("good.json", json.dumps(workflow("good", a=gateway())))
+    bad = ("bad.json", json.dumps(workflow("bad", a=gateway("nope"))))
+    with pytest.raises(DefinitionError) as caught:
+        parse_documents([good, bad])
+    assert [(p.source, p.pointer) for p in caught.value.problems] == [
+        ("bad.json", "/vertices/a/dependsOn/0")
+    ]
+    assert caught.value.code == "invalid_workflow"
+
+
+def test_check_documents_reports_per_document() -> None:
+    report = check_documents([("a.json", json.dumps(workflow("a", x=gateway()))), ("b.json", "{")])
+    assert not report.valid
+    first, second = report.documents
+    assert first.valid and [w.name for w in first.workflows] == ["a"]
+    assert not second.valid and second.workflows == []
+    assert report.workflows == first.workflows
+
+
+def test_without_settings_the_documented_defaults_apply_not_the_environment(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setenv("SCHEMABRIDGE_MAX_DOCUMENT_BYTES", "10")
+    assert parse_document(json.dumps(workflow(a=gateway())))
+
+
+def test_every_problem_is_reported_at_once() -> None:
+    document = workflow(
+        a=gateway("b", method="FETCH"),
+        b=gateway("a", body="{{ vertices.zz.output }}"),
+        c={"type": "GATEWAY", "config": {"url": URL, "colour": "red"}},
+        d=merge("a"),
+    )
+    assert found(document) == [
+        ("/vertices/a/config/method", "schema"),
+        ("/vertices/a/dependsOn/0", "cycle"),
+        ("/vertices/b/config/body", "unknown_vertex_reference"),
+        ("/vertices/c/config/colour", "unknown_field"),
+        ("/vertices/d/dependsOn", "merge_needs_one_spawner"),
+    ]
+
+
+# ── schema phase wording ────────────────────────────────────────────────────────────────────
+
+
+def messages(document: Any) -> dict[str, str]:
+    with pytest.raises(DefinitionError) as caught:
+        parse_document(json.dumps(document))
+    return {p.pointer: p.message for p in caught.value.problems}
+
+
+def test_schema_messages_are_plain_sentences_with_pointers() -> None:
+    document = workflow(
+        a={
+            "type": "GATEWAY",
+            "maxAutoRetries": 101,
+            "config": {"url": URL, "timeoutMs": "soon", "urll": 1, "retry": {"jitter": "x"}},
+        },
+        b={"type": "SPAWNER", "config": {"items": [], "workflow": "bad name"}},
+    )
+    got = messages(document)
+    assert got["/vertices/a/maxAutoRetries"] == "maxAutoRetries must be at most 100; got 101."
+    assert got["/vertices/a/config/timeoutMs"] == "timeoutMs must be an integer, not a string."
+    assert (
+        got["/vertices/a/config/urll"]
+        == 'Unknown field "urll" in GATEWAY config. Did you mean "url"?'
+    )
+    assert got["/vertices/a/config/retry/jitter"] == (
+        'jitter must be one of "none" or "full"; got "x".'
+    )
+    assert got["/vertices/b/config/workflow"].startswith("workflow must be a workflow name")
+
+
+def test_a_missing_field_points_at_the_object_that_lacks_it() -> None:
+    got = messages({"vertices": {"a": {"type": "GATEWAY"}}})
+    assert got == {
+        "": 'The workflow is missing the required field "name".',
+        "/vertices/a": 'Vertex "a" is missing the required field "config".',
+    }
+
+
+def test_an_unknown_field_without_a_close_match_lists_the_allowed_ones() -> None:
+    got = messages({**workflow(a=gateway()), "owner": "me"})
+    assert got["/owner"] == (
+        'Unknown field "owner" in the workflow. Allowed fields: "$schema", "name", '
+        '"description", "inputSchema" and "vertices".'
+    )
+
+
+def test_an_invalid_input_schema_is_reported_inside_it() -> None:
+    document = {**workflow(a=gateway()), "inputSchema": {"type": "strnig", "minimum": "1"}}
+    assert sorted(messages(document)) == ["/inputSchema/minimum", "/inputSchema/type"]
+
+
+def test_pointers_escape_slash_and_tilde() -> None:
+    document = workflow(a=gateway(headers={"X-A": 1}, query={"a/b~c": {"x": 1}}))
+    assert "/vertices/a/config/query/a~1b~0c" in messages(document)
+
+
+def test_a_root_that_is_not_a_workflow_is_explained() -> None:
+    assert messages(3) == {
+        "": "The document must be a workflow (a JSON object) or a list of workflows, "
+        "not an integer."
+    }
+
+
+# ── graph phase ─────────────────────────────────────────────────────────────────────────────
+
+
+def test_unknown_dependency_suggests_a_close_name() -> None:
+    got = messages(workflow(fetch=gateway(), store=gateway("fetsh")))
+    assert got["/vertices/store/dependsOn/0"] == (
+        'Vertex "store" depends on "fetsh", which is not a vertex of this workflow. '
+        'Did you mean "fetch"?'
+    )
+
+
+def test_self_dependency() -> None:
+    assert found(workflow(a=gateway("a"))) == [("/vertices/a/dependsOn/0", "self_dependency")]
+
+
+def test_a_cycle_is_named_vertex_by_vertex_in_run_order() -> None:
+    document = workflow(start=gateway(), a=gateway("start", "c"), b=gateway("a"), c=gateway("b"))
+    got = messages(document)
+    assert list(got) == ["/vertices/a/dependsOn/1"]
+    assert got["/vertices/a/dependsOn/1"].startswith("dependsOn forms a cycle: a → b → c → a ")
+
+
+def test_separate_cycles_are_each_reported() -> None:
+    document = workflow(a=gateway("b"), b=gateway("a"), c=gateway("d"), d=gateway("c"))
+    assert found(document) == [
+        ("/vertices/a/dependsOn/0", "cycle"),
+        ("/vertices/c/dependsOn/0", "cycle"),
+    ]
+
+
+def test_a_self_dependency_is_not_also_reported_as_a_cycle() -> None:
+    assert [c for _, c in found(workflow(a=gateway("a", "b"), b=gateway()))] == ["self_dependency"]
+
+
+@pytest.mark.parametrize(
+    ("vertices", "expected"),
+    [
+        ({"g": gateway(), "m": merge("g")}, "it depends on none."),
+        (
+            {"s1": spawner(), "s2": spawner(), "m": merge("s1", "s2")},
+            'it depends on 2 ("s1" and "s2").',
+        ),
+        ({"m": merge()}, "it depends on none."),
+    ],
+)
+def test_a_merge_needs_exactly_one_spawner(vertices: dict[str, Any], expected: str) -> None:
+    with pytest.raises(DefinitionError) as caught:
+        parse_documents([("p", json.dumps(workflow("p", **vertices))), ("c", json.dumps(CHILD))])
+    [problem] = caught.value.problems
+    assert problem.code == "merge_needs_one_spawner"
+    assert problem.message.endswith(expected)
+
+
+def test_a_merge_may_also_wait_for_other_vertices() -> None:
+    document = [workflow("p", s=spawner(), g=gateway(), m=merge("s", "g")), CHILD]
+    assert len(parse_document(json.dumps(document))) == 2
+
+
+def test_a_merge_on_an_unknown_vertex_reports_only_the_unknown_vertex() -> None:
+    assert found(workflow(m=merge("fan"))) == [("/vertices/m/dependsOn/0", "unknown_dependency")]
+
+
+def test_failure_tolerance_needs_tolerated_statuses() -> None:
+    document = [
+        workflow("p", s=spawner(), m=merge("s", failureTolerance={"maxFailures": 2})),
+        CHILD,
+    ]
+    assert found(document) == [("/0/vertices/m/config/failureTolerance", "ineffective_tolerance")]
+
+
+def test_too_many_vertices() -> None:
+    document = {"name": "big", "vertices": {f"v{i}": gateway() for i in range(4)}}
+    settings = Settings(max_vertices=3)
+    assert found(document, settings=settings) == [("/vertices", "too_many_vertices")]
+    assert parse_document(json.dumps(document), settings=Settings(max_vertices=4))
+
+
+# ── across documents ────────────────────────────────────────────────────────────────────────
+
+
+def test_a_child_workflow_may_be_in_another_document() -> None:
+    parent = ("parent.json", json.dumps(workflow("parent", s=spawner("child"), m=merge("s"))))
+    child = ("child.json", json.dumps(CHILD))
+    assert [w.name for w in parse_documents([parent, child])] == ["parent", "child"]
+
+
+@pytest.mark.parametrize("known", [["child"], ["child@3"], {"child", "other"}])
+def test_a_child_workflow_may_be_already_published(known: Any) -> None:
+    document = json.dumps(workflow("parent", s=spawner("child@2")))
+    assert parse_document(document, known_workflows=known)
+
+
+def test_an_unknown_child_workflow() -> None:
+    document = workflow("parent", s=spawner("chlid"))
+    got = messages([document, CHILD])
+    assert got["/0/vertices/s/config/workflow"].endswith('Did you mean "child"?')
+
+
+def test_duplicate_names_are_reported_on_the_later_document() -> None:
+    with pytest.raises(DefinitionError) as caught:
+        parse_documents([("one.json", json.dumps(CHILD)), ("two.json", json.dumps([CHILD]))])
+    [problem] = caught.value.problems
+    assert (problem.source, problem.pointer, problem.code) == (
+        "two.json",
+        "/0/name",
+        "duplicate_workflow",
+    )
+    assert "one.json at /name" in problem.message
+
+
+def test_spawn_loops_are_refused() -> None:
+    ping = workflow("ping", s=spawner("pong"))
+    pong = workflow("pong", s=spawner("ping"))
+    selfish = workflow("selfish", s=spawner("selfish"))
+    got = messages([ping, pong, selfish])
+    assert "ping → pong → ping" in got["/0/vertices/s/config/workflow"]
+    assert "selfish → selfish" in got["/2/vertices/s/config/workflow"]
+
+
+# ── run input ───────────────────────────────────────────────────────────────────────────────
+
+
+def test_validate_input_checks_the_input_schema() -> None:
+    document = {
+        **workflow(a=gateway()),
+        "inputSchema": {
+            "type": "object",
+            "required": ["id"],
+            "properties": {"id": {"type": "integer"}},
+        },
+    }
+    [wf] = parse_document(json.dumps(document))
+    assert validate_input(wf, {"id": 3}) == []
+    assert validate_input(wf, {"id": "x"}) == [
+        Problem("/id", "id must be an integer, not a string.", "schema")
+    ]
+    assert [p.message for p in validate_input(wf, {})] == [
+        'The input is missing the required field "id".'
+    ]
+
+
+def test_validate_input_without_a_schema_accepts_anything() -> None:
+    [wf] = parse_document(json.dumps(workflow(a=gateway())))
+    assert validate_input(wf, [1, "anything"]) == []
+
+
+@pytest.mark.parametrize(
+    ("input_schema", "pointer", "fragment"),
+    [
+        ({"$ref": "https://example.com/s.json"}, "/inputSchema/$ref", "does not fetch schemas"),
+        ({"$ref": "#/$defs/nope"}, "/inputSchema/$ref", "does not point at anything"),
+        (
+            {"properties": {"a": {"pattern": "(("}}},
+            "/inputSchema/properties/a/pattern",
+            "must be a valid regular expression",
+        ),
+    ],
+)
+def test_an_input_schema_that_would_fail_at_run_time_is_refused_now(
+    input_schema: dict[str, Any], pointer: str, fragment: str
+) -> None:
+    got = messages({**workflow(a=gateway()), "inputSchema": input_schema})
+    assert list(got) == [pointer]
+    assert fragment in got[pointer]
+
+
+def test_local_references_in_the_input_schema_work() -> None:
+    input_schema = {
+        "$defs": {"id": {"type": "integer"}},
+        "properties": {"a": {"$ref": "#/$defs/id"}, "b": {"const": {"$ref": "not a ref"}}},
+    }
+    [wf] = parse_document(json.dumps({**workflow(a=gateway()), "inputSchema": input_schema}))
+    assert validate_input(wf, {"a": 1}) == []
+    assert [p.pointer for p in validate_input(wf, {"a": "x"})] == ["/a"]
+
+
+def test_text_that_is_not_valid_unicode_is_refused() -> None:
+    text = json.dumps({**workflow(a=gateway()), "description": "x"}).replace('"x"', '"\\ud800"')
+    assert "\\ud800" in text
+    assert found_raw(text) == [("/description", "not_utf8")]
+
+
+def found_raw(text: str) -> list[tuple[str, str]]:
+    with pytest.raises(DefinitionError) as caught:
+        parse_document(text)
+    return [(p.pointer, p.code) for p in caught.value.problems]
