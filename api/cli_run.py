@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+# Heavy modules (the runtime: SQLAlchemy, aiohttp, Redis clients) are imported inside the
+# commands that need them, so `schemabridge --help` and `validate` start fast.
 import asyncio
 import contextlib
 import json
 from collections.abc import AsyncIterator
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import jsonschema
 import typer
@@ -21,13 +23,14 @@ from rich.progress import (
     TimeElapsedColumn,
 )
 
-from demo.downstream import start_downstream
 from engine.records import RunRecord
-from engine.runtime import Runtime
 from engine.settings import Settings
 from engine.validation import parse_documents
 from schemas.definitions import SpawnerVertex, Workflow
 from schemas.errors import DefinitionError
+
+if TYPE_CHECKING:
+    from engine.runtime import Runtime
 
 console = Console(stderr=True)
 out = Console()
@@ -115,6 +118,8 @@ async def _demo_downstream(enabled: bool) -> AsyncIterator[None]:
     if not enabled:
         yield
         return
+    from demo.downstream import start_downstream
+
     downstream = await start_downstream(port=DEMO_DOWNSTREAM_PORT)
     console.print(f"demo downstream listening on {downstream.url}")
     try:
@@ -170,6 +175,8 @@ async def execute_run(
     demo_downstream: bool,
     timeout_s: float,
 ) -> RunRecord:
+    from engine.runtime import Runtime
+
     async with _demo_downstream(demo_downstream):
         runtime = await Runtime.open(settings)
         stop = asyncio.Event()

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+# The runtime is imported inside the commands (see api/cli_run.py for why).
 import asyncio
 import logging
 import os
@@ -12,9 +13,6 @@ import typer
 from rich.console import Console
 from rich.logging import RichHandler
 
-from engine import db
-from engine.lifecycle import ServiceLifecycle
-from engine.runtime import Runtime, run_service
 from engine.settings import Settings
 
 console = Console(stderr=True)
@@ -37,6 +35,9 @@ def _settings(concurrency: int | None) -> Settings:
 
 
 async def _serve_worker(settings: Settings, name: str) -> None:
+    from engine.lifecycle import ServiceLifecycle
+    from engine.runtime import Runtime, run_service
+
     lifecycle = ServiceLifecycle()
     with lifecycle:
         runtime = await Runtime.open(settings)
@@ -78,6 +79,8 @@ def db_upgrade(
     revision: Annotated[str, typer.Argument(help="Target revision.")] = "head",
 ) -> None:
     """Apply the database migrations (SCHEMABRIDGE_DATABASE_URL) up to REVISION."""
+
+    from engine import db
 
     async def upgrade() -> None:
         engines = db.create_engines(Settings().database_url)
