@@ -1,0 +1,387 @@
+"""The GATEWAY vertex: one outbound HTTP call with the in-process retry policy (DESIGN §4).
+
+`execute` renders the call (vertices/gateway_request.py), then runs up to
+`retry.maxAttempts` attempts. Each attempt has a hard deadline — the vertex's `timeoutMs`, else
+its run's timeout tier — enforced with `asyncio.timeout` around the whole exchange, because the
+transport's own timeouts only bound connecting and each read. After an attempt:
+
+* a status in `successCodes` (default 2xx) → `Succeeded({status, headers, body})`;
+* 5xx, 429, a timeout or an I/O error → wait (vertices/gateway_retry.py) and try again, until
+  the attempts run out: then a final 429/503 is `external_overload` (with `retry_after_s` when
+  the destination sent Retry-After), another status `http_error`, a timeout `timeout`, an I/O
+  error `network_error`;
+* any other status → `http_error` at once; an unusable answer (too large, JSON that does not
+  parse, undecodable) → `invalid_response` at once; a request that cannot be sent →
+  `invalid_config`.
+
+Every attempt is written to the run log (status, duration, error, the wait before the next).
+Admission plugs in through `CallGuard`, called around every attempt.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+import random
+import time
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from email.utils import parsedate_to_datetime
+from enum import Enum
+from typing import Any, Protocol
+
+import httpx
+
+from schemas.definitions import GatewayConfig
+from schemas.errors import FailureKind, HttpDetail, StepFailure
+from vertices import gateway_retry
+from vertices.contract import StepContext, Succeeded, TimeoutTier
+from vertices.gateway_request import GatewayRequest, build_request, destination_key
+from vertices.gateway_response import (
+    DEFAULT_MAX_BODY_BYTES,
+    Answer,
+    InvalidResponse,
+    detail_headers,
+    excerpt,
+    parse_body,
+    read_answer,
+    read_error_answer,
+)
+from vertices.http_client import TransportErrorKind, classify_transport_error
+
+__all__ = [
+    "DEFAULT_MAX_BODY_BYTES",
+    "CallGuard",
+    "GatewayTimeouts",
+    "TimeoutSettings",
+    "destination_key",
+    "execute",
+]
+
+Sleep = Callable[[float], Awaitable[None]]
+
+
+class TimeoutSettings(Protocol):
+    """The part of `engine.settings.Settings` the timeouts come from (vertices never import
+    the engine, so it is described here rather than imported)."""
+
+    @property
+    def timeout_collect_ms(self) -> int: ...
+    @property
+    def timeout_process_ms(self) -> int: ...
+    @property
+    def timeout_gateway_ms(self) -> int: ...
+
+
+@dataclass(frozen=True)
+class GatewayTimeouts:
+    """Per-attempt timeouts by tier, in ms (DESIGN §4)."""
+
+    collect_ms: int = 60_000
+    """A run that feeds a spawner. Default 60 s."""
+    process_ms: int = 30_000
+    """A child run, or any other run. Default 30 s."""
+    gateway_ms: int = 15_000
+    """A run behind a synchronous REST wait. Default 15 s."""
+
+    @classmethod
+    def from_settings(cls, settings: TimeoutSettings) -> GatewayTimeouts:
+        """From `TIMEOUT_COLLECT_MS`, `TIMEOUT_PROCESS_MS` and `TIMEOUT_GATEWAY_MS`."""
+        return cls(
+            collect_ms=settings.timeout_collect_ms,
+            process_ms=settings.timeout_process_ms,
+            gateway_ms=settings.timeout_gateway_ms,
+        )
+
+    def for_tier(self, tier: TimeoutTier) -> int:
+        """The timeout in ms of `tier`."""
+        if tier is TimeoutTier.COLLECT:
+            return self.collect_ms
+        if tier is TimeoutTier.GATEWAY:
+            return self.gateway_ms
+        return self.process_ms
+
+    def resolve_ms(self, vertex_timeout_ms: int | None, tier: TimeoutTier) -> int:
+        """A vertex's own `timeoutMs` wins over its tier."""
+        return vertex_timeout_ms if vertex_timeout_ms is not None else self.for_tier(tier)
+
+
+class CallGuard(Protocol):
+    """Admission's hook around every attempt (DESIGN §6).
+
+    `before_attempt` may wait (for a concurrency slot, a rate window) or raise StepFailure to
+    stop the call (open breaker, exhausted retry budget). Every `before_attempt` that returned
+    is settled by exactly one `after_attempt`, also when the attempt is cancelled (`error_kind`
+    "cancelled") or fails unexpectedly ("internal_error"). `status` is the HTTP status when one
+    arrived; `error_kind` is then None, or "invalid_response" for an unusable answer; for
+    transport failures `status` is None and `error_kind` is "timeout", "network_error" or
+    "invalid_config".
+    """
+
+    async def before_attempt(self, destination: str, retry: bool) -> None: ...
+
+    def after_attempt(
+        self, destination: str, status: int | None, error_kind: str | None, duration_s: float
+    ) -> None: ...
+
+
+@dataclass(frozen=True)
+class _Attempt:
+    """One attempt: what arrived (`answer`) and/or why it failed (`failure`, `error`)."""
+
+    duration_s: float
+    answer: Answer | None = None
+    """None when nothing usable arrived (timeout, I/O error, request not sendable)."""
+    failure: FailureKind | None = None
+    error: str | None = None
+    body: Any = None
+    """The parsed body of a successful answer."""
+
+    @property
+    def status(self) -> int | None:
+        return self.answer.status if self.answer is not None else None
+
+
+class _Verdict(Enum):
+    SUCCESS = "success"
+    RETRY = "retry"
+    FINAL = "final"
+
+
+_TRANSPORT_FAILURES = {
+    TransportErrorKind.TIMEOUT: FailureKind.TIMEOUT,
+    TransportErrorKind.NETWORK: FailureKind.NETWORK_ERROR,
+    TransportErrorKind.INVALID_REQUEST: FailureKind.INVALID_CONFIG,
+    TransportErrorKind.INVALID_RESPONSE: FailureKind.INVALID_RESPONSE,
+}
+_RETRYABLE_FAILURES = frozenset({FailureKind.TIMEOUT, FailureKind.NETWORK_ERROR})
+
+
+async def _exchange(
+    client: httpx.AsyncClient,
+    request: GatewayRequest,
+    success_codes: list[int] | None,
+    timeout_s: float,
+    max_body_bytes: int,
+) -> tuple[Answer, Any]:
+    """One request and its answer; the body is read in full and parsed only on success."""
+    async with (
+        asyncio.timeout(timeout_s),
+        client.stream(
+            request.method,
+            request.url,
+            # None rather than (): merging even empty params makes httpx re-parse the URL.
+            params=request.params or None,
+            headers=request.headers,
+            content=request.content,
+            timeout=timeout_s,
+        ) as response,
+    ):
+        if not gateway_retry.is_success(response.status_code, success_codes):
+            return await read_error_answer(response), None
+        answer = await read_answer(response, max_body_bytes)
+    return answer, parse_body(answer)
+
+
+async def _attempt(
+    client: httpx.AsyncClient,
+    request: GatewayRequest,
+    success_codes: list[int] | None,
+    timeout_s: float,
+    max_body_bytes: int,
+) -> _Attempt:
+    started = time.perf_counter()
+    try:
+        answer, body = await _exchange(client, request, success_codes, timeout_s, max_body_bytes)
+    except InvalidResponse as exc:
+        return _Attempt(
+            time.perf_counter() - started,
+            answer=exc.answer,
+            failure=FailureKind.INVALID_RESPONSE,
+            error=exc.message,
+        )
+    except Exception as exc:
+        kind = classify_transport_error(exc)
+        if kind is None:
+            raise
+        if kind is TransportErrorKind.TIMEOUT:
+            message = f"no answer within {timeout_s * 1000:g} ms"
+        else:
+            message = str(exc) or type(exc).__name__
+        return _Attempt(
+            time.perf_counter() - started, failure=_TRANSPORT_FAILURES[kind], error=message
+        )
+    return _Attempt(time.perf_counter() - started, answer=answer, body=body)
+
+
+def _verdict(attempt: _Attempt, success_codes: list[int] | None) -> _Verdict:
+    if attempt.failure is not None:
+        return _Verdict.RETRY if attempt.failure in _RETRYABLE_FAILURES else _Verdict.FINAL
+    if attempt.answer is None:
+        return _Verdict.FINAL
+    status = attempt.answer.status
+    if gateway_retry.is_success(status, success_codes):
+        return _Verdict.SUCCESS
+    return _Verdict.RETRY if gateway_retry.is_retryable_status(status) else _Verdict.FINAL
+
+
+async def _guarded_attempt(
+    guard: CallGuard | None,
+    destination: str,
+    retry: bool,
+    run: Callable[[], Awaitable[_Attempt]],
+) -> _Attempt:
+    """Run one attempt between `before_attempt` and exactly one `after_attempt`."""
+    if guard is None:
+        return await run()
+    await guard.before_attempt(destination, retry)
+    started = time.perf_counter()
+    try:
+        attempt = await run()
+    except BaseException as exc:
+        kind = "cancelled" if isinstance(exc, asyncio.CancelledError) else "internal_error"
+        guard.after_attempt(destination, None, kind, time.perf_counter() - started)
+        raise
+    error_kind = attempt.failure.value if attempt.failure is not None else None
+    guard.after_attempt(destination, attempt.status, error_kind, attempt.duration_s)
+    return attempt
+
+
+def _server_now(answer: Answer) -> datetime:
+    """The destination's clock (its Date header), else ours: an HTTP-date Retry-After is
+    measured against the clock that wrote it, so clock skew does not stretch the wait."""
+    date = answer.headers.get("date")
+    if date:
+        try:
+            now = parsedate_to_datetime(date)
+        except (TypeError, ValueError, IndexError):
+            return datetime.now(UTC)
+        return now if now.tzinfo is not None else now.replace(tzinfo=UTC)
+    return datetime.now(UTC)
+
+
+def _retry_after_s(answer: Answer | None) -> float | None:
+    if answer is None or "retry-after" not in answer.headers:
+        return None
+    return gateway_retry.parse_retry_after(answer.headers["retry-after"], _server_now(answer))
+
+
+def _describe(attempt: _Attempt) -> str:
+    if attempt.failure is not None:
+        return f"{attempt.failure.value}: {attempt.error}"
+    if attempt.answer is not None:
+        return f"{attempt.answer.status} {attempt.answer.reason}".rstrip()
+    return "no answer"
+
+
+def _failure(request: GatewayRequest, attempt: _Attempt, attempts: int) -> StepFailure:
+    """The step's failure after its last attempt."""
+    plural = "attempt" if attempts == 1 else "attempts"
+    message = f"{request.method} {request.url_for_log}: {_describe(attempt)} ({attempts} {plural})"
+    answer = attempt.answer
+    if answer is None:
+        detail = HttpDetail(status=None, attempts=attempts)
+        return StepFailure(attempt.failure or FailureKind.INTERNAL_ERROR, message, http=detail)
+    detail = HttpDetail(
+        status=answer.status,
+        body_excerpt=excerpt(answer),
+        headers=detail_headers(answer.headers),
+        attempts=attempts,
+    )
+    kind = attempt.failure or gateway_retry.failure_kind_for_status(answer.status)
+    retry_after = _retry_after_s(answer) if kind is FailureKind.EXTERNAL_OVERLOAD else None
+    return StepFailure(kind, message, http=detail, retry_after_s=retry_after)
+
+
+async def _log_attempt(
+    ctx: StepContext,
+    level: str,
+    request: GatewayRequest,
+    attempt: _Attempt,
+    *,
+    position: tuple[int, int],
+    wait_s: float | None = None,
+) -> None:
+    number, max_attempts = position
+    duration_ms = round(attempt.duration_s * 1000, 1)
+    message = (
+        f"{request.method} {request.url_for_log} → {_describe(attempt)} in {duration_ms:g} ms "
+        f"(attempt {number}/{max_attempts})"
+    )
+    if wait_s is not None:
+        message += f"; retrying in {wait_s:.3g} s"
+    data: dict[str, Any] = {
+        "attempt": number,
+        "maxAttempts": max_attempts,
+        "method": request.method,
+        "url": request.url_for_log,
+        "status": attempt.status,
+        "durationMs": duration_ms,
+        "error": attempt.error,
+        "retryInMs": None if wait_s is None else round(wait_s * 1000),
+    }
+    await ctx.log(level, message, data)
+
+
+async def _log_refusal(
+    ctx: StepContext, request: GatewayRequest, number: int, refused: StepFailure
+) -> None:
+    message = f"{request.method} {request.url_for_log}: attempt {number} refused by admission"
+    data = {"attempt": number, "kind": refused.kind.value, "error": refused.message}
+    await ctx.log("warning", f"{message}: {refused.message}", data)
+
+
+async def execute(
+    config: GatewayConfig,
+    ctx: StepContext,
+    client: httpx.AsyncClient,
+    timeouts: GatewayTimeouts,
+    *,
+    sleep: Sleep = asyncio.sleep,
+    rng: random.Random | None = None,
+    guard: CallGuard | None = None,
+    max_body_bytes: int = DEFAULT_MAX_BODY_BYTES,
+) -> Succeeded:
+    """Make the call; return `Succeeded({"status", "headers", "body"})` or raise StepFailure.
+
+    `sleep` waits between attempts (tests record it); `rng` draws full jitter (default: a
+    fresh `random.Random`); `guard` is admission's hook (none by default); `max_body_bytes`
+    caps a successful answer's body (default 10 MiB).
+    """
+    request = build_request(config, ctx)
+    timeout_s = timeouts.resolve_ms(config.timeout_ms, ctx.timeout_tier) / 1000
+    policy = config.retry
+    run = functools.partial(
+        _attempt, client, request, config.success_codes, timeout_s, max_body_bytes
+    )
+    for number in range(1, policy.max_attempts + 1):
+        try:
+            attempt = await _guarded_attempt(guard, request.destination, number > 1, run)
+        except StepFailure as refused:  # only `guard.before_attempt` raises it
+            await _log_refusal(ctx, request, number, refused)
+            raise
+        position = (number, policy.max_attempts)
+        verdict = _verdict(attempt, config.success_codes)
+        if verdict is _Verdict.SUCCESS and attempt.answer is not None:
+            await _log_attempt(ctx, "info", request, attempt, position=position)
+            answer = attempt.answer
+            return Succeeded(
+                {"status": answer.status, "headers": answer.headers, "body": attempt.body}
+            )
+        if verdict is _Verdict.FINAL or number == policy.max_attempts:
+            await _log_attempt(ctx, "error", request, attempt, position=position)
+            raise _failure(request, attempt, number)
+        if rng is None and policy.jitter == "full":
+            rng = random.Random()
+        wait_s = gateway_retry.retry_delay_s(
+            number,
+            policy,
+            status=attempt.status,
+            retry_after_s=_retry_after_s(attempt.answer),
+            rng=rng,
+        )
+        await _log_attempt(ctx, "warning", request, attempt, position=position, wait_s=wait_s)
+        await sleep(wait_s)
+    # Unreachable: the last attempt either returns or raises above.
+    raise StepFailure(FailureKind.INTERNAL_ERROR, "the retry loop ended without an outcome")

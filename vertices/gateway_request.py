@@ -1,0 +1,185 @@
+"""Turning a GATEWAY config into one concrete HTTP request (no I/O).
+
+`{{ }}` expressions in `url`, `headers`, `query`, `body` and `destination` are evaluated
+against the run context; an evaluation error fails the step with `expression_error` naming the
+field and the expression. Values that cannot make a valid request fail it with
+`invalid_config`: a URL that is not absolute http(s), a header name or value that is not a
+legal header (values come from run input, so a CR/LF must never let it inject a header).
+
+Encoding rules:
+* header and query values: strings as they are, numbers as written, booleans `true`/`false`,
+  objects and lists as compact JSON; a null drops the entry; a query list repeats the name;
+* body: null sends no body; a string sent with a non-JSON `Content-Type` the user set goes
+  out verbatim; anything else is JSON (`Content-Type: application/json` unless set);
+* `Idempotency-Key`: the step's stable key, unless the config sets that header itself.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass
+from typing import Any
+from urllib.parse import urlsplit
+
+from schemas import expressions
+from schemas.definitions import GatewayConfig
+from schemas.errors import FailureKind, StepFailure
+from vertices.contract import StepContext
+
+IDEMPOTENCY_HEADER = "Idempotency-Key"
+_TOKEN = re.compile(r"^[!#$%&'*+\-.^_`|~0-9A-Za-z]+$")
+"""RFC 9110 `token`: the legal characters of a header name."""
+_BAD_VALUE_CHARS = re.compile(r"[\r\n\x00]")
+_DEFAULT_PORTS = {"http": 80, "https": 443}
+
+
+@dataclass(frozen=True)
+class GatewayRequest:
+    """A rendered, validated request, the same for every attempt of the step."""
+
+    method: str
+    url: str
+    """Absolute http(s) URL; its own query string is kept and `params` are appended."""
+    params: tuple[tuple[str, str], ...]
+    headers: dict[str, str]
+    content: bytes | None
+    destination: str
+    """The admission key (see `destination_key`)."""
+
+    @property
+    def url_for_log(self) -> str:
+        """The URL without its query string, which may carry credentials."""
+        return self.url.split("?", 1)[0]
+
+
+def _config_error(message: str) -> StepFailure:
+    return StepFailure(FailureKind.INVALID_CONFIG, message)
+
+
+def _render(value: Any, context: dict[str, Any], where: str) -> Any:
+    try:
+        return expressions.render(value, context)
+    except expressions.ExpressionError as exc:
+        raise StepFailure(
+            FailureKind.EXPRESSION_ERROR,
+            f"{where}: expression {{{{ {exc.expression} }}}} failed: {exc.reason}",
+        ) from exc
+
+
+def _scalar_text(value: Any) -> str:
+    if isinstance(value, str):
+        return value
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, int | float):
+        return str(value)
+    return json.dumps(value, separators=(",", ":"), ensure_ascii=False)
+
+
+def destination_key(config_url_rendered: str, config_destination: str | None) -> str:
+    """The admission key of a call: `destination` when set, else `scheme://host:port`.
+
+    The default key is lower-case and always has a port (80/443 when the URL omits it), so
+    `http://API.example.com/a` and `http://api.example.com:80/b` share one key. Raises
+    StepFailure (`invalid_config`) when the URL has no scheme or host.
+    """
+    if config_destination is not None and config_destination.strip():
+        return config_destination.strip()
+    try:
+        parts = urlsplit(config_url_rendered.strip())
+        port = parts.port
+    except ValueError as exc:
+        raise _config_error(f"url {config_url_rendered!r} is not a valid URL: {exc}") from exc
+    scheme, host = parts.scheme.lower(), parts.hostname
+    if not scheme or not host:
+        raise _config_error(f"url {config_url_rendered!r} needs a scheme and a host")
+    if port is None:
+        port = _DEFAULT_PORTS.get(scheme)
+    if ":" in host:
+        host = f"[{host}]"  # IPv6 literal
+    return f"{scheme}://{host}:{port}" if port is not None else f"{scheme}://{host}"
+
+
+def _url(config: GatewayConfig, context: dict[str, Any]) -> str:
+    url = _render(config.url, context, "url")
+    if not isinstance(url, str):
+        raise _config_error(f"url must evaluate to a string, got {type(url).__name__}")
+    url = url.strip()
+    scheme = urlsplit(url).scheme.lower()
+    if scheme not in _DEFAULT_PORTS:
+        raise _config_error(f"url {url!r} must be an absolute http:// or https:// URL")
+    return url
+
+
+def _headers(config: GatewayConfig, context: dict[str, Any]) -> dict[str, str]:
+    rendered = _render(config.headers, context, "headers")
+    headers: dict[str, str] = {}
+    for name, value in rendered.items():
+        if value is None:
+            continue
+        if not _TOKEN.match(name):
+            raise _config_error(f"header name {name!r} is not a valid HTTP header name")
+        text = _scalar_text(value)
+        if _BAD_VALUE_CHARS.search(text):
+            raise _config_error(f"header {name!r}: value contains a line break or NUL")
+        headers[name] = text
+    return headers
+
+
+def _params(config: GatewayConfig, context: dict[str, Any]) -> list[tuple[str, str]]:
+    rendered = _render(config.query, context, "query")
+    params: list[tuple[str, str]] = []
+    for name, value in rendered.items():
+        values = value if isinstance(value, list) else [value]
+        params.extend((name, _scalar_text(v)) for v in values if v is not None)
+    return params
+
+
+def _header(headers: dict[str, str], name: str) -> str | None:
+    wanted = name.lower()
+    return next((v for k, v in headers.items() if k.lower() == wanted), None)
+
+
+def is_json_media_type(content_type: str | None) -> bool:
+    """`application/json`, `text/json` and any `+json` type (e.g. application/problem+json)."""
+    if not content_type:
+        return False
+    media = content_type.split(";", 1)[0].strip().lower()
+    return media in {"application/json", "text/json"} or media.endswith("+json")
+
+
+def _content(
+    config: GatewayConfig, context: dict[str, Any], headers: dict[str, str]
+) -> bytes | None:
+    body = _render(config.body, context, "body")
+    if body is None:
+        return None
+    content_type = _header(headers, "Content-Type")
+    if isinstance(body, str) and content_type is not None and not is_json_media_type(content_type):
+        return body.encode()
+    if content_type is None:
+        headers["Content-Type"] = "application/json"
+    return json.dumps(body, separators=(",", ":"), ensure_ascii=False).encode()
+
+
+def build_request(config: GatewayConfig, ctx: StepContext) -> GatewayRequest:
+    """Render and validate the call; raise StepFailure (`expression_error`/`invalid_config`)."""
+    context = ctx.context
+    url = _url(config, context)
+    headers = _headers(config, context)
+    if _header(headers, IDEMPOTENCY_HEADER) is None:
+        # The engine derives the key from run and vertex ids; the fallback keeps the same
+        # promise (stable across attempts) for callers that left it empty.
+        headers[IDEMPOTENCY_HEADER] = ctx.idempotency_key or f"{ctx.run_id}:{ctx.vertex_id}"
+    destination = _render(config.destination, context, "destination")
+    if destination is not None and not isinstance(destination, str):
+        raise _config_error("destination must evaluate to a string")
+    return GatewayRequest(
+        method=config.method,
+        url=url,
+        params=tuple(_params(config, context)),
+        headers=headers,
+        content=_content(config, context, headers),
+        destination=destination_key(url, destination),
+    )

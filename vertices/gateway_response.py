@@ -1,0 +1,142 @@
+"""Reading a GATEWAY answer: bounded body reads, body parsing, excerpts for errors.
+
+A successful answer's body is read up to `max_body_bytes` (default 10 MiB) — checked against
+Content-Length before reading and counted while streaming, after content decoding, so neither
+a lying header nor a compressed bomb can exhaust memory — and parsed: JSON when the media type
+is JSON (`application/json`, `text/json`, `*+json`; an empty body is null), text otherwise
+(decoded with the declared charset, UTF-8 by default, undecodable bytes replaced). A body that
+is too large or declared JSON but unparseable is an `InvalidResponse`. An unsuccessful
+answer's body is only needed for the error shown to operators, so at most
+`ERROR_BODY_READ_BYTES` are read from it before the connection is let go.
+"""
+
+from __future__ import annotations
+
+import codecs
+import json
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import httpx
+
+from vertices.gateway_request import is_json_media_type
+
+DEFAULT_MAX_BODY_BYTES = 10 * 1024 * 1024
+"""Largest successful response body a GATEWAY step accepts. Default 10 MiB."""
+ERROR_BODY_READ_BYTES = 4096
+"""How much of an unsuccessful answer's body is read (for the excerpt)."""
+EXCERPT_CHARS = 500
+"""Length of the body excerpt kept in a failure's HTTP details."""
+DETAIL_HEADERS = (
+    "content-type",
+    "content-length",
+    "retry-after",
+    "date",
+    "server",
+    "x-request-id",
+    "x-correlation-id",
+    "request-id",
+)
+"""Response headers copied into a failure's HTTP details (the rest may hold secrets)."""
+
+
+@dataclass(frozen=True)
+class Answer:
+    """What one attempt received: status, lower-case headers and the (bounded) raw body."""
+
+    status: int
+    reason: str
+    headers: dict[str, str]
+    content: bytes
+    charset: str | None
+
+
+class InvalidResponse(Exception):
+    """The destination answered, but not with something the step can use.
+
+    `answer` holds the status, headers and as much of the body as was read (for the excerpt).
+    """
+
+    def __init__(self, message: str, answer: Answer) -> None:
+        super().__init__(message)
+        self.message = message
+        self.answer = answer
+
+
+async def read_answer(response: httpx.Response, limit: int) -> Answer:
+    """Read at most `limit` body bytes; raise InvalidResponse(too large) beyond it."""
+    declared = response.headers.get("content-length", "")
+    if declared.isdigit() and int(declared) > limit:
+        raise InvalidResponse(
+            f"response body of {int(declared)} bytes exceeds the {limit}-byte limit",
+            _answer(response, b""),
+        )
+    buffer = bytearray()
+    async for chunk in response.aiter_bytes():  # bounded: we stop once over the limit
+        buffer += chunk
+        if len(buffer) > limit:
+            raise InvalidResponse(
+                f"response body exceeds the {limit}-byte limit",
+                _answer(response, bytes(buffer[:ERROR_BODY_READ_BYTES])),
+            )
+    return _answer(response, bytes(buffer))
+
+
+async def read_error_answer(response: httpx.Response) -> Answer:
+    """Read the start of an unsuccessful answer's body; the rest is never downloaded."""
+    buffer = bytearray()
+    async for chunk in response.aiter_bytes():  # bounded: we stop at ERROR_BODY_READ_BYTES
+        buffer += chunk
+        if len(buffer) >= ERROR_BODY_READ_BYTES:
+            break
+    return _answer(response, bytes(buffer[:ERROR_BODY_READ_BYTES]))
+
+
+def _answer(response: httpx.Response, content: bytes) -> Answer:
+    return Answer(
+        status=response.status_code,
+        reason=response.reason_phrase,
+        headers=dict(response.headers.items()),  # httpx lower-cases names, joins repeats
+        content=content,
+        charset=response.charset_encoding,
+    )
+
+
+def _text(content: bytes, charset: str | None) -> str:
+    encoding = "utf-8"
+    if charset:
+        try:
+            encoding = codecs.lookup(charset).name
+        except LookupError:
+            encoding = "utf-8"
+    return content.decode(encoding, errors="replace")
+
+
+def excerpt(answer: Answer) -> str:
+    """The first `EXCERPT_CHARS` characters of the body, as text."""
+    return _text(answer.content[: EXCERPT_CHARS * 4], answer.charset)[:EXCERPT_CHARS]
+
+
+def detail_headers(headers: Mapping[str, str]) -> dict[str, str]:
+    return {name: headers[name] for name in DETAIL_HEADERS if name in headers}
+
+
+def _reject_constant(name: str) -> Any:
+    # NaN and Infinity are not JSON; accepting them would make the step output unstorable.
+    raise ValueError(f"{name} is not valid JSON")
+
+
+def parse_body(answer: Answer) -> Any:
+    """The body for the step output: JSON when declared JSON, else text."""
+    if is_json_media_type(answer.headers.get("content-type")):
+        if not answer.content.strip():
+            return None
+        try:
+            return json.loads(answer.content, parse_constant=_reject_constant)
+        except ValueError as exc:  # JSONDecodeError and UnicodeDecodeError
+            raise InvalidResponse(
+                f"body declared {answer.headers.get('content-type')} is not valid JSON: {exc}",
+                answer,
+            ) from exc
+    return _text(answer.content, answer.charset)
