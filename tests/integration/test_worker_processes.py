@@ -81,7 +81,7 @@ async def test_two_workers_execute_2000_steps_exactly_once(
     try:
         await wait_all_succeeded(runtime, 2000, timeout_s=180)
     finally:
-        codes = [stop_worker(w) for w in workers]
+        codes = [await asyncio.to_thread(stop_worker, w) for w in workers]
     assert codes == [0, 0], (tmp_path / "w0.log").read_text()[-2000:]
     assert downstream.stats.total == 2000  # no step was executed twice
     assert await runtime.store.count_runs() == 2000
@@ -102,12 +102,12 @@ async def test_killed_worker_step_runs_again_after_its_lease(
     await _wait_in_flight(downstream, timeout_s=30)
     (held,) = await runtime.store.get_steps(run_id)
     assert held.status == "RUNNING" and held.claim_token is not None
-    assert stop_worker(doomed, signal.SIGKILL) == -signal.SIGKILL
+    assert await asyncio.to_thread(stop_worker, doomed, signal.SIGKILL) == -signal.SIGKILL
     survivor = start_worker(env, "survivor", tmp_path / "survivor.log")
     try:
         await wait_all_succeeded(runtime, 1, timeout_s=60)
     finally:
-        assert stop_worker(survivor) == 0
+        assert await asyncio.to_thread(stop_worker, survivor) == 0
     (step,) = await runtime.store.get_steps(run_id)
     assert step.status == "SUCCEEDED" and step.attempts == 2
     keys = {r.idempotency_key for r in downstream.stats.recent}
@@ -115,9 +115,18 @@ async def test_killed_worker_step_runs_again_after_its_lease(
     # The dead worker's result, arriving late, is dropped and changes nothing.
     version = await runtime.store.get_version("one")
     late = ClaimedStep(
-        step_id=step.id, claim_token=held.claim_token, run_id=run_id, vertex_id="call",
-        tenant_id="default", attempts=1, auto_retries=0, workflow_name="one",
-        workflow_version=version.version, timeout_tier="process", run_input={}, outputs={},
+        step_id=step.id,
+        claim_token=held.claim_token,
+        run_id=run_id,
+        vertex_id="call",
+        tenant_id="default",
+        attempts=1,
+        auto_retries=0,
+        workflow_name="one",
+        workflow_version=version.version,
+        timeout_tier="process",
+        run_input={},
+        outputs={},
     )
     report = await runtime.store.complete([Success(late, {"late": True})])
     assert report.dropped == [step.id]
@@ -151,12 +160,16 @@ async def test_restart_resumes_runs_without_rerunning_finished_steps(
     async with asyncio.timeout(60):
         while downstream.stats.total < 40:
             await asyncio.sleep(0.05)
-    assert stop_worker(first) == 0  # graceful: in-flight steps finish, queued work stays
+    # Stopping blocks, so it runs in a thread: this loop serves the downstream the worker's
+    # in-flight calls wait for.
+    assert (
+        await asyncio.to_thread(stop_worker, first) == 0
+    )  # graceful: in-flight steps finish, queued work stays
     stopped_at = await runtime.store.count_runs("SUCCEEDED")
     assert stopped_at < 60
     second = start_worker(env, "second", tmp_path / "second.log")
     try:
         await wait_all_succeeded(runtime, 60, timeout_s=120)
     finally:
-        assert stop_worker(second) == 0
+        assert await asyncio.to_thread(stop_worker, second) == 0
     assert downstream.stats.total == 180  # every step ran exactly once across the restart
