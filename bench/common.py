@@ -70,11 +70,17 @@ def worker_env(backend: Backend, **settings: str) -> dict[str, str]:
 
 def start_workers(env: dict[str, str], count: int, tag: str) -> list[subprocess.Popen[bytes]]:
     procs = []
+    profile = os.environ.get("SB_BENCH_PYSPY")  # e.g. SB_BENCH_PYSPY=1: flame graph per worker
     for i in range(count):
+        command = [SCHEMABRIDGE, "worker", "--name", f"{tag}-w{i}", "--log-level", "warning"]
+        if profile:
+            spy = str(Path(sys.executable).with_name("py-spy"))
+            svg = str(OUT / f"{tag}-w{i}.svg")
+            command = [spy, "record", "--nonblocking", "-o", svg, "--", *command]
         with (OUT / f"{tag}-w{i}.log").open("wb") as log:
             procs.append(
                 subprocess.Popen(
-                    [SCHEMABRIDGE, "worker", "--name", f"{tag}-w{i}", "--log-level", "warning"],
+                    command,
                     env=env,
                     stdout=log,
                     stderr=subprocess.STDOUT,

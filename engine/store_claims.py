@@ -1,6 +1,9 @@
 """Claiming ready steps: part of `engine.store` (called only from there).
 
-One claim is one atomic statement (see the `engine.store` docstring). Across tenants claims are
+One claim is one atomic statement (see the `engine.store` docstring). It reads the step table
+alone, in index order: a step is READY only while its run is RUNNING (a run that fails or is
+cancelled holds its READY steps back as PENDING, see `engine.store_results`), so the claim needs
+no join and its plan cannot degrade into a scan of every READY row. Across tenants claims are
 round-robin, not FIFO: a tenant with a 50,000-child fan-out must not make another tenant's
 single step wait behind it. Each claim first lists the tenants that have READY steps with a
 skip scan of the partial index `ix_step_ready_tenant` (a recursive CTE that jumps from one
@@ -19,9 +22,8 @@ from sqlalchemy.ext.asyncio import AsyncConnection
 from sqlalchemy.sql import Select
 from sqlalchemy.types import String
 
-from engine.models import Run, RunStatus, Step, StepStatus
+from engine.models import Step, StepStatus
 
-runs = Run.__table__  # type: ignore[attr-defined]
 steps = Step.__table__  # type: ignore[attr-defined]
 
 MAX_TENANTS_PER_CLAIM = 64
@@ -46,12 +48,7 @@ def _claim_statement(
 ) -> Any:
     candidates: Select[Any] = (
         select(steps.c.id)
-        .join(runs, runs.c.id == steps.c.run_id)
-        .where(
-            steps.c.status == StepStatus.READY.value,
-            steps.c.not_before <= now,
-            runs.c.status == RunStatus.RUNNING.value,
-        )
+        .where(steps.c.status == StepStatus.READY.value, steps.c.not_before <= now)
         .order_by(steps.c.created_at, steps.c.id)
         .limit(limit)
         .with_for_update(skip_locked=True, of=steps)

@@ -66,11 +66,24 @@ class DoneStep:
 
 # ── named statements ────────────────────────────────────────────────────────────────────────
 
+_RUN_IS_RUNNING = (
+    select(runs.c.status).where(runs.c.id == steps.c.run_id).scalar_subquery()
+    == RunStatus.RUNNING.value
+)
+"""Correlated check used where a step would turn READY: only while its run is RUNNING."""
+
 RELEASE = (
     update(steps)
     .where(steps.c.id == bindparam("b_id"))
     .values(
-        status=bindparam("b_status"),
+        # A redispatched or parked step of a run that stopped meanwhile is held as PENDING.
+        status=case(
+            (
+                (bindparam("b_status") == StepStatus.READY.value) & ~_RUN_IS_RUNNING,
+                StepStatus.PENDING.value,
+            ),
+            else_=bindparam("b_status"),
+        ),
         output=bindparam("b_output", type_=steps.c.output.type),
         error=bindparam("b_error", type_=steps.c.error.type),
         not_before=func.coalesce(
@@ -97,7 +110,7 @@ UNLOCK_DEPENDANT = (
     .values(
         deps_pending=steps.c.deps_pending - bindparam("b_n"),
         status=case(
-            (steps.c.deps_pending == bindparam("b_n"), StepStatus.READY.value),
+            ((steps.c.deps_pending == bindparam("b_n")) & _RUN_IS_RUNNING, StepStatus.READY.value),
             else_=steps.c.status,
         ),
         not_before=bindparam("b_now"),
@@ -246,11 +259,22 @@ async def fail_run(tx: Tx, run_id: str, vertex_id: str, step_error: dict[str, An
     row = changed.first()
     if row is None:
         return
+    await hold_ready_steps(tx.conn, run_id)
     message = f"run failed at {vertex_id}: {step_error.get('message', '')}"
     await insert_logs(tx.conn, [LogLine(run_id, "error", message, vertex_id)], tx.now)
     tx.report.finished_runs.append((run_id, RunStatus.FAILED.value))
     if row.parent_run_id is not None:
         tx.ended.append(EndedChild(row.parent_run_id, row.parent_vertex_id, "FAILED"))
+
+
+async def hold_ready_steps(conn: AsyncConnection, run_id: str) -> None:
+    """A run stopped: its READY steps go back to PENDING (deps_pending stays 0) so no claim
+    takes them; an operator's Retry makes them READY again."""
+    await conn.execute(
+        update(steps)
+        .where(steps.c.run_id == run_id, steps.c.status == StepStatus.READY.value)
+        .values(status=StepStatus.PENDING.value)
+    )
 
 
 # ── shared reads and writes ─────────────────────────────────────────────────────────────────
