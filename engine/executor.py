@@ -14,7 +14,9 @@ from typing import Any
 
 import httpx
 
+from admission import Admission
 from engine import fanout, scheduler
+from engine.admission_guard import AdmissionGuard
 from engine.records import (
     AwaitChildren,
     ClaimedStep,
@@ -61,7 +63,9 @@ class ExecutorDeps:
     redispatch_delays_s: tuple[float, ...]
     fanout_limits: spawner.FanoutLimits = field(default_factory=spawner.FanoutLimits)
     payload_high_water_bytes: int = 512 * 1024 * 1024
-    guard: gateway.CallGuard | None = None
+    admission: Admission | None = None
+    """None: GATEWAY calls go out without admission (measurements only)."""
+    admission_wait_s: float = 30.0
 
 
 async def execute(
@@ -110,7 +114,7 @@ async def _dispatch(
         log=log,
     )
     if isinstance(vertex, GatewayVertex):
-        return await gateway.execute(vertex.config, ctx, deps.http, deps.timeouts, guard=deps.guard)
+        return await _gateway(vertex, ctx, deps)
     if isinstance(vertex, SpawnerVertex):
         child = await fanout.child_version(deps.store, vertex.config)
         port = fanout.StoreFanoutPort(deps.store, step, child, deps.payload_high_water_bytes)
@@ -118,6 +122,18 @@ async def _dispatch(
     if isinstance(vertex, MergeVertex):
         return Succeeded(await fanout.run_merge(deps.store, step, workflow, vertex))
     raise StepFailure(FailureKind.INTERNAL_ERROR, f"unknown vertex type {vertex!r}")
+
+
+async def _gateway(vertex: GatewayVertex, ctx: StepContext, deps: ExecutorDeps) -> contract.Outcome:
+    if deps.admission is None:
+        return await gateway.execute(vertex.config, ctx, deps.http, deps.timeouts)
+    decision = await deps.admission.tenant_check(ctx.tenant_id)
+    if not decision.allowed:
+        # At the tenant's rate limit the step waits (a durable timer), it does not fail.
+        reason = f"tenant {ctx.tenant_id} at its rate limit ({decision.used}/{decision.limit})"
+        return Parked(decision.delay_s, reason)
+    guard = AdmissionGuard(deps.admission, ctx.tenant_id, deps.admission_wait_s)
+    return await gateway.execute(vertex.config, ctx, deps.http, deps.timeouts, guard=guard)
 
 
 def _failed(

@@ -219,3 +219,14 @@ class TenantQuota(SQLModel, table=True):
     tenant_id: str = Field(sa_column=Column(String(200), primary_key=True))
     max_runs: int
     used_runs: int = Field(default=0, sa_column=_counter_column())
+
+
+class DestinationCap(SQLModel, table=True):
+    """Operator-set limits of a destination (the seeds' "Rate Limits page")."""
+
+    __tablename__ = "destination_cap"
+
+    destination: str = Field(sa_column=Column(String(300), primary_key=True))
+    max_concurrency: int
+    rate_per_second: float | None = Field(default=None, sa_column=Column(Float))
+    updated_at: float = Field(sa_column=Column(Float, nullable=False))

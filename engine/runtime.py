@@ -12,7 +12,9 @@ from dataclasses import dataclass
 import httpx
 import redis.asyncio as redis
 
+from admission import Admission, AdmissionConfig, AimdConfig, DestinationCaps, TenantRateConfig
 from engine import coordination, executor
+from engine.admission_guard import StoreCapsSource
 from engine.health import HealthMarker
 from engine.heartbeat import Heartbeat
 from engine.settings import Settings
@@ -26,6 +28,14 @@ from vertices.http_client import build_http_client
 logger = logging.getLogger(__name__)
 
 
+def admission_config(settings: Settings) -> AdmissionConfig:
+    return AdmissionConfig(
+        aimd=AimdConfig(backoff_ratio=settings.aimd_backoff_ratio),
+        tenant_rate=TenantRateConfig(limit=settings.tenant_rate_per_minute),
+        default_max_concurrency=settings.default_max_concurrency,
+    )
+
+
 @dataclass
 class Runtime:
     """Everything a SchemaBridge process shares. Build with `Runtime.open`, end with `close`."""
@@ -36,6 +46,7 @@ class Runtime:
     redis: redis.Redis
     wakeup: Wakeup
     http: httpx.AsyncClient
+    admission: Admission
 
     @classmethod
     async def open(
@@ -51,7 +62,10 @@ class Runtime:
         wakeup = Wakeup(client)
         await wakeup.start()
         http = build_http_client(max_connections=max(100, settings.worker_concurrency * 2))
-        return cls(settings, clock, store, client, wakeup, http)
+        admission = Admission(
+            client, clock, admission_config(settings), caps_source=StoreCapsSource(store)
+        )
+        return cls(settings, clock, store, client, wakeup, http, admission)
 
     async def close(self) -> None:
         await self.wakeup.stop()
@@ -83,6 +97,18 @@ class Runtime:
             redispatch_delays_s=tuple(s.redispatch_delays_s),
             fanout_limits=spawner.FanoutLimits(backpressure_max_depth=s.backpressure_max_depth),
             payload_high_water_bytes=s.payload_high_water_bytes,
+            admission=self.admission if s.admission_enabled else None,
+            admission_wait_s=s.admission_wait_s,
+        )
+
+    async def set_destination_caps(
+        self, destination: str, max_concurrency: int, rate_per_second: float | None = None
+    ) -> None:
+        """Store a destination's caps durably and apply them to every worker now."""
+        await self.store.set_destination_caps(destination, max_concurrency, rate_per_second)
+        await self.admission.set_caps(
+            destination,
+            DestinationCaps(max_concurrency=max_concurrency, rate_per_second=rate_per_second),
         )
 
     def worker(self, config: WorkerConfig | None = None) -> Worker:

@@ -55,6 +55,26 @@ class Settings(BaseSettings):
     )
     """Minimum waits before redispatches of an `external_overload` step. Default 5, 10, 20 s."""
 
+    admission_enabled: bool = Field(default=True, validation_alias=_env("ADMISSION_ENABLED"))
+    """AIMD admission, breakers, retry budget and tenant rate limits around GATEWAY calls.
+    Default on; off only for measuring the engine without them."""
+    admission_wait_s: float = Field(default=30.0, ge=0, validation_alias=_env("ADMISSION_WAIT_S"))
+    """How long a step waits for an admission slot before it is redispatched (as an
+    `external_overload`). Default 30 s."""
+    tenant_rate_per_minute: int = Field(
+        default=1_000, ge=1, validation_alias=_env("TENANT_RATE_PER_MINUTE")
+    )
+    """Items (GATEWAY calls) per minute per tenant; at the limit a step waits 5 s. Default
+    1,000. Per-tenant overrides: `schemabridge tenants set-rate`."""
+    aimd_backoff_ratio: float = Field(
+        default=0.9, gt=0, lt=1, validation_alias=_env("AIMD_BACKOFF_RATIO")
+    )
+    """Multiplicative decrease of a destination's limit on overload. Default 0.9."""
+    default_max_concurrency: int = Field(
+        default=100, ge=1, validation_alias=_env("DEFAULT_MAX_CONCURRENCY")
+    )
+    """Concurrency cap of a destination without configured caps. Default 100."""
+
     heartbeat_interval_s: float = Field(default=10.0, validation_alias=_env("HEARTBEAT_INTERVAL_S"))
     heartbeat_ttl_s: int = Field(default=30, validation_alias=_env("HEARTBEAT_TTL_S"))
     poll_interval_ms: int = Field(default=15_000, validation_alias=_env("POLL_INTERVAL_MS"))

@@ -442,6 +442,29 @@ class Store:
         async with self._engines.write.begin() as conn:
             await fanout.set_quota(conn, self.dialect, tenant_id, max_runs)
 
+    # ── destination caps (the durable copy; admission caches them in Redis) ──────────────────
+
+    async def set_destination_caps(
+        self, destination: str, max_concurrency: int, rate_per_second: float | None
+    ) -> None:
+        async with self._engines.write.begin() as conn:
+            await fanout.upsert_caps(
+                conn,
+                self.dialect,
+                destination=destination,
+                max_concurrency=max_concurrency,
+                rate_per_second=rate_per_second,
+                now=self._clock.now(),
+            )
+
+    async def get_destination_caps(self, destination: str) -> tuple[int, float | None] | None:
+        async with self._engines.read.connect() as conn:
+            return await fanout.read_caps(conn, destination)
+
+    async def list_destination_caps(self) -> list[tuple[str, int, float | None]]:
+        async with self._engines.read.connect() as conn:
+            return await fanout.list_caps(conn)
+
     # ── the queue ───────────────────────────────────────────────────────────────────────────
 
     async def claim(self, limit: int, lease_s: float) -> list[ClaimedStep]:

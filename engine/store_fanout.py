@@ -29,6 +29,7 @@ from sqlalchemy.ext.asyncio import AsyncConnection
 
 from engine.models import (
     DONE_STEP_STATUSES,
+    DestinationCap,
     Payload,
     Run,
     RunStatus,
@@ -44,6 +45,7 @@ runs = Run.__table__  # type: ignore[attr-defined]
 steps = Step.__table__  # type: ignore[attr-defined]
 payloads = Payload.__table__  # type: ignore[attr-defined]
 quotas = TenantQuota.__table__  # type: ignore[attr-defined]
+caps = DestinationCap.__table__  # type: ignore[attr-defined]
 
 CHILD_ID_NAMESPACE = uuid.UUID("6f1d3c1e-5b8a-4c44-9a57-2f0b8f5e8a10")
 
@@ -298,6 +300,45 @@ async def set_quota(conn: AsyncConnection, dialect: str, tenant_id: str, max_run
     await conn.execute(
         statement.on_conflict_do_update(index_elements=["tenant_id"], set_={"max_runs": max_runs})
     )
+
+
+async def upsert_caps(
+    conn: AsyncConnection,
+    dialect: str,
+    *,
+    destination: str,
+    max_concurrency: int,
+    rate_per_second: float | None,
+    now: float,
+) -> None:
+    module = postgresql if dialect == "postgresql" else sqlite
+    values = {
+        "max_concurrency": max_concurrency,
+        "rate_per_second": rate_per_second,
+        "updated_at": now,
+    }
+    statement = module.insert(caps).values(destination=destination, **values)
+    await conn.execute(statement.on_conflict_do_update(index_elements=["destination"], set_=values))
+
+
+async def read_caps(conn: AsyncConnection, destination: str) -> tuple[int, float | None] | None:
+    row = (
+        await conn.execute(
+            select(caps.c.max_concurrency, caps.c.rate_per_second).where(
+                caps.c.destination == destination
+            )
+        )
+    ).first()
+    return None if row is None else (row.max_concurrency, row.rate_per_second)
+
+
+async def list_caps(conn: AsyncConnection) -> list[tuple[str, int, float | None]]:
+    rows = await conn.execute(
+        select(caps.c.destination, caps.c.max_concurrency, caps.c.rate_per_second).order_by(
+            caps.c.destination
+        )
+    )
+    return [(r.destination, r.max_concurrency, r.rate_per_second) for r in rows.all()]
 
 
 # ── dead letters ────────────────────────────────────────────────────────────────────────────

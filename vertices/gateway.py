@@ -121,7 +121,7 @@ class CallGuard(Protocol):
 
     async def before_attempt(self, destination: str, retry: bool) -> None: ...
 
-    def after_attempt(
+    async def after_attempt(
         self, destination: str, status: int | None, error_kind: str | None, duration_s: float
     ) -> None: ...
 
@@ -241,10 +241,13 @@ async def _guarded_attempt(
         attempt = await run()
     except BaseException as exc:
         kind = "cancelled" if isinstance(exc, asyncio.CancelledError) else "internal_error"
-        guard.after_attempt(destination, None, kind, time.perf_counter() - started)
+        # Shielded: the settlement must happen even when the step is being cancelled.
+        await asyncio.shield(
+            guard.after_attempt(destination, None, kind, time.perf_counter() - started)
+        )
         raise
     error_kind = attempt.failure.value if attempt.failure is not None else None
-    guard.after_attempt(destination, attempt.status, error_kind, attempt.duration_s)
+    await guard.after_attempt(destination, attempt.status, error_kind, attempt.duration_s)
     return attempt
 
 

@@ -83,7 +83,7 @@ class RecordingGuard:
         if retry and self.refuse_retries:
             raise StepFailure(FailureKind.EXTERNAL_OVERLOAD, "retry budget exhausted")
 
-    def after_attempt(
+    async def after_attempt(
         self, destination: str, status: int | None, error_kind: str | None, duration_s: float
     ) -> None:
         assert duration_s >= 0

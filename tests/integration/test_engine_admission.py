@@ -1,0 +1,181 @@
+"""Admission in the running engine (issue 5): redispatch of overloaded steps, maxAutoRetries,
+breakers stopping traffic to a dead destination, destination caps, tenant rate limits."""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+from collections.abc import AsyncIterator
+
+import pytest
+
+from demo.downstream import RunningDownstream, start_downstream
+from demo.downstream_state import DownstreamConfig
+from engine import executor
+from engine.records import Park
+from engine.runtime import Runtime
+from schemas.clock import FakeClock
+from schemas.definitions import Workflow
+from tests.conftest import Backend
+from tests.integration.engine_harness import running_worker, settings_for, start, wait_for_run
+
+DELAYS = (0.3, 0.6, 1.2)
+
+
+@pytest.fixture
+async def downstream() -> AsyncIterator[RunningDownstream]:
+    server = await start_downstream()
+    yield server
+    await server.stop()
+
+
+def call(url: str, *, max_auto_retries: int = 3, attempts: int = 2) -> Workflow:
+    return Workflow.model_validate(
+        {
+            "name": "call",
+            "vertices": {
+                "call": {
+                    "type": "GATEWAY",
+                    "maxAutoRetries": max_auto_retries,
+                    "config": {"url": url, "retry": {"maxAttempts": attempts, "baseDelayMs": 10}},
+                }
+            },
+        }
+    )
+
+
+@pytest.mark.parametrize("max_auto_retries", [0, 2])
+async def test_overloaded_step_is_redispatched_up_to_max_auto_retries(
+    backend: Backend, downstream: RunningDownstream, max_auto_retries: int
+) -> None:
+    runtime = await Runtime.open(settings_for(backend, redispatch_delays_s=DELAYS))
+    try:
+        # One attempt per dispatch keeps the failures under the tenant breaker's threshold (5).
+        workflow = call(
+            f"{downstream.url}/busy?status=429", max_auto_retries=max_auto_retries, attempts=1
+        )
+        run_id = await start(runtime, [workflow], {})
+        async with running_worker(runtime):
+            run = await wait_for_run(runtime, run_id, timeout_s=30)
+        (step,) = await runtime.store.get_steps(run_id)
+    finally:
+        await runtime.close()
+    assert run.status == "FAILED"
+    assert run.error["kind"] == "external_overload"
+    assert step.auto_retries == max_auto_retries
+    assert step.attempts == max_auto_retries + 1
+    # One request per dispatch; the dispatches are at least 0.3 s, then 0.6 s apart.
+    arrivals = sorted(downstream.stats.arrivals("/busy"))
+    assert len(arrivals) == max_auto_retries + 1
+    gaps = [b - a for a, b in itertools.pairwise(arrivals)]
+    assert all(gap >= delay for gap, delay in zip(gaps, DELAYS, strict=False)), gaps
+
+
+async def test_other_failures_are_not_redispatched(
+    backend: Backend, downstream: RunningDownstream
+) -> None:
+    runtime = await Runtime.open(settings_for(backend, redispatch_delays_s=DELAYS))
+    try:
+        run_id = await start(runtime, [call(f"{downstream.url}/bad?status=400")], {})
+        async with running_worker(runtime):
+            run = await wait_for_run(runtime, run_id)
+        (step,) = await runtime.store.get_steps(run_id)
+    finally:
+        await runtime.close()
+    assert run.error["kind"] == "http_error"
+    assert (step.attempts, step.auto_retries) == (1, 0)
+    assert downstream.stats.total == 1
+
+
+async def _quiet(runtime: Runtime, run_ids: list[str], clock: FakeClock) -> bool:
+    """True when no step of `run_ids` is running or due now (only timers are left)."""
+    for run_id in run_ids:
+        for step in await runtime.store.get_steps(run_id):
+            if step.status == "RUNNING":
+                return False
+            if step.status == "READY" and step.not_before <= clock.now():
+                return False
+    return True
+
+
+async def test_breakers_stop_traffic_to_a_dead_destination(
+    backend: Backend, downstream: RunningDownstream
+) -> None:
+    clock = FakeClock()
+    runtime = await Runtime.open(settings_for(backend, redispatch_delays_s=DELAYS), clock=clock)
+    try:
+        workflow = call(f"{downstream.url}/dead?status=503", max_auto_retries=3, attempts=4)
+        version = await runtime.store.publish(workflow)
+        run_ids = [(await runtime.store.create_run(version, {}))[0].id for _ in range(6)]
+        async with running_worker(runtime):
+            # Redispatches wait for the breaker's reset (30 s of the fake clock): move time on
+            # whenever only timers are left, a bounded number of times.
+            for _ in range(40):
+                runs = [await runtime.store.get_run(run_id) for run_id in run_ids]
+                if all(r is not None and r.status == "FAILED" for r in runs):
+                    break
+                if await _quiet(runtime, run_ids, clock):
+                    clock.advance(31)
+                await asyncio.sleep(0.1)
+            runs = [await wait_for_run(runtime, run_id, timeout_s=10) for run_id in run_ids]
+    finally:
+        await runtime.close()
+    assert {r.status for r in runs} == {"FAILED"}
+    assert {r.error["kind"] for r in runs} == {"external_overload"}
+    # Without breakers: 6 runs x 4 dispatches x 4 attempts = 96 requests. The tenant breaker
+    # opens after 5 consecutive failures; later attempts are refused without a request, and
+    # each half-open probe that fails reopens it.
+    assert downstream.stats.total < 30
+    assert "circuit open" in " ".join(str(r.error) for r in runs)
+
+
+async def test_destination_cap_bounds_concurrency(backend: Backend) -> None:
+    server = await start_downstream(config=DownstreamConfig(latency_ms=150))
+    runtime = await Runtime.open(settings_for(backend))
+    try:
+        await runtime.set_destination_caps("capped", 2)
+        workflow = Workflow.model_validate(
+            {
+                "name": "capped",
+                "vertices": {
+                    "call": {
+                        "type": "GATEWAY",
+                        "config": {"url": f"{server.url}/c", "destination": "capped"},
+                    }
+                },
+            }
+        )
+        version = await runtime.store.publish(workflow)
+        run_ids = [(await runtime.store.create_run(version, {}))[0].id for _ in range(8)]
+        async with running_worker(runtime):
+            runs = [await wait_for_run(runtime, run_id) for run_id in run_ids]
+        snapshot = await runtime.admission.snapshot()
+    finally:
+        await runtime.close()
+        await server.stop()
+    assert {r.status for r in runs} == {"SUCCEEDED"}
+    assert server.stats.max_concurrent <= 2
+    assert server.stats.total == 8
+    (state,) = [d for d in snapshot.destinations if d.destination == "capped"]
+    assert state.max_concurrency == 2
+
+
+async def test_tenant_at_its_rate_limit_is_delayed_not_failed(
+    backend: Backend, downstream: RunningDownstream
+) -> None:
+    clock = FakeClock()
+    runtime = await Runtime.open(settings_for(backend, tenant_rate_per_minute=2), clock=clock)
+    try:
+        version = await runtime.store.publish(call(f"{downstream.url}/ok"))
+        for _ in range(3):
+            await runtime.store.create_run(version, {}, tenant_id="acme")
+        claimed = await runtime.store.claim(10, lease_s=30)
+        deps = runtime.executor_deps()
+        results = [await executor.execute(step, version.workflow, deps) for step in claimed]
+    finally:
+        await runtime.close()
+    parked = [result for result, _ in results if isinstance(result, Park)]
+    assert len(parked) == 1
+    assert parked[0].not_before == clock.now() + 5.0
+    assert "rate limit" in parked[0].reason
+    assert downstream.stats.total == 2
