@@ -157,7 +157,7 @@ async def test_destination_cap_bounds_concurrency(backend: Backend) -> None:
     assert server.stats.max_concurrent <= 2
     assert server.stats.total == 8
     (state,) = [d for d in snapshot.destinations if d.destination == "capped"]
-    assert state.max_concurrency == 2
+    assert (state.cap, state.cap_configured) == (2, True)
 
 
 async def test_tenant_at_its_rate_limit_is_delayed_not_failed(
