@@ -14,7 +14,7 @@ from typing import Annotated
 
 import typer
 
-from api import cli_run, cli_services, cli_validate
+from api import cli_admin, cli_run, cli_services, cli_validate
 
 app = typer.Typer(
     name="schemabridge",
@@ -60,3 +60,5 @@ app.command(name="run")(cli_run.run)
 app.command(name="serve")(cli_services.serve)
 app.command(name="worker")(cli_services.worker)
 app.add_typer(cli_services.db_app, name="db")
+app.add_typer(cli_admin.destinations_app, name="destinations")
+app.add_typer(cli_admin.tenants_app, name="tenants")
