@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import httpx
+from sqlalchemy.exc import DBAPIError
 
 from admission import Admission
 from engine import fanout, scheduler
@@ -34,6 +35,9 @@ from vertices import contract, gateway, spawner
 from vertices.contract import Parked, StepContext, Succeeded, TimeoutTier
 
 logger = logging.getLogger(__name__)
+
+STORE_RETRY_S = 1.0
+"""How soon a step interrupted by a store error runs again."""
 
 WorkflowLookup = Callable[[str, int], Awaitable[Workflow]]
 
@@ -83,6 +87,12 @@ async def execute(
         outcome = await _dispatch(vertex, step, workflow, log, deps)
     except StepFailure as failure:
         return _failed(step, vertex, failure, deps, log), log.lines
+    except DBAPIError as exc:
+        # The store failed (deadlock, connection lost): not the step's fault. Park it briefly
+        # so it runs again; if even that cannot be recorded, its lease expires instead.
+        logger.warning("store error in %s/%s: %s", step.run_id, step.vertex_id, exc.orig)
+        reason = f"store unavailable ({type(exc.orig).__name__}); trying again"
+        return Park(step, deps.clock.now() + STORE_RETRY_S, reason), log.lines
     except ClaimLost as lost:
         # Another worker owns the step now; this result will be dropped by the store.
         logger.warning("%s", lost)

@@ -95,7 +95,9 @@ class Runtime:
             ),
             clock=self.clock,
             redispatch_delays_s=tuple(s.redispatch_delays_s),
-            fanout_limits=spawner.FanoutLimits(backpressure_max_depth=s.backpressure_max_depth),
+            fanout_limits=spawner.FanoutLimits(
+                backpressure_max_depth=s.backpressure_max_depth, batch_size=s.spawn_batch
+            ),
             payload_high_water_bytes=s.payload_high_water_bytes,
             admission=self.admission if s.admission_enabled else None,
             admission_wait_s=s.admission_wait_s,

@@ -86,6 +86,8 @@ class Settings(BaseSettings):
     )
     """Ready-queue depth above which spawners park for 10 s. Default 10,000."""
 
+    spawn_batch: int = Field(default=500, ge=1, le=10_000, validation_alias=_env("SPAWN_BATCH"))
+    """Children a spawner creates per transaction. Default 500."""
     payload_high_water_bytes: int = Field(
         default=512 * 1024 * 1024, validation_alias=_env("PAYLOAD_HIGH_WATER_BYTES")
     )

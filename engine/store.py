@@ -336,9 +336,7 @@ class Store:
         now = self._clock.now()
         workflow = child.workflow
         async with self._engines.write.begin() as conn:
-            if not await fanout.claim_is_live(conn, step, total):
-                raise ClaimLost(f"spawner {step.run_id}/{step.vertex_id} lost its claim")
-            return await fanout.insert_children(
+            created = await fanout.insert_children(
                 conn,
                 dialect=self.dialect,
                 parent=step,
@@ -347,6 +345,12 @@ class Store:
                 step_rows=lambda run_id: _step_rows(run_id, step.tenant_id, workflow, now),
                 now=now,
             )
+            # Checked last, so this transaction locks child runs before the spawner step, in
+            # the same order as a flush that ends children (child runs, then the spawner's
+            # counters): the two cannot deadlock. A lost claim rolls the batch back.
+            if not await fanout.claim_is_live(conn, step, total):
+                raise ClaimLost(f"spawner {step.run_id}/{step.vertex_id} lost its claim")
+            return created
 
     async def spawner_counts(self, run_id: str, vertex_id: str) -> Any:
         async with self._engines.read.connect() as conn:

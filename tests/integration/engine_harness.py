@@ -24,6 +24,7 @@ def settings_for(backend: Backend, **overrides: Any) -> Settings:
         "redis_url": backend.redis_url,
         "idle_poll_s": 0.2,
         "lease_s": 5.0,
+        "tenant_rate_per_minute": 10_000_000,  # tests of the limiter set their own
         **overrides,
     }
     return Settings.model_validate(values)

@@ -19,6 +19,8 @@ def worker_env(backend: Backend, tmp_path: Path, **settings: str) -> dict[str, s
     if backend.redis_url is not None:
         env["SCHEMABRIDGE_REDIS_URL"] = backend.redis_url
     env["SCHEMABRIDGE_HEALTH_DIR"] = str(tmp_path / "health")
+    # These tests are about claims and leases, not the tenant rate limit (1,000/min).
+    env["SCHEMABRIDGE_TENANT_RATE_PER_MINUTE"] = "10000000"
     for name, value in settings.items():
         env[f"SCHEMABRIDGE_{name.upper()}"] = value
     return env

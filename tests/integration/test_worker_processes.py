@@ -173,3 +173,66 @@ async def test_restart_resumes_runs_without_rerunning_finished_steps(
     finally:
         assert await asyncio.to_thread(stop_worker, second) == 0
     assert downstream.stats.total == 180  # every step ran exactly once across the restart
+
+
+def fan_out(base: str) -> list[Workflow]:
+    parent = Workflow.model_validate(
+        {
+            "name": "fan",
+            "vertices": {
+                "each": {
+                    "type": "SPAWNER",
+                    "config": {"items": "{{ input.items }}", "workflow": "leaf"},
+                },
+                "join": {"type": "MERGE", "dependsOn": ["each"]},
+            },
+        }
+    )
+    leaf = Workflow.model_validate(
+        {
+            "name": "leaf",
+            "vertices": {
+                "call": {
+                    "type": "GATEWAY",
+                    "config": {"url": f"{base}/leaf/{{{{ index }}}}", "method": "POST"},
+                }
+            },
+        }
+    )
+    return [parent, leaf]
+
+
+async def test_spawner_killed_mid_fan_out_creates_each_child_once(
+    runtime: Runtime, downstream: RunningDownstream, backend: Backend, tmp_path: Path
+) -> None:
+    total = 3000
+    parent, leaf = fan_out(downstream.url)
+    await runtime.store.publish(leaf)
+    version = await runtime.store.publish(parent)
+    run, _ = await runtime.store.create_run(version, {"items": list(range(total))})
+    # Small child batches make the fan-out take long enough to be killed in the middle.
+    env = worker_env(backend, tmp_path, lease_s="2", idle_poll_s="0.2", spawn_batch="100")
+    doomed = start_worker(env, "doomed", tmp_path / "doomed.log")
+    async with asyncio.timeout(60):
+        while await runtime.store.existing_children(run.id, "each") < 300:
+            await asyncio.sleep(0.05)
+    assert await asyncio.to_thread(stop_worker, doomed, signal.SIGKILL) == -signal.SIGKILL
+    created_before = await runtime.store.existing_children(run.id, "each")
+    assert 0 < created_before < total, "the kill must land in the middle of the fan-out"
+    survivor = start_worker(env, "survivor", tmp_path / "survivor.log")
+    try:
+        async with asyncio.timeout(240):
+            while True:
+                current = await runtime.store.get_run(run.id)
+                if current is not None and current.status in {"SUCCEEDED", "FAILED"}:
+                    break
+                await asyncio.sleep(0.25)
+    finally:
+        assert await asyncio.to_thread(stop_worker, survivor) == 0
+    assert current.status == "SUCCEEDED", current.error
+    children = await runtime.store.children(run.id, limit=total + 10)
+    assert [c.item_index for c in children] == list(range(total))  # each item exactly once
+    assert current.output["join"]["counts"]["succeeded"] == total
+    steps = {s.vertex_id: s for s in await runtime.store.get_steps(run.id)}
+    assert steps["join"].attempts == 1  # the merge ran once
+    assert steps["each"].attempts == 2  # the spawner was redelivered after the kill
