@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from engine.records import ChildRow, ClaimedStep, VersionRecord
@@ -17,6 +17,8 @@ from vertices.spawner import ChildSpec
 
 INLINE_OUTPUT_MAX_BYTES = 256 * 1024
 """A merge output larger than this is stored in the payload store and referenced."""
+MERGE_PAGE = 1000
+"""Children read per query by a merge."""
 
 
 @dataclass
@@ -60,21 +62,65 @@ async def child_version(store: Store, config: SpawnerConfig) -> VersionRecord:
 async def run_merge(
     store: Store, step: ClaimedStep, workflow: Workflow, vertex: MergeVertex
 ) -> dict[str, Any]:
-    """Evaluate the join of the spawner this MERGE depends on."""
+    """Evaluate the join of the spawner this MERGE depends on.
+
+    The tolerance is decided on the spawner's counters alone. The children's outputs are then
+    read a page at a time: small fan-outs keep them inline; once they pass
+    `INLINE_OUTPUT_MAX_BYTES` every page goes to the payload store as one chunk, so memory
+    stays at one page however many children there are.
+    """
     spawner_id = next(
         (d for d in vertex.depends_on if workflow.vertices[d].type.value == "SPAWNER"), None
     )
     if spawner_id is None:
         raise StepFailure(FailureKind.INVALID_CONFIG, "a MERGE must depend on one SPAWNER")
     counts: merge.ChildCounts = await store.spawner_counts(step.run_id, spawner_id)
-    children = await store.children_outputs(step.run_id, spawner_id)
-    outputs = [output if status == "SUCCEEDED" else None for _, status, output in children]
-    result = merge.evaluate(vertex.config, counts, outputs)
-    size = len(json.dumps(result["outputs"], separators=(",", ":")))
-    if size <= INLINE_OUTPUT_MAX_BYTES:
-        return result
-    payload_id = await store.put_payload(step.run_id, result["outputs"])
-    return {
-        "counts": result["counts"],
-        "outputsRef": {"payloadId": payload_id, "count": len(outputs), "bytes": size},
-    }
+    merge.check(vertex.config, counts)
+    writer = _OutputsWriter(store, step.run_id)
+    after = -1
+    for _ in range(counts.total // MERGE_PAGE + 2):
+        page = await store.children_outputs(
+            step.run_id, spawner_id, after_index=after, limit=MERGE_PAGE
+        )
+        if not page:
+            break
+        await writer.add([out if status == "SUCCEEDED" else None for _, status, out in page])
+        after = page[-1][0]
+    return {"counts": counts.as_dict(), **await writer.finish()}
+
+
+@dataclass
+class _OutputsWriter:
+    store: Store
+    run_id: str
+    inline: list[Any] = field(default_factory=list)
+    inline_bytes: int = 0
+    ref: str | None = None
+    chunks: int = 0
+    count: int = 0
+    total_bytes: int = 0
+
+    async def add(self, outputs: list[Any]) -> None:
+        size = len(json.dumps(outputs, separators=(",", ":")))
+        self.count += len(outputs)
+        self.total_bytes += size
+        if self.ref is None and self.inline_bytes + size <= INLINE_OUTPUT_MAX_BYTES:
+            self.inline.extend(outputs)
+            self.inline_bytes += size
+            return
+        if self.inline:
+            await self._chunk(self.inline)
+            self.inline = []
+        await self._chunk(outputs)
+
+    async def _chunk(self, outputs: list[Any]) -> None:
+        self.ref = await self.store.put_payload(
+            self.run_id, outputs, ref=self.ref, chunk=self.chunks
+        )
+        self.chunks += 1
+
+    async def finish(self) -> dict[str, Any]:
+        if self.ref is None:
+            return {"outputs": self.inline}
+        ref = {"payloadRef": self.ref, "count": self.count, "chunks": self.chunks}
+        return {"outputsRef": {**ref, "bytes": self.total_bytes}}

@@ -202,10 +202,16 @@ class Payload(SQLModel, table=True):
     """Outputs too large for a row (a merge's children outputs), referenced by id."""
 
     __tablename__ = "payload"
-    __table_args__ = (Index("ix_payload_run", "run_id"),)
+    __table_args__ = (
+        Index("ix_payload_run", "run_id"),
+        Index("ix_payload_ref_chunk", "ref", "chunk"),
+    )
 
     id: int | None = Field(default=None, sa_column=_id_column())
     run_id: str = Field(sa_column=Column(String(36), nullable=False))
+    ref: str = Field(sa_column=Column(String(36), nullable=False, server_default=text("''")))
+    """The payload's id; a large payload (a list) is stored as several chunks under one ref."""
+    chunk: int = Field(default=0, sa_column=_counter_column())
     size_bytes: int
     data: Any = _json(nullable=False)
     created_at: float = Field(sa_column=Column(Float, nullable=False))

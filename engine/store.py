@@ -356,9 +356,14 @@ class Store:
         async with self._engines.read.connect() as conn:
             return fanout.counts_of(await fanout.read_counters(conn, run_id, vertex_id))
 
-    async def children_outputs(self, run_id: str, vertex_id: str) -> list[tuple[int, str, Any]]:
+    async def children_outputs(
+        self, run_id: str, vertex_id: str, *, after_index: int = -1, limit: int = 1000
+    ) -> list[tuple[int, str, Any]]:
+        """A page of (item index, status, output) of a spawner's children, in item order."""
         async with self._engines.read.connect() as conn:
-            return await fanout.children_outputs(conn, run_id, vertex_id)
+            return await fanout.children_outputs(
+                conn, run_id, vertex_id, after_index=after_index, limit=limit
+            )
 
     async def children(
         self, run_id: str, *, status: str | None = None, limit: int = 100, after_index: int = -1
@@ -422,17 +427,24 @@ class Store:
             await results_.insert_logs(conn, [LogLine(run_id, "info", message)], now)
         return len(dead)
 
-    async def put_payload(self, run_id: str, data: Any) -> int:
+    async def put_payload(
+        self, run_id: str, data: Any, *, ref: str | None = None, chunk: int = 0
+    ) -> str:
+        """Store `data` (or one chunk of a large list) under `ref` (new if None)."""
+        ref = ref or str(uuid.uuid4())
         async with self._engines.write.begin() as conn:
-            return await fanout.put_payload(conn, run_id, data, self._clock.now())
+            await fanout.put_payload(
+                conn, run_id, ref=ref, chunk=chunk, data=data, now=self._clock.now()
+            )
+        return ref
 
-    async def get_payload(self, payload_id: int) -> Any:
+    async def get_payload(self, ref: str) -> Any:
         async with self._engines.read.connect() as conn:
-            return await fanout.get_payload(conn, payload_id)
+            return await fanout.get_payload(conn, ref)
 
-    async def delete_payload(self, payload_id: int) -> None:
+    async def delete_payload(self, ref: str) -> None:
         async with self._engines.write.begin() as conn:
-            await fanout.delete_payload(conn, payload_id)
+            await fanout.delete_payload(conn, ref)
 
     async def payload_bytes(self) -> int:
         async with self._engines.read.connect() as conn:

@@ -247,13 +247,19 @@ async def running_children(conn: AsyncConnection, run_id: str) -> int:
 
 
 async def children_outputs(
-    conn: AsyncConnection, run_id: str, vertex_id: str
+    conn: AsyncConnection, run_id: str, vertex_id: str, *, after_index: int = -1, limit: int
 ) -> list[tuple[int, str, Any]]:
-    """(item index, status, output) of every child, in item order."""
+    """(item index, status, output) of up to `limit` children after `after_index`, in item
+    order (keyset pagination on the parent/item index)."""
     statement = (
         select(runs.c.item_index, runs.c.status, runs.c.output)
-        .where(runs.c.parent_run_id == run_id, runs.c.parent_vertex_id == vertex_id)
+        .where(
+            runs.c.parent_run_id == run_id,
+            runs.c.parent_vertex_id == vertex_id,
+            runs.c.item_index > after_index,
+        )
         .order_by(runs.c.item_index)
+        .limit(limit)
     )
     return [(r.item_index, r.status, r.output) for r in (await conn.execute(statement)).all()]
 
@@ -261,23 +267,33 @@ async def children_outputs(
 # ── payloads and quotas ─────────────────────────────────────────────────────────────────────
 
 
-async def put_payload(conn: AsyncConnection, run_id: str, data: Any, now: float) -> int:
+async def put_payload(
+    conn: AsyncConnection, run_id: str, *, ref: str, chunk: int, data: Any, now: float
+) -> None:
     size = len(json.dumps(data, separators=(",", ":")))
-    result = await conn.execute(
-        insert(payloads)
-        .values(run_id=run_id, size_bytes=size, data=data, created_at=now)
-        .returning(payloads.c.id)
+    await conn.execute(
+        insert(payloads).values(
+            run_id=run_id, ref=ref, chunk=chunk, size_bytes=size, data=data, created_at=now
+        )
     )
-    return int(result.scalar_one())
 
 
-async def get_payload(conn: AsyncConnection, payload_id: int) -> Any:
-    result = await conn.execute(select(payloads.c.data).where(payloads.c.id == payload_id))
-    return result.scalar_one_or_none()
+async def get_payload(conn: AsyncConnection, ref: str) -> Any:
+    """The payload `ref`: one chunk as stored, several chunks concatenated (lists)."""
+    rows = (
+        await conn.execute(
+            select(payloads.c.data).where(payloads.c.ref == ref).order_by(payloads.c.chunk)
+        )
+    ).all()
+    if not rows:
+        return None
+    if len(rows) == 1:
+        return rows[0].data
+    return [element for row in rows for element in row.data]
 
 
-async def delete_payload(conn: AsyncConnection, payload_id: int) -> None:
-    await conn.execute(payloads.delete().where(payloads.c.id == payload_id))
+async def delete_payload(conn: AsyncConnection, ref: str) -> None:
+    await conn.execute(payloads.delete().where(payloads.c.ref == ref))
 
 
 async def payload_bytes(conn: AsyncConnection) -> int:

@@ -6,15 +6,14 @@ Two pure decisions, both O(1) on counters:
   whether the join can close now. It closes when every child has ended or, with `failFast`,
   as soon as the tolerance is certainly exceeded (the failures so far already break it,
   whatever the stragglers do).
-* `evaluate` — called when the MERGE step runs: succeed with counts and outputs in item order,
-  or fail with `child_failures`.
+* `check` — called when the MERGE step runs: fail with `child_failures`, or let the engine
+  assemble counts and outputs in item order.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 from enum import StrEnum
-from typing import Any
 
 from schemas.definitions import MergeConfig
 from schemas.errors import FailureKind, StepFailure
@@ -94,12 +93,12 @@ def join_state(config: MergeConfig, counts: ChildCounts) -> JoinState:
     return JoinState.OPEN
 
 
-def evaluate(config: MergeConfig, counts: ChildCounts, outputs: list[Any]) -> dict[str, Any]:
-    """The merge's output, or StepFailure(child_failures) when the tolerance is exceeded.
+def check(config: MergeConfig, counts: ChildCounts) -> None:
+    """Raise StepFailure(child_failures) when the children break the tolerance.
 
-    `outputs` are the children's outputs in item order (None for a child that did not succeed).
+    The engine then assembles the output: counts by status and the children's outputs in item
+    order (None for a child that did not succeed), inline or in the payload store.
     """
     reason = tolerance_exceeded(config, counts)
     if reason is not None:
         raise StepFailure(FailureKind.CHILD_FAILURES, reason)
-    return {"counts": counts.as_dict(), "outputs": outputs}

@@ -254,13 +254,13 @@ async def test_payload_pressure_parks_until_a_timer_finds_it_drained(
 ) -> None:
     runtime, clock = clocked
     step = await _spawner_step(runtime, downstream.url, 5)
-    payload_id = await runtime.store.put_payload(step.run_id, ["x" * 2000])
+    payload_ref = await runtime.store.put_payload(step.run_id, ["x" * 2000])
     version = await runtime.store.get_version("parent")
     deps = runtime.executor_deps()
     parked, _ = await executor.execute(step, version.workflow, deps)
     assert isinstance(parked, Park) and "payload store" in parked.reason
     await runtime.store.complete([parked])
-    await runtime.store.delete_payload(payload_id)
+    await runtime.store.delete_payload(payload_ref)
     clock.advance(10)
     (again,) = await runtime.store.claim(10, lease_s=60)
     resumed, _ = await executor.execute(again, version.workflow, deps)
@@ -291,3 +291,22 @@ async def test_redelivered_spawner_reattaches_existing_children(
     stale, _ = await executor.execute(step, version.workflow, deps)
     assert (await runtime.store.complete([stale])).dropped == [step.step_id]
     assert await runtime.store.existing_children(step.run_id, "each") == 30
+
+
+async def test_large_merge_outputs_go_to_the_payload_store_in_chunks(
+    runtime: Runtime, downstream: RunningDownstream, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from engine import fanout
+
+    monkeypatch.setattr(fanout, "INLINE_OUTPUT_MAX_BYTES", 2000)
+    monkeypatch.setattr(fanout, "MERGE_PAGE", 10)
+    run_id = await start(runtime, workflows(downstream.url), {"items": items(25)})
+    async with running_worker(runtime):
+        run = await wait_for_run(runtime, run_id)
+    assert run.status == "SUCCEEDED", run.error
+    merged = run.output["join"]
+    assert "outputs" not in merged
+    ref = merged["outputsRef"]
+    assert ref["count"] == 25 and ref["chunks"] >= 2
+    outputs = await runtime.store.get_payload(ref["payloadRef"])
+    assert [o["call"]["body"]["path"] for o in outputs] == [f"/charge/{i}" for i in range(25)]
