@@ -132,7 +132,7 @@ async def main() -> None:
         "median_transitions_per_s": median([r["transitions_per_s"] for r in results]),
         "median_sched_p50_ms": median([r["sched_p50_ms"] for r in results]),
         "median_sched_p99_ms": median([r["sched_p99_ms"] for r in results]),
-        "max_worker_rss_mb": max((max(r["worker_peak_rss_mb"] or [0]) for r in results)),
+        "max_worker_rss_mb": max(max(r["worker_peak_rss_mb"] or [0]) for r in results),
     }
     print("summary", json.dumps(summary))
 
