@@ -13,7 +13,16 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import httpx
-from sqlalchemy.exc import DBAPIError
+from sqlalchemy.exc import (
+    DataError,
+    DBAPIError,
+    IntegrityError,
+    InterfaceError,
+    OperationalError,
+    ProgrammingError,
+    SQLAlchemyError,
+)
+from sqlalchemy.exc import TimeoutError as SATimeoutError
 
 from admission import Admission
 from engine import fanout, scheduler
@@ -37,7 +46,17 @@ from vertices.contract import Parked, StepContext, Succeeded, TimeoutTier
 logger = logging.getLogger(__name__)
 
 STORE_RETRY_S = 1.0
-"""How soon a step interrupted by a store error runs again."""
+"""How soon a step interrupted by a transient store error runs again."""
+STORE_RETRY_LIMIT = 10
+"""Executions after which a step still hitting store errors fails visibly."""
+
+
+def _transient(exc: SQLAlchemyError) -> bool:
+    """Errors that another try may not meet: not the data's fault (integrity, data, SQL)."""
+    if isinstance(exc, IntegrityError | DataError | ProgrammingError):
+        return False
+    return isinstance(exc, OperationalError | InterfaceError | DBAPIError | SATimeoutError)
+
 
 WorkflowLookup = Callable[[str, int], Awaitable[Workflow]]
 
@@ -87,12 +106,16 @@ async def execute(
         outcome = await _dispatch(vertex, step, workflow, log, deps)
     except StepFailure as failure:
         return _failed(step, vertex, failure, deps, log), log.lines
-    except DBAPIError as exc:
-        # The store failed (deadlock, connection lost): not the step's fault. Park it briefly
-        # so it runs again; if even that cannot be recorded, its lease expires instead.
-        logger.warning("store error in %s/%s: %s", step.run_id, step.vertex_id, exc.orig)
-        reason = f"store unavailable ({type(exc.orig).__name__}); trying again"
-        return Park(step, deps.clock.now() + STORE_RETRY_S, reason), log.lines
+    except SQLAlchemyError as exc:
+        if _transient(exc) and step.attempts < STORE_RETRY_LIMIT:
+            # A deadlock, a lost connection, an exhausted pool: not the step's fault. Park it
+            # briefly so it runs again; if even that cannot be recorded, its lease expires.
+            logger.warning("store error in %s/%s: %s", step.run_id, step.vertex_id, exc)
+            reason = f"store unavailable ({type(exc).__name__}); trying again"
+            return Park(step, deps.clock.now() + STORE_RETRY_S, reason), log.lines
+        logger.exception("store error in %s/%s", step.run_id, step.vertex_id)
+        crash = StepFailure(FailureKind.INTERNAL_ERROR, f"store error: {type(exc).__name__}")
+        return _failed(step, vertex, crash, deps, log), log.lines
     except ClaimLost as lost:
         # Another worker owns the step now; this result will be dropped by the store.
         logger.warning("%s", lost)

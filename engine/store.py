@@ -32,7 +32,7 @@ import uuid
 from collections.abc import Iterable, Sequence
 from typing import Any
 
-from sqlalchemy import func, insert, select, update
+from sqlalchemy import case, func, insert, select, update
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from engine import db
@@ -411,21 +411,21 @@ class Store:
         child runs (keys unchanged); the join re-evaluates. Returns how many were revived."""
         now = self._clock.now()
         async with self._engines.write.begin() as conn:
-            dead = await fanout.dead_letters(conn, run_id)
-            if not dead:
+            revived = await fanout.revive_dead_letters(conn, run_id, now)
+            if not revived:
                 return 0
-            await fanout.revive_children(conn, [row.id for row in dead], now)
             workflow = await self._workflow_of_run(conn, run_id)
             by_spawner: dict[str, int] = {}
-            for row in dead:
+            for row in revived:
                 by_spawner[row.parent_vertex_id] = by_spawner.get(row.parent_vertex_id, 0) + 1
-            for spawner_id, revived in by_spawner.items():
-                if await fanout.reopen_join(conn, run_id, workflow, spawner_id, revived):
-                    downstream = [spawner_id, *fanout.descendants(workflow, spawner_id)]
-                    await fanout.resume_run_if_failed_downstream(conn, run_id, downstream)
-            message = f"reprocess: {len(dead)} dead-lettered children run again"
+            reopened: list[str] = []
+            for spawner_id, count in sorted(by_spawner.items()):
+                if await fanout.reopen_join(conn, run_id, workflow, spawner_id, count):
+                    reopened += [spawner_id, *fanout.descendants(workflow, spawner_id)]
+            await fanout.resume_run(conn, run_id, reopened, now)
+            message = f"reprocess: {len(revived)} dead-lettered children run again"
             await results_.insert_logs(conn, [LogLine(run_id, "info", message)], now)
-        return len(dead)
+        return len(revived)
 
     async def put_payload(
         self, run_id: str, data: Any, *, ref: str | None = None, chunk: int = 0
@@ -507,10 +507,17 @@ class Store:
                             runs.c.root_run_id,
                             runs.c.item_index,
                             runs.c.item,
+                            runs.c.status,
                         ).where(runs.c.id.in_(run_ids))
                     )
                 ).all()
             }
+            # Backstop: a step whose run stopped (a race with a failing flush on PostgreSQL)
+            # is not executed; it goes back to PENDING until an operator resumes the run.
+            stopped = [r.id for r in claimed if run_rows[r.run_id].status != "RUNNING"]
+            if stopped:
+                await claims.hold(conn, stopped)
+                claimed = [r for r in claimed if run_rows[r.run_id].status == "RUNNING"]
             outputs = await results_.outputs_of(conn, run_ids)
         return [
             ClaimedStep(
@@ -561,7 +568,11 @@ class Store:
             update(steps)
             .where(steps.c.status == StepStatus.RUNNING.value, steps.c.lease_expires_at < now)
             .values(
-                status=StepStatus.READY.value,
+                # READY only while the run is RUNNING; a stopped run's step is held back.
+                status=case(
+                    (results_.RUN_IS_RUNNING, StepStatus.READY.value),
+                    else_=StepStatus.PENDING.value,
+                ),
                 claim_token=None,
                 lease_expires_at=None,
                 not_before=now,
@@ -616,6 +627,9 @@ class Store:
                     break
                 batch, tx.ended = tx.ended, []
                 await self._children_ended(tx, batch)
+            if tx.ended:
+                # Deeper than MAX_NESTING: fail loudly rather than leave a join waiting.
+                raise RuntimeError(f"fan-out nested deeper than {MAX_NESTING} levels")
             dropped = [
                 LogLine(
                     r.step.run_id, "warning", "late result dropped: claim expired", r.step.vertex_id

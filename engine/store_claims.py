@@ -100,3 +100,17 @@ async def claim_rows(
         statement = _claim_statement(now, limit - len(claimed), lease_s, batch, None)
         claimed += (await conn.execute(statement)).all()
     return claimed
+
+
+async def hold(conn: AsyncConnection, step_ids: list[int]) -> None:
+    """Put claimed steps of stopped runs back to PENDING (claim cleared, attempt undone)."""
+    await conn.execute(
+        update(steps)
+        .where(steps.c.id.in_(step_ids))
+        .values(
+            status=StepStatus.PENDING.value,
+            claim_token=None,
+            lease_expires_at=None,
+            attempts=steps.c.attempts - 1,
+        )
+    )

@@ -372,41 +372,57 @@ def descendants(workflow: Workflow, vertex_id: str) -> list[str]:
     return [v for v in workflow.vertices if v in found]
 
 
-async def dead_letters(conn: AsyncConnection, run_id: str) -> list[Any]:
-    statement = select(runs.c.id, runs.c.parent_vertex_id).where(
-        runs.c.parent_run_id == run_id,
-        runs.c.dlq_at.is_not(None),
-        runs.c.status == RunStatus.FAILED.value,
+async def revive_dead_letters(conn: AsyncConnection, run_id: str, now: float) -> list[Any]:
+    """Dead-lettered children of `run_id` run again: same run ids and keys; their FAILED steps
+    and the steps held back when they failed become READY. Returns (id, parent_vertex_id) of
+    each revived child. The status guard in the UPDATE makes concurrent reprocess calls
+    revive each child once."""
+    revived = list(
+        (
+            await conn.execute(
+                update(runs)
+                .where(
+                    runs.c.parent_run_id == run_id,
+                    runs.c.status == RunStatus.FAILED.value,
+                    runs.c.dlq_at.is_not(None),
+                )
+                .values(status=RunStatus.RUNNING.value, dlq_at=None, error=None, ended_at=None)
+                .returning(runs.c.id, runs.c.parent_vertex_id)
+            )
+        ).all()
     )
-    return list((await conn.execute(statement)).all())
+    ids = sorted(row.id for row in revived)
+    if ids:
+        await conn.execute(
+            update(steps)
+            .where(steps.c.run_id.in_(ids), steps.c.status == StepStatus.FAILED.value)
+            .values(status=StepStatus.READY.value, error=None, ended_at=None, auto_retries=0)
+        )
+        await release_held(conn, ids, now)
+    return revived
 
 
-async def revive_children(conn: AsyncConnection, child_ids: Sequence[str], now: float) -> None:
-    """Dead-lettered children run again: same run ids and keys, failed steps READY."""
-    await conn.execute(
-        update(runs)
-        .where(runs.c.id.in_(list(child_ids)))
-        .values(status=RunStatus.RUNNING.value, dlq_at=None, error=None, ended_at=None)
-    )
+async def release_held(conn: AsyncConnection, run_ids: Sequence[str], now: float) -> None:
+    """Steps held back (PENDING with no dependency left) while their runs were stopped become
+    READY."""
     await conn.execute(
         update(steps)
-        .where(steps.c.run_id.in_(list(child_ids)), steps.c.status == StepStatus.FAILED.value)
-        .values(
-            status=StepStatus.READY.value,
-            not_before=now,
-            error=None,
-            ended_at=None,
-            auto_retries=0,
+        .where(
+            steps.c.run_id.in_(list(run_ids)),
+            steps.c.status == StepStatus.PENDING.value,
+            steps.c.deps_pending == 0,
         )
+        .values(status=StepStatus.READY.value, not_before=now)
     )
 
 
 async def reopen_join(
     conn: AsyncConnection, run_id: str, workflow: Workflow, spawner_id: str, revived: int
 ) -> bool:
-    """Take `revived` failures off the spawner's counters and, if its join had closed, open it
-    again: the spawner goes back to PARKED and everything downstream back to PENDING.
-    Returns True when the join was reopened."""
+    """Take `revived` failures off the spawner's counters. If its join had closed (SUCCEEDED)
+    open it again: the spawner goes back to PARKED and everything downstream to PENDING. A
+    spawner that FAILED runs again (it re-attaches its children). A spawner still creating or
+    waiting only needs the counters. Returns True when the run must resume."""
     row = (
         await conn.execute(
             update(steps)
@@ -415,32 +431,42 @@ async def reopen_join(
             .returning(steps.c.status)
         )
     ).one()
-    if row.status == StepStatus.PARKED.value:
-        return False
-    downstream = descendants(workflow, spawner_id)
-    reset = [spawner_id, *downstream]
-    done_rows = await conn.execute(
-        select(func.count())
-        .select_from(steps)
-        .where(
-            steps.c.run_id == run_id,
-            steps.c.vertex_id.in_(reset),
-            steps.c.status.in_([s.value for s in DONE_STEP_STATUSES]),
+    if row.status == StepStatus.FAILED.value:
+        await conn.execute(
+            update(steps)
+            .where(steps.c.run_id == run_id, steps.c.vertex_id == spawner_id)
+            .values(status=StepStatus.PENDING.value, error=None, ended_at=None)
         )
-    )
-    undone = int(done_rows.scalar_one())
+        return True
+    if row.status != StepStatus.SUCCEEDED.value:
+        return False
+    statuses = {
+        r.vertex_id: r.status
+        for r in await conn.execute(
+            select(steps.c.vertex_id, steps.c.status).where(steps.c.run_id == run_id)
+        )
+    }
+    done = {s.value for s in DONE_STEP_STATUSES}
+    reset = [spawner_id, *descendants(workflow, spawner_id)]
+    undone = sum(1 for v in reset if statuses.get(v) in done)
     await conn.execute(
         update(steps)
         .where(steps.c.run_id == run_id, steps.c.vertex_id == spawner_id)
         .values(status=StepStatus.PARKED.value, output=None, ended_at=None, error=None)
     )
-    for vertex_id in downstream:
+    for vertex_id in reset[1:]:
+        # Every dependency not done after the reset still has to finish first.
+        pending = [
+            d
+            for d in set(workflow.vertices[vertex_id].depends_on)
+            if d in reset or statuses.get(d) not in done
+        ]
         await conn.execute(
             update(steps)
             .where(steps.c.run_id == run_id, steps.c.vertex_id == vertex_id)
             .values(
                 status=StepStatus.PENDING.value,
-                deps_pending=len(set(workflow.vertices[vertex_id].depends_on) & set(reset)),
+                deps_pending=len(pending),
                 output=None,
                 error=None,
                 ended_at=None,
@@ -456,15 +482,27 @@ async def reopen_join(
     return True
 
 
-async def resume_run_if_failed_downstream(
-    conn: AsyncConnection, run_id: str, vertex_ids: Sequence[str]
+async def resume_run(
+    conn: AsyncConnection, run_id: str, reopened: Sequence[str], now: float
 ) -> None:
-    """A run that FAILED at one of `vertex_ids` runs again (its error is cleared)."""
+    """A run that ended — SUCCEEDED, or FAILED at one of the `reopened` vertices — runs again;
+    its steps held back while it was stopped become READY."""
     row = (await conn.execute(select(runs.c.status, runs.c.error).where(runs.c.id == run_id))).one()
     failed_at = (row.error or {}).get("vertexId")
-    if row.status == RunStatus.FAILED.value and failed_at in vertex_ids:
+    resumable = row.status == RunStatus.SUCCEEDED.value or (
+        row.status == RunStatus.FAILED.value and failed_at in reopened
+    )
+    if resumable:
         await conn.execute(
             update(runs)
             .where(runs.c.id == run_id)
-            .values(status=RunStatus.RUNNING.value, error=None, ended_at=None, dlq_at=None)
+            .values(
+                status=RunStatus.RUNNING.value,
+                error=None,
+                output=None,
+                ended_at=None,
+                dlq_at=None,
+            )
         )
+    if resumable or row.status == RunStatus.RUNNING.value:
+        await release_held(conn, [run_id], now)

@@ -66,7 +66,7 @@ class DoneStep:
 
 # ── named statements ────────────────────────────────────────────────────────────────────────
 
-_RUN_IS_RUNNING = (
+RUN_IS_RUNNING = (
     select(runs.c.status).where(runs.c.id == steps.c.run_id).scalar_subquery()
     == RunStatus.RUNNING.value
 )
@@ -79,7 +79,7 @@ RELEASE = (
         # A redispatched or parked step of a run that stopped meanwhile is held as PENDING.
         status=case(
             (
-                (bindparam("b_status") == StepStatus.READY.value) & ~_RUN_IS_RUNNING,
+                (bindparam("b_status") == StepStatus.READY.value) & ~RUN_IS_RUNNING,
                 StepStatus.PENDING.value,
             ),
             else_=bindparam("b_status"),
@@ -110,7 +110,7 @@ UNLOCK_DEPENDANT = (
     .values(
         deps_pending=steps.c.deps_pending - bindparam("b_n"),
         status=case(
-            ((steps.c.deps_pending == bindparam("b_n")) & _RUN_IS_RUNNING, StepStatus.READY.value),
+            ((steps.c.deps_pending == bindparam("b_n")) & RUN_IS_RUNNING, StepStatus.READY.value),
             else_=steps.c.status,
         ),
         not_before=bindparam("b_now"),
@@ -183,7 +183,9 @@ def _release_row(result: StepResult, now: float) -> dict[str, Any]:
 async def release(conn: AsyncConnection, results: Sequence[StepResult], now: float) -> None:
     """Write the new state of every step in `results` (all known to hold live claims)."""
     if results:
-        await conn.execute(RELEASE, [_release_row(r, now) for r in results])
+        # Sorted by id: every transaction takes row locks in the same order (no deadlocks).
+        ordered = sorted(results, key=lambda r: r.step.step_id)
+        await conn.execute(RELEASE, [_release_row(r, now) for r in ordered])
 
 
 async def steps_done(tx: Tx, done: Sequence[DoneStep]) -> None:
@@ -203,11 +205,13 @@ async def steps_done(tx: Tx, done: Sequence[DoneStep]) -> None:
             UNLOCK_DEPENDANT,
             [
                 {"b_run": r, "b_vertex": v, "b_n": n, "b_now": tx.now}
-                for (r, v), n in unlocks.items()
+                for (r, v), n in sorted(unlocks.items())
             ],
         )
         tx.report.newly_ready += len(unlocks)
-    await tx.conn.execute(COUNT_DOWN_RUN, [{"b_run": r, "b_n": n} for r, n in per_run.items()])
+    await tx.conn.execute(
+        COUNT_DOWN_RUN, [{"b_run": r, "b_n": n} for r, n in sorted(per_run.items())]
+    )
     finished = (
         await tx.conn.execute(
             select(runs.c.id, runs.c.parent_run_id, runs.c.parent_vertex_id).where(
