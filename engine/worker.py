@@ -12,7 +12,9 @@ Four cooperating loops under one `asyncio.TaskGroup` (STYLE §9):
 * lease renewer — renews the leases of every step still in flight every `lease_s / 3`.
 * reaper — returns steps whose lease expired (their worker died) to READY.
 
-A step counts as in flight until its result is written, so its lease is renewed until then.
+A step counts as in flight until its result is written, so its lease is renewed until then;
+it stops counting against `worker_concurrency` as soon as it has executed, so claiming the next
+batch overlaps with recording the last one (a backlog of 2 x concurrency bounds the overlap).
 Shutdown: stop claiming, let in-flight steps finish within `shutdown_grace_s`, flush, return.
 Steps abandoned at the deadline keep their claims; their leases expire and another worker (or
 the next start) runs them again.
@@ -133,7 +135,12 @@ class Worker:
         stop_wait = asyncio.ensure_future(stop.wait())
         try:
             while not stop.is_set():
-                free = self._config.concurrency - len(self._in_flight)
+                # Executing steps count against the concurrency; finished-but-unrecorded ones
+                # only against a backlog bound, so claiming overlaps with recording.
+                free = min(
+                    self._config.concurrency - len(self._running),
+                    2 * self._config.concurrency - len(self._in_flight),
+                )
                 if free <= 0:
                     self._slot_freed.clear()
                     await _first(self._slot_freed.wait(), stop_wait, self._config.idle_poll_s)
@@ -164,7 +171,11 @@ class Worker:
         self._in_flight[step.claim_token] = step
         task = group.create_task(self._execute(step), name=f"step:{step.run_id}/{step.vertex_id}")
         self._running.add(task)
-        task.add_done_callback(self._running.discard)
+        task.add_done_callback(self._step_done)
+
+    def _step_done(self, task: asyncio.Task[None]) -> None:
+        self._running.discard(task)
+        self._slot_freed.set()
 
     async def _execute(self, step: ClaimedStep) -> None:
         try:
