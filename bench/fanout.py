@@ -581,6 +581,16 @@ async def measure(
     )
 
 
+def remove_sqlite_file(backend: Backend) -> None:
+    """bench.common leaves SQLite files in bench/out; a 10,000-child run makes 20 MB."""
+    if backend.name != "sqlite":
+        return
+    path = Path(backend.database_url.removeprefix("sqlite+aiosqlite:///"))
+    for suffix in ("", "-wal", "-shm"):
+        with contextlib.suppress(FileNotFoundError):
+            path.with_name(path.name + suffix).unlink()
+
+
 async def once(args: argparse.Namespace, repetition: int) -> dict[str, Any]:
     """One measured run on a fresh database with fresh workers and a fresh downstream."""
     backend = await make_backend(args.backend)
@@ -615,6 +625,11 @@ async def once(args: argparse.Namespace, repetition: int) -> dict[str, Any]:
             print(f"kept database: {backend.database_url}", file=sys.stderr)
         else:
             await backend.drop()
+            remove_sqlite_file(backend)
+
+
+def _median_or_none(values: list[float]) -> float | None:
+    return median(values) if values else None
 
 
 def summary_of(args: argparse.Namespace, results: list[dict[str, Any]]) -> dict[str, Any]:
@@ -629,9 +644,9 @@ def summary_of(args: argparse.Namespace, results: list[dict[str, Any]]) -> dict[
         "answer": args.answer,
         "runs": len(results),
         "finished": len(finished),
-        "median_wall_s": median([r["wall_s"] for r in finished]),
-        "median_children_per_s": median([r["children_per_s"] for r in finished]),
-        "median_merge_delay_s": median(
+        "median_wall_s": _median_or_none([r["wall_s"] for r in finished]),
+        "median_children_per_s": _median_or_none([r["children_per_s"] for r in finished]),
+        "median_merge_delay_s": _median_or_none(
             [r["merge_delay_s"] for r in finished if r.get("merge_delay_s") is not None]
         ),
         "max_worker_rss_mb": max(max(r["worker_peak_rss_mb"] or [0]) for r in results),

@@ -89,6 +89,8 @@ class ExecutorDeps:
     admission: Admission | None = None
     """None: GATEWAY calls go out without admission (measurements only)."""
     admission_wait_s: float = 30.0
+    notify: Callable[[], Awaitable[None]] | None = None
+    """Wakes idle workers (here and in other processes) when steps became ready."""
 
 
 async def execute(
@@ -150,7 +152,9 @@ async def _dispatch(
         return await _gateway(vertex, ctx, deps)
     if isinstance(vertex, SpawnerVertex):
         child = await fanout.child_version(deps.store, vertex.config)
-        port = fanout.StoreFanoutPort(deps.store, step, child, deps.payload_high_water_bytes)
+        port = fanout.StoreFanoutPort(
+            deps.store, step, child, deps.payload_high_water_bytes, deps.notify
+        )
         return await spawner.execute(vertex.config, ctx, port, deps.fanout_limits)
     if isinstance(vertex, MergeVertex):
         return Succeeded(await fanout.run_merge(deps.store, step, workflow, vertex))

@@ -4,7 +4,7 @@ of its children (outputs too large for a row go to the payload store)."""
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -29,6 +29,7 @@ class StoreFanoutPort:
     step: ClaimedStep
     child: VersionRecord
     payload_high_water_bytes: int
+    notify: Callable[[], Awaitable[None]] | None = None
 
     async def existing_children(self) -> int:
         return await self.store.existing_children(self.step.run_id, self.step.vertex_id)
@@ -44,7 +45,10 @@ class StoreFanoutPort:
 
     async def create_children(self, total: int, batch: Sequence[ChildSpec]) -> int:
         rows = [ChildRow(spec.index, spec.input, spec.item) for spec in batch]
-        return await self.store.create_children(self.step, self.child, total, rows)
+        created = await self.store.create_children(self.step, self.child, total, rows)
+        if created and self.notify is not None:
+            await self.notify()  # idle workers start the new children now, not at their poll
+        return created
 
 
 async def child_version(store: Store, config: SpawnerConfig) -> VersionRecord:

@@ -101,6 +101,7 @@ class Runtime:
             payload_high_water_bytes=s.payload_high_water_bytes,
             admission=self.admission if s.admission_enabled else None,
             admission_wait_s=s.admission_wait_s,
+            notify=self.wakeup.notify,
         )
 
     async def set_destination_caps(

@@ -547,12 +547,20 @@ class Store:
         token_list = list(tokens)
         if not token_list:
             return 0
-        statement = (
-            update(steps)
+        # SKIP LOCKED: a row locked right now is being written by a flush or a spawner batch
+        # (its owner), and waiting for it while holding other rows could deadlock with them.
+        live = (
+            select(steps.c.id)
             .where(
                 steps.c.claim_token.in_(token_list),
                 steps.c.status == StepStatus.RUNNING.value,
             )
+            .order_by(steps.c.id)
+            .with_for_update(skip_locked=True)
+        )
+        statement = (
+            update(steps)
+            .where(steps.c.id.in_(live.scalar_subquery()))
             .values(lease_expires_at=self._clock.now() + lease_s)
         )
         async with self._engines.write.begin() as conn:
