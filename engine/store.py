@@ -32,7 +32,7 @@ import uuid
 from collections.abc import Iterable, Sequence
 from typing import Any
 
-from sqlalchemy import case, func, insert, select, update
+from sqlalchemy import case, func, insert, select, text, update
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from engine import db
@@ -565,6 +565,19 @@ class Store:
         )
         async with self._engines.write.begin() as conn:
             return (await conn.execute(statement)).rowcount
+
+    async def analyze(self) -> None:
+        """Refresh PostgreSQL's planner statistics of the queue tables.
+
+        The claim and flush queries are only cheap with index plans, and the planner picks
+        them only when it knows the tables are large; queue tables grow faster than
+        autovacuum's default analyze threshold (and some installations switch autovacuum
+        off). ANALYZE samples a fixed number of rows, so it costs the same at any size.
+        """
+        if self.dialect == "postgresql":
+            async with self._engines.write.connect() as conn:
+                await conn.execute(text("ANALYZE step, run"))
+                await conn.commit()
 
     async def requeue_expired(self) -> list[tuple[int, str, str]]:
         """Return RUNNING steps whose lease expired (their worker died) to READY.

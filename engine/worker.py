@@ -37,6 +37,8 @@ from schemas.definitions import Workflow
 logger = logging.getLogger(__name__)
 
 FLUSH_BATCH_MAX = 500
+ANALYZE_EVERY_S = 60.0
+"""How often a worker refreshes the planner statistics of the queue tables (PostgreSQL)."""
 FLUSH_RETRY_LIMIT = 5
 
 
@@ -123,6 +125,7 @@ class Worker:
             flusher = group.create_task(self._flusher(), name="flusher")
             group.create_task(self._every(self._config.lease_s / 3, self._renew), name="renewer")
             group.create_task(self._every(self._config.lease_s / 3, self._reap), name="reaper")
+            group.create_task(self._every(ANALYZE_EVERY_S, self._analyze), name="analyze")
             await self._claim_loop(group, stop)
             await self._drain()
             self._closing.set()
@@ -254,6 +257,9 @@ class Worker:
     async def _renew(self) -> None:
         if self._in_flight:
             await self._store.renew(list(self._in_flight), self._config.lease_s)
+
+    async def _analyze(self) -> None:
+        await self._store.analyze()
 
     async def _reap(self) -> None:
         requeued = await self._store.requeue_expired()

@@ -139,3 +139,11 @@ async def test_claims_are_shared_fairly_across_tenants(store: Store) -> None:
     # A lone tenant still gets full batches.
     rest = await store.claim(50, lease_s=30)
     assert len(rest) == 17
+
+
+async def test_analyze_refreshes_statistics_without_touching_data(store: Store) -> None:
+    version = await store.publish(CHAIN)
+    run, _ = await store.create_run(version, None)
+    await store.analyze()  # PostgreSQL: ANALYZE step, run; SQLite: nothing to do
+    assert (await store.get_run(run.id)) == run
+    assert len(await store.claim(10, lease_s=30)) == 1
