@@ -33,6 +33,13 @@ The driver opens its own `Runtime` on the same database and Redis and samples
 `adapt` also prints the 429 share per 1 s window after the drop, when it first / for good
 falls under 2 % (goal within 10 s), and how long the limit takes to reach 80 % of the new
 capacity after the rise (goal within 60 s). Plots: `--plot NAME` → bench/plots/NAME.png.
+
+Experiments (not settings): `--breaker-thresholds 1000,1000` runs the workers through
+`python -m bench.admission_common worker …`, which replaces the tenant/global breakers'
+consecutive-failure thresholds (5/15) in the worker's AdmissionConfig, to measure AIMD without
+the breakers reacting to 429s. `--profile-s S` samples every worker with py-spy for S seconds
+from 3 s into the run and prints self time by function and inclusive time by area.
+Set `SB_BENCH_REDIS_URL` to use another Redis db than 14 (see bench/admission_common.py).
 """
 
 from __future__ import annotations
@@ -59,9 +66,11 @@ from bench.admission_common import (
     other_benchmarks,
     plot_path,
     plot_runs,
+    profile,
     publish_fanout,
     start_fleet,
     step_windows,
+    summarize_profile,
     wait_for_run,
 )
 from bench.common import OUT
@@ -83,7 +92,8 @@ async def once(args: argparse.Namespace, ratio: float | None) -> dict[str, Any]:
     admission = ratio is not None
     capacity = args.capacity or None
     backend = await fresh_backend()
-    label = f"{args.scenario}-{'aimd' + str(ratio) if admission else 'fixed'}"
+    fixed = "fixed" if capacity else "ceiling"
+    label = f"{args.scenario}-{'aimd' + str(ratio) if admission else fixed}"
     if args.breaker_thresholds:
         label += "-bt" + args.breaker_thresholds.replace(",", "-")
     tag = f"sbadm-{label}"
@@ -129,12 +139,17 @@ async def once(args: argparse.Namespace, ratio: float | None) -> dict[str, Any]:
             if args.scenario == "adapt":
                 plan = [(args.drop_at, args.low), (args.rise_at, args.capacity)]
             changes = asyncio.create_task(schedule(control, tracer, plan, t0))
+            profiling = None
+            if args.profile_s > 0:
+                profiling = asyncio.create_task(profile(fleet.pids, 3.0, args.profile_s, tag))
             started = time.perf_counter()
             run, _ = await runtime.store.create_run(version, items(args.children))
             await runtime.wakeup.notify()
             status = await wait_for_run(poller, runtime.store, run.id, args.timeout, label=label)
             wall = time.perf_counter() - started
             changes.cancel()
+            if profiling is not None:
+                result["profile"] = summarize_profile(await profiling)
             stop.set()
             await tracing
             result |= summarize(args, tracer, wall, status, capacity)
@@ -268,6 +283,7 @@ async def main() -> None:
     parser.add_argument("--trace-ms", type=float, default=200.0)
     parser.add_argument("--timeout", type=float, default=600.0)
     parser.add_argument("--plot", default=None, help="bench/plots/<NAME>.png")
+    parser.add_argument("--profile-s", type=float, default=0.0, help="py-spy the workers")
     parser.add_argument(
         "--breaker-thresholds",
         default="",

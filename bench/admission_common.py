@@ -718,3 +718,69 @@ async def log_reasons(poller: StatusPoller, run_id: str) -> dict[str, Any]:
 
 if __name__ == "__main__":
     _patched_cli()
+
+
+# ── profiling (py-spy) ─────────────────────────────────────────────────────────────────────
+
+
+PYSPY = str(Path(sys.executable).with_name("py-spy"))
+AREAS: tuple[tuple[str, str], ...] = (
+    ("admission (admission/*)", "admission/"),
+    ("  admission.admit", "admit (admission/controller.py"),
+    ("  ticket settle", "_settle (admission/controller.py"),
+    ("  tenant_check", "tenant_check (admission/controller.py"),
+    ("redis client", "redis/"),
+    ("gateway.execute (whole call)", "execute (vertices/gateway.py"),
+    ("httpx/httpcore", "httpx/"),
+    ("store.complete", "complete (engine/store.py"),
+    ("store.claim", "claim (engine/store.py"),
+    ("sqlalchemy", "sqlalchemy/"),
+    ("asyncpg", "asyncpg/"),
+    ("asyncio event loop", "asyncio/base_events.py"),
+)
+
+
+async def profile(pids: Sequence[int], after_s: float, duration_s: float, tag: str) -> list[Path]:
+    """py-spy (raw, --nonblocking) on every pid for `duration_s`, starting `after_s` from now."""
+    await asyncio.sleep(after_s)
+    paths = [OUT / f"{tag}-{pid}.pyspy.txt" for pid in pids]
+    procs = []
+    for pid, path in zip(pids, paths, strict=True):
+        command = [PYSPY, "record", "--pid", str(pid), "-d", str(int(duration_s)), "-r", "50"]
+        command += ["--format", "raw", "-o", str(path), "--nonblocking"]
+        procs.append(
+            await asyncio.create_subprocess_exec(
+                *command, stdout=asyncio.subprocess.DEVNULL, stderr=asyncio.subprocess.DEVNULL
+            )
+        )
+    async with asyncio.timeout(duration_s + 60):
+        await asyncio.gather(*(p.wait() for p in procs))
+    return [p for p in paths if p.exists()]
+
+
+def summarize_profile(paths: Sequence[Path], top: int = 12) -> dict[str, Any]:
+    """Self time by function and inclusive time by area, in % of all samples (idle
+    included: py-spy records the event loop's select() as `select (selectors.py)`)."""
+    self_time: Counter[str] = Counter()
+    areas: Counter[str] = Counter()
+    total = 0
+    for path in paths:
+        for line in path.read_text().splitlines():
+            stack, _, count_text = line.rpartition(" ")
+            if not stack or not count_text.isdigit():
+                continue
+            count = int(count_text)
+            total += count
+            frames = stack.split(";")
+            name, _, where = frames[-1].partition(" (")
+            self_time[f"{name} ({where.rsplit('/', 1)[-1].split(':')[0]})"] += count
+            for area, needle in AREAS:
+                if needle in stack:
+                    areas[area] += count
+    if not total:
+        return {"samples": 0}
+    return {
+        "samples": total,
+        "self_pct": [(n, round(100 * c / total, 1)) for n, c in self_time.most_common(top)],
+        "inclusive_pct": [(n, round(100 * c / total, 1)) for n, c in areas.most_common()],
+    }
