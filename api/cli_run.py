@@ -11,7 +11,6 @@ from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
 
-import jsonschema
 import typer
 from rich.console import Console
 from rich.progress import (
@@ -25,7 +24,7 @@ from rich.progress import (
 
 from engine.records import RunRecord
 from engine.settings import Settings
-from engine.validation import parse_documents
+from engine.validation import parse_documents, validate_input
 from schemas.definitions import SpawnerVertex, Workflow
 from schemas.errors import DefinitionError
 
@@ -100,16 +99,11 @@ def pick_workflow(workflows: list[Workflow], name: str | None) -> Workflow:
 
 
 def check_input(workflow: Workflow, run_input: Any) -> None:
-    if workflow.input_schema is None:
-        return
-    errors = sorted(
-        jsonschema.Draft202012Validator(workflow.input_schema).iter_errors(run_input),
-        key=lambda e: list(e.absolute_path),
-    )
-    for error in errors:
-        pointer = "/" + "/".join(str(p) for p in error.absolute_path)
-        console.print(f"[red]input{pointer if pointer != '/' else ''}[/red] {error.message}")
-    if errors:
+    """The run input against the workflow's inputSchema (the validator's own check)."""
+    problems = validate_input(workflow, run_input)
+    for problem in problems:
+        console.print(f"[red]input{problem.pointer}[/red] {problem.message}")
+    if problems:
         raise typer.Exit(EXIT_USAGE)
 
 

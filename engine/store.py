@@ -307,13 +307,6 @@ class Store:
         async with self._engines.read.connect() as conn:
             return int((await conn.execute(query)).scalar_one())
 
-    async def next_due(self) -> float | None:
-        """The earliest `not_before` of a READY step (for timer-driven wake-ups)."""
-        query = select(func.min(steps.c.not_before)).where(steps.c.status == "READY")
-        async with self._engines.read.connect() as conn:
-            value = (await conn.execute(query)).scalar_one_or_none()
-        return None if value is None else float(value)
-
     async def append_logs(self, lines: Sequence[LogLine]) -> None:
         if lines:
             async with self._engines.write.begin() as conn:

@@ -50,26 +50,6 @@ class Wakeups(Protocol):
     async def wait(self, timeout_s: float) -> bool: ...
 
 
-class LocalWakeups:
-    """In-process wake-ups (a single process needs nothing more)."""
-
-    def __init__(self) -> None:
-        self._event = asyncio.Event()
-
-    async def notify(self) -> None:
-        self._event.set()
-
-    async def wait(self, timeout_s: float) -> bool:
-        try:
-            async with asyncio.timeout(timeout_s):
-                await self._event.wait()
-        except TimeoutError:
-            return False
-        finally:
-            self._event.clear()
-        return True
-
-
 @dataclass(frozen=True)
 class WorkerConfig:
     concurrency: int = 64
@@ -89,9 +69,6 @@ class WorkerStats:
     finished_runs: list[tuple[str, str]] = field(default_factory=list)
 
 
-OnReport = Callable[[CompletionReport], Awaitable[None]]
-
-
 class Worker:
     """One worker loop set. `await worker.run(stop)` returns after a graceful drain."""
 
@@ -101,14 +78,11 @@ class Worker:
         deps: executor.ExecutorDeps,
         wakeups: Wakeups,
         config: WorkerConfig,
-        *,
-        on_report: OnReport | None = None,
     ) -> None:
         self._store = store
         self._deps = deps
         self._wakeups = wakeups
         self._config = config
-        self._on_report = on_report
         self._in_flight: dict[str, ClaimedStep] = {}
         self._running: set[asyncio.Task[None]] = set()
         self._done: asyncio.Queue[tuple[StepResult, list[LogLine]] | None] = asyncio.Queue()
@@ -237,8 +211,6 @@ class Worker:
             logger.warning("dropped %d late results (claims expired)", len(report.dropped))
         if report.newly_ready:
             await self._wakeups.notify()
-        if self._on_report is not None:
-            await self._on_report(report)
 
     # ── leases ──────────────────────────────────────────────────────────────────────────────
 

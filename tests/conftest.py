@@ -10,11 +10,14 @@ from __future__ import annotations
 import os
 import socket
 import uuid
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator, Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
+import redis.asyncio
+
+from demo.downstream import RunningDownstream, start_downstream
 
 PG_ADMIN_DSN = os.environ.get(
     "SCHEMABRIDGE_TEST_PG", "postgresql://postgres@127.0.0.1:5432/postgres"
@@ -103,3 +106,35 @@ def backend(request: pytest.FixtureRequest, tmp_path: Path) -> Backend:
     pg_url = request.getfixturevalue("pg_database_url")
     r_url = request.getfixturevalue("redis_url")
     return Backend("server", pg_url, r_url)
+
+
+@pytest.fixture
+async def downstream() -> AsyncIterator[RunningDownstream]:
+    """The shipped demo downstream on 127.0.0.1 (a free port), for the test's duration."""
+    server = await start_downstream()
+    yield server
+    await server.stop()
+
+
+Connect = Callable[[], "redis.asyncio.Redis"]
+
+
+@pytest.fixture(params=["fakeredis", pytest.param("redis", marks=pytest.mark.redis)])
+async def connect(request: pytest.FixtureRequest) -> AsyncIterator[Connect]:
+    """Opens clients on one shared store (a new client = another process's view of it):
+    the embedded fakeredis, then a real Redis."""
+    import fakeredis
+    from redis.asyncio import Redis
+
+    clients: list[Redis] = []
+    server = fakeredis.FakeServer()
+    url = request.getfixturevalue("redis_url") if request.param == "redis" else None
+
+    def open_client() -> Redis:
+        client = Redis.from_url(url) if url else fakeredis.FakeAsyncRedis(server=server)
+        clients.append(client)
+        return client
+
+    yield open_client
+    for client in clients:
+        await client.aclose()

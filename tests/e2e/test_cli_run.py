@@ -6,12 +6,9 @@ import asyncio
 import json
 import subprocess
 import sys
-from collections.abc import AsyncIterator
 from pathlib import Path
 
-import pytest
-
-from demo.downstream import RunningDownstream, start_downstream
+from demo.downstream import RunningDownstream
 
 ROOT = Path(__file__).resolve().parents[2]
 SCHEMABRIDGE = str(Path(sys.executable).with_name("schemabridge"))
@@ -33,13 +30,6 @@ def sb(*args: str, db: Path, timeout: float = 120) -> subprocess.CompletedProces
 async def asb(*args: str, db: Path) -> subprocess.CompletedProcess[str]:
     """`sb` off the event loop: this loop serves the downstream the command calls."""
     return await asyncio.to_thread(sb, *args, db=db)
-
-
-@pytest.fixture
-async def downstream() -> AsyncIterator[RunningDownstream]:
-    server = await start_downstream()
-    yield server
-    await server.stop()
 
 
 def write_workflow(tmp_path: Path, url: str) -> Path:

@@ -3,9 +3,8 @@
 from __future__ import annotations
 
 import logging
-from collections.abc import AsyncIterator, Callable
+from collections.abc import Callable
 
-import fakeredis
 import pytest
 from redis.asyncio import Redis
 
@@ -15,23 +14,6 @@ from schemas.errors import FailureKind, StepFailure
 
 Connect = Callable[[], Redis]
 DEST = "https://billing.example.com:443"
-
-
-@pytest.fixture(params=["fakeredis", pytest.param("redis", marks=pytest.mark.redis)])
-async def connect(request: pytest.FixtureRequest) -> AsyncIterator[Connect]:
-    """Opens clients on one shared store (a new client = another process's view of it)."""
-    clients: list[Redis] = []
-    server = fakeredis.FakeServer()
-    url = request.getfixturevalue("redis_url") if request.param == "redis" else None
-
-    def open_client() -> Redis:
-        client = Redis.from_url(url) if url else fakeredis.FakeAsyncRedis(server=server)
-        clients.append(client)
-        return client
-
-    yield open_client
-    for client in clients:
-        await client.aclose()
 
 
 @pytest.fixture

@@ -9,10 +9,9 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import logging
-from collections.abc import AsyncIterator, Callable
+from collections.abc import Callable
 from typing import Any
 
-import fakeredis
 import pytest
 from redis.asyncio import Redis
 
@@ -38,23 +37,6 @@ Connect = Callable[[], Redis]
 DEST = "https://api.example.com:443"
 LENIENT = BreakerConfig(threshold=10_000, reset_s=1, successes_to_close=1, max_probes=1)
 """Breakers that never open, for tests about something else."""
-
-
-@pytest.fixture(params=["fakeredis", pytest.param("redis", marks=pytest.mark.redis)])
-async def connect(request: pytest.FixtureRequest) -> AsyncIterator[Connect]:
-    """Opens clients on one shared store (a new client = another process's view of it)."""
-    clients: list[Redis] = []
-    server = fakeredis.FakeServer()
-    url = request.getfixturevalue("redis_url") if request.param == "redis" else None
-
-    def open_client() -> Redis:
-        client = Redis.from_url(url) if url else fakeredis.FakeAsyncRedis(server=server)
-        clients.append(client)
-        return client
-
-    yield open_client
-    for client in clients:
-        await client.aclose()
 
 
 def make(connect: Connect, clock: FakeClock, **overrides: Any) -> Admission:

@@ -2,10 +2,9 @@
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Callable
+from collections.abc import Callable
 from typing import Any
 
-import fakeredis
 import pytest
 from redis.asyncio import Redis
 
@@ -13,23 +12,6 @@ from admission import Admission, AdmissionConfig, RateDecision, TenantRateConfig
 from schemas.clock import FakeClock
 
 Connect = Callable[[], Redis]
-
-
-@pytest.fixture(params=["fakeredis", pytest.param("redis", marks=pytest.mark.redis)])
-async def connect(request: pytest.FixtureRequest) -> AsyncIterator[Connect]:
-    """Opens clients on one shared store (a new client = another process's view of it)."""
-    clients: list[Redis] = []
-    server = fakeredis.FakeServer()
-    url = request.getfixturevalue("redis_url") if request.param == "redis" else None
-
-    def open_client() -> Redis:
-        client = Redis.from_url(url) if url else fakeredis.FakeAsyncRedis(server=server)
-        clients.append(client)
-        return client
-
-    yield open_client
-    for client in clients:
-        await client.aclose()
 
 
 def make(connect: Connect, clock: FakeClock, **rate: Any) -> Admission:

@@ -17,13 +17,6 @@ from vertices.http_client import build_http_client, close_http_client
 
 
 @pytest.fixture
-async def downstream() -> AsyncIterator[RunningDownstream]:
-    running = await start_downstream()
-    yield running
-    await running.stop()
-
-
-@pytest.fixture
 async def client() -> AsyncIterator[httpx.AsyncClient]:
     http = build_http_client(max_connections=64)
     yield http

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import asyncio
 import itertools
-from collections.abc import AsyncIterator
 
 import pytest
 
@@ -20,13 +19,6 @@ from tests.conftest import Backend
 from tests.integration.engine_harness import running_worker, settings_for, start, wait_for_run
 
 DELAYS = (0.3, 0.6, 1.2)
-
-
-@pytest.fixture
-async def downstream() -> AsyncIterator[RunningDownstream]:
-    server = await start_downstream()
-    yield server
-    await server.stop()
 
 
 def call(url: str, *, max_auto_retries: int = 3, attempts: int = 2) -> Workflow:

@@ -7,18 +7,11 @@ from collections.abc import AsyncIterator
 
 import pytest
 
-from demo.downstream import RunningDownstream, start_downstream
+from demo.downstream import RunningDownstream
 from engine.runtime import Runtime
 from schemas.definitions import Workflow
 from tests.conftest import Backend
 from tests.integration.engine_harness import running_worker, settings_for, start, wait_for_run
-
-
-@pytest.fixture
-async def downstream() -> AsyncIterator[RunningDownstream]:
-    server = await start_downstream()
-    yield server
-    await server.stop()
 
 
 @pytest.fixture

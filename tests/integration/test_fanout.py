@@ -9,7 +9,7 @@ from typing import Any
 import httpx
 import pytest
 
-from demo.downstream import RunningDownstream, start_downstream
+from demo.downstream import RunningDownstream
 from engine import executor
 from engine.records import AwaitChildren, Park, Success
 from engine.runtime import Runtime
@@ -17,13 +17,6 @@ from schemas.clock import FakeClock
 from schemas.definitions import Workflow
 from tests.conftest import Backend
 from tests.integration.engine_harness import running_worker, settings_for, start, wait_for_run
-
-
-@pytest.fixture
-async def downstream() -> AsyncIterator[RunningDownstream]:
-    server = await start_downstream()
-    yield server
-    await server.stop()
 
 
 @pytest.fixture

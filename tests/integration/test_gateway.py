@@ -15,7 +15,7 @@ from typing import Any
 import httpx
 import pytest
 
-from demo.downstream import RunningDownstream, start_downstream
+from demo.downstream import RunningDownstream
 from schemas.definitions import GatewayConfig
 from schemas.errors import FailureKind, StepFailure
 from vertices import gateway
@@ -97,13 +97,6 @@ async def wait_until(predicate: Callable[[], bool], timeout_s: float = 5.0) -> N
             return
         await asyncio.sleep(0.005)
     raise AssertionError(f"condition still false after {timeout_s} s")
-
-
-@pytest.fixture
-async def downstream() -> AsyncIterator[RunningDownstream]:
-    running = await start_downstream()
-    yield running
-    await running.stop()
 
 
 @pytest.fixture

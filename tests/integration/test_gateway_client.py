@@ -12,7 +12,7 @@ from collections.abc import AsyncIterator
 import httpx
 import pytest
 
-from demo.downstream import RunningDownstream, start_downstream
+from demo.downstream import RunningDownstream
 from tests.integration.test_gateway import wait_until
 from vertices.http_client import (
     TransportErrorKind,
@@ -20,13 +20,6 @@ from vertices.http_client import (
     classify_transport_error,
     close_http_client,
 )
-
-
-@pytest.fixture
-async def downstream() -> AsyncIterator[RunningDownstream]:
-    running = await start_downstream()
-    yield running
-    await running.stop()
 
 
 @pytest.fixture

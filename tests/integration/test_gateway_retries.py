@@ -14,7 +14,7 @@ from email.utils import format_datetime
 import httpx
 import pytest
 
-from demo.downstream import RunningDownstream, start_downstream
+from demo.downstream import RunningDownstream
 from schemas.errors import FailureKind, StepFailure
 from tests.integration.test_gateway import (
     FAST,
@@ -27,13 +27,6 @@ from tests.integration.test_gateway import (
 from vertices import gateway
 from vertices.contract import TimeoutTier
 from vertices.http_client import build_http_client, close_http_client
-
-
-@pytest.fixture
-async def downstream() -> AsyncIterator[RunningDownstream]:
-    running = await start_downstream()
-    yield running
-    await running.stop()
 
 
 @pytest.fixture

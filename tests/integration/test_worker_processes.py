@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from demo.downstream import RunningDownstream, start_downstream
+from demo.downstream import RunningDownstream
 from engine.records import ClaimedStep, Success
 from engine.runtime import Runtime
 from schemas.definitions import Workflow
@@ -22,13 +22,6 @@ from tests.integration.engine_harness import settings_for
 from tests.integration.processes import start_worker, stop_worker, worker_env
 
 pytestmark = pytest.mark.slow
-
-
-@pytest.fixture
-async def downstream() -> AsyncIterator[RunningDownstream]:
-    server = await start_downstream()
-    yield server
-    await server.stop()
 
 
 @pytest.fixture
