@@ -13,7 +13,12 @@ from admission.breaker import (
 from admission.caps import CapsSource, DestinationCaps, RedisCapsStore
 from admission.config import AdmissionConfig
 from admission.controller import Admission
-from admission.rate_limit import RateDecision, TenantRateConfig, TenantRateLimiter
+from admission.rate_limit import (
+    RateDecision,
+    TenantRateConfig,
+    TenantRateLimited,
+    TenantRateLimiter,
+)
 from admission.retry_budget import RetryBudget, RetryBudgetConfig, SharedRetryBudget
 from admission.ticket import Outcome, Ticket, TicketAlreadySettled
 from admission.visibility import AdmissionSnapshot, DestinationState, LayerStatus, TenantUsage
@@ -42,6 +47,7 @@ __all__ = [
     "RetryBudgetConfig",
     "SharedRetryBudget",
     "TenantRateConfig",
+    "TenantRateLimited",
     "TenantRateLimiter",
     "TenantUsage",
     "Ticket",

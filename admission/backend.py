@@ -16,6 +16,7 @@ Works with `redis.asyncio.Redis` and `fakeredis.FakeAsyncRedis` alike, with or w
 from __future__ import annotations
 
 import functools
+from collections.abc import Sequence
 from dataclasses import dataclass
 from enum import IntEnum
 from importlib import resources
@@ -26,18 +27,18 @@ from redis.asyncio import Redis
 from admission import keys
 from admission.breaker import BreakerConfig, BreakerState, LayerView
 from admission.config import AdmissionConfig
+from admission.rate_limit import TenantRateConfig
 from admission.retry_budget import RetryBudgetConfig
 
 _SCRIPT_PARTS: dict[str, tuple[str, ...]] = {
-    "admit": ("lib_common", "lib_window", "lib_aimd", "lib_breaker", "admit"),
-    "settle": ("lib_common", "lib_aimd", "lib_breaker", "lib_budget", "settle"),
+    "exchange": ("lib_common", "lib_window", "lib_aimd", "lib_breaker", "lib_budget", "exchange"),
     "renew": ("lib_common", "renew"),
-    "tenant_rate": ("lib_common", "lib_window", "tenant_rate"),
     "budget": ("lib_common", "lib_budget", "budget"),
 }
 
-Outcome = Literal["success", "overload", "failure", "ignore"]
+Outcome = Literal["success", "overload", "throttled", "failure", "ignore"]
 BudgetOp = Literal["success", "failure", "peek"]
+Arg = str | int | float
 
 
 @functools.cache
@@ -54,6 +55,51 @@ class AdmitCode(IntEnum):
     BREAKER_BLOCKED = 2
     NO_SLOT = 3
     RATE_LIMITED = 4
+    """The destination's `ratePerSecond` is reached."""
+    RETRY_BUDGET = 5
+    """A retry, and the destination's retry budget is at or under half."""
+    TENANT_LIMITED = 6
+    """The tenant's rate window is full (only when the admit takes a tenant item)."""
+
+
+# ── operations of one exchange (lua/exchange.lua) ─────────────────────────────────────────
+
+
+@dataclass(frozen=True)
+class AdmitOp:
+    """Admit one call. `take_item`: also take one item from the tenant's rate window (only
+    if everything else lets the call through); `retry`: refuse it unless the destination's
+    retry budget allows a retry."""
+
+    destination: str
+    tenant_id: str
+    token: str
+    lease_s: float
+    take_item: bool = False
+    retry: bool = False
+    tenant_default_limit: int = 0
+    """Items per window of the tenant when it has no override (with `take_item`)."""
+
+
+@dataclass(frozen=True)
+class SettleOp:
+    destination: str
+    tenant_id: str
+    token: str
+    outcome: Outcome
+    slot_epoch: int
+
+
+@dataclass(frozen=True)
+class TakeOp:
+    """Take one item from a tenant's rate window."""
+
+    tenant_id: str
+    member: str
+    default_limit: int
+
+
+Op = AdmitOp | SettleOp | TakeOp
 
 
 @dataclass(frozen=True)
@@ -72,6 +118,10 @@ class AdmitReply:
     global_probe: bool
     events: tuple[str, ...]
     """Breaker transitions, `layer:from:to`."""
+    tenant_used: int = 0
+    """GRANTED or TENANT_LIMITED with a tenant item: items in the tenant's window."""
+    tenant_limit: int = 0
+    """The tenant's items per window (when an item was asked for)."""
 
 
 @dataclass(frozen=True)
@@ -84,6 +134,17 @@ class SettleReply:
     """False if the lease had expired (and was reclaimed) before the call settled."""
     budget_tokens: float
     events: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class TakeReply:
+    allowed: bool
+    used: int
+    limit: int
+    wait_s: float
+
+
+Reply = AdmitReply | SettleReply | TakeReply
 
 
 @dataclass(frozen=True)
@@ -126,6 +187,139 @@ def _layer_view(fields: list[object], probes: int) -> LayerView:
     )
 
 
+_GLOBAL_KEYS = (keys.DESTINATIONS_SET, keys.TENANTS_SET, keys.TENANT_RATE_LIMITS)
+
+
+class _KeyTable:
+    """The deduplicated KEYS of one exchange: each group is passed once however many
+    operations use it, and operations refer to a group by the 1-based index of its first key."""
+
+    def __init__(self) -> None:
+        self.keys: list[str] = list(_GLOBAL_KEYS)
+        self._groups: dict[tuple[str, ...], int] = {}
+
+    def _group(self, group: tuple[str, ...]) -> int:
+        index = self._groups.get(group)
+        if index is None:
+            index = len(self.keys) + 1
+            self._groups[group] = index
+            self.keys.extend(group)
+        return index
+
+    def destination(self, destination: str) -> int:
+        glob = keys.breaker_global(destination)
+        return self._group(
+            (
+                keys.slots(destination),
+                keys.aimd(destination),
+                keys.destination_caps(destination),
+                keys.destination_rate(destination),
+                keys.breaker_state(glob),
+                keys.breaker_probes(glob),
+                keys.retry_budget(destination),
+                keys.breaker_tenants(destination),
+            )
+        )
+
+    def tenant_breaker(self, destination: str, tenant_id: str) -> int:
+        prefix = keys.breaker_tenant(destination, tenant_id)
+        return self._group((keys.breaker_state(prefix), keys.breaker_probes(prefix)))
+
+    def window(self, tenant_id: str) -> int:
+        return self._group((keys.tenant_rate(tenant_id),))
+
+
+_OP_WIDTH = 10
+
+
+def _encode(ops: Sequence[Op], now: float, config: AdmissionConfig) -> tuple[list[str], list[Arg]]:
+    table = _KeyTable()
+    aimd = config.aimd
+    args: list[Arg] = [
+        repr(now),
+        aimd.initial_limit,
+        aimd.min_limit,
+        config.default_max_concurrency,
+        aimd.backoff_ratio,
+        aimd.min_utilization,
+        *_breaker_args(config.tenant_breaker),
+        *_breaker_args(config.global_breaker),
+        int(config.state_ttl_s * 1000),
+        config.retry_budget.max_tokens,
+        config.retry_budget.token_ratio,
+        repr(config.tenant_rate.window_s),
+    ]
+    for op in ops:
+        if isinstance(op, AdmitOp):
+            row: list[Arg] = [
+                "A",
+                table.destination(op.destination),
+                table.tenant_breaker(op.destination, op.tenant_id),
+                op.token,
+                repr(op.lease_s),
+                op.destination,
+                op.tenant_id,
+                table.window(op.tenant_id) if op.take_item else 0,
+                "r" if op.retry else "-",
+                op.tenant_default_limit,
+            ]
+        elif isinstance(op, SettleOp):
+            row = [
+                "S",
+                table.destination(op.destination),
+                table.tenant_breaker(op.destination, op.tenant_id),
+                op.token,
+                op.outcome,
+                op.slot_epoch,
+                op.tenant_id,
+                0,
+                "-",
+                0,
+            ]
+        else:
+            row = ["T", table.window(op.tenant_id), op.member, op.tenant_id, op.default_limit]
+            row += [0] * (_OP_WIDTH - len(row))
+        args.extend(row)
+    return table.keys, args
+
+
+def _events(value: object) -> tuple[str, ...]:
+    return tuple(_text(e) for e in value) if isinstance(value, list) else ()
+
+
+def _decode(op: Op, reply: list[object]) -> Reply:
+    if isinstance(op, AdmitOp):
+        return AdmitReply(
+            code=AdmitCode(int(_text(reply[0]))),
+            epoch=int(_text(reply[1])),
+            in_flight=int(_text(reply[2])),
+            limit=float(_text(reply[3])),
+            hint_s=float(_text(reply[4])),
+            blocking_layer=_text(reply[5]),
+            tenant_probe=bool(reply[6]),
+            global_probe=bool(reply[7]),
+            tenant_used=int(_text(reply[8])),
+            tenant_limit=int(_text(reply[9])),
+            events=_events(reply[10]),
+        )
+    if isinstance(op, SettleOp):
+        return SettleReply(
+            old_limit=float(_text(reply[0])),
+            new_limit=float(_text(reply[1])),
+            epoch=int(_text(reply[2])),
+            cut=bool(reply[3]),
+            lease_held=bool(reply[4]),
+            budget_tokens=float(_text(reply[5])),
+            events=_events(reply[6]),
+        )
+    return TakeReply(
+        allowed=bool(reply[0]),
+        used=int(_text(reply[1])),
+        limit=int(_text(reply[2])),
+        wait_s=float(_text(reply[3])),
+    )
+
+
 class CoordinationBackend:
     """Typed calls over the admission scripts and keys of one Redis."""
 
@@ -145,43 +339,12 @@ class CoordinationBackend:
         config: AdmissionConfig,
     ) -> AdmitReply:
         """Try to admit one call: breakers, AIMD slot, destination rate, all or nothing."""
-        tenant, glob = keys.breaker_tenant(destination, tenant_id), keys.breaker_global(destination)
-        reply = await self._scripts["admit"](
-            keys=[
-                keys.slots(destination),
-                keys.aimd(destination),
-                keys.destination_caps(destination),
-                keys.destination_rate(destination),
-                keys.breaker_state(tenant),
-                keys.breaker_probes(tenant),
-                keys.breaker_state(glob),
-                keys.breaker_probes(glob),
-                keys.DESTINATIONS_SET,
-            ],
-            args=[
-                repr(now),
-                token,
-                repr(lease_s),
-                config.aimd.initial_limit,
-                config.aimd.min_limit,
-                config.default_max_concurrency,
-                *_breaker_args(config.tenant_breaker),
-                *_breaker_args(config.global_breaker),
-                int(config.state_ttl_s * 1000),
-                destination,
-            ],
+        (reply,) = await self.exchange(
+            [AdmitOp(destination, tenant_id, token, lease_s)], now, config
         )
-        return AdmitReply(
-            code=AdmitCode(int(reply[0])),
-            epoch=int(reply[1]),
-            in_flight=int(reply[2]),
-            limit=float(_text(reply[3])),
-            hint_s=float(_text(reply[4])),
-            blocking_layer=_text(reply[5]),
-            tenant_probe=bool(reply[6]),
-            global_probe=bool(reply[7]),
-            events=tuple(_text(e) for e in reply[8:]),
-        )
+        if not isinstance(reply, AdmitReply):
+            raise TypeError(f"admit answered {reply!r}")
+        return reply
 
     async def settle(
         self,
@@ -195,47 +358,19 @@ class CoordinationBackend:
         config: AdmissionConfig,
     ) -> SettleReply:
         """Release a slot and apply its outcome to breakers, AIMD and the retry budget."""
-        tenant, glob = keys.breaker_tenant(destination, tenant_id), keys.breaker_global(destination)
-        aimd = config.aimd
-        reply = await self._scripts["settle"](
-            keys=[
-                keys.slots(destination),
-                keys.aimd(destination),
-                keys.destination_caps(destination),
-                keys.breaker_state(tenant),
-                keys.breaker_probes(tenant),
-                keys.breaker_state(glob),
-                keys.breaker_probes(glob),
-                keys.retry_budget(destination),
-                keys.breaker_tenants(destination),
-            ],
-            args=[
-                repr(now),
-                token,
-                outcome,
-                slot_epoch,
-                aimd.initial_limit,
-                aimd.min_limit,
-                config.default_max_concurrency,
-                aimd.backoff_ratio,
-                aimd.min_utilization,
-                *_breaker_args(config.tenant_breaker),
-                *_breaker_args(config.global_breaker),
-                int(config.state_ttl_s * 1000),
-                config.retry_budget.max_tokens,
-                config.retry_budget.token_ratio,
-                tenant_id,
-            ],
-        )
-        return SettleReply(
-            old_limit=float(_text(reply[0])),
-            new_limit=float(_text(reply[1])),
-            epoch=int(reply[2]),
-            cut=bool(reply[3]),
-            lease_held=bool(reply[4]),
-            budget_tokens=float(_text(reply[5])),
-            events=tuple(_text(e) for e in reply[6:]),
-        )
+        op = SettleOp(destination, tenant_id, token, outcome, slot_epoch)
+        (reply,) = await self.exchange([op], now, config)
+        if not isinstance(reply, SettleReply):
+            raise TypeError(f"settle answered {reply!r}")
+        return reply
+
+    async def exchange(self, ops: Sequence[Op], now: float, config: AdmissionConfig) -> list[Reply]:
+        """Apply `ops` in order, atomically, in one script call (see `lua/exchange.lua`)."""
+        if not ops:
+            return []
+        keys, args = _encode(ops, now, config)
+        replies = await self._scripts["exchange"](keys=keys, args=args)
+        return [_decode(op, reply) for op, reply in zip(ops, replies, strict=True)]
 
     async def renew(
         self, destination: str, tenant_id: str, token: str, *, now: float, lease_s: float
@@ -256,11 +391,11 @@ class CoordinationBackend:
         self, tenant_id: str, *, member: str, now: float, window_s: float, default_limit: int
     ) -> tuple[bool, int, int, float]:
         """Take one item from a tenant's window: (allowed, used, limit, wait_s)."""
-        reply = await self._scripts["tenant_rate"](
-            keys=[keys.tenant_rate(tenant_id), keys.TENANT_RATE_LIMITS, keys.TENANTS_SET],
-            args=[repr(now), repr(window_s), default_limit, member, tenant_id],
-        )
-        return bool(reply[0]), int(reply[1]), int(reply[2]), float(_text(reply[3]))
+        config = AdmissionConfig(tenant_rate=TenantRateConfig(window_s=window_s))
+        (reply,) = await self.exchange([TakeOp(tenant_id, member, default_limit)], now, config)
+        if not isinstance(reply, TakeReply):
+            raise TypeError(f"tenant take answered {reply!r}")
+        return reply.allowed, reply.used, reply.limit, reply.wait_s
 
     async def write_tenant_limit(self, tenant_id: str, limit: int | None) -> None:
         if limit is None:

@@ -3,7 +3,9 @@
     ticket = await admission.admit(destination, tenant_id, wait_timeout_s=5.0)
     async with ticket:
         response = await client.send(request)
-        if response.status_code in (429, 503):
+        if response.status_code == 429:
+            await ticket.settle(Outcome.THROTTLED)
+        elif response.status_code == 503:
             await ticket.overload()
         elif response.is_success:
             await ticket.success()
@@ -11,13 +13,19 @@
             await ticket.failure()
 
 One ticket per HTTP attempt (not per step): every attempt is a sample for AIMD, the breakers
-and the retry budget. Before an in-process retry or a redispatch, ask `retry_allowed`.
+and the retry budget. An in-process retry or a redispatch is admitted with `retry=True`, so
+it goes only while the destination's retry budget allows.
 
 `admit` raises `StepFailure(EXTERNAL_OVERLOAD)` when a breaker blocks the call (with
-`retry_after_s` = when probes will be let through) or when no slot frees up within
-`wait_timeout_s`; the engine redispatches such steps instead of holding a worker. The tenant
-rate limit is a separate question (`tenant_check`), asked before a step starts: at the limit
-the step is delayed, not failed.
+`retry_after_s` = when probes will be let through), when the retry budget refuses a retry, or
+when no slot frees up within `wait_timeout_s`; the engine redispatches such steps instead of
+holding a worker. A step's first attempt also takes an item from the tenant's rate window
+(`take_item=True`, in the same atomic script); at the limit `admit` raises
+`TenantRateLimited` and the step is delayed, not failed. `tenant_check` asks the same
+question on its own.
+
+Admits and settlements of the whole process are coalesced into one Redis script call at a
+time (`admission.batching`): one round trip for every call that started or ended meanwhile.
 
 Time: stored timestamps (leases, windows, breaker times) come from the injected `Clock`;
 waiting for a slot is real waiting, bounded by the event loop's own clock.
@@ -33,11 +41,19 @@ import uuid
 
 from redis.asyncio import Redis
 
-from admission.backend import AdmitCode, AdmitReply, CoordinationBackend, SettleReply
+from admission.backend import (
+    AdmitCode,
+    AdmitOp,
+    AdmitReply,
+    CoordinationBackend,
+    SettleOp,
+    SettleReply,
+)
+from admission.batching import ExchangeBatcher
 from admission.breaker import BreakerState, Transition
 from admission.caps import CapsSource, DestinationCaps, RedisCapsStore
 from admission.config import AdmissionConfig
-from admission.rate_limit import RateDecision, TenantRateLimiter
+from admission.rate_limit import RateDecision, TenantRateLimited, TenantRateLimiter
 from admission.retry_budget import SharedRetryBudget
 from admission.ticket import Outcome, Ticket
 from admission.visibility import AdmissionSnapshot, TenantUsage, destination_state
@@ -74,6 +90,10 @@ class Admission:
         self._caps_source = caps_source
         self._caps_loaded: set[str] = set()
         self._waiters = SlotWaiters()
+        # Public for tests and benchmarks (its `exchanges` counts script calls).
+        self.batcher = ExchangeBatcher(
+            lambda ops: self.backend.exchange(ops, self._clock.now(), self.config)
+        )
         self._backoff = Backoff(
             self.config.wait_poll_initial_s, self.config.wait_poll_max_s, rng or random.Random()
         )
@@ -87,14 +107,20 @@ class Admission:
         *,
         wait_timeout_s: float,
         lease_s: float | None = None,
+        take_item: bool = False,
+        retry: bool = False,
     ) -> Ticket:
         """Wait for permission to call `destination` for `tenant_id`.
 
         Waits at most `wait_timeout_s` seconds for a slot (0 = one attempt only). The slot is
-        leased for `lease_s` seconds (default `config.default_lease_s`, 90 s).
+        leased for `lease_s` seconds (default `config.default_lease_s`, 90 s). `take_item`:
+        the call also takes one item from the tenant's rate window, in the same atomic step
+        (a step's first attempt does). `retry`: the call is a retry (in-process or a
+        redispatch) and goes only while the destination's retry budget allows.
 
-        Raises `StepFailure(EXTERNAL_OVERLOAD)` if a breaker blocks the call or no slot frees
-        up in time; the returned `Ticket` must be settled exactly once.
+        Raises `StepFailure(EXTERNAL_OVERLOAD)` if a breaker blocks the call, the retry
+        budget refuses it or no slot frees up in time, and `TenantRateLimited` when the
+        tenant's window is full. The returned `Ticket` must be settled exactly once.
         """
         if wait_timeout_s < 0:
             raise ValueError("wait_timeout_s must not be negative")
@@ -102,26 +128,25 @@ class Admission:
         if lease <= 0:
             raise ValueError("lease_s must be positive")
         await self._load_caps(destination)
-        token = uuid.uuid4().hex
+        op = AdmitOp(
+            destination,
+            tenant_id,
+            uuid.uuid4().hex,
+            lease,
+            take_item=take_item,
+            retry=retry,
+            tenant_default_limit=self.rate.default_limit(tenant_id),
+        )
         loop = asyncio.get_running_loop()
         deadline = loop.time() + wait_timeout_s
         reply: AdmitReply | None = None
         waiter: Waiter | None = None
         try:
             for attempt in range(self.config.max_wait_attempts):
-                reply = await self.backend.admit(
-                    destination,
-                    tenant_id,
-                    token,
-                    now=self._clock.now(),
-                    lease_s=lease,
-                    config=self.config,
-                )
-                self._log_transitions(destination, tenant_id, reply.events)
+                reply = await self._admit_once(op)
                 if reply.code is AdmitCode.GRANTED:
-                    return self._ticket(destination, tenant_id, token, lease, reply)
-                if reply.code is AdmitCode.BREAKER_BLOCKED:
-                    raise _breaker_failure(destination, tenant_id, reply)
+                    return self._ticket(op, reply)
+                _raise_if_refused(destination, tenant_id, reply, self.rate.config.delay_s)
                 remaining = deadline - loop.time()
                 if remaining <= 0:
                     break
@@ -137,6 +162,13 @@ class Admission:
             if waiter is not None:
                 self._waiters.leave(destination, waiter)
         raise _wait_exhausted(destination, wait_timeout_s, reply)
+
+    async def _admit_once(self, op: AdmitOp) -> AdmitReply:
+        reply = await self.batcher.submit(op)
+        if not isinstance(reply, AdmitReply):
+            raise TypeError(f"admit answered {reply!r}")
+        self._log_transitions(op.destination, op.tenant_id, reply.events)
+        return reply
 
     async def retry_allowed(self, destination: str) -> bool:
         """Whether the destination's retry budget allows one more retry now."""
@@ -215,31 +247,26 @@ class Admission:
             await self.caps.set_caps(destination, caps)
         self._caps_loaded.add(destination)
 
-    def _ticket(
-        self, destination: str, tenant_id: str, token: str, lease_s: float, reply: AdmitReply
-    ) -> Ticket:
+    def _ticket(self, op: AdmitOp, reply: AdmitReply) -> Ticket:
         return Ticket(
-            destination=destination,
-            tenant_id=tenant_id,
-            token=token,
+            destination=op.destination,
+            tenant_id=op.tenant_id,
+            token=op.token,
             epoch=reply.epoch,
-            lease_s=lease_s,
+            lease_s=op.lease_s,
             probe=reply.tenant_probe or reply.global_probe,
             settle=self._settle,
             renew=self._renew,
         )
 
     async def _settle(self, ticket: Ticket, outcome: Outcome) -> None:
+        op = SettleOp(
+            ticket.destination, ticket.tenant_id, ticket.token, outcome.value, ticket.epoch
+        )
         try:
-            reply = await self.backend.settle(
-                ticket.destination,
-                ticket.tenant_id,
-                ticket.token,
-                outcome.value,
-                slot_epoch=ticket.epoch,
-                now=self._clock.now(),
-                config=self.config,
-            )
+            reply = await self.batcher.submit(op)
+            if not isinstance(reply, SettleReply):
+                raise TypeError(f"settle answered {reply!r}")
         finally:
             # Even if Redis failed, a waiter retrying costs little; the lease still expires.
             self._waiters.notify_one(ticket.destination)
@@ -306,6 +333,25 @@ class Admission:
                     "state_to": change.after.value,
                 },
             )
+
+
+def _raise_if_refused(
+    destination: str, tenant_id: str, reply: AdmitReply, tenant_delay_s: float
+) -> None:
+    """Raise for refusals that waiting for a slot cannot cure."""
+    if reply.code is AdmitCode.BREAKER_BLOCKED:
+        raise _breaker_failure(destination, tenant_id, reply)
+    if reply.code is AdmitCode.RETRY_BUDGET:
+        raise StepFailure(
+            FailureKind.EXTERNAL_OVERLOAD,
+            f"retry budget of {destination!r} is exhausted: not retrying now (retries resume "
+            "as calls to it succeed again)",
+        )
+    if reply.code is AdmitCode.TENANT_LIMITED:
+        decision = RateDecision(
+            False, tenant_delay_s, reply.tenant_used, reply.tenant_limit, max(0.0, reply.hint_s)
+        )
+        raise TenantRateLimited(tenant_id, decision)
 
 
 def _breaker_failure(destination: str, tenant_id: str, reply: AdmitReply) -> StepFailure:

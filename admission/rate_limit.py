@@ -59,6 +59,18 @@ class RateDecision:
     """0 when allowed; otherwise when the oldest item leaves the window (informational)."""
 
 
+class TenantRateLimited(Exception):
+    """The tenant's window is full: delay the step by `decision.delay_s`, do not fail it."""
+
+    def __init__(self, tenant_id: str, decision: RateDecision) -> None:
+        super().__init__(
+            f"tenant {tenant_id} at its rate limit ({decision.used}/{decision.limit} items per "
+            "window)"
+        )
+        self.tenant_id = tenant_id
+        self.decision = decision
+
+
 class TenantRateLimiter:
     """Checks and configures tenants' windows."""
 
@@ -69,7 +81,8 @@ class TenantRateLimiter:
         self._clock = clock
         self.config = config or TenantRateConfig()
 
-    def _default_limit(self, tenant_id: str) -> int:
+    def default_limit(self, tenant_id: str) -> int:
+        """The tenant's items per window unless Redis holds an override for it."""
         return self.config.overrides.get(tenant_id, self.config.limit)
 
     async def check(self, tenant_id: str) -> RateDecision:
@@ -79,7 +92,7 @@ class TenantRateLimiter:
             member=uuid.uuid4().hex,
             now=self._clock.now(),
             window_s=self.config.window_s,
-            default_limit=self._default_limit(tenant_id),
+            default_limit=self.default_limit(tenant_id),
         )
         if allowed:
             return RateDecision(True, 0.0, used, limit, 0.0)
@@ -96,4 +109,4 @@ class TenantRateLimiter:
         used, override = await self._backend.read_tenant_usage(
             tenant_id, self._clock.now(), self.config.window_s
         )
-        return used, override if override is not None else self._default_limit(tenant_id)
+        return used, override if override is not None else self.default_limit(tenant_id)

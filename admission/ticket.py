@@ -14,7 +14,11 @@ class Outcome(StrEnum):
     SUCCESS = "success"
     """The destination answered as expected: AIMD may grow; breakers count a success."""
     OVERLOAD = "overload"
-    """429, 503 or a timeout: AIMD cuts (once per window); breakers count a failure."""
+    """503 or a timeout: AIMD cuts (once per window); breakers count a failure."""
+    THROTTLED = "throttled"
+    """429: the destination is healthy but at capacity. AIMD cuts (once per window); the
+    breakers count nothing (a busy destination must not be shut off for a reset period);
+    the retry budget counts it as a failure."""
     FAILURE = "failure"
     """Any other failure of the destination: breakers count a failure; no AIMD cut."""
     IGNORE = "ignore"

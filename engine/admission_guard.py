@@ -1,29 +1,49 @@
 """Admission around every GATEWAY attempt: the engine's `vertices.gateway.CallGuard`.
 
-One guard per step execution. Before each attempt it spends retry budget (retries only) and
-takes an admission ticket for the destination (breakers, AIMD slot, destination rate); after
-the attempt it settles the ticket with what the destination's answer says about its health:
+One guard per step execution. Before each attempt it takes an admission ticket for the
+destination (breakers, AIMD slot, destination rate; a retry also needs the retry budget, and
+the first attempt takes the step's item from the tenant's rate window — all in one atomic
+script call). After the attempt it settles the ticket with what the destination's answer says
+about its health:
 
-    429, 503, timeout           → overload  (AIMD cut, breaker failure)
+    429                         → throttled (AIMD cut; breakers count nothing)
+    503, timeout                → overload  (AIMD cut, breaker failure)
     other 5xx, I/O error, junk  → failure   (breaker failure, no cut)
     anything else answered      → success   (a 4xx is the caller's problem, not an outage)
     cancelled, internal error   → ignored   (says nothing about the destination)
+
+The first attempt of a redispatched step is a retry too: redispatches and in-process retries
+spend the same budget, so a dead destination never sees every item's full retry schedule.
+
+A coordination failure (Redis down) before the call becomes `CoordinationDown`, which the
+executor turns into a short park; after the call it is logged and dropped, so a call that was
+answered is never turned into a failure by admission bookkeeping (the slot's lease expires).
 """
 
 from __future__ import annotations
 
+import logging
 from dataclasses import dataclass, field
 
 from admission import Admission, DestinationCaps, Outcome, Ticket
+from engine.coordination import COORDINATION_ERRORS
 from engine.store import Store
-from schemas.errors import FailureKind, StepFailure
 
-OVERLOAD_STATUSES = frozenset({429, 503})
+logger = logging.getLogger(__name__)
+
+THROTTLE_STATUS = 429
+OVERLOAD_STATUSES = frozenset({503})
+
+
+class CoordinationDown(Exception):
+    """Admission could not reach Redis before the call: nothing was sent; try again soon."""
 
 
 def outcome_of(status: int | None, error_kind: str | None) -> Outcome:
     if error_kind in {"cancelled", "internal_error", "invalid_config"}:
         return Outcome.IGNORE
+    if status == THROTTLE_STATUS and error_kind is None:
+        return Outcome.THROTTLED
     if status in OVERLOAD_STATUSES or error_kind == "timeout":
         return Outcome.OVERLOAD
     if error_kind is not None or (status is not None and status >= 500):
@@ -36,24 +56,39 @@ class AdmissionGuard:
     admission: Admission
     tenant_id: str
     wait_timeout_s: float
+    redispatch: bool = False
+    """This execution is a redispatch: its first attempt is a retry for the budget."""
     _ticket: Ticket | None = field(default=None, init=False)
+    _attempts: int = field(default=0, init=False)
 
     async def before_attempt(self, destination: str, retry: bool) -> None:
-        if retry and not await self.admission.retry_allowed(destination):
-            raise StepFailure(
-                FailureKind.EXTERNAL_OVERLOAD,
-                f"retry budget of {destination} is exhausted: not retrying now",
+        first = self._attempts == 0
+        self._attempts += 1
+        try:
+            self._ticket = await self.admission.admit(
+                destination,
+                self.tenant_id,
+                wait_timeout_s=self.wait_timeout_s,
+                take_item=first,
+                retry=retry or (first and self.redispatch),
             )
-        self._ticket = await self.admission.admit(
-            destination, self.tenant_id, wait_timeout_s=self.wait_timeout_s
-        )
+        except COORDINATION_ERRORS as exc:
+            raise CoordinationDown(f"admission unavailable: {type(exc).__name__}: {exc}") from exc
 
     async def after_attempt(
         self, destination: str, status: int | None, error_kind: str | None, duration_s: float
     ) -> None:
         ticket, self._ticket = self._ticket, None
-        if ticket is not None:
+        if ticket is None:
+            return
+        try:
             await ticket.settle(outcome_of(status, error_kind))
+        except COORDINATION_ERRORS:
+            logger.warning(
+                "could not settle the admission slot of a call to %s; its lease will expire",
+                destination,
+                exc_info=True,
+            )
 
 
 @dataclass(frozen=True)

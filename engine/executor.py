@@ -24,9 +24,9 @@ from sqlalchemy.exc import (
 )
 from sqlalchemy.exc import TimeoutError as SATimeoutError
 
-from admission import Admission
+from admission import Admission, TenantRateLimited
 from engine import fanout, scheduler
-from engine.admission_guard import AdmissionGuard
+from engine.admission_guard import AdmissionGuard, CoordinationDown
 from engine.records import (
     AwaitChildren,
     ClaimedStep,
@@ -48,6 +48,8 @@ logger = logging.getLogger(__name__)
 STORE_RETRY_S = 1.0
 """How soon a step interrupted by a transient store error runs again."""
 STORE_RETRY_LIMIT = 10
+COORDINATION_RETRY_S = 2.0
+"""How soon a step whose admission could not reach Redis runs again."""
 """Executions after which a step still hitting store errors fails visibly."""
 
 
@@ -149,7 +151,7 @@ async def _dispatch(
         log=log,
     )
     if isinstance(vertex, GatewayVertex):
-        return await _gateway(vertex, ctx, deps)
+        return await _gateway(vertex, step, ctx, deps)
     if isinstance(vertex, SpawnerVertex):
         child = await fanout.child_version(deps.store, vertex.config)
         port = fanout.StoreFanoutPort(
@@ -161,16 +163,24 @@ async def _dispatch(
     raise StepFailure(FailureKind.INTERNAL_ERROR, f"unknown vertex type {vertex!r}")
 
 
-async def _gateway(vertex: GatewayVertex, ctx: StepContext, deps: ExecutorDeps) -> contract.Outcome:
+async def _gateway(
+    vertex: GatewayVertex, step: ClaimedStep, ctx: StepContext, deps: ExecutorDeps
+) -> contract.Outcome:
     if deps.admission is None:
         return await gateway.execute(vertex.config, ctx, deps.http, deps.timeouts)
-    decision = await deps.admission.tenant_check(ctx.tenant_id)
-    if not decision.allowed:
+    guard = AdmissionGuard(
+        deps.admission, ctx.tenant_id, deps.admission_wait_s, redispatch=step.auto_retries > 0
+    )
+    try:
+        return await gateway.execute(vertex.config, ctx, deps.http, deps.timeouts, guard=guard)
+    except TenantRateLimited as limited:
         # At the tenant's rate limit the step waits (a durable timer), it does not fail.
+        decision = limited.decision
         reason = f"tenant {ctx.tenant_id} at its rate limit ({decision.used}/{decision.limit})"
         return Parked(decision.delay_s, reason)
-    guard = AdmissionGuard(deps.admission, ctx.tenant_id, deps.admission_wait_s)
-    return await gateway.execute(vertex.config, ctx, deps.http, deps.timeouts, guard=guard)
+    except CoordinationDown as down:
+        # Nothing was sent: Redis is unreachable, so admission cannot be decided. Work waits.
+        return Parked(COORDINATION_RETRY_S, str(down))
 
 
 def _failed(

@@ -8,7 +8,7 @@ from collections.abc import Callable
 import pytest
 from redis.asyncio import Redis
 
-from admission import Admission, AdmissionConfig, AimdConfig, BreakerState, Ticket
+from admission import Admission, AdmissionConfig, AimdConfig, BreakerState, Outcome, Ticket
 from schemas.clock import FakeClock
 from schemas.errors import FailureKind, StepFailure
 
@@ -212,3 +212,40 @@ async def test_transitions_are_logged_with_structured_fields(
         ("tenant", "open", "half_open"),
         ("tenant", "half_open", "closed"),
     ]
+
+
+# ── 429: a throttle, not an outage ────────────────────────────────────────────────────────
+
+
+async def test_429s_cut_the_limit_but_never_open_a_breaker(
+    connect: Connect, clock: FakeClock
+) -> None:
+    """A destination answering 429 is healthy and at capacity: AIMD backs off, the breakers
+    count nothing (neither a failure nor a success that would reset the failure count)."""
+    admission = Admission(connect(), clock, AdmissionConfig(aimd=AimdConfig(initial_limit=20)))
+    await fail(admission, times=4)
+    for _ in range(30):  # far beyond both thresholds
+        await (await admit(admission)).settle(Outcome.THROTTLED)
+        clock.advance(1)
+    (state,) = (await admission.snapshot()).destinations
+    assert state.global_breaker.state is BreakerState.CLOSED
+    assert state.tenant_breakers["acme"].state is BreakerState.CLOSED
+    assert state.tenant_breakers["acme"].failures == 4  # the 429s did not reset the count
+    assert state.limit < 20 and state.cuts >= 1
+    await fail(admission)  # the fifth real failure still opens the tenant layer
+    await blocked(admission)
+
+
+async def test_a_429_probe_gives_its_permit_back_without_deciding(
+    admission: Admission, clock: FakeClock
+) -> None:
+    await fail(admission, times=5)
+    clock.advance(30)  # half-open: two probes at a time
+    first, second = await admit(admission), await admit(admission)
+    await blocked(admission)  # both permits in use
+    await first.settle(Outcome.THROTTLED)
+    assert (await layers(admission))[1]["acme"] is BreakerState.HALF_OPEN
+    third = await admit(admission)  # the throttled probe's permit is free again
+    await second.success()
+    await third.success()  # two probe successes close it (a closed, clean layer is not listed)
+    assert await layers(admission) == (BreakerState.CLOSED, {})

@@ -17,6 +17,8 @@ from schemas.clock import FakeClock
 from schemas.definitions import Workflow
 from tests.conftest import Backend
 from tests.integration.engine_harness import running_worker, settings_for, start, wait_for_run
+from tests.integration.scripts.helpers import UNREACHABLE_REDIS_URL
+from vertices.gateway import destination_key
 
 DELAYS = (0.3, 0.6, 1.2)
 
@@ -171,3 +173,46 @@ async def test_tenant_at_its_rate_limit_is_delayed_not_failed(
     assert parked[0].not_before == clock.now() + 5.0
     assert "rate limit" in parked[0].reason
     assert downstream.stats.total == 2
+
+
+async def test_redispatches_spend_the_retry_budget(
+    backend: Backend, downstream: RunningDownstream
+) -> None:
+    """With the destination's retry budget spent, a redispatch is refused without a request:
+    redispatches and in-process retries draw on the same budget."""
+    runtime = await Runtime.open(settings_for(backend, redispatch_delays_s=DELAYS))
+    try:
+        destination = destination_key(downstream.url, None)
+        for _ in range(50):  # failures seen elsewhere empty half the bucket
+            await runtime.admission.budget.record_failure(destination)
+        workflow = call(f"{downstream.url}/busy?status=429", max_auto_retries=2, attempts=1)
+        run_id = await start(runtime, [workflow], {})
+        async with running_worker(runtime):
+            run = await wait_for_run(runtime, run_id, timeout_s=30)
+        (step,) = await runtime.store.get_steps(run_id)
+    finally:
+        await runtime.close()
+    assert run.status == "FAILED"
+    assert run.error["kind"] == "external_overload"
+    assert "retry budget" in run.error["message"]
+    assert step.auto_retries == 2
+    assert downstream.stats.total == 1  # only the first dispatch was sent
+
+
+async def test_a_step_waits_while_admission_cannot_reach_redis(
+    backend: Backend, downstream: RunningDownstream
+) -> None:
+    """Redis down: nothing is sent and the step parks briefly; it neither fails nor runs
+    without admission."""
+    settings = settings_for(backend, redis_url=UNREACHABLE_REDIS_URL)
+    runtime = await Runtime.open(settings)
+    try:
+        version = await runtime.store.publish(call(f"{downstream.url}/ok"))
+        await runtime.store.create_run(version, {})
+        (claimed,) = await runtime.store.claim(10, lease_s=30)
+        result, _ = await executor.execute(claimed, version.workflow, runtime.executor_deps())
+    finally:
+        await runtime.close()
+    assert isinstance(result, Park)
+    assert "admission unavailable" in result.reason
+    assert downstream.stats.total == 0

@@ -1,0 +1,307 @@
+-- One batch of admission operations, applied atomically and in order (admission/exchange.py
+-- builds it). Every worker coalesces the admits, settlements and tenant takes that its steps
+-- ask for while the previous batch is in flight, so a busy worker makes one round trip for
+-- many calls, and the state each batch touches is read once and written once.
+--
+-- KEYS: 1 destinations set, 2 tenants set, 3 tenant limit overrides hash, then key groups
+--   destination group (8): slots zset, aimd hash, caps hash, destination rate zset,
+--                          global breaker hash, global probes zset, retry budget hash,
+--                          the destination's breaker-tenants set
+--   tenant breaker group (2): tenant breaker hash, tenant probes zset
+--   tenant window (1): the tenant's rate window zset
+-- ARGV: 1 now, 2 initial limit, 3 min limit, 4 default cap, 5 backoff ratio,
+--       6 min utilization, 7-10 tenant breaker cfg, 11-14 global breaker cfg, 15 state ttl (ms),
+--       16 budget max tokens, 17 budget token ratio, 18 tenant window (s), then operations of
+--       OP_WIDTH fields each:
+--   A (admit):  dest group, tenant group, token, lease_s, destination, tenant id,
+--               window key (0 = take no tenant item), flags ('r' = a retry: budget check),
+--               tenant default limit
+--   S (settle): dest group, tenant group, token, outcome, slot epoch, tenant id
+--   T (take one tenant item): window key, member, tenant id, tenant default limit
+-- Reply: one table per operation, in order, its last element the breaker transitions it made
+--   A: {code, epoch, in_flight, limit, hint_s, layer, t_probe, g_probe, used, limit, events}
+--      code 1 granted, 2 breaker blocks, 3 no free slot, 4 destination rate, 5 retry budget
+--      exhausted, 6 tenant at its rate limit (used/limit of its window, hint = s until room)
+--   S: {old_limit, new_limit, epoch, cut, lease_held, budget_tokens, events}
+--   T: {allowed, used, limit, wait_s, events}
+
+local OP_WIDTH = 10
+local FIRST_OP = 19
+local now = tonumber(ARGV[1])
+local initial, min_limit = tonumber(ARGV[2]), tonumber(ARGV[3])
+local default_cap, backoff = tonumber(ARGV[4]), tonumber(ARGV[5])
+local min_utilization = tonumber(ARGV[6])
+local tenant_cfg, global_cfg = bk_cfg(ARGV, 7), bk_cfg(ARGV, 11)
+local ttl_ms = tonumber(ARGV[15])
+local budget_max, budget_ratio = tonumber(ARGV[16]), tonumber(ARGV[17])
+local window_s = tonumber(ARGV[18])
+
+-- ── state read once per batch, written once at the end ───────────────────────────────────
+
+local DESTS, TENANTS, WINDOWS = {}, {}, {}
+local DEST_ORDER, TENANT_ORDER, WINDOW_ORDER = {}, {}, {}
+
+local function dest(base)
+  local d = DESTS[base]
+  if d then
+    return d
+  end
+  d = {
+    slots = KEYS[base], aimd = KEYS[base + 1], caps = KEYS[base + 2], rate = KEYS[base + 3],
+    budget_key = KEYS[base + 6], tenants_key = KEYS[base + 7], failing = {}, named = false,
+  }
+  -- Expired leases belong to workers that died mid-call: their capacity comes back here.
+  redis.call('ZREMRANGEBYSCORE', d.slots, '-inf', num(now))
+  d.in_flight = redis.call('ZCARD', d.slots)
+  local caps = redis.call('HMGET', d.caps, 'max_concurrency', 'rate_per_second')
+  d.cap = tonumber(caps[1]) or default_cap
+  d.rate_per_s = tonumber(caps[2])
+  d.limit, d.epoch = aimd_load(d.aimd, initial, min_limit, d.cap)
+  d.saved_limit, d.saved_epoch = d.limit, d.epoch
+  d.global = bk_load('global', KEYS[base + 4], KEYS[base + 5], global_cfg)
+  DESTS[base] = d
+  DEST_ORDER[#DEST_ORDER + 1] = d
+  return d
+end
+
+local function budget_of(d)
+  if d.tokens == nil then
+    d.tokens = budget_load(d.budget_key, budget_max)
+    d.saved_tokens = d.tokens
+  end
+  return d.tokens
+end
+
+local function tenant_layer(base)
+  local t = TENANTS[base]
+  if not t then
+    t = bk_load('tenant', KEYS[base], KEYS[base + 1], tenant_cfg)
+    TENANTS[base] = t
+    TENANT_ORDER[#TENANT_ORDER + 1] = t
+  end
+  return t
+end
+
+local function window(index, tenant_id, default_limit)
+  local w = WINDOWS[index]
+  if not w then
+    redis.call('SADD', KEYS[2], tenant_id)
+    w = {key = KEYS[index], members = {}}
+    w.limit = tonumber(redis.call('HGET', KEYS[3], tenant_id)) or tonumber(default_limit)
+    -- An item counts while now - window < its time: it leaves exactly window_s after.
+    redis.call('ZREMRANGEBYSCORE', w.key, '-inf', num(now - window_s))
+    w.used = redis.call('ZCARD', w.key)
+    WINDOWS[index] = w
+    WINDOW_ORDER[#WINDOW_ORDER + 1] = w
+  end
+  return w
+end
+
+-- Take one item from a tenant's window: allowed, used (after), limit, seconds until room.
+local function window_take(w, member)
+  if w.used >= w.limit then
+    local wait = window_s
+    local oldest = redis.call('ZRANGE', w.key, 0, 0, 'WITHSCORES')
+    if oldest[2] then
+      wait = tonumber(oldest[2]) + window_s - now
+    end
+    return false, w.used, w.limit, wait
+  end
+  w.used = w.used + 1
+  w.members[#w.members + 1] = member
+  return true, w.used, w.limit, 0
+end
+
+local function events_since(first)
+  local out = {}
+  for i = first, #EVENTS do
+    out[#out + 1] = EVENTS[i]
+  end
+  return out
+end
+
+-- ── operations ───────────────────────────────────────────────────────────────────────────
+
+local function admit(op)
+  local d = dest(tonumber(ARGV[op + 1]))
+  if not d.named then
+    redis.call('SADD', KEYS[1], ARGV[op + 5])
+    d.named = true
+  end
+  local tenant = tenant_layer(tonumber(ARGV[op + 2]))
+  local token, lease_s = ARGV[op + 3], tonumber(ARGV[op + 4])
+  local window_index, flags = tonumber(ARGV[op + 7]), ARGV[op + 8]
+  local global = d.global
+  local first_event = #EVENTS + 1
+  bk_refresh(tenant, now)
+  bk_refresh(global, now)
+
+  local function reply(code, hint, layer, t_probe, g_probe, used, tenant_limit)
+    return {code, d.epoch, d.in_flight, num(d.limit), num(hint), layer, t_probe, g_probe,
+      used or 0, tenant_limit or 0, events_since(first_event)}
+  end
+
+  local t_mode, t_wait = bk_admission(tenant, now)
+  local g_mode, g_wait = bk_admission(global, now)
+  if g_mode == 'block' then
+    return reply(2, g_wait, 'global:' .. global.state, 0, 0)
+  end
+  if t_mode == 'block' then
+    return reply(2, t_wait, 'tenant:' .. tenant.state, 0, 0)
+  end
+  if string.find(flags, 'r', 1, true) and budget_of(d) <= budget_max / 2 then
+    return reply(5, 0, '', 0, 0)
+  end
+  if d.in_flight >= aimd_slots(d.limit, d.cap) then
+    local first = redis.call('ZRANGE', d.slots, 0, 0, 'WITHSCORES')
+    return reply(3, tonumber(first[2] or now) - now, '', 0, 0)
+  end
+  if d.rate_per_s then
+    -- Rates under 1/s get a window of 1/rate seconds so that at least one call fits.
+    local span = math.max(1, 1 / d.rate_per_s)
+    local allowed = math.max(1, math.floor(d.rate_per_s * span + 1e-9))
+    local ok, _, wait = window_try(d.rate, now, span, allowed, token)
+    if not ok then
+      return reply(4, wait, '', 0, 0)
+    end
+  end
+  local used, tenant_limit = 0, 0
+  if window_index > 0 then
+    local w = window(window_index, ARGV[op + 6], ARGV[op + 9])
+    local ok, n, limit, wait = window_take(w, token)
+    if not ok then
+      return reply(6, wait, '', 0, 0, n, limit)
+    end
+    used, tenant_limit = n, limit
+  end
+
+  local expiry = num(now + lease_s)
+  redis.call('ZADD', d.slots, expiry, token)
+  d.in_flight = d.in_flight + 1
+  local t_probe, g_probe = 0, 0
+  if t_mode == 'probe' then
+    redis.call('ZADD', tenant.z, expiry, token)
+    t_probe = 1
+  end
+  if g_mode == 'probe' then
+    redis.call('ZADD', global.z, expiry, token)
+    g_probe = 1
+  end
+  return reply(1, 0, '', t_probe, g_probe, used, tenant_limit)
+end
+
+-- Outcomes: success; overload (503, timeout: AIMD cut and breaker failure); throttled (429:
+-- the destination is healthy but at capacity, so AIMD cuts and the breakers count nothing,
+-- or a busy destination would be shut off for a whole reset period); failure (breakers count
+-- it, no cut); ignore (says nothing about the destination: only the slot and probe permits
+-- are given back).
+local function settle(op)
+  local d = dest(tonumber(ARGV[op + 1]))
+  local tenant = tenant_layer(tonumber(ARGV[op + 2]))
+  local token, outcome = ARGV[op + 3], ARGV[op + 4]
+  local slot_epoch, tenant_id = tonumber(ARGV[op + 5]), ARGV[op + 6]
+  local global = d.global
+  local first_event = #EVENTS + 1
+
+  local held = redis.call('ZREM', d.slots, token)
+  if held == 1 then
+    d.in_flight = d.in_flight - 1
+  end
+  bk_refresh(tenant, now)
+  bk_refresh(global, now)
+  local global_was = global.state
+  if outcome == 'ignore' or outcome == 'throttled' then
+    bk_release_probe(tenant, token)
+    bk_release_probe(global, token)
+  else
+    if outcome ~= 'success' and not d.failing[tenant_id] then
+      -- Visibility lists only tenants whose layer has counted something, so only failures
+      -- need to register the tenant (one write less on the hot path).
+      redis.call('SADD', d.tenants_key, tenant_id)
+      d.failing[tenant_id] = true
+    end
+    bk_record(tenant, outcome == 'success', token, now)
+    bk_record(global, outcome == 'success', token, now)
+  end
+
+  -- The global breaker opening is itself an overload signal for the destination's limit (a
+  -- tenant breaker is not: one tenant's bad credentials say nothing about capacity).
+  local overload = outcome == 'overload' or outcome == 'throttled'
+    or (global_was ~= 'open' and global.state == 'open')
+  local old_limit, cut = d.limit, 0
+  if outcome == 'success' then
+    -- In flight when this call finished, itself included.
+    d.limit = aimd_on_success(d.limit, d.in_flight + 1, min_limit, d.cap, min_utilization)
+  elseif overload then
+    d.limit, d.epoch, cut = aimd_on_overload(d.limit, d.epoch, slot_epoch, backoff, min_limit,
+      d.cap)
+  end
+  if cut == 1 then
+    d.cut = true
+  end
+
+  local tokens = budget_of(d)
+  local budget_outcome = outcome
+  if outcome == 'throttled' then
+    budget_outcome = 'overload'
+  end
+  d.tokens = budget_after(tokens, budget_outcome, budget_max, budget_ratio)
+  return {num(old_limit), num(d.limit), d.epoch, cut, held, num(d.tokens),
+    events_since(first_event)}
+end
+
+local function take(op)
+  local w = window(tonumber(ARGV[op + 1]), ARGV[op + 3], ARGV[op + 4])
+  local ok, used, limit, wait = window_take(w, ARGV[op + 2])
+  local allowed = 0
+  if ok then
+    allowed = 1
+  end
+  return {allowed, used, limit, num(wait), {}}
+end
+
+local replies = {}
+for op = FIRST_OP, #ARGV, OP_WIDTH do
+  local kind = ARGV[op]
+  if kind == 'A' then
+    replies[#replies + 1] = admit(op)
+  elseif kind == 'S' then
+    replies[#replies + 1] = settle(op)
+  elseif kind == 'T' then
+    replies[#replies + 1] = take(op)
+  else
+    return redis.error_reply('unknown admission operation ' .. tostring(kind))
+  end
+end
+
+-- ── write back what changed ──────────────────────────────────────────────────────────────
+
+for _, d in ipairs(DEST_ORDER) do
+  if d.limit ~= d.saved_limit or d.epoch ~= d.saved_epoch or d.cut then
+    redis.call('HSET', d.aimd, 'limit', num(d.limit), 'epoch', num(d.epoch))
+  end
+  bk_save(d.global, ttl_ms)
+  if d.tokens ~= nil and d.tokens ~= d.saved_tokens then
+    budget_save(d.budget_key, d.tokens, ttl_ms)
+  end
+end
+for _, t in ipairs(TENANT_ORDER) do
+  bk_save(t, ttl_ms)
+end
+for _, w in ipairs(WINDOW_ORDER) do
+  local n = #w.members
+  if n > 0 then
+    -- ZADD in chunks: Lua's unpack has a stack limit.
+    for first = 1, n, 500 do
+      local args = {}
+      for i = first, math.min(n, first + 499) do
+        args[#args + 1] = num(now)
+        args[#args + 1] = w.members[i]
+      end
+      redis.call('ZADD', w.key, unpack(args))
+    end
+    -- Real-time expiry only garbage-collects idle windows; it is far longer than the window.
+    redis.call('PEXPIRE', w.key, math.ceil(window_s * 1000) + 60000)
+  end
+end
+return replies

@@ -1,0 +1,112 @@
+"""Batched admission on fakeredis and on a real Redis: many operations in one script call
+behave exactly like the same operations one by one; the tenant item and the retry budget are
+decided in the same atomic step as the slot."""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+
+from admission import Admission, Aimd, AimdConfig, AimdState, TenantRateConfig, TenantRateLimited
+from schemas.clock import FakeClock
+from schemas.errors import FailureKind, StepFailure
+from tests.integration.test_admission_coordination import DEST, Connect
+from tests.integration.test_admission_coordination import make as make_with
+
+
+def make(connect: Connect, **overrides: object) -> Admission:
+    return make_with(connect, FakeClock(), **overrides)
+
+
+async def in_flight(admission: Admission) -> int:
+    (state,) = (await admission.snapshot()).destinations
+    return state.in_flight
+
+
+async def test_concurrent_admits_share_exchanges_and_respect_the_limit(connect: Connect) -> None:
+    admission = make(connect, aimd=AimdConfig(initial_limit=10))
+
+    async def one() -> bool:
+        try:
+            await admission.admit(DEST, "t", wait_timeout_s=0)
+        except StepFailure:
+            return False
+        return True
+
+    before = admission.batcher.exchanges
+    granted = await asyncio.gather(*(one() for _ in range(30)))
+    # All 30 went in one script call, applied one after another: exactly 10 slots.
+    assert sum(granted) == 10
+    assert admission.batcher.exchanges - before == 1
+    assert await in_flight(admission) == 10
+
+
+async def test_settlements_in_one_exchange_update_the_limit_in_order(connect: Connect) -> None:
+    config = AimdConfig(initial_limit=4)
+    admission = make(connect, aimd=config)
+    tickets = [await admission.admit(DEST, "t", wait_timeout_s=0) for _ in range(4)]
+    before = admission.batcher.exchanges
+    await asyncio.gather(*(t.success() for t in tickets))
+    assert admission.batcher.exchanges - before == 1
+    # The same samples one by one: each settlement sees the ones before it (in flight 4, 3…).
+    aimd, expected = Aimd(config), AimdState(4.0)
+    for remaining in (3, 2, 1, 0):
+        expected = aimd.on_success(expected, in_flight=remaining + 1, cap=100)
+    (state,) = (await admission.snapshot()).destinations
+    assert state.limit == pytest.approx(expected.limit)
+    assert state.in_flight == 0
+
+
+async def test_the_first_attempt_takes_a_tenant_item_with_its_slot(connect: Connect) -> None:
+    admission = make(connect, tenant_rate=TenantRateConfig(limit=3))
+    for _ in range(3):
+        await admission.admit(DEST, "acme", wait_timeout_s=0, take_item=True)
+    with pytest.raises(TenantRateLimited) as caught:
+        await admission.admit(DEST, "acme", wait_timeout_s=0, take_item=True)
+    assert (caught.value.decision.used, caught.value.decision.limit) == (3, 3)
+    assert caught.value.decision.delay_s == 5.0
+    assert await in_flight(admission) == 3  # the refused call took no slot
+    # Retries within a step take no item; another tenant has its own window.
+    await admission.admit(DEST, "acme", wait_timeout_s=0)
+    await admission.admit(DEST, "globex", wait_timeout_s=0, take_item=True)
+    assert (await admission.rate.usage("acme"))[0] == 3
+
+
+async def test_an_item_is_taken_only_when_the_call_is_admitted(connect: Connect) -> None:
+    admission = make(connect, aimd=AimdConfig(initial_limit=1))
+    await admission.admit(DEST, "acme", wait_timeout_s=0)
+    with pytest.raises(StepFailure, match="admission wait exhausted"):
+        await admission.admit(DEST, "acme", wait_timeout_s=0, take_item=True)
+    assert (await admission.rate.usage("acme"))[0] == 0
+
+
+async def test_retries_stop_while_the_budget_is_low(connect: Connect) -> None:
+    admission = make(connect, aimd=AimdConfig(initial_limit=100))
+    for _ in range(50):  # 50 failures take the bucket from 100 to its half
+        await (await admission.admit(DEST, "t", wait_timeout_s=0)).failure()
+    with pytest.raises(StepFailure) as caught:
+        await admission.admit(DEST, "t", wait_timeout_s=0, retry=True)
+    assert caught.value.kind is FailureKind.EXTERNAL_OVERLOAD
+    assert "retry budget" in caught.value.message
+    first = await admission.admit(DEST, "t", wait_timeout_s=0)  # a first attempt still goes
+    for _ in range(10):  # ten successes earn one token back
+        await first.success()
+        first = await admission.admit(DEST, "t", wait_timeout_s=0)
+    await first.success()
+    await admission.admit(DEST, "t", wait_timeout_s=0, retry=True)
+
+
+async def test_a_cancelled_admit_never_leaks_its_slot(connect: Connect) -> None:
+    admission = make(connect, aimd=AimdConfig(initial_limit=5))
+    callers = [
+        asyncio.ensure_future(admission.admit(DEST, "t", wait_timeout_s=0)) for _ in range(5)
+    ]
+    await asyncio.sleep(0)  # queued, the exchange not answered yet
+    for caller in callers:
+        caller.cancel()
+    await asyncio.gather(*callers, return_exceptions=True)
+    async with asyncio.timeout(5):  # the admits' exchange, then the give-back's
+        while admission.batcher.exchanges < 2:
+            await asyncio.sleep(0.01)
+    assert await in_flight(admission) == 0

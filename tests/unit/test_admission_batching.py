@@ -1,0 +1,99 @@
+"""The exchange batcher: coalescing, ordering, errors and cancellation, with a fake exchange
+(no Redis: what goes over the wire is tested in tests/integration)."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Sequence
+
+import pytest
+
+from admission.backend import AdmitCode, AdmitOp, AdmitReply, Op, Reply, SettleOp, TakeOp, TakeReply
+from admission.batching import ExchangeBatcher
+
+
+def granted() -> AdmitReply:
+    return AdmitReply(AdmitCode.GRANTED, 3, 1, 10.0, 0.0, "", False, False, ())
+
+
+class FakeExchange:
+    """Answers every op; records the batches; can be paused or made to fail."""
+
+    def __init__(self) -> None:
+        self.batches: list[list[Op]] = []
+        self.gate = asyncio.Event()
+        self.gate.set()
+        self.fail: Exception | None = None
+
+    async def __call__(self, ops: Sequence[Op]) -> list[Reply]:
+        self.batches.append(list(ops))
+        await self.gate.wait()
+        if self.fail is not None:
+            raise self.fail
+        return [granted() if isinstance(op, AdmitOp) else TakeReply(True, 1, 5, 0.0) for op in ops]
+
+
+def take(i: int) -> TakeOp:
+    return TakeOp("t", f"m{i}", 5)
+
+
+async def test_operations_of_one_iteration_travel_together() -> None:
+    exchange = FakeExchange()
+    batcher = ExchangeBatcher(exchange)
+    replies = await asyncio.gather(*(batcher.submit(take(i)) for i in range(40)))
+    assert len(replies) == 40
+    assert [len(b) for b in exchange.batches] == [40]
+    assert [op.member for op in exchange.batches[0]] == [f"m{i}" for i in range(40)]  # type: ignore[union-attr]
+
+
+async def test_operations_queued_during_an_exchange_go_in_the_next_one() -> None:
+    exchange = FakeExchange()
+    exchange.gate.clear()
+    batcher = ExchangeBatcher(exchange)
+    first = asyncio.ensure_future(batcher.submit(take(0)))
+    await asyncio.sleep(0.01)
+    later = [asyncio.ensure_future(batcher.submit(take(i))) for i in range(1, 6)]
+    await asyncio.sleep(0.01)
+    assert [len(b) for b in exchange.batches] == [1]  # one exchange in flight at a time
+    exchange.gate.set()
+    await asyncio.gather(first, *later)
+    assert [len(b) for b in exchange.batches] == [1, 5]
+
+
+async def test_batches_are_capped_at_max_ops() -> None:
+    exchange = FakeExchange()
+    batcher = ExchangeBatcher(exchange, max_ops=16)
+    await asyncio.gather(*(batcher.submit(take(i)) for i in range(40)))
+    assert [len(b) for b in exchange.batches] == [16, 16, 8]
+
+
+async def test_a_failed_exchange_fails_its_callers_and_the_next_one_works() -> None:
+    exchange = FakeExchange()
+    exchange.fail = ConnectionError("redis down")
+    batcher = ExchangeBatcher(exchange)
+    results = await asyncio.gather(
+        *(batcher.submit(take(i)) for i in range(3)), return_exceptions=True
+    )
+    assert all(isinstance(r, ConnectionError) for r in results)
+    exchange.fail = None
+    assert isinstance(await batcher.submit(take(9)), TakeReply)
+
+
+async def test_a_slot_granted_to_a_cancelled_caller_is_given_back() -> None:
+    exchange = FakeExchange()
+    exchange.gate.clear()
+    batcher = ExchangeBatcher(exchange)
+    caller = asyncio.ensure_future(batcher.submit(AdmitOp("d", "t", "tok", 30.0)))
+    await asyncio.sleep(0.01)
+    caller.cancel()
+    exchange.gate.set()
+    async with asyncio.timeout(5):
+        while len(exchange.batches) < 2:
+            await asyncio.sleep(0.001)
+    (give_back,) = exchange.batches[1]
+    assert give_back == SettleOp("d", "t", "tok", "ignore", 3)
+
+
+def test_max_ops_must_be_positive() -> None:
+    with pytest.raises(ValueError, match="max_ops"):
+        ExchangeBatcher(FakeExchange(), max_ops=0)
