@@ -8,8 +8,11 @@ client CPU per request (process time of this process: the event loop and the cli
 as the median of `--runs` runs after one warm-up run. Clients:
 
 * `httpx (default transport)` — httpx.AsyncClient on httpcore (encode/httpx#3215);
-* `httpx + aiohttp transport` — `vertices.http_client.build_http_client()`, what workers use;
+* `httpx + aiohttp transport` — httpx.AsyncClient on the `httpx-aiohttp` transport (what
+  workers used before the GATEWAY moved onto aiohttp);
 * `aiohttp (plain)` — aiohttp.ClientSession, the ceiling;
+* `vertices.http_client` — `build_http_client()`, what workers use (aiohttp, no cookies, no
+  hidden resend);
 * `gateway.execute (ours)` — the whole GATEWAY vertex (rendering, attempt, body parse, log
   call) on our client, to show what the vertex adds on top of its client.
 """
@@ -32,6 +35,7 @@ from typing import Any
 
 import aiohttp
 import httpx
+from httpx_aiohttp import AiohttpTransport
 
 from schemas.definitions import GatewayConfig
 from vertices import gateway
@@ -56,12 +60,26 @@ async def httpx_default(concurrency: int) -> AsyncIterator[Fetch]:
 
 @asynccontextmanager
 async def httpx_aiohttp(concurrency: int) -> AsyncIterator[Fetch]:
-    client = build_http_client(max_connections=concurrency)
-    try:
+    limits = httpx.Limits(max_connections=concurrency, max_keepalive_connections=concurrency)
+    transport = AiohttpTransport(limits=limits)
+    async with httpx.AsyncClient(transport=transport, limits=limits) as client:
 
         async def fetch(url: str) -> int:
             response = await client.get(url)
             return response.status_code
+
+        yield fetch
+
+
+@asynccontextmanager
+async def ours(concurrency: int) -> AsyncIterator[Fetch]:
+    client = build_http_client(max_connections=concurrency)
+    try:
+
+        async def fetch(url: str) -> int:
+            async with client.request("GET", url, timeout_s=30) as response:
+                await response.read()
+                return response.status
 
         yield fetch
     finally:
@@ -105,6 +123,7 @@ CLIENTS: dict[str, ClientFactory] = {
     "httpx (default transport)": httpx_default,
     "httpx + aiohttp transport": httpx_aiohttp,
     "aiohttp (plain)": aiohttp_plain,
+    "vertices.http_client": ours,
     "gateway.execute (ours)": gateway_vertex,
 }
 

@@ -70,9 +70,7 @@ def create_engines(database_url: str, *, pool_size: int = 10) -> Engines:
             dialect="sqlite",
         )
     if url.get_backend_name() == "postgresql":
-        engine = create_async_engine(
-            database_url, pool_size=pool_size, max_overflow=pool_size, pool_pre_ping=True
-        )
+        engine = create_async_engine(database_url, pool_size=pool_size, max_overflow=pool_size)
         return Engines(write=engine, read=engine, dialect="postgresql")
     raise ValueError(
         f"unsupported database URL {url.render_as_string(hide_password=True)!r}: "

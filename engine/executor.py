@@ -12,7 +12,6 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-import httpx
 from sqlalchemy.exc import (
     DataError,
     DBAPIError,
@@ -42,6 +41,7 @@ from schemas.definitions import GatewayVertex, MergeVertex, SpawnerVertex, Verte
 from schemas.errors import FailureKind, StepFailure
 from vertices import contract, gateway, spawner
 from vertices.contract import Parked, StepContext, Succeeded, TimeoutTier
+from vertices.http_client import HttpClient
 
 logger = logging.getLogger(__name__)
 
@@ -82,7 +82,7 @@ class ExecutorDeps:
     """What a worker shares among all its steps."""
 
     store: Store
-    http: httpx.AsyncClient
+    http: HttpClient
     timeouts: gateway.GatewayTimeouts
     clock: Clock
     redispatch_delays_s: tuple[float, ...]

@@ -9,7 +9,6 @@ import asyncio
 import logging
 from dataclasses import dataclass
 
-import httpx
 import redis.asyncio as redis
 
 from admission import Admission, AdmissionConfig, AimdConfig, DestinationCaps, TenantRateConfig
@@ -23,7 +22,7 @@ from engine.wakeup import Wakeup
 from engine.worker import Worker, WorkerConfig
 from schemas.clock import Clock, SystemClock
 from vertices import gateway, spawner
-from vertices.http_client import build_http_client
+from vertices.http_client import HttpClient, build_http_client
 
 logger = logging.getLogger(__name__)
 
@@ -45,7 +44,7 @@ class Runtime:
     store: Store
     redis: redis.Redis
     wakeup: Wakeup
-    http: httpx.AsyncClient
+    http: HttpClient
     admission: Admission
 
     @classmethod

@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import logging
 import uuid
 from collections.abc import Iterable, Sequence
 from typing import Any
@@ -65,6 +66,8 @@ from engine.store_fanout import EndedChild
 from schemas.clock import Clock
 from schemas.definitions import Workflow
 
+logger = logging.getLogger(__name__)
+
 runs = Run.__table__  # type: ignore[attr-defined]
 steps = Step.__table__  # type: ignore[attr-defined]
 logs = RunLog.__table__  # type: ignore[attr-defined]
@@ -73,6 +76,8 @@ versions = WorkflowVersion.__table__  # type: ignore[attr-defined]
 _DONE = [s.value for s in DONE_STEP_STATUSES]
 MAX_NESTING = 16
 """Fan-outs nest (a child can spawn); joins cascade upwards at most this deep per commit."""
+ANALYZE_AFTER_ROWS = 2_000
+"""Rows this process inserts (runs and steps) before it first refreshes planner statistics."""
 
 
 class ClaimLost(RuntimeError):
@@ -96,6 +101,9 @@ class Store:
         self._engines = engines
         self._clock = clock
         self._versions: dict[tuple[str, int], VersionRecord] = {}
+        # Rows inserted since the last ANALYZE, and the threshold for the next one (doubles).
+        self._inserted_since_analyze = 0
+        self._analyze_threshold = ANALYZE_AFTER_ROWS
 
     @classmethod
     async def open(cls, database_url: str, clock: Clock, *, migrate: bool = True) -> Store:
@@ -266,6 +274,7 @@ class Store:
                     insert(steps),
                     [r for run_id in ids for r in _step_rows(run_id, tenant_id, workflow, now)],
                 )
+            await self._grew(len(rows) * (1 + len(workflow.vertices)))
         return ids
 
     async def _run_by_key(self, key: str) -> RunRecord | None:
@@ -343,7 +352,8 @@ class Store:
             # counters): the two cannot deadlock. A lost claim rolls the batch back.
             if not await fanout.claim_is_live(conn, step, total):
                 raise ClaimLost(f"spawner {step.run_id}/{step.vertex_id} lost its claim")
-            return created
+        await self._grew(created * (1 + len(workflow.vertices)))
+        return created
 
     async def spawner_counts(self, run_id: str, vertex_id: str) -> Any:
         async with self._engines.read.connect() as conn:
@@ -511,7 +521,16 @@ class Store:
             if stopped:
                 await claims.hold(conn, stopped)
                 claimed = [r for r in claimed if run_rows[r.run_id].status == "RUNNING"]
-            outputs = await results_.outputs_of(conn, run_ids)
+            # Only steps with dependencies read other steps' outputs (expressions may reference
+            # ancestors only), so root steps — every child of a simple fan-out — need no read.
+            needs_outputs = sorted(
+                {
+                    row.run_id
+                    for row in claimed
+                    if await self._has_dependencies(run_rows[row.run_id], row.vertex_id)
+                }
+            )
+            outputs = await results_.outputs_of(conn, needs_outputs) if needs_outputs else {}
         return [
             ClaimedStep(
                 step_id=row.id,
@@ -534,6 +553,11 @@ class Store:
             )
             for row in claimed
         ]
+
+    async def _has_dependencies(self, run_row: Any, vertex_id: str) -> bool:
+        version = await self.get_version(run_row.workflow_name, run_row.workflow_version)
+        vertex = version.workflow.vertices.get(vertex_id)
+        return vertex is None or bool(vertex.depends_on)
 
     async def renew(self, tokens: Iterable[str], lease_s: float) -> int:
         """Extend the leases of live claims; returns how many are still held."""
@@ -558,6 +582,19 @@ class Store:
         )
         async with self._engines.write.begin() as conn:
             return (await conn.execute(statement)).rowcount
+
+    async def _grew(self, rows: int) -> None:
+        """Refresh planner statistics once the queue tables have grown a lot since the last
+        refresh (what autovacuum's autoanalyze does, which some installations switch off).
+        The threshold doubles each time, so a fan-out of N children costs about log2(N)
+        ANALYZEs, each of a fixed-size sample. Without it PostgreSQL plans the claim and flush
+        queries for empty tables (a sort of every READY row per claim)."""
+        self._inserted_since_analyze += rows
+        if self._inserted_since_analyze < self._analyze_threshold:
+            return
+        self._analyze_threshold = max(self._analyze_threshold, self._inserted_since_analyze) * 2
+        self._inserted_since_analyze = 0
+        await self.analyze()
 
     async def analyze(self) -> None:
         """Refresh PostgreSQL's planner statistics of the queue tables.
@@ -625,7 +662,9 @@ class Store:
             report.recorded = len(live)
             await results_.release(conn, live, now)
             done = [
-                results_.DoneStep(r.step.run_id, r.step.vertex_id, await self._workflow_of(r.step))
+                results_.DoneStep(
+                    r.step.run_id, r.step.vertex_id, await self._workflow_of(r.step), r.output
+                )
                 for r in live
                 if isinstance(r, Success)
             ]
@@ -636,6 +675,17 @@ class Store:
                     await results_.fail_run(tx, step.run_id, step.vertex_id, result.error)
                 elif isinstance(result, AwaitChildren):
                     await self._check_join(tx, step.run_id, step.vertex_id)
+            dropped = [
+                LogLine(
+                    r.step.run_id, "warning", "late result dropped: claim expired", r.step.vertex_id
+                )
+                for r in results
+                if r.step.step_id not in live_ids
+            ]
+            await results_.insert_logs(conn, [*log_lines, *dropped, *tx.logs], now)
+            tx.logs = []
+            # Last before COMMIT: adding to a spawner's counters locks its row, and every
+            # worker's flush that ends one of its children waits for that lock.
             for _ in range(MAX_NESTING):
                 if not tx.ended:
                     break
@@ -644,14 +694,7 @@ class Store:
             if tx.ended:
                 # Deeper than MAX_NESTING: fail loudly rather than leave a join waiting.
                 raise RuntimeError(f"fan-out nested deeper than {MAX_NESTING} levels")
-            dropped = [
-                LogLine(
-                    r.step.run_id, "warning", "late result dropped: claim expired", r.step.vertex_id
-                )
-                for r in results
-                if r.step.step_id not in live_ids
-            ]
-            await results_.insert_logs(conn, [*log_lines, *dropped], now)
+            await results_.insert_logs(conn, tx.logs, now)
         return report
 
     async def _workflow_of(self, step: ClaimedStep) -> Workflow:
@@ -670,7 +713,11 @@ class Store:
         many of its children ended in this batch) and close joins that can close."""
         for (parent_run_id, vertex_id), counts in fanout.group_ended(children).items():
             row = await fanout.add_to_counters(tx.conn, parent_run_id, vertex_id, counts)
-            if row is not None and row.status == StepStatus.PARKED.value:
+            if (
+                row is not None
+                and row.status == StepStatus.PARKED.value
+                and fanout.join_may_close(fanout.counts_of(row))
+            ):
                 await self._check_join(tx, parent_run_id, vertex_id, row)
 
     async def _check_join(
@@ -685,10 +732,9 @@ class Store:
             return
         if await fanout.close_join(tx.conn, run_id, vertex_id, counts, tx.now):
             message = f"fan-out joined: {counts.as_dict()}"
-            await results_.insert_logs(
-                tx.conn, [LogLine(run_id, "info", message, vertex_id)], tx.now
-            )
-            await results_.steps_done(tx, [results_.DoneStep(run_id, vertex_id, workflow)])
+            tx.logs.append(LogLine(run_id, "info", message, vertex_id))
+            done = results_.DoneStep(run_id, vertex_id, workflow, counts.as_dict())
+            await results_.steps_done(tx, [done])
 
 
 # ── statements shared by the methods above ──────────────────────────────────────────────────

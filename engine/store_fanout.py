@@ -126,6 +126,12 @@ def merge_config_for(workflow: Workflow, spawner_vertex_id: str) -> MergeConfig:
     return MergeConfig()
 
 
+def join_may_close(counts: merge.ChildCounts) -> bool:
+    """Cheap pre-check before reading the merge's config: while children are still running,
+    only a failure (failFast) can close a join."""
+    return counts.ended >= counts.total or counts.failed + counts.cancelled > 0
+
+
 def join_closes(workflow: Workflow, spawner_vertex_id: str, counts: merge.ChildCounts) -> bool:
     config = merge_config_for(workflow, spawner_vertex_id)
     return merge.join_state(config, counts) is merge.JoinState.CLOSED

@@ -53,6 +53,8 @@ class Tx:
     now: float
     report: CompletionReport
     ended: list[EndedChild] = field(default_factory=list)
+    logs: list[LogLine] = field(default_factory=list)
+    """Log lines to insert with the transaction's other lines (one INSERT for all)."""
 
 
 @dataclass(frozen=True)
@@ -62,6 +64,9 @@ class DoneStep:
     run_id: str
     vertex_id: str
     workflow: Workflow
+    output: Any
+    """What it recorded: a run whose sinks all end in this transaction takes its output from
+    here instead of reading it back."""
 
 
 # ── named statements ────────────────────────────────────────────────────────────────────────
@@ -195,9 +200,11 @@ async def steps_done(tx: Tx, done: Sequence[DoneStep]) -> None:
     unlocks: Counter[tuple[str, str]] = Counter()
     per_run: Counter[str] = Counter()
     workflows: dict[str, Workflow] = {}
+    known: dict[str, dict[str, Any]] = {}
     for item in done:
         per_run[item.run_id] += 1
         workflows[item.run_id] = item.workflow
+        known.setdefault(item.run_id, {})[item.vertex_id] = item.output
         for dependant in item.workflow.dependants(item.vertex_id):
             unlocks[(item.run_id, dependant)] += 1
     if unlocks:
@@ -222,12 +229,19 @@ async def steps_done(tx: Tx, done: Sequence[DoneStep]) -> None:
         )
     ).all()
     if finished:
-        await _finish_runs(tx, finished, workflows)
+        await _finish_runs(tx, finished, workflows, known)
 
 
-async def _finish_runs(tx: Tx, finished: Sequence[Any], workflows: dict[str, Workflow]) -> None:
+async def _finish_runs(
+    tx: Tx,
+    finished: Sequence[Any],
+    workflows: dict[str, Workflow],
+    known: dict[str, dict[str, Any]],
+) -> None:
     ids = [row.id for row in finished]
-    outputs = await outputs_of(tx.conn, ids)
+    # A run's output is its sinks' outputs: read back only those not recorded just now.
+    unknown = [r for r in ids if any(v not in known[r] for v in sinks(workflows[r]))]
+    outputs = {r: known[r] for r in ids} | (await outputs_of(tx.conn, unknown) if unknown else {})
     await tx.conn.execute(
         FINISH_RUN,
         [
@@ -239,7 +253,7 @@ async def _finish_runs(tx: Tx, finished: Sequence[Any], workflows: dict[str, Wor
             for run_id in ids
         ],
     )
-    await insert_logs(tx.conn, [LogLine(run_id, "info", "run succeeded") for run_id in ids], tx.now)
+    tx.logs.extend(LogLine(run_id, "info", "run succeeded") for run_id in ids)
     for row in finished:
         tx.report.finished_runs.append((row.id, RunStatus.SUCCEEDED.value))
         if row.parent_run_id is not None:
@@ -265,7 +279,7 @@ async def fail_run(tx: Tx, run_id: str, vertex_id: str, step_error: dict[str, An
         return
     await hold_ready_steps(tx.conn, run_id)
     message = f"run failed at {vertex_id}: {step_error.get('message', '')}"
-    await insert_logs(tx.conn, [LogLine(run_id, "error", message, vertex_id)], tx.now)
+    tx.logs.append(LogLine(run_id, "error", message, vertex_id))
     tx.report.finished_runs.append((run_id, RunStatus.FAILED.value))
     if row.parent_run_id is not None:
         tx.ended.append(EndedChild(row.parent_run_id, row.parent_vertex_id, "FAILED"))

@@ -31,8 +31,6 @@ from email.utils import parsedate_to_datetime
 from enum import Enum
 from typing import Any, Protocol
 
-import httpx
-
 from schemas.definitions import GatewayConfig
 from schemas.errors import FailureKind, HttpDetail, StepFailure
 from vertices import gateway_retry
@@ -48,7 +46,7 @@ from vertices.gateway_response import (
     read_answer,
     read_error_answer,
 )
-from vertices.http_client import TransportErrorKind, classify_transport_error
+from vertices.http_client import HttpClient, TransportErrorKind, classify_transport_error
 
 __all__ = [
     "DEFAULT_MAX_BODY_BYTES",
@@ -159,7 +157,7 @@ _RETRYABLE_FAILURES = frozenset({FailureKind.TIMEOUT, FailureKind.NETWORK_ERROR}
 
 
 async def _exchange(
-    client: httpx.AsyncClient,
+    client: HttpClient,
     request: GatewayRequest,
     success_codes: list[int] | None,
     timeout_s: float,
@@ -168,24 +166,23 @@ async def _exchange(
     """One request and its answer; the body is read in full and parsed only on success."""
     async with (
         asyncio.timeout(timeout_s),
-        client.stream(
+        client.request(
             request.method,
             request.url,
-            # None rather than (): merging even empty params makes httpx re-parse the URL.
-            params=request.params or None,
+            params=request.params,
             headers=request.headers,
             content=request.content,
-            timeout=timeout_s,
+            timeout_s=timeout_s,
         ) as response,
     ):
-        if not gateway_retry.is_success(response.status_code, success_codes):
+        if not gateway_retry.is_success(response.status, success_codes):
             return await read_error_answer(response), None
         answer = await read_answer(response, max_body_bytes)
     return answer, parse_body(answer)
 
 
 async def _attempt(
-    client: httpx.AsyncClient,
+    client: HttpClient,
     request: GatewayRequest,
     success_codes: list[int] | None,
     timeout_s: float,
@@ -338,7 +335,7 @@ async def _log_refusal(
 async def execute(
     config: GatewayConfig,
     ctx: StepContext,
-    client: httpx.AsyncClient,
+    client: HttpClient,
     timeouts: GatewayTimeouts,
     *,
     sleep: Sleep = asyncio.sleep,

@@ -18,7 +18,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-import httpx
+import aiohttp
 
 from vertices.gateway_request import is_json_media_type
 
@@ -64,7 +64,10 @@ class InvalidResponse(Exception):
         self.answer = answer
 
 
-async def read_answer(response: httpx.Response, limit: int) -> Answer:
+READ_CHUNK_BYTES = 64 * 1024
+
+
+async def read_answer(response: aiohttp.ClientResponse, limit: int) -> Answer:
     """Read at most `limit` body bytes; raise InvalidResponse(too large) beyond it."""
     declared = response.headers.get("content-length", "")
     if declared.isdigit() and int(declared) > limit:
@@ -73,7 +76,8 @@ async def read_answer(response: httpx.Response, limit: int) -> Answer:
             _answer(response, b""),
         )
     buffer = bytearray()
-    async for chunk in response.aiter_bytes():  # bounded: we stop once over the limit
+    # Decoded chunks (gzip/deflate are undone while streaming); bounded: we stop once over.
+    async for chunk in response.content.iter_chunked(READ_CHUNK_BYTES):
         buffer += chunk
         if len(buffer) > limit:
             raise InvalidResponse(
@@ -83,23 +87,33 @@ async def read_answer(response: httpx.Response, limit: int) -> Answer:
     return _answer(response, bytes(buffer))
 
 
-async def read_error_answer(response: httpx.Response) -> Answer:
+async def read_error_answer(response: aiohttp.ClientResponse) -> Answer:
     """Read the start of an unsuccessful answer's body; the rest is never downloaded."""
     buffer = bytearray()
-    async for chunk in response.aiter_bytes():  # bounded: we stop at ERROR_BODY_READ_BYTES
+    # Bounded: we stop at ERROR_BODY_READ_BYTES.
+    async for chunk in response.content.iter_chunked(ERROR_BODY_READ_BYTES):
         buffer += chunk
         if len(buffer) >= ERROR_BODY_READ_BYTES:
             break
     return _answer(response, bytes(buffer[:ERROR_BODY_READ_BYTES]))
 
 
-def _answer(response: httpx.Response, content: bytes) -> Answer:
+def _headers(response: aiohttp.ClientResponse) -> dict[str, str]:
+    """Lower-case names; a repeated header's values joined with ", " (RFC 9110 §5.3)."""
+    headers: dict[str, str] = {}
+    for name, value in response.headers.items():
+        key = name.lower()
+        headers[key] = f"{headers[key]}, {value}" if key in headers else value
+    return headers
+
+
+def _answer(response: aiohttp.ClientResponse, content: bytes) -> Answer:
     return Answer(
-        status=response.status_code,
-        reason=response.reason_phrase,
-        headers=dict(response.headers.items()),  # httpx lower-cases names, joins repeats
+        status=response.status,
+        reason=response.reason or "",
+        headers=_headers(response),
         content=content,
-        charset=response.charset_encoding,
+        charset=response.charset,
     )
 
 

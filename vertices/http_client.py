@@ -1,36 +1,36 @@
-"""The HTTP client a worker shares among its GATEWAY steps.
+"""The HTTP client a worker shares among its GATEWAY steps: one aiohttp session.
 
-We keep httpx's API but run it on aiohttp: httpx's default transport (httpcore) spends
-milliseconds of CPU per request at high concurrency (encode/httpx#3215), which caps a worker
-at a few hundred calls per second; the `httpx-aiohttp` transport does the I/O through aiohttp
-instead (bench/http_transport.py measures both).
+Why aiohttp and not httpx: measured on this project's machine (bench/http_transport.py), a
+request through httpx costs about 550 µs of CPU even on its aiohttp transport, against about
+180 µs through aiohttp directly; at a thousand calls a second per core that difference is the
+worker's whole budget. The GATEWAY needs one streamed request with a hard deadline, a bounded
+body read and honest error classes, which aiohttp gives directly.
 
-Three things differ from what that transport gives out of the box, each on purpose:
+Three things differ from what aiohttp does out of the box, each on purpose:
 
-* **No hidden retries.** aiohttp silently resends an idempotent request once when a
+* **No hidden retries.** aiohttp silently resends an idempotent request once when a kept-alive
   connection breaks. Retries belong to the GATEWAY policy, where they are logged, counted and
   paid for from the retry budget (DESIGN §6), so the session's reconnect-and-resend is off.
 * **No cookie jar.** One client serves every tenant and run; a cookie set by one call must
-  never ride along on another. Both httpx's and aiohttp's jars are replaced by ones that keep
-  nothing.
-* **Honest error classes.** The transport maps aiohttp errors onto httpx ones loosely (a
-  refused or reset connection surfaces as `httpx.ConnectTimeout`), so callers classify
-  failures with `classify_transport_error`, which looks at the original aiohttp error.
+  never ride along on another.
+* **No redirects, no proxy from the environment.** A 3xx is an answer like any other, and a
+  worker's environment must not reroute tenants' calls.
 
-Timeouts: httpx's per-request `timeout` reaches aiohttp as connect and per-read (inactivity)
-limits, not as a limit on the whole exchange; callers that need a hard deadline (the gateway
-does) also wrap the call in `asyncio.timeout`.
+Timeouts: `timeout_s` bounds connecting (including the wait for a pooled connection) and each
+read; callers that need a hard deadline on the whole exchange (the gateway does) also wrap the
+call in `asyncio.timeout`. Content encodings (gzip, deflate) are decoded while streaming, so a
+caller counting the bytes it reads bounds the decoded size.
 """
 
 from __future__ import annotations
 
+import contextlib
 import ssl
+from collections.abc import AsyncIterator, Sequence
 from enum import StrEnum
-from http.cookiejar import CookieJar, DefaultCookiePolicy
 
 import aiohttp
-import httpx
-from httpx_aiohttp import AiohttpTransport
+from aiohttp import http_exceptions
 
 DEFAULT_MAX_CONNECTIONS = 256
 """Open connections per client (all destinations together)."""
@@ -38,6 +38,7 @@ KEEPALIVE_EXPIRY_S = 4.0
 """Idle connections are closed after this long: below the 5 s keep-alive of common servers
 (Node.js), so we rarely send on a connection the server is closing; without aiohttp's hidden
 resend such a race would cost a logged retry."""
+USER_AGENT = "SchemaBridge"
 
 
 class TransportErrorKind(StrEnum):
@@ -53,64 +54,85 @@ class TransportErrorKind(StrEnum):
     """The answer arrived but its content encoding cannot be decoded."""
 
 
-class _KeepNoCookies(DefaultCookiePolicy):
-    def set_ok(self, cookie: object, request: object) -> bool:
-        return False
+class HttpClient:
+    """A pooled HTTP/1.1 client (aiohttp). Safe to build outside an event loop: the session
+    is created on the first request, inside the loop that uses it. Close it with `aclose`."""
+
+    def __init__(self, max_connections: int = DEFAULT_MAX_CONNECTIONS) -> None:
+        if max_connections < 1:
+            raise ValueError("max_connections must be at least 1")
+        self.max_connections = max_connections
+        self._session: aiohttp.ClientSession | None = None
+        self._closed = False
+
+    @property
+    def is_closed(self) -> bool:
+        return self._closed
+
+    def _open(self) -> aiohttp.ClientSession:
+        if self._closed:
+            raise RuntimeError("the HTTP client is closed")
+        if self._session is None:
+            connector = aiohttp.TCPConnector(
+                limit=self.max_connections,
+                limit_per_host=0,
+                keepalive_timeout=KEEPALIVE_EXPIRY_S,
+                ssl=ssl.create_default_context(),
+            )
+            session = aiohttp.ClientSession(
+                connector=connector,
+                cookie_jar=aiohttp.DummyCookieJar(),
+                trust_env=False,
+                headers={"User-Agent": USER_AGENT},
+            )
+            # Not public API: aiohttp has no switch for its resend-on-broken-connection. The
+            # attribute is in ClientSession.__slots__, so if aiohttp renames it this fails
+            # loudly, and tests/integration/test_gateway_client.py pins one request per attempt.
+            session._retry_connection = False
+            self._session = session
+        return self._session
+
+    @contextlib.asynccontextmanager
+    async def request(
+        self,
+        method: str,
+        url: str,
+        *,
+        params: Sequence[tuple[str, str]] = (),
+        headers: dict[str, str] | None = None,
+        content: bytes | None = None,
+        timeout_s: float,
+    ) -> AsyncIterator[aiohttp.ClientResponse]:
+        """Send one request and yield its response with the body unread (stream it from
+        `response.content`); the connection is released when the block ends."""
+        timeout = aiohttp.ClientTimeout(total=None, connect=timeout_s, sock_read=timeout_s)
+        async with self._open().request(
+            method,
+            url,
+            params=list(params) or None,
+            headers=headers,
+            data=content,
+            timeout=timeout,
+            allow_redirects=False,
+        ) as response:
+            yield response
+
+    async def aclose(self) -> None:
+        """Close the client and its connections. Idempotent."""
+        self._closed = True
+        session, self._session = self._session, None
+        if session is not None:
+            await session.close()
 
 
-def _session_factory(ssl_context: ssl.SSLContext, max_connections: int) -> aiohttp.ClientSession:
-    connector = aiohttp.TCPConnector(
-        limit=max_connections,
-        limit_per_host=0,
-        keepalive_timeout=KEEPALIVE_EXPIRY_S,
-        ssl=ssl_context,
-    )
-    session = aiohttp.ClientSession(
-        connector=connector,
-        cookie_jar=aiohttp.DummyCookieJar(),
-        trust_env=False,
-        auto_decompress=False,
-    )
-    # Not public API: aiohttp has no switch for its resend-on-broken-connection. The attribute
-    # is in ClientSession.__slots__, so if aiohttp renames it this fails loudly, and
-    # tests/integration/test_gateway_client.py pins the one-request-per-attempt behaviour.
-    session._retry_connection = False
-    return session
+def build_http_client(max_connections: int = DEFAULT_MAX_CONNECTIONS) -> HttpClient:
+    """A new client for one worker (see `HttpClient`)."""
+    return HttpClient(max_connections)
 
 
-def build_http_client(max_connections: int = DEFAULT_MAX_CONNECTIONS) -> httpx.AsyncClient:
-    """A new `httpx.AsyncClient` on the aiohttp transport, for one worker.
-
-    Safe to build outside an event loop: the aiohttp session is created on the first request,
-    inside the loop that uses it. Redirects are not followed (httpx's default): a 3xx is an
-    answer like any other. Close it with `close_http_client`.
-    """
-    if max_connections < 1:
-        raise ValueError("max_connections must be at least 1")
-    ssl_context = httpx.create_ssl_context()
-    limits = httpx.Limits(
-        max_connections=max_connections,
-        max_keepalive_connections=max_connections,
-        keepalive_expiry=KEEPALIVE_EXPIRY_S,
-    )
-    transport = AiohttpTransport(
-        verify=ssl_context,
-        limits=limits,
-        client=lambda: _session_factory(ssl_context, max_connections),
-    )
-    return httpx.AsyncClient(
-        transport=transport,
-        limits=limits,
-        cookies=CookieJar(policy=_KeepNoCookies()),
-        trust_env=False,
-        follow_redirects=False,
-    )
-
-
-async def close_http_client(client: httpx.AsyncClient) -> None:
+async def close_http_client(client: HttpClient) -> None:
     """Close the client and its connections. Idempotent."""
-    if not client.is_closed:
-        await client.aclose()
+    await client.aclose()
 
 
 def _chain(exc: BaseException) -> list[BaseException]:
@@ -132,16 +154,10 @@ def classify_transport_error(exc: BaseException) -> TransportErrorKind | None:
     if any(isinstance(e, TimeoutError) for e in chain):
         # asyncio.TimeoutError is TimeoutError, and aiohttp's timeout errors subclass it.
         return TransportErrorKind.TIMEOUT
-    if isinstance(exc, httpx.DecodingError):
+    if any(isinstance(e, http_exceptions.ContentEncodingError) for e in chain):
         return TransportErrorKind.INVALID_RESPONSE
-    if isinstance(exc, httpx.UnsupportedProtocol | httpx.LocalProtocolError | httpx.InvalidURL):
+    if isinstance(exc, aiohttp.InvalidURL | aiohttp.NonHttpUrlClientError):
         return TransportErrorKind.INVALID_REQUEST
-    if any(isinstance(e, aiohttp.ClientError) for e in chain):
-        # From aiohttp, any timeout was caught above: what is left is a network failure,
-        # whatever httpx class the transport mapped it to.
-        return TransportErrorKind.NETWORK
-    if isinstance(exc, httpx.TimeoutException):
-        return TransportErrorKind.TIMEOUT
-    if isinstance(exc, httpx.TransportError | OSError):
+    if any(isinstance(e, aiohttp.ClientError | OSError) for e in chain):
         return TransportErrorKind.NETWORK
     return None

@@ -13,14 +13,13 @@ import pytest
 from demo.downstream import RunningDownstream, start_downstream
 from demo.downstream_state import MAX_ITEMS, DownstreamConfig
 from tests.integration.test_gateway import wait_until
-from vertices.http_client import build_http_client, close_http_client
 
 
 @pytest.fixture
 async def client() -> AsyncIterator[httpx.AsyncClient]:
-    http = build_http_client(max_connections=64)
-    yield http
-    await close_http_client(http)
+    limits = httpx.Limits(max_connections=64, max_keepalive_connections=64)
+    async with httpx.AsyncClient(limits=limits, timeout=30) as http:
+        yield http
 
 
 async def test_any_path_and_method_echoes(

@@ -12,7 +12,6 @@ from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-import httpx
 import pytest
 
 from demo.downstream import RunningDownstream
@@ -20,7 +19,7 @@ from schemas.definitions import GatewayConfig
 from schemas.errors import FailureKind, StepFailure
 from vertices import gateway
 from vertices.contract import StepContext, TimeoutTier
-from vertices.http_client import build_http_client, close_http_client
+from vertices.http_client import HttpClient, build_http_client, close_http_client
 
 FAST = gateway.GatewayTimeouts(collect_ms=5000, process_ms=5000, gateway_ms=5000)
 
@@ -100,13 +99,13 @@ async def wait_until(predicate: Callable[[], bool], timeout_s: float = 5.0) -> N
 
 
 @pytest.fixture
-async def client() -> AsyncIterator[httpx.AsyncClient]:
+async def client() -> AsyncIterator[HttpClient]:
     http = build_http_client(max_connections=16)
     yield http
     await close_http_client(http)
 
 
-async def test_output_shape(downstream: RunningDownstream, client: httpx.AsyncClient) -> None:
+async def test_output_shape(downstream: RunningDownstream, client: HttpClient) -> None:
     config = gateway_config(f"{downstream.url}/items", query={"count": 3})
     result = await gateway.execute(config, gateway_ctx(), client, FAST)
     assert set(result.output) == {"status", "headers", "body"}
@@ -118,7 +117,7 @@ async def test_output_shape(downstream: RunningDownstream, client: httpx.AsyncCl
 
 
 async def test_expressions_are_rendered_everywhere(
-    downstream: RunningDownstream, client: httpx.AsyncClient
+    downstream: RunningDownstream, client: HttpClient
 ) -> None:
     config = gateway_config(
         "{{ input.base }}/orders/{{ input.order.id }}",
@@ -141,7 +140,7 @@ async def test_expressions_are_rendered_everywhere(
 
 
 async def test_a_string_body_with_a_text_content_type_is_sent_verbatim(
-    downstream: RunningDownstream, client: httpx.AsyncClient
+    downstream: RunningDownstream, client: HttpClient
 ) -> None:
     config = gateway_config(
         downstream.url,
@@ -163,7 +162,7 @@ async def test_a_string_body_with_a_text_content_type_is_sent_verbatim(
 )
 async def test_expression_errors_name_the_expression(
     downstream: RunningDownstream,
-    client: httpx.AsyncClient,
+    client: HttpClient,
     fields: dict[str, Any],
     where: str,
     expression: str,
@@ -178,7 +177,7 @@ async def test_expression_errors_name_the_expression(
 
 
 async def test_idempotency_key_is_identical_across_attempts(
-    downstream: RunningDownstream, client: httpx.AsyncClient
+    downstream: RunningDownstream, client: HttpClient
 ) -> None:
     downstream.script([503, 500, 200])
     config = gateway_config(downstream.url)
@@ -191,7 +190,7 @@ async def test_idempotency_key_is_identical_across_attempts(
 
 
 async def test_a_user_idempotency_key_is_kept(
-    downstream: RunningDownstream, client: httpx.AsyncClient
+    downstream: RunningDownstream, client: HttpClient
 ) -> None:
     config = gateway_config(downstream.url, headers={"idempotency-key": "order-{{ input.id }}"})
     result = await gateway.execute(config, gateway_ctx(id=9), client, FAST)
@@ -199,7 +198,7 @@ async def test_a_user_idempotency_key_is_kept(
 
 
 async def test_text_bodies_are_returned_as_text(
-    downstream: RunningDownstream, client: httpx.AsyncClient
+    downstream: RunningDownstream, client: HttpClient
 ) -> None:
     config = gateway_config(
         f"{downstream.url}/t", query={"raw": "héllo", "content_type": "text/plain"}
@@ -209,7 +208,7 @@ async def test_text_bodies_are_returned_as_text(
 
 
 async def test_json_garbage_is_an_invalid_response(
-    downstream: RunningDownstream, client: httpx.AsyncClient
+    downstream: RunningDownstream, client: HttpClient
 ) -> None:
     query = {"raw": '{"items": [1, 2', "content_type": "application/json"}
     config = gateway_config(downstream.url, query=query)
@@ -227,7 +226,7 @@ async def test_json_garbage_is_an_invalid_response(
 
 @pytest.mark.parametrize("chunked", [False, True])
 async def test_a_body_over_the_cap_fails_clearly(
-    downstream: RunningDownstream, client: httpx.AsyncClient, chunked: bool
+    downstream: RunningDownstream, client: HttpClient, chunked: bool
 ) -> None:
     config = gateway_config(
         downstream.url, query={"body_bytes": 2 * 1024 * 1024, "chunked": int(chunked)}
@@ -239,9 +238,7 @@ async def test_a_body_over_the_cap_fails_clearly(
     assert caught.value.http is not None and caught.value.http.status == 200
 
 
-async def test_the_default_cap_is_10_mib(
-    downstream: RunningDownstream, client: httpx.AsyncClient
-) -> None:
+async def test_the_default_cap_is_10_mib(downstream: RunningDownstream, client: HttpClient) -> None:
     size = 10 * 1024 * 1024
     ok = gateway_config(downstream.url, query={"body_bytes": size, "content_type": "text/plain"})
     result = await gateway.execute(ok, gateway_ctx(), client, FAST)
@@ -251,9 +248,7 @@ async def test_the_default_cap_is_10_mib(
         await gateway.execute(too_big, gateway_ctx(), client, FAST)
 
 
-async def test_success_codes_replace_2xx(
-    downstream: RunningDownstream, client: httpx.AsyncClient
-) -> None:
+async def test_success_codes_replace_2xx(downstream: RunningDownstream, client: HttpClient) -> None:
     found = gateway_config(downstream.url, query={"status": 404}, successCodes=[200, 404])
     result = await gateway.execute(found, gateway_ctx(), client, FAST)
     assert result.output["status"] == 404
@@ -265,7 +260,7 @@ async def test_success_codes_replace_2xx(
 
 
 async def test_a_redirect_is_an_answer_not_followed(
-    downstream: RunningDownstream, client: httpx.AsyncClient
+    downstream: RunningDownstream, client: HttpClient
 ) -> None:
     downstream.script([{"status": 302, "headers": {"Location": "/elsewhere"}}])
     with pytest.raises(StepFailure) as caught:
@@ -284,7 +279,7 @@ async def test_a_redirect_is_an_answer_not_followed(
     ],
 )
 async def test_unsendable_requests_are_invalid_config(
-    downstream: RunningDownstream, client: httpx.AsyncClient, fields: dict[str, Any]
+    downstream: RunningDownstream, client: HttpClient, fields: dict[str, Any]
 ) -> None:
     config = gateway_config(fields.pop("url", downstream.url), **fields)
     with pytest.raises(StepFailure) as caught:
@@ -293,9 +288,7 @@ async def test_unsendable_requests_are_invalid_config(
     assert downstream.stats.total == 0
 
 
-async def test_every_attempt_is_logged(
-    downstream: RunningDownstream, client: httpx.AsyncClient
-) -> None:
+async def test_every_attempt_is_logged(downstream: RunningDownstream, client: HttpClient) -> None:
     downstream.script([503, 200])
     log = LogRecorder()
     config = gateway_config(f"{downstream.url}/p?secret=s3cr3t")
@@ -310,7 +303,7 @@ async def test_every_attempt_is_logged(
 
 
 async def test_the_guard_sees_every_attempt(
-    downstream: RunningDownstream, client: httpx.AsyncClient
+    downstream: RunningDownstream, client: HttpClient
 ) -> None:
     downstream.script([503, {"reset": True}, 200])
     guard = RecordingGuard()
@@ -324,7 +317,7 @@ async def test_the_guard_sees_every_attempt(
 
 
 async def test_the_guard_can_stop_retries(
-    downstream: RunningDownstream, client: httpx.AsyncClient
+    downstream: RunningDownstream, client: HttpClient
 ) -> None:
     downstream.script([503, 200])
     guard, log = RecordingGuard(refuse_retries=True), LogRecorder()
@@ -340,7 +333,7 @@ async def test_the_guard_can_stop_retries(
 
 
 async def test_a_cancelled_attempt_still_settles_the_guard(
-    downstream: RunningDownstream, client: httpx.AsyncClient
+    downstream: RunningDownstream, client: HttpClient
 ) -> None:
     guard = RecordingGuard()
     config = gateway_config(downstream.url, query={"sleep_ms": 10_000})

@@ -11,7 +11,6 @@ from collections.abc import AsyncIterator
 from datetime import UTC, datetime, timedelta
 from email.utils import format_datetime
 
-import httpx
 import pytest
 
 from demo.downstream import RunningDownstream
@@ -26,11 +25,11 @@ from tests.integration.test_gateway import (
 )
 from vertices import gateway
 from vertices.contract import TimeoutTier
-from vertices.http_client import build_http_client, close_http_client
+from vertices.http_client import HttpClient, build_http_client, close_http_client
 
 
 @pytest.fixture
-async def client() -> AsyncIterator[httpx.AsyncClient]:
+async def client() -> AsyncIterator[HttpClient]:
     http = build_http_client(max_connections=16)
     yield http
     await close_http_client(http)
@@ -41,7 +40,7 @@ def gaps(times: list[float]) -> list[float]:
 
 
 async def test_503_503_200_succeeds_on_the_third_attempt(
-    downstream: RunningDownstream, client: httpx.AsyncClient
+    downstream: RunningDownstream, client: HttpClient
 ) -> None:
     downstream.script([503, 503, 200])
     sleep, log = RecordingSleep(real=False), LogRecorder()
@@ -54,7 +53,7 @@ async def test_503_503_200_succeeds_on_the_third_attempt(
 
 
 async def test_429_with_retry_after_2_waits_two_seconds(
-    downstream: RunningDownstream, client: httpx.AsyncClient
+    downstream: RunningDownstream, client: HttpClient
 ) -> None:
     downstream.script([{"status": 429, "retry_after": "2"}, 200])
     sleep = RecordingSleep(real=True)
@@ -68,7 +67,7 @@ async def test_429_with_retry_after_2_waits_two_seconds(
 
 
 async def test_retry_after_is_capped_at_30_seconds(
-    downstream: RunningDownstream, client: httpx.AsyncClient
+    downstream: RunningDownstream, client: HttpClient
 ) -> None:
     downstream.script([{"status": 429, "retry_after": "120"}, 200])
     sleep = RecordingSleep(real=False)
@@ -77,7 +76,7 @@ async def test_retry_after_is_capped_at_30_seconds(
 
 
 async def test_retry_after_as_an_http_date(
-    downstream: RunningDownstream, client: httpx.AsyncClient
+    downstream: RunningDownstream, client: HttpClient
 ) -> None:
     when = format_datetime(datetime.now(UTC) + timedelta(seconds=5), usegmt=True)
     downstream.script([{"status": 503, "retry_after": when}, 200])
@@ -88,7 +87,7 @@ async def test_retry_after_as_an_http_date(
 
 
 async def test_the_1_2_4_progression_with_a_shrunk_base(
-    downstream: RunningDownstream, client: httpx.AsyncClient
+    downstream: RunningDownstream, client: HttpClient
 ) -> None:
     downstream.script([503, 503, 503, 200])
     sleep = RecordingSleep(real=True)
@@ -101,7 +100,7 @@ async def test_the_1_2_4_progression_with_a_shrunk_base(
 
 @pytest.mark.slow
 async def test_the_real_1_second_base_spans_about_7_seconds(
-    downstream: RunningDownstream, client: httpx.AsyncClient
+    downstream: RunningDownstream, client: HttpClient
 ) -> None:
     downstream.script([503, 503, 503, 200])
     sleep = RecordingSleep(real=True)
@@ -117,7 +116,7 @@ async def test_the_real_1_second_base_spans_about_7_seconds(
 
 
 async def test_400_is_final_after_one_attempt(
-    downstream: RunningDownstream, client: httpx.AsyncClient
+    downstream: RunningDownstream, client: HttpClient
 ) -> None:
     downstream.script([400, 200])
     sleep = RecordingSleep(real=False)
@@ -142,7 +141,7 @@ async def test_400_is_final_after_one_attempt(
 )
 async def test_a_final_429_or_503_is_external_overload(
     downstream: RunningDownstream,
-    client: httpx.AsyncClient,
+    client: HttpClient,
     answer: object,
     retry_after_s: float | None,
 ) -> None:
@@ -161,7 +160,7 @@ async def test_a_final_429_or_503_is_external_overload(
 
 
 async def test_a_final_500_is_an_http_error(
-    downstream: RunningDownstream, client: httpx.AsyncClient
+    downstream: RunningDownstream, client: HttpClient
 ) -> None:
     downstream.script([500, 502, 500])
     config = gateway_config(downstream.url, retry={"maxAttempts": 3})
@@ -173,7 +172,7 @@ async def test_a_final_500_is_an_http_error(
 
 
 async def test_a_hang_past_the_timeout_is_a_timeout(
-    downstream: RunningDownstream, client: httpx.AsyncClient
+    downstream: RunningDownstream, client: HttpClient
 ) -> None:
     config = gateway_config(downstream.url, query={"sleep_ms": 5000}, timeoutMs=300)
     sleep, log = RecordingSleep(real=True), LogRecorder()
@@ -196,7 +195,7 @@ async def test_a_hang_past_the_timeout_is_a_timeout(
 
 
 async def test_the_timeout_bounds_the_whole_exchange_not_each_read(
-    downstream: RunningDownstream, client: httpx.AsyncClient
+    downstream: RunningDownstream, client: HttpClient
 ) -> None:
     # 10 chunks 150 ms apart: every read is quick, the whole body takes 1.35 s.
     config = gateway_config(
@@ -210,7 +209,7 @@ async def test_the_timeout_bounds_the_whole_exchange_not_each_read(
 
 
 async def test_the_timeout_tier_applies_without_timeout_ms(
-    downstream: RunningDownstream, client: httpx.AsyncClient
+    downstream: RunningDownstream, client: HttpClient
 ) -> None:
     tiers = gateway.GatewayTimeouts(collect_ms=5000, process_ms=5000, gateway_ms=200)
     config = gateway_config(downstream.url, query={"sleep_ms": 3000}, retry={"maxAttempts": 1})
@@ -220,7 +219,7 @@ async def test_the_timeout_tier_applies_without_timeout_ms(
 
 
 async def test_a_reset_connection_is_retried_then_a_network_error(
-    downstream: RunningDownstream, client: httpx.AsyncClient
+    downstream: RunningDownstream, client: HttpClient
 ) -> None:
     config = gateway_config(downstream.url, query={"reset": 1})
     sleep = RecordingSleep(real=False)
@@ -236,7 +235,7 @@ async def test_a_reset_connection_is_retried_then_a_network_error(
 
 
 async def test_a_reset_then_success_recovers(
-    downstream: RunningDownstream, client: httpx.AsyncClient
+    downstream: RunningDownstream, client: HttpClient
 ) -> None:
     downstream.script([{"reset": True}, 200])
     result = await gateway.execute(
@@ -246,7 +245,7 @@ async def test_a_reset_then_success_recovers(
     assert result.output["status"] == 200
 
 
-async def test_a_refused_connection_is_a_network_error(client: httpx.AsyncClient) -> None:
+async def test_a_refused_connection_is_a_network_error(client: HttpClient) -> None:
     with socket.socket() as sock:  # a port nobody listens on once the socket closes
         sock.bind(("127.0.0.1", 0))
         port = sock.getsockname()[1]
@@ -258,7 +257,7 @@ async def test_a_refused_connection_is_a_network_error(client: httpx.AsyncClient
 
 
 async def test_full_jitter_draws_from_the_injected_rng(
-    downstream: RunningDownstream, client: httpx.AsyncClient
+    downstream: RunningDownstream, client: HttpClient
 ) -> None:
     downstream.script([503, 503, 200])
     sleep = RecordingSleep(real=False)
