@@ -207,26 +207,35 @@ class _KeyTable:
         return index
 
     def destination(self, destination: str) -> int:
-        glob = keys.breaker_global(destination)
-        return self._group(
-            (
-                keys.slots(destination),
-                keys.aimd(destination),
-                keys.destination_caps(destination),
-                keys.destination_rate(destination),
-                keys.breaker_state(glob),
-                keys.breaker_probes(glob),
-                keys.retry_budget(destination),
-                keys.breaker_tenants(destination),
-            )
-        )
+        return self._group(_destination_keys(destination))
 
     def tenant_breaker(self, destination: str, tenant_id: str) -> int:
-        prefix = keys.breaker_tenant(destination, tenant_id)
-        return self._group((keys.breaker_state(prefix), keys.breaker_probes(prefix)))
+        return self._group(_tenant_breaker_keys(destination, tenant_id))
 
     def window(self, tenant_id: str) -> int:
         return self._group((keys.tenant_rate(tenant_id),))
+
+
+# Key names are pure functions of the names; a worker calls few destinations and tenants.
+@functools.lru_cache(maxsize=4096)
+def _destination_keys(destination: str) -> tuple[str, ...]:
+    glob = keys.breaker_global(destination)
+    return (
+        keys.slots(destination),
+        keys.aimd(destination),
+        keys.destination_caps(destination),
+        keys.destination_rate(destination),
+        keys.breaker_state(glob),
+        keys.breaker_probes(glob),
+        keys.retry_budget(destination),
+        keys.breaker_tenants(destination),
+    )
+
+
+@functools.lru_cache(maxsize=4096)
+def _tenant_breaker_keys(destination: str, tenant_id: str) -> tuple[str, str]:
+    prefix = keys.breaker_tenant(destination, tenant_id)
+    return keys.breaker_state(prefix), keys.breaker_probes(prefix)
 
 
 _OP_WIDTH = 10

@@ -89,6 +89,7 @@ class Admission:
         self.budget = SharedRetryBudget(self.backend, self.config.retry_budget)
         self._caps_source = caps_source
         self._caps_loaded: set[str] = set()
+        self._caps_loading: dict[str, asyncio.Future[None]] = {}
         self._waiters = SlotWaiters()
         # Public for tests and benchmarks (its `exchanges` counts script calls).
         self.batcher = ExchangeBatcher(
@@ -242,7 +243,16 @@ class Admission:
     async def _load_caps(self, destination: str) -> None:
         if self._caps_source is None or destination in self._caps_loaded:
             return
-        caps = await self._caps_source.get_caps(destination)
+        # Steps that start together share one load instead of each reading the database.
+        loading = self._caps_loading.get(destination)
+        if loading is None:
+            loading = asyncio.ensure_future(self._copy_caps(self._caps_source, destination))
+            self._caps_loading[destination] = loading
+            loading.add_done_callback(lambda _: self._caps_loading.pop(destination, None))
+        await asyncio.shield(loading)
+
+    async def _copy_caps(self, source: CapsSource, destination: str) -> None:
+        caps = await source.get_caps(destination)
         if caps is not None:
             await self.caps.set_caps(destination, caps)
         self._caps_loaded.add(destination)

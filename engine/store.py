@@ -29,6 +29,7 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
+import time
 import uuid
 from collections.abc import Iterable, Sequence
 from typing import Any
@@ -104,6 +105,8 @@ class Store:
         # Rows inserted since the last ANALYZE, and the threshold for the next one (doubles).
         self._inserted_since_analyze = 0
         self._analyze_threshold = ANALYZE_AFTER_ROWS
+        # (monotonic time, tenants with READY steps) as last seen by a claim (fairness only).
+        self._tenants_seen: tuple[float, list[str]] = (float("-inf"), [])
 
     @classmethod
     async def open(cls, database_url: str, clock: Clock, *, migrate: bool = True) -> Store:
@@ -491,7 +494,9 @@ class Store:
         now = self._clock.now()
         batch = uuid.uuid4().hex[:16] + ":"
         async with self._engines.write.begin() as conn:
-            claimed = await claims.claim_rows(conn, now, limit, lease_s, batch)
+            claimed = await claims.claim_rows(
+                conn, now, limit, lease_s, batch, tenants=await self._ready_tenants(conn)
+            )
             if not claimed:
                 return []
             run_ids = sorted({row.run_id for row in claimed})
@@ -553,6 +558,13 @@ class Store:
             )
             for row in claimed
         ]
+
+    async def _ready_tenants(self, conn: AsyncConnection) -> list[str]:
+        fetched_at, tenants = self._tenants_seen
+        if time.monotonic() - fetched_at > claims.TENANT_LIST_TTL_S:
+            tenants = await claims.ready_tenants(conn)
+            self._tenants_seen = (time.monotonic(), tenants)
+        return tenants
 
     async def _has_dependencies(self, run_row: Any, vertex_id: str) -> bool:
         version = await self.get_version(run_row.workflow_name, run_row.workflow_version)

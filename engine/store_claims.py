@@ -27,6 +27,8 @@ from engine.models import Step, StepStatus
 steps = Step.__table__  # type: ignore[attr-defined]
 
 MAX_TENANTS_PER_CLAIM = 64
+TENANT_LIST_TTL_S = 0.25
+"""How long a claimer reuses the list of tenants with READY steps."""
 
 TENANTS_WITH_READY_STEPS = text(
     """
@@ -77,16 +79,23 @@ def _claim_statement(
     )
 
 
+async def ready_tenants(conn: AsyncConnection) -> list[str]:
+    """Tenants that have READY steps (at most MAX_TENANTS_PER_CLAIM), by the skip scan."""
+    rows = await conn.execute(TENANTS_WITH_READY_STEPS, {"max_tenants": MAX_TENANTS_PER_CLAIM})
+    return [row.tenant_id for row in rows]
+
+
 async def claim_rows(
-    conn: AsyncConnection, now: float, limit: int, lease_s: float, batch: str
+    conn: AsyncConnection,
+    now: float,
+    limit: int,
+    lease_s: float,
+    batch: str,
+    *,
+    tenants: list[str],
 ) -> list[Any]:
-    """Claim up to `limit` due steps, shared fairly among tenants."""
-    tenants = [
-        row.tenant_id
-        for row in await conn.execute(
-            TENANTS_WITH_READY_STEPS, {"max_tenants": MAX_TENANTS_PER_CLAIM}
-        )
-    ]
+    """Claim up to `limit` due steps, shared fairly among `tenants` (those with READY steps,
+    as recently seen), then filled from all tenants oldest first."""
     claimed: list[Any] = []
     if len(tenants) > 1:
         share = max(1, math.ceil(limit / len(tenants)))

@@ -3,9 +3,10 @@
 Four cooperating loops under one `asyncio.TaskGroup` (STYLE §9):
 
 * claim loop — claims up to `claim_batch` steps whenever fewer than `worker_concurrency` are in
-  flight; when the queue looks empty it waits for a wake-up (Redis pub/sub, or a local notify
-  when this process made steps ready) with a slow poll as the fallback, so an idle worker costs
-  one query per `idle_poll_s`.
+  flight (while the queue is deep, once at least half a batch of slots is free, so that claims
+  stay batched); when the queue looks empty it waits for a wake-up (Redis pub/sub, or a local
+  notify when this process made steps ready) with a slow poll as the fallback, so an idle
+  worker costs one query per `idle_poll_s`.
 * flusher — records finished steps. It takes everything that finished since its last write and
   writes it in one transaction, so under load results are batched and at low load each result
   is written immediately (no timer adds latency).
@@ -87,6 +88,7 @@ class Worker:
         self._running: set[asyncio.Task[None]] = set()
         self._done: asyncio.Queue[tuple[StepResult, list[LogLine]] | None] = asyncio.Queue()
         self._slot_freed = asyncio.Event()
+        self._min_claim = max(1, min(config.claim_batch, config.concurrency) // 2)
         self._closing = asyncio.Event()
         self.stats = WorkerStats()
 
@@ -110,6 +112,7 @@ class Worker:
 
     async def _claim_loop(self, group: asyncio.TaskGroup, stop: asyncio.Event) -> None:
         stop_wait = asyncio.ensure_future(stop.wait())
+        deep = False
         try:
             while not stop.is_set():
                 # Executing steps count against the concurrency; finished-but-unrecorded ones
@@ -118,7 +121,10 @@ class Worker:
                     self._config.concurrency - len(self._running),
                     2 * self._config.concurrency - len(self._in_flight),
                 )
-                if free <= 0:
+                # While the queue is deep (the last claim was full), claim in batches of at
+                # least half a batch: one claim per freed slot would cost a round trip each.
+                enough = 1 if not deep or not self._running else self._min_claim
+                if free < enough:
                     self._slot_freed.clear()
                     await _first(self._slot_freed.wait(), stop_wait, self._config.idle_poll_s)
                     continue
@@ -126,6 +132,7 @@ class Worker:
                 claimed = await self._claim(wanted)
                 for step in claimed:
                     self._start(group, step)
+                deep = len(claimed) == wanted
                 if len(claimed) < wanted:
                     await _first(
                         self._wakeups.wait(self._config.idle_poll_s),
