@@ -13,7 +13,9 @@ Without caps a destination is capped at `AdmissionConfig.default_max_concurrency
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import asyncio
+from collections.abc import Awaitable, Callable, Hashable
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Protocol
 
 if TYPE_CHECKING:
@@ -65,3 +67,32 @@ class RedisCapsStore:
     async def delete_caps(self, destination: str) -> None:
         """Forget the destination's caps (the default cap applies again)."""
         await self._backend.delete_caps(destination)
+
+
+@dataclass
+class LoadOnce:
+    """Runs a loader once per key and process; callers that arrive while it runs wait for
+    the same run (steps that start together share one database read)."""
+
+    _done: set[Hashable] = field(default_factory=set)
+    _running: dict[Hashable, asyncio.Future[None]] = field(default_factory=dict)
+
+    def mark(self, key: Hashable) -> None:
+        """Consider `key` loaded (its value was just written by this process)."""
+        self._done.add(key)
+
+    async def once(self, key: Hashable, loader: Callable[[str], Awaitable[None]], arg: str) -> None:
+        if key in self._done:
+            return
+        running = self._running.get(key)
+        if running is None:
+            running = asyncio.ensure_future(loader(arg))
+            self._running[key] = running
+            running.add_done_callback(lambda done: self._finished(key, done))
+        await asyncio.shield(running)
+
+    def _finished(self, key: Hashable, done: asyncio.Future[None]) -> None:
+        self._running.pop(key, None)
+        # A failed load (database down) is tried again by the next caller.
+        if not done.cancelled() and done.exception() is None:
+            self._done.add(key)

@@ -51,9 +51,14 @@ from admission.backend import (
 )
 from admission.batching import ExchangeBatcher
 from admission.breaker import BreakerState, Transition
-from admission.caps import CapsSource, DestinationCaps, RedisCapsStore
+from admission.caps import CapsSource, DestinationCaps, LoadOnce, RedisCapsStore
 from admission.config import AdmissionConfig
-from admission.rate_limit import RateDecision, TenantRateLimited, TenantRateLimiter
+from admission.rate_limit import (
+    RateDecision,
+    TenantLimitSource,
+    TenantRateLimited,
+    TenantRateLimiter,
+)
 from admission.retry_budget import SharedRetryBudget
 from admission.ticket import Outcome, Ticket
 from admission.visibility import AdmissionSnapshot, TenantUsage, destination_state
@@ -69,7 +74,9 @@ class Admission:
 
     Build one per process (it keeps the in-process wait queues) and pass it down.
     `caps_source`, if given, is asked once per destination and process for caps to copy
-    into Redis. `rng` seeds the wait jitter (tests).
+    into Redis; `tenant_limits` likewise once per tenant for its rate-limit override (the
+    durable copies live in the database; Redis holds the operative ones). `rng` seeds the
+    wait jitter (tests).
     """
 
     def __init__(
@@ -79,6 +86,7 @@ class Admission:
         config: AdmissionConfig | None = None,
         *,
         caps_source: CapsSource | None = None,
+        tenant_limits: TenantLimitSource | None = None,
         rng: random.Random | None = None,
     ) -> None:
         self.config = config or AdmissionConfig()
@@ -88,8 +96,8 @@ class Admission:
         self.rate = TenantRateLimiter(self.backend, clock, self.config.tenant_rate)
         self.budget = SharedRetryBudget(self.backend, self.config.retry_budget)
         self._caps_source = caps_source
-        self._caps_loaded: set[str] = set()
-        self._caps_loading: dict[str, asyncio.Future[None]] = {}
+        self._tenant_limits = tenant_limits
+        self._loaded = LoadOnce()
         self._waiters = SlotWaiters()
         # Public for tests and benchmarks (its `exchanges` counts script calls).
         self.batcher = ExchangeBatcher(
@@ -129,6 +137,8 @@ class Admission:
         if lease <= 0:
             raise ValueError("lease_s must be positive")
         await self._load_caps(destination)
+        if take_item:
+            await self._load_tenant_limit(tenant_id)
         op = AdmitOp(
             destination,
             tenant_id,
@@ -201,7 +211,7 @@ class Admission:
     async def set_caps(self, destination: str, caps: DestinationCaps) -> None:
         """Set a destination's caps for every worker (the database copy is the caller's)."""
         await self.caps.set_caps(destination, caps)
-        self._caps_loaded.add(destination)
+        self._loaded.mark(("caps", destination))
         logger.info(
             "caps of %s set to max_concurrency=%d rate_per_second=%s",
             destination,
@@ -219,8 +229,10 @@ class Admission:
         return await self.caps.get_caps(destination)
 
     async def set_tenant_limit(self, tenant_id: str, limit: int | None) -> None:
-        """Override a tenant's items per window for every worker (None = default)."""
+        """Override a tenant's items per window for every worker (None = default); the
+        database copy is the caller's."""
         await self.rate.set_limit(tenant_id, limit)
+        self._loaded.mark(("tenant", tenant_id))
 
     # ── visibility ──────────────────────────────────────────────────────────────────────
 
@@ -241,21 +253,26 @@ class Admission:
     # ── internals ───────────────────────────────────────────────────────────────────────
 
     async def _load_caps(self, destination: str) -> None:
-        if self._caps_source is None or destination in self._caps_loaded:
-            return
-        # Steps that start together share one load instead of each reading the database.
-        loading = self._caps_loading.get(destination)
-        if loading is None:
-            loading = asyncio.ensure_future(self._copy_caps(self._caps_source, destination))
-            self._caps_loading[destination] = loading
-            loading.add_done_callback(lambda _: self._caps_loading.pop(destination, None))
-        await asyncio.shield(loading)
+        if self._caps_source is not None:
+            await self._loaded.once(("caps", destination), self._copy_caps, destination)
 
-    async def _copy_caps(self, source: CapsSource, destination: str) -> None:
-        caps = await source.get_caps(destination)
+    async def _copy_caps(self, destination: str) -> None:
+        if self._caps_source is None:
+            return
+        caps = await self._caps_source.get_caps(destination)
         if caps is not None:
             await self.caps.set_caps(destination, caps)
-        self._caps_loaded.add(destination)
+
+    async def _load_tenant_limit(self, tenant_id: str) -> None:
+        if self._tenant_limits is not None:
+            await self._loaded.once(("tenant", tenant_id), self._copy_tenant_limit, tenant_id)
+
+    async def _copy_tenant_limit(self, tenant_id: str) -> None:
+        if self._tenant_limits is None:
+            return
+        limit = await self._tenant_limits.get_tenant_limit(tenant_id)
+        if limit is not None:
+            await self.rate.set_limit(tenant_id, limit)
 
     def _ticket(self, op: AdmitOp, reply: AdmitReply) -> Ticket:
         return Ticket(

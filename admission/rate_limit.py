@@ -16,7 +16,7 @@ from __future__ import annotations
 import uuid
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 
 from schemas.clock import Clock
 
@@ -57,6 +57,14 @@ class RateDecision:
     """Items the tenant may have in one window."""
     retry_after_s: float
     """0 when allowed; otherwise when the oldest item leaves the window (informational)."""
+
+
+class TenantLimitSource(Protocol):
+    """Where operator-set tenant limits come from (the database)."""
+
+    async def get_tenant_limit(self, tenant_id: str) -> int | None:
+        """The tenant's items per window, or None if it has no override."""
+        ...
 
 
 class TenantRateLimited(Exception):

@@ -64,6 +64,9 @@ def show() -> None:
             {"destination": d, "maxConcurrency": c, "ratePerSecond": r}
             for d, c, r in await runtime.store.list_destination_caps()
         ]
+        data["configuredTenantRates"] = [
+            {"tenantId": t, "perMinute": n} for t, n in await runtime.store.list_tenant_rates()
+        ]
         return data
 
     console.print_json(json.dumps(_with_runtime(action), default=str))
@@ -72,15 +75,24 @@ def show() -> None:
 @tenants_app.command("set-rate")
 def set_rate(
     tenant: Annotated[str, typer.Argument(help="Tenant id.")],
-    per_minute: Annotated[int, typer.Argument(min=1, help="GATEWAY calls per minute.")],
+    per_minute: Annotated[
+        int | None, typer.Argument(min=1, help="GATEWAY calls per minute (omit with --reset).")
+    ] = None,
+    reset: Annotated[bool, typer.Option(help="Remove the override: the default applies.")] = False,
 ) -> None:
-    """Override one tenant's rate limit (default TENANT_RATE_PER_MINUTE, 1,000)."""
+    """Override one tenant's rate limit (default TENANT_RATE_PER_MINUTE, 1,000): stored in
+    the database, applied to every worker at once."""
+    if (per_minute is None) == (not reset):
+        raise typer.BadParameter("give a rate per minute, or --reset (not both)")
 
     async def action(runtime: Runtime) -> None:
-        await runtime.admission.set_tenant_limit(tenant, per_minute)
+        await runtime.set_tenant_rate(tenant, None if reset else per_minute)
 
     _with_runtime(action)
-    console.print(f"tenant {tenant}: {per_minute} calls per minute")
+    if reset:
+        console.print(f"tenant {tenant}: default rate limit")
+    else:
+        console.print(f"tenant {tenant}: {per_minute} calls per minute")
 
 
 @tenants_app.command("set-quota")

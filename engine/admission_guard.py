@@ -92,10 +92,14 @@ class AdmissionGuard:
 
 
 @dataclass(frozen=True)
-class StoreCapsSource:
-    """Destination caps from the database (the durable copy), for `Admission`."""
+class StoreSettingsSource:
+    """Destination caps and tenant rate limits from the database (the durable copies), for
+    `Admission` (its `CapsSource` and `TenantLimitSource`)."""
 
     store: Store
+
+    async def get_tenant_limit(self, tenant_id: str) -> int | None:
+        return await self.store.get_tenant_rate(tenant_id)
 
     async def get_caps(self, destination: str) -> DestinationCaps | None:
         row = await self.store.get_destination_caps(destination)

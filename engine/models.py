@@ -236,3 +236,15 @@ class DestinationCap(SQLModel, table=True):
     max_concurrency: int
     rate_per_second: float | None = Field(default=None, sa_column=Column(Float))
     updated_at: float = Field(sa_column=Column(Float, nullable=False))
+
+
+class TenantRateLimit(SQLModel, table=True):
+    """An operator-set rate limit of one tenant (the durable copy; admission caches it in
+    Redis). Tenants without a row get `TENANT_RATE_PER_MINUTE`."""
+
+    __tablename__ = "tenant_rate_limit"
+
+    tenant_id: str = Field(sa_column=Column(String(200), primary_key=True))
+    per_minute: int
+    """GATEWAY calls (items) per minute."""
+    updated_at: float = Field(sa_column=Column(Float, nullable=False))

@@ -13,7 +13,7 @@ import redis.asyncio as redis
 
 from admission import Admission, AdmissionConfig, AimdConfig, DestinationCaps, TenantRateConfig
 from engine import coordination, executor
-from engine.admission_guard import StoreCapsSource
+from engine.admission_guard import StoreSettingsSource
 from engine.health import HealthMarker
 from engine.heartbeat import Heartbeat
 from engine.settings import Settings
@@ -61,8 +61,9 @@ class Runtime:
         wakeup = Wakeup(client)
         await wakeup.start()
         http = build_http_client(max_connections=max(100, settings.worker_concurrency * 2))
+        source = StoreSettingsSource(store)
         admission = Admission(
-            client, clock, admission_config(settings), caps_source=StoreCapsSource(store)
+            client, clock, admission_config(settings), caps_source=source, tenant_limits=source
         )
         return cls(settings, clock, store, client, wakeup, http, admission)
 
@@ -112,6 +113,12 @@ class Runtime:
             destination,
             DestinationCaps(max_concurrency=max_concurrency, rate_per_second=rate_per_second),
         )
+
+    async def set_tenant_rate(self, tenant_id: str, per_minute: int | None) -> None:
+        """Store a tenant's rate limit durably and apply it to every worker now (None: back
+        to `TENANT_RATE_PER_MINUTE`)."""
+        await self.store.set_tenant_rate(tenant_id, per_minute)
+        await self.admission.set_tenant_limit(tenant_id, per_minute)
 
     def worker(self, config: WorkerConfig | None = None) -> Worker:
         return Worker(self.store, self.executor_deps(), self.wakeup, config or self.worker_config())

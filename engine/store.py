@@ -40,7 +40,9 @@ from sqlalchemy.ext.asyncio import AsyncConnection
 from engine import db
 from engine import store_claims as claims
 from engine import store_fanout as fanout
+from engine import store_recovery as recovery
 from engine import store_results as results_
+from engine import store_settings as settings_
 from engine.models import (
     DONE_STEP_STATUSES,
     Run,
@@ -364,8 +366,9 @@ class Store:
 
     async def children_outputs(
         self, run_id: str, vertex_id: str, *, after_index: int = -1, limit: int = 1000
-    ) -> list[tuple[int, str, Any]]:
-        """A page of (item index, status, output) of a spawner's children, in item order."""
+    ) -> list[tuple[int, str, str | None]]:
+        """A page of (item index, status, output as JSON text) of a spawner's children, in
+        item order."""
         async with self._engines.read.connect() as conn:
             return await fanout.children_outputs(
                 conn, run_id, vertex_id, after_index=after_index, limit=limit
@@ -414,24 +417,20 @@ class Store:
 
     async def reprocess(self, run_id: str) -> int:
         """Re-run the dead-lettered (FAILED) children of `run_id` as new attempts of the same
-        child runs (keys unchanged); the join re-evaluates. Returns how many were revived."""
+        child runs (keys unchanged), with those of a nested fan-out under them; the joins
+        re-evaluate, up to the root (see `engine.store_recovery`). Returns how many child runs
+        were revived."""
         now = self._clock.now()
         async with self._engines.write.begin() as conn:
-            revived = await fanout.revive_dead_letters(conn, run_id, now)
-            if not revived:
-                return 0
-            workflow = await self._workflow_of_run(conn, run_id)
-            by_spawner: dict[str, int] = {}
-            for row in revived:
-                by_spawner[row.parent_vertex_id] = by_spawner.get(row.parent_vertex_id, 0) + 1
-            reopened: list[str] = []
-            for spawner_id, count in sorted(by_spawner.items()):
-                if await fanout.reopen_join(conn, run_id, workflow, spawner_id, count):
-                    reopened += [spawner_id, *fanout.descendants(workflow, spawner_id)]
-            await fanout.resume_run(conn, run_id, reopened, now)
-            message = f"reprocess: {len(revived)} dead-lettered children run again"
-            await results_.insert_logs(conn, [LogLine(run_id, "info", message)], now)
-        return len(revived)
+
+            async def workflow_of(run: str) -> Workflow:
+                return await self._workflow_of_run(conn, run)
+
+            revived = await recovery.reprocess(conn, run_id, now, workflow_of)
+            if revived:
+                message = f"reprocess: {revived} dead-lettered children run again"
+                await results_.insert_logs(conn, [LogLine(run_id, "info", message)], now)
+        return revived
 
     async def put_payload(
         self, run_id: str, data: Any, *, ref: str | None = None, chunk: int = 0
@@ -443,6 +442,19 @@ class Store:
                 conn, run_id, ref=ref, chunk=chunk, data=data, now=self._clock.now()
             )
         return ref
+
+    async def put_payload_json(self, run_id: str, text: str, *, ref: str, chunk: int) -> None:
+        """Store one chunk of a payload already encoded as JSON text (see `put_payload`)."""
+        async with self._engines.write.begin() as conn:
+            await fanout.put_payload_json(
+                conn,
+                run_id,
+                ref=ref,
+                chunk=chunk,
+                text=text,
+                dialect=self.dialect,
+                now=self._clock.now(),
+            )
 
     async def get_payload(self, ref: str) -> Any:
         async with self._engines.read.connect() as conn:
@@ -458,11 +470,11 @@ class Store:
 
     async def quota_left(self, tenant_id: str) -> int | None:
         async with self._engines.read.connect() as conn:
-            return await fanout.quota_left(conn, tenant_id)
+            return await settings_.quota_left(conn, tenant_id)
 
     async def set_quota(self, tenant_id: str, max_runs: int) -> None:
         async with self._engines.write.begin() as conn:
-            await fanout.set_quota(conn, self.dialect, tenant_id, max_runs)
+            await settings_.set_quota(conn, self.dialect, tenant_id, max_runs)
 
     # ── destination caps (the durable copy; admission caches them in Redis) ──────────────────
 
@@ -470,7 +482,7 @@ class Store:
         self, destination: str, max_concurrency: int, rate_per_second: float | None
     ) -> None:
         async with self._engines.write.begin() as conn:
-            await fanout.upsert_caps(
+            await settings_.upsert_caps(
                 conn,
                 self.dialect,
                 destination=destination,
@@ -481,11 +493,26 @@ class Store:
 
     async def get_destination_caps(self, destination: str) -> tuple[int, float | None] | None:
         async with self._engines.read.connect() as conn:
-            return await fanout.read_caps(conn, destination)
+            return await settings_.read_caps(conn, destination)
 
     async def list_destination_caps(self) -> list[tuple[str, int, float | None]]:
         async with self._engines.read.connect() as conn:
-            return await fanout.list_caps(conn)
+            return await settings_.list_caps(conn)
+
+    async def set_tenant_rate(self, tenant_id: str, per_minute: int | None) -> None:
+        """Store a tenant's rate limit (None: back to the default)."""
+        async with self._engines.write.begin() as conn:
+            await settings_.upsert_tenant_rate(
+                conn, self.dialect, tenant_id, per_minute, self._clock.now()
+            )
+
+    async def get_tenant_rate(self, tenant_id: str) -> int | None:
+        async with self._engines.read.connect() as conn:
+            return await settings_.read_tenant_rate(conn, tenant_id)
+
+    async def list_tenant_rates(self) -> list[tuple[str, int]]:
+        async with self._engines.read.connect() as conn:
+            return await settings_.list_tenant_rates(conn)
 
     # ── the queue ───────────────────────────────────────────────────────────────────────────
 

@@ -23,13 +23,11 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from sqlalchemy import func, insert, select, update
+from sqlalchemy import JSON, Text, cast, func, insert, literal, select, update
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from engine.models import (
-    DONE_STEP_STATUSES,
-    DestinationCap,
     Payload,
     Run,
     RunStatus,
@@ -45,7 +43,6 @@ runs = Run.__table__  # type: ignore[attr-defined]
 steps = Step.__table__  # type: ignore[attr-defined]
 payloads = Payload.__table__  # type: ignore[attr-defined]
 quotas = TenantQuota.__table__  # type: ignore[attr-defined]
-caps = DestinationCap.__table__  # type: ignore[attr-defined]
 
 CHILD_ID_NAMESPACE = uuid.UUID("6f1d3c1e-5b8a-4c44-9a57-2f0b8f5e8a10")
 
@@ -254,11 +251,12 @@ async def running_children(conn: AsyncConnection, run_id: str) -> int:
 
 async def children_outputs(
     conn: AsyncConnection, run_id: str, vertex_id: str, *, after_index: int = -1, limit: int
-) -> list[tuple[int, str, Any]]:
-    """(item index, status, output) of up to `limit` children after `after_index`, in item
-    order (keyset pagination on the parent/item index)."""
+) -> list[tuple[int, str, str | None]]:
+    """(item index, status, output as JSON text) of up to `limit` children after
+    `after_index`, in item order (keyset pagination on the parent/item index). The outputs stay
+    JSON text: a merge copies them without parsing them."""
     statement = (
-        select(runs.c.item_index, runs.c.status, runs.c.output)
+        select(runs.c.item_index, runs.c.status, cast(runs.c.output, Text).label("raw"))
         .where(
             runs.c.parent_run_id == run_id,
             runs.c.parent_vertex_id == vertex_id,
@@ -267,19 +265,36 @@ async def children_outputs(
         .order_by(runs.c.item_index)
         .limit(limit)
     )
-    return [(r.item_index, r.status, r.output) for r in (await conn.execute(statement)).all()]
+    return [(r.item_index, r.status, r.raw) for r in (await conn.execute(statement)).all()]
 
 
-# ── payloads and quotas ─────────────────────────────────────────────────────────────────────
+# ── payloads ───────────────────────────────────────────────────────────────────────────
 
 
 async def put_payload(
     conn: AsyncConnection, run_id: str, *, ref: str, chunk: int, data: Any, now: float
 ) -> None:
-    size = len(json.dumps(data, separators=(",", ":")))
+    await put_payload_json(
+        conn,
+        run_id,
+        ref=ref,
+        chunk=chunk,
+        text=json.dumps(data, separators=(",", ":")),
+        dialect=conn.dialect.name,
+        now=now,
+    )
+
+
+async def put_payload_json(
+    conn: AsyncConnection, run_id: str, *, ref: str, chunk: int, text: str, dialect: str, now: float
+) -> None:
+    """Store one chunk given as JSON text (not parsed here; PostgreSQL validates it)."""
+    value: Any = literal(text, Text)
+    if dialect == "postgresql":
+        value = cast(value, JSON)
     await conn.execute(
         insert(payloads).values(
-            run_id=run_id, ref=ref, chunk=chunk, size_bytes=size, data=data, created_at=now
+            run_id=run_id, ref=ref, chunk=chunk, size_bytes=len(text), data=value, created_at=now
         )
     )
 
@@ -305,210 +320,3 @@ async def delete_payload(conn: AsyncConnection, ref: str) -> None:
 async def payload_bytes(conn: AsyncConnection) -> int:
     result = await conn.execute(select(func.coalesce(func.sum(payloads.c.size_bytes), 0)))
     return int(result.scalar_one())
-
-
-async def quota_left(conn: AsyncConnection, tenant_id: str) -> int | None:
-    row = (
-        await conn.execute(
-            select(quotas.c.max_runs, quotas.c.used_runs).where(quotas.c.tenant_id == tenant_id)
-        )
-    ).first()
-    return None if row is None else max(0, row.max_runs - row.used_runs)
-
-
-async def set_quota(conn: AsyncConnection, dialect: str, tenant_id: str, max_runs: int) -> None:
-    module = postgresql if dialect == "postgresql" else sqlite
-    statement = module.insert(quotas).values(tenant_id=tenant_id, max_runs=max_runs, used_runs=0)
-    await conn.execute(
-        statement.on_conflict_do_update(index_elements=["tenant_id"], set_={"max_runs": max_runs})
-    )
-
-
-async def upsert_caps(
-    conn: AsyncConnection,
-    dialect: str,
-    *,
-    destination: str,
-    max_concurrency: int,
-    rate_per_second: float | None,
-    now: float,
-) -> None:
-    module = postgresql if dialect == "postgresql" else sqlite
-    values = {
-        "max_concurrency": max_concurrency,
-        "rate_per_second": rate_per_second,
-        "updated_at": now,
-    }
-    statement = module.insert(caps).values(destination=destination, **values)
-    await conn.execute(statement.on_conflict_do_update(index_elements=["destination"], set_=values))
-
-
-async def read_caps(conn: AsyncConnection, destination: str) -> tuple[int, float | None] | None:
-    row = (
-        await conn.execute(
-            select(caps.c.max_concurrency, caps.c.rate_per_second).where(
-                caps.c.destination == destination
-            )
-        )
-    ).first()
-    return None if row is None else (row.max_concurrency, row.rate_per_second)
-
-
-async def list_caps(conn: AsyncConnection) -> list[tuple[str, int, float | None]]:
-    rows = await conn.execute(
-        select(caps.c.destination, caps.c.max_concurrency, caps.c.rate_per_second).order_by(
-            caps.c.destination
-        )
-    )
-    return [(r.destination, r.max_concurrency, r.rate_per_second) for r in rows.all()]
-
-
-# ── dead letters ────────────────────────────────────────────────────────────────────────────
-
-
-def descendants(workflow: Workflow, vertex_id: str) -> list[str]:
-    """Every vertex downstream of `vertex_id`, in document order."""
-    found: set[str] = set()
-    frontier = [vertex_id]
-    for _ in range(len(workflow.vertices)):
-        if not frontier:
-            break
-        frontier = [d for v in frontier for d in workflow.dependants(v) if d not in found]
-        found.update(frontier)
-    return [v for v in workflow.vertices if v in found]
-
-
-async def revive_dead_letters(conn: AsyncConnection, run_id: str, now: float) -> list[Any]:
-    """Dead-lettered children of `run_id` run again: same run ids and keys; their FAILED steps
-    and the steps held back when they failed become READY. Returns (id, parent_vertex_id) of
-    each revived child. The status guard in the UPDATE makes concurrent reprocess calls
-    revive each child once."""
-    revived = list(
-        (
-            await conn.execute(
-                update(runs)
-                .where(
-                    runs.c.parent_run_id == run_id,
-                    runs.c.status == RunStatus.FAILED.value,
-                    runs.c.dlq_at.is_not(None),
-                )
-                .values(status=RunStatus.RUNNING.value, dlq_at=None, error=None, ended_at=None)
-                .returning(runs.c.id, runs.c.parent_vertex_id)
-            )
-        ).all()
-    )
-    ids = sorted(row.id for row in revived)
-    if ids:
-        await conn.execute(
-            update(steps)
-            .where(steps.c.run_id.in_(ids), steps.c.status == StepStatus.FAILED.value)
-            .values(status=StepStatus.READY.value, error=None, ended_at=None, auto_retries=0)
-        )
-        await release_held(conn, ids, now)
-    return revived
-
-
-async def release_held(conn: AsyncConnection, run_ids: Sequence[str], now: float) -> None:
-    """Steps held back (PENDING with no dependency left) while their runs were stopped become
-    READY."""
-    await conn.execute(
-        update(steps)
-        .where(
-            steps.c.run_id.in_(list(run_ids)),
-            steps.c.status == StepStatus.PENDING.value,
-            steps.c.deps_pending == 0,
-        )
-        .values(status=StepStatus.READY.value, not_before=now)
-    )
-
-
-async def reopen_join(
-    conn: AsyncConnection, run_id: str, workflow: Workflow, spawner_id: str, revived: int
-) -> bool:
-    """Take `revived` failures off the spawner's counters. If its join had closed (SUCCEEDED)
-    open it again: the spawner goes back to PARKED and everything downstream to PENDING. A
-    spawner that FAILED runs again (it re-attaches its children). A spawner still creating or
-    waiting only needs the counters. Returns True when the run must resume."""
-    row = (
-        await conn.execute(
-            update(steps)
-            .where(steps.c.run_id == run_id, steps.c.vertex_id == spawner_id)
-            .values(children_failed=steps.c.children_failed - revived)
-            .returning(steps.c.status)
-        )
-    ).one()
-    if row.status == StepStatus.FAILED.value:
-        await conn.execute(
-            update(steps)
-            .where(steps.c.run_id == run_id, steps.c.vertex_id == spawner_id)
-            .values(status=StepStatus.PENDING.value, error=None, ended_at=None)
-        )
-        return True
-    if row.status != StepStatus.SUCCEEDED.value:
-        return False
-    statuses = {
-        r.vertex_id: r.status
-        for r in await conn.execute(
-            select(steps.c.vertex_id, steps.c.status).where(steps.c.run_id == run_id)
-        )
-    }
-    done = {s.value for s in DONE_STEP_STATUSES}
-    reset = [spawner_id, *descendants(workflow, spawner_id)]
-    undone = sum(1 for v in reset if statuses.get(v) in done)
-    await conn.execute(
-        update(steps)
-        .where(steps.c.run_id == run_id, steps.c.vertex_id == spawner_id)
-        .values(status=StepStatus.PARKED.value, output=None, ended_at=None, error=None)
-    )
-    for vertex_id in reset[1:]:
-        # Every dependency not done after the reset still has to finish first.
-        pending = [
-            d
-            for d in set(workflow.vertices[vertex_id].depends_on)
-            if d in reset or statuses.get(d) not in done
-        ]
-        await conn.execute(
-            update(steps)
-            .where(steps.c.run_id == run_id, steps.c.vertex_id == vertex_id)
-            .values(
-                status=StepStatus.PENDING.value,
-                deps_pending=len(pending),
-                output=None,
-                error=None,
-                ended_at=None,
-                claim_token=None,
-                lease_expires_at=None,
-            )
-        )
-    await conn.execute(
-        update(runs)
-        .where(runs.c.id == run_id)
-        .values(steps_remaining=runs.c.steps_remaining + undone)
-    )
-    return True
-
-
-async def resume_run(
-    conn: AsyncConnection, run_id: str, reopened: Sequence[str], now: float
-) -> None:
-    """A run that ended — SUCCEEDED, or FAILED at one of the `reopened` vertices — runs again;
-    its steps held back while it was stopped become READY."""
-    row = (await conn.execute(select(runs.c.status, runs.c.error).where(runs.c.id == run_id))).one()
-    failed_at = (row.error or {}).get("vertexId")
-    resumable = row.status == RunStatus.SUCCEEDED.value or (
-        row.status == RunStatus.FAILED.value and failed_at in reopened
-    )
-    if resumable:
-        await conn.execute(
-            update(runs)
-            .where(runs.c.id == run_id)
-            .values(
-                status=RunStatus.RUNNING.value,
-                error=None,
-                output=None,
-                ended_at=None,
-                dlq_at=None,
-            )
-        )
-    if resumable or row.status == RunStatus.RUNNING.value:
-        await release_held(conn, [run_id], now)

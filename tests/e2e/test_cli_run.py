@@ -98,4 +98,11 @@ async def test_operator_commands(tmp_path: Path) -> None:
     caps = json.loads(shown.stdout)["configuredCaps"]
     assert caps == [{"destination": "erp", "maxConcurrency": 3, "ratePerSecond": None}]
     assert sb("tenants", "set-quota", "acme", "10", db=db).returncode == 0
+    assert sb("tenants", "set-rate", "acme", "120", db=db).returncode == 0
+    rates = json.loads(sb("destinations", "show", db=db).stdout)["configuredTenantRates"]
+    assert rates == [{"tenantId": "acme", "perMinute": 120}]  # durable: a new process reads it
+    assert sb("tenants", "set-rate", "acme", "--reset", db=db).returncode == 0
+    assert json.loads(sb("destinations", "show", db=db).stdout)["configuredTenantRates"] == []
+    both = sb("tenants", "set-rate", "acme", "5", "--reset", db=db)
+    assert both.returncode == 2 and "not both" in both.stderr
     assert sb("db", "upgrade", db=db).returncode == 0

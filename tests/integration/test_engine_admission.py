@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import itertools
+import uuid
 
 import pytest
 
@@ -216,3 +217,33 @@ async def test_a_step_waits_while_admission_cannot_reach_redis(
     assert isinstance(result, Park)
     assert "admission unavailable" in result.reason
     assert downstream.stats.total == 0
+
+
+async def test_tenant_rate_limits_are_durable(
+    backend: Backend, downstream: RunningDownstream
+) -> None:
+    """An operator's tenant limit lives in the database: a process that starts after Redis
+    lost its copy still applies it."""
+    clock = FakeClock()
+    tenant = f"acme-{uuid.uuid4().hex[:8]}"  # the embedded Redis is shared by this process
+    first = await Runtime.open(settings_for(backend), clock=clock)
+    try:
+        await first.set_tenant_rate(tenant, 2)
+        await first.admission.backend.write_tenant_limit(tenant, None)  # Redis forgot it
+        version = await first.store.publish(call(f"{downstream.url}/ok"))
+        for _ in range(3):
+            await first.store.create_run(version, {}, tenant_id=tenant)
+    finally:
+        await first.close()
+    second = await Runtime.open(settings_for(backend), clock=clock)
+    try:
+        claimed = await second.store.claim(10, lease_s=30)
+        deps = second.executor_deps()
+        results = [await executor.execute(step, version.workflow, deps) for step in claimed]
+        assert await second.store.list_tenant_rates() == [(tenant, 2)]
+        await second.set_tenant_rate(tenant, None)
+        assert await second.store.get_tenant_rate(tenant) is None
+    finally:
+        await second.close()
+    assert sum(isinstance(result, Park) for result, _ in results) == 1
+    assert downstream.stats.total == 2

@@ -303,3 +303,101 @@ async def test_large_merge_outputs_go_to_the_payload_store_in_chunks(
     assert ref["count"] == 25 and ref["chunks"] >= 2
     outputs = await runtime.store.get_payload(ref["payloadRef"])
     assert [o["call"]["body"]["path"] for o in outputs] == [f"/charge/{i}" for i in range(25)]
+
+
+def nested_workflows(base: str) -> list[Workflow]:
+    """top: spawner over `input.groups` → mid; mid: spawner over its input → leaf; leaf: one
+    POST to /leaf/<group>-<index>."""
+    top = {
+        "name": "top",
+        "vertices": {
+            "groups": {
+                "type": "SPAWNER",
+                "config": {"items": "{{ input.groups }}", "workflow": "mid"},
+            },
+            "join": {"type": "MERGE", "dependsOn": ["groups"], "config": {}},
+        },
+    }
+    mid = {
+        "name": "mid",
+        "vertices": {
+            "leaves": {
+                "type": "SPAWNER",
+                "config": {
+                    "items": "{{ input.leaves }}",
+                    "workflow": "leaf",
+                    "input": {"path": "{{ input.name }}-{{ index }}"},
+                },
+            },
+            "join": {"type": "MERGE", "dependsOn": ["leaves"], "config": {}},
+        },
+    }
+    leaf = {
+        "name": "leaf",
+        "vertices": {
+            "call": {
+                "type": "GATEWAY",
+                "config": {
+                    "url": f"{base}/leaf/{{{{ input.path }}}}",
+                    "method": "POST",
+                    "retry": {"maxAttempts": 1},
+                },
+            }
+        },
+    }
+    return [Workflow.model_validate(w) for w in (top, leaf, mid)]
+
+
+NESTED_INPUT = {"groups": [{"name": f"g{g}", "leaves": [1, 2, 3]} for g in range(3)]}
+
+
+async def _nested_run_that_failed(runtime: Runtime, downstream: RunningDownstream) -> str:
+    downstream.script([400], path="/leaf/g1-2")  # one leaf fails once
+    run_id = await start(runtime, nested_workflows(downstream.url), NESTED_INPUT)
+    run = await wait_for_run(runtime, run_id)
+    assert run.status == "FAILED" and run.error["kind"] == "child_failures"
+    (failed_mid,) = await runtime.store.children(run_id, status="FAILED")
+    assert failed_mid.dlq_at is not None and failed_mid.item_index == 1
+    return run_id
+
+
+async def _assert_whole_tree_succeeded(runtime: Runtime, run_id: str) -> None:
+    run = await wait_for_run(runtime, run_id)
+    assert run.status == "SUCCEEDED", run.error
+    assert run.output["join"]["counts"] == {
+        "total": 3, "succeeded": 3, "failed": 0, "cancelled": 0, "pending": 0
+    }  # fmt: skip
+    mids = await runtime.store.children(run_id)
+    assert [m.status for m in mids] == ["SUCCEEDED"] * 3
+    for mid in mids:
+        assert mid.dlq_at is None
+        leaves = await runtime.store.children(mid.id)
+        assert [leaf.status for leaf in leaves] == ["SUCCEEDED"] * 3
+        progress = await runtime.store.fanout_progress(mid.id)
+        assert (progress["succeeded"], progress["failed"]) == (3, 0)
+
+
+async def test_reprocess_of_a_nested_fan_out_revives_the_dead_letters_below(
+    runtime: Runtime, downstream: RunningDownstream
+) -> None:
+    """Reprocessing the top run re-runs the failed mid run and, under it, the failed leaf —
+    the only thing that would make it succeed."""
+    async with running_worker(runtime):
+        run_id = await _nested_run_that_failed(runtime, downstream)
+        assert downstream.stats.total == 9
+        assert await runtime.store.reprocess(run_id) == 2  # the mid run and its leaf
+        await _assert_whole_tree_succeeded(runtime, run_id)
+    assert downstream.stats.total == 10  # only the failed leaf was called again
+
+
+async def test_reprocess_of_a_dead_letter_fixes_its_parents_join(
+    runtime: Runtime, downstream: RunningDownstream
+) -> None:
+    """Reprocessing the failed mid run directly: the top run stops counting it as failed,
+    its join reopens and it succeeds once the mid run does (counted once, not twice)."""
+    async with running_worker(runtime):
+        run_id = await _nested_run_that_failed(runtime, downstream)
+        (failed_mid,) = await runtime.store.children(run_id, status="FAILED")
+        assert await runtime.store.reprocess(failed_mid.id) == 1
+        await _assert_whole_tree_succeeded(runtime, run_id)
+    assert downstream.stats.total == 10
