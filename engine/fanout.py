@@ -85,18 +85,26 @@ async def run_merge(
     writer = _OutputsWriter(store, step.run_id)
     after = -1
     for _ in range(counts.total // MERGE_PAGE + 2):
+        if writer.ref is not None:
+            # Past the inline limit the database can assemble each chunk itself (PostgreSQL:
+            # one INSERT … SELECT per chunk; the outputs never travel to this process).
+            copied = await store.copy_children_outputs(
+                step.run_id, spawner_id, ref=writer.ref, chunk=writer.chunks, after_index=after,
+                limit=MERGE_PAGE,
+            )  # fmt: skip
+            if copied is not None:
+                if copied.count == 0:
+                    break
+                writer.copied(copied.count, copied.size_bytes)
+                after = copied.last_index
+                continue
         page = await store.children_outputs(
             step.run_id, spawner_id, after_index=after, limit=MERGE_PAGE
         )
         if not page:
             break
         # A child that did not succeed contributes null (its output, if any, is not a result).
-        await writer.add(
-            [
-                raw if status == "SUCCEEDED" and raw is not None else "null"
-                for _, status, raw in page
-            ]
-        )
+        await writer.add([_result(status, raw) for _, status, raw in page])
         after = page[-1][0]
     return {"counts": counts.as_dict(), **await writer.finish()}
 
@@ -132,6 +140,12 @@ class _OutputsWriter:
             await self._chunk(self.ref, self.inline)
             self.inline = []
         await self._chunk(self.ref, outputs)
+
+    def copied(self, count: int, size_bytes: int) -> None:
+        """A chunk the store assembled itself was added."""
+        self.count += count
+        self.total_bytes += size_bytes
+        self.chunks += 1
 
     async def _chunk(self, ref: str, outputs: list[str]) -> None:
         text = "[" + ",".join(outputs) + "]"

@@ -374,6 +374,26 @@ class Store:
                 conn, run_id, vertex_id, after_index=after_index, limit=limit
             )
 
+    async def copy_children_outputs(
+        self, run_id: str, vertex_id: str, *, ref: str, chunk: int, after_index: int, limit: int
+    ) -> fanout.CopiedChunk | None:
+        """Store the outputs of the next `limit` children after `after_index` as payload chunk
+        `chunk` of `ref`, assembled by the database; None where it cannot (SQLite: the caller
+        reads the page with `children_outputs` and stores it itself)."""
+        if self.dialect != "postgresql":
+            return None
+        async with self._engines.write.begin() as conn:
+            return await fanout.copy_children_outputs(
+                conn,
+                run_id,
+                vertex_id,
+                ref=ref,
+                chunk=chunk,
+                after_index=after_index,
+                limit=limit,
+                now=self._clock.now(),
+            )
+
     async def children(
         self, run_id: str, *, status: str | None = None, limit: int = 100, after_index: int = -1
     ) -> list[RunRecord]:
@@ -526,27 +546,7 @@ class Store:
             )
             if not claimed:
                 return []
-            run_ids = sorted({row.run_id for row in claimed})
-            run_rows = {
-                r.id: r
-                for r in (
-                    await conn.execute(
-                        select(
-                            runs.c.id,
-                            runs.c.workflow_name,
-                            runs.c.workflow_version,
-                            runs.c.timeout_tier,
-                            runs.c.input,
-                            runs.c.parent_run_id,
-                            runs.c.parent_vertex_id,
-                            runs.c.root_run_id,
-                            runs.c.item_index,
-                            runs.c.item,
-                            runs.c.status,
-                        ).where(runs.c.id.in_(run_ids))
-                    )
-                ).all()
-            }
+            run_rows = await claims.run_rows(conn, {row.run_id for row in claimed})
             # Backstop: a step whose run stopped (a race with a failing flush on PostgreSQL)
             # is not executed; it goes back to PENDING until an operator resumes the run.
             stopped = [r.id for r in claimed if run_rows[r.run_id].status != "RUNNING"]
@@ -563,28 +563,7 @@ class Store:
                 }
             )
             outputs = await results_.outputs_of(conn, needs_outputs) if needs_outputs else {}
-        return [
-            ClaimedStep(
-                step_id=row.id,
-                claim_token=row.claim_token,
-                run_id=row.run_id,
-                vertex_id=row.vertex_id,
-                tenant_id=row.tenant_id,
-                attempts=row.attempts,
-                auto_retries=row.auto_retries,
-                workflow_name=run_rows[row.run_id].workflow_name,
-                workflow_version=run_rows[row.run_id].workflow_version,
-                timeout_tier=run_rows[row.run_id].timeout_tier,
-                run_input=run_rows[row.run_id].input,
-                outputs=outputs.get(row.run_id, {}),
-                parent_run_id=run_rows[row.run_id].parent_run_id,
-                parent_vertex_id=run_rows[row.run_id].parent_vertex_id,
-                root_run_id=run_rows[row.run_id].root_run_id,
-                item_index=run_rows[row.run_id].item_index,
-                item=run_rows[row.run_id].item,
-            )
-            for row in claimed
-        ]
+        return [claims.claimed_step(row, run_rows[row.run_id], outputs) for row in claimed]
 
     async def _ready_tenants(self, conn: AsyncConnection) -> list[str]:
         fetched_at, tenants = self._tenants_seen

@@ -22,8 +22,10 @@ from sqlalchemy.ext.asyncio import AsyncConnection
 from sqlalchemy.sql import Select
 from sqlalchemy.types import String
 
-from engine.models import Step, StepStatus
+from engine.models import Run, Step, StepStatus
+from engine.records import ClaimedStep
 
+runs = Run.__table__  # type: ignore[attr-defined]
 steps = Step.__table__  # type: ignore[attr-defined]
 
 MAX_TENANTS_PER_CLAIM = 64
@@ -122,4 +124,45 @@ async def hold(conn: AsyncConnection, step_ids: list[int]) -> None:
             lease_expires_at=None,
             attempts=steps.c.attempts - 1,
         )
+    )
+
+
+async def run_rows(conn: AsyncConnection, run_ids: set[str]) -> dict[str, Any]:
+    """What executing a claimed step needs from its run, by run id."""
+    query = select(
+        runs.c.id,
+        runs.c.workflow_name,
+        runs.c.workflow_version,
+        runs.c.timeout_tier,
+        runs.c.input,
+        runs.c.parent_run_id,
+        runs.c.parent_vertex_id,
+        runs.c.root_run_id,
+        runs.c.item_index,
+        runs.c.item,
+        runs.c.status,
+    ).where(runs.c.id.in_(sorted(run_ids)))
+    return {row.id: row for row in (await conn.execute(query)).all()}
+
+
+def claimed_step(row: Any, run: Any, outputs: dict[str, dict[str, Any]]) -> ClaimedStep:
+    """A claimed step row and its run's row as the record a worker executes."""
+    return ClaimedStep(
+        step_id=row.id,
+        claim_token=row.claim_token,
+        run_id=row.run_id,
+        vertex_id=row.vertex_id,
+        tenant_id=row.tenant_id,
+        attempts=row.attempts,
+        auto_retries=row.auto_retries,
+        workflow_name=run.workflow_name,
+        workflow_version=run.workflow_version,
+        timeout_tier=run.timeout_tier,
+        run_input=run.input,
+        outputs=outputs.get(row.run_id, {}),
+        parent_run_id=run.parent_run_id,
+        parent_vertex_id=run.parent_vertex_id,
+        root_run_id=run.root_run_id,
+        item_index=run.item_index,
+        item=run.item,
     )

@@ -23,7 +23,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from sqlalchemy import JSON, Text, cast, func, insert, literal, select, update
+from sqlalchemy import JSON, Text, cast, func, insert, literal, select, text, update
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.ext.asyncio import AsyncConnection
 
@@ -268,6 +268,74 @@ async def children_outputs(
     return [(r.item_index, r.status, r.raw) for r in (await conn.execute(statement)).all()]
 
 
+COPY_CHILDREN_OUTPUTS = text(
+    """
+    WITH page AS (
+        SELECT item_index,
+               CASE WHEN status = 'SUCCEEDED' AND output IS NOT NULL
+                    THEN output::text ELSE 'null' END AS result
+        FROM run
+        WHERE parent_run_id = :run_id AND parent_vertex_id = :vertex_id
+          AND item_index > :after_index
+        ORDER BY item_index
+        LIMIT :limit
+    ),
+    chunk AS (
+        SELECT count(*) AS n, max(item_index) AS last_index,
+               '[' || string_agg(result, ',' ORDER BY item_index) || ']' AS body
+        FROM page
+    ),
+    stored AS (
+        INSERT INTO payload (run_id, ref, chunk, size_bytes, data, created_at)
+        SELECT :run_id, :ref, :chunk, octet_length(body), body::json, :now
+        FROM chunk WHERE n > 0
+        RETURNING size_bytes
+    )
+    SELECT chunk.n, chunk.last_index, (SELECT size_bytes FROM stored) AS size_bytes FROM chunk
+    """
+)
+"""PostgreSQL: one payload chunk of a merge, assembled in the database from a page of the
+children's outputs in item order (the same JSON text the Python path would join)."""
+
+
+@dataclass(frozen=True)
+class CopiedChunk:
+    count: int
+    """Children in the chunk (0: none left after `after_index`)."""
+    last_index: int
+    size_bytes: int
+
+
+async def copy_children_outputs(
+    conn: AsyncConnection,
+    run_id: str,
+    vertex_id: str,
+    *,
+    ref: str,
+    chunk: int,
+    after_index: int,
+    limit: int,
+    now: float,
+) -> CopiedChunk:
+    row = (
+        await conn.execute(
+            COPY_CHILDREN_OUTPUTS,
+            {
+                "run_id": run_id,
+                "vertex_id": vertex_id,
+                "ref": ref,
+                "chunk": chunk,
+                "after_index": after_index,
+                "limit": limit,
+                "now": now,
+            },
+        )
+    ).one()
+    if not row.n:
+        return CopiedChunk(0, after_index, 0)
+    return CopiedChunk(int(row.n), int(row.last_index), int(row.size_bytes))
+
+
 # ── payloads ───────────────────────────────────────────────────────────────────────────
 
 
@@ -294,7 +362,12 @@ async def put_payload_json(
         value = cast(value, JSON)
     await conn.execute(
         insert(payloads).values(
-            run_id=run_id, ref=ref, chunk=chunk, size_bytes=len(text), data=value, created_at=now
+            run_id=run_id,
+            ref=ref,
+            chunk=chunk,
+            size_bytes=len(text.encode()),
+            data=value,
+            created_at=now,
         )
     )
 
