@@ -12,6 +12,15 @@ every worker. It moves on samples, one per finished call:
   `backoff_ratio`.
 - It never goes below `min_limit` nor above the destination's cap.
 
+**The destination's Retry-After holds growth.** A cut caused by an answer that carried
+`Retry-After` (a 429 or 503 saying "slow down for this long") also stops additive increase
+until then (at most `max_hold_s`): the destination has said when it will want more traffic,
+so probing for more before that only produces the next burst of 429s. The limit itself is
+not lowered further, and slots keep turning over at the reduced limit. Without this hold a
+limit near a small capacity (10 concurrent) grows back within a few round trips and is cut
+again, so several percent of all calls are 429s; with it the sawtooth's period is the
+destination's own Retry-After.
+
 **One cut per window (NewReno-like).** Twenty calls in flight that all get 429 at once are
 one congestion event, not twenty. Every cut increments `epoch`; each slot is tagged with the
 epoch current when it was acquired. An overload from a slot acquired before the latest cut
@@ -43,6 +52,8 @@ class AimdConfig:
     min_utilization: float = 0.5
     """A success raises the limit only if at least this fraction of the limit was in flight
     when the call finished. Default 0.5."""
+    max_hold_s: float = 10.0
+    """Longest growth hold after a cut that came with a Retry-After. Default 10 s."""
 
     def __post_init__(self) -> None:
         if not 0.0 < self.backoff_ratio < 1.0:
@@ -53,6 +64,8 @@ class AimdConfig:
             raise ValueError("initial_limit must be at least min_limit")
         if not 0.0 <= self.min_utilization <= 1.0:
             raise ValueError("min_utilization must be in [0, 1]")
+        if self.max_hold_s < 0:
+            raise ValueError("max_hold_s must not be negative")
 
 
 @dataclass(frozen=True)
@@ -63,6 +76,8 @@ class AimdState:
     """Current limit (fractional; `slots()` is the whole number of calls it admits)."""
     epoch: int = 0
     """Number of cuts so far; slots acquired now are tagged with it."""
+    hold_until: float = 0.0
+    """No additive increase before this time (epoch seconds): the last cut's Retry-After."""
 
 
 class Aimd:
@@ -79,22 +94,37 @@ class Aimd:
         """`limit` bounded to `[min_limit, cap]`."""
         return max(self.config.min_limit, min(limit, float(cap)))
 
-    def on_success(self, state: AimdState, *, in_flight: int, cap: int) -> AimdState:
-        """A call succeeded while `in_flight` calls (itself included) were in flight."""
+    def on_success(
+        self, state: AimdState, *, in_flight: int, cap: int, now: float = 0.0
+    ) -> AimdState:
+        """A call succeeded at `now` while `in_flight` calls (itself included) were in flight."""
         limit = self.clamp(state.limit, cap)
-        if in_flight < limit * self.config.min_utilization:
-            return AimdState(limit, state.epoch)
-        return AimdState(self.clamp(limit + 1.0 / limit, cap), state.epoch)
+        if in_flight < limit * self.config.min_utilization or now < state.hold_until:
+            return AimdState(limit, state.epoch, state.hold_until)
+        return AimdState(self.clamp(limit + 1.0 / limit, cap), state.epoch, state.hold_until)
 
-    def on_overload(self, state: AimdState, *, slot_epoch: int, cap: int) -> AimdState:
-        """A call acquired at `slot_epoch` was answered with an overload signal.
+    def on_overload(
+        self,
+        state: AimdState,
+        *,
+        slot_epoch: int,
+        cap: int,
+        now: float = 0.0,
+        retry_after_s: float = 0.0,
+    ) -> AimdState:
+        """A call acquired at `slot_epoch` was answered at `now` with an overload signal
+        (and the destination's `Retry-After`, 0 if none).
 
-        Cuts (and starts a new epoch) only if the call started after the latest cut.
+        Cuts (and starts a new epoch) only if the call started after the latest cut; a cut
+        holds growth until `now + retry_after_s` (at most `max_hold_s`).
         """
         limit = self.clamp(state.limit, cap)
         if slot_epoch < state.epoch:
-            return AimdState(limit, state.epoch)
-        return AimdState(self.clamp(limit * self.config.backoff_ratio, cap), state.epoch + 1)
+            return AimdState(limit, state.epoch, state.hold_until)
+        hold = state.hold_until
+        if retry_after_s > 0:
+            hold = max(hold, now + min(retry_after_s, self.config.max_hold_s))
+        return AimdState(self.clamp(limit * self.config.backoff_ratio, cap), state.epoch + 1, hold)
 
 
 def slots(limit: float, cap: int) -> int:

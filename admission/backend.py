@@ -88,6 +88,8 @@ class SettleOp:
     token: str
     outcome: Outcome
     slot_epoch: int
+    retry_after_s: float = 0.0
+    """The answer's Retry-After (0: none): a cut holds AIMD growth until then."""
 
 
 @dataclass(frozen=True)
@@ -122,6 +124,8 @@ class AdmitReply:
     """GRANTED or TENANT_LIMITED with a tenant item: items in the tenant's window."""
     tenant_limit: int = 0
     """The tenant's items per window (when an item was asked for)."""
+    free_slots: int = 0
+    """Slots the destination's limit left unused after this admit."""
 
 
 @dataclass(frozen=True)
@@ -134,6 +138,8 @@ class SettleReply:
     """False if the lease had expired (and was reclaimed) before the call settled."""
     budget_tokens: float
     events: tuple[str, ...]
+    free_slots: int = 0
+    """Slots the destination's limit leaves unused after this settlement (it may have grown)."""
 
 
 @dataclass(frozen=True)
@@ -154,6 +160,8 @@ class DestinationRecord:
     limit: float | None
     """None = never adjusted (the initial limit applies)."""
     epoch: int
+    hold_until: float
+    """No AIMD growth before this time (the last cut's Retry-After)."""
     in_flight: int
     max_concurrency: int | None
     rate_per_second: float | None
@@ -257,6 +265,7 @@ def _encode(ops: Sequence[Op], now: float, config: AdmissionConfig) -> tuple[lis
         config.retry_budget.max_tokens,
         config.retry_budget.token_ratio,
         repr(config.tenant_rate.window_s),
+        repr(aimd.max_hold_s),
     ]
     for op in ops:
         if isinstance(op, AdmitOp):
@@ -281,7 +290,7 @@ def _encode(ops: Sequence[Op], now: float, config: AdmissionConfig) -> tuple[lis
                 op.outcome,
                 op.slot_epoch,
                 op.tenant_id,
-                0,
+                repr(float(op.retry_after_s)),
                 "-",
                 0,
             ]
@@ -309,7 +318,8 @@ def _decode(op: Op, reply: list[object]) -> Reply:
             global_probe=bool(reply[7]),
             tenant_used=int(_text(reply[8])),
             tenant_limit=int(_text(reply[9])),
-            events=_events(reply[10]),
+            free_slots=int(_text(reply[10])),
+            events=_events(reply[11]),
         )
     if isinstance(op, SettleOp):
         return SettleReply(
@@ -319,7 +329,8 @@ def _decode(op: Op, reply: list[object]) -> Reply:
             cut=bool(reply[3]),
             lease_held=bool(reply[4]),
             budget_tokens=float(_text(reply[5])),
-            events=_events(reply[6]),
+            free_slots=int(_text(reply[6])),
+            events=_events(reply[7]),
         )
     return TakeReply(
         allowed=bool(reply[0]),
@@ -365,9 +376,10 @@ class CoordinationBackend:
         slot_epoch: int,
         now: float,
         config: AdmissionConfig,
+        retry_after_s: float = 0.0,
     ) -> SettleReply:
         """Release a slot and apply its outcome to breakers, AIMD and the retry budget."""
-        op = SettleOp(destination, tenant_id, token, outcome, slot_epoch)
+        op = SettleOp(destination, tenant_id, token, outcome, slot_epoch, retry_after_s)
         (reply,) = await self.exchange([op], now, config)
         if not isinstance(reply, SettleReply):
             raise TypeError(f"settle answered {reply!r}")
@@ -474,7 +486,7 @@ class CoordinationBackend:
         glob = keys.breaker_global(destination)
         fields = ["state", "failures", "opened_at", "successes"]
         async with self._redis.pipeline(transaction=False) as pipe:
-            pipe.hmget(keys.aimd(destination), ["limit", "epoch"])
+            pipe.hmget(keys.aimd(destination), ["limit", "epoch", "hold_until"])
             pipe.zcount(keys.slots(destination), live, "+inf")
             pipe.hmget(keys.destination_caps(destination), ["max_concurrency", "rate_per_second"])
             pipe.hget(keys.retry_budget(destination), "tokens")
@@ -492,6 +504,7 @@ class CoordinationBackend:
         return DestinationRecord(
             limit=_opt_float(aimd[0]),
             epoch=int(_text(aimd[1] or 0)),
+            hold_until=_opt_float(aimd[2]) or 0.0,
             in_flight=int(in_flight),
             max_concurrency=None if caps[0] is None else int(_text(caps[0])),
             rate_per_second=_opt_float(caps[1]),

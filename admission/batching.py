@@ -14,7 +14,11 @@ results:
 
 At low load every operation goes out at once, alone (no timer adds latency); under load the
 batches grow by themselves. Each batch is one `lua/exchange.lua` call, so it is applied
-atomically in queue order — the same as if the operations had been sent one after another.
+atomically, settlements first and otherwise in queue order — the same as if the operations
+had been sent one after another in that order (they were all concurrent, so any order is one
+they could have had). Settlements go first so that a slot given back can be taken by an
+admit of the same batch: a local waiter is woken as soon as a call of its destination is
+settled, and its admit travels with that settlement.
 
 A caller cancelled while its admit is in the air cannot settle the slot it may be granted:
 the batcher gives such a slot back itself (settled as `ignore`) in the next exchange, so
@@ -62,18 +66,27 @@ class ExchangeBatcher:
 
     async def submit(self, op: Op) -> Reply:
         """Queue `op` and wait for its reply. Raises what the exchange raised."""
+        return await self.enqueue(op)
+
+    def enqueue(self, op: Op) -> asyncio.Future[Reply]:
+        """Queue `op`; the future resolves with its reply (what `submit` awaits)."""
         loop = asyncio.get_running_loop()
         pending = _Pending(op, loop.create_future())
         self._queue.append(pending)
         if self._drain_task is None:
             self._drain_task = loop.create_task(self._drain(), name="admission-exchange")
             self._drain_task.add_done_callback(self._drain_ended)
-        return await pending.future
+        return pending.future
 
     async def _drain(self) -> None:
         # Bounded by the work: each pass takes at least one operation off the queue.
         while self._queue:
+            # One turn of the loop first: callers woken by the last replies (or by a
+            # settlement just queued) add their operations to this batch, not the next.
+            await asyncio.sleep(0)
             batch, self._queue = self._queue[: self._max_ops], self._queue[self._max_ops :]
+            # Settlements first: a slot given back in this batch can go to an admit in it.
+            batch.sort(key=lambda p: not isinstance(p.op, SettleOp))
             try:
                 replies = await self._exchange([p.op for p in batch])
             except asyncio.CancelledError:

@@ -156,6 +156,8 @@ class Admission:
             for attempt in range(self.config.max_wait_attempts):
                 reply = await self._admit_once(op)
                 if reply.code is AdmitCode.GRANTED:
+                    if reply.free_slots > 0:  # pass the baton: more slots are free
+                        self._waiters.notify_one(destination)
                     return self._ticket(op, reply)
                 _raise_if_refused(destination, tenant_id, reply, self.rate.config.delay_s)
                 remaining = deadline - loop.time()
@@ -286,17 +288,26 @@ class Admission:
             renew=self._renew,
         )
 
-    async def _settle(self, ticket: Ticket, outcome: Outcome) -> None:
+    async def _settle(self, ticket: Ticket, outcome: Outcome, retry_after_s: float) -> None:
         op = SettleOp(
-            ticket.destination, ticket.tenant_id, ticket.token, outcome.value, ticket.epoch
+            ticket.destination,
+            ticket.tenant_id,
+            ticket.token,
+            outcome.value,
+            ticket.epoch,
+            retry_after_s,
         )
-        try:
-            reply = await self.batcher.submit(op)
-            if not isinstance(reply, SettleReply):
-                raise TypeError(f"settle answered {reply!r}")
-        finally:
-            # Even if Redis failed, a waiter retrying costs little; the lease still expires.
-            self._waiters.notify_one(ticket.destination)
+        answer = self.batcher.enqueue(op)
+        # Wake a local waiter now: its admit joins the same exchange, after this settlement,
+        # so the slot changes hands in one round trip. If Redis fails, a waiter retrying costs
+        # little and the lease still expires.
+        self._waiters.notify_one(ticket.destination)
+        reply = await answer
+        if not isinstance(reply, SettleReply):
+            raise TypeError(f"settle answered {reply!r}")
+        # The limit may have grown: let the slots it leaves unused be taken now (one waiter
+        # was woken above already).
+        self._waiters.notify(ticket.destination, reply.free_slots - 1)
         self._log_transitions(ticket.destination, ticket.tenant_id, reply.events)
         self._log_settle(ticket, outcome, reply)
 

@@ -30,7 +30,7 @@ class TicketAlreadySettled(RuntimeError):
     """A ticket was settled twice; the first outcome stands."""
 
 
-SettleFn = Callable[["Ticket", Outcome], Awaitable[None]]
+SettleFn = Callable[["Ticket", Outcome, float], Awaitable[None]]
 RenewFn = Callable[["Ticket", float], Awaitable[bool]]
 
 
@@ -92,15 +92,16 @@ class Ticket:
     async def ignore(self) -> None:
         await self.settle(Outcome.IGNORE)
 
-    async def settle(self, outcome: Outcome) -> None:
-        """Settle with `outcome` (exactly once)."""
+    async def settle(self, outcome: Outcome, *, retry_after_s: float = 0.0) -> None:
+        """Settle with `outcome` (exactly once). `retry_after_s`: the destination's
+        Retry-After on this answer, if any (a cut it causes also holds AIMD growth)."""
         if self._outcome is not None:
             raise TicketAlreadySettled(
                 f"ticket {self.token} for {self.destination!r} was already settled as "
                 f"{self._outcome.value}"
             )
         self._outcome = outcome
-        await asyncio.shield(self._settle_fn(self, outcome))
+        await asyncio.shield(self._settle_fn(self, outcome, retry_after_s))
 
     async def renew(self, lease_s: float | None = None) -> bool:
         """Extend the lease to `lease_s` (default: the original lease) from now.

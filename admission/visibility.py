@@ -64,6 +64,8 @@ class DestinationState:
     rate_per_second: float | None
     cuts: int
     """Multiplicative decreases so far (the AIMD epoch)."""
+    growth_held_s: float
+    """Seconds until the limit may grow again (the last cut's Retry-After); 0 if it may."""
     retry_tokens: float
     retry_allowed: bool
     global_breaker: LayerStatus
@@ -122,6 +124,7 @@ def destination_state(
         cap_configured=record.max_concurrency is not None,
         rate_per_second=record.rate_per_second,
         cuts=record.epoch,
+        growth_held_s=max(0.0, record.hold_until - now),
         retry_tokens=tokens,
         retry_allowed=budget.allows_retry(tokens),
         global_breaker=LayerStatus.of(record.global_layer, now, config.global_breaker),

@@ -5,7 +5,10 @@ Callers of one process that wait for the same destination form a FIFO queue. Onl
 every other waiter sleeps on an `asyncio.Event` until woken. Wake-ups come from:
 
 - a call to that destination settling **in this process** (`notify_one` wakes the first
-  waiter not yet woken, so a slot freed locally is reused at once);
+  waiter not yet woken, so a slot freed locally is reused at once), and any slots the
+  destination's limit leaves unused after a settlement or an admit (the limit grew, or
+  another process gave slots back): that many more waiters are woken (`notify`), so capacity
+  is used as soon as it appears instead of at the head's next poll;
 - the head leaving the queue (admitted, timed out or cancelled): the next waiter becomes
   head and is woken to take over polling. When the head was admitted after a poll, this
   also passes the baton: several slots freed elsewhere are taken one after another
@@ -112,7 +115,15 @@ class SlotWaiters:
 
     def notify_one(self, destination: str) -> None:
         """A slot of `destination` was freed here: wake the first waiter not yet woken."""
+        self.notify(destination, 1)
+
+    def notify(self, destination: str, count: int) -> None:
+        """`count` slots of `destination` are free: wake that many waiters not yet woken."""
+        if count <= 0:
+            return
         for waiter in self._queues.get(destination, ()):
             if not waiter.woken:
                 waiter.wake()
-                return
+                count -= 1
+                if count == 0:
+                    return

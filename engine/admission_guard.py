@@ -76,13 +76,19 @@ class AdmissionGuard:
             raise CoordinationDown(f"admission unavailable: {type(exc).__name__}: {exc}") from exc
 
     async def after_attempt(
-        self, destination: str, status: int | None, error_kind: str | None, duration_s: float
+        self,
+        destination: str,
+        status: int | None,
+        error_kind: str | None,
+        duration_s: float,
+        *,
+        retry_after_s: float | None = None,
     ) -> None:
         ticket, self._ticket = self._ticket, None
         if ticket is None:
             return
         try:
-            await ticket.settle(outcome_of(status, error_kind))
+            await ticket.settle(outcome_of(status, error_kind), retry_after_s=retry_after_s or 0.0)
         except COORDINATION_ERRORS:
             logger.warning(
                 "could not settle the admission slot of a call to %s; its lease will expire",

@@ -114,13 +114,20 @@ class CallGuard(Protocol):
     "cancelled") or fails unexpectedly ("internal_error"). `status` is the HTTP status when one
     arrived; `error_kind` is then None, or "invalid_response" for an unusable answer; for
     transport failures `status` is None and `error_kind` is "timeout", "network_error" or
-    "invalid_config".
+    "invalid_config". `retry_after_s` is the answer's Retry-After in seconds, when it sent one
+    (the destination asking for less traffic for that long).
     """
 
     async def before_attempt(self, destination: str, retry: bool) -> None: ...
 
     async def after_attempt(
-        self, destination: str, status: int | None, error_kind: str | None, duration_s: float
+        self,
+        destination: str,
+        status: int | None,
+        error_kind: str | None,
+        duration_s: float,
+        *,
+        retry_after_s: float | None = None,
     ) -> None: ...
 
 
@@ -244,7 +251,13 @@ async def _guarded_attempt(
         )
         raise
     error_kind = attempt.failure.value if attempt.failure is not None else None
-    await guard.after_attempt(destination, attempt.status, error_kind, attempt.duration_s)
+    await guard.after_attempt(
+        destination,
+        attempt.status,
+        error_kind,
+        attempt.duration_s,
+        retry_after_s=_retry_after_s(attempt.answer),
+    )
     return attempt
 
 

@@ -11,22 +11,24 @@
 --   tenant window (1): the tenant's rate window zset
 -- ARGV: 1 now, 2 initial limit, 3 min limit, 4 default cap, 5 backoff ratio,
 --       6 min utilization, 7-10 tenant breaker cfg, 11-14 global breaker cfg, 15 state ttl (ms),
---       16 budget max tokens, 17 budget token ratio, 18 tenant window (s), then operations of
---       OP_WIDTH fields each:
+--       16 budget max tokens, 17 budget token ratio, 18 tenant window (s), 19 longest growth
+--       hold after a cut (s), then operations of OP_WIDTH fields each:
 --   A (admit):  dest group, tenant group, token, lease_s, destination, tenant id,
 --               window key (0 = take no tenant item), flags ('r' = a retry: budget check),
 --               tenant default limit
---   S (settle): dest group, tenant group, token, outcome, slot epoch, tenant id
+--   S (settle): dest group, tenant group, token, outcome, slot epoch, tenant id,
+--               Retry-After of the answer (s, 0 = none)
 --   T (take one tenant item): window key, member, tenant id, tenant default limit
 -- Reply: one table per operation, in order, its last element the breaker transitions it made
---   A: {code, epoch, in_flight, limit, hint_s, layer, t_probe, g_probe, used, limit, events}
+--   A: {code, epoch, in_flight, limit, hint_s, layer, t_probe, g_probe, used, limit, free,
+--       events}  (free: slots the limit leaves unused after this operation)
 --      code 1 granted, 2 breaker blocks, 3 no free slot, 4 destination rate, 5 retry budget
 --      exhausted, 6 tenant at its rate limit (used/limit of its window, hint = s until room)
---   S: {old_limit, new_limit, epoch, cut, lease_held, budget_tokens, events}
+--   S: {old_limit, new_limit, epoch, cut, lease_held, budget_tokens, free, events}
 --   T: {allowed, used, limit, wait_s, events}
 
 local OP_WIDTH = 10
-local FIRST_OP = 19
+local FIRST_OP = 20
 local now = tonumber(ARGV[1])
 local initial, min_limit = tonumber(ARGV[2]), tonumber(ARGV[3])
 local default_cap, backoff = tonumber(ARGV[4]), tonumber(ARGV[5])
@@ -35,6 +37,7 @@ local tenant_cfg, global_cfg = bk_cfg(ARGV, 7), bk_cfg(ARGV, 11)
 local ttl_ms = tonumber(ARGV[15])
 local budget_max, budget_ratio = tonumber(ARGV[16]), tonumber(ARGV[17])
 local window_s = tonumber(ARGV[18])
+local max_hold_s = tonumber(ARGV[19])
 
 -- ── state read once per batch, written once at the end ───────────────────────────────────
 
@@ -56,8 +59,8 @@ local function dest(base)
   local caps = redis.call('HMGET', d.caps, 'max_concurrency', 'rate_per_second')
   d.cap = tonumber(caps[1]) or default_cap
   d.rate_per_s = tonumber(caps[2])
-  d.limit, d.epoch = aimd_load(d.aimd, initial, min_limit, d.cap)
-  d.saved_limit, d.saved_epoch = d.limit, d.epoch
+  d.limit, d.epoch, d.hold = aimd_load(d.aimd, initial, min_limit, d.cap)
+  d.saved_limit, d.saved_epoch, d.saved_hold = d.limit, d.epoch, d.hold
   d.global = bk_load('global', KEYS[base + 4], KEYS[base + 5], global_cfg)
   DESTS[base] = d
   DEST_ORDER[#DEST_ORDER + 1] = d
@@ -112,6 +115,11 @@ local function window_take(w, member)
   return true, w.used, w.limit, 0
 end
 
+-- Slots the destination's limit leaves unused right now (a hint for waking local waiters).
+local function free_slots(d)
+  return math.max(0, aimd_slots(d.limit, d.cap) - d.in_flight)
+end
+
 local function events_since(first)
   local out = {}
   for i = first, #EVENTS do
@@ -138,7 +146,7 @@ local function admit(op)
 
   local function reply(code, hint, layer, t_probe, g_probe, used, tenant_limit)
     return {code, d.epoch, d.in_flight, num(d.limit), num(hint), layer, t_probe, g_probe,
-      used or 0, tenant_limit or 0, events_since(first_event)}
+      used or 0, tenant_limit or 0, free_slots(d), events_since(first_event)}
   end
 
   local t_mode, t_wait = bk_admission(tenant, now)
@@ -200,6 +208,7 @@ local function settle(op)
   local tenant = tenant_layer(tonumber(ARGV[op + 2]))
   local token, outcome = ARGV[op + 3], ARGV[op + 4]
   local slot_epoch, tenant_id = tonumber(ARGV[op + 5]), ARGV[op + 6]
+  local retry_after = tonumber(ARGV[op + 7]) or 0
   local global = d.global
   local first_event = #EVENTS + 1
 
@@ -231,10 +240,11 @@ local function settle(op)
   local old_limit, cut = d.limit, 0
   if outcome == 'success' then
     -- In flight when this call finished, itself included.
-    d.limit = aimd_on_success(d.limit, d.in_flight + 1, min_limit, d.cap, min_utilization)
+    d.limit = aimd_on_success(d.limit, d.in_flight + 1, min_limit, d.cap, min_utilization, now,
+      d.hold)
   elseif overload then
-    d.limit, d.epoch, cut = aimd_on_overload(d.limit, d.epoch, slot_epoch, backoff, min_limit,
-      d.cap)
+    d.limit, d.epoch, cut, d.hold = aimd_on_overload(d.limit, d.epoch, slot_epoch, backoff,
+      min_limit, d.cap, now, d.hold, retry_after, max_hold_s)
   end
   if cut == 1 then
     d.cut = true
@@ -246,7 +256,7 @@ local function settle(op)
     budget_outcome = 'overload'
   end
   d.tokens = budget_after(tokens, budget_outcome, budget_max, budget_ratio)
-  return {num(old_limit), num(d.limit), d.epoch, cut, held, num(d.tokens),
+  return {num(old_limit), num(d.limit), d.epoch, cut, held, num(d.tokens), free_slots(d),
     events_since(first_event)}
 end
 
@@ -279,6 +289,9 @@ end
 for _, d in ipairs(DEST_ORDER) do
   if d.limit ~= d.saved_limit or d.epoch ~= d.saved_epoch or d.cut then
     redis.call('HSET', d.aimd, 'limit', num(d.limit), 'epoch', num(d.epoch))
+  end
+  if d.hold ~= d.saved_hold then
+    redis.call('HSET', d.aimd, 'hold_until', num(d.hold))
   end
   bk_save(d.global, ttl_ms)
   if d.tokens ~= nil and d.tokens ~= d.saved_tokens then

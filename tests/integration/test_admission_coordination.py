@@ -336,3 +336,38 @@ async def test_snapshot_shows_destinations_and_tenants(connect: Connect) -> None
     as_json = snapshot.as_dict()
     assert as_json["destinations"][1]["global_breaker"]["state"] == "closed"
     await held.success()
+
+
+async def test_redis_holds_growth_after_a_cut_exactly_like_the_pure_algorithm(
+    connect: Connect,
+) -> None:
+    """Contract for the Retry-After hold: the same samples at the same times, in Redis and in
+    admission/aimd.py, give the same limit, cuts and hold."""
+    config = AimdConfig(initial_limit=8, backoff_ratio=0.5, max_hold_s=5)
+    clock = FakeClock()
+    admission = make(connect, clock, aimd=config)
+    aimd, expected = Aimd(config), AimdState(8.0)
+    # (seconds later, outcome, Retry-After): a cut with Retry-After 2, successes during and
+    # after the hold, a cut without one, a cut with one longer than max_hold_s.
+    script = [
+        (0.0, "t", 2.0), (0.5, "s", 0.0), (1.0, "s", 0.0), (2.5, "s", 0.0), (0.1, "s", 0.0),
+        (0.1, "o", 0.0), (0.1, "s", 0.0), (0.1, "t", 60.0), (4.0, "s", 0.0), (1.5, "s", 0.0),
+    ]  # fmt: skip
+    for later, sample, retry_after in script:
+        clock.advance(later)
+        held = await admit_n(admission, slots(expected.limit, 100))
+        ticket, others = held[0], held[1:]
+        now = clock.now()
+        if sample == "s":
+            expected = aimd.on_success(expected, in_flight=len(held), cap=100, now=now)
+            await ticket.success()
+        else:
+            expected = aimd.on_overload(
+                expected, slot_epoch=ticket.epoch, cap=100, now=now, retry_after_s=retry_after
+            )
+            outcome = Outcome.THROTTLED if sample == "t" else Outcome.OVERLOAD
+            await ticket.settle(outcome, retry_after_s=retry_after)
+        await asyncio.gather(*(t.ignore() for t in others))
+        state = (await admission.snapshot()).destinations[0]
+        assert (state.limit, state.cuts) == (pytest.approx(expected.limit), expected.epoch)
+        assert state.growth_held_s == pytest.approx(max(0.0, expected.hold_until - now))

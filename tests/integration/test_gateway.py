@@ -75,6 +75,7 @@ def gateway_config(url: str, *, base_delay_ms: int = 10, **fields: Any) -> Gatew
 class RecordingGuard:
     before: list[tuple[str, bool]] = field(default_factory=list)
     after: list[tuple[str, int | None, str | None]] = field(default_factory=list)
+    retry_after: list[float | None] = field(default_factory=list)
     refuse_retries: bool = False
 
     async def before_attempt(self, destination: str, retry: bool) -> None:
@@ -83,10 +84,17 @@ class RecordingGuard:
             raise StepFailure(FailureKind.EXTERNAL_OVERLOAD, "retry budget exhausted")
 
     async def after_attempt(
-        self, destination: str, status: int | None, error_kind: str | None, duration_s: float
+        self,
+        destination: str,
+        status: int | None,
+        error_kind: str | None,
+        duration_s: float,
+        *,
+        retry_after_s: float | None = None,
     ) -> None:
         assert duration_s >= 0
         self.after.append((destination, status, error_kind))
+        self.retry_after.append(retry_after_s)
 
 
 async def wait_until(predicate: Callable[[], bool], timeout_s: float = 5.0) -> None:
@@ -343,3 +351,16 @@ async def test_a_cancelled_attempt_still_settles_the_guard(
     with pytest.raises(asyncio.CancelledError):
         await call
     assert [(status, kind) for _, status, kind in guard.after] == [(None, "cancelled")]
+
+
+async def test_the_guard_hears_the_destinations_retry_after(
+    downstream: RunningDownstream, client: HttpClient
+) -> None:
+    downstream.script([{"status": 429, "headers": {"Retry-After": "1"}}, 200])
+    guard = RecordingGuard()
+    config = gateway_config(downstream.url)
+    await gateway.execute(
+        config, gateway_ctx(), client, FAST, sleep=RecordingSleep(real=False), guard=guard
+    )
+    assert [status for _, status, _ in guard.after] == [429, 200]
+    assert guard.retry_after == [1.0, None]

@@ -87,3 +87,26 @@ def test_slots_are_whole_calls_between_one_and_the_cap() -> None:
 def test_invalid_configuration_is_refused(kwargs: dict[str, float]) -> None:
     with pytest.raises(ValueError):
         AimdConfig(**kwargs)
+
+
+def test_a_cut_with_retry_after_holds_growth_until_then() -> None:
+    aimd = Aimd(AimdConfig(initial_limit=20, backoff_ratio=0.5, max_hold_s=10))
+    cut = aimd.on_overload(aimd.initial(CAP), slot_epoch=0, cap=CAP, now=100.0, retry_after_s=1)
+    assert (cut.limit, cut.epoch, cut.hold_until) == (10.0, 1, 101.0)
+    held = aimd.on_success(cut, in_flight=10, cap=CAP, now=100.9)
+    assert held == cut  # no additive increase while the destination asked for less
+    grown = aimd.on_success(cut, in_flight=10, cap=CAP, now=101.0)
+    assert grown.limit == pytest.approx(10.1)
+    # An overload of the window already answered neither cuts nor moves the hold.
+    late = aimd.on_overload(cut, slot_epoch=0, cap=CAP, now=100.5, retry_after_s=30)
+    assert late == cut
+
+
+def test_the_hold_is_bounded_and_needs_a_retry_after() -> None:
+    aimd = Aimd(AimdConfig(initial_limit=20, max_hold_s=10))
+    long = aimd.on_overload(aimd.initial(CAP), slot_epoch=0, cap=CAP, now=0.0, retry_after_s=3600)
+    assert long.hold_until == 10.0
+    plain = aimd.on_overload(aimd.initial(CAP), slot_epoch=0, cap=CAP, now=5.0)
+    assert plain.hold_until == 0.0  # a timeout or a 503 without Retry-After holds nothing
+    with pytest.raises(ValueError, match="max_hold_s"):
+        AimdConfig(max_hold_s=-1)

@@ -97,3 +97,12 @@ async def test_a_slot_granted_to_a_cancelled_caller_is_given_back() -> None:
 def test_max_ops_must_be_positive() -> None:
     with pytest.raises(ValueError, match="max_ops"):
         ExchangeBatcher(FakeExchange(), max_ops=0)
+
+
+async def test_settlements_go_first_so_a_freed_slot_serves_an_admit_of_the_same_batch() -> None:
+    exchange = FakeExchange()
+    batcher = ExchangeBatcher(exchange)
+    admit = AdmitOp("d", "t", "new", 30.0)
+    settle = SettleOp("d", "t", "old", "success", 0)
+    await asyncio.gather(batcher.submit(admit), batcher.submit(take(1)), batcher.submit(settle))
+    assert exchange.batches == [[settle, admit, take(1)]]
