@@ -79,6 +79,9 @@ class AdmitOp:
     retry: bool = False
     tenant_default_limit: int = 0
     """Items per window of the tenant when it has no override (with `take_item`)."""
+    handover: bool = False
+    """Record a call that already started on a slot handed over in this process (see
+    `admission.handover`): no checks, the slot and the tenant item are taken as they are."""
 
 
 @dataclass(frozen=True)
@@ -125,7 +128,9 @@ class AdmitReply:
     tenant_limit: int = 0
     """The tenant's items per window (when an item was asked for)."""
     free_slots: int = 0
-    """Slots the destination's limit left unused after this admit."""
+    """Slots the destination's limit left unused after this admit (negative: over it)."""
+    rate_capped: bool = False
+    """The destination has a `ratePerSecond`."""
 
 
 @dataclass(frozen=True)
@@ -139,7 +144,8 @@ class SettleReply:
     budget_tokens: float
     events: tuple[str, ...]
     free_slots: int = 0
-    """Slots the destination's limit leaves unused after this settlement (it may have grown)."""
+    """Slots the destination's limit leaves unused after this settlement (it may have grown;
+    negative: over it, after a cut)."""
 
 
 @dataclass(frozen=True)
@@ -278,7 +284,7 @@ def _encode(ops: Sequence[Op], now: float, config: AdmissionConfig) -> tuple[lis
                 op.destination,
                 op.tenant_id,
                 table.window(op.tenant_id) if op.take_item else 0,
-                "r" if op.retry else "-",
+                ("r" if op.retry else "-") + ("h" if op.handover else ""),
                 op.tenant_default_limit,
             ]
         elif isinstance(op, SettleOp):
@@ -319,7 +325,8 @@ def _decode(op: Op, reply: list[object]) -> Reply:
             tenant_used=int(_text(reply[8])),
             tenant_limit=int(_text(reply[9])),
             free_slots=int(_text(reply[10])),
-            events=_events(reply[11]),
+            rate_capped=bool(reply[11]),
+            events=_events(reply[12]),
         )
     if isinstance(op, SettleOp):
         return SettleReply(

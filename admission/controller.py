@@ -34,6 +34,7 @@ waiting for a slot is real waiting, bounded by the event loop's own clock.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import logging
 import math
 import random
@@ -46,6 +47,7 @@ from admission.backend import (
     AdmitOp,
     AdmitReply,
     CoordinationBackend,
+    Reply,
     SettleOp,
     SettleReply,
 )
@@ -53,6 +55,7 @@ from admission.batching import ExchangeBatcher
 from admission.breaker import BreakerState, Transition
 from admission.caps import CapsSource, DestinationCaps, LoadOnce, RedisCapsStore
 from admission.config import AdmissionConfig
+from admission.handover import Views
 from admission.rate_limit import (
     RateDecision,
     TenantLimitSource,
@@ -67,6 +70,11 @@ from schemas.clock import Clock
 from schemas.errors import FailureKind, StepFailure
 
 logger = logging.getLogger(__name__)
+
+MAX_HANDOVERS = 4
+"""A slot is handed over locally at most this many times in a row, then it goes back through
+Redis, where waiters of other processes can take it: hand-overs must not let one process keep
+a destination's slots while another's callers wait."""
 
 
 class Admission:
@@ -99,6 +107,9 @@ class Admission:
         self._tenant_limits = tenant_limits
         self._loaded = LoadOnce()
         self._waiters = SlotWaiters()
+        self._views = Views()
+        self.handovers = 0
+        """Slots handed from a finished call to a waiting one in this process."""
         # Public for tests and benchmarks (its `exchanges` counts script calls).
         self.batcher = ExchangeBatcher(
             lambda ops: self.backend.exchange(ops, self._clock.now(), self.config)
@@ -148,40 +159,73 @@ class Admission:
             retry=retry,
             tenant_default_limit=self.rate.default_limit(tenant_id),
         )
+        return await self._admit_waiting(op, wait_timeout_s)
+
+    async def _admit_waiting(self, op: AdmitOp, wait_timeout_s: float) -> Ticket:
+        """Ask until granted, refused for good, handed a slot or out of time (see
+        `admission.waiting`: only the head of the queue polls)."""
+        destination = op.destination
         loop = asyncio.get_running_loop()
         deadline = loop.time() + wait_timeout_s
         reply: AdmitReply | None = None
         waiter: Waiter | None = None
         try:
             for attempt in range(self.config.max_wait_attempts):
-                reply = await self._admit_once(op)
+                reply = await self._admit_once(op, waiter)
                 if reply.code is AdmitCode.GRANTED:
                     if reply.free_slots > 0:  # pass the baton: more slots are free
                         self._waiters.notify_one(destination)
-                    return self._ticket(op, reply)
-                _raise_if_refused(destination, tenant_id, reply, self.rate.config.delay_s)
+                    probe = reply.tenant_probe or reply.global_probe
+                    return self._ticket(op, reply.epoch, probe=probe)
+                _raise_if_refused(destination, op.tenant_id, reply, self.rate.config.delay_s)
                 remaining = deadline - loop.time()
                 if remaining <= 0:
                     break
                 if waiter is None:
-                    waiter = self._waiters.join(destination)
+                    waiter = self._waiters.join(destination, op)
                 head_pause = (
                     max(reply.hint_s, 0.001)
                     if reply.code is AdmitCode.RATE_LIMITED
                     else self._backoff.pause_s(attempt)
                 )
                 await waiter.pause(head_pause_s=head_pause, remaining_s=remaining)
+                if waiter.handed is not None:
+                    handed: Ticket = waiter.handed
+                    waiter.handed = None
+                    return handed
         finally:
             if waiter is not None:
                 self._waiters.leave(destination, waiter)
+                if waiter.handed is not None:
+                    # Handed a slot while being cancelled: give it back, never leak it.
+                    await waiter.handed.ignore()
         raise _wait_exhausted(destination, wait_timeout_s, reply)
 
-    async def _admit_once(self, op: AdmitOp) -> AdmitReply:
-        reply = await self.batcher.submit(op)
+    async def _admit_once(self, op: AdmitOp, waiter: Waiter | None) -> AdmitReply:
+        # While asking Redis itself, a waiter must not also be handed a slot.
+        if waiter is not None:
+            waiter.busy = True
+        try:
+            reply = await self.batcher.submit(op)
+        finally:
+            if waiter is not None:
+                waiter.busy = False
         if not isinstance(reply, AdmitReply):
             raise TypeError(f"admit answered {reply!r}")
-        self._log_transitions(op.destination, op.tenant_id, reply.events)
+        self._saw_admit(op, reply)
         return reply
+
+    def _saw_admit(self, op: AdmitOp, reply: AdmitReply) -> None:
+        self._log_transitions(op.destination, op.tenant_id, reply.events)
+        took_item = op.take_item and reply.code in {AdmitCode.GRANTED, AdmitCode.TENANT_LIMITED}
+        self._views.saw_admit(
+            op.destination,
+            free_slots=reply.free_slots,
+            epoch=reply.epoch,
+            rate_capped=reply.rate_capped,
+            tenant_id=op.tenant_id if took_item else None,
+            tenant_window=(reply.tenant_used, reply.tenant_limit) if took_item else None,
+        )
 
     async def retry_allowed(self, destination: str) -> bool:
         """Whether the destination's retry budget allows one more retry now."""
@@ -276,14 +320,15 @@ class Admission:
         if limit is not None:
             await self.rate.set_limit(tenant_id, limit)
 
-    def _ticket(self, op: AdmitOp, reply: AdmitReply) -> Ticket:
+    def _ticket(self, op: AdmitOp, epoch: int, *, probe: bool, handovers: int = 0) -> Ticket:
         return Ticket(
+            handovers=handovers,
             destination=op.destination,
             tenant_id=op.tenant_id,
             token=op.token,
-            epoch=reply.epoch,
+            epoch=epoch,
             lease_s=op.lease_s,
-            probe=reply.tenant_probe or reply.global_probe,
+            probe=probe,
             settle=self._settle,
             renew=self._renew,
         )
@@ -298,18 +343,59 @@ class Admission:
             retry_after_s,
         )
         answer = self.batcher.enqueue(op)
-        # Wake a local waiter now: its admit joins the same exchange, after this settlement,
-        # so the slot changes hands in one round trip. If Redis fails, a waiter retrying costs
-        # little and the lease still expires.
-        self._waiters.notify_one(ticket.destination)
+        if outcome in {Outcome.THROTTLED, Outcome.OVERLOAD}:
+            # The destination is at capacity: no hand-overs until a reply shows room again.
+            self._views.saw_overload(ticket.destination)
+        if not (outcome is Outcome.SUCCESS and self._hand_over(ticket)):
+            # Wake a local waiter now: its admit joins the same exchange, after this
+            # settlement, so the slot changes hands in one round trip. If Redis fails, a
+            # waiter retrying costs little and the lease still expires.
+            self._waiters.notify_one(ticket.destination)
         reply = await answer
         if not isinstance(reply, SettleReply):
             raise TypeError(f"settle answered {reply!r}")
+        self._views.saw_settle(ticket.destination, free_slots=reply.free_slots, epoch=reply.epoch)
         # The limit may have grown: let the slots it leaves unused be taken now (one waiter
         # was woken above already).
         self._waiters.notify(ticket.destination, reply.free_slots - 1)
         self._log_transitions(ticket.destination, ticket.tenant_id, reply.events)
         self._log_settle(ticket, outcome, reply)
+
+    def _hand_over(self, ended: Ticket) -> bool:
+        """Give the slot of a call that just succeeded to a waiter of the same destination
+        and tenant, without a round trip (see `admission.handover`). True if it was."""
+        if ended.probe or ended.handovers >= MAX_HANDOVERS:
+            return False
+        view = self._views.get(ended.destination)
+
+        def accepts(request: AdmitOp) -> bool:
+            return (
+                request.tenant_id == ended.tenant_id
+                and not request.retry
+                and view.allows(request.tenant_id, request.take_item)
+            )
+
+        waiter = self._waiters.first_idle(ended.destination, accepts)
+        if waiter is None:
+            return False
+        op = dataclasses.replace(waiter.request, handover=True)
+        recorded = self.batcher.enqueue(op)
+        recorded.add_done_callback(lambda done: self._handover_recorded(op, done))
+        epoch = max(ended.epoch, view.epoch)
+        waiter.hand(self._ticket(op, epoch, probe=False, handovers=ended.handovers + 1))
+        self.handovers += 1
+        return True
+
+    def _handover_recorded(self, op: AdmitOp, done: asyncio.Future[Reply]) -> None:
+        if done.cancelled():
+            return
+        if done.exception() is not None:
+            # The call runs anyway; its lease was never written, so nothing can leak.
+            logger.warning("could not record a slot handed over for %s", op.destination)
+            return
+        reply = done.result()
+        if isinstance(reply, AdmitReply):
+            self._saw_admit(op, reply)
 
     async def _renew(self, ticket: Ticket, lease_s: float) -> bool:
         return await self.backend.renew(

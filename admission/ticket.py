@@ -61,6 +61,7 @@ class Ticket:
         probe: bool,
         settle: SettleFn,
         renew: RenewFn,
+        handovers: int = 0,
     ) -> None:
         self.destination = destination
         self.tenant_id = tenant_id
@@ -70,6 +71,9 @@ class Ticket:
         """AIMD cut epoch at acquisition (decides whether an overload may cut)."""
         self.lease_s = lease_s
         self.probe = probe
+        self.handovers = handovers
+        """How many times in a row this slot was handed from a finished call to a waiting one
+        in this process without going back through Redis (see `admission.handover`)."""
         """Whether this call is a half-open breaker probe (in either layer)."""
         self._settle_fn = settle
         self._renew_fn = renew

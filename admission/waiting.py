@@ -30,6 +30,8 @@ from __future__ import annotations
 
 import asyncio
 import random
+from collections.abc import Callable
+from typing import Any
 
 
 class Backoff:
@@ -48,11 +50,18 @@ class Backoff:
 
 
 class Waiter:
-    """One caller's place in a destination's queue. Leave it exactly once (`leave`)."""
+    """One caller's place in a destination's queue. Leave it exactly once (`leave`).
 
-    def __init__(self, queue: list[Waiter]) -> None:
+    `request` is what the caller asks for (the admission layer's operation); `handed` is a
+    slot handed to it while it waited (see `admission.handover`); `busy` is set while the
+    caller is asking Redis itself, when nothing must be handed to it."""
+
+    def __init__(self, queue: list[Waiter], request: Any = None) -> None:
         self._queue = queue
         self._woken = asyncio.Event()
+        self.request = request
+        self.handed: Any = None
+        self.busy = False
 
     @property
     def is_head(self) -> bool:
@@ -65,6 +74,16 @@ class Waiter:
 
     def wake(self) -> None:
         self._woken.set()
+
+    def hand(self, ticket: Any) -> None:
+        """Give this waiter a slot and wake it."""
+        self.handed = ticket
+        self._woken.set()
+
+    @property
+    def idle(self) -> bool:
+        """Sleeping, not woken and not handed anything: a hand-over may go to it."""
+        return not self.busy and self.handed is None and not self._woken.is_set()
 
     async def pause(self, *, head_pause_s: float, remaining_s: float) -> bool:
         """Sleep until woken, or for `head_pause_s` if this waiter is the head; never longer
@@ -95,12 +114,19 @@ class SlotWaiters:
     def __init__(self) -> None:
         self._queues: dict[str, list[Waiter]] = {}
 
-    def join(self, destination: str) -> Waiter:
+    def join(self, destination: str, request: Any = None) -> Waiter:
         """Enter the back of `destination`'s queue. Call `leave()` when done, always."""
         queue = self._queues.setdefault(destination, [])
-        waiter = Waiter(queue)
+        waiter = Waiter(queue, request)
         queue.append(waiter)
         return waiter
+
+    def first_idle(self, destination: str, accepts: Callable[[Any], bool]) -> Waiter | None:
+        """The first idle waiter of `destination` whose request `accepts` approves."""
+        for waiter in self._queues.get(destination, ()):
+            if waiter.idle and accepts(waiter.request):
+                return waiter
+        return None
 
     def leave(self, destination: str, waiter: Waiter) -> None:
         """`waiter.leave()`, dropping the queue once it is empty."""

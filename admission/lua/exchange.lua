@@ -14,14 +14,16 @@
 --       16 budget max tokens, 17 budget token ratio, 18 tenant window (s), 19 longest growth
 --       hold after a cut (s), then operations of OP_WIDTH fields each:
 --   A (admit):  dest group, tenant group, token, lease_s, destination, tenant id,
---               window key (0 = take no tenant item), flags ('r' = a retry: budget check),
+--               window key (0 = take no tenant item), flags ('r' = a retry: budget check;
+--               'h' = a hand-over: record the call, which has started, without checks),
 --               tenant default limit
 --   S (settle): dest group, tenant group, token, outcome, slot epoch, tenant id,
 --               Retry-After of the answer (s, 0 = none)
 --   T (take one tenant item): window key, member, tenant id, tenant default limit
 -- Reply: one table per operation, in order, its last element the breaker transitions it made
 --   A: {code, epoch, in_flight, limit, hint_s, layer, t_probe, g_probe, used, limit, free,
---       events}  (free: slots the limit leaves unused after this operation)
+--       rate_capped, events}  (free: slots the limit leaves unused after this operation,
+--       negative when over it; rate_capped: the destination has a ratePerSecond)
 --      code 1 granted, 2 breaker blocks, 3 no free slot, 4 destination rate, 5 retry budget
 --      exhausted, 6 tenant at its rate limit (used/limit of its window, hint = s until room)
 --   S: {old_limit, new_limit, epoch, cut, lease_held, budget_tokens, free, events}
@@ -101,8 +103,9 @@ local function window(index, tenant_id, default_limit)
 end
 
 -- Take one item from a tenant's window: allowed, used (after), limit, seconds until room.
-local function window_take(w, member)
-  if w.used >= w.limit then
+-- `always`: take it even at the limit (a hand-over whose call has started already).
+local function window_take(w, member, always)
+  if w.used >= w.limit and not always then
     local wait = window_s
     local oldest = redis.call('ZRANGE', w.key, 0, 0, 'WITHSCORES')
     if oldest[2] then
@@ -115,9 +118,10 @@ local function window_take(w, member)
   return true, w.used, w.limit, 0
 end
 
--- Slots the destination's limit leaves unused right now (a hint for waking local waiters).
+-- Slots the destination's limit leaves unused right now (negative: more calls are in flight
+-- than the limit admits, after a cut): a hint for waking local waiters and for hand-overs.
 local function free_slots(d)
-  return math.max(0, aimd_slots(d.limit, d.cap) - d.in_flight)
+  return aimd_slots(d.limit, d.cap) - d.in_flight
 end
 
 local function events_since(first)
@@ -130,29 +134,13 @@ end
 
 -- ── operations ───────────────────────────────────────────────────────────────────────────
 
-local function admit(op)
-  local d = dest(tonumber(ARGV[op + 1]))
-  if not d.named then
-    redis.call('SADD', KEYS[1], ARGV[op + 5])
-    d.named = true
-  end
-  local tenant = tenant_layer(tonumber(ARGV[op + 2]))
-  local token, lease_s = ARGV[op + 3], tonumber(ARGV[op + 4])
-  local window_index, flags = tonumber(ARGV[op + 7]), ARGV[op + 8]
-  local global = d.global
-  local first_event = #EVENTS + 1
-  bk_refresh(tenant, now)
-  bk_refresh(global, now)
-
-  local function reply(code, hint, layer, t_probe, g_probe, used, tenant_limit)
-    return {code, d.epoch, d.in_flight, num(d.limit), num(hint), layer, t_probe, g_probe,
-      used or 0, tenant_limit or 0, free_slots(d), events_since(first_event)}
-  end
-
+-- Why the call may not go now (a refusal reply), or nil. A hand-over ('h') skips this: its
+-- call started already, on the slot of a call of the same tenant that just succeeded here.
+local function refusal(d, tenant, flags, token, reply)
   local t_mode, t_wait = bk_admission(tenant, now)
-  local g_mode, g_wait = bk_admission(global, now)
+  local g_mode, g_wait = bk_admission(d.global, now)
   if g_mode == 'block' then
-    return reply(2, g_wait, 'global:' .. global.state, 0, 0)
+    return reply(2, g_wait, 'global:' .. d.global.state, 0, 0)
   end
   if t_mode == 'block' then
     return reply(2, t_wait, 'tenant:' .. tenant.state, 0, 0)
@@ -173,10 +161,39 @@ local function admit(op)
       return reply(4, wait, '', 0, 0)
     end
   end
+  return nil
+end
+
+local function admit(op)
+  local d = dest(tonumber(ARGV[op + 1]))
+  if not d.named then
+    redis.call('SADD', KEYS[1], ARGV[op + 5])
+    d.named = true
+  end
+  local tenant = tenant_layer(tonumber(ARGV[op + 2]))
+  local token, lease_s = ARGV[op + 3], tonumber(ARGV[op + 4])
+  local window_index, flags = tonumber(ARGV[op + 7]), ARGV[op + 8]
+  local handover = string.find(flags, 'h', 1, true) ~= nil
+  local first_event = #EVENTS + 1
+  bk_refresh(tenant, now)
+  bk_refresh(d.global, now)
+
+  local function reply(code, hint, layer, t_probe, g_probe, used, tenant_limit)
+    return {code, d.epoch, d.in_flight, num(d.limit), num(hint), layer, t_probe, g_probe,
+      used or 0, tenant_limit or 0, free_slots(d), d.rate_per_s and 1 or 0,
+      events_since(first_event)}
+  end
+
+  if not handover then
+    local refused = refusal(d, tenant, flags, token, reply)
+    if refused then
+      return refused
+    end
+  end
   local used, tenant_limit = 0, 0
   if window_index > 0 then
     local w = window(window_index, ARGV[op + 6], ARGV[op + 9])
-    local ok, n, limit, wait = window_take(w, token)
+    local ok, n, limit, wait = window_take(w, token, handover)
     if not ok then
       return reply(6, wait, '', 0, 0, n, limit)
     end
@@ -187,12 +204,12 @@ local function admit(op)
   redis.call('ZADD', d.slots, expiry, token)
   d.in_flight = d.in_flight + 1
   local t_probe, g_probe = 0, 0
-  if t_mode == 'probe' then
+  if bk_admission(tenant, now) == 'probe' then
     redis.call('ZADD', tenant.z, expiry, token)
     t_probe = 1
   end
-  if g_mode == 'probe' then
-    redis.call('ZADD', global.z, expiry, token)
+  if bk_admission(d.global, now) == 'probe' then
+    redis.call('ZADD', d.global.z, expiry, token)
     g_probe = 1
   end
   return reply(1, 0, '', t_probe, g_probe, used, tenant_limit)

@@ -5,10 +5,20 @@ decided in the same atomic step as the slot."""
 from __future__ import annotations
 
 import asyncio
+from typing import Any
 
 import pytest
 
-from admission import Admission, Aimd, AimdConfig, AimdState, TenantRateConfig, TenantRateLimited
+from admission import (
+    Admission,
+    Aimd,
+    AimdConfig,
+    AimdState,
+    DestinationCaps,
+    Outcome,
+    TenantRateConfig,
+    TenantRateLimited,
+)
 from schemas.clock import FakeClock
 from schemas.errors import FailureKind, StepFailure
 from tests.integration.test_admission_coordination import DEST, Connect
@@ -110,3 +120,93 @@ async def test_a_cancelled_admit_never_leaks_its_slot(connect: Connect) -> None:
         while admission.batcher.exchanges < 2:
             await asyncio.sleep(0.01)
     assert await in_flight(admission) == 0
+
+
+# ── hand-overs inside one process ─────────────────────────────────────────────────────────
+
+
+async def one_slot(connect: Connect) -> Admission:
+    """A destination capped at one concurrent call (successes cannot grow the limit)."""
+    admission = make(connect, aimd=AimdConfig(initial_limit=1))
+    await admission.set_caps(DEST, DestinationCaps(max_concurrency=1))
+    return admission
+
+
+async def waiting_admit(admission: Admission, tenant: str = "t") -> asyncio.Task[Any]:
+    """An admit that has to wait (the destination is full), started in the background."""
+    task = asyncio.ensure_future(admission.admit(DEST, tenant, wait_timeout_s=5))
+    async with asyncio.timeout(5):  # until it is queued, sleeping
+        while not admission._waiters.waiting(DEST):
+            await asyncio.sleep(0.001)
+    return task
+
+
+async def test_a_succeeded_call_hands_its_slot_to_a_waiter_of_its_tenant(
+    connect: Connect,
+) -> None:
+    admission = await one_slot(connect)
+    first = await admission.admit(DEST, "t", wait_timeout_s=0)
+    second = await waiting_admit(admission)
+    await first.success()
+    async with asyncio.timeout(5):
+        handed = await second
+    assert admission.handovers == 1 and handed.handovers == 1
+    assert await in_flight(admission) == 1  # Redis recorded it on its own lease
+    await handed.success()
+    assert await in_flight(admission) == 0
+
+
+@pytest.mark.parametrize("why", ["failure", "other-tenant", "throttled"])
+async def test_no_hand_over_when_the_checks_might_not_pass(connect: Connect, why: str) -> None:
+    admission = await one_slot(connect)
+    first = await admission.admit(DEST, "t", wait_timeout_s=0)
+    second = await waiting_admit(admission, "other" if why == "other-tenant" else "t")
+    if why == "failure":
+        await first.failure()
+    elif why == "other-tenant":
+        await first.success()
+    else:
+        await first.settle(Outcome.THROTTLED)  # at capacity: the limit is cut
+    async with asyncio.timeout(5):
+        ticket = await second  # admitted through Redis instead
+    assert admission.handovers == 0 and ticket.handovers == 0
+    await ticket.ignore()
+
+
+async def test_hand_overs_in_a_row_are_bounded(connect: Connect) -> None:
+    """After MAX_HANDOVERS the slot goes back through Redis, where other processes' waiters
+    can take it."""
+    from admission.controller import MAX_HANDOVERS
+
+    admission = await one_slot(connect)
+    ticket = await admission.admit(DEST, "t", wait_timeout_s=0)
+    chain = []
+    for _ in range(MAX_HANDOVERS + 1):
+        waiting = await waiting_admit(admission)
+        await ticket.success()
+        async with asyncio.timeout(5):
+            ticket = await waiting
+        chain.append(ticket.handovers)
+    assert chain == [*range(1, MAX_HANDOVERS + 1), 0]
+    await ticket.ignore()
+
+
+async def test_a_waiter_cancelled_after_being_handed_a_slot_gives_it_back(
+    connect: Connect,
+) -> None:
+    admission = await one_slot(connect)
+    first = await admission.admit(DEST, "t", wait_timeout_s=0)
+    second = await waiting_admit(admission)
+    settling = asyncio.ensure_future(first.success())
+    for _ in range(100):  # the settlement hands the slot over and wakes `second`...
+        if admission.handovers:
+            break
+        await asyncio.sleep(0)
+    assert admission.handovers == 1 and not second.done()
+    second.cancel()  # ...which is cancelled before it runs
+    with pytest.raises(asyncio.CancelledError):
+        await second
+    await settling
+    async with asyncio.timeout(5):
+        while await in_flight(admission):
+            await asyncio.sleep(0.01)

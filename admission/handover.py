@@ -1,0 +1,91 @@
+"""Handing a slot over inside one process, without waiting for Redis.
+
+When a call succeeds and another call of this process is waiting for the same destination
+and tenant, the waiter starts at once on the slot that was just freed, instead of waiting for
+the settlement and a new admission to travel to Redis and back (two round trips through the
+batcher, several milliseconds in which the slot serves nobody: at 50 ms per call about a
+tenth of the destination's capacity). Redis is told in the same exchange as the settlement:
+the old slot is released, the new call is recorded on its own lease (`AdmitOp.handover`),
+and every outcome still counts for AIMD, the breakers and the retry budget.
+
+A hand-over skips the checks an admission makes, so it happens only when they would pass as
+far as this process can tell from the replies it has seen (`DestinationView`, at most one
+exchange old):
+
+* the call that ended succeeded (no cut, no breaker failure) and was not a half-open probe;
+* the waiter is of the same tenant (its tenant breaker just counted a success) and is not a
+  retry (retries need the retry budget);
+* the destination is not over its limit (the latest reply left no negative free slots: a cut
+  elsewhere stops hand-overs until slots turn over, and so does an overload answer seen here,
+  at once, before Redis has applied the cut), and has no `ratePerSecond`;
+* if the waiter takes a tenant item, the tenant's window was under 90 % full;
+* the slot was not handed over already `MAX_HANDOVERS` (4) times in a row: then it goes back
+  through Redis, so that waiters of other processes (which only poll) get their turn.
+
+So the limit is never exceeded by more than what other processes changed within one exchange.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+TENANT_ROOM = 0.9
+"""A tenant's window must be under this share full for a hand-over that takes an item."""
+
+
+@dataclass
+class DestinationView:
+    """What the latest replies said about one destination."""
+
+    free_slots: int = 0
+    epoch: int = 0
+    rate_capped: bool = True
+    """Until a reply says otherwise, assume the worst (no hand-overs)."""
+    seen: bool = False
+    tenant_windows: dict[str, tuple[int, int]] = field(default_factory=dict)
+    """Tenant id → (items used, limit) as of the latest admit that took one."""
+
+    def allows(self, tenant_id: str, takes_item: bool) -> bool:
+        if not self.seen or self.rate_capped or self.free_slots < 0:
+            return False
+        if not takes_item:
+            return True
+        window = self.tenant_windows.get(tenant_id)
+        return window is not None and window[0] < TENANT_ROOM * window[1]
+
+
+class Views:
+    """Every destination's view, updated from replies."""
+
+    def __init__(self) -> None:
+        self._views: dict[str, DestinationView] = {}
+
+    def get(self, destination: str) -> DestinationView:
+        return self._views.setdefault(destination, DestinationView())
+
+    def saw_admit(
+        self,
+        destination: str,
+        *,
+        free_slots: int,
+        epoch: int,
+        rate_capped: bool,
+        tenant_id: str | None = None,
+        tenant_window: tuple[int, int] | None = None,
+    ) -> None:
+        view = self.get(destination)
+        view.free_slots, view.rate_capped, view.seen = free_slots, rate_capped, True
+        view.epoch = max(view.epoch, epoch)
+        if tenant_id is not None and tenant_window is not None and tenant_window[1] > 0:
+            view.tenant_windows[tenant_id] = tenant_window
+
+    def saw_overload(self, destination: str) -> None:
+        """A call of this process was just answered 429/503/timeout: assume the limit is
+        (about to be) exceeded until a reply says otherwise."""
+        view = self.get(destination)
+        view.free_slots = min(view.free_slots, -1)
+
+    def saw_settle(self, destination: str, *, free_slots: int, epoch: int) -> None:
+        view = self.get(destination)
+        view.free_slots = free_slots
+        view.epoch = max(view.epoch, epoch)
