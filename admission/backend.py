@@ -172,6 +172,8 @@ class DestinationRecord:
     max_concurrency: int | None
     rate_per_second: float | None
     budget_tokens: float | None
+    budget_at: float | None
+    """When `budget_tokens` was stored (the bucket refills with time since)."""
     global_layer: LayerView
     tenant_layers: dict[str, LayerView]
 
@@ -272,6 +274,7 @@ def _encode(ops: Sequence[Op], now: float, config: AdmissionConfig) -> tuple[lis
         config.retry_budget.token_ratio,
         repr(config.tenant_rate.window_s),
         repr(aimd.max_hold_s),
+        repr(config.retry_budget.refill_per_s),
     ]
     for op in ops:
         if isinstance(op, AdmitOp):
@@ -442,15 +445,28 @@ class CoordinationBackend:
         return int(used), None if override is None else int(_text(override))
 
     async def budget(
-        self, destination: str, op: BudgetOp, config: RetryBudgetConfig, *, ttl_s: float = 86_400.0
+        self,
+        destination: str,
+        op: BudgetOp,
+        config: RetryBudgetConfig,
+        *,
+        now: float,
+        ttl_s: float = 86_400.0,
     ) -> float:
-        """Apply `op` to a destination's retry budget; returns the tokens after it.
+        """Apply `op` to a destination's retry budget at `now`; returns the tokens after it.
 
         `ttl_s` only garbage-collects an idle bucket (a missing bucket is full). Default 1 day.
         """
         tokens = await self._scripts["budget"](
             keys=[keys.retry_budget(destination)],
-            args=[op, config.max_tokens, config.token_ratio, int(ttl_s * 1000)],
+            args=[
+                op,
+                config.max_tokens,
+                config.token_ratio,
+                int(ttl_s * 1000),
+                repr(now),
+                repr(config.refill_per_s),
+            ],
         )
         return float(_text(tokens))
 
@@ -496,7 +512,7 @@ class CoordinationBackend:
             pipe.hmget(keys.aimd(destination), ["limit", "epoch", "hold_until"])
             pipe.zcount(keys.slots(destination), live, "+inf")
             pipe.hmget(keys.destination_caps(destination), ["max_concurrency", "rate_per_second"])
-            pipe.hget(keys.retry_budget(destination), "tokens")
+            pipe.hmget(keys.retry_budget(destination), ["tokens", "at"])
             pipe.hmget(keys.breaker_state(glob), fields)
             pipe.zcount(keys.breaker_probes(glob), live, "+inf")
             pipe.smembers(keys.breaker_tenants(destination))
@@ -515,7 +531,8 @@ class CoordinationBackend:
             in_flight=int(in_flight),
             max_concurrency=None if caps[0] is None else int(_text(caps[0])),
             rate_per_second=_opt_float(caps[1]),
-            budget_tokens=_opt_float(tokens),
+            budget_tokens=_opt_float(tokens[0]),
+            budget_at=_opt_float(tokens[1]),
             global_layer=_layer_view(g_fields, int(g_probes)),
             tenant_layers={
                 tenant_id: _layer_view(tenant_rows[2 * i], int(tenant_rows[2 * i + 1]))

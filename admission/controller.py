@@ -102,7 +102,7 @@ class Admission:
         self.backend = CoordinationBackend(redis)
         self.caps = RedisCapsStore(self.backend)
         self.rate = TenantRateLimiter(self.backend, clock, self.config.tenant_rate)
-        self.budget = SharedRetryBudget(self.backend, self.config.retry_budget)
+        self.budget = SharedRetryBudget(self.backend, clock, self.config.retry_budget)
         self._caps_source = caps_source
         self._tenant_limits = tenant_limits
         self._loaded = LoadOnce()

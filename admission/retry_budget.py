@@ -7,9 +7,15 @@ holds more than half of `max_tokens`.
 
 Why this bounds retry traffic: in a steady state retries continue only while failures stay
 below about `token_ratio` * successes (10 % by default), so retries can add at most that
-fraction of traffic. When a destination is dead nothing earns tokens back: after
-`max_tokens / 2` failures (50 by default) nothing is retried until successes return, however
-many items are queued — a dead destination never sees every item's full retry schedule.
+fraction of traffic. When a destination is dead successes earn nothing back: after
+`max_tokens / 2` failures (50 by default) retries stop, however many items are queued — a
+dead destination never sees every item's full retry schedule.
+
+The bucket also refills with time (`refill_per_s`, 1 token a second by default). Without it
+a destination that recovers while only retries are left (every item already failed once
+during the outage) would never see a retry, hence never a success that refills the bucket:
+the budget would stay exhausted for good. With it, a dead destination still gets at most
+`refill_per_s` retries a second once the bucket is down to half.
 
 `RetryBudget` here is the pure arithmetic; `lua/lib_budget.lua` applies the same arithmetic
 atomically in Redis (the shared bucket is updated by every settled ticket), and
@@ -20,6 +26,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
+
+from schemas.clock import Clock
 
 if TYPE_CHECKING:
     from admission.backend import CoordinationBackend
@@ -33,12 +41,16 @@ class RetryBudgetConfig:
     """Bucket size. Default 100: retries stop after 50 net failures."""
     token_ratio: float = 0.1
     """Tokens a success earns back. Default 0.1 (retries sustain up to ~10 % failures)."""
+    refill_per_s: float = 1.0
+    """Tokens the bucket regains per second by itself. Default 1 (see the module docstring)."""
 
     def __post_init__(self) -> None:
         if self.max_tokens <= 0:
             raise ValueError("max_tokens must be positive")
         if not 0 < self.token_ratio <= self.max_tokens:
             raise ValueError("token_ratio must be in (0, max_tokens]")
+        if self.refill_per_s < 0:
+            raise ValueError("refill_per_s must not be negative")
 
 
 class RetryBudget:
@@ -50,6 +62,10 @@ class RetryBudget:
     def full(self) -> float:
         """Tokens of a destination never seen before."""
         return self.config.max_tokens
+
+    def refilled(self, tokens: float, elapsed_s: float) -> float:
+        """Tokens after `elapsed_s` seconds without any outcome."""
+        return min(self.config.max_tokens, tokens + max(0.0, elapsed_s) * self.config.refill_per_s)
 
     def on_success(self, tokens: float) -> float:
         """Tokens after a successful call."""
@@ -67,8 +83,14 @@ class RetryBudget:
 class SharedRetryBudget:
     """The Redis-backed bucket every worker shares, one per destination."""
 
-    def __init__(self, backend: CoordinationBackend, config: RetryBudgetConfig | None = None):
+    def __init__(
+        self,
+        backend: CoordinationBackend,
+        clock: Clock,
+        config: RetryBudgetConfig | None = None,
+    ) -> None:
         self._backend = backend
+        self._clock = clock
         self._budget = RetryBudget(config)
 
     @property
@@ -77,7 +99,7 @@ class SharedRetryBudget:
 
     async def tokens(self, destination: str) -> float:
         """Tokens left in `destination`'s bucket."""
-        return await self._backend.budget(destination, "peek", self.config)
+        return await self._backend.budget(destination, "peek", self.config, now=self._clock.now())
 
     async def allowed(self, destination: str) -> bool:
         """Whether a retry to `destination` may be sent now."""
@@ -85,8 +107,12 @@ class SharedRetryBudget:
 
     async def record_success(self, destination: str) -> float:
         """Earn tokens for a success seen outside a ticket; returns the tokens left."""
-        return await self._backend.budget(destination, "success", self.config)
+        return await self._backend.budget(
+            destination, "success", self.config, now=self._clock.now()
+        )
 
     async def record_failure(self, destination: str) -> float:
         """Spend a token for a failure seen outside a ticket; returns the tokens left."""
-        return await self._backend.budget(destination, "failure", self.config)
+        return await self._backend.budget(
+            destination, "failure", self.config, now=self._clock.now()
+        )

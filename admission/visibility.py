@@ -110,7 +110,10 @@ def destination_state(
     aimd = Aimd(config.aimd)
     limit = aimd.clamp(record.limit, cap) if record.limit is not None else aimd.initial(cap).limit
     budget = RetryBudget(config.retry_budget)
-    tokens = record.budget_tokens if record.budget_tokens is not None else budget.full()
+    tokens = budget.full()
+    if record.budget_tokens is not None:
+        elapsed = now - (record.budget_at if record.budget_at is not None else now)
+        tokens = budget.refilled(record.budget_tokens, elapsed)
     tenant_layers = {
         tenant_id: LayerStatus.of(view, now, config.tenant_breaker)
         for tenant_id, view in record.tenant_layers.items()

@@ -8,6 +8,7 @@ Every exception becomes a recorded failure: a `StepFailure` keeps its kind; anyt
 from __future__ import annotations
 
 import logging
+import random
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -93,6 +94,8 @@ class ExecutorDeps:
     admission_wait_s: float = 30.0
     notify: Callable[[], Awaitable[None]] | None = None
     """Wakes idle workers (here and in other processes) when steps became ready."""
+    rng: random.Random = field(default_factory=random.Random)
+    """Spreads redispatches (see `scheduler.redispatch_at`); tests seed it."""
 
 
 async def execute(
@@ -196,6 +199,7 @@ def _failed(
         auto_retries_used=step.auto_retries,
         now=deps.clock.now(),
         delays_s=deps.redispatch_delays_s,
+        spread=deps.rng.random(),
     )
     error = failure.as_dict()
     if retry_at is None:

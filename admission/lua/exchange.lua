@@ -12,7 +12,8 @@
 -- ARGV: 1 now, 2 initial limit, 3 min limit, 4 default cap, 5 backoff ratio,
 --       6 min utilization, 7-10 tenant breaker cfg, 11-14 global breaker cfg, 15 state ttl (ms),
 --       16 budget max tokens, 17 budget token ratio, 18 tenant window (s), 19 longest growth
---       hold after a cut (s), then operations of OP_WIDTH fields each:
+--       hold after a cut (s), 20 budget refill per second, then operations of OP_WIDTH fields
+--       each:
 --   A (admit):  dest group, tenant group, token, lease_s, destination, tenant id,
 --               window key (0 = take no tenant item), flags ('r' = a retry: budget check;
 --               'h' = a hand-over: record the call, which has started, without checks),
@@ -30,7 +31,7 @@
 --   T: {allowed, used, limit, wait_s, events}
 
 local OP_WIDTH = 10
-local FIRST_OP = 20
+local FIRST_OP = 21
 local now = tonumber(ARGV[1])
 local initial, min_limit = tonumber(ARGV[2]), tonumber(ARGV[3])
 local default_cap, backoff = tonumber(ARGV[4]), tonumber(ARGV[5])
@@ -40,6 +41,7 @@ local ttl_ms = tonumber(ARGV[15])
 local budget_max, budget_ratio = tonumber(ARGV[16]), tonumber(ARGV[17])
 local window_s = tonumber(ARGV[18])
 local max_hold_s = tonumber(ARGV[19])
+local budget_refill = tonumber(ARGV[20])
 
 -- ── state read once per batch, written once at the end ───────────────────────────────────
 
@@ -71,7 +73,7 @@ end
 
 local function budget_of(d)
   if d.tokens == nil then
-    d.tokens = budget_load(d.budget_key, budget_max)
+    d.tokens = budget_load(d.budget_key, budget_max, now, budget_refill)
     d.saved_tokens = d.tokens
   end
   return d.tokens
@@ -312,7 +314,7 @@ for _, d in ipairs(DEST_ORDER) do
   end
   bk_save(d.global, ttl_ms)
   if d.tokens ~= nil and d.tokens ~= d.saved_tokens then
-    budget_save(d.budget_key, d.tokens, ttl_ms)
+    budget_save(d.budget_key, d.tokens, now, ttl_ms)
   end
 end
 for _, t in ipairs(TENANT_ORDER) do

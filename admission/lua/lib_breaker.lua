@@ -5,6 +5,8 @@
 --   zset  <prefix>:probes = half-open probe permits (member = token, score = lease expiry)
 
 local EVENTS = {}
+-- How soon a call refused because every half-open probe permit is taken may try again (s).
+local HALF_OPEN_RETRY_S = 1
 
 -- cfg = {threshold, reset_s, successes_to_close, max_probes}
 local function bk_load(name, hkey, zkey, cfg)
@@ -82,8 +84,10 @@ local function bk_admission(L, now)
   if redis.call('ZCARD', L.z) < L.cfg.max_probes then
     return 'probe', 0
   end
+  -- Every probe permit is in use: the trial ends when the probes answer (a call's time, not
+  -- their lease, which only bounds a probe that hangs), so try again shortly.
   local first = redis.call('ZRANGE', L.z, 0, 0, 'WITHSCORES')
-  return 'block', math.max(0, tonumber(first[2]) - now)
+  return 'block', math.min(HALF_OPEN_RETRY_S, math.max(0, tonumber(first[2]) - now))
 end
 
 -- Record one outcome (ok = success). Closed: consecutive-failure count (a success resets

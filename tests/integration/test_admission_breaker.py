@@ -102,6 +102,7 @@ async def test_half_open_admits_only_the_configured_probes(
     probes = [await admit(admission), await admit(admission)]
     failure = await blocked(admission)  # the tenant layer allows 2 probes at once
     assert "every probe permit in use" in failure.message
+    assert failure.retry_after_s == 1.0  # soon: probes answer in a call's time, not a lease
     await probes[0].ignore()  # an ignored probe gives its permit back, no verdict
     third = await admit(admission)
     await probes[1].success()

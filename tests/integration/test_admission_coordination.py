@@ -371,3 +371,22 @@ async def test_redis_holds_growth_after_a_cut_exactly_like_the_pure_algorithm(
         state = (await admission.snapshot()).destinations[0]
         assert (state.limit, state.cuts) == (pytest.approx(expected.limit), expected.epoch)
         assert state.growth_held_s == pytest.approx(max(0.0, expected.hold_until - now))
+
+
+async def test_an_exhausted_budget_refills_with_time(connect: Connect) -> None:
+    """After an outage only retries may be left: time alone must bring them back, or no call
+    would ever succeed to refill the bucket."""
+    clock = FakeClock()
+    admission = make(connect, clock, retry_budget=RetryBudgetConfig(refill_per_s=1.0))
+    for _ in range(60):
+        await (await admission.admit(DEST, "t", wait_timeout_s=0)).failure()
+    assert await admission.budget.tokens(DEST) == pytest.approx(40.0)
+    with pytest.raises(StepFailure, match="retry budget"):
+        await admission.admit(DEST, "t", wait_timeout_s=0, retry=True)
+    clock.advance(10.5)
+    assert await admission.budget.tokens(DEST) == pytest.approx(50.5)
+    (state,) = (await admission.snapshot()).destinations
+    assert state.retry_tokens == pytest.approx(50.5) and state.retry_allowed
+    ticket = await admission.admit(DEST, "t", wait_timeout_s=0, retry=True)
+    await ticket.failure()  # a failed retry spends a token: under half again
+    assert await admission.budget.tokens(DEST) == pytest.approx(49.5)

@@ -184,7 +184,7 @@ async def test_redispatches_spend_the_retry_budget(
     runtime = await Runtime.open(settings_for(backend, redispatch_delays_s=DELAYS))
     try:
         destination = destination_key(downstream.url, None)
-        for _ in range(50):  # failures seen elsewhere empty half the bucket
+        for _ in range(60):  # failures seen elsewhere take the bucket to 40 of 100 (refill 1/s)
             await runtime.admission.budget.record_failure(destination)
         workflow = call(f"{downstream.url}/busy?status=429", max_auto_retries=2, attempts=1)
         run_id = await start(runtime, [workflow], {})

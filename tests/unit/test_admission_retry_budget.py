@@ -54,3 +54,13 @@ def test_an_outage_allows_a_bounded_number_of_retries() -> None:
 def test_invalid_configuration_is_refused(kwargs: dict[str, float]) -> None:
     with pytest.raises(ValueError):
         RetryBudgetConfig(**kwargs)
+
+
+def test_the_bucket_refills_slowly_with_time() -> None:
+    budget = RetryBudget(RetryBudgetConfig(max_tokens=100, refill_per_s=1.0))
+    assert budget.refilled(40.0, 5.0) == 45.0
+    assert budget.refilled(99.5, 60.0) == 100.0  # never past the size
+    assert budget.refilled(40.0, -3.0) == 40.0  # clocks going backwards add nothing
+    assert RetryBudget(RetryBudgetConfig(refill_per_s=0)).refilled(10.0, 1e6) == 10.0
+    with pytest.raises(ValueError, match="refill_per_s"):
+        RetryBudgetConfig(refill_per_s=-1)

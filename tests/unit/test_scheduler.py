@@ -20,6 +20,16 @@ def test_overload_is_redispatched_5_10_20_seconds_later(used: int, expected: flo
     assert at == expected
 
 
+@pytest.mark.parametrize("spread", [0.0, 0.5, 0.999])
+def test_redispatches_are_spread_but_never_sooner(spread: float) -> None:
+    at = scheduler.redispatch_at(
+        OVERLOAD, max_auto_retries=3, auto_retries_used=1, now=100.0, delays_s=DELAYS,
+        spread=spread,
+    )  # fmt: skip
+    assert at == pytest.approx(100.0 + 10.0 * (1 + scheduler.REDISPATCH_JITTER * spread))
+    assert at is not None and 110.0 <= at < 112.0
+
+
 def test_overload_is_terminal_once_max_auto_retries_are_used() -> None:
     assert (
         scheduler.redispatch_at(
