@@ -12,14 +12,22 @@ every worker. It moves on samples, one per finished call:
   `backoff_ratio`.
 - It never goes below `min_limit` nor above the destination's cap.
 
+**Slow start.** Until a destination's first overload (epoch 0) a success adds a whole 1, so
+the limit doubles every window, as in TCP's slow start: a new destination at the initial
+limit of 10 that could take 100 concurrent calls gets there in a few round trips instead of
+ninety. That first overload ends slow start with a halving (the limit has overshot by up to
+twice the capacity), and from then on the increase is additive.
+
 **The destination's Retry-After holds growth.** A cut caused by an answer that carried
 `Retry-After` (a 429 or 503 saying "slow down for this long") also stops additive increase
-until then (at most `max_hold_s`): the destination has said when it will want more traffic,
-so probing for more before that only produces the next burst of 429s. The limit itself is
-not lowered further, and slots keep turning over at the reduced limit. Without this hold a
-limit near a small capacity (10 concurrent) grows back within a few round trips and is cut
-again, so several percent of all calls are 429s; with it the sawtooth's period is the
-destination's own Retry-After.
+above one below the limit that was cut (`hold_ceiling`) until then (at most `max_hold_s`):
+the destination has said when it will want more traffic, so probing past the level that
+overloaded it before that only produces the next burst of 429s, while growing back to just
+under that level is safe (it did not overload). Without the hold a limit near a small
+capacity (10 concurrent) grows back within a few round trips and is cut again, so several
+percent of all calls are 429s; with it the sawtooth's period is the destination's own
+Retry-After, and the limit spends that period just under the capacity instead of at the
+cut level.
 
 **One cut per window (NewReno-like).** Twenty calls in flight that all get 429 at once are
 one congestion event, not twenty. Every cut increments `epoch`; each slot is tagged with the
@@ -34,7 +42,7 @@ inside Redis, and a contract test feeds both the same samples and compares the r
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 
 @dataclass(frozen=True)
@@ -44,14 +52,16 @@ class AimdConfig:
     initial_limit: float = 10.0
     """Limit of a destination never seen before (clamped to its cap). Default 10."""
     backoff_ratio: float = 0.9
-    """Multiplier applied on a cut, 0 < r < 1. Default 0.9 (Netflix concurrency-limits'
-    default): with one cut per window the limit oscillates between about 0.9 * and 1 * the
-    destination's capacity, keeping goodput near 95 % of it; the capacity benchmark tunes it."""
+    """Multiplier applied on a cut (after slow start), 0 < r < 1. Default 0.9, as the engine's
+    `SCHEMABRIDGE_AIMD_BACKOFF_RATIO`: chosen by the capacity benchmark
+    (bench/results-admission.md)."""
     min_limit: float = 1.0
     """Floor of the limit. Default 1: a destination is never shut out entirely by AIMD."""
     min_utilization: float = 0.5
     """A success raises the limit only if at least this fraction of the limit was in flight
     when the call finished. Default 0.5."""
+    slow_start: bool = True
+    """Double the limit every window until the first overload, which halves it. Default on."""
     max_hold_s: float = 10.0
     """Longest growth hold after a cut that came with a Retry-After. Default 10 s."""
 
@@ -77,7 +87,10 @@ class AimdState:
     epoch: int = 0
     """Number of cuts so far; slots acquired now are tagged with it."""
     hold_until: float = 0.0
-    """No additive increase before this time (epoch seconds): the last cut's Retry-After."""
+    """Until this time (epoch seconds; the last cut's Retry-After) the limit grows no further
+    than `hold_ceiling`."""
+    hold_ceiling: float = 0.0
+    """One below the limit the last cut started from."""
 
 
 class Aimd:
@@ -99,9 +112,13 @@ class Aimd:
     ) -> AimdState:
         """A call succeeded at `now` while `in_flight` calls (itself included) were in flight."""
         limit = self.clamp(state.limit, cap)
-        if in_flight < limit * self.config.min_utilization or now < state.hold_until:
-            return AimdState(limit, state.epoch, state.hold_until)
-        return AimdState(self.clamp(limit + 1.0 / limit, cap), state.epoch, state.hold_until)
+        grown = limit
+        if in_flight >= limit * self.config.min_utilization:
+            step = 1.0 if self._slow_starting(state) else 1.0 / limit
+            grown = self.clamp(limit + step, cap)
+            if now < state.hold_until:
+                grown = max(limit, min(grown, state.hold_ceiling))
+        return AimdState(grown, state.epoch, state.hold_until, state.hold_ceiling)
 
     def on_overload(
         self,
@@ -120,11 +137,22 @@ class Aimd:
         """
         limit = self.clamp(state.limit, cap)
         if slot_epoch < state.epoch:
-            return AimdState(limit, state.epoch, state.hold_until)
-        hold = state.hold_until
-        if retry_after_s > 0:
-            hold = max(hold, now + min(retry_after_s, self.config.max_hold_s))
-        return AimdState(self.clamp(limit * self.config.backoff_ratio, cap), state.epoch + 1, hold)
+            return replace(state, limit=limit)
+        if self._slow_starting(state):
+            # The end of slow start: the limit overshot, by up to twice what the destination
+            # takes. Halve it, and do not grow back towards the overshoot during a hold.
+            cut = self.clamp(limit * 0.5, cap)
+            ceiling = cut
+        else:
+            cut = self.clamp(limit * self.config.backoff_ratio, cap)
+            ceiling = max(cut, limit - 1.0)
+        if retry_after_s <= 0:
+            return AimdState(cut, state.epoch + 1, state.hold_until, state.hold_ceiling)
+        hold = max(state.hold_until, now + min(retry_after_s, self.config.max_hold_s))
+        return AimdState(cut, state.epoch + 1, hold, ceiling)
+
+    def _slow_starting(self, state: AimdState) -> bool:
+        return self.config.slow_start and state.epoch == 0
 
 
 def slots(limit: float, cap: int) -> int:

@@ -275,6 +275,7 @@ def _encode(ops: Sequence[Op], now: float, config: AdmissionConfig) -> tuple[lis
         repr(config.tenant_rate.window_s),
         repr(aimd.max_hold_s),
         repr(config.retry_budget.refill_per_s),
+        "1" if aimd.slow_start else "0",
     ]
     for op in ops:
         if isinstance(op, AdmitOp):

@@ -85,8 +85,7 @@ class ExchangeBatcher:
             # settlement just queued) add their operations to this batch, not the next.
             await asyncio.sleep(0)
             batch, self._queue = self._queue[: self._max_ops], self._queue[self._max_ops :]
-            # Settlements first: a slot given back in this batch can go to an admit in it.
-            batch.sort(key=lambda p: not isinstance(p.op, SettleOp))
+            _settlements_first(batch)
             try:
                 replies = await self._exchange([p.op for p in batch])
             except asyncio.CancelledError:
@@ -131,3 +130,12 @@ class ExchangeBatcher:
             if not loop.is_closed():
                 self._drain_task = loop.create_task(self._drain(), name="admission-exchange")
                 self._drain_task.add_done_callback(self._drain_ended)
+
+
+def _settlements_first(batch: list[_Pending]) -> None:
+    """Reorder in place: settlements first, so a slot given back in this batch can go to an
+    admit in it — except the settlement of a call admitted in this very batch (a handed-over
+    call answered at once, e.g. by a 429), which must stay after its admit or it would release
+    nothing and the admit would then take a slot nobody gives back."""
+    admitted = {p.op.token for p in batch if isinstance(p.op, AdmitOp)}
+    batch.sort(key=lambda p: not (isinstance(p.op, SettleOp) and p.op.token not in admitted))

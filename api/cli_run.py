@@ -169,10 +169,11 @@ async def execute_run(
     demo_downstream: bool,
     timeout_s: float,
 ) -> RunRecord:
-    from engine.runtime import Runtime
+    from engine.runtime import Runtime, settle_heap
 
     async with _demo_downstream(demo_downstream):
         runtime = await Runtime.open(settings)
+        settle_heap()
         stop = asyncio.Event()
         try:
             for workflow in workflows:

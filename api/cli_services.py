@@ -36,11 +36,12 @@ def _settings(concurrency: int | None) -> Settings:
 
 async def _serve_worker(settings: Settings, name: str) -> None:
     from engine.lifecycle import ServiceLifecycle
-    from engine.runtime import Runtime, run_service
+    from engine.runtime import Runtime, run_service, settle_heap
 
     lifecycle = ServiceLifecycle()
     with lifecycle:
         runtime = await Runtime.open(settings)
+        settle_heap()
         try:
             await run_service(runtime, name, lifecycle.stop_event)
         finally:

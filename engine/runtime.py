@@ -6,6 +6,7 @@ and hands them down (STYLE §10). Nothing connects at import time; every process
 from __future__ import annotations
 
 import asyncio
+import gc
 import logging
 from dataclasses import dataclass
 
@@ -122,6 +123,28 @@ class Runtime:
 
     def worker(self, config: WorkerConfig | None = None) -> Worker:
         return Worker(self.store, self.executor_deps(), self.wakeup, config or self.worker_config())
+
+
+GC_GEN0_THRESHOLD = 10_000
+"""Allocations between young-generation collections in a long-running process (Python's
+default is 700)."""
+
+
+def settle_heap() -> None:
+    """Call once a long-running process has built its `Runtime`: move everything alive now
+    (modules, the runtime) out of the garbage collector's reach and collect the young
+    generation less often.
+
+    Measured on a worker (one full-heap collection every few seconds under load): each took
+    about 100 ms, during which no HTTP answer is read and every admission slot is held for
+    nothing; with the start-up heap frozen they take a few milliseconds. The collector stays
+    on: cycles created from now on are still found. Process-wide by nature, so only the
+    process entry points (`schemabridge worker`, `serve`, `run`) call it.
+    """
+    gc.collect()
+    gc.freeze()
+    _, gen1, gen2 = gc.get_threshold()
+    gc.set_threshold(GC_GEN0_THRESHOLD, gen1, gen2)
 
 
 async def run_service(runtime: Runtime, service: str, stop: asyncio.Event) -> None:

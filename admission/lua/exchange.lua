@@ -12,8 +12,8 @@
 -- ARGV: 1 now, 2 initial limit, 3 min limit, 4 default cap, 5 backoff ratio,
 --       6 min utilization, 7-10 tenant breaker cfg, 11-14 global breaker cfg, 15 state ttl (ms),
 --       16 budget max tokens, 17 budget token ratio, 18 tenant window (s), 19 longest growth
---       hold after a cut (s), 20 budget refill per second, then operations of OP_WIDTH fields
---       each:
+--       hold after a cut (s), 20 budget refill per second, 21 slow start ('1' on), then
+--       operations of OP_WIDTH fields each:
 --   A (admit):  dest group, tenant group, token, lease_s, destination, tenant id,
 --               window key (0 = take no tenant item), flags ('r' = a retry: budget check;
 --               'h' = a hand-over: record the call, which has started, without checks),
@@ -31,7 +31,7 @@
 --   T: {allowed, used, limit, wait_s, events}
 
 local OP_WIDTH = 10
-local FIRST_OP = 21
+local FIRST_OP = 22
 local now = tonumber(ARGV[1])
 local initial, min_limit = tonumber(ARGV[2]), tonumber(ARGV[3])
 local default_cap, backoff = tonumber(ARGV[4]), tonumber(ARGV[5])
@@ -42,6 +42,7 @@ local budget_max, budget_ratio = tonumber(ARGV[16]), tonumber(ARGV[17])
 local window_s = tonumber(ARGV[18])
 local max_hold_s = tonumber(ARGV[19])
 local budget_refill = tonumber(ARGV[20])
+local slow_start = ARGV[21] == '1'
 
 -- ── state read once per batch, written once at the end ───────────────────────────────────
 
@@ -63,7 +64,7 @@ local function dest(base)
   local caps = redis.call('HMGET', d.caps, 'max_concurrency', 'rate_per_second')
   d.cap = tonumber(caps[1]) or default_cap
   d.rate_per_s = tonumber(caps[2])
-  d.limit, d.epoch, d.hold = aimd_load(d.aimd, initial, min_limit, d.cap)
+  d.limit, d.epoch, d.hold, d.ceiling = aimd_load(d.aimd, initial, min_limit, d.cap)
   d.saved_limit, d.saved_epoch, d.saved_hold = d.limit, d.epoch, d.hold
   d.global = bk_load('global', KEYS[base + 4], KEYS[base + 5], global_cfg)
   DESTS[base] = d
@@ -259,11 +260,11 @@ local function settle(op)
   local old_limit, cut = d.limit, 0
   if outcome == 'success' then
     -- In flight when this call finished, itself included.
-    d.limit = aimd_on_success(d.limit, d.in_flight + 1, min_limit, d.cap, min_utilization, now,
-      d.hold)
+    d.limit = aimd_on_success(d.limit, d.epoch, d.in_flight + 1, min_limit, d.cap,
+      min_utilization, now, d.hold, d.ceiling, slow_start)
   elseif overload then
-    d.limit, d.epoch, cut, d.hold = aimd_on_overload(d.limit, d.epoch, slot_epoch, backoff,
-      min_limit, d.cap, now, d.hold, retry_after, max_hold_s)
+    d.limit, d.epoch, cut, d.hold, d.ceiling = aimd_on_overload(d.limit, d.epoch, slot_epoch,
+      backoff, min_limit, d.cap, now, d.hold, d.ceiling, retry_after, max_hold_s, slow_start)
   end
   if cut == 1 then
     d.cut = true
@@ -310,7 +311,7 @@ for _, d in ipairs(DEST_ORDER) do
     redis.call('HSET', d.aimd, 'limit', num(d.limit), 'epoch', num(d.epoch))
   end
   if d.hold ~= d.saved_hold then
-    redis.call('HSET', d.aimd, 'hold_until', num(d.hold))
+    redis.call('HSET', d.aimd, 'hold_until', num(d.hold), 'hold_ceiling', num(d.ceiling))
   end
   bk_save(d.global, ttl_ms)
   if d.tokens ~= nil and d.tokens ~= d.saved_tokens then

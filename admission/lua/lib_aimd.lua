@@ -8,34 +8,55 @@ end
 -- Current limit (clamped to today's cap), cut epoch and growth hold; a new destination starts
 -- at `initial`.
 local function aimd_load(key, initial, min_limit, cap)
-  local v = redis.call('HMGET', key, 'limit', 'epoch', 'hold_until')
+  local v = redis.call('HMGET', key, 'limit', 'epoch', 'hold_until', 'hold_ceiling')
   local limit = tonumber(v[1]) or initial
-  return aimd_clamp(limit, min_limit, cap), tonumber(v[2]) or 0, tonumber(v[3]) or 0
+  return aimd_clamp(limit, min_limit, cap), tonumber(v[2]) or 0, tonumber(v[3]) or 0,
+    tonumber(v[4]) or 0
 end
 
 local function aimd_slots(limit, cap)
   return math.max(1, math.min(math.floor(limit), cap))
 end
 
--- Additive increase, about +1 per window of `limit` successes; none while app-limited, nor
--- while a cut's Retry-After holds growth.
-local function aimd_on_success(limit, in_flight, min_limit, cap, min_utilization, now, hold)
-  if in_flight < limit * min_utilization or now < hold then
+-- Additive increase, about +1 per window of `limit` successes; none while app-limited, and
+-- no further than `ceiling` while a cut's Retry-After holds growth.
+-- Slow start (epoch 0, never overloaded): a success adds a whole 1.
+local function aimd_on_success(limit, epoch, in_flight, min_limit, cap, min_utilization, now,
+                               hold, ceiling, slow_start)
+  if in_flight < limit * min_utilization then
     return limit
   end
-  return aimd_clamp(limit + 1 / limit, min_limit, cap)
+  local step = 1 / limit
+  if slow_start and epoch == 0 then
+    step = 1
+  end
+  local grown = aimd_clamp(limit + step, min_limit, cap)
+  if now < hold then
+    grown = math.max(limit, math.min(grown, ceiling))
+  end
+  return grown
 end
 
 -- Multiplicative decrease, at most once per epoch: a call acquired before the latest cut
 -- belongs to the congestion event that cut already answered. A cut with a Retry-After holds
--- growth until then (at most max_hold seconds).
+-- growth above one below the cut limit until then (at most max_hold seconds).
+-- The first overload ends slow start with a halving (and no regrowth during its hold).
 local function aimd_on_overload(limit, epoch, slot_epoch, backoff, min_limit, cap, now, hold,
-                                retry_after, max_hold)
+                                ceiling, retry_after, max_hold, slow_start)
   if slot_epoch < epoch then
-    return limit, epoch, 0, hold
+    return limit, epoch, 0, hold, ceiling
+  end
+  local cut, new_ceiling
+  if slow_start and epoch == 0 then
+    cut = aimd_clamp(limit * 0.5, min_limit, cap)
+    new_ceiling = cut
+  else
+    cut = aimd_clamp(limit * backoff, min_limit, cap)
+    new_ceiling = math.max(cut, limit - 1)
   end
   if retry_after > 0 then
     hold = math.max(hold, now + math.min(retry_after, max_hold))
+    ceiling = new_ceiling
   end
-  return aimd_clamp(limit * backoff, min_limit, cap), epoch + 1, 1, hold
+  return cut, epoch + 1, 1, hold, ceiling
 end

@@ -154,7 +154,8 @@ async def test_late_outcomes_of_calls_admitted_before_opening_change_nothing(
 
 
 async def test_global_layer_opens_for_every_tenant(connect: Connect, clock: FakeClock) -> None:
-    admission = Admission(connect(), clock, AdmissionConfig(aimd=AimdConfig(initial_limit=20)))
+    aimd = AimdConfig(initial_limit=20, slow_start=False)
+    admission = Admission(connect(), clock, AdmissionConfig(aimd=aimd))
     for tenant in ["a", "b", "c", "d", "e"]:  # 15 failures, none of them 5 in one tenant
         await fail(admission, tenant, times=3)
     for tenant in ["a", "zeta"]:

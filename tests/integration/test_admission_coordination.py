@@ -57,7 +57,8 @@ async def limit_of(admission: Admission) -> float:
 
 
 async def test_twenty_simultaneous_overloads_cut_the_limit_once(connect: Connect) -> None:
-    admission = make(connect, FakeClock(), aimd=AimdConfig(initial_limit=20, backoff_ratio=0.9))
+    config = AimdConfig(initial_limit=20, backoff_ratio=0.9, slow_start=False)
+    admission = make(connect, FakeClock(), aimd=config)
     tickets = await admit_n(admission, 20)
     await asyncio.gather(*(t.overload() for t in tickets))
     assert await limit_of(admission) == pytest.approx(18.0)

@@ -16,7 +16,7 @@ def test_new_destination_starts_at_the_initial_limit_within_its_cap() -> None:
 
 
 def test_a_window_of_limit_successes_adds_about_one() -> None:
-    aimd = Aimd(AimdConfig(initial_limit=10))
+    aimd = Aimd(AimdConfig(initial_limit=10, slow_start=False))
     state = aimd.initial(CAP)
     for _ in range(10):
         state = aimd.on_success(state, in_flight=10, cap=CAP)
@@ -28,21 +28,21 @@ def test_a_window_of_limit_successes_adds_about_one() -> None:
 
 
 def test_success_while_app_limited_does_not_raise_the_limit() -> None:
-    aimd = Aimd(AimdConfig(initial_limit=10, min_utilization=0.5))
+    aimd = Aimd(AimdConfig(initial_limit=10, min_utilization=0.5, slow_start=False))
     state = aimd.initial(CAP)
     assert aimd.on_success(state, in_flight=4, cap=CAP) == state
     assert aimd.on_success(state, in_flight=5, cap=CAP).limit == pytest.approx(10.1)
 
 
 def test_overload_cuts_multiplicatively_and_starts_a_new_epoch() -> None:
-    aimd = Aimd(AimdConfig(initial_limit=20, backoff_ratio=0.7))
+    aimd = Aimd(AimdConfig(initial_limit=20, backoff_ratio=0.7, slow_start=False))
     state = aimd.on_overload(aimd.initial(CAP), slot_epoch=0, cap=CAP)
     assert state.limit == pytest.approx(14.0)
     assert state.epoch == 1
 
 
 def test_twenty_simultaneous_overloads_make_one_cut() -> None:
-    aimd = Aimd(AimdConfig(initial_limit=20, backoff_ratio=0.9))
+    aimd = Aimd(AimdConfig(initial_limit=20, backoff_ratio=0.9, slow_start=False))
     state = aimd.initial(CAP)
     acquired_at = [state.epoch] * 20  # twenty calls in flight, all acquired before any cut
     for slot_epoch in acquired_at:
@@ -89,14 +89,18 @@ def test_invalid_configuration_is_refused(kwargs: dict[str, float]) -> None:
         AimdConfig(**kwargs)
 
 
-def test_a_cut_with_retry_after_holds_growth_until_then() -> None:
-    aimd = Aimd(AimdConfig(initial_limit=20, backoff_ratio=0.5, max_hold_s=10))
+def test_a_cut_with_retry_after_holds_growth_just_under_the_cut_level_until_then() -> None:
+    aimd = Aimd(AimdConfig(initial_limit=20, backoff_ratio=0.5, max_hold_s=10, slow_start=False))
     cut = aimd.on_overload(aimd.initial(CAP), slot_epoch=0, cap=CAP, now=100.0, retry_after_s=1)
-    assert (cut.limit, cut.epoch, cut.hold_until) == (10.0, 1, 101.0)
-    held = aimd.on_success(cut, in_flight=10, cap=CAP, now=100.9)
-    assert held == cut  # no additive increase while the destination asked for less
-    grown = aimd.on_success(cut, in_flight=10, cap=CAP, now=101.0)
-    assert grown.limit == pytest.approx(10.1)
+    assert (cut.limit, cut.epoch, cut.hold_until, cut.hold_ceiling) == (10.0, 1, 101.0, 19.0)
+    # During the hold the limit grows back, but not past one below the level that overloaded.
+    state = cut
+    for _ in range(200):
+        state = aimd.on_success(state, in_flight=int(state.limit), cap=CAP, now=100.5)
+    assert state.limit == 19.0
+    # After it, additive increase probes beyond again.
+    grown = aimd.on_success(state, in_flight=19, cap=CAP, now=101.0)
+    assert grown.limit == pytest.approx(19.0 + 1 / 19)
     # An overload of the window already answered neither cuts nor moves the hold.
     late = aimd.on_overload(cut, slot_epoch=0, cap=CAP, now=100.5, retry_after_s=30)
     assert late == cut
@@ -110,3 +114,22 @@ def test_the_hold_is_bounded_and_needs_a_retry_after() -> None:
     assert plain.hold_until == 0.0  # a timeout or a 503 without Retry-After holds nothing
     with pytest.raises(ValueError, match="max_hold_s"):
         AimdConfig(max_hold_s=-1)
+
+
+def test_slow_start_doubles_each_window_until_the_first_overload_halves_it() -> None:
+    aimd = Aimd(AimdConfig(initial_limit=10, backoff_ratio=0.9))
+    state = aimd.initial(CAP)
+    for _ in range(10):  # one window of 10 successes
+        state = aimd.on_success(state, in_flight=10, cap=CAP)
+    assert state.limit == 20.0
+    for _ in range(20):
+        state = aimd.on_success(state, in_flight=20, cap=CAP)
+    assert state.limit == 40.0
+    ended = aimd.on_overload(state, slot_epoch=0, cap=CAP, now=5.0, retry_after_s=1.0)
+    assert (ended.limit, ended.epoch, ended.hold_ceiling) == (20.0, 1, 20.0)
+    # No regrowth towards the overshoot during the hold; additive increase after it.
+    assert aimd.on_success(ended, in_flight=20, cap=CAP, now=5.5).limit == 20.0
+    assert aimd.on_success(ended, in_flight=20, cap=CAP, now=6.0).limit == pytest.approx(20.05)
+    # Later overloads cut by backoff_ratio.
+    again = aimd.on_overload(ended, slot_epoch=1, cap=CAP)
+    assert again.limit == pytest.approx(18.0)

@@ -106,3 +106,15 @@ async def test_settlements_go_first_so_a_freed_slot_serves_an_admit_of_the_same_
     settle = SettleOp("d", "t", "old", "success", 0)
     await asyncio.gather(batcher.submit(admit), batcher.submit(take(1)), batcher.submit(settle))
     assert exchange.batches == [[settle, admit, take(1)]]
+
+
+async def test_a_settlement_never_overtakes_the_admit_of_its_own_call() -> None:
+    """A handed-over call answered at once (a 429) is settled in the batch that records it:
+    its settlement must come after its admit, or the slot would be taken and never given back."""
+    exchange = FakeExchange()
+    batcher = ExchangeBatcher(exchange)
+    other = SettleOp("d", "t", "old", "success", 0)
+    admit = AdmitOp("d", "t", "quick", 30.0, handover=True)
+    own = SettleOp("d", "t", "quick", "throttled", 0)
+    await asyncio.gather(batcher.submit(admit), batcher.submit(own), batcher.submit(other))
+    assert exchange.batches == [[other, admit, own]]
