@@ -146,6 +146,9 @@ class SettleReply:
     free_slots: int = 0
     """Slots the destination's limit leaves unused after this settlement (it may have grown;
     negative: over it, after a cut)."""
+    global_state: str = "closed"
+    tenant_state: str = "closed"
+    """The breaker layers' states after this settlement (`BreakerState` values)."""
 
 
 @dataclass(frozen=True)
@@ -341,7 +344,9 @@ def _decode(op: Op, reply: list[object]) -> Reply:
             lease_held=bool(reply[4]),
             budget_tokens=float(_text(reply[5])),
             free_slots=int(_text(reply[6])),
-            events=_events(reply[7]),
+            global_state=_text(reply[7]),
+            tenant_state=_text(reply[8]),
+            events=_events(reply[9]),
         )
     return TakeReply(
         allowed=bool(reply[0]),

@@ -134,8 +134,19 @@ class ExchangeBatcher:
 
 def _settlements_first(batch: list[_Pending]) -> None:
     """Reorder in place: settlements first, so a slot given back in this batch can go to an
-    admit in it — except the settlement of a call admitted in this very batch (a handed-over
-    call answered at once, e.g. by a 429), which must stay after its admit or it would release
-    nothing and the admit would then take a slot nobody gives back."""
+    admit in it; then hand-overs (each records a call that already started on a slot one of
+    those settlements frees, so no ordinary admit may take that slot in between); then the
+    rest in queue order. The settlement of a call admitted in this very batch (a handed-over
+    call answered at once, e.g. by a 429) stays after its admit, or it would release nothing
+    and the admit would then take a slot nobody gives back."""
     admitted = {p.op.token for p in batch if isinstance(p.op, AdmitOp)}
-    batch.sort(key=lambda p: not (isinstance(p.op, SettleOp) and p.op.token not in admitted))
+
+    def rank(pending: _Pending) -> int:
+        op = pending.op
+        if isinstance(op, SettleOp) and op.token not in admitted:
+            return 0
+        if isinstance(op, AdmitOp) and op.handover:
+            return 1
+        return 2
+
+    batch.sort(key=rank)

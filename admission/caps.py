@@ -14,6 +14,7 @@ Without caps a destination is capped at `AdmissionConfig.default_max_concurrency
 from __future__ import annotations
 
 import asyncio
+import time
 from collections.abc import Awaitable, Callable, Hashable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Protocol
@@ -71,18 +72,23 @@ class RedisCapsStore:
 
 @dataclass
 class LoadOnce:
-    """Runs a loader once per key and process; callers that arrive while it runs wait for
-    the same run (steps that start together share one database read)."""
+    """Runs a loader once per key and process, then again after `refresh_s`; callers that
+    arrive while it runs wait for the same run (steps that start together share one database
+    read). The refresh puts the durable copy back into Redis after Redis lost it (a restart
+    without persistence), within `refresh_s`."""
 
-    _done: set[Hashable] = field(default_factory=set)
+    refresh_s: float = 60.0
+    """How long a load counts as current. Default 60 s."""
+    _loaded_at: dict[Hashable, float] = field(default_factory=dict)
     _running: dict[Hashable, asyncio.Future[None]] = field(default_factory=dict)
 
     def mark(self, key: Hashable) -> None:
-        """Consider `key` loaded (its value was just written by this process)."""
-        self._done.add(key)
+        """Consider `key` loaded now (its value was just written by this process)."""
+        self._loaded_at[key] = time.monotonic()
 
     async def once(self, key: Hashable, loader: Callable[[str], Awaitable[None]], arg: str) -> None:
-        if key in self._done:
+        loaded = self._loaded_at.get(key)
+        if loaded is not None and time.monotonic() - loaded < self.refresh_s:
             return
         running = self._running.get(key)
         if running is None:
@@ -95,4 +101,4 @@ class LoadOnce:
         self._running.pop(key, None)
         # A failed load (database down) is tried again by the next caller.
         if not done.cancelled() and done.exception() is None:
-            self._done.add(key)
+            self.mark(key)

@@ -218,13 +218,22 @@ class Admission:
     def _saw_admit(self, op: AdmitOp, reply: AdmitReply) -> None:
         self._log_transitions(op.destination, op.tenant_id, reply.events)
         took_item = op.take_item and reply.code in {AdmitCode.GRANTED, AdmitCode.TENANT_LIMITED}
+        # (global layer closed, tenant layer closed) as far as this reply tells: the global
+        # layer is checked first, so a tenant-layer refusal means the global one passed.
+        breakers: tuple[bool | None, bool | None] = (None, None)
+        if reply.code is AdmitCode.GRANTED:
+            breakers = (not reply.global_probe, not reply.tenant_probe)
+        elif reply.code is AdmitCode.BREAKER_BLOCKED:
+            breakers = (False, None) if reply.blocking_layer.startswith("global") else (True, False)
         self._views.saw_admit(
             op.destination,
+            op.tenant_id,
             free_slots=reply.free_slots,
             epoch=reply.epoch,
             rate_capped=reply.rate_capped,
-            tenant_id=op.tenant_id if took_item else None,
+            breakers=breakers,
             tenant_window=(reply.tenant_used, reply.tenant_limit) if took_item else None,
+            events=reply.events,
         )
 
     async def retry_allowed(self, destination: str) -> bool:
@@ -354,7 +363,13 @@ class Admission:
         reply = await answer
         if not isinstance(reply, SettleReply):
             raise TypeError(f"settle answered {reply!r}")
-        self._views.saw_settle(ticket.destination, free_slots=reply.free_slots, epoch=reply.epoch)
+        self._views.saw_settle(
+            ticket.destination,
+            ticket.tenant_id,
+            free_slots=reply.free_slots,
+            epoch=reply.epoch,
+            breakers=(reply.global_state == "closed", reply.tenant_state == "closed"),
+        )
         # The limit may have grown: let the slots it leaves unused be taken now (one waiter
         # was woken above already).
         self._waiters.notify(ticket.destination, reply.free_slots - 1)
@@ -376,7 +391,7 @@ class Admission:
             )
 
         waiter = self._waiters.first_idle(ended.destination, accepts)
-        if waiter is None:
+        if waiter is None or waiter.request is None:
             return False
         op = dataclasses.replace(waiter.request, handover=True)
         recorded = self.batcher.enqueue(op)

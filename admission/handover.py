@@ -12,7 +12,10 @@ A hand-over skips the checks an admission makes, so it happens only when they wo
 far as this process can tell from the replies it has seen (`DestinationView`, at most one
 exchange old):
 
-* the call that ended succeeded (no cut, no breaker failure) and was not a half-open probe;
+* the call that ended succeeded (no cut, no breaker failure) and was not a half-open probe,
+  and both breaker layers (the destination's and the tenant's) were last seen closed: every
+  settlement's reply says what they are, and a grant that was no probe, a refusal naming a
+  layer or a transition refreshes what is known;
 * the waiter is of the same tenant (its tenant breaker just counted a success) and is not a
   retry (retries need the retry budget);
 * the destination is not over its limit (the latest reply left no negative free slots: a cut
@@ -44,9 +47,14 @@ class DestinationView:
     seen: bool = False
     tenant_windows: dict[str, tuple[int, int]] = field(default_factory=dict)
     """Tenant id → (items used, limit) as of the latest admit that took one."""
+    global_closed: bool = False
+    tenant_closed: dict[str, bool] = field(default_factory=dict)
+    """Breaker layers as last seen closed (True) or not; unknown counts as not closed."""
 
     def allows(self, tenant_id: str, takes_item: bool) -> bool:
         if not self.seen or self.rate_capped or self.free_slots < 0:
+            return False
+        if not (self.global_closed and self.tenant_closed.get(tenant_id, False)):
             return False
         if not takes_item:
             return True
@@ -66,18 +74,28 @@ class Views:
     def saw_admit(
         self,
         destination: str,
+        tenant_id: str,
         *,
         free_slots: int,
         epoch: int,
         rate_capped: bool,
-        tenant_id: str | None = None,
+        breakers: tuple[bool | None, bool | None] = (None, None),
         tenant_window: tuple[int, int] | None = None,
+        events: tuple[str, ...] = (),
     ) -> None:
+        """`breakers`: (global layer closed, tenant layer closed), each None when the reply
+        does not tell."""
         view = self.get(destination)
         view.free_slots, view.rate_capped, view.seen = free_slots, rate_capped, True
         view.epoch = max(view.epoch, epoch)
-        if tenant_id is not None and tenant_window is not None and tenant_window[1] > 0:
+        if tenant_window is not None and tenant_window[1] > 0:
             view.tenant_windows[tenant_id] = tenant_window
+        global_closed, tenant_closed = breakers
+        if global_closed is not None:
+            view.global_closed = global_closed
+        if tenant_closed is not None:
+            view.tenant_closed[tenant_id] = tenant_closed
+        _apply_transitions(view, tenant_id, events)
 
     def saw_overload(self, destination: str) -> None:
         """A call of this process was just answered 429/503/timeout: assume the limit is
@@ -85,7 +103,28 @@ class Views:
         view = self.get(destination)
         view.free_slots = min(view.free_slots, -1)
 
-    def saw_settle(self, destination: str, *, free_slots: int, epoch: int) -> None:
+    def saw_settle(
+        self,
+        destination: str,
+        tenant_id: str,
+        *,
+        free_slots: int,
+        epoch: int,
+        breakers: tuple[bool, bool],
+    ) -> None:
+        """`breakers`: whether the global and the tenant layer were closed after it."""
         view = self.get(destination)
         view.free_slots = free_slots
         view.epoch = max(view.epoch, epoch)
+        view.global_closed, view.tenant_closed[tenant_id] = breakers
+
+
+def _apply_transitions(view: DestinationView, tenant_id: str, events: tuple[str, ...]) -> None:
+    """Breaker transitions `layer:from:to` a reply reported (`admission.breaker`)."""
+    for event in events:
+        layer, _, to = event.split(":")
+        closed = to == "closed"
+        if layer == "global":
+            view.global_closed = closed
+        else:
+            view.tenant_closed[tenant_id] = closed

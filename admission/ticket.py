@@ -71,10 +71,10 @@ class Ticket:
         """AIMD cut epoch at acquisition (decides whether an overload may cut)."""
         self.lease_s = lease_s
         self.probe = probe
+        """Whether this call is a half-open breaker probe (in either layer)."""
         self.handovers = handovers
         """How many times in a row this slot was handed from a finished call to a waiting one
         in this process without going back through Redis (see `admission.handover`)."""
-        """Whether this call is a half-open breaker probe (in either layer)."""
         self._settle_fn = settle
         self._renew_fn = renew
         self._outcome: Outcome | None = None

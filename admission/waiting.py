@@ -31,7 +31,11 @@ from __future__ import annotations
 import asyncio
 import random
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from admission.backend import AdmitOp
+    from admission.ticket import Ticket
 
 
 class Backoff:
@@ -56,11 +60,11 @@ class Waiter:
     slot handed to it while it waited (see `admission.handover`); `busy` is set while the
     caller is asking Redis itself, when nothing must be handed to it."""
 
-    def __init__(self, queue: list[Waiter], request: Any = None) -> None:
+    def __init__(self, queue: list[Waiter], request: AdmitOp | None = None) -> None:
         self._queue = queue
         self._woken = asyncio.Event()
         self.request = request
-        self.handed: Any = None
+        self.handed: Ticket | None = None
         self.busy = False
 
     @property
@@ -75,7 +79,7 @@ class Waiter:
     def wake(self) -> None:
         self._woken.set()
 
-    def hand(self, ticket: Any) -> None:
+    def hand(self, ticket: Ticket) -> None:
         """Give this waiter a slot and wake it."""
         self.handed = ticket
         self._woken.set()
@@ -114,17 +118,17 @@ class SlotWaiters:
     def __init__(self) -> None:
         self._queues: dict[str, list[Waiter]] = {}
 
-    def join(self, destination: str, request: Any = None) -> Waiter:
+    def join(self, destination: str, request: AdmitOp | None = None) -> Waiter:
         """Enter the back of `destination`'s queue. Call `leave()` when done, always."""
         queue = self._queues.setdefault(destination, [])
         waiter = Waiter(queue, request)
         queue.append(waiter)
         return waiter
 
-    def first_idle(self, destination: str, accepts: Callable[[Any], bool]) -> Waiter | None:
+    def first_idle(self, destination: str, accepts: Callable[[AdmitOp], bool]) -> Waiter | None:
         """The first idle waiter of `destination` whose request `accepts` approves."""
         for waiter in self._queues.get(destination, ()):
-            if waiter.idle and accepts(waiter.request):
+            if waiter.idle and waiter.request is not None and accepts(waiter.request):
                 return waiter
         return None
 

@@ -13,7 +13,8 @@ about its health:
     cancelled, internal error   → ignored   (says nothing about the destination)
 
 The first attempt of a redispatched step is a retry too: redispatches and in-process retries
-spend the same budget, so a dead destination never sees every item's full retry schedule.
+spend the same budget, so a dead destination never sees every item's full retry schedule. The
+tenant's rate window counts a step once: its first execution's first attempt takes the item.
 
 A coordination failure (Redis down) before the call becomes `CoordinationDown`, which the
 executor turns into a short park; after the call it is logged and dropped, so a call that was
@@ -24,6 +25,8 @@ from __future__ import annotations
 
 import logging
 from dataclasses import dataclass, field
+
+from redis.exceptions import ResponseError
 
 from admission import Admission, DestinationCaps, Outcome, Ticket
 from engine.coordination import COORDINATION_ERRORS
@@ -69,9 +72,14 @@ class AdmissionGuard:
                 destination,
                 self.tenant_id,
                 wait_timeout_s=self.wait_timeout_s,
-                take_item=first,
+                # The step's item: once per step, not again on each redispatch.
+                take_item=first and not self.redispatch,
                 retry=retry or (first and self.redispatch),
             )
+        except ResponseError:
+            # Redis answered with an error (a script bug, wrong arguments): not an outage to
+            # wait out but a defect that must fail the step visibly.
+            raise
         except COORDINATION_ERRORS as exc:
             raise CoordinationDown(f"admission unavailable: {type(exc).__name__}: {exc}") from exc
 

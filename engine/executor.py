@@ -49,9 +49,9 @@ logger = logging.getLogger(__name__)
 STORE_RETRY_S = 1.0
 """How soon a step interrupted by a transient store error runs again."""
 STORE_RETRY_LIMIT = 10
+"""Executions after which a step still hitting store errors fails visibly."""
 COORDINATION_RETRY_S = 2.0
 """How soon a step whose admission could not reach Redis runs again."""
-"""Executions after which a step still hitting store errors fails visibly."""
 
 
 def _transient(exc: SQLAlchemyError) -> bool:

@@ -127,7 +127,8 @@ class _OutputsWriter:
     total_bytes: int = 0
 
     async def add(self, outputs: list[str]) -> None:
-        size = sum(len(text) for text in outputs) + len(outputs) + 1  # commas and brackets
+        # Bytes of "[a,b,…]" in UTF-8 (what the payload store counts), commas and brackets too.
+        size = sum(len(text.encode()) for text in outputs) + len(outputs) + 1
         self.count += len(outputs)
         self.total_bytes += size
         if self.ref is None and self.inline_bytes + size <= INLINE_OUTPUT_MAX_BYTES:

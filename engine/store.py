@@ -446,7 +446,10 @@ class Store:
             async def workflow_of(run: str) -> Workflow:
                 return await self._workflow_of_run(conn, run)
 
-            revived = await recovery.reprocess(conn, run_id, now, workflow_of)
+            async def version_of(name: str, version: int) -> Workflow:
+                return (await self.get_version(name, version)).workflow
+
+            revived = await recovery.reprocess(conn, run_id, now, workflow_of, version_of)
             if revived:
                 message = f"reprocess: {revived} dead-lettered children run again"
                 await results_.insert_logs(conn, [LogLine(run_id, "info", message)], now)

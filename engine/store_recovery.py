@@ -19,13 +19,14 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from sqlalchemy import select, update
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from engine.models import DONE_STEP_STATUSES, Run, RunStatus, Step, StepStatus
-from schemas.definitions import Workflow
+from schemas.definitions import SpawnerVertex, Workflow
 
 runs = Run.__table__  # type: ignore[attr-defined]
 steps = Step.__table__  # type: ignore[attr-defined]
@@ -34,37 +35,53 @@ MAX_DEPTH = 16
 """How deep reprocessing follows nested fan-outs, down and up."""
 
 WorkflowOfRun = Callable[[str], Awaitable[Workflow]]
+WorkflowOfVersion = Callable[[str, int], Awaitable[Workflow]]
 
 
 async def reprocess(
-    conn: AsyncConnection, run_id: str, now: float, workflow_of: WorkflowOfRun
+    conn: AsyncConnection,
+    run_id: str,
+    now: float,
+    workflow_of: WorkflowOfRun,
+    version_of: WorkflowOfVersion,
 ) -> int:
     """Revive the dead letters under `run_id` and reopen what they affect (see the module
-    docstring). Returns how many child runs run again."""
-    revived, previous = await _revive_below(conn, run_id, now, workflow_of, depth=0)
+    docstring). Returns how many child runs run again. `workflow_of` reads a run's workflow;
+    `version_of` a published version's (cached: children share a few versions)."""
+    tree = _Tree(conn, now, workflow_of, version_of)
+    revived, previous = await tree.revive_below(run_id, depth=0)
     if revived:
         await _reopen_ancestors(conn, run_id, previous, now, workflow_of)
     return revived
 
 
-async def _revive_below(
-    conn: AsyncConnection, run_id: str, now: float, workflow_of: WorkflowOfRun, *, depth: int
-) -> tuple[int, str | None]:
-    """(children revived under `run_id`, the status `run_id` ended with if it was resumed)."""
-    rows = await revive_dead_letters(conn, run_id, now)
-    if not rows:
-        return 0, None
-    workflow = await workflow_of(run_id)
-    reopened: list[str] = []
-    for spawner_id, count in sorted(Counter(row.parent_vertex_id for row in rows).items()):
-        if await reopen_join(conn, run_id, workflow, spawner_id, failed=count):
-            reopened += [spawner_id, *descendants(workflow, spawner_id)]
-    revived = len(rows)
-    if depth < MAX_DEPTH:
-        for row in sorted(rows, key=lambda r: r.id):
-            below, _ = await _revive_below(conn, row.id, now, workflow_of, depth=depth + 1)
-            revived += below
-    return revived, await resume_run(conn, run_id, reopened, now)
+@dataclass
+class _Tree:
+    conn: AsyncConnection
+    now: float
+    workflow_of: WorkflowOfRun
+    version_of: WorkflowOfVersion
+
+    async def revive_below(self, run_id: str, *, depth: int) -> tuple[int, str | None]:
+        """(children revived under `run_id`, the status `run_id` ended with if resumed)."""
+        rows = await revive_dead_letters(self.conn, run_id, self.now)
+        if not rows:
+            return 0, None
+        workflow = await self.workflow_of(run_id)
+        reopened: list[str] = []
+        for spawner_id, count in sorted(Counter(row.parent_vertex_id for row in rows).items()):
+            if await reopen_join(self.conn, run_id, workflow, spawner_id, failed=count):
+                reopened += [spawner_id, *descendants(workflow, spawner_id)]
+        revived = len(rows)
+        if depth < MAX_DEPTH:
+            for row in sorted(rows, key=lambda r: r.id):
+                # Only a child that fans out itself can have dead letters of its own: one
+                # query per such child, none for the usual leaf children.
+                child = await self.version_of(row.workflow_name, row.workflow_version)
+                if any(isinstance(v, SpawnerVertex) for v in child.vertices.values()):
+                    below, _ = await self.revive_below(row.id, depth=depth + 1)
+                    revived += below
+        return revived, await resume_run(self.conn, run_id, reopened, self.now)
 
 
 async def _reopen_ancestors(
@@ -115,9 +132,9 @@ def descendants(workflow: Workflow, vertex_id: str) -> list[str]:
 
 async def revive_dead_letters(conn: AsyncConnection, run_id: str, now: float) -> list[Any]:
     """Dead-lettered children of `run_id` run again: same run ids and keys; their FAILED steps
-    and the steps held back when they failed become READY. Returns (id, parent_vertex_id) of
-    each revived child. The status guard in the UPDATE makes concurrent reprocess calls
-    revive each child once."""
+    and the steps held back when they failed become READY. Returns (id, parent_vertex_id,
+    workflow_name, workflow_version) of each revived child. The status guard in the UPDATE
+    makes concurrent reprocess calls revive each child once."""
     revived = list(
         (
             await conn.execute(
@@ -128,7 +145,12 @@ async def revive_dead_letters(conn: AsyncConnection, run_id: str, now: float) ->
                     runs.c.dlq_at.is_not(None),
                 )
                 .values(status=RunStatus.RUNNING.value, dlq_at=None, error=None, ended_at=None)
-                .returning(runs.c.id, runs.c.parent_vertex_id)
+                .returning(
+                    runs.c.id,
+                    runs.c.parent_vertex_id,
+                    runs.c.workflow_name,
+                    runs.c.workflow_version,
+                )
             )
         ).all()
     )

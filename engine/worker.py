@@ -3,10 +3,10 @@
 Four cooperating loops under one `asyncio.TaskGroup` (STYLE §9):
 
 * claim loop — claims up to `claim_batch` steps whenever fewer than `worker_concurrency` are in
-  flight (while the queue is deep, once at least half a batch of slots is free, so that claims
-  stay batched); when the queue looks empty it waits for a wake-up (Redis pub/sub, or a local
-  notify when this process made steps ready) with a slow poll as the fallback, so an idle
-  worker costs one query per `idle_poll_s`.
+  flight (while the queue is deep, once at least half a batch of slots is free or 50 ms have
+  passed, so that claims stay batched); when the queue looks empty it waits for a wake-up
+  (Redis pub/sub, or a local notify when this process made steps ready) with a slow poll as
+  the fallback, so an idle worker costs one query per `idle_poll_s`.
 * flusher — records finished steps. It takes everything that finished since its last write and
   writes it in one transaction, so under load results are batched and at low load each result
   is written immediately (no timer adds latency).
@@ -41,6 +41,8 @@ FLUSH_BATCH_MAX = 500
 ANALYZE_EVERY_S = 60.0
 """How often a worker refreshes the planner statistics of the queue tables (PostgreSQL)."""
 FLUSH_RETRY_LIMIT = 5
+CLAIM_GATHER_S = 0.05
+"""Longest wait for half a batch of free slots before claiming fewer (deep queue only)."""
 
 
 class Wakeups(Protocol):
@@ -112,7 +114,9 @@ class Worker:
 
     async def _claim_loop(self, group: asyncio.TaskGroup, stop: asyncio.Event) -> None:
         stop_wait = asyncio.ensure_future(stop.wait())
+        loop = asyncio.get_running_loop()
         deep = False
+        gather_until: float | None = None
         try:
             while not stop.is_set():
                 # Executing steps count against the concurrency; finished-but-unrecorded ones
@@ -123,11 +127,19 @@ class Worker:
                 )
                 # While the queue is deep (the last claim was full), claim in batches of at
                 # least half a batch: one claim per freed slot would cost a round trip each.
+                # But only for CLAIM_GATHER_S: slow steps must not keep slots idle for long.
                 enough = 1 if not deep or not self._running else self._min_claim
-                if free < enough:
+                if free <= 0:
                     self._slot_freed.clear()
                     await _first(self._slot_freed.wait(), stop_wait, self._config.idle_poll_s)
                     continue
+                if free < enough:
+                    gather_until = gather_until or loop.time() + CLAIM_GATHER_S
+                    if loop.time() < gather_until:
+                        self._slot_freed.clear()
+                        await _first(self._slot_freed.wait(), stop_wait, gather_until - loop.time())
+                        continue
+                gather_until = None
                 wanted = min(free, self._config.claim_batch)
                 claimed = await self._claim(wanted)
                 for step in claimed:

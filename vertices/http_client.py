@@ -85,9 +85,14 @@ class HttpClient:
                 trust_env=False,
                 headers={"User-Agent": USER_AGENT},
             )
-            # Not public API: aiohttp has no switch for its resend-on-broken-connection. The
-            # attribute is in ClientSession.__slots__, so if aiohttp renames it this fails
-            # loudly, and tests/integration/test_gateway_client.py pins one request per attempt.
+            # Not public API: aiohttp has no switch for its resend-on-broken-connection. If a
+            # release renames the attribute, setting it would silently do nothing, so check
+            # first; tests/integration/test_gateway_client.py also pins one request per attempt.
+            if not hasattr(session, "_retry_connection"):
+                raise RuntimeError(
+                    "this aiohttp has no ClientSession._retry_connection: the GATEWAY cannot "
+                    "switch off its hidden resend; pin aiohttp to a version that has it"
+                )
             session._retry_connection = False
             self._session = session
         return self._session

@@ -27,7 +27,8 @@
 --       negative when over it; rate_capped: the destination has a ratePerSecond)
 --      code 1 granted, 2 breaker blocks, 3 no free slot, 4 destination rate, 5 retry budget
 --      exhausted, 6 tenant at its rate limit (used/limit of its window, hint = s until room)
---   S: {old_limit, new_limit, epoch, cut, lease_held, budget_tokens, free, events}
+--   S: {old_limit, new_limit, epoch, cut, lease_held, budget_tokens, free, global breaker
+--       state, tenant breaker state, events}
 --   T: {allowed, used, limit, wait_s, events}
 
 local OP_WIDTH = 10
@@ -65,7 +66,10 @@ local function dest(base)
   d.cap = tonumber(caps[1]) or default_cap
   d.rate_per_s = tonumber(caps[2])
   d.limit, d.epoch, d.hold, d.ceiling = aimd_load(d.aimd, initial, min_limit, d.cap)
-  d.saved_limit, d.saved_epoch, d.saved_hold = d.limit, d.epoch, d.hold
+  d.saved_limit, d.saved_epoch, d.saved_hold, d.saved_ceiling = d.limit, d.epoch, d.hold,
+    d.ceiling
+  d.loaded_in_flight = d.in_flight
+  d.settle_replies = {}
   d.global = bk_load('global', KEYS[base + 4], KEYS[base + 5], global_cfg)
   DESTS[base] = d
   DEST_ORDER[#DEST_ORDER + 1] = d
@@ -105,16 +109,20 @@ local function window(index, tenant_id, default_limit)
   return w
 end
 
+-- Seconds until a full tenant window has room again (its oldest item leaves).
+local function window_wait(w)
+  local oldest = redis.call('ZRANGE', w.key, 0, 0, 'WITHSCORES')
+  if oldest[2] then
+    return tonumber(oldest[2]) + window_s - now
+  end
+  return window_s
+end
+
 -- Take one item from a tenant's window: allowed, used (after), limit, seconds until room.
 -- `always`: take it even at the limit (a hand-over whose call has started already).
 local function window_take(w, member, always)
   if w.used >= w.limit and not always then
-    local wait = window_s
-    local oldest = redis.call('ZRANGE', w.key, 0, 0, 'WITHSCORES')
-    if oldest[2] then
-      wait = tonumber(oldest[2]) + window_s - now
-    end
-    return false, w.used, w.limit, wait
+    return false, w.used, w.limit, window_wait(w)
   end
   w.used = w.used + 1
   w.members[#w.members + 1] = member
@@ -139,7 +147,9 @@ end
 
 -- Why the call may not go now (a refusal reply), or nil. A hand-over ('h') skips this: its
 -- call started already, on the slot of a call of the same tenant that just succeeded here.
-local function refusal(d, tenant, flags, token, reply)
+-- Checks that take something (the destination's rate window) come last, so that a refusal
+-- takes nothing.
+local function refusal(d, tenant, flags, token, w, reply)
   local t_mode, t_wait = bk_admission(tenant, now)
   local g_mode, g_wait = bk_admission(d.global, now)
   if g_mode == 'block' then
@@ -154,6 +164,9 @@ local function refusal(d, tenant, flags, token, reply)
   if d.in_flight >= aimd_slots(d.limit, d.cap) then
     local first = redis.call('ZRANGE', d.slots, 0, 0, 'WITHSCORES')
     return reply(3, tonumber(first[2] or now) - now, '', 0, 0)
+  end
+  if w and w.used >= w.limit then
+    return reply(6, window_wait(w), '', 0, 0, w.used, w.limit)
   end
   if d.rate_per_s then
     -- Rates under 1/s get a window of 1/rate seconds so that at least one call fits.
@@ -187,19 +200,19 @@ local function admit(op)
       events_since(first_event)}
   end
 
+  local w = nil
+  if window_index > 0 then
+    w = window(window_index, ARGV[op + 6], ARGV[op + 9])
+  end
   if not handover then
-    local refused = refusal(d, tenant, flags, token, reply)
+    local refused = refusal(d, tenant, flags, token, w, reply)
     if refused then
       return refused
     end
   end
   local used, tenant_limit = 0, 0
-  if window_index > 0 then
-    local w = window(window_index, ARGV[op + 6], ARGV[op + 9])
-    local ok, n, limit, wait = window_take(w, token, handover)
-    if not ok then
-      return reply(6, wait, '', 0, 0, n, limit)
-    end
+  if w then
+    local _, n, limit = window_take(w, token, true)  -- room was checked above
     used, tenant_limit = n, limit
   end
 
@@ -259,9 +272,11 @@ local function settle(op)
     or (global_was ~= 'open' and global.state == 'open')
   local old_limit, cut = d.limit, 0
   if outcome == 'success' then
-    -- In flight when this call finished, itself included.
-    d.limit = aimd_on_success(d.limit, d.epoch, d.in_flight + 1, min_limit, d.cap,
-      min_utilization, now, d.hold, d.ceiling, slow_start)
+    -- In flight when this call finished, itself included: the other calls settled in this
+    -- batch were still in flight then, they only end in the same instant.
+    local in_flight = math.max(d.in_flight + 1, d.loaded_in_flight)
+    d.limit = aimd_on_success(d.limit, d.epoch, in_flight, min_limit, d.cap, min_utilization,
+      now, d.hold, d.ceiling, slow_start)
   elseif overload then
     d.limit, d.epoch, cut, d.hold, d.ceiling = aimd_on_overload(d.limit, d.epoch, slot_epoch,
       backoff, min_limit, d.cap, now, d.hold, d.ceiling, retry_after, max_hold_s, slow_start)
@@ -276,8 +291,10 @@ local function settle(op)
     budget_outcome = 'overload'
   end
   d.tokens = budget_after(tokens, budget_outcome, budget_max, budget_ratio)
-  return {num(old_limit), num(d.limit), d.epoch, cut, held, num(d.tokens), free_slots(d),
-    events_since(first_event)}
+  local settled = {num(old_limit), num(d.limit), d.epoch, cut, held, num(d.tokens),
+    free_slots(d), global.state, tenant.state, events_since(first_event)}
+  d.settle_replies[#d.settle_replies + 1] = settled
+  return settled
 end
 
 local function take(op)
@@ -310,8 +327,13 @@ for _, d in ipairs(DEST_ORDER) do
   if d.limit ~= d.saved_limit or d.epoch ~= d.saved_epoch or d.cut then
     redis.call('HSET', d.aimd, 'limit', num(d.limit), 'epoch', num(d.epoch))
   end
-  if d.hold ~= d.saved_hold then
+  if d.hold ~= d.saved_hold or d.ceiling ~= d.saved_ceiling then
     redis.call('HSET', d.aimd, 'hold_until', num(d.hold), 'hold_ceiling', num(d.ceiling))
+  end
+  -- Free slots as the whole batch left them (its admits included), not as each settlement
+  -- saw them: waking waiters and hand-overs must not count slots this batch already took.
+  for _, settled in ipairs(d.settle_replies) do
+    settled[7] = free_slots(d)
   end
   bk_save(d.global, ttl_ms)
   if d.tokens ~= nil and d.tokens ~= d.saved_tokens then

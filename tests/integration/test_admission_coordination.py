@@ -350,9 +350,13 @@ async def test_redis_holds_growth_after_a_cut_exactly_like_the_pure_algorithm(
     aimd, expected = Aimd(config), AimdState(8.0)
     # (seconds later, outcome, Retry-After): a cut with Retry-After 2, successes during and
     # after the hold, a cut without one, a cut with one longer than max_hold_s.
+    # Then a second cut inside a longer hold (its Retry-After ends sooner): the hold keeps its
+    # end, the ceiling drops to one below the limit that was cut second.
     script = [
         (0.0, "t", 2.0), (0.5, "s", 0.0), (1.0, "s", 0.0), (2.5, "s", 0.0), (0.1, "s", 0.0),
         (0.1, "o", 0.0), (0.1, "s", 0.0), (0.1, "t", 60.0), (4.0, "s", 0.0), (1.5, "s", 0.0),
+        (0.1, "s", 0.0), (0.1, "t", 4.0), (0.5, "t", 1.0), (0.2, "s", 0.0), (0.1, "s", 0.0),
+        (0.1, "s", 0.0), (0.1, "s", 0.0), (0.1, "s", 0.0), (0.1, "s", 0.0), (4.0, "s", 0.0),
     ]  # fmt: skip
     for later, sample, retry_after in script:
         clock.advance(later)

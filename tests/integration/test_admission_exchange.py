@@ -10,6 +10,7 @@ from typing import Any
 import pytest
 
 from admission import (
+    GLOBAL_DEFAULT,
     Admission,
     Aimd,
     AimdConfig,
@@ -53,16 +54,18 @@ async def test_concurrent_admits_share_exchanges_and_respect_the_limit(connect: 
 
 
 async def test_settlements_in_one_exchange_update_the_limit_in_order(connect: Connect) -> None:
-    config = AimdConfig(initial_limit=4)
+    config = AimdConfig(initial_limit=4, slow_start=False)
     admission = make(connect, aimd=config)
     tickets = [await admission.admit(DEST, "t", wait_timeout_s=0) for _ in range(4)]
     before = admission.batcher.exchanges
     await asyncio.gather(*(t.success() for t in tickets))
     assert admission.batcher.exchanges - before == 1
-    # The same samples one by one: each settlement sees the ones before it (in flight 4, 3…).
+    # The same samples one after another, each on the limit the one before left; all four
+    # ended together, so each saw the four in flight (not 4, 3, 2, 1: with the app-limited
+    # rule that would make a large batch grow the limit less than the same calls one by one).
     aimd, expected = Aimd(config), AimdState(4.0)
-    for remaining in (3, 2, 1, 0):
-        expected = aimd.on_success(expected, in_flight=remaining + 1, cap=100)
+    for _ in range(4):
+        expected = aimd.on_success(expected, in_flight=4, cap=100)
     (state,) = (await admission.snapshot()).destinations
     assert state.limit == pytest.approx(expected.limit)
     assert state.in_flight == 0
@@ -134,9 +137,10 @@ async def one_slot(connect: Connect) -> Admission:
 
 async def waiting_admit(admission: Admission, tenant: str = "t") -> asyncio.Task[Any]:
     """An admit that has to wait (the destination is full), started in the background."""
+    queued = admission._waiters.waiting(DEST)
     task = asyncio.ensure_future(admission.admit(DEST, tenant, wait_timeout_s=5))
     async with asyncio.timeout(5):  # until it is queued, sleeping
-        while not admission._waiters.waiting(DEST):
+        while admission._waiters.waiting(DEST) <= queued:
             await asyncio.sleep(0.001)
     return task
 
@@ -210,3 +214,45 @@ async def test_a_waiter_cancelled_after_being_handed_a_slot_gives_it_back(
     async with asyncio.timeout(5):
         while await in_flight(admission):
             await asyncio.sleep(0.01)
+
+
+async def test_a_call_refused_for_its_tenant_takes_nothing_from_the_destination(
+    connect: Connect,
+) -> None:
+    """A flooding tenant's refused calls must not use up a rate-capped destination's window
+    that other tenants need."""
+    admission = make(connect, tenant_rate=TenantRateConfig(limit=1))
+    await admission.set_caps(DEST, DestinationCaps(max_concurrency=10, rate_per_second=2))
+    await admission.admit(DEST, "flood", wait_timeout_s=0, take_item=True)
+    for _ in range(3):
+        with pytest.raises(TenantRateLimited):
+            await admission.admit(DEST, "flood", wait_timeout_s=0, take_item=True)
+    await admission.admit(DEST, "quiet", wait_timeout_s=0, take_item=True)  # the second call
+    with pytest.raises(StepFailure, match="ratePerSecond"):  # the third in the same second
+        await admission.admit(DEST, "quiet", wait_timeout_s=0)
+
+
+async def test_hand_overs_stop_once_a_breaker_is_seen_open(connect: Connect) -> None:
+    """Another process's failures open the destination's global breaker: this process learns
+    it from its next settlement's reply and hands no slot over after that (at most the one
+    decided on what it knew before)."""
+    admission = make(connect, aimd=AimdConfig(initial_limit=1), global_breaker=GLOBAL_DEFAULT)
+    await admission.set_caps(DEST, DestinationCaps(max_concurrency=1))
+    elsewhere = make(connect, global_breaker=GLOBAL_DEFAULT)
+    first = await admission.admit(DEST, "t", wait_timeout_s=0)
+    second = await waiting_admit(admission)
+    third = await waiting_admit(admission)
+    for i in range(GLOBAL_DEFAULT.threshold):  # other tenants' calls fail, elsewhere
+        await elsewhere.backend.settle(
+            DEST, f"other-{i}", f"tok-{i}", "failure", slot_epoch=0, now=FakeClock().now(),
+            config=elsewhere.config,
+        )  # fmt: skip
+    await first.success()
+    async with asyncio.timeout(5):
+        handed = await second  # decided before the reply told: handed over
+    assert handed.handovers == 1
+    await handed.success()  # its reply said the global layer is open: no hand-over
+    with pytest.raises(StepFailure, match="global breaker"):
+        async with asyncio.timeout(5):
+            await third
+    assert admission.handovers == 1

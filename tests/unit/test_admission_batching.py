@@ -118,3 +118,15 @@ async def test_a_settlement_never_overtakes_the_admit_of_its_own_call() -> None:
     own = SettleOp("d", "t", "quick", "throttled", 0)
     await asyncio.gather(batcher.submit(admit), batcher.submit(own), batcher.submit(other))
     assert exchange.batches == [[other, admit, own]]
+
+
+async def test_a_hand_over_comes_right_after_the_settlements_before_other_admits() -> None:
+    """The slot a settlement frees belongs to the hand-over that started on it: an ordinary
+    admit queued earlier must not take it in between."""
+    exchange = FakeExchange()
+    batcher = ExchangeBatcher(exchange)
+    waiter = AdmitOp("d", "t", "woken-waiter", 30.0)
+    freed = SettleOp("d", "t", "ended", "success", 0)
+    handed = AdmitOp("d", "t", "handed", 30.0, handover=True)
+    await asyncio.gather(batcher.submit(waiter), batcher.submit(freed), batcher.submit(handed))
+    assert exchange.batches == [[freed, handed, waiter]]
