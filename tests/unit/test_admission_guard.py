@@ -1,0 +1,54 @@
+"""How the engine's admission guard turns Redis trouble into step outcomes: an unreachable
+Redis is an outage to wait out, an error answer from Redis is a defect to show."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from redis.exceptions import ConnectionError as RedisConnectionError
+from redis.exceptions import ResponseError
+
+from admission import Outcome
+from engine.admission_guard import AdmissionGuard, CoordinationDown, outcome_of
+
+
+class Refusing:
+    """Stands in for `Admission` (only `admit` is used): raises what it is given."""
+
+    def __init__(self, error: Exception) -> None:
+        self.error = error
+
+    async def admit(self, *args: Any, **kwargs: Any) -> Any:
+        raise self.error
+
+
+async def test_an_unreachable_redis_is_coordination_down() -> None:
+    guard = AdmissionGuard(Refusing(RedisConnectionError("refused")), "t", 1.0)  # type: ignore[arg-type]
+    with pytest.raises(CoordinationDown, match="admission unavailable"):
+        await guard.before_attempt("d", retry=False)
+
+
+async def test_a_script_error_is_not_mistaken_for_an_outage() -> None:
+    guard = AdmissionGuard(Refusing(ResponseError("bad script")), "t", 1.0)  # type: ignore[arg-type]
+    with pytest.raises(ResponseError):
+        await guard.before_attempt("d", retry=False)
+
+
+@pytest.mark.parametrize(
+    ("status", "kind", "outcome"),
+    [
+        (200, None, Outcome.SUCCESS),
+        (404, None, Outcome.SUCCESS),
+        (429, None, Outcome.THROTTLED),
+        (503, None, Outcome.OVERLOAD),
+        (None, "timeout", Outcome.OVERLOAD),
+        (500, None, Outcome.FAILURE),
+        (None, "network_error", Outcome.FAILURE),
+        (200, "invalid_response", Outcome.FAILURE),
+        (None, "cancelled", Outcome.IGNORE),
+        (None, "invalid_config", Outcome.IGNORE),
+    ],
+)
+def test_outcomes(status: int | None, kind: str | None, outcome: Outcome) -> None:
+    assert outcome_of(status, kind) is outcome
