@@ -16,7 +16,8 @@ every worker. It moves on samples, one per finished call:
 the limit doubles every window, as in TCP's slow start: a new destination at the initial
 limit of 10 that could take 100 concurrent calls gets there in a few round trips instead of
 ninety. That first overload ends slow start with a halving (the limit has overshot by up to
-twice the capacity), and from then on the increase is additive.
+twice the capacity; a Retry-After hold lets it regrow to three quarters of the overshoot),
+and from then on the increase is additive.
 
 **The destination's Retry-After holds growth.** A cut caused by an answer that carried
 `Retry-After` (a 429 or 503 saying "slow down for this long") also stops additive increase
@@ -140,9 +141,10 @@ class Aimd:
             return replace(state, limit=limit)
         if self._slow_starting(state):
             # The end of slow start: the limit overshot, by up to twice what the destination
-            # takes. Halve it, and do not grow back towards the overshoot during a hold.
+            # takes, so its capacity lies between half the limit and the limit. Halve it, and
+            # during a hold let it grow back only to the middle of that range.
             cut = self.clamp(limit * 0.5, cap)
-            ceiling = cut
+            ceiling = max(cut, limit * 0.75 - 1.0)
         else:
             cut = self.clamp(limit * self.config.backoff_ratio, cap)
             ceiling = max(cut, limit - 1.0)

@@ -5,8 +5,9 @@ Four cooperating loops under one `asyncio.TaskGroup` (STYLE §9):
 * claim loop — claims up to `claim_batch` steps whenever fewer than `worker_concurrency` are in
   flight (while the queue is deep, once at least half a batch of slots is free or 50 ms have
   passed, so that claims stay batched); when the queue looks empty it waits for a wake-up
-  (Redis pub/sub, or a local notify when this process made steps ready) with a slow poll as
-  the fallback, so an idle worker costs one query per `idle_poll_s`.
+  (Redis pub/sub, or a local notify when this process made steps ready), for the next step it
+  parked or redispatched to become due, or for a slow poll as the fallback, so an idle worker
+  costs one query per `idle_poll_s`.
 * flusher — records finished steps. It takes everything that finished since its last write and
   writes it in one transaction, so under load results are batched and at low load each result
   is written immediately (no timer adds latency).
@@ -25,13 +26,14 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import heapq
 import logging
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from engine import executor
-from engine.records import ClaimedStep, CompletionReport, LogLine, StepResult
+from engine.records import ClaimedStep, CompletionReport, Failure, LogLine, Park, StepResult
 from engine.store import Store
 from schemas.definitions import Workflow
 
@@ -90,6 +92,11 @@ class Worker:
         self._running: set[asyncio.Task[None]] = set()
         self._done: asyncio.Queue[tuple[StepResult, list[LogLine]] | None] = asyncio.Queue()
         self._slot_freed = asyncio.Event()
+        # When steps this worker parked or redispatched become due (store clock), so an idle
+        # claim loop wakes for them instead of at its next poll; a min-heap.
+        self._due: list[float] = []
+        self._due_earlier = asyncio.Event()
+        """Set when a step becomes due sooner than the idle claim loop planned to sleep."""
         self._min_claim = max(1, min(config.claim_batch, config.concurrency) // 2)
         self._closing = asyncio.Event()
         self.stats = WorkerStats()
@@ -146,13 +153,24 @@ class Worker:
                     self._start(group, step)
                 deep = len(claimed) == wanted
                 if len(claimed) < wanted:
+                    idle_s = self._idle_wait_s()
+                    self._due_earlier.clear()
                     await _first(
-                        self._wakeups.wait(self._config.idle_poll_s),
-                        stop_wait,
-                        self._config.idle_poll_s,
+                        self._wakeups.wait(idle_s), stop_wait, idle_s, self._due_earlier.wait()
                     )
         finally:
             stop_wait.cancel()
+
+    def _idle_wait_s(self) -> float:
+        """How long an idle claim loop may sleep: until the next step this worker parked or
+        redispatched is due, at most `idle_poll_s`. Without it, steps redispatched together
+        (with spread-out times) would all be claimed at the next poll, in one burst."""
+        now = self._deps.clock.now()
+        while self._due and self._due[0] <= now:
+            heapq.heappop(self._due)
+        if not self._due:
+            return self._config.idle_poll_s
+        return max(0.001, min(self._config.idle_poll_s, self._due[0] - now))
 
     async def _claim(self, wanted: int) -> list[ClaimedStep]:
         try:
@@ -222,6 +240,12 @@ class Worker:
         if report is None:
             # Claims stay in place; their leases expire and the steps run again elsewhere.
             return
+        for result in results:
+            due = _due_at(result)
+            if due is not None and result.step.step_id not in report.dropped:
+                if not self._due or due < self._due[0]:
+                    self._due_earlier.set()
+                heapq.heappush(self._due, due)
         self.stats.flushes += 1
         self.stats.recorded += report.recorded
         self.stats.dropped += len(report.dropped)
@@ -274,12 +298,26 @@ class Worker:
             await asyncio.wait(still_running)
 
 
+def _due_at(result: StepResult) -> float | None:
+    """When a recorded result makes its step claimable again (parked or redispatched)."""
+    if isinstance(result, Park):
+        return result.not_before
+    if isinstance(result, Failure):
+        return result.retry_at
+    return None
+
+
 async def _first(
-    awaitable: Awaitable[object], stop_wait: asyncio.Future[Any], timeout_s: float
+    awaitable: Awaitable[object],
+    stop_wait: asyncio.Future[Any],
+    timeout_s: float,
+    *also: Awaitable[object],
 ) -> None:
-    """Wait for `awaitable`, the stop signal or the timeout, whichever comes first."""
-    task = asyncio.ensure_future(awaitable)
+    """Wait for `awaitable` (or any of `also`), the stop signal or the timeout, whichever
+    comes first."""
+    tasks = {asyncio.ensure_future(a) for a in (awaitable, *also)}
     try:
-        await asyncio.wait({task, stop_wait}, timeout=timeout_s, return_when="FIRST_COMPLETED")
+        await asyncio.wait({*tasks, stop_wait}, timeout=timeout_s, return_when="FIRST_COMPLETED")
     finally:
-        task.cancel()
+        for task in tasks:
+            task.cancel()

@@ -40,7 +40,8 @@ end
 -- Multiplicative decrease, at most once per epoch: a call acquired before the latest cut
 -- belongs to the congestion event that cut already answered. A cut with a Retry-After holds
 -- growth above one below the cut limit until then (at most max_hold seconds).
--- The first overload ends slow start with a halving (and no regrowth during its hold).
+-- The first overload ends slow start with a halving (regrowth during its hold only to the
+-- middle of the range the capacity lies in).
 local function aimd_on_overload(limit, epoch, slot_epoch, backoff, min_limit, cap, now, hold,
                                 ceiling, retry_after, max_hold, slow_start)
   if slot_epoch < epoch then
@@ -49,7 +50,7 @@ local function aimd_on_overload(limit, epoch, slot_epoch, backoff, min_limit, ca
   local cut, new_ceiling
   if slow_start and epoch == 0 then
     cut = aimd_clamp(limit * 0.5, min_limit, cap)
-    new_ceiling = cut
+    new_ceiling = math.max(cut, limit * 0.75 - 1)
   else
     cut = aimd_clamp(limit * backoff, min_limit, cap)
     new_ceiling = math.max(cut, limit - 1)

@@ -247,3 +247,23 @@ async def test_tenant_rate_limits_are_durable(
         await second.close()
     assert sum(isinstance(result, Park) for result, _ in results) == 1
     assert downstream.stats.total == 2
+
+
+async def test_a_redispatch_runs_when_due_not_at_the_next_idle_poll(
+    backend: Backend, downstream: RunningDownstream
+) -> None:
+    """The worker that parked a step wakes up when it is due: with a 5 s idle poll, a 0.3 s
+    redispatch still happens about 0.3 s later (and redispatches spread over time are not
+    gathered into one burst at the next poll)."""
+    settings = settings_for(backend, redispatch_delays_s=(0.3,), idle_poll_s=5.0)
+    runtime = await Runtime.open(settings)
+    try:
+        workflow = call(f"{downstream.url}/busy?status=429", max_auto_retries=1, attempts=1)
+        run_id = await start(runtime, [workflow], {})
+        async with running_worker(runtime):
+            run = await wait_for_run(runtime, run_id, timeout_s=20)
+    finally:
+        await runtime.close()
+    assert run.status == "FAILED"
+    first, second = sorted(downstream.stats.arrivals("/busy"))
+    assert 0.3 <= second - first < 2.0

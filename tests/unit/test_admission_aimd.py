@@ -126,10 +126,13 @@ def test_slow_start_doubles_each_window_until_the_first_overload_halves_it() -> 
         state = aimd.on_success(state, in_flight=20, cap=CAP)
     assert state.limit == 40.0
     ended = aimd.on_overload(state, slot_epoch=0, cap=CAP, now=5.0, retry_after_s=1.0)
-    assert (ended.limit, ended.epoch, ended.hold_ceiling) == (20.0, 1, 20.0)
-    # No regrowth towards the overshoot during the hold; additive increase after it.
-    assert aimd.on_success(ended, in_flight=20, cap=CAP, now=5.5).limit == 20.0
-    assert aimd.on_success(ended, in_flight=20, cap=CAP, now=6.0).limit == pytest.approx(20.05)
+    assert (ended.limit, ended.epoch, ended.hold_ceiling) == (20.0, 1, 29.0)
+    # From now on additive; during the hold only up to the middle of (20, 40).
+    assert aimd.on_success(ended, in_flight=20, cap=CAP, now=5.5).limit == pytest.approx(20.05)
+    held = ended
+    for _ in range(1000):
+        held = aimd.on_success(held, in_flight=int(held.limit), cap=CAP, now=5.5)
+    assert held.limit == 29.0
     # Later overloads cut by backoff_ratio.
     again = aimd.on_overload(ended, slot_epoch=1, cap=CAP)
     assert again.limit == pytest.approx(18.0)
