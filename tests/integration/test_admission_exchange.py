@@ -129,8 +129,12 @@ async def test_a_cancelled_admit_never_leaks_its_slot(connect: Connect) -> None:
 
 
 async def one_slot(connect: Connect) -> Admission:
-    """A destination capped at one concurrent call (successes cannot grow the limit)."""
-    admission = make(connect, aimd=AimdConfig(initial_limit=1))
+    """A destination capped at one concurrent call (successes cannot grow the limit), whose
+    waiters poll Redis only after 5 s: within a test they move only when woken, so whether a
+    slot is handed over does not depend on a poll happening at the same moment."""
+    admission = make(
+        connect, aimd=AimdConfig(initial_limit=1), wait_poll_initial_s=5.0, wait_poll_max_s=5.0
+    )
     await admission.set_caps(DEST, DestinationCaps(max_concurrency=1))
     return admission
 
@@ -236,7 +240,14 @@ async def test_hand_overs_stop_once_a_breaker_is_seen_open(connect: Connect) -> 
     """Another process's failures open the destination's global breaker: this process learns
     it from its next settlement's reply and hands no slot over after that (at most the one
     decided on what it knew before)."""
-    admission = make(connect, aimd=AimdConfig(initial_limit=1), global_breaker=GLOBAL_DEFAULT)
+    # Waiters poll Redis only after 5 s, so within the test they move only when woken.
+    admission = make(
+        connect,
+        aimd=AimdConfig(initial_limit=1),
+        global_breaker=GLOBAL_DEFAULT,
+        wait_poll_initial_s=5.0,
+        wait_poll_max_s=5.0,
+    )
     await admission.set_caps(DEST, DestinationCaps(max_concurrency=1))
     elsewhere = make(connect, global_breaker=GLOBAL_DEFAULT)
     first = await admission.admit(DEST, "t", wait_timeout_s=0)
