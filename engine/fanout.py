@@ -3,6 +3,7 @@ of its children (outputs too large for a row go to the payload store)."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 import uuid
 from collections.abc import Awaitable, Callable, Sequence
@@ -11,6 +12,7 @@ from typing import Any
 
 from engine.records import ChildRow, ClaimedStep, VersionRecord
 from engine.store import Store, UnknownWorkflow
+from engine.store_fanout import CopiedChunk
 from schemas.definitions import MergeVertex, SpawnerConfig, Workflow
 from schemas.errors import FailureKind, StepFailure
 from vertices import merge
@@ -20,6 +22,10 @@ INLINE_OUTPUT_MAX_BYTES = 256 * 1024
 """A merge output larger than this is stored in the payload store and referenced."""
 MERGE_PAGE = 5000
 """Children read per query by a merge (one payload chunk each once past the inline limit)."""
+LAST_ITEM_INDEX = 2**31 - 1
+"""The largest item index the store holds (a 32-bit column)."""
+MERGE_COPIES_AT_ONCE = 4
+"""Chunks PostgreSQL assembles at the same time for one merge (each on its own connection)."""
 
 
 @dataclass
@@ -85,19 +91,13 @@ async def run_merge(
     writer = _OutputsWriter(store, step.run_id)
     after = -1
     for _ in range(counts.total // MERGE_PAGE + 2):
-        if writer.ref is not None:
-            # Past the inline limit the database can assemble each chunk itself (PostgreSQL:
-            # one INSERT … SELECT per chunk; the outputs never travel to this process).
-            copied = await store.copy_children_outputs(
-                step.run_id, spawner_id, ref=writer.ref, chunk=writer.chunks, after_index=after,
-                limit=MERGE_PAGE,
-            )  # fmt: skip
-            if copied is not None:
-                if copied.count == 0:
-                    break
-                writer.copied(copied.count, copied.size_bytes)
-                after = copied.last_index
-                continue
+        if writer.ref is not None and store.assembles_payloads:
+            # Past the inline limit PostgreSQL assembles the other chunks itself: the
+            # outputs never travel to this process.
+            await _copy_in_database(
+                store, step.run_id, spawner_id, writer, after=after, total=counts.total
+            )
+            break
         page = await store.children_outputs(
             step.run_id, spawner_id, after_index=after, limit=MERGE_PAGE
         )
@@ -107,6 +107,42 @@ async def run_merge(
         await writer.add([_result(status, raw) for _, status, raw in page])
         after = page[-1][0]
     return {"counts": counts.as_dict(), **await writer.finish()}
+
+
+async def _copy_in_database(
+    store: Store, run_id: str, spawner_id: str, writer: _OutputsWriter, *, after: int, total: int
+) -> None:
+    """Store the children after `after` as chunks of `writer.ref`, `MERGE_COPIES_AT_ONCE` at a
+    time: one INSERT … SELECT per range of `MERGE_PAGE` item indexes (a spawner numbers its
+    children 0 … total-1), then a last sweep for anything past `total`."""
+    if writer.ref is None:
+        return
+    ref, first_chunk = writer.ref, writer.chunks
+    ranges = [(lo, min(lo + MERGE_PAGE, total) - 1) for lo in range(after + 1, total, MERGE_PAGE)]
+    gate = asyncio.Semaphore(MERGE_COPIES_AT_ONCE)
+
+    async def copy(number: int, lo: int, hi: int) -> CopiedChunk:
+        async with gate:
+            return await store.copy_children_outputs(
+                run_id, spawner_id, ref=ref, chunk=first_chunk + number, after_index=lo - 1,
+                last_index=hi, limit=MERGE_PAGE,
+            )  # fmt: skip
+
+    async with asyncio.TaskGroup() as group:
+        tasks = [group.create_task(copy(i, lo, hi)) for i, (lo, hi) in enumerate(ranges)]
+    for task in tasks:
+        if task.result().count:
+            writer.copied(task.result().count, task.result().size_bytes)
+    last = max(after, total - 1)
+    for number in range(len(ranges), len(ranges) + 1_000):  # bounded; normally one empty pass
+        sweep = await store.copy_children_outputs(
+            run_id, spawner_id, ref=ref, chunk=first_chunk + number, after_index=last,
+            last_index=LAST_ITEM_INDEX, limit=MERGE_PAGE,
+        )  # fmt: skip
+        if not sweep.count:
+            return
+        writer.copied(sweep.count, sweep.size_bytes)
+        last = sweep.last_index
 
 
 def _result(status: str, raw: str | None) -> str:

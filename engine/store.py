@@ -374,14 +374,27 @@ class Store:
                 conn, run_id, vertex_id, after_index=after_index, limit=limit
             )
 
+    @property
+    def assembles_payloads(self) -> bool:
+        """Whether `copy_children_outputs` works here (PostgreSQL)."""
+        return self.dialect == "postgresql"
+
     async def copy_children_outputs(
-        self, run_id: str, vertex_id: str, *, ref: str, chunk: int, after_index: int, limit: int
-    ) -> fanout.CopiedChunk | None:
-        """Store the outputs of the next `limit` children after `after_index` as payload chunk
-        `chunk` of `ref`, assembled by the database; None where it cannot (SQLite: the caller
-        reads the page with `children_outputs` and stores it itself)."""
-        if self.dialect != "postgresql":
-            return None
+        self,
+        run_id: str,
+        vertex_id: str,
+        *,
+        ref: str,
+        chunk: int,
+        after_index: int,
+        last_index: int,
+        limit: int,
+    ) -> fanout.CopiedChunk:
+        """Store the outputs of the children with item indexes in (after_index, last_index]
+        (at most `limit`) as payload chunk `chunk` of `ref`, assembled by the database (only
+        where `assembles_payloads`; elsewhere read `children_outputs` and store them)."""
+        if not self.assembles_payloads:
+            raise NotImplementedError("payload chunks are assembled in PostgreSQL only")
         async with self._engines.write.begin() as conn:
             return await fanout.copy_children_outputs(
                 conn,
@@ -390,6 +403,7 @@ class Store:
                 ref=ref,
                 chunk=chunk,
                 after_index=after_index,
+                last_index=last_index,
                 limit=limit,
                 now=self._clock.now(),
             )

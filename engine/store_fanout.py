@@ -276,7 +276,7 @@ COPY_CHILDREN_OUTPUTS = text(
                     THEN output::text ELSE 'null' END AS result
         FROM run
         WHERE parent_run_id = :run_id AND parent_vertex_id = :vertex_id
-          AND item_index > :after_index
+          AND item_index > :after_index AND item_index <= :last_index
         ORDER BY item_index
         LIMIT :limit
     ),
@@ -294,8 +294,9 @@ COPY_CHILDREN_OUTPUTS = text(
     SELECT chunk.n, chunk.last_index, (SELECT size_bytes FROM stored) AS size_bytes FROM chunk
     """
 )
-"""PostgreSQL: one payload chunk of a merge, assembled in the database from a page of the
-children's outputs in item order (the same JSON text the Python path would join)."""
+"""PostgreSQL: one payload chunk of a merge, assembled in the database from the children with
+item indexes in (after_index, last_index], in item order (the same JSON text the Python path
+would join)."""
 
 
 @dataclass(frozen=True)
@@ -314,6 +315,7 @@ async def copy_children_outputs(
     ref: str,
     chunk: int,
     after_index: int,
+    last_index: int,
     limit: int,
     now: float,
 ) -> CopiedChunk:
@@ -326,6 +328,7 @@ async def copy_children_outputs(
                 "ref": ref,
                 "chunk": chunk,
                 "after_index": after_index,
+                "last_index": last_index,
                 "limit": limit,
                 "now": now,
             },
