@@ -6,9 +6,12 @@ Two layers guard every call, and both must let it through:
     tenant   cb:tenant:{destination}:{tenant}:*   5          30 s    2
     global   cb:global:{destination}:*            15         60 s    3
 
-Both layers record every outcome. The tenant layer catches what only one tenant suffers
-(bad credentials, a per-account quota at the destination) without blocking the others; the
-global layer catches the destination being down for everyone.
+Both layers record every outcome except a 429: a throttled call says the destination is
+healthy and busy, which AIMD answers (a cut), while counting it as a failure would shut a busy
+destination off for a whole reset period (a 429 probe gives its permit back undecided). The
+tenant layer catches what only one tenant suffers (bad credentials, a per-account quota at the
+destination) without blocking the others; the global layer catches the destination being
+down for everyone.
 
 The state machine of one layer, one function per transition in `lua/lib_breaker.lua`:
 
