@@ -9,6 +9,8 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import logging
+import sys
+import time
 from collections.abc import Callable
 from typing import Any
 
@@ -30,7 +32,7 @@ from admission import (
     TicketAlreadySettled,
 )
 from admission.aimd import slots
-from schemas.clock import FakeClock
+from schemas.clock import FakeClock, SystemClock
 from schemas.errors import FailureKind, StepFailure
 
 Connect = Callable[[], Redis]
@@ -395,3 +397,34 @@ async def test_an_exhausted_budget_refills_with_time(connect: Connect) -> None:
     ticket = await admission.admit(DEST, "t", wait_timeout_s=0, retry=True)
     await ticket.failure()  # a failed retry spends a token: under half again
     assert await admission.budget.tokens(DEST) == pytest.approx(49.5)
+
+
+async def test_slots_of_a_sigkilled_process_come_back_when_their_leases_end(
+    redis_url: str,
+) -> None:
+    """A real process takes every slot of a destination and is killed with SIGKILL mid-call:
+    no settlement ever comes, and the capacity returns when the leases end."""
+    holder = await asyncio.create_subprocess_exec(
+        sys.executable, "-m", "tests.integration.scripts.hold_slots", redis_url, DEST, "2", "1.5",
+        stdout=asyncio.subprocess.PIPE,
+    )  # fmt: skip
+    try:
+        assert holder.stdout is not None
+        line = await asyncio.wait_for(holder.stdout.readline(), timeout=30)
+        assert line.strip() == b"held"
+    finally:
+        holder.kill()  # SIGKILL
+        await asyncio.wait_for(holder.wait(), timeout=10)
+    client = Redis.from_url(redis_url)
+    admission = Admission(client, SystemClock())
+    try:
+        with pytest.raises(StepFailure, match="admission wait exhausted"):
+            await admission.admit(DEST, "t", wait_timeout_s=0)  # still held by the dead one
+        started = time.monotonic()
+        tickets = [await admission.admit(DEST, "t", wait_timeout_s=10) for _ in range(2)]
+        assert time.monotonic() - started < 5  # the 1.5 s leases, not the 10 s wait
+        assert (await admission.snapshot()).destinations[0].in_flight == 2
+        for ticket in tickets:
+            await ticket.success()
+    finally:
+        await client.aclose()
