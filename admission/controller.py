@@ -39,6 +39,7 @@ import logging
 import math
 import random
 import uuid
+from collections.abc import Awaitable
 
 from redis.asyncio import Redis
 
@@ -342,7 +343,11 @@ class Admission:
             renew=self._renew,
         )
 
-    async def _settle(self, ticket: Ticket, outcome: Outcome, retry_after_s: float) -> None:
+    def _settle(self, ticket: Ticket, outcome: Outcome, retry_after_s: float) -> Awaitable[None]:
+        """Queue the settlement and hand the slot over *now* (not a scheduling step later,
+        when the returned awaitable first runs): every loop iteration between a call's answer
+        and the next call on its slot is time the destination serves nobody. The awaitable
+        waits for Redis's reply and applies it."""
         op = SettleOp(
             ticket.destination,
             ticket.tenant_id,
@@ -360,6 +365,11 @@ class Admission:
             # settlement, so the slot changes hands in one round trip. If Redis fails, a
             # waiter retrying costs little and the lease still expires.
             self._waiters.notify_one(ticket.destination)
+        return self._settled(ticket, outcome, answer)
+
+    async def _settled(
+        self, ticket: Ticket, outcome: Outcome, answer: asyncio.Future[Reply]
+    ) -> None:
         reply = await answer
         if not isinstance(reply, SettleReply):
             raise TypeError(f"settle answered {reply!r}")

@@ -105,6 +105,8 @@ class Ticket:
                 f"{self._outcome.value}"
             )
         self._outcome = outcome
+        # The settle function does its immediate part (queueing, hand-over) when called; the
+        # awaitable it returns is shielded, so a cancelled step still gives its slot back.
         await asyncio.shield(self._settle_fn(self, outcome, retry_after_s))
 
     async def renew(self, lease_s: float | None = None) -> bool:
