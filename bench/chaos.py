@@ -70,6 +70,7 @@ class Fleet:
 
     def start(self, slot: int) -> None:
         name = f"{TAG}-s{slot}"
+        OUT.mkdir(exist_ok=True)
         command = [SCHEMABRIDGE, "worker", "--name", name, "--log-level", "warning"]
         with (OUT / f"{name}.log").open("ab") as log:
             log.write(f"--- start {time.strftime('%H:%M:%S')}\n".encode())

@@ -71,6 +71,7 @@ def worker_env(backend: Backend, **settings: str) -> dict[str, str]:
 
 
 def start_workers(env: dict[str, str], count: int, tag: str) -> list[subprocess.Popen[bytes]]:
+    OUT.mkdir(exist_ok=True)
     procs = []
     profile = os.environ.get("SB_BENCH_PYSPY")  # e.g. SB_BENCH_PYSPY=1: flame graph per worker
     for i in range(count):
