@@ -30,6 +30,14 @@ percent of all calls are 429s; with it the sawtooth's period is the destination'
 Retry-After, and the limit spends that period just under the capacity instead of at the
 cut level.
 
+**Probes that keep failing back off.** Each probe past the hold costs a 429, and a call
+answered 429 waits out its Retry-After: near the end of a fan-out that one call is the run's
+last second. So when a cut comes while the previous hold lasts or within one hold's length
+after it ended (the probe found the same ceiling again), the new hold is twice as long as
+the previous one, up to `max_hold_s`: 1 s, 2 s, 4 s, 8 s, 10 s for a destination answering
+`Retry-After: 1` at a steady capacity. A cut later than that (the capacity held more for a
+while) starts again from the Retry-After. Rises are still found within `max_hold_s`.
+
 **One cut per window (NewReno-like).** Twenty calls in flight that all get 429 at once are
 one congestion event, not twenty. Every cut increments `epoch`; each slot is tagged with the
 epoch current when it was acquired. An overload from a slot acquired before the latest cut
@@ -92,6 +100,8 @@ class AimdState:
     than `hold_ceiling`."""
     hold_ceiling: float = 0.0
     """One below the limit the last cut started from."""
+    hold_s: float = 0.0
+    """Length of the latest hold (0: none yet); the next one may be twice as long."""
 
 
 class Aimd:
@@ -119,7 +129,7 @@ class Aimd:
             grown = self.clamp(limit + step, cap)
             if now < state.hold_until:
                 grown = max(limit, min(grown, state.hold_ceiling))
-        return AimdState(grown, state.epoch, state.hold_until, state.hold_ceiling)
+        return replace(state, limit=grown)
 
     def on_overload(
         self,
@@ -134,7 +144,8 @@ class Aimd:
         (and the destination's `Retry-After`, 0 if none).
 
         Cuts (and starts a new epoch) only if the call started after the latest cut; a cut
-        holds growth until `now + retry_after_s` (at most `max_hold_s`).
+        with a Retry-After holds growth for that long, or for twice the previous hold if this
+        cut came during it or within its length after it (at most `max_hold_s`).
         """
         limit = self.clamp(state.limit, cap)
         if slot_epoch < state.epoch:
@@ -149,9 +160,13 @@ class Aimd:
             cut = self.clamp(limit * self.config.backoff_ratio, cap)
             ceiling = max(cut, limit - 1.0)
         if retry_after_s <= 0:
-            return AimdState(cut, state.epoch + 1, state.hold_until, state.hold_ceiling)
-        hold = max(state.hold_until, now + min(retry_after_s, self.config.max_hold_s))
-        return AimdState(cut, state.epoch + 1, hold, ceiling)
+            return replace(state, limit=cut, epoch=state.epoch + 1)
+        length = retry_after_s
+        if state.hold_s > 0 and now <= state.hold_until + state.hold_s:
+            length = max(length, 2 * state.hold_s)
+        length = min(length, self.config.max_hold_s)
+        hold = max(state.hold_until, now + length)
+        return AimdState(cut, state.epoch + 1, hold, ceiling, length)
 
     def _slow_starting(self, state: AimdState) -> bool:
         return self.config.slow_start and state.epoch == 0

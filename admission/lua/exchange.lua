@@ -65,9 +65,9 @@ local function dest(base)
   local caps = redis.call('HMGET', d.caps, 'max_concurrency', 'rate_per_second')
   d.cap = tonumber(caps[1]) or default_cap
   d.rate_per_s = tonumber(caps[2])
-  d.limit, d.epoch, d.hold, d.ceiling = aimd_load(d.aimd, initial, min_limit, d.cap)
-  d.saved_limit, d.saved_epoch, d.saved_hold, d.saved_ceiling = d.limit, d.epoch, d.hold,
-    d.ceiling
+  d.limit, d.epoch, d.hold, d.ceiling, d.hold_s = aimd_load(d.aimd, initial, min_limit, d.cap)
+  d.saved_limit, d.saved_epoch, d.saved_hold, d.saved_ceiling, d.saved_hold_s = d.limit,
+    d.epoch, d.hold, d.ceiling, d.hold_s
   d.loaded_in_flight = d.in_flight
   d.settle_replies = {}
   d.global = bk_load('global', KEYS[base + 4], KEYS[base + 5], global_cfg)
@@ -278,8 +278,9 @@ local function settle(op)
     d.limit = aimd_on_success(d.limit, d.epoch, in_flight, min_limit, d.cap, min_utilization,
       now, d.hold, d.ceiling, slow_start)
   elseif overload then
-    d.limit, d.epoch, cut, d.hold, d.ceiling = aimd_on_overload(d.limit, d.epoch, slot_epoch,
-      backoff, min_limit, d.cap, now, d.hold, d.ceiling, retry_after, max_hold_s, slow_start)
+    d.limit, d.epoch, cut, d.hold, d.ceiling, d.hold_s = aimd_on_overload(d.limit, d.epoch,
+      slot_epoch, backoff, min_limit, d.cap, now, d.hold, d.ceiling, d.hold_s, retry_after,
+      max_hold_s, slow_start)
   end
   if cut == 1 then
     d.cut = true
@@ -327,8 +328,9 @@ for _, d in ipairs(DEST_ORDER) do
   if d.limit ~= d.saved_limit or d.epoch ~= d.saved_epoch or d.cut then
     redis.call('HSET', d.aimd, 'limit', num(d.limit), 'epoch', num(d.epoch))
   end
-  if d.hold ~= d.saved_hold or d.ceiling ~= d.saved_ceiling then
-    redis.call('HSET', d.aimd, 'hold_until', num(d.hold), 'hold_ceiling', num(d.ceiling))
+  if d.hold ~= d.saved_hold or d.ceiling ~= d.saved_ceiling or d.hold_s ~= d.saved_hold_s then
+    redis.call('HSET', d.aimd, 'hold_until', num(d.hold), 'hold_ceiling', num(d.ceiling),
+      'hold_s', num(d.hold_s))
   end
   -- Free slots as the whole batch left them (its admits included), not as each settlement
   -- saw them: waking waiters and hand-overs must not count slots this batch already took.

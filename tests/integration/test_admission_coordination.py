@@ -346,20 +346,22 @@ async def test_redis_holds_growth_after_a_cut_exactly_like_the_pure_algorithm(
 ) -> None:
     """Contract for the Retry-After hold: the same samples at the same times, in Redis and in
     admission/aimd.py, give the same limit, cuts and hold."""
-    config = AimdConfig(initial_limit=8, backoff_ratio=0.5, max_hold_s=5)
+    config = AimdConfig(initial_limit=8, backoff_ratio=0.5, max_hold_s=8)
     clock = FakeClock()
     admission = make(connect, clock, aimd=config)
     aimd, expected = Aimd(config), AimdState(8.0)
-    # (seconds later, outcome, Retry-After): a cut with Retry-After 2, successes during and
-    # after the hold, a cut without one, a cut with one longer than max_hold_s.
-    # Then a second cut inside a longer hold (its Retry-After ends sooner): the hold keeps its
-    # end, the ceiling drops to one below the limit that was cut second.
+    # (seconds later, outcome, Retry-After): a cut with Retry-After 1 (hold 1 s), successes
+    # during and after the hold; cuts soon after each hold ends (holds of 2, 4, 8 s), one
+    # without a Retry-After in between, one with a Retry-After longer than max_hold_s during
+    # a hold (it doubles, bounded; the ceiling drops to one below the limit cut second); a
+    # quiet spell, then a cut long after the hold (1 s again), successes after it.
     script = [
-        (0.0, "t", 2.0), (0.5, "s", 0.0), (1.0, "s", 0.0), (2.5, "s", 0.0), (0.1, "s", 0.0),
-        (0.1, "o", 0.0), (0.1, "s", 0.0), (0.1, "t", 60.0), (4.0, "s", 0.0), (1.5, "s", 0.0),
-        (0.1, "s", 0.0), (0.1, "t", 4.0), (0.5, "t", 1.0), (0.2, "s", 0.0), (0.1, "s", 0.0),
-        (0.1, "s", 0.0), (0.1, "s", 0.0), (0.1, "s", 0.0), (0.1, "s", 0.0), (4.0, "s", 0.0),
+        (0.0, "t", 1.0), (0.5, "s", 0.0), (1.0, "s", 0.0), (0.2, "t", 1.0), (0.1, "o", 0.0),
+        (0.3, "s", 0.0), (1.7, "s", 0.0), (0.1, "t", 1.0), (0.5, "s", 0.0), (3.7, "s", 0.0),
+        (0.1, "t", 1.0), (0.1, "t", 60.0), (0.5, "s", 0.0), (8.1, "s", 0.0), (0.1, "s", 0.0),
+        (9.0, "s", 0.0), (0.1, "t", 2.0), (0.5, "s", 0.0), (1.6, "s", 0.0), (0.1, "s", 0.0),
     ]  # fmt: skip
+    holds = []
     for later, sample, retry_after in script:
         clock.advance(later)
         held = await admit_n(admission, slots(expected.limit, 100))
@@ -378,6 +380,10 @@ async def test_redis_holds_growth_after_a_cut_exactly_like_the_pure_algorithm(
         state = (await admission.snapshot()).destinations[0]
         assert (state.limit, state.cuts) == (pytest.approx(expected.limit), expected.epoch)
         assert state.growth_held_s == pytest.approx(max(0.0, expected.hold_until - now))
+        holds.append(expected.hold_s)
+    # The script reaches every case it names: doubling, the bound, the fresh start.
+    assert sorted(set(holds)) == [1.0, 2.0, 4.0, 8.0]
+    assert holds[-1] == 2.0
 
 
 async def test_an_exhausted_budget_refills_with_time(connect: Connect) -> None:

@@ -106,6 +106,35 @@ def test_a_cut_with_retry_after_holds_growth_just_under_the_cut_level_until_then
     assert late == cut
 
 
+def test_probes_that_keep_failing_double_the_hold_and_a_late_one_starts_over() -> None:
+    aimd = Aimd(AimdConfig(initial_limit=20, backoff_ratio=0.9, max_hold_s=10, slow_start=False))
+    state, now, lengths = aimd.initial(CAP), 0.0, []
+    # A destination answering 429 with Retry-After: 1 each time the limit probes past the
+    # hold, just after the hold ends: the holds grow 1, 2, 4, 8, then stay at max_hold_s.
+    for _ in range(6):
+        state = aimd.on_overload(state, slot_epoch=state.epoch, cap=CAP, now=now, retry_after_s=1)
+        lengths.append(state.hold_s)
+        assert state.hold_until == pytest.approx(now + state.hold_s)
+        now = state.hold_until + 0.2
+    assert lengths == [1, 2, 4, 8, 10, 10]
+    # A cut during the hold doubles too (the same congestion, seen again): never past the cap,
+    # and the hold never ends sooner than it already would.
+    during = aimd.on_overload(
+        state, slot_epoch=state.epoch, cap=CAP, now=state.hold_until - 5, retry_after_s=1
+    )
+    assert (during.hold_s, during.hold_until) == (10, state.hold_until + 5)
+    # A cut more than one hold's length after the hold ended: the capacity held more for a
+    # while, so the hold is the Retry-After again.
+    later = state.hold_until + state.hold_s + 0.1
+    fresh = aimd.on_overload(state, slot_epoch=state.epoch, cap=CAP, now=later, retry_after_s=1)
+    assert (fresh.hold_s, fresh.hold_until) == (1, later + 1)
+    # A longer Retry-After wins over the doubling; a cut without one keeps the hold as it is.
+    longer = aimd.on_overload(fresh, slot_epoch=fresh.epoch, cap=CAP, now=later, retry_after_s=5)
+    assert longer.hold_s == 5
+    plain = aimd.on_overload(longer, slot_epoch=longer.epoch, cap=CAP, now=later + 1)
+    assert (plain.hold_s, plain.hold_until, plain.epoch) == (5, longer.hold_until, state.epoch + 3)
+
+
 def test_the_hold_is_bounded_and_needs_a_retry_after() -> None:
     aimd = Aimd(AimdConfig(initial_limit=20, max_hold_s=10))
     long = aimd.on_overload(aimd.initial(CAP), slot_epoch=0, cap=CAP, now=0.0, retry_after_s=3600)
