@@ -66,7 +66,7 @@ from admission.rate_limit import (
 from admission.retry_budget import SharedRetryBudget
 from admission.ticket import Outcome, Ticket
 from admission.visibility import AdmissionSnapshot, TenantUsage, destination_state
-from admission.waiting import Backoff, SlotWaiters, Waiter
+from admission.waiting import Backoff, SlotWaiters, Waiter, Wake
 from schemas.clock import Clock
 from schemas.errors import FailureKind, StepFailure
 
@@ -164,36 +164,50 @@ class Admission:
 
     async def _admit_waiting(self, op: AdmitOp, wait_timeout_s: float) -> Ticket:
         """Ask until granted, refused for good, handed a slot or out of time (see
-        `admission.waiting`: only the head of the queue polls)."""
+        `admission.waiting`: only the head of the queue polls; a caller that finds a queue
+        joins it without asking first; a new head pauses before its first poll)."""
         destination = op.destination
         loop = asyncio.get_running_loop()
         deadline = loop.time() + wait_timeout_s
         reply: AdmitReply | None = None
         waiter: Waiter | None = None
+        ask = not self._waiters.waiting(destination)
+        if not ask:
+            waiter = self._waiters.join(destination, op)
+        head_pause, polls = self._backoff.pause_s(0), 0
         try:
-            for attempt in range(self.config.max_wait_attempts):
-                reply = await self._admit_once(op, waiter)
-                if reply.code is AdmitCode.GRANTED:
-                    if reply.free_slots > 0:  # pass the baton: more slots are free
-                        self._waiters.notify_one(destination)
-                    probe = reply.tenant_probe or reply.global_probe
-                    return self._ticket(op, reply.epoch, probe=probe)
-                _raise_if_refused(destination, op.tenant_id, reply, self.rate.config.delay_s)
+            for _ in range(self.config.max_wait_attempts):
+                if ask:
+                    reply = await self._admit_once(op, waiter)
+                    if reply.code is AdmitCode.GRANTED:
+                        if waiter is not None:
+                            # Out of the queue first, so the baton goes to the next waiter.
+                            self._waiters.leave(destination, waiter)
+                            waiter = None
+                        if reply.free_slots > 0:  # pass the baton: more slots are free
+                            self._waiters.notify_one(destination)
+                        probe = reply.tenant_probe or reply.global_probe
+                        return self._ticket(op, reply.epoch, probe=probe)
+                    _raise_if_refused(destination, op.tenant_id, reply, self.rate.config.delay_s)
+                    head_pause = (
+                        max(reply.hint_s, 0.001)
+                        if reply.code is AdmitCode.RATE_LIMITED
+                        else self._backoff.pause_s(polls)
+                    )
+                    polls += 1
+                if waiter is None:
+                    waiter = self._waiters.join(destination, op)
                 remaining = deadline - loop.time()
                 if remaining <= 0:
                     break
-                if waiter is None:
-                    waiter = self._waiters.join(destination, op)
-                head_pause = (
-                    max(reply.hint_s, 0.001)
-                    if reply.code is AdmitCode.RATE_LIMITED
-                    else self._backoff.pause_s(attempt)
-                )
-                await waiter.pause(head_pause_s=head_pause, remaining_s=remaining)
+                wake = await waiter.pause(head_pause_s=head_pause, remaining_s=remaining)
                 if waiter.handed is not None:
                     handed: Ticket = waiter.handed
                     waiter.handed = None
                     return handed
+                # Promoted to head: the previous head asked moments ago or was just handed
+                # the slot that freed up, so a poll now would be refused; pause first.
+                ask = wake is not Wake.PROMOTED
         finally:
             if waiter is not None:
                 self._waiters.leave(destination, waiter)
@@ -222,7 +236,8 @@ class Admission:
         # (global layer closed, tenant layer closed) as far as this reply tells: the global
         # layer is checked first, so a tenant-layer refusal means the global one passed.
         breakers: tuple[bool | None, bool | None] = (None, None)
-        if reply.code is AdmitCode.GRANTED:
+        if reply.code is AdmitCode.GRANTED and not op.handover:
+            # (A hand-over's record skips the checks, so its grant says nothing about them.)
             breakers = (not reply.global_probe, not reply.tenant_probe)
         elif reply.code is AdmitCode.BREAKER_BLOCKED:
             breakers = (False, None) if reply.blocking_layer.startswith("global") else (True, False)

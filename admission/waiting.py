@@ -9,10 +9,16 @@ every other waiter sleeps on an `asyncio.Event` until woken. Wake-ups come from:
   destination's limit leaves unused after a settlement or an admit (the limit grew, or
   another process gave slots back): that many more waiters are woken (`notify`), so capacity
   is used as soon as it appears instead of at the head's next poll;
-- the head leaving the queue (admitted, timed out or cancelled): the next waiter becomes
-  head and is woken to take over polling. When the head was admitted after a poll, this
-  also passes the baton: several slots freed elsewhere are taken one after another
-  without waiting a pause each.
+- the head leaving the queue (admitted, handed a slot, timed out or cancelled): the next
+  waiter becomes head and is woken to take over polling — it starts with a pause, not a
+  poll, since the previous head asked moments ago or was just handed the slot that freed up
+  (a poll then would be a sure refusal for every hand-over). When the head was admitted
+  after a poll that left slots free, the baton passes with a slot signal instead, so several
+  slots freed elsewhere are taken one after another without waiting a pause each.
+
+A caller that finds others of its process already waiting for the destination joins the
+back of the queue without asking Redis first: the answer would be no, and a yes would
+overtake the callers in front.
 
 The head's pause is an exponential backoff with jitter (10 ms doubling to 250 ms by
 default), or exactly the wait the script named when the destination's `ratePerSecond` is
@@ -29,6 +35,7 @@ supervised listener task per process, and would still need polling as a fallback
 from __future__ import annotations
 
 import asyncio
+import enum
 import random
 from collections.abc import Callable
 from typing import TYPE_CHECKING
@@ -53,6 +60,17 @@ class Backoff:
         return ceiling / 2 + self._rng.uniform(0, ceiling / 2)
 
 
+class Wake(enum.Enum):
+    """Why a waiter's pause ended."""
+
+    TIMEOUT = "timeout"
+    """Its time ran out: for the head, a poll is due."""
+    SLOT = "slot"
+    """A slot was freed or handed to it: ask (or take the handed slot) now."""
+    PROMOTED = "promoted"
+    """It became the head: start polling, after a pause."""
+
+
 class Waiter:
     """One caller's place in a destination's queue. Leave it exactly once (`leave`).
 
@@ -63,6 +81,7 @@ class Waiter:
     def __init__(self, queue: list[Waiter], request: AdmitOp | None = None) -> None:
         self._queue = queue
         self._woken = asyncio.Event()
+        self._signalled = False
         self.request = request
         self.handed: Ticket | None = None
         self.busy = False
@@ -77,31 +96,47 @@ class Waiter:
         return self._woken.is_set()
 
     def wake(self) -> None:
+        """A slot may be free: the waiter should ask now."""
+        self._signalled = True
+        self._woken.set()
+
+    def promote(self) -> None:
+        """This waiter is the head now: it should start polling."""
         self._woken.set()
 
     def hand(self, ticket: Ticket) -> None:
         """Give this waiter a slot and wake it."""
         self.handed = ticket
-        self._woken.set()
+        self.wake()
 
     @property
     def idle(self) -> bool:
         """Sleeping, not woken and not handed anything: a hand-over may go to it."""
         return not self.busy and self.handed is None and not self._woken.is_set()
 
-    async def pause(self, *, head_pause_s: float, remaining_s: float) -> bool:
+    async def pause(self, *, head_pause_s: float, remaining_s: float) -> Wake:
         """Sleep until woken, or for `head_pause_s` if this waiter is the head; never longer
-        than `remaining_s`. True if woken. A wake-up that arrived while the caller was busy
-        is not lost: the pause then returns at once."""
+        than `remaining_s`. A wake-up that arrived while the caller was busy is not lost: the
+        pause then returns at once."""
         timeout = min(remaining_s, head_pause_s) if self.is_head else remaining_s
+        woke = False
         try:
             async with asyncio.timeout(max(0.0, timeout)):
                 await self._woken.wait()
+                woke = True
         except TimeoutError:
-            return False
+            pass
         finally:
             self._woken.clear()
-        return True
+        signalled, self._signalled = self._signalled, False
+        if signalled:
+            return Wake.SLOT
+        return Wake.PROMOTED if woke else Wake.TIMEOUT
+
+    @property
+    def signalled(self) -> bool:
+        """A slot signal (or a handed slot) is pending for this waiter."""
+        return self._signalled
 
     def leave(self) -> None:
         """Leave the queue; if this was the head, wake the next waiter to take over."""
@@ -109,7 +144,7 @@ class Waiter:
         if self in self._queue:
             self._queue.remove(self)
         if was_head and self._queue:
-            self._queue[0].wake()
+            self._queue[0].promote()
 
 
 class SlotWaiters:
@@ -144,15 +179,17 @@ class SlotWaiters:
         return len(self._queues.get(destination, ()))
 
     def notify_one(self, destination: str) -> None:
-        """A slot of `destination` was freed here: wake the first waiter not yet woken."""
+        """A slot of `destination` was freed here: signal the first waiter not yet signalled."""
         self.notify(destination, 1)
 
     def notify(self, destination: str, count: int) -> None:
-        """`count` slots of `destination` are free: wake that many waiters not yet woken."""
+        """`count` slots of `destination` are free: signal that many waiters not yet signalled."""
         if count <= 0:
             return
         for waiter in self._queues.get(destination, ()):
-            if not waiter.woken:
+            # A waiter only promoted to head (woken, no signal) still gets the signal: it
+            # would otherwise pause before asking.
+            if not waiter.signalled:
                 waiter.wake()
                 count -= 1
                 if count == 0:

@@ -267,3 +267,43 @@ async def test_hand_overs_stop_once_a_breaker_is_seen_open(connect: Connect) -> 
         async with asyncio.timeout(5):
             await third
     assert admission.handovers == 1
+
+
+async def test_a_caller_that_finds_a_queue_waits_behind_it(connect: Connect) -> None:
+    """While callers of this process wait for a destination, a new one joins the back of the
+    queue without asking Redis: a slot freed elsewhere goes to the head, not the newcomer."""
+    admission = make(
+        connect, aimd=AimdConfig(initial_limit=1), wait_poll_initial_s=0.05, wait_poll_max_s=0.05
+    )
+    await admission.set_caps(DEST, DestinationCaps(max_concurrency=1))
+    elsewhere = make(connect)  # another process, holding the only slot
+    held = await elsewhere.admit(DEST, "t", wait_timeout_s=0)
+    first = await waiting_admit(admission)
+    await held.success()  # freed in Redis: `first` takes it at its next poll
+    second = asyncio.ensure_future(admission.admit(DEST, "t", wait_timeout_s=5))
+    async with asyncio.timeout(5):
+        ticket = await first
+    assert not second.done()
+    await ticket.success()  # handed to `second`, which waited behind it
+    async with asyncio.timeout(5):
+        handed = await second
+    assert handed.handovers == 1
+    await handed.success()
+
+
+async def test_a_new_head_pauses_before_it_polls(connect: Connect) -> None:
+    """The head handed a slot leaves; the waiter behind it becomes head but does not poll at
+    once (the slot that freed up was just handed over; Redis would say no)."""
+    admission = await one_slot(connect)  # waiters poll after 5 s
+    first = await admission.admit(DEST, "t", wait_timeout_s=0)
+    second, third = await waiting_admit(admission), await waiting_admit(admission)
+    before = admission.batcher.exchanges
+    await first.success()  # one exchange: the settlement and the hand-over's record
+    async with asyncio.timeout(5):
+        handed = await second
+    await asyncio.sleep(0.2)  # a poll by the new head would have happened by now
+    assert admission.batcher.exchanges == before + 1
+    assert not third.done()
+    await handed.success()  # handed on to `third`
+    async with asyncio.timeout(5):
+        await (await third).success()
