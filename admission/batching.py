@@ -66,17 +66,28 @@ class ExchangeBatcher:
 
     async def submit(self, op: Op) -> Reply:
         """Queue `op` and wait for its reply. Raises what the exchange raised."""
-        return await self.enqueue(op)
+        future = self.enqueue(op)
+        try:
+            return await future
+        except asyncio.CancelledError:
+            # The reply can arrive after the cancellation was requested but before this task
+            # ran: the future is done, its result never seen. A slot it granted goes back.
+            if future.done() and not future.cancelled() and future.exception() is None:
+                self._give_back(op, future.result())
+            raise
 
     def enqueue(self, op: Op) -> asyncio.Future[Reply]:
         """Queue `op`; the future resolves with its reply (what `submit` awaits)."""
-        loop = asyncio.get_running_loop()
-        pending = _Pending(op, loop.create_future())
+        pending = _Pending(op, asyncio.get_running_loop().create_future())
         self._queue.append(pending)
+        self._ensure_draining()
+        return pending.future
+
+    def _ensure_draining(self) -> None:
         if self._drain_task is None:
+            loop = asyncio.get_running_loop()
             self._drain_task = loop.create_task(self._drain(), name="admission-exchange")
             self._drain_task.add_done_callback(self._drain_ended)
-        return pending.future
 
     async def _drain(self) -> None:
         # Bounded by the work: each pass takes at least one operation off the queue.
@@ -119,6 +130,7 @@ class ExchangeBatcher:
             # (the lease then expires on its own).
             future.add_done_callback(lambda f: f.cancelled() or f.exception())
             self._queue.append(_Pending(settle, future))
+            self._ensure_draining()
 
     def _drain_ended(self, task: asyncio.Task[None]) -> None:
         self._drain_task = None

@@ -108,6 +108,9 @@ class Admission:
         self._tenant_limits = tenant_limits
         self._loaded = LoadOnce()
         self._waiters = SlotWaiters()
+        self._queue_bound: dict[str, bool] = {}
+        """Destination → its latest answer here was one waiting cures (no free slot, or its
+        rate): then a new caller joins the queue instead of asking first."""
         self._views = Views()
         self.handovers = 0
         """Slots handed from a finished call to a waiting one in this process."""
@@ -170,11 +173,11 @@ class Admission:
         loop = asyncio.get_running_loop()
         deadline = loop.time() + wait_timeout_s
         reply: AdmitReply | None = None
-        waiter: Waiter | None = None
-        ask = not self._waiters.waiting(destination)
-        if not ask:
-            waiter = self._waiters.join(destination, op)
-        head_pause, polls = self._backoff.pause_s(0), 0
+        waiter = (
+            self._waiters.join(destination, op) if self._joins_queue(op, wait_timeout_s) else None
+        )
+        ask = waiter is None
+        head_pause, polls, refused = self._backoff.pause_s(0), 0, False
         try:
             for _ in range(self.config.max_wait_attempts):
                 if ask:
@@ -184,17 +187,11 @@ class Admission:
                             # Out of the queue first, so the baton goes to the next waiter.
                             self._waiters.leave(destination, waiter)
                             waiter = None
-                        if reply.free_slots > 0:  # pass the baton: more slots are free
-                            self._waiters.notify_one(destination)
-                        probe = reply.tenant_probe or reply.global_probe
-                        return self._ticket(op, reply.epoch, probe=probe)
+                        return self._granted(op, reply)
+                    refused = True
                     _raise_if_refused(destination, op.tenant_id, reply, self.rate.config.delay_s)
-                    head_pause = (
-                        max(reply.hint_s, 0.001)
-                        if reply.code is AdmitCode.RATE_LIMITED
-                        else self._backoff.pause_s(polls)
-                    )
-                    polls += 1
+                    refused = False
+                    head_pause, polls = self._head_pause(reply, polls), polls + 1
                 if waiter is None:
                     waiter = self._waiters.join(destination, op)
                 remaining = deadline - loop.time()
@@ -211,10 +208,37 @@ class Admission:
         finally:
             if waiter is not None:
                 self._waiters.leave(destination, waiter)
+                if refused:
+                    # Refused for a reason the next waiter may share (an open breaker): it
+                    # asks now instead of pausing first, so a queue learns it in one pass.
+                    self._waiters.notify_one(destination)
                 if waiter.handed is not None:
                     # Handed a slot while being cancelled: give it back, never leak it.
                     await waiter.handed.ignore()
         raise _wait_exhausted(destination, wait_timeout_s, reply)
+
+    def _joins_queue(self, op: AdmitOp, wait_timeout_s: float) -> bool:
+        """Whether a new caller takes its place in the queue without asking first. Behind
+        callers of this process that wait for a slot (or the destination's rate) it would
+        only hear no, or overtake them with a yes. Any other refusal (an open breaker, an
+        exhausted budget) it must hear at once, and a caller that cannot wait asks once."""
+        return (
+            wait_timeout_s > 0
+            and self._waiters.waiting(op.destination) > 0
+            and self._queue_bound.get(op.destination, False)
+        )
+
+    def _granted(self, op: AdmitOp, reply: AdmitReply) -> Ticket:
+        if reply.free_slots > 0:  # pass the baton: more slots are free
+            self._waiters.notify_one(op.destination)
+        return self._ticket(op, reply.epoch, probe=reply.tenant_probe or reply.global_probe)
+
+    def _head_pause(self, reply: AdmitReply, polls: int) -> float:
+        """The head's pause after a refusal: exactly the wait the destination's rate names,
+        else the backoff."""
+        if reply.code is AdmitCode.RATE_LIMITED:
+            return max(reply.hint_s, 0.001)
+        return self._backoff.pause_s(polls)
 
     async def _admit_once(self, op: AdmitOp, waiter: Waiter | None) -> AdmitReply:
         # While asking Redis itself, a waiter must not also be handed a slot.
@@ -227,6 +251,10 @@ class Admission:
                 waiter.busy = False
         if not isinstance(reply, AdmitReply):
             raise TypeError(f"admit answered {reply!r}")
+        self._queue_bound[op.destination] = reply.code in {
+            AdmitCode.NO_SLOT,
+            AdmitCode.RATE_LIMITED,
+        }
         self._saw_admit(op, reply)
         return reply
 

@@ -386,6 +386,32 @@ async def test_redis_holds_growth_after_a_cut_exactly_like_the_pure_algorithm(
     assert holds[-1] == 2.0
 
 
+async def test_the_hold_doubles_up_to_exactly_one_hold_after_it_in_redis_as_in_python(
+    connect: Connect,
+) -> None:
+    """The boundary of the back-off rule: a cut exactly one hold's length after the hold
+    ended still doubles; a moment later it starts again. Times are exact binary fractions."""
+    config = AimdConfig(initial_limit=8, backoff_ratio=0.5, max_hold_s=8)
+    clock = FakeClock()
+    admission = make(connect, clock, aimd=config)
+    aimd, expected = Aimd(config), AimdState(8.0)
+    # (seconds later, Retry-After): hold 1 s until 1.0; cut at 2.0 = 1.0 + 1 → 2 s until 4.0;
+    # cut at 6.0 = 4.0 + 2 → 4 s until 10.0; cut at 14.25 > 10.0 + 4 → 1 s again.
+    holds = []
+    for later, retry_after in [(0.0, 1.0), (2.0, 1.0), (4.0, 1.0), (8.25, 1.0)]:
+        clock.advance(later)
+        (ticket,) = await admit_n(admission, 1)
+        expected = aimd.on_overload(
+            expected, slot_epoch=ticket.epoch, cap=100, now=clock.now(), retry_after_s=retry_after
+        )
+        await ticket.settle(Outcome.THROTTLED, retry_after_s=retry_after)
+        state = (await admission.snapshot()).destinations[0]
+        assert (state.limit, state.cuts) == (pytest.approx(expected.limit), expected.epoch)
+        assert state.growth_held_s == pytest.approx(expected.hold_until - clock.now())
+        holds.append(state.growth_held_s)
+    assert holds == pytest.approx([1.0, 2.0, 4.0, 1.0])
+
+
 async def test_an_exhausted_budget_refills_with_time(connect: Connect) -> None:
     """After an outage only retries may be left: time alone must bring them back, or no call
     would ever succeed to refill the bucket."""
