@@ -139,6 +139,30 @@ async def one_slot(connect: Connect) -> Admission:
     return admission
 
 
+async def one_slot_with_breakers(connect: Connect) -> tuple[Admission, Admission]:
+    """`one_slot` with the default global breaker, and another process's `Admission` on the
+    same Redis (see `open_global_breaker`). Waiters poll only after 5 s: they move only when
+    woken."""
+    admission = make(
+        connect,
+        aimd=AimdConfig(initial_limit=1),
+        global_breaker=GLOBAL_DEFAULT,
+        wait_poll_initial_s=5.0,
+        wait_poll_max_s=5.0,
+    )
+    await admission.set_caps(DEST, DestinationCaps(max_concurrency=1))
+    return admission, make(connect, global_breaker=GLOBAL_DEFAULT)
+
+
+async def open_global_breaker(elsewhere: Admission) -> None:
+    """Other tenants' calls fail, in another process: the destination's global layer opens."""
+    for i in range(GLOBAL_DEFAULT.threshold):
+        await elsewhere.backend.settle(
+            DEST, f"other-{i}", f"tok-{i}", "failure", slot_epoch=0, now=FakeClock().now(),
+            config=elsewhere.config,
+        )  # fmt: skip
+
+
 async def waiting_admit(admission: Admission, tenant: str = "t") -> asyncio.Task[Any]:
     """An admit that has to wait (the destination is full), started in the background."""
     queued = admission._waiters.waiting(DEST)
@@ -240,24 +264,11 @@ async def test_hand_overs_stop_once_a_breaker_is_seen_open(connect: Connect) -> 
     """Another process's failures open the destination's global breaker: this process learns
     it from its next settlement's reply and hands no slot over after that (at most the one
     decided on what it knew before)."""
-    # Waiters poll Redis only after 5 s, so within the test they move only when woken.
-    admission = make(
-        connect,
-        aimd=AimdConfig(initial_limit=1),
-        global_breaker=GLOBAL_DEFAULT,
-        wait_poll_initial_s=5.0,
-        wait_poll_max_s=5.0,
-    )
-    await admission.set_caps(DEST, DestinationCaps(max_concurrency=1))
-    elsewhere = make(connect, global_breaker=GLOBAL_DEFAULT)
+    admission, elsewhere = await one_slot_with_breakers(connect)
     first = await admission.admit(DEST, "t", wait_timeout_s=0)
     second = await waiting_admit(admission)
     third = await waiting_admit(admission)
-    for i in range(GLOBAL_DEFAULT.threshold):  # other tenants' calls fail, elsewhere
-        await elsewhere.backend.settle(
-            DEST, f"other-{i}", f"tok-{i}", "failure", slot_epoch=0, now=FakeClock().now(),
-            config=elsewhere.config,
-        )  # fmt: skip
+    await open_global_breaker(elsewhere)
     await first.success()
     async with asyncio.timeout(5):
         handed = await second  # decided before the reply told: handed over
@@ -312,22 +323,10 @@ async def test_a_new_head_pauses_before_it_polls(connect: Connect) -> None:
 async def test_a_queue_learns_of_an_open_breaker_in_one_pass(connect: Connect) -> None:
     """Each waiter refused by an open breaker wakes the next one to ask at once: a queue of
     waiters (polling only every 5 s here) fails within moments, not a poll interval each."""
-    admission = make(
-        connect,
-        aimd=AimdConfig(initial_limit=1),
-        global_breaker=GLOBAL_DEFAULT,
-        wait_poll_initial_s=5.0,
-        wait_poll_max_s=5.0,
-    )
-    await admission.set_caps(DEST, DestinationCaps(max_concurrency=1))
-    elsewhere = make(connect, global_breaker=GLOBAL_DEFAULT)
+    admission, elsewhere = await one_slot_with_breakers(connect)
     first = await admission.admit(DEST, "t", wait_timeout_s=0)
     queued = [await waiting_admit(admission) for _ in range(5)]
-    for i in range(GLOBAL_DEFAULT.threshold):  # other tenants' calls fail, elsewhere
-        await elsewhere.backend.settle(
-            DEST, f"other-{i}", f"tok-{i}", "failure", slot_epoch=0, now=FakeClock().now(),
-            config=elsewhere.config,
-        )  # fmt: skip
+    await open_global_breaker(elsewhere)
     await first.ignore()  # no hand-over: the head is woken and asks
     async with asyncio.timeout(2):
         results = await asyncio.gather(*queued, return_exceptions=True)
