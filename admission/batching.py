@@ -137,11 +137,8 @@ class ExchangeBatcher:
         if not task.cancelled() and task.exception() is not None:
             logger.error("admission exchange task died", exc_info=task.exception())
         # Operations queued after the last pass (or left by a dying task) get a new drain.
-        if self._queue:
-            loop = task.get_loop()
-            if not loop.is_closed():
-                self._drain_task = loop.create_task(self._drain(), name="admission-exchange")
-                self._drain_task.add_done_callback(self._drain_ended)
+        if self._queue and not task.get_loop().is_closed():
+            self._ensure_draining()
 
 
 def _settlements_first(batch: list[_Pending]) -> None:

@@ -108,9 +108,6 @@ class Admission:
         self._tenant_limits = tenant_limits
         self._loaded = LoadOnce()
         self._waiters = SlotWaiters()
-        self._queue_bound: dict[str, bool] = {}
-        """Destination → its latest answer here was one waiting cures (no free slot, or its
-        rate): then a new caller joins the queue instead of asking first."""
         self._views = Views()
         self.handovers = 0
         """Slots handed from a finished call to a waiting one in this process."""
@@ -225,7 +222,7 @@ class Admission:
         return (
             wait_timeout_s > 0
             and self._waiters.waiting(op.destination) > 0
-            and self._queue_bound.get(op.destination, False)
+            and self._views.get(op.destination).waiting_cures
         )
 
     def _granted(self, op: AdmitOp, reply: AdmitReply) -> Ticket:
@@ -251,7 +248,7 @@ class Admission:
                 waiter.busy = False
         if not isinstance(reply, AdmitReply):
             raise TypeError(f"admit answered {reply!r}")
-        self._queue_bound[op.destination] = reply.code in {
+        self._views.get(op.destination).waiting_cures = reply.code in {
             AdmitCode.NO_SLOT,
             AdmitCode.RATE_LIMITED,
         }

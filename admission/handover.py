@@ -50,6 +50,9 @@ class DestinationView:
     global_closed: bool = False
     tenant_closed: dict[str, bool] = field(default_factory=dict)
     """Breaker layers as last seen closed (True) or not; unknown counts as not closed."""
+    waiting_cures: bool = False
+    """This process's latest own ask was refused for a reason waiting cures (no free slot,
+    or the destination's rate): a new caller then queues without asking first."""
 
     def allows(self, tenant_id: str, takes_item: bool) -> bool:
         if not self.seen or self.rate_capped or self.free_slots < 0:

@@ -4,8 +4,8 @@ Callers of one process that wait for the same destination form a FIFO queue. Onl
 **head** of the queue polls Redis (it retries the atomic admission script after a pause);
 every other waiter sleeps on an `asyncio.Event` until woken. Wake-ups come from:
 
-- a call to that destination settling **in this process** (`notify_one` wakes the first
-  waiter not yet woken, so a slot freed locally is reused at once), and any slots the
+- a call to that destination settling **in this process** (`notify_one` signals the first
+  waiter not yet signalled, so a slot freed locally is reused at once), and any slots the
   destination's limit leaves unused after a settlement or an admit (the limit grew, or
   another process gave slots back): that many more waiters are woken (`notify`), so capacity
   is used as soon as it appears instead of at the head's next poll;
@@ -16,9 +16,11 @@ every other waiter sleeps on an `asyncio.Event` until woken. Wake-ups come from:
   after a poll that left slots free, the baton passes with a slot signal instead, so several
   slots freed elsewhere are taken one after another without waiting a pause each.
 
-A caller that finds others of its process already waiting for the destination joins the
-back of the queue without asking Redis first: the answer would be no, and a yes would
-overtake the callers in front.
+A caller that finds others of its process already waiting for the destination, and the
+latest answer was "no slot" (or the destination's rate), joins the back of the queue without
+asking Redis first: the answer would be no, and a yes would overtake the callers in front. A
+waiter refused for any other reason (an open breaker) signals the next one on its way out,
+so a queue learns it in one pass.
 
 The head's pause is an exponential backoff with jitter (10 ms doubling to 250 ms by
 default), or exactly the wait the script named when the destination's `ratePerSecond` is

@@ -95,7 +95,7 @@ async def run_merge(
             # Past the inline limit PostgreSQL assembles the other chunks itself: the
             # outputs never travel to this process.
             await _copy_in_database(
-                store, step.run_id, spawner_id, writer, after=after, total=counts.total
+                store, step.run_id, spawner_id, writer, writer.ref, after=after, total=counts.total
             )
             break
         page = await store.children_outputs(
@@ -110,14 +110,20 @@ async def run_merge(
 
 
 async def _copy_in_database(
-    store: Store, run_id: str, spawner_id: str, writer: _OutputsWriter, *, after: int, total: int
+    store: Store,
+    run_id: str,
+    spawner_id: str,
+    writer: _OutputsWriter,
+    ref: str,
+    *,
+    after: int,
+    total: int,
 ) -> None:
-    """Store the children after `after` as chunks of `writer.ref`, `MERGE_COPIES_AT_ONCE` at a
-    time: one INSERT … SELECT per range of `MERGE_PAGE` item indexes (a spawner numbers its
-    children 0 … total-1), then a last sweep for anything past `total`."""
-    if writer.ref is None:
-        return
-    ref, first_chunk = writer.ref, writer.chunks
+    """Store the children after `after` as chunks of `ref` (the writer's payload), up to
+    `MERGE_COPIES_AT_ONCE` at a time: one INSERT … SELECT per range of `MERGE_PAGE` item
+    indexes (a spawner numbers its children 0 … total-1), then a last sweep for anything past
+    `total`."""
+    first_chunk = writer.chunks
     ranges = [(lo, min(lo + MERGE_PAGE, total) - 1) for lo in range(after + 1, total, MERGE_PAGE)]
     gate = asyncio.Semaphore(MERGE_COPIES_AT_ONCE)
 

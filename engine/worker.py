@@ -166,11 +166,15 @@ class Worker:
         redispatched is due, at most `idle_poll_s`. Without it, steps redispatched together
         (with spread-out times) would all be claimed at the next poll, in one burst."""
         now = self._deps.clock.now()
-        while self._due and self._due[0] <= now:
-            heapq.heappop(self._due)
+        self._drop_past_due(now)
         if not self._due:
             return self._config.idle_poll_s
         return max(0.001, min(self._config.idle_poll_s, self._due[0] - now))
+
+    def _drop_past_due(self, now: float) -> None:
+        # Pruned on every push too, so a worker that is never idle keeps only future times.
+        while self._due and self._due[0] <= now:
+            heapq.heappop(self._due)
 
     async def _claim(self, wanted: int) -> list[ClaimedStep]:
         try:
@@ -240,11 +244,15 @@ class Worker:
         if report is None:
             # Claims stay in place; their leases expire and the steps run again elsewhere.
             return
+        now = self._deps.clock.now()
+        self._drop_past_due(now)
         for result in results:
             due = _due_at(result)
-            if due is not None and result.step.step_id not in report.dropped:
-                if not self._due or due < self._due[0]:
-                    self._due_earlier.set()
+            if due is None or result.step.step_id in report.dropped:
+                continue
+            if not self._due or due < self._due[0]:
+                self._due_earlier.set()
+            if due > now:  # one already due needs the wake-up above, not a place in the heap
                 heapq.heappush(self._due, due)
         self.stats.flushes += 1
         self.stats.recorded += report.recorded

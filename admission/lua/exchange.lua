@@ -149,9 +149,9 @@ end
 -- call started already, on the slot of a call of the same tenant that just succeeded here.
 -- Checks that take something (the destination's rate window) come last, so that a refusal
 -- takes nothing.
-local function refusal(d, tenant, flags, token, w, reply)
-  local t_mode, t_wait = bk_admission(tenant, now)
-  local g_mode, g_wait = bk_admission(d.global, now)
+-- `modes`: both layers' `bk_admission` answers, {t_mode, t_wait, g_mode, g_wait}.
+local function refusal(d, tenant, modes, flags, token, w, reply)
+  local t_mode, t_wait, g_mode, g_wait = modes[1], modes[2], modes[3], modes[4]
   if g_mode == 'block' then
     return reply(2, g_wait, 'global:' .. d.global.state, 0, 0)
   end
@@ -204,8 +204,12 @@ local function admit(op)
   if window_index > 0 then
     w = window(window_index, ARGV[op + 6], ARGV[op + 9])
   end
+  -- Nothing below changes the probe permits before they are taken, so one look serves both
+  -- the checks and the probe bookkeeping.
+  local t_mode, t_wait = bk_admission(tenant, now)
+  local g_mode, g_wait = bk_admission(d.global, now)
   if not handover then
-    local refused = refusal(d, tenant, flags, token, w, reply)
+    local refused = refusal(d, tenant, {t_mode, t_wait, g_mode, g_wait}, flags, token, w, reply)
     if refused then
       return refused
     end
@@ -220,11 +224,11 @@ local function admit(op)
   redis.call('ZADD', d.slots, expiry, token)
   d.in_flight = d.in_flight + 1
   local t_probe, g_probe = 0, 0
-  if bk_admission(tenant, now) == 'probe' then
+  if t_mode == 'probe' then
     redis.call('ZADD', tenant.z, expiry, token)
     t_probe = 1
   end
-  if bk_admission(d.global, now) == 'probe' then
+  if g_mode == 'probe' then
     redis.call('ZADD', d.global.z, expiry, token)
     g_probe = 1
   end
