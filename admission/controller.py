@@ -397,9 +397,13 @@ class Admission:
             retry_after_s,
         )
         answer = self.batcher.enqueue(op)
-        if outcome in {Outcome.THROTTLED, Outcome.OVERLOAD}:
-            # The destination is at capacity: no hand-overs until a reply shows room again.
+        overload = outcome in {Outcome.THROTTLED, Outcome.OVERLOAD}
+        if overload:
+            # The destination is at capacity: no hand-overs until Redis has applied the cut.
             self._views.saw_overload(ticket.destination)
+        # The view learns the reply as soon as it arrives (before the awaiting task resumes)
+        # and whether or not anybody awaits it.
+        answer.add_done_callback(lambda done: self._settle_answered(ticket, overload, done))
         if not (outcome is Outcome.SUCCESS and self._hand_over(ticket)):
             # Wake a local waiter now: its admit joins the same exchange, after this
             # settlement, so the slot changes hands in one round trip. If Redis fails, a
@@ -413,18 +417,26 @@ class Admission:
         reply = await answer
         if not isinstance(reply, SettleReply):
             raise TypeError(f"settle answered {reply!r}")
-        self._views.saw_settle(
-            ticket.destination,
-            ticket.tenant_id,
-            free_slots=reply.free_slots,
-            epoch=reply.epoch,
-            breakers=(reply.global_state == "closed", reply.tenant_state == "closed"),
-        )
         # The limit may have grown: let the slots it leaves unused be taken now (one waiter
         # was woken above already).
         self._waiters.notify(ticket.destination, reply.free_slots - 1)
         self._log_transitions(ticket.destination, ticket.tenant_id, reply.events)
         self._log_settle(ticket, outcome, reply)
+
+    def _settle_answered(self, ticket: Ticket, overload: bool, done: asyncio.Future[Reply]) -> None:
+        if overload:
+            self._views.overload_answered(ticket.destination)
+        if done.cancelled() or done.exception() is not None:
+            return
+        reply = done.result()
+        if isinstance(reply, SettleReply):
+            self._views.saw_settle(
+                ticket.destination,
+                ticket.tenant_id,
+                free_slots=reply.free_slots,
+                epoch=reply.epoch,
+                breakers=(reply.global_state == "closed", reply.tenant_state == "closed"),
+            )
 
     def _hand_over(self, ended: Ticket) -> bool:
         """Give the slot of a call that just succeeded to a waiter of the same destination

@@ -19,8 +19,10 @@ exchange old):
 * the waiter is of the same tenant (its tenant breaker just counted a success) and is not a
   retry (retries need the retry budget);
 * the destination is not over its limit (the latest reply left no negative free slots: a cut
-  elsewhere stops hand-overs until slots turn over, and so does an overload answer seen here,
-  at once, before Redis has applied the cut), and has no `ratePerSecond`;
+  elsewhere stops hand-overs until slots turn over) and no overload answer seen here is still
+  on its way to Redis (from the 429 until the reply to its settlement, which shows the cut:
+  a reply to an exchange already in flight must not count as room), and it has no
+  `ratePerSecond`;
 * if the waiter takes a tenant item, the tenant's window was under 90 % full;
 * the slot was not handed over already `MAX_HANDOVERS` (4) times in a row: then it goes back
   through Redis, so that waiters of other processes (which only poll) get their turn.
@@ -50,12 +52,14 @@ class DestinationView:
     global_closed: bool = False
     tenant_closed: dict[str, bool] = field(default_factory=dict)
     """Breaker layers as last seen closed (True) or not; unknown counts as not closed."""
+    overloads_unanswered: int = 0
+    """Overload settlements (429/503/timeout) of this process not yet answered by Redis."""
     waiting_cures: bool = False
     """This process's latest own ask was refused for a reason waiting cures (no free slot,
     or the destination's rate): a new caller then queues without asking first."""
 
     def allows(self, tenant_id: str, takes_item: bool) -> bool:
-        if not self.seen or self.rate_capped or self.free_slots < 0:
+        if not self.seen or self.rate_capped or self.free_slots < 0 or self.overloads_unanswered:
             return False
         if not (self.global_closed and self.tenant_closed.get(tenant_id, False)):
             return False
@@ -101,10 +105,14 @@ class Views:
         _apply_transitions(view, tenant_id, events)
 
     def saw_overload(self, destination: str) -> None:
-        """A call of this process was just answered 429/503/timeout: assume the limit is
-        (about to be) exceeded until a reply says otherwise."""
+        """A call of this process was just answered 429/503/timeout: the limit is (about to
+        be) exceeded until the reply to its settlement (`overload_answered`) shows the cut."""
+        self.get(destination).overloads_unanswered += 1
+
+    def overload_answered(self, destination: str) -> None:
+        """Redis answered (or failed to answer) the settlement of an overload."""
         view = self.get(destination)
-        view.free_slots = min(view.free_slots, -1)
+        view.overloads_unanswered = max(0, view.overloads_unanswered - 1)
 
     def saw_settle(
         self,

@@ -22,7 +22,7 @@ from admission import (
 )
 from schemas.clock import FakeClock
 from schemas.errors import FailureKind, StepFailure
-from tests.integration.test_admission_coordination import DEST, Connect
+from tests.integration.test_admission_coordination import DEST, Connect, admit_n
 from tests.integration.test_admission_coordination import make as make_with
 
 
@@ -203,6 +203,48 @@ async def test_no_hand_over_when_the_checks_might_not_pass(connect: Connect, why
         ticket = await second  # admitted through Redis instead
     assert admission.handovers == 0 and ticket.handovers == 0
     await ticket.ignore()
+
+
+async def test_a_reply_already_in_flight_does_not_undo_an_overload_seen_since(
+    connect: Connect,
+) -> None:
+    """A 429 stops hand-overs until Redis has applied its cut: the reply to an exchange sent
+    before the 429 arrived (here a refused admit, saying 'no free slot, none over') must not
+    reopen them while the 429's own settlement is still on its way."""
+    admission = make(
+        connect, aimd=AimdConfig(initial_limit=2), wait_poll_initial_s=5.0, wait_poll_max_s=5.0
+    )
+    await admission.set_caps(DEST, DestinationCaps(max_concurrency=2))
+    throttled, succeeded = await admit_n(admission, 2)
+    woken_by_the_429, idle = await waiting_admit(admission), await waiting_admit(admission)
+    gates = [asyncio.Event(), asyncio.Event()]
+    real_exchange = admission.batcher._exchange
+
+    async def gated(ops: Any) -> Any:
+        await (gates[1] if gates[0].is_set() else gates[0]).wait()
+        return await real_exchange(ops)
+
+    admission.batcher._exchange = gated
+    refused = asyncio.ensure_future(admission.admit(DEST, "t", wait_timeout_s=0))
+    before = admission.batcher.exchanges
+    for _ in range(100):  # until the refused admit's exchange is in the air (held at gate 0)
+        await asyncio.sleep(0)
+    settling_429 = asyncio.ensure_future(throttled.settle(Outcome.THROTTLED))
+    await asyncio.sleep(0)  # queued behind the exchange in flight
+    gates[0].set()  # the reply that was in flight arrives: "0 free slots"
+    with pytest.raises(StepFailure, match="no slot"):
+        async with asyncio.timeout(5):
+            await refused
+    assert admission.batcher.exchanges == before + 1
+    settling_success = asyncio.ensure_future(succeeded.settle(Outcome.SUCCESS))
+    await asyncio.sleep(0)  # it decides at once whether to hand its slot over: the 429's
+    assert admission.handovers == 0  # settlement is still unanswered, so it must not
+    gates[1].set()
+    async with asyncio.timeout(5):
+        await asyncio.gather(settling_429, settling_success)
+    for task in (woken_by_the_429, idle):
+        task.cancel()
+    await asyncio.gather(woken_by_the_429, idle, return_exceptions=True)
 
 
 async def test_hand_overs_in_a_row_are_bounded(connect: Connect) -> None:
