@@ -147,6 +147,12 @@ class _Attempt:
     def status(self) -> int | None:
         return self.answer.status if self.answer is not None else None
 
+    @functools.cached_property
+    def retry_after_s(self) -> float | None:
+        """The answer's Retry-After in seconds, if it sent one (parsed once: the admission
+        settlement, the retry wait and the final failure all ask)."""
+        return _retry_after_s(self.answer)
+
 
 class _Verdict(Enum):
     SUCCESS = "success"
@@ -256,7 +262,7 @@ async def _guarded_attempt(
         attempt.status,
         error_kind,
         attempt.duration_s,
-        retry_after_s=_retry_after_s(attempt.answer),
+        retry_after_s=attempt.retry_after_s,
     )
     return attempt
 
@@ -303,7 +309,7 @@ def _failure(request: GatewayRequest, attempt: _Attempt, attempts: int) -> StepF
         attempts=attempts,
     )
     kind = attempt.failure or gateway_retry.failure_kind_for_status(answer.status)
-    retry_after = _retry_after_s(answer) if kind is FailureKind.EXTERNAL_OVERLOAD else None
+    retry_after = attempt.retry_after_s if kind is FailureKind.EXTERNAL_OVERLOAD else None
     return StepFailure(kind, message, http=detail, retry_after_s=retry_after)
 
 
@@ -391,7 +397,7 @@ async def execute(
             number,
             policy,
             status=attempt.status,
-            retry_after_s=_retry_after_s(attempt.answer),
+            retry_after_s=attempt.retry_after_s,
             rng=rng,
         )
         await _log_attempt(ctx, "warning", request, attempt, position=position, wait_s=wait_s)
