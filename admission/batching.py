@@ -111,6 +111,13 @@ class ExchangeBatcher:
                         pending.future.set_exception(exc)
                 continue
             self.exchanges += 1
+            if len(replies) != len(batch):
+                # Never leave a caller waiting forever (nor its settlement's bookkeeping).
+                mismatch = RuntimeError(f"{len(replies)} replies to {len(batch)} operations")
+                for pending in batch:
+                    if not pending.future.done():
+                        pending.future.set_exception(mismatch)
+                continue
             for pending, reply in zip(batch, replies, strict=True):
                 if not pending.future.done():
                     pending.future.set_result(reply)

@@ -424,9 +424,12 @@ class Admission:
         self._log_settle(ticket, outcome, reply)
 
     def _settle_answered(self, ticket: Ticket, overload: bool, done: asyncio.Future[Reply]) -> None:
+        failed = done.cancelled() or done.exception() is not None
         if overload:
-            self._views.overload_answered(ticket.destination)
-        if done.cancelled() or done.exception() is not None:
+            # No reply (Redis failed): whether the cut happened is unknown, so the view stays
+            # 'over the limit' until a later exchange's reply says how many slots are free.
+            self._views.overload_answered(ticket.destination, replied=not failed)
+        if failed:
             return
         reply = done.result()
         if isinstance(reply, SettleReply):

@@ -21,8 +21,8 @@ exchange old):
 * the destination is not over its limit (the latest reply left no negative free slots: a cut
   elsewhere stops hand-overs until slots turn over) and no overload answer seen here is still
   on its way to Redis (from the 429 until the reply to its settlement, which shows the cut:
-  a reply to an exchange already in flight must not count as room), and it has no
-  `ratePerSecond`;
+  a reply to an exchange already in flight must not count as room; if that exchange fails,
+  until some later reply), and it has no `ratePerSecond`;
 * if the waiter takes a tenant item, the tenant's window was under 90 % full;
 * the slot was not handed over already `MAX_HANDOVERS` (4) times in a row: then it goes back
   through Redis, so that waiters of other processes (which only poll) get their turn.
@@ -106,13 +106,18 @@ class Views:
 
     def saw_overload(self, destination: str) -> None:
         """A call of this process was just answered 429/503/timeout: the limit is (about to
-        be) exceeded until the reply to its settlement (`overload_answered`) shows the cut."""
+        be) exceeded until Redis has answered its settlement (`overload_answered`)."""
         self.get(destination).overloads_unanswered += 1
 
-    def overload_answered(self, destination: str) -> None:
-        """Redis answered (or failed to answer) the settlement of an overload."""
+    def overload_answered(self, destination: str, *, replied: bool) -> None:
+        """Redis answered the settlement of an overload (`replied`: its reply, which shows the
+        cut, is applied next), or the exchange failed: then nobody knows whether the cut was
+        made, and the destination counts as over its limit until a later reply says what is
+        free (only one exchange is in flight at a time, so any later reply is newer)."""
         view = self.get(destination)
         view.overloads_unanswered = max(0, view.overloads_unanswered - 1)
+        if not replied:
+            view.free_slots = min(view.free_slots, -1)
 
     def saw_settle(
         self,

@@ -217,18 +217,19 @@ async def test_a_reply_already_in_flight_does_not_undo_an_overload_seen_since(
     await admission.set_caps(DEST, DestinationCaps(max_concurrency=2))
     throttled, succeeded = await admit_n(admission, 2)
     woken_by_the_429, idle = await waiting_admit(admission), await waiting_admit(admission)
-    gates = [asyncio.Event(), asyncio.Event()]
+    gates, in_the_air = [asyncio.Event(), asyncio.Event()], asyncio.Event()
     real_exchange = admission.batcher._exchange
 
     async def gated(ops: Any) -> Any:
+        in_the_air.set()
         await (gates[1] if gates[0].is_set() else gates[0]).wait()
         return await real_exchange(ops)
 
     admission.batcher._exchange = gated
     refused = asyncio.ensure_future(admission.admit(DEST, "t", wait_timeout_s=0))
     before = admission.batcher.exchanges
-    for _ in range(100):  # until the refused admit's exchange is in the air (held at gate 0)
-        await asyncio.sleep(0)
+    async with asyncio.timeout(5):  # the refused admit's exchange is sent, held at gate 0
+        await in_the_air.wait()
     settling_429 = asyncio.ensure_future(throttled.settle(Outcome.THROTTLED))
     await asyncio.sleep(0)  # queued behind the exchange in flight
     gates[0].set()  # the reply that was in flight arrives: "0 free slots"
@@ -242,6 +243,36 @@ async def test_a_reply_already_in_flight_does_not_undo_an_overload_seen_since(
     gates[1].set()
     async with asyncio.timeout(5):
         await asyncio.gather(settling_429, settling_success)
+    assert admission._views.get(DEST).overloads_unanswered == 0  # the stop ends with the reply
+    for task in (woken_by_the_429, idle):
+        task.cancel()
+    await asyncio.gather(woken_by_the_429, idle, return_exceptions=True)
+
+
+async def test_a_429_whose_settlement_fails_keeps_hand_overs_stopped(connect: Connect) -> None:
+    """Redis fails the exchange that carried a 429's settlement: nobody knows whether the cut
+    was made, so the destination counts as over its limit until a later reply."""
+    admission = make(
+        connect, aimd=AimdConfig(initial_limit=2), wait_poll_initial_s=5.0, wait_poll_max_s=5.0
+    )
+    await admission.set_caps(DEST, DestinationCaps(max_concurrency=2))
+    throttled, succeeded = await admit_n(admission, 2)
+    woken_by_the_429, idle = await waiting_admit(admission), await waiting_admit(admission)
+    real_exchange = admission.batcher._exchange
+    failures = [ConnectionError("redis down")]
+
+    async def failing_once(ops: Any) -> Any:
+        if failures:
+            raise failures.pop()
+        return await real_exchange(ops)
+
+    admission.batcher._exchange = failing_once
+    with pytest.raises(ConnectionError):
+        await throttled.settle(Outcome.THROTTLED)
+    view = admission._views.get(DEST)
+    assert view.overloads_unanswered == 0 and view.free_slots < 0
+    await succeeded.success()
+    assert admission.handovers == 0
     for task in (woken_by_the_429, idle):
         task.cancel()
     await asyncio.gather(woken_by_the_429, idle, return_exceptions=True)

@@ -24,13 +24,18 @@ class FakeExchange:
         self.gate = asyncio.Event()
         self.gate.set()
         self.fail: Exception | None = None
+        self.short_by = 0
+        """Answer this many replies too few (a broken script)."""
 
     async def __call__(self, ops: Sequence[Op]) -> list[Reply]:
         self.batches.append(list(ops))
         await self.gate.wait()
         if self.fail is not None:
             raise self.fail
-        return [granted() if isinstance(op, AdmitOp) else TakeReply(True, 1, 5, 0.0) for op in ops]
+        replies = [
+            granted() if isinstance(op, AdmitOp) else TakeReply(True, 1, 5, 0.0) for op in ops
+        ]
+        return replies[: len(replies) - self.short_by]
 
 
 def take(i: int) -> TakeOp:
@@ -76,6 +81,19 @@ async def test_a_failed_exchange_fails_its_callers_and_the_next_one_works() -> N
     )
     assert all(isinstance(r, ConnectionError) for r in results)
     exchange.fail = None
+    assert isinstance(await batcher.submit(take(9)), TakeReply)
+
+
+async def test_a_reply_count_that_does_not_match_fails_the_callers_not_the_batcher() -> None:
+    exchange = FakeExchange()
+    exchange.short_by = 1
+    batcher = ExchangeBatcher(exchange)
+    async with asyncio.timeout(5):  # nobody may be left waiting
+        results = await asyncio.gather(
+            *(batcher.submit(take(i)) for i in range(3)), return_exceptions=True
+        )
+    assert all(isinstance(r, RuntimeError) and "2 replies to 3" in str(r) for r in results)
+    exchange.short_by = 0
     assert isinstance(await batcher.submit(take(9)), TakeReply)
 
 
