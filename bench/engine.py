@@ -15,13 +15,16 @@ Two ways to submit:
   ready step waits behind the other runs' steps for a free slot (Little's law: ~1,000 ready
   steps against 2 x `--concurrency` slots), not the engine's own latency;
 * open loop (`--arrival-rate R`): the workers start first (the driver waits for their
-  heartbeats), then runs are submitted at R runs a second, in a batch every 50 ms, whatever
-  the engine does meanwhile (as wrk2 does, so a slow engine cannot slow the arrivals down and
-  hide its latency). At R = 200 and 5 steps the offered load is 1,000 transitions a second:
-  the scheduling delay is then the engine's latency at that throughput. Wall time is from the
-  first submission to the last run's success.
+  heartbeats), then runs are submitted at R runs a second on average: every 50 ms the runs
+  due by then, whatever the engine does meanwhile (as wrk2 does, so a slow engine cannot slow
+  the arrivals down and hide its latency; a slow insert makes the next batch larger, and the
+  JSON line says how the schedule was kept). At R = 200 and 5 steps the offered load is 1,000
+  transitions a second: the scheduling delay is then the engine's latency at that load.
+  Wall time is from the first submission to the last run's success seen (polled every 50 ms),
+  so transitions/s can only approach the offered rate, not exceed it.
 
-    python -m bench.engine --backend postgres --workers 2 --runs 1000 --arrival-rate 200 --repeat 3
+    python -m bench.engine --backend postgres --workers 2 --runs 1000 --concurrency 256 \
+        --arrival-rate 200 --repeat 3
 """
 
 from __future__ import annotations
@@ -29,6 +32,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import subprocess
 import time
 from typing import Any
 
@@ -68,9 +72,10 @@ def chain(base: str, steps: int) -> Workflow:
 
 async def scheduling_delays(runtime: Runtime, run_ids: list[str], sample: int = 200) -> list[float]:
     delays: list[float] = []
-    # Spread over the submission order: the first runs submitted at once are claimed first
-    # and wait least.
-    for run_id in run_ids[:: max(1, len(run_ids) // sample)][:sample]:
+    # Spread evenly over the submission order: the first runs submitted at once are claimed
+    # first and wait least.
+    count = min(sample, len(run_ids))
+    for run_id in (run_ids[i * len(run_ids) // count] for i in range(count)):
         steps = {s.vertex_id: s for s in await runtime.store.get_steps(run_id)}
         for vid, step in steps.items():
             index = int(vid[1:])
@@ -91,6 +96,9 @@ async def once(args: argparse.Namespace) -> dict[str, Any]:
         worker_concurrency=args.concurrency,
     )
     runtime = await Runtime.open(settings)
+    stop = asyncio.Event()
+    procs: list[subprocess.Popen[bytes]] = []
+    tasks: list[asyncio.Task[Any]] = []
     try:
         version = await runtime.store.publish(chain(downstream.url, args.steps))
         run_ids: list[str] = []
@@ -99,71 +107,96 @@ async def once(args: argparse.Namespace) -> dict[str, Any]:
                 batch = [{"n": i} for i in range(start, min(args.runs, start + 500))]
                 run_ids += await runtime.store.create_runs(version, batch)
         env = worker_env(backend, worker_concurrency=str(args.concurrency))
-        stop = asyncio.Event()
-        procs = start_workers(env, args.workers, f"engine-{args.backend}")
+        tag = f"engine-{args.backend}"
+        procs = start_workers(env, args.workers, tag)
         sampler = RssSampler([p.pid for p in procs])
-        sampling = asyncio.create_task(sampler.run(stop))
-        local = None
+        tasks.append(asyncio.create_task(sampler.run(stop)))
         if args.workers == 0:
-            local = asyncio.create_task(runtime.worker().run(stop))
+            tasks.append(asyncio.create_task(runtime.worker().run(stop)))
         submitting = None
         if args.arrival_rate:
-            await workers_up(runtime, {p.pid for p in procs}, timeout_s=60)
+            names = {f"{tag}-w{i}" for i in range(args.workers)}
+            await workers_up(runtime, names, timeout_s=60)
             submitting = asyncio.create_task(submit_open_loop(runtime, version, args, run_ids))
+            tasks.append(submitting)
         with Timer() as timer:
             async with asyncio.timeout(args.timeout):
                 while await runtime.store.count_runs("SUCCEEDED") < args.runs:
+                    if submitting is not None and submitting.done():
+                        submitting.result()  # raises what made it stop early
                     await asyncio.sleep(0.05)
-        if submitting is not None:
-            await submitting
+        submission = await submitting if submitting is not None else {}
         stop.set()
-        await sampling
-        if local is not None:
-            await local
-        stop_workers(procs)
+        await asyncio.gather(*tasks)
         delays = await scheduling_delays(runtime, run_ids)
         transitions = args.runs * args.steps
         return {
             "arrival_rate": args.arrival_rate or None,
+            "concurrency": args.concurrency,
             "wall_s": round(timer.elapsed, 2),
             "transitions_per_s": round(transitions / timer.elapsed, 1),
             "sched_p50_ms": round(percentile(delays, 50), 1),
             "sched_p99_ms": round(percentile(delays, 99), 1),
             "worker_peak_rss_mb": sampler.peaks_mb(),
             "requests": downstream.stats.total,
+            **submission,
         }
     finally:
+        stop.set()
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+        stop_workers(procs)
         await runtime.close()
         await downstream.stop()
         await backend.drop()
 
 
-async def workers_up(runtime: Runtime, pids: set[int], *, timeout_s: float) -> None:
-    """Wait until every worker process beats (it has started its claim loop)."""
+async def workers_up(runtime: Runtime, names: set[str], *, timeout_s: float) -> None:
+    """Wait until every worker service beats (its heartbeat starts beside its worker loop).
+    By service name, not pid: with SB_BENCH_PYSPY the process started is py-spy."""
     async with asyncio.timeout(timeout_s):
         while True:
             services = await read_services(runtime.redis, runtime.clock)
-            if pids <= {s.pid for s in services if s.up}:
+            if names <= {s.name for s in services if s.up}:
                 return
             await asyncio.sleep(0.1)
 
 
 async def submit_open_loop(
     runtime: Runtime, version: Any, args: argparse.Namespace, run_ids: list[str]
-) -> None:
-    """Create `args.runs` runs at `args.arrival_rate` a second, a batch every 50 ms, on the
-    schedule (a late batch catches up; arrivals never wait for the engine)."""
+) -> dict[str, Any]:
+    """Create `args.runs` runs at `args.arrival_rate` a second on average: every 50 ms, the
+    runs due by then (so a slow insert makes the next batch larger; arrivals never wait for
+    the engine to finish anything). Returns how the schedule was kept."""
     started = time.perf_counter()
     passes = int(args.runs / (args.arrival_rate * 0.05)) + 100  # the schedule, plus margin
+    batches, largest = 0, 0
     for _ in range(passes):
         if len(run_ids) >= args.runs:
-            return
+            break
         due = min(args.runs, int((time.perf_counter() - started) * args.arrival_rate) + 1)
         if due > len(run_ids):
             batch = [{"n": i} for i in range(len(run_ids), due)]
             run_ids += await runtime.store.create_runs(version, batch)
             await runtime.wakeup.notify()
+            batches, largest = batches + 1, max(largest, len(batch))
         await asyncio.sleep(0.05)
+    if len(run_ids) < args.runs:
+        raise RuntimeError(f"submitted {len(run_ids)} of {args.runs} runs in {passes} passes")
+    return {
+        "submission_batches": batches,
+        "largest_batch": largest,
+        "last_submitted_s": round(time.perf_counter() - started, 3),
+        "scheduled_last_s": round((args.runs - 1) / args.arrival_rate, 3),
+    }
+
+
+def positive_or_zero(text: str) -> float:
+    value = float(text)
+    if value < 0:
+        raise argparse.ArgumentTypeError("must be 0 (all at once) or a positive rate")
+    return value
 
 
 async def main() -> None:
@@ -176,7 +209,10 @@ async def main() -> None:
     parser.add_argument("--concurrency", type=int, default=64)
     parser.add_argument("--repeat", type=int, default=1)
     parser.add_argument(
-        "--arrival-rate", type=float, default=0.0, help="runs/s, open loop (0: all at once)"
+        "--arrival-rate",
+        type=positive_or_zero,
+        default=0.0,
+        help="runs/s, open loop (0: all at once)",
     )
     parser.add_argument("--timeout", type=float, default=600)
     args = parser.parse_args()
