@@ -54,8 +54,10 @@ def set_cap(
 
 @destinations_app.command("show")
 def show() -> None:
-    """Print each destination's AIMD limit, in-flight calls, caps, breakers and retry budget,
-    and each tenant's rate-window usage, as JSON."""
+    """Print the admission state as JSON.
+
+    Each destination's AIMD limit, in-flight calls, caps, breakers and retry budget, and each
+    tenant's rate-window usage."""
 
     async def action(runtime: Runtime) -> dict[str, Any]:
         snapshot = await runtime.admission.snapshot()
@@ -80,8 +82,10 @@ def set_rate(
     ] = None,
     reset: Annotated[bool, typer.Option(help="Remove the override: the default applies.")] = False,
 ) -> None:
-    """Override one tenant's rate limit (default TENANT_RATE_PER_MINUTE, 1,000): stored in
-    the database, applied to every worker at once."""
+    """Override one tenant's rate limit (items per minute).
+
+    The default is TENANT_RATE_PER_MINUTE (1,000). Stored in the database, applied to every
+    worker at once."""
     if (per_minute is None) == (not reset):
         raise typer.BadParameter("give a rate per minute, or --reset (not both)")
 

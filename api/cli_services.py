@@ -57,9 +57,11 @@ def worker(
     ] = None,
     log_level: Annotated[str, typer.Option(help="Logging level.")] = "info",
 ) -> None:
-    """Run a worker process: claims and executes steps until SIGINT/SIGTERM, then drains
-    in-flight steps and exits 0. Run several, on several machines, against the same
-    SCHEMABRIDGE_DATABASE_URL and SCHEMABRIDGE_REDIS_URL to scale out."""
+    """Run a worker process (several, on several machines, to scale out).
+
+    Claims and executes steps until SIGINT/SIGTERM, then drains in-flight steps and exits 0.
+    Workers share the work through the same SCHEMABRIDGE_DATABASE_URL and
+    SCHEMABRIDGE_REDIS_URL."""
     _logging(log_level)
     service = name or f"worker-{socket.gethostname()}-{os.getpid()}"
     asyncio.run(_serve_worker(_settings(concurrency), service))
@@ -69,8 +71,10 @@ def serve(
     concurrency: Annotated[int | None, typer.Option(help="Steps in flight.")] = None,
     log_level: Annotated[str, typer.Option(help="Logging level.")] = "info",
 ) -> None:
-    """Run workers and timers in one process on the configured store (the embedded SQLite
-    file and in-process Redis by default). Stops gracefully on SIGINT/SIGTERM."""
+    """Run workers and timers in one process on the configured store.
+
+    The embedded SQLite file and in-process Redis by default. Stops gracefully on
+    SIGINT/SIGTERM."""
     _logging(log_level)
     asyncio.run(_serve_worker(_settings(concurrency), f"serve-{socket.gethostname()}"))
 
