@@ -10,7 +10,8 @@ results:
 * if no exchange is in flight, one is started for everything queued (the operations asked
   for in the same event-loop iteration travel together);
 * operations queued while an exchange is in flight wait for it to return, then all go in
-  the next one (up to `max_ops` per call).
+  the next one (up to `max_ops` per call, plus the hand-over records that follow the last
+  settlement: a record never travels apart from the settlement that freed its slot).
 
 At low load every operation goes out at once, alone (no timer adds latency); under load the
 batches grow by themselves. Each batch is one `lua/exchange.lua` call, so it is applied
@@ -95,8 +96,7 @@ class ExchangeBatcher:
             # One turn of the loop first: callers woken by the last replies (or by a
             # settlement just queued) add their operations to this batch, not the next.
             await asyncio.sleep(0)
-            batch, self._queue = self._queue[: self._max_ops], self._queue[self._max_ops :]
-            _settlements_first(batch)
+            batch = self._next_batch()
             try:
                 replies = await self._exchange([p.op for p in batch])
             except asyncio.CancelledError:
@@ -106,23 +106,30 @@ class ExchangeBatcher:
                 self._queue.clear()
                 raise
             except Exception as exc:
-                for pending in batch:
-                    if not pending.future.done():
-                        pending.future.set_exception(exc)
+                _fail(batch, exc)
                 continue
             self.exchanges += 1
             if len(replies) != len(batch):
                 # Never leave a caller waiting forever (nor its settlement's bookkeeping).
-                mismatch = RuntimeError(f"{len(replies)} replies to {len(batch)} operations")
-                for pending in batch:
-                    if not pending.future.done():
-                        pending.future.set_exception(mismatch)
+                _fail(batch, RuntimeError(f"{len(replies)} replies to {len(batch)} operations"))
                 continue
             for pending, reply in zip(batch, replies, strict=True):
                 if not pending.future.done():
                     pending.future.set_result(reply)
                 else:
                     self._give_back(pending.op, reply)
+
+    def _next_batch(self) -> list[_Pending]:
+        """Up to `max_ops` queued operations, settlements first (`_settlements_first`)."""
+        cut = self._max_ops
+        # A hand-over record travels with the settlement queued just before it: split from
+        # it, the slot freed here could go to an ordinary admit of this batch, and the record
+        # (which skips the checks) would then exceed the limit in the next one.
+        while cut < len(self._queue) and _is_handover(self._queue[cut].op):
+            cut += 1
+        batch, self._queue = self._queue[:cut], self._queue[cut:]
+        _settlements_first(batch)
+        return batch
 
     def _give_back(self, op: Op, reply: Reply) -> None:
         """A granted slot whose caller is gone (cancelled) goes back in the next exchange."""
@@ -146,6 +153,16 @@ class ExchangeBatcher:
         # Operations queued after the last pass (or left by a dying task) get a new drain.
         if self._queue and not task.get_loop().is_closed():
             self._ensure_draining()
+
+
+def _fail(batch: list[_Pending], exc: Exception) -> None:
+    for pending in batch:
+        if not pending.future.done():
+            pending.future.set_exception(exc)
+
+
+def _is_handover(op: Op) -> bool:
+    return isinstance(op, AdmitOp) and op.handover
 
 
 def _settlements_first(batch: list[_Pending]) -> None:

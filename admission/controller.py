@@ -381,6 +381,7 @@ class Admission:
             probe=probe,
             settle=self._settle,
             renew=self._renew,
+            lease_until=self._clock.now() + op.lease_s,
         )
 
     def _settle(self, ticket: Ticket, outcome: Outcome, retry_after_s: float) -> Awaitable[None]:
@@ -461,7 +462,9 @@ class Admission:
         op = dataclasses.replace(waiter.request, handover=True)
         recorded = self.batcher.enqueue(op)
         recorded.add_done_callback(lambda done: self._handover_recorded(op, done))
-        epoch = max(ended.epoch, view.epoch)
+        # The latest reply's epoch, not the ended call's: after Redis lost its state (epoch 0
+        # again) an older, higher epoch would let this call's overload cut a second time.
+        epoch = view.epoch
         waiter.hand(self._ticket(op, epoch, probe=False, handovers=ended.handovers + 1))
         self.handovers += 1
         return True
@@ -478,20 +481,31 @@ class Admission:
             self._saw_admit(op, reply)
 
     async def _renew(self, ticket: Ticket, lease_s: float) -> bool:
-        return await self.backend.renew(
-            ticket.destination,
-            ticket.tenant_id,
-            ticket.token,
-            now=self._clock.now(),
-            lease_s=lease_s,
+        now = self._clock.now()
+        renewed = await self.backend.renew(
+            ticket.destination, ticket.tenant_id, ticket.token, now=now, lease_s=lease_s
         )
+        if renewed:
+            ticket.lease_until = now + lease_s
+        return renewed
 
     def _log_settle(self, ticket: Ticket, outcome: Outcome, reply: SettleReply) -> None:
         if not reply.lease_held:
+            # Either the call outlived its lease, or Redis lost the record (a restart without
+            # persistence, or a hand-over whose record failed): say which.
+            expired = self._clock.now() >= ticket.lease_until
             logger.warning(
-                "call to %s settled after its slot lease expired; lease_s is too short",
+                "call to %s settled %s",
                 ticket.destination,
-                extra={"event": "admission.lease_lost", "destination": ticket.destination},
+                "after its slot lease expired; lease_s is too short"
+                if expired
+                else "but Redis held no lease for it (Redis lost its state, or the slot's "
+                "record was never written)",
+                extra={
+                    "event": "admission.lease_lost",
+                    "destination": ticket.destination,
+                    "expired": expired,
+                },
             )
         # Log cuts and whole-slot changes, not every fractional +1/limit step.
         if reply.cut or math.floor(reply.old_limit) != math.floor(reply.new_limit):

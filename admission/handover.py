@@ -94,7 +94,7 @@ class Views:
         does not tell."""
         view = self.get(destination)
         view.free_slots, view.rate_capped, view.seen = free_slots, rate_capped, True
-        view.epoch = max(view.epoch, epoch)
+        view.epoch = epoch  # the latest reply is the newest: one exchange at a time
         if tenant_window is not None and tenant_window[1] > 0:
             view.tenant_windows[tenant_id] = tenant_window
         global_closed, tenant_closed = breakers
@@ -131,7 +131,7 @@ class Views:
         """`breakers`: whether the global and the tenant layer were closed after it."""
         view = self.get(destination)
         view.free_slots = free_slots
-        view.epoch = max(view.epoch, epoch)
+        view.epoch = epoch  # the latest reply is the newest: one exchange at a time
         view.global_closed, view.tenant_closed[tenant_id] = breakers
 
 

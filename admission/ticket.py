@@ -62,6 +62,7 @@ class Ticket:
         settle: SettleFn,
         renew: RenewFn,
         handovers: int = 0,
+        lease_until: float = float("inf"),
     ) -> None:
         self.destination = destination
         self.tenant_id = tenant_id
@@ -72,6 +73,8 @@ class Ticket:
         self.lease_s = lease_s
         self.probe = probe
         """Whether this call is a half-open breaker probe (in either layer)."""
+        self.lease_until = lease_until
+        """When the slot lease ends (the admission clock's time), unless renewed."""
         self.handovers = handovers
         """How many times in a row this slot was handed from a finished call to a waiting one
         in this process without going back through Redis (see `admission.handover`)."""

@@ -149,6 +149,53 @@ async def test_lease_of_a_dead_worker_is_reclaimed_after_expiry(
         await ticket.success()
 
 
+async def test_a_lease_redis_lost_is_not_blamed_on_lease_s(
+    connect: Connect, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Redis restarted without persistence: the settlement finds no lease 0 s into a 90 s
+    one. The warning says Redis lost it, not that `lease_s` is too short."""
+    clock = FakeClock()
+    admission = make(connect, clock)
+    ticket = await admission.admit(DEST, "t", wait_timeout_s=0)
+    await connect().flushdb()
+    with caplog.at_level(logging.WARNING, logger="admission.controller"):
+        await ticket.success()
+    (lost,) = [r for r in caplog.records if getattr(r, "event", "") == "admission.lease_lost"]
+    assert "Redis held no lease" in lost.getMessage() and lost.expired is False  # type: ignore[attr-defined]
+
+
+async def test_after_redis_lost_its_state_a_handed_slot_cuts_at_most_once_per_window(
+    connect: Connect,
+) -> None:
+    """Redis restarted (its cut epoch is 0 again) while this process remembered epoch 3: a
+    slot handed over afterwards must carry the new epoch, or its overload would cut a second
+    time in the window the first overload already cut."""
+    clock = FakeClock()
+    admission = make(
+        connect,
+        clock,
+        aimd=AimdConfig(initial_limit=10, slow_start=False),
+        default_max_concurrency=10,
+        wait_poll_initial_s=5.0,
+        wait_poll_max_s=5.0,
+    )
+    for _ in range(3):  # three congestion windows: epoch 3
+        await (await admission.admit(DEST, "t", wait_timeout_s=0)).overload()
+    await connect().flushdb()
+    tickets = await admit_n(admission, 10)
+    assert {t.epoch for t in tickets} == {0}
+    waiter = asyncio.ensure_future(admission.admit(DEST, "t", wait_timeout_s=5))
+    async with asyncio.timeout(5):
+        while not admission._waiters.waiting(DEST):
+            await asyncio.sleep(0.001)
+        await tickets[0].success()
+        handed = await waiter
+    assert handed.handovers == 1 and handed.epoch == 0
+    await tickets[1].overload()  # the congestion event: one cut, 10 -> 9
+    await handed.overload()  # in flight before that cut: no second one
+    assert await limit_of(admission) == pytest.approx(9.0)
+
+
 async def test_renew_extends_a_live_lease_only(connect: Connect) -> None:
     clock = FakeClock()
     admission = make(connect, clock)

@@ -278,6 +278,27 @@ async def test_a_429_whose_settlement_fails_keeps_hand_overs_stopped(connect: Co
     await asyncio.gather(woken_by_the_429, idle, return_exceptions=True)
 
 
+async def test_a_hand_over_record_never_travels_apart_from_its_settlement(
+    connect: Connect,
+) -> None:
+    """A long queue is cut into batches; were a settlement the last of one batch and its
+    hand-over record the first of the next, an ordinary admit of the first could take the
+    freed slot and the record (which skips the checks) would exceed the cap."""
+    admission = await one_slot(connect)
+    admission.batcher._max_ops = 2  # stands for a queue longer than DEFAULT_MAX_OPS
+    first = await admission.admit(DEST, "t", wait_timeout_s=0)
+    waiter = await waiting_admit(admission)
+    other = asyncio.ensure_future(admission.admit(DEST, "u", wait_timeout_s=0))
+    await asyncio.sleep(0)  # queued before the settlement and its hand-over record
+    settling = asyncio.ensure_future(first.success())
+    async with asyncio.timeout(5):
+        results = await asyncio.gather(other, waiter, settling, return_exceptions=True)
+    assert admission.handovers == 1
+    assert isinstance(results[0], StepFailure)  # the slot went to the hand-over
+    assert await in_flight(admission) == 1
+    await results[1].ignore()
+
+
 async def test_hand_overs_in_a_row_are_bounded(connect: Connect) -> None:
     """After MAX_HANDOVERS the slot goes back through Redis, where other processes' waiters
     can take it."""
