@@ -34,6 +34,8 @@ from engine.store import Store
 
 logger = logging.getLogger(__name__)
 
+LEASE_MARGIN_S = 30.0
+"""A slot's lease outlasts its call's timeout by this much (settling takes a moment)."""
 THROTTLE_STATUS = 429
 OVERLOAD_STATUSES = frozenset({503})
 
@@ -64,14 +66,19 @@ class AdmissionGuard:
     _ticket: Ticket | None = field(default=None, init=False)
     _attempts: int = field(default=0, init=False)
 
-    async def before_attempt(self, destination: str, retry: bool) -> None:
+    async def before_attempt(self, destination: str, retry: bool, *, timeout_s: float) -> None:
         first = self._attempts == 0
         self._attempts += 1
+        # A call may run for its whole timeout (`timeoutMs` up to 10 minutes): its slot (and
+        # a half-open probe's permit) must not expire under it, or the cap is exceeded and a
+        # slow but successful probe counts as hung.
+        lease_s = max(self.admission.config.default_lease_s, timeout_s + LEASE_MARGIN_S)
         try:
             self._ticket = await self.admission.admit(
                 destination,
                 self.tenant_id,
                 wait_timeout_s=self.wait_timeout_s,
+                lease_s=lease_s,
                 # The step's item: once per step, not again on each redispatch.
                 take_item=first and not self.redispatch,
                 retry=retry or (first and self.redispatch),

@@ -115,10 +115,11 @@ class CallGuard(Protocol):
     arrived; `error_kind` is then None, or "invalid_response" for an unusable answer; for
     transport failures `status` is None and `error_kind` is "timeout", "network_error" or
     "invalid_config". `retry_after_s` is the answer's Retry-After in seconds, when it sent one
-    (the destination asking for less traffic for that long).
+    (the destination asking for less traffic for that long). `timeout_s` bounds the attempt
+    (so what it holds, e.g. a slot lease, must last at least that long).
     """
 
-    async def before_attempt(self, destination: str, retry: bool) -> None: ...
+    async def before_attempt(self, destination: str, retry: bool, *, timeout_s: float) -> None: ...
 
     async def after_attempt(
         self,
@@ -241,11 +242,12 @@ async def _guarded_attempt(
     destination: str,
     retry: bool,
     run: Callable[[], Awaitable[_Attempt]],
+    timeout_s: float,
 ) -> _Attempt:
     """Run one attempt between `before_attempt` and exactly one `after_attempt`."""
     if guard is None:
         return await run()
-    await guard.before_attempt(destination, retry)
+    await guard.before_attempt(destination, retry, timeout_s=timeout_s)
     started = time.perf_counter()
     try:
         attempt = await run()
@@ -376,7 +378,7 @@ async def execute(
     )
     for number in range(1, policy.max_attempts + 1):
         try:
-            attempt = await _guarded_attempt(guard, request.destination, number > 1, run)
+            attempt = await _guarded_attempt(guard, request.destination, number > 1, run, timeout_s)
         except StepFailure as refused:  # only `guard.before_attempt` raises it
             await _log_refusal(ctx, request, number, refused)
             raise

@@ -141,6 +141,45 @@ async def test_a_hung_probe_counts_as_failure_when_its_lease_ends(
     await succeed(admission, times=2)
 
 
+async def test_a_probe_slower_than_the_default_lease_but_within_its_timeout_closes(
+    admission: Admission, clock: FakeClock
+) -> None:
+    """The engine's guard leases a call's slot and probe permit for the call's timeout plus a
+    margin: a probe of a GATEWAY with `timeoutMs` 120 s that answers after 95 s (longer than
+    the default 90 s lease) is a success, not a hung probe."""
+    from engine.admission_guard import AdmissionGuard
+
+    await fail(admission, times=5)
+    clock.advance(30)
+    probe = AdmissionGuard(admission, "acme", wait_timeout_s=0)
+    await probe.before_attempt(DEST, retry=False, timeout_s=120)
+    clock.advance(95)
+    await probe.after_attempt(DEST, 200, None, 95.0)
+    await succeed(admission)  # the second probe success: closed
+    assert await layers(admission) == (BreakerState.CLOSED, {})
+
+
+async def test_a_call_slower_than_the_default_lease_keeps_its_slot(
+    connect: Connect, clock: FakeClock
+) -> None:
+    from admission import DestinationCaps
+    from engine.admission_guard import AdmissionGuard
+
+    admission = Admission(connect(), clock)
+    await admission.set_caps(DEST, DestinationCaps(max_concurrency=1))
+    slow = AdmissionGuard(admission, "acme", wait_timeout_s=0)
+    await slow.before_attempt(DEST, retry=False, timeout_s=120)
+    clock.advance(140)  # still within its timeout plus the margin
+    with pytest.raises(StepFailure, match="no slot"):
+        await AdmissionGuard(admission, "acme", wait_timeout_s=0).before_attempt(
+            DEST, retry=False, timeout_s=30
+        )
+    clock.advance(11)  # 120 s + 30 s margin: a slot that outlived that is reclaimed
+    await AdmissionGuard(admission, "acme", wait_timeout_s=0).before_attempt(
+        DEST, retry=False, timeout_s=30
+    )
+
+
 async def test_late_outcomes_of_calls_admitted_before_opening_change_nothing(
     admission: Admission,
 ) -> None:

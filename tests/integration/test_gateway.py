@@ -78,7 +78,7 @@ class RecordingGuard:
     retry_after: list[float | None] = field(default_factory=list)
     refuse_retries: bool = False
 
-    async def before_attempt(self, destination: str, retry: bool) -> None:
+    async def before_attempt(self, destination: str, retry: bool, *, timeout_s: float) -> None:
         self.before.append((destination, retry))
         if retry and self.refuse_retries:
             raise StepFailure(FailureKind.EXTERNAL_OVERLOAD, "retry budget exhausted")

@@ -9,7 +9,7 @@ import pytest
 from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import ResponseError
 
-from admission import Outcome
+from admission import AdmissionConfig, Outcome
 from engine.admission_guard import AdmissionGuard, CoordinationDown, outcome_of
 
 
@@ -18,6 +18,7 @@ class Refusing:
 
     def __init__(self, error: Exception) -> None:
         self.error = error
+        self.config = AdmissionConfig()
 
     async def admit(self, *args: Any, **kwargs: Any) -> Any:
         raise self.error
@@ -26,13 +27,13 @@ class Refusing:
 async def test_an_unreachable_redis_is_coordination_down() -> None:
     guard = AdmissionGuard(Refusing(RedisConnectionError("refused")), "t", 1.0)  # type: ignore[arg-type]
     with pytest.raises(CoordinationDown, match="admission unavailable"):
-        await guard.before_attempt("d", retry=False)
+        await guard.before_attempt("d", retry=False, timeout_s=30)
 
 
 async def test_a_script_error_is_not_mistaken_for_an_outage() -> None:
     guard = AdmissionGuard(Refusing(ResponseError("bad script")), "t", 1.0)  # type: ignore[arg-type]
     with pytest.raises(ResponseError):
-        await guard.before_attempt("d", retry=False)
+        await guard.before_attempt("d", retry=False, timeout_s=30)
 
 
 @pytest.mark.parametrize(
