@@ -17,8 +17,9 @@ and the retry budget. An in-process retry or a redispatch is admitted with `retr
 it goes only while the destination's retry budget allows.
 
 `admit` raises `StepFailure(EXTERNAL_OVERLOAD)` when a breaker blocks the call (with
-`retry_after_s` = when probes will be let through), when the retry budget refuses a retry, or
-when no slot frees up within `wait_timeout_s`; the engine redispatches such steps instead of
+`retry_after_s` = when probes will be let through), when the retry budget refuses a retry
+(`RetryRefused`: the GATEWAY then fails with its previous attempt's failure), or when no slot
+frees up within `wait_timeout_s`; the engine redispatches such steps instead of
 holding a worker. A step's first attempt also takes an item from the tenant's rate window
 (`take_item=True`, in the same atomic script); at the limit `admit` raises
 `TenantRateLimited` and the step is delayed, not failed. `tenant_check` asks the same
@@ -68,7 +69,7 @@ from admission.ticket import Outcome, Ticket
 from admission.visibility import AdmissionSnapshot, TenantUsage, destination_state
 from admission.waiting import Backoff, SlotWaiters, Waiter, Wake
 from schemas.clock import Clock
-from schemas.errors import FailureKind, StepFailure
+from schemas.errors import FailureKind, RetryRefused, StepFailure
 
 logger = logging.getLogger(__name__)
 
@@ -560,10 +561,9 @@ def _raise_if_refused(
     if reply.code is AdmitCode.BREAKER_BLOCKED:
         raise _breaker_failure(destination, tenant_id, reply)
     if reply.code is AdmitCode.RETRY_BUDGET:
-        raise StepFailure(
-            FailureKind.EXTERNAL_OVERLOAD,
+        raise RetryRefused(
             f"retry budget of {destination!r} is exhausted: not retrying now (retries resume "
-            "as calls to it succeed again)",
+            "as calls to it succeed again)"
         )
     if reply.code is AdmitCode.TENANT_LIMITED:
         decision = RateDecision(

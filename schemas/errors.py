@@ -142,6 +142,15 @@ class StepFailure(SchemaBridgeError):
         return data
 
 
+class RetryRefused(StepFailure):
+    """A retry was not let through because the destination's retry budget is low. Raised
+    before an in-process retry, the previous attempt's failure is the step's failure (the
+    retry simply did not happen); before a redispatch it is an `external_overload` itself."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__(FailureKind.EXTERNAL_OVERLOAD, message)
+
+
 # ── API phase ───────────────────────────────────────────────────────────────────────────────
 
 

@@ -32,7 +32,7 @@ from enum import Enum
 from typing import Any, Protocol
 
 from schemas.definitions import GatewayConfig
-from schemas.errors import FailureKind, HttpDetail, StepFailure
+from schemas.errors import FailureKind, HttpDetail, RetryRefused, StepFailure
 from vertices import gateway_retry
 from vertices.contract import StepContext, Succeeded, TimeoutTier
 from vertices.gateway_request import GatewayRequest, build_request, destination_key
@@ -376,12 +376,19 @@ async def execute(
     run = functools.partial(
         _attempt, client, request, config.success_codes, timeout_s, max_body_bytes
     )
+    previous: _Attempt | None = None
     for number in range(1, policy.max_attempts + 1):
         try:
             attempt = await _guarded_attempt(guard, request.destination, number > 1, run, timeout_s)
         except StepFailure as refused:  # only `guard.before_attempt` raises it
             await _log_refusal(ctx, request, number, refused)
+            if isinstance(refused, RetryRefused) and previous is not None:
+                # "While the bucket is low, failures are not retried": the last answer is the
+                # step's failure (a 500 stays a terminal http_error), not a redispatchable
+                # refusal. The refusal is in the log line above.
+                raise _failure(request, previous, number - 1) from refused
             raise
+        previous = attempt
         position = (number, policy.max_attempts)
         verdict = _verdict(attempt, config.success_codes)
         if verdict is _Verdict.SUCCESS and attempt.answer is not None:

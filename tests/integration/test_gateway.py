@@ -16,7 +16,7 @@ import pytest
 
 from demo.downstream import RunningDownstream
 from schemas.definitions import GatewayConfig
-from schemas.errors import FailureKind, StepFailure
+from schemas.errors import FailureKind, RetryRefused, StepFailure
 from vertices import gateway
 from vertices.contract import StepContext, TimeoutTier
 from vertices.http_client import HttpClient, build_http_client, close_http_client
@@ -77,11 +77,16 @@ class RecordingGuard:
     after: list[tuple[str, int | None, str | None]] = field(default_factory=list)
     retry_after: list[float | None] = field(default_factory=list)
     refuse_retries: bool = False
+    """Refuse retries as a low retry budget does."""
+    block_retries: bool = False
+    """Refuse retries as an open breaker does."""
 
     async def before_attempt(self, destination: str, retry: bool, *, timeout_s: float) -> None:
         self.before.append((destination, retry))
         if retry and self.refuse_retries:
-            raise StepFailure(FailureKind.EXTERNAL_OVERLOAD, "retry budget exhausted")
+            raise RetryRefused("retry budget exhausted")
+        if retry and self.block_retries:
+            raise StepFailure(FailureKind.EXTERNAL_OVERLOAD, "circuit open")
 
     async def after_attempt(
         self,
@@ -324,19 +329,42 @@ async def test_the_guard_sees_every_attempt(
     assert guard.after == [(key, 503, None), (key, None, "network_error"), (key, 200, None)]
 
 
-async def test_the_guard_can_stop_retries(
-    downstream: RunningDownstream, client: HttpClient
+@pytest.mark.parametrize(
+    ("status", "kind"), [(503, FailureKind.EXTERNAL_OVERLOAD), (500, FailureKind.HTTP_ERROR)]
+)
+async def test_a_retry_the_budget_refuses_leaves_the_last_answer_as_the_failure(
+    downstream: RunningDownstream, client: HttpClient, status: int, kind: FailureKind
 ) -> None:
-    downstream.script([503, 200])
+    """'While the bucket is low, failures are not retried': a 500 then stays a terminal
+    http_error (it must not turn into a redispatchable refusal), a 503 an overload."""
+    downstream.script([status, 200])
     guard, log = RecordingGuard(refuse_retries=True), LogRecorder()
     config = gateway_config(downstream.url, destination="orders-api")
-    with pytest.raises(StepFailure, match="retry budget exhausted"):
+    with pytest.raises(StepFailure) as failed:
         await gateway.execute(
             config, gateway_ctx(log), client, FAST, sleep=RecordingSleep(real=False), guard=guard
         )
+    assert failed.value.kind is kind and not isinstance(failed.value, RetryRefused)
+    assert failed.value.http is not None and failed.value.http.status == status
+    assert "(1 attempt)" in failed.value.message
     assert "attempt 2 refused by admission: retry budget exhausted" in log.lines[-1][1]
     assert guard.before == [("orders-api", False), ("orders-api", True)]
-    assert guard.after == [("orders-api", 503, None)]
+    assert guard.after == [("orders-api", status, None)]
+    assert downstream.stats.total == 1
+
+
+async def test_a_retry_blocked_by_a_breaker_fails_as_the_refusal(
+    downstream: RunningDownstream, client: HttpClient
+) -> None:
+    downstream.script([500, 200])
+    guard = RecordingGuard(block_retries=True)
+    config = gateway_config(downstream.url, destination="orders-api")
+    with pytest.raises(StepFailure, match="circuit open") as failed:
+        await gateway.execute(
+            config, gateway_ctx(LogRecorder()), client, FAST, sleep=RecordingSleep(real=False),
+            guard=guard,
+        )  # fmt: skip
+    assert failed.value.redispatchable
     assert downstream.stats.total == 1
 
 
