@@ -25,6 +25,13 @@ A caller cancelled while its admit is in the air cannot settle the slot it may b
 the batcher gives such a slot back itself (settled as `ignore`) in the next exchange, so
 cancellation never leaks capacity until the lease expires.
 
+An exchange is never sent twice: the script is not idempotent (a settlement counts its
+outcome in the breakers, the budget and AIMD; an admit takes a slot), and a reply lost after
+Redis ran it is indistinguishable from a call that never arrived. So the client must not
+resend commands (`engine.coordination.open_redis(..., retries=False)`); a failed exchange
+fails its callers, and the slots its ordinary admits may have been granted are given back in
+the next exchange, best effort.
+
 The drain task is owned here: it is named, started only when there is work, ends when the
 queue is empty, and logs if it dies (STYLE §9).
 """
@@ -107,6 +114,7 @@ class ExchangeBatcher:
                 raise
             except Exception as exc:
                 _fail(batch, exc)
+                self._give_back_unanswered(batch)
                 continue
             self.exchanges += 1
             if len(replies) != len(batch):
@@ -138,13 +146,28 @@ class ExchangeBatcher:
             and isinstance(reply, AdmitReply)
             and reply.code is AdmitCode.GRANTED
         ):
-            settle = SettleOp(op.destination, op.tenant_id, op.token, "ignore", reply.epoch)
-            future: asyncio.Future[Reply] = asyncio.get_running_loop().create_future()
-            # Nobody awaits it: retrieve its outcome so a failure is not reported as unhandled
-            # (the lease then expires on its own).
-            future.add_done_callback(lambda f: f.cancelled() or f.exception())
-            self._queue.append(_Pending(settle, future))
-            self._ensure_draining()
+            self._queue_settle(
+                SettleOp(op.destination, op.tenant_id, op.token, "ignore", reply.epoch)
+            )
+
+    def _give_back_unanswered(self, batch: list[_Pending]) -> None:
+        """The exchange failed: Redis may still have run it (the reply was lost) and granted
+        slots nobody will settle. Give back every ordinary admit's slot in the next exchange,
+        best effort (a token Redis never granted releases nothing). Never resent, so nothing
+        is applied twice; a hand-over record's call runs anyway and settles its own slot, and
+        a failed settlement's slot comes back when its lease ends."""
+        for pending in batch:
+            op = pending.op
+            if isinstance(op, AdmitOp) and not op.handover:
+                self._queue_settle(SettleOp(op.destination, op.tenant_id, op.token, "ignore", 0))
+
+    def _queue_settle(self, settle: SettleOp) -> None:
+        future: asyncio.Future[Reply] = asyncio.get_running_loop().create_future()
+        # Nobody awaits it: retrieve its outcome so a failure is not reported as unhandled
+        # (the lease then expires on its own).
+        future.add_done_callback(lambda f: f.cancelled() or f.exception())
+        self._queue.append(_Pending(settle, future))
+        self._ensure_draining()
 
     def _drain_ended(self, task: asyncio.Task[None]) -> None:
         self._drain_task = None

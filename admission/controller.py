@@ -82,7 +82,9 @@ a destination's slots while another's callers wait."""
 class Admission:
     """Admission control for every destination, shared with other workers through Redis.
 
-    Build one per process (it keeps the in-process wait queues) and pass it down.
+    Build one per process (it keeps the in-process wait queues) and pass it down. Give it a
+    client that never resends a command after a connection failure (`engine.coordination.
+    open_redis(..., retries=False)`): its exchange script must not run twice.
     `caps_source`, if given, is asked once per destination and process for caps to copy
     into Redis; `tenant_limits` likewise once per tenant for its rate-limit override (the
     durable copies live in the database; Redis holds the operative ones). `rng` seeds the

@@ -32,7 +32,7 @@ import threading
 import fakeredis
 import redis.asyncio as redis
 from redis.asyncio.retry import Retry
-from redis.backoff import ExponentialWithJitterBackoff
+from redis.backoff import ExponentialWithJitterBackoff, NoBackoff
 from redis.exceptions import RedisError
 
 from engine.settings import Settings
@@ -96,22 +96,28 @@ def embedded_server() -> fakeredis.FakeServer:
     return _EMBEDDED.get()
 
 
-def _retry() -> Retry:
+def _retry(retries: bool = True) -> Retry:
+    if not retries:
+        return Retry(NoBackoff(), retries=0)
     # Two quick retries cover a dropped connection or a failover blip; anything longer is an
     # outage, which callers handle by falling back rather than by waiting here.
     return Retry(ExponentialWithJitterBackoff(cap=0.5, base=0.05), retries=2)
 
 
-async def open_redis(settings: Settings, *, client_name: str | None = None) -> redis.Redis:
+async def open_redis(
+    settings: Settings, *, client_name: str | None = None, retries: bool = True
+) -> redis.Redis:
     """Open a client for `settings.redis_url`, or for the embedded server when it is None.
 
     Does not connect; the first command does. Responses are `bytes`. `client_name` is sent
     with `CLIENT SETNAME` on every connection (visible in `CLIENT LIST`; server mode only).
-    Close the client with `close_redis`.
+    `retries=False`: a command whose connection fails is not sent again — for commands that
+    must not run twice (a reply lost after Redis ran a script would otherwise apply it
+    twice). Close the client with `close_redis`.
     """
     if settings.redis_url is None:
         return fakeredis.FakeAsyncRedis(
-            server=embedded_server(), decode_responses=False, retry=_retry()
+            server=embedded_server(), decode_responses=False, retry=_retry(retries)
         )
     return redis.Redis.from_url(
         settings.redis_url,
@@ -120,7 +126,7 @@ async def open_redis(settings: Settings, *, client_name: str | None = None) -> r
         socket_timeout=COMMAND_TIMEOUT_S,
         socket_keepalive=True,
         health_check_interval=HEALTH_CHECK_INTERVAL_S,
-        retry=_retry(),
+        retry=_retry(retries),
         client_name=client_name,
     )
 

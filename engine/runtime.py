@@ -36,6 +36,10 @@ def admission_config(settings: Settings) -> AdmissionConfig:
     )
 
 
+RedisClient = redis.Redis
+"""(A field of `Runtime` is named `redis`.)"""
+
+
 @dataclass
 class Runtime:
     """Everything a SchemaBridge process shares. Build with `Runtime.open`, end with `close`."""
@@ -43,10 +47,13 @@ class Runtime:
     settings: Settings
     clock: Clock
     store: Store
-    redis: redis.Redis
+    redis: RedisClient
     wakeup: Wakeup
     http: HttpClient
     admission: Admission
+    admission_redis: RedisClient
+    """Admission's own client, which never resends a command: its exchange script is not
+    idempotent (see `admission.batching`)."""
 
     @classmethod
     async def open(
@@ -56,6 +63,7 @@ class Runtime:
         store = await Store.open(settings.database_url, clock, migrate=migrate)
         try:
             client = await coordination.open_redis(settings)
+            admission_client = await coordination.open_redis(settings, retries=False)
         except Exception:
             await store.close()
             raise
@@ -64,14 +72,19 @@ class Runtime:
         http = build_http_client(max_connections=max(100, settings.worker_concurrency * 2))
         source = StoreSettingsSource(store)
         admission = Admission(
-            client, clock, admission_config(settings), caps_source=source, tenant_limits=source
+            admission_client,
+            clock,
+            admission_config(settings),
+            caps_source=source,
+            tenant_limits=source,
         )
-        return cls(settings, clock, store, client, wakeup, http, admission)
+        return cls(settings, clock, store, client, wakeup, http, admission, admission_client)
 
     async def close(self) -> None:
         await self.wakeup.stop()
         await self.http.aclose()
         await coordination.close_redis(self.redis)
+        await coordination.close_redis(self.admission_redis)
         await self.store.close()
 
     def worker_config(self) -> WorkerConfig:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import AsyncIterator
+from pathlib import Path
 
 import fakeredis
 import pytest
@@ -107,3 +108,19 @@ def test_coordination_unavailable_says_what_to_fix() -> None:
     assert isinstance(error, SchemaBridgeError)
     assert error.code == "coordination_unavailable"
     assert "SCHEMABRIDGE_REDIS_URL" in str(error)
+
+
+@pytest.mark.redis
+async def test_admission_gets_a_client_that_never_resends(redis_url: str, tmp_path: Path) -> None:
+    """Its exchange script is not idempotent (tests/integration/test_admission_lost_reply.py);
+    everything else keeps the quick retries. (The embedded server has no connections to lose.)"""
+    from engine.runtime import Runtime
+
+    database_url = f"sqlite+aiosqlite:///{tmp_path / 'sb.db'}"
+    runtime = await Runtime.open(Settings(database_url=database_url, redis_url=redis_url))
+    try:
+        assert runtime.admission_redis.get_retry().get_retries() == 0
+        assert runtime.redis.get_retry().get_retries() == 2
+        assert runtime.admission.backend._redis is runtime.admission_redis
+    finally:
+        await runtime.close()
