@@ -14,7 +14,10 @@ about its health:
 
 The first attempt of a redispatched step is a retry too: redispatches and in-process retries
 spend the same budget, so a dead destination never sees every item's full retry schedule. The
-tenant's rate window counts a step once: its first execution's first attempt takes the item.
+tenant's rate window counts a step once: the first attempt that is admitted takes the item,
+and the step remembers it (`tenant_item_taken`, durable) so that its redispatches and
+re-runs after a park do not take another — while a step refused before anything was sent
+(an open breaker, no slot in time) still takes its item when it is finally admitted.
 
 A coordination failure (Redis down) before the call becomes `CoordinationDown`, which the
 executor turns into a short park; after the call it is logged and dropped, so a call that was
@@ -63,6 +66,9 @@ class AdmissionGuard:
     wait_timeout_s: float
     redispatch: bool = False
     """This execution is a redispatch: its first attempt is a retry for the budget."""
+    item_taken: bool = False
+    """The step's tenant item is taken (by an earlier execution, or by an attempt of this
+    one): no attempt takes another."""
     _ticket: Ticket | None = field(default=None, init=False)
     _attempts: int = field(default=0, init=False)
 
@@ -80,9 +86,10 @@ class AdmissionGuard:
                 wait_timeout_s=self.wait_timeout_s,
                 lease_s=lease_s,
                 # The step's item: once per step, not again on each redispatch.
-                take_item=first and not self.redispatch,
+                take_item=not self.item_taken,
                 retry=retry or (first and self.redispatch),
             )
+            self.item_taken = True  # admitted: the item (if it was still due) went with it
         except ResponseError:
             # Redis answered with an error (a script bug, wrong arguments): not an outage to
             # wait out but a defect that must fail the step visibly.

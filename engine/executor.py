@@ -71,6 +71,9 @@ class StepLog:
     step: ClaimedStep
     clock: Clock
     lines: list[LogLine] = field(default_factory=list)
+    tenant_item_taken: bool = False
+    """Admission took the step's tenant item (now or in an earlier execution): recorded with
+    a redispatch or a park so the next execution does not take another."""
 
     async def __call__(self, level: str, message: str, data: dict[str, Any]) -> None:
         self.lines.append(
@@ -102,7 +105,7 @@ async def execute(
     step: ClaimedStep, workflow: Workflow, deps: ExecutorDeps
 ) -> tuple[StepResult, list[LogLine]]:
     """Run `step` to an outcome. Never raises (except cancellation)."""
-    log = StepLog(step, deps.clock)
+    log = StepLog(step, deps.clock, tenant_item_taken=step.tenant_item_taken)
     vertex = workflow.vertices.get(step.vertex_id)
     try:
         if vertex is None:
@@ -134,7 +137,8 @@ async def execute(
         return _failed(step, vertex, crash, deps, log), log.lines
     if isinstance(outcome, Parked):
         await log("info", f"parked: {outcome.reason}", {"delaySeconds": outcome.delay_s})
-        return Park(step, deps.clock.now() + outcome.delay_s, outcome.reason), log.lines
+        park = Park(step, deps.clock.now() + outcome.delay_s, outcome.reason, log.tenant_item_taken)
+        return park, log.lines
     if isinstance(outcome, contract.AwaitChildren):
         return AwaitChildren(step, outcome.total), log.lines
     return Success(step, outcome.output), log.lines
@@ -154,7 +158,7 @@ async def _dispatch(
         log=log,
     )
     if isinstance(vertex, GatewayVertex):
-        return await _gateway(vertex, step, ctx, deps)
+        return await _gateway(vertex, step, ctx, deps, log)
     if isinstance(vertex, SpawnerVertex):
         child = await fanout.child_version(deps.store, vertex.config)
         port = fanout.StoreFanoutPort(
@@ -167,12 +171,16 @@ async def _dispatch(
 
 
 async def _gateway(
-    vertex: GatewayVertex, step: ClaimedStep, ctx: StepContext, deps: ExecutorDeps
+    vertex: GatewayVertex, step: ClaimedStep, ctx: StepContext, deps: ExecutorDeps, log: StepLog
 ) -> contract.Outcome:
     if deps.admission is None:
         return await gateway.execute(vertex.config, ctx, deps.http, deps.timeouts)
     guard = AdmissionGuard(
-        deps.admission, ctx.tenant_id, deps.admission_wait_s, redispatch=step.auto_retries > 0
+        deps.admission,
+        ctx.tenant_id,
+        deps.admission_wait_s,
+        redispatch=step.auto_retries > 0,
+        item_taken=step.tenant_item_taken,
     )
     try:
         return await gateway.execute(vertex.config, ctx, deps.http, deps.timeouts, guard=guard)
@@ -184,6 +192,8 @@ async def _gateway(
     except CoordinationDown as down:
         # Nothing was sent: Redis is unreachable, so admission cannot be decided. Work waits.
         return Parked(COORDINATION_RETRY_S, str(down))
+    finally:
+        log.tenant_item_taken = guard.item_taken
 
 
 def _failed(
@@ -225,4 +235,4 @@ def _failed(
                 deps.clock.now(),
             )
         )
-    return Failure(step, error, retry_at)
+    return Failure(step, error, retry_at, log.tenant_item_taken)

@@ -15,6 +15,7 @@ from typing import Any
 from sqlalchemy import (
     JSON,
     BigInteger,
+    Boolean,
     Column,
     Float,
     Index,
@@ -22,6 +23,7 @@ from sqlalchemy import (
     String,
     Text,
     UniqueConstraint,
+    false,
     text,
 )
 from sqlmodel import Field, SQLModel
@@ -167,6 +169,11 @@ class Step(SQLModel, table=True):
     """Executions started (claims), including redispatches and lease recoveries."""
     auto_retries: int = 0
     """Redispatches after `external_overload` used so far (bounded by maxAutoRetries)."""
+    tenant_item_taken: bool = Field(
+        default=False, sa_column=Column(Boolean, nullable=False, server_default=false())
+    )
+    """An execution took the step's item from its tenant's rate window: later executions
+    (redispatches, parks) do not take another (an operator's retry starts over)."""
     output: Any = _json()
     error: Any = _json()
     not_before: float = Field(sa_column=Column(Float, nullable=False))

@@ -92,6 +92,8 @@ class ClaimedStep:
     item_index: int | None = None
     item: Any = None
     """A child run's item when it differs from its input (see `Run.item`)."""
+    tenant_item_taken: bool = False
+    """An earlier execution took the step's item from its tenant's rate window."""
 
 
 @dataclass(frozen=True)
@@ -129,6 +131,8 @@ class Failure:
     step: ClaimedStep
     error: dict[str, Any]
     retry_at: float | None = None
+    tenant_item_taken: bool = False
+    """This execution took the step's tenant item (kept for the redispatch)."""
 
 
 @dataclass(frozen=True)
@@ -138,6 +142,8 @@ class Park:
     step: ClaimedStep
     not_before: float
     reason: str
+    tenant_item_taken: bool = False
+    """This execution took the step's tenant item (kept for the next one)."""
 
 
 @dataclass(frozen=True)

@@ -77,6 +77,7 @@ def _claim_statement(
             steps.c.claim_token,
             steps.c.attempts,
             steps.c.auto_retries,
+            steps.c.tenant_item_taken,
         )
     )
 
@@ -165,4 +166,5 @@ def claimed_step(row: Any, run: Any, outputs: dict[str, dict[str, Any]]) -> Clai
         root_run_id=run.root_run_id,
         item_index=run.item_index,
         item=run.item,
+        tenant_item_taken=row.tenant_item_taken,
     )

@@ -159,7 +159,13 @@ async def revive_dead_letters(conn: AsyncConnection, run_id: str, now: float) ->
         await conn.execute(
             update(steps)
             .where(steps.c.run_id.in_(ids), steps.c.status == StepStatus.FAILED.value)
-            .values(status=StepStatus.READY.value, error=None, ended_at=None, auto_retries=0)
+            .values(
+                status=StepStatus.READY.value,
+                error=None,
+                ended_at=None,
+                auto_retries=0,
+                tenant_item_taken=False,
+            )
         )
         await release_held(conn, ids, now)
     return revived

@@ -20,7 +20,7 @@ from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from sqlalchemy import bindparam, case, func, insert, select, update
+from sqlalchemy import bindparam, case, func, insert, or_, select, update
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from engine.models import DONE_STEP_STATUSES, Run, RunLog, RunStatus, Step, StepStatus
@@ -96,6 +96,10 @@ RELEASE = (
         ),
         ended_at=bindparam("b_ended_at", type_=steps.c.ended_at.type),
         auto_retries=steps.c.auto_retries + bindparam("b_retry"),
+        tenant_item_taken=or_(
+            steps.c.tenant_item_taken,
+            bindparam("b_item_taken", type_=steps.c.tenant_item_taken.type),
+        ),
         children_total=func.coalesce(
             bindparam("b_children_total", type_=steps.c.children_total.type),
             steps.c.children_total,
@@ -162,6 +166,7 @@ def _release_row(result: StepResult, now: float) -> dict[str, Any]:
         "b_ended_at": None,
         "b_retry": 0,
         "b_children_total": None,
+        "b_item_taken": isinstance(result, Failure | Park) and result.tenant_item_taken,
     }
     if isinstance(result, Success):
         row |= {

@@ -6,13 +6,14 @@ from __future__ import annotations
 import asyncio
 import itertools
 import uuid
+from typing import Any
 
 import pytest
 
 from demo.downstream import RunningDownstream, start_downstream
 from demo.downstream_state import DownstreamConfig
 from engine import executor
-from engine.records import Park
+from engine.records import ClaimedStep, Failure, Park, Success
 from engine.runtime import Runtime
 from schemas.clock import FakeClock
 from schemas.definitions import Workflow
@@ -267,3 +268,62 @@ async def test_a_redispatch_runs_when_due_not_at_the_next_idle_poll(
     assert run.status == "FAILED"
     first, second = sorted(downstream.stats.arrivals("/busy"))
     assert 0.3 <= second - first < 2.0
+
+
+async def execute_claimed(runtime: Runtime, workflow: Workflow) -> tuple[Any, ClaimedStep]:
+    """Claim the one ready step, execute it, record the result."""
+    (step,) = await runtime.store.claim(10, lease_s=30)
+    result, lines = await executor.execute(step, workflow, runtime.executor_deps())
+    await runtime.store.complete([result], lines)
+    return result, step
+
+
+async def test_a_step_refused_before_sending_takes_its_tenant_item_when_redispatched(
+    backend: Backend, downstream: RunningDownstream
+) -> None:
+    """No slot in time on the first execution: nothing sent, no item taken. The redispatch
+    that is admitted takes the step's item (it used to skip it, so steps redispatched after an
+    outage flooded back past their tenant's rate limit)."""
+    clock, tenant = FakeClock(), f"acme-{uuid.uuid4().hex[:8]}"  # the embedded Redis is shared
+    settings = settings_for(backend, tenant_rate_per_minute=100, admission_wait_s=0)
+    runtime = await Runtime.open(settings, clock=clock)
+    try:
+        version = await runtime.store.publish(call(f"{downstream.url}/ok"))
+        destination = destination_key(downstream.url, None)
+        await runtime.set_destination_caps(destination, 1)
+        holder = await runtime.admission.admit(destination, "other", wait_timeout_s=0)
+        await runtime.store.create_run(version, {}, tenant_id=tenant)
+        refused, first = await execute_claimed(runtime, version.workflow)
+        assert isinstance(refused, Failure) and refused.retry_at is not None
+        assert not refused.tenant_item_taken
+        assert (await runtime.admission.rate.usage(tenant))[0] == 0
+        await holder.ignore()
+        clock.advance(30)
+        succeeded, second = await execute_claimed(runtime, version.workflow)
+        used, _ = await runtime.admission.rate.usage(tenant)
+    finally:
+        await runtime.close()
+    assert isinstance(succeeded, Success)
+    assert (first.tenant_item_taken, second.tenant_item_taken) == (False, False)
+    assert used == 1
+
+
+async def test_a_step_whose_item_was_taken_does_not_take_another_when_redispatched(
+    backend: Backend, downstream: RunningDownstream
+) -> None:
+    clock, tenant = FakeClock(), f"acme-{uuid.uuid4().hex[:8]}"
+    settings = settings_for(backend, tenant_rate_per_minute=100)
+    runtime = await Runtime.open(settings, clock=clock)
+    try:
+        version = await runtime.store.publish(call(f"{downstream.url}/busy?status=503", attempts=1))
+        await runtime.store.create_run(version, {}, tenant_id=tenant)
+        overloaded, _ = await execute_claimed(runtime, version.workflow)
+        assert isinstance(overloaded, Failure) and overloaded.tenant_item_taken
+        clock.advance(30)
+        _, redispatched = await execute_claimed(runtime, version.workflow)
+        used, _ = await runtime.admission.rate.usage(tenant)
+    finally:
+        await runtime.close()
+    assert redispatched.tenant_item_taken  # remembered in the store
+    assert redispatched.auto_retries == 1
+    assert used == 1
