@@ -23,6 +23,7 @@ from importlib import resources
 from typing import Literal
 
 from redis.asyncio import Redis
+from redis.asyncio.client import Pipeline
 
 from admission import keys
 from admission.breaker import BreakerConfig, BreakerState, LayerView
@@ -193,17 +194,26 @@ def _breaker_args(config: BreakerConfig) -> list[str | float | int]:
     return [config.threshold, config.reset_s, config.successes_to_close, config.max_probes]
 
 
-def _layer_view(fields: list[object], probes: int) -> LayerView:
+def _layer_view(fields: list[object], probes: int, hung: list[tuple[bytes, float]]) -> LayerView:
+    """`hung`: the earliest probe permit whose lease has ended, if any (ZRANGEBYSCORE)."""
     state, failures, opened_at, successes = fields
     if state is None:
         return LayerView.closed()
+    view_state = BreakerState(_text(state))
     return LayerView(
-        BreakerState(_text(state)),
+        view_state,
         int(float(_text(failures or 0))),
         float(_text(opened_at or 0)),
         int(float(_text(successes or 0))),
         probes,
+        hung_since=float(hung[0][1]) if hung and view_state is BreakerState.HALF_OPEN else None,
     )
+
+
+def _earliest_hung(pipe: Pipeline, probes_key: str, now: float) -> None:
+    """Queue a read of the earliest probe permit whose lease ended by `now` (as the script's
+    `bk_refresh` looks for one)."""
+    pipe.zrangebyscore(probes_key, "-inf", repr(now), start=0, num=1, withscores=True)
 
 
 _GLOBAL_KEYS = (keys.DESTINATIONS_SET, keys.TENANTS_SET, keys.TENANT_RATE_LIMITS)
@@ -521,14 +531,17 @@ class CoordinationBackend:
             pipe.hmget(keys.retry_budget(destination), ["tokens", "at"])
             pipe.hmget(keys.breaker_state(glob), fields)
             pipe.zcount(keys.breaker_probes(glob), live, "+inf")
+            _earliest_hung(pipe, keys.breaker_probes(glob), now)
             pipe.smembers(keys.breaker_tenants(destination))
-            aimd, in_flight, caps, tokens, g_fields, g_probes, tenant_ids = await pipe.execute()
+            replies = await pipe.execute()
+        aimd, in_flight, caps, tokens, g_fields, g_probes, g_hung, tenant_ids = replies
         tenants = sorted(_text(t) for t in tenant_ids)
         async with self._redis.pipeline(transaction=False) as pipe:
             for tenant_id in tenants:
                 prefix = keys.breaker_tenant(destination, tenant_id)
                 pipe.hmget(keys.breaker_state(prefix), fields)
                 pipe.zcount(keys.breaker_probes(prefix), live, "+inf")
+                _earliest_hung(pipe, keys.breaker_probes(prefix), now)
             tenant_rows = await pipe.execute() if tenants else []
         return DestinationRecord(
             limit=_opt_float(aimd[0]),
@@ -539,9 +552,11 @@ class CoordinationBackend:
             rate_per_second=_opt_float(caps[1]),
             budget_tokens=_opt_float(tokens[0]),
             budget_at=_opt_float(tokens[1]),
-            global_layer=_layer_view(g_fields, int(g_probes)),
+            global_layer=_layer_view(g_fields, int(g_probes), g_hung),
             tenant_layers={
-                tenant_id: _layer_view(tenant_rows[2 * i], int(tenant_rows[2 * i + 1]))
+                tenant_id: _layer_view(
+                    tenant_rows[3 * i], int(tenant_rows[3 * i + 1]), tenant_rows[3 * i + 2]
+                )
                 for i, tenant_id in enumerate(tenants)
             },
         )

@@ -32,12 +32,14 @@ class LayerStatus:
 
     @classmethod
     def of(cls, view: LayerView, now: float, config: BreakerConfig) -> LayerStatus:
+        seen_state, opened_at = view.as_seen()  # a hung probe has reopened it
+        reopened = seen_state is not view.state
         return cls(
             state=view.effective(now, config),
             failures=view.failures,
-            successes=view.successes,
+            successes=0 if reopened else view.successes,
             probes=view.probes,
-            opened_at=view.opened_at or None,
+            opened_at=opened_at or None,
             seconds_until_half_open=view.seconds_until_half_open(now, config),
         )
 

@@ -180,6 +180,24 @@ async def test_a_call_slower_than_the_default_lease_keeps_its_slot(
     )
 
 
+async def test_visibility_shows_a_hung_probe_reopening_before_any_request_does(
+    admission: Admission, clock: FakeClock
+) -> None:
+    """The script reopens a half-open layer whose probe's lease ended at the next request;
+    `snapshot()` shows the same before any request has come (not half-open, 0 probes)."""
+    await fail(admission, times=5)
+    clock.advance(30)
+    await admit(admission, lease_s=5)  # the probe hangs
+    clock.advance(10)  # its lease ended 5 s ago: open again since then
+    (state,) = (await admission.snapshot()).destinations
+    layer = state.tenant_breakers["acme"]
+    assert layer.state is BreakerState.OPEN
+    assert layer.opened_at == pytest.approx(clock.now() - 5)
+    assert layer.seconds_until_half_open == pytest.approx(25.0)
+    failure = await blocked(admission)  # what the next request sees agrees
+    assert failure.retry_after_s == pytest.approx(25.0)
+
+
 async def test_late_outcomes_of_calls_admitted_before_opening_change_nothing(
     admission: Admission,
 ) -> None:
