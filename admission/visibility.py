@@ -38,7 +38,7 @@ class LayerStatus:
             state=view.effective(now, config),
             failures=view.failures,
             successes=0 if reopened else view.successes,
-            probes=view.probes,
+            probes=0 if reopened else view.probes,  # reopening gives back every permit
             opened_at=opened_at or None,
             seconds_until_half_open=view.seconds_until_half_open(now, config),
         )

@@ -122,7 +122,8 @@ async def execute(
             # briefly so it runs again; if even that cannot be recorded, its lease expires.
             logger.warning("store error in %s/%s: %s", step.run_id, step.vertex_id, exc)
             reason = f"store unavailable ({type(exc).__name__}); trying again"
-            return Park(step, deps.clock.now() + STORE_RETRY_S, reason), log.lines
+            park = Park(step, deps.clock.now() + STORE_RETRY_S, reason, log.tenant_item_taken)
+            return park, log.lines
         logger.exception("store error in %s/%s", step.run_id, step.vertex_id)
         crash = StepFailure(FailureKind.INTERNAL_ERROR, f"store error: {type(exc).__name__}")
         return _failed(step, vertex, crash, deps, log), log.lines

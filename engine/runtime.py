@@ -6,6 +6,7 @@ and hands them down (STYLE §10). Nothing connects at import time; every process
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import gc
 import logging
 from dataclasses import dataclass
@@ -61,14 +62,19 @@ class Runtime:
     ) -> Runtime:
         clock = clock or SystemClock()
         store = await Store.open(settings.database_url, clock, migrate=migrate)
+        opened: list[RedisClient] = []
         try:
             client = await coordination.open_redis(settings)
+            opened.append(client)
             admission_client = await coordination.open_redis(settings, retries=False)
-        except Exception:
+            opened.append(admission_client)
+            wakeup = Wakeup(client)
+            await wakeup.start()
+        except BaseException:
+            for each in opened:
+                await coordination.close_redis(each)
             await store.close()
             raise
-        wakeup = Wakeup(client)
-        await wakeup.start()
         http = build_http_client(max_connections=max(100, settings.worker_concurrency * 2))
         source = StoreSettingsSource(store)
         admission = Admission(
@@ -81,11 +87,14 @@ class Runtime:
         return cls(settings, clock, store, client, wakeup, http, admission, admission_client)
 
     async def close(self) -> None:
-        await self.wakeup.stop()
-        await self.http.aclose()
-        await coordination.close_redis(self.redis)
-        await coordination.close_redis(self.admission_redis)
-        await self.store.close()
+        async with contextlib.AsyncExitStack() as stack:
+            # Run last first, and each even when one before it fails (a half-closed runtime
+            # would leak the rest).
+            stack.push_async_callback(self.store.close)
+            stack.push_async_callback(coordination.close_redis, self.admission_redis)
+            stack.push_async_callback(coordination.close_redis, self.redis)
+            stack.push_async_callback(self.http.aclose)
+            stack.push_async_callback(self.wakeup.stop)
 
     def worker_config(self) -> WorkerConfig:
         s = self.settings

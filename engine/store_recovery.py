@@ -251,6 +251,9 @@ async def reopen_join(
                 ended_at=None,
                 claim_token=None,
                 lease_expires_at=None,
+                # It runs again from the start: redispatches and its tenant item anew.
+                auto_retries=0,
+                tenant_item_taken=False,
             )
         )
     await conn.execute(

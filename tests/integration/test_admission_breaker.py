@@ -188,12 +188,14 @@ async def test_visibility_shows_a_hung_probe_reopening_before_any_request_does(
     await fail(admission, times=5)
     clock.advance(30)
     await admit(admission, lease_s=5)  # the probe hangs
-    clock.advance(10)  # its lease ended 5 s ago: open again since then
+    await admit(admission, lease_s=300)  # the second probe is still out, not hung
+    clock.advance(10)  # the first's lease ended 5 s ago: open again since then
     (state,) = (await admission.snapshot()).destinations
     layer = state.tenant_breakers["acme"]
     assert layer.state is BreakerState.OPEN
     assert layer.opened_at == pytest.approx(clock.now() - 5)
     assert layer.seconds_until_half_open == pytest.approx(25.0)
+    assert (layer.probes, layer.successes) == (0, 0)  # reopening gave every permit back
     failure = await blocked(admission)  # what the next request sees agrees
     assert failure.retry_after_s == pytest.approx(25.0)
 

@@ -9,6 +9,7 @@ import uuid
 from typing import Any
 
 import pytest
+from sqlalchemy.exc import OperationalError
 
 from demo.downstream import RunningDownstream, start_downstream
 from demo.downstream_state import DownstreamConfig
@@ -326,4 +327,39 @@ async def test_a_step_whose_item_was_taken_does_not_take_another_when_redispatch
         await runtime.close()
     assert redispatched.tenant_item_taken  # remembered in the store
     assert redispatched.auto_retries == 1
+    assert used == 1
+
+
+class CapsThatFailOnce:
+    """A caps source whose second read fails as a lost database connection does."""
+
+    def __init__(self) -> None:
+        self.reads = 0
+
+    async def get_caps(self, destination: str) -> None:
+        self.reads += 1
+        if self.reads == 2:
+            raise OperationalError("SELECT", {}, Exception("connection lost"))
+
+
+async def test_a_park_for_a_store_error_keeps_the_tenant_item_taken(
+    backend: Backend, downstream: RunningDownstream
+) -> None:
+    """Attempt 1 takes the item; attempt 2's admit re-reads the caps and the store fails: the
+    step parks to try again, and its next execution must not take a second item."""
+    clock, tenant = FakeClock(), f"acme-{uuid.uuid4().hex[:8]}"
+    runtime = await Runtime.open(settings_for(backend, tenant_rate_per_minute=100), clock=clock)
+    try:
+        runtime.admission._caps_source = CapsThatFailOnce()
+        runtime.admission._loaded.refresh_s = 0.0  # the caps are re-read before attempt 2
+        version = await runtime.store.publish(call(f"{downstream.url}/busy?status=500"))
+        await runtime.store.create_run(version, {}, tenant_id=tenant)
+        parked, _ = await execute_claimed(runtime, version.workflow)
+        clock.advance(5)
+        _, again = await execute_claimed(runtime, version.workflow)
+        used, _ = await runtime.admission.rate.usage(tenant)
+    finally:
+        await runtime.close()
+    assert isinstance(parked, Park) and "store unavailable" in parked.reason
+    assert parked.tenant_item_taken and again.tenant_item_taken
     assert used == 1

@@ -139,6 +139,31 @@ async def test_reprocess_runs_held_steps_and_reopens_a_succeeded_join(store: Sto
     assert (counts.succeeded, counts.failed) == (3, 0)
 
 
+async def test_reprocess_starts_the_steps_it_reopens_over(store: Store) -> None:
+    """A step downstream of a reopened join runs again from the start: its redispatches and
+    its tenant item anew (the previous run's are not carried over)."""
+    run_id, _ = await _fan_out(store, 2)
+    await _run_children(store, fail_a_of={1})
+    overload = {"kind": "external_overload", "message": "503"}
+    for _ in range(5):  # the join is redispatched once, having taken its tenant item
+        joins = [c for c in await store.claim(10, lease_s=60) if c.vertex_id == "join"]
+        if joins:
+            await store.complete(
+                [Failure(joins[0], overload, retry_at=0.0, tenant_item_taken=True)]
+            )
+            break
+    (redispatched,) = [c for c in await store.claim(10, lease_s=60) if c.vertex_id == "join"]
+    assert (redispatched.auto_retries, redispatched.tenant_item_taken) == (1, True)
+    await store.complete([Success(redispatched, {"merged": True})])
+    assert await store.reprocess(run_id) == 1
+    await _run_children(store, fail_a_of=set())
+    for _ in range(5):
+        joins = [c for c in await store.claim(10, lease_s=60) if c.vertex_id == "join"]
+        if joins:
+            break
+    assert (joins[0].auto_retries, joins[0].tenant_item_taken) == (0, False)
+
+
 async def test_concurrent_reprocess_revives_each_dead_letter_once(store: Store) -> None:
     run_id, _ = await _fan_out(store, 4)
     await _run_children(store, fail_a_of={0, 2})
