@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from enum import IntEnum
 from importlib import resources
 from typing import Literal
@@ -199,15 +199,20 @@ def _layer_view(fields: list[object], probes: int, hung: list[tuple[bytes, float
     state, failures, opened_at, successes = fields
     if state is None:
         return LayerView.closed()
-    view_state = BreakerState(_text(state))
-    return LayerView(
-        view_state,
+    view = LayerView(
+        BreakerState(_text(state)),
         int(float(_text(failures or 0))),
         float(_text(opened_at or 0)),
         int(float(_text(successes or 0))),
         probes,
-        hung_since=float(hung[0][1]) if hung and view_state is BreakerState.HALF_OPEN else None,
     )
+    if view.state is BreakerState.HALF_OPEN and hung:
+        # A hung probe is a failure: the layer reopened when its lease ended, and reopening
+        # gives back every permit and ends the trial (`bk_reopen`).
+        return replace(
+            view, state=BreakerState.OPEN, opened_at=float(hung[0][1]), successes=0, probes=0
+        )
+    return view
 
 
 def _earliest_hung(pipe: Pipeline, probes_key: str, now: float) -> None:

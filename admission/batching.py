@@ -146,9 +146,7 @@ class ExchangeBatcher:
             and isinstance(reply, AdmitReply)
             and reply.code is AdmitCode.GRANTED
         ):
-            self._queue_settle(
-                SettleOp(op.destination, op.tenant_id, op.token, "ignore", reply.epoch)
-            )
+            self._give_back_slot(op, reply.epoch)
 
     def _give_back_unanswered(self, batch: list[_Pending]) -> None:
         """The exchange failed: Redis may still have run it (the reply was lost) and granted
@@ -159,9 +157,12 @@ class ExchangeBatcher:
         for pending in batch:
             op = pending.op
             if isinstance(op, AdmitOp) and not op.handover:
-                self._queue_settle(SettleOp(op.destination, op.tenant_id, op.token, "ignore", 0))
+                self._give_back_slot(op, 0)
 
-    def _queue_settle(self, settle: SettleOp) -> None:
+    def _give_back_slot(self, op: AdmitOp, epoch: int) -> None:
+        """Settle `op`'s slot as `ignore` in the next exchange (nothing said about the
+        destination; a token Redis never granted releases nothing)."""
+        settle = SettleOp(op.destination, op.tenant_id, op.token, "ignore", epoch)
         future: asyncio.Future[Reply] = asyncio.get_running_loop().create_future()
         # Nobody awaits it: retrieve its outcome so a failure is not reported as unhandled
         # (the lease then expires on its own).

@@ -100,7 +100,9 @@ class Transition:
 
 @dataclass(frozen=True)
 class LayerView:
-    """What one layer's keys hold, as read for visibility (no transition applied)."""
+    """What one layer's keys hold, as read for visibility: no transition applied, except that
+    a half-open layer whose probe's lease has ended reads as reopened then (as the script's
+    `bk_refresh` will make it at the next request)."""
 
     state: BreakerState
     failures: int
@@ -111,32 +113,20 @@ class LayerView:
     """Probe successes so far in the current half-open trial."""
     probes: int
     """Probe permits currently held."""
-    hung_since: float | None = None
-    """Half-open only: when the earliest probe permit whose lease has ended ran out (a hung
-    probe, a failure the next request will apply by reopening the layer at that time)."""
 
     @classmethod
     def closed(cls) -> LayerView:
         return cls(BreakerState.CLOSED, 0, 0.0, 0, 0)
 
-    def as_seen(self) -> tuple[BreakerState, float]:
-        """(state, opened_at) once a hung probe has reopened the layer, as the script does."""
-        if self.state is BreakerState.HALF_OPEN and self.hung_since is not None:
-            return BreakerState.OPEN, self.hung_since
-        return self.state, self.opened_at
-
     def effective(self, now: float, config: BreakerConfig) -> BreakerState:
-        """The state the next request would see: a half-open layer with a hung probe is open
-        again (from the probe's lease end), and an open layer past its reset timeout is
+        """The state the next request would see: an open layer past its reset timeout is
         already half-open, even though no request has moved it yet."""
-        state, opened_at = self.as_seen()
-        if state is BreakerState.OPEN and now - opened_at >= config.reset_s:
+        if self.state is BreakerState.OPEN and now - self.opened_at >= config.reset_s:
             return BreakerState.HALF_OPEN
-        return state
+        return self.state
 
     def seconds_until_half_open(self, now: float, config: BreakerConfig) -> float:
-        """0 unless the layer is (as seen) open; then how long until probes are let through."""
-        state, opened_at = self.as_seen()
-        if state is not BreakerState.OPEN:
+        """0 unless the layer is open; then how long until probes are let through."""
+        if self.state is not BreakerState.OPEN:
             return 0.0
-        return max(0.0, opened_at + config.reset_s - now)
+        return max(0.0, self.opened_at + config.reset_s - now)

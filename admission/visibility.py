@@ -32,14 +32,12 @@ class LayerStatus:
 
     @classmethod
     def of(cls, view: LayerView, now: float, config: BreakerConfig) -> LayerStatus:
-        seen_state, opened_at = view.as_seen()  # a hung probe has reopened it
-        reopened = seen_state is not view.state
         return cls(
             state=view.effective(now, config),
             failures=view.failures,
-            successes=0 if reopened else view.successes,
-            probes=0 if reopened else view.probes,  # reopening gives back every permit
-            opened_at=opened_at or None,
+            successes=view.successes,
+            probes=view.probes,
+            opened_at=view.opened_at or None,
             seconds_until_half_open=view.seconds_until_half_open(now, config),
         )
 

@@ -61,30 +61,29 @@ class Runtime:
         cls, settings: Settings, *, clock: Clock | None = None, migrate: bool = True
     ) -> Runtime:
         clock = clock or SystemClock()
-        store = await Store.open(settings.database_url, clock, migrate=migrate)
-        opened: list[RedisClient] = []
-        try:
+        async with contextlib.AsyncExitStack() as opened:
+            # Whatever was opened is closed again if a later part fails to open.
+            store = await Store.open(settings.database_url, clock, migrate=migrate)
+            opened.push_async_callback(store.close)
             client = await coordination.open_redis(settings)
-            opened.append(client)
+            opened.push_async_callback(coordination.close_redis, client)
             admission_client = await coordination.open_redis(settings, retries=False)
-            opened.append(admission_client)
+            opened.push_async_callback(coordination.close_redis, admission_client)
             wakeup = Wakeup(client)
             await wakeup.start()
-        except BaseException:
-            for each in opened:
-                await coordination.close_redis(each)
-            await store.close()
-            raise
-        http = build_http_client(max_connections=max(100, settings.worker_concurrency * 2))
-        source = StoreSettingsSource(store)
-        admission = Admission(
-            admission_client,
-            clock,
-            admission_config(settings),
-            caps_source=source,
-            tenant_limits=source,
-        )
-        return cls(settings, clock, store, client, wakeup, http, admission, admission_client)
+            opened.push_async_callback(wakeup.stop)
+            http = build_http_client(max_connections=max(100, settings.worker_concurrency * 2))
+            source = StoreSettingsSource(store)
+            admission = Admission(
+                admission_client,
+                clock,
+                admission_config(settings),
+                caps_source=source,
+                tenant_limits=source,
+            )
+            runtime = cls(settings, clock, store, client, wakeup, http, admission, admission_client)
+            opened.pop_all()  # opened: `close` owns them now
+        return runtime
 
     async def close(self) -> None:
         async with contextlib.AsyncExitStack() as stack:
