@@ -48,9 +48,9 @@ from bench.common import (
     stop_workers,
     worker_env,
 )
-from engine.records import VersionRecord
 from engine.runtime import Runtime
 from engine.store import Store
+from engine.store.records import VersionRecord
 from schemas.definitions import Workflow
 
 DESTINATION = "bench-downstream"
@@ -732,8 +732,8 @@ AREAS: tuple[tuple[str, str], ...] = (
     ("redis client", "redis/"),
     ("gateway.execute (whole call)", "execute (vertices/gateway.py"),
     ("aiohttp", "aiohttp/"),
-    ("store.complete", "complete (engine/store.py"),
-    ("store.claim", "claim (engine/store.py"),
+    ("store.complete", "complete (engine/store/store.py"),
+    ("store.claim", "claim (engine/store/store.py"),
     ("sqlalchemy", "sqlalchemy/"),
     ("asyncpg", "asyncpg/"),
     ("asyncio event loop", "asyncio/base_events.py"),

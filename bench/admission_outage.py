@@ -58,8 +58,8 @@ from bench.admission_common import (
     wait_for_run,
 )
 from bench.common import OUT
+from engine.execution.step_rules import idempotency_key
 from engine.runtime import Runtime
-from engine.scheduler import idempotency_key
 from engine.settings import Settings
 
 

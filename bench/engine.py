@@ -48,7 +48,7 @@ from bench.common import (
 )
 from demo.downstream import start_downstream
 from demo.downstream_state import DownstreamConfig
-from engine.heartbeat import read_services
+from engine.coordination.heartbeat import read_services
 from engine.runtime import Runtime
 from engine.settings import Settings
 from schemas.definitions import Workflow

@@ -73,10 +73,10 @@ from bench.common import (
     stop_workers,
     worker_env,
 )
-from engine.records import VersionRecord
 from engine.runtime import Runtime
 from engine.settings import Settings
 from engine.store import Store
+from engine.store.records import VersionRecord
 from schemas.definitions import Workflow
 
 PYSPY = str(Path(sys.executable).with_name("py-spy"))
@@ -381,10 +381,10 @@ async def profile(pids: Sequence[int], after_s: float, duration_s: float, tag: s
 
 BUCKETS: tuple[tuple[str, tuple[str, ...]], ...] = (
     # Each sampled stack counts once, for the first bucket one of whose needles it contains.
-    ("MERGE step", ("run_merge (engine/fanout.py",)),
-    ("SPAWNER: creating children", ("create_children (engine/store.py",)),
-    ("claim (Store.claim)", ("Store.claim (engine/store.py",)),
-    ("record results (Store.complete)", ("Store.complete (engine/store.py",)),
+    ("MERGE step", ("run_merge (engine/execution/fanout.py",)),
+    ("SPAWNER: creating children", ("create_children (engine/store/store.py",)),
+    ("claim (Store.claim)", ("Store.claim (engine/store/store.py",)),
+    ("record results (Store.complete)", ("Store.complete (engine/store/store.py",)),
     ("lease renewal / reaper", ("Worker._renew", "Worker._reap")),
     ("admission: per-attempt ticket (admit + settle)", ("AdmissionGuard",)),
     ("admission: batched Redis exchange", ("ExchangeBatcher", "CoordinationBackend.exchange")),
@@ -392,9 +392,9 @@ BUCKETS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("GATEWAY: build request", ("build_request (vertices/gateway",)),
     ("GATEWAY: HTTP exchange (aiohttp)", ("_exchange (vertices/gateway",)),
     ("GATEWAY: other (log lines, body parsing)", ("vertices/gateway",)),
-    ("executor (context, outcome)", ("engine/executor.py",)),
-    ("heartbeat / wake-ups", ("engine/heartbeat.py", "engine/wakeup.py")),
-    ("worker loops (other)", ("engine/worker.py",)),
+    ("executor (context, outcome)", ("engine/execution/executor.py",)),
+    ("heartbeat / wake-ups", ("engine/coordination/heartbeat.py", "engine/coordination/wakeup.py")),
+    ("worker loops (other)", ("engine/execution/worker.py",)),
     # Stacks with no engine frame: SQLAlchemy's greenlet (py-spy shows it from
     # Connection.execute, without the caller) or I/O callbacks run by the event loop.
     ("database client, caller not visible (greenlet / I/O callbacks)", ("sqlalchemy/", "asyncpg/")),

@@ -5,8 +5,9 @@ file's existence only: created once the service has started, removed as the firs
 graceful shutdown (before draining, so traffic stops arriving while in-flight work finishes;
 DESIGN §9) and again on any exit path. The file holds the pid for whoever looks at it by hand.
 
-A process killed with SIGKILL leaves its marker behind; the heartbeat (engine/heartbeat.py) is
-the cross-machine liveness signal, the marker is only the local, container-level one.
+A process killed with SIGKILL leaves its marker behind; the heartbeat
+(engine/coordination/heartbeat.py)
+is the cross-machine liveness signal, the marker is only the local, container-level one.
 """
 
 from __future__ import annotations

@@ -14,14 +14,15 @@ from dataclasses import dataclass
 import redis.asyncio as redis
 
 from admission import Admission, AdmissionConfig, AimdConfig, DestinationCaps, TenantRateConfig
-from engine import coordination, executor
-from engine.admission_guard import StoreSettingsSource
+from engine import coordination
+from engine.coordination.heartbeat import Heartbeat
+from engine.coordination.wakeup import Wakeup
+from engine.execution import executor
+from engine.execution.admission_guard import StoreSettingsSource
+from engine.execution.worker import Worker, WorkerConfig
 from engine.health import HealthMarker
-from engine.heartbeat import Heartbeat
 from engine.settings import Settings
 from engine.store import Store
-from engine.wakeup import Wakeup
-from engine.worker import Worker, WorkerConfig
 from schemas.clock import Clock, SystemClock
 from vertices import gateway, spawner
 from vertices.http_client import HttpClient, build_http_client

@@ -8,10 +8,10 @@ import contextlib
 from collections.abc import AsyncIterator
 from typing import Any
 
-from engine.records import RunRecord
+from engine.execution.worker import Worker, WorkerConfig
 from engine.runtime import Runtime
 from engine.settings import Settings
-from engine.worker import Worker, WorkerConfig
+from engine.store.records import RunRecord
 from schemas.definitions import Workflow
 from tests.conftest import Backend
 

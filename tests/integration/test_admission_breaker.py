@@ -147,7 +147,7 @@ async def test_a_probe_slower_than_the_default_lease_but_within_its_timeout_clos
     """The engine's guard leases a call's slot and probe permit for the call's timeout plus a
     margin: a probe of a GATEWAY with `timeoutMs` 120 s that answers after 95 s (longer than
     the default 90 s lease) is a success, not a hung probe."""
-    from engine.admission_guard import AdmissionGuard
+    from engine.execution.admission_guard import AdmissionGuard
 
     await fail(admission, times=5)
     clock.advance(30)
@@ -163,7 +163,7 @@ async def test_a_call_slower_than_the_default_lease_keeps_its_slot(
     connect: Connect, clock: FakeClock
 ) -> None:
     from admission import DestinationCaps
-    from engine.admission_guard import AdmissionGuard
+    from engine.execution.admission_guard import AdmissionGuard
 
     admission = Admission(connect(), clock)
     await admission.set_caps(DEST, DestinationCaps(max_concurrency=1))

@@ -13,9 +13,9 @@ from sqlalchemy.exc import OperationalError
 
 from demo.downstream import RunningDownstream, start_downstream
 from demo.downstream_state import DownstreamConfig
-from engine import executor
-from engine.records import ClaimedStep, Failure, Park, Success
+from engine.execution import executor
 from engine.runtime import Runtime
+from engine.store.records import ClaimedStep, Failure, Park, Success
 from schemas.clock import FakeClock
 from schemas.definitions import Workflow
 from tests.conftest import Backend

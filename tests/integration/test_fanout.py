@@ -10,9 +10,9 @@ import httpx
 import pytest
 
 from demo.downstream import RunningDownstream
-from engine import executor
-from engine.records import AwaitChildren, Park, Success
+from engine.execution import executor
 from engine.runtime import Runtime
+from engine.store.records import AwaitChildren, Park, Success
 from schemas.clock import FakeClock
 from schemas.definitions import Workflow
 from tests.conftest import Backend
@@ -289,7 +289,7 @@ async def test_redelivered_spawner_reattaches_existing_children(
 async def test_large_merge_outputs_go_to_the_payload_store_in_chunks(
     runtime: Runtime, downstream: RunningDownstream, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from engine import fanout
+    from engine.execution import fanout
 
     monkeypatch.setattr(fanout, "INLINE_OUTPUT_MAX_BYTES", 2000)
     monkeypatch.setattr(fanout, "MERGE_PAGE", 10)

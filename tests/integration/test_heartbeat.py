@@ -1,4 +1,4 @@
-"""engine.heartbeat on the embedded server and on a real Redis.
+"""engine.coordination.heartbeat on the embedded server and on a real Redis.
 
 Time that matters (timestamps, staleness) comes from a `FakeClock`; the only real waiting is
 for loops with a short interval, always through a bounded condition wait.
@@ -17,7 +17,7 @@ import redis.asyncio as redis
 
 from admission import keys
 from engine import coordination
-from engine.heartbeat import Heartbeat, ServiceMonitor, ServiceStatus, read_services
+from engine.coordination.heartbeat import Heartbeat, ServiceMonitor, ServiceStatus, read_services
 from engine.settings import Settings
 from schemas.clock import FakeClock
 from tests.integration.scripts.helpers import (
@@ -122,7 +122,7 @@ async def test_a_malformed_payload_reads_as_down(
     service = unique("odd")
     await Heartbeat(service, client, clock).beat()
     await client.set(keys.heartbeat(service), b"{not json", ex=30)
-    with caplog.at_level(logging.WARNING, logger="engine.heartbeat"):
+    with caplog.at_level(logging.WARNING, logger="engine.coordination.heartbeat"):
         status = mine(await read_services(client, clock), service)[service]
     assert not status.up
     assert "not a valid payload" in caplog.text
@@ -179,7 +179,7 @@ async def test_beats_survive_an_outage_and_resume(
     stop = asyncio.Event()
     try:
         server.connected = False
-        with caplog.at_level(logging.WARNING, logger="engine.heartbeat"):
+        with caplog.at_level(logging.WARNING, logger="engine.coordination.heartbeat"):
             task = asyncio.create_task(heartbeat.run(stop))
             await wait_until(lambda: heartbeat.failures >= 2, what="failed beats")
         assert not task.done(), "the loop keeps going through the outage"

@@ -9,7 +9,9 @@ from alembic.migration import MigrationContext
 from sqlalchemy.engine import Connection
 from sqlmodel import SQLModel
 
-from engine import db, models  # noqa: F401  (models registers the tables)
+from engine.store import (
+    db,
+)
 from tests.conftest import Backend
 
 

@@ -9,8 +9,8 @@ from typing import Any
 
 import pytest
 
-from engine.records import AwaitChildren, ClaimedStep, Failure, Park, Success
 from engine.store import Store
+from engine.store.records import AwaitChildren, ClaimedStep, Failure, Park, Success
 from schemas.clock import FakeClock
 from schemas.definitions import Workflow
 from tests.conftest import Backend
@@ -83,7 +83,7 @@ async def _fan_out(store: Store, n: int) -> tuple[str, ClaimedStep]:
     child = await store.get_version("child")
     run, _ = await store.create_run(parent, [{"i": i} for i in range(n)])
     (spawner,) = await store.claim(1, lease_s=60)
-    from engine.records import ChildRow
+    from engine.store.records import ChildRow
 
     await store.create_children(spawner, child, n, [ChildRow(i, {"i": i}, None) for i in range(n)])
     await store.complete([AwaitChildren(spawner, n)])

@@ -6,8 +6,8 @@ from collections.abc import AsyncIterator
 
 import pytest
 
-from engine.records import Failure, Park, Success
 from engine.store import Store
+from engine.store.records import Failure, Park, Success
 from schemas.clock import FakeClock
 from schemas.definitions import Workflow
 from tests.conftest import Backend

@@ -1,4 +1,4 @@
-"""engine.wakeup on the embedded server and on a real Redis.
+"""engine.coordination.wakeup on the embedded server and on a real Redis.
 
 Two `Wakeup` instances on two clients stand for two processes. Every test uses its own channel:
 pub/sub channels are server-wide, and other test runs may share the Redis.
@@ -16,8 +16,8 @@ import pytest
 import redis.asyncio as redis
 
 from engine import coordination
+from engine.coordination.wakeup import Wakeup
 from engine.settings import Settings
-from engine.wakeup import Wakeup
 from tests.integration.scripts.helpers import (
     BACKENDS,
     UNREACHABLE_REDIS_URL,
@@ -160,7 +160,7 @@ async def test_redis_down_means_wait_times_out_and_notify_stays_quiet(
     caplog: pytest.LogCaptureFixture,
 ) -> None:
     async with open_client(UNREACHABLE_REDIS_URL) as client:
-        with caplog.at_level(logging.WARNING, logger="engine.wakeup"):
+        with caplog.at_level(logging.WARNING, logger="engine.coordination.wakeup"):
             async with fast_wakeup(client, unique("sb:wakeup-down")) as wakeup:
                 assert not await wakeup.wait(0.05), "the timeout is the slow-poll fallback"
                 await wait_until(lambda: wakeup.restarts >= 2, what="listener restarts")
@@ -183,7 +183,7 @@ async def test_listener_restarts_after_an_embedded_outage(
             Wakeup(notifying, channel=channel) as notifier,
         ):
             assert await waiter.wait_ready(5.0)
-            with caplog.at_level(logging.WARNING, logger="engine.wakeup"):
+            with caplog.at_level(logging.WARNING, logger="engine.coordination.wakeup"):
                 server.connected = False
                 await wait_until(lambda: waiter.restarts >= 1, what="the listener to die")
                 assert not await waiter.wait(0.02)

@@ -14,8 +14,8 @@ from pathlib import Path
 import pytest
 
 from demo.downstream import RunningDownstream
-from engine.records import ClaimedStep, Success
 from engine.runtime import Runtime
+from engine.store.records import ClaimedStep, Success
 from schemas.definitions import Workflow
 from tests.conftest import Backend
 from tests.integration.engine_harness import settings_for

@@ -10,7 +10,7 @@ from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import ResponseError
 
 from admission import AdmissionConfig, Outcome
-from engine.admission_guard import AdmissionGuard, CoordinationDown, outcome_of
+from engine.execution.admission_guard import AdmissionGuard, CoordinationDown, outcome_of
 
 
 class Refusing:

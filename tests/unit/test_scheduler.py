@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from engine import scheduler
-from engine.records import ClaimedStep
+from engine.execution import step_rules as scheduler
+from engine.store.records import ClaimedStep
 from schemas.errors import FailureKind, StepFailure
 
 DELAYS = (5.0, 10.0, 20.0)

@@ -11,7 +11,7 @@ import pytest
 from jsonschema import Draft202012Validator
 from pydantic import BaseModel
 
-from engine.validation_schema import PATTERN_HELP
+from engine.validation.schema import PATTERN_HELP
 from schemas import definitions, loader
 
 ROOT = Path(__file__).resolve().parents[2]

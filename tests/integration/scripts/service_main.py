@@ -20,8 +20,8 @@ from pathlib import Path
 
 from admission import keys
 from engine import coordination
+from engine.coordination.heartbeat import Heartbeat
 from engine.health import HealthMarker
-from engine.heartbeat import Heartbeat
 from engine.lifecycle import ServiceLifecycle
 from engine.settings import Settings
 from schemas.clock import SystemClock

@@ -1,0 +1,19 @@
+"""Coordination through Redis: the client factory, wake-ups and service heartbeats."""
+
+from engine.coordination.redis_client import (
+    COORDINATION_ERRORS,
+    CoordinationUnavailable,
+    close_redis,
+    embedded_server,
+    open_redis,
+    redis_ok,
+)
+
+__all__ = [
+    "COORDINATION_ERRORS",
+    "CoordinationUnavailable",
+    "close_redis",
+    "embedded_server",
+    "open_redis",
+    "redis_ok",
+]

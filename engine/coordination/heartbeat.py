@@ -1,0 +1,302 @@
+"""Service liveness in Redis: each service beats, a monitor reads the beats.
+
+A `Heartbeat` writes `heartbeat:<service>` = `{"pid", "uptime", "timestamp"}` (JSON; uptime in
+seconds since the heartbeat was created, timestamp in epoch seconds from the injected clock)
+every `interval_s` (default 10 s) with a TTL of `ttl_s` (default 30 s, three missed beats), and
+records the service in the sorted set `sb:services` (score = the beat's timestamp). If the
+service stops beating the key expires; the set still names it, so readers report it down, with
+when it was last seen, instead of forgetting it. Services silent for `forget_after_s` (default
+7 days) are dropped from the set by the next beat of any service.
+
+Coordination failures never stop a service: a failed beat is logged and the next interval
+tries again. Missing a few beats at worst shows the service as down for a while.
+
+`read_services` reads the set plus one MGET of the heartbeat keys (no keyspace SCAN: the set is
+authoritative and SCAN cost grows with every admission key). A service is up when its key
+exists and its payload is at most `ttl_s` old by the reader's clock; a payload stamped by a
+machine whose clock lags by more than the TTL reads as down, so keep clocks in sync (NTP).
+`ServiceMonitor` polls `read_services` every `POLL_INTERVAL_MS` (default 15 s) and keeps the
+latest answer for the API and the UI.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import math
+import os
+from dataclasses import dataclass
+from typing import cast
+
+import redis.asyncio as redis
+
+from admission import keys
+from engine.coordination.redis_client import COORDINATION_ERRORS
+from engine.settings import Settings
+from schemas.clock import Clock
+
+logger = logging.getLogger(__name__)
+
+DEFAULT_INTERVAL_S = 10.0
+DEFAULT_TTL_S = 30.0
+DEFAULT_FORGET_AFTER_S = 7 * 24 * 3600.0
+DEFAULT_POLL_INTERVAL_MS = 15_000
+
+
+class Heartbeat:
+    """Publishes one service's liveness; see the module docstring for the key and payload.
+
+    `interval_s` (default 10 s) must be positive and below `ttl_s` (default 30 s), or the key
+    would expire between beats. `pid` defaults to this process's pid. The client is borrowed:
+    the caller closes it.
+    """
+
+    def __init__(
+        self,
+        service: str,
+        client: redis.Redis,
+        clock: Clock,
+        *,
+        interval_s: float = DEFAULT_INTERVAL_S,
+        ttl_s: float = DEFAULT_TTL_S,
+        pid: int | None = None,
+        forget_after_s: float = DEFAULT_FORGET_AFTER_S,
+    ) -> None:
+        if not service:
+            raise ValueError("a heartbeat needs a service name")
+        if not 0 < interval_s < ttl_s:
+            raise ValueError(
+                f"heartbeat interval {interval_s} s must be positive and below the TTL "
+                f"{ttl_s} s, or the key expires between beats; the default is 10 s / 30 s"
+            )
+        self.service = service
+        self.key = keys.heartbeat(service)
+        self.interval_s = interval_s
+        self.ttl_s = ttl_s
+        self.pid = os.getpid() if pid is None else pid
+        self.forget_after_s = forget_after_s
+        self.beats = 0
+        """Successful beats so far."""
+        self.failures = 0
+        """Beats that failed because Redis was unreachable."""
+        self._client = client
+        self._clock = clock
+        self._started_mono = clock.monotonic()
+        self._stopped = False
+        # Serializes a beat with `stop()`, so a beat already in flight cannot re-create the key
+        # right after `stop()` deleted it.
+        self._lock = asyncio.Lock()
+
+    @classmethod
+    def from_settings(
+        cls, service: str, client: redis.Redis, clock: Clock, settings: Settings
+    ) -> Heartbeat:
+        """A heartbeat with `heartbeat_interval_s` and `heartbeat_ttl_s` from `settings`."""
+        return cls(
+            service,
+            client,
+            clock,
+            interval_s=settings.heartbeat_interval_s,
+            ttl_s=float(settings.heartbeat_ttl_s),
+        )
+
+    def payload(self) -> dict[str, float | int]:
+        """The JSON object a beat writes now."""
+        return {
+            "pid": self.pid,
+            "uptime": round(self._clock.monotonic() - self._started_mono, 3),
+            "timestamp": self._clock.now(),
+        }
+
+    async def beat(self) -> bool:
+        """Write the key once. Returns False (and logs) when Redis is unreachable or after
+        `stop()`; never raises for a coordination failure."""
+        async with self._lock:
+            if self._stopped:
+                return False
+            body = self.payload()
+            now = float(body["timestamp"])
+            try:
+                async with self._client.pipeline(transaction=True) as pipe:
+                    pipe.set(self.key, json.dumps(body), px=math.ceil(self.ttl_s * 1000))
+                    pipe.zadd(keys.SERVICES_SET, {self.service: now})
+                    pipe.zremrangebyscore(keys.SERVICES_SET, "-inf", now - self.forget_after_s)
+                    await pipe.execute()
+            except COORDINATION_ERRORS as error:
+                self.failures += 1
+                logger.warning("heartbeat %s: Redis write failed, retrying: %s", self.key, error)
+                return False
+            self.beats += 1
+            return True
+
+    async def run(self, stop: asyncio.Event) -> None:
+        """Beat now and then every `interval_s` until `stop` is set; returns promptly after.
+
+        Does not delete the key: call `stop()` for that (graceful shutdown does both).
+        """
+        while not stop.is_set():
+            await self.beat()
+            try:
+                await asyncio.wait_for(stop.wait(), self.interval_s)
+            except TimeoutError:
+                continue
+
+    async def stop(self) -> None:
+        """Stop beating and delete the key, so monitors see the service down at once rather
+        than after the TTL. If Redis is unreachable the key simply expires."""
+        async with self._lock:
+            self._stopped = True
+            try:
+                await self._client.delete(self.key)
+            except COORDINATION_ERRORS as error:
+                logger.warning(
+                    "heartbeat %s: delete failed, the key expires in %s s: %s",
+                    self.key,
+                    self.ttl_s,
+                    error,
+                )
+
+
+@dataclass(frozen=True)
+class ServiceStatus:
+    """One service as the monitor sees it."""
+
+    name: str
+    up: bool
+    """True when its heartbeat key exists and the payload is at most the TTL old."""
+    pid: int | None
+    """From the latest payload; None when the key is gone."""
+    uptime_s: float | None
+    """Seconds the service had been beating at its latest payload; None when the key is gone."""
+    last_seen: float | None
+    """Epoch seconds of the latest beat (payload, else the `sb:services` score); None if never."""
+
+    def as_dict(self) -> dict[str, object]:
+        """JSON-ready form for the API: `{name, status: "up"|"down", pid, uptime, lastSeen}`."""
+        return {
+            "name": self.name,
+            "status": "up" if self.up else "down",
+            "pid": self.pid,
+            "uptime": self.uptime_s,
+            "lastSeen": self.last_seen,
+        }
+
+
+def _parse_payload(name: str, raw: bytes | None) -> dict[str, float] | None:
+    if raw is None:
+        return None
+    try:
+        data = json.loads(raw)
+        return {
+            "pid": int(data["pid"]),
+            "uptime": float(data["uptime"]),
+            "timestamp": float(data["timestamp"]),
+        }
+    except (ValueError, TypeError, KeyError) as error:
+        logger.warning(
+            "heartbeat of %s is not a valid payload, reading it as down: %s", name, error
+        )
+        return None
+
+
+def _status(
+    name: str, raw: bytes | None, seen_score: float | None, now: float, ttl_s: float
+) -> ServiceStatus:
+    payload = _parse_payload(name, raw)
+    if payload is None:
+        return ServiceStatus(name, up=False, pid=None, uptime_s=None, last_seen=seen_score)
+    return ServiceStatus(
+        name,
+        up=now - payload["timestamp"] <= ttl_s,
+        pid=int(payload["pid"]),
+        uptime_s=payload["uptime"],
+        last_seen=payload["timestamp"],
+    )
+
+
+async def read_services(
+    client: redis.Redis, clock: Clock, *, ttl_s: float = DEFAULT_TTL_S
+) -> list[ServiceStatus]:
+    """Every known service, sorted by name, up or down (see the module docstring).
+
+    `ttl_s` (default 30 s) is the age beyond which a payload counts as stale. Raises one of
+    `COORDINATION_ERRORS` when Redis is unreachable; `ServiceMonitor` absorbs that.
+    """
+    # redis-py types replies for both decode modes; open_redis clients always return bytes.
+    members = cast(
+        list[tuple[bytes, float]],
+        await client.zrange(keys.SERVICES_SET, 0, -1, withscores=True),
+    )
+    if not members:
+        return []
+    names = [member.decode() for member, _ in members]
+    raws = cast(list[bytes | None], await client.mget([keys.heartbeat(name) for name in names]))
+    now = clock.now()
+    statuses = [
+        _status(name, raw, score, now, ttl_s)
+        for name, raw, (_, score) in zip(names, raws, members, strict=True)
+    ]
+    return sorted(statuses, key=lambda status: status.name)
+
+
+class ServiceMonitor:
+    """Polls `read_services` every `poll_interval_ms` (default 15 s) and keeps the answer.
+
+    `latest` is the last successful read (empty before the first); `polled_at` is its epoch
+    time by the injected clock, so a consumer can tell a stale list while Redis is down, when
+    the previous list is kept and `last_error` says why.
+    """
+
+    def __init__(
+        self,
+        client: redis.Redis,
+        clock: Clock,
+        *,
+        poll_interval_ms: int = DEFAULT_POLL_INTERVAL_MS,
+        ttl_s: float = DEFAULT_TTL_S,
+    ) -> None:
+        if poll_interval_ms <= 0:
+            raise ValueError(f"poll interval must be positive, got {poll_interval_ms} ms")
+        self.poll_interval_ms = poll_interval_ms
+        self.ttl_s = ttl_s
+        self.latest: list[ServiceStatus] = []
+        self.polled_at: float | None = None
+        self.last_error: str | None = None
+        self.polls = 0
+        """Successful polls so far."""
+        self._client = client
+        self._clock = clock
+
+    @classmethod
+    def from_settings(cls, client: redis.Redis, clock: Clock, settings: Settings) -> ServiceMonitor:
+        """A monitor with `poll_interval_ms` and `heartbeat_ttl_s` from `settings`."""
+        return cls(
+            client,
+            clock,
+            poll_interval_ms=settings.poll_interval_ms,
+            ttl_s=float(settings.heartbeat_ttl_s),
+        )
+
+    async def poll_once(self) -> list[ServiceStatus]:
+        """Read the services now; on a coordination failure keep the previous list."""
+        try:
+            statuses = await read_services(self._client, self._clock, ttl_s=self.ttl_s)
+        except COORDINATION_ERRORS as error:
+            self.last_error = f"{type(error).__name__}: {error}"
+            logger.warning("service monitor: reading heartbeats failed: %s", error)
+            return self.latest
+        self.latest = statuses
+        self.polled_at = self._clock.now()
+        self.last_error = None
+        self.polls += 1
+        return statuses
+
+    async def run(self, stop: asyncio.Event) -> None:
+        """Poll now and then every `poll_interval_ms` until `stop` is set."""
+        while not stop.is_set():
+            await self.poll_once()
+            try:
+                await asyncio.wait_for(stop.wait(), self.poll_interval_ms / 1000)
+            except TimeoutError:
+                continue

@@ -1,0 +1,1 @@
+"""Executing claimed steps: the worker loop, the executor and the admission guard."""

@@ -1,0 +1,137 @@
+"""Admission around every GATEWAY attempt: the engine's `vertices.gateway.CallGuard`.
+
+One guard per step execution. Before each attempt it takes an admission ticket for the
+destination (breakers, AIMD slot, destination rate; a retry also needs the retry budget, and
+the first attempt takes the step's item from the tenant's rate window — all in one atomic
+script call). After the attempt it settles the ticket with what the destination's answer says
+about its health:
+
+    429                         → throttled (AIMD cut; breakers count nothing)
+    503, timeout                → overload  (AIMD cut, breaker failure)
+    other 5xx, I/O error, junk  → failure   (breaker failure, no cut)
+    anything else answered      → success   (a 4xx is the caller's problem, not an outage)
+    cancelled, internal error   → ignored   (says nothing about the destination)
+
+The first attempt of a redispatched step is a retry too: redispatches and in-process retries
+spend the same budget, so a dead destination never sees every item's full retry schedule. The
+tenant's rate window counts a step once: the first attempt that is admitted takes the item,
+and the step remembers it (`tenant_item_taken`, durable) so that its redispatches and
+re-runs after a park do not take another — while a step refused before anything was sent
+(an open breaker, no slot in time) still takes its item when it is finally admitted.
+
+A coordination failure (Redis down) before the call becomes `CoordinationDown`, which the
+executor turns into a short park; after the call it is logged and dropped, so a call that was
+answered is never turned into a failure by admission bookkeeping (the slot's lease expires).
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass, field
+
+from redis.exceptions import ResponseError
+
+from admission import Admission, DestinationCaps, Outcome, Ticket
+from engine.coordination.redis_client import COORDINATION_ERRORS
+from engine.store import Store
+
+logger = logging.getLogger(__name__)
+
+LEASE_MARGIN_S = 30.0
+"""A slot's lease outlasts its call's timeout by this much (settling takes a moment)."""
+THROTTLE_STATUS = 429
+OVERLOAD_STATUSES = frozenset({503})
+
+
+class CoordinationDown(Exception):
+    """Admission could not reach Redis before the call: nothing was sent; try again soon."""
+
+
+def outcome_of(status: int | None, error_kind: str | None) -> Outcome:
+    if error_kind in {"cancelled", "internal_error", "invalid_config"}:
+        return Outcome.IGNORE
+    if status == THROTTLE_STATUS and error_kind is None:
+        return Outcome.THROTTLED
+    if status in OVERLOAD_STATUSES or error_kind == "timeout":
+        return Outcome.OVERLOAD
+    if error_kind is not None or (status is not None and status >= 500):
+        return Outcome.FAILURE
+    return Outcome.SUCCESS
+
+
+@dataclass
+class AdmissionGuard:
+    admission: Admission
+    tenant_id: str
+    wait_timeout_s: float
+    redispatch: bool = False
+    """This execution is a redispatch: its first attempt is a retry for the budget."""
+    item_taken: bool = False
+    """The step's tenant item is taken (by an earlier execution, or by an attempt of this
+    one): no attempt takes another."""
+    _ticket: Ticket | None = field(default=None, init=False)
+    _attempts: int = field(default=0, init=False)
+
+    async def before_attempt(self, destination: str, retry: bool, *, timeout_s: float) -> None:
+        first = self._attempts == 0
+        self._attempts += 1
+        # A call may run for its whole timeout (`timeoutMs` up to 10 minutes): its slot (and
+        # a half-open probe's permit) must not expire under it, or the cap is exceeded and a
+        # slow but successful probe counts as hung.
+        lease_s = max(self.admission.config.default_lease_s, timeout_s + LEASE_MARGIN_S)
+        try:
+            self._ticket = await self.admission.admit(
+                destination,
+                self.tenant_id,
+                wait_timeout_s=self.wait_timeout_s,
+                lease_s=lease_s,
+                # The step's item: once per step, not again on each redispatch.
+                take_item=not self.item_taken,
+                retry=retry or (first and self.redispatch),
+            )
+            self.item_taken = True  # admitted: the item (if it was still due) went with it
+        except ResponseError:
+            # Redis answered with an error (a script bug, wrong arguments): not an outage to
+            # wait out but a defect that must fail the step visibly.
+            raise
+        except COORDINATION_ERRORS as exc:
+            raise CoordinationDown(f"admission unavailable: {type(exc).__name__}: {exc}") from exc
+
+    async def after_attempt(
+        self,
+        destination: str,
+        status: int | None,
+        error_kind: str | None,
+        duration_s: float,
+        *,
+        retry_after_s: float | None = None,
+    ) -> None:
+        ticket, self._ticket = self._ticket, None
+        if ticket is None:
+            return
+        try:
+            await ticket.settle(outcome_of(status, error_kind), retry_after_s=retry_after_s or 0.0)
+        except COORDINATION_ERRORS:
+            logger.warning(
+                "could not settle the admission slot of a call to %s; its lease will expire",
+                destination,
+                exc_info=True,
+            )
+
+
+@dataclass(frozen=True)
+class StoreSettingsSource:
+    """Destination caps and tenant rate limits from the database (the durable copies), for
+    `Admission` (its `CapsSource` and `TenantLimitSource`)."""
+
+    store: Store
+
+    async def get_tenant_limit(self, tenant_id: str) -> int | None:
+        return await self.store.get_tenant_rate(tenant_id)
+
+    async def get_caps(self, destination: str) -> DestinationCaps | None:
+        row = await self.store.get_destination_caps(destination)
+        if row is None:
+            return None
+        max_concurrency, rate_per_second = row
+        return DestinationCaps(max_concurrency=max_concurrency, rate_per_second=rate_per_second)

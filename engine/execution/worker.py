@@ -1,0 +1,331 @@
+"""The worker: claims ready steps, runs them concurrently, records results in batches.
+
+Four cooperating loops under one `asyncio.TaskGroup` (STYLE §9):
+
+* claim loop — claims up to `claim_batch` steps whenever fewer than `worker_concurrency` are in
+  flight (while the queue is deep, once at least half a batch of slots is free or 50 ms have
+  passed, so that claims stay batched); when the queue looks empty it waits for a wake-up
+  (Redis pub/sub, or a local notify when this process made steps ready), for the next step it
+  parked or redispatched to become due, or for a slow poll as the fallback, so an idle worker
+  costs one query per `idle_poll_s`.
+* flusher — records finished steps. It takes everything that finished since its last write and
+  writes it in one transaction, so under load results are batched and at low load each result
+  is written immediately (no timer adds latency).
+* lease renewer — renews the leases of every step still in flight every `lease_s / 3`.
+* reaper — returns steps whose lease expired (their worker died) to READY.
+
+A step counts as in flight until its result is written, so its lease is renewed until then;
+it stops counting against `worker_concurrency` as soon as it has executed, so claiming the next
+batch overlaps with recording the last one (a backlog of 2 x concurrency bounds the overlap).
+Shutdown: stop claiming, let in-flight steps finish within `shutdown_grace_s`, flush, return.
+Steps abandoned at the deadline keep their claims; their leases expire and another worker (or
+the next start) runs them again.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import heapq
+import logging
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+from engine.execution import executor
+from engine.store import Store
+from engine.store.records import ClaimedStep, CompletionReport, Failure, LogLine, Park, StepResult
+from schemas.definitions import Workflow
+
+logger = logging.getLogger(__name__)
+
+FLUSH_BATCH_MAX = 500
+ANALYZE_EVERY_S = 60.0
+"""How often a worker refreshes the planner statistics of the queue tables (PostgreSQL)."""
+FLUSH_RETRY_LIMIT = 5
+CLAIM_GATHER_S = 0.05
+"""Longest wait for half a batch of free slots before claiming fewer (deep queue only)."""
+
+
+class Wakeups(Protocol):
+    """Tells idle workers that steps became ready (see `engine.coordination.wakeup`)."""
+
+    async def notify(self) -> None: ...
+
+    async def wait(self, timeout_s: float) -> bool: ...
+
+
+@dataclass(frozen=True)
+class WorkerConfig:
+    concurrency: int = 64
+    claim_batch: int = 32
+    lease_s: float = 30.0
+    idle_poll_s: float = 1.0
+    shutdown_grace_s: float = 20.0
+
+
+@dataclass
+class WorkerStats:
+    claimed: int = 0
+    recorded: int = 0
+    dropped: int = 0
+    requeued: int = 0
+    flushes: int = 0
+    finished_runs: list[tuple[str, str]] = field(default_factory=list)
+
+
+class Worker:
+    """One worker loop set. `await worker.run(stop)` returns after a graceful drain."""
+
+    def __init__(
+        self,
+        store: Store,
+        deps: executor.ExecutorDeps,
+        wakeups: Wakeups,
+        config: WorkerConfig,
+    ) -> None:
+        self._store = store
+        self._deps = deps
+        self._wakeups = wakeups
+        self._config = config
+        self._in_flight: dict[str, ClaimedStep] = {}
+        self._running: set[asyncio.Task[None]] = set()
+        self._done: asyncio.Queue[tuple[StepResult, list[LogLine]] | None] = asyncio.Queue()
+        self._slot_freed = asyncio.Event()
+        # When steps this worker parked or redispatched become due (store clock), so an idle
+        # claim loop wakes for them instead of at its next poll; a min-heap.
+        self._due: list[float] = []
+        self._due_earlier = asyncio.Event()
+        """Set when a step becomes due sooner than the idle claim loop planned to sleep."""
+        self._min_claim = max(1, min(config.claim_batch, config.concurrency) // 2)
+        self._closing = asyncio.Event()
+        self.stats = WorkerStats()
+
+    @property
+    def in_flight(self) -> int:
+        return len(self._in_flight)
+
+    async def run(self, stop: asyncio.Event) -> None:
+        async with asyncio.TaskGroup() as group:
+            flusher = group.create_task(self._flusher(), name="flusher")
+            group.create_task(self._every(self._config.lease_s / 3, self._renew), name="renewer")
+            group.create_task(self._every(self._config.lease_s / 3, self._reap), name="reaper")
+            group.create_task(self._every(ANALYZE_EVERY_S, self._analyze), name="analyze")
+            await self._claim_loop(group, stop)
+            await self._drain()
+            self._closing.set()
+            await self._done.put(None)  # wakes the flusher to notice closing
+            await flusher
+
+    # ── claiming ────────────────────────────────────────────────────────────────────────────
+
+    async def _claim_loop(self, group: asyncio.TaskGroup, stop: asyncio.Event) -> None:
+        stop_wait = asyncio.ensure_future(stop.wait())
+        loop = asyncio.get_running_loop()
+        deep = False
+        gather_until: float | None = None
+        try:
+            while not stop.is_set():
+                # Executing steps count against the concurrency; finished-but-unrecorded ones
+                # only against a backlog bound, so claiming overlaps with recording.
+                free = min(
+                    self._config.concurrency - len(self._running),
+                    2 * self._config.concurrency - len(self._in_flight),
+                )
+                # While the queue is deep (the last claim was full), claim in batches of at
+                # least half a batch: one claim per freed slot would cost a round trip each.
+                # But only for CLAIM_GATHER_S: slow steps must not keep slots idle for long.
+                enough = 1 if not deep or not self._running else self._min_claim
+                if free <= 0:
+                    self._slot_freed.clear()
+                    await _first(self._slot_freed.wait(), stop_wait, self._config.idle_poll_s)
+                    continue
+                if free < enough:
+                    gather_until = gather_until or loop.time() + CLAIM_GATHER_S
+                    if loop.time() < gather_until:
+                        self._slot_freed.clear()
+                        await _first(self._slot_freed.wait(), stop_wait, gather_until - loop.time())
+                        continue
+                gather_until = None
+                wanted = min(free, self._config.claim_batch)
+                claimed = await self._claim(wanted)
+                for step in claimed:
+                    self._start(group, step)
+                deep = len(claimed) == wanted
+                if len(claimed) < wanted:
+                    idle_s = self._idle_wait_s()
+                    self._due_earlier.clear()
+                    await _first(
+                        self._wakeups.wait(idle_s), stop_wait, idle_s, self._due_earlier.wait()
+                    )
+        finally:
+            stop_wait.cancel()
+
+    def _idle_wait_s(self) -> float:
+        """How long an idle claim loop may sleep: until the next step this worker parked or
+        redispatched is due, at most `idle_poll_s`. Without it, steps redispatched together
+        (with spread-out times) would all be claimed at the next poll, in one burst."""
+        now = self._deps.clock.now()
+        self._drop_past_due(now)
+        if not self._due:
+            return self._config.idle_poll_s
+        return max(0.001, min(self._config.idle_poll_s, self._due[0] - now))
+
+    def _drop_past_due(self, now: float) -> None:
+        # Pruned on every push too, so a worker that is never idle keeps only future times.
+        while self._due and self._due[0] <= now:
+            heapq.heappop(self._due)
+
+    async def _claim(self, wanted: int) -> list[ClaimedStep]:
+        try:
+            claimed = await self._store.claim(wanted, self._config.lease_s)
+        except Exception:
+            logger.exception("claim failed; retrying after the idle poll")
+            return []
+        self.stats.claimed += len(claimed)
+        return claimed
+
+    def _start(self, group: asyncio.TaskGroup, step: ClaimedStep) -> None:
+        self._in_flight[step.claim_token] = step
+        task = group.create_task(self._execute(step), name=f"step:{step.run_id}/{step.vertex_id}")
+        self._running.add(task)
+        task.add_done_callback(self._step_done)
+
+    def _step_done(self, task: asyncio.Task[None]) -> None:
+        self._running.discard(task)
+        self._slot_freed.set()
+
+    async def _execute(self, step: ClaimedStep) -> None:
+        try:
+            workflow = await self._workflow(step)
+            result = await executor.execute(step, workflow, self._deps)
+        except Exception:
+            # The store was unreachable while loading the definition: leave the claim; its
+            # lease expires and the step runs again.
+            logger.exception("could not execute %s/%s", step.run_id, step.vertex_id)
+            self._in_flight.pop(step.claim_token, None)
+            self._slot_freed.set()
+            return
+        await self._done.put(result)
+
+    async def _workflow(self, step: ClaimedStep) -> Workflow:
+        version = await self._store.get_version(step.workflow_name, step.workflow_version)
+        return version.workflow
+
+    # ── recording ───────────────────────────────────────────────────────────────────────────
+
+    async def _flusher(self) -> None:
+        while True:
+            first = await self._done.get()
+            batch = [] if first is None else [first]
+            while len(batch) < FLUSH_BATCH_MAX and not self._done.empty():
+                item = self._done.get_nowait()
+                if item is not None:
+                    batch.append(item)
+            if batch:
+                await self._flush(batch)
+            if self._closing.is_set() and self._done.empty() and not self._running:
+                return
+
+    async def _flush(self, batch: list[tuple[StepResult, list[LogLine]]]) -> None:
+        results = [result for result, _ in batch]
+        lines = [line for _, step_lines in batch for line in step_lines]
+        report: CompletionReport | None = None
+        for attempt in range(FLUSH_RETRY_LIMIT):
+            try:
+                report = await self._store.complete(results, lines)
+                break
+            except Exception:
+                logger.exception("recording %d results failed (try %d)", len(results), attempt + 1)
+                await asyncio.sleep(min(2.0**attempt * 0.1, 2.0))
+        for result in results:
+            self._in_flight.pop(result.step.claim_token, None)
+        self._slot_freed.set()
+        if report is None:
+            # Claims stay in place; their leases expire and the steps run again elsewhere.
+            return
+        now = self._deps.clock.now()
+        self._drop_past_due(now)
+        for result in results:
+            due = _due_at(result)
+            if due is None or result.step.step_id in report.dropped:
+                continue
+            if not self._due or due < self._due[0]:
+                self._due_earlier.set()
+            if due > now:  # one already due needs the wake-up above, not a place in the heap
+                heapq.heappush(self._due, due)
+        self.stats.flushes += 1
+        self.stats.recorded += report.recorded
+        self.stats.dropped += len(report.dropped)
+        self.stats.finished_runs.extend(report.finished_runs)
+        if report.dropped:
+            logger.warning("dropped %d late results (claims expired)", len(report.dropped))
+        if report.newly_ready:
+            await self._wakeups.notify()
+
+    # ── leases ──────────────────────────────────────────────────────────────────────────────
+
+    async def _every(self, period_s: float, action: Callable[[], Awaitable[None]]) -> None:
+        while not self._closing.is_set():
+            with contextlib.suppress(TimeoutError):
+                async with asyncio.timeout(period_s):
+                    await self._closing.wait()
+            if self._closing.is_set():
+                return
+            try:
+                await action()
+            except Exception:
+                logger.exception("%s failed; trying again next period", action.__name__)
+
+    async def _renew(self) -> None:
+        if self._in_flight:
+            await self._store.renew(list(self._in_flight), self._config.lease_s)
+
+    async def _analyze(self) -> None:
+        await self._store.analyze()
+
+    async def _reap(self) -> None:
+        requeued = await self._store.requeue_expired()
+        if requeued:
+            self.stats.requeued += len(requeued)
+            logger.warning("requeued %d steps whose lease expired", len(requeued))
+            await self._wakeups.notify()
+
+    async def _drain(self) -> None:
+        if not self._running:
+            return
+        pending = set(self._running)
+        _, still_running = await asyncio.wait(pending, timeout=self._config.shutdown_grace_s)
+        for task in still_running:
+            task.cancel()
+        if still_running:
+            logger.warning(
+                "%d steps did not finish within the grace period; their leases will expire",
+                len(still_running),
+            )
+            await asyncio.wait(still_running)
+
+
+def _due_at(result: StepResult) -> float | None:
+    """When a recorded result makes its step claimable again (parked or redispatched)."""
+    if isinstance(result, Park):
+        return result.not_before
+    if isinstance(result, Failure):
+        return result.retry_at
+    return None
+
+
+async def _first(
+    awaitable: Awaitable[object],
+    stop_wait: asyncio.Future[Any],
+    timeout_s: float,
+    *also: Awaitable[object],
+) -> None:
+    """Wait for `awaitable` (or any of `also`), the stop signal or the timeout, whichever
+    comes first."""
+    tasks = {asyncio.ensure_future(a) for a in (awaitable, *also)}
+    try:
+        await asyncio.wait({*tasks, stop_wait}, timeout=timeout_s, return_when="FIRST_COMPLETED")
+    finally:
+        for task in tasks:
+            task.cancel()

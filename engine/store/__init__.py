@@ -1,0 +1,9 @@
+"""The durable store: every SQL statement SchemaBridge runs lives in this package.
+
+`Store` is the one object that holds the database engines; the rest of the engine depends on
+the role it needs (see `engine.store.store`).
+"""
+
+from engine.store.store import ClaimLost, Store, UnknownWorkflow, definition_hash
+
+__all__ = ["ClaimLost", "Store", "UnknownWorkflow", "definition_hash"]

@@ -1,0 +1,251 @@
+"""The run catalogue: published workflow versions, runs, their steps, logs and children."""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Sequence
+from typing import Any
+
+from sqlalchemy import func, insert, select
+
+from engine.store import children as fanout
+from engine.store import results as results_
+from engine.store.core import (
+    StoreCore,
+    definition_hash,
+    logs,
+    run_record,
+    runs,
+    step_record,
+    step_rows,
+    steps,
+    versions,
+)
+from engine.store.models import (
+    RunStatus,
+)
+from engine.store.records import (
+    LogLine,
+    RunRecord,
+    StepRecord,
+    VersionRecord,
+)
+from schemas.definitions import Workflow
+
+
+class RunCatalogue(StoreCore):
+    """Workflows and runs: publish and read versions, create and read runs."""
+
+    async def publish(self, workflow: Workflow) -> VersionRecord:
+        """Store `workflow` as a new immutable version, unless the latest version is identical."""
+        document = workflow.model_dump(mode="json", by_alias=True, exclude_none=True)
+        digest = definition_hash(document)
+        async with self._engines.write.begin() as conn:
+            latest = (
+                await conn.execute(
+                    select(versions.c.version, versions.c.definition_hash, versions.c.created_at)
+                    .where(versions.c.name == workflow.name)
+                    .order_by(versions.c.version.desc())
+                    .limit(1)
+                )
+            ).first()
+            if latest is not None and latest.definition_hash == digest:
+                return self._remember(workflow, latest.version, digest, latest.created_at)
+            version = 1 if latest is None else latest.version + 1
+            now = self._clock.now()
+            await conn.execute(
+                insert(versions).values(
+                    name=workflow.name,
+                    version=version,
+                    definition=document,
+                    definition_hash=digest,
+                    created_at=now,
+                )
+            )
+        return self._remember(workflow, version, digest, now)
+
+    async def list_versions(self, name: str | None = None) -> list[tuple[str, int, str, float]]:
+        """(name, version, hash, created_at) of every published version, newest first."""
+        query = select(
+            versions.c.name, versions.c.version, versions.c.definition_hash, versions.c.created_at
+        ).order_by(versions.c.name, versions.c.version.desc())
+        if name is not None:
+            query = query.where(versions.c.name == name)
+        async with self._engines.read.connect() as conn:
+            return [tuple(r) for r in (await conn.execute(query)).all()]
+
+    # ── runs ────────────────────────────────────────────────────────────────────────────────
+
+    async def create_run(
+        self,
+        version: VersionRecord,
+        run_input: Any,
+        *,
+        tenant_id: str = "default",
+        timeout_tier: str = "process",
+        run_id: str | None = None,
+        idempotency_key: str | None = None,
+        restarted_from: str | None = None,
+        pinned_versions: dict[str, int] | None = None,
+        request_hash: str | None = None,
+    ) -> tuple[RunRecord, bool]:
+        """Create a RUNNING run with its steps (roots READY). Returns (run, created).
+
+        With an `idempotency_key` that already exists, the existing run is returned and
+        nothing is created (`created` False).
+        """
+        if idempotency_key is not None:
+            existing = await self._run_by_key(idempotency_key)
+            if existing is not None:
+                return existing, False
+        run_id = run_id or str(uuid.uuid4())
+        now = self._clock.now()
+        workflow = version.workflow
+        row = {
+            "id": run_id,
+            "workflow_name": version.name,
+            "workflow_version": version.version,
+            "definition_hash": version.definition_hash,
+            "tenant_id": tenant_id,
+            "status": RunStatus.RUNNING.value,
+            "timeout_tier": timeout_tier,
+            "input": run_input,
+            "steps_remaining": len(workflow.vertices),
+            "created_at": now,
+            "started_at": now,
+            "idempotency_key": idempotency_key,
+            "root_run_id": run_id,
+            "restarted_from": restarted_from,
+            "pinned_versions": pinned_versions,
+            "request_hash": request_hash,
+            "output": None,
+            "error": None,
+            "ended_at": None,
+        }
+        async with self._engines.write.begin() as conn:
+            await conn.execute(insert(runs).values(**row))
+            await conn.execute(insert(steps), step_rows(run_id, tenant_id, workflow, now))
+            await results_.insert_logs(
+                conn,
+                [LogLine(run_id, "info", f"run created ({version.name} v{version.version})")],
+                now,
+            )
+        return run_record(row), True
+
+    async def create_runs(
+        self,
+        version: VersionRecord,
+        inputs: Sequence[Any],
+        *,
+        tenant_id: str = "default",
+        timeout_tier: str = "process",
+    ) -> list[str]:
+        """Create one RUNNING run per input in a single transaction (bulk submission)."""
+        now = self._clock.now()
+        workflow = version.workflow
+        ids = [str(uuid.uuid4()) for _ in inputs]
+        rows = [
+            {
+                "id": run_id,
+                "workflow_name": version.name,
+                "workflow_version": version.version,
+                "definition_hash": version.definition_hash,
+                "tenant_id": tenant_id,
+                "status": RunStatus.RUNNING.value,
+                "timeout_tier": timeout_tier,
+                "input": run_input,
+                "steps_remaining": len(workflow.vertices),
+                "created_at": now,
+                "started_at": now,
+                "root_run_id": run_id,
+            }
+            for run_id, run_input in zip(ids, inputs, strict=True)
+        ]
+        if rows:
+            async with self._engines.write.begin() as conn:
+                await conn.execute(insert(runs), rows)
+                await conn.execute(
+                    insert(steps),
+                    [r for run_id in ids for r in step_rows(run_id, tenant_id, workflow, now)],
+                )
+            await self._grew(len(rows) * (1 + len(workflow.vertices)))
+        return ids
+
+    async def _run_by_key(self, key: str) -> RunRecord | None:
+        async with self._engines.read.connect() as conn:
+            row = (await conn.execute(select(runs).where(runs.c.idempotency_key == key))).first()
+        return None if row is None else run_record(row._mapping)
+
+    async def get_run(self, run_id: str) -> RunRecord | None:
+        async with self._engines.read.connect() as conn:
+            row = (await conn.execute(select(runs).where(runs.c.id == run_id))).first()
+        return None if row is None else run_record(row._mapping)
+
+    async def get_steps(self, run_id: str) -> list[StepRecord]:
+        query = select(steps).where(steps.c.run_id == run_id).order_by(steps.c.id)
+        async with self._engines.read.connect() as conn:
+            rows = (await conn.execute(query)).all()
+        return [step_record(r._mapping) for r in rows]
+
+    async def run_logs(self, run_id: str, *, after_id: int = 0, limit: int = 500) -> list[Any]:
+        query = (
+            select(logs)
+            .where(logs.c.run_id == run_id, logs.c.id > after_id)
+            .order_by(logs.c.id)
+            .limit(limit)
+        )
+        async with self._engines.read.connect() as conn:
+            return [dict(r._mapping) for r in (await conn.execute(query)).all()]
+
+    async def count_runs(self, status: str | None = None) -> int:
+        query = select(func.count()).select_from(runs)
+        if status is not None:
+            query = query.where(runs.c.status == status)
+        async with self._engines.read.connect() as conn:
+            return int((await conn.execute(query)).scalar_one())
+
+    async def append_logs(self, lines: Sequence[LogLine]) -> None:
+        if lines:
+            async with self._engines.write.begin() as conn:
+                await results_.insert_logs(conn, lines, self._clock.now())
+
+    async def children(
+        self, run_id: str, *, status: str | None = None, limit: int = 100, after_index: int = -1
+    ) -> list[RunRecord]:
+        """A page of a run's children in item order."""
+        query = (
+            select(runs)
+            .where(runs.c.parent_run_id == run_id, runs.c.item_index > after_index)
+            .order_by(runs.c.item_index)
+            .limit(limit)
+        )
+        if status is not None:
+            query = query.where(runs.c.status == status)
+        async with self._engines.read.connect() as conn:
+            return [run_record(r._mapping) for r in (await conn.execute(query)).all()]
+
+    async def fanout_progress(self, run_id: str) -> dict[str, int]:
+        """Children of `run_id` by status plus the total, from the spawner counters and one
+        grouped count of the unfinished ones (cheap enough to read every second)."""
+        query = select(
+            steps.c.children_total,
+            steps.c.children_succeeded,
+            steps.c.children_failed,
+            steps.c.children_cancelled,
+        ).where(steps.c.run_id == run_id, steps.c.children_total.is_not(None))
+        async with self._engines.read.connect() as conn:
+            rows = (await conn.execute(query)).all()
+            running = await fanout.running_children(conn, run_id)
+        total = sum(r.children_total or 0 for r in rows)
+        succeeded = sum(r.children_succeeded for r in rows)
+        failed = sum(r.children_failed for r in rows)
+        cancelled = sum(r.children_cancelled for r in rows)
+        pending = max(0, total - succeeded - failed - cancelled - running)
+        return {
+            "total": total,
+            "pending": pending,
+            "running": running,
+            "succeeded": succeeded,
+            "failed": failed,
+            "cancelled": cancelled,
+        }

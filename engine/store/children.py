@@ -1,0 +1,393 @@
+"""Fan-out statements of the store: child creation, the join counters, merges, dead letters,
+payloads and quotas. Part of `engine.store` (it is only called from there and from
+`engine.execution.fanout`'s port over the store); split out to keep modules small.
+
+Child identity. A child's idempotency key is `<parent run>/<spawner vertex>/<item index>` and
+its run id is the UUIDv5 of that key. The key column is UNIQUE and children are inserted with
+`ON CONFLICT DO NOTHING … RETURNING id`, so two deliveries of the same spawner racing each
+other each create only the children the other has not: the database closes the window that a
+look-up-before-insert leaves open. Steps are inserted only for the runs this statement created.
+
+Join counters. Each child's end adds 1 to a counter on its spawner's step, in the transaction
+that ends the child (grouped per spawner within a batch). The row lock serialises concurrent
+ends, so exactly one transaction sees the counts that close the join and flips the spawner
+from PARKED to SUCCEEDED (`WHERE status = 'PARKED'`); the MERGE then becomes READY once.
+"""
+
+from __future__ import annotations
+
+import json
+import uuid
+from collections import Counter
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from sqlalchemy import Text, cast, func, insert, select, text, update
+from sqlalchemy.ext.asyncio import AsyncConnection
+
+from engine.store.dialect import Dialect, dialect_of
+from engine.store.models import (
+    Payload,
+    Run,
+    RunStatus,
+    Step,
+    StepStatus,
+    TenantQuota,
+)
+from engine.store.records import ChildRow, ClaimedStep, VersionRecord
+from schemas.definitions import MergeConfig, MergeVertex, Workflow
+from vertices import merge
+
+runs = Run.__table__  # type: ignore[attr-defined]
+steps = Step.__table__  # type: ignore[attr-defined]
+payloads = Payload.__table__  # type: ignore[attr-defined]
+quotas = TenantQuota.__table__  # type: ignore[attr-defined]
+
+CHILD_ID_NAMESPACE = uuid.UUID("6f1d3c1e-5b8a-4c44-9a57-2f0b8f5e8a10")
+
+
+@dataclass(frozen=True)
+class EndedChild:
+    parent_run_id: str
+    parent_vertex_id: str
+    status: str
+
+
+def child_key(parent_run_id: str, vertex_id: str, index: int) -> str:
+    return f"{parent_run_id}/{vertex_id}/{index}"
+
+
+def child_run_id(key: str) -> str:
+    return str(uuid.uuid5(CHILD_ID_NAMESPACE, key))
+
+
+# ── the join ────────────────────────────────────────────────────────────────────────────────
+
+
+def group_ended(children: Sequence[EndedChild]) -> dict[tuple[str, str], Counter[str]]:
+    grouped: dict[tuple[str, str], Counter[str]] = {}
+    for child in children:
+        grouped.setdefault((child.parent_run_id, child.parent_vertex_id), Counter())[
+            child.status
+        ] += 1
+    return grouped
+
+
+_COUNTER_COLUMNS = (
+    steps.c.status,
+    steps.c.children_total,
+    steps.c.children_succeeded,
+    steps.c.children_failed,
+    steps.c.children_cancelled,
+)
+
+
+async def add_to_counters(
+    conn: AsyncConnection, run_id: str, vertex_id: str, counts: Counter[str]
+) -> Any:
+    statement = (
+        update(steps)
+        .where(steps.c.run_id == run_id, steps.c.vertex_id == vertex_id)
+        .values(
+            children_succeeded=steps.c.children_succeeded + counts["SUCCEEDED"],
+            children_failed=steps.c.children_failed + counts["FAILED"],
+            children_cancelled=steps.c.children_cancelled + counts["CANCELLED"],
+        )
+        .returning(*_COUNTER_COLUMNS)
+    )
+    return (await conn.execute(statement)).first()
+
+
+async def read_counters(conn: AsyncConnection, run_id: str, vertex_id: str) -> Any:
+    statement = select(*_COUNTER_COLUMNS).where(
+        steps.c.run_id == run_id, steps.c.vertex_id == vertex_id
+    )
+    return (await conn.execute(statement)).one()
+
+
+def counts_of(row: Any) -> merge.ChildCounts:
+    return merge.ChildCounts(
+        total=row.children_total or 0,
+        succeeded=row.children_succeeded,
+        failed=row.children_failed,
+        cancelled=row.children_cancelled,
+    )
+
+
+def merge_config_for(workflow: Workflow, spawner_vertex_id: str) -> MergeConfig:
+    """The config of the MERGE that joins `spawner_vertex_id` (defaults when it has none)."""
+    for vertex in workflow.vertices.values():
+        if isinstance(vertex, MergeVertex) and spawner_vertex_id in vertex.depends_on:
+            return vertex.config
+    return MergeConfig()
+
+
+def join_may_close(counts: merge.ChildCounts) -> bool:
+    """Cheap pre-check before reading the merge's config: while children are still running,
+    only a failure (failFast) can close a join."""
+    return counts.ended >= counts.total or counts.failed + counts.cancelled > 0
+
+
+def join_closes(workflow: Workflow, spawner_vertex_id: str, counts: merge.ChildCounts) -> bool:
+    config = merge_config_for(workflow, spawner_vertex_id)
+    return merge.join_state(config, counts) is merge.JoinState.CLOSED
+
+
+async def close_join(
+    conn: AsyncConnection, run_id: str, vertex_id: str, counts: merge.ChildCounts, now: float
+) -> bool:
+    """Flip the spawner from PARKED to SUCCEEDED; True for the one caller that did it."""
+    statement = (
+        update(steps)
+        .where(
+            steps.c.run_id == run_id,
+            steps.c.vertex_id == vertex_id,
+            steps.c.status == StepStatus.PARKED.value,
+        )
+        .values(status=StepStatus.SUCCEEDED.value, output=counts.as_dict(), ended_at=now)
+    )
+    return (await conn.execute(statement)).rowcount == 1
+
+
+# ── creating children ───────────────────────────────────────────────────────────────────────
+
+
+async def existing_children(conn: AsyncConnection, run_id: str, vertex_id: str) -> int:
+    statement = (
+        select(func.count())
+        .select_from(runs)
+        .where(runs.c.parent_run_id == run_id, runs.c.parent_vertex_id == vertex_id)
+    )
+    return int((await conn.execute(statement)).scalar_one())
+
+
+async def claim_is_live(conn: AsyncConnection, step: ClaimedStep, total: int) -> bool:
+    """Record the fan-out size on the spawner step; False when our claim is gone."""
+    statement = (
+        update(steps)
+        .where(
+            steps.c.id == step.step_id,
+            steps.c.claim_token == step.claim_token,
+            steps.c.status == StepStatus.RUNNING.value,
+        )
+        .values(children_total=total)
+    )
+    return (await conn.execute(statement)).rowcount == 1
+
+
+def _insert_runs_ignoring_duplicates(dialect: Dialect) -> Any:
+    return (
+        dialect.insert(runs)
+        .on_conflict_do_nothing(index_elements=["idempotency_key"])
+        .returning(runs.c.id)
+    )
+
+
+async def insert_children(
+    conn: AsyncConnection,
+    *,
+    parent: ClaimedStep,
+    child: VersionRecord,
+    batch: Sequence[ChildRow],
+    step_rows: Callable[[str], list[dict[str, Any]]],
+    now: float,
+) -> int:
+    """Create the children in `batch` that do not exist yet; returns how many were created."""
+    rows = []
+    for spec in batch:
+        key = child_key(parent.run_id, parent.vertex_id, spec.index)
+        rows.append(
+            {
+                "id": child_run_id(key),
+                "workflow_name": child.name,
+                "workflow_version": child.version,
+                "definition_hash": child.definition_hash,
+                "tenant_id": parent.tenant_id,
+                "status": RunStatus.RUNNING.value,
+                "timeout_tier": "process",
+                "input": spec.input,
+                "item": spec.item,
+                "output": None,
+                "error": None,
+                "steps_remaining": len(child.workflow.vertices),
+                "created_at": now,
+                "started_at": now,
+                "ended_at": None,
+                "idempotency_key": key,
+                "parent_run_id": parent.run_id,
+                "parent_vertex_id": parent.vertex_id,
+                "item_index": spec.index,
+                "root_run_id": parent.root_run_id or parent.run_id,
+                "restarted_from": None,
+                "dlq_at": None,
+            }
+        )
+    if not rows:
+        return 0
+    result = await conn.execute(_insert_runs_ignoring_duplicates(dialect_of(conn)), rows)
+    created = [row.id for row in result.all()]
+    if created:
+        await conn.execute(insert(steps), [r for run_id in created for r in step_rows(run_id)])
+        await conn.execute(
+            update(quotas)
+            .where(quotas.c.tenant_id == parent.tenant_id)
+            .values(used_runs=quotas.c.used_runs + len(created))
+        )
+    return len(created)
+
+
+async def running_children(conn: AsyncConnection, run_id: str) -> int:
+    """Children of `run_id` with a step claimed right now."""
+    statement = (
+        select(func.count(func.distinct(steps.c.run_id)))
+        .select_from(steps.join(runs, runs.c.id == steps.c.run_id))
+        .where(runs.c.parent_run_id == run_id, steps.c.status == StepStatus.RUNNING.value)
+    )
+    return int((await conn.execute(statement)).scalar_one())
+
+
+async def children_outputs(
+    conn: AsyncConnection, run_id: str, vertex_id: str, *, after_index: int = -1, limit: int
+) -> list[tuple[int, str, str | None]]:
+    """(item index, status, output as JSON text) of up to `limit` children after
+    `after_index`, in item order (keyset pagination on the parent/item index). The outputs stay
+    JSON text: a merge copies them without parsing them."""
+    statement = (
+        select(runs.c.item_index, runs.c.status, cast(runs.c.output, Text).label("raw"))
+        .where(
+            runs.c.parent_run_id == run_id,
+            runs.c.parent_vertex_id == vertex_id,
+            runs.c.item_index > after_index,
+        )
+        .order_by(runs.c.item_index)
+        .limit(limit)
+    )
+    return [(r.item_index, r.status, r.raw) for r in (await conn.execute(statement)).all()]
+
+
+COPY_CHILDREN_OUTPUTS = text(
+    """
+    WITH page AS (
+        SELECT item_index,
+               CASE WHEN status = 'SUCCEEDED' AND output IS NOT NULL
+                    THEN output::text ELSE 'null' END AS result
+        FROM run
+        WHERE parent_run_id = :run_id AND parent_vertex_id = :vertex_id
+          AND item_index > :after_index AND item_index <= :last_index
+        ORDER BY item_index
+        LIMIT :limit
+    ),
+    chunk AS (
+        SELECT count(*) AS n, max(item_index) AS last_index,
+               '[' || string_agg(result, ',' ORDER BY item_index) || ']' AS body
+        FROM page
+    ),
+    stored AS (
+        INSERT INTO payload (run_id, ref, chunk, size_bytes, data, created_at)
+        SELECT :run_id, :ref, :chunk, octet_length(body), body::json, :now
+        FROM chunk WHERE n > 0
+        RETURNING size_bytes
+    )
+    SELECT chunk.n, chunk.last_index, (SELECT size_bytes FROM stored) AS size_bytes FROM chunk
+    """
+)
+"""PostgreSQL: one payload chunk of a merge, assembled in the database from the children with
+item indexes in (after_index, last_index], in item order (the same JSON text the Python path
+would join)."""
+
+
+@dataclass(frozen=True)
+class CopiedChunk:
+    count: int
+    """Children in the chunk (0: none left after `after_index`)."""
+    last_index: int
+    size_bytes: int
+
+
+async def copy_children_outputs(
+    conn: AsyncConnection,
+    run_id: str,
+    vertex_id: str,
+    *,
+    ref: str,
+    chunk: int,
+    after_index: int,
+    last_index: int,
+    limit: int,
+    now: float,
+) -> CopiedChunk:
+    row = (
+        await conn.execute(
+            COPY_CHILDREN_OUTPUTS,
+            {
+                "run_id": run_id,
+                "vertex_id": vertex_id,
+                "ref": ref,
+                "chunk": chunk,
+                "after_index": after_index,
+                "last_index": last_index,
+                "limit": limit,
+                "now": now,
+            },
+        )
+    ).one()
+    if not row.n:
+        return CopiedChunk(0, after_index, 0)
+    return CopiedChunk(int(row.n), int(row.last_index), int(row.size_bytes))
+
+
+# ── payloads ───────────────────────────────────────────────────────────────────────────
+
+
+async def put_payload(
+    conn: AsyncConnection, run_id: str, *, ref: str, chunk: int, data: Any, now: float
+) -> None:
+    await put_payload_json(
+        conn,
+        run_id,
+        ref=ref,
+        chunk=chunk,
+        text=json.dumps(data, separators=(",", ":")),
+        now=now,
+    )
+
+
+async def put_payload_json(
+    conn: AsyncConnection, run_id: str, *, ref: str, chunk: int, text: str, now: float
+) -> None:
+    """Store one chunk given as JSON text (not parsed here; PostgreSQL validates it)."""
+    value = dialect_of(conn).json_from_text(text)
+    await conn.execute(
+        insert(payloads).values(
+            run_id=run_id,
+            ref=ref,
+            chunk=chunk,
+            size_bytes=len(text.encode()),
+            data=value,
+            created_at=now,
+        )
+    )
+
+
+async def get_payload(conn: AsyncConnection, ref: str) -> Any:
+    """The payload `ref`: one chunk as stored, several chunks concatenated (lists)."""
+    rows = (
+        await conn.execute(
+            select(payloads.c.data).where(payloads.c.ref == ref).order_by(payloads.c.chunk)
+        )
+    ).all()
+    if not rows:
+        return None
+    if len(rows) == 1:
+        return rows[0].data
+    return [element for row in rows for element in row.data]
+
+
+async def delete_payload(conn: AsyncConnection, ref: str) -> None:
+    await conn.execute(payloads.delete().where(payloads.c.ref == ref))
+
+
+async def payload_bytes(conn: AsyncConnection) -> int:
+    result = await conn.execute(select(func.coalesce(func.sum(payloads.c.size_bytes), 0)))
+    return int(result.scalar_one())

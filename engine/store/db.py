@@ -1,0 +1,99 @@
+"""Database engines and migrations, with the dialect differences isolated here.
+
+SQLite (embedded): WAL journal, a busy timeout, and write transactions opened with
+`BEGIN IMMEDIATE` so two writers never deadlock upgrading a read lock (SQLite serialises
+writers; IMMEDIATE makes the wait happen up front where the busy timeout covers it). Reads use a
+second engine with plain deferred transactions so the run monitor never waits for a writer.
+PostgreSQL: one asyncpg engine for both.
+
+Migrations are Alembic's, run programmatically on an open connection (`upgrade`).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from importlib import resources
+from typing import Any
+
+from alembic import command
+from alembic.config import Config
+from sqlalchemy import event
+from sqlalchemy.engine import Connection, make_url
+from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
+
+from engine.store.dialect import POSTGRESQL, SQLITE, Dialect
+
+SQLITE_BUSY_TIMEOUT_MS = 30_000
+
+
+@dataclass(frozen=True)
+class Engines:
+    """`write` for transactions that change data, `read` for queries."""
+
+    write: AsyncEngine
+    read: AsyncEngine
+    dialect: Dialect
+
+    async def dispose(self) -> None:
+        await self.write.dispose()
+        if self.read is not self.write:
+            await self.read.dispose()
+
+
+def _sqlite_engine(url: str, *, immediate: bool) -> AsyncEngine:
+    engine = create_async_engine(url, connect_args={"timeout": SQLITE_BUSY_TIMEOUT_MS / 1000})
+
+    @event.listens_for(engine.sync_engine, "connect")
+    def _on_connect(dbapi_connection: Any, _record: Any) -> None:
+        # Take transaction control away from the driver so BEGIN is ours (SQLAlchemy's
+        # documented recipe for pysqlite/aiosqlite).
+        dbapi_connection.isolation_level = None
+        cursor = dbapi_connection.cursor()
+        cursor.execute("PRAGMA journal_mode=WAL")
+        cursor.execute(f"PRAGMA busy_timeout={SQLITE_BUSY_TIMEOUT_MS}")
+        cursor.execute("PRAGMA synchronous=NORMAL")
+        cursor.execute("PRAGMA foreign_keys=ON")
+        cursor.close()
+
+    @event.listens_for(engine.sync_engine, "begin")
+    def _on_begin(conn: Connection) -> None:
+        conn.exec_driver_sql("BEGIN IMMEDIATE" if immediate else "BEGIN")
+
+    return engine
+
+
+def create_engines(database_url: str, *, pool_size: int = 10) -> Engines:
+    """Build the engines for `database_url` (sqlite+aiosqlite or postgresql+asyncpg)."""
+    url = make_url(database_url)
+    if url.get_backend_name() == "sqlite":
+        return Engines(
+            write=_sqlite_engine(database_url, immediate=True),
+            read=_sqlite_engine(database_url, immediate=False),
+            dialect=SQLITE,
+        )
+    if url.get_backend_name() == "postgresql":
+        engine = create_async_engine(database_url, pool_size=pool_size, max_overflow=pool_size)
+        return Engines(write=engine, read=engine, dialect=POSTGRESQL)
+    raise ValueError(
+        f"unsupported database URL {url.render_as_string(hide_password=True)!r}: "
+        "use sqlite+aiosqlite:///path.db or postgresql+asyncpg://user@host/db"
+    )
+
+
+def alembic_config() -> Config:
+    """An Alembic config pointing at the packaged migrations."""
+    config = Config()
+    config.set_main_option("script_location", str(resources.files("engine.store") / "migrations"))
+    return config
+
+
+def _upgrade(connection: Connection, revision: str) -> None:
+    config = alembic_config()
+    config.attributes["connection"] = connection
+    command.upgrade(config, revision)
+
+
+async def upgrade(engines: Engines, revision: str = "head") -> None:
+    """Apply migrations up to `revision` (idempotent)."""
+    async with engines.write.begin() as conn:
+        await conn.run_sync(_upgrade, revision)

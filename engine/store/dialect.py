@@ -1,0 +1,56 @@
+"""The differences between SQLite and PostgreSQL, as hooks the store's statements call.
+
+Everything else in `engine.store` is written once for both: statements ask a `Dialect` for the
+few constructs that differ instead of comparing dialect names themselves.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from sqlalchemy import JSON, Text, cast, literal
+from sqlalchemy.dialects import postgresql, sqlite
+from sqlalchemy.ext.asyncio import AsyncConnection
+
+DialectName = Literal["sqlite", "postgresql"]
+
+
+@dataclass(frozen=True)
+class Dialect:
+    """One database's hooks."""
+
+    name: DialectName
+
+    @property
+    def is_postgresql(self) -> bool:
+        return self.name == "postgresql"
+
+    def insert(self, table: Any) -> Any:
+        """An INSERT that supports `on_conflict_do_nothing` / `on_conflict_do_update`."""
+        module = postgresql if self.is_postgresql else sqlite
+        return module.insert(table)
+
+    def json_from_text(self, text: str) -> Any:
+        """A bound value storing already-encoded JSON text as is (PostgreSQL checks it)."""
+        value: Any = literal(text, Text)
+        return cast(value, JSON) if self.is_postgresql else value
+
+    @property
+    def assembles_json(self) -> bool:
+        """Whether the database can assemble JSON arrays itself (`string_agg`)."""
+        return self.is_postgresql
+
+    @property
+    def analyze_statement(self) -> str | None:
+        """Refreshes planner statistics of the queue tables (None: not needed)."""
+        return "ANALYZE step, run" if self.is_postgresql else None
+
+
+SQLITE = Dialect("sqlite")
+POSTGRESQL = Dialect("postgresql")
+
+
+def dialect_of(conn: AsyncConnection) -> Dialect:
+    """The hooks of the database `conn` talks to."""
+    return POSTGRESQL if conn.dialect.name == "postgresql" else SQLITE

@@ -1,0 +1,265 @@
+"""The durable schema: SQLModel tables for workflows, versions, runs, steps and run logs.
+
+Times are stored as epoch seconds (double precision) taken from the injected `Clock`, so the
+same comparisons (`not_before <= now`, `lease_expires_at < now`) work identically on SQLite and
+PostgreSQL and tests can move time. Only `engine.store` queries these tables (STYLE §1).
+Schema changes go through an Alembic migration in `engine/store/migrations/versions`; a test proves
+the migrations produce exactly this metadata.
+"""
+
+from __future__ import annotations
+
+from enum import StrEnum
+from typing import Any
+
+from sqlalchemy import (
+    JSON,
+    BigInteger,
+    Boolean,
+    Column,
+    Float,
+    Index,
+    Integer,
+    String,
+    Text,
+    UniqueConstraint,
+    false,
+    text,
+)
+from sqlmodel import Field, SQLModel
+
+
+class RunStatus(StrEnum):
+    PENDING = "PENDING"
+    RUNNING = "RUNNING"
+    SUCCEEDED = "SUCCEEDED"
+    FAILED = "FAILED"
+    CANCELLED = "CANCELLED"
+
+
+class StepStatus(StrEnum):
+    PENDING = "PENDING"
+    """Waiting for dependencies."""
+    READY = "READY"
+    """Claimable once `not_before` has passed."""
+    RUNNING = "RUNNING"
+    """Claimed: `claim_token` and `lease_expires_at` are set."""
+    PARKED = "PARKED"
+    """Waiting for an external condition (a fan-out's children)."""
+    SUCCEEDED = "SUCCEEDED"
+    FAILED = "FAILED"
+    RESOLVED = "RESOLVED"
+    """An operator supplied the output of a failed step."""
+    SKIPPED = "SKIPPED"
+    CANCELLED = "CANCELLED"
+
+
+DONE_STEP_STATUSES = (StepStatus.SUCCEEDED, StepStatus.RESOLVED, StepStatus.SKIPPED)
+"""A step in one of these satisfies its dependants."""
+TERMINAL_RUN_STATUSES = (RunStatus.SUCCEEDED, RunStatus.FAILED, RunStatus.CANCELLED)
+
+
+def _id_column() -> Column[int]:
+    # BIGINT on PostgreSQL; plain INTEGER on SQLite so the column aliases ROWID and
+    # autoincrements.
+    return Column(BigInteger().with_variant(Integer, "sqlite"), primary_key=True)
+
+
+def _counter_column() -> Column[int]:
+    return Column(Integer, nullable=False, server_default=text("0"))
+
+
+def _json(nullable: bool = True) -> Any:
+    return Field(default=None, sa_column=Column(JSON, nullable=nullable))
+
+
+class WorkflowVersion(SQLModel, table=True):
+    """An immutable published version of a workflow document."""
+
+    __tablename__ = "workflow_version"
+    __table_args__ = (UniqueConstraint("name", "version", name="uq_workflow_version"),)
+
+    id: int | None = Field(default=None, primary_key=True)
+    name: str = Field(sa_column=Column(String(200), nullable=False, index=True))
+    version: int
+    definition: dict[str, Any] = Field(sa_column=Column(JSON, nullable=False))
+    definition_hash: str = Field(sa_column=Column(String(64), nullable=False))
+    created_at: float = Field(sa_column=Column(Float, nullable=False))
+
+
+class Run(SQLModel, table=True):
+    """One execution of one workflow version."""
+
+    __tablename__ = "run"
+    __table_args__ = (
+        Index("ix_run_status_created", "status", "created_at"),
+        Index("ix_run_parent_item", "parent_run_id", "parent_vertex_id", "item_index"),
+        Index("ix_run_workflow_created", "workflow_name", "created_at"),
+    )
+
+    id: str = Field(sa_column=Column(String(36), primary_key=True))
+    workflow_name: str = Field(sa_column=Column(String(200), nullable=False))
+    workflow_version: int
+    definition_hash: str = Field(sa_column=Column(String(64), nullable=False))
+    tenant_id: str = Field(sa_column=Column(String(200), nullable=False))
+    status: str = Field(sa_column=Column(String(16), nullable=False))
+    timeout_tier: str = Field(sa_column=Column(String(16), nullable=False))
+    input: Any = _json()
+    output: Any = _json()
+    error: Any = _json()
+    steps_remaining: int
+    """Steps not yet SUCCEEDED/RESOLVED/SKIPPED; the run succeeds when it reaches 0."""
+    created_at: float = Field(sa_column=Column(Float, nullable=False))
+    started_at: float | None = Field(default=None, sa_column=Column(Float))
+    ended_at: float | None = Field(default=None, sa_column=Column(Float))
+    idempotency_key: str | None = Field(
+        default=None, sa_column=Column(String(300), unique=True, nullable=True)
+    )
+    parent_run_id: str | None = Field(default=None, sa_column=Column(String(36)))
+    parent_vertex_id: str | None = Field(default=None, sa_column=Column(String(200)))
+    item_index: int | None = None
+    root_run_id: str | None = Field(default=None, sa_column=Column(String(36)))
+    restarted_from: str | None = Field(default=None, sa_column=Column(String(36)))
+    """Start over: the run this one repeats."""
+    dlq_at: float | None = Field(default=None, sa_column=Column(Float))
+    """Set when a child run ends FAILED (a dead letter); cleared when it is reprocessed."""
+    item: Any = _json()
+    """A child run's item, when the spawner's `input` differs from it (else it is `input`)."""
+    pinned_versions: Any = _json()
+    """The version each child workflow of this run's fan-outs uses, by workflow name, fixed
+    when the root run was created and copied to every descendant: a spawner executed again
+    after a publish still starts its children on the same version. None on runs created
+    before it existed (their spawners use the latest version)."""
+    request_hash: str | None = Field(default=None, sa_column=Column(String(64)))
+    """SHA-256 of what a submission with an idempotency key asked for, so the same key with
+    another request is told apart from a retry of the same one."""
+
+
+class Step(SQLModel, table=True):
+    """One vertex in one run; also the unit of the work queue."""
+
+    __tablename__ = "step"
+    __table_args__ = (
+        UniqueConstraint("run_id", "vertex_id", name="uq_step_run_vertex"),
+        # The claim query reads due READY steps oldest run first (steps are created with their
+        # run), so a run's next step goes ahead of newer runs' first steps; the partial index
+        # keeps it small however many finished steps accumulate (both dialects support WHERE).
+        Index(
+            "ix_step_ready_by_age",
+            "created_at",
+            "id",
+            postgresql_where=text("status = 'READY'"),
+            sqlite_where=text("status = 'READY'"),
+        ),
+        Index(
+            "ix_step_ready_tenant",
+            "tenant_id",
+            "created_at",
+            postgresql_where=text("status = 'READY'"),
+            sqlite_where=text("status = 'READY'"),
+        ),
+        Index(
+            "ix_step_running_lease",
+            "lease_expires_at",
+            postgresql_where=text("status = 'RUNNING'"),
+            sqlite_where=text("status = 'RUNNING'"),
+        ),
+    )
+
+    id: int | None = Field(default=None, sa_column=_id_column())
+    run_id: str = Field(sa_column=Column(String(36), nullable=False))
+    vertex_id: str = Field(sa_column=Column(String(200), nullable=False))
+    tenant_id: str = Field(sa_column=Column(String(200), nullable=False))
+    status: str = Field(sa_column=Column(String(16), nullable=False))
+    deps_pending: int
+    """Dependencies not yet done; the step becomes READY when this reaches 0."""
+    attempts: int = 0
+    """Executions started (claims), including redispatches and lease recoveries."""
+    auto_retries: int = 0
+    """Redispatches after `external_overload` used so far (bounded by maxAutoRetries)."""
+    tenant_item_taken: bool = Field(
+        default=False, sa_column=Column(Boolean, nullable=False, server_default=false())
+    )
+    """An execution took the step's item from its tenant's rate window: later executions
+    (redispatches, parks) do not take another (an operator's retry starts over)."""
+    output: Any = _json()
+    error: Any = _json()
+    not_before: float = Field(sa_column=Column(Float, nullable=False))
+    claim_token: str | None = Field(default=None, sa_column=Column(String(64)))
+    lease_expires_at: float | None = Field(default=None, sa_column=Column(Float))
+    created_at: float = Field(sa_column=Column(Float, nullable=False))
+    started_at: float | None = Field(default=None, sa_column=Column(Float))
+    ended_at: float | None = Field(default=None, sa_column=Column(Float))
+    # Fan-out counters, on SPAWNER steps only. Each child run's end adds 1 to one counter in
+    # the same transaction that ends the child, so the join is decided in O(1) per child.
+    children_total: int | None = None
+    children_succeeded: int = Field(default=0, sa_column=_counter_column())
+    children_failed: int = Field(default=0, sa_column=_counter_column())
+    children_cancelled: int = Field(default=0, sa_column=_counter_column())
+
+
+class RunLog(SQLModel, table=True):
+    """A line of a run's log."""
+
+    __tablename__ = "run_log"
+    __table_args__ = (Index("ix_run_log_run", "run_id", "id"),)
+
+    id: int | None = Field(default=None, sa_column=_id_column())
+    run_id: str = Field(sa_column=Column(String(36), nullable=False))
+    vertex_id: str | None = Field(default=None, sa_column=Column(String(200)))
+    at: float = Field(sa_column=Column(Float, nullable=False))
+    level: str = Field(sa_column=Column(String(8), nullable=False))
+    message: str = Field(sa_column=Column(Text, nullable=False))
+    data: Any = _json()
+
+
+class Payload(SQLModel, table=True):
+    """Outputs too large for a row (a merge's children outputs), referenced by id."""
+
+    __tablename__ = "payload"
+    __table_args__ = (
+        Index("ix_payload_run", "run_id"),
+        Index("ix_payload_ref_chunk", "ref", "chunk"),
+    )
+
+    id: int | None = Field(default=None, sa_column=_id_column())
+    run_id: str = Field(sa_column=Column(String(36), nullable=False))
+    ref: str = Field(sa_column=Column(String(36), nullable=False, server_default=text("''")))
+    """The payload's id; a large payload (a list) is stored as several chunks under one ref."""
+    chunk: int = Field(default=0, sa_column=_counter_column())
+    size_bytes: int
+    data: Any = _json(nullable=False)
+    created_at: float = Field(sa_column=Column(Float, nullable=False))
+
+
+class TenantQuota(SQLModel, table=True):
+    """A tenant's run budget; tenants without a row are unlimited."""
+
+    __tablename__ = "tenant_quota"
+
+    tenant_id: str = Field(sa_column=Column(String(200), primary_key=True))
+    max_runs: int
+    used_runs: int = Field(default=0, sa_column=_counter_column())
+
+
+class DestinationCap(SQLModel, table=True):
+    """Operator-set limits of a destination (the seeds' "Rate Limits page")."""
+
+    __tablename__ = "destination_cap"
+
+    destination: str = Field(sa_column=Column(String(300), primary_key=True))
+    max_concurrency: int
+    rate_per_second: float | None = Field(default=None, sa_column=Column(Float))
+    updated_at: float = Field(sa_column=Column(Float, nullable=False))
+
+
+class TenantRateLimit(SQLModel, table=True):
+    """An operator-set rate limit of one tenant (the durable copy; admission caches it in
+    Redis). Tenants without a row get `TENANT_RATE_PER_MINUTE`."""
+
+    __tablename__ = "tenant_rate_limit"
+
+    tenant_id: str = Field(sa_column=Column(String(200), primary_key=True))
+    per_minute: int
+    """GATEWAY calls (items) per minute."""
+    updated_at: float = Field(sa_column=Column(Float, nullable=False))

@@ -1,0 +1,96 @@
+"""Operator settings in the store: tenant run quotas, destination caps and tenant rate
+limits (the durable copies; admission caches caps and rate limits in Redis). Part of
+`engine.store` (called only from there)."""
+
+from __future__ import annotations
+
+from sqlalchemy import select
+from sqlalchemy.ext.asyncio import AsyncConnection
+
+from engine.store.dialect import dialect_of
+from engine.store.models import DestinationCap, TenantQuota, TenantRateLimit
+
+quotas = TenantQuota.__table__  # type: ignore[attr-defined]
+caps = DestinationCap.__table__  # type: ignore[attr-defined]
+rates = TenantRateLimit.__table__  # type: ignore[attr-defined]
+
+
+async def quota_left(conn: AsyncConnection, tenant_id: str) -> int | None:
+    row = (
+        await conn.execute(
+            select(quotas.c.max_runs, quotas.c.used_runs).where(quotas.c.tenant_id == tenant_id)
+        )
+    ).first()
+    return None if row is None else max(0, row.max_runs - row.used_runs)
+
+
+async def set_quota(conn: AsyncConnection, tenant_id: str, max_runs: int) -> None:
+    statement = (
+        dialect_of(conn).insert(quotas).values(tenant_id=tenant_id, max_runs=max_runs, used_runs=0)
+    )
+    await conn.execute(
+        statement.on_conflict_do_update(index_elements=["tenant_id"], set_={"max_runs": max_runs})
+    )
+
+
+async def upsert_caps(
+    conn: AsyncConnection,
+    *,
+    destination: str,
+    max_concurrency: int,
+    rate_per_second: float | None,
+    now: float,
+) -> None:
+    values = {
+        "max_concurrency": max_concurrency,
+        "rate_per_second": rate_per_second,
+        "updated_at": now,
+    }
+    statement = dialect_of(conn).insert(caps).values(destination=destination, **values)
+    await conn.execute(statement.on_conflict_do_update(index_elements=["destination"], set_=values))
+
+
+async def read_caps(conn: AsyncConnection, destination: str) -> tuple[int, float | None] | None:
+    row = (
+        await conn.execute(
+            select(caps.c.max_concurrency, caps.c.rate_per_second).where(
+                caps.c.destination == destination
+            )
+        )
+    ).first()
+    return None if row is None else (row.max_concurrency, row.rate_per_second)
+
+
+async def list_caps(conn: AsyncConnection) -> list[tuple[str, int, float | None]]:
+    rows = await conn.execute(
+        select(caps.c.destination, caps.c.max_concurrency, caps.c.rate_per_second).order_by(
+            caps.c.destination
+        )
+    )
+    return [(r.destination, r.max_concurrency, r.rate_per_second) for r in rows.all()]
+
+
+async def upsert_tenant_rate(
+    conn: AsyncConnection, tenant_id: str, per_minute: int | None, now: float
+) -> None:
+    """Set a tenant's rate limit; None removes it (the default applies again)."""
+    if per_minute is None:
+        await conn.execute(rates.delete().where(rates.c.tenant_id == tenant_id))
+        return
+    values = {"per_minute": per_minute, "updated_at": now}
+    statement = dialect_of(conn).insert(rates).values(tenant_id=tenant_id, **values)
+    await conn.execute(statement.on_conflict_do_update(index_elements=["tenant_id"], set_=values))
+
+
+async def read_tenant_rate(conn: AsyncConnection, tenant_id: str) -> int | None:
+    row = (
+        await conn.execute(select(rates.c.per_minute).where(rates.c.tenant_id == tenant_id))
+    ).first()
+    return None if row is None else int(row.per_minute)
+
+
+async def list_tenant_rates(conn: AsyncConnection) -> list[tuple[str, int]]:
+    rows = await conn.execute(
+        select(rates.c.tenant_id, rates.c.per_minute).order_by(rates.c.tenant_id)
+    )
+    return [(r.tenant_id, r.per_minute) for r in rows.all()]

@@ -1,0 +1,252 @@
+"""The durable store: the only module that talks SQL (STYLE §1).
+
+The store is both the source of truth and the work queue (DESIGN §3).
+
+Claiming. Ready steps are claimed in batches by one atomic statement:
+
+    UPDATE step SET status='RUNNING', claim_token=<batch>||id, lease_expires_at=…
+    WHERE id IN (SELECT step.id FROM step JOIN run … WHERE step.status='READY'
+                 AND not_before <= now AND run.status='RUNNING'
+                 ORDER BY not_before, id LIMIT n FOR UPDATE OF step SKIP LOCKED)
+    RETURNING …
+
+On PostgreSQL `FOR UPDATE SKIP LOCKED` lets concurrent workers claim disjoint rows without
+waiting; on SQLite the clause compiles away and the statement is atomic because SQLite runs
+one writer at a time (write transactions begin IMMEDIATE, see `engine.store.db`).
+
+Results. A result is written with `WHERE id=… AND claim_token=… AND status='RUNNING'`: only
+the holder of a live claim can record it, a completed step is never overwritten, and a late
+result from an expired claim matches no row and is dropped. The same transaction decrements
+the dependants' `deps_pending` (a dependant turns READY when it reaches 0) and the run's
+`steps_remaining` (the run succeeds when it reaches 0), so no scan of the run's steps is needed.
+
+Leases. A claim carries a lease; workers renew it while the step runs. `requeue_expired`
+returns steps whose lease passed (their worker died) to READY, to run again: at-least-once.
+"""
+
+from __future__ import annotations
+
+import time
+import uuid
+from collections.abc import Iterable, Sequence
+from typing import Any
+
+from sqlalchemy import case, func, select, update
+from sqlalchemy.ext.asyncio import AsyncConnection
+
+from engine.store import children as fanout
+from engine.store import claims
+from engine.store import results as results_
+from engine.store.children import EndedChild
+from engine.store.core import (
+    StoreCore,
+    steps,
+)
+from engine.store.models import (
+    StepStatus,
+)
+from engine.store.records import (
+    AwaitChildren,
+    ClaimedStep,
+    CompletionReport,
+    Failure,
+    LogLine,
+    StepResult,
+    Success,
+)
+
+MAX_NESTING = 16
+"""Fan-outs nest (a child can spawn); joins cascade upwards at most this deep per commit."""
+
+
+class WorkQueue(StoreCore):
+    """The store as the work queue: claim, renew, requeue, complete."""
+
+    async def ready_depth(self) -> int:
+        """How many steps are READY (the backpressure signal)."""
+        query = select(func.count()).select_from(steps).where(steps.c.status == "READY")
+        async with self._engines.read.connect() as conn:
+            return int((await conn.execute(query)).scalar_one())
+
+    # ── the queue ───────────────────────────────────────────────────────────────────────────
+
+    async def claim(self, limit: int, lease_s: float) -> list[ClaimedStep]:
+        """Atomically claim up to `limit` due READY steps of RUNNING runs."""
+        now = self._clock.now()
+        batch = uuid.uuid4().hex[:16] + ":"
+        async with self._engines.write.begin() as conn:
+            claimed = await claims.claim_rows(
+                conn, now, limit, lease_s, batch, tenants=await self._ready_tenants(conn)
+            )
+            if not claimed:
+                return []
+            run_rows = await claims.run_rows(conn, {row.run_id for row in claimed})
+            # Backstop: a step whose run stopped (a race with a failing flush on PostgreSQL)
+            # is not executed; it goes back to PENDING until an operator resumes the run.
+            stopped = [r.id for r in claimed if run_rows[r.run_id].status != "RUNNING"]
+            if stopped:
+                await claims.hold(conn, stopped)
+                claimed = [r for r in claimed if run_rows[r.run_id].status == "RUNNING"]
+            # Only steps with dependencies read other steps' outputs (expressions may reference
+            # ancestors only), so root steps — every child of a simple fan-out — need no read.
+            needs_outputs = sorted(
+                {
+                    row.run_id
+                    for row in claimed
+                    if await self._has_dependencies(run_rows[row.run_id], row.vertex_id)
+                }
+            )
+            outputs = await results_.outputs_of(conn, needs_outputs) if needs_outputs else {}
+        return [claims.claimed_step(row, run_rows[row.run_id], outputs) for row in claimed]
+
+    async def _ready_tenants(self, conn: AsyncConnection) -> list[str]:
+        fetched_at, tenants = self._tenants_seen
+        if time.monotonic() - fetched_at > claims.TENANT_LIST_TTL_S:
+            tenants = await claims.ready_tenants(conn)
+            self._tenants_seen = (time.monotonic(), tenants)
+        return tenants
+
+    async def _has_dependencies(self, run_row: Any, vertex_id: str) -> bool:
+        version = await self.get_version(run_row.workflow_name, run_row.workflow_version)
+        vertex = version.workflow.vertices.get(vertex_id)
+        return vertex is None or bool(vertex.depends_on)
+
+    async def renew(self, tokens: Iterable[str], lease_s: float) -> int:
+        """Extend the leases of live claims; returns how many are still held."""
+        token_list = list(tokens)
+        if not token_list:
+            return 0
+        # SKIP LOCKED: a row locked right now is being written by a flush or a spawner batch
+        # (its owner), and waiting for it while holding other rows could deadlock with them.
+        live = (
+            select(steps.c.id)
+            .where(
+                steps.c.claim_token.in_(token_list),
+                steps.c.status == StepStatus.RUNNING.value,
+            )
+            .order_by(steps.c.id)
+            .with_for_update(skip_locked=True)
+        )
+        statement = (
+            update(steps)
+            .where(steps.c.id.in_(live.scalar_subquery()))
+            .values(lease_expires_at=self._clock.now() + lease_s)
+        )
+        async with self._engines.write.begin() as conn:
+            return (await conn.execute(statement)).rowcount
+
+    async def requeue_expired(self) -> list[tuple[int, str, str]]:
+        """Return RUNNING steps whose lease expired (their worker died) to READY.
+
+        Returns (step id, run id, vertex id) of each requeued step.
+        """
+        now = self._clock.now()
+        statement = (
+            update(steps)
+            .where(steps.c.status == StepStatus.RUNNING.value, steps.c.lease_expires_at < now)
+            .values(
+                # READY only while the run is RUNNING; a stopped run's step is held back.
+                status=case(
+                    (results_.RUN_IS_RUNNING, StepStatus.READY.value),
+                    else_=StepStatus.PENDING.value,
+                ),
+                claim_token=None,
+                lease_expires_at=None,
+                not_before=now,
+            )
+            .returning(steps.c.id, steps.c.run_id, steps.c.vertex_id)
+        )
+        async with self._engines.write.begin() as conn:
+            rows = [(r.id, r.run_id, r.vertex_id) for r in (await conn.execute(statement)).all()]
+            await results_.insert_logs(
+                conn,
+                [
+                    LogLine(run_id, "warning", "lease expired; step requeued", vertex_id)
+                    for _, run_id, vertex_id in rows
+                ],
+                now,
+            )
+        return rows
+
+    async def complete(
+        self, results: Sequence[StepResult], log_lines: Sequence[LogLine] = ()
+    ) -> CompletionReport:
+        """Record results of claimed steps and their log lines in one transaction, in a fixed
+        number of round trips (see `engine.store.results`).
+
+        Ending a child run updates its parent spawner's counters in the same transaction; when
+        that closes the join, the spawner step succeeds and the MERGE becomes READY — which may
+        end the parent run, and so on up a nested fan-out.
+        """
+        report = CompletionReport()
+        now = self._clock.now()
+        async with self._engines.write.begin() as conn:
+            tx = results_.Tx(conn, now, report)
+            live_ids = await results_.live_claims(conn, results) if results else set()
+            live = [r for r in results if r.step.step_id in live_ids]
+            report.dropped = [r.step.step_id for r in results if r.step.step_id not in live_ids]
+            report.recorded = len(live)
+            await results_.release(conn, live, now)
+            done = [
+                results_.DoneStep(
+                    r.step.run_id, r.step.vertex_id, await self._workflow_of(r.step), r.output
+                )
+                for r in live
+                if isinstance(r, Success)
+            ]
+            await results_.steps_done(tx, done)
+            for result in live:
+                step = result.step
+                if isinstance(result, Failure) and result.retry_at is None:
+                    await results_.fail_run(tx, step.run_id, step.vertex_id, result.error)
+                elif isinstance(result, AwaitChildren):
+                    await self._check_join(tx, step.run_id, step.vertex_id)
+            dropped = [
+                LogLine(
+                    r.step.run_id, "warning", "late result dropped: claim expired", r.step.vertex_id
+                )
+                for r in results
+                if r.step.step_id not in live_ids
+            ]
+            await results_.insert_logs(conn, [*log_lines, *dropped, *tx.logs], now)
+            tx.logs = []
+            # Last before COMMIT: adding to a spawner's counters locks its row, and every
+            # worker's flush that ends one of its children waits for that lock.
+            for _ in range(MAX_NESTING):
+                if not tx.ended:
+                    break
+                batch, tx.ended = tx.ended, []
+                await self._children_ended(tx, batch)
+            if tx.ended:
+                # Deeper than MAX_NESTING: fail loudly rather than leave a join waiting.
+                raise RuntimeError(f"fan-out nested deeper than {MAX_NESTING} levels")
+            await results_.insert_logs(conn, tx.logs, now)
+        return report
+
+    async def _children_ended(self, tx: results_.Tx, children: Sequence[EndedChild]) -> None:
+        """Add ended children to their spawners' counters (one UPDATE per spawner, however
+        many of its children ended in this batch) and close joins that can close."""
+        for (parent_run_id, vertex_id), counts in fanout.group_ended(children).items():
+            row = await fanout.add_to_counters(tx.conn, parent_run_id, vertex_id, counts)
+            if (
+                row is not None
+                and row.status == StepStatus.PARKED.value
+                and fanout.join_may_close(fanout.counts_of(row))
+            ):
+                await self._check_join(tx, parent_run_id, vertex_id, row)
+
+    async def _check_join(
+        self, tx: results_.Tx, run_id: str, vertex_id: str, counters: Any = None
+    ) -> None:
+        """Close the spawner's join if its children allow it (see `vertices.merge`)."""
+        if counters is None:
+            counters = await fanout.read_counters(tx.conn, run_id, vertex_id)
+        workflow = await self._workflow_of_run(tx.conn, run_id)
+        counts = fanout.counts_of(counters)
+        if not fanout.join_closes(workflow, vertex_id, counts):
+            return
+        if await fanout.close_join(tx.conn, run_id, vertex_id, counts, tx.now):
+            message = f"fan-out joined: {counts.as_dict()}"
+            tx.logs.append(LogLine(run_id, "info", message, vertex_id))
+            done = results_.DoneStep(run_id, vertex_id, workflow, counts.as_dict())
+            await results_.steps_done(tx, [done])

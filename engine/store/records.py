@@ -1,0 +1,171 @@
+"""Plain, immutable records the store hands out and takes in.
+
+The rest of the engine works with these instead of ORM rows, so no session ever leaks out of
+`engine.store` and a record can cross task boundaries safely.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from schemas.definitions import Workflow
+
+
+@dataclass(frozen=True)
+class VersionRecord:
+    """A published, immutable workflow version."""
+
+    name: str
+    version: int
+    definition_hash: str
+    workflow: Workflow
+    created_at: float
+
+
+@dataclass(frozen=True)
+class RunRecord:
+    id: str
+    workflow_name: str
+    workflow_version: int
+    tenant_id: str
+    status: str
+    input: Any
+    output: Any
+    error: Any
+    created_at: float
+    started_at: float | None
+    ended_at: float | None
+    timeout_tier: str
+    idempotency_key: str | None = None
+    parent_run_id: str | None = None
+    parent_vertex_id: str | None = None
+    item_index: int | None = None
+    root_run_id: str | None = None
+    restarted_from: str | None = None
+    dlq_at: float | None = None
+    item: Any = None
+    pinned_versions: dict[str, int] | None = None
+    request_hash: str | None = None
+
+
+@dataclass(frozen=True)
+class StepRecord:
+    id: int
+    run_id: str
+    vertex_id: str
+    status: str
+    attempts: int
+    auto_retries: int
+    output: Any
+    error: Any
+    not_before: float
+    created_at: float
+    started_at: float | None
+    ended_at: float | None
+    claim_token: str | None = None
+    lease_expires_at: float | None = None
+    children_total: int | None = None
+    children_succeeded: int = 0
+    children_failed: int = 0
+    children_cancelled: int = 0
+
+
+@dataclass(frozen=True)
+class ClaimedStep:
+    """A step this worker holds a live claim on, with what it needs to execute."""
+
+    step_id: int
+    claim_token: str
+    run_id: str
+    vertex_id: str
+    tenant_id: str
+    attempts: int
+    auto_retries: int
+    workflow_name: str
+    workflow_version: int
+    timeout_tier: str
+    run_input: Any
+    outputs: dict[str, Any]
+    """Outputs of the run's completed steps by vertex id (the `vertices` expression context)."""
+    parent_run_id: str | None = None
+    parent_vertex_id: str | None = None
+    root_run_id: str | None = None
+    item_index: int | None = None
+    item: Any = None
+    """A child run's item when it differs from its input (see `Run.item`)."""
+    tenant_item_taken: bool = False
+    """An earlier execution took the step's item from its tenant's rate window."""
+
+
+@dataclass(frozen=True)
+class ChildRow:
+    """One child run to insert (built by the spawner from an item)."""
+
+    index: int
+    input: Any
+    item: Any
+
+
+@dataclass(frozen=True)
+class LogLine:
+    run_id: str
+    level: str
+    message: str
+    vertex_id: str | None = None
+    data: dict[str, Any] | None = None
+    at: float | None = None
+    """None = the time the store writes it."""
+
+
+@dataclass(frozen=True)
+class Success:
+    """Record `output` for a claimed step."""
+
+    step: ClaimedStep
+    output: Any
+
+
+@dataclass(frozen=True)
+class Failure:
+    """Record a failure; `retry_at` set = redispatch then (READY again), else terminal."""
+
+    step: ClaimedStep
+    error: dict[str, Any]
+    retry_at: float | None = None
+    tenant_item_taken: bool = False
+    """This execution took the step's tenant item (kept for the redispatch)."""
+
+
+@dataclass(frozen=True)
+class Park:
+    """Put a claimed step back, not to be claimed before `not_before`."""
+
+    step: ClaimedStep
+    not_before: float
+    reason: str
+    tenant_item_taken: bool = False
+    """This execution took the step's tenant item (kept for the next one)."""
+
+
+@dataclass(frozen=True)
+class AwaitChildren:
+    """A spawner created its `total` children: park the step until the join closes."""
+
+    step: ClaimedStep
+    total: int
+
+
+StepResult = Success | Failure | Park | AwaitChildren
+
+
+@dataclass
+class CompletionReport:
+    """What one `Store.complete` call changed."""
+
+    recorded: int = 0
+    dropped: list[int] = field(default_factory=list)
+    """Step ids whose claim was no longer live: the late result was discarded."""
+    newly_ready: int = 0
+    finished_runs: list[tuple[str, str]] = field(default_factory=list)
+    """(run id, final status) of runs that ended in this call."""

@@ -1,0 +1,292 @@
+"""Dead letters and reprocessing: part of `engine.store` (called only from there).
+
+A child run that ends FAILED is a dead letter (`dlq_at`). Reprocessing a run revives its dead
+letters as new attempts of the same child runs (ids and keys unchanged), and then, in the same
+transaction, puts everything they affect back in a consistent state:
+
+* down the tree — a revived child that failed because its own children failed (a nested
+  fan-out) would only fail again, so its dead letters are revived too, recursively;
+* the join — the revived children are taken off their spawner's counters; a join that had
+  closed opens again (the spawner PARKED, everything after it PENDING) and a run that had
+  ended at it runs again;
+* up the tree — when the reprocessed run was itself a child that had ended (FAILED, or
+  SUCCEEDED with tolerated failures), its parent's counters no longer count it, the parent's
+  join reopens and the parent resumes, and so on up to the root, so no ancestor counts a child
+  twice when it ends again.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from sqlalchemy import select, update
+from sqlalchemy.ext.asyncio import AsyncConnection
+
+from engine.store.models import DONE_STEP_STATUSES, Run, RunStatus, Step, StepStatus
+from schemas.definitions import SpawnerVertex, Workflow
+
+runs = Run.__table__  # type: ignore[attr-defined]
+steps = Step.__table__  # type: ignore[attr-defined]
+
+MAX_DEPTH = 16
+"""How deep reprocessing follows nested fan-outs, down and up."""
+
+WorkflowOfRun = Callable[[str], Awaitable[Workflow]]
+WorkflowOfVersion = Callable[[str, int], Awaitable[Workflow]]
+
+
+async def reprocess(
+    conn: AsyncConnection,
+    run_id: str,
+    now: float,
+    workflow_of: WorkflowOfRun,
+    version_of: WorkflowOfVersion,
+) -> int:
+    """Revive the dead letters under `run_id` and reopen what they affect (see the module
+    docstring). Returns how many child runs run again. `workflow_of` reads a run's workflow;
+    `version_of` a published version's (cached: children share a few versions)."""
+    tree = _Tree(conn, now, workflow_of, version_of)
+    revived, previous = await tree.revive_below(run_id, depth=0)
+    if revived:
+        await _reopen_ancestors(conn, run_id, previous, now, workflow_of)
+    return revived
+
+
+@dataclass
+class _Tree:
+    conn: AsyncConnection
+    now: float
+    workflow_of: WorkflowOfRun
+    version_of: WorkflowOfVersion
+
+    async def revive_below(self, run_id: str, *, depth: int) -> tuple[int, str | None]:
+        """(children revived under `run_id`, the status `run_id` ended with if resumed)."""
+        rows = await revive_dead_letters(self.conn, run_id, self.now)
+        if not rows:
+            return 0, None
+        workflow = await self.workflow_of(run_id)
+        reopened: list[str] = []
+        for spawner_id, count in sorted(Counter(row.parent_vertex_id for row in rows).items()):
+            if await reopen_join(self.conn, run_id, workflow, spawner_id, failed=count):
+                reopened += [spawner_id, *descendants(workflow, spawner_id)]
+        revived = len(rows)
+        if depth < MAX_DEPTH:
+            for row in sorted(rows, key=lambda r: r.id):
+                # Only a child that fans out itself can have dead letters of its own: one
+                # query per such child, none for the usual leaf children.
+                child = await self.version_of(row.workflow_name, row.workflow_version)
+                if any(isinstance(v, SpawnerVertex) for v in child.vertices.values()):
+                    below, _ = await self.revive_below(row.id, depth=depth + 1)
+                    revived += below
+        return revived, await resume_run(self.conn, run_id, reopened, self.now)
+
+
+async def _reopen_ancestors(
+    conn: AsyncConnection,
+    run_id: str,
+    previous: str | None,
+    now: float,
+    workflow_of: WorkflowOfRun,
+) -> None:
+    """`run_id` ended as `previous` and runs again: its parent must stop counting it."""
+    child = run_id
+    for _ in range(MAX_DEPTH):
+        if previous not in {RunStatus.FAILED.value, RunStatus.SUCCEEDED.value}:
+            return
+        row = (
+            await conn.execute(
+                select(runs.c.parent_run_id, runs.c.parent_vertex_id).where(runs.c.id == child)
+            )
+        ).one()
+        if row.parent_run_id is None:
+            return
+        parent, spawner_id = row.parent_run_id, row.parent_vertex_id
+        workflow = await workflow_of(parent)
+        reopens = await reopen_join(
+            conn,
+            parent,
+            workflow,
+            spawner_id,
+            failed=int(previous == RunStatus.FAILED.value),
+            succeeded=int(previous == RunStatus.SUCCEEDED.value),
+        )
+        reopened = [spawner_id, *descendants(workflow, spawner_id)] if reopens else []
+        previous = await resume_run(conn, parent, reopened, now)
+        child = parent
+
+
+def descendants(workflow: Workflow, vertex_id: str) -> list[str]:
+    """Every vertex downstream of `vertex_id`, in document order."""
+    found: set[str] = set()
+    frontier = [vertex_id]
+    for _ in range(len(workflow.vertices)):
+        if not frontier:
+            break
+        frontier = [d for v in frontier for d in workflow.dependants(v) if d not in found]
+        found.update(frontier)
+    return [v for v in workflow.vertices if v in found]
+
+
+async def revive_dead_letters(conn: AsyncConnection, run_id: str, now: float) -> list[Any]:
+    """Dead-lettered children of `run_id` run again: same run ids and keys; their FAILED steps
+    and the steps held back when they failed become READY. Returns (id, parent_vertex_id,
+    workflow_name, workflow_version) of each revived child. The status guard in the UPDATE
+    makes concurrent reprocess calls revive each child once."""
+    revived = list(
+        (
+            await conn.execute(
+                update(runs)
+                .where(
+                    runs.c.parent_run_id == run_id,
+                    runs.c.status == RunStatus.FAILED.value,
+                    runs.c.dlq_at.is_not(None),
+                )
+                .values(status=RunStatus.RUNNING.value, dlq_at=None, error=None, ended_at=None)
+                .returning(
+                    runs.c.id,
+                    runs.c.parent_vertex_id,
+                    runs.c.workflow_name,
+                    runs.c.workflow_version,
+                )
+            )
+        ).all()
+    )
+    ids = sorted(row.id for row in revived)
+    if ids:
+        await conn.execute(
+            update(steps)
+            .where(steps.c.run_id.in_(ids), steps.c.status == StepStatus.FAILED.value)
+            .values(
+                status=StepStatus.READY.value,
+                error=None,
+                ended_at=None,
+                auto_retries=0,
+                tenant_item_taken=False,
+            )
+        )
+        await release_held(conn, ids, now)
+    return revived
+
+
+async def release_held(conn: AsyncConnection, run_ids: Sequence[str], now: float) -> None:
+    """Steps held back (PENDING with no dependency left) while their runs were stopped become
+    READY."""
+    await conn.execute(
+        update(steps)
+        .where(
+            steps.c.run_id.in_(list(run_ids)),
+            steps.c.status == StepStatus.PENDING.value,
+            steps.c.deps_pending == 0,
+        )
+        .values(status=StepStatus.READY.value, not_before=now)
+    )
+
+
+async def reopen_join(
+    conn: AsyncConnection,
+    run_id: str,
+    workflow: Workflow,
+    spawner_id: str,
+    *,
+    failed: int = 0,
+    succeeded: int = 0,
+) -> bool:
+    """Take children that run again off the spawner's counters (`failed` that had failed,
+    `succeeded` that had succeeded). If its join had closed (SUCCEEDED) open it again: the
+    spawner goes back to PARKED and everything downstream to PENDING. A spawner that FAILED
+    runs again (it re-attaches its children). A spawner still creating or waiting only needs
+    the counters. Returns True when the run must resume."""
+    row = (
+        await conn.execute(
+            update(steps)
+            .where(steps.c.run_id == run_id, steps.c.vertex_id == spawner_id)
+            .values(
+                children_failed=steps.c.children_failed - failed,
+                children_succeeded=steps.c.children_succeeded - succeeded,
+            )
+            .returning(steps.c.status)
+        )
+    ).one()
+    if row.status == StepStatus.FAILED.value:
+        await conn.execute(
+            update(steps)
+            .where(steps.c.run_id == run_id, steps.c.vertex_id == spawner_id)
+            .values(status=StepStatus.PENDING.value, error=None, ended_at=None)
+        )
+        return True
+    if row.status != StepStatus.SUCCEEDED.value:
+        return False
+    statuses = {
+        r.vertex_id: r.status
+        for r in await conn.execute(
+            select(steps.c.vertex_id, steps.c.status).where(steps.c.run_id == run_id)
+        )
+    }
+    done = {s.value for s in DONE_STEP_STATUSES}
+    reset = [spawner_id, *descendants(workflow, spawner_id)]
+    undone = sum(1 for v in reset if statuses.get(v) in done)
+    await conn.execute(
+        update(steps)
+        .where(steps.c.run_id == run_id, steps.c.vertex_id == spawner_id)
+        .values(status=StepStatus.PARKED.value, output=None, ended_at=None, error=None)
+    )
+    for vertex_id in reset[1:]:
+        # Every dependency not done after the reset still has to finish first.
+        pending = [
+            d
+            for d in set(workflow.vertices[vertex_id].depends_on)
+            if d in reset or statuses.get(d) not in done
+        ]
+        await conn.execute(
+            update(steps)
+            .where(steps.c.run_id == run_id, steps.c.vertex_id == vertex_id)
+            .values(
+                status=StepStatus.PENDING.value,
+                deps_pending=len(pending),
+                output=None,
+                error=None,
+                ended_at=None,
+                claim_token=None,
+                lease_expires_at=None,
+                # It runs again from the start: redispatches and its tenant item anew.
+                auto_retries=0,
+                tenant_item_taken=False,
+            )
+        )
+    await conn.execute(
+        update(runs)
+        .where(runs.c.id == run_id)
+        .values(steps_remaining=runs.c.steps_remaining + undone)
+    )
+    return True
+
+
+async def resume_run(
+    conn: AsyncConnection, run_id: str, reopened: Sequence[str], now: float
+) -> str | None:
+    """A run that ended — SUCCEEDED, or FAILED at one of the `reopened` vertices — runs again;
+    its steps held back while it was stopped become READY. Returns the status it ended with
+    when it was resumed (None when it was running, or stays ended)."""
+    row = (await conn.execute(select(runs.c.status, runs.c.error).where(runs.c.id == run_id))).one()
+    failed_at = (row.error or {}).get("vertexId")
+    resumable = row.status == RunStatus.SUCCEEDED.value or (
+        row.status == RunStatus.FAILED.value and failed_at in reopened
+    )
+    if resumable:
+        await conn.execute(
+            update(runs)
+            .where(runs.c.id == run_id)
+            .values(
+                status=RunStatus.RUNNING.value,
+                error=None,
+                output=None,
+                ended_at=None,
+                dlq_at=None,
+            )
+        )
+    if resumable or row.status == RunStatus.RUNNING.value:
+        await release_held(conn, [run_id], now)
+    return str(row.status) if resumable else None

@@ -1,0 +1,341 @@
+"""Recording step results in batches: part of `engine.store` (called only from there).
+
+A worker's flusher hands over every result that finished since its last write; recording a
+batch of K results takes a fixed number of round trips instead of several per result:
+
+1. `live_claims` — one SELECT … FOR UPDATE of the steps whose claim tokens are still live
+   (a token is `<batch>:<step id>`, unique per claim); the others are late results, dropped.
+2. `release` — one executemany UPDATE writing every live step's new state.
+3. `steps_done` — for the successes: one executemany decrementing dependants' `deps_pending`
+   (READY at 0), one executemany decrementing runs' `steps_remaining`, one SELECT of the runs
+   that reached 0, one executemany ending them SUCCEEDED with their sinks' outputs.
+
+Terminal failures and spawner parks are rare and handled one by one by the store.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from sqlalchemy import bindparam, case, func, insert, or_, select, update
+from sqlalchemy.ext.asyncio import AsyncConnection
+
+from engine.store.children import EndedChild
+from engine.store.models import DONE_STEP_STATUSES, Run, RunLog, RunStatus, Step, StepStatus
+from engine.store.records import (
+    AwaitChildren,
+    CompletionReport,
+    Failure,
+    LogLine,
+    Park,
+    StepResult,
+    Success,
+)
+from schemas.definitions import Workflow
+
+runs = Run.__table__  # type: ignore[attr-defined]
+steps = Step.__table__  # type: ignore[attr-defined]
+logs = RunLog.__table__  # type: ignore[attr-defined]
+
+_DONE = [s.value for s in DONE_STEP_STATUSES]
+
+WorkflowOf = Callable[[str, int], Awaitable[Workflow]]
+
+
+@dataclass
+class Tx:
+    """One `complete` transaction: its connection, time, report and the child runs it ended."""
+
+    conn: AsyncConnection
+    now: float
+    report: CompletionReport
+    ended: list[EndedChild] = field(default_factory=list)
+    logs: list[LogLine] = field(default_factory=list)
+    """Log lines to insert with the transaction's other lines (one INSERT for all)."""
+
+
+@dataclass(frozen=True)
+class DoneStep:
+    """A step that reached SUCCEEDED (or a join that closed) in this transaction."""
+
+    run_id: str
+    vertex_id: str
+    workflow: Workflow
+    output: Any
+    """What it recorded: a run whose sinks all end in this transaction takes its output from
+    here instead of reading it back."""
+
+
+# ── named statements ────────────────────────────────────────────────────────────────────────
+
+RUN_IS_RUNNING = (
+    select(runs.c.status).where(runs.c.id == steps.c.run_id).scalar_subquery()
+    == RunStatus.RUNNING.value
+)
+"""Correlated check used where a step would turn READY: only while its run is RUNNING."""
+
+RELEASE = (
+    update(steps)
+    .where(steps.c.id == bindparam("b_id"))
+    .values(
+        # A redispatched or parked step of a run that stopped meanwhile is held as PENDING.
+        status=case(
+            (
+                (bindparam("b_status") == StepStatus.READY.value) & ~RUN_IS_RUNNING,
+                StepStatus.PENDING.value,
+            ),
+            else_=bindparam("b_status"),
+        ),
+        output=bindparam("b_output", type_=steps.c.output.type),
+        error=bindparam("b_error", type_=steps.c.error.type),
+        not_before=func.coalesce(
+            bindparam("b_not_before", type_=steps.c.not_before.type), steps.c.not_before
+        ),
+        ended_at=bindparam("b_ended_at", type_=steps.c.ended_at.type),
+        auto_retries=steps.c.auto_retries + bindparam("b_retry"),
+        tenant_item_taken=or_(
+            steps.c.tenant_item_taken,
+            bindparam("b_item_taken", type_=steps.c.tenant_item_taken.type),
+        ),
+        children_total=func.coalesce(
+            bindparam("b_children_total", type_=steps.c.children_total.type),
+            steps.c.children_total,
+        ),
+        claim_token=None,
+        lease_expires_at=None,
+    )
+)
+
+UNLOCK_DEPENDANT = (
+    update(steps)
+    .where(
+        steps.c.run_id == bindparam("b_run"),
+        steps.c.vertex_id == bindparam("b_vertex"),
+        steps.c.status == StepStatus.PENDING.value,
+    )
+    .values(
+        deps_pending=steps.c.deps_pending - bindparam("b_n"),
+        status=case(
+            ((steps.c.deps_pending == bindparam("b_n")) & RUN_IS_RUNNING, StepStatus.READY.value),
+            else_=steps.c.status,
+        ),
+        not_before=bindparam("b_now"),
+    )
+)
+
+COUNT_DOWN_RUN = (
+    update(runs)
+    .where(runs.c.id == bindparam("b_run"))
+    .values(steps_remaining=runs.c.steps_remaining - bindparam("b_n"))
+)
+
+FINISH_RUN = (
+    update(runs)
+    .where(runs.c.id == bindparam("b_run"), runs.c.status == RunStatus.RUNNING.value)
+    .values(
+        status=RunStatus.SUCCEEDED.value,
+        output=bindparam("b_output", type_=runs.c.output.type),
+        ended_at=bindparam("b_now"),
+    )
+)
+
+
+# ── steps ───────────────────────────────────────────────────────────────────────────────────
+
+
+async def live_claims(conn: AsyncConnection, results: Sequence[StepResult]) -> set[int]:
+    """Ids of the steps whose claims in `results` are still live (locked until commit)."""
+    tokens = [r.step.claim_token for r in results]
+    query = (
+        select(steps.c.id)
+        .where(steps.c.claim_token.in_(tokens), steps.c.status == StepStatus.RUNNING.value)
+        .with_for_update()
+    )
+    return {row.id for row in (await conn.execute(query)).all()}
+
+
+def _release_row(result: StepResult, now: float) -> dict[str, Any]:
+    row: dict[str, Any] = {
+        "b_id": result.step.step_id,
+        "b_output": None,
+        "b_error": None,
+        "b_not_before": None,
+        "b_ended_at": None,
+        "b_retry": 0,
+        "b_children_total": None,
+        "b_item_taken": isinstance(result, Failure | Park) and result.tenant_item_taken,
+    }
+    if isinstance(result, Success):
+        row |= {
+            "b_status": StepStatus.SUCCEEDED.value,
+            "b_output": result.output,
+            "b_ended_at": now,
+        }
+    elif isinstance(result, Failure) and result.retry_at is not None:
+        row |= {
+            "b_status": StepStatus.READY.value,
+            "b_error": result.error,
+            "b_not_before": result.retry_at,
+            "b_retry": 1,
+        }
+    elif isinstance(result, Failure):
+        row |= {"b_status": StepStatus.FAILED.value, "b_error": result.error, "b_ended_at": now}
+    elif isinstance(result, Park):
+        row |= {"b_status": StepStatus.READY.value, "b_not_before": result.not_before}
+    elif isinstance(result, AwaitChildren):
+        row |= {"b_status": StepStatus.PARKED.value, "b_children_total": result.total}
+    return row
+
+
+async def release(conn: AsyncConnection, results: Sequence[StepResult], now: float) -> None:
+    """Write the new state of every step in `results` (all known to hold live claims)."""
+    if results:
+        # Sorted by id: every transaction takes row locks in the same order (no deadlocks).
+        ordered = sorted(results, key=lambda r: r.step.step_id)
+        await conn.execute(RELEASE, [_release_row(r, now) for r in ordered])
+
+
+async def steps_done(tx: Tx, done: Sequence[DoneStep]) -> None:
+    """Unlock dependants of the `done` steps and end the runs that have no step left."""
+    if not done:
+        return
+    unlocks: Counter[tuple[str, str]] = Counter()
+    per_run: Counter[str] = Counter()
+    workflows: dict[str, Workflow] = {}
+    known: dict[str, dict[str, Any]] = {}
+    for item in done:
+        per_run[item.run_id] += 1
+        workflows[item.run_id] = item.workflow
+        known.setdefault(item.run_id, {})[item.vertex_id] = item.output
+        for dependant in item.workflow.dependants(item.vertex_id):
+            unlocks[(item.run_id, dependant)] += 1
+    if unlocks:
+        await tx.conn.execute(
+            UNLOCK_DEPENDANT,
+            [
+                {"b_run": r, "b_vertex": v, "b_n": n, "b_now": tx.now}
+                for (r, v), n in sorted(unlocks.items())
+            ],
+        )
+        tx.report.newly_ready += len(unlocks)
+    await tx.conn.execute(
+        COUNT_DOWN_RUN, [{"b_run": r, "b_n": n} for r, n in sorted(per_run.items())]
+    )
+    finished = (
+        await tx.conn.execute(
+            select(runs.c.id, runs.c.parent_run_id, runs.c.parent_vertex_id).where(
+                runs.c.id.in_(list(per_run)),
+                runs.c.steps_remaining == 0,
+                runs.c.status == RunStatus.RUNNING.value,
+            )
+        )
+    ).all()
+    if finished:
+        await _finish_runs(tx, finished, workflows, known)
+
+
+async def _finish_runs(
+    tx: Tx,
+    finished: Sequence[Any],
+    workflows: dict[str, Workflow],
+    known: dict[str, dict[str, Any]],
+) -> None:
+    ids = [row.id for row in finished]
+    # A run's output is its sinks' outputs: read back only those not recorded just now.
+    unknown = [r for r in ids if any(v not in known[r] for v in sinks(workflows[r]))]
+    outputs = {r: known[r] for r in ids} | (await outputs_of(tx.conn, unknown) if unknown else {})
+    await tx.conn.execute(
+        FINISH_RUN,
+        [
+            {
+                "b_run": run_id,
+                "b_output": {v: outputs.get(run_id, {}).get(v) for v in sinks(workflows[run_id])},
+                "b_now": tx.now,
+            }
+            for run_id in ids
+        ],
+    )
+    tx.logs.extend(LogLine(run_id, "info", "run succeeded") for run_id in ids)
+    for row in finished:
+        tx.report.finished_runs.append((row.id, RunStatus.SUCCEEDED.value))
+        if row.parent_run_id is not None:
+            tx.ended.append(EndedChild(row.parent_run_id, row.parent_vertex_id, "SUCCEEDED"))
+
+
+async def fail_run(tx: Tx, run_id: str, vertex_id: str, step_error: dict[str, Any]) -> None:
+    """A step failed terminally: the run goes FAILED (a child run becomes a dead letter)."""
+    error = {"vertexId": vertex_id, **step_error}
+    changed = await tx.conn.execute(
+        update(runs)
+        .where(runs.c.id == run_id, runs.c.status == RunStatus.RUNNING.value)
+        .values(
+            status=RunStatus.FAILED.value,
+            error=error,
+            ended_at=tx.now,
+            dlq_at=case((runs.c.parent_run_id.is_not(None), tx.now), else_=None),
+        )
+        .returning(runs.c.parent_run_id, runs.c.parent_vertex_id)
+    )
+    row = changed.first()
+    if row is None:
+        return
+    await hold_ready_steps(tx.conn, run_id)
+    message = f"run failed at {vertex_id}: {step_error.get('message', '')}"
+    tx.logs.append(LogLine(run_id, "error", message, vertex_id))
+    tx.report.finished_runs.append((run_id, RunStatus.FAILED.value))
+    if row.parent_run_id is not None:
+        tx.ended.append(EndedChild(row.parent_run_id, row.parent_vertex_id, "FAILED"))
+
+
+async def hold_ready_steps(conn: AsyncConnection, run_id: str) -> None:
+    """A run stopped: its READY steps go back to PENDING (deps_pending stays 0) so no claim
+    takes them; an operator's Retry makes them READY again."""
+    await conn.execute(
+        update(steps)
+        .where(steps.c.run_id == run_id, steps.c.status == StepStatus.READY.value)
+        .values(status=StepStatus.PENDING.value)
+    )
+
+
+# ── shared reads and writes ─────────────────────────────────────────────────────────────────
+
+
+def sinks(workflow: Workflow) -> list[str]:
+    """Vertices nothing depends on: their outputs form the run's output."""
+    depended = {d for v in workflow.vertices.values() for d in v.depends_on}
+    return [vid for vid in workflow.vertices if vid not in depended]
+
+
+async def outputs_of(conn: AsyncConnection, run_ids: Sequence[str]) -> dict[str, dict[str, Any]]:
+    """Outputs of the done steps of `run_ids`, by run and vertex."""
+    rows = await conn.execute(
+        select(steps.c.run_id, steps.c.vertex_id, steps.c.output).where(
+            steps.c.run_id.in_(list(run_ids)), steps.c.status.in_(_DONE)
+        )
+    )
+    outputs: dict[str, dict[str, Any]] = {}
+    for row in rows.all():
+        outputs.setdefault(row.run_id, {})[row.vertex_id] = row.output
+    return outputs
+
+
+async def insert_logs(conn: AsyncConnection, lines: Sequence[LogLine], now: float) -> None:
+    if not lines:
+        return
+    await conn.execute(
+        insert(logs),
+        [
+            {
+                "run_id": line.run_id,
+                "vertex_id": line.vertex_id,
+                "at": line.at if line.at is not None else now,
+                "level": line.level,
+                "message": line.message,
+                "data": line.data,
+            }
+            for line in lines
+        ],
+    )

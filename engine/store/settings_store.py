@@ -1,0 +1,55 @@
+"""Operator settings in the store: tenant run quotas, destination caps, tenant rate limits."""
+
+from __future__ import annotations
+
+from engine.store import operator_settings as settings_
+from engine.store.core import (
+    StoreCore,
+)
+
+
+class OperatorSettingsStore(StoreCore):
+    """The durable copies of operator settings (admission caches caps and rates in Redis)."""
+
+    async def quota_left(self, tenant_id: str) -> int | None:
+        async with self._engines.read.connect() as conn:
+            return await settings_.quota_left(conn, tenant_id)
+
+    async def set_quota(self, tenant_id: str, max_runs: int) -> None:
+        async with self._engines.write.begin() as conn:
+            await settings_.set_quota(conn, tenant_id, max_runs)
+
+    # ── destination caps (the durable copy; admission caches them in Redis) ──────────────────
+
+    async def set_destination_caps(
+        self, destination: str, max_concurrency: int, rate_per_second: float | None
+    ) -> None:
+        async with self._engines.write.begin() as conn:
+            await settings_.upsert_caps(
+                conn,
+                destination=destination,
+                max_concurrency=max_concurrency,
+                rate_per_second=rate_per_second,
+                now=self._clock.now(),
+            )
+
+    async def get_destination_caps(self, destination: str) -> tuple[int, float | None] | None:
+        async with self._engines.read.connect() as conn:
+            return await settings_.read_caps(conn, destination)
+
+    async def list_destination_caps(self) -> list[tuple[str, int, float | None]]:
+        async with self._engines.read.connect() as conn:
+            return await settings_.list_caps(conn)
+
+    async def set_tenant_rate(self, tenant_id: str, per_minute: int | None) -> None:
+        """Store a tenant's rate limit (None: back to the default)."""
+        async with self._engines.write.begin() as conn:
+            await settings_.upsert_tenant_rate(conn, tenant_id, per_minute, self._clock.now())
+
+    async def get_tenant_rate(self, tenant_id: str) -> int | None:
+        async with self._engines.read.connect() as conn:
+            return await settings_.read_tenant_rate(conn, tenant_id)
+
+    async def list_tenant_rates(self) -> list[tuple[str, int]]:
+        async with self._engines.read.connect() as conn:
+            return await settings_.list_tenant_rates(conn)

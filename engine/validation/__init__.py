@@ -1,0 +1,165 @@
+"""Validation of workflow documents: raw text in, typed `Workflow`s or every problem out.
+
+This is the one entry point the CLI, the REST API and the engine use before anything is stored
+or run (DESIGN §2). The phases, each in its own module:
+
+1. `validation_json`: size limit, UTF-8, nesting depth, JSON syntax, duplicate keys; then
+   the vertex count (a workflow over `max_vertices` stops its document here);
+2. `validation_schema`: workflow.schema.json (draft 2020-12), then the pydantic models;
+3. `validation_graph`: dependsOn targets, self-dependencies, cycles, MERGE ↔ SPAWNER, child
+   workflows, duplicate names and spawn loops across the documents validated together;
+4. `validation_expressions`: `{{ }}` syntax and what each expression reads.
+
+Problems are collected, never raised one by one: one call reports everything. Each `Problem`
+has `source` (the name the caller gave the document, e.g. its path) and `pointer`, an
+RFC 6901 pointer inside that document; in a file holding a list of workflows, pointers start
+with the workflow's index (`/1/vertices/charge`).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Collection, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from engine.settings import Settings
+from engine.validation import expressions as validation_expressions
+from engine.validation import graph as validation_graph
+from engine.validation import json_text as validation_json
+from engine.validation import schema as validation_schema
+from engine.validation.common import Limits
+from schemas.definitions import Workflow
+from schemas.errors import DefinitionError, Problem
+
+__all__ = [
+    "DocumentReport",
+    "ValidationReport",
+    "check_documents",
+    "parse_document",
+    "parse_documents",
+    "validate_input",
+]
+
+
+@dataclass
+class DocumentReport:
+    """The result for one document: its workflows when valid, else its problems."""
+
+    source: str
+    workflows: list[Workflow] = field(default_factory=list)
+    problems: list[Problem] = field(default_factory=list)
+
+    @property
+    def valid(self) -> bool:
+        return not self.problems
+
+
+@dataclass
+class ValidationReport:
+    """The result for documents validated together, in the order they were given."""
+
+    documents: list[DocumentReport]
+
+    @property
+    def valid(self) -> bool:
+        return all(d.valid for d in self.documents)
+
+    @property
+    def problems(self) -> list[Problem]:
+        return [p for d in self.documents for p in d.problems]
+
+    @property
+    def workflows(self) -> list[Workflow]:
+        return [w for d in self.documents for w in d.workflows]
+
+
+def parse_documents(
+    documents: Sequence[tuple[str, bytes | str]],
+    *,
+    settings: Settings | None = None,
+    known_workflows: Collection[str] = (),
+) -> list[Workflow]:
+    """Parse and check documents that belong together; return their workflows in order.
+
+    `documents` are (source name, raw content) pairs; a document holds one workflow object or a
+    list of them. A SPAWNER's child workflow must be among these documents or named in
+    `known_workflows` (names of published workflows; `name@version` entries count as `name`).
+    `settings` gives the size limits (default: the documented defaults, environment not read).
+
+    Raises `DefinitionError` listing every problem of every document; each problem's `source`
+    says which document its `pointer` is into.
+    """
+    report = check_documents(documents, settings=settings, known_workflows=known_workflows)
+    if not report.valid:
+        raise DefinitionError(report.problems)
+    return report.workflows
+
+
+def parse_document(
+    data: bytes | str,
+    *,
+    source: str = "<input>",
+    settings: Settings | None = None,
+    known_workflows: Collection[str] = (),
+) -> list[Workflow]:
+    """`parse_documents` for a single document named `source`."""
+    return parse_documents([(source, data)], settings=settings, known_workflows=known_workflows)
+
+
+def check_documents(
+    documents: Sequence[tuple[str, bytes | str]],
+    *,
+    settings: Settings | None = None,
+    known_workflows: Collection[str] = (),
+) -> ValidationReport:
+    """Like `parse_documents`, but report per document instead of raising.
+
+    A document whose own checks pass still reports problems caused by the others it was
+    validated with (a duplicate workflow name is reported on the later document).
+    """
+    limits = Limits.from_settings(settings)
+    reports = [DocumentReport(source) for source, _ in documents]
+    found: list[tuple[DocumentReport, validation_graph.RawWorkflow, dict[str, Any]]] = []
+    for report, (source, raw) in zip(reports, documents, strict=True):
+        loaded = validation_json.load(raw, limits)
+        report.problems.extend(loaded.problems)
+        too_big = validation_graph.size_problems(loaded.data, limits) if loaded.parsed else []
+        report.problems.extend(too_big)
+        if loaded.parsed and not too_big:
+            report.problems.extend(validation_schema.schema_problems(loaded.data))
+            for base, obj in validation_graph.workflow_objects(loaded.data):
+                report.problems.extend(validation_schema.input_schema_problems(obj, base))
+                found.append((report, validation_graph.read_workflow(source, base, obj), obj))
+
+    owner = {id(wf): report for report, wf, _ in found}
+    for report, wf, _ in found:
+        report.problems.extend(validation_graph.workflow_problems(wf))
+        report.problems.extend(validation_expressions.expression_problems(wf))
+    for wf, problem in validation_graph.batch_problems([wf for _, wf, _ in found], known_workflows):
+        owner[id(wf)].problems.append(problem)
+
+    # Typed models only for documents without problems: they are what callers get back.
+    for report, wf, obj in found:
+        if not report.problems:
+            workflow, problems = validation_schema.build_workflow(obj, wf.base)
+            report.problems.extend(problems)
+            if workflow is not None:
+                report.workflows.append(workflow)
+
+    for report in reports:
+        stamped = {dataclasses.replace(p, source=report.source) for p in report.problems}
+        report.problems = sorted(stamped)
+        if report.problems:
+            report.workflows = []
+    return ValidationReport(reports)
+
+
+def validate_input(workflow: Workflow, data: Any) -> list[Problem]:
+    """Problems of `data` as the input of a run of `workflow`, checked against its inputSchema.
+
+    Pointers are into `data`; `source` is left empty. No `inputSchema` accepts any input.
+    """
+    if workflow.input_schema is None:
+        return []
+    return sorted(validation_schema.instance_problems(workflow.input_schema, data, "The input"))

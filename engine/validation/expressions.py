@@ -1,0 +1,312 @@
+"""Phase 4 of validation: the `{{ }}` expressions in every vertex's `config`.
+
+Each string value inside `config` (recursively; object keys are never templates) is compiled
+with `schemas.expressions.compile_template`, the same code that renders it at run time, so a
+string that passes here compiles there. Then the JMESPath syntax tree of every expression is
+walked to find the names it reads from the run context (`input`, `vertices`, `run`, `item`,
+`index`). Only names evaluated against the context root count: inside a filter, a projection
+or the right side of a pipe, names are relative to the current element.
+
+Rules (docs/authoring.md, "Expressions"):
+- the root name must be one of the context's names;
+- `vertices.<id>` must name an ancestor of the vertex (reached through dependsOn), and what
+  follows must be `.output`, because a vertex's result only exists once it has succeeded;
+- `run.<field>` must be `id` or `tenantId`;
+- a SPAWNER's `items` is either a JSON array or exactly one expression, and cannot use `item`
+  or `index` (they only exist once the list is known). `item`/`index` are allowed everywhere
+  else: in a SPAWNER's `input` they are the element being spawned; in any other vertex they are
+  the element a child run was started for (null in a run not started by a SPAWNER). A workflow
+  cannot be proven a top-level-only workflow here, since its parent may be published later.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Any
+
+from jmespath import exceptions as jmespath_exceptions
+from jmespath.parser import ParsedResult
+
+from engine.validation.common import Code, did_you_mean, pointer, quoted_list
+from engine.validation.graph import RawVertex, RawWorkflow
+from schemas.errors import Problem
+from schemas.expressions import ExpressionError, Template, compile_template, expressions_in
+
+CONTEXT_NAMES = ("input", "vertices", "run", "item", "index")
+RUN_FIELDS = ("id", "tenantId")
+
+_STOP: dict[str, Any] = {"type": "__stop__", "children": []}
+"""Marks the end of the leading field chain (after a projection, names are per element)."""
+_CHAIN = frozenset(
+    {"subexpression", "index_expression", "projection", "filter_projection"}
+    | {"value_projection", "flatten"}
+)
+
+
+@dataclass(frozen=True)
+class _Site:
+    """Where a string sits: its pointer and whether `item`/`index` are forbidden there."""
+
+    at: str
+    in_items: bool
+
+
+def expression_problems(wf: RawWorkflow) -> list[Problem]:
+    """Every expression problem in the vertices of one workflow."""
+    problems: list[Problem] = []
+    for vertex in wf.vertices.values():
+        if not isinstance(vertex.config, dict):
+            continue
+        for site, text in _strings(wf, vertex):
+            problems.extend(_check_string(wf, vertex, site, text))
+        if vertex.type == "SPAWNER":
+            problems.extend(_items_shape(wf, vertex))
+    return problems
+
+
+def _strings(wf: RawWorkflow, vertex: RawVertex) -> Iterator[tuple[_Site, str]]:
+    """Every string with a `{{` inside the vertex's config, with its site."""
+    stack: list[tuple[str, Any, bool]] = [
+        (wf.at("vertices", vertex.id, "config"), vertex.config, False)
+    ]
+    while stack:
+        at, node, in_items = stack.pop()
+        if isinstance(node, str):
+            if "{{" in node:
+                yield _Site(at, in_items), node
+        elif isinstance(node, dict):
+            top = at == wf.at("vertices", vertex.id, "config")
+            for key, value in node.items():
+                items = in_items or (top and vertex.type == "SPAWNER" and key == "items")
+                stack.append((at + pointer(key), value, items))
+        elif isinstance(node, list):
+            stack.extend((at + pointer(i), v, in_items) for i, v in enumerate(node))
+
+
+def _compile(text: str) -> Template | ExpressionError:
+    for source in expressions_in(text):
+        legacy = _legacy_literal(source)
+        if legacy is not None:
+            return ExpressionError(
+                source,
+                f"`{legacy}` is not a JSON literal; write a string as 'text' (or `\"text\"`)",
+            )
+    try:
+        return compile_template(text)
+    except ExpressionError as exc:
+        return exc
+    except RecursionError:
+        return ExpressionError(text.strip("{} "), "it is nested too deeply to parse")
+
+
+def _legacy_literal(source: str) -> str | None:
+    """The first backtick literal in `source` that is not JSON, if any.
+
+    JMESPath still accepts such literals as strings but warns (`PendingDeprecationWarning`) and
+    caches the result, so whether the warning shows depends on what was compiled before. The
+    validator decides up front instead, mirroring the lexer's quoting rules: `'raw'`,
+    `"identifier"` and `` `literal` ``, each with backslash escapes.
+    """
+    position, end = 0, len(source)
+    while position < end:
+        quote = source[position]
+        if quote not in "'\"`":
+            position += 1
+            continue
+        close = position + 1
+        while close < end and source[close] != quote:
+            close += 2 if source[close] == "\\" else 1
+        if quote == "`" and close < end:
+            lexeme = source[position + 1 : close].replace("\\`", "`")
+            if not _is_json(lexeme):
+                return lexeme
+        position = close + 1
+    return None
+
+
+def _is_json(text: str) -> bool:
+    try:
+        json.loads(text)
+    except (ValueError, RecursionError):
+        return False
+    return True
+
+
+def _syntax_reason(error: ExpressionError) -> str:
+    """A short reason from the JMESPath error behind `error` (its own text spans lines)."""
+    cause = error.__cause__
+    if isinstance(cause, jmespath_exceptions.IncompleteExpressionError):
+        return "it ends too early"
+    if isinstance(cause, jmespath_exceptions.LexerError):
+        return f"{cause.message} at character {cause.lexer_position + 1}"
+    if isinstance(cause, jmespath_exceptions.ParseError):
+        return f"{cause.msg} at character {cause.lex_position + 1}"
+    return error.reason
+
+
+def _check_string(wf: RawWorkflow, vertex: RawVertex, site: _Site, text: str) -> list[Problem]:
+    # Each expression on its own first, so every broken one in the string is reported.
+    broken = [
+        error
+        for source in expressions_in(text)
+        if isinstance(error := _compile("{{ " + source + " }}"), ExpressionError)
+    ]
+    compiled = _compile(text) if not broken else broken[0]
+    if isinstance(compiled, ExpressionError):
+        return [
+            Problem(
+                site.at,
+                f"The expression {_shown(error.expression)} does not compile: "
+                f"{_syntax_reason(error)}.",
+                Code.EXPRESSION_SYNTAX,
+            )
+            for error in broken or [compiled]
+        ]
+    problems: list[Problem] = []
+    if any(isinstance(p, str) and "{{" in p for p in compiled.parts):
+        problems.append(
+            Problem(site.at, 'The text has "{{" without a closing "}}".', Code.UNCLOSED_EXPRESSION)
+        )
+    for part in compiled.parts:
+        if isinstance(part, ParsedResult):
+            for names in _root_paths(dict(part.parsed)):
+                problem = _check_reference(wf, vertex, site, part.expression, names)
+                if problem is not None:
+                    problems.append(problem)
+    return problems
+
+
+def _shown(source: str) -> str:
+    return f"{{{{ {source} }}}}" if source else "{{ }}"
+
+
+def _items_shape(wf: RawWorkflow, vertex: RawVertex) -> Iterator[Problem]:
+    items = vertex.config.get("items") if isinstance(vertex.config, dict) else None
+    if not (isinstance(items, str) and items.startswith("{{") and items.endswith("}}")):
+        return  # a JSON array, or a string the schema's pattern already refuses
+    compiled = _compile(items)
+    if isinstance(compiled, Template) and not compiled.exact:
+        yield Problem(
+            wf.at("vertices", vertex.id, "config", "items"),
+            "items must be exactly one {{ }} expression that evaluates to a list (nothing "
+            "around it), or a JSON array.",
+            Code.ITEMS_NOT_EXPRESSION,
+        )
+
+
+# ── references ──────────────────────────────────────────────────────────────────────────────
+
+
+def _check_reference(
+    wf: RawWorkflow, vertex: RawVertex, site: _Site, source: str, names: list[str]
+) -> Problem | None:
+    shown = f"The expression {_shown(source)}"
+    root = names[0]
+    if root not in CONTEXT_NAMES:
+        hint = did_you_mean(root, CONTEXT_NAMES) or f" Use {quoted_list(CONTEXT_NAMES)}."
+        message = f'{shown} reads "{root}", which is not part of the run context.{hint}'
+        return Problem(site.at, message, Code.UNKNOWN_CONTEXT)
+    if root in ("item", "index") and site.in_items:
+        return Problem(
+            site.at,
+            f"{shown} uses {root}, which is not defined while a SPAWNER's items are computed; "
+            "use item and index in its input instead.",
+            Code.ITEM_IN_ITEMS,
+        )
+    if root == "run" and len(names) > 1 and names[1] not in RUN_FIELDS:
+        hint = did_you_mean(names[1], RUN_FIELDS) or ' It has only "id" and "tenantId".'
+        message = f"{shown} reads run.{names[1]}, which does not exist.{hint}"
+        return Problem(site.at, message, Code.UNKNOWN_CONTEXT)
+    if root == "vertices" and len(names) > 1:
+        return _check_vertex_reference(wf, vertex, site, shown, names)
+    return None
+
+
+def _check_vertex_reference(
+    wf: RawWorkflow, vertex: RawVertex, site: _Site, shown: str, names: list[str]
+) -> Problem | None:
+    target = names[1]
+    if target not in wf.vertices:
+        hint = did_you_mean(target, wf.vertices)
+        message = f'{shown} reads vertices.{target}, but there is no vertex "{target}".{hint}'
+        return Problem(site.at, message, Code.UNKNOWN_VERTEX_REFERENCE)
+    if target == vertex.id:
+        message = f'{shown} reads the output of its own vertex "{target}", which cannot exist yet.'
+        return Problem(site.at, message, Code.NOT_ANCESTOR)
+    if not wf.is_ancestor(target, vertex.id):
+        return Problem(
+            site.at,
+            f'{shown} reads vertices.{target}, but "{target}" is not an ancestor of '
+            f'"{vertex.id}", so its output may not exist yet; add "{target}" to dependsOn of '
+            f'"{vertex.id}" (directly or through another vertex).',
+            Code.NOT_ANCESTOR,
+        )
+    if len(names) > 2 and names[2] != "output":
+        return Problem(
+            site.at,
+            f"{shown} reads vertices.{target}.{names[2]}; a vertex's result is under "
+            f"vertices.{target}.output (e.g. vertices.{target}.output.{names[2]}).",
+            Code.UNKNOWN_CONTEXT,
+        )
+    return None
+
+
+def _root_paths(node: dict[str, Any]) -> list[list[str]]:
+    """The leading field names of every path evaluated against the context root."""
+    found: list[list[str]] = []
+    # Iterative walk: (node, evaluated against the root?). Expression depth is user-controlled.
+    stack: list[tuple[dict[str, Any], bool]] = [(node, True)]
+    while stack:
+        current, at_root = stack.pop()
+        kind = current.get("type")
+        if kind == "field":
+            if at_root:
+                found.append([str(current["value"])])
+        elif kind in _CHAIN:
+            elements = _chain(current)
+            leading = _leading_fields(elements)
+            if at_root and leading:
+                found.append(leading)
+            head = elements[0]
+            if head.get("type") not in ("field", "current"):
+                stack.append((head, at_root))
+            stack.extend((e, False) for e in elements[1:])
+        elif kind in ("pipe", "expref"):
+            children = current["children"]
+            if kind == "pipe":
+                stack.append((children[0], at_root))
+            stack.extend((c, False) for c in children[1 if kind == "pipe" else 0 :])
+        else:
+            stack.extend((c, at_root) for c in current.get("children", []))
+    return found
+
+
+def _chain(node: dict[str, Any]) -> list[dict[str, Any]]:
+    """The node as a flat list of steps, each applied to the result of the previous one."""
+    elements: list[dict[str, Any]] = []
+    stack = [node]
+    while stack:
+        current = stack.pop()
+        kind = current.get("type")
+        children = current.get("children", [])
+        if kind in ("subexpression", "index_expression"):
+            stack.extend(reversed(children))
+        elif kind in _CHAIN:  # projections and flatten: later steps run per element
+            stack.extend([*reversed(children[1:]), _STOP, children[0]])
+        else:
+            elements.append(current)
+    return elements
+
+
+def _leading_fields(elements: list[dict[str, Any]]) -> list[str]:
+    names: list[str] = []
+    for element in elements:
+        kind = element.get("type")
+        if kind == "current" and not names:
+            continue  # `@.vertices.a` reads the root just like `vertices.a`
+        if kind != "field":
+            break
+        names.append(str(element["value"]))
+    return names

@@ -1,0 +1,228 @@
+"""Phase 1 of validation: raw bytes → JSON value, refusing anything unsafe to parse.
+
+Order matters, cheapest and most protective first:
+1. size — a document over `max_document_bytes` is refused before any decoding or parsing;
+2. encoding — bytes must be UTF-8 (a leading BOM is tolerated); NUL bytes mean a binary file;
+3. nesting depth — counted by a flat regex scan over the text (strings skipped), so a
+   10,000-deep document is refused with a line and column instead of reaching the recursive
+   `json` decoder, where it would raise `RecursionError`;
+4. JSON syntax — `json.loads`, reported with line and column; NaN/Infinity (not JSON) and
+   duplicate object keys (which `json` would silently collapse) are problems too.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass, field
+from typing import Any
+
+from engine.validation.common import Code, Limits, pointer
+from schemas.errors import Problem
+
+_UTF8_BOM = b"\xef\xbb\xbf"
+_UTF16_BOMS = (b"\xff\xfe", b"\xfe\xff")
+
+# A JSON string (unrolled loop: linear, no backtracking) or one bracket.
+_TOKEN = re.compile(r'"[^"\\]*(?:\\.[^"\\]*)*"|[\[\]{}]', re.DOTALL)
+_OPENERS = frozenset("[{")
+
+
+@dataclass
+class Loaded:
+    """The outcome of phase 1 for one document.
+
+    `parsed` is True when `data` holds the document's JSON value; later phases then still run,
+    even if `problems` is not empty (duplicate keys do not stop the other checks).
+    """
+
+    data: Any = None
+    problems: list[Problem] = field(default_factory=list)
+    parsed: bool = False
+
+
+class _DuplicateKeys(dict[str, Any]):
+    """A JSON object in which some key was written more than once (the last value wins)."""
+
+    duplicates: list[str]
+
+
+class _NotJson(ValueError):
+    pass
+
+
+def load(raw: bytes | str, limits: Limits) -> Loaded:
+    """Turn one raw document into a JSON value, or into the problems that prevent it."""
+    too_large = _check_size(raw, limits)
+    if too_large:
+        return Loaded(problems=[too_large])
+    if isinstance(raw, bytes):
+        decoded = _decode(raw)
+        if isinstance(decoded, Problem):
+            return Loaded(problems=[decoded])
+        text = decoded
+    else:
+        text = raw
+    if "\x00" in text:
+        offset = text.index("\x00")
+        return Loaded(problems=[_problem(Code.BINARY, _binary_message(text, offset))])
+    too_deep = _check_depth(text, limits.max_nesting_depth)
+    if too_deep:
+        return Loaded(problems=[too_deep])
+    return _parse(text)
+
+
+def _problem(code: str, message: str, at: str = "") -> Problem:
+    return Problem(at, message, code)
+
+
+def _check_size(raw: bytes | str, limits: Limits) -> Problem | None:
+    limit = limits.max_document_bytes
+    # A str is measured in UTF-8 bytes; its length in characters is a cheap lower bound.
+    size_over = len(raw) > limit or (
+        isinstance(raw, str) and len(raw.encode("utf-8", "surrogatepass")) > limit
+    )
+    if not size_over:
+        return None
+    return _problem(
+        Code.TOO_LARGE,
+        f"The document is larger than the limit of {limit:,} bytes; split it into smaller "
+        "workflows or raise SCHEMABRIDGE_MAX_DOCUMENT_BYTES.",
+    )
+
+
+def _decode(raw: bytes) -> str | Problem:
+    if raw.startswith(_UTF16_BOMS):
+        return _problem(
+            Code.NOT_UTF8, "The document is UTF-16 text; save it as UTF-8 (JSON requires UTF-8)."
+        )
+    body = raw.removeprefix(_UTF8_BOM)
+    try:
+        return body.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        if b"\x00" in body[:1024]:
+            return _problem(Code.BINARY, "The file is binary data, not a JSON document.")
+        line = body.count(b"\n", 0, exc.start) + 1
+        return _problem(
+            Code.NOT_UTF8,
+            f"The document is not UTF-8 text: byte 0x{body[exc.start]:02x} at line {line} "
+            f"(byte offset {exc.start}) cannot be decoded; save the file as UTF-8.",
+        )
+
+
+def _line_col(text: str, offset: int) -> tuple[int, int]:
+    line = text.count("\n", 0, offset) + 1
+    return line, offset - (text.rfind("\n", 0, offset) + 1) + 1
+
+
+def _binary_message(text: str, offset: int) -> str:
+    line, col = _line_col(text, offset)
+    return (
+        f"The document contains a NUL character at line {line}, column {col}; "
+        "it looks like a binary file, not JSON."
+    )
+
+
+def _check_depth(text: str, max_depth: int) -> Problem | None:
+    # Cheap exit for the common case: not enough brackets to be too deep.
+    if text.count("[") + text.count("{") <= max_depth:
+        return None
+    depth = 0
+    for match in _TOKEN.finditer(text):
+        token = match.group()
+        if token in _OPENERS:
+            depth += 1
+            if depth > max_depth:
+                line, col = _line_col(text, match.start())
+                return _problem(
+                    Code.TOO_DEEP,
+                    f"The document nests arrays and objects more than {max_depth} levels deep "
+                    f"(at line {line}, column {col}); flatten it or raise "
+                    "SCHEMABRIDGE_MAX_NESTING_DEPTH.",
+                )
+        elif token in "]}":
+            depth = max(depth - 1, 0)
+    return None
+
+
+def _pairs(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    result: dict[str, Any] = {}
+    duplicates: list[str] = []
+    for key, value in pairs:
+        if key in result and key not in duplicates:
+            duplicates.append(key)
+        result[key] = value
+    if not duplicates:
+        return result
+    marked = _DuplicateKeys(result)
+    marked.duplicates = duplicates
+    return marked
+
+
+def _reject_constant(name: str) -> Any:
+    raise _NotJson(f"{name} is not a JSON value; write a number or a string instead")
+
+
+def _parse(text: str) -> Loaded:
+    try:
+        data = json.loads(text, object_pairs_hook=_pairs, parse_constant=_reject_constant)
+    except json.JSONDecodeError as exc:
+        return Loaded(problems=[_problem(Code.SYNTAX, _syntax_message(text, exc))])
+    except RecursionError:
+        # Only reachable with a nesting limit above what the scan allows; kept as a backstop.
+        message = "The document nests arrays and objects too deeply to parse."
+        return Loaded(problems=[_problem(Code.TOO_DEEP, message)])
+    except ValueError as exc:  # _NotJson, or an integer with too many digits
+        return Loaded(problems=[_problem(Code.SYNTAX, f"The document is not valid JSON: {exc}.")])
+    return Loaded(data=data, problems=_tree_problems(data), parsed=True)
+
+
+def _syntax_message(text: str, exc: json.JSONDecodeError) -> str:
+    hint = ""
+    # A string left open always runs to the end: JSON strings cannot span lines.
+    if exc.pos >= len(text.rstrip()) or exc.msg.startswith("Unterminated string"):
+        hint = " The document ends too early: is the file truncated?"
+    where = f"line {exc.lineno}, column {exc.colno}"
+    return f"The document is not valid JSON: {exc.msg} ({where}).{hint}"
+
+
+def _tree_problems(data: Any) -> list[Problem]:
+    """Duplicate keys, and strings that are not valid Unicode (unpaired surrogates)."""
+    problems: list[Problem] = []
+    stack: list[tuple[str, Any]] = [("", data)]
+    while stack:
+        at, node = stack.pop()
+        if isinstance(node, str):
+            if not _is_unicode(node):
+                problems.append(_problem(Code.NOT_UTF8, _SURROGATE_MESSAGE, at))
+        elif isinstance(node, dict):
+            for key in getattr(node, "duplicates", ()):
+                problems.append(
+                    _problem(
+                        Code.DUPLICATE_KEY,
+                        f'The key "{key}" appears more than once in this object; '
+                        "keep only one (JSON readers silently drop all but the last).",
+                        at + pointer(key),
+                    )
+                )
+            for key, value in node.items():
+                if not _is_unicode(key):
+                    problems.append(_problem(Code.NOT_UTF8, _SURROGATE_MESSAGE, at))
+                stack.append((at + pointer(key), value))
+        elif isinstance(node, list):
+            stack.extend((at + pointer(i), v) for i, v in enumerate(node))
+    return problems
+
+
+_SURROGATE_MESSAGE = (
+    "This text holds an unpaired UTF-16 surrogate (such as \\ud800), which is not valid "
+    "Unicode; remove it or write the whole character."
+)
+
+
+def _is_unicode(text: str) -> bool:
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True

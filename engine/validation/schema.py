@@ -1,0 +1,351 @@
+"""Phase 2 of validation: the JSON Schema contract, then the typed pydantic models.
+
+Every `jsonschema` error becomes one `Problem` per offending spot, worded as one plain
+sentence by JSON Schema keyword (`required`, `additionalProperties`, `type`, `enum`, ranges,
+`pattern`, …) instead of jsonschema's raw text. Unknown fields point at the unknown field
+itself; a missing field points at the object that lacks it (the field has no place in the
+document yet).
+
+The pydantic models mirror the schema, so once a workflow passes the schema, building its
+`Workflow` should not fail; if it does (the two drifted), its errors are reported the same way.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator, Sequence
+from typing import Any
+
+from jsonschema import Draft202012Validator
+from jsonschema import exceptions as js_exceptions
+from pydantic import ValidationError
+from referencing import Registry
+from referencing.exceptions import Unresolvable
+from referencing.jsonschema import DRAFT202012
+
+from engine.validation.common import Code, did_you_mean, pointer, quoted_list, show
+from schemas import loader
+from schemas.definitions import Workflow
+from schemas.errors import Problem
+
+PATTERN_HELP: dict[str, tuple[str, str]] = {
+    "^[A-Za-z0-9][A-Za-z0-9_.-]{0,127}$": (
+        "workflow name",
+        "letters, digits, '_', '.' and '-', starting with a letter or digit, at most 128 "
+        "characters",
+    ),
+    "^[A-Za-z_][A-Za-z0-9_-]{0,63}$": (
+        "vertex id",
+        "letters, digits, '_' and '-', starting with a letter or '_', at most 64 characters",
+    ),
+    "^[!#$%&'*+.^_`|~0-9A-Za-z-]+$": (
+        "HTTP header name",
+        "letters, digits and !#$%&'*+.^_`|~- only (no spaces or colons)",
+    ),
+    "^(https?://[^\\s/]|\\{\\{)": (
+        "URL",
+        "an absolute http:// or https:// URL, or a string that starts with a {{ }} expression",
+    ),
+    "^\\{\\{[\\s\\S]*\\}\\}$": (
+        "items expression",
+        "exactly one {{ }} expression that evaluates to a list, or a JSON array",
+    ),
+    "^[A-Za-z0-9][A-Za-z0-9_.-]{0,127}(@[1-9][0-9]{0,8})?$": (
+        "child workflow reference",
+        "a workflow name, optionally followed by @version (e.g. renew-subscription@3)",
+    ),
+}
+"""How to explain each `pattern` of workflow.schema.json; a test keeps it complete."""
+
+_TYPE_NAMES = {
+    "object": "an object",
+    "array": "an array",
+    "string": "a string",
+    "integer": "an integer",
+    "number": "a number",
+    "boolean": "true or false",
+    "null": "null",
+}
+
+_RANGE_WORDS = {
+    "minimum": "at least",
+    "maximum": "at most",
+    "exclusiveMinimum": "greater than",
+    "exclusiveMaximum": "less than",
+}
+
+
+def schema_problems(data: Any) -> list[Problem]:
+    """Every way `data` (a parsed workflow file) breaks workflow.schema.json."""
+    problems: list[Problem] = []
+    for error in loader.file_validator().iter_errors(data):
+        problems.extend(_describe(error, None))
+    return problems
+
+
+def instance_problems(schema: dict[str, Any], data: Any, whole: str) -> list[Problem]:
+    """Every way `data` breaks `schema` (a draft 2020-12 JSON Schema, already checked valid).
+
+    `whole` names the instance in messages about its root (e.g. "The input").
+    """
+    problems: list[Problem] = []
+    try:
+        for error in Draft202012Validator(schema).iter_errors(data):
+            problems.extend(_describe(error, whole))
+    except (Unresolvable, re.error) as exc:  # refused at authoring time; kept as a backstop
+        problems.append(Problem("", f"The schema cannot be applied: {exc}.", Code.INPUT))
+    return problems
+
+
+def input_schema_problems(workflow: dict[str, Any], base: str) -> list[Problem]:
+    """`$ref`s of a workflow's inputSchema that would fail when a run's input is checked.
+
+    Only references inside the schema itself are allowed (SchemaBridge never fetches schemas
+    over the network), and each must resolve. References below a nested `$id` are relative to
+    that `$id` and are left to the meta-schema.
+    """
+    schema = workflow.get("inputSchema")
+    if not isinstance(schema, dict):
+        return []
+    resolver = Registry().with_resource("", DRAFT202012.create_resource(schema)).resolver("")
+    problems: list[Problem] = []
+    stack: list[tuple[tuple[str | int, ...], Any]] = [(("inputSchema",), schema)]
+    while stack:
+        path, node = stack.pop()
+        if isinstance(node, list):
+            stack.extend(((*path, i), v) for i, v in enumerate(node))
+        if not isinstance(node, dict) or (len(path) > 1 and isinstance(node.get("$id"), str)):
+            continue
+        ref = node.get("$ref")
+        if isinstance(ref, str):
+            problem = _unresolvable(resolver, ref)
+            if problem:
+                problems.append(Problem(base + pointer(*path, "$ref"), problem, Code.SCHEMA))
+        stack.extend(((*path, k), v) for k, v in node.items() if k not in _DATA_KEYWORDS)
+    return problems
+
+
+_DATA_KEYWORDS = frozenset({"const", "enum", "default", "examples"})
+"""Keywords whose values are instance data, not subschemas: a `$ref` key there means nothing."""
+
+
+def _unresolvable(resolver: Any, ref: str) -> str | None:
+    if not ref.startswith("#"):
+        return (
+            f"$ref {show(ref)} points outside this schema; SchemaBridge does not fetch schemas, "
+            "so put the definition under $defs and refer to it as #/$defs/<name>."
+        )
+    try:
+        resolver.lookup(ref)
+    except Unresolvable:
+        return f"$ref {show(ref)} does not point at anything in this schema."
+    return None
+
+
+def _json_type(value: Any) -> str:
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "a boolean"
+    if isinstance(value, int):
+        return "an integer"
+    if isinstance(value, float):
+        return "a number"
+    if isinstance(value, str):
+        return "a string"
+    if isinstance(value, list):
+        return "an array"
+    return "an object"
+
+
+def _subject(path: Sequence[str | int], whole: str | None = None) -> str:
+    """How a message names the value at `path`; `whole` names the root (None: a workflow file)."""
+    if not path:
+        return whole or "The document"
+    last = path[-1]
+    if isinstance(last, int):
+        parent = path[-2] if len(path) > 1 else None
+        if isinstance(parent, str):
+            return f"{parent}[{last}]"
+        return f"Item {last}" if whole else f"Workflow {last}"
+    if len(path) > 1 and path[-2] == "vertices":
+        return f'Vertex "{last}"'
+    return last
+
+
+def _object_name(error: js_exceptions.ValidationError, whole: str | None) -> str:
+    path = list(error.absolute_path)
+    if whole is not None:
+        return _subject(path, whole)
+    if len(path) > 1 and path[-2] == "vertices":
+        return _subject(path)
+    if not path:
+        return "The workflow"
+    if len(path) == 1 and isinstance(path[0], int):
+        return f"Workflow {path[0]}"
+    title = error.schema.get("title") if isinstance(error.schema, dict) else None
+    return title if isinstance(title, str) else _subject(path)
+
+
+def _describe(error: js_exceptions.ValidationError, whole: str | None) -> Iterator[Problem]:
+    path = list(error.absolute_path)
+    at = pointer(*path)
+    keyword = error.validator
+    if keyword == "required":
+        yield from _missing(error, at, whole)
+    elif keyword == "additionalProperties" and error.validator_value is False:
+        yield from _unknown(error, path, whole)
+    elif keyword in ("anyOf", "oneOf") and error.context:
+        yield from _describe(js_exceptions.best_match(error.context), whole)
+    elif keyword == "pattern" and "propertyNames" in error.schema_path:
+        yield _bad_name(error, path)
+    else:
+        yield Problem(at, _sentence(error, path, whole), Code.SCHEMA)
+
+
+def _missing(error: js_exceptions.ValidationError, at: str, whole: str | None) -> Iterator[Problem]:
+    if not isinstance(error.instance, dict) or not isinstance(error.validator_value, list):
+        yield Problem(at, f"{error.message}.", Code.MISSING_FIELD)
+        return
+    owner = _object_name(error, whole)
+    for name in error.validator_value:
+        if name not in error.instance:
+            yield Problem(
+                at, f'{owner} is missing the required field "{name}".', Code.MISSING_FIELD
+            )
+
+
+def _unknown(
+    error: js_exceptions.ValidationError, path: list[str | int], whole: str | None
+) -> Iterator[Problem]:
+    allowed = list(error.schema.get("properties", {})) if isinstance(error.schema, dict) else []
+    owner = _object_name(error, whole)
+    instance = error.instance if isinstance(error.instance, dict) else {}
+    for key in instance:
+        if key in allowed:
+            continue
+        hint = did_you_mean(key, allowed) or f" Allowed fields: {quoted_list(allowed)}."
+        message = f'Unknown field "{key}" in {_lower_first(owner)}.{hint}'
+        yield Problem(pointer(*path, key), message, Code.UNKNOWN_FIELD)
+
+
+def _lower_first(text: str) -> str:
+    # "The workflow" → "the workflow"; titles such as "GATEWAY config" stay as they are.
+    return "t" + text[1:] if text.startswith("The ") else text
+
+
+def _bad_name(error: js_exceptions.ValidationError, path: list[str | int]) -> Problem:
+    name = str(error.instance)
+    noun, rule = PATTERN_HELP.get(str(error.validator_value), ("name", "a different name"))
+    return Problem(
+        pointer(*path, name), f"{show(name)} is not a valid {noun}: use {rule}.", Code.SCHEMA
+    )
+
+
+def _sentence(
+    error: js_exceptions.ValidationError, path: list[str | int], whole: str | None
+) -> str:
+    keyword = str(error.validator)
+    value = error.validator_value
+    subject = _subject(path, whole)
+    instance = error.instance
+    if keyword == "type":
+        return _type_sentence(subject, value, instance, path, whole)
+    if keyword == "enum" and isinstance(value, list):
+        options = quoted_list(str(v) for v in value).replace(" and ", " or ")
+        return f"{subject} must be one of {options}; got {show(instance)}."
+    if keyword == "const":
+        return f"{subject} must be {show(value)}."
+    if keyword in _RANGE_WORDS:
+        return f"{subject} must be {_RANGE_WORDS[keyword]} {value}; got {show(instance)}."
+    if keyword == "format":
+        name = {"regex": "regular expression"}.get(str(value), str(value))
+        return f"{subject} must be a valid {name}; got {show(instance)}."
+    if keyword == "pattern":
+        rule = PATTERN_HELP.get(str(value), ("", f"a match for the pattern {value}"))[1]
+        return f"{subject} must be {rule}; got {show(instance)}."
+    sized = _size_sentence(keyword, value, subject, instance, error.schema)
+    if sized:
+        return sized
+    if keyword == "uniqueItems" and isinstance(instance, list):
+        return f"{subject} lists {show(_first_duplicate(instance))} more than once."
+    return f"{subject} is invalid: {error.message}."
+
+
+def _type_sentence(
+    subject: str, value: Any, instance: Any, path: list[str | int], whole: str | None
+) -> str:
+    if not path and whole is None:
+        return (
+            "The document must be a workflow (a JSON object) or a list of workflows, "
+            f"not {_json_type(instance)}."
+        )
+    wanted = [value] if isinstance(value, str) else list(value)
+    names = [_TYPE_NAMES.get(str(w), str(w)) for w in wanted]
+    joined = ", ".join(names[:-1]) + " or " + names[-1] if len(names) > 1 else names[0]
+    return f"{subject} must be {joined}, not {_json_type(instance)}."
+
+
+def _size_sentence(
+    keyword: str, value: Any, subject: str, instance: Any, schema: Any
+) -> str | None:
+    if keyword == "minItems" and subject == "The document":
+        return "The document is an empty list; it must hold at least one workflow."
+    if keyword in ("minLength", "minItems", "minProperties") and value == 1:
+        fields = list(schema.get("properties", {})) if isinstance(schema, dict) else []
+        if keyword == "minProperties" and fields:
+            return f"{subject} must set at least one of {quoted_list(fields)}."
+        return f"{subject} must not be empty."
+    units = {
+        "minLength": ("at least", "characters long"),
+        "maxLength": ("at most", "characters long"),
+        "minItems": ("at least", "items"),
+        "maxItems": ("at most", "items"),
+        "minProperties": ("at least", "entries"),
+        "maxProperties": ("at most", "entries"),
+    }
+    if keyword not in units:
+        return None
+    bound, unit = units[keyword]
+    size = len(instance) if isinstance(instance, (str, list, dict)) else "?"
+    return f"{subject} must have {bound} {value} {unit.removesuffix(' long')}; it has {size}."
+
+
+def _first_duplicate(items: list[Any]) -> Any:
+    for i, item in enumerate(items):
+        if item in items[i + 1 :]:
+            return item
+    return None
+
+
+# ── typed models ────────────────────────────────────────────────────────────────────────────
+
+
+def build_workflow(raw: dict[str, Any], base: str) -> tuple[Workflow | None, list[Problem]]:
+    """The typed `Workflow` for one schema-valid workflow object found at pointer `base`."""
+    document = {k: v for k, v in raw.items() if k != "$schema"}  # editor hint, not workflow data
+    try:
+        return Workflow.model_validate(document), []
+    except ValidationError as exc:
+        problems = []
+        for err in exc.errors():
+            parts = _raw_path(document, err["loc"])
+            subject = _subject(parts)
+            problems.append(
+                Problem(base + pointer(*parts), f"{subject}: {err['msg']}.", Code.MODEL)
+            )
+        return None, problems
+
+
+def _raw_path(document: Any, loc: tuple[int | str, ...]) -> list[str | int]:
+    """`loc` reduced to the segments that exist in the document (drops union tags)."""
+    node = document
+    parts: list[str | int] = []
+    for segment in loc:
+        present = (isinstance(node, dict) and segment in node) or (
+            isinstance(node, list) and isinstance(segment, int) and 0 <= segment < len(node)
+        )
+        if present:
+            node = node[segment]
+            parts.append(segment)
+    return parts
