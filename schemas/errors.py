@@ -5,6 +5,14 @@
     │                                 carries every `Problem` found, each with a JSON pointer
     ├── StepFailure                   a vertex failed at run time; carries `kind`, optional HTTP
     │                                 details, and whether the engine may redispatch it
+    ├── OperationError                an operation (`engine.operations`) was refused; carries a
+    │   │                             `Refusal` category every front door maps the same way
+    │   ├── NotFound                  no such run, workflow, version or step
+    │   ├── WrongState                the run or step is not in a state the action accepts
+    │   ├── IdempotencyConflict       the idempotency key was used with another request
+    │   ├── InvalidRequest            the request itself is wrong (input, cursor, filter)
+    │   ├── LimitReached              a quota or the ready queue's high-water mark
+    │   └── Unavailable               the database or Redis cannot be reached right now
     └── ApiError                      a request to the REST API was refused (status + code)
 
 The retry decision is a property of the failure (`StepFailure.redispatchable`), not an
@@ -149,6 +157,103 @@ class RetryRefused(StepFailure):
 
     def __init__(self, message: str) -> None:
         super().__init__(FailureKind.EXTERNAL_OVERLOAD, message)
+
+
+# ── operations phase ────────────────────────────────────────────────────────────────────────
+
+
+class Refusal(StrEnum):
+    """How a front door should present an `OperationError` (REST status, CLI exit code)."""
+
+    NOT_FOUND = "not_found"
+    CONFLICT = "conflict"
+    INVALID = "invalid"
+    LIMITED = "limited"
+    UNAVAILABLE = "unavailable"
+
+
+class OperationError(SchemaBridgeError):
+    """An operation was refused. `code` says exactly why; `refusal` groups codes for front
+    doors; `details` carries machine-readable context (the current state, the problems)."""
+
+    code = "operation_refused"
+    refusal: Refusal = Refusal.INVALID
+
+    def __init__(
+        self, message: str, *, code: str | None = None, details: dict[str, Any] | None = None
+    ) -> None:
+        super().__init__(message)
+        if code is not None:
+            self.code = code
+        self.details: dict[str, Any] = details or {}
+
+
+class NotFound(OperationError):
+    """No run, workflow, version or step with that id (codes `run_not_found`, ...)."""
+
+    code = "not_found"
+    refusal = Refusal.NOT_FOUND
+
+
+class WrongState(OperationError):
+    """The action does not apply in the current state; `state` names it."""
+
+    code = "wrong_state"
+    refusal = Refusal.CONFLICT
+
+    def __init__(self, message: str, *, state: str, code: str | None = None) -> None:
+        super().__init__(message, code=code, details={"state": state})
+        self.state = state
+
+
+class IdempotencyConflict(OperationError):
+    """The idempotency key already names a run submitted with a different request."""
+
+    code = "idempotency_conflict"
+    refusal = Refusal.CONFLICT
+
+    def __init__(self, message: str, *, run_id: str) -> None:
+        super().__init__(message, details={"runId": run_id})
+        self.run_id = run_id
+
+
+class InvalidRequest(OperationError):
+    """The request is wrong: an input the workflow's inputSchema refuses, a tampered cursor,
+    an unknown filter value. `problems` point at what to fix."""
+
+    code = "invalid_request"
+    refusal = Refusal.INVALID
+
+    def __init__(
+        self, message: str, *, code: str | None = None, problems: list[Problem] | None = None
+    ) -> None:
+        self.problems = sorted(problems or [])
+        super().__init__(
+            message, code=code, details={"problems": [p.as_dict() for p in self.problems]}
+        )
+
+
+class LimitReached(OperationError):
+    """A limit refuses the work for now: a tenant's run quota (`quota_exceeded`) or the ready
+    queue past its high-water mark (`queue_full`, with `retry_after_s`)."""
+
+    code = "limit_reached"
+    refusal = Refusal.LIMITED
+
+    def __init__(
+        self, message: str, *, code: str | None = None, retry_after_s: float | None = None
+    ) -> None:
+        details = {} if retry_after_s is None else {"retryAfterS": retry_after_s}
+        super().__init__(message, code=code, details=details)
+        self.retry_after_s = retry_after_s
+
+
+class Unavailable(OperationError):
+    """The database (`store_unavailable`) or Redis (`coordination_unavailable`) cannot be
+    reached; nothing was changed, the same request may be sent again."""
+
+    code = "unavailable"
+    refusal = Refusal.UNAVAILABLE
 
 
 # ── API phase ───────────────────────────────────────────────────────────────────────────────
