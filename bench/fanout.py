@@ -382,9 +382,9 @@ async def profile(pids: Sequence[int], after_s: float, duration_s: float, tag: s
 BUCKETS: tuple[tuple[str, tuple[str, ...]], ...] = (
     # Each sampled stack counts once, for the first bucket one of whose needles it contains.
     ("MERGE step", ("run_merge (engine/execution/fanout.py",)),
-    ("SPAWNER: creating children", ("create_children (engine/store/store.py",)),
-    ("claim (Store.claim)", ("Store.claim (engine/store/store.py",)),
-    ("record results (Store.complete)", ("Store.complete (engine/store/store.py",)),
+    ("SPAWNER: creating children", ("create_children (engine/store/fanout.py",)),
+    ("claim (WorkQueue.claim)", ("WorkQueue.claim (engine/store/queue.py",)),
+    ("record results (WorkQueue.complete)", ("WorkQueue.complete (engine/store/queue.py",)),
     ("lease renewal / reaper", ("Worker._renew", "Worker._reap")),
     ("admission: per-attempt ticket (admit + settle)", ("AdmissionGuard",)),
     ("admission: batched Redis exchange", ("ExchangeBatcher", "CoordinationBackend.exchange")),
