@@ -1,4 +1,5 @@
-# One command each (STYLE §13). Every target creates .venv and installs the project first.
+# One command each (docs/architecture.md, 'Testing'). Every target creates .venv and installs
+# the project first.
 PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin

@@ -33,7 +33,7 @@ fails its callers, and the slots its ordinary admits may have been granted are g
 the next exchange, best effort.
 
 The drain task is owned here: it is named, started only when there is work, ends when the
-queue is empty, and logs if it dies (STYLE §9).
+queue is empty, and logs if it dies (docs/architecture.md, 'Supervised tasks').
 """
 
 from __future__ import annotations

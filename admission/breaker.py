@@ -1,4 +1,4 @@
-"""Layered circuit breakers per destination (DESIGN §6).
+"""Layered circuit breakers per destination (docs/architecture.md, 'Circuit breakers').
 
 Two layers guard every call, and both must let it through:
 
@@ -79,9 +79,9 @@ class BreakerConfig:
 
 
 TENANT_DEFAULT = BreakerConfig(threshold=5, reset_s=30.0, successes_to_close=2, max_probes=2)
-"""Tenant layer, DESIGN §6: 5 failures, 30 s, 2 half-open successes (2 probes at once)."""
+"""Tenant layer defaults: 5 failures, 30 s, 2 half-open successes (2 probes at once)."""
 GLOBAL_DEFAULT = BreakerConfig(threshold=15, reset_s=60.0, successes_to_close=3, max_probes=3)
-"""Global layer, DESIGN §6: 15 failures, 60 s, 3 half-open successes (3 probes at once)."""
+"""Global layer defaults: 15 failures, 60 s, 3 half-open successes (3 probes at once)."""
 
 
 @dataclass(frozen=True)

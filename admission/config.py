@@ -16,9 +16,9 @@ class AdmissionConfig:
 
     aimd: AimdConfig = field(default_factory=AimdConfig)
     tenant_breaker: BreakerConfig = TENANT_DEFAULT
-    """Tenant layer: 5 failures, 30 s reset, 2 half-open successes (DESIGN §6)."""
+    """Tenant layer. Default 5 failures, 30 s reset, 2 half-open successes."""
     global_breaker: BreakerConfig = GLOBAL_DEFAULT
-    """Global layer: 15 failures, 60 s reset, 3 half-open successes (DESIGN §6)."""
+    """Global layer. Default 15 failures, 60 s reset, 3 half-open successes."""
     tenant_rate: TenantRateConfig = field(default_factory=TenantRateConfig)
     retry_budget: RetryBudgetConfig = field(default_factory=RetryBudgetConfig)
     default_max_concurrency: int = 100

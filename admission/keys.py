@@ -1,8 +1,8 @@
-"""Every Redis key SchemaBridge uses, in one place (STYLE §5).
+"""Every Redis key SchemaBridge uses, in one place (docs/architecture.md, 'Redis keys').
 
-Names that the source documents fix (`heartbeat:<service>`, `cb:tenant:…`, `cb:global:…`) are
-kept exactly. Everything else is prefixed `sb:`. Functions, not string concatenation at call
-sites, so a key's shape is defined once.
+Names that are part of the operator contract (`heartbeat:<service>`, `cb:tenant:…`,
+`cb:global:…`: monitoring and scripts read them) are kept exactly. Everything else is prefixed
+`sb:`. Functions, not string concatenation at call sites, so a key's shape is defined once.
 """
 
 from __future__ import annotations
@@ -25,7 +25,7 @@ deleted is still listed, as down, with when it was last seen."""
 WAKEUP_CHANNEL = "sb:wakeup"
 """Pub/sub channel: a message means "ready steps may exist; claim now"."""
 
-# ── circuit breakers (DESIGN §6; names from seed 000) ──────────────────────────────────────
+# ── circuit breakers (key names are part of the operator contract) ─────────────────────────
 
 
 def breaker_tenant(destination: str, tenant_id: str) -> str:
@@ -82,7 +82,7 @@ def breaker_state(layer_prefix: str) -> str:
     """Hash `{state, failures, opened_at, successes}` of one breaker layer.
 
     `layer_prefix` is `breaker_tenant(...)` or `breaker_global(...)`, so the key stays inside
-    the seed's `cb:tenant:{key}:{tenantId}:*` / `cb:global:{key}:*` namespaces.
+    the operator contract's `cb:tenant:{key}:{tenantId}:*` / `cb:global:{key}:*` namespaces.
     """
     return f"{layer_prefix}:state"
 

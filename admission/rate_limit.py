@@ -1,4 +1,5 @@
-"""Tenant rate limiter: a sliding window of items per tenant (DESIGN §6).
+"""Tenant rate limiter: a sliding window of items per tenant (docs/architecture.md,
+'Tenant rate window').
 
 Each `check` takes one item from the tenant's window, a Redis sorted set whose members are
 unique per call (two calls at the same timestamp are two items) and whose scores are the

@@ -3,7 +3,8 @@
 Container health checks (`test -f .healthy/worker`) read it, so the contract is about the
 file's existence only: created once the service has started, removed as the first step of a
 graceful shutdown (before draining, so traffic stops arriving while in-flight work finishes;
-DESIGN §9) and again on any exit path. The file holds the pid for whoever looks at it by hand.
+docs/architecture.md, 'Health markers') and again on any exit path. The file holds the pid
+for whoever looks at it by hand.
 
 A process killed with SIGKILL leaves its marker behind; the heartbeat
 (engine/coordination/heartbeat.py)

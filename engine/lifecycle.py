@@ -1,6 +1,6 @@
 """Graceful shutdown plumbing: signal handling and a supervisor for a service's tasks.
 
-A service's main coroutine looks like this (DESIGN §9; seed 000, "Graceful Shutdown"):
+A service's main coroutine looks like this (docs/architecture.md, 'Graceful shutdown'):
 
     life = ServiceLifecycle()
     with life, HealthMarker(service, settings.health_dir) as marker:
@@ -20,8 +20,9 @@ tasks see it and finish their in-flight work. A second signal sets `force_event`
 dispositions, so a third signal kills the process the ordinary way (a wedged shutdown can
 always be interrupted). Queued work is untouched: it stays in the store for the next start.
 
-`Supervisor` owns named tasks (STYLE §9): it logs a task's unexpected death and requests a
-stop, so one crashed loop takes the service down cleanly instead of leaving it half-alive.
+`Supervisor` owns named tasks (docs/architecture.md, 'Supervised tasks'): it logs a task's
+unexpected death and requests a stop, so one crashed loop takes the service down cleanly
+instead of leaving it half-alive.
 """
 
 from __future__ import annotations

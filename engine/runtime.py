@@ -1,6 +1,7 @@
 """The factory: builds the store, coordination client, wake-ups and HTTP client from `Settings`
-and hands them down (STYLE §10). Nothing connects at import time; every process (CLI `run`,
-`serve`, `worker`, `api`, a test) builds its own `Runtime` and closes it.
+and hands them down (docs/architecture.md, 'No process-global state'). Nothing connects at
+import time; every process (CLI `run`, `serve`, `worker`, `api`, a test) builds its own
+`Runtime` and closes it.
 """
 
 from __future__ import annotations
@@ -171,7 +172,7 @@ def settle_heap() -> None:
 
 async def run_service(runtime: Runtime, service: str, stop: asyncio.Event) -> None:
     """Run a worker as a named service until `stop`: heartbeat `heartbeat:<service>`, marker
-    file `.healthy/<service>`, graceful drain (DESIGN §9)."""
+    file `.healthy/<service>`, graceful drain (docs/architecture.md, 'Graceful shutdown')."""
     heartbeat = Heartbeat.from_settings(service, runtime.redis, runtime.clock, runtime.settings)
     marker = HealthMarker.from_settings(service, runtime.settings)
     worker = runtime.worker()

@@ -1,10 +1,11 @@
 """All runtime settings in one place (pydantic-settings).
 
-Every value can be set by environment variable. SchemaBridge-specific settings use the
-`SCHEMABRIDGE_` prefix; the names fixed by the source documents (`TIMEOUT_COLLECT_MS`,
-`BACKPRESSURE_MAX_DEPTH`, `POLL_INTERVAL_MS`, …) are read without a prefix, as the seeds name
-them. Nothing reads the environment anywhere else; a `Settings` is built once by the factory and
-passed down (STYLE §10).
+Every value can be set by environment variable, as `SCHEMABRIDGE_<NAME>` or as the bare
+`<NAME>` (the prefixed one wins when both are set). The bare form is how the operator contract
+spells `TIMEOUT_COLLECT_MS`, `BACKPRESSURE_MAX_DEPTH`, `POLL_INTERVAL_MS`, …
+(docs/architecture.md, 'Configuration'). Nothing reads the environment anywhere else; a
+`Settings` is built once by the factory and passed down
+(docs/architecture.md, 'No process-global state').
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ from pydantic_settings import BaseSettings, SettingsConfigDict
 
 
 def _env(name: str) -> AliasChoices:
-    """Accept `SCHEMABRIDGE_<NAME>` and the seeds' bare `<NAME>`."""
+    """Accept `SCHEMABRIDGE_<NAME>` and the bare `<NAME>` (the operator contract's spelling)."""
     return AliasChoices(f"SCHEMABRIDGE_{name}", name)
 
 

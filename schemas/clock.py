@@ -1,7 +1,7 @@
 """Injectable time.
 
 Engine and admission code never read the wall clock directly; they take a `Clock` so tests can
-feed timestamps instead of sleeping (STYLE §7).
+feed timestamps instead of sleeping (docs/architecture.md, 'Injected time').
 """
 
 from __future__ import annotations

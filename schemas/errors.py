@@ -1,4 +1,4 @@
-"""The SchemaBridge error tree, grouped by phase (STYLE §6).
+"""The SchemaBridge error tree, grouped by phase (docs/architecture.md, 'The error tree').
 
     SchemaBridgeError                 base; every error has a stable `code`
     ├── DefinitionError               a workflow document is invalid (setup/validation phase);
@@ -73,7 +73,8 @@ class DefinitionError(SchemaBridgeError):
 
 
 class FailureKind(StrEnum):
-    """Why a step failed. Only `EXTERNAL_OVERLOAD` is redispatched automatically (DESIGN §5)."""
+    """Why a step failed. Only `EXTERNAL_OVERLOAD` is redispatched automatically
+    (docs/architecture.md, 'Failure classes')."""
 
     EXTERNAL_OVERLOAD = "external_overload"
     """Final 429/503, an open circuit breaker, or admission wait exhausted."""
@@ -138,7 +139,8 @@ class StepFailure(SchemaBridgeError):
 
     @property
     def redispatchable(self) -> bool:
-        """Whether the engine may redispatch the step through admission (DESIGN §5)."""
+        """Whether the engine may redispatch the step through admission (docs/architecture.md,
+        'Redispatch')."""
         return self.kind is FailureKind.EXTERNAL_OVERLOAD
 
     def as_dict(self) -> dict[str, Any]:

@@ -2,7 +2,8 @@
 
 The schema is read with `importlib.resources` (so it works from a wheel or a zip) and parsed
 once per process on first use: it is immutable package data, so caching it is not the kind of
-process-global state STYLE §10 forbids, and nothing is read at import time.
+process-global state the code avoids (docs/architecture.md, 'No process-global state'), and
+nothing is read at import time.
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Shared fixtures: both backends for every engine test (STYLE §2).
+"""Shared fixtures: both backends for every engine test (docs/architecture.md, 'Testing').
 
 `backend` parametrizes a test over the embedded pair (SQLite + fakeredis) and the server pair
 (PostgreSQL + Redis). In CI (`CI=true`) a missing service is a failure; on a developer machine

@@ -1,6 +1,7 @@
 """Vertex implementations: one module per vertex type plus the shared contract.
 
-Vertices decide; the engine records. None of them touches the store (DESIGN §1).
+Vertices decide; the engine records. None of them touches the store or imports the engine
+(docs/architecture.md, 'Packages and the dependency direction').
 """
 
 from vertices.contract import AwaitChildren, Outcome, Parked, StepContext, Succeeded, TimeoutTier

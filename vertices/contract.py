@@ -14,7 +14,7 @@ from typing import Any
 
 
 class TimeoutTier(StrEnum):
-    """Which default timeout a GATEWAY call gets (DESIGN §4)."""
+    """Which default timeout a GATEWAY call gets (docs/architecture.md, 'Timeout tiers')."""
 
     COLLECT = "collect"
     """A run that feeds a spawner: 60 s."""

@@ -1,4 +1,5 @@
-"""The GATEWAY vertex: one outbound HTTP call with the in-process retry policy (DESIGN §4).
+"""The GATEWAY vertex: one outbound HTTP call with the in-process retry policy
+(docs/architecture.md, 'HTTP-layer retries').
 
 `execute` renders the call (vertices/gateway_request.py), then runs up to
 `retry.maxAttempts` attempts. Each attempt has a hard deadline — the vertex's `timeoutMs`, else
@@ -74,7 +75,7 @@ class TimeoutSettings(Protocol):
 
 @dataclass(frozen=True)
 class GatewayTimeouts:
-    """Per-attempt timeouts by tier, in ms (DESIGN §4)."""
+    """Per-attempt timeouts by tier, in ms (docs/architecture.md, 'Timeout tiers')."""
 
     collect_ms: int = 60_000
     """A run that feeds a spawner. Default 60 s."""
@@ -106,7 +107,7 @@ class GatewayTimeouts:
 
 
 class CallGuard(Protocol):
-    """Admission's hook around every attempt (DESIGN §6).
+    """Admission's hook around every attempt (docs/architecture.md, 'Admission').
 
     `before_attempt` may wait (for a concurrency slot, a rate window) or raise StepFailure to
     stop the call (open breaker, exhausted retry budget). Every `before_attempt` that returned

@@ -1,4 +1,5 @@
-"""The GATEWAY's in-process retry policy as pure functions (DESIGN §4, §5).
+"""The GATEWAY's in-process retry policy as pure functions (docs/architecture.md,
+'HTTP-layer retries').
 
 Which answers are retried: 5xx, 429 and I/O errors (timeouts, refused or reset connections);
 any other status outside `successCodes` is final at once. How long to wait before retry `n`

@@ -10,7 +10,8 @@ Three things differ from what aiohttp does out of the box, each on purpose:
 
 * **No hidden retries.** aiohttp silently resends an idempotent request once when a kept-alive
   connection breaks. Retries belong to the GATEWAY policy, where they are logged, counted and
-  paid for from the retry budget (DESIGN §6), so the session's reconnect-and-resend is off.
+  paid for from the retry budget (docs/architecture.md, 'Retry budget'), so the session's
+  reconnect-and-resend is off.
 * **No cookie jar.** One client serves every tenant and run; a cookie set by one call must
   never ride along on another.
 * **No redirects, no proxy from the environment.** A 3xx is an answer like any other, and a

@@ -1,4 +1,5 @@
-"""MERGE: the join of one SPAWNER's children, with opt-in failure tolerance (DESIGN §4).
+"""MERGE: the join of one SPAWNER's children, with opt-in failure tolerance
+(docs/architecture.md, 'Fan-out and the join').
 
 Two pure decisions, both O(1) on counters:
 

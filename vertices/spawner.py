@@ -1,4 +1,4 @@
-"""SPAWNER: fan-out as durable child runs (DESIGN §4; seed 004).
+"""SPAWNER: fan-out as durable child runs (docs/architecture.md, 'Fan-out and the join').
 
 The vertex decides; the engine writes. `execute` evaluates `items`, runs the guards before the
 first child (tenant quota, ready-queue backpressure, payload-store pressure), then hands the
@@ -23,7 +23,8 @@ from schemas.errors import FailureKind, StepFailure
 from vertices.contract import AwaitChildren, Parked, StepContext
 
 BACKPRESSURE_PARK_S = 10.0
-"""How long a spawner parks when the ready queue is too deep (seed 000)."""
+"""How long a spawner parks when the ready queue is too deep: 10 s, as documented for
+`BACKPRESSURE_MAX_DEPTH` (docs/architecture.md, 'Backpressure and quotas')."""
 PAYLOAD_PARK_S = 10.0
 """How long a spawner parks while the payload store is over its high-water mark."""
 DEFAULT_BATCH = 500

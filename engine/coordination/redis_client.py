@@ -1,8 +1,9 @@
 """Clients for the coordination store: a Redis server, or the embedded in-process fakeredis.
 
 Redis holds shared coordination state only (admission, breakers, rate windows, heartbeats,
-wake-ups; DESIGN §3). The store is the source of truth, so losing Redis may slow or pause work
-but must never lose or duplicate it. The rules that follow from that:
+wake-ups; docs/architecture.md, 'Coordination through Redis'). The store is the source of
+truth, so losing Redis may slow or pause work but must never lose or duplicate it. The rules
+that follow from that:
 
 - Opening a client never connects: a service starts even while Redis is down, and every
   caller treats a failed Redis call (`COORDINATION_ERRORS`) as "coordination unavailable right

@@ -1,6 +1,6 @@
 """Pure scheduling decisions: redispatch timing, idempotency keys, the expression context.
 
-No I/O here, so every rule is unit-tested with plain values (STYLE §7).
+No I/O here, so every rule is unit-tested with plain values (docs/architecture.md, 'Testing').
 """
 
 from __future__ import annotations
@@ -25,7 +25,8 @@ def redispatch_at(
     delays_s: Sequence[float],
     spread: float = 0.0,
 ) -> float | None:
-    """When to redispatch a failed step, or None when the failure is terminal (DESIGN §5).
+    """When to redispatch a failed step, or None when the failure is terminal
+    (docs/architecture.md, 'Redispatch').
 
     Only an `external_overload` is redispatched, at most `max_auto_retries` times (0 = never),
     no sooner than 5 s, 10 s, 20 s after each failure (the last delay repeats) or the

@@ -1,6 +1,6 @@
 """The worker: claims ready steps, runs them concurrently, records results in batches.
 
-Four cooperating loops under one `asyncio.TaskGroup` (STYLE §9):
+Four cooperating loops under one `asyncio.TaskGroup` (docs/architecture.md, 'Supervised tasks'):
 
 * claim loop — claims up to `claim_batch` steps whenever fewer than `worker_concurrency` are in
   flight (while the queue is deep, once at least half a batch of slots is free or 50 ms have

@@ -2,7 +2,8 @@
 
 Times are stored as epoch seconds (double precision) taken from the injected `Clock`, so the
 same comparisons (`not_before <= now`, `lease_expires_at < now`) work identically on SQLite and
-PostgreSQL and tests can move time. Only `engine.store` queries these tables (STYLE §1).
+PostgreSQL and tests can move time. Only `engine.store` queries these tables
+(docs/architecture.md, 'Only the store speaks SQL').
 Schema changes go through an Alembic migration in `engine/store/migrations/versions`; a test proves
 the migrations produce exactly this metadata.
 """
@@ -243,7 +244,8 @@ class TenantQuota(SQLModel, table=True):
 
 
 class DestinationCap(SQLModel, table=True):
-    """Operator-set limits of a destination (the seeds' "Rate Limits page")."""
+    """Operator-set limits of a destination (`schemabridge destinations set-cap`; the durable
+    copy, admission caches it in Redis)."""
 
     __tablename__ = "destination_cap"
 

@@ -1,13 +1,15 @@
-"""The durable store: the only module that talks SQL (STYLE §1).
+"""The work-queue role of the durable store: claim, renew, requeue, complete.
 
-The store is both the source of truth and the work queue (DESIGN §3).
+The store is both the source of truth and the work queue (docs/architecture.md,
+'The store as the queue'); only `engine.store` talks SQL.
 
-Claiming. Ready steps are claimed in batches by one atomic statement:
+Claiming. Ready steps are claimed in batches by one atomic statement (one per tenant share,
+see `engine.store.claims`):
 
     UPDATE step SET status='RUNNING', claim_token=<batch>||id, lease_expires_at=…
-    WHERE id IN (SELECT step.id FROM step JOIN run … WHERE step.status='READY'
-                 AND not_before <= now AND run.status='RUNNING'
-                 ORDER BY not_before, id LIMIT n FOR UPDATE OF step SKIP LOCKED)
+    WHERE id IN (SELECT id FROM step WHERE status='READY' AND not_before <= now
+                 [AND tenant_id = …] ORDER BY created_at, id LIMIT n
+                 FOR UPDATE OF step SKIP LOCKED)
     RETURNING …
 
 On PostgreSQL `FOR UPDATE SKIP LOCKED` lets concurrent workers claim disjoint rows without

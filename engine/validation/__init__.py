@@ -1,7 +1,7 @@
 """Validation of workflow documents: raw text in, typed `Workflow`s or every problem out.
 
 This is the one entry point the CLI, the REST API and the engine use before anything is stored
-or run (DESIGN §2). The phases, each in its own module:
+or run (docs/authoring.md, 'Validation'). The phases, each in its own module:
 
 1. `validation_json`: size limit, UTF-8, nesting depth, JSON syntax, duplicate keys; then
    the vertex count (a workflow over `max_vertices` stops its document here);

@@ -22,7 +22,8 @@ stack inside the JSON parser or the JSON Schema validator, which recurse."""
 
 @dataclass(frozen=True)
 class Limits:
-    """Size limits applied before a document is trusted (DESIGN §2)."""
+    """Size limits applied before a document is trusted, so an oversized document is refused
+    with a clear problem instead of exhausting the parser (docs/authoring.md, 'Validation')."""
 
     max_document_bytes: int
     """Largest accepted document, in UTF-8 bytes."""

@@ -1,4 +1,5 @@
-"""Layered circuit breakers (DESIGN §6) on fakeredis and on a real Redis, with a FakeClock."""
+"""Layered circuit breakers (docs/architecture.md, 'Circuit breakers') on fakeredis and on a
+real Redis, with a FakeClock."""
 
 from __future__ import annotations
 

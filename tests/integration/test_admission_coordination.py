@@ -1,7 +1,7 @@
 """Admission slots, AIMD in Redis, caps, retry budget, tickets, waiting and visibility.
 
-Every test runs on the embedded fakeredis and on a real Redis (STYLE §2). Time is a
-FakeClock; the only real waiting is bounded (`asyncio.timeout`) and short.
+Every test runs on the embedded fakeredis and on a real Redis (docs/architecture.md, 'Testing').
+Time is a FakeClock; the only real waiting is bounded (`asyncio.timeout`) and short.
 """
 
 from __future__ import annotations

@@ -1,4 +1,5 @@
-"""The Alembic migrations produce exactly the schema the models declare (STYLE §3)."""
+"""The Alembic migrations produce exactly the schema the models declare (docs/architecture.md,
+'Testing')."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""The store's contract, run on SQLite and on PostgreSQL (STYLE §2)."""
+"""The store's contract, run on SQLite and on PostgreSQL (docs/architecture.md, 'Testing')."""
 
 from __future__ import annotations
 

@@ -19,7 +19,7 @@ def test_default_backoff_is_1_2_4_seconds() -> None:
     policy = RetryPolicy()
     waits = [gr.retry_delay_s(n, policy, status=503, retry_after_s=None) for n in (1, 2, 3)]
     assert waits == [1.0, 2.0, 4.0]
-    assert sum(waits) == 7.0  # four attempts over about 7 s (DESIGN §4)
+    assert sum(waits) == 7.0  # the documented "four attempts over about 7 s"
 
 
 @pytest.mark.parametrize(("retry", "expected"), [(1, 0.05), (2, 0.1), (3, 0.2), (4, 0.4)])

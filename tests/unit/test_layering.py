@@ -1,5 +1,6 @@
 """Dependencies point one way: api → engine → vertices → admission; everyone may use schemas
-(DESIGN §1). Checked on the import statements of every module."""
+(docs/architecture.md, 'Packages and the dependency direction'). Checked on the import
+statements of every module."""
 
 from __future__ import annotations
 

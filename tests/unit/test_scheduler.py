@@ -1,4 +1,4 @@
-"""Redispatch rules and keys (DESIGN §5), with plain values."""
+"""Redispatch rules and keys (docs/architecture.md, 'Redispatch'), with plain values."""
 
 from __future__ import annotations
 

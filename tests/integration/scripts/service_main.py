@@ -7,7 +7,7 @@ stdout, one JSON object per line: `{"event": "ready", "pid": …}` once the mark
 first beat is written; `{"event": "stopping", "reason": …}` when a stop is requested (the marker
 is already gone then); `{"event": "exited", …}` with what the shutdown did, just before exit.
 `--stuck` adds a task that ignores the stop event, so only a second signal (or the grace
-period) ends it. The shutdown order is the one DESIGN §9 prescribes.
+period) ends it. The shutdown order is the one docs/architecture.md, 'Graceful shutdown' describes.
 """
 
 from __future__ import annotations
