@@ -20,7 +20,7 @@ from admission.rate_limit import (
     TenantRateLimiter,
 )
 from admission.retry_budget import RetryBudget, RetryBudgetConfig, SharedRetryBudget
-from admission.ticket import Outcome, Ticket, TicketAlreadySettled
+from admission.ticket import CallOutcome, Ticket, TicketAlreadySettled
 from admission.visibility import AdmissionSnapshot, DestinationState, LayerStatus, TenantUsage
 
 __all__ = [
@@ -34,13 +34,13 @@ __all__ = [
     "AimdState",
     "BreakerConfig",
     "BreakerState",
+    "CallOutcome",
     "CapsSource",
     "DestinationCaps",
     "DestinationState",
     "Layer",
     "LayerStatus",
     "LayerView",
-    "Outcome",
     "RateDecision",
     "RedisCapsStore",
     "RetryBudget",

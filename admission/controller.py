@@ -4,7 +4,7 @@
     async with ticket:
         response = await client.send(request)
         if response.status_code == 429:
-            await ticket.settle(Outcome.THROTTLED)
+            await ticket.settle(CallOutcome.THROTTLED)
         elif response.status_code == 503:
             await ticket.overload()
         elif response.is_success:
@@ -65,7 +65,7 @@ from admission.rate_limit import (
     TenantRateLimiter,
 )
 from admission.retry_budget import SharedRetryBudget
-from admission.ticket import Outcome, Ticket
+from admission.ticket import CallOutcome, Ticket
 from admission.visibility import AdmissionSnapshot, TenantUsage, destination_state
 from admission.waiting import Backoff, SlotWaiters, Waiter, Wake
 from schemas.clock import Clock
@@ -387,7 +387,9 @@ class Admission:
             lease_until=self._clock.now() + op.lease_s,
         )
 
-    def _settle(self, ticket: Ticket, outcome: Outcome, retry_after_s: float) -> Awaitable[None]:
+    def _settle(
+        self, ticket: Ticket, outcome: CallOutcome, retry_after_s: float
+    ) -> Awaitable[None]:
         """Queue the settlement and hand the slot over *now* (not a scheduling step later,
         when the returned awaitable first runs): every loop iteration between a call's answer
         and the next call on its slot is time the destination serves nobody. The awaitable
@@ -396,19 +398,19 @@ class Admission:
             ticket.destination,
             ticket.tenant_id,
             ticket.token,
-            outcome.value,
+            outcome,
             ticket.epoch,
             retry_after_s,
         )
         answer = self.batcher.enqueue(op)
-        overload = outcome in {Outcome.THROTTLED, Outcome.OVERLOAD}
+        overload = outcome in {CallOutcome.THROTTLED, CallOutcome.OVERLOAD}
         if overload:
             # The destination is at capacity: no hand-overs until Redis has applied the cut.
             self._views.saw_overload(ticket.destination)
         # The view learns the reply as soon as it arrives (before the awaiting task resumes)
         # and whether or not anybody awaits it.
         answer.add_done_callback(lambda done: self._settle_answered(ticket, overload, done))
-        if not (outcome is Outcome.SUCCESS and self._hand_over(ticket)):
+        if not (outcome is CallOutcome.SUCCESS and self._hand_over(ticket)):
             # Wake a local waiter now: its admit joins the same exchange, after this
             # settlement, so the slot changes hands in one round trip. If Redis fails, a
             # waiter retrying costs little and the lease still expires.
@@ -416,7 +418,7 @@ class Admission:
         return self._settled(ticket, outcome, answer)
 
     async def _settled(
-        self, ticket: Ticket, outcome: Outcome, answer: asyncio.Future[Reply]
+        self, ticket: Ticket, outcome: CallOutcome, answer: asyncio.Future[Reply]
     ) -> None:
         reply = await answer
         if not isinstance(reply, SettleReply):
@@ -492,7 +494,7 @@ class Admission:
             ticket.lease_until = now + lease_s
         return renewed
 
-    def _log_settle(self, ticket: Ticket, outcome: Outcome, reply: SettleReply) -> None:
+    def _log_settle(self, ticket: Ticket, outcome: CallOutcome, reply: SettleReply) -> None:
         if not reply.lease_held:
             # Either the call outlived its lease, or Redis lost the record (a restart without
             # persistence, or a hand-over whose record failed): say which.

@@ -3,13 +3,20 @@
 Vertices decide; the engine records. None of them touches the store (DESIGN §1).
 """
 
-from vertices.contract import AwaitChildren, Outcome, Parked, StepContext, Succeeded, TimeoutTier
+from vertices.contract import (
+    AwaitingChildren,
+    Parked,
+    StepContext,
+    Succeeded,
+    TimeoutTier,
+    VertexOutcome,
+)
 from vertices.gateway import CallGuard, GatewayTimeouts
 from vertices.merge import ChildCounts, JoinState
 from vertices.spawner import ChildSpec, FanoutLimits, FanoutPort
 
 __all__ = [
-    "AwaitChildren",
+    "AwaitingChildren",
     "CallGuard",
     "ChildCounts",
     "ChildSpec",
@@ -17,9 +24,9 @@ __all__ = [
     "FanoutPort",
     "GatewayTimeouts",
     "JoinState",
-    "Outcome",
     "Parked",
     "StepContext",
     "Succeeded",
     "TimeoutTier",
+    "VertexOutcome",
 ]
