@@ -11,15 +11,10 @@ from admission.breaker import (
     Transition,
 )
 from admission.caps import CapsSource, DestinationCaps, RedisCapsStore
-from admission.config import AdmissionConfig
+from admission.config import AdmissionConfig, RetryBudgetConfig, TenantRateConfig
 from admission.controller import Admission
-from admission.rate_limit import (
-    RateDecision,
-    TenantRateConfig,
-    TenantRateLimited,
-    TenantRateLimiter,
-)
-from admission.retry_budget import RetryBudget, RetryBudgetConfig, SharedRetryBudget
+from admission.rate_limit import RateDecision, TenantRateLimited, TenantRateLimiter
+from admission.retry_budget import RetryBudget, SharedRetryBudget
 from admission.ticket import CallOutcome, Ticket, TicketAlreadySettled
 from admission.visibility import AdmissionSnapshot, DestinationState, LayerStatus, TenantUsage
 

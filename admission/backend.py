@@ -27,9 +27,7 @@ from redis.asyncio.client import Pipeline
 
 from admission import keys
 from admission.breaker import BreakerConfig, BreakerState, LayerView
-from admission.config import AdmissionConfig
-from admission.rate_limit import TenantRateConfig
-from admission.retry_budget import RetryBudgetConfig
+from admission.config import AdmissionConfig, RetryBudgetConfig, TenantRateConfig
 from admission.ticket import CallOutcome
 
 _SCRIPT_PARTS: dict[str, tuple[str, ...]] = {
