@@ -1,4 +1,4 @@
-"""Coordination through Redis: the client factory, wake-ups and service heartbeats."""
+"""Coordination through Redis: the client factory, its keys, wake-ups and service heartbeats."""
 
 from engine.coordination.redis_client import (
     COORDINATION_ERRORS,

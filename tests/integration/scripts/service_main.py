@@ -18,8 +18,8 @@ import json
 import sys
 from pathlib import Path
 
-from admission import keys
 from engine import coordination
+from engine.coordination import keys
 from engine.coordination.heartbeat import Heartbeat
 from engine.health import HealthMarker
 from engine.lifecycle import ServiceLifecycle
