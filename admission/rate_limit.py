@@ -20,6 +20,7 @@ from typing import Protocol
 from admission.backend import CoordinationBackend
 from admission.config import TenantRateConfig
 from schemas.clock import Clock
+from schemas.errors import StepDeferred
 
 
 @dataclass(frozen=True)
@@ -45,8 +46,10 @@ class TenantLimitSource(Protocol):
         ...
 
 
-class TenantRateLimited(Exception):
+class TenantRateLimited(StepDeferred):
     """The tenant's window is full: delay the step by `decision.delay_s`, do not fail it."""
+
+    code = "tenant_rate_limited"
 
     def __init__(self, tenant_id: str, decision: RateDecision) -> None:
         super().__init__(

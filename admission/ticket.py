@@ -7,6 +7,8 @@ from collections.abc import Awaitable, Callable
 from enum import StrEnum
 from types import TracebackType
 
+from schemas.errors import SchemaBridgeError
+
 
 class CallOutcome(StrEnum):
     """How an admitted call ended, as admission sees it. The values are also what the
@@ -27,8 +29,10 @@ class CallOutcome(StrEnum):
     any probe permit are given back."""
 
 
-class TicketAlreadySettled(RuntimeError):
+class TicketAlreadySettled(SchemaBridgeError, RuntimeError):
     """A ticket was settled twice; the first outcome stands."""
+
+    code = "ticket_already_settled"
 
 
 SettleFn = Callable[["Ticket", CallOutcome, float], Awaitable[None]]

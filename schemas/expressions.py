@@ -18,11 +18,15 @@ import jmespath
 import jmespath.exceptions
 from jmespath.parser import ParsedResult
 
+from schemas.errors import SchemaBridgeError
+
 _EXPR = re.compile(r"\{\{(.*?)\}\}", re.DOTALL)
 
 
-class ExpressionError(ValueError):
+class ExpressionError(SchemaBridgeError, ValueError):
     """An expression failed to compile or evaluate. `expression` is its source text."""
+
+    code = "expression_error"
 
     def __init__(self, expression: str, reason: str) -> None:
         super().__init__(f"expression {{{{ {expression} }}}}: {reason}")

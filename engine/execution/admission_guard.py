@@ -34,6 +34,7 @@ from redis.exceptions import ResponseError
 from admission import Admission, CallOutcome, DestinationCaps, Ticket
 from engine.coordination.redis_client import COORDINATION_ERRORS
 from engine.store import Store
+from schemas.errors import StepDeferred
 
 logger = logging.getLogger(__name__)
 
@@ -43,8 +44,10 @@ THROTTLE_STATUS = 429
 OVERLOAD_STATUSES = frozenset({503})
 
 
-class CoordinationDown(Exception):
+class CoordinationDown(StepDeferred):
     """Admission could not reach Redis before the call: nothing was sent; try again soon."""
+
+    code = "admission_unavailable"
 
 
 def outcome_of(status: int | None, error_kind: str | None) -> CallOutcome:

@@ -29,6 +29,7 @@ from engine.store.records import (
 )
 from schemas.clock import Clock
 from schemas.definitions import Workflow
+from schemas.errors import NotFound, SchemaBridgeError
 
 logger = logging.getLogger(__name__)
 
@@ -44,12 +45,16 @@ ANALYZE_AFTER_ROWS = 2_000
 """Rows this process inserts (runs and steps) before it first refreshes planner statistics."""
 
 
-class ClaimLost(RuntimeError):
+class ClaimLost(SchemaBridgeError, RuntimeError):
     """The step's claim is no longer live: stop working on it."""
 
+    code = "claim_lost"
 
-class UnknownWorkflow(LookupError):
+
+class UnknownWorkflow(NotFound, LookupError):
     """No published workflow (or version) with that name."""
+
+    code = "workflow_not_found"
 
 
 def definition_hash(document: dict[str, Any]) -> str:
