@@ -15,8 +15,9 @@ health marker under one `asyncio.TaskGroup`:
 The first SIGINT/SIGTERM sets `stop_event` (and runs the `on_stop` callbacks). `run_service`
 then removes the health marker and stops the heartbeat first, while the worker stops claiming,
 lets its in-flight steps finish within `shutdown_grace_s` and records their results; the command
-exits 0. Steps still running at the deadline keep their claims: their leases expire and another
-worker (or the next start) runs them again. Queued work is untouched: it stays in the store.
+exits 0. Steps still running at the deadline are cancelled and keep their claims: their leases
+expire and another worker (or the next start) runs them again. Queued work is untouched: it
+stays in the store.
 
 A second signal sets `force_event` and restores the default dispositions, so a third signal
 kills the process the ordinary way (a wedged shutdown can always be interrupted). The worker's

@@ -17,8 +17,6 @@
     ├── ClaimLost                     the worker's claim on a step is gone (`engine.store.core`)
     ├── TicketAlreadySettled          an admission ticket was settled twice (`admission.ticket`;
     │                                 also a RuntimeError)
-    ├── CoordinationUnavailable       Redis cannot be reached where nothing can degrade
-    │                                 (`engine.coordination.redis_client`)
     ├── OperationError                an operation (`engine.operations`) was refused; carries a
     │   │                             `Refusal` category every front door maps the same way
     │   ├── NotFound                  no such run, workflow, version or step

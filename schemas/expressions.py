@@ -102,10 +102,6 @@ def _syntax_reason(exc: jmespath.exceptions.JMESPathError) -> str:
     return f"invalid JMESPath: {first}"
 
 
-def has_expression(text: str) -> bool:
-    return "{{" in text and _EXPR.search(text) is not None
-
-
 def render(value: Any, context: dict[str, Any]) -> Any:
     """Render every string inside `value` (recursively through dicts and lists)."""
     if isinstance(value, str):

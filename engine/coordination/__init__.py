@@ -2,7 +2,6 @@
 
 from engine.coordination.redis_client import (
     COORDINATION_ERRORS,
-    CoordinationUnavailable,
     close_redis,
     embedded_server,
     open_redis,
@@ -11,7 +10,6 @@ from engine.coordination.redis_client import (
 
 __all__ = [
     "COORDINATION_ERRORS",
-    "CoordinationUnavailable",
     "close_redis",
     "embedded_server",
     "open_redis",

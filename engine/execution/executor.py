@@ -62,9 +62,6 @@ def _transient(exc: SQLAlchemyError) -> bool:
     return isinstance(exc, OperationalError | InterfaceError | DBAPIError | SATimeoutError)
 
 
-WorkflowLookup = Callable[[str, int], Awaitable[Workflow]]
-
-
 @dataclass
 class StepLog:
     """Collects a step's log lines; they are written with its result in one transaction."""

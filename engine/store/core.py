@@ -14,7 +14,6 @@ from sqlalchemy.ext.asyncio import AsyncConnection
 from engine.store import db
 from engine.store.dialect import Dialect
 from engine.store.models import (
-    DONE_STEP_STATUSES,
     Run,
     RunLog,
     Step,
@@ -38,9 +37,6 @@ steps = Step.__table__  # type: ignore[attr-defined]
 logs = RunLog.__table__  # type: ignore[attr-defined]
 versions = WorkflowVersion.__table__  # type: ignore[attr-defined]
 
-_DONE = [s.value for s in DONE_STEP_STATUSES]
-MAX_NESTING = 16
-"""Fan-outs nest (a child can spawn); joins cascade upwards at most this deep per commit."""
 ANALYZE_AFTER_ROWS = 2_000
 """Rows this process inserts (runs and steps) before it first refreshes planner statistics."""
 

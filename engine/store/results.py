@@ -16,7 +16,7 @@ Terminal failures and spawner parks are rare and handled one by one by the store
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -41,8 +41,6 @@ steps = Step.__table__  # type: ignore[attr-defined]
 logs = RunLog.__table__  # type: ignore[attr-defined]
 
 _DONE = [s.value for s in DONE_STEP_STATUSES]
-
-WorkflowOf = Callable[[str, int], Awaitable[Workflow]]
 
 
 @dataclass
