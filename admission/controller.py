@@ -61,15 +61,14 @@ from admission.handover import Views
 from admission.rate_limit import (
     RateDecision,
     TenantLimitSource,
-    TenantRateLimited,
     TenantRateLimiter,
 )
+from admission.refusals import raise_if_refused, wait_exhausted
 from admission.retry_budget import SharedRetryBudget
 from admission.ticket import CallOutcome, Ticket
 from admission.visibility import AdmissionSnapshot, TenantUsage, destination_state
 from admission.waiting import Backoff, SlotWaiters, Waiter, Wake
 from schemas.clock import Clock
-from schemas.errors import FailureKind, RetryRefused, StepFailure
 
 logger = logging.getLogger(__name__)
 
@@ -189,7 +188,7 @@ class Admission:
                             waiter = None
                         return self._granted(op, reply)
                     refused = True
-                    _raise_if_refused(destination, op.tenant_id, reply, self.rate.config.delay_s)
+                    raise_if_refused(destination, op.tenant_id, reply, self.rate.config.delay_s)
                     refused = False
                     head_pause, polls = self._head_pause(reply, polls), polls + 1
                 if waiter is None:
@@ -215,7 +214,7 @@ class Admission:
                 if waiter.handed is not None:
                     # Handed a slot while being cancelled: give it back, never leak it.
                     await waiter.handed.ignore()
-        raise _wait_exhausted(destination, wait_timeout_s, reply)
+        raise wait_exhausted(destination, wait_timeout_s, reply)
 
     def _joins_queue(self, op: AdmitOp, wait_timeout_s: float) -> bool:
         """Whether a new caller takes its place in the queue without asking first. Behind
@@ -556,45 +555,3 @@ class Admission:
                     "state_to": change.after.value,
                 },
             )
-
-
-def _raise_if_refused(
-    destination: str, tenant_id: str, reply: AdmitReply, tenant_delay_s: float
-) -> None:
-    """Raise for refusals that waiting for a slot cannot cure."""
-    if reply.code is AdmitCode.BREAKER_BLOCKED:
-        raise _breaker_failure(destination, tenant_id, reply)
-    if reply.code is AdmitCode.RETRY_BUDGET:
-        raise RetryRefused(
-            f"retry budget of {destination!r} is exhausted: not retrying now (retries resume "
-            "as calls to it succeed again)"
-        )
-    if reply.code is AdmitCode.TENANT_LIMITED:
-        decision = RateDecision(
-            False, tenant_delay_s, reply.tenant_used, reply.tenant_limit, max(0.0, reply.hint_s)
-        )
-        raise TenantRateLimited(tenant_id, decision)
-
-
-def _breaker_failure(destination: str, tenant_id: str, reply: AdmitReply) -> StepFailure:
-    layer, _, state = reply.blocking_layer.partition(":")
-    what = "open" if state == "open" else "half-open with every probe permit in use"
-    scope = f"tenant {tenant_id!r}" if layer == "tenant" else "all tenants"
-    return StepFailure(
-        FailureKind.EXTERNAL_OVERLOAD,
-        f"circuit open: the {layer} breaker of {destination!r} ({scope}) is {what}; "
-        f"calls are let through again in {reply.hint_s:.1f} s",
-        retry_after_s=max(0.0, reply.hint_s),
-    )
-
-
-def _wait_exhausted(destination: str, waited_s: float, reply: AdmitReply | None) -> StepFailure:
-    detail = ""
-    if reply is not None and reply.code is AdmitCode.RATE_LIMITED:
-        detail = " (its ratePerSecond is reached)"
-    elif reply is not None:
-        detail = f" ({reply.in_flight} calls in flight, limit {reply.limit:.1f})"
-    return StepFailure(
-        FailureKind.EXTERNAL_OVERLOAD,
-        f"admission wait exhausted: no slot for {destination!r} within {waited_s:.1f} s{detail}",
-    )
