@@ -279,10 +279,6 @@ class Admission:
             events=reply.events,
         )
 
-    async def retry_allowed(self, destination: str) -> bool:
-        """Whether the destination's retry budget allows one more retry now."""
-        return await self.budget.allowed(destination)
-
     async def tenant_check(self, tenant_id: str) -> RateDecision:
         """Take one item from the tenant's rate window; at the limit, delay (5 s) instead."""
         decision = await self.rate.check(tenant_id)

@@ -302,17 +302,17 @@ def test_invalid_caps_are_refused(kwargs: dict[str, Any]) -> None:
 async def test_retry_budget_is_exhausted_by_failures_and_earned_back(connect: Connect) -> None:
     budget = RetryBudgetConfig(max_tokens=10, token_ratio=0.5)
     admission = make(connect, FakeClock(), retry_budget=budget)
-    assert await admission.retry_allowed(DEST)
+    assert await admission.budget.allowed(DEST)
     for outcome in ["failure", "overload"] * 2:
         ticket = await admission.admit(DEST, "t", wait_timeout_s=0)
         await ticket.settle(CallOutcome(outcome))
-    assert await admission.retry_allowed(DEST)  # 6 tokens left
+    assert await admission.budget.allowed(DEST)  # 6 tokens left
     await (await admission.admit(DEST, "t", wait_timeout_s=0)).failure()
-    assert not await admission.retry_allowed(DEST)  # 5: not more than half
+    assert not await admission.budget.allowed(DEST)  # 5: not more than half
     await (await admission.admit(DEST, "t", wait_timeout_s=0)).ignore()
-    assert not await admission.retry_allowed(DEST)  # ignore earns nothing
+    assert not await admission.budget.allowed(DEST)  # ignore earns nothing
     await (await admission.admit(DEST, "t", wait_timeout_s=0)).success()
-    assert await admission.retry_allowed(DEST)  # 5.5
+    assert await admission.budget.allowed(DEST)  # 5.5
     assert (await admission.snapshot()).destinations[0].retry_tokens == 5.5
 
 
