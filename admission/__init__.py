@@ -11,16 +11,11 @@ from admission.breaker import (
     Transition,
 )
 from admission.caps import CapsSource, DestinationCaps, RedisCapsStore
-from admission.config import AdmissionConfig
+from admission.config import AdmissionConfig, RetryBudgetConfig, TenantRateConfig
 from admission.controller import Admission
-from admission.rate_limit import (
-    RateDecision,
-    TenantRateConfig,
-    TenantRateLimited,
-    TenantRateLimiter,
-)
-from admission.retry_budget import RetryBudget, RetryBudgetConfig, SharedRetryBudget
-from admission.ticket import Outcome, Ticket, TicketAlreadySettled
+from admission.rate_limit import RateDecision, TenantRateLimited, TenantRateLimiter
+from admission.retry_budget import RetryBudget, SharedRetryBudget
+from admission.ticket import CallOutcome, Ticket, TicketAlreadySettled
 from admission.visibility import AdmissionSnapshot, DestinationState, LayerStatus, TenantUsage
 
 __all__ = [
@@ -34,13 +29,13 @@ __all__ = [
     "AimdState",
     "BreakerConfig",
     "BreakerState",
+    "CallOutcome",
     "CapsSource",
     "DestinationCaps",
     "DestinationState",
     "Layer",
     "LayerStatus",
     "LayerView",
-    "Outcome",
     "RateDecision",
     "RedisCapsStore",
     "RetryBudget",

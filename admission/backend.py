@@ -27,9 +27,8 @@ from redis.asyncio.client import Pipeline
 
 from admission import keys
 from admission.breaker import BreakerConfig, BreakerState, LayerView
-from admission.config import AdmissionConfig
-from admission.rate_limit import TenantRateConfig
-from admission.retry_budget import RetryBudgetConfig
+from admission.config import AdmissionConfig, RetryBudgetConfig, TenantRateConfig
+from admission.ticket import CallOutcome
 
 _SCRIPT_PARTS: dict[str, tuple[str, ...]] = {
     "exchange": ("lib_common", "lib_window", "lib_aimd", "lib_breaker", "lib_budget", "exchange"),
@@ -37,7 +36,6 @@ _SCRIPT_PARTS: dict[str, tuple[str, ...]] = {
     "budget": ("lib_common", "lib_budget", "budget"),
 }
 
-Outcome = Literal["success", "overload", "throttled", "failure", "ignore"]
 BudgetOp = Literal["success", "failure", "peek"]
 Arg = str | int | float
 
@@ -90,7 +88,7 @@ class SettleOp:
     destination: str
     tenant_id: str
     token: str
-    outcome: Outcome
+    outcome: CallOutcome
     slot_epoch: int
     retry_after_s: float = 0.0
     """The answer's Retry-After (0: none): a cut holds AIMD growth until then."""
@@ -315,7 +313,7 @@ def _encode(ops: Sequence[Op], now: float, config: AdmissionConfig) -> tuple[lis
                 table.destination(op.destination),
                 table.tenant_breaker(op.destination, op.tenant_id),
                 op.token,
-                op.outcome,
+                op.outcome.value,
                 op.slot_epoch,
                 op.tenant_id,
                 repr(float(op.retry_after_s)),
@@ -402,7 +400,7 @@ class CoordinationBackend:
         destination: str,
         tenant_id: str,
         token: str,
-        outcome: Outcome,
+        outcome: CallOutcome,
         *,
         slot_epoch: int,
         now: float,

@@ -44,6 +44,7 @@ from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 
 from admission.backend import AdmitCode, AdmitOp, AdmitReply, Op, Reply, SettleOp
+from admission.ticket import CallOutcome
 
 logger = logging.getLogger(__name__)
 
@@ -162,7 +163,7 @@ class ExchangeBatcher:
     def _give_back_slot(self, op: AdmitOp, epoch: int) -> None:
         """Settle `op`'s slot as `ignore` in the next exchange (nothing said about the
         destination; a token Redis never granted releases nothing)."""
-        settle = SettleOp(op.destination, op.tenant_id, op.token, "ignore", epoch)
+        settle = SettleOp(op.destination, op.tenant_id, op.token, CallOutcome.IGNORE, epoch)
         future: asyncio.Future[Reply] = asyncio.get_running_loop().create_future()
         # Nobody awaits it: retrieve its outcome so a failure is not reported as unhandled
         # (the lease then expires on its own).

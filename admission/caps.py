@@ -17,10 +17,9 @@ import asyncio
 import time
 from collections.abc import Awaitable, Callable, Hashable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Protocol
+from typing import Protocol
 
-if TYPE_CHECKING:
-    from admission.backend import CoordinationBackend
+from admission.backend import CoordinationBackend
 
 
 @dataclass(frozen=True)

@@ -1,13 +1,58 @@
-"""Configuration of the admission library: one frozen object, built once and passed down."""
+"""Configuration of the admission library: one frozen object, built once and passed down.
+
+The tenant window's and the retry budget's settings live here rather than beside the classes
+that apply them, because those classes talk to Redis through `admission.backend`, which needs
+the settings too: kept apart, the backend imports no module that imports it back. (AIMD's and
+the breakers' settings stay with their pure arithmetic in `aimd` and `breaker`.)
+"""
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from admission.aimd import AimdConfig
 from admission.breaker import GLOBAL_DEFAULT, TENANT_DEFAULT, BreakerConfig
-from admission.rate_limit import TenantRateConfig
-from admission.retry_budget import RetryBudgetConfig
+
+
+@dataclass(frozen=True)
+class TenantRateConfig:
+    """Every tenant's window."""
+
+    limit: int = 1_000
+    """Items per window for a tenant without an override. Default 1,000."""
+    window_s: float = 60.0
+    """Window length in seconds. Default 60 (one minute)."""
+    delay_s: float = 5.0
+    """How long a step at the limit is delayed. Default 5 s."""
+    overrides: Mapping[str, int] = field(default_factory=dict)
+    """Static per-tenant limits (tenant id → items per window)."""
+
+    def __post_init__(self) -> None:
+        if self.limit < 1 or any(v < 1 for v in self.overrides.values()):
+            raise ValueError("tenant rate limits must be at least 1")
+        if self.window_s <= 0 or self.delay_s < 0:
+            raise ValueError("window_s must be positive and delay_s not negative")
+
+
+@dataclass(frozen=True)
+class RetryBudgetConfig:
+    """Shape of every destination's retry budget."""
+
+    max_tokens: float = 100.0
+    """Bucket size. Default 100: retries stop after 50 net failures."""
+    token_ratio: float = 0.1
+    """Tokens a success earns back. Default 0.1 (retries sustain up to ~10 % failures)."""
+    refill_per_s: float = 1.0
+    """Tokens the bucket regains per second by itself. Default 1 (see `admission.retry_budget`)."""
+
+    def __post_init__(self) -> None:
+        if self.max_tokens <= 0:
+            raise ValueError("max_tokens must be positive")
+        if not 0 < self.token_ratio <= self.max_tokens:
+            raise ValueError("token_ratio must be in (0, max_tokens]")
+        if self.refill_per_s < 0:
+            raise ValueError("refill_per_s must not be negative")
 
 
 @dataclass(frozen=True)

@@ -4,7 +4,7 @@
     async with ticket:
         response = await client.send(request)
         if response.status_code == 429:
-            await ticket.settle(Outcome.THROTTLED)
+            await ticket.settle(CallOutcome.THROTTLED)
         elif response.status_code == 503:
             await ticket.overload()
         elif response.is_success:
@@ -61,15 +61,14 @@ from admission.handover import Views
 from admission.rate_limit import (
     RateDecision,
     TenantLimitSource,
-    TenantRateLimited,
     TenantRateLimiter,
 )
+from admission.refusals import raise_if_refused, wait_exhausted
 from admission.retry_budget import SharedRetryBudget
-from admission.ticket import Outcome, Ticket
+from admission.ticket import CallOutcome, Ticket
 from admission.visibility import AdmissionSnapshot, TenantUsage, destination_state
 from admission.waiting import Backoff, SlotWaiters, Waiter, Wake
 from schemas.clock import Clock
-from schemas.errors import FailureKind, RetryRefused, StepFailure
 
 logger = logging.getLogger(__name__)
 
@@ -189,7 +188,7 @@ class Admission:
                             waiter = None
                         return self._granted(op, reply)
                     refused = True
-                    _raise_if_refused(destination, op.tenant_id, reply, self.rate.config.delay_s)
+                    raise_if_refused(destination, op.tenant_id, reply, self.rate.config.delay_s)
                     refused = False
                     head_pause, polls = self._head_pause(reply, polls), polls + 1
                 if waiter is None:
@@ -215,7 +214,7 @@ class Admission:
                 if waiter.handed is not None:
                     # Handed a slot while being cancelled: give it back, never leak it.
                     await waiter.handed.ignore()
-        raise _wait_exhausted(destination, wait_timeout_s, reply)
+        raise wait_exhausted(destination, wait_timeout_s, reply)
 
     def _joins_queue(self, op: AdmitOp, wait_timeout_s: float) -> bool:
         """Whether a new caller takes its place in the queue without asking first. Behind
@@ -279,10 +278,6 @@ class Admission:
             tenant_window=(reply.tenant_used, reply.tenant_limit) if took_item else None,
             events=reply.events,
         )
-
-    async def retry_allowed(self, destination: str) -> bool:
-        """Whether the destination's retry budget allows one more retry now."""
-        return await self.budget.allowed(destination)
 
     async def tenant_check(self, tenant_id: str) -> RateDecision:
         """Take one item from the tenant's rate window; at the limit, delay (5 s) instead."""
@@ -387,7 +382,9 @@ class Admission:
             lease_until=self._clock.now() + op.lease_s,
         )
 
-    def _settle(self, ticket: Ticket, outcome: Outcome, retry_after_s: float) -> Awaitable[None]:
+    def _settle(
+        self, ticket: Ticket, outcome: CallOutcome, retry_after_s: float
+    ) -> Awaitable[None]:
         """Queue the settlement and hand the slot over *now* (not a scheduling step later,
         when the returned awaitable first runs): every loop iteration between a call's answer
         and the next call on its slot is time the destination serves nobody. The awaitable
@@ -396,19 +393,19 @@ class Admission:
             ticket.destination,
             ticket.tenant_id,
             ticket.token,
-            outcome.value,
+            outcome,
             ticket.epoch,
             retry_after_s,
         )
         answer = self.batcher.enqueue(op)
-        overload = outcome in {Outcome.THROTTLED, Outcome.OVERLOAD}
+        overload = outcome in {CallOutcome.THROTTLED, CallOutcome.OVERLOAD}
         if overload:
             # The destination is at capacity: no hand-overs until Redis has applied the cut.
             self._views.saw_overload(ticket.destination)
         # The view learns the reply as soon as it arrives (before the awaiting task resumes)
         # and whether or not anybody awaits it.
         answer.add_done_callback(lambda done: self._settle_answered(ticket, overload, done))
-        if not (outcome is Outcome.SUCCESS and self._hand_over(ticket)):
+        if not (outcome is CallOutcome.SUCCESS and self._hand_over(ticket)):
             # Wake a local waiter now: its admit joins the same exchange, after this
             # settlement, so the slot changes hands in one round trip. If Redis fails, a
             # waiter retrying costs little and the lease still expires.
@@ -416,7 +413,7 @@ class Admission:
         return self._settled(ticket, outcome, answer)
 
     async def _settled(
-        self, ticket: Ticket, outcome: Outcome, answer: asyncio.Future[Reply]
+        self, ticket: Ticket, outcome: CallOutcome, answer: asyncio.Future[Reply]
     ) -> None:
         reply = await answer
         if not isinstance(reply, SettleReply):
@@ -492,7 +489,7 @@ class Admission:
             ticket.lease_until = now + lease_s
         return renewed
 
-    def _log_settle(self, ticket: Ticket, outcome: Outcome, reply: SettleReply) -> None:
+    def _log_settle(self, ticket: Ticket, outcome: CallOutcome, reply: SettleReply) -> None:
         if not reply.lease_held:
             # Either the call outlived its lease, or Redis lost the record (a restart without
             # persistence, or a hand-over whose record failed): say which.
@@ -554,45 +551,3 @@ class Admission:
                     "state_to": change.after.value,
                 },
             )
-
-
-def _raise_if_refused(
-    destination: str, tenant_id: str, reply: AdmitReply, tenant_delay_s: float
-) -> None:
-    """Raise for refusals that waiting for a slot cannot cure."""
-    if reply.code is AdmitCode.BREAKER_BLOCKED:
-        raise _breaker_failure(destination, tenant_id, reply)
-    if reply.code is AdmitCode.RETRY_BUDGET:
-        raise RetryRefused(
-            f"retry budget of {destination!r} is exhausted: not retrying now (retries resume "
-            "as calls to it succeed again)"
-        )
-    if reply.code is AdmitCode.TENANT_LIMITED:
-        decision = RateDecision(
-            False, tenant_delay_s, reply.tenant_used, reply.tenant_limit, max(0.0, reply.hint_s)
-        )
-        raise TenantRateLimited(tenant_id, decision)
-
-
-def _breaker_failure(destination: str, tenant_id: str, reply: AdmitReply) -> StepFailure:
-    layer, _, state = reply.blocking_layer.partition(":")
-    what = "open" if state == "open" else "half-open with every probe permit in use"
-    scope = f"tenant {tenant_id!r}" if layer == "tenant" else "all tenants"
-    return StepFailure(
-        FailureKind.EXTERNAL_OVERLOAD,
-        f"circuit open: the {layer} breaker of {destination!r} ({scope}) is {what}; "
-        f"calls are let through again in {reply.hint_s:.1f} s",
-        retry_after_s=max(0.0, reply.hint_s),
-    )
-
-
-def _wait_exhausted(destination: str, waited_s: float, reply: AdmitReply | None) -> StepFailure:
-    detail = ""
-    if reply is not None and reply.code is AdmitCode.RATE_LIMITED:
-        detail = " (its ratePerSecond is reached)"
-    elif reply is not None:
-        detail = f" ({reply.in_flight} calls in flight, limit {reply.limit:.1f})"
-    return StepFailure(
-        FailureKind.EXTERNAL_OVERLOAD,
-        f"admission wait exhausted: no slot for {destination!r} within {waited_s:.1f} s{detail}",
-    )

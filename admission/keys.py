@@ -1,29 +1,12 @@
-"""Every Redis key SchemaBridge uses, in one place (docs/architecture.md, 'Redis keys').
+"""Every Redis key admission uses, in one place (heartbeats and wake-ups have theirs in
+`engine.coordination.keys`).
 
-Names that are part of the operator contract (`heartbeat:<service>`, `cb:tenant:…`,
-`cb:global:…`: monitoring and scripts read them) are kept exactly. Everything else is prefixed
-`sb:`. Functions, not string concatenation at call sites, so a key's shape is defined once.
+The breaker namespaces (`cb:tenant:…`, `cb:global:…`) are part of the operator contract
+(docs/architecture.md, 'Redis keys'): monitoring and scripts read them. Everything else is prefixed `sb:`. Functions, not string
+concatenation at call sites, so a key's shape is defined once.
 """
 
 from __future__ import annotations
-
-# ── services ────────────────────────────────────────────────────────────────────────────────
-
-
-def heartbeat(service: str) -> str:
-    """`heartbeat:<service>`: `{pid, uptime, timestamp}` JSON, refreshed every 10 s, TTL 30 s."""
-    return f"heartbeat:{service}"
-
-
-HEARTBEAT_PATTERN = "heartbeat:*"
-
-SERVICES_SET = "sb:services"
-"""Sorted set of every service that has ever sent a heartbeat (member = service name, score =
-epoch seconds of its latest beat), so a service whose `heartbeat:<service>` key expired or was
-deleted is still listed, as down, with when it was last seen."""
-
-WAKEUP_CHANNEL = "sb:wakeup"
-"""Pub/sub channel: a message means "ready steps may exist; claim now"."""
 
 # ── circuit breakers (key names are part of the operator contract) ─────────────────────────
 

@@ -15,34 +15,13 @@ the system is slowed down, never failed.
 from __future__ import annotations
 
 import uuid
-from collections.abc import Mapping
-from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Protocol
+from dataclasses import dataclass
+from typing import Protocol
 
+from admission.backend import CoordinationBackend
+from admission.config import TenantRateConfig
 from schemas.clock import Clock
-
-if TYPE_CHECKING:
-    from admission.backend import CoordinationBackend
-
-
-@dataclass(frozen=True)
-class TenantRateConfig:
-    """Every tenant's window."""
-
-    limit: int = 1_000
-    """Items per window for a tenant without an override. Default 1,000."""
-    window_s: float = 60.0
-    """Window length in seconds. Default 60 (one minute)."""
-    delay_s: float = 5.0
-    """How long a step at the limit is delayed. Default 5 s."""
-    overrides: Mapping[str, int] = field(default_factory=dict)
-    """Static per-tenant limits (tenant id → items per window)."""
-
-    def __post_init__(self) -> None:
-        if self.limit < 1 or any(v < 1 for v in self.overrides.values()):
-            raise ValueError("tenant rate limits must be at least 1")
-        if self.window_s <= 0 or self.delay_s < 0:
-            raise ValueError("window_s must be positive and delay_s not negative")
+from schemas.errors import StepDeferred
 
 
 @dataclass(frozen=True)
@@ -68,8 +47,10 @@ class TenantLimitSource(Protocol):
         ...
 
 
-class TenantRateLimited(Exception):
+class TenantRateLimited(StepDeferred):
     """The tenant's window is full: delay the step by `decision.delay_s`, do not fail it."""
+
+    code = "tenant_rate_limited"
 
     def __init__(self, tenant_id: str, decision: RateDecision) -> None:
         super().__init__(

@@ -24,33 +24,9 @@ atomically in Redis (the shared bucket is updated by every settled ticket), and
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import TYPE_CHECKING
-
+from admission.backend import CoordinationBackend
+from admission.config import RetryBudgetConfig
 from schemas.clock import Clock
-
-if TYPE_CHECKING:
-    from admission.backend import CoordinationBackend
-
-
-@dataclass(frozen=True)
-class RetryBudgetConfig:
-    """Shape of every destination's retry budget."""
-
-    max_tokens: float = 100.0
-    """Bucket size. Default 100: retries stop after 50 net failures."""
-    token_ratio: float = 0.1
-    """Tokens a success earns back. Default 0.1 (retries sustain up to ~10 % failures)."""
-    refill_per_s: float = 1.0
-    """Tokens the bucket regains per second by itself. Default 1 (see the module docstring)."""
-
-    def __post_init__(self) -> None:
-        if self.max_tokens <= 0:
-            raise ValueError("max_tokens must be positive")
-        if not 0 < self.token_ratio <= self.max_tokens:
-            raise ValueError("token_ratio must be in (0, max_tokens]")
-        if self.refill_per_s < 0:
-            raise ValueError("refill_per_s must not be negative")
 
 
 class RetryBudget:

@@ -7,9 +7,12 @@ from collections.abc import Awaitable, Callable
 from enum import StrEnum
 from types import TracebackType
 
+from schemas.errors import SchemaBridgeError
 
-class Outcome(StrEnum):
-    """How an admitted call ended, as admission sees it."""
+
+class CallOutcome(StrEnum):
+    """How an admitted call ended, as admission sees it. The values are also what the
+    exchange script receives for a settlement (`admission.backend.SettleOp.outcome`)."""
 
     SUCCESS = "success"
     """The destination answered as expected: AIMD may grow; breakers count a success."""
@@ -26,11 +29,13 @@ class Outcome(StrEnum):
     any probe permit are given back."""
 
 
-class TicketAlreadySettled(RuntimeError):
+class TicketAlreadySettled(SchemaBridgeError, RuntimeError):
     """A ticket was settled twice; the first outcome stands."""
 
+    code = "ticket_already_settled"
 
-SettleFn = Callable[["Ticket", Outcome, float], Awaitable[None]]
+
+SettleFn = Callable[["Ticket", CallOutcome, float], Awaitable[None]]
 RenewFn = Callable[["Ticket", float], Awaitable[bool]]
 
 
@@ -80,26 +85,26 @@ class Ticket:
         in this process without going back through Redis (see `admission.handover`)."""
         self._settle_fn = settle
         self._renew_fn = renew
-        self._outcome: Outcome | None = None
+        self._outcome: CallOutcome | None = None
 
     @property
-    def outcome(self) -> Outcome | None:
+    def outcome(self) -> CallOutcome | None:
         """The outcome it was settled with, or None while it is still held."""
         return self._outcome
 
     async def success(self) -> None:
-        await self.settle(Outcome.SUCCESS)
+        await self.settle(CallOutcome.SUCCESS)
 
     async def overload(self) -> None:
-        await self.settle(Outcome.OVERLOAD)
+        await self.settle(CallOutcome.OVERLOAD)
 
     async def failure(self) -> None:
-        await self.settle(Outcome.FAILURE)
+        await self.settle(CallOutcome.FAILURE)
 
     async def ignore(self) -> None:
-        await self.settle(Outcome.IGNORE)
+        await self.settle(CallOutcome.IGNORE)
 
-    async def settle(self, outcome: Outcome, *, retry_after_s: float = 0.0) -> None:
+    async def settle(self, outcome: CallOutcome, *, retry_after_s: float = 0.0) -> None:
         """Settle with `outcome` (exactly once). `retry_after_s`: the destination's
         Retry-After on this answer, if any (a cut it causes also holds AIMD growth)."""
         if self._outcome is not None:

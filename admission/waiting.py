@@ -40,11 +40,9 @@ import asyncio
 import enum
 import random
 from collections.abc import Callable
-from typing import TYPE_CHECKING
 
-if TYPE_CHECKING:
-    from admission.backend import AdmitOp
-    from admission.ticket import Ticket
+from admission.backend import AdmitOp
+from admission.ticket import Ticket
 
 
 class Backoff:

@@ -3,11 +3,25 @@
     SchemaBridgeError                 base; every error has a stable `code`
     ├── DefinitionError               a workflow document is invalid (setup/validation phase);
     │                                 carries every `Problem` found, each with a JSON pointer
+    ├── ExpressionError               a `{{ }}` expression failed to compile or evaluate
+    │                                 (`schemas.expressions`; also a ValueError)
     ├── StepFailure                   a vertex failed at run time; carries `kind`, optional HTTP
-    │                                 details, and whether the engine may redispatch it
+    │   │                             details, and whether the engine may redispatch it
+    │   └── RetryRefused              the retry budget refused a retry
+    ├── StepDeferred                  a step cannot go on now and waits: parked, never failed
+    │   ├── TenantRateLimited         the tenant's rate window is full (`admission.rate_limit`)
+    │   └── CoordinationDown          admission cannot reach Redis before a call
+    │                                 (`engine.execution.admission_guard`)
+    ├── InvalidResponse               a destination's answer the step cannot use; the gateway
+    │                                 records it as a StepFailure (`vertices.gateway_response`)
+    ├── ClaimLost                     the worker's claim on a step is gone (`engine.store.core`)
+    ├── TicketAlreadySettled          an admission ticket was settled twice (`admission.ticket`;
+    │                                 also a RuntimeError)
     ├── OperationError                an operation (`engine.operations`) was refused; carries a
     │   │                             `Refusal` category every front door maps the same way
     │   ├── NotFound                  no such run, workflow, version or step
+    │   │   └── UnknownWorkflow       no such published workflow or version
+    │   │                             (`engine.store.core`; also a LookupError)
     │   ├── WrongState                the run or step is not in a state the action accepts
     │   ├── IdempotencyConflict       the idempotency key was used with another request
     │   ├── InvalidRequest            the request itself is wrong (input, cursor, filter)
@@ -15,8 +29,9 @@
     │   └── Unavailable               the database or Redis cannot be reached right now
     └── ApiError                      a request to the REST API was refused (status + code)
 
-The retry decision is a property of the failure (`StepFailure.redispatchable`), not an
-`isinstance` chain elsewhere.
+Errors raised where they arise are defined in the module that raises them (named above); the
+rest live here. The retry decision is a property of the failure (`StepFailure.redispatchable`),
+not an `isinstance` chain elsewhere.
 """
 
 from __future__ import annotations
@@ -159,6 +174,13 @@ class RetryRefused(StepFailure):
 
     def __init__(self, message: str) -> None:
         super().__init__(FailureKind.EXTERNAL_OVERLOAD, message)
+
+
+class StepDeferred(SchemaBridgeError):
+    """A step cannot go on now, through nobody's fault: the engine parks it (a durable timer)
+    and runs it again later; it never becomes the step's failure."""
+
+    code = "step_deferred"
 
 
 # ── operations phase ────────────────────────────────────────────────────────────────────────

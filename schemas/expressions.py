@@ -18,11 +18,15 @@ import jmespath
 import jmespath.exceptions
 from jmespath.parser import ParsedResult
 
+from schemas.errors import SchemaBridgeError
+
 _EXPR = re.compile(r"\{\{(.*?)\}\}", re.DOTALL)
 
 
-class ExpressionError(ValueError):
+class ExpressionError(SchemaBridgeError, ValueError):
     """An expression failed to compile or evaluate. `expression` is its source text."""
+
+    code = "expression_error"
 
     def __init__(self, expression: str, reason: str) -> None:
         super().__init__(f"expression {{{{ {expression} }}}}: {reason}")
@@ -96,10 +100,6 @@ def compile_template(text: str) -> Template:
 def _syntax_reason(exc: jmespath.exceptions.JMESPathError) -> str:
     first = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
     return f"invalid JMESPath: {first}"
-
-
-def has_expression(text: str) -> bool:
-    return "{{" in text and _EXPR.search(text) is not None
 
 
 def render(value: Any, context: dict[str, Any]) -> Any:

@@ -29,11 +29,6 @@ def workflow_schema() -> dict[str, Any]:
     return cast(dict[str, Any], json.loads(_schema_text()))
 
 
-def schema_id() -> str:
-    """The schema's `$id`, the URI documents may name in their `$schema` field."""
-    return str(_shared_schema()["$id"])
-
-
 @lru_cache(maxsize=1)
 def _shared_schema() -> dict[str, Any]:
     schema = workflow_schema()

@@ -4,13 +4,20 @@ Vertices decide; the engine records. None of them touches the store or imports t
 (docs/architecture.md, 'Packages and the dependency direction').
 """
 
-from vertices.contract import AwaitChildren, Outcome, Parked, StepContext, Succeeded, TimeoutTier
+from vertices.contract import (
+    AwaitingChildren,
+    Parked,
+    StepContext,
+    Succeeded,
+    TimeoutTier,
+    VertexOutcome,
+)
 from vertices.gateway import CallGuard, GatewayTimeouts
 from vertices.merge import ChildCounts, JoinState
 from vertices.spawner import ChildSpec, FanoutLimits, FanoutPort
 
 __all__ = [
-    "AwaitChildren",
+    "AwaitingChildren",
     "CallGuard",
     "ChildCounts",
     "ChildSpec",
@@ -18,9 +25,9 @@ __all__ = [
     "FanoutPort",
     "GatewayTimeouts",
     "JoinState",
-    "Outcome",
     "Parked",
     "StepContext",
     "Succeeded",
     "TimeoutTier",
+    "VertexOutcome",
 ]

@@ -1,8 +1,9 @@
 """The contract between the engine and a vertex implementation.
 
-The engine claims a step, builds a `StepContext` and calls the vertex. A vertex returns an
-`Outcome` or raises `schemas.errors.StepFailure`; any other exception is recorded by the engine
-as an `internal_error`. Vertices never touch the store: the engine records outcomes.
+The engine claims a step, builds a `StepContext` and calls the vertex. A vertex returns a
+`VertexOutcome` (its decision) or raises `schemas.errors.StepFailure`; any other exception is
+recorded by the engine as an `internal_error`. Vertices never touch the store: the engine turns
+the decision into a `StepResult` (`engine.store.records`) and records that.
 """
 
 from __future__ import annotations
@@ -51,6 +52,8 @@ class StepContext:
 
 @dataclass(frozen=True)
 class Succeeded:
+    """The step is done with `output`."""
+
     output: Any
 
 
@@ -63,10 +66,11 @@ class Parked:
 
 
 @dataclass(frozen=True)
-class AwaitChildren:
+class AwaitingChildren:
     """A spawner created its `total` children; the step now waits for them to end."""
 
     total: int
 
 
-Outcome = Succeeded | Parked | AwaitChildren
+VertexOutcome = Succeeded | Parked | AwaitingChildren
+"""What a vertex decided about its step (a failure is raised as `StepFailure` instead)."""

@@ -20,6 +20,7 @@ from typing import Any
 
 import aiohttp
 
+from schemas.errors import SchemaBridgeError
 from vertices.gateway_request import is_json_media_type
 
 DEFAULT_MAX_BODY_BYTES = 10 * 1024 * 1024
@@ -52,15 +53,16 @@ class Answer:
     charset: str | None
 
 
-class InvalidResponse(Exception):
+class InvalidResponse(SchemaBridgeError):
     """The destination answered, but not with something the step can use.
 
     `answer` holds the status, headers and as much of the body as was read (for the excerpt).
     """
 
+    code = "invalid_response"
+
     def __init__(self, message: str, answer: Answer) -> None:
         super().__init__(message)
-        self.message = message
         self.answer = answer
 
 

@@ -20,7 +20,7 @@ from typing import Any, Protocol
 from schemas import expressions
 from schemas.definitions import SpawnerConfig
 from schemas.errors import FailureKind, StepFailure
-from vertices.contract import AwaitChildren, Parked, StepContext
+from vertices.contract import AwaitingChildren, Parked, StepContext
 
 BACKPRESSURE_PARK_S = 10.0
 """How long a spawner parks when the ready queue is too deep: 10 s, as documented for
@@ -105,7 +105,7 @@ def child_specs(
 
 async def execute(
     config: SpawnerConfig, ctx: StepContext, port: FanoutPort, limits: FanoutLimits
-) -> AwaitChildren | Parked:
+) -> AwaitingChildren | Parked:
     items = items_of(config, ctx)
     total = len(items)
     existing = await port.existing_children()
@@ -122,7 +122,7 @@ async def execute(
         f"fan-out of {total} children: {created} created, {total - created} re-attached",
         {"total": total, "created": created},
     )
-    return AwaitChildren(total)
+    return AwaitingChildren(total)
 
 
 async def _guards(port: FanoutPort, limits: FanoutLimits, missing: int) -> Parked | None:

@@ -1,4 +1,4 @@
--- One batch of admission operations, applied atomically and in order (admission/exchange.py
+-- One batch of admission operations, applied atomically and in order (admission/backend.py
 -- builds it). Every worker coalesces the admits, settlements and tenant takes that its steps
 -- ask for while the previous batch is in flight, so a busy worker makes one round trip for
 -- many calls, and the state each batch touches is read once and written once.

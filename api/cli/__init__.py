@@ -1,7 +1,7 @@
 """The `schemabridge` command line (console script `schemabridge = api.cli:main`).
 
-Each command lives in its own `api/cli_<name>.py` module and is registered at the bottom of
-this file.
+Each command (or group of commands) lives in a module of this package, `api/cli/<name>.py`,
+and is registered at the bottom of this file.
 
 Exit codes shared by all commands: 0 success, 1 the input was understood but is invalid (or the
 work failed), 2 usage error or unreadable input.
@@ -56,7 +56,7 @@ def main() -> None:
 
 
 # ── command registration ────────────────────────────────────────────────────────────────────
-# One line per command, implemented in api/cli_<name>.py (run, serve, worker, db go here).
+# One line per command or group of commands, implemented in api/cli/<name>.py.
 
 app.command(name="validate")(cli_validate.validate)
 app.command(name="run")(cli_run.run)

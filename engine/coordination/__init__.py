@@ -1,8 +1,7 @@
-"""Coordination through Redis: the client factory, wake-ups and service heartbeats."""
+"""Coordination through Redis: the client factory, its keys, wake-ups and service heartbeats."""
 
 from engine.coordination.redis_client import (
     COORDINATION_ERRORS,
-    CoordinationUnavailable,
     close_redis,
     embedded_server,
     open_redis,
@@ -11,7 +10,6 @@ from engine.coordination.redis_client import (
 
 __all__ = [
     "COORDINATION_ERRORS",
-    "CoordinationUnavailable",
     "close_redis",
     "embedded_server",
     "open_redis",

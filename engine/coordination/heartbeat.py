@@ -31,7 +31,7 @@ from typing import cast
 
 import redis.asyncio as redis
 
-from admission import keys
+from engine.coordination import keys
 from engine.coordination.redis_client import COORDINATION_ERRORS
 from engine.settings import Settings
 from schemas.clock import Clock

@@ -8,7 +8,8 @@ that follow from that:
 - Opening a client never connects: a service starts even while Redis is down, and every
   caller treats a failed Redis call (`COORDINATION_ERRORS`) as "coordination unavailable right
   now": log it, fall back (slow polling, conservative admission), try again later. Use
-  `redis_ok` to probe; raise `CoordinationUnavailable` where a caller really cannot proceed.
+  `redis_ok` to probe. Where a caller really cannot proceed, it refuses with
+  `schemas.errors.Unavailable` (code `coordination_unavailable`).
 - Commands fail fast (short connect/read timeouts, two quick retries) instead of hanging a
   worker on a dead server; callers already have a fallback.
 
@@ -37,7 +38,6 @@ from redis.backoff import ExponentialWithJitterBackoff, NoBackoff
 from redis.exceptions import RedisError
 
 from engine.settings import Settings
-from schemas.errors import SchemaBridgeError
 
 logger = logging.getLogger(__name__)
 
@@ -54,22 +54,6 @@ command (BLPOP and friends) must use a server-side timeout below this."""
 HEALTH_CHECK_INTERVAL_S = 15
 """A pooled connection idle this long is PINGed before reuse, so a half-open TCP connection
 (server restarted, NAT dropped it) is found before a real command is lost on it."""
-
-
-class CoordinationUnavailable(SchemaBridgeError):
-    """Redis (or the embedded server) cannot be reached right now.
-
-    Raised only where a caller cannot degrade on its own; most code catches
-    `COORDINATION_ERRORS`, logs, and falls back. Work is never lost: the store still holds it.
-    """
-
-    code = "coordination_unavailable"
-
-    def __init__(self, detail: str) -> None:
-        super().__init__(
-            f"coordination store unavailable: {detail}; check that Redis is running and that "
-            "SCHEMABRIDGE_REDIS_URL points at it (unset it to use the embedded server)"
-        )
 
 
 class _EmbeddedSlot:

@@ -6,12 +6,13 @@ poll, so losing one costs latency, never work. That allows a cheap design:
 
 - Local first. `notify()` sets this process's signal at once, so waiters in the same process
   wake without a Redis round trip.
-- Remote by PUBLISH on `sb:wakeup` (admission.keys.WAKEUP_CHANNEL). Each `Wakeup` owns two
-  background tasks: a publisher, which coalesces a burst of `notify()` calls into at most one
-  PUBLISH per `coalesce_s` (default 5 ms; a notify during the window is published right after
-  it, so the last one is never dropped), and a listener, subscribed on its own connection,
-  which sets the local signal when another process publishes. The payload is the sender's
-  random id, so a process ignores the echo of its own publications (it already woke locally).
+- Remote by PUBLISH on `sb:wakeup` (`engine.coordination.keys.WAKEUP_CHANNEL`). Each `Wakeup`
+  owns two background tasks: a publisher, which coalesces a burst of `notify()` calls into at
+  most one PUBLISH per `coalesce_s` (default 5 ms; a notify during the window is published
+  right after it, so the last one is never dropped), and a listener, subscribed on its own
+  connection, which sets the local signal when another process publishes. The payload is the
+  sender's random id, so a process ignores the echo of its own publications (it already woke
+  locally).
 - Level-triggered. The signal stays set until a `wait()` consumes it, so a notification that
   arrives while nobody waits makes the next `wait()` return at once; every waiter blocked at
   that moment wakes (broadcast). Spurious wake-ups are possible; callers re-check the store.
@@ -38,7 +39,7 @@ from typing import Any
 import redis.asyncio as redis
 from redis.asyncio.client import PubSub
 
-from admission import keys
+from engine.coordination import keys
 from engine.coordination.redis_client import COORDINATION_ERRORS
 
 logger = logging.getLogger(__name__)

@@ -1,1 +1,2 @@
-"""Executing claimed steps: the worker loop, the executor and the admission guard."""
+"""Executing claimed steps: the worker loop, the executor, the step rules, the admission guard
+and the fan-out's port onto the store."""

@@ -31,9 +31,10 @@ from dataclasses import dataclass, field
 
 from redis.exceptions import ResponseError
 
-from admission import Admission, DestinationCaps, Outcome, Ticket
+from admission import Admission, CallOutcome, DestinationCaps, Ticket
 from engine.coordination.redis_client import COORDINATION_ERRORS
 from engine.store import Store
+from schemas.errors import StepDeferred
 
 logger = logging.getLogger(__name__)
 
@@ -43,20 +44,22 @@ THROTTLE_STATUS = 429
 OVERLOAD_STATUSES = frozenset({503})
 
 
-class CoordinationDown(Exception):
+class CoordinationDown(StepDeferred):
     """Admission could not reach Redis before the call: nothing was sent; try again soon."""
 
+    code = "admission_unavailable"
 
-def outcome_of(status: int | None, error_kind: str | None) -> Outcome:
+
+def outcome_of(status: int | None, error_kind: str | None) -> CallOutcome:
     if error_kind in {"cancelled", "internal_error", "invalid_config"}:
-        return Outcome.IGNORE
+        return CallOutcome.IGNORE
     if status == THROTTLE_STATUS and error_kind is None:
-        return Outcome.THROTTLED
+        return CallOutcome.THROTTLED
     if status in OVERLOAD_STATUSES or error_kind == "timeout":
-        return Outcome.OVERLOAD
+        return CallOutcome.OVERLOAD
     if error_kind is not None or (status is not None and status >= 500):
-        return Outcome.FAILURE
-    return Outcome.SUCCESS
+        return CallOutcome.FAILURE
+    return CallOutcome.SUCCESS
 
 
 @dataclass

@@ -30,13 +30,13 @@ from engine.execution import step_rules as scheduler
 from engine.execution.admission_guard import AdmissionGuard, CoordinationDown
 from engine.store import ClaimLost, Store
 from engine.store.records import (
-    AwaitChildren,
     ClaimedStep,
-    Failure,
     LogLine,
-    Park,
+    StepAwaitingChildren,
+    StepFailed,
+    StepParked,
     StepResult,
-    Success,
+    StepSucceeded,
 )
 from schemas.clock import Clock
 from schemas.definitions import GatewayVertex, MergeVertex, SpawnerVertex, Vertex, Workflow
@@ -60,9 +60,6 @@ def _transient(exc: SQLAlchemyError) -> bool:
     if isinstance(exc, IntegrityError | DataError | ProgrammingError):
         return False
     return isinstance(exc, OperationalError | InterfaceError | DBAPIError | SATimeoutError)
-
-
-WorkflowLookup = Callable[[str, int], Awaitable[Workflow]]
 
 
 @dataclass
@@ -123,7 +120,7 @@ async def execute(
             # briefly so it runs again; if even that cannot be recorded, its lease expires.
             logger.warning("store error in %s/%s: %s", step.run_id, step.vertex_id, exc)
             reason = f"store unavailable ({type(exc).__name__}); trying again"
-            park = Park(step, deps.clock.now() + STORE_RETRY_S, reason, log.tenant_item_taken)
+            park = StepParked(step, deps.clock.now() + STORE_RETRY_S, reason, log.tenant_item_taken)
             return park, log.lines
         logger.exception("store error in %s/%s", step.run_id, step.vertex_id)
         crash = StepFailure(FailureKind.INTERNAL_ERROR, f"store error: {type(exc).__name__}")
@@ -139,16 +136,18 @@ async def execute(
         return _failed(step, vertex, crash, deps, log), log.lines
     if isinstance(outcome, Parked):
         await log("info", f"parked: {outcome.reason}", {"delaySeconds": outcome.delay_s})
-        park = Park(step, deps.clock.now() + outcome.delay_s, outcome.reason, log.tenant_item_taken)
+        park = StepParked(
+            step, deps.clock.now() + outcome.delay_s, outcome.reason, log.tenant_item_taken
+        )
         return park, log.lines
-    if isinstance(outcome, contract.AwaitChildren):
-        return AwaitChildren(step, outcome.total), log.lines
-    return Success(step, outcome.output), log.lines
+    if isinstance(outcome, contract.AwaitingChildren):
+        return StepAwaitingChildren(step, outcome.total), log.lines
+    return StepSucceeded(step, outcome.output), log.lines
 
 
 async def _dispatch(
     vertex: Vertex, step: ClaimedStep, workflow: Workflow, log: StepLog, deps: ExecutorDeps
-) -> contract.Outcome:
+) -> contract.VertexOutcome:
     ctx = StepContext(
         run_id=step.run_id,
         vertex_id=step.vertex_id,
@@ -174,7 +173,7 @@ async def _dispatch(
 
 async def _gateway(
     vertex: GatewayVertex, step: ClaimedStep, ctx: StepContext, deps: ExecutorDeps, log: StepLog
-) -> contract.Outcome:
+) -> contract.VertexOutcome:
     if deps.admission is None:
         return await gateway.execute(vertex.config, ctx, deps.http, deps.timeouts)
     guard = AdmissionGuard(
@@ -204,7 +203,7 @@ def _failed(
     failure: StepFailure,
     deps: ExecutorDeps,
     log: StepLog,
-) -> Failure:
+) -> StepFailed:
     retry_at = scheduler.redispatch_at(
         failure,
         max_auto_retries=vertex.max_auto_retries if vertex is not None else 0,
@@ -237,4 +236,4 @@ def _failed(
                 deps.clock.now(),
             )
         )
-    return Failure(step, error, retry_at, log.tenant_item_taken)
+    return StepFailed(step, error, retry_at, log.tenant_item_taken)

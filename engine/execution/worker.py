@@ -34,7 +34,14 @@ from typing import Any, Protocol
 
 from engine.execution import executor
 from engine.store import Store
-from engine.store.records import ClaimedStep, CompletionReport, Failure, LogLine, Park, StepResult
+from engine.store.records import (
+    ClaimedStep,
+    CompletionReport,
+    LogLine,
+    StepFailed,
+    StepParked,
+    StepResult,
+)
 from schemas.definitions import Workflow
 
 logger = logging.getLogger(__name__)
@@ -308,9 +315,9 @@ class Worker:
 
 def _due_at(result: StepResult) -> float | None:
     """When a recorded result makes its step claimable again (parked or redispatched)."""
-    if isinstance(result, Park):
+    if isinstance(result, StepParked):
         return result.not_before
-    if isinstance(result, Failure):
+    if isinstance(result, StepFailed):
         return result.retry_at
     return None
 

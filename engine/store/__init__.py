@@ -1,7 +1,7 @@
 """The durable store: every SQL statement SchemaBridge runs lives in this package.
 
-`Store` is the one object that holds the database engines; the rest of the engine depends on
-the role it needs (see `engine.store.store`).
+`Store` is the one object that holds the database engines; it combines the store's roles, one
+class per module (see `engine.store.store`).
 """
 
 from engine.store.store import ClaimLost, Store, UnknownWorkflow, definition_hash

@@ -14,7 +14,6 @@ from sqlalchemy.ext.asyncio import AsyncConnection
 from engine.store import db
 from engine.store.dialect import Dialect
 from engine.store.models import (
-    DONE_STEP_STATUSES,
     Run,
     RunLog,
     Step,
@@ -29,6 +28,7 @@ from engine.store.records import (
 )
 from schemas.clock import Clock
 from schemas.definitions import Workflow
+from schemas.errors import NotFound, SchemaBridgeError
 
 logger = logging.getLogger(__name__)
 
@@ -37,19 +37,20 @@ steps = Step.__table__  # type: ignore[attr-defined]
 logs = RunLog.__table__  # type: ignore[attr-defined]
 versions = WorkflowVersion.__table__  # type: ignore[attr-defined]
 
-_DONE = [s.value for s in DONE_STEP_STATUSES]
-MAX_NESTING = 16
-"""Fan-outs nest (a child can spawn); joins cascade upwards at most this deep per commit."""
 ANALYZE_AFTER_ROWS = 2_000
 """Rows this process inserts (runs and steps) before it first refreshes planner statistics."""
 
 
-class ClaimLost(RuntimeError):
+class ClaimLost(SchemaBridgeError, RuntimeError):
     """The step's claim is no longer live: stop working on it."""
 
+    code = "claim_lost"
 
-class UnknownWorkflow(LookupError):
+
+class UnknownWorkflow(NotFound, LookupError):
     """No published workflow (or version) with that name."""
+
+    code = "workflow_not_found"
 
 
 def definition_hash(document: dict[str, Any]) -> str:

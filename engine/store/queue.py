@@ -48,13 +48,13 @@ from engine.store.models import (
     StepStatus,
 )
 from engine.store.records import (
-    AwaitChildren,
     ClaimedStep,
     CompletionReport,
-    Failure,
     LogLine,
+    StepAwaitingChildren,
+    StepFailed,
     StepResult,
-    Success,
+    StepSucceeded,
 )
 
 MAX_NESTING = 16
@@ -194,14 +194,14 @@ class WorkQueue(StoreCore):
                     r.step.run_id, r.step.vertex_id, await self._workflow_of(r.step), r.output
                 )
                 for r in live
-                if isinstance(r, Success)
+                if isinstance(r, StepSucceeded)
             ]
             await results_.steps_done(tx, done)
             for result in live:
                 step = result.step
-                if isinstance(result, Failure) and result.retry_at is None:
+                if isinstance(result, StepFailed) and result.retry_at is None:
                     await results_.fail_run(tx, step.run_id, step.vertex_id, result.error)
-                elif isinstance(result, AwaitChildren):
+                elif isinstance(result, StepAwaitingChildren):
                     await self._check_join(tx, step.run_id, step.vertex_id)
             dropped = [
                 LogLine(

@@ -119,7 +119,7 @@ class LogLine:
 
 
 @dataclass(frozen=True)
-class Success:
+class StepSucceeded:
     """Record `output` for a claimed step."""
 
     step: ClaimedStep
@@ -127,7 +127,7 @@ class Success:
 
 
 @dataclass(frozen=True)
-class Failure:
+class StepFailed:
     """Record a failure; `retry_at` set = redispatch then (READY again), else terminal."""
 
     step: ClaimedStep
@@ -138,7 +138,7 @@ class Failure:
 
 
 @dataclass(frozen=True)
-class Park:
+class StepParked:
     """Put a claimed step back, not to be claimed before `not_before`."""
 
     step: ClaimedStep
@@ -149,14 +149,16 @@ class Park:
 
 
 @dataclass(frozen=True)
-class AwaitChildren:
+class StepAwaitingChildren:
     """A spawner created its `total` children: park the step until the join closes."""
 
     step: ClaimedStep
     total: int
 
 
-StepResult = Success | Failure | Park | AwaitChildren
+StepResult = StepSucceeded | StepFailed | StepParked | StepAwaitingChildren
+"""What `Store.complete` records for a claimed step. The executor builds one from the vertex's
+decision (`vertices.contract.VertexOutcome`) or from the failure it raised."""
 
 
 @dataclass

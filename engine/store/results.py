@@ -16,7 +16,7 @@ Terminal failures and spawner parks are rare and handled one by one by the store
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -26,13 +26,13 @@ from sqlalchemy.ext.asyncio import AsyncConnection
 from engine.store.children import EndedChild
 from engine.store.models import DONE_STEP_STATUSES, Run, RunLog, RunStatus, Step, StepStatus
 from engine.store.records import (
-    AwaitChildren,
     CompletionReport,
-    Failure,
     LogLine,
-    Park,
+    StepAwaitingChildren,
+    StepFailed,
+    StepParked,
     StepResult,
-    Success,
+    StepSucceeded,
 )
 from schemas.definitions import Workflow
 
@@ -41,8 +41,6 @@ steps = Step.__table__  # type: ignore[attr-defined]
 logs = RunLog.__table__  # type: ignore[attr-defined]
 
 _DONE = [s.value for s in DONE_STEP_STATUSES]
-
-WorkflowOf = Callable[[str, int], Awaitable[Workflow]]
 
 
 @dataclass
@@ -166,26 +164,26 @@ def _release_row(result: StepResult, now: float) -> dict[str, Any]:
         "b_ended_at": None,
         "b_retry": 0,
         "b_children_total": None,
-        "b_item_taken": isinstance(result, Failure | Park) and result.tenant_item_taken,
+        "b_item_taken": isinstance(result, StepFailed | StepParked) and result.tenant_item_taken,
     }
-    if isinstance(result, Success):
+    if isinstance(result, StepSucceeded):
         row |= {
             "b_status": StepStatus.SUCCEEDED.value,
             "b_output": result.output,
             "b_ended_at": now,
         }
-    elif isinstance(result, Failure) and result.retry_at is not None:
+    elif isinstance(result, StepFailed) and result.retry_at is not None:
         row |= {
             "b_status": StepStatus.READY.value,
             "b_error": result.error,
             "b_not_before": result.retry_at,
             "b_retry": 1,
         }
-    elif isinstance(result, Failure):
+    elif isinstance(result, StepFailed):
         row |= {"b_status": StepStatus.FAILED.value, "b_error": result.error, "b_ended_at": now}
-    elif isinstance(result, Park):
+    elif isinstance(result, StepParked):
         row |= {"b_status": StepStatus.READY.value, "b_not_before": result.not_before}
-    elif isinstance(result, AwaitChildren):
+    elif isinstance(result, StepAwaitingChildren):
         row |= {"b_status": StepStatus.PARKED.value, "b_children_total": result.total}
     return row
 

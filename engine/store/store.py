@@ -1,8 +1,9 @@
 """`Store`: every role of the durable store on one pair of database engines.
 
-Each role is a class of its own module, and the rest of the engine depends on the role it uses:
-the worker on `WorkQueue`, the vertices on `FanoutStore`, the operations layer on
-`RunCatalogue` and `OperatorSettingsStore`. Build with `Store.open`, end with `close`.
+Each role is a class of its own module: `WorkQueue` (claims, leases, results: the worker's),
+`FanoutStore` (child runs and payloads: the fan-out's), `RunCatalogue` (versions, runs, steps,
+logs) and `OperatorSettingsStore` (caps, tenant limits, quotas). Callers take the combined
+`Store`. Build with `Store.open`, end with `close`.
 """
 
 from __future__ import annotations

@@ -9,7 +9,7 @@ from collections.abc import Callable
 import pytest
 from redis.asyncio import Redis
 
-from admission import Admission, AdmissionConfig, AimdConfig, BreakerState, Outcome, Ticket
+from admission import Admission, AdmissionConfig, AimdConfig, BreakerState, CallOutcome, Ticket
 from schemas.clock import FakeClock
 from schemas.errors import FailureKind, StepFailure
 
@@ -287,7 +287,7 @@ async def test_429s_cut_the_limit_but_never_open_a_breaker(
     admission = Admission(connect(), clock, AdmissionConfig(aimd=AimdConfig(initial_limit=20)))
     await fail(admission, times=4)
     for _ in range(30):  # far beyond both thresholds
-        await (await admit(admission)).settle(Outcome.THROTTLED)
+        await (await admit(admission)).settle(CallOutcome.THROTTLED)
         clock.advance(1)
     (state,) = (await admission.snapshot()).destinations
     assert state.global_breaker.state is BreakerState.CLOSED
@@ -305,7 +305,7 @@ async def test_a_429_probe_gives_its_permit_back_without_deciding(
     clock.advance(30)  # half-open: two probes at a time
     first, second = await admit(admission), await admit(admission)
     await blocked(admission)  # both permits in use
-    await first.settle(Outcome.THROTTLED)
+    await first.settle(CallOutcome.THROTTLED)
     assert (await layers(admission))[1]["acme"] is BreakerState.HALF_OPEN
     third = await admit(admission)  # the throttled probe's permit is free again
     await second.success()

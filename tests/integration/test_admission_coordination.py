@@ -24,8 +24,8 @@ from admission import (
     AimdConfig,
     AimdState,
     BreakerConfig,
+    CallOutcome,
     DestinationCaps,
-    Outcome,
     RetryBudget,
     RetryBudgetConfig,
     Ticket,
@@ -302,17 +302,17 @@ def test_invalid_caps_are_refused(kwargs: dict[str, Any]) -> None:
 async def test_retry_budget_is_exhausted_by_failures_and_earned_back(connect: Connect) -> None:
     budget = RetryBudgetConfig(max_tokens=10, token_ratio=0.5)
     admission = make(connect, FakeClock(), retry_budget=budget)
-    assert await admission.retry_allowed(DEST)
+    assert await admission.budget.allowed(DEST)
     for outcome in ["failure", "overload"] * 2:
         ticket = await admission.admit(DEST, "t", wait_timeout_s=0)
-        await ticket.settle(Outcome(outcome))
-    assert await admission.retry_allowed(DEST)  # 6 tokens left
+        await ticket.settle(CallOutcome(outcome))
+    assert await admission.budget.allowed(DEST)  # 6 tokens left
     await (await admission.admit(DEST, "t", wait_timeout_s=0)).failure()
-    assert not await admission.retry_allowed(DEST)  # 5: not more than half
+    assert not await admission.budget.allowed(DEST)  # 5: not more than half
     await (await admission.admit(DEST, "t", wait_timeout_s=0)).ignore()
-    assert not await admission.retry_allowed(DEST)  # ignore earns nothing
+    assert not await admission.budget.allowed(DEST)  # ignore earns nothing
     await (await admission.admit(DEST, "t", wait_timeout_s=0)).success()
-    assert await admission.retry_allowed(DEST)  # 5.5
+    assert await admission.budget.allowed(DEST)  # 5.5
     assert (await admission.snapshot()).destinations[0].retry_tokens == 5.5
 
 
@@ -421,7 +421,7 @@ async def test_redis_holds_growth_after_a_cut_exactly_like_the_pure_algorithm(
             expected = aimd.on_overload(
                 expected, slot_epoch=ticket.epoch, cap=100, now=now, retry_after_s=retry_after
             )
-            outcome = Outcome.THROTTLED if sample == "t" else Outcome.OVERLOAD
+            outcome = CallOutcome.THROTTLED if sample == "t" else CallOutcome.OVERLOAD
             await ticket.settle(outcome, retry_after_s=retry_after)
         await asyncio.gather(*(t.ignore() for t in others))
         state = (await admission.snapshot()).destinations[0]
@@ -451,7 +451,7 @@ async def test_the_hold_doubles_up_to_exactly_one_hold_after_it_in_redis_as_in_p
         expected = aimd.on_overload(
             expected, slot_epoch=ticket.epoch, cap=100, now=clock.now(), retry_after_s=retry_after
         )
-        await ticket.settle(Outcome.THROTTLED, retry_after_s=retry_after)
+        await ticket.settle(CallOutcome.THROTTLED, retry_after_s=retry_after)
         state = (await admission.snapshot()).destinations[0]
         assert (state.limit, state.cuts) == (pytest.approx(expected.limit), expected.epoch)
         assert state.growth_held_s == pytest.approx(expected.hold_until - clock.now())

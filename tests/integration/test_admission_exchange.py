@@ -15,8 +15,8 @@ from admission import (
     Aimd,
     AimdConfig,
     AimdState,
+    CallOutcome,
     DestinationCaps,
-    Outcome,
     TenantRateConfig,
     TenantRateLimited,
 )
@@ -158,8 +158,8 @@ async def open_global_breaker(elsewhere: Admission) -> None:
     """Other tenants' calls fail, in another process: the destination's global layer opens."""
     for i in range(GLOBAL_DEFAULT.threshold):
         await elsewhere.backend.settle(
-            DEST, f"other-{i}", f"tok-{i}", "failure", slot_epoch=0, now=FakeClock().now(),
-            config=elsewhere.config,
+            DEST, f"other-{i}", f"tok-{i}", CallOutcome.FAILURE, slot_epoch=0,
+            now=FakeClock().now(), config=elsewhere.config,
         )  # fmt: skip
 
 
@@ -198,7 +198,7 @@ async def test_no_hand_over_when_the_checks_might_not_pass(connect: Connect, why
     elif why == "other-tenant":
         await first.success()
     else:
-        await first.settle(Outcome.THROTTLED)  # at capacity: the limit is cut
+        await first.settle(CallOutcome.THROTTLED)  # at capacity: the limit is cut
     async with asyncio.timeout(5):
         ticket = await second  # admitted through Redis instead
     assert admission.handovers == 0 and ticket.handovers == 0
@@ -230,14 +230,14 @@ async def test_a_reply_already_in_flight_does_not_undo_an_overload_seen_since(
     before = admission.batcher.exchanges
     async with asyncio.timeout(5):  # the refused admit's exchange is sent, held at gate 0
         await in_the_air.wait()
-    settling_429 = asyncio.ensure_future(throttled.settle(Outcome.THROTTLED))
+    settling_429 = asyncio.ensure_future(throttled.settle(CallOutcome.THROTTLED))
     await asyncio.sleep(0)  # queued behind the exchange in flight
     gates[0].set()  # the reply that was in flight arrives: "0 free slots"
     with pytest.raises(StepFailure, match="no slot"):
         async with asyncio.timeout(5):
             await refused
     assert admission.batcher.exchanges == before + 1
-    settling_success = asyncio.ensure_future(succeeded.settle(Outcome.SUCCESS))
+    settling_success = asyncio.ensure_future(succeeded.settle(CallOutcome.SUCCESS))
     await asyncio.sleep(0)  # it decides at once whether to hand its slot over: the 429's
     assert admission.handovers == 0  # settlement is still unanswered, so it must not
     gates[1].set()
@@ -268,7 +268,7 @@ async def test_a_429_whose_settlement_fails_keeps_hand_overs_stopped(connect: Co
 
     admission.batcher._exchange = failing_once
     with pytest.raises(ConnectionError):
-        await throttled.settle(Outcome.THROTTLED)
+        await throttled.settle(CallOutcome.THROTTLED)
     view = admission._views.get(DEST)
     assert view.overloads_unanswered == 0 and view.free_slots < 0
     await succeeded.success()

@@ -12,7 +12,6 @@ import redis.asyncio as redis
 
 from engine import coordination
 from engine.settings import Settings
-from schemas.errors import SchemaBridgeError
 from tests.integration.scripts.helpers import BACKENDS, UNREACHABLE_REDIS_URL, open_client, unique
 
 
@@ -101,13 +100,6 @@ async def test_close_is_quiet_for_a_server_that_is_gone() -> None:
     client = await coordination.open_redis(Settings(redis_url=UNREACHABLE_REDIS_URL))
     assert not await coordination.redis_ok(client)
     await coordination.close_redis(client)
-
-
-def test_coordination_unavailable_says_what_to_fix() -> None:
-    error = coordination.CoordinationUnavailable("connection refused")
-    assert isinstance(error, SchemaBridgeError)
-    assert error.code == "coordination_unavailable"
-    assert "SCHEMABRIDGE_REDIS_URL" in str(error)
 
 
 @pytest.mark.redis

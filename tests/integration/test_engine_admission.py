@@ -15,7 +15,7 @@ from demo.downstream import RunningDownstream, start_downstream
 from demo.downstream_state import DownstreamConfig
 from engine.execution import executor
 from engine.runtime import Runtime
-from engine.store.records import ClaimedStep, Failure, Park, Success
+from engine.store.records import ClaimedStep, StepFailed, StepParked, StepSucceeded
 from schemas.clock import FakeClock
 from schemas.definitions import Workflow
 from tests.conftest import Backend
@@ -171,7 +171,7 @@ async def test_tenant_at_its_rate_limit_is_delayed_not_failed(
         results = [await executor.execute(step, version.workflow, deps) for step in claimed]
     finally:
         await runtime.close()
-    parked = [result for result, _ in results if isinstance(result, Park)]
+    parked = [result for result, _ in results if isinstance(result, StepParked)]
     assert len(parked) == 1
     assert parked[0].not_before == clock.now() + 5.0
     assert "rate limit" in parked[0].reason
@@ -216,7 +216,7 @@ async def test_a_step_waits_while_admission_cannot_reach_redis(
         result, _ = await executor.execute(claimed, version.workflow, runtime.executor_deps())
     finally:
         await runtime.close()
-    assert isinstance(result, Park)
+    assert isinstance(result, StepParked)
     assert "admission unavailable" in result.reason
     assert downstream.stats.total == 0
 
@@ -247,7 +247,7 @@ async def test_tenant_rate_limits_are_durable(
         assert await second.store.get_tenant_rate(tenant) is None
     finally:
         await second.close()
-    assert sum(isinstance(result, Park) for result, _ in results) == 1
+    assert sum(isinstance(result, StepParked) for result, _ in results) == 1
     assert downstream.stats.total == 2
 
 
@@ -295,7 +295,7 @@ async def test_a_step_refused_before_sending_takes_its_tenant_item_when_redispat
         holder = await runtime.admission.admit(destination, "other", wait_timeout_s=0)
         await runtime.store.create_run(version, {}, tenant_id=tenant)
         refused, first = await execute_claimed(runtime, version.workflow)
-        assert isinstance(refused, Failure) and refused.retry_at is not None
+        assert isinstance(refused, StepFailed) and refused.retry_at is not None
         assert not refused.tenant_item_taken
         assert (await runtime.admission.rate.usage(tenant))[0] == 0
         await holder.ignore()
@@ -304,7 +304,7 @@ async def test_a_step_refused_before_sending_takes_its_tenant_item_when_redispat
         used, _ = await runtime.admission.rate.usage(tenant)
     finally:
         await runtime.close()
-    assert isinstance(succeeded, Success)
+    assert isinstance(succeeded, StepSucceeded)
     assert (first.tenant_item_taken, second.tenant_item_taken) == (False, False)
     assert used == 1
 
@@ -319,7 +319,7 @@ async def test_a_step_whose_item_was_taken_does_not_take_another_when_redispatch
         version = await runtime.store.publish(call(f"{downstream.url}/busy?status=503", attempts=1))
         await runtime.store.create_run(version, {}, tenant_id=tenant)
         overloaded, _ = await execute_claimed(runtime, version.workflow)
-        assert isinstance(overloaded, Failure) and overloaded.tenant_item_taken
+        assert isinstance(overloaded, StepFailed) and overloaded.tenant_item_taken
         clock.advance(30)
         _, redispatched = await execute_claimed(runtime, version.workflow)
         used, _ = await runtime.admission.rate.usage(tenant)
@@ -360,6 +360,6 @@ async def test_a_park_for_a_store_error_keeps_the_tenant_item_taken(
         used, _ = await runtime.admission.rate.usage(tenant)
     finally:
         await runtime.close()
-    assert isinstance(parked, Park) and "store unavailable" in parked.reason
+    assert isinstance(parked, StepParked) and "store unavailable" in parked.reason
     assert parked.tenant_item_taken and again.tenant_item_taken
     assert used == 1

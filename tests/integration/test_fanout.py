@@ -12,7 +12,7 @@ import pytest
 from demo.downstream import RunningDownstream
 from engine.execution import executor
 from engine.runtime import Runtime
-from engine.store.records import AwaitChildren, Park, Success
+from engine.store.records import StepAwaitingChildren, StepParked, StepSucceeded
 from schemas.clock import FakeClock
 from schemas.definitions import Workflow
 from tests.conftest import Backend
@@ -200,7 +200,7 @@ async def test_racing_spawner_deliveries_create_each_child_once(
         executor.execute(step, version.workflow, deps),
         executor.execute(step, version.workflow, deps),
     )
-    assert all(isinstance(result, AwaitChildren) for result, _ in results)
+    assert all(isinstance(result, StepAwaitingChildren) for result, _ in results)
     children = await runtime.store.existing_children(step.run_id, "each")
     assert children == 1200
     page = await runtime.store.children(step.run_id, limit=2000)
@@ -225,20 +225,20 @@ async def test_backpressure_parks_the_spawner_and_it_resumes(
     version = await runtime.store.get_version("parent")
     deps = runtime.executor_deps()
     parked, _ = await executor.execute(step, version.workflow, deps)
-    assert isinstance(parked, Park) and parked.not_before == clock.now() + 10
+    assert isinstance(parked, StepParked) and parked.not_before == clock.now() + 10
     assert "ready queue depth 5" in parked.reason
     await runtime.store.complete([parked])
     assert await runtime.store.existing_children(step.run_id, "each") == 0
     drained = await runtime.store.claim(10, lease_s=60)
     assert sorted(s.run_id for s in drained) == sorted(blockers)
-    await runtime.store.complete([Success(s, {}) for s in drained])
+    await runtime.store.complete([StepSucceeded(s, {}) for s in drained])
     clock.advance(9.9)
     assert await runtime.store.claim(10, lease_s=60) == []
     clock.advance(0.1)
     (again,) = await runtime.store.claim(10, lease_s=60)
     assert again.step_id == step.step_id
     resumed, _ = await executor.execute(again, version.workflow, deps)
-    assert isinstance(resumed, AwaitChildren)
+    assert isinstance(resumed, StepAwaitingChildren)
     assert await runtime.store.existing_children(step.run_id, "each") == 5
 
 
@@ -251,13 +251,13 @@ async def test_payload_pressure_parks_until_a_timer_finds_it_drained(
     version = await runtime.store.get_version("parent")
     deps = runtime.executor_deps()
     parked, _ = await executor.execute(step, version.workflow, deps)
-    assert isinstance(parked, Park) and "payload store" in parked.reason
+    assert isinstance(parked, StepParked) and "payload store" in parked.reason
     await runtime.store.complete([parked])
     await runtime.store.delete_payload(payload_ref)
     clock.advance(10)
     (again,) = await runtime.store.claim(10, lease_s=60)
     resumed, _ = await executor.execute(again, version.workflow, deps)
-    assert isinstance(resumed, AwaitChildren)
+    assert isinstance(resumed, StepAwaitingChildren)
 
 
 async def test_redelivered_spawner_reattaches_existing_children(
@@ -276,7 +276,7 @@ async def test_redelivered_spawner_reattaches_existing_children(
     (again,) = [s for s in claimed if s.vertex_id == "each"]
     assert again.step_id == step.step_id and again.attempts == 2
     result, lines = await executor.execute(again, version.workflow, deps)
-    assert isinstance(result, AwaitChildren)
+    assert isinstance(result, StepAwaitingChildren)
     assert any("0 created, 30 re-attached" in line.message for line in lines)
     assert (await runtime.store.complete([result])).recorded == 1
     assert await runtime.store.existing_children(step.run_id, "each") == 30

@@ -16,7 +16,7 @@ from typing import Any
 
 import pytest
 
-from admission import keys
+from engine.coordination import keys
 from engine.health import HealthMarker
 from engine.settings import Settings
 from tests.integration.scripts.helpers import BACKENDS, open_client, unique

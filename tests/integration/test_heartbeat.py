@@ -15,8 +15,8 @@ import fakeredis
 import pytest
 import redis.asyncio as redis
 
-from admission import keys
 from engine import coordination
+from engine.coordination import keys
 from engine.coordination.heartbeat import Heartbeat, ServiceMonitor, ServiceStatus, read_services
 from engine.settings import Settings
 from schemas.clock import FakeClock

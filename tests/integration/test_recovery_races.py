@@ -10,7 +10,13 @@ from typing import Any
 import pytest
 
 from engine.store import Store
-from engine.store.records import AwaitChildren, ClaimedStep, Failure, Park, Success
+from engine.store.records import (
+    ClaimedStep,
+    StepAwaitingChildren,
+    StepFailed,
+    StepParked,
+    StepSucceeded,
+)
 from schemas.clock import FakeClock
 from schemas.definitions import Workflow
 from tests.conftest import Backend
@@ -69,7 +75,7 @@ async def test_expired_lease_of_a_failed_run_does_not_run_again(
     version = await store.get_version("child")
     run, _ = await store.create_run(version, None)
     steps = by_vertex(await store.claim(10, lease_s=5))
-    await store.complete([Failure(steps["a"], BAD)])  # the run fails; b is still running
+    await store.complete([StepFailed(steps["a"], BAD)])  # the run fails; b is still running
     clock.advance(6)  # b's worker died
     await store.requeue_expired()
     assert await store.claim(10, lease_s=5) == []
@@ -86,7 +92,7 @@ async def _fan_out(store: Store, n: int) -> tuple[str, ClaimedStep]:
     from engine.store.records import ChildRow
 
     await store.create_children(spawner, child, n, [ChildRow(i, {"i": i}, None) for i in range(n)])
-    await store.complete([AwaitChildren(spawner, n)])
+    await store.complete([StepAwaitingChildren(spawner, n)])
     return run.id, spawner
 
 
@@ -95,16 +101,16 @@ async def _run_children(store: Store, fail_a_of: set[int]) -> None:
     for _ in range(20):
         claimed = await store.claim(100, lease_s=60)
         if all(c.vertex_id == "join" for c in claimed):
-            await store.complete([Park(c, 0.0, "joined later by the test") for c in claimed])
+            await store.complete([StepParked(c, 0.0, "joined later by the test") for c in claimed])
             return
         results: list[Any] = []
         for step in claimed:
             if step.vertex_id == "join":
-                results.append(Park(step, 0.0, "joined later by the test"))
+                results.append(StepParked(step, 0.0, "joined later by the test"))
             elif step.vertex_id == "a" and step.item_index in fail_a_of:
-                results.append(Failure(step, BAD))
+                results.append(StepFailed(step, BAD))
             else:
-                results.append(Success(step, {"v": step.vertex_id}))
+                results.append(StepSucceeded(step, {"v": step.vertex_id}))
         await store.complete(results)
 
 
@@ -113,7 +119,7 @@ async def _finish_parent(store: Store, run_id: str) -> str:
         claimed = await store.claim(10, lease_s=60)
         joins = [c for c in claimed if c.run_id == run_id and c.vertex_id == "join"]
         if joins:
-            await store.complete([Success(joins[0], {"merged": True})])
+            await store.complete([StepSucceeded(joins[0], {"merged": True})])
             break
     run = await store.get_run(run_id)
     assert run is not None
@@ -149,12 +155,12 @@ async def test_reprocess_starts_the_steps_it_reopens_over(store: Store) -> None:
         joins = [c for c in await store.claim(10, lease_s=60) if c.vertex_id == "join"]
         if joins:
             await store.complete(
-                [Failure(joins[0], overload, retry_at=0.0, tenant_item_taken=True)]
+                [StepFailed(joins[0], overload, retry_at=0.0, tenant_item_taken=True)]
             )
             break
     (redispatched,) = [c for c in await store.claim(10, lease_s=60) if c.vertex_id == "join"]
     assert (redispatched.auto_retries, redispatched.tenant_item_taken) == (1, True)
-    await store.complete([Success(redispatched, {"merged": True})])
+    await store.complete([StepSucceeded(redispatched, {"merged": True})])
     assert await store.reprocess(run_id) == 1
     await _run_children(store, fail_a_of=set())
     for _ in range(5):

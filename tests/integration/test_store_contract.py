@@ -7,7 +7,7 @@ from collections.abc import AsyncIterator
 import pytest
 
 from engine.store import Store
-from engine.store.records import Failure, Park, Success
+from engine.store.records import StepFailed, StepParked, StepSucceeded
 from schemas.clock import FakeClock
 from schemas.definitions import Workflow
 from tests.conftest import Backend
@@ -61,7 +61,7 @@ async def test_diamond_runs_in_dependency_order(store: Store) -> None:
         if not claimed:
             break
         order.extend(sorted(c.vertex_id for c in claimed))
-        report = await store.complete([Success(c, {"v": c.vertex_id}) for c in claimed])
+        report = await store.complete([StepSucceeded(c, {"v": c.vertex_id}) for c in claimed])
         assert report.recorded == len(claimed)
     assert order == ["a", "b", "c", "d"]
     final = await store.get_run(run.id)
@@ -83,11 +83,11 @@ async def test_claim_is_exclusive_and_late_results_are_dropped(
     assert [r[2] for r in requeued] == ["a"]
     second = await store.claim(10, lease_s=5)
     assert second[0].attempts == 2
-    late = await store.complete([Success(first[0], {"late": True})])
+    late = await store.complete([StepSucceeded(first[0], {"late": True})])
     assert late.dropped == [first[0].step_id]
-    live = await store.complete([Success(second[0], {"ok": True})])
+    live = await store.complete([StepSucceeded(second[0], {"ok": True})])
     assert live.recorded == 1
-    again = await store.complete([Success(second[0], {"twice": True})])
+    again = await store.complete([StepSucceeded(second[0], {"twice": True})])
     assert again.dropped == [second[0].step_id]
     steps = {s.vertex_id: s for s in await store.get_steps(second[0].run_id)}
     assert steps["a"].output == {"ok": True}
@@ -97,7 +97,7 @@ async def test_terminal_failure_fails_run_and_stops_claims(store: Store) -> None
     version = await store.publish(CHAIN)
     run, _ = await store.create_run(version, None)
     (a,) = await store.claim(10, lease_s=30)
-    await store.complete([Failure(a, {"kind": "http_error", "message": "400"})])
+    await store.complete([StepFailed(a, {"kind": "http_error", "message": "400"})])
     final = await store.get_run(run.id)
     assert final is not None and final.status == "FAILED"
     assert final.error["vertexId"] == "a"
@@ -108,12 +108,12 @@ async def test_redispatch_and_park_respect_not_before(store: Store, clock: FakeC
     version = await store.publish(CHAIN)
     await store.create_run(version, None)
     (a,) = await store.claim(10, lease_s=30)
-    await store.complete([Failure(a, {"kind": "external_overload"}, retry_at=clock.now() + 5)])
+    await store.complete([StepFailed(a, {"kind": "external_overload"}, retry_at=clock.now() + 5)])
     assert await store.claim(10, lease_s=30) == []
     clock.advance(5)
     (a2,) = await store.claim(10, lease_s=30)
     assert (a2.attempts, a2.auto_retries) == (2, 1)
-    await store.complete([Park(a2, clock.now() + 10, "waiting")])
+    await store.complete([StepParked(a2, clock.now() + 10, "waiting")])
     clock.advance(9)
     assert await store.claim(10, lease_s=30) == []
     clock.advance(1)

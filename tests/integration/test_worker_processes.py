@@ -15,7 +15,7 @@ import pytest
 
 from demo.downstream import RunningDownstream
 from engine.runtime import Runtime
-from engine.store.records import ClaimedStep, Success
+from engine.store.records import ClaimedStep, StepSucceeded
 from schemas.definitions import Workflow
 from tests.conftest import Backend
 from tests.integration.engine_harness import settings_for
@@ -121,7 +121,7 @@ async def test_killed_worker_step_runs_again_after_its_lease(
         run_input={},
         outputs={},
     )
-    report = await runtime.store.complete([Success(late, {"late": True})])
+    report = await runtime.store.complete([StepSucceeded(late, {"late": True})])
     assert report.dropped == [step.id]
     (after,) = await runtime.store.get_steps(run_id)
     assert after.output == step.output

@@ -10,6 +10,7 @@ import pytest
 
 from admission.backend import AdmitCode, AdmitOp, AdmitReply, Op, Reply, SettleOp, TakeOp, TakeReply
 from admission.batching import ExchangeBatcher
+from admission.ticket import CallOutcome
 
 
 def granted() -> AdmitReply:
@@ -109,7 +110,7 @@ async def test_a_slot_granted_to_a_cancelled_caller_is_given_back() -> None:
         while len(exchange.batches) < 2:
             await asyncio.sleep(0.001)
     (give_back,) = exchange.batches[1]
-    assert give_back == SettleOp("d", "t", "tok", "ignore", 3)
+    assert give_back == SettleOp("d", "t", "tok", CallOutcome.IGNORE, 3)
 
 
 def test_max_ops_must_be_positive() -> None:
@@ -121,7 +122,7 @@ async def test_settlements_go_first_so_a_freed_slot_serves_an_admit_of_the_same_
     exchange = FakeExchange()
     batcher = ExchangeBatcher(exchange)
     admit = AdmitOp("d", "t", "new", 30.0)
-    settle = SettleOp("d", "t", "old", "success", 0)
+    settle = SettleOp("d", "t", "old", CallOutcome.SUCCESS, 0)
     await asyncio.gather(batcher.submit(admit), batcher.submit(take(1)), batcher.submit(settle))
     assert exchange.batches == [[settle, admit, take(1)]]
 
@@ -131,9 +132,9 @@ async def test_a_settlement_never_overtakes_the_admit_of_its_own_call() -> None:
     its settlement must come after its admit, or the slot would be taken and never given back."""
     exchange = FakeExchange()
     batcher = ExchangeBatcher(exchange)
-    other = SettleOp("d", "t", "old", "success", 0)
+    other = SettleOp("d", "t", "old", CallOutcome.SUCCESS, 0)
     admit = AdmitOp("d", "t", "quick", 30.0, handover=True)
-    own = SettleOp("d", "t", "quick", "throttled", 0)
+    own = SettleOp("d", "t", "quick", CallOutcome.THROTTLED, 0)
     await asyncio.gather(batcher.submit(admit), batcher.submit(own), batcher.submit(other))
     assert exchange.batches == [[other, admit, own]]
 
@@ -144,7 +145,7 @@ async def test_a_hand_over_comes_right_after_the_settlements_before_other_admits
     exchange = FakeExchange()
     batcher = ExchangeBatcher(exchange)
     waiter = AdmitOp("d", "t", "woken-waiter", 30.0)
-    freed = SettleOp("d", "t", "ended", "success", 0)
+    freed = SettleOp("d", "t", "ended", CallOutcome.SUCCESS, 0)
     handed = AdmitOp("d", "t", "handed", 30.0, handover=True)
     await asyncio.gather(batcher.submit(waiter), batcher.submit(freed), batcher.submit(handed))
     assert exchange.batches == [[freed, handed, waiter]]

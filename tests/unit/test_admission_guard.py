@@ -9,7 +9,7 @@ import pytest
 from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import ResponseError
 
-from admission import AdmissionConfig, Outcome
+from admission import AdmissionConfig, CallOutcome
 from engine.execution.admission_guard import AdmissionGuard, CoordinationDown, outcome_of
 
 
@@ -39,17 +39,17 @@ async def test_a_script_error_is_not_mistaken_for_an_outage() -> None:
 @pytest.mark.parametrize(
     ("status", "kind", "outcome"),
     [
-        (200, None, Outcome.SUCCESS),
-        (404, None, Outcome.SUCCESS),
-        (429, None, Outcome.THROTTLED),
-        (503, None, Outcome.OVERLOAD),
-        (None, "timeout", Outcome.OVERLOAD),
-        (500, None, Outcome.FAILURE),
-        (None, "network_error", Outcome.FAILURE),
-        (200, "invalid_response", Outcome.FAILURE),
-        (None, "cancelled", Outcome.IGNORE),
-        (None, "invalid_config", Outcome.IGNORE),
+        (200, None, CallOutcome.SUCCESS),
+        (404, None, CallOutcome.SUCCESS),
+        (429, None, CallOutcome.THROTTLED),
+        (503, None, CallOutcome.OVERLOAD),
+        (None, "timeout", CallOutcome.OVERLOAD),
+        (500, None, CallOutcome.FAILURE),
+        (None, "network_error", CallOutcome.FAILURE),
+        (200, "invalid_response", CallOutcome.FAILURE),
+        (None, "cancelled", CallOutcome.IGNORE),
+        (None, "invalid_config", CallOutcome.IGNORE),
     ],
 )
-def test_outcomes(status: int | None, kind: str | None, outcome: Outcome) -> None:
+def test_outcomes(status: int | None, kind: str | None, outcome: CallOutcome) -> None:
     assert outcome_of(status, kind) is outcome

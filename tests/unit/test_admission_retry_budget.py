@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from admission.retry_budget import RetryBudget, RetryBudgetConfig
+from admission.config import RetryBudgetConfig
+from admission.retry_budget import RetryBudget
 
 
 def test_failures_exhaust_the_budget_at_half_the_bucket() -> None:

@@ -15,7 +15,6 @@ from schemas.expressions import (
     ExpressionError,
     compile_template,
     expressions_in,
-    has_expression,
     render,
 )
 
@@ -69,8 +68,8 @@ def test_compile_raises_expression_error(template: str) -> None:
 
 def test_expression_helpers() -> None:
     assert expressions_in("a {{ x }} b {{y.z}}") == ["x", "y.z"]
-    assert has_expression("{{ x }}")
-    assert not has_expression("{{ x")
+    assert expressions_in("{{ x }}") == ["x"]
+    assert expressions_in("{{ x") == []
 
 
 # ── validation of expressions ───────────────────────────────────────────────────────────────

@@ -35,3 +35,60 @@ def test_imports_point_one_way(package: str) -> None:
         for name in imported_packages(path) & FORBIDDEN[package]
     ]
     assert violations == []
+
+
+def module_name(path: Path) -> str:
+    parts = list(path.relative_to(ROOT).with_suffix("").parts)
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def imported_modules(path: Path, known: set[str]) -> set[str]:
+    """The product modules `path` imports, type-only imports included. `from pkg import mod`
+    names the module `pkg.mod`, not the package: a package's `__init__` re-exporting its
+    modules is not an edge back from each of them."""
+    found: set[str] = set()
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.Import):
+            found.update(alias.name for alias in node.names)
+        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            submodules = {f"{node.module}.{alias.name}" for alias in node.names}
+            found |= submodules & known if submodules <= known else {node.module}
+    return found & known
+
+
+def import_cycle(graph: dict[str, set[str]]) -> list[str]:
+    """One cycle of `graph` as a path that returns to its start, or [] if there is none."""
+    done: set[str] = set()
+    for start in sorted(graph):
+        path: list[str] = []
+        stack = [(start, iter(sorted(graph[start])))]
+        on_path = {start}
+        path.append(start)
+        while stack:
+            node, edges = stack[-1]
+            nxt = next(edges, None)
+            if nxt is None:
+                stack.pop()
+                path.pop()
+                on_path.discard(node)
+                done.add(node)
+            elif nxt in on_path:
+                return [*path[path.index(nxt) :], nxt]
+            elif nxt not in done:
+                stack.append((nxt, iter(sorted(graph[nxt]))))
+                path.append(nxt)
+                on_path.add(nxt)
+    return []
+
+
+def test_no_module_imports_one_that_imports_it_back() -> None:
+    paths = [path for package in FORBIDDEN for path in sorted((ROOT / package).rglob("*.py"))]
+    known = {module_name(path) for path in paths}
+    graph = {module_name(path): imported_modules(path, known) for path in paths}
+    graph = {module: deps - {module} for module, deps in graph.items()}
+    assert import_cycle(graph) == []
+
+
+def test_the_cycle_finder_finds_a_cycle() -> None:
+    assert import_cycle({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == ["a", "b", "c", "a"]
+    assert import_cycle({"a": {"b"}, "b": set(), "c": {"a", "b"}}) == []

@@ -1,4 +1,4 @@
-"""A tiny service for the lifecycle tests: health marker + heartbeat + supervised tasks.
+"""A tiny service for the lifecycle tests: health marker + heartbeat + tasks that drain.
 
     python -m tests.integration.scripts.service_main SERVICE HEALTH_DIR [--stuck] [--grace S]
 
@@ -7,19 +7,21 @@ stdout, one JSON object per line: `{"event": "ready", "pid": …}` once the mark
 first beat is written; `{"event": "stopping", "reason": …}` when a stop is requested (the marker
 is already gone then); `{"event": "exited", …}` with what the shutdown did, just before exit.
 `--stuck` adds a task that ignores the stop event, so only a second signal (or the grace
-period) ends it. The shutdown order is the one docs/architecture.md, 'Graceful shutdown' describes.
+period) ends it: this script cancels what is left once `force_event` is set. The shutdown order
+is the one docs/architecture.md, 'Graceful shutdown' describes.
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import json
 import sys
 from pathlib import Path
 
-from admission import keys
 from engine import coordination
+from engine.coordination import keys
 from engine.coordination.heartbeat import Heartbeat
 from engine.health import HealthMarker
 from engine.lifecycle import ServiceLifecycle
@@ -46,6 +48,33 @@ async def stuck_work() -> None:
     await asyncio.Event().wait()
 
 
+async def drain(
+    tasks: dict[str, asyncio.Task[None]], grace_s: float, force: asyncio.Event
+) -> list[str]:
+    """Wait up to `grace_s` for the tasks to end (less once `force` is set), then cancel the
+    rest; their names, sorted."""
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + grace_s
+    forced = asyncio.ensure_future(force.wait())
+    # Bounded by the deadline: each pass waits for the next task to end or for the force.
+    while (remaining := deadline - loop.time()) > 0 and not force.is_set():
+        running = {task for task in tasks.values() if not task.done()}
+        if not running:
+            break
+        await asyncio.wait(
+            {*running, forced}, timeout=remaining, return_when=asyncio.FIRST_COMPLETED
+        )
+    forced.cancel()
+    with contextlib.suppress(asyncio.CancelledError):
+        await forced
+    left = sorted(name for name, task in tasks.items() if not task.done())
+    for name in left:
+        tasks[name].cancel()
+    if left:
+        await asyncio.wait([tasks[name] for name in left], timeout=5.0)
+    return left
+
+
 async def serve(service: str, health_dir: Path, *, stuck: bool, grace_s: float) -> int:
     settings = Settings(
         health_dir=health_dir,
@@ -60,30 +89,35 @@ async def serve(service: str, health_dir: Path, *, stuck: bool, grace_s: float) 
         with life, HealthMarker.from_settings(service, settings) as marker:
             life.on_stop(marker.remove)
             life.on_stop(lambda: emit("stopping", reason=life.reason, marker=marker.exists()))
-            supervisor = life.supervisor()
             await heartbeat.beat()
-            supervisor.start("heartbeat", heartbeat.run(life.stop_event))
-            supervisor.start("work", draining_work(life.stop_event))
+            tasks = {
+                "heartbeat": asyncio.create_task(heartbeat.run(life.stop_event)),
+                "work": asyncio.create_task(draining_work(life.stop_event)),
+            }
             if stuck:
-                supervisor.start("stuck", stuck_work())
+                tasks["stuck"] = asyncio.create_task(stuck_work())
             emit("ready", pid=heartbeat.pid)
 
             await life.wait()
             await heartbeat.stop()
-            report = await supervisor.shutdown(settings.shutdown_grace_s, force=life.force_event)
+            cancelled = await drain(tasks, settings.shutdown_grace_s, life.force_event)
+            failures = sorted(
+                name
+                for name, task in tasks.items()
+                if task.done() and not task.cancelled() and task.exception() is not None
+            )
     finally:
         key_left = await client.exists(keys.heartbeat(service))
         await coordination.close_redis(client)
     emit(
         "exited",
-        finished=list(report.finished),
-        cancelled=list(report.cancelled),
-        failures=[failure.name for failure in report.failures],
+        cancelled=cancelled,
+        failures=failures,
         forced=life.forced,
         drained=bool(DRAINED),
         heartbeat_key_left=bool(key_left),
     )
-    return 1 if report.failures else 0
+    return 1 if failures else 0
 
 
 def main() -> int:

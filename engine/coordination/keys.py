@@ -1,0 +1,22 @@
+"""The Redis keys of service coordination: heartbeats and wake-ups.
+
+Admission keeps its own keys in `admission.keys`. `heartbeat:<service>` keeps the exact name
+the design gives it; everything else is prefixed `sb:`. Functions,
+not string concatenation at call sites, so a key's shape is defined once.
+"""
+
+from __future__ import annotations
+
+
+def heartbeat(service: str) -> str:
+    """`heartbeat:<service>`: `{pid, uptime, timestamp}` JSON, refreshed every 10 s, TTL 30 s."""
+    return f"heartbeat:{service}"
+
+
+SERVICES_SET = "sb:services"
+"""Sorted set of every service that has ever sent a heartbeat (member = service name, score =
+epoch seconds of its latest beat), so a service whose `heartbeat:<service>` key expired or was
+deleted is still listed, as down, with when it was last seen."""
+
+WAKEUP_CHANNEL = "sb:wakeup"
+"""Pub/sub channel: a message means "ready steps may exist; claim now"."""
