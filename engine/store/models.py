@@ -91,10 +91,40 @@ class Run(SQLModel, table=True):
     """One execution of one workflow version."""
 
     __tablename__ = "run"
+    # Lists of runs are read newest first by (created_at, id) (keyset pagination, see
+    # `engine.store.listing`): each filter a run monitor uses has an index that ends in those
+    # columns, so a page is one index range. Roots (no parent) have a partial index of their
+    # own: a list of roots is never slowed down by large fan-outs, and children cost it nothing
+    # to insert or update.
     __table_args__ = (
-        Index("ix_run_status_created", "status", "created_at"),
+        Index("ix_run_created", "created_at", "id"),
+        Index(
+            "ix_run_roots_created",
+            "created_at",
+            "id",
+            postgresql_where=text("parent_run_id IS NULL"),
+            sqlite_where=text("parent_run_id IS NULL"),
+        ),
+        Index("ix_run_status_created", "status", "created_at", "id"),
+        Index("ix_run_tenant_created", "tenant_id", "created_at", "id"),
+        Index("ix_run_workflow_created", "workflow_name", "created_at", "id"),
+        Index(
+            "ix_run_workflow_version_created",
+            "workflow_name",
+            "workflow_version",
+            "created_at",
+            "id",
+        ),
         Index("ix_run_parent_item", "parent_run_id", "parent_vertex_id", "item_index"),
-        Index("ix_run_workflow_created", "workflow_name", "created_at"),
+        Index(
+            "ix_run_parent_status_item", "parent_run_id", "status", "parent_vertex_id", "item_index"
+        ),
+        Index(
+            "ix_run_restarted_from",
+            "restarted_from",
+            postgresql_where=text("restarted_from IS NOT NULL"),
+            sqlite_where=text("restarted_from IS NOT NULL"),
+        ),
     )
 
     id: str = Field(sa_column=Column(String(36), primary_key=True))
