@@ -241,7 +241,12 @@ class RunOperations:
         """A page of the runs `filter` selects, newest first (created_at, then id, descending).
         `next` continues the same list: runs created meanwhile never push a row into the next
         page twice or make one skip. `limit` is 1 to 500 (`invalid_limit`); a cursor of
-        another list or filter, or an altered one, is `invalid_cursor`."""
+        another list or filter, or an altered one, is `invalid_cursor`.
+
+        Every filter reads one index range, except `parent`: the children of one run are
+        indexed in item order (`children` reads them so, at any fan-out size), not newest
+        first — one more index written by every child a spawner creates and ends was not worth
+        it — so a `parent` filter over a very large fan-out is better read with `children`."""
         check_limit(limit)
         _check_filter(filter)
         if tenant is not None:
