@@ -127,6 +127,7 @@ class RunOperations:
         """
         submission.check_tenant(tenant_id)
         submission.check_key(idempotency_key)
+        digest = submission.request_hash(workflow, version, input, tenant_id)  # JSON or refused
         record = await self._version(workflow, version)
         problems = validate_input(record.workflow, input)
         if problems:
@@ -135,7 +136,6 @@ class RunOperations:
                 code="invalid_input",
                 problems=problems,
             )
-        digest = submission.request_hash(workflow, version, input, tenant_id)
         key = None
         if idempotency_key is not None:
             key = submission.stored_key(tenant_id, idempotency_key)

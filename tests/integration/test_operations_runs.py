@@ -107,6 +107,9 @@ async def test_submit_checks_the_input_against_the_input_schema(ops: Operations)
     with pytest.raises(InvalidRequest) as missing:
         await ops.runs.submit("typed", {})
     assert missing.value.code == "invalid_input"
+    with pytest.raises(InvalidRequest) as not_json:  # refused before the schema sees it
+        await ops.runs.submit("typed", {"id": object()})
+    assert not_json.value.code == "invalid_input"
     assert await run_count(ops) == 0
     assert (await ops.runs.submit("typed", {"id": 7})).created
 
