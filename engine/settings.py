@@ -88,6 +88,9 @@ class Settings(BaseSettings):
         default=10_000, validation_alias=_env("BACKPRESSURE_MAX_DEPTH")
     )
     """Ready-queue depth above which spawners park for 10 s. Default 10,000."""
+    submit_max_ready: int = Field(default=50_000, ge=1, validation_alias=_env("SUBMIT_MAX_READY"))
+    """Ready-queue depth from which new submissions are refused (`queue_full`, retry after
+    5 s; the REST API answers 429) until workers catch up. Default 50,000."""
 
     spawn_batch: int = Field(default=500, ge=1, le=10_000, validation_alias=_env("SPAWN_BATCH"))
     """Children a spawner creates per transaction. Default 500."""

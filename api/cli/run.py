@@ -23,13 +23,13 @@ from rich.progress import (
 )
 
 from engine.settings import Settings
-from engine.store.records import RunRecord
 from engine.validation import parse_documents, validate_input
 from schemas.definitions import SpawnerVertex, Workflow
-from schemas.errors import DefinitionError
+from schemas.errors import DefinitionError, OperationError
 
 if TYPE_CHECKING:
-    from engine.runtime import Runtime
+    from engine.operations import Operations
+    from engine.operations.views import RunDetail
 
 console = Console(stderr=True)
 out = Console()
@@ -122,7 +122,7 @@ async def _demo_downstream(enabled: bool) -> AsyncIterator[None]:
         await downstream.stop()
 
 
-async def _watch(runtime: Runtime, run: RunRecord, total: int, timeout_s: float) -> RunRecord:
+async def _watch(ops: Operations, run_id: str, total: int, timeout_s: float) -> RunDetail:
     """Show the run's steps and, once it fans out, its children, until it ends."""
     columns = (
         TextColumn("[bold]{task.description}"),
@@ -132,31 +132,29 @@ async def _watch(runtime: Runtime, run: RunRecord, total: int, timeout_s: float)
         TimeElapsedColumn(),
     )
     with Progress(*columns, console=console, transient=False) as progress:
-        steps_bar = progress.add_task(f"{run.workflow_name} steps", total=total, detail="")
+        current = await ops.runs.get(run_id)
+        steps_bar = progress.add_task(f"{current.workflow} steps", total=total, detail="")
         children_bar: TaskID | None = None
         loop = asyncio.get_running_loop()
         deadline = loop.time() + timeout_s
         while loop.time() < deadline:
-            current = await runtime.store.get_run(run.id)
-            steps = await runtime.store.get_steps(run.id)
-            done = sum(1 for s in steps if s.status in {"SUCCEEDED", "RESOLVED", "SKIPPED"})
-            running = [s.vertex_id for s in steps if s.status in {"RUNNING", "PARKED"}]
+            current = await ops.runs.get(run_id)
+            done = sum(1 for s in current.steps if s.status in {"SUCCEEDED", "RESOLVED", "SKIPPED"})
+            running = [s.vertex_id for s in current.steps if s.status in {"RUNNING", "PARKED"}]
             detail = f"running {', '.join(running)}" if running else ""
             progress.update(steps_bar, completed=done, detail=detail)
-            fanout = await runtime.store.fanout_progress(run.id)
-            if fanout["total"]:
+            fanout = current.fanout
+            if fanout.total:
                 if children_bar is None:
-                    children_bar = progress.add_task("children", total=fanout["total"], detail="")
-                ended = fanout["succeeded"] + fanout["failed"] + fanout["cancelled"]
-                summary = f"{fanout['failed']} failed, {fanout['running']} running"
-                progress.update(
-                    children_bar, total=fanout["total"], completed=ended, detail=summary
-                )
-            if current is not None and current.status in {"SUCCEEDED", "FAILED", "CANCELLED"}:
+                    children_bar = progress.add_task("children", total=fanout.total, detail="")
+                ended = fanout.succeeded + fanout.failed + fanout.cancelled
+                summary = f"{fanout.failed} failed, {fanout.running} running"
+                progress.update(children_bar, total=fanout.total, completed=ended, detail=summary)
+            if current.status in {"SUCCEEDED", "FAILED", "CANCELLED"}:
                 progress.update(steps_bar, detail=current.status)
                 return current
             await asyncio.sleep(0.2)
-    raise _fail(f"run {run.id} still not finished after {timeout_s:.0f} s", EXIT_TIMEOUT)
+    raise _fail(f"run {run_id} still not finished after {timeout_s:.0f} s", EXIT_TIMEOUT)
 
 
 async def execute_run(
@@ -168,7 +166,8 @@ async def execute_run(
     tenant: str,
     demo_downstream: bool,
     timeout_s: float,
-) -> RunRecord:
+) -> RunDetail:
+    from engine.operations import Operations
     from engine.runtime import Runtime, settle_heap
 
     async with _demo_downstream(demo_downstream):
@@ -176,46 +175,41 @@ async def execute_run(
         settle_heap()
         stop = asyncio.Event()
         try:
-            for workflow in workflows:
-                await runtime.store.publish(workflow)
-            version = await runtime.store.get_version(target.name)
-            tier = (
-                "collect"
-                if any(isinstance(v, SpawnerVertex) for v in target.vertices.values())
-                else "process"
-            )
-            run, _ = await runtime.store.create_run(
-                version, run_input, tenant_id=tenant, timeout_tier=tier
-            )
-            console.print(f"run {run.id} ({target.name} v{version.version})")
+            ops = Operations(runtime)
+            documents = [
+                w.model_dump(mode="json", by_alias=True, exclude_none=True) for w in workflows
+            ]
+            try:
+                await ops.workflows.publish(documents)
+                run = (await ops.runs.submit(target.name, run_input, tenant_id=tenant)).run
+            except OperationError as exc:
+                raise _fail(exc.message) from exc
+            console.print(f"run {run.id} ({target.name} v{run.version})")
             worker = runtime.worker()
             async with asyncio.TaskGroup() as group:
                 group.create_task(worker.run(stop), name="worker")
                 try:
-                    return await _watch(runtime, run, len(target.vertices), timeout_s)
+                    return await _watch(ops, run.id, len(target.vertices), timeout_s)
                 finally:
                     stop.set()
         finally:
             await runtime.close()
 
 
-def print_result(run: RunRecord) -> None:
+def print_result(run: RunDetail) -> None:
     if run.status == "SUCCEEDED":
         console.print(f"[green]SUCCEEDED[/green] run {run.id}")
         out.print_json(json.dumps(run.output))
         return
     console.print(f"[red]{run.status}[/red] run {run.id}")
-    error = run.error or {}
-    console.print(f"  vertex:  {error.get('vertexId', '?')}")
-    console.print(f"  kind:    {error.get('kind', '?')}")
-    console.print(f"  message: {error.get('message', '')}")
-    http = error.get("http")
-    if http:
-        console.print(
-            f"  http:    status {http.get('status')} after {http.get('attempts')} attempts"
-        )
-        if http.get("bodyExcerpt"):
-            console.print(f"  body:    {http['bodyExcerpt'][:300]}")
+    error = run.error
+    console.print(f"  vertex:  {(error and error.vertex_id) or '?'}")
+    console.print(f"  kind:    {error.kind if error else '?'}")
+    console.print(f"  message: {error.message if error else ''}")
+    if error is not None and (error.http_status is not None or error.attempts is not None):
+        console.print(f"  http:    status {error.http_status} after {error.attempts} attempts")
+        if error.body_excerpt:
+            console.print(f"  body:    {error.body_excerpt[:300]}")
 
 
 def run(

@@ -4,8 +4,8 @@ returns plain values and the view models of `engine.operations.views`, and refus
 `OperationError` tree of `schemas.errors`.
 
     ops = Operations(runtime)
-    version = await ops.workflows.publish(document)
-    run = await ops.runs.submit("renewals", {"day": "2026-12-01"}, tenant_id="acme")
+    (published,) = await ops.workflows.publish(document)
+    run = (await ops.runs.submit("renewals", {"day": "2026-12-01"}, tenant_id="acme")).run
     await ops.actions.retry(run.id, actor="key:3f2a")
 
 Each group lives in its own module: `workflows`, `runs`, `actions` (operator actions) and

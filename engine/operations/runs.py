@@ -1,11 +1,93 @@
-"""Runs: submit, read, list with keyset pagination, children, logs, wait for an end."""
+"""Runs: submit, read, list with keyset pagination, children, logs, wait for an end.
+
+Tenant scope: every read takes `tenant`; when set, a run of another tenant is
+`NotFound(code="run_not_found")` exactly like a run that does not exist, and never appears in
+a list, so a scoped caller cannot even learn that it exists.
+"""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+import asyncio
+import dataclasses
+import math
+from typing import TYPE_CHECKING, Any
+
+from engine.operations import run_views, submission
+from engine.operations.boundary import store_boundary
+from engine.operations.pagination import check_limit, decode_cursor, encode_cursor, scope_digest
+from engine.operations.views import LogEntry, Page, RunDetail, RunFilter, RunSummary, SubmitResult
+from engine.operations.workflows import not_found as workflow_not_found
+from engine.store import UnknownWorkflow
+from engine.store.catalogue import QuotaExhausted
+from engine.store.models import TERMINAL_RUN_STATUSES, RunStatus
+from engine.store.records import RunRecord, VersionRecord
+from engine.validation import validate_input
+from schemas.errors import IdempotencyConflict, InvalidRequest, LimitReached, NotFound
 
 if TYPE_CHECKING:
     from engine.runtime import Runtime
+
+HISTORY_LINES = 5_000
+"""The most recent step log lines a run's detail reads to assemble attempt histories."""
+MAX_WAIT_S = 3_600.0
+POLL_FIRST_S = 0.05
+POLL_MAX_S = 1.0
+"""`wait` polls the run every 50 ms at first, backing off to once a second."""
+MAX_RUN_ID_CHARS = 36
+_STATUSES = frozenset(s.value for s in RunStatus)
+_TERMINAL = frozenset(s.value for s in TERMINAL_RUN_STATUSES)
+
+
+def run_not_found(run_id: str) -> NotFound:
+    return NotFound(f"no run {run_id!r}", code="run_not_found")
+
+
+def _invalid_filter(message: str) -> InvalidRequest:
+    return InvalidRequest(message, code="invalid_filter")
+
+
+def _check_status(status: str | None) -> None:
+    if status is not None and status not in _STATUSES:
+        known = ", ".join(sorted(_STATUSES))
+        raise _invalid_filter(f"unknown run status {status!r}; one of {known}")
+
+
+def _check_filter(selection: RunFilter) -> None:
+    _check_status(selection.status)
+    if selection.version is not None:
+        if selection.workflow is None:
+            raise _invalid_filter("a version filter needs the workflow it is a version of")
+        if isinstance(selection.version, bool) or selection.version < 1:
+            raise _invalid_filter(f"a workflow version is 1 or more; got {selection.version!r}")
+    bounds = (selection.created_after, selection.created_before)
+    if any(b is not None and not math.isfinite(b) for b in bounds):
+        raise _invalid_filter("created_after and created_before are finite epoch seconds")
+
+
+def _run_key(keys: list[Any]) -> tuple[float, str]:
+    match keys:
+        case [int() | float() as created_at, str() as run_id] if not isinstance(created_at, bool):
+            return float(created_at), run_id
+    raise InvalidRequest("invalid cursor: it was altered", code="invalid_cursor")
+
+
+def _child_key(keys: list[Any]) -> tuple[str, int]:
+    match keys:
+        case [str() as vertex_id, int() as index] if not isinstance(index, bool):
+            return vertex_id, index
+    raise InvalidRequest("invalid cursor: it was altered", code="invalid_cursor")
+
+
+def _log_after(after: int | str | None) -> int:
+    if after is None:
+        return 0
+    if isinstance(after, str) and after.isdecimal():
+        return int(after)
+    if isinstance(after, int) and not isinstance(after, bool) and after >= 0:
+        return after
+    raise InvalidRequest(
+        f"after is the id of a log line (0 or more); got {after!r}", code="invalid_cursor"
+    )
 
 
 class RunOperations:
@@ -13,3 +95,213 @@ class RunOperations:
 
     def __init__(self, runtime: Runtime) -> None:
         self._runtime = runtime
+        self._store = runtime.store
+        self._gauge = submission.ReadyGauge(
+            runtime.store, runtime.clock, runtime.settings.submit_max_ready
+        )
+
+    # ── submit ──────────────────────────────────────────────────────────────────────────────
+
+    @store_boundary
+    async def submit(
+        self,
+        workflow: str,
+        input: Any,
+        *,
+        tenant_id: str = "default",
+        idempotency_key: str | None = None,
+        version: int | None = None,
+    ) -> SubmitResult:
+        """Start a run of `workflow` (its latest version, or `version`) with `input`.
+
+        Refusals: unknown workflow or version `NotFound(code="workflow_not_found")`; input the
+        workflow's inputSchema refuses `InvalidRequest(code="invalid_input")` with the
+        problems; the tenant's run quota used up `LimitReached(code="quota_exceeded")`; the
+        ready queue at `submit_max_ready` `LimitReached(code="queue_full", retry_after_s=5)`.
+
+        Idempotency: with an `idempotency_key` (scoped to the tenant), submitting the same
+        request again returns the run the first submission created (`created` False), also
+        when both race; the same key with another workflow, version, input or tenant is
+        `IdempotencyConflict`. A repeated submission is answered even when a limit would refuse
+        a new one (it creates nothing).
+        """
+        submission.check_tenant(tenant_id)
+        submission.check_key(idempotency_key)
+        digest = submission.request_hash(workflow, version, input, tenant_id)  # JSON or refused
+        record = await self._version(workflow, version)
+        problems = validate_input(record.workflow, input)
+        if problems:
+            raise InvalidRequest(
+                f"the input does not match the inputSchema of {workflow}",
+                code="invalid_input",
+                problems=problems,
+            )
+        key = None
+        if idempotency_key is not None:
+            key = submission.stored_key(tenant_id, idempotency_key)
+            existing = await self._store.run_by_key(key)
+            if existing is not None:
+                return self._repeated(existing, digest, idempotency_key)
+        await self._gauge.check()
+        try:
+            run, created = await self._store.create_run(
+                record,
+                input,
+                tenant_id=tenant_id,
+                timeout_tier=submission.timeout_tier(record.workflow),
+                idempotency_key=key,
+                request_hash=digest,
+                count_in_quota=True,
+            )
+        except QuotaExhausted as exc:
+            raise LimitReached(str(exc), code="quota_exceeded") from exc
+        if not created:
+            return self._repeated(run, digest, idempotency_key)
+        await self._runtime.wakeup.notify()
+        return SubmitResult(run=run_views.summary(run), created=True)
+
+    async def _version(self, workflow: str, version: int | None) -> VersionRecord:
+        if version is not None and (isinstance(version, bool) or version < 1):
+            raise workflow_not_found(workflow, version)
+        try:
+            return await self._store.get_version(workflow, version)
+        except UnknownWorkflow as exc:
+            raise workflow_not_found(workflow, version) from exc
+
+    @staticmethod
+    def _repeated(run: RunRecord, digest: str, key: str | None) -> SubmitResult:
+        if run.request_hash != digest:
+            raise IdempotencyConflict(
+                f"idempotency key {key!r} was used for another request (run {run.id})",
+                run_id=run.id,
+            )
+        return SubmitResult(run=run_views.summary(run), created=False)
+
+    # ── one run ─────────────────────────────────────────────────────────────────────────────
+
+    async def _run(self, run_id: str, tenant: str | None) -> RunRecord:
+        run = None
+        if isinstance(run_id, str) and len(run_id) <= MAX_RUN_ID_CHARS:
+            run = await self._store.get_run(run_id)
+        if run is None or (tenant is not None and run.tenant_id != tenant):
+            raise run_not_found(run_id)
+        return run
+
+    async def _detail(self, run: RunRecord) -> RunDetail:
+        store = self._store
+        version = await store.get_version(run.workflow_name, run.workflow_version)
+        return run_views.detail(
+            run,
+            version.workflow,
+            steps=await store.get_steps(run.id),
+            lines=await store.step_log_lines(run.id, limit=HISTORY_LINES),
+            restarts=await store.restarts_of(run.id),
+            fanout=await store.fanout_progress(run.id),
+        )
+
+    @store_boundary
+    async def get(self, run_id: str, *, tenant: str | None = None) -> RunDetail:
+        """The run with its steps, their attempt histories, its fan-out progress and the runs
+        started over from it. Unknown (or another tenant's): `NotFound(code="run_not_found")`."""
+        return await self._detail(await self._run(run_id, tenant))
+
+    @store_boundary
+    async def wait(self, run_id: str, timeout_s: float, *, tenant: str | None = None) -> RunDetail:
+        """The run once it has ended, or as it is after `timeout_s` (0 to 3,600 s) if it has
+        not; it is read every 50 ms at first, then less often, up to once a second."""
+        if not isinstance(timeout_s, int | float) or not 0 <= timeout_s <= MAX_WAIT_S:
+            raise InvalidRequest(
+                f"timeout_s is 0 to {MAX_WAIT_S:g} seconds; got {timeout_s!r}",
+                code="invalid_timeout",
+            )
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + timeout_s
+        run = await self._run(run_id, tenant)
+        delay = POLL_FIRST_S
+        for _ in range(math.ceil(timeout_s / POLL_FIRST_S) + 1):
+            remaining = deadline - loop.time()
+            if run.status in _TERMINAL or remaining <= 0:
+                break
+            await asyncio.sleep(min(delay, remaining))
+            delay = min(delay * 2, POLL_MAX_S)
+            run = await self._run(run_id, tenant)
+        return await self._detail(run)
+
+    # ── lists ───────────────────────────────────────────────────────────────────────────────
+
+    @store_boundary
+    async def list(
+        self,
+        filter: RunFilter,
+        *,
+        limit: int = 50,
+        cursor: str | None = None,
+        tenant: str | None = None,
+    ) -> Page[RunSummary]:
+        """A page of the runs `filter` selects, newest first (created_at, then id, descending).
+        `next` continues the same list: runs created meanwhile never push a row into the next
+        page twice or make one skip. `limit` is 1 to 500 (`invalid_limit`); a cursor of
+        another list or filter, or an altered one, is `invalid_cursor`.
+
+        Every filter reads one index range, except `parent`: the children of one run are
+        indexed in item order (`children` reads them so, at any fan-out size), not newest
+        first — one more index written by every child a spawner creates and ends was not worth
+        it — so a `parent` filter over a very large fan-out is better read with `children`."""
+        check_limit(limit)
+        _check_filter(filter)
+        if tenant is not None:
+            if filter.tenant not in (None, tenant):
+                return Page[RunSummary](items=[])
+            filter = dataclasses.replace(filter, tenant=tenant)
+        scope = scope_digest("runs", dataclasses.asdict(filter))
+        after = None if cursor is None else _run_key(decode_cursor(cursor, "runs", scope))
+        rows = await self._store.runs_page(filter, after=after, limit=limit + 1)
+        next_cursor = None
+        if len(rows) > limit:
+            rows = rows[:limit]
+            next_cursor = encode_cursor("runs", [rows[-1].created_at, rows[-1].id], scope)
+        return Page[RunSummary](items=[run_views.summary(r) for r in rows], next=next_cursor)
+
+    @store_boundary
+    async def children(
+        self,
+        run_id: str,
+        *,
+        status: str | None = None,
+        limit: int = 100,
+        cursor: str | None = None,
+        tenant: str | None = None,
+    ) -> Page[RunSummary]:
+        """A page of the run's children in item order (grouped by spawner), only those in
+        `status` when given. `limit` 1 to 500; keyset pagination like `list`."""
+        check_limit(limit)
+        _check_status(status)
+        run = await self._run(run_id, tenant)
+        scope = scope_digest("children", {"run": run.id, "status": status})
+        after = None if cursor is None else _child_key(decode_cursor(cursor, "children", scope))
+        rows = await self._store.children_page(run.id, status=status, after=after, limit=limit + 1)
+        next_cursor = None
+        if len(rows) > limit:
+            rows = rows[:limit]
+            last = rows[-1]
+            next_cursor = encode_cursor("children", [last.parent_vertex_id, last.item_index], scope)
+        return Page[RunSummary](items=[run_views.summary(r) for r in rows], next=next_cursor)
+
+    @store_boundary
+    async def logs(
+        self,
+        run_id: str,
+        *,
+        after: int | str | None = None,
+        limit: int = 200,
+        tenant: str | None = None,
+    ) -> Page[LogEntry]:
+        """The run's log lines with ids above `after` (from the start when None), oldest
+        first. `next` (set when the page is full) is the last line's id as text and is
+        accepted as `after`; to follow a live log pass the last id seen. `limit` 1 to 500."""
+        check_limit(limit)
+        start = _log_after(after)
+        run = await self._run(run_id, tenant)
+        lines = await self._store.log_page(run.id, after=start, limit=limit)
+        next_after = str(lines[-1].id) if len(lines) == limit else None
+        return Page[LogEntry](items=[run_views.log_entry(line) for line in lines], next=next_after)

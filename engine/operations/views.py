@@ -1,16 +1,39 @@
 """What operations take and return: filters, pages and the views of workflows, runs and steps.
 
 Views are pydantic models serialised with camelCase names (the workflow documents' own style),
-so a REST route can return one as it is and a CLI can print it as JSON.
+so a REST route can return one as it is and a CLI can print it as JSON. Times are epoch seconds.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Generic, TypeVar
+from typing import Any, Generic, TypeVar
 
 from pydantic import BaseModel, ConfigDict
 from pydantic.alias_generators import to_camel
+
+from engine.store.listing import RunFilter
+
+__all__ = [
+    "AttemptView",
+    "ErrorView",
+    "FanoutProgress",
+    "GraphEdge",
+    "GraphNode",
+    "GraphView",
+    "LogEntry",
+    "Page",
+    "PublishResult",
+    "RunDetail",
+    "RunFilter",
+    "RunSummary",
+    "SpawnerCounts",
+    "StepView",
+    "SubmitResult",
+    "VersionDetail",
+    "VersionSummary",
+    "View",
+    "WorkflowSummary",
+]
 
 
 class View(BaseModel):
@@ -30,18 +53,203 @@ class Page(View, Generic[T]):
     next: str | None = None
 
 
-@dataclass(frozen=True)
-class RunFilter:
-    """Which runs a list (or a batch action) covers. Every field is optional; set fields are
-    combined with AND. `created_after`/`created_before` are epoch seconds (inclusive/exclusive)."""
+# ── workflows ───────────────────────────────────────────────────────────────────────────────
 
+
+class PublishResult(View):
+    """One workflow of a publish: the version that holds its content and whether this publish
+    created it (False: the latest version was already identical)."""
+
+    name: str
+    version: int
+    created: bool
+
+
+class WorkflowSummary(View):
+    name: str
+    latest_version: int
+    versions: int
+    """How many versions are published."""
+    created_at: float
+    """When version 1 was published."""
+    updated_at: float
+    """When the latest version was published."""
+
+
+class VersionSummary(View):
+    name: str
+    version: int
+    definition_hash: str
+    """SHA-256 of the canonical document (identical content, identical hash)."""
+    created_at: float
+
+
+class VersionDetail(VersionSummary):
+    document: dict[str, Any]
+    """The workflow document as stored (normalised: defaults left out, camelCase)."""
+
+
+class GraphNode(View):
+    """A vertex placed on the layered layout; `x`, `y` are its centre."""
+
+    id: str
+    type: str
+    depends_on: list[str]
     workflow: str | None = None
-    version: int | None = None
-    status: str | None = None
-    tenant: str | None = None
-    parent: str | None = None
-    """Only the children of this run."""
-    created_after: float | None = None
-    created_before: float | None = None
-    roots_only: bool = False
-    """Only runs that no spawner started (ignored when `parent` is set)."""
+    """The child workflow a SPAWNER starts (as written, `name` or `name@version`)."""
+    layer: int
+    """0 for vertices without dependencies; every edge goes to a higher layer."""
+    order: int
+    """Position inside the layer, left to right."""
+    x: float
+    y: float
+
+
+class GraphEdge(View):
+    """A dependency: `target` depends on `source`."""
+
+    source: str
+    target: str
+
+
+class GraphView(View):
+    """A workflow version's DAG, laid out: layers top to bottom, positions included."""
+
+    name: str
+    version: int
+    nodes: list[GraphNode]
+    edges: list[GraphEdge]
+    layers: int
+    width: float
+    height: float
+    node_width: float
+    node_height: float
+
+
+# ── runs ────────────────────────────────────────────────────────────────────────────────────
+
+
+class ErrorView(View):
+    """A structured failure (of a step, or of a run: then `vertex_id` names the step)."""
+
+    kind: str
+    message: str = ""
+    vertex_id: str | None = None
+    http_status: int | None = None
+    body_excerpt: str | None = None
+    attempts: int | None = None
+    """HTTP attempts the failing execution made."""
+    retry_after_s: float | None = None
+
+
+class RunSummary(View):
+    """A run as lists show it."""
+
+    id: str
+    workflow: str
+    version: int
+    tenant_id: str
+    status: str
+    created_at: float
+    started_at: float | None = None
+    ended_at: float | None = None
+    parent_run_id: str | None = None
+    parent_vertex_id: str | None = None
+    item_index: int | None = None
+    root_run_id: str | None = None
+    restarted_from: str | None = None
+    dlq_at: float | None = None
+    """When the run (a child) became a dead letter; None once it is reprocessed."""
+    error: ErrorView | None = None
+
+
+class SubmitResult(View):
+    """A submission's answer: the run, and whether this call created it (False: the same
+    idempotency key and request were submitted before)."""
+
+    run: RunSummary
+    created: bool
+
+
+class AttemptView(View):
+    """One HTTP attempt (or an attempt admission refused) of a step, from its log."""
+
+    execution: int
+    """Which execution of the step (1 = the first claim; redispatches and re-runs add one)."""
+    attempt: int
+    """The attempt's number within its execution."""
+    at: float
+    level: str
+    message: str
+    http_status: int | None = None
+    duration_ms: float | None = None
+    error: str | None = None
+    retry_in_ms: int | None = None
+    """The wait before the next in-process attempt (None: none followed)."""
+    refused: str | None = None
+    """Set when admission refused the attempt: the failure kind it counted as."""
+
+
+class SpawnerCounts(View):
+    """A SPAWNER step's fan-out counters."""
+
+    total: int
+    succeeded: int
+    failed: int
+    cancelled: int
+
+
+class StepView(View):
+    vertex_id: str
+    type: str | None
+    """GATEWAY, SPAWNER or MERGE (None if the version no longer has the vertex)."""
+    status: str
+    attempts: int
+    """Executions started (claims), including redispatches and lease recoveries."""
+    auto_retries: int
+    output: Any = None
+    error: ErrorView | None = None
+    not_before: float
+    created_at: float
+    started_at: float | None = None
+    ended_at: float | None = None
+    children: SpawnerCounts | None = None
+    history: list[AttemptView] = []
+
+
+class FanoutProgress(View):
+    """A run's children by status (all its SPAWNERs together)."""
+
+    total: int
+    pending: int
+    running: int
+    succeeded: int
+    failed: int
+    cancelled: int
+
+
+class RunDetail(RunSummary):
+    """A run with its input, output, steps, attempt history and fan-out progress."""
+
+    input: Any = None
+    output: Any = None
+    item: Any = None
+    """A child run's item when it differs from its input."""
+    timeout_tier: str
+    idempotency_key: str | None = None
+    """The key the run was submitted with (a child's is derived from its parent)."""
+    pinned_versions: dict[str, int] | None = None
+    restarts: list[str] = []
+    """Runs started over from this one, oldest first (`restarted_from` links back)."""
+    steps: list[StepView] = []
+    fanout: FanoutProgress
+
+
+class LogEntry(View):
+    id: int
+    """Increasing; pass the last one seen as `after` to read on."""
+    at: float
+    level: str
+    message: str
+    vertex_id: str | None = None
+    data: Any = None

@@ -2,10 +2,45 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+import builtins
+import json
+from typing import TYPE_CHECKING, Any
+
+from engine.operations import graph
+from engine.operations.boundary import store_boundary
+from engine.operations.views import (
+    GraphView,
+    PublishResult,
+    VersionDetail,
+    VersionSummary,
+    WorkflowSummary,
+)
+from engine.store import UnknownWorkflow
+from engine.store.records import VersionRecord
+from engine.validation import check_documents
+from schemas.definitions import Workflow
+from schemas.errors import DefinitionError, NotFound, Problem
 
 if TYPE_CHECKING:
     from engine.runtime import Runtime
+
+Documents = dict[str, Any] | list[dict[str, Any]]
+"""One workflow document, or a list of them (a parent with the child workflows it starts)."""
+SOURCE = "request"
+"""How problems name the documents an operation was given."""
+
+
+def not_found(name: str, version: int | None = None) -> NotFound:
+    suffix = "" if version is None else f" version {version}"
+    return NotFound(f"no published workflow {name!r}{suffix}", code="workflow_not_found")
+
+
+def _as_text(documents: Documents) -> str:
+    try:
+        return json.dumps(documents, ensure_ascii=False, allow_nan=False)
+    except (TypeError, ValueError) as exc:
+        problem = Problem("", f"The document is not JSON: {exc}.", "json_syntax", SOURCE)
+        raise DefinitionError([problem]) from exc
 
 
 class WorkflowOperations:
@@ -13,3 +48,93 @@ class WorkflowOperations:
 
     def __init__(self, runtime: Runtime) -> None:
         self._runtime = runtime
+
+    async def _problems(self, documents: Documents) -> tuple[list[Problem], list[Workflow]]:
+        try:
+            text = _as_text(documents)
+        except DefinitionError as exc:
+            return exc.problems, []
+        known = [w.name for w in await self._runtime.store.workflow_summaries()]
+        report = check_documents(
+            [(SOURCE, text)], settings=self._runtime.settings, known_workflows=known
+        )
+        return report.problems, report.workflows
+
+    @store_boundary
+    async def validate(self, documents: Documents) -> list[Problem]:
+        """Every problem of `documents` (one workflow document or a list), as `publish` would
+        find them; nothing is stored. Empty: valid. A SPAWNER's child workflow may be among
+        the documents or already published. Pointers are into `documents` as given (in a list
+        they start with the workflow's index)."""
+        problems, _ = await self._problems(documents)
+        return problems
+
+    @store_boundary
+    async def publish(self, documents: Documents) -> list[PublishResult]:
+        """Validate `documents` and store each workflow as a new immutable version, all in one
+        transaction; a workflow identical to its latest version keeps that version
+        (`created` False). One result per workflow, in the order given.
+
+        Invalid documents raise `DefinitionError` with every problem (nothing is stored).
+        """
+        problems, workflows = await self._problems(documents)
+        if problems:
+            raise DefinitionError(problems)
+        published = await self._runtime.store.publish_all(workflows)
+        return [
+            PublishResult(name=record.name, version=record.version, created=created)
+            for record, created in published
+        ]
+
+    @store_boundary
+    async def list(self) -> list[WorkflowSummary]:
+        """Every published workflow, by name."""
+        return [
+            WorkflowSummary(
+                name=s.name,
+                latest_version=s.latest_version,
+                versions=s.versions,
+                created_at=s.created_at,
+                updated_at=s.updated_at,
+            )
+            for s in await self._runtime.store.workflow_summaries()
+        ]
+
+    async def _version(self, name: str, version: int | None) -> VersionRecord:
+        if version is not None and (isinstance(version, bool) or version < 1):
+            raise not_found(name, version)
+        try:
+            return await self._runtime.store.get_version(name, version)
+        except UnknownWorkflow as exc:
+            raise not_found(name, version) from exc
+
+    @store_boundary
+    async def get(self, name: str, version: int | None = None) -> VersionDetail:
+        """A published version with its document (the latest when `version` is None).
+        Unknown name or version: `NotFound(code="workflow_not_found")`."""
+        record = await self._version(name, version)
+        return VersionDetail(
+            name=record.name,
+            version=record.version,
+            definition_hash=record.definition_hash,
+            created_at=record.created_at,
+            document=record.workflow.model_dump(mode="json", by_alias=True, exclude_none=True),
+        )
+
+    @store_boundary
+    async def versions(self, name: str) -> builtins.list[VersionSummary]:
+        """Every version of `name`, newest first. Unknown name: `NotFound`."""
+        rows = await self._runtime.store.list_versions(name)
+        if not rows:
+            raise not_found(name)
+        return [
+            VersionSummary(name=n, version=v, definition_hash=h, created_at=at)
+            for n, v, h, at in rows
+        ]
+
+    @store_boundary
+    async def graph(self, name: str, version: int | None = None) -> GraphView:
+        """The DAG of a version (the latest when `version` is None) laid out in layers, with
+        every vertex's position (see `engine.operations.graph`)."""
+        record = await self._version(name, version)
+        return graph.layout(record.workflow, record.version)

@@ -6,9 +6,12 @@ import uuid
 from collections.abc import Sequence
 from typing import Any
 
-from sqlalchemy import func, insert, select
+from sqlalchemy import func, insert, select, update
+from sqlalchemy.exc import IntegrityError
+from sqlalchemy.ext.asyncio import AsyncConnection
 
 from engine.store import children as fanout
+from engine.store import listing
 from engine.store import results as results_
 from engine.store.core import (
     StoreCore,
@@ -21,8 +24,10 @@ from engine.store.core import (
     steps,
     versions,
 )
+from engine.store.listing import LogRecord, log_record
 from engine.store.models import (
     RunStatus,
+    TenantQuota,
 )
 from engine.store.records import (
     LogLine,
@@ -32,37 +37,88 @@ from engine.store.records import (
 )
 from schemas.definitions import Workflow
 
+quotas = TenantQuota.__table__  # type: ignore[attr-defined]
+
+
+PUBLISH_ATTEMPTS = 3
+"""Transactions `publish_all` tries when concurrent publishers collide on a version number."""
+
+
+class QuotaExhausted(Exception):
+    """The tenant's run quota has no run left for a new root run."""
+
+
+async def _take_quota(conn: AsyncConnection, tenant_id: str) -> bool:
+    """Use one run of the tenant's quota; False when it has a quota and none is left."""
+    taken = await conn.execute(
+        update(quotas)
+        .where(quotas.c.tenant_id == tenant_id, quotas.c.used_runs < quotas.c.max_runs)
+        .values(used_runs=quotas.c.used_runs + 1)
+    )
+    if taken.rowcount == 1:
+        return True
+    limited = await conn.execute(select(quotas.c.tenant_id).where(quotas.c.tenant_id == tenant_id))
+    return limited.first() is None
+
 
 class RunCatalogue(StoreCore):
     """Workflows and runs: publish and read versions, create and read runs."""
 
     async def publish(self, workflow: Workflow) -> VersionRecord:
         """Store `workflow` as a new immutable version, unless the latest version is identical."""
+        ((record, _),) = await self.publish_all([workflow])
+        return record
+
+    async def publish_all(self, workflows: Sequence[Workflow]) -> list[tuple[VersionRecord, bool]]:
+        """Publish `workflows` together, in one transaction (a parent is never stored without
+        the child published with it). Returns (version, created) per workflow, in order: a
+        workflow identical to its latest version is not stored again (created False).
+
+        Two publishers racing on a name collide on the (name, version) key; the loser runs its
+        transaction again and then finds the winner's version."""
+        for attempt in range(PUBLISH_ATTEMPTS):
+            try:
+                async with self._engines.write.begin() as conn:
+                    published = [await self._publish_one(conn, w) for w in workflows]
+            except IntegrityError:
+                if attempt == PUBLISH_ATTEMPTS - 1:
+                    raise
+                continue
+            for record, _ in published:  # cached once committed: versions never change
+                self._versions[(record.name, record.version)] = record
+            return published
+        raise AssertionError("unreachable: the last attempt returns or raises")
+
+    async def _publish_one(
+        self, conn: AsyncConnection, workflow: Workflow
+    ) -> tuple[VersionRecord, bool]:
         document = workflow.model_dump(mode="json", by_alias=True, exclude_none=True)
         digest = definition_hash(document)
-        async with self._engines.write.begin() as conn:
-            latest = (
-                await conn.execute(
-                    select(versions.c.version, versions.c.definition_hash, versions.c.created_at)
-                    .where(versions.c.name == workflow.name)
-                    .order_by(versions.c.version.desc())
-                    .limit(1)
-                )
-            ).first()
-            if latest is not None and latest.definition_hash == digest:
-                return self._remember(workflow, latest.version, digest, latest.created_at)
-            version = 1 if latest is None else latest.version + 1
-            now = self._clock.now()
+        latest = (
             await conn.execute(
-                insert(versions).values(
-                    name=workflow.name,
-                    version=version,
-                    definition=document,
-                    definition_hash=digest,
-                    created_at=now,
-                )
+                select(versions.c.version, versions.c.definition_hash, versions.c.created_at)
+                .where(versions.c.name == workflow.name)
+                .order_by(versions.c.version.desc())
+                .limit(1)
             )
-        return self._remember(workflow, version, digest, now)
+        ).first()
+        if latest is not None and latest.definition_hash == digest:
+            record = VersionRecord(
+                workflow.name, latest.version, digest, workflow, latest.created_at
+            )
+            return record, False
+        version = 1 if latest is None else latest.version + 1
+        now = self._clock.now()
+        await conn.execute(
+            insert(versions).values(
+                name=workflow.name,
+                version=version,
+                definition=document,
+                definition_hash=digest,
+                created_at=now,
+            )
+        )
+        return VersionRecord(workflow.name, version, digest, workflow, now), True
 
     async def list_versions(self, name: str | None = None) -> list[tuple[str, int, str, float]]:
         """(name, version, hash, created_at) of every published version, newest first."""
@@ -88,14 +144,18 @@ class RunCatalogue(StoreCore):
         restarted_from: str | None = None,
         pinned_versions: dict[str, int] | None = None,
         request_hash: str | None = None,
+        count_in_quota: bool = False,
     ) -> tuple[RunRecord, bool]:
         """Create a RUNNING run with its steps (roots READY). Returns (run, created).
 
         With an `idempotency_key` that already exists, the existing run is returned and
-        nothing is created (`created` False).
+        nothing is created (`created` False) — also when a concurrent creation with the same
+        key wins the race (its insert commits first; this one's is rolled back).
+        `count_in_quota`: the run uses one of its tenant's quota runs, in the same transaction
+        (a tenant without a quota is unlimited); none left raises `QuotaExhausted`.
         """
         if idempotency_key is not None:
-            existing = await self._run_by_key(idempotency_key)
+            existing = await self.run_by_key(idempotency_key)
             if existing is not None:
                 return existing, False
         run_id = run_id or str(uuid.uuid4())
@@ -122,14 +182,22 @@ class RunCatalogue(StoreCore):
             "error": None,
             "ended_at": None,
         }
-        async with self._engines.write.begin() as conn:
-            await conn.execute(insert(runs).values(**row))
-            await conn.execute(insert(steps), step_rows(run_id, tenant_id, workflow, now))
-            await results_.insert_logs(
-                conn,
-                [LogLine(run_id, "info", f"run created ({version.name} v{version.version})")],
-                now,
-            )
+        try:
+            async with self._engines.write.begin() as conn:
+                if count_in_quota and not await _take_quota(conn, tenant_id):
+                    raise QuotaExhausted(f"tenant {tenant_id} has no runs left in its quota")
+                await conn.execute(insert(runs).values(**row))
+                await conn.execute(insert(steps), step_rows(run_id, tenant_id, workflow, now))
+                await results_.insert_logs(
+                    conn,
+                    [LogLine(run_id, "info", f"run created ({version.name} v{version.version})")],
+                    now,
+                )
+        except IntegrityError:
+            existing = None if idempotency_key is None else await self.run_by_key(idempotency_key)
+            if existing is None:
+                raise
+            return existing, False
         return run_record(row), True
 
     async def create_runs(
@@ -171,7 +239,8 @@ class RunCatalogue(StoreCore):
             await self._grew(len(rows) * (1 + len(workflow.vertices)))
         return ids
 
-    async def _run_by_key(self, key: str) -> RunRecord | None:
+    async def run_by_key(self, key: str) -> RunRecord | None:
+        """The run created with idempotency key `key`, if any."""
         async with self._engines.read.connect() as conn:
             row = (await conn.execute(select(runs).where(runs.c.idempotency_key == key))).first()
         return None if row is None else run_record(row._mapping)
@@ -249,3 +318,55 @@ class RunCatalogue(StoreCore):
             "failed": failed,
             "cancelled": cancelled,
         }
+
+    # ── pages (see `engine.store.listing`) ──────────────────────────────────────────────────
+
+    async def runs_page(
+        self, selection: listing.RunFilter, *, after: listing.RunKey | None, limit: int
+    ) -> list[RunRecord]:
+        """Up to `limit` runs matching `selection`, newest first, strictly after `after`."""
+        async with self._engines.read.connect() as conn:
+            rows = await listing.runs_page(conn, selection, after=after, limit=limit)
+        return [run_record(r) for r in rows]
+
+    async def children_page(
+        self,
+        run_id: str,
+        *,
+        status: str | None = None,
+        after: listing.ChildKey | None = None,
+        limit: int = 100,
+    ) -> list[RunRecord]:
+        """Up to `limit` children of `run_id` in (spawner vertex, item index) order."""
+        async with self._engines.read.connect() as conn:
+            rows = await listing.children_page(
+                conn, run_id, status=status, after=after, limit=limit
+            )
+        return [run_record(r) for r in rows]
+
+    async def restarts_of(self, run_id: str) -> list[str]:
+        """Ids of the runs started over from `run_id`, oldest first."""
+        async with self._engines.read.connect() as conn:
+            return await listing.restarts_of(conn, run_id)
+
+    async def log_page(self, run_id: str, *, after: int = 0, limit: int = 200) -> list[LogRecord]:
+        """Up to `limit` log lines of `run_id` with ids above `after`, in order."""
+        async with self._engines.read.connect() as conn:
+            rows = await listing.log_page(conn, run_id, after=after, limit=limit)
+        return [log_record(r) for r in rows]
+
+    async def step_log_lines(self, run_id: str, *, limit: int) -> list[LogRecord]:
+        """The latest `limit` log lines of `run_id` written by its steps, oldest first."""
+        async with self._engines.read.connect() as conn:
+            rows = await listing.vertex_log_lines(conn, run_id, limit=limit)
+        return [log_record(r) for r in rows]
+
+    async def workflow_summaries(self) -> list[listing.WorkflowSummary]:
+        """Every published workflow (latest version, version count, first and last publish)."""
+        async with self._engines.read.connect() as conn:
+            return await listing.workflow_summaries(conn)
+
+    async def ready_steps(self, up_to: int) -> int:
+        """How many steps are READY, counting no further than `up_to` (a bounded count)."""
+        async with self._engines.read.connect() as conn:
+            return await listing.ready_steps(conn, up_to)

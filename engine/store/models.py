@@ -74,6 +74,12 @@ def _json(nullable: bool = True) -> Any:
     return Field(default=None, sa_column=Column(JSON, nullable=nullable))
 
 
+def _roots_index(name: str, *columns: str) -> Index:
+    """An index of root runs only (`parent_run_id IS NULL`)."""
+    roots = text("parent_run_id IS NULL")
+    return Index(name, *columns, postgresql_where=roots, sqlite_where=roots)
+
+
 class WorkflowVersion(SQLModel, table=True):
     """An immutable published version of a workflow document."""
 
@@ -92,10 +98,38 @@ class Run(SQLModel, table=True):
     """One execution of one workflow version."""
 
     __tablename__ = "run"
+    # Lists of runs are read newest first by (created_at, id) (keyset pagination, see
+    # `engine.store.listing`): each filter a run monitor uses has an index ending in those
+    # columns, so a page is one index range. Lists of roots (runs no spawner started, what a
+    # monitor shows by default) have partial indexes of their own: a large fan-out never
+    # lies inside their ranges, and its children cost them nothing to insert or update. Every
+    # full index is paid for by each child a spawner creates and ends, so there are few.
     __table_args__ = (
-        Index("ix_run_status_created", "status", "created_at"),
+        Index("ix_run_created", "created_at", "id"),
+        Index("ix_run_status_created", "status", "created_at", "id"),
+        Index("ix_run_tenant_created", "tenant_id", "created_at", "id"),
+        Index("ix_run_workflow_created", "workflow_name", "created_at", "id"),
+        _roots_index("ix_run_roots_created", "created_at", "id"),
+        _roots_index("ix_run_roots_status_created", "status", "created_at", "id"),
+        _roots_index("ix_run_roots_tenant_created", "tenant_id", "created_at", "id"),
+        _roots_index(
+            "ix_run_roots_workflow_version_created",
+            "workflow_name",
+            "workflow_version",
+            "created_at",
+            "id",
+        ),
+        # A run's children in item order (the merge, `children`), and by status.
         Index("ix_run_parent_item", "parent_run_id", "parent_vertex_id", "item_index"),
-        Index("ix_run_workflow_created", "workflow_name", "created_at"),
+        Index(
+            "ix_run_parent_status_item", "parent_run_id", "status", "parent_vertex_id", "item_index"
+        ),
+        Index(
+            "ix_run_restarted_from",
+            "restarted_from",
+            postgresql_where=text("restarted_from IS NOT NULL"),
+            sqlite_where=text("restarted_from IS NOT NULL"),
+        ),
     )
 
     id: str = Field(sa_column=Column(String(36), primary_key=True))

@@ -1,0 +1,141 @@
+"""The layered layout of a workflow's DAG, computed once here so no client lays out a graph.
+
+Layers are networkx's topological generations (a vertex sits one layer below its deepest
+dependency, so every edge points down). Inside each layer the order starts as the document's
+and is improved by barycenter sweeps: alternately downwards (each vertex moves towards the
+mean position of its dependencies) and upwards (of its dependants); the order with the fewest
+crossings between adjacent layers wins. Then each layer is centred horizontally on a grid.
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Iterable
+
+import networkx as nx
+
+from engine.operations.views import GraphEdge, GraphNode, GraphView
+from schemas.definitions import SpawnerVertex, Workflow
+
+NODE_WIDTH = 180.0
+NODE_HEIGHT = 56.0
+GAP_X = 40.0
+GAP_Y = 64.0
+MARGIN = 24.0
+SWEEPS = 8
+"""Barycenter sweeps (each one down and one up); small graphs settle in two or three."""
+
+Layers = list[list[str]]
+
+
+def _graph(workflow: Workflow) -> nx.DiGraph:
+    graph = nx.DiGraph()
+    graph.add_nodes_from(workflow.vertices)
+    for vertex_id, vertex in workflow.vertices.items():
+        graph.add_edges_from((dependency, vertex_id) for dependency in vertex.depends_on)
+    return graph
+
+
+def _positions(layers: Layers) -> dict[str, float]:
+    """Each vertex's position in its layer, centred on 0 so layers of any width line up."""
+    return {
+        vertex: index - (len(layer) - 1) / 2
+        for layer in layers
+        for index, vertex in enumerate(layer)
+    }
+
+
+def _reordered(layer: list[str], neighbours: dict[str, list[str]], pos: dict[str, float]) -> None:
+    """Sort `layer` in place by the mean position of each vertex's neighbours (a vertex with
+    none keeps its place); ties keep the current order."""
+
+    def barycenter(vertex: str) -> float:
+        around = neighbours[vertex]
+        return sum(pos[n] for n in around) / len(around) if around else pos[vertex]
+
+    layer.sort(key=lambda v: (barycenter(v), pos[v]))
+    pos.update({v: i - (len(layer) - 1) / 2 for i, v in enumerate(layer)})
+
+
+def _crossings(layers: Layers, graph: nx.DiGraph) -> int:
+    """Pairs of edges between the same two adjacent layers that cross."""
+    index = {v: i for layer in layers for i, v in enumerate(layer)}
+    total = 0
+    for upper, lower in itertools.pairwise(layers):
+        below = set(lower)
+        edges = [(index[u], index[v]) for u in upper for v in graph.successors(u) if v in below]
+        total += sum(
+            1 for i, (a, b) in enumerate(edges) for c, d in edges[i + 1 :] if (a - c) * (b - d) < 0
+        )
+    return total
+
+
+def order_layers(graph: nx.DiGraph, layers: Layers) -> Layers:
+    """`layers` reordered to reduce edge crossings (bounded barycenter sweeps)."""
+    best = [list(layer) for layer in layers]
+    best_crossings = _crossings(best, graph)
+    current = [list(layer) for layer in layers]
+    preds = {v: list(graph.predecessors(v)) for v in graph}
+    succs = {v: list(graph.successors(v)) for v in graph}
+    for _ in range(SWEEPS):
+        if best_crossings == 0:
+            break
+        pos = _positions(current)
+        for layer in current[1:]:
+            _reordered(layer, preds, pos)
+        for layer in reversed(current[:-1]):
+            _reordered(layer, succs, pos)
+        crossings = _crossings(current, graph)
+        if crossings < best_crossings:
+            best, best_crossings = [list(layer) for layer in current], crossings
+    return best
+
+
+def _edges(graph: nx.DiGraph, layers: Layers) -> Iterable[GraphEdge]:
+    for layer in layers:
+        for source in layer:
+            for target in graph.successors(source):
+                yield GraphEdge(source=source, target=target)
+
+
+def layout(workflow: Workflow, version: int) -> GraphView:
+    """The DAG of `workflow` (published as `version`) with every vertex placed."""
+    graph = _graph(workflow)
+    document_order = {v: i for i, v in enumerate(workflow.vertices)}
+    generations = [
+        sorted(generation, key=document_order.__getitem__)
+        for generation in nx.topological_generations(graph)
+    ]
+    layers = order_layers(graph, generations)
+    widest = max((len(layer) for layer in layers), default=0)
+    width = 2 * MARGIN + widest * NODE_WIDTH + max(0, widest - 1) * GAP_X
+    height = 2 * MARGIN + len(layers) * NODE_HEIGHT + max(0, len(layers) - 1) * GAP_Y
+    nodes = []
+    for depth, layer in enumerate(layers):
+        row_width = len(layer) * NODE_WIDTH + (len(layer) - 1) * GAP_X
+        left = (width - row_width) / 2
+        for order, vertex_id in enumerate(layer):
+            vertex = workflow.vertices[vertex_id]
+            nodes.append(
+                GraphNode(
+                    id=vertex_id,
+                    type=vertex.type.value,
+                    depends_on=list(vertex.depends_on),
+                    workflow=vertex.config.workflow if isinstance(vertex, SpawnerVertex) else None,
+                    layer=depth,
+                    order=order,
+                    x=left + order * (NODE_WIDTH + GAP_X) + NODE_WIDTH / 2,
+                    y=MARGIN + depth * (NODE_HEIGHT + GAP_Y) + NODE_HEIGHT / 2,
+                )
+            )
+    return GraphView(
+        name=workflow.name,
+        version=version,
+        nodes=nodes,
+        edges=list(_edges(graph, layers)),
+        layers=len(layers),
+        width=width,
+        height=height,
+        node_width=NODE_WIDTH,
+        node_height=NODE_HEIGHT,
+    )

@@ -1,0 +1,81 @@
+"""Opaque cursors and page limits of keyset-paginated lists.
+
+A cursor is the base64url text of a small JSON object: the list it belongs to (`kind`), the
+keys of the last row of the page it follows, a digest of the list's scope (its filter, the
+parent run, the tenant) and a check digest over all of that. A cursor that does not decode, was
+edited, or comes from another list or another filter is refused with
+`InvalidRequest(code="invalid_cursor")` rather than silently starting somewhere else.
+
+The check digest catches edited and truncated cursors; it is not a secret, and it does not
+need to be: a cursor only says where a page starts, and what a caller may see is decided by the
+query's own conditions (its tenant scope), never by the cursor.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import hashlib
+import json
+from collections.abc import Sequence
+from typing import Any
+
+from schemas.errors import InvalidRequest
+
+MAX_LIMIT = 500
+"""The largest page any list serves."""
+CURSOR_VERSION = 1
+_DIGEST_CHARS = 16
+
+
+def check_limit(limit: int, *, maximum: int = MAX_LIMIT) -> int:
+    """`limit` when it is in 1..maximum, else `InvalidRequest(code="invalid_limit")`."""
+    if isinstance(limit, bool) or not isinstance(limit, int) or not 1 <= limit <= maximum:
+        raise InvalidRequest(
+            f"limit must be an integer from 1 to {maximum}; got {limit!r}", code="invalid_limit"
+        )
+    return limit
+
+
+def _digest(value: Any) -> str:
+    text = json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+    return hashlib.sha256(text.encode()).hexdigest()[:_DIGEST_CHARS]
+
+
+def scope_digest(kind: str, scope: dict[str, Any]) -> str:
+    """The digest of a list's scope: the same list with the same filter, the same digest."""
+    return _digest({"kind": kind, "scope": scope})
+
+
+def encode_cursor(kind: str, keys: Sequence[Any], scope: str) -> str:
+    """The cursor of the page after the row with `keys`, in the list `kind` with `scope`
+    (a `scope_digest`)."""
+    body = {"v": CURSOR_VERSION, "k": kind, "p": list(keys), "s": scope}
+    body["c"] = _digest(body)
+    text = json.dumps(body, separators=(",", ":"), ensure_ascii=False)
+    return base64.urlsafe_b64encode(text.encode()).decode().rstrip("=")
+
+
+def _invalid(reason: str) -> InvalidRequest:
+    return InvalidRequest(f"invalid cursor: {reason}", code="invalid_cursor")
+
+
+def decode_cursor(cursor: str, kind: str, scope: str) -> list[Any]:
+    """The row keys a cursor carries, after checking it is intact and belongs to the list
+    `kind` with `scope`; otherwise `InvalidRequest(code="invalid_cursor")`."""
+    try:
+        padded = cursor + "=" * (-len(cursor) % 4)
+        body = json.loads(base64.urlsafe_b64decode(padded.encode("ascii")))
+    except (UnicodeError, binascii.Error, ValueError) as exc:
+        raise _invalid("it is not a cursor this server issued") from exc
+    if not isinstance(body, dict) or not isinstance(body.get("p"), list):
+        raise _invalid("it is not a cursor this server issued")
+    check = body.pop("c", None)
+    if check != _digest(body) or body.get("v") != CURSOR_VERSION:
+        raise _invalid("it was altered")
+    if body.get("k") != kind:
+        raise _invalid(f"it belongs to another list ({body.get('k')}), not to {kind}")
+    if body.get("s") != scope:
+        raise _invalid("it belongs to the same list with other filters; start again without it")
+    keys: list[Any] = body["p"]
+    return keys

@@ -1,0 +1,180 @@
+"""Views of runs and steps built from the store's records, and each step's attempt history
+assembled from the run's log.
+
+Attempts are not stored as rows: the GATEWAY writes one log line per HTTP attempt (data:
+`attempt`, `maxAttempts`, `status`, `durationMs`, `error`, `retryInMs`) and one per attempt
+admission refused (data: `attempt`, `kind`, `error`), with the step's vertex id. A step's
+history is those lines in order; a new execution (a redispatch, a re-run after a lost lease,
+an operator's retry) starts where the attempt number starts again.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+from engine.operations.submission import client_key
+from engine.operations.views import (
+    AttemptView,
+    ErrorView,
+    FanoutProgress,
+    LogEntry,
+    RunDetail,
+    RunSummary,
+    SpawnerCounts,
+    StepView,
+)
+from engine.store.listing import LogRecord
+from engine.store.records import RunRecord, StepRecord
+from schemas.definitions import Workflow
+
+
+def _int(value: Any) -> int | None:
+    return value if isinstance(value, int) and not isinstance(value, bool) else None
+
+
+def _number(value: Any) -> float | None:
+    return float(value) if isinstance(value, int | float) and not isinstance(value, bool) else None
+
+
+def _text(value: Any) -> str | None:
+    return value if isinstance(value, str) else None
+
+
+def error_view(error: Any) -> ErrorView | None:
+    """A stored error (`StepFailure.as_dict()`, plus `vertexId` on a run) as a view; anything
+    else stored there is shown as its text."""
+    if error is None:
+        return None
+    if not isinstance(error, Mapping):
+        return ErrorView(kind="unknown", message=str(error))
+    http = error.get("http")
+    http = http if isinstance(http, Mapping) else {}
+    return ErrorView(
+        kind=str(error.get("kind", "unknown")),
+        message=str(error.get("message", "")),
+        vertex_id=_text(error.get("vertexId")),
+        http_status=_int(http.get("status")),
+        body_excerpt=_text(http.get("bodyExcerpt")),
+        attempts=_int(http.get("attempts")),
+        retry_after_s=_number(error.get("retryAfterS")),
+    )
+
+
+def summary(run: RunRecord) -> RunSummary:
+    return RunSummary(
+        id=run.id,
+        workflow=run.workflow_name,
+        version=run.workflow_version,
+        tenant_id=run.tenant_id,
+        status=run.status,
+        created_at=run.created_at,
+        started_at=run.started_at,
+        ended_at=run.ended_at,
+        parent_run_id=run.parent_run_id,
+        parent_vertex_id=run.parent_vertex_id,
+        item_index=run.item_index,
+        root_run_id=run.root_run_id,
+        restarted_from=run.restarted_from,
+        dlq_at=run.dlq_at,
+        error=error_view(run.error),
+    )
+
+
+def _attempt(line: LogRecord, execution: int, number: int) -> AttemptView:
+    data: Mapping[str, Any] = line.data
+    refused = "maxAttempts" not in data and isinstance(data.get("kind"), str)
+    return AttemptView(
+        execution=execution,
+        attempt=number,
+        at=line.at,
+        level=line.level,
+        message=line.message,
+        http_status=_int(data.get("status")),
+        duration_ms=_number(data.get("durationMs")),
+        error=_text(data.get("error")),
+        retry_in_ms=_int(data.get("retryInMs")),
+        refused=str(data["kind"]) if refused else None,
+    )
+
+
+def histories(lines: Iterable[LogRecord]) -> dict[str, list[AttemptView]]:
+    """Each step's attempts, by vertex id, from the run's log lines (oldest first)."""
+    found: dict[str, list[AttemptView]] = {}
+    for line in lines:
+        number = _int(line.data.get("attempt")) if isinstance(line.data, Mapping) else None
+        if line.vertex_id is None or number is None:
+            continue
+        history = found.setdefault(line.vertex_id, [])
+        execution = 1
+        if history:
+            last = history[-1]
+            execution = last.execution + (1 if number <= last.attempt else 0)
+        history.append(_attempt(line, execution, number))
+    return found
+
+
+def _counts(step: StepRecord) -> SpawnerCounts | None:
+    if step.children_total is None:
+        return None
+    return SpawnerCounts(
+        total=step.children_total,
+        succeeded=step.children_succeeded,
+        failed=step.children_failed,
+        cancelled=step.children_cancelled,
+    )
+
+
+def step_view(step: StepRecord, workflow: Workflow, history: list[AttemptView]) -> StepView:
+    vertex = workflow.vertices.get(step.vertex_id)
+    return StepView(
+        vertex_id=step.vertex_id,
+        type=None if vertex is None else vertex.type.value,
+        status=step.status,
+        attempts=step.attempts,
+        auto_retries=step.auto_retries,
+        output=step.output,
+        error=error_view(step.error),
+        not_before=step.not_before,
+        created_at=step.created_at,
+        started_at=step.started_at,
+        ended_at=step.ended_at,
+        children=_counts(step),
+        history=history,
+    )
+
+
+def detail(
+    run: RunRecord,
+    workflow: Workflow,
+    *,
+    steps: Iterable[StepRecord],
+    lines: Iterable[LogRecord],
+    restarts: list[str],
+    fanout: Mapping[str, int],
+) -> RunDetail:
+    """The whole view of one run."""
+    by_vertex = histories(lines)
+    return RunDetail(
+        **summary(run).model_dump(),
+        input=run.input,
+        output=run.output,
+        item=run.item,
+        timeout_tier=run.timeout_tier,
+        idempotency_key=client_key(run.idempotency_key),
+        pinned_versions=run.pinned_versions,
+        restarts=restarts,
+        steps=[step_view(s, workflow, by_vertex.get(s.vertex_id, [])) for s in steps],
+        fanout=FanoutProgress(**fanout),
+    )
+
+
+def log_entry(line: LogRecord) -> LogEntry:
+    return LogEntry(
+        id=line.id,
+        at=line.at,
+        level=line.level,
+        message=line.message,
+        vertex_id=line.vertex_id,
+        data=line.data,
+    )

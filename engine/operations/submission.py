@@ -1,0 +1,107 @@
+"""The rules of a submission that are not SQL: what makes two submissions the same request,
+how an idempotency key is stored, the timeout tier of a run, and the ready-queue high-water
+mark at the door."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from typing import Any
+
+from engine.store import Store
+from schemas.clock import Clock
+from schemas.definitions import SpawnerVertex, Workflow
+from schemas.errors import InvalidRequest, LimitReached
+
+MAX_TENANT_CHARS = 200
+MAX_KEY_CHARS = 256
+KEY_PREFIX = "submit:"
+QUEUE_FULL_RETRY_S = 5.0
+"""What a submission refused for a full ready queue is told to wait."""
+QUIET_S = 1.0
+"""How long a ready queue found at most half as deep as the mark is not counted again."""
+
+
+def canonical_json(value: Any, what: str) -> str:
+    """`value` as canonical JSON text (sorted keys, no spaces); not JSON → `InvalidRequest`."""
+    try:
+        return json.dumps(
+            value, sort_keys=True, separators=(",", ":"), ensure_ascii=False, allow_nan=False
+        )
+    except (TypeError, ValueError) as exc:
+        raise InvalidRequest(f"{what} is not JSON: {exc}", code="invalid_input") from exc
+
+
+def request_hash(workflow: str, version: int | None, run_input: Any, tenant_id: str) -> str:
+    """SHA-256 of what a submission asks for: the workflow, the version it pins (None: the
+    latest), the input and the tenant. The same key with another hash is another request."""
+    request = {"workflow": workflow, "version": version, "input": run_input, "tenant": tenant_id}
+    return hashlib.sha256(canonical_json(request, "the input").encode()).hexdigest()
+
+
+def stored_key(tenant_id: str, key: str) -> str:
+    """The idempotency key as stored: scoped to the tenant (two tenants may use the same key
+    without seeing each other's runs) and apart from the keys the engine derives itself
+    (children's `<run>/<vertex>/<index>`, an operator's start-over)."""
+    tenant = hashlib.sha256(tenant_id.encode()).hexdigest()[:16]
+    return f"{KEY_PREFIX}{tenant}:{key}"
+
+
+def client_key(stored: str | None) -> str | None:
+    """The key a client submitted, from its stored form (other keys are shown as they are)."""
+    if stored is None or not stored.startswith(KEY_PREFIX):
+        return stored
+    return stored.split(":", 2)[2]
+
+
+def check_tenant(tenant_id: str) -> str:
+    if not isinstance(tenant_id, str) or not 1 <= len(tenant_id) <= MAX_TENANT_CHARS:
+        raise InvalidRequest(
+            f"a tenant id is 1 to {MAX_TENANT_CHARS} characters", code="invalid_tenant"
+        )
+    return tenant_id
+
+
+def check_key(key: str | None) -> str | None:
+    if key is not None and (not isinstance(key, str) or not 1 <= len(key) <= MAX_KEY_CHARS):
+        raise InvalidRequest(
+            f"an idempotency key is 1 to {MAX_KEY_CHARS} characters",
+            code="invalid_idempotency_key",
+        )
+    return key
+
+
+def timeout_tier(workflow: Workflow) -> str:
+    """The GATEWAY timeout tier of a submitted run: "collect" when it feeds a fan-out (its
+    calls gather the items), else "process". Child runs are always "process"."""
+    spawns = any(isinstance(v, SpawnerVertex) for v in workflow.vertices.values())
+    return "collect" if spawns else "process"
+
+
+class ReadyGauge:
+    """The door's high-water mark on the ready queue: at `max_ready` READY steps or more, a
+    submission is refused with `LimitReached(code="queue_full", retry_after_s=5)`.
+
+    Each check counts READY steps up to the mark (a bounded count). A queue found at most half
+    as deep is not counted again for `QUIET_S`: one second of submissions cannot fill the other
+    half in practice, and near the mark every submission counts again."""
+
+    def __init__(self, store: Store, clock: Clock, max_ready: int) -> None:
+        self._store = store
+        self._clock = clock
+        self._max_ready = max_ready
+        self._quiet_until = float("-inf")
+
+    async def check(self) -> None:
+        if self._clock.monotonic() < self._quiet_until:
+            return
+        depth = await self._store.ready_steps(self._max_ready)
+        if depth >= self._max_ready:
+            raise LimitReached(
+                f"the ready queue holds {self._max_ready} steps or more; workers are behind, "
+                f"submit again in {QUEUE_FULL_RETRY_S:g} s",
+                code="queue_full",
+                retry_after_s=QUEUE_FULL_RETRY_S,
+            )
+        if depth * 2 <= self._max_ready:
+            self._quiet_until = self._clock.monotonic() + QUIET_S

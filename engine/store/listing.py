@@ -1,0 +1,209 @@
+"""Lists and pages of the run catalogue: runs by filter, a run's children, its log, the runs
+restarted from it, and the workflows. Part of `engine.store` (called only from there).
+
+Every page is keyset-paginated: a page starts strictly after the keys of the previous page's
+last row, in the order of an index, so reading page 1,000 costs what page 1 costs and rows
+inserted between two pages are neither skipped nor repeated (a newer run sorts before the
+cursor, never after it). The indexes each order reads are declared on `engine.store.models.Run`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from sqlalchemy import ColumnElement, func, literal, select, tuple_
+from sqlalchemy.ext.asyncio import AsyncConnection
+
+from engine.store.models import Run, RunLog, Step, StepStatus, WorkflowVersion
+
+runs = Run.__table__  # type: ignore[attr-defined]
+steps = Step.__table__  # type: ignore[attr-defined]
+logs = RunLog.__table__  # type: ignore[attr-defined]
+versions = WorkflowVersion.__table__  # type: ignore[attr-defined]
+
+RunKey = tuple[float, str]
+"""Where a runs page ends: (created_at, id) of its last row."""
+ChildKey = tuple[str, int]
+"""Where a children page ends: (spawner vertex id, item index) of its last child."""
+
+
+@dataclass(frozen=True)
+class RunFilter:
+    """Which runs a list (or a batch action) covers. Every field is optional; set fields are
+    combined with AND. `created_after`/`created_before` are epoch seconds (inclusive/exclusive).
+
+    Defined here because the store turns it into the WHERE clause; the operations layer
+    re-exports it (`engine.operations.views.RunFilter`) for its callers."""
+
+    workflow: str | None = None
+    version: int | None = None
+    status: str | None = None
+    tenant: str | None = None
+    parent: str | None = None
+    """Only the children of this run."""
+    created_after: float | None = None
+    created_before: float | None = None
+    roots_only: bool = False
+    """Only runs that no spawner started (ignored when `parent` is set)."""
+
+
+@dataclass(frozen=True)
+class WorkflowSummary:
+    name: str
+    latest_version: int
+    versions: int
+    created_at: float
+    """When its first version was published."""
+    updated_at: float
+    """When its latest version was published."""
+
+
+@dataclass(frozen=True)
+class LogRecord:
+    """A line of a run's log as stored."""
+
+    id: int
+    run_id: str
+    vertex_id: str | None
+    at: float
+    level: str
+    message: str
+    data: Any
+
+
+def log_record(row: Any) -> LogRecord:
+    return LogRecord(
+        row["id"],
+        row["run_id"],
+        row["vertex_id"],
+        row["at"],
+        row["level"],
+        row["message"],
+        row["data"],
+    )
+
+
+def _conditions(selection: RunFilter) -> list[ColumnElement[bool]]:
+    column_values = (
+        (runs.c.workflow_name, selection.workflow),
+        (runs.c.workflow_version, selection.version),
+        (runs.c.status, selection.status),
+        (runs.c.tenant_id, selection.tenant),
+        (runs.c.parent_run_id, selection.parent),
+    )
+    found: list[ColumnElement[bool]] = [c == v for c, v in column_values if v is not None]
+    if selection.created_after is not None:
+        found.append(runs.c.created_at >= selection.created_after)
+    if selection.created_before is not None:
+        found.append(runs.c.created_at < selection.created_before)
+    if selection.roots_only and selection.parent is None:
+        # Spelled exactly as the partial index's predicate, so the planner can use it.
+        found.append(runs.c.parent_run_id.is_(None))
+    return found
+
+
+async def runs_page(
+    conn: AsyncConnection, selection: RunFilter, *, after: RunKey | None, limit: int
+) -> list[Any]:
+    """Up to `limit` run rows matching `selection`, newest first ((created_at, id) descending),
+    strictly after `after`."""
+    conditions = _conditions(selection)
+    if after is not None:
+        # A row-value comparison: one index range on (…, created_at, id) on both databases.
+        conditions.append(tuple_(runs.c.created_at, runs.c.id) < tuple_(*after))
+    query = (
+        select(runs)
+        .where(*conditions)
+        .order_by(runs.c.created_at.desc(), runs.c.id.desc())
+        .limit(limit)
+    )
+    return [row._mapping for row in (await conn.execute(query)).all()]
+
+
+async def children_page(
+    conn: AsyncConnection,
+    run_id: str,
+    *,
+    status: str | None,
+    after: ChildKey | None,
+    limit: int,
+) -> list[Any]:
+    """Up to `limit` child run rows of `run_id` in (spawner vertex, item index) order, strictly
+    after `after`; only those in `status` when given."""
+    conditions: list[ColumnElement[bool]] = [runs.c.parent_run_id == run_id]
+    if status is not None:
+        conditions.append(runs.c.status == status)
+    if after is not None:
+        conditions.append(tuple_(runs.c.parent_vertex_id, runs.c.item_index) > tuple_(*after))
+    query = (
+        select(runs)
+        .where(*conditions)
+        .order_by(runs.c.parent_vertex_id, runs.c.item_index)
+        .limit(limit)
+    )
+    return [row._mapping for row in (await conn.execute(query)).all()]
+
+
+async def restarts_of(conn: AsyncConnection, run_id: str) -> list[str]:
+    """Ids of the runs started over from `run_id`, oldest first."""
+    query = (
+        select(runs.c.id)
+        .where(runs.c.restarted_from == run_id)
+        .order_by(runs.c.created_at, runs.c.id)
+    )
+    return [row.id for row in (await conn.execute(query)).all()]
+
+
+async def vertex_log_lines(conn: AsyncConnection, run_id: str, *, limit: int) -> list[Any]:
+    """The latest `limit` log lines of `run_id` written by its steps, oldest first."""
+    query = (
+        select(logs)
+        .where(logs.c.run_id == run_id, logs.c.vertex_id.is_not(None))
+        .order_by(logs.c.id.desc())
+        .limit(limit)
+    )
+    rows = [row._mapping for row in (await conn.execute(query)).all()]
+    rows.reverse()
+    return rows
+
+
+async def log_page(conn: AsyncConnection, run_id: str, *, after: int, limit: int) -> list[Any]:
+    """Up to `limit` log lines of `run_id` with ids above `after`, in order."""
+    query = (
+        select(logs)
+        .where(logs.c.run_id == run_id, logs.c.id > after)
+        .order_by(logs.c.id)
+        .limit(limit)
+    )
+    return [row._mapping for row in (await conn.execute(query)).all()]
+
+
+async def workflow_summaries(conn: AsyncConnection) -> list[WorkflowSummary]:
+    """Every published workflow, by name."""
+    query = (
+        select(
+            versions.c.name,
+            func.max(versions.c.version).label("latest"),
+            func.count().label("n"),
+            func.min(versions.c.created_at).label("first"),
+            func.max(versions.c.created_at).label("last"),
+        )
+        .group_by(versions.c.name)
+        .order_by(versions.c.name)
+    )
+    return [
+        WorkflowSummary(r.name, int(r.latest), int(r.n), float(r.first), float(r.last))
+        for r in (await conn.execute(query)).all()
+    ]
+
+
+async def ready_steps(conn: AsyncConnection, up_to: int) -> int:
+    """How many steps are READY, counting no further than `up_to`: the cost is bounded by
+    `up_to` rows of the partial READY index whatever the queue's real depth."""
+    # The status is bound as a literal, not a parameter: PostgreSQL's generic plans use the
+    # partial index only when the predicate visibly is `status = 'READY'`.
+    is_ready = steps.c.status == literal(StepStatus.READY.value, literal_execute=True)
+    ready = select(steps.c.id).where(is_ready).limit(up_to)
+    query = select(func.count()).select_from(ready.subquery())
+    return int((await conn.execute(query)).scalar_one())

@@ -1,0 +1,69 @@
+"""Workflow documents and waits shared by the operations tests (they act as users: every
+read and write goes through `engine.operations`)."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+from engine.operations import Operations
+from engine.operations.views import RunDetail
+
+TERMINAL = {"SUCCEEDED", "FAILED", "CANCELLED"}
+
+
+def gateway(url: str, *depends_on: str, **config: Any) -> dict[str, Any]:
+    vertex: dict[str, Any] = {"type": "GATEWAY", "config": {"url": url, **config}}
+    if depends_on:
+        vertex["dependsOn"] = list(depends_on)
+    return vertex
+
+
+def single(name: str, url: str, **workflow: Any) -> dict[str, Any]:
+    """A workflow of one GATEWAY call."""
+    return {"name": name, "vertices": {"call": gateway(url)}, **workflow}
+
+
+def fanout(base: str, merge: dict[str, Any] | None = None) -> list[dict[str, Any]]:
+    """parent: a SPAWNER over `input.items` and its MERGE; child: one POST answered with the
+    status its item names (the demo downstream's X-Demo-Status header)."""
+    parent = {
+        "name": "parent",
+        "vertices": {
+            "each": {
+                "type": "SPAWNER",
+                "config": {"items": "{{ input.items }}", "workflow": "child"},
+            },
+            "join": {"type": "MERGE", "dependsOn": ["each"], "config": merge or {}},
+        },
+    }
+    child = {
+        "name": "child",
+        "vertices": {
+            "call": gateway(
+                f"{base}/charge/{{{{ index }}}}",
+                method="POST",
+                headers={"X-Demo-Status": "{{ item.status }}"},
+                retry={"maxAttempts": 1},
+            )
+        },
+    }
+    return [parent, child]
+
+
+def items(n: int, failing: set[int] = frozenset()) -> list[dict[str, Any]]:
+    return [{"status": 400 if i in failing else 200} for i in range(n)]
+
+
+async def ended(ops: Operations, run_id: str, timeout_s: float = 30) -> RunDetail:
+    """The run once it has ended; fails the test after `timeout_s`."""
+    run = await ops.runs.wait(run_id, timeout_s)
+    assert run.status in TERMINAL, f"run {run_id} still {run.status} after {timeout_s} s"
+    return run
+
+
+async def eventually(condition: Any, timeout_s: float = 10) -> None:
+    """Wait until the async `condition()` is true; fails the test after `timeout_s`."""
+    async with asyncio.timeout(timeout_s):
+        while not await condition():
+            await asyncio.sleep(0.05)
