@@ -40,7 +40,7 @@ import logging
 import math
 import random
 import uuid
-from collections.abc import Awaitable
+from collections.abc import Awaitable, Collection
 
 from redis.asyncio import Redis
 
@@ -319,6 +319,17 @@ class Admission:
             },
         )
 
+    async def remove_caps(self, destination: str) -> None:
+        """Forget a destination's caps for every worker: the default cap applies to its next
+        admission anywhere (the database copy is the caller's)."""
+        await self.caps.delete_caps(destination)
+        self._loaded.mark(("caps", destination))
+        logger.info(
+            "caps of %s removed",
+            destination,
+            extra={"event": "admission.caps_removed", "destination": destination},
+        )
+
     async def get_caps(self, destination: str) -> DestinationCaps | None:
         return await self.caps.get_caps(destination)
 
@@ -330,13 +341,14 @@ class Admission:
 
     # ── visibility ──────────────────────────────────────────────────────────────────────
 
-    async def snapshot(self) -> AdmissionSnapshot:
-        """Every destination's limit, in-flight count, cap, breakers and retry budget, and
-        every tenant's window usage."""
+    async def snapshot(self, *, also: Collection[str] = ()) -> AdmissionSnapshot:
+        """Every destination's limit, in-flight count, cap, breakers and retry budget (those
+        admission has seen, and the destinations in `also`), and every tenant's window usage."""
         now = self._clock.now()
+        names = sorted({*await self.backend.destinations(), *also})
         destinations = [
             destination_state(d, await self.backend.read_destination(d, now), now, self.config)
-            for d in await self.backend.destinations()
+            for d in names
         ]
         tenants = []
         for tenant_id in await self.backend.tenants():

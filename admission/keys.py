@@ -2,8 +2,9 @@
 `engine.coordination.keys`).
 
 The breaker namespaces (`cb:tenant:…`, `cb:global:…`) are part of the operator contract
-(docs/architecture.md, 'Redis keys'): monitoring and scripts read them. Everything else is prefixed `sb:`. Functions, not string
-concatenation at call sites, so a key's shape is defined once.
+(docs/architecture.md, 'Redis keys'): monitoring and scripts read them. Everything else is
+prefixed `sb:`. Functions, not string concatenation at call sites, so a key's shape is defined
+once.
 """
 
 from __future__ import annotations

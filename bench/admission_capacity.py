@@ -11,7 +11,7 @@
 
 One parent run on PostgreSQL + Redis: `SPAWNER over {{ input.items }}` → child run with one
 GATEWAY POST to the demo downstream (admission key `bench-downstream`, its cap set to 500 with
-`Runtime.set_destination_caps`; `SCHEMABRIDGE_DEFAULT_MAX_CONCURRENCY=1000`) → MERGE that
+`Operations.settings.set_caps`; `SCHEMABRIDGE_DEFAULT_MAX_CONCURRENCY=1000`) → MERGE that
 tolerates failed children (so the parent always ends and the children's statuses are counted).
 The downstream runs in its own process: `--latency-ms` (50) per request, beyond `--capacity`
 (20) concurrent requests an immediate 429 with `Retry-After: 1`. Workers: `--workers` (2)
@@ -74,6 +74,7 @@ from bench.admission_common import (
     wait_for_run,
 )
 from bench.common import OUT
+from engine.operations import Operations
 from engine.runtime import Runtime
 from engine.settings import Settings
 
@@ -121,7 +122,7 @@ async def once(args: argparse.Namespace, ratio: float | None) -> dict[str, Any]:
         try:
             version = await publish_fanout(runtime.store, child_workflow(ds.url))
             if admission:
-                await runtime.set_destination_caps(DESTINATION, args.cap)
+                await Operations(runtime).settings.set_caps(DESTINATION, args.cap)
             thresholds = None
             if args.breaker_thresholds:
                 tenant, global_ = args.breaker_thresholds.split(",")

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 
 import redis.asyncio as redis
 
-from admission import Admission, AdmissionConfig, AimdConfig, DestinationCaps, TenantRateConfig
+from admission import Admission, AdmissionConfig, AimdConfig, TenantRateConfig
 from engine import coordination
 from engine.coordination.heartbeat import Heartbeat
 from engine.coordination.wakeup import Wakeup
@@ -127,22 +127,6 @@ class Runtime:
             admission_wait_s=s.admission_wait_s,
             notify=self.wakeup.notify,
         )
-
-    async def set_destination_caps(
-        self, destination: str, max_concurrency: int, rate_per_second: float | None = None
-    ) -> None:
-        """Store a destination's caps durably and apply them to every worker now."""
-        await self.store.set_destination_caps(destination, max_concurrency, rate_per_second)
-        await self.admission.set_caps(
-            destination,
-            DestinationCaps(max_concurrency=max_concurrency, rate_per_second=rate_per_second),
-        )
-
-    async def set_tenant_rate(self, tenant_id: str, per_minute: int | None) -> None:
-        """Store a tenant's rate limit durably and apply it to every worker now (None: back
-        to `TENANT_RATE_PER_MINUTE`)."""
-        await self.store.set_tenant_rate(tenant_id, per_minute)
-        await self.admission.set_tenant_limit(tenant_id, per_minute)
 
     def worker(self, config: WorkerConfig | None = None) -> Worker:
         return Worker(self.store, self.executor_deps(), self.wakeup, config or self.worker_config())

@@ -161,7 +161,7 @@ async def _dispatch(
     if isinstance(vertex, GatewayVertex):
         return await _gateway(vertex, step, ctx, deps, log)
     if isinstance(vertex, SpawnerVertex):
-        child = await fanout.child_version(deps.store, vertex.config)
+        child = await fanout.child_version(deps.store, vertex.config, step.pinned_versions)
         port = fanout.StoreFanoutPort(
             deps.store, step, child, deps.payload_high_water_bytes, deps.notify
         )

@@ -10,7 +10,7 @@ from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from engine.store import Store, UnknownWorkflow
+from engine.store import Store, UnknownWorkflow, pins
 from engine.store.children import CopiedChunk
 from engine.store.records import ChildRow, ClaimedStep, VersionRecord
 from schemas.definitions import MergeVertex, SpawnerConfig, Workflow
@@ -58,11 +58,15 @@ class StoreFanoutPort:
         return created
 
 
-async def child_version(store: Store, config: SpawnerConfig) -> VersionRecord:
-    """The child workflow a spawner starts: `name` (latest version) or `name@version`."""
-    name, _, version = config.workflow.partition("@")
+async def child_version(
+    store: Store, config: SpawnerConfig, pinned: dict[str, int] | None
+) -> VersionRecord:
+    """The child workflow a spawner starts: `name@version` as written, else the version its
+    run tree pinned when the root run was created (`pinned`, the run's `pinned_versions`),
+    else the latest (runs created before versions were pinned)."""
+    name, version = pins.pinned_version(config, pinned)
     try:
-        return await store.get_version(name, int(version) if version else None)
+        return await store.get_version(name, version)
     except UnknownWorkflow as exc:
         raise StepFailure(
             FailureKind.SPAWN_FAILED,

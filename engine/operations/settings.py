@@ -1,11 +1,74 @@
-"""Operator settings: destination caps, tenant rate limits and run quotas, services."""
+"""Operator settings: destination caps, tenant rate limits and run quotas, services.
+
+Caps and rate limits have two copies: the durable one in the store and the operative one in
+Redis, which admission reads atomically with its counters (every worker's next admission sees
+a change). A change is written to the store first, then to Redis, after a probe that Redis
+answers: when Redis is down the change is refused with nothing written. Should Redis fail
+between the two writes, the operation is refused too (`coordination_unavailable`) and may be
+sent again: every setting is idempotent. Quotas live in the store only.
+"""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+import contextlib
+import math
+from collections.abc import Iterator
+from typing import TYPE_CHECKING, Any
+
+from admission import DestinationCaps
+from engine.coordination.heartbeat import read_services
+from engine.coordination.redis_client import COORDINATION_ERRORS, redis_ok
+from engine.operations.destination_keys import check_destination
+from engine.operations.settings_views import (
+    CapsView,
+    DestinationView,
+    QuotaView,
+    ServiceView,
+    TenantRateView,
+    TenantView,
+)
+from schemas.errors import InvalidRequest, Unavailable
 
 if TYPE_CHECKING:
     from engine.runtime import Runtime
+
+MAX_TENANT_CHARS = 200
+"""The longest tenant id the store holds."""
+
+
+@contextlib.contextmanager
+def _coordination(what: str) -> Iterator[None]:
+    """Turn a failed Redis call into `Unavailable(code="coordination_unavailable")`."""
+    try:
+        yield
+    except COORDINATION_ERRORS as error:
+        raise Unavailable(
+            f"{what}: Redis cannot be reached ({type(error).__name__}: {error}); send it again "
+            "once Redis is back",
+            code="coordination_unavailable",
+        ) from error
+
+
+def check_tenant(tenant_id: str) -> str:
+    """`tenant_id` when the store can hold it; else `InvalidRequest(code="invalid_tenant")`."""
+    if not tenant_id.strip() or tenant_id != tenant_id.strip():
+        raise InvalidRequest(
+            f"tenant id {tenant_id!r} must be non-empty, without spaces at either end",
+            code="invalid_tenant",
+        )
+    if len(tenant_id) > MAX_TENANT_CHARS:
+        raise InvalidRequest(
+            f"tenant id is longer than {MAX_TENANT_CHARS} characters", code="invalid_tenant"
+        )
+    return tenant_id
+
+
+def _whole(value: int, least: int, what: str, code: str) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or value < least:
+        raise InvalidRequest(
+            f"{what} must be a whole number of at least {least}, got {value!r}", code=code
+        )
+    return value
 
 
 class SettingsOperations:
@@ -13,3 +76,185 @@ class SettingsOperations:
 
     def __init__(self, runtime: Runtime) -> None:
         self._runtime = runtime
+
+    # ── destination caps ─────────────────────────────────────────────────────────────────
+
+    async def set_caps(
+        self, destination: str, max_concurrency: int, rate_per_second: float | None = None
+    ) -> CapsView:
+        """Cap a destination for every worker: at most `max_concurrency` calls in flight (≥ 1)
+        and, if given, `rate_per_second` calls started per second (> 0). Stored durably and
+        applied at once. Refuses (`invalid_destination`) a key no call can have (see
+        `engine.operations.destination_keys`), and (`invalid_caps`) bounds out of range."""
+        check_destination(destination)
+        _whole(max_concurrency, 1, "maxConcurrency", "invalid_caps")
+        if rate_per_second is not None and not (
+            isinstance(rate_per_second, int | float)
+            and math.isfinite(rate_per_second)
+            and rate_per_second > 0
+        ):
+            raise InvalidRequest(
+                f"ratePerSecond must be a positive number, got {rate_per_second!r}",
+                code="invalid_caps",
+            )
+        caps = DestinationCaps(max_concurrency, rate_per_second)
+        await self._require_coordination(f"capping {destination}")
+        await self._runtime.store.set_destination_caps(
+            destination, max_concurrency, rate_per_second
+        )
+        with _coordination(f"the caps of {destination} were stored but not applied"):
+            await self._runtime.admission.set_caps(destination, caps)
+        return CapsView(
+            destination=destination,
+            max_concurrency=max_concurrency,
+            rate_per_second=rate_per_second,
+        )
+
+    async def remove_caps(self, destination: str) -> bool:
+        """Remove a destination's caps, the durable copy and the one in Redis: the default cap
+        applies again. True when it had caps; False when it had none (nothing to do). A key
+        no call can have is refused (`invalid_destination`) unless caps are stored under it
+        (stored before keys were checked: they can still be removed)."""
+        store = self._runtime.store
+        stored = await store.get_destination_caps(destination)
+        if stored is None:
+            check_destination(destination)
+        await self._require_coordination(f"removing the caps of {destination}")
+        await store.remove_destination_caps(destination)
+        with _coordination(f"the caps of {destination} were removed from the store only"):
+            operative = await self._runtime.admission.get_caps(destination)
+            await self._runtime.admission.remove_caps(destination)
+        return stored is not None or operative is not None
+
+    async def destinations(self) -> list[DestinationView]:
+        """Every destination admission has seen or that has stored caps, by key: its cap,
+        AIMD limit, calls in flight, breaker layers and retry budget."""
+        stored = {
+            destination: CapsView(
+                destination=destination, max_concurrency=cap, rate_per_second=rate
+            )
+            for destination, cap, rate in await self._runtime.store.list_destination_caps()
+        }
+        with _coordination("reading the admission state"):
+            snapshot = await self._runtime.admission.snapshot(also=stored.keys())
+        return [DestinationView.of(d, stored.get(d.destination)) for d in snapshot.destinations]
+
+    async def admission_state(self) -> dict[str, Any]:
+        """Admission's raw state, JSON-ready (`AdmissionSnapshot.as_dict()`: every destination
+        and tenant it has seen), with the stored caps (`configuredCaps`) and tenant rate
+        limits (`configuredTenantRates`): what `schemabridge destinations show` prints."""
+        with _coordination("reading the admission state"):
+            data = (await self._runtime.admission.snapshot()).as_dict()
+        data["configuredCaps"] = [
+            {"destination": d, "maxConcurrency": c, "ratePerSecond": r}
+            for d, c, r in await self._runtime.store.list_destination_caps()
+        ]
+        data["configuredTenantRates"] = [
+            {"tenantId": t, "perMinute": n}
+            for t, n in await self._runtime.store.list_tenant_rates()
+        ]
+        return data
+
+    # ── tenants ──────────────────────────────────────────────────────────────────────────
+
+    async def set_tenant_rate(self, tenant_id: str, per_minute: int) -> TenantRateView:
+        """Limit a tenant to `per_minute` GATEWAY steps a minute (≥ 1; each step counted once
+        however many attempts it takes), for every worker at once (`invalid_rate` below 1)."""
+        check_tenant(tenant_id)
+        _whole(per_minute, 1, "the rate per minute", "invalid_rate")
+        await self._apply_tenant_rate(tenant_id, per_minute)
+        return await self._rate_view(tenant_id, per_minute)
+
+    async def reset_tenant_rate(self, tenant_id: str) -> TenantRateView:
+        """Remove a tenant's rate limit: the default (`TENANT_RATE_PER_MINUTE`) applies again.
+        Idempotent: a tenant without one is left as it is."""
+        check_tenant(tenant_id)
+        await self._apply_tenant_rate(tenant_id, None)
+        return await self._rate_view(tenant_id, None)
+
+    async def set_quota(self, tenant_id: str, max_runs: int) -> QuotaView:
+        """Let a tenant create `max_runs` child runs (≥ 0; spawners check it before a fan-out).
+        Changing an existing quota keeps its count of runs used (`invalid_quota` below 0)."""
+        check_tenant(tenant_id)
+        _whole(max_runs, 0, "the quota", "invalid_quota")
+        return _quota_view(*await self._runtime.store.set_quota(tenant_id, max_runs))
+
+    async def reset_quota(self, tenant_id: str) -> bool:
+        """Remove a tenant's run quota: unlimited again, and its count of runs used restarts
+        from 0 if a quota is set later. True when it had one; False when it had none."""
+        check_tenant(tenant_id)
+        return await self._runtime.store.reset_quota(tenant_id)
+
+    async def tenants(self) -> list[TenantView]:
+        """Every tenant the rate limiter has seen or that has a stored rate limit or quota,
+        by id."""
+        store = self._runtime.store
+        rates = dict(await store.list_tenant_rates())
+        quotas = {t: (m, u) for t, m, u in await store.list_quotas()}
+        with _coordination("reading the tenants' rate windows"):
+            seen = await self._runtime.admission.backend.tenants()
+        return [
+            TenantView(
+                tenant_id=tenant_id,
+                rate=await self._rate_view(tenant_id, rates.get(tenant_id)),
+                quota=None if tenant_id not in quotas else _quota_view(*quotas[tenant_id]),
+            )
+            for tenant_id in sorted({*seen, *rates, *quotas})
+        ]
+
+    async def tenant(self, tenant_id: str) -> TenantView:
+        """One tenant's rate limit and its use in the current window, and its quota. Any id
+        has settings (the defaults until an operator sets some)."""
+        check_tenant(tenant_id)
+        store = self._runtime.store
+        quota = await store.get_quota(tenant_id)
+        return TenantView(
+            tenant_id=tenant_id,
+            rate=await self._rate_view(tenant_id, await store.get_tenant_rate(tenant_id)),
+            quota=None if quota is None else _quota_view(*quota),
+        )
+
+    # ── services ─────────────────────────────────────────────────────────────────────────
+
+    async def services(self) -> list[ServiceView]:
+        """Every service that ever sent a heartbeat, by name: up while its heartbeat is at
+        most `HEARTBEAT_TTL_S` old, else down with when it was last seen."""
+        runtime = self._runtime
+        ttl_s = float(runtime.settings.heartbeat_ttl_s)
+        with _coordination("reading the services' heartbeats"):
+            statuses = await read_services(runtime.redis, runtime.clock, ttl_s=ttl_s)
+        return [ServiceView.of(status) for status in statuses]
+
+    # ── internals ────────────────────────────────────────────────────────────────────────
+
+    async def _require_coordination(self, what: str) -> None:
+        """Refuse before anything is written when Redis does not answer."""
+        if not await redis_ok(self._runtime.admission_redis):
+            raise Unavailable(
+                f"{what}: Redis cannot be reached; nothing was changed, send it again once "
+                "Redis is back",
+                code="coordination_unavailable",
+            )
+
+    async def _apply_tenant_rate(self, tenant_id: str, per_minute: int | None) -> None:
+        await self._require_coordination(f"setting the rate limit of tenant {tenant_id}")
+        await self._runtime.store.set_tenant_rate(tenant_id, per_minute)
+        with _coordination(f"the rate limit of tenant {tenant_id} was stored but not applied"):
+            await self._runtime.admission.set_tenant_limit(tenant_id, per_minute)
+
+    async def _rate_view(self, tenant_id: str, stored: int | None) -> TenantRateView:
+        """`stored`, the durable limit (None: none), wins over Redis's copy: it is the one
+        the next admission of the tenant's steps anywhere loads."""
+        rate = self._runtime.admission.rate
+        with _coordination(f"reading the rate window of tenant {tenant_id}"):
+            used, operative = await rate.usage(tenant_id)
+        return TenantRateView(
+            per_minute=operative if stored is None else stored,
+            configured=stored is not None,
+            used=used,
+            window_s=rate.config.window_s,
+        )
+
+
+def _quota_view(max_runs: int, used_runs: int) -> QuotaView:
+    return QuotaView(max_runs=max_runs, used_runs=used_runs, runs_left=max(0, max_runs - used_runs))

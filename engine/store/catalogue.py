@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import uuid
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from typing import Any
 
 from sqlalchemy import func, insert, select, update
@@ -11,10 +11,11 @@ from sqlalchemy.exc import IntegrityError
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from engine.store import children as fanout
-from engine.store import listing
+from engine.store import listing, pins
 from engine.store import results as results_
 from engine.store.core import (
     StoreCore,
+    UnknownWorkflow,
     definition_hash,
     logs,
     run_record,
@@ -146,18 +147,23 @@ class RunCatalogue(StoreCore):
         request_hash: str | None = None,
         count_in_quota: bool = False,
     ) -> tuple[RunRecord, bool]:
-        """Create a RUNNING run with its steps (roots READY). Returns (run, created).
+        """Create a RUNNING root run with its steps (roots READY). Returns (run, created).
 
         With an `idempotency_key` that already exists, the existing run is returned and
         nothing is created (`created` False) — also when a concurrent creation with the same
         key wins the race (its insert commits first; this one's is rolled back).
         `count_in_quota`: the run uses one of its tenant's quota runs, in the same transaction
         (a tenant without a quota is unlimited); none left raises `QuotaExhausted`.
+        `pinned_versions` is the version of each child workflow the run tree uses (see
+        `engine.store.pins`); None (the default) resolves it now: the latest published version
+        of every child workflow reachable through spawners.
         """
         if idempotency_key is not None:
             existing = await self.run_by_key(idempotency_key)
             if existing is not None:
                 return existing, False
+        if pinned_versions is None:
+            pinned_versions = await self._resolve_pins(version.workflow)
         run_id = run_id or str(uuid.uuid4())
         now = self._clock.now()
         workflow = version.workflow
@@ -208,10 +214,12 @@ class RunCatalogue(StoreCore):
         tenant_id: str = "default",
         timeout_tier: str = "process",
     ) -> list[str]:
-        """Create one RUNNING run per input in a single transaction (bulk submission)."""
+        """Create one RUNNING root run per input in a single transaction (bulk submission),
+        all with the child versions resolved now (as `create_run`)."""
         now = self._clock.now()
         workflow = version.workflow
         ids = [str(uuid.uuid4()) for _ in inputs]
+        pinned = await self._resolve_pins(workflow) if ids else None
         rows = [
             {
                 "id": run_id,
@@ -226,6 +234,7 @@ class RunCatalogue(StoreCore):
                 "created_at": now,
                 "started_at": now,
                 "root_run_id": run_id,
+                "pinned_versions": pinned,
             }
             for run_id, run_input in zip(ids, inputs, strict=True)
         ]
@@ -238,6 +247,27 @@ class RunCatalogue(StoreCore):
                 )
             await self._grew(len(rows) * (1 + len(workflow.vertices)))
         return ids
+
+    async def _resolve_pins(self, workflow: Workflow) -> dict[str, int]:
+        """The version of every child workflow reachable from `workflow` through spawners
+        that name no version: the latest published now (see `engine.store.pins`)."""
+
+        async def latest(names: Collection[str]) -> dict[str, int]:
+            query = (
+                select(versions.c.name, func.max(versions.c.version))
+                .where(versions.c.name.in_(sorted(names)))
+                .group_by(versions.c.name)
+            )
+            async with self._engines.read.connect() as conn:
+                return {name: int(v) for name, v in (await conn.execute(query)).all()}
+
+        async def load(name: str, version: int) -> Workflow | None:
+            try:
+                return (await self.get_version(name, version)).workflow
+            except UnknownWorkflow:
+                return None
+
+        return await pins.resolve(workflow, latest, load)
 
     async def run_by_key(self, key: str) -> RunRecord | None:
         """The run created with idempotency key `key`, if any."""

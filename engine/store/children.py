@@ -221,6 +221,8 @@ async def insert_children(
                 "root_run_id": parent.root_run_id or parent.run_id,
                 "restarted_from": None,
                 "dlq_at": None,
+                # The whole run tree starts the child versions fixed at its root.
+                "pinned_versions": parent.pinned_versions,
             }
         )
     if not rows:

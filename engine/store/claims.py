@@ -142,6 +142,7 @@ async def run_rows(conn: AsyncConnection, run_ids: set[str]) -> dict[str, Any]:
         runs.c.item_index,
         runs.c.item,
         runs.c.status,
+        runs.c.pinned_versions,
     ).where(runs.c.id.in_(sorted(run_ids)))
     return {row.id: row for row in (await conn.execute(query)).all()}
 
@@ -167,4 +168,5 @@ def claimed_step(row: Any, run: Any, outputs: dict[str, dict[str, Any]]) -> Clai
         item_index=run.item_index,
         item=run.item,
         tenant_item_taken=row.tenant_item_taken,
+        pinned_versions=run.pinned_versions,
     )

@@ -24,13 +24,46 @@ async def quota_left(conn: AsyncConnection, tenant_id: str) -> int | None:
     return None if row is None else max(0, row.max_runs - row.used_runs)
 
 
-async def set_quota(conn: AsyncConnection, tenant_id: str, max_runs: int) -> None:
+async def set_quota(conn: AsyncConnection, tenant_id: str, max_runs: int) -> tuple[int, int]:
+    """Set the tenant's quota, keeping its count of used runs; returns (max_runs, used_runs)."""
     statement = (
         dialect_of(conn).insert(quotas).values(tenant_id=tenant_id, max_runs=max_runs, used_runs=0)
     )
-    await conn.execute(
-        statement.on_conflict_do_update(index_elements=["tenant_id"], set_={"max_runs": max_runs})
+    row = (
+        await conn.execute(
+            statement.on_conflict_do_update(
+                index_elements=["tenant_id"], set_={"max_runs": max_runs}
+            ).returning(quotas.c.max_runs, quotas.c.used_runs)
+        )
+    ).one()
+    return int(row.max_runs), int(row.used_runs)
+
+
+async def read_quota(conn: AsyncConnection, tenant_id: str) -> tuple[int, int] | None:
+    """(max_runs, used_runs) of the tenant's quota; None = unlimited."""
+    row = (
+        await conn.execute(
+            select(quotas.c.max_runs, quotas.c.used_runs).where(quotas.c.tenant_id == tenant_id)
+        )
+    ).first()
+    return None if row is None else (int(row.max_runs), int(row.used_runs))
+
+
+async def list_quotas(conn: AsyncConnection) -> list[tuple[str, int, int]]:
+    """(tenant id, max_runs, used_runs) of every quota, by tenant id."""
+    rows = await conn.execute(
+        select(quotas.c.tenant_id, quotas.c.max_runs, quotas.c.used_runs).order_by(
+            quotas.c.tenant_id
+        )
     )
+    return [(r.tenant_id, int(r.max_runs), int(r.used_runs)) for r in rows.all()]
+
+
+async def delete_quota(conn: AsyncConnection, tenant_id: str) -> bool:
+    """Remove the tenant's quota (unlimited again, its count of used runs too); False when
+    it had none."""
+    result = await conn.execute(quotas.delete().where(quotas.c.tenant_id == tenant_id))
+    return bool(result.rowcount)
 
 
 async def upsert_caps(
@@ -59,6 +92,12 @@ async def read_caps(conn: AsyncConnection, destination: str) -> tuple[int, float
         )
     ).first()
     return None if row is None else (row.max_concurrency, row.rate_per_second)
+
+
+async def delete_caps(conn: AsyncConnection, destination: str) -> bool:
+    """Remove the destination's caps; False when it had none."""
+    result = await conn.execute(caps.delete().where(caps.c.destination == destination))
+    return bool(result.rowcount)
 
 
 async def list_caps(conn: AsyncConnection) -> list[tuple[str, int, float | None]]:

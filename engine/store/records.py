@@ -96,6 +96,9 @@ class ClaimedStep:
     """A child run's item when it differs from its input (see `Run.item`)."""
     tenant_item_taken: bool = False
     """An earlier execution took the step's item from its tenant's rate window."""
+    pinned_versions: dict[str, int] | None = None
+    """The run tree's child workflow versions by name (see `engine.store.pins`); None on runs
+    created before versions were pinned (their spawners start the latest version)."""
 
 
 @dataclass(frozen=True)

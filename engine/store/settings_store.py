@@ -15,9 +15,26 @@ class OperatorSettingsStore(StoreCore):
         async with self._engines.read.connect() as conn:
             return await settings_.quota_left(conn, tenant_id)
 
-    async def set_quota(self, tenant_id: str, max_runs: int) -> None:
+    async def set_quota(self, tenant_id: str, max_runs: int) -> tuple[int, int]:
+        """Set the tenant's run quota (its count of used runs is kept when it had one).
+        Returns (max_runs, used_runs)."""
         async with self._engines.write.begin() as conn:
-            await settings_.set_quota(conn, tenant_id, max_runs)
+            return await settings_.set_quota(conn, tenant_id, max_runs)
+
+    async def get_quota(self, tenant_id: str) -> tuple[int, int] | None:
+        """(max_runs, used_runs) of the tenant's quota; None = unlimited."""
+        async with self._engines.read.connect() as conn:
+            return await settings_.read_quota(conn, tenant_id)
+
+    async def list_quotas(self) -> list[tuple[str, int, int]]:
+        """(tenant id, max_runs, used_runs) of every quota, by tenant id."""
+        async with self._engines.read.connect() as conn:
+            return await settings_.list_quotas(conn)
+
+    async def reset_quota(self, tenant_id: str) -> bool:
+        """Remove the tenant's quota: unlimited again. False when it had none."""
+        async with self._engines.write.begin() as conn:
+            return await settings_.delete_quota(conn, tenant_id)
 
     # ── destination caps (the durable copy; admission caches them in Redis) ──────────────────
 
@@ -32,6 +49,11 @@ class OperatorSettingsStore(StoreCore):
                 rate_per_second=rate_per_second,
                 now=self._clock.now(),
             )
+
+    async def remove_destination_caps(self, destination: str) -> bool:
+        """Remove the destination's stored caps; False when it had none."""
+        async with self._engines.write.begin() as conn:
+            return await settings_.delete_caps(conn, destination)
 
     async def get_destination_caps(self, destination: str) -> tuple[int, float | None] | None:
         async with self._engines.read.connect() as conn:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -16,6 +17,9 @@ SCHEMABRIDGE = str(Path(sys.executable).with_name("schemabridge"))
 
 def sb(*args: str, db: Path, timeout: float = 120) -> subprocess.CompletedProcess[str]:
     env = {"SCHEMABRIDGE_DATABASE_URL": f"sqlite+aiosqlite:///{db}", "PATH": "/usr/bin:/bin"}
+    if "PYTHONPATH" in os.environ:
+        # A checkout tested with PYTHONPATH (a worktree) runs its own code, not the installed one.
+        env["PYTHONPATH"] = os.environ["PYTHONPATH"]
     return subprocess.run(
         [SCHEMABRIDGE, *args],
         capture_output=True,

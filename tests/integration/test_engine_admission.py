@@ -14,6 +14,7 @@ from sqlalchemy.exc import OperationalError
 from demo.downstream import RunningDownstream, start_downstream
 from demo.downstream_state import DownstreamConfig
 from engine.execution import executor
+from engine.operations import Operations
 from engine.runtime import Runtime
 from engine.store.records import ClaimedStep, StepFailed, StepParked, StepSucceeded
 from schemas.clock import FakeClock
@@ -130,7 +131,7 @@ async def test_destination_cap_bounds_concurrency(backend: Backend) -> None:
     server = await start_downstream(config=DownstreamConfig(latency_ms=150))
     runtime = await Runtime.open(settings_for(backend))
     try:
-        await runtime.set_destination_caps("capped", 2)
+        await Operations(runtime).settings.set_caps("capped", 2)
         workflow = Workflow.model_validate(
             {
                 "name": "capped",
@@ -230,7 +231,7 @@ async def test_tenant_rate_limits_are_durable(
     tenant = f"acme-{uuid.uuid4().hex[:8]}"  # the embedded Redis is shared by this process
     first = await Runtime.open(settings_for(backend), clock=clock)
     try:
-        await first.set_tenant_rate(tenant, 2)
+        await Operations(first).settings.set_tenant_rate(tenant, 2)
         await first.admission.backend.write_tenant_limit(tenant, None)  # Redis forgot it
         version = await first.store.publish(call(f"{downstream.url}/ok"))
         for _ in range(3):
@@ -243,7 +244,7 @@ async def test_tenant_rate_limits_are_durable(
         deps = second.executor_deps()
         results = [await executor.execute(step, version.workflow, deps) for step in claimed]
         assert await second.store.list_tenant_rates() == [(tenant, 2)]
-        await second.set_tenant_rate(tenant, None)
+        await Operations(second).settings.reset_tenant_rate(tenant)
         assert await second.store.get_tenant_rate(tenant) is None
     finally:
         await second.close()
@@ -291,7 +292,7 @@ async def test_a_step_refused_before_sending_takes_its_tenant_item_when_redispat
     try:
         version = await runtime.store.publish(call(f"{downstream.url}/ok"))
         destination = destination_key(downstream.url, None)
-        await runtime.set_destination_caps(destination, 1)
+        await Operations(runtime).settings.set_caps(destination, 1)
         holder = await runtime.admission.admit(destination, "other", wait_timeout_s=0)
         await runtime.store.create_run(version, {}, tenant_id=tenant)
         refused, first = await execute_claimed(runtime, version.workflow)

@@ -1,0 +1,145 @@
+"""What the settings operations return: destination caps and admission state, tenants' rate
+limits and quotas, services. camelCase on the wire, like every `View`."""
+
+from __future__ import annotations
+
+from admission import DestinationState, LayerStatus
+from admission.aimd import slots
+from engine.coordination.heartbeat import ServiceStatus
+from engine.operations.views import View
+
+
+class CapsView(View):
+    """A destination's stored caps."""
+
+    destination: str
+    max_concurrency: int
+    rate_per_second: float | None = None
+    """Calls started per second across all workers; None = unlimited."""
+
+
+class BreakerView(View):
+    """One circuit-breaker layer as the next call would see it."""
+
+    state: str
+    """`closed`, `open` or `half_open` (an open layer past its reset timeout reads half-open)."""
+    failures: int
+    """Consecutive failures while closed."""
+    successes: int
+    """Probe successes in the current half-open trial."""
+    probes: int
+    """Probe permits held now."""
+    opened_at: float | None = None
+    """Epoch seconds of the latest opening; None if it never opened."""
+    seconds_until_half_open: float = 0.0
+
+    @classmethod
+    def of(cls, status: LayerStatus) -> BreakerView:
+        return cls(
+            state=status.state.value,
+            failures=status.failures,
+            successes=status.successes,
+            probes=status.probes,
+            opened_at=status.opened_at,
+            seconds_until_half_open=status.seconds_until_half_open,
+        )
+
+
+class DestinationView(View):
+    """Everything admission knows about one destination, with its configured caps."""
+
+    destination: str
+    cap: int
+    """Calls in flight at most (`maxConcurrency`): the stored cap, else the default cap."""
+    cap_configured: bool
+    """An operator set a cap (False: the default cap applies)."""
+    rate_per_second: float | None = None
+    limit: float
+    """The AIMD limit (fractional), within [1, cap]."""
+    slots: int
+    """Calls the limit admits at once."""
+    in_flight: int
+    cuts: int
+    """Multiplicative decreases so far."""
+    growth_held_s: float
+    """Seconds until the limit may grow again (the last cut's Retry-After); 0 if it may."""
+    global_breaker: BreakerView
+    tenant_breakers: dict[str, BreakerView]
+    """Tenant layers that are not closed with zero failures, by tenant id."""
+    retry_tokens: float
+    """The destination's retry budget: tokens in the bucket."""
+    retry_allowed: bool
+    """Whether the budget lets a retry through now."""
+
+    @classmethod
+    def of(cls, state: DestinationState, caps: CapsView | None) -> DestinationView:
+        """`state` as admission read it; `caps`, the stored copy, wins over Redis's (it is
+        the one the next admission anywhere loads)."""
+        cap = state.cap if caps is None else caps.max_concurrency
+        limit = min(state.limit, float(cap))
+        return cls(
+            destination=state.destination,
+            cap=cap,
+            cap_configured=caps is not None or state.cap_configured,
+            rate_per_second=state.rate_per_second if caps is None else caps.rate_per_second,
+            limit=limit,
+            slots=slots(limit, cap),
+            in_flight=state.in_flight,
+            cuts=state.cuts,
+            growth_held_s=state.growth_held_s,
+            global_breaker=BreakerView.of(state.global_breaker),
+            tenant_breakers={t: BreakerView.of(s) for t, s in state.tenant_breakers.items()},
+            retry_tokens=state.retry_tokens,
+            retry_allowed=state.retry_allowed,
+        )
+
+
+class TenantRateView(View):
+    """A tenant's rate limit and its current window."""
+
+    per_minute: int
+    """GATEWAY steps the tenant may start per window (each counted once)."""
+    configured: bool
+    """An operator set it (False: the default, `TENANT_RATE_PER_MINUTE`)."""
+    used: int
+    """Steps counted in the current window."""
+    window_s: float
+
+
+class QuotaView(View):
+    """A tenant's run quota (checked by spawners before a fan-out)."""
+
+    max_runs: int
+    used_runs: int
+    """Child runs created since the quota was set."""
+    runs_left: int
+
+
+class TenantView(View):
+    """A tenant's operator settings and how much of them it uses now."""
+
+    tenant_id: str
+    rate: TenantRateView
+    quota: QuotaView | None = None
+    """None = unlimited."""
+
+
+class ServiceView(View):
+    """One service's heartbeat: up while its key is fresh (TTL 30 s by default)."""
+
+    name: str
+    up: bool
+    pid: int | None = None
+    uptime_s: float | None = None
+    last_seen: float | None = None
+    """Epoch seconds of its latest heartbeat."""
+
+    @classmethod
+    def of(cls, status: ServiceStatus) -> ServiceView:
+        return cls(
+            name=status.name,
+            up=status.up,
+            pid=status.pid,
+            uptime_s=status.uptime_s,
+            last_seen=status.last_seen,
+        )
