@@ -2,11 +2,13 @@
 
 Each role is a class of its own module, and the rest of the engine depends on the role it uses:
 the worker on `WorkQueue`, the vertices on `FanoutStore`, the operations layer on
-`RunCatalogue` and `OperatorSettingsStore`. Build with `Store.open`, end with `close`.
+`RunCatalogue`, `OperatorActionsStore` and `OperatorSettingsStore`. Build with `Store.open`,
+end with `close`.
 """
 
 from __future__ import annotations
 
+from engine.store.actions_store import OperatorActionsStore
 from engine.store.catalogue import RunCatalogue
 from engine.store.core import ClaimLost, UnknownWorkflow, definition_hash
 from engine.store.fanout import FanoutStore
@@ -14,7 +16,7 @@ from engine.store.queue import WorkQueue
 from engine.store.settings_store import OperatorSettingsStore
 
 
-class Store(RunCatalogue, WorkQueue, FanoutStore, OperatorSettingsStore):
+class Store(RunCatalogue, OperatorActionsStore, WorkQueue, FanoutStore, OperatorSettingsStore):
     """Async access to the durable state. Build with `Store.open`."""
 
 
