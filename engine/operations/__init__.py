@@ -32,7 +32,7 @@ class Operations:
         self.runtime = runtime
         self.workflows = WorkflowOperations(runtime)
         self.runs = RunOperations(runtime)
-        self.actions = OperatorActions(runtime)
+        self.actions = OperatorActions(runtime, runs=self.runs)
         self.settings = SettingsOperations(runtime)
 
 

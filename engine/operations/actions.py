@@ -1,15 +1,288 @@
-"""Operator actions on runs: retry, resolve, start over, batch retry, reprocess, cancel."""
+"""Operator actions on runs: retry, resolve, start over, batch retry, reprocess, cancel.
+
+Every action takes `actor` (who did it: an API key id, "cli", "demo"), written with the action
+to the log of each run it changes (level info, `data={"action", "actor"}`), and an optional
+`tenant` scope: a run of another tenant is `NotFound(code="run_not_found")`, as a run that
+does not exist. A run in a state the action does not accept is refused with `WrongState`
+naming the state. Actions that find nothing to do answer `changed=False` instead of failing
+where repeating them is harmless (resolve with the same output, start over, reprocess,
+cancel). Each action is one transaction in the store (`engine.store.actions_store`).
+"""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+import contextlib
+import dataclasses
+import json
+import math
+from collections.abc import Iterator, Sequence
+from typing import TYPE_CHECKING, Any
+
+from sqlalchemy.exc import InterfaceError, OperationalError
+
+from engine.operations.action_views import (
+    ActionResult,
+    BatchRetryResult,
+    CancelResult,
+    ReprocessResult,
+    ResolveResult,
+    RetryResult,
+    SkippedRun,
+    StartOverResult,
+)
+from engine.operations.views import RunFilter
+from engine.store.models import RunStatus
+from engine.store.operator_actions import Action, RetryOutcome, run_not_found
+from schemas.errors import InvalidRequest, Unavailable, WrongState
 
 if TYPE_CHECKING:
+    from engine.operations.runs import RunOperations
     from engine.runtime import Runtime
+
+MAX_BATCH = 10_000
+"""The most runs one batch retry considers (`limit` may not exceed it)."""
+LIST_PAGE = 500
+"""Runs read per page when a batch retry resolves a filter (the largest page `list` gives)."""
+
+
+@contextlib.contextmanager
+def _store_reachable() -> Iterator[None]:
+    """A database that cannot be reached is `Unavailable` (nothing was changed: the action
+    was one transaction that did not commit)."""
+    try:
+        yield
+    except (OperationalError, InterfaceError, OSError) as exc:
+        raise Unavailable(
+            f"the database cannot be reached ({type(exc).__name__}); try again",
+            code="store_unavailable",
+        ) from exc
 
 
 class OperatorActions:
-    """Operator actions on runs: retry, resolve, start over, batch retry, reprocess, cancel."""
+    """Operator actions on runs: retry, resolve, start over, batch retry, reprocess, cancel.
 
-    def __init__(self, runtime: Runtime) -> None:
+    `runs` lists runs for a batch retry given a filter (the operations layer passes its
+    `RunOperations`); without it only the ids form is available.
+    """
+
+    def __init__(self, runtime: Runtime, runs: RunOperations | None = None) -> None:
         self._runtime = runtime
+        self._runs = runs
+
+    async def retry(self, run_id: str, *, actor: str, tenant: str | None = None) -> RetryResult:
+        """A FAILED run re-runs its FAILED steps (READY again, error cleared, redispatches and
+        the tenant rate item anew, attempts still counting); completed steps are kept; the run
+        is RUNNING again. A dead-lettered child comes back into its parent's join. Not FAILED:
+        `WrongState(code="run_not_failed")`."""
+        with _store_reachable():
+            outcome = await self._runtime.store.retry_runs([run_id], actor=actor, tenant=tenant)
+        if run_id in outcome.refused:
+            state = outcome.refused[run_id]
+            if state is None:
+                raise run_not_found(run_id)
+            raise WrongState(
+                f"run {run_id} is {state}; only a FAILED run can be retried",
+                state=state,
+                code="run_not_failed",
+            )
+        await self._runtime.wakeup.notify()
+        steps = outcome.steps[run_id]
+        return RetryResult(
+            run_id=run_id,
+            action=Action.RETRY.value,
+            changed=True,
+            message=f"{steps} failed step{'' if steps == 1 else 's'} run again",
+            status=RunStatus.RUNNING.value,
+            steps_retried=steps,
+        )
+
+    async def resolve(
+        self,
+        run_id: str,
+        vertex_id: str,
+        output: Any,
+        *,
+        actor: str,
+        tenant: str | None = None,
+    ) -> ResolveResult:
+        """An operator supplies the output (any JSON value) of a FAILED step: the step is
+        RESOLVED with it, its dependants proceed, and the run continues or succeeds when
+        nothing is left (a child run then counts as succeeded in its parent's join). Unknown
+        vertex: `NotFound(code="step_not_found")`; step not FAILED: `WrongState`
+        (`step_not_failed`, or `step_already_resolved` for another output — the same output
+        again is a no-op)."""
+        value = _json_value(output)
+        with _store_reachable():
+            outcome = await self._runtime.store.resolve_step(
+                run_id, vertex_id, value, actor=actor, tenant=tenant
+            )
+        if outcome.changed:
+            await self._runtime.wakeup.notify()
+        return ResolveResult(
+            run_id=run_id,
+            action=Action.RESOLVE.value,
+            changed=outcome.changed,
+            message=(
+                f"step {vertex_id} resolved; the run is {outcome.run_status}"
+                if outcome.changed
+                else f"step {vertex_id} was already resolved with this output"
+            ),
+            status=outcome.run_status,
+            vertex_id=vertex_id,
+        )
+
+    async def start_over(
+        self, run_id: str, *, actor: str, tenant: str | None = None
+    ) -> StartOverResult:
+        """A new run of the same workflow version with the same input and tenant, its
+        `restarted_from` the old run. Only for an ended run (SUCCEEDED, FAILED, CANCELLED),
+        else `WrongState(code="run_not_ended")`; a child run is refused
+        (`InvalidRequest(code="start_over_child_run")`: its item only exists in its parent).
+        Idempotent: starting the same run over again answers the run the first time
+        created (`changed=False`)."""
+        with _store_reachable():
+            outcome = await self._runtime.store.start_over(run_id, actor=actor, tenant=tenant)
+        if outcome.created:
+            await self._runtime.wakeup.notify()
+        return StartOverResult(
+            run_id=run_id,
+            action=Action.START_OVER.value,
+            changed=outcome.created,
+            message=(
+                f"started over as run {outcome.new_run_id}"
+                if outcome.created
+                else f"already started over as run {outcome.new_run_id}"
+            ),
+            status=outcome.old_status,
+            new_run_id=outcome.new_run_id,
+        )
+
+    async def batch_retry(
+        self,
+        ids: Sequence[str] | None = None,
+        filter: RunFilter | None = None,
+        limit: int = 1000,
+        *,
+        actor: str,
+        tenant: str | None = None,
+    ) -> BatchRetryResult:
+        """Retry many FAILED runs in one transaction: by `ids`, or every run a `filter`
+        matches (status FAILED unless the filter names one; within `tenant` when set),
+        newest first, at most `limit` (1 … 10,000). Runs not FAILED, unknown or of another
+        tenant are skipped with the reason the single retry would give. Exactly one of
+        `ids` and `filter` is required; more ids than `limit` is refused."""
+        if not 1 <= limit <= MAX_BATCH:
+            raise InvalidRequest(
+                f"limit must be between 1 and {MAX_BATCH}, not {limit}", code="invalid_limit"
+            )
+        if (ids is None) == (filter is None):
+            raise InvalidRequest("give either ids or a filter", code="invalid_batch")
+        if filter is not None:
+            run_ids, truncated = await self._matching(filter, limit, tenant)
+        elif ids is not None and len(ids) > limit:
+            raise InvalidRequest(
+                f"{len(ids)} runs asked for, more than the limit of {limit}",
+                code="too_many_runs",
+            )
+        else:
+            run_ids, truncated = list(dict.fromkeys(ids or ())), False
+        with _store_reachable():
+            outcome = await self._runtime.store.retry_runs(
+                run_ids, actor=actor, tenant=tenant, action=Action.BATCH_RETRY
+            )
+        if outcome.retried:
+            await self._runtime.wakeup.notify()
+        return BatchRetryResult(
+            retried=outcome.retried,
+            skipped=[_skipped(run_id, outcome) for run_id in run_ids if run_id in outcome.refused],
+            truncated=truncated,
+        )
+
+    async def _matching(
+        self, filter: RunFilter, limit: int, tenant: str | None
+    ) -> tuple[list[str], bool]:
+        """The ids of up to `limit` runs the filter matches, newest first, and whether more
+        matched."""
+        if self._runs is None:
+            raise InvalidRequest(
+                "a batch retry by filter needs the run listing (Operations wires it)",
+                code="filter_unsupported",
+            )
+        if filter.status is None:
+            filter = dataclasses.replace(filter, status=RunStatus.FAILED.value)
+        if tenant is not None and filter.tenant is None:
+            filter = dataclasses.replace(filter, tenant=tenant)
+        found: list[str] = []
+        cursor: str | None = None
+        for _ in range(math.ceil(limit / LIST_PAGE) + 1):
+            page = await self._runs.list(filter, limit=LIST_PAGE, cursor=cursor)
+            found += [item.id for item in page.items]
+            cursor = page.next
+            if cursor is None or len(found) >= limit:
+                break
+        return found[:limit], len(found) > limit or cursor is not None
+
+    async def reprocess(
+        self, run_id: str, *, actor: str, tenant: str | None = None
+    ) -> ReprocessResult:
+        """The dead-lettered (FAILED) children of the run run again, with the dead letters
+        of nested fan-outs under them; the joins they had closed reopen, up to the root.
+        None to revive: `changed=False`. A CANCELLED run: `WrongState(code="run_cancelled")`."""
+        with _store_reachable():
+            outcome = await self._runtime.store.reprocess_run(run_id, actor=actor, tenant=tenant)
+        if outcome.revived:
+            await self._runtime.wakeup.notify()
+        plural = "" if outcome.revived == 1 else "ren"
+        return ReprocessResult(
+            run_id=run_id,
+            action=Action.REPROCESS.value,
+            changed=outcome.revived > 0,
+            message=(
+                f"{outcome.revived} dead-lettered child{plural} run again"
+                if outcome.revived
+                else "no dead-lettered children to run again"
+            ),
+            status=outcome.run_status,
+            revived=outcome.revived,
+        )
+
+    async def cancel(self, run_id: str, *, actor: str, tenant: str | None = None) -> CancelResult:
+        """The run and every descendant still going end CANCELLED; their steps that had not
+        ended are CANCELLED, and steps in flight finish without their results being recorded.
+        A cancelled child counts as cancelled in its parent's join. Already CANCELLED:
+        `changed=False`; SUCCEEDED or FAILED: `WrongState(code="run_ended")`."""
+        with _store_reachable():
+            outcome = await self._runtime.store.cancel_run(run_id, actor=actor, tenant=tenant)
+        changed = outcome.runs_cancelled > 0
+        return CancelResult(
+            run_id=run_id,
+            action=Action.CANCEL.value,
+            changed=changed,
+            message=(
+                f"cancelled with {outcome.runs_cancelled - 1} runs under it"
+                if changed
+                else "already cancelled"
+            ),
+            status=outcome.run_status,
+            runs_cancelled=outcome.runs_cancelled,
+            steps_cancelled=outcome.steps_cancelled,
+        )
+
+
+def _skipped(run_id: str, outcome: RetryOutcome) -> SkippedRun:
+    state = outcome.refused[run_id]
+    reason = "run_not_found" if state is None else "run_not_failed"
+    return SkippedRun(run_id=run_id, reason=reason, state=state)
+
+
+def _json_value(output: Any) -> Any:
+    """`output` as the store will hold it (JSON), or `InvalidRequest` when it is not JSON."""
+    try:
+        return json.loads(json.dumps(output, allow_nan=False))
+    except (TypeError, ValueError) as exc:
+        raise InvalidRequest(
+            f"the output must be a JSON value: {exc}", code="invalid_output"
+        ) from exc
+
+
+__all__ = ["ActionResult", "OperatorActions"]

@@ -13,6 +13,9 @@ transaction, puts everything they affect back in a consistent state:
   SUCCEEDED with tolerated failures), its parent's counters no longer count it, the parent's
   join reopens and the parent resumes, and so on up to the root, so no ancestor counts a child
   twice when it ends again.
+
+An operator's retry or resolve of a dead letter itself comes back the same way from below
+(`reopen_parents`), one counter update per spawner for a whole batch of its children.
 """
 
 from __future__ import annotations
@@ -116,6 +119,31 @@ async def _reopen_ancestors(
         reopened = [spawner_id, *descendants(workflow, spawner_id)] if reopens else []
         previous = await resume_run(conn, parent, reopened, now)
         child = parent
+
+
+async def reopen_parents(
+    conn: AsyncConnection,
+    children: Sequence[Any],
+    now: float,
+    workflow_of: WorkflowOfRun,
+) -> None:
+    """Child runs that had ended FAILED run again because an operator retried or resolved
+    them directly (rows with `parent_run_id` and `parent_vertex_id`; others are ignored): their
+    spawners stop counting them as failed, joins that had closed reopen and the parents
+    resume, and so on up to the root, as reprocessing does from above. One counter update per
+    spawner, however many of its children run again."""
+    per_parent: dict[str, Counter[str]] = {}
+    for row in children:
+        if row.parent_run_id is not None:
+            per_parent.setdefault(row.parent_run_id, Counter())[row.parent_vertex_id] += 1
+    for parent, spawners in sorted(per_parent.items()):
+        workflow = await workflow_of(parent)
+        reopened: list[str] = []
+        for spawner_id, count in sorted(spawners.items()):
+            if await reopen_join(conn, parent, workflow, spawner_id, failed=count):
+                reopened += [spawner_id, *descendants(workflow, spawner_id)]
+        previous = await resume_run(conn, parent, reopened, now)
+        await _reopen_ancestors(conn, parent, previous, now, workflow_of)
 
 
 def descendants(workflow: Workflow, vertex_id: str) -> list[str]:

@@ -1,0 +1,385 @@
+"""The operator-actions role of the store: retry, resolve, start over, reprocess and cancel,
+each one transaction that leaves runs, steps and fan-out counters consistent.
+
+Actions end runs and steps the way recording results does — a resolved step unlocks its
+dependants and may end its run, a run that ends (or is cancelled) counts on its parent's
+spawner and may close the join, up a nested fan-out — so this role builds on the work queue's
+completion machinery rather than repeating it. Refusals are raised as the operation errors
+of `schemas.errors` from inside the transaction, which rolls it back.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Awaitable, Callable, Sequence
+from typing import Any, TypeVar
+
+from sqlalchemy import insert
+from sqlalchemy.exc import DBAPIError
+from sqlalchemy.ext.asyncio import AsyncConnection
+
+from engine.store import operator_actions as sql
+from engine.store import operator_settings as settings_
+from engine.store import recovery
+from engine.store import results as results_
+from engine.store.children import EndedChild
+from engine.store.core import run_record, step_rows, steps
+from engine.store.models import TERMINAL_RUN_STATUSES, RunStatus, StepStatus
+from engine.store.operator_actions import (
+    Action,
+    CancelOutcome,
+    ReprocessOutcome,
+    ResolveOutcome,
+    RetryOutcome,
+    StartOverOutcome,
+    action_line,
+)
+from engine.store.queue import MAX_NESTING, WorkQueue
+from engine.store.records import CompletionReport, LogLine
+from schemas.definitions import Workflow
+from schemas.errors import InvalidRequest, LimitReached, NotFound, WrongState
+
+T = TypeVar("T")
+
+CONFLICT_ATTEMPTS = 3
+"""Runs of an action's transaction when the database rolls it back for a conflict."""
+_TERMINAL = {s.value for s in TERMINAL_RUN_STATUSES}
+
+
+def start_over_key(run_id: str) -> str:
+    """The idempotency key of the run that starts `run_id` over (one per old run)."""
+    return f"start-over:{run_id}"
+
+
+class OperatorActionsStore(WorkQueue):
+    """What operators do to runs. Every method takes `actor` (written to the run's log) and
+    `tenant` (None: any tenant; else a run of another tenant is not found)."""
+
+    async def _transaction(self, work: Callable[[AsyncConnection], Awaitable[T]]) -> T:
+        """Run `work` in one write transaction; again (bounded) when the database rolled it
+        back because it met another transaction (see `operator_actions`)."""
+        for _ in range(CONFLICT_ATTEMPTS - 1):
+            try:
+                async with self._engines.write.begin() as conn:
+                    return await work(conn)
+            except DBAPIError as exc:
+                if not sql.rolled_back_by_conflict(exc):
+                    raise
+        async with self._engines.write.begin() as conn:
+            return await work(conn)
+
+    async def _visible_run(self, conn: AsyncConnection, run_id: str, tenant: str | None) -> Any:
+        row = await sql.run_state(conn, run_id)
+        if row is None or (tenant is not None and row.tenant_id != tenant):
+            raise sql.run_not_found(run_id)
+        return row
+
+    async def _settle(self, tx: results_.Tx) -> None:
+        """What `complete` does last: count ended children on their spawners (closing joins,
+        up a nested fan-out) and write the log lines this gathered."""
+        for _ in range(MAX_NESTING):
+            if not tx.ended:
+                break
+            batch, tx.ended = tx.ended, []
+            await self._children_ended(tx, batch)
+        if tx.ended:
+            raise RuntimeError(f"fan-out nested deeper than {MAX_NESTING} levels")
+        await results_.insert_logs(tx.conn, tx.logs, tx.now)
+        tx.logs = []
+
+    def _workflow_reader(self, conn: AsyncConnection) -> recovery.WorkflowOfRun:
+        async def workflow_of(run_id: str) -> Workflow:
+            return await self._workflow_of_run(conn, run_id)
+
+        return workflow_of
+
+    # ── retry ───────────────────────────────────────────────────────────────────────────────
+
+    async def retry_runs(
+        self,
+        run_ids: Sequence[str],
+        *,
+        actor: str,
+        tenant: str | None = None,
+        action: Action = Action.RETRY,
+    ) -> RetryOutcome:
+        """FAILED runs among `run_ids` run their FAILED steps again (and the steps held back
+        when they failed); completed steps are kept. A retried child run stops being a dead
+        letter: its parent's counters, join and status follow (see `recovery.reopen_parents`).
+        Runs not FAILED, unknown or of another tenant are refused, not errors."""
+        ids = list(dict.fromkeys(run_ids))
+
+        async def work(conn: AsyncConnection) -> RetryOutcome:
+            now = self._clock.now()
+            outcome = RetryOutcome()
+            states = await sql.run_states(conn, ids)
+            candidates: list[str] = []
+            for run_id in ids:
+                row = states.get(run_id)
+                if row is None or (tenant is not None and row.tenant_id != tenant):
+                    outcome.refused[run_id] = None
+                elif row.status != RunStatus.FAILED.value:
+                    outcome.refused[run_id] = row.status
+                else:
+                    candidates.append(run_id)
+            # Steps before runs: the order a worker's flush locks them in.
+            outcome.steps = await sql.ready_failed_steps(conn, candidates, now)
+            for chunk in sql.chunks(candidates):
+                await recovery.release_held(conn, chunk, now)
+            reopened = await sql.reopen_failed_runs(conn, candidates)
+            reopened_ids = {row.id for row in reopened}
+            outcome.retried = [r for r in candidates if r in reopened_ids]
+            for run_id in set(candidates) - set(outcome.retried):  # retried concurrently
+                outcome.refused[run_id] = await sql.current_status(conn, run_id)
+            await recovery.reopen_parents(conn, reopened, now, self._workflow_reader(conn))
+            lines = [
+                action_line(r, action, actor, _retry_message(actor, outcome.steps[r]))
+                for r in outcome.retried
+            ]
+            await results_.insert_logs(conn, lines, now)
+            return outcome
+
+        return await self._transaction(work)
+
+    # ── resolve ─────────────────────────────────────────────────────────────────────────────
+
+    async def resolve_step(
+        self, run_id: str, vertex_id: str, output: Any, *, actor: str, tenant: str | None = None
+    ) -> ResolveOutcome:
+        """An operator supplies the output of a FAILED step: it becomes RESOLVED, its
+        dependants proceed and the run continues, or succeeds when nothing is left (a child
+        run then counts as succeeded for its parent's join). A run with another FAILED step
+        stays FAILED. The same output on a step already RESOLVED is a no-op."""
+
+        async def work(conn: AsyncConnection) -> ResolveOutcome:
+            now = self._clock.now()
+            run = await self._visible_run(conn, run_id, tenant)
+            step = await sql.step_for_update(conn, run_id, vertex_id)
+            if step is None:
+                raise NotFound(f"run {run_id} has no step {vertex_id}", code="step_not_found")
+            if step.status == StepStatus.RESOLVED.value and step.output == output:
+                return ResolveOutcome(False, run.status)
+            _check_resolvable(run, step, vertex_id)
+            await sql.resolve_step(conn, step.id, output, now)
+            tx = results_.Tx(conn, now, CompletionReport())
+            if run.status == RunStatus.FAILED.value:
+                await self._resume_if_clear(conn, run, step.id, now)
+            workflow = await self._workflow_of_run(conn, run_id)
+            await results_.steps_done(tx, [results_.DoneStep(run_id, vertex_id, workflow, output)])
+            message = f"step {vertex_id} resolved by {actor} with an operator-supplied output"
+            line = action_line(run_id, Action.RESOLVE, actor, message, vertex_id)
+            await results_.insert_logs(conn, [line], now)
+            await self._settle(tx)
+            return ResolveOutcome(True, await sql.current_status(conn, run_id))
+
+        return await self._transaction(work)
+
+    async def _resume_if_clear(
+        self, conn: AsyncConnection, run: Any, step_id: int, now: float
+    ) -> None:
+        """A FAILED run resumes once its last FAILED step is resolved; otherwise it stays
+        FAILED and shows the error of a step that still is."""
+        others = await sql.other_failed_steps(conn, run.id, step_id)
+        if others:
+            await sql.point_error_at(conn, run.id, others[0].vertex_id, others[0].error)
+            return
+        await sql.resume_resolved_run(conn, run.id)
+        # Before its end is counted again (in `_settle`), the parent stops counting it failed.
+        await recovery.reopen_parents(conn, [run], now, self._workflow_reader(conn))
+        await recovery.release_held(conn, [run.id], now)
+
+    # ── start over ──────────────────────────────────────────────────────────────────────────
+
+    async def start_over(
+        self, run_id: str, *, actor: str, tenant: str | None = None
+    ) -> StartOverOutcome:
+        """A new run of an ended run's workflow version, with its input, tenant, timeout tier
+        and pinned child versions, `restarted_from` the old run. Idempotent: the key
+        `start-over:<old id>` names the one run a start over creates."""
+        key = start_over_key(run_id)
+        created_steps: list[int] = []
+
+        async def work(conn: AsyncConnection) -> StartOverOutcome:
+            now = self._clock.now()
+            old = await self._visible_run(conn, run_id, tenant)
+            existing = await sql.run_id_by_key(conn, key)
+            if existing is not None:
+                return StartOverOutcome(existing, False, old.status)
+            _check_restartable(old)
+            record = run_record(await sql.whole_run(conn, run_id))
+            if await settings_.quota_left(conn, record.tenant_id) == 0:
+                raise LimitReached(
+                    f"tenant {record.tenant_id} has no runs left in its quota",
+                    code="quota_exceeded",
+                )
+            version = await self.get_version(record.workflow_name, record.workflow_version)
+            new_id = str(uuid.uuid4())
+            if not await sql.insert_run_once(conn, _restart_row(record, version, new_id, key, now)):
+                existing = await sql.run_id_by_key(conn, key)
+                return StartOverOutcome(str(existing), False, old.status)
+            await sql.count_against_quota(conn, record.tenant_id)
+            rows = step_rows(new_id, record.tenant_id, version.workflow, now)
+            await conn.execute(insert(steps), rows)
+            lines = [
+                LogLine(new_id, "info", f"run created ({version.name} v{version.version})"),
+                action_line(
+                    new_id, Action.START_OVER, actor, f"started over by {actor} from run {run_id}"
+                ),
+                action_line(
+                    run_id, Action.START_OVER, actor, f"started over by {actor} as run {new_id}"
+                ),
+            ]
+            await results_.insert_logs(conn, lines, now)
+            created_steps[:] = [len(rows)]
+            return StartOverOutcome(new_id, True, old.status)
+
+        outcome = await self._transaction(work)
+        if outcome.created:
+            await self._grew(1 + sum(created_steps))
+        return outcome
+
+    # ── reprocess ───────────────────────────────────────────────────────────────────────────
+
+    async def reprocess_run(
+        self, run_id: str, *, actor: str, tenant: str | None = None
+    ) -> ReprocessOutcome:
+        """The dead-lettered children of `run_id` run again, with those of nested fan-outs
+        under them; joins reopen up to the root (see `engine.store.recovery`). Refused for a
+        CANCELLED run; none to revive is a no-op."""
+
+        async def work(conn: AsyncConnection) -> ReprocessOutcome:
+            now = self._clock.now()
+            run = await self._visible_run(conn, run_id, tenant)
+            if run.status == RunStatus.CANCELLED.value:
+                raise WrongState(
+                    f"run {run_id} is CANCELLED; its children are not run again",
+                    state=run.status,
+                    code="run_cancelled",
+                )
+
+            async def version_of(name: str, version: int) -> Workflow:
+                return (await self.get_version(name, version)).workflow
+
+            workflow_of = self._workflow_reader(conn)
+            revived = await recovery.reprocess(conn, run_id, now, workflow_of, version_of)
+            if revived:
+                message = f"reprocess by {actor}: {revived} dead-lettered children run again"
+                line = action_line(run_id, Action.REPROCESS, actor, message)
+                await results_.insert_logs(conn, [line], now)
+            return ReprocessOutcome(revived, await sql.current_status(conn, run_id))
+
+        return await self._transaction(work)
+
+    # ── cancel ──────────────────────────────────────────────────────────────────────────────
+
+    async def cancel_run(
+        self, run_id: str, *, actor: str, tenant: str | None = None
+    ) -> CancelOutcome:
+        """The run and every descendant still going end CANCELLED, in a fixed number of
+        statements however many children there are. Their open steps are CANCELLED; steps in
+        flight finish but their results are dropped (their claims are no longer live).
+        Descendants that had already ended keep their status. A cancelled child of a run that
+        goes on counts as cancelled on its spawner, which may close the join (MERGE's rules
+        decide). Already CANCELLED: a no-op; SUCCEEDED or FAILED: refused."""
+
+        async def work(conn: AsyncConnection) -> CancelOutcome:
+            now = self._clock.now()
+            run = await self._visible_run(conn, run_id, tenant)
+            if run.status == RunStatus.CANCELLED.value:
+                return CancelOutcome(0, 0, run.status)
+            if run.status in _TERMINAL:
+                raise _ended(run_id, run.status)
+            tree = sql.run_tree(run_id)
+            steps_cancelled = await sql.cancel_open_steps(conn, tree, now)
+            cancelled = await sql.cancel_live_runs(conn, tree, now)
+            if run_id not in {row.id for row in cancelled}:  # it ended meanwhile
+                raise _ended(run_id, await sql.current_status(conn, run_id))
+            tx = results_.Tx(conn, now, CompletionReport())
+            tx.ended = [
+                EndedChild(row.parent_run_id, row.parent_vertex_id, RunStatus.CANCELLED.value)
+                for row in cancelled
+                if row.parent_run_id is not None
+            ]
+            below = len(cancelled) - 1
+            lines = [
+                action_line(
+                    run_id, Action.CANCEL, actor, f"cancelled by {actor} ({below} runs under it)"
+                ),
+                *(
+                    action_line(
+                        row.id, Action.CANCEL, actor, f"cancelled by {actor} with run {run_id}"
+                    )
+                    for row in cancelled
+                    if row.id != run_id
+                ),
+            ]
+            await results_.insert_logs(conn, lines, now)
+            await self._settle(tx)
+            return CancelOutcome(len(cancelled), steps_cancelled, RunStatus.CANCELLED.value)
+
+        return await self._transaction(work)
+
+
+def _ended(run_id: str, status: str) -> WrongState:
+    return WrongState(f"run {run_id} has already ended {status}", state=status, code="run_ended")
+
+
+def _check_restartable(old: Any) -> None:
+    if old.status not in _TERMINAL:
+        raise WrongState(
+            f"run {old.id} is {old.status}; only an ended run can be started over",
+            state=old.status,
+            code="run_not_ended",
+        )
+    if old.parent_run_id is not None:
+        # A child's context (its item and index) only exists under its parent's spawner.
+        raise InvalidRequest(
+            f"run {old.id} is a child run of {old.parent_run_id}; retry it, or reprocess or "
+            "start over its parent",
+            code="start_over_child_run",
+        )
+
+
+def _check_resolvable(run: Any, step: Any, vertex_id: str) -> None:
+    if run.status == RunStatus.CANCELLED.value:
+        raise WrongState(f"run {run.id} is CANCELLED", state=run.status, code="run_cancelled")
+    if step.status == StepStatus.RESOLVED.value:
+        raise WrongState(
+            f"step {vertex_id} was already resolved with another output",
+            state=step.status,
+            code="step_already_resolved",
+        )
+    if step.status != StepStatus.FAILED.value:
+        raise WrongState(
+            f"step {vertex_id} is {step.status}; only a FAILED step can be resolved",
+            state=step.status,
+            code="step_not_failed",
+        )
+
+
+def _retry_message(actor: str, steps_made_ready: int) -> str:
+    plural = "" if steps_made_ready == 1 else "s"
+    return f"retry by {actor}: {steps_made_ready} failed step{plural} run again"
+
+
+def _restart_row(record: Any, version: Any, new_id: str, key: str, now: float) -> dict[str, Any]:
+    return {
+        "id": new_id,
+        "workflow_name": record.workflow_name,
+        "workflow_version": record.workflow_version,
+        "definition_hash": version.definition_hash,
+        "tenant_id": record.tenant_id,
+        "status": RunStatus.RUNNING.value,
+        "timeout_tier": record.timeout_tier,
+        "input": record.input,
+        "output": None,
+        "error": None,
+        "steps_remaining": len(version.workflow.vertices),
+        "created_at": now,
+        "started_at": now,
+        "ended_at": None,
+        "idempotency_key": key,
+        "root_run_id": new_id,
+        "restarted_from": record.id,
+        "pinned_versions": record.pinned_versions,
+    }

@@ -1,0 +1,370 @@
+"""Statements of the operator actions (retry, resolve, start over, reprocess, cancel): part of
+`engine.store` (called only from there), and the records its role hands back.
+
+Every statement over many runs is set-based: a batch retry of a thousand runs or the cancel
+of a fan-out with thousands of children is a handful of statements, not one transaction per
+run. Lists of ids are sent in chunks of `ID_CHUNK` (a bound parameter each, well under both
+databases' limits). A cancel finds a run's descendants with one recursive query over
+`parent_run_id` instead of sending their ids at all.
+
+Lock order. A worker recording results locks step rows (in id order) before run rows; the
+actions that may meet such a flush take their locks in the same order (steps, then runs), so
+the two wait for each other instead of deadlocking. Where PostgreSQL still reports a
+deadlock or a serialization failure, the action's transaction is run again (see
+`rolled_back_by_conflict`).
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, field
+from enum import StrEnum
+from typing import Any
+
+from sqlalchemy import Integer, literal, select, update
+from sqlalchemy.exc import DBAPIError
+from sqlalchemy.ext.asyncio import AsyncConnection
+from sqlalchemy.sql.expression import CTE
+
+from engine.store.dialect import dialect_of
+from engine.store.models import Run, RunStatus, Step, StepStatus, TenantQuota
+from engine.store.records import LogLine
+from schemas.errors import NotFound
+
+runs = Run.__table__  # type: ignore[attr-defined]
+steps = Step.__table__  # type: ignore[attr-defined]
+quotas = TenantQuota.__table__  # type: ignore[attr-defined]
+
+ID_CHUNK = 1000
+"""Ids per statement when a statement takes a list of them."""
+MAX_TREE_DEPTH = 16
+"""How deep a cancel follows nested fan-outs (as deep as fan-outs nest)."""
+LIVE_RUN_STATUSES = (RunStatus.PENDING.value, RunStatus.RUNNING.value)
+OPEN_STEP_STATUSES = (
+    StepStatus.PENDING.value,
+    StepStatus.READY.value,
+    StepStatus.PARKED.value,
+    StepStatus.RUNNING.value,
+)
+"""Steps a cancel ends: not started, waiting, or in flight (whose result is then dropped)."""
+CONFLICT_SQLSTATE_CLASS = "40"
+"""SQLSTATE class "transaction rollback" (serialization failure 40001, deadlock 40P01)."""
+
+
+class Action(StrEnum):
+    """The operator actions, as named in run logs (`data["action"]`)."""
+
+    RETRY = "retry"
+    BATCH_RETRY = "batch_retry"
+    RESOLVE = "resolve"
+    START_OVER = "start_over"
+    REPROCESS = "reprocess"
+    CANCEL = "cancel"
+
+
+# ── records ─────────────────────────────────────────────────────────────────────────────────
+
+
+@dataclass
+class RetryOutcome:
+    """What a retry of some runs did. `refused` maps each run not retried to its status, or
+    to None when it does not exist (or belongs to another tenant)."""
+
+    retried: list[str] = field(default_factory=list)
+    steps: Counter[str] = field(default_factory=Counter)
+    """FAILED steps made READY, by run."""
+    refused: dict[str, str | None] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class ResolveOutcome:
+    changed: bool
+    run_status: str
+    """The run's status after the resolve (RUNNING, SUCCEEDED, or FAILED when another of its
+    steps is still FAILED)."""
+
+
+@dataclass(frozen=True)
+class StartOverOutcome:
+    new_run_id: str
+    created: bool
+    old_status: str
+
+
+@dataclass(frozen=True)
+class ReprocessOutcome:
+    revived: int
+    run_status: str
+
+
+@dataclass(frozen=True)
+class CancelOutcome:
+    runs_cancelled: int
+    """The run and its descendants that were still going."""
+    steps_cancelled: int
+    run_status: str
+
+
+# ── helpers ─────────────────────────────────────────────────────────────────────────────────
+
+
+def run_not_found(run_id: str) -> NotFound:
+    """The refusal for a run that does not exist or that the caller's tenant cannot see."""
+    return NotFound(f"no run {run_id}", code="run_not_found")
+
+
+def chunks(ids: Sequence[str]) -> Iterator[list[str]]:
+    for start in range(0, len(ids), ID_CHUNK):
+        yield list(ids[start : start + ID_CHUNK])
+
+
+def action_line(
+    run_id: str, action: Action, actor: str, message: str, vertex_id: str | None = None
+) -> LogLine:
+    """The log line an action writes on a run it changed."""
+    return LogLine(run_id, "info", message, vertex_id, {"action": action.value, "actor": actor})
+
+
+def rolled_back_by_conflict(exc: DBAPIError) -> bool:
+    """Whether the database rolled the transaction back because it met another one (a
+    deadlock or a serialization failure): running it again is safe and usually succeeds."""
+    state = getattr(exc.orig, "sqlstate", None) or getattr(exc.orig, "pgcode", None)
+    return isinstance(state, str) and state.startswith(CONFLICT_SQLSTATE_CLASS)
+
+
+# ── reads ───────────────────────────────────────────────────────────────────────────────────
+
+_RUN_COLUMNS = (
+    runs.c.id,
+    runs.c.status,
+    runs.c.tenant_id,
+    runs.c.parent_run_id,
+    runs.c.parent_vertex_id,
+)
+
+
+async def run_states(conn: AsyncConnection, run_ids: Sequence[str]) -> dict[str, Any]:
+    """(id, status, tenant_id, parent_run_id, parent_vertex_id) of the runs that exist."""
+    found: dict[str, Any] = {}
+    for chunk in chunks(run_ids):
+        rows = await conn.execute(select(*_RUN_COLUMNS).where(runs.c.id.in_(chunk)))
+        found.update((row.id, row) for row in rows.all())
+    return found
+
+
+async def run_state(conn: AsyncConnection, run_id: str) -> Any:
+    """The run's row as `run_states` reads it, or None."""
+    return (await run_states(conn, [run_id])).get(run_id)
+
+
+async def whole_run(conn: AsyncConnection, run_id: str) -> Any:
+    """Every column of one run (it must exist), as a mapping."""
+    return (await conn.execute(select(runs).where(runs.c.id == run_id))).one()._mapping
+
+
+async def step_for_update(conn: AsyncConnection, run_id: str, vertex_id: str) -> Any:
+    """(id, status, output) of one step, locked until the transaction ends; None if absent."""
+    query = (
+        select(steps.c.id, steps.c.status, steps.c.output)
+        .where(steps.c.run_id == run_id, steps.c.vertex_id == vertex_id)
+        .with_for_update()
+    )
+    return (await conn.execute(query)).first()
+
+
+async def other_failed_steps(conn: AsyncConnection, run_id: str, step_id: int) -> list[Any]:
+    """(vertex_id, error) of the run's FAILED steps other than `step_id`, oldest first."""
+    query = (
+        select(steps.c.vertex_id, steps.c.error)
+        .where(
+            steps.c.run_id == run_id,
+            steps.c.status == StepStatus.FAILED.value,
+            steps.c.id != step_id,
+        )
+        .order_by(steps.c.id)
+    )
+    return list((await conn.execute(query)).all())
+
+
+# ── retry ───────────────────────────────────────────────────────────────────────────────────
+
+
+async def ready_failed_steps(
+    conn: AsyncConnection, run_ids: Sequence[str], now: float
+) -> Counter[str]:
+    """The FAILED steps of `run_ids` become READY to run again: error cleared, redispatches
+    and the tenant item anew, attempts kept. Returns how many per run."""
+    made_ready: Counter[str] = Counter()
+    for chunk in chunks(run_ids):
+        rows = await conn.execute(
+            update(steps)
+            .where(steps.c.run_id.in_(chunk), steps.c.status == StepStatus.FAILED.value)
+            .values(
+                status=StepStatus.READY.value,
+                error=None,
+                ended_at=None,
+                not_before=now,
+                auto_retries=0,
+                tenant_item_taken=False,
+            )
+            .returning(steps.c.run_id)
+        )
+        made_ready.update(row.run_id for row in rows.all())
+    return made_ready
+
+
+async def reopen_failed_runs(conn: AsyncConnection, run_ids: Sequence[str]) -> list[Any]:
+    """FAILED runs among `run_ids` run again (a dead letter stops being one). Returns (id,
+    parent_run_id, parent_vertex_id) of each; the status guard makes concurrent retries
+    reopen each run once."""
+    reopened: list[Any] = []
+    for chunk in chunks(run_ids):
+        rows = await conn.execute(
+            update(runs)
+            .where(runs.c.id.in_(chunk), runs.c.status == RunStatus.FAILED.value)
+            .values(status=RunStatus.RUNNING.value, error=None, ended_at=None, dlq_at=None)
+            .returning(runs.c.id, runs.c.parent_run_id, runs.c.parent_vertex_id)
+        )
+        reopened += rows.all()
+    return reopened
+
+
+# ── resolve ─────────────────────────────────────────────────────────────────────────────────
+
+
+async def resolve_step(conn: AsyncConnection, step_id: int, output: Any, now: float) -> None:
+    """A FAILED step becomes RESOLVED with the operator's `output` (it counts as done)."""
+    await conn.execute(
+        update(steps)
+        .where(steps.c.id == step_id, steps.c.status == StepStatus.FAILED.value)
+        .values(
+            status=StepStatus.RESOLVED.value,
+            output=output,
+            error=None,
+            ended_at=now,
+            claim_token=None,
+            lease_expires_at=None,
+        )
+    )
+
+
+async def resume_resolved_run(conn: AsyncConnection, run_id: str) -> bool:
+    """A FAILED run whose last failed step was resolved runs again; True when it did."""
+    result = await conn.execute(
+        update(runs)
+        .where(runs.c.id == run_id, runs.c.status == RunStatus.FAILED.value)
+        .values(status=RunStatus.RUNNING.value, error=None, ended_at=None, dlq_at=None)
+    )
+    return bool(result.rowcount == 1)
+
+
+async def point_error_at(conn: AsyncConnection, run_id: str, vertex_id: str, error: Any) -> None:
+    """A run that stays FAILED shows the error of a step that is still FAILED."""
+    await conn.execute(
+        update(runs)
+        .where(runs.c.id == run_id)
+        .values(error={"vertexId": vertex_id, **(error or {})})
+    )
+
+
+async def current_status(conn: AsyncConnection, run_id: str) -> str:
+    return str((await conn.execute(select(runs.c.status).where(runs.c.id == run_id))).scalar_one())
+
+
+# ── start over ──────────────────────────────────────────────────────────────────────────────
+
+
+async def run_id_by_key(conn: AsyncConnection, key: str) -> str | None:
+    query = select(runs.c.id).where(runs.c.idempotency_key == key)
+    found = (await conn.execute(query)).scalar_one_or_none()
+    return None if found is None else str(found)
+
+
+async def insert_run_once(conn: AsyncConnection, row: dict[str, Any]) -> bool:
+    """Insert a run unless one with its idempotency key exists (the database decides, so two
+    concurrent inserts of one key create one run). True when this call created it."""
+    statement = (
+        dialect_of(conn)
+        .insert(runs)
+        .values(**row)
+        .on_conflict_do_nothing(index_elements=["idempotency_key"])
+        .returning(runs.c.id)
+    )
+    return (await conn.execute(statement)).first() is not None
+
+
+async def count_against_quota(conn: AsyncConnection, tenant_id: str) -> None:
+    """A new run uses one of its tenant's runs (tenants without a quota are unlimited)."""
+    await conn.execute(
+        update(quotas)
+        .where(quotas.c.tenant_id == tenant_id)
+        .values(used_runs=quotas.c.used_runs + 1)
+    )
+
+
+# ── cancel ──────────────────────────────────────────────────────────────────────────────────
+
+
+def run_tree(run_id: str) -> CTE:
+    """The ids of `run_id` and every run under it (children, grandchildren, ...), at most
+    `MAX_TREE_DEPTH` levels down, as a recursive query over `parent_run_id`."""
+    anchor = runs.alias("tree_root")
+    below = runs.alias("tree_child")
+    tree = (
+        select(anchor.c.id, literal(0, Integer).label("depth"))
+        .where(anchor.c.id == run_id)
+        .cte("run_tree", recursive=True)
+    )
+    return tree.union_all(
+        select(below.c.id, tree.c.depth + 1).where(
+            below.c.parent_run_id == tree.c.id, tree.c.depth < MAX_TREE_DEPTH
+        )
+    )
+
+
+def _live_runs_of(tree: CTE) -> Any:
+    live = runs.alias("live_run")
+    return select(live.c.id).where(
+        live.c.id.in_(select(tree.c.id)), live.c.status.in_(LIVE_RUN_STATUSES)
+    )
+
+
+async def cancel_open_steps(conn: AsyncConnection, tree: CTE, now: float) -> int:
+    """The open steps of the tree's runs that are still going become CANCELLED. A RUNNING
+    step's claim stops being live (status and token), so its result is dropped as a late
+    one. Rows are locked in id order, as a worker's flush locks them."""
+    locked = steps.alias("locked_step")
+    targets = (
+        select(locked.c.id)
+        .where(
+            locked.c.run_id.in_(_live_runs_of(tree)),
+            locked.c.status.in_(OPEN_STEP_STATUSES),
+        )
+        .order_by(locked.c.id)
+        .with_for_update(of=locked)
+    )
+    result = await conn.execute(
+        update(steps)
+        .where(steps.c.id.in_(targets.scalar_subquery()))
+        .values(
+            status=StepStatus.CANCELLED.value,
+            ended_at=now,
+            claim_token=None,
+            lease_expires_at=None,
+        )
+        .returning(steps.c.id)  # SQLite's rowcount of an UPDATE with a CTE is -1
+    )
+    return len(result.all())
+
+
+async def cancel_live_runs(conn: AsyncConnection, tree: CTE, now: float) -> list[Any]:
+    """The tree's runs that are still going end CANCELLED. Returns (id, parent_run_id,
+    parent_vertex_id) of each."""
+    result = await conn.execute(
+        update(runs)
+        .where(runs.c.id.in_(_live_runs_of(tree).scalar_subquery()))
+        .values(status=RunStatus.CANCELLED.value, ended_at=now)
+        .returning(runs.c.id, runs.c.parent_run_id, runs.c.parent_vertex_id)
+    )
+    return list(result.all())

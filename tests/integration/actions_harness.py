@@ -1,0 +1,233 @@
+"""Helpers for the operator-action tests: workflows that fail where a test needs them to, runs
+driven into the states an action applies to, and probes of what the store did (its log lines,
+the statements it sent).
+
+Runs are created through the store by `submit` until `ops.runs.submit` exists; switching is one
+line there.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections import Counter
+from collections.abc import Iterator
+from typing import Any
+
+from sqlalchemy import event
+
+from demo.downstream import RunningDownstream
+from engine.runtime import Runtime
+from engine.store.records import StepFailed
+from schemas.definitions import Workflow
+from tests.integration.engine_harness import running_worker, start, wait_for_run
+
+BAD = {"kind": "http_error", "message": "400 from the test"}
+OVERLOAD = {"kind": "external_overload", "message": "503 from the test"}
+
+
+async def submit(runtime: Runtime, workflows: list[Workflow], run_input: Any, **kw: Any) -> str:
+    """Publish `workflows` and start a run of the first (through the store for now)."""
+    return await start(runtime, workflows, run_input, **kw)
+
+
+async def action_lines(runtime: Runtime, run_id: str) -> list[dict[str, Any]]:
+    """The run's log lines written by operator actions."""
+    lines = await runtime.store.run_logs(run_id, limit=10_000)
+    return [line for line in lines if (line["data"] or {}).get("action")]
+
+
+@contextlib.contextmanager
+def statements(runtime: Runtime) -> Iterator[list[str]]:
+    """Collects the SQL statements the store sends for this task while the block runs (not
+    those of a worker running meanwhile: SQLAlchemy runs them inside the awaiting task)."""
+    seen: list[str] = []
+    task = asyncio.current_task()
+
+    def record(*args: Any) -> None:
+        if asyncio.current_task() is task:
+            seen.append(args[2])
+
+    engines = runtime.store._engines
+    targets = {id(e): e.sync_engine for e in (engines.write, engines.read)}.values()
+    for target in targets:
+        event.listen(target, "before_cursor_execute", record)
+    try:
+        yield seen
+    finally:
+        for target in targets:
+            event.remove(target, "before_cursor_execute", record)
+
+
+async def wait_until(predicate: Any, timeout_s: float = 30.0) -> None:
+    """Poll an async predicate until it holds; fail after `timeout_s`."""
+    async with asyncio.timeout(timeout_s):
+        while not await predicate():
+            await asyncio.sleep(0.05)
+
+
+def requests_by_path(downstream: RunningDownstream) -> Counter[str]:
+    return Counter(record.path for record in downstream.stats.recent)
+
+
+# ── workflows ───────────────────────────────────────────────────────────────────────────────
+
+
+def chain(base: str) -> Workflow:
+    """a → b → c; c sends what b answered, so its request shows b's output."""
+    return Workflow.model_validate(
+        {
+            "name": "chain",
+            "vertices": {
+                "a": {"type": "GATEWAY", "config": {"url": f"{base}/a/{{{{ input.id }}}}"}},
+                "b": {
+                    "type": "GATEWAY",
+                    "dependsOn": ["a"],
+                    "config": {
+                        "url": f"{base}/b/{{{{ input.id }}}}",
+                        "method": "POST",
+                        "retry": {"maxAttempts": 1},
+                    },
+                },
+                "c": {
+                    "type": "GATEWAY",
+                    "dependsOn": ["b"],
+                    "config": {
+                        "url": f"{base}/c",
+                        "method": "POST",
+                        "body": {"fromB": "{{ vertices.b.output.body.path }}"},
+                    },
+                },
+            },
+        }
+    )
+
+
+def single(base: str, name: str = "single") -> Workflow:
+    return Workflow.model_validate(
+        {
+            "name": name,
+            "vertices": {
+                "call": {
+                    "type": "GATEWAY",
+                    "config": {"url": f"{base}/single", "retry": {"maxAttempts": 1}},
+                }
+            },
+        }
+    )
+
+
+def fan_out(base: str, merge: dict[str, Any] | None = None) -> list[Workflow]:
+    """parent: spawner over `input.items` → merge; child: one POST whose status and delay
+    the item chooses (the demo downstream's X-Demo-Status / X-Demo-Sleep-Ms)."""
+    parent = Workflow.model_validate(
+        {
+            "name": "parent",
+            "vertices": {
+                "each": {
+                    "type": "SPAWNER",
+                    "config": {"items": "{{ input.items }}", "workflow": "child"},
+                },
+                "join": {"type": "MERGE", "dependsOn": ["each"], "config": merge or {}},
+            },
+        }
+    )
+    child = Workflow.model_validate(
+        {
+            "name": "child",
+            "vertices": {
+                "call": {
+                    "type": "GATEWAY",
+                    "config": {
+                        "url": f"{base}/charge/{{{{ index }}}}",
+                        "method": "POST",
+                        "headers": {
+                            "X-Demo-Status": "{{ item.status || `200` }}",
+                            "X-Demo-Sleep-Ms": "{{ item.sleep || `0` }}",
+                        },
+                        "retry": {"maxAttempts": 1},
+                    },
+                }
+            },
+        }
+    )
+    return [parent, child]
+
+
+def items(n: int, **extra: Any) -> list[dict[str, Any]]:
+    return [{"status": 200, **extra} for _ in range(n)]
+
+
+async def failed_chain(runtime: Runtime, downstream: RunningDownstream, **kw: Any) -> str:
+    """A chain run that failed at b (its first call answered 400)."""
+    downstream.script([400], path="/b/1")
+    run_id = await submit(runtime, [chain(downstream.url)], {"id": 1}, **kw)
+    async with running_worker(runtime):
+        run = await wait_for_run(runtime, run_id)
+    assert run.status == "FAILED" and run.error["vertexId"] == "b"
+    return run_id
+
+
+async def failed_fan_out(
+    runtime: Runtime, downstream: RunningDownstream, n: int, failing: set[int]
+) -> str:
+    """A parent run whose join failed because the children in `failing` failed."""
+    for index in failing:
+        downstream.script([400], path=f"/charge/{index}")
+    run_id = await submit(runtime, fan_out(downstream.url), {"items": items(n)})
+    run = await wait_for_run(runtime, run_id)
+    assert run.status == "FAILED" and run.error["vertexId"] == "join"
+    return run_id
+
+
+async def failed_runs(runtime: Runtime, n: int) -> list[str]:
+    """`n` runs of a one-step workflow that failed terminally (driven through the store)."""
+    await runtime.store.publish(single("http://127.0.0.1:1", name="bulk"))
+    ids = await runtime.store.create_runs(await runtime.store.get_version("bulk"), [{}] * n)
+    for _ in range(n // 100 + 2):
+        claimed = await runtime.store.claim(500, lease_s=120)
+        if not claimed:
+            break
+        await runtime.store.complete([StepFailed(step, BAD) for step in claimed])
+    assert await runtime.store.count_runs("FAILED") == n
+    return ids
+
+
+def nested(base: str, leaf_sleep_ms: int = 0) -> list[Workflow]:
+    """top spawns mids (one per `input.groups` item), each mid spawns leaves (one per item of
+    its `leaves`); a leaf POSTs to /leaf, answered after `leaf_sleep_ms`."""
+    top = {
+        "name": "top",
+        "vertices": {
+            "groups": {
+                "type": "SPAWNER",
+                "config": {"items": "{{ input.groups }}", "workflow": "mid"},
+            },
+            "join": {"type": "MERGE", "dependsOn": ["groups"], "config": {}},
+        },
+    }
+    mid = {
+        "name": "mid",
+        "vertices": {
+            "leaves": {
+                "type": "SPAWNER",
+                "config": {"items": "{{ input.leaves }}", "workflow": "leaf"},
+            },
+            "join": {"type": "MERGE", "dependsOn": ["leaves"], "config": {}},
+        },
+    }
+    leaf = {
+        "name": "leaf",
+        "vertices": {
+            "call": {
+                "type": "GATEWAY",
+                "config": {
+                    "url": f"{base}/leaf",
+                    "method": "POST",
+                    "headers": {"X-Demo-Sleep-Ms": str(leaf_sleep_ms)},
+                    "retry": {"maxAttempts": 1},
+                },
+            }
+        },
+    }
+    return [Workflow.model_validate(w) for w in (top, leaf, mid)]

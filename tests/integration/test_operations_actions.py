@@ -1,0 +1,472 @@
+"""Operator actions through the operations layer (`Operations.actions`): retry, resolve, start
+over, batch retry and reprocess, on both backends, with real workers and the demo downstream on
+loopback where runs execute. Cancel has its own module (test_operations_cancel.py)."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import AsyncIterator
+
+import pytest
+
+from demo.downstream import RunningDownstream
+from engine.operations import Operations, OperatorActions
+from engine.operations.runs import RunOperations
+from engine.operations.views import RunFilter
+from engine.runtime import Runtime
+from engine.store.records import StepFailed
+from schemas.definitions import Workflow
+from schemas.errors import InvalidRequest, LimitReached, NotFound, WrongState
+from tests.conftest import Backend
+from tests.integration.actions_harness import (
+    BAD,
+    OVERLOAD,
+    action_lines,
+    failed_chain,
+    failed_fan_out,
+    failed_runs,
+    nested,
+    requests_by_path,
+    single,
+    statements,
+    submit,
+)
+from tests.integration.engine_harness import running_worker, settings_for, wait_for_run
+
+
+@pytest.fixture
+async def runtime(backend: Backend) -> AsyncIterator[Runtime]:
+    runtime = await Runtime.open(settings_for(backend))
+    yield runtime
+    await runtime.close()
+
+
+@pytest.fixture
+def ops(runtime: Runtime) -> Operations:
+    return Operations(runtime)
+
+
+# ── retry ───────────────────────────────────────────────────────────────────────────────────
+
+
+async def test_retry_reruns_only_the_failed_step(
+    ops: Operations, runtime: Runtime, downstream: RunningDownstream
+) -> None:
+    run_id = await failed_chain(runtime, downstream)
+    assert requests_by_path(downstream) == {"/a/1": 1, "/b/1": 1}
+    async with running_worker(runtime):
+        result = await ops.actions.retry(run_id, actor="cli")
+        assert (result.changed, result.status, result.steps_retried) == (True, "RUNNING", 1)
+        run = await wait_for_run(runtime, run_id)
+    assert run.status == "SUCCEEDED", run.error
+    assert requests_by_path(downstream) == {"/a/1": 1, "/b/1": 2, "/c": 1}
+    steps = {s.vertex_id: s for s in await runtime.store.get_steps(run_id)}
+    assert (steps["a"].attempts, steps["b"].attempts, steps["c"].attempts) == (1, 2, 1)
+    assert steps["b"].error is None
+    (line,) = await action_lines(runtime, run_id)
+    assert line["data"] == {"action": "retry", "actor": "cli"} and line["level"] == "info"
+    assert "cli" in line["message"]
+
+
+async def test_retry_refuses_a_run_that_is_not_failed(
+    ops: Operations, runtime: Runtime, downstream: RunningDownstream
+) -> None:
+    running = await submit(runtime, [single(downstream.url)], {})  # no worker: stays RUNNING
+    with pytest.raises(WrongState) as refused:
+        await ops.actions.retry(running, actor="cli")
+    assert (refused.value.code, refused.value.state) == ("run_not_failed", "RUNNING")
+    assert refused.value.details == {"state": "RUNNING"}
+    with pytest.raises(NotFound) as missing:
+        await ops.actions.retry("no-such-run", actor="cli")
+    assert missing.value.code == "run_not_found"
+    assert await action_lines(runtime, running) == []
+
+
+async def test_retry_is_scoped_to_the_tenant(
+    ops: Operations, runtime: Runtime, downstream: RunningDownstream
+) -> None:
+    run_id = await failed_chain(runtime, downstream, tenant_id="acme")
+    with pytest.raises(NotFound) as hidden:
+        await ops.actions.retry(run_id, actor="key:other", tenant="globex")
+    assert hidden.value.code == "run_not_found"
+    result = await ops.actions.retry(run_id, actor="key:acme", tenant="acme")
+    assert result.changed
+
+
+async def test_a_second_retry_is_refused_and_concurrent_retries_retry_once(
+    ops: Operations, runtime: Runtime, downstream: RunningDownstream
+) -> None:
+    run_id = await failed_chain(runtime, downstream)
+    outcomes = await asyncio.gather(
+        *(ops.actions.retry(run_id, actor=f"op{i}") for i in range(4)), return_exceptions=True
+    )
+    done = [o for o in outcomes if not isinstance(o, BaseException)]
+    refused = [o for o in outcomes if isinstance(o, WrongState)]
+    assert len(done) == 1 and len(refused) == 3, outcomes
+    assert all(r.state == "RUNNING" for r in refused)
+    assert len(await action_lines(runtime, run_id)) == 1
+    steps = {s.vertex_id: s.status for s in await runtime.store.get_steps(run_id)}
+    assert steps == {"a": "SUCCEEDED", "b": "READY", "c": "PENDING"}
+
+
+async def test_retry_resets_redispatches_and_the_tenant_item_but_counts_attempts(
+    ops: Operations, runtime: Runtime
+) -> None:
+    await runtime.store.publish(single("http://127.0.0.1:1"))
+    run, _ = await runtime.store.create_run(await runtime.store.get_version("single"), {})
+    (step,) = await runtime.store.claim(10, lease_s=60)
+    await runtime.store.complete(
+        [StepFailed(step, OVERLOAD, retry_at=runtime.clock.now(), tenant_item_taken=True)]
+    )
+    (again,) = await runtime.store.claim(10, lease_s=60)
+    assert (again.attempts, again.auto_retries, again.tenant_item_taken) == (2, 1, True)
+    await runtime.store.complete([StepFailed(again, BAD)])
+    assert (await runtime.store.get_run(run.id)).status == "FAILED"  # type: ignore[union-attr]
+
+    await ops.actions.retry(run.id, actor="cli")
+    (retried,) = await runtime.store.claim(10, lease_s=60)
+    assert (retried.attempts, retried.auto_retries, retried.tenant_item_taken) == (3, 0, False)
+
+
+async def test_retry_of_a_dead_letter_brings_it_back_into_its_parents_join(
+    ops: Operations, runtime: Runtime, downstream: RunningDownstream
+) -> None:
+    async with running_worker(runtime):
+        parent_id = await failed_fan_out(runtime, downstream, 5, failing={3})
+        (dead,) = await runtime.store.children(parent_id, status="FAILED")
+        assert dead.dlq_at is not None
+        await ops.actions.retry(dead.id, actor="cli")
+        run = await wait_for_run(runtime, parent_id)
+    assert run.status == "SUCCEEDED", run.error
+    assert run.output["join"]["counts"]["succeeded"] == 5
+    assert requests_by_path(downstream)["/charge/3"] == 2
+    assert downstream.stats.total == 6  # the other children did not run again
+    counts = await runtime.store.spawner_counts(parent_id, "each")
+    assert (counts.succeeded, counts.failed) == (5, 0)
+    child = await runtime.store.get_run(dead.id)
+    assert child is not None and child.dlq_at is None
+
+
+async def test_retry_of_a_nested_dead_letter_reopens_every_join_above_it(
+    ops: Operations, runtime: Runtime, downstream: RunningDownstream
+) -> None:
+    downstream.script([400], path="/leaf")  # the first leaf to call fails once
+    groups = {"groups": [{"leaves": [1, 2]}] * 3}
+    async with running_worker(runtime):
+        top_id = await submit(runtime, nested(downstream.url), groups)
+        top = await wait_for_run(runtime, top_id)
+        assert top.status == "FAILED" and top.error["kind"] == "child_failures"
+        (mid,) = await runtime.store.children(top_id, status="FAILED")
+        (leaf,) = await runtime.store.children(mid.id, status="FAILED")
+        await ops.actions.retry(leaf.id, actor="cli")
+        top = await wait_for_run(runtime, top_id)
+    assert top.status == "SUCCEEDED", top.error
+    assert downstream.stats.total == 7  # six leaves, one of them twice
+    for run_id in (top_id, mid.id):
+        counts = await runtime.store.spawner_counts(
+            run_id, "groups" if run_id == top_id else "leaves"
+        )
+        assert counts.failed == 0 and counts.succeeded == counts.total
+
+
+async def test_batch_retry_of_siblings_updates_their_join_once(
+    ops: Operations, runtime: Runtime, downstream: RunningDownstream
+) -> None:
+    async with running_worker(runtime):
+        parent_id = await failed_fan_out(runtime, downstream, 6, failing={1, 4})
+        dead = [c.id for c in await runtime.store.children(parent_id, status="FAILED")]
+        # The parent failed at its join too: retrying it with its dead letters in one call
+        # leaves the join waiting for them, not failing again at once.
+        result = await ops.actions.batch_retry([*dead, parent_id], actor="cli")
+        assert result.retried == [*dead, parent_id] and result.skipped == []
+        run = await wait_for_run(runtime, parent_id)
+    assert run.status == "SUCCEEDED", run.error
+    assert run.output["join"]["counts"]["succeeded"] == 6
+    assert downstream.stats.total == 8
+
+
+# ── resolve ─────────────────────────────────────────────────────────────────────────────────
+
+
+async def test_resolve_continues_the_run_with_the_given_output(
+    ops: Operations, runtime: Runtime, downstream: RunningDownstream
+) -> None:
+    run_id = await failed_chain(runtime, downstream)
+    output = {"status": 200, "body": {"path": "/from-the-operator"}}
+    async with running_worker(runtime):
+        result = await ops.actions.resolve(run_id, "b", output, actor="key:3f2a")
+        assert (result.changed, result.status, result.vertex_id) == (True, "RUNNING", "b")
+        run = await wait_for_run(runtime, run_id)
+    assert run.status == "SUCCEEDED", run.error
+    assert run.output["c"]["body"]["body"] == {"fromB": "/from-the-operator"}
+    assert requests_by_path(downstream) == {"/a/1": 1, "/b/1": 1, "/c": 1}
+    steps = {s.vertex_id: s for s in await runtime.store.get_steps(run_id)}
+    assert (steps["b"].status, steps["b"].output, steps["b"].error) == ("RESOLVED", output, None)
+    (line,) = await action_lines(runtime, run_id)
+    assert line["data"] == {"action": "resolve", "actor": "key:3f2a"}
+    assert line["vertex_id"] == "b"
+
+
+async def test_resolve_is_idempotent_for_the_same_output_only(
+    ops: Operations, runtime: Runtime, downstream: RunningDownstream
+) -> None:
+    run_id = await failed_chain(runtime, downstream)
+    output = {"body": {"path": "/x"}}
+    assert (await ops.actions.resolve(run_id, "b", output, actor="cli")).changed
+    again = await ops.actions.resolve(run_id, "b", output, actor="cli")
+    assert (again.changed, again.status) == (False, "RUNNING")
+    with pytest.raises(WrongState) as other:
+        await ops.actions.resolve(run_id, "b", {"body": {"path": "/y"}}, actor="cli")
+    assert (other.value.code, other.value.state) == ("step_already_resolved", "RESOLVED")
+    assert len(await action_lines(runtime, run_id)) == 1
+
+
+async def test_resolve_refusals(
+    ops: Operations, runtime: Runtime, downstream: RunningDownstream
+) -> None:
+    run_id = await failed_chain(runtime, downstream)
+    with pytest.raises(NotFound) as unknown:
+        await ops.actions.resolve(run_id, "nope", {}, actor="cli")
+    assert unknown.value.code == "step_not_found"
+    with pytest.raises(WrongState) as done:
+        await ops.actions.resolve(run_id, "a", {}, actor="cli")
+    assert (done.value.code, done.value.state) == ("step_not_failed", "SUCCEEDED")
+    with pytest.raises(NotFound) as missing:
+        await ops.actions.resolve("no-such-run", "b", {}, actor="cli")
+    assert missing.value.code == "run_not_found"
+    with pytest.raises(NotFound):
+        await ops.actions.resolve(run_id, "b", {}, actor="cli", tenant="globex")
+    for not_json in (object(), float("nan"), {"k": {1, 2}}):
+        with pytest.raises(InvalidRequest) as invalid:
+            await ops.actions.resolve(run_id, "b", not_json, actor="cli")
+        assert invalid.value.code == "invalid_output"
+    steps = {s.vertex_id: s.status for s in await runtime.store.get_steps(run_id)}
+    assert steps == {"a": "SUCCEEDED", "b": "FAILED", "c": "PENDING"}
+    assert await action_lines(runtime, run_id) == []
+
+
+async def test_resolving_the_last_step_ends_the_run(
+    ops: Operations, runtime: Runtime, downstream: RunningDownstream
+) -> None:
+    downstream.script([400], path="/single")
+    run_id = await submit(runtime, [single(downstream.url)], {})
+    async with running_worker(runtime):
+        assert (await wait_for_run(runtime, run_id)).status == "FAILED"
+    result = await ops.actions.resolve(run_id, "call", [1, "two"], actor="cli")
+    assert result.status == "SUCCEEDED"
+    run = await runtime.store.get_run(run_id)
+    assert run is not None and run.status == "SUCCEEDED" and run.output == {"call": [1, "two"]}
+    assert run.error is None
+
+
+async def test_a_run_with_another_failed_step_stays_failed(
+    ops: Operations, runtime: Runtime
+) -> None:
+    parallel = Workflow.model_validate(
+        {
+            "name": "parallel",
+            "vertices": {
+                "a": {"type": "GATEWAY", "config": {"url": "http://127.0.0.1:1/a"}},
+                "b": {"type": "GATEWAY", "config": {"url": "http://127.0.0.1:1/b"}},
+            },
+        }
+    )
+    run_id = await submit(runtime, [parallel], {})
+    claimed = {s.vertex_id: s for s in await runtime.store.claim(10, lease_s=60)}
+    await runtime.store.complete([StepFailed(claimed["a"], BAD), StepFailed(claimed["b"], BAD)])
+    run = await runtime.store.get_run(run_id)
+    assert run is not None and run.status == "FAILED"
+    first, second = ("a", "b") if run.error["vertexId"] == "a" else ("b", "a")
+
+    result = await ops.actions.resolve(run_id, first, {"ok": 1}, actor="cli")
+    assert result.status == "FAILED"
+    run = await runtime.store.get_run(run_id)
+    assert run is not None and run.error["vertexId"] == second
+    result = await ops.actions.resolve(run_id, second, {"ok": 2}, actor="cli")
+    assert result.status == "SUCCEEDED"
+    run = await runtime.store.get_run(run_id)
+    assert run is not None and run.output == {"a": {"ok": 1}, "b": {"ok": 2}}
+
+
+async def test_resolving_a_dead_letter_ends_it_succeeded_for_the_join(
+    ops: Operations, runtime: Runtime, downstream: RunningDownstream
+) -> None:
+    async with running_worker(runtime):
+        parent_id = await failed_fan_out(runtime, downstream, 4, failing={2})
+        (dead,) = await runtime.store.children(parent_id, status="FAILED")
+        result = await ops.actions.resolve(dead.id, "call", {"body": "by hand"}, actor="cli")
+        assert result.status == "SUCCEEDED"
+        run = await wait_for_run(runtime, parent_id)
+    assert run.status == "SUCCEEDED", run.error
+    assert run.output["join"]["counts"]["succeeded"] == 4
+    assert run.output["join"]["outputs"][2] == {"call": {"body": "by hand"}}
+    assert downstream.stats.total == 4  # nothing called again
+    child = await runtime.store.get_run(dead.id)
+    assert child is not None and (child.status, child.dlq_at) == ("SUCCEEDED", None)
+
+
+# ── start over ──────────────────────────────────────────────────────────────────────────────
+
+
+async def test_start_over_links_the_old_and_new_runs(
+    ops: Operations, runtime: Runtime, downstream: RunningDownstream
+) -> None:
+    old_id = await failed_chain(runtime, downstream, tenant_id="acme")
+    result = await ops.actions.start_over(old_id, actor="demo")
+    assert (result.changed, result.run_id, result.status) == (True, old_id, "FAILED")
+    new = await runtime.store.get_run(result.new_run_id)
+    old = await runtime.store.get_run(old_id)
+    assert new is not None and old is not None
+    assert new.id != old_id and new.restarted_from == old_id and new.root_run_id == new.id
+    assert (new.workflow_name, new.workflow_version, new.input, new.tenant_id) == (
+        old.workflow_name,
+        old.workflow_version,
+        old.input,
+        old.tenant_id,
+    )
+    assert old.status == "FAILED"  # the old run is left as it was
+    again = await ops.actions.start_over(old_id, actor="demo")
+    assert (again.changed, again.new_run_id) == (False, result.new_run_id)
+    ((old_line,), (new_line,)) = [await action_lines(runtime, r) for r in (old_id, new.id)]
+    assert old_line["data"] == new_line["data"] == {"action": "start_over", "actor": "demo"}
+    async with running_worker(runtime):
+        rerun = await wait_for_run(runtime, new.id)
+    assert rerun.status == "SUCCEEDED", rerun.error  # the 400 was scripted once
+    assert requests_by_path(downstream) == {"/a/1": 2, "/b/1": 2, "/c": 1}
+
+
+async def test_concurrent_start_overs_create_one_run(
+    ops: Operations, runtime: Runtime, downstream: RunningDownstream
+) -> None:
+    old_id = await failed_chain(runtime, downstream)
+    results = await asyncio.gather(*(ops.actions.start_over(old_id, actor="cli") for _ in range(6)))
+    assert len({r.new_run_id for r in results}) == 1
+    assert sum(r.changed for r in results) == 1
+    assert await runtime.store.count_runs() == 2
+
+
+async def test_start_over_refusals(
+    ops: Operations, runtime: Runtime, downstream: RunningDownstream
+) -> None:
+    running = await submit(runtime, [single(downstream.url)], {})
+    with pytest.raises(WrongState) as refused:
+        await ops.actions.start_over(running, actor="cli")
+    assert (refused.value.code, refused.value.state) == ("run_not_ended", "RUNNING")
+    with pytest.raises(NotFound):
+        await ops.actions.start_over("no-such-run", actor="cli")
+    with pytest.raises(NotFound):
+        await ops.actions.start_over(running, actor="cli", tenant="globex")
+    async with running_worker(runtime):
+        parent_id = await failed_fan_out(runtime, downstream, 2, failing={0})
+    (child,) = await runtime.store.children(parent_id, status="FAILED")
+    with pytest.raises(InvalidRequest) as child_run:
+        await ops.actions.start_over(child.id, actor="cli")
+    assert child_run.value.code == "start_over_child_run"
+    await runtime.store.set_quota("default", 0)
+    with pytest.raises(LimitReached) as quota:
+        await ops.actions.start_over(parent_id, actor="cli")
+    assert quota.value.code == "quota_exceeded"
+    assert await runtime.store.count_runs() == 4  # running, parent, two children
+
+
+# ── batch retry ─────────────────────────────────────────────────────────────────────────────
+
+
+async def test_batch_retry_of_a_thousand_failed_runs_in_one_call(
+    ops: Operations, runtime: Runtime, downstream: RunningDownstream
+) -> None:
+    failed = await failed_runs(runtime, 1000)
+    running = [await submit(runtime, [single(downstream.url)], {}) for _ in range(2)]
+    asked = [*failed[:500], "missing-1", *running, failed[0], *failed[500:], "missing-2"]
+    with statements(runtime) as sent:
+        started = time.monotonic()
+        result = await ops.actions.batch_retry(asked, limit=len(asked), actor="cli")
+        elapsed = time.monotonic() - started
+    print(f"batch retry: {elapsed:.2f} s, {len(sent)} statements")
+    assert result.retried == failed
+    assert [(s.run_id, s.reason, s.state) for s in result.skipped] == [
+        ("missing-1", "run_not_found", None),
+        (running[0], "run_not_failed", "RUNNING"),
+        (running[1], "run_not_failed", "RUNNING"),
+        ("missing-2", "run_not_found", None),
+    ]
+    assert not result.truncated
+    # Set-based: a fixed number of statements per 1,000 ids, not several per run.
+    assert len(sent) <= 20, sent
+    assert elapsed < 10, elapsed
+    assert await runtime.store.count_runs("FAILED") == 0
+    assert await runtime.store.ready_depth() == 1000 + 2
+    for run_id in (failed[0], failed[777]):
+        (line,) = await action_lines(runtime, run_id)
+        assert line["data"] == {"action": "batch_retry", "actor": "cli"}
+
+
+async def test_batch_retry_respects_the_tenant_and_its_arguments(
+    ops: Operations, runtime: Runtime, downstream: RunningDownstream
+) -> None:
+    acme = await failed_chain(runtime, downstream, tenant_id="acme")
+    result = await ops.actions.batch_retry([acme], actor="key:g", tenant="globex")
+    assert result.retried == [] and result.skipped[0].reason == "run_not_found"
+    for kwargs, code in [
+        ({"ids": [acme], "limit": 0}, "invalid_limit"),
+        ({"ids": [acme], "limit": 10_001}, "invalid_limit"),
+        ({}, "invalid_batch"),
+        ({"ids": [acme], "filter": RunFilter()}, "invalid_batch"),
+        ({"ids": [acme, "x", "y"], "limit": 2}, "too_many_runs"),
+    ]:
+        with pytest.raises(InvalidRequest) as refused:
+            await ops.actions.batch_retry(actor="cli", **kwargs)
+        assert refused.value.code == code, kwargs
+    with pytest.raises(InvalidRequest) as unwired:
+        await OperatorActions(runtime).batch_retry(filter=RunFilter(), actor="cli")
+    assert unwired.value.code == "filter_unsupported"
+    assert (await ops.actions.batch_retry([acme], actor="key:a", tenant="acme")).retried == [acme]
+
+
+@pytest.mark.skipif(
+    not hasattr(RunOperations, "list"), reason="needs RunOperations.list (the runs group)"
+)
+async def test_batch_retry_by_filter(ops: Operations, runtime: Runtime) -> None:
+    failed = await failed_runs(runtime, 7)
+    result = await ops.actions.batch_retry(filter=RunFilter(workflow="bulk"), limit=5, actor="cli")
+    assert len(result.retried) == 5 and result.truncated
+    assert set(result.retried) <= set(failed)
+    rest = await ops.actions.batch_retry(filter=RunFilter(workflow="bulk"), actor="cli")
+    assert sorted(rest.retried) == sorted(set(failed) - set(result.retried))
+    assert not rest.truncated and rest.skipped == []
+
+
+# ── reprocess ───────────────────────────────────────────────────────────────────────────────
+
+
+async def test_reprocess_reruns_the_dead_letters_of_a_fan_out(
+    ops: Operations, runtime: Runtime, downstream: RunningDownstream
+) -> None:
+    async with running_worker(runtime):
+        parent_id = await failed_fan_out(runtime, downstream, 10, failing={3, 7})
+        assert downstream.stats.total == 10
+        result = await ops.actions.reprocess(parent_id, actor="key:ops")
+        assert (result.changed, result.revived, result.status) == (True, 2, "RUNNING")
+        run = await wait_for_run(runtime, parent_id)
+    assert run.status == "SUCCEEDED", run.error
+    assert downstream.stats.total == 12  # only the two dead letters ran again
+    (line,) = await action_lines(runtime, parent_id)
+    assert line["data"] == {"action": "reprocess", "actor": "key:ops"}
+    again = await ops.actions.reprocess(parent_id, actor="key:ops")
+    assert (again.changed, again.revived, again.status) == (False, 0, "SUCCEEDED")
+    assert len(await action_lines(runtime, parent_id)) == 1
+
+
+async def test_reprocess_refusals(
+    ops: Operations, runtime: Runtime, downstream: RunningDownstream
+) -> None:
+    with pytest.raises(NotFound):
+        await ops.actions.reprocess("no-such-run", actor="cli")
+    run_id = await submit(runtime, [single(downstream.url)], {})
+    with pytest.raises(NotFound):
+        await ops.actions.reprocess(run_id, actor="cli", tenant="globex")
+    await ops.actions.cancel(run_id, actor="cli")
+    with pytest.raises(WrongState) as cancelled:
+        await ops.actions.reprocess(run_id, actor="cli")
+    assert (cancelled.value.code, cancelled.value.state) == ("run_cancelled", "CANCELLED")
