@@ -35,7 +35,7 @@ class Caller:
     @property
     def actor(self) -> str:
         """Who did it, for operator actions' logs: `key:<id>`, or `demo`."""
-        return "demo" if self is DEMO_CALLER else f"key:{self.key_id}"
+        return "demo" if self == DEMO_CALLER else f"key:{self.key_id}"
 
 
 DEMO_CALLER = Caller(key_id="demo", tenant=None, admin=True)

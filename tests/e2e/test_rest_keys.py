@@ -246,3 +246,19 @@ async def test_unreachable_database_is_503_not_401() -> None:
         await runtime.close()
     assert answer.status_code == 503
     assert answer.json()["code"] == "store_unavailable"
+
+
+async def test_revocation_holds_at_once_on_another_api_process(backend: Backend, api: Api) -> None:
+    # A second API on its own runtime (as another process would be) over the same database.
+    other_runtime = await Runtime.open(settings_for(backend), migrate=False)
+    try:
+        other = create_app(other_runtime.settings, runtime_factory=borrowed_runtime(other_runtime))
+        victim = await api.ops.keys.create(admin=True, name="victim")
+        async with serving(other) as other_url, client(other_url, victim.key) as http:
+            assert (await http.get("/keys")).status_code == 200
+            async with client(api.url, api.admin_key) as first:
+                assert (await first.delete(f"/keys/{victim.id}")).status_code == 200
+            refused = await http.get("/keys")
+    finally:
+        await other_runtime.close()
+    assert refused.status_code == 401
