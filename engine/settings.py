@@ -103,3 +103,17 @@ class Settings(BaseSettings):
     """Largest accepted workflow document. Default 1 MiB."""
     max_vertices: int = Field(default=500, validation_alias=_env("MAX_VERTICES"))
     max_nesting_depth: int = Field(default=32, validation_alias=_env("MAX_NESTING_DEPTH"))
+
+    max_body_bytes: int = Field(
+        default=10 * 1024 * 1024, ge=1, validation_alias=_env("MAX_BODY_BYTES")
+    )
+    """Largest request body the REST API reads; a larger one is refused with 413
+    `body_too_large` (from Content-Length, or while a chunked body streams in). Default
+    10 MiB."""
+    auth: bool = Field(default=True, validation_alias=_env("AUTH"))
+    """REST API authentication with API keys. Default on; `SCHEMABRIDGE_AUTH=off` (or
+    `schemabridge serve --demo`) turns it off, and every request then acts as an admin named
+    "demo"."""
+    health_timeout_s: float = Field(default=2.0, gt=0, validation_alias=_env("HEALTH_TIMEOUT_S"))
+    """How long `/health` (and each source of `/metrics`) waits for the database and Redis
+    before reporting them failing. Default 2 s."""

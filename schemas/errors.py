@@ -284,12 +284,13 @@ class Unavailable(OperationError):
 
 
 class ApiError(SchemaBridgeError):
-    """A REST request was refused. Rendered as `{"code", "message", "details"}`."""
+    """A REST request was refused by the API itself (authentication, a malformed request).
+    Rendered as `{"code", "message", "details"}`, `details` omitted when empty."""
 
     def __init__(
-        self, status: int, code: str, message: str, details: list[dict[str, Any]] | None = None
+        self, status: int, code: str, message: str, details: dict[str, Any] | None = None
     ) -> None:
         super().__init__(message)
         self.status = status
         self.code = code
-        self.details = details or []
+        self.details: dict[str, Any] = details or {}

@@ -15,6 +15,7 @@ from typing import Annotated
 import typer
 
 from api.cli import admin as cli_admin
+from api.cli import keys as cli_keys
 from api.cli import run as cli_run
 from api.cli import services as cli_services
 from api.cli import validate as cli_validate
@@ -61,7 +62,9 @@ def main() -> None:
 app.command(name="validate")(cli_validate.validate)
 app.command(name="run")(cli_run.run)
 app.command(name="serve")(cli_services.serve)
+app.command(name="api")(cli_services.api)
 app.command(name="worker")(cli_services.worker)
 app.add_typer(cli_services.db_app, name="db")
 app.add_typer(cli_admin.destinations_app, name="destinations")
 app.add_typer(cli_admin.tenants_app, name="tenants")
+app.add_typer(cli_keys.keys_app, name="keys")

@@ -8,8 +8,9 @@ returns plain values and the view models of `engine.operations.views`, and refus
     run = (await ops.runs.submit("renewals", {"day": "2026-12-01"}, tenant_id="acme")).run
     await ops.actions.retry(run.id, actor="key:3f2a")
 
-Each group lives in its own module: `workflows`, `runs`, `actions` (operator actions) and
-`settings` (destination caps, tenant limits and quotas, services).
+Each group lives in its own module: `workflows`, `runs`, `actions` (operator actions),
+`settings` (destination caps, tenant limits and quotas, services), `keys` (API keys),
+`health` (database and Redis probes, schema revision) and `metrics` (figures for monitoring).
 """
 
 from __future__ import annotations
@@ -17,6 +18,9 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from engine.operations.actions import OperatorActions
+from engine.operations.health import HealthOperations
+from engine.operations.keys import KeyOperations
+from engine.operations.metrics import MetricsOperations
 from engine.operations.runs import RunOperations
 from engine.operations.settings import SettingsOperations
 from engine.operations.workflows import WorkflowOperations
@@ -34,9 +38,15 @@ class Operations:
         self.runs = RunOperations(runtime)
         self.actions = OperatorActions(runtime, runs=self.runs)
         self.settings = SettingsOperations(runtime)
+        self.keys = KeyOperations(runtime)
+        self.health = HealthOperations(runtime)
+        self.metrics = MetricsOperations(runtime)
 
 
 __all__ = [
+    "HealthOperations",
+    "KeyOperations",
+    "MetricsOperations",
     "Operations",
     "OperatorActions",
     "RunOperations",

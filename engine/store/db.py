@@ -17,6 +17,8 @@ from typing import Any
 
 from alembic import command
 from alembic.config import Config
+from alembic.migration import MigrationContext
+from alembic.script import ScriptDirectory
 from sqlalchemy import event
 from sqlalchemy.engine import Connection, make_url
 from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
@@ -97,3 +99,27 @@ async def upgrade(engines: Engines, revision: str = "head") -> None:
     """Apply migrations up to `revision` (idempotent)."""
     async with engines.write.begin() as conn:
         await conn.run_sync(_upgrade, revision)
+
+
+def head_revision() -> str:
+    """The newest migration this code ships (what `upgrade` brings a database to)."""
+    head = ScriptDirectory.from_config(alembic_config()).get_current_head()
+    if head is None:  # only a broken package has no migrations at all
+        raise RuntimeError("the packaged migrations have no head revision")
+    return head
+
+
+def known_revisions() -> set[str]:
+    """Every migration this code ships."""
+    script = ScriptDirectory.from_config(alembic_config())
+    return {revision.revision for revision in script.walk_revisions()}
+
+
+def _current(connection: Connection) -> str | None:
+    return MigrationContext.configure(connection).get_current_revision()
+
+
+async def current_revision(engines: Engines) -> str | None:
+    """The revision the database is at (None: never migrated)."""
+    async with engines.read.connect() as conn:
+        return await conn.run_sync(_current)

@@ -299,3 +299,22 @@ class TenantRateLimit(SQLModel, table=True):
     per_minute: int
     """GATEWAY calls (items) per minute."""
     updated_at: float = Field(sa_column=Column(Float, nullable=False))
+
+
+class ApiKey(SQLModel, table=True):
+    """A REST API key. Only the SHA-256 of the secret is stored; the secret itself is shown
+    once, when the key is created."""
+
+    __tablename__ = "api_key"
+
+    id: str = Field(sa_column=Column(String(32), primary_key=True))
+    """Public id (what `keys list` shows, `keys revoke` takes and access logs name)."""
+    token_hash: str = Field(sa_column=Column(String(64), nullable=False, unique=True))
+    """Hex SHA-256 of the whole secret (prefix included)."""
+    name: str | None = Field(default=None, sa_column=Column(String(200)))
+    tenant_id: str | None = Field(default=None, sa_column=Column(String(200)))
+    """The one tenant the key acts for; None = an admin key (every tenant, admin routes)."""
+    created_at: float = Field(sa_column=Column(Float, nullable=False))
+    expires_at: float | None = Field(default=None, sa_column=Column(Float))
+    """None: never expires."""
+    revoked_at: float | None = Field(default=None, sa_column=Column(Float))

@@ -2,9 +2,9 @@
 
 Each role is a class of its own module: `WorkQueue` (claims, leases, results: the worker's),
 `FanoutStore` (child runs and payloads: the fan-out's), `RunCatalogue` (versions, runs, steps,
-logs), `OperatorActionsStore` (retry, resolve, start over, cancel) and `OperatorSettingsStore`
-(caps, tenant limits, quotas). Callers take the combined `Store`. Build with `Store.open`, end
-with `close`.
+logs), `OperatorActionsStore` (retry, resolve, start over, cancel), `OperatorSettingsStore`
+(caps, tenant limits, quotas), `KeyStore` (API keys) and `ProbeStore` (health and schema
+checks). Callers take the combined `Store`. Build with `Store.open`, end with `close`.
 """
 
 from __future__ import annotations
@@ -13,11 +13,21 @@ from engine.store.actions_store import OperatorActionsStore
 from engine.store.catalogue import RunCatalogue
 from engine.store.core import ClaimLost, UnknownWorkflow, definition_hash
 from engine.store.fanout import FanoutStore
+from engine.store.keys import KeyStore
+from engine.store.probes import ProbeStore
 from engine.store.queue import WorkQueue
 from engine.store.settings_store import OperatorSettingsStore
 
 
-class Store(RunCatalogue, OperatorActionsStore, WorkQueue, FanoutStore, OperatorSettingsStore):
+class Store(
+    RunCatalogue,
+    OperatorActionsStore,
+    WorkQueue,
+    FanoutStore,
+    OperatorSettingsStore,
+    KeyStore,
+    ProbeStore,
+):
     """Async access to the durable state. Build with `Store.open`."""
 
 

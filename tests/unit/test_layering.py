@@ -1,4 +1,5 @@
-"""Dependencies point one way: api → engine → vertices → admission; everyone may use schemas
+"""Dependencies point one way: api → engine.operations → engine → vertices → admission;
+everyone may use schemas
 (docs/architecture.md, 'Packages and the dependency direction'). Checked on the import
 statements of every module."""
 
@@ -92,3 +93,59 @@ def test_no_module_imports_one_that_imports_it_back() -> None:
 def test_the_cycle_finder_finds_a_cycle() -> None:
     assert import_cycle({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == ["a", "b", "c", "a"]
     assert import_cycle({"a": {"b"}, "b": set(), "c": {"a", "b"}}) == []
+
+
+# Inside `engine`, front doors see only the operations layer (and the process plumbing that
+# builds it); the engine's own subpackages never reach up into the operations layer.
+FRONT_DOOR_ENGINE_MODULES = (
+    "engine.operations",
+    "engine.runtime",
+    "engine.settings",
+    "engine.lifecycle",
+    "engine.validation",
+)
+ENGINE_BELOW_OPERATIONS = ("store", "execution", "coordination", "validation")
+
+
+def engine_modules_imported(path: Path) -> set[str]:
+    found: set[str] = set()
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.Import):
+            found.update(a.name for a in node.names if a.name.startswith("engine."))
+        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            if node.module == "engine":
+                found.update(f"engine.{alias.name}" for alias in node.names)
+            elif node.module.startswith("engine."):
+                found.add(node.module)
+    return found
+
+
+def _within(module: str, prefixes: tuple[str, ...]) -> bool:
+    return any(module == p or module.startswith(f"{p}.") for p in prefixes)
+
+
+def test_front_doors_go_through_the_operations_layer() -> None:
+    violations = [
+        f"{path.relative_to(ROOT)} imports {module}"
+        for path in sorted((ROOT / "api").rglob("*.py"))
+        for module in sorted(engine_modules_imported(path))
+        if not _within(module, FRONT_DOOR_ENGINE_MODULES)
+    ]
+    assert violations == []
+
+
+@pytest.mark.parametrize("subpackage", ENGINE_BELOW_OPERATIONS)
+def test_the_engine_never_imports_the_operations_layer(subpackage: str) -> None:
+    violations = [
+        f"{path.relative_to(ROOT)} imports {module}"
+        for path in sorted((ROOT / "engine" / subpackage).rglob("*.py"))
+        for module in sorted(engine_modules_imported(path))
+        if _within(module, ("engine.operations",))
+    ]
+    assert violations == []
+
+
+def test_the_front_door_check_sees_store_imports(tmp_path: Path) -> None:
+    module = tmp_path / "door.py"
+    module.write_text("from engine import store\nfrom engine.store.records import RunRecord\n")
+    assert engine_modules_imported(module) == {"engine.store", "engine.store.records"}

@@ -1,0 +1,122 @@
+"""`schemabridge keys`: create, list and revoke REST API keys.
+
+These commands act on the database directly (SCHEMABRIDGE_DATABASE_URL), through the
+operations layer, not through the API: the first admin key cannot come from an API that
+needs one. `create` prints the secret once, alone on stdout (the details go to stderr), so
+`KEY=$(schemabridge keys create --admin)` captures just the key.
+"""
+
+from __future__ import annotations
+
+# The runtime is imported inside the commands (see api/cli/run.py for why).
+import asyncio
+import json
+import sys
+from collections.abc import Awaitable, Callable
+from datetime import UTC, datetime
+from typing import TYPE_CHECKING, Annotated, TypeVar
+
+import typer
+from rich.console import Console
+from rich.table import Column, Table
+
+from engine.settings import Settings
+from schemas.errors import OperationError, Refusal
+
+if TYPE_CHECKING:
+    from engine.operations import Operations
+
+console = Console(stderr=True)
+PIPED_WIDTH = 160
+"""Table width when stdout is not a terminal (rich would assume 80 and squeeze columns)."""
+keys_app = typer.Typer(
+    help="REST API keys (on the database directly; the secret is shown once).",
+    no_args_is_help=True,
+)
+
+T = TypeVar("T")
+
+EXIT_FAILED, EXIT_USAGE = 1, 2
+
+
+def _with_operations(action: Callable[[Operations], Awaitable[T]]) -> T:
+    from engine.operations import Operations
+    from engine.runtime import Runtime
+
+    async def run() -> T:
+        runtime = await Runtime.open(Settings())
+        try:
+            return await action(Operations(runtime))
+        finally:
+            await runtime.close()
+
+    try:
+        return asyncio.run(run())
+    except OperationError as error:
+        console.print(f"[red]error:[/red] {error.message}", soft_wrap=True)
+        raise typer.Exit(EXIT_USAGE if error.refusal is Refusal.INVALID else EXIT_FAILED) from None
+
+
+def _time(epoch: float | None) -> str:
+    if epoch is None:
+        return "-"
+    return datetime.fromtimestamp(epoch, UTC).strftime("%Y-%m-%d %H:%M")
+
+
+@keys_app.command("create")
+def create(
+    tenant: Annotated[
+        str | None, typer.Option(help="The tenant the key acts for (its runs only).")
+    ] = None,
+    admin: Annotated[
+        bool, typer.Option("--admin", help="An admin key: every tenant and the admin routes.")
+    ] = False,
+    name: Annotated[str | None, typer.Option(help="A label for operators.")] = None,
+    expires_in_days: Annotated[
+        float | None, typer.Option(help="Days until the key stops working (default: never).")
+    ] = None,
+) -> None:
+    """Create a key for --tenant T, or an --admin key, and print its secret once."""
+    if (tenant is None) == (not admin):
+        raise typer.BadParameter("give --tenant TENANT or --admin (exactly one)")
+    created = _with_operations(
+        lambda ops: ops.keys.create(
+            tenant=tenant, admin=admin, name=name, expires_in_days=expires_in_days
+        )
+    )
+    scope = "admin key" if created.tenant is None else f"key for tenant {created.tenant}"
+    expiry = f", expires {_time(created.expires_at)}" if created.expires_at is not None else ""
+    console.print(f"created {scope} {created.id}{expiry}")
+    console.print("[bold]This is the only time the key is shown: store it now.[/bold]")
+    print(created.key, flush=True)
+
+
+@keys_app.command("list")
+def list_keys(
+    as_json: Annotated[bool, typer.Option("--json", help="Print JSON instead of a table.")] = False,
+) -> None:
+    """List keys: id, name, role or tenant, created, expires, revoked (never a secret)."""
+    listed = _with_operations(lambda ops: ops.keys.list())
+    if as_json:
+        print(json.dumps(listed.model_dump(by_alias=True)["items"], indent=2), flush=True)
+        return
+    table = Table(
+        Column("id", no_wrap=True),
+        "name",
+        "role",
+        Column("created (UTC)", no_wrap=True),
+        Column("expires (UTC)", no_wrap=True),
+        Column("revoked (UTC)", no_wrap=True),
+    )
+    for key in listed.items:
+        role = "admin" if key.tenant is None else f"tenant {key.tenant}"
+        times = (_time(key.created_at), _time(key.expires_at), _time(key.revoked_at))
+        table.add_row(key.id, key.name or "-", role, *times)
+    Console(width=None if sys.stdout.isatty() else PIPED_WIDTH).print(table)
+
+
+@keys_app.command("revoke")
+def revoke(key_id: Annotated[str, typer.Argument(help="The key's id (see `keys list`).")]) -> None:
+    """Revoke a key: it stops working at once, on every API process."""
+    revoked = _with_operations(lambda ops: ops.keys.revoke(key_id))
+    console.print(f"revoked key {revoked.id} at {_time(revoked.revoked_at)}")

@@ -1,0 +1,116 @@
+"""The FastAPI application factory.
+
+    app = create_app(settings)                                   # `schemabridge api`
+    app = create_app(settings, runtime_factory=borrowed_runtime(runtime), auth=False)  # serve
+
+The lifespan enters `runtime_factory()` (default: open a `Runtime` on `settings` without
+migrating — API processes never run migrations — and close it at the end) and builds the
+`Operations` routes receive through `OperationsDep`. Every answer is JSON (errors included:
+`api.rest.errors`), every request is measured and logged (`api.rest.middleware`), and bodies
+over `settings.max_body_bytes` are refused. OpenAPI: `/openapi.json`, `/docs`.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import AsyncIterator, Callable, Sequence
+from contextlib import AbstractAsyncContextManager
+
+from fastapi import APIRouter, FastAPI
+
+from api.rest import keys, monitoring
+from api.rest.deps import ApiContext
+from api.rest.errors import install_error_handlers
+from api.rest.middleware import BodyLimit, RequestObserver
+from engine.operations import Operations
+from engine.runtime import Runtime
+from engine.settings import Settings
+
+RuntimeFactory = Callable[[], AbstractAsyncContextManager[Runtime]]
+"""Called once by the lifespan: the runtime the app's operations use while it runs."""
+
+DEFAULT_ROUTERS: tuple[APIRouter, ...] = (
+    monitoring.health_router,
+    monitoring.metrics_router,
+    keys.router,
+)
+
+
+def opened_runtime(settings: Settings) -> RuntimeFactory:
+    """A factory opening a `Runtime` on `settings` without migrating, closed on exit."""
+
+    @contextlib.asynccontextmanager
+    async def factory() -> AsyncIterator[Runtime]:
+        runtime = await Runtime.open(settings, migrate=False)
+        try:
+            yield runtime
+        finally:
+            await runtime.close()
+
+    return factory
+
+
+def borrowed_runtime(runtime: Runtime) -> RuntimeFactory:
+    """A factory handing out a runtime its owner opened and will close (`serve`, the
+    worker's health port, tests)."""
+
+    @contextlib.asynccontextmanager
+    async def factory() -> AsyncIterator[Runtime]:
+        yield runtime
+
+    return factory
+
+
+def create_app(
+    settings: Settings | None = None,
+    *,
+    runtime_factory: RuntimeFactory | None = None,
+    auth: bool | None = None,
+    routers: Sequence[APIRouter] = DEFAULT_ROUTERS,
+    title: str = "SchemaBridge",
+) -> FastAPI:
+    """The REST API on `settings` (default: from the environment).
+
+    `runtime_factory` defaults to `opened_runtime(settings)`. `auth` defaults to
+    `settings.auth`; False makes every request the admin "demo". `routers` are the routes
+    served (default: health, metrics, keys); every app answers errors the same way.
+    """
+    settings = settings or Settings()
+    factory = runtime_factory or opened_runtime(settings)
+    context = ApiContext(settings=settings, auth=settings.auth if auth is None else auth)
+
+    @contextlib.asynccontextmanager
+    async def lifespan(_app: FastAPI) -> AsyncIterator[None]:
+        async with factory() as runtime:
+            context.operations = Operations(runtime)
+            try:
+                yield
+            finally:
+                context.operations = None
+
+    app = FastAPI(
+        title=title,
+        version="1",
+        description="Durable workflow graphs of HTTP calls. Errors are JSON "
+        '`{"code", "message", "details"}` with a stable `code`.',
+        lifespan=lifespan,
+    )
+    app.state.schemabridge = context
+    install_error_handlers(app)
+    for router in routers:
+        app.include_router(router)
+    # Added last = outermost: the observer sees (and logs) the body limit's refusals too.
+    app.add_middleware(BodyLimit, max_bytes=settings.max_body_bytes)
+    app.add_middleware(RequestObserver, observe=context.metrics.observe)
+    return app
+
+
+def create_health_app(settings: Settings, runtime: Runtime) -> FastAPI:
+    """The `/health` route alone, on a runtime its owner manages (a worker's health port)."""
+    return create_app(
+        settings,
+        runtime_factory=borrowed_runtime(runtime),
+        auth=True,
+        routers=(monitoring.health_router,),
+        title="SchemaBridge worker",
+    )

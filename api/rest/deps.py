@@ -1,0 +1,47 @@
+"""What routes receive through FastAPI dependencies (`Annotated` aliases, no globals).
+
+The app's one piece of state is an `ApiContext`, built by `create_app` and completed by its
+lifespan (which opens the `Runtime` and builds the `Operations` on it); routes take
+`OperationsDep` (and `ContextDep` when they need the settings or the metrics).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Annotated
+
+from fastapi import Depends, Request
+
+from api.rest.metrics import ApiMetrics
+from engine.operations import Operations
+from engine.settings import Settings
+from schemas.errors import Unavailable
+
+
+@dataclass
+class ApiContext:
+    """Everything an app's routes share: settings, whether keys are checked, the metrics, and
+    (between the lifespan's start and end) the operations."""
+
+    settings: Settings
+    auth: bool
+    """False: every request acts as the admin "demo" (`--demo`, `SCHEMABRIDGE_AUTH=off`)."""
+    metrics: ApiMetrics = field(default_factory=ApiMetrics)
+    operations: Operations | None = None
+
+
+def api_context(request: Request) -> ApiContext:
+    context: ApiContext = request.app.state.schemabridge
+    return context
+
+
+ContextDep = Annotated[ApiContext, Depends(api_context)]
+
+
+def operations(context: ContextDep) -> Operations:
+    if context.operations is None:  # a request before the lifespan started, or after it ended
+        raise Unavailable("the API is starting or stopping; try again", code="not_ready")
+    return context.operations
+
+
+OperationsDep = Annotated[Operations, Depends(operations)]

@@ -1,0 +1,234 @@
+"""Every error the REST API answers is JSON `{"code", "message", "details"?}`.
+
+`code` is stable and machine-readable; `message` is a sentence for people; `details` (omitted
+when empty) carries context, and for anything invalid `details.problems`: a list of
+`{"pointer", "code", "message"}` (plus `"in"`: body, query, path or header, for a request that
+does not fit its route). Never HTML, never a traceback.
+
+| cause                                    | status | code                 |
+| ---------------------------------------- | ------ | -------------------- |
+| no route for the path                    | 404    | `not_found`          |
+| the route exists, not with this method   | 405    | `method_not_allowed` |
+| the body is not JSON at all              | 400    | `invalid_json`       |
+| body or parameters do not fit the route  | 422    | `invalid_request`    |
+| body over `SCHEMABRIDGE_MAX_BODY_BYTES`  | 413    | `body_too_large`     |
+| no key, or an unknown/revoked/expired    | 401    | `unauthorized`       |
+| a tenant key on an admin route           | 403    | `forbidden`          |
+| an invalid workflow (`DefinitionError`)  | 422    | `invalid_workflow`   |
+| anything unexpected                      | 500    | `internal_error`     |
+
+An `OperationError` keeps its own `code`; its `refusal` gives the status: NOT_FOUND 404,
+CONFLICT 409, INVALID 422, LIMITED 429 (with `Retry-After` when the error has
+`retry_after_s`), UNAVAILABLE 503. A `DefinitionError` lists every problem. An unexpected
+error's traceback is logged on the server, never sent.
+
+Malformed JSON is a 400, not a 422: the body could not be read as JSON at all, so there is
+nothing to point at; 422 means "JSON, but not what this route takes".
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+from collections.abc import Iterable, Sequence
+from typing import Any
+
+from fastapi import FastAPI, Request
+from fastapi.exceptions import RequestValidationError
+from fastapi.openapi.utils import get_openapi
+from fastapi.responses import JSONResponse
+from pydantic import BaseModel, Field
+from starlette.exceptions import HTTPException
+
+from schemas.errors import ApiError, DefinitionError, LimitReached, OperationError, Refusal
+
+logger = logging.getLogger(__name__)
+
+REFUSAL_STATUS: dict[Refusal, int] = {
+    Refusal.NOT_FOUND: 404,
+    Refusal.CONFLICT: 409,
+    Refusal.INVALID: 422,
+    Refusal.LIMITED: 429,
+    Refusal.UNAVAILABLE: 503,
+}
+"""How an `OperationError`'s category is answered."""
+
+HTTP_CODES: dict[int, str] = {
+    400: "bad_request",
+    401: "unauthorized",
+    403: "forbidden",
+    404: "not_found",
+    405: "method_not_allowed",
+    406: "not_acceptable",
+    413: "body_too_large",
+    415: "unsupported_media_type",
+}
+"""Codes of the HTTP-level refusals Starlette raises itself (unknown path, wrong method)."""
+
+INTERNAL_ERROR_MESSAGE = "an unexpected error occurred; it has been logged on the server"
+
+
+class ErrorBody(BaseModel):
+    """The body of every error answer."""
+
+    code: str = Field(description="Stable, machine-readable reason.")
+    message: str = Field(description="What went wrong, for people.")
+    details: dict[str, Any] | None = Field(
+        default=None,
+        description="Context; `problems` (pointer, code, message) for anything invalid.",
+    )
+
+
+def error_responses(*statuses: int) -> dict[int | str, dict[str, Any]]:
+    """OpenAPI `responses` declaring `ErrorBody` for each status (for a route's decorator)."""
+    return {status: {"model": ErrorBody} for status in statuses}
+
+
+def error_response(
+    status: int,
+    code: str,
+    message: str,
+    details: dict[str, Any] | None = None,
+    headers: dict[str, str] | None = None,
+) -> JSONResponse:
+    body: dict[str, Any] = {"code": code, "message": message}
+    if details:
+        body["details"] = details
+    return JSONResponse(body, status_code=status, headers=headers)
+
+
+def _pointer(parts: Iterable[Any]) -> str:
+    """An RFC 6901 pointer from a location's parts."""
+    return "".join("/" + str(p).replace("~", "~0").replace("/", "~1") for p in parts)
+
+
+def _validation_problem(error: dict[str, Any]) -> dict[str, Any]:
+    loc: Sequence[Any] = error.get("loc", ())
+    where, rest = (str(loc[0]), loc[1:]) if loc else ("body", ())
+    return {
+        "pointer": _pointer(rest),
+        "code": str(error.get("type", "invalid")),
+        "message": str(error.get("msg", "invalid value")),
+        "in": where,
+    }
+
+
+async def _on_validation(request: Request, error: Exception) -> JSONResponse:
+    if not isinstance(error, RequestValidationError):  # registered for that class only
+        raise error
+    errors = list(error.errors())
+    for item in errors:
+        if item.get("type") == "json_invalid":
+            reason = (item.get("ctx") or {}).get("error", "")
+            position = item.get("loc", ("body", "?"))[-1]
+            message = f"the request body is not valid JSON ({reason} at character {position})"
+            return error_response(400, "invalid_json", message)
+    problems = [_validation_problem(item) for item in errors]
+    first = problems[0] if problems else {"pointer": "", "message": "invalid request", "in": ""}
+    where = f"{first['in']} {first['pointer'] or '/'}".strip()
+    more = f" (and {len(problems) - 1} more)" if len(problems) > 1 else ""
+    return error_response(
+        422, "invalid_request", f"{where}: {first['message']}{more}", {"problems": problems}
+    )
+
+
+async def _on_http(request: Request, error: Exception) -> JSONResponse:
+    if not isinstance(error, HTTPException):
+        raise error
+    status = error.status_code
+    code = HTTP_CODES.get(status, f"http_{status}")
+    message = str(error.detail) if error.detail else code.replace("_", " ")
+    if status == 404 and message == "Not Found":
+        message = f"no route for {request.url.path}"
+    elif status == 405 and message == "Method Not Allowed":
+        message = f"{request.url.path} does not accept {request.method}"
+    return error_response(status, code, message, headers=dict(error.headers or {}))
+
+
+async def _on_api(request: Request, error: Exception) -> JSONResponse:
+    if not isinstance(error, ApiError):
+        raise error
+    headers = {"WWW-Authenticate": "Bearer"} if error.status == 401 else None
+    return error_response(error.status, error.code, error.message, error.details, headers)
+
+
+async def _on_operation(request: Request, error: Exception) -> JSONResponse:
+    if not isinstance(error, OperationError):
+        raise error
+    headers: dict[str, str] = {}
+    if isinstance(error, LimitReached) and error.retry_after_s is not None:
+        headers["Retry-After"] = str(max(1, math.ceil(error.retry_after_s)))
+    status = REFUSAL_STATUS[error.refusal]
+    return error_response(status, error.code, error.message, error.details, headers)
+
+
+async def _on_definition(request: Request, error: Exception) -> JSONResponse:
+    if not isinstance(error, DefinitionError):
+        raise error
+    problems = [problem.as_dict() for problem in error.problems]
+    return error_response(422, error.code, error.message, {"problems": problems})
+
+
+async def _on_unexpected(request: Request, error: Exception) -> JSONResponse:
+    # The backstop for an error raised outside the routes (in a middleware or a handler);
+    # the routes' own unexpected errors are answered by `RequestObserver`.
+    logger.error(
+        "unexpected error answering %s %s", request.method, request.url.path, exc_info=error
+    )
+    return error_response(500, "internal_error", INTERNAL_ERROR_MESSAGE)
+
+
+ERROR_SCHEMA_REF = "#/components/schemas/ErrorBody"
+_FASTAPI_VALIDATION_SCHEMAS = ("HTTPValidationError", "ValidationError")
+
+
+def _document_errors(operation: dict[str, Any]) -> None:
+    answers: dict[str, Any] = operation.setdefault("responses", {})
+    for answer in answers.values():
+        content = answer.get("content", {}).get("application/json", {})
+        if content.get("schema", {}).get("$ref", "").endswith("/HTTPValidationError"):
+            content["schema"] = {"$ref": ERROR_SCHEMA_REF}
+            answer["description"] = "The request does not fit the route (`invalid_request`)."
+    error = {"content": {"application/json": {"schema": {"$ref": ERROR_SCHEMA_REF}}}}
+    if "requestBody" in operation:
+        answers.setdefault("400", {"description": "Not JSON (`invalid_json`).", **error})
+    answers.setdefault("500", {"description": "A bug (`internal_error`).", **error})
+
+
+def errors_in_openapi(schema: dict[str, Any]) -> dict[str, Any]:
+    """`schema` (an OpenAPI document) with the answers errors really get: FastAPI's own 422
+    schema replaced by `ErrorBody`, and 400 `invalid_json` (routes with a body) and 500
+    `internal_error` declared on every route."""
+    for path_item in schema.get("paths", {}).values():
+        for operation in path_item.values():
+            _document_errors(operation)
+    schemas = schema.setdefault("components", {}).setdefault("schemas", {})
+    for name in _FASTAPI_VALIDATION_SCHEMAS:
+        schemas.pop(name, None)
+    schemas.setdefault("ErrorBody", ErrorBody.model_json_schema(ref_template=ERROR_SCHEMA_REF))
+    return schema
+
+
+def install_error_handlers(app: FastAPI) -> None:
+    """Answer every error of `app` as JSON (see the module docstring), and say so in its
+    OpenAPI document."""
+    app.add_exception_handler(RequestValidationError, _on_validation)
+    app.add_exception_handler(HTTPException, _on_http)
+    app.add_exception_handler(ApiError, _on_api)
+    app.add_exception_handler(OperationError, _on_operation)
+    app.add_exception_handler(DefinitionError, _on_definition)
+    app.add_exception_handler(Exception, _on_unexpected)
+
+    def openapi() -> dict[str, Any]:
+        if app.openapi_schema is None:
+            app.openapi_schema = errors_in_openapi(
+                get_openapi(
+                    title=app.title,
+                    version=app.version,
+                    description=app.description,
+                    routes=app.routes,
+                )
+            )
+        return app.openapi_schema
+
+    app.openapi = openapi  # type: ignore[method-assign]

@@ -1,0 +1,63 @@
+"""`/keys`: create, list and revoke API keys (admin keys only)."""
+
+from __future__ import annotations
+
+from fastapi import APIRouter, status
+from pydantic import BaseModel, ConfigDict, Field
+from pydantic.alias_generators import to_camel
+
+from api.rest.auth import AdminDep
+from api.rest.deps import OperationsDep
+from api.rest.errors import error_responses
+from engine.operations.keys_views import ApiKeyList, ApiKeyView, CreatedApiKey
+
+router = APIRouter(tags=["keys"])
+
+
+class KeyRequest(BaseModel):
+    """A key for one tenant (`tenant`) or an admin key (`admin: true`): exactly one."""
+
+    model_config = ConfigDict(extra="forbid", alias_generator=to_camel, populate_by_name=True)
+
+    tenant: str | None = Field(default=None, description="The tenant the key acts for.")
+    admin: bool = Field(default=False, description="An admin key: every tenant, admin routes.")
+    name: str | None = Field(default=None, description="A label for operators.")
+    expires_in_days: float | None = Field(
+        default=None, description="Days until the key stops working; omitted: never."
+    )
+
+
+@router.post(
+    "/keys",
+    status_code=status.HTTP_201_CREATED,
+    response_model=CreatedApiKey,
+    responses=error_responses(401, 403, 422, 503),
+    summary="Create an API key (its secret is in this answer only)",
+)
+async def create_key(body: KeyRequest, ops: OperationsDep, _caller: AdminDep) -> CreatedApiKey:
+    return await ops.keys.create(
+        tenant=body.tenant,
+        admin=body.admin,
+        name=body.name,
+        expires_in_days=body.expires_in_days,
+    )
+
+
+@router.get(
+    "/keys",
+    response_model=ApiKeyList,
+    responses=error_responses(401, 403, 503),
+    summary="List API keys (never their secrets)",
+)
+async def list_keys(ops: OperationsDep, _caller: AdminDep) -> ApiKeyList:
+    return await ops.keys.list()
+
+
+@router.delete(
+    "/keys/{key_id}",
+    response_model=ApiKeyView,
+    responses=error_responses(401, 403, 404, 503),
+    summary="Revoke an API key (at once, on every API process)",
+)
+async def revoke_key(key_id: str, ops: OperationsDep, _caller: AdminDep) -> ApiKeyView:
+    return await ops.keys.revoke(key_id)

@@ -1,0 +1,178 @@
+"""Pure ASGI middleware: the request body limit, and the observer that logs every request,
+measures it and answers the routes' unexpected errors.
+
+Both are plain ASGI callables (not Starlette's `BaseHTTPMiddleware`), so they see the messages
+themselves: the limit counts body bytes as they arrive instead of reading the body first, and
+the observer sees the status a response really started with.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import time
+from collections.abc import Callable
+from datetime import UTC, datetime
+from typing import Any
+
+from starlette.exceptions import HTTPException
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+from api.rest.errors import INTERNAL_ERROR_MESSAGE
+
+ACCESS_LOGGER = "api.rest.access"
+"""The logger of the access log: one JSON object per request, as the record's message."""
+
+UNMATCHED_ROUTE = "<unmatched>"
+"""The route label of a request no route matched (its path is not used as a label: any
+client could create unbounded label values)."""
+
+logger = logging.getLogger(__name__)
+access_logger = logging.getLogger(ACCESS_LOGGER)
+
+Observe = Callable[[str, str, int, float], None]
+"""(method, route template, status, seconds) of one finished request."""
+
+
+class BodyTooLarge(HTTPException):
+    """The body passed the limit while it streamed in. An `HTTPException` on purpose: FastAPI
+    turns any other error raised while it reads a body into a 400."""
+
+    def __init__(self, limit: int) -> None:
+        super().__init__(413, f"the request body is larger than the limit of {limit} bytes")
+
+
+async def _send_json(send: Send, status: int, code: str, message: str) -> None:
+    """Answer with an error body directly (for refusals made before or outside FastAPI)."""
+    body = json.dumps({"code": code, "message": message}).encode()
+    await send(
+        {
+            "type": "http.response.start",
+            "status": status,
+            "headers": [
+                (b"content-type", b"application/json"),
+                (b"content-length", str(len(body)).encode()),
+                # The rest of a refused body is never read: the connection cannot be reused.
+                (b"connection", b"close"),
+            ],
+        }
+    )
+    await send({"type": "http.response.body", "body": body})
+
+
+def _content_length(scope: Scope) -> int | None:
+    for name, value in scope.get("headers", ()):
+        if name == b"content-length":
+            try:
+                return int(value)
+            except ValueError:
+                return None
+    return None
+
+
+class BodyLimit:
+    """Refuses a request body larger than `max_bytes` with 413 `body_too_large`.
+
+    A declared `Content-Length` over the limit is refused before anything is read (the route
+    never runs). A body without one (chunked) is counted message by message as the route
+    reads it; the message that passes the limit raises `BodyTooLarge` in the reader, so at
+    most one message beyond the limit is ever received.
+    """
+
+    def __init__(self, app: ASGIApp, max_bytes: int) -> None:
+        self.app = app
+        self.max_bytes = max_bytes
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        declared = _content_length(scope)
+        if declared is not None and declared > self.max_bytes:
+            await _send_json(send, 413, "body_too_large", BodyTooLarge(self.max_bytes).detail)
+            return
+        received = 0
+        started = False
+
+        async def limited_receive() -> Message:
+            nonlocal received
+            message = await receive()
+            if message["type"] == "http.request":
+                received += len(message.get("body", b""))
+                if received > self.max_bytes:
+                    raise BodyTooLarge(self.max_bytes)
+            return message
+
+        async def tracking_send(message: Message) -> None:
+            nonlocal started
+            started = started or message["type"] == "http.response.start"
+            await send(message)
+
+        try:
+            await self.app(scope, limited_receive, tracking_send)
+        except BodyTooLarge as error:
+            # Raised where nothing turned it into an answer (a route reading the stream
+            # outside FastAPI's body parsing, e.g.).
+            if started:
+                raise
+            await _send_json(send, 413, "body_too_large", error.detail)
+
+
+def _route_template(scope: Scope) -> str:
+    route = scope.get("route")
+    path = getattr(route, "path", None)
+    return path if isinstance(path, str) else UNMATCHED_ROUTE
+
+
+class RequestObserver:
+    """Around every HTTP request: time it, report it to `observe` (the latency histogram),
+    write one JSON access-log line (`ts`, `method`, `route`, `path`, `status`,
+    `duration_ms`, `key_id`), and answer an exception that escaped the routes with 500
+    `internal_error` (its traceback logged here, never sent).
+
+    `key_id` is what the authentication dependency left in the request's state (None when
+    the request was not authenticated)."""
+
+    def __init__(self, app: ASGIApp, observe: Observe | None = None) -> None:
+        self.app = app
+        self.observe = observe
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        began = time.perf_counter()
+        state: dict[str, Any] = scope.setdefault("state", {})
+        status: int | None = None
+
+        async def observing_send(message: Message) -> None:
+            nonlocal status
+            if message["type"] == "http.response.start":
+                status = int(message["status"])
+            await send(message)
+
+        try:
+            await self.app(scope, receive, observing_send)
+        except Exception:
+            logger.exception("unexpected error answering %s %s", scope["method"], scope["path"])
+            if status is not None:
+                raise  # too late for an answer: the server closes the connection
+            status = 500
+            await _send_json(send, 500, "internal_error", INTERNAL_ERROR_MESSAGE)
+        finally:
+            self._record(scope, state, status or 500, time.perf_counter() - began)
+
+    def _record(self, scope: Scope, state: dict[str, Any], status: int, seconds: float) -> None:
+        route = _route_template(scope)
+        if self.observe is not None:
+            self.observe(scope["method"], route, status, seconds)
+        line = {
+            "ts": datetime.now(UTC).isoformat(timespec="milliseconds"),
+            "method": scope["method"],
+            "route": route,
+            "path": scope["path"],
+            "status": status,
+            "duration_ms": round(seconds * 1000, 3),
+            "key_id": state.get("key_id"),
+        }
+        access_logger.info(json.dumps(line))

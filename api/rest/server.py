@@ -1,0 +1,100 @@
+"""Serving an app with uvicorn inside a service process that owns its signals.
+
+`ApiServer` binds its socket when built (port 0: the system picks a free one, and `url` names
+the real port), so an address in use fails at once, before anything else starts. `serve` runs
+the app until the service's stop event is set, then lets in-flight requests finish within
+`grace_s` and runs the app's lifespan shutdown. uvicorn's own signal handling is switched off:
+the process's `engine.lifecycle.ServiceLifecycle` turns SIGINT/SIGTERM into the stop event,
+for the API and the workers beside it alike.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import socket
+from collections.abc import Iterator
+
+import uvicorn
+from fastapi import FastAPI
+
+
+class _Uvicorn(uvicorn.Server):
+    """uvicorn without signal handlers, telling when it accepts connections."""
+
+    def __init__(self, config: uvicorn.Config, ready: asyncio.Event) -> None:
+        super().__init__(config)
+        self._ready = ready
+
+    @contextlib.contextmanager
+    def capture_signals(self) -> Iterator[None]:
+        yield  # the service's lifecycle owns SIGINT/SIGTERM
+
+    async def startup(self, sockets: list[socket.socket] | None = None) -> None:
+        await super().startup(sockets)
+        if self.started:
+            self._ready.set()
+
+
+def _bind(host: str, port: int) -> socket.socket:
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    return socket.create_server((host, port), family=family, backlog=2048)
+
+
+def _url(host: str, port: int) -> str:
+    return f"http://[{host}]:{port}" if ":" in host else f"http://{host}:{port}"
+
+
+class ApiServer:
+    """A listening socket on `host:port`, then uvicorn serving an app on it.
+
+    Raises OSError when the address cannot be bound (in use, not local). `grace_s` (default
+    20 s) bounds how long in-flight requests may take once the stop is requested."""
+
+    def __init__(self, host: str, port: int, *, grace_s: float = 20.0) -> None:
+        self._socket = _bind(host, port)
+        self.port: int = self._socket.getsockname()[1]
+        self.url = _url(host, self.port)
+        """The address it listens on, with the real port."""
+        self.grace_s = grace_s
+        self._ready = asyncio.Event()
+        self._server: _Uvicorn | None = None
+
+    async def wait_ready(self) -> bool:
+        """Wait until it accepts requests (True), or until serving ended without ever
+        starting (False: the app's lifespan failed; uvicorn logged why)."""
+        await self._ready.wait()
+        return self._server is not None and self._server.started
+
+    async def serve(self, app: FastAPI, stop: asyncio.Event) -> None:
+        """Serve `app` until `stop` is set; then drain and shut the app down."""
+        config = uvicorn.Config(
+            app,
+            lifespan="on",
+            log_config=None,  # the process configured logging; the access log is the app's
+            access_log=False,
+            timeout_graceful_shutdown=max(1, round(self.grace_s)),
+        )
+        server = self._server = _Uvicorn(config, self._ready)
+        try:
+            async with asyncio.TaskGroup() as group:
+                serving = group.create_task(server.serve(sockets=[self._socket]), name="http")
+                group.create_task(_stop_when(server, stop, serving), name="http-stop")
+        finally:
+            self._socket.close()
+            self._ready.set()  # wakes a waiter of a server that never started
+
+    def close(self) -> None:
+        """Release the socket of a server that will not serve."""
+        self._socket.close()
+
+
+async def _stop_when(
+    server: uvicorn.Server, stop: asyncio.Event, serving: asyncio.Task[None]
+) -> None:
+    stopping = asyncio.ensure_future(stop.wait())
+    try:
+        await asyncio.wait({stopping, serving}, return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        stopping.cancel()
+    server.should_exit = True

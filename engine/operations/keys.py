@@ -1,0 +1,166 @@
+"""API keys: create (the secret shown once), list, revoke, and authenticate a request's key.
+
+A key is `sbk_` followed by `secrets.token_urlsafe(32)` (256 random bits). It is bound either to
+one tenant (that tenant's runs only) or to the admin role (every tenant, and the admin routes),
+may expire, and can be revoked. The store keeps the SHA-256 of the whole secret, never the
+secret: see `hash_secret` for why a fast hash is the right one here.
+
+`authenticate` reads the store on every call (one indexed lookup) instead of caching, so a
+revoked or expired key stops working on every process at once.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import math
+import secrets
+from typing import TYPE_CHECKING
+
+from engine.operations.availability import store_available
+from engine.operations.keys_views import ApiKeyList, ApiKeyView, CreatedApiKey, KeyState
+from engine.store.keys import ApiKeyRecord
+from schemas.errors import InvalidRequest, NotFound, Problem
+
+if TYPE_CHECKING:
+    from engine.runtime import Runtime
+
+KEY_PREFIX = "sbk_"
+"""Every secret starts with it, so a leaked key is recognisable (secret scanners, logs)."""
+SECRET_BYTES = 32
+"""Random bytes of a secret (256 bits)."""
+MAX_SECRET_CHARS = 256
+"""A presented key longer than this is refused without hashing it."""
+MAX_NAME_CHARS = 200
+MAX_TENANT_CHARS = 200
+MAX_EXPIRY_DAYS = 36_500.0
+SECONDS_PER_DAY = 86_400.0
+
+
+def hash_secret(secret: str) -> str:
+    """Hex SHA-256 of a key's secret.
+
+    A slow password hash (bcrypt, scrypt, argon2) exists to make guessing low-entropy
+    passwords expensive; a 256-bit random secret cannot be guessed however fast the hash is,
+    so it would only add its ~100 ms to every request. SHA-256 is preimage-resistant, so the
+    stored hashes do not reveal the secrets, and looking a key up by its hash needs no
+    comparison of secrets in Python (no timing side channel).
+    """
+    return hashlib.sha256(secret.encode()).hexdigest()
+
+
+def _state(record: ApiKeyRecord, now: float) -> KeyState:
+    if record.revoked_at is not None:
+        return "revoked"
+    if record.expires_at is not None and record.expires_at <= now:
+        return "expired"
+    return "live"
+
+
+def _view(record: ApiKeyRecord, now: float) -> ApiKeyView:
+    return ApiKeyView(
+        id=record.id,
+        name=record.name,
+        role="admin" if record.tenant_id is None else "tenant",
+        tenant=record.tenant_id,
+        created_at=record.created_at,
+        expires_at=record.expires_at,
+        revoked_at=record.revoked_at,
+        state=_state(record, now),
+    )
+
+
+def _refuse(pointer: str, message: str) -> InvalidRequest:
+    return InvalidRequest(
+        message, code="invalid_key", problems=[Problem(pointer, message, code="invalid_key")]
+    )
+
+
+def _check_role(tenant: str | None, admin: bool) -> None:
+    if admin and tenant is not None:
+        raise _refuse("/tenant", "a key is bound to one tenant or to the admin role, not both")
+    if not admin and tenant is None:
+        raise _refuse("/tenant", "give the tenant the key acts for, or make it an admin key")
+    if tenant is not None and not (0 < len(tenant.strip()) == len(tenant) <= MAX_TENANT_CHARS):
+        raise _refuse(
+            "/tenant",
+            f"the tenant id must be 1 to {MAX_TENANT_CHARS} characters without surrounding spaces",
+        )
+
+
+def _check_details(name: str | None, expires_in_days: float | None) -> None:
+    if name is not None and not 0 < len(name) <= MAX_NAME_CHARS:
+        raise _refuse("/name", f"a key's name must be 1 to {MAX_NAME_CHARS} characters")
+    if expires_in_days is not None and not (
+        math.isfinite(expires_in_days) and 0 < expires_in_days <= MAX_EXPIRY_DAYS
+    ):
+        raise _refuse(
+            "/expiresInDays",
+            f"expiresInDays must be more than 0 and at most {MAX_EXPIRY_DAYS:.0f} (or omitted: "
+            "the key never expires)",
+        )
+
+
+class KeyOperations:
+    """API keys: create, list, revoke, authenticate."""
+
+    def __init__(self, runtime: Runtime) -> None:
+        self._runtime = runtime
+
+    async def create(
+        self,
+        *,
+        tenant: str | None = None,
+        admin: bool = False,
+        name: str | None = None,
+        expires_in_days: float | None = None,
+    ) -> CreatedApiKey:
+        """A new key for `tenant`, or an admin key (`admin=True`; exactly one of the two).
+
+        `expires_in_days` (more than 0, at most 36,500) sets an expiry; None (the default):
+        the key never expires. The answer carries the secret, which nothing can show again.
+        Refuses with `InvalidRequest(code="invalid_key")`."""
+        _check_role(tenant, admin)
+        _check_details(name, expires_in_days)
+        now = self._runtime.clock.now()
+        secret = KEY_PREFIX + secrets.token_urlsafe(SECRET_BYTES)
+        record = ApiKeyRecord(
+            id=secrets.token_hex(6),
+            token_hash=hash_secret(secret),
+            name=name,
+            tenant_id=None if admin else tenant,
+            created_at=now,
+            expires_at=None if expires_in_days is None else now + expires_in_days * SECONDS_PER_DAY,
+            revoked_at=None,
+        )
+        async with store_available():
+            await self._runtime.store.create_api_key(record)
+        return CreatedApiKey(key=secret, **_view(record, now).model_dump())
+
+    async def list(self) -> ApiKeyList:
+        """Every key, oldest first, revoked and expired ones included (never a secret)."""
+        async with store_available():
+            records = await self._runtime.store.list_api_keys()
+        now = self._runtime.clock.now()
+        return ApiKeyList(items=[_view(record, now) for record in records])
+
+    async def revoke(self, key_id: str) -> ApiKeyView:
+        """Revoke a key now; it stops working at once everywhere. Revoking a revoked key
+        changes nothing (its first revocation time stays). Unknown id →
+        `NotFound(code="key_not_found")`."""
+        async with store_available():
+            record = await self._runtime.store.revoke_api_key(key_id)
+        if record is None:
+            raise NotFound(f"no API key with id {key_id!r}", code="key_not_found")
+        return _view(record, self._runtime.clock.now())
+
+    async def authenticate(self, secret: str) -> ApiKeyView | None:
+        """The live key whose secret this is; None when it is unknown, revoked or expired
+        (callers answer all of them alike, so a caller learns nothing about other keys)."""
+        if not secret.startswith(KEY_PREFIX) or len(secret) > MAX_SECRET_CHARS:
+            return None
+        async with store_available():
+            record = await self._runtime.store.find_api_key(hash_secret(secret))
+        if record is None:
+            return None
+        view = _view(record, self._runtime.clock.now())
+        return view if view.state == "live" else None

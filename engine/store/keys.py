@@ -1,0 +1,94 @@
+"""API keys in the store: create, list, find by the secret's hash, revoke.
+
+The store never sees a secret: callers hash it first (`engine.operations.keys`). Whether a key
+is usable (not revoked, not expired) is decided by the caller from the record, against its
+clock, on every request; nothing here caches, so a revocation holds on every process at once.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from sqlalchemy import insert, select, update
+from sqlalchemy.ext.asyncio import AsyncConnection
+
+from engine.store.core import StoreCore
+from engine.store.models import ApiKey
+
+api_keys = ApiKey.__table__  # type: ignore[attr-defined]
+
+
+@dataclass(frozen=True)
+class ApiKeyRecord:
+    """One stored key (never its secret)."""
+
+    id: str
+    token_hash: str
+    name: str | None
+    tenant_id: str | None
+    """None: an admin key."""
+    created_at: float
+    expires_at: float | None
+    revoked_at: float | None
+
+
+def _record(row: Any) -> ApiKeyRecord:
+    return ApiKeyRecord(
+        id=row.id,
+        token_hash=row.token_hash,
+        name=row.name,
+        tenant_id=row.tenant_id,
+        created_at=row.created_at,
+        expires_at=row.expires_at,
+        revoked_at=row.revoked_at,
+    )
+
+
+async def _by_id(conn: AsyncConnection, key_id: str) -> ApiKeyRecord | None:
+    row = (await conn.execute(select(api_keys).where(api_keys.c.id == key_id))).first()
+    return None if row is None else _record(row)
+
+
+class KeyStore(StoreCore):
+    """The durable API keys."""
+
+    async def create_api_key(self, record: ApiKeyRecord) -> None:
+        """Insert `record`. Ids and hashes are unique: a collision raises the database's
+        IntegrityError (random ids and secrets make it practically impossible)."""
+        async with self._engines.write.begin() as conn:
+            await conn.execute(
+                insert(api_keys).values(
+                    id=record.id,
+                    token_hash=record.token_hash,
+                    name=record.name,
+                    tenant_id=record.tenant_id,
+                    created_at=record.created_at,
+                    expires_at=record.expires_at,
+                    revoked_at=record.revoked_at,
+                )
+            )
+
+    async def list_api_keys(self) -> list[ApiKeyRecord]:
+        """Every key, oldest first (revoked and expired ones included)."""
+        query = select(api_keys).order_by(api_keys.c.created_at, api_keys.c.id)
+        async with self._engines.read.connect() as conn:
+            return [_record(row) for row in (await conn.execute(query)).all()]
+
+    async def find_api_key(self, token_hash: str) -> ApiKeyRecord | None:
+        """The key whose secret hashes to `token_hash` (revoked or expired ones included)."""
+        query = select(api_keys).where(api_keys.c.token_hash == token_hash)
+        async with self._engines.read.connect() as conn:
+            row = (await conn.execute(query)).first()
+        return None if row is None else _record(row)
+
+    async def revoke_api_key(self, key_id: str) -> ApiKeyRecord | None:
+        """Mark the key revoked now, unless it already is (the first revocation time stays).
+        Returns the key as it is afterwards, or None when there is no such key."""
+        async with self._engines.write.begin() as conn:
+            await conn.execute(
+                update(api_keys)
+                .where(api_keys.c.id == key_id, api_keys.c.revoked_at.is_(None))
+                .values(revoked_at=self._clock.now())
+            )
+            return await _by_id(conn, key_id)

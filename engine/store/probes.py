@@ -1,0 +1,45 @@
+"""Cheap questions about the database itself: does it answer, and is its schema current."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from sqlalchemy import literal, select
+
+from engine.store import db
+from engine.store.core import StoreCore
+
+
+@dataclass(frozen=True)
+class SchemaRevision:
+    """Where the database's schema is against the migrations this code ships."""
+
+    current: str | None
+    """The database's revision; None: never migrated."""
+    head: str
+    """The newest revision this code ships."""
+    known: bool
+    """Whether `current` is one of this code's revisions (False: a newer release migrated the
+    database, or it was never migrated)."""
+
+    @property
+    def up_to_date(self) -> bool:
+        return self.current == self.head
+
+
+class ProbeStore(StoreCore):
+    """Liveness and schema checks; no table of the engine is read."""
+
+    async def ping(self) -> None:
+        """One round trip (`SELECT 1`) on a read connection; raises what the driver raises
+        when the database cannot be reached. Callers bound the wait."""
+        async with self._engines.read.connect() as conn:
+            await conn.execute(select(literal(1)))
+
+    async def schema_revision(self) -> SchemaRevision:
+        current = await db.current_revision(self._engines)
+        return SchemaRevision(
+            current=current,
+            head=db.head_revision(),
+            known=current is not None and current in db.known_revisions(),
+        )

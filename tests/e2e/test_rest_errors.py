@@ -1,0 +1,227 @@
+"""Every error the API answers is JSON with a stable code, over real HTTP: 404, 405, 400
+(malformed JSON), 422 (FastAPI's validation, invalid workflows, invalid requests), the
+operations' refusals (404/409/422/429/503), and 500 for a bug, whose traceback is logged on the
+server and never sent. Plus the OpenAPI document: every route declares its error answers."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from fastapi import APIRouter
+from pydantic import BaseModel
+
+from api.rest import borrowed_runtime, create_app
+from api.rest.app import DEFAULT_ROUTERS
+from engine.runtime import Runtime
+from engine.settings import Settings
+from schemas.errors import (
+    DefinitionError,
+    IdempotencyConflict,
+    InvalidRequest,
+    LimitReached,
+    NotFound,
+    Problem,
+    Unavailable,
+    WrongState,
+)
+from tests.e2e.rest_harness import access_lines, client, serving
+
+SECRET = "s3cr3t-in-the-traceback"
+
+probe = APIRouter()
+
+
+class Item(BaseModel):
+    name: str
+    count: int
+
+
+@probe.post("/probe/items")
+async def _create_item(item: Item, limit: int = 10) -> Item:
+    return item
+
+
+@probe.get("/probe/boom")
+async def _boom() -> None:
+    raise RuntimeError(f"a bug holding {SECRET}")
+
+
+REFUSALS: dict[str, Exception] = {
+    "not-found": NotFound("no run r1", code="run_not_found"),
+    "wrong-state": WrongState("run r1 is RUNNING", state="RUNNING"),
+    "conflict": IdempotencyConflict("key k1 names another request", run_id="r1"),
+    "invalid": InvalidRequest(
+        "bad input", problems=[Problem("/input/day", "must be a date", code="format")]
+    ),
+    "queue-full": LimitReached("the ready queue is full", code="queue_full", retry_after_s=4.2),
+    "quota": LimitReached("tenant acme has no runs left", code="quota_exceeded"),
+    "unavailable": Unavailable("the database is down", code="store_unavailable"),
+    "definition": DefinitionError(
+        [
+            Problem("/vertices/a/dependsOn/0", "unknown vertex 'x'", code="unknown_dependency"),
+            Problem("/name", "name is required", code="required"),
+        ]
+    ),
+}
+
+
+@probe.get("/probe/refuse/{which}")
+async def _refuse(which: str) -> None:
+    raise REFUSALS[which]
+
+
+@pytest.fixture
+async def url(tmp_path: Path) -> AsyncIterator[str]:
+    settings = Settings(database_url=f"sqlite+aiosqlite:///{tmp_path / 'sb.db'}")
+    runtime = await Runtime.open(settings)
+    app = create_app(
+        settings,
+        runtime_factory=borrowed_runtime(runtime),
+        auth=False,
+        routers=(*DEFAULT_ROUTERS, probe),
+    )
+    try:
+        async with serving(app) as served:
+            yield served
+    finally:
+        await runtime.close()
+
+
+def _is_error(answer: Any, status: int, code: str) -> dict[str, Any]:
+    assert answer.status_code == status, answer.text
+    assert answer.headers["content-type"] == "application/json"
+    body: dict[str, Any] = answer.json()
+    assert body["code"] == code
+    assert isinstance(body["message"], str) and body["message"]
+    assert set(body) <= {"code", "message", "details"}
+    return body
+
+
+async def test_unknown_path_is_404_json(url: str) -> None:
+    async with client(url) as http:
+        for method in ("GET", "POST", "DELETE"):
+            _is_error(await http.request(method, "/no/such/route"), 404, "not_found")
+
+
+async def test_wrong_method_is_405_json_with_allow(url: str) -> None:
+    async with client(url) as http:
+        answer = await http.put("/health")
+    _is_error(answer, 405, "method_not_allowed")
+    assert answer.headers["allow"] == "GET"
+
+
+@pytest.mark.parametrize("body", [b"{not json", b'{"name": "a",}', b"[1, 2", b"\xff\xfe"])
+async def test_malformed_json_is_400_invalid_json(url: str, body: bytes) -> None:
+    async with client(url) as http:
+        answer = await http.post(
+            "/probe/items", content=body, headers={"content-type": "application/json"}
+        )
+    assert "not valid JSON" in _is_error(answer, 400, "invalid_json")["message"]
+
+
+async def test_body_and_parameter_validation_is_422_with_pointers(url: str) -> None:
+    async with client(url) as http:
+        wrong_body = await http.post("/probe/items", json={"name": 3, "extra": 1})
+        wrong_query = await http.post("/probe/items?limit=many", json={"name": "a", "count": 1})
+    body = _is_error(wrong_body, 422, "invalid_request")
+    problems = {(p["in"], p["pointer"], p["code"]) for p in body["details"]["problems"]}
+    assert problems == {("body", "/name", "string_type"), ("body", "/count", "missing")}
+    query = _is_error(wrong_query, 422, "invalid_request")
+    assert [(p["in"], p["pointer"]) for p in query["details"]["problems"]] == [("query", "/limit")]
+
+
+@pytest.mark.parametrize(
+    ("which", "status", "code"),
+    [
+        ("not-found", 404, "run_not_found"),
+        ("wrong-state", 409, "wrong_state"),
+        ("conflict", 409, "idempotency_conflict"),
+        ("invalid", 422, "invalid_request"),
+        ("queue-full", 429, "queue_full"),
+        ("quota", 429, "quota_exceeded"),
+        ("unavailable", 503, "store_unavailable"),
+    ],
+)
+async def test_operation_refusals_map_by_category(
+    url: str, which: str, status: int, code: str
+) -> None:
+    async with client(url) as http:
+        answer = await http.get(f"/probe/refuse/{which}")
+    body = _is_error(answer, status, code)
+    assert body["message"] == REFUSALS[which].args[0]
+    if which == "queue-full":
+        assert answer.headers["retry-after"] == "5"  # 4.2 s, rounded up
+        assert body["details"] == {"retryAfterS": 4.2}
+    else:
+        assert "retry-after" not in answer.headers
+    if which == "wrong-state":
+        assert body["details"] == {"state": "RUNNING"}
+    if which == "conflict":
+        assert body["details"] == {"runId": "r1"}
+    if which == "invalid":
+        assert body["details"]["problems"] == [
+            {"pointer": "/input/day", "code": "format", "message": "must be a date"}
+        ]
+
+
+async def test_invalid_workflow_is_422_with_every_problem(url: str) -> None:
+    async with client(url) as http:
+        answer = await http.get("/probe/refuse/definition")
+    body = _is_error(answer, 422, "invalid_workflow")
+    assert body["details"]["problems"] == [
+        {"pointer": "/name", "code": "required", "message": "name is required"},
+        {
+            "pointer": "/vertices/a/dependsOn/0",
+            "code": "unknown_dependency",
+            "message": "unknown vertex 'x'",
+        },
+    ]
+
+
+async def test_a_bug_is_500_and_its_traceback_stays_on_the_server(
+    url: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    with caplog.at_level(logging.INFO):
+        async with client(url) as http:
+            answer = await http.get("/probe/boom")
+            after = await http.get("/health")
+    body = _is_error(answer, 500, "internal_error")
+    assert SECRET not in answer.text and "Traceback" not in answer.text
+    assert after.status_code == 200, "the server goes on serving"
+    logged = [r for r in caplog.records if r.exc_info and SECRET in str(r.exc_info[1])]
+    assert len(logged) == 1, "the traceback is logged once, on the server"
+    assert body["message"].startswith("an unexpected error")
+    statuses = [(line["route"], line["status"]) for line in access_lines(caplog.records)]
+    assert ("/probe/boom", 500) in statuses
+
+
+async def test_openapi_declares_error_answers_for_every_route(url: str) -> None:
+    async with client(url) as http:
+        document = (await http.get("/openapi.json")).json()
+        docs = await http.get("/docs")
+    assert docs.status_code == 200 and "swagger" in docs.text.lower()
+    schemas = document["components"]["schemas"]
+    assert "ErrorBody" in schemas
+    assert "HTTPValidationError" not in schemas, "422 answers are ErrorBody, not FastAPI's own"
+    for path, path_item in document["paths"].items():
+        for method, operation in path_item.items():
+            answers = operation["responses"]
+            assert any(s.startswith("2") for s in answers), (method, path)
+            assert "500" in answers, (method, path)
+            if "requestBody" in operation:
+                assert "400" in answers, (method, path)
+            for status, answer in answers.items():
+                if not status.startswith(("4", "5")):
+                    continue
+                model = "HealthReport" if (path, status) == ("/health", "503") else "ErrorBody"
+                ref = answer["content"]["application/json"]["schema"]["$ref"]
+                assert ref == f"#/components/schemas/{model}", (method, path, status)
+    key_routes = document["paths"]["/keys"]
+    assert {"400", "401", "403", "422"} <= set(key_routes["post"]["responses"])
+    created = key_routes["post"]["responses"]["201"]["content"]["application/json"]["schema"]
+    assert created["$ref"].endswith("/CreatedApiKey")
+    assert "422" in document["paths"]["/probe/refuse/{which}"]["get"]["responses"]

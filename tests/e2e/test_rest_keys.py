@@ -1,0 +1,264 @@
+"""API keys over real HTTP (uvicorn on loopback), on both backends: the `/keys` routes, and who
+gets in: 401 without a key or with an unknown, revoked or expired one; 403 for a tenant key on
+an admin route; the caller a route receives (tenant scope); authentication off."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
+
+import pytest
+from fastapi import APIRouter
+
+from api.rest import CallerDep, borrowed_runtime, create_app
+from api.rest.app import DEFAULT_ROUTERS
+from engine.operations import Operations
+from engine.runtime import Runtime
+from schemas.clock import FakeClock
+from tests.conftest import Backend
+from tests.e2e.rest_harness import access_lines, client, serving
+from tests.integration.engine_harness import settings_for
+
+whoami = APIRouter()
+
+
+@whoami.get("/whoami")
+async def _whoami(caller: CallerDep) -> dict[str, object]:
+    # A route as the run routes will be written: it acts for the caller's tenant scope.
+    return {"keyId": caller.key_id, "tenant": caller.tenant, "admin": caller.admin}
+
+
+@dataclass
+class Api:
+    url: str
+    ops: Operations
+    clock: FakeClock
+    admin_key: str
+
+
+@pytest.fixture
+async def runtime(backend: Backend) -> AsyncIterator[Runtime]:
+    runtime = await Runtime.open(settings_for(backend), clock=FakeClock())
+    yield runtime
+    await runtime.close()
+
+
+async def _serve(runtime: Runtime, *, auth: bool) -> AsyncIterator[Api]:
+    app = create_app(
+        runtime.settings,
+        runtime_factory=borrowed_runtime(runtime),
+        auth=auth,
+        routers=(*DEFAULT_ROUTERS, whoami),
+    )
+    ops = Operations(runtime)
+    admin = await ops.keys.create(admin=True, name="test admin")
+    assert isinstance(runtime.clock, FakeClock)
+    async with serving(app) as url:
+        yield Api(url, ops, runtime.clock, admin.key)
+
+
+@pytest.fixture
+async def api(runtime: Runtime) -> AsyncIterator[Api]:
+    async for served in _serve(runtime, auth=True):
+        yield served
+
+
+async def test_admin_creates_lists_and_revokes_keys(api: Api) -> None:
+    api.clock.advance(1)  # listed oldest first: the admin key, then this one
+    async with client(api.url, api.admin_key) as http:
+        created = await http.post(
+            "/keys", json={"tenant": "acme", "name": "acme prod", "expiresInDays": 30}
+        )
+        assert created.status_code == 201, created.text
+        body = created.json()
+        assert body["key"].startswith("sbk_")
+        assert (body["role"], body["tenant"], body["name"], body["state"]) == (
+            "tenant",
+            "acme",
+            "acme prod",
+            "live",
+        )
+        assert body["expiresAt"] == pytest.approx(body["createdAt"] + 30 * 86_400)
+
+        listed = await http.get("/keys")
+        assert listed.status_code == 200
+        items = listed.json()["items"]
+        assert [item["name"] for item in items] == ["test admin", "acme prod"]
+        assert all("key" not in item for item in items)
+        assert body["key"] not in listed.text
+
+        revoked = await http.delete(f"/keys/{body['id']}")
+        assert revoked.status_code == 200
+        assert revoked.json()["state"] == "revoked"
+        assert revoked.json()["revokedAt"] is not None
+        again = await http.delete(f"/keys/{body['id']}")
+        assert again.status_code == 200
+        assert again.json()["revokedAt"] == revoked.json()["revokedAt"]
+
+
+async def test_admin_key_creation_refusals(api: Api) -> None:
+    async with client(api.url, api.admin_key) as http:
+        both = await http.post("/keys", json={"tenant": "acme", "admin": True})
+        neither = await http.post("/keys", json={})
+        bad_days = await http.post("/keys", json={"admin": True, "expiresInDays": -3})
+        unknown_field = await http.post("/keys", json={"admin": True, "role": "root"})
+        missing = await http.delete("/keys/000000000000")
+        listed = await http.get("/keys")
+    for refused in (both, neither, bad_days):
+        assert refused.status_code == 422
+        assert refused.json()["code"] == "invalid_key"
+    assert bad_days.json()["details"]["problems"][0]["pointer"] == "/expiresInDays"
+    assert unknown_field.status_code == 422
+    assert unknown_field.json()["code"] == "invalid_request"
+    assert unknown_field.json()["details"]["problems"][0]["pointer"] == "/role"
+    assert missing.status_code == 404
+    assert missing.json()["code"] == "key_not_found"
+    assert len(listed.json()["items"]) == 1, "nothing was created by the refused requests"
+
+
+@pytest.mark.parametrize(
+    "headers",
+    [
+        {},
+        {"Authorization": "Bearer sbk_unknown0123456789"},
+        {"Authorization": "Bearer not-even-a-key"},
+        {"Authorization": "Basic dXNlcjpwYXNz"},
+        {"X-API-Key": "sbk_unknown0123456789"},
+        {"Authorization": "Bearer"},
+    ],
+)
+async def test_no_key_or_an_unknown_key_is_401(api: Api, headers: dict[str, str]) -> None:
+    async with client(api.url) as http:
+        for method, path in (("GET", "/keys"), ("POST", "/keys"), ("GET", "/whoami")):
+            answer = await http.request(method, path, headers=headers, json={"admin": True})
+            assert answer.status_code == 401, (method, path)
+            assert answer.json()["code"] == "unauthorized"
+            assert answer.headers["www-authenticate"] == "Bearer"
+    assert len((await api.ops.keys.list()).items) == 1, "no key was created"
+
+
+async def test_both_headers_are_accepted(api: Api) -> None:
+    async with client(api.url) as http:
+        bearer = await http.get("/keys", headers={"Authorization": f"Bearer {api.admin_key}"})
+        header = await http.get("/keys", headers={"X-API-Key": api.admin_key})
+        # Bearer wins when both are sent.
+        both = await http.get(
+            "/keys",
+            headers={"Authorization": f"Bearer {api.admin_key}", "X-API-Key": "sbk_wrong"},
+        )
+    assert [bearer.status_code, header.status_code, both.status_code] == [200, 200, 200]
+
+
+async def test_revoked_key_is_refused_on_the_next_request(api: Api) -> None:
+    victim = await api.ops.keys.create(admin=True, name="victim")
+    async with client(api.url, victim.key) as http:
+        assert (await http.get("/keys")).status_code == 200
+        async with client(api.url, api.admin_key) as admin:
+            assert (await admin.delete(f"/keys/{victim.id}")).status_code == 200
+        refused = await http.get("/keys")
+    assert refused.status_code == 401
+    assert refused.json()["code"] == "unauthorized"
+
+
+async def test_expired_key_is_refused(api: Api) -> None:
+    temporary = await api.ops.keys.create(tenant="acme", expires_in_days=1)
+    async with client(api.url, temporary.key) as http:
+        assert (await http.get("/whoami")).status_code == 200
+        api.clock.advance(86_400)
+        refused = await http.get("/whoami")
+    assert refused.status_code == 401
+    assert refused.json()["code"] == "unauthorized"
+
+
+async def test_tenant_key_is_forbidden_on_admin_routes(api: Api) -> None:
+    tenant = await api.ops.keys.create(tenant="acme")
+    async with client(api.url, tenant.key) as http:
+        answers = [
+            await http.get("/keys"),
+            await http.post("/keys", json={"admin": True}),
+            await http.delete(f"/keys/{tenant.id}"),
+            await http.get("/metrics"),
+        ]
+    for answer in answers:
+        assert answer.status_code == 403
+        assert answer.json()["code"] == "forbidden"
+    keys = (await api.ops.keys.list()).items
+    assert len(keys) == 2 and all(k.state == "live" for k in keys), "nothing changed"
+
+
+async def test_routes_receive_the_callers_tenant_scope(api: Api) -> None:
+    tenant = await api.ops.keys.create(tenant="acme")
+    async with client(api.url, tenant.key) as http:
+        as_tenant = (await http.get("/whoami")).json()
+    async with client(api.url, api.admin_key) as http:
+        as_admin = (await http.get("/whoami")).json()
+    assert as_tenant == {"keyId": tenant.id, "tenant": "acme", "admin": False}
+    assert as_admin["tenant"] is None and as_admin["admin"] is True
+
+
+async def test_access_log_names_the_key(api: Api, caplog: pytest.LogCaptureFixture) -> None:
+    admin_id = (await api.ops.keys.list()).items[0].id
+    with caplog.at_level(logging.INFO, logger="api.rest.access"):
+        async with client(api.url, api.admin_key) as http:
+            await http.get("/keys")
+        async with client(api.url) as http:
+            await http.get("/keys")
+    lines = access_lines(caplog.records)
+    assert [(line["route"], line["status"], line["key_id"]) for line in lines] == [
+        ("/keys", 200, admin_id),
+        ("/keys", 401, None),
+    ]
+    for line in lines:
+        assert set(line) == {"ts", "method", "route", "path", "status", "duration_ms", "key_id"}
+        assert line["method"] == "GET" and line["duration_ms"] >= 0
+
+
+@pytest.fixture
+async def open_api(runtime: Runtime) -> AsyncIterator[Api]:
+    async for served in _serve(runtime, auth=False):
+        yield served
+
+
+async def test_with_auth_off_every_request_is_the_demo_admin(open_api: Api) -> None:
+    async with client(open_api.url) as http:
+        whoami_ = (await http.get("/whoami")).json()
+        created = await http.post("/keys", json={"tenant": "acme"})
+        # A key presented anyway changes nothing.
+        with_key = await http.get("/whoami", headers={"X-API-Key": "sbk_whatever"})
+    assert whoami_ == {"keyId": "demo", "tenant": None, "admin": True}
+    assert created.status_code == 201
+    assert with_key.json()["keyId"] == "demo"
+
+
+async def test_unreachable_database_is_503_not_401() -> None:
+    # The key lookup cannot run: that is "try again", never "your key is wrong".
+    settings = settings_for(
+        Backend("down", "postgresql+asyncpg://postgres@127.0.0.1:1/none", None),
+        health_timeout_s=1.0,
+    )
+    runtime = await Runtime.open(settings, migrate=False)
+    try:
+        app = create_app(settings, runtime_factory=borrowed_runtime(runtime))
+        async with serving(app) as url, client(url, "sbk_any0123456789") as http:
+            answer = await http.get("/keys")
+    finally:
+        await runtime.close()
+    assert answer.status_code == 503
+    assert answer.json()["code"] == "store_unavailable"
+
+
+async def test_revocation_holds_at_once_on_another_api_process(backend: Backend, api: Api) -> None:
+    # A second API on its own runtime (as another process would be) over the same database.
+    other_runtime = await Runtime.open(settings_for(backend), migrate=False)
+    try:
+        other = create_app(other_runtime.settings, runtime_factory=borrowed_runtime(other_runtime))
+        victim = await api.ops.keys.create(admin=True, name="victim")
+        async with serving(other) as other_url, client(other_url, victim.key) as http:
+            assert (await http.get("/keys")).status_code == 200
+            async with client(api.url, api.admin_key) as first:
+                assert (await first.delete(f"/keys/{victim.id}")).status_code == 200
+            refused = await http.get("/keys")
+    finally:
+        await other_runtime.close()
+    assert refused.status_code == 401

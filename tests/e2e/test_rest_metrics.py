@@ -1,0 +1,170 @@
+"""`GET /metrics` over real HTTP, parsed with prometheus_client's own text parser: request
+latency by route template and status, runs by status and the ready queue (database), admission
+limit, in-flight calls, cap and breaker states per destination (Redis) — after real runs
+through a real worker — on both backends; a failing source is reported, not fatal; an admin
+key is needed."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
+
+import pytest
+from prometheus_client import REGISTRY
+from prometheus_client.parser import text_string_to_metric_families
+from prometheus_client.samples import Sample
+
+from api.rest import borrowed_runtime, create_app
+from demo.downstream import RunningDownstream
+from engine.operations import Operations
+from engine.runtime import Runtime
+from engine.settings import Settings
+from schemas.definitions import Workflow
+from tests.conftest import Backend
+from tests.e2e.rest_harness import client, serving
+from tests.integration.engine_harness import running_worker, settings_for, start, wait_for_run
+
+
+@dataclass
+class Served:
+    url: str
+    runtime: Runtime
+    key: str
+
+
+@pytest.fixture
+async def served(backend: Backend) -> AsyncIterator[Served]:
+    runtime = await Runtime.open(settings_for(backend))
+    app = create_app(runtime.settings, runtime_factory=borrowed_runtime(runtime))
+    key = (await Operations(runtime).keys.create(admin=True)).key
+    try:
+        async with serving(app) as url:
+            yield Served(url, runtime, key)
+    finally:
+        await runtime.close()
+
+
+def _samples(text: str) -> dict[str, list[Sample]]:
+    found: dict[str, list[Sample]] = {}
+    for family in text_string_to_metric_families(text):
+        for sample in family.samples:
+            found.setdefault(sample.name, []).append(sample)
+    return found
+
+
+def _value(samples: list[Sample], **labels: str) -> float:
+    matching = [s.value for s in samples if all(s.labels.get(k) == v for k, v in labels.items())]
+    assert len(matching) == 1, (labels, samples)
+    return matching[0]
+
+
+def _lookup(base: str) -> Workflow:
+    return Workflow.model_validate(
+        {"name": "lookup", "vertices": {"get": {"type": "GATEWAY", "config": {"url": base}}}}
+    )
+
+
+async def test_metrics_report_http_runs_queue_and_admission(
+    served: Served, downstream: RunningDownstream
+) -> None:
+    runtime = served.runtime
+    workflow = _lookup(f"{downstream.url}/customers/1")
+    async with running_worker(runtime):
+        for _ in range(2):
+            run_id = await start(runtime, [workflow], {})
+            assert (await wait_for_run(runtime, run_id)).status == "SUCCEEDED"
+    queued = await start(runtime, [workflow], {})  # no worker now: it stays RUNNING, READY
+
+    async with client(served.url, served.key) as http:
+        await http.get("/health")
+        await http.delete("/keys/0123456789ab")  # a 404 on a templated route
+        await http.get("/no/such/path")
+        answer = await http.get("/metrics")
+    assert answer.status_code == 200
+    assert answer.headers["content-type"].startswith("text/plain")
+    samples = _samples(answer.text)
+
+    latency = samples["schemabridge_http_request_duration_seconds_count"]
+    assert _value(latency, method="GET", route="/health", status="200") == 1
+    assert _value(latency, method="DELETE", route="/keys/{key_id}", status="404") == 1
+    assert _value(latency, method="GET", route="<unmatched>", status="404") == 1
+    assert not [s for s in latency if s.labels["route"] == "/no/such/path"]
+    buckets = samples["schemabridge_http_request_duration_seconds_bucket"]
+    assert _value(buckets, route="/health", le="+Inf") == 1
+
+    runs = samples["schemabridge_runs"]
+    assert _value(runs, status="SUCCEEDED") == 2
+    assert _value(runs, status="RUNNING") == 1
+    assert _value(runs, status="FAILED") == 0
+    assert {s.labels["status"] for s in runs} == {
+        "PENDING",
+        "RUNNING",
+        "SUCCEEDED",
+        "FAILED",
+        "CANCELLED",
+    }
+    assert _value(samples["schemabridge_ready_steps"]) == 1
+    assert queued
+
+    destination = downstream.url
+    assert _value(samples["schemabridge_admission_limit"], destination=destination) >= 1
+    assert _value(samples["schemabridge_admission_in_flight"], destination=destination) == 0
+    cap = runtime.settings.default_max_concurrency
+    assert _value(samples["schemabridge_admission_cap"], destination=destination) == cap
+    breaker = samples["schemabridge_breaker_state"]
+    for state, expected in (("closed", 1), ("open", 0), ("half_open", 0)):
+        labels = {"destination": destination, "layer": "global", "tenant": "", "state": state}
+        assert _value(breaker, **labels) == expected
+    up = samples["schemabridge_dependency_up"]
+    assert _value(up, dependency="database") == _value(up, dependency="redis") == 1
+
+
+async def test_metrics_need_an_admin_key(served: Served) -> None:
+    tenant_key = (await Operations(served.runtime).keys.create(tenant="acme")).key
+    async with client(served.url) as http:
+        anonymous = await http.get("/metrics")
+    async with client(served.url, tenant_key) as http:
+        tenant = await http.get("/metrics")
+    assert (anonymous.status_code, anonymous.json()["code"]) == (401, "unauthorized")
+    assert (tenant.status_code, tenant.json()["code"]) == (403, "forbidden")
+
+
+async def test_openmetrics_is_served_when_asked_for(served: Served) -> None:
+    async with client(served.url, served.key) as http:
+        answer = await http.get("/metrics", headers={"Accept": "application/openmetrics-text"})
+    assert answer.headers["content-type"].startswith("application/openmetrics-text")
+    assert answer.text.rstrip().endswith("# EOF")
+
+
+async def test_a_failing_source_is_reported_and_the_rest_still_answers(
+    backend: Backend,
+) -> None:
+    # The database answers; Redis is down: no admission series, dependency_up says why.
+    settings = settings_for(backend).model_copy(
+        update={"redis_url": "redis://127.0.0.1:1/0", "health_timeout_s": 1.0}
+    )
+    runtime = await Runtime.open(settings)
+    try:
+        app = create_app(settings, runtime_factory=borrowed_runtime(runtime), auth=False)
+        async with serving(app) as url, client(url) as http:
+            answer = await http.get("/metrics")
+    finally:
+        await runtime.close()
+    assert answer.status_code == 200
+    samples = _samples(answer.text)
+    up = samples["schemabridge_dependency_up"]
+    assert _value(up, dependency="redis") == 0
+    assert _value(up, dependency="database") == 1
+    assert "schemabridge_admission_limit" not in samples
+    assert _value(samples["schemabridge_runs"], status="RUNNING") == 0
+
+
+def test_each_app_has_its_own_registry() -> None:
+    settings = Settings(database_url="sqlite+aiosqlite:///:memory:")
+    first, second = create_app(settings), create_app(settings)
+    first.state.schemabridge.metrics.observe("GET", "/health", 200, 0.01)
+    name = "schemabridge_http_request_duration_seconds_count"
+    labels = {"method": "GET", "route": "/health", "status": "200"}
+    assert first.state.schemabridge.metrics.registry.get_sample_value(name, labels) == 1
+    assert second.state.schemabridge.metrics.registry.get_sample_value(name, labels) is None
+    assert REGISTRY.get_sample_value(name, labels) is None, "never the process-global registry"

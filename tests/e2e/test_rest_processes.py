@@ -1,0 +1,138 @@
+"""The processes as an operator runs them (real subprocesses): `schemabridge api` refuses a
+database whose schema is not at head (exit 1, one line, no traceback) and serves an upgraded
+one; `serve --demo` and `serve` print their URL and answer; `worker --health-port` serves
+/health beside its marker; all stop gracefully on SIGTERM."""
+
+from __future__ import annotations
+
+import signal
+import socket
+import sqlite3
+import subprocess
+from pathlib import Path
+
+import httpx
+
+from engine.store import db
+from tests.conftest import Backend
+from tests.e2e.rest_harness import SCHEMABRIDGE, process_env, service
+
+HEAD = db.head_revision()
+
+
+def sb(*args: str, env: dict[str, str], timeout: float = 120) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [SCHEMABRIDGE, *args], env=env, capture_output=True, text=True, timeout=timeout, check=False
+    )
+
+
+def get(url: str, **kwargs: str) -> httpx.Response:
+    with httpx.Client(trust_env=False, timeout=30) as http:
+        return http.get(url, headers=kwargs)
+
+
+def _assert_one_line_refusal(result: subprocess.CompletedProcess[str], *needles: str) -> str:
+    assert result.returncode == 1, (result.stdout, result.stderr)
+    lines = [line for line in result.stderr.splitlines() if line.strip()]
+    assert len(lines) == 1, result.stderr
+    assert "Traceback" not in result.stderr
+    assert result.stdout == ""
+    for needle in needles:
+        assert needle in lines[0], lines[0]
+    return lines[0]
+
+
+def test_api_refuses_a_database_never_migrated(backend: Backend, tmp_path: Path) -> None:
+    result = sb("api", "--port", "0", env=process_env(backend, tmp_path))
+    line = _assert_one_line_refusal(result, "schemabridge db upgrade", HEAD)
+    assert "never migrated" in line
+
+
+def test_api_refuses_a_database_behind_head(backend: Backend, tmp_path: Path) -> None:
+    env = process_env(backend, tmp_path)
+    assert sb("db", "upgrade", "0008", env=env).returncode == 0
+    result = sb("api", "--port", "0", env=env)
+    _assert_one_line_refusal(result, "0008", HEAD, "schemabridge db upgrade")
+
+
+def test_api_refuses_a_database_a_newer_release_migrated(tmp_path: Path) -> None:
+    database = tmp_path / "sb.db"
+    env = process_env(Backend("embedded", f"sqlite+aiosqlite:///{database}", None), tmp_path)
+    assert sb("db", "upgrade", env=env).returncode == 0
+    with sqlite3.connect(database) as conn:
+        conn.execute("UPDATE alembic_version SET version_num = '9999'")
+    result = sb("api", "--port", "0", env=env)
+    _assert_one_line_refusal(result, "9999", "newer release")
+
+
+def test_api_refuses_an_unreachable_database(tmp_path: Path) -> None:
+    backend = Backend("down", "postgresql+asyncpg://postgres@127.0.0.1:1/none", None)
+    result = sb("api", "--port", "0", env=process_env(backend, tmp_path))
+    _assert_one_line_refusal(result, "cannot read the database's schema revision")
+
+
+def test_api_refuses_an_address_in_use(tmp_path: Path) -> None:
+    backend = Backend("embedded", f"sqlite+aiosqlite:///{tmp_path / 'sb.db'}", None)
+    with socket.create_server(("127.0.0.1", 0)) as taken:
+        port = taken.getsockname()[1]
+        result = sb("api", "--port", str(port), env=process_env(backend, tmp_path))
+    _assert_one_line_refusal(result, f"cannot listen on 127.0.0.1:{port}")
+
+
+def test_api_serves_an_upgraded_database_and_stops_on_sigterm(
+    backend: Backend, tmp_path: Path
+) -> None:
+    env = process_env(backend, tmp_path)
+    assert sb("db", "upgrade", env=env).returncode == 0
+    created = sb("keys", "create", "--admin", env=env)
+    assert created.returncode == 0, created.stderr
+    key = created.stdout.strip()
+    with service(["api", "--port", "0"], env, tmp_path / "api.log") as api:
+        url = api.wait_for_url()
+        assert url.startswith("http://127.0.0.1:") and not url.endswith(":0")
+        assert get(f"{url}/health").json() == {"status": "ok"}
+        assert get(f"{url}/keys").status_code == 401
+        assert get(f"{url}/keys", Authorization=f"Bearer {key}").status_code == 200
+        assert api.stop(signal.SIGTERM) == 0
+    log = api.stderr()
+    assert "Traceback" not in log
+    # The access log: one JSON object a line.
+    assert '"route": "/keys", "path": "/keys", "status": 401' in log
+
+
+def test_serve_demo_prints_its_url_with_auth_off(tmp_path: Path) -> None:
+    backend = Backend("embedded", f"sqlite+aiosqlite:///{tmp_path / 'sb.db'}", None)
+    env = process_env(backend, tmp_path)
+    with service(["serve", "--demo", "--port", "0"], env, tmp_path / "serve.log") as serve:
+        url = serve.wait_for_url()
+        assert get(f"{url}/health").json() == {"status": "ok"}
+        assert get(f"{url}/keys").status_code == 200, "authentication is off"
+        assert (tmp_path / "health").is_dir() and any((tmp_path / "health").iterdir())
+        assert serve.stop(signal.SIGTERM) == 0
+    log = serve.stderr()
+    assert "DEMO MODE" in log and "Authentication is OFF" in log
+    assert "support-ticket" in log, "the examples were published"
+    assert not any((tmp_path / "health").iterdir()), "the marker is gone after the stop"
+
+
+def test_serve_without_demo_needs_keys(tmp_path: Path) -> None:
+    backend = Backend("embedded", f"sqlite+aiosqlite:///{tmp_path / 'sb.db'}", None)
+    env = process_env(backend, tmp_path)
+    with service(["serve", "--port", "0"], env, tmp_path / "serve.log") as serve:
+        url = serve.wait_for_url()
+        assert get(f"{url}/keys").status_code == 401
+        assert serve.stop(signal.SIGINT) == 0
+    assert "DEMO MODE" not in serve.stderr()
+
+
+def test_worker_serves_health_beside_its_marker(backend: Backend, tmp_path: Path) -> None:
+    env = process_env(backend, tmp_path)
+    args = ["worker", "--name", "w1", "--health-port", "0", "--log-level", "warning"]
+    with service(args, env, tmp_path / "worker.log") as worker:
+        url = worker.wait_for_url()
+        assert get(f"{url}/health").json() == {"status": "ok"}
+        assert get(f"{url}/keys").status_code == 404, "the health port serves /health alone"
+        assert (tmp_path / "health" / "w1").is_file()
+        assert worker.stop(signal.SIGTERM) == 0
+    assert not (tmp_path / "health" / "w1").exists()
+    assert "Traceback" not in worker.stderr()
