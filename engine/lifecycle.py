@@ -2,7 +2,8 @@
 
 `schemabridge worker` and `serve` (api/cli/services.py) install a `ServiceLifecycle` and hand
 its `stop_event` to `engine.runtime.run_service`, which runs the worker, its heartbeat and its
-health marker under one `asyncio.TaskGroup`:
+health marker under one `asyncio.TaskGroup` (`api`, `serve` and a worker's health port also
+hand it to `api.rest.ApiServer.serve`, which drains the HTTP server on it):
 
     lifecycle = ServiceLifecycle()
     with lifecycle:

@@ -38,7 +38,8 @@ class Settings(BaseSettings):
     timeout_process_ms: int = Field(default=30_000, validation_alias=_env("TIMEOUT_PROCESS_MS"))
     """GATEWAY timeout inside a child run (and any other run). Default 30 s."""
     timeout_gateway_ms: int = Field(default=15_000, validation_alias=_env("TIMEOUT_GATEWAY_MS"))
-    """Synchronous REST wait (`?wait=true`). Default 15 s."""
+    """GATEWAY timeout meant for a run behind a synchronous REST wait; no front door gives a
+    run this tier yet. Default 15 s."""
 
     worker_concurrency: int = Field(default=64, ge=1, validation_alias=_env("WORKER_CONCURRENCY"))
     """Steps in flight per worker process. Default 64."""

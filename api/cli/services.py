@@ -252,8 +252,8 @@ async def _publish_examples(
         workflows = parse_documents(documents)
     except Exception as error:
         raise CannotStart(f"the example workflows are not valid: {error}") from None
-    # Published through the runtime's store until the operations layer's workflows.publish
-    # (another branch) lands; then this becomes one call of it.
+    # Published through the runtime's store, one by one. `Operations.workflows.publish` has
+    # landed since and could replace this loop (one transaction, validated once more).
     for workflow in workflows:
         await runtime.store.publish(workflow)
     return [workflow.name for workflow in workflows]

@@ -16,7 +16,8 @@ authoritative and SCAN cost grows with every admission key). A service is up whe
 exists and its payload is at most `ttl_s` old by the reader's clock; a payload stamped by a
 machine whose clock lags by more than the TTL reads as down, so keep clocks in sync (NTP).
 `ServiceMonitor` polls `read_services` every `POLL_INTERVAL_MS` (default 15 s) and keeps the
-latest answer for the API and the UI.
+latest answer, for a monitor to show (no process runs one yet; `Operations.settings.services`
+calls `read_services` itself).
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """Claiming ready steps: part of `engine.store` (called only from there).
 
-One claim is one atomic statement (see the `engine.store` docstring). It reads the step table
+One claim is one atomic statement (see the `engine.store.queue` docstring). It reads the step table
 alone, in index order: a step is READY only while its run is RUNNING (a run that fails or is
 cancelled holds its READY steps back as PENDING, see `engine.store.results`), so the claim needs
 no join and its plan cannot degrade into a scan of every READY row. Across tenants claims are

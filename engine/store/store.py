@@ -2,9 +2,10 @@
 
 Each role is a class of its own module: `WorkQueue` (claims, leases, results: the worker's),
 `FanoutStore` (child runs and payloads: the fan-out's), `RunCatalogue` (versions, runs, steps,
-logs), `OperatorActionsStore` (retry, resolve, start over, cancel), `OperatorSettingsStore`
-(caps, tenant limits, quotas), `KeyStore` (API keys) and `ProbeStore` (health and schema
-checks). Callers take the combined `Store`. Build with `Store.open`, end with `close`.
+logs), `OperatorActionsStore` (retry, resolve, start over, reprocess, cancel),
+`OperatorSettingsStore` (caps, tenant limits, quotas), `KeyStore` (API keys) and `ProbeStore`
+(health and schema checks). Callers take the combined `Store`. Build with `Store.open`, end
+with `close`.
 """
 
 from __future__ import annotations
