@@ -59,6 +59,9 @@ def _logging(level: str, *, access_log: bool = True) -> None:
         format="%(name)s: %(message)s",
         handlers=[RichHandler(console=console, show_path=False)],
     )
+    # Alembic announces each of its plugins at INFO whenever a migration script directory is
+    # read (the schema check of every start): noise to an operator, so only its warnings show.
+    logging.getLogger("alembic").setLevel(max(logging.WARNING, logging.getLogger().level))
     from api.rest.middleware import ACCESS_LOGGER
 
     # The access log is JSON, one object a line on stderr, whatever the log level: log
