@@ -96,7 +96,7 @@ def _outcome(detail: RunDetail) -> JSONResponse | RunOutcome:
 async def submit(
     *,
     name: Annotated[str, Path(description="The workflow's name.", max_length=200)],
-    request: SubmitRequest,
+    body: SubmitRequest,
     response: Response,
     ops: OperationsDep,
     context: ContextDep,
@@ -120,13 +120,13 @@ async def submit(
     refuses 422 `invalid_input`; ready queue full 429 `queue_full` with `Retry-After`; the
     tenant's run quota used up 429 `quota_exceeded`; the same key with another request 409
     `idempotency_conflict`."""
-    tenant_id = _tenant_of(caller, request.tenant_id)
+    tenant_id = _tenant_of(caller, body.tenant_id)
     result = await ops.runs.submit(
         name,
-        request.input,
+        body.input,
         tenant_id=tenant_id,
         idempotency_key=idempotency_key,
-        version=request.version,
+        version=body.version,
     )
     url = run_url(result.run.id)
     response.headers["Location"] = url
