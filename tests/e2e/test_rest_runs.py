@@ -8,8 +8,10 @@ from __future__ import annotations
 import asyncio
 import base64
 from collections.abc import AsyncIterator
+from typing import Any
 
 import pytest
+from jsonschema import Draft202012Validator
 
 from demo.downstream import RunningDownstream
 from tests.conftest import Backend
@@ -359,3 +361,58 @@ async def test_tenants_see_and_submit_only_their_own_runs(api: Api) -> None:
     assert own.status_code == 200
     assert len(everything) == 3
     assert admin_reads.status_code == 200
+
+
+# ── the OpenAPI document says what the routes answer ────────────────────────────────────────
+
+
+def _answer_schema(document: dict[str, Any], path: str, method: str, status: int) -> Any:
+    operation = document["paths"][path][method]
+    schema = operation["responses"][str(status)]["content"]["application/json"]["schema"]
+    return {**schema, "components": document["components"]}
+
+
+def check_against(document: dict[str, Any], path: str, method: str, answer: Any) -> None:
+    """`answer` (an httpx response) fits the schema the document declares for its status."""
+    schema = _answer_schema(document, path, method, answer.status_code)
+    Draft202012Validator(schema).validate(answer.json())
+
+
+async def test_answers_fit_the_documented_schemas(working: Api) -> None:
+    async with working.http(working.admin) as http:
+        document = (await http.get("/openapi.json")).json()
+        runs_path = "/workflows/{name}/runs"
+        submitted = await http.post("/workflows/parent/runs", json={"input": {"items": items(2)}})
+        run_id = submitted.json()["id"]
+        await ended(working.ops, run_id)
+        checks = [
+            (runs_path, "post", submitted),
+            (runs_path, "post", await http.post("/workflows/ok/runs?wait=true", json={})),
+            (runs_path, "post", await http.post("/workflows/bad/runs?wait=true", json={})),
+            (runs_path, "post", await http.post("/workflows/nope/runs", json={})),
+            ("/runs", "get", await http.get("/runs", params={"limit": 1})),
+            ("/runs", "get", await http.get("/runs", params={"limit": 0})),
+            ("/runs/{run_id}", "get", await http.get(f"/runs/{run_id}")),
+            ("/runs/{run_id}/children", "get", await http.get(f"/runs/{run_id}/children")),
+            ("/runs/{run_id}/logs", "get", await http.get(f"/runs/{run_id}/logs")),
+            ("/workflows", "get", await http.get("/workflows")),
+            ("/workflows", "post", await http.post("/workflows", json=single("ok", NOWHERE))),
+            ("/workflows/{name}", "get", await http.get("/workflows/parent")),
+            ("/workflows/{name}/versions", "get", await http.get("/workflows/parent/versions")),
+            (
+                "/workflows/{name}/versions/{version}/graph",
+                "get",
+                await http.get("/workflows/parent/versions/1/graph"),
+            ),
+            (
+                "/workflows/validate",
+                "post",
+                await http.post("/workflows/validate", json={"name": "x"}),
+            ),
+        ]
+    for path, method, answer in checks:
+        check_against(document, path, method, answer)
+    for path, operations in document["paths"].items():
+        for method, operation in operations.items():
+            if path.startswith(("/workflows", "/runs")):
+                assert {"401", "500"} <= set(operation["responses"]), (method, path)
