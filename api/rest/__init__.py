@@ -1,5 +1,6 @@
 """The REST API: the FastAPI app (`create_app`), its error answers, middleware, API-key
-authentication, health, metrics and keys routes, and `ApiServer` to serve it in a process."""
+authentication, the health, metrics, keys, workflow and run routes (`routes_workflows`,
+`routes_runs`, and the progress stream in `sse`), and `ApiServer` to serve it in a process."""
 
 from api.rest.app import (
     RuntimeFactory,

@@ -20,13 +20,18 @@ from engine.operations.views import (
     FanoutProgress,
     LogEntry,
     RunDetail,
+    RunProgress,
     RunSummary,
     SpawnerCounts,
+    StepProgress,
     StepView,
 )
 from engine.store.listing import LogRecord
+from engine.store.models import TERMINAL_RUN_STATUSES
 from engine.store.records import RunRecord, StepRecord
 from schemas.definitions import Workflow
+
+_TERMINAL = frozenset(s.value for s in TERMINAL_RUN_STATUSES)
 
 
 def _int(value: Any) -> int | None:
@@ -165,6 +170,23 @@ def detail(
         pinned_versions=run.pinned_versions,
         restarts=restarts,
         steps=[step_view(s, workflow, by_vertex.get(s.vertex_id, [])) for s in steps],
+        fanout=FanoutProgress(**fanout),
+    )
+
+
+def progress(
+    run: RunRecord, *, steps: Iterable[StepRecord], fanout: Mapping[str, int]
+) -> RunProgress:
+    """What a progress stream shows of one run."""
+    return RunProgress(
+        id=run.id,
+        status=run.status,
+        ended=run.status in _TERMINAL,
+        ended_at=run.ended_at,
+        error=error_view(run.error),
+        steps=[
+            StepProgress(vertex_id=s.vertex_id, status=s.status, children=_counts(s)) for s in steps
+        ],
         fanout=FanoutProgress(**fanout),
     )
 

@@ -15,7 +15,15 @@ from typing import TYPE_CHECKING, Any
 from engine.operations import run_views, submission
 from engine.operations.boundary import store_boundary
 from engine.operations.pagination import check_limit, decode_cursor, encode_cursor, scope_digest
-from engine.operations.views import LogEntry, Page, RunDetail, RunFilter, RunSummary, SubmitResult
+from engine.operations.views import (
+    LogEntry,
+    Page,
+    RunDetail,
+    RunFilter,
+    RunProgress,
+    RunSummary,
+    SubmitResult,
+)
 from engine.operations.workflows import not_found as workflow_not_found
 from engine.store import UnknownWorkflow
 from engine.store.catalogue import QuotaExhausted
@@ -204,6 +212,17 @@ class RunOperations:
         """The run with its steps, their attempt histories, its fan-out progress and the runs
         started over from it. Unknown (or another tenant's): `NotFound(code="run_not_found")`."""
         return await self._detail(await self._run(run_id, tenant))
+
+    @store_boundary
+    async def progress(self, run_id: str, *, tenant: str | None = None) -> RunProgress:
+        """The run's status, its steps' statuses and its fan-out progress: three small reads
+        (no log, no outputs), so a progress stream may read it a few times a second.
+        Unknown (or another tenant's): `NotFound(code="run_not_found")`."""
+        run = await self._run(run_id, tenant)
+        store = self._store
+        return run_views.progress(
+            run, steps=await store.get_steps(run.id), fanout=await store.fanout_progress(run.id)
+        )
 
     @store_boundary
     async def wait(self, run_id: str, timeout_s: float, *, tenant: str | None = None) -> RunDetail:

@@ -25,8 +25,10 @@ __all__ = [
     "PublishResult",
     "RunDetail",
     "RunFilter",
+    "RunProgress",
     "RunSummary",
     "SpawnerCounts",
+    "StepProgress",
     "StepView",
     "SubmitResult",
     "VersionDetail",
@@ -242,6 +244,28 @@ class RunDetail(RunSummary):
     restarts: list[str] = []
     """Runs started over from this one, oldest first (`restarted_from` links back)."""
     steps: list[StepView] = []
+    fanout: FanoutProgress
+
+
+class StepProgress(View):
+    """One step as a progress stream shows it: its status and, for a SPAWNER, its counters."""
+
+    vertex_id: str
+    status: str
+    children: SpawnerCounts | None = None
+
+
+class RunProgress(View):
+    """What changes while a run goes on: its status, its steps' statuses and its fan-out
+    progress (cheap to read several times a second, whatever the fan-out's size)."""
+
+    id: str
+    status: str
+    ended: bool
+    """True once the status is final (SUCCEEDED, FAILED or CANCELLED)."""
+    ended_at: float | None = None
+    error: ErrorView | None = None
+    steps: list[StepProgress] = []
     fanout: FanoutProgress
 
 

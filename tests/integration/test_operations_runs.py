@@ -516,6 +516,30 @@ async def test_a_fan_out_shows_its_progress_and_children(
     assert refused.value.code == "invalid_filter"
 
 
+async def test_progress_is_the_status_steps_and_fanout_of_a_run(
+    ops: Operations, runtime: Runtime, downstream: RunningDownstream
+) -> None:
+    await ops.workflows.publish(fanout(downstream.url))
+    submitted = await ops.runs.submit("parent", {"items": items(4)}, tenant_id="acme")
+    before = await ops.runs.progress(submitted.run.id, tenant="acme")
+    assert (before.status, before.ended, before.fanout.total) == ("RUNNING", False, 0)
+    assert [(s.vertex_id, s.status) for s in before.steps] == [
+        ("each", "READY"),
+        ("join", "PENDING"),
+    ]
+    async with running_worker(runtime):
+        await ended(ops, submitted.run.id)
+    after = await ops.runs.progress(submitted.run.id)
+    assert (after.status, after.ended, after.ended_at is not None) == ("SUCCEEDED", True, True)
+    assert (after.fanout.total, after.fanout.succeeded) == (4, 4)
+    each = next(s for s in after.steps if s.vertex_id == "each")
+    assert each.children is not None and each.children.succeeded == 4
+    for run_id, tenant in [(submitted.run.id, "globex"), ("no-such-run", None)]:
+        with pytest.raises(NotFound) as refused:
+            await ops.runs.progress(run_id, tenant=tenant)
+        assert refused.value.code == "run_not_found"
+
+
 # ── list filters ────────────────────────────────────────────────────────────────────────────
 
 

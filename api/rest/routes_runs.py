@@ -1,0 +1,235 @@
+"""Runs: submit (`POST /workflows/{name}/runs`, with `Idempotency-Key` and `?wait=true`), list,
+read, children and logs. The progress stream `/runs/{id}/events` is in `api.rest.sse`.
+
+Tenant isolation: a tenant key submits only for its own tenant (a `tenantId` naming another is
+a 403 `tenant_forbidden`: the caller names a tenant it already knows is not its own, so the
+refusal reveals nothing), and reads only its tenant's runs: another tenant's run is a 404
+`run_not_found`, exactly like a run that does not exist, and never appears in a list. Admin
+keys see every tenant.
+
+`?wait=true` waits up to the gateway tier (`TIMEOUT_GATEWAY_MS`, 15 s) for the run to end:
+200 with the output when it SUCCEEDED, 502 `run_failed` with its error when it FAILED, 409
+`run_cancelled` when it was cancelled, 504 `run_still_running` with its id and URL when time
+ran out (the run goes on).
+"""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+from fastapi import APIRouter, Header, Path, Query, Response, status
+from fastapi.responses import JSONResponse
+
+from api.rest.auth import Caller, CallerDep
+from api.rest.deps import ContextDep, OperationsDep
+from api.rest.errors import error_response, error_responses
+from api.rest.run_models import RunOutcome, SubmitRequest, SubmittedRun
+from engine.operations.pagination import MAX_LIMIT
+from engine.operations.views import LogEntry, Page, RunDetail, RunFilter, RunSummary
+from schemas.errors import ApiError
+
+router = APIRouter(tags=["runs"])
+
+RunId = Annotated[str, Path(description="The run's id.", max_length=64)]
+Cursor = Annotated[
+    str | None,
+    Query(description="The `next` of the previous page.", max_length=2_000),
+]
+
+
+def run_url(run_id: str) -> str:
+    """Where a run is read, relative to the API's root."""
+    return f"/runs/{run_id}"
+
+
+def _tenant_of(caller: Caller, requested: str | None) -> str:
+    if caller.tenant is None:
+        return requested or "default"
+    if requested not in (None, caller.tenant):
+        raise ApiError(
+            403,
+            "tenant_forbidden",
+            f"this key submits for tenant {caller.tenant!r} only, not {requested!r}",
+        )
+    return caller.tenant
+
+
+def _outcome(detail: RunDetail) -> JSONResponse | RunOutcome:
+    url = run_url(detail.id)
+    summary = RunSummary(**{k: getattr(detail, k) for k in RunSummary.model_fields})
+    if detail.status == "SUCCEEDED":
+        return RunOutcome(
+            id=detail.id, url=url, status=detail.status, output=detail.output, run=summary
+        )
+    details = {"runId": detail.id, "url": url, "status": detail.status}
+    if detail.status == "FAILED":
+        error = None if detail.error is None else detail.error.model_dump(by_alias=True)
+        kind = "unknown" if detail.error is None else detail.error.kind
+        return error_response(
+            502, "run_failed", f"run {detail.id} failed ({kind})", {**details, "error": error}
+        )
+    if detail.status == "CANCELLED":
+        return error_response(409, "run_cancelled", f"run {detail.id} was cancelled", details)
+    return error_response(
+        504,
+        "run_still_running",
+        f"run {detail.id} has not ended yet; it goes on: read it at {url}",
+        details,
+        headers={"Location": url},
+    )
+
+
+@router.post(
+    "/workflows/{name}/runs",
+    status_code=status.HTTP_201_CREATED,
+    response_model=SubmittedRun | RunOutcome,
+    responses={
+        200: {
+            "model": SubmittedRun | RunOutcome,
+            "description": "The run this Idempotency-Key and request created before; with "
+            "`?wait=true`, the run SUCCEEDED (`RunOutcome`, with its output).",
+        },
+        **error_responses(401, 403, 404, 409, 413, 422, 429, 502, 503, 504),
+    },
+    summary="Start a run of a workflow (optionally waiting for its end)",
+)
+async def submit(
+    *,
+    name: Annotated[str, Path(description="The workflow's name.", max_length=200)],
+    body: SubmitRequest,
+    response: Response,
+    ops: OperationsDep,
+    context: ContextDep,
+    caller: CallerDep,
+    idempotency_key: Annotated[
+        str | None,
+        Header(
+            alias="Idempotency-Key",
+            min_length=1,
+            max_length=256,
+            description="The same key and request again: the same run (200); another "
+            "request: 409 `idempotency_conflict`. Scoped to the tenant.",
+        ),
+    ] = None,
+    wait: Annotated[
+        bool, Query(description="Wait up to the gateway tier (15 s) for the run's end.")
+    ] = False,
+) -> SubmittedRun | RunOutcome | JSONResponse:
+    """201 with the new run's id and URL (`Location` too); 200 for a repeated submission.
+    Refusals: unknown workflow or version 404 `workflow_not_found`; input the inputSchema
+    refuses 422 `invalid_input`; ready queue full 429 `queue_full` with `Retry-After`; the
+    tenant's run quota used up 429 `quota_exceeded`; the same key with another request 409
+    `idempotency_conflict`."""
+    tenant_id = _tenant_of(caller, body.tenant_id)
+    result = await ops.runs.submit(
+        name,
+        body.input,
+        tenant_id=tenant_id,
+        idempotency_key=idempotency_key,
+        version=body.version,
+    )
+    url = run_url(result.run.id)
+    response.headers["Location"] = url
+    if wait:
+        timeout_s = context.settings.timeout_gateway_ms / 1000
+        detail = await ops.runs.wait(result.run.id, timeout_s, tenant=caller.tenant)
+        answer = _outcome(detail)
+        if isinstance(answer, JSONResponse):
+            answer.headers["Location"] = url
+            return answer
+        response.status_code = status.HTTP_200_OK
+        return answer
+    if not result.created:
+        response.status_code = status.HTTP_200_OK
+    return SubmittedRun(id=result.run.id, url=url, created=result.created, run=result.run)
+
+
+@router.get(
+    "/runs",
+    response_model=Page[RunSummary],
+    responses=error_responses(401, 422, 503),
+    summary="List runs, newest first, with filters and cursor pagination",
+)
+async def list_runs(
+    *,
+    ops: OperationsDep,
+    caller: CallerDep,
+    workflow: Annotated[str | None, Query(max_length=200)] = None,
+    version: Annotated[int | None, Query(ge=1, description="Needs `workflow`.")] = None,
+    status_: Annotated[str | None, Query(alias="status", max_length=20)] = None,
+    tenant: Annotated[str | None, Query(max_length=200)] = None,
+    parent: Annotated[str | None, Query(max_length=64, description="Children of this run.")] = None,
+    created_after: Annotated[
+        float | None, Query(alias="createdAfter", description="Epoch seconds, inclusive.")
+    ] = None,
+    created_before: Annotated[
+        float | None, Query(alias="createdBefore", description="Epoch seconds, exclusive.")
+    ] = None,
+    roots: Annotated[bool, Query(description="Only runs no spawner started.")] = False,
+    limit: Annotated[int, Query(ge=1, le=MAX_LIMIT)] = 50,
+    cursor: Cursor = None,
+) -> Page[RunSummary]:
+    selection = RunFilter(
+        workflow=workflow,
+        version=version,
+        status=status_,
+        tenant=tenant,
+        parent=parent,
+        created_after=created_after,
+        created_before=created_before,
+        roots_only=roots,
+    )
+    return await ops.runs.list(selection, limit=limit, cursor=cursor, tenant=caller.tenant)
+
+
+@router.get(
+    "/runs/{run_id}",
+    response_model=RunDetail,
+    responses=error_responses(401, 404, 422, 503),
+    summary="A run with its steps, errors, attempt histories and fan-out progress",
+)
+async def get_run(run_id: RunId, ops: OperationsDep, caller: CallerDep) -> RunDetail:
+    return await ops.runs.get(run_id, tenant=caller.tenant)
+
+
+@router.get(
+    "/runs/{run_id}/children",
+    response_model=Page[RunSummary],
+    responses=error_responses(401, 404, 422, 503),
+    summary="A run's children in item order (cursor pagination)",
+)
+async def list_children(
+    *,
+    run_id: RunId,
+    ops: OperationsDep,
+    caller: CallerDep,
+    status_: Annotated[str | None, Query(alias="status", max_length=20)] = None,
+    limit: Annotated[int, Query(ge=1, le=MAX_LIMIT)] = 100,
+    cursor: Cursor = None,
+) -> Page[RunSummary]:
+    return await ops.runs.children(
+        run_id, status=status_, limit=limit, cursor=cursor, tenant=caller.tenant
+    )
+
+
+@router.get(
+    "/runs/{run_id}/logs",
+    response_model=Page[LogEntry],
+    responses=error_responses(401, 404, 422, 503),
+    summary="A run's log lines, oldest first (cursor pagination)",
+)
+async def list_logs(
+    run_id: RunId,
+    ops: OperationsDep,
+    caller: CallerDep,
+    limit: Annotated[int, Query(ge=1, le=MAX_LIMIT)] = 200,
+    cursor: Annotated[
+        str | None,
+        Query(
+            description="The `next` of the previous page (the last line's id): lines after "
+            "it. To follow a live log, pass the last id seen.",
+            max_length=20,
+        ),
+    ] = None,
+) -> Page[LogEntry]:
+    return await ops.runs.logs(run_id, after=cursor, limit=limit, tenant=caller.tenant)

@@ -1,0 +1,123 @@
+"""`/workflows`: publish (admin keys), validate, and read workflows, versions and graphs.
+
+Workflows are shared by every tenant: any live key reads and validates them; only an admin key
+publishes. An invalid document is a 422 `invalid_workflow` listing every problem with its JSON
+pointer and code (pointers into a list start with the document's index).
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Any
+
+from fastapi import APIRouter, Body, Path, Response, status
+
+from api.rest.auth import AdminDep, CallerDep
+from api.rest.deps import OperationsDep
+from api.rest.errors import error_responses
+from api.rest.run_models import ProblemView, ValidationReport, VersionList, WorkflowList
+from engine.operations.views import GraphView, PublishResult, VersionDetail
+
+router = APIRouter(tags=["workflows"])
+
+Documents = Annotated[
+    dict[str, Any] | list[dict[str, Any]],
+    Body(description="One workflow document, or a list (a parent with the child workflows)."),
+]
+Name = Annotated[str, Path(description="The workflow's name.", max_length=200)]
+Version = Annotated[int, Path(description="A published version (1 or more).", ge=1)]
+
+
+@router.post(
+    "/workflows",
+    status_code=status.HTTP_201_CREATED,
+    response_model=PublishResult | list[PublishResult],
+    responses={
+        200: {
+            "model": PublishResult | list[PublishResult],
+            "description": "Every workflow was identical to its latest version: that one.",
+        },
+        **error_responses(401, 403, 413, 422, 503),
+    },
+    summary="Publish a workflow (or a list) as new immutable versions",
+)
+async def publish(
+    documents: Documents, response: Response, ops: OperationsDep, _caller: AdminDep
+) -> PublishResult | list[PublishResult]:
+    """201 when this publish created a version (of any workflow given), 200 when every
+    workflow was identical to its latest version. A single document answers a single result,
+    a list one result per workflow, in order."""
+    results = await ops.workflows.publish(documents)
+    if not any(result.created for result in results):
+        response.status_code = status.HTTP_200_OK
+    return results if isinstance(documents, list) else results[0]
+
+
+@router.post(
+    "/workflows/validate",
+    response_model=ValidationReport,
+    responses=error_responses(401, 413, 422, 503),
+    summary="Validate workflow documents without publishing them",
+)
+async def validate(
+    documents: Documents, ops: OperationsDep, _caller: CallerDep
+) -> ValidationReport:
+    """200 with every problem found (`valid` false) or none; nothing is stored. The 422 is
+    for a body that is not a document or a list of documents at all."""
+    problems = await ops.workflows.validate(documents)
+    return ValidationReport(
+        valid=not problems, problems=[ProblemView(**p.as_dict()) for p in problems]
+    )
+
+
+@router.get(
+    "/workflows",
+    response_model=WorkflowList,
+    responses=error_responses(401, 503),
+    summary="List published workflows",
+)
+async def list_workflows(ops: OperationsDep, _caller: CallerDep) -> WorkflowList:
+    return WorkflowList(items=await ops.workflows.list())
+
+
+@router.get(
+    "/workflows/{name}",
+    response_model=VersionDetail,
+    responses=error_responses(401, 404, 422, 503),
+    summary="A workflow's latest version, with its document",
+)
+async def get_workflow(name: Name, ops: OperationsDep, _caller: CallerDep) -> VersionDetail:
+    return await ops.workflows.get(name)
+
+
+@router.get(
+    "/workflows/{name}/versions",
+    response_model=VersionList,
+    responses=error_responses(401, 404, 422, 503),
+    summary="Every version of a workflow, newest first",
+)
+async def list_versions(name: Name, ops: OperationsDep, _caller: CallerDep) -> VersionList:
+    return VersionList(items=await ops.workflows.versions(name))
+
+
+@router.get(
+    "/workflows/{name}/versions/{version}",
+    response_model=VersionDetail,
+    responses=error_responses(401, 404, 422, 503),
+    summary="One version of a workflow, with its document",
+)
+async def get_version(
+    name: Name, version: Version, ops: OperationsDep, _caller: CallerDep
+) -> VersionDetail:
+    return await ops.workflows.get(name, version)
+
+
+@router.get(
+    "/workflows/{name}/versions/{version}/graph",
+    response_model=GraphView,
+    responses=error_responses(401, 404, 422, 503),
+    summary="The DAG of one version, laid out in layers",
+)
+async def get_graph(
+    name: Name, version: Version, ops: OperationsDep, _caller: CallerDep
+) -> GraphView:
+    return await ops.workflows.graph(name, version)

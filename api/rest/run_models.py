@@ -1,0 +1,85 @@
+"""Request and response bodies of the workflow and run routes that are not operations views.
+
+Like the views, they are camelCase on the wire. The views themselves (`RunSummary`,
+`RunDetail`, `Page`, ...) are returned as they are.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field
+from pydantic.alias_generators import to_camel
+
+from engine.operations.views import RunSummary, VersionSummary, WorkflowSummary
+
+
+class _Body(BaseModel):
+    model_config = ConfigDict(extra="forbid", alias_generator=to_camel, populate_by_name=True)
+
+
+class SubmitRequest(_Body):
+    """A run to start. A tenant key submits for its own tenant: `tenantId` may be left out or
+    name that tenant. An admin key's run is for `tenantId` ("default" when left out)."""
+
+    input: Any = Field(default_factory=dict, description="The run's input (default `{}`).")
+    tenant_id: str | None = Field(
+        default=None, min_length=1, max_length=200, description="The tenant the run is for."
+    )
+    version: int | None = Field(
+        default=None, ge=1, description="The workflow version to run; default: the latest."
+    )
+
+
+class SubmittedRun(_Body):
+    """A submission's answer (201: created; 200: the same `Idempotency-Key` and request were
+    submitted before, and this is that run)."""
+
+    id: str
+    url: str = Field(description="Where the run is read (also the `Location` header).")
+    created: bool
+    run: RunSummary
+
+
+class RunOutcome(_Body):
+    """A run that ended while `?wait=true` waited for it (200: SUCCEEDED)."""
+
+    id: str
+    url: str
+    status: str
+    output: Any = None
+    run: RunSummary
+
+
+class ProblemView(_Body):
+    """One thing wrong with a workflow document."""
+
+    pointer: str = Field(description="RFC 6901 pointer into the document as sent.")
+    code: str
+    message: str
+
+
+class ValidationReport(_Body):
+    """What `POST /workflows/validate` found: every problem (empty when valid)."""
+
+    valid: bool
+    problems: list[ProblemView]
+
+
+class WorkflowList(_Body):
+    items: list[WorkflowSummary]
+
+
+class VersionList(_Body):
+    items: list[VersionSummary]
+
+
+__all__ = [
+    "ProblemView",
+    "RunOutcome",
+    "SubmitRequest",
+    "SubmittedRun",
+    "ValidationReport",
+    "VersionList",
+    "WorkflowList",
+]

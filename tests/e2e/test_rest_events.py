@@ -1,0 +1,122 @@
+"""`GET /runs/{id}/events` over real HTTP, on both backends: a fan-out's stream delivers
+progress events as children end, then `end`, then closes; a quiet run gets heartbeats; an
+ended run's stream is its state and `end`; another tenant's run is a 404."""
+
+from __future__ import annotations
+
+import itertools
+import json
+from collections.abc import AsyncIterator
+from typing import Any
+
+import httpx
+import pytest
+
+from api.rest import sse
+from demo.downstream import RunningDownstream
+from tests.conftest import Backend
+from tests.e2e.rest_runs_harness import Api, api_on, assert_error
+from tests.integration.operations_harness import ended, fanout, items, single
+
+STREAM_TIMEOUT_S = 60.0
+MAX_LINES = 10_000
+
+
+async def read_stream(
+    http: httpx.AsyncClient, path: str, *, stop_after_heartbeat: bool = False
+) -> tuple[list[tuple[str, dict[str, Any]]], int]:
+    """The events of the stream at `path` until it closes (or its first heartbeat), and the
+    heartbeats seen. Bounded by `STREAM_TIMEOUT_S` and `MAX_LINES`."""
+    events: list[tuple[str, dict[str, Any]]] = []
+    heartbeats = 0
+    name = ""
+    async with http.stream("GET", path, timeout=STREAM_TIMEOUT_S) as answer:
+        assert answer.status_code == 200
+        assert answer.headers["content-type"].startswith("text/event-stream")
+        lines = answer.aiter_lines()
+        for _ in range(MAX_LINES):
+            line = await anext(lines, None)
+            if line is None:
+                break
+            if line.startswith(": heartbeat"):
+                heartbeats += 1
+                if stop_after_heartbeat:
+                    break
+            elif line.startswith("event: "):
+                name = line.removeprefix("event: ")
+            elif line.startswith("data: "):
+                events.append((name, json.loads(line.removeprefix("data: "))))
+    return events, heartbeats
+
+
+@pytest.fixture
+async def api(backend: Backend, downstream: RunningDownstream) -> AsyncIterator[Api]:
+    async with api_on(backend, worker=True) as served:
+        # Each child's call takes 150 ms, so the fan-out ends over several polls.
+        parent, child = fanout(downstream.url)
+        child["vertices"]["call"]["config"]["headers"]["X-Demo-Sleep-Ms"] = "150"
+        await served.ops.workflows.publish([parent, child])
+        # A call that takes 2 s: nothing changes meanwhile.
+        slow = single("idle", f"{downstream.url}/slow")
+        slow["vertices"]["call"]["config"]["headers"] = {"X-Demo-Sleep-Ms": "2000"}
+        await served.ops.workflows.publish(slow)
+        yield served
+
+
+@pytest.fixture
+def quick(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(sse, "POLL_S", 0.1)
+    monkeypatch.setattr(sse, "HEARTBEAT_S", 0.3)
+
+
+async def test_a_fanout_streams_progress_then_the_end(api: Api, quick: None) -> None:
+    async with api.http(api.acme) as http:
+        submitted = await http.post(
+            "/workflows/parent/runs", json={"input": {"items": items(12, failing={5})}}
+        )
+        run_id = submitted.json()["id"]
+        events, _ = await read_stream(http, f"/runs/{run_id}/events")
+    names = [name for name, _ in events]
+    assert names[-1] == "end" and names.count("end") == 1
+    assert set(names[:-1]) == {"progress"} and len(names) >= 3, names
+    final = events[-1][1]
+    assert (final["id"], final["status"], final["ended"]) == (run_id, "FAILED", True)
+    assert final["fanout"]["total"] == 12
+    assert (final["fanout"]["succeeded"], final["fanout"]["failed"]) == (11, 1)
+    done = [d["fanout"]["succeeded"] + d["fanout"]["failed"] for _, d in events]
+    assert done == sorted(done), "progress only moves forward"
+    assert len(set(done)) >= 2, "the stream showed children ending, not only the result"
+    assert all(a != b for a, b in itertools.pairwise(events)), "no repeats"
+
+
+async def test_a_quiet_run_gets_heartbeats(api: Api, quick: None) -> None:
+    async with api.http(api.admin) as http:
+        run_id = (await http.post("/workflows/idle/runs", json={})).json()["id"]
+        events, heartbeats = await read_stream(
+            http, f"/runs/{run_id}/events", stop_after_heartbeat=True
+        )
+    assert heartbeats == 1
+    assert events and events[0][0] == "progress"
+    assert events[0][1]["ended"] is False
+
+
+async def test_an_ended_run_streams_its_state_and_end(api: Api, quick: None) -> None:
+    async with api.http(api.admin) as http:
+        run_id = (
+            await http.post("/workflows/parent/runs", json={"input": {"items": items(2)}})
+        ).json()["id"]
+        await ended(api.ops, run_id)
+        events, heartbeats = await read_stream(http, f"/runs/{run_id}/events")
+    assert [name for name, _ in events] == ["progress", "end"]
+    assert events[1][1]["status"] == "SUCCEEDED"
+    assert heartbeats == 0
+
+
+async def test_another_tenants_run_has_no_stream(api: Api) -> None:
+    async with api.http(api.acme) as acme, api.http(api.globex) as globex:
+        run_id = (await acme.post("/workflows/idle/runs", json={})).json()["id"]
+        refused = await globex.get(f"/runs/{run_id}/events")
+    async with api.http(None) as nobody:
+        anonymous = await nobody.get(f"/runs/{run_id}/events")
+    assert_error(refused, 404, "run_not_found")
+    assert_error(anonymous, 401, "unauthorized")

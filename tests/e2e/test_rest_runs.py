@@ -1,0 +1,418 @@
+"""The run routes over real HTTP, on both backends: submit (Idempotency-Key, ?wait=true
+200/502/504, admission at the door), list with filters and cursors, one run, children, logs,
+tenant isolation both ways, and every documented refusal. Real runs go to the demo
+downstream on loopback through a worker in the test's loop."""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+from collections.abc import AsyncIterator
+from typing import Any
+
+import pytest
+from jsonschema import Draft202012Validator
+
+from demo.downstream import RunningDownstream
+from tests.conftest import Backend
+from tests.e2e.rest_runs_harness import Api, api_on, assert_error
+from tests.integration.operations_harness import ended, fanout, gateway, items, single
+
+NOWHERE = "http://127.0.0.1:9/never"
+"""Without a worker, a run of this stays RUNNING."""
+
+
+@pytest.fixture
+async def api(backend: Backend) -> AsyncIterator[Api]:
+    async with api_on(backend, worker=False) as served:
+        await served.ops.workflows.publish(single("one", NOWHERE))
+        yield served
+
+
+@pytest.fixture
+async def working(backend: Backend, downstream: RunningDownstream) -> AsyncIterator[Api]:
+    async with api_on(backend, worker=True, timeout_gateway_ms=1_000) as served:
+        base = downstream.url
+        await served.ops.workflows.publish(single("ok", f"{base}/ok"))
+        await served.ops.workflows.publish(
+            single(
+                "bad",
+                f"{base}/bad",
+                vertices={
+                    "call": gateway(
+                        f"{base}/bad", headers={"X-Demo-Status": "400"}, retry={"maxAttempts": 1}
+                    )
+                },
+            )
+        )
+        await served.ops.workflows.publish(
+            single(
+                "slow",
+                f"{base}/slow",
+                vertices={"call": gateway(f"{base}/slow", headers={"X-Demo-Sleep-Ms": "2500"})},
+            )
+        )
+        await served.ops.workflows.publish(fanout(base))
+        yield served
+
+
+# ── submit ──────────────────────────────────────────────────────────────────────────────────
+
+
+async def test_submit_creates_a_run_with_its_url(api: Api) -> None:
+    async with api.http(api.admin) as http:
+        created = await http.post("/workflows/one/runs", json={"input": {"x": 1}})
+        body = created.json()
+        read = await http.get(body["url"])
+    assert created.status_code == 201, created.text
+    assert created.headers["Location"] == f"/runs/{body['id']}" == body["url"]
+    assert body["created"] is True
+    assert (body["run"]["workflow"], body["run"]["tenantId"]) == ("one", "default")
+    assert read.status_code == 200
+    assert read.json()["input"] == {"x": 1}
+    assert read.json()["status"] == "RUNNING"
+
+
+async def test_idempotency_key_same_request_same_run_other_request_409(api: Api) -> None:
+    headers = {"Idempotency-Key": "order-17"}
+    async with api.http(api.acme) as http:
+        first = await http.post("/workflows/one/runs", json={"input": {"n": 1}}, headers=headers)
+        again = await http.post("/workflows/one/runs", json={"input": {"n": 1}}, headers=headers)
+        other = await http.post("/workflows/one/runs", json={"input": {"n": 2}}, headers=headers)
+    assert first.status_code == 201
+    assert again.status_code == 200
+    assert again.json()["id"] == first.json()["id"]
+    assert again.json()["created"] is False
+    assert again.headers["Location"] == first.headers["Location"]
+    body = assert_error(other, 409, "idempotency_conflict")
+    assert body["details"]["runId"] == first.json()["id"]
+
+
+async def test_twenty_concurrent_identical_submissions_make_one_run(api: Api) -> None:
+    headers = {"Idempotency-Key": "burst"}
+    async with api.http(api.acme) as http:
+        answers = await asyncio.gather(
+            *(
+                http.post("/workflows/one/runs", json={"input": {"k": 1}}, headers=headers)
+                for _ in range(20)
+            )
+        )
+        listed = await http.get("/runs", params={"limit": 500})
+    assert all(a.status_code in (200, 201) for a in answers), [a.text for a in answers]
+    assert len({a.json()["id"] for a in answers}) == 1
+    assert sum(a.status_code == 201 for a in answers) == 1
+    assert len(listed.json()["items"]) == 1
+
+
+async def test_submit_refusals(api: Api) -> None:
+    await api.ops.workflows.publish(
+        single("typed", NOWHERE, inputSchema={"type": "object", "required": ["day"]})
+    )
+    async with api.http(api.admin) as http:
+        unknown = await http.post("/workflows/nope/runs", json={})
+        no_version = await http.post("/workflows/one/runs", json={"version": 9})
+        bad_input = await http.post("/workflows/typed/runs", json={"input": {}})
+        malformed = await http.post(
+            "/workflows/one/runs", content=b"{nope", headers={"Content-Type": "application/json"}
+        )
+        wrong_type = await http.post("/workflows/one/runs", json={"version": "two"})
+        extra = await http.post("/workflows/one/runs", json={"input": {}, "priority": 1})
+        not_object = await http.post("/workflows/one/runs", json=[1])
+        long_key = await http.post(
+            "/workflows/one/runs", json={}, headers={"Idempotency-Key": "k" * 300}
+        )
+    assert_error(unknown, 404, "workflow_not_found")
+    assert_error(no_version, 404, "workflow_not_found")
+    problems = assert_error(bad_input, 422, "invalid_input")["details"]["problems"]
+    assert problems and all("pointer" in p and p["code"] for p in problems)
+    assert_error(malformed, 400, "invalid_json")
+    assert (
+        assert_error(wrong_type, 422, "invalid_request")["details"]["problems"][0]["pointer"]
+        == "/version"
+    )
+    assert (
+        assert_error(extra, 422, "invalid_request")["details"]["problems"][0]["pointer"]
+        == "/priority"
+    )
+    assert_error(not_object, 422, "invalid_request")
+    assert assert_error(long_key, 422, "invalid_request")["details"]["problems"][0]["in"] == (
+        "header"
+    )
+
+
+# ── admission at the door ───────────────────────────────────────────────────────────────────
+
+
+async def test_full_ready_queue_is_429_with_retry_after(backend: Backend) -> None:
+    async with api_on(backend, worker=False, submit_max_ready=1) as api:
+        await api.ops.workflows.publish(single("one", NOWHERE))
+        # One READY step, no worker: the queue is at its mark before the API counts it.
+        await api.ops.runs.submit("one", {})
+        async with api.http(api.admin) as http:
+            refused = await http.post("/workflows/one/runs", json={})
+            listed = await http.get("/runs")
+    assert_error(refused, 429, "queue_full")
+    assert int(refused.headers["Retry-After"]) >= 1
+    assert len(listed.json()["items"]) == 1, "the refused submission created nothing"
+
+
+async def test_tenant_over_its_quota_is_429_quota_exceeded(api: Api) -> None:
+    await api.ops.settings.set_quota("acme", 1)
+    async with api.http(api.acme) as http:
+        first = await http.post("/workflows/one/runs", json={})
+        refused = await http.post("/workflows/one/runs", json={})
+    async with api.http(api.globex) as http:
+        other_tenant = await http.post("/workflows/one/runs", json={})
+    assert first.status_code == 201
+    assert_error(refused, 429, "quota_exceeded")
+    assert other_tenant.status_code == 201
+
+
+# ── ?wait=true ──────────────────────────────────────────────────────────────────────────────
+
+
+async def test_wait_answers_200_with_the_output(working: Api) -> None:
+    async with working.http(working.admin) as http:
+        answer = await http.post("/workflows/ok/runs?wait=true", json={"input": {"a": 1}})
+    assert answer.status_code == 200, answer.text
+    body = answer.json()
+    assert body["status"] == "SUCCEEDED"
+    assert body["output"]["call"]["status"] == 200
+    assert answer.headers["Location"] == body["url"] == f"/runs/{body['id']}"
+
+
+async def test_wait_answers_502_when_a_downstream_failed_the_run(working: Api) -> None:
+    async with working.http(working.admin) as http:
+        answer = await http.post("/workflows/bad/runs?wait=true", json={})
+        run_id = assert_error(answer, 502, "run_failed")["details"]["runId"]
+        detail = (await http.get(f"/runs/{run_id}")).json()
+    error = answer.json()["details"]["error"]
+    assert (error["kind"], error["httpStatus"]) == ("http_error", 400)
+    assert detail["status"] == "FAILED"
+    (step,) = detail["steps"]
+    assert (step["error"]["kind"], step["error"]["httpStatus"]) == ("http_error", 400)
+    assert step["error"]["bodyExcerpt"]
+    assert [a["httpStatus"] for a in step["history"]] == [400]
+
+
+async def test_wait_answers_504_in_time_and_the_run_goes_on(working: Api) -> None:
+    async with working.http(working.admin) as http:
+        answer = await http.post("/workflows/slow/runs?wait=true", json={})
+    body = assert_error(answer, 504, "run_still_running")
+    run_id = body["details"]["runId"]
+    assert body["details"]["url"] == answer.headers["Location"] == f"/runs/{run_id}"
+    finished = await ended(working.ops, run_id)
+    assert finished.status == "SUCCEEDED"
+
+
+# ── reads ───────────────────────────────────────────────────────────────────────────────────
+
+
+async def test_list_filters_and_cursor_pagination(api: Api) -> None:
+    await api.ops.workflows.publish(single("two", NOWHERE))
+    async with api.http(api.admin) as http:
+        ids = [
+            (await http.post(f"/workflows/{name}/runs", json={"tenantId": tenant})).json()["id"]
+            for name, tenant in [("one", "acme"), ("one", "globex"), ("two", "acme")] * 2
+        ]
+        pages: list[list[str]] = []
+        params: dict[str, object] = {"limit": 2}
+        for _ in range(5):
+            page = (await http.get("/runs", params=params)).json()
+            pages.append([r["id"] for r in page["items"]])
+            if page["next"] is None:
+                break
+            params = {"limit": 2, "cursor": page["next"]}
+        by_workflow = (await http.get("/runs", params={"workflow": "two"})).json()["items"]
+        by_version = (await http.get("/runs", params={"workflow": "one", "version": 1})).json()
+        by_tenant = (await http.get("/runs", params={"tenant": "globex"})).json()["items"]
+        running = (await http.get("/runs", params={"status": "RUNNING", "roots": True})).json()
+        future = (await http.get("/runs", params={"createdAfter": 4_000_000_000})).json()
+        past = (await http.get("/runs", params={"createdBefore": 1})).json()
+    assert [len(p) for p in pages] == [2, 2, 2]
+    assert sorted(i for p in pages for i in p) == sorted(ids)
+    assert len(by_workflow) == 2 and {r["workflow"] for r in by_workflow} == {"two"}
+    assert len(by_version["items"]) == 4
+    assert {r["tenantId"] for r in by_tenant} == {"globex"} and len(by_tenant) == 2
+    assert len(running["items"]) == 6
+    assert future["items"] == [] and past["items"] == []
+
+
+async def test_list_refusals_limits_and_cursors(api: Api) -> None:
+    async with api.http(api.admin) as http:
+        for _ in range(3):
+            await http.post("/workflows/one/runs", json={})
+        first = (await http.get("/runs", params={"limit": 1})).json()
+        cursor = first["next"]
+        raw = bytearray(base64.urlsafe_b64decode(cursor + "=" * (-len(cursor) % 4)))
+        raw[raw.index(b"runs")] = ord("x")
+        tampered = base64.urlsafe_b64encode(bytes(raw)).decode().rstrip("=")
+        answers = {
+            "negative": await http.get("/runs", params={"limit": -1}),
+            "huge": await http.get("/runs", params={"limit": 10**9}),
+            "text": await http.get("/runs", params={"limit": "many"}),
+            "tampered": await http.get("/runs", params={"cursor": tampered}),
+            "garbage": await http.get("/runs", params={"cursor": "%%%not-a-cursor"}),
+            "other filter": await http.get("/runs", params={"cursor": cursor, "tenant": "x"}),
+            "status": await http.get("/runs", params={"status": "DONE"}),
+            "version alone": await http.get("/runs", params={"version": 1}),
+            "time": await http.get("/runs", params={"createdAfter": "yesterday"}),
+        }
+    for name in ("negative", "huge", "text", "time"):
+        body = assert_error(answers[name], 422, "invalid_request")
+        assert body["details"]["problems"][0]["in"] == "query", name
+    for name in ("tampered", "garbage", "other filter"):
+        assert_error(answers[name], 422, "invalid_cursor")
+    for name in ("status", "version alone"):
+        assert_error(answers[name], 422, "invalid_filter")
+
+
+async def test_run_detail_children_and_logs_of_a_fanout(working: Api) -> None:
+    async with working.http(working.admin) as http:
+        submitted = await http.post(
+            "/workflows/parent/runs", json={"input": {"items": items(5, failing={3})}}
+        )
+        run_id = submitted.json()["id"]
+        await ended(working.ops, run_id)
+        detail = (await http.get(f"/runs/{run_id}")).json()
+        page1 = (await http.get(f"/runs/{run_id}/children", params={"limit": 3})).json()
+        page2 = (
+            await http.get(f"/runs/{run_id}/children", params={"limit": 3, "cursor": page1["next"]})
+        ).json()
+        failed = (await http.get(f"/runs/{run_id}/children", params={"status": "FAILED"})).json()
+        by_parent = (await http.get("/runs", params={"parent": run_id, "limit": 10})).json()
+        logs1 = (await http.get(f"/runs/{run_id}/logs", params={"limit": 2})).json()
+        logs2 = (
+            await http.get(f"/runs/{run_id}/logs", params={"limit": 500, "cursor": logs1["next"]})
+        ).json()
+        bad_status = await http.get(f"/runs/{run_id}/children", params={"status": "NOPE"})
+        bad_after = await http.get(f"/runs/{run_id}/logs", params={"cursor": "-4"})
+        bad_cursor = await http.get(f"/runs/{run_id}/children", params={"cursor": logs1["next"]})
+    assert detail["status"] == "FAILED"
+    assert detail["fanout"] == {
+        "total": 5,
+        "pending": 0,
+        "running": 0,
+        "succeeded": 4,
+        "failed": 1,
+        "cancelled": 0,
+    }
+    each = next(s for s in detail["steps"] if s["vertexId"] == "each")
+    assert each["children"] == {"total": 5, "succeeded": 4, "failed": 1, "cancelled": 0}
+    assert [c["itemIndex"] for c in page1["items"] + page2["items"]] == [0, 1, 2, 3, 4]
+    assert page2["next"] is None
+    (dead,) = failed["items"]
+    assert (dead["itemIndex"], dead["error"]["httpStatus"]) == (3, 400)
+    assert dead["dlqAt"] is not None
+    assert len(by_parent["items"]) == 5
+    ids = [line["id"] for line in logs1["items"] + logs2["items"]]
+    assert len(logs1["items"]) == 2 and ids == sorted(ids) and len(set(ids)) == len(ids)
+    assert_error(bad_status, 422, "invalid_filter")
+    assert_error(bad_after, 422, "invalid_cursor")
+    assert_error(bad_cursor, 422, "invalid_cursor")
+
+
+async def test_unknown_runs_are_404(api: Api) -> None:
+    async with api.http(api.admin) as http:
+        answers = [
+            await http.get("/runs/no-such-run"),
+            await http.get("/runs/no-such-run/children"),
+            await http.get("/runs/no-such-run/logs"),
+            await http.get("/runs/no-such-run/events"),
+        ]
+        too_long = await http.get("/runs/" + "r" * 100)
+    for answer in answers:
+        assert_error(answer, 404, "run_not_found")
+    assert_error(too_long, 422, "invalid_request")
+
+
+# ── tenant isolation ────────────────────────────────────────────────────────────────────────
+
+
+async def test_tenants_see_and_submit_only_their_own_runs(api: Api) -> None:
+    async with api.http(api.acme) as acme, api.http(api.globex) as globex:
+        mine = (await acme.post("/workflows/one/runs", json={})).json()
+        named = await acme.post("/workflows/one/runs", json={"tenantId": "acme"})
+        other = await acme.post("/workflows/one/runs", json={"tenantId": "globex"})
+        theirs = (await globex.post("/workflows/one/runs", json={})).json()
+        acme_list = (await acme.get("/runs", params={"limit": 500})).json()["items"]
+        acme_asks_globex = (await acme.get("/runs", params={"tenant": "globex"})).json()
+        globex_list = (await globex.get("/runs")).json()["items"]
+        reads = [
+            await globex.get(f"/runs/{mine['id']}"),
+            await globex.get(f"/runs/{mine['id']}/children"),
+            await globex.get(f"/runs/{mine['id']}/logs"),
+            await globex.get(f"/runs/{mine['id']}/events"),
+            await acme.get(f"/runs/{theirs['id']}"),
+        ]
+        own = await acme.get(f"/runs/{mine['id']}")
+    async with api.http(api.admin) as admin:
+        everything = (await admin.get("/runs")).json()["items"]
+        admin_reads = await admin.get(f"/runs/{mine['id']}")
+    assert mine["run"]["tenantId"] == "acme"
+    assert named.status_code == 201 and named.json()["run"]["tenantId"] == "acme"
+    assert_error(other, 403, "tenant_forbidden")
+    assert {r["tenantId"] for r in acme_list} == {"acme"} and len(acme_list) == 2
+    assert theirs["id"] not in {r["id"] for r in acme_list}
+    assert acme_asks_globex["items"] == []
+    assert [r["id"] for r in globex_list] == [theirs["id"]]
+    for answer in reads:
+        assert_error(answer, 404, "run_not_found")
+    assert own.status_code == 200
+    assert len(everything) == 3
+    assert admin_reads.status_code == 200
+
+
+# ── the OpenAPI document says what the routes answer ────────────────────────────────────────
+
+
+def _answer_schema(document: dict[str, Any], path: str, method: str, status: int) -> Any:
+    operation = document["paths"][path][method]
+    schema = operation["responses"][str(status)]["content"]["application/json"]["schema"]
+    return {**schema, "components": document["components"]}
+
+
+def check_against(document: dict[str, Any], path: str, method: str, answer: Any) -> None:
+    """`answer` (an httpx response) fits the schema the document declares for its status."""
+    schema = _answer_schema(document, path, method, answer.status_code)
+    Draft202012Validator(schema).validate(answer.json())
+
+
+async def test_answers_fit_the_documented_schemas(working: Api) -> None:
+    async with working.http(working.admin) as http:
+        document = (await http.get("/openapi.json")).json()
+        runs_path = "/workflows/{name}/runs"
+        submitted = await http.post("/workflows/parent/runs", json={"input": {"items": items(2)}})
+        run_id = submitted.json()["id"]
+        await ended(working.ops, run_id)
+        checks = [
+            (runs_path, "post", submitted),
+            (runs_path, "post", await http.post("/workflows/ok/runs?wait=true", json={})),
+            (runs_path, "post", await http.post("/workflows/bad/runs?wait=true", json={})),
+            (runs_path, "post", await http.post("/workflows/nope/runs", json={})),
+            ("/runs", "get", await http.get("/runs", params={"limit": 1})),
+            ("/runs", "get", await http.get("/runs", params={"limit": 0})),
+            ("/runs/{run_id}", "get", await http.get(f"/runs/{run_id}")),
+            ("/runs/{run_id}/children", "get", await http.get(f"/runs/{run_id}/children")),
+            ("/runs/{run_id}/logs", "get", await http.get(f"/runs/{run_id}/logs")),
+            ("/workflows", "get", await http.get("/workflows")),
+            ("/workflows", "post", await http.post("/workflows", json=single("ok", NOWHERE))),
+            ("/workflows/{name}", "get", await http.get("/workflows/parent")),
+            ("/workflows/{name}/versions", "get", await http.get("/workflows/parent/versions")),
+            (
+                "/workflows/{name}/versions/{version}/graph",
+                "get",
+                await http.get("/workflows/parent/versions/1/graph"),
+            ),
+            (
+                "/workflows/validate",
+                "post",
+                await http.post("/workflows/validate", json={"name": "x"}),
+            ),
+        ]
+    for path, method, answer in checks:
+        check_against(document, path, method, answer)
+    for path, operations in document["paths"].items():
+        for method, operation in operations.items():
+            if path.startswith(("/workflows", "/runs")):
+                assert {"401", "500"} <= set(operation["responses"]), (method, path)

@@ -1,0 +1,141 @@
+"""The `/workflows` routes over real HTTP, on both backends: publish (admin keys only; 201 new,
+200 identical), validate, list, versions, one version, its graph, and every refusal."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from typing import Any
+
+import pytest
+
+from tests.conftest import Backend
+from tests.e2e.rest_runs_harness import Api, api_on, assert_error
+from tests.integration.operations_harness import fanout, single
+
+URL = "http://127.0.0.1:9/never"
+
+
+@pytest.fixture
+async def api(backend: Backend) -> AsyncIterator[Api]:
+    async with api_on(backend, worker=False) as served:
+        yield served
+
+
+def broken() -> dict[str, Any]:
+    """Two problems: an unknown vertex type and a dependency on a missing vertex."""
+    return {
+        "name": "broken",
+        "vertices": {
+            "a": {"type": "TELEPORT", "config": {}},
+            "b": {"type": "GATEWAY", "dependsOn": ["nowhere"], "config": {"url": URL}},
+        },
+    }
+
+
+async def test_publish_new_then_identical_then_changed(api: Api) -> None:
+    async with api.http(api.admin) as http:
+        first = await http.post("/workflows", json=single("one", URL))
+        again = await http.post("/workflows", json=single("one", URL))
+        changed = await http.post("/workflows", json=single("one", URL + "/2"))
+        both = await http.post("/workflows", json=fanout(URL))
+    assert first.status_code == 201, first.text
+    assert first.json() == {"name": "one", "version": 1, "created": True}
+    assert again.status_code == 200
+    assert again.json() == {"name": "one", "version": 1, "created": False}
+    assert changed.status_code == 201
+    assert changed.json()["version"] == 2
+    assert both.status_code == 201
+    assert [(r["name"], r["version"]) for r in both.json()] == [("parent", 1), ("child", 1)]
+
+
+async def test_reads_of_workflows_versions_and_graphs(api: Api) -> None:
+    async with api.http(api.admin) as http:
+        await http.post("/workflows", json=single("one", URL))
+        await http.post("/workflows", json=single("one", URL + "/2"))
+        await http.post("/workflows", json=fanout(URL))
+    async with api.http(api.acme) as http:  # a tenant key reads the shared workflows
+        listed = await http.get("/workflows")
+        latest = await http.get("/workflows/one")
+        versions = await http.get("/workflows/one/versions")
+        first = await http.get("/workflows/one/versions/1")
+        graph = await http.get("/workflows/parent/versions/1/graph")
+    assert listed.status_code == 200
+    by_name = {w["name"]: w for w in listed.json()["items"]}
+    assert sorted(by_name) == ["child", "one", "parent"]
+    assert (by_name["one"]["latestVersion"], by_name["one"]["versions"]) == (2, 2)
+    assert latest.json()["version"] == 2
+    assert latest.json()["document"]["vertices"]["call"]["config"]["url"] == URL + "/2"
+    assert [v["version"] for v in versions.json()["items"]] == [2, 1]
+    assert first.json()["document"]["vertices"]["call"]["config"]["url"] == URL
+    assert first.json()["definitionHash"] == versions.json()["items"][1]["definitionHash"]
+    body = graph.json()
+    assert {n["id"]: n["layer"] for n in body["nodes"]} == {"each": 0, "join": 1}
+    assert body["edges"] == [{"source": "each", "target": "join"}]
+
+
+async def test_invalid_workflow_lists_every_problem_and_stores_nothing(api: Api) -> None:
+    async with api.http(api.admin) as http:
+        refused = await http.post("/workflows", json=broken())
+        in_list = await http.post("/workflows", json=[single("fine", URL), broken()])
+        listed = await http.get("/workflows")
+    body = assert_error(refused, 422, "invalid_workflow")
+    problems = body["details"]["problems"]
+    assert len(problems) >= 2
+    pointers = {p["pointer"] for p in problems}
+    assert any(p.startswith("/vertices/a") for p in pointers), problems
+    assert any(p.startswith("/vertices/b") for p in pointers), problems
+    assert all(p["code"] and p["message"] for p in problems)
+    listed_problems = assert_error(in_list, 422, "invalid_workflow")["details"]["problems"]
+    assert all(p["pointer"].startswith("/1/") for p in listed_problems), listed_problems
+    assert listed.json()["items"] == [], "nothing is published from an invalid request"
+
+
+async def test_validate_reports_without_publishing(api: Api) -> None:
+    async with api.http(api.acme) as http:
+        good = await http.post("/workflows/validate", json=single("one", URL))
+        bad = await http.post("/workflows/validate", json=broken())
+        listed = await http.get("/workflows")
+    assert good.status_code == 200
+    assert good.json() == {"valid": True, "problems": []}
+    assert bad.status_code == 200
+    assert bad.json()["valid"] is False
+    assert {p["code"] for p in bad.json()["problems"]} and all(
+        p["pointer"].startswith("/vertices/") for p in bad.json()["problems"]
+    )
+    assert listed.json()["items"] == []
+
+
+async def test_publish_needs_an_admin_key(api: Api) -> None:
+    async with api.http(api.acme) as http:
+        tenant = await http.post("/workflows", json=single("one", URL))
+    async with api.http(None) as http:
+        anonymous = await http.post("/workflows", json=single("one", URL))
+        anonymous_read = await http.get("/workflows")
+    assert_error(tenant, 403, "forbidden")
+    assert_error(anonymous, 401, "unauthorized")
+    assert_error(anonymous_read, 401, "unauthorized")
+    assert await api.ops.workflows.list() == []
+
+
+async def test_unknown_names_versions_and_malformed_requests(api: Api) -> None:
+    async with api.http(api.admin) as http:
+        await http.post("/workflows", json=single("one", URL))
+        no_name = await http.get("/workflows/nope")
+        no_versions = await http.get("/workflows/nope/versions")
+        no_version = await http.get("/workflows/one/versions/7")
+        no_graph = await http.get("/workflows/one/versions/7/graph")
+        zero = await http.get("/workflows/one/versions/0")
+        text = await http.get("/workflows/one/versions/abc")
+        malformed = await http.post(
+            "/workflows", content=b'{"name": ', headers={"Content-Type": "application/json"}
+        )
+        wrong_type = await http.post("/workflows", json="a workflow")
+        wrong_items = await http.post("/workflows/validate", json=[1, 2])
+    for answer in (no_name, no_versions, no_version, no_graph):
+        assert_error(answer, 404, "workflow_not_found")
+    for answer in (zero, text):
+        body = assert_error(answer, 422, "invalid_request")
+        assert body["details"]["problems"][0]["in"] == "path"
+    assert_error(malformed, 400, "invalid_json")
+    assert_error(wrong_type, 422, "invalid_request")
+    assert_error(wrong_items, 422, "invalid_request")
