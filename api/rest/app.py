@@ -18,7 +18,7 @@ from contextlib import AbstractAsyncContextManager
 
 from fastapi import APIRouter, FastAPI
 
-from api.rest import keys, monitoring
+from api.rest import keys, monitoring, routes_actions, routes_admin
 from api.rest.deps import ApiContext
 from api.rest.errors import install_error_handlers
 from api.rest.middleware import BodyLimit, RequestObserver
@@ -33,6 +33,8 @@ DEFAULT_ROUTERS: tuple[APIRouter, ...] = (
     monitoring.health_router,
     monitoring.metrics_router,
     keys.router,
+    routes_actions.router,
+    routes_admin.router,
 )
 
 
@@ -73,7 +75,8 @@ def create_app(
 
     `runtime_factory` defaults to `opened_runtime(settings)`. `auth` defaults to
     `settings.auth`; False makes every request the admin "demo". `routers` are the routes
-    served (default: health, metrics, keys); every app answers errors the same way.
+    served (default: health, metrics, keys, operator actions, destinations, tenants and
+    services); every app answers errors the same way.
     """
     settings = settings or Settings()
     factory = runtime_factory or opened_runtime(settings)
