@@ -15,6 +15,7 @@ from pydantic.alias_generators import to_camel
 from api.rest.auth import AdminDep, CallerDep
 from api.rest.deps import OperationsDep
 from api.rest.errors import error_responses
+from engine.operations.settings import MAX_SETTING
 from engine.operations.settings_views import CapsView, DestinationView, ServiceView, TenantView
 from engine.operations.views import View
 from schemas.errors import ApiError
@@ -33,7 +34,9 @@ class _Body(BaseModel):
 
 
 class CapsRequest(_Body):
-    max_concurrency: int = Field(ge=1, description="Calls in flight at most, on all workers.")
+    max_concurrency: int = Field(
+        ge=1, le=MAX_SETTING, description="Calls in flight at most, on all workers."
+    )
     rate_per_second: float | None = Field(
         default=None, gt=0, description="Calls started per second at most; omitted: unlimited."
     )
@@ -45,10 +48,14 @@ class LimitsRequest(_Body):
     rate_per_minute: int | None = Field(
         default=None,
         ge=1,
+        le=MAX_SETTING,
         description="GATEWAY steps a minute; null: the default (`TENANT_RATE_PER_MINUTE`).",
     )
     max_runs: int | None = Field(
-        default=None, ge=0, description="Child runs the tenant may create; null: unlimited."
+        default=None,
+        ge=0,
+        le=MAX_SETTING,
+        description="Child runs the tenant may create; null: unlimited.",
     )
 
 
