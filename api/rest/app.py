@@ -18,7 +18,15 @@ from contextlib import AbstractAsyncContextManager
 
 from fastapi import APIRouter, FastAPI
 
-from api.rest import keys, monitoring, routes_runs, routes_workflows, sse
+from api.rest import (
+    keys,
+    monitoring,
+    routes_actions,
+    routes_admin,
+    routes_runs,
+    routes_workflows,
+    sse,
+)
 from api.rest.deps import ApiContext
 from api.rest.errors import install_error_handlers
 from api.rest.middleware import BodyLimit, RequestObserver
@@ -34,8 +42,10 @@ DEFAULT_ROUTERS: tuple[APIRouter, ...] = (
     monitoring.metrics_router,
     keys.router,
     routes_workflows.router,
+    routes_actions.router,
     routes_runs.router,
     sse.router,
+    routes_admin.router,
 )
 
 
@@ -76,8 +86,8 @@ def create_app(
 
     `runtime_factory` defaults to `opened_runtime(settings)`. `auth` defaults to
     `settings.auth`; False makes every request the admin "demo". `routers` are the routes
-    served (default: health, metrics, keys, workflows, runs and their events); every app
-    answers errors the same way.
+    served (default: health, metrics, keys, workflows, runs and their events, operator
+    actions, destinations, tenants and services); every app answers errors the same way.
     """
     settings = settings or Settings()
     factory = runtime_factory or opened_runtime(settings)

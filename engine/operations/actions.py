@@ -167,7 +167,8 @@ class OperatorActions:
         tenant: str | None = None,
     ) -> BatchRetryResult:
         """Retry many FAILED runs in one transaction: by `ids`, or every run a `filter`
-        matches (status FAILED unless the filter names one; within `tenant` when set),
+        matches (status FAILED unless the filter names one; within `tenant` when set: a
+        filter naming another tenant matches nothing),
         newest first, at most `limit` (1 … 10,000). Runs not FAILED, unknown or of another
         tenant are skipped with the reason the single retry would give. Exactly one of
         `ids` and `filter` is required; more ids than `limit` is refused."""
@@ -210,7 +211,10 @@ class OperatorActions:
             )
         if filter.status is None:
             filter = dataclasses.replace(filter, status=RunStatus.FAILED.value)
-        if tenant is not None and filter.tenant is None:
+        if tenant is not None and filter.tenant not in (None, tenant):
+            # Another tenant's runs read as not found: listing them would reveal their ids.
+            return [], False
+        if tenant is not None:
             filter = dataclasses.replace(filter, tenant=tenant)
         found: list[str] = []
         cursor: str | None = None

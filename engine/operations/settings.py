@@ -63,10 +63,15 @@ def check_tenant(tenant_id: str) -> str:
     return tenant_id
 
 
+MAX_SETTING = 2**31 - 1
+"""The largest cap, rate or quota the store holds (a 32-bit integer column on PostgreSQL)."""
+
+
 def _whole(value: int, least: int, what: str, code: str) -> int:
-    if isinstance(value, bool) or not isinstance(value, int) or value < least:
+    if isinstance(value, bool) or not isinstance(value, int) or not least <= value <= MAX_SETTING:
         raise InvalidRequest(
-            f"{what} must be a whole number of at least {least}, got {value!r}", code=code
+            f"{what} must be a whole number from {least} to {MAX_SETTING}, got {value!r}",
+            code=code,
         )
     return value
 

@@ -437,6 +437,20 @@ async def test_batch_retry_by_filter(ops: Operations, runtime: Runtime) -> None:
     assert not rest.truncated and rest.skipped == []
 
 
+async def test_batch_retry_by_filter_stays_within_the_tenant(
+    ops: Operations, runtime: Runtime, downstream: RunningDownstream
+) -> None:
+    acme = await failed_chain(runtime, downstream, tenant_id="acme")
+    # Naming another tenant in the filter matches nothing: not even its run ids are answered.
+    other = RunFilter(tenant="acme")
+    result = await ops.actions.batch_retry(filter=other, actor="key:g", tenant="globex")
+    assert (result.retried, result.skipped, result.truncated) == ([], [], False)
+    unscoped = await ops.actions.batch_retry(filter=RunFilter(), actor="key:g", tenant="globex")
+    assert (unscoped.retried, unscoped.skipped) == ([], [])
+    own = await ops.actions.batch_retry(filter=RunFilter(), actor="key:a", tenant="acme")
+    assert own.retried == [acme]
+
+
 # ── reprocess ───────────────────────────────────────────────────────────────────────────────
 
 

@@ -174,7 +174,16 @@ async def test_caps_stored_under_a_bad_key_before_keys_were_checked_can_be_remov
 
 @pytest.mark.parametrize(
     ("max_concurrency", "rate"),
-    [(0, None), (-3, None), (True, None), (2, 0.0), (2, -1.0), (2, math.nan), (2, math.inf)],
+    [
+        (0, None),
+        (-3, None),
+        (True, None),
+        (2**31, None),  # more than the store's column holds
+        (2, 0.0),
+        (2, -1.0),
+        (2, math.nan),
+        (2, math.inf),
+    ],
 )
 async def test_caps_out_of_range_are_refused(
     max_concurrency: Any, rate: float | None, runtime: Runtime, settings: SettingsOperations
@@ -231,7 +240,7 @@ async def test_bad_tenant_ids_are_refused_by_every_tenant_operation(
     assert await runtime.store.list_quotas() == []
 
 
-@pytest.mark.parametrize("per_minute", [0, -1, True])
+@pytest.mark.parametrize("per_minute", [0, -1, True, 2**31])
 async def test_rates_below_one_are_refused(
     per_minute: Any, runtime: Runtime, settings: SettingsOperations
 ) -> None:
@@ -239,6 +248,16 @@ async def test_rates_below_one_are_refused(
         await settings.set_tenant_rate("acme", per_minute)
     assert refused.value.code == "invalid_rate"
     assert await runtime.store.list_tenant_rates() == []
+
+
+async def test_a_quota_larger_than_the_store_holds_is_refused(
+    runtime: Runtime, settings: SettingsOperations
+) -> None:
+    with pytest.raises(InvalidRequest) as refused:
+        await settings.set_quota("acme", 2**31)
+    assert refused.value.code == "invalid_quota" and str(2**31 - 1) in refused.value.message
+    assert await runtime.store.list_quotas() == []
+    assert (await settings.set_quota("acme", 2**31 - 1)).max_runs == 2**31 - 1
 
 
 def fan_out(child: str) -> list[Workflow]:

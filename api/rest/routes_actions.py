@@ -1,0 +1,175 @@
+"""Operator actions on runs: retry, resolve, start over, batch retry, reprocess, cancel.
+
+Each route is one call of `Operations.actions` for the caller: the action is logged in the
+run's log with the caller's key (`key:<id>`, or `demo` with authentication off), and a tenant
+key acts within its tenant (another tenant's run answers 404 `run_not_found`, as a run that
+does not exist). A run in a state the action does not take answers 409 with the action's
+`code` and `details.state`, the run's (or step's) current state.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from fastapi import APIRouter
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic.alias_generators import to_camel
+
+from api.rest.auth import CallerDep
+from api.rest.deps import OperationsDep
+from api.rest.errors import error_responses
+from engine.operations.action_views import (
+    BatchRetryResult,
+    CancelResult,
+    ReprocessResult,
+    ResolveResult,
+    RetryResult,
+    StartOverResult,
+)
+from engine.operations.actions import MAX_BATCH
+from engine.operations.views import RunFilter
+
+router = APIRouter(tags=["operator actions"])
+
+_ACTION_ERRORS = error_responses(401, 404, 409, 422, 503)
+
+
+class _Body(BaseModel):
+    model_config = ConfigDict(extra="forbid", alias_generator=to_camel, populate_by_name=True)
+
+
+class ResolveRequest(_Body):
+    """The output the failed step should have given."""
+
+    output: Any = Field(description="Any JSON value (null included): the step's output.")
+
+    @model_validator(mode="before")
+    @classmethod
+    def _output_required(cls, data: Any) -> Any:
+        # `Any` alone would make the field optional with None; an absent output is a mistake,
+        # an explicit null a legitimate output.
+        if isinstance(data, dict) and "output" not in data:
+            raise ValueError("'output' is required (null is a valid output)")
+        return data
+
+
+class BatchFilter(_Body):
+    """Which runs a batch retry covers; every field is optional, set fields combine with AND.
+    `status` defaults to FAILED (only FAILED runs can be retried)."""
+
+    workflow: str | None = None
+    version: int | None = Field(default=None, ge=1)
+    status: str | None = None
+    tenant: str | None = None
+    parent: str | None = Field(default=None, description="Only the children of this run.")
+    created_after: float | None = Field(default=None, description="Epoch seconds, inclusive.")
+    created_before: float | None = Field(default=None, description="Epoch seconds, exclusive.")
+    roots_only: bool = Field(default=False, description="Only runs no spawner started.")
+
+    def selection(self) -> RunFilter:
+        return RunFilter(
+            workflow=self.workflow,
+            version=self.version,
+            status=self.status,
+            tenant=self.tenant,
+            parent=self.parent,
+            created_after=self.created_after,
+            created_before=self.created_before,
+            roots_only=self.roots_only,
+        )
+
+
+class BatchRetryRequest(_Body):
+    """Exactly one of `ids` and `filter`."""
+
+    ids: list[str] | None = Field(default=None, description="The runs to retry.")
+    filter: BatchFilter | None = Field(default=None, description="Retry the runs it matches.")
+    limit: int = Field(
+        default=1000,
+        ge=1,
+        le=MAX_BATCH,
+        description=f"The most runs considered (1 … {MAX_BATCH}); more ids are refused, a "
+        "filter matching more answers `truncated: true`.",
+    )
+
+
+@router.post(
+    "/runs/retry",
+    response_model=BatchRetryResult,
+    responses=error_responses(401, 422, 503),
+    summary="Retry many FAILED runs at once, by ids or by a filter",
+)
+async def batch_retry(
+    body: BatchRetryRequest, ops: OperationsDep, caller: CallerDep
+) -> BatchRetryResult:
+    """Answers the runs retried and those skipped, each with the reason a single retry would
+    have refused it (`run_not_found`, `run_not_failed`) and its state."""
+    return await ops.actions.batch_retry(
+        ids=body.ids,
+        filter=None if body.filter is None else body.filter.selection(),
+        limit=body.limit,
+        actor=caller.actor,
+        tenant=caller.tenant,
+    )
+
+
+@router.post(
+    "/runs/{run_id}/retry",
+    response_model=RetryResult,
+    responses=_ACTION_ERRORS,
+    summary="Re-run the failed steps of a FAILED run (completed steps are kept)",
+)
+async def retry(run_id: str, ops: OperationsDep, caller: CallerDep) -> RetryResult:
+    """409 `run_not_failed` when the run is not FAILED."""
+    return await ops.actions.retry(run_id, actor=caller.actor, tenant=caller.tenant)
+
+
+@router.post(
+    "/runs/{run_id}/steps/{vertex_id}/resolve",
+    response_model=ResolveResult,
+    responses=_ACTION_ERRORS,
+    summary="Supply the output of a FAILED step; the run continues",
+)
+async def resolve(
+    run_id: str, vertex_id: str, body: ResolveRequest, ops: OperationsDep, caller: CallerDep
+) -> ResolveResult:
+    """404 `step_not_found` for a vertex the run does not have; 409 `step_not_failed`, or
+    `step_already_resolved` for another output (the same output again changes nothing)."""
+    return await ops.actions.resolve(
+        run_id, vertex_id, body.output, actor=caller.actor, tenant=caller.tenant
+    )
+
+
+@router.post(
+    "/runs/{run_id}/start-over",
+    response_model=StartOverResult,
+    responses=_ACTION_ERRORS,
+    summary="Start an ended run over as a new run with the same input",
+)
+async def start_over(run_id: str, ops: OperationsDep, caller: CallerDep) -> StartOverResult:
+    """409 `run_not_ended` while it runs; 422 `start_over_child_run` for a child run. Starting
+    the same run over again answers the run the first time created (`changed: false`)."""
+    return await ops.actions.start_over(run_id, actor=caller.actor, tenant=caller.tenant)
+
+
+@router.post(
+    "/runs/{run_id}/reprocess",
+    response_model=ReprocessResult,
+    responses=_ACTION_ERRORS,
+    summary="Re-run the run's dead-lettered (FAILED) children; their joins reopen",
+)
+async def reprocess(run_id: str, ops: OperationsDep, caller: CallerDep) -> ReprocessResult:
+    """409 `run_cancelled` for a CANCELLED run; nothing to revive answers `changed: false`."""
+    return await ops.actions.reprocess(run_id, actor=caller.actor, tenant=caller.tenant)
+
+
+@router.post(
+    "/runs/{run_id}/cancel",
+    response_model=CancelResult,
+    responses=_ACTION_ERRORS,
+    summary="Cancel the run and every descendant still going",
+)
+async def cancel(run_id: str, ops: OperationsDep, caller: CallerDep) -> CancelResult:
+    """409 `run_ended` for a SUCCEEDED or FAILED run; already CANCELLED answers
+    `changed: false`."""
+    return await ops.actions.cancel(run_id, actor=caller.actor, tenant=caller.tenant)

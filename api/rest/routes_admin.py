@@ -1,0 +1,193 @@
+"""Operator settings: destinations (admission state and caps), tenants (rate limits and
+quotas), services (heartbeats).
+
+Admin keys only, except that a tenant key may read its own tenant (`GET /tenants/{id}`).
+Every change is applied to all workers at once and is idempotent; while Redis cannot be
+reached a change is refused with 503 `coordination_unavailable` and may be sent again.
+"""
+
+from __future__ import annotations
+
+from fastapi import APIRouter
+from pydantic import BaseModel, ConfigDict, Field
+from pydantic.alias_generators import to_camel
+
+from api.rest.auth import AdminDep, CallerDep
+from api.rest.deps import OperationsDep
+from api.rest.errors import error_responses
+from engine.operations.settings import MAX_SETTING
+from engine.operations.settings_views import CapsView, DestinationView, ServiceView, TenantView
+from engine.operations.views import View
+from schemas.errors import ApiError
+
+router = APIRouter()
+
+DESTINATION_KEY = (
+    "The destination key, percent-encoded as one path segment: `http://billing:8080` is "
+    "`http%3A%2F%2Fbilling%3A8080` (a client's `quote(key, safe='')`). A key is a GATEWAY "
+    "URL's lower-case `scheme://host:port`, or a vertex's explicit `destination` name."
+)
+
+
+class _Body(BaseModel):
+    model_config = ConfigDict(extra="forbid", alias_generator=to_camel, populate_by_name=True)
+
+
+class CapsRequest(_Body):
+    max_concurrency: int = Field(
+        ge=1, le=MAX_SETTING, description="Calls in flight at most, on all workers."
+    )
+    rate_per_second: float | None = Field(
+        default=None, gt=0, description="Calls started per second at most; omitted: unlimited."
+    )
+
+
+class LimitsRequest(_Body):
+    """Fields left out are left as they are; `null` puts one back to its default."""
+
+    rate_per_minute: int | None = Field(
+        default=None,
+        ge=1,
+        le=MAX_SETTING,
+        description="GATEWAY steps a minute; null: the default (`TENANT_RATE_PER_MINUTE`).",
+    )
+    max_runs: int | None = Field(
+        default=None,
+        ge=0,
+        le=MAX_SETTING,
+        description="Child runs the tenant may create; null: unlimited.",
+    )
+
+
+class DestinationList(View):
+    """Every destination admission has seen or that has stored caps, by key."""
+
+    items: list[DestinationView]
+
+
+class CapsRemoved(View):
+    destination: str
+    removed: bool
+    """False: the destination had no caps (nothing changed)."""
+
+
+class TenantList(View):
+    """Every tenant seen by the rate limiter or with stored settings, by id."""
+
+    items: list[TenantView]
+
+
+class ServiceList(View):
+    """Every service that ever sent a heartbeat, by name."""
+
+    items: list[ServiceView]
+
+
+# ── destinations ───────────────────────────────────────────────────────────────────────────
+
+
+@router.get(
+    "/destinations",
+    tags=["destinations"],
+    response_model=DestinationList,
+    responses=error_responses(401, 403, 503),
+    summary="Every destination: AIMD limit, in flight, cap, breakers, retry budget",
+)
+async def list_destinations(ops: OperationsDep, _caller: AdminDep) -> DestinationList:
+    return DestinationList(items=await ops.settings.destinations())
+
+
+# `{key:path}`: a percent-encoded slash reaches the router decoded, so the key may hold "/".
+@router.put(
+    "/destinations/{key:path}/caps",
+    tags=["destinations"],
+    response_model=CapsView,
+    responses=error_responses(401, 403, 422, 503),
+    summary="Cap a destination (every worker, at once)",
+    description=DESTINATION_KEY,
+)
+async def set_caps(key: str, body: CapsRequest, ops: OperationsDep, _caller: AdminDep) -> CapsView:
+    """422 `invalid_destination` for a key no call can have (the answer says which key was
+    meant), `invalid_caps` for bounds out of range."""
+    return await ops.settings.set_caps(key, body.max_concurrency, body.rate_per_second)
+
+
+@router.delete(
+    "/destinations/{key:path}/caps",
+    tags=["destinations"],
+    response_model=CapsRemoved,
+    responses=error_responses(401, 403, 422, 503),
+    summary="Remove a destination's caps: the default cap applies again",
+    description=DESTINATION_KEY,
+)
+async def remove_caps(key: str, ops: OperationsDep, _caller: AdminDep) -> CapsRemoved:
+    return CapsRemoved(destination=key, removed=await ops.settings.remove_caps(key))
+
+
+# ── tenants ────────────────────────────────────────────────────────────────────────────────
+
+
+@router.get(
+    "/tenants",
+    tags=["tenants"],
+    response_model=TenantList,
+    responses=error_responses(401, 403, 503),
+    summary="Every tenant: rate limit and its use, quota left",
+)
+async def list_tenants(ops: OperationsDep, _caller: AdminDep) -> TenantList:
+    return TenantList(items=await ops.settings.tenants())
+
+
+@router.get(
+    "/tenants/{tenant_id}",
+    tags=["tenants"],
+    response_model=TenantView,
+    responses=error_responses(401, 403, 422, 503),
+    summary="One tenant's rate limit, its use in the current window, and its quota",
+)
+async def get_tenant(tenant_id: str, ops: OperationsDep, caller: CallerDep) -> TenantView:
+    """Any id has settings (the defaults until an operator sets some). A tenant key reads its
+    own tenant only (403 `forbidden` for another)."""
+    if caller.tenant is not None and caller.tenant != tenant_id:
+        raise ApiError(403, "forbidden", "a tenant key can read its own tenant only")
+    return await ops.settings.tenant(tenant_id)
+
+
+@router.put(
+    "/tenants/{tenant_id}/limits",
+    tags=["tenants"],
+    response_model=TenantView,
+    responses=error_responses(401, 403, 422, 503),
+    summary="Set a tenant's rate limit and run quota (null: back to the default)",
+)
+async def set_limits(
+    tenant_id: str, body: LimitsRequest, ops: OperationsDep, _caller: AdminDep
+) -> TenantView:
+    """Answers the tenant's settings after the change. Each field is applied on its own and
+    idempotently: a request refused half-way (503) may be sent again as it is."""
+    given = body.model_fields_set
+    if "rate_per_minute" in given:
+        if body.rate_per_minute is None:
+            await ops.settings.reset_tenant_rate(tenant_id)
+        else:
+            await ops.settings.set_tenant_rate(tenant_id, body.rate_per_minute)
+    if "max_runs" in given:
+        if body.max_runs is None:
+            await ops.settings.reset_quota(tenant_id)
+        else:
+            await ops.settings.set_quota(tenant_id, body.max_runs)
+    return await ops.settings.tenant(tenant_id)
+
+
+# ── services ───────────────────────────────────────────────────────────────────────────────
+
+
+@router.get(
+    "/services",
+    tags=["services"],
+    response_model=ServiceList,
+    responses=error_responses(401, 403, 503),
+    summary="Every service's heartbeat: up while it is fresh, else down since when",
+)
+async def list_services(ops: OperationsDep, _caller: AdminDep) -> ServiceList:
+    return ServiceList(items=await ops.settings.services())

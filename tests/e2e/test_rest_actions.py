@@ -1,0 +1,241 @@
+"""Operator actions over real HTTP (uvicorn on loopback), on both backends, with a real worker
+and the demo downstream: retry, resolve, start over, batch retry, reprocess, cancel; who did it
+in the run's log; tenant scope (another tenant's run is 404); wrong state is 409 with a `code`
+and the state; bad input is 4xx with a code."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
+from urllib.parse import urlsplit
+
+import pytest
+
+from api.rest import borrowed_runtime, create_app
+from demo.downstream import RunningDownstream
+from engine.operations import Operations
+from engine.runtime import Runtime
+from tests.conftest import Backend
+from tests.e2e.rest_harness import client, serving
+from tests.integration.actions_harness import (
+    action_lines,
+    failed_chain,
+    failed_fan_out,
+    single,
+    submit,
+)
+from tests.integration.engine_harness import running_worker, settings_for, wait_for_run
+
+
+@dataclass
+class Api:
+    url: str
+    ops: Operations
+    runtime: Runtime
+    admin_key: str
+    acme_key: str
+    acme_key_id: str
+    globex_key: str
+
+
+@pytest.fixture
+async def api(backend: Backend) -> AsyncIterator[Api]:
+    runtime = await Runtime.open(settings_for(backend))
+    ops = Operations(runtime)
+    admin = await ops.keys.create(admin=True)
+    acme = await ops.keys.create(tenant="acme")
+    globex = await ops.keys.create(tenant="globex")
+    app = create_app(runtime.settings, runtime_factory=borrowed_runtime(runtime), auth=True)
+    try:
+        async with serving(app) as url:
+            yield Api(url, ops, runtime, admin.key, acme.key, acme.id, globex.key)
+    finally:
+        await runtime.close()
+
+
+async def test_retry_by_the_runs_tenant_is_logged_with_its_key(
+    api: Api, downstream: RunningDownstream
+) -> None:
+    run_id = await failed_chain(api.runtime, downstream, tenant_id="acme")
+    async with client(api.url, api.globex_key) as other:
+        hidden = await other.post(f"/runs/{run_id}/retry")
+    assert hidden.status_code == 404 and hidden.json()["code"] == "run_not_found"
+    async with client(api.url, api.acme_key) as http, running_worker(api.runtime):
+        answer = await http.post(f"/runs/{run_id}/retry")
+        assert answer.status_code == 200, answer.text
+        body = answer.json()
+        assert (body["runId"], body["action"], body["changed"]) == (run_id, "retry", True)
+        assert (body["status"], body["stepsRetried"]) == ("RUNNING", 1)
+        run = await wait_for_run(api.runtime, run_id)
+        assert run.status == "SUCCEEDED"
+        again = await http.post(f"/runs/{run_id}/retry")
+    assert again.status_code == 409
+    assert again.json()["code"] == "run_not_failed"
+    assert again.json()["details"] == {"state": "SUCCEEDED"}
+    (line,) = await action_lines(api.runtime, run_id)
+    assert line["data"] == {"action": "retry", "actor": f"key:{api.acme_key_id}"}
+
+
+async def test_resolve_supplies_the_output_and_the_run_goes_on(
+    api: Api, downstream: RunningDownstream
+) -> None:
+    run_id = await failed_chain(api.runtime, downstream)
+    path = f"/runs/{run_id}/steps/b/resolve"
+    async with client(api.url, api.admin_key) as http:
+        missing = await http.post(path, json={})
+        assert missing.status_code == 422 and missing.json()["code"] == "invalid_request"
+        assert "output" in missing.json()["message"]
+        malformed = await http.post(
+            path, content=b'{"output": ', headers={"content-type": "application/json"}
+        )
+        assert malformed.status_code == 400 and malformed.json()["code"] == "invalid_json"
+        unknown = await http.post(f"/runs/{run_id}/steps/zz/resolve", json={"output": 1})
+        assert unknown.status_code == 404 and unknown.json()["code"] == "step_not_found"
+        not_failed = await http.post(f"/runs/{run_id}/steps/a/resolve", json={"output": 1})
+        assert not_failed.status_code == 409
+        assert not_failed.json()["code"] == "step_not_failed"
+        assert not_failed.json()["details"]["state"] == "SUCCEEDED"
+        output = {"status": 200, "body": {"path": "/resolved"}, "headers": {}}
+        async with running_worker(api.runtime):
+            answer = await http.post(path, json={"output": output})
+            assert answer.status_code == 200, answer.text
+            assert (answer.json()["vertexId"], answer.json()["changed"]) == ("b", True)
+            run = await wait_for_run(api.runtime, run_id)
+        assert run.status == "SUCCEEDED"
+        same = await http.post(path, json={"output": output})
+        assert same.status_code == 200 and same.json()["changed"] is False
+        other = await http.post(path, json={"output": None})
+        assert other.status_code == 409
+        assert other.json()["code"] == "step_already_resolved"
+    (line,) = await action_lines(api.runtime, run_id)
+    assert line["data"]["action"] == "resolve" and line["data"]["actor"].startswith("key:")
+
+
+async def test_start_over_and_cancel(api: Api, downstream: RunningDownstream) -> None:
+    running = await submit(api.runtime, [single(downstream.url)], {"n": 1})  # no worker yet
+    async with client(api.url, api.admin_key) as http:
+        early = await http.post(f"/runs/{running}/start-over")
+        assert early.status_code == 409
+        assert (early.json()["code"], early.json()["details"]) == (
+            "run_not_ended",
+            {"state": "RUNNING"},
+        )
+        cancelled = await http.post(f"/runs/{running}/cancel")
+        assert cancelled.status_code == 200, cancelled.text
+        assert (cancelled.json()["status"], cancelled.json()["runsCancelled"]) == (
+            "CANCELLED",
+            1,
+        )
+        twice = await http.post(f"/runs/{running}/cancel")
+        assert twice.status_code == 200 and twice.json()["changed"] is False
+        started = await http.post(f"/runs/{running}/start-over")
+        assert started.status_code == 200, started.text
+        new_id = started.json()["newRunId"]
+        assert new_id != running and started.json()["changed"] is True
+        again = await http.post(f"/runs/{running}/start-over")
+        assert again.json()["newRunId"] == new_id and again.json()["changed"] is False
+        async with running_worker(api.runtime):
+            run = await wait_for_run(api.runtime, new_id)
+        assert run.status == "SUCCEEDED" and run.input == {"n": 1}
+        ended = await http.post(f"/runs/{new_id}/cancel")
+        assert ended.status_code == 409
+        assert (ended.json()["code"], ended.json()["details"]) == (
+            "run_ended",
+            {"state": "SUCCEEDED"},
+        )
+    actions = [line["data"]["action"] for line in await action_lines(api.runtime, running)]
+    assert actions == ["cancel", "start_over"]
+
+
+async def test_reprocess_reruns_the_dead_letters(api: Api, downstream: RunningDownstream) -> None:
+    async with running_worker(api.runtime):
+        parent_id = await failed_fan_out(api.runtime, downstream, 3, failing={1})
+        async with client(api.url, api.admin_key) as http:
+            answer = await http.post(f"/runs/{parent_id}/reprocess")
+            assert answer.status_code == 200, answer.text
+            assert (answer.json()["revived"], answer.json()["changed"]) == (1, True)
+            run = await wait_for_run(api.runtime, parent_id)
+            assert run.status == "SUCCEEDED"
+            nothing = await http.post(f"/runs/{parent_id}/reprocess")
+    assert nothing.status_code == 200 and nothing.json()["changed"] is False
+
+
+async def test_batch_retry_by_ids_and_by_filter(api: Api, downstream: RunningDownstream) -> None:
+    acme = await failed_chain(api.runtime, downstream, tenant_id="acme")
+    running = await submit(api.runtime, [single(downstream.url)], {}, tenant_id="acme")
+    async with client(api.url, api.acme_key) as http:
+        by_ids = await http.post("/runs/retry", json={"ids": [acme, running, "nope"]})
+        assert by_ids.status_code == 200, by_ids.text
+        assert by_ids.json()["retried"] == [acme]
+        assert by_ids.json()["skipped"] == [
+            {"runId": running, "reason": "run_not_failed", "state": "RUNNING"},
+            {"runId": "nope", "reason": "run_not_found", "state": None},
+        ]
+        both = await http.post("/runs/retry", json={"ids": [acme], "filter": {}})
+        assert both.status_code == 422 and both.json()["code"] == "invalid_batch"
+        neither = await http.post("/runs/retry", json={})
+        assert neither.status_code == 422 and neither.json()["code"] == "invalid_batch"
+        wrong_type = await http.post("/runs/retry", json={"ids": "abc"})
+        assert wrong_type.status_code == 422 and wrong_type.json()["code"] == "invalid_request"
+        too_big = await http.post("/runs/retry", json={"ids": [acme], "limit": 0})
+        assert too_big.status_code == 422
+        unknown_field = await http.post("/runs/retry", json={"filter": {"colour": "red"}})
+        assert unknown_field.status_code == 422
+        assert unknown_field.json()["details"]["problems"][0]["pointer"] == "/filter/colour"
+    await cancel_all(api, [acme, running])
+    second = await failed_chain(api.runtime, downstream, tenant_id="acme")
+    async with client(api.url, api.globex_key) as http:
+        others = await http.post("/runs/retry", json={"filter": {"tenant": "acme"}})
+        assert others.json() == {"retried": [], "skipped": [], "truncated": False}
+    async with client(api.url, api.acme_key) as http:
+        mine = await http.post("/runs/retry", json={"filter": {"workflow": "chain"}})
+        assert mine.status_code == 200 and mine.json()["retried"] == [second]
+
+
+async def cancel_all(api: Api, run_ids: list[str]) -> None:
+    for run_id in run_ids:
+        await api.ops.actions.cancel(run_id, actor="test")
+
+
+async def test_refusals_without_a_key_and_for_unknown_runs(api: Api) -> None:
+    async with client(api.url) as anonymous:
+        refused = await anonymous.post("/runs/x/retry")
+        assert refused.status_code == 401 and refused.json()["code"] == "unauthorized"
+    async with client(api.url, api.admin_key) as http:
+        for action in ("retry", "start-over", "reprocess", "cancel"):
+            answer = await http.post(f"/runs/no-such-run/{action}")
+            assert answer.status_code == 404, action
+            assert answer.json()["code"] == "run_not_found", action
+        resolve = await http.post("/runs/no-such-run/steps/a/resolve", json={"output": 1})
+        assert resolve.status_code == 404 and resolve.json()["code"] == "run_not_found"
+    status, body = await post_huge(api.url, "/runs/retry", api.admin_key, 10 * 1024 * 1024 + 1)
+    assert status == 413 and json.loads(body)["code"] == "body_too_large"
+
+
+async def post_huge(url: str, path: str, key: str, size: int) -> tuple[int, bytes]:
+    """POST a body of `size` bytes, sending only its first 64 KiB: the API answers before it
+    reads the rest (an HTTP client sending it all would race the connection's close)."""
+    parts = urlsplit(url)
+    assert parts.hostname is not None and parts.port is not None
+    reader, writer = await asyncio.open_connection(parts.hostname, parts.port)
+    try:
+        writer.write(
+            f"POST {path} HTTP/1.1\r\nHost: {parts.netloc}\r\nAuthorization: Bearer {key}\r\n"
+            f"Content-Type: application/json\r\nContent-Length: {size}\r\n\r\n".encode()
+            + b'{"ids": ["'
+            + b"x" * 65_536
+        )
+        await writer.drain()
+        head = await asyncio.wait_for(reader.readuntil(b"\r\n\r\n"), 10)
+        lines = head.decode("latin-1").split("\r\n")
+        length = next(
+            int(line.split(":", 1)[1])
+            for line in lines
+            if line.lower().startswith("content-length")
+        )
+        body = await asyncio.wait_for(reader.readexactly(length), 10)
+    finally:
+        writer.close()
+    return int(lines[0].split()[1]), body

@@ -1,0 +1,157 @@
+"""Destinations, tenants and services over real HTTP (uvicorn on loopback), on both backends:
+caps set and removed under a percent-encoded key and seen by admission, tenant limits set and
+put back to the default with null, heartbeats; admin keys for the writes and lists, a tenant
+key reading its own tenant only; bad input refused with a code."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
+from urllib.parse import quote
+
+import pytest
+
+from api.rest import borrowed_runtime, create_app
+from engine.coordination.heartbeat import Heartbeat
+from engine.operations import Operations
+from engine.runtime import Runtime
+from tests.conftest import Backend
+from tests.e2e.rest_harness import client, serving
+from tests.integration.engine_harness import settings_for
+
+DEFAULT_RATE = 10_000_000
+"""The rate per minute `settings_for` gives tenants."""
+
+
+@dataclass
+class Api:
+    url: str
+    ops: Operations
+    runtime: Runtime
+    admin_key: str
+    acme_key: str
+
+
+@pytest.fixture
+async def api(backend: Backend) -> AsyncIterator[Api]:
+    runtime = await Runtime.open(settings_for(backend))
+    ops = Operations(runtime)
+    admin = await ops.keys.create(admin=True)
+    acme = await ops.keys.create(tenant="acme")
+    app = create_app(runtime.settings, runtime_factory=borrowed_runtime(runtime), auth=True)
+    try:
+        async with serving(app) as url:
+            yield Api(url, ops, runtime, admin.key, acme.key)
+    finally:
+        await runtime.close()
+
+
+def caps_path(key: str) -> str:
+    return f"/destinations/{quote(key, safe='')}/caps"
+
+
+async def test_caps_set_and_removed_under_an_encoded_key(api: Api) -> None:
+    key = "http://billing:8080"
+    async with client(api.url, api.admin_key) as http:
+        put = await http.put(caps_path(key), json={"maxConcurrency": 3, "ratePerSecond": 2.5})
+        assert put.status_code == 200, put.text
+        assert put.json() == {"destination": key, "maxConcurrency": 3, "ratePerSecond": 2.5}
+        caps = await api.runtime.admission.get_caps(key)
+        assert caps is not None and caps.max_concurrency == 3
+        listed = await http.get("/destinations")
+        assert listed.status_code == 200
+        (view,) = [d for d in listed.json()["items"] if d["destination"] == key]
+        assert (view["cap"], view["capConfigured"], view["inFlight"]) == (3, True, 0)
+        assert view["globalBreaker"]["state"] == "closed" and view["retryAllowed"] is True
+        assert {"limit", "slots", "tenantBreakers", "retryTokens"} <= set(view)
+        named = await http.put(caps_path("billing/eu"), json={"maxConcurrency": 1})
+        assert named.status_code == 200 and named.json()["destination"] == "billing/eu"
+        removed = await http.delete(caps_path(key))
+        assert removed.json() == {"destination": key, "removed": True}
+        assert await api.runtime.admission.get_caps(key) is None
+        again = await http.delete(caps_path(key))
+        assert again.status_code == 200 and again.json()["removed"] is False
+
+
+async def test_bad_caps_are_refused_with_a_code(api: Api) -> None:
+    async with client(api.url, api.admin_key) as http:
+        for key, body, code in [
+            ("http://bad-caps:8080/path", {"maxConcurrency": 1}, "invalid_destination"),
+            ("HTTP://Bad-Caps:8080", {"maxConcurrency": 1}, "invalid_destination"),
+            ("http://bad-caps:8080", {"maxConcurrency": 0}, "invalid_request"),
+            ("http://bad-caps:8080", {"maxConcurrency": "many"}, "invalid_request"),
+            ("http://bad-caps:8080", {"maxConcurrency": 1, "ratePerSecond": 0}, "invalid_request"),
+            ("http://bad-caps:8080", {"maxConcurrency": 1, "burst": 2}, "invalid_request"),
+        ]:
+            answer = await http.put(caps_path(key), json=body)
+            assert answer.status_code == 422, (key, body, answer.text)
+            assert answer.json()["code"] == code, (key, body)
+        suggestion = await http.put(caps_path("HTTP://Bad-Caps:8080"), json={"maxConcurrency": 1})
+        assert "http://bad-caps:8080" in suggestion.json()["message"]
+        malformed = await http.put(
+            caps_path("erp"), content=b"{max", headers={"content-type": "application/json"}
+        )
+        assert malformed.status_code == 400 and malformed.json()["code"] == "invalid_json"
+    for key in ("http://bad-caps:8080/path", "HTTP://Bad-Caps:8080", "http://bad-caps:8080"):
+        assert await api.runtime.store.get_destination_caps(key) is None, key
+
+
+async def test_tenant_limits_set_then_back_to_the_default(api: Api) -> None:
+    async with client(api.url, api.admin_key) as http:
+        fresh = await http.get("/tenants/acme")
+        assert fresh.status_code == 200
+        assert fresh.json()["rate"]["perMinute"] == DEFAULT_RATE
+        assert fresh.json()["rate"]["configured"] is False and fresh.json()["quota"] is None
+        both = await http.put("/tenants/acme/limits", json={"ratePerMinute": 60, "maxRuns": 10})
+        assert both.status_code == 200, both.text
+        assert both.json()["rate"]["perMinute"] == 60 and both.json()["rate"]["configured"]
+        assert both.json()["quota"] == {"maxRuns": 10, "usedRuns": 0, "runsLeft": 10}
+        only_quota = await http.put("/tenants/acme/limits", json={"maxRuns": None})
+        assert only_quota.json()["quota"] is None
+        assert only_quota.json()["rate"]["perMinute"] == 60, "a field left out is unchanged"
+        back = await http.put("/tenants/acme/limits", json={"ratePerMinute": None})
+        assert back.json()["rate"] == {**fresh.json()["rate"], "used": back.json()["rate"]["used"]}
+        await http.put("/tenants/globex/limits", json={"maxRuns": 0})
+        listed = await http.get("/tenants")
+        assert "globex" in [t["tenantId"] for t in listed.json()["items"]]
+        for body in ({"ratePerMinute": 0}, {"maxRuns": -1}, {"maxRuns": "x"}, {"cap": 1}):
+            refused = await http.put("/tenants/acme/limits", json=body)
+            assert refused.status_code == 422 and refused.json()["code"] == "invalid_request"
+        spaced = await http.get(f"/tenants/{quote(' acme')}")
+        assert spaced.status_code == 422 and spaced.json()["code"] == "invalid_tenant"
+
+
+async def test_a_tenant_key_reads_its_own_tenant_only(api: Api) -> None:
+    async with client(api.url, api.acme_key) as http:
+        own = await http.get("/tenants/acme")
+        assert own.status_code == 200 and own.json()["tenantId"] == "acme"
+        for method, path, body in [
+            ("GET", "/tenants/globex", None),
+            ("GET", "/tenants", None),
+            ("PUT", "/tenants/acme/limits", {"maxRuns": 1000}),
+            ("GET", "/destinations", None),
+            ("PUT", caps_path("erp"), {"maxConcurrency": 1}),
+            ("DELETE", caps_path("erp"), None),
+            ("GET", "/services", None),
+        ]:
+            answer = await http.request(method, path, json=body)
+            assert answer.status_code == 403, (method, path)
+            assert answer.json()["code"] == "forbidden", (method, path)
+    async with client(api.url) as anonymous:
+        for path in ("/tenants/acme", "/destinations", "/services"):
+            answer = await anonymous.get(path)
+            assert answer.status_code == 401 and answer.json()["code"] == "unauthorized"
+    assert (await api.ops.settings.tenant("acme")).quota is None
+
+
+async def test_services_show_heartbeats_up_and_down(api: Api) -> None:
+    beat = Heartbeat("worker-rest-test", api.runtime.redis, api.runtime.clock, pid=4242)
+    assert await beat.beat()
+    async with client(api.url, api.admin_key) as http:
+        up = await http.get("/services")
+        (listed,) = [s for s in up.json()["items"] if s["name"] == "worker-rest-test"]
+        assert (listed["up"], listed["pid"]) == (True, 4242)
+        await beat.stop()
+        down = await http.get("/services")
+    (gone,) = [s for s in down.json()["items"] if s["name"] == "worker-rest-test"]
+    assert gone["up"] is False and gone["lastSeen"] == listed["lastSeen"]
