@@ -52,6 +52,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from bench import as_user
 from bench.admission_common import (
     DESTINATION,
     DownstreamControl,
@@ -120,9 +121,10 @@ async def once(args: argparse.Namespace, ratio: float | None) -> dict[str, Any]:
         poller = StatusPoller(backend.database_url)
         fleet = None
         try:
-            version = await publish_fanout(runtime.store, child_workflow(ds.url))
+            ops = Operations(runtime)
+            parent = await publish_fanout(ops, child_workflow(ds.url))
             if admission:
-                await Operations(runtime).settings.set_caps(DESTINATION, args.cap)
+                await ops.settings.set_caps(DESTINATION, args.cap)
             thresholds = None
             if args.breaker_thresholds:
                 tenant, global_ = args.breaker_thresholds.split(",")
@@ -144,9 +146,8 @@ async def once(args: argparse.Namespace, ratio: float | None) -> dict[str, Any]:
             if args.profile_s > 0:
                 profiling = asyncio.create_task(profile(fleet.pids, 3.0, args.profile_s, tag))
             started = time.perf_counter()
-            run, _ = await runtime.store.create_run(version, items(args.children))
-            await runtime.wakeup.notify()
-            status = await wait_for_run(poller, runtime.store, run.id, args.timeout, label=label)
+            run_id = await as_user.submit(ops, parent, items(args.children))
+            status = await wait_for_run(poller, runtime.store, run_id, args.timeout, label=label)
             wall = time.perf_counter() - started
             changes.cancel()
             if profiling is not None:
@@ -154,10 +155,10 @@ async def once(args: argparse.Namespace, ratio: float | None) -> dict[str, Any]:
             stop.set()
             await tracing
             result |= summarize(args, tracer, wall, status, capacity)
-            result["children"] = await poller.children(run.id)
-            result["failed_kinds"] = await poller.failure_kinds(run.id)
-            result["redispatches"] = await poller.redispatches(run.id)
-            result["why"] = await log_reasons(poller, run.id)
+            result["children"] = await poller.children(run_id)
+            result["failed_kinds"] = await poller.failure_kinds(run_id)
+            result["redispatches"] = await poller.redispatches(run_id)
+            result["why"] = await log_reasons(poller, run_id)
             stats = await control.stats()
             result["ds_max_concurrent"] = stats["maxConcurrent"]
             result["loadavg_before"] = load_before

@@ -2,8 +2,9 @@
 
 * `downstream_process` — the demo downstream in its own subprocess (so its CPU is not in the
   driver's event loop), with `DownstreamControl` for live `POST /_config` and `GET /_stats`;
-* `workflows` — the fan-out under test: parent `SPAWNER over {{ input.items }} → MERGE`, child
-  one GATEWAY POST to the downstream under one explicit admission key (`DESTINATION`);
+* `publish_fanout` — publishes through the operations layer the fan-out under test: parent
+  `SPAWNER over {{ input.items }} → MERGE`, child one GATEWAY POST to the downstream under one
+  explicit admission key (`DESTINATION`);
 * `Tracer` — polls, every `period_s`, `Admission.snapshot()` (the destination's AIMD limit,
   in-flight slots, cuts, retry tokens, breaker states) through the driver's own `Runtime` on
   the same PostgreSQL + Redis, and the downstream's counters; optionally it also collects every
@@ -39,6 +40,7 @@ import redis
 from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
 
+from bench import as_user
 from bench.common import (
     OUT,
     PG_ADMIN,
@@ -48,9 +50,9 @@ from bench.common import (
     stop_workers,
     worker_env,
 )
+from engine.operations import Operations
 from engine.runtime import Runtime
 from engine.store import Store
-from engine.store.records import VersionRecord
 from schemas.definitions import Workflow
 
 DESTINATION = "bench-downstream"
@@ -65,7 +67,7 @@ PLOTS = Path(__file__).with_name("plots")
 # ── a fresh backend ────────────────────────────────────────────────────────────────────────
 
 
-BENCH_REDIS_URL = os.environ.get("SB_BENCH_REDIS_URL", REDIS_URL)
+BENCH_REDIS_URL = REDIS_URL
 """Redis for these benchmarks: db 14 (bench/common.py) unless SB_BENCH_REDIS_URL says
 otherwise — bench/common.make_backend FLUSHes db 14 at every start, so a benchmark started by
 someone else during ours wipes our AIMD and breaker state mid-run; give ours its own db then."""
@@ -215,9 +217,11 @@ def parent_workflow(child: str = CHILD, *, tolerate: bool = True) -> Workflow:
     )
 
 
-async def publish_fanout(store: Store, child: Workflow, *, tolerate: bool = True) -> VersionRecord:
-    await store.publish(child)
-    return await store.publish(parent_workflow(child.name, tolerate=tolerate))
+async def publish_fanout(ops: Operations, child: Workflow, *, tolerate: bool = True) -> str:
+    """Publish `child` and the fan-out parent over it; the parent's name (to submit)."""
+    parent = parent_workflow(child.name, tolerate=tolerate)
+    await as_user.publish(ops, [child, parent])
+    return parent.name
 
 
 def items(n: int) -> dict[str, Any]:
@@ -395,6 +399,8 @@ async def wait_for_run(
         now = time.perf_counter()
         if now - last >= progress_every_s:
             last = now
+            # The store's counters alone: ops.runs.get would decode the input and read the
+            # log of a run under measurement.
             progress = await store.fanout_progress(run_id)
             print(f"  {label} t={now - started:.0f}s {json.dumps(progress)}", file=sys.stderr)
         await asyncio.sleep(0.05)

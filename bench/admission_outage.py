@@ -39,6 +39,7 @@ from typing import Any
 
 from sqlalchemy import text
 
+from bench import as_user
 from bench.admission_common import (
     DESTINATION,
     DownstreamControl,
@@ -59,6 +60,7 @@ from bench.admission_common import (
 )
 from bench.common import OUT
 from engine.execution.step_rules import idempotency_key
+from engine.operations import Operations
 from engine.runtime import Runtime
 from engine.settings import Settings
 
@@ -186,7 +188,8 @@ async def once(args: argparse.Namespace) -> dict[str, Any]:  # noqa: PLR0915
             child = child_workflow(
                 ds.url, small_answer=False, max_auto_retries=args.max_auto_retries
             )
-            version = await publish_fanout(runtime.store, child)
+            ops = Operations(runtime)
+            parent = await publish_fanout(ops, child)
             fleet = await start_fleet(backend, args.workers, tag, **worker_settings)
             result["loadavg_before"] = loadavg()
             t0 = time.time()
@@ -197,24 +200,23 @@ async def once(args: argparse.Namespace) -> dict[str, Any]:  # noqa: PLR0915
                 outage(control, tracer, t0, args.outage_at, args.outage_s)
             )
             started = time.perf_counter()
-            run, _ = await runtime.store.create_run(version, items(args.children))
-            await runtime.wakeup.notify()
-            status = await wait_for_run(poller, runtime.store, run.id, args.timeout, label="outage")
+            run_id = await as_user.submit(ops, parent, items(args.children))
+            status = await wait_for_run(poller, runtime.store, run_id, args.timeout, label="outage")
             wall = time.perf_counter() - started
             breaking.cancel()
             stop.set()
             await tracing
-            children = await poller.children(run.id)
+            children = await poller.children(run_id)
             result |= {
                 "status": status,
                 "wall_s": round(wall, 2),
                 "children": children,
                 "lost": args.children - sum(children.values()),
-                "failed_kinds": await poller.failure_kinds(run.id),
-                "redispatches": await poller.redispatches(run.id),
+                "failed_kinds": await poller.failure_kinds(run_id),
+                "redispatches": await poller.redispatches(run_id),
             }
-            result["why"] = await log_reasons(poller, run.id)
-            retried = await redispatched_keys(poller, run.id)
+            result["why"] = await log_reasons(poller, run_id)
+            retried = await redispatched_keys(poller, run_id)
             result |= analyse(tracer, args.outage_at, args.outage_s, retried)
             result["breaker_timeline"] = breaker_timeline(tracer.samples)
             result["loadavg_after"] = loadavg()

@@ -41,6 +41,7 @@ from typing import Any
 import asyncpg
 from sqlalchemy.ext.asyncio import create_async_engine
 
+from bench import as_user
 from bench.common import OUT, SCHEMABRIDGE, make_backend, stop_workers, worker_env
 from bench.fanout import (
     PARENT,
@@ -53,6 +54,7 @@ from bench.fanout import (
     run_input,
     run_status,
 )
+from engine.operations import Operations
 from engine.runtime import Runtime
 from engine.settings import Settings
 
@@ -211,15 +213,14 @@ async def run(args: argparse.Namespace, downstream: Downstream) -> dict[str, Any
     fleet = Fleet(env)
     commit = code_version()  # what the first workers load; restarts load the tree as it is then
     try:
-        await publish(runtime.store, downstream.url, "small")
-        version = await runtime.store.get_version(PARENT)
+        ops = Operations(runtime)
+        await publish(ops, downstream.url, "small")
         for slot in range(args.workers):
             fleet.start(slot)
         await asyncio.sleep(3)  # let the first workers come up before the first kill
         started = time.perf_counter()
-        parent, _ = await runtime.store.create_run(version, run_input(args.children))
-        await runtime.wakeup.notify()
-        status = await chaos_loop(args, fleet, runtime, parent.id, started)
+        parent_id = await as_user.submit(ops, PARENT, run_input(args.children))
+        status = await chaos_loop(args, fleet, runtime, parent_id, started)
         wall = time.perf_counter() - started
         await asyncio.to_thread(fleet.stop)
         dsn = backend.database_url.replace("postgresql+asyncpg://", "postgresql://")
@@ -236,8 +237,8 @@ async def run(args: argparse.Namespace, downstream: Downstream) -> dict[str, Any
             "workers_started": fleet.started,
             "downstream_requests": await downstream_requests(downstream.url),
         }
-        result |= await verify(dsn, parent.id, args.children)
-        again = (await child_step_times(backend.database_url, parent.id)).again
+        result |= await verify(dsn, parent_id, args.children)
+        again = (await child_step_times(backend.database_url, parent_id)).again
         result["child_steps_claimed_again"] = int(again or 0)
         result["ok"] = status == "SUCCEEDED" and all(result["checks"].values())
         return result

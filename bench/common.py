@@ -18,7 +18,9 @@ import psutil
 import redis
 
 PG_ADMIN = "postgresql://postgres@127.0.0.1:5432/postgres"
-REDIS_URL = "redis://127.0.0.1:6379/14"
+REDIS_URL = os.environ.get("SB_BENCH_REDIS_URL", "redis://127.0.0.1:6379/14")
+"""The Redis database of PostgreSQL benchmarks (`make_backend` flushes it at every start):
+db 14 unless SB_BENCH_REDIS_URL names another."""
 SCHEMABRIDGE = str(Path(sys.executable).with_name("schemabridge"))
 OUT = Path(__file__).with_name("out")
 

@@ -7,9 +7,9 @@ Tenant A (`tenant-a`) submits one fan-out of `--a-children` children (`SPAWNER o
 {{ input.items }}` → child with one GATEWAY POST to the demo downstream → MERGE); once A has
 been running for `--b-after` seconds, tenant B (`tenant-b`) submits `--b-runs` single-step runs
 (one GATEWAY POST each), spread evenly over `--b-spread-s` seconds (0: all in one burst),
-each followed by a wake-up as the API does. Both tenants' rate limits are raised
-(bench/common.worker_env: 10^8 per minute), so only scheduling (claims round-robin across
-tenants) and admission protect B. By default B calls the same destination as A
+each submitted as the API does (`ops.runs.submit`, which wakes the workers). Both tenants'
+rate limits are raised (bench/common.worker_env: 10^8 per minute), so only scheduling (claims
+round-robin across tenants) and admission protect B. By default B calls the same destination as A
 (`bench-downstream`, one AIMD limit, default cap 100); `--b-destination other` gives B its own
 key. The downstream: own process, `--latency-ms` (50), no capacity limit. Workers: `--workers`
 (2) x `--concurrency` (64, the engine's default).
@@ -32,6 +32,7 @@ from typing import Any
 
 from sqlalchemy import text
 
+from bench import as_user
 from bench.admission_common import (
     DESTINATION,
     DownstreamControl,
@@ -47,6 +48,7 @@ from bench.admission_common import (
     wait_for_run,
 )
 from bench.common import percentile
+from engine.operations import Operations
 from engine.runtime import Runtime
 from engine.settings import Settings
 
@@ -81,6 +83,9 @@ async def once(args: argparse.Namespace) -> dict[str, Any]:  # noqa: PLR0915
         database_url=backend.database_url,
         redis_url=backend.redis_url,
         worker_concurrency=args.concurrency,
+        # B must get in at the door whatever the depth of A's queue: this measures
+        # scheduling, not the submission high-water mark (50,000 READY steps by default).
+        submit_max_ready=100_000_000,
     )
     result: dict[str, Any] = {
         "a_children": args.a_children,
@@ -93,28 +98,26 @@ async def once(args: argparse.Namespace) -> dict[str, Any]:  # noqa: PLR0915
         poller = StatusPoller(backend.database_url)
         fleet = None
         try:
-            version_a = await publish_fanout(runtime.store, child_workflow(ds.url))
+            ops = Operations(runtime)
+            parent = await publish_fanout(ops, child_workflow(ds.url))
             b_dest = DESTINATION if args.b_destination == "same" else "bench-dest-b"
-            version_b = await runtime.store.publish(
-                child_workflow(ds.url, name="bench-fair-b", destination=b_dest)
-            )
+            workflow_b = child_workflow(ds.url, name="bench-fair-b", destination=b_dest)
+            await as_user.publish(ops, [workflow_b])
             fleet = await start_fleet(
                 backend, args.workers, "sbfair", worker_concurrency=str(args.concurrency)
             )
             result["loadavg_before"] = loadavg()
             started = time.perf_counter()
-            run_a, _ = await runtime.store.create_run(
-                version_a, items(args.a_children), tenant_id="tenant-a"
-            )
-            await runtime.wakeup.notify()
+            run_a = await as_user.submit(ops, parent, items(args.a_children), tenant_id="tenant-a")
             await asyncio.sleep(args.b_after)
-            result["a_progress_at_b_start"] = await runtime.store.fanout_progress(run_a.id)
+            # Counters straight from the store: ops.runs.get would decode A's input and read
+            # its log mid-measurement, and no operation gives the ready-queue depth.
+            result["a_progress_at_b_start"] = await runtime.store.fanout_progress(run_a)
             result["ready_depth_at_b_start"] = await runtime.store.ready_depth()
             pause = args.b_spread_s / args.b_runs if args.b_runs else 0
             b_started = time.perf_counter()
             for i in range(args.b_runs):
-                await runtime.store.create_run(version_b, {"id": i}, tenant_id="tenant-b")
-                await runtime.wakeup.notify()
+                await as_user.submit(ops, workflow_b.name, {"id": i}, tenant_id="tenant-b")
                 if pause:
                     await asyncio.sleep(pause)
             async with asyncio.timeout(args.timeout):
@@ -124,9 +127,9 @@ async def once(args: argparse.Namespace) -> dict[str, Any]:  # noqa: PLR0915
                         break
                     await asyncio.sleep(0.1)
             b_done = time.perf_counter()
-            a_status = await poller.status(run_a.id)
+            a_status = await poller.status(run_a)
             result["a_status_when_b_done"] = a_status
-            result["a_progress_when_b_done"] = await runtime.store.fanout_progress(run_a.id)
+            result["a_progress_when_b_done"] = await runtime.store.fanout_progress(run_a)
             result["b_window_s"] = round(b_done - b_started, 2)
             result["b_statuses"] = dict(Counter(r.status for r in rows))
             result["b_latency_s"] = dist([r.ended_at - r.created_at for r in rows if r.ended_at])
@@ -139,13 +142,13 @@ async def once(args: argparse.Namespace) -> dict[str, Any]:  # noqa: PLR0915
             result["b_step_attempts"] = dict(Counter(r.attempts for r in rows))
             if args.wait_a:
                 status = await wait_for_run(
-                    poller, runtime.store, run_a.id, args.timeout, label="A", progress_every_s=30
+                    poller, runtime.store, run_a, args.timeout, label="A", progress_every_s=30
                 )
                 wall = time.perf_counter() - started
                 result["a_status"] = status
                 result["a_wall_s"] = round(wall, 1)
                 result["a_children_per_s"] = round(args.a_children / wall, 1)
-                result["a_children"] = await poller.children(run_a.id)
+                result["a_children"] = await poller.children(run_a)
             result["loadavg_after"] = loadavg()
             result["foreign_workers_at_end"] = len(other_benchmarks())
             result["downstream_requests"] = (await control.stats())["total"]

@@ -16,8 +16,8 @@ Workers are `schemabridge worker` subprocesses named `sbfan-<backend>-<n>-w<i>`
 
 Reported per run (one JSON line each, then a `summary` line):
 
-* `wall_s` — the run's creation → its status observed SUCCEEDED (polled every 50 ms);
-  `store_wall_s` is the same from the store's timestamps (created_at → ended_at);
+* `wall_s` — the run's submission (`ops.runs.submit`) → its status observed SUCCEEDED
+  (polled every 50 ms); `store_wall_s` is the run's created_at → ended_at in the store;
 * `children_per_s` — N / wall_s;
 * `worker_peak_rss_mb` — peak RSS of each worker process (sampled every 200 ms);
 * `merge_delay_s` — the last child's end (max run.ended_at over children) → the MERGE step's
@@ -63,6 +63,7 @@ import psutil
 from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
 
+from bench import as_user
 from bench.common import (
     OUT,
     Backend,
@@ -73,10 +74,10 @@ from bench.common import (
     stop_workers,
     worker_env,
 )
+from engine.operations import Operations
 from engine.runtime import Runtime
 from engine.settings import Settings
 from engine.store import Store
-from engine.store.records import VersionRecord
 from schemas.definitions import Workflow
 
 PYSPY = str(Path(sys.executable).with_name("py-spy"))
@@ -86,7 +87,6 @@ SMALL_ANSWER = {"X-Demo-Raw": '{"ok":true}', "X-Demo-Content-Type": "application
 ENGINE_PATHS = ("engine", "vertices", "admission", "schemas", "api", "demo")
 POLL_S = 0.05
 CHILD_CPU_ROLES = ("workers", "downstream", "postgres", "redis-server")
-CHILD_PAGE = 5000
 
 
 # ── the downstream, in its own process ─────────────────────────────────────────────────────
@@ -245,10 +245,8 @@ def workflows(base: str, answer: str) -> tuple[Workflow, Workflow]:
     return child, parent
 
 
-async def publish(store: Store, base: str, answer: str) -> VersionRecord:
-    child, parent = workflows(base, answer)
-    await store.publish(child)
-    return await store.publish(parent)
+async def publish(ops: Operations, base: str, answer: str) -> None:
+    await as_user.publish(ops, workflows(base, answer))
 
 
 def run_input(children: int) -> dict[str, Any]:
@@ -287,22 +285,16 @@ class ChildSummary:
     last_created: float | None = None
 
 
-async def summarize_children(store: Store, run_id: str) -> ChildSummary:
+async def summarize_children(ops: Operations, run_id: str) -> ChildSummary:
     """Page through the children in item order: statuses, last end, last creation."""
     summary = ChildSummary(by_status=Counter())
-    after = -1
-    for _ in range(10_000):  # bounded: 10,000 pages of CHILD_PAGE children
-        page = await store.children(run_id, limit=CHILD_PAGE, after_index=after)
-        if not page:
-            break
-        for child in page:
-            summary.count += 1
-            assert summary.by_status is not None
-            summary.by_status[child.status] += 1
-            if child.ended_at is not None:
-                summary.last_end = max(summary.last_end or 0.0, child.ended_at)
-            summary.last_created = max(summary.last_created or 0.0, child.created_at)
-        after = page[-1].item_index if page[-1].item_index is not None else after + len(page)
+    async for child in as_user.children(ops, run_id):
+        summary.count += 1
+        assert summary.by_status is not None
+        summary.by_status[child.status] += 1
+        if child.ended_at is not None:
+            summary.last_end = max(summary.last_end or 0.0, child.ended_at)
+        summary.last_created = max(summary.last_created or 0.0, child.created_at)
     return summary
 
 
@@ -323,7 +315,9 @@ CHILD_STEP_TIMES = text(
 
 
 async def child_step_times(database_url: str, run_id: str) -> Any:
-    """When the children's steps started and ended (one aggregate query, read-only)."""
+    """When the children's steps started and ended (one aggregate query, read-only: no
+    operation aggregates the steps of every child, and reading each child's detail would
+    take N queries)."""
     engine = create_async_engine(database_url)
     try:
         async with engine.connect() as conn:
@@ -332,13 +326,12 @@ async def child_step_times(database_url: str, run_id: str) -> Any:
         await engine.dispose()
 
 
-async def timings(store: Store, database_url: str, run_id: str) -> dict[str, Any]:
-    run = await store.get_run(run_id)
+async def timings(ops: Operations, database_url: str, run_id: str) -> dict[str, Any]:
+    run = await ops.runs.get(run_id)
     child_steps = await child_step_times(database_url, run_id)
-    steps = {s.vertex_id: s for s in await store.get_steps(run_id)}
-    children = await summarize_children(store, run_id)
+    steps = {s.vertex_id: s for s in run.steps}
+    children = await summarize_children(ops, run_id)
     fan, merge = steps["fan"], steps["merge"]
-    assert run is not None
     return {
         "store_wall_s": _s_or_none(run.ended_at, run.created_at),
         "spawn_s": _s_or_none(children.last_created, run.created_at),
@@ -483,6 +476,8 @@ async def wait_until_done(
             await analyze(engine)
         if now - last_report >= 10:
             last_report = now
+            # The store's counters alone: ops.runs.get would also decode the input and read
+            # 5,000 log lines every 10 s, load on what is being measured.
             progress = await store.fanout_progress(run_id)
             rate = progress.get("succeeded", 0) / (now - started)
             print(
@@ -526,7 +521,7 @@ async def measure(
 ) -> dict[str, Any]:
     """Create the parent run, wait for it, and gather what the module docstring lists."""
     commit = code_version()  # what the workers, started just before, have loaded
-    version = await runtime.store.get_version(PARENT)
+    ops = Operations(runtime)
     items = run_input(args.children)
     stop = asyncio.Event()
     sampler = RssSampler(procs.pids)
@@ -539,11 +534,10 @@ async def measure(
     load_before = os.getloadavg()
     cpu = CpuMeter.begin(procs.pids, downstream.pid)
     started = time.perf_counter()
-    run, _ = await runtime.store.create_run(version, items)
-    await runtime.wakeup.notify()
+    run_id = await as_user.submit(ops, PARENT, items)
     poller = create_async_engine(runtime.settings.database_url)
     try:
-        done, progress = await wait_until_done(args, runtime.store, poller, run.id)
+        done, progress = await wait_until_done(args, runtime.store, poller, run_id)
     finally:
         await poller.dispose()
     wall = time.perf_counter() - started
@@ -564,7 +558,7 @@ async def measure(
         "children_per_s": round(args.children / wall, 1),
     }
     if done:
-        result |= await timings(runtime.store, runtime.settings.database_url, run.id)
+        result |= await timings(ops, runtime.settings.database_url, run_id)
     else:
         result["progress_at_timeout"] = progress
     return (
@@ -608,7 +602,7 @@ async def once(args: argparse.Namespace, repetition: int) -> dict[str, Any]:
             stop = asyncio.Event()
             procs: Processes | None = None
             try:
-                await publish(runtime.store, downstream.url, args.answer)
+                await publish(Operations(runtime), downstream.url, args.answer)
                 procs = launch(args, backend, runtime, stop, tag)
                 if procs.procs:
                     await wait_for_markers(worker_names(tag, args.workers))

@@ -6,19 +6,17 @@ to the log of each run it changes (level info, `data={"action", "actor"}`), and 
 does not exist. A run in a state the action does not accept is refused with `WrongState`
 naming the state. Actions that find nothing to do answer `changed=False` instead of failing
 where repeating them is harmless (resolve with the same output, start over, reprocess,
-cancel). Each action is one transaction in the store (`engine.store.actions_store`).
+cancel). Each action is one transaction in the store (`engine.store.actions_store`); a
+database that cannot be reached is `Unavailable(code="store_unavailable")` (`store_boundary`).
 """
 
 from __future__ import annotations
 
-import contextlib
 import dataclasses
 import json
 import math
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
-
-from sqlalchemy.exc import InterfaceError, OperationalError
 
 from engine.operations.action_views import (
     ActionResult,
@@ -30,10 +28,11 @@ from engine.operations.action_views import (
     SkippedRun,
     StartOverResult,
 )
+from engine.operations.boundary import store_boundary
 from engine.operations.views import RunFilter
 from engine.store.models import RunStatus
 from engine.store.operator_actions import Action, RetryOutcome, run_not_found
-from schemas.errors import InvalidRequest, Unavailable, WrongState
+from schemas.errors import InvalidRequest, WrongState
 
 if TYPE_CHECKING:
     from engine.operations.runs import RunOperations
@@ -43,19 +42,6 @@ MAX_BATCH = 10_000
 """The most runs one batch retry considers (`limit` may not exceed it)."""
 LIST_PAGE = 500
 """Runs read per page when a batch retry resolves a filter (the largest page `list` gives)."""
-
-
-@contextlib.contextmanager
-def _store_reachable() -> Iterator[None]:
-    """A database that cannot be reached is `Unavailable` (nothing was changed: the action
-    was one transaction that did not commit)."""
-    try:
-        yield
-    except (OperationalError, InterfaceError, OSError) as exc:
-        raise Unavailable(
-            f"the database cannot be reached ({type(exc).__name__}); try again",
-            code="store_unavailable",
-        ) from exc
 
 
 class OperatorActions:
@@ -69,13 +55,13 @@ class OperatorActions:
         self._runtime = runtime
         self._runs = runs
 
+    @store_boundary
     async def retry(self, run_id: str, *, actor: str, tenant: str | None = None) -> RetryResult:
         """A FAILED run re-runs its FAILED steps (READY again, error cleared, redispatches and
         the tenant rate item anew, attempts still counting); completed steps are kept; the run
         is RUNNING again. A dead-lettered child comes back into its parent's join. Not FAILED:
         `WrongState(code="run_not_failed")`."""
-        with _store_reachable():
-            outcome = await self._runtime.store.retry_runs([run_id], actor=actor, tenant=tenant)
+        outcome = await self._runtime.store.retry_runs([run_id], actor=actor, tenant=tenant)
         if run_id in outcome.refused:
             state = outcome.refused[run_id]
             if state is None:
@@ -96,6 +82,7 @@ class OperatorActions:
             steps_retried=steps,
         )
 
+    @store_boundary
     async def resolve(
         self,
         run_id: str,
@@ -112,10 +99,9 @@ class OperatorActions:
         (`step_not_failed`, or `step_already_resolved` for another output — the same output
         again is a no-op)."""
         value = _json_value(output)
-        with _store_reachable():
-            outcome = await self._runtime.store.resolve_step(
-                run_id, vertex_id, value, actor=actor, tenant=tenant
-            )
+        outcome = await self._runtime.store.resolve_step(
+            run_id, vertex_id, value, actor=actor, tenant=tenant
+        )
         if outcome.changed:
             await self._runtime.wakeup.notify()
         return ResolveResult(
@@ -131,6 +117,7 @@ class OperatorActions:
             vertex_id=vertex_id,
         )
 
+    @store_boundary
     async def start_over(
         self, run_id: str, *, actor: str, tenant: str | None = None
     ) -> StartOverResult:
@@ -140,8 +127,7 @@ class OperatorActions:
         (`InvalidRequest(code="start_over_child_run")`: its item only exists in its parent).
         Idempotent: starting the same run over again answers the run the first time
         created (`changed=False`)."""
-        with _store_reachable():
-            outcome = await self._runtime.store.start_over(run_id, actor=actor, tenant=tenant)
+        outcome = await self._runtime.store.start_over(run_id, actor=actor, tenant=tenant)
         if outcome.created:
             await self._runtime.wakeup.notify()
         return StartOverResult(
@@ -157,6 +143,7 @@ class OperatorActions:
             new_run_id=outcome.new_run_id,
         )
 
+    @store_boundary
     async def batch_retry(
         self,
         ids: Sequence[str] | None = None,
@@ -187,10 +174,9 @@ class OperatorActions:
             )
         else:
             run_ids, truncated = list(dict.fromkeys(ids or ())), False
-        with _store_reachable():
-            outcome = await self._runtime.store.retry_runs(
-                run_ids, actor=actor, tenant=tenant, action=Action.BATCH_RETRY
-            )
+        outcome = await self._runtime.store.retry_runs(
+            run_ids, actor=actor, tenant=tenant, action=Action.BATCH_RETRY
+        )
         if outcome.retried:
             await self._runtime.wakeup.notify()
         return BatchRetryResult(
@@ -226,14 +212,14 @@ class OperatorActions:
                 break
         return found[:limit], len(found) > limit or cursor is not None
 
+    @store_boundary
     async def reprocess(
         self, run_id: str, *, actor: str, tenant: str | None = None
     ) -> ReprocessResult:
         """The dead-lettered (FAILED) children of the run run again, with the dead letters
         of nested fan-outs under them; the joins they had closed reopen, up to the root.
         None to revive: `changed=False`. A CANCELLED run: `WrongState(code="run_cancelled")`."""
-        with _store_reachable():
-            outcome = await self._runtime.store.reprocess_run(run_id, actor=actor, tenant=tenant)
+        outcome = await self._runtime.store.reprocess_run(run_id, actor=actor, tenant=tenant)
         if outcome.revived:
             await self._runtime.wakeup.notify()
         plural = "" if outcome.revived == 1 else "ren"
@@ -250,13 +236,13 @@ class OperatorActions:
             revived=outcome.revived,
         )
 
+    @store_boundary
     async def cancel(self, run_id: str, *, actor: str, tenant: str | None = None) -> CancelResult:
         """The run and every descendant still going end CANCELLED; their steps that had not
         ended are CANCELLED, and steps in flight finish without their results being recorded.
         A cancelled child counts as cancelled in its parent's join. Already CANCELLED:
         `changed=False`; SUCCEEDED or FAILED: `WrongState(code="run_ended")`."""
-        with _store_reachable():
-            outcome = await self._runtime.store.cancel_run(run_id, actor=actor, tenant=tenant)
+        outcome = await self._runtime.store.cancel_run(run_id, actor=actor, tenant=tenant)
         changed = outcome.runs_cancelled > 0
         return CancelResult(
             run_id=run_id,

@@ -16,7 +16,7 @@ import math
 import secrets
 from typing import TYPE_CHECKING
 
-from engine.operations.availability import store_available
+from engine.operations.boundary import store_boundary
 from engine.operations.keys_views import ApiKeyList, ApiKeyView, CreatedApiKey, KeyState
 from engine.store.keys import ApiKeyRecord
 from schemas.errors import InvalidRequest, NotFound, Problem
@@ -106,6 +106,7 @@ class KeyOperations:
     def __init__(self, runtime: Runtime) -> None:
         self._runtime = runtime
 
+    @store_boundary
     async def create(
         self,
         *,
@@ -132,34 +133,33 @@ class KeyOperations:
             expires_at=None if expires_in_days is None else now + expires_in_days * SECONDS_PER_DAY,
             revoked_at=None,
         )
-        async with store_available():
-            await self._runtime.store.create_api_key(record)
+        await self._runtime.store.create_api_key(record)
         return CreatedApiKey(key=secret, **_view(record, now).model_dump())
 
+    @store_boundary
     async def list(self) -> ApiKeyList:
         """Every key, oldest first, revoked and expired ones included (never a secret)."""
-        async with store_available():
-            records = await self._runtime.store.list_api_keys()
+        records = await self._runtime.store.list_api_keys()
         now = self._runtime.clock.now()
         return ApiKeyList(items=[_view(record, now) for record in records])
 
+    @store_boundary
     async def revoke(self, key_id: str) -> ApiKeyView:
         """Revoke a key now; it stops working at once everywhere. Revoking a revoked key
         changes nothing (its first revocation time stays). Unknown id →
         `NotFound(code="key_not_found")`."""
-        async with store_available():
-            record = await self._runtime.store.revoke_api_key(key_id)
+        record = await self._runtime.store.revoke_api_key(key_id)
         if record is None:
             raise NotFound(f"no API key with id {key_id!r}", code="key_not_found")
         return _view(record, self._runtime.clock.now())
 
+    @store_boundary
     async def authenticate(self, secret: str) -> ApiKeyView | None:
         """The live key whose secret this is; None when it is unknown, revoked or expired
         (callers answer all of them alike, so a caller learns nothing about other keys)."""
         if not secret.startswith(KEY_PREFIX) or len(secret) > MAX_SECRET_CHARS:
             return None
-        async with store_available():
-            record = await self._runtime.store.find_api_key(hash_secret(secret))
+        record = await self._runtime.store.find_api_key(hash_secret(secret))
         if record is None:
             return None
         view = _view(record, self._runtime.clock.now())

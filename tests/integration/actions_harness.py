@@ -1,10 +1,6 @@
 """Helpers for the operator-action tests: workflows that fail where a test needs them to, runs
 driven into the states an action applies to, and probes of what the store did (its log lines,
-the statements it sent).
-
-Runs are created through the store by `submit` until `ops.runs.submit` exists; switching is one
-line there.
-"""
+the statements it sent)."""
 
 from __future__ import annotations
 
@@ -27,7 +23,7 @@ OVERLOAD = {"kind": "external_overload", "message": "503 from the test"}
 
 
 async def submit(runtime: Runtime, workflows: list[Workflow], run_input: Any, **kw: Any) -> str:
-    """Publish `workflows` and start a run of the first (through the store for now)."""
+    """Publish `workflows` and submit a run of the first (through the operations layer)."""
     return await start(runtime, workflows, run_input, **kw)
 
 
@@ -164,7 +160,7 @@ async def failed_chain(runtime: Runtime, downstream: RunningDownstream, **kw: An
     run_id = await submit(runtime, [chain(downstream.url)], {"id": 1}, **kw)
     async with running_worker(runtime):
         run = await wait_for_run(runtime, run_id)
-    assert run.status == "FAILED" and run.error["vertexId"] == "b"
+    assert run.status == "FAILED" and run.error.vertex_id == "b"
     return run_id
 
 
@@ -176,7 +172,7 @@ async def failed_fan_out(
         downstream.script([400], path=f"/charge/{index}")
     run_id = await submit(runtime, fan_out(downstream.url), {"items": items(n)})
     run = await wait_for_run(runtime, run_id)
-    assert run.status == "FAILED" and run.error["vertexId"] == "join"
+    assert run.status == "FAILED" and run.error.vertex_id == "join"
     return run_id
 
 

@@ -1,5 +1,8 @@
 """Helpers for engine tests: a runtime on a test backend and a worker running in the
-background, with bounded waits on run states (no sleeping for state)."""
+background, with bounded waits on run states (no sleeping for state).
+
+Tests act as users through the operations layer: `start` publishes and submits with
+`Operations`, and `wait_for_run` reads the run with `ops.runs.wait` (its detail view)."""
 
 from __future__ import annotations
 
@@ -9,9 +12,10 @@ from collections.abc import AsyncIterator
 from typing import Any
 
 from engine.execution.worker import Worker, WorkerConfig
+from engine.operations import Operations
+from engine.operations.views import RunDetail
 from engine.runtime import Runtime
 from engine.settings import Settings
-from engine.store.records import RunRecord
 from schemas.definitions import Workflow
 from tests.conftest import Backend
 
@@ -45,19 +49,20 @@ async def running_worker(
             await task
 
 
-async def wait_for_run(runtime: Runtime, run_id: str, timeout_s: float = 30) -> RunRecord:
-    """Poll the store until the run ends; fail after `timeout_s`."""
-    async with asyncio.timeout(timeout_s):
-        while True:
-            run = await runtime.store.get_run(run_id)
-            if run is not None and run.status in TERMINAL:
-                return run
-            await asyncio.sleep(0.05)
+async def wait_for_run(runtime: Runtime, run_id: str, timeout_s: float = 30) -> RunDetail:
+    """The run once it has ended (`ops.runs.wait`); `TimeoutError` if it has not after
+    `timeout_s`."""
+    run = await Operations(runtime).runs.wait(run_id, timeout_s)
+    if run.status not in TERMINAL:
+        raise TimeoutError(f"run {run_id} is still {run.status} after {timeout_s:g} s")
+    return run
 
 
 async def start(runtime: Runtime, workflows: list[Workflow], run_input: Any, **kw: Any) -> str:
-    for workflow in workflows:
-        await runtime.store.publish(workflow)
-    version = await runtime.store.get_version(workflows[0].name)
-    run, _ = await runtime.store.create_run(version, run_input, **kw)
-    return run.id
+    """Publish `workflows` (one transaction) and submit a run of the first; `kw` are
+    `ops.runs.submit`'s (`tenant_id`, `idempotency_key`, `version`)."""
+    ops = Operations(runtime)
+    documents = [w.model_dump(mode="json", by_alias=True, exclude_none=True) for w in workflows]
+    await ops.workflows.publish(documents)
+    submitted = await ops.runs.submit(workflows[0].name, run_input, **kw)
+    return submitted.run.id

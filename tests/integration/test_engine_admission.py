@@ -59,7 +59,7 @@ async def test_overloaded_step_is_redispatched_up_to_max_auto_retries(
     finally:
         await runtime.close()
     assert run.status == "FAILED"
-    assert run.error["kind"] == "external_overload"
+    assert run.error.kind == "external_overload"
     assert step.auto_retries == max_auto_retries
     assert step.attempts == max_auto_retries + 1
     # One request per dispatch; the dispatches are at least 0.3 s, then 0.6 s apart.
@@ -80,7 +80,7 @@ async def test_other_failures_are_not_redispatched(
         (step,) = await runtime.store.get_steps(run_id)
     finally:
         await runtime.close()
-    assert run.error["kind"] == "http_error"
+    assert run.error.kind == "http_error"
     assert (step.attempts, step.auto_retries) == (1, 0)
     assert downstream.stats.total == 1
 
@@ -119,7 +119,7 @@ async def test_breakers_stop_traffic_to_a_dead_destination(
     finally:
         await runtime.close()
     assert {r.status for r in runs} == {"FAILED"}
-    assert {r.error["kind"] for r in runs} == {"external_overload"}
+    assert {r.error.kind for r in runs} == {"external_overload"}
     # Without breakers: 6 runs x 4 dispatches x 4 attempts = 96 requests. The tenant breaker
     # opens after 5 consecutive failures; later attempts are refused without a request, and
     # each half-open probe that fails reopens it.
@@ -197,8 +197,8 @@ async def test_redispatches_spend_the_retry_budget(
     finally:
         await runtime.close()
     assert run.status == "FAILED"
-    assert run.error["kind"] == "external_overload"
-    assert "retry budget" in run.error["message"]
+    assert run.error.kind == "external_overload"
+    assert "retry budget" in run.error.message
     assert step.auto_retries == 2
     assert downstream.stats.total == 1  # only the first dispatch was sent
 

@@ -76,9 +76,9 @@ async def test_a_4xx_fails_the_run_with_http_details(
     async with running_worker(runtime):
         run = await wait_for_run(runtime, run_id)
     assert run.status == "FAILED"
-    assert run.error["vertexId"] == "call"
-    assert run.error["kind"] == "http_error"
-    assert run.error["http"]["status"] == 404
+    assert run.error.vertex_id == "call"
+    assert run.error.kind == "http_error"
+    assert run.error.http_status == 404
     steps = {s.vertex_id: s for s in await runtime.store.get_steps(run_id)}
     assert steps["after"].status == "PENDING"
     assert downstream.stats.total == 1

@@ -113,8 +113,8 @@ async def test_tolerance_table(
     steps = {s.vertex_id: s for s in await runtime.store.get_steps(run_id)}
     assert steps["join"].attempts == 1  # the merge ran exactly once
     if expected == "FAILED":
-        assert run.error["vertexId"] == "join"
-        assert run.error["kind"] == "child_failures"
+        assert run.error.vertex_id == "join"
+        assert run.error.kind == "child_failures"
     else:
         outputs = run.output["join"]["outputs"]
         assert len(outputs) == 10
@@ -138,7 +138,7 @@ async def test_fail_fast_closes_the_join_while_stragglers_run(
     async with running_worker(runtime):
         run = await wait_for_run(runtime, run_id, timeout_s=3.5)
         assert run.status == "FAILED"
-        assert run.error["kind"] == "child_failures"
+        assert run.error.kind == "child_failures"
         progress = await runtime.store.fanout_progress(run_id)
         assert progress["failed"] >= 2
         assert progress["succeeded"] == 0  # the slow children had not ended
@@ -173,12 +173,13 @@ async def test_reprocess_reruns_only_dead_letters(
 async def test_quota_exceeded_creates_no_children(
     runtime: Runtime, downstream: RunningDownstream
 ) -> None:
-    await runtime.store.set_quota("acme", 5)
+    await runtime.store.set_quota("acme", 6)  # the submitted parent counts as one run
     run_id = await start(runtime, workflows(downstream.url), {"items": items(10)}, tenant_id="acme")
+    assert await runtime.store.quota_left("acme") == 5
     async with running_worker(runtime):
         run = await wait_for_run(runtime, run_id)
     assert run.status == "FAILED"
-    assert run.error["kind"] == "quota_exceeded"
+    assert run.error.kind == "quota_exceeded"
     assert await runtime.store.children(run_id) == []
     assert await runtime.store.quota_left("acme") == 5
 
@@ -361,7 +362,7 @@ async def _nested_run_that_failed(runtime: Runtime, downstream: RunningDownstrea
     downstream.script([400], path="/leaf/g1-2")  # one leaf fails once
     run_id = await start(runtime, nested_workflows(downstream.url), NESTED_INPUT)
     run = await wait_for_run(runtime, run_id)
-    assert run.status == "FAILED" and run.error["kind"] == "child_failures"
+    assert run.status == "FAILED" and run.error.kind == "child_failures"
     (failed_mid,) = await runtime.store.children(run_id, status="FAILED")
     assert failed_mid.dlq_at is not None and failed_mid.item_index == 1
     return run_id

@@ -156,7 +156,7 @@ async def test_retry_of_a_nested_dead_letter_reopens_every_join_above_it(
     async with running_worker(runtime):
         top_id = await submit(runtime, nested(downstream.url), groups)
         top = await wait_for_run(runtime, top_id)
-        assert top.status == "FAILED" and top.error["kind"] == "child_failures"
+        assert top.status == "FAILED" and top.error.kind == "child_failures"
         (mid,) = await runtime.store.children(top_id, status="FAILED")
         (leaf,) = await runtime.store.children(mid.id, status="FAILED")
         await ops.actions.retry(leaf.id, actor="cli")

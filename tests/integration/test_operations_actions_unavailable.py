@@ -1,0 +1,70 @@
+"""Operator actions against a database that cannot be reached: every action answers
+`Unavailable(code="store_unavailable")` (the operations boundary), never a driver error."""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from engine.operations import Operations
+from engine.operations.views import RunFilter
+from engine.runtime import Runtime
+from engine.settings import Settings
+from schemas.errors import InvalidRequest, Refusal, Unavailable
+
+RUN_ID = "00000000-0000-0000-0000-000000000000"
+
+
+def _actions(ops: Operations) -> list[Awaitable[Any]]:
+    actions = ops.actions
+    return [
+        actions.retry(RUN_ID, actor="test"),
+        actions.resolve(RUN_ID, "call", {"ok": True}, actor="test"),
+        actions.start_over(RUN_ID, actor="test"),
+        actions.batch_retry(ids=[RUN_ID], actor="test"),
+        actions.batch_retry(filter=RunFilter(), actor="test"),
+        actions.reprocess(RUN_ID, actor="test"),
+        actions.cancel(RUN_ID, actor="test"),
+    ]
+
+
+@pytest.mark.parametrize(
+    "database_url",
+    [
+        "postgresql+asyncpg://postgres@127.0.0.1:9/nowhere",
+        "sqlite+aiosqlite:///{tmp}/missing/dir/sb.db",
+    ],
+)
+async def test_every_action_on_an_unreachable_database_is_unavailable(
+    database_url: str, tmp_path: Path
+) -> None:
+    runtime = await Runtime.open(
+        Settings(database_url=database_url.format(tmp=tmp_path)), migrate=False
+    )
+    try:
+        for call in _actions(Operations(runtime)):
+            with pytest.raises(Unavailable) as down:
+                await call
+            assert down.value.code == "store_unavailable"
+            assert down.value.refusal is Refusal.UNAVAILABLE
+    finally:
+        await runtime.close()
+
+
+async def test_refusals_that_need_no_database_come_first(tmp_path: Path) -> None:
+    """Checks of the request itself answer as they do with a database (nothing is read)."""
+    url = f"sqlite+aiosqlite:///{tmp_path}/missing/dir/sb.db"
+    runtime = await Runtime.open(Settings(database_url=url), migrate=False)
+    try:
+        actions = Operations(runtime).actions
+        with pytest.raises(InvalidRequest) as refused:
+            await actions.batch_retry(ids=[RUN_ID], limit=0, actor="test")
+        assert refused.value.code == "invalid_limit"
+        with pytest.raises(InvalidRequest) as refused:
+            await actions.resolve(RUN_ID, "call", float("nan"), actor="test")
+        assert refused.value.code == "invalid_output"
+    finally:
+        await runtime.close()
