@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any
 from admission import DestinationCaps
 from engine.coordination.heartbeat import read_services
 from engine.coordination.redis_client import COORDINATION_ERRORS, redis_ok
+from engine.operations.boundary import store_boundary
 from engine.operations.destination_keys import check_destination
 from engine.operations.settings_views import (
     CapsView,
@@ -84,6 +85,7 @@ class SettingsOperations:
 
     # ── destination caps ─────────────────────────────────────────────────────────────────
 
+    @store_boundary
     async def set_caps(
         self, destination: str, max_concurrency: int, rate_per_second: float | None = None
     ) -> CapsView:
@@ -115,6 +117,7 @@ class SettingsOperations:
             rate_per_second=rate_per_second,
         )
 
+    @store_boundary
     async def remove_caps(self, destination: str) -> bool:
         """Remove a destination's caps, the durable copy and the one in Redis: the default cap
         applies again. True when it had caps; False when it had none (nothing to do). A key
@@ -131,6 +134,7 @@ class SettingsOperations:
             await self._runtime.admission.remove_caps(destination)
         return stored is not None or operative is not None
 
+    @store_boundary
     async def destinations(self) -> list[DestinationView]:
         """Every destination admission has seen or that has stored caps, by key: its cap,
         AIMD limit, calls in flight, breaker layers and retry budget."""
@@ -144,6 +148,7 @@ class SettingsOperations:
             snapshot = await self._runtime.admission.snapshot(also=stored.keys())
         return [DestinationView.of(d, stored.get(d.destination)) for d in snapshot.destinations]
 
+    @store_boundary
     async def admission_state(self) -> dict[str, Any]:
         """Admission's raw state, JSON-ready (`AdmissionSnapshot.as_dict()`: every destination
         and tenant it has seen), with the stored caps (`configuredCaps`) and tenant rate
@@ -162,6 +167,7 @@ class SettingsOperations:
 
     # ── tenants ──────────────────────────────────────────────────────────────────────────
 
+    @store_boundary
     async def set_tenant_rate(self, tenant_id: str, per_minute: int) -> TenantRateView:
         """Limit a tenant to `per_minute` GATEWAY steps a minute (≥ 1; each step counted once
         however many attempts it takes), for every worker at once (`invalid_rate` below 1)."""
@@ -170,6 +176,7 @@ class SettingsOperations:
         await self._apply_tenant_rate(tenant_id, per_minute)
         return await self._rate_view(tenant_id, per_minute)
 
+    @store_boundary
     async def reset_tenant_rate(self, tenant_id: str) -> TenantRateView:
         """Remove a tenant's rate limit: the default (`TENANT_RATE_PER_MINUTE`) applies again.
         Idempotent: a tenant without one is left as it is."""
@@ -177,6 +184,7 @@ class SettingsOperations:
         await self._apply_tenant_rate(tenant_id, None)
         return await self._rate_view(tenant_id, None)
 
+    @store_boundary
     async def set_quota(self, tenant_id: str, max_runs: int) -> QuotaView:
         """Let a tenant create `max_runs` child runs (≥ 0; spawners check it before a fan-out).
         Changing an existing quota keeps its count of runs used (`invalid_quota` below 0)."""
@@ -184,12 +192,14 @@ class SettingsOperations:
         _whole(max_runs, 0, "the quota", "invalid_quota")
         return _quota_view(*await self._runtime.store.set_quota(tenant_id, max_runs))
 
+    @store_boundary
     async def reset_quota(self, tenant_id: str) -> bool:
         """Remove a tenant's run quota: unlimited again, and its count of runs used restarts
         from 0 if a quota is set later. True when it had one; False when it had none."""
         check_tenant(tenant_id)
         return await self._runtime.store.reset_quota(tenant_id)
 
+    @store_boundary
     async def tenants(self) -> list[TenantView]:
         """Every tenant the rate limiter has seen or that has a stored rate limit or quota,
         by id."""
@@ -207,6 +217,7 @@ class SettingsOperations:
             for tenant_id in sorted({*seen, *rates, *quotas})
         ]
 
+    @store_boundary
     async def tenant(self, tenant_id: str) -> TenantView:
         """One tenant's rate limit and its use in the current window, and its quota. Any id
         has settings (the defaults until an operator sets some)."""

@@ -68,3 +68,32 @@ async def test_refusals_that_need_no_database_come_first(tmp_path: Path) -> None
         assert refused.value.code == "invalid_output"
     finally:
         await runtime.close()
+
+
+async def test_every_settings_operation_on_an_unreachable_database_is_unavailable(
+    tmp_path: Path,
+) -> None:
+    """The settings group answers the same refusal (its Redis copy is reachable here: the
+    embedded server), so an operator's `tenants`/`destinations` command never shows a driver
+    error."""
+    url = f"sqlite+aiosqlite:///{tmp_path}/missing/dir/sb.db"
+    runtime = await Runtime.open(Settings(database_url=url), migrate=False)
+    try:
+        settings = Operations(runtime).settings
+        calls: list[Awaitable[Any]] = [
+            settings.set_caps("http://127.0.0.1:9", 5),
+            settings.remove_caps("http://127.0.0.1:9"),
+            settings.set_tenant_rate("acme", 10),
+            settings.reset_tenant_rate("acme"),
+            settings.set_quota("acme", 10),
+            settings.reset_quota("acme"),
+            settings.tenants(),
+            settings.tenant("acme"),
+            settings.destinations(),
+        ]
+        for call in calls:
+            with pytest.raises(Unavailable) as down:
+                await call
+            assert down.value.code == "store_unavailable"
+    finally:
+        await runtime.close()
