@@ -94,9 +94,9 @@ SELECT
 FROM generate_series(0, $1::int - 1) AS i,
     LATERAL (SELECT i % 1000 >= 200 AS child) AS c,
     LATERAL (SELECT CASE
-        WHEN (i * 7919) % 100 < 90 THEN 'SUCCEEDED'
-        WHEN (i * 7919) % 100 < 93 THEN 'FAILED'
-        WHEN (i * 7919) % 100 < 98 THEN 'RUNNING'
+        WHEN (i::bigint * 7919) % 100 < 90 THEN 'SUCCEEDED'
+        WHEN (i::bigint * 7919) % 100 < 93 THEN 'FAILED'
+        WHEN (i::bigint * 7919) % 100 < 98 THEN 'RUNNING'
         ELSE 'CANCELLED' END AS status) AS s,
     LATERAL (SELECT $2::float8 + CASE
         WHEN c.child THEN ((i / 1000) * 1000) * $3::float8 + (i % 1000) * 0.003
