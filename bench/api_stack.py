@@ -298,44 +298,53 @@ async def closed_loop(
     max_s: float,
     ok_status: int,
     warmup: int = 0,
+    warmup_s: float = 10.0,
 ) -> Series:
-    """`concurrency` loops send requests back to back until `count` were sent or `max_s`
-    passed (the first `warmup` are sent but not measured). `request(i)` returns the status.
+    """`concurrency` loops send requests back to back until `count` were measured or `max_s`
+    passed. The first `warmup` requests, or those sent in the first `warmup_s` seconds if
+    that ends sooner, are sent but not measured. `request(i)` returns the HTTP status.
     Latency is measured from just before the request to its answer read in full."""
     counter = 0
+    measured_from: float | None = None
+    first_measured = 0
     latencies: list[float] = []
     statuses: Counter[int] = Counter()
     errors: Counter[str] = Counter()
     started = time.perf_counter()
     deadline = started + max_s
-    measured_from: list[float] = []
+
+    def measuring(i: int, now: float) -> bool:
+        nonlocal measured_from, first_measured
+        if measured_from is None and (i >= warmup or now - started >= warmup_s):
+            measured_from, first_measured = now, i
+        return measured_from is not None
 
     async def loop() -> None:
         nonlocal counter
-        while counter < warmup + count and time.perf_counter() < deadline:
+        while time.perf_counter() < deadline:
+            if measured_from is not None and counter - first_measured >= count:
+                return
             i = counter
             counter += 1
-            if i == warmup:
-                measured_from.append(time.perf_counter())
             begin = time.perf_counter()
+            measured = measuring(i, begin)
             try:
                 status = await request(i)
             except (aiohttp.ClientError, TimeoutError) as error:
                 errors[type(error).__name__] += 1
                 continue
-            took = (time.perf_counter() - begin) * 1000
-            if i < warmup:
+            if not measured:
                 continue
             statuses[status] += 1
             if status == ok_status:
-                latencies.append(took)
+                latencies.append((time.perf_counter() - begin) * 1000)
 
     async with asyncio.TaskGroup() as group:
         for _ in range(concurrency):
             group.create_task(loop())
-    first = measured_from[0] if measured_from else started
+    first = measured_from if measured_from is not None else time.perf_counter()
     return Series(
-        sent=max(0, counter - warmup),
+        sent=sum(statuses.values()) + sum(errors.values()),
         elapsed_s=time.perf_counter() - first,
         latencies_ms=latencies,
         statuses=statuses,

@@ -193,6 +193,7 @@ async def measure(db: Database, args: argparse.Namespace) -> None:
                 "bare": [p.pid for p in bares],
                 "downstream": [ds[0].pid],
             }
+            print(json.dumps({"pids": {p.name: p.pid for p in [*ds, *procs]}}), flush=True)
             rows: list[dict[str, Any]] = []
             for rep in range(args.repeat):
                 for target, group in ((args.target, apis), ("bare", bares)):
