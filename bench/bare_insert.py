@@ -48,7 +48,9 @@ def build_app(dsn: str) -> FastAPI:
     @contextlib.asynccontextmanager
     async def lifespan(_app: FastAPI) -> AsyncIterator[None]:
         created = await asyncpg.create_pool(dsn, min_size=2, max_size=POOL_SIZE)
-        async with created.acquire() as conn:
+        async with created.acquire() as conn, conn.transaction():
+            # Two processes starting at once would race on CREATE TABLE IF NOT EXISTS.
+            await conn.execute("SELECT pg_advisory_xact_lock(7311)")
             await conn.execute(CREATE)
         pool.append(created)
         try:
