@@ -255,11 +255,12 @@ async def _publish_examples(
         workflows = parse_documents(documents)
     except Exception as error:
         raise CannotStart(f"the example workflows are not valid: {error}") from None
-    # Published through the runtime's store, one by one. `Operations.workflows.publish` has
-    # landed since and could replace this loop (one transaction, validated once more).
-    for workflow in workflows:
-        await runtime.store.publish(workflow)
-    return [workflow.name for workflow in workflows]
+    from engine.operations import Operations
+
+    published = await Operations(runtime).workflows.publish(
+        [w.model_dump(mode="json", by_alias=True, exclude_none=True) for w in workflows]
+    )
+    return [result.name for result in published]
 
 
 def _warn_demo(downstream_url: str, names: list[str]) -> None:
