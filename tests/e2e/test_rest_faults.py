@@ -327,6 +327,12 @@ async def test_postgresql_unreachable_for_ten_seconds_then_back(
             await _publish(url, one_call(downstream.url))
             async with _http(url) as http:
                 assert (await http.get("/health")).status_code == 200
+                # A run before the outage proves the worker is up (it opens its runtime on
+                # its own schedule; cut while it starts, it would exit and nothing could
+                # recover).
+                before = await http.post("/workflows/one-call/runs", json={"input": {}})
+                assert before.status_code == 201, before.text
+                assert (await _ended(url, before.json()["id"]))["status"] == "SUCCEEDED"
                 await proxy.cut()
                 cut_at = time.monotonic()
                 health = await http.get("/health")
