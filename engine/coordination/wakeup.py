@@ -45,6 +45,11 @@ from engine.coordination.redis_client import COORDINATION_ERRORS
 logger = logging.getLogger(__name__)
 
 
+UNSUBSCRIBE_ERRORS: tuple[type[BaseException], ...] = (*COORDINATION_ERRORS, AttributeError)
+"""What a failed unsubscribe raises. AttributeError: redis-py's asyncio connection raises it
+('NoneType' has no 'writelines') when the pub/sub connection was closed under it."""
+
+
 class Wakeup:
     """One process's end of the wake-up channel; see the module docstring.
 
@@ -150,7 +155,7 @@ class Wakeup:
         unsubscribe: Callable[..., Awaitable[object]] = pubsub.unsubscribe  # unannotated upstream
         try:
             await asyncio.wait_for(unsubscribe(self.channel), self.stop_timeout_s)
-        except COORDINATION_ERRORS as error:
+        except UNSUBSCRIBE_ERRORS as error:
             logger.debug(
                 "unsubscribing from %s failed; cancelling instead: %s", self.channel, error
             )
