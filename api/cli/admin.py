@@ -130,7 +130,7 @@ def destination_detail(view: DestinationView) -> Group:
     return Group(Text(view.destination, style="bold"), grid)
 
 
-@destinations_app.command("list")
+@destinations_app.command("list", epilog=EXIT_CODES_HELP)
 def list_destinations(
     api_url: ApiUrlOption = DEFAULT_API_URL,
     api_key: ApiKeyOption = None,
@@ -145,7 +145,7 @@ def list_destinations(
     print_page(remote, views, destinations_table, empty)
 
 
-@destinations_app.command("show")
+@destinations_app.command("show", epilog=EXIT_CODES_HELP)
 def show_destination(
     destination: Annotated[
         str | None,
@@ -177,7 +177,7 @@ def show_destination(
         render(console, destination_detail(view))
 
 
-@destinations_app.command("set-cap")
+@destinations_app.command("set-cap", epilog=EXIT_CODES_HELP)
 def set_cap(
     destination: DestinationArgument,
     max_concurrency: Annotated[
@@ -212,7 +212,7 @@ def set_cap(
     )
 
 
-@destinations_app.command("remove-cap")
+@destinations_app.command("remove-cap", epilog=EXIT_CODES_HELP)
 def remove_cap(
     destination: DestinationArgument,
     api_url: ApiUrlOption = DEFAULT_API_URL,
@@ -267,7 +267,7 @@ def tenants_table(views: list[TenantView]) -> Table:
     return table(["TENANT", "RATE LIMIT", "USED", "RUN QUOTA"], rows)
 
 
-@tenants_app.command("list")
+@tenants_app.command("list", epilog=EXIT_CODES_HELP)
 def list_tenants(
     api_url: ApiUrlOption = DEFAULT_API_URL,
     api_key: ApiKeyOption = None,
@@ -281,7 +281,7 @@ def list_tenants(
     print_page(remote, views, tenants_table, empty)
 
 
-@tenants_app.command("show")
+@tenants_app.command("show", epilog=EXIT_CODES_HELP)
 def show_tenant(
     tenant: TenantArgument,
     api_url: ApiUrlOption = DEFAULT_API_URL,
@@ -306,7 +306,7 @@ def show_tenant(
     render(stdout(), Group(Text(f"tenant {view.tenant_id}", style="bold"), grid))
 
 
-@tenants_app.command("set-rate")
+@tenants_app.command("set-rate", epilog=EXIT_CODES_HELP)
 def set_rate(
     tenant: TenantArgument,
     per_minute: Annotated[
@@ -339,7 +339,7 @@ def set_rate(
         stdout().print(f"tenant {tenant}: {per_minute} calls per minute", markup=False)
 
 
-@tenants_app.command("set-quota")
+@tenants_app.command("set-quota", epilog=EXIT_CODES_HELP)
 def set_quota(
     tenant: TenantArgument,
     max_runs: Annotated[
@@ -359,7 +359,7 @@ def set_quota(
         stdout().print(f"tenant {tenant}: quota {max_runs} runs", markup=False)
 
 
-@tenants_app.command("reset-quota")
+@tenants_app.command("reset-quota", epilog=EXIT_CODES_HELP)
 def reset_quota(
     tenant: TenantArgument,
     api_url: ApiUrlOption = DEFAULT_API_URL,

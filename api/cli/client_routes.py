@@ -38,7 +38,7 @@ from api.cli.wire import (
 )
 
 if TYPE_CHECKING:
-    from api.cli.client import ApiSession, ServerEvent
+    from api.cli.session import ApiSession, ServerEvent
 
 T = TypeVar("T")
 

@@ -58,11 +58,6 @@ runs_app = typer.Typer(
     no_args_is_help=True,
     epilog=EXIT_CODES_HELP,
 )
-runs_app.command("retry")(runs_actions.retry)
-runs_app.command("resolve")(runs_actions.resolve)
-runs_app.command("start-over")(runs_actions.start_over)
-runs_app.command("reprocess")(runs_actions.reprocess)
-runs_app.command("cancel")(runs_actions.cancel)
 
 LOG_POLL_S = 1.0
 MAX_LOG_POLLS = 7 * 24 * 3_600
@@ -72,7 +67,7 @@ MAX_LOG_POLLS = 7 * 24 * 3_600
 # ── submit ──────────────────────────────────────────────────────────────────────────────────
 
 
-@runs_app.command("submit")
+@runs_app.command("submit", epilog=EXIT_CODES_HELP)
 def submit(
     workflow: Annotated[
         str, typer.Argument(help="The workflow's name, or NAME@VERSION.", metavar="WORKFLOW")
@@ -168,7 +163,7 @@ def _explain_failure(detail: RunDetail) -> None:
 # ── list ────────────────────────────────────────────────────────────────────────────────────
 
 
-@runs_app.command("list")
+@runs_app.command("list", epilog=EXIT_CODES_HELP)
 def list_runs(
     status: StatusOption = None,
     workflow: WorkflowOption = None,
@@ -208,7 +203,7 @@ def list_runs(
 # ── show ────────────────────────────────────────────────────────────────────────────────────
 
 
-@runs_app.command("show")
+@runs_app.command("show", epilog=EXIT_CODES_HELP)
 def show_run(
     run_id: RunArgument,
     api_url: ApiUrlOption = DEFAULT_API_URL,
@@ -230,7 +225,7 @@ def show_run(
 # ── logs ────────────────────────────────────────────────────────────────────────────────────
 
 
-@runs_app.command("logs")
+@runs_app.command("logs", epilog=EXIT_CODES_HELP)
 def logs(
     run_id: RunArgument,
     follow_log: Annotated[
@@ -274,7 +269,7 @@ def logs(
 # ── children ────────────────────────────────────────────────────────────────────────────────
 
 
-@runs_app.command("children")
+@runs_app.command("children", epilog=EXIT_CODES_HELP)
 def children(
     run_id: RunArgument,
     status: StatusOption = None,
@@ -306,7 +301,7 @@ def children(
 # ── watch ───────────────────────────────────────────────────────────────────────────────────
 
 
-@runs_app.command("watch")
+@runs_app.command("watch", epilog=EXIT_CODES_HELP)
 def watch(
     run_id: RunArgument,
     timeout: TimeoutOption = None,
@@ -343,3 +338,12 @@ def watch(
         return outcome_code(progress)
 
     raise typer.Exit(call(remote, action))
+
+
+# ── operator actions (api/cli/runs_actions.py) ──────────────────────────────────────────────
+
+runs_app.command("retry", epilog=EXIT_CODES_HELP)(runs_actions.retry)
+runs_app.command("resolve", epilog=EXIT_CODES_HELP)(runs_actions.resolve)
+runs_app.command("start-over", epilog=EXIT_CODES_HELP)(runs_actions.start_over)
+runs_app.command("reprocess", epilog=EXIT_CODES_HELP)(runs_actions.reprocess)
+runs_app.command("cancel", epilog=EXIT_CODES_HELP)(runs_actions.cancel)

@@ -103,7 +103,7 @@ def _located(failure: ApiFailure, origins: list[Origin]) -> ApiFailure:
     return ApiFailure("\n".join(lines), ExitCode.USAGE, status=failure.status, code=failure.code)
 
 
-@workflows_app.command("publish")
+@workflows_app.command("publish", epilog=EXIT_CODES_HELP)
 def publish(
     files: Annotated[
         list[Path], typer.Argument(help="Workflow files (a document or a list each).")
@@ -133,7 +133,7 @@ def publish(
     render(stdout(), table(["WORKFLOW", "VERSION", "RESULT"], rows))
 
 
-@workflows_app.command("list")
+@workflows_app.command("list", epilog=EXIT_CODES_HELP)
 def list_workflows(
     api_url: ApiUrlOption = DEFAULT_API_URL,
     api_key: ApiKeyOption = None,
@@ -159,7 +159,7 @@ def list_workflows(
     )
 
 
-@workflows_app.command("versions")
+@workflows_app.command("versions", epilog=EXIT_CODES_HELP)
 def versions(
     name: NameArgument,
     api_url: ApiUrlOption = DEFAULT_API_URL,
@@ -198,7 +198,7 @@ def graph_table(graph: GraphView) -> Any:
     return table(["LAYER", "VERTEX", "TYPE", "AFTER", "STARTS"], rows)
 
 
-@workflows_app.command("show")
+@workflows_app.command("show", epilog=EXIT_CODES_HELP)
 def show(
     workflow: Annotated[
         str, typer.Argument(help="NAME (the latest version) or NAME@VERSION.", metavar="NAME[@V]")

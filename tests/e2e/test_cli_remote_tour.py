@@ -237,3 +237,13 @@ def test_reprocess_runs_dead_letters_again(stack: Stack, published: str) -> None
     assert f"run {parent} has no children in status FAILED" in none_left.stderr
     again = stack.ok("runs", "reprocess", parent)
     assert "no dead-lettered children to run again" in again.stdout
+
+
+def test_logs_follow_a_run_until_it_ends(stack: Stack, published: str) -> None:
+    # Four attempts 1 s, 2 s and 4 s apart: the log grows while the command follows it.
+    run = submit(stack, "support-ticket", '{"customerId": "c-2?status=500", "subject": "flaky"}')
+    followed = stack.ok("runs", "logs", run, "--follow", timeout=120)
+    lines = followed.stdout.splitlines()
+    assert re.search(r"error\s+lookup\s+GET \S+ → 500 .*\(attempt 4/4\)$", followed.stdout, re.M)
+    assert "run failed at lookup" in lines[-1], lines
+    assert len([line for line in lines if "(attempt " in line]) == 4, "each line once"
