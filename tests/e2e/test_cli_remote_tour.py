@@ -2,7 +2,10 @@
 `schemabridge api` + two `schemabridge worker` processes on PostgreSQL + Redis: publish the
 examples, submit and watch a 2,000-item fan-out, see a run fail, read its error and log, retry
 it, resolve a step, start it over, batch-retry failed runs, cancel one, reprocess dead
-letters. Every command is the real binary in a subprocess."""
+letters. Every command is the real binary in a subprocess.
+
+The tour's steps run on both; checks of how things are printed and paged, which do not depend
+on the backend, run on `serve` only (`detailed`), to keep the cluster's part short."""
 
 from __future__ import annotations
 
@@ -46,26 +49,38 @@ def submit(stack: Stack, workflow: str, run_input: str, *args: str) -> str:
 
 
 def failed_run(stack: Stack, *args: str) -> str:
-    run_id = submit(stack, "support-ticket", FAILING, *args)
-    assert stack.cli("runs", "watch", run_id, "--timeout", "60").returncode == 1
-    return run_id
+    """A support-ticket run that FAILED (`submit --wait`: exit 1, the run as JSON)."""
+    waited = stack.cli(
+        "runs", "submit", "support-ticket", "--input", FAILING, *args, "--wait", "-o", "json"
+    )
+    assert waited.returncode == 1, waited.stderr
+    run = json.loads(waited.stdout)
+    assert run["status"] == "FAILED"
+    return str(run["id"])
+
+
+def detailed(stack: Stack) -> bool:
+    """Whether to check what does not depend on the backend (on `serve` only)."""
+    return stack.name == "serve"
 
 
 def test_workflows_are_published_and_read(stack: Stack, published: str) -> None:
     assert re.search(r"nightly-subscription-renewals\s+v1\s+published", published), published
-    again = stack.ok("workflows", "publish", *map(str, sorted((stack.tmp / "examples").iterdir())))
-    assert "unchanged" in again.stdout and "published" not in again.stdout
-
     names = {w["name"] for w in stack.json("workflows", "list")["items"]}
     assert {"support-ticket", "nightly-subscription-renewals", "renew-subscription"} <= names
-    assert re.search(
-        r"^v1\s+[0-9a-f]{12}\s", stack.ok("workflows", "versions", "support-ticket").stdout, re.M
-    )
-
     shown = stack.ok("workflows", "show", "nightly-subscription-renewals").stdout
     assert re.search(r"^2\s+renew\s+SPAWNER\s+collect\s+renew-subscription$", shown, re.M), shown
     document = json.loads(shown.split("document:\n", 1)[1])
     assert document["name"] == "nightly-subscription-renewals"
+    if not detailed(stack):
+        return
+    again = stack.ok("workflows", "publish", *map(str, sorted((stack.tmp / "examples").iterdir())))
+    assert "unchanged" in again.stdout and "published" not in again.stdout
+
+    assert re.search(
+        r"^v1\s+[0-9a-f]{12}\s", stack.ok("workflows", "versions", "support-ticket").stdout, re.M
+    )
+
     pinned = stack.json("workflows", "show", "support-ticket@1")
     assert (pinned["version"], pinned["document"]["name"]) == (1, "support-ticket")
 
@@ -88,6 +103,10 @@ def test_a_2000_item_fan_out_is_watched_to_its_end(stack: Stack, published: str)
     assert "2,000 of 2,000 children ended: 2,000 succeeded, 0 failed" in shown
     assert re.search(r"renew\s+SPAWNER\s+SUCCEEDED\s+1 attempt\s", shown), shown
     assert "None" not in shown
+    destinations = stack.ok("destinations", "list").stdout
+    assert re.search(r"^billing-api\s+100 \(default\)\s", destinations, re.M), destinations
+    if not detailed(stack):
+        return
 
     first = stack.json("runs", "children", run_id, "--limit", "3")
     assert [c["itemIndex"] for c in first["items"]] == [0, 1, 2] and first["next"]
@@ -104,8 +123,6 @@ def test_a_2000_item_fan_out_is_watched_to_its_end(stack: Stack, published: str)
     )
     assert len(children["items"]) == 5 and children["next"]
 
-    destinations = stack.ok("destinations", "list").stdout
-    assert re.search(r"^billing-api\s+100 \(default\)\s", destinations, re.M), destinations
     billing = stack.json("destinations", "show", "billing-api")
     assert billing["destination"] == "billing-api" and billing["inFlight"] == 0
     assert "1,000,000/min (set)" in stack.ok("tenants", "show", "default").stdout
@@ -130,10 +147,10 @@ def test_a_failed_run_is_read_retried_resolved_and_started_over(
 
     log = stack.ok("runs", "logs", run).stdout
     assert re.search(r"error\s+lookup\s+run failed at lookup", log), log
-    entries = [
-        json.loads(line) for line in stack.ok("runs", "logs", run, "-o", "json").stdout.splitlines()
-    ]
-    assert entries[0]["message"].startswith("run created") and entries[-1]["level"] == "error"
+    if detailed(stack):
+        lines = stack.ok("runs", "logs", run, "-o", "json").stdout.splitlines()
+        entries = [json.loads(line) for line in lines]
+        assert entries[0]["message"].startswith("run created") and entries[-1]["level"] == "error"
 
     retried = stack.ok("runs", "retry", run)
     assert f"run {run}: 1 failed step run again; it is RUNNING" in retried.stdout
@@ -146,10 +163,11 @@ def test_a_failed_run_is_read_retried_resolved_and_started_over(
     detail = stack.json("runs", "show", run)
     assert detail["status"] == "SUCCEEDED"
     assert [s["status"] for s in detail["steps"]] == ["RESOLVED", "SUCCEEDED"]
-    same = stack.ok("runs", "resolve", run, "lookup", "--output", customer)
-    assert "already resolved with this output" in same.stdout
-    other = stack.cli("runs", "resolve", run, "lookup", "--output", "{}")
-    assert_refused(other, 1, "already resolved")
+    if detailed(stack):
+        same = stack.ok("runs", "resolve", run, "lookup", "--output", customer)
+        assert "already resolved with this output" in same.stdout
+        other = stack.cli("runs", "resolve", run, "lookup", "--output", "{}")
+        assert_refused(other, 1, "already resolved")
 
     started = stack.ok("runs", "start-over", run)
     new_run = re.search(rf"started over as run ({UUID})", started.stdout)
@@ -202,6 +220,8 @@ def test_a_run_is_cancelled_and_a_wait_times_out(stack: Stack, published: str) -
     ended = failed_run(stack)
     assert_refused(stack.cli("runs", "cancel", ended), 1, "has already ended FAILED")
 
+    if not detailed(stack):
+        return
     key = f"key-{stack.name}"
     first = stack.json(
         "runs", "submit", "support-ticket", "--input", SLOW, "--idempotency-key", key
@@ -235,11 +255,17 @@ def test_reprocess_runs_dead_letters_again(stack: Stack, published: str) -> None
     assert stack.cli("runs", "watch", parent, "--timeout", "120").returncode == 0
     none_left = stack.ok("runs", "children", parent, "--status", "FAILED")
     assert f"run {parent} has no children in status FAILED" in none_left.stderr
-    again = stack.ok("runs", "reprocess", parent)
-    assert "no dead-lettered children to run again" in again.stdout
+    if detailed(stack):
+        again = stack.ok("runs", "reprocess", parent)
+        assert "no dead-lettered children to run again" in again.stdout
 
 
-def test_logs_follow_a_run_until_it_ends(stack: Stack, published: str) -> None:
+def test_logs_follow_a_run_until_it_ends(serve_api: Stack) -> None:
+    # How a log is followed does not depend on the backend: on `serve` only.
+    stack = serve_api
+    stack.ok(
+        "workflows", "publish", *map(str, write_examples(stack.tmp / "examples", stack.downstream))
+    )
     # Four attempts 1 s, 2 s and 4 s apart: the log grows while the command follows it.
     run = submit(stack, "support-ticket", '{"customerId": "c-2?status=500", "subject": "flaky"}')
     followed = stack.ok("runs", "logs", run, "--follow", timeout=120)
