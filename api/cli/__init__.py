@@ -4,7 +4,9 @@ Each command (or group of commands) lives in a module of this package, `api/cli/
 and is registered at the bottom of this file.
 
 Exit codes shared by all commands: 0 success, 1 the input was understood but is invalid (or the
-work failed), 2 usage error or unreadable input.
+work failed), 2 usage error or unreadable input. The commands that talk to the REST API
+(`runs`, `workflows`, `destinations`, `tenants`) add 3 (still running at `--timeout`) and 4 (the
+API not reachable or not authorised); see `api/cli/remote.py`.
 """
 
 from __future__ import annotations
@@ -17,8 +19,10 @@ import typer
 from api.cli import admin as cli_admin
 from api.cli import keys as cli_keys
 from api.cli import run as cli_run
+from api.cli import runs as cli_runs
 from api.cli import services as cli_services
 from api.cli import validate as cli_validate
+from api.cli import workflows as cli_workflows
 
 app = typer.Typer(
     name="schemabridge",
@@ -68,3 +72,5 @@ app.add_typer(cli_services.db_app, name="db")
 app.add_typer(cli_admin.destinations_app, name="destinations")
 app.add_typer(cli_admin.tenants_app, name="tenants")
 app.add_typer(cli_keys.keys_app, name="keys")
+app.add_typer(cli_runs.runs_app, name="runs")
+app.add_typer(cli_workflows.workflows_app, name="workflows")

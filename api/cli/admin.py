@@ -1,203 +1,382 @@
-"""Operator settings: destination caps, tenant rate limits and quotas, admission state.
+"""Operator settings on the REST API: destination caps and admission state, tenant rate limits
+and run quotas (admin key).
 
-Every command goes through the operations layer (`Operations(runtime).settings`). Exit codes:
-0 done, 1 refused for another reason (Redis unreachable, ...), 2 usage error or a value the
-operation refuses (a destination key no call can have, a rate below 1)."""
+`destinations list` and `tenants list` are tables (`--output json`: the API's answer);
+`show` gives one destination or tenant in full. Changes apply to every worker at once.
+Exit codes as every API command: 0 done, 1 refused (Redis or the database unreachable behind
+the API), 2 usage error or a value the API refuses (a destination key no call can have, a
+rate below 1), 4 the API unreachable or the key refused.
+"""
 
 from __future__ import annotations
 
-import asyncio
-import json
-from collections.abc import Awaitable, Callable, Sequence
-from typing import TYPE_CHECKING, Annotated, Any, TypeVar
+from typing import TYPE_CHECKING, Annotated
 
 import typer
-from rich.console import Console
+from rich.console import Group
+from rich.table import Table
+from rich.text import Text
 
-from engine.settings import Settings
-from schemas.errors import OperationError, Refusal
+from api.cli.client import DEFAULT_API_URL, ApiClient, ExitCode
+from api.cli.remote import (
+    EXIT_CODES_HELP,
+    ApiKeyOption,
+    ApiUrlOption,
+    DebugOption,
+    OutputFormat,
+    OutputOption,
+    Remote,
+    call,
+    dump,
+    fail,
+    print_json,
+    print_page,
+    render,
+    stdout,
+    table,
+)
+from api.cli.text import MISSING, duration, plural
 
 if TYPE_CHECKING:
-    from engine.operations import SettingsOperations
-    from engine.operations.settings_views import DestinationView, TenantView
-    from engine.operations.views import View
+    from api.cli.wire import BreakerView, DestinationView, TenantView
 
-console = Console()
-errors = Console(stderr=True)
-destinations_app = typer.Typer(help="Destination caps and admission state.", no_args_is_help=True)
-tenants_app = typer.Typer(help="Tenant rate limits and run quotas.", no_args_is_help=True)
+destinations_app = typer.Typer(
+    help="Destination caps and admission state (AIMD limit, in flight, breakers).",
+    no_args_is_help=True,
+    epilog=EXIT_CODES_HELP,
+)
+tenants_app = typer.Typer(
+    help="Tenant rate limits and run quotas.", no_args_is_help=True, epilog=EXIT_CODES_HELP
+)
 
-EXIT_REFUSED = 1
-EXIT_USAGE = 2
-
-T = TypeVar("T")
-
-
-def _with_settings(action: Callable[[SettingsOperations], Awaitable[T]]) -> T:
-    """Run `action` on a runtime of this process's settings; a refusal is printed to stderr
-    and ends the command (exit 2 for an invalid value, else 1)."""
-    from engine.operations import Operations
-    from engine.runtime import Runtime
-
-    async def run() -> T:
-        runtime = await Runtime.open(Settings())
-        try:
-            return await action(Operations(runtime).settings)
-        finally:
-            await runtime.close()
-
-    try:
-        return asyncio.run(run())
-    except OperationError as refused:
-        errors.print(f"error: {refused.message}", markup=False, highlight=False)
-        raise typer.Exit(
-            EXIT_USAGE if refused.refusal is Refusal.INVALID else EXIT_REFUSED
-        ) from None
-
-
-def _print_views(views: Sequence[View] | View) -> None:
-    data: Any = (
-        [v.model_dump(mode="json", by_alias=True) for v in views]
-        if isinstance(views, Sequence)
-        else views.model_dump(mode="json", by_alias=True)
-    )
-    console.print_json(json.dumps(data))
+DestinationArgument = Annotated[
+    str,
+    typer.Argument(
+        help="Destination key: a GATEWAY URL's scheme://host:port, or a vertex's destination.",
+        metavar="DESTINATION",
+    ),
+]
+TenantArgument = Annotated[str, typer.Argument(help="Tenant id.", metavar="TENANT")]
 
 
 # ── destinations ─────────────────────────────────────────────────────────────────────────────
 
 
-@destinations_app.command("set-cap")
-def set_cap(
-    destination: Annotated[str, typer.Argument(help="Destination key (e.g. http://host:port).")],
-    max_concurrency: Annotated[int, typer.Option(min=1, help="Concurrent calls at most.")],
-    rate: Annotated[
-        float | None, typer.Option(min=0.001, help="Calls per second at most (optional).")
+def _cap(view: DestinationView) -> str:
+    return f"{view.cap:,} ({'set' if view.cap_configured else 'default'})"
+
+
+def _rate(view: DestinationView) -> str:
+    return MISSING if view.rate_per_second is None else f"{view.rate_per_second:g}/s"
+
+
+def _breaker(breaker: BreakerView) -> str:
+    """A breaker layer in a few words: closed, closed (2 failures), open (half-open in 12 s)."""
+    if breaker.state == "open":
+        return f"open (half-open in {duration(breaker.seconds_until_half_open)})"
+    if breaker.state == "half_open":
+        return f"half-open ({plural(breaker.probes, 'probe')} out)"
+    return f"closed ({plural(breaker.failures, 'failure')})" if breaker.failures else "closed"
+
+
+def _breakers(view: DestinationView) -> str:
+    parts = [f"global {_breaker(view.global_breaker)}"]
+    parts += [f"{tenant} {_breaker(b)}" for tenant, b in sorted(view.tenant_breakers.items())]
+    return "; ".join(parts)
+
+
+def _budget(view: DestinationView) -> str:
+    tokens = f"{view.retry_tokens:.0f} tokens"
+    return tokens if view.retry_allowed else f"{tokens}, retries held"
+
+
+def _limit(view: DestinationView) -> str:
+    return f"{view.limit:.1f} ({plural(view.slots, 'slot')})"
+
+
+def destinations_table(views: list[DestinationView]) -> Table:
+    rows = [
+        [
+            view.destination,
+            _cap(view),
+            _rate(view),
+            _limit(view),
+            f"{view.in_flight:,}",
+            _breakers(view),
+            _budget(view),
+        ]
+        for view in views
+    ]
+    headers = ["DESTINATION", "CAP", "RATE", "AIMD LIMIT", "IN FLIGHT", "BREAKERS", "RETRY BUDGET"]
+    return table(headers, rows)
+
+
+def destination_detail(view: DestinationView) -> Group:
+    grid = Table.grid(padding=(0, 2))
+    grid.add_column(style="bold")
+    grid.add_column(overflow="fold")
+    rows = [
+        ("cap", f"{_cap(view)}: at most {plural(view.cap, 'call')} in flight on all workers"),
+        ("rate", "unlimited" if view.rate_per_second is None else f"{_rate(view)} at most"),
+        ("AIMD limit", f"{_limit(view)}, cut {plural(view.cuts, 'time')} so far"),
+        ("in flight", f"{view.in_flight:,}"),
+        ("growth held", duration(view.growth_held_s) if view.growth_held_s else "no"),
+        ("global breaker", _breaker(view.global_breaker)),
+    ]
+    rows += [(f"breaker {t}", _breaker(b)) for t, b in sorted(view.tenant_breakers.items())]
+    rows.append(("retry budget", _budget(view)))
+    for name, value in rows:
+        grid.add_row(name, value)
+    return Group(Text(view.destination, style="bold"), grid)
+
+
+@destinations_app.command("list", epilog=EXIT_CODES_HELP)
+def list_destinations(
+    api_url: ApiUrlOption = DEFAULT_API_URL,
+    api_key: ApiKeyOption = None,
+    output: OutputOption = OutputFormat.TEXT,
+    debug: DebugOption = False,
+) -> None:
+    """Every destination admission has seen or that has a cap: cap, rate, AIMD limit, calls
+    in flight, breakers per layer, retry budget."""
+    remote = Remote(api_url, api_key, output, debug)
+    views = call(remote, lambda api: api.settings.destinations())
+    empty = "no destinations yet: admission lists one once a GATEWAY calls it or it has a cap"
+    print_page(remote, views, destinations_table, empty)
+
+
+@destinations_app.command("show", epilog=EXIT_CODES_HELP)
+def show_destination(
+    destination: Annotated[
+        str | None,
+        typer.Argument(
+            help="One destination key (default: every destination).", metavar="[DESTINATION]"
+        ),
     ] = None,
+    api_url: ApiUrlOption = DEFAULT_API_URL,
+    api_key: ApiKeyOption = None,
+    output: OutputOption = OutputFormat.TEXT,
+    debug: DebugOption = False,
+) -> None:
+    """A destination's admission state in full (every one without DESTINATION)."""
+    remote = Remote(api_url, api_key, output, debug)
+    views = call(remote, lambda api: api.settings.destinations()).items
+    if destination is not None:
+        views = [view for view in views if view.destination == destination]
+        if not views:
+            fail(
+                f"no destination {destination!r}: admission has not seen it and it has no cap "
+                "(`schemabridge destinations list` names the known ones)",
+                ExitCode.FAILED,
+            )
+    if remote.json:
+        print_json(dump(views[0]) if destination is not None else {"items": dump(views)})
+        return
+    console = stdout()
+    for view in views:
+        render(console, destination_detail(view))
+
+
+@destinations_app.command("set-cap", epilog=EXIT_CODES_HELP)
+def set_cap(
+    destination: DestinationArgument,
+    max_concurrency: Annotated[
+        int, typer.Option(min=1, help="Calls in flight at most, on all workers.", metavar="N")
+    ],
+    rate: Annotated[
+        float | None,
+        typer.Option(
+            min=0.001,
+            help="Calls started per second at most (default: unlimited).",
+            metavar="PER_SECOND",
+        ),
+    ] = None,
+    api_url: ApiUrlOption = DEFAULT_API_URL,
+    api_key: ApiKeyOption = None,
+    output: OutputOption = OutputFormat.TEXT,
+    debug: DebugOption = False,
 ) -> None:
     """Cap a destination for every worker: stored in the database, applied at once.
 
     The key is a GATEWAY url's scheme://host:port (lower-case, with its port) or a vertex's
-    explicit destination name; any other key is refused."""
+    explicit destination name; any other key is refused (exit 2)."""
+    remote = Remote(api_url, api_key, output, debug)
+    caps = call(remote, lambda api: api.settings.set_caps(destination, max_concurrency, rate))
+    if remote.json:
+        print_json(dump(caps))
+        return
+    per_second = "unlimited" if caps.rate_per_second is None else f"{caps.rate_per_second:g}"
+    stdout().print(
+        f"{caps.destination}: maxConcurrency {caps.max_concurrency}, ratePerSecond {per_second}",
+        markup=False,
+    )
 
-    async def action(settings: SettingsOperations) -> None:
-        await settings.set_caps(destination, max_concurrency, rate)
 
-    _with_settings(action)
-    console.print(f"{destination}: maxConcurrency {max_concurrency}, ratePerSecond {rate}")
-
-
-@destinations_app.command("remove-cap")
+@destinations_app.command("remove-cap", epilog=EXIT_CODES_HELP)
 def remove_cap(
-    destination: Annotated[str, typer.Argument(help="Destination key, as given to set-cap.")],
+    destination: DestinationArgument,
+    api_url: ApiUrlOption = DEFAULT_API_URL,
+    api_key: ApiKeyOption = None,
+    output: OutputOption = OutputFormat.TEXT,
+    debug: DebugOption = False,
 ) -> None:
     """Remove a destination's cap for every worker: the default cap applies again."""
+    remote = Remote(api_url, api_key, output, debug)
 
-    async def action(settings: SettingsOperations) -> bool:
-        return await settings.remove_caps(destination)
+    async def action(api: ApiClient) -> tuple[bool, int | None]:
+        removed = (await api.settings.remove_caps(destination)).removed
+        # The server's default cap, as admission now reports it (when it knows the key).
+        views = (await api.settings.destinations()).items
+        caps = [view.cap for view in views if view.destination == destination]
+        return removed, caps[0] if caps else None
 
-    removed = _with_settings(action)
-    default = Settings().default_max_concurrency
+    removed, cap = call(remote, action)
+    if remote.json:
+        print_json({"destination": destination, "removed": removed})
+        return
     what = "cap removed" if removed else "had no cap"
-    console.print(f"{destination}: {what}; the default cap ({default}) applies")
-
-
-@destinations_app.command("show")
-def show() -> None:
-    """Print the admission state as JSON.
-
-    Each destination's AIMD limit, in-flight calls, caps, breakers and retry budget, and each
-    tenant's rate-window usage."""
-
-    async def action(settings: SettingsOperations) -> dict[str, Any]:
-        return await settings.admission_state()
-
-    console.print_json(json.dumps(_with_settings(action), default=str))
-
-
-@destinations_app.command("list")
-def list_destinations() -> None:
-    """Print every destination (seen by admission or capped) as JSON: cap, AIMD limit, calls
-    in flight, breakers per layer, retry budget."""
-
-    async def action(settings: SettingsOperations) -> list[DestinationView]:
-        return await settings.destinations()
-
-    _print_views(_with_settings(action))
+    default = "the default cap" + ("" if cap is None else f" ({cap:,})")
+    stdout().print(f"{destination}: {what}; {default} applies", markup=False)
 
 
 # ── tenants ──────────────────────────────────────────────────────────────────────────────────
 
 
-@tenants_app.command("set-rate")
-def set_rate(
-    tenant: Annotated[str, typer.Argument(help="Tenant id.")],
-    per_minute: Annotated[
-        int | None, typer.Argument(min=1, help="GATEWAY calls per minute (omit with --reset).")
-    ] = None,
-    reset: Annotated[bool, typer.Option(help="Remove the override: the default applies.")] = False,
-) -> None:
-    """Override one tenant's rate limit (items per minute).
+def _tenant_rate(view: TenantView) -> str:
+    rate = view.rate
+    return f"{rate.per_minute:,}/min ({'set' if rate.configured else 'default'})"
 
-    The default is TENANT_RATE_PER_MINUTE (1,000). Stored in the database, applied to every
-    worker at once."""
+
+def _quota(view: TenantView) -> str:
+    quota = view.quota
+    if quota is None:
+        return "unlimited"
+    return f"{plural(quota.max_runs, 'run')}, {quota.runs_left:,} left"
+
+
+def tenants_table(views: list[TenantView]) -> Table:
+    rows = [
+        [
+            view.tenant_id,
+            _tenant_rate(view),
+            f"{view.rate.used:,} in {duration(view.rate.window_s)}",
+            _quota(view),
+        ]
+        for view in views
+    ]
+    return table(["TENANT", "RATE LIMIT", "USED", "RUN QUOTA"], rows)
+
+
+@tenants_app.command("list", epilog=EXIT_CODES_HELP)
+def list_tenants(
+    api_url: ApiUrlOption = DEFAULT_API_URL,
+    api_key: ApiKeyOption = None,
+    output: OutputOption = OutputFormat.TEXT,
+    debug: DebugOption = False,
+) -> None:
+    """Every tenant seen by the rate limiter or with a rate limit or quota."""
+    remote = Remote(api_url, api_key, output, debug)
+    views = call(remote, lambda api: api.settings.tenants())
+    empty = "no tenants yet: one is listed once it runs GATEWAY steps or has settings"
+    print_page(remote, views, tenants_table, empty)
+
+
+@tenants_app.command("show", epilog=EXIT_CODES_HELP)
+def show_tenant(
+    tenant: TenantArgument,
+    api_url: ApiUrlOption = DEFAULT_API_URL,
+    api_key: ApiKeyOption = None,
+    output: OutputOption = OutputFormat.TEXT,
+    debug: DebugOption = False,
+) -> None:
+    """One tenant's rate limit, its use in the current window, and its run quota."""
+    remote = Remote(api_url, api_key, output, debug)
+    view = call(remote, lambda api: api.settings.tenant(tenant))
+    if remote.json:
+        print_json(dump(view))
+        return
+    grid = Table.grid(padding=(0, 2))
+    grid.add_column(style="bold")
+    grid.add_column()
+    grid.add_row("rate limit", f"{_tenant_rate(view)}: GATEWAY steps a minute")
+    grid.add_row("this window", f"{view.rate.used:,} used of {view.rate.per_minute:,}")
+    grid.add_row("run quota", _quota(view))
+    if view.quota is not None:
+        grid.add_row("runs used", f"{view.quota.used_runs:,}")
+    render(stdout(), Group(Text(f"tenant {view.tenant_id}", style="bold"), grid))
+
+
+@tenants_app.command("set-rate", epilog=EXIT_CODES_HELP)
+def set_rate(
+    tenant: TenantArgument,
+    per_minute: Annotated[
+        int | None,
+        typer.Argument(
+            min=1, help="GATEWAY steps per minute (omit with --reset).", metavar="[PER_MINUTE]"
+        ),
+    ] = None,
+    reset: Annotated[bool, typer.Option("--reset", help="Back to the default rate.")] = False,
+    api_url: ApiUrlOption = DEFAULT_API_URL,
+    api_key: ApiKeyOption = None,
+    output: OutputOption = OutputFormat.TEXT,
+    debug: DebugOption = False,
+) -> None:
+    """Override one tenant's rate limit (GATEWAY steps per minute), for every worker at once.
+
+    The default is TENANT_RATE_PER_MINUTE (1,000)."""
     if (per_minute is None) == (not reset):
         raise typer.BadParameter("give a rate per minute, or --reset (not both)")
-
-    async def action(settings: SettingsOperations) -> None:
-        if per_minute is None:
-            await settings.reset_tenant_rate(tenant)
-        else:
-            await settings.set_tenant_rate(tenant, per_minute)
-
-    _with_settings(action)
-    if reset:
-        console.print(f"tenant {tenant}: default rate limit")
+    remote = Remote(api_url, api_key, output, debug)
+    view = call(remote, lambda api: api.settings.set_limits(tenant, rate_per_minute=per_minute))
+    if remote.json:
+        print_json(dump(view))
+    elif reset:
+        stdout().print(
+            f"tenant {tenant}: default rate limit ({view.rate.per_minute:,} calls per minute)",
+            markup=False,
+        )
     else:
-        console.print(f"tenant {tenant}: {per_minute} calls per minute")
+        stdout().print(f"tenant {tenant}: {per_minute} calls per minute", markup=False)
 
 
-@tenants_app.command("set-quota")
+@tenants_app.command("set-quota", epilog=EXIT_CODES_HELP)
 def set_quota(
-    tenant: Annotated[str, typer.Argument(help="Tenant id.")],
-    max_runs: Annotated[int, typer.Argument(min=0, help="Runs the tenant may create.")],
+    tenant: TenantArgument,
+    max_runs: Annotated[
+        int, typer.Argument(min=0, help="Runs the tenant may create.", metavar="MAX_RUNS")
+    ],
+    api_url: ApiUrlOption = DEFAULT_API_URL,
+    api_key: ApiKeyOption = None,
+    output: OutputOption = OutputFormat.TEXT,
+    debug: DebugOption = False,
 ) -> None:
-    """Set a tenant's run quota (checked by spawners before a fan-out)."""
+    """Set a tenant's run quota (checked at submission and by spawners before a fan-out)."""
+    remote = Remote(api_url, api_key, output, debug)
+    view = call(remote, lambda api: api.settings.set_limits(tenant, max_runs=max_runs))
+    if remote.json:
+        print_json(dump(view))
+    else:
+        stdout().print(f"tenant {tenant}: quota {max_runs} runs", markup=False)
 
-    async def action(settings: SettingsOperations) -> None:
-        await settings.set_quota(tenant, max_runs)
 
-    _with_settings(action)
-    console.print(f"tenant {tenant}: quota {max_runs} runs")
-
-
-@tenants_app.command("reset-quota")
-def reset_quota(tenant: Annotated[str, typer.Argument(help="Tenant id.")]) -> None:
+@tenants_app.command("reset-quota", epilog=EXIT_CODES_HELP)
+def reset_quota(
+    tenant: TenantArgument,
+    api_url: ApiUrlOption = DEFAULT_API_URL,
+    api_key: ApiKeyOption = None,
+    output: OutputOption = OutputFormat.TEXT,
+    debug: DebugOption = False,
+) -> None:
     """Remove a tenant's run quota: it may create runs without limit again."""
+    remote = Remote(api_url, api_key, output, debug)
 
-    async def action(settings: SettingsOperations) -> bool:
-        return await settings.reset_quota(tenant)
+    async def action(api: ApiClient) -> tuple[bool, TenantView]:
+        had = (await api.settings.tenant(tenant)).quota is not None
+        return had, await api.settings.set_limits(tenant, max_runs=None)
 
-    removed = _with_settings(action)
-    what = "quota removed" if removed else "had no quota"
-    console.print(f"tenant {tenant}: {what}; runs are unlimited")
-
-
-@tenants_app.command("list")
-def list_tenants() -> None:
-    """Print every tenant (seen by the rate limiter, or with a rate limit or quota) as JSON."""
-
-    async def action(settings: SettingsOperations) -> list[TenantView]:
-        return await settings.tenants()
-
-    _print_views(_with_settings(action))
-
-
-@tenants_app.command("show")
-def show_tenant(tenant: Annotated[str, typer.Argument(help="Tenant id.")]) -> None:
-    """Print one tenant's rate limit, its use in the current window, and its quota (JSON)."""
-
-    async def action(settings: SettingsOperations) -> TenantView:
-        return await settings.tenant(tenant)
-
-    _print_views(_with_settings(action))
+    had_quota, view = call(remote, action)
+    if remote.json:
+        print_json(dump(view))
+        return
+    what = "quota removed" if had_quota else "had no quota"
+    stdout().print(f"tenant {tenant}: {what}; runs are unlimited", markup=False)

@@ -76,15 +76,17 @@ def process_env(backend: Backend, tmp_path: Path, **settings: str) -> dict[str, 
 
 
 class Service:
-    """A `schemabridge` subprocess; its stdout (where it prints its URL) and stderr go to
-    files beside `log`."""
+    """A `schemabridge` subprocess (or another `program`'s: `python -m demo.downstream`); its
+    stdout (where it prints its URL) and stderr go to files beside `log`."""
 
-    def __init__(self, args: list[str], env: dict[str, str], log: Path) -> None:
+    def __init__(
+        self, args: list[str], env: dict[str, str], log: Path, program: list[str] | None = None
+    ) -> None:
         self.log = log
         self.out = log.with_suffix(".out")
         with log.open("ab") as stderr, self.out.open("ab") as stdout:  # the child keeps its own
             self.process = subprocess.Popen(
-                [SCHEMABRIDGE, *args],
+                [*(program or [SCHEMABRIDGE]), *args],
                 env=env,
                 cwd=ROOT,
                 stdout=stdout,
@@ -123,9 +125,11 @@ class Service:
 
 
 @contextlib.contextmanager
-def service(args: list[str], env: dict[str, str], log: Path) -> Iterator[Service]:
+def service(
+    args: list[str], env: dict[str, str], log: Path, program: list[str] | None = None
+) -> Iterator[Service]:
     """A running `schemabridge` service, killed at the end if it is still running."""
-    running = Service(args, env, log)
+    running = Service(args, env, log, program)
     try:
         yield running
     finally:

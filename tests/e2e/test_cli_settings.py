@@ -1,44 +1,82 @@
-"""`schemabridge destinations …` and `tenants …` as an operator runs them (real subprocesses on
-the embedded store): the commands added with the operations layer, and its refusals."""
+"""`schemabridge destinations …` and `tenants …` as an operator runs them: real subprocesses
+against `schemabridge serve` over the REST API (an admin key), tables for people, JSON with
+`--output json`, and the API's refusals as one line and an exit code."""
 
 from __future__ import annotations
 
 import json
-from pathlib import Path
+import re
 
-from tests.e2e.test_cli_run import sb
-
-
-def test_a_cap_is_removed_and_a_bad_key_refused(tmp_path: Path) -> None:
-    db = tmp_path / "ops.db"
-    assert sb("destinations", "set-cap", "erp", "--max-concurrency", "3", db=db).returncode == 0
-    listed = json.loads(sb("destinations", "list", db=db).stdout)
-    assert [(d["destination"], d["cap"], d["capConfigured"]) for d in listed] == [("erp", 3, True)]
-
-    removed = sb("destinations", "remove-cap", "erp", db=db)
-    assert removed.returncode == 0, removed.stderr
-    assert "erp: cap removed; the default cap (100) applies" in removed.stdout
-    assert json.loads(sb("destinations", "show", db=db).stdout)["configuredCaps"] == []
-
-    bad = sb("destinations", "set-cap", "127.0.0.1:8765/", "--max-concurrency", "3", db=db)
-    assert bad.returncode == 2
-    assert "can never match a call" in bad.stderr and "'http://127.0.0.1:8765'" in bad.stderr
-    assert "Traceback" not in bad.stderr
+from tests.e2e.cli_harness import Stack, assert_refused
 
 
-def test_a_quota_is_reset_and_tenants_are_listed(tmp_path: Path) -> None:
-    db = tmp_path / "ops.db"
-    assert sb("tenants", "set-quota", "acme", "10", db=db).returncode == 0
-    assert sb("tenants", "set-rate", "acme", "120", db=db).returncode == 0
-    shown = json.loads(sb("tenants", "show", "acme", db=db).stdout)
+def test_a_cap_is_set_listed_and_removed(serve_api: Stack) -> None:
+    stack = serve_api
+    set_cap = stack.ok("destinations", "set-cap", "erp", "--max-concurrency", "3")
+    assert set_cap.stdout.strip() == "erp: maxConcurrency 3, ratePerSecond unlimited"
+    table = stack.ok("destinations", "list").stdout
+    assert table.splitlines()[0].split() == [
+        "DESTINATION",
+        "CAP",
+        "RATE",
+        "AIMD",
+        "LIMIT",
+        "IN",
+        "FLIGHT",
+        "BREAKERS",
+        "RETRY",
+        "BUDGET",
+    ]
+    assert re.search(
+        r"^erp\s+3 \(set\)\s+-\s+3\.0 \(3 slots\)\s+0\s+global closed\s+100 tokens$", table, re.M
+    ), table
+    assert "global breaker  closed" in stack.ok("destinations", "show", "erp").stdout
+
+    removed = stack.ok("destinations", "remove-cap", "erp")
+    assert removed.stdout.strip() == "erp: cap removed; the default cap (100) applies"
+    again = stack.ok("destinations", "remove-cap", "erp", "-o", "json")
+    assert json.loads(again.stdout) == {"destination": "erp", "removed": False}
+    listed = stack.json("destinations", "list")["items"]
+    erp = next(d for d in listed if d["destination"] == "erp")
+    assert (erp["cap"], erp["capConfigured"]) == (100, False)
+
+
+def test_a_key_no_call_can_have_is_refused(serve_api: Stack) -> None:
+    bad = serve_api.cli("destinations", "set-cap", "127.0.0.1:8765/", "--max-concurrency", "3")
+    assert_refused(bad, 2, "can never match a call", "'http://127.0.0.1:8765'")
+    unknown = serve_api.cli("destinations", "show", "nowhere")
+    assert_refused(unknown, 1, "no destination 'nowhere'")
+
+
+def test_a_quota_and_a_rate_are_set_shown_and_reset(serve_api: Stack) -> None:
+    stack = serve_api
+    assert (
+        stack.ok("tenants", "set-quota", "acme", "10").stdout.strip()
+        == "tenant acme: quota 10 runs"
+    )
+    assert stack.ok("tenants", "set-rate", "acme", "120").stdout.strip() == (
+        "tenant acme: 120 calls per minute"
+    )
+    shown = stack.json("tenants", "show", "acme")
     assert shown["quota"] == {"maxRuns": 10, "usedRuns": 0, "runsLeft": 10}
     assert (shown["rate"]["perMinute"], shown["rate"]["configured"]) == (120, True)
-    assert [t["tenantId"] for t in json.loads(sb("tenants", "list", db=db).stdout)] == ["acme"]
+    assert re.search(
+        r"^acme\s+120/min \(set\)\s+0 in 1 min\s+10 runs, 10 left$",
+        stack.ok("tenants", "list").stdout,
+        re.M,
+    )
 
-    reset = sb("tenants", "reset-quota", "acme", db=db)
-    assert reset.returncode == 0, reset.stderr
-    assert "tenant acme: quota removed; runs are unlimited" in reset.stdout
-    assert json.loads(sb("tenants", "show", "acme", db=db).stdout)["quota"] is None
+    reset = stack.ok("tenants", "reset-quota", "acme")
+    assert reset.stdout.strip() == "tenant acme: quota removed; runs are unlimited"
+    default = stack.ok("tenants", "set-rate", "acme", "--reset")
+    assert default.stdout.strip() == "tenant acme: default rate limit (1,000 calls per minute)"
+    text = stack.ok("tenants", "show", "acme").stdout
+    assert re.search(r"^rate limit\s+1,000/min \(default\): GATEWAY steps a minute$", text, re.M)
+    assert re.search(r"^run quota\s+unlimited$", text, re.M), text
 
-    blank = sb("tenants", "set-quota", " ", "5", db=db)
-    assert blank.returncode == 2 and "tenant id" in blank.stderr
+
+def test_values_the_api_refuses_are_usage_errors(serve_api: Stack) -> None:
+    assert_refused(serve_api.cli("tenants", "set-quota", " ", "5"), 2, "tenant id")
+    both = serve_api.cli("tenants", "set-rate", "acme", "5", "--reset")
+    assert both.returncode == 2 and "give a rate per minute, or --reset" in both.stderr
+    assert "Traceback" not in both.stderr

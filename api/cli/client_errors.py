@@ -1,0 +1,196 @@
+"""How the command line turns what the REST API (or the network) answered into one message and
+an exit code: the single place that maps HTTP to the CLI's exit codes.
+
+| what happened                                    | exit code            |
+| ------------------------------------------------ | -------------------- |
+| 404 for a run, a workflow, a step, a key         | 1 `FAILED`           |
+| 409 (a run or step in a state the action refuses)| 1 `FAILED`           |
+| 429 (quota used up, ready queue full)            | 1 `FAILED`           |
+| 5xx from the API (its database unreachable, ...) | 1 `FAILED`           |
+| 400, 413, 422 (the request itself is wrong)      | 2 `USAGE`            |
+| 401, 403                                         | 4 `UNREACHABLE`      |
+| connection refused, DNS, timeout, TLS            | 4 `UNREACHABLE`      |
+| an answer that is not the API's JSON, or a 404   | 4 `UNREACHABLE`      |
+| for a route the API does not have                |                      |
+
+Every message is one line saying what went wrong and how to fix it; a 422 adds one line per
+problem, with its JSON pointer.
+"""
+
+from __future__ import annotations
+
+import json
+import socket
+from enum import IntEnum
+from typing import Any
+
+import httpx
+
+
+class ExitCode(IntEnum):
+    """The exit codes of every command that talks to the API (README, 'Command line')."""
+
+    OK = 0
+    FAILED = 1
+    """The run FAILED or was CANCELLED, or the API refused the action (not found, wrong
+    state, a limit reached, its store unavailable)."""
+    USAGE = 2
+    """A usage error or invalid input: bad JSON, an unreadable file, a 400/413/422."""
+    STILL_RUNNING = 3
+    """The run was still going when `--timeout` ran out (it goes on)."""
+    UNREACHABLE = 4
+    """The API cannot be reached, or refused the key (401, 403)."""
+
+
+class ApiFailure(Exception):
+    """A request the command could not complete: `message` is for the operator (its first line
+    says what and how to fix it), `exit_code` ends the command."""
+
+    def __init__(
+        self,
+        message: str,
+        exit_code: ExitCode,
+        *,
+        status: int | None = None,
+        code: str | None = None,
+        details: dict[str, Any] | None = None,
+    ) -> None:
+        super().__init__(message)
+        self.message = message
+        self.exit_code = exit_code
+        self.status = status
+        self.code = code
+        self.details = details or {}
+
+
+KEY_HINT = (
+    "pass a key with --api-key or SCHEMABRIDGE_API_KEY "
+    "(an admin creates one: `schemabridge keys create --admin`)"
+)
+URL_HINT = "start `schemabridge serve` or set --api-url (SCHEMABRIDGE_API_URL)"
+
+
+def _os_reason(error: BaseException) -> str:
+    """The innermost OS-level reason of a transport error ("connection refused", ...)."""
+    seen: BaseException | None = error
+    for _ in range(10):  # a short cause chain; bounded all the same
+        if seen is None:
+            break
+        if isinstance(seen, socket.gaierror):
+            return "the host name does not resolve"
+        if isinstance(seen, ConnectionRefusedError):
+            return "connection refused"
+        if isinstance(seen, OSError) and seen.strerror:
+            return seen.strerror.lower()
+        seen = seen.__cause__ or seen.__context__
+    text = str(error).strip()
+    lowered = text.lower()
+    if "connection refused" in lowered or "connect call failed" in lowered:
+        return "connection refused"
+    if "name or service not known" in lowered or "nodename nor servname" in lowered:
+        return "the host name does not resolve"
+    return text or type(error).__name__
+
+
+def transport_failure(error: httpx.TransportError, api_url: str, timeout_s: float) -> ApiFailure:
+    """The API could not be reached at all (exit 4)."""
+    if isinstance(error, httpx.TimeoutException):
+        message = (
+            f"the SchemaBridge API at {api_url} did not answer within {timeout_s:g} s; "
+            "check that it is up and --api-url is right"
+        )
+    elif isinstance(error, httpx.UnsupportedProtocol):
+        message = f"--api-url {api_url!r} is not an http:// or https:// URL"
+        return ApiFailure(message, ExitCode.USAGE)
+    else:
+        message = f"cannot reach the SchemaBridge API at {api_url}: {_os_reason(error)}; {URL_HINT}"
+    return ApiFailure(message, ExitCode.UNREACHABLE)
+
+
+def _error_body(response: httpx.Response) -> dict[str, Any] | None:
+    """The API's `{"code", "message", "details"}`, or None for any other answer (a proxy's
+    HTML page, another service)."""
+    try:
+        body = response.json()
+    except (json.JSONDecodeError, UnicodeDecodeError):
+        return None
+    if isinstance(body, dict) and isinstance(body.get("code"), str):
+        return body
+    return None
+
+
+def _problem_lines(details: dict[str, Any]) -> list[str]:
+    problems = details.get("problems")
+    if not isinstance(problems, list):
+        return []
+    lines = []
+    for problem in problems:
+        if isinstance(problem, dict):
+            pointer = problem.get("pointer") or "/"
+            where = f"{problem['in']} {pointer}" if problem.get("in") else pointer
+            lines.append(f"  {where}: {problem.get('message', '')}")
+    return lines
+
+
+def _retry_after(response: httpx.Response) -> str:
+    value = response.headers.get("Retry-After")
+    return f"; try again in {value} s" if value and value.isdigit() else "; try again later"
+
+
+def _with_state(message: str, details: dict[str, Any]) -> str:
+    state = details.get("state")
+    if isinstance(state, str) and state not in message:
+        return f"{message} (it is {state})"
+    return message
+
+
+def response_failure(response: httpx.Response, api_url: str) -> ApiFailure:
+    """An error answer (status 400 or more) as the operator should read it."""
+    status = response.status_code
+    body = _error_body(response)
+    if body is None:
+        kind = response.headers.get("content-type", "no content type").partition(";")[0]
+        return ApiFailure(
+            f"{api_url} answered {status} ({kind}), not the SchemaBridge API's JSON; "
+            "check --api-url (SCHEMABRIDGE_API_URL)",
+            ExitCode.UNREACHABLE,
+            status=status,
+        )
+    code: str = body["code"]
+    message = str(body.get("message") or code)
+    given = body.get("details")
+    details: dict[str, Any] = given if isinstance(given, dict) else {}
+
+    def failure(text: str, exit_code: ExitCode) -> ApiFailure:
+        return ApiFailure(text, exit_code, status=status, code=code, details=details)
+
+    if status == 401:
+        return failure(f"the API refused the request: {message}; {KEY_HINT}", ExitCode.UNREACHABLE)
+    if status == 403:
+        return failure(f"the API refused the request: {message}", ExitCode.UNREACHABLE)
+    if status == 404 and code == "not_found":
+        # A route the server does not have: not a SchemaBridge API of this version.
+        return failure(
+            f"{api_url} is not a SchemaBridge API this command knows ({message}); "
+            "check --api-url (SCHEMABRIDGE_API_URL)",
+            ExitCode.UNREACHABLE,
+        )
+    if status in (400, 413, 422):
+        lines = [f"{message}", *_problem_lines(details)]
+        return failure("\n".join(lines), ExitCode.USAGE)
+    if status == 409:
+        return failure(_with_state(message, details), ExitCode.FAILED)
+    if status == 429:
+        return failure(f"{message}{_retry_after(response)}", ExitCode.FAILED)
+    if status == 503:
+        return failure(
+            f"the API cannot serve the request now ({code}): {message}; nothing was changed, "
+            "so the same command may be run again",
+            ExitCode.FAILED,
+        )
+    if status >= 500:
+        return failure(
+            f"the API failed ({status} {code}): {message}; its log has the details",
+            ExitCode.FAILED,
+        )
+    return failure(message, ExitCode.FAILED)

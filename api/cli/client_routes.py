@@ -1,0 +1,286 @@
+"""The REST API's routes as typed calls, one class per group of the operations layer
+(`workflows`, `runs`, `actions`, `settings`), each over an `ApiSession`.
+
+A method names its route in its docstring; it answers the route's answer as an
+`api.cli.wire` model and leaves refusals to the session's error mapping (`ApiFailure`).
+"""
+
+from __future__ import annotations
+
+import builtins
+import contextlib
+from collections.abc import AsyncIterator, Awaitable, Callable
+from typing import TYPE_CHECKING, Any, TypeVar
+from urllib.parse import quote
+
+from api.cli.wire import (
+    BatchRetryResult,
+    CancelResult,
+    CapsRemoved,
+    CapsView,
+    DestinationView,
+    GraphView,
+    LogEntry,
+    Page,
+    PublishResult,
+    ReprocessResult,
+    ResolveResult,
+    RetryResult,
+    RunDetail,
+    RunQuery,
+    RunSummary,
+    StartOverResult,
+    SubmitResult,
+    TenantView,
+    VersionDetail,
+    VersionSummary,
+    WorkflowSummary,
+)
+
+if TYPE_CHECKING:
+    from api.cli.session import ApiSession, ServerEvent
+
+T = TypeVar("T")
+
+UNSET: Any = object()
+"""A tenant limit left as it is (`None` puts it back to its default)."""
+
+
+PAGE_LIMIT = 500
+"""The most rows the API answers per page."""
+MAX_PAGES = 100
+"""Pages one `collect_pages` reads at most (50,000 rows)."""
+
+
+async def collect_pages(
+    fetch: Callable[[int, str | None], Awaitable[Page[T]]], limit: int, cursor: str | None
+) -> Page[T]:
+    """Up to `limit` rows of a paged list from `cursor` on, reading as many pages as it takes;
+    the answer's `next` continues after the last row (None at the end of the list)."""
+    items: builtins.list[T] = []
+    after = cursor
+    for _ in range(MAX_PAGES):
+        page = await fetch(min(PAGE_LIMIT, limit - len(items)), after)
+        items += page.items
+        after = page.next
+        if after is None or len(items) >= limit:
+            break
+    return Page[T](items=items, next=after)
+
+
+def segment(value: str) -> str:
+    """`value` as one path segment (a destination key holds `/` and `:`)."""
+    return quote(value, safe="")
+
+
+def filter_params(selection: RunQuery) -> dict[str, Any]:
+    """A run filter as the query parameters (or batch body fields) the API takes."""
+    return {
+        "workflow": selection.workflow,
+        "version": selection.version,
+        "status": selection.status,
+        "tenant": selection.tenant,
+        "parent": selection.parent,
+        "createdAfter": selection.created_after,
+        "createdBefore": selection.created_before,
+    }
+
+
+class WorkflowsApi:
+    def __init__(self, session: ApiSession) -> None:
+        self._session = session
+
+    async def publish(self, documents: builtins.list[Any]) -> builtins.list[PublishResult]:
+        """`POST /workflows` with a list: one transaction, one result per workflow."""
+        return await self._session.fetch(
+            builtins.list[PublishResult], "POST", "/workflows", body=documents
+        )
+
+    async def list(self) -> Page[WorkflowSummary]:
+        """`GET /workflows`."""
+        return await self._session.fetch(Page[WorkflowSummary], "GET", "/workflows")
+
+    async def versions(self, name: str) -> Page[VersionSummary]:
+        """`GET /workflows/{name}/versions`, newest first."""
+        path = f"/workflows/{segment(name)}/versions"
+        return await self._session.fetch(Page[VersionSummary], "GET", path)
+
+    async def get(self, name: str, version: int | None = None) -> VersionDetail:
+        """`GET /workflows/{name}` (the latest) or `/workflows/{name}/versions/{version}`."""
+        path = f"/workflows/{segment(name)}"
+        if version is not None:
+            path += f"/versions/{version}"
+        return await self._session.fetch(VersionDetail, "GET", path)
+
+    async def graph(self, name: str, version: int) -> GraphView:
+        """`GET /workflows/{name}/versions/{version}/graph`."""
+        path = f"/workflows/{segment(name)}/versions/{version}/graph"
+        return await self._session.fetch(GraphView, "GET", path)
+
+
+class RunsApi:
+    def __init__(self, session: ApiSession) -> None:
+        self._session = session
+
+    async def submit(
+        self,
+        workflow: str,
+        run_input: Any,
+        *,
+        tenant: str | None = None,
+        version: int | None = None,
+        idempotency_key: str | None = None,
+    ) -> SubmitResult:
+        """`POST /workflows/{name}/runs` (`created` False: the key's earlier run)."""
+        body: dict[str, Any] = {"input": run_input}
+        if tenant is not None:
+            body["tenantId"] = tenant
+        if version is not None:
+            body["version"] = version
+        headers = None if idempotency_key is None else {"Idempotency-Key": idempotency_key}
+        path = f"/workflows/{segment(workflow)}/runs"
+        return await self._session.fetch(SubmitResult, "POST", path, body=body, headers=headers)
+
+    async def list(
+        self,
+        selection: RunQuery,
+        *,
+        limit: int = 50,
+        cursor: str | None = None,
+    ) -> Page[RunSummary]:
+        """`GET /runs`: one page, newest first."""
+        params = {
+            **filter_params(selection),
+            "roots": "true" if selection.roots_only else None,
+            "limit": limit,
+            "cursor": cursor,
+        }
+        return await self._session.fetch(Page[RunSummary], "GET", "/runs", params=params)
+
+    async def get(self, run_id: str) -> RunDetail:
+        """`GET /runs/{id}`: steps, attempt histories, fan-out progress."""
+        return await self._session.fetch(RunDetail, "GET", f"/runs/{segment(run_id)}")
+
+    async def children(
+        self,
+        run_id: str,
+        *,
+        status: str | None = None,
+        limit: int = 100,
+        cursor: str | None = None,
+    ) -> Page[RunSummary]:
+        """`GET /runs/{id}/children`: one page in item order."""
+        params = {"status": status, "limit": limit, "cursor": cursor}
+        path = f"/runs/{segment(run_id)}/children"
+        return await self._session.fetch(Page[RunSummary], "GET", path, params=params)
+
+    async def logs(
+        self, run_id: str, *, after: str | None = None, limit: int = 200
+    ) -> Page[LogEntry]:
+        """`GET /runs/{id}/logs`: lines after the id `after`, oldest first."""
+        params = {"cursor": after, "limit": limit}
+        path = f"/runs/{segment(run_id)}/logs"
+        return await self._session.fetch(Page[LogEntry], "GET", path, params=params)
+
+    @contextlib.asynccontextmanager
+    async def events(self, run_id: str) -> AsyncIterator[AsyncIterator[ServerEvent]]:
+        """`GET /runs/{id}/events`: `progress` events (data: a `RunProgress` as JSON), then
+        `end` once the run has ended; `error` when the API could not read the run."""
+        async with self._session.events(f"/runs/{segment(run_id)}/events") as stream:
+            yield stream
+
+
+class ActionsApi:
+    def __init__(self, session: ApiSession) -> None:
+        self._session = session
+
+    def _path(self, run_id: str, action: str) -> str:
+        return f"/runs/{segment(run_id)}/{action}"
+
+    async def retry(self, run_id: str) -> RetryResult:
+        """`POST /runs/{id}/retry` (409 `run_not_failed`)."""
+        return await self._session.fetch(RetryResult, "POST", self._path(run_id, "retry"))
+
+    async def resolve(self, run_id: str, vertex_id: str, output: Any) -> ResolveResult:
+        """`POST /runs/{id}/steps/{vertex}/resolve` with the step's output."""
+        path = self._path(run_id, f"steps/{segment(vertex_id)}/resolve")
+        return await self._session.fetch(ResolveResult, "POST", path, body={"output": output})
+
+    async def start_over(self, run_id: str) -> StartOverResult:
+        """`POST /runs/{id}/start-over` (409 `run_not_ended`)."""
+        path = self._path(run_id, "start-over")
+        return await self._session.fetch(StartOverResult, "POST", path)
+
+    async def reprocess(self, run_id: str) -> ReprocessResult:
+        """`POST /runs/{id}/reprocess` (409 `run_cancelled`)."""
+        path = self._path(run_id, "reprocess")
+        return await self._session.fetch(ReprocessResult, "POST", path)
+
+    async def cancel(self, run_id: str) -> CancelResult:
+        """`POST /runs/{id}/cancel` (409 `run_ended`)."""
+        return await self._session.fetch(CancelResult, "POST", self._path(run_id, "cancel"))
+
+    async def batch_retry(
+        self,
+        *,
+        ids: builtins.list[str] | None = None,
+        selection: RunQuery | None = None,
+        limit: int | None = None,
+    ) -> BatchRetryResult:
+        """`POST /runs/retry` with exactly one of `ids` and `selection`."""
+        body: dict[str, Any] = {}
+        if ids is not None:
+            body["ids"] = ids
+        if selection is not None:
+            fields = {k: v for k, v in filter_params(selection).items() if v is not None}
+            body["filter"] = {**fields, "rootsOnly": selection.roots_only}
+        if limit is not None:
+            body["limit"] = limit
+        return await self._session.fetch(BatchRetryResult, "POST", "/runs/retry", body=body)
+
+
+class SettingsApi:
+    def __init__(self, session: ApiSession) -> None:
+        self._session = session
+
+    async def destinations(self) -> Page[DestinationView]:
+        """`GET /destinations` (admin)."""
+        return await self._session.fetch(Page[DestinationView], "GET", "/destinations")
+
+    async def set_caps(
+        self, destination: str, max_concurrency: int, rate_per_second: float | None = None
+    ) -> CapsView:
+        """`PUT /destinations/{key}/caps` (422 `invalid_destination` for a key no call has)."""
+        body = {"maxConcurrency": max_concurrency, "ratePerSecond": rate_per_second}
+        path = f"/destinations/{segment(destination)}/caps"
+        return await self._session.fetch(CapsView, "PUT", path, body=body)
+
+    async def remove_caps(self, destination: str) -> CapsRemoved:
+        """`DELETE /destinations/{key}/caps` (`removed` False: it had none)."""
+        path = f"/destinations/{segment(destination)}/caps"
+        return await self._session.fetch(CapsRemoved, "DELETE", path)
+
+    async def tenants(self) -> Page[TenantView]:
+        """`GET /tenants` (admin)."""
+        return await self._session.fetch(Page[TenantView], "GET", "/tenants")
+
+    async def tenant(self, tenant_id: str) -> TenantView:
+        """`GET /tenants/{id}` (the defaults for a tenant no one configured)."""
+        return await self._session.fetch(TenantView, "GET", f"/tenants/{segment(tenant_id)}")
+
+    async def set_limits(
+        self,
+        tenant_id: str,
+        *,
+        rate_per_minute: int | None = UNSET,
+        max_runs: int | None = UNSET,
+    ) -> TenantView:
+        """`PUT /tenants/{id}/limits`: each limit given is set (None: back to the default,
+        unlimited for the quota); one left `UNSET` stays as it is."""
+        body: dict[str, Any] = {}
+        if rate_per_minute is not UNSET:
+            body["ratePerMinute"] = rate_per_minute
+        if max_runs is not UNSET:
+            body["maxRuns"] = max_runs
+        path = f"/tenants/{segment(tenant_id)}/limits"
+        return await self._session.fetch(TenantView, "PUT", path, body=body)

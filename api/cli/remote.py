@@ -1,0 +1,259 @@
+"""What every command that talks to the REST API shares: the `--api-url`, `--api-key`,
+`--output` and `--debug` options, running an action on an `ApiClient`, turning a failure into
+one line and an exit code, and printing tables and JSON.
+
+Exit codes (`ExitCode`): 0 done; 1 the run or the action failed (a FAILED or CANCELLED run,
+a refusal: not found, wrong state, a limit, the API's store unavailable); 2 usage or invalid
+input (bad JSON, an unreadable file, a 422); 3 still running at `--timeout`; 4 the API is not
+reachable or refused the key. A traceback is printed only with `--debug`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import sys
+import traceback
+from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass
+from enum import StrEnum
+from pathlib import Path
+from typing import TYPE_CHECKING, Annotated, Any, NoReturn, TypeVar
+
+import typer
+from rich.console import Console, RenderableType
+from rich.table import Table
+from rich.text import Text
+
+from api.cli.client import ApiClient, ApiFailure, ApiTarget, ExitCode
+
+if TYPE_CHECKING:
+    from api.cli.wire import Page, Wire
+
+T = TypeVar("T")
+
+PIPED_WIDTH = 10_000
+"""Line width when stdout is not a terminal: long enough that no line is wrapped."""
+EXIT_INTERRUPTED = 130
+"""Ctrl-C, as shells report it."""
+
+EXIT_CODES_HELP = (
+    "Exit codes: 0 done; 1 the run or action failed (FAILED or CANCELLED run, not found, "
+    "wrong state, a limit reached); 2 usage or invalid input (bad JSON, unreadable file, "
+    "rejected by the API); 3 still running at --timeout; 4 API not reachable or not "
+    "authorised."
+)
+
+STATUS_STYLES = {
+    "SUCCEEDED": "green",
+    "RESOLVED": "green",
+    "FAILED": "red",
+    "CANCELLED": "yellow",
+    "RUNNING": "cyan",
+    "PARKED": "cyan",
+    "READY": "blue",
+}
+
+
+class OutputFormat(StrEnum):
+    TEXT = "text"
+    JSON = "json"
+
+
+_API = "API"
+ApiUrlOption = Annotated[
+    str,
+    typer.Option(
+        "--api-url",
+        envvar="SCHEMABRIDGE_API_URL",
+        help="The SchemaBridge REST API (schemabridge serve or api).",
+        rich_help_panel=_API,
+    ),
+]
+ApiKeyOption = Annotated[
+    str | None,
+    typer.Option(
+        "--api-key",
+        envvar="SCHEMABRIDGE_API_KEY",
+        help="API key, sent as 'Authorization: Bearer' (not needed with serve --demo).",
+        show_default=False,
+        rich_help_panel=_API,
+    ),
+]
+OutputOption = Annotated[
+    OutputFormat,
+    typer.Option("--output", "-o", help="text for people, json for scripts.", case_sensitive=False),
+]
+DebugOption = Annotated[
+    bool, typer.Option("--debug", help="Print a traceback when something fails.")
+]
+
+
+@dataclass(frozen=True)
+class Remote:
+    """The API a command talks to and how it prints."""
+
+    url: str
+    key: str | None
+    output: OutputFormat = OutputFormat.TEXT
+    debug: bool = False
+
+    @property
+    def json(self) -> bool:
+        return self.output is OutputFormat.JSON
+
+    def target(self) -> ApiTarget:
+        return ApiTarget(self.url, self.key or None)
+
+
+def remote(
+    api_url: str, api_key: str | None, output: OutputFormat = OutputFormat.TEXT, debug: bool = False
+) -> Remote:
+    return Remote(api_url, api_key, output, debug)
+
+
+# ── printing ────────────────────────────────────────────────────────────────────────────────
+
+
+def _console(*, err: bool) -> Console:
+    stream = sys.stderr if err else sys.stdout
+    if stream.isatty():
+        return Console(stderr=err, highlight=False)
+    # Piped: plain text, and lines as long as they are (a log shipper or `grep` reads them).
+    return Console(
+        stderr=err, highlight=False, soft_wrap=True, width=PIPED_WIDTH, color_system=None
+    )
+
+
+def stdout() -> Console:
+    """stdout for people: rich on a terminal; piped, plain and never wrapped."""
+    return _console(err=False)
+
+
+def stderr() -> Console:
+    """stderr, the same way (messages, hints, progress while stdout carries a result)."""
+    return _console(err=True)
+
+
+def render(console: Console, renderable: RenderableType) -> None:
+    """Print a table or a group; piped, without the padding rich leaves at line ends."""
+    if console.is_terminal:
+        console.print(renderable)
+        return
+    with console.capture() as captured:
+        console.print(renderable)
+    lines = captured.get().splitlines()
+    console.file.write("".join(line.rstrip() + "\n" for line in lines))
+    console.file.flush()
+
+
+def print_json(data: Any) -> None:
+    """`data` as indented JSON on stdout (plain text: scripts read it)."""
+    sys.stdout.write(json.dumps(data, indent=2, ensure_ascii=False) + "\n")
+
+
+def print_json_line(data: Any) -> None:
+    """`data` as one line of JSON on stdout, flushed (JSON Lines: streams, logs)."""
+    sys.stdout.write(json.dumps(data, ensure_ascii=False, separators=(",", ":")) + "\n")
+    sys.stdout.flush()
+
+
+def dump(answer: Wire | Sequence[Wire]) -> Any:
+    """An answer (or a list of them) as the API sent it, for `--output json`."""
+    if isinstance(answer, Sequence):
+        return [item.raw() for item in answer]
+    return answer.raw()
+
+
+def print_page(
+    remote: Remote,
+    page: Page[Any],
+    render_table: Callable[[list[Any]], RenderableType],
+    empty: str,
+) -> None:
+    """A list answer: `{"items", "next"}` as JSON, else its table (or `empty`, on stderr,
+    when there is nothing) and, when the list goes on, the `--cursor` that continues it."""
+    if remote.json:
+        print_json({"items": dump(page.items), "next": page.next})
+        return
+    if not page.items:
+        say(empty)
+        return
+    render(stdout(), render_table(page.items))
+    if page.next is not None:
+        say(f"more: add --cursor {page.next}")
+
+
+def status_text(status: str) -> Text:
+    return Text(status, style=STATUS_STYLES.get(status, ""))
+
+
+def table(headers: Sequence[str], rows: Sequence[Sequence[str | Text]]) -> Table:
+    """A borderless table: aligned columns, a bold header; piped, it is plain text."""
+    grid = Table(box=None, header_style="bold", pad_edge=False, show_edge=False)
+    for header in headers:
+        grid.add_column(header, overflow="fold")
+    for row in rows:
+        grid.add_row(*row)
+    return grid
+
+
+def say(message: str) -> None:
+    """A line for people on stderr (what was done, hints), leaving stdout to the result."""
+    stderr().print(message, markup=False)
+
+
+# ── failing ─────────────────────────────────────────────────────────────────────────────────
+
+
+def fail(message: str, code: ExitCode | int) -> NoReturn:
+    """End the command: `error: <message>` on stderr and the exit code."""
+    stderr().print(f"error: {message}", markup=False)
+    raise typer.Exit(int(code))
+
+
+def read_json_value(value: str, option: str) -> Any:
+    """An option that takes JSON text or `@file` (exit 2 when unreadable or not JSON)."""
+    source, text = option, value
+    if value.startswith("@"):
+        path = Path(value[1:])
+        source = str(path)
+        try:
+            text = path.read_text(encoding="utf-8")
+        except (OSError, UnicodeDecodeError) as error:
+            reason = getattr(error, "strerror", None) or str(error)
+            fail(f"cannot read {option} file {path}: {reason}", ExitCode.USAGE)
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as error:
+        hint = " (a file is given as @path)" if not value.startswith("@") else ""
+        fail(f"{source} is not valid JSON: {error}{hint}", ExitCode.USAGE)
+
+
+def call(target: Remote, action: Callable[[ApiClient], Awaitable[T]]) -> T:
+    """Run `action` on a client of `target`'s API. An `ApiFailure` ends the command with its
+    message and exit code; anything unexpected too (exit 1), with its traceback only under
+    `--debug`."""
+
+    async def main() -> T:
+        async with ApiClient(target.target()) as api:
+            return await action(api)
+
+    try:
+        return asyncio.run(main())
+    except ApiFailure as failure:
+        if target.debug:
+            traceback.print_exc()
+        fail(failure.message, failure.exit_code)
+    except KeyboardInterrupt:
+        stderr().print("interrupted", markup=False)
+        raise typer.Exit(EXIT_INTERRUPTED) from None
+    except (typer.Exit, typer.Abort):
+        raise
+    except Exception as error:
+        if target.debug:
+            traceback.print_exc()
+        fail(
+            f"unexpected {type(error).__name__}: {error}; run again with --debug for the traceback",
+            ExitCode.FAILED,
+        )

@@ -1,0 +1,274 @@
+"""How runs, steps, children and log lines read on a terminal: pure functions from the API's
+views to rich renderables and lines of text (no I/O), so `runs show`, `runs list`,
+`runs children`, `runs logs` and `runs watch` say things the same way."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from typing import Any
+
+from rich.console import Group, RenderableType
+from rich.table import Table
+from rich.text import Text
+
+from api.cli.remote import status_text, table
+from api.cli.text import (
+    MISSING,
+    clock,
+    duration,
+    excerpt,
+    moment,
+    plural,
+    relative,
+    show,
+)
+from api.cli.wire import (
+    AttemptView,
+    ErrorView,
+    FanoutProgress,
+    LogEntry,
+    RunDetail,
+    RunSummary,
+    SpawnerCounts,
+    StepView,
+    Waiting,
+)
+
+BODY_EXCERPT_CHARS = 300
+OUTPUT_EXCERPT_CHARS = 500
+
+
+def error_line(error: ErrorView | None) -> str:
+    """The error in one line (`http_error at lookup: GET …: 404 Not Found`); "-" for none."""
+    if error is None:
+        return MISSING
+    where = f" at {error.vertex_id}" if error.vertex_id else ""
+    message = f": {excerpt(error.message, 160)}" if error.message else ""
+    return f"{error.kind}{where}{message}"
+
+
+def run_duration(run: RunSummary, now: float) -> str:
+    start = run.started_at or run.created_at
+    if run.ended_at is not None:
+        return duration(run.ended_at - start)
+    return f"{duration(now - start)} so far"
+
+
+def fanout_line(fanout: FanoutProgress) -> str:
+    """The fan-out in one line: how many children ended, how (succeeded, failed,
+    cancelled), and how many are running or pending."""
+    ended = fanout.succeeded + fanout.failed + fanout.cancelled
+    return (
+        f"{ended:,} of {plural(fanout.total, 'child', 'children')} ended: "
+        f"{fanout.succeeded:,} succeeded, {fanout.failed:,} failed, "
+        f"{fanout.cancelled:,} cancelled; {fanout.running:,} running, "
+        f"{fanout.pending:,} pending"
+    )
+
+
+def counts_line(counts: SpawnerCounts) -> str:
+    ended = counts.succeeded + counts.failed + counts.cancelled
+    line = f"children {ended:,}/{counts.total:,} ended"
+    extra = [f"{n:,} {what}" for n, what in ((counts.failed, "failed"),) if n]
+    extra += [f"{counts.cancelled:,} cancelled"] if counts.cancelled else []
+    return f"{line} ({', '.join(extra)})" if extra else line
+
+
+def waiting_line(waiting: Waiting, now: float) -> str:
+    """Why a step waits (`waiting`, when the API sends it) as one line."""
+    line = f"waiting ({show(waiting.reason)})" + (f": {waiting.message}" if waiting.message else "")
+    if waiting.until is not None:
+        line += f", until {clock(waiting.until)[:8]} ({relative(waiting.until, now)})"
+    return line
+
+
+def step_attempts(step: StepView) -> str:
+    """HTTP attempts for a GATEWAY that made some, else executions; redispatches noted."""
+    count = len(step.history) if step.history else step.attempts
+    if count == 0:
+        return MISSING
+    text = plural(count, "attempt")
+    if step.auto_retries:
+        text += f", {plural(step.auto_retries, 'redispatch', 'redispatches')}"
+    return text
+
+
+def step_detail(step: StepView, now: float) -> str:
+    parts = []
+    if step.error is not None:
+        http = f" (HTTP {step.error.http_status})" if step.error.http_status is not None else ""
+        parts.append(f"{step.error.kind}{http}")
+    if step.children is not None:
+        parts.append(counts_line(step.children))
+    if step.waiting is not None:
+        parts.append(waiting_line(step.waiting, now))
+    return "; ".join(parts) or MISSING
+
+
+def steps_table(steps: Sequence[StepView], now: float) -> Table:
+    rows: list[list[str | Text]] = []
+    for step in steps:
+        took = MISSING
+        if step.started_at is not None:
+            took = duration((step.ended_at or now) - step.started_at)
+        rows.append(
+            [
+                step.vertex_id,
+                show(step.type),
+                status_text(step.status),
+                step_attempts(step),
+                took,
+                step_detail(step, now),
+            ]
+        )
+    return table(["VERTEX", "TYPE", "STATUS", "ATTEMPTS", "TOOK", "DETAIL"], rows)
+
+
+def _fields(pairs: Sequence[tuple[str, str | Text]]) -> Table:
+    grid = Table.grid(padding=(0, 2))
+    grid.add_column(style="bold")
+    grid.add_column(overflow="fold")
+    for name, value in pairs:
+        grid.add_row(name, value)
+    return grid
+
+
+def attempt_line(attempt: AttemptView) -> str:
+    """An attempt: execution.attempt, its time and its log message."""
+    return f"{attempt.execution}.{attempt.attempt}  {clock(attempt.at)}  {attempt.message}"
+
+
+def failed_step(step: StepView) -> RenderableType:
+    """The failed step: its kind, HTTP status, body excerpt and attempt history."""
+    error = step.error
+    if error is None:  # a FAILED step always has an error; say so rather than guess
+        return Text(f"failed step {step.vertex_id}: no error recorded")
+    pairs: list[tuple[str, str | Text]] = [("message", error.message or MISSING)]
+    if error.http_status is not None or error.attempts is not None:
+        after = f" after {plural(error.attempts, 'attempt')}" if error.attempts else ""
+        pairs.append(("HTTP", f"status {show(error.http_status)}{after}"))
+    if error.body_excerpt:
+        pairs.append(("body", excerpt(error.body_excerpt, BODY_EXCERPT_CHARS)))
+    if error.retry_after_s is not None:
+        pairs.append(("Retry-After", duration(error.retry_after_s)))
+    if step.history:
+        pairs.append(("attempts", "\n".join(attempt_line(a) for a in step.history)))
+    title = Text(f"failed step {step.vertex_id}: {error.kind}", style="bold red")
+    return Group(title, _fields(pairs))
+
+
+def _lineage(run: RunDetail, now: float) -> list[tuple[str, str | Text]]:
+    pairs: list[tuple[str, str | Text]] = []
+    if run.parent_run_id is not None:
+        item = f", item {run.item_index}" if run.item_index is not None else ""
+        pairs.append(("parent", f"{run.parent_run_id} (spawner {run.parent_vertex_id}{item})"))
+    if run.root_run_id not in (None, run.id, run.parent_run_id):
+        pairs.append(("root", str(run.root_run_id)))
+    if run.dlq_at is not None:
+        pairs.append(("dead letter", f"since {moment(run.dlq_at, now)}"))
+    if run.restarted_from is not None:
+        pairs.append(("started over from", run.restarted_from))
+    if run.restarts:
+        pairs.append(("started over as", ", ".join(run.restarts)))
+    if run.idempotency_key is not None:
+        pairs.append(("idempotency key", run.idempotency_key))
+    return pairs
+
+
+def run_header(run: RunDetail, now: float) -> Table:
+    pairs: list[tuple[str, str | Text]] = [
+        ("workflow", f"{run.workflow} v{run.version}"),
+        ("status", status_text(run.status)),
+        ("tenant", run.tenant_id),
+        ("created", moment(run.created_at, now)),
+    ]
+    if run.ended_at is not None:
+        pairs.append(("ended", f"{moment(run.ended_at, now)}, after {run_duration(run, now)}"))
+    else:
+        pairs.append(("running for", run_duration(run, now)))
+    pairs += _lineage(run, now)
+    if run.fanout.total:
+        pairs.append(("fan-out", fanout_line(run.fanout)))
+    if run.error is not None:
+        pairs.append(("error", Text(error_line(run.error), style="red")))
+    return _fields(pairs)
+
+
+def output_excerpt(value: Any) -> str:
+    text = json.dumps(value, ensure_ascii=False, separators=(", ", ": "))
+    return excerpt(text, OUTPUT_EXCERPT_CHARS)
+
+
+def run_view(run: RunDetail, now: float) -> Group:
+    """`runs show`: the run, its steps, the failed step in detail, the next commands."""
+    parts: list[RenderableType] = [
+        Text(f"run {run.id}", style="bold"),
+        run_header(run, now),
+        Text(""),
+        steps_table(run.steps, now),
+    ]
+    for step in run.steps:
+        if step.status == "FAILED":
+            parts += [Text(""), failed_step(step)]
+    if run.status == "SUCCEEDED":
+        parts += [Text(""), _fields([("output", output_excerpt(run.output))])]
+    hints = next_commands(run)
+    if hints:
+        parts += [Text(""), _fields([("next", "\n".join(hints))])]
+    return Group(*parts)
+
+
+def next_commands(run: RunDetail) -> list[str]:
+    """What an operator may do about the run, as commands to copy."""
+    run_id = run.id
+    if run.status == "FAILED":
+        failed = [s.vertex_id for s in run.steps if s.status == "FAILED"]
+        hints = [f"schemabridge runs retry {run_id}"]
+        hints += [f"schemabridge runs resolve {run_id} {v} --output JSON" for v in failed[:1]]
+        hints += [f"schemabridge runs logs {run_id}"]
+        if run.parent_run_id is None:
+            hints.append(f"schemabridge runs start-over {run_id}")
+        return hints
+    if run.status == "RUNNING":
+        return [f"schemabridge runs watch {run_id}", f"schemabridge runs cancel {run_id}"]
+    if run.fanout.failed:
+        return [f"schemabridge runs reprocess {run_id}"]
+    return []
+
+
+def runs_table(runs: Sequence[RunSummary], now: float) -> Table:
+    rows: list[list[str | Text]] = [
+        [
+            run.id,
+            f"{run.workflow} v{run.version}",
+            status_text(run.status),
+            run.tenant_id,
+            relative(run.created_at, now),
+            run_duration(run, now),
+            error_line(run.error),
+        ]
+        for run in runs
+    ]
+    return table(["RUN", "WORKFLOW", "STATUS", "TENANT", "CREATED", "DURATION", "ERROR"], rows)
+
+
+def children_table(children: Sequence[RunSummary], now: float) -> Table:
+    rows: list[list[str | Text]] = [
+        [
+            f"{show(child.parent_vertex_id)}[{show(child.item_index)}]",
+            child.id,
+            status_text(child.status),
+            run_duration(child, now),
+            "yes" if child.dlq_at is not None else MISSING,
+            error_line(child.error),
+        ]
+        for child in children
+    ]
+    return table(["ITEM", "RUN", "STATUS", "DURATION", "DEAD LETTER", "ERROR"], rows)
+
+
+def log_line(entry: LogEntry) -> str:
+    """A log line: its time, level, vertex and message."""
+    vertex = entry.vertex_id or "-"
+    return f"{clock(entry.at)}  {entry.level:<7} {vertex:<14} {entry.message}"

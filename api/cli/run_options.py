@@ -1,0 +1,101 @@
+"""What the `runs` commands share: the RUN argument, the status, timeout and filter options,
+and turning them into the API's run filter (exit 2 for a value out of place)."""
+
+from __future__ import annotations
+
+import time
+from typing import TYPE_CHECKING, Annotated
+
+import typer
+
+from api.cli.client import ExitCode
+from api.cli.remote import fail
+from api.cli.text import parse_since
+
+if TYPE_CHECKING:
+    from api.cli.wire import RunQuery
+
+MAX_LIST = 10_000
+"""The most rows one list command prints."""
+MAX_BATCH = 10_000
+"""The most runs one batch retry considers (the API's bound)."""
+STATUSES = ("PENDING", "RUNNING", "SUCCEEDED", "FAILED", "CANCELLED")
+ENDED = frozenset({"SUCCEEDED", "FAILED", "CANCELLED"})
+"""The statuses a run does not leave by itself."""
+
+RunArgument = Annotated[str, typer.Argument(help="The run's id.", metavar="RUN")]
+TimeoutOption = Annotated[
+    float | None,
+    typer.Option(
+        help="Stop waiting after this many seconds (exit 3; the run goes on).",
+        metavar="SECONDS",
+        min=0,
+    ),
+]
+StatusOption = Annotated[
+    str | None,
+    typer.Option(help=f"Only runs in this status ({', '.join(STATUSES)}).", metavar="STATUS"),
+]
+WorkflowOption = Annotated[
+    str | None,
+    typer.Option(help="Only runs of this workflow (NAME or NAME@VERSION).", metavar="WORKFLOW"),
+]
+TenantOption = Annotated[str | None, typer.Option(help="Only runs of this tenant.")]
+SinceOption = Annotated[
+    str | None,
+    typer.Option(
+        help="Only runs created since: a span (90s, 15m, 2h, 3d, 1w) or an ISO date or time.",
+        metavar="WHEN",
+    ),
+]
+CursorOption = Annotated[
+    str | None, typer.Option(help="Continue a previous list where it stopped.")
+]
+
+
+def split_version(workflow: str) -> tuple[str, int | None]:
+    """`NAME` or `NAME@VERSION` (exit 2 for a version that is not a positive number)."""
+    name, at, version = workflow.partition("@")
+    if not at:
+        return name, None
+    if not version.isdigit() or int(version) < 1:
+        fail(f"{workflow!r}: the version after @ must be a number from 1", ExitCode.USAGE)
+    return name, int(version)
+
+
+def checked_status(value: str | None) -> str | None:
+    """A run status in capitals (exit 2 for one that does not exist)."""
+    if value is None:
+        return None
+    upper = value.upper()
+    if upper not in STATUSES:
+        fail(f"unknown status {value!r}; one of {', '.join(STATUSES)}", ExitCode.USAGE)
+    return upper
+
+
+def run_filter(
+    *,
+    status: str | None,
+    workflow: str | None,
+    tenant: str | None,
+    since: str | None,
+    roots_only: bool,
+) -> RunQuery:
+    """The filter the list and batch options describe."""
+    from api.cli.wire import RunQuery
+
+    name, version = split_version(workflow) if workflow else (None, None)
+    created_after = None
+    if since is not None:
+        try:
+            created_after = parse_since(since, time.time())
+        except ValueError as error:
+            fail(f"--since {error}", ExitCode.USAGE)
+    return RunQuery(
+        workflow=name,
+        version=version,
+        status=checked_status(status),
+        tenant=tenant,
+        created_after=created_after,
+        roots_only=roots_only,
+    )

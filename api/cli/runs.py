@@ -1,0 +1,349 @@
+"""`schemabridge runs …`: runs on the REST API — submit, list, show, logs, children, watch —
+and the operator actions (`api/cli/runs_actions.py`, registered on this group).
+
+Every command talks to the API at `--api-url` (SCHEMABRIDGE_API_URL, default the local
+`schemabridge serve`) with `--api-key` (SCHEMABRIDGE_API_KEY), prints tables for people and
+JSON with `--output json`, and exits with the codes of `api.cli.remote`."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from typing import Annotated, Any
+
+import typer
+
+from api.cli import run_display, runs_actions
+from api.cli.client import DEFAULT_API_URL, ApiClient, ExitCode
+from api.cli.client_routes import PAGE_LIMIT, collect_pages
+from api.cli.remote import (
+    EXIT_CODES_HELP,
+    ApiKeyOption,
+    ApiUrlOption,
+    DebugOption,
+    OutputFormat,
+    OutputOption,
+    Remote,
+    call,
+    dump,
+    print_json,
+    print_json_line,
+    print_page,
+    read_json_value,
+    render,
+    say,
+    stderr,
+    stdout,
+)
+from api.cli.run_options import (
+    ENDED,
+    MAX_LIST,
+    CursorOption,
+    RunArgument,
+    SinceOption,
+    StatusOption,
+    TenantOption,
+    TimeoutOption,
+    WorkflowOption,
+    checked_status,
+    run_filter,
+    split_version,
+)
+from api.cli.watch import StillRunning, follow, outcome_code, outcome_line, still_running_line
+from api.cli.wire import Page, RunDetail, RunSummary
+
+runs_app = typer.Typer(
+    help="Runs on the REST API: submit, list, show, logs, children, watch, and the operator "
+    "actions (retry, resolve, start-over, reprocess, cancel).",
+    no_args_is_help=True,
+    epilog=EXIT_CODES_HELP,
+)
+
+LOG_POLL_S = 1.0
+MAX_LOG_POLLS = 7 * 24 * 3_600
+"""`logs --follow` stops after this many polls (a week at one a second) at the latest."""
+
+
+# ── submit ──────────────────────────────────────────────────────────────────────────────────
+
+
+@runs_app.command("submit", epilog=EXIT_CODES_HELP)
+def submit(
+    workflow: Annotated[
+        str, typer.Argument(help="The workflow's name, or NAME@VERSION.", metavar="WORKFLOW")
+    ],
+    input: Annotated[
+        str | None,
+        typer.Option("--input", help="The run's input: JSON text or @file.json.", metavar="JSON"),
+    ] = None,
+    tenant: Annotated[
+        str | None, typer.Option(help="The tenant the run is for (default: default).")
+    ] = None,
+    idempotency_key: Annotated[
+        str | None,
+        typer.Option(help="Submitting the same key and request again answers the same run."),
+    ] = None,
+    wait: Annotated[
+        bool, typer.Option("--wait", help="Follow the run until it ends; exit by its outcome.")
+    ] = False,
+    timeout: TimeoutOption = 600.0,
+    api_url: ApiUrlOption = DEFAULT_API_URL,
+    api_key: ApiKeyOption = None,
+    output: OutputOption = OutputFormat.TEXT,
+    debug: DebugOption = False,
+) -> None:
+    """Start a run of a published workflow.
+
+    Prints the run's id (with --wait: follows it and prints its output, or its error).
+    Exit 0 submitted (with --wait: SUCCEEDED), 1 FAILED or CANCELLED or refused, 2 bad
+    input, 3 still running at --timeout, 4 API unreachable or key refused."""
+    remote = Remote(api_url, api_key, output, debug)
+    name, version = split_version(workflow)
+    run_input = {} if input is None else read_json_value(input, "--input")
+
+    async def action(api: ApiClient) -> ExitCode:
+        submitted = await api.runs.submit(
+            name, run_input, tenant=tenant, version=version, idempotency_key=idempotency_key
+        )
+        run = submitted.run
+        if not wait:
+            if remote.json:
+                print_json(dump(submitted))
+            elif submitted.created:
+                stdout().print(
+                    f"run {run.id} submitted ({run.workflow} v{run.version}, "
+                    f"tenant {run.tenant_id})",
+                    markup=False,
+                )
+                say(f"follow it: schemabridge runs watch {run.id}")
+            else:
+                stdout().print(
+                    f"run {run.id} was submitted before with this idempotency key "
+                    f"(it is {run.status})",
+                    markup=False,
+                )
+            return ExitCode.OK
+        say(f"run {run.id} submitted ({run.workflow} v{run.version}); following it")
+        return await _wait_for(api, remote, run.id, timeout)
+
+    raise typer.Exit(call(remote, action))
+
+
+async def _wait_for(
+    api: ApiClient, remote: Remote, run_id: str, timeout_s: float | None
+) -> ExitCode:
+    try:
+        progress = await follow(
+            api, run_id, timeout_s=timeout_s, console=stderr(), title=f"run {run_id}"
+        )
+    except StillRunning as still:
+        say(still_running_line(run_id, timeout_s or 0, still.progress))
+        return ExitCode.STILL_RUNNING
+    detail = await api.runs.get(run_id)
+    if remote.json:
+        print_json(dump(detail))
+    else:
+        say(outcome_line(run_id, progress))
+        if detail.status == "SUCCEEDED":
+            print_json(detail.output)
+        else:
+            _explain_failure(detail)
+    return outcome_code(progress)
+
+
+def _explain_failure(detail: RunDetail) -> None:
+    errors = stderr()
+    for step in detail.steps:
+        if step.status == "FAILED":
+            render(errors, run_display.failed_step(step))
+    for hint in run_display.next_commands(detail):
+        errors.print(f"next: {hint}", markup=False)
+
+
+# ── list ────────────────────────────────────────────────────────────────────────────────────
+
+
+@runs_app.command("list", epilog=EXIT_CODES_HELP)
+def list_runs(
+    status: StatusOption = None,
+    workflow: WorkflowOption = None,
+    tenant: TenantOption = None,
+    since: SinceOption = None,
+    limit: Annotated[
+        int, typer.Option(help="Show at most this many runs.", min=1, max=MAX_LIST)
+    ] = 50,
+    all_runs: Annotated[
+        bool,
+        typer.Option("--all", help="Child runs too (by default only runs no spawner started)."),
+    ] = False,
+    cursor: CursorOption = None,
+    api_url: ApiUrlOption = DEFAULT_API_URL,
+    api_key: ApiKeyOption = None,
+    output: OutputOption = OutputFormat.TEXT,
+    debug: DebugOption = False,
+) -> None:
+    """List runs, newest first (root runs unless --all).
+
+    More runs than --limit: the last line gives the --cursor that continues the list."""
+    remote = Remote(api_url, api_key, output, debug)
+    selection = run_filter(
+        status=status, workflow=workflow, tenant=tenant, since=since, roots_only=not all_runs
+    )
+
+    async def action(api: ApiClient) -> Page[RunSummary]:
+        return await collect_pages(
+            lambda size, after: api.runs.list(selection, limit=size, cursor=after), limit, cursor
+        )
+
+    runs = call(remote, action)
+    empty = "no runs" + ("" if all_runs else " (child runs are shown with --all)")
+    print_page(remote, runs, lambda items: run_display.runs_table(items, time.time()), empty)
+
+
+# ── show ────────────────────────────────────────────────────────────────────────────────────
+
+
+@runs_app.command("show", epilog=EXIT_CODES_HELP)
+def show_run(
+    run_id: RunArgument,
+    api_url: ApiUrlOption = DEFAULT_API_URL,
+    api_key: ApiKeyOption = None,
+    output: OutputOption = OutputFormat.TEXT,
+    debug: DebugOption = False,
+) -> None:
+    """A run: its steps with status and attempts, fan-out progress, and the failed step's
+    kind, HTTP status, body excerpt and attempt history."""
+    remote = Remote(api_url, api_key, output, debug)
+
+    detail = call(remote, lambda api: api.runs.get(run_id))
+    if remote.json:
+        print_json(dump(detail))
+        return
+    render(stdout(), run_display.run_view(detail, time.time()))
+
+
+# ── logs ────────────────────────────────────────────────────────────────────────────────────
+
+
+@runs_app.command("logs", epilog=EXIT_CODES_HELP)
+def logs(
+    run_id: RunArgument,
+    follow_log: Annotated[
+        bool, typer.Option("--follow", "-f", help="Keep printing new lines until the run ends.")
+    ] = False,
+    api_url: ApiUrlOption = DEFAULT_API_URL,
+    api_key: ApiKeyOption = None,
+    output: OutputOption = OutputFormat.TEXT,
+    debug: DebugOption = False,
+) -> None:
+    """A run's log, oldest first (with --output json: one JSON object a line)."""
+    remote = Remote(api_url, api_key, output, debug)
+    console = stdout()
+
+    def emit(entries: list[Any]) -> None:
+        for entry in entries:
+            if remote.json:
+                print_json_line(dump(entry))
+            else:
+                console.print(run_display.log_line(entry), markup=False)
+
+    async def action(api: ApiClient) -> None:
+        after: str | None = None
+        for _ in range(MAX_LOG_POLLS):
+            ended = True
+            if follow_log:
+                ended = (await api.runs.get(run_id)).status in ENDED
+            page = await api.runs.logs(run_id, after=after, limit=PAGE_LIMIT)
+            emit(page.items)
+            if page.items:
+                after = str(page.items[-1].id)
+            if page.next is not None:
+                continue  # a full page: read on at once
+            if ended:
+                return
+            await asyncio.sleep(LOG_POLL_S)
+
+    call(remote, action)
+
+
+# ── children ────────────────────────────────────────────────────────────────────────────────
+
+
+@runs_app.command("children", epilog=EXIT_CODES_HELP)
+def children(
+    run_id: RunArgument,
+    status: StatusOption = None,
+    limit: Annotated[
+        int, typer.Option(help="Show at most this many children.", min=1, max=MAX_LIST)
+    ] = 100,
+    cursor: CursorOption = None,
+    api_url: ApiUrlOption = DEFAULT_API_URL,
+    api_key: ApiKeyOption = None,
+    output: OutputOption = OutputFormat.TEXT,
+    debug: DebugOption = False,
+) -> None:
+    """A run's child runs (one per SPAWNER item), in item order."""
+    remote = Remote(api_url, api_key, output, debug)
+    wanted = checked_status(status)
+
+    async def action(api: ApiClient) -> Page[RunSummary]:
+        return await collect_pages(
+            lambda size, after: api.runs.children(run_id, status=wanted, limit=size, cursor=after),
+            limit,
+            cursor,
+        )
+
+    found = call(remote, action)
+    empty = f"run {run_id} has no children" + (f" in status {wanted}" if wanted else "")
+    print_page(remote, found, lambda items: run_display.children_table(items, time.time()), empty)
+
+
+# ── watch ───────────────────────────────────────────────────────────────────────────────────
+
+
+@runs_app.command("watch", epilog=EXIT_CODES_HELP)
+def watch(
+    run_id: RunArgument,
+    timeout: TimeoutOption = None,
+    api_url: ApiUrlOption = DEFAULT_API_URL,
+    api_key: ApiKeyOption = None,
+    output: OutputOption = OutputFormat.TEXT,
+    debug: DebugOption = False,
+) -> None:
+    """Follow a run live (the API's event stream) until it ends.
+
+    Exit 0 SUCCEEDED, 1 FAILED or CANCELLED, 3 still running at --timeout (the run goes
+    on), 4 API unreachable or key refused."""
+    remote = Remote(api_url, api_key, output, debug)
+
+    async def action(api: ApiClient) -> ExitCode:
+        run = await api.runs.get(run_id)  # an unknown run is one line before any display
+        if run.status in ENDED and not remote.json:
+            stdout().print(f"run {run.id} has already ended", markup=False)
+        title = f"run {run.id} ({run.workflow} v{run.version})"
+        console = stdout()
+        try:
+            progress = await follow(
+                api, run.id, timeout_s=timeout, console=console, title=title, quiet=remote.json
+            )
+        except StillRunning as still:
+            say(still_running_line(run.id, timeout or 0, still.progress))
+            return ExitCode.STILL_RUNNING
+        if remote.json:
+            print_json(dump(progress))
+        else:
+            console.print(outcome_line(run.id, progress), markup=False)
+            if progress.status == "FAILED":
+                say(f"details: schemabridge runs show {run.id}")
+        return outcome_code(progress)
+
+    raise typer.Exit(call(remote, action))
+
+
+# ── operator actions (api/cli/runs_actions.py) ──────────────────────────────────────────────
+
+runs_app.command("retry", epilog=EXIT_CODES_HELP)(runs_actions.retry)
+runs_app.command("resolve", epilog=EXIT_CODES_HELP)(runs_actions.resolve)
+runs_app.command("start-over", epilog=EXIT_CODES_HELP)(runs_actions.start_over)
+runs_app.command("reprocess", epilog=EXIT_CODES_HELP)(runs_actions.reprocess)
+runs_app.command("cancel", epilog=EXIT_CODES_HELP)(runs_actions.cancel)

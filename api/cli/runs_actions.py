@@ -1,0 +1,211 @@
+"""`schemabridge runs retry | resolve | start-over | reprocess | cancel`: the operator actions
+on the REST API (registered on the `runs` group by `api/cli/runs.py`).
+
+Each prints what it did in one line (`--output json`: the API's answer). A run in a state the
+action does not take is exit 1 with the run's state; an action that finds nothing to do where
+repeating it is harmless (cancelling a cancelled run) is exit 0 and says so.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Annotated
+
+import typer
+
+from api.cli.client import DEFAULT_API_URL, ApiClient, ExitCode
+from api.cli.remote import (
+    ApiKeyOption,
+    ApiUrlOption,
+    DebugOption,
+    OutputFormat,
+    OutputOption,
+    Remote,
+    call,
+    dump,
+    fail,
+    print_json,
+    read_json_value,
+    say,
+    stdout,
+)
+from api.cli.run_options import (
+    MAX_BATCH,
+    RunArgument,
+    SinceOption,
+    StatusOption,
+    TenantOption,
+    WorkflowOption,
+    run_filter,
+)
+from api.cli.text import plural
+
+if TYPE_CHECKING:
+    from api.cli.wire import BatchRetryResult, Wire
+
+
+def _print(remote: Remote, result: Wire, line: str) -> None:
+    if remote.json:
+        print_json(dump(result))
+    else:
+        stdout().print(line, markup=False)
+
+
+# ── retry ───────────────────────────────────────────────────────────────────────────────────
+
+
+def _batch_lines(result: BatchRetryResult) -> list[str]:
+    lines = [f"retried {plural(len(result.retried), 'run')}"]
+    lines += [f"  {run_id}" for run_id in result.retried]
+    if result.skipped:
+        lines.append(f"skipped {plural(len(result.skipped), 'run')}")
+        for skipped in result.skipped:
+            state = f" (it is {skipped.state})" if skipped.state else ""
+            lines.append(f"  {skipped.run_id}  {skipped.reason}{state}")
+    if result.truncated:
+        lines.append("more runs matched than --limit; run the command again for the rest")
+    return lines
+
+
+def retry(
+    runs: Annotated[
+        list[str] | None,
+        typer.Argument(help="The runs to retry (or a filter instead).", metavar="[RUN]..."),
+    ] = None,
+    status: StatusOption = None,
+    workflow: WorkflowOption = None,
+    tenant: TenantOption = None,
+    since: SinceOption = None,
+    roots: Annotated[
+        bool, typer.Option("--roots", help="Batch: only runs no spawner started.")
+    ] = False,
+    limit: Annotated[
+        int, typer.Option(help="Batch: consider at most this many runs.", min=1, max=MAX_BATCH)
+    ] = 1_000,
+    api_url: ApiUrlOption = DEFAULT_API_URL,
+    api_key: ApiKeyOption = None,
+    output: OutputOption = OutputFormat.TEXT,
+    debug: DebugOption = False,
+) -> None:
+    """Run a FAILED run's failed steps again (completed steps are kept).
+
+    Several RUNs, or a filter (--status, default FAILED; --workflow, --tenant, --since,
+    --roots), retry many at once and
+    print the runs retried and those skipped with the reason. Exit 1 when a RUN named is not
+    FAILED (or not found); a filter's skipped runs do not change the exit code."""
+    remote = Remote(api_url, api_key, output, debug)
+    filtered = any(v is not None for v in (status, workflow, tenant, since)) or roots
+    if runs and filtered:
+        fail("give runs or a filter (--status, --workflow, ...), not both", ExitCode.USAGE)
+    if not runs and not filtered:
+        fail(
+            "give the runs to retry, or a filter such as --status FAILED --workflow W",
+            ExitCode.USAGE,
+        )
+    if runs and len(runs) == 1:
+        result = call(remote, lambda api: api.actions.retry(runs[0]))
+        _print(remote, result, f"run {result.run_id}: {result.message}; it is {result.status}")
+        return
+    selection = None
+    if filtered:
+        selection = run_filter(
+            status=status or "FAILED",
+            workflow=workflow,
+            tenant=tenant,
+            since=since,
+            roots_only=roots,
+        )
+
+    async def batch(api: ApiClient) -> BatchRetryResult:
+        return await api.actions.batch_retry(ids=runs or None, selection=selection, limit=limit)
+
+    outcome = call(remote, batch)
+    if remote.json:
+        print_json(dump(outcome))
+    else:
+        console = stdout()
+        for line in _batch_lines(outcome):
+            console.print(line, markup=False)
+    if runs and outcome.skipped:
+        raise typer.Exit(ExitCode.FAILED)
+
+
+# ── resolve, start over, reprocess, cancel ──────────────────────────────────────────────────
+
+
+def resolve(
+    run_id: RunArgument,
+    vertex: Annotated[str, typer.Argument(help="The FAILED step's vertex id.", metavar="VERTEX")],
+    value: Annotated[
+        str,
+        typer.Option(
+            "--output",
+            help="The output the step should have given: JSON text or @file.json.",
+            metavar="JSON",
+        ),
+    ],
+    api_url: ApiUrlOption = DEFAULT_API_URL,
+    api_key: ApiKeyOption = None,
+    format: Annotated[
+        OutputFormat,
+        typer.Option(
+            "--format",
+            help="text for people, json for scripts (--output is the step's output here).",
+            case_sensitive=False,
+        ),
+    ] = OutputFormat.TEXT,
+    debug: DebugOption = False,
+) -> None:
+    """Give a FAILED step the output it should have had; its dependants go on."""
+    remote = Remote(api_url, api_key, format, debug)
+    step_output = read_json_value(value, "--output")
+    result = call(remote, lambda api: api.actions.resolve(run_id, vertex, step_output))
+    _print(remote, result, f"run {result.run_id}: {result.message}")
+
+
+def start_over(
+    run_id: RunArgument,
+    api_url: ApiUrlOption = DEFAULT_API_URL,
+    api_key: ApiKeyOption = None,
+    output: OutputOption = OutputFormat.TEXT,
+    debug: DebugOption = False,
+) -> None:
+    """Start an ended run over as a new run with the same input (the same one each time)."""
+    remote = Remote(api_url, api_key, output, debug)
+    result = call(remote, lambda api: api.actions.start_over(run_id))
+    _print(remote, result, f"run {result.run_id}: {result.message}")
+    if not remote.json:
+        say(f"follow it: schemabridge runs watch {result.new_run_id}")
+
+
+def reprocess(
+    run_id: RunArgument,
+    api_url: ApiUrlOption = DEFAULT_API_URL,
+    api_key: ApiKeyOption = None,
+    output: OutputOption = OutputFormat.TEXT,
+    debug: DebugOption = False,
+) -> None:
+    """Run a fan-out's dead-lettered (FAILED) children again; their joins reopen."""
+    remote = Remote(api_url, api_key, output, debug)
+    result = call(remote, lambda api: api.actions.reprocess(run_id))
+    _print(remote, result, f"run {result.run_id}: {result.message}; it is {result.status}")
+
+
+def cancel(
+    run_id: RunArgument,
+    api_url: ApiUrlOption = DEFAULT_API_URL,
+    api_key: ApiKeyOption = None,
+    output: OutputOption = OutputFormat.TEXT,
+    debug: DebugOption = False,
+) -> None:
+    """Cancel a run and every run under it still going (a run already ended: exit 1)."""
+    remote = Remote(api_url, api_key, output, debug)
+    result = call(remote, lambda api: api.actions.cancel(run_id))
+    runs_cancelled = result.runs_cancelled
+    if not result.changed:
+        line = f"run {result.run_id} was already cancelled"
+    elif runs_cancelled > 1:
+        under = plural(runs_cancelled - 1, "run")
+        line = f"run {result.run_id} cancelled, with {under} under it"
+    else:
+        line = f"run {result.run_id} cancelled"
+    _print(remote, result, line)

@@ -1,0 +1,105 @@
+"""Words and numbers as the command line prints them: counts with their noun ("1 attempt",
+"2 attempts"), times exact and relative, durations, excerpts, and "-" for a value that is not
+there (never "None")."""
+
+from __future__ import annotations
+
+import re
+from datetime import UTC, datetime
+from typing import Any
+
+MISSING = "-"
+"""Printed where a value is absent."""
+
+_SPAN = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(s|sec|m|min|h|d|w)\s*$", re.IGNORECASE)
+_SPAN_S = {"s": 1, "sec": 1, "m": 60, "min": 60, "h": 3_600, "d": 86_400, "w": 604_800}
+
+
+def plural(count: int, noun: str, nouns: str | None = None) -> str:
+    """`count` and its noun: "1 attempt", "2 attempts", "1,250 runs"."""
+    word = noun if count == 1 else (nouns or f"{noun}s")
+    return f"{count:,} {word}"
+
+
+def show(value: Any) -> str:
+    """A value as text, "-" when it is None or empty."""
+    if value is None or value == "":
+        return MISSING
+    return str(value)
+
+
+def duration(seconds: float) -> str:
+    """A duration for people: 19 ms, 4.2 s, 3 min 12 s, 2 h 5 min, 3 d 2 h."""
+    if seconds < 0:
+        seconds = 0.0
+    if seconds < 1:
+        return f"{seconds * 1000:.0f} ms"
+    if seconds < 60:
+        return f"{seconds:.1f} s" if seconds < 10 else f"{seconds:.0f} s"
+    minutes, secs = divmod(round(seconds), 60)
+    if minutes < 60:
+        return f"{minutes} min {secs} s" if secs else f"{minutes} min"
+    hours, minutes = divmod(minutes, 60)
+    if hours < 48:
+        return f"{hours} h {minutes} min" if minutes else f"{hours} h"
+    days, hours = divmod(hours, 24)
+    return f"{days} d {hours} h" if hours else f"{days} d"
+
+
+def _coarse(seconds: float) -> str:
+    """A span in its largest unit: 12 s, 6 min, 3 h, 2 d."""
+    for unit, size in (("d", 172_800), ("h", 3_600), ("min", 60)):
+        if seconds >= size:
+            return f"{int(seconds // (86_400 if unit == 'd' else size))} {unit}"
+    return f"{int(seconds)} s"
+
+
+def relative(at: float, now: float) -> str:
+    """How long ago, or in how long: 3 min ago, in 12 s, just now."""
+    delta = now - at
+    if abs(delta) < 1:
+        return "just now"
+    return f"{_coarse(delta)} ago" if delta > 0 else f"in {_coarse(-delta)}"
+
+
+def exact(at: float) -> str:
+    """The local time with its zone: "2026-12-02 04:07:58 UTC"."""
+    return datetime.fromtimestamp(at, UTC).astimezone().strftime("%Y-%m-%d %H:%M:%S %Z")
+
+
+def clock(at: float) -> str:
+    """The local time of day with milliseconds (log lines): "04:07:58.404"."""
+    moment = datetime.fromtimestamp(at, UTC).astimezone()
+    return moment.strftime("%H:%M:%S.") + f"{moment.microsecond // 1000:03d}"
+
+
+def moment(at: float | None, now: float) -> str:
+    """Exact and relative: "2026-12-02 04:07:58 UTC (3 min ago)"; "-" for None."""
+    if at is None:
+        return MISSING
+    return f"{exact(at)} ({relative(at, now)})"
+
+
+def excerpt(text: str, limit: int = 200) -> str:
+    """`text` on one line, cut to `limit` characters with an ellipsis."""
+    flat = " ".join(text.split())
+    return flat if len(flat) <= limit else flat[: limit - 1] + "…"
+
+
+def parse_since(value: str, now: float) -> float:
+    """`--since`: a span back from now ("90s", "15m", "2h", "3d", "1w") or an ISO date or
+    time ("2026-12-01", "2026-12-01T08:00"; local time unless it has a zone), as epoch
+    seconds. Raises ValueError with a sentence saying what is accepted."""
+    span = _SPAN.match(value)
+    if span:
+        return now - float(span.group(1)) * _SPAN_S[span.group(2).lower()]
+    try:
+        parsed = datetime.fromisoformat(value.strip())
+    except ValueError:
+        raise ValueError(
+            f"{value!r} is neither a span (90s, 15m, 2h, 3d, 1w) nor an ISO date or time "
+            "(2026-12-01, 2026-12-01T08:00)"
+        ) from None
+    if parsed.tzinfo is None:
+        parsed = parsed.astimezone()
+    return parsed.timestamp()

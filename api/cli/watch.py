@@ -1,0 +1,234 @@
+"""Following a run live from the API's event stream (`GET /runs/{id}/events`) until it ends:
+`runs watch`, and `runs submit --wait`.
+
+The stream sends the run's progress whenever it changes and `end` once it has ended. A stream
+also closes on its own after an hour, and the connection may break (the API restarted, a
+proxy timed out): the watcher reconnects, and gives up only when the API stays unreachable
+for `RECONNECT_WINDOW_S`. On a terminal the progress is redrawn in place; piped, it is one
+line per change at most every `PIPED_INTERVAL_S` (and at every status change).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from dataclasses import dataclass
+from typing import Any
+
+from rich.console import Console, ConsoleOptions, Group, RenderableType, RenderResult
+from rich.live import Live
+from rich.progress_bar import ProgressBar
+from rich.table import Table
+from rich.text import Text
+
+from api.cli.client import ApiClient, ApiFailure, ExitCode
+from api.cli.remote import status_text
+from api.cli.run_display import error_line, waiting_line
+from api.cli.run_options import ENDED
+from api.cli.text import clock, duration
+from api.cli.wire import RunProgress, Waiting
+
+RECONNECT_WINDOW_S = 30.0
+"""How long the watcher keeps trying to get its stream back before it gives up (exit 4)."""
+RECONNECT_DELAY_S = 1.0
+MAX_STREAMS = 10_000
+"""Streams one watch may open (each lasts up to an hour, or until it breaks)."""
+PIPED_INTERVAL_S = 2.0
+DONE_STEPS = frozenset({"SUCCEEDED", "RESOLVED", "SKIPPED"})
+
+
+class StillRunning(Exception):
+    """`--timeout` ran out before the run ended; `progress` is the last state seen."""
+
+    def __init__(self, progress: RunProgress | None) -> None:
+        super().__init__("still running")
+        self.progress = progress
+
+
+@dataclass(frozen=True)
+class Snapshot:
+    """The latest progress of the run."""
+
+    progress: RunProgress
+
+    @classmethod
+    def of(cls, data: Any) -> Snapshot:
+        return cls(RunProgress.model_validate(data))
+
+    @property
+    def waiting(self) -> dict[str, Waiting]:
+        """Why steps wait, by vertex, when the API says so."""
+        return {s.vertex_id: s.waiting for s in self.progress.steps if s.waiting is not None}
+
+    def steps_done(self) -> int:
+        return sum(1 for step in self.progress.steps if step.status in DONE_STEPS)
+
+    def summary(self) -> str:
+        """One line: status, steps, children and what waits."""
+        progress = self.progress
+        parts = [progress.status, f"steps {self.steps_done()}/{len(progress.steps)}"]
+        fanout = progress.fanout
+        if fanout.total:
+            ended = fanout.succeeded + fanout.failed + fanout.cancelled
+            parts.append(
+                f"children {ended:,}/{fanout.total:,} ({fanout.failed:,} failed, "
+                f"{fanout.running:,} running)"
+            )
+        now = time.time()
+        parts += [f"{vertex}: {waiting_line(w, now)}" for vertex, w in self.waiting.items()]
+        return "  ".join(parts)
+
+
+class LiveView:
+    """The progress as a terminal shows it (rendered afresh at each refresh, so the elapsed
+    time moves between events)."""
+
+    def __init__(self, title: str, started: float) -> None:
+        self.title = title
+        self.started = started
+        self.snapshot: Snapshot | None = None
+
+    def __rich_console__(self, console: Console, options: ConsoleOptions) -> RenderResult:
+        yield self.render()
+
+    def render(self) -> RenderableType:
+        elapsed = duration(time.monotonic() - self.started)
+        head = Text(f"{self.title}  ", style="bold")
+        if self.snapshot is None:
+            return Group(head + Text(f"connecting… {elapsed}"))
+        progress = self.snapshot.progress
+        head.append_text(status_text(progress.status))
+        head.append(f"  watching for {elapsed}")
+        grid = Table.grid(padding=(0, 2))
+        for _ in range(3):
+            grid.add_column()
+        steps = len(progress.steps)
+        running = [s.vertex_id for s in progress.steps if s.status in {"RUNNING", "PARKED"}]
+        grid.add_row(
+            "steps",
+            ProgressBar(total=max(steps, 1), completed=self.snapshot.steps_done(), width=30),
+            f"{self.snapshot.steps_done()}/{steps}"
+            + (f"  running {', '.join(running)}" if running else ""),
+        )
+        fanout = progress.fanout
+        if fanout.total:
+            ended = fanout.succeeded + fanout.failed + fanout.cancelled
+            grid.add_row(
+                "children",
+                ProgressBar(total=fanout.total, completed=ended, width=30),
+                f"{ended:,}/{fanout.total:,}  {fanout.failed:,} failed, "
+                f"{fanout.running:,} running, {fanout.pending:,} pending",
+            )
+        now = time.time()
+        lines = [
+            Text(f"  {vertex}: {waiting_line(waiting, now)}", style="yellow")
+            for vertex, waiting in self.snapshot.waiting.items()
+        ]
+        return Group(head, grid, *lines)
+
+
+class PipedView:
+    """The progress as lines, for a log or a pipe: at status changes and at most every
+    `PIPED_INTERVAL_S` otherwise."""
+
+    def __init__(self, console: Console) -> None:
+        self.console = console
+        self.last_status: str | None = None
+        self.last_at = 0.0
+
+    def show(self, snapshot: Snapshot) -> None:
+        now = time.monotonic()
+        changed = snapshot.progress.status != self.last_status
+        if changed or snapshot.progress.ended or now - self.last_at >= PIPED_INTERVAL_S:
+            self.console.print(f"{clock(time.time())[:8]}  {snapshot.summary()}", markup=False)
+            self.last_status = snapshot.progress.status
+            self.last_at = now
+
+
+async def follow(
+    api: ApiClient,
+    run_id: str,
+    *,
+    timeout_s: float | None,
+    console: Console,
+    title: str,
+    quiet: bool = False,
+) -> RunProgress:
+    """Follow the run until it ends and answer its last progress. Raises `StillRunning` when
+    `timeout_s` runs out first, `ApiFailure` when the run is unknown or the API is lost."""
+    started = time.monotonic()
+    live_view = LiveView(title, started)
+    piped = PipedView(console)
+    latest: Snapshot | None = None
+
+    def seen(snapshot: Snapshot) -> None:
+        nonlocal latest
+        latest = snapshot
+        live_view.snapshot = snapshot
+        if not quiet and not console.is_terminal:
+            piped.show(snapshot)
+
+    live = Live(live_view, console=console, refresh_per_second=4, transient=False)
+    use_live = console.is_terminal and not quiet
+    try:
+        if use_live:
+            live.start()
+        async with asyncio.timeout(timeout_s):
+            return await _stream(api, run_id, seen)
+    except TimeoutError:
+        raise StillRunning(None if latest is None else latest.progress) from None
+    finally:
+        if use_live:
+            live.stop()
+
+
+async def _stream(api: ApiClient, run_id: str, seen: Any) -> RunProgress:
+    lost_since: float | None = None
+    for _ in range(MAX_STREAMS):
+        try:
+            async with api.runs.events(run_id) as events:
+                lost_since = None
+                async for event in events:
+                    if event.name in {"progress", "end"}:
+                        snapshot = Snapshot.of(event.data)
+                        seen(snapshot)
+                        if event.name == "end" or snapshot.progress.status in ENDED:
+                            return snapshot.progress
+                    elif event.name == "error":
+                        break  # the API could not read the run this time: read it again
+        except ApiFailure as failure:
+            if failure.status is not None or failure.exit_code is not ExitCode.UNREACHABLE:
+                raise  # an answer (404, 401...): reconnecting would get the same one
+            now = time.monotonic()
+            lost_since = lost_since or now
+            if now - lost_since >= RECONNECT_WINDOW_S:
+                raise ApiFailure(
+                    f"{failure.message} (for {RECONNECT_WINDOW_S:.0f} s while watching run "
+                    f"{run_id}; the run goes on: `schemabridge runs watch {run_id}`)",
+                    ExitCode.UNREACHABLE,
+                ) from failure
+        await asyncio.sleep(RECONNECT_DELAY_S)
+    raise ApiFailure(
+        f"gave up watching run {run_id} after {MAX_STREAMS:,} streams", ExitCode.UNREACHABLE
+    )
+
+
+def outcome_line(run_id: str, progress: RunProgress) -> str:
+    """The last line of a watch: how the run ended."""
+    if progress.status == "SUCCEEDED":
+        return f"run {run_id} SUCCEEDED"
+    if progress.status == "FAILED":
+        return f"run {run_id} FAILED: {error_line(progress.error)}"
+    return f"run {run_id} {progress.status}"
+
+
+def outcome_code(progress: RunProgress) -> ExitCode:
+    return ExitCode.OK if progress.status == "SUCCEEDED" else ExitCode.FAILED
+
+
+def still_running_line(run_id: str, timeout_s: float, progress: RunProgress | None) -> str:
+    status = "still going" if progress is None else f"still {progress.status}"
+    return (
+        f"run {run_id} is {status} after --timeout {duration(timeout_s)}; it goes on: "
+        f"follow it with `schemabridge runs watch {run_id}`"
+    )

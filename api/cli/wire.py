@@ -1,0 +1,309 @@
+"""The REST API's answers as the command line reads them.
+
+These mirror the operations layer's views (`engine.operations.views` and its siblings) with
+the fields the CLI shows, under the same names. They are the client's own for two reasons:
+importing the operations layer loads SQLAlchemy, the store and admission (measured: 0.85 s of
+CPU on every command, against 0.7 s for the whole CLI without it), which a command that only
+sends HTTP requests should not pay; and a client must read what a newer or older server sends,
+so every model ignores nothing it does not know but keeps it (`extra="allow"`), and `raw()`
+gives the answer back as it came for `--output json`. tests/unit/test_cli_wire.py checks that
+every field here is a field of the view it mirrors, so a renamed field fails there.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Generic, TypeVar
+
+from pydantic import BaseModel, ConfigDict
+from pydantic.alias_generators import to_camel
+
+T = TypeVar("T")
+
+
+class Wire(BaseModel):
+    """Base of every answer: camelCase on the wire, unknown fields kept, immutable."""
+
+    model_config = ConfigDict(
+        frozen=True, alias_generator=to_camel, populate_by_name=True, extra="allow"
+    )
+
+    def raw(self) -> Any:
+        """The answer as the API sent it (the fields it sent, unknown ones included)."""
+        return self.model_dump(mode="json", by_alias=True, exclude_unset=True)
+
+
+class Page(Wire, Generic[T]):
+    """A list answer: `items`, and `next` (the cursor of the following page) when it pages."""
+
+    items: list[T]
+    next: str | None = None
+
+
+@dataclass(frozen=True)
+class RunQuery:
+    """Which runs a list or a batch retry covers (the API's run filter); set fields AND."""
+
+    workflow: str | None = None
+    version: int | None = None
+    status: str | None = None
+    tenant: str | None = None
+    parent: str | None = None
+    created_after: float | None = None
+    created_before: float | None = None
+    roots_only: bool = False
+
+
+# ── workflows ───────────────────────────────────────────────────────────────────────────────
+
+
+class PublishResult(Wire):
+    name: str
+    version: int
+    created: bool
+
+
+class WorkflowSummary(Wire):
+    name: str
+    latest_version: int
+    versions: int
+    updated_at: float
+
+
+class VersionSummary(Wire):
+    name: str
+    version: int
+    definition_hash: str
+    created_at: float
+
+
+class VersionDetail(VersionSummary):
+    document: dict[str, Any]
+
+
+class GraphNode(Wire):
+    id: str
+    type: str
+    depends_on: list[str]
+    workflow: str | None = None
+    layer: int
+    order: int
+
+
+class GraphView(Wire):
+    name: str
+    version: int
+    nodes: list[GraphNode]
+
+
+# ── runs ────────────────────────────────────────────────────────────────────────────────────
+
+
+class ErrorView(Wire):
+    kind: str
+    message: str = ""
+    vertex_id: str | None = None
+    http_status: int | None = None
+    body_excerpt: str | None = None
+    attempts: int | None = None
+    retry_after_s: float | None = None
+
+
+class RunSummary(Wire):
+    id: str
+    workflow: str
+    version: int
+    tenant_id: str
+    status: str
+    created_at: float
+    started_at: float | None = None
+    ended_at: float | None = None
+    parent_run_id: str | None = None
+    parent_vertex_id: str | None = None
+    item_index: int | None = None
+    root_run_id: str | None = None
+    restarted_from: str | None = None
+    dlq_at: float | None = None
+    error: ErrorView | None = None
+
+
+class SubmitResult(Wire):
+    run: RunSummary
+    created: bool
+
+
+class AttemptView(Wire):
+    execution: int
+    attempt: int
+    at: float
+    level: str
+    message: str
+
+
+class SpawnerCounts(Wire):
+    total: int
+    succeeded: int
+    failed: int
+    cancelled: int
+
+
+class Waiting(Wire):
+    """Why a step waits (a rate limit, a park, a breaker...), when the API says so."""
+
+    reason: str | None = None
+    message: str | None = None
+    until: float | None = None
+
+
+class StepView(Wire):
+    vertex_id: str
+    type: str | None = None
+    status: str
+    attempts: int = 0
+    auto_retries: int = 0
+    error: ErrorView | None = None
+    started_at: float | None = None
+    ended_at: float | None = None
+    children: SpawnerCounts | None = None
+    history: list[AttemptView] = []
+    waiting: Waiting | None = None
+
+
+class FanoutProgress(Wire):
+    total: int = 0
+    pending: int = 0
+    running: int = 0
+    succeeded: int = 0
+    failed: int = 0
+    cancelled: int = 0
+
+
+class RunDetail(RunSummary):
+    output: Any = None
+    idempotency_key: str | None = None
+    restarts: list[str] = []
+    steps: list[StepView] = []
+    fanout: FanoutProgress = FanoutProgress()
+
+
+class StepProgress(Wire):
+    vertex_id: str
+    status: str
+    children: SpawnerCounts | None = None
+    waiting: Waiting | None = None
+
+
+class RunProgress(Wire):
+    id: str
+    status: str
+    ended: bool
+    error: ErrorView | None = None
+    steps: list[StepProgress] = []
+    fanout: FanoutProgress = FanoutProgress()
+
+
+class LogEntry(Wire):
+    id: int
+    at: float
+    level: str
+    message: str
+    vertex_id: str | None = None
+
+
+# ── operator actions ────────────────────────────────────────────────────────────────────────
+
+
+class ActionResult(Wire):
+    run_id: str
+    changed: bool
+    message: str
+    status: str
+
+
+class RetryResult(ActionResult):
+    steps_retried: int
+
+
+class ResolveResult(ActionResult):
+    vertex_id: str
+
+
+class StartOverResult(ActionResult):
+    new_run_id: str
+
+
+class ReprocessResult(ActionResult):
+    revived: int
+
+
+class CancelResult(ActionResult):
+    runs_cancelled: int
+    steps_cancelled: int
+
+
+class SkippedRun(Wire):
+    run_id: str
+    reason: str
+    state: str | None = None
+
+
+class BatchRetryResult(Wire):
+    retried: list[str]
+    skipped: list[SkippedRun]
+    truncated: bool = False
+
+
+# ── settings ────────────────────────────────────────────────────────────────────────────────
+
+
+class CapsView(Wire):
+    destination: str
+    max_concurrency: int
+    rate_per_second: float | None = None
+
+
+class CapsRemoved(Wire):
+    destination: str
+    removed: bool
+
+
+class BreakerView(Wire):
+    state: str
+    failures: int = 0
+    probes: int = 0
+    seconds_until_half_open: float = 0.0
+
+
+class DestinationView(Wire):
+    destination: str
+    cap: int
+    cap_configured: bool
+    rate_per_second: float | None = None
+    limit: float
+    slots: int
+    in_flight: int
+    cuts: int = 0
+    growth_held_s: float = 0.0
+    global_breaker: BreakerView
+    tenant_breakers: dict[str, BreakerView] = {}
+    retry_tokens: float
+    retry_allowed: bool
+
+
+class TenantRateView(Wire):
+    per_minute: int
+    configured: bool
+    used: int
+    window_s: float
+
+
+class QuotaView(Wire):
+    max_runs: int
+    used_runs: int
+    runs_left: int
+
+
+class TenantView(Wire):
+    tenant_id: str
+    rate: TenantRateView
+    quota: QuotaView | None = None

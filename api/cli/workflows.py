@@ -1,0 +1,233 @@
+"""`schemabridge workflows publish | list | versions | show` on the REST API.
+
+`publish` sends every document of every file in one request, so a parent and the child
+workflows its spawners start are published together (one transaction); an invalid document
+is exit 2 with each problem's file and JSON pointer. `show` prints a version's document and
+its graph, layer by layer.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Annotated, Any
+
+import typer
+
+from api.cli.client import DEFAULT_API_URL, ApiClient, ApiFailure, ExitCode
+from api.cli.remote import (
+    EXIT_CODES_HELP,
+    ApiKeyOption,
+    ApiUrlOption,
+    DebugOption,
+    OutputFormat,
+    OutputOption,
+    Remote,
+    call,
+    dump,
+    fail,
+    print_json,
+    print_page,
+    render,
+    stdout,
+    table,
+)
+from api.cli.run_options import split_version
+from api.cli.text import MISSING, moment, plural, relative
+
+if TYPE_CHECKING:
+    from rich.table import Table
+
+    from api.cli.wire import GraphView, VersionDetail, VersionSummary, WorkflowSummary
+
+workflows_app = typer.Typer(
+    help="Workflows on the REST API: publish, list, versions, show.",
+    no_args_is_help=True,
+    epilog=EXIT_CODES_HELP,
+)
+
+NameArgument = Annotated[str, typer.Argument(help="The workflow's name.", metavar="NAME")]
+
+
+@dataclass(frozen=True)
+class Origin:
+    """Where a document of a publish came from: its file and, in a file holding a list, its
+    index there."""
+
+    file: str
+    index: int | None
+
+    def __str__(self) -> str:
+        return self.file if self.index is None else f"{self.file}[{self.index}]"
+
+
+def read_documents(files: list[Path]) -> tuple[list[Any], list[Origin]]:
+    """Every document of `files` in order, with where each came from (exit 2 for a file that
+    cannot be read or is not JSON)."""
+    documents: list[Any] = []
+    origins: list[Origin] = []
+    for path in files:
+        try:
+            text = path.read_text(encoding="utf-8")
+        except (OSError, UnicodeDecodeError) as error:
+            reason = getattr(error, "strerror", None) or str(error)
+            fail(f"cannot read {path}: {reason}", ExitCode.USAGE)
+        try:
+            content = json.loads(text)
+        except json.JSONDecodeError as error:
+            fail(f"{path} is not valid JSON: {error}", ExitCode.USAGE)
+        if isinstance(content, list):
+            documents += content
+            origins += [Origin(str(path), i) for i in range(len(content))]
+        else:
+            documents.append(content)
+            origins.append(Origin(str(path), None))
+    return documents, origins
+
+
+def _located(failure: ApiFailure, origins: list[Origin]) -> ApiFailure:
+    """The API's problems (pointers into the list sent) pointed at the files instead."""
+    problems = failure.details.get("problems")
+    if failure.code != "invalid_workflow" or not isinstance(problems, list):
+        return failure
+    lines = [f"{plural(len(problems), 'problem')} in the workflows given; nothing was published"]
+    for problem in problems:
+        pointer = str(problem.get("pointer", ""))
+        head, _, rest = pointer.lstrip("/").partition("/")
+        where = pointer or "/"
+        if head.isdigit() and int(head) < len(origins):
+            where = f"{origins[int(head)]}: /{rest}"
+        lines.append(f"  {where}: {problem.get('message', '')}")
+    return ApiFailure("\n".join(lines), ExitCode.USAGE, status=failure.status, code=failure.code)
+
+
+@workflows_app.command("publish", epilog=EXIT_CODES_HELP)
+def publish(
+    files: Annotated[
+        list[Path], typer.Argument(help="Workflow files (a document or a list each).")
+    ],
+    api_url: ApiUrlOption = DEFAULT_API_URL,
+    api_key: ApiKeyOption = None,
+    output: OutputOption = OutputFormat.TEXT,
+    debug: DebugOption = False,
+) -> None:
+    """Publish workflows as new immutable versions (identical content keeps its version).
+
+    Every document of every file goes in one request: all are published, or none."""
+    remote = Remote(api_url, api_key, output, debug)
+    documents, origins = read_documents(files)
+
+    async def action(api: ApiClient) -> list[Any]:
+        try:
+            return await api.workflows.publish(documents)
+        except ApiFailure as failure:
+            raise _located(failure, origins) from None
+
+    results = call(remote, action)
+    if remote.json:
+        print_json(dump(results))
+        return
+    rows = [[r.name, f"v{r.version}", "published" if r.created else "unchanged"] for r in results]
+    render(stdout(), table(["WORKFLOW", "VERSION", "RESULT"], rows))
+
+
+@workflows_app.command("list", epilog=EXIT_CODES_HELP)
+def list_workflows(
+    api_url: ApiUrlOption = DEFAULT_API_URL,
+    api_key: ApiKeyOption = None,
+    output: OutputOption = OutputFormat.TEXT,
+    debug: DebugOption = False,
+) -> None:
+    """Every published workflow: its latest version and when it was published."""
+    remote = Remote(api_url, api_key, output, debug)
+    found = call(remote, lambda api: api.workflows.list())
+
+    def rows(items: list[WorkflowSummary]) -> Table:
+        now = time.time()
+        return table(
+            ["WORKFLOW", "LATEST", "VERSIONS", "UPDATED"],
+            [
+                [w.name, f"v{w.latest_version}", f"{w.versions:,}", relative(w.updated_at, now)]
+                for w in items
+            ],
+        )
+
+    print_page(
+        remote, found, rows, "no workflows published yet: schemabridge workflows publish FILE..."
+    )
+
+
+@workflows_app.command("versions", epilog=EXIT_CODES_HELP)
+def versions(
+    name: NameArgument,
+    api_url: ApiUrlOption = DEFAULT_API_URL,
+    api_key: ApiKeyOption = None,
+    output: OutputOption = OutputFormat.TEXT,
+    debug: DebugOption = False,
+) -> None:
+    """Every version of a workflow, newest first."""
+    remote = Remote(api_url, api_key, output, debug)
+    found = call(remote, lambda api: api.workflows.versions(name))
+
+    def rows(items: list[VersionSummary]) -> Table:
+        now = time.time()
+        return table(
+            ["VERSION", "HASH", "PUBLISHED"],
+            [[f"v{v.version}", v.definition_hash[:12], moment(v.created_at, now)] for v in items],
+        )
+
+    print_page(remote, found, rows, f"{name} has no versions")
+
+
+def graph_table(graph: GraphView) -> Any:
+    """The DAG layer by layer: each vertex with its type, what it waits for and, for a
+    SPAWNER, the workflow it starts."""
+    nodes = sorted(graph.nodes, key=lambda node: (node.layer, node.order))
+    rows = [
+        [
+            str(node.layer + 1),
+            node.id,
+            node.type,
+            ", ".join(node.depends_on) or MISSING,
+            node.workflow or MISSING,
+        ]
+        for node in nodes
+    ]
+    return table(["LAYER", "VERTEX", "TYPE", "AFTER", "STARTS"], rows)
+
+
+@workflows_app.command("show", epilog=EXIT_CODES_HELP)
+def show(
+    workflow: Annotated[
+        str, typer.Argument(help="NAME (the latest version) or NAME@VERSION.", metavar="NAME[@V]")
+    ],
+    api_url: ApiUrlOption = DEFAULT_API_URL,
+    api_key: ApiKeyOption = None,
+    output: OutputOption = OutputFormat.TEXT,
+    debug: DebugOption = False,
+) -> None:
+    """A workflow version: its graph, layer by layer, and its document."""
+    remote = Remote(api_url, api_key, output, debug)
+    name, version = split_version(workflow)
+
+    async def action(api: ApiClient) -> tuple[VersionDetail, GraphView]:
+        detail = await api.workflows.get(name, version)
+        return detail, await api.workflows.graph(name, detail.version)
+
+    detail, graph = call(remote, action)
+    if remote.json:
+        print_json(dump(detail))
+        return
+    console = stdout()
+    published = moment(detail.created_at, time.time())
+    console.print(
+        f"{detail.name} v{detail.version}  published {published}  "
+        f"sha256 {detail.definition_hash[:12]}",
+        markup=False,
+    )
+    console.print(f"graph: {plural(len(graph.nodes), 'vertex', 'vertices')}", markup=False)
+    render(console, graph_table(graph))
+    console.print("document:", markup=False)
+    console.print(json.dumps(detail.document, indent=2, ensure_ascii=False), markup=False)

@@ -1,0 +1,176 @@
+"""Everything an operator can get wrong with the remote commands, as real subprocesses against
+`schemabridge serve`: each is one `error:` line with the fix (a 422 adds its problems), the
+documented exit code, nothing on stdout and no traceback (unless `--debug`)."""
+
+from __future__ import annotations
+
+import json
+import socket
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from tests.e2e.cli_harness import SCHEMABRIDGE, Stack, assert_refused
+
+
+@pytest.fixture(scope="module")
+def workflow(serve_api: Stack) -> str:
+    """A one-step workflow calling the demo downstream, published for this module."""
+    path = serve_api.tmp / "lookup.json"
+    path.write_text(
+        json.dumps(
+            {
+                "name": "cli-errors-lookup",
+                "inputSchema": {
+                    "type": "object",
+                    "required": ["id"],
+                    "properties": {"id": {"type": "string"}},
+                },
+                "vertices": {
+                    "get": {
+                        "type": "GATEWAY",
+                        "config": {"url": serve_api.downstream + "/customers/{{ input.id }}"},
+                    }
+                },
+            }
+        )
+    )
+    serve_api.ok("workflows", "publish", str(path))
+    return "cli-errors-lookup"
+
+
+@pytest.fixture(scope="module")
+def failed(serve_api: Stack, workflow: str) -> str:
+    """A FAILED run (the downstream answers 404)."""
+    result = serve_api.cli(
+        "runs", "submit", workflow, "--input", '{"id": "x?status=404"}', "--wait", "-o", "json"
+    )
+    assert result.returncode == 1, result.stderr
+    run = json.loads(result.stdout)
+    assert run["status"] == "FAILED"
+    return str(run["id"])
+
+
+def free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return int(probe.getsockname()[1])
+
+
+def test_an_api_that_is_not_running(serve_api: Stack) -> None:
+    url = f"http://127.0.0.1:{free_port()}"
+    down = serve_api.cli("runs", "list", api_url=url)
+    assert_refused(
+        down,
+        4,
+        f"cannot reach the SchemaBridge API at {url}: connection refused; start "
+        "`schemabridge serve` or set --api-url",
+    )
+    watch = serve_api.cli("runs", "watch", "some-run", api_url=url)
+    assert_refused(watch, 4, "connection refused")
+
+
+def test_an_address_that_is_not_the_api(serve_api: Stack) -> None:
+    # The demo downstream answers any path with a JSON echo: not the API's answers.
+    other = serve_api.cli("runs", "list", api_url=serve_api.downstream)
+    assert_refused(other, 4, "this CLI does not understand")
+    assert_refused(serve_api.cli("workflows", "list", api_url="ftp://example"), 2, "not an http://")
+
+
+def test_missing_wrong_and_tenant_keys(serve_api: Stack, failed: str) -> None:
+    none = serve_api.cli("runs", "list", key="")
+    assert_refused(none, 4, "an API key is required", "--api-key or SCHEMABRIDGE_API_KEY")
+    wrong = serve_api.cli("runs", "show", failed, key="sbk_not-a-key")
+    assert_refused(wrong, 4, "unknown, revoked or expired", "schemabridge keys create --admin")
+
+    created = subprocess.run(
+        [SCHEMABRIDGE, "keys", "create", "--tenant", "acme"],
+        env=serve_api.env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert created.returncode == 0, created.stderr
+    tenant_key = created.stdout.strip()
+    assert_refused(serve_api.cli("destinations", "list", key=tenant_key), 4, "admin key")
+    # Another tenant's run reads as a run that does not exist.
+    assert_refused(serve_api.cli("runs", "show", failed, key=tenant_key), 1, f"no run '{failed}'")
+
+
+@pytest.mark.parametrize(
+    "command",
+    [
+        ["runs", "show"],
+        ["runs", "watch"],
+        ["runs", "logs"],
+        ["runs", "children"],
+        ["runs", "retry"],
+        ["runs", "cancel"],
+        ["runs", "start-over"],
+        ["runs", "reprocess"],
+    ],
+    ids=" ".join,
+)
+def test_an_unknown_run_is_one_line(serve_api: Stack, command: list[str]) -> None:
+    assert_refused(serve_api.cli(*command, "no-such-run"), 1, "no run", "no-such-run")
+
+
+def test_unknown_workflows_and_steps(serve_api: Stack, failed: str) -> None:
+    assert_refused(serve_api.cli("runs", "submit", "nope"), 1, "no published workflow 'nope'")
+    assert_refused(serve_api.cli("workflows", "show", "nope@3"), 1, "nope")
+    unknown_step = serve_api.cli("runs", "resolve", failed, "nope", "--output", "1")
+    assert_refused(unknown_step, 1, "nope")
+
+
+def test_bad_input_is_a_usage_error(serve_api: Stack, workflow: str, tmp_path: Path) -> None:
+    not_json = serve_api.cli("runs", "submit", workflow, "--input", "{id: 1}")
+    assert_refused(not_json, 2, "--input is not valid JSON", "(a file is given as @path)")
+    missing = serve_api.cli("runs", "submit", workflow, "--input", f"@{tmp_path}/none.json")
+    assert_refused(missing, 2, "cannot read --input file", "No such file or directory")
+    invalid = serve_api.cli("runs", "submit", workflow, "--input", '{"id": 5}')
+    stderr = assert_refused(invalid, 2, "does not match the inputSchema of cli-errors-lookup")
+    assert stderr.splitlines()[1] == "  /id: id must be a string, not an integer."
+
+    broken = tmp_path / "broken.json"
+    broken.write_text('{"name": "b", "vertices": {"x": {"type": "GATEWAY", "config": {}}}}')
+    published = serve_api.cli("workflows", "publish", str(broken))
+    stderr = assert_refused(published, 2, "nothing was published")
+    assert f"  {broken}: /vertices/x/config" in stderr
+    garbage = tmp_path / "garbage.json"
+    garbage.write_text("{")
+    assert_refused(serve_api.cli("workflows", "publish", str(garbage)), 2, "is not valid JSON")
+    resolve = serve_api.cli("runs", "resolve", "r", "v", "--output", "nope")
+    assert_refused(resolve, 2, "--output is not valid JSON")
+
+
+def test_an_action_on_a_run_in_the_wrong_state(
+    serve_api: Stack, workflow: str, failed: str
+) -> None:
+    assert_refused(serve_api.cli("runs", "cancel", failed), 1, "has already ended FAILED")
+    ok = serve_api.cli("runs", "submit", workflow, "--input", '{"id": "c1"}', "--wait")
+    assert ok.returncode == 0, ok.stderr
+    done = json.loads(
+        serve_api.ok(
+            "runs", "list", "--workflow", workflow, "--status", "SUCCEEDED", "-o", "json"
+        ).stdout
+    )["items"][0]["id"]
+    assert_refused(serve_api.cli("runs", "retry", done), 1, "is SUCCEEDED; only a FAILED run")
+
+
+def test_usage_errors(serve_api: Stack) -> None:
+    typo = serve_api.cli("runs", "list", "--statuss", "FAILED")
+    assert typo.returncode == 2 and "No such option: --statuss" in typo.stderr
+    assert "Traceback" not in typo.stderr
+    assert_refused(serve_api.cli("runs", "retry"), 2, "give the runs to retry, or a filter")
+    assert_refused(serve_api.cli("runs", "retry", "a", "--status", "FAILED"), 2, "not both")
+    assert_refused(serve_api.cli("runs", "list", "--status", "DONE"), 2, "unknown status 'DONE'")
+    assert_refused(serve_api.cli("runs", "list", "--since", "soon"), 2, "--since 'soon'")
+    assert_refused(serve_api.cli("runs", "submit", "w@0"), 2, "the version after @")
+
+
+def test_debug_shows_the_traceback(serve_api: Stack) -> None:
+    result = serve_api.cli("runs", "show", "no-such-run", "--debug")
+    assert result.returncode == 1
+    assert "Traceback" in result.stderr and "error: no run 'no-such-run'" in result.stderr

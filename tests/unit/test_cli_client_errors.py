@@ -1,0 +1,117 @@
+"""How the CLI reads what the API (or the network) answered: one message with the fix and an
+exit code per case (api/cli/client_errors.py)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import httpx
+
+from api.cli.client_errors import ExitCode, response_failure, transport_failure
+
+URL = "http://127.0.0.1:8000"
+
+
+def answer(status: int, body: Any = None, **headers: str) -> httpx.Response:
+    request = httpx.Request("GET", f"{URL}/runs")
+    if body is None:
+        return httpx.Response(
+            status,
+            request=request,
+            text="<html>bad gateway</html>",
+            headers={"content-type": "text/html", **headers},
+        )
+    return httpx.Response(status, request=request, json=body, headers=headers)
+
+
+def test_each_status_has_its_exit_code_and_fix() -> None:
+    cases = [
+        (
+            401,
+            {"code": "unauthorized", "message": "an API key is required"},
+            ExitCode.UNREACHABLE,
+            "--api-key",
+        ),
+        (
+            403,
+            {"code": "forbidden", "message": "this route needs an admin key"},
+            ExitCode.UNREACHABLE,
+            "admin key",
+        ),
+        (404, {"code": "run_not_found", "message": "no run 'x'"}, ExitCode.FAILED, "no run 'x'"),
+        (
+            404,
+            {"code": "not_found", "message": "no route for /runs"},
+            ExitCode.UNREACHABLE,
+            "--api-url",
+        ),
+        (400, {"code": "invalid_json", "message": "not JSON"}, ExitCode.USAGE, "not JSON"),
+        (
+            503,
+            {"code": "store_unavailable", "message": "db down"},
+            ExitCode.FAILED,
+            "may be run again",
+        ),
+        (500, {"code": "internal_error", "message": "boom"}, ExitCode.FAILED, "its log"),
+    ]
+    for status, body, code, needle in cases:
+        failure = response_failure(answer(status, body), URL)
+        assert (failure.exit_code, failure.status) == (code, status), body
+        assert needle in failure.message and "\n" not in failure.message, failure.message
+
+
+def test_a_conflict_says_the_current_state() -> None:
+    body = {
+        "code": "run_not_failed",
+        "message": "only a FAILED run can be retried",
+        "details": {"state": "RUNNING"},
+    }
+    failure = response_failure(answer(409, body), URL)
+    assert failure.message == "only a FAILED run can be retried (it is RUNNING)"
+    assert failure.exit_code is ExitCode.FAILED
+
+
+def test_a_limit_says_when_to_try_again() -> None:
+    body = {"code": "queue_full", "message": "the ready queue is full"}
+    assert response_failure(answer(429, body, **{"Retry-After": "5"}), URL).message.endswith(
+        "try again in 5 s"
+    )
+
+
+def test_invalid_input_lists_every_problem_with_its_pointer() -> None:
+    body = {
+        "code": "invalid_input",
+        "message": "the input does not match",
+        "details": {
+            "problems": [
+                {"pointer": "/subject", "message": "must be a string"},
+                {"pointer": "", "message": "missing customerId"},
+            ]
+        },
+    }
+    failure = response_failure(answer(422, body), URL)
+    assert failure.exit_code is ExitCode.USAGE
+    assert failure.message.splitlines() == [
+        "the input does not match",
+        "  /subject: must be a string",
+        "  /: missing customerId",
+    ]
+
+
+def test_an_answer_that_is_not_the_api_points_at_the_url() -> None:
+    failure = response_failure(answer(502), URL)
+    assert failure.exit_code is ExitCode.UNREACHABLE
+    assert "502 (text/html), not the SchemaBridge API's JSON" in failure.message
+
+
+def test_an_unreachable_api_says_how_to_start_one() -> None:
+    error = httpx.ConnectError("All connection attempts failed")
+    error.__cause__ = ConnectionRefusedError(111, "Connection refused")
+    failure = transport_failure(error, URL, 30)
+    assert failure.exit_code is ExitCode.UNREACHABLE
+    assert failure.message == (
+        f"cannot reach the SchemaBridge API at {URL}: connection refused; start "
+        "`schemabridge serve` or set --api-url (SCHEMABRIDGE_API_URL)"
+    )
+    slow = transport_failure(httpx.ReadTimeout("timed out"), URL, 30)
+    assert "did not answer within 30 s" in slow.message

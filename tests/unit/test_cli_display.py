@@ -1,0 +1,95 @@
+"""What the remote commands print: counts with their noun, times, and a run's steps with why
+they wait — never "None" for a missing value."""
+
+from __future__ import annotations
+
+import io
+
+import pytest
+from rich.console import Console
+
+from api.cli import run_display
+from api.cli.text import duration, parse_since, plural, relative
+from api.cli.wire import RunDetail
+
+NOW = 1_800_000_000.0
+
+
+def rendered(renderable: object) -> str:
+    console = Console(file=io.StringIO(), width=200, color_system=None)
+    console.print(renderable)
+    assert isinstance(console.file, io.StringIO)
+    return console.file.getvalue()
+
+
+def test_counts_times_and_spans() -> None:
+    assert [plural(1, "attempt"), plural(2, "attempt"), plural(2_000, "child", "children")] == [
+        "1 attempt",
+        "2 attempts",
+        "2,000 children",
+    ]
+    assert [duration(0.019), duration(4.24), duration(192), duration(7_500)] == [
+        "19 ms",
+        "4.2 s",
+        "3 min 12 s",
+        "2 h 5 min",
+    ]
+    assert [relative(NOW - 400, NOW), relative(NOW + 12, NOW), relative(NOW, NOW)] == [
+        "6 min ago",
+        "in 12 s",
+        "just now",
+    ]
+    assert parse_since("2h", NOW) == NOW - 7_200
+    assert parse_since("2026-12-01T08:00:00+00:00", NOW) == 1_796_112_000.0
+    with pytest.raises(ValueError, match="neither a span"):
+        parse_since("yesterday", NOW)
+
+
+def test_a_waiting_step_says_why_and_until_when() -> None:
+    run = RunDetail.model_validate(
+        {
+            "id": "r1",
+            "workflow": "renewals",
+            "version": 2,
+            "tenantId": "default",
+            "status": "RUNNING",
+            "createdAt": NOW - 90,
+            "startedAt": NOW - 90,
+            "steps": [
+                {
+                    "vertexId": "collect",
+                    "type": "GATEWAY",
+                    "status": "SUCCEEDED",
+                    "attempts": 1,
+                    "startedAt": NOW - 90,
+                    "endedAt": NOW - 89,
+                },
+                {
+                    "vertexId": "renew",
+                    "type": "SPAWNER",
+                    "status": "PARKED",
+                    "attempts": 1,
+                    "children": {"total": 2000, "succeeded": 997, "failed": 0, "cancelled": 0},
+                    "waiting": {
+                        "reason": "tenant_rate_limit",
+                        "message": "tenant default at its rate limit (1000/1000)",
+                        "until": NOW + 12,
+                    },
+                },
+                {"vertexId": "join", "type": "MERGE", "status": "PENDING"},
+            ],
+            "fanout": {"total": 2000, "pending": 963, "running": 40, "succeeded": 997},
+        }
+    )
+    text = rendered(run_display.run_view(run, NOW))
+    assert (
+        "children 997/2,000 ended; waiting (tenant_rate_limit): tenant default at its rate "
+        "limit (1000/1000), until" in text
+    )
+    assert "(in 12 s)" in text
+    assert (
+        "997 of 2,000 children ended: 997 succeeded, 0 failed, 0 cancelled; 40 running, "
+        "963 pending" in text
+    )
+    assert "None" not in text
+    assert "schemabridge runs watch r1" in text
