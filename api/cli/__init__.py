@@ -17,6 +17,7 @@ import typer
 from api.cli import admin as cli_admin
 from api.cli import keys as cli_keys
 from api.cli import run as cli_run
+from api.cli import secrets as cli_secrets
 from api.cli import services as cli_services
 from api.cli import validate as cli_validate
 
@@ -68,3 +69,4 @@ app.add_typer(cli_services.db_app, name="db")
 app.add_typer(cli_admin.destinations_app, name="destinations")
 app.add_typer(cli_admin.tenants_app, name="tenants")
 app.add_typer(cli_keys.keys_app, name="keys")
+app.add_typer(cli_secrets.secrets_app, name="secrets")
