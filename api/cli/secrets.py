@@ -44,7 +44,7 @@ def _read_value(from_file: Path | None) -> str:
             with from_file.open(encoding="utf-8") as source:
                 text = source.read(READ_LIMIT_CHARS + 1)
         except (OSError, UnicodeDecodeError) as error:
-            console.print(f"error: cannot read {from_file}: {error}", markup=False)
+            console.print(f"error: cannot read {from_file}: {error}", markup=False, soft_wrap=True)
             raise typer.Exit(EXIT_USAGE) from None
     elif sys.stdin.isatty():
         text = typer.prompt("value", hide_input=True, err=True)
@@ -56,7 +56,11 @@ def _read_value(from_file: Path | None) -> str:
     value = _strip_newline(text)
     if not value:
         where = from_file or "stdin"
-        console.print(f"error: no value: {where} is empty (pipe the value in, or --from-file)")
+        console.print(
+            f"error: no value: {where} is empty (pipe the value in, or --from-file)",
+            markup=False,
+            soft_wrap=True,
+        )
         raise typer.Exit(EXIT_USAGE)
     return value
 
@@ -129,5 +133,6 @@ def rotate() -> None:
             f"they were: {names} (add the key they were encrypted with after the first one, "
             "or set them again)",
             markup=False,
+            soft_wrap=True,
         )
         raise typer.Exit(EXIT_FAILED)
