@@ -95,13 +95,11 @@ def _check_secret_keys(settings: Settings) -> None:
     """Refuse to start with a malformed `SCHEMABRIDGE_SECRET_KEYS`: every secret would fail
     later, one step at a time. No key at all is fine (secrets are then unavailable, and the
     steps or requests that need one say how to make a key)."""
-    from engine.secret_cipher import SecretCipher
+    from engine.operations.secrets import malformed_keys
 
-    if settings.secret_keys is None:
-        return
-    cipher = SecretCipher.from_setting(settings.secret_keys.get_secret_value())
-    if cipher.problem is not None and cipher.problem_code == "secret_key_invalid":
-        raise CannotStart(cipher.problem)
+    problem = malformed_keys(settings)
+    if problem is not None:
+        raise CannotStart(problem)
 
 
 def _listen(host: str, port: int, settings: Settings) -> ApiServer:

@@ -21,19 +21,29 @@ from engine.operations.secrets_views import (
     SecretView,
     StoredSecret,
 )
-from engine.secret_cipher import SecretUnreadable
+from engine.secret_cipher import SecretCipher, SecretUnreadable
 from engine.store.secrets_store import SecretRecord
 from schemas.errors import InvalidRequest, NotFound, Problem
 from schemas.secret_names import SECRET_NAME, SECRET_NAME_RULE
 
 if TYPE_CHECKING:
     from engine.runtime import Runtime
+    from engine.settings import Settings
 
 MIN_VALUE_CHARS = 8
 """Shorter values are refused: the redactor could not tell them from ordinary text."""
 MAX_VALUE_CHARS = 16 * 1024
 """Longest value: a token or a certificate, not a document (at most 64 KiB of UTF-8)."""
 MAX_TENANT_CHARS = 200
+
+
+def malformed_keys(settings: Settings) -> str | None:
+    """Why `SCHEMABRIDGE_SECRET_KEYS` is set but unusable (one line with the fix), else None.
+    Services refuse to start on it; no key at all is not a problem until a secret is used."""
+    if settings.secret_keys is None:
+        return None
+    cipher = SecretCipher.from_setting(settings.secret_keys.get_secret_value())
+    return cipher.problem if cipher.problem_code == "secret_key_invalid" else None
 
 
 def _refuse(pointer: str, message: str) -> InvalidRequest:

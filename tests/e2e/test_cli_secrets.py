@@ -117,3 +117,22 @@ def test_rotate_to_a_new_key(env: dict[str, str]) -> None:
     assert stale.returncode == 1
     assert "no configured key decrypts 2 secrets" in stale.stderr
     assert "acme/CRM_TOKEN, globex/CRM_TOKEN" in stale.stderr
+
+
+@pytest.mark.parametrize("command", [["worker"], ["api", "--port", "0"], ["serve", "--port", "0"]])
+def test_services_refuse_to_start_with_a_malformed_key(
+    env: dict[str, str], command: list[str]
+) -> None:
+    good = env["SCHEMABRIDGE_SECRET_KEYS"]
+    done = subprocess.run(
+        [SCHEMABRIDGE, *command],
+        env={**env, "SCHEMABRIDGE_SECRET_KEYS": f"{good},not-a-fernet-key"},
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert done.returncode == 1, done.stderr
+    assert "2nd key in SCHEMABRIDGE_SECRET_KEYS is not a Fernet key" in done.stderr
+    assert MAKE_KEY.split(";")[0] in done.stderr and "Traceback" not in done.stderr
+    assert "not-a-fernet-key" not in done.stderr
