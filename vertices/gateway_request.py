@@ -209,17 +209,18 @@ def build_request(config: GatewayConfig, ctx: StepContext) -> GatewayRequest:
         # The engine derives the key from run and vertex ids; the fallback keeps the same
         # promise (stable across attempts) for callers that left it empty.
         headers[IDEMPOTENCY_HEADER] = ctx.idempotency_key or f"{ctx.run_id}:{ctx.vertex_id}"
-    _redact_userinfo(url, ctx.redactor)
     destination = _render(config.destination, context, "destination")
     if destination is not None and not isinstance(destination, str):
         raise _config_error("destination must evaluate to a string")
     key = destination_key(url, destination)
+    # Before the URL's own password joins the redactor: only the step's secrets count here.
     if ctx.redactor and ctx.redactor.text(key) != key:
         raise _config_error(
             "the url's host would hold a secret, and the host is the call's admission key "
             "(shown in metrics and to operators): put secrets in the path, the query, the "
             "headers or the body"
         )
+    _redact_userinfo(url, ctx.redactor)
     return GatewayRequest(
         method=config.method,
         url=url,

@@ -6,7 +6,6 @@ operation refuses (a destination key no call can have, a rate below 1)."""
 
 from __future__ import annotations
 
-import asyncio
 import json
 from collections.abc import Awaitable, Callable, Sequence
 from typing import TYPE_CHECKING, Annotated, Any, TypeVar
@@ -14,8 +13,8 @@ from typing import TYPE_CHECKING, Annotated, Any, TypeVar
 import typer
 from rich.console import Console
 
+from api.cli.direct import with_operations
 from engine.settings import Settings
-from schemas.errors import OperationError, Refusal
 
 if TYPE_CHECKING:
     from engine.operations import SettingsOperations
@@ -23,12 +22,8 @@ if TYPE_CHECKING:
     from engine.operations.views import View
 
 console = Console()
-errors = Console(stderr=True)
 destinations_app = typer.Typer(help="Destination caps and admission state.", no_args_is_help=True)
 tenants_app = typer.Typer(help="Tenant rate limits and run quotas.", no_args_is_help=True)
-
-EXIT_REFUSED = 1
-EXIT_USAGE = 2
 
 T = TypeVar("T")
 
@@ -36,23 +31,7 @@ T = TypeVar("T")
 def _with_settings(action: Callable[[SettingsOperations], Awaitable[T]]) -> T:
     """Run `action` on a runtime of this process's settings; a refusal is printed to stderr
     and ends the command (exit 2 for an invalid value, else 1)."""
-    from engine.operations import Operations
-    from engine.runtime import Runtime
-
-    async def run() -> T:
-        runtime = await Runtime.open(Settings())
-        try:
-            return await action(Operations(runtime).settings)
-        finally:
-            await runtime.close()
-
-    try:
-        return asyncio.run(run())
-    except OperationError as refused:
-        errors.print(f"error: {refused.message}", markup=False, highlight=False)
-        raise typer.Exit(
-            EXIT_USAGE if refused.refusal is Refusal.INVALID else EXIT_REFUSED
-        ) from None
+    return with_operations(lambda ops: action(ops.settings))
 
 
 def _print_views(views: Sequence[View] | View) -> None:

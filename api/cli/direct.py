@@ -1,6 +1,6 @@
-"""Commands that act on the database directly, through the operations layer: `keys` and
-`secrets` (the first admin key cannot come from an API that needs one, and secrets are
-managed where the encryption key is).
+"""Commands that act on the database (and Redis) directly, through the operations layer:
+`keys`, `secrets`, `destinations` and `tenants` (the first admin key cannot come from an API
+that needs one, and secrets are managed where the encryption key is).
 
 `with_operations(action)` opens a `Runtime` on this process's settings, runs `action` on its
 `Operations` and closes it; a refusal is one line on stderr and exit 2 when the value was

@@ -13,7 +13,7 @@ from cryptography.fernet import Fernet
 
 from engine.secret_cipher import MAKE_KEY
 from tests.conftest import Backend
-from tests.e2e.rest_harness import SCHEMABRIDGE, process_env
+from tests.e2e.rest_harness import process_env, schemabridge
 
 VALUE = "cli-canary-0c4e+/=x"
 
@@ -30,15 +30,7 @@ def sb(
     run_env = dict(env)
     if keys is not None:
         run_env["SCHEMABRIDGE_SECRET_KEYS"] = keys
-    return subprocess.run(
-        [SCHEMABRIDGE, "secrets", *args],
-        env=run_env,
-        input=stdin,
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=False,
-    )
+    return schemabridge(run_env, "secrets", *args, stdin=stdin)
 
 
 def _shown(*done: subprocess.CompletedProcess[str]) -> str:
@@ -124,14 +116,7 @@ def test_services_refuse_to_start_with_a_malformed_key(
     env: dict[str, str], command: list[str]
 ) -> None:
     good = env["SCHEMABRIDGE_SECRET_KEYS"]
-    done = subprocess.run(
-        [SCHEMABRIDGE, *command],
-        env={**env, "SCHEMABRIDGE_SECRET_KEYS": f"{good},not-a-fernet-key"},
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=False,
-    )
+    done = schemabridge({**env, "SCHEMABRIDGE_SECRET_KEYS": f"{good},not-a-fernet-key"}, *command)
     assert done.returncode == 1, done.stderr
     assert "2nd key in SCHEMABRIDGE_SECRET_KEYS is not a Fernet key" in done.stderr
     assert MAKE_KEY.split(";")[0] in done.stderr and "Traceback" not in done.stderr

@@ -15,19 +15,12 @@ from pathlib import Path
 import httpx
 
 from tests.conftest import Backend
-from tests.e2e.rest_harness import SCHEMABRIDGE, process_env, service
+from tests.e2e.rest_harness import process_env, schemabridge, service
 from tests.integration.dump_harness import dump_database, hits
 
 
 def cli(env: dict[str, str], *args: str) -> subprocess.CompletedProcess[str]:
-    done = subprocess.run(
-        [SCHEMABRIDGE, "keys", *args],
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=False,
-    )
+    done = schemabridge(env, "keys", *args)
     assert done.returncode == 0, done.stderr
     return done
 

@@ -24,7 +24,7 @@ from cryptography.fernet import Fernet
 
 from schemas.redaction import REDACTED, basic_credential
 from tests.conftest import Backend
-from tests.e2e.rest_harness import SCHEMABRIDGE, client, process_env, service
+from tests.e2e.rest_harness import client, process_env, schemabridge, service
 from tests.integration.dump_harness import dump_database, hits
 from tests.integration.echo_harness import Echo, echo_server
 
@@ -84,15 +84,7 @@ def workflows(base: str) -> list[dict[str, Any]]:
 
 
 def cli(env: dict[str, str], *args: str, stdin: str = "") -> subprocess.CompletedProcess[str]:
-    done = subprocess.run(
-        [SCHEMABRIDGE, *args],
-        env=env,
-        input=stdin,
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=False,
-    )
+    done = schemabridge(env, *args, stdin=stdin)
     assert done.returncode == 0, done.stderr
     return done
 

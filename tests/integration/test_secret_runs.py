@@ -170,3 +170,22 @@ async def test_a_secret_in_the_host_is_refused(ops: Operations, echo: Echo) -> N
     assert (run.status, run.error.kind) == ("FAILED", "invalid_config")
     assert "admission key" in run.error.message
     assert "secret-host-part" not in run.model_dump_json()
+
+
+async def test_a_literal_url_password_is_redacted_too(ops: Operations, echo: Echo) -> None:
+    host = echo.url.removeprefix("http://")
+    document = {
+        "name": "literal",
+        "vertices": {
+            "call": {"type": "GATEWAY", "config": {"url": f"http://ops:pa55-w0rd-9@{host}/ok"}}
+        },
+    }
+    run_id = await run_to_end(ops, document)
+    [received] = echo.received
+    assert received["headers"]["authorization"] == f"Basic {basic_credential('ops', 'pa55-w0rd-9')}"
+    run = await ops.runs.get(run_id)
+    assert run.status == "SUCCEEDED"
+    recorded = run.model_dump_json() + (await ops.runs.logs(run_id, limit=100)).model_dump_json()
+    assert "pa55-w0rd-9" not in recorded
+    assert basic_credential("ops", "pa55-w0rd-9") not in recorded
+    assert f"http://{host}/ok" in recorded  # the URL is logged, without its userinfo
