@@ -22,6 +22,7 @@ from engine.execution import executor
 from engine.execution.admission_guard import StoreSettingsSource
 from engine.execution.worker import Worker, WorkerConfig
 from engine.health import HealthMarker
+from engine.secret_cipher import SecretCipher
 from engine.settings import Settings
 from engine.store import Store
 from schemas.clock import Clock, SystemClock
@@ -57,6 +58,9 @@ class Runtime:
     admission_redis: RedisClient
     """Admission's own client, which never resends a command: its exchange script is not
     idempotent (see `admission.batching`)."""
+    secret_cipher: SecretCipher
+    """Encrypts and decrypts secrets with `SCHEMABRIDGE_SECRET_KEYS` (its `problem` says why
+    it cannot, when no usable key is configured)."""
 
     @classmethod
     async def open(
@@ -83,7 +87,11 @@ class Runtime:
                 caps_source=source,
                 tenant_limits=source,
             )
-            runtime = cls(settings, clock, store, client, wakeup, http, admission, admission_client)
+            keys = settings.secret_keys
+            cipher = SecretCipher.from_setting(None if keys is None else keys.get_secret_value())
+            runtime = cls(
+                settings, clock, store, client, wakeup, http, admission, admission_client, cipher
+            )
             opened.pop_all()  # opened: `close` owns them now
         return runtime
 
@@ -126,6 +134,7 @@ class Runtime:
             admission=self.admission if s.admission_enabled else None,
             admission_wait_s=s.admission_wait_s,
             notify=self.wakeup.notify,
+            secret_cipher=self.secret_cipher,
         )
 
     def worker(self, config: WorkerConfig | None = None) -> Worker:

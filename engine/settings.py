@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from pydantic import AliasChoices, Field
+from pydantic import AliasChoices, Field, SecretStr
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 
@@ -115,6 +115,11 @@ class Settings(BaseSettings):
     """REST API authentication with API keys. Default on; `SCHEMABRIDGE_AUTH=off` (or
     `schemabridge serve --demo`) turns it off, and every request then acts as an admin named
     "demo"."""
+    secret_keys: SecretStr | None = Field(default=None, validation_alias=_env("SECRET_KEYS"))
+    """Fernet keys that encrypt the secrets workflows reference, comma-separated: the first
+    encrypts, every one decrypts (`schemabridge secrets rotate` re-encrypts every secret under
+    the first). Default none: secrets cannot be set or used. Needed by the processes that set
+    secrets (CLI, API) and by workers; a `SecretStr`, so it never shows in a repr or a log."""
     health_timeout_s: float = Field(default=2.0, gt=0, validation_alias=_env("HEALTH_TIMEOUT_S"))
     """How long `/health` (and each source of `/metrics`) waits for the database and Redis
     before reporting them failing. Default 2 s."""

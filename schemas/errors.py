@@ -111,6 +111,11 @@ class FailureKind(StrEnum):
     """The destination answered with a body the step cannot use (too large, invalid JSON)."""
     INVALID_CONFIG = "invalid_config"
     """A configuration value evaluated to something unusable (e.g. a non-list `items`)."""
+    SECRET_NOT_FOUND = "secret_not_found"
+    """The step references a secret its tenant does not have (set it, then retry the run)."""
+    SECRET_UNREADABLE = "secret_unreadable"
+    """The worker cannot decrypt a secret the step references: no encryption key configured,
+    an invalid one, or none of its keys is the one the secret was encrypted with."""
     INTERNAL_ERROR = "internal_error"
     """A bug or an unexpected exception inside SchemaBridge."""
 

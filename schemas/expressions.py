@@ -1,6 +1,9 @@
 """`{{ … }}` expressions: JMESPath over the run context.
 
-The run context is `{input, vertices: {<id>: {output}}, run: {id, tenantId}, item, index}`.
+The run context is `{input, vertices: {<id>: {output}}, run: {id, tenantId}, item, index}`,
+and `secrets` in a GATEWAY step that references any: `secrets.<NAME>` is read from the
+tenant's secret store when the step runs, and only the names the vertex references are there
+(`secret_references`).
 A string that is exactly one expression keeps the JSON type of the result; otherwise each
 result is formatted into the string (JSON for objects/lists, `""` for null).
 Templates are compiled once and cached: evaluation is on the hot path of every step.
@@ -21,6 +24,8 @@ from jmespath.parser import ParsedResult
 from schemas.errors import SchemaBridgeError
 
 _EXPR = re.compile(r"\{\{(.*?)\}\}", re.DOTALL)
+SECRETS_ROOT = "secrets"
+"""The context root that holds secrets' values (only in a GATEWAY step that references any)."""
 
 
 class ExpressionError(SchemaBridgeError, ValueError):
@@ -42,6 +47,8 @@ class Template:
     parts: tuple[str | ParsedResult, ...]
     exact: bool
     """True when the whole string is one expression (the result keeps its JSON type)."""
+    secret_names: frozenset[str] = frozenset()
+    """The secrets it references, each written `secrets.<NAME>` (see `secret_name`)."""
 
     def render(self, context: dict[str, Any]) -> Any:
         if self.exact:
@@ -94,7 +101,54 @@ def compile_template(text: str) -> Template:
     if pos < len(text):
         parts.append(text[pos:])
     exact = len(parts) == 1 and not isinstance(parts[0], str)
-    return Template(text, tuple(parts), exact)
+    names = frozenset(
+        name
+        for part in parts
+        if not isinstance(part, str) and (name := secret_name(part)) is not None
+    )
+    return Template(text, tuple(parts), exact, names)
+
+
+def secret_name(parsed: ParsedResult) -> str | None:
+    """NAME when the expression is exactly `secrets.NAME`, else None.
+
+    A secret is referenced only in that form: the engine resolves the names it can read from
+    the document before the step runs, and a value that no function, slice or projection has
+    transformed is a value the redactor recognises (schemas/redaction.py).
+    """
+    node = parsed.parsed
+    if node.get("type") != "subexpression":
+        return None
+    children = node.get("children", [])
+    if len(children) != 2:  # `secrets` and the name, nothing more
+        return None
+    root, name = children
+    if root.get("type") != "field" or root.get("value") != SECRETS_ROOT:
+        return None
+    if name.get("type") != "field":
+        return None
+    return str(name["value"])
+
+
+def secret_references(value: Any) -> frozenset[str]:
+    """The names of the secrets the strings inside `value` reference (recursively through
+    dicts and lists; object keys are never templates). Templates that do not compile
+    reference nothing here: rendering reports them."""
+    names: set[str] = set()
+    stack = [value]
+    while stack:
+        node = stack.pop()
+        if isinstance(node, str):
+            if "{{" in node and SECRETS_ROOT in node:
+                try:
+                    names |= compile_template(node).secret_names
+                except ExpressionError:
+                    continue
+        elif isinstance(node, dict):
+            stack.extend(node.values())
+        elif isinstance(node, list):
+            stack.extend(node)
+    return frozenset(names)
 
 
 def _syntax_reason(exc: jmespath.exceptions.JMESPathError) -> str:

@@ -13,6 +13,8 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any
 
+from schemas.redaction import Redactor
+
 
 class TimeoutTier(StrEnum):
     """Which default timeout a GATEWAY call gets (docs/architecture.md, 'Timeout tiers')."""
@@ -43,11 +45,16 @@ class StepContext:
     attempt: int
     """1 for the first execution of this step; bumps on every redispatch or retry."""
     context: dict[str, Any]
-    """The expression context `{input, vertices, run, item?, index?}`."""
+    """The expression context `{input, vertices, run, item?, index?}`, and `secrets` (the
+    values the vertex references) in a GATEWAY step that uses any."""
     timeout_tier: TimeoutTier = TimeoutTier.PROCESS
     idempotency_key: str = ""
     """Stable across attempts of this step: derived from run id and vertex id."""
     log: LogFn = field(default=_discard_log)
+    redactor: Redactor = field(default_factory=Redactor)
+    """Values the step must not record: its secrets, and what the vertex adds (a URL's
+    password). The engine redacts everything the step records with it; a vertex uses it
+    where it cuts text (a body excerpt), so no value is left cut in half."""
 
 
 @dataclass(frozen=True)

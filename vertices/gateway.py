@@ -34,6 +34,7 @@ from typing import Any, Protocol
 
 from schemas.definitions import GatewayConfig
 from schemas.errors import FailureKind, HttpDetail, RetryRefused, StepFailure
+from schemas.redaction import Redactor
 from vertices import gateway_retry
 from vertices.contract import StepContext, Succeeded, TimeoutTier
 from vertices.gateway_request import GatewayRequest, build_request, destination_key
@@ -297,8 +298,10 @@ def _describe(attempt: _Attempt) -> str:
     return "no answer"
 
 
-def _failure(request: GatewayRequest, attempt: _Attempt, attempts: int) -> StepFailure:
-    """The step's failure after its last attempt."""
+def _failure(
+    request: GatewayRequest, attempt: _Attempt, attempts: int, redactor: Redactor
+) -> StepFailure:
+    """The step's failure after its last attempt (its body excerpt redacted by `redactor`)."""
     plural = "attempt" if attempts == 1 else "attempts"
     message = f"{request.method} {request.url_for_log}: {_describe(attempt)} ({attempts} {plural})"
     answer = attempt.answer
@@ -307,7 +310,7 @@ def _failure(request: GatewayRequest, attempt: _Attempt, attempts: int) -> StepF
         return StepFailure(attempt.failure or FailureKind.INTERNAL_ERROR, message, http=detail)
     detail = HttpDetail(
         status=answer.status,
-        body_excerpt=excerpt(answer),
+        body_excerpt=excerpt(answer, redactor),
         headers=detail_headers(answer.headers),
         attempts=attempts,
     )
@@ -387,7 +390,7 @@ async def execute(
                 # "While the bucket is low, failures are not retried": the last answer is the
                 # step's failure (a 500 stays a terminal http_error), not a redispatchable
                 # refusal. The refusal is in the log line above.
-                raise _failure(request, previous, number - 1) from refused
+                raise _failure(request, previous, number - 1, ctx.redactor) from refused
             raise
         previous = attempt
         position = (number, policy.max_attempts)
@@ -400,7 +403,7 @@ async def execute(
             )
         if verdict is _Verdict.FINAL or number == policy.max_attempts:
             await _log_attempt(ctx, "error", request, attempt, position=position)
-            raise _failure(request, attempt, number)
+            raise _failure(request, attempt, number, ctx.redactor)
         if rng is None and policy.jitter == "full":
             rng = random.Random()
         wait_s = gateway_retry.retry_delay_s(

@@ -12,6 +12,12 @@ Encoding rules:
 * body: null sends no body; a string sent with a non-JSON `Content-Type` the user set goes
   out verbatim; anything else is JSON (`Content-Type: application/json` unless set);
 * `Idempotency-Key`: the step's stable key, unless the config sets that header itself.
+
+Credentials: a URL's `user:password@` is sent as HTTP Basic authentication (aiohttp does it);
+the URL the log and errors show has neither it nor the query string (`url_for_log`), and the
+password and its Basic credential join the step's redactor, so an answer echoing them is
+redacted too. The call's admission key (`destination`) must not contain a secret: it is shown
+in metrics, in the destinations API and in Redis keys.
 """
 
 from __future__ import annotations
@@ -20,11 +26,12 @@ import json
 import re
 from dataclasses import dataclass
 from typing import Any
-from urllib.parse import urlsplit
+from urllib.parse import unquote, urlsplit, urlunsplit
 
 from schemas import expressions
 from schemas.definitions import GatewayConfig
 from schemas.errors import FailureKind, StepFailure
+from schemas.redaction import Redactor, basic_credential
 from vertices.contract import StepContext
 
 IDEMPOTENCY_HEADER = "Idempotency-Key"
@@ -49,8 +56,37 @@ class GatewayRequest:
 
     @property
     def url_for_log(self) -> str:
-        """The URL without its query string, which may carry credentials."""
-        return self.url.split("?", 1)[0]
+        """The URL without what may carry credentials: its `user:password@`, its query string
+        (and its fragment)."""
+        return url_for_log(self.url)
+
+
+def url_for_log(url: str) -> str:
+    """`url` without its userinfo, query string and fragment (see `GatewayRequest`)."""
+    try:
+        parts = urlsplit(url)
+    except ValueError:
+        # Unparseable (a malformed IPv6 host): show the scheme alone rather than guess where
+        # the credentials end.
+        scheme = url.split(":", 1)[0] if ":" in url else ""
+        return f"{scheme}://…" if scheme.isalpha() else "…"
+    host = parts.netloc.rsplit("@", 1)[-1]
+    return urlunsplit((parts.scheme, host, parts.path, "", ""))
+
+
+def _redact_userinfo(url: str, redactor: Redactor) -> None:
+    """Add a URL's password, and the Basic credential a client makes of it, to `redactor`."""
+    try:
+        parts = urlsplit(url)
+    except ValueError:
+        return  # refused as not a valid URL when its admission key is made
+    if "@" not in parts.netloc:
+        return
+    user, _, password = parts.netloc.rsplit("@", 1)[0].partition(":")
+    if password:
+        redactor.add(unquote(password))
+        redactor.add(password)
+        redactor.add_literal(basic_credential(unquote(user), unquote(password)))
 
 
 def _config_error(message: str) -> StepFailure:
@@ -90,10 +126,11 @@ def destination_key(config_url_rendered: str, config_destination: str | None) ->
         parts = urlsplit(config_url_rendered.strip())
         port = parts.port
     except ValueError as exc:
-        raise _config_error(f"url {config_url_rendered!r} is not a valid URL: {exc}") from exc
+        shown = url_for_log(config_url_rendered)
+        raise _config_error(f"url {shown!r} is not a valid URL: {exc}") from exc
     scheme, host = parts.scheme.lower(), parts.hostname
     if not scheme or not host:
-        raise _config_error(f"url {config_url_rendered!r} needs a scheme and a host")
+        raise _config_error(f"url {url_for_log(config_url_rendered)!r} needs a scheme and a host")
     if port is None:
         port = _DEFAULT_PORTS.get(scheme)
     if ":" in host:
@@ -108,7 +145,7 @@ def _url(config: GatewayConfig, context: dict[str, Any]) -> str:
     url = url.strip()
     scheme = urlsplit(url).scheme.lower()
     if scheme not in _DEFAULT_PORTS:
-        raise _config_error(f"url {url!r} must be an absolute http:// or https:// URL")
+        raise _config_error(f"url {url_for_log(url)!r} must be an absolute http:// or https:// URL")
     return url
 
 
@@ -175,11 +212,20 @@ def build_request(config: GatewayConfig, ctx: StepContext) -> GatewayRequest:
     destination = _render(config.destination, context, "destination")
     if destination is not None and not isinstance(destination, str):
         raise _config_error("destination must evaluate to a string")
+    key = destination_key(url, destination)
+    # Before the URL's own password joins the redactor: only the step's secrets count here.
+    if ctx.redactor and ctx.redactor.text(key) != key:
+        raise _config_error(
+            "the url's host would hold a secret, and the host is the call's admission key "
+            "(shown in metrics and to operators): put secrets in the path, the query, the "
+            "headers or the body"
+        )
+    _redact_userinfo(url, ctx.redactor)
     return GatewayRequest(
         method=config.method,
         url=url,
         params=tuple(_params(config, context)),
         headers=headers,
         content=_content(config, context, headers),
-        destination=destination_key(url, destination),
+        destination=key,
     )

@@ -21,6 +21,7 @@ from typing import Any
 import aiohttp
 
 from schemas.errors import SchemaBridgeError
+from schemas.redaction import Redactor
 from vertices.gateway_request import is_json_media_type
 
 DEFAULT_MAX_BODY_BYTES = 10 * 1024 * 1024
@@ -129,9 +130,14 @@ def _text(content: bytes, charset: str | None) -> str:
     return content.decode(encoding, errors="replace")
 
 
-def excerpt(answer: Answer) -> str:
-    """The first `EXCERPT_CHARS` characters of the body, as text."""
-    return _text(answer.content[: EXCERPT_CHARS * 4], answer.charset)[:EXCERPT_CHARS]
+def excerpt(answer: Answer, redactor: Redactor | None = None) -> str:
+    """The first `EXCERPT_CHARS` characters of the body, as text, redacted before it is cut:
+    a secret the destination echoes across the cut must not leave its first half behind."""
+    window = EXCERPT_CHARS + (redactor.longest if redactor else 0)
+    text = _text(answer.content[: window * 4], answer.charset)
+    if redactor:
+        text = redactor.text(text)
+    return text[:EXCERPT_CHARS]
 
 
 def detail_headers(headers: Mapping[str, str]) -> dict[str, str]:

@@ -20,6 +20,7 @@ from api.cli import admin as cli_admin
 from api.cli import keys as cli_keys
 from api.cli import run as cli_run
 from api.cli import runs as cli_runs
+from api.cli import secrets as cli_secrets
 from api.cli import services as cli_services
 from api.cli import validate as cli_validate
 from api.cli import workflows as cli_workflows
@@ -74,3 +75,4 @@ app.add_typer(cli_admin.tenants_app, name="tenants")
 app.add_typer(cli_keys.keys_app, name="keys")
 app.add_typer(cli_runs.runs_app, name="runs")
 app.add_typer(cli_workflows.workflows_app, name="workflows")
+app.add_typer(cli_secrets.secrets_app, name="secrets")

@@ -8,59 +8,21 @@ needs one. `create` prints the secret once, alone on stdout (the details go to s
 
 from __future__ import annotations
 
-# The runtime is imported inside the commands (see api/cli/run.py for why).
-import asyncio
 import json
 import sys
-from collections.abc import Awaitable, Callable
-from datetime import UTC, datetime
-from typing import TYPE_CHECKING, Annotated, TypeVar
+from typing import Annotated
 
 import typer
 from rich.console import Console
 from rich.table import Column, Table
 
-from engine.settings import Settings
-from schemas.errors import OperationError, Refusal
+from api.cli.direct import PIPED_WIDTH, console, with_operations
+from api.cli.direct import utc_time as _time
 
-if TYPE_CHECKING:
-    from engine.operations import Operations
-
-console = Console(stderr=True)
-PIPED_WIDTH = 160
-"""Table width when stdout is not a terminal (rich would assume 80 and squeeze columns)."""
 keys_app = typer.Typer(
     help="REST API keys (on the database directly; the secret is shown once).",
     no_args_is_help=True,
 )
-
-T = TypeVar("T")
-
-EXIT_FAILED, EXIT_USAGE = 1, 2
-
-
-def _with_operations(action: Callable[[Operations], Awaitable[T]]) -> T:
-    from engine.operations import Operations
-    from engine.runtime import Runtime
-
-    async def run() -> T:
-        runtime = await Runtime.open(Settings())
-        try:
-            return await action(Operations(runtime))
-        finally:
-            await runtime.close()
-
-    try:
-        return asyncio.run(run())
-    except OperationError as error:
-        console.print(f"[red]error:[/red] {error.message}", soft_wrap=True)
-        raise typer.Exit(EXIT_USAGE if error.refusal is Refusal.INVALID else EXIT_FAILED) from None
-
-
-def _time(epoch: float | None) -> str:
-    if epoch is None:
-        return "-"
-    return datetime.fromtimestamp(epoch, UTC).strftime("%Y-%m-%d %H:%M")
 
 
 @keys_app.command("create")
@@ -79,7 +41,7 @@ def create(
     """Create a key for --tenant T, or an --admin key, and print its secret once."""
     if (tenant is None) == (not admin):
         raise typer.BadParameter("give --tenant TENANT or --admin (exactly one)")
-    created = _with_operations(
+    created = with_operations(
         lambda ops: ops.keys.create(
             tenant=tenant, admin=admin, name=name, expires_in_days=expires_in_days
         )
@@ -96,7 +58,7 @@ def list_keys(
     as_json: Annotated[bool, typer.Option("--json", help="Print JSON instead of a table.")] = False,
 ) -> None:
     """List keys: id, name, role or tenant, created, expires, revoked (never a secret)."""
-    listed = _with_operations(lambda ops: ops.keys.list())
+    listed = with_operations(lambda ops: ops.keys.list())
     if as_json:
         print(json.dumps(listed.model_dump(by_alias=True)["items"], indent=2), flush=True)
         return
@@ -118,5 +80,5 @@ def list_keys(
 @keys_app.command("revoke")
 def revoke(key_id: Annotated[str, typer.Argument(help="The key's id (see `keys list`).")]) -> None:
     """Revoke a key: it stops working at once, on every API process."""
-    revoked = _with_operations(lambda ops: ops.keys.revoke(key_id))
+    revoked = with_operations(lambda ops: ops.keys.revoke(key_id))
     console.print(f"revoked key {revoked.id} at {_time(revoked.revoked_at)}")

@@ -91,6 +91,17 @@ def _run(start: Callable[[], Coroutine[Any, Any, None]]) -> None:
         raise typer.Exit(EXIT_REFUSED) from None
 
 
+def _check_secret_keys(settings: Settings) -> None:
+    """Refuse to start with a malformed `SCHEMABRIDGE_SECRET_KEYS`: every secret would fail
+    later, one step at a time. No key at all is fine (secrets are then unavailable, and the
+    steps or requests that need one say how to make a key)."""
+    from engine.operations.secrets import malformed_keys
+
+    problem = malformed_keys(settings)
+    if problem is not None:
+        raise CannotStart(problem)
+
+
 def _listen(host: str, port: int, settings: Settings) -> ApiServer:
     from api.rest import ApiServer
 
@@ -167,6 +178,7 @@ def worker(
     service = name or f"worker-{socket.gethostname()}-{os.getpid()}"
 
     def start() -> Coroutine[Any, Any, None]:
+        _check_secret_keys(settings)
         health = None if health_port is None else _listen(health_host, health_port, settings)
         return _serve_worker(settings, service, health)
 
@@ -211,7 +223,12 @@ def api(
     # this process never migrates, so that is noise before the one line that matters.
     logging.getLogger("alembic").setLevel(logging.WARNING)
     settings = Settings()
-    _run(lambda: _serve_api(settings, _listen(host, port, settings)))
+
+    def start() -> Coroutine[Any, Any, None]:
+        _check_secret_keys(settings)
+        return _serve_api(settings, _listen(host, port, settings))
+
+    _run(start)
 
 
 # ── serve ───────────────────────────────────────────────────────────────────────────────────
@@ -326,6 +343,7 @@ def serve(
     service = f"serve-{socket.gethostname()}"
 
     def start() -> Coroutine[Any, Any, None]:
+        _check_secret_keys(settings)
         documents = _read_examples(examples) if demo else None
         return _serve_all(settings, _listen(host, port, settings), service, documents)
 

@@ -1,5 +1,5 @@
 """The REST API: the FastAPI app (`create_app`), its error answers, middleware, API-key
-authentication, the health, metrics, keys, workflow and run routes (`routes_workflows`,
+authentication, the health, metrics, keys, secrets, workflow and run routes (`routes_workflows`,
 `routes_runs`, and the progress stream in `sse`), and `ApiServer` to serve it in a process."""
 
 from api.rest.app import (

@@ -25,6 +25,7 @@ from api.rest import (
     routes_admin,
     routes_runs,
     routes_workflows,
+    secrets,
     sse,
 )
 from api.rest.deps import ApiContext
@@ -41,6 +42,7 @@ DEFAULT_ROUTERS: tuple[APIRouter, ...] = (
     monitoring.health_router,
     monitoring.metrics_router,
     keys.router,
+    secrets.router,
     routes_workflows.router,
     routes_actions.router,
     routes_runs.router,
@@ -86,7 +88,7 @@ def create_app(
 
     `runtime_factory` defaults to `opened_runtime(settings)`. `auth` defaults to
     `settings.auth`; False makes every request the admin "demo". `routers` are the routes
-    served (default: health, metrics, keys, workflows, runs and their events, operator
+    served (default: health, metrics, keys, secrets, workflows, runs and their events, operator
     actions, destinations, tenants and services); every app answers errors the same way.
     """
     settings = settings or Settings()

@@ -3,12 +3,20 @@
 
 Every exception becomes a recorded failure: a `StepFailure` keeps its kind; anything else is an
 `internal_error` with the exception's type, so a bug in one step never kills the worker.
+
+A GATEWAY step that references secrets reads them here, just before its call
+(`step_secrets.resolve`), and its `Redactor` learns their values: everything the step records
+(its output, its error, its log lines) and every line this module logs about it passes through
+that redactor on the way out of `execute`, the one place all of it leaves the worker's memory
+(docs/architecture.md, 'Secrets').
 """
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import random
+import traceback
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -25,9 +33,10 @@ from sqlalchemy.exc import (
 from sqlalchemy.exc import TimeoutError as SATimeoutError
 
 from admission import Admission, TenantRateLimited
-from engine.execution import fanout
+from engine.execution import fanout, step_secrets
 from engine.execution import step_rules as scheduler
 from engine.execution.admission_guard import AdmissionGuard, CoordinationDown
+from engine.secret_cipher import SecretCipher
 from engine.store import ClaimLost, Store
 from engine.store.records import (
     ClaimedStep,
@@ -41,6 +50,8 @@ from engine.store.records import (
 from schemas.clock import Clock
 from schemas.definitions import GatewayVertex, MergeVertex, SpawnerVertex, Vertex, Workflow
 from schemas.errors import FailureKind, StepFailure
+from schemas.expressions import SECRETS_ROOT, secret_references
+from schemas.redaction import Redactor
 from vertices import contract, gateway, spawner
 from vertices.contract import Parked, StepContext, Succeeded, TimeoutTier
 from vertices.http_client import HttpClient
@@ -53,6 +64,9 @@ STORE_RETRY_LIMIT = 10
 """Executions after which a step still hitting store errors fails visibly."""
 COORDINATION_RETRY_S = 2.0
 """How soon a step whose admission could not reach Redis runs again."""
+SECRET_NAMES_CACHED = 4_096
+"""GATEWAY vertices whose secret names a worker remembers (by workflow version and vertex id:
+versions are immutable). Walking a config costs about 10 µs, a tenth of a call's client CPU."""
 
 
 def _transient(exc: SQLAlchemyError) -> bool:
@@ -72,6 +86,8 @@ class StepLog:
     tenant_item_taken: bool = False
     """Admission took the step's tenant item (now or in an earlier execution): recorded with
     a redispatch or a park so the next execution does not take another."""
+    redactor: Redactor = field(default_factory=Redactor)
+    """The values this step must not record (its secrets, a URL's password)."""
 
     async def __call__(self, level: str, message: str, data: dict[str, Any]) -> None:
         self.lines.append(
@@ -97,13 +113,45 @@ class ExecutorDeps:
     """Wakes idle workers (here and in other processes) when steps became ready."""
     rng: random.Random = field(default_factory=random.Random)
     """Spreads redispatches (see `scheduler.redispatch_at`); tests seed it."""
+    secret_cipher: SecretCipher = field(default_factory=lambda: SecretCipher.from_setting(None))
+    """Decrypts the secrets GATEWAY steps reference (default: no key, so such steps fail with
+    `secret_unreadable`)."""
+    secret_names: dict[tuple[str, int, str], frozenset[str]] = field(default_factory=dict)
+    """The secrets each GATEWAY vertex references (see `SECRET_NAMES_CACHED`)."""
 
 
 async def execute(
     step: ClaimedStep, workflow: Workflow, deps: ExecutorDeps
 ) -> tuple[StepResult, list[LogLine]]:
-    """Run `step` to an outcome. Never raises (except cancellation)."""
+    """Run `step` to an outcome. Never raises (except cancellation). What it returns is
+    redacted (see the module docstring)."""
     log = StepLog(step, deps.clock, tenant_item_taken=step.tenant_item_taken)
+    result = await _execute(step, workflow, deps, log)
+    if not log.redactor:
+        return result, log.lines
+    lines = [_redacted_line(line, log.redactor) for line in log.lines]
+    return _redacted(result, log.redactor), lines
+
+
+def _redacted(result: StepResult, redactor: Redactor) -> StepResult:
+    if isinstance(result, StepSucceeded):
+        return dataclasses.replace(result, output=redactor.scrub(result.output))
+    if isinstance(result, StepFailed):
+        return dataclasses.replace(result, error=redactor.scrub(result.error))
+    if isinstance(result, StepParked):
+        return dataclasses.replace(result, reason=redactor.text(result.reason))
+    return result
+
+
+def _redacted_line(line: LogLine, redactor: Redactor) -> LogLine:
+    return dataclasses.replace(
+        line, message=redactor.text(line.message), data=redactor.scrub(line.data)
+    )
+
+
+async def _execute(
+    step: ClaimedStep, workflow: Workflow, deps: ExecutorDeps, log: StepLog
+) -> StepResult:
     vertex = workflow.vertices.get(step.vertex_id)
     try:
         if vertex is None:
@@ -113,36 +161,46 @@ async def execute(
             )
         outcome = await _dispatch(vertex, step, workflow, log, deps)
     except StepFailure as failure:
-        return _failed(step, vertex, failure, deps, log), log.lines
+        return _failed(step, vertex, failure, deps, log)
     except SQLAlchemyError as exc:
         if _transient(exc) and step.attempts < STORE_RETRY_LIMIT:
             # A deadlock, a lost connection, an exhausted pool: not the step's fault. Park it
             # briefly so it runs again; if even that cannot be recorded, its lease expires.
-            logger.warning("store error in %s/%s: %s", step.run_id, step.vertex_id, exc)
+            logger.warning(
+                "store error in %s/%s: %s", step.run_id, step.vertex_id, log.redactor.text(str(exc))
+            )
             reason = f"store unavailable ({type(exc).__name__}); trying again"
-            park = StepParked(step, deps.clock.now() + STORE_RETRY_S, reason, log.tenant_item_taken)
-            return park, log.lines
-        logger.exception("store error in %s/%s", step.run_id, step.vertex_id)
+            return StepParked(step, deps.clock.now() + STORE_RETRY_S, reason, log.tenant_item_taken)
+        _log_crash(f"store error in {step.run_id}/{step.vertex_id}", exc, log.redactor)
         crash = StepFailure(FailureKind.INTERNAL_ERROR, f"store error: {type(exc).__name__}")
-        return _failed(step, vertex, crash, deps, log), log.lines
+        return _failed(step, vertex, crash, deps, log)
     except ClaimLost as lost:
         # Another worker owns the step now; this result will be dropped by the store.
-        logger.warning("%s", lost)
+        logger.warning("%s", log.redactor.text(str(lost)))
         crash = StepFailure(FailureKind.INTERNAL_ERROR, str(lost))
-        return _failed(step, vertex, crash, deps, log), log.lines
+        return _failed(step, vertex, crash, deps, log)
     except Exception as exc:  # a bug must not kill the worker: record it on the step
-        logger.exception("step %s/%s crashed", step.run_id, step.vertex_id)
+        _log_crash(f"step {step.run_id}/{step.vertex_id} crashed", exc, log.redactor)
         crash = StepFailure(FailureKind.INTERNAL_ERROR, f"{type(exc).__name__}: {exc}")
-        return _failed(step, vertex, crash, deps, log), log.lines
+        return _failed(step, vertex, crash, deps, log)
     if isinstance(outcome, Parked):
         await log("info", f"parked: {outcome.reason}", {"delaySeconds": outcome.delay_s})
-        park = StepParked(
+        return StepParked(
             step, deps.clock.now() + outcome.delay_s, outcome.reason, log.tenant_item_taken
         )
-        return park, log.lines
     if isinstance(outcome, contract.AwaitingChildren):
-        return StepAwaitingChildren(step, outcome.total), log.lines
-    return StepSucceeded(step, outcome.output), log.lines
+        return StepAwaitingChildren(step, outcome.total)
+    return StepSucceeded(step, outcome.output)
+
+
+def _log_crash(message: str, exc: BaseException, redactor: Redactor) -> None:
+    """Log an unexpected exception with its traceback, redacted like everything else the step
+    leaves behind (an exception's message may quote a rendered URL or header)."""
+    if not redactor:
+        logger.error("%s", message, exc_info=exc)
+        return
+    text = redactor.text("".join(traceback.format_exception(exc)).rstrip())
+    logger.error("%s\n%s", message, text)
 
 
 async def _dispatch(
@@ -157,8 +215,12 @@ async def _dispatch(
         timeout_tier=TimeoutTier(step.timeout_tier),
         idempotency_key=scheduler.idempotency_key(step.run_id, step.vertex_id),
         log=log,
+        redactor=log.redactor,
     )
     if isinstance(vertex, GatewayVertex):
+        names = _secret_names(vertex, step, deps)
+        if names:
+            ctx = await _with_secrets(names, ctx, deps)
         return await _gateway(vertex, step, ctx, deps, log)
     if isinstance(vertex, SpawnerVertex):
         child = await fanout.child_version(deps.store, vertex.config, step.pinned_versions)
@@ -169,6 +231,27 @@ async def _dispatch(
     if isinstance(vertex, MergeVertex):
         return Succeeded(await fanout.run_merge(deps.store, step, workflow, vertex))
     raise StepFailure(FailureKind.INTERNAL_ERROR, f"unknown vertex type {vertex!r}")
+
+
+def _secret_names(vertex: GatewayVertex, step: ClaimedStep, deps: ExecutorDeps) -> frozenset[str]:
+    """The secrets the vertex's url, headers, query and body reference (remembered)."""
+    key = (step.workflow_name, step.workflow_version, step.vertex_id)
+    names = deps.secret_names.get(key)
+    if names is None:
+        config = vertex.config
+        names = secret_references([config.url, config.headers, config.query, config.body])
+        if len(deps.secret_names) >= SECRET_NAMES_CACHED:
+            deps.secret_names.clear()
+        deps.secret_names[key] = names
+    return names
+
+
+async def _with_secrets(names: frozenset[str], ctx: StepContext, deps: ExecutorDeps) -> StepContext:
+    """`ctx` with the values of the secrets `names` in its context (and its redactor)."""
+    values = await step_secrets.resolve(deps.store, deps.secret_cipher, ctx.tenant_id, names)
+    for value in values.values():
+        ctx.redactor.add(value)
+    return dataclasses.replace(ctx, context={**ctx.context, SECRETS_ROOT: values})
 
 
 async def _gateway(

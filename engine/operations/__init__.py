@@ -10,6 +10,7 @@ returns plain values and the view models of `engine.operations.views`, and refus
 
 Each group lives in its own module: `workflows`, `runs`, `actions` (operator actions),
 `settings` (destination caps, tenant limits and quotas, services), `keys` (API keys),
+`secrets` (encrypted values workflows reference),
 `health` (database and Redis probes, schema revision) and `metrics` (figures for monitoring).
 """
 
@@ -22,6 +23,7 @@ from engine.operations.health import HealthOperations
 from engine.operations.keys import KeyOperations
 from engine.operations.metrics import MetricsOperations
 from engine.operations.runs import RunOperations
+from engine.operations.secrets import SecretOperations
 from engine.operations.settings import SettingsOperations
 from engine.operations.workflows import WorkflowOperations
 
@@ -39,6 +41,7 @@ class Operations:
         self.actions = OperatorActions(runtime, runs=self.runs)
         self.settings = SettingsOperations(runtime)
         self.keys = KeyOperations(runtime)
+        self.secrets = SecretOperations(runtime)
         self.health = HealthOperations(runtime)
         self.metrics = MetricsOperations(runtime)
 
@@ -50,6 +53,7 @@ __all__ = [
     "Operations",
     "OperatorActions",
     "RunOperations",
+    "SecretOperations",
     "SettingsOperations",
     "WorkflowOperations",
 ]

@@ -318,3 +318,19 @@ class ApiKey(SQLModel, table=True):
     expires_at: float | None = Field(default=None, sa_column=Column(Float))
     """None: never expires."""
     revoked_at: float | None = Field(default=None, sa_column=Column(Float))
+
+
+class Secret(SQLModel, table=True):
+    """A value a tenant's workflows reference as `{{ secrets.NAME }}`, encrypted: `ciphertext`
+    is a Fernet token (engine/secret_cipher.py); the key is never in the database."""
+
+    __tablename__ = "secret"
+
+    tenant_id: str = Field(sa_column=Column(String(200), primary_key=True))
+    name: str = Field(sa_column=Column(String(128), primary_key=True))
+    ciphertext: str = Field(sa_column=Column(Text, nullable=False))
+    created_at: float = Field(sa_column=Column(Float, nullable=False))
+    updated_at: float = Field(sa_column=Column(Float, nullable=False))
+    """When the value was last set (a rotation re-encrypts without changing it)."""
+    updated_by: str = Field(sa_column=Column(String(200), nullable=False))
+    """Who last set the value: `key:<id>` for a REST API key, `cli`."""

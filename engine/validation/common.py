@@ -78,6 +78,8 @@ class Code:
     NOT_ANCESTOR = "not_ancestor"
     ITEMS_NOT_EXPRESSION = "items_not_expression"
     ITEM_IN_ITEMS = "item_in_items"
+    SECRET_NOT_ALLOWED = "secret_not_allowed"
+    INVALID_SECRET_REFERENCE = "invalid_secret_reference"
     INPUT = "input"
 
 

@@ -4,8 +4,8 @@ Each string value inside `config` (recursively; object keys are never templates)
 with `schemas.expressions.compile_template`, the same code that renders it at run time, so a
 string that passes here compiles there. Then the JMESPath syntax tree of every expression is
 walked to find the names it reads from the run context (`input`, `vertices`, `run`, `item`,
-`index`). Only names evaluated against the context root count: inside a filter, a projection
-or the right side of a pipe, names are relative to the current element.
+`index`, `secrets`). Only names evaluated against the context root count: inside a filter, a
+projection or the right side of a pipe, names are relative to the current element.
 
 Rules (docs/authoring.md, "Expressions"):
 - the root name must be one of the context's names;
@@ -17,6 +17,11 @@ Rules (docs/authoring.md, "Expressions"):
   else: in a SPAWNER's `input` they are the element being spawned; in any other vertex they are
   the element a child run was started for (null in a run not started by a SPAWNER). A workflow
   cannot be proven a top-level-only workflow here, since its parent may be published later.
+- `secrets` only in a GATEWAY's `url`, `headers`, `query` and `body` (the parts of a request
+  that go to the destination and nowhere else: a `destination` becomes an admission key, shown
+  in metrics; a SPAWNER's input and a MERGE are stored), and only as `secrets.<NAME>` alone in
+  its `{{ }}`, NAME a secret's name (`SECRET_NAME`): the engine resolves the names it reads in
+  the document when the step runs, and redacts values it can recognise.
 """
 
 from __future__ import annotations
@@ -32,10 +37,20 @@ from jmespath.parser import ParsedResult
 from engine.validation.common import Code, did_you_mean, pointer, quoted_list
 from engine.validation.graph import RawVertex, RawWorkflow
 from schemas.errors import Problem
-from schemas.expressions import ExpressionError, Template, compile_template, expressions_in
+from schemas.expressions import (
+    SECRETS_ROOT,
+    ExpressionError,
+    Template,
+    compile_template,
+    expressions_in,
+    secret_name,
+)
+from schemas.secret_names import SECRET_NAME, SECRET_NAME_RULE
 
-CONTEXT_NAMES = ("input", "vertices", "run", "item", "index")
+CONTEXT_NAMES = ("input", "vertices", "run", "item", "index", SECRETS_ROOT)
 RUN_FIELDS = ("id", "tenantId")
+SECRET_FIELDS = frozenset({"url", "headers", "query", "body"})
+"""The GATEWAY config fields where `secrets` may be read."""
 
 _STOP: dict[str, Any] = {"type": "__stop__", "children": []}
 """Marks the end of the leading field chain (after a projection, names are per element)."""
@@ -47,10 +62,12 @@ _CHAIN = frozenset(
 
 @dataclass(frozen=True)
 class _Site:
-    """Where a string sits: its pointer and whether `item`/`index` are forbidden there."""
+    """Where a string sits: its pointer, whether `item`/`index` are forbidden there and
+    whether `secrets` may be read there."""
 
     at: str
     in_items: bool
+    secrets_allowed: bool = False
 
 
 def expression_problems(wf: RawWorkflow) -> list[Problem]:
@@ -68,21 +85,28 @@ def expression_problems(wf: RawWorkflow) -> list[Problem]:
 
 def _strings(wf: RawWorkflow, vertex: RawVertex) -> Iterator[tuple[_Site, str]]:
     """Every string with a `{{` inside the vertex's config, with its site."""
-    stack: list[tuple[str, Any, bool]] = [
-        (wf.at("vertices", vertex.id, "config"), vertex.config, False)
-    ]
+    config_at = wf.at("vertices", vertex.id, "config")
+    stack: list[tuple[_Site, Any]] = [(_Site(config_at, False), vertex.config)]
     while stack:
-        at, node, in_items = stack.pop()
+        site, node = stack.pop()
         if isinstance(node, str):
             if "{{" in node:
-                yield _Site(at, in_items), node
+                yield site, node
         elif isinstance(node, dict):
-            top = at == wf.at("vertices", vertex.id, "config")
+            top = site.at == config_at
             for key, value in node.items():
-                items = in_items or (top and vertex.type == "SPAWNER" and key == "items")
-                stack.append((at + pointer(key), value, items))
+                at = site.at + pointer(key)
+                if top:
+                    items = vertex.type == "SPAWNER" and key == "items"
+                    secrets = vertex.type == "GATEWAY" and key in SECRET_FIELDS
+                    stack.append((_Site(at, items, secrets), value))
+                else:
+                    stack.append((_Site(at, site.in_items, site.secrets_allowed), value))
         elif isinstance(node, list):
-            stack.extend((at + pointer(i), v, in_items) for i, v in enumerate(node))
+            stack.extend(
+                (_Site(site.at + pointer(i), site.in_items, site.secrets_allowed), v)
+                for i, v in enumerate(node)
+            )
 
 
 def _compile(text: str) -> Template | ExpressionError:
@@ -171,11 +195,47 @@ def _check_string(wf: RawWorkflow, vertex: RawVertex, site: _Site, text: str) ->
         )
     for part in compiled.parts:
         if isinstance(part, ParsedResult):
-            for names in _root_paths(dict(part.parsed)):
+            paths = _root_paths(dict(part.parsed))
+            if any(names[0] == SECRETS_ROOT for names in paths):
+                secret = _check_secret(vertex, site, part)
+                if secret is not None:
+                    problems.append(secret)
+                    continue
+            for names in paths:
                 problem = _check_reference(wf, vertex, site, part.expression, names)
                 if problem is not None:
                     problems.append(problem)
     return problems
+
+
+def _check_secret(vertex: RawVertex, site: _Site, part: ParsedResult) -> Problem | None:
+    """A problem with an expression that reads `secrets`, if it has one."""
+    shown = f"The expression {_shown(part.expression)}"
+    if not site.secrets_allowed:
+        where = "this field" if vertex.type == "GATEWAY" else f"a {vertex.type}"
+        return Problem(
+            site.at,
+            f"{shown} reads secrets, which {where} cannot use: secrets may only be read in a "
+            "GATEWAY's url, headers, query and body, where they go to the destination and are "
+            "never stored.",
+            Code.SECRET_NOT_ALLOWED,
+        )
+    name = secret_name(part)
+    if name is None:
+        return Problem(
+            site.at,
+            f"{shown} must read one secret and nothing else: write {{{{ secrets.NAME }}}} "
+            "alone between the braces (text around the braces is fine, as in "
+            '"Bearer {{ secrets.API_TOKEN }}").',
+            Code.INVALID_SECRET_REFERENCE,
+        )
+    if not SECRET_NAME.fullmatch(name):
+        return Problem(
+            site.at,
+            f'{shown} names the secret "{name}", which is not a secret name: {SECRET_NAME_RULE}.',
+            Code.INVALID_SECRET_REFERENCE,
+        )
+    return None
 
 
 def _shown(source: str) -> str:

@@ -63,6 +63,21 @@ def access_lines(records: list[logging.LogRecord]) -> list[dict[str, Any]]:
 # ── processes ───────────────────────────────────────────────────────────────────────────────
 
 
+def schemabridge(
+    env: dict[str, str], *args: str, stdin: str = "", timeout_s: float = 120
+) -> subprocess.CompletedProcess[str]:
+    """`schemabridge ARGS` run to its end, `stdin` fed to it, its output captured."""
+    return subprocess.run(
+        [SCHEMABRIDGE, *args],
+        env=env,
+        input=stdin,
+        capture_output=True,
+        text=True,
+        timeout=timeout_s,
+        check=False,
+    )
+
+
 def process_env(backend: Backend, tmp_path: Path, **settings: str) -> dict[str, str]:
     env = dict(os.environ)
     env["SCHEMABRIDGE_DATABASE_URL"] = backend.database_url

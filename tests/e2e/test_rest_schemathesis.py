@@ -1,7 +1,13 @@
 """Property-based tests of the whole REST API against its own /openapi.json (schemathesis):
 generated requests, valid and invalid, to every route, once with an admin key and once with
-none. No answer may be a 5xx, use a status the route does not document, or break the
-documented schema of its body.
+none, with every check schemathesis has. Among them: no answer is a 5xx, uses a status the
+route does not document or breaks the documented schema of its body; a schema-invalid request
+is refused; and `ignored_auth`: a route that declares authentication refuses the same request
+without credentials and with made-up ones (the check sends those probes itself).
+
+A request the schema allows may still be refused with 422 where the rule cannot be said in
+OpenAPI (`SEMANTIC_422`, each with its reason); everywhere else a schema-valid request must be
+accepted.
 
 Bounded: `MAX_EXAMPLES` per route and mode (a few hundred requests in all), each request
 within `DEADLINE_MS`; the API is served on loopback (SQLite + embedded Redis), nothing else.
@@ -13,18 +19,17 @@ import asyncio
 import threading
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any
 
 import pytest
 import schemathesis
+from cryptography.fernet import Fernet
+from fastapi import Depends, FastAPI
+from fastapi.security import HTTPBearer
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from schemathesis.checks import not_a_server_error
+from schemathesis.config import SchemathesisConfig
 from schemathesis.core.failures import FailureGroup
-from schemathesis.specs.openapi.checks import (
-    response_schema_conformance,
-    status_code_conformance,
-)
 
 from api.rest import borrowed_runtime, create_app
 from engine.operations import Operations
@@ -39,7 +44,31 @@ run routes are served: 40 to 100 s on a loaded 2-core machine)."""
 DEADLINE_MS = 5_000
 """Per generated request (the machine may be loaded; the API answers in milliseconds)."""
 START_TIMEOUT_S = 60.0
-CHECKS = [not_a_server_error, status_code_conformance, response_schema_conformance]
+SEMANTIC_422 = {
+    "POST /workflows": "a workflow is checked as a graph with expressions, beyond its JSON shape",
+    "POST /workflows/{name}/runs": "the input is checked against the workflow's inputSchema",
+    "POST /keys": "a key is for one tenant or is an admin key: exactly one of the two",
+    "POST /runs/retry": "a batch names ids or a filter: exactly one of the two",
+    "GET /runs": "a cursor is opaque: only one the API gave out is valid",
+    "GET /runs/{run_id}/children": "a cursor is opaque: only one the API gave out is valid",
+    "GET /runs/{run_id}/logs": "a cursor is opaque: only one the API gave out is valid",
+    "PUT /destinations/{key}/caps": "a destination key must be one a call can have",
+    "DELETE /destinations/{key}/caps": "a destination key must be one a call can have",
+}
+"""Routes whose schema-valid requests may be refused with 422, and why."""
+ACCEPTED = ["2xx", "401", "403", "404", "409", "429"]
+"""What `positive_data_acceptance` accepts for a schema-valid request (its default set)."""
+CONFIG = SchemathesisConfig.from_dict(
+    {
+        "operations": [
+            {
+                "include-name": name,
+                "checks": {"positive_data_acceptance": {"expected-statuses": [*ACCEPTED, "422"]}},
+            }
+            for name in SEMANTIC_422
+        ]
+    }
+)
 MODES = [schemathesis.GenerationMode.POSITIVE, schemathesis.GenerationMode.NEGATIVE]
 
 
@@ -48,7 +77,10 @@ class ServedInThread:
     with an admin key created before it starts."""
 
     def __init__(self, tmp_path: Path) -> None:
-        self._settings = Settings(database_url=f"sqlite+aiosqlite:///{tmp_path / 'sb.db'}")
+        self._settings = Settings(
+            database_url=f"sqlite+aiosqlite:///{tmp_path / 'sb.db'}",
+            secret_keys=Fernet.generate_key().decode(),
+        )
         self._ready = threading.Event()
         self._stop: asyncio.Event | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
@@ -106,7 +138,7 @@ def _exercise(operation: Any, url: str, headers: dict[str, str]) -> tuple[int, l
     def run(case: schemathesis.Case) -> None:
         sent[0] += 1
         try:
-            case.call_and_validate(base_url=url, headers=headers, checks=CHECKS, timeout=30)
+            case.call_and_validate(base_url=url, headers=headers, timeout=30)
         except (AssertionError, FailureGroup) as failure:  # one check failed, or several
             failures.append(f"{operation.label}: {failure}")
 
@@ -119,7 +151,7 @@ def _exercise(operation: Any, url: str, headers: dict[str, str]) -> tuple[int, l
 def test_every_route_keeps_to_its_documented_answers(
     served: ServedInThread, with_key: bool
 ) -> None:
-    schema = schemathesis.openapi.from_url(f"{served.url}/openapi.json")
+    schema = schemathesis.openapi.from_url(f"{served.url}/openapi.json", config=CONFIG)
     headers = {"Authorization": f"Bearer {served.admin_key}"} if with_key else {}
     failures: list[str] = []
     operations = [result.ok() for result in schema.get_all_operations()]
@@ -131,3 +163,45 @@ def test_every_route_keeps_to_its_documented_answers(
     assert not failures, "\n\n".join(failures[:10])
     assert sent >= len(operations) * 2, sent  # every route was exercised
     print(f"{sent} requests to {len(operations)} routes")
+
+
+careless = FastAPI()
+"""An app whose one route declares a key and never checks it."""
+_bearer = HTTPBearer(auto_error=False)
+BearerDep = Annotated[Any, Depends(_bearer)]
+
+
+@careless.get("/careless")
+async def _careless(credentials: BearerDep) -> dict[str, str]:
+    return {"status": "ok"}
+
+
+def test_the_checks_catch_a_route_that_ignores_its_authentication(tmp_path: Path) -> None:
+    """The harness above would pass vacuously if `ignored_auth` were not among its checks: a
+    route that declares a key but never checks it must be caught."""
+    ready = threading.Event()
+    stop: list[asyncio.Event] = []
+    loop: list[asyncio.AbstractEventLoop] = []
+    url: list[str] = []
+
+    async def serve() -> None:
+        loop.append(asyncio.get_running_loop())
+        stop.append(asyncio.Event())
+        async with serving(careless) as served_url:
+            url.append(served_url)
+            ready.set()
+            await stop[0].wait()
+
+    thread = threading.Thread(target=lambda: asyncio.run(serve()), daemon=True)
+    thread.start()
+    try:
+        assert ready.wait(START_TIMEOUT_S), "the careless app did not start"
+        schema = schemathesis.openapi.from_url(f"{url[0]}/openapi.json", config=CONFIG)
+        [operation] = [result.ok() for result in schema.get_all_operations()]
+        _, failures = _exercise(operation, url[0], {"Authorization": "Bearer made-up"})
+    finally:
+        if loop and stop:
+            loop[0].call_soon_threadsafe(stop[0].set)
+        thread.join(START_TIMEOUT_S)
+    assert failures, "ignored_auth did not flag a route that ignores its key"
+    assert any("API accepts requests without authentication" in f for f in failures), failures

@@ -1,0 +1,58 @@
+"""Commands that act on the database (and Redis) directly, through the operations layer:
+`keys`, `secrets`, `destinations` and `tenants` (the first admin key cannot come from an API
+that needs one, and secrets are managed where the encryption key is).
+
+`with_operations(action)` opens a `Runtime` on this process's settings, runs `action` on its
+`Operations` and closes it; a refusal is one line on stderr and exit 2 when the value was
+refused (`Refusal.INVALID`), 1 otherwise.
+"""
+
+from __future__ import annotations
+
+# The runtime is imported inside the function (see api/cli/run.py for why).
+import asyncio
+from collections.abc import Awaitable, Callable
+from datetime import UTC, datetime
+from typing import TYPE_CHECKING, TypeVar
+
+import typer
+from rich.console import Console
+
+from engine.settings import Settings
+from schemas.errors import OperationError, Refusal
+
+if TYPE_CHECKING:
+    from engine.operations import Operations
+
+console = Console(stderr=True)
+PIPED_WIDTH = 160
+"""Table width when stdout is not a terminal (rich would assume 80 and squeeze columns)."""
+EXIT_FAILED, EXIT_USAGE = 1, 2
+
+T = TypeVar("T")
+
+
+def with_operations(action: Callable[[Operations], Awaitable[T]]) -> T:
+    """Run `action` on a runtime of this process's settings (see the module docstring)."""
+    from engine.operations import Operations
+    from engine.runtime import Runtime
+
+    async def run() -> T:
+        runtime = await Runtime.open(Settings())
+        try:
+            return await action(Operations(runtime))
+        finally:
+            await runtime.close()
+
+    try:
+        return asyncio.run(run())
+    except OperationError as error:
+        console.print(f"[red]error:[/red] {error.message}", soft_wrap=True, highlight=False)
+        raise typer.Exit(EXIT_USAGE if error.refusal is Refusal.INVALID else EXIT_FAILED) from None
+
+
+def utc_time(epoch: float | None) -> str:
+    """`2026-12-01 09:30` (UTC), or `-`."""
+    if epoch is None:
+        return "-"
+    return datetime.fromtimestamp(epoch, UTC).strftime("%Y-%m-%d %H:%M")

@@ -1,0 +1,138 @@
+"""`schemabridge secrets`: set, list, delete and re-encrypt the secrets workflows reference as
+`{{ secrets.NAME }}`.
+
+Like `keys`, these act on the database directly (SCHEMABRIDGE_DATABASE_URL) through the
+operations layer, with the encryption keys of this process (SCHEMABRIDGE_SECRET_KEYS). A value
+is read from a file (`--from-file`) or from stdin, never from the command line, where other
+users could read it in the process list and the shell would keep it in its history; one
+trailing newline is dropped (what `echo` and most editors add). On a terminal it is asked
+for without echo.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from rich.console import Console
+from rich.table import Column, Table
+
+from api.cli.direct import EXIT_FAILED, EXIT_USAGE, PIPED_WIDTH, console, utc_time, with_operations
+
+secrets_app = typer.Typer(
+    help="Secrets workflows reference as {{ secrets.NAME }} (encrypted; values never shown).",
+    no_args_is_help=True,
+)
+
+CLI_ACTOR = "cli"
+READ_LIMIT_CHARS = 64 * 1024
+"""More than any acceptable value (the operations refuse what is too long with the limit)."""
+
+
+def _strip_newline(text: str) -> str:
+    if text.endswith("\r\n"):
+        return text[:-2]
+    return text[:-1] if text.endswith("\n") else text
+
+
+def _read_value(from_file: Path | None) -> str:
+    if from_file is not None:
+        try:
+            with from_file.open(encoding="utf-8") as source:
+                text = source.read(READ_LIMIT_CHARS + 1)
+        except (OSError, UnicodeDecodeError) as error:
+            console.print(f"error: cannot read {from_file}: {error}", markup=False, soft_wrap=True)
+            raise typer.Exit(EXIT_USAGE) from None
+    elif sys.stdin.isatty():
+        text = typer.prompt("value", hide_input=True, err=True)
+    else:
+        text = sys.stdin.read(READ_LIMIT_CHARS + 1)
+    if len(text) > READ_LIMIT_CHARS:
+        console.print(f"error: the value is longer than {READ_LIMIT_CHARS} characters")
+        raise typer.Exit(EXIT_USAGE)
+    value = _strip_newline(text)
+    if not value:
+        where = from_file or "stdin"
+        console.print(
+            f"error: no value: {where} is empty (pipe the value in, or --from-file)",
+            markup=False,
+            soft_wrap=True,
+        )
+        raise typer.Exit(EXIT_USAGE)
+    return value
+
+
+@secrets_app.command("set")
+def set_secret(
+    name: Annotated[str, typer.Argument(help="The name workflows use: {{ secrets.NAME }}.")],
+    tenant: Annotated[str, typer.Option(help="The tenant whose runs may use it.")],
+    from_file: Annotated[
+        Path | None,
+        typer.Option(
+            "--from-file", help="Read the value from this file (default: stdin).", dir_okay=False
+        ),
+    ] = None,
+) -> None:
+    """Set a secret's value (read from stdin or --from-file, never from the command line)."""
+    value = _read_value(from_file)
+    stored = with_operations(lambda ops: ops.secrets.set(tenant, name, value, actor=CLI_ACTOR))
+    verb = "created" if stored.created else "replaced the value of"
+    console.print(f"{verb} secret {stored.name} of tenant {stored.tenant}", highlight=False)
+
+
+@secrets_app.command("list")
+def list_secrets(
+    tenant: Annotated[str | None, typer.Option(help="Only this tenant's secrets.")] = None,
+    as_json: Annotated[bool, typer.Option("--json", help="Print JSON instead of a table.")] = False,
+) -> None:
+    """List secrets: tenant, name, created, updated and by whom (never a value)."""
+    listed = with_operations(lambda ops: ops.secrets.list(tenant))
+    if as_json:
+        print(json.dumps(listed.model_dump(by_alias=True)["items"], indent=2), flush=True)
+        return
+    table = Table(
+        "tenant",
+        Column("name", no_wrap=True),
+        Column("created (UTC)", no_wrap=True),
+        Column("updated (UTC)", no_wrap=True),
+        "updated by",
+    )
+    for secret in listed.items:
+        table.add_row(
+            secret.tenant,
+            secret.name,
+            utc_time(secret.created_at),
+            utc_time(secret.updated_at),
+            secret.updated_by,
+        )
+    Console(width=None if sys.stdout.isatty() else PIPED_WIDTH).print(table)
+
+
+@secrets_app.command("delete")
+def delete_secret(
+    name: Annotated[str, typer.Argument(help="The secret's name.")],
+    tenant: Annotated[str, typer.Option(help="The tenant it belongs to.")],
+) -> None:
+    """Delete a secret; runs that reference it fail with secret_not_found from then on."""
+    deleted = with_operations(lambda ops: ops.secrets.delete(tenant, name))
+    console.print(f"deleted secret {deleted.name} of tenant {deleted.tenant}", highlight=False)
+
+
+@secrets_app.command("rotate")
+def rotate() -> None:
+    """Re-encrypt every secret under the first key of SCHEMABRIDGE_SECRET_KEYS."""
+    result = with_operations(lambda ops: ops.secrets.rotate())
+    console.print(f"re-encrypted {result.rotated} secrets under the first key", highlight=False)
+    if result.unreadable:
+        names = ", ".join(f"{ref.tenant}/{ref.name}" for ref in result.unreadable)
+        console.print(
+            f"error: no configured key decrypts {len(result.unreadable)} secrets, left as "
+            f"they were: {names} (add the key they were encrypted with after the first one, "
+            "or set them again)",
+            markup=False,
+            soft_wrap=True,
+        )
+        raise typer.Exit(EXIT_FAILED)

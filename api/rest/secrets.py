@@ -1,0 +1,118 @@
+"""`/secrets`: set, list and delete the secrets workflows reference as `{{ secrets.NAME }}`
+(admin keys only).
+
+A value goes in (`PUT /secrets/{name}`) and never comes out: answers carry names and metadata
+only, and a refusal never quotes a value. Setting needs the API process to hold a usable
+encryption key (`SCHEMABRIDGE_SECRET_KEYS`); without one it is 503 `secret_key_missing`, with
+the command that makes a key in the message. Re-encrypting under a new key is `schemabridge
+secrets rotate` (docs/security.md, 'Rotating the encryption key').
+"""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+from fastapi import APIRouter, Path, Query, Response, status
+from pydantic import BaseModel, ConfigDict, Field
+
+from api.rest.auth import AdminDep
+from api.rest.deps import OperationsDep
+from api.rest.errors import error_responses
+from engine.operations.secrets import MAX_TENANT_CHARS, MAX_VALUE_CHARS, MIN_VALUE_CHARS
+from engine.operations.secrets_views import SecretList, SecretRef, StoredSecret
+
+router = APIRouter(tags=["secrets"])
+
+NAME_PATTERN = r"^[A-Za-z_][A-Za-z0-9_]{0,127}$"
+TENANT_PATTERN = r"^\S(.*\S)?$"
+"""No surrounding spaces (the operations refuse them too)."""
+
+SecretName = Annotated[
+    str,
+    Path(
+        pattern=NAME_PATTERN,
+        description="The secret's name, as workflows write it: `{{ secrets.NAME }}`.",
+    ),
+]
+Tenant = Annotated[
+    str,
+    Query(
+        min_length=1,
+        max_length=MAX_TENANT_CHARS,
+        pattern=TENANT_PATTERN,
+        description="The tenant the secret belongs to.",
+    ),
+]
+
+
+class SecretRequest(BaseModel):
+    """A secret's value for one tenant."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    tenant: str = Field(
+        min_length=1,
+        max_length=MAX_TENANT_CHARS,
+        pattern=TENANT_PATTERN,
+        description="The tenant whose runs may use the secret.",
+    )
+    value: str = Field(
+        min_length=MIN_VALUE_CHARS,
+        max_length=MAX_VALUE_CHARS,
+        description="The value. Stored encrypted; no answer ever shows it again.",
+    )
+
+
+@router.put(
+    "/secrets/{name}",
+    response_model=StoredSecret,
+    responses={
+        201: {"model": StoredSecret, "description": "Created."},
+        **error_responses(401, 403, 422, 503),
+    },
+    summary="Set a secret (created: 201, its value replaced: 200); the value is never shown",
+)
+async def set_secret(
+    name: SecretName,
+    body: SecretRequest,
+    response: Response,
+    ops: OperationsDep,
+    caller: AdminDep,
+) -> StoredSecret:
+    stored = await ops.secrets.set(body.tenant, name, body.value, actor=caller.actor)
+    response.status_code = status.HTTP_201_CREATED if stored.created else status.HTTP_200_OK
+    return stored
+
+
+@router.get(
+    "/secrets",
+    response_model=SecretList,
+    responses=error_responses(401, 403, 422, 503),
+    summary="List secrets: names and metadata, never values",
+)
+async def list_secrets(
+    ops: OperationsDep,
+    _caller: AdminDep,
+    tenant: Annotated[
+        str | None,
+        Query(
+            min_length=1,
+            max_length=MAX_TENANT_CHARS,
+            pattern=TENANT_PATTERN,
+            description="Only this tenant's secrets.",
+        ),
+    ] = None,
+) -> SecretList:
+    return await ops.secrets.list(tenant)
+
+
+@router.delete(
+    "/secrets/{name}",
+    response_model=SecretRef,
+    responses=error_responses(401, 403, 404, 422, 503),
+    summary="Delete a secret (runs that reference it then fail with secret_not_found)",
+)
+async def delete_secret(
+    name: SecretName, tenant: Tenant, ops: OperationsDep, _caller: AdminDep
+) -> SecretRef:
+    return await ops.secrets.delete(tenant, name)

@@ -1,0 +1,63 @@
+"""Secrets at call time: the values a GATEWAY step references, read and decrypted inside the
+worker just before the call (docs/architecture.md, 'Secrets').
+
+Only the names the vertex's `url`, `headers`, `query` and `body` reference are read, from its
+run's tenant; they go into the step's expression context (`secrets`) and into its `Redactor`,
+so everything the step records shows `***` instead. A missing secret fails the step with
+`secret_not_found` and a worker that cannot decrypt one (no key, an invalid key, a key that is
+not the one it was encrypted with) with `secret_unreadable`; both are terminal: an operator
+sets the secret or the key, then retries the run.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Collection
+from typing import Protocol
+
+from engine.secret_cipher import SecretCipher, SecretUnreadable
+from schemas.errors import FailureKind, StepFailure
+
+
+class SecretTokens(Protocol):
+    """The part of the store this needs (`engine.store.secrets_store.SecretStore`)."""
+
+    async def read_secret_tokens(
+        self, tenant_id: str, names: Collection[str]
+    ) -> dict[str, str]: ...
+
+
+def _listed(names: Collection[str]) -> str:
+    return ", ".join(sorted(names))
+
+
+async def resolve(
+    tokens: SecretTokens, cipher: SecretCipher, tenant_id: str, names: Collection[str]
+) -> dict[str, str]:
+    """The values of the tenant's secrets `names`; raises StepFailure (`secret_not_found`,
+    `secret_unreadable`) with a message that names the secret and the tenant."""
+    if cipher.problem is not None:
+        raise StepFailure(
+            FailureKind.SECRET_UNREADABLE,
+            f"the step uses the secrets {_listed(names)} of tenant {tenant_id!r}, but this "
+            f"worker cannot decrypt secrets: {cipher.problem}",
+        )
+    stored = await tokens.read_secret_tokens(tenant_id, names)
+    missing = sorted(set(names) - set(stored))
+    if missing:
+        name = missing[0]
+        raise StepFailure(
+            FailureKind.SECRET_NOT_FOUND,
+            f"tenant {tenant_id!r} has no secret {name!r}: set it with `schemabridge secrets "
+            f"set {name} --tenant {tenant_id}` (or PUT /secrets/{name}), then retry the run",
+        )
+    values: dict[str, str] = {}
+    for name, token in stored.items():
+        try:
+            values[name] = cipher.decrypt(token)
+        except SecretUnreadable as unreadable:
+            raise StepFailure(
+                FailureKind.SECRET_UNREADABLE,
+                f"the secret {name!r} of tenant {tenant_id!r} cannot be decrypted: "
+                f"{unreadable.message}",
+            ) from None
+    return values

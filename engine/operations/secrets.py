@@ -1,0 +1,146 @@
+"""Secrets: set, list, delete and re-encrypt the values workflows reference as
+`{{ secrets.NAME }}` (docs/architecture.md, 'Secrets').
+
+A secret belongs to one tenant: only that tenant's runs read it, when a GATEWAY step that
+references it runs (`engine.execution.step_secrets`). Values are encrypted here, before they
+reach the store, with the first key of `SCHEMABRIDGE_SECRET_KEYS`; nothing returns a value,
+and no refusal quotes one. Setting and rotating need a usable key (`SecretKeyError`,
+`secret_key_missing` or `secret_key_invalid`, one line that says how to make one); listing and
+deleting do not, so a secret whose key was lost can still be seen and removed.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from engine.operations.boundary import store_boundary
+from engine.operations.secrets_views import (
+    RotationResult,
+    SecretList,
+    SecretRef,
+    SecretView,
+    StoredSecret,
+)
+from engine.secret_cipher import SecretCipher, SecretUnreadable
+from engine.store.secrets_store import SecretRecord
+from schemas.errors import InvalidRequest, NotFound, Problem
+from schemas.secret_names import SECRET_NAME, SECRET_NAME_RULE
+
+if TYPE_CHECKING:
+    from engine.runtime import Runtime
+    from engine.settings import Settings
+
+MIN_VALUE_CHARS = 8
+"""Shorter values are refused: the redactor could not tell them from ordinary text."""
+MAX_VALUE_CHARS = 16 * 1024
+"""Longest value: a token or a certificate, not a document (at most 64 KiB of UTF-8)."""
+MAX_TENANT_CHARS = 200
+
+
+def malformed_keys(settings: Settings) -> str | None:
+    """Why `SCHEMABRIDGE_SECRET_KEYS` is set but unusable (one line with the fix), else None.
+    Services refuse to start on it; no key at all is not a problem until a secret is used."""
+    if settings.secret_keys is None:
+        return None
+    cipher = SecretCipher.from_setting(settings.secret_keys.get_secret_value())
+    return cipher.problem if cipher.problem_code == "secret_key_invalid" else None
+
+
+def _refuse(pointer: str, message: str) -> InvalidRequest:
+    return InvalidRequest(
+        message, code="invalid_secret", problems=[Problem(pointer, message, code="invalid_secret")]
+    )
+
+
+def check_name(name: str) -> None:
+    """Refuse a name that no `{{ secrets.NAME }}` could reference."""
+    if not SECRET_NAME.fullmatch(name):
+        raise _refuse("/name", f"{name[:130]!r} is not a secret name: {SECRET_NAME_RULE}")
+
+
+def check_tenant(tenant: str) -> None:
+    if not 0 < len(tenant.strip()) == len(tenant) <= MAX_TENANT_CHARS:
+        raise _refuse(
+            "/tenant",
+            f"the tenant id must be 1 to {MAX_TENANT_CHARS} characters without surrounding spaces",
+        )
+
+
+def _check_value(value: str) -> None:
+    # Never quote the value in a refusal: it is a secret even when it is refused.
+    if len(value) < MIN_VALUE_CHARS:
+        raise _refuse(
+            "/value",
+            f"a secret's value must be at least {MIN_VALUE_CHARS} characters (shorter values "
+            "cannot be told apart from ordinary text, so they could not be redacted)",
+        )
+    if len(value) > MAX_VALUE_CHARS:
+        raise _refuse("/value", f"a secret's value must be at most {MAX_VALUE_CHARS} characters")
+    if any(0xD800 <= ord(c) <= 0xDFFF for c in value):
+        raise _refuse("/value", "a secret's value must be Unicode text (it has a lone surrogate)")
+
+
+def _view(record: SecretRecord) -> SecretView:
+    return SecretView(
+        name=record.name,
+        tenant=record.tenant_id,
+        created_at=record.created_at,
+        updated_at=record.updated_at,
+        updated_by=record.updated_by,
+    )
+
+
+class SecretOperations:
+    """Secrets, per tenant: set, list, delete, rotate."""
+
+    def __init__(self, runtime: Runtime) -> None:
+        self._runtime = runtime
+
+    @store_boundary
+    async def set(self, tenant: str, name: str, value: str, *, actor: str) -> StoredSecret:
+        """Encrypt `value` and store it as `tenant`'s secret `name` (replacing its value if it
+        has one); `actor` is who did it (`key:<id>`, `cli`). Refuses with `invalid_secret`
+        (name, tenant or value) or `SecretKeyError` (no usable key)."""
+        check_tenant(tenant)
+        check_name(name)
+        _check_value(value)
+        ciphertext = self._runtime.secret_cipher.encrypt(value)
+        record, created = await self._runtime.store.put_secret(
+            tenant, name, ciphertext, actor=actor
+        )
+        return StoredSecret(**_view(record).model_dump(), created=created)
+
+    @store_boundary
+    async def list(self, tenant: str | None = None) -> SecretList:
+        """Every secret (of `tenant` when given): names and metadata, never a value."""
+        if tenant is not None:
+            check_tenant(tenant)
+        records = await self._runtime.store.list_secrets(tenant)
+        return SecretList(items=[_view(record) for record in records])
+
+    @store_boundary
+    async def delete(self, tenant: str, name: str) -> SecretRef:
+        """Delete `tenant`'s secret `name`; runs that reference it fail with
+        `secret_not_found` from then on. Unknown → `NotFound(code="secret_not_found")`."""
+        check_tenant(tenant)
+        check_name(name)
+        if not await self._runtime.store.delete_secret(tenant, name):
+            raise NotFound(f"tenant {tenant!r} has no secret {name!r}", code="secret_not_found")
+        return SecretRef(tenant=tenant, name=name)
+
+    @store_boundary
+    async def rotate(self) -> RotationResult:
+        """Re-encrypt every secret under the first configured key (after a new key was put
+        first in `SCHEMABRIDGE_SECRET_KEYS`); secrets no key decrypts are left and listed."""
+        cipher = self._runtime.secret_cipher
+        cipher.check()
+
+        def rotate(token: str) -> str | None:
+            try:
+                return cipher.rotate(token)
+            except SecretUnreadable:
+                return None
+
+        rotated, unreadable = await self._runtime.store.rotate_secrets(rotate)
+        refs = [SecretRef(tenant=tenant, name=name) for tenant, name in unreadable]
+        return RotationResult(rotated=rotated, unreadable=refs)

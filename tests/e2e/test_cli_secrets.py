@@ -1,0 +1,123 @@
+"""`schemabridge secrets` as an operator runs it (real subprocesses on a SQLite file): set from
+stdin and from a file (never argv), list, delete, rotate to a new key, and every refusal's one
+line and exit code. No output ever shows the value."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+from pathlib import Path
+
+import pytest
+from cryptography.fernet import Fernet
+
+from engine.secret_cipher import MAKE_KEY
+from tests.conftest import Backend
+from tests.e2e.rest_harness import process_env, schemabridge
+
+VALUE = "cli-canary-0c4e+/=x"
+
+
+@pytest.fixture
+def env(tmp_path: Path) -> dict[str, str]:
+    backend = Backend("embedded", f"sqlite+aiosqlite:///{tmp_path / 'sb.db'}", None)
+    return process_env(backend, tmp_path, secret_keys=Fernet.generate_key().decode())
+
+
+def sb(
+    env: dict[str, str], *args: str, stdin: str = "", keys: str | None = None
+) -> subprocess.CompletedProcess[str]:
+    run_env = dict(env)
+    if keys is not None:
+        run_env["SCHEMABRIDGE_SECRET_KEYS"] = keys
+    return schemabridge(run_env, "secrets", *args, stdin=stdin)
+
+
+def _shown(*done: subprocess.CompletedProcess[str]) -> str:
+    return "".join(d.stdout + d.stderr for d in done)
+
+
+def test_set_list_delete(env: dict[str, str], tmp_path: Path) -> None:
+    from_stdin = sb(env, "set", "CRM_TOKEN", "--tenant", "acme", stdin=VALUE + "\n")
+    assert from_stdin.returncode == 0, from_stdin.stderr
+    assert "created secret CRM_TOKEN of tenant acme" in from_stdin.stderr
+    value_file = tmp_path / "value.txt"
+    value_file.write_text(VALUE + "-2\n", encoding="utf-8")
+    from_file = sb(env, "set", "CRM_TOKEN", "--tenant", "acme", "--from-file", str(value_file))
+    assert from_file.returncode == 0, from_file.stderr
+    assert "replaced the value of secret CRM_TOKEN" in from_file.stderr
+    listed = sb(env, "list", "--json")
+    assert listed.returncode == 0, listed.stderr
+    [item] = json.loads(listed.stdout)
+    assert (item["tenant"], item["name"], item["updatedBy"]) == ("acme", "CRM_TOKEN", "cli")
+    table = sb(env, "list")
+    assert "CRM_TOKEN" in table.stdout and "acme" in table.stdout
+    deleted = sb(env, "delete", "CRM_TOKEN", "--tenant", "acme")
+    assert deleted.returncode == 0 and "deleted secret CRM_TOKEN" in deleted.stderr
+    missing = sb(env, "delete", "CRM_TOKEN", "--tenant", "acme")
+    assert missing.returncode == 1 and "has no secret 'CRM_TOKEN'" in missing.stderr
+    assert VALUE not in _shown(from_stdin, from_file, listed, table, deleted, missing)
+
+
+def test_the_value_never_comes_from_the_command_line(env: dict[str, str]) -> None:
+    refused = sb(env, "set", "CRM_TOKEN", VALUE, "--tenant", "acme", stdin=VALUE)
+    assert refused.returncode == 2
+    assert json.loads(sb(env, "list", "--json").stdout) == []
+
+
+@pytest.mark.parametrize(
+    ("args", "stdin", "code", "says"),
+    [
+        (["set", "CRM_TOKEN", "--tenant", "acme"], "", 2, "stdin is empty"),
+        (["set", "CRM_TOKEN", "--tenant", "acme"], "\n", 2, "stdin is empty"),
+        (["set", "CRM_TOKEN", "--tenant", "acme"], "short\n", 2, "at least 8 characters"),
+        (["set", "crm-token", "--tenant", "acme"], VALUE, 2, "is not a secret name"),
+        (["set", "T", "--tenant", "acme", "--from-file", "/nonexistent/v"], "", 2, "cannot read"),
+    ],
+)
+def test_refusals_are_one_line(
+    env: dict[str, str], args: list[str], stdin: str, code: int, says: str
+) -> None:
+    done = sb(env, *args, stdin=stdin)
+    assert done.returncode == code, done.stderr
+    assert says in done.stderr
+    assert "Traceback" not in done.stderr
+    assert VALUE not in _shown(done)
+
+
+def test_without_a_key_set_and_rotate_say_how_to_make_one(env: dict[str, str]) -> None:
+    for args in (["set", "CRM_TOKEN", "--tenant", "acme"], ["rotate"]):
+        done = sb(env, *args, stdin=VALUE, keys="")
+        assert done.returncode == 1, done.stderr
+        assert MAKE_KEY in done.stderr and "Traceback" not in done.stderr
+    invalid = sb(env, "set", "CRM_TOKEN", "--tenant", "acme", stdin=VALUE, keys="nope")
+    assert invalid.returncode == 1 and "1st key" in invalid.stderr
+
+
+def test_rotate_to_a_new_key(env: dict[str, str]) -> None:
+    old = env["SCHEMABRIDGE_SECRET_KEYS"]
+    new = Fernet.generate_key().decode()
+    for tenant in ("acme", "globex"):
+        assert sb(env, "set", "CRM_TOKEN", "--tenant", tenant, stdin=VALUE).returncode == 0
+    rotated = sb(env, "rotate", keys=f"{new},{old}")
+    assert rotated.returncode == 0, rotated.stderr
+    assert "re-encrypted 2 secrets under the first key" in rotated.stderr
+    # With the old key gone, a rotation finds every secret readable under the new one alone;
+    # under the old key alone, none is.
+    assert "re-encrypted 2 secrets" in sb(env, "rotate", keys=new).stderr
+    stale = sb(env, "rotate", keys=old)
+    assert stale.returncode == 1
+    assert "no configured key decrypts 2 secrets" in stale.stderr
+    assert "acme/CRM_TOKEN, globex/CRM_TOKEN" in stale.stderr
+
+
+@pytest.mark.parametrize("command", [["worker"], ["api", "--port", "0"], ["serve", "--port", "0"]])
+def test_services_refuse_to_start_with_a_malformed_key(
+    env: dict[str, str], command: list[str]
+) -> None:
+    good = env["SCHEMABRIDGE_SECRET_KEYS"]
+    done = schemabridge({**env, "SCHEMABRIDGE_SECRET_KEYS": f"{good},not-a-fernet-key"}, *command)
+    assert done.returncode == 1, done.stderr
+    assert "2nd key in SCHEMABRIDGE_SECRET_KEYS is not a Fernet key" in done.stderr
+    assert MAKE_KEY.split(";")[0] in done.stderr and "Traceback" not in done.stderr
+    assert "not-a-fernet-key" not in done.stderr

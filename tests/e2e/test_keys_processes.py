@@ -1,0 +1,62 @@
+"""API keys as an operator lives with them, on both backends, with a real `api` process: a
+key revoked by the CLI (another process) is refused by the running API on the very next
+request; a key's secret is printed once, by `keys create`, and is nowhere else: not in the
+database (only its SHA-256 is), not in `keys list`, not in the API's access log (which names
+the key's id)."""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import json
+import subprocess
+from pathlib import Path
+
+import httpx
+
+from tests.conftest import Backend
+from tests.e2e.rest_harness import process_env, schemabridge, service
+from tests.integration.dump_harness import dump_database, hits
+
+
+def cli(env: dict[str, str], *args: str) -> subprocess.CompletedProcess[str]:
+    done = schemabridge(env, "keys", *args)
+    assert done.returncode == 0, done.stderr
+    return done
+
+
+def key_id(env: dict[str, str], name: str) -> str:
+    listed = json.loads(cli(env, "list", "--json").stdout)
+    return str(next(key["id"] for key in listed if key["name"] == name))
+
+
+async def test_revocation_holds_at_once_and_secrets_are_shown_once(
+    backend: Backend, tmp_path: Path
+) -> None:
+    env = process_env(backend, tmp_path)
+    created = cli(env, "create", "--tenant", "acme", "--name", "acme-ci")
+    secret = created.stdout.strip()
+    admin = cli(env, "create", "--admin", "--name", "ops").stdout.strip()
+    identifier = key_id(env, "acme-ci")
+
+    with service(["api", "--port", "0"], env, tmp_path / "api.log") as api:
+        url = api.wait_for_url()
+        async with httpx.AsyncClient(base_url=url, trust_env=False, timeout=30) as http:
+            auth = {"Authorization": f"Bearer {secret}"}
+            assert (await http.get("/runs", headers=auth)).status_code == 200
+            await asyncio.to_thread(cli, env, "revoke", identifier)
+            refused = await http.get("/runs", headers=auth)
+            assert refused.status_code == 401, refused.text
+            assert refused.json()["code"] == "unauthorized"
+            assert (await http.get("/keys", headers={"X-API-Key": admin})).status_code == 200
+        assert api.stop() == 0
+        printed = api.stdout() + api.stderr()
+
+    listed = cli(env, "list", "--json").stdout + cli(env, "list").stdout
+    dump = await dump_database(backend.database_url)
+    for key in (secret, admin):
+        assert hits(dump, key) == []
+        assert hits(dump, hashlib.sha256(key.encode()).hexdigest()) != []
+        assert key not in listed and key not in printed
+    assert f'"key_id": "{identifier}"' in printed  # the access log names the key
+    assert created.stdout.count(secret) == 1 and secret not in created.stderr

@@ -1,0 +1,191 @@
+"""Runs that use secrets, executed by a real worker against a real echo server, on both
+backends: the secret reaches the destination in a header, the query, the body and the URL's
+userinfo, and nothing the engine records or logs shows it; a missing or unreadable secret
+fails its step with a kind that names it."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import AsyncIterator
+from typing import Any
+from urllib.parse import quote
+
+import pytest
+from cryptography.fernet import Fernet
+
+from engine.operations import Operations
+from engine.runtime import Runtime
+from engine.secret_cipher import MAKE_KEY
+from schemas.redaction import REDACTED, basic_credential
+from tests.conftest import Backend
+from tests.integration.dump_harness import dump_database, hits
+from tests.integration.echo_harness import Echo, echo_server
+from tests.integration.engine_harness import running_worker, settings_for, wait_for_run
+
+VALUE = "cnry_Q9v+Zt=Kx.7Lw~pA-5d1"
+KEY = Fernet.generate_key().decode()
+
+
+@pytest.fixture
+async def echo() -> AsyncIterator[Echo]:
+    async with echo_server() as server:
+        yield server
+
+
+@pytest.fixture
+async def ops(backend: Backend) -> AsyncIterator[Operations]:
+    runtime = await Runtime.open(settings_for(backend, secret_keys=KEY))
+    yield Operations(runtime)
+    await runtime.close()
+
+
+def using_secret(base: str, *, fail: bool) -> dict[str, Any]:
+    """One call with the secret everywhere a request can carry it, then (with `fail`) one whose
+    400 answer echoes it back."""
+    host = base.removeprefix("http://")
+    request = {
+        "method": "POST",
+        "headers": {"X-Api-Key": "{{ secrets.TOKEN }}"},
+        "query": {"key": "{{ secrets.TOKEN }}"},
+        "body": {"token": "{{ secrets.TOKEN }}", "note": "Bearer {{ secrets.TOKEN }}"},
+        "retry": {"maxAttempts": 1},
+    }
+    vertices: dict[str, Any] = {
+        "call": {
+            "type": "GATEWAY",
+            "config": {"url": f"http://canary:{{{{ secrets.TOKEN }}}}@{host}/ok", **request},
+        }
+    }
+    if fail:
+        vertices["echoed"] = {
+            "type": "GATEWAY",
+            "dependsOn": ["call"],
+            "config": {"url": f"{base}/fail/{{{{ secrets.TOKEN }}}}", **request},
+        }
+    return {"name": "secretive", "vertices": vertices}
+
+
+async def run_to_end(ops: Operations, document: dict[str, Any], tenant: str = "acme") -> str:
+    await ops.workflows.publish([document])
+    run_id = (await ops.runs.submit(document["name"], {}, tenant_id=tenant)).run.id
+    async with running_worker(ops.runtime):
+        await wait_for_run(ops.runtime, run_id)
+    return run_id
+
+
+async def test_the_secret_reaches_the_destination_and_nothing_recorded_shows_it(
+    ops: Operations, echo: Echo, backend: Backend, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.DEBUG)
+    await ops.secrets.set("acme", "TOKEN", VALUE, actor="cli")
+    run_id = await run_to_end(ops, using_secret(echo.url, fail=True))
+
+    # It was sent: header, query, body, Basic credential from the URL, and the path.
+    first, second = echo.received
+    assert first["headers"]["x-api-key"] == VALUE
+    assert first["headers"]["authorization"] == f"Basic {basic_credential('canary', VALUE)}"
+    assert first["query"] == {"key": [VALUE]}
+    assert f'"token":"{VALUE}"' in first["body"]
+    assert second["path"] == f"/fail/{VALUE}"
+
+    # It is not recorded: the run, its steps, its log, the database.
+    run = await ops.runs.get(run_id)
+    assert run.status == "FAILED"
+    assert run.error is not None
+    assert (run.error.kind, run.error.vertex_id) == ("http_error", "echoed")
+    assert REDACTED in (run.error.body_excerpt or "")
+    assert VALUE not in (run.error.body_excerpt or "")
+    assert "/fail/***" in run.error.message
+    output = next(step.output for step in run.steps if step.vertex_id == "call")
+    assert output["body"]["headers"]["x-api-key"] == REDACTED
+    assert output["body"]["query"] == {"key": [REDACTED]}
+    assert output["headers"]["x-echo-authorization"] == f"Basic {REDACTED}"
+    logs = await ops.runs.logs(run_id, limit=500)
+    forms = {VALUE, quote(VALUE, safe=""), basic_credential("canary", VALUE)}
+    recorded = run.model_dump_json() + logs.model_dump_json()
+    assert [form for form in forms if form in recorded] == []
+    dump = await dump_database(backend.database_url)
+    assert [hit for form in forms for hit in hits(dump, form)] == []
+    assert any(REDACTED in row for row in dump["step"])  # the search reads the steps
+    printed = [r.getMessage() + (r.exc_text or "") for r in caplog.records]
+    assert [line for line in printed for form in forms if form in line] == []
+
+
+async def test_a_missing_secret_fails_the_step_naming_it_and_a_retry_finds_it(
+    ops: Operations, echo: Echo
+) -> None:
+    await ops.secrets.set("globex", "TOKEN", VALUE, actor="cli")  # another tenant's
+    run_id = await run_to_end(ops, using_secret(echo.url, fail=False))
+    run = await ops.runs.get(run_id)
+    assert run.error is not None
+    assert (run.status, run.error.kind) == ("FAILED", "secret_not_found")
+    assert "tenant 'acme' has no secret 'TOKEN'" in run.error.message
+    assert "schemabridge secrets set TOKEN --tenant acme" in run.error.message
+    assert echo.received == []  # nothing was sent
+
+    await ops.secrets.set("acme", "TOKEN", VALUE, actor="cli")
+    await ops.actions.retry(run_id, actor="cli")
+    async with running_worker(ops.runtime):
+        retried = await wait_for_run(ops.runtime, run_id)
+    assert retried.status == "SUCCEEDED", retried.error
+    assert [r["headers"]["x-api-key"] for r in echo.received] == [VALUE]
+
+
+@pytest.mark.parametrize("worker_keys", [None, "other"], ids=["no-key", "wrong-key"])
+async def test_a_worker_that_cannot_decrypt_fails_the_step_saying_why(
+    backend: Backend, ops: Operations, echo: Echo, worker_keys: str | None
+) -> None:
+    await ops.secrets.set("acme", "TOKEN", VALUE, actor="cli")
+    keys = None if worker_keys is None else Fernet.generate_key().decode()
+    worker = await Runtime.open(settings_for(backend, secret_keys=keys))
+    try:
+        document = using_secret(echo.url, fail=False)
+        await ops.workflows.publish([document])
+        run_id = (await ops.runs.submit("secretive", {}, tenant_id="acme")).run.id
+        async with running_worker(worker):
+            run = await wait_for_run(worker, run_id)
+    finally:
+        await worker.close()
+    assert run.error is not None
+    assert (run.status, run.error.kind) == ("FAILED", "secret_unreadable")
+    assert "'acme'" in run.error.message and "TOKEN" in run.error.message
+    if worker_keys is None:
+        assert MAKE_KEY in run.error.message
+    else:
+        assert "SCHEMABRIDGE_SECRET_KEYS" in run.error.message
+    assert echo.received == []
+
+
+async def test_a_secret_in_the_host_is_refused(ops: Operations, echo: Echo) -> None:
+    await ops.secrets.set("acme", "TOKEN", "secret-host-part", actor="cli")
+    document = {
+        "name": "host",
+        "vertices": {
+            "call": {"type": "GATEWAY", "config": {"url": "http://{{ secrets.TOKEN }}.example/x"}}
+        },
+    }
+    run_id = await run_to_end(ops, document)
+    run = await ops.runs.get(run_id)
+    assert run.error is not None
+    assert (run.status, run.error.kind) == ("FAILED", "invalid_config")
+    assert "admission key" in run.error.message
+    assert "secret-host-part" not in run.model_dump_json()
+
+
+async def test_a_literal_url_password_is_redacted_too(ops: Operations, echo: Echo) -> None:
+    host = echo.url.removeprefix("http://")
+    document = {
+        "name": "literal",
+        "vertices": {
+            "call": {"type": "GATEWAY", "config": {"url": f"http://ops:pa55-w0rd-9@{host}/ok"}}
+        },
+    }
+    run_id = await run_to_end(ops, document)
+    [received] = echo.received
+    assert received["headers"]["authorization"] == f"Basic {basic_credential('ops', 'pa55-w0rd-9')}"
+    run = await ops.runs.get(run_id)
+    assert run.status == "SUCCEEDED"
+    recorded = run.model_dump_json() + (await ops.runs.logs(run_id, limit=100)).model_dump_json()
+    assert "pa55-w0rd-9" not in recorded
+    assert basic_credential("ops", "pa55-w0rd-9") not in recorded
+    assert f"http://{host}/ok" in recorded  # the URL is logged, without its userinfo
