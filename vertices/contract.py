@@ -13,6 +13,8 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any
 
+from schemas.waiting import WaitReason
+
 
 class TimeoutTier(StrEnum):
     """Which default timeout a GATEWAY call gets (docs/architecture.md, 'Timeout tiers')."""
@@ -59,10 +61,12 @@ class Succeeded:
 
 @dataclass(frozen=True)
 class Parked:
-    """The step cannot proceed yet; the engine sets `not_before = now + delay_s`."""
+    """The step cannot proceed yet; the engine sets `not_before = now + delay_s` and records
+    why (`code`, with `reason` as its message) so every front door can say it."""
 
     delay_s: float
     reason: str
+    code: WaitReason
 
 
 @dataclass(frozen=True)

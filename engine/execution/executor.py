@@ -27,7 +27,7 @@ from sqlalchemy.exc import TimeoutError as SATimeoutError
 from admission import Admission, TenantRateLimited
 from engine.execution import fanout
 from engine.execution import step_rules as scheduler
-from engine.execution.admission_guard import AdmissionGuard, CoordinationDown
+from engine.execution.admission_guard import AdmissionGuard, AdmissionWaits, CoordinationDown
 from engine.store import ClaimLost, Store
 from engine.store.records import (
     ClaimedStep,
@@ -37,10 +37,12 @@ from engine.store.records import (
     StepParked,
     StepResult,
     StepSucceeded,
+    Waiting,
 )
 from schemas.clock import Clock
 from schemas.definitions import GatewayVertex, MergeVertex, SpawnerVertex, Vertex, Workflow
 from schemas.errors import FailureKind, StepFailure
+from schemas.waiting import WaitReason
 from vertices import contract, gateway, spawner
 from vertices.contract import Parked, StepContext, Succeeded, TimeoutTier
 from vertices.http_client import HttpClient
@@ -97,6 +99,8 @@ class ExecutorDeps:
     """Wakes idle workers (here and in other processes) when steps became ready."""
     rng: random.Random = field(default_factory=random.Random)
     """Spreads redispatches (see `scheduler.redispatch_at`); tests seed it."""
+    admission_waits: AdmissionWaits = field(default_factory=AdmissionWaits)
+    """The steps waiting for an admission slot now (the worker's lease renewer records them)."""
 
 
 async def execute(
@@ -120,7 +124,13 @@ async def execute(
             # briefly so it runs again; if even that cannot be recorded, its lease expires.
             logger.warning("store error in %s/%s: %s", step.run_id, step.vertex_id, exc)
             reason = f"store unavailable ({type(exc).__name__}); trying again"
-            park = StepParked(step, deps.clock.now() + STORE_RETRY_S, reason, log.tenant_item_taken)
+            park = StepParked(
+                step,
+                deps.clock.now() + STORE_RETRY_S,
+                reason,
+                log.tenant_item_taken,
+                Waiting(WaitReason.STORE_UNAVAILABLE, reason),
+            )
             return park, log.lines
         logger.exception("store error in %s/%s", step.run_id, step.vertex_id)
         crash = StepFailure(FailureKind.INTERNAL_ERROR, f"store error: {type(exc).__name__}")
@@ -137,7 +147,11 @@ async def execute(
     if isinstance(outcome, Parked):
         await log("info", f"parked: {outcome.reason}", {"delaySeconds": outcome.delay_s})
         park = StepParked(
-            step, deps.clock.now() + outcome.delay_s, outcome.reason, log.tenant_item_taken
+            step,
+            deps.clock.now() + outcome.delay_s,
+            outcome.reason,
+            log.tenant_item_taken,
+            Waiting(outcome.code, outcome.reason),
         )
         return park, log.lines
     if isinstance(outcome, contract.AwaitingChildren):
@@ -182,17 +196,21 @@ async def _gateway(
         deps.admission_wait_s,
         redispatch=step.auto_retries > 0,
         item_taken=step.tenant_item_taken,
+        waits=deps.admission_waits,
+        claim_token=step.claim_token,
     )
     try:
         return await gateway.execute(vertex.config, ctx, deps.http, deps.timeouts, guard=guard)
     except TenantRateLimited as limited:
         # At the tenant's rate limit the step waits (a durable timer), it does not fail.
-        decision = limited.decision
-        reason = f"tenant {ctx.tenant_id} at its rate limit ({decision.used}/{decision.limit})"
-        return Parked(decision.delay_s, reason)
+        return Parked(
+            limited.decision.delay_s,
+            rate_limit_message(ctx.tenant_id, limited.decision.used, limited.decision.limit),
+            WaitReason.TENANT_RATE_LIMIT,
+        )
     except CoordinationDown as down:
         # Nothing was sent: Redis is unreachable, so admission cannot be decided. Work waits.
-        return Parked(COORDINATION_RETRY_S, str(down))
+        return Parked(COORDINATION_RETRY_S, str(down), WaitReason.COORDINATION_UNAVAILABLE)
     finally:
         log.tenant_item_taken = guard.item_taken
 
@@ -226,6 +244,7 @@ def _failed(
         )
     else:
         delay = round(retry_at - deps.clock.now(), 3)
+        waiting = Waiting(failure.wait_reason, redispatch_message(failure, step, vertex))
         log.lines.append(
             LogLine(
                 step.run_id,
@@ -236,4 +255,21 @@ def _failed(
                 deps.clock.now(),
             )
         )
+        return StepFailed(step, error, retry_at, log.tenant_item_taken, waiting)
     return StepFailed(step, error, retry_at, log.tenant_item_taken)
+
+
+def rate_limit_message(tenant_id: str, used: int, limit: int) -> str:
+    """What a step at its tenant's rate limit says, with the ways to raise the limit."""
+    return (
+        f"tenant {tenant_id} is at its rate limit ({used}/{limit} GATEWAY steps a minute); "
+        f"raise it with `schemabridge tenants set-rate {tenant_id} N` or, for every tenant, "
+        "SCHEMABRIDGE_TENANT_RATE_PER_MINUTE"
+    )
+
+
+def redispatch_message(failure: StepFailure, step: ClaimedStep, vertex: Vertex | None) -> str:
+    """`redispatch n/max after <why>`: the redispatch this is, of how many the vertex allows
+    (front doors add the countdown to `until`)."""
+    allowed = vertex.max_auto_retries if vertex is not None else 0
+    return f"redispatch {step.auto_retries + 1}/{allowed} after {failure.message}"
