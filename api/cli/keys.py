@@ -20,8 +20,9 @@ import typer
 from rich.console import Console
 from rich.table import Column, Table
 
+from api.cli.usage import EXIT_FOR_REFUSAL
 from engine.settings import Settings
-from schemas.errors import OperationError, Refusal
+from schemas.errors import OperationError
 
 if TYPE_CHECKING:
     from engine.operations import Operations
@@ -36,15 +37,14 @@ keys_app = typer.Typer(
 
 T = TypeVar("T")
 
-EXIT_FAILED, EXIT_USAGE = 1, 2
-
 
 def _with_operations(action: Callable[[Operations], Awaitable[T]]) -> T:
     from engine.operations import Operations
-    from engine.runtime import Runtime
+    from engine.operations.startup import open_runtime
 
     async def run() -> T:
-        runtime = await Runtime.open(Settings())
+        # Keys live in the database alone: Redis need not answer.
+        runtime = await open_runtime(Settings(), probe_redis=False)
         try:
             return await action(Operations(runtime))
         finally:
@@ -54,7 +54,7 @@ def _with_operations(action: Callable[[Operations], Awaitable[T]]) -> T:
         return asyncio.run(run())
     except OperationError as error:
         console.print(f"[red]error:[/red] {error.message}", soft_wrap=True)
-        raise typer.Exit(EXIT_USAGE if error.refusal is Refusal.INVALID else EXIT_FAILED) from None
+        raise typer.Exit(EXIT_FOR_REFUSAL[error.refusal]) from None
 
 
 def _time(epoch: float | None) -> str:
