@@ -72,6 +72,8 @@ from schemas.clock import Clock
 
 logger = logging.getLogger(__name__)
 
+LIMIT_RAISES_LOGGED_EVERY_S = 60.0
+"""A destination's limit raises are logged at most this often, unless it has doubled."""
 MAX_HANDOVERS = 4
 """A slot is handed over locally at most this many times in a row, then it goes back through
 Redis, where waiters of other processes can take it: hand-overs must not let one process keep
@@ -113,6 +115,8 @@ class Admission:
         self._views = Views()
         self.handovers = 0
         """Slots handed from a finished call to a waiting one in this process."""
+        self._limit_logged: dict[str, tuple[float, float]] = {}
+        """Per destination, the limit this process last logged and when (see `_log_limit`)."""
         # Public for tests and benchmarks (its `exchanges` counts script calls).
         self.batcher = ExchangeBatcher(
             lambda ops: self.backend.exchange(ops, self._clock.now(), self.config)
@@ -519,24 +523,41 @@ class Admission:
                     "expired": expired,
                 },
             )
-        # Log cuts and whole-slot changes, not every fractional +1/limit step.
-        if reply.cut or math.floor(reply.old_limit) != math.floor(reply.new_limit):
-            logger.info(
-                "limit of %s %s: %.2f -> %.2f",
-                ticket.destination,
-                "cut" if reply.cut else "raised",
-                reply.old_limit,
-                reply.new_limit,
-                extra={
-                    "event": "admission.limit_changed",
-                    "destination": ticket.destination,
-                    "old_limit": reply.old_limit,
-                    "new_limit": reply.new_limit,
-                    "cut": reply.cut,
-                    "epoch": reply.epoch,
-                    "outcome": outcome.value,
-                },
-            )
+        self._log_limit(ticket, outcome, reply)
+
+    def _log_limit(self, ticket: Ticket, outcome: CallOutcome, reply: SettleReply) -> None:
+        """Log every cut, but aggregate the raises: a raise is logged only once the limit has
+        doubled since the last line, or `LIMIT_RAISES_LOGGED_EVERY_S` later (slow start
+        would otherwise log every +1)."""
+        if not reply.cut and math.floor(reply.old_limit) == math.floor(reply.new_limit):
+            return
+        now = self._clock.now()
+        logged = self._limit_logged.get(ticket.destination)
+        if not reply.cut and logged is not None:
+            logged_limit, logged_at = logged
+            grown = reply.new_limit >= 2 * logged_limit
+            if not grown and now - logged_at < LIMIT_RAISES_LOGGED_EVERY_S:
+                return
+        since = reply.old_limit if reply.cut or logged is None else logged[0]
+        self._limit_logged[ticket.destination] = (reply.new_limit, now)
+        if reply.new_limit == since:
+            return
+        logger.info(
+            "limit of %s %s: %.2f -> %.2f",
+            ticket.destination,
+            "cut" if reply.cut else "raised",
+            since,
+            reply.new_limit,
+            extra={
+                "event": "admission.limit_changed",
+                "destination": ticket.destination,
+                "old_limit": since,
+                "new_limit": reply.new_limit,
+                "cut": reply.cut,
+                "epoch": reply.epoch,
+                "outcome": outcome.value,
+            },
+        )
 
     @staticmethod
     def _log_transitions(destination: str, tenant_id: str, events: tuple[str, ...]) -> None:

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from admission.backend import AdmitCode, AdmitReply
 from admission.rate_limit import RateDecision, TenantRateLimited
-from schemas.errors import FailureKind, RetryRefused, StepFailure
+from schemas.errors import BreakerOpen, FailureKind, RetryRefused, StepFailure
 
 
 def raise_if_refused(
@@ -40,10 +40,11 @@ def breaker_failure(destination: str, tenant_id: str, reply: AdmitReply) -> Step
     layer, _, state = reply.blocking_layer.partition(":")
     what = "open" if state == "open" else "half-open with every probe permit in use"
     scope = f"tenant {tenant_id!r}" if layer == "tenant" else "all tenants"
-    return StepFailure(
-        FailureKind.EXTERNAL_OVERLOAD,
+    return BreakerOpen(
         f"circuit open: the {layer} breaker of {destination!r} ({scope}) is {what}; "
         f"calls are let through again in {reply.hint_s:.1f} s",
+        destination=destination,
+        layer=layer,
         retry_after_s=max(0.0, reply.hint_s),
     )
 

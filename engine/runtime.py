@@ -181,4 +181,14 @@ async def run_service(runtime: Runtime, service: str, stop: asyncio.Event) -> No
             group.create_task(heartbeat.run(stop), name="heartbeat")
             group.create_task(announce_stop(), name="announce-stop")
             await worker.run(stop)
-    logger.info("service %s stopped: %s", service, worker.stats)
+    stats = worker.stats
+    logger.info(
+        "service %s stopped: %d steps claimed, %d results recorded, %d late results dropped, "
+        "%d expired leases requeued",
+        service,
+        stats.claimed,
+        stats.recorded,
+        stats.dropped,
+        stats.requeued,
+        extra={"event": "service.stopped"},
+    )

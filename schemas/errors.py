@@ -7,7 +7,8 @@
     │                                 (`schemas.expressions`; also a ValueError)
     ├── StepFailure                   a vertex failed at run time; carries `kind`, optional HTTP
     │   │                             details, and whether the engine may redispatch it
-    │   └── RetryRefused              the retry budget refused a retry
+    │   ├── RetryRefused              the retry budget refused a retry
+    │   └── BreakerOpen               a circuit breaker of the destination refused the call
     ├── StepDeferred                  a step cannot go on now and waits: parked, never failed
     │   ├── TenantRateLimited         the tenant's rate window is full (`admission.rate_limit`)
     │   └── CoordinationDown          admission cannot reach Redis before a call
@@ -39,6 +40,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any
+
+from schemas.waiting import WaitReason
 
 
 class SchemaBridgeError(Exception):
@@ -158,6 +161,11 @@ class StepFailure(SchemaBridgeError):
         """The destination asked us to wait at least this long (Retry-After)."""
 
     @property
+    def wait_reason(self) -> WaitReason:
+        """Why the step waits when this failure is redispatched (`schemas.waiting`)."""
+        return WaitReason.REDISPATCH
+
+    @property
     def redispatchable(self) -> bool:
         """Whether the engine may redispatch the step through admission (docs/architecture.md,
         'Redispatch')."""
@@ -179,6 +187,22 @@ class RetryRefused(StepFailure):
 
     def __init__(self, message: str) -> None:
         super().__init__(FailureKind.EXTERNAL_OVERLOAD, message)
+
+
+class BreakerOpen(StepFailure):
+    """A circuit breaker of the destination blocked the call (open, or half-open with every
+    probe permit in use): an `external_overload`, redispatched once probes are let through
+    (`retry_after_s`)."""
+
+    def __init__(self, message: str, *, destination: str, layer: str, retry_after_s: float) -> None:
+        super().__init__(FailureKind.EXTERNAL_OVERLOAD, message, retry_after_s=retry_after_s)
+        self.destination = destination
+        self.layer = layer
+        """`tenant` or `global` (docs/architecture.md, 'Circuit breakers')."""
+
+    @property
+    def wait_reason(self) -> WaitReason:
+        return WaitReason.BREAKER_OPEN
 
 
 class StepDeferred(SchemaBridgeError):

@@ -14,6 +14,7 @@ from enum import StrEnum
 from typing import Any
 
 from schemas.redaction import Redactor
+from schemas.waiting import WaitReason
 
 
 class TimeoutTier(StrEnum):
@@ -66,10 +67,12 @@ class Succeeded:
 
 @dataclass(frozen=True)
 class Parked:
-    """The step cannot proceed yet; the engine sets `not_before = now + delay_s`."""
+    """The step cannot proceed yet; the engine sets `not_before = now + delay_s` and records
+    why (`code`, with `reason` as its message) so every front door can say it."""
 
     delay_s: float
     reason: str
+    code: WaitReason
 
 
 @dataclass(frozen=True)

@@ -20,6 +20,7 @@ from typing import Any, Protocol
 from schemas import expressions
 from schemas.definitions import SpawnerConfig
 from schemas.errors import FailureKind, StepFailure
+from schemas.waiting import WaitReason
 from vertices.contract import AwaitingChildren, Parked, StepContext
 
 BACKPRESSURE_PARK_S = 10.0
@@ -138,8 +139,14 @@ async def _guards(port: FanoutPort, limits: FanoutLimits, missing: int) -> Parke
     if depth > limits.backpressure_max_depth:
         return Parked(
             BACKPRESSURE_PARK_S,
-            f"ready queue depth {depth} is over {limits.backpressure_max_depth}",
+            f"ready queue depth {depth} is over {limits.backpressure_max_depth}; the fan-out "
+            f"starts once workers catch up",
+            WaitReason.BACKPRESSURE,
         )
     if await port.payload_pressure():
-        return Parked(PAYLOAD_PARK_S, "payload store is over its high-water mark")
+        return Parked(
+            PAYLOAD_PARK_S,
+            "the payload store is over its high-water mark (SCHEMABRIDGE_PAYLOAD_HIGH_WATER_BYTES)",
+            WaitReason.PAYLOAD_STORE,
+        )
     return None

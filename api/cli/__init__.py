@@ -3,14 +3,15 @@
 Each command (or group of commands) lives in a module of this package, `api/cli/<name>.py`,
 and is registered at the bottom of this file.
 
-Exit codes shared by all commands: 0 success, 1 the input was understood but is invalid (or the
-work failed), 2 usage error or unreadable input. The commands that talk to the REST API
-(`runs`, `workflows`, `destinations`, `tenants`) add 3 (still running at `--timeout`) and 4 (the
-API not reachable or not authorised); see `api/cli/remote.py`.
+Exit codes shared by all commands (`api.cli.usage`): 0 success, 1 the run or action failed (or
+the input was understood but is invalid), 2 usage error, invalid input or settings, 3 still
+running at `--timeout`, 4 the database, Redis or API does not answer. Errors are one line with
+the fix; `--debug` adds the traceback.
 """
 
 from __future__ import annotations
 
+import sys
 from importlib import metadata
 from typing import Annotated
 
@@ -22,17 +23,22 @@ from api.cli import run as cli_run
 from api.cli import runs as cli_runs
 from api.cli import secrets as cli_secrets
 from api.cli import services as cli_services
+from api.cli import usage
 from api.cli import validate as cli_validate
 from api.cli import workflows as cli_workflows
+from api.cli.exit_codes import ExitCode
 
 app = typer.Typer(
     name="schemabridge",
     help="SchemaBridge: author, validate and run durable workflow graphs of HTTP calls.",
     no_args_is_help=True,
     add_completion=False,
-    rich_markup_mode="rich",
-    pretty_exceptions_show_locals=False,
+    # Plain help (no boxes): it reads the same in a terminal, a pipe and a log.
+    rich_markup_mode=None,
+    # Errors nobody handled reach `main`, which says them in one line (`usage.report`).
+    pretty_exceptions_enable=False,
 )
+usage.install_help_types()
 
 
 def _version(value: bool) -> None:
@@ -52,13 +58,23 @@ def _root(
             help="Print the installed version and exit.",
         ),
     ] = False,
+    debug: Annotated[
+        bool, typer.Option("--debug", help="Show tracebacks and every log line (for bug reports).")
+    ] = False,
 ) -> None:
     """SchemaBridge: author, validate and run durable workflow graphs of HTTP calls."""
+    usage.OPTIONS.debug = debug
 
 
 def main() -> None:
     """Entry point of the `schemabridge` console script."""
-    app()
+    try:
+        app()
+    except KeyboardInterrupt:
+        usage.stderr().print("interrupted")
+        sys.exit(ExitCode.INTERRUPTED)
+    except Exception as error:  # nothing reaches the user as a traceback (`usage.report`)
+        usage.report(error)
 
 
 # ── command registration ────────────────────────────────────────────────────────────────────
@@ -69,6 +85,7 @@ app.command(name="run")(cli_run.run)
 app.command(name="serve")(cli_services.serve)
 app.command(name="api")(cli_services.api)
 app.command(name="worker")(cli_services.worker)
+app.command(name="demo-downstream")(cli_services.demo_downstream)
 app.add_typer(cli_services.db_app, name="db")
 app.add_typer(cli_admin.destinations_app, name="destinations")
 app.add_typer(cli_admin.tenants_app, name="tenants")

@@ -22,8 +22,9 @@ from types import TracebackType
 
 import httpx
 
-from api.cli.client_errors import ApiFailure, ExitCode
+from api.cli.client_errors import ApiFailure
 from api.cli.client_routes import ActionsApi, RunsApi, SettingsApi, WorkflowsApi
+from api.cli.exit_codes import ExitCode
 from api.cli.session import DEFAULT_API_URL, DEFAULT_TIMEOUT_S, ApiSession, ApiTarget, ServerEvent
 
 

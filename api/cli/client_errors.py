@@ -21,25 +21,11 @@ from __future__ import annotations
 
 import json
 import socket
-from enum import IntEnum
 from typing import Any
 
 import httpx
 
-
-class ExitCode(IntEnum):
-    """The exit codes of every command that talks to the API (README, 'Command line')."""
-
-    OK = 0
-    FAILED = 1
-    """The run FAILED or was CANCELLED, or the API refused the action (not found, wrong
-    state, a limit reached, its store unavailable)."""
-    USAGE = 2
-    """A usage error or invalid input: bad JSON, an unreadable file, a 400/413/422."""
-    STILL_RUNNING = 3
-    """The run was still going when `--timeout` ran out (it goes on)."""
-    UNREACHABLE = 4
-    """The API cannot be reached, or refused the key (401, 403)."""
+from api.cli.exit_codes import ExitCode
 
 
 class ApiFailure(Exception):

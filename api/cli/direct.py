@@ -4,7 +4,9 @@ that needs one, and secrets are managed where the encryption key is).
 
 `with_operations(action)` opens a `Runtime` on this process's settings, runs `action` on its
 `Operations` and closes it; a refusal is one line on stderr and exit 2 when the value was
-refused (`Refusal.INVALID`), 1 otherwise.
+refused (`Refusal.INVALID`), 4 when the database does not answer, 1 otherwise
+(`api.cli.exit_codes`). Keys and secrets live in the database alone, so Redis
+need not answer.
 """
 
 from __future__ import annotations
@@ -18,8 +20,9 @@ from typing import TYPE_CHECKING, TypeVar
 import typer
 from rich.console import Console
 
+from api.cli.exit_codes import exit_code_for
 from engine.settings import Settings
-from schemas.errors import OperationError, Refusal
+from schemas.errors import OperationError
 
 if TYPE_CHECKING:
     from engine.operations import Operations
@@ -27,18 +30,16 @@ if TYPE_CHECKING:
 console = Console(stderr=True)
 PIPED_WIDTH = 160
 """Table width when stdout is not a terminal (rich would assume 80 and squeeze columns)."""
-EXIT_FAILED, EXIT_USAGE = 1, 2
-
 T = TypeVar("T")
 
 
 def with_operations(action: Callable[[Operations], Awaitable[T]]) -> T:
     """Run `action` on a runtime of this process's settings (see the module docstring)."""
     from engine.operations import Operations
-    from engine.runtime import Runtime
+    from engine.operations.startup import open_runtime
 
     async def run() -> T:
-        runtime = await Runtime.open(Settings())
+        runtime = await open_runtime(Settings(), probe_redis=False)
         try:
             return await action(Operations(runtime))
         finally:
@@ -48,7 +49,7 @@ def with_operations(action: Callable[[Operations], Awaitable[T]]) -> T:
         return asyncio.run(run())
     except OperationError as error:
         console.print(f"[red]error:[/red] {error.message}", soft_wrap=True, highlight=False)
-        raise typer.Exit(EXIT_USAGE if error.refusal is Refusal.INVALID else EXIT_FAILED) from None
+        raise typer.Exit(exit_code_for(error)) from None
 
 
 def utc_time(epoch: float | None) -> str:

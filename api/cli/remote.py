@@ -34,8 +34,6 @@ T = TypeVar("T")
 
 PIPED_WIDTH = 10_000
 """Line width when stdout is not a terminal: long enough that no line is wrapped."""
-EXIT_INTERRUPTED = 130
-"""Ctrl-C, as shells report it."""
 
 EXIT_CODES_HELP = (
     "Exit codes: 0 done; 1 the run or action failed (FAILED or CANCELLED run, not found, "
@@ -247,7 +245,7 @@ def call(target: Remote, action: Callable[[ApiClient], Awaitable[T]]) -> T:
         fail(failure.message, failure.exit_code)
     except KeyboardInterrupt:
         stderr().print("interrupted", markup=False)
-        raise typer.Exit(EXIT_INTERRUPTED) from None
+        raise typer.Exit(ExitCode.INTERRUPTED) from None
     except (typer.Exit, typer.Abort):
         raise
     except Exception as error:

@@ -1,4 +1,16 @@
-"""`schemabridge run`: execute one workflow in-process with a live progress display."""
+"""`schemabridge run`: execute one workflow in-process with a live progress display.
+
+It publishes the workflows given, submits the run through the operations layer and runs one
+worker in this process until the run ends, on `SCHEMABRIDGE_DATABASE_URL` (or `--database`):
+the SQLite file by default, or PostgreSQL, where workers of other processes share the work.
+The display says why work waits (`api.cli.run_live_display`). The run is durable: at `--timeout`
+or on Ctrl-C the command stops, gives its in-flight steps' claims back to the store at once
+(another worker, or a later start, runs them without waiting for a lease to expire) and says
+how to follow the run, which goes on wherever a worker runs.
+
+Exit codes: 0 SUCCEEDED, 1 FAILED or CANCELLED, 2 invalid workflow, input or settings, 3 still
+running at `--timeout`, 4 the database or Redis does not answer, 130 interrupted (Ctrl-C).
+"""
 
 from __future__ import annotations
 
@@ -7,40 +19,50 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
+import signal
 from collections.abc import AsyncIterator
+from dataclasses import dataclass
+from enum import StrEnum
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
-from rich.console import Console
-from rich.progress import (
-    BarColumn,
-    MofNCompleteColumn,
-    Progress,
-    TaskID,
-    TextColumn,
-    TimeElapsedColumn,
-)
+from rich.live import Live
 
+from api.cli import log_setup, run_live_display, usage
+from api.cli.exit_codes import EXIT_FOR_REFUSAL, ExitCode
+from api.cli.usage import fail
 from engine.settings import Settings
 from engine.validation import parse_documents, validate_input
 from schemas.definitions import SpawnerVertex, Workflow
-from schemas.errors import DefinitionError, OperationError
+from schemas.errors import DefinitionError, OperationError, Refusal
 
 if TYPE_CHECKING:
     from engine.operations import Operations
-    from engine.operations.views import RunDetail
+    from engine.operations.views import RunDetail, RunSummary
+    from engine.runtime import Runtime
 
-console = Console(stderr=True)
-out = Console()
+console = usage.stderr()
 
-EXIT_SUCCEEDED, EXIT_FAILED, EXIT_USAGE, EXIT_TIMEOUT = 0, 1, 2, 3
-DEMO_DOWNSTREAM_PORT = 8765
+EXAMPLES_DOWNSTREAM_URL = "http://127.0.0.1:8765"
+"""Where the example files call the demo downstream; with `--demo-downstream` the documents
+are published with this replaced by the URL of the one started (a free port by default)."""
+POLL_S = 0.5
+"""How often the display reads the run's progress."""
+STORE_RETRY_S = 2.0
+"""How often a display that lost the database tries again."""
 
 
-def _fail(message: str, code: int = EXIT_USAGE) -> typer.Exit:
-    console.print(f"[red]error:[/red] {message}")
-    return typer.Exit(code)
+class OutputFormat(StrEnum):
+    SUMMARY = "summary"
+    JSON = "json"
+
+
+@dataclass(frozen=True)
+class Stopped:
+    """The watch ended before the run did: why (`timeout` or `interrupt`)."""
+
+    why: str
 
 
 def read_input(value: str | None) -> Any:
@@ -55,36 +77,43 @@ def read_input(value: str | None) -> Any:
         try:
             text = path.read_text(encoding="utf-8")
         except (OSError, UnicodeDecodeError) as exc:
-            raise _fail(f"cannot read input file {path}: {exc}") from exc
+            reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else exc
+            raise fail(f"cannot read input file {path}: {reason}") from None
     try:
         return json.loads(text)
     except json.JSONDecodeError as exc:
-        raise _fail(f"{source} is not valid JSON: {exc}") from exc
+        raise fail(f"{source} is not valid JSON: {exc}") from None
 
 
-def load_workflows(files: list[Path]) -> list[Workflow]:
+def load_workflows(files: list[Path], downstream_url: str | None = None) -> list[Workflow]:
+    """Parse the files; with `downstream_url`, the examples' demo downstream URL is replaced
+    by it."""
     documents: list[tuple[str, bytes]] = []
     for path in files:
         try:
-            documents.append((str(path), path.read_bytes()))
+            data = path.read_bytes()
         except OSError as exc:
-            raise _fail(f"cannot read {path}: {exc.strerror or exc}") from exc
+            raise fail(f"cannot read {path}: {exc.strerror or exc}") from None
+        if downstream_url is not None:
+            data = data.replace(EXAMPLES_DOWNSTREAM_URL.encode(), downstream_url.encode())
+        documents.append((str(path), data))
     try:
         return parse_documents(documents)
     except DefinitionError as exc:
         for problem in exc.problems:
             where = f"{problem.source}:" if getattr(problem, "source", "") else ""
             console.print(f"[red]{where}{problem.pointer or '/'}[/red] {problem.message}")
-        raise typer.Exit(EXIT_USAGE) from exc
+        raise typer.Exit(ExitCode.USAGE) from None
 
 
 def pick_workflow(workflows: list[Workflow], name: str | None) -> Workflow:
     """The named workflow, or the only one no spawner starts as a child."""
+    names = ", ".join(w.name for w in workflows)
     if name is not None:
         for workflow in workflows:
             if workflow.name == name:
                 return workflow
-        raise _fail(f"no workflow named {name!r} in the files given")
+        raise fail(f"no workflow named {name!r} in the files given; they hold: {names}")
     children = {
         v.config.workflow.split("@")[0]
         for w in workflows
@@ -93,8 +122,8 @@ def pick_workflow(workflows: list[Workflow], name: str | None) -> Workflow:
     }
     roots = [w for w in workflows if w.name not in children]
     if len(roots) != 1:
-        names = ", ".join(w.name for w in roots) or "none"
-        raise _fail(f"several workflows could run ({names}); choose one with --workflow")
+        found = ", ".join(w.name for w in roots) or "none"
+        raise fail(f"several workflows could run ({found}); choose one with --workflow")
     return roots[0]
 
 
@@ -104,57 +133,109 @@ def check_input(workflow: Workflow, run_input: Any) -> None:
     for problem in problems:
         console.print(f"[red]input{problem.pointer}[/red] {problem.message}")
     if problems:
-        raise typer.Exit(EXIT_USAGE)
+        raise typer.Exit(ExitCode.USAGE)
 
 
 @contextlib.asynccontextmanager
-async def _demo_downstream(enabled: bool) -> AsyncIterator[None]:
+async def started_downstream(enabled: bool, port: int) -> AsyncIterator[str | None]:
+    """The shipped demo downstream on 127.0.0.1:`port` (0: a free one), or nothing."""
     if not enabled:
-        yield
+        yield None
         return
     from demo.downstream import start_downstream
 
-    downstream = await start_downstream(port=DEMO_DOWNSTREAM_PORT)
+    try:
+        downstream = await start_downstream(port=port)
+    except OSError as error:
+        raise fail(
+            f"cannot start the demo downstream on 127.0.0.1:{port}: "
+            f"{error.strerror or error}; pick another with --demo-port (0: a free one)"
+        ) from None
     console.print(f"demo downstream listening on {downstream.url}")
     try:
-        yield
+        yield downstream.url
     finally:
         await downstream.stop()
 
 
-async def _watch(ops: Operations, run_id: str, total: int, timeout_s: float) -> RunDetail:
-    """Show the run's steps and, once it fans out, its children, until it ends."""
-    columns = (
-        TextColumn("[bold]{task.description}"),
-        BarColumn(),
-        MofNCompleteColumn(),
-        TextColumn("{task.fields[detail]}"),
-        TimeElapsedColumn(),
-    )
-    with Progress(*columns, console=console, transient=False) as progress:
-        current = await ops.runs.get(run_id)
-        steps_bar = progress.add_task(f"{current.workflow} steps", total=total, detail="")
-        children_bar: TaskID | None = None
-        loop = asyncio.get_running_loop()
-        deadline = loop.time() + timeout_s
-        while loop.time() < deadline:
-            current = await ops.runs.get(run_id)
-            done = sum(1 for s in current.steps if s.status in {"SUCCEEDED", "RESOLVED", "SKIPPED"})
-            running = [s.vertex_id for s in current.steps if s.status in {"RUNNING", "PARKED"}]
-            detail = f"running {', '.join(running)}" if running else ""
-            progress.update(steps_bar, completed=done, detail=detail)
-            fanout = current.fanout
-            if fanout.total:
-                if children_bar is None:
-                    children_bar = progress.add_task("children", total=fanout.total, detail="")
-                ended = fanout.succeeded + fanout.failed + fanout.cancelled
-                summary = f"{fanout.failed} failed, {fanout.running} running"
-                progress.update(children_bar, total=fanout.total, completed=ended, detail=summary)
-            if current.status in {"SUCCEEDED", "FAILED", "CANCELLED"}:
-                progress.update(steps_bar, detail=current.status)
-                return current
-            await asyncio.sleep(0.2)
-    raise _fail(f"run {run_id} still not finished after {timeout_s:.0f} s", EXIT_TIMEOUT)
+async def _read(ops: Operations, live: run_live_display.LiveView, run_id: str) -> bool:
+    """One progress read into the display; False once the run has ended. While the database
+    does not answer, the display says so and the watch goes on (the worker rides it out)."""
+    try:
+        current = await ops.runs.progress(run_id)
+    except OperationError as error:
+        if error.refusal is not Refusal.UNAVAILABLE:
+            raise
+        live.note([f"{error.message} (the run goes on; trying again every {STORE_RETRY_S:g} s)"])
+        await asyncio.sleep(STORE_RETRY_S - POLL_S)
+        return True
+    live.show(current)
+    return not current.ended
+
+
+async def watch(
+    ops: Operations, target: Workflow, run_id: str, timeout_s: float, interrupted: asyncio.Event
+) -> Stopped | None:
+    """Show the run until it ends (None), `timeout_s` passes or Ctrl-C."""
+    live = run_live_display.LiveView(target.name, len(target.vertices))
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + timeout_s
+    shows = usage.stderr(soft_wrap=False)
+    with contextlib.ExitStack() as stack:
+        if not shows.is_terminal:
+            # Rich ends a live display's last frame without a newline when it is not drawing
+            # on a terminal: end it, so the next message starts a line of its own.
+            stack.callback(shows.line)
+        shown = stack.enter_context(
+            Live(live.renderable(), console=shows, refresh_per_second=4, transient=False)
+        )
+        while True:
+            going = await _read(ops, live, run_id)
+            shown.update(live.renderable())
+            if not going:
+                return None
+            if interrupted.is_set():
+                return Stopped("interrupt")
+            if loop.time() >= deadline:
+                return Stopped("timeout")
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(interrupted.wait(), min(POLL_S, deadline - loop.time()))
+
+
+async def _final(ops: Operations, run_id: str) -> tuple[RunDetail, list[RunSummary]]:
+    """The ended run and its first failed children, read again until the database answers."""
+    for _ in range(60):
+        try:
+            run = await ops.runs.get(run_id)
+            failed: list[RunSummary] = []
+            if run.fanout.failed:
+                page = await ops.runs.children(
+                    run_id, status="FAILED", limit=run_live_display.FIRST_FAILURES
+                )
+                failed = list(page.items)
+            return run, failed
+        except OperationError as error:
+            if error.refusal is not Refusal.UNAVAILABLE:
+                raise
+            await asyncio.sleep(STORE_RETRY_S)
+    raise OperationError("the database did not answer for 2 minutes", code="store_unavailable")
+
+
+@contextlib.contextmanager
+def _interrupts(event: asyncio.Event) -> Any:
+    """Ctrl-C sets `event` (the watch stops and the worker gives its claims back); a second
+    Ctrl-C ends the process the ordinary way."""
+    loop = asyncio.get_running_loop()
+
+    def first() -> None:
+        event.set()
+        loop.remove_signal_handler(signal.SIGINT)
+
+    loop.add_signal_handler(signal.SIGINT, first)
+    try:
+        yield
+    finally:
+        loop.remove_signal_handler(signal.SIGINT)
 
 
 async def execute_run(
@@ -162,93 +243,177 @@ async def execute_run(
     target: Workflow,
     run_input: Any,
     settings: Settings,
-    *,
-    tenant: str,
-    demo_downstream: bool,
-    timeout_s: float,
-) -> RunDetail:
+    opts: RunOptions,
+) -> tuple[str, RunDetail | Stopped, list[RunSummary]]:
+    """Publish, submit, run a worker and watch until the run ends or the watch stops."""
     from engine.operations import Operations
-    from engine.runtime import Runtime, settle_heap
+    from engine.operations.startup import open_runtime
+    from engine.runtime import settle_heap
 
-    async with _demo_downstream(demo_downstream):
-        runtime = await Runtime.open(settings)
-        settle_heap()
-        stop = asyncio.Event()
+    runtime: Runtime = await open_runtime(settings)
+    settle_heap()
+    interrupted = asyncio.Event()
+    try:
+        ops = Operations(runtime)
+        documents = [w.model_dump(mode="json", by_alias=True, exclude_none=True) for w in workflows]
         try:
-            ops = Operations(runtime)
-            documents = [
-                w.model_dump(mode="json", by_alias=True, exclude_none=True) for w in workflows
-            ]
-            try:
-                await ops.workflows.publish(documents)
-                run = (await ops.runs.submit(target.name, run_input, tenant_id=tenant)).run
-            except OperationError as exc:
-                raise _fail(exc.message) from exc
-            console.print(f"run {run.id} ({target.name} v{run.version})")
-            worker = runtime.worker()
+            await ops.workflows.publish(documents)
+            run = (await ops.runs.submit(target.name, run_input, tenant_id=opts.tenant)).run
+        except OperationError as error:
+            if error.refusal is Refusal.UNAVAILABLE:
+                raise
+            raise fail(error.message) from None
+        console.print(f"run {run.id} ({target.name} v{run.version})")
+        worker = runtime.worker()
+        stop = asyncio.Event()
+        stopped: Stopped | None = None
+        with _interrupts(interrupted):
             async with asyncio.TaskGroup() as group:
                 group.create_task(worker.run(stop), name="worker")
                 try:
-                    return await _watch(ops, run.id, len(target.vertices), timeout_s)
+                    stopped = await watch(ops, target, run.id, opts.timeout_s, interrupted)
                 finally:
+                    if interrupted.is_set() or stopped is not None:
+                        worker.hurry()  # the prompt back now; claims given back, not expired
                     stop.set()
-        finally:
-            await runtime.close()
+        if stopped is not None:
+            return run.id, stopped, []
+        detail, failed = await _final(ops, run.id)
+        return run.id, detail, failed
+    finally:
+        await runtime.close()
 
 
-def print_result(run: RunDetail) -> None:
-    if run.status == "SUCCEEDED":
-        console.print(f"[green]SUCCEEDED[/green] run {run.id}")
-        out.print_json(json.dumps(run.output))
-        return
-    console.print(f"[red]{run.status}[/red] run {run.id}")
-    error = run.error
-    console.print(f"  vertex:  {(error and error.vertex_id) or '?'}")
-    console.print(f"  kind:    {error.kind if error else '?'}")
-    console.print(f"  message: {error.message if error else ''}")
-    if error is not None and (error.http_status is not None or error.attempts is not None):
-        console.print(f"  http:    status {error.http_status} after {error.attempts} attempts")
-        if error.body_excerpt:
-            console.print(f"  body:    {error.body_excerpt[:300]}")
+@dataclass(frozen=True)
+class RunOptions:
+    tenant: str
+    timeout_s: float
+
+
+def _goes_on(run_id: str, settings: Settings, why: Stopped) -> str:
+    from engine.operations.startup import mask_url
+
+    where = mask_url(settings.database_url)
+    first = (
+        "interrupted" if why.why == "interrupt" else "still running at --timeout"
+    ) + f": run {run_id} goes on in {where}"
+    return (
+        f"{first}; its in-flight steps were handed back. Follow it with "
+        f"`schemabridge runs watch {run_id}` against a `schemabridge serve` (or `api` and "
+        "`worker`) on that database; a worker there carries it on."
+    )
 
 
 def run(
-    files: Annotated[list[Path], typer.Argument(help="Workflow files (parent and children).")],
-    workflow: Annotated[str | None, typer.Option(help="Which workflow to run.")] = None,
-    input: Annotated[
-        str | None, typer.Option("--input", help="Run input: JSON text or @file.json.")
+    files: Annotated[
+        list[Path], typer.Argument(metavar="FILE...", help="Workflow files (parent and children).")
+    ],
+    workflow: Annotated[
+        str | None, typer.Option(metavar="NAME", help="Which workflow of the files to run.")
     ] = None,
-    tenant: Annotated[str, typer.Option(help="Tenant id of the run.")] = "default",
+    input: Annotated[
+        str | None,
+        typer.Option("--input", metavar="JSON|@FILE", help="Run input: JSON text or @file.json."),
+    ] = None,
+    tenant: Annotated[
+        str, typer.Option(metavar="TENANT", help="Tenant id of the run.")
+    ] = "default",
+    tenant_rate: Annotated[
+        int | None,
+        typer.Option(
+            min=1,
+            metavar="N",
+            help="GATEWAY steps a minute a tenant may start in this process (default "
+            "SCHEMABRIDGE_TENANT_RATE_PER_MINUTE, 1000; a rate set with `tenants set-rate` "
+            "still wins).",
+        ),
+    ] = None,
     database: Annotated[
-        str | None, typer.Option(help="Database URL (default: SCHEMABRIDGE_DATABASE_URL).")
+        str | None,
+        typer.Option(metavar="URL", help="Database URL (default SCHEMABRIDGE_DATABASE_URL)."),
     ] = None,
     demo_downstream: Annotated[
-        bool, typer.Option(help="Start the shipped demo downstream on 127.0.0.1:8765.")
+        bool,
+        typer.Option(
+            "--demo-downstream",
+            help="Start the shipped demo downstream in-process (the examples call it).",
+        ),
     ] = False,
-    timeout: Annotated[float, typer.Option(help="Give up waiting after this many seconds.")] = 600,
+    demo_port: Annotated[
+        int,
+        typer.Option(
+            min=0, max=65535, metavar="PORT", help="Port of the demo downstream (0: a free one)."
+        ),
+    ] = 0,
+    timeout: Annotated[
+        float, typer.Option(metavar="SECONDS", help="Stop watching after this long.")
+    ] = 600,
+    output: Annotated[
+        OutputFormat,
+        typer.Option(help="summary (a screenful) or json (the whole run, for scripts)."),
+    ] = OutputFormat.SUMMARY,
+    log_level: Annotated[
+        log_setup.Level, typer.Option(case_sensitive=False, help="Least level logged.")
+    ] = log_setup.Level.WARNING,
 ) -> None:
-    """Run one workflow in-process on the embedded store and print its result.
+    """Run one workflow in this process and print its result.
 
-    Exit code: 0 SUCCEEDED, 1 FAILED or CANCELLED, 2 invalid workflow/input or usage,
-    3 still running at --timeout.
+    Uses SCHEMABRIDGE_DATABASE_URL (or --database): an SQLite file by default, or PostgreSQL
+    (with SCHEMABRIDGE_REDIS_URL, workers of other processes share the run). Shows progress
+    and why work waits. At --timeout or on Ctrl-C the run goes on in the store.
+
+    Exit code: 0 SUCCEEDED, 1 FAILED or CANCELLED, 2 invalid workflow, input or settings,
+    3 still running at --timeout, 4 database or Redis unreachable, 130 interrupted.
     """
-    workflows = load_workflows(files)
-    target = pick_workflow(workflows, workflow)
-    run_input = read_input(input)
-    check_input(target, run_input)
+    log_setup.configure("run", level=log_level, debug=usage.OPTIONS.debug)
     settings = Settings()
+    updates: dict[str, Any] = {}
     if database is not None:
-        settings = settings.model_copy(update={"database_url": database})
-    record = asyncio.run(
-        execute_run(
-            workflows,
-            target,
-            run_input,
-            settings,
-            tenant=tenant,
-            demo_downstream=demo_downstream,
-            timeout_s=timeout,
+        updates["database_url"] = database
+    if tenant_rate is not None:
+        updates["tenant_rate_per_minute"] = tenant_rate
+    settings = settings.model_copy(update=updates)
+    run_input = read_input(input)
+    options = RunOptions(tenant=tenant, timeout_s=timeout)
+
+    async def go() -> tuple[str, RunDetail | Stopped, list[RunSummary]]:
+        async with started_downstream(demo_downstream, demo_port) as url:
+            workflows = load_workflows(files, url)
+            target = pick_workflow(workflows, workflow)
+            check_input(target, run_input)
+            return await execute_run(workflows, target, run_input, settings, options)
+
+    try:
+        run_id, outcome, failed = asyncio.run(go())
+    except (typer.Exit, KeyboardInterrupt):
+        raise
+    except BaseException as error:
+        _refuse(error, settings)
+        raise
+    if isinstance(outcome, Stopped):
+        console.print(f"[yellow]{_goes_on(run_id, settings, outcome)}[/yellow]")
+        raise typer.Exit(
+            ExitCode.INTERRUPTED if outcome.why == "interrupt" else ExitCode.STILL_RUNNING
         )
-    )
-    print_result(record)
-    raise typer.Exit(EXIT_SUCCEEDED if record.status == "SUCCEEDED" else EXIT_FAILED)
+    if output is OutputFormat.JSON:
+        print(run_live_display.as_json(outcome), flush=True)
+    else:
+        print(run_live_display.summary(outcome, failed), flush=True)
+    raise typer.Exit(ExitCode.OK if outcome.status == "SUCCEEDED" else ExitCode.FAILED)
+
+
+def _refuse(error: BaseException, settings: Settings) -> None:
+    """A database or Redis problem of these settings (or a typer.Exit inside a task group)
+    is one line and its exit code; anything else goes on to `usage.report`."""
+    from engine.operations.startup import explain
+
+    for leaf in error.exceptions if isinstance(error, BaseExceptionGroup) else [error]:
+        if isinstance(leaf, typer.Exit):
+            raise leaf from None
+    refused = explain(error, settings)
+    if refused is not None:
+        if usage.OPTIONS.debug:
+            import traceback
+
+            traceback.print_exception(error)
+        raise fail(refused.message, EXIT_FOR_REFUSAL[refused.refusal]) from None

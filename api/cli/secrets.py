@@ -20,7 +20,8 @@ import typer
 from rich.console import Console
 from rich.table import Column, Table
 
-from api.cli.direct import EXIT_FAILED, EXIT_USAGE, PIPED_WIDTH, console, utc_time, with_operations
+from api.cli.direct import PIPED_WIDTH, console, utc_time, with_operations
+from api.cli.exit_codes import ExitCode
 
 secrets_app = typer.Typer(
     help="Secrets workflows reference as {{ secrets.NAME }} (encrypted; values never shown).",
@@ -45,14 +46,14 @@ def _read_value(from_file: Path | None) -> str:
                 text = source.read(READ_LIMIT_CHARS + 1)
         except (OSError, UnicodeDecodeError) as error:
             console.print(f"error: cannot read {from_file}: {error}", markup=False, soft_wrap=True)
-            raise typer.Exit(EXIT_USAGE) from None
+            raise typer.Exit(ExitCode.USAGE) from None
     elif sys.stdin.isatty():
         text = typer.prompt("value", hide_input=True, err=True)
     else:
         text = sys.stdin.read(READ_LIMIT_CHARS + 1)
     if len(text) > READ_LIMIT_CHARS:
         console.print(f"error: the value is longer than {READ_LIMIT_CHARS} characters")
-        raise typer.Exit(EXIT_USAGE)
+        raise typer.Exit(ExitCode.USAGE)
     value = _strip_newline(text)
     if not value:
         where = from_file or "stdin"
@@ -61,7 +62,7 @@ def _read_value(from_file: Path | None) -> str:
             markup=False,
             soft_wrap=True,
         )
-        raise typer.Exit(EXIT_USAGE)
+        raise typer.Exit(ExitCode.USAGE)
     return value
 
 
@@ -135,4 +136,4 @@ def rotate() -> None:
             markup=False,
             soft_wrap=True,
         )
-        raise typer.Exit(EXIT_FAILED)
+        raise typer.Exit(ExitCode.FAILED)

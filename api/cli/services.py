@@ -22,22 +22,21 @@ import contextlib
 import logging
 import os
 import socket
-import sys
+import traceback
 from collections.abc import AsyncIterator, Callable, Coroutine
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
-from rich.console import Console
-from rich.logging import RichHandler
 
+from api.cli import log_setup, usage
 from engine.settings import Settings
 
 if TYPE_CHECKING:
     from api.rest import ApiServer
     from engine.runtime import Runtime
 
-console = Console(stderr=True)
+console = usage.stderr()
 db_app = typer.Typer(help="Database maintenance.", no_args_is_help=True)
 
 EXIT_REFUSED = 1
@@ -49,29 +48,39 @@ replaced by the URL of the one it started."""
 SCHEMA_CHECK_TIMEOUT_S = 10.0
 
 
+Host = Annotated[str, typer.Option(metavar="HOST", help="Address to listen on.")]
+Port = Annotated[int, typer.Option(min=0, max=65535, metavar="PORT", help="Port (0: a free one).")]
+
+
 class CannotStart(Exception):
     """A service refuses to start; the message is the one line shown to the operator."""
 
 
-def _logging(level: str, *, access_log: bool = True) -> None:
-    logging.basicConfig(
-        level=level.upper(),
-        format="%(name)s: %(message)s",
-        handlers=[RichHandler(console=console, show_path=False)],
-    )
-    # Alembic announces each of its plugins at INFO whenever a migration script directory is
-    # read (the schema check of every start): noise to an operator, so only its warnings show.
-    logging.getLogger("alembic").setLevel(max(logging.WARNING, logging.getLogger().level))
-    from api.rest.middleware import ACCESS_LOGGER
+LogLevel = Annotated[
+    log_setup.Level,
+    typer.Option(
+        case_sensitive=False, help="Least level logged (info: only what an operator acts on)."
+    ),
+]
+LogFormatOption = Annotated[
+    log_setup.Format | None,
+    typer.Option(
+        case_sensitive=False,
+        help="text (a line a record) or json (an object a line); default "
+        "SCHEMABRIDGE_LOG_FORMAT, else text.",
+        show_default=False,
+    ),
+]
 
-    # The access log is JSON, one object a line on stderr, whatever the log level: log
-    # shippers parse it, so it bypasses the human-oriented handler.
-    access = logging.getLogger(ACCESS_LOGGER)
-    access.propagate = False
-    access.setLevel(logging.INFO if access_log else logging.CRITICAL + 1)
-    handler = logging.StreamHandler(sys.stderr)
-    handler.setFormatter(logging.Formatter("%(message)s"))
-    access.addHandler(handler)
+
+def _logging(service: str, level: str, fmt: str | None, *, access_log: bool = False) -> None:
+    try:
+        chosen = log_setup.log_format(fmt)
+    except ValueError as error:
+        raise usage.fail(f"{error} (SCHEMABRIDGE_LOG_FORMAT)") from None
+    log_setup.configure(
+        service, level=level, fmt=chosen, access_log=access_log, debug=usage.OPTIONS.debug
+    )
 
 
 def _settings(concurrency: int | None) -> Settings:
@@ -81,14 +90,58 @@ def _settings(concurrency: int | None) -> Settings:
     return settings
 
 
-def _run(start: Callable[[], Coroutine[Any, Any, None]]) -> None:
-    """Run the service `start()` builds; a refusal to start (`CannotStart`, raised building
-    it or running it) is one line and exit code 1, never a traceback."""
+def _run(start: Callable[[], Coroutine[Any, Any, None]], settings: Settings) -> None:
+    """Run the service `start()` builds; a refusal to start (`CannotStart`, or a database or
+    Redis problem a user can fix, raised building it or running it) is one line and exit
+    code 1, never a traceback."""
+    from engine.operations.startup import explain
+
     try:
         asyncio.run(start())
     except CannotStart as refusal:
-        console.print(f"[red]error:[/red] {refusal}", soft_wrap=True)
+        console.print(f"[red]error:[/red] {refusal}")
         raise typer.Exit(EXIT_REFUSED) from None
+    except Exception as error:
+        refused = explain(error, settings)
+        if refused is None:
+            raise
+        if usage.OPTIONS.debug:
+            traceback.print_exception(error)
+        console.print(f"[red]error:[/red] {refused.message}")
+        raise typer.Exit(EXIT_REFUSED) from None
+
+
+async def _open(settings: Settings, *, migrate: bool = True) -> Runtime:
+    """The runtime, or `CannotStart` saying what the user must fix."""
+    from engine.operations.startup import StartupRefused, open_runtime
+
+    try:
+        return await open_runtime(settings, migrate=migrate)
+    except StartupRefused as refused:
+        raise CannotStart(refused.message) from None
+
+
+def _ready(service: str, settings: Settings, url: str | None = None) -> None:
+    """The one `ready` line (stdout, for scripts: a URL is its last word), and in JSON logs
+    the same as a record."""
+    from engine.operations.startup import mask_url
+
+    redis = mask_url(settings.redis_url) if settings.redis_url else "embedded"
+    line = (
+        f"{service} ready: pid {os.getpid()}, database {mask_url(settings.database_url)}, "
+        f"redis {redis}"
+    )
+    print(line + (f"; listening on {url}" if url else ""), flush=True)
+    logging.getLogger("schemabridge.service").info(
+        "ready",
+        extra={
+            "event": "service.ready",
+            "pid": os.getpid(),
+            "database": mask_url(settings.database_url),
+            "redis": redis,
+            "listen": url,
+        },
+    )
 
 
 def _check_secret_keys(settings: Settings) -> None:
@@ -111,19 +164,23 @@ def _listen(host: str, port: int, settings: Settings) -> ApiServer:
         raise CannotStart(f"cannot listen on {host}:{port}: {error.strerror or error}") from None
 
 
-async def _announce(server: ApiServer, what: str) -> None:
+async def _announce(server: ApiServer, service: str, settings: Settings) -> None:
     if await server.wait_ready():
         # stdout, one line: scripts (and tests) started with --port 0 read the URL from it.
-        print(f"{what} listening on {server.url}", flush=True)
+        _ready(service, settings, server.url)
 
 
 async def _check_schema(runtime: Runtime) -> None:
     """Refuse a database whose schema is not this code's head revision."""
     from engine.operations import Operations
+    from engine.operations.startup import explain
 
     try:
         schema = await asyncio.wait_for(Operations(runtime).health.schema(), SCHEMA_CHECK_TIMEOUT_S)
     except Exception as error:  # whatever the driver raises, the operator gets one line
+        refused = explain(error, runtime.settings)
+        if refused is not None:
+            raise CannotStart(refused.message) from None
         reason = (str(error).strip().splitlines() or [type(error).__name__])[0]
         raise CannotStart(f"cannot read the database's schema revision: {reason}") from None
     if not schema.up_to_date:
@@ -136,18 +193,20 @@ async def _check_schema(runtime: Runtime) -> None:
 async def _serve_worker(settings: Settings, name: str, health: ApiServer | None = None) -> None:
     from api.rest import create_health_app
     from engine.lifecycle import ServiceLifecycle
-    from engine.runtime import Runtime, run_service, settle_heap
+    from engine.runtime import run_service, settle_heap
 
     lifecycle = ServiceLifecycle()
     with lifecycle:
-        runtime = await Runtime.open(settings)
+        runtime = await _open(settings)
         settle_heap()
         try:
             async with asyncio.TaskGroup() as group:
                 if health is not None:
                     app = create_health_app(settings, runtime)
                     group.create_task(health.serve(app, lifecycle.stop_event), name="health")
-                    group.create_task(_announce(health, f"{name} health"), name="announce")
+                    group.create_task(_announce(health, name, settings), name="announce")
+                else:
+                    _ready(name, settings)
                 await run_service(runtime, name, lifecycle.stop_event)
         finally:
             await runtime.close()
@@ -164,8 +223,11 @@ def worker(
         int | None,
         typer.Option(min=0, max=65535, help="Serve GET /health on this port (0: a free one)."),
     ] = None,
-    health_host: Annotated[str, typer.Option(help="Address of the health port.")] = "127.0.0.1",
-    log_level: Annotated[str, typer.Option(help="Logging level.")] = "info",
+    health_host: Annotated[
+        str, typer.Option(metavar="HOST", help="Address of the health port.")
+    ] = "127.0.0.1",
+    log_level: LogLevel = log_setup.Level.INFO,
+    log_format: LogFormatOption = None,
 ) -> None:
     """Run a worker process (several, on several machines, to scale out).
 
@@ -173,16 +235,16 @@ def worker(
     Workers share the work through the same SCHEMABRIDGE_DATABASE_URL and
     SCHEMABRIDGE_REDIS_URL. With --health-port it also serves GET /health (the database and
     Redis answer) and prints that URL."""
-    _logging(log_level, access_log=False)
-    settings = _settings(concurrency)
     service = name or f"worker-{socket.gethostname()}-{os.getpid()}"
+    _logging(service, log_level, log_format)
+    settings = _settings(concurrency)
 
     def start() -> Coroutine[Any, Any, None]:
         _check_secret_keys(settings)
         health = None if health_port is None else _listen(health_host, health_port, settings)
         return _serve_worker(settings, service, health)
 
-    _run(start)
+    _run(start, settings)
 
 
 # ── api ─────────────────────────────────────────────────────────────────────────────────────
@@ -191,16 +253,15 @@ def worker(
 async def _serve_api(settings: Settings, server: ApiServer) -> None:
     from api.rest import borrowed_runtime, create_app
     from engine.lifecycle import ServiceLifecycle
-    from engine.runtime import Runtime
 
     lifecycle = ServiceLifecycle()
     with lifecycle:
-        runtime = await Runtime.open(settings, migrate=False)
+        runtime = await _open(settings, migrate=False)
         try:
             await _check_schema(runtime)
             app = create_app(settings, runtime_factory=borrowed_runtime(runtime))
             async with asyncio.TaskGroup() as group:
-                group.create_task(_announce(server, "api"), name="announce")
+                group.create_task(_announce(server, "api", settings), name="announce")
                 await server.serve(app, lifecycle.stop_event)
         finally:
             server.close()
@@ -208,9 +269,10 @@ async def _serve_api(settings: Settings, server: ApiServer) -> None:
 
 
 def api(
-    host: Annotated[str, typer.Option(help="Address to listen on.")] = "127.0.0.1",
-    port: Annotated[int, typer.Option(min=0, max=65535, help="Port (0: a free one).")] = 8000,
-    log_level: Annotated[str, typer.Option(help="Logging level.")] = "info",
+    host: Host = "127.0.0.1",
+    port: Port = 8000,
+    log_level: LogLevel = log_setup.Level.INFO,
+    log_format: LogFormatOption = None,
     access_log: Annotated[bool, typer.Option(help="JSON access log on stderr.")] = True,
 ) -> None:
     """Run the REST API alone (any number of them, beside worker processes).
@@ -218,17 +280,14 @@ def api(
     Never migrates: refuses to start (exit 1) on a database whose schema is not this code's
     head revision; run 'schemabridge db upgrade' first. Prints the URL once it accepts
     requests; stops gracefully on SIGINT/SIGTERM."""
-    _logging(log_level, access_log=access_log)
-    # Reading the schema revision goes through Alembic, which announces its context at INFO;
-    # this process never migrates, so that is noise before the one line that matters.
-    logging.getLogger("alembic").setLevel(logging.WARNING)
+    _logging("api", log_level, log_format, access_log=access_log)
     settings = Settings()
 
     def start() -> Coroutine[Any, Any, None]:
         _check_secret_keys(settings)
         return _serve_api(settings, _listen(host, port, settings))
 
-    _run(start)
+    _run(start, settings)
 
 
 # ── serve ───────────────────────────────────────────────────────────────────────────────────
@@ -295,13 +354,13 @@ async def _serve_all(
 ) -> None:
     from api.rest import borrowed_runtime, create_app
     from engine.lifecycle import ServiceLifecycle
-    from engine.runtime import Runtime, run_service, settle_heap
+    from engine.runtime import run_service, settle_heap
 
     lifecycle = ServiceLifecycle()
     with lifecycle:
         async with contextlib.AsyncExitStack() as stack:
             stack.callback(server.close)
-            runtime = await Runtime.open(settings)
+            runtime = await _open(settings)
             stack.push_async_callback(runtime.close)
             if demo is not None:
                 downstream_url = await stack.enter_async_context(_demo_downstream())
@@ -314,13 +373,13 @@ async def _serve_all(
             )
             async with asyncio.TaskGroup() as group:
                 group.create_task(server.serve(app, lifecycle.stop_event), name="http")
-                group.create_task(_announce(server, "serve"), name="announce")
+                group.create_task(_announce(server, service, settings), name="announce")
                 await run_service(runtime, service, lifecycle.stop_event)
 
 
 def serve(
-    host: Annotated[str, typer.Option(help="Address to listen on.")] = "127.0.0.1",
-    port: Annotated[int, typer.Option(min=0, max=65535, help="Port (0: a free one).")] = 8000,
+    host: Host = "127.0.0.1",
+    port: Port = 8000,
     demo: Annotated[
         bool,
         typer.Option(
@@ -331,23 +390,24 @@ def serve(
         Path, typer.Option(help="Example workflows published by --demo.")
     ] = EXAMPLES_DIR,
     concurrency: Annotated[int | None, typer.Option(help="Steps in flight.")] = None,
-    log_level: Annotated[str, typer.Option(help="Logging level.")] = "info",
+    log_level: LogLevel = log_setup.Level.INFO,
+    log_format: LogFormatOption = None,
     access_log: Annotated[bool, typer.Option(help="JSON access log on stderr.")] = True,
 ) -> None:
     """Run the REST API, a worker and its timers in one process.
 
     The embedded SQLite file and in-process Redis by default; migrates the database. Prints
     the URL once it accepts requests; stops gracefully on SIGINT/SIGTERM."""
-    _logging(log_level, access_log=access_log)
-    settings = _settings(concurrency)
     service = f"serve-{socket.gethostname()}"
+    _logging(service, log_level, log_format, access_log=access_log)
+    settings = _settings(concurrency)
 
     def start() -> Coroutine[Any, Any, None]:
         _check_secret_keys(settings)
         documents = _read_examples(examples) if demo else None
         return _serve_all(settings, _listen(host, port, settings), service, documents)
 
-    _run(start)
+    _run(start, settings)
 
 
 # ── db ──────────────────────────────────────────────────────────────────────────────────────
@@ -359,6 +419,43 @@ def db_upgrade(
 ) -> None:
     """Apply the database migrations (SCHEMABRIDGE_DATABASE_URL) up to REVISION."""
     from engine.operations.schema import upgrade_database
+    from engine.operations.startup import check_database_url, mask_url
 
-    asyncio.run(upgrade_database(Settings().database_url, revision))
-    console.print(f"database upgraded to {revision}")
+    settings = Settings()
+    check_database_url(settings.database_url)
+    asyncio.run(upgrade_database(settings.database_url, revision))
+    console.print(f"database {mask_url(settings.database_url)} upgraded to {revision}")
+
+
+# ── demo downstream ─────────────────────────────────────────────────────────────────────────
+
+
+def demo_downstream(
+    host: Host = "127.0.0.1",
+    port: Annotated[
+        int,
+        typer.Option(
+            min=0,
+            max=65535,
+            metavar="PORT",
+            help="Port (the examples call 127.0.0.1:8765; 0: a free one).",
+        ),
+    ] = 8765,
+    latency_ms: Annotated[
+        float, typer.Option(metavar="MS", help="Answer every request after this long.")
+    ] = 0.0,
+) -> None:
+    """Run the shipped demo downstream on its own (the HTTP service the examples call).
+
+    Prints `demo downstream listening on URL` once it accepts requests; stops on
+    SIGINT/SIGTERM."""
+    from demo.downstream import main as run_downstream
+
+    try:
+        run_downstream(["--host", host, "--port", str(port), "--latency-ms", str(latency_ms)])
+    except OSError as error:
+        raise usage.fail(
+            f"cannot listen on {host}:{port}: {error.strerror or error}; pick another with "
+            "--port (0: a free one)",
+            EXIT_REFUSED,
+        ) from None

@@ -15,7 +15,8 @@ import httpx
 import pydantic
 from httpx_sse import SSEError, aconnect_sse
 
-from api.cli.client_errors import ApiFailure, ExitCode, response_failure, transport_failure
+from api.cli.client_errors import ApiFailure, response_failure, transport_failure
+from api.cli.exit_codes import ExitCode
 
 DEFAULT_API_URL = "http://127.0.0.1:8000"
 """Where `schemabridge serve` and `schemabridge api` listen by default."""

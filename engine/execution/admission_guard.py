@@ -27,6 +27,7 @@ answered is never turned into a failure by admission bookkeeping (the slot's lea
 from __future__ import annotations
 
 import logging
+import time
 from dataclasses import dataclass, field
 
 from redis.exceptions import ResponseError
@@ -63,6 +64,25 @@ def outcome_of(status: int | None, error_kind: str | None) -> CallOutcome:
 
 
 @dataclass
+class AdmissionWaits:
+    """The steps of one worker that are waiting for an admission slot right now, by claim
+    token: the lease renewer records the long waits on the steps (docs/architecture.md, 'Why
+    a step waits'), so a wait that happens in memory is still visible to every front door."""
+
+    _waiting: dict[str, tuple[str, float]] = field(default_factory=dict)
+
+    def start(self, claim_token: str, destination: str, at: float) -> None:
+        self._waiting[claim_token] = (destination, at)
+
+    def stop(self, claim_token: str) -> None:
+        self._waiting.pop(claim_token, None)
+
+    def since(self, before: float) -> dict[str, str]:
+        """Claim token → destination of the steps waiting since `before` or earlier."""
+        return {token: dest for token, (dest, at) in self._waiting.items() if at <= before}
+
+
+@dataclass
 class AdmissionGuard:
     admission: Admission
     tenant_id: str
@@ -72,6 +92,9 @@ class AdmissionGuard:
     item_taken: bool = False
     """The step's tenant item is taken (by an earlier execution, or by an attempt of this
     one): no attempt takes another."""
+    waits: AdmissionWaits | None = None
+    """Where this step's waits for a slot are announced (None: nowhere)."""
+    claim_token: str = ""
     _ticket: Ticket | None = field(default=None, init=False)
     _attempts: int = field(default=0, init=False)
 
@@ -82,6 +105,8 @@ class AdmissionGuard:
         # a half-open probe's permit) must not expire under it, or the cap is exceeded and a
         # slow but successful probe counts as hung.
         lease_s = max(self.admission.config.default_lease_s, timeout_s + LEASE_MARGIN_S)
+        if self.waits is not None:
+            self.waits.start(self.claim_token, destination, time.monotonic())
         try:
             self._ticket = await self.admission.admit(
                 destination,
@@ -99,6 +124,9 @@ class AdmissionGuard:
             raise
         except COORDINATION_ERRORS as exc:
             raise CoordinationDown(f"admission unavailable: {type(exc).__name__}: {exc}") from exc
+        finally:
+            if self.waits is not None:
+                self.waits.stop(self.claim_token)
 
     async def after_attempt(
         self,

@@ -35,7 +35,7 @@ from sqlalchemy.exc import TimeoutError as SATimeoutError
 from admission import Admission, TenantRateLimited
 from engine.execution import fanout, step_secrets
 from engine.execution import step_rules as scheduler
-from engine.execution.admission_guard import AdmissionGuard, CoordinationDown
+from engine.execution.admission_guard import AdmissionGuard, AdmissionWaits, CoordinationDown
 from engine.secret_cipher import SecretCipher
 from engine.store import ClaimLost, Store
 from engine.store.records import (
@@ -46,12 +46,14 @@ from engine.store.records import (
     StepParked,
     StepResult,
     StepSucceeded,
+    Waiting,
 )
 from schemas.clock import Clock
 from schemas.definitions import GatewayVertex, MergeVertex, SpawnerVertex, Vertex, Workflow
 from schemas.errors import FailureKind, StepFailure
 from schemas.expressions import SECRETS_ROOT, secret_references
 from schemas.redaction import Redactor
+from schemas.waiting import WaitReason
 from vertices import contract, gateway, spawner
 from vertices.contract import Parked, StepContext, Succeeded, TimeoutTier
 from vertices.http_client import HttpClient
@@ -118,6 +120,8 @@ class ExecutorDeps:
     `secret_unreadable`)."""
     secret_names: dict[tuple[str, int, str], frozenset[str]] = field(default_factory=dict)
     """The secrets each GATEWAY vertex references (see `SECRET_NAMES_CACHED`)."""
+    admission_waits: AdmissionWaits = field(default_factory=AdmissionWaits)
+    """The steps waiting for an admission slot now (the worker's lease renewer records them)."""
 
 
 async def execute(
@@ -137,10 +141,24 @@ def _redacted(result: StepResult, redactor: Redactor) -> StepResult:
     if isinstance(result, StepSucceeded):
         return dataclasses.replace(result, output=redactor.scrub(result.output))
     if isinstance(result, StepFailed):
-        return dataclasses.replace(result, error=redactor.scrub(result.error))
+        return dataclasses.replace(
+            result,
+            error=redactor.scrub(result.error),
+            waiting=_redacted_waiting(result.waiting, redactor),
+        )
     if isinstance(result, StepParked):
-        return dataclasses.replace(result, reason=redactor.text(result.reason))
+        return dataclasses.replace(
+            result,
+            reason=redactor.text(result.reason),
+            waiting=_redacted_waiting(result.waiting, redactor),
+        )
     return result
+
+
+def _redacted_waiting(waiting: Waiting | None, redactor: Redactor) -> Waiting | None:
+    if waiting is None:
+        return None
+    return dataclasses.replace(waiting, message=redactor.text(waiting.message))
 
 
 def _redacted_line(line: LogLine, redactor: Redactor) -> LogLine:
@@ -170,7 +188,13 @@ async def _execute(
                 "store error in %s/%s: %s", step.run_id, step.vertex_id, log.redactor.text(str(exc))
             )
             reason = f"store unavailable ({type(exc).__name__}); trying again"
-            return StepParked(step, deps.clock.now() + STORE_RETRY_S, reason, log.tenant_item_taken)
+            return StepParked(
+                step,
+                deps.clock.now() + STORE_RETRY_S,
+                reason,
+                log.tenant_item_taken,
+                Waiting(WaitReason.STORE_UNAVAILABLE, reason),
+            )
         _log_crash(f"store error in {step.run_id}/{step.vertex_id}", exc, log.redactor)
         crash = StepFailure(FailureKind.INTERNAL_ERROR, f"store error: {type(exc).__name__}")
         return _failed(step, vertex, crash, deps, log)
@@ -186,7 +210,11 @@ async def _execute(
     if isinstance(outcome, Parked):
         await log("info", f"parked: {outcome.reason}", {"delaySeconds": outcome.delay_s})
         return StepParked(
-            step, deps.clock.now() + outcome.delay_s, outcome.reason, log.tenant_item_taken
+            step,
+            deps.clock.now() + outcome.delay_s,
+            outcome.reason,
+            log.tenant_item_taken,
+            Waiting(outcome.code, outcome.reason),
         )
     if isinstance(outcome, contract.AwaitingChildren):
         return StepAwaitingChildren(step, outcome.total)
@@ -265,17 +293,21 @@ async def _gateway(
         deps.admission_wait_s,
         redispatch=step.auto_retries > 0,
         item_taken=step.tenant_item_taken,
+        waits=deps.admission_waits,
+        claim_token=step.claim_token,
     )
     try:
         return await gateway.execute(vertex.config, ctx, deps.http, deps.timeouts, guard=guard)
     except TenantRateLimited as limited:
         # At the tenant's rate limit the step waits (a durable timer), it does not fail.
-        decision = limited.decision
-        reason = f"tenant {ctx.tenant_id} at its rate limit ({decision.used}/{decision.limit})"
-        return Parked(decision.delay_s, reason)
+        return Parked(
+            limited.decision.delay_s,
+            rate_limit_message(ctx.tenant_id, limited.decision.used, limited.decision.limit),
+            WaitReason.TENANT_RATE_LIMIT,
+        )
     except CoordinationDown as down:
         # Nothing was sent: Redis is unreachable, so admission cannot be decided. Work waits.
-        return Parked(COORDINATION_RETRY_S, str(down))
+        return Parked(COORDINATION_RETRY_S, str(down), WaitReason.COORDINATION_UNAVAILABLE)
     finally:
         log.tenant_item_taken = guard.item_taken
 
@@ -309,6 +341,7 @@ def _failed(
         )
     else:
         delay = round(retry_at - deps.clock.now(), 3)
+        waiting = Waiting(failure.wait_reason, redispatch_message(failure, step, vertex))
         log.lines.append(
             LogLine(
                 step.run_id,
@@ -319,4 +352,21 @@ def _failed(
                 deps.clock.now(),
             )
         )
+        return StepFailed(step, error, retry_at, log.tenant_item_taken, waiting)
     return StepFailed(step, error, retry_at, log.tenant_item_taken)
+
+
+def rate_limit_message(tenant_id: str, used: int, limit: int) -> str:
+    """What a step at its tenant's rate limit says, with the ways to raise the limit."""
+    return (
+        f"tenant {tenant_id} is at its rate limit ({used}/{limit} GATEWAY steps a minute); "
+        f"raise it with `schemabridge tenants set-rate {tenant_id} N` or, for every tenant, "
+        "SCHEMABRIDGE_TENANT_RATE_PER_MINUTE"
+    )
+
+
+def redispatch_message(failure: StepFailure, step: ClaimedStep, vertex: Vertex | None) -> str:
+    """`redispatch n/max after <why>`: the redispatch this is, of how many the vertex allows
+    (front doors add the countdown to `until`)."""
+    allowed = vertex.max_auto_retries if vertex is not None else 0
+    return f"redispatch {step.auto_retries + 1}/{allowed} after {failure.message}"

@@ -28,6 +28,7 @@ import asyncio
 import contextlib
 import heapq
 import logging
+import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any, Protocol
@@ -52,6 +53,8 @@ ANALYZE_EVERY_S = 60.0
 FLUSH_RETRY_LIMIT = 5
 CLAIM_GATHER_S = 0.05
 """Longest wait for half a batch of free slots before claiming fewer (deep queue only)."""
+ADMISSION_WAIT_SHOWN_S = 1.0
+"""An admission wait this long is recorded on its step (shorter ones are ordinary)."""
 
 
 class Wakeups(Protocol):
@@ -106,6 +109,11 @@ class Worker:
         """Set when a step becomes due sooner than the idle claim loop planned to sleep."""
         self._min_claim = max(1, min(config.claim_batch, config.concurrency) // 2)
         self._closing = asyncio.Event()
+        self._shown_waits: set[str] = set()
+        self._hurry = asyncio.Event()
+        self._abandoned: list[str] = []
+        """Claim tokens of steps cancelled mid-execution (given back when the worker stops)."""
+        """Claim tokens whose admission wait is recorded on their step."""
         self.stats = WorkerStats()
 
     @property
@@ -206,6 +214,9 @@ class Worker:
         try:
             workflow = await self._workflow(step)
             result = await executor.execute(step, workflow, self._deps)
+        except asyncio.CancelledError:
+            self._abandoned.append(step.claim_token)  # given back by `_drain`
+            raise
         except Exception:
             # The store was unreachable while loading the definition: leave the claim; its
             # lease expires and the step runs again.
@@ -267,6 +278,7 @@ class Worker:
         self.stats.finished_runs.extend(report.finished_runs)
         if report.dropped:
             logger.warning("dropped %d late results (claims expired)", len(report.dropped))
+        _log_failed_runs(results, report)
         if report.newly_ready:
             await self._wakeups.notify()
 
@@ -287,6 +299,17 @@ class Worker:
     async def _renew(self) -> None:
         if self._in_flight:
             await self._store.renew(list(self._in_flight), self._config.lease_s)
+        await self._show_admission_waits()
+
+    async def _show_admission_waits(self) -> None:
+        """Record on the steps that have waited for an admission slot for a while that they
+        do, and clear it from those that no longer wait (their result clears it too)."""
+        waits = self._deps.admission_waits.since(time.monotonic() - ADMISSION_WAIT_SHOWN_S)
+        over = [t for t in self._shown_waits if t not in waits and t in self._in_flight]
+        new = {t: d for t, d in waits.items() if t not in self._shown_waits}
+        if new or over:
+            await self._store.mark_admission_waits(new, over)
+        self._shown_waits = set(waits)
 
     async def _analyze(self) -> None:
         await self._store.analyze()
@@ -298,19 +321,77 @@ class Worker:
             logger.warning("requeued %d steps whose lease expired", len(requeued))
             await self._wakeups.notify()
 
+    def hurry(self) -> None:
+        """Stop waiting for in-flight steps: once stopping, cancel them at once and give
+        their claims back (`schemabridge run` interrupted: the user wants the prompt back)."""
+        self._hurry.set()
+
     async def _drain(self) -> None:
         if not self._running:
             return
         pending = set(self._running)
-        _, still_running = await asyncio.wait(pending, timeout=self._config.shutdown_grace_s)
+        if not self._hurry.is_set():
+            hurry = asyncio.ensure_future(self._hurry.wait())
+            all_done = asyncio.ensure_future(asyncio.wait(pending))
+            try:
+                await asyncio.wait(
+                    {hurry, all_done},
+                    timeout=self._config.shutdown_grace_s,
+                    return_when=asyncio.FIRST_COMPLETED,
+                )
+            finally:
+                hurry.cancel()
+                all_done.cancel()  # stops the waiting only; the steps go on until cancelled
+        still_running = {task for task in pending if not task.done()}
         for task in still_running:
             task.cancel()
         if still_running:
-            logger.warning(
-                "%d steps did not finish within the grace period; their leases will expire",
-                len(still_running),
-            )
             await asyncio.wait(still_running)
+            await self._give_back()
+
+    async def _give_back(self) -> None:
+        """The claims of the steps cancelled while stopping go back to READY at once, so
+        another worker (or the next start) runs them without waiting for their leases."""
+        tokens, self._abandoned = self._abandoned, []
+        for token in tokens:
+            self._in_flight.pop(token, None)
+        try:
+            given = await self._store.give_back(tokens)
+        except Exception as error:
+            logger.warning(
+                "could not give back %d claims (%s); their leases expire instead",
+                len(tokens),
+                error,
+            )
+            return
+        logger.info(
+            "stopping: %d in-flight steps cancelled and given back for another worker", given
+        )
+
+
+def _log_failed_runs(results: list[StepResult], report: CompletionReport) -> None:
+    """One line per run this flush failed: what an operator acts on."""
+    failed = {run_id for run_id, status in report.finished_runs if status == "FAILED"}
+    for result in results:
+        if isinstance(result, StepFailed) and result.retry_at is None:
+            step = result.step
+            if step.run_id not in failed:
+                continue
+            failed.discard(step.run_id)
+            kind = str(result.error.get("kind", "unknown"))
+            logger.warning(
+                "run %s failed at %s: %s: %s",
+                step.run_id,
+                step.vertex_id,
+                kind,
+                str(result.error.get("message", ""))[:200],
+                extra={
+                    "event": "run.failed",
+                    "run_id": step.run_id,
+                    "vertex": step.vertex_id,
+                    "kind": kind,
+                },
+            )
 
 
 def _due_at(result: StepResult) -> float | None:

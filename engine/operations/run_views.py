@@ -25,10 +25,12 @@ from engine.operations.views import (
     SpawnerCounts,
     StepProgress,
     StepView,
+    WaitingChildren,
+    WaitingView,
 )
 from engine.store.listing import LogRecord
-from engine.store.models import TERMINAL_RUN_STATUSES
-from engine.store.records import RunRecord, StepRecord
+from engine.store.models import TERMINAL_RUN_STATUSES, StepStatus
+from engine.store.records import RunRecord, StepRecord, WaitingGroup
 from schemas.definitions import Workflow
 
 _TERMINAL = frozenset(s.value for s in TERMINAL_RUN_STATUSES)
@@ -130,6 +132,33 @@ def _counts(step: StepRecord) -> SpawnerCounts | None:
     )
 
 
+_WAITING_STATUSES = frozenset({StepStatus.READY.value, StepStatus.RUNNING.value})
+
+
+def waiting_view(step: StepRecord) -> WaitingView | None:
+    """Why the step waits: only a READY step (parked, redispatched; due at `not_before`) or a
+    RUNNING one (waiting in-process) waits; any other status has ended or holds."""
+    if step.wait_reason is None or step.status not in _WAITING_STATUSES:
+        return None
+    until = step.not_before if step.status == StepStatus.READY.value else None
+    return WaitingView(reason=step.wait_reason, message=step.wait_message or "", until=until)
+
+
+def fanout_view(counts: Mapping[str, int], waiting: Iterable[WaitingGroup]) -> FanoutProgress:
+    return FanoutProgress(
+        **counts,
+        waiting=[
+            WaitingChildren(
+                reason=group.reason,
+                children=group.children,
+                message=group.message,
+                until=group.until,
+            )
+            for group in waiting
+        ],
+    )
+
+
 def step_view(step: StepRecord, workflow: Workflow, history: list[AttemptView]) -> StepView:
     vertex = workflow.vertices.get(step.vertex_id)
     return StepView(
@@ -145,6 +174,7 @@ def step_view(step: StepRecord, workflow: Workflow, history: list[AttemptView]) 
         started_at=step.started_at,
         ended_at=step.ended_at,
         children=_counts(step),
+        waiting=waiting_view(step),
         history=history,
     )
 
@@ -156,7 +186,7 @@ def detail(
     steps: Iterable[StepRecord],
     lines: Iterable[LogRecord],
     restarts: list[str],
-    fanout: Mapping[str, int],
+    fanout: FanoutProgress,
 ) -> RunDetail:
     """The whole view of one run."""
     by_vertex = histories(lines)
@@ -170,13 +200,11 @@ def detail(
         pinned_versions=run.pinned_versions,
         restarts=restarts,
         steps=[step_view(s, workflow, by_vertex.get(s.vertex_id, [])) for s in steps],
-        fanout=FanoutProgress(**fanout),
+        fanout=fanout,
     )
 
 
-def progress(
-    run: RunRecord, *, steps: Iterable[StepRecord], fanout: Mapping[str, int]
-) -> RunProgress:
+def progress(run: RunRecord, *, steps: Iterable[StepRecord], fanout: FanoutProgress) -> RunProgress:
     """What a progress stream shows of one run."""
     return RunProgress(
         id=run.id,
@@ -185,9 +213,12 @@ def progress(
         ended_at=run.ended_at,
         error=error_view(run.error),
         steps=[
-            StepProgress(vertex_id=s.vertex_id, status=s.status, children=_counts(s)) for s in steps
+            StepProgress(
+                vertex_id=s.vertex_id, status=s.status, children=_counts(s), waiting=waiting_view(s)
+            )
+            for s in steps
         ],
-        fanout=FanoutProgress(**fanout),
+        fanout=fanout,
     )
 
 

@@ -16,6 +16,7 @@ from engine.operations import run_views, submission
 from engine.operations.boundary import store_boundary
 from engine.operations.pagination import check_limit, decode_cursor, encode_cursor, scope_digest
 from engine.operations.views import (
+    FanoutProgress,
     LogEntry,
     Page,
     RunDetail,
@@ -204,8 +205,14 @@ class RunOperations:
             steps=await store.get_steps(run.id),
             lines=await store.step_log_lines(run.id, limit=HISTORY_LINES),
             restarts=await store.restarts_of(run.id),
-            fanout=await store.fanout_progress(run.id),
+            fanout=await self._fanout(run.id),
         )
+
+    async def _fanout(self, run_id: str) -> FanoutProgress:
+        store = self._store
+        counts = await store.fanout_progress(run_id)
+        waiting = await store.waiting_children(run_id) if counts["total"] else []
+        return run_views.fanout_view(counts, waiting)
 
     @store_boundary
     async def get(self, run_id: str, *, tenant: str | None = None) -> RunDetail:
@@ -221,7 +228,7 @@ class RunOperations:
         run = await self._run(run_id, tenant)
         store = self._store
         return run_views.progress(
-            run, steps=await store.get_steps(run.id), fanout=await store.fanout_progress(run.id)
+            run, steps=await store.get_steps(run.id), fanout=await self._fanout(run.id)
         )
 
     @store_boundary

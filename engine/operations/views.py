@@ -34,6 +34,8 @@ __all__ = [
     "VersionDetail",
     "VersionSummary",
     "View",
+    "WaitingChildren",
+    "WaitingView",
     "WorkflowSummary",
 ]
 
@@ -201,6 +203,32 @@ class SpawnerCounts(View):
     cancelled: int
 
 
+class WaitingView(View):
+    """Why a step waits (set while it waits, cleared when it runs or ends; docs/architecture.md,
+    'Why a step waits')."""
+
+    reason: str
+    """A `schemas.waiting.WaitReason` value: `tenant_rate_limit`, `backpressure`,
+    `payload_store`, `breaker_open`, `redispatch`, `admission_wait`, `store_unavailable`,
+    `coordination_unavailable`."""
+    message: str
+    """What to tell a person: the limit and how to raise it, the redispatch `n/max`, …"""
+    until: float | None = None
+    """When the step is due again (epoch seconds); None while it waits inside its execution
+    (`admission_wait`)."""
+
+
+class WaitingChildren(View):
+    """A run's children that wait for one reason."""
+
+    reason: str
+    children: int
+    message: str
+    """One of their messages."""
+    until: float | None = None
+    """The earliest time one of them is due again."""
+
+
 class StepView(View):
     vertex_id: str
     type: str | None
@@ -216,6 +244,8 @@ class StepView(View):
     started_at: float | None = None
     ended_at: float | None = None
     children: SpawnerCounts | None = None
+    waiting: WaitingView | None = None
+    """Why the step waits, while it does."""
     history: list[AttemptView] = []
 
 
@@ -228,6 +258,8 @@ class FanoutProgress(View):
     succeeded: int
     failed: int
     cancelled: int
+    waiting: list[WaitingChildren] = []
+    """Children with a waiting step, by reason, most first."""
 
 
 class RunDetail(RunSummary):
@@ -253,6 +285,8 @@ class StepProgress(View):
     vertex_id: str
     status: str
     children: SpawnerCounts | None = None
+    waiting: WaitingView | None = None
+    """Why the step waits, while it does."""
 
 
 class RunProgress(View):

@@ -35,6 +35,7 @@ from engine.store.records import (
     RunRecord,
     StepRecord,
     VersionRecord,
+    WaitingGroup,
 )
 from schemas.definitions import Workflow
 
@@ -348,6 +349,11 @@ class RunCatalogue(StoreCore):
             "failed": failed,
             "cancelled": cancelled,
         }
+
+    async def waiting_children(self, run_id: str) -> list[WaitingGroup]:
+        """Children of `run_id` whose steps wait, grouped by reason (`schemas.waiting`)."""
+        async with self._engines.read.connect() as conn:
+            return await fanout.waiting_children(conn, run_id)
 
     # ── pages (see `engine.store.listing`) ──────────────────────────────────────────────────
 

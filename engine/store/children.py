@@ -23,7 +23,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from sqlalchemy import Text, cast, func, insert, select, text, update
+from sqlalchemy import Text, case, cast, func, insert, select, text, update
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from engine.store.dialect import Dialect, dialect_of
@@ -35,7 +35,7 @@ from engine.store.models import (
     StepStatus,
     TenantQuota,
 )
-from engine.store.records import ChildRow, ClaimedStep, VersionRecord
+from engine.store.records import ChildRow, ClaimedStep, VersionRecord, WaitingGroup
 from schemas.definitions import MergeConfig, MergeVertex, Workflow
 from vertices import merge
 
@@ -247,6 +247,32 @@ async def running_children(conn: AsyncConnection, run_id: str) -> int:
         .where(runs.c.parent_run_id == run_id, steps.c.status == StepStatus.RUNNING.value)
     )
     return int((await conn.execute(statement)).scalar_one())
+
+
+async def waiting_children(conn: AsyncConnection, run_id: str) -> list[WaitingGroup]:
+    """Children of `run_id` with a waiting step, grouped by why they wait, most first."""
+    ready = steps.c.status == StepStatus.READY.value
+    children = func.count(func.distinct(steps.c.run_id))
+    statement = (
+        select(
+            steps.c.wait_reason,
+            children.label("children"),
+            func.max(steps.c.wait_message).label("message"),
+            func.min(case((ready, steps.c.not_before), else_=None)).label("until"),
+        )
+        .select_from(steps.join(runs, runs.c.id == steps.c.run_id))
+        .where(
+            runs.c.parent_run_id == run_id,
+            steps.c.status.in_([StepStatus.READY.value, StepStatus.RUNNING.value]),
+            steps.c.wait_reason.is_not(None),
+        )
+        .group_by(steps.c.wait_reason)
+        .order_by(children.desc(), steps.c.wait_reason)
+    )
+    return [
+        WaitingGroup(row.wait_reason, int(row.children), row.message or "", row.until)
+        for row in (await conn.execute(statement)).all()
+    ]
 
 
 async def children_outputs(

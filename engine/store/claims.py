@@ -68,6 +68,9 @@ def _claim_statement(
             lease_expires_at=now + lease_s,
             attempts=steps.c.attempts + 1,
             started_at=func.coalesce(steps.c.started_at, now),
+            # It runs: whatever it waited for is over (docs/architecture.md, 'Why a step waits').
+            wait_reason=None,
+            wait_message=None,
         )
         .returning(
             steps.c.id,

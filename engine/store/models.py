@@ -231,6 +231,11 @@ class Step(SQLModel, table=True):
     children_succeeded: int = Field(default=0, sa_column=_counter_column())
     children_failed: int = Field(default=0, sa_column=_counter_column())
     children_cancelled: int = Field(default=0, sa_column=_counter_column())
+    # Why the step waits (a `schemas.waiting.WaitReason` value and its message): written with
+    # a park's or a redispatch's result, cleared by the claim that runs it again, so reading
+    # it costs no statement of its own (docs/architecture.md, 'Why a step waits').
+    wait_reason: str | None = Field(default=None, sa_column=Column(String(32)))
+    wait_message: str | None = Field(default=None, sa_column=Column(Text))
 
 
 class RunLog(SQLModel, table=True):

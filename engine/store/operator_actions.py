@@ -352,6 +352,8 @@ async def cancel_open_steps(conn: AsyncConnection, tree: CTE, now: float) -> int
             ended_at=now,
             claim_token=None,
             lease_expires_at=None,
+            wait_reason=None,
+            wait_message=None,
         )
         .returning(steps.c.id)  # SQLite's rowcount of an UPDATE with a CTE is -1
     )

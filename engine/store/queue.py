@@ -30,10 +30,10 @@ from __future__ import annotations
 
 import time
 import uuid
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
-from sqlalchemy import case, func, select, update
+from sqlalchemy import Select, case, func, select, update
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from engine.store import children as fanout
@@ -56,7 +56,9 @@ from engine.store.records import (
     StepResult,
     StepSucceeded,
 )
+from schemas.waiting import WaitReason
 
+GIVEN_BACK = "claim given back: its worker stopped; step requeued"
 MAX_NESTING = 16
 """Fan-outs nest (a child can spawn); joins cascade upwards at most this deep per commit."""
 
@@ -118,34 +120,71 @@ class WorkQueue(StoreCore):
         token_list = list(tokens)
         if not token_list:
             return 0
-        # SKIP LOCKED: a row locked right now is being written by a flush or a spawner batch
-        # (its owner), and waiting for it while holding other rows could deadlock with them.
-        live = (
-            select(steps.c.id)
-            .where(
-                steps.c.claim_token.in_(token_list),
-                steps.c.status == StepStatus.RUNNING.value,
-            )
-            .order_by(steps.c.id)
-            .with_for_update(skip_locked=True)
-        )
         statement = (
             update(steps)
-            .where(steps.c.id.in_(live.scalar_subquery()))
+            .where(steps.c.id.in_(_live(token_list).scalar_subquery()))
             .values(lease_expires_at=self._clock.now() + lease_s)
         )
         async with self._engines.write.begin() as conn:
             return (await conn.execute(statement)).rowcount
+
+    async def mark_admission_waits(self, waiting: Mapping[str, str], over: Iterable[str]) -> None:
+        """Record on the live claims in `waiting` (claim token → destination) that they wait
+        for an admission slot, and clear that from the claims in `over` (docs/architecture.md,
+        'Why a step waits'). Rows locked right now are skipped, as by `renew`."""
+        by_destination: dict[str, list[str]] = {}
+        for token, destination in waiting.items():
+            by_destination.setdefault(destination, []).append(token)
+        cleared = list(over)
+        if not by_destination and not cleared:
+            return
+        async with self._engines.write.begin() as conn:
+            for destination, tokens in sorted(by_destination.items()):
+                message = f"waiting for an admission slot of {destination} (its limit is reached)"
+                await conn.execute(
+                    update(steps)
+                    .where(steps.c.id.in_(_live(tokens).scalar_subquery()))
+                    .values(wait_reason=WaitReason.ADMISSION_WAIT.value, wait_message=message)
+                )
+            if cleared:
+                await conn.execute(
+                    update(steps)
+                    .where(
+                        steps.c.id.in_(_live(cleared).scalar_subquery()),
+                        steps.c.wait_reason == WaitReason.ADMISSION_WAIT.value,
+                    )
+                    .values(wait_reason=None, wait_message=None)
+                )
+
+    async def give_back(self, tokens: Iterable[str]) -> int:
+        """Return the steps claimed with `tokens` (this worker's, abandoned mid-execution as it
+        stops) to READY at once instead of leaving their leases to expire (a stopped run's
+        step is held back as PENDING). Their attempts stay counted: a call may have been
+        sent. Returns how many were given back."""
+        token_list = list(tokens)
+        if not token_list:
+            return 0
+        live = steps.c.claim_token.in_(token_list) & (steps.c.status == StepStatus.RUNNING.value)
+        return len(await self._requeue(live, GIVEN_BACK))
 
     async def requeue_expired(self) -> list[tuple[int, str, str]]:
         """Return RUNNING steps whose lease expired (their worker died) to READY.
 
         Returns (step id, run id, vertex id) of each requeued step.
         """
+        expired = (steps.c.status == StepStatus.RUNNING.value) & (
+            steps.c.lease_expires_at < self._clock.now()
+        )
+        return await self._requeue(expired, "lease expired; step requeued")
+
+    async def _requeue(self, where: Any, message: str) -> list[tuple[int, str, str]]:
+        """The claimed steps `where` selects go back to READY now (PENDING while their run is
+        stopped), their claims and wait reasons cleared, each with `message` in its run's
+        log. Returns (step id, run id, vertex id) of each."""
         now = self._clock.now()
         statement = (
             update(steps)
-            .where(steps.c.status == StepStatus.RUNNING.value, steps.c.lease_expires_at < now)
+            .where(where)
             .values(
                 # READY only while the run is RUNNING; a stopped run's step is held back.
                 status=case(
@@ -155,6 +194,8 @@ class WorkQueue(StoreCore):
                 claim_token=None,
                 lease_expires_at=None,
                 not_before=now,
+                wait_reason=None,
+                wait_message=None,
             )
             .returning(steps.c.id, steps.c.run_id, steps.c.vertex_id)
         )
@@ -162,10 +203,7 @@ class WorkQueue(StoreCore):
             rows = [(r.id, r.run_id, r.vertex_id) for r in (await conn.execute(statement)).all()]
             await results_.insert_logs(
                 conn,
-                [
-                    LogLine(run_id, "warning", "lease expired; step requeued", vertex_id)
-                    for _, run_id, vertex_id in rows
-                ],
+                [LogLine(run_id, "warning", message, vertex_id) for _, run_id, vertex_id in rows],
                 now,
             )
         return rows
@@ -252,3 +290,15 @@ class WorkQueue(StoreCore):
             tx.logs.append(LogLine(run_id, "info", message, vertex_id))
             done = results_.DoneStep(run_id, vertex_id, workflow, counts.as_dict())
             await results_.steps_done(tx, [done])
+
+
+def _live(tokens: list[str]) -> Select[Any]:
+    """The ids of the RUNNING steps claimed with `tokens`, locked, skipping rows locked right
+    now: such a row is being written by its owner (a flush, a spawner batch), and waiting for
+    it while holding other rows could deadlock with them."""
+    return (
+        select(steps.c.id)
+        .where(steps.c.claim_token.in_(tokens), steps.c.status == StepStatus.RUNNING.value)
+        .order_by(steps.c.id)
+        .with_for_update(skip_locked=True)
+    )

@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from schemas.definitions import Workflow
+from schemas.waiting import WaitReason
 
 
 @dataclass(frozen=True)
@@ -69,6 +70,29 @@ class StepRecord:
     children_succeeded: int = 0
     children_failed: int = 0
     children_cancelled: int = 0
+    wait_reason: str | None = None
+    """Why the step waits (a `WaitReason` value) while READY or RUNNING; None otherwise."""
+    wait_message: str | None = None
+
+
+@dataclass(frozen=True)
+class Waiting:
+    """Why a parked or redispatched step waits, recorded with its result (`schemas.waiting`)."""
+
+    reason: WaitReason
+    message: str
+
+
+@dataclass(frozen=True)
+class WaitingGroup:
+    """Children of a run whose steps wait for one reason (`schemas.waiting.WaitReason`)."""
+
+    reason: str
+    children: int
+    message: str
+    """One of their messages (the greatest: for redispatches, the furthest along)."""
+    until: float | None
+    """The earliest time one of them is due again (None: running, waiting in-process)."""
 
 
 @dataclass(frozen=True)
@@ -138,6 +162,8 @@ class StepFailed:
     retry_at: float | None = None
     tenant_item_taken: bool = False
     """This execution took the step's tenant item (kept for the redispatch)."""
+    waiting: Waiting | None = None
+    """Why a redispatched step waits (None for a terminal failure)."""
 
 
 @dataclass(frozen=True)
@@ -149,6 +175,8 @@ class StepParked:
     reason: str
     tenant_item_taken: bool = False
     """This execution took the step's tenant item (kept for the next one)."""
+    waiting: Waiting | None = None
+    """Why it waits, as front doors show it (None: recorded without a reason)."""
 
 
 @dataclass(frozen=True)

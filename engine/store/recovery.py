@@ -209,7 +209,8 @@ async def release_held(conn: AsyncConnection, run_ids: Sequence[str], now: float
             steps.c.status == StepStatus.PENDING.value,
             steps.c.deps_pending == 0,
         )
-        .values(status=StepStatus.READY.value, not_before=now)
+        # What such a step waited for (a redispatch written after its run stopped) is stale.
+        .values(status=StepStatus.READY.value, not_before=now, wait_reason=None, wait_message=None)
     )
 
 

@@ -35,6 +35,7 @@ from engine.store.records import (
     StepSucceeded,
 )
 from schemas.definitions import Workflow
+from schemas.waiting import WAIT_MESSAGE_MAX_CHARS
 
 runs = Run.__table__  # type: ignore[attr-defined]
 steps = Step.__table__  # type: ignore[attr-defined]
@@ -102,6 +103,9 @@ RELEASE = (
             bindparam("b_children_total", type_=steps.c.children_total.type),
             steps.c.children_total,
         ),
+        # Why a parked or redispatched step waits; every other result clears it.
+        wait_reason=bindparam("b_wait_reason", type_=steps.c.wait_reason.type),
+        wait_message=bindparam("b_wait_message", type_=steps.c.wait_message.type),
         claim_token=None,
         lease_expires_at=None,
     )
@@ -165,7 +169,13 @@ def _release_row(result: StepResult, now: float) -> dict[str, Any]:
         "b_retry": 0,
         "b_children_total": None,
         "b_item_taken": isinstance(result, StepFailed | StepParked) and result.tenant_item_taken,
+        "b_wait_reason": None,
+        "b_wait_message": None,
     }
+    waiting = result.waiting if isinstance(result, StepFailed | StepParked) else None
+    if waiting is not None:
+        row["b_wait_reason"] = waiting.reason.value
+        row["b_wait_message"] = waiting.message[:WAIT_MESSAGE_MAX_CHARS]
     if isinstance(result, StepSucceeded):
         row |= {
             "b_status": StepStatus.SUCCEEDED.value,
@@ -294,7 +304,7 @@ async def hold_ready_steps(conn: AsyncConnection, run_id: str) -> None:
     await conn.execute(
         update(steps)
         .where(steps.c.run_id == run_id, steps.c.status == StepStatus.READY.value)
-        .values(status=StepStatus.PENDING.value)
+        .values(status=StepStatus.PENDING.value, wait_reason=None, wait_message=None)
     )
 
 

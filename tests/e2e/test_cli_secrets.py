@@ -88,10 +88,10 @@ def test_refusals_are_one_line(
 def test_without_a_key_set_and_rotate_say_how_to_make_one(env: dict[str, str]) -> None:
     for args in (["set", "CRM_TOKEN", "--tenant", "acme"], ["rotate"]):
         done = sb(env, *args, stdin=VALUE, keys="")
-        assert done.returncode == 1, done.stderr
+        assert done.returncode == 2, done.stderr
         assert MAKE_KEY in done.stderr and "Traceback" not in done.stderr
     invalid = sb(env, "set", "CRM_TOKEN", "--tenant", "acme", stdin=VALUE, keys="nope")
-    assert invalid.returncode == 1 and "1st key" in invalid.stderr
+    assert invalid.returncode == 2 and "1st key" in invalid.stderr
 
 
 def test_rotate_to_a_new_key(env: dict[str, str]) -> None:

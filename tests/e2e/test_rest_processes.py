@@ -68,7 +68,7 @@ def test_api_refuses_a_database_a_newer_release_migrated(tmp_path: Path) -> None
 def test_api_refuses_an_unreachable_database(tmp_path: Path) -> None:
     backend = Backend("down", "postgresql+asyncpg://postgres@127.0.0.1:1/none", None)
     result = sb("api", "--port", "0", env=process_env(backend, tmp_path))
-    _assert_one_line_refusal(result, "cannot read the database's schema revision")
+    _assert_one_line_refusal(result, "cannot use the database", "127.0.0.1:1")
 
 
 def test_api_refuses_an_address_in_use(tmp_path: Path) -> None:

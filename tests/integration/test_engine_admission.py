@@ -16,9 +16,10 @@ from demo.downstream_state import DownstreamConfig
 from engine.execution import executor
 from engine.operations import Operations
 from engine.runtime import Runtime
-from engine.store.records import ClaimedStep, StepFailed, StepParked, StepSucceeded
+from engine.store.records import ClaimedStep, StepFailed, StepParked, StepSucceeded, Waiting
 from schemas.clock import FakeClock
 from schemas.definitions import Workflow
+from schemas.waiting import WaitReason
 from tests.conftest import Backend
 from tests.integration.engine_harness import running_worker, settings_for, start, wait_for_run
 from tests.integration.scripts.helpers import UNREACHABLE_REDIS_URL
@@ -108,10 +109,13 @@ async def test_breakers_stop_traffic_to_a_dead_destination(
         async with running_worker(runtime):
             # Redispatches wait for the breaker's reset (30 s of the fake clock): move time on
             # whenever only timers are left, a bounded number of times.
+            reasons: set[str | None] = set()
             for _ in range(40):
                 runs = [await runtime.store.get_run(run_id) for run_id in run_ids]
                 if all(r is not None and r.status == "FAILED" for r in runs):
                     break
+                for run_id in run_ids:
+                    reasons |= {s.wait_reason for s in await runtime.store.get_steps(run_id)}
                 if await _quiet(runtime, run_ids, clock):
                     clock.advance(31)
                 await asyncio.sleep(0.1)
@@ -125,6 +129,8 @@ async def test_breakers_stop_traffic_to_a_dead_destination(
     # each half-open probe that fails reopens it.
     assert downstream.stats.total < 30
     assert "circuit open" in " ".join(str(r.error) for r in runs)
+    # A step the open breaker refused waits for the breaker, not for an ordinary redispatch.
+    assert "breaker_open" in reasons
 
 
 async def test_destination_cap_bounds_concurrency(backend: Backend) -> None:
@@ -176,6 +182,7 @@ async def test_tenant_at_its_rate_limit_is_delayed_not_failed(
     assert len(parked) == 1
     assert parked[0].not_before == clock.now() + 5.0
     assert "rate limit" in parked[0].reason
+    assert parked[0].waiting == Waiting(WaitReason.TENANT_RATE_LIMIT, parked[0].reason)
     assert downstream.stats.total == 2
 
 
@@ -219,6 +226,7 @@ async def test_a_step_waits_while_admission_cannot_reach_redis(
         await runtime.close()
     assert isinstance(result, StepParked)
     assert "admission unavailable" in result.reason
+    assert result.waiting == Waiting(WaitReason.COORDINATION_UNAVAILABLE, result.reason)
     assert downstream.stats.total == 0
 
 
@@ -362,5 +370,6 @@ async def test_a_park_for_a_store_error_keeps_the_tenant_item_taken(
     finally:
         await runtime.close()
     assert isinstance(parked, StepParked) and "store unavailable" in parked.reason
+    assert parked.waiting == Waiting(WaitReason.STORE_UNAVAILABLE, parked.reason)
     assert parked.tenant_item_taken and again.tenant_item_taken
     assert used == 1

@@ -11,8 +11,9 @@ import pytest
 
 from demo.downstream import RunningDownstream
 from engine.execution import executor
+from engine.operations import run_views
 from engine.runtime import Runtime
-from engine.store.records import StepAwaitingChildren, StepParked, StepSucceeded
+from engine.store.records import StepAwaitingChildren, StepParked, StepRecord, StepSucceeded
 from schemas.clock import FakeClock
 from schemas.definitions import Workflow
 from tests.conftest import Backend
@@ -208,6 +209,13 @@ async def test_racing_spawner_deliveries_create_each_child_once(
     assert [c.item_index for c in page] == list(range(1200))
 
 
+def _waiting_of(steps: list[StepRecord], vertex_id: str) -> tuple[str, str, float] | None:
+    """(reason, message, until) of the step's wait as front doors show it, or None."""
+    (step,) = [s for s in steps if s.vertex_id == vertex_id]
+    waiting = run_views.waiting_view(step)
+    return None if waiting is None else (waiting.reason, waiting.message, waiting.until or 0.0)
+
+
 @pytest.fixture
 async def clocked(backend: Backend) -> AsyncIterator[tuple[Runtime, FakeClock]]:
     clock = FakeClock()
@@ -230,6 +238,8 @@ async def test_backpressure_parks_the_spawner_and_it_resumes(
     assert "ready queue depth 5" in parked.reason
     await runtime.store.complete([parked])
     assert await runtime.store.existing_children(step.run_id, "each") == 0
+    waiting = _waiting_of(await runtime.store.get_steps(step.run_id), "each")
+    assert waiting == ("backpressure", parked.reason, clock.now() + 10)
     drained = await runtime.store.claim(10, lease_s=60)
     assert sorted(s.run_id for s in drained) == sorted(blockers)
     await runtime.store.complete([StepSucceeded(s, {}) for s in drained])
@@ -238,6 +248,7 @@ async def test_backpressure_parks_the_spawner_and_it_resumes(
     clock.advance(0.1)
     (again,) = await runtime.store.claim(10, lease_s=60)
     assert again.step_id == step.step_id
+    assert _waiting_of(await runtime.store.get_steps(step.run_id), "each") is None  # it runs
     resumed, _ = await executor.execute(again, version.workflow, deps)
     assert isinstance(resumed, StepAwaitingChildren)
     assert await runtime.store.existing_children(step.run_id, "each") == 5
@@ -254,6 +265,8 @@ async def test_payload_pressure_parks_until_a_timer_finds_it_drained(
     parked, _ = await executor.execute(step, version.workflow, deps)
     assert isinstance(parked, StepParked) and "payload store" in parked.reason
     await runtime.store.complete([parked])
+    waiting = _waiting_of(await runtime.store.get_steps(step.run_id), "each")
+    assert waiting is not None and waiting[0] == "payload_store"
     await runtime.store.delete_payload(payload_ref)
     clock.advance(10)
     (again,) = await runtime.store.claim(10, lease_s=60)

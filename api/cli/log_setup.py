@@ -1,0 +1,242 @@
+"""Logging of the `schemabridge` processes, set up in one place.
+
+Every command that runs the engine (`serve`, `api`, `worker`, `run`) calls `configure` once.
+What it gives:
+
+- **Two formats** (`--log-format`, `SCHEMABRIDGE_LOG_FORMAT`): `text`, one line a record
+  (`time level service: message key=value…`), never wrapped, for a person; `json`, one object
+  a line with stable keys — `ts` (ISO 8601, UTC), `level`, `service`, `event`, `message`,
+  `logger`, then what the record carries (`run_id`, `vertex`, `destination`, `tenant_id`, …)
+  — for a log shipper. The REST access log is JSON in both (it always was).
+- **Only what matters at `info`**: the engine's chatter (alembic's plugin announcements, the
+  per-call admission debug) is held at `warning`; what an operator acts on (a run failed, a
+  breaker opened or closed, a destination's limit cut, a lease requeued, a shutdown step) is
+  logged by the engine at `info` or above.
+- **One line per outage, not one per call** (`OutageFilter`): a record caused by the database
+  or Redis not answering — a fault the engine expects and rides out — is shown once, as one
+  warning without a traceback saying what was lost and what the engine does about it; the
+  same outage's later records are counted, not shown, until the dependency has been quiet for
+  `OUTAGE_QUIET_S`; the next outage is told again, with the count of the last one. `--debug`
+  (or `--log-level debug`) shows every record with its traceback.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import sys
+import time
+from collections.abc import Iterator
+from datetime import UTC, datetime
+from enum import StrEnum
+from typing import Any, Literal
+
+LogFormat = Literal["text", "json"]
+FORMATS: tuple[LogFormat, ...] = ("text", "json")
+
+
+class Level(StrEnum):
+    """`--log-level`."""
+
+    DEBUG = "debug"
+    INFO = "info"
+    WARNING = "warning"
+    ERROR = "error"
+
+
+class Format(StrEnum):
+    """`--log-format`."""
+
+    TEXT = "text"
+    JSON = "json"
+
+
+OUTAGE_QUIET_S = 30.0
+"""A dependency without a failure for this long is back: its next failure is a new outage."""
+ACCESS_LOGGER = "api.rest.access"
+"""The REST API's access log (one JSON object a line, see `api.rest.middleware`)."""
+QUIET_LOGGERS = ("alembic", "aiohttp.access", "uvicorn.access", "uvicorn.error", "asyncio")
+"""Libraries whose `info` is noise to an operator: only their warnings show."""
+_RESERVED = frozenset(vars(logging.makeLogRecord({}))) | {"message", "asctime", "service"}
+
+_CONSEQUENCES = {
+    "redis": (
+        "nothing is lost: work that needs admission waits (steps park and try again) and "
+        "workers poll the store instead of waiting for wake-ups until Redis answers"
+    ),
+    "database": (
+        "nothing is lost: results not yet recorded are retried, and steps whose claims "
+        "expire meanwhile run again once the database answers"
+    ),
+}
+
+
+def log_format(value: str | None) -> LogFormat:
+    """`--log-format`, else `SCHEMABRIDGE_LOG_FORMAT`, else `text`."""
+    chosen = (value or os.environ.get("SCHEMABRIDGE_LOG_FORMAT") or "text").lower()
+    if chosen not in FORMATS:
+        raise ValueError(f"log format is text or json, not {chosen!r}")
+    return "json" if chosen == "json" else "text"
+
+
+def _causes(error: BaseException | None) -> Iterator[BaseException]:
+    seen: set[int] = set()
+    while error is not None and id(error) not in seen:
+        seen.add(id(error))
+        yield error
+        error = error.__cause__ or error.__context__
+
+
+def fault_source(error: BaseException | None) -> str | None:
+    """`redis` or `database` when `error` (or what caused it) says that dependency did not
+    answer; None for any other error (a bug keeps its traceback)."""
+    for cause in _causes(error):
+        module = type(cause).__module__
+        if module.startswith("redis"):
+            return "redis"
+        if module.startswith(("sqlalchemy", "asyncpg", "sqlite3", "aiosqlite")):
+            name = type(cause).__name__
+            if name in {"OperationalError", "InterfaceError", "TimeoutError", "DBAPIError"}:
+                return "database"
+            if "Connection" in name or "CannotConnect" in name:
+                return "database"
+    for cause in _causes(error):
+        if isinstance(cause, ConnectionError | TimeoutError):
+            return "database"
+    return None
+
+
+def _record_error(record: logging.LogRecord) -> BaseException | None:
+    if record.exc_info and record.exc_info[1] is not None:
+        return record.exc_info[1]
+    args = record.args if isinstance(record.args, tuple) else ()
+    return next((a for a in args if isinstance(a, BaseException)), None)
+
+
+class OutageFilter(logging.Filter):
+    """Collapses the records of one database or Redis outage into one warning line."""
+
+    def __init__(self, *, clock: Any = time.monotonic) -> None:
+        super().__init__()
+        self._clock = clock
+        self._last_seen: dict[str, float] = {}
+        self._suppressed: dict[str, int] = {}
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if record.levelno < logging.WARNING:
+            return True
+        source = fault_source(_record_error(record))
+        if source is None:
+            return True
+        now = self._clock()
+        last = self._last_seen.get(source)
+        self._last_seen[source] = now
+        if last is not None and now - last < OUTAGE_QUIET_S:
+            self._suppressed[source] = self._suppressed.get(source, 0) + 1
+            return False
+        error = _record_error(record)
+        reason = _first_line(error) if error is not None else ""
+        earlier = self._suppressed.pop(source, 0)
+        record.msg = (
+            f"{source} unreachable ({reason}); {record.getMessage()}; {_CONSEQUENCES[source]}"
+            f"; further failures of this outage are not logged"
+            + (f" (the last outage had {earlier} more)" if earlier else "")
+        )
+        record.args = None
+        record.exc_info = None
+        record.exc_text = None
+        record.levelno, record.levelname = logging.WARNING, "WARNING"
+        record.__dict__.setdefault("event", f"{source}.unreachable")
+        return True
+
+
+def _first_line(error: BaseException) -> str:
+    lines = str(error).strip().splitlines()
+    return f"{type(error).__name__}: {lines[0]}" if lines else type(error).__name__
+
+
+def _extras(record: logging.LogRecord) -> dict[str, Any]:
+    return {k: v for k, v in record.__dict__.items() if k not in _RESERVED and k != "event"}
+
+
+class TextFormatter(logging.Formatter):
+    """`2026-01-02T03:04:05.678Z INFO    worker-1: message key=value …`, one line (a traceback,
+    shown only with `--debug`, follows indented)."""
+
+    def __init__(self, service: str) -> None:
+        super().__init__()
+        self._service = service
+
+    def format(self, record: logging.LogRecord) -> str:
+        stamp = datetime.fromtimestamp(record.created, UTC).isoformat(timespec="milliseconds")
+        message = record.getMessage().replace("\n", " ")
+        extras = " ".join(f"{k}={v}" for k, v in _extras(record).items() if v is not None)
+        line = f"{stamp.replace('+00:00', 'Z')} {record.levelname:<7} {self._service}: {message}"
+        if extras:
+            line += f" [{extras}]"
+        if record.exc_info:
+            line += "\n" + self.formatException(record.exc_info)
+        return line
+
+
+class JsonFormatter(logging.Formatter):
+    """One JSON object a line: `ts`, `level`, `service`, `event`, `message`, `logger`, then
+    the record's own fields (`run_id`, `vertex`, `destination`, …)."""
+
+    def __init__(self, service: str) -> None:
+        super().__init__()
+        self._service = service
+
+    def format(self, record: logging.LogRecord) -> str:
+        body: dict[str, Any] = {
+            "ts": datetime.fromtimestamp(record.created, UTC).isoformat(timespec="milliseconds"),
+            "level": record.levelname.lower(),
+            "service": self._service,
+            "event": getattr(record, "event", None) or record.name,
+            "message": record.getMessage(),
+            "logger": record.name,
+        }
+        body.update(_extras(record))
+        if record.exc_info:
+            body["traceback"] = self.formatException(record.exc_info)
+        return json.dumps(body, default=str)
+
+
+class _Stderr(logging.StreamHandler):  # type: ignore[type-arg]
+    """Writes to whatever `sys.stderr` is now (a live display may have redirected it)."""
+
+    def emit(self, record: logging.LogRecord) -> None:
+        self.stream = sys.stderr
+        super().emit(record)
+
+
+def configure(
+    service: str,
+    *,
+    level: str = "info",
+    fmt: LogFormat = "text",
+    access_log: bool = False,
+    debug: bool = False,
+) -> None:
+    """Set up the process's logging once: the root handler on stderr in `fmt`, the outage
+    filter (off with `debug`), quiet libraries, and the REST access log (JSON, on stderr)."""
+    handler = _Stderr()
+    handler.setFormatter(JsonFormatter(service) if fmt == "json" else TextFormatter(service))
+    if not debug and level != "debug":
+        handler.addFilter(OutageFilter())
+    root = logging.getLogger()
+    for old in list(root.handlers):
+        root.removeHandler(old)
+    root.addHandler(handler)
+    root.setLevel(logging.DEBUG if debug else level.upper())
+    for name in QUIET_LOGGERS:
+        logging.getLogger(name).setLevel(max(logging.WARNING, root.level))
+    access = logging.getLogger(ACCESS_LOGGER)
+    access.propagate = False
+    access.setLevel(logging.INFO if access_log else logging.CRITICAL + 1)
+    for old in list(access.handlers):
+        access.removeHandler(old)
+    raw = _Stderr()
+    raw.setFormatter(logging.Formatter("%(message)s"))
+    access.addHandler(raw)

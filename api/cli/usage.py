@@ -1,0 +1,124 @@
+"""How the command line talks to a person: help that names types in words, and errors as one
+line with the fix, never a traceback (unless `--debug`).
+
+- **Help types.** Typer labels option values with Python's type names (`<str>`, `<bool>`,
+  `<list[Path]>`); `install_help_types` makes them the words command lines use (`TEXT`,
+  `INTEGER`, `NUMBER`, `PATH…`, a choice's values), or the option's own `metavar`, and shows
+  nothing for an on/off flag.
+- **Failures.** `main` runs the app and hands anything it did not handle to `report`, which
+  prints one line on stderr and exits with the code the error calls for: an `OperationError`
+  by its refusal (`EXIT_FOR_REFUSAL`), a startup problem (`engine.operations.startup`) by
+  what the user must fix; anything else is a bug, said in one line that points at `--debug`.
+  With `--debug` (a global option: `schemabridge --debug run …`) the traceback is printed too.
+"""
+
+from __future__ import annotations
+
+import sys
+import traceback
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, NoReturn, get_args, get_origin
+
+import typer
+from rich.console import Console
+from typer import core as typer_core
+
+from api.cli.exit_codes import EXIT_FOR_REFUSAL, ExitCode, exit_code_for
+from engine.settings import Settings
+from schemas.errors import OperationError
+
+PIPED_WIDTH = 1000
+"""Width of stderr when it is not a terminal: wide enough that no message is folded."""
+_WORDS = {str: "TEXT", int: "INTEGER", float: "NUMBER", Path: "PATH", bool: "BOOLEAN"}
+
+
+@dataclass
+class Options:
+    """The global options (set by the root callback before any command runs)."""
+
+    debug: bool = False
+
+
+OPTIONS = Options()
+"""The one process-wide CLI flag holder: a command line is one process, one invocation."""
+
+
+def stderr(*, soft_wrap: bool = True) -> Console:
+    """A console for messages on stderr that never wraps a line mid-sentence: a terminal
+    folds long lines itself, and a log file or pipe keeps each message on its one line.
+    (`soft_wrap=False` for a live display, which must end its last line itself.)"""
+    terminal = sys.stderr.isatty()
+    return Console(
+        stderr=True, soft_wrap=soft_wrap, highlight=False, width=None if terminal else PIPED_WIDTH
+    )
+
+
+def _word(annotation: Any) -> str:
+    if get_origin(annotation) is list:
+        (inner,) = get_args(annotation)
+        return f"{_word(inner)}…"
+    return _WORDS.get(annotation, "TEXT") if isinstance(annotation, type) else "TEXT"
+
+
+def _display_type(self: Any, ctx: Any) -> str | None:
+    if getattr(self, "is_flag", False) or getattr(self, "is_bool_flag", False):
+        return None
+    if self.metavar:
+        return str(self.metavar)
+    descriptor = self.type_descriptor
+    if descriptor.is_choice:
+        return "|".join(str(c) for c in descriptor.choices or ())
+    return _word(descriptor.annotation)
+
+
+def install_help_types() -> None:
+    """Make help show value types in words (see the module docstring)."""
+    typer_core._TyperParameter.display_type = _display_type  # type: ignore[method-assign,assignment]
+
+
+def _leaves(error: BaseException) -> list[BaseException]:
+    if isinstance(error, BaseExceptionGroup):
+        return [leaf for inner in error.exceptions for leaf in _leaves(inner)]
+    return [error]
+
+
+def explain(error: BaseException) -> tuple[str, int] | None:
+    """(the one line, the exit code) for an error a user can act on, else None."""
+    from engine.operations.startup import StartupRefused, explain
+
+    for leaf in _leaves(error):
+        if isinstance(leaf, typer.Exit):
+            return "", leaf.exit_code
+        if isinstance(leaf, StartupRefused):
+            return leaf.message, EXIT_FOR_REFUSAL[leaf.refusal]
+        if isinstance(leaf, OperationError):
+            return leaf.message, exit_code_for(leaf)
+    refused = explain(error, Settings())
+    if refused is not None:
+        return refused.message, EXIT_FOR_REFUSAL[refused.refusal]
+    return None
+
+
+def report(error: BaseException) -> NoReturn:
+    """Tell the user about `error` in one line (with the traceback under `--debug`) and
+    exit."""
+    console = stderr()
+    if OPTIONS.debug:
+        traceback.print_exception(error)
+    known = explain(error)
+    if known is None:
+        where = "" if OPTIONS.debug else " (run again with --debug for the traceback)"
+        first = (str(error).strip().splitlines() or [""])[0]
+        console.print(f"[red]error:[/red] internal error: {type(error).__name__}: {first}{where}")
+        sys.exit(ExitCode.FAILED)
+    message, code = known
+    if message:
+        console.print(f"[red]error:[/red] {message}")
+    sys.exit(code)
+
+
+def fail(message: str, code: int = ExitCode.USAGE) -> typer.Exit:
+    """Print `error: message` (one line) and return the `Exit` to raise."""
+    stderr().print(f"[red]error:[/red] {message}")
+    return typer.Exit(code)

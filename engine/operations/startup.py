@@ -1,0 +1,166 @@
+"""Opening a process's runtime, with every problem a user can cause told in one sentence.
+
+A wrong or unreachable database URL, a scheme SchemaBridge does not support, an SQLite file in
+a directory that cannot be written, a Redis that does not answer: each would otherwise surface
+as a driver's exception deep in a traceback. `open_runtime` refuses with a `StartupRefused`
+whose message names what is wrong and the fix, and `explain` does the same for such an error
+raised later (a command that opened its runtime itself). URLs in messages never show a
+password.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import sqlite3
+from pathlib import Path
+
+from redis.exceptions import RedisError
+from sqlalchemy.engine import make_url
+from sqlalchemy.exc import ArgumentError, DBAPIError, NoSuchModuleError, SQLAlchemyError
+
+from engine.coordination.redis_client import COORDINATION_ERRORS, close_redis, open_redis
+from engine.runtime import Runtime
+from engine.settings import Settings
+from schemas.clock import Clock
+from schemas.errors import OperationError, Refusal
+
+REDIS_PROBE_TIMEOUT_S = 5.0
+SUPPORTED_URLS = "sqlite+aiosqlite:///path.db or postgresql+asyncpg://user@host:5432/db"
+
+
+class StartupRefused(OperationError):
+    """The process cannot start on these settings; the message says why and the fix.
+    `refusal` is `invalid` for a setting that can never work (a malformed URL, an unsupported
+    scheme, an unwritable path) and `unavailable` for a service that does not answer."""
+
+    def __init__(self, message: str, *, code: str, refusal: Refusal) -> None:
+        super().__init__(message, code=code)
+        self.refusal = refusal
+
+
+def mask_url(url: str) -> str:
+    """`url` with its password replaced by `***` (for logs and messages)."""
+    try:
+        return make_url(url).render_as_string(hide_password=True)
+    except ArgumentError:
+        return "<not a URL>"
+
+
+def check_database_url(url: str) -> None:
+    """Refuse a database URL SchemaBridge cannot use, before anything connects."""
+    try:
+        parsed = make_url(url)
+    except ArgumentError:
+        raise StartupRefused(
+            f"the database URL {url[:80]!r} is not a URL; give {SUPPORTED_URLS} "
+            "(SCHEMABRIDGE_DATABASE_URL or --database)",
+            code="invalid_database_url",
+            refusal=Refusal.INVALID,
+        ) from None
+    backend, driver = parsed.get_backend_name(), parsed.get_driver_name()
+    if (backend, driver) not in {("sqlite", "aiosqlite"), ("postgresql", "asyncpg")}:
+        raise StartupRefused(
+            f"unsupported database scheme {parsed.drivername!r} in {mask_url(url)}: give "
+            f"{SUPPORTED_URLS}",
+            code="unsupported_database",
+            refusal=Refusal.INVALID,
+        )
+    if backend == "sqlite" and parsed.database and parsed.database != ":memory:":
+        directory = Path(parsed.database).expanduser().resolve().parent
+        if not directory.is_dir():
+            raise _unwritable(parsed.database, "its directory does not exist")
+
+
+def _unwritable(path: str, why: str) -> StartupRefused:
+    return StartupRefused(
+        f"cannot open the SQLite database {path}: {why}; give a writable path in "
+        "SCHEMABRIDGE_DATABASE_URL (or --database), e.g. sqlite+aiosqlite:///./schemabridge.db",
+        code="database_path_unwritable",
+        refusal=Refusal.INVALID,
+    )
+
+
+def _reason(error: BaseException) -> str:
+    """The driver's own first line, without SQLAlchemy's wrapping."""
+    inner = error.orig if isinstance(error, DBAPIError) and error.orig is not None else error
+    text = str(inner).strip().splitlines()
+    return text[0] if text else type(inner).__name__
+
+
+def explain(error: BaseException, settings: Settings) -> StartupRefused | None:
+    """The refusal a user should read for `error` (raised while opening or using the
+    database or Redis of `settings`), or None when it is not one of theirs."""
+    if isinstance(error, StartupRefused):
+        return error
+    if isinstance(error, BaseExceptionGroup):
+        for inner in error.exceptions:
+            found = explain(inner, settings)
+            if found is not None:
+                return found
+        return None
+    url = settings.database_url
+    if isinstance(error, ArgumentError | NoSuchModuleError | ModuleNotFoundError):
+        try:
+            check_database_url(url)
+        except StartupRefused as refused:
+            return refused
+        return None
+    if isinstance(error, RedisError):
+        return redis_unreachable(settings, error)
+    if isinstance(error, SQLAlchemyError | OSError | sqlite3.Error):
+        reason = _reason(error)
+        if "unable to open database file" in reason or "readonly database" in reason:
+            return _unwritable(make_url(url).database or url, reason)
+        if "does not exist" in reason:
+            return StartupRefused(
+                f"cannot use the database {mask_url(url)}: {reason}; create it (e.g. "
+                "`createdb`) or fix SCHEMABRIDGE_DATABASE_URL (or --database)",
+                code="database_missing",
+                refusal=Refusal.INVALID,
+            )
+        return StartupRefused(
+            f"cannot use the database {mask_url(url)}: {reason}; check "
+            "SCHEMABRIDGE_DATABASE_URL (or --database) and that the server is running",
+            code="store_unavailable",
+            refusal=Refusal.UNAVAILABLE,
+        )
+    return None
+
+
+def redis_unreachable(settings: Settings, error: BaseException) -> StartupRefused:
+    where = mask_url(settings.redis_url) if settings.redis_url else "the embedded Redis"
+    return StartupRefused(
+        f"cannot reach Redis at {where}: {_reason(error)}; start it, fix "
+        "SCHEMABRIDGE_REDIS_URL, or unset it to use the embedded one (one process only)",
+        code="coordination_unavailable",
+        refusal=Refusal.UNAVAILABLE,
+    )
+
+
+async def open_runtime(
+    settings: Settings,
+    *,
+    migrate: bool = True,
+    probe_redis: bool = True,
+    clock: Clock | None = None,
+) -> Runtime:
+    """`Runtime.open`, refusing with one `StartupRefused` for every problem a user can cause:
+    the database URL is checked first, Redis is pinged (`probe_redis`) so a dead one is said
+    at once instead of by every worker loop."""
+    check_database_url(settings.database_url)
+    if probe_redis and settings.redis_url is not None:
+        # Before the runtime: its wake-up listener would otherwise report the outage first.
+        client = await open_redis(settings, retries=False)
+        try:
+            await asyncio.wait_for(client.ping(), REDIS_PROBE_TIMEOUT_S)
+        except COORDINATION_ERRORS as error:
+            raise redis_unreachable(settings, error) from error
+        finally:
+            await close_redis(client)
+    try:
+        return await Runtime.open(settings, migrate=migrate, clock=clock)
+    except Exception as error:
+        refused = explain(error, settings)
+        if refused is None:
+            raise
+        raise refused from error

@@ -1,0 +1,44 @@
+"""Why a step waits: the closed set of reasons every front door shows (docs/architecture.md,
+'Why a step waits').
+
+A step that cannot go on now is not failed: it is parked (READY again later, a durable timer)
+or redispatched after an overload, or, inside its execution, waits for an admission slot. The
+engine records the reason on the step with the result it writes anyway, and clears it when
+the step is claimed again or ends, so the API, the CLI and the UI say why work is waiting
+instead of showing a bar that does not move.
+"""
+
+from __future__ import annotations
+
+from enum import StrEnum
+
+
+class WaitReason(StrEnum):
+    """Why a step waits. Stable values: clients switch on them."""
+
+    TENANT_RATE_LIMIT = "tenant_rate_limit"
+    """The tenant's rate window is full (GATEWAY steps a minute); the step parks 5 s at a time.
+    Raised per tenant with `schemabridge tenants set-rate` or, as the default of every tenant,
+    `SCHEMABRIDGE_TENANT_RATE_PER_MINUTE`."""
+    BACKPRESSURE = "backpressure"
+    """A SPAWNER found the ready queue deeper than `BACKPRESSURE_MAX_DEPTH`; it parks 10 s."""
+    PAYLOAD_STORE = "payload_store"
+    """A SPAWNER found the payload store over its high-water mark; it parks 10 s."""
+    BREAKER_OPEN = "breaker_open"
+    """A circuit breaker of the step's destination refused the call; the step is redispatched
+    once the breaker lets probes through."""
+    REDISPATCH = "redispatch"
+    """The destination was overloaded (a final 429/503, no admission slot in time, an exhausted
+    retry budget); the step is redispatched n of `maxAutoRetries` times."""
+    ADMISSION_WAIT = "admission_wait"
+    """The step is running and waits for an admission slot of its destination (its AIMD limit
+    or cap is reached); seen by the lease renewer, so up to a third of a lease late."""
+    STORE_UNAVAILABLE = "store_unavailable"
+    """A transient database error interrupted the step; it runs again in 1 s."""
+    COORDINATION_UNAVAILABLE = "coordination_unavailable"
+    """Admission could not reach Redis before the call (nothing was sent); it runs again in
+    2 s."""
+
+
+WAIT_MESSAGE_MAX_CHARS = 500
+"""A recorded wait message is cut to this length (the reason is what clients switch on)."""

@@ -1,0 +1,157 @@
+"""Everything a user can get wrong ends in one line with the fix and its exit code, never a
+traceback (`--debug` shows it): each case runs the real `schemabridge` binary."""
+
+from __future__ import annotations
+
+import json
+import socket
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from tests.e2e.test_cli_run import run_cli
+
+
+def free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return int(probe.getsockname()[1])
+
+
+def sb(*args: str, database: str, redis: str | None = None) -> subprocess.CompletedProcess[str]:
+    env = {"SCHEMABRIDGE_DATABASE_URL": database}
+    if redis is not None:
+        env["SCHEMABRIDGE_REDIS_URL"] = redis
+    return run_cli(args, env)
+
+
+def one_line(result: subprocess.CompletedProcess[str], code: int, *fragments: str) -> str:
+    """The command exited `code` with exactly one line on stderr, holding `fragments`."""
+    lines = [line for line in result.stderr.splitlines() if line.strip()]
+    assert result.returncode == code, (result.returncode, result.stderr)
+    assert "Traceback" not in result.stderr
+    assert len(lines) == 1, result.stderr
+    for fragment in fragments:
+        assert fragment in lines[0], lines[0]
+    return lines[0]
+
+
+@pytest.fixture
+def workflow(tmp_path: Path) -> Path:
+    """A valid workflow that needs no input (its one call is never reached in these tests)."""
+    path = tmp_path / "lookup.json"
+    path.write_text(
+        json.dumps(
+            {
+                "name": "lookup",
+                "vertices": {"get": {"type": "GATEWAY", "config": {"url": "http://127.0.0.1:9/"}}},
+            }
+        )
+    )
+    return path
+
+
+@pytest.fixture
+def sqlite(tmp_path: Path) -> str:
+    return f"sqlite+aiosqlite:///{tmp_path / 'sb.db'}"
+
+
+def test_a_demo_port_already_taken(workflow: Path, sqlite: str) -> None:
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = str(taken.getsockname()[1])
+        result = sb("run", str(workflow), "--demo-downstream", "--demo-port", port, database=sqlite)
+    one_line(result, 2, f"127.0.0.1:{port}", "--demo-port")
+
+
+def test_an_unreachable_database(workflow: Path) -> None:
+    url = f"postgresql+asyncpg://postgres:secret@127.0.0.1:{free_port()}/sb"
+    line = one_line(sb("run", str(workflow), database=url), 4, "cannot use the database")
+    assert "secret" not in line and "postgres:***@" in line
+
+
+def test_a_database_that_does_not_exist(workflow: Path, pg_database_url: str) -> None:
+    url = pg_database_url.rsplit("/", 1)[0] + "/schemabridge_no_such_database"
+    one_line(sb("run", str(workflow), database=url), 2, "does not exist", "createdb")
+
+
+@pytest.mark.parametrize(
+    "url", ["mysql+aiomysql://u@127.0.0.1/db", "postgresql://postgres@127.0.0.1/db", "nonsense"]
+)
+def test_a_database_url_schemabridge_cannot_use(workflow: Path, url: str) -> None:
+    one_line(sb("run", str(workflow), database=url), 2, "sqlite+aiosqlite:///", "asyncpg")
+
+
+def test_an_sqlite_path_that_cannot_be_written(workflow: Path, tmp_path: Path) -> None:
+    a_file = tmp_path / "a-file"
+    a_file.write_text("not a directory")
+    url = f"sqlite+aiosqlite:///{a_file}/sb.db"
+    one_line(sb("run", str(workflow), database=url), 2, "cannot open the SQLite database")
+
+
+def test_redis_down(workflow: Path, sqlite: str) -> None:
+    redis = f"redis://:pw@127.0.0.1:{free_port()}/0"
+    line = one_line(sb("run", str(workflow), database=sqlite, redis=redis), 4, "Redis")
+    assert "SCHEMABRIDGE_REDIS_URL" in line and ":pw@" not in line
+
+
+def test_an_unknown_workflow_lists_the_names(workflow: Path, sqlite: str) -> None:
+    result = sb("run", str(workflow), "--workflow", "nope", database=sqlite)
+    one_line(result, 2, "no workflow named 'nope'", "lookup")
+
+
+@pytest.mark.parametrize(
+    ("value", "fragment"),
+    [("@/nonexistent/input.json", "cannot read input file"), ("{nope", "not valid JSON")],
+)
+def test_a_bad_input(workflow: Path, sqlite: str, value: str, fragment: str) -> None:
+    one_line(sb("run", str(workflow), "--input", value, database=sqlite), 2, fragment)
+
+
+def test_a_missing_workflow_file(tmp_path: Path, sqlite: str) -> None:
+    one_line(sb("run", str(tmp_path / "none.json"), database=sqlite), 2, "cannot read")
+
+
+@pytest.mark.parametrize(
+    "command",
+    [["serve", "--port", "0"], ["api", "--port", "0"], ["worker"]],
+    ids=["serve", "api", "worker"],
+)
+def test_services_refuse_to_start_in_one_line(command: list[str]) -> None:
+    url = f"postgresql+asyncpg://postgres@127.0.0.1:{free_port()}/sb"
+    one_line(sb(*command, database=url), 1, "cannot use the database")
+    one_line(sb(*command, database="mysql+aiomysql://u@h/db"), 1, "unsupported database scheme")
+
+
+def test_db_upgrade_keys_and_validate(tmp_path: Path, sqlite: str) -> None:
+    one_line(sb("db", "upgrade", database="nonsense"), 2, "is not a URL")
+    unreachable = f"postgresql+asyncpg://postgres@127.0.0.1:{free_port()}/sb"
+    one_line(sb("db", "upgrade", database=unreachable), 4, "cannot use the database")
+    one_line(sb("keys", "list", database=unreachable), 4, "cannot use the database")
+    unreadable = sb("validate", str(tmp_path / "none.json"), database=sqlite)
+    assert unreadable.returncode == 2 and "Cannot read: no such file" in unreadable.stdout
+    assert "Traceback" not in unreadable.stdout + unreadable.stderr
+
+
+def test_debug_shows_the_traceback(workflow: Path) -> None:
+    url = f"postgresql+asyncpg://postgres@127.0.0.1:{free_port()}/sb"
+    result = sb("--debug", "run", str(workflow), database=url)
+    assert result.returncode == 4
+    assert "Traceback" in result.stderr
+    assert "cannot use the database" in result.stderr.splitlines()[-1]
+
+
+def test_run_help_names_types_in_words(sqlite: str) -> None:
+    shown = sb("run", "--help", database=sqlite).stdout
+    assert "embedded store" not in shown
+    assert "<bool>" not in shown and "<str>" not in shown and "<float>" not in shown
+    assert "--tenant-rate N" in shown and "--output summary|json" in shown
+    assert "PostgreSQL" in shown
+
+
+def test_messages_do_not_wrap_when_piped(workflow: Path) -> None:
+    url = f"postgresql+asyncpg://postgres:secret@127.0.0.1:{free_port()}/a-rather-long-name"
+    line = one_line(sb("run", str(workflow), database=url), 4)
+    assert len(line) > 120  # one line however long, not folded at 80 columns

@@ -1,0 +1,60 @@
+"""The CLI's pure output rules: one warning per outage, wait reasons as people read them."""
+
+from __future__ import annotations
+
+import json
+import logging
+
+from redis.exceptions import ConnectionError as RedisConnectionError
+
+from api.cli import log_setup, run_live_display
+
+
+def record(
+    message: str, error: BaseException | None, level: int = logging.WARNING
+) -> logging.LogRecord:
+    exc_info = (type(error), error, None) if error is not None else None
+    return logging.LogRecord("engine", level, __file__, 1, message, None, exc_info)
+
+
+def test_an_outage_is_one_warning_line_and_the_next_outage_another() -> None:
+    now = [0.0]
+    outages = log_setup.OutageFilter(clock=lambda: now[0])
+    down = RedisConnectionError("Connection refused")
+    first = record("could not settle a slot", down)
+    assert outages.filter(first)
+    assert first.exc_info is None and first.levelname == "WARNING"
+    assert first.getMessage().startswith("redis unreachable (ConnectionError: Connection refused)")
+    assert "nothing is lost" in first.getMessage()
+    for _ in range(100):  # the same outage: counted, not shown
+        now[0] += 0.1
+        assert not outages.filter(record("could not settle a slot", down))
+    assert outages.filter(record("a bug", ValueError("boom"), logging.ERROR))  # not a fault
+    now[0] += log_setup.OUTAGE_QUIET_S + 1
+    again = record("wake-up died", down)
+    assert outages.filter(again)
+    assert "(the last outage had 100 more)" in again.getMessage()
+
+
+def test_json_lines_carry_stable_keys_and_the_record_fields() -> None:
+    line = record("run r1 failed", None)
+    line.__dict__.update(event="run.failed", run_id="r1", vertex="call")
+    body = json.loads(log_setup.JsonFormatter("worker-1").format(line))
+    assert body["service"] == "worker-1" and body["event"] == "run.failed"
+    assert (body["run_id"], body["vertex"], body["level"]) == ("r1", "call", "warning")
+    assert {"ts", "message", "logger"} <= set(body)
+
+
+def test_wait_reasons_read_as_sentences_with_a_countdown() -> None:
+    said = run_live_display.describe_wait(
+        "redispatch", "redispatch 2/3 after HTTP 503", 109.4, 100.0
+    )
+    assert said == "redispatch 2/3 in 9 s after HTTP 503"
+    limited = run_live_display.describe_wait("tenant_rate_limit", "tenant t at its limit", 103, 100)
+    assert limited == "tenant t at its limit; or rerun with --tenant-rate N (next try in 3 s)"
+    assert run_live_display.describe_wait("admission_wait", "waiting for a slot", None, 0) == (
+        "waiting for a slot"
+    )
+    assert run_live_display.plural(1, "attempt") == "1 attempt"
+    assert run_live_display.plural(2, "attempt") == "2 attempts"
+    assert run_live_display.plural(2, "child", "children") == "2 children"
