@@ -111,6 +111,10 @@ class FailureKind(StrEnum):
     """The destination answered with a body the step cannot use (too large, invalid JSON)."""
     INVALID_CONFIG = "invalid_config"
     """A configuration value evaluated to something unusable (e.g. a non-list `items`)."""
+    EGRESS_DENIED = "egress_denied"
+    """The egress policy refused the call's address or scheme; nothing was sent."""
+    TOO_MANY_ITEMS = "too_many_items"
+    """A SPAWNER's items exceed the most children one fan-out may start."""
     INTERNAL_ERROR = "internal_error"
     """A bug or an unexpected exception inside SchemaBridge."""
 

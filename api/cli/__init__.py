@@ -13,6 +13,7 @@ from importlib import metadata
 from typing import Annotated
 
 import typer
+from pydantic import ValidationError
 
 from api.cli import admin as cli_admin
 from api.cli import keys as cli_keys
@@ -51,9 +52,24 @@ def _root(
     """SchemaBridge: author, validate and run durable workflow graphs of HTTP calls."""
 
 
+EXIT_BAD_SETTING = 2
+
+
 def main() -> None:
-    """Entry point of the `schemabridge` console script."""
-    app()
+    """Entry point of the `schemabridge` console script.
+
+    A setting the environment gets wrong (`engine.settings.Settings` refuses it) is one line
+    per setting and exit code 2, whichever command read it, never a traceback."""
+    try:
+        app()
+    except ValidationError as exc:
+        if exc.title != "Settings":
+            raise
+        for error in exc.errors():
+            name = ".".join(str(part) for part in error["loc"]).upper()
+            message = str(error["msg"]).removeprefix("Value error, ")
+            typer.echo(f"schemabridge: invalid setting {name}: {message}", err=True)
+        raise SystemExit(EXIT_BAD_SETTING) from None
 
 
 # ── command registration ────────────────────────────────────────────────────────────────────

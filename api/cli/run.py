@@ -239,6 +239,12 @@ def run(
     settings = Settings()
     if database is not None:
         settings = settings.model_copy(update={"database_url": database})
+    if demo_downstream:
+        settings = settings.allowing_loopback()
+        console.print(
+            "egress: loopback allowed for the demo downstream (--demo-downstream); "
+            "other internal addresses stay refused"
+        )
     record = asyncio.run(
         execute_run(
             workflows,

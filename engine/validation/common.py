@@ -79,6 +79,8 @@ class Code:
     ITEMS_NOT_EXPRESSION = "items_not_expression"
     ITEM_IN_ITEMS = "item_in_items"
     INPUT = "input"
+    EGRESS_DENIED = "egress_denied"
+    UNSAFE_PATTERN = "unsafe_pattern"
 
 
 def pointer(*parts: str | int) -> str:
