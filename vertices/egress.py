@@ -249,11 +249,11 @@ class EgressPolicy:
             if reason is None:
                 allowed.append(text)
             else:
-                refused.append(f"{address} is {reason}")
+                refused.append(f"{address} ({reason})")
         if not allowed:
             raise EgressDenied(
-                f"egress denied: {host} resolves to {', '.join(refused) or 'nothing'}; "
-                f"{_HOW_TO_ALLOW}"
+                f"egress denied: {host} resolves only to refused addresses: "
+                f"{', '.join(refused) or 'none at all'}; {_HOW_TO_ALLOW}"
             )
         return allowed
 
@@ -277,7 +277,8 @@ class EgressPolicy:
         if address is not None:
             reason = self.address_refusal(address)
             if reason is not None:
-                raise EgressDenied(f"egress denied: {host} is {address}, {reason}; {_HOW_TO_ALLOW}")
+                spelled = host if str(address) == host.strip("[]") else f"{host} is {address},"
+                raise EgressDenied(f"egress denied: {spelled} is {reason}; {_HOW_TO_ALLOW}")
             return
         if _is_localhost(_normal_name(host)) and not self.allows_host_name(host):
             raise EgressDenied(f"egress denied: {host} is loopback; {_HOW_TO_ALLOW}")

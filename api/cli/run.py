@@ -72,10 +72,14 @@ def load_workflows(files: list[Path]) -> list[Workflow]:
     try:
         return parse_documents(documents)
     except DefinitionError as exc:
-        for problem in exc.problems:
-            where = f"{problem.source}:" if getattr(problem, "source", "") else ""
-            console.print(f"[red]{where}{problem.pointer or '/'}[/red] {problem.message}")
+        _print_problems(exc)
         raise typer.Exit(EXIT_USAGE) from exc
+
+
+def _print_problems(error: DefinitionError) -> None:
+    for problem in error.problems:
+        where = f"{problem.source}:" if getattr(problem, "source", "") else ""
+        console.print(f"[red]{where}{problem.pointer or '/'}[/red] {problem.message}")
 
 
 def pick_workflow(workflows: list[Workflow], name: str | None) -> Workflow:
@@ -182,6 +186,9 @@ async def execute_run(
             try:
                 await ops.workflows.publish(documents)
                 run = (await ops.runs.submit(target.name, run_input, tenant_id=tenant)).run
+            except DefinitionError as exc:  # what only publication checks (the egress policy)
+                _print_problems(exc)
+                raise typer.Exit(EXIT_USAGE) from exc
             except OperationError as exc:
                 raise _fail(exc.message) from exc
             console.print(f"run {run.id} ({target.name} v{run.version})")
