@@ -27,6 +27,7 @@ from api.rest import (
     routes_workflows,
     sse,
 )
+from api.rest.body_depth import BodyDepthLimit
 from api.rest.deps import ApiContext
 from api.rest.errors import install_error_handlers
 from api.rest.middleware import BodyLimit, RequestObserver
@@ -114,6 +115,8 @@ def create_app(
     for router in routers:
         app.include_router(router)
     # Added last = outermost: the observer sees (and logs) the body limit's refusals too.
+    # Added first, so it runs inside BodyLimit: what it collects is already bounded.
+    app.add_middleware(BodyDepthLimit, max_depth=settings.max_nesting_depth)
     app.add_middleware(BodyLimit, max_bytes=settings.max_body_bytes)
     app.add_middleware(RequestObserver, observe=context.metrics.observe)
     return app

@@ -226,3 +226,26 @@ def _is_unicode(text: str) -> bool:
     except UnicodeEncodeError:
         return False
     return True
+
+
+def deep_pointer(value: Any, max_depth: int) -> str | None:
+    """The pointer of the first array or object of `value` (a parsed JSON value) nested
+    deeper than `max_depth` levels (the outermost is level 1), or None. Iterative: any depth
+    is safe to ask about."""
+    stack: list[tuple[str, Any, int]] = [("", value, 1)]
+    while stack:
+        at, node, depth = stack.pop()
+        if isinstance(node, dict):
+            children: Any = node.items()
+        elif isinstance(node, list):
+            children = enumerate(node)
+        else:
+            continue
+        if depth > max_depth:
+            return at
+        stack.extend(
+            (at + pointer(key), child, depth + 1)
+            for key, child in children
+            if isinstance(child, dict | list)
+        )
+    return None
