@@ -6,8 +6,9 @@ Without it, a body a few thousand levels deep makes the JSON parser give up (Fas
 400 with no pointer) and one a few hundred deep reaches code that recurses (JSON Schema
 validation, expression rendering). A pure ASGI middleware, inside `BodyLimit`: the body it
 collects is already bounded by `MAX_BODY_BYTES`. Most bodies hold fewer brackets than the
-limit, which one `bytes.count` pass proves, and are passed on untouched; the others are
-parsed once here to find the pointer.
+limit, which one `bytes.count` pass proves; the others are measured with regular-expression
+passes that run in C (`engine.validation.nesting_exceeds`), and only a body that is too deep
+is parsed here, to find the pointer.
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ from typing import Any
 
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from engine.validation import deep_pointer
+from engine.validation import deep_pointer, nesting_exceeds
 
 _JSON_TYPES = (b"application/json", b"text/json")
 
@@ -36,7 +37,13 @@ def _too_deep_at(body: bytes, max_depth: int) -> str | None:
     if body.count(b"[") + body.count(b"{") <= max_depth:
         return None
     try:
-        value: Any = json.loads(body)
+        text = body.decode("utf-8")
+    except UnicodeDecodeError:
+        return None
+    if not nesting_exceeds(text, max_depth):
+        return None
+    try:
+        value: Any = json.loads(text)
     except RecursionError:
         return ""  # too deep for the parser itself: the whole body is the problem
     except ValueError:

@@ -9,7 +9,7 @@ import json
 from typing import Any
 
 from engine.store import Store
-from engine.validation import deep_pointer
+from engine.validation import deep_pointer, nesting_exceeds
 from schemas.clock import Clock
 from schemas.definitions import SpawnerVertex, Workflow
 from schemas.errors import InvalidRequest, LimitReached, Problem
@@ -38,9 +38,10 @@ def check_input_limits(run_input: Any, *, max_bytes: int, max_depth: int) -> Non
     deeper than `max_depth` (`input_too_deep`), each with a problem pointing into the input.
     Measured on the value already parsed, whose size the request body limit bounds."""
     try:
-        size = len(canonical_json(run_input, "the input").encode("utf-8", "surrogatepass"))
+        text = canonical_json(run_input, "the input")
     except RecursionError:  # only a value built in Python can be this deep
-        size = 0
+        text = None
+    size = 0 if text is None else len(text.encode("utf-8", "surrogatepass"))
     if size > max_bytes:
         message = (
             f"The input is {size:,} bytes as compact JSON, over the limit of {max_bytes:,}; "
@@ -50,7 +51,9 @@ def check_input_limits(run_input: Any, *, max_bytes: int, max_depth: int) -> Non
         raise InvalidRequest(
             message, code="input_too_large", problems=[Problem("", message, "too_large")]
         )
-    deep = deep_pointer(run_input, max_depth)
+    deep = None
+    if text is None or nesting_exceeds(text, max_depth):
+        deep = deep_pointer(run_input, max_depth)
     if deep is not None:
         message = (
             f"The input nests arrays and objects more than {max_depth} levels deep; flatten "

@@ -32,7 +32,7 @@ from engine.validation import graph as validation_graph
 from engine.validation import json_text as validation_json
 from engine.validation import schema as validation_schema
 from engine.validation.common import Limits
-from engine.validation.json_text import deep_pointer
+from engine.validation.json_text import deep_pointer, nesting_exceeds
 from schemas.definitions import Workflow
 from schemas.errors import DefinitionError, Problem
 from vertices.egress import EgressPolicy
@@ -42,6 +42,7 @@ __all__ = [
     "ValidationReport",
     "check_documents",
     "deep_pointer",
+    "nesting_exceeds",
     "parse_document",
     "parse_documents",
     "validate_input",
