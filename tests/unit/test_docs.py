@@ -5,8 +5,8 @@
   the citation. The benchmark results in bench/ are historical records and keep their wording.
 * Every relative link in docs/*.md and README.md points at a file that exists (and, for a link
   with an anchor into a Markdown file, at a heading that exists).
-* Every section a comment cites as "docs/architecture.md, '<heading>'" (or docs/authoring.md)
-  is a heading of that document.
+* Every section a comment cites as "docs/architecture.md, '<heading>'" (or docs/authoring.md,
+  docs/security.md) is a heading of that document.
 """
 
 from __future__ import annotations
@@ -40,7 +40,7 @@ OUTSIDE_CITATIONS = {
     "a path outside the repository": re.compile(r"/work/(?:shared|briefs)\b"),
 }
 
-CITED_SECTION = re.compile(r"docs/(architecture|authoring)\.md,[\s#\-]*'([^'\n]+)'")
+CITED_SECTION = re.compile(r"docs/(architecture|authoring|security)\.md,[\s#\-]*'([^'\n]+)'")
 """`docs/architecture.md, 'The store as the queue'`, also with the quote on the next line of a
 docstring or a `#` / `--` comment."""
 
@@ -191,7 +191,7 @@ def test_every_relative_link_in_the_docs_resolves() -> None:
 def test_every_cited_section_exists() -> None:
     documents = {
         name: set(headings((ROOT / "docs" / f"{name}.md").read_text(encoding="utf-8")))
-        for name in ("architecture", "authoring")
+        for name in ("architecture", "authoring", "security")
     }
     cited = [
         (path, document, heading)
