@@ -260,8 +260,12 @@ class EgressPolicy:
     def check_url(self, url: str | yarl.URL) -> None:
         """Refuse a URL whose scheme is not http(s) or whose host is an IP literal (any
         spelling) or a `localhost` name the policy refuses. Host names are left to the
-        resolver (`allowed_addresses`). Raises `EgressDenied`."""
-        parsed = url if isinstance(url, yarl.URL) else yarl.URL(url)
+        resolver (`allowed_addresses`), and a text that is not a URL to the HTTP client, which
+        refuses to send it. Raises `EgressDenied`."""
+        try:
+            parsed = url if isinstance(url, yarl.URL) else yarl.URL(url)
+        except ValueError:
+            return  # not a URL: nothing can be connected to, and the client says why
         scheme = parsed.scheme.lower()
         if scheme not in ALLOWED_SCHEMES:
             raise EgressDenied(
@@ -277,8 +281,8 @@ class EgressPolicy:
         if address is not None:
             reason = self.address_refusal(address)
             if reason is not None:
-                spelled = host if str(address) == host.strip("[]") else f"{host} is {address},"
-                raise EgressDenied(f"egress denied: {spelled} is {reason}; {_HOW_TO_ALLOW}")
+                what = reason if str(address) == host.strip("[]") else f"{address}, {reason}"
+                raise EgressDenied(f"egress denied: {host} is {what}; {_HOW_TO_ALLOW}")
             return
         if _is_localhost(_normal_name(host)) and not self.allows_host_name(host):
             raise EgressDenied(f"egress denied: {host} is loopback; {_HOW_TO_ALLOW}")

@@ -108,7 +108,10 @@ def _url(config: GatewayConfig, context: dict[str, Any]) -> str:
     if not isinstance(url, str):
         raise _config_error(f"url must evaluate to a string, got {type(url).__name__}")
     url = url.strip()
-    scheme = urlsplit(url).scheme.lower()
+    try:
+        scheme = urlsplit(url).scheme.lower()
+    except ValueError as exc:  # e.g. an unclosed IPv6 bracket
+        raise _config_error(f"url {url!r} is not a valid URL: {exc}") from exc
     if scheme and scheme not in _DEFAULT_PORTS:
         # Whatever the egress policy admits, a GATEWAY speaks HTTP only (file://, gopher://
         # and friends are classic request-forgery tools).

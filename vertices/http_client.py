@@ -213,7 +213,11 @@ class HttpClient:
 
         Raises `EgressDenied` (nothing sent) when the egress policy refuses the URL or every
         address its host resolves to."""
-        target = yarl.URL(url)  # parsed once: the host checked is the host aiohttp connects to
+        try:
+            # Parsed once: the host checked is the host aiohttp connects to.
+            target = yarl.URL(url)
+        except ValueError as exc:
+            raise aiohttp.InvalidURL(url, str(exc)) from exc
         if self.egress is not None:
             self.egress.check_url(target)
         timeout = aiohttp.ClientTimeout(total=None, connect=timeout_s, sock_read=timeout_s)

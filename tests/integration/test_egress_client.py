@@ -108,3 +108,14 @@ async def test_a_client_without_policy_is_unrestricted(listener: Canary) -> None
     finally:
         await client.aclose()
     assert client.egress is None and listener.connections == 1
+
+
+async def test_a_url_that_does_not_parse_is_invalid_config_not_a_crash() -> None:
+    client = await _client(EgressPolicy(), ControlledResolver())
+    try:
+        with pytest.raises(StepFailure) as caught:
+            config = gateway_config("{{ input.url }}")
+            await gateway.execute(config, gateway_ctx(url="http://[::1/x"), client, FAST)
+    finally:
+        await client.aclose()
+    assert caught.value.kind is FailureKind.INVALID_CONFIG
