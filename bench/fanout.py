@@ -597,6 +597,8 @@ async def once(args: argparse.Namespace, repetition: int) -> dict[str, Any]:
                 worker_concurrency=args.concurrency,
                 admission_enabled=args.admission == "on",
                 tenant_rate_per_minute=100_000_000,  # as bench.common.worker_env sets it
+                # The items travel in the run's input: 100,000 of them are about 1.3 MB.
+                max_input_bytes=64 * 1024 * 1024,
             )
             runtime = await Runtime.open(settings)
             stop = asyncio.Event()

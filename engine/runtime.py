@@ -27,7 +27,7 @@ from engine.settings import Settings
 from engine.store import Store
 from schemas.clock import Clock, SystemClock
 from vertices import gateway, spawner
-from vertices.http_client import HttpClient, build_http_client
+from vertices.http_client import HostResolver, HttpClient, build_http_client
 
 logger = logging.getLogger(__name__)
 
@@ -64,8 +64,15 @@ class Runtime:
 
     @classmethod
     async def open(
-        cls, settings: Settings, *, clock: Clock | None = None, migrate: bool = True
+        cls,
+        settings: Settings,
+        *,
+        clock: Clock | None = None,
+        migrate: bool = True,
+        resolver: HostResolver | None = None,
     ) -> Runtime:
+        """Open everything `settings` describe. `resolver` replaces the system's name
+        resolution for GATEWAY calls (tests); the egress policy applies to it all the same."""
         clock = clock or SystemClock()
         async with contextlib.AsyncExitStack() as opened:
             # Whatever was opened is closed again if a later part fails to open.
@@ -78,7 +85,11 @@ class Runtime:
             wakeup = Wakeup(client)
             await wakeup.start()
             opened.push_async_callback(wakeup.stop)
-            http = build_http_client(max_connections=max(100, settings.worker_concurrency * 2))
+            http = build_http_client(
+                max_connections=max(100, settings.worker_concurrency * 2),
+                egress=settings.egress_policy(),
+                resolver=resolver,
+            )
             source = StoreSettingsSource(store)
             admission = Admission(
                 admission_client,
@@ -128,8 +139,11 @@ class Runtime:
             clock=self.clock,
             redispatch_delays_s=tuple(s.redispatch_delays_s),
             fanout_limits=spawner.FanoutLimits(
-                backpressure_max_depth=s.backpressure_max_depth, batch_size=s.spawn_batch
+                backpressure_max_depth=s.backpressure_max_depth,
+                batch_size=s.spawn_batch,
+                max_items=s.max_fanout_items,
             ),
+            max_response_bytes=s.max_response_bytes,
             payload_high_water_bytes=s.payload_high_water_bytes,
             admission=self.admission if s.admission_enabled else None,
             admission_wait_s=s.admission_wait_s,

@@ -12,8 +12,10 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from pydantic import AliasChoices, Field, SecretStr
+from pydantic import AliasChoices, Field, SecretStr, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
+
+from vertices.egress import LOOPBACK_ALLOW, EgressPolicy
 
 
 def _env(name: str) -> AliasChoices:
@@ -100,10 +102,36 @@ class Settings(BaseSettings):
     )
     """Payload-store size above which spawners park until it drains. Default 512 MiB."""
 
-    max_document_bytes: int = Field(default=1_048_576, validation_alias=_env("MAX_DOCUMENT_BYTES"))
+    max_document_bytes: int = Field(
+        default=1_048_576, ge=1, validation_alias=_env("MAX_DOCUMENT_BYTES")
+    )
     """Largest accepted workflow document. Default 1 MiB."""
-    max_vertices: int = Field(default=500, validation_alias=_env("MAX_VERTICES"))
-    max_nesting_depth: int = Field(default=32, validation_alias=_env("MAX_NESTING_DEPTH"))
+    max_vertices: int = Field(default=500, ge=1, validation_alias=_env("MAX_VERTICES"))
+    """Most vertices in one workflow. Default 500."""
+    max_nesting_depth: int = Field(default=64, ge=1, validation_alias=_env("MAX_NESTING_DEPTH"))
+    """Most nested arrays and objects (the outermost counts as 1) in any JSON SchemaBridge
+    reads: a workflow document, a REST request body, a run input, an operator's resolved
+    output. Default 64; 256 is used whatever it says above that (deeper data could exhaust
+    Python's stack in the recursive JSON and JSON Schema code)."""
+    max_input_bytes: int = Field(default=256 * 1024, ge=1, validation_alias=_env("MAX_INPUT_BYTES"))
+    """Largest run input (and operator-resolved step output), as compact JSON in UTF-8 bytes.
+    Default 256 KiB."""
+    max_fanout_items: int = Field(
+        default=1_000_000, ge=1, validation_alias=_env("MAX_FANOUT_ITEMS")
+    )
+    """Most children one SPAWNER step may start; more items fail the step with
+    `too_many_items`. Default 1,000,000."""
+    max_response_bytes: int = Field(
+        default=1_048_576, ge=1, validation_alias=_env("MAX_RESPONSE_BYTES")
+    )
+    """Most bytes of a downstream response body a GATEWAY step keeps in its output (after
+    content decoding); a longer body is cut there, never read further, kept as text and
+    flagged `bodyTruncated: true`. Default 1 MiB."""
+    egress_allow: str = Field(default="", validation_alias=_env("EGRESS_ALLOW"))
+    """What the egress policy admits beyond public addresses: CIDRs (`10.0.0.0/8`), addresses
+    and host patterns (`billing.internal`, `*.internal`), separated by commas
+    (docs/security.md, 'Egress policy'). Default: nothing (loopback, private, link-local and
+    the other internal ranges are refused)."""
 
     max_body_bytes: int = Field(
         default=10 * 1024 * 1024, ge=1, validation_alias=_env("MAX_BODY_BYTES")
@@ -123,3 +151,19 @@ class Settings(BaseSettings):
     health_timeout_s: float = Field(default=2.0, gt=0, validation_alias=_env("HEALTH_TIMEOUT_S"))
     """How long `/health` (and each source of `/metrics`) waits for the database and Redis
     before reporting them failing. Default 2 s."""
+
+    @field_validator("egress_allow")
+    @classmethod
+    def _check_egress_allow(cls, value: str) -> str:
+        EgressPolicy.parse(value)  # every bad entry named at start, not at the first call
+        return value
+
+    def egress_policy(self) -> EgressPolicy:
+        """The egress policy of `egress_allow`."""
+        return EgressPolicy.parse(self.egress_allow)
+
+    def allowing_loopback(self) -> Settings:
+        """These settings with loopback added to the egress allow-list: what the demo
+        downstream needs (`serve --demo`, `run --demo-downstream`), and nothing else should."""
+        allow = ",".join(part for part in (self.egress_allow, LOOPBACK_ALLOW) if part)
+        return self.model_copy(update={"egress_allow": allow})

@@ -119,6 +119,10 @@ class FailureKind(StrEnum):
     SECRET_UNREADABLE = "secret_unreadable"
     """The worker cannot decrypt a secret the step references: no encryption key configured,
     an invalid one, or none of its keys is the one the secret was encrypted with."""
+    EGRESS_DENIED = "egress_denied"
+    """The egress policy refused the call's address or scheme; nothing was sent."""
+    TOO_MANY_ITEMS = "too_many_items"
+    """A SPAWNER's items exceed the most children one fan-out may start."""
     INTERNAL_ERROR = "internal_error"
     """A bug or an unexpected exception inside SchemaBridge."""
 

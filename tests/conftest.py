@@ -18,6 +18,12 @@ import pytest
 import redis.asyncio
 
 from demo.downstream import RunningDownstream, start_downstream
+from vertices.egress import ALLOW_ENV, LOOPBACK_ALLOW
+
+# Every downstream of this suite listens on loopback, which the egress policy refuses by
+# default: admit it once for the whole session, here (not per test) so that every Settings a
+# test builds and every process it starts inherits it. The egress tests set their own policy.
+os.environ[ALLOW_ENV] = LOOPBACK_ALLOW
 
 PG_ADMIN_DSN = os.environ.get(
     "SCHEMABRIDGE_TEST_PG", "postgresql://postgres@127.0.0.1:5432/postgres"

@@ -37,6 +37,7 @@ from schemas.errors import FailureKind, HttpDetail, RetryRefused, StepFailure
 from schemas.redaction import Redactor
 from vertices import gateway_retry
 from vertices.contract import StepContext, Succeeded, TimeoutTier
+from vertices.egress import EgressDenied
 from vertices.gateway_request import GatewayRequest, build_request, destination_key
 from vertices.gateway_response import (
     DEFAULT_MAX_BODY_BYTES,
@@ -214,6 +215,9 @@ async def _attempt(
             failure=FailureKind.INVALID_RESPONSE,
             error=exc.message,
         )
+    except EgressDenied as exc:  # every address the host resolved to is refused
+        duration = time.perf_counter() - started
+        return _Attempt(duration, failure=FailureKind.EGRESS_DENIED, error=exc.message)
     except Exception as exc:
         kind = classify_transport_error(exc)
         if kind is None:
@@ -357,6 +361,20 @@ async def _log_refusal(
     await ctx.log("warning", f"{message}: {refused.message}", data)
 
 
+async def _output(ctx: StepContext, answer: Answer, body: Any) -> dict[str, Any]:
+    """The step's output; a body cut at the limit is flagged (`bodyTruncated`) and logged."""
+    output = {"status": answer.status, "headers": answer.headers, "body": body}
+    if answer.truncated:
+        output["bodyTruncated"] = True
+        size = len(answer.content)
+        await ctx.log(
+            "warning",
+            f"response body cut at {size:,} bytes (MAX_RESPONSE_BYTES); kept as text",
+            {"bodyTruncated": True, "keptBytes": size},
+        )
+    return output
+
+
 async def execute(
     config: GatewayConfig,
     ctx: StepContext,
@@ -372,9 +390,18 @@ async def execute(
 
     `sleep` waits between attempts (tests record it); `rng` draws full jitter (default: a
     fresh `random.Random`); `guard` is admission's hook (none by default); `max_body_bytes`
-    caps a successful answer's body (default 10 MiB).
+    is the most of a successful answer's body kept (default 1 MiB; the rest is cut, and the
+    output says `bodyTruncated: true`).
+
+    Raises `EgressDenied` (kind `egress_denied`, terminal) when the client's egress policy
+    refuses the URL, before admission is asked; a host whose every address is refused fails
+    the same way from inside the attempt, which admission then ignores.
     """
     request = build_request(config, ctx)
+    if client.egress is not None:
+        # An IP literal or a non-HTTP scheme is refused before admission is even asked: no
+        # slot is taken and the destination's breakers never hear of it.
+        client.egress.check_url(request.url)
     timeout_s = timeouts.resolve_ms(config.timeout_ms, ctx.timeout_tier) / 1000
     policy = config.retry
     run = functools.partial(
@@ -397,10 +424,7 @@ async def execute(
         verdict = _verdict(attempt, config.success_codes)
         if verdict is _Verdict.SUCCESS and attempt.answer is not None:
             await _log_attempt(ctx, "info", request, attempt, position=position)
-            answer = attempt.answer
-            return Succeeded(
-                {"status": answer.status, "headers": answer.headers, "body": attempt.body}
-            )
+            return Succeeded(await _output(ctx, attempt.answer, attempt.body))
         if verdict is _Verdict.FINAL or number == policy.max_attempts:
             await _log_attempt(ctx, "error", request, attempt, position=position)
             raise _failure(request, attempt, number, ctx.redactor)

@@ -3,8 +3,9 @@
 `{{ }}` expressions in `url`, `headers`, `query`, `body` and `destination` are evaluated
 against the run context; an evaluation error fails the step with `expression_error` naming the
 field and the expression. Values that cannot make a valid request fail it with
-`invalid_config`: a URL that is not absolute http(s), a header name or value that is not a
-legal header (values come from run input, so a CR/LF must never let it inject a header).
+`invalid_config`: a URL that is not absolute, a header name or value that is not a legal
+header (values come from run input, so a CR/LF must never let it inject a header). A URL with
+another scheme than http(s) fails it with `egress_denied`.
 
 Encoding rules:
 * header and query values: strings as they are, numbers as written, booleans `true`/`false`,
@@ -33,6 +34,7 @@ from schemas.definitions import GatewayConfig
 from schemas.errors import FailureKind, StepFailure
 from schemas.redaction import Redactor, basic_credential
 from vertices.contract import StepContext
+from vertices.egress import EgressDenied
 
 IDEMPOTENCY_HEADER = "Idempotency-Key"
 _TOKEN = re.compile(r"^[!#$%&'*+\-.^_`|~0-9A-Za-z]+$")
@@ -143,7 +145,17 @@ def _url(config: GatewayConfig, context: dict[str, Any]) -> str:
     if not isinstance(url, str):
         raise _config_error(f"url must evaluate to a string, got {type(url).__name__}")
     url = url.strip()
-    scheme = urlsplit(url).scheme.lower()
+    try:
+        scheme = urlsplit(url).scheme.lower()
+    except ValueError as exc:  # e.g. an unclosed IPv6 bracket
+        raise _config_error(f"url {url!r} is not a valid URL: {exc}") from exc
+    if scheme and scheme not in _DEFAULT_PORTS:
+        # Whatever the egress policy admits, a GATEWAY speaks HTTP only (file://, gopher://
+        # and friends are classic request-forgery tools).
+        raise EgressDenied(
+            f"egress denied: url {url!r} has the scheme {scheme}://; a GATEWAY calls "
+            "http:// and https:// URLs only"
+        )
     if scheme not in _DEFAULT_PORTS:
         raise _config_error(f"url {url_for_log(url)!r} must be an absolute http:// or https:// URL")
     return url

@@ -1,11 +1,13 @@
 """Reading a GATEWAY answer: bounded body reads, body parsing, excerpts for errors.
 
-A successful answer's body is read up to `max_body_bytes` (default 10 MiB) — checked against
-Content-Length before reading and counted while streaming, after content decoding, so neither
-a lying header nor a compressed bomb can exhaust memory — and parsed: JSON when the media type
-is JSON (`application/json`, `text/json`, `*+json`; an empty body is null), text otherwise
-(decoded with the declared charset, UTF-8 by default, undecodable bytes replaced). A body that
-is too large or declared JSON but unparseable is an `InvalidResponse`. An unsuccessful
+A successful answer's body is read up to `max_body_bytes` (`MAX_RESPONSE_BYTES`, default
+1 MiB), counted while streaming after content decoding, so neither a lying Content-Length nor
+a compressed bomb can exhaust memory. A longer body is cut at the limit and never read further
+(the connection is closed, not drained); it is kept as text, flagged `truncated`, since a
+prefix of a JSON document is not JSON (docs/security.md, 'Input limits'). A whole body is
+parsed: JSON when the media type is JSON (`application/json`, `text/json`, `*+json`; an empty
+body is null), text otherwise (decoded with the declared charset, UTF-8 by default, undecodable
+bytes replaced). A body declared JSON but unparseable is an `InvalidResponse`. An unsuccessful
 answer's body is only needed for the error shown to operators, so at most
 `ERROR_BODY_READ_BYTES` are read from it before the connection is let go.
 """
@@ -24,8 +26,8 @@ from schemas.errors import SchemaBridgeError
 from schemas.redaction import Redactor
 from vertices.gateway_request import is_json_media_type
 
-DEFAULT_MAX_BODY_BYTES = 10 * 1024 * 1024
-"""Largest successful response body a GATEWAY step accepts. Default 10 MiB."""
+DEFAULT_MAX_BODY_BYTES = 1024 * 1024
+"""Most bytes of a successful response body a GATEWAY step keeps. Default 1 MiB."""
 ERROR_BODY_READ_BYTES = 4096
 """How much of an unsuccessful answer's body is read (for the excerpt)."""
 EXCERPT_CHARS = 500
@@ -52,6 +54,8 @@ class Answer:
     headers: dict[str, str]
     content: bytes
     charset: str | None
+    truncated: bool = False
+    """The body went on past the limit; `content` is its first `limit` bytes."""
 
 
 class InvalidResponse(SchemaBridgeError):
@@ -71,22 +75,15 @@ READ_CHUNK_BYTES = 64 * 1024
 
 
 async def read_answer(response: aiohttp.ClientResponse, limit: int) -> Answer:
-    """Read at most `limit` body bytes; raise InvalidResponse(too large) beyond it."""
-    declared = response.headers.get("content-length", "")
-    if declared.isdigit() and int(declared) > limit:
-        raise InvalidResponse(
-            f"response body of {int(declared)} bytes exceeds the {limit}-byte limit",
-            _answer(response, b""),
-        )
+    """Read at most `limit` body bytes; a longer body is cut there (`truncated`)."""
     buffer = bytearray()
-    # Decoded chunks (gzip/deflate are undone while streaming); bounded: we stop once over.
+    # Decoded chunks (gzip/deflate are undone while streaming); bounded: we stop at the limit.
     async for chunk in response.content.iter_chunked(READ_CHUNK_BYTES):
+        room = limit - len(buffer)
+        if len(chunk) > room:
+            buffer += chunk[:room]
+            return _answer(response, bytes(buffer), truncated=True)
         buffer += chunk
-        if len(buffer) > limit:
-            raise InvalidResponse(
-                f"response body exceeds the {limit}-byte limit",
-                _answer(response, bytes(buffer[:ERROR_BODY_READ_BYTES])),
-            )
     return _answer(response, bytes(buffer))
 
 
@@ -110,13 +107,14 @@ def _headers(response: aiohttp.ClientResponse) -> dict[str, str]:
     return headers
 
 
-def _answer(response: aiohttp.ClientResponse, content: bytes) -> Answer:
+def _answer(response: aiohttp.ClientResponse, content: bytes, *, truncated: bool = False) -> Answer:
     return Answer(
         status=response.status,
         reason=response.reason or "",
         headers=_headers(response),
         content=content,
         charset=response.charset,
+        truncated=truncated,
     )
 
 
@@ -150,8 +148,9 @@ def _reject_constant(name: str) -> Any:
 
 
 def parse_body(answer: Answer) -> Any:
-    """The body for the step output: JSON when declared JSON, else text."""
-    if is_json_media_type(answer.headers.get("content-type")):
+    """The body for the step output: JSON when declared JSON, else text (always text when
+    `truncated`: the start of a JSON document does not parse)."""
+    if not answer.truncated and is_json_media_type(answer.headers.get("content-type")):
         if not answer.content.strip():
             return None
         try:

@@ -15,7 +15,15 @@ Three things differ from what aiohttp does out of the box, each on purpose:
 * **No cookie jar.** One client serves every tenant and run; a cookie set by one call must
   never ride along on another.
 * **No redirects, no proxy from the environment.** A 3xx is an answer like any other, and a
-  worker's environment must not reroute tenants' calls.
+  worker's environment must not reroute tenants' calls. Not following redirects is also part
+  of the egress policy: a `Location` pointing at the metadata address is never fetched.
+* **The egress policy on the address connected to** (docs/security.md, 'Egress policy').
+  Every DNS answer goes through `EgressPolicy.allowed_addresses` before aiohttp sees it, so the
+  address checked is the address connected to (a name that resolves to a public address at
+  publication and to a private one at call time is refused at call time). aiohttp never asks
+  the resolver about an IP-literal host, so the URL's host is checked before the request is
+  sent (`EgressPolicy.check_url`, every IPv4 spelling included); and the socket factory checks
+  each address once more just before connecting, a backstop should either check be bypassed.
 
 Timeouts: `timeout_s` bounds connecting (including the wait for a pooled connection) and each
 read; callers that need a hard deadline on the whole exchange (the gateway does) also wrap the
@@ -25,13 +33,21 @@ caller counting the bytes it reads bounds the decoded size.
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
+import ipaddress
+import socket
 import ssl
 from collections.abc import AsyncIterator, Sequence
 from enum import StrEnum
+from typing import Any, Protocol
 
 import aiohttp
+import yarl
 from aiohttp import http_exceptions
+from aiohttp.abc import AbstractResolver, ResolveResult
+
+from vertices.egress import EgressDenied, EgressPolicy
 
 DEFAULT_MAX_CONNECTIONS = 256
 """Open connections per client (all destinations together)."""
@@ -55,16 +71,92 @@ class TransportErrorKind(StrEnum):
     """The answer arrived but its content encoding cannot be decoded."""
 
 
+class HostResolver(Protocol):
+    """Turns a host name into addresses: the one place name resolution can be replaced (a
+    test's resolver, for DNS rebinding)."""
+
+    async def resolve(self, host: str, port: int) -> list[str]:
+        """The addresses (IPv4 or IPv6 text) `host` resolves to; OSError when it does not."""
+        ...
+
+
+class SystemResolver:
+    """The operating system's resolver (`getaddrinfo`, in the loop's thread pool)."""
+
+    async def resolve(self, host: str, port: int) -> list[str]:
+        infos = await asyncio.get_running_loop().getaddrinfo(
+            host, port, type=socket.SOCK_STREAM, flags=socket.AI_ADDRCONFIG
+        )
+        return list(dict.fromkeys(str(info[4][0]) for info in infos))
+
+
+class _PolicyResolver(AbstractResolver):
+    """aiohttp's resolver seam: resolves with `HostResolver`, keeps only what the policy
+    allows (raising `EgressDenied` when nothing is left), and remembers the addresses a host
+    pattern admitted so the socket factory's backstop lets them through."""
+
+    def __init__(self, resolver: HostResolver, policy: EgressPolicy) -> None:
+        self._resolver = resolver
+        self._policy = policy
+        self.admitted_by_name: set[str] = set()
+
+    async def resolve(
+        self, host: str, port: int = 0, family: socket.AddressFamily = socket.AF_INET
+    ) -> list[ResolveResult]:
+        addresses = self._policy.allowed_addresses(host, await self._resolver.resolve(host, port))
+        if self._policy.allows_host_name(host):
+            self.admitted_by_name.update(a.split("%", 1)[0] for a in addresses)
+        return [
+            {
+                "hostname": host,
+                "host": address,
+                "port": port,
+                "family": socket.AF_INET6 if ":" in address else socket.AF_INET,
+                "proto": 0,
+                "flags": socket.AI_NUMERICHOST,
+            }
+            for address in addresses
+        ]
+
+    async def close(self) -> None:
+        return None
+
+
 class HttpClient:
     """A pooled HTTP/1.1 client (aiohttp). Safe to build outside an event loop: the session
-    is created on the first request, inside the loop that uses it. Close it with `aclose`."""
+    is created on the first request, inside the loop that uses it. Close it with `aclose`.
 
-    def __init__(self, max_connections: int = DEFAULT_MAX_CONNECTIONS) -> None:
+    `egress` is the policy every request is held to; None means no policy at all, which only
+    tests and benchmarks that call loopback use: every process builds its client through
+    `engine.runtime.Runtime`, which always passes the policy of its settings. `resolver`
+    replaces the system's name resolution (tests)."""
+
+    def __init__(
+        self,
+        max_connections: int = DEFAULT_MAX_CONNECTIONS,
+        *,
+        egress: EgressPolicy | None = None,
+        resolver: HostResolver | None = None,
+    ) -> None:
         if max_connections < 1:
             raise ValueError("max_connections must be at least 1")
         self.max_connections = max_connections
+        self.egress = egress
+        self._resolver = resolver or SystemResolver()
+        self._policy_resolver: _PolicyResolver | None = None
         self._session: aiohttp.ClientSession | None = None
         self._closed = False
+
+    def _socket(self, addr_info: Any) -> socket.socket:
+        """The backstop: refuse to even create the socket for a refused address."""
+        family, type_, proto, _, sockaddr = addr_info
+        text = str(sockaddr[0]).split("%", 1)[0]
+        policy, names = self.egress, self._policy_resolver
+        if policy is not None and names is not None and text not in names.admitted_by_name:
+            reason = policy.address_refusal(ipaddress.ip_address(text))
+            if reason is not None:
+                raise EgressDenied(f"egress denied: {text} is {reason}")
+        return socket.socket(family=family, type=type_, proto=proto)
 
     @property
     def is_closed(self) -> bool:
@@ -74,11 +166,18 @@ class HttpClient:
         if self._closed:
             raise RuntimeError("the HTTP client is closed")
         if self._session is None:
+            options: dict[str, Any] = {}
+            if self.egress is not None:
+                self._policy_resolver = _PolicyResolver(self._resolver, self.egress)
+                options = {"resolver": self._policy_resolver, "socket_factory": self._socket}
+            elif not isinstance(self._resolver, SystemResolver):
+                options = {"resolver": _PolicyResolver(self._resolver, _NO_POLICY)}
             connector = aiohttp.TCPConnector(
                 limit=self.max_connections,
                 limit_per_host=0,
                 keepalive_timeout=KEEPALIVE_EXPIRY_S,
                 ssl=ssl.create_default_context(),
+                **options,
             )
             session = aiohttp.ClientSession(
                 connector=connector,
@@ -110,11 +209,21 @@ class HttpClient:
         timeout_s: float,
     ) -> AsyncIterator[aiohttp.ClientResponse]:
         """Send one request and yield its response with the body unread (stream it from
-        `response.content`); the connection is released when the block ends."""
+        `response.content`); the connection is released when the block ends.
+
+        Raises `EgressDenied` (nothing sent) when the egress policy refuses the URL or every
+        address its host resolves to."""
+        try:
+            # Parsed once: the host checked is the host aiohttp connects to.
+            target = yarl.URL(url)
+        except ValueError as exc:
+            raise aiohttp.InvalidURL(url, str(exc)) from exc
+        if self.egress is not None:
+            self.egress.check_url(target)
         timeout = aiohttp.ClientTimeout(total=None, connect=timeout_s, sock_read=timeout_s)
         async with self._open().request(
             method,
-            url,
+            target,
             params=list(params) or None,
             headers=headers,
             data=content,
@@ -131,9 +240,20 @@ class HttpClient:
             await session.close()
 
 
-def build_http_client(max_connections: int = DEFAULT_MAX_CONNECTIONS) -> HttpClient:
+_NO_POLICY = EgressPolicy(
+    networks=(ipaddress.ip_network("0.0.0.0/0"), ipaddress.ip_network("::/0"))
+)
+"""Admits every address: a replaced resolver without a policy (tests)."""
+
+
+def build_http_client(
+    max_connections: int = DEFAULT_MAX_CONNECTIONS,
+    *,
+    egress: EgressPolicy | None = None,
+    resolver: HostResolver | None = None,
+) -> HttpClient:
     """A new client for one worker (see `HttpClient`)."""
-    return HttpClient(max_connections)
+    return HttpClient(max_connections, egress=egress, resolver=resolver)
 
 
 async def close_http_client(client: HttpClient) -> None:

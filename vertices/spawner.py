@@ -65,10 +65,16 @@ class FanoutPort(Protocol):
         ...
 
 
+DEFAULT_MAX_ITEMS = 1_000_000
+
+
 @dataclass(frozen=True)
 class FanoutLimits:
     backpressure_max_depth: int = 10_000
     batch_size: int = DEFAULT_BATCH
+    max_items: int = DEFAULT_MAX_ITEMS
+    """Most children one spawner step may start (`MAX_FANOUT_ITEMS`); more items fail the step
+    with `too_many_items` before any child is created."""
 
 
 def items_of(config: SpawnerConfig, ctx: StepContext) -> list[Any]:
@@ -109,6 +115,13 @@ async def execute(
 ) -> AwaitingChildren | Parked:
     items = items_of(config, ctx)
     total = len(items)
+    if total > limits.max_items:
+        raise StepFailure(
+            FailureKind.TOO_MANY_ITEMS,
+            f"items holds {total:,} entries, over the limit of {limits.max_items:,} children "
+            "per fan-out; split the list across several runs or raise "
+            "SCHEMABRIDGE_MAX_FANOUT_ITEMS",
+        )
     existing = await port.existing_children()
     if existing < total:
         parked = await _guards(port, limits, total - existing)

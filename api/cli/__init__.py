@@ -16,6 +16,7 @@ from importlib import metadata
 from typing import Annotated
 
 import typer
+from pydantic import ValidationError
 
 from api.cli import admin as cli_admin
 from api.cli import keys as cli_keys
@@ -67,13 +68,23 @@ def _root(
 
 
 def main() -> None:
-    """Entry point of the `schemabridge` console script."""
+    """Entry point of the `schemabridge` console script. Nothing reaches the user as a
+    traceback (`usage.report`); a setting the environment gets wrong (`engine.settings.Settings`
+    refuses it) is one line per setting and exit code 2, whichever command read it."""
     try:
         app()
     except KeyboardInterrupt:
         usage.stderr().print("interrupted")
         sys.exit(ExitCode.INTERRUPTED)
-    except Exception as error:  # nothing reaches the user as a traceback (`usage.report`)
+    except ValidationError as error:
+        if error.title != "Settings":
+            usage.report(error)
+        for problem in error.errors():
+            name = ".".join(str(part) for part in problem["loc"]).upper()
+            message = str(problem["msg"]).removeprefix("Value error, ")
+            typer.echo(f"schemabridge: invalid setting {name}: {message}", err=True)
+        sys.exit(ExitCode.USAGE)
+    except Exception as error:
         usage.report(error)
 
 

@@ -100,10 +100,14 @@ def load_workflows(files: list[Path], downstream_url: str | None = None) -> list
     try:
         return parse_documents(documents)
     except DefinitionError as exc:
-        for problem in exc.problems:
-            where = f"{problem.source}:" if getattr(problem, "source", "") else ""
-            console.print(f"[red]{where}{problem.pointer or '/'}[/red] {problem.message}")
+        _print_problems(exc)
         raise typer.Exit(ExitCode.USAGE) from None
+
+
+def _print_problems(error: DefinitionError) -> None:
+    for problem in error.problems:
+        where = f"{problem.source}:" if getattr(problem, "source", "") else ""
+        console.print(f"[red]{where}{problem.pointer or '/'}[/red] {problem.message}")
 
 
 def pick_workflow(workflows: list[Workflow], name: str | None) -> Workflow:
@@ -259,6 +263,9 @@ async def execute_run(
         try:
             await ops.workflows.publish(documents)
             run = (await ops.runs.submit(target.name, run_input, tenant_id=opts.tenant)).run
+        except DefinitionError as error:  # what only publication checks (the egress policy)
+            _print_problems(error)
+            raise typer.Exit(ExitCode.USAGE) from None
         except OperationError as error:
             if error.refusal is Refusal.UNAVAILABLE:
                 raise
@@ -373,6 +380,12 @@ def run(
     if tenant_rate is not None:
         updates["tenant_rate_per_minute"] = tenant_rate
     settings = settings.model_copy(update=updates)
+    if demo_downstream:
+        settings = settings.allowing_loopback()
+        console.print(
+            "egress: loopback allowed for the demo downstream (--demo-downstream); "
+            "other internal addresses stay refused"
+        )
     run_input = read_input(input)
     options = RunOptions(tenant=tenant, timeout_s=timeout)
 

@@ -345,6 +345,10 @@ def _warn_demo(downstream_url: str, names: list[str]) -> None:
         "[bold red]Authentication is OFF:[/bold red] every request acts as the admin 'demo'. "
         "Do not expose this port."
     )
+    console.print(
+        "[bold red]Egress to loopback is ALLOWED[/bold red] (127.0.0.0/8, ::1, localhost) so "
+        "the examples reach the demo downstream; other internal addresses stay refused."
+    )
     console.print(f"demo downstream: {downstream_url}; example workflows: {', '.join(names)}")
     console.rule()
 
@@ -401,6 +405,8 @@ def serve(
     service = f"serve-{socket.gethostname()}"
     _logging(service, log_level, log_format, access_log=access_log)
     settings = _settings(concurrency)
+    if demo:
+        settings = settings.allowing_loopback()
 
     def start() -> Coroutine[Any, Any, None]:
         _check_secret_keys(settings)

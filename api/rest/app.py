@@ -28,6 +28,7 @@ from api.rest import (
     secrets,
     sse,
 )
+from api.rest.body_depth import BodyDepthLimit
 from api.rest.deps import ApiContext
 from api.rest.errors import install_error_handlers
 from api.rest.middleware import BodyLimit, RequestObserver
@@ -116,6 +117,8 @@ def create_app(
     for router in routers:
         app.include_router(router)
     # Added last = outermost: the observer sees (and logs) the body limit's refusals too.
+    # Added first, so it runs inside BodyLimit: what it collects is already bounded.
+    app.add_middleware(BodyDepthLimit, max_depth=settings.max_nesting_depth)
     app.add_middleware(BodyLimit, max_bytes=settings.max_body_bytes)
     app.add_middleware(RequestObserver, observe=context.metrics.observe)
     return app

@@ -52,7 +52,7 @@ class CoordinationDown(StepDeferred):
 
 
 def outcome_of(status: int | None, error_kind: str | None) -> CallOutcome:
-    if error_kind in {"cancelled", "internal_error", "invalid_config"}:
+    if error_kind in {"cancelled", "internal_error", "invalid_config", "egress_denied"}:
         return CallOutcome.IGNORE
     if status == THROTTLE_STATUS and error_kind is None:
         return CallOutcome.THROTTLED

@@ -111,6 +111,8 @@ class ExecutorDeps:
     admission: Admission | None = None
     """None: GATEWAY calls go out without admission (measurements only)."""
     admission_wait_s: float = 30.0
+    max_response_bytes: int = gateway.DEFAULT_MAX_BODY_BYTES
+    """Most response-body bytes a GATEWAY step keeps in its output (`MAX_RESPONSE_BYTES`)."""
     notify: Callable[[], Awaitable[None]] | None = None
     """Wakes idle workers (here and in other processes) when steps became ready."""
     rng: random.Random = field(default_factory=random.Random)
@@ -285,8 +287,11 @@ async def _with_secrets(names: frozenset[str], ctx: StepContext, deps: ExecutorD
 async def _gateway(
     vertex: GatewayVertex, step: ClaimedStep, ctx: StepContext, deps: ExecutorDeps, log: StepLog
 ) -> contract.VertexOutcome:
+    limit = deps.max_response_bytes
     if deps.admission is None:
-        return await gateway.execute(vertex.config, ctx, deps.http, deps.timeouts)
+        return await gateway.execute(
+            vertex.config, ctx, deps.http, deps.timeouts, max_body_bytes=limit
+        )
     guard = AdmissionGuard(
         deps.admission,
         ctx.tenant_id,
@@ -297,7 +302,9 @@ async def _gateway(
         claim_token=step.claim_token,
     )
     try:
-        return await gateway.execute(vertex.config, ctx, deps.http, deps.timeouts, guard=guard)
+        return await gateway.execute(
+            vertex.config, ctx, deps.http, deps.timeouts, guard=guard, max_body_bytes=limit
+        )
     except TenantRateLimited as limited:
         # At the tenant's rate limit the step waits (a durable timer), it does not fail.
         return Parked(

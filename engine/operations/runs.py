@@ -123,10 +123,12 @@ class RunOperations:
     ) -> SubmitResult:
         """Start a run of `workflow` (its latest version, or `version`) with `input`.
 
-        Refusals: unknown workflow or version `NotFound(code="workflow_not_found")`; input the
-        workflow's inputSchema refuses `InvalidRequest(code="invalid_input")` with the
-        problems; the tenant's run quota used up `LimitReached(code="quota_exceeded")`; the
-        ready queue at `submit_max_ready` `LimitReached(code="queue_full", retry_after_s=5)`.
+        Refusals: unknown workflow or version `NotFound(code="workflow_not_found")`; an input
+        over `max_input_bytes` or `max_nesting_depth` `InvalidRequest(code="input_too_large" /
+        "input_too_deep")`; input the workflow's inputSchema refuses
+        `InvalidRequest(code="invalid_input")` with the problems; the tenant's run quota used
+        up `LimitReached(code="quota_exceeded")`; the ready queue at `submit_max_ready`
+        `LimitReached(code="queue_full", retry_after_s=5)`.
 
         Idempotency: with an `idempotency_key` (scoped to the tenant), submitting the same
         request again returns the run the first submission created (`created` False), also
@@ -136,6 +138,10 @@ class RunOperations:
         """
         submission.check_tenant(tenant_id)
         submission.check_key(idempotency_key)
+        settings = self._runtime.settings
+        submission.check_input_limits(
+            input, max_bytes=settings.max_input_bytes, max_depth=settings.max_nesting_depth
+        )
         digest = submission.request_hash(workflow, version, input, tenant_id)  # JSON or refused
         record = await self._version(workflow, version)
         problems = validate_input(record.workflow, input)

@@ -9,9 +9,10 @@ import json
 from typing import Any
 
 from engine.store import Store
+from engine.validation import deep_pointer, nesting_exceeds
 from schemas.clock import Clock
 from schemas.definitions import SpawnerVertex, Workflow
-from schemas.errors import InvalidRequest, LimitReached
+from schemas.errors import InvalidRequest, LimitReached, Problem
 
 MAX_TENANT_CHARS = 200
 MAX_KEY_CHARS = 256
@@ -30,6 +31,37 @@ def canonical_json(value: Any, what: str) -> str:
         )
     except (TypeError, ValueError) as exc:
         raise InvalidRequest(f"{what} is not JSON: {exc}", code="invalid_input") from exc
+
+
+def check_input_limits(run_input: Any, *, max_bytes: int, max_depth: int) -> None:
+    """Refuse an input larger than `max_bytes` as compact JSON (`input_too_large`) or nested
+    deeper than `max_depth` (`input_too_deep`), each with a problem pointing into the input.
+    Measured on the value already parsed, whose size the request body limit bounds."""
+    try:
+        text = canonical_json(run_input, "the input")
+    except RecursionError:  # only a value built in Python can be this deep
+        text = None
+    size = 0 if text is None else len(text.encode("utf-8", "surrogatepass"))
+    if size > max_bytes:
+        message = (
+            f"The input is {size:,} bytes as compact JSON, over the limit of {max_bytes:,}; "
+            "pass large data by reference (a URL the workflow fetches) or raise "
+            "SCHEMABRIDGE_MAX_INPUT_BYTES."
+        )
+        raise InvalidRequest(
+            message, code="input_too_large", problems=[Problem("", message, "too_large")]
+        )
+    deep = None
+    if text is None or nesting_exceeds(text, max_depth):
+        deep = deep_pointer(run_input, max_depth)
+    if deep is not None:
+        message = (
+            f"The input nests arrays and objects more than {max_depth} levels deep; flatten "
+            "it or raise SCHEMABRIDGE_MAX_NESTING_DEPTH."
+        )
+        raise InvalidRequest(
+            message, code="input_too_deep", problems=[Problem(deep, message, "too_deep")]
+        )
 
 
 def request_hash(workflow: str, version: int | None, run_input: Any, tenant_id: str) -> str:

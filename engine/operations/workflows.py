@@ -56,7 +56,10 @@ class WorkflowOperations:
             return exc.problems, []
         known = [w.name for w in await self._runtime.store.workflow_summaries()]
         report = check_documents(
-            [(SOURCE, text)], settings=self._runtime.settings, known_workflows=known
+            [(SOURCE, text)],
+            settings=self._runtime.settings,
+            known_workflows=known,
+            egress=self._runtime.http.egress,
         )
         return report.problems, report.workflows
 

@@ -8,7 +8,9 @@ or run (docs/authoring.md, 'Validation'). The phases, each in its own module:
 2. `validation_schema`: workflow.schema.json (draft 2020-12), then the pydantic models;
 3. `validation_graph`: dependsOn targets, self-dependencies, cycles, MERGE ↔ SPAWNER, child
    workflows, duplicate names and spawn loops across the documents validated together;
-4. `validation_expressions`: `{{ }}` syntax and what each expression reads.
+4. `validation_expressions`: `{{ }}` syntax and what each expression reads;
+5. `validation_egress` (only when the caller gives an egress policy): GATEWAY URLs whose
+   scheme and host are literal, against the policy.
 
 Problems are collected, never raised one by one: one call reports everything. Each `Problem`
 has `source` (the name the caller gave the document, e.g. its path) and `pointer`, an
@@ -24,18 +26,23 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from engine.settings import Settings
+from engine.validation import egress as validation_egress
 from engine.validation import expressions as validation_expressions
 from engine.validation import graph as validation_graph
 from engine.validation import json_text as validation_json
 from engine.validation import schema as validation_schema
 from engine.validation.common import Limits
+from engine.validation.json_text import deep_pointer, nesting_exceeds
 from schemas.definitions import Workflow
 from schemas.errors import DefinitionError, Problem
+from vertices.egress import EgressPolicy
 
 __all__ = [
     "DocumentReport",
     "ValidationReport",
     "check_documents",
+    "deep_pointer",
+    "nesting_exceeds",
     "parse_document",
     "parse_documents",
     "validate_input",
@@ -79,6 +86,7 @@ def parse_documents(
     *,
     settings: Settings | None = None,
     known_workflows: Collection[str] = (),
+    egress: EgressPolicy | None = None,
 ) -> list[Workflow]:
     """Parse and check documents that belong together; return their workflows in order.
 
@@ -86,11 +94,15 @@ def parse_documents(
     list of them. A SPAWNER's child workflow must be among these documents or named in
     `known_workflows` (names of published workflows; `name@version` entries count as `name`).
     `settings` gives the size limits (default: the documented defaults, environment not read).
+    `egress`: the egress policy literal GATEWAY URLs are checked against (None: not checked;
+    the policy belongs to a deployment, so `engine.operations` passes its runtime's).
 
     Raises `DefinitionError` listing every problem of every document; each problem's `source`
     says which document its `pointer` is into.
     """
-    report = check_documents(documents, settings=settings, known_workflows=known_workflows)
+    report = check_documents(
+        documents, settings=settings, known_workflows=known_workflows, egress=egress
+    )
     if not report.valid:
         raise DefinitionError(report.problems)
     return report.workflows
@@ -102,9 +114,12 @@ def parse_document(
     source: str = "<input>",
     settings: Settings | None = None,
     known_workflows: Collection[str] = (),
+    egress: EgressPolicy | None = None,
 ) -> list[Workflow]:
     """`parse_documents` for a single document named `source`."""
-    return parse_documents([(source, data)], settings=settings, known_workflows=known_workflows)
+    return parse_documents(
+        [(source, data)], settings=settings, known_workflows=known_workflows, egress=egress
+    )
 
 
 def check_documents(
@@ -112,6 +127,7 @@ def check_documents(
     *,
     settings: Settings | None = None,
     known_workflows: Collection[str] = (),
+    egress: EgressPolicy | None = None,
 ) -> ValidationReport:
     """Like `parse_documents`, but report per document instead of raising.
 
@@ -136,6 +152,8 @@ def check_documents(
     for report, wf, _ in found:
         report.problems.extend(validation_graph.workflow_problems(wf))
         report.problems.extend(validation_expressions.expression_problems(wf))
+        if egress is not None:
+            report.problems.extend(validation_egress.egress_problems(wf, egress))
     for wf, problem in validation_graph.batch_problems([wf for _, wf, _ in found], known_workflows):
         owner[id(wf)].problems.append(problem)
 

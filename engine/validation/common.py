@@ -81,6 +81,8 @@ class Code:
     SECRET_NOT_ALLOWED = "secret_not_allowed"
     INVALID_SECRET_REFERENCE = "invalid_secret_reference"
     INPUT = "input"
+    EGRESS_DENIED = "egress_denied"
+    UNSAFE_PATTERN = "unsafe_pattern"
 
 
 def pointer(*parts: str | int) -> str:

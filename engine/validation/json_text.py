@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -226,3 +227,51 @@ def _is_unicode(text: str) -> bool:
     except UnicodeEncodeError:
         return False
     return True
+
+
+_STRING = re.compile(r'"[^"\\]*(?:\\.[^"\\]*)*"', re.DOTALL)
+_NOT_BRACKET = re.compile(r"[^\[\]{}]+")
+_EMPTY_PAIR = re.compile(r"\[\]|\{\}")
+
+
+def nesting_exceeds(text: str, max_depth: int) -> bool:
+    """Whether the JSON `text` nests arrays and objects deeper than `max_depth`, decided with
+    regular-expression passes that run in C (no Python step per value): strings and scalars
+    are dropped, then each pass removes the innermost bracket pairs, so a text is at most
+    `max_depth` deep exactly when `max_depth` passes leave nothing. Text that is not JSON
+    (unbalanced brackets) answers False: parsing it says what is wrong."""
+    if text.count("[") + text.count("{") <= max_depth:
+        return False
+    brackets = _NOT_BRACKET.sub("", _STRING.sub("", text))
+    for _ in range(max_depth):
+        brackets, removed = _EMPTY_PAIR.subn("", brackets)
+        if not brackets or not removed:
+            return False
+    return bool(brackets)
+
+
+def deep_pointer(value: Any, max_depth: int) -> str | None:
+    """The pointer of the first array or object of `value` (a parsed JSON value) nested
+    deeper than `max_depth` levels (the outermost is level 1), or None. Iterative (any depth
+    is safe to ask about), and a pointer is only built for the container it returns."""
+    if not isinstance(value, dict | list):
+        return None
+    path: list[str | int] = []
+    levels = [_children(value)]
+    while levels:
+        if len(levels) > max_depth:
+            return pointer(*path)
+        for key, child in levels[-1]:
+            if isinstance(child, dict | list):
+                path.append(key)
+                levels.append(_children(child))
+                break
+        else:
+            levels.pop()
+            if path:
+                path.pop()
+    return None
+
+
+def _children(node: dict[str, Any] | list[Any]) -> Iterator[tuple[str | int, Any]]:
+    return iter(node.items()) if isinstance(node, dict) else enumerate(node)

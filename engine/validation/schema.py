@@ -12,11 +12,9 @@ The pydantic models mirror the schema, so once a workflow passes the schema, bui
 
 from __future__ import annotations
 
-import re
 from collections.abc import Iterator, Sequence
 from typing import Any
 
-from jsonschema import Draft202012Validator
 from jsonschema import exceptions as js_exceptions
 from pydantic import ValidationError
 from referencing import Registry
@@ -24,6 +22,7 @@ from referencing.exceptions import Unresolvable
 from referencing.jsonschema import DRAFT202012
 
 from engine.validation.common import Code, did_you_mean, pointer, quoted_list, show
+from engine.validation.patterns import InputValidator, UnsafePattern, compiled, pattern_problems
 from schemas import loader
 from schemas.definitions import Workflow
 from schemas.errors import Problem
@@ -90,15 +89,16 @@ def instance_problems(schema: dict[str, Any], data: Any, whole: str) -> list[Pro
     """
     problems: list[Problem] = []
     try:
-        for error in Draft202012Validator(schema).iter_errors(data):
+        for error in InputValidator(schema).iter_errors(data):
             problems.extend(_describe(error, whole))
-    except (Unresolvable, re.error) as exc:  # refused at authoring time; kept as a backstop
+    except (Unresolvable, UnsafePattern) as exc:  # refused at authoring time; a backstop
         problems.append(Problem("", f"The schema cannot be applied: {exc}.", Code.INPUT))
     return problems
 
 
 def input_schema_problems(workflow: dict[str, Any], base: str) -> list[Problem]:
-    """`$ref`s of a workflow's inputSchema that would fail when a run's input is checked.
+    """`$ref`s and patterns of a workflow's inputSchema that would fail when a run's input is
+    checked (patterns: see `engine.validation.patterns`).
 
     Only references inside the schema itself are allowed (SchemaBridge never fetches schemas
     over the network), and each must resolve. References below a nested `$id` are relative to
@@ -107,8 +107,8 @@ def input_schema_problems(workflow: dict[str, Any], base: str) -> list[Problem]:
     schema = workflow.get("inputSchema")
     if not isinstance(schema, dict):
         return []
+    problems = pattern_problems(schema, ("inputSchema",), base)
     resolver = Registry().with_resource("", DRAFT202012.create_resource(schema)).resolver("")
-    problems: list[Problem] = []
     stack: list[tuple[tuple[str | int, ...], Any]] = [(("inputSchema",), schema)]
     while stack:
         path, node = stack.pop()
@@ -218,11 +218,13 @@ def _missing(error: js_exceptions.ValidationError, at: str, whole: str | None) -
 def _unknown(
     error: js_exceptions.ValidationError, path: list[str | int], whole: str | None
 ) -> Iterator[Problem]:
-    allowed = list(error.schema.get("properties", {})) if isinstance(error.schema, dict) else []
+    schema = error.schema if isinstance(error.schema, dict) else {}
+    allowed = list(schema.get("properties", {}))
+    matchers = [compiled(p) for p in schema.get("patternProperties", {})]
     owner = _object_name(error, whole)
     instance = error.instance if isinstance(error.instance, dict) else {}
     for key in instance:
-        if key in allowed:
+        if key in allowed or any(m.search(key) for m in matchers):
             continue
         hint = did_you_mean(key, allowed) or f" Allowed fields: {quoted_list(allowed)}."
         message = f'Unknown field "{key}" in {_lower_first(owner)}.{hint}'

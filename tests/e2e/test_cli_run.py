@@ -10,19 +10,26 @@ import sys
 from pathlib import Path
 
 from demo.downstream import RunningDownstream
+from vertices.egress import ALLOW_ENV, LOOPBACK_ALLOW
 
 ROOT = Path(__file__).resolve().parents[2]
 SCHEMABRIDGE = str(Path(sys.executable).with_name("schemabridge"))
 
 
 def run_cli(
-    args: tuple[str, ...], env: dict[str, str], timeout: float = 120
+    args: tuple[str, ...],
+    env: dict[str, str],
+    timeout: float = 120,
+    egress_allow: str | None = LOOPBACK_ALLOW,
 ) -> subprocess.CompletedProcess[str]:
-    """`schemabridge ARGS` with only `env` (and PATH, PYTHONPATH) in its environment."""
+    """`schemabridge ARGS` with only `env` (and PATH, PYTHONPATH) in its environment;
+    `egress_allow` None runs it under the default egress policy."""
     env = {"PATH": "/usr/bin:/bin", **env}
     if "PYTHONPATH" in os.environ:
         # A checkout tested with PYTHONPATH (a worktree) runs its own code, not the installed one.
         env["PYTHONPATH"] = os.environ["PYTHONPATH"]
+    if egress_allow is not None:
+        env[ALLOW_ENV] = egress_allow
     return subprocess.run(
         [SCHEMABRIDGE, *args],
         capture_output=True,
@@ -34,13 +41,18 @@ def run_cli(
     )
 
 
-def sb(*args: str, db: Path, timeout: float = 120) -> subprocess.CompletedProcess[str]:
-    return run_cli(args, {"SCHEMABRIDGE_DATABASE_URL": f"sqlite+aiosqlite:///{db}"}, timeout)
+def sb(
+    *args: str, db: Path, timeout: float = 120, egress_allow: str | None = LOOPBACK_ALLOW
+) -> subprocess.CompletedProcess[str]:
+    database = {"SCHEMABRIDGE_DATABASE_URL": f"sqlite+aiosqlite:///{db}"}
+    return run_cli(args, database, timeout, egress_allow)
 
 
-async def asb(*args: str, db: Path) -> subprocess.CompletedProcess[str]:
+async def asb(
+    *args: str, db: Path, egress_allow: str | None = LOOPBACK_ALLOW
+) -> subprocess.CompletedProcess[str]:
     """`sb` off the event loop: this loop serves the downstream the command calls."""
-    return await asyncio.to_thread(sb, *args, db=db)
+    return await asyncio.to_thread(sb, *args, db=db, egress_allow=egress_allow)
 
 
 def write_workflow(tmp_path: Path, url: str) -> Path:
@@ -73,8 +85,10 @@ async def test_run_example_end_to_end_with_demo_downstream(tmp_path: Path) -> No
         "--output",
         "json",
         db=tmp_path / "sb.db",
+        egress_allow=None,  # --demo-downstream allows loopback itself, and says so
     )
     assert result.returncode == 0, result.stderr
+    assert "egress: loopback allowed for the demo downstream" in result.stderr
     run = json.loads(result.stdout)
     assert run["status"] == "SUCCEEDED"
     assert set(run["output"]) == {"open-ticket"}
@@ -126,3 +140,54 @@ async def test_run_exit_codes(tmp_path: Path, downstream: RunningDownstream) -> 
     missing = await asb("run", str(ok), "--input", "@/nonexistent.json", db=tmp_path / "e.db")
     assert missing.returncode == 2 and "cannot read input file" in missing.stderr
     assert "Traceback" not in missing.stderr + not_json.stderr + invalid_input.stderr
+
+
+async def test_run_holds_calls_to_the_egress_policy(
+    tmp_path: Path, downstream: RunningDownstream
+) -> None:
+    # Under the default policy the downstream on loopback is off limits: a literal URL is
+    # refused when `run` publishes it, one built from the input when the call is made.
+    literal = write_workflow(tmp_path, f"{downstream.url}/customers")
+    refused = await asb(
+        "run", str(literal), "--input", '{"id": 7}', db=tmp_path / "a.db", egress_allow=None
+    )
+    assert refused.returncode == 2, refused.stderr
+    assert "Egress denied: 127.0.0.1 is loopback" in refused.stderr
+    from_input = tmp_path / "from-input.json"
+    document = {
+        "name": "fetch",
+        "vertices": {"get": {"type": "GATEWAY", "config": {"url": "{{ input.url }}"}}},
+    }
+    from_input.write_text(json.dumps(document))
+    run_input = json.dumps({"url": f"http://2130706433:{downstream.port}/customers"})
+    failed = await asb(
+        "run", str(from_input), "--input", run_input, db=tmp_path / "b.db", egress_allow=None
+    )
+    assert failed.returncode == 1, failed.stderr
+    assert "egress_denied" in failed.stderr and "Traceback" not in failed.stderr
+    assert downstream.stats.total == 0
+    # An allow-list entry admits it.
+    allowed = await asb(
+        "run", str(literal), "--input", '{"id": 7}', db=tmp_path / "c.db", egress_allow="127.0.0.1"
+    )
+    assert allowed.returncode == 0, allowed.stderr
+    assert downstream.stats.total == 1
+
+
+def test_a_bad_allow_list_is_one_line_and_exit_2(tmp_path: Path) -> None:
+    for command in (
+        ["worker"],
+        ["api", "--port", "0"],
+        ["serve", "--port", "0"],
+        ["run", "examples/support-ticket.json", "--input", "@examples/support-ticket.input.json"],
+    ):
+        result = sb(*command, db=tmp_path / "sb.db", egress_allow="10.0.0.1/8,nope!", timeout=60)
+        assert result.returncode == 2, (command, result.stderr)
+        lines = result.stderr.strip().splitlines()
+        assert lines == [
+            "schemabridge: invalid setting SCHEMABRIDGE_EGRESS_ALLOW: the egress allow-list has "
+            "2 bad entries: '10.0.0.1/8' has host bits set (did you mean 10.0.0.0/8?); 'nope!' "
+            "is not a host pattern. Each entry is a CIDR (10.0.0.0/8, fd00::/8), an address "
+            "(10.1.2.3) or a host pattern (billing.internal, *.internal), separated by commas."
+        ], command
+

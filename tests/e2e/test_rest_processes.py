@@ -5,6 +5,7 @@ one; `serve --demo` and `serve` print their URL and answer; `worker --health-por
 
 from __future__ import annotations
 
+import json
 import signal
 import socket
 import sqlite3
@@ -15,7 +16,8 @@ import httpx
 
 from engine.store import db
 from tests.conftest import Backend
-from tests.e2e.rest_harness import SCHEMABRIDGE, process_env, service
+from tests.e2e.rest_harness import ROOT, SCHEMABRIDGE, process_env, service
+from vertices.egress import ALLOW_ENV
 
 HEAD = db.head_revision()
 
@@ -103,14 +105,21 @@ def test_api_serves_an_upgraded_database_and_stops_on_sigterm(
 def test_serve_demo_prints_its_url_with_auth_off(tmp_path: Path) -> None:
     backend = Backend("embedded", f"sqlite+aiosqlite:///{tmp_path / 'sb.db'}", None)
     env = process_env(backend, tmp_path)
+    env.pop(ALLOW_ENV)  # --demo allows loopback itself (the demo downstream is there)
     with service(["serve", "--demo", "--port", "0"], env, tmp_path / "serve.log") as serve:
         url = serve.wait_for_url()
         assert get(f"{url}/health").json() == {"status": "ok"}
         assert get(f"{url}/keys").status_code == 200, "authentication is off"
+        run_input = json.loads((ROOT / "examples/support-ticket.input.json").read_text())
+        answer = httpx.post(
+            f"{url}/workflows/support-ticket/runs?wait=true", json={"input": run_input}, timeout=60
+        )
+        assert answer.status_code == 200, answer.text  # its calls reached the demo downstream
         assert (tmp_path / "health").is_dir() and any((tmp_path / "health").iterdir())
         assert serve.stop(signal.SIGTERM) == 0
     log = serve.stderr()
     assert "DEMO MODE" in log and "Authentication is OFF" in log
+    assert "Egress to loopback is ALLOWED" in log
     assert "support-ticket" in log, "the examples were published"
     assert not any((tmp_path / "health").iterdir()), "the marker is gone after the stop"
 

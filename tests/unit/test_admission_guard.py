@@ -49,6 +49,8 @@ async def test_a_script_error_is_not_mistaken_for_an_outage() -> None:
         (200, "invalid_response", CallOutcome.FAILURE),
         (None, "cancelled", CallOutcome.IGNORE),
         (None, "invalid_config", CallOutcome.IGNORE),
+        # Nothing was sent: an egress refusal says nothing about the destination's health.
+        (None, "egress_denied", CallOutcome.IGNORE),
     ],
 )
 def test_outcomes(status: int | None, kind: str | None, outcome: CallOutcome) -> None:

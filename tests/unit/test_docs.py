@@ -5,8 +5,8 @@
   the citation. The benchmark results in bench/ are historical records and keep their wording.
 * Every relative link in docs/*.md and README.md points at a file that exists (and, for a link
   with an anchor into a Markdown file, at a heading that exists).
-* Every section a comment cites as "docs/architecture.md, '<heading>'" (or docs/authoring.md)
-  is a heading of that document.
+* Every section a comment cites as "docs/architecture.md, '<heading>'" (or docs/authoring.md,
+  docs/security.md) is a heading of that document.
 """
 
 from __future__ import annotations

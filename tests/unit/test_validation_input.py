@@ -62,7 +62,7 @@ def test_the_byte_limit_counts_utf8_bytes_of_a_str() -> None:
 def test_deep_nesting_is_refused_without_recursion(depth: int) -> None:
     problem = only_problem("[" * depth + "]" * depth)
     assert problem.code == "too_deep"
-    assert "more than 32 levels deep (at line 1, column 33)" in problem.message
+    assert "more than 64 levels deep (at line 1, column 65)" in problem.message
 
 
 def test_deep_nesting_is_refused_even_when_the_setting_is_huge() -> None:
@@ -72,7 +72,7 @@ def test_deep_nesting_is_refused_even_when_the_setting_is_huge() -> None:
 
 def _deep_document(leaf: str) -> str:
     body: Any = leaf
-    for _ in range(28):  # the workflow's own 4 levels (root, vertices, a, config) + 28 = 32
+    for _ in range(60):  # the workflow's own 4 levels (root, vertices, a, config) + 60 = 64
         body = [body]
     config = {"url": "http://h", "body": body}
     return json.dumps({"name": "deep", "vertices": {"a": {"type": "GATEWAY", "config": config}}})
@@ -80,7 +80,7 @@ def _deep_document(leaf: str) -> str:
 
 def test_nesting_at_the_limit_is_fine() -> None:
     assert parse_document(_deep_document("plain"))
-    problem = only_problem(_deep_document("plain"), settings=Settings(max_nesting_depth=31))
+    problem = only_problem(_deep_document("plain"), settings=Settings(max_nesting_depth=63))
     assert problem.code == "too_deep"
 
 

@@ -1,0 +1,109 @@
+"""The nesting limit on JSON request bodies: a body that nests arrays and objects deeper than
+`MAX_NESTING_DEPTH` (64) is refused with 422 `too_deep` and the pointer of the first container
+past the limit, before a route sees it (docs/security.md, 'Input limits').
+
+Without it, a body a few thousand levels deep makes the JSON parser give up (FastAPI answers
+400 with no pointer) and one a few hundred deep reaches code that recurses (JSON Schema
+validation, expression rendering). A pure ASGI middleware, inside `BodyLimit`: the body it
+collects is already bounded by `MAX_BODY_BYTES`. Most bodies hold fewer brackets than the
+limit, which one `bytes.count` pass proves; the others are measured with regular-expression
+passes that run in C (`engine.validation.nesting_exceeds`), and only a body that is too deep
+is parsed here, to find the pointer.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+from engine.validation import deep_pointer, nesting_exceeds
+
+_JSON_TYPES = (b"application/json", b"text/json")
+
+
+def _is_json(scope: Scope) -> bool:
+    for name, value in scope.get("headers", ()):
+        if name == b"content-type":
+            media = value.split(b";", 1)[0].strip().lower()
+            return media in _JSON_TYPES or media.endswith(b"+json")
+    return False
+
+
+def _too_deep_at(body: bytes, max_depth: int) -> str | None:
+    """The pointer of the first container past `max_depth`, or None (also for a body that is
+    not JSON at all: the route's own parsing reports that)."""
+    if body.count(b"[") + body.count(b"{") <= max_depth:
+        return None
+    try:
+        text = body.decode("utf-8")
+    except UnicodeDecodeError:
+        return None
+    if not nesting_exceeds(text, max_depth):
+        return None
+    try:
+        value: Any = json.loads(text)
+    except RecursionError:
+        return ""  # too deep for the parser itself: the whole body is the problem
+    except ValueError:
+        return None
+    return deep_pointer(value, max_depth)
+
+
+async def _refuse(send: Send, at: str, max_depth: int) -> None:
+    message = (
+        f"The request body nests arrays and objects more than {max_depth} levels deep; "
+        "flatten it (the limit is SCHEMABRIDGE_MAX_NESTING_DEPTH)."
+    )
+    problem = {"pointer": at, "code": "too_deep", "message": message, "in": "body"}
+    body = json.dumps(
+        {"code": "too_deep", "message": message, "details": {"problems": [problem]}}
+    ).encode()
+    await send(
+        {
+            "type": "http.response.start",
+            "status": 422,
+            "headers": [
+                (b"content-type", b"application/json"),
+                (b"content-length", str(len(body)).encode()),
+            ],
+        }
+    )
+    await send({"type": "http.response.body", "body": body})
+
+
+class BodyDepthLimit:
+    """Refuses a JSON request body nested deeper than `max_depth` (422 `too_deep`)."""
+
+    def __init__(self, app: ASGIApp, max_depth: int) -> None:
+        self.app = app
+        self.max_depth = max_depth
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http" or not _is_json(scope):
+            await self.app(scope, receive, send)
+            return
+        chunks: list[bytes] = []
+        more = True
+        while more:  # bounded: BodyLimit, outside, stops a body past MAX_BODY_BYTES
+            message = await receive()
+            if message["type"] != "http.request":
+                break  # the client went away; the route will see the disconnect
+            chunks.append(message.get("body", b""))
+            more = message.get("more_body", False)
+        body = b"".join(chunks)
+        at = _too_deep_at(body, self.max_depth)
+        if at is not None:
+            await _refuse(send, at, self.max_depth)
+            return
+        replayed = False
+
+        async def replay() -> Message:
+            nonlocal replayed
+            if not replayed:
+                replayed = True
+                return {"type": "http.request", "body": body, "more_body": False}
+            return await receive()
+
+        await self.app(scope, replay, send)

@@ -1,0 +1,66 @@
+"""Publication's part of the egress policy: a GATEWAY `url` whose scheme and host are written
+literally is checked against the policy, so `http://169.254.169.254/…` or `http://0x7f.1/` is
+refused with a pointer before it is stored (docs/security.md, 'Egress policy').
+
+Only IP literals (every spelling) and `localhost` names can be judged here: a host name's
+addresses are only known when the call is made, and a URL built by an expression only then.
+Both are checked again at call time on the address actually connected to, so this phase is an
+early, clearer refusal, not the enforcement.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import yarl
+
+from engine.validation.common import Code
+from engine.validation.graph import RawWorkflow
+from schemas.errors import Problem
+from vertices.egress import ALLOWED_SCHEMES, EgressDenied, EgressPolicy
+
+
+def literal_origin(url: str) -> str | None:
+    """The part of `url` up to the end of its host when that part holds no `{{ }}`
+    expression (`http://10.0.0.1:80/a/{{ input.id }}` → `http://10.0.0.1:80/`); else None."""
+    head = url.split("{{", 1)[0].strip()
+    scheme, sep, rest = head.partition("://")
+    if not sep:
+        return None
+    ends = [rest.find(c) for c in "/?#" if c in rest]
+    if "{{" in url and not ends:
+        return None  # the host itself is (partly) an expression
+    host_end = min(ends) if ends else len(rest)
+    return f"{scheme}://{rest[:host_end]}/"
+
+
+def egress_problems(workflow: RawWorkflow, policy: EgressPolicy) -> list[Problem]:
+    """A problem for each GATEWAY whose literal URL the policy refuses."""
+    problems: list[Problem] = []
+    for vertex in workflow.vertices.values():
+        url = vertex.config.get("url") if isinstance(vertex.config, dict) else None
+        origin = literal_origin(url) if isinstance(url, str) else None
+        if vertex.type != "GATEWAY" or origin is None:
+            continue
+        problem = _refusal(origin, policy)
+        if problem is not None:
+            at = workflow.at("vertices", vertex.id, "config", "url")
+            problems.append(Problem(at, problem, Code.EGRESS_DENIED))
+    return problems
+
+
+def _refusal(origin: str, policy: EgressPolicy) -> str | None:
+    try:
+        parsed: Any = yarl.URL(origin)
+    except ValueError:
+        return None  # not a URL at all: the schema says so
+    if parsed.scheme.lower() not in ALLOWED_SCHEMES:
+        return None  # the schema's pattern refuses it with its own words
+    try:
+        policy.check_url(parsed)
+    except EgressDenied as denied:
+        return (
+            f"{denied.message[0].upper()}{denied.message[1:]}. The call would be refused at "
+            "run time."
+        )
+    return None

@@ -1,0 +1,142 @@
+"""The limits the engine applies, on both backends, through the operations layer and a real
+worker: run inputs (size, depth), items per fan-out, and the downstream response body a step
+keeps. The REST side of each limit is in tests/e2e/test_rest_input_limits.py."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator
+from typing import Any
+
+import pytest
+from aiohttp import web
+
+from demo.downstream import RunningDownstream
+from engine.operations import Operations
+from engine.operations.views import RunFilter
+from engine.runtime import Runtime
+from schemas.errors import InvalidRequest
+from tests.conftest import Backend
+from tests.integration.engine_harness import running_worker, settings_for
+from tests.integration.operations_harness import ended, fanout, gateway, items, single
+
+LIMITS = {
+    "max_input_bytes": 2_048,
+    "max_nesting_depth": 6,
+    "max_fanout_items": 5,
+    "max_response_bytes": 1_024,
+}
+
+
+@pytest.fixture
+async def runtime(backend: Backend) -> AsyncIterator[Runtime]:
+    runtime = await Runtime.open(settings_for(backend, **LIMITS))
+    yield runtime
+    await runtime.close()
+
+
+@pytest.fixture
+def ops(runtime: Runtime) -> Operations:
+    return Operations(runtime)
+
+
+def _nested(depth: int) -> Any:
+    value: Any = 0
+    for _ in range(depth):
+        value = [value]
+    return value
+
+
+async def _runs(ops: Operations) -> int:
+    return len((await ops.runs.list(RunFilter())).items)
+
+
+async def test_run_inputs_over_the_limits_are_refused(
+    ops: Operations, downstream: RunningDownstream
+) -> None:
+    await ops.workflows.publish(single("plain", downstream.url))
+    with pytest.raises(InvalidRequest) as large:
+        await ops.runs.submit("plain", {"s": "é" * 1_100})  # 2,200 bytes in UTF-8
+    assert large.value.code == "input_too_large"
+    assert [(p.pointer, p.code) for p in large.value.problems] == [("", "too_large")]
+    with pytest.raises(InvalidRequest) as deep:
+        await ops.runs.submit("plain", {"a": [{"b": _nested(5)}]})
+    assert deep.value.code == "input_too_deep"
+    assert [(p.pointer, p.code) for p in deep.value.problems] == [("/a/0/b/0/0/0", "too_deep")]
+    assert await _runs(ops) == 0
+    # At the limits: accepted.
+    await ops.runs.submit("plain", {"a": [{"b": _nested(3)}], "s": "é" * 1_000})
+    assert await _runs(ops) == 1
+
+
+async def test_a_fan_out_over_the_item_limit_fails_before_any_child(
+    ops: Operations, runtime: Runtime, downstream: RunningDownstream
+) -> None:
+    await ops.workflows.publish(fanout(downstream.url))
+    over = await ops.runs.submit("parent", {"items": items(6)})
+    at = await ops.runs.submit("parent", {"items": items(5)})
+    async with running_worker(runtime):
+        refused = await ended(ops, over.run.id)
+        accepted = await ended(ops, at.run.id)
+    assert refused.status == "FAILED" and refused.error is not None
+    assert (refused.error.kind, refused.error.vertex_id) == ("too_many_items", "each")
+    assert "6 entries, over the limit of 5" in refused.error.message
+    assert "SCHEMABRIDGE_MAX_FANOUT_ITEMS" in refused.error.message
+    assert refused.fanout.total == 0
+    assert (await ops.runs.children(over.run.id)).items == []
+    assert accepted.status == "SUCCEEDED" and accepted.fanout.succeeded == 5
+
+
+@pytest.fixture
+async def endless() -> AsyncIterator[str]:
+    """A downstream whose JSON body never ends: 4 KiB, then nothing until the test is over.
+    A step that tried to read it whole would hang there."""
+    release = asyncio.Event()
+
+    async def handle(request: web.Request) -> web.StreamResponse:
+        response = web.StreamResponse(headers={"Content-Type": "application/json"})
+        await response.prepare(request)
+        await response.write(b'{"items": [' + b'"x",' * 1_024)
+        await release.wait()
+        return response
+
+    app = web.Application()
+    app.router.add_get("/endless", handle)
+    runner = web.AppRunner(app, access_log=None, shutdown_timeout=1)
+    await runner.setup()
+    site = web.TCPSite(runner, "127.0.0.1", 0)
+    await site.start()
+    server = site._server
+    assert isinstance(server, asyncio.AbstractServer)
+    port = server.sockets[0].getsockname()[1]  # type: ignore[attr-defined]
+    try:
+        yield f"http://127.0.0.1:{port}"
+    finally:
+        release.set()
+        await runner.cleanup()
+
+
+async def test_a_response_body_over_the_limit_is_cut_flagged_and_stored(
+    ops: Operations, runtime: Runtime, downstream: RunningDownstream, endless: str
+) -> None:
+    document = {
+        "name": "big-answers",
+        "vertices": {
+            "endless": gateway(f"{endless}/endless", timeoutMs=20_000),
+            "large": gateway(f"{downstream.url}/x?body_bytes=5000&content_type=text/plain"),
+            "small": gateway(f"{downstream.url}/x?body_bytes=1024&content_type=text/plain"),
+        },
+    }
+    await ops.workflows.publish(document)
+    submitted = await ops.runs.submit("big-answers", {})
+    async with running_worker(runtime):
+        run = await ended(ops, submitted.run.id)
+    assert run.status == "SUCCEEDED", run.error
+    steps = {step.vertex_id: step.output for step in run.steps}
+    for cut in ("endless", "large"):
+        assert steps[cut]["bodyTruncated"] is True
+        assert isinstance(steps[cut]["body"], str) and len(steps[cut]["body"]) == 1_024
+    assert steps["endless"]["body"].startswith('{"items": ["x",')  # text: a cut JSON body
+    assert "bodyTruncated" not in steps["small"] and len(steps["small"]["body"]) == 1_024
+    logs = [line.message for line in (await ops.runs.logs(submitted.run.id)).items]
+    assert sum("response body cut at 1,024 bytes" in message for message in logs) == 2
