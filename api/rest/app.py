@@ -23,6 +23,7 @@ from api.rest import (
     monitoring,
     routes_actions,
     routes_admin,
+    routes_deployments,
     routes_runs,
     routes_workflows,
     sse,
@@ -42,6 +43,7 @@ DEFAULT_ROUTERS: tuple[APIRouter, ...] = (
     monitoring.metrics_router,
     keys.router,
     routes_workflows.router,
+    routes_deployments.router,
     routes_actions.router,
     routes_runs.router,
     sse.router,
@@ -86,8 +88,8 @@ def create_app(
 
     `runtime_factory` defaults to `opened_runtime(settings)`. `auth` defaults to
     `settings.auth`; False makes every request the admin "demo". `routers` are the routes
-    served (default: health, metrics, keys, workflows, runs and their events, operator
-    actions, destinations, tenants and services); every app answers errors the same way.
+    served (default: health, metrics, keys, workflows, deployments, runs and their events,
+    operator actions, destinations, tenants and services); every app answers errors the same way.
     """
     settings = settings or Settings()
     factory = runtime_factory or opened_runtime(settings)

@@ -25,7 +25,7 @@ from sqlalchemy.exc import (
 from sqlalchemy.exc import TimeoutError as SATimeoutError
 
 from admission import Admission, TenantRateLimited
-from engine.execution import fanout
+from engine.execution import deploy_stage, fanout
 from engine.execution import step_rules as scheduler
 from engine.execution.admission_guard import AdmissionGuard, CoordinationDown
 from engine.store import ClaimLost, Store
@@ -39,7 +39,14 @@ from engine.store.records import (
     StepSucceeded,
 )
 from schemas.clock import Clock
-from schemas.definitions import GatewayVertex, MergeVertex, SpawnerVertex, Vertex, Workflow
+from schemas.definitions import (
+    DeployStageVertex,
+    GatewayVertex,
+    MergeVertex,
+    SpawnerVertex,
+    Vertex,
+    Workflow,
+)
 from schemas.errors import FailureKind, StepFailure
 from vertices import contract, gateway, spawner
 from vertices.contract import Parked, StepContext, Succeeded, TimeoutTier
@@ -168,6 +175,8 @@ async def _dispatch(
         return await spawner.execute(vertex.config, ctx, port, deps.fanout_limits)
     if isinstance(vertex, MergeVertex):
         return Succeeded(await fanout.run_merge(deps.store, step, workflow, vertex))
+    if isinstance(vertex, DeployStageVertex):
+        return await deploy_stage.run_stage(deps.store, step, vertex, deps.clock)
     raise StepFailure(FailureKind.INTERNAL_ERROR, f"unknown vertex type {vertex!r}")
 
 

@@ -96,6 +96,7 @@ class WorkflowOperations:
                 versions=s.versions,
                 created_at=s.created_at,
                 updated_at=s.updated_at,
+                serving_version=s.serving_version,
             )
             for s in await self._runtime.store.workflow_summaries()
         ]

@@ -11,7 +11,7 @@ from sqlalchemy.exc import IntegrityError
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from engine.store import children as fanout
-from engine.store import listing, pins
+from engine.store import deployment_rows, listing, pins
 from engine.store import results as results_
 from engine.store.core import (
     StoreCore,
@@ -25,8 +25,10 @@ from engine.store.core import (
     steps,
     versions,
 )
+from engine.store.dialect import dialect_of
 from engine.store.listing import LogRecord, log_record
 from engine.store.models import (
+    RunRoute,
     RunStatus,
     TenantQuota,
 )
@@ -39,6 +41,7 @@ from engine.store.records import (
 from schemas.definitions import Workflow
 
 quotas = TenantQuota.__table__  # type: ignore[attr-defined]
+serving_table = deployment_rows.serving
 
 
 PUBLISH_ATTEMPTS = 3
@@ -60,6 +63,15 @@ async def _take_quota(conn: AsyncConnection, tenant_id: str) -> bool:
         return True
     limited = await conn.execute(select(quotas.c.tenant_id).where(quotas.c.tenant_id == tenant_id))
     return limited.first() is None
+
+
+def _created_message(version: VersionRecord, route: str | None) -> str:
+    how = {
+        RunRoute.SERVING.value: ", the serving version",
+        RunRoute.CANDIDATE.value: ", a deployment's candidate",
+        RunRoute.PINNED.value: ", as the request asked",
+    }.get(route or "", "")
+    return f"run created ({version.name} v{version.version}{how})"
 
 
 class RunCatalogue(StoreCore):
@@ -119,6 +131,16 @@ class RunCatalogue(StoreCore):
                 created_at=now,
             )
         )
+        if version == 1:
+            # The first version serves at once; later ones get traffic only through a
+            # deployment or an operator's switch (docs/architecture.md, 'Versions and
+            # deployments').
+            first = (
+                dialect_of(conn)
+                .insert(serving_table)
+                .values(name=workflow.name, serving_version=1, updated_at=now, updated_by="publish")
+            )
+            await conn.execute(first.on_conflict_do_nothing(index_elements=["name"]))
         return VersionRecord(workflow.name, version, digest, workflow, now), True
 
     async def list_versions(self, name: str | None = None) -> list[tuple[str, int, str, float]]:
@@ -146,6 +168,7 @@ class RunCatalogue(StoreCore):
         pinned_versions: dict[str, int] | None = None,
         request_hash: str | None = None,
         count_in_quota: bool = False,
+        route: str | None = None,
     ) -> tuple[RunRecord, bool]:
         """Create a RUNNING root run with its steps (roots READY). Returns (run, created).
 
@@ -155,8 +178,9 @@ class RunCatalogue(StoreCore):
         `count_in_quota`: the run uses one of its tenant's quota runs, in the same transaction
         (a tenant without a quota is unlimited); none left raises `QuotaExhausted`.
         `pinned_versions` is the version of each child workflow the run tree uses (see
-        `engine.store.pins`); None (the default) resolves it now: the latest published version
-        of every child workflow reachable through spawners.
+        `engine.store.pins`); None (the default) resolves it now: the serving version of
+        every child workflow reachable through spawners. `route` records how the submission
+        chose `version` (`RunRoute`).
         """
         if idempotency_key is not None:
             existing = await self.run_by_key(idempotency_key)
@@ -184,6 +208,7 @@ class RunCatalogue(StoreCore):
             "restarted_from": restarted_from,
             "pinned_versions": pinned_versions,
             "request_hash": request_hash,
+            "route": route,
             "output": None,
             "error": None,
             "ended_at": None,
@@ -196,7 +221,7 @@ class RunCatalogue(StoreCore):
                 await conn.execute(insert(steps), step_rows(run_id, tenant_id, workflow, now))
                 await results_.insert_logs(
                     conn,
-                    [LogLine(run_id, "info", f"run created ({version.name} v{version.version})")],
+                    [LogLine(run_id, "info", _created_message(version, route))],
                     now,
                 )
         except IntegrityError:
@@ -250,16 +275,20 @@ class RunCatalogue(StoreCore):
 
     async def _resolve_pins(self, workflow: Workflow) -> dict[str, int]:
         """The version of every child workflow reachable from `workflow` through spawners
-        that name no version: the latest published now (see `engine.store.pins`)."""
+        that name no version: its serving version now (see `engine.store.pins`)."""
 
         async def latest(names: Collection[str]) -> dict[str, int]:
-            query = (
-                select(versions.c.name, func.max(versions.c.version))
-                .where(versions.c.name.in_(sorted(names)))
-                .group_by(versions.c.name)
-            )
             async with self._engines.read.connect() as conn:
-                return {name: int(v) for name, v in (await conn.execute(query)).all()}
+                found = await deployment_rows.serving_versions(conn, names)
+                missing = sorted(set(names) - set(found))
+                if missing:  # no serving row (not expected after migration 0011): the latest
+                    query = (
+                        select(versions.c.name, func.max(versions.c.version))
+                        .where(versions.c.name.in_(missing))
+                        .group_by(versions.c.name)
+                    )
+                    found.update({n: int(v) for n, v in (await conn.execute(query)).all()})
+            return found
 
         async def load(name: str, version: int) -> Workflow | None:
             try:

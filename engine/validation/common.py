@@ -79,6 +79,7 @@ class Code:
     ITEMS_NOT_EXPRESSION = "items_not_expression"
     ITEM_IN_ITEMS = "item_in_items"
     INPUT = "input"
+    RESERVED_WORKFLOW = "reserved_workflow"
 
 
 def pointer(*parts: str | int) -> str:
