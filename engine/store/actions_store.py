@@ -36,7 +36,7 @@ from engine.store.operator_actions import (
 )
 from engine.store.queue import MAX_NESTING, WorkQueue
 from engine.store.records import CompletionReport, LogLine
-from schemas.definitions import Workflow
+from schemas.definitions import RESERVED_WORKFLOWS, Workflow
 from schemas.errors import InvalidRequest, LimitReached, NotFound, WrongState
 
 T = TypeVar("T")
@@ -207,6 +207,13 @@ class OperatorActionsStore(WorkQueue):
                 return StartOverOutcome(existing, False, old.status)
             _check_restartable(old)
             record = run_record(await sql.whole_run(conn, run_id))
+            if record.workflow_name in RESERVED_WORKFLOWS:
+                # Its stages judge one deployment, which ended or is driven by this run.
+                raise InvalidRequest(
+                    f"run {run_id} is a {record.workflow_name} system run; start a new "
+                    "deployment instead",
+                    code="start_over_system_run",
+                )
             if await settings_.quota_left(conn, record.tenant_id) == 0:
                 raise LimitReached(
                     f"tenant {record.tenant_id} has no runs left in its quota",
