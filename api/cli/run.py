@@ -180,7 +180,8 @@ async def execute_run(
                 w.model_dump(mode="json", by_alias=True, exclude_none=True) for w in workflows
             ]
             try:
-                await ops.workflows.publish(documents)
+                # What the files say runs: their versions serve (children included).
+                await ops.workflows.publish(documents, serve_as="cli run")
                 run = (await ops.runs.submit(target.name, run_input, tenant_id=tenant)).run
             except OperationError as exc:
                 raise _fail(exc.message) from exc

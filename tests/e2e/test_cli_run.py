@@ -94,6 +94,21 @@ async def test_run_exit_codes(tmp_path: Path, downstream: RunningDownstream) -> 
     assert "Traceback" not in missing.stderr + not_json.stderr + invalid_input.stderr
 
 
+async def test_run_runs_the_file_it_was_given_on_a_kept_database(
+    tmp_path: Path, downstream: RunningDownstream
+) -> None:
+    db = tmp_path / "kept.db"
+    first = write_workflow(tmp_path, f"{downstream.url}/customers")
+    assert (await asb("run", str(first), "--input", '{"id": 1}', db=db)).returncode == 0
+    # The file changes: `run` publishes v2 and runs it (the version it was given serves),
+    # where a plain publish would leave v1 serving.
+    second = write_workflow(tmp_path, f"{downstream.url}/clients")
+    again = await asb("run", str(second), "--input", '{"id": 2}', db=db)
+    assert again.returncode == 0, again.stderr
+    assert "(lookup v2)" in again.stderr
+    assert json.loads(again.stdout)["get"]["body"]["path"] == "/clients/2"
+
+
 async def test_operator_commands(tmp_path: Path) -> None:
     db = tmp_path / "ops.db"
     assert sb("destinations", "set-cap", "erp", "--max-concurrency", "3", db=db).returncode == 0

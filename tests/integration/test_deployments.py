@@ -135,6 +135,14 @@ async def test_publishing_alone_moves_no_traffic(
     # Only a request that names v2 gets it.
     pinned = (await env.ops.runs.submit("orders", {}, version=2)).run
     assert (pinned.version, pinned.route) == (2, "pinned")
+    # A command that runs what it was given (`schemabridge run`, `serve --demo`) publishes
+    # with `serve_as`: its versions serve at once, recorded as its doing.
+    await env.ops.workflows.publish(
+        version_doc("orders", downstream.url, note="-v3"), serve_as="cli run"
+    )
+    serving = await env.ops.deployments.serving("orders")
+    assert (serving.serving_version, serving.updated_by) == (3, "cli run")
+    assert {r.version for r in await env.wave("orders", 3, prefix="v3")} == {3}
 
 
 async def test_routing_is_sticky_and_follows_the_weight(backend: Backend) -> None:
