@@ -19,7 +19,8 @@ serving version has no finished run in the window) it is `max_failure_ratio` alo
 an outage that fails both versions alike is not blamed on the candidate, and
 `max_failure_ratio = 0` makes the check purely relative to the serving version.
 
-Failure ratio = FAILED / (SUCCEEDED + FAILED) among root runs; a run an operator cancelled
+Failure ratio = FAILED / (SUCCEEDED + FAILED) among root runs (each version's latest
+`JUDGED_RUNS`); a run an operator cancelled
 says nothing about the version and is left out; a child run counts through its root, whose
 MERGE decides whether the children's failures fail it. Pure: the engine reads the counts
 (`engine.execution.deploy_stage`) and records the decision.
@@ -29,6 +30,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from typing import Any
+
+JUDGED_RUNS = 10_000
+"""A check judges each version on its latest runs, at most this many (the candidate's at least
+as many as its stage's minimum runs): a bounded read whatever the window holds, and more than
+enough for a ratio (its standard error is under half a point)."""
 
 
 @dataclass(frozen=True)

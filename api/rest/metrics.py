@@ -30,7 +30,12 @@ from prometheus_client.exposition import choose_encoder
 from prometheus_client.registry import Collector
 
 from engine.operations.health import Dependency
-from engine.operations.metrics import DeploymentMetrics, DestinationMetrics, MetricsSnapshot
+from engine.operations.metrics import (
+    DEPLOYMENT_RUNS_SHOWN,
+    DeploymentMetrics,
+    DestinationMetrics,
+    MetricsSnapshot,
+)
 
 BREAKER_STATES = ("closed", "open", "half_open")
 DEPENDENCIES: tuple[Dependency, ...] = ("database", "redis")
@@ -87,12 +92,13 @@ def _deployment_families(
     )
     runs = GaugeMetricFamily(
         "schemabridge_deployment_runs",
-        "Runs a running deployment routed to each version, by outcome.",
+        f"Runs a running deployment routed to each version (its latest {DEPLOYMENT_RUNS_SHOWN:,}), "
+        "by outcome.",
         labels=[*labels, "version", "role", "outcome"],
     )
     ratio = GaugeMetricFamily(
         "schemabridge_deployment_failure_ratio",
-        "FAILED among finished runs a running deployment routed to each version.",
+        "FAILED among the finished runs of schemabridge_deployment_runs.",
         labels=[*labels, "version", "role"],
     )
     for deployment in deployments:

@@ -121,19 +121,21 @@ async def _check(
         return None
     stage = deploy.Stage.from_dict(record.stages[index])
     policy = deploy.RollbackPolicy.from_dict(record.rollback)
-    counts = await store.deployment_counts(record)
+    counts = await store.deployment_counts(record, recent=deploy.JUDGED_RUNS)
     figures = _figures(counts, record, now)
     decision = deploy.decide(stage, policy, figures, record.check_interval_s)
     if isinstance(decision, deploy.Hold):
         return Parked(decision.delay_s, decision.reason)
     summary = figures.as_dict(policy)
     if isinstance(decision, deploy.RollBack):
+        exposure = (await store.deployment_counts(record)).candidate.runs  # every one, once
         outcome = {
             "reason": decision.reason,
             "actor": "engine",
             "stage": index + 1,
             "weight": stage.weight,
             "figures": summary,
+            "exposure": exposure,
         }
         if not await store.end_deployment(record, DeploymentStatus.ROLLED_BACK, outcome):
             return None
@@ -183,9 +185,7 @@ def ended_message(record: DeploymentRecord) -> str:
     verb = "rolled back" if record.status == DeploymentStatus.ROLLED_BACK.value else "aborted"
     where = f" at stage {outcome['stage']}" if "stage" in outcome else ""
     reason = outcome.get("reason", record.status)
-    figures = outcome.get("figures") or {}
-    candidate = figures.get("candidate") or {}
-    exposure = f"; exposure {candidate['runs']} runs" if "runs" in candidate else ""
+    exposure = f"; exposure {outcome['exposure']} runs" if "exposure" in outcome else ""
     return (
         f"deployment {record.id} of {record.workflow_name} v{record.candidate_version} "
         f"{verb}{where}: {reason}{exposure}"

@@ -20,7 +20,7 @@ from engine.operations.views import View
 from engine.store.deployments import DeploymentCounts
 from engine.store.models import DeploymentStatus, RunStatus
 from engine.store.records import DeploymentRecord
-from vertices.deploy import VersionCounts
+from vertices.deploy import JUDGED_RUNS, VersionCounts
 
 if TYPE_CHECKING:
     from collections.abc import Awaitable
@@ -28,6 +28,9 @@ if TYPE_CHECKING:
     from engine.runtime import Runtime
 
 logger = logging.getLogger(__name__)
+
+DEPLOYMENT_RUNS_SHOWN = JUDGED_RUNS
+"""Runs of each version a running deployment's figures cover (its latest ones)."""
 
 T = TypeVar("T")
 
@@ -54,7 +57,9 @@ class DestinationMetrics(View):
 
 
 class VersionMetrics(View):
-    """The runs a running deployment routed to one version, by outcome."""
+    """The runs a running deployment routed to one version, by outcome: its latest
+    `DEPLOYMENT_RUNS_SHOWN` (what the deployment's checks judge), so a scrape costs the same however
+    long the deployment has run."""
 
     version: int
     role: Literal["candidate", "serving"]
@@ -146,7 +151,7 @@ class MetricsOperations:
         counts = {status.value: await store.count_runs(status.value) for status in RunStatus}
         by_status = await store.deployments_by_status()
         deployments = [
-            _deployment(record, await store.deployment_counts(record))
+            _deployment(record, await store.deployment_counts(record, recent=DEPLOYMENT_RUNS_SHOWN))
             for record in await store.running_deployments()
         ]
         return _DatabaseFigures(

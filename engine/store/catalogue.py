@@ -277,7 +277,7 @@ class RunCatalogue(StoreCore):
         """The version of every child workflow reachable from `workflow` through spawners
         that name no version: its serving version now (see `engine.store.pins`)."""
 
-        async def latest(names: Collection[str]) -> dict[str, int]:
+        async def serving(names: Collection[str]) -> dict[str, int]:
             async with self._engines.read.connect() as conn:
                 found = await deployment_rows.serving_versions(conn, names)
                 missing = sorted(set(names) - set(found))
@@ -296,7 +296,7 @@ class RunCatalogue(StoreCore):
             except UnknownWorkflow:
                 return None
 
-        return await pins.resolve(workflow, latest, load)
+        return await pins.resolve(workflow, serving, load)
 
     async def run_by_key(self, key: str) -> RunRecord | None:
         """The run created with idempotency key `key`, if any."""

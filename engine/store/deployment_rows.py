@@ -170,11 +170,14 @@ async def version_counts(
     since: float,
     until: float | None,
     stage_since: float | None = None,
+    latest: int | None = None,
 ) -> StatusCounts:
     """Root runs of `name` v`version` that routing gave `route`, created in [since, until)
     (no end when `until` is None), by status, and how many of them were created from
-    `stage_since` on. One range of the partial index `ix_run_roots_workflow_version_created`
-    (its predicate spelled as in the index); the route and status come from the rows."""
+    `stage_since` on; with `latest`, only the `latest` most recent of them (a bounded read,
+    whatever the window holds). One range of the partial index
+    `ix_run_roots_workflow_version_created` (its predicate spelled as in the index), read
+    newest first when bounded; the route and status come from the rows."""
     conditions = [
         runs.c.workflow_name == name,
         runs.c.workflow_version == version,
@@ -184,11 +187,13 @@ async def version_counts(
     ]
     if until is not None:
         conditions.append(runs.c.created_at < until)
-    recent = case((runs.c.created_at >= (stage_since or since), 1), else_=0)
-    query = (
-        select(runs.c.status, func.count(), func.sum(recent, type_=Integer))
-        .where(*conditions)
-        .group_by(runs.c.status)
+    window = select(runs.c.status, runs.c.created_at).where(*conditions)
+    if latest is not None:
+        window = window.order_by(runs.c.created_at.desc()).limit(latest)
+    rows_in = window.subquery()
+    recent = case((rows_in.c.created_at >= (stage_since or since), 1), else_=0)
+    query = select(rows_in.c.status, func.count(), func.sum(recent, type_=Integer)).group_by(
+        rows_in.c.status
     )
     rows = (await conn.execute(query)).all()
     return StatusCounts(

@@ -61,7 +61,8 @@ class DeploymentCounts:
     """The runs a deployment routed: the candidate's since it began (up to the next
     deployment of the workflow, once it has ended: no run is routed to a candidate between
     the two), the serving version's over the same time (until it ended), and how many of the
-    candidate's began in the stage in force."""
+    candidate's began in the stage in force. Bounded counts (`recent`) cover each version's
+    most recent runs only."""
 
     candidate: VersionCounts
     serving: VersionCounts
@@ -70,9 +71,15 @@ class DeploymentCounts:
     """The end of the candidate's window (None: open)."""
 
 
-async def _counts(conn: AsyncConnection, record: DeploymentRecord) -> DeploymentCounts:
+async def _counts(
+    conn: AsyncConnection, record: DeploymentRecord, recent: int | None = None
+) -> DeploymentCounts:
     running = record.status == DeploymentStatus.RUNNING.value
     until = None if running else await rows_.next_deployment_start(conn, record)
+    candidate_latest = None
+    if recent is not None:
+        # Enough to see the stage's minimum runs however many that is.
+        candidate_latest = max(recent, int(record.stages[record.stage_index]["minRuns"]))
     candidate = await rows_.version_counts(
         conn,
         record.workflow_name,
@@ -81,6 +88,7 @@ async def _counts(conn: AsyncConnection, record: DeploymentRecord) -> Deployment
         since=record.created_at,
         until=until,
         stage_since=record.stage_started_at,
+        latest=candidate_latest,
     )
     serving = await rows_.version_counts(
         conn,
@@ -89,6 +97,7 @@ async def _counts(conn: AsyncConnection, record: DeploymentRecord) -> Deployment
         route=RunRoute.SERVING.value,
         since=record.created_at,
         until=None if running else record.ended_at,
+        latest=recent,
     )
     return DeploymentCounts(
         version_counts(candidate), version_counts(serving), candidate.since_stage, until
@@ -358,10 +367,14 @@ class DeploymentStore(OperatorActionsStore):
         async with self._engines.read.connect() as conn:
             return [rows_.deployment_record(r._mapping) for r in (await conn.execute(query)).all()]
 
-    async def deployment_counts(self, record: DeploymentRecord) -> DeploymentCounts:
-        """The runs `record` routed, by version and outcome (see `DeploymentCounts`)."""
+    async def deployment_counts(
+        self, record: DeploymentRecord, *, recent: int | None = None
+    ) -> DeploymentCounts:
+        """The runs `record` routed, by version and outcome (see `DeploymentCounts`): every
+        one (a read as long as the window), or with `recent` each version's `recent` latest
+        (the candidate's at least as many as its stage's minimum runs): a bounded read."""
         async with self._engines.read.connect() as conn:
-            return await _counts(conn, record)
+            return await _counts(conn, record, recent)
 
     async def enter_stage(
         self, record: DeploymentRecord, to_index: int, event: dict[str, Any]
