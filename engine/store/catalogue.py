@@ -82,17 +82,23 @@ class RunCatalogue(StoreCore):
         ((record, _),) = await self.publish_all([workflow])
         return record
 
-    async def publish_all(self, workflows: Sequence[Workflow]) -> list[tuple[VersionRecord, bool]]:
+    async def publish_all(
+        self, workflows: Sequence[Workflow], *, by_content: bool = False
+    ) -> list[tuple[VersionRecord, bool]]:
         """Publish `workflows` together, in one transaction (a parent is never stored without
         the child published with it). Returns (version, created) per workflow, in order: a
-        workflow identical to its latest version is not stored again (created False).
+        workflow identical to its latest version is not stored again (created False);
+        `by_content`: identical to any of its versions (the engine's system workflows, which
+        alternate between a few shapes).
 
         Two publishers racing on a name collide on the (name, version) key; the loser runs its
         transaction again and then finds the winner's version."""
         for attempt in range(PUBLISH_ATTEMPTS):
             try:
                 async with self._engines.write.begin() as conn:
-                    published = [await self._publish_one(conn, w) for w in workflows]
+                    published = [
+                        await self._publish_one(conn, w, by_content=by_content) for w in workflows
+                    ]
             except IntegrityError:
                 if attempt == PUBLISH_ATTEMPTS - 1:
                     raise
@@ -103,23 +109,25 @@ class RunCatalogue(StoreCore):
         raise AssertionError("unreachable: the last attempt returns or raises")
 
     async def _publish_one(
-        self, conn: AsyncConnection, workflow: Workflow
+        self, conn: AsyncConnection, workflow: Workflow, *, by_content: bool
     ) -> tuple[VersionRecord, bool]:
         document = workflow.model_dump(mode="json", by_alias=True, exclude_none=True)
         digest = definition_hash(document)
+        columns = (versions.c.version, versions.c.definition_hash, versions.c.created_at)
+        named = versions.c.name == workflow.name
         latest = (
             await conn.execute(
-                select(versions.c.version, versions.c.definition_hash, versions.c.created_at)
-                .where(versions.c.name == workflow.name)
-                .order_by(versions.c.version.desc())
-                .limit(1)
+                select(*columns).where(named).order_by(versions.c.version.desc()).limit(1)
             )
         ).first()
-        if latest is not None and latest.definition_hash == digest:
-            record = VersionRecord(
-                workflow.name, latest.version, digest, workflow, latest.created_at
-            )
-            return record, False
+        same = latest if latest is not None and latest.definition_hash == digest else None
+        if same is None and latest is not None and by_content:
+            query = select(*columns).where(named, versions.c.definition_hash == digest).limit(1)
+            same = (await conn.execute(query)).first()
+        if same is not None:
+            return VersionRecord(
+                workflow.name, same.version, digest, workflow, same.created_at
+            ), False
         version = 1 if latest is None else latest.version + 1
         now = self._clock.now()
         await conn.execute(

@@ -23,7 +23,8 @@ from sqlalchemy.ext.asyncio import AsyncConnection
 from engine.store import deployment_rows as rows_
 from engine.store import results as results_
 from engine.store.actions_store import OperatorActionsStore
-from engine.store.core import UnknownWorkflow, definition_hash, step_rows, steps, versions
+from engine.store.catalogue import RunCatalogue
+from engine.store.core import UnknownWorkflow, step_rows, steps
 from engine.store.models import DeploymentStatus, RunRoute, RunStatus
 from engine.store.operator_actions import Action, action_line
 from engine.store.records import (
@@ -127,8 +128,9 @@ def running_deployment(workflow: str, deployment_id: str | None) -> WrongState:
     return refusal
 
 
-class DeploymentStore(OperatorActionsStore):
-    """Serving versions and deployments."""
+class DeploymentStore(RunCatalogue, OperatorActionsStore):
+    """Serving versions and deployments (on the catalogue's versions and the operator
+    actions' cancel)."""
 
     # ── serving versions ────────────────────────────────────────────────────────────────────
 
@@ -175,47 +177,9 @@ class DeploymentStore(OperatorActionsStore):
 
     async def system_version(self, workflow: Workflow) -> VersionRecord:
         """The stored version of a system workflow with exactly this content, stored as the
-        next version if there is none (system documents alternate between a few shapes, so
-        they are found by content, not compared with the latest alone)."""
-        document = workflow.model_dump(mode="json", by_alias=True, exclude_none=True)
-        digest = definition_hash(document)
-        for attempt in range(PUBLISH_ATTEMPTS):
-            try:
-                async with self._engines.write.begin() as conn:
-                    found = (
-                        await conn.execute(
-                            select(versions.c.version, versions.c.created_at).where(
-                                versions.c.name == workflow.name,
-                                versions.c.definition_hash == digest,
-                            )
-                        )
-                    ).first()
-                    if found is not None:
-                        return self._remember(workflow, found.version, digest, found.created_at)
-                    latest = (
-                        await conn.execute(
-                            select(versions.c.version)
-                            .where(versions.c.name == workflow.name)
-                            .order_by(versions.c.version.desc())
-                            .limit(1)
-                        )
-                    ).scalar()
-                    version = 1 if latest is None else int(latest) + 1
-                    now = self._clock.now()
-                    await conn.execute(
-                        insert(versions).values(
-                            name=workflow.name,
-                            version=version,
-                            definition=document,
-                            definition_hash=digest,
-                            created_at=now,
-                        )
-                    )
-                return self._remember(workflow, version, digest, now)
-            except IntegrityError:
-                if attempt == PUBLISH_ATTEMPTS - 1:
-                    raise
-        raise AssertionError("unreachable: the last attempt returns or raises")
+        next version if there is none."""
+        ((record, _),) = await self.publish_all([workflow], by_content=True)
+        return record
 
     # ── deployments ─────────────────────────────────────────────────────────────────────────
 

@@ -22,8 +22,8 @@ from engine.store.settings_store import OperatorSettingsStore
 
 
 class Store(
-    RunCatalogue,
     DeploymentStore,
+    RunCatalogue,
     OperatorActionsStore,
     WorkQueue,
     FanoutStore,

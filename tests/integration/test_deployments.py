@@ -9,6 +9,7 @@ from collections.abc import AsyncIterator
 import pytest
 
 from demo.downstream import RunningDownstream
+from engine.execution.deploy_stage import gradual_deploy_workflow
 from engine.operations import Operations, routing, submission
 from engine.operations.deployment_views import RollbackSpec, StageSpec
 from engine.runtime import Runtime
@@ -210,6 +211,9 @@ async def test_abort_and_manual_rollback(env: Deploying, downstream: RunningDown
     assert (await env.ops.deployments.get(first.id)).exposure == aborted.deployment.exposure
     listed = await env.ops.deployments.list("orders")
     assert [d.id for d in listed] == [second.id, first.id]
+    # Deployments of the same shape run the same version of the system workflow.
+    system_runs = [await env.ops.runs.get(d.run_id) for d in (first, second)]
+    assert {(r.workflow, r.version) for r in system_runs} == {("gradual_deploy", 1)}
     assert (await env.ops.deployments.serving("orders")).serving_version == 1
 
 
@@ -267,6 +271,16 @@ async def test_refusals_of_a_deployment_that_cannot_work(env: Deploying) -> None
     assert await env.ops.deployments.list("orders") == []
     # Nothing was created by the refusals.
     assert (await env.ops.deployments.serving("orders")).deployment_id is None
+    assert await env.run_count(workflow="gradual_deploy") == 0
+
+
+async def test_system_workflow_versions_are_found_by_content(env: Deploying) -> None:
+    store = env.runtime.store
+    shapes = [2, 4, 2, 4, 3]
+    versions = [(await store.system_version(gradual_deploy_workflow(n))).version for n in shapes]
+    assert versions == [1, 2, 1, 2, 3]
+    stored = await store.get_version("gradual_deploy", 2)
+    assert list(stored.workflow.vertices) == ["stage-1", "stage-2", "stage-3", "stage-4"]
 
 
 async def test_a_candidate_whose_children_fail_through_a_merge_counts_as_failing(
