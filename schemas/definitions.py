@@ -20,10 +20,19 @@ class _Model(BaseModel):
     )
 
 
+GRADUAL_DEPLOY = "gradual_deploy"
+"""The system workflow a deployment runs (docs/architecture.md, 'Versions and deployments')."""
+RESERVED_WORKFLOWS = frozenset({GRADUAL_DEPLOY})
+"""Workflow names only the engine publishes and starts: no document may use them."""
+
+
 class VertexType(StrEnum):
     GATEWAY = "GATEWAY"
     SPAWNER = "SPAWNER"
     MERGE = "MERGE"
+    DEPLOY_STAGE = "DEPLOY_STAGE"
+    """A system vertex: one stage of a `gradual_deploy` run. Not in workflow.schema.json, so
+    no authored document can hold one; only the engine's own system workflow does."""
 
 
 class RetryPolicy(_Model):
@@ -101,7 +110,24 @@ class MergeVertex(_VertexBase):
     config: MergeConfig = Field(default_factory=MergeConfig)
 
 
-Vertex = Annotated[GatewayVertex | SpawnerVertex | MergeVertex, Field(discriminator="type")]
+class DeployStageConfig(_Model):
+    """Which stage of its deployment a DEPLOY_STAGE step holds (the stage's weight, minimum
+    runs and duration are the deployment's, read when the step executes)."""
+
+    stage: int = Field(ge=1)
+    """1-based, in the deployment's order."""
+
+
+class DeployStageVertex(_VertexBase):
+    """A system vertex (see `VertexType.DEPLOY_STAGE`); the engine executes it."""
+
+    type: Literal[VertexType.DEPLOY_STAGE]
+    config: DeployStageConfig
+
+
+Vertex = Annotated[
+    GatewayVertex | SpawnerVertex | MergeVertex | DeployStageVertex, Field(discriminator="type")
+]
 
 
 class Workflow(_Model):

@@ -125,6 +125,9 @@ class FailureKind(StrEnum):
     """A SPAWNER's items exceed the most children one fan-out may start."""
     INTERNAL_ERROR = "internal_error"
     """A bug or an unexpected exception inside SchemaBridge."""
+    DEPLOYMENT_ENDED = "deployment_ended"
+    """A `gradual_deploy` stage found its deployment rolled back or aborted (its run then
+    fails: the deployment's figures say why)."""
 
 
 @dataclass(frozen=True)

@@ -38,6 +38,9 @@ class WaitReason(StrEnum):
     COORDINATION_UNAVAILABLE = "coordination_unavailable"
     """Admission could not reach Redis before the call (nothing was sent); it runs again in
     2 s."""
+    DEPLOYMENT_STAGE = "deployment_stage"
+    """A `gradual_deploy` stage holds until its minimum runs and duration are reached (or the
+    candidate is judged); it checks again every `checkIntervalS`."""
 
 
 WAIT_MESSAGE_MAX_CHARS = 500

@@ -261,7 +261,8 @@ async def execute_run(
         ops = Operations(runtime)
         documents = [w.model_dump(mode="json", by_alias=True, exclude_none=True) for w in workflows]
         try:
-            await ops.workflows.publish(documents)
+            # What the files say runs: their versions serve (children included).
+            await ops.workflows.publish(documents, serve_as="cli run")
             run = (await ops.runs.submit(target.name, run_input, tenant_id=opts.tenant)).run
         except DefinitionError as error:  # what only publication checks (the egress policy)
             _print_problems(error)

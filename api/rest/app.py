@@ -23,6 +23,7 @@ from api.rest import (
     monitoring,
     routes_actions,
     routes_admin,
+    routes_deployments,
     routes_runs,
     routes_workflows,
     secrets,
@@ -45,6 +46,7 @@ DEFAULT_ROUTERS: tuple[APIRouter, ...] = (
     keys.router,
     secrets.router,
     routes_workflows.router,
+    routes_deployments.router,
     routes_actions.router,
     routes_runs.router,
     sse.router,
@@ -89,8 +91,9 @@ def create_app(
 
     `runtime_factory` defaults to `opened_runtime(settings)`. `auth` defaults to
     `settings.auth`; False makes every request the admin "demo". `routers` are the routes
-    served (default: health, metrics, keys, secrets, workflows, runs and their events, operator
-    actions, destinations, tenants and services); every app answers errors the same way.
+    served (default: health, metrics, keys, secrets, workflows, deployments, runs and their
+    events, operator actions, destinations, tenants and services); every app answers errors the
+    same way.
     """
     settings = settings or Settings()
     factory = runtime_factory or opened_runtime(settings)

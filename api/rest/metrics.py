@@ -10,6 +10,12 @@ process (a test, `serve`) never mix their series. Series:
   `schemabridge_admission_cap{destination}`,
   `schemabridge_breaker_state{destination,layer,tenant,state}` (1 for the layer's state, 0 for
   the other two): from Redis.
+- `schemabridge_deployments{status}`, and for each running deployment
+  `schemabridge_deployment_stage{workflow,deployment}`,
+  `schemabridge_deployment_candidate_weight{workflow,deployment,candidate_version}`,
+  `schemabridge_deployment_runs{workflow,deployment,version,role,outcome}` and
+  `schemabridge_deployment_failure_ratio{workflow,deployment,version,role}` (role `candidate`
+  or `serving`): from the database.
 - `schemabridge_dependency_up{dependency}`: 1 when the source answered this scrape, else 0
   (its series are then left out rather than reported stale).
 """
@@ -24,7 +30,12 @@ from prometheus_client.exposition import choose_encoder
 from prometheus_client.registry import Collector
 
 from engine.operations.health import Dependency
-from engine.operations.metrics import DestinationMetrics, MetricsSnapshot
+from engine.operations.metrics import (
+    DEPLOYMENT_RUNS_SHOWN,
+    DeploymentMetrics,
+    DestinationMetrics,
+    MetricsSnapshot,
+)
 
 BREAKER_STATES = ("closed", "open", "half_open")
 DEPENDENCIES: tuple[Dependency, ...] = ("database", "redis")
@@ -56,6 +67,53 @@ def _destination_families(destinations: list[DestinationMetrics]) -> Iterator[Me
                 value = 1.0 if layer.state == state else 0.0
                 breaker.add_metric([name, layer.layer, layer.tenant or "", state], value)
     yield from (limit, in_flight, cap, breaker)
+
+
+OUTCOMES = ("succeeded", "failed", "cancelled", "running")
+
+
+def _deployment_families(
+    by_status: dict[str, int], deployments: list[DeploymentMetrics]
+) -> Iterator[Metric]:
+    total = GaugeMetricFamily(
+        "schemabridge_deployments", "Deployments by status.", labels=["status"]
+    )
+    for status, count in sorted(by_status.items()):
+        total.add_metric([status], count)
+    yield total
+    labels = ["workflow", "deployment"]
+    stage = GaugeMetricFamily(
+        "schemabridge_deployment_stage", "The stage a running deployment is in.", labels=labels
+    )
+    weight = GaugeMetricFamily(
+        "schemabridge_deployment_candidate_weight",
+        "Percent of new runs a running deployment's candidate gets.",
+        labels=[*labels, "candidate_version"],
+    )
+    runs = GaugeMetricFamily(
+        "schemabridge_deployment_runs",
+        f"Runs a running deployment routed to each version (its latest {DEPLOYMENT_RUNS_SHOWN:,}), "
+        "by outcome.",
+        labels=[*labels, "version", "role", "outcome"],
+    )
+    ratio = GaugeMetricFamily(
+        "schemabridge_deployment_failure_ratio",
+        "FAILED among the finished runs of schemabridge_deployment_runs.",
+        labels=[*labels, "version", "role"],
+    )
+    for deployment in deployments:
+        ids = [deployment.workflow, deployment.id]
+        stage.add_metric(ids, deployment.stage)
+        weight.add_metric([*ids, str(deployment.candidate_version)], deployment.weight)
+        for version in deployment.versions:
+            keys = [*ids, str(version.version), version.role]
+            ended = version.succeeded + version.failed + version.cancelled
+            counts = (version.succeeded, version.failed, version.cancelled, version.runs - ended)
+            for outcome, count in zip(OUTCOMES, counts, strict=True):
+                runs.add_metric([*keys, outcome], count)
+            if version.failure_ratio is not None:
+                ratio.add_metric(keys, version.failure_ratio)
+    yield from (stage, weight, runs, ratio)
 
 
 class EngineCollector(Collector):
@@ -90,6 +148,8 @@ class EngineCollector(Collector):
             )
         if snapshot.destinations is not None:
             yield from _destination_families(snapshot.destinations)
+        if snapshot.deployments_by_status is not None and snapshot.deployments is not None:
+            yield from _deployment_families(snapshot.deployments_by_status, snapshot.deployments)
 
 
 class ApiMetrics:

@@ -166,6 +166,14 @@ async def list_runs(
         float | None, Query(alias="createdBefore", description="Epoch seconds, exclusive.")
     ] = None,
     roots: Annotated[bool, Query(description="Only runs no spawner started.")] = False,
+    route: Annotated[
+        str | None,
+        Query(
+            max_length=20,
+            description="Only runs whose version was chosen so: serving, candidate (a "
+            "deployment's share), pinned or system.",
+        ),
+    ] = None,
     limit: Annotated[int, Query(ge=1, le=MAX_LIMIT)] = 50,
     cursor: Cursor = None,
 ) -> Page[RunSummary]:
@@ -178,6 +186,7 @@ async def list_runs(
         created_after=created_after,
         created_before=created_before,
         roots_only=roots,
+        route=route,
     )
     return await ops.runs.list(selection, limit=limit, cursor=cursor, tenant=caller.tenant)
 

@@ -33,7 +33,7 @@ from sqlalchemy.exc import (
 from sqlalchemy.exc import TimeoutError as SATimeoutError
 
 from admission import Admission, TenantRateLimited
-from engine.execution import fanout, step_secrets
+from engine.execution import deploy_stage, fanout, step_secrets
 from engine.execution import step_rules as scheduler
 from engine.execution.admission_guard import AdmissionGuard, AdmissionWaits, CoordinationDown
 from engine.secret_cipher import SecretCipher
@@ -49,7 +49,14 @@ from engine.store.records import (
     Waiting,
 )
 from schemas.clock import Clock
-from schemas.definitions import GatewayVertex, MergeVertex, SpawnerVertex, Vertex, Workflow
+from schemas.definitions import (
+    DeployStageVertex,
+    GatewayVertex,
+    MergeVertex,
+    SpawnerVertex,
+    Vertex,
+    Workflow,
+)
 from schemas.errors import FailureKind, StepFailure
 from schemas.expressions import SECRETS_ROOT, secret_references
 from schemas.redaction import Redactor
@@ -260,6 +267,8 @@ async def _dispatch(
         return await spawner.execute(vertex.config, ctx, port, deps.fanout_limits)
     if isinstance(vertex, MergeVertex):
         return Succeeded(await fanout.run_merge(deps.store, step, workflow, vertex))
+    if isinstance(vertex, DeployStageVertex):
+        return await deploy_stage.run_stage(deps.store, step, vertex, deps.clock)
     raise StepFailure(FailureKind.INTERNAL_ERROR, f"unknown vertex type {vertex!r}")
 
 

@@ -63,9 +63,12 @@ async def child_version(
 ) -> VersionRecord:
     """The child workflow a spawner starts: `name@version` as written, else the version its
     run tree pinned when the root run was created (`pinned`, the run's `pinned_versions`),
-    else the latest (runs created before versions were pinned)."""
+    else its serving version (runs created before versions were pinned, and child workflows
+    first published after the root run was created)."""
     name, version = pins.pinned_version(config, pinned)
     try:
+        if version is None:
+            return await store.serving_version(name)
         return await store.get_version(name, version)
     except UnknownWorkflow as exc:
         raise StepFailure(

@@ -9,6 +9,7 @@ returns plain values and the view models of `engine.operations.views`, and refus
     await ops.actions.retry(run.id, actor="key:3f2a")
 
 Each group lives in its own module: `workflows`, `runs`, `actions` (operator actions),
+`deployments` (gradual deployments and serving versions),
 `settings` (destination caps, tenant limits and quotas, services), `keys` (API keys),
 `secrets` (encrypted values workflows reference),
 `health` (database and Redis probes, schema revision) and `metrics` (figures for monitoring).
@@ -19,6 +20,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from engine.operations.actions import OperatorActions
+from engine.operations.deployments import DeploymentOperations
 from engine.operations.health import HealthOperations
 from engine.operations.keys import KeyOperations
 from engine.operations.metrics import MetricsOperations
@@ -39,6 +41,7 @@ class Operations:
         self.workflows = WorkflowOperations(runtime)
         self.runs = RunOperations(runtime)
         self.actions = OperatorActions(runtime, runs=self.runs)
+        self.deployments = DeploymentOperations(runtime)
         self.settings = SettingsOperations(runtime)
         self.keys = KeyOperations(runtime)
         self.secrets = SecretOperations(runtime)
@@ -47,6 +50,7 @@ class Operations:
 
 
 __all__ = [
+    "DeploymentOperations",
     "HealthOperations",
     "KeyOperations",
     "MetricsOperations",

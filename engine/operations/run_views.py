@@ -84,6 +84,7 @@ def summary(run: RunRecord) -> RunSummary:
         root_run_id=run.root_run_id,
         restarted_from=run.restarted_from,
         dlq_at=run.dlq_at,
+        route=run.route,
         error=error_view(run.error),
     )
 

@@ -10,9 +10,10 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import math
+import uuid
 from typing import TYPE_CHECKING, Any
 
-from engine.operations import run_views, submission
+from engine.operations import routing, run_views, submission
 from engine.operations.boundary import store_boundary
 from engine.operations.pagination import check_limit, decode_cursor, encode_cursor, scope_digest
 from engine.operations.views import (
@@ -28,9 +29,10 @@ from engine.operations.views import (
 from engine.operations.workflows import not_found as workflow_not_found
 from engine.store import UnknownWorkflow
 from engine.store.catalogue import QuotaExhausted
-from engine.store.models import TERMINAL_RUN_STATUSES, RunStatus
+from engine.store.models import TERMINAL_RUN_STATUSES, RunRoute, RunStatus
 from engine.store.records import RunRecord, VersionRecord
 from engine.validation import validate_input
+from schemas.definitions import RESERVED_WORKFLOWS
 from schemas.errors import IdempotencyConflict, InvalidRequest, LimitReached, NotFound
 
 if TYPE_CHECKING:
@@ -44,6 +46,7 @@ POLL_MAX_S = 1.0
 """`wait` polls the run every 50 ms at first, backing off to once a second."""
 MAX_RUN_ID_CHARS = 36
 _STATUSES = frozenset(s.value for s in RunStatus)
+_ROUTES = frozenset(r.value for r in RunRoute)
 _TERMINAL = frozenset(s.value for s in TERMINAL_RUN_STATUSES)
 
 
@@ -63,6 +66,9 @@ def _check_status(status: str | None) -> None:
 
 def _check_filter(selection: RunFilter) -> None:
     _check_status(selection.status)
+    if selection.route is not None and selection.route not in _ROUTES:
+        known = ", ".join(sorted(_ROUTES))
+        raise _invalid_filter(f"unknown route {selection.route!r}; one of {known}")
     if selection.version is not None:
         if selection.workflow is None:
             raise _invalid_filter("a version filter needs the workflow it is a version of")
@@ -121,9 +127,12 @@ class RunOperations:
         idempotency_key: str | None = None,
         version: int | None = None,
     ) -> SubmitResult:
-        """Start a run of `workflow` (its latest version, or `version`) with `input`.
+        """Start a run of `workflow` with `input`: of `version` when given, else of the
+        version routing picks (the serving version, or a running deployment's candidate for
+        its share of runs; see `engine.operations.routing`). The run records which and how.
 
-        Refusals: unknown workflow or version `NotFound(code="workflow_not_found")`; an input
+        Refusals: unknown workflow or version `NotFound(code="workflow_not_found")`; a system
+        workflow `InvalidRequest(code="system_workflow")`; an input
         over `max_input_bytes` or `max_nesting_depth` `InvalidRequest(code="input_too_large" /
         "input_too_deep")`; input the workflow's inputSchema refuses
         `InvalidRequest(code="invalid_input")` with the problems; the tenant's run quota used
@@ -143,7 +152,9 @@ class RunOperations:
             input, max_bytes=settings.max_input_bytes, max_depth=settings.max_nesting_depth
         )
         digest = submission.request_hash(workflow, version, input, tenant_id)  # JSON or refused
-        record = await self._version(workflow, version)
+        run_id = str(uuid.uuid4())
+        key = None if idempotency_key is None else submission.stored_key(tenant_id, idempotency_key)
+        record, route = await self._routed(workflow, version, key or run_id)
         problems = validate_input(record.workflow, input)
         if problems:
             raise InvalidRequest(
@@ -151,9 +162,7 @@ class RunOperations:
                 code="invalid_input",
                 problems=problems,
             )
-        key = None
-        if idempotency_key is not None:
-            key = submission.stored_key(tenant_id, idempotency_key)
+        if key is not None:
             existing = await self._store.run_by_key(key)
             if existing is not None:
                 return self._repeated(existing, digest, idempotency_key)
@@ -164,9 +173,11 @@ class RunOperations:
                 input,
                 tenant_id=tenant_id,
                 timeout_tier=submission.timeout_tier(record.workflow),
+                run_id=run_id,
                 idempotency_key=key,
                 request_hash=digest,
                 count_in_quota=True,
+                route=route.value,
             )
         except QuotaExhausted as exc:
             raise LimitReached(str(exc), code="quota_exceeded") from exc
@@ -174,6 +185,24 @@ class RunOperations:
             return self._repeated(run, digest, idempotency_key)
         await self._runtime.wakeup.notify()
         return SubmitResult(run=run_views.summary(run), created=True)
+
+    async def _routed(
+        self, workflow: str, version: int | None, sticky_key: str
+    ) -> tuple[VersionRecord, RunRoute]:
+        """The version a submission gets and how it was chosen (one primary-key read of the
+        routing row when the request names no version; versions themselves are cached)."""
+        if workflow in RESERVED_WORKFLOWS:
+            raise InvalidRequest(
+                f"{workflow} is a system workflow: the engine starts its runs itself",
+                code="system_workflow",
+            )
+        if version is not None:
+            return await self._version(workflow, version), RunRoute.PINNED
+        serving = await self._store.serving(workflow)
+        if serving is None:  # no routing row (published before routing existed): the latest
+            return await self._version(workflow, None), RunRoute.SERVING
+        chosen, route = routing.choose(serving, sticky_key)
+        return await self._version(workflow, chosen), route
 
     async def _version(self, workflow: str, version: int | None) -> VersionRecord:
         if version is not None and (isinstance(version, bool) or version < 1):

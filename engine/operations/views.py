@@ -72,6 +72,9 @@ class PublishResult(View):
 class WorkflowSummary(View):
     name: str
     latest_version: int
+    serving_version: int | None = None
+    """The version new runs get (None only for a workflow published before serving
+    versions existed and never migrated)."""
     versions: int
     """How many versions are published."""
     created_at: float
@@ -164,6 +167,10 @@ class RunSummary(View):
     restarted_from: str | None = None
     dlq_at: float | None = None
     """When the run (a child) became a dead letter; None once it is reprocessed."""
+    route: str | None = None
+    """How a submission chose `version`: `serving`, `candidate` (a deployment's share),
+    `pinned` (the request named it) or `system` (a run the engine started); None on child
+    runs (their version was fixed when their root was created) and start overs."""
     error: ErrorView | None = None
 
 

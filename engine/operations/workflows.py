@@ -73,17 +73,32 @@ class WorkflowOperations:
         return problems
 
     @store_boundary
-    async def publish(self, documents: Documents) -> list[PublishResult]:
+    async def publish(
+        self, documents: Documents, *, serve_as: str | None = None
+    ) -> list[PublishResult]:
         """Validate `documents` and store each workflow as a new immutable version, all in one
         transaction; a workflow identical to its latest version keeps that version
-        (`created` False). One result per workflow, in the order given.
+        (`created` False). One result per workflow, in the order given. A new version gets no
+        traffic until a deployment (or an operator's switch) moves it there, except the
+        first version of a workflow, which serves at once.
+
+        `serve_as`: make every version published here the serving one too, recorded as done
+        by `serve_as` (for commands that run what they were just given: `schemabridge run`,
+        `serve --demo`); refused while a deployment of one of them runs
+        (`WrongState(code="deployment_running")`, the versions stay published).
 
         Invalid documents raise `DefinitionError` with every problem (nothing is stored).
         """
         problems, workflows = await self._problems(documents)
         if problems:
             raise DefinitionError(problems)
-        published = await self._runtime.store.publish_all(workflows)
+        store = self._runtime.store
+        published = await store.publish_all(workflows)
+        if serve_as is not None:
+            for record, _ in published:
+                current = await store.serving(record.name)
+                if current is None or current.serving_version != record.version:
+                    await store.set_serving(record.name, record.version, actor=serve_as)
         return [
             PublishResult(name=record.name, version=record.version, created=created)
             for record, created in published
@@ -99,6 +114,7 @@ class WorkflowOperations:
                 versions=s.versions,
                 created_at=s.created_at,
                 updated_at=s.updated_at,
+                serving_version=s.serving_version,
             )
             for s in await self._runtime.store.workflow_summaries()
         ]

@@ -36,7 +36,7 @@ from engine.store.operator_actions import (
 )
 from engine.store.queue import MAX_NESTING, WorkQueue
 from engine.store.records import CompletionReport, LogLine
-from schemas.definitions import Workflow
+from schemas.definitions import RESERVED_WORKFLOWS, Workflow
 from schemas.errors import InvalidRequest, LimitReached, NotFound, WrongState
 
 T = TypeVar("T")
@@ -207,6 +207,13 @@ class OperatorActionsStore(WorkQueue):
                 return StartOverOutcome(existing, False, old.status)
             _check_restartable(old)
             record = run_record(await sql.whole_run(conn, run_id))
+            if record.workflow_name in RESERVED_WORKFLOWS:
+                # Its stages judge one deployment, which ended or is driven by this run.
+                raise InvalidRequest(
+                    f"run {run_id} is a {record.workflow_name} system run; start a new "
+                    "deployment instead",
+                    code="start_over_system_run",
+                )
             if await settings_.quota_left(conn, record.tenant_id) == 0:
                 raise LimitReached(
                     f"tenant {record.tenant_id} has no runs left in its quota",
@@ -289,17 +296,10 @@ class OperatorActionsStore(WorkQueue):
                 return CancelOutcome(0, 0, run.status)
             if run.status in _TERMINAL:
                 raise _ended(run_id, run.status)
-            tree = sql.run_tree(run_id)
-            steps_cancelled = await sql.cancel_open_steps(conn, tree, now)
-            cancelled = await sql.cancel_live_runs(conn, tree, now)
+            steps_cancelled, cancelled = await self._cancel_tree(conn, run_id, now)
             if run_id not in {row.id for row in cancelled}:  # it ended meanwhile
                 raise _ended(run_id, await sql.current_status(conn, run_id))
-            tx = results_.Tx(conn, now, CompletionReport())
-            tx.ended = [
-                EndedChild(row.parent_run_id, row.parent_vertex_id, RunStatus.CANCELLED.value)
-                for row in cancelled
-                if row.parent_run_id is not None
-            ]
+            await self._after_cancel(conn, run_id, actor)
             below = len(cancelled) - 1
             lines = [
                 action_line(
@@ -314,10 +314,31 @@ class OperatorActionsStore(WorkQueue):
                 ),
             ]
             await results_.insert_logs(conn, lines, now)
-            await self._settle(tx)
             return CancelOutcome(len(cancelled), steps_cancelled, RunStatus.CANCELLED.value)
 
         return await self._transaction(work)
+
+    async def _cancel_tree(
+        self, conn: AsyncConnection, run_id: str, now: float
+    ) -> tuple[int, list[Any]]:
+        """Cancel `run_id` and its descendants still going (their open steps too), counting
+        each cancelled child on its parent's spawner. Returns (steps cancelled, the runs
+        cancelled: id, parent_run_id, parent_vertex_id)."""
+        tree = sql.run_tree(run_id)
+        steps_cancelled = await sql.cancel_open_steps(conn, tree, now)
+        cancelled = await sql.cancel_live_runs(conn, tree, now)
+        tx = results_.Tx(conn, now, CompletionReport())
+        tx.ended = [
+            EndedChild(row.parent_run_id, row.parent_vertex_id, RunStatus.CANCELLED.value)
+            for row in cancelled
+            if row.parent_run_id is not None
+        ]
+        await self._settle(tx)
+        return steps_cancelled, cancelled
+
+    async def _after_cancel(self, conn: AsyncConnection, run_id: str, actor: str) -> None:
+        """Called in a cancel's transaction once `run_id` is cancelled (the deployments role
+        aborts the deployment a cancelled system run drove)."""
 
 
 def _ended(run_id: str, status: str) -> WrongState:

@@ -11,7 +11,7 @@ from sqlalchemy.exc import IntegrityError
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from engine.store import children as fanout
-from engine.store import listing, pins
+from engine.store import deployment_rows, listing, pins
 from engine.store import results as results_
 from engine.store.core import (
     StoreCore,
@@ -25,8 +25,10 @@ from engine.store.core import (
     steps,
     versions,
 )
+from engine.store.dialect import dialect_of
 from engine.store.listing import LogRecord, log_record
 from engine.store.models import (
+    RunRoute,
     RunStatus,
     TenantQuota,
 )
@@ -40,6 +42,7 @@ from engine.store.records import (
 from schemas.definitions import Workflow
 
 quotas = TenantQuota.__table__  # type: ignore[attr-defined]
+serving_table = deployment_rows.serving
 
 
 PUBLISH_ATTEMPTS = 3
@@ -63,6 +66,15 @@ async def _take_quota(conn: AsyncConnection, tenant_id: str) -> bool:
     return limited.first() is None
 
 
+def _created_message(version: VersionRecord, route: str | None) -> str:
+    how = {
+        RunRoute.SERVING.value: ", the serving version",
+        RunRoute.CANDIDATE.value: ", a deployment's candidate",
+        RunRoute.PINNED.value: ", as the request asked",
+    }.get(route or "", "")
+    return f"run created ({version.name} v{version.version}{how})"
+
+
 class RunCatalogue(StoreCore):
     """Workflows and runs: publish and read versions, create and read runs."""
 
@@ -71,17 +83,23 @@ class RunCatalogue(StoreCore):
         ((record, _),) = await self.publish_all([workflow])
         return record
 
-    async def publish_all(self, workflows: Sequence[Workflow]) -> list[tuple[VersionRecord, bool]]:
+    async def publish_all(
+        self, workflows: Sequence[Workflow], *, by_content: bool = False
+    ) -> list[tuple[VersionRecord, bool]]:
         """Publish `workflows` together, in one transaction (a parent is never stored without
         the child published with it). Returns (version, created) per workflow, in order: a
-        workflow identical to its latest version is not stored again (created False).
+        workflow identical to its latest version is not stored again (created False);
+        `by_content`: identical to any of its versions (the engine's system workflows, which
+        alternate between a few shapes).
 
         Two publishers racing on a name collide on the (name, version) key; the loser runs its
         transaction again and then finds the winner's version."""
         for attempt in range(PUBLISH_ATTEMPTS):
             try:
                 async with self._engines.write.begin() as conn:
-                    published = [await self._publish_one(conn, w) for w in workflows]
+                    published = [
+                        await self._publish_one(conn, w, by_content=by_content) for w in workflows
+                    ]
             except IntegrityError:
                 if attempt == PUBLISH_ATTEMPTS - 1:
                     raise
@@ -92,23 +110,25 @@ class RunCatalogue(StoreCore):
         raise AssertionError("unreachable: the last attempt returns or raises")
 
     async def _publish_one(
-        self, conn: AsyncConnection, workflow: Workflow
+        self, conn: AsyncConnection, workflow: Workflow, *, by_content: bool
     ) -> tuple[VersionRecord, bool]:
         document = workflow.model_dump(mode="json", by_alias=True, exclude_none=True)
         digest = definition_hash(document)
+        columns = (versions.c.version, versions.c.definition_hash, versions.c.created_at)
+        named = versions.c.name == workflow.name
         latest = (
             await conn.execute(
-                select(versions.c.version, versions.c.definition_hash, versions.c.created_at)
-                .where(versions.c.name == workflow.name)
-                .order_by(versions.c.version.desc())
-                .limit(1)
+                select(*columns).where(named).order_by(versions.c.version.desc()).limit(1)
             )
         ).first()
-        if latest is not None and latest.definition_hash == digest:
-            record = VersionRecord(
-                workflow.name, latest.version, digest, workflow, latest.created_at
-            )
-            return record, False
+        same = latest if latest is not None and latest.definition_hash == digest else None
+        if same is None and latest is not None and by_content:
+            query = select(*columns).where(named, versions.c.definition_hash == digest).limit(1)
+            same = (await conn.execute(query)).first()
+        if same is not None:
+            return VersionRecord(
+                workflow.name, same.version, digest, workflow, same.created_at
+            ), False
         version = 1 if latest is None else latest.version + 1
         now = self._clock.now()
         await conn.execute(
@@ -120,6 +140,16 @@ class RunCatalogue(StoreCore):
                 created_at=now,
             )
         )
+        if version == 1:
+            # The first version serves at once; later ones get traffic only through a
+            # deployment or an operator's switch (docs/architecture.md, 'Versions and
+            # deployments').
+            first = (
+                dialect_of(conn)
+                .insert(serving_table)
+                .values(name=workflow.name, serving_version=1, updated_at=now, updated_by="publish")
+            )
+            await conn.execute(first.on_conflict_do_nothing(index_elements=["name"]))
         return VersionRecord(workflow.name, version, digest, workflow, now), True
 
     async def list_versions(self, name: str | None = None) -> list[tuple[str, int, str, float]]:
@@ -147,6 +177,7 @@ class RunCatalogue(StoreCore):
         pinned_versions: dict[str, int] | None = None,
         request_hash: str | None = None,
         count_in_quota: bool = False,
+        route: str | None = None,
     ) -> tuple[RunRecord, bool]:
         """Create a RUNNING root run with its steps (roots READY). Returns (run, created).
 
@@ -156,8 +187,9 @@ class RunCatalogue(StoreCore):
         `count_in_quota`: the run uses one of its tenant's quota runs, in the same transaction
         (a tenant without a quota is unlimited); none left raises `QuotaExhausted`.
         `pinned_versions` is the version of each child workflow the run tree uses (see
-        `engine.store.pins`); None (the default) resolves it now: the latest published version
-        of every child workflow reachable through spawners.
+        `engine.store.pins`); None (the default) resolves it now: the serving version of
+        every child workflow reachable through spawners. `route` records how the submission
+        chose `version` (`RunRoute`).
         """
         if idempotency_key is not None:
             existing = await self.run_by_key(idempotency_key)
@@ -185,6 +217,7 @@ class RunCatalogue(StoreCore):
             "restarted_from": restarted_from,
             "pinned_versions": pinned_versions,
             "request_hash": request_hash,
+            "route": route,
             "output": None,
             "error": None,
             "ended_at": None,
@@ -197,7 +230,7 @@ class RunCatalogue(StoreCore):
                 await conn.execute(insert(steps), step_rows(run_id, tenant_id, workflow, now))
                 await results_.insert_logs(
                     conn,
-                    [LogLine(run_id, "info", f"run created ({version.name} v{version.version})")],
+                    [LogLine(run_id, "info", _created_message(version, route))],
                     now,
                 )
         except IntegrityError:
@@ -251,16 +284,20 @@ class RunCatalogue(StoreCore):
 
     async def _resolve_pins(self, workflow: Workflow) -> dict[str, int]:
         """The version of every child workflow reachable from `workflow` through spawners
-        that name no version: the latest published now (see `engine.store.pins`)."""
+        that name no version: its serving version now (see `engine.store.pins`)."""
 
-        async def latest(names: Collection[str]) -> dict[str, int]:
-            query = (
-                select(versions.c.name, func.max(versions.c.version))
-                .where(versions.c.name.in_(sorted(names)))
-                .group_by(versions.c.name)
-            )
+        async def serving(names: Collection[str]) -> dict[str, int]:
             async with self._engines.read.connect() as conn:
-                return {name: int(v) for name, v in (await conn.execute(query)).all()}
+                found = await deployment_rows.serving_versions(conn, names)
+                missing = sorted(set(names) - set(found))
+                if missing:  # no serving row (not expected after migration 0013): the latest
+                    query = (
+                        select(versions.c.name, func.max(versions.c.version))
+                        .where(versions.c.name.in_(missing))
+                        .group_by(versions.c.name)
+                    )
+                    found.update({n: int(v) for n, v in (await conn.execute(query)).all()})
+            return found
 
         async def load(name: str, version: int) -> Workflow | None:
             try:
@@ -268,7 +305,7 @@ class RunCatalogue(StoreCore):
             except UnknownWorkflow:
                 return None
 
-        return await pins.resolve(workflow, latest, load)
+        return await pins.resolve(workflow, serving, load)
 
     async def run_by_key(self, key: str) -> RunRecord | None:
         """The run created with idempotency key `key`, if any."""

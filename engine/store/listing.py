@@ -15,12 +15,13 @@ from typing import Any
 from sqlalchemy import ColumnElement, func, literal, select, tuple_
 from sqlalchemy.ext.asyncio import AsyncConnection
 
-from engine.store.models import Run, RunLog, Step, StepStatus, WorkflowVersion
+from engine.store.models import Run, RunLog, Step, StepStatus, WorkflowServing, WorkflowVersion
 
 runs = Run.__table__  # type: ignore[attr-defined]
 steps = Step.__table__  # type: ignore[attr-defined]
 logs = RunLog.__table__  # type: ignore[attr-defined]
 versions = WorkflowVersion.__table__  # type: ignore[attr-defined]
+serving = WorkflowServing.__table__  # type: ignore[attr-defined]
 
 RunKey = tuple[float, str]
 """Where a runs page ends: (created_at, id) of its last row."""
@@ -46,6 +47,9 @@ class RunFilter:
     created_before: float | None = None
     roots_only: bool = False
     """Only runs that no spawner started (ignored when `parent` is set)."""
+    route: str | None = None
+    """Only runs whose version was chosen this way (`RunRoute`: serving, candidate, pinned,
+    system); read from the rows of the range the other fields select."""
 
 
 @dataclass(frozen=True)
@@ -57,6 +61,8 @@ class WorkflowSummary:
     """When its first version was published."""
     updated_at: float
     """When its latest version was published."""
+    serving_version: int | None = None
+    """The version new runs get (see `WorkflowServing`)."""
 
 
 @dataclass(frozen=True)
@@ -91,6 +97,7 @@ def _conditions(selection: RunFilter) -> list[ColumnElement[bool]]:
         (runs.c.status, selection.status),
         (runs.c.tenant_id, selection.tenant),
         (runs.c.parent_run_id, selection.parent),
+        (runs.c.route, selection.route),
     )
     found: list[ColumnElement[bool]] = [c == v for c, v in column_values if v is not None]
     if selection.created_after is not None:
@@ -180,8 +187,8 @@ async def log_page(conn: AsyncConnection, run_id: str, *, after: int, limit: int
 
 
 async def workflow_summaries(conn: AsyncConnection) -> list[WorkflowSummary]:
-    """Every published workflow, by name."""
-    query = (
+    """Every published workflow, by name, with its serving version."""
+    published = (
         select(
             versions.c.name,
             func.max(versions.c.version).label("latest"),
@@ -190,10 +197,17 @@ async def workflow_summaries(conn: AsyncConnection) -> list[WorkflowSummary]:
             func.max(versions.c.created_at).label("last"),
         )
         .group_by(versions.c.name)
-        .order_by(versions.c.name)
+        .subquery()
+    )
+    query = (
+        select(published, serving.c.serving_version)
+        .outerjoin(serving, serving.c.name == published.c.name)
+        .order_by(published.c.name)
     )
     return [
-        WorkflowSummary(r.name, int(r.latest), int(r.n), float(r.first), float(r.last))
+        WorkflowSummary(
+            r.name, int(r.latest), int(r.n), float(r.first), float(r.last), r.serving_version
+        )
         for r in (await conn.execute(query)).all()
     ]
 

@@ -168,6 +168,10 @@ class Run(SQLModel, table=True):
     request_hash: str | None = Field(default=None, sa_column=Column(String(64)))
     """SHA-256 of what a submission with an idempotency key asked for, so the same key with
     another request is told apart from a retry of the same one."""
+    route: str | None = Field(default=None, sa_column=Column(String(16)))
+    """How a submitted run got its version (`RunRoute`): the serving version, a deployment's
+    candidate, or the version the request pinned. None on child runs, start overs and runs
+    created before routing existed."""
 
 
 class Step(SQLModel, table=True):
@@ -236,6 +240,97 @@ class Step(SQLModel, table=True):
     # it costs no statement of its own (docs/architecture.md, 'Why a step waits').
     wait_reason: str | None = Field(default=None, sa_column=Column(String(32)))
     wait_message: str | None = Field(default=None, sa_column=Column(Text))
+
+
+class RunRoute(StrEnum):
+    """How a submission chose its run's version (docs/architecture.md, 'Versions and
+    deployments')."""
+
+    SERVING = "serving"
+    """The workflow's serving version."""
+    CANDIDATE = "candidate"
+    """A deployment's candidate: the run's hash fell inside the stage's weight."""
+    PINNED = "pinned"
+    """The request named the version."""
+    SYSTEM = "system"
+    """A system run the engine started itself (a deployment's `gradual_deploy`)."""
+
+
+class DeploymentStatus(StrEnum):
+    RUNNING = "RUNNING"
+    SUCCEEDED = "SUCCEEDED"
+    """The candidate passed every stage and is the serving version."""
+    ROLLED_BACK = "ROLLED_BACK"
+    """The candidate failed too often (or an operator rolled it back): weight 0."""
+    ABORTED = "ABORTED"
+    """An operator stopped it: weight 0, nothing promoted."""
+
+
+class WorkflowServing(SQLModel, table=True):
+    """Which version of a workflow new runs get: one row per workflow, read by every
+    submission by its primary key (one cheap query, whatever the deployment's state)."""
+
+    __tablename__ = "workflow_serving"
+
+    name: str = Field(sa_column=Column(String(200), primary_key=True))
+    serving_version: int
+    """The version a submission that pins none gets (outside the candidate's share)."""
+    candidate_version: int | None = None
+    """The active deployment's candidate; None when no deployment is running."""
+    candidate_weight: float = Field(
+        default=0.0, sa_column=Column(Float, nullable=False, server_default=text("0"))
+    )
+    """Percent (0 to 100) of routed submissions the candidate gets."""
+    deployment_id: str | None = Field(default=None, sa_column=Column(String(36)))
+    """The active deployment (its id salts the routing hash)."""
+    updated_at: float = Field(sa_column=Column(Float, nullable=False))
+    updated_by: str | None = Field(default=None, sa_column=Column(String(200)))
+    """Who made the last change: `publish`, `deployment:<id>`, or an operator (`key:<id>`)."""
+
+
+class Deployment(SQLModel, table=True):
+    """A gradual deployment of a candidate version, driven by its `gradual_deploy` run."""
+
+    __tablename__ = "deployment"
+    __table_args__ = (
+        # At most one RUNNING deployment per workflow: the database refuses a second one even
+        # when two requests race.
+        Index(
+            "uq_deployment_running",
+            "workflow_name",
+            unique=True,
+            postgresql_where=text("status = 'RUNNING'"),
+            sqlite_where=text("status = 'RUNNING'"),
+        ),
+        Index("ix_deployment_workflow_created", "workflow_name", "created_at"),
+        Index("ix_deployment_status", "status"),
+        Index("ix_deployment_run", "run_id"),
+    )
+
+    id: str = Field(sa_column=Column(String(36), primary_key=True))
+    workflow_name: str = Field(sa_column=Column(String(200), nullable=False))
+    serving_version: int
+    """The version serving when the deployment started (the baseline it is compared with)."""
+    candidate_version: int
+    status: str = Field(sa_column=Column(String(16), nullable=False))
+    stages: Any = _json(nullable=False)
+    """[{weight, minRuns, minDurationSeconds}] in order; the last one's weight is 100."""
+    rollback: Any = _json(nullable=False)
+    """{maxFailureRatio, marginOverServing, minFinishedRuns}."""
+    check_interval_s: float
+    stage_index: int
+    """The stage in force (0-based)."""
+    stage_started_at: float = Field(sa_column=Column(Float, nullable=False))
+    """When the stage in force began: a restart resumes its clock from here."""
+    run_id: str = Field(sa_column=Column(String(36), nullable=False))
+    """The `gradual_deploy` run that drives it."""
+    created_at: float = Field(sa_column=Column(Float, nullable=False))
+    created_by: str = Field(sa_column=Column(String(200), nullable=False))
+    ended_at: float | None = Field(default=None, sa_column=Column(Float))
+    outcome: Any = _json()
+    """How it ended: {reason, actor?, figures?}."""
+    timeline: Any = _json(nullable=False)
+    """Stage changes and the end, oldest first: [{at, event, stage, weight, ...}]."""
 
 
 class RunLog(SQLModel, table=True):

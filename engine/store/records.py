@@ -48,6 +48,9 @@ class RunRecord:
     item: Any = None
     pinned_versions: dict[str, int] | None = None
     request_hash: str | None = None
+    route: str | None = None
+    """How a submission chose the version (`engine.store.models.RunRoute`); None on child
+    runs, start overs and older runs."""
 
 
 @dataclass(frozen=True)
@@ -202,3 +205,49 @@ class CompletionReport:
     newly_ready: int = 0
     finished_runs: list[tuple[str, str]] = field(default_factory=list)
     """(run id, final status) of runs that ended in this call."""
+
+
+@dataclass(frozen=True)
+class ServingRecord:
+    """Which version a workflow's submissions get (`engine.store.models.WorkflowServing`)."""
+
+    name: str
+    serving_version: int
+    candidate_version: int | None
+    candidate_weight: float
+    """Percent of routed submissions the candidate gets (0 without a deployment)."""
+    deployment_id: str | None
+    updated_at: float
+    updated_by: str | None
+
+
+@dataclass(frozen=True)
+class DeploymentRecord:
+    """A deployment as stored (`engine.store.models.Deployment`); `stages`, `rollback`,
+    `outcome` and `timeline` are the stored JSON (see `vertices.deploy` for their shapes)."""
+
+    id: str
+    workflow_name: str
+    serving_version: int
+    candidate_version: int
+    status: str
+    stages: list[dict[str, Any]]
+    rollback: dict[str, Any]
+    check_interval_s: float
+    stage_index: int
+    stage_started_at: float
+    run_id: str
+    created_at: float
+    created_by: str
+    ended_at: float | None
+    outcome: dict[str, Any] | None
+    timeline: list[dict[str, Any]]
+
+
+@dataclass(frozen=True)
+class StatusCounts:
+    """Root runs of one workflow version created in a window, by status; `since_stage` counts
+    those created from a later time on (a stage's start)."""
+
+    by_status: dict[str, int]
+    since_stage: int = 0

@@ -3,9 +3,10 @@
 Each role is a class of its own module: `WorkQueue` (claims, leases, results: the worker's),
 `FanoutStore` (child runs and payloads: the fan-out's), `RunCatalogue` (versions, runs, steps,
 logs), `OperatorActionsStore` (retry, resolve, start over, reprocess, cancel),
-`OperatorSettingsStore` (caps, tenant limits, quotas), `KeyStore` (API keys), `SecretStore`
-(encrypted secrets) and `ProbeStore` (health and schema checks). Callers take the combined
-`Store`. Build with `Store.open`, end with `close`.
+`DeploymentStore` (serving versions, deployments), `OperatorSettingsStore` (caps, tenant
+limits, quotas), `KeyStore` (API keys), `SecretStore` (encrypted secrets) and `ProbeStore`
+(health and schema checks). Callers take the combined `Store`. Build with `Store.open`, end
+with `close`.
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ from __future__ import annotations
 from engine.store.actions_store import OperatorActionsStore
 from engine.store.catalogue import RunCatalogue
 from engine.store.core import ClaimLost, UnknownWorkflow, definition_hash
+from engine.store.deployments import DeploymentStore
 from engine.store.fanout import FanoutStore
 from engine.store.keys import KeyStore
 from engine.store.probes import ProbeStore
@@ -22,6 +24,7 @@ from engine.store.settings_store import OperatorSettingsStore
 
 
 class Store(
+    DeploymentStore,
     RunCatalogue,
     OperatorActionsStore,
     WorkQueue,

@@ -83,6 +83,7 @@ class Code:
     INPUT = "input"
     EGRESS_DENIED = "egress_denied"
     UNSAFE_PATTERN = "unsafe_pattern"
+    RESERVED_WORKFLOW = "reserved_workflow"
 
 
 def pointer(*parts: str | int) -> str:

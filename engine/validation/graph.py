@@ -5,6 +5,7 @@ These checks read the parsed JSON defensively rather than the typed models, so t
 typo in one pass. Anything malformed is skipped here because phase 2 already reports it.
 
 Per workflow (networkx `DiGraph`, edge `dependency → dependant`):
+- its name is not reserved for a system workflow, and no SPAWNER starts one;
 - every `dependsOn` target exists, and no vertex depends on itself;
 - no cycles: each strongly connected component is reported once, with one of its cycles named
   vertex by vertex in run order (`a → b → c → a`, each waiting for the one before);
@@ -26,6 +27,7 @@ from typing import Any
 import networkx as nx
 
 from engine.validation.common import Code, Limits, did_you_mean, join, quoted_list
+from schemas.definitions import RESERVED_WORKFLOWS
 from schemas.errors import Problem
 
 VERTEX_TYPES = frozenset({"GATEWAY", "SPAWNER", "MERGE"})
@@ -156,6 +158,25 @@ def size_problems(data: Any, limits: Limits) -> list[Problem]:
 def workflow_problems(wf: RawWorkflow) -> list[Problem]:
     """Every graph problem inside one workflow."""
     problems: list[Problem] = []
+    if wf.name in RESERVED_WORKFLOWS:
+        problems.append(
+            Problem(
+                wf.at("name"),
+                f'The workflow name "{wf.name}" is reserved for the engine\'s own system '
+                "workflow; choose another name.",
+                Code.RESERVED_WORKFLOW,
+            )
+        )
+    for vertex, child in _spawners(wf):
+        if child in RESERVED_WORKFLOWS:
+            problems.append(
+                Problem(
+                    wf.at("vertices", vertex.id, "config", "workflow"),
+                    f'SPAWNER "{vertex.id}" starts "{child}", the engine\'s own system '
+                    "workflow, which only the engine starts.",
+                    Code.RESERVED_WORKFLOW,
+                )
+            )
     problems.extend(_dependency_problems(wf))
     problems.extend(_cycle_problems(wf))
     for vertex in wf.vertices.values():
@@ -274,7 +295,7 @@ def _child_problems(
 ) -> Iterator[tuple[RawWorkflow, Problem]]:
     for wf in workflows:
         for vertex, child in _spawners(wf):
-            if child in batch or child in known:
+            if child in batch or child in known or child in RESERVED_WORKFLOWS:
                 continue
             hint = did_you_mean(child, batch | known)
             yield (

@@ -191,3 +191,17 @@ def test_a_bad_allow_list_is_one_line_and_exit_2(tmp_path: Path) -> None:
             "(10.1.2.3) or a host pattern (billing.internal, *.internal), separated by commas."
         ], command
 
+
+async def test_run_runs_the_file_it_was_given_on_a_kept_database(
+    tmp_path: Path, downstream: RunningDownstream
+) -> None:
+    db = tmp_path / "kept.db"
+    first = write_workflow(tmp_path, f"{downstream.url}/customers")
+    assert (await asb("run", str(first), "--input", '{"id": 1}', db=db)).returncode == 0
+    # The file changes: `run` publishes v2 and runs it (the version it was given serves),
+    # where a plain publish would leave v1 serving.
+    second = write_workflow(tmp_path, f"{downstream.url}/clients")
+    again = await asb("run", str(second), "--input", '{"id": 2}', "--output", "json", db=db)
+    assert again.returncode == 0, again.stderr
+    assert "(lookup v2)" in again.stderr
+    assert json.loads(again.stdout)["output"]["get"]["body"]["path"] == "/clients/2"

@@ -73,9 +73,16 @@ async def test_a_run_that_fans_out_gets_the_collect_tier(
     assert (await ops.runs.get(run.id)).timeout_tier == "collect"
 
 
-async def test_submit_pins_a_version_or_takes_the_latest(ops: Operations) -> None:
+async def test_submit_pins_a_version_or_takes_the_serving_one(ops: Operations) -> None:
     await ops.workflows.publish(single("one", UNREACHABLE))
     await ops.workflows.publish(single("one", UNREACHABLE, description="v2"))
+    # Publishing v2 moves no traffic: the first version published serves until a deployment
+    # or an operator moves it.
+    routed = (await ops.runs.submit("one", {})).run
+    assert (routed.version, routed.route) == (1, "serving")
+    pinned = (await ops.runs.submit("one", {}, version=2)).run
+    assert (pinned.version, pinned.route) == (2, "pinned")
+    await ops.deployments.set_serving("one", 2, actor="test")
     assert (await ops.runs.submit("one", {})).run.version == 2
     assert (await ops.runs.submit("one", {}, version=1)).run.version == 1
 
@@ -555,8 +562,8 @@ async def test_each_list_filter(
         ]
     )
     await ops.workflows.publish(single("ok", f"{downstream.url}/ok", description="v2"))
-    ok_v1 = (await ops.runs.submit("ok", {}, version=1, tenant_id="acme")).run
-    ok_v2 = (await ops.runs.submit("ok", {}, tenant_id="acme")).run
+    ok_v1 = (await ops.runs.submit("ok", {}, tenant_id="acme")).run  # the serving version
+    ok_v2 = (await ops.runs.submit("ok", {}, version=2, tenant_id="acme")).run
     bad = (await ops.runs.submit("bad", {}, tenant_id="globex")).run
     parent = (await ops.runs.submit("parent", {"items": items(3)}, tenant_id="globex")).run
     async with running_worker(runtime):
@@ -575,7 +582,7 @@ async def test_each_list_filter(
     assert await ids() == roots | children
     assert await ids(roots_only=True) == roots
     assert await ids(workflow="ok") == {ok_v1.id, ok_v2.id, late.id}
-    assert await ids(workflow="ok", version=1) == {ok_v1.id}
+    assert await ids(workflow="ok", version=1) == {ok_v1.id, late.id}
     assert await ids(workflow="child") == children
     assert await ids(status="FAILED") == {bad.id}
     assert await ids(status="RUNNING") == {late.id}
@@ -588,6 +595,12 @@ async def test_each_list_filter(
     assert await ids(created_after=late.created_at, created_before=late.created_at) == set()
     assert await ids(created_after=late.created_at) == {late.id}
     assert await ids(workflow="ok", status="SUCCEEDED", tenant="acme") == {ok_v1.id, ok_v2.id}
+    assert await ids(route="pinned") == {ok_v2.id}
+    assert await ids(workflow="ok", route="serving") == {ok_v1.id, late.id}
+    assert await ids(route="candidate") == set()
+    with pytest.raises(InvalidRequest) as unknown_route:
+        await ids(route="lucky")
+    assert unknown_route.value.code == "invalid_filter"
     everything = await ops.runs.list(RunFilter(), limit=500)
     keys = [(r.created_at, r.id) for r in everything.items]
     assert keys == sorted(keys, reverse=True)  # newest first

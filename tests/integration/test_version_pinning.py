@@ -1,5 +1,6 @@
-"""The child-workflow versions of a run tree are fixed once, when its root run is created
-(both backends, real store, the real executor, an injected clock)."""
+"""The child-workflow versions of a run tree are fixed once, when its root run is created:
+each child workflow's serving version then (both backends, real store, the real executor, an
+injected clock)."""
 
 from __future__ import annotations
 
@@ -108,7 +109,11 @@ async def test_a_spawner_run_again_after_a_publish_starts_every_child_on_the_pin
     children = await store.children(run.id, limit=1000)
     assert {c.pinned_versions == {"child": 1} for c in children} == {True}
 
-    # A root run created after the publish pins (and starts) v2.
+    # Publishing alone moves no traffic: a root run created after the publish still pins
+    # the serving v1; once v2 serves, new roots pin (and start) it.
+    still, _ = await store.create_run(parent, {"items": [0, 1]})
+    assert still.pinned_versions == {"child": 1}
+    await store.set_serving("child", 2, actor="test")
     later, _ = await store.create_run(parent, {"items": [0, 1]})
     assert later.pinned_versions == {"child": 2}
     (spawner,) = await claim_spawners(runtime, {later.id})
@@ -149,7 +154,12 @@ async def test_grandchildren_use_the_versions_pinned_at_the_root(
         leaves = await store.children(step.run_id)
         assert {c.pinned_versions == {"mid": 1, "leaf": 1} for c in leaves} == {True}
 
-    # A new root run now pins the new versions of the whole tree.
+    # A new root run pins the serving versions of the whole tree: still v1 until the new
+    # versions serve.
+    unchanged, _ = await store.create_run(top, {"items": []})
+    assert unchanged.pinned_versions == {"mid": 1, "leaf": 1}
+    await store.set_serving("leaf", 2, actor="test")
+    await store.set_serving("mid", 2, actor="test")
     later, _ = await store.create_run(top, {"items": []})
     assert later.pinned_versions == {"mid": 2, "leaf": 2}
 
@@ -162,6 +172,7 @@ async def test_pins_of_bulk_runs_explicit_versions_and_unpublished_children(
     await store.publish(leaf("leaf", "v1"))
     await store.publish(leaf("leaf", "v2"))
     await store.publish(spawning("mid", "leaf"))
+    await store.set_serving("leaf", 2, actor="test")
     # `mid@1` is pinned by its name itself, but the workflows it reaches are walked.
     explicit = await store.publish(spawning("explicit", "mid@1"))
     (bulk_a, bulk_b) = await store.create_runs(explicit, [{"items": []}, {"items": []}])
@@ -180,18 +191,21 @@ async def test_pins_of_bulk_runs_explicit_versions_and_unpublished_children(
     assert stored is not None and stored.pinned_versions == {"nobody": 7}
 
 
-async def test_child_version_prefers_explicit_then_pinned_then_latest(
+async def test_child_version_prefers_explicit_then_pinned_then_serving(
     clocked: tuple[Runtime, FakeClock],
 ) -> None:
     runtime, _ = clocked
     store = runtime.store
     await store.publish(leaf("child", "v1"))
     await store.publish(leaf("child", "v2"))
+    await store.publish(leaf("child", "v3"))
+    await store.set_serving("child", 2, actor="test")
     unversioned = SpawnerConfig(items="{{ input }}", workflow="child")
     explicit = SpawnerConfig(items="{{ input }}", workflow="child@1")
     assert (await fanout.child_version(store, unversioned, {"child": 1})).version == 1
     assert (await fanout.child_version(store, explicit, {"child": 2})).version == 1
-    # A run created before versions were pinned (no map), or a name the map lacks: latest.
+    # A run created before versions were pinned (no map), or a name the map lacks: the
+    # serving version (not the latest, v3, which no deployment has moved traffic to).
     assert (await fanout.child_version(store, unversioned, None)).version == 2
     assert (await fanout.child_version(store, unversioned, {"other": 1})).version == 2
     missing = SpawnerConfig(items="{{ input }}", workflow="child@9")

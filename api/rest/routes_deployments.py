@@ -1,0 +1,189 @@
+"""Gradual deployments and serving versions (admin keys; reading a workflow's serving version
+needs any key).
+
+`POST /workflows/{name}/deployments` starts moving new runs to a candidate version stage by
+stage; `GET /workflows/{name}/deployments` and `GET /deployments/{id}` show its stage, weight,
+per-version figures, exposure and timeline; `POST /deployments/{id}/abort|rollback` stop it.
+`POST /workflows/{name}/serving` switches the serving version by hand (logged with the key).
+A second deployment of a workflow while one runs is a 409 `deployment_running`; stages that
+cannot work a 422 `invalid_deployment` with the problems.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+from fastapi import APIRouter, Path, Query, Response, status
+from pydantic import ConfigDict, Field
+
+from api.rest.auth import AdminDep, CallerDep
+from api.rest.deps import OperationsDep
+from api.rest.errors import error_responses
+from engine.operations.deployment_views import (
+    DEFAULT_CHECK_INTERVAL_S,
+    MAX_CHECK_INTERVAL_S,
+    MIN_CHECK_INTERVAL_S,
+    DeploymentChange,
+    DeploymentView,
+    RollbackSpec,
+    ServingView,
+    StageSpec,
+)
+from engine.operations.pagination import MAX_LIMIT
+from engine.operations.views import View
+
+router = APIRouter(tags=["deployments"])
+
+Name = Annotated[str, Path(description="The workflow's name.", max_length=200)]
+DeploymentId = Annotated[str, Path(description="The deployment's id.", max_length=64)]
+_FORBID = ConfigDict(extra="forbid")
+
+
+class StageBody(StageSpec):
+    model_config = _FORBID
+
+
+class RollbackBody(RollbackSpec):
+    model_config = _FORBID
+
+
+class DeploymentRequest(View):
+    """A deployment to start. Left out: the defaults (10 → 25 → 50 → 100 %, each for at least
+    20 runs and 60 s; roll back over a 0.05 failure ratio once 20 runs have finished)."""
+
+    model_config = _FORBID
+
+    version: int = Field(ge=1, description="The candidate: a published version.")
+    stages: list[StageBody] | None = Field(
+        default=None,
+        min_length=1,
+        max_length=10,
+        description="In order, weights rising, the last at 100.",
+    )
+    rollback: RollbackBody | None = None
+    check_interval_seconds: float = Field(
+        default=DEFAULT_CHECK_INTERVAL_S,
+        ge=MIN_CHECK_INTERVAL_S,
+        le=MAX_CHECK_INTERVAL_S,
+        description="How often a stage's runs are judged while it holds.",
+    )
+
+
+class ServingRequest(View):
+    model_config = _FORBID
+
+    version: int = Field(ge=1, description="A published version: new runs get it at once.")
+
+
+class DeploymentList(View):
+    """A workflow's deployments, newest first."""
+
+    items: list[DeploymentView]
+
+
+def deployment_url(deployment_id: str) -> str:
+    return f"/deployments/{deployment_id}"
+
+
+@router.post(
+    "/workflows/{name}/deployments",
+    status_code=status.HTTP_201_CREATED,
+    response_model=DeploymentView,
+    responses=error_responses(401, 403, 404, 409, 413, 422, 503),
+    summary="Start a gradual deployment of a version (automatic rollback)",
+)
+async def start_deployment(
+    name: Name, body: DeploymentRequest, response: Response, ops: OperationsDep, caller: AdminDep
+) -> DeploymentView:
+    """201 with the deployment (`Location` too); from then on the candidate gets the first
+    stage's weight. Its `gradual_deploy` run (`runId`) shows in the run list. 409
+    `deployment_running` (`details.deploymentId`) while another deployment of the workflow
+    runs, or `candidate_is_serving`; 404 `workflow_not_found` for an unknown version."""
+    view = await ops.deployments.start(
+        name,
+        body.version,
+        actor=caller.actor,
+        stages=body.stages,
+        rollback=body.rollback,
+        check_interval_s=body.check_interval_seconds,
+    )
+    response.headers["Location"] = deployment_url(view.id)
+    return view
+
+
+@router.get(
+    "/workflows/{name}/deployments",
+    response_model=DeploymentList,
+    responses=error_responses(401, 403, 404, 422, 503),
+    summary="A workflow's deployments, newest first",
+)
+async def list_deployments(
+    name: Name,
+    ops: OperationsDep,
+    _caller: AdminDep,
+    limit: Annotated[int, Query(ge=1, le=MAX_LIMIT)] = 20,
+) -> DeploymentList:
+    return DeploymentList(items=await ops.deployments.list(name, limit=limit))
+
+
+@router.get(
+    "/deployments/{deployment_id}",
+    response_model=DeploymentView,
+    responses=error_responses(401, 403, 404, 503),
+    summary="A deployment: stage, weight, per-version figures, exposure, timeline",
+)
+async def get_deployment(
+    deployment_id: DeploymentId, ops: OperationsDep, _caller: AdminDep
+) -> DeploymentView:
+    return await ops.deployments.get(deployment_id)
+
+
+@router.post(
+    "/deployments/{deployment_id}/abort",
+    response_model=DeploymentChange,
+    responses=error_responses(401, 403, 404, 409, 503),
+    summary="Abort a deployment: the candidate gets no new runs, nothing is promoted",
+)
+async def abort_deployment(
+    deployment_id: DeploymentId, ops: OperationsDep, caller: AdminDep
+) -> DeploymentChange:
+    """Runs already on the candidate finish on it. 409 `deployment_ended` once it ended
+    otherwise; an aborted one answers `changed` false."""
+    return await ops.deployments.abort(deployment_id, actor=caller.actor)
+
+
+@router.post(
+    "/deployments/{deployment_id}/rollback",
+    response_model=DeploymentChange,
+    responses=error_responses(401, 403, 404, 409, 503),
+    summary="Roll a deployment back by hand",
+)
+async def rollback_deployment(
+    deployment_id: DeploymentId, ops: OperationsDep, caller: AdminDep
+) -> DeploymentChange:
+    """As abort, but it ends ROLLED_BACK with the figures at that moment."""
+    return await ops.deployments.rollback(deployment_id, actor=caller.actor)
+
+
+@router.get(
+    "/workflows/{name}/serving",
+    response_model=ServingView,
+    responses=error_responses(401, 404, 503),
+    summary="Which version a workflow's new runs get",
+)
+async def get_serving(name: Name, ops: OperationsDep, _caller: CallerDep) -> ServingView:
+    return await ops.deployments.serving(name)
+
+
+@router.post(
+    "/workflows/{name}/serving",
+    response_model=ServingView,
+    responses=error_responses(401, 403, 404, 409, 422, 503),
+    summary="Switch a workflow's serving version by hand",
+)
+async def set_serving(
+    name: Name, body: ServingRequest, ops: OperationsDep, caller: AdminDep
+) -> ServingView:
+    """Every new run that names no version gets it at once; recorded with the key
+    (`updatedBy`). 409 `deployment_running` while a deployment of the workflow runs."""
+    return await ops.deployments.set_serving(name, body.version, actor=caller.actor)

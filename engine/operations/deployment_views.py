@@ -1,0 +1,301 @@
+"""What deployment operations take and answer: the specification of a deployment's stages and
+rollback policy, and the views of a deployment, its figures and its history (camelCase on
+the wire, times in epoch seconds)."""
+
+from __future__ import annotations
+
+from typing import Any
+from urllib.parse import urlencode
+
+from pydantic import Field
+
+from engine.operations.views import View
+from engine.store.deployments import DeploymentCounts
+from engine.store.models import DeploymentStatus, RunRoute
+from engine.store.records import DeploymentRecord, ServingRecord
+from vertices import deploy
+
+MAX_STAGE_RUNS = 1_000_000_000
+MAX_STAGE_SECONDS = 30 * 24 * 3600.0
+
+
+class StageSpec(View):
+    """One stage of a deployment."""
+
+    weight: float = Field(gt=0, le=100, description="Percent of new runs the candidate gets.")
+    min_runs: int = Field(
+        default=20,
+        ge=0,
+        le=MAX_STAGE_RUNS,
+        description="Runs the candidate must receive during the stage before it can end.",
+    )
+    min_duration_seconds: float = Field(
+        default=60.0, ge=0, le=MAX_STAGE_SECONDS, description="How long the stage holds at least."
+    )
+
+
+class RollbackSpec(View):
+    """When a deployment rolls back by itself (see `vertices.deploy`)."""
+
+    max_failure_ratio: float = Field(
+        default=0.05,
+        ge=0,
+        le=1,
+        description="The candidate rolls back when its failure ratio (FAILED among finished "
+        "runs) exceeds this, or the serving version's ratio plus the margin if that is higher.",
+    )
+    margin_over_serving: float | None = Field(
+        default=None,
+        ge=0,
+        le=1,
+        description="Optional: failures of both versions alike (an outage) up to the serving "
+        "version's ratio plus this are not blamed on the candidate.",
+    )
+    min_finished_runs: int = Field(
+        default=20,
+        ge=0,
+        le=MAX_STAGE_RUNS,
+        description="Finished runs of the candidate before it is judged.",
+    )
+
+
+DEFAULT_STAGES = (
+    StageSpec(weight=10),
+    StageSpec(weight=25),
+    StageSpec(weight=50),
+    StageSpec(weight=100),
+)
+DEFAULT_CHECK_INTERVAL_S = 5.0
+MIN_CHECK_INTERVAL_S = 0.1
+MAX_CHECK_INTERVAL_S = 300.0
+
+
+class VersionFigures(View):
+    """The runs a deployment routed to one version, by outcome."""
+
+    version: int
+    runs: int
+    succeeded: int
+    failed: int
+    cancelled: int
+    running: int
+    finished: int
+    """SUCCEEDED + FAILED: the failure ratio's denominator (a cancelled run says nothing)."""
+    failure_ratio: float | None
+    runs_url: str
+    """Those runs in the run list (`GET /runs` with the filter)."""
+
+
+class StageView(View):
+    stage: int
+    """1-based."""
+    weight: float
+    min_runs: int
+    min_duration_seconds: float
+    started_at: float | None = None
+    """When it began (None: not yet)."""
+    ended_at: float | None = None
+
+
+class TimelineEvent(View):
+    """A change of the deployment: `started`, `stage` (a stage began), `succeeded`,
+    `rolled_back` or `aborted`."""
+
+    at: float
+    event: str
+    stage: int
+    weight: float | None = None
+    note: str | None = None
+    """The verdict that ended the stage before, or why the event happened."""
+
+
+class OutcomeView(View):
+    """How a deployment ended."""
+
+    reason: str
+    actor: str | None = None
+    """`engine` for a verdict of its own, else who stopped it (`key:<id>`, `cli`, `demo`)."""
+    stage: int | None = None
+    figures: dict[str, Any] | None = None
+    """What the deciding check saw: `candidate` and `serving` (runs, succeeded, failed,
+    cancelled, finished, failureRatio), `threshold`, `stageRuns`."""
+
+
+class DeploymentView(View):
+    id: str
+    workflow: str
+    status: str
+    """RUNNING, SUCCEEDED, ROLLED_BACK or ABORTED."""
+    candidate_version: int
+    serving_version: int
+    """The version serving when the deployment began (its baseline)."""
+    stage: int
+    """The stage in force (1-based), or the last one it reached."""
+    weight: float
+    """Percent of new runs the candidate gets now (0 once the deployment has ended)."""
+    stages: list[StageView]
+    rollback: RollbackSpec
+    threshold: float
+    """The failure ratio the candidate may not exceed, as of now."""
+    check_interval_seconds: float
+    candidate: VersionFigures
+    serving: VersionFigures
+    exposure: int
+    """Runs the candidate received from this deployment (the blast radius of a rollback)."""
+    run_id: str
+    """The `gradual_deploy` run that drives it (visible in the run list)."""
+    created_at: float
+    created_by: str
+    ended_at: float | None = None
+    outcome: OutcomeView | None = None
+    timeline: list[TimelineEvent]
+
+
+class DeploymentChange(View):
+    """An operator's abort or rollback: `changed` False when the deployment had already ended
+    that way (nothing to do)."""
+
+    changed: bool
+    message: str
+    deployment: DeploymentView
+
+
+class ServingView(View):
+    workflow: str
+    serving_version: int
+    candidate_version: int | None = None
+    candidate_weight: float = 0.0
+    deployment_id: str | None = None
+    updated_at: float
+    updated_by: str | None = None
+
+
+def serving_view(record: ServingRecord) -> ServingView:
+    return ServingView(
+        workflow=record.name,
+        serving_version=record.serving_version,
+        candidate_version=record.candidate_version,
+        candidate_weight=record.candidate_weight,
+        deployment_id=record.deployment_id,
+        updated_at=record.updated_at,
+        updated_by=record.updated_by,
+    )
+
+
+def runs_url(
+    workflow: str, version: int, route: RunRoute, since: float, until: float | None
+) -> str:
+    query: dict[str, Any] = {
+        "workflow": workflow,
+        "version": version,
+        "route": route.value,
+        "createdAfter": repr(since),
+    }
+    if until is not None:
+        query["createdBefore"] = repr(until)
+    return f"/runs?{urlencode(query)}"
+
+
+def _figures(counts: deploy.VersionCounts, version: int, url: str) -> VersionFigures:
+    ended = counts.succeeded + counts.failed + counts.cancelled
+    return VersionFigures(
+        version=version,
+        runs=counts.runs,
+        succeeded=counts.succeeded,
+        failed=counts.failed,
+        cancelled=counts.cancelled,
+        running=max(0, counts.runs - ended),
+        finished=counts.finished,
+        failure_ratio=counts.failure_ratio,
+        runs_url=url,
+    )
+
+
+def _stages(record: DeploymentRecord) -> list[StageView]:
+    started: dict[int, float] = {}
+    for event in record.timeline:
+        if event.get("event") in ("started", "stage"):
+            started[int(event["stage"])] = float(event["at"])
+    views = []
+    for number, data in enumerate(record.stages, start=1):
+        stage = deploy.Stage.from_dict(data)
+        begun = started.get(number)
+        ended = started.get(number + 1)
+        if ended is None and number == record.stage_index + 1 and begun is not None:
+            ended = record.ended_at
+        views.append(
+            StageView(
+                stage=number,
+                weight=stage.weight,
+                min_runs=stage.min_runs,
+                min_duration_seconds=stage.min_duration_s,
+                started_at=begun,
+                ended_at=ended,
+            )
+        )
+    return views
+
+
+def _event(data: dict[str, Any]) -> TimelineEvent:
+    weight = data.get("weight")
+    note = data.get("note")
+    return TimelineEvent(
+        at=float(data["at"]),
+        event=str(data["event"]),
+        stage=int(data["stage"]),
+        weight=None if weight is None else float(weight),
+        note=None if note is None else str(note),
+    )
+
+
+def deployment_view(record: DeploymentRecord, counts: DeploymentCounts) -> DeploymentView:
+    """The whole view of a deployment, with its figures from `counts`."""
+    policy = deploy.RollbackPolicy.from_dict(record.rollback)
+    running = record.status == DeploymentStatus.RUNNING.value
+    stage = deploy.Stage.from_dict(record.stages[record.stage_index])
+    name = record.workflow_name
+    candidate_url = runs_url(
+        name,
+        record.candidate_version,
+        RunRoute.CANDIDATE,
+        record.created_at,
+        counts.candidate_until,
+    )
+    serving_url = runs_url(
+        name, record.serving_version, RunRoute.SERVING, record.created_at, record.ended_at
+    )
+    outcome = None
+    if record.outcome is not None:
+        data = record.outcome
+        outcome = OutcomeView(
+            reason=str(data.get("reason", "")),
+            actor=data.get("actor"),
+            stage=data.get("stage"),
+            figures=data.get("figures"),
+        )
+    return DeploymentView(
+        id=record.id,
+        workflow=name,
+        status=record.status,
+        candidate_version=record.candidate_version,
+        serving_version=record.serving_version,
+        stage=record.stage_index + 1,
+        weight=stage.weight if running else 0.0,
+        stages=_stages(record),
+        rollback=RollbackSpec(
+            max_failure_ratio=policy.max_failure_ratio,
+            margin_over_serving=policy.margin_over_serving,
+            min_finished_runs=policy.min_finished_runs,
+        ),
+        threshold=deploy.threshold(policy, counts.serving),
+        check_interval_seconds=record.check_interval_s,
+        candidate=_figures(counts.candidate, record.candidate_version, candidate_url),
+        serving=_figures(counts.serving, record.serving_version, serving_url),
+        exposure=counts.candidate.runs,
+        run_id=record.run_id,
+        created_at=record.created_at,
+        created_by=record.created_by,
+        ended_at=record.ended_at,
+        outcome=outcome,
+        timeline=[_event(event) for event in record.timeline],
+    )

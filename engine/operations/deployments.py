@@ -1,0 +1,254 @@
+"""Deployments and serving versions: start a gradual deployment, read and list them, abort or
+roll one back, switch the serving version (docs/architecture.md, 'Versions and deployments').
+
+A deployment is a `gradual_deploy` system run the engine executes like any run (it shows in
+the run list under the `system` tenant); these operations create it, read its row and figures,
+and stop it. Every change takes `actor` (who did it), recorded on the deployment or the
+routing row. Refusals: an unknown workflow or version `NotFound(code="workflow_not_found")`,
+an unknown deployment `NotFound(code="deployment_not_found")`, a second deployment of a
+workflow while one runs `WrongState(code="deployment_running")`, a stage list or policy that
+cannot work `InvalidRequest(code="invalid_deployment")`.
+"""
+
+from __future__ import annotations
+
+import builtins
+import itertools
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
+
+from engine.execution.deploy_stage import gradual_deploy_workflow
+from engine.operations.boundary import store_boundary
+from engine.operations.deployment_views import (
+    DEFAULT_CHECK_INTERVAL_S,
+    DEFAULT_STAGES,
+    MAX_CHECK_INTERVAL_S,
+    MIN_CHECK_INTERVAL_S,
+    DeploymentChange,
+    DeploymentView,
+    RollbackSpec,
+    ServingView,
+    StageSpec,
+    deployment_view,
+    serving_view,
+)
+from engine.operations.pagination import check_limit
+from engine.operations.workflows import not_found as workflow_not_found
+from engine.store import UnknownWorkflow
+from engine.store.deployments import DeploymentSpec
+from engine.store.models import DeploymentStatus
+from engine.store.records import DeploymentRecord
+from schemas.definitions import RESERVED_WORKFLOWS
+from schemas.errors import InvalidRequest, NotFound, Problem, WrongState
+
+if TYPE_CHECKING:
+    from engine.runtime import Runtime
+
+MAX_STAGES = 10
+MAX_ID_CHARS = 36
+
+
+def deployment_not_found(deployment_id: str) -> NotFound:
+    return NotFound(f"no deployment {deployment_id!r}", code="deployment_not_found")
+
+
+def _problem(pointer: str, message: str) -> Problem:
+    return Problem(pointer, message, "invalid_deployment", "request")
+
+
+def stage_problems(stages: Sequence[StageSpec], check_interval_s: float) -> list[Problem]:
+    """What makes a deployment's stages unusable (each stage's own ranges are the spec's)."""
+    problems: list[Problem] = []
+    if not 1 <= len(stages) <= MAX_STAGES:
+        problems.append(_problem("/stages", f"a deployment has 1 to {MAX_STAGES} stages"))
+    for number, (before, after) in enumerate(itertools.pairwise(stages), start=2):
+        if after.weight <= before.weight:
+            problems.append(
+                _problem(
+                    f"/stages/{number - 1}/weight",
+                    f"stage {number}'s weight ({after.weight:g}) must be above stage "
+                    f"{number - 1}'s ({before.weight:g})",
+                )
+            )
+    if stages and stages[-1].weight != 100:
+        problems.append(
+            _problem(
+                f"/stages/{len(stages) - 1}/weight",
+                f"the last stage's weight is 100 (the candidate then takes every run before "
+                f"it becomes the serving version); got {stages[-1].weight:g}",
+            )
+        )
+    if not MIN_CHECK_INTERVAL_S <= check_interval_s <= MAX_CHECK_INTERVAL_S:
+        problems.append(
+            _problem(
+                "/checkIntervalSeconds",
+                f"checks are {MIN_CHECK_INTERVAL_S:g} to {MAX_CHECK_INTERVAL_S:g} s apart",
+            )
+        )
+    return problems
+
+
+class DeploymentOperations:
+    """Deployments and serving versions."""
+
+    def __init__(self, runtime: Runtime) -> None:
+        self._runtime = runtime
+        self._store = runtime.store
+
+    async def _view(self, record: DeploymentRecord) -> DeploymentView:
+        return deployment_view(record, await self._store.deployment_counts(record))
+
+    async def _record(self, deployment_id: str) -> DeploymentRecord:
+        record = None
+        if isinstance(deployment_id, str) and len(deployment_id) <= MAX_ID_CHARS:
+            record = await self._store.deployment(deployment_id)
+        if record is None:
+            raise deployment_not_found(deployment_id)
+        return record
+
+    @staticmethod
+    def _check_workflow(workflow: str) -> None:
+        if workflow in RESERVED_WORKFLOWS:
+            raise InvalidRequest(
+                f"{workflow} is a system workflow: it is not deployed", code="system_workflow"
+            )
+
+    # ── deployments ─────────────────────────────────────────────────────────────────────────
+
+    @store_boundary
+    async def start(
+        self,
+        workflow: str,
+        version: int,
+        *,
+        actor: str,
+        stages: Sequence[StageSpec] | None = None,
+        rollback: RollbackSpec | None = None,
+        check_interval_s: float = DEFAULT_CHECK_INTERVAL_S,
+    ) -> DeploymentView:
+        """Start moving `workflow`'s new runs from its serving version to `version`, stage by
+        stage (default 10 → 25 → 50 → 100 %, each for at least 20 runs and 60 s), rolling
+        back by itself when the candidate fails more than `rollback` allows (default: a
+        failure ratio over 0.05 once 20 runs have finished). From the answer the candidate
+        gets the first stage's weight. Refusals: see the module."""
+        self._check_workflow(workflow)
+        stages = list(DEFAULT_STAGES if stages is None else stages)
+        rollback = rollback or RollbackSpec()
+        problems = stage_problems(stages, check_interval_s)
+        if problems:
+            raise InvalidRequest(
+                "the deployment's stages cannot work: " + "; ".join(p.message for p in problems),
+                code="invalid_deployment",
+                problems=problems,
+            )
+        if isinstance(version, bool) or not isinstance(version, int) or version < 1:
+            raise workflow_not_found(workflow, version)
+        spec = DeploymentSpec(
+            workflow=workflow,
+            candidate_version=version,
+            stages=[
+                {
+                    "weight": s.weight,
+                    "minRuns": s.min_runs,
+                    "minDurationSeconds": s.min_duration_seconds,
+                }
+                for s in stages
+            ],
+            rollback={
+                "maxFailureRatio": rollback.max_failure_ratio,
+                "marginOverServing": rollback.margin_over_serving,
+                "minFinishedRuns": rollback.min_finished_runs,
+            },
+            check_interval_s=float(check_interval_s),
+            actor=actor,
+        )
+        system = await self._store.system_version(gradual_deploy_workflow(len(stages)))
+        try:
+            record = await self._store.start_deployment(spec, system)
+        except UnknownWorkflow as exc:
+            raise workflow_not_found(workflow, version) from exc
+        await self._runtime.wakeup.notify()
+        return await self._view(record)
+
+    @store_boundary
+    async def get(self, deployment_id: str) -> DeploymentView:
+        """A deployment with its stages, figures, exposure and timeline."""
+        return await self._view(await self._record(deployment_id))
+
+    @store_boundary
+    async def list(self, workflow: str, *, limit: int = 20) -> builtins.list[DeploymentView]:
+        """The deployments of `workflow`, newest first (`limit` 1 to 500). Unknown workflow:
+        `NotFound(code="workflow_not_found")`."""
+        check_limit(limit)
+        if await self._store.serving(workflow) is None:
+            try:
+                await self._store.get_version(workflow)
+            except UnknownWorkflow as exc:
+                raise workflow_not_found(workflow) from exc
+        records = await self._store.deployments_of(workflow, limit=limit)
+        return [await self._view(record) for record in records]
+
+    @store_boundary
+    async def abort(self, deployment_id: str, *, actor: str) -> DeploymentChange:
+        """Stop a RUNNING deployment: the candidate's weight drops to 0, nothing is promoted,
+        its `gradual_deploy` run is cancelled; runs already on the candidate finish on it.
+        Already ABORTED: nothing to do (`changed` False); SUCCEEDED or ROLLED_BACK:
+        `WrongState(code="deployment_ended")`."""
+        return await self._stop(deployment_id, DeploymentStatus.ABORTED, actor)
+
+    @store_boundary
+    async def rollback(self, deployment_id: str, *, actor: str) -> DeploymentChange:
+        """Roll a RUNNING deployment back by hand: as `abort`, but it ends ROLLED_BACK (the
+        candidate was found wanting) with the figures at that moment. Already ROLLED_BACK:
+        `changed` False; SUCCEEDED or ABORTED: `WrongState(code="deployment_ended")`."""
+        return await self._stop(deployment_id, DeploymentStatus.ROLLED_BACK, actor)
+
+    async def _stop(
+        self, deployment_id: str, status: DeploymentStatus, actor: str
+    ) -> DeploymentChange:
+        await self._record(deployment_id)  # unknown: not found
+        record, changed = await self._store.stop_deployment(deployment_id, status, actor=actor)
+        if record is None:
+            raise deployment_not_found(deployment_id)
+        verb = "aborted" if status is DeploymentStatus.ABORTED else "rolled back"
+        if not changed and record.status != status.value:
+            raise WrongState(
+                f"deployment {deployment_id} has already ended {record.status}; it cannot be "
+                f"{verb}",
+                state=record.status,
+                code="deployment_ended",
+            )
+        message = (
+            f"deployment {deployment_id} {verb}: {record.workflow_name} "
+            f"v{record.candidate_version} gets no new runs"
+            if changed
+            else f"deployment {deployment_id} was already {verb}"
+        )
+        return DeploymentChange(
+            changed=changed, message=message, deployment=await self._view(record)
+        )
+
+    # ── serving versions ────────────────────────────────────────────────────────────────────
+
+    @store_boundary
+    async def serving(self, workflow: str) -> ServingView:
+        """Which version `workflow`'s new runs get, and a running deployment's candidate."""
+        record = await self._store.serving(workflow)
+        if record is None:
+            raise workflow_not_found(workflow)
+        return serving_view(record)
+
+    @store_boundary
+    async def set_serving(self, workflow: str, version: int, *, actor: str) -> ServingView:
+        """Make `version` the serving version of `workflow` at once (every new run that names
+        no version gets it), recording `actor`. Refused while a deployment of `workflow` runs
+        (`WrongState(code="deployment_running")`: abort it first); unknown workflow or
+        version: `NotFound(code="workflow_not_found")`."""
+        self._check_workflow(workflow)
+        if isinstance(version, bool) or not isinstance(version, int) or version < 1:
+            raise workflow_not_found(workflow, version)
+        try:
+            record = await self._store.set_serving(workflow, version, actor=actor)
+        except UnknownWorkflow as exc:
+            raise workflow_not_found(workflow, version) from exc
+        return serving_view(record)

@@ -1,0 +1,213 @@
+"""Statements of serving versions and deployments: part of `engine.store` (called only from
+there), shared by the deployments role and by the cancel of a run (cancelling a deployment's
+`gradual_deploy` run aborts the deployment in the same transaction).
+
+Every change to a RUNNING deployment is a compare-and-set on its row (`status = 'RUNNING'`,
+and the stage it expects), so two executions of one stage step, or a stage step racing an
+operator's abort, never both apply: the loser sees that nothing changed and reads again.
+The routing row (`workflow_serving`) changes in the same transaction as the deployment.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Collection, Mapping
+from typing import Any
+
+from sqlalchemy import Integer, case, func, select, update
+from sqlalchemy.ext.asyncio import AsyncConnection
+
+from engine.store.models import Deployment, DeploymentStatus, Run, WorkflowServing
+from engine.store.records import DeploymentRecord, ServingRecord, StatusCounts
+
+runs = Run.__table__  # type: ignore[attr-defined]
+serving = WorkflowServing.__table__  # type: ignore[attr-defined]
+deployments = Deployment.__table__  # type: ignore[attr-defined]
+
+RUNNING = DeploymentStatus.RUNNING.value
+
+
+def serving_record(row: Any) -> ServingRecord:
+    return ServingRecord(
+        row.name,
+        row.serving_version,
+        row.candidate_version,
+        row.candidate_weight,
+        row.deployment_id,
+        row.updated_at,
+        row.updated_by,
+    )
+
+
+def deployment_record(mapping: Mapping[Any, Any]) -> DeploymentRecord:
+    fields = DeploymentRecord.__dataclass_fields__
+    return DeploymentRecord(**{name: mapping[name] for name in fields})
+
+
+async def serving_row(conn: AsyncConnection, name: str) -> ServingRecord | None:
+    row = (await conn.execute(select(serving).where(serving.c.name == name))).first()
+    return None if row is None else serving_record(row)
+
+
+async def serving_versions(conn: AsyncConnection, names: Collection[str]) -> dict[str, int]:
+    query = select(serving.c.name, serving.c.serving_version).where(
+        serving.c.name.in_(sorted(names))
+    )
+    return {name: int(version) for name, version in (await conn.execute(query)).all()}
+
+
+async def deployment_row(
+    conn: AsyncConnection, deployment_id: str, *, for_update: bool = False
+) -> DeploymentRecord | None:
+    query = select(deployments).where(deployments.c.id == deployment_id)
+    if for_update:
+        query = query.with_for_update()
+    row = (await conn.execute(query)).first()
+    return None if row is None else deployment_record(row._mapping)
+
+
+async def running_driven_by(conn: AsyncConnection, run_id: str) -> DeploymentRecord | None:
+    """The RUNNING deployment whose `gradual_deploy` run is `run_id`, if any."""
+    query = select(deployments).where(
+        deployments.c.run_id == run_id, deployments.c.status == RUNNING
+    )
+    row = (await conn.execute(query)).first()
+    return None if row is None else deployment_record(row._mapping)
+
+
+async def set_stage(
+    conn: AsyncConnection,
+    record: DeploymentRecord,
+    to_index: int,
+    now: float,
+    event: dict[str, Any],
+) -> bool:
+    """Move a RUNNING deployment from the stage it is in (as `record` read it) to `to_index`:
+    its clock starts now, the candidate's weight becomes the stage's. False when the row
+    changed meanwhile (nothing is written)."""
+    moved = await conn.execute(
+        update(deployments)
+        .where(
+            deployments.c.id == record.id,
+            deployments.c.status == RUNNING,
+            deployments.c.stage_index == record.stage_index,
+        )
+        .values(
+            stage_index=to_index,
+            stage_started_at=now,
+            timeline=[*record.timeline, event],
+        )
+    )
+    if moved.rowcount != 1:
+        return False
+    await conn.execute(
+        update(serving)
+        .where(serving.c.name == record.workflow_name, serving.c.deployment_id == record.id)
+        .values(
+            candidate_weight=float(record.stages[to_index]["weight"]),
+            updated_at=now,
+            updated_by=f"deployment:{record.id}",
+        )
+    )
+    return True
+
+
+async def end(
+    conn: AsyncConnection,
+    record: DeploymentRecord,
+    status: DeploymentStatus,
+    now: float,
+    outcome: dict[str, Any],
+    *,
+    same_stage: bool,
+) -> bool:
+    """End a RUNNING deployment with `status`: the candidate's weight drops to 0 (and, for
+    SUCCEEDED, the candidate becomes the serving version). `same_stage`: only if it is still
+    in the stage `record` read (a stage's own verdict). False when it had already changed."""
+    conditions = [deployments.c.id == record.id, deployments.c.status == RUNNING]
+    if same_stage:
+        conditions.append(deployments.c.stage_index == record.stage_index)
+    event = {
+        "at": now,
+        "event": status.value.lower(),
+        "stage": record.stage_index + 1,
+        "note": outcome.get("reason"),
+    }
+    ended = await conn.execute(
+        update(deployments)
+        .where(*conditions)
+        .values(
+            status=status.value,
+            ended_at=now,
+            outcome=outcome,
+            timeline=[*record.timeline, event],
+        )
+    )
+    if ended.rowcount != 1:
+        return False
+    values: dict[str, Any] = {
+        "candidate_version": None,
+        "candidate_weight": 0.0,
+        "deployment_id": None,
+        "updated_at": now,
+        "updated_by": f"deployment:{record.id}",
+    }
+    if status is DeploymentStatus.SUCCEEDED:
+        values["serving_version"] = record.candidate_version
+    await conn.execute(
+        update(serving)
+        .where(serving.c.name == record.workflow_name, serving.c.deployment_id == record.id)
+        .values(**values)
+    )
+    return True
+
+
+async def version_counts(
+    conn: AsyncConnection,
+    name: str,
+    version: int,
+    *,
+    route: str,
+    since: float,
+    until: float | None,
+    stage_since: float | None = None,
+    latest: int | None = None,
+) -> StatusCounts:
+    """Root runs of `name` v`version` that routing gave `route`, created in [since, until)
+    (no end when `until` is None), by status, and how many of them were created from
+    `stage_since` on; with `latest`, only the `latest` most recent of them (a bounded read,
+    whatever the window holds). One range of the partial index
+    `ix_run_roots_workflow_version_created` (its predicate spelled as in the index), read
+    newest first when bounded; the route and status come from the rows."""
+    conditions = [
+        runs.c.workflow_name == name,
+        runs.c.workflow_version == version,
+        runs.c.parent_run_id.is_(None),
+        runs.c.created_at >= since,
+        runs.c.route == route,
+    ]
+    if until is not None:
+        conditions.append(runs.c.created_at < until)
+    window = select(runs.c.status, runs.c.created_at).where(*conditions)
+    if latest is not None:
+        window = window.order_by(runs.c.created_at.desc()).limit(latest)
+    rows_in = window.subquery()
+    recent = case((rows_in.c.created_at >= (stage_since or since), 1), else_=0)
+    query = select(rows_in.c.status, func.count(), func.sum(recent, type_=Integer)).group_by(
+        rows_in.c.status
+    )
+    rows = (await conn.execute(query)).all()
+    return StatusCounts(
+        by_status={status: int(n) for status, n, _ in rows},
+        since_stage=sum(int(s or 0) for _, _, s in rows),
+    )
+
+
+async def next_deployment_start(conn: AsyncConnection, record: DeploymentRecord) -> float | None:
+    """When the next deployment of the same workflow began (None: none has): the end of the
+    window in which `record`'s candidate runs were routed by it."""
+    query = select(func.min(deployments.c.created_at)).where(
+        deployments.c.workflow_name == record.workflow_name,
+        deployments.c.created_at > record.created_at,
+    )
+    found = (await conn.execute(query)).scalar()
+    return None if found is None else float(found)

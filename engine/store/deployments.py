@@ -1,0 +1,428 @@
+"""The deployments role of the store: serving versions, deployments and the system runs that
+drive them (docs/architecture.md, 'Versions and deployments').
+
+A submission reads one row, `workflow_serving`, by primary key (`serving`): the serving
+version, and while a deployment runs, its candidate and the candidate's weight. A deployment
+is created with its `gradual_deploy` run in one transaction; the partial unique index
+`uq_deployment_running` refuses a second RUNNING deployment of a workflow even when two
+requests race. Stage changes and ends are compare-and-set updates (`deployment_rows`).
+"""
+
+from __future__ import annotations
+
+import logging
+import uuid
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from sqlalchemy import func, insert, select, update
+from sqlalchemy.exc import IntegrityError
+from sqlalchemy.ext.asyncio import AsyncConnection
+
+from engine.store import deployment_rows as rows_
+from engine.store import results as results_
+from engine.store.actions_store import OperatorActionsStore
+from engine.store.catalogue import RunCatalogue
+from engine.store.core import UnknownWorkflow, step_rows, steps
+from engine.store.models import DeploymentStatus, RunRoute, RunStatus
+from engine.store.operator_actions import Action, action_line
+from engine.store.records import (
+    DeploymentRecord,
+    LogLine,
+    ServingRecord,
+    StatusCounts,
+    VersionRecord,
+)
+from schemas.definitions import Workflow
+from schemas.errors import WrongState
+from vertices.deploy import VersionCounts
+
+logger = logging.getLogger(__name__)
+
+SYSTEM_TENANT = "system"
+"""The tenant of the engine's own runs (a tenant key never sees them)."""
+PUBLISH_ATTEMPTS = 3
+
+
+@dataclass(frozen=True)
+class DeploymentSpec:
+    """What a new deployment needs (checked by the operations layer)."""
+
+    workflow: str
+    candidate_version: int
+    stages: list[dict[str, Any]]
+    rollback: dict[str, Any]
+    check_interval_s: float
+    actor: str
+
+
+@dataclass(frozen=True)
+class DeploymentCounts:
+    """The runs a deployment routed: the candidate's since it began (up to the next
+    deployment of the workflow, once it has ended: no run is routed to a candidate between
+    the two), the serving version's over the same time (until it ended), and how many of the
+    candidate's began in the stage in force. Bounded counts (`recent`) cover each version's
+    most recent runs only."""
+
+    candidate: VersionCounts
+    serving: VersionCounts
+    stage_runs: int
+    candidate_until: float | None = None
+    """The end of the candidate's window (None: open)."""
+
+
+async def _counts(
+    conn: AsyncConnection, record: DeploymentRecord, recent: int | None = None
+) -> DeploymentCounts:
+    running = record.status == DeploymentStatus.RUNNING.value
+    until = None if running else await rows_.next_deployment_start(conn, record)
+    candidate_latest = None
+    if recent is not None:
+        # Enough to see the stage's minimum runs however many that is.
+        candidate_latest = max(recent, int(record.stages[record.stage_index]["minRuns"]))
+    candidate = await rows_.version_counts(
+        conn,
+        record.workflow_name,
+        record.candidate_version,
+        route=RunRoute.CANDIDATE.value,
+        since=record.created_at,
+        until=until,
+        stage_since=record.stage_started_at,
+        latest=candidate_latest,
+    )
+    serving = await rows_.version_counts(
+        conn,
+        record.workflow_name,
+        record.serving_version,
+        route=RunRoute.SERVING.value,
+        since=record.created_at,
+        until=None if running else record.ended_at,
+        latest=recent,
+    )
+    return DeploymentCounts(
+        version_counts(candidate), version_counts(serving), candidate.since_stage, until
+    )
+
+
+def version_counts(counts: StatusCounts) -> VersionCounts:
+    by_status = counts.by_status
+    return VersionCounts(
+        runs=sum(by_status.values()),
+        succeeded=by_status.get(RunStatus.SUCCEEDED.value, 0),
+        failed=by_status.get(RunStatus.FAILED.value, 0),
+        cancelled=by_status.get(RunStatus.CANCELLED.value, 0),
+    )
+
+
+def running_deployment(workflow: str, deployment_id: str | None) -> WrongState:
+    """A second deployment of a workflow (or a serving switch) while one runs; its id is in
+    `details.deploymentId`."""
+    refusal = WrongState(
+        f"workflow {workflow!r} has a deployment running ({deployment_id}); abort it or wait "
+        "for it to end",
+        state=DeploymentStatus.RUNNING.value,
+        code="deployment_running",
+    )
+    refusal.details["deploymentId"] = deployment_id
+    return refusal
+
+
+class DeploymentStore(RunCatalogue, OperatorActionsStore):
+    """Serving versions and deployments (on the catalogue's versions and the operator
+    actions' cancel)."""
+
+    # ── serving versions ────────────────────────────────────────────────────────────────────
+
+    async def serving(self, name: str) -> ServingRecord | None:
+        """The routing row of `name` (one primary-key read); None if never published."""
+        async with self._engines.read.connect() as conn:
+            return await rows_.serving_row(conn, name)
+
+    async def serving_version(self, name: str) -> VersionRecord:
+        """The version of `name` new runs get outside any candidate's share (the latest when
+        the workflow has no serving row). Unknown: `UnknownWorkflow`."""
+        record = await self.serving(name)
+        return await self.get_version(name, None if record is None else record.serving_version)
+
+    async def set_serving(self, name: str, version: int, *, actor: str) -> ServingRecord:
+        """Make `version` the serving version of `name` at once. Refused while a deployment
+        of `name` runs (`WrongState(code="deployment_running")`); unknown: `UnknownWorkflow`."""
+        await self.get_version(name, version)
+        now = self._clock.now()
+        async with self._engines.write.begin() as conn:
+            current = await rows_.serving_row(conn, name)
+            if current is not None and current.deployment_id is not None:
+                raise running_deployment(name, current.deployment_id)
+            values = {"serving_version": version, "updated_at": now, "updated_by": actor}
+            if current is None:
+                await conn.execute(insert(rows_.serving).values(name=name, **values))
+            else:
+                await conn.execute(
+                    update(rows_.serving)
+                    .where(rows_.serving.c.name == name, rows_.serving.c.deployment_id.is_(None))
+                    .values(**values)
+                )
+            record = await rows_.serving_row(conn, name)
+        if record is None or record.serving_version != version:
+            raise running_deployment(name, None if record is None else record.deployment_id)
+        logger.info(
+            "serving version of %s set to v%d by %s (was v%s)",
+            name,
+            version,
+            actor,
+            None if current is None else current.serving_version,
+        )
+        return record
+
+    async def system_version(self, workflow: Workflow) -> VersionRecord:
+        """The stored version of a system workflow with exactly this content, stored as the
+        next version if there is none."""
+        ((record, _),) = await self.publish_all([workflow], by_content=True)
+        return record
+
+    # ── deployments ─────────────────────────────────────────────────────────────────────────
+
+    async def start_deployment(
+        self, spec: DeploymentSpec, system: VersionRecord
+    ) -> DeploymentRecord:
+        """Create a RUNNING deployment in its first stage and the `gradual_deploy` run (a
+        version of `system`) that drives it, in one transaction: from its commit the
+        candidate gets the first stage's weight. Refusals (nothing written): another
+        deployment of the workflow running `WrongState(code="deployment_running")`; the
+        candidate is already serving `WrongState(code="candidate_is_serving")`; unknown
+        workflow or candidate `UnknownWorkflow`."""
+        await self.get_version(spec.workflow, spec.candidate_version)
+        deployment_id = str(uuid.uuid4())
+        run_id = str(uuid.uuid4())
+        now = self._clock.now()
+        first_weight = float(spec.stages[0]["weight"])
+        try:
+            async with self._engines.write.begin() as conn:
+                current = await rows_.serving_row(conn, spec.workflow)
+                if current is None:
+                    raise UnknownWorkflow(f"no published workflow {spec.workflow}")
+                if current.deployment_id is not None:
+                    raise running_deployment(spec.workflow, current.deployment_id)
+                if current.serving_version == spec.candidate_version:
+                    raise WrongState(
+                        f"{spec.workflow} v{spec.candidate_version} is already the serving "
+                        "version; publish a new version and deploy that",
+                        state="serving",
+                        code="candidate_is_serving",
+                    )
+                row = {
+                    "id": deployment_id,
+                    "workflow_name": spec.workflow,
+                    "serving_version": current.serving_version,
+                    "candidate_version": spec.candidate_version,
+                    "status": DeploymentStatus.RUNNING.value,
+                    "stages": spec.stages,
+                    "rollback": spec.rollback,
+                    "check_interval_s": spec.check_interval_s,
+                    "stage_index": 0,
+                    "stage_started_at": now,
+                    "run_id": run_id,
+                    "created_at": now,
+                    "created_by": spec.actor,
+                    "ended_at": None,
+                    "outcome": None,
+                    "timeline": [
+                        {"at": now, "event": "started", "stage": 1, "weight": first_weight}
+                    ],
+                }
+                await conn.execute(insert(rows_.deployments).values(**row))
+                claimed = await conn.execute(
+                    update(rows_.serving)
+                    .where(
+                        rows_.serving.c.name == spec.workflow,
+                        rows_.serving.c.deployment_id.is_(None),
+                    )
+                    .values(
+                        candidate_version=spec.candidate_version,
+                        candidate_weight=first_weight,
+                        deployment_id=deployment_id,
+                        updated_at=now,
+                        updated_by=f"deployment:{deployment_id}",
+                    )
+                )
+                if claimed.rowcount != 1:
+                    raise running_deployment(spec.workflow, None)
+                await self._insert_system_run(
+                    conn, system, spec, run_id=run_id, deployment_id=deployment_id, now=now
+                )
+        except IntegrityError as exc:
+            # The partial unique index: another deployment of the workflow committed first.
+            found = await self.serving(spec.workflow)
+            raise running_deployment(
+                spec.workflow, None if found is None else found.deployment_id
+            ) from exc
+        await self._grew(1 + len(system.workflow.vertices))
+        return rows_.deployment_record(row)
+
+    async def _insert_system_run(
+        self,
+        conn: AsyncConnection,
+        system: VersionRecord,
+        spec: DeploymentSpec,
+        *,
+        run_id: str,
+        deployment_id: str,
+        now: float,
+    ) -> None:
+        run_input = {
+            "deploymentId": deployment_id,
+            "workflow": spec.workflow,
+            "candidateVersion": spec.candidate_version,
+        }
+        await conn.execute(
+            insert(results_.runs).values(
+                id=run_id,
+                workflow_name=system.name,
+                workflow_version=system.version,
+                definition_hash=system.definition_hash,
+                tenant_id=SYSTEM_TENANT,
+                status=RunStatus.RUNNING.value,
+                timeout_tier="process",
+                input=run_input,
+                steps_remaining=len(system.workflow.vertices),
+                created_at=now,
+                started_at=now,
+                root_run_id=run_id,
+                pinned_versions={},
+                route=RunRoute.SYSTEM.value,
+            )
+        )
+        await conn.execute(insert(steps), step_rows(run_id, SYSTEM_TENANT, system.workflow, now))
+        message = (
+            f"run created ({system.name} v{system.version}): deployment {deployment_id} of "
+            f"{spec.workflow} v{spec.candidate_version}, started by {spec.actor}"
+        )
+        await results_.insert_logs(conn, [LogLine(run_id, "info", message)], now)
+
+    async def deployment(self, deployment_id: str) -> DeploymentRecord | None:
+        async with self._engines.read.connect() as conn:
+            return await rows_.deployment_row(conn, deployment_id)
+
+    async def deployments_of(self, workflow: str, *, limit: int) -> list[DeploymentRecord]:
+        """The deployments of `workflow`, newest first."""
+        query = (
+            select(rows_.deployments)
+            .where(rows_.deployments.c.workflow_name == workflow)
+            .order_by(rows_.deployments.c.created_at.desc(), rows_.deployments.c.id.desc())
+            .limit(limit)
+        )
+        async with self._engines.read.connect() as conn:
+            return [rows_.deployment_record(r._mapping) for r in (await conn.execute(query)).all()]
+
+    async def deployments_by_status(self) -> dict[str, int]:
+        """How many deployments are in each status (the table holds one row per deployment
+        ever started: small)."""
+        query = select(rows_.deployments.c.status, func.count()).group_by(
+            rows_.deployments.c.status
+        )
+        async with self._engines.read.connect() as conn:
+            return {status: int(n) for status, n in (await conn.execute(query)).all()}
+
+    async def running_deployments(self) -> list[DeploymentRecord]:
+        query = select(rows_.deployments).where(
+            rows_.deployments.c.status == DeploymentStatus.RUNNING.value
+        )
+        async with self._engines.read.connect() as conn:
+            return [rows_.deployment_record(r._mapping) for r in (await conn.execute(query)).all()]
+
+    async def deployment_counts(
+        self, record: DeploymentRecord, *, recent: int | None = None
+    ) -> DeploymentCounts:
+        """The runs `record` routed, by version and outcome (see `DeploymentCounts`): every
+        one (a read as long as the window), or with `recent` each version's `recent` latest
+        (the candidate's at least as many as its stage's minimum runs): a bounded read."""
+        async with self._engines.read.connect() as conn:
+            return await _counts(conn, record, recent)
+
+    async def enter_stage(
+        self, record: DeploymentRecord, to_index: int, event: dict[str, Any]
+    ) -> bool:
+        """Move `record` (as read) to stage `to_index`, its clock starting now; False when the
+        deployment changed meanwhile."""
+        async with self._engines.write.begin() as conn:
+            return await rows_.set_stage(conn, record, to_index, self._clock.now(), event)
+
+    async def end_deployment(
+        self, record: DeploymentRecord, status: DeploymentStatus, outcome: dict[str, Any]
+    ) -> bool:
+        """A stage's verdict: end `record` with `status` if it is still RUNNING in the stage it
+        was read in; False otherwise (nothing written)."""
+        async with self._engines.write.begin() as conn:
+            return await rows_.end(
+                conn, record, status, self._clock.now(), outcome, same_stage=True
+            )
+
+    async def stop_deployment(
+        self, deployment_id: str, status: DeploymentStatus, *, actor: str
+    ) -> tuple[DeploymentRecord | None, bool]:
+        """An operator's abort (ABORTED) or rollback (ROLLED_BACK): the candidate's weight
+        drops to 0 and the `gradual_deploy` run is cancelled, in one transaction. Returns the
+        deployment as it is afterwards (None: unknown) and whether this call ended it (False:
+        it had already ended)."""
+
+        async def work(conn: AsyncConnection) -> tuple[DeploymentRecord | None, bool]:
+            now = self._clock.now()
+            record = await rows_.deployment_row(conn, deployment_id, for_update=True)
+            if record is None or record.status != DeploymentStatus.RUNNING.value:
+                return record, False
+            verb = "aborted" if status is DeploymentStatus.ABORTED else "rolled back"
+            outcome = {
+                "reason": f"{verb} by {actor}",
+                "actor": actor,
+                "stage": record.stage_index + 1,
+                "figures": await self._window_figures(conn, record),
+            }
+            if not await rows_.end(conn, record, status, now, outcome, same_stage=False):
+                return await rows_.deployment_row(conn, deployment_id), False
+            await self._cancel_system_run(conn, record, actor, f"deployment {verb} by {actor}")
+            return await rows_.deployment_row(conn, deployment_id), True
+
+        return await self._transaction(work)
+
+    async def _cancel_system_run(
+        self, conn: AsyncConnection, record: DeploymentRecord, actor: str, message: str
+    ) -> None:
+        now = self._clock.now()
+        await self._cancel_tree(conn, record.run_id, now)
+        line = action_line(record.run_id, Action.CANCEL, actor, message)
+        await results_.insert_logs(conn, [line], now)
+
+    async def _window_figures(
+        self, conn: AsyncConnection, record: DeploymentRecord
+    ) -> dict[str, Any]:
+        counts = await _counts(conn, record)
+        return {"candidate": counts.candidate.as_dict(), "serving": counts.serving.as_dict()}
+
+    async def _after_cancel(self, conn: AsyncConnection, run_id: str, actor: str) -> None:
+        """Cancelling a deployment's `gradual_deploy` run aborts the deployment with it:
+        nothing would drive it any more, and a candidate must never keep a weight alone."""
+        record = await rows_.running_driven_by(conn, run_id)
+        if record is None:
+            return
+        now = self._clock.now()
+        outcome = {
+            "reason": f"its {record.run_id} run was cancelled by {actor}",
+            "actor": actor,
+            "stage": record.stage_index + 1,
+            "figures": await self._window_figures(conn, record),
+        }
+        await rows_.end(conn, record, DeploymentStatus.ABORTED, now, outcome, same_stage=False)
+
+
+def stage_event(stage_index: int, weight: float, now: float, **extra: Any) -> dict[str, Any]:
+    return {"at": now, "event": "stage", "stage": stage_index + 1, "weight": weight, **extra}
+
+
+__all__: Sequence[str] = [
+    "SYSTEM_TENANT",
+    "DeploymentCounts",
+    "DeploymentSpec",
+    "DeploymentStore",
+    "version_counts",
+]

@@ -1,0 +1,215 @@
+"""Deployments and serving versions over real HTTP, on both backends: admin-only routes, the
+409 of a second deployment, refusals with their codes, the candidate's runs behind the
+exposure link, the system run in the run list, and the deployment series of `/metrics`. No
+worker: the deployment stays in its first stage, which is all routing and the routes need
+(the stages' own progress is tests/integration/test_deployments.py's)."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from typing import Any
+
+import pytest
+from prometheus_client.parser import text_string_to_metric_families
+
+from tests.conftest import Backend
+from tests.e2e.rest_runs_harness import Api, api_on, assert_error
+from tests.integration.operations_harness import single
+
+UNREACHABLE = "http://127.0.0.1:9/never"
+STAGES = [
+    {"weight": 50, "minRuns": 1000, "minDurationSeconds": 60},
+    {"weight": 100, "minRuns": 10, "minDurationSeconds": 60},
+]
+
+
+@pytest.fixture
+async def api(backend: Backend) -> AsyncIterator[Api]:
+    async with api_on(backend, worker=False) as served:
+        async with served.http(served.admin) as http:
+            for note in ("v1", "v2", "v3"):
+                answer = await http.post(
+                    "/workflows", json=single("orders", UNREACHABLE, description=note)
+                )
+                assert answer.status_code == 201, answer.text
+        yield served
+
+
+async def start(api: Api, **body: Any) -> dict[str, Any]:
+    async with api.http(api.admin) as http:
+        answer = await http.post(
+            "/workflows/orders/deployments", json={"version": 2, "stages": STAGES, **body}
+        )
+    assert answer.status_code == 201, answer.text
+    deployment: dict[str, Any] = answer.json()
+    assert answer.headers["Location"] == f"/deployments/{deployment['id']}"
+    return deployment
+
+
+async def submit(api: Api, count: int) -> list[dict[str, Any]]:
+    async with api.http(api.acme) as http:
+        return [
+            (await http.post("/workflows/orders/runs", json={"input": {}})).json()["run"]
+            for _ in range(count)
+        ]
+
+
+def samples(metrics: str) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
+    return {
+        (s.name, tuple(sorted(s.labels.items()))): s.value
+        for family in text_string_to_metric_families(metrics)
+        for s in family.samples
+    }
+
+
+async def test_a_deployment_routes_runs_and_shows_its_exposure(api: Api) -> None:
+    deployment = await start(api, rollback={"maxFailureRatio": 0.1, "minFinishedRuns": 5})
+    assert (deployment["status"], deployment["stage"], deployment["weight"]) == ("RUNNING", 1, 50)
+    assert (deployment["candidateVersion"], deployment["servingVersion"]) == (2, 1)
+    assert deployment["rollback"] == {
+        "maxFailureRatio": 0.1,
+        "marginOverServing": None,
+        "minFinishedRuns": 5,
+    }
+    assert [s["weight"] for s in deployment["stages"]] == [50, 100]
+    assert deployment["checkIntervalSeconds"] == 5
+    submitted = await submit(api, 30)
+    async with api.http(api.acme) as http:
+        pinned = await http.post("/workflows/orders/runs", json={"input": {}, "version": 3})
+        hidden = (await http.get("/runs", params={"workflow": "gradual_deploy"})).json()
+    assert pinned.json()["run"]["route"] == "pinned"
+    assert hidden["items"] == [], "a tenant key does not see the engine's own runs"
+    on_candidate = {r["id"] for r in submitted if r["version"] == 2}
+    assert {r["route"] for r in submitted if r["version"] == 2} <= {"candidate"}
+    assert {r["route"] for r in submitted if r["version"] == 1} <= {"serving"}
+    assert 0 < len(on_candidate) < 30
+
+    async with api.http(api.admin) as http:
+        shown = (await http.get(f"/deployments/{deployment['id']}")).json()
+        listed = (await http.get("/workflows/orders/deployments")).json()["items"]
+        exposed = (await http.get(shown["candidate"]["runsUrl"])).json()["items"]
+        system_runs = (await http.get("/runs", params={"workflow": "gradual_deploy"})).json()
+        serving = (await http.get("/workflows/orders/serving")).json()
+    assert shown["exposure"] == len(on_candidate) == shown["candidate"]["runs"]
+    assert shown["candidate"]["running"] == len(on_candidate)
+    assert shown["serving"]["runs"] == 30 - len(on_candidate)
+    assert {r["id"] for r in exposed} == on_candidate
+    assert [d["id"] for d in listed] == [deployment["id"]]
+    assert [r["id"] for r in system_runs["items"]] == [deployment["runId"]]
+    assert system_runs["items"][0]["tenantId"] == "system"
+    assert (serving["servingVersion"], serving["candidateVersion"]) == (1, 2)
+    assert (serving["candidateWeight"], serving["deploymentId"]) == (50, deployment["id"])
+
+
+async def test_a_second_deployment_is_refused_and_an_abort_stops_the_first(api: Api) -> None:
+    deployment = await start(api)
+    on_candidate = sum(r["version"] == 2 for r in await submit(api, 20))
+    async with api.http(api.admin) as http:
+        second = await http.post("/workflows/orders/deployments", json={"version": 3})
+        body = assert_error(second, 409, "deployment_running")
+        assert body["details"]["deploymentId"] == deployment["id"]
+        switch = await http.post("/workflows/orders/serving", json={"version": 3})
+        assert_error(switch, 409, "deployment_running")
+        metrics = samples((await http.get("/metrics")).text)
+        aborted = await http.post(f"/deployments/{deployment['id']}/abort")
+        again = await http.post(f"/deployments/{deployment['id']}/abort")
+        late = await http.post(f"/deployments/{deployment['id']}/rollback")
+        run = (await http.get(f"/runs/{deployment['runId']}")).json()
+        after_metrics = samples((await http.get("/metrics")).text)
+    ids = (("deployment", deployment["id"]), ("workflow", "orders"))
+    assert metrics[("schemabridge_deployments", (("status", "RUNNING"),))] == 1
+    assert metrics[("schemabridge_deployment_stage", ids)] == 1
+    weight = tuple(sorted((*ids, ("candidate_version", "2"))))
+    assert metrics[("schemabridge_deployment_candidate_weight", weight)] == 50
+    running = tuple(sorted((*ids, ("version", "2"), ("role", "candidate"), ("outcome", "running"))))
+    assert metrics[("schemabridge_deployment_runs", running)] == on_candidate
+    assert after_metrics[("schemabridge_deployments", (("status", "ABORTED"),))] == 1
+    assert ("schemabridge_deployment_stage", ids) not in after_metrics
+    assert aborted.status_code == 200 and aborted.json()["changed"] is True
+    assert aborted.json()["deployment"]["status"] == "ABORTED"
+    assert again.json()["changed"] is False
+    assert assert_error(late, 409, "deployment_ended")["details"]["state"] == "ABORTED"
+    assert run["status"] == "CANCELLED"
+    assert {(r["version"], r["route"]) for r in await submit(api, 10)} == {(1, "serving")}
+
+
+async def test_deployments_and_switches_need_an_admin_key(api: Api) -> None:
+    deployment = await start(api)
+    async with api.http(api.acme) as http:
+        refused = [
+            await http.post("/workflows/orders/deployments", json={"version": 3}),
+            await http.get("/workflows/orders/deployments"),
+            await http.get(f"/deployments/{deployment['id']}"),
+            await http.post(f"/deployments/{deployment['id']}/abort"),
+            await http.post(f"/deployments/{deployment['id']}/rollback"),
+            await http.post("/workflows/orders/serving", json={"version": 3}),
+        ]
+        readable = await http.get("/workflows/orders/serving")
+    for answer in refused:
+        assert_error(answer, 403, "forbidden")
+    assert readable.status_code == 200 and readable.json()["servingVersion"] == 1
+    async with api.http(None) as http:
+        assert_error(await http.get(f"/deployments/{deployment['id']}"), 401, "unauthorized")
+    async with api.http(api.admin) as http:
+        rolled = await http.post(f"/deployments/{deployment['id']}/rollback")
+        switched = await http.post("/workflows/orders/serving", json={"version": 3})
+        workflows = (await http.get("/workflows")).json()["items"]
+    assert rolled.json()["deployment"]["status"] == "ROLLED_BACK"
+    assert switched.status_code == 200
+    admin_id = next(k.id for k in (await api.ops.keys.list()).items if k.name == "admin")
+    assert switched.json()["updatedBy"] == f"key:{admin_id}"
+    orders = next(w for w in workflows if w["name"] == "orders")
+    assert (orders["latestVersion"], orders["servingVersion"]) == (3, 3)
+
+
+REFUSALS: list[tuple[dict[str, Any], int, str]] = [
+    ({"version": 9}, 404, "workflow_not_found"),
+    ({"version": 1}, 409, "candidate_is_serving"),
+    ({"version": 2, "stages": [{"weight": 150}]}, 422, "invalid_request"),
+    ({"version": 2, "stages": [{"weight": 50}]}, 422, "invalid_deployment"),
+    ({"version": 2, "stages": []}, 422, "invalid_request"),
+    ({"version": 2, "rollback": {"maxFailureRatio": 2}}, 422, "invalid_request"),
+    ({"version": 2, "stages": STAGES, "surprise": 1}, 422, "invalid_request"),
+    ({"version": 2, "checkIntervalSeconds": 0}, 422, "invalid_request"),
+]
+
+
+async def test_deployment_refusals_create_nothing(api: Api) -> None:
+    async with api.http(api.admin) as http:
+        for body, status, code in REFUSALS:
+            answer = await http.post("/workflows/orders/deployments", json=body)
+            assert_error(answer, status, code)
+        assert (await http.get("/workflows/orders/deployments")).json()["items"] == []
+        assert (await http.get("/runs", params={"workflow": "gradual_deploy"})).json() == {
+            "items": [],
+            "next": None,
+        }
+        missing = await http.get("/deployments/00000000-0000-0000-0000-000000000000")
+        assert_error(missing, 404, "deployment_not_found")
+        assert_error(await http.get("/workflows/ghost/deployments"), 404, "workflow_not_found")
+        assert_error(await http.get("/workflows/ghost/serving"), 404, "workflow_not_found")
+        assert_error(
+            await http.post("/workflows/orders/serving", json={"version": 7}),
+            404,
+            "workflow_not_found",
+        )
+
+
+async def test_the_system_workflow_is_the_engines_own(api: Api) -> None:
+    deployment = await start(api)
+    async with api.http(api.admin) as http:
+        submitted = await http.post("/workflows/gradual_deploy/runs", json={"input": {}})
+        assert_error(submitted, 422, "system_workflow")
+        document = single("gradual_deploy", UNREACHABLE)
+        published = await http.post("/workflows", json=document)
+        body = assert_error(published, 422, "invalid_workflow")
+        assert {p["code"] for p in body["details"]["problems"]} == {"reserved_workflow"}
+        deployed = await http.post("/workflows/gradual_deploy/deployments", json={"version": 1})
+        assert_error(deployed, 422, "system_workflow")
+        # Cancelling the system run (what the run monitor offers) aborts the deployment.
+        cancelled = await http.post(f"/runs/{deployment['runId']}/cancel")
+        assert cancelled.status_code == 200, cancelled.text
+        shown = (await http.get(f"/deployments/{deployment['id']}")).json()
+        start_over = await http.post(f"/runs/{deployment['runId']}/start-over")
+        assert_error(start_over, 422, "start_over_system_run")
+    assert shown["status"] == "ABORTED" and shown["weight"] == 0

@@ -1,0 +1,321 @@
+"""Gradual deployments end to end through the operations layer, on both backends: the
+`gradual_deploy` run executed by a real worker, real runs against the demo downstream, and an
+injected clock for the stages' durations (no sleeping)."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+
+import pytest
+
+from demo.downstream import RunningDownstream
+from engine.execution.deploy_stage import gradual_deploy_workflow
+from engine.operations import Operations, routing, submission
+from engine.operations.deployment_views import RollbackSpec, StageSpec
+from engine.runtime import Runtime
+from schemas.errors import InvalidRequest, NotFound, WrongState
+from tests.conftest import Backend
+from tests.integration.deploy_harness import Deploying, deploying, version_doc
+from tests.integration.engine_harness import settings_for
+from tests.integration.operations_harness import ended, fanout, items, single
+
+UNREACHABLE = "http://127.0.0.1:9/never"
+"""Runs of tests without a worker never reach it."""
+WAVES = 30
+KEYS = 150
+"""Submissions of the routing test (the share over 1,000 keys is tests/unit/test_routing.py's:
+routing there is the same function, without a database round trip per key)."""
+
+
+@pytest.fixture
+async def env(backend: Backend) -> AsyncIterator[Deploying]:
+    async with deploying(backend) as deploying_env:
+        yield deploying_env
+
+
+async def test_a_failing_candidate_is_rolled_back_during_the_first_stage(
+    env: Deploying, downstream: RunningDownstream
+) -> None:
+    await env.publish(
+        version_doc("orders", downstream.url),
+        version_doc("orders", downstream.url, fails=True),
+    )
+    stages = [StageSpec(weight=10, min_runs=10, min_duration_seconds=60), StageSpec(weight=100)]
+    rollback = RollbackSpec(max_failure_ratio=0.05, min_finished_runs=5)
+    started = await env.start("orders", 2, stages, rollback)
+    assert (started.status, started.stage, started.weight) == ("RUNNING", 1, 10)
+
+    ended = await env.drive(started, "orders", wave=10, advance_s=1)
+
+    assert ended.status == "ROLLED_BACK" and ended.stage == 1 and ended.weight == 0
+    candidate_runs = [r for r in env.submitted if r.version == 2]
+    assert all(r.route == "candidate" for r in candidate_runs)
+    # Every wave ended before the check, so none was in flight: the exposure is bounded by
+    # the stage's minimum runs, and it is exactly the runs the candidate received.
+    assert 5 <= ended.exposure == len(candidate_runs) <= 10
+    assert ended.candidate.failed == ended.candidate.finished == ended.exposure
+    assert ended.candidate.failure_ratio == 1.0
+    assert await env.run_count(workflow="orders", version=2, route="candidate") == ended.exposure
+    assert ended.outcome is not None and ended.outcome.actor == "engine"
+    figures = ended.outcome.figures or {}
+    assert figures["threshold"] == 0.05 and figures["candidate"]["failureRatio"] == 1.0
+    assert figures["serving"]["failed"] == 0
+    # The system run failed with the verdict, visible like any run.
+    run = await env.ops.runs.get(ended.run_id)
+    assert (run.workflow, run.status, run.tenant_id, run.route) == (
+        "gradual_deploy",
+        "FAILED",
+        "system",
+        "system",
+    )
+    assert run.error is not None and run.error.kind == "deployment_ended"
+    assert "rolled back at stage 1" in run.error.message
+    assert [(s.vertex_id, s.status) for s in run.steps] == [
+        ("stage-1", "FAILED"),
+        ("stage-2", "PENDING"),
+    ]
+    # Retrying the failed system run cannot revive the deployment: the stage fails again.
+    await env.ops.actions.retry(ended.run_id, actor="key:ops")
+    retried = await env.ops.runs.wait(ended.run_id, 15)
+    assert retried.status == "FAILED" and retried.error is not None
+    assert retried.error.message == run.error.message
+    with pytest.raises(InvalidRequest) as start_over:
+        await env.ops.actions.start_over(ended.run_id, actor="key:ops")
+    assert start_over.value.code == "start_over_system_run"
+    assert (await env.ops.deployments.get(ended.id)).status == "ROLLED_BACK"
+    # From the rollback on, every new run gets the serving version.
+    after = await env.wave("orders", 20, prefix="after")
+    assert {(r.version, r.route) for r in after} == {(1, "serving")}
+    assert (await env.ops.deployments.serving("orders")).candidate_version is None
+
+
+async def test_a_healthy_candidate_reaches_every_stage_and_becomes_serving(
+    env: Deploying, downstream: RunningDownstream
+) -> None:
+    await env.publish(
+        version_doc("orders", downstream.url), version_doc("orders", downstream.url, note="-v2")
+    )
+    stages = [
+        StageSpec(weight=50, min_runs=3, min_duration_seconds=30),
+        StageSpec(weight=100, min_runs=3, min_duration_seconds=30),
+    ]
+    started = await env.start("orders", 2, stages, RollbackSpec(min_finished_runs=3))
+
+    ended = await env.drive(started, "orders", wave=8, advance_s=10)
+
+    assert ended.status == "SUCCEEDED" and ended.stage == 2 and ended.weight == 0
+    assert ended.candidate.failed == 0 and ended.candidate.runs >= 6
+    # Each stage held for its minimum duration on the injected clock, no wall time.
+    first, second = ended.stages
+    assert first.started_at is not None and second.started_at is not None
+    assert second.started_at - first.started_at >= 30
+    assert ended.ended_at is not None and ended.ended_at - second.started_at >= 30
+    assert [e.event for e in ended.timeline] == ["started", "stage", "succeeded"]
+    assert ended.timeline[1].note is not None and "within threshold" in ended.timeline[1].note
+    serving = await env.ops.deployments.serving("orders")
+    assert (serving.serving_version, serving.candidate_version) == (2, None)
+    assert serving.updated_by == f"deployment:{ended.id}"
+    run = await env.ops.runs.get(ended.run_id)
+    assert run.status == "SUCCEEDED"
+    assert [s.status for s in run.steps] == ["SUCCEEDED", "SUCCEEDED"]
+    # The candidate now serves every run that names no version.
+    after = await env.wave("orders", 5, prefix="after")
+    assert {(r.version, r.route) for r in after} == {(2, "serving")}
+
+
+async def test_publishing_alone_moves_no_traffic(
+    env: Deploying, downstream: RunningDownstream
+) -> None:
+    await env.publish(version_doc("orders", downstream.url))
+    first = await env.wave("orders", 3)
+    await env.publish(version_doc("orders", downstream.url, fails=True))
+    later = await env.wave("orders", 10)
+    assert {(r.version, r.route) for r in first + later} == {(1, "serving")}
+    summary = next(w for w in await env.ops.workflows.list() if w.name == "orders")
+    assert (summary.latest_version, summary.serving_version) == (2, 1)
+    # Only a request that names v2 gets it.
+    pinned = (await env.ops.runs.submit("orders", {}, version=2)).run
+    assert (pinned.version, pinned.route) == (2, "pinned")
+    # A command that runs what it was given (`schemabridge run`, `serve --demo`) publishes
+    # with `serve_as`: its versions serve at once, recorded as its doing.
+    await env.ops.workflows.publish(
+        version_doc("orders", downstream.url, note="-v3"), serve_as="cli run"
+    )
+    serving = await env.ops.deployments.serving("orders")
+    assert (serving.serving_version, serving.updated_by) == (3, "cli run")
+    assert {r.version for r in await env.wave("orders", 3, prefix="v3")} == {3}
+
+
+async def test_routing_is_sticky_and_follows_the_weight(backend: Backend) -> None:
+    # No worker: routing is decided at submission, and the runs need not run.
+    runtime = await Runtime.open(settings_for(backend))
+    try:
+        ops = Operations(runtime)
+        await ops.workflows.publish(single("orders", UNREACHABLE))
+        await ops.workflows.publish(single("orders", UNREACHABLE, description="v2"))
+        stages = [StageSpec(weight=25), StageSpec(weight=100)]
+        deployment = await ops.deployments.start(
+            "orders", 2, actor="test", stages=stages, rollback=RollbackSpec()
+        )
+        keys = [f"order-{i}" for i in range(KEYS)]
+        versions = {}
+        for key in keys:
+            run = (await ops.runs.submit("orders", {}, idempotency_key=key)).run
+            versions[key] = run.version
+            expected = routing.place(deployment.id, submission.stored_key("default", key)) < 25
+            assert run.route == ("candidate" if expected else "serving")
+            assert run.version == (2 if expected else 1)
+        assert 0 < sum(v == 2 for v in versions.values()) < KEYS
+        # A retry with the same key and request is the same run, on the same version.
+        for key in keys[:20]:
+            again = await ops.runs.submit("orders", {}, idempotency_key=key)
+            assert not again.created and again.run.version == versions[key]
+        counted = await ops.deployments.get(deployment.id)
+        assert counted.exposure == sum(v == 2 for v in versions.values())
+        assert counted.serving.runs == KEYS - counted.exposure
+    finally:
+        await runtime.close()
+
+
+async def test_abort_and_manual_rollback(env: Deploying, downstream: RunningDownstream) -> None:
+    await env.publish(
+        version_doc("orders", downstream.url), version_doc("orders", downstream.url, note="-v2")
+    )
+    stages = [StageSpec(weight=50, min_runs=1000), StageSpec(weight=100)]
+    first = await env.start("orders", 2, stages, RollbackSpec())
+    await env.wave("orders", 6)
+    aborted = await env.ops.deployments.abort(first.id, actor="key:ops")
+    assert aborted.changed and aborted.deployment.status == "ABORTED"
+    assert aborted.deployment.weight == 0 and aborted.deployment.outcome is not None
+    assert aborted.deployment.outcome.reason == "aborted by key:ops"
+    assert aborted.deployment.exposure == sum(r.version == 2 for r in env.submitted)
+    assert (await env.ops.runs.get(first.run_id)).status == "CANCELLED"
+    again = await env.ops.deployments.abort(first.id, actor="key:ops")
+    assert not again.changed and again.deployment.status == "ABORTED"
+    with pytest.raises(WrongState) as ended:
+        await env.ops.deployments.rollback(first.id, actor="key:ops")
+    assert ended.value.code == "deployment_ended" and ended.value.state == "ABORTED"
+    assert {r.version for r in await env.wave("orders", 10, prefix="after-abort")} == {1}
+
+    env.clock.advance(1)  # the next deployment's window starts after the first's
+    second = await env.start("orders", 2, stages, RollbackSpec())
+    await env.wave("orders", 6, prefix="second")
+    rolled = await env.ops.deployments.rollback(second.id, actor="key:ops")
+    assert rolled.changed and rolled.deployment.status == "ROLLED_BACK"
+    outcome = rolled.deployment.outcome
+    assert outcome is not None and outcome.actor == "key:ops" and outcome.stage == 1
+    assert outcome.figures is not None and "candidate" in outcome.figures
+    assert (await env.ops.runs.get(second.run_id)).status == "CANCELLED"
+    assert not (await env.ops.deployments.rollback(second.id, actor="x")).changed
+    # The first deployment's exposure stops where the second began.
+    assert (await env.ops.deployments.get(first.id)).exposure == aborted.deployment.exposure
+    listed = await env.ops.deployments.list("orders")
+    assert [d.id for d in listed] == [second.id, first.id]
+    # Deployments of the same shape run the same version of the system workflow.
+    system_runs = [await env.ops.runs.get(d.run_id) for d in (first, second)]
+    assert {(r.workflow, r.version) for r in system_runs} == {("gradual_deploy", 1)}
+    assert (await env.ops.deployments.serving("orders")).serving_version == 1
+
+
+async def test_one_deployment_at_a_time_and_no_switch_meanwhile(
+    env: Deploying, downstream: RunningDownstream
+) -> None:
+    await env.publish(
+        version_doc("orders", downstream.url),
+        version_doc("orders", downstream.url, note="-v2"),
+        version_doc("orders", downstream.url, note="-v3"),
+    )
+    stages = [StageSpec(weight=10, min_runs=1000), StageSpec(weight=100)]
+    running = await env.start("orders", 2, stages, RollbackSpec())
+    with pytest.raises(WrongState) as second:
+        await env.start("orders", 3, stages, RollbackSpec())
+    assert second.value.code == "deployment_running"
+    assert second.value.details["deploymentId"] == running.id
+    with pytest.raises(WrongState) as switch:
+        await env.ops.deployments.set_serving("orders", 3, actor="key:ops")
+    assert switch.value.code == "deployment_running"
+    # Cancelling the deployment's run (the run monitor's cancel) aborts the deployment.
+    await env.ops.actions.cancel(running.run_id, actor="key:ops")
+    aborted = await env.ops.deployments.get(running.id)
+    assert aborted.status == "ABORTED" and aborted.weight == 0
+    assert aborted.outcome is not None and "cancelled by key:ops" in aborted.outcome.reason
+    switched = await env.ops.deployments.set_serving("orders", 3, actor="key:ops")
+    assert (switched.serving_version, switched.updated_by) == (3, "key:ops")
+    with pytest.raises(WrongState) as same:
+        await env.start("orders", 3, stages, RollbackSpec())
+    assert same.value.code == "candidate_is_serving"
+
+
+async def test_refusals_of_a_deployment_that_cannot_work(env: Deploying) -> None:
+    await env.publish(single("orders", UNREACHABLE), single("orders", UNREACHABLE, description="2"))
+    with pytest.raises(NotFound) as unknown:
+        await env.start("orders", 9, [StageSpec(weight=100)], RollbackSpec())
+    assert unknown.value.code == "workflow_not_found"
+    with pytest.raises(NotFound):
+        await env.start("ghost", 1, [StageSpec(weight=100)], RollbackSpec())
+    falling = [StageSpec(weight=50), StageSpec(weight=20), StageSpec(weight=90)]
+    with pytest.raises(InvalidRequest) as invalid:
+        await env.start("orders", 2, falling, RollbackSpec())
+    assert invalid.value.code == "invalid_deployment"
+    pointers = {p.pointer for p in invalid.value.problems}
+    assert pointers == {"/stages/1/weight", "/stages/2/weight"}
+    with pytest.raises(InvalidRequest) as too_fast:
+        await env.start("orders", 2, [StageSpec(weight=100)], RollbackSpec(), 0.01)
+    assert {p.pointer for p in too_fast.value.problems} == {"/checkIntervalSeconds"}
+    with pytest.raises(InvalidRequest) as system:
+        await env.start("gradual_deploy", 1, [StageSpec(weight=100)], RollbackSpec())
+    assert system.value.code == "system_workflow"
+    with pytest.raises(NotFound) as no_deployment:
+        await env.ops.deployments.get("0" * 36)
+    assert no_deployment.value.code == "deployment_not_found"
+    assert await env.ops.deployments.list("orders") == []
+    # Nothing was created by the refusals.
+    assert (await env.ops.deployments.serving("orders")).deployment_id is None
+    assert await env.run_count(workflow="gradual_deploy") == 0
+
+
+async def test_system_workflow_versions_are_found_by_content(env: Deploying) -> None:
+    store = env.runtime.store
+    shapes = [2, 4, 2, 4, 3]
+    versions = [(await store.system_version(gradual_deploy_workflow(n))).version for n in shapes]
+    assert versions == [1, 2, 1, 2, 3]
+    stored = await store.get_version("gradual_deploy", 2)
+    assert list(stored.workflow.vertices) == ["stage-1", "stage-2", "stage-3", "stage-4"]
+
+
+async def test_a_candidate_whose_children_fail_through_a_merge_counts_as_failing(
+    env: Deploying, downstream: RunningDownstream
+) -> None:
+    healthy = fanout(downstream.url)
+    # v2 of the parent starts a child workflow whose calls are refused: each child fails, and
+    # the MERGE (no tolerance) fails the parent, which is the run the deployment counts.
+    broken_parent = {**healthy[0]}
+    broken_parent["vertices"] = {
+        **healthy[0]["vertices"],
+        "each": {
+            "type": "SPAWNER",
+            "config": {"items": "{{ input.items }}", "workflow": "child-broken"},
+        },
+    }
+    broken_child = version_doc("child-broken", downstream.url, fails=True)
+    await env.ops.workflows.publish(healthy)
+    await env.ops.workflows.publish([broken_parent, broken_child])
+    stages = [StageSpec(weight=50, min_runs=100, min_duration_seconds=60), StageSpec(weight=100)]
+    started = await env.start("parent", 2, stages, RollbackSpec(min_finished_runs=3))
+
+    current = started
+    for _ in range(WAVES):
+        if current.status != "RUNNING":
+            break
+        for _ in range(4):
+            run = (await env.ops.runs.submit("parent", {"items": items(2)})).run
+            env.submitted.append(run)
+        for run in env.submitted:
+            await ended(env.ops, run.id)
+        current = await env.checked(current, 1)
+
+    assert current.status == "ROLLED_BACK" and current.stage == 1
+    assert current.candidate.failed == current.candidate.finished >= 3
+    # Only the roots count: the children (two per parent) are not runs of the candidate.
+    assert current.exposure == sum(r.version == 2 for r in env.submitted)
+    assert current.serving.failed == 0

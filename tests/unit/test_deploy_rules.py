@@ -1,0 +1,92 @@
+"""What a deployment stage decides from its figures (`vertices.deploy`): pure, no I/O."""
+
+from __future__ import annotations
+
+import pytest
+
+from vertices.deploy import (
+    Figures,
+    Hold,
+    Pass,
+    RollBack,
+    RollbackPolicy,
+    Stage,
+    VersionCounts,
+    decide,
+    threshold,
+)
+
+STAGE = Stage(weight=10, min_runs=20, min_duration_s=60)
+POLICY = RollbackPolicy(max_failure_ratio=0.05, margin_over_serving=None, min_finished_runs=10)
+HEALTHY = VersionCounts(runs=100, succeeded=100)
+
+
+def figures(
+    candidate: VersionCounts, *, serving: VersionCounts = HEALTHY, runs: int = 0, elapsed: float = 0
+) -> Figures:
+    return Figures(candidate, serving, stage_runs=runs, stage_elapsed_s=elapsed)
+
+
+def counts(succeeded: int, failed: int, running: int = 0, cancelled: int = 0) -> VersionCounts:
+    return VersionCounts(succeeded + failed + running + cancelled, succeeded, failed, cancelled)
+
+
+def test_a_failing_candidate_rolls_back_as_soon_as_enough_runs_have_finished() -> None:
+    # Early in the stage (3 of 20 runs, 5 s of 60): too few finished to judge yet.
+    early = decide(STAGE, POLICY, figures(counts(0, 3), runs=3, elapsed=5), 2.0)
+    assert isinstance(early, Hold) and early.delay_s == 2.0
+    assert "3/10 finished runs" in early.reason and "55.0 s more" in early.reason
+    # Ten finished, all failed: rolled back mid-stage, without waiting for its end.
+    verdict = decide(STAGE, POLICY, figures(counts(0, 10, running=2), runs=12, elapsed=8), 2.0)
+    assert isinstance(verdict, RollBack)
+    assert "failed 10 of its 10 finished runs" in verdict.reason
+    assert "1.000 > threshold 0.050" in verdict.reason
+
+
+def test_a_stage_passes_when_runs_time_and_judgement_are_all_there() -> None:
+    good = counts(30, 1)
+    held = decide(STAGE, POLICY, figures(good, runs=31, elapsed=59.5), 5.0)
+    assert isinstance(held, Hold) and held.delay_s == pytest.approx(0.5)  # until the end
+    assert isinstance(decide(STAGE, POLICY, figures(good, runs=31, elapsed=60), 5.0), Pass)
+    few = decide(STAGE, POLICY, figures(good, runs=19, elapsed=600), 5.0)
+    assert isinstance(few, Hold) and "19/20 runs" in few.reason and few.delay_s == 5.0
+    unfinished = decide(STAGE, POLICY, figures(counts(5, 0, running=20), runs=25, elapsed=90), 5)
+    assert isinstance(unfinished, Hold) and "5/10 finished runs" in unfinished.reason
+
+
+def test_the_ratio_must_exceed_the_threshold_and_cancelled_runs_do_not_count() -> None:
+    at_limit = counts(19, 1, cancelled=30)  # 1/20 = 0.05, not above it
+    assert isinstance(decide(STAGE, POLICY, figures(at_limit, runs=50, elapsed=60), 1), Pass)
+    above = counts(18, 2)
+    assert isinstance(decide(STAGE, POLICY, figures(above, runs=50, elapsed=60), 1), RollBack)
+
+
+def test_the_margin_keeps_an_outage_of_both_versions_off_the_candidate() -> None:
+    policy = RollbackPolicy(max_failure_ratio=0.05, margin_over_serving=0.05, min_finished_runs=10)
+    outage = counts(60, 40)  # the serving version fails 40 % too
+    assert threshold(policy, outage) == pytest.approx(0.45)
+    candidate = counts(6, 4)
+    both_down = figures(candidate, serving=outage, runs=30, elapsed=60)
+    assert isinstance(decide(STAGE, policy, both_down, 1), Pass)
+    assert isinstance(decide(STAGE, POLICY, both_down, 1), RollBack)  # without the margin
+    # Purely relative: max 0, margin 0.02 over a serving version that never fails.
+    relative = RollbackPolicy(max_failure_ratio=0, margin_over_serving=0.02, min_finished_runs=10)
+    assert threshold(relative, HEALTHY) == pytest.approx(0.02)
+    # No finished serving run in the window: the absolute threshold alone.
+    assert threshold(policy, VersionCounts(runs=3)) == 0.05
+
+
+def test_figures_and_policies_round_trip_as_stored() -> None:
+    assert Stage.from_dict(STAGE.as_dict()) == STAGE
+    assert RollbackPolicy.from_dict(POLICY.as_dict()) == POLICY
+    shown = figures(counts(3, 1, running=2), runs=6, elapsed=1.23456).as_dict(POLICY)
+    assert shown["candidate"] == {
+        "runs": 6,
+        "succeeded": 3,
+        "failed": 1,
+        "cancelled": 0,
+        "finished": 4,
+        "failureRatio": 0.25,
+    }
+    assert shown["stageElapsedSeconds"] == 1.235 and shown["threshold"] == 0.05
+    assert VersionCounts().failure_ratio is None
