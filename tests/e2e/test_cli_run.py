@@ -88,7 +88,7 @@ async def test_run_example_end_to_end_with_demo_downstream(tmp_path: Path) -> No
         egress_allow=None,  # --demo-downstream allows loopback itself, and says so
     )
     assert result.returncode == 0, result.stderr
-    assert "egress: loopback allowed for the demo downstream" in result.stderr
+    assert "egress to loopback allowed for it" in result.stderr
     run = json.loads(result.stdout)
     assert run["status"] == "SUCCEEDED"
     assert set(run["output"]) == {"open-ticket"}
@@ -190,4 +190,3 @@ def test_a_bad_allow_list_is_one_line_and_exit_2(tmp_path: Path) -> None:
             "is not a host pattern. Each entry is a CIDR (10.0.0.0/8, fd00::/8), an address "
             "(10.1.2.3) or a host pattern (billing.internal, *.internal), separated by commas."
         ], command
-
