@@ -155,7 +155,10 @@ async def started_downstream(enabled: bool, port: int) -> AsyncIterator[str | No
             f"cannot start the demo downstream on 127.0.0.1:{port}: "
             f"{error.strerror or error}; pick another with --demo-port (0: a free one)"
         ) from None
-    console.print(f"demo downstream listening on {downstream.url}")
+    console.print(
+        f"demo downstream listening on {downstream.url} (egress to loopback allowed for it; "
+        "other internal addresses stay refused)"
+    )
     try:
         yield downstream.url
     finally:
@@ -383,10 +386,6 @@ def run(
     settings = settings.model_copy(update=updates)
     if demo_downstream:
         settings = settings.allowing_loopback()
-        console.print(
-            "egress: loopback allowed for the demo downstream (--demo-downstream); "
-            "other internal addresses stay refused"
-        )
     run_input = read_input(input)
     options = RunOptions(tenant=tenant, timeout_s=timeout)
 

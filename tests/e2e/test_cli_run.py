@@ -88,7 +88,7 @@ async def test_run_example_end_to_end_with_demo_downstream(tmp_path: Path) -> No
         egress_allow=None,  # --demo-downstream allows loopback itself, and says so
     )
     assert result.returncode == 0, result.stderr
-    assert "egress: loopback allowed for the demo downstream" in result.stderr
+    assert "egress to loopback allowed for it" in result.stderr
     run = json.loads(result.stdout)
     assert run["status"] == "SUCCEEDED"
     assert set(run["output"]) == {"open-ticket"}
