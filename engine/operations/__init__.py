@@ -10,7 +10,9 @@ returns plain values and the view models of `engine.operations.views`, and refus
 
 Each group lives in its own module: `workflows`, `runs`, `actions` (operator actions),
 `settings` (destination caps, tenant limits and quotas, services), `keys` (API keys),
-`health` (database and Redis probes, schema revision) and `metrics` (figures for monitoring).
+`health` (database and Redis probes, schema revision), `metrics` (figures for monitoring) and
+`destination_history` (the recent AIMD limit and in-flight calls of every destination, sampled
+in this process).
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from engine.operations.actions import OperatorActions
+from engine.operations.destination_history import DestinationHistory
 from engine.operations.health import HealthOperations
 from engine.operations.keys import KeyOperations
 from engine.operations.metrics import MetricsOperations
@@ -41,9 +44,11 @@ class Operations:
         self.keys = KeyOperations(runtime)
         self.health = HealthOperations(runtime)
         self.metrics = MetricsOperations(runtime)
+        self.destination_history = DestinationHistory(self.settings.destinations, runtime.clock)
 
 
 __all__ = [
+    "DestinationHistory",
     "HealthOperations",
     "KeyOperations",
     "MetricsOperations",

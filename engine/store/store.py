@@ -3,9 +3,9 @@
 Each role is a class of its own module: `WorkQueue` (claims, leases, results: the worker's),
 `FanoutStore` (child runs and payloads: the fan-out's), `RunCatalogue` (versions, runs, steps,
 logs), `OperatorActionsStore` (retry, resolve, start over, reprocess, cancel),
-`OperatorSettingsStore` (caps, tenant limits, quotas), `KeyStore` (API keys) and `ProbeStore`
-(health and schema checks). Callers take the combined `Store`. Build with `Store.open`, end
-with `close`.
+`OperatorSettingsStore` (caps, tenant limits, quotas), `KeyStore` (API keys), `MonitorStore`
+(a fan-out's long tail, the progress of listed runs) and `ProbeStore` (health and schema
+checks). Callers take the combined `Store`. Build with `Store.open`, end with `close`.
 """
 
 from __future__ import annotations
@@ -15,6 +15,7 @@ from engine.store.catalogue import RunCatalogue
 from engine.store.core import ClaimLost, UnknownWorkflow, definition_hash
 from engine.store.fanout import FanoutStore
 from engine.store.keys import KeyStore
+from engine.store.monitor import MonitorStore
 from engine.store.probes import ProbeStore
 from engine.store.queue import WorkQueue
 from engine.store.settings_store import OperatorSettingsStore
@@ -28,6 +29,7 @@ class Store(
     OperatorSettingsStore,
     KeyStore,
     ProbeStore,
+    MonitorStore,
 ):
     """Async access to the durable state. Build with `Store.open`."""
 
