@@ -69,7 +69,7 @@ export function drawGraph(view, { steps = new Map(), running = new Map(), proble
     role: "group",
     "aria-label": `Graph of ${view.name}: ${view.nodes.length} vertices`,
   });
-  svg.style.maxWidth = `${view.width}px`;
+  svg.style.maxWidth = `${Math.round(view.width * 1.35)}px`; // a little larger than laid out
   svg.append(
     s(
       "defs",
@@ -125,10 +125,10 @@ export function drawGraph(view, { steps = new Map(), running = new Map(), proble
     if (step && step.children) {
       const c = step.children;
       group.append(fanoutBar(x + 10, y + hgt - 6, w - 20, c, running.get(node.id) || 0));
-      const failed = c.failed ? ` · ${count(c.failed)} ✕` : "";
-      group.append(
-        s("text", { x: x + 10, y: y + hgt + 14, class: "node-fanout" }, `${count(c.succeeded + c.failed + c.cancelled)}/${count(c.total)} ended${failed}`),
-      );
+      group.append(s("text", { x: x + 10, y: y + hgt + 14, class: "node-fanout" }, `${count(c.succeeded + c.failed + c.cancelled)}/${count(c.total)}`));
+      if (c.failed) {
+        group.append(s("text", { x: x + w - 8, y: y + hgt + 14, class: "node-fanout-failed", "text-anchor": "end" }, `✕ ${count(c.failed)} failed`));
+      }
     }
     if (found.length) {
       group.append(s("text", { x: x + w - 8, y: y + 38, class: "node-problem", "text-anchor": "end" }, `⚠ ${found.length}`));

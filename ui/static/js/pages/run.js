@@ -126,8 +126,12 @@ function stepsTable(detail, select) {
 export async function runPage(main, params, runId) {
   let detail = await api(`/runs/${encodeURIComponent(runId)}`);
   const graph = await api(`/workflows/${encodeURIComponent(detail.workflow)}/versions/${detail.version}/graph`);
-  const failedStep = detail.steps.find((step) => step.status === "FAILED");
-  let selected = params.get("step") || (failedStep ? failedStep.vertexId : null);
+  // The step shown first: a failed one, else a fan-out, else the first.
+  const first =
+    detail.steps.find((step) => step.status === "FAILED") ||
+    detail.steps.find((step) => step.type === "SPAWNER") ||
+    detail.steps[0];
+  let selected = params.get("step") || (first ? first.vertexId : null);
   let stopped = false;
   const controller = new AbortController();
 
@@ -296,9 +300,9 @@ export async function runPage(main, params, runId) {
   );
   childrenBox.hidden = !hasChildren();
   drawAll();
-  const first = [log.load(), loadTails()];
-  if (hasChildren()) first.push(children.load());
-  await Promise.all(first);
+  const loads = [log.load(), loadTails()];
+  if (hasChildren()) loads.push(children.load());
+  await Promise.all(loads);
   if (isEnded()) {
     stopped = true;
     poller.show("idle");
