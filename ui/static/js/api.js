@@ -37,11 +37,25 @@ function headers(extra) {
   return all;
 }
 
+let asking = null;
+
+/** One prompt at a time: requests refused together wait for the same answer. */
+function keyFromOperator() {
+  if (!asking) {
+    asking = askForKey().finally(() => {
+      asking = null;
+    });
+  }
+  return asking;
+}
+
 async function authorised(send) {
   for (let tries = 0; tries < 3; tries++) {
+    const sentWith = storedKey();
     const response = await send();
     if (response.status !== 401 || !askForKey) return response;
-    const key = await askForKey();
+    if (storedKey() !== sentWith) continue; // another request got a new key meanwhile
+    const key = await keyFromOperator();
     if (!key) return response;
     sessionStorage.setItem(KEY_STORAGE, key);
   }
