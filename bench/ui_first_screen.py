@@ -25,18 +25,9 @@ import time
 from pathlib import Path
 from typing import Any
 
+from bench.browser import CHROMIUM, CHROMIUM_ARGS
 from bench.large_fanout import build_large_fanout
 
-CHROMIUM = "/usr/bin/chromium"
-ARGS = [
-    "--headless",
-    "--no-sandbox",
-    "--disable-gpu",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--disable-sync",
-    "--no-first-run",
-]
 MARKS = {
     "graph": "svg.dag .node",
     "fan-out bar": ".fanout[role=progressbar]",
@@ -114,7 +105,7 @@ def main(argv: list[str] | None = None) -> None:
             url = f"{api}/ui/#/runs/{run_id}"
             loads = []
             with sync_playwright() as playwright:
-                browser = playwright.chromium.launch(executable_path=CHROMIUM, args=ARGS)
+                browser = playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
                 _load(browser, url)  # warm-up: the server's caches, the browser's start
                 for n in range(args.repeat):
                     marks, calls = _load(browser, url)

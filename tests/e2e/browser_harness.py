@@ -22,19 +22,10 @@ from urllib.parse import urlsplit
 
 import pytest
 
+from bench.browser import CHROMIUM, CHROMIUM_ARGS
 from tests.conftest import IN_CI
 from tests.e2e.rest_harness import Service
 
-CHROMIUM = "/usr/bin/chromium"
-CHROMIUM_ARGS = [
-    "--headless",
-    "--no-sandbox",
-    "--disable-gpu",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--disable-sync",
-    "--no-first-run",
-]
 SCREENSHOTS = Path(__file__).resolve().parent / "screenshots"
 WIDE = {"width": 1280, "height": 800}
 NARROW = {"width": 420, "height": 800}

@@ -355,3 +355,27 @@ def test_unknown_pages_and_runs_say_so(server: DemoServer, browser: Any) -> None
         watch.allowed_errors.append("status of 404")
         page.goto(f"{server.ui}#/runs/no-such-run")
         page.locator(".error-box", has_text="run_not_found").wait_for()
+
+
+def test_a_waiting_step_says_why(server: DemoServer, browser: Any) -> None:
+    """The run views will carry `steps[].waiting` (why a step waits); until the API sends it,
+    the page's answer is given the field on its way in, to show the line it draws."""
+    run_id = ticket(server, tenant="waiting", wait=True)
+    waiting = {"reason": "rate_limit", "message": "tenant waiting used its 1,000 calls"}
+
+    def with_waiting(route: Any) -> None:
+        answer = route.fetch()
+        body = answer.json()
+        for step in body["steps"]:
+            if step["vertexId"] == "open-ticket":
+                step["waiting"] = {**waiting, "until": body["createdAt"] + 10**6}
+        route.fulfill(response=answer, json=body)
+
+    with opened(browser, f"{server.ui}#/runs/{run_id}") as (page, _):
+        page.route(f"**/runs/{run_id}", with_waiting)
+        page.reload()
+        line = page.locator('.waiting .waiting-line[data-vertex="open-ticket"]')
+        line.wait_for()
+        text = line.inner_text()
+        assert "open-ticket is waiting (rate_limit)" in text
+        assert "tenant waiting used its 1,000 calls" in text and "s more" in text

@@ -70,7 +70,7 @@ export function time(epochS) {
   if (epochS === null || epochS === undefined) return h("span", { class: "muted" }, "—");
   return h(
     "time",
-    { datetime: new Date(epochS * 1000).toISOString(), title: exact(epochS), tabindex: "0" },
+    { datetime: new Date(epochS * 1000).toISOString(), title: exact(epochS) },
     relative(epochS),
   );
 }
