@@ -11,7 +11,7 @@ import { Poller, throttle } from "../live.js";
 import { actionBar, resolveStep } from "../run/actions.js";
 import { ChildrenList } from "../run/children.js";
 import { errorBox, waitingLine } from "../run/errors.js";
-import { fanoutBar, loadLongTail } from "../run/fanout.js";
+import { fanoutBar, fetchLongTail, longTailView } from "../run/fanout.js";
 import { RunLog } from "../run/log.js";
 import { timeline } from "../run/timeline.js";
 
@@ -123,8 +123,15 @@ function stepsTable(detail, select) {
   );
 }
 
+/** The long tail of each SPAWNER of `detail` that has children, requested now. */
+function requestTails(detail) {
+  return new Map(detail.steps.filter((step) => step.type === "SPAWNER" && step.children).map((step) => [step.vertexId, fetchLongTail(detail.id, step.vertexId)]));
+}
+
 export async function runPage(main, params, runId) {
   let detail = await api(`/runs/${encodeURIComponent(runId)}`);
+  // Everything else the first screen needs is asked for at once, while the graph comes.
+  const firstTails = requestTails(detail);
   const graph = await api(`/workflows/${encodeURIComponent(detail.workflow)}/versions/${detail.version}/graph`);
   // The step shown first: a failed one, else a fan-out, else the first.
   const first =
@@ -202,8 +209,13 @@ export async function runPage(main, params, runId) {
     fill(io, h("details", {}, h("summary", {}, "Input"), json(detail.input)), detail.output !== null ? h("details", { open: detail.status === "SUCCEEDED" }, h("summary", {}, "Output"), json(detail.output)) : null);
   }
 
-  async function loadTails() {
-    await Promise.all(spawners().filter((step) => step.children).map((step) => loadLongTail(runId, step.vertexId, tails.get(step.vertexId))));
+  async function loadTails(requested = requestTails(detail)) {
+    await Promise.all(
+      [...requested].map(async ([vertexId, tail]) => {
+        const data = await tail;
+        if (tails.has(vertexId)) fill(tails.get(vertexId), longTailView(data));
+      }),
+    );
   }
 
   async function reload() {
@@ -300,7 +312,7 @@ export async function runPage(main, params, runId) {
   );
   childrenBox.hidden = !hasChildren();
   drawAll();
-  const loads = [log.load(), loadTails()];
+  const loads = [log.load(), loadTails(firstTails)];
   if (hasChildren()) loads.push(children.load());
   await Promise.all(loads);
   if (isEnded()) {

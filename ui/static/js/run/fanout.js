@@ -70,8 +70,6 @@ export function longTailView(tail) {
   );
 }
 
-export async function loadLongTail(runId, vertexId, into) {
-  const tail = await api(`/runs/${encodeURIComponent(runId)}/steps/${encodeURIComponent(vertexId)}/long-tail?limit=5`);
-  fill(into, longTailView(tail));
-  return tail;
+export function fetchLongTail(runId, vertexId) {
+  return api(`/runs/${encodeURIComponent(runId)}/steps/${encodeURIComponent(vertexId)}/long-tail?limit=5`);
 }
