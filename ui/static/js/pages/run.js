@@ -244,7 +244,7 @@ export async function runPage(main, params, runId) {
       fanout: progress.fanout,
       steps: detail.steps.map((step) => {
         const p = progress.steps.find((q) => q.vertexId === step.vertexId);
-        return p ? { ...step, status: p.status, children: p.children ?? step.children, waiting: p.waiting ?? step.waiting } : step;
+        return p ? { ...step, status: p.status, children: p.children ?? step.children, waiting: "waiting" in p ? p.waiting : step.waiting } : step;
       }),
     };
     drawGraphAndPanel();
