@@ -5,7 +5,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: install demo test check lint typecheck bench clean
+.PHONY: install demo demo-run test check lint typecheck bench clean
 
 $(STAMP): pyproject.toml
 	@$(PYTHON) -c 'import sys; sys.exit(0 if sys.version_info >= (3, 11) else "SchemaBridge needs Python 3.11+")'
@@ -16,9 +16,17 @@ $(STAMP): pyproject.toml
 
 install: $(STAMP)
 
-## The main job: validate the examples, then run one end to end against the shipped demo
-## downstream (started in-process on 127.0.0.1).
+PORT ?= 8000
+
+## The main job: `schemabridge serve --demo` on 127.0.0.1:$(PORT) with a fan-out (a few of
+## its children failing) and a failed run to look at in the web monitor; prints the URL to
+## open. Ctrl-C stops it. (demo/monitor.py)
 demo: $(STAMP)
+	$(BIN)/python -m demo.monitor --port $(PORT)
+
+## The one-shot in-process run: validate the examples, then run one end to end against the
+## shipped demo downstream (started in-process on 127.0.0.1).
+demo-run: $(STAMP)
 	$(BIN)/schemabridge validate examples/*.json
 	$(BIN)/schemabridge run examples/subscription-renewals.json \
 		--input @examples/subscription-renewals.input.json --demo-downstream \
@@ -40,4 +48,5 @@ bench: $(STAMP)
 	$(BIN)/python -m bench.engine
 
 clean:
-	rm -rf $(VENV) .demo.db* .pytest_cache .mypy_cache .ruff_cache
+	rm -rf $(VENV) .demo.db* .demo-monitor.db* .pytest_cache .mypy_cache .ruff_cache \
+		tests/e2e/screenshots

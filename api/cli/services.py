@@ -342,6 +342,9 @@ async def _publish_examples(
 
 
 def _warn_demo(downstream_url: str, names: list[str]) -> None:
+    # stdout, one line, before the "listening on" line: `make demo` (demo/monitor.py) reads
+    # it to script the downstream's failures.
+    print(f"demo downstream at {downstream_url}", flush=True)
     console.rule("[bold red]DEMO MODE[/bold red]")
     console.print(
         "[bold red]Authentication is OFF:[/bold red] every request acts as the admin 'demo'. "

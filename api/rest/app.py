@@ -4,15 +4,19 @@
     app = create_app(settings, runtime_factory=borrowed_runtime(runtime), auth=False)  # serve
 
 The lifespan enters `runtime_factory()` (default: open a `Runtime` on `settings` without
-migrating — API processes never run migrations — and close it at the end) and builds the
-`Operations` routes receive through `OperationsDep`. Every answer is JSON (errors included:
+migrating — API processes never run migrations — and close it at the end), builds the
+`Operations` routes receive through `OperationsDep` and, with the monitor, runs the sampler of
+the destinations' history (`engine.operations.destination_history`). The web run monitor is
+served at `/ui` (`api.rest.ui`). Every answer is JSON (errors included:
 `api.rest.errors`), every request is measured and logged (`api.rest.middleware`), and bodies
 over `settings.max_body_bytes` are refused. OpenAPI: `/openapi.json`, `/docs`.
 """
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
+import logging
 from collections.abc import AsyncIterator, Callable, Sequence
 from contextlib import AbstractAsyncContextManager
 
@@ -28,6 +32,7 @@ from api.rest import (
     routes_workflows,
     secrets,
     sse,
+    ui,
 )
 from api.rest.body_depth import BodyDepthLimit
 from api.rest.deps import ApiContext
@@ -36,6 +41,8 @@ from api.rest.middleware import BodyLimit, RequestObserver
 from engine.operations import Operations
 from engine.runtime import Runtime
 from engine.settings import Settings
+
+logger = logging.getLogger(__name__)
 
 RuntimeFactory = Callable[[], AbstractAsyncContextManager[Runtime]]
 """Called once by the lifespan: the runtime the app's operations use while it runs."""
@@ -79,6 +86,26 @@ def borrowed_runtime(runtime: Runtime) -> RuntimeFactory:
     return factory
 
 
+async def _sample_destinations(operations: Operations, stop: asyncio.Event) -> None:
+    """The history sampler, for the app's life. It only feeds a chart: should it die of an
+    unexpected error, that is logged and the API goes on without it."""
+    try:
+        await operations.destination_history.run(stop)
+    except Exception:
+        logger.exception("the destinations' history sampler stopped; its chart stays empty")
+
+
+@contextlib.asynccontextmanager
+async def _monitor_sampler(operations: Operations) -> AsyncIterator[None]:
+    stop = asyncio.Event()
+    async with asyncio.TaskGroup() as group:
+        group.create_task(_sample_destinations(operations, stop), name="destination-history")
+        try:
+            yield
+        finally:
+            stop.set()
+
+
 def create_app(
     settings: Settings | None = None,
     *,
@@ -86,6 +113,7 @@ def create_app(
     auth: bool | None = None,
     routers: Sequence[APIRouter] = DEFAULT_ROUTERS,
     title: str = "SchemaBridge",
+    monitor: bool = True,
 ) -> FastAPI:
     """The REST API on `settings` (default: from the environment).
 
@@ -94,6 +122,7 @@ def create_app(
     served (default: health, metrics, keys, secrets, workflows, deployments, runs and their
     events, operator actions, destinations, tenants and services); every app answers errors the
     same way.
+    `monitor`: serve the web run monitor at `/ui` and sample the destinations' history.
     """
     settings = settings or Settings()
     factory = runtime_factory or opened_runtime(settings)
@@ -101,8 +130,11 @@ def create_app(
 
     @contextlib.asynccontextmanager
     async def lifespan(_app: FastAPI) -> AsyncIterator[None]:
-        async with factory() as runtime:
-            context.operations = Operations(runtime)
+        async with factory() as runtime, contextlib.AsyncExitStack() as stack:
+            operations = Operations(runtime)
+            if monitor:
+                await stack.enter_async_context(_monitor_sampler(operations))
+            context.operations = operations
             try:
                 yield
             finally:
@@ -119,6 +151,8 @@ def create_app(
     install_error_handlers(app)
     for router in routers:
         app.include_router(router)
+    if monitor:
+        ui.mount_monitor(app)
     # Added last = outermost: the observer sees (and logs) the body limit's refusals too.
     # Added first, so it runs inside BodyLimit: what it collects is already bounded.
     app.add_middleware(BodyDepthLimit, max_depth=settings.max_nesting_depth)
@@ -135,4 +169,5 @@ def create_health_app(settings: Settings, runtime: Runtime) -> FastAPI:
         auth=True,
         routers=(monitoring.health_router,),
         title="SchemaBridge worker",
+        monitor=False,
     )

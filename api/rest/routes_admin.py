@@ -15,6 +15,7 @@ from pydantic.alias_generators import to_camel
 from api.rest.auth import AdminDep, CallerDep
 from api.rest.deps import OperationsDep
 from api.rest.errors import error_responses
+from engine.operations.destination_history import DestinationHistoryView
 from engine.operations.settings import MAX_SETTING
 from engine.operations.settings_views import CapsView, DestinationView, ServiceView, TenantView
 from engine.operations.views import View
@@ -95,6 +96,22 @@ class ServiceList(View):
 )
 async def list_destinations(ops: OperationsDep, _caller: AdminDep) -> DestinationList:
     return DestinationList(items=await ops.settings.destinations())
+
+
+@router.get(
+    "/destinations/history",
+    tags=["destinations"],
+    response_model=DestinationHistoryView,
+    responses=error_responses(401, 403, 503),
+    summary="The last minutes of every destination's AIMD limit and calls in flight",
+)
+async def destinations_history(
+    ops: OperationsDep, _caller: AdminDep, destination: str | None = None
+) -> DestinationHistoryView:
+    """Samples taken every few seconds by the API process that answers (kept in its memory
+    for the last 10 minutes; each API process samples the same shared state). `destination`:
+    that one's series only (empty when it was never seen)."""
+    return ops.destination_history.view(destination)
 
 
 # `{key:path}`: a percent-encoded slash reaches the router decoded, so the key may hold "/".

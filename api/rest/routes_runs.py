@@ -1,5 +1,6 @@
 """Runs: submit (`POST /workflows/{name}/runs`, with `Idempotency-Key` and `?wait=true`), list,
-read, children and logs. The progress stream `/runs/{id}/events` is in `api.rest.sse`.
+read, children, a fan-out's long tail and logs. The progress stream `/runs/{id}/events` is in
+`api.rest.sse`.
 
 Tenant isolation: a tenant key submits only for its own tenant (a `tenantId` naming another is
 a 403 `tenant_forbidden`: the caller names a tenant it already knows is not its own, so the
@@ -25,7 +26,8 @@ from api.rest.deps import ContextDep, OperationsDep
 from api.rest.errors import error_response, error_responses
 from api.rest.run_models import RunOutcome, SubmitRequest, SubmittedRun
 from engine.operations.pagination import MAX_LIMIT
-from engine.operations.views import LogEntry, Page, RunDetail, RunFilter, RunSummary
+from engine.operations.runs import MAX_LONG_TAIL
+from engine.operations.views import LogEntry, LongTail, Page, RunDetail, RunFilter, RunSummary
 from schemas.errors import ApiError
 
 router = APIRouter(tags=["runs"])
@@ -219,6 +221,27 @@ async def list_children(
     return await ops.runs.children(
         run_id, status=status_, limit=limit, cursor=cursor, tenant=caller.tenant
     )
+
+
+@router.get(
+    "/runs/{run_id}/steps/{vertex_id}/long-tail",
+    response_model=LongTail,
+    responses=error_responses(401, 404, 422, 503),
+    summary="A fan-out's long tail: child duration percentiles, slowest and oldest running",
+)
+async def long_tail(
+    *,
+    run_id: RunId,
+    vertex_id: Annotated[str, Path(description="A SPAWNER vertex of the run.", max_length=200)],
+    ops: OperationsDep,
+    caller: CallerDep,
+    limit: Annotated[int, Query(ge=1, le=MAX_LONG_TAIL, description="Children per list.")] = 10,
+) -> LongTail:
+    """Nearest-rank p50/p95/p99, max and mean of the SUCCEEDED and FAILED children's
+    durations (created to ended), the `limit` slowest of them and the `limit` children still
+    running that started first. 404 `step_not_found` for a vertex the run does not have; 422
+    `not_a_spawner` for a GATEWAY or MERGE."""
+    return await ops.runs.long_tail(run_id, vertex_id, limit=limit, tenant=caller.tenant)
 
 
 @router.get(

@@ -14,7 +14,13 @@ from fastapi import APIRouter, Body, Path, Response, status
 from api.rest.auth import AdminDep, CallerDep
 from api.rest.deps import OperationsDep
 from api.rest.errors import error_responses
-from api.rest.run_models import ProblemView, ValidationReport, VersionList, WorkflowList
+from api.rest.run_models import (
+    PreviewReport,
+    ProblemView,
+    ValidationReport,
+    VersionList,
+    WorkflowList,
+)
 from engine.operations.views import GraphView, PublishResult, VersionDetail
 
 router = APIRouter(tags=["workflows"])
@@ -66,6 +72,24 @@ async def validate(
     problems = await ops.workflows.validate(documents)
     return ValidationReport(
         valid=not problems, problems=[ProblemView(**p.as_dict()) for p in problems]
+    )
+
+
+@router.post(
+    "/workflows/preview",
+    response_model=PreviewReport,
+    responses=error_responses(401, 413, 422, 503),
+    summary="Validate workflow documents and lay out their graphs, without publishing",
+)
+async def preview(documents: Documents, ops: OperationsDep, _caller: CallerDep) -> PreviewReport:
+    """What the monitor's editor shows: `validate`'s answer plus each document's graph as
+    written, drawn even when invalid (unknown dependencies left out, a cycle's vertices in
+    one layer), so each problem's pointer can be shown on its vertex."""
+    problems, graphs = await ops.workflows.preview(documents)
+    return PreviewReport(
+        valid=not problems,
+        problems=[ProblemView(**p.as_dict()) for p in problems],
+        graphs=graphs,
     )
 
 

@@ -11,7 +11,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field
 from pydantic.alias_generators import to_camel
 
-from engine.operations.views import RunSummary, VersionSummary, WorkflowSummary
+from engine.operations.views import GraphView, RunSummary, VersionSummary, WorkflowSummary
 
 
 class _Body(BaseModel):
@@ -66,6 +66,13 @@ class ValidationReport(_Body):
     problems: list[ProblemView]
 
 
+class PreviewReport(ValidationReport):
+    """What `POST /workflows/preview` found: every problem, and each document's graph as
+    written (version 0: not published), drawn even when the document is invalid."""
+
+    graphs: list[GraphView]
+
+
 class WorkflowList(_Body):
     items: list[WorkflowSummary]
 
@@ -75,6 +82,7 @@ class VersionList(_Body):
 
 
 __all__ = [
+    "PreviewReport",
     "ProblemView",
     "RunOutcome",
     "SubmitRequest",

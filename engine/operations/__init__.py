@@ -12,7 +12,9 @@ Each group lives in its own module: `workflows`, `runs`, `actions` (operator act
 `deployments` (gradual deployments and serving versions),
 `settings` (destination caps, tenant limits and quotas, services), `keys` (API keys),
 `secrets` (encrypted values workflows reference),
-`health` (database and Redis probes, schema revision) and `metrics` (figures for monitoring).
+`health` (database and Redis probes, schema revision), `metrics` (figures for monitoring) and
+`destination_history` (the recent AIMD limit and in-flight calls of every destination, sampled
+in this process).
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ from typing import TYPE_CHECKING
 
 from engine.operations.actions import OperatorActions
 from engine.operations.deployments import DeploymentOperations
+from engine.operations.destination_history import DestinationHistory
 from engine.operations.health import HealthOperations
 from engine.operations.keys import KeyOperations
 from engine.operations.metrics import MetricsOperations
@@ -47,10 +50,12 @@ class Operations:
         self.secrets = SecretOperations(runtime)
         self.health = HealthOperations(runtime)
         self.metrics = MetricsOperations(runtime)
+        self.destination_history = DestinationHistory(self.settings.destinations, runtime.clock)
 
 
 __all__ = [
     "DeploymentOperations",
+    "DestinationHistory",
     "HealthOperations",
     "KeyOperations",
     "MetricsOperations",

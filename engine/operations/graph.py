@@ -1,16 +1,21 @@
 """The layered layout of a workflow's DAG, computed once here so no client lays out a graph.
 
 Layers are networkx's topological generations (a vertex sits one layer below its deepest
-dependency, so every edge points down). Inside each layer the order starts as the document's
-and is improved by barycenter sweeps: alternately downwards (each vertex moves towards the
-mean position of its dependencies) and upwards (of its dependants); the order with the fewest
-crossings between adjacent layers wins. Then each layer is centred horizontally on a grid.
+dependency, so every edge points down). A draft that is not a DAG yet (`sketch`, for the
+editor) is laid out on its condensation instead: the vertices of a cycle share a layer, so a
+broken document still has a picture to point the problems at. Inside each layer the order
+starts as the document's and is improved by barycenter sweeps: alternately downwards (each
+vertex moves towards the mean position of its dependencies) and upwards (of its dependants);
+the order with the fewest crossings between adjacent layers wins. Then each layer is centred
+horizontally on a grid.
 """
 
 from __future__ import annotations
 
 import itertools
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from typing import Any
 
 import networkx as nx
 
@@ -26,14 +31,39 @@ SWEEPS = 8
 """Barycenter sweeps (each one down and one up); small graphs settle in two or three."""
 
 Layers = list[list[str]]
+DRAFT_VERSION = 0
+"""The version a `sketch` (a document not published) reports."""
 
 
-def _graph(workflow: Workflow) -> nx.DiGraph:
+@dataclass(frozen=True)
+class _Vertex:
+    type: str
+    depends_on: list[str]
+    workflow: str | None
+
+
+def _graph(vertices: Mapping[str, _Vertex]) -> nx.DiGraph:
     graph = nx.DiGraph()
-    graph.add_nodes_from(workflow.vertices)
-    for vertex_id, vertex in workflow.vertices.items():
+    graph.add_nodes_from(vertices)
+    for vertex_id, vertex in vertices.items():
         graph.add_edges_from((dependency, vertex_id) for dependency in vertex.depends_on)
     return graph
+
+
+def _generations(graph: nx.DiGraph) -> list[list[str]]:
+    """Topological generations; on a graph with cycles, those of its condensation (each
+    cycle's vertices together)."""
+    if nx.is_directed_acyclic_graph(graph):
+        return [list(g) for g in nx.topological_generations(graph)]
+    condensed = nx.condensation(graph)
+    members = condensed.graph["mapping"]
+    by_component: dict[int, list[str]] = {}
+    for vertex, component in members.items():
+        by_component.setdefault(component, []).append(vertex)
+    return [
+        [v for component in generation for v in by_component[component]]
+        for generation in nx.topological_generations(condensed)
+    ]
 
 
 def _positions(layers: Layers) -> dict[str, float]:
@@ -100,11 +130,53 @@ def _edges(graph: nx.DiGraph, layers: Layers) -> Iterable[GraphEdge]:
 
 def layout(workflow: Workflow, version: int) -> GraphView:
     """The DAG of `workflow` (published as `version`) with every vertex placed."""
-    graph = _graph(workflow)
-    document_order = {v: i for i, v in enumerate(workflow.vertices)}
+    vertices = {
+        vertex_id: _Vertex(
+            type=vertex.type.value,
+            depends_on=list(vertex.depends_on),
+            workflow=vertex.config.workflow if isinstance(vertex, SpawnerVertex) else None,
+        )
+        for vertex_id, vertex in workflow.vertices.items()
+    }
+    return _placed(workflow.name, version, vertices)
+
+
+def _text(value: Any) -> str | None:
+    return value if isinstance(value, str) else None
+
+
+def sketch(document: Any) -> GraphView:
+    """The graph of a draft document as written, however invalid: whatever is not a vertex
+    object is left out, a dependency on an unknown vertex (or on itself) is dropped, cycles
+    share a layer, an unknown type is shown as written (or "?"). Its version is
+    `DRAFT_VERSION`."""
+    raw = document if isinstance(document, Mapping) else {}
+    found = raw.get("vertices")
+    written = found if isinstance(found, Mapping) else {}
+    vertices: dict[str, _Vertex] = {}
+    for vertex_id, vertex in written.items():
+        if not isinstance(vertex, Mapping):
+            continue
+        depends = vertex.get("dependsOn")
+        config = vertex.get("config")
+        vertices[str(vertex_id)] = _Vertex(
+            type=_text(vertex.get("type")) or "?",
+            depends_on=[d for d in depends if isinstance(d, str)]
+            if isinstance(depends, list)
+            else [],
+            workflow=_text(config.get("workflow")) if isinstance(config, Mapping) else None,
+        )
+    for vertex_id, vertex in vertices.items():
+        kept = [d for d in dict.fromkeys(vertex.depends_on) if d in vertices and d != vertex_id]
+        vertices[vertex_id] = _Vertex(vertex.type, kept, vertex.workflow)
+    return _placed(_text(raw.get("name")) or "", DRAFT_VERSION, vertices)
+
+
+def _placed(name: str, version: int, vertices: Mapping[str, _Vertex]) -> GraphView:
+    graph = _graph(vertices)
+    document_order = {v: i for i, v in enumerate(vertices)}
     generations = [
-        sorted(generation, key=document_order.__getitem__)
-        for generation in nx.topological_generations(graph)
+        sorted(generation, key=document_order.__getitem__) for generation in _generations(graph)
     ]
     layers = order_layers(graph, generations)
     widest = max((len(layer) for layer in layers), default=0)
@@ -115,13 +187,13 @@ def layout(workflow: Workflow, version: int) -> GraphView:
         row_width = len(layer) * NODE_WIDTH + (len(layer) - 1) * GAP_X
         left = (width - row_width) / 2
         for order, vertex_id in enumerate(layer):
-            vertex = workflow.vertices[vertex_id]
+            vertex = vertices[vertex_id]
             nodes.append(
                 GraphNode(
                     id=vertex_id,
-                    type=vertex.type.value,
+                    type=vertex.type,
                     depends_on=list(vertex.depends_on),
-                    workflow=vertex.config.workflow if isinstance(vertex, SpawnerVertex) else None,
+                    workflow=vertex.workflow,
                     layer=depth,
                     order=order,
                     x=left + order * (NODE_WIDTH + GAP_X) + NODE_WIDTH / 2,
@@ -129,7 +201,7 @@ def layout(workflow: Workflow, version: int) -> GraphView:
                 )
             )
     return GraphView(
-        name=workflow.name,
+        name=name,
         version=version,
         nodes=nodes,
         edges=list(_edges(graph, layers)),

@@ -18,21 +18,26 @@ from engine.operations.boundary import store_boundary
 from engine.operations.pagination import check_limit, decode_cursor, encode_cursor, scope_digest
 from engine.operations.views import (
     FanoutProgress,
+    ChildDuration,
+    ListProgress,
     LogEntry,
+    LongTail,
     Page,
     RunDetail,
     RunFilter,
     RunProgress,
     RunSummary,
+    SpawnerCounts,
     SubmitResult,
 )
 from engine.operations.workflows import not_found as workflow_not_found
 from engine.store import UnknownWorkflow
 from engine.store.catalogue import QuotaExhausted
 from engine.store.models import TERMINAL_RUN_STATUSES, RunRoute, RunStatus
+from engine.store.monitor import RunProgressRow
 from engine.store.records import RunRecord, VersionRecord
 from engine.validation import validate_input
-from schemas.definitions import RESERVED_WORKFLOWS
+from schemas.definitions import RESERVED_WORKFLOWS, SpawnerVertex
 from schemas.errors import IdempotencyConflict, InvalidRequest, LimitReached, NotFound
 
 if TYPE_CHECKING:
@@ -45,6 +50,8 @@ POLL_FIRST_S = 0.05
 POLL_MAX_S = 1.0
 """`wait` polls the run every 50 ms at first, backing off to once a second."""
 MAX_RUN_ID_CHARS = 36
+MAX_LONG_TAIL = 50
+"""The most children `long_tail` lists in each of its two lists."""
 _STATUSES = frozenset(s.value for s in RunStatus)
 _ROUTES = frozenset(r.value for r in RunRoute)
 _TERMINAL = frozenset(s.value for s in TERMINAL_RUN_STATUSES)
@@ -91,6 +98,20 @@ def _child_key(keys: list[Any]) -> tuple[str, int]:
         case [str() as vertex_id, int() as index] if not isinstance(index, bool):
             return vertex_id, index
     raise InvalidRequest("invalid cursor: it was altered", code="invalid_cursor")
+
+
+def _list_progress(row: RunProgressRow | None) -> ListProgress | None:
+    if row is None:
+        return None
+    children = None
+    if row.children_total is not None:
+        children = SpawnerCounts(
+            total=row.children_total,
+            succeeded=row.children_succeeded,
+            failed=row.children_failed,
+            cancelled=row.children_cancelled,
+        )
+    return ListProgress(steps=row.steps, steps_done=row.steps_done, children=children)
 
 
 def _log_after(after: int | str | None) -> int:
@@ -321,7 +342,12 @@ class RunOperations:
         if len(rows) > limit:
             rows = rows[:limit]
             next_cursor = encode_cursor("runs", [rows[-1].created_at, rows[-1].id], scope)
-        return Page[RunSummary](items=[run_views.summary(r) for r in rows], next=next_cursor)
+        progress = await self._store.runs_progress([r.id for r in rows])
+        items = [
+            run_views.summary(r).model_copy(update={"progress": _list_progress(progress.get(r.id))})
+            for r in rows
+        ]
+        return Page[RunSummary](items=items, next=next_cursor)
 
     @store_boundary
     async def children(
@@ -366,3 +392,60 @@ class RunOperations:
         lines = await self._store.log_page(run.id, after=start, limit=limit)
         next_after = str(lines[-1].id) if len(lines) == limit else None
         return Page[LogEntry](items=[run_views.log_entry(line) for line in lines], next=next_after)
+
+    # ── the long tail of a fan-out ──────────────────────────────────────────────────────────
+
+    @store_boundary
+    async def long_tail(
+        self, run_id: str, vertex_id: str, *, limit: int = 10, tenant: str | None = None
+    ) -> LongTail:
+        """How the durations of one SPAWNER's children spread (nearest-rank p50/p95/p99, max,
+        mean), its `limit` slowest ended children and the `limit` running longest (1 to 50,
+        `invalid_limit`). Computed in the database from one index range of the fan-out, so it
+        costs the same whatever else the store holds. Unknown run: `run_not_found`; a vertex
+        the run's workflow does not have: `NotFound(code="step_not_found")`; a vertex that is
+        not a SPAWNER: `InvalidRequest(code="not_a_spawner")`."""
+        if isinstance(limit, bool) or not isinstance(limit, int) or not 1 <= limit <= MAX_LONG_TAIL:
+            raise InvalidRequest(
+                f"limit is 1 to {MAX_LONG_TAIL}; got {limit!r}", code="invalid_limit"
+            )
+        run = await self._run(run_id, tenant)
+        store = self._store
+        version = await store.get_version(run.workflow_name, run.workflow_version)
+        vertex = version.workflow.vertices.get(vertex_id)
+        if vertex is None:
+            raise NotFound(f"run {run.id} has no step {vertex_id!r}", code="step_not_found")
+        if not isinstance(vertex, SpawnerVertex):
+            raise InvalidRequest(
+                f"{vertex_id!r} is a {vertex.type.value}; only a SPAWNER has a fan-out",
+                code="not_a_spawner",
+            )
+        stats = await store.children_durations(run.id, vertex_id)
+        counts = await store.spawner_counts(run.id, vertex_id)
+        now = self._runtime.clock.now()
+        slowest = [
+            ChildDuration(
+                run=run_views.summary(c), duration_s=(c.ended_at or 0) - (c.started_at or 0)
+            )
+            for c in await store.slowest_children(run.id, vertex_id, limit)
+        ]
+        running = [
+            ChildDuration(
+                run=run_views.summary(c), duration_s=max(0.0, now - (c.started_at or now))
+            )
+            for c in await store.oldest_running_children(run.id, vertex_id, limit)
+        ]
+        p50, p95, p99 = (stats.percentiles.get(p) for p in (0.5, 0.95, 0.99))
+        return LongTail(
+            run_id=run.id,
+            vertex_id=vertex_id,
+            total=counts.total,
+            ended=stats.ended,
+            p50_s=p50,
+            p95_s=p95,
+            p99_s=p99,
+            max_s=stats.max_s,
+            mean_s=stats.mean_s,
+            slowest=slowest,
+            running_longest=running,
+        )

@@ -15,12 +15,15 @@ from engine.store.listing import RunFilter
 
 __all__ = [
     "AttemptView",
+    "ChildDuration",
     "ErrorView",
     "FanoutProgress",
     "GraphEdge",
     "GraphNode",
     "GraphView",
+    "ListProgress",
     "LogEntry",
+    "LongTail",
     "Page",
     "PublishResult",
     "RunDetail",
@@ -149,6 +152,26 @@ class ErrorView(View):
     retry_after_s: float | None = None
 
 
+class SpawnerCounts(View):
+    """A SPAWNER step's fan-out counters."""
+
+    total: int
+    succeeded: int
+    failed: int
+    cancelled: int
+
+
+class ListProgress(View):
+    """How far a run has got, as a run list shows it (cheap: read with the page)."""
+
+    steps: int
+    """The run's steps (its workflow's vertices)."""
+    steps_done: int
+    """Steps SUCCEEDED, RESOLVED or SKIPPED."""
+    children: SpawnerCounts | None = None
+    """Its spawners' counters added up; None when it has no fan-out started."""
+
+
 class RunSummary(View):
     """A run as lists show it."""
 
@@ -172,6 +195,8 @@ class RunSummary(View):
     `pinned` (the request named it) or `system` (a run the engine started); None on child
     runs (their version was fixed when their root was created) and start overs."""
     error: ErrorView | None = None
+    progress: ListProgress | None = None
+    """Only in `GET /runs` pages (not children pages, not single runs)."""
 
 
 class SubmitResult(View):
@@ -199,15 +224,6 @@ class AttemptView(View):
     """The wait before the next in-process attempt (None: none followed)."""
     refused: str | None = None
     """Set when admission refused the attempt: the failure kind it counted as."""
-
-
-class SpawnerCounts(View):
-    """A SPAWNER step's fan-out counters."""
-
-    total: int
-    succeeded: int
-    failed: int
-    cancelled: int
 
 
 class WaitingView(View):
@@ -308,6 +324,36 @@ class RunProgress(View):
     error: ErrorView | None = None
     steps: list[StepProgress] = []
     fanout: FanoutProgress
+
+
+class ChildDuration(View):
+    """A child of a fan-out and how long it took (ended) or has been running (running)."""
+
+    run: RunSummary
+    duration_s: float
+
+
+class LongTail(View):
+    """The long tail of one SPAWNER's fan-out: how its children's durations spread, the
+    slowest ended ones and the ones running longest. Durations are a child's `endedAt -
+    startedAt` (creation to end, queueing included), of SUCCEEDED and FAILED children;
+    percentiles are nearest-rank; None while no child has ended."""
+
+    run_id: str
+    vertex_id: str
+    total: int
+    """Children the spawner has (0 before it started them)."""
+    ended: int
+    """Children whose durations the figures are taken from."""
+    p50_s: float | None = None
+    p95_s: float | None = None
+    p99_s: float | None = None
+    max_s: float | None = None
+    mean_s: float | None = None
+    slowest: list[ChildDuration] = []
+    """The ended children that took longest, slowest first."""
+    running_longest: list[ChildDuration] = []
+    """Children still RUNNING that started first, with how long they have been running."""
 
 
 class LogEntry(View):

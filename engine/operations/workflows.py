@@ -73,6 +73,15 @@ class WorkflowOperations:
         return problems
 
     @store_boundary
+    async def preview(self, documents: Documents) -> tuple[list[Problem], list[GraphView]]:
+        """What an editor shows before publishing: every problem (as `validate`) and the
+        graph of each document as written (`graph.sketch`: drawn even when invalid, so the
+        problems can be pointed at on it), in the order given. Nothing is stored."""
+        problems, _ = await self._problems(documents)
+        drafts = documents if isinstance(documents, list) else [documents]
+        return problems, [graph.sketch(document) for document in drafts]
+
+    @store_boundary
     async def publish(
         self, documents: Documents, *, serve_as: str | None = None
     ) -> list[PublishResult]:

@@ -42,6 +42,12 @@ class Dialect:
         return self.is_postgresql
 
     @property
+    def has_ordered_set_aggregates(self) -> bool:
+        """Whether `percentile_disc(...) WITHIN GROUP (ORDER BY ...)` exists (PostgreSQL): a
+        percentile in one sorted aggregate, about four times cheaper than a window."""
+        return self.is_postgresql
+
+    @property
     def analyze_statement(self) -> str | None:
         """Refreshes planner statistics of the queue tables (None: not needed)."""
         return "ANALYZE step, run" if self.is_postgresql else None

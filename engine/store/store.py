@@ -4,9 +4,9 @@ Each role is a class of its own module: `WorkQueue` (claims, leases, results: th
 `FanoutStore` (child runs and payloads: the fan-out's), `RunCatalogue` (versions, runs, steps,
 logs), `OperatorActionsStore` (retry, resolve, start over, reprocess, cancel),
 `DeploymentStore` (serving versions, deployments), `OperatorSettingsStore` (caps, tenant
-limits, quotas), `KeyStore` (API keys), `SecretStore` (encrypted secrets) and `ProbeStore`
-(health and schema checks). Callers take the combined `Store`. Build with `Store.open`, end
-with `close`.
+limits, quotas), `KeyStore` (API keys), `SecretStore` (encrypted secrets), `MonitorStore` (a
+fan-out's long tail, the progress of listed runs) and `ProbeStore` (health and schema checks).
+Callers take the combined `Store`. Build with `Store.open`, end with `close`.
 """
 
 from __future__ import annotations
@@ -17,6 +17,7 @@ from engine.store.core import ClaimLost, UnknownWorkflow, definition_hash
 from engine.store.deployments import DeploymentStore
 from engine.store.fanout import FanoutStore
 from engine.store.keys import KeyStore
+from engine.store.monitor import MonitorStore
 from engine.store.probes import ProbeStore
 from engine.store.queue import WorkQueue
 from engine.store.secrets_store import SecretStore
@@ -33,6 +34,7 @@ class Store(
     KeyStore,
     SecretStore,
     ProbeStore,
+    MonitorStore,
 ):
     """Async access to the durable state. Build with `Store.open`."""
 

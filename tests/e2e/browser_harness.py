@@ -1,0 +1,218 @@
+"""Driving the web run monitor in a real browser: Debian's Chromium through Playwright (never a
+browser Playwright downloads), against a live `schemabridge serve` on loopback.
+
+Every page a test opens is watched: a JavaScript error or a console error fails the test, and
+any request that would leave loopback is blocked and fails it too. `shoot` keeps a screenshot
+of each page in `tests/e2e/screenshots/` (git-ignored) for people to look at.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import shutil
+import time
+import urllib.request
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlsplit
+
+import pytest
+
+from bench.browser import CHROMIUM, CHROMIUM_ARGS
+from tests.conftest import IN_CI
+from tests.e2e.rest_harness import Service
+
+SCREENSHOTS = Path(__file__).resolve().parent / "screenshots"
+WIDE = {"width": 1280, "height": 800}
+NARROW = {"width": 420, "height": 800}
+LOOPBACK = {"127.0.0.1", "localhost", "::1", "[::1]"}
+TIMEOUT_MS = 20_000
+"""The longest a page may take to show what a test waits for."""
+
+
+def require_chromium() -> None:
+    """Fail in CI, skip elsewhere, without Debian's Chromium (`apt-get install chromium`)."""
+    os.environ.setdefault("PLAYWRIGHT_SKIP_BROWSER_DOWNLOAD", "1")
+    if Path(CHROMIUM).exists():
+        return
+    message = f"{CHROMIUM} is missing: apt-get install chromium"
+    if IN_CI:
+        pytest.fail(f"{message} (.ci/run installs it)")
+    pytest.skip(message)
+
+
+@dataclass
+class Watch:
+    """What a page did that a test must not accept: errors and requests off loopback."""
+
+    errors: list[str] = field(default_factory=list)
+    blocked: list[str] = field(default_factory=list)
+    allowed_errors: list[str] = field(default_factory=list)
+    """Substrings of console errors a test expects (a 401 it provokes on purpose)."""
+
+    def check(self) -> None:
+        unexpected = [e for e in self.errors if not any(a in e for a in self.allowed_errors)]
+        assert unexpected == [], f"errors in the page: {unexpected}"
+        assert self.blocked == [], f"requests that would leave loopback: {self.blocked}"
+
+
+def watch(page: Any) -> Watch:
+    """Record the page's errors; block and record every request to a host off loopback."""
+    found = Watch()
+
+    def on_console(message: Any) -> None:
+        if message.type == "error":
+            found.errors.append(f"console: {message.text}")
+
+    def on_route(route: Any) -> None:
+        host = urlsplit(route.request.url).hostname or ""
+        if route.request.url.startswith(("data:", "blob:")) or host in LOOPBACK:
+            route.continue_()
+        else:
+            found.blocked.append(route.request.url)
+            route.abort()
+
+    page.on("console", on_console)
+    page.on("pageerror", lambda error: found.errors.append(f"page: {error}"))
+    page.route("**/*", on_route)
+    return found
+
+
+def shoot(page: Any, name: str, *, narrow: bool = True) -> None:
+    """Keep a full-page screenshot at 1280 x 800 (and one at 420 px wide)."""
+    SCREENSHOTS.mkdir(exist_ok=True)
+    size = page.viewport_size
+    page.set_viewport_size(WIDE)
+    page.screenshot(path=str(SCREENSHOTS / f"{name}.png"), full_page=True)
+    if narrow:
+        page.set_viewport_size(NARROW)
+        page.screenshot(path=str(SCREENSHOTS / f"{name}-narrow.png"), full_page=True)
+    if size:
+        page.set_viewport_size(size)
+
+
+@contextlib.contextmanager
+def chromium() -> Iterator[Any]:
+    """A headless Chromium (Debian's), closed at the end."""
+    require_chromium()
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as playwright:
+        browser = playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+        try:
+            yield browser
+        finally:
+            browser.close()
+
+
+@contextlib.contextmanager
+def opened(browser: Any, url: str, **context: Any) -> Iterator[tuple[Any, Watch]]:
+    """A page on `url` in a fresh context, watched; its errors fail the test at the end."""
+    ctx = browser.new_context(viewport=WIDE, **context)
+    ctx.set_default_timeout(TIMEOUT_MS)
+    page = ctx.new_page()
+    found = watch(page)
+    try:
+        page.goto(url)
+        yield page, found
+        found.check()
+    finally:
+        ctx.close()
+
+
+# ── the service ─────────────────────────────────────────────────────────────────────────────
+
+
+@dataclass
+class DemoServer:
+    """A `schemabridge serve --demo` process: the API's URL and its demo downstream's."""
+
+    service: Service
+    url: str
+    downstream: str
+
+    @property
+    def ui(self) -> str:
+        return f"{self.url}/ui/"
+
+    def call(self, path: str, body: Any = None, method: str | None = None) -> Any:
+        """A JSON call to the API (the test acting as a client, not through the page)."""
+        return http_json(f"{self.url}{path}", body, method)
+
+    def script(self, path: str, *answers: Any) -> None:
+        """Queue answers of the demo downstream for `path` (each used once)."""
+        http_json(f"{self.downstream}/_script", {"path": path, "responses": list(answers)})
+
+    def latency(self, ms: float) -> None:
+        http_json(f"{self.downstream}/_config", {"latencyMs": ms})
+
+    def run_status(self, run_id: str) -> str:
+        return str(self.call(f"/runs/{run_id}")["status"])
+
+    def wait_status(self, run_id: str, statuses: set[str], timeout_s: float = 60.0) -> str:
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline:
+            status = self.run_status(run_id)
+            if status in statuses:
+                return status
+            time.sleep(0.1)
+        raise AssertionError(f"run {run_id} is still {self.run_status(run_id)}")
+
+
+def http_json(url: str, body: Any = None, method: str | None = None) -> Any:
+    data = None if body is None else json.dumps(body).encode()
+    request = urllib.request.Request(url, data=data, method=method)
+    request.add_header("Content-Type", "application/json")
+    opener = urllib.request.build_opener(urllib.request.ProxyHandler({}))  # loopback: no proxy
+    try:
+        with opener.open(request, timeout=30) as answer:
+            return json.loads(answer.read() or b"null")
+    except urllib.error.HTTPError as error:
+        return json.loads(error.read() or b"null")
+
+
+def serve_demo(workdir: Path, env: dict[str, str], *args: str) -> DemoServer:
+    """Start `schemabridge serve --demo --port 0` with `env`; read its two URLs."""
+    service = Service(
+        ["serve", "--demo", "--port", "0", "--no-access-log", *args], env, workdir / "serve.log"
+    )
+    url = service.wait_for_url()
+    downstream = next(
+        line.rsplit(" ", 1)[1]
+        for line in service.stdout().splitlines()
+        if line.startswith("demo downstream at ")
+    )
+    return DemoServer(service, url, downstream)
+
+
+def server_env(workdir: Path, database_url: str, redis_url: str | None = None) -> dict[str, str]:
+    env = dict(os.environ)
+    env["SCHEMABRIDGE_DATABASE_URL"] = database_url
+    env.pop("SCHEMABRIDGE_REDIS_URL", None)
+    if redis_url is not None:
+        env["SCHEMABRIDGE_REDIS_URL"] = redis_url
+    env["SCHEMABRIDGE_HEALTH_DIR"] = str(workdir / "health")
+    return env
+
+
+def stop(server: DemoServer) -> None:
+    code = server.service.stop()
+    assert code == 0, server.service.stderr()[-2000:]
+
+
+def eventually(condition: Callable[[], bool], timeout_s: float = 30.0, what: str = "") -> None:
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        if condition():
+            return
+        time.sleep(0.1)
+    raise AssertionError(f"not within {timeout_s} s: {what}")
+
+
+def clean_screenshots() -> None:
+    if SCREENSHOTS.exists():
+        shutil.rmtree(SCREENSHOTS)

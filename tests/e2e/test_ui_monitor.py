@@ -1,0 +1,381 @@
+"""The web run monitor in a real browser, against one `schemabridge serve --demo` (embedded
+store) for the whole module: follow a fan-out, find a failure, understand it and recover it,
+cancel, batch-retry, read a workflow's graph, and locate a problem in the editor. Every page
+fails its test on a JavaScript or console error, or on a request off loopback."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+from tests.e2e.browser_harness import (
+    DemoServer,
+    chromium,
+    eventually,
+    http_json,
+    opened,
+    serve_demo,
+    server_env,
+    shoot,
+    stop,
+)
+
+pytestmark = pytest.mark.slow
+
+HOSTILE_BODY = '<script>window.__pwned = 1</script><img src=x onerror="window.__pwned = 2">'
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[DemoServer]:
+    workdir = tmp_path_factory.mktemp("ui")
+    env = server_env(workdir, f"sqlite+aiosqlite:///{workdir / 'sb.db'}")
+    running = serve_demo(workdir, env)
+    try:
+        yield running
+    finally:
+        stop(running)
+
+
+@pytest.fixture(scope="module")
+def browser(server: DemoServer) -> Iterator[Any]:
+    with chromium() as found:
+        yield found
+
+
+@pytest.fixture(autouse=True)
+def quick_downstream(server: DemoServer) -> Iterator[None]:
+    server.latency(0)
+    yield
+    server.latency(0)
+
+
+def ticket(server: DemoServer, tenant: str = "acme", wait: bool = False) -> str:
+    """Submit a support-ticket run; its id."""
+    body = {"input": {"customerId": "cus_1", "subject": "hello"}, "tenantId": tenant}
+    answer = server.call(f"/workflows/support-ticket/runs{'?wait=true' if wait else ''}", body)
+    return str(answer.get("id") or answer["details"]["runId"])
+
+
+def reject_tickets(server: DemoServer, times: int = 1, raw: str | None = None) -> None:
+    answer: dict[str, Any] = {"status": 422, "body": {"error": "validation_failed"}}
+    if raw is not None:
+        answer = {"status": 422, "raw": raw, "content_type": "text/html"}
+    server.script("/helpdesk/tickets", *([answer] * times))
+
+
+def confirm(page: Any, label: str) -> None:
+    page.locator("dialog.modal").get_by_role("button", name=label, exact=True).click()
+
+
+# ── serving ─────────────────────────────────────────────────────────────────────────────────
+
+
+def test_the_monitor_is_served_with_a_strict_policy(server: DemoServer) -> None:
+    import urllib.request
+
+    opener = urllib.request.build_opener(urllib.request.ProxyHandler({}))
+    with opener.open(server.ui, timeout=10) as answer:
+        policy = answer.headers["Content-Security-Policy"]
+        page = answer.read().decode()
+    assert "script-src 'self'" in policy and "default-src 'none'" in policy
+    assert "unsafe-inline" not in policy
+    assert '<script type="module" src="js/app.js">' in page
+    assert "<script>" not in page  # no inline script the policy would have to allow
+    with opener.open(f"{server.url}/", timeout=10) as root:
+        assert root.geturl().endswith("/ui/")
+    missing = http_json(f"{server.url}/ui/js/nothing.js")
+    assert missing["code"] == "not_found"
+
+
+# ── a fan-out, followed live ───────────────────────────────────────────────────────────────
+
+
+def test_a_fan_out_started_from_the_page_reaches_100_percent(
+    server: DemoServer, browser: Any
+) -> None:
+    server.latency(300)  # slow enough that the bar is seen moving
+    with opened(browser, f"{server.ui}#/workflows/nightly-subscription-renewals") as (page, _):
+        page.locator("svg.dag .node").first.wait_for()
+        shoot(page, "workflow-graph")
+        page.fill("#run-input", '{"batchSize": 120, "renewalDate": "2025-07-01"}')
+        page.fill("#run-tenant", "fanout")
+        page.get_by_role("button", name="Start a run of v1").click()
+        page.wait_for_url("**#/runs/*")
+        page.locator(".fanout-percent").wait_for()
+        # Every figure the page shows, as it shows it (the block is redrawn on each event).
+        page.evaluate(
+            """() => {
+              window.__seen = [];
+              const note = () => document.querySelectorAll('.fanout-percent')
+                .forEach((e) => window.__seen.push(e.textContent));
+              note();
+              new MutationObserver(note).observe(document.querySelector('main'),
+                {childList: true, subtree: true});
+            }"""
+        )
+        page.locator(".fanout-percent", has_text="100 %").wait_for(timeout=90_000)
+        page.locator("h1 .badge", has_text="succeeded").wait_for(timeout=30_000)
+        seen = [int(text.split()[0]) for text in page.evaluate("window.__seen")]
+        assert any(0 < value < 100 for value in seen), seen
+        assert seen == sorted(seen), "the bar never goes back"
+        renew = page.locator('svg.dag .node[data-vertex="renew"]')
+        assert "st-succeeded" in (renew.get_attribute("class") or "")
+        assert "succeeded" in (renew.text_content() or "")
+        page.locator(".long-tail dd").first.wait_for()
+        assert page.locator(".slowest li").count() == 5
+        assert page.locator(".children-table tbody tr").count() == 50
+        shoot(page, "run-fanout")
+
+
+# ── a failure: find it, read it, recover it ────────────────────────────────────────────────
+
+
+def test_a_failed_run_is_marked_explained_and_retried(server: DemoServer, browser: Any) -> None:
+    reject_tickets(server, raw=HOSTILE_BODY)
+    run_id = ticket(server, tenant="failing", wait=True)
+    assert server.run_status(run_id) == "FAILED"
+    with opened(browser, f"{server.ui}#/runs?tenant=failing") as (page, _):
+        row = page.locator(f'tr[data-run="{run_id}"]')
+        row.wait_for()
+        assert "row-failed" in (row.get_attribute("class") or "")
+        assert "failed" in row.inner_text()
+        error_line = page.locator("tr.row-error .error-line").first
+        assert "HTTP 422" in error_line.inner_text()
+        shoot(page, "runs")
+        row.get_by_role("link", name=run_id[:8]).click()
+        page.locator(".http-status").first.wait_for()
+        assert page.locator(".http-status").first.inner_text() == "422"
+        excerpt = page.locator(".body-excerpt").first
+        # The downstream's markup is shown as text and never runs.
+        assert excerpt.inner_text() == HOSTILE_BODY
+        assert page.evaluate("window.__pwned") is None
+        assert page.locator("main script, main img").count() == 0
+        failed = page.locator('svg.dag .node[data-vertex="open-ticket"]')
+        assert "failed" in (failed.text_content() or "")
+        shoot(page, "run-failed")
+        page.get_by_role("button", name="Retry", exact=True).click()
+        confirm(page, "Retry")
+        page.locator(".ok-box", has_text="step").wait_for()
+        page.locator("h1 .badge", has_text="succeeded").wait_for()
+    assert server.run_status(run_id) == "SUCCEEDED"
+
+
+def test_resolve_a_failed_step_with_an_output_checked_first(
+    server: DemoServer, browser: Any
+) -> None:
+    reject_tickets(server)
+    run_id = ticket(server, tenant="resolving", wait=True)
+    with opened(browser, f"{server.ui}#/runs/{run_id}") as (page, _):
+        page.get_by_role("button", name="Resolve open-ticket…").click()
+        editor = page.locator("#json-value")
+        send = page.locator("dialog.modal").get_by_role("button", name="Resolve", exact=True)
+        editor.fill('{"status": 201,\n "body": {"ticket": 7}')
+        page.locator(".json-state.bad", has_text="line 2").wait_for()
+        assert send.is_disabled()
+        editor.fill('{"status": 201, "body": {"ticket": 7}}')
+        page.locator(".json-state.ok").wait_for()
+        shoot(page, "resolve-dialog", narrow=False)
+        send.click()
+        page.locator("h1 .badge", has_text="succeeded").wait_for()
+        step = page.locator('svg.dag .node[data-vertex="open-ticket"]')
+        assert "resolved" in (step.text_content() or "")
+    detail = server.call(f"/runs/{run_id}")
+    resolved = next(s for s in detail["steps"] if s["vertexId"] == "open-ticket")
+    assert resolved["status"] == "RESOLVED" and resolved["output"] == {
+        "status": 201,
+        "body": {"ticket": 7},
+    }
+
+
+def test_batch_retry_reports_retried_and_skipped(server: DemoServer, browser: Any) -> None:
+    reject_tickets(server, times=3)
+    failed = [ticket(server, tenant="batch", wait=True) for _ in range(3)]
+    succeeded = ticket(server, tenant="batch", wait=True)
+    assert [server.run_status(r) for r in [*failed, succeeded]] == [
+        "FAILED",
+        "FAILED",
+        "FAILED",
+        "SUCCEEDED",
+    ]
+    with opened(browser, f"{server.ui}#/runs?tenant=batch") as (page, _):
+        page.locator(f'tr[data-run="{succeeded}"]').wait_for()
+        for run_id in [*failed, succeeded]:
+            page.locator(f'tr[data-run="{run_id}"] input[type="checkbox"]').check()
+        page.get_by_role("button", name="Retry selected (4)").click()
+        confirm(page, "Retry")
+        result = page.locator(".batch-result .ok-box")
+        result.wait_for()
+        assert result.inner_text().startswith("Retried 3, skipped 1")
+        assert "run_not_failed" in result.inner_text()
+        for run_id in failed:
+            page.locator(f'tr[data-run="{run_id}"] .badge', has_text="succeeded").wait_for()
+        shoot(page, "runs-batch-retry")
+
+
+def test_cancel_a_running_fan_out(server: DemoServer, browser: Any) -> None:
+    server.latency(3_000)
+    body = {"input": {"batchSize": 40, "renewalDate": "2025-07-01"}, "tenantId": "cancel"}
+    run_id = server.call("/workflows/nightly-subscription-renewals/runs", body)["id"]
+    with opened(browser, f"{server.ui}#/runs/{run_id}") as (page, _):
+        page.locator(".fanout-percent").wait_for(timeout=60_000)
+        assert server.run_status(run_id) == "RUNNING"
+        page.get_by_role("button", name="Cancel", exact=True).click()
+        confirm(page, "Cancel the run")
+        page.locator(".ok-box", has_text="cancelled").wait_for()
+        page.locator("h1 .badge", has_text="cancelled").wait_for()
+        shoot(page, "run-cancelled")
+    assert server.run_status(run_id) == "CANCELLED"
+
+
+# ── workflows and the editor ───────────────────────────────────────────────────────────────
+
+
+def test_a_workflows_graph(server: DemoServer, browser: Any) -> None:
+    with opened(browser, f"{server.ui}#/workflows") as (page, _):
+        page.get_by_role("link", name="nightly-subscription-renewals").click()
+        page.locator("svg.dag").wait_for()
+        vertices = page.locator("svg.dag .node").evaluate_all(
+            "(nodes) => nodes.map((n) => n.dataset.vertex)"
+        )
+        assert sorted(vertices) == ["collect", "join", "renew", "report"]
+        assert page.locator("svg.dag path.edge").count() == 3
+        assert "SPAWNER" in (
+            page.locator('svg.dag .node[data-vertex="renew"]').text_content() or ""
+        )
+        shoot(page, "workflows")
+
+
+BROKEN = """{
+  "name": "ui-editor-check",
+  "vertices": {
+    "a": {"type": "GATEWAY", "config": {"url": "http://127.0.0.1:9/a"}},
+    "b": {
+      "type": "GATEWAY",
+      "dependsOn": [
+        "ghost"
+      ],
+      "config": {"url": "http://127.0.0.1:9/b"}
+    }
+  }
+}"""
+
+
+def test_a_validation_error_is_located_in_the_editor(server: DemoServer, browser: Any) -> None:
+    with opened(browser, f"{server.ui}#/editor") as (page, _):
+        page.locator(".editor-state.ok").wait_for()
+        page.fill("#document", BROKEN)
+        problem = page.locator('.problem[data-pointer="/vertices/b/dependsOn/0"]')
+        problem.wait_for()
+        assert problem.get_attribute("data-line") == "8"  # where "ghost" is written
+        assert "line 8" in problem.inner_text()
+        node = page.locator('svg.dag .node[data-vertex="b"]')
+        assert "has-problem" in (node.get_attribute("class") or "")
+        assert page.get_by_role("button", name="Publish").is_disabled()
+        problem.get_by_role("button").click()  # selects the line in the text
+        selected = page.evaluate(
+            "() => { const t = document.querySelector('#document');"
+            " return t.value.slice(t.selectionStart, t.selectionEnd); }"
+        )
+        assert '"ghost"' in selected
+        shoot(page, "editor-problem")
+
+        page.fill("#document", BROKEN.replace('"a": {', '"a" {'))
+        page.locator('.problem[data-line="4"]', has_text="not JSON").wait_for()
+        page.fill("#document", BROKEN.replace('"ghost"', '"a"'))
+        page.locator(".editor-state.ok").wait_for()
+        page.get_by_role("button", name="Publish").click()
+        confirm(page, "Publish")
+        page.locator(".ok-box", has_text="ui-editor-check v1").wait_for()
+    assert server.call("/workflows/ui-editor-check")["version"] == 1
+
+
+# ── destinations and services ──────────────────────────────────────────────────────────────
+
+
+def test_destinations_show_admission_and_take_a_cap(server: DemoServer, browser: Any) -> None:
+    ticket(server, tenant="dest", wait=True)  # so admission has seen the downstream
+    with opened(browser, f"{server.ui}#/destinations") as (page, _):
+        card = page.locator(f'article.destination[data-destination="{server.downstream}"]')
+        card.wait_for()
+        assert "AIMD limit" in card.inner_text()
+        card.locator("svg.chart path.chart-limit").wait_for(timeout=30_000)
+        card.locator("input.cap-input").first.fill("7")
+        card.get_by_role("button", name="Save").click()
+        confirm(page, "Set the cap")
+        page.locator(".ok-box", has_text="capped at 7").wait_for()
+        shoot(page, "destinations")
+    listed = server.call("/destinations")["items"]
+    assert next(d for d in listed if d["destination"] == server.downstream)["cap"] == 7
+    server.call(f"/destinations/{_quoted(server.downstream)}/caps", method="DELETE")
+
+
+def _quoted(key: str) -> str:
+    from urllib.parse import quote
+
+    return quote(key, safe="")
+
+
+def test_services_are_up_from_their_heartbeats(server: DemoServer, browser: Any) -> None:
+    with opened(browser, f"{server.ui}#/services") as (page, _):
+        row = page.locator("tbody tr").first
+        row.wait_for()
+        eventually(lambda: "up" in row.inner_text(), what="the serve process shows up")
+        assert row.inner_text().startswith("serve-")
+        shoot(page, "services")
+
+
+def test_the_pages_work_by_keyboard(server: DemoServer, browser: Any) -> None:
+    with opened(browser, f"{server.ui}#/runs") as (page, _):
+        page.locator("table.runs tbody tr").first.wait_for()
+        page.keyboard.press("Tab")  # the skip link comes first
+        assert page.evaluate("document.activeElement.textContent") == "Skip to content"
+        names = []
+        for _ in range(8):
+            page.keyboard.press("Tab")
+            names.append(page.evaluate("document.activeElement.textContent.trim()"))
+        assert {"Runs", "Workflows", "Editor", "Destinations", "Services"} <= set(names)
+        run_id = ticket(server, tenant="keys", wait=True)
+        page.goto(f"{server.ui}#/runs/{run_id}")
+        page.locator('svg.dag .node[data-vertex="lookup"]').wait_for()
+        for _ in range(80):  # bounded: the page has fewer focusable elements than this
+            page.keyboard.press("Tab")
+            if page.evaluate("document.activeElement.dataset.vertex") == "open-ticket":
+                break
+        else:
+            raise AssertionError("no graph vertex took the focus")
+        page.keyboard.press("Enter")
+        page.get_by_role("heading", name="Step open-ticket").wait_for()
+
+
+def test_unknown_pages_and_runs_say_so(server: DemoServer, browser: Any) -> None:
+    with opened(browser, f"{server.ui}#/nowhere") as (page, watch):
+        page.get_by_role("heading", name="Not found").wait_for()
+        watch.allowed_errors.append("status of 404")
+        page.goto(f"{server.ui}#/runs/no-such-run")
+        page.locator(".error-box", has_text="run_not_found").wait_for()
+
+
+def test_a_waiting_step_says_why(server: DemoServer, browser: Any) -> None:
+    """The run views will carry `steps[].waiting` (why a step waits); until the API sends it,
+    the page's answer is given the field on its way in, to show the line it draws."""
+    run_id = ticket(server, tenant="waiting", wait=True)
+    waiting = {"reason": "rate_limit", "message": "tenant waiting used its 1,000 calls"}
+
+    def with_waiting(route: Any) -> None:
+        answer = route.fetch()
+        body = answer.json()
+        for step in body["steps"]:
+            if step["vertexId"] == "open-ticket":
+                step["waiting"] = {**waiting, "until": body["createdAt"] + 10**6}
+        route.fulfill(response=answer, json=body)
+
+    with opened(browser, f"{server.ui}#/runs/{run_id}") as (page, _):
+        page.route(f"**/runs/{run_id}", with_waiting)
+        page.reload()
+        line = page.locator('.waiting .waiting-line[data-vertex="open-ticket"]')
+        line.wait_for()
+        text = line.inner_text()
+        assert "open-ticket is waiting (rate_limit)" in text
+        assert "tenant waiting used its 1,000 calls" in text and "s more" in text

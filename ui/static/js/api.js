@@ -1,0 +1,147 @@
+// The REST API, as the monitor calls it: JSON in and out, the API key from sessionStorage,
+// and a 401 answered by asking for a key (then the request is sent again). Same origin only:
+// the page's connect-src policy allows nothing else.
+
+const KEY_STORAGE = "schemabridge.apiKey";
+
+export class ApiError extends Error {
+  constructor(status, body) {
+    const code = (body && body.code) || `http_${status}`;
+    super((body && body.message) || `the API answered ${status}`);
+    this.status = status;
+    this.code = code;
+    this.details = (body && body.details) || {};
+  }
+}
+
+let askForKey = null;
+
+/** Register the function that asks the operator for an API key (resolves to the key or
+ * null when they cancel). */
+export function onKeyNeeded(ask) {
+  askForKey = ask;
+}
+
+export function storedKey() {
+  return sessionStorage.getItem(KEY_STORAGE);
+}
+
+export function forgetKey() {
+  sessionStorage.removeItem(KEY_STORAGE);
+}
+
+function headers(extra) {
+  const all = { Accept: "application/json", ...extra };
+  const key = storedKey();
+  if (key) all.Authorization = `Bearer ${key}`;
+  return all;
+}
+
+let asking = null;
+
+/** One prompt at a time: requests refused together wait for the same answer. */
+function keyFromOperator() {
+  if (!asking) {
+    asking = askForKey().finally(() => {
+      asking = null;
+    });
+  }
+  return asking;
+}
+
+async function authorised(send) {
+  for (let tries = 0; tries < 3; tries++) {
+    const sentWith = storedKey();
+    const response = await send();
+    if (response.status !== 401 || !askForKey) return response;
+    if (storedKey() !== sentWith) continue; // another request got a new key meanwhile
+    const key = await keyFromOperator();
+    if (!key) return response;
+    sessionStorage.setItem(KEY_STORAGE, key);
+  }
+  return send();
+}
+
+/** Call the API: `await api("/runs?status=FAILED")`, `await api(path, {method, body})`. */
+export async function api(path, { method = "GET", body, signal } = {}) {
+  const init = { method, signal, credentials: "same-origin", cache: "no-store" };
+  const response = await authorised(() => {
+    const extra = body === undefined ? {} : { "Content-Type": "application/json" };
+    return fetch(path, {
+      ...init,
+      headers: headers(extra),
+      body: body === undefined ? undefined : JSON.stringify(body),
+    });
+  });
+  const text = await response.text();
+  let data = null;
+  if (text) {
+    try {
+      data = JSON.parse(text);
+    } catch {
+      data = { code: "not_json", message: text.slice(0, 200) };
+    }
+  }
+  if (!response.ok) throw new ApiError(response.status, data);
+  return data;
+}
+
+/** A query string from an object, leaving out empty values. */
+export function query(params) {
+  const found = new URLSearchParams();
+  for (const [name, value] of Object.entries(params)) {
+    if (value !== null && value !== undefined && value !== "") found.set(name, String(value));
+  }
+  const text = found.toString();
+  return text ? `?${text}` : "";
+}
+
+/** Follow a server-sent event stream with fetch (EventSource cannot send the API key).
+ * Calls `onEvent(name, data)` per event; resolves when the stream closes, rejects on an
+ * HTTP error. Stop it with `signal`. */
+export async function stream(path, onEvent, signal) {
+  const response = await authorised(() =>
+    fetch(path, { headers: headers({ Accept: "text/event-stream" }), signal, cache: "no-store" }),
+  );
+  if (!response.ok) {
+    let body = null;
+    try {
+      body = await response.json();
+    } catch {
+      body = null;
+    }
+    throw new ApiError(response.status, body);
+  }
+  const reader = response.body.pipeThrough(new TextDecoderStream()).getReader();
+  let buffer = "";
+  for (;;) {
+    const { value, done } = await reader.read();
+    if (done) return;
+    buffer += value;
+    let end = buffer.indexOf("\n\n");
+    while (end >= 0) {
+      const block = buffer.slice(0, end);
+      buffer = buffer.slice(end + 2);
+      dispatch(block, onEvent);
+      end = buffer.indexOf("\n\n");
+    }
+  }
+}
+
+function dispatch(block, onEvent) {
+  let name = "message";
+  const data = [];
+  for (const line of block.split("\n")) {
+    if (line.startsWith(":")) continue; // a heartbeat comment
+    if (line.startsWith("event:")) name = line.slice(6).trim();
+    else if (line.startsWith("data:")) data.push(line.slice(5).trimStart());
+  }
+  if (!data.length) return;
+  let parsed;
+  try {
+    parsed = JSON.parse(data.join("\n"));
+  } catch {
+    return;
+  }
+  onEvent(name, parsed);
+}

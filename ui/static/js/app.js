@@ -1,0 +1,91 @@
+// The monitor's shell: a hash router (#/runs, #/runs/<id>, #/workflows/<name>, …) whose
+// filters live in the URL so a view can be shared, and the API-key prompt.
+
+import { ApiError, onKeyNeeded } from "./api.js";
+import { askForKey } from "./dialog.js";
+import { fill, h } from "./dom.js";
+import { destinationsPage } from "./pages/destinations.js";
+import { editorPage } from "./pages/editor.js";
+import { runPage } from "./pages/run.js";
+import { runsPage } from "./pages/runs.js";
+import { servicesPage } from "./pages/services.js";
+import { workflowPage, workflowsPage } from "./pages/workflows.js";
+
+const ROUTES = [
+  [/^\/runs\/([^/]+)$/, "runs", runPage],
+  [/^\/runs$/, "runs", runsPage],
+  [/^\/workflows\/([^/]+)$/, "workflows", workflowPage],
+  [/^\/workflows$/, "workflows", workflowsPage],
+  [/^\/editor$/, "editor", editorPage],
+  [/^\/destinations$/, "destinations", destinationsPage],
+  [/^\/services$/, "services", servicesPage],
+];
+
+let cleanup = null;
+let shownPath = null;
+let generation = 0;
+
+/** The current route: {path, params} from "#/path?query". */
+export function currentRoute() {
+  const hash = location.hash.replace(/^#/, "") || "/runs";
+  const [path, search = ""] = hash.split("?", 2);
+  return { path, params: new URLSearchParams(search) };
+}
+
+/** Change the query of the current page (kept in the URL, so it can be shared). */
+export function setParams(params, { replace = false } = {}) {
+  const { path } = currentRoute();
+  const search = new URLSearchParams();
+  for (const [name, value] of Object.entries(params)) {
+    if (value !== null && value !== undefined && value !== "") search.set(name, String(value));
+  }
+  const text = search.toString();
+  const next = `#${path}${text ? `?${text}` : ""}`;
+  if (replace) history.replaceState(null, "", next);
+  else history.pushState(null, "", next);
+  render();
+}
+
+export function showError(where, error) {
+  const text = error instanceof ApiError ? `${error.message} (${error.code})` : String(error && error.message ? error.message : error);
+  fill(where, h("div", { class: "error-box", role: "alert" }, h("strong", {}, "Could not load this page: "), text));
+}
+
+async function render() {
+  const { path, params } = currentRoute();
+  const main = document.getElementById("main");
+  if (cleanup) {
+    cleanup();
+    cleanup = null;
+  }
+  const route = ROUTES.find(([pattern]) => pattern.test(path));
+  for (const link of document.querySelectorAll("nav a")) {
+    if (route && link.dataset.page === route[1]) link.setAttribute("aria-current", "page");
+    else link.removeAttribute("aria-current");
+  }
+  if (!route) {
+    fill(main, h("h1", {}, "Not found"), h("p", {}, "No such page. ", h("a", { href: "#/runs" }, "Go to the runs.")));
+    return;
+  }
+  const [pattern, , page] = route;
+  const match = pattern.exec(path);
+  const args = match.slice(1).map(decodeURIComponent);
+  // Moving to another page puts the focus on its content (as a page load would put it at the
+  // top); the first page keeps the browser's own start, so Tab reaches the skip link first.
+  const movedPage = shownPath !== null && shownPath !== path;
+  shownPath = path;
+  const mine = ++generation;
+  try {
+    const stop = (await page(main, params, ...args)) || null;
+    if (mine === generation) cleanup = stop;
+    else if (stop) stop(); // another page was asked for meanwhile
+  } catch (error) {
+    if (mine === generation) showError(main, error);
+  }
+  if (movedPage) main.focus({ preventScroll: true });
+}
+
+onKeyNeeded(askForKey);
+window.addEventListener("hashchange", render);
+if (document.readyState === "loading") document.addEventListener("DOMContentLoaded", render);
+else render();

@@ -1,0 +1,97 @@
+// Modal dialogs (<dialog>: focus stays inside, Escape cancels): confirming an operator action,
+// asking for an API key, editing a JSON value that is checked before it can be sent.
+
+import { h } from "./dom.js";
+import { JsonSyntaxError, parseWithPositions } from "./jsontext.js";
+
+function modal(title, body, buttons, { onClose } = {}) {
+  const dialog = h(
+    "dialog",
+    { class: "modal", "aria-labelledby": "modal-title" },
+    h("form", { method: "dialog" }, h("h2", { id: "modal-title" }, title), body, h("div", { class: "modal-buttons" }, buttons)),
+  );
+  document.body.append(dialog);
+  dialog.addEventListener("close", () => {
+    if (onClose) onClose(dialog.returnValue);
+    dialog.remove();
+  });
+  dialog.showModal();
+  return dialog;
+}
+
+/** Ask before doing something: resolves true when confirmed. */
+export function confirmAction({ title, text, confirm = "Confirm", danger = false }) {
+  return new Promise((resolve) => {
+    modal(
+      title,
+      h("p", {}, text),
+      [
+        h("button", { value: "cancel", type: "submit", class: "secondary" }, "Cancel"),
+        h("button", { value: "ok", type: "submit", class: danger ? "danger" : "primary", autofocus: true }, confirm),
+      ],
+      { onClose: (value) => resolve(value === "ok") },
+    );
+  });
+}
+
+/** Ask for an API key (the API answered 401): resolves the key, or null. */
+export function askForKey() {
+  return new Promise((resolve) => {
+    const input = h("input", {
+      type: "password",
+      id: "api-key",
+      name: "key",
+      autocomplete: "off",
+      required: true,
+      placeholder: "sbk_…",
+    });
+    modal(
+      "API key needed",
+      [
+        h("p", {}, "The API asks for a key. It is kept in this tab only (sessionStorage) and sent with each request."),
+        h("label", { for: "api-key" }, "API key"),
+        input,
+      ],
+      [
+        h("button", { value: "cancel", type: "submit", class: "secondary", formnovalidate: true }, "Cancel"),
+        h("button", { value: "ok", type: "submit", class: "primary" }, "Use this key"),
+      ],
+      { onClose: (value) => resolve(value === "ok" && input.value.trim() ? input.value.trim() : null) },
+    );
+    input.focus();
+  });
+}
+
+/** Edit a JSON value; the confirm button works only while the text parses. Resolves
+ * {value} or null when cancelled. */
+export function editJson({ title, help, initial = "null", confirm = "Send" }) {
+  return new Promise((resolve) => {
+    const area = h("textarea", { id: "json-value", class: "code", rows: "12", spellcheck: "false" });
+    area.value = initial;
+    const state = h("p", { class: "json-state", role: "status" });
+    const ok = h("button", { value: "ok", type: "submit", class: "primary" }, confirm);
+    let parsed = null;
+    const check = () => {
+      try {
+        parsed = { value: parseWithPositions(area.value).value };
+        state.textContent = "✓ valid JSON";
+        state.className = "json-state ok";
+        ok.disabled = false;
+      } catch (error) {
+        parsed = null;
+        state.textContent = `✕ not JSON: ${error instanceof JsonSyntaxError ? error.message : String(error)}`;
+        state.className = "json-state bad";
+        ok.disabled = true;
+      }
+    };
+    area.addEventListener("input", check);
+    check();
+    modal(
+      title,
+      [h("p", {}, help), h("label", { for: "json-value" }, "Output (JSON)"), area, state],
+      [h("button", { value: "cancel", type: "submit", class: "secondary", formnovalidate: true }, "Cancel"), ok],
+      { onClose: (value) => resolve(value === "ok" && parsed ? parsed : null) },
+    );
+    area.focus();
+  });
+}

@@ -1,0 +1,64 @@
+// Building the page without markup strings: every text goes in as a Text node (textContent),
+// so a downstream's answer or a workflow document shown on the page is never parsed as HTML.
+// Nothing in the monitor uses innerHTML, outerHTML, insertAdjacentHTML or document.write.
+
+const SVG_NS = "http://www.w3.org/2000/svg";
+
+function append(parent, children) {
+  for (const child of children.flat(Infinity)) {
+    if (child === null || child === undefined || child === false) continue;
+    parent.append(child instanceof Node ? child : document.createTextNode(String(child)));
+  }
+  return parent;
+}
+
+function apply(el, attrs) {
+  for (const [name, value] of Object.entries(attrs || {})) {
+    if (value === null || value === undefined || value === false) continue;
+    if (name.startsWith("on") && typeof value === "function") {
+      el.addEventListener(name.slice(2), value);
+    } else if (name === "class") {
+      el.setAttribute("class", Array.isArray(value) ? value.filter(Boolean).join(" ") : value);
+    } else if (name === "dataset") {
+      Object.assign(el.dataset, value);
+    } else if (name === "text") {
+      el.textContent = String(value);
+    } else if (value === true) {
+      el.setAttribute(name, "");
+    } else {
+      el.setAttribute(name, String(value));
+    }
+  }
+  return el;
+}
+
+/** An HTML element: h("a", {href: "#/runs"}, "Runs", child, ...). */
+export function h(tag, attrs, ...children) {
+  return append(apply(document.createElement(tag), attrs), children);
+}
+
+/** An SVG element, the same way. */
+export function s(tag, attrs, ...children) {
+  return append(apply(document.createElementNS(SVG_NS, tag), attrs), children);
+}
+
+/** Replace the children of `el` with `children`. */
+export function fill(el, ...children) {
+  el.replaceChildren();
+  return append(el, children);
+}
+
+/** Set a CSS width in percent through the CSSOM (allowed by the page's style-src policy,
+ * unlike a style attribute). */
+export function widthPercent(el, percent) {
+  el.style.width = `${Math.max(0, Math.min(100, percent))}%`;
+  return el;
+}
+
+/** Announce `text` to screen readers and sighted users in the page's status line. */
+export function announce(text, kind = "info") {
+  const line = document.getElementById("announce");
+  if (!line) return;
+  line.className = `announce announce-${kind}`;
+  line.textContent = text;
+}

@@ -1,0 +1,122 @@
+// How values read on the page: statuses with an icon and a word (never colour alone), times
+// relative with the exact time on hover, durations and numbers.
+
+import { h } from "./dom.js";
+
+const STATUS = {
+  PENDING: ["○", "pending"],
+  READY: ["◔", "ready"],
+  RUNNING: ["▶", "running"],
+  PARKED: ["‖", "parked"],
+  SUCCEEDED: ["✓", "succeeded"],
+  FAILED: ["✕", "failed"],
+  RESOLVED: ["✎", "resolved"],
+  SKIPPED: ["↷", "skipped"],
+  CANCELLED: ["⊘", "cancelled"],
+};
+
+export function statusIcon(status) {
+  return (STATUS[status] || ["?", String(status).toLowerCase()])[0];
+}
+
+export function statusWord(status) {
+  return (STATUS[status] || ["?", String(status).toLowerCase()])[1];
+}
+
+/** A status badge: icon and word, coloured by class (the word carries the meaning). */
+export function badge(status) {
+  return h(
+    "span",
+    { class: `badge st-${String(status).toLowerCase()}` },
+    h("span", { class: "badge-icon", "aria-hidden": "true" }, statusIcon(status)),
+    " ",
+    statusWord(status),
+  );
+}
+
+const UNITS = [
+  [86400, "d"],
+  [3600, "h"],
+  [60, "min"],
+  [1, "s"],
+];
+
+/** "3 min ago" / "in 12 s" for an epoch-seconds time. */
+export function relative(epochS, nowS = Date.now() / 1000) {
+  const delta = nowS - epochS;
+  const size = Math.abs(delta);
+  if (size < 1) return "just now";
+  for (const [unit, name] of UNITS) {
+    if (size >= unit) {
+      const value = Math.floor(size / unit);
+      return delta >= 0 ? `${value} ${name} ago` : `in ${value} ${name}`;
+    }
+  }
+  return "just now";
+}
+
+export function exact(epochS) {
+  const date = new Date(epochS * 1000);
+  const pad = (n, w = 2) => String(n).padStart(w, "0");
+  return (
+    `${date.getFullYear()}-${pad(date.getMonth() + 1)}-${pad(date.getDate())} ` +
+    `${pad(date.getHours())}:${pad(date.getMinutes())}:${pad(date.getSeconds())}.` +
+    `${pad(date.getMilliseconds(), 3)}`
+  );
+}
+
+/** A <time> element: relative text, exact local time on hover and in `datetime`. */
+export function time(epochS) {
+  if (epochS === null || epochS === undefined) return h("span", { class: "muted" }, "—");
+  return h(
+    "time",
+    { datetime: new Date(epochS * 1000).toISOString(), title: exact(epochS) },
+    relative(epochS),
+  );
+}
+
+/** 0.42 → "420 ms", 75 → "1 min 15 s". */
+export function duration(seconds) {
+  if (seconds === null || seconds === undefined || Number.isNaN(seconds)) return "—";
+  if (seconds < 1) return `${Math.round(seconds * 1000)} ms`;
+  if (seconds < 60) return `${seconds < 10 ? seconds.toFixed(1) : Math.round(seconds)} s`;
+  const minutes = Math.floor(seconds / 60);
+  if (minutes < 60) return `${minutes} min ${Math.round(seconds % 60)} s`;
+  const hours = Math.floor(minutes / 60);
+  return `${hours} h ${minutes % 60} min`;
+}
+
+/** How long a run or step took (or has taken so far). */
+export function elapsed(startedAt, endedAt, nowS = Date.now() / 1000) {
+  if (startedAt === null || startedAt === undefined) return null;
+  return Math.max(0, (endedAt ?? nowS) - startedAt);
+}
+
+export function count(n) {
+  return Number(n ?? 0).toLocaleString("en-US");
+}
+
+export function percent(part, whole) {
+  if (!whole) return 0;
+  return (100 * part) / whole;
+}
+
+/** The first line of `text`, cut to `max` characters. */
+export function oneLine(text, max = 140) {
+  const first = String(text ?? "").split("\n", 1)[0].trim();
+  return first.length > max ? `${first.slice(0, max - 1)}…` : first;
+}
+
+/** A run's or step's error as one line: "http_error · HTTP 422 · payee account closed". */
+export function errorSummary(error) {
+  if (!error) return "";
+  const parts = [error.kind];
+  if (error.vertexId) parts.push(`at ${error.vertexId}`);
+  if (error.httpStatus) parts.push(`HTTP ${error.httpStatus}`);
+  if (error.message) parts.push(error.message);
+  return oneLine(parts.join(" · "));
+}
+
+export function shortId(id) {
+  return String(id).slice(0, 8);
+}

@@ -1,0 +1,153 @@
+// Where things are in a JSON text: a small parser that records the line and column of every
+// value by its JSON pointer (RFC 6901), so a problem the API reports at a pointer can be shown
+// at its line, and a syntax error is reported at its line and column.
+
+export class JsonSyntaxError extends Error {
+  constructor(message, offset, text) {
+    const { line, column } = lineColumn(text, offset);
+    super(`line ${line}, column ${column}: ${message}`);
+    this.offset = offset;
+    this.line = line;
+    this.column = column;
+  }
+}
+
+export function lineColumn(text, offset) {
+  let line = 1;
+  let start = 0;
+  for (let i = 0; i < offset && i < text.length; i++) {
+    if (text[i] === "\n") {
+      line++;
+      start = i + 1;
+    }
+  }
+  return { line, column: offset - start + 1 };
+}
+
+function escapePointer(token) {
+  return String(token).replaceAll("~", "~0").replaceAll("/", "~1");
+}
+
+/** Parse `text`: {value, positions} where positions maps each pointer to {start, end, line}
+ * (the value's span; for a member, from its key). Throws JsonSyntaxError. */
+export function parseWithPositions(text) {
+  let i = 0;
+  const positions = new Map();
+  const fail = (message) => {
+    throw new JsonSyntaxError(message, i, text);
+  };
+  const space = () => {
+    while (i < text.length && " \t\n\r".includes(text[i])) i++;
+  };
+  const literal = (word, value) => {
+    if (text.startsWith(word, i)) {
+      i += word.length;
+      return value;
+    }
+    return fail(`unexpected ${JSON.stringify(text[i] ?? "end of text")}`);
+  };
+  const string = () => {
+    const start = i;
+    i++; // opening quote
+    while (i < text.length && text[i] !== '"') {
+      if (text[i] === "\\") i++;
+      else if (text[i] === "\n") fail("a string cannot span lines");
+      i++;
+    }
+    if (i >= text.length) fail("a string is not closed");
+    i++;
+    try {
+      return JSON.parse(text.slice(start, i));
+    } catch {
+      i = start;
+      return fail("invalid escape in a string");
+    }
+  };
+  const number = () => {
+    const match = /^-?(0|[1-9]\d*)(\.\d+)?([eE][+-]?\d+)?/.exec(text.slice(i));
+    if (!match) fail(`unexpected ${JSON.stringify(text[i])}`);
+    i += match[0].length;
+    return Number(match[0]);
+  };
+  const value = (pointer, memberStart) => {
+    space();
+    const start = memberStart ?? i;
+    let found;
+    const c = text[i];
+    if (c === "{") found = object(pointer);
+    else if (c === "[") found = array(pointer);
+    else if (c === '"') found = string();
+    else if (c === "t") found = literal("true", true);
+    else if (c === "f") found = literal("false", false);
+    else if (c === "n") found = literal("null", null);
+    else if (c === "-" || (c >= "0" && c <= "9")) found = number();
+    else fail(c === undefined ? "the text ends where a value should be" : `unexpected ${JSON.stringify(c)}`);
+    positions.set(pointer, { start, end: i, line: lineColumn(text, start).line });
+    return found;
+  };
+  const object = (pointer) => {
+    i++;
+    const result = {};
+    space();
+    if (text[i] === "}") {
+      i++;
+      return result;
+    }
+    for (;;) {
+      space();
+      if (text[i] !== '"') fail("expected a member name in double quotes");
+      const keyStart = i;
+      const key = string();
+      space();
+      if (text[i] !== ":") fail("expected ':' after a member name");
+      i++;
+      result[key] = value(`${pointer}/${escapePointer(key)}`, keyStart);
+      space();
+      if (text[i] === ",") {
+        i++;
+        continue;
+      }
+      if (text[i] === "}") {
+        i++;
+        return result;
+      }
+      fail("expected ',' or '}' after a member");
+    }
+  };
+  const array = (pointer) => {
+    i++;
+    const result = [];
+    space();
+    if (text[i] === "]") {
+      i++;
+      return result;
+    }
+    for (;;) {
+      result.push(value(`${pointer}/${result.length}`));
+      space();
+      if (text[i] === ",") {
+        i++;
+        continue;
+      }
+      if (text[i] === "]") {
+        i++;
+        return result;
+      }
+      fail("expected ',' or ']' after an element");
+    }
+  };
+  const parsed = value("");
+  space();
+  if (i < text.length) fail("unexpected text after the document");
+  return { value: parsed, positions };
+}
+
+/** The position of `pointer`, or of its closest ancestor that exists in the text. */
+export function locate(positions, pointer) {
+  let current = pointer;
+  for (;;) {
+    if (positions.has(current)) return { pointer: current, ...positions.get(current) };
+    if (!current) return null;
+    current = current.slice(0, current.lastIndexOf("/"));
+  }
+}

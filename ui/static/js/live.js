@@ -1,0 +1,110 @@
+// Keeping a page current without hammering the API: a poller that calls its page's refresh at
+// most once per interval (never faster than once a second), skips while the tab is hidden,
+// and stops by itself once the page says nothing is running or nothing changed for a while.
+
+import { h } from "./dom.js";
+
+const MIN_INTERVAL_MS = 1000;
+
+export class Poller {
+  /**
+   * `refresh()` reloads the page's data and returns {running, signature}: it stops when
+   * `running` is false or the signature stayed the same `quietLimit` times in a row.
+   * `indicator` (an element) shows whether updates are live, with a Resume button.
+   */
+  constructor(refresh, { intervalMs = 2000, quietLimit = 15, indicator = null } = {}) {
+    this.refresh = refresh;
+    this.intervalMs = Math.max(MIN_INTERVAL_MS, intervalMs);
+    this.quietLimit = quietLimit;
+    this.indicator = indicator;
+    this.timer = null;
+    this.quiet = 0;
+    this.last = null;
+    this.stopped = true;
+  }
+
+  start() {
+    this.stopped = false;
+    this.quiet = 0;
+    this.show("live");
+    this.schedule();
+  }
+
+  stop(reason = null) {
+    this.stopped = true;
+    clearTimeout(this.timer);
+    this.timer = null;
+    if (reason) this.show(reason);
+  }
+
+  schedule() {
+    clearTimeout(this.timer);
+    if (this.stopped) return;
+    this.timer = setTimeout(() => this.tick(), this.intervalMs);
+  }
+
+  async tick() {
+    if (this.stopped) return;
+    if (document.hidden) {
+      this.schedule();
+      return;
+    }
+    let outcome;
+    try {
+      outcome = await this.refresh();
+    } catch (error) {
+      this.stop(`paused: ${error.message}`);
+      return;
+    }
+    if (this.stopped) return;
+    if (!outcome.running) {
+      this.stop("idle");
+      return;
+    }
+    this.quiet = outcome.signature === this.last ? this.quiet + 1 : 0;
+    this.last = outcome.signature;
+    if (this.quiet >= this.quietLimit) {
+      this.stop("paused: nothing changed");
+      return;
+    }
+    this.schedule();
+  }
+
+  show(state) {
+    if (!this.indicator) return;
+    const live = state === "live";
+    this.indicator.replaceChildren(
+      h(
+        "span",
+        { class: live ? "live-on" : "live-off" },
+        h("span", { "aria-hidden": "true" }, live ? "● " : "○ "),
+        live ? "live" : state === "idle" ? "up to date" : state,
+      ),
+    );
+    if (!live) {
+      this.indicator.append(
+        " ",
+        h("button", { type: "button", class: "link", onclick: () => this.start() }, "Resume"),
+      );
+    }
+  }
+}
+
+/** Run `fn` at most once per `ms`; calls in between are folded into one trailing call. */
+export function throttle(fn, ms) {
+  let last = 0;
+  let pending = null;
+  return (...args) => {
+    const wait = last + ms - Date.now();
+    if (wait <= 0) {
+      last = Date.now();
+      fn(...args);
+    } else if (!pending) {
+      pending = setTimeout(() => {
+        pending = null;
+        last = Date.now();
+        fn(...args);
+      }, wait);
+    }
+  };
+}

@@ -1,0 +1,129 @@
+// Destinations: each one's AIMD limit, calls in flight, cap (editable), circuit breakers per
+// layer and retry budget, with a chart of the limit and in-flight calls over the last minutes:
+// the picture of admission at work.
+
+import { api } from "../api.js";
+import { confirmAction } from "../dialog.js";
+import { announce, fill, h } from "../dom.js";
+import { count, time } from "../format.js";
+import { historyChart } from "../chart.js";
+import { Poller } from "../live.js";
+
+function breaker(name, view) {
+  const icon = { closed: "●", open: "✕", half_open: "◐" }[view.state] || "?";
+  const words = [`${name}: ${view.state.replace("_", "-")}`];
+  if (view.failures) words.push(`${view.failures} failures`);
+  if (view.state !== "closed" && view.secondsUntilHalfOpen) words.push(`half-open in ${Math.ceil(view.secondsUntilHalfOpen)} s`);
+  return h("li", { class: `breaker br-${view.state}` }, h("span", { "aria-hidden": "true" }, `${icon} `), words.join(", "), view.openedAt ? [" · opened ", time(view.openedAt)] : null);
+}
+
+function capEditor(destination, refresh, result) {
+  const id = `cap-${encodeURIComponent(destination.destination)}`;
+  const input = h("input", { id, type: "number", min: "1", step: "1", value: String(destination.cap), class: "cap-input", "aria-label": `cap of ${destination.destination}` });
+  const rate = h("input", { type: "number", min: "0", step: "any", value: destination.ratePerSecond ?? "", placeholder: "no limit", class: "cap-input", "aria-label": `calls per second of ${destination.destination}` });
+  const key = encodeURIComponent(destination.destination);
+  const save = async (event) => {
+    event.preventDefault();
+    const cap = Number(input.value);
+    if (!Number.isInteger(cap) || cap < 1) {
+      fill(result, h("p", { class: "error-box", role: "alert" }, "✕ A cap is a whole number of calls, 1 or more."));
+      return;
+    }
+    const perSecond = rate.value === "" ? null : Number(rate.value);
+    if (perSecond !== null && !(perSecond > 0)) {
+      fill(result, h("p", { class: "error-box", role: "alert" }, "✕ Calls per second is above 0 (or empty: no limit)."));
+      return;
+    }
+    const ok = await confirmAction({ title: `Cap ${destination.destination}?`, text: `At most ${cap} calls in flight${perSecond ? ` and ${perSecond} a second` : ""}, on every worker at once.`, confirm: "Set the cap" });
+    if (!ok) return;
+    try {
+      await api(`/destinations/${key}/caps`, { method: "PUT", body: { maxConcurrency: cap, ratePerSecond: perSecond } });
+      fill(result, h("p", { class: "ok-box", role: "status" }, `✓ ${destination.destination} capped at ${cap}.`));
+      announce(`${destination.destination} capped at ${cap}.`, "ok");
+      await refresh();
+    } catch (error) {
+      fill(result, h("p", { class: "error-box", role: "alert" }, `✕ ${error.message}`));
+    }
+  };
+  const remove = async () => {
+    const ok = await confirmAction({ title: `Remove the cap of ${destination.destination}?`, text: "The default cap applies again.", confirm: "Remove the cap" });
+    if (!ok) return;
+    try {
+      await api(`/destinations/${key}/caps`, { method: "DELETE" });
+      fill(result, h("p", { class: "ok-box", role: "status" }, `✓ ${destination.destination} back to the default cap.`));
+      await refresh();
+    } catch (error) {
+      fill(result, h("p", { class: "error-box", role: "alert" }, `✕ ${error.message}`));
+    }
+  };
+  return h(
+    "form",
+    { class: "cap-form", onsubmit: save },
+    h("label", { for: id }, "cap "),
+    input,
+    " ",
+    rate,
+    h("span", { class: "small muted" }, "/s "),
+    h("button", { type: "submit", class: "secondary" }, "Save"),
+    destination.capConfigured ? h("button", { type: "button", class: "link", onclick: remove }, "remove") : h("span", { class: "small muted" }, " (default)"),
+  );
+}
+
+export async function destinationsPage(main) {
+  const live = h("span", { class: "live" });
+  const result = h("div");
+  const list = h("div", { class: "destinations" });
+  const editing = () => list.contains(document.activeElement) && document.activeElement.tagName === "INPUT";
+
+  async function refresh() {
+    const [found, history] = await Promise.all([api("/destinations"), api("/destinations/history")]);
+    const seriesOf = new Map(history.series.map((series) => [series.destination, series]));
+    if (!editing()) {
+      fill(
+        list,
+        found.items.length
+          ? found.items.map((d) =>
+              h(
+                "article",
+                { class: "destination", "data-destination": d.destination },
+                h("h2", { class: "mono" }, d.destination),
+                h(
+                  "div",
+                  { class: "dest-grid" },
+                  h(
+                    "div",
+                    {},
+                    h(
+                    "dl",
+                    { class: "facts" },
+                    [
+                      ["AIMD limit", `${d.limit.toFixed(1)} (${d.slots} slots)`],
+                      ["In flight", count(d.inFlight)],
+                      ["Cap", `${d.cap}${d.capConfigured ? "" : " (default)"}`],
+                      ["Rate", d.ratePerSecond ? `${d.ratePerSecond}/s` : "no limit"],
+                      ["Cuts", count(d.cuts)],
+                      ["Retry budget", `${d.retryTokens.toFixed(1)} tokens${d.retryAllowed ? "" : " (retries held)"}`],
+                    ].map(([name, value]) => h("div", {}, h("dt", {}, name), h("dd", {}, value))),
+                  ),
+                    h("ul", { class: "breakers" }, breaker("global", d.globalBreaker), Object.entries(d.tenantBreakers).map(([tenant, view]) => breaker(`tenant ${tenant}`, view))),
+                    capEditor(d, refresh, result),
+                  ),
+                  h("div", {}, historyChart(seriesOf.get(d.destination), history.windowS), h("p", { class: "chart-legend small" }, h("span", { class: "key-limit" }, "— limit"), " ", h("span", { class: "key-inflight" }, "— in flight"), " ", h("span", { class: "key-cap" }, "- - cap"))),
+                ),
+              ),
+            )
+          : h("p", { class: "empty" }, "No destination yet: admission lists one once a GATEWAY calls it or a cap is set."),
+      );
+    }
+    return {
+      running: true,
+      signature: JSON.stringify(found.items.map((d) => [d.destination, d.limit, d.inFlight, d.cap, d.globalBreaker.state, d.tenantBreakers])),
+    };
+  }
+
+  fill(main, h("div", { class: "page-head" }, h("h1", {}, "Destinations"), live), h("p", { class: "muted" }, "Admission per destination: the AIMD limit grows while calls succeed and is cut by overload; breakers stop calls to a failing destination."), result, list);
+  const poller = new Poller(refresh, { intervalMs: 2000, quietLimit: 30, indicator: live });
+  await refresh();
+  poller.start();
+  return () => poller.stop();
+}

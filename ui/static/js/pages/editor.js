@@ -1,0 +1,194 @@
+// The workflow editor: paste or upload a document (or a list: a parent and its child
+// workflows), see every problem located by line and JSON pointer, on the text and on the
+// graph, before publishing it.
+
+import { api } from "../api.js";
+import { confirmAction } from "../dialog.js";
+import { announce, fill, h } from "../dom.js";
+import { drawGraph } from "../graph.js";
+import { JsonSyntaxError, locate, parseWithPositions } from "../jsontext.js";
+
+const CHECK_AFTER_MS = 500;
+const STARTER = {
+  name: "my-workflow",
+  vertices: {
+    fetch: { type: "GATEWAY", config: { url: "http://127.0.0.1:8765/items?count=3", method: "GET" } },
+  },
+};
+
+/** "/0/vertices/x/config" → [0, "x"]; "/vertices/x" → [0, "x"] for a single document. */
+export function vertexOf(pointer, isList) {
+  const parts = pointer.split("/").slice(1).map((t) => t.replaceAll("~1", "/").replaceAll("~0", "~"));
+  const index = isList ? Number(parts.shift()) : 0;
+  if (parts[0] === "vertices" && parts.length > 1) return [index, parts[1]];
+  return [index, null];
+}
+
+export async function editorPage(main, params) {
+  const area = h("textarea", { id: "document", class: "code editor-text", spellcheck: "false", wrap: "off", "aria-describedby": "editor-state" });
+  const gutter = h("pre", { class: "gutter", "aria-hidden": "true" });
+  const state = h("p", { id: "editor-state", class: "editor-state", role: "status" });
+  const problemsBox = h("ol", { class: "problems", "aria-label": "Problems" });
+  const graphs = h("div", { class: "editor-graphs" });
+  const published = h("div");
+  const upload = h("input", { type: "file", id: "upload", accept: ".json,application/json" });
+  const publish = h("button", { type: "button", class: "primary", disabled: true, onclick: doPublish }, "Publish");
+  let timer = null;
+  let current = null; // {value, positions} of the last text that parsed
+  let problemLines = new Map();
+
+  function drawGutter() {
+    const lines = area.value.split("\n").length;
+    const text = [];
+    for (let n = 1; n <= lines; n++) text.push(`${problemLines.has(n) ? "⚠" : " "}${String(n).padStart(4)}`);
+    gutter.textContent = text.join("\n");
+    gutter.scrollTop = area.scrollTop;
+  }
+
+  function selectLine(line) {
+    const starts = [0];
+    for (let i = 0; i < area.value.length; i++) if (area.value[i] === "\n") starts.push(i + 1);
+    const start = starts[line - 1] ?? 0;
+    const end = (starts[line] ?? area.value.length + 1) - 1;
+    area.focus();
+    area.setSelectionRange(start, end);
+    const lineHeight = area.scrollHeight / starts.length;
+    area.scrollTop = Math.max(0, (line - 3) * lineHeight);
+  }
+
+  function showProblems(problems, isList) {
+    problemLines = new Map();
+    const byVertex = new Map();
+    const items = problems.map((problem) => {
+      const where = current ? locate(current.positions, problem.pointer) : null;
+      const line = where ? where.line : 1;
+      problemLines.set(line, true);
+      const [index, vertex] = vertexOf(problem.pointer, isList);
+      if (vertex) {
+        const key = `${index}:${vertex}`;
+        byVertex.set(key, [...(byVertex.get(key) || []), problem]);
+      }
+      return h(
+        "li",
+        { class: "problem", "data-pointer": problem.pointer, "data-line": String(line) },
+        h(
+          "button",
+          { type: "button", class: "link", onclick: () => selectLine(line) },
+          h("span", { class: "problem-line" }, `line ${line}`),
+          " · ",
+          h("code", {}, problem.pointer || "/"),
+        ),
+        ` — ${problem.message} `,
+        h("span", { class: "muted" }, `(${problem.code})`),
+      );
+    });
+    fill(problemsBox, items);
+    drawGutter();
+    return byVertex;
+  }
+
+  async function check() {
+    fill(published);
+    try {
+      current = parseWithPositions(area.value);
+    } catch (error) {
+      current = null;
+      const line = error instanceof JsonSyntaxError ? error.line : 1;
+      problemLines = new Map([[line, true]]);
+      drawGutter();
+      fill(problemsBox, h("li", { class: "problem", "data-line": String(line) }, h("button", { type: "button", class: "link", onclick: () => selectLine(line) }, h("span", { class: "problem-line" }, `line ${line}`)), ` — not JSON: ${error.message}`));
+      state.textContent = "✕ The text is not JSON yet.";
+      state.className = "editor-state bad";
+      publish.disabled = true;
+      return;
+    }
+    let report;
+    try {
+      report = await api("/workflows/preview", { method: "POST", body: current.value });
+    } catch (error) {
+      state.textContent = `✕ ${error.message}`;
+      state.className = "editor-state bad";
+      publish.disabled = true;
+      return;
+    }
+    const isList = Array.isArray(current.value);
+    const byVertex = showProblems(report.problems, isList);
+    fill(
+      graphs,
+      report.graphs.map((graph, index) => {
+        const problems = new Map();
+        for (const [key, found] of byVertex) {
+          const [i, vertex] = key.split(/:(.*)/s);
+          if (Number(i) === index) problems.set(vertex, found);
+        }
+        return h("figure", {}, h("figcaption", {}, graph.name || `document ${index}`), graph.nodes.length ? drawGraph(graph, { problems }) : h("p", { class: "muted" }, "No vertices to draw."));
+      }),
+    );
+    publish.disabled = !report.valid;
+    state.textContent = report.valid ? "✓ Valid: ready to publish." : `✕ ${report.problems.length} problem${report.problems.length === 1 ? "" : "s"}.`;
+    state.className = `editor-state ${report.valid ? "ok" : "bad"}`;
+  }
+
+  function changed() {
+    drawGutter();
+    clearTimeout(timer);
+    timer = setTimeout(check, CHECK_AFTER_MS);
+  }
+
+  async function doPublish() {
+    if (!current) return;
+    const ok = await confirmAction({
+      title: "Publish?",
+      text: "Each workflow becomes a new immutable version (unchanged ones keep their latest version).",
+      confirm: "Publish",
+    });
+    if (!ok) return;
+    try {
+      const answer = await api("/workflows", { method: "POST", body: current.value });
+      const results = Array.isArray(answer) ? answer : [answer];
+      fill(
+        published,
+        h(
+          "div",
+          { class: "ok-box", role: "status" },
+          "✓ Published: ",
+          results.map((r, i) => [i ? ", " : "", h("a", { href: `#/workflows/${encodeURIComponent(r.name)}?v=${r.version}` }, `${r.name} v${r.version}`), r.created ? "" : " (unchanged)"]),
+        ),
+      );
+      announce("Published.", "ok");
+    } catch (error) {
+      fill(published, h("p", { class: "error-box", role: "alert" }, `✕ Publish refused: ${error.message}`));
+    }
+  }
+
+  upload.addEventListener("change", async () => {
+    const file = upload.files[0];
+    if (!file) return;
+    area.value = await file.text();
+    changed();
+  });
+  area.addEventListener("input", changed);
+  area.addEventListener("scroll", () => {
+    gutter.scrollTop = area.scrollTop;
+  });
+
+  const from = params.get("from");
+  if (from) {
+    const version = params.get("v");
+    const detail = await api(`/workflows/${encodeURIComponent(from)}${version ? `/versions/${Number(version)}` : ""}`);
+    area.value = JSON.stringify(detail.document, null, 2);
+  } else {
+    area.value = JSON.stringify(STARTER, null, 2);
+  }
+
+  fill(
+    main,
+    h("div", { class: "page-head" }, h("h1", {}, "Workflow editor"), h("div", { class: "toolbar" }, h("label", { for: "upload" }, "Upload a file "), upload, publish)),
+    h("p", { class: "muted" }, "Paste a workflow document (or a list: a parent and its child workflows). It is checked as you type; nothing is stored until you publish."),
+    h("div", { class: "editor-grid" }, h("div", { class: "editor" }, gutter, area), h("div", {}, state, problemsBox, published)),
+    h("section", { "aria-label": "Graph preview" }, h("h2", {}, "Graph"), graphs),
+  );
+  drawGutter();
+  await check();
+  return () => clearTimeout(timer);
+}

@@ -1,0 +1,329 @@
+// One run: its DAG with each step's status, the fan-out bar and long tail of each SPAWNER, the
+// waterfall of its steps, the selected step's error and attempts, its children and its log,
+// and the operator's buttons. While it runs it follows `/runs/{id}/events` (server-sent
+// events); if the stream cannot be opened it polls once every two seconds instead.
+
+import { api, stream } from "../api.js";
+import { fill, h } from "../dom.js";
+import { badge, duration, elapsed, errorSummary, shortId, time } from "../format.js";
+import { drawGraph } from "../graph.js";
+import { Poller, throttle } from "../live.js";
+import { actionBar, resolveStep } from "../run/actions.js";
+import { ChildrenList } from "../run/children.js";
+import { errorBox, waitingLine } from "../run/errors.js";
+import { fanoutBar, fetchLongTail, longTailView } from "../run/fanout.js";
+import { RunLog } from "../run/log.js";
+import { timeline } from "../run/timeline.js";
+
+function json(value) {
+  return h("pre", { class: "json" }, value === undefined ? "" : JSON.stringify(value, null, 2));
+}
+
+function headline(detail) {
+  const facts = [
+    ["Run", h("span", { class: "mono", title: detail.id }, detail.id)],
+    ["Tenant", detail.tenantId],
+    ["Created", time(detail.createdAt)],
+    ["Ended", time(detail.endedAt)],
+    ["Duration", duration(elapsed(detail.startedAt, detail.endedAt))],
+  ];
+  if (detail.parentRunId) {
+    facts.push(["Parent", [h("a", { href: `#/runs/${encodeURIComponent(detail.parentRunId)}` }, shortId(detail.parentRunId)), ` · ${detail.parentVertexId} item ${detail.itemIndex}`]]);
+  }
+  if (detail.restartedFrom) facts.push(["Started over from", h("a", { href: `#/runs/${encodeURIComponent(detail.restartedFrom)}` }, shortId(detail.restartedFrom))]);
+  if (detail.restarts.length) {
+    facts.push(["Started over as", detail.restarts.map((id, i) => [i ? ", " : "", h("a", { href: `#/runs/${encodeURIComponent(id)}` }, shortId(id))])]);
+  }
+  return h("dl", { class: "facts run-facts" }, facts.map(([name, value]) => h("div", {}, h("dt", {}, name), h("dd", {}, value))));
+}
+
+function historyTable(step) {
+  if (!step.history.length) return null;
+  return h(
+    "div",
+    { class: "table-wrap" },
+    h(
+      "table",
+      { class: "attempts" },
+      h("caption", {}, "Attempts"),
+      h("thead", {}, h("tr", {}, ["Execution", "Attempt", "At", "HTTP", "Took", "Error", "Next in"].map((t) => h("th", { scope: "col" }, t)))),
+      h(
+        "tbody",
+        {},
+        step.history.map((a) =>
+          h(
+            "tr",
+            { class: a.error || a.refused || (a.httpStatus ?? 0) >= 400 ? "row-failed" : null },
+            h("td", {}, String(a.execution)),
+            h("td", {}, String(a.attempt)),
+            h("td", {}, time(a.at)),
+            h("td", {}, a.refused ? `refused: ${a.refused}` : a.httpStatus ? String(a.httpStatus) : "—"),
+            h("td", {}, a.durationMs === null || a.durationMs === undefined ? "—" : duration(a.durationMs / 1000)),
+            h("td", { class: "error-line" }, a.error || ""),
+            h("td", {}, a.retryInMs ? duration(a.retryInMs / 1000) : ""),
+          ),
+        ),
+      ),
+    ),
+  );
+}
+
+function stepPanel(detail, step, result, reload) {
+  if (!step) return h("p", { class: "muted" }, "Select a step on the graph or in the list.");
+  const facts = [
+    ["Status", badge(step.status)],
+    ["Type", step.type || "?"],
+    ["Executions", String(step.attempts)],
+    ["Auto-retries", String(step.autoRetries)],
+    ["Started", time(step.startedAt)],
+    ["Duration", duration(elapsed(step.startedAt, step.endedAt))],
+  ];
+  if (["READY", "PARKED"].includes(step.status) && step.notBefore > Date.now() / 1000) facts.push(["Not before", time(step.notBefore)]);
+  return h(
+    "div",
+    { class: "step-panel" },
+    h("h3", {}, `Step ${step.vertexId}`),
+    h("dl", { class: "facts" }, facts.map(([name, value]) => h("div", {}, h("dt", {}, name), h("dd", {}, value)))),
+    waitingLine(step),
+    step.status === "FAILED"
+      ? h("button", { type: "button", class: "primary", onclick: () => resolveStep(detail.id, step, result, reload) }, `Resolve ${step.vertexId}…`)
+      : null,
+    errorBox(step.error, { title: `Error of ${step.vertexId}` }),
+    historyTable(step),
+    step.output !== null && step.output !== undefined ? h("details", {}, h("summary", {}, "Output"), json(step.output)) : null,
+  );
+}
+
+function stepsTable(detail, select) {
+  return h(
+    "div",
+    { class: "table-wrap" },
+    h(
+      "table",
+      { class: "steps" },
+      h("caption", { class: "sr-only" }, "Steps"),
+      h("thead", {}, h("tr", {}, ["Step", "Type", "Status", "Executions", "Duration", "Error"].map((t) => h("th", { scope: "col" }, t)))),
+      h(
+        "tbody",
+        {},
+        detail.steps.map((step) =>
+          h(
+            "tr",
+            { class: step.status === "FAILED" ? "row-failed" : null },
+            h("td", {}, h("button", { type: "button", class: "link", onclick: () => select(step.vertexId) }, step.vertexId)),
+            h("td", {}, step.type || "?"),
+            h("td", {}, badge(step.status)),
+            h("td", {}, String(step.attempts)),
+            h("td", {}, duration(elapsed(step.startedAt, step.endedAt))),
+            h("td", { class: "error-line" }, errorSummary(step.error)),
+          ),
+        ),
+      ),
+    ),
+  );
+}
+
+/** The long tail of each SPAWNER of `detail` that has children, requested now. */
+function requestTails(detail) {
+  return new Map(detail.steps.filter((step) => step.type === "SPAWNER" && step.children).map((step) => [step.vertexId, fetchLongTail(detail.id, step.vertexId)]));
+}
+
+export async function runPage(main, params, runId) {
+  let detail = await api(`/runs/${encodeURIComponent(runId)}`);
+  // Everything else the first screen needs is asked for at once, while the graph comes.
+  const firstTails = requestTails(detail);
+  const graph = await api(`/workflows/${encodeURIComponent(detail.workflow)}/versions/${detail.version}/graph`);
+  // The step shown first: a failed one, else a fan-out, else the first.
+  const first =
+    detail.steps.find((step) => step.status === "FAILED") ||
+    detail.steps.find((step) => step.type === "SPAWNER") ||
+    detail.steps[0];
+  let selected = params.get("step") || (first ? first.vertexId : null);
+  let stopped = false;
+  const controller = new AbortController();
+
+  const title = h("h1");
+  const live = h("span", { class: "live" });
+  const result = h("div", { class: "action-result" });
+  const actions = h("div");
+  const facts = h("div");
+  const runError = h("div");
+  const waiting = h("div", { class: "waiting" });
+  const graphBox = h("div", { class: "graph-box" });
+  const panel = h("div", { class: "panel" });
+  const steps = h("div");
+  const fanouts = h("div");
+  const tails = new Map();
+  const waterfall = h("div");
+  const children = new ChildrenList(runId);
+  const log = new RunLog(runId);
+  const io = h("div");
+
+  const spawners = () => detail.steps.filter((step) => step.type === "SPAWNER");
+  const hasChildren = () => detail.fanout.total > 0;
+
+  function runningOf(vertexId) {
+    // The API counts running children per run; with one spawner they are all its own.
+    return spawners().length === 1 && spawners()[0].vertexId === vertexId ? detail.fanout.running : 0;
+  }
+
+  function select(vertexId) {
+    selected = vertexId;
+    drawGraphAndPanel();
+    panel.querySelector("h3")?.scrollIntoView({ block: "nearest" });
+  }
+
+  function drawGraphAndPanel() {
+    const byVertex = new Map(detail.steps.map((step) => [step.vertexId, step]));
+    const running = new Map(spawners().map((step) => [step.vertexId, runningOf(step.vertexId)]));
+    fill(graphBox, drawGraph(graph, { steps: byVertex, running, selected, onSelect: select }));
+    fill(panel, stepPanel(detail, byVertex.get(selected), result, reload));
+  }
+
+  function drawFanouts() {
+    const blocks = spawners()
+      .filter((step) => step.children)
+      .map((step) => {
+        if (!tails.has(step.vertexId)) tails.set(step.vertexId, h("div", { class: "tail" }, h("p", { class: "muted" }, "Loading the long tail…")));
+        return h(
+          "section",
+          { class: "fanout-section", "data-vertex": step.vertexId, "aria-label": `Fan-out of ${step.vertexId}` },
+          h("h2", {}, `Fan-out of ${step.vertexId}`),
+          fanoutBar(step.children, runningOf(step.vertexId)),
+          tails.get(step.vertexId),
+        );
+      });
+    fill(fanouts, blocks);
+  }
+
+  function drawAll() {
+    fill(title, `${detail.workflow} `, h("span", { class: "muted" }, `v${detail.version} `), badge(detail.status));
+    fill(facts, headline(detail));
+    fill(actions, actionBar(detail, result, reload));
+    fill(runError, detail.status === "FAILED" ? errorBox(detail.error, { title: detail.error && detail.error.vertexId ? `Run failed at ${detail.error.vertexId}` : "Run failed" }) : null);
+    fill(waiting, detail.steps.map(waitingLine));
+    drawGraphAndPanel();
+    fill(steps, stepsTable(detail, select));
+    drawFanouts();
+    fill(waterfall, timeline(detail));
+    fill(io, h("details", {}, h("summary", {}, "Input"), json(detail.input)), detail.output !== null ? h("details", { open: detail.status === "SUCCEEDED" }, h("summary", {}, "Output"), json(detail.output)) : null);
+  }
+
+  async function loadTails(requested = requestTails(detail)) {
+    await Promise.all(
+      [...requested].map(async ([vertexId, tail]) => {
+        const data = await tail;
+        if (tails.has(vertexId)) fill(tails.get(vertexId), longTailView(data));
+      }),
+    );
+  }
+
+  async function reload() {
+    detail = await api(`/runs/${encodeURIComponent(runId)}`);
+    drawAll();
+    const work = [loadTails(), log.load()];
+    if (hasChildren() && children.onFirstPage) work.push(children.load());
+    await Promise.all(work);
+    childrenBox.hidden = !hasChildren();
+    if (!isEnded() && stopped && poller.stopped) follow();
+  }
+
+  const isEnded = () => ["SUCCEEDED", "FAILED", "CANCELLED"].includes(detail.status);
+  const slowReload = throttle(() => reload().catch(() => {}), 1000);
+  const tailReload = throttle(() => loadTails().catch(() => {}), 5000);
+  const childReload = throttle(() => {
+    if (children.onFirstPage) children.load().catch(() => {});
+  }, 3000);
+  const logFollow = throttle(() => log.load().catch(() => {}), 2000);
+
+  function applyProgress(progress) {
+    const statusChanged = progress.status !== detail.status || progress.steps.some((p) => detail.steps.find((s) => s.vertexId === p.vertexId)?.status !== p.status);
+    detail = {
+      ...detail,
+      status: progress.status,
+      fanout: progress.fanout,
+      steps: detail.steps.map((step) => {
+        const p = progress.steps.find((q) => q.vertexId === step.vertexId);
+        return p ? { ...step, status: p.status, children: p.children ?? step.children, waiting: "waiting" in p ? p.waiting : step.waiting } : step;
+      }),
+    };
+    drawGraphAndPanel();
+    drawFanouts();
+    fill(waiting, detail.steps.map(waitingLine));
+    if (statusChanged) slowReload();
+    tailReload();
+    childReload();
+    logFollow();
+  }
+
+  const poller = new Poller(
+    async () => {
+      await reload();
+      return { running: !isEnded(), signature: JSON.stringify([detail.status, detail.fanout, detail.steps.map((s) => s.status)]) };
+    },
+    { intervalMs: 2000, indicator: live },
+  );
+
+  async function follow() {
+    stopped = false;
+    poller.show("live");
+    try {
+      await stream(
+        `/runs/${encodeURIComponent(runId)}/events`,
+        (name, data) => {
+          if (name === "progress") applyProgress(data);
+          else if (name === "end") {
+            applyProgress(data);
+            stopped = true;
+            poller.show("idle");
+            reload().catch(() => {});
+          }
+        },
+        controller.signal,
+      );
+      if (!stopped && !controller.signal.aborted) {
+        // The server closes a stream after an hour: reconnect once it is read again.
+        setTimeout(() => follow(), 1000);
+      }
+    } catch (error) {
+      if (controller.signal.aborted) return;
+      stopped = true;
+      poller.start(); // the stream failed: poll instead
+    }
+  }
+
+  const childrenBox = children.element;
+  fill(
+    main,
+    h("p", { class: "crumbs" }, h("a", { href: "#/runs" }, "Runs"), " / ", shortId(runId)),
+    h("div", { class: "page-head" }, title, live),
+    facts,
+    actions,
+    result,
+    runError,
+    waiting,
+    h("div", { class: "run-grid" }, h("section", { class: "graph-section", "aria-label": "Graph" }, graphBox), h("section", { class: "panel-section", "aria-label": "Selected step" }, panel)),
+    h("section", { "aria-labelledby": "steps-title" }, h("h2", { id: "steps-title" }, "Steps"), steps),
+    fanouts,
+    h("section", { "aria-labelledby": "timeline-title" }, h("h2", { id: "timeline-title" }, "Timeline"), waterfall),
+    childrenBox,
+    io,
+    log.element,
+  );
+  childrenBox.hidden = !hasChildren();
+  drawAll();
+  const loads = [log.load(), loadTails(firstTails)];
+  if (hasChildren()) loads.push(children.load());
+  await Promise.all(loads);
+  if (isEnded()) {
+    stopped = true;
+    poller.show("idle");
+  } else {
+    follow();
+  }
+  return () => {
+    stopped = true;
+    controller.abort();
+    poller.stop();
+  };
+}

@@ -1,0 +1,222 @@
+// Runs: a table of runs, newest first, with filters in the URL (status, workflow, tenant,
+// time range, children shown or not), cursor paging, FAILED rows marked with their error's
+// one-line summary, and a batch Retry of the selected runs that reports retried and skipped.
+
+import { api, query } from "../api.js";
+import { currentRoute, setParams } from "../app.js";
+import { confirmAction } from "../dialog.js";
+import { announce, fill, h, widthPercent } from "../dom.js";
+import { badge, count, duration, elapsed, errorSummary, percent, shortId, time } from "../format.js";
+import { Poller } from "../live.js";
+
+const STATUSES = ["", "RUNNING", "FAILED", "SUCCEEDED", "CANCELLED", "PENDING"];
+const RANGES = [
+  ["", "any time"],
+  ["15m", "last 15 minutes"],
+  ["1h", "last hour"],
+  ["24h", "last 24 hours"],
+  ["7d", "last 7 days"],
+];
+const RANGE_S = { "15m": 900, "1h": 3600, "24h": 86400, "7d": 604800 };
+const PAGE_SIZE = 50;
+const ACTIVE = new Set(["RUNNING", "PENDING"]);
+
+/** Earlier pages' cursors, so "Previous" works without the API paging backwards. */
+const previous = [];
+
+function listPath(params, cursor) {
+  const since = RANGE_S[params.get("since")];
+  return `/runs${query({
+    status: params.get("status"),
+    workflow: params.get("workflow"),
+    tenant: params.get("tenant"),
+    roots: params.get("children") === "1" ? null : "true",
+    createdAfter: since ? Math.floor(Date.now() / 1000 - since) : null,
+    limit: PAGE_SIZE,
+    cursor,
+  })}`;
+}
+
+function progressCell(run) {
+  const progress = run.progress;
+  if (!progress) return h("td", { class: "muted" }, "—");
+  const children = progress.children;
+  const ended = children ? children.succeeded + children.failed + children.cancelled : 0;
+  const share = children ? percent(ended, children.total) : percent(progress.stepsDone, progress.steps);
+  const bar = h("span", { class: "mini-bar", "aria-hidden": "true" }, widthPercent(h("span", { class: "mini-fill" }), share));
+  const words = [`${progress.stepsDone}/${progress.steps} steps`];
+  if (children) {
+    words.push(`${count(ended)}/${count(children.total)} children`);
+    if (children.failed) words.push(`${count(children.failed)} failed`);
+  }
+  return h("td", { class: "progress-cell" }, bar, h("span", { class: "small" }, words.join(" · ")));
+}
+
+function row(run, selected, onToggle) {
+  const failed = run.status === "FAILED";
+  const box = h("input", {
+    type: "checkbox",
+    "aria-label": `select run ${shortId(run.id)}`,
+    checked: selected.has(run.id),
+    onchange: (event) => onToggle(run.id, event.target.checked),
+  });
+  const link = h("a", { href: `#/runs/${encodeURIComponent(run.id)}`, class: "mono" }, shortId(run.id));
+  const workflow = [run.workflow, h("span", { class: "muted" }, ` v${run.version}`)];
+  if (run.parentRunId) workflow.push(h("span", { class: "small muted" }, ` · item ${run.itemIndex}`));
+  const cells = [
+    h("td", {}, box),
+    h("td", {}, badge(run.status)),
+    h("td", {}, link),
+    h("td", {}, workflow),
+    h("td", {}, run.tenantId),
+    h("td", {}, time(run.startedAt ?? run.createdAt)),
+    h("td", {}, duration(elapsed(run.startedAt, run.endedAt))),
+    progressCell(run),
+  ];
+  const tr = h("tr", { class: failed ? "row-failed" : null, "data-run": run.id }, cells);
+  if (failed && run.error) {
+    return [tr, h("tr", { class: "row-failed row-error" }, h("td", {}), h("td", { colspan: "7" }, h("span", { class: "error-line", title: run.error.message || "" }, "✕ ", errorSummary(run.error))))];
+  }
+  return [tr];
+}
+
+function filters(params) {
+  const select = (name, label, options) =>
+    h(
+      "label",
+      {},
+      label,
+      h(
+        "select",
+        { name, onchange: submit },
+        options.map(([value, text]) => h("option", { value, selected: (params.get(name) || "") === value }, text)),
+      ),
+    );
+  const text = (name, label, placeholder) =>
+    h("label", {}, label, h("input", { name, value: params.get(name) || "", placeholder, onchange: submit }));
+  const form = h(
+    "form",
+    { class: "filters", role: "search", onsubmit: (event) => (event.preventDefault(), submit()) },
+    select("status", "Status", STATUSES.map((v) => [v, v ? v.toLowerCase() : "any status"])),
+    text("workflow", "Workflow", "any workflow"),
+    text("tenant", "Tenant", "any tenant"),
+    select("since", "Started", RANGES),
+    h("label", { class: "check" }, h("input", { type: "checkbox", name: "children", checked: params.get("children") === "1", onchange: submit }), "include child runs"),
+    h("button", { type: "submit", class: "secondary" }, "Apply"),
+  );
+  function submit() {
+    const data = new FormData(form);
+    previous.length = 0;
+    setParams({
+      status: data.get("status"),
+      workflow: data.get("workflow").trim(),
+      tenant: data.get("tenant").trim(),
+      since: data.get("since"),
+      children: data.get("children") ? "1" : "",
+    });
+  }
+  return form;
+}
+
+export async function runsPage(main, params) {
+  const selected = new Set();
+  const live = h("span", { class: "live" });
+  const body = h("tbody");
+  const result = h("div", { class: "batch-result", role: "status" });
+  const retryButton = h("button", { type: "button", class: "primary", disabled: true, onclick: batchRetry }, "Retry selected");
+  const pager = h("div", { class: "pager" });
+  let page = { items: [], next: null };
+  const cursor = params.get("cursor");
+
+  function toggle(id, on) {
+    if (on) selected.add(id);
+    else selected.delete(id);
+    retryButton.disabled = selected.size === 0;
+    retryButton.textContent = selected.size ? `Retry selected (${selected.size})` : "Retry selected";
+  }
+
+  function draw() {
+    if (!page.items.length) {
+      fill(body, h("tr", {}, h("td", { colspan: "8", class: "empty" }, "No runs match these filters.")));
+    } else {
+      fill(body, page.items.map((run) => row(run, selected, toggle)));
+    }
+    fill(
+      pager,
+      h("button", { type: "button", class: "secondary", disabled: !cursor, onclick: () => go(previous.pop() ?? null) }, "← Previous"),
+      h("span", { class: "muted" }, `${page.items.length} runs on this page`),
+      h("button", { type: "button", class: "secondary", disabled: !page.next, onclick: () => (previous.push(cursor), go(page.next)) }, "Next →"),
+    );
+  }
+
+  function go(next) {
+    const current = Object.fromEntries(currentRoute().params);
+    setParams({ ...current, cursor: next });
+  }
+
+  async function load() {
+    page = await api(listPath(params, cursor));
+    for (const id of [...selected]) if (!page.items.some((r) => r.id === id)) selected.delete(id);
+    draw();
+    return {
+      running: page.items.some((r) => ACTIVE.has(r.status)),
+      signature: JSON.stringify(page.items.map((r) => [r.id, r.status, r.progress])),
+    };
+  }
+
+  async function batchRetry() {
+    const ids = [...selected];
+    const ok = await confirmAction({
+      title: `Retry ${ids.length} run${ids.length > 1 ? "s" : ""}?`,
+      text: "The failed steps of each FAILED run run again; completed steps are kept. Runs that are not FAILED are skipped.",
+      confirm: "Retry",
+    });
+    if (!ok) return;
+    try {
+      const answer = await api("/runs/retry", { method: "POST", body: { ids } });
+      const skipped = answer.skipped.map((s) => `${shortId(s.runId)} (${s.reason}${s.state ? `: ${s.state}` : ""})`);
+      const text = `Retried ${answer.retried.length}, skipped ${answer.skipped.length}${skipped.length ? `: ${skipped.join(", ")}` : ""}.`;
+      fill(result, h("p", { class: "ok-box" }, text));
+      announce(text, "ok");
+      selected.clear();
+      toggle(null, false);
+      await load();
+      poller.start();
+    } catch (error) {
+      fill(result, h("p", { class: "error-box", role: "alert" }, `Batch retry refused: ${error.message}`));
+    }
+  }
+
+  function selectFailed() {
+    for (const run of page.items) if (run.status === "FAILED") toggle(run.id, true);
+    draw();
+  }
+
+  fill(
+    main,
+    h("div", { class: "page-head" }, h("h1", {}, "Runs"), live),
+    filters(params),
+    h("div", { class: "toolbar" }, retryButton, h("button", { type: "button", class: "secondary", onclick: selectFailed }, "Select failed on this page"), result),
+    h(
+      "div",
+      { class: "table-wrap" },
+      h(
+        "table",
+        { class: "runs" },
+        h("caption", { class: "sr-only" }, "Runs, newest first"),
+        h(
+          "thead",
+          {},
+          h("tr", {}, ["", "Status", "Run", "Workflow", "Tenant", "Started", "Duration", "Progress"].map((t) => h("th", { scope: "col" }, t))),
+        ),
+        body,
+      ),
+    ),
+    pager,
+  );
+  const poller = new Poller(load, { intervalMs: 2000, indicator: live });
+  const first = await load();
+  if (first.running) poller.start();
+  else poller.show("idle");
+  return () => poller.stop();
+}

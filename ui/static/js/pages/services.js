@@ -1,0 +1,43 @@
+// Services: every API, worker and serve process that sent a heartbeat, up while it is fresh.
+
+import { api } from "../api.js";
+import { fill, h } from "../dom.js";
+import { duration, time } from "../format.js";
+import { Poller } from "../live.js";
+
+export async function servicesPage(main) {
+  const live = h("span", { class: "live" });
+  const body = h("tbody");
+
+  async function refresh() {
+    const found = await api("/services");
+    fill(
+      body,
+      found.items.length
+        ? found.items.map((service) =>
+            h(
+              "tr",
+              { class: service.up ? null : "row-failed" },
+              h("td", { class: "mono" }, service.name),
+              h("td", {}, h("span", { class: `badge ${service.up ? "st-succeeded" : "st-failed"}` }, h("span", { "aria-hidden": "true" }, service.up ? "▲ " : "▼ "), service.up ? "up" : "down")),
+              h("td", {}, service.pid ? String(service.pid) : "—"),
+              h("td", {}, duration(service.uptimeS)),
+              h("td", {}, time(service.lastSeen)),
+            ),
+          )
+        : h("tr", {}, h("td", { colspan: "5", class: "empty" }, "No service has sent a heartbeat yet.")),
+    );
+    return { running: true, signature: JSON.stringify(found.items.map((s) => [s.name, s.up])) };
+  }
+
+  fill(
+    main,
+    h("div", { class: "page-head" }, h("h1", {}, "Services"), live),
+    h("p", { class: "muted" }, "Each service sends a heartbeat every few seconds; one that stops for longer than its time-to-live shows as down."),
+    h("div", { class: "table-wrap" }, h("table", {}, h("thead", {}, h("tr", {}, ["Service", "State", "PID", "Uptime", "Last heartbeat"].map((t) => h("th", { scope: "col" }, t)))), body)),
+  );
+  const poller = new Poller(refresh, { intervalMs: 5000, quietLimit: 24, indicator: live });
+  await refresh();
+  poller.start();
+  return () => poller.stop();
+}

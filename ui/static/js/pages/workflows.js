@@ -1,0 +1,127 @@
+// Workflows: the published ones, each one's versions, a version's graph and document, and a
+// form to start a run of it.
+
+import { api } from "../api.js";
+import { setParams } from "../app.js";
+import { fill, h } from "../dom.js";
+import { time } from "../format.js";
+import { drawGraph } from "../graph.js";
+import { JsonSyntaxError, parseWithPositions } from "../jsontext.js";
+
+export async function workflowsPage(main) {
+  const list = await api("/workflows");
+  const rows = list.items.map((w) =>
+    h(
+      "tr",
+      {},
+      h("td", {}, h("a", { href: `#/workflows/${encodeURIComponent(w.name)}` }, w.name)),
+      h("td", {}, `v${w.latestVersion}`),
+      h("td", {}, String(w.versions)),
+      h("td", {}, time(w.updatedAt)),
+    ),
+  );
+  fill(
+    main,
+    h("div", { class: "page-head" }, h("h1", {}, "Workflows"), h("a", { href: "#/editor", class: "button" }, "New or edit in the editor")),
+    h(
+      "div",
+      { class: "table-wrap" },
+      h(
+        "table",
+        {},
+        h("thead", {}, h("tr", {}, ["Name", "Latest", "Versions", "Published"].map((t) => h("th", { scope: "col" }, t)))),
+        h("tbody", {}, rows.length ? rows : h("tr", {}, h("td", { colspan: "4", class: "empty" }, "Nothing published yet: publish one from the editor."))),
+      ),
+    ),
+  );
+}
+
+function startForm(name, version, document) {
+  const input = h("textarea", { id: "run-input", class: "code", rows: "6", spellcheck: "false" });
+  input.value = "{}";
+  const tenant = h("input", { id: "run-tenant", name: "tenant", value: "default" });
+  const state = h("p", { role: "status" });
+  const example = document.inputSchema ? "The input must match the workflow's inputSchema." : "";
+  const form = h(
+    "form",
+    {
+      class: "start-form",
+      onsubmit: async (event) => {
+        event.preventDefault();
+        let value;
+        try {
+          value = parseWithPositions(input.value).value;
+        } catch (error) {
+          state.textContent = `✕ the input is not JSON: ${error instanceof JsonSyntaxError ? error.message : error}`;
+          state.className = "error-box";
+          return;
+        }
+        try {
+          const answer = await api(`/workflows/${encodeURIComponent(name)}/runs`, {
+            method: "POST",
+            body: { input: value, tenantId: tenant.value.trim() || undefined, version },
+          });
+          location.hash = `#/runs/${encodeURIComponent(answer.id)}`;
+        } catch (error) {
+          const problems = (error.details.problems || []).map((p) => `${p.pointer || "/"}: ${p.message}`);
+          state.textContent = `✕ ${error.message}${problems.length ? ` — ${problems.join("; ")}` : ""}`;
+          state.className = "error-box";
+        }
+      },
+    },
+    h("h2", {}, "Start a run"),
+    h("p", { class: "muted" }, example),
+    h("label", { for: "run-input" }, "Input (JSON)"),
+    input,
+    h("label", { for: "run-tenant" }, "Tenant"),
+    tenant,
+    h("button", { type: "submit", class: "primary" }, `Start a run of v${version}`),
+    state,
+  );
+  return form;
+}
+
+export async function workflowPage(main, params, name) {
+  const versions = await api(`/workflows/${encodeURIComponent(name)}/versions`);
+  const chosen = Number(params.get("v")) || versions.items[0].version;
+  const [graph, detail] = await Promise.all([
+    api(`/workflows/${encodeURIComponent(name)}/versions/${chosen}/graph`),
+    api(`/workflows/${encodeURIComponent(name)}/versions/${chosen}`),
+  ]);
+  const picker = h(
+    "label",
+    {},
+    "Version ",
+    h(
+      "select",
+      { onchange: (event) => setParams({ v: event.target.value }) },
+      versions.items.map((v) => h("option", { value: String(v.version), selected: v.version === chosen }, `v${v.version}`)),
+    ),
+  );
+  fill(
+    main,
+    h("p", { class: "crumbs" }, h("a", { href: "#/workflows" }, "Workflows"), " / ", name),
+    h("div", { class: "page-head" }, h("h1", {}, name, h("span", { class: "muted" }, ` v${chosen}`)), picker),
+    detail.document.description ? h("p", {}, detail.document.description) : null,
+    h("p", { class: "muted" }, "Published ", time(detail.createdAt), ` · hash ${detail.definitionHash.slice(0, 12)}`),
+    h("section", { "aria-label": "Graph" }, drawGraph(graph)),
+    h(
+      "div",
+      { class: "two-col" },
+      startForm(name, chosen, detail.document),
+      h(
+        "section",
+        {},
+        h("h2", {}, "Versions"),
+        h(
+          "ul",
+          { class: "versions" },
+          versions.items.map((v) => h("li", {}, h("a", { href: `#/workflows/${encodeURIComponent(name)}?v=${v.version}` }, `v${v.version}`), " · ", time(v.createdAt), ` · ${v.definitionHash.slice(0, 12)}`)),
+        ),
+        h("p", {}, h("a", { href: `#/runs?workflow=${encodeURIComponent(name)}` }, "Runs of this workflow")),
+        h("p", {}, h("a", { href: `#/editor?from=${encodeURIComponent(name)}&v=${chosen}` }, "Edit a copy in the editor")),
+      ),
+    ),
+    h("details", {}, h("summary", {}, "Document"), h("pre", { class: "json" }, JSON.stringify(detail.document, null, 2))),
+  );
+}

@@ -1,0 +1,102 @@
+// The operator's buttons on a run: Retry, Start over, Reprocess dead letters, Cancel (and
+// Resolve, on a failed step). Each asks first and shows what the API answered.
+
+import { api } from "../api.js";
+import { confirmAction, editJson } from "../dialog.js";
+import { announce, fill, h } from "../dom.js";
+
+function path(runId, action) {
+  return `/runs/${encodeURIComponent(runId)}/${action}`;
+}
+
+async function perform(where, { title, text, confirm, danger, send, describe }) {
+  if (!(await confirmAction({ title, text, confirm, danger }))) return null;
+  try {
+    const answer = await send();
+    const line = h("p", { class: "ok-box", role: "status" }, "✓ ", describe(answer));
+    fill(where, line);
+    announce(line.textContent, "ok");
+    return answer;
+  } catch (error) {
+    const line = h("p", { class: "error-box", role: "alert" }, `✕ ${title.replace(/\?$/, "")} refused: ${error.message} (${error.code})`);
+    fill(where, line);
+    announce(line.textContent, "error");
+    return null;
+  }
+}
+
+/** The action bar of `detail`; `done()` reloads the page after an action. */
+export function actionBar(detail, result, done) {
+  const id = detail.id;
+  const ended = ["SUCCEEDED", "FAILED", "CANCELLED"].includes(detail.status);
+  const deadLetters = detail.fanout.failed > 0 && detail.status !== "CANCELLED";
+  const button = (label, enabled, why, options, cls = "secondary") =>
+    h(
+      "button",
+      {
+        type: "button",
+        class: cls,
+        disabled: !enabled,
+        title: enabled ? null : why,
+        onclick: async () => {
+          if (await perform(result, options)) await done();
+        },
+      },
+      label,
+    );
+  return h(
+    "div",
+    { class: "actions", role: "toolbar", "aria-label": "Operator actions" },
+    button("Retry", detail.status === "FAILED", "only a FAILED run can be retried", {
+      title: "Retry this run?",
+      text: "Its FAILED steps run again; completed steps keep their results.",
+      confirm: "Retry",
+      send: () => api(path(id, "retry"), { method: "POST" }),
+      describe: (a) => `${a.message} (${a.stepsRetried} step${a.stepsRetried === 1 ? "" : "s"} run again)`,
+    }, "primary"),
+    button("Start over", ended && !detail.parentRunId, detail.parentRunId ? "a child run cannot be started over alone" : "the run has not ended", {
+      title: "Start this run over?",
+      text: "A new run starts with the same input, linked to this one.",
+      confirm: "Start over",
+      send: () => api(path(id, "start-over"), { method: "POST" }),
+      describe: (a) => [a.message, " — ", h("a", { href: `#/runs/${encodeURIComponent(a.newRunId)}` }, "open the new run")],
+    }),
+    button("Reprocess dead letters", deadLetters, "no failed child to reprocess", {
+      title: "Reprocess the dead letters?",
+      text: `The ${detail.fanout.failed} FAILED children run again; the join reopens.`,
+      confirm: "Reprocess",
+      send: () => api(path(id, "reprocess"), { method: "POST" }),
+      describe: (a) => `${a.message} (${a.revived} revived)`,
+    }),
+    button("Cancel", !ended, "the run has ended", {
+      title: "Cancel this run?",
+      text: "The run and everything under it still going stop; this cannot be undone.",
+      confirm: "Cancel the run",
+      danger: true,
+      send: () => api(path(id, "cancel"), { method: "POST" }),
+      describe: (a) => `${a.message} (${a.runsCancelled} runs, ${a.stepsCancelled} steps cancelled)`,
+    }, "danger"),
+  );
+}
+
+/** Resolve a FAILED step with an output the operator types (checked as JSON first). */
+export async function resolveStep(runId, step, result, done) {
+  const edited = await editJson({
+    title: `Resolve ${step.vertexId}`,
+    help: "The step becomes RESOLVED with this output and the run continues. Its dependants read it as the step's output.",
+    initial: JSON.stringify({ status: 200, body: {} }, null, 2),
+    confirm: "Resolve",
+  });
+  if (!edited) return;
+  try {
+    const answer = await api(`/runs/${encodeURIComponent(runId)}/steps/${encodeURIComponent(step.vertexId)}/resolve`, {
+      method: "POST",
+      body: { output: edited.value },
+    });
+    fill(result, h("p", { class: "ok-box", role: "status" }, `✓ ${answer.message}`));
+    announce(answer.message, "ok");
+    await done();
+  } catch (error) {
+    fill(result, h("p", { class: "error-box", role: "alert" }, `✕ Resolve refused: ${error.message} (${error.code})`));
+  }
+}

@@ -1,0 +1,104 @@
+// A run's children, a page at a time (keyset cursors: page 2,000 of a 100,000-child fan-out
+// costs what page 1 does), filtered by status.
+
+import { api, query } from "../api.js";
+import { fill, h } from "../dom.js";
+import { badge, duration, elapsed, errorSummary, shortId, time } from "../format.js";
+
+const PAGE = 50;
+const FILTERS = ["", "RUNNING", "FAILED", "SUCCEEDED", "CANCELLED"];
+
+export class ChildrenList {
+  constructor(runId) {
+    this.runId = runId;
+    this.status = "";
+    this.cursor = null;
+    this.previous = [];
+    this.page = { items: [], next: null };
+    this.body = h("tbody");
+    this.pager = h("div", { class: "pager" });
+    this.element = h(
+      "section",
+      { class: "children", "aria-labelledby": "children-title" },
+      h("h2", { id: "children-title" }, "Children"),
+      h(
+        "div",
+        { class: "filters" },
+        h(
+          "label",
+          {},
+          "Status",
+          h(
+            "select",
+            { name: "child-status", onchange: (event) => this.filter(event.target.value) },
+            FILTERS.map((value) => h("option", { value }, value ? value.toLowerCase() : "any status")),
+          ),
+        ),
+      ),
+      h(
+        "div",
+        { class: "table-wrap" },
+        h(
+          "table",
+          { class: "children-table" },
+          h("thead", {}, h("tr", {}, ["Item", "Status", "Run", "Started", "Duration", "Error"].map((t) => h("th", { scope: "col" }, t)))),
+          this.body,
+        ),
+      ),
+      this.pager,
+    );
+  }
+
+  async filter(status) {
+    this.status = status;
+    this.cursor = null;
+    this.previous = [];
+    await this.load();
+  }
+
+  async load() {
+    const path = `/runs/${encodeURIComponent(this.runId)}/children${query({ status: this.status, limit: PAGE, cursor: this.cursor })}`;
+    this.page = await api(path);
+    this.draw();
+    return this.page;
+  }
+
+  get onFirstPage() {
+    return this.cursor === null;
+  }
+
+  draw() {
+    const rows = this.page.items.map((run) =>
+      h(
+        "tr",
+        { class: run.status === "FAILED" ? "row-failed" : null },
+        h("td", {}, String(run.itemIndex)),
+        h("td", {}, badge(run.status)),
+        h("td", {}, h("a", { href: `#/runs/${encodeURIComponent(run.id)}`, class: "mono" }, shortId(run.id))),
+        h("td", {}, time(run.startedAt)),
+        h("td", {}, duration(elapsed(run.startedAt, run.endedAt))),
+        h("td", { class: "error-line" }, errorSummary(run.error)),
+      ),
+    );
+    fill(this.body, rows.length ? rows : h("tr", {}, h("td", { colspan: "6", class: "empty" }, "No children here.")));
+    const first = this.page.items[0];
+    const last = this.page.items[this.page.items.length - 1];
+    fill(
+      this.pager,
+      h("button", { type: "button", class: "secondary", disabled: this.onFirstPage, onclick: () => this.back() }, "← Previous"),
+      h("span", { class: "muted page-range" }, first ? `items ${first.itemIndex} … ${last.itemIndex}` : ""),
+      h("button", { type: "button", class: "secondary", disabled: !this.page.next, onclick: () => this.forward() }, "Next →"),
+    );
+  }
+
+  async forward() {
+    this.previous.push(this.cursor);
+    this.cursor = this.page.next;
+    await this.load();
+  }
+
+  async back() {
+    this.cursor = this.previous.pop() ?? null;
+    await this.load();
+  }
+}

@@ -1,0 +1,38 @@
+// A structured error as operators read it: kind, where, HTTP status, the body the downstream
+// answered (as text: whatever it contains, it is never markup here), attempts.
+
+import { h } from "../dom.js";
+
+export function errorBox(error, { title = "Error" } = {}) {
+  if (!error) return null;
+  const facts = [
+    ["Kind", error.kind],
+    ["Step", error.vertexId],
+    ["HTTP status", error.httpStatus],
+    ["Attempts", error.attempts],
+    ["Retry after", error.retryAfterS ? `${error.retryAfterS} s` : null],
+  ].filter(([, value]) => value !== null && value !== undefined && value !== "");
+  return h(
+    "section",
+    { class: "error-box", "aria-label": title },
+    h("h3", {}, "✕ ", title),
+    h("dl", { class: "facts" }, facts.map(([name, value]) => [h("dt", {}, name), h("dd", { class: name === "HTTP status" ? "http-status" : null }, String(value))])),
+    error.message ? h("p", { class: "error-message" }, error.message) : null,
+    error.bodyExcerpt ? [h("h4", {}, "Response body (excerpt)"), h("pre", { class: "body-excerpt" }, error.bodyExcerpt)] : null,
+  );
+}
+
+/** The "why is this waiting" line of a step, when the API says (`waiting`). */
+export function waitingLine(step) {
+  const waiting = step.waiting;
+  if (!waiting) return null;
+  const parts = [`${step.vertexId} is waiting`];
+  if (waiting.reason) parts.push(`(${waiting.reason})`);
+  const line = h("p", { class: "waiting-line", "data-vertex": step.vertexId }, h("span", { "aria-hidden": "true" }, "◷ "), parts.join(" "));
+  if (waiting.message) line.append(": ", waiting.message);
+  if (waiting.until) {
+    const seconds = Math.max(0, Math.round(waiting.until - Date.now() / 1000));
+    line.append(h("span", { class: "muted" }, ` — about ${seconds} s more`));
+  }
+  return line;
+}

@@ -1,0 +1,38 @@
+// The run's log, oldest first, followed while the run goes on (`after` the last line seen).
+
+import { api, query } from "../api.js";
+import { h } from "../dom.js";
+import { exact } from "../format.js";
+
+const PAGE = 200;
+
+export class RunLog {
+  constructor(runId) {
+    this.runId = runId;
+    this.after = null;
+    this.list = h("ol", { class: "log", "aria-label": "Run log" });
+    this.more = h("button", { type: "button", class: "secondary", hidden: true, onclick: () => this.load() }, "Load more");
+    this.element = h("section", { "aria-labelledby": "log-title" }, h("h2", { id: "log-title" }, "Log"), this.list, this.more);
+  }
+
+  async load() {
+    const page = await api(`/runs/${encodeURIComponent(this.runId)}/logs${query({ limit: PAGE, cursor: this.after })}`);
+    for (const line of page.items) {
+      this.list.append(
+        h(
+          "li",
+          { class: `log-${line.level}` },
+          h("time", { title: exact(line.at), datetime: new Date(line.at * 1000).toISOString() }, exact(line.at).slice(11)),
+          " ",
+          h("span", { class: "log-level" }, line.level),
+          line.vertexId ? h("span", { class: "log-vertex" }, ` ${line.vertexId}`) : null,
+          " ",
+          line.message,
+        ),
+      );
+      this.after = String(line.id);
+    }
+    this.more.hidden = page.next === null;
+    return page.items.length;
+  }
+}
