@@ -17,8 +17,8 @@ from engine.operations import routing, run_views, submission
 from engine.operations.boundary import store_boundary
 from engine.operations.pagination import check_limit, decode_cursor, encode_cursor, scope_digest
 from engine.operations.views import (
-    FanoutProgress,
     ChildDuration,
+    FanoutProgress,
     ListProgress,
     LogEntry,
     LongTail,
