@@ -12,9 +12,10 @@ with item_index 0…799, a parent_vertex_id, root_run_id the parent) — 200,000
 FAILED child also has dlq_at), 5 % RUNNING, 2 % CANCELLED; 20 tenants, 10 workflows; created_at
 spread evenly over the 30 days before now, children a few ms after their parent.
 
-Two `schemabridge api` processes (Redis 127.0.0.1:6379/11, an admin key from `schemabridge
-keys create --admin`) serve `GET /runs?status=FAILED&limit=50`. Measured, `--requests` each,
-by a closed-loop aiohttp driver with `--concurrency` loops over both processes:
+Two `schemabridge api` processes (Redis `SB_BENCH_REDIS_URL`, default db 11; an admin key
+from `schemabridge keys create --admin`) serve `GET /runs?status=FAILED&limit=50`. Measured,
+`--requests` each, by a closed-loop aiohttp driver with `--concurrency` loops over both
+processes:
 
 * `first_page` — `GET /runs?status=FAILED&limit=50`;
 * `deep_page` — the same list `--depth` pages in (the `cursor` reached by following `next`
