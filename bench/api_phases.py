@@ -137,6 +137,21 @@ def instrument(clock: PhaseClock) -> list[str]:
     return absent
 
 
+def count_statements() -> list[int]:
+    """A counter (its one item) of the SQL statements every SQLAlchemy engine of this process
+    sends from now on (transaction control excluded: BEGIN, COMMIT, ROLLBACK)."""
+    from sqlalchemy import event
+    from sqlalchemy.engine import Engine
+
+    counter = [0]
+
+    def count(*_args: Any) -> None:
+        counter[0] += 1
+
+    event.listen(Engine, "before_cursor_execute", count)
+    return counter
+
+
 def serve(out: Path) -> None:
     clock = PhaseClock()
     absent = instrument(clock)
@@ -149,6 +164,7 @@ def serve(out: Path) -> None:
             clock.leave()
 
     gc.callbacks.append(collecting)
+    statements = count_statements()
 
     def dump(_signum: int, _frame: Any) -> None:
         snapshot = {
@@ -157,6 +173,7 @@ def serve(out: Path) -> None:
             "absent": absent,
             "threads": [t.name for t in threading.enumerate()],
             "main_thread_cpu_s": time.thread_time(),
+            "statements": statements[0],
         }
         out.write_text(json.dumps(snapshot))
 

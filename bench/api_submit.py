@@ -22,7 +22,8 @@ has a distinct input (and, with `--idempotency`, an `Idempotency-Key`) over 8 te
 archive`; same database, same workers) and a third series per repetition against them
 (`submit@baseline`): before and after measured in the same run. `--profile-s S` records
 py-spy samples of the first process of each target during repetition `--profile-rep`
-(bench/out/profile-TARGET.txt; `python -m bench.profile_phases FILE` splits them by phase).
+(collapsed stacks in bench/out/profile-TARGET.txt; bench/api_phases.py splits a submission's
+CPU by phase instead).
 
 `--target health` measures `GET /health` (200) instead of submissions: the harness's own
 check while the run routes do not exist yet.

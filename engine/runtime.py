@@ -17,6 +17,7 @@ import redis.asyncio as redis
 from admission import Admission, AdmissionConfig, AimdConfig, TenantRateConfig
 from engine import coordination
 from engine.coordination.heartbeat import Heartbeat
+from engine.coordination.run_events import RunEvents
 from engine.coordination.wakeup import Wakeup
 from engine.execution import executor
 from engine.execution.admission_guard import StoreSettingsSource
@@ -57,6 +58,9 @@ class Runtime:
     admission_redis: RedisClient
     """Admission's own client, which never resends a command: its exchange script is not
     idempotent (see `admission.batching`)."""
+    run_events: RunEvents
+    """"These runs changed": published by workers and operator actions, watched by the
+    progress streams and `?wait=true` (see `engine.coordination.run_events`)."""
 
     @classmethod
     async def open(
@@ -74,6 +78,9 @@ class Runtime:
             wakeup = Wakeup(client)
             await wakeup.start()
             opened.push_async_callback(wakeup.stop)
+            run_events = RunEvents(client)
+            await run_events.start()
+            opened.push_async_callback(run_events.stop)
             http = build_http_client(max_connections=max(100, settings.worker_concurrency * 2))
             source = StoreSettingsSource(store)
             admission = Admission(
@@ -83,7 +90,17 @@ class Runtime:
                 caps_source=source,
                 tenant_limits=source,
             )
-            runtime = cls(settings, clock, store, client, wakeup, http, admission, admission_client)
+            runtime = cls(
+                settings,
+                clock,
+                store,
+                client,
+                wakeup,
+                http,
+                admission,
+                admission_client,
+                run_events,
+            )
             opened.pop_all()  # opened: `close` owns them now
         return runtime
 
@@ -96,6 +113,7 @@ class Runtime:
             stack.push_async_callback(coordination.close_redis, self.redis)
             stack.push_async_callback(self.http.aclose)
             stack.push_async_callback(self.wakeup.stop)
+            stack.push_async_callback(self.run_events.stop)
 
     def worker_config(self) -> WorkerConfig:
         s = self.settings
@@ -129,7 +147,13 @@ class Runtime:
         )
 
     def worker(self, config: WorkerConfig | None = None) -> Worker:
-        return Worker(self.store, self.executor_deps(), self.wakeup, config or self.worker_config())
+        return Worker(
+            self.store,
+            self.executor_deps(),
+            self.wakeup,
+            config or self.worker_config(),
+            run_events=self.run_events,
+        )
 
 
 GC_GEN0_THRESHOLD = 10_000

@@ -28,7 +28,7 @@ import asyncio
 import contextlib
 import heapq
 import logging
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -52,6 +52,12 @@ ANALYZE_EVERY_S = 60.0
 FLUSH_RETRY_LIMIT = 5
 CLAIM_GATHER_S = 0.05
 """Longest wait for half a batch of free slots before claiming fewer (deep queue only)."""
+
+
+class RunChanges(Protocol):
+    """Tells watchers of runs that they changed (see `engine.coordination.run_events`)."""
+
+    async def changed(self, run_ids: Iterable[str]) -> None: ...
 
 
 class Wakeups(Protocol):
@@ -90,10 +96,13 @@ class Worker:
         deps: executor.ExecutorDeps,
         wakeups: Wakeups,
         config: WorkerConfig,
+        *,
+        run_events: RunChanges | None = None,
     ) -> None:
         self._store = store
         self._deps = deps
         self._wakeups = wakeups
+        self._run_events = run_events
         self._config = config
         self._in_flight: dict[str, ClaimedStep] = {}
         self._running: set[asyncio.Task[None]] = set()
@@ -190,6 +199,9 @@ class Worker:
             logger.exception("claim failed; retrying after the idle poll")
             return []
         self.stats.claimed += len(claimed)
+        if claimed and self._run_events is not None:
+            # Their steps are RUNNING now: what a progress stream of those runs shows.
+            await self._run_events.changed(step.run_id for step in claimed)
         return claimed
 
     def _start(self, group: asyncio.TaskGroup, step: ClaimedStep) -> None:
@@ -267,6 +279,8 @@ class Worker:
         self.stats.finished_runs.extend(report.finished_runs)
         if report.dropped:
             logger.warning("dropped %d late results (claims expired)", len(report.dropped))
+        if report.changed_runs and self._run_events is not None:
+            await self._run_events.changed(report.changed_runs)
         if report.newly_ready:
             await self._wakeups.notify()
 

@@ -174,3 +174,6 @@ class CompletionReport:
     newly_ready: int = 0
     finished_runs: list[tuple[str, str]] = field(default_factory=list)
     """(run id, final status) of runs that ended in this call."""
+    changed_runs: set[str] = field(default_factory=set)
+    """Runs whose status, steps or fan-out counters this call changed (the runs of the
+    recorded results, and the parents of the children that ended)."""
