@@ -32,6 +32,7 @@ from engine.store.models import (
 )
 from engine.store.records import (
     LogLine,
+    RunHeader,
     RunRecord,
     StepRecord,
     VersionRecord,
@@ -361,11 +362,10 @@ class RunCatalogue(StoreCore):
 
     async def runs_page(
         self, selection: listing.RunFilter, *, after: listing.RunKey | None, limit: int
-    ) -> list[RunRecord]:
+    ) -> list[RunHeader]:
         """Up to `limit` runs matching `selection`, newest first, strictly after `after`."""
         async with self._engines.read.connect() as conn:
-            rows = await listing.runs_page(conn, selection, after=after, limit=limit)
-        return [run_record(r) for r in rows]
+            return await listing.runs_page(conn, selection, after=after, limit=limit)
 
     async def children_page(
         self,
@@ -374,13 +374,12 @@ class RunCatalogue(StoreCore):
         status: str | None = None,
         after: listing.ChildKey | None = None,
         limit: int = 100,
-    ) -> list[RunRecord]:
+    ) -> list[RunHeader]:
         """Up to `limit` children of `run_id` in (spawner vertex, item index) order."""
         async with self._engines.read.connect() as conn:
-            rows = await listing.children_page(
+            return await listing.children_page(
                 conn, run_id, status=status, after=after, limit=limit
             )
-        return [run_record(r) for r in rows]
 
     async def restarts_of(self, run_id: str) -> list[str]:
         """Ids of the runs started over from `run_id`, oldest first."""

@@ -50,6 +50,28 @@ class RunRecord:
 
 
 @dataclass(frozen=True)
+class RunHeader:
+    """A run as lists show it, without its input, output, item and pins: a page of 500 runs
+    would otherwise read and decode all of them for nothing."""
+
+    id: str
+    workflow_name: str
+    workflow_version: int
+    tenant_id: str
+    status: str
+    created_at: float
+    started_at: float | None
+    ended_at: float | None
+    parent_run_id: str | None
+    parent_vertex_id: str | None
+    item_index: int | None
+    root_run_id: str | None
+    restarted_from: str | None
+    dlq_at: float | None
+    error: Any
+
+
+@dataclass(frozen=True)
 class StepRecord:
     id: int
     run_id: str
