@@ -25,12 +25,46 @@ import logging
 import uuid
 from collections.abc import Awaitable, Callable
 from types import TracebackType
-from typing import Any, Self
+from typing import Any, Self, TypedDict, Unpack
 
 import redis.asyncio as redis
 from redis.asyncio.client import PubSub
 
 from engine.coordination.redis_client import COORDINATION_ERRORS
+
+
+class Signal:
+    """A level-triggered hint: once set, it stays set until a `wait()` consumes it, and every
+    waiter blocked at that moment wakes."""
+
+    def __init__(self) -> None:
+        self._event = asyncio.Event()
+
+    def set(self) -> None:
+        self._event.set()
+
+    async def wait(self, timeout_s: float) -> bool:
+        """Wait up to `timeout_s`; True if the signal was set (now or before), False on
+        timeout. Consumes it."""
+        if not self._event.is_set():
+            try:
+                await asyncio.wait_for(self._event.wait(), timeout_s)
+            except TimeoutError:
+                return False
+        self._event.clear()
+        return True
+
+
+class ChannelOptions(TypedDict, total=False):
+    """Where and how a `PubSubChannel` talks (defaults in its docstring)."""
+
+    channel: str
+    coalesce_s: float
+    read_timeout_s: float
+    restart_backoff_s: float
+    max_restart_backoff_s: float
+    stop_timeout_s: float
+
 
 UNSUBSCRIBE_ERRORS: tuple[type[BaseException], ...] = (*COORDINATION_ERRORS, AttributeError)
 """What a failed unsubscribe raises. AttributeError: redis-py's asyncio connection raises it
@@ -42,32 +76,27 @@ class PubSubChannel:
     message carries (`_body`) and what receiving one means (`_received`, `_resubscribed`,
     `_stopped`), and call `_hint()` when they have something to publish.
 
-    Defaults: `coalesce_s` 5 ms, `read_timeout_s` 1 s (how often the listener checks for
-    shutdown and lets redis-py health-check the connection), `restart_backoff_s` 0.1 s doubled up
-    to `max_restart_backoff_s` 5 s, `stop_timeout_s` 2 s (how long `stop()` waits for its tasks).
-    The client is borrowed: the caller closes it after `stop()`.
+    Options (`ChannelOptions`), with their defaults: `channel` (the class's `default_channel`),
+    `coalesce_s` (the class's `default_coalesce_s`, 5 ms), `read_timeout_s` 1 s (how often the
+    listener checks for shutdown and lets redis-py health-check the connection),
+    `restart_backoff_s` 0.1 s doubled up to `max_restart_backoff_s` 5 s, `stop_timeout_s` 2 s
+    (how long `stop()` waits for its tasks). The client is borrowed: the caller closes it after
+    `stop()`.
     """
 
     what = "hint"
     """What the channel carries, in log lines (a subclass logs under its own module's name)."""
+    default_channel = "sb:hints"
+    """The channel when `options` name none."""
+    default_coalesce_s = 0.005
 
-    def __init__(
-        self,
-        client: redis.Redis,
-        *,
-        channel: str,
-        coalesce_s: float = 0.005,
-        read_timeout_s: float = 1.0,
-        restart_backoff_s: float = 0.1,
-        max_restart_backoff_s: float = 5.0,
-        stop_timeout_s: float = 2.0,
-    ) -> None:
-        self.channel = channel
-        self.coalesce_s = coalesce_s
-        self.read_timeout_s = read_timeout_s
-        self.restart_backoff_s = restart_backoff_s
-        self.max_restart_backoff_s = max_restart_backoff_s
-        self.stop_timeout_s = stop_timeout_s
+    def __init__(self, client: redis.Redis, **options: Unpack[ChannelOptions]) -> None:
+        self.channel = options.get("channel", self.default_channel)
+        self.coalesce_s = options.get("coalesce_s", self.default_coalesce_s)
+        self.read_timeout_s = options.get("read_timeout_s", 1.0)
+        self.restart_backoff_s = options.get("restart_backoff_s", 0.1)
+        self.max_restart_backoff_s = options.get("max_restart_backoff_s", 5.0)
+        self.stop_timeout_s = options.get("stop_timeout_s", 2.0)
         self.published = 0
         """PUBLISH commands that reached Redis."""
         self.received = 0
@@ -114,22 +143,33 @@ class PubSubChannel:
         """True while the listener holds a live subscription."""
         return self._subscribed.is_set()
 
+    listens_at_start = True
+    """False: the listener starts on the first `_listen_now()` (a process that only publishes,
+    like a worker for run events, never pays for reading the channel)."""
+
     async def start(self) -> None:
-        """Start the listener and the publisher. Returns at once, without waiting for Redis
-        (use `wait_ready` for that); a second call is a no-op."""
+        """Start the publisher and (unless `listens_at_start` is False) the listener. Returns
+        at once, without waiting for Redis (use `wait_ready` for that); a second call is a
+        no-op."""
         if self._tasks:
             return
         self._stopping.clear()
         self._tasks = {
-            "listener": asyncio.create_task(
-                self._supervise("listener", self._listen),
-                name=f"{self.what}-listener:{self.channel}",
-            ),
             "publisher": asyncio.create_task(
                 self._supervise("publisher", self._publish_loop),
                 name=f"{self.what}-publisher:{self.channel}",
             ),
         }
+        if self.listens_at_start:
+            self._listen_now()
+
+    def _listen_now(self) -> None:
+        """Start the listener, if running and not listening yet."""
+        if self._tasks and not self._stopping.is_set() and "listener" not in self._tasks:
+            self._tasks["listener"] = asyncio.create_task(
+                self._supervise("listener", self._listen),
+                name=f"{self.what}-listener:{self.channel}",
+            )
 
     async def stop(self) -> None:
         """Unsubscribe, stop both tasks and wait for them (at most about twice

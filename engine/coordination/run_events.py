@@ -20,18 +20,22 @@ lost event costs latency, never correctness. Hence:
 - Level-triggered per watch: an event that arrives while its watcher is busy reading makes the
   next `wait()` return at once. A resubscription (messages may have been lost) and `stop()` wake
   every watch.
+- Only watchers read the channel: the listener starts with the process's first watch, so a
+  worker, or an API process nobody streams from, never parses the workers' messages. (Events
+  published before that first subscription is confirmed are lost: the fallback read covers
+  them.)
 """
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 from collections.abc import Iterable, Iterator
+from typing import Unpack
 
 import redis.asyncio as redis
 
 from engine.coordination import keys
-from engine.coordination.channel import PubSubChannel
+from engine.coordination.channel import ChannelOptions, PubSubChannel, Signal
 
 MAX_IDS_PER_MESSAGE = 2_000
 """More run ids than this pending at once are published as `*` (everything changed)."""
@@ -45,7 +49,7 @@ class RunWatch:
         self.run_id = run_id
         self.events = 0
         """Times this watch was woken."""
-        self._signal = asyncio.Event()
+        self._signal = Signal()
 
     def wake(self) -> None:
         self.events += 1
@@ -54,13 +58,7 @@ class RunWatch:
     async def wait(self, timeout_s: float) -> bool:
         """Wait up to `timeout_s` for the run to change; True if it did (or had since the last
         wait), False on timeout. Consumes the pending event."""
-        if not self._signal.is_set():
-            try:
-                await asyncio.wait_for(self._signal.wait(), timeout_s)
-            except TimeoutError:
-                return False
-        self._signal.clear()
-        return True
+        return await self._signal.wait(timeout_s)
 
 
 class RunEvents(PubSubChannel):
@@ -68,27 +66,13 @@ class RunEvents(PubSubChannel):
     process (the `Runtime` does), `start()` it, `stop()` it at the end."""
 
     what = "run events"
+    listens_at_start = False  # only a process that watches a run reads the channel
 
-    def __init__(
-        self,
-        client: redis.Redis,
-        *,
-        channel: str = keys.RUN_EVENTS_CHANNEL,
-        coalesce_s: float = 0.02,
-        read_timeout_s: float = 1.0,
-        restart_backoff_s: float = 0.1,
-        max_restart_backoff_s: float = 5.0,
-        stop_timeout_s: float = 2.0,
-    ) -> None:
-        super().__init__(
-            client,
-            channel=channel,
-            coalesce_s=coalesce_s,
-            read_timeout_s=read_timeout_s,
-            restart_backoff_s=restart_backoff_s,
-            max_restart_backoff_s=max_restart_backoff_s,
-            stop_timeout_s=stop_timeout_s,
-        )
+    default_channel = keys.RUN_EVENTS_CHANNEL
+    default_coalesce_s = 0.02
+
+    def __init__(self, client: redis.Redis, **options: Unpack[ChannelOptions]) -> None:
+        super().__init__(client, **options)
         self._watches: dict[str, set[RunWatch]] = {}
         self._pending: set[str] = set()
         self._everything = False
@@ -120,6 +104,7 @@ class RunEvents(PubSubChannel):
         run, so that no change between the read and the first `wait()` goes unnoticed."""
         watch = RunWatch(run_id)
         self._watches.setdefault(run_id, set()).add(watch)
+        self._listen_now()
         try:
             yield watch
         finally:

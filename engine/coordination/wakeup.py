@@ -23,12 +23,12 @@ poll, so losing one costs latency, never work. That allows a cheap design:
 
 from __future__ import annotations
 
-import asyncio
+from typing import Unpack
 
 import redis.asyncio as redis
 
 from engine.coordination import keys
-from engine.coordination.channel import PubSubChannel
+from engine.coordination.channel import ChannelOptions, PubSubChannel, Signal
 
 
 class Wakeup(PubSubChannel):
@@ -43,27 +43,12 @@ class Wakeup(PubSubChannel):
 
     what = "wake-up"
 
-    def __init__(
-        self,
-        client: redis.Redis,
-        *,
-        channel: str = keys.WAKEUP_CHANNEL,
-        coalesce_s: float = 0.005,
-        read_timeout_s: float = 1.0,
-        restart_backoff_s: float = 0.1,
-        max_restart_backoff_s: float = 5.0,
-        stop_timeout_s: float = 2.0,
-    ) -> None:
-        super().__init__(
-            client,
-            channel=channel,
-            coalesce_s=coalesce_s,
-            read_timeout_s=read_timeout_s,
-            restart_backoff_s=restart_backoff_s,
-            max_restart_backoff_s=max_restart_backoff_s,
-            stop_timeout_s=stop_timeout_s,
-        )
-        self._signal = asyncio.Event()
+    default_channel = keys.WAKEUP_CHANNEL
+    default_coalesce_s = 0.005
+
+    def __init__(self, client: redis.Redis, **options: Unpack[ChannelOptions]) -> None:
+        super().__init__(client, **options)
+        self._signal = Signal()
 
     async def notify(self) -> None:
         """Tell every waiter, here and in other processes, that ready work may exist.
@@ -78,13 +63,7 @@ class Wakeup(PubSubChannel):
     async def wait(self, timeout_s: float) -> bool:
         """Wait up to `timeout_s` for a notification; True if one arrived (or was pending),
         False on timeout. Consumes the pending notification."""
-        if not self._signal.is_set():
-            try:
-                await asyncio.wait_for(self._signal.wait(), timeout_s)
-            except TimeoutError:
-                return False
-        self._signal.clear()
-        return True
+        return await self._signal.wait(timeout_s)
 
     def _received(self, body: bytes) -> None:
         self._signal.set()

@@ -7,20 +7,19 @@ is a 404."""
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import itertools
 import json
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator
 from typing import Any
 
 import httpx
 import pytest
-from sqlalchemy import event
 
 from api.rest import sse
 from demo.downstream import RunningDownstream
 from tests.conftest import Backend
 from tests.e2e.rest_runs_harness import Api, api_on, assert_error
+from tests.integration.actions_harness import statements
 from tests.integration.operations_harness import ended, fanout, items, single
 
 STREAM_TIMEOUT_S = 60.0
@@ -132,27 +131,6 @@ async def test_another_tenants_run_has_no_stream(api: Api) -> None:
 # ── an idle run: reads at the fallback rate only ───────────────────────────────────────────
 
 
-@contextlib.contextmanager
-def statements(api: Api) -> Iterator[list[str]]:
-    """Every SQL statement the API's store executes inside the block."""
-    executed: list[str] = []
-    engines = api.runtime.store._engines  # the test counts what the engines really run
-
-    def count(*args: Any) -> None:
-        executed.append(str(args[2]))
-
-    watched = [engines.write.sync_engine]
-    if not engines.shared_pool:
-        watched.append(engines.read.sync_engine)
-    for engine in watched:
-        event.listen(engine, "before_cursor_execute", count)
-    try:
-        yield executed
-    finally:
-        for engine in watched:
-            event.remove(engine, "before_cursor_execute", count)
-
-
 async def hold_stream(http: httpx.AsyncClient, path: str, seconds: float) -> int:
     """Read the stream at `path` for `seconds`; the heartbeats seen."""
     heartbeats = 0
@@ -186,16 +164,20 @@ async def test_streams_on_an_idle_run_read_it_at_the_fallback_rate_only(
     monkeypatch.setattr(sse, "HEARTBEAT_S", 0.25)  # the streams speak; heartbeats read nothing
     async with idle.http(idle.admin) as http:
         run_id = (await http.post("/workflows/stuck/runs", json={})).json()["id"]
-        with statements(idle) as one_read:
+        with statements(idle.runtime) as one_read:
             await idle.ops.runs.progress(run_id)
-        with statements(idle) as executed:
+        with statements(idle.runtime) as one_key:
+            await idle.ops.keys.authenticate(idle.admin)
+        with statements(idle.runtime, every_task=True) as executed:
             async with asyncio.TaskGroup() as group:
                 held = [
                     group.create_task(hold_stream(http, f"/runs/{run_id}/events", window_s))
                     for _ in range(streams)
                 ]
-    reads = len(executed) / len(one_read)
-    # Each stream: its first read (before the answer starts), then one per fallback period.
-    most = streams * (1 + window_s / fallback_s)
+    # What is not the streams' reads: each stream's request looks its key up once.
+    reads = (len(executed) - streams * len(one_key)) / len(one_read)
+    # Each stream: its first read (before the answer starts), one per fallback period, and one
+    # more for a read that may land as the client is closing it.
+    most = streams * (2 + window_s / fallback_s)
     assert reads <= most, f"{reads:g} reads of the run by {streams} streams in {window_s} s"
     assert all(task.result() >= 4 for task in held), "every stream was alive throughout"

@@ -17,28 +17,32 @@ import pytest
 from engine import coordination
 from engine.coordination import run_events
 from engine.coordination.run_events import RunEvents
-from tests.integration.scripts.helpers import BACKENDS, open_client, unique, wait_until
-
-
-@pytest.fixture(params=BACKENDS)
-def coord_url(request: pytest.FixtureRequest) -> str | None:
-    if request.param == "embedded":
-        return None
-    url: str = request.getfixturevalue("redis_url")
-    return url
+from tests.integration.scripts.helpers import open_client, unique, wait_until
 
 
 @pytest.fixture
 async def pair(coord_url: str | None) -> AsyncIterator[tuple[RunEvents, RunEvents]]:
-    """(publisher, watcher): two started, subscribed instances on separate clients."""
+    """(publisher, watcher): two started instances on separate clients. Neither listens until
+    it has a watch (the tests open theirs, then wait for the subscription)."""
     channel = unique("sb:run-events-test")
     async with AsyncExitStack() as stack:
         first = RunEvents(await stack.enter_async_context(open_client(coord_url)), channel=channel)
         second = RunEvents(await stack.enter_async_context(open_client(coord_url)), channel=channel)
         for events in (first, second):
             await stack.enter_async_context(events)
-            assert await events.wait_ready(5.0)
         yield first, second
+
+
+async def test_only_a_process_with_a_watch_reads_the_channel(
+    pair: tuple[RunEvents, RunEvents],
+) -> None:
+    publisher, watcher = pair
+    await publisher.changed(["run-a"])
+    assert not await watcher.wait_ready(0.2), "no watch, no subscription (a worker's case)"
+    assert watcher.received == 0
+    with watcher.watch("run-a"):
+        assert await watcher.wait_ready(5.0)
+    assert watcher.subscribed, "the listener stays once started"
 
 
 async def test_a_change_wakes_the_watches_of_that_run_only(
@@ -46,6 +50,7 @@ async def test_a_change_wakes_the_watches_of_that_run_only(
 ) -> None:
     publisher, watcher = pair
     with watcher.watch("run-a") as a, watcher.watch("run-a") as a_too, watcher.watch("b") as b:
+        assert await watcher.wait_ready(5.0)
         await publisher.changed(["run-a", "unwatched"])
         assert await a.wait(5.0) and await a_too.wait(5.0)
         await wait_until(lambda: watcher.received == 1, what="delivery")
@@ -58,7 +63,8 @@ async def test_changes_are_coalesced_into_few_messages(
     pair: tuple[RunEvents, RunEvents],
 ) -> None:
     publisher, watcher = pair
-    with watcher.watch("run-7") as seven, watcher.watch("run-123") as last:
+    with watcher.watch("run-7") as seven, watcher.watch("run-123") as last, publisher.watch("x"):
+        assert await watcher.wait_ready(5.0) and await publisher.wait_ready(5.0)
         for i in range(200):  # 200 flushes naming a run each, in a burst
             await publisher.changed([f"run-{i}"])
         assert await seven.wait(5.0) and await last.wait(5.0)
@@ -79,6 +85,7 @@ async def test_too_many_runs_and_everything_wake_every_watch(
     publisher, watcher = pair
     monkeypatch.setattr(run_events, "MAX_IDS_PER_MESSAGE", 10)
     with watcher.watch("x") as x, watcher.watch("y") as y:
+        assert await watcher.wait_ready(5.0)
         await publisher.changed(f"other-{i}" for i in range(11))  # neither x nor y named
         assert await x.wait(5.0) and await y.wait(5.0)
         await publisher.changed_everything()
@@ -98,8 +105,8 @@ async def test_a_resubscription_wakes_every_watch() -> None:
             max_restart_backoff_s=0.05,
         )
         async with events:
-            assert await events.wait_ready(5.0)
             with events.watch("r") as watch:
+                assert await events.wait_ready(5.0)
                 server.connected = False
                 await wait_until(lambda: events.restarts >= 1, what="the listener to die")
                 server.connected = True
