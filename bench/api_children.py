@@ -37,8 +37,7 @@ import aiohttp
 import asyncpg
 
 from bench import api_stack
-from bench.api_list import Fetch, series, walk
-from bench.common import percentile
+from bench.api_list import Fetch, page_fetch, series, walk, walk_row
 
 FILL = """
 INSERT INTO run (
@@ -129,40 +128,13 @@ async def fill(db: api_stack.Database, env: dict[str, str], children: int) -> di
     }
 
 
-def children_fetch(
-    session: aiohttp.ClientSession, urls: list[str], key: str, run_id: str, **params: str
-) -> Fetch:
-    headers = {"Authorization": f"Bearer {key}"}
-
-    async def fetch(i: int, cursor: str | None) -> tuple[int, str | None, int]:
-        query = dict(params)
-        if cursor is not None:
-            query["cursor"] = cursor
-        url = f"{urls[i % len(urls)]}/runs/{run_id}/children"
-        async with session.get(url, params=query, headers=headers) as response:
-            body = await response.read()
-            if response.status != 200:
-                return response.status, None, 0
-            page = json.loads(body)
-            return response.status, page.get("next"), len(page.get("items", []))
-
-    return fetch
-
-
 async def measure_list(
     name: str, fetch: Fetch, depth: int, args: argparse.Namespace
 ) -> list[dict[str, Any]]:
     first = {**await series(f"{name}first_page", fetch, None, args)}
     print(json.dumps(first), flush=True)
     cursor, times, passed = await walk(fetch, depth)
-    walked = {
-        "series": f"{name}walk",
-        "pages": len(times),
-        "rows_passed": passed,
-        "p50_ms": round(percentile(times, 50), 2),
-        "p99_ms": round(percentile(times, 99), 2),
-        "max_ms": round(max(times), 2),
-    }
+    walked = walk_row(f"{name}walk", times, passed)
     print(json.dumps(walked), flush=True)
     deep = {**await series(f"{name}deep_page", fetch, cursor, args), "rows_deep": passed}
     print(json.dumps(deep), flush=True)
@@ -184,8 +156,9 @@ async def measure(args: argparse.Namespace) -> None:
             async with aiohttp.ClientSession(connector=connector, timeout=timeout) as session:
                 run_id = filled["parent"]
                 limit = str(args.limit)
-                every = children_fetch(session, urls, key, run_id, limit=limit)
-                failed = children_fetch(session, urls, key, run_id, limit=limit, status="FAILED")
+                path = f"/runs/{run_id}/children"
+                every = page_fetch(session, urls, key, path, {"limit": limit})
+                failed = page_fetch(session, urls, key, path, {"limit": limit, "status": "FAILED"})
                 rows = await measure_list("", every, args.depth, args)
                 rows += await measure_list("failed_", failed, max(1, args.depth // 50), args)
     summary = {

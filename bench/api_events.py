@@ -12,12 +12,14 @@ bench/api_phases.py `--serve`, which counts the SQL statements the process sends
    changes). `--streams` streams are opened on it through one api process; after 2 s, the SQL
    statements that process sends during `--window-s` are counted: statements per second.
    Each code in turn.
-2. Latency on a fan-out. A run spawning `--children` children (one 20 ms call each) is
-   submitted, and one stream per api process reads it to its `end`. Each `progress` event
-   says how many children have ended (k); its latency is its arrival time minus the time the
-   k-th child ended (`ended_at` from the children list, read through the operations layer
-   once the run is over). The `end` event's latency is its arrival minus the run's `ended_at`.
-   Same machine, same clock.
+2. Latency on a fan-out. A run spawning `--children` children (one call of
+   `--child-sleep-ms` each) is submitted, and one stream per api process reads it to its
+   `end`. Each `progress` event says how many children have ended (k); its latency is its
+   arrival time minus the time the k-th child ended (`ended_at` from the children list, read
+   through the operations layer once the run is over). The `end` event's latency is its
+   arrival minus the run's `ended_at`. Same machine, same clock. A run's `ended_at` is stamped
+   when the worker's flush that ends it starts, so both include that flush's transaction:
+   with many short children (large flushes) it dominates; slower children give small flushes.
 
 Prints one JSON line per measurement and a summary.
 """
@@ -37,13 +39,13 @@ import aiohttp
 
 from bench import api_stack
 from bench.api_phases import HERE, _snapshot
+from bench.api_submit import publish
 from bench.common import OUT, percentile
 
 IDLE_SLEEP_MS = 540_000
-CHILD_SLEEP_MS = 20
 
 
-def workflows(downstream: str) -> list[dict[str, Any]]:
+def workflows(downstream: str, child_sleep_ms: int) -> list[dict[str, Any]]:
     def call(path: str, sleep_ms: int) -> dict[str, Any]:
         return {
             "type": "GATEWAY",
@@ -58,7 +60,7 @@ def workflows(downstream: str) -> list[dict[str, Any]]:
 
     return [
         {"name": "idle", "vertices": {"call": call("/idle", IDLE_SLEEP_MS)}},
-        {"name": "child", "vertices": {"call": call("/child", CHILD_SLEEP_MS)}},
+        {"name": "child", "vertices": {"call": call("/child", child_sleep_ms)}},
         {
             "name": "fanout",
             "vertices": {
@@ -70,19 +72,6 @@ def workflows(downstream: str) -> list[dict[str, Any]]:
             },
         },
     ]
-
-
-async def publish_all(env: dict[str, str], documents: list[dict[str, Any]]) -> None:
-    from engine.operations import Operations
-    from engine.runtime import Runtime
-    from engine.settings import Settings
-
-    os.environ.update({k: env[k] for k in ("SCHEMABRIDGE_DATABASE_URL", "SCHEMABRIDGE_REDIS_URL")})
-    runtime = await Runtime.open(Settings(), migrate=False)
-    try:
-        await Operations(runtime).workflows.publish(documents)
-    finally:
-        await runtime.close()
 
 
 async def _hold(session: aiohttp.ClientSession, url: str, stop: asyncio.Event) -> int:
@@ -205,7 +194,7 @@ async def measure(args: argparse.Namespace) -> None:
             specs.append(("baseline", command, old, True))
         specs += [(f"worker-{i}", api_stack.worker_command(f"w{i}"), env, False) for i in range(2)]
         async with api_stack.services(specs) as procs:
-            await publish_all(env, workflows(str(procs[0].url)))
+            await publish(env, workflows(str(procs[0].url), args.child_sleep_ms))
             apis = {p.name: p for p in procs if p.url and p.name != "downstream"}
             headers = {"Authorization": f"Bearer {key}"}
             connector = aiohttp.TCPConnector(limit=0)
@@ -244,6 +233,9 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     parser.add_argument("--streams", type=int, default=50)
     parser.add_argument("--window-s", type=float, default=20.0)
     parser.add_argument("--children", type=int, default=300)
+    parser.add_argument(
+        "--child-sleep-ms", type=int, default=20, help="how long each child's call takes"
+    )
     parser.add_argument("--baseline", metavar="REF", help="also measure the code of commit REF")
     return parser.parse_args(argv)
 
