@@ -100,7 +100,8 @@ async def progress_events(
                 continue
             pause = read_at + min_read_s - loop.time()
             if pause > 0:
-                await asyncio.sleep(pause)  # more events meanwhile are covered by this read
+                await asyncio.sleep(pause)
+            await watch.wait(0.0)  # events until now are covered by this read: consume them
             try:
                 latest = await ops.runs.progress(current.id, tenant=tenant)
             except OperationError as exc:

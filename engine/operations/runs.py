@@ -265,6 +265,7 @@ class RunOperations:
                 pause = read_at + WAIT_MIN_READ_S - loop.time()
                 if pause > 0:
                     await asyncio.sleep(min(pause, max(0.0, deadline - loop.time())))
+                await watch.wait(0.0)  # events until now are covered by this read
                 run = await self._run(run_id, tenant)
                 read_at = loop.time()
         return await self._detail(run)
