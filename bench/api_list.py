@@ -12,9 +12,10 @@ with item_index 0…799, a parent_vertex_id, root_run_id the parent) — 200,000
 FAILED child also has dlq_at), 5 % RUNNING, 2 % CANCELLED; 20 tenants, 10 workflows; created_at
 spread evenly over the 30 days before now, children a few ms after their parent.
 
-Two `schemabridge api` processes (Redis 127.0.0.1:6379/11, an admin key from `schemabridge
-keys create --admin`) serve `GET /runs?status=FAILED&limit=50`. Measured, `--requests` each,
-by a closed-loop aiohttp driver with `--concurrency` loops over both processes:
+Two `schemabridge api` processes (Redis `SB_BENCH_REDIS_URL`, default db 11; an admin key
+from `schemabridge keys create --admin`) serve `GET /runs?status=FAILED&limit=50`. Measured,
+`--requests` each, by a closed-loop aiohttp driver with `--concurrency` loops over both
+processes:
 
 * `first_page` — `GET /runs?status=FAILED&limit=50`;
 * `deep_page` — the same list `--depth` pages in (the `cursor` reached by following `next`
@@ -22,10 +23,12 @@ by a closed-loop aiohttp driver with `--concurrency` loops over both processes:
 * `walk` — the time of each of the `--depth` pages followed to get there (one client, in
   order).
 
-`--keep-db` keeps the filled database (its name is printed) and `--reuse NAME` measures on
-it again without filling (the 1,000,000-row fill takes minutes). `--via operations` calls
-`Operations.runs.list` in this process instead (the same store query and cursor, without
-HTTP, auth or JSON) — for comparison, or while the route does not exist.
+`--baseline REF` measures the same series again on api processes running the code of commit
+REF (exported with `git archive`), on the same rows. `--keep-db` keeps the filled database
+(its name is printed) and `--reuse NAME` measures on it again without filling (the
+1,000,000-row fill takes minutes). `--via operations` calls `Operations.runs.list` in this
+process instead (the same store query and cursor, without HTTP, auth or JSON) — for
+comparison, or while the route does not exist.
 
 Prints one JSON line per series (p50/p99/max ms, requests/s, statuses, load average), and a
 `summary` line with the goal (p99 < 100 ms) and the fill's time and row counts.
@@ -50,11 +53,13 @@ from bench.api_stack import (
     api_command,
     closed_loop,
     code_version,
+    exported_tree,
     fresh_database,
     load_average,
     migrate_and_key,
     service_env,
     services,
+    tree_env,
 )
 from bench.common import percentile
 
@@ -133,22 +138,26 @@ Fetch = Callable[[int, str | None], Awaitable[tuple[int, str | None, int]]]
 """(request number, cursor) → (status, the page's `next`, items on the page)."""
 
 
-def http_fetch(session: aiohttp.ClientSession, urls: list[str], key: str) -> Fetch:
+def page_fetch(
+    session: aiohttp.ClientSession, urls: list[str], key: str, path: str, params: dict[str, str]
+) -> Fetch:
+    """GET `path` with `params` (and the cursor given), round-robin over `urls`."""
     headers = {"Authorization": f"Bearer {key}"}
 
     async def fetch(i: int, cursor: str | None) -> tuple[int, str | None, int]:
-        params = {"status": STATUS, "limit": str(PAGE)}
-        if cursor is not None:
-            params["cursor"] = cursor
-        url = f"{urls[i % len(urls)]}{LIST_PATH}"
-        async with session.get(url, params=params, headers=headers) as response:
-            body = await response.read()
-            if response.status != 200:
-                return response.status, None, 0
+        query = dict(params) if cursor is None else {**params, "cursor": cursor}
+        async with session.get(f"{urls[i % len(urls)]}{path}", params=query, headers=headers) as r:
+            body = await r.read()
+            if r.status != 200:
+                return r.status, None, 0
             page = json.loads(body)
-            return response.status, page.get("next"), len(page.get("items", []))
+            return r.status, page.get("next"), len(page.get("items", []))
 
     return fetch
+
+
+def http_fetch(session: aiohttp.ClientSession, urls: list[str], key: str) -> Fetch:
+    return page_fetch(session, urls, key, LIST_PATH, {"status": STATUS, "limit": str(PAGE)})
 
 
 async def walk(fetch: Fetch, depth: int) -> tuple[str | None, list[float], int]:
@@ -164,6 +173,18 @@ async def walk(fetch: Fetch, depth: int) -> tuple[str | None, list[float], int]:
         if status != 200 or cursor is None:
             raise RuntimeError(f"page {i}: status {status}, next {cursor!r} after {passed} rows")
     return cursor, times, passed
+
+
+def walk_row(name: str, times: list[float], passed: int) -> dict[str, Any]:
+    """The JSON line of a walk: its pages' time percentiles and the rows passed."""
+    return {
+        "series": name,
+        "pages": len(times),
+        "rows_passed": passed,
+        "p50_ms": round(percentile(times, 50), 2),
+        "p99_ms": round(percentile(times, 99), 2),
+        "max_ms": round(max(times), 2),
+    }
 
 
 async def series(
@@ -190,14 +211,7 @@ async def measure(fetch: Fetch, args: argparse.Namespace, filled: dict[str, Any]
     first = await series("first_page", fetch, None, args)
     print(json.dumps(first), flush=True)
     cursor, times, passed = await walk(fetch, args.depth)
-    walked = {
-        "series": "walk",
-        "pages": len(times),
-        "rows_passed": passed,
-        "p50_ms": round(percentile(times, 50), 2),
-        "p99_ms": round(percentile(times, 99), 2),
-        "max_ms": round(max(times), 2),
-    }
+    walked = walk_row("walk", times, passed)
     print(json.dumps(walked), flush=True)
     deep = await series("deep_page", fetch, cursor, args)
     deep["rows_deep"] = passed
@@ -220,12 +234,18 @@ async def via_http(
     db: Database, args: argparse.Namespace, filled: dict[str, Any], key: str
 ) -> None:
     env = service_env(db)
-    specs = [(f"api-{i}", api_command(False), env, True) for i in range(args.apis)]
-    async with services(specs) as apis:
-        connector = aiohttp.TCPConnector(limit=args.concurrency)
-        timeout = aiohttp.ClientTimeout(total=30)
-        async with aiohttp.ClientSession(connector=connector, timeout=timeout) as session:
-            await measure(http_fetch(session, [str(a.url) for a in apis], key), args, filled)
+    codes: list[tuple[str, list[str], dict[str, str]]] = [("current", api_command(False), env)]
+    if args.baseline:
+        tree = exported_tree(args.baseline)
+        codes.append(("baseline", api_command(False, tree), tree_env(env, tree)))
+    for code, command, code_env in codes:
+        specs = [(f"api-{i}", command, code_env, True) for i in range(args.apis)]
+        async with services(specs) as apis:
+            print(json.dumps({"code": code, "baseline": args.baseline}), flush=True)
+            connector = aiohttp.TCPConnector(limit=args.concurrency)
+            timeout = aiohttp.ClientTimeout(total=30)
+            async with aiohttp.ClientSession(connector=connector, timeout=timeout) as session:
+                await measure(http_fetch(session, [str(a.url) for a in apis], key), args, filled)
 
 
 async def via_operations(
@@ -264,6 +284,9 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     parser.add_argument("--via", choices=("http", "operations"), default="http")
     parser.add_argument("--keep-db", action="store_true", help="keep the filled database")
     parser.add_argument("--reuse", metavar="DATABASE", help="a database --keep-db kept: no fill")
+    parser.add_argument(
+        "--baseline", metavar="REF", help="then the same series on api processes of commit REF"
+    )
     return parser.parse_args(argv)
 
 

@@ -3,7 +3,8 @@ subprocesses, an admin key, the demo downstream, and a closed-loop HTTP driver.
 
 Used by bench/api_submit.py and bench/api_list.py. Every process listens on a free loopback
 port (port 0; the URL is read from its first stdout line) and is stopped on exit. Redis is
-127.0.0.1:6379 database 11 (flushed at the start: it is this benchmark's own database).
+`SB_BENCH_REDIS_URL` (default 127.0.0.1:6379 database 11), flushed at the start: give the
+benchmark a database of its own.
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ import contextlib
 import os
 import subprocess
 import sys
+import tempfile
 import time
 import uuid
 from collections import Counter
@@ -28,7 +30,7 @@ import redis
 
 from bench.common import OUT, PG_ADMIN, SCHEMABRIDGE, percentile
 
-REDIS_URL = "redis://127.0.0.1:6379/11"
+REDIS_URL = os.environ.get("SB_BENCH_REDIS_URL", "redis://127.0.0.1:6379/11")
 START_TIMEOUT_S = 180.0
 """A Python service starting beside others on a loaded 2-core machine can take a minute."""
 STOP_TIMEOUT_S = 30.0
@@ -54,7 +56,7 @@ class Database:
 
 @contextlib.asynccontextmanager
 async def fresh_database(prefix: str, *, keep: bool = False) -> AsyncIterator[Database]:
-    """An empty PostgreSQL database (dropped on exit unless `keep`); Redis db 11 flushed."""
+    """An empty PostgreSQL database (dropped on exit unless `keep`); `REDIS_URL` flushed."""
     name = f"{prefix}_{uuid.uuid4().hex[:8]}"
     conn = await asyncpg.connect(PG_ADMIN)
     try:
@@ -168,9 +170,46 @@ async def stop_services(services: Sequence[Service]) -> None:
             await service.process.wait()
 
 
-def api_command(access_log: bool) -> list[str]:
+def api_command(access_log: bool, tree: Path | None = None) -> list[str]:
+    """`schemabridge api` on a free port; with `tree`, the code of that directory (see
+    `exported_tree`; the subprocess needs `tree_env`)."""
     log = "--access-log" if access_log else "--no-access-log"
-    return [SCHEMABRIDGE, "api", "--port", "0", "--log-level", "warning", log]
+    args = ["api", "--port", "0", "--log-level", "warning", log]
+    if tree is None:
+        return [SCHEMABRIDGE, *args]
+    # -P: no script directory on sys.path, so PYTHONPATH (the tree) wins over this checkout.
+    return [sys.executable, "-P", "-c", "from api.cli import main; main()", *args]
+
+
+def exported_tree(ref: str) -> Path:
+    """The files of commit `ref` (`git archive`), made once in the system's temporary
+    directory (`schemabridge-trees/<commit>`; outside the repository, where the tests that read
+    every file of it would find a second copy): the code a before/after comparison runs as
+    "before", beside this checkout's."""
+    root = Path(__file__).resolve().parent.parent
+    commit = (
+        subprocess.run(
+            ["git", "rev-parse", "--verify", f"{ref}^{{commit}}"],
+            cwd=root,
+            capture_output=True,
+            check=True,
+        )
+        .stdout.decode()
+        .strip()
+    )
+    tree = Path(tempfile.gettempdir()) / "schemabridge-trees" / commit[:12]
+    if not (tree / "engine").is_dir():
+        tree.mkdir(parents=True, exist_ok=True)
+        archive = subprocess.run(
+            ["git", "archive", commit], cwd=root, capture_output=True, check=True
+        ).stdout
+        subprocess.run(["tar", "-x", "-C", str(tree)], input=archive, check=True)
+    return tree
+
+
+def tree_env(env: dict[str, str], tree: Path) -> dict[str, str]:
+    """`env` for a process running the code of `tree` instead of this checkout's."""
+    return {**env, "PYTHONPATH": str(tree)}
 
 
 def worker_command(name: str) -> list[str]:
@@ -270,15 +309,19 @@ class Series:
     """What a closed-loop series measured."""
 
     sent: int
+    """Requests sent while measuring (answered or failed)."""
     elapsed_s: float
     latencies_ms: list[float]
     statuses: Counter[int]
     errors: Counter[str]
+    sent_in_all: int = 0
+    """Requests sent, warm-up included: what the processes' CPU seconds were spent on."""
 
     def summary(self) -> dict[str, Any]:
         ok = len(self.latencies_ms)
         return {
             "requests": self.sent,
+            "requests_with_warmup": self.sent_in_all,
             "ok": ok,
             "rps": round(ok / self.elapsed_s, 1) if self.elapsed_s else 0.0,
             "p50_ms": round(percentile(self.latencies_ms, 50), 2),
@@ -349,6 +392,7 @@ async def closed_loop(
         latencies_ms=latencies,
         statuses=statuses,
         errors=errors,
+        sent_in_all=counter,
     )
 
 

@@ -4,11 +4,11 @@
     python -m bench.api_submit --target health --repeat 1 --count 2000   # the driver alone
 
 One fresh database (migrated with `schemabridge db upgrade`, an admin key from `schemabridge
-keys create --admin`), Redis 127.0.0.1:6379/11, the demo downstream (its own subprocess,
-answering after `--latency-ms`, 1 ms), a one-GATEWAY workflow `bench-submit` calling it, two
-`schemabridge api` processes, two `schemabridge worker` processes executing the submitted
-runs meanwhile, and two processes of the bare endpoint (bench/bare_insert.py: FastAPI +
-asyncpg, one INSERT per request, uvicorn served the same way) on the same database.
+keys create --admin`), Redis `SB_BENCH_REDIS_URL` (default db 11), the demo downstream (its
+own subprocess, answering after `--latency-ms`, 1 ms), a one-GATEWAY workflow `bench-submit`
+calling it, two `schemabridge api` processes, two `schemabridge worker` processes executing
+the submitted runs meanwhile, and two processes of the bare endpoint (bench/bare_insert.py:
+FastAPI + asyncpg, one INSERT per request, uvicorn served the same way) on the same database.
 
 A closed-loop aiohttp driver (this process; `--concurrency` loops, each sending its next
 request when the previous one is answered) spreads requests round-robin over the two
@@ -18,13 +18,23 @@ SchemaBridge (`POST /workflows/bench-submit/runs` with `{input, tenantId}`, 201 
 then the bare endpoint (`POST /rows`, 201), so both see the same machine. Every submission
 has a distinct input (and, with `--idempotency`, an `Idempotency-Key`) over 8 tenants.
 
+`--baseline REF` adds two api processes running the code of commit REF (exported with `git
+archive`; same database, same workers) and a third series per repetition against them
+(`submit@baseline`): before and after measured in the same run. Mind PostgreSQL's
+`max_connections` (100 here): each api or worker process may hold 20 connections and each
+bare one 10, so the full stack with a baseline can take 140 and starve whoever else uses the
+server; a lower `--concurrency` keeps the api processes' share down. `--profile-s S` records
+py-spy samples of the first process of each target during repetition `--profile-rep`
+(collapsed stacks in bench/out/profile-TARGET.txt; bench/api_phases.py splits a submission's
+CPU by phase instead).
+
 `--target health` measures `GET /health` (200) instead of submissions: the harness's own
 check while the run routes do not exist yet.
 
 Prints one JSON line per series (requests/s, p50/p99/max latency in ms, statuses, CPU
-seconds by process role, load average) and a `summary` line: the medians over repetitions of
-each target, the ratio SchemaBridge / bare, and the goals (≥ 500 submissions/s, p99 < 100 ms,
-≥ 50 % of the bare endpoint's throughput) with whether they were met.
+seconds by process role and per request sent, warm-up included, load average) and a `summary`
+line: the medians over repetitions of each target, the ratio of each to bare, and the goals
+(≥ 500 submissions/s, p99 < 100 ms, ≥ 50 % of the bare endpoint's throughput), met or not.
 """
 
 from __future__ import annotations
@@ -36,6 +46,7 @@ import os
 import sys
 import time
 from collections.abc import Sequence
+from pathlib import Path
 from typing import Any
 
 import aiohttp
@@ -48,14 +59,16 @@ from bench.api_stack import (
     closed_loop,
     code_version,
     downstream_command,
+    exported_tree,
     fresh_database,
     load_average,
     migrate_and_key,
     service_env,
     services,
+    tree_env,
     worker_command,
 )
-from bench.common import median
+from bench.common import OUT, median
 
 WORKFLOW = "bench-submit"
 TENANTS = 8
@@ -74,8 +87,9 @@ def workflow(downstream: str) -> dict[str, Any]:
     }
 
 
-async def publish(env: dict[str, str], document: dict[str, Any]) -> None:
-    """Publish through the operations layer in this process (the same database)."""
+async def publish(env: dict[str, str], document: dict[str, Any] | list[dict[str, Any]]) -> None:
+    """Publish a document (or a list of them, together) through the operations layer in this
+    process (the same database)."""
     from engine.operations import Operations
     from engine.runtime import Runtime
     from engine.settings import Settings
@@ -118,22 +132,46 @@ def _request(
     return {"submit": submit, "bare": bare, "health": health}[target]
 
 
+BASELINE = "submit@baseline"
+"""The target of `--baseline`: the same submissions to api processes running older code."""
+
+
+async def profile(pid: int, seconds: float, label: str) -> Path:
+    """py-spy samples of `pid` for `seconds` (100 Hz, without pausing it), collapsed stacks in
+    bench/out/profile-LABEL.txt (see bench/profile_phases.py)."""
+    output = OUT / f"profile-{label}.txt"
+    spy = str(Path(sys.executable).with_name("py-spy"))
+    process = await asyncio.create_subprocess_exec(
+        spy, "record", "--pid", str(pid), "--duration", str(round(seconds)), "--rate", "100",
+        "--nonblocking", "--format", "raw", "--output", str(output),
+        stdout=asyncio.subprocess.DEVNULL, stderr=asyncio.subprocess.DEVNULL,
+    )  # fmt: skip
+    await asyncio.wait_for(process.wait(), seconds + 60)
+    return output
+
+
 async def series(
     target: str,
     procs: list[Service],
     roles: dict[str, list[int]],
     key: str,
     args: argparse.Namespace,
+    *,
+    profile_label: str | None = None,
 ) -> dict[str, Any]:
     urls = [p.url for p in procs if p.url]
     ok = 200 if target == "health" else 201
+    kind = "submit" if target == BASELINE else target
     connector = aiohttp.TCPConnector(limit=args.concurrency, force_close=False)
     timeout = aiohttp.ClientTimeout(total=30)
     load_before = load_average()
     async with aiohttp.ClientSession(connector=connector, timeout=timeout) as session:
         meter = CpuMeter.begin(roles)
+        spy = None
+        if profile_label is not None:
+            spy = asyncio.create_task(profile(procs[0].pid, args.profile_s, profile_label))
         measured = await closed_loop(
-            _request(session, target, urls, key, args),
+            _request(session, kind, urls, key, args),
             count=args.count,
             concurrency=args.concurrency,
             max_s=args.max_s,
@@ -141,10 +179,15 @@ async def series(
             warmup=args.warmup,
         )
         cpu = meter.used()
+        if spy is not None:
+            await spy
+    sent = max(1, measured.sent_in_all)
+    per_request = {role: round(used * 1000 / sent, 2) for role, used in cpu.items()}
     return {
         "target": target,
         **measured.summary(),
         "cpu_s": cpu,
+        "cpu_ms_per_request": per_request,
         "load_before": load_before,
         "load_after": load_average(),
     }
@@ -154,28 +197,46 @@ def _summary(rows: list[dict[str, Any]], main: str) -> dict[str, Any]:
     def med(target: str, field: str) -> float:
         return round(median([r[field] for r in rows if r["target"] == target]), 2)
 
-    ours = {f: med(main, f) for f in ("rps", "p50_ms", "p99_ms")}
-    bare = {f: med("bare", f) for f in ("rps", "p50_ms", "p99_ms")}
-    ratio = round(ours["rps"] / bare["rps"], 3) if bare["rps"] else float("nan")
+    def cpu(target: str, role: str) -> float:
+        values = [r["cpu_ms_per_request"][role] for r in rows if r["target"] == target]
+        return round(median(values), 2)
+
+    targets = [t for t in (main, BASELINE, "bare") if any(r["target"] == t for r in rows)]
+    medians = {t: {f: med(t, f) for f in ("rps", "p50_ms", "p99_ms")} for t in targets}
+    role = {main: "api", BASELINE: "api_baseline", "bare": "bare"}
+    for target in targets:
+        medians[target]["server_cpu_ms_per_request"] = cpu(target, role[target])
+    bare_rps = medians["bare"]["rps"]
+    ratios = {
+        t: round(medians[t]["rps"] / bare_rps, 3) if bare_rps else float("nan")
+        for t in targets
+        if t != "bare"
+    }
+    ours = medians[main]
     return {
         "summary": True,
         "target": main,
         "repeat": len([r for r in rows if r["target"] == main]),
-        "schemabridge": ours,
-        "bare": bare,
-        "ratio_rps": ratio,
+        "medians": medians,
+        "ratio_rps_to_bare": ratios,
         "goals": {
             f"rps>={GOAL_RPS:g}": ours["rps"] >= GOAL_RPS,
             f"p99<{GOAL_P99_MS:g}ms": ours["p99_ms"] < GOAL_P99_MS,
-            f"ratio>={GOAL_RATIO:g}": ratio >= GOAL_RATIO,
+            f"ratio>={GOAL_RATIO:g}": ratios[main] >= GOAL_RATIO,
         },
         "commit": code_version(),
+        "baseline": args_baseline(rows),
     }
+
+
+def args_baseline(rows: list[dict[str, Any]]) -> str | None:
+    return next((r["baseline"] for r in rows if r.get("baseline")), None)
 
 
 async def measure(db: Database, args: argparse.Namespace) -> None:
     env = service_env(db)
     key = await asyncio.to_thread(migrate_and_key, env)
+    tree = None if args.baseline is None else exported_tree(args.baseline)
     async with services([("downstream", downstream_command(args.latency_ms), env, True)]) as ds:
         await publish(env, workflow(str(ds[0].url)))
         bare = [sys.executable, "-m", "bench.bare_insert", "--dsn", db.dsn]
@@ -184,20 +245,37 @@ async def measure(db: Database, args: argparse.Namespace) -> None:
             *[(f"worker-{i}", worker_command(f"w{i}"), env, False) for i in range(args.workers)],
             *[(f"bare-{i}", bare, env, True) for i in range(args.apis)],
         ]  # fmt: skip
+        if tree is not None:
+            old = tree_env(env, tree)
+            starts += [(f"base-{i}", api_command(args.access_log, tree), old, True)
+                       for i in range(args.apis)]  # fmt: skip
         async with services(starts) as procs:
-            apis = [p for p in procs if p.name.startswith("api-")]
-            bares = [p for p in procs if p.name.startswith("bare-")]
+            groups = {
+                args.target: [p for p in procs if p.name.startswith("api-")],
+                BASELINE: [p for p in procs if p.name.startswith("base-")],
+                "bare": [p for p in procs if p.name.startswith("bare-")],
+            }
             roles = {
-                "api": [p.pid for p in apis],
+                "api": [p.pid for p in groups[args.target]],
+                "api_baseline": [p.pid for p in groups[BASELINE]],
                 "workers": [p.pid for p in procs if p.name.startswith("worker-")],
-                "bare": [p.pid for p in bares],
+                "bare": [p.pid for p in groups["bare"]],
                 "downstream": [ds[0].pid],
             }
             print(json.dumps({"pids": {p.name: p.pid for p in [*ds, *procs]}}), flush=True)
+            order = [t for t in (args.target, BASELINE, "bare") if groups[t]]
             rows: list[dict[str, Any]] = []
             for rep in range(args.repeat):
-                for target, group in ((args.target, apis), ("bare", bares)):
-                    row = {"rep": rep, **await series(target, group, roles, key, args)}
+                for target in order:
+                    label = None
+                    if args.profile_s > 0 and rep == args.profile_rep:
+                        label = "baseline" if target == BASELINE else target
+                    measured = await series(
+                        target, groups[target], roles, key, args, profile_label=label
+                    )
+                    row = {"rep": rep, **measured}
+                    if target == BASELINE:
+                        row["baseline"] = args.baseline
                     print(json.dumps(row), flush=True)
                     rows.append(row)
             print(json.dumps(_summary(rows, args.target)), flush=True)
@@ -217,6 +295,19 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     parser.add_argument("--idempotency", action="store_true", help="send Idempotency-Key")
     parser.add_argument("--access-log", action="store_true", help="the api's JSON access log on")
     parser.add_argument("--keep-db", action="store_true")
+    parser.add_argument(
+        "--baseline",
+        metavar="REF",
+        help="also run api processes of commit REF (git archive) and measure them interleaved",
+    )
+    parser.add_argument(
+        "--profile-s",
+        type=float,
+        default=0.0,
+        help="py-spy on the first process of each target for this long, in repetition "
+        "--profile-rep (collapsed stacks in bench/out/profile-TARGET.txt)",
+    )
+    parser.add_argument("--profile-rep", type=int, default=0)
     return parser.parse_args(argv)
 
 

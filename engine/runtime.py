@@ -17,6 +17,7 @@ import redis.asyncio as redis
 from admission import Admission, AdmissionConfig, AimdConfig, TenantRateConfig
 from engine import coordination
 from engine.coordination.heartbeat import Heartbeat
+from engine.coordination.run_events import RunEvents
 from engine.coordination.wakeup import Wakeup
 from engine.execution import executor
 from engine.execution.admission_guard import StoreSettingsSource
@@ -61,6 +62,9 @@ class Runtime:
     secret_cipher: SecretCipher
     """Encrypts and decrypts secrets with `SCHEMABRIDGE_SECRET_KEYS` (its `problem` says why
     it cannot, when no usable key is configured)."""
+    run_events: RunEvents
+    """"These runs changed": published by workers and operator actions, watched by the
+    progress streams and `?wait=true` (see `engine.coordination.run_events`)."""
 
     @classmethod
     async def open(
@@ -85,6 +89,9 @@ class Runtime:
             wakeup = Wakeup(client)
             await wakeup.start()
             opened.push_async_callback(wakeup.stop)
+            run_events = RunEvents(client)
+            await run_events.start()
+            opened.push_async_callback(run_events.stop)
             http = build_http_client(
                 max_connections=max(100, settings.worker_concurrency * 2),
                 egress=settings.egress_policy(),
@@ -101,7 +108,16 @@ class Runtime:
             keys = settings.secret_keys
             cipher = SecretCipher.from_setting(None if keys is None else keys.get_secret_value())
             runtime = cls(
-                settings, clock, store, client, wakeup, http, admission, admission_client, cipher
+                settings,
+                clock,
+                store,
+                client,
+                wakeup,
+                http,
+                admission,
+                admission_client,
+                cipher,
+                run_events,
             )
             opened.pop_all()  # opened: `close` owns them now
         return runtime
@@ -115,6 +131,7 @@ class Runtime:
             stack.push_async_callback(coordination.close_redis, self.redis)
             stack.push_async_callback(self.http.aclose)
             stack.push_async_callback(self.wakeup.stop)
+            stack.push_async_callback(self.run_events.stop)
 
     def worker_config(self) -> WorkerConfig:
         s = self.settings
@@ -152,7 +169,13 @@ class Runtime:
         )
 
     def worker(self, config: WorkerConfig | None = None) -> Worker:
-        return Worker(self.store, self.executor_deps(), self.wakeup, config or self.worker_config())
+        return Worker(
+            self.store,
+            self.executor_deps(),
+            self.wakeup,
+            config or self.worker_config(),
+            run_events=self.run_events,
+        )
 
 
 GC_GEN0_THRESHOLD = 10_000

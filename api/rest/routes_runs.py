@@ -8,10 +8,10 @@ refusal reveals nothing), and reads only its tenant's runs: another tenant's run
 `run_not_found`, exactly like a run that does not exist, and never appears in a list. Admin
 keys see every tenant.
 
-`?wait=true` waits up to the gateway tier (`TIMEOUT_GATEWAY_MS`, 15 s) for the run to end:
-200 with the output when it SUCCEEDED, 502 `run_failed` with its error when it FAILED, 409
-`run_cancelled` when it was cancelled, 504 `run_still_running` with its id and URL when time
-ran out (the run goes on).
+`?wait=true` runs the run's GATEWAY calls under the gateway timeout tier (`TIMEOUT_GATEWAY_MS`,
+15 s) and waits as long for the run to end: 200 with the output when it SUCCEEDED, 502
+`run_failed` with its error when it FAILED, 409 `run_cancelled` when it was cancelled, 504
+`run_still_running` with its id and URL when time ran out (the run goes on).
 """
 
 from __future__ import annotations
@@ -114,7 +114,11 @@ async def submit(
         ),
     ] = None,
     wait: Annotated[
-        bool, Query(description="Wait up to the gateway tier (15 s) for the run's end.")
+        bool,
+        Query(
+            description="Wait up to the gateway tier (`TIMEOUT_GATEWAY_MS`, 15 s) for the run's "
+            "end; its GATEWAY calls run under that tier too."
+        ),
     ] = False,
 ) -> SubmittedRun | RunOutcome | JSONResponse:
     """201 with the new run's id and URL (`Location` too); 200 for a repeated submission.
@@ -129,6 +133,7 @@ async def submit(
         tenant_id=tenant_id,
         idempotency_key=idempotency_key,
         version=body.version,
+        synchronous=wait,
     )
     url = run_url(result.run.id)
     response.headers["Location"] = url

@@ -71,6 +71,8 @@ class ApiServer:
         config = uvicorn.Config(
             app,
             lifespan="on",
+            # httptools parses HTTP/1.1 in C (h11, the fallback, is pure Python).
+            http="httptools",
             log_config=None,  # the process configured logging; the access log is the app's
             access_log=False,
             timeout_graceful_shutdown=max(1, round(self.grace_s)),

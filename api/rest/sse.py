@@ -10,9 +10,13 @@ not poll.
     event: end                 once, when the run has ended; then the stream closes
     data: {RunProgress}
 
-The stream reads the run through `Operations.runs.progress` every `POLL_S` (three small reads,
-whatever the fan-out's size) and lasts at most `MAX_STREAM_S`; a client that wants more
-reconnects. An unknown run (or another tenant's) is a 404 before the stream starts; a
+The stream does not poll: it holds a watch of the run (`Operations.runs.watch`: the run events
+workers and operator actions publish through Redis) and reads the run through
+`Operations.runs.progress` (three small reads, whatever the fan-out's size) when an event says
+it changed — at most every `MIN_READ_S`, however busy the run — and every `FALLBACK_S` anyway,
+since an event can be lost (Redis down): a lost event costs latency, never an update. A stream
+on an idle run reads it once per `FALLBACK_S`. It lasts at most `MAX_STREAM_S`; a client that
+wants more reconnects. An unknown run (or another tenant's) is a 404 before the stream starts; a
 refusal while streaming (the database unreachable) ends it with `event: error` and the error
 body.
 """
@@ -37,8 +41,10 @@ from schemas.errors import OperationError
 
 router = APIRouter(tags=["runs"])
 
-POLL_S = 0.5
-"""How often a stream reads its run: at most twice a second per stream."""
+FALLBACK_S = 5.0
+"""A stream reads its run at least this often, events or not."""
+MIN_READ_S = 0.25
+"""A stream reads its run at most this often (4 a second), however many events arrive."""
 HEARTBEAT_S = 15.0
 """A comment line this often while nothing changed, so proxies keep the connection open."""
 MAX_STREAM_S = 3_600.0
@@ -62,35 +68,51 @@ async def progress_events(
     first: RunProgress,
     *,
     tenant: str | None,
-    poll_s: float = POLL_S,
+    fallback_s: float = FALLBACK_S,
+    min_read_s: float = MIN_READ_S,
     heartbeat_s: float = HEARTBEAT_S,
     max_s: float = MAX_STREAM_S,
 ) -> AsyncIterator[str]:
     """The stream's text, starting from `first` (the run as read before the answer began)."""
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + max_s
     current = first
     sent = 1
     yield event("progress", _as_data(current), sent)
-    quiet_s = 0.0
-    for _ in range(math.ceil(max_s / poll_s)):
-        if current.ended:
-            yield event("end", _as_data(current), sent + 1)
-            return
-        await asyncio.sleep(poll_s)
-        try:
-            latest = await ops.runs.progress(current.id, tenant=tenant)
-        except OperationError as exc:
-            yield event("error", {"code": exc.code, "message": exc.message})
-            return
-        if latest != current and not latest.ended:
-            sent += 1
-            yield event("progress", _as_data(latest), sent)
-            quiet_s = 0.0
-        else:
-            quiet_s += poll_s
-            if quiet_s >= heartbeat_s:
+    read_at = spoke_at = loop.time()
+    # Each turn reads the run (at most one per min_read_s) or says a heartbeat.
+    turns = math.ceil(max_s / min_read_s) + math.ceil(max_s / heartbeat_s) + 1
+    with ops.runs.watch(current.id) as watch:
+        for _ in range(turns):
+            if current.ended:
+                yield event("end", _as_data(current), sent + 1)
+                return
+            now = loop.time()
+            if now >= deadline:
+                return
+            wait_s = min(read_at + fallback_s, spoke_at + heartbeat_s, deadline) - now
+            changed = await watch.wait(max(0.0, wait_s))
+            if not changed and loop.time() - read_at < fallback_s:
+                if loop.time() >= deadline:
+                    return
                 yield ": heartbeat\n\n"
-                quiet_s = 0.0
-        current = latest
+                spoke_at = loop.time()
+                continue
+            pause = read_at + min_read_s - loop.time()
+            if pause > 0:
+                await asyncio.sleep(pause)
+            await watch.wait(0.0)  # events until now are covered by this read: consume them
+            try:
+                latest = await ops.runs.progress(current.id, tenant=tenant)
+            except OperationError as exc:
+                yield event("error", {"code": exc.code, "message": exc.message})
+                return
+            read_at = loop.time()
+            if latest != current and not latest.ended:
+                sent += 1
+                yield event("progress", _as_data(latest), sent)
+                spoke_at = read_at
+            current = latest
 
 
 @router.get(
@@ -118,7 +140,8 @@ async def run_events(
             ops,
             first,
             tenant=caller.tenant,
-            poll_s=POLL_S,
+            fallback_s=FALLBACK_S,
+            min_read_s=MIN_READ_S,
             heartbeat_s=HEARTBEAT_S,
             max_s=MAX_STREAM_S,
         ),

@@ -1,4 +1,4 @@
-"""The Redis keys of service coordination: heartbeats and wake-ups.
+"""The Redis keys of service coordination: heartbeats, wake-ups and run events.
 
 Admission keeps its own keys in `admission.keys`. `heartbeat:<service>` keeps the exact name
 the design gives it; everything else is prefixed `sb:`. Functions,
@@ -20,3 +20,6 @@ deleted is still listed, as down, with when it was last seen."""
 
 WAKEUP_CHANNEL = "sb:wakeup"
 """Pub/sub channel: a message means "ready steps may exist; claim now"."""
+
+RUN_EVENTS_CHANNEL = "sb:run-events"
+"""Pub/sub channel: a message names runs whose status or progress changed ("*": any run)."""

@@ -29,7 +29,7 @@ import contextlib
 import heapq
 import logging
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -55,6 +55,12 @@ CLAIM_GATHER_S = 0.05
 """Longest wait for half a batch of free slots before claiming fewer (deep queue only)."""
 ADMISSION_WAIT_SHOWN_S = 1.0
 """An admission wait this long is recorded on its step (shorter ones are ordinary)."""
+
+
+class RunChanges(Protocol):
+    """Tells watchers of runs that they changed (see `engine.coordination.run_events`)."""
+
+    async def changed(self, run_ids: Iterable[str]) -> None: ...
 
 
 class Wakeups(Protocol):
@@ -93,10 +99,13 @@ class Worker:
         deps: executor.ExecutorDeps,
         wakeups: Wakeups,
         config: WorkerConfig,
+        *,
+        run_events: RunChanges | None = None,
     ) -> None:
         self._store = store
         self._deps = deps
         self._wakeups = wakeups
+        self._run_events = run_events
         self._config = config
         self._in_flight: dict[str, ClaimedStep] = {}
         self._running: set[asyncio.Task[None]] = set()
@@ -198,6 +207,9 @@ class Worker:
             logger.exception("claim failed; retrying after the idle poll")
             return []
         self.stats.claimed += len(claimed)
+        if claimed and self._run_events is not None:
+            # Their steps are RUNNING now: what a progress stream of those runs shows.
+            await self._run_events.changed(step.run_id for step in claimed)
         return claimed
 
     def _start(self, group: asyncio.TaskGroup, step: ClaimedStep) -> None:
@@ -279,6 +291,8 @@ class Worker:
         if report.dropped:
             logger.warning("dropped %d late results (claims expired)", len(report.dropped))
         _log_failed_runs(results, report)
+        if report.changed_runs and self._run_events is not None:
+            await self._run_events.changed(report.changed_runs)
         if report.newly_ready:
             await self._wakeups.notify()
 

@@ -55,6 +55,13 @@ class OperatorActions:
         self._runtime = runtime
         self._runs = runs
 
+    async def _changed(self) -> None:
+        """Steps may be READY again (wake the workers), and runs changed: an action may move
+        its run's ancestors (a join reopens, a counter moves) and descendants too, and actions
+        are rare, so every progress watch reads its run again rather than naming them all."""
+        await self._runtime.wakeup.notify()
+        await self._runtime.run_events.changed_everything()
+
     @store_boundary
     async def retry(self, run_id: str, *, actor: str, tenant: str | None = None) -> RetryResult:
         """A FAILED run re-runs its FAILED steps (READY again, error cleared, redispatches and
@@ -71,7 +78,7 @@ class OperatorActions:
                 state=state,
                 code="run_not_failed",
             )
-        await self._runtime.wakeup.notify()
+        await self._changed()
         steps = outcome.steps[run_id]
         return RetryResult(
             run_id=run_id,
@@ -103,7 +110,7 @@ class OperatorActions:
             run_id, vertex_id, value, actor=actor, tenant=tenant
         )
         if outcome.changed:
-            await self._runtime.wakeup.notify()
+            await self._changed()
         return ResolveResult(
             run_id=run_id,
             action=Action.RESOLVE.value,
@@ -179,7 +186,7 @@ class OperatorActions:
             run_ids, actor=actor, tenant=tenant, action=Action.BATCH_RETRY
         )
         if outcome.retried:
-            await self._runtime.wakeup.notify()
+            await self._changed()
         return BatchRetryResult(
             retried=outcome.retried,
             skipped=[_skipped(run_id, outcome) for run_id in run_ids if run_id in outcome.refused],
@@ -222,7 +229,7 @@ class OperatorActions:
         None to revive: `changed=False`. A CANCELLED run: `WrongState(code="run_cancelled")`."""
         outcome = await self._runtime.store.reprocess_run(run_id, actor=actor, tenant=tenant)
         if outcome.revived:
-            await self._runtime.wakeup.notify()
+            await self._changed()
         plural = "" if outcome.revived == 1 else "ren"
         return ReprocessResult(
             run_id=run_id,
@@ -245,6 +252,8 @@ class OperatorActions:
         `changed=False`; SUCCEEDED or FAILED: `WrongState(code="run_ended")`."""
         outcome = await self._runtime.store.cancel_run(run_id, actor=actor, tenant=tenant)
         changed = outcome.runs_cancelled > 0
+        if changed:
+            await self._runtime.run_events.changed_everything()
         return CancelResult(
             run_id=run_id,
             action=Action.CANCEL.value,

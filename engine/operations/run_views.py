@@ -30,7 +30,7 @@ from engine.operations.views import (
 )
 from engine.store.listing import LogRecord
 from engine.store.models import TERMINAL_RUN_STATUSES, StepStatus
-from engine.store.records import RunRecord, StepRecord, WaitingGroup
+from engine.store.records import RunHeader, RunRecord, StepRecord, WaitingGroup
 from schemas.definitions import Workflow
 
 _TERMINAL = frozenset(s.value for s in TERMINAL_RUN_STATUSES)
@@ -68,7 +68,7 @@ def error_view(error: Any) -> ErrorView | None:
     )
 
 
-def summary(run: RunRecord) -> RunSummary:
+def summary(run: RunRecord | RunHeader) -> RunSummary:
     return RunSummary(
         id=run.id,
         workflow=run.workflow_name,

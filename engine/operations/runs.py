@@ -8,11 +8,13 @@ a list, so a scoped caller cannot even learn that it exists.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import dataclasses
 import math
 import uuid
 from typing import TYPE_CHECKING, Any
 
+from engine.coordination.run_events import RunWatch
 from engine.operations import routing, run_views, submission
 from engine.operations.boundary import store_boundary
 from engine.operations.pagination import check_limit, decode_cursor, encode_cursor, scope_digest
@@ -46,9 +48,11 @@ if TYPE_CHECKING:
 HISTORY_LINES = 5_000
 """The most recent step log lines a run's detail reads to assemble attempt histories."""
 MAX_WAIT_S = 3_600.0
-POLL_FIRST_S = 0.05
-POLL_MAX_S = 1.0
-"""`wait` polls the run every 50 ms at first, backing off to once a second."""
+WAIT_FALLBACK_S = 1.0
+"""`wait` reads the run when a run event says it changed, and at least this often anyway (an
+event is a hint that can be lost)."""
+WAIT_MIN_READ_S = 0.05
+"""`wait` reads the run at most this often, however many events arrive."""
 MAX_RUN_ID_CHARS = 36
 MAX_LONG_TAIL = 50
 """The most children `long_tail` lists in each of its two lists."""
@@ -147,24 +151,29 @@ class RunOperations:
         tenant_id: str = "default",
         idempotency_key: str | None = None,
         version: int | None = None,
+        synchronous: bool = False,
     ) -> SubmitResult:
         """Start a run of `workflow` with `input`: of `version` when given, else of the
-        version routing picks (the serving version, or a running deployment's candidate for
-        its share of runs; see `engine.operations.routing`). The run records which and how.
+        version routing picks (the serving version, or a running deployment's candidate for its
+        share of runs; see `engine.operations.routing`). The run records which and how.
+
+        `synchronous`: the caller waits for the run's end (REST `?wait=true`), so its GATEWAY
+        calls run under the gateway timeout tier (`TIMEOUT_GATEWAY_MS`, 15 s) instead of the
+        tier the workflow would get (see docs/architecture.md, 'Timeout tiers'). A repeated
+        submission answers the run the first one created, whatever its tier.
 
         Refusals: unknown workflow or version `NotFound(code="workflow_not_found")`; a system
-        workflow `InvalidRequest(code="system_workflow")`; an input
-        over `max_input_bytes` or `max_nesting_depth` `InvalidRequest(code="input_too_large" /
-        "input_too_deep")`; input the workflow's inputSchema refuses
-        `InvalidRequest(code="invalid_input")` with the problems; the tenant's run quota used
-        up `LimitReached(code="quota_exceeded")`; the ready queue at `submit_max_ready`
-        `LimitReached(code="queue_full", retry_after_s=5)`.
+        workflow `InvalidRequest(code="system_workflow")`; an input over `max_input_bytes` or
+        `max_nesting_depth` `InvalidRequest(code="input_too_large" / "input_too_deep")`; input
+        the workflow's inputSchema refuses `InvalidRequest(code="invalid_input")` with the
+        problems; the tenant's run quota used up `LimitReached(code="quota_exceeded")`; the
+        ready queue at `submit_max_ready` `LimitReached(code="queue_full", retry_after_s=5)`.
 
         Idempotency: with an `idempotency_key` (scoped to the tenant), submitting the same
         request again returns the run the first submission created (`created` False), also
         when both race; the same key with another workflow, version, input or tenant is
-        `IdempotencyConflict`. A repeated submission is answered even when a limit would refuse
-        a new one (it creates nothing).
+        `IdempotencyConflict`. A repeated submission is answered even when a limit would
+        refuse a new one (it creates nothing).
         """
         submission.check_tenant(tenant_id)
         submission.check_key(idempotency_key)
@@ -193,7 +202,7 @@ class RunOperations:
                 record,
                 input,
                 tenant_id=tenant_id,
-                timeout_tier=submission.timeout_tier(record.workflow),
+                timeout_tier=submission.timeout_tier(record.workflow, synchronous=synchronous),
                 run_id=run_id,
                 idempotency_key=key,
                 request_hash=digest,
@@ -287,10 +296,19 @@ class RunOperations:
             run, steps=await store.get_steps(run.id), fanout=await self._fanout(run.id)
         )
 
+    def watch(self, run_id: str) -> contextlib.AbstractContextManager[RunWatch]:
+        """Events of `run_id` for as long as the block lasts: `await watch.wait(timeout_s)`
+        returns True once the run's status, steps or fan-out progress may have changed (read
+        it with `progress` or `get`), False after `timeout_s` without an event. An event is a
+        hint: it can be late or lost (Redis down), so read the run after a bounded timeout too.
+        Open the watch before the first read. It reveals nothing about the run: scope reads."""
+        return self._runtime.run_events.watch(run_id)
+
     @store_boundary
     async def wait(self, run_id: str, timeout_s: float, *, tenant: str | None = None) -> RunDetail:
         """The run once it has ended, or as it is after `timeout_s` (0 to 3,600 s) if it has
-        not; it is read every 50 ms at first, then less often, up to once a second."""
+        not. It is read again when a run event says it changed (at most every 50 ms), and at
+        least once a second anyway."""
         if not isinstance(timeout_s, int | float) or not 0 <= timeout_s <= MAX_WAIT_S:
             raise InvalidRequest(
                 f"timeout_s is 0 to {MAX_WAIT_S:g} seconds; got {timeout_s!r}",
@@ -298,15 +316,20 @@ class RunOperations:
             )
         loop = asyncio.get_running_loop()
         deadline = loop.time() + timeout_s
-        run = await self._run(run_id, tenant)
-        delay = POLL_FIRST_S
-        for _ in range(math.ceil(timeout_s / POLL_FIRST_S) + 1):
-            remaining = deadline - loop.time()
-            if run.status in _TERMINAL or remaining <= 0:
-                break
-            await asyncio.sleep(min(delay, remaining))
-            delay = min(delay * 2, POLL_MAX_S)
+        with self.watch(run_id) as watch:
             run = await self._run(run_id, tenant)
+            read_at = loop.time()
+            for _ in range(math.ceil(timeout_s / WAIT_MIN_READ_S) + 1):
+                remaining = deadline - loop.time()
+                if run.status in _TERMINAL or remaining <= 0:
+                    break
+                await watch.wait(min(WAIT_FALLBACK_S, remaining))
+                pause = read_at + WAIT_MIN_READ_S - loop.time()
+                if pause > 0:
+                    await asyncio.sleep(min(pause, max(0.0, deadline - loop.time())))
+                await watch.wait(0.0)  # events until now are covered by this read
+                run = await self._run(run_id, tenant)
+                read_at = loop.time()
         return await self._detail(run)
 
     # ── lists ───────────────────────────────────────────────────────────────────────────────

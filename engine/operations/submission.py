@@ -103,9 +103,12 @@ def check_key(key: str | None) -> str | None:
     return key
 
 
-def timeout_tier(workflow: Workflow) -> str:
-    """The GATEWAY timeout tier of a submitted run: "collect" when it feeds a fan-out (its
-    calls gather the items), else "process". Child runs are always "process"."""
+def timeout_tier(workflow: Workflow, *, synchronous: bool = False) -> str:
+    """The GATEWAY timeout tier of a submitted run: "gateway" when its caller waits for its end
+    (REST `?wait=true`: the answer is due within that tier), else "collect" when it feeds a
+    fan-out (its calls gather the items), else "process". Child runs are always "process"."""
+    if synchronous:
+        return "gateway"
     spawns = any(isinstance(v, SpawnerVertex) for v in workflow.vertices.values())
     return "collect" if spawns else "process"
 

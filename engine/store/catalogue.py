@@ -6,7 +6,7 @@ import uuid
 from collections.abc import Collection, Sequence
 from typing import Any
 
-from sqlalchemy import func, insert, select, update
+from sqlalchemy import bindparam, func, insert, select, update
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.ext.asyncio import AsyncConnection
 
@@ -34,6 +34,7 @@ from engine.store.models import (
 )
 from engine.store.records import (
     LogLine,
+    RunHeader,
     RunRecord,
     StepRecord,
     VersionRecord,
@@ -53,17 +54,26 @@ class QuotaExhausted(Exception):
     """The tenant's run quota has no run left for a new root run."""
 
 
+TAKE_QUOTA = (
+    update(quotas)
+    .where(quotas.c.tenant_id == bindparam("tenant"))
+    .values(used_runs=quotas.c.used_runs + 1)
+    .returning(quotas.c.used_runs, quotas.c.max_runs)
+)
+"""Count one more run on the tenant's quota (parameter `tenant`), answering the new count and
+the maximum; no row: a tenant without a quota."""
+INSERT_RUN = insert(runs)
+INSERT_STEPS = insert(steps)
+
+
 async def _take_quota(conn: AsyncConnection, tenant_id: str) -> bool:
-    """Use one run of the tenant's quota; False when it has a quota and none is left."""
-    taken = await conn.execute(
-        update(quotas)
-        .where(quotas.c.tenant_id == tenant_id, quotas.c.used_runs < quotas.c.max_runs)
-        .values(used_runs=quotas.c.used_runs + 1)
-    )
-    if taken.rowcount == 1:
-        return True
-    limited = await conn.execute(select(quotas.c.tenant_id).where(quotas.c.tenant_id == tenant_id))
-    return limited.first() is None
+    """Use one run of the tenant's quota; False when it has a quota and none is left.
+
+    One statement whatever the tenant: the increment takes the row lock, so concurrent
+    submissions count one after the other, and a refused one is undone by the caller's
+    rollback (its transaction creates nothing)."""
+    row = (await conn.execute(TAKE_QUOTA, {"tenant": tenant_id})).first()
+    return row is None or row.used_runs <= row.max_runs
 
 
 def _created_message(version: VersionRecord, route: str | None) -> str:
@@ -182,8 +192,10 @@ class RunCatalogue(StoreCore):
         """Create a RUNNING root run with its steps (roots READY). Returns (run, created).
 
         With an `idempotency_key` that already exists, the existing run is returned and
-        nothing is created (`created` False) — also when a concurrent creation with the same
-        key wins the race (its insert commits first; this one's is rolled back).
+        nothing is created (`created` False): the key's unique index refuses the insert, the
+        transaction is rolled back (quota included) and the run holding the key is read — the
+        same path whether the key was used long ago or by a concurrent creation that committed
+        first. (Callers that expect repeats look the key up first, as a submission does.)
         `count_in_quota`: the run uses one of its tenant's quota runs, in the same transaction
         (a tenant without a quota is unlimited); none left raises `QuotaExhausted`.
         `pinned_versions` is the version of each child workflow the run tree uses (see
@@ -191,10 +203,6 @@ class RunCatalogue(StoreCore):
         every child workflow reachable through spawners. `route` records how the submission
         chose `version` (`RunRoute`).
         """
-        if idempotency_key is not None:
-            existing = await self.run_by_key(idempotency_key)
-            if existing is not None:
-                return existing, False
         if pinned_versions is None:
             pinned_versions = await self._resolve_pins(version.workflow)
         run_id = run_id or str(uuid.uuid4())
@@ -226,8 +234,9 @@ class RunCatalogue(StoreCore):
             async with self._engines.write.begin() as conn:
                 if count_in_quota and not await _take_quota(conn, tenant_id):
                     raise QuotaExhausted(f"tenant {tenant_id} has no runs left in its quota")
-                await conn.execute(insert(runs).values(**row))
-                await conn.execute(insert(steps), step_rows(run_id, tenant_id, workflow, now))
+                # Parameters apart from the statement: one compiled INSERT, cached.
+                await conn.execute(INSERT_RUN, row)
+                await conn.execute(INSERT_STEPS, step_rows(run_id, tenant_id, workflow, now))
                 await results_.insert_logs(
                     conn,
                     [LogLine(run_id, "info", _created_message(version, route))],
@@ -396,11 +405,10 @@ class RunCatalogue(StoreCore):
 
     async def runs_page(
         self, selection: listing.RunFilter, *, after: listing.RunKey | None, limit: int
-    ) -> list[RunRecord]:
+    ) -> list[RunHeader]:
         """Up to `limit` runs matching `selection`, newest first, strictly after `after`."""
         async with self._engines.read.connect() as conn:
-            rows = await listing.runs_page(conn, selection, after=after, limit=limit)
-        return [run_record(r) for r in rows]
+            return await listing.runs_page(conn, selection, after=after, limit=limit)
 
     async def children_page(
         self,
@@ -409,13 +417,12 @@ class RunCatalogue(StoreCore):
         status: str | None = None,
         after: listing.ChildKey | None = None,
         limit: int = 100,
-    ) -> list[RunRecord]:
+    ) -> list[RunHeader]:
         """Up to `limit` children of `run_id` in (spawner vertex, item index) order."""
         async with self._engines.read.connect() as conn:
-            rows = await listing.children_page(
+            return await listing.children_page(
                 conn, run_id, status=status, after=after, limit=limit
             )
-        return [run_record(r) for r in rows]
 
     async def restarts_of(self, run_id: str) -> list[str]:
         """Ids of the runs started over from `run_id`, oldest first."""

@@ -8,7 +8,7 @@ import json
 import logging
 from typing import Any, Self
 
-from sqlalchemy import select, text
+from sqlalchemy import bindparam, select, text
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from engine.store import db
@@ -36,6 +36,14 @@ runs = Run.__table__  # type: ignore[attr-defined]
 steps = Step.__table__  # type: ignore[attr-defined]
 logs = RunLog.__table__  # type: ignore[attr-defined]
 versions = WorkflowVersion.__table__  # type: ignore[attr-defined]
+
+LATEST_VERSION = (
+    select(versions.c.version)
+    .where(versions.c.name == bindparam("name"))
+    .order_by(versions.c.version.desc())
+    .limit(1)
+)
+"""The number of a workflow's latest version (parameter `name`)."""
 
 ANALYZE_AFTER_ROWS = 2_000
 """Rows this process inserts (runs and steps) before it first refreshes planner statistics."""
@@ -96,19 +104,23 @@ class StoreCore:
 
     async def get_version(self, name: str, version: int | None = None) -> VersionRecord:
         """A published version (the latest when `version` is None). Versions are immutable,
-        so they are cached for the life of the store."""
-        if version is not None and (name, version) in self._versions:
-            return self._versions[(name, version)]
-        query = select(versions).where(versions.c.name == name)
+        so they are cached for the life of the store; the latest is looked up every time
+        (another process may have published since), reading only its number when its
+        definition is cached."""
         if version is None:
-            query = query.order_by(versions.c.version.desc()).limit(1)
-        else:
-            query = query.where(versions.c.version == version)
+            async with self._engines.read.connect() as conn:
+                latest = (await conn.execute(LATEST_VERSION, {"name": name})).scalar()
+            if latest is None:
+                raise UnknownWorkflow(f"no published workflow {name}")
+            version = int(latest)
+        cached = self._versions.get((name, version))
+        if cached is not None:
+            return cached
+        query = select(versions).where(versions.c.name == name, versions.c.version == version)
         async with self._engines.read.connect() as conn:
             row = (await conn.execute(query)).first()
         if row is None:
-            suffix = "" if version is None else f"@{version}"
-            raise UnknownWorkflow(f"no published workflow {name}{suffix}")
+            raise UnknownWorkflow(f"no published workflow {name}@{version}")
         workflow = Workflow.model_validate(row.definition)
         return self._remember(workflow, row.version, row.definition_hash, row.created_at)
 

@@ -4,7 +4,10 @@ SQLite (embedded): WAL journal, a busy timeout, and write transactions opened wi
 `BEGIN IMMEDIATE` so two writers never deadlock upgrading a read lock (SQLite serialises
 writers; IMMEDIATE makes the wait happen up front where the busy timeout covers it). Reads use a
 second engine with plain deferred transactions so the run monitor never waits for a writer.
-PostgreSQL: one asyncpg engine for both.
+PostgreSQL: one asyncpg engine and one pool for both; reads run in autocommit, because a
+transaction around a read pays a BEGIN and a ROLLBACK round trip for nothing: at READ
+COMMITTED every statement takes its own snapshot anyway, in a transaction or not. (A read
+that needs one snapshot over several statements, or a lock, uses `write.begin()`.)
 
 Migrations are Alembic's, run programmatically on an open connection (`upgrade`).
 """
@@ -35,10 +38,12 @@ class Engines:
     write: AsyncEngine
     read: AsyncEngine
     dialect: Dialect
+    shared_pool: bool = False
+    """`read` is `write` with other execution options (one pool, disposed once)."""
 
     async def dispose(self) -> None:
         await self.write.dispose()
-        if self.read is not self.write:
+        if not self.shared_pool:
             await self.read.dispose()
 
 
@@ -75,7 +80,10 @@ def create_engines(database_url: str, *, pool_size: int = 10) -> Engines:
         )
     if url.get_backend_name() == "postgresql":
         engine = create_async_engine(database_url, pool_size=pool_size, max_overflow=pool_size)
-        return Engines(write=engine, read=engine, dialect=POSTGRESQL)
+        # Setting the isolation level of an asyncpg connection is local (no round trip): a
+        # read checks a connection out of the same pool in autocommit, and it goes back reset.
+        reads = engine.execution_options(isolation_level="AUTOCOMMIT")
+        return Engines(write=engine, read=reads, dialect=POSTGRESQL, shared_pool=True)
     raise ValueError(
         f"unsupported database URL {url.render_as_string(hide_password=True)!r}: "
         "use sqlite+aiosqlite:///path.db or postgresql+asyncpg://user@host/db"

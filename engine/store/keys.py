@@ -10,13 +10,17 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from sqlalchemy import insert, select, update
+from sqlalchemy import bindparam, insert, select, update
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from engine.store.core import StoreCore
 from engine.store.models import ApiKey
 
 api_keys = ApiKey.__table__  # type: ignore[attr-defined]
+
+KEY_BY_HASH = select(api_keys).where(api_keys.c.token_hash == bindparam("token_hash"))
+"""The key of a secret's hash (parameter `token_hash`): what every authenticated request reads,
+so it is built once."""
 
 
 @dataclass(frozen=True)
@@ -77,9 +81,8 @@ class KeyStore(StoreCore):
 
     async def find_api_key(self, token_hash: str) -> ApiKeyRecord | None:
         """The key whose secret hashes to `token_hash` (revoked or expired ones included)."""
-        query = select(api_keys).where(api_keys.c.token_hash == token_hash)
         async with self._engines.read.connect() as conn:
-            row = (await conn.execute(query)).first()
+            row = (await conn.execute(KEY_BY_HASH, {"token_hash": token_hash})).first()
         return None if row is None else _record(row)
 
     async def revoke_api_key(self, key_id: str) -> ApiKeyRecord | None:

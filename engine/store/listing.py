@@ -16,12 +16,16 @@ from sqlalchemy import ColumnElement, func, literal, select, tuple_
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from engine.store.models import Run, RunLog, Step, StepStatus, WorkflowServing, WorkflowVersion
+from engine.store.records import RunHeader
 
 runs = Run.__table__  # type: ignore[attr-defined]
 steps = Step.__table__  # type: ignore[attr-defined]
 logs = RunLog.__table__  # type: ignore[attr-defined]
 versions = WorkflowVersion.__table__  # type: ignore[attr-defined]
 serving = WorkflowServing.__table__  # type: ignore[attr-defined]
+
+HEADER_COLUMNS = [runs.c[name] for name in RunHeader.__dataclass_fields__]
+"""What run lists read of each run: the fields of `RunHeader`, in their order."""
 
 RunKey = tuple[float, str]
 """Where a runs page ends: (created_at, id) of its last row."""
@@ -112,20 +116,20 @@ def _conditions(selection: RunFilter) -> list[ColumnElement[bool]]:
 
 async def runs_page(
     conn: AsyncConnection, selection: RunFilter, *, after: RunKey | None, limit: int
-) -> list[Any]:
-    """Up to `limit` run rows matching `selection`, newest first ((created_at, id) descending),
+) -> list[RunHeader]:
+    """Up to `limit` runs matching `selection`, newest first ((created_at, id) descending),
     strictly after `after`."""
     conditions = _conditions(selection)
     if after is not None:
         # A row-value comparison: one index range on (…, created_at, id) on both databases.
         conditions.append(tuple_(runs.c.created_at, runs.c.id) < tuple_(*after))
     query = (
-        select(runs)
+        select(*HEADER_COLUMNS)
         .where(*conditions)
         .order_by(runs.c.created_at.desc(), runs.c.id.desc())
         .limit(limit)
     )
-    return [row._mapping for row in (await conn.execute(query)).all()]
+    return [RunHeader(*row) for row in (await conn.execute(query)).all()]
 
 
 async def children_page(
@@ -135,21 +139,21 @@ async def children_page(
     status: str | None,
     after: ChildKey | None,
     limit: int,
-) -> list[Any]:
-    """Up to `limit` child run rows of `run_id` in (spawner vertex, item index) order, strictly
-    after `after`; only those in `status` when given."""
+) -> list[RunHeader]:
+    """Up to `limit` children of `run_id` in (spawner vertex, item index) order, strictly after
+    `after`; only those in `status` when given."""
     conditions: list[ColumnElement[bool]] = [runs.c.parent_run_id == run_id]
     if status is not None:
         conditions.append(runs.c.status == status)
     if after is not None:
         conditions.append(tuple_(runs.c.parent_vertex_id, runs.c.item_index) > tuple_(*after))
     query = (
-        select(runs)
+        select(*HEADER_COLUMNS)
         .where(*conditions)
         .order_by(runs.c.parent_vertex_id, runs.c.item_index)
         .limit(limit)
     )
-    return [row._mapping for row in (await conn.execute(query)).all()]
+    return [RunHeader(*row) for row in (await conn.execute(query)).all()]
 
 
 async def restarts_of(conn: AsyncConnection, run_id: str) -> list[str]:

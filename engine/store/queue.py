@@ -226,6 +226,7 @@ class WorkQueue(StoreCore):
             live = [r for r in results if r.step.step_id in live_ids]
             report.dropped = [r.step.step_id for r in results if r.step.step_id not in live_ids]
             report.recorded = len(live)
+            report.changed_runs.update(r.step.run_id for r in live)
             await results_.release(conn, live, now)
             done = [
                 results_.DoneStep(
@@ -267,6 +268,7 @@ class WorkQueue(StoreCore):
         """Add ended children to their spawners' counters (one UPDATE per spawner, however
         many of its children ended in this batch) and close joins that can close."""
         for (parent_run_id, vertex_id), counts in fanout.group_ended(children).items():
+            tx.report.changed_runs.add(parent_run_id)
             row = await fanout.add_to_counters(tx.conn, parent_run_id, vertex_id, counts)
             if (
                 row is not None

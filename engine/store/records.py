@@ -54,6 +54,30 @@ class RunRecord:
 
 
 @dataclass(frozen=True)
+class RunHeader:
+    """A run as lists show it, without its input, output, item and pins: a page of 500 runs
+    would otherwise read and decode all of them for nothing."""
+
+    id: str
+    workflow_name: str
+    workflow_version: int
+    tenant_id: str
+    status: str
+    created_at: float
+    started_at: float | None
+    ended_at: float | None
+    parent_run_id: str | None
+    parent_vertex_id: str | None
+    item_index: int | None
+    root_run_id: str | None
+    restarted_from: str | None
+    dlq_at: float | None
+    route: str | None
+    """How its version was chosen (`engine.store.models.RunRoute`)."""
+    error: Any
+
+
+@dataclass(frozen=True)
 class StepRecord:
     id: int
     run_id: str
@@ -205,6 +229,9 @@ class CompletionReport:
     newly_ready: int = 0
     finished_runs: list[tuple[str, str]] = field(default_factory=list)
     """(run id, final status) of runs that ended in this call."""
+    changed_runs: set[str] = field(default_factory=set)
+    """Runs whose status, steps or fan-out counters this call changed (the runs of the
+    recorded results, and the parents of the children that ended)."""
 
 
 @dataclass(frozen=True)

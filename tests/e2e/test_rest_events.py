@@ -1,9 +1,12 @@
 """`GET /runs/{id}/events` over real HTTP, on both backends: a fan-out's stream delivers
-progress events as children end, then `end`, then closes; a quiet run gets heartbeats; an
-ended run's stream is its state and `end`; another tenant's run is a 404."""
+progress events as children end, then `end`, then closes — driven by run events, with the
+fallback poll out of reach; streams on an idle run read it no more often than the fallback; a
+quiet run gets heartbeats; an ended run's stream is its state and `end`; another tenant's run
+is a 404."""
 
 from __future__ import annotations
 
+import asyncio
 import itertools
 import json
 from collections.abc import AsyncIterator
@@ -16,6 +19,7 @@ from api.rest import sse
 from demo.downstream import RunningDownstream
 from tests.conftest import Backend
 from tests.e2e.rest_runs_harness import Api, api_on, assert_error
+from tests.integration.actions_harness import statements
 from tests.integration.operations_harness import ended, fanout, items, single
 
 STREAM_TIMEOUT_S = 60.0
@@ -65,7 +69,9 @@ async def api(backend: Backend, downstream: RunningDownstream) -> AsyncIterator[
 
 @pytest.fixture
 def quick(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(sse, "POLL_S", 0.1)
+    # The fallback read is out of the tests' reach: whatever a stream shows came from events.
+    monkeypatch.setattr(sse, "FALLBACK_S", 120.0)
+    monkeypatch.setattr(sse, "MIN_READ_S", 0.05)
     monkeypatch.setattr(sse, "HEARTBEAT_S", 0.3)
 
 
@@ -120,3 +126,58 @@ async def test_another_tenants_run_has_no_stream(api: Api) -> None:
         anonymous = await nobody.get(f"/runs/{run_id}/events")
     assert_error(refused, 404, "run_not_found")
     assert_error(anonymous, 401, "unauthorized")
+
+
+# ── an idle run: reads at the fallback rate only ───────────────────────────────────────────
+
+
+async def hold_stream(http: httpx.AsyncClient, path: str, seconds: float) -> int:
+    """Read the stream at `path` for `seconds`; the heartbeats seen."""
+    heartbeats = 0
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + seconds
+    async with http.stream("GET", path, timeout=STREAM_TIMEOUT_S) as answer:
+        assert answer.status_code == 200
+        lines = answer.aiter_lines()
+        for _ in range(MAX_LINES):
+            line = await anext(lines, None)
+            assert line is not None, "an idle run's stream stays open"
+            heartbeats += line.startswith(": heartbeat")
+            if loop.time() >= deadline:
+                break
+    return heartbeats
+
+
+@pytest.fixture
+async def idle(backend: Backend) -> AsyncIterator[Api]:
+    """No worker: a submitted run stays RUNNING, nothing changes it."""
+    async with api_on(backend, worker=False) as served:
+        await served.ops.workflows.publish(single("stuck", "http://127.0.0.1:9/never"))
+        yield served
+
+
+async def test_streams_on_an_idle_run_read_it_at_the_fallback_rate_only(
+    idle: Api, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    streams, window_s, fallback_s = 5, 3.0, 1.0
+    monkeypatch.setattr(sse, "FALLBACK_S", fallback_s)
+    monkeypatch.setattr(sse, "HEARTBEAT_S", 0.25)  # the streams speak; heartbeats read nothing
+    async with idle.http(idle.admin) as http:
+        run_id = (await http.post("/workflows/stuck/runs", json={})).json()["id"]
+        with statements(idle.runtime) as one_read:
+            await idle.ops.runs.progress(run_id)
+        with statements(idle.runtime) as one_key:
+            await idle.ops.keys.authenticate(idle.admin)
+        with statements(idle.runtime, every_task=True) as executed:
+            async with asyncio.TaskGroup() as group:
+                held = [
+                    group.create_task(hold_stream(http, f"/runs/{run_id}/events", window_s))
+                    for _ in range(streams)
+                ]
+    # What is not the streams' reads: each stream's request looks its key up once.
+    reads = (len(executed) - streams * len(one_key)) / len(one_read)
+    # Each stream: its first read (before the answer starts), one per fallback period, and one
+    # more for a read that may land as the client is closing it.
+    most = streams * (2 + window_s / fallback_s)
+    assert reads <= most, f"{reads:g} reads of the run by {streams} streams in {window_s} s"
+    assert all(task.result() >= 4 for task in held), "every stream was alive throughout"

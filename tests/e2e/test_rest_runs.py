@@ -49,7 +49,26 @@ async def working(backend: Backend, downstream: RunningDownstream) -> AsyncItera
             single(
                 "slow",
                 f"{base}/slow",
-                vertices={"call": gateway(f"{base}/slow", headers={"X-Demo-Sleep-Ms": "2500"})},
+                # Its own deadline (5 s) outlasts the gateway tier (1 s here): the wait runs
+                # out, the call does not.
+                vertices={
+                    "call": gateway(
+                        f"{base}/slow", headers={"X-Demo-Sleep-Ms": "2500"}, timeoutMs=5_000
+                    )
+                },
+            )
+        )
+        await served.ops.workflows.publish(
+            single(
+                "hanging",
+                f"{base}/hang",
+                vertices={
+                    "call": gateway(
+                        f"{base}/hang",
+                        headers={"X-Demo-Sleep-Ms": "60000"},
+                        retry={"maxAttempts": 2, "baseDelayMs": 100},
+                    )
+                },
             )
         )
         await served.ops.workflows.publish(fanout(base))
@@ -193,6 +212,26 @@ async def test_wait_answers_502_when_a_downstream_failed_the_run(working: Api) -
     assert (step["error"]["kind"], step["error"]["httpStatus"]) == ("http_error", 400)
     assert step["error"]["bodyExcerpt"]
     assert [a["httpStatus"] for a in step["history"]] == [400]
+
+
+async def test_wait_runs_the_calls_under_the_gateway_tier(working: Api) -> None:
+    """TIMEOUT_GATEWAY_MS is 1 s here; the downstream hangs for 60 s. The answer is a 504 in
+    the tier, and the run goes on: each attempt of its call is cut at 1 s (not at the 30 s of
+    the tier a run gets without `?wait=true`), so it ends by itself, FAILED with `timeout`."""
+    async with working.http(working.admin) as http:
+        answer = await http.post("/workflows/hanging/runs?wait=true", json={})
+        run_id = assert_error(answer, 504, "run_still_running")["details"]["runId"]
+        finished = await ended(working.ops, run_id)
+        detail = (await http.get(f"/runs/{run_id}")).json()
+        plain_id = (await http.post("/workflows/ok/runs", json={})).json()["id"]
+        plain = (await http.get(f"/runs/{plain_id}")).json()
+    assert finished.status == "FAILED"
+    assert detail["timeoutTier"] == "gateway"
+    (step,) = detail["steps"]
+    assert step["error"]["kind"] == "timeout"
+    durations = [attempt["durationMs"] for attempt in step["history"]]
+    assert len(durations) == 2 and all(900 <= d < 5_000 for d in durations), durations
+    assert plain["timeoutTier"] == "process", "without ?wait=true the run keeps its tier"
 
 
 async def test_wait_answers_504_in_time_and_the_run_goes_on(working: Api) -> None:

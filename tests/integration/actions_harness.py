@@ -34,18 +34,23 @@ async def action_lines(runtime: Runtime, run_id: str) -> list[dict[str, Any]]:
 
 
 @contextlib.contextmanager
-def statements(runtime: Runtime) -> Iterator[list[str]]:
+def statements(runtime: Runtime, *, every_task: bool = False) -> Iterator[list[str]]:
     """Collects the SQL statements the store sends for this task while the block runs (not
-    those of a worker running meanwhile: SQLAlchemy runs them inside the awaiting task)."""
+    those of a worker running meanwhile: SQLAlchemy runs them inside the awaiting task), or
+    for every task of the process with `every_task`."""
     seen: list[str] = []
     task = asyncio.current_task()
 
     def record(*args: Any) -> None:
-        if asyncio.current_task() is task:
+        if every_task or asyncio.current_task() is task:
             seen.append(args[2])
 
     engines = runtime.store._engines
-    targets = {id(e): e.sync_engine for e in (engines.write, engines.read)}.values()
+    # A read engine sharing the write engine's pool is a view of it: its statements reach
+    # the write engine's listeners already.
+    targets = [engines.write.sync_engine]
+    if not engines.shared_pool:
+        targets.append(engines.read.sync_engine)
     for target in targets:
         event.listen(target, "before_cursor_execute", record)
     try:

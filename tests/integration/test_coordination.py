@@ -12,16 +12,7 @@ import redis.asyncio as redis
 
 from engine import coordination
 from engine.settings import Settings
-from tests.integration.scripts.helpers import BACKENDS, UNREACHABLE_REDIS_URL, open_client, unique
-
-
-@pytest.fixture(params=BACKENDS)
-def coord_url(request: pytest.FixtureRequest) -> str | None:
-    """None = the embedded server; else the URL of the flushed test Redis."""
-    if request.param == "embedded":
-        return None
-    url: str = request.getfixturevalue("redis_url")
-    return url
+from tests.integration.scripts.helpers import UNREACHABLE_REDIS_URL, open_client, unique
 
 
 @pytest.fixture

@@ -19,7 +19,7 @@ import pytest
 from engine.coordination import keys
 from engine.health import HealthMarker
 from engine.settings import Settings
-from tests.integration.scripts.helpers import BACKENDS, open_client, unique
+from tests.integration.scripts.helpers import open_client, unique
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 SERVICE_SCRIPT = "tests.integration.scripts.service_main"
@@ -76,14 +76,6 @@ def test_names_that_are_not_plain_file_names_are_refused(tmp_path: Path, name: s
 
 
 # ── graceful shutdown of a real process ─────────────────────────────────────────────────────
-
-
-@pytest.fixture(params=BACKENDS)
-def coord_url(request: pytest.FixtureRequest) -> str | None:
-    if request.param == "embedded":
-        return None
-    url: str = request.getfixturevalue("redis_url")
-    return url
 
 
 @asynccontextmanager

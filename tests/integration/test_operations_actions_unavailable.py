@@ -1,5 +1,6 @@
-"""Operator actions against a database that cannot be reached: every action answers
-`Unavailable(code="store_unavailable")` (the operations boundary), never a driver error."""
+"""Operator actions against a database that cannot be reached, or that has no connection left
+for us: every action answers `Unavailable(code="store_unavailable")` (the operations
+boundary), never a driver error."""
 
 from __future__ import annotations
 
@@ -7,13 +8,17 @@ from collections.abc import Awaitable
 from pathlib import Path
 from typing import Any
 
+import asyncpg
 import pytest
+from sqlalchemy.engine import make_url
 
 from engine.operations import Operations
 from engine.operations.views import RunFilter
 from engine.runtime import Runtime
 from engine.settings import Settings
 from schemas.errors import InvalidRequest, Refusal, Unavailable
+from tests.conftest import PG_ADMIN_DSN
+from tests.integration.scripts.helpers import unique
 
 RUN_ID = "00000000-0000-0000-0000-000000000000"
 
@@ -97,3 +102,32 @@ async def test_every_settings_operation_on_an_unreachable_database_is_unavailabl
             assert down.value.code == "store_unavailable"
     finally:
         await runtime.close()
+
+
+async def test_a_database_out_of_connections_is_unavailable(pg_database_url: str) -> None:
+    """PostgreSQL refusing a connection for lack of slots ("too many connections", SQLSTATE
+    53300, which SQLAlchemy's asyncpg dialect raises as a bare DBAPIError) is the same
+    refusal as a database that is down, not an unexpected error. A role allowed no
+    connection at all refuses the same way as a server at `max_connections`."""
+    role = unique("sb_no_slots").replace("-", "_")
+    admin = await asyncpg.connect(PG_ADMIN_DSN)
+    try:
+        await admin.execute(f'CREATE ROLE "{role}" LOGIN CONNECTION LIMIT 0')
+        limited = make_url(pg_database_url).set(username=role)
+        url = limited.render_as_string(hide_password=False)
+        runtime = await Runtime.open(Settings(database_url=url), migrate=False)
+        try:
+            ops = Operations(runtime)
+            for call in [
+                *_actions(ops),
+                ops.runs.list(RunFilter()),
+                ops.keys.authenticate("sbk_x"),
+            ]:
+                with pytest.raises(Unavailable) as down:
+                    await call
+                assert down.value.code == "store_unavailable"
+        finally:
+            await runtime.close()
+    finally:
+        await admin.execute(f'DROP ROLE IF EXISTS "{role}"')
+        await admin.close()

@@ -19,7 +19,6 @@ from engine import coordination
 from engine.coordination.wakeup import Wakeup
 from engine.settings import Settings
 from tests.integration.scripts.helpers import (
-    BACKENDS,
     UNREACHABLE_REDIS_URL,
     open_client,
     unique,
@@ -36,14 +35,6 @@ def fast_wakeup(client: redis.Redis, channel: str) -> Wakeup:
         max_restart_backoff_s=0.05,
         read_timeout_s=0.05,
     )
-
-
-@pytest.fixture(params=BACKENDS)
-def coord_url(request: pytest.FixtureRequest) -> str | None:
-    if request.param == "embedded":
-        return None
-    url: str = request.getfixturevalue("redis_url")
-    return url
 
 
 @pytest.fixture

@@ -1,0 +1,146 @@
+"""Run events: "these runs changed (status, steps or fan-out progress): read them again".
+
+Whoever changes runs calls `changed(run_ids)`: a worker for the runs of the steps it claims and
+of the results it records, plus the parents of the children that ended (their fan-out counters
+moved); the operator actions for the runs they act on (`changed_everything()` when they touch
+too many to name). Whoever shows a run — the progress stream `GET /runs/{id}/events`, a
+submission's `?wait=true` — holds a `watch(run_id)` and waits on it instead of polling.
+
+Like wake-ups (`engine.coordination.wakeup`), an event is a hint, never the truth: the watcher
+reads the run from the store when woken, and also after its own bounded fallback timeout, so a
+lost event costs latency, never correctness. Hence:
+
+- Local first: watches in the same process wake at once.
+- Remote by PUBLISH on `sb:run-events` (`engine.coordination.keys.RUN_EVENTS_CHANNEL`) through
+  `PubSubChannel`: the run ids changed since the last message, at most one message per
+  `coalesce_s` (default 20 ms) however many flushes happen meanwhile, so a worker recording
+  thousands of children a second costs a set insertion per child and a few dozen small
+  messages a second. More than `MAX_IDS_PER_MESSAGE` ids become `*` (every watch wakes and
+  reads its run once): a message stays small whatever the burst.
+- Level-triggered per watch: an event that arrives while its watcher is busy reading makes the
+  next `wait()` return at once. A resubscription (messages may have been lost) and `stop()` wake
+  every watch.
+- Only watchers read the channel: the listener starts with the process's first watch, so a
+  worker, or an API process nobody streams from, never parses the workers' messages. (Events
+  published before that first subscription is confirmed are lost: the fallback read covers
+  them.)
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Iterable, Iterator
+from typing import Unpack
+
+import redis.asyncio as redis
+
+from engine.coordination import keys
+from engine.coordination.channel import ChannelOptions, PubSubChannel, Signal
+
+MAX_IDS_PER_MESSAGE = 2_000
+"""More run ids than this pending at once are published as `*` (everything changed)."""
+EVERYTHING = b"*"
+
+
+class RunWatch:
+    """One watcher's view of one run's events (see `RunEvents.watch`)."""
+
+    def __init__(self, run_id: str) -> None:
+        self.run_id = run_id
+        self.events = 0
+        """Times this watch was woken."""
+        self._signal = Signal()
+
+    def wake(self) -> None:
+        self.events += 1
+        self._signal.set()
+
+    async def wait(self, timeout_s: float) -> bool:
+        """Wait up to `timeout_s` for the run to change; True if it did (or had since the last
+        wait), False on timeout. Consumes the pending event."""
+        return await self._signal.wait(timeout_s)
+
+
+class RunEvents(PubSubChannel):
+    """One process's end of the run-events channel; see the module docstring. Build one per
+    process (the `Runtime` does), `start()` it, `stop()` it at the end."""
+
+    what = "run events"
+    listens_at_start = False  # only a process that watches a run reads the channel
+
+    default_channel = keys.RUN_EVENTS_CHANNEL
+    default_coalesce_s = 0.02
+
+    def __init__(self, client: redis.Redis, **options: Unpack[ChannelOptions]) -> None:
+        super().__init__(client, **options)
+        self._watches: dict[str, set[RunWatch]] = {}
+        self._pending: set[str] = set()
+        self._everything = False
+
+    async def changed(self, run_ids: Iterable[str]) -> None:
+        """Tell every watch of these runs, here and in other processes, that they changed.
+        Never raises for a coordination failure (the watchers' fallback reads cover it)."""
+        ids = set(run_ids)
+        if not ids:
+            return
+        for run_id in ids:
+            for watch in self._watches.get(run_id, ()):
+                watch.wake()
+        if not self._everything:
+            self._pending |= ids
+            if len(self._pending) > MAX_IDS_PER_MESSAGE:
+                self._everything, self._pending = True, set()
+        await self._hint()
+
+    async def changed_everything(self) -> None:
+        """Every watch, everywhere, reads its run again (more changed than is worth naming)."""
+        self._wake_all()
+        self._everything, self._pending = True, set()
+        await self._hint()
+
+    @contextlib.contextmanager
+    def watch(self, run_id: str) -> Iterator[RunWatch]:
+        """A watch of `run_id` for as long as the block lasts. Register it before reading the
+        run, so that no change between the read and the first `wait()` goes unnoticed."""
+        watch = RunWatch(run_id)
+        self._watches.setdefault(run_id, set()).add(watch)
+        self._listen_now()
+        try:
+            yield watch
+        finally:
+            watches = self._watches.get(run_id)
+            if watches is not None:
+                watches.discard(watch)
+                if not watches:
+                    del self._watches[run_id]
+
+    @property
+    def watched(self) -> int:
+        """Runs watched in this process now."""
+        return len(self._watches)
+
+    def _wake_all(self) -> None:
+        for watches in self._watches.values():
+            for watch in watches:
+                watch.wake()
+
+    def _body(self) -> bytes:
+        body = EVERYTHING if self._everything else " ".join(sorted(self._pending)).encode()
+        self._everything, self._pending = False, set()
+        return body
+
+    def _received(self, body: bytes) -> None:
+        if not self._watches or not body:
+            return  # nobody here watches (a worker): nothing to parse
+        if body == EVERYTHING:
+            self._wake_all()
+            return
+        for run_id in body.decode().split(" "):
+            for watch in self._watches.get(run_id, ()):
+                watch.wake()
+
+    def _resubscribed(self) -> None:
+        self._wake_all()
+
+    def _stopped(self) -> None:
+        self._wake_all()
