@@ -85,7 +85,12 @@ class StoreCore:
     async def open(cls, database_url: str, clock: Clock, *, migrate: bool = True) -> Self:
         engines = db.create_engines(database_url)
         if migrate:
-            await db.upgrade(engines)
+            try:
+                await db.upgrade(engines)
+            except BaseException:
+                # Nobody else will: the caller never gets a store to close.
+                await engines.dispose()
+                raise
         return cls(engines, clock)
 
     @property

@@ -4,6 +4,8 @@ SQLite (embedded): WAL journal, a busy timeout, and write transactions opened wi
 `BEGIN IMMEDIATE` so two writers never deadlock upgrading a read lock (SQLite serialises
 writers; IMMEDIATE makes the wait happen up front where the busy timeout covers it). Reads use a
 second engine with plain deferred transactions so the run monitor never waits for a writer.
+Both SQLite engines open their connections through one `SqliteConnections`, so that disposing
+of them also waits for every aiosqlite worker thread to end (see that module for why).
 PostgreSQL: one asyncpg engine and one pool for both; reads run in autocommit, because a
 transaction around a read pays a BEGIN and a ROLLBACK round trip for nothing: at READ
 COMMITTED every statement takes its own snapshot anyway, in a transaction or not. (A read
@@ -23,12 +25,15 @@ from alembic.config import Config
 from alembic.migration import MigrationContext
 from alembic.script import ScriptDirectory
 from sqlalchemy import event
-from sqlalchemy.engine import Connection, make_url
+from sqlalchemy.engine import URL, Connection, make_url
 from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
 
 from engine.store.dialect import POSTGRESQL, SQLITE, Dialect
+from engine.store.sqlite_connections import SqliteConnections
 
 SQLITE_BUSY_TIMEOUT_MS = 30_000
+SQLITE_JOIN_MARGIN_S = 5.0
+"""How much longer than the busy timeout disposing waits for a connection's worker thread."""
 
 
 @dataclass(frozen=True)
@@ -40,15 +45,37 @@ class Engines:
     dialect: Dialect
     shared_pool: bool = False
     """`read` is `write` with other execution options (one pool, disposed once)."""
+    sqlite_connections: SqliteConnections | None = None
+    """What opens the SQLite engines' connections (None on PostgreSQL)."""
 
     async def dispose(self) -> None:
-        await self.write.dispose()
-        if not self.shared_pool:
-            await self.read.dispose()
+        """Close every pooled connection and, on SQLite, wait for their worker threads (and
+        those of failed or forced-closed connections) to end. Connections still checked out
+        are the caller's: close them first."""
+        try:
+            await self.write.dispose()
+        finally:
+            try:
+                if not self.shared_pool:
+                    await self.read.dispose()
+            finally:
+                if self.sqlite_connections is not None:
+                    await self.sqlite_connections.wait_stopped()
 
 
-def _sqlite_engine(url: str, *, immediate: bool) -> AsyncEngine:
-    engine = create_async_engine(url, connect_args={"timeout": SQLITE_BUSY_TIMEOUT_MS / 1000})
+def _sqlite_connections(url: URL) -> SqliteConnections:
+    # The arguments SQLAlchemy itself would pass to the driver for this URL (path, `uri`
+    # mode and the other query options), plus the busy timeout.
+    args, kwargs = url.get_dialect()().create_connect_args(url)
+    return SqliteConnections(
+        args,
+        {**kwargs, "timeout": SQLITE_BUSY_TIMEOUT_MS / 1000},
+        join_timeout_s=SQLITE_BUSY_TIMEOUT_MS / 1000 + SQLITE_JOIN_MARGIN_S,
+    )
+
+
+def _sqlite_engine(url: URL, connections: SqliteConnections, *, immediate: bool) -> AsyncEngine:
+    engine = create_async_engine(url, async_creator=connections.connect)
 
     @event.listens_for(engine.sync_engine, "connect")
     def _on_connect(dbapi_connection: Any, _record: Any) -> None:
@@ -73,10 +100,12 @@ def create_engines(database_url: str, *, pool_size: int = 10) -> Engines:
     """Build the engines for `database_url` (sqlite+aiosqlite or postgresql+asyncpg)."""
     url = make_url(database_url)
     if url.get_backend_name() == "sqlite":
+        connections = _sqlite_connections(url)
         return Engines(
-            write=_sqlite_engine(database_url, immediate=True),
-            read=_sqlite_engine(database_url, immediate=False),
+            write=_sqlite_engine(url, connections, immediate=True),
+            read=_sqlite_engine(url, connections, immediate=False),
             dialect=SQLITE,
+            sqlite_connections=connections,
         )
     if url.get_backend_name() == "postgresql":
         engine = create_async_engine(database_url, pool_size=pool_size, max_overflow=pool_size)
