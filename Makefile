@@ -32,8 +32,12 @@ demo-run: $(STAMP)
 		--input @examples/subscription-renewals.input.json --demo-downstream \
 		--database sqlite+aiosqlite:///$(CURDIR)/.demo.db
 
+## Test files are spread over TEST_WORKERS processes (pytest-xdist; a file stays in one process,
+## so its module fixtures start once). TEST_WORKERS=0 runs everything in this process.
+TEST_WORKERS ?= 3
+
 test: $(STAMP)
-	$(BIN)/pytest
+	$(BIN)/pytest -n $(TEST_WORKERS) --dist loadfile
 
 lint: $(STAMP)
 	$(BIN)/ruff check .

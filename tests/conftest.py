@@ -28,7 +28,24 @@ os.environ[ALLOW_ENV] = LOOPBACK_ALLOW
 PG_ADMIN_DSN = os.environ.get(
     "SCHEMABRIDGE_TEST_PG", "postgresql://postgres@127.0.0.1:5432/postgres"
 )
-REDIS_TEST_URL = os.environ.get("SCHEMABRIDGE_TEST_REDIS", "redis://127.0.0.1:6379/15")
+
+
+def _redis_test_url() -> str:
+    """The Redis database of this test process: `SCHEMABRIDGE_TEST_REDIS` (default db 15), or
+    under pytest-xdist one database below it per worker (gw0: 15, gw1: 14, …), so parallel
+    workers never flush each other's state."""
+    base = os.environ.get("SCHEMABRIDGE_TEST_REDIS", "redis://127.0.0.1:6379/15")
+    worker = os.environ.get("PYTEST_XDIST_WORKER", "")
+    if not worker.startswith("gw"):
+        return base
+    prefix, _, db = base.rpartition("/")
+    index = int(worker.removeprefix("gw"))
+    if not db.isdigit() or int(db) - index < 0:
+        raise RuntimeError(f"cannot give xdist worker {worker} a Redis database below {base}")
+    return f"{prefix}/{int(db) - index}"
+
+
+REDIS_TEST_URL = _redis_test_url()
 IN_CI = os.environ.get("CI", "").lower() in {"1", "true", "yes"}
 
 
