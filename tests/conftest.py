@@ -121,10 +121,21 @@ async def pg_database_url() -> AsyncIterator[str]:
     await _drop_pg_database(name)
 
 
+def _flush_embedded_redis() -> None:
+    """The embedded server is shared by the whole process (as `serve` needs); empty it so an
+    embedded test starts as clean as a server test does on its flushed Redis database."""
+    import fakeredis
+
+    from engine.coordination.redis_client import embedded_server
+
+    fakeredis.FakeRedis(server=embedded_server()).flushall()
+
+
 @pytest.fixture(params=["embedded", "server"])
 def backend(request: pytest.FixtureRequest, tmp_path: Path) -> Backend:
     """Every engine test runs on SQLite + fakeredis and on PostgreSQL + Redis."""
     if request.param == "embedded":
+        _flush_embedded_redis()
         return Backend("embedded", f"sqlite+aiosqlite:///{tmp_path / 'sb.db'}", None)
     pg_url = request.getfixturevalue("pg_database_url")
     r_url = request.getfixturevalue("redis_url")

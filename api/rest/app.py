@@ -20,7 +20,7 @@ import logging
 from collections.abc import AsyncIterator, Callable, Sequence
 from contextlib import AbstractAsyncContextManager
 
-from fastapi import APIRouter, FastAPI
+from fastapi import APIRouter, Depends, FastAPI
 
 from api.rest import (
     keys,
@@ -38,6 +38,7 @@ from api.rest.body_depth import BodyDepthLimit
 from api.rest.deps import ApiContext
 from api.rest.errors import install_error_handlers
 from api.rest.middleware import BodyLimit, RequestObserver
+from api.rest.query_params import refuse_repeated_query_parameters
 from engine.operations import Operations
 from engine.runtime import Runtime
 from engine.settings import Settings
@@ -146,6 +147,7 @@ def create_app(
         description="Durable workflow graphs of HTTP calls. Errors are JSON "
         '`{"code", "message", "details"}` with a stable `code`.',
         lifespan=lifespan,
+        dependencies=[Depends(refuse_repeated_query_parameters)],
     )
     app.state.schemabridge = context
     install_error_handlers(app)

@@ -134,6 +134,23 @@ async def test_body_and_parameter_validation_is_422_with_pointers(url: str) -> N
     assert [(p["in"], p["pointer"]) for p in query["details"]["problems"]] == [("query", "/limit")]
 
 
+async def test_a_repeated_query_parameter_is_422_not_silently_the_last(url: str) -> None:
+    async with client(url) as http:
+        answer = await http.post("/probe/items?limit=1&limit=2", json={"name": "a", "count": 1})
+        once = await http.post("/probe/items?limit=2", json={"name": "a", "count": 1})
+    body = _is_error(answer, 422, "invalid_request")
+    assert body["details"]["problems"] == [
+        {
+            "in": "query",
+            "pointer": "/limit",
+            "code": "repeated",
+            "message": "given 2 times; give it once",
+        }
+    ]
+    assert body["message"] == "query /limit: given 2 times; give it once"
+    assert once.status_code == 200
+
+
 @pytest.mark.parametrize(
     ("which", "status", "code"),
     [

@@ -54,6 +54,7 @@ SEMANTIC_422 = {
     "GET /runs/{run_id}/logs": "a cursor is opaque: only one the API gave out is valid",
     "PUT /destinations/{key}/caps": "a destination key must be one a call can have",
     "DELETE /destinations/{key}/caps": "a destination key must be one a call can have",
+    "POST /workflows/{name}/deployments": "stages must rise in weight and end at 100",
 }
 """Routes whose schema-valid requests may be refused with 422, and why."""
 ACCEPTED = ["2xx", "401", "403", "404", "409", "429"]
