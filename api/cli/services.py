@@ -29,6 +29,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 import uvloop
+from rich.rule import Rule
 
 from api.cli import log_setup, usage
 from engine.settings import Settings
@@ -350,7 +351,9 @@ def _warn_demo(downstream_url: str, names: list[str]) -> None:
     # stdout, one line, before the "listening on" line: `make demo` (demo/monitor.py) reads
     # it to script the downstream's failures.
     print(f"demo downstream at {downstream_url}", flush=True)
-    console.rule("[bold red]DEMO MODE[/bold red]")
+    # A rule spans the console, which is PIPED_WIDTH wide in a log or pipe: keep it readable.
+    rule_width = min(console.width, 100)
+    console.print(Rule("[bold red]DEMO MODE[/bold red]"), width=rule_width)
     console.print(
         "[bold red]Authentication is OFF:[/bold red] every request acts as the admin 'demo'. "
         "Do not expose this port."
@@ -360,7 +363,7 @@ def _warn_demo(downstream_url: str, names: list[str]) -> None:
         "the examples reach the demo downstream; other internal addresses stay refused."
     )
     console.print(f"demo downstream: {downstream_url}; example workflows: {', '.join(names)}")
-    console.rule()
+    console.print(Rule(), width=rule_width)
 
 
 async def _serve_all(
