@@ -358,24 +358,17 @@ def test_unknown_pages_and_runs_say_so(server: DemoServer, browser: Any) -> None
 
 
 def test_a_waiting_step_says_why(server: DemoServer, browser: Any) -> None:
-    """The run views will carry `steps[].waiting` (why a step waits); until the API sends it,
-    the page's answer is given the field on its way in, to show the line it draws."""
-    run_id = ticket(server, tenant="waiting", wait=True)
-    waiting = {"reason": "rate_limit", "message": "tenant waiting used its 1,000 calls"}
-
-    def with_waiting(route: Any) -> None:
-        answer = route.fetch()
-        body = answer.json()
-        for step in body["steps"]:
-            if step["vertexId"] == "open-ticket":
-                step["waiting"] = {**waiting, "until": body["createdAt"] + 10**6}
-        route.fulfill(response=answer, json=body)
-
+    """A tenant allowed one GATEWAY call a minute: the ticket's lookup takes it, so open-ticket
+    parks on the tenant's rate limit, and the run page says so with the engine's own words."""
+    server.call("/tenants/waiting/limits", {"ratePerMinute": 1}, method="PUT")
+    run_id = ticket(server, tenant="waiting")
     with opened(browser, f"{server.ui}#/runs/{run_id}") as (page, _):
-        page.route(f"**/runs/{run_id}", with_waiting)
-        page.reload()
         line = page.locator('.waiting .waiting-line[data-vertex="open-ticket"]')
-        line.wait_for()
+        line.wait_for(timeout=30_000)
         text = line.inner_text()
-        assert "open-ticket is waiting (rate_limit)" in text
-        assert "tenant waiting used its 1,000 calls" in text and "s more" in text
+        shoot(page, "run-waiting")
+    assert "open-ticket is waiting (tenant_rate_limit)" in text
+    assert "tenant waiting" in text and "set-rate" in text, text
+    assert "s more" in text, "the page counts down to the next try"
+    assert server.run_status(run_id) == "RUNNING"
+    server.call("/runs/" + run_id + "/cancel", {}, method="POST")
