@@ -19,6 +19,7 @@ import typer
 from pydantic import ValidationError
 
 from api.cli import admin as cli_admin
+from api.cli import deployments as cli_deployments
 from api.cli import keys as cli_keys
 from api.cli import run as cli_run
 from api.cli import runs as cli_runs
@@ -103,4 +104,5 @@ app.add_typer(cli_admin.tenants_app, name="tenants")
 app.add_typer(cli_keys.keys_app, name="keys")
 app.add_typer(cli_runs.runs_app, name="runs")
 app.add_typer(cli_workflows.workflows_app, name="workflows")
+app.add_typer(cli_deployments.deployments_app, name="deployments")
 app.add_typer(cli_secrets.secrets_app, name="secrets")

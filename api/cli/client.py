@@ -5,13 +5,14 @@
         page = await api.runs.list(RunQuery(status="FAILED"), limit=20)
         await api.actions.retry(page.items[0].id)
 
-Its groups mirror the operations layer's (`workflows`, `runs`, `actions`, `settings`;
+Its groups mirror the operations layer's (`workflows`, `runs`, `actions`, `settings`,
+`deployments`;
 `api.cli.client_routes`) and answer the API's JSON as the models of `api.cli.wire` (the
 views' fields, under the same names; unknown fields are kept, so a newer server does not break
 an older CLI). Every refusal, and every way of not reaching the API, is an `ApiFailure` with
 its exit code (`api.cli.client_errors`, the one place HTTP is mapped). `ApiSession`
-(`api.cli.session`) is the transport underneath: new groups (deployments, secrets) are built
-on its `call`, `fetch` and `events`.
+(`api.cli.session`) is the transport underneath: new groups are built on its `call`, `fetch`
+and `events`.
 
 Async like every other API of the project: commands run it with `asyncio.run`.
 """
@@ -23,7 +24,13 @@ from types import TracebackType
 import httpx
 
 from api.cli.client_errors import ApiFailure
-from api.cli.client_routes import ActionsApi, RunsApi, SettingsApi, WorkflowsApi
+from api.cli.client_routes import (
+    ActionsApi,
+    DeploymentsApi,
+    RunsApi,
+    SettingsApi,
+    WorkflowsApi,
+)
 from api.cli.exit_codes import ExitCode
 from api.cli.session import DEFAULT_API_URL, DEFAULT_TIMEOUT_S, ApiSession, ApiTarget, ServerEvent
 
@@ -44,6 +51,7 @@ class ApiClient:
         self.runs = RunsApi(self.session)
         self.actions = ActionsApi(self.session)
         self.settings = SettingsApi(self.session)
+        self.deployments = DeploymentsApi(self.session)
 
     @property
     def api_url(self) -> str:

@@ -1,5 +1,5 @@
 """The REST API's routes as typed calls, one class per group of the operations layer
-(`workflows`, `runs`, `actions`, `settings`), each over an `ApiSession`.
+(`workflows`, `runs`, `actions`, `settings`, `deployments`), each over an `ApiSession`.
 
 A method names its route in its docstring; it answers the route's answer as an
 `api.cli.wire` model and leaves refusals to the session's error mapping (`ApiFailure`).
@@ -18,6 +18,8 @@ from api.cli.wire import (
     CancelResult,
     CapsRemoved,
     CapsView,
+    DeploymentChange,
+    DeploymentView,
     DestinationView,
     GraphView,
     LogEntry,
@@ -29,6 +31,7 @@ from api.cli.wire import (
     RunDetail,
     RunQuery,
     RunSummary,
+    ServingView,
     StartOverResult,
     SubmitResult,
     TenantView,
@@ -83,6 +86,7 @@ def filter_params(selection: RunQuery) -> dict[str, Any]:
         "parent": selection.parent,
         "createdAfter": selection.created_after,
         "createdBefore": selection.created_before,
+        "route": selection.route,
     }
 
 
@@ -284,3 +288,61 @@ class SettingsApi:
             body["maxRuns"] = max_runs
         path = f"/tenants/{segment(tenant_id)}/limits"
         return await self._session.fetch(TenantView, "PUT", path, body=body)
+
+
+class DeploymentsApi:
+    def __init__(self, session: ApiSession) -> None:
+        self._session = session
+
+    async def start(
+        self,
+        workflow: str,
+        version: int,
+        *,
+        stages: builtins.list[dict[str, Any]] | None = None,
+        rollback: dict[str, Any] | None = None,
+        check_interval_s: float | None = None,
+    ) -> DeploymentView:
+        """`POST /workflows/{name}/deployments` (409 `deployment_running`, 422
+        `invalid_deployment`); left out: the API's defaults."""
+        body: dict[str, Any] = {"version": version}
+        if stages is not None:
+            body["stages"] = stages
+        if rollback:
+            body["rollback"] = rollback
+        if check_interval_s is not None:
+            body["checkIntervalSeconds"] = check_interval_s
+        path = f"/workflows/{segment(workflow)}/deployments"
+        return await self._session.fetch(DeploymentView, "POST", path, body=body)
+
+    async def list(self, workflow: str | None = None, *, limit: int = 20) -> Page[DeploymentView]:
+        """`GET /workflows/{name}/deployments`, or `GET /deployments` (every workflow's),
+        newest first."""
+        path = "/deployments" if workflow is None else f"/workflows/{segment(workflow)}/deployments"
+        params = {"limit": limit}
+        return await self._session.fetch(Page[DeploymentView], "GET", path, params=params)
+
+    async def get(self, deployment_id: str) -> DeploymentView:
+        """`GET /deployments/{id}` (404 `deployment_not_found`)."""
+        path = f"/deployments/{segment(deployment_id)}"
+        return await self._session.fetch(DeploymentView, "GET", path)
+
+    async def abort(self, deployment_id: str) -> DeploymentChange:
+        """`POST /deployments/{id}/abort` (409 `deployment_ended`)."""
+        path = f"/deployments/{segment(deployment_id)}/abort"
+        return await self._session.fetch(DeploymentChange, "POST", path)
+
+    async def rollback(self, deployment_id: str) -> DeploymentChange:
+        """`POST /deployments/{id}/rollback` (409 `deployment_ended`)."""
+        path = f"/deployments/{segment(deployment_id)}/rollback"
+        return await self._session.fetch(DeploymentChange, "POST", path)
+
+    async def serving(self, workflow: str) -> ServingView:
+        """`GET /workflows/{name}/serving`."""
+        path = f"/workflows/{segment(workflow)}/serving"
+        return await self._session.fetch(ServingView, "GET", path)
+
+    async def set_serving(self, workflow: str, version: int) -> ServingView:
+        """`POST /workflows/{name}/serving` (admin; 409 `deployment_running`)."""
+        path = f"/workflows/{segment(workflow)}/serving"
+        return await self._session.fetch(ServingView, "POST", path, body={"version": version})

@@ -73,6 +73,10 @@ def checked_status(value: str | None) -> str | None:
     return upper
 
 
+ROUTES = ("serving", "candidate", "pinned", "system")
+"""How a run got its version (the API's `route`)."""
+
+
 def run_filter(
     *,
     status: str | None,
@@ -80,11 +84,21 @@ def run_filter(
     tenant: str | None,
     since: str | None,
     roots_only: bool,
+    version: int | None = None,
+    route: str | None = None,
 ) -> RunQuery:
-    """The filter the list and batch options describe."""
+    """The filter the list and batch options describe (exit 2 for a `version` without a
+    workflow, or one that contradicts NAME@VERSION, and for an unknown `route`)."""
     from api.cli.wire import RunQuery
 
-    name, version = split_version(workflow) if workflow else (None, None)
+    name, pinned = split_version(workflow) if workflow else (None, None)
+    if version is not None and name is None:
+        fail("--version needs --workflow (a version belongs to one workflow)", ExitCode.USAGE)
+    if version is not None and pinned is not None and version != pinned:
+        fail(f"--workflow {workflow} and --version {version} disagree", ExitCode.USAGE)
+    version = version if version is not None else pinned
+    if route is not None and route.lower() not in ROUTES:
+        fail(f"unknown route {route!r}; one of {', '.join(ROUTES)}", ExitCode.USAGE)
     created_after = None
     if since is not None:
         try:
@@ -98,4 +112,5 @@ def run_filter(
         tenant=tenant,
         created_after=created_after,
         roots_only=roots_only,
+        route=None if route is None else route.lower(),
     )

@@ -167,6 +167,18 @@ def _explain_failure(detail: RunDetail) -> None:
 def list_runs(
     status: StatusOption = None,
     workflow: WorkflowOption = None,
+    version: Annotated[
+        int | None,
+        typer.Option(help="Only runs of this version of --workflow.", metavar="V", min=1),
+    ] = None,
+    route: Annotated[
+        str | None,
+        typer.Option(
+            help="Only runs whose version was chosen so: serving, candidate (a deployment's "
+            "share), pinned (the submission named it) or system.",
+            metavar="ROUTE",
+        ),
+    ] = None,
     tenant: TenantOption = None,
     since: SinceOption = None,
     limit: Annotated[
@@ -187,7 +199,13 @@ def list_runs(
     More runs than --limit: the last line gives the --cursor that continues the list."""
     remote = Remote(api_url, api_key, output, debug)
     selection = run_filter(
-        status=status, workflow=workflow, tenant=tenant, since=since, roots_only=not all_runs
+        status=status,
+        workflow=workflow,
+        tenant=tenant,
+        since=since,
+        roots_only=not all_runs,
+        version=version,
+        route=route,
     )
 
     async def action(api: ApiClient) -> Page[RunSummary]:

@@ -86,6 +86,24 @@ def excerpt(text: str, limit: int = 200) -> str:
     return flat if len(flat) <= limit else flat[: limit - 1] + "…"
 
 
+def parse_duration(value: str) -> float:
+    """A duration option: seconds ("90") or a span ("60s", "5m", "2h", "1d"), in seconds.
+    Raises ValueError with a sentence saying what is accepted."""
+    text = value.strip()
+    try:
+        seconds = float(text)
+    except ValueError:
+        span = _SPAN.match(text)
+        if span is None:
+            raise ValueError(
+                f"{value!r} is not a duration: seconds (90) or a span (60s, 5m, 2h, 1d)"
+            ) from None
+        seconds = float(span.group(1)) * _SPAN_S[span.group(2).lower()]
+    if not seconds >= 0 or seconds == float("inf"):
+        raise ValueError(f"{value!r} is not a duration: it is 0 or more seconds")
+    return seconds
+
+
 def parse_since(value: str, now: float) -> float:
     """`--since`: a span back from now ("90s", "15m", "2h", "3d", "1w") or an ISO date or
     time ("2026-12-01", "2026-12-01T08:00"; local time unless it has a zone), as epoch

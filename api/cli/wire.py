@@ -52,6 +52,8 @@ class RunQuery:
     created_after: float | None = None
     created_before: float | None = None
     roots_only: bool = False
+    route: str | None = None
+    """How the runs got their version: serving, candidate, pinned or system."""
 
 
 # ── workflows ───────────────────────────────────────────────────────────────────────────────
@@ -66,6 +68,7 @@ class PublishResult(Wire):
 class WorkflowSummary(Wire):
     name: str
     latest_version: int
+    serving_version: int | None = None
     versions: int
     updated_at: float
 
@@ -124,6 +127,7 @@ class RunSummary(Wire):
     root_run_id: str | None = None
     restarted_from: str | None = None
     dlq_at: float | None = None
+    route: str | None = None
     error: ErrorView | None = None
 
 
@@ -307,3 +311,87 @@ class TenantView(Wire):
     tenant_id: str
     rate: TenantRateView
     quota: QuotaView | None = None
+
+
+# ── deployments ─────────────────────────────────────────────────────────────────────────────
+
+
+class StageView(Wire):
+    stage: int
+    weight: float
+    min_runs: int
+    min_duration_seconds: float
+    started_at: float | None = None
+    ended_at: float | None = None
+
+
+class RollbackSpec(Wire):
+    max_failure_ratio: float
+    margin_over_serving: float | None = None
+    min_finished_runs: int
+
+
+class VersionFigures(Wire):
+    version: int
+    runs: int
+    succeeded: int
+    failed: int
+    cancelled: int
+    running: int
+    finished: int
+    failure_ratio: float | None = None
+    runs_url: str
+
+
+class TimelineEvent(Wire):
+    at: float
+    event: str
+    stage: int
+    weight: float | None = None
+    note: str | None = None
+
+
+class OutcomeView(Wire):
+    reason: str
+    actor: str | None = None
+    stage: int | None = None
+    figures: dict[str, Any] | None = None
+
+
+class DeploymentView(Wire):
+    id: str
+    workflow: str
+    status: str
+    candidate_version: int
+    serving_version: int
+    stage: int
+    weight: float
+    stages: list[StageView]
+    rollback: RollbackSpec
+    threshold: float
+    check_interval_seconds: float
+    candidate: VersionFigures
+    serving: VersionFigures
+    exposure: int
+    run_id: str
+    created_at: float
+    created_by: str
+    ended_at: float | None = None
+    outcome: OutcomeView | None = None
+    timeline: list[TimelineEvent] = []
+
+
+class DeploymentChange(Wire):
+    changed: bool
+    message: str
+    deployment: DeploymentView
+
+
+class ServingView(Wire):
+    workflow: str
+    serving_version: int
+    candidate_version: int | None = None
+    candidate_weight: float = 0.0
+    deployment_id: str | None = None
+    updated_at: float
+    updated_by: str | None = None

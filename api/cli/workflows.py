@@ -1,9 +1,11 @@
-"""`schemabridge workflows publish | list | versions | show` on the REST API.
+"""`schemabridge workflows publish | list | versions | show | serving` on the REST API.
 
 `publish` sends every document of every file in one request, so a parent and the child
 workflows its spawners start are published together (one transaction); an invalid document
-is exit 2 with each problem's file and JSON pointer. `show` prints a version's document and
-its graph, layer by layer.
+is exit 2 with each problem's file and JSON pointer. A later version gets no runs until a
+deployment moves them to it, and `publish` says so with the command that starts one. `show`
+prints a version's document and its graph, layer by layer; `serving` shows which version new
+runs get, or switches it at once (admin).
 """
 
 from __future__ import annotations
@@ -31,6 +33,7 @@ from api.cli.remote import (
     print_json,
     print_page,
     render,
+    say,
     stdout,
     table,
 )
@@ -40,7 +43,14 @@ from api.cli.text import MISSING, moment, plural, relative
 if TYPE_CHECKING:
     from rich.table import Table
 
-    from api.cli.wire import GraphView, VersionDetail, VersionSummary, WorkflowSummary
+    from api.cli.wire import (
+        GraphView,
+        PublishResult,
+        ServingView,
+        VersionDetail,
+        VersionSummary,
+        WorkflowSummary,
+    )
 
 workflows_app = typer.Typer(
     help="Workflows on the REST API: publish, list, versions, show.",
@@ -119,18 +129,39 @@ def publish(
     remote = Remote(api_url, api_key, output, debug)
     documents, origins = read_documents(files)
 
-    async def action(api: ApiClient) -> list[Any]:
+    async def action(api: ApiClient) -> tuple[list[PublishResult], dict[str, int | None]]:
         try:
-            return await api.workflows.publish(documents)
+            results = await api.workflows.publish(documents)
         except ApiFailure as failure:
             raise _located(failure, origins) from None
+        listed = (await api.workflows.list()).items
+        return results, {w.name: w.serving_version for w in listed}
 
-    results = call(remote, action)
+    results, serving = call(remote, action)
     if remote.json:
         print_json(dump(results))
         return
-    rows = [[r.name, f"v{r.version}", "published" if r.created else "unchanged"] for r in results]
-    render(stdout(), table(["WORKFLOW", "VERSION", "RESULT"], rows))
+    rows = [
+        [r.name, f"v{r.version}", "published" if r.created else "unchanged", _serves(r, serving)]
+        for r in results
+    ]
+    render(stdout(), table(["WORKFLOW", "VERSION", "RESULT", "SERVING"], rows))
+    for result in results:
+        current = serving.get(result.name)
+        if current is not None and current != result.version:
+            say(
+                f"{result.name} v{result.version} is NOT serving yet: new runs get "
+                f"v{current}. Deploy it: schemabridge deployments start {result.name} "
+                f"--version {result.version}"
+            )
+
+
+def _serves(result: PublishResult, serving: dict[str, int | None]) -> str:
+    """Whether new runs get the version published ("yes"), or which one they get."""
+    current = serving.get(result.name)
+    if current is None:
+        return MISSING
+    return "yes" if current == result.version else f"no (v{current} serves)"
 
 
 @workflows_app.command("list", epilog=EXIT_CODES_HELP)
@@ -147,9 +178,15 @@ def list_workflows(
     def rows(items: list[WorkflowSummary]) -> Table:
         now = time.time()
         return table(
-            ["WORKFLOW", "LATEST", "VERSIONS", "UPDATED"],
+            ["WORKFLOW", "LATEST", "SERVING", "VERSIONS", "UPDATED"],
             [
-                [w.name, f"v{w.latest_version}", f"{w.versions:,}", relative(w.updated_at, now)]
+                [
+                    w.name,
+                    f"v{w.latest_version}",
+                    MISSING if w.serving_version is None else f"v{w.serving_version}",
+                    f"{w.versions:,}",
+                    relative(w.updated_at, now),
+                ]
                 for w in items
             ],
         )
@@ -231,3 +268,49 @@ def show(
     render(console, graph_table(graph))
     console.print("document:", markup=False)
     console.print(json.dumps(detail.document, indent=2, ensure_ascii=False), markup=False)
+
+
+@workflows_app.command("serving", epilog=EXIT_CODES_HELP)
+def serving(
+    name: NameArgument,
+    version: Annotated[
+        int | None,
+        typer.Argument(
+            help="Make this version serve new runs at once (admin); left out: show which does.",
+            metavar="[VERSION]",
+            min=1,
+        ),
+    ] = None,
+    api_url: ApiUrlOption = DEFAULT_API_URL,
+    api_key: ApiKeyOption = None,
+    output: OutputOption = OutputFormat.TEXT,
+    debug: DebugOption = False,
+) -> None:
+    """Which version of a workflow new runs get, and a running deployment's candidate; with
+    VERSION, switch to it at once (admin, recorded with the key; refused while a deployment
+    of the workflow runs: a deployment is the gradual way)."""
+    remote = Remote(api_url, api_key, output, debug)
+    if version is None:
+        found = call(remote, lambda api: api.deployments.serving(name))
+    else:
+        found = call(remote, lambda api: api.deployments.set_serving(name, version))
+    if remote.json:
+        print_json(dump(found))
+        return
+    stdout().print(_serving_line(found, switched=version is not None), markup=False)
+
+
+def _serving_line(view: ServingView, *, switched: bool) -> str:
+    now = time.time()
+    by = f" by {view.updated_by}" if view.updated_by else ""
+    line = f"{view.workflow}: v{view.serving_version} serves new runs"
+    if switched:
+        line += f" from now on (set{by})"
+    else:
+        line += f" (since {moment(view.updated_at, now)}{by})"
+    if view.candidate_version is not None and view.deployment_id is not None:
+        line += (
+            f"; deployment {view.deployment_id} gives v{view.candidate_version} "
+            f"{view.candidate_weight:g} % of them"
+        )
+    return line

@@ -2,7 +2,8 @@
 needs any key).
 
 `POST /workflows/{name}/deployments` starts moving new runs to a candidate version stage by
-stage; `GET /workflows/{name}/deployments` and `GET /deployments/{id}` show its stage, weight,
+stage; `GET /workflows/{name}/deployments`, `GET /deployments` (every workflow's) and
+`GET /deployments/{id}` show its stage, weight,
 per-version figures, exposure and timeline; `POST /deployments/{id}/abort|rollback` stop it.
 `POST /workflows/{name}/serving` switches the serving version by hand (logged with the key).
 A second deployment of a workflow while one runs is a 409 `deployment_running`; stages that
@@ -124,6 +125,20 @@ async def list_deployments(
     limit: Annotated[int, Query(ge=1, le=MAX_LIMIT)] = 20,
 ) -> DeploymentList:
     return DeploymentList(items=await ops.deployments.list(name, limit=limit))
+
+
+@router.get(
+    "/deployments",
+    response_model=DeploymentList,
+    responses=error_responses(401, 403, 422, 503),
+    summary="Every workflow's deployments, newest first",
+)
+async def list_all_deployments(
+    ops: OperationsDep,
+    _caller: AdminDep,
+    limit: Annotated[int, Query(ge=1, le=MAX_LIMIT)] = 20,
+) -> DeploymentList:
+    return DeploymentList(items=await ops.deployments.recent(limit=limit))
 
 
 @router.get(

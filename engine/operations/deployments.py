@@ -189,6 +189,14 @@ class DeploymentOperations:
         return [await self._view(record) for record in records]
 
     @store_boundary
+    async def recent(self, *, limit: int = 20) -> builtins.list[DeploymentView]:
+        """The deployments of every workflow, newest first (`limit` 1 to 500): what a
+        monitor's deployments page and `schemabridge deployments list` show."""
+        check_limit(limit)
+        records = await self._store.deployments_of(None, limit=limit)
+        return [await self._view(record) for record in records]
+
+    @store_boundary
     async def abort(self, deployment_id: str, *, actor: str) -> DeploymentChange:
         """Stop a RUNNING deployment: the candidate's weight drops to 0, nothing is promoted,
         its `gradual_deploy` run is cancelled; runs already on the candidate finish on it.

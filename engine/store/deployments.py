@@ -304,14 +304,14 @@ class DeploymentStore(RunCatalogue, OperatorActionsStore):
         async with self._engines.read.connect() as conn:
             return await rows_.deployment_row(conn, deployment_id)
 
-    async def deployments_of(self, workflow: str, *, limit: int) -> list[DeploymentRecord]:
-        """The deployments of `workflow`, newest first."""
-        query = (
-            select(rows_.deployments)
-            .where(rows_.deployments.c.workflow_name == workflow)
-            .order_by(rows_.deployments.c.created_at.desc(), rows_.deployments.c.id.desc())
-            .limit(limit)
-        )
+    async def deployments_of(self, workflow: str | None, *, limit: int) -> list[DeploymentRecord]:
+        """The deployments of `workflow` (None: of every workflow), newest first."""
+        query = select(rows_.deployments)
+        if workflow is not None:
+            query = query.where(rows_.deployments.c.workflow_name == workflow)
+        query = query.order_by(
+            rows_.deployments.c.created_at.desc(), rows_.deployments.c.id.desc()
+        ).limit(limit)
         async with self._engines.read.connect() as conn:
             return [rows_.deployment_record(r._mapping) for r in (await conn.execute(query)).all()]
 

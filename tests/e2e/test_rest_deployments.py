@@ -87,6 +87,7 @@ async def test_a_deployment_routes_runs_and_shows_its_exposure(api: Api) -> None
     async with api.http(api.admin) as http:
         shown = (await http.get(f"/deployments/{deployment['id']}")).json()
         listed = (await http.get("/workflows/orders/deployments")).json()["items"]
+        everywhere = (await http.get("/deployments", params={"limit": 5})).json()["items"]
         exposed = (await http.get(shown["candidate"]["runsUrl"])).json()["items"]
         system_runs = (await http.get("/runs", params={"workflow": "gradual_deploy"})).json()
         serving = (await http.get("/workflows/orders/serving")).json()
@@ -95,6 +96,7 @@ async def test_a_deployment_routes_runs_and_shows_its_exposure(api: Api) -> None
     assert shown["serving"]["runs"] == 30 - len(on_candidate)
     assert {r["id"] for r in exposed} == on_candidate
     assert [d["id"] for d in listed] == [deployment["id"]]
+    assert everywhere == listed, "GET /deployments: every workflow's, the same views"
     assert [r["id"] for r in system_runs["items"]] == [deployment["runId"]]
     assert system_runs["items"][0]["tenantId"] == "system"
     assert (serving["servingVersion"], serving["candidateVersion"]) == (1, 2)
@@ -139,6 +141,7 @@ async def test_deployments_and_switches_need_an_admin_key(api: Api) -> None:
         refused = [
             await http.post("/workflows/orders/deployments", json={"version": 3}),
             await http.get("/workflows/orders/deployments"),
+            await http.get("/deployments"),
             await http.get(f"/deployments/{deployment['id']}"),
             await http.post(f"/deployments/{deployment['id']}/abort"),
             await http.post(f"/deployments/{deployment['id']}/rollback"),

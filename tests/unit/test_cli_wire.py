@@ -9,7 +9,7 @@ import pytest
 
 from api.cli import wire
 from api.rest.routes_admin import CapsRemoved
-from engine.operations import action_views, settings_views, views
+from engine.operations import action_views, deployment_views, settings_views, views
 
 MIRRORS: list[tuple[type[wire.Wire], type[pydantic.BaseModel]]] = [
     (wire.PublishResult, views.PublishResult),
@@ -43,6 +43,14 @@ MIRRORS: list[tuple[type[wire.Wire], type[pydantic.BaseModel]]] = [
     (wire.TenantRateView, settings_views.TenantRateView),
     (wire.QuotaView, settings_views.QuotaView),
     (wire.TenantView, settings_views.TenantView),
+    (wire.StageView, deployment_views.StageView),
+    (wire.RollbackSpec, deployment_views.RollbackSpec),
+    (wire.VersionFigures, deployment_views.VersionFigures),
+    (wire.TimelineEvent, deployment_views.TimelineEvent),
+    (wire.OutcomeView, deployment_views.OutcomeView),
+    (wire.DeploymentView, deployment_views.DeploymentView),
+    (wire.DeploymentChange, deployment_views.DeploymentChange),
+    (wire.ServingView, deployment_views.ServingView),
 ]
 
 NOT_YET_SERVED = {(wire.StepView, "waiting"), (wire.StepProgress, "waiting")}

@@ -1,0 +1,211 @@
+"""How `schemabridge deployments …` prints a deployment: the list's table, and `show`'s
+blocks — where it stands (stage, weight), each version's runs and failure ratio, the
+exposure with the command that lists the candidate's runs, the figures behind a rollback,
+and the timeline of stage changes."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from datetime import UTC, datetime
+from typing import TYPE_CHECKING, Any
+from urllib.parse import parse_qs, urlsplit
+
+from rich.console import Group
+from rich.text import Text
+
+from api.cli.remote import table
+from api.cli.text import MISSING, clock, duration, exact, plural, relative
+
+if TYPE_CHECKING:
+    from rich.table import Table
+
+    from api.cli.wire import DeploymentView, TimelineEvent, VersionFigures
+
+DEPLOYMENT_STYLES = {
+    "RUNNING": "cyan",
+    "SUCCEEDED": "green",
+    "ROLLED_BACK": "red",
+    "ABORTED": "yellow",
+}
+
+
+def percent(weight: float) -> str:
+    return f"{weight:g} %"
+
+
+def ratio(value: float | None) -> str:
+    """A failure ratio with three decimals; "-" before any run finished."""
+    return MISSING if value is None else f"{value:.3f}"
+
+
+def status_text(status: str) -> Text:
+    return Text(status, style=DEPLOYMENT_STYLES.get(status, ""))
+
+
+def where(deployment: DeploymentView) -> str:
+    """ "stage 2 of 3 (50 %)": the stage in force, or the last one reached."""
+    stages = deployment.stages
+    target = stages[deployment.stage - 1].weight if deployment.stage <= len(stages) else 0.0
+    return f"stage {deployment.stage} of {len(stages)} ({percent(target)})"
+
+
+def deployments_table(items: Sequence[DeploymentView], now: float) -> Table:
+    rows: list[list[str | Text]] = [
+        [
+            d.id,
+            d.workflow,
+            f"v{d.candidate_version}",
+            f"v{d.serving_version}",
+            status_text(d.status),
+            where(d),
+            percent(d.weight),
+            f"{d.candidate.runs:,}",
+            ratio(d.candidate.failure_ratio),
+            relative(d.created_at, now),
+        ]
+        for d in items
+    ]
+    headers = [
+        "DEPLOYMENT",
+        "WORKFLOW",
+        "CANDIDATE",
+        "SERVING",
+        "STATUS",
+        "STAGE",
+        "WEIGHT",
+        "CANDIDATE RUNS",
+        "FAILURE RATIO",
+        "STARTED",
+    ]
+    return table(headers, rows)
+
+
+def figures_table(deployment: DeploymentView) -> Table:
+    def row(role: str, figures: VersionFigures) -> list[str | Text]:
+        return [
+            f"v{figures.version}",
+            role,
+            f"{figures.runs:,}",
+            f"{figures.succeeded:,}",
+            f"{figures.failed:,}",
+            f"{figures.cancelled:,}",
+            f"{figures.running:,}",
+            ratio(figures.failure_ratio),
+        ]
+
+    headers = ["VERSION", "ROLE", "RUNS", "SUCCEEDED", "FAILED", "CANCELLED", "RUNNING", "RATIO"]
+    return table(
+        headers,
+        [row("candidate", deployment.candidate), row("serving", deployment.serving)],
+    )
+
+
+def runs_command(figures: VersionFigures, workflow: str) -> str:
+    """The `runs list` command that lists the runs behind `figures` (its `runsUrl`: the
+    version, how it was routed, and since when)."""
+    query = parse_qs(urlsplit(figures.runs_url).query)
+    parts = ["schemabridge runs list", f"--workflow {workflow}", f"--version {figures.version}"]
+    if query.get("route"):
+        parts.append(f"--route {query['route'][0]}")
+    after = query.get("createdAfter")
+    if after:
+        # Whole seconds, rounded down: the list starts no later than the deployment did.
+        since = datetime.fromtimestamp(int(float(after[0])), UTC).isoformat()
+        parts.append(f"--since {since}")
+    return " ".join(parts)
+
+
+def _counts(label: str, figures: dict[str, Any]) -> str:
+    failed = figures.get("failed", 0)
+    finished = figures.get("finished", 0)
+    runs = figures.get("runs", 0)
+    return (
+        f"{label} {failed:,} failed of {finished:,} finished "
+        f"(ratio {ratio(figures.get('failureRatio'))}; {plural(int(runs), 'run')} in all)"
+    )
+
+
+def rollback_lines(deployment: DeploymentView) -> list[str]:
+    """Why a deployment ended the way it did, with the figures its deciding check saw."""
+    outcome = deployment.outcome
+    if outcome is None:
+        return []
+    at = f" at stage {outcome.stage}" if outcome.stage is not None else ""
+    by = f" ({outcome.actor})" if outcome.actor else ""
+    verb = deployment.status.lower().replace("_", " ")
+    lines = [f"{verb}{at}{by}: {outcome.reason}"]
+    figures = outcome.figures or {}
+    candidate, serving = figures.get("candidate"), figures.get("serving")
+    if isinstance(candidate, dict):
+        lines.append(f"  {_counts(f'candidate v{deployment.candidate_version}', candidate)}")
+    if isinstance(serving, dict):
+        lines.append(f"  {_counts(f'serving v{deployment.serving_version}', serving)}")
+    if isinstance(figures.get("threshold"), int | float):
+        lines.append(f"  threshold {figures['threshold']:.3f}")
+    if isinstance(figures.get("stageRuns"), int):
+        lines.append(f"  runs in the stage {figures['stageRuns']:,}")
+    return lines
+
+
+def timeline_table(events: Sequence[TimelineEvent]) -> Table:
+    rows: list[list[str | Text]] = [
+        [
+            f"{exact(e.at)[:10]} {clock(e.at)}",
+            e.event,
+            str(e.stage),
+            MISSING if e.weight is None else percent(e.weight),
+            e.note or MISSING,
+        ]
+        for e in events
+    ]
+    return table(["TIME", "EVENT", "STAGE", "WEIGHT", "NOTE"], rows)
+
+
+def policy_line(deployment: DeploymentView) -> str:
+    policy = deployment.rollback
+    margin = (
+        f", or serving's ratio + {policy.margin_over_serving:g}"
+        if policy.margin_over_serving is not None
+        else ""
+    )
+    return (
+        f"rollback over a failure ratio of {policy.max_failure_ratio:g}{margin} "
+        f"(now {deployment.threshold:.3f}), judged from "
+        f"{plural(policy.min_finished_runs, 'finished run')}; checked every "
+        f"{duration(deployment.check_interval_seconds)}"
+    )
+
+
+def stages_line(deployment: DeploymentView) -> str:
+    parts = [
+        f"{percent(s.weight)} ({plural(s.min_runs, 'run')}, {duration(s.min_duration_seconds)})"
+        for s in deployment.stages
+    ]
+    return "stages: " + " → ".join(parts)
+
+
+def deployment_view(deployment: DeploymentView, now: float) -> Group:
+    """Everything `deployments show` prints."""
+    d = deployment
+    lines: list[Any] = [
+        Text.assemble(
+            f"deployment {d.id}  {d.workflow} v{d.candidate_version} (candidate) over "
+            f"v{d.serving_version} (serving)  ",
+            status_text(d.status),
+        ),
+        Text(f"{where(d)}; the candidate gets {percent(d.weight)} of new runs"),
+        Text(f"started {exact(d.created_at)} ({relative(d.created_at, now)}) by {d.created_by}"),
+    ]
+    if d.ended_at is not None:
+        lines.append(Text(f"ended {exact(d.ended_at)} ({relative(d.ended_at, now)})"))
+    lines += [Text(stages_line(d)), Text(policy_line(d)), Text(""), figures_table(d), Text("")]
+    lines.append(
+        Text(f"exposure: {plural(d.exposure, 'run')} went to the candidate v{d.candidate_version}")
+    )
+    lines.append(Text(f"  list them: {runs_command(d.candidate, d.workflow)}"))
+    ended = rollback_lines(d)
+    if ended:
+        lines += [Text(""), *(Text(line) for line in ended)]
+    lines += [Text(""), Text("timeline:"), timeline_table(d.timeline)]
+    lines.append(Text(f"driven by run {d.run_id}: schemabridge runs show {d.run_id}"))
+    return Group(*lines)

@@ -1,0 +1,287 @@
+"""`schemabridge deployments start | list | show | abort | rollback` on the REST API (admin).
+
+`start` moves a share of a workflow's new runs to a candidate version stage by stage and lets
+the engine roll it back when the candidate fails more than allowed; the options map onto the
+API's body (`--stages 10,50,100` are the weights, `--min-runs` and `--min-duration` hold each
+stage, `--max-failure-ratio`, `--margin` and `--min-finished` the rollback policy); what is
+left out takes the API's defaults. A second deployment of a workflow while one runs is exit 1
+(a 409, with the running one's id), stages that cannot work exit 2, in one line each.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import TYPE_CHECKING, Annotated, Any
+
+import typer
+
+from api.cli.client import DEFAULT_API_URL, ApiClient, ApiFailure, ExitCode
+from api.cli.deployment_display import deployment_view, deployments_table, percent
+from api.cli.remote import (
+    EXIT_CODES_HELP,
+    ApiKeyOption,
+    ApiUrlOption,
+    DebugOption,
+    OutputFormat,
+    OutputOption,
+    Remote,
+    call,
+    dump,
+    fail,
+    print_json,
+    print_page,
+    render,
+    say,
+    stdout,
+)
+from api.cli.text import parse_duration
+
+if TYPE_CHECKING:
+    from api.cli.wire import DeploymentChange, DeploymentView
+
+deployments_app = typer.Typer(
+    help="Gradual deployments of workflow versions on the REST API (admin): start, list, "
+    "show, abort, rollback.",
+    no_args_is_help=True,
+    epilog=EXIT_CODES_HELP,
+)
+
+DEFAULT_WEIGHTS = (10.0, 25.0, 50.0, 100.0)
+"""The API's default stages, used when only --min-runs or --min-duration is given."""
+MAX_STAGES = 10
+
+DeploymentArgument = Annotated[str, typer.Argument(help="The deployment's id.", metavar="ID")]
+
+
+def parse_stages(text: str) -> list[float]:
+    """`--stages 10,50,100`: the weights in percent (exit 2, in one line, for anything that is
+    not 1 to 10 numbers above 0 and at most 100; their order is the API's to judge)."""
+    weights: list[float] = []
+    for part in text.split(","):
+        try:
+            weight = float(part.strip().removesuffix("%"))
+        except ValueError:
+            fail(
+                f"--stages {text!r}: {part.strip()!r} is not a number; give the weights in "
+                "percent, rising to 100, e.g. --stages 10,50,100",
+                ExitCode.USAGE,
+            )
+        if not 0 < weight <= 100:
+            fail(
+                f"--stages {text!r}: {weight:g} is not a weight; each is above 0 and at most 100",
+                ExitCode.USAGE,
+            )
+        weights.append(weight)
+    if len(weights) > MAX_STAGES:
+        fail(f"--stages {text!r}: at most {MAX_STAGES} stages", ExitCode.USAGE)
+    return weights
+
+
+def stages_body(
+    stages: str | None, min_runs: int | None, min_duration: str | None
+) -> list[dict[str, Any]] | None:
+    """The body's `stages` (None: the API's defaults)."""
+    if stages is None and min_runs is None and min_duration is None:
+        return None
+    weights = DEFAULT_WEIGHTS if stages is None else parse_stages(stages)
+    hold: dict[str, Any] = {}
+    if min_runs is not None:
+        hold["minRuns"] = min_runs
+    if min_duration is not None:
+        try:
+            hold["minDurationSeconds"] = parse_duration(min_duration)
+        except ValueError as error:
+            fail(f"--min-duration {error}", ExitCode.USAGE)
+    return [{"weight": weight, **hold} for weight in weights]
+
+
+def _one_line(failure: ApiFailure, stages: str | None) -> ApiFailure:
+    """The API's refusals of a start, said the CLI's way: stages that cannot work name the
+    option (one line: the message already lists every problem); a running deployment says
+    what to do about it."""
+    if failure.code == "invalid_deployment":
+        given = "" if stages is None else f"--stages {stages}: "
+        message = failure.message.splitlines()[0]
+        return ApiFailure(f"{given}{message}", ExitCode.USAGE, status=failure.status)
+    running = failure.details.get("deploymentId")
+    if failure.code == "deployment_running" and isinstance(running, str):
+        message = (
+            f"{failure.message}; watch it with `schemabridge deployments show {running}` or "
+            f"stop it with `schemabridge deployments abort {running}`"
+        )
+        return ApiFailure(message, failure.exit_code, status=failure.status, code=failure.code)
+    return failure
+
+
+@deployments_app.command("start", epilog=EXIT_CODES_HELP)
+def start(
+    workflow: Annotated[str, typer.Argument(help="The workflow's name.", metavar="WORKFLOW")],
+    version: Annotated[
+        int, typer.Option("--version", help="The candidate: a published version.", min=1)
+    ],
+    stages: Annotated[
+        str | None,
+        typer.Option(
+            help="The stages' weights in percent, rising to 100 (default 10,25,50,100).",
+            metavar="W,W,...",
+        ),
+    ] = None,
+    min_runs: Annotated[
+        int | None,
+        typer.Option(help="Runs the candidate receives in each stage before it ends (20).", min=0),
+    ] = None,
+    min_duration: Annotated[
+        str | None,
+        typer.Option(help="How long each stage holds at least: 60s, 5m, 1h (60s).", metavar="SPAN"),
+    ] = None,
+    max_failure_ratio: Annotated[
+        float | None,
+        typer.Option(
+            help="Roll back over this failure ratio of the candidate (0.05).", min=0, max=1
+        ),
+    ] = None,
+    margin: Annotated[
+        float | None,
+        typer.Option(
+            help="Or over the serving version's own ratio plus this, if higher (none).",
+            min=0,
+            max=1,
+        ),
+    ] = None,
+    min_finished: Annotated[
+        int | None,
+        typer.Option(help="Finished runs of the candidate before it is judged (20).", min=0),
+    ] = None,
+    check_interval: Annotated[
+        float | None,
+        typer.Option(help="Seconds between the checks of a stage (5).", min=0.1, max=300),
+    ] = None,
+    api_url: ApiUrlOption = DEFAULT_API_URL,
+    api_key: ApiKeyOption = None,
+    output: OutputOption = OutputFormat.TEXT,
+    debug: DebugOption = False,
+) -> None:
+    """Start a gradual deployment of a version: new runs move to it stage by stage, and it
+    rolls back by itself when it fails more than allowed.
+
+    Exit 0 started, 1 refused (another deployment of the workflow runs, the version is
+    unknown or already serving), 2 stages or thresholds that cannot work, 4 API unreachable
+    or key refused."""
+    remote = Remote(api_url, api_key, output, debug)
+    stage_list = stages_body(stages, min_runs, min_duration)
+    rollback = {
+        "maxFailureRatio": max_failure_ratio,
+        "marginOverServing": margin,
+        "minFinishedRuns": min_finished,
+    }
+    policy = {name: value for name, value in rollback.items() if value is not None}
+
+    async def action(api: ApiClient) -> DeploymentView:
+        try:
+            return await api.deployments.start(
+                workflow,
+                version,
+                stages=stage_list,
+                rollback=policy,
+                check_interval_s=check_interval,
+            )
+        except ApiFailure as failure:
+            raise _one_line(failure, stages) from None
+
+    started = call(remote, action)
+    if remote.json:
+        print_json(dump(started))
+        return
+    weights = " → ".join(percent(s.weight) for s in started.stages)
+    stdout().print(
+        f"deployment {started.id} started: {started.workflow} v{started.candidate_version} "
+        f"gets {percent(started.weight)} of new runs (v{started.serving_version} the rest); "
+        f"stages {weights}",
+        markup=False,
+    )
+    say(f"follow it: schemabridge deployments show {started.id}")
+
+
+@deployments_app.command("list", epilog=EXIT_CODES_HELP)
+def list_deployments(
+    workflow: Annotated[
+        str | None,
+        typer.Argument(
+            help="Only this workflow's (default: every workflow's).", metavar="[WORKFLOW]"
+        ),
+    ] = None,
+    limit: Annotated[
+        int, typer.Option(help="Show at most this many deployments.", min=1, max=500)
+    ] = 20,
+    api_url: ApiUrlOption = DEFAULT_API_URL,
+    api_key: ApiKeyOption = None,
+    output: OutputOption = OutputFormat.TEXT,
+    debug: DebugOption = False,
+) -> None:
+    """Deployments, newest first: candidate and serving version, status, stage, weight and
+    the candidate's runs and failure ratio."""
+    remote = Remote(api_url, api_key, output, debug)
+    found = call(remote, lambda api: api.deployments.list(workflow, limit=limit))
+    empty = "no deployments" + (f" of {workflow}" if workflow else "")
+    empty += "; start one: schemabridge deployments start WORKFLOW --version V"
+    print_page(remote, found, lambda items: deployments_table(items, time.time()), empty)
+
+
+@deployments_app.command("show", epilog=EXIT_CODES_HELP)
+def show(
+    deployment_id: DeploymentArgument,
+    api_url: ApiUrlOption = DEFAULT_API_URL,
+    api_key: ApiKeyOption = None,
+    output: OutputOption = OutputFormat.TEXT,
+    debug: DebugOption = False,
+) -> None:
+    """A deployment: stage and weight, each version's runs and failure ratio, the exposure
+    (the runs the candidate received, and the command that lists them), the figures behind a
+    rollback, and the timeline of its stages."""
+    remote = Remote(api_url, api_key, output, debug)
+    found = call(remote, lambda api: api.deployments.get(deployment_id))
+    if remote.json:
+        print_json(dump(found))
+        return
+    render(stdout(), deployment_view(found, time.time()))
+
+
+def _stopped(remote: Remote, change: DeploymentChange) -> None:
+    if remote.json:
+        print_json(dump(change))
+        return
+    stdout().print(change.message, markup=False)
+    deployment = change.deployment
+    say(
+        f"exposure: {deployment.exposure:,} runs went to v{deployment.candidate_version}; "
+        f"details: schemabridge deployments show {deployment.id}"
+    )
+
+
+@deployments_app.command("abort", epilog=EXIT_CODES_HELP)
+def abort(
+    deployment_id: DeploymentArgument,
+    api_url: ApiUrlOption = DEFAULT_API_URL,
+    api_key: ApiKeyOption = None,
+    output: OutputOption = OutputFormat.TEXT,
+    debug: DebugOption = False,
+) -> None:
+    """Abort a running deployment: the candidate gets no new runs and is not promoted (runs
+    already on it finish on it). Exit 0 also when it was already aborted; 1 when it ended
+    otherwise."""
+    remote = Remote(api_url, api_key, output, debug)
+    _stopped(remote, call(remote, lambda api: api.deployments.abort(deployment_id)))
+
+
+@deployments_app.command("rollback", epilog=EXIT_CODES_HELP)
+def rollback(
+    deployment_id: DeploymentArgument,
+    api_url: ApiUrlOption = DEFAULT_API_URL,
+    api_key: ApiKeyOption = None,
+    output: OutputOption = OutputFormat.TEXT,
+    debug: DebugOption = False,
+) -> None:
+    """Roll a running deployment back by hand: as abort, but it ends ROLLED_BACK with the
+    figures of the moment."""
+    remote = Remote(api_url, api_key, output, debug)
+    _stopped(remote, call(remote, lambda api: api.deployments.rollback(deployment_id)))

@@ -1,0 +1,272 @@
+"""`schemabridge deployments …`, `workflows serving` and what `workflows publish` says about a
+later version, with the real binary against `schemabridge serve` (its worker drives the
+deployments): a healthy candidate promoted to serving, a failing one rolled back by itself
+with its exposure and the command that lists it, abort and manual rollback, the 409 of a
+second deployment, and the refusals in one line with their exit codes."""
+
+from __future__ import annotations
+
+import json
+import re
+import shlex
+import time
+from typing import Any
+
+import httpx
+import pytest
+
+from tests.e2e.cli_harness import Stack, assert_refused
+from tests.integration.operations_harness import single
+
+UUID = r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}"
+QUICK = ["--min-runs", "0", "--min-duration", "0", "--min-finished", "0"]
+HOLDING = ["--min-runs", "1000", "--min-duration", "1h"]
+"""A stage that holds for the whole test: the deployment stays where it started."""
+
+
+@pytest.fixture(scope="module")
+def stack(serve_api: Stack) -> Stack:
+    return serve_api
+
+
+def publish(stack: Stack, name: str, url: str, note: str) -> tuple[str, str]:
+    """`workflows publish` of a one-call workflow; its stdout and stderr."""
+    path = stack.tmp / f"{name}-{note}.json"
+    path.write_text(json.dumps(single(name, url, description=note)), encoding="utf-8")
+    published = stack.ok("workflows", "publish", str(path))
+    return published.stdout, published.stderr
+
+
+def two_versions(stack: Stack, name: str, *, failing: bool = False) -> None:
+    """v1 calls the demo downstream; v2 too, answered 404 (a final failure) if `failing`."""
+    publish(stack, name, f"{stack.downstream}/orders", "v1")
+    query = "?status=404" if failing else ""
+    publish(stack, name, f"{stack.downstream}/orders{query}", "v2")
+
+
+def submit(stack: Stack, name: str, count: int) -> list[dict[str, Any]]:
+    headers = {"Authorization": f"Bearer {stack.admin_key}"}
+    with httpx.Client(base_url=stack.url, headers=headers, trust_env=False, timeout=30) as http:
+        answers = [http.post(f"/workflows/{name}/runs", json={"input": {}}) for _ in range(count)]
+    assert all(a.status_code == 201 for a in answers), [a.text for a in answers]
+    return [a.json()["run"] for a in answers]
+
+
+def started_id(result: str) -> str:
+    found = re.search(rf"^deployment ({UUID}) started: ", result, re.M)
+    assert found, result
+    return found.group(1)
+
+
+def wait_for(stack: Stack, deployment_id: str, status: str, timeout_s: float = 60) -> Any:
+    deadline = time.monotonic() + timeout_s
+    shown = stack.json("deployments", "show", deployment_id)
+    while shown["status"] != status and time.monotonic() < deadline:
+        time.sleep(0.2)
+        shown = stack.json("deployments", "show", deployment_id)
+    assert shown["status"] == status, shown
+    return shown
+
+
+def test_publishing_a_later_version_says_it_does_not_serve_yet(stack: Stack) -> None:
+    out, err = publish(stack, "dep-publish", f"{stack.downstream}/orders", "v1")
+    assert re.search(r"^dep-publish\s+v1\s+published\s+yes$", out, re.M), out
+    assert "NOT serving" not in err
+    out, err = publish(stack, "dep-publish", f"{stack.downstream}/orders", "v2")
+    assert re.search(r"^dep-publish\s+v2\s+published\s+no \(v1 serves\)$", out, re.M), out
+    assert (
+        "dep-publish v2 is NOT serving yet: new runs get v1. Deploy it: "
+        "schemabridge deployments start dep-publish --version 2"
+    ) in err
+    shown = stack.ok("workflows", "serving", "dep-publish").stdout
+    assert shown.startswith("dep-publish: v1 serves new runs (since "), shown
+    listed = stack.ok("workflows", "list").stdout
+    assert re.search(r"^dep-publish\s+v2\s+v1\s+2\s", listed, re.M), listed
+    switched = stack.ok("workflows", "serving", "dep-publish", "2").stdout
+    assert switched.startswith("dep-publish: v2 serves new runs from now on (set by key:")
+    assert stack.json("workflows", "serving", "dep-publish")["servingVersion"] == 2
+    assert {r["version"] for r in submit(stack, "dep-publish", 3)} == {2}
+
+
+def test_a_healthy_candidate_is_promoted_and_serves(stack: Stack) -> None:
+    two_versions(stack, "dep-healthy")
+    started = stack.ok(
+        "deployments", "start", "dep-healthy", "--version", "2", "--stages", "100",
+        *QUICK, "--check-interval", "0.2",
+    )  # fmt: skip
+    deployment_id = started_id(started.stdout)
+    assert "dep-healthy v2 gets 100 % of new runs (v1 the rest); stages 100 %" in started.stdout
+    assert f"follow it: schemabridge deployments show {deployment_id}" in started.stderr
+    done = wait_for(stack, deployment_id, "SUCCEEDED")
+    assert done["weight"] == 0 and done["outcome"]["actor"] == "engine"
+    assert [e["event"] for e in done["timeline"]] == ["started", "succeeded"]
+    assert stack.json("workflows", "serving", "dep-healthy")["servingVersion"] == 2
+    shown = stack.ok("deployments", "show", deployment_id).stdout
+    assert re.search(
+        r"^deployment \S+  dep-healthy v2 \(candidate\) over v1 \(serving\)  SUCCEEDED$",
+        shown,
+        re.M,
+    ), shown
+    assert re.search(r"^succeeded at stage 1 \(engine\): stage held", shown, re.M), shown
+    assert "None" not in shown
+
+
+def test_a_failing_candidate_is_rolled_back_with_its_exposure(stack: Stack) -> None:
+    two_versions(stack, "dep-broken", failing=True)
+    started = stack.ok(
+        "deployments", "start", "dep-broken", "--version", "2", "--stages", "50,100",
+        *HOLDING, "--max-failure-ratio", "0.1", "--min-finished", "3", "--check-interval", "0.2",
+    )  # fmt: skip
+    deployment_id = started_id(started.stdout)
+    runs = submit(stack, "dep-broken", 24)
+    on_candidate = {r["id"] for r in runs if r["version"] == 2}
+    assert len(on_candidate) >= 3, "the 50 % stage sent some runs to the candidate"
+    ended = wait_for(stack, deployment_id, "ROLLED_BACK")
+    assert ended["weight"] == 0 and ended["outcome"]["actor"] == "engine"
+    assert ended["exposure"] == len(on_candidate) == ended["candidate"]["runs"]
+    assert {r["version"] for r in submit(stack, "dep-broken", 5)} == {1}
+
+    shown = stack.ok("deployments", "show", deployment_id).stdout
+    assert "ROLLED_BACK" in shown.splitlines()[0]
+    assert "stage 1 of 2 (50 %); the candidate gets 0 % of new runs" in shown
+    assert f"exposure: {len(on_candidate)} runs went to the candidate v2" in shown
+    assert re.search(r"^v2\s+candidate\s+\d+\s+0\s+\d+\s+0\s+\d+\s+1\.000$", shown, re.M), shown
+    figures = ended["outcome"]["figures"]["candidate"]
+    assert (
+        f"candidate v2 {figures['failed']} failed of {figures['finished']} finished "
+        f"(ratio 1.000; {figures['runs']} runs in all)"
+    ) in shown
+    assert "threshold 0.100" in shown
+    assert re.search(
+        r"^rolled back at stage 1 \(engine\): the candidate failed \d+ of", shown, re.M
+    )
+    assert re.search(r"\s+started\s+1\s+50 %\s", shown), shown
+    assert re.search(r"\s+rolled_back\s+1\s", shown), shown
+    assert "None" not in shown
+    command = re.search(r"list them: (schemabridge runs list .*)$", shown, re.M)
+    assert command, shown
+    assert "--workflow dep-broken --version 2 --route candidate --since " in command.group(1)
+    listed = stack.json(*shlex.split(command.group(1))[1:], "--limit", "100")
+    assert {r["id"] for r in listed["items"]} == on_candidate
+    table = stack.ok("deployments", "list", "dep-broken").stdout
+    assert re.search(
+        rf"^{deployment_id}\s+dep-broken\s+v2\s+v1\s+ROLLED_BACK\s+stage 1 of 2 \(50 %\)\s+0 %\s",
+        table,
+        re.M,
+    ), table
+
+
+def test_abort_and_manual_rollback(stack: Stack) -> None:
+    two_versions(stack, "dep-abort")
+    first = started_id(
+        stack.ok("deployments", "start", "dep-abort", "--version", "2", *HOLDING).stdout
+    )
+    listed = stack.json("deployments", "list")["items"]
+    assert first in [d["id"] for d in listed]
+    mine = next(d for d in listed if d["id"] == first)
+    assert [s["weight"] for s in mine["stages"]] == [10, 25, 50, 100]
+    assert {s["minRuns"] for s in mine["stages"]} == {1000}
+    assert {s["minDurationSeconds"] for s in mine["stages"]} == {3600}
+    table = stack.ok("deployments", "list").stdout
+    assert re.search(
+        rf"^{first}\s+dep-abort\s+v2\s+v1\s+RUNNING\s+stage 1 of 4 \(10 %\)\s+10 %\s", table, re.M
+    ), table
+
+    aborted = stack.ok("deployments", "abort", first)
+    assert aborted.stdout == f"deployment {first} aborted: dep-abort v2 gets no new runs\n"
+    assert f"details: schemabridge deployments show {first}" in aborted.stderr
+    again = stack.ok("deployments", "abort", first)
+    assert again.stdout == f"deployment {first} was already aborted\n"
+    late = stack.cli("deployments", "rollback", first)
+    assert_refused(late, 1, "has already ended ABORTED; it cannot be rolled back")
+
+    second = started_id(
+        stack.ok("deployments", "start", "dep-abort", "--version", "2", *HOLDING).stdout
+    )
+    rolled = stack.json("deployments", "rollback", second)
+    assert rolled["changed"] is True and rolled["deployment"]["status"] == "ROLLED_BACK"
+    assert rolled["deployment"]["outcome"]["reason"].startswith("rolled back by key:")
+    assert stack.json("workflows", "serving", "dep-abort")["servingVersion"] == 1
+
+
+def test_a_second_deployment_is_refused(stack: Stack) -> None:
+    two_versions(stack, "dep-twice")
+    first = started_id(
+        stack.ok("deployments", "start", "dep-twice", "--version", "2", *HOLDING).stdout
+    )
+    second = stack.cli("deployments", "start", "dep-twice", "--version", "2")
+    assert_refused(
+        second,
+        1,
+        f"`schemabridge deployments show {first}`",
+        f"`schemabridge deployments abort {first}`",
+    )
+    assert len(second.stderr.splitlines()) == 1
+    switch = stack.cli("workflows", "serving", "dep-twice", "2")
+    assert_refused(switch, 1)
+    assert len(stack.json("deployments", "list", "dep-twice")["items"]) == 1
+    stack.ok("deployments", "abort", first)
+
+
+@pytest.fixture(scope="module")
+def refusing(stack: Stack) -> Stack:
+    """The stack with dep-refusals v1 and v2 published."""
+    two_versions(stack, "dep-refusals")
+    return stack
+
+
+@pytest.mark.parametrize(
+    ("args", "code", "needle"),
+    [
+        (["deployments", "show", "no-such-deployment"], 1, "no deployment 'no-such-deployment'"),
+        (["deployments", "abort", "00000000-0000-0000-0000-000000000000"], 1, "no deployment"),
+        (["deployments", "rollback", "nope"], 1, "no deployment 'nope'"),
+        (["deployments", "list", "ghost"], 1, "ghost"),
+        (["deployments", "start", "ghost", "--version", "1"], 1, "ghost"),
+        (["deployments", "start", "dep-refusals", "--version", "9"], 1, "9"),
+        (["deployments", "start", "dep-refusals", "--version", "1"], 1, "serving"),
+        (
+            ["deployments", "start", "dep-refusals", "--version", "2", "--stages", "50,10,100"],
+            2,
+            "--stages 50,10,100: the deployment's stages cannot work: stage 2's weight (10) "
+            "must be above stage 1's (50)",
+        ),
+        (
+            ["deployments", "start", "dep-refusals", "--version", "2", "--stages", "10,50"],
+            2,
+            "the last stage's weight is 100",
+        ),
+        (
+            ["deployments", "start", "dep-refusals", "--version", "2", "--stages", "10,x,100"],
+            2,
+            "--stages '10,x,100': 'x' is not a number",
+        ),
+        (
+            ["deployments", "start", "dep-refusals", "--version", "2", "--stages", "150"],
+            2,
+            "150 is not a weight",
+        ),
+        (
+            ["deployments", "start", "dep-refusals", "--version", "2", "--min-duration", "soon"],
+            2,
+            "--min-duration 'soon' is not a duration",
+        ),
+        (["workflows", "serving", "ghost"], 1, "ghost"),
+        (["runs", "list", "--version", "2"], 2, "--version needs --workflow"),
+        (["runs", "list", "--workflow", "w@1", "--version", "2"], 2, "disagree"),
+        (["runs", "list", "--workflow", "w", "--route", "sideways"], 2, "unknown route"),
+    ],
+)
+def test_refusals_are_one_line(refusing: Stack, args: list[str], code: int, needle: str) -> None:
+    stack = refusing
+    refused = stack.cli(*args)
+    assert_refused(refused, code, needle)
+    assert len(refused.stderr.splitlines()) == 1, refused.stderr
+    assert stack.json("deployments", "list", "dep-refusals")["items"] == []
+
+
+def test_deployments_need_an_admin_key(stack: Stack) -> None:
+    created = stack.cli("keys", "create", "--tenant", "acme", "--name", "dep-tenant")
+    assert created.returncode == 0, created.stderr
+    refused = stack.cli("deployments", "list", key=created.stdout.strip())
+    assert_refused(refused, 4, "the API refused the request")
