@@ -1,10 +1,14 @@
 """Run events: "these runs changed (status, steps or fan-out progress): read them again".
 
-Whoever changes runs calls `changed(run_ids)`: a worker for the runs of the steps it claims and
-of the results it records, plus the parents of the children that ended (their fan-out counters
-moved); the operator actions for the runs they act on (`changed_everything()` when they touch
-too many to name). Whoever shows a run — the progress stream `GET /runs/{id}/events`, a
-submission's `?wait=true` — holds a `watch(run_id)` and waits on it instead of polling.
+Whoever changes runs calls `changed(run_ids)`: a worker for the runs of the steps it claims,
+of the results it records, of the steps whose admission wait it shows and of the steps whose
+expired leases it requeues or whose claims it gives back, each with its parent when it is a
+child (a child that starts, waits or ends moves its parent's fan-out progress), plus the
+parents of the children that ended up a nested fan-out; the operator actions for the runs they
+act on (`changed_everything()` when they touch too many to name: retry, resolve, reprocess,
+cancel, batch retry); a deployment's abort or rollback for its cancelled `gradual_deploy` run.
+Whoever shows a run — the progress stream `GET /runs/{id}/events`, a submission's
+`?wait=true` — holds a `watch(run_id)` and waits on it instead of polling.
 
 Like wake-ups (`engine.coordination.wakeup`), an event is a hint, never the truth: the watcher
 reads the run from the store when woken, and also after its own bounded fallback timeout, so a

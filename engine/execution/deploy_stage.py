@@ -118,8 +118,10 @@ async def _check(
         return Succeeded(_passed_output(record, index))
     now = clock.now()
     if record.stage_index < index:
-        # Only an operator resolving an earlier stage's failed step gets here: this stage
-        # begins now.
+        # A stage's step only succeeds once its deployment moved on, and a stage's step that
+        # failed ended the deployment (`engine.store.results.fail_run`), so resolving it by
+        # hand leads to the ended branch above. Should an earlier stage still be in force
+        # here, this stage begins now rather than judge the runs of another stage's weight.
         note = "an earlier stage was resolved by an operator"
         event = stage_event(index, _weight(record, index), now, note=note)
         await store.enter_stage(record, index, event)

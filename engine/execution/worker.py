@@ -29,7 +29,7 @@ import contextlib
 import heapq
 import logging
 import time
-from collections.abc import Awaitable, Callable, Iterable
+from collections.abc import Awaitable, Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -207,10 +207,18 @@ class Worker:
             logger.exception("claim failed; retrying after the idle poll")
             return []
         self.stats.claimed += len(claimed)
-        if claimed and self._run_events is not None:
-            # Their steps are RUNNING now: what a progress stream of those runs shows.
-            await self._run_events.changed(step.run_id for step in claimed)
+        if claimed:
+            # Their steps are RUNNING now: what a progress stream of those runs shows, and of
+            # their parents (a fan-out's running children).
+            await self._tell(claimed)
         return claimed
+
+    async def _tell(self, changed: Iterable[ClaimedStep]) -> None:
+        """Publish that the runs of these steps changed, with their parents: a child's step
+        that starts, waits or ends moves its parent's fan-out progress (running, waiting). A
+        set insertion per step; `RunEvents` coalesces the messages."""
+        if self._run_events is not None:
+            await self._run_events.changed(runs_and_parents(changed))
 
     def _start(self, group: asyncio.TaskGroup, step: ClaimedStep) -> None:
         self._in_flight[step.claim_token] = step
@@ -323,6 +331,7 @@ class Worker:
         new = {t: d for t, d in waits.items() if t not in self._shown_waits}
         if new or over:
             await self._store.mark_admission_waits(new, over)
+            await self._tell(self._in_flight[t] for t in [*new, *over] if t in self._in_flight)
         self._shown_waits = set(waits)
 
     async def _analyze(self) -> None:
@@ -334,6 +343,14 @@ class Worker:
             self.stats.requeued += len(requeued)
             logger.warning("requeued %d steps whose lease expired", len(requeued))
             await self._wakeups.notify()
+            await self._tell_requeued(requeued)
+
+    async def _tell_requeued(self, requeued: Sequence[tuple[int, str, str]]) -> None:
+        """Requeued steps are READY (or held back) again: their runs changed, and their
+        parents' running children. Rare (a worker died), so the parents cost one read."""
+        if self._run_events is not None:
+            run_ids = {run_id for _, run_id, _ in requeued}
+            await self._run_events.changed(await self._store.with_parents(run_ids))
 
     def hurry(self) -> None:
         """Stop waiting for in-flight steps: once stopping, cancel them at once and give
@@ -367,8 +384,7 @@ class Worker:
         """The claims of the steps cancelled while stopping go back to READY at once, so
         another worker (or the next start) runs them without waiting for their leases."""
         tokens, self._abandoned = self._abandoned, []
-        for token in tokens:
-            self._in_flight.pop(token, None)
+        abandoned = [step for token in tokens if (step := self._in_flight.pop(token, None))]
         try:
             given = await self._store.give_back(tokens)
         except Exception as error:
@@ -378,6 +394,7 @@ class Worker:
                 error,
             )
             return
+        await self._tell(abandoned)
         logger.info(
             "stopping: %d in-flight steps cancelled and given back for another worker", given
         )
@@ -406,6 +423,16 @@ def _log_failed_runs(results: list[StepResult], report: CompletionReport) -> Non
                     "kind": kind,
                 },
             )
+
+
+def runs_and_parents(changed: Iterable[ClaimedStep]) -> set[str]:
+    """The runs of these steps and the parents of those that are children."""
+    ids: set[str] = set()
+    for step in changed:
+        ids.add(step.run_id)
+        if step.parent_run_id is not None:
+            ids.add(step.parent_run_id)
+    return ids
 
 
 def _due_at(result: StepResult) -> float | None:

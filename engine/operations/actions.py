@@ -138,6 +138,8 @@ class OperatorActions:
         outcome = await self._runtime.store.start_over(run_id, actor=actor, tenant=tenant)
         if outcome.created:
             await self._runtime.wakeup.notify()
+            # The old run's detail now lists the new one (and says so in its log).
+            await self._runtime.run_events.changed([run_id, outcome.new_run_id])
         return StartOverResult(
             run_id=run_id,
             action=Action.START_OVER.value,

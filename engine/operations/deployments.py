@@ -219,6 +219,8 @@ class DeploymentOperations:
         if record is None:
             raise deployment_not_found(deployment_id)
         verb = "aborted" if status is DeploymentStatus.ABORTED else "rolled back"
+        if changed:
+            await self._runtime.run_events.changed([record.run_id])  # cancelled with it
         if not changed and record.status != status.value:
             raise WrongState(
                 f"deployment {deployment_id} has already ended {record.status}; it cannot be "

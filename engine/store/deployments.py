@@ -405,14 +405,14 @@ class DeploymentStore(RunCatalogue, OperatorActionsStore):
         record = await rows_.running_driven_by(conn, run_id)
         if record is None:
             return
-        now = self._clock.now()
-        outcome = {
-            "reason": f"its {record.run_id} run was cancelled by {actor}",
-            "actor": actor,
-            "stage": record.stage_index + 1,
-            "figures": await self._window_figures(conn, record),
-        }
-        await rows_.end(conn, record, DeploymentStatus.ABORTED, now, outcome, same_stage=False)
+        await rows_.end_driven_by(
+            conn,
+            run_id,
+            self._clock.now(),
+            reason=f"its {record.run_id} run was cancelled by {actor}",
+            actor=actor,
+            figures=await self._window_figures(conn, record),
+        )
 
 
 def stage_event(stage_index: int, weight: float, now: float, **extra: Any) -> dict[str, Any]:

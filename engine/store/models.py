@@ -263,7 +263,8 @@ class DeploymentStatus(StrEnum):
     ROLLED_BACK = "ROLLED_BACK"
     """The candidate failed too often (or an operator rolled it back): weight 0."""
     ABORTED = "ABORTED"
-    """An operator stopped it: weight 0, nothing promoted."""
+    """An operator stopped it, or its `gradual_deploy` run failed or was cancelled (the
+    outcome's reason says which): weight 0, nothing promoted."""
 
 
 class WorkflowServing(SQLModel, table=True):

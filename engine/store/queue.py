@@ -42,6 +42,7 @@ from engine.store import results as results_
 from engine.store.children import EndedChild
 from engine.store.core import (
     StoreCore,
+    runs,
     steps,
 )
 from engine.store.models import (
@@ -156,6 +157,17 @@ class WorkQueue(StoreCore):
                     .values(wait_reason=None, wait_message=None)
                 )
 
+    async def with_parents(self, run_ids: Iterable[str]) -> set[str]:
+        """`run_ids` and the parents of those that are child runs (one read by primary key)."""
+        ids = set(run_ids)
+        if not ids:
+            return ids
+        query = select(runs.c.parent_run_id).where(
+            runs.c.id.in_(sorted(ids)), runs.c.parent_run_id.is_not(None)
+        )
+        async with self._engines.read.connect() as conn:
+            return ids | {row.parent_run_id for row in (await conn.execute(query)).all()}
+
     async def give_back(self, tokens: Iterable[str]) -> int:
         """Return the steps claimed with `tokens` (this worker's, abandoned mid-execution as it
         stops) to READY at once instead of leaving their leases to expire (a stopped run's
@@ -227,6 +239,8 @@ class WorkQueue(StoreCore):
             report.dropped = [r.step.step_id for r in results if r.step.step_id not in live_ids]
             report.recorded = len(live)
             report.changed_runs.update(r.step.run_id for r in live)
+            # A child's step that ends or waits moves its parent's fan-out progress.
+            report.changed_runs.update(r.step.parent_run_id for r in live if r.step.parent_run_id)
             await results_.release(conn, live, now)
             done = [
                 results_.DoneStep(

@@ -230,8 +230,9 @@ class CompletionReport:
     finished_runs: list[tuple[str, str]] = field(default_factory=list)
     """(run id, final status) of runs that ended in this call."""
     changed_runs: set[str] = field(default_factory=set)
-    """Runs whose status, steps or fan-out counters this call changed (the runs of the
-    recorded results, and the parents of the children that ended)."""
+    """Runs whose status, steps or fan-out progress this call changed (the runs of the
+    recorded results, their parents when they are children, and the parents of the children
+    that ended up the tree)."""
 
 
 @dataclass(frozen=True)

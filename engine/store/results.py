@@ -23,6 +23,7 @@ from typing import Any
 from sqlalchemy import bindparam, case, func, insert, or_, select, update
 from sqlalchemy.ext.asyncio import AsyncConnection
 
+from engine.store import deployment_rows
 from engine.store.children import EndedChild
 from engine.store.models import DONE_STEP_STATUSES, Run, RunLog, RunStatus, Step, StepStatus
 from engine.store.records import (
@@ -34,7 +35,7 @@ from engine.store.records import (
     StepResult,
     StepSucceeded,
 )
-from schemas.definitions import Workflow
+from schemas.definitions import GRADUAL_DEPLOY, Workflow
 from schemas.waiting import WAIT_MESSAGE_MAX_CHARS
 
 runs = Run.__table__  # type: ignore[attr-defined]
@@ -274,7 +275,8 @@ async def _finish_runs(
 
 
 async def fail_run(tx: Tx, run_id: str, vertex_id: str, step_error: dict[str, Any]) -> None:
-    """A step failed terminally: the run goes FAILED (a child run becomes a dead letter)."""
+    """A step failed terminally: the run goes FAILED (a child run becomes a dead letter; a
+    `gradual_deploy` run ends the deployment it drove, ABORTED)."""
     error = {"vertexId": vertex_id, **step_error}
     changed = await tx.conn.execute(
         update(runs)
@@ -285,7 +287,7 @@ async def fail_run(tx: Tx, run_id: str, vertex_id: str, step_error: dict[str, An
             ended_at=tx.now,
             dlq_at=case((runs.c.parent_run_id.is_not(None), tx.now), else_=None),
         )
-        .returning(runs.c.parent_run_id, runs.c.parent_vertex_id)
+        .returning(runs.c.parent_run_id, runs.c.parent_vertex_id, runs.c.workflow_name)
     )
     row = changed.first()
     if row is None:
@@ -293,6 +295,13 @@ async def fail_run(tx: Tx, run_id: str, vertex_id: str, step_error: dict[str, An
     await hold_ready_steps(tx.conn, run_id)
     message = f"run failed at {vertex_id}: {step_error.get('message', '')}"
     tx.logs.append(LogLine(run_id, "error", message, vertex_id))
+    if row.workflow_name == GRADUAL_DEPLOY:
+        # Nothing drives the deployment any more: end it now rather than leave its
+        # candidate a weight and its workflow refusing the next deployment. (A stage's own
+        # verdict ended it before failing the step: then this finds nothing to end.)
+        await deployment_rows.end_driven_by(
+            tx.conn, run_id, tx.now, reason=f"its gradual_deploy {message}", actor="engine"
+        )
     tx.report.finished_runs.append((run_id, RunStatus.FAILED.value))
     if row.parent_run_id is not None:
         tx.ended.append(EndedChild(row.parent_run_id, row.parent_vertex_id, "FAILED"))

@@ -7,16 +7,19 @@ from __future__ import annotations
 from collections.abc import AsyncIterator
 
 import pytest
+from sqlalchemy import update
 
 from demo.downstream import RunningDownstream
 from engine.execution.deploy_stage import gradual_deploy_workflow
 from engine.operations import Operations, routing, submission
 from engine.operations.deployment_views import RollbackSpec, StageSpec
 from engine.runtime import Runtime
+from engine.store.models import Run
+from schemas.clock import FakeClock
 from schemas.errors import InvalidRequest, NotFound, WrongState
 from tests.conftest import Backend
 from tests.integration.deploy_harness import Deploying, deploying, version_doc
-from tests.integration.engine_harness import settings_for
+from tests.integration.engine_harness import running_worker, settings_for, wait_for_run
 from tests.integration.operations_harness import ended, fanout, items, single
 
 UNREACHABLE = "http://127.0.0.1:9/never"
@@ -319,3 +322,47 @@ async def test_a_candidate_whose_children_fail_through_a_merge_counts_as_failing
     # Only the roots count: the children (two per parent) are not runs of the candidate.
     assert current.exposure == sum(r.version == 2 for r in env.submitted)
     assert current.serving.failed == 0
+
+
+async def test_a_failed_gradual_deploy_run_ends_its_deployment(
+    backend: Backend, downstream: RunningDownstream
+) -> None:
+    """A stage step that fails with an error of its own (not a verdict) fails the system run;
+    the deployment ends with it (ABORTED, the reason named), the candidate's weight drops to
+    0, and the next deployment of the workflow is accepted instead of refused with 409."""
+    clock = FakeClock()
+    runtime = await Runtime.open(settings_for(backend, idle_poll_s=0.05), clock=clock)
+    ops = Operations(runtime)
+    try:
+        for note in ("", "-v2"):
+            await ops.workflows.publish(version_doc("orders", downstream.url, note=note))
+        stages = [StageSpec(weight=50, min_runs=1000), StageSpec(weight=100)]
+        first = await ops.deployments.start(
+            "orders", 2, actor="test", stages=stages, rollback=RollbackSpec()
+        )
+        # Its stage step no longer finds its deployment: an internal error, no verdict.
+        async with runtime.store._engines.write.begin() as conn:
+            await conn.execute(
+                update(Run.__table__)
+                .where(Run.__table__.c.id == first.run_id)
+                .values(input={"deploymentId": "gone"})
+            )
+        async with running_worker(runtime):
+            run = await wait_for_run(runtime, first.run_id)
+        ended = await ops.deployments.get(first.id)
+        serving = await ops.deployments.serving("orders")
+        clock.advance(1)
+        second = await ops.deployments.start(
+            "orders", 2, actor="test", stages=stages, rollback=RollbackSpec()
+        )
+    finally:
+        await runtime.close()
+    assert run.status == "FAILED"
+    assert ended.status == "ABORTED" and ended.weight == 0 and ended.ended_at is not None
+    assert ended.outcome is not None and ended.outcome.actor == "engine"
+    assert ended.outcome.reason.startswith("its gradual_deploy run failed at stage-1: ")
+    assert "no deployment 'gone' for this run" in ended.outcome.reason
+    assert [e.event for e in ended.timeline][-1] == "aborted"
+    assert (serving.serving_version, serving.candidate_version) == (1, None)
+    assert (serving.candidate_weight, serving.deployment_id) == (0, None)
+    assert second.status == "RUNNING" and second.weight == 50
