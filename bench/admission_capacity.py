@@ -69,12 +69,14 @@ from bench.admission_common import (
     plot_runs,
     profile,
     publish_fanout,
+    slot_turnaround,
     start_fleet,
     step_windows,
     summarize_profile,
     wait_for_run,
 )
 from bench.common import OUT
+from demo.downstream_state import MAX_RECENT
 from engine.operations import Operations
 from engine.runtime import Runtime
 from engine.settings import Settings
@@ -159,8 +161,9 @@ async def once(args: argparse.Namespace, ratio: float | None) -> dict[str, Any]:
             result["failed_kinds"] = await poller.failure_kinds(run_id)
             result["redispatches"] = await poller.redispatches(run_id)
             result["why"] = await log_reasons(poller, run_id)
-            stats = await control.stats()
+            stats = await control.stats(recent=MAX_RECENT)
             result["ds_max_concurrent"] = stats["maxConcurrent"]
+            result["slot_turnaround"] = slot_turnaround(stats["recent"])
             result["loadavg_before"] = load_before
             result["loadavg_after"] = loadavg()
             result["foreign_workers_at_end"] = len(other_benchmarks())

@@ -790,3 +790,45 @@ def summarize_profile(paths: Sequence[Path], top: int = 12) -> dict[str, Any]:
         "self_pct": [(n, round(100 * c / total, 1)) for n, c in self_time.most_common(top)],
         "inclusive_pct": [(n, round(100 * c / total, 1)) for n, c in areas.most_common()],
     }
+
+
+# ── slot turnaround ────────────────────────────────────────────────────────────────────────
+
+
+def slot_turnaround(records: Sequence[dict[str, Any]]) -> dict[str, Any]:
+    """How long a downstream slot stays empty between one call's answer and the next call's
+    arrival, from the downstream's own request records (arrival `t`, `durationMs`).
+
+    Only answered-200 calls hold a slot (a 429 is answered at once). Events are replayed in
+    time order: an answer frees a slot, an arrival takes the oldest freed one (FIFO), and the
+    gap between the two is what the client side costs per call — reading the answer,
+    settling admission, recording, claiming, admitting and sending the next request. Arrivals
+    with no freed slot waiting (the ramp-up) are not gaps. Little's law ties it to the mean
+    occupancy: busy slots ≈ limit x latency / (latency + mean gap)."""
+    events: list[tuple[float, int]] = []
+    for record in records:
+        if record.get("outcome") != "200":
+            continue
+        start = float(record["t"])
+        events.append((start, 1))
+        events.append((start + float(record["durationMs"]) / 1000, 0))
+    events.sort()  # an answer (0) before an arrival (1) at the same instant
+    freed: list[float] = []
+    head = 0
+    gaps: list[float] = []
+    for at, kind in events:
+        if kind == 0:
+            freed.append(at)
+        elif head < len(freed):
+            gaps.append(1000 * (at - freed[head]))
+            head += 1
+    if not gaps:
+        return {"calls": 0}
+    gaps.sort()
+    return {
+        "calls": len(gaps),
+        "mean_ms": round(sum(gaps) / len(gaps), 2),
+        "p50_ms": round(gaps[len(gaps) // 2], 2),
+        "p90_ms": round(gaps[int(0.9 * (len(gaps) - 1))], 2),
+        "p99_ms": round(gaps[int(0.99 * (len(gaps) - 1))], 2),
+    }
