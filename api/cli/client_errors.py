@@ -40,6 +40,7 @@ class ApiFailure(Exception):
         status: int | None = None,
         code: str | None = None,
         details: dict[str, Any] | None = None,
+        transient: bool = False,
     ) -> None:
         super().__init__(message)
         self.message = message
@@ -47,6 +48,10 @@ class ApiFailure(Exception):
         self.status = status
         self.code = code
         self.details = details or {}
+        self.transient = transient
+        """Worth another try by a command that follows a run: no answer at all (the API
+        restarting, a dropped connection) or a 5xx (the API or a proxy in front of it failing
+        for now). A 4xx or an answer this CLI does not understand would come back the same."""
 
 
 KEY_HINT = (
@@ -85,12 +90,15 @@ def transport_failure(error: httpx.TransportError, api_url: str, timeout_s: floa
             f"the SchemaBridge API at {api_url} did not answer within {timeout_s:g} s; "
             "check that it is up and --api-url is right"
         )
+    elif isinstance(error, httpx.RemoteProtocolError | httpx.ReadError | httpx.WriteError):
+        # Reached, then lost: the API (or a proxy in front of it) closed the connection.
+        message = f"the connection to the SchemaBridge API at {api_url} broke: {_os_reason(error)}"
     elif isinstance(error, httpx.UnsupportedProtocol):
         message = f"--api-url {api_url!r} is not an http:// or https:// URL"
         return ApiFailure(message, ExitCode.USAGE)
     else:
         message = f"cannot reach the SchemaBridge API at {api_url}: {_os_reason(error)}; {URL_HINT}"
-    return ApiFailure(message, ExitCode.UNREACHABLE)
+    return ApiFailure(message, ExitCode.UNREACHABLE, transient=True)
 
 
 def _error_body(response: httpx.Response) -> dict[str, Any] | None:
@@ -136,6 +144,15 @@ def response_failure(response: httpx.Response, api_url: str) -> ApiFailure:
     body = _error_body(response)
     if body is None:
         kind = response.headers.get("content-type", "no content type").partition(";")[0]
+        if status >= 500:
+            # A proxy or load balancer in front of the API, while the API restarts.
+            return ApiFailure(
+                f"{api_url} answered {status} ({kind}) instead of the SchemaBridge API: "
+                "a proxy in front of an API that is down, or not the API; check --api-url",
+                ExitCode.UNREACHABLE,
+                status=status,
+                transient=True,
+            )
         return ApiFailure(
             f"{api_url} answered {status} ({kind}), not the SchemaBridge API's JSON; "
             "check --api-url (SCHEMABRIDGE_API_URL)",
@@ -148,7 +165,9 @@ def response_failure(response: httpx.Response, api_url: str) -> ApiFailure:
     details: dict[str, Any] = given if isinstance(given, dict) else {}
 
     def failure(text: str, exit_code: ExitCode) -> ApiFailure:
-        return ApiFailure(text, exit_code, status=status, code=code, details=details)
+        return ApiFailure(
+            text, exit_code, status=status, code=code, details=details, transient=status >= 500
+        )
 
     if status == 401:
         return failure(f"the API refused the request: {message}; {KEY_HINT}", ExitCode.UNREACHABLE)

@@ -32,6 +32,16 @@ TimeoutOption = Annotated[
         min=0,
     ),
 ]
+ReconnectOption = Annotated[
+    float,
+    typer.Option(
+        "--reconnect-for",
+        help="When the API goes away while following (a restart, a 5xx, a dropped stream), "
+        "keep trying to get it back for this many seconds, then give up (exit 4).",
+        metavar="SECONDS",
+        min=0,
+    ),
+]
 StatusOption = Annotated[
     str | None,
     typer.Option(help=f"Only runs in this status ({', '.join(STATUSES)}).", metavar="STATUS"),

@@ -9,13 +9,15 @@ from __future__ import annotations
 
 import asyncio
 import time
+from collections.abc import Callable
 from typing import Annotated, Any
 
 import typer
 
 from api.cli import run_display, runs_actions
-from api.cli.client import DEFAULT_API_URL, ApiClient, ExitCode
+from api.cli.client import DEFAULT_API_URL, ApiClient, ApiFailure, ExitCode
 from api.cli.client_routes import PAGE_LIMIT, collect_pages
+from api.cli.reconnect import DEFAULT_WINDOW_S, Reconnect
 from api.cli.remote import (
     EXIT_CODES_HELP,
     ApiKeyOption,
@@ -39,6 +41,7 @@ from api.cli.run_options import (
     ENDED,
     MAX_LIST,
     CursorOption,
+    ReconnectOption,
     RunArgument,
     SinceOption,
     StatusOption,
@@ -49,6 +52,7 @@ from api.cli.run_options import (
     run_filter,
     split_version,
 )
+from api.cli.text import duration
 from api.cli.watch import StillRunning, follow, outcome_code, outcome_line, still_running_line
 from api.cli.wire import Page, RunDetail, RunSummary
 
@@ -87,6 +91,7 @@ def submit(
         bool, typer.Option("--wait", help="Follow the run until it ends; exit by its outcome.")
     ] = False,
     timeout: TimeoutOption = 600.0,
+    reconnect_for: ReconnectOption = DEFAULT_WINDOW_S,
     api_url: ApiUrlOption = DEFAULT_API_URL,
     api_key: ApiKeyOption = None,
     output: OutputOption = OutputFormat.TEXT,
@@ -124,17 +129,22 @@ def submit(
                 )
             return ExitCode.OK
         say(f"run {run.id} submitted ({run.workflow} v{run.version}); following it")
-        return await _wait_for(api, remote, run.id, timeout)
+        return await _wait_for(api, remote, run.id, timeout, Reconnect(window_s=reconnect_for))
 
     raise typer.Exit(call(remote, action))
 
 
 async def _wait_for(
-    api: ApiClient, remote: Remote, run_id: str, timeout_s: float | None
+    api: ApiClient, remote: Remote, run_id: str, timeout_s: float | None, reconnect: Reconnect
 ) -> ExitCode:
     try:
         progress = await follow(
-            api, run_id, timeout_s=timeout_s, console=stderr(), title=f"run {run_id}"
+            api,
+            run_id,
+            timeout_s=timeout_s,
+            console=stderr(),
+            title=f"run {run_id}",
+            reconnect=reconnect,
         )
     except StillRunning as still:
         say(still_running_line(run_id, timeout_s or 0, still.progress))
@@ -249,6 +259,7 @@ def logs(
     follow_log: Annotated[
         bool, typer.Option("--follow", "-f", help="Keep printing new lines until the run ends.")
     ] = False,
+    reconnect_for: ReconnectOption = DEFAULT_WINDOW_S,
     api_url: ApiUrlOption = DEFAULT_API_URL,
     api_key: ApiKeyOption = None,
     output: OutputOption = OutputFormat.TEXT,
@@ -266,22 +277,51 @@ def logs(
                 console.print(run_display.log_line(entry), markup=False)
 
     async def action(api: ApiClient) -> None:
+        reconnect = Reconnect(window_s=reconnect_for)
         after: str | None = None
         for _ in range(MAX_LOG_POLLS):
-            ended = True
-            if follow_log:
-                ended = (await api.runs.get(run_id)).status in ENDED
-            page = await api.runs.logs(run_id, after=after, limit=PAGE_LIMIT)
-            emit(page.items)
-            if page.items:
-                after = str(page.items[-1].id)
-            if page.next is not None:
+            try:
+                ended, after, more = await _log_poll(api, run_id, after, follow_log, emit)
+            except ApiFailure as failure:
+                # Only a follower rides out an outage; a one-off read fails at once.
+                delay = reconnect.delay_after(failure) if follow_log else None
+                if delay is None:
+                    resume = f"schemabridge runs logs {run_id} --follow"
+                    raise reconnect.gave_up(failure, resume) from None
+                if reconnect.attempts == 1:
+                    say(reconnect.lost_line(failure))
+                await asyncio.sleep(delay)
+                continue
+            lasted = reconnect.recovered()
+            if lasted is not None:
+                say(f"reconnected to the API after {duration(lasted)}")
+            if more:
                 continue  # a full page: read on at once
             if ended:
                 return
             await asyncio.sleep(LOG_POLL_S)
 
     call(remote, action)
+
+
+async def _log_poll(
+    api: ApiClient,
+    run_id: str,
+    after: str | None,
+    follow_log: bool,
+    emit: Callable[[list[Any]], None],
+) -> tuple[bool, str | None, bool]:
+    """One read of the log after `after`: whether the run had ended before the read (so the
+    read saw its last lines), the id to read after next, and whether a full page says more
+    lines are waiting. A line is printed once: `after` moves past each page as it is shown."""
+    ended = True
+    if follow_log:
+        ended = (await api.runs.get(run_id)).status in ENDED
+    page = await api.runs.logs(run_id, after=after, limit=PAGE_LIMIT)
+    emit(page.items)
+    if page.items:
+        after = str(page.items[-1].id)
+    return ended, after, page.next is not None
 
 
 # ── children ────────────────────────────────────────────────────────────────────────────────
@@ -323,6 +363,7 @@ def children(
 def watch(
     run_id: RunArgument,
     timeout: TimeoutOption = None,
+    reconnect_for: ReconnectOption = DEFAULT_WINDOW_S,
     api_url: ApiUrlOption = DEFAULT_API_URL,
     api_key: ApiKeyOption = None,
     output: OutputOption = OutputFormat.TEXT,
@@ -342,7 +383,13 @@ def watch(
         console = stdout()
         try:
             progress = await follow(
-                api, run.id, timeout_s=timeout, console=console, title=title, quiet=remote.json
+                api,
+                run.id,
+                timeout_s=timeout,
+                console=console,
+                title=title,
+                quiet=remote.json,
+                reconnect=Reconnect(window_s=reconnect_for),
             )
         except StillRunning as still:
             say(still_running_line(run.id, timeout or 0, still.progress))

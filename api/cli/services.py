@@ -379,6 +379,7 @@ async def _serve_all(
             stack.callback(server.close)
             runtime = await _open(settings)
             stack.push_async_callback(runtime.close)
+            downstream_url = None
             if demo is not None:
                 downstream_url = await stack.enter_async_context(_demo_downstream())
                 _warn_demo(downstream_url, await _publish_examples(runtime, demo, downstream_url))
@@ -387,6 +388,7 @@ async def _serve_all(
                 settings,
                 runtime_factory=borrowed_runtime(runtime),
                 auth=False if demo is not None else None,
+                demo_downstream=downstream_url,
             )
             async with asyncio.TaskGroup() as group:
                 group.create_task(server.serve(app, lifecycle.stop_event), name="http")

@@ -4,14 +4,17 @@
 The stream sends the run's progress whenever it changes and `end` once it has ended. A stream
 also closes on its own after an hour, and the connection may break (the API restarted, a
 proxy timed out): the watcher reconnects, and gives up only when the API stays unreachable
-for `RECONNECT_WINDOW_S`. On a terminal the progress is redrawn in place; piped, it is one
-line per change at most every `PIPED_INTERVAL_S` (and at every status change).
+longer than its `Reconnect` bounds (`api.cli.reconnect`: a time window and a count of tries,
+with backoff). Each outage is one warning line on stderr when it begins and one when it ends.
+On a terminal the progress is redrawn in place; piped, it is one line per change at most
+every `PIPED_INTERVAL_S` (and at every status change), never the same line twice in a row.
 """
 
 from __future__ import annotations
 
 import asyncio
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -22,15 +25,13 @@ from rich.table import Table
 from rich.text import Text
 
 from api.cli.client import ApiClient, ApiFailure, ExitCode
-from api.cli.remote import status_text
+from api.cli.reconnect import Reconnect
+from api.cli.remote import say, status_text
 from api.cli.run_display import error_line, waiting_line
 from api.cli.run_options import ENDED
 from api.cli.text import clock, duration
 from api.cli.wire import RunProgress, Waiting
 
-RECONNECT_WINDOW_S = 30.0
-"""How long the watcher keeps trying to get its stream back before it gives up (exit 4)."""
-RECONNECT_DELAY_S = 1.0
 MAX_STREAMS = 10_000
 """Streams one watch may open (each lasts up to an hour, or until it breaks)."""
 PIPED_INTERVAL_S = 2.0
@@ -134,14 +135,19 @@ class PipedView:
     def __init__(self, console: Console) -> None:
         self.console = console
         self.last_status: str | None = None
+        self.last_line = ""
         self.last_at = 0.0
 
     def show(self, snapshot: Snapshot) -> None:
         now = time.monotonic()
+        line = snapshot.summary()
+        if line == self.last_line:
+            return  # a new stream starts with the progress the last one ended on
         changed = snapshot.progress.status != self.last_status
         if changed or snapshot.progress.ended or now - self.last_at >= PIPED_INTERVAL_S:
-            self.console.print(f"{clock(time.time())[:8]}  {snapshot.summary()}", markup=False)
+            self.console.print(f"{clock(time.time())[:8]}  {line}", markup=False)
             self.last_status = snapshot.progress.status
+            self.last_line = line
             self.last_at = now
 
 
@@ -153,6 +159,7 @@ async def follow(
     console: Console,
     title: str,
     quiet: bool = False,
+    reconnect: Reconnect | None = None,
 ) -> RunProgress:
     """Follow the run until it ends and answer its last progress. Raises `StillRunning` when
     `timeout_s` runs out first, `ApiFailure` when the run is unknown or the API is lost."""
@@ -174,7 +181,7 @@ async def follow(
         if use_live:
             live.start()
         async with asyncio.timeout(timeout_s):
-            return await _stream(api, run_id, seen)
+            return await _stream(api, run_id, seen, reconnect or Reconnect())
     except TimeoutError:
         raise StillRunning(None if latest is None else latest.progress) from None
     finally:
@@ -182,35 +189,64 @@ async def follow(
             live.stop()
 
 
-async def _stream(api: ApiClient, run_id: str, seen: Any) -> RunProgress:
-    lost_since: float | None = None
+async def _stream(
+    api: ApiClient, run_id: str, seen: Callable[[Snapshot], None], reconnect: Reconnect
+) -> RunProgress:
+    """Read the run's streams until one says it ended. A stream that ends early (an hour
+    passed, the connection dropped, the API restarted or answered 5xx, the API said `error`)
+    is opened again under `reconnect`'s bounds; progress events are whole snapshots, so a
+    new stream repeats nothing and misses nothing."""
     for _ in range(MAX_STREAMS):
         try:
-            async with api.runs.events(run_id) as events:
-                lost_since = None
-                async for event in events:
-                    if event.name in {"progress", "end"}:
-                        snapshot = Snapshot.of(event.data)
-                        seen(snapshot)
-                        if event.name == "end" or snapshot.progress.status in ENDED:
-                            return snapshot.progress
-                    elif event.name == "error":
-                        break  # the API could not read the run this time: read it again
+            ended = await _one_stream(api, run_id, seen, reconnect)
         except ApiFailure as failure:
-            if failure.status is not None or failure.exit_code is not ExitCode.UNREACHABLE:
-                raise  # an answer (404, 401...): reconnecting would get the same one
-            now = time.monotonic()
-            lost_since = lost_since or now
-            if now - lost_since >= RECONNECT_WINDOW_S:
-                raise ApiFailure(
-                    f"{failure.message} (for {RECONNECT_WINDOW_S:.0f} s while watching run "
-                    f"{run_id}; the run goes on: `schemabridge runs watch {run_id}`)",
-                    ExitCode.UNREACHABLE,
-                ) from failure
-        await asyncio.sleep(RECONNECT_DELAY_S)
+            delay = reconnect.delay_after(failure)
+            if delay is None:
+                raise reconnect.gave_up(failure, f"schemabridge runs watch {run_id}") from None
+            if reconnect.attempts == 1:
+                say(reconnect.lost_line(failure))
+            await asyncio.sleep(delay)
+            continue
+        if ended is not None:
+            return ended
     raise ApiFailure(
         f"gave up watching run {run_id} after {MAX_STREAMS:,} streams", ExitCode.UNREACHABLE
     )
+
+
+async def _one_stream(
+    api: ApiClient, run_id: str, seen: Callable[[Snapshot], None], reconnect: Reconnect
+) -> RunProgress | None:
+    """One stream: the run's last progress when it ended, None when the stream closed first.
+    A stream that closed before saying anything counts as a failure (a server that keeps
+    doing so must not be reconnected to for ever)."""
+    heard = False
+    async with api.runs.events(run_id) as events:
+        async for event in events:
+            if event.name == "error":
+                # The API could not read the run (its database, for a moment): read it again.
+                message = "the API could not read the run"
+                if isinstance(event.data, dict):
+                    message += f": {event.data.get('message') or event.data.get('code')}"
+                raise ApiFailure(message, ExitCode.UNREACHABLE, transient=True)
+            if event.name not in {"progress", "end"}:
+                continue
+            if not heard:
+                heard = True
+                lasted = reconnect.recovered()
+                if lasted is not None:
+                    say(f"reconnected to the API after {duration(lasted)}")
+            snapshot = Snapshot.of(event.data)
+            seen(snapshot)
+            if event.name == "end" or snapshot.progress.status in ENDED:
+                return snapshot.progress
+    if not heard:
+        raise ApiFailure(
+            "the API closed the event stream before sending anything",
+            ExitCode.UNREACHABLE,
+            transient=True,
+        )
+    return None
 
 
 def outcome_line(run_id: str, progress: RunProgress) -> str:

@@ -115,6 +115,7 @@ def create_app(
     routers: Sequence[APIRouter] = DEFAULT_ROUTERS,
     title: str = "SchemaBridge",
     monitor: bool = True,
+    demo_downstream: str | None = None,
 ) -> FastAPI:
     """The REST API on `settings` (default: from the environment).
 
@@ -124,10 +125,15 @@ def create_app(
     events, operator actions, destinations, tenants and services); every app answers errors the
     same way.
     `monitor`: serve the web run monitor at `/ui` and sample the destinations' history.
+    `demo_downstream`: the demo downstream's URL under `serve --demo` (`GET /ui/config`).
     """
     settings = settings or Settings()
     factory = runtime_factory or opened_runtime(settings)
-    context = ApiContext(settings=settings, auth=settings.auth if auth is None else auth)
+    context = ApiContext(
+        settings=settings,
+        auth=settings.auth if auth is None else auth,
+        demo_downstream=demo_downstream,
+    )
 
     @contextlib.asynccontextmanager
     async def lifespan(_app: FastAPI) -> AsyncIterator[None]:

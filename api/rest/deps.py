@@ -28,6 +28,9 @@ class ApiContext:
     """False: every request acts as the admin "demo" (`--demo`, `SCHEMABRIDGE_AUTH=off`)."""
     metrics: ApiMetrics = field(default_factory=ApiMetrics)
     operations: Operations | None = None
+    demo_downstream: str | None = None
+    """The demo downstream's URL when this API serves `serve --demo` (the monitor's editor
+    starts new documents with a call to it); None otherwise."""
 
 
 async def api_context(request: Request) -> ApiContext:

@@ -12,10 +12,13 @@ from __future__ import annotations
 from fastapi import FastAPI
 from fastapi.responses import RedirectResponse
 from fastapi.staticfiles import StaticFiles
+from pydantic import BaseModel, ConfigDict
+from pydantic.alias_generators import to_camel
 from starlette.responses import Response
 from starlette.types import Scope
 
 import ui
+from api.rest.deps import ContextDep
 
 CONTENT_SECURITY_POLICY = (
     "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data:; "
@@ -41,8 +44,29 @@ class MonitorFiles(StaticFiles):
         return response
 
 
+class MonitorConfig(BaseModel):
+    """What the monitor's pages need to know about this server."""
+
+    model_config = ConfigDict(populate_by_name=True, alias_generator=to_camel)
+
+    demo_downstream: str | None = None
+    """The demo downstream's URL under `serve --demo` (the editor's starter document calls
+    it); null on any other server."""
+
+
 def mount_monitor(app: FastAPI) -> None:
-    """Serve the monitor at `/ui/` and redirect `/` there."""
+    """Serve the monitor at `/ui/` (its settings at `/ui/config`) and redirect `/` there."""
+
+    # Declared before the mount, which would otherwise answer the path with a 404.
+    @app.get(
+        f"{MOUNT_PATH}/config",
+        response_model=MonitorConfig,
+        tags=["monitoring"],
+        summary="The web monitor's settings (open: it holds no secret)",
+    )
+    async def monitor_config(context: ContextDep) -> MonitorConfig:
+        return MonitorConfig(demo_downstream=context.demo_downstream)
+
     app.mount(MOUNT_PATH, MonitorFiles(directory=ui.STATIC_DIR, html=True), name="ui")
 
     @app.get("/", include_in_schema=False)

@@ -96,3 +96,12 @@ async def test_the_monitor_is_served_without_a_key(api: Api) -> None:
     assert script.status_code == 200 and "javascript" in script.headers["content-type"]
     assert root.status_code == 307 and root.headers["location"] == "/ui/"
     assert_error(runs, 401, "unauthorized")  # the data still needs a key
+
+
+async def test_the_monitor_config_names_no_downstream_outside_the_demo(api: Api) -> None:
+    """Only `serve --demo` has a demo downstream for the editor's starter document (the demo
+    case is tests/e2e/test_ui_monitor.py)."""
+    async with api.http(None) as http:
+        config = await http.get("/ui/config")
+    assert config.status_code == 200, config.text
+    assert config.json() == {"demoDownstream": None}

@@ -5,6 +5,7 @@ fails its test on a JavaScript or console error, or on a request off loopback.""
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterator
 from typing import Any
 
@@ -289,6 +290,27 @@ def test_a_validation_error_is_located_in_the_editor(server: DemoServer, browser
         confirm(page, "Publish")
         page.locator(".ok-box", has_text="ui-editor-check v1").wait_for()
     assert server.call("/workflows/ui-editor-check")["version"] == 1
+
+
+def test_a_new_document_calls_the_demo_downstream_and_runs(
+    server: DemoServer, browser: Any
+) -> None:
+    """The editor's starter document is one a new user can publish and run as it is."""
+    assert server.call("/ui/config") == {"demoDownstream": server.downstream}
+    with opened(browser, f"{server.ui}#/editor") as (page, _):
+        page.locator(".editor-state.ok").wait_for()
+        document = json.loads(page.input_value("#document"))
+        url = document["vertices"]["fetch"]["config"]["url"]
+        assert url == f"{server.downstream}/items?count=3"
+        page.fill("#document", json.dumps({**document, "name": "ui-starter"}))
+        page.locator("figcaption", has_text="ui-starter").wait_for()  # the new text checked
+        page.locator(".editor-state.ok").wait_for()
+        page.get_by_role("button", name="Publish").click()
+        confirm(page, "Publish")
+        page.locator(".ok-box", has_text="ui-starter v1").wait_for()
+    run = server.call("/workflows/ui-starter/runs?wait=true", {"input": {}})
+    assert run["status"] == "SUCCEEDED", run
+    assert len(run["output"]["fetch"]["body"]["items"]) == 3
 
 
 # ── destinations and services ──────────────────────────────────────────────────────────────

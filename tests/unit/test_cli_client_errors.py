@@ -99,9 +99,34 @@ def test_invalid_input_lists_every_problem_with_its_pointer() -> None:
 
 
 def test_an_answer_that_is_not_the_api_points_at_the_url() -> None:
+    failure = response_failure(answer(404), URL)
+    assert failure.exit_code is ExitCode.UNREACHABLE
+    assert "404 (text/html), not the SchemaBridge API's JSON" in failure.message
+    assert not failure.transient
+
+
+def test_a_proxy_answering_5xx_is_worth_another_try() -> None:
     failure = response_failure(answer(502), URL)
     assert failure.exit_code is ExitCode.UNREACHABLE
-    assert "502 (text/html), not the SchemaBridge API's JSON" in failure.message
+    assert failure.transient
+    assert "502 (text/html) instead of the SchemaBridge API: a proxy" in failure.message
+
+
+def test_which_failures_are_worth_another_try() -> None:
+    """5xx and no answer at all are; a 4xx is answered the same way again."""
+    store_down = {"code": "store_unavailable", "message": "db down"}
+    assert response_failure(answer(503, store_down), URL).transient
+    assert response_failure(answer(500, {"code": "internal_error", "message": "x"}), URL).transient
+    for status, code in [(401, "unauthorized"), (404, "run_not_found"), (409, "conflict")]:
+        refusal = response_failure(answer(status, {"code": code, "message": "m"}), URL)
+        assert not refusal.transient, status
+    assert transport_failure(httpx.ConnectError("refused"), URL, 30).transient
+    dropped = transport_failure(httpx.RemoteProtocolError("peer closed connection"), URL, 30)
+    assert dropped.transient and dropped.exit_code is ExitCode.UNREACHABLE
+    assert dropped.message == (
+        f"the connection to the SchemaBridge API at {URL} broke: peer closed connection"
+    )
+    assert not transport_failure(httpx.UnsupportedProtocol("ftp"), URL, 30).transient
 
 
 def test_an_unreachable_api_says_how_to_start_one() -> None:

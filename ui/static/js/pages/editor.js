@@ -9,12 +9,24 @@ import { drawGraph } from "../graph.js";
 import { JsonSyntaxError, locate, parseWithPositions } from "../jsontext.js";
 
 const CHECK_AFTER_MS = 500;
-const STARTER = {
-  name: "my-workflow",
-  vertices: {
-    fetch: { type: "GATEWAY", config: { url: "http://127.0.0.1:8765/items?count=3", method: "GET" } },
-  },
-};
+/** Where a new document's call goes when the server has no demo downstream: a placeholder
+ * that passes validation (a public host name) and says it is to be replaced. */
+export const PLACEHOLDER_URL = "https://api.example.com/replace-me";
+
+/** A new document: one GET, to the demo downstream under `serve --demo` (its URL from
+ * /ui/config; it answers `/items` with a list), else to `PLACEHOLDER_URL`. */
+export function starter(demoDownstream) {
+  const url = demoDownstream ? `${demoDownstream}/items?count=3` : PLACEHOLDER_URL;
+  return { name: "my-workflow", vertices: { fetch: { type: "GATEWAY", config: { url, method: "GET" } } } };
+}
+
+async function demoDownstream() {
+  try {
+    return (await api("/ui/config")).demoDownstream;
+  } catch {
+    return null; // an older server without /ui/config: the placeholder will do
+  }
+}
 
 /** "/0/vertices/x/config" → [0, "x"]; "/vertices/x" → [0, "x"] for a single document. */
 export function vertexOf(pointer, isList) {
@@ -178,7 +190,7 @@ export async function editorPage(main, params) {
     const detail = await api(`/workflows/${encodeURIComponent(from)}${version ? `/versions/${Number(version)}` : ""}`);
     area.value = JSON.stringify(detail.document, null, 2);
   } else {
-    area.value = JSON.stringify(STARTER, null, 2);
+    area.value = JSON.stringify(starter(await demoDownstream()), null, 2);
   }
 
   fill(

@@ -1,0 +1,93 @@
+"""Riding out an API that goes away while a command follows a run (`runs watch`, `runs logs
+--follow`, `runs submit --wait`): the API restarts, a proxy answers 502/503 while it does, or
+the event stream's connection drops.
+
+A failure is worth another try when it says so (`ApiFailure.transient`: no answer at all, or
+a 5xx); anything else (401, 404, JSON this CLI does not understand) would only be answered the
+same way again. Tries back off exponentially from `first_delay_s` up to `max_delay_s`, and the
+outage is bounded twice: by time (`window_s` since the first failure of the outage) and by
+count (`max_attempts` failures in a row), so a command never hangs on an API that is gone for
+good. Any success ends the outage and starts the next one's count afresh.
+
+The clock is injected, so the policy is arithmetic a unit test feeds timestamps to.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from api.cli.client_errors import ApiFailure
+from api.cli.exit_codes import ExitCode
+from api.cli.text import duration
+
+DEFAULT_WINDOW_S = 60.0
+"""How long a follower keeps trying to get the API back, by default (`--reconnect-for`)."""
+MAX_ATTEMPTS = 30
+"""Failures in a row a follower tolerates within its window."""
+FIRST_DELAY_S = 0.5
+MAX_DELAY_S = 5.0
+
+
+@dataclass
+class Reconnect:
+    """One follower's reconnection policy and the state of its current outage (if any)."""
+
+    window_s: float = DEFAULT_WINDOW_S
+    max_attempts: int = MAX_ATTEMPTS
+    first_delay_s: float = FIRST_DELAY_S
+    max_delay_s: float = MAX_DELAY_S
+    clock: Callable[[], float] = time.monotonic
+    lost_at: float | None = field(default=None, init=False)
+    """When the current outage began (None: connected)."""
+    attempts: int = field(default=0, init=False)
+    """Failures in the current outage."""
+
+    @property
+    def lost(self) -> bool:
+        return self.lost_at is not None
+
+    def recovered(self) -> float | None:
+        """The API answered: the outage (if any) is over. Answers how long it lasted."""
+        if self.lost_at is None:
+            return None
+        lasted = self.clock() - self.lost_at
+        self.lost_at = None
+        self.attempts = 0
+        return lasted
+
+    def delay_after(self, failure: ApiFailure) -> float | None:
+        """Count `failure`; answer how long to wait before trying again, or None when the
+        outage has lasted too long (or the failure is not worth another try)."""
+        if not failure.transient:
+            return None
+        now = self.clock()
+        if self.lost_at is None:
+            self.lost_at = now
+        self.attempts += 1
+        left = self.lost_at + self.window_s - now
+        if self.attempts > self.max_attempts or left <= 0:
+            return None
+        delay: float = min(self.first_delay_s * 2.0 ** (self.attempts - 1), self.max_delay_s)
+        return min(delay, left)
+
+    def gave_up(self, failure: ApiFailure, resume: str) -> ApiFailure:
+        """The one-line failure (exit 4) that ends a follower after `failure`; `resume` is the
+        command that follows the run again."""
+        if not failure.transient:
+            return failure
+        lasted = 0.0 if self.lost_at is None else self.clock() - self.lost_at
+        reason = failure.message.splitlines()[0]
+        return ApiFailure(
+            f"gave up after {self.attempts} tries in {duration(lasted)} to get the API back "
+            f"({reason}); the run goes on: `{resume}`",
+            ExitCode.UNREACHABLE,
+            status=failure.status,
+            code=failure.code,
+        )
+
+    def lost_line(self, failure: ApiFailure) -> str:
+        """The one warning line of an outage, said when it begins."""
+        reason = failure.message.splitlines()[0]
+        return f"warning: {reason}; reconnecting for up to {duration(self.window_s)}"

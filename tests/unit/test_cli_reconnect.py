@@ -1,0 +1,78 @@
+"""The reconnection policy of the commands that follow a run (`api.cli.reconnect`), fed
+timestamps: backoff that grows to a cap, an outage bounded by time and by count, a success that
+starts the count afresh, and refusals that are never retried."""
+
+from __future__ import annotations
+
+from api.cli.client_errors import ApiFailure
+from api.cli.exit_codes import ExitCode
+from api.cli.reconnect import Reconnect
+
+DOWN = ApiFailure("cannot reach the API: connection refused", ExitCode.UNREACHABLE, transient=True)
+NOT_FOUND = ApiFailure("no run 'r'", ExitCode.FAILED, status=404)
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = 100.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def test_the_delay_doubles_up_to_its_cap() -> None:
+    clock = Clock()
+    policy = Reconnect(window_s=1_000, first_delay_s=0.5, max_delay_s=4, clock=clock)
+    delays = [policy.delay_after(DOWN) for _ in range(6)]
+    assert delays == [0.5, 1.0, 2.0, 4.0, 4.0, 4.0]
+
+
+def test_an_outage_is_bounded_by_time() -> None:
+    clock = Clock()
+    policy = Reconnect(window_s=10, first_delay_s=4, max_delay_s=4, clock=clock)
+    assert policy.delay_after(DOWN) == 4
+    clock.now += 8
+    assert policy.delay_after(DOWN) == 2  # never sleeps past the window
+    clock.now += 2
+    assert policy.delay_after(DOWN) is None
+    gave_up = policy.gave_up(DOWN, "schemabridge runs watch r")
+    assert gave_up.exit_code is ExitCode.UNREACHABLE
+    assert gave_up.message == (
+        "gave up after 3 tries in 10 s to get the API back (cannot reach the API: connection "
+        "refused); the run goes on: `schemabridge runs watch r`"
+    )
+
+
+def test_an_outage_is_bounded_by_count() -> None:
+    policy = Reconnect(window_s=1_000, max_attempts=3, clock=Clock())
+    assert all(policy.delay_after(DOWN) is not None for _ in range(3))
+    assert policy.delay_after(DOWN) is None
+
+
+def test_a_success_ends_the_outage() -> None:
+    clock = Clock()
+    policy = Reconnect(window_s=10, max_attempts=2, first_delay_s=1, clock=clock)
+    assert policy.recovered() is None  # nothing was lost
+    policy.delay_after(DOWN)
+    clock.now += 6
+    policy.delay_after(DOWN)
+    assert policy.lost
+    assert policy.recovered() == 6
+    assert not policy.lost
+    clock.now += 100
+    assert policy.delay_after(DOWN) == 1  # a new outage: its own window and count
+    assert policy.delay_after(DOWN) == 2
+
+
+def test_a_refusal_is_never_retried() -> None:
+    policy = Reconnect(clock=Clock())
+    assert policy.delay_after(NOT_FOUND) is None
+    assert not policy.lost
+    assert policy.gave_up(NOT_FOUND, "schemabridge runs watch r") is NOT_FOUND
+
+
+def test_the_warning_names_the_reason_and_the_window() -> None:
+    policy = Reconnect(window_s=60)
+    assert policy.lost_line(DOWN) == (
+        "warning: cannot reach the API: connection refused; reconnecting for up to 1 min"
+    )
