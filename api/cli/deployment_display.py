@@ -120,7 +120,7 @@ def _counts(label: str, figures: dict[str, Any]) -> str:
     finished = figures.get("finished", 0)
     runs = figures.get("runs", 0)
     return (
-        f"{label} {failed:,} failed of {finished:,} finished "
+        f"{label}: {failed:,} failed of {finished:,} finished "
         f"(ratio {ratio(figures.get('failureRatio'))}; {plural(int(runs), 'run')} in all)"
     )
 

@@ -133,7 +133,7 @@ def test_a_failing_candidate_is_rolled_back_with_its_exposure(stack: Stack) -> N
     assert re.search(r"^v2\s+candidate\s+\d+\s+0\s+\d+\s+0\s+\d+\s+1\.000$", shown, re.M), shown
     figures = ended["outcome"]["figures"]["candidate"]
     assert (
-        f"candidate v2 {figures['failed']} failed of {figures['finished']} finished "
+        f"candidate v2: {figures['failed']} failed of {figures['finished']} finished "
         f"(ratio 1.000; {figures['runs']} runs in all)"
     ) in shown
     assert "threshold 0.100" in shown

@@ -4,6 +4,7 @@
 import { ApiError, onKeyNeeded } from "./api.js";
 import { askForKey } from "./dialog.js";
 import { fill, h } from "./dom.js";
+import { deploymentPage, deploymentsPage } from "./pages/deployments.js";
 import { destinationsPage } from "./pages/destinations.js";
 import { editorPage } from "./pages/editor.js";
 import { runPage } from "./pages/run.js";
@@ -16,6 +17,8 @@ const ROUTES = [
   [/^\/runs$/, "runs", runsPage],
   [/^\/workflows\/([^/]+)$/, "workflows", workflowPage],
   [/^\/workflows$/, "workflows", workflowsPage],
+  [/^\/deployments\/([^/]+)$/, "deployments", deploymentPage],
+  [/^\/deployments$/, "deployments", deploymentsPage],
   [/^\/editor$/, "editor", editorPage],
   [/^\/destinations$/, "destinations", destinationsPage],
   [/^\/services$/, "services", servicesPage],

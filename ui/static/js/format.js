@@ -13,6 +13,8 @@ const STATUS = {
   RESOLVED: ["✎", "resolved"],
   SKIPPED: ["↷", "skipped"],
   CANCELLED: ["⊘", "cancelled"],
+  ROLLED_BACK: ["↺", "rolled back"],
+  ABORTED: ["⊘", "aborted"],
 };
 
 export function statusIcon(status) {
@@ -81,9 +83,10 @@ export function duration(seconds) {
   if (seconds < 1) return `${Math.round(seconds * 1000)} ms`;
   if (seconds < 60) return `${seconds < 10 ? seconds.toFixed(1) : Math.round(seconds)} s`;
   const minutes = Math.floor(seconds / 60);
-  if (minutes < 60) return `${minutes} min ${Math.round(seconds % 60)} s`;
+  const secs = Math.round(seconds % 60);
+  if (minutes < 60) return secs ? `${minutes} min ${secs} s` : `${minutes} min`;
   const hours = Math.floor(minutes / 60);
-  return `${hours} h ${minutes % 60} min`;
+  return minutes % 60 ? `${hours} h ${minutes % 60} min` : `${hours} h`;
 }
 
 /** How long a run or step took (or has taken so far). */
@@ -94,6 +97,17 @@ export function elapsed(startedAt, endedAt, nowS = Date.now() / 1000) {
 
 export function count(n) {
   return Number(n ?? 0).toLocaleString("en-US");
+}
+
+/** A count with its noun: "1 run", "2 runs", "1,250 runs" ("1 child", "3 children" with
+ * `nouns`). */
+export function plural(n, noun, nouns = `${noun}s`) {
+  return `${count(n)} ${Number(n) === 1 ? noun : nouns}`;
+}
+
+/** A failure ratio with three decimals; "—" before any run finished. */
+export function ratio(value) {
+  return value === null || value === undefined ? "—" : Number(value).toFixed(3);
 }
 
 export function percent(part, whole) {

@@ -4,7 +4,7 @@
 // failed / running / pending children: a fan-out of 100,000 is one bar, not 100,000 nodes.
 
 import { h, s } from "./dom.js";
-import { count, statusIcon, statusWord } from "./format.js";
+import { count, plural, statusIcon, statusWord } from "./format.js";
 
 let graphs = 0;
 const FANOUT_EXTRA = 22;
@@ -43,12 +43,12 @@ function fanoutBar(x, y, width, children, running) {
 function nodeLabel(node, step, problems) {
   const parts = [`${node.id}, ${node.type}`];
   if (step) parts.push(statusWord(step.status));
-  if (step && step.attempts > 1) parts.push(`${step.attempts} attempts`);
+  if (step && step.attempts > 1) parts.push(plural(step.attempts, "attempt"));
   if (step && step.children) {
     const c = step.children;
-    parts.push(`${c.succeeded} of ${c.total} children succeeded, ${c.failed} failed`);
+    parts.push(`${count(c.succeeded)} of ${plural(c.total, "child", "children")} succeeded, ${count(c.failed)} failed`);
   }
-  if (problems && problems.length) parts.push(`${problems.length} problems`);
+  if (problems && problems.length) parts.push(plural(problems.length, "problem"));
   return parts.join("; ");
 }
 

@@ -5,7 +5,7 @@
 import { api } from "../api.js";
 import { confirmAction } from "../dialog.js";
 import { announce, fill, h } from "../dom.js";
-import { count, time } from "../format.js";
+import { count, plural, time } from "../format.js";
 import { historyChart } from "../chart.js";
 import { Poller } from "../live.js";
 
@@ -34,7 +34,7 @@ function capEditor(destination, refresh, result) {
       fill(result, h("p", { class: "error-box", role: "alert" }, "✕ Calls per second is above 0 (or empty: no limit)."));
       return;
     }
-    const ok = await confirmAction({ title: `Cap ${destination.destination}?`, text: `At most ${cap} calls in flight${perSecond ? ` and ${perSecond} a second` : ""}, on every worker at once.`, confirm: "Set the cap" });
+    const ok = await confirmAction({ title: `Cap ${destination.destination}?`, text: `At most ${plural(cap, "call")} in flight${perSecond ? ` and ${perSecond} a second` : ""}, on every worker at once.`, confirm: "Set the cap" });
     if (!ok) return;
     try {
       await api(`/destinations/${key}/caps`, { method: "PUT", body: { maxConcurrency: cap, ratePerSecond: perSecond } });

@@ -1,12 +1,13 @@
-// Runs: a table of runs, newest first, with filters in the URL (status, workflow, tenant,
-// time range, children shown or not), cursor paging, FAILED rows marked with their error's
+// Runs: a table of runs, newest first, with filters in the URL (status, workflow and version,
+// how the version was chosen, tenant, time range, children shown or not; a deployment's link
+// adds its exact window), cursor paging, FAILED rows marked with their error's
 // one-line summary, and a batch Retry of the selected runs that reports retried and skipped.
 
 import { api, query } from "../api.js";
 import { currentRoute, setParams } from "../app.js";
 import { confirmAction } from "../dialog.js";
 import { announce, fill, h, widthPercent } from "../dom.js";
-import { badge, count, duration, elapsed, errorSummary, percent, shortId, time } from "../format.js";
+import { badge, count, duration, elapsed, errorSummary, exact, percent, plural, shortId, time } from "../format.js";
 import { Poller } from "../live.js";
 
 const STATUSES = ["", "RUNNING", "FAILED", "SUCCEEDED", "CANCELLED", "PENDING"];
@@ -18,6 +19,13 @@ const RANGES = [
   ["7d", "last 7 days"],
 ];
 const RANGE_S = { "15m": 900, "1h": 3600, "24h": 86400, "7d": 604800 };
+const ROUTES = [
+  ["", "any way"],
+  ["serving", "serving version"],
+  ["candidate", "a deployment's candidate"],
+  ["pinned", "named by the request"],
+  ["system", "the engine's own"],
+];
 const PAGE_SIZE = 50;
 const ACTIVE = new Set(["RUNNING", "PENDING"]);
 
@@ -26,12 +34,17 @@ const previous = [];
 
 function listPath(params, cursor) {
   const since = RANGE_S[params.get("since")];
+  const after = Number(params.get("after")) || null;
+  const fromRange = since ? Math.floor(Date.now() / 1000 - since) : null;
   return `/runs${query({
     status: params.get("status"),
     workflow: params.get("workflow"),
+    version: params.get("workflow") ? params.get("version") : null,
+    route: params.get("route"),
     tenant: params.get("tenant"),
     roots: params.get("children") === "1" ? null : "true",
-    createdAfter: since ? Math.floor(Date.now() / 1000 - since) : null,
+    createdAfter: after && fromRange ? Math.max(after, fromRange) : after || fromRange,
+    createdBefore: Number(params.get("before")) || null,
     limit: PAGE_SIZE,
     cursor,
   })}`;
@@ -99,6 +112,8 @@ function filters(params) {
     { class: "filters", role: "search", onsubmit: (event) => (event.preventDefault(), submit()) },
     select("status", "Status", STATUSES.map((v) => [v, v ? v.toLowerCase() : "any status"])),
     text("workflow", "Workflow", "any workflow"),
+    h("label", {}, "Version", h("input", { name: "version", value: params.get("version") || "", placeholder: "any", inputmode: "numeric", size: "4", onchange: submit })),
+    select("route", "Version chosen by", ROUTES),
     text("tenant", "Tenant", "any tenant"),
     select("since", "Started", RANGES),
     h("label", { class: "check" }, h("input", { type: "checkbox", name: "children", checked: params.get("children") === "1", onchange: submit }), "include child runs"),
@@ -107,15 +122,36 @@ function filters(params) {
   function submit() {
     const data = new FormData(form);
     previous.length = 0;
+    const { params: now } = currentRoute();
     setParams({
       status: data.get("status"),
       workflow: data.get("workflow").trim(),
+      version: data.get("version").trim(),
+      route: data.get("route"),
+      after: now.get("after"),
+      before: now.get("before"),
       tenant: data.get("tenant").trim(),
       since: data.get("since"),
       children: data.get("children") ? "1" : "",
     });
   }
   return form;
+}
+
+/** A deployment's link limits the list to its window: say so, with a way out. */
+function windowNote(params) {
+  const after = Number(params.get("after")) || null;
+  const before = Number(params.get("before")) || null;
+  if (!after && !before) return null;
+  const span = [after ? `from ${exact(after)}` : null, before ? `until ${exact(before)}` : null].filter(Boolean).join(" ");
+  const clear = () => {
+    const current = Object.fromEntries(currentRoute().params);
+    delete current.after;
+    delete current.before;
+    delete current.cursor;
+    setParams(current);
+  };
+  return h("p", { class: "window-note" }, `Runs created ${span} (a deployment's window). `, h("button", { type: "button", class: "link", onclick: clear }, "Show any time"));
 }
 
 export async function runsPage(main, params) {
@@ -144,7 +180,7 @@ export async function runsPage(main, params) {
     fill(
       pager,
       h("button", { type: "button", class: "secondary", disabled: !cursor, onclick: () => go(previous.pop() ?? null) }, "← Previous"),
-      h("span", { class: "muted" }, `${page.items.length} runs on this page`),
+      h("span", { class: "muted" }, `${plural(page.items.length, "run")} on this page`),
       h("button", { type: "button", class: "secondary", disabled: !page.next, onclick: () => (previous.push(cursor), go(page.next)) }, "Next →"),
     );
   }
@@ -167,7 +203,7 @@ export async function runsPage(main, params) {
   async function batchRetry() {
     const ids = [...selected];
     const ok = await confirmAction({
-      title: `Retry ${ids.length} run${ids.length > 1 ? "s" : ""}?`,
+      title: `Retry ${plural(ids.length, "run")}?`,
       text: "The failed steps of each FAILED run run again; completed steps are kept. Runs that are not FAILED are skipped.",
       confirm: "Retry",
     });
@@ -196,6 +232,7 @@ export async function runsPage(main, params) {
     main,
     h("div", { class: "page-head" }, h("h1", {}, "Runs"), live),
     filters(params),
+    windowNote(params),
     h("div", { class: "toolbar" }, retryButton, h("button", { type: "button", class: "secondary", onclick: selectFailed }, "Select failed on this page"), result),
     h(
       "div",

@@ -1,8 +1,10 @@
-// Workflows: the published ones, each one's versions, a version's graph and document, and a
-// form to start a run of it.
+// Workflows: the published ones, each one's versions (the serving one marked), a version's
+// graph and document, a form to start a run of it, and a Deploy button that starts a gradual
+// deployment of a version that does not serve yet.
 
 import { api } from "../api.js";
 import { setParams } from "../app.js";
+import { deployForm } from "../deploy_form.js";
 import { fill, h } from "../dom.js";
 import { time } from "../format.js";
 import { drawGraph } from "../graph.js";
@@ -16,6 +18,7 @@ export async function workflowsPage(main) {
       {},
       h("td", {}, h("a", { href: `#/workflows/${encodeURIComponent(w.name)}` }, w.name)),
       h("td", {}, `v${w.latestVersion}`),
+      h("td", {}, w.servingVersion ? `v${w.servingVersion}` : "—"),
       h("td", {}, String(w.versions)),
       h("td", {}, time(w.updatedAt)),
     ),
@@ -29,8 +32,8 @@ export async function workflowsPage(main) {
       h(
         "table",
         {},
-        h("thead", {}, h("tr", {}, ["Name", "Latest", "Versions", "Published"].map((t) => h("th", { scope: "col" }, t)))),
-        h("tbody", {}, rows.length ? rows : h("tr", {}, h("td", { colspan: "4", class: "empty" }, "Nothing published yet: publish one from the editor."))),
+        h("thead", {}, h("tr", {}, ["Name", "Latest", "Serving", "Versions", "Published"].map((t) => h("th", { scope: "col" }, t)))),
+        h("tbody", {}, rows.length ? rows : h("tr", {}, h("td", { colspan: "5", class: "empty" }, "Nothing published yet: publish one from the editor."))),
       ),
     ),
   );
@@ -84,10 +87,12 @@ function startForm(name, version, document) {
 export async function workflowPage(main, params, name) {
   const versions = await api(`/workflows/${encodeURIComponent(name)}/versions`);
   const chosen = Number(params.get("v")) || versions.items[0].version;
-  const [graph, detail] = await Promise.all([
+  const [graph, detail, serving] = await Promise.all([
     api(`/workflows/${encodeURIComponent(name)}/versions/${chosen}/graph`),
     api(`/workflows/${encodeURIComponent(name)}/versions/${chosen}`),
+    api(`/workflows/${encodeURIComponent(name)}/serving`),
   ]);
+  const servingBadge = (version) => (version === serving.servingVersion ? h("span", { class: "serving-badge", title: "New runs get this version" }, "serving") : null);
   const picker = h(
     "label",
     {},
@@ -95,13 +100,14 @@ export async function workflowPage(main, params, name) {
     h(
       "select",
       { onchange: (event) => setParams({ v: event.target.value }) },
-      versions.items.map((v) => h("option", { value: String(v.version), selected: v.version === chosen }, `v${v.version}`)),
+      versions.items.map((v) => h("option", { value: String(v.version), selected: v.version === chosen }, `v${v.version}${v.version === serving.servingVersion ? " (serving)" : ""}`)),
     ),
   );
   fill(
     main,
     h("p", { class: "crumbs" }, h("a", { href: "#/workflows" }, "Workflows"), " / ", name),
-    h("div", { class: "page-head" }, h("h1", {}, name, h("span", { class: "muted" }, ` v${chosen}`)), picker),
+    h("div", { class: "page-head" }, h("h1", {}, name, h("span", { class: "muted" }, ` v${chosen}`), servingBadge(chosen)), picker),
+    deploySection(name, chosen, serving),
     detail.document.description ? h("p", {}, detail.document.description) : null,
     h("p", { class: "muted" }, "Published ", time(detail.createdAt), ` · hash ${detail.definitionHash.slice(0, 12)}`),
     h("section", { "aria-label": "Graph" }, drawGraph(graph)),
@@ -116,12 +122,43 @@ export async function workflowPage(main, params, name) {
         h(
           "ul",
           { class: "versions" },
-          versions.items.map((v) => h("li", {}, h("a", { href: `#/workflows/${encodeURIComponent(name)}?v=${v.version}` }, `v${v.version}`), " · ", time(v.createdAt), ` · ${v.definitionHash.slice(0, 12)}`)),
+          versions.items.map((v) => h("li", {}, h("a", { href: `#/workflows/${encodeURIComponent(name)}?v=${v.version}` }, `v${v.version}`), " ", servingBadge(v.version), " · ", time(v.createdAt), ` · ${v.definitionHash.slice(0, 12)}`)),
         ),
-        h("p", {}, h("a", { href: `#/runs?workflow=${encodeURIComponent(name)}` }, "Runs of this workflow")),
+        h("p", {}, h("a", { href: `#/runs?workflow=${encodeURIComponent(name)}` }, "Runs of this workflow"), " · ", h("a", { href: `#/runs?workflow=${encodeURIComponent(name)}&version=${chosen}` }, `runs of v${chosen}`)),
         h("p", {}, h("a", { href: `#/editor?from=${encodeURIComponent(name)}&v=${chosen}` }, "Edit a copy in the editor")),
       ),
     ),
     h("details", {}, h("summary", {}, "Document"), h("pre", { class: "json" }, JSON.stringify(detail.document, null, 2))),
   );
+}
+
+/** Where the version stands for traffic, and the Deploy button when it can be deployed. */
+function deploySection(name, version, serving) {
+  const running = serving.deploymentId;
+  let text;
+  if (running && serving.candidateVersion === version) {
+    text = [`v${version} is being deployed: it gets ${serving.candidateWeight} % of new runs. `, h("a", { href: `#/deployments/${encodeURIComponent(running)}` }, "Follow the deployment")];
+  } else if (version === serving.servingVersion) {
+    text = `v${version} serves: new runs that name no version get it.`;
+  } else if (running) {
+    text = [`v${version} does not serve (v${serving.servingVersion} does). A deployment of v${serving.candidateVersion} is running; one at a time. `, h("a", { href: `#/deployments/${encodeURIComponent(running)}` }, "Open it")];
+  } else {
+    text = `v${version} does not serve yet: new runs get v${serving.servingVersion} until a deployment moves them.`;
+  }
+  const deployable = !running && version !== serving.servingVersion;
+  const button = h(
+    "button",
+    {
+      type: "button",
+      class: "primary",
+      disabled: !deployable,
+      title: deployable ? null : "only a version that does not serve, while no deployment of the workflow runs",
+      onclick: async () => {
+        const started = await deployForm(name, version, serving.servingVersion);
+        if (started) location.hash = `#/deployments/${encodeURIComponent(started.id)}`;
+      },
+    },
+    `Deploy v${version}…`,
+  );
+  return h("div", { class: "deploy-bar" }, h("p", { class: "deploy-state-line" }, text), button);
 }

@@ -4,6 +4,7 @@
 import { api } from "../api.js";
 import { confirmAction, editJson } from "../dialog.js";
 import { announce, fill, h } from "../dom.js";
+import { plural } from "../format.js";
 
 function path(runId, action) {
   return `/runs/${encodeURIComponent(runId)}/${action}`;
@@ -52,7 +53,7 @@ export function actionBar(detail, result, done) {
       text: "Its FAILED steps run again; completed steps keep their results.",
       confirm: "Retry",
       send: () => api(path(id, "retry"), { method: "POST" }),
-      describe: (a) => `${a.message} (${a.stepsRetried} step${a.stepsRetried === 1 ? "" : "s"} run again)`,
+      describe: (a) => `${a.message} (${plural(a.stepsRetried, "step")} run again)`,
     }, "primary"),
     button("Start over", ended && !detail.parentRunId, detail.parentRunId ? "a child run cannot be started over alone" : "the run has not ended", {
       title: "Start this run over?",
@@ -63,7 +64,7 @@ export function actionBar(detail, result, done) {
     }),
     button("Reprocess dead letters", deadLetters, "no failed child to reprocess", {
       title: "Reprocess the dead letters?",
-      text: `The ${detail.fanout.failed} FAILED children run again; the join reopens.`,
+      text: `The ${plural(detail.fanout.failed, "FAILED child", "FAILED children")} run again; the join reopens.`,
       confirm: "Reprocess",
       send: () => api(path(id, "reprocess"), { method: "POST" }),
       describe: (a) => `${a.message} (${a.revived} revived)`,
@@ -74,7 +75,7 @@ export function actionBar(detail, result, done) {
       confirm: "Cancel the run",
       danger: true,
       send: () => api(path(id, "cancel"), { method: "POST" }),
-      describe: (a) => `${a.message} (${a.runsCancelled} runs, ${a.stepsCancelled} steps cancelled)`,
+      describe: (a) => `${a.message} (${plural(a.runsCancelled, "run")}, ${plural(a.stepsCancelled, "step")} cancelled)`,
     }, "danger"),
   );
 }

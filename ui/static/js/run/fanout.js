@@ -4,7 +4,7 @@
 
 import { api } from "../api.js";
 import { fill, h, widthPercent } from "../dom.js";
-import { count, duration, percent, shortId, statusIcon, statusWord } from "../format.js";
+import { count, duration, percent, plural, shortId, statusIcon, statusWord } from "../format.js";
 import { fanoutLegend, fanoutSegments } from "../graph.js";
 
 export function fanoutBar(children, running) {
@@ -16,7 +16,7 @@ export function fanoutBar(children, running) {
     "aria-valuemin": "0",
     "aria-valuemax": String(children.total),
     "aria-valuenow": String(ended),
-    "aria-valuetext": `${count(ended)} of ${count(children.total)} children ended, ${count(children.failed)} failed`,
+    "aria-valuetext": `${count(ended)} of ${plural(children.total, "child", "children")} ended, ${count(children.failed)} failed`,
   });
   for (const [name, n] of fanoutSegments(children, running)) {
     if (n) bar.append(widthPercent(h("span", { class: `seg seg-${name}` }), percent(n, children.total)));
@@ -28,7 +28,7 @@ export function fanoutBar(children, running) {
       "p",
       { class: "fanout-figures" },
       h("strong", { class: "fanout-percent" }, `${Math.floor(share)} %`),
-      ` — ${count(ended)} of ${count(children.total)} children ended`,
+      ` — ${count(ended)} of ${plural(children.total, "child", "children")} ended`,
     ),
     bar,
     fanoutLegend(children, running),

@@ -3,7 +3,7 @@
 // and the gaps of redispatches show; a step still waiting shows until when.
 
 import { h, s } from "../dom.js";
-import { duration, exact, statusIcon, statusWord } from "../format.js";
+import { duration, exact, plural, statusIcon, statusWord } from "../format.js";
 
 const ROW = 26;
 const LABEL = 150;
@@ -21,7 +21,7 @@ export function timeline(detail, nowS = Date.now() / 1000) {
     class: "timeline",
     viewBox: `0 0 ${WIDTH} ${steps.length * ROW + 24}`,
     role: "img",
-    "aria-label": `Timeline of ${steps.length} steps over ${duration(span)}`,
+    "aria-label": `Timeline of ${plural(steps.length, "step")} over ${duration(span)}`,
   });
   steps.forEach((step, i) => {
     const y = i * ROW + 4;

@@ -1,0 +1,237 @@
+"""Deployments in the web monitor, in a real browser against `schemabridge serve --demo`: v1
+and v2 of a workflow published through the REST API, a deployment started from the Deploy
+button on v2's page (by keyboard), seen on the Deployments page with its stage and aborted
+there after a confirmation; a candidate failing every run (the demo downstream answers it
+404) rolled back by itself, its page showing the exposure, the figures and the link to the
+very runs it received; the serving badge. Every page fails its test on a JavaScript or
+console error, or on a request off loopback."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+from tests.e2e.browser_harness import (
+    DemoServer,
+    chromium,
+    eventually,
+    opened,
+    serve_demo,
+    server_env,
+    shoot,
+    stop,
+)
+
+pytestmark = pytest.mark.slow
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[DemoServer]:
+    workdir = tmp_path_factory.mktemp("ui-deployments")
+    env = server_env(workdir, f"sqlite+aiosqlite:///{workdir / 'sb.db'}")
+    running = serve_demo(workdir, env)
+    try:
+        yield running
+    finally:
+        stop(running)
+
+
+@pytest.fixture(scope="module")
+def browser(server: DemoServer) -> Iterator[Any]:
+    with chromium() as found:
+        yield found
+
+
+def publish(server: DemoServer, name: str, *, failing: bool) -> None:
+    """v1 calls the demo downstream; v2 too, answered 404 (a final failure) if `failing`."""
+    for version, query in ((1, ""), (2, "?status=404" if failing else "")):
+        document = {
+            "name": name,
+            "description": f"version {version}",
+            "vertices": {
+                "call": {
+                    "type": "GATEWAY",
+                    "config": {"url": f"{server.downstream}/orders{query}", "method": "GET"},
+                }
+            },
+        }
+        answer = server.call("/workflows", document)
+        assert answer["version"] == version, answer
+
+
+def submit(server: DemoServer, name: str, count: int) -> list[dict[str, Any]]:
+    runs = [server.call(f"/workflows/{name}/runs", {"input": {}}) for _ in range(count)]
+    assert all("run" in r for r in runs), runs
+    return [r["run"] for r in runs]
+
+
+def confirm(page: Any, label: str) -> None:
+    page.locator("dialog.modal").get_by_role("button", name=label, exact=True).click()
+
+
+def test_a_deployment_started_from_the_deploy_button_is_seen_and_aborted(
+    server: DemoServer, browser: Any
+) -> None:
+    publish(server, "ui-orders", failing=False)
+    with opened(browser, f"{server.ui}#/workflows/ui-orders?v=1") as (page, watch):
+        watch.allowed_errors.append("status of 422")  # the stages refused on purpose
+        deployment_id = deploy_from_the_form(server, page)
+        on_candidate = sum(r["version"] == 2 for r in submit(server, "ui-orders", 12))
+        page.goto(f"{server.ui}#/deployments")
+        row = page.locator(f'tr[data-deployment="{deployment_id}"]')
+        row.wait_for()
+        cells = [" ".join(text.split()) for text in row.locator("td").all_inner_texts()]
+        assert cells[1:6] == ["ui-orders", "v2 over v1", "▶ running", "stage 1 of 2 (50 %)", "50 %"]
+        assert cells[6].startswith(f"{on_candidate} run")
+        shoot(page, "deployments")
+
+        page.goto(f"{server.ui}#/workflows/ui-orders?v=2")
+        page.locator(".deploy-state-line", has_text="v2 is being deployed").wait_for()
+        assert page.get_by_role("button", name="Deploy v2…").is_disabled()
+
+        page.goto(f"{server.ui}#/deployments/{deployment_id}")
+        abort_on_its_page(server, page, deployment_id)
+    assert server.call(f"/deployments/{deployment_id}")["status"] == "ABORTED"
+    assert {r["version"] for r in submit(server, "ui-orders", 5)} == {1}
+
+
+def deploy_from_the_form(server: DemoServer, page: Any) -> str:
+    """On ui-orders v1's page (serving), then v2's: the Deploy form, by keyboard, with a
+    refusal of its own and one of the API's before it starts. The deployment's id."""
+    page.locator(".serving-badge").first.wait_for()
+    assert "v1 serves" in page.locator(".deploy-state-line").inner_text()
+    assert page.get_by_role("button", name="Deploy v1…").is_disabled()
+    page.goto(f"{server.ui}#/workflows/ui-orders?v=2")
+    page.locator(".deploy-state-line", has_text="v2 does not serve yet").wait_for()
+    assert page.locator("h1 .serving-badge").count() == 0
+    listed = page.locator(".versions li", has_text="serving")
+    assert listed.count() == 1 and listed.inner_text().startswith("v1 serving")
+    shoot(page, "workflow-version-deploy")
+
+    deploy = page.get_by_role("button", name="Deploy v2…")
+    deploy.focus()
+    page.keyboard.press("Enter")
+    dialog = page.locator("dialog.deploy-dialog")
+    dialog.wait_for()
+    assert page.evaluate("document.activeElement.id") == "deploy-stages"
+    page.keyboard.press("End")
+    page.keyboard.type("x")  # the default stages with an x: refused in the dialog
+    page.keyboard.press("Enter")
+    dialog.locator(".deploy-state", has_text='Stages: "100x" is not a number').wait_for()
+    page.fill("#deploy-stages", "50, 10, 100")
+    dialog.get_by_role("button", name="Deploy v2").click()
+    dialog.locator(".deploy-state", has_text="stage 2's weight (10) must be above").wait_for()
+    page.fill("#deploy-stages", "50, 100")
+    page.fill("#deploy-min-runs", "1000")
+    page.fill("#deploy-min-duration", "3600")
+    page.fill("#deploy-max-failure-ratio", "0.2")
+    page.fill("#deploy-min-finished", "5")
+    shoot(page, "deploy-form", narrow=False)
+    dialog.get_by_role("button", name="Deploy v2").click()
+
+    page.wait_for_url("**#/deployments/*")
+    deployment_id = page.url.rsplit("/", 1)[1]
+    page.locator("h1", has_text="Deployment of ui-orders v2").wait_for()
+    assert "running" in page.locator("h1 .badge").inner_text()
+    assert page.locator(".stage-now").inner_text() == "stage 1 of 2 (50 %)"
+    assert page.locator(".weight-now").inner_text() == "50 %"
+    assert page.locator(".stage-current").inner_text().startswith("50 %")
+    assert "1,000 runs, 1 h at least" in page.locator(".stage-current").inner_text()
+    assert "0.2" in page.locator("main").inner_text()
+    shown = server.call(f"/deployments/{deployment_id}")
+    assert [s["weight"] for s in shown["stages"]] == [50, 100]
+    assert shown["rollback"]["minFinishedRuns"] == 5
+    return deployment_id
+
+
+def abort_on_its_page(server: DemoServer, page: Any, deployment_id: str) -> None:
+    """Abort, cancelled once in the confirmation, then confirmed."""
+    page.get_by_role("button", name="Abort").click()
+    dialog = page.locator("dialog.modal")
+    assert "v1 keeps serving" in dialog.inner_text()
+    confirm(page, "Cancel")
+    assert server.call(f"/deployments/{deployment_id}")["status"] == "RUNNING"
+    page.get_by_role("button", name="Abort").click()
+    confirm(page, "Abort the deployment")
+    page.locator(".ok-box", has_text=f"deployment {deployment_id} aborted").wait_for()
+    page.locator("h1 .badge", has_text="aborted").wait_for()
+    assert page.get_by_role("button", name="Abort").is_disabled()
+    assert page.locator(".weight-now").inner_text() == "0 %"
+    assert [
+        e.split(" · ")[0].split(" ", 2)[-1]
+        for e in page.locator(".deploy-timeline li").all_inner_texts()
+    ] == ["started", "aborted"]
+    shoot(page, "deployment-aborted")
+
+
+def test_a_failing_candidate_is_rolled_back_and_shows_its_exposure(
+    server: DemoServer, browser: Any
+) -> None:
+    publish(server, "ui-broken", failing=True)
+    started = server.call(
+        "/workflows/ui-broken/deployments",
+        {
+            "version": 2,
+            "stages": [
+                {"weight": 50, "minRuns": 1000, "minDurationSeconds": 3600},
+                {"weight": 100},
+            ],
+            "rollback": {"maxFailureRatio": 0.1, "minFinishedRuns": 3},
+            "checkIntervalSeconds": 0.2,
+        },
+    )
+    deployment_id = started["id"]
+    runs = submit(server, "ui-broken", 20)
+    on_candidate = {r["id"] for r in runs if r["version"] == 2}
+    assert len(on_candidate) >= 3
+    eventually(
+        lambda: server.call(f"/deployments/{deployment_id}")["status"] == "ROLLED_BACK",
+        60,
+        "the candidate is rolled back",
+    )
+    ended = server.call(f"/deployments/{deployment_id}")
+    with opened(browser, f"{server.ui}#/deployments/{deployment_id}") as (page, _):
+        page.locator("h1 .badge", has_text="rolled back").wait_for()
+        exposure = page.locator(".exposure-figure").inner_text()
+        assert exposure == f"{ended['exposure']} runs went to the candidate v2."
+        assert ended["exposure"] == len(on_candidate)
+        outcome = page.locator("section.outcome")
+        assert outcome.locator("h2").inner_text() == "Rolled back at stage 1"
+        assert "the candidate failed" in outcome.locator(".outcome-reason").inner_text()
+        assert "by engine" in outcome.inner_text()
+        figures = ended["outcome"]["figures"]["candidate"]
+        assert (
+            f"candidate v2: {figures['failed']} failed of {figures['finished']} finished runs "
+            f"(ratio 1.000; {figures['runs']} runs in all)"
+        ) in outcome.inner_text()
+        assert "threshold 0.100" in outcome.inner_text()
+        candidate = page.locator('table.figures tr[data-role="candidate"] td').all_inner_texts()
+        assert candidate[-2:] == ["1.000", "runs of v2"]
+        assert page.locator("table.figures td.over").count() == 1
+        events = page.locator(".deploy-timeline li").all_inner_texts()
+        assert "rolled back · stage 1" in events[-1]
+        assert page.get_by_role("button", name="Roll back").is_disabled()
+        shoot(page, "deployment-rolled-back")
+
+        page.locator(".exposure-link").click()
+        page.wait_for_url("**#/runs?*")
+        page.locator("p.window-note").wait_for()
+        rows = page.locator("tr[data-run]")
+        eventually(lambda: rows.count() == len(on_candidate), 20, "the candidate's runs listed")
+        assert {rows.nth(i).get_attribute("data-run") for i in range(rows.count())} == on_candidate
+        assert page.locator('select[name="route"]').input_value() == "candidate"
+        assert page.locator('input[name="version"]').input_value() == "2"
+        assert re.search(r"\bv2\b", rows.first.inner_text())
+        shoot(page, "deployment-exposed-runs")
+        page.locator("p.window-note").get_by_role("button", name="Show any time").click()
+        page.locator("p.window-note").wait_for(state="detached")
+        assert "after=" not in page.url and "route=candidate" in page.url
+
+
+def test_an_unknown_deployment_says_so(server: DemoServer, browser: Any) -> None:
+    with opened(browser, f"{server.ui}#/deployments/no-such-deployment") as (page, watch):
+        watch.allowed_errors.append("404")
+        page.locator(".error-box", has_text="no deployment 'no-such-deployment'").wait_for()

@@ -1,0 +1,107 @@
+// The form that starts a deployment of a workflow version (a modal <dialog>: focus stays
+// inside, Escape cancels): the stages' weights, how long each holds, and when the candidate
+// rolls back. Fields left as they are send the API's defaults; a refusal is shown in the
+// dialog, which stays open so the operator can fix the value.
+
+import { api } from "./api.js";
+import { h } from "./dom.js";
+
+const DEFAULTS = { stages: "10, 25, 50, 100", minRuns: "20", minDuration: "60", maxFailureRatio: "0.05", margin: "", minFinished: "20" };
+
+function field(id, label, value, help, attrs = {}) {
+  const input = h("input", { id, name: id, value, inputmode: "decimal", autocomplete: "off", "aria-describedby": `${id}-help`, ...attrs });
+  return h("div", { class: "field" }, h("label", { for: id }, label, input), h("span", { id: `${id}-help`, class: "small muted field-help" }, help));
+}
+
+/** What the form's text says, as the API's body; throws an Error naming the field. */
+export function deploymentBody(version, values) {
+  const number = (text, name) => {
+    const value = Number(String(text).trim());
+    if (String(text).trim() === "" || !Number.isFinite(value)) throw new Error(`${name}: "${text}" is not a number`);
+    return value;
+  };
+  const weights = String(values.stages)
+    .split(",")
+    .map((part) => part.trim().replace(/%$/, ""))
+    .filter((part) => part !== "")
+    .map((part) => number(part, "Stages"));
+  if (!weights.length) throw new Error("Stages: give at least one weight, e.g. 10, 50, 100");
+  const minRuns = number(values.minRuns, "Runs per stage");
+  const minDurationSeconds = number(values.minDuration, "Seconds per stage");
+  const rollback = {
+    maxFailureRatio: number(values.maxFailureRatio, "Maximum failure ratio"),
+    minFinishedRuns: number(values.minFinished, "Finished runs before judging"),
+  };
+  if (String(values.margin).trim() !== "") rollback.marginOverServing = number(values.margin, "Margin over serving");
+  return { version, stages: weights.map((weight) => ({ weight, minRuns, minDurationSeconds })), rollback };
+}
+
+/** Open the form for `name` v`version` (serving: the version new runs get now). Resolves the
+ * deployment the API started, or null when cancelled. */
+export function deployForm(name, version, serving) {
+  return new Promise((resolve) => {
+    const inputs = {
+      stages: field("deploy-stages", "Stages (weights in %, rising to 100)", DEFAULTS.stages, "The share of new runs the candidate gets at each stage."),
+      minRuns: field("deploy-min-runs", "Runs per stage", DEFAULTS.minRuns, "A stage ends only after the candidate received this many runs…", { inputmode: "numeric" }),
+      minDuration: field("deploy-min-duration", "Seconds per stage", DEFAULTS.minDuration, "…and after this long."),
+      maxFailureRatio: field("deploy-max-failure-ratio", "Maximum failure ratio", DEFAULTS.maxFailureRatio, "Over this share of FAILED runs the candidate rolls back by itself (0 to 1)."),
+      margin: field("deploy-margin", "Margin over serving (optional)", DEFAULTS.margin, `Or over v${serving}'s own failure ratio plus this, if higher.`),
+      minFinished: field("deploy-min-finished", "Finished runs before judging", DEFAULTS.minFinished, "The candidate is judged once this many of its runs have finished.", { inputmode: "numeric" }),
+    };
+    const state = h("p", { class: "deploy-state", role: "alert" });
+    const submit = h("button", { type: "submit", class: "primary" }, `Deploy v${version}`);
+    const cancel = h("button", { type: "button", class: "secondary", onclick: () => dialog.close("cancel") }, "Cancel");
+    let started = null;
+    const form = h(
+      "form",
+      {
+        class: "deploy-form",
+        onsubmit: async (event) => {
+          event.preventDefault();
+          const values = Object.fromEntries(Object.entries(inputs).map(([key, box]) => [key, box.querySelector("input").value]));
+          let body;
+          try {
+            body = deploymentBody(version, values);
+          } catch (error) {
+            state.textContent = `✕ ${error.message}`;
+            state.className = "deploy-state error-box";
+            return;
+          }
+          submit.disabled = true;
+          try {
+            started = await api(`/workflows/${encodeURIComponent(name)}/deployments`, { method: "POST", body });
+            dialog.close("ok");
+          } catch (error) {
+            const problems = (error.details.problems || []).map((p) => `${p.pointer || "/"}: ${p.message}`);
+            state.textContent = `✕ ${error.message}${problems.length && error.code !== "invalid_deployment" ? ` — ${problems.join("; ")}` : ""} (${error.code})`;
+            state.className = "deploy-state error-box";
+            submit.disabled = false;
+          }
+        },
+      },
+      h("h2", { id: "modal-title" }, `Deploy ${name} v${version}`),
+      h("p", {}, `New runs move from v${serving} to v${version} stage by stage; after the last stage v${version} serves. If it fails more than allowed it is rolled back by itself and v${serving} takes every run again.`),
+      h(
+        "div",
+        {
+          class: "deploy-fields",
+          oninput: () => {
+            state.textContent = "";
+            state.className = "deploy-state";
+          },
+        },
+        Object.values(inputs),
+      ),
+      state,
+      h("div", { class: "modal-buttons" }, cancel, submit),
+    );
+    const dialog = h("dialog", { class: "modal deploy-dialog", "aria-labelledby": "modal-title" }, form);
+    document.body.append(dialog);
+    dialog.addEventListener("close", () => {
+      dialog.remove();
+      resolve(dialog.returnValue === "ok" ? started : null);
+    });
+    dialog.showModal();
+    inputs.stages.querySelector("input").focus();
+  });
+}

@@ -1,0 +1,320 @@
+// Deployments: every workflow's gradual deployments (candidate against serving version, state,
+// stage, weight), and one deployment in full — its stages, each version's runs and failure
+// ratio, the exposure with a link to the candidate's runs, the figures behind a rollback, the
+// timeline of stage changes, and the Abort and Rollback buttons, each confirmed first.
+
+import { api } from "../api.js";
+import { confirmAction } from "../dialog.js";
+import { announce, fill, h } from "../dom.js";
+import { badge, count, duration, exact, plural, ratio, shortId, time } from "../format.js";
+import { Poller } from "../live.js";
+
+const LIST_SIZE = 50;
+
+function workflowLink(name, version) {
+  const target = `#/workflows/${encodeURIComponent(name)}${version ? `?v=${version}` : ""}`;
+  return h("a", { href: target }, version ? `${name} v${version}` : name);
+}
+
+function deploymentLink(deployment, text = shortId(deployment.id)) {
+  return h("a", { href: `#/deployments/${encodeURIComponent(deployment.id)}`, class: "mono" }, text);
+}
+
+function pct(weight) {
+  return `${Number(weight).toLocaleString("en-US")} %`;
+}
+
+/** "stage 2 of 4 (50 %)": the stage in force, or the last one reached. */
+function stageText(d) {
+  const stage = d.stages[d.stage - 1];
+  return `stage ${d.stage} of ${d.stages.length}${stage ? ` (${pct(stage.weight)})` : ""}`;
+}
+
+/** The monitor's run list showing the runs behind `figures.runsUrl` (`/runs?workflow=…`). */
+export function runsLink(figures) {
+  const given = new URLSearchParams(figures.runsUrl.split("?", 2)[1] || "");
+  const wanted = new URLSearchParams();
+  for (const [from, to] of [
+    ["workflow", "workflow"],
+    ["version", "version"],
+    ["route", "route"],
+    ["createdAfter", "after"],
+    ["createdBefore", "before"],
+  ]) {
+    if (given.get(from)) wanted.set(to, given.get(from));
+  }
+  return `#/runs?${wanted.toString()}`;
+}
+
+// ── the list ────────────────────────────────────────────────────────────────────────────────
+
+function listRow(d) {
+  return h(
+    "tr",
+    { "data-deployment": d.id, class: d.status === "ROLLED_BACK" ? "row-failed" : null },
+    h("td", {}, deploymentLink(d)),
+    h("td", {}, workflowLink(d.workflow)),
+    h("td", {}, `v${d.candidateVersion}`, h("span", { class: "muted" }, ` over v${d.servingVersion}`)),
+    h("td", {}, badge(d.status)),
+    h("td", { class: "stage-cell" }, stageText(d)),
+    h("td", {}, pct(d.weight)),
+    h("td", {}, plural(d.candidate.runs, "run"), h("span", { class: "muted" }, ` · ratio ${ratio(d.candidate.failureRatio)}`)),
+    h("td", {}, time(d.createdAt)),
+  );
+}
+
+export async function deploymentsPage(main) {
+  const live = h("span", { class: "live" });
+  const body = h("tbody");
+
+  async function load() {
+    const page = await api(`/deployments?limit=${LIST_SIZE}`);
+    if (!page.items.length) {
+      fill(body, h("tr", {}, h("td", { colspan: "8", class: "empty" }, "No deployments yet: open a workflow's version and press Deploy.")));
+    } else {
+      fill(body, page.items.map(listRow));
+    }
+    return {
+      running: page.items.some((d) => d.status === "RUNNING"),
+      signature: JSON.stringify(page.items.map((d) => [d.id, d.status, d.stage, d.candidate, d.serving])),
+    };
+  }
+
+  fill(
+    main,
+    h("div", { class: "page-head" }, h("h1", {}, "Deployments"), live),
+    h("p", { class: "muted" }, "A deployment moves a share of a workflow's new runs to a candidate version, stage by stage, and rolls it back by itself when it fails too often."),
+    h(
+      "div",
+      { class: "table-wrap" },
+      h(
+        "table",
+        { class: "deployments" },
+        h("caption", { class: "sr-only" }, "Deployments, newest first"),
+        h("thead", {}, h("tr", {}, ["Deployment", "Workflow", "Candidate", "State", "Stage", "Weight", "Candidate runs", "Started"].map((t) => h("th", { scope: "col" }, t)))),
+        body,
+      ),
+    ),
+  );
+  const poller = new Poller(load, { intervalMs: 2000, indicator: live });
+  const first = await load();
+  if (first.running) poller.start();
+  else poller.show("idle");
+  return () => poller.stop();
+}
+
+// ── one deployment ──────────────────────────────────────────────────────────────────────────
+
+function facts(pairs) {
+  return h("dl", { class: "facts" }, pairs.map(([term, value]) => h("div", {}, h("dt", {}, term), h("dd", {}, value))));
+}
+
+function stagesList(d) {
+  const running = d.status === "RUNNING";
+  return h(
+    "ol",
+    { class: "stages", "aria-label": "Stages" },
+    d.stages.map((stage) => {
+      let state = "to come";
+      if (stage.stage < d.stage || (stage.stage === d.stage && d.status === "SUCCEEDED")) state = "passed";
+      else if (stage.stage === d.stage) state = running ? "in force" : `stopped (${d.status.toLowerCase().replace("_", " ")})`;
+      const cls = state === "passed" ? "stage-passed" : state === "in force" ? "stage-current" : state === "to come" ? "stage-next" : `stage-stopped stage-${d.status.toLowerCase()}`;
+      return h(
+        "li",
+        { class: `stage ${cls}`, "aria-current": state === "in force" ? "step" : null },
+        h("strong", {}, pct(stage.weight)),
+        h("span", { class: "small" }, ` ${state}`),
+        h("span", { class: "small muted stage-hold" }, `${plural(stage.minRuns, "run")}, ${duration(stage.minDurationSeconds)} at least`),
+        stage.startedAt ? h("span", { class: "small muted" }, "began ", time(stage.startedAt)) : null,
+      );
+    }),
+  );
+}
+
+function figuresTable(d) {
+  const row = (role, f) =>
+    h(
+      "tr",
+      { "data-role": role },
+      h("th", { scope: "row" }, `v${f.version} `, h("span", { class: "muted" }, role)),
+      h("td", {}, count(f.runs)),
+      h("td", {}, count(f.succeeded)),
+      h("td", {}, count(f.failed)),
+      h("td", {}, count(f.cancelled)),
+      h("td", {}, count(f.running)),
+      h("td", { class: f.failureRatio > d.threshold ? "over" : null }, ratio(f.failureRatio)),
+      h("td", {}, h("a", { href: runsLink(f) }, `runs of v${f.version}`)),
+    );
+  return h(
+    "div",
+    { class: "table-wrap" },
+    h(
+      "table",
+      { class: "figures" },
+      h("caption", {}, "Runs of each version since the deployment began"),
+      h("thead", {}, h("tr", {}, ["Version", "Runs", "Succeeded", "Failed", "Cancelled", "Running", "Failure ratio", ""].map((t) => h("th", { scope: "col" }, t)))),
+      h("tbody", {}, row("candidate", d.candidate), row("serving", d.serving)),
+    ),
+  );
+}
+
+function policyLine(d) {
+  const p = d.rollback;
+  const margin = p.marginOverServing === null || p.marginOverServing === undefined ? "" : `, or the serving version's ratio + ${p.marginOverServing}`;
+  return `Rolls back over a failure ratio of ${p.maxFailureRatio}${margin} (now ${ratio(d.threshold)}), judged once ${plural(p.minFinishedRuns, "run")} of the candidate have finished; checked every ${duration(d.checkIntervalSeconds)}.`;
+}
+
+function exposureSection(d) {
+  return h(
+    "section",
+    { class: "exposure panel-section", "aria-labelledby": "exposure-title" },
+    h("h2", { id: "exposure-title" }, "Exposure"),
+    h("p", { class: "exposure-figure" }, h("strong", {}, plural(d.exposure, "run")), ` went to the candidate v${d.candidateVersion}`, d.status === "RUNNING" ? " so far." : "."),
+    h("p", {}, h("a", { href: runsLink(d.candidate), class: "exposure-link" }, `Show the runs v${d.candidateVersion} received`)),
+  );
+}
+
+function figureLine(label, f) {
+  if (!f) return null;
+  return h("li", {}, `${label}: ${count(f.failed)} failed of ${plural(f.finished, "finished run")} (ratio ${ratio(f.failureRatio)}; ${plural(f.runs, "run")} in all)`);
+}
+
+function outcomeSection(d) {
+  const o = d.outcome;
+  if (!o) return null;
+  const rolled = d.status === "ROLLED_BACK";
+  const figures = o.figures || {};
+  const title = { ROLLED_BACK: "Rolled back", ABORTED: "Aborted", SUCCEEDED: "Promoted" }[d.status] || d.status;
+  return h(
+    "section",
+    { class: ["outcome", rolled ? "error-box" : d.status === "SUCCEEDED" ? "ok-box" : "outcome-neutral"], "aria-labelledby": "outcome-title" },
+    h("h2", { id: "outcome-title" }, title, o.stage ? ` at stage ${o.stage}` : ""),
+    h("p", { class: "outcome-reason" }, o.reason, o.actor && !o.reason.includes(o.actor) ? h("span", { class: "muted" }, ` — by ${o.actor}`) : null),
+    h(
+      "ul",
+      { class: "outcome-figures" },
+      figureLine(`candidate v${d.candidateVersion}`, figures.candidate),
+      figureLine(`serving v${d.servingVersion}`, figures.serving),
+      typeof figures.threshold === "number" ? h("li", {}, `threshold ${ratio(figures.threshold)}`) : null,
+      typeof figures.stageRuns === "number" ? h("li", {}, `${plural(figures.stageRuns, "run")} of the candidate in the stage`) : null,
+    ),
+  );
+}
+
+const EVENT_WORDS = { started: "started", stage: "next stage", succeeded: "promoted", rolled_back: "rolled back", aborted: "aborted" };
+
+function timelineList(d) {
+  return h(
+    "ol",
+    { class: "deploy-timeline", "aria-label": "Timeline of stage changes" },
+    d.timeline.map((e) =>
+      h(
+        "li",
+        { class: `tl-${e.event}` },
+        h("time", { datetime: new Date(e.at * 1000).toISOString() }, exact(e.at)),
+        " ",
+        h("strong", {}, EVENT_WORDS[e.event] || e.event),
+        ` · stage ${e.stage}`,
+        e.weight === null || e.weight === undefined ? "" : ` · ${pct(e.weight)}`,
+        e.note ? h("span", { class: "muted" }, ` — ${e.note}`) : null,
+      ),
+    ),
+  );
+}
+
+async function stop(where, d, action, done) {
+  const abort = action === "abort";
+  const ok = await confirmAction({
+    title: abort ? "Abort this deployment?" : "Roll this deployment back?",
+    text: abort
+      ? `v${d.candidateVersion} gets no new runs and is not promoted; v${d.servingVersion} keeps serving. Runs already on v${d.candidateVersion} finish on it.`
+      : `v${d.candidateVersion} gets no new runs and the deployment ends ROLLED_BACK with today's figures. Runs already on v${d.candidateVersion} finish on it.`,
+    confirm: abort ? "Abort the deployment" : "Roll back",
+    danger: true,
+  });
+  if (!ok) return;
+  try {
+    const answer = await api(`/deployments/${encodeURIComponent(d.id)}/${action}`, { method: "POST" });
+    const line = h("p", { class: "ok-box", role: "status" }, `✓ ${answer.message}`);
+    await done();
+    fill(where, line);
+    announce(line.textContent, "ok");
+  } catch (error) {
+    const line = h("p", { class: "error-box", role: "alert" }, `✕ ${abort ? "Abort" : "Rollback"} refused: ${error.message} (${error.code})`);
+    fill(where, line);
+    announce(line.textContent, "error");
+  }
+}
+
+function actions(d, result, done) {
+  const running = d.status === "RUNNING";
+  const why = running ? null : `the deployment has ended (${d.status.toLowerCase().replace("_", " ")})`;
+  return h(
+    "div",
+    { class: "actions", role: "toolbar", "aria-label": "Deployment actions" },
+    h("button", { type: "button", class: "secondary", disabled: !running, title: why, onclick: () => stop(result, d, "abort", done) }, "Abort"),
+    h("button", { type: "button", class: "danger", disabled: !running, title: why, onclick: () => stop(result, d, "rollback", done) }, "Roll back"),
+    running ? null : h("span", { class: "small muted" }, `No action: ${why}.`),
+  );
+}
+
+export async function deploymentPage(main, params, id) {
+  const live = h("span", { class: "live" });
+  const content = h("div");
+  const result = h("div", { class: "action-result" });
+
+  function draw(d) {
+    fill(
+      content,
+      h(
+        "div",
+        { class: "page-head" },
+        h("h1", {}, `Deployment of ${d.workflow} v${d.candidateVersion}`, badge(d.status)),
+        live,
+      ),
+      actions(d, result, reload),
+      result,
+      facts([
+        ["Workflow", workflowLink(d.workflow)],
+        ["Candidate", workflowLink(d.workflow, d.candidateVersion)],
+        ["Serving (baseline)", workflowLink(d.workflow, d.servingVersion)],
+        ["Stage", h("span", { class: "stage-now" }, stageText(d))],
+        ["Candidate's weight now", h("span", { class: "weight-now" }, pct(d.weight))],
+        ["Started", [time(d.createdAt), h("span", { class: "muted" }, ` by ${d.createdBy}`)]],
+        ["Ended", time(d.endedAt)],
+        ["Driven by", h("a", { href: `#/runs/${encodeURIComponent(d.runId)}`, class: "mono" }, `run ${shortId(d.runId)}`)],
+      ]),
+      outcomeSection(d),
+      h("h2", {}, "Stages"),
+      stagesList(d),
+      h("p", { class: "muted small" }, policyLine(d)),
+      h("h2", {}, "Runs by version"),
+      figuresTable(d),
+      exposureSection(d),
+      h("h2", {}, "Timeline"),
+      timelineList(d),
+    );
+  }
+
+  async function load() {
+    const d = await api(`/deployments/${encodeURIComponent(id)}`);
+    draw(d);
+    return {
+      running: d.status === "RUNNING",
+      signature: JSON.stringify([d.status, d.stage, d.candidate, d.serving, d.timeline.length]),
+    };
+  }
+
+  async function reload() {
+    const outcome = await load();
+    if (!outcome.running) poller.stop("idle");
+  }
+
+  fill(main, h("p", { class: "crumbs" }, h("a", { href: "#/deployments" }, "Deployments"), " / ", shortId(id)), content);
+  // A stage holds for minutes without a change: keep following it for 5 of them.
+  const poller = new Poller(load, { intervalMs: 2000, quietLimit: 150, indicator: live });
+  const first = await load();
+  if (first.running) poller.start();
+  else poller.show("idle");
+  return () => poller.stop();
+}
