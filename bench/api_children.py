@@ -18,7 +18,12 @@ aiohttp driver (`--concurrency` loops, `--requests` each after `--warmup`), page
 * `deep_page` — the page reached by following `next` `--depth` times (`--depth` * 100 rows
   in; `walk` is the time of each page on the way, one client);
 * `failed_first_page`, `failed_deep_page` — the same with `status=FAILED` (the deep one
-  `--depth / 50` pages in: 3,000 of 100,000 children failed).
+  `--depth / 50` pages in: 3,000 of 100,000 children failed);
+* `run_detail` — `GET /runs/{id}` of the parent (its fan-out progress: the running count and
+  the waiting children grouped by reason), measured first; `--detail-only` measures only it.
+
+Each child also gets its one step (`FILL_STEPS`, then `ANALYZE step`), in its run's status; of
+the 5 % RUNNING children, half hold a claim and half are parked READY with a wait reason.
 
 Prints one JSON line per series (p50/p99/max ms, requests/s, statuses, load) and a summary.
 """
@@ -67,6 +72,42 @@ FROM generate_series(0, $4::int - 1) AS i,
 """Parameters: the parent run's id, the child version's definition hash, the parent's
 created_at, the number of children."""
 
+FILL_STEPS = """
+INSERT INTO step (
+    run_id, vertex_id, tenant_id, status, deps_pending, attempts, auto_retries,
+    tenant_item_taken, not_before, created_at, started_at, ended_at, claim_token,
+    lease_expires_at, wait_reason, wait_message
+)
+SELECT
+    r.id, 'call', r.tenant_id, w.status, 0, 1, 0, false, r.created_at + 5, r.created_at,
+    r.started_at, r.ended_at,
+    CASE WHEN w.status = 'RUNNING' THEN md5(r.id) END,
+    CASE WHEN w.status = 'RUNNING' THEN r.created_at + 3600 END,
+    CASE WHEN w.status = 'READY' THEN 'tenant_rate_limit' END,
+    CASE WHEN w.status = 'READY' THEN 'the tenant rate window is full' END
+FROM run AS r,
+    LATERAL (SELECT CASE
+        WHEN r.status <> 'RUNNING' THEN r.status
+        WHEN r.item_index % 2 = 0 THEN 'READY'
+        ELSE 'RUNNING' END AS status) AS w
+WHERE r.parent_run_id = $1
+"""
+"""Each child's one step (`call`), in its run's status; of the RUNNING children, half hold a
+claim and half are parked READY by the tenant rate limit (a wait reason): what
+`GET /runs/{id}` counts and groups for the fan-out's progress."""
+
+PARK_SPAWNER = """
+UPDATE step SET status = 'PARKED', deps_pending = 0, attempts = 1, children_total = $2,
+    children_succeeded = (SELECT count(*) FROM run WHERE parent_run_id = $1
+        AND status = 'SUCCEEDED'),
+    children_failed = (SELECT count(*) FROM run WHERE parent_run_id = $1 AND status = 'FAILED'),
+    children_cancelled = (SELECT count(*) FROM run WHERE parent_run_id = $1
+        AND status = 'CANCELLED')
+WHERE run_id = $1 AND vertex_id = 'each'
+"""
+"""The parent's spawner, PARKED with its counters as the children's ends would have left them
+(so the run's fan-out progress is read as a live fan-out's)."""
+
 
 def documents() -> list[dict[str, Any]]:
     return [
@@ -111,8 +152,11 @@ async def fill(db: api_stack.Database, env: dict[str, str], children: int) -> di
     try:
         began = time.perf_counter()
         await conn.execute(FILL, run_id, child_hash, created_at, children)
+        await conn.execute(FILL_STEPS, run_id)
+        await conn.execute(PARK_SPAWNER, run_id, children)
         inserted = time.perf_counter()
         await conn.execute("ANALYZE run")
+        await conn.execute("ANALYZE step")
         by_status = await conn.fetch(
             "SELECT status, count(*) AS n FROM run WHERE parent_run_id = $1 GROUP BY status",
             run_id,
@@ -159,8 +203,12 @@ async def measure(args: argparse.Namespace) -> None:
                 path = f"/runs/{run_id}/children"
                 every = page_fetch(session, urls, key, path, {"limit": limit})
                 failed = page_fetch(session, urls, key, path, {"limit": limit, "status": "FAILED"})
-                rows = await measure_list("", every, args.depth, args)
-                rows += await measure_list("failed_", failed, max(1, args.depth // 50), args)
+                detail = page_fetch(session, urls, key, f"/runs/{run_id}", {})
+                rows = [await series("run_detail", detail, None, args)]
+                print(json.dumps(rows[0]), flush=True)
+                if not args.detail_only:
+                    rows += await measure_list("", every, args.depth, args)
+                    rows += await measure_list("failed_", failed, max(1, args.depth // 50), args)
     summary = {
         "summary": True,
         "fill": filled,
@@ -180,6 +228,9 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     parser.add_argument("--concurrency", type=int, default=4)
     parser.add_argument("--max-s", type=float, default=120.0, help="bound on a series' time")
     parser.add_argument("--keep-db", action="store_true")
+    parser.add_argument(
+        "--detail-only", action="store_true", help="measure `GET /runs/{id}` only, no pages"
+    )
     return parser.parse_args(argv)
 
 

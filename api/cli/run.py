@@ -264,9 +264,18 @@ async def execute_run(
         ops = Operations(runtime)
         documents = [w.model_dump(mode="json", by_alias=True, exclude_none=True) for w in workflows]
         try:
-            # What the files say runs: their versions serve (children included).
-            await ops.workflows.publish(documents, serve_as="cli run")
-            run = (await ops.runs.submit(target.name, run_input, tenant_id=opts.tenant)).run
+            # What the files say runs: the run is pinned to the versions just published, its
+            # children's too, and what serves for other clients stays as it was.
+            published = {p.name: p.version for p in await ops.workflows.publish(documents)}
+            run = (
+                await ops.runs.submit(
+                    target.name,
+                    run_input,
+                    tenant_id=opts.tenant,
+                    version=published[target.name],
+                    child_versions=published,
+                )
+            ).run
         except DefinitionError as error:  # what only publication checks (the egress policy)
             _print_problems(error)
             raise typer.Exit(ExitCode.USAGE) from None

@@ -339,10 +339,11 @@ async def _publish_examples(
         raise CannotStart(f"the example workflows are not valid: {error}") from None
     from engine.operations import Operations
 
-    # Each start points the examples at a new downstream port (new versions): they serve.
-    published = await Operations(runtime).workflows.publish(
+    # Each start points the examples at a new downstream port (new versions): they serve,
+    # unless a deployment of one is running (it keeps deciding; logged either way).
+    published = await Operations(runtime).workflows.publish_serving(
         [w.model_dump(mode="json", by_alias=True, exclude_none=True) for w in workflows],
-        serve_as="serve --demo",
+        actor="serve --demo",
     )
     return [result.name for result in published]
 

@@ -12,6 +12,7 @@ import contextlib
 import dataclasses
 import math
 import uuid
+from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 from engine.coordination.run_events import RunWatch
@@ -152,10 +153,17 @@ class RunOperations:
         idempotency_key: str | None = None,
         version: int | None = None,
         synchronous: bool = False,
+        child_versions: Mapping[str, int] | None = None,
     ) -> SubmitResult:
         """Start a run of `workflow` with `input`: of `version` when given, else of the
         version routing picks (the serving version, or a running deployment's candidate for its
         share of runs; see `engine.operations.routing`). The run records which and how.
+
+        `child_versions`: the version each named child workflow gets in this run tree where a
+        spawner names none, instead of its serving version (`schemabridge run` pins the
+        versions it has just published, so what serves for other clients does not change). Not
+        part of an idempotent submission's identity. An unknown name or version:
+        `NotFound(code="workflow_not_found")`.
 
         `synchronous`: the caller waits for the run's end (REST `?wait=true`), so its GATEWAY
         calls run under the gateway timeout tier (`TIMEOUT_GATEWAY_MS`, 15 s) instead of the
@@ -185,6 +193,8 @@ class RunOperations:
         run_id = str(uuid.uuid4())
         key = None if idempotency_key is None else submission.stored_key(tenant_id, idempotency_key)
         record, route = await self._routed(workflow, version, key or run_id)
+        for name, child_version in (child_versions or {}).items():
+            await self._version(name, child_version)  # unknown: not found
         problems = validate_input(record.workflow, input)
         if problems:
             raise InvalidRequest(
@@ -208,6 +218,7 @@ class RunOperations:
                 request_hash=digest,
                 count_in_quota=True,
                 route=route.value,
+                child_versions=child_versions,
             )
         except QuotaExhausted as exc:
             raise LimitReached(str(exc), code="quota_exceeded") from exc

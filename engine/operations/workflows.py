@@ -82,32 +82,34 @@ class WorkflowOperations:
         return problems, [graph.sketch(document) for document in drafts]
 
     @store_boundary
-    async def publish(
-        self, documents: Documents, *, serve_as: str | None = None
-    ) -> list[PublishResult]:
+    async def publish(self, documents: Documents) -> list[PublishResult]:
         """Validate `documents` and store each workflow as a new immutable version, all in one
         transaction; a workflow identical to its latest version keeps that version
-        (`created` False). One result per workflow, in the order given. A new version gets no
-        traffic until a deployment (or an operator's switch) moves it there, except the
-        first version of a workflow, which serves at once.
-
-        `serve_as`: make every version published here the serving one too, recorded as done
-        by `serve_as` (for commands that run what they were just given: `schemabridge run`,
-        `serve --demo`); refused while a deployment of one of them runs
-        (`WrongState(code="deployment_running")`, the versions stay published).
+        (`created` False). One result per workflow, in the order given. Publishing moves no
+        traffic: a new version gets runs only through a deployment, an operator's switch
+        (`deployments.set_serving`) or a submission that names it, except the first version
+        of a workflow, which serves at once.
 
         Invalid documents raise `DefinitionError` with every problem (nothing is stored).
         """
+        return await self._publish(documents, serve_as=None)
+
+    @store_boundary
+    async def publish_serving(self, documents: Documents, *, actor: str) -> list[PublishResult]:
+        """`publish`, and in the same transaction make each version published the serving
+        one of its workflow, recorded (and logged) as `actor`'s doing — except where a
+        deployment of the workflow is running, whose routing is left alone (logged too).
+
+        Only for `serve --demo`, which publishes its examples at a new downstream address on
+        every start and must then run them; anything else moves traffic through a deployment
+        or an explicit `deployments.set_serving`."""
+        return await self._publish(documents, serve_as=actor)
+
+    async def _publish(self, documents: Documents, *, serve_as: str | None) -> list[PublishResult]:
         problems, workflows = await self._problems(documents)
         if problems:
             raise DefinitionError(problems)
-        store = self._runtime.store
-        published = await store.publish_all(workflows)
-        if serve_as is not None:
-            for record, _ in published:
-                current = await store.serving(record.name)
-                if current is None or current.serving_version != record.version:
-                    await store.set_serving(record.name, record.version, actor=serve_as)
+        published = await self._runtime.store.publish_all(workflows, serve_as=serve_as)
         return [
             PublishResult(name=record.name, version=record.version, created=created)
             for record, created in published

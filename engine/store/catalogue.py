@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import uuid
-from collections.abc import Collection, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from typing import Any
 
 from sqlalchemy import bindparam, func, insert, select, update
@@ -94,13 +94,22 @@ class RunCatalogue(StoreCore):
         return record
 
     async def publish_all(
-        self, workflows: Sequence[Workflow], *, by_content: bool = False
+        self,
+        workflows: Sequence[Workflow],
+        *,
+        by_content: bool = False,
+        serve_as: str | None = None,
     ) -> list[tuple[VersionRecord, bool]]:
         """Publish `workflows` together, in one transaction (a parent is never stored without
         the child published with it). Returns (version, created) per workflow, in order: a
         workflow identical to its latest version is not stored again (created False);
         `by_content`: identical to any of its versions (the engine's system workflows, which
         alternate between a few shapes).
+
+        `serve_as` (only `serve --demo`): in the same transaction, each version published
+        becomes its workflow's serving version, recorded as `serve_as`'s doing, unless a
+        deployment of that workflow is running (its routing is left alone); each decision is
+        logged (`deployment_rows.serve_unless_deploying`).
 
         Two publishers racing on a name collide on the (name, version) key; the loser runs its
         transaction again and then finds the winner's version."""
@@ -110,6 +119,11 @@ class RunCatalogue(StoreCore):
                     published = [
                         await self._publish_one(conn, w, by_content=by_content) for w in workflows
                     ]
+                    if serve_as is not None:
+                        for record, _ in published:
+                            await deployment_rows.serve_unless_deploying(
+                                conn, record.name, record.version, self._clock.now(), serve_as
+                            )
             except IntegrityError:
                 if attempt == PUBLISH_ATTEMPTS - 1:
                     raise
@@ -188,6 +202,7 @@ class RunCatalogue(StoreCore):
         request_hash: str | None = None,
         count_in_quota: bool = False,
         route: str | None = None,
+        child_versions: Mapping[str, int] | None = None,
     ) -> tuple[RunRecord, bool]:
         """Create a RUNNING root run with its steps (roots READY). Returns (run, created).
 
@@ -200,11 +215,12 @@ class RunCatalogue(StoreCore):
         (a tenant without a quota is unlimited); none left raises `QuotaExhausted`.
         `pinned_versions` is the version of each child workflow the run tree uses (see
         `engine.store.pins`); None (the default) resolves it now: the serving version of
-        every child workflow reachable through spawners. `route` records how the submission
-        chose `version` (`RunRoute`).
+        every child workflow reachable through spawners, or for the workflows named in
+        `child_versions` the version given there (`schemabridge run` pins what it has just
+        published). `route` records how the submission chose `version` (`RunRoute`).
         """
         if pinned_versions is None:
-            pinned_versions = await self._resolve_pins(version.workflow)
+            pinned_versions = await self._resolve_pins(version.workflow, child_versions or {})
         run_id = run_id or str(uuid.uuid4())
         now = self._clock.now()
         workflow = version.workflow
@@ -291,13 +307,21 @@ class RunCatalogue(StoreCore):
             await self._grew(len(rows) * (1 + len(workflow.vertices)))
         return ids
 
-    async def _resolve_pins(self, workflow: Workflow) -> dict[str, int]:
+    async def _resolve_pins(
+        self, workflow: Workflow, chosen: Mapping[str, int] | None = None
+    ) -> dict[str, int]:
         """The version of every child workflow reachable from `workflow` through spawners
-        that name no version: its serving version now (see `engine.store.pins`)."""
+        that name no version: the one `chosen` names, else its serving version now (see
+        `engine.store.pins`)."""
+        chosen = chosen or {}
 
         async def serving(names: Collection[str]) -> dict[str, int]:
+            found = {name: chosen[name] for name in names if name in chosen}
+            names = [name for name in names if name not in chosen]
+            if not names:
+                return found
             async with self._engines.read.connect() as conn:
-                found = await deployment_rows.serving_versions(conn, names)
+                found.update(await deployment_rows.serving_versions(conn, names))
                 missing = sorted(set(names) - set(found))
                 if missing:  # no serving row (not expected after migration 0013): the latest
                     query = (

@@ -23,7 +23,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from sqlalchemy import Text, case, cast, func, insert, select, text, update
+from sqlalchemy import Select, Text, case, cast, func, insert, select, text, update
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from engine.store.dialect import Dialect, dialect_of
@@ -240,20 +240,49 @@ async def insert_children(
 
 
 async def running_children(conn: AsyncConnection, run_id: str) -> int:
-    """Children of `run_id` with a step claimed right now."""
-    statement = (
+    """Children of `run_id` still going with a step claimed right now (see
+    `running_children_statement`)."""
+    return int((await conn.execute(running_children_statement(run_id))).scalar_one())
+
+
+def running_children_statement(run_id: str) -> Select[Any]:
+    """Counts the children of `run_id` still going with a step claimed right now.
+
+    Both sides are read from small indexes: the RUNNING steps (`ix_step_running_lease`) and
+    the children still RUNNING (`ix_run_parent_status_item`), so a fan-out's finished
+    children cost nothing however many there are. A child that has ended is counted by its
+    spawner's counters, never here, even while a step of it finishes in flight.
+    """
+    return (
         select(func.count(func.distinct(steps.c.run_id)))
         .select_from(steps.join(runs, runs.c.id == steps.c.run_id))
-        .where(runs.c.parent_run_id == run_id, steps.c.status == StepStatus.RUNNING.value)
+        .where(
+            runs.c.parent_run_id == run_id,
+            runs.c.status == RunStatus.RUNNING.value,
+            steps.c.status == StepStatus.RUNNING.value,
+        )
     )
-    return int((await conn.execute(statement)).scalar_one())
 
 
 async def waiting_children(conn: AsyncConnection, run_id: str) -> list[WaitingGroup]:
-    """Children of `run_id` with a waiting step, grouped by why they wait, most first."""
+    """Children of `run_id` still going with a waiting step, grouped by why they wait, most
+    first (see `waiting_children_statement`)."""
+    return [
+        WaitingGroup(row.wait_reason, int(row.children), row.message or "", row.until)
+        for row in (await conn.execute(waiting_children_statement(run_id))).all()
+    ]
+
+
+def waiting_children_statement(run_id: str) -> Select[Any]:
+    """Groups the waiting steps of `run_id`'s children still going by reason, most first.
+
+    The steps come from the partial index of the waiting ones (`ix_step_waiting`, its
+    predicate repeated here so that SQLite uses it too), the children from their RUNNING
+    ones (`ix_run_parent_status_item`): neither reads the fan-out's finished children.
+    """
     ready = steps.c.status == StepStatus.READY.value
     children = func.count(func.distinct(steps.c.run_id))
-    statement = (
+    return (
         select(
             steps.c.wait_reason,
             children.label("children"),
@@ -262,17 +291,14 @@ async def waiting_children(conn: AsyncConnection, run_id: str) -> list[WaitingGr
         )
         .select_from(steps.join(runs, runs.c.id == steps.c.run_id))
         .where(
-            runs.c.parent_run_id == run_id,
-            steps.c.status.in_([StepStatus.READY.value, StepStatus.RUNNING.value]),
             steps.c.wait_reason.is_not(None),
+            runs.c.parent_run_id == run_id,
+            runs.c.status == RunStatus.RUNNING.value,
+            steps.c.status.in_([StepStatus.READY.value, StepStatus.RUNNING.value]),
         )
         .group_by(steps.c.wait_reason)
         .order_by(children.desc(), steps.c.wait_reason)
     )
-    return [
-        WaitingGroup(row.wait_reason, int(row.children), row.message or "", row.until)
-        for row in (await conn.execute(statement)).all()
-    ]
 
 
 async def children_outputs(

@@ -10,18 +10,22 @@ The routing row (`workflow_serving`) changes in the same transaction as the depl
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Collection, Mapping
 from typing import Any
 
 from sqlalchemy import Integer, case, func, select, update
 from sqlalchemy.ext.asyncio import AsyncConnection
 
+from engine.store.dialect import dialect_of
 from engine.store.models import Deployment, DeploymentStatus, Run, WorkflowServing
 from engine.store.records import DeploymentRecord, ServingRecord, StatusCounts
 
 runs = Run.__table__  # type: ignore[attr-defined]
 serving = WorkflowServing.__table__  # type: ignore[attr-defined]
 deployments = Deployment.__table__  # type: ignore[attr-defined]
+
+logger = logging.getLogger(__name__)
 
 RUNNING = DeploymentStatus.RUNNING.value
 
@@ -53,6 +57,53 @@ async def serving_versions(conn: AsyncConnection, names: Collection[str]) -> dic
         serving.c.name.in_(sorted(names))
     )
     return {name: int(version) for name, version in (await conn.execute(query)).all()}
+
+
+async def serve_unless_deploying(
+    conn: AsyncConnection, name: str, version: int, now: float, actor: str
+) -> bool:
+    """Make `version` the serving version of `name`, recorded as `actor`'s doing, unless a
+    deployment of `name` is running (its candidate and weight stay as they are). True when
+    `version` serves afterwards. Logs what it did either way: a command that moves traffic
+    as a side effect must say so."""
+    current = await serving_row(conn, name)
+    if current is not None and current.deployment_id is not None:
+        logger.warning(
+            "%s v%d published; v%d still serves: deployment %s is running (%s did not switch)",
+            name,
+            version,
+            current.serving_version,
+            current.deployment_id,
+            actor,
+        )
+        return False
+    if current is not None and current.serving_version == version:
+        return True
+    values = {"serving_version": version, "updated_at": now, "updated_by": actor}
+    if current is None:
+        await conn.execute(
+            dialect_of(conn)
+            .insert(serving)
+            .values(name=name, **values)
+            .on_conflict_do_nothing(index_elements=["name"])
+        )
+    else:
+        switched = await conn.execute(
+            update(serving)
+            .where(serving.c.name == name, serving.c.deployment_id.is_(None))
+            .values(**values)
+        )
+        if switched.rowcount != 1:  # a deployment started meanwhile: it decides
+            logger.warning("%s v%d published; a deployment started meanwhile", name, version)
+            return False
+    logger.info(
+        "serving version of %s set to v%d by %s (was %s)",
+        name,
+        version,
+        actor,
+        "none" if current is None else f"v{current.serving_version}",
+    )
+    return True
 
 
 async def deployment_row(

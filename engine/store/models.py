@@ -203,6 +203,15 @@ class Step(SQLModel, table=True):
             postgresql_where=text("status = 'RUNNING'"),
             sqlite_where=text("status = 'RUNNING'"),
         ),
+        # The steps that wait (a reason is set only while a step is READY or RUNNING and
+        # cleared by every other transition): a fan-out's progress groups its children's from
+        # this index instead of reading the step of every child (`waiting_children`).
+        Index(
+            "ix_step_waiting",
+            "run_id",
+            postgresql_where=text("wait_reason IS NOT NULL"),
+            sqlite_where=text("wait_reason IS NOT NULL"),
+        ),
     )
 
     id: int | None = Field(default=None, sa_column=_id_column())

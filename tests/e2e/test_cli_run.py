@@ -10,6 +10,10 @@ import sys
 from pathlib import Path
 
 from demo.downstream import RunningDownstream
+from engine.operations import Operations
+from engine.operations.deployment_views import ServingView
+from engine.runtime import Runtime
+from engine.settings import Settings
 from vertices.egress import ALLOW_ENV, LOOPBACK_ALLOW
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -198,10 +202,69 @@ async def test_run_runs_the_file_it_was_given_on_a_kept_database(
     db = tmp_path / "kept.db"
     first = write_workflow(tmp_path, f"{downstream.url}/customers")
     assert (await asb("run", str(first), "--input", '{"id": 1}', db=db)).returncode == 0
-    # The file changes: `run` publishes v2 and runs it (the version it was given serves),
-    # where a plain publish would leave v1 serving.
+    # The file changes: `run` publishes v2 and runs it, pinned to it; v1 still serves every
+    # other client (publishing moves no traffic, `run` included).
     second = write_workflow(tmp_path, f"{downstream.url}/clients")
     again = await asb("run", str(second), "--input", '{"id": 2}', "--output", "json", db=db)
     assert again.returncode == 0, again.stderr
     assert "(lookup v2)" in again.stderr
-    assert json.loads(again.stdout)["output"]["get"]["body"]["path"] == "/clients/2"
+    ran = json.loads(again.stdout)
+    assert ran["output"]["get"]["body"]["path"] == "/clients/2"
+    assert (ran["version"], ran["route"]) == (2, "pinned")
+    serving = await _serving(db, "lookup")
+    assert (serving.serving_version, serving.updated_by) == (1, "publish")
+
+
+async def _serving(db: Path, name: str) -> ServingView:
+    runtime = await Runtime.open(
+        Settings.model_validate({"database_url": f"sqlite+aiosqlite:///{db}"})
+    )
+    try:
+        return await Operations(runtime).deployments.serving(name)
+    finally:
+        await runtime.close()
+
+
+def _fan_out_files(tmp_path: Path, url: str, child_path: str) -> list[Path]:
+    parent = {
+        "name": "batch",
+        "vertices": {
+            "each": {"type": "SPAWNER", "config": {"items": "{{ input.ids }}", "workflow": "item"}},
+            "join": {"type": "MERGE", "dependsOn": ["each"], "config": {}},
+        },
+    }
+    child = {
+        "name": "item",
+        "vertices": {"get": {"type": "GATEWAY", "config": {"url": f"{url}/{child_path}"}}},
+    }
+    paths = [tmp_path / "batch.json", tmp_path / "item.json"]
+    for path, document in zip(paths, (parent, child), strict=True):
+        path.write_text(json.dumps(document))
+    return paths
+
+
+async def test_run_pins_the_children_to_the_versions_it_published(
+    tmp_path: Path, downstream: RunningDownstream
+) -> None:
+    """The child workflow's file changes and the parent's does not: the parent keeps v1 and
+    its children run the new child version, which does not serve for anyone else."""
+    db = tmp_path / "kept.db"
+    for child_path in ("old", "new"):
+        files = [str(p) for p in _fan_out_files(tmp_path, downstream.url, child_path)]
+        result = await asb("run", *files, "--input", '{"ids": [1, 2]}', "--output", "json", db=db)
+        assert result.returncode == 0, result.stderr
+    ran = json.loads(result.stdout)
+    assert (ran["workflow"], ran["version"], ran["status"]) == ("batch", 1, "SUCCEEDED")
+    runtime = await Runtime.open(
+        Settings.model_validate({"database_url": f"sqlite+aiosqlite:///{db}"})
+    )
+    try:
+        ops = Operations(runtime)
+        children = (await ops.runs.children(ran["id"])).items
+        serving = await ops.deployments.serving("item")
+    finally:
+        await runtime.close()
+    assert {(c.workflow, c.version) for c in children} == {("item", 2)}
+    assert serving.serving_version == 1
+    paths = [r.path for r in downstream.stats.recent]
+    assert paths.count("/new") == 2 and paths.count("/old") == 2

@@ -2,7 +2,9 @@
 progress events as children end, then `end`, then closes — driven by run events, with the
 fallback poll out of reach; streams on an idle run read it no more often than the fallback; a
 quiet run gets heartbeats; an ended run's stream is its state and `end`; another tenant's run
-is a 404."""
+is a 404. Writers other than a worker's flush reach a stream through run events too: a
+deployment's abort, a cancel, a start over (its old run's watchers), a reaper requeuing an
+expired lease."""
 
 from __future__ import annotations
 
@@ -17,6 +19,7 @@ import pytest
 
 from api.rest import sse
 from demo.downstream import RunningDownstream
+from engine.execution.worker import Worker, WorkerConfig
 from tests.conftest import Backend
 from tests.e2e.rest_runs_harness import Api, api_on, assert_error
 from tests.integration.actions_harness import statements
@@ -181,3 +184,120 @@ async def test_streams_on_an_idle_run_read_it_at_the_fallback_rate_only(
     most = streams * (2 + window_s / fallback_s)
     assert reads <= most, f"{reads:g} reads of the run by {streams} streams in {window_s} s"
     assert all(task.result() >= 4 for task in held), "every stream was alive throughout"
+
+
+# ── writers other than the worker: a stream sees what they change through run events ────────
+
+
+async def stream_across(
+    http: httpx.AsyncClient, path: str, action: Any
+) -> list[tuple[str, dict[str, Any]]]:
+    """The events of the stream at `path`, calling `action()` once the stream has shown the
+    run as it was (its watch is registered by then), until the stream ends."""
+    return await stream_until(http, path, action, None)
+
+
+async def stream_until(
+    http: httpx.AsyncClient, path: str, action: Any, done: Any
+) -> list[tuple[str, dict[str, Any]]]:
+    """As `stream_across`, but stop reading once the async `done(events)` holds (None: at the
+    end of the stream)."""
+    events: list[tuple[str, dict[str, Any]]] = []
+    name = ""
+    async with http.stream("GET", path, timeout=STREAM_TIMEOUT_S) as answer:
+        assert answer.status_code == 200
+        lines = answer.aiter_lines()
+        for _ in range(MAX_LINES):
+            line = await anext(lines, None)
+            if line is None:
+                break
+            if line.startswith("event: "):
+                name = line.removeprefix("event: ")
+            elif line.startswith("data: "):
+                events.append((name, json.loads(line.removeprefix("data: "))))
+                if len(events) == 1:
+                    await action()
+                if done is not None and await done(events):
+                    break
+    return events
+
+
+async def test_a_deployment_abort_ends_its_runs_stream(idle: Api, quick: None) -> None:
+    """No worker and the fallback read out of reach: the `gradual_deploy` run's stream ends
+    CANCELLED only because the abort published a run event."""
+    await idle.ops.workflows.publish(single("orders", "http://127.0.0.1:9/v1"))
+    await idle.ops.workflows.publish(single("orders", "http://127.0.0.1:9/v2"))
+    async with idle.http(idle.admin) as http:
+        started = await http.post("/workflows/orders/deployments", json={"version": 2})
+        assert started.status_code == 201, started.text
+        deployment = started.json()
+
+        async def abort() -> None:
+            answer = await http.post(f"/deployments/{deployment['id']}/abort")
+            assert answer.status_code == 200, answer.text
+
+        async with asyncio.timeout(STREAM_TIMEOUT_S / 2):
+            events = await stream_across(http, f"/runs/{deployment['runId']}/events", abort)
+    assert [name for name, _ in events] == ["progress", "end"]
+    assert events[0][1]["status"] == "RUNNING"
+    assert events[1][1]["status"] == "CANCELLED"
+
+
+async def test_a_start_over_is_shown_on_the_old_runs_detail_stream(idle: Api, quick: None) -> None:
+    """The old run has ended, so its stream is over at once; what a client watching it sees
+    is the cancel, then (read again after the event) the start over in its detail."""
+    async with idle.http(idle.admin) as http:
+        run_id = (await http.post("/workflows/stuck/runs", json={})).json()["id"]
+
+        async def cancel() -> None:
+            answer = await http.post(f"/runs/{run_id}/cancel")
+            assert answer.status_code == 200, answer.text
+
+        async with asyncio.timeout(STREAM_TIMEOUT_S / 2):
+            events = await stream_across(http, f"/runs/{run_id}/events", cancel)
+        assert [(n, d["status"]) for n, d in events] == [
+            ("progress", "RUNNING"),
+            ("end", "CANCELLED"),
+        ]
+        with idle.runtime.run_events.watch(run_id) as watch:
+            started = await http.post(f"/runs/{run_id}/start-over")
+            assert started.status_code == 200, started.text
+            assert await watch.wait(5.0), "the start over told the old run's watchers"
+        detail = (await http.get(f"/runs/{run_id}")).json()
+    assert detail["restarts"] == [started.json()["newRunId"]]
+
+
+async def test_a_requeued_lease_reaches_the_stream(idle: Api, quick: None) -> None:
+    """A worker died holding the run's step: when a reaper requeues it (a worker that claims
+    nothing here), the stream shows the step READY again, told by a run event."""
+    runtime = idle.runtime
+    async with idle.http(idle.admin) as http:
+        run_id = (await http.post("/workflows/stuck/runs", json={})).json()["id"]
+        (held,) = await runtime.store.claim(1, lease_s=0.2)
+        assert held.run_id == run_id
+        reaping = WorkerConfig(concurrency=0, lease_s=0.3, idle_poll_s=0.05)
+        reaper = Worker(
+            runtime.store,
+            runtime.executor_deps(),
+            runtime.wakeup,
+            reaping,
+            run_events=runtime.run_events,
+        )
+        stop = asyncio.Event()
+        tasks: list[asyncio.Task[None]] = []
+
+        async def start_reaper() -> None:
+            tasks.append(asyncio.create_task(reaper.run(stop)))
+
+        async def requeued(line_events: list[tuple[str, dict[str, Any]]]) -> bool:
+            return any(d["steps"][0]["status"] == "READY" for _, d in line_events)
+
+        try:
+            async with asyncio.timeout(STREAM_TIMEOUT_S / 2):
+                events = await stream_until(http, f"/runs/{run_id}/events", start_reaper, requeued)
+        finally:
+            stop.set()
+            await asyncio.gather(*tasks)
+    assert events[0][1]["steps"][0]["status"] == "RUNNING"
+    assert events[-1][1]["steps"][0]["status"] == "READY"
+    assert reaper.stats.requeued == 1

@@ -139,14 +139,48 @@ async def test_publishing_alone_moves_no_traffic(
     # Only a request that names v2 gets it.
     pinned = (await env.ops.runs.submit("orders", {}, version=2)).run
     assert (pinned.version, pinned.route) == (2, "pinned")
-    # A command that runs what it was given (`schemabridge run`, `serve --demo`) publishes
-    # with `serve_as`: its versions serve at once, recorded as its doing.
-    await env.ops.workflows.publish(
-        version_doc("orders", downstream.url, note="-v3"), serve_as="cli run"
+    # A run may pin the child workflows' versions too (what `schemabridge run` does with the
+    # versions it has just published); nothing serves differently for it.
+    await env.ops.workflows.publish(fanout(downstream.url))
+    await env.publish(version_doc("child", downstream.url, note="-v2"))
+    children_pinned = await env.ops.runs.submit(
+        "parent", {"items": items(2)}, child_versions={"child": 2}
     )
-    serving = await env.ops.deployments.serving("orders")
-    assert (serving.serving_version, serving.updated_by) == (3, "cli run")
-    assert {r.version for r in await env.wave("orders", 3, prefix="v3")} == {3}
+    detail = await env.ops.runs.wait(children_pinned.run.id, 30)
+    assert detail.status == "SUCCEEDED"
+    child_runs = (await env.ops.runs.children(detail.id)).items
+    assert {(c.workflow, c.version) for c in child_runs} == {("child", 2)}
+    assert (await env.ops.deployments.serving("child")).serving_version == 1
+    with pytest.raises(NotFound) as unknown:
+        await env.ops.runs.submit("parent", {"items": []}, child_versions={"child": 9})
+    assert unknown.value.code == "workflow_not_found"
+
+
+async def test_serve_demo_publishes_serving_unless_a_deployment_runs(
+    env: Deploying, downstream: RunningDownstream
+) -> None:
+    """`serve --demo` publishes its examples at a new address on every start and runs them:
+    its new versions serve, recorded as its doing, except where a deployment runs."""
+    ops = env.ops
+    await ops.workflows.publish_serving(version_doc("orders", downstream.url), actor="demo")
+    moved = await ops.workflows.publish_serving(
+        version_doc("orders", downstream.url, note="-v2"), actor="serve --demo"
+    )
+    assert [(p.version, p.created) for p in moved] == [(2, True)]
+    serving = await ops.deployments.serving("orders")
+    assert (serving.serving_version, serving.updated_by) == (2, "serve --demo")
+    assert {r.version for r in await env.wave("orders", 3)} == {2}
+
+    await env.publish(version_doc("orders", downstream.url, note="-v3"))
+    stages = [StageSpec(weight=10, min_runs=1000), StageSpec(weight=100)]
+    running = await env.start("orders", 3, stages, RollbackSpec())
+    kept = await ops.workflows.publish_serving(
+        version_doc("orders", downstream.url, note="-v4"), actor="serve --demo"
+    )
+    assert [p.version for p in kept] == [4]
+    during = await ops.deployments.serving("orders")
+    assert (during.serving_version, during.candidate_version) == (2, 3)
+    assert during.deployment_id == running.id and during.candidate_weight == 10
 
 
 async def test_routing_is_sticky_and_follows_the_weight(backend: Backend) -> None:
