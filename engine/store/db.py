@@ -30,6 +30,7 @@ from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
 
 from engine.store.dialect import POSTGRESQL, SQLITE, Dialect
 from engine.store.sqlite_connections import SqliteConnections
+from schemas import json_codec
 
 SQLITE_BUSY_TIMEOUT_MS = 30_000
 SQLITE_JOIN_MARGIN_S = 5.0
@@ -75,7 +76,12 @@ def _sqlite_connections(url: URL) -> SqliteConnections:
 
 
 def _sqlite_engine(url: URL, connections: SqliteConnections, *, immediate: bool) -> AsyncEngine:
-    engine = create_async_engine(url, async_creator=connections.connect)
+    engine = create_async_engine(
+        url,
+        async_creator=connections.connect,
+        json_serializer=json_codec.dumps,
+        json_deserializer=json_codec.loads,
+    )
 
     @event.listens_for(engine.sync_engine, "connect")
     def _on_connect(dbapi_connection: Any, _record: Any) -> None:
@@ -108,7 +114,14 @@ def create_engines(database_url: str, *, pool_size: int = 10) -> Engines:
             sqlite_connections=connections,
         )
     if url.get_backend_name() == "postgresql":
-        engine = create_async_engine(database_url, pool_size=pool_size, max_overflow=pool_size)
+        engine = create_async_engine(
+            database_url,
+            pool_size=pool_size,
+            max_overflow=pool_size,
+            # JSON columns through orjson: several small documents per step (schemas.json_codec).
+            json_serializer=json_codec.dumps,
+            json_deserializer=json_codec.loads,
+        )
         # Setting the isolation level of an asyncpg connection is local (no round trip): a
         # read checks a connection out of the same pool in autocommit, and it goes back reset.
         reads = engine.execution_options(isolation_level="AUTOCOMMIT")
