@@ -33,7 +33,6 @@ from api.cli import log_setup, run_live_display, usage
 from api.cli.exit_codes import EXIT_FOR_REFUSAL, ExitCode
 from api.cli.usage import fail
 from engine.settings import Settings
-from engine.validation import parse_documents, validate_input
 from schemas.definitions import SpawnerVertex, Workflow
 from schemas.errors import DefinitionError, OperationError, Refusal
 
@@ -97,6 +96,10 @@ def load_workflows(files: list[Path], downstream_url: str | None = None) -> list
         if downstream_url is not None:
             data = data.replace(EXAMPLES_DOWNSTREAM_URL.encode(), downstream_url.encode())
         documents.append((str(path), data))
+    # Here, not at the top: validation loads networkx and jsonschema, which `--help` and the
+    # other commands need not pay for.
+    from engine.validation import parse_documents
+
     try:
         return parse_documents(documents)
     except DefinitionError as exc:
@@ -133,6 +136,8 @@ def pick_workflow(workflows: list[Workflow], name: str | None) -> Workflow:
 
 def check_input(workflow: Workflow, run_input: Any) -> None:
     """The run input against the workflow's inputSchema (the validator's own check)."""
+    from engine.validation import validate_input
+
     problems = validate_input(workflow, run_input)
     for problem in problems:
         console.print(f"[red]input{problem.pointer}[/red] {problem.message}")

@@ -18,19 +18,18 @@ import sys
 from dataclasses import dataclass, field
 from enum import StrEnum
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 from pydantic import ValidationError
 from rich.console import Console
 from rich.text import Text
 
-from engine import validation
 from engine.settings import Settings
-from engine.validation import DocumentReport
-from engine.validation import json_text as validation_json
-from engine.validation.common import Limits
 from schemas.errors import Problem
+
+if TYPE_CHECKING:
+    from engine.validation import DocumentReport
 
 INPUT_SUFFIX = ".input.json"
 
@@ -154,6 +153,8 @@ def _validate_paths(paths: list[Path], settings: Settings) -> list[FileResult]:
         else:
             contents[path] = data
     workflow_paths = [p for p in contents if not p.name.endswith(INPUT_SUFFIX)]
+    from engine import validation  # networkx and jsonschema: only when validating
+
     report = validation.check_documents(
         [(_name(p), contents[p]) for p in workflow_paths], settings=settings
     )
@@ -186,6 +187,10 @@ def _check_input(
         why = "invalid" if document is not None else "not among the files validated"
         note = f"Run input for {workflow_file}, which is {why}; not checked."
         return FileResult(_name(path), Status.SKIPPED, kind="input", note=note)
+    from engine import validation
+    from engine.validation import json_text as validation_json
+    from engine.validation.common import Limits
+
     workflow = document.workflows[0]
     loaded = validation_json.load(raw, Limits.from_settings(settings))
     problems = list(loaded.problems)
