@@ -148,7 +148,13 @@ def deploy_from_the_form(server: DemoServer, page: Any) -> str:
 
 
 def abort_on_its_page(server: DemoServer, page: Any, deployment_id: str) -> None:
-    """Abort, cancelled once in the confirmation, then confirmed."""
+    """Abort: by keyboard, the confirmation dismissed with Escape; cancelled once with its
+    button; then confirmed."""
+    page.get_by_role("button", name="Abort").focus()
+    page.keyboard.press("Enter")
+    page.locator("dialog.modal").wait_for()
+    page.keyboard.press("Escape")
+    page.locator("dialog.modal").wait_for(state="detached")
     page.get_by_role("button", name="Abort").click()
     dialog = page.locator("dialog.modal")
     assert "v1 keeps serving" in dialog.inner_text()
