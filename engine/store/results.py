@@ -7,8 +7,11 @@ batch of K results takes a fixed number of round trips instead of several per re
    (a token is `<batch>:<step id>`, unique per claim); the others are late results, dropped.
 2. `release` — one executemany UPDATE writing every live step's new state.
 3. `steps_done` — for the successes: one executemany decrementing dependants' `deps_pending`
-   (READY at 0), one executemany decrementing runs' `steps_remaining`, one SELECT of the runs
-   that reached 0, one executemany ending them SUCCEEDED with their sinks' outputs.
+   (READY at 0), one SELECT … FOR UPDATE of the runs concerned (in id order, as every
+   transaction locks them), then one executemany ending SUCCEEDED, in the same UPDATE that
+   counts their last steps down, the runs whose remaining steps are all in this batch, and one
+   executemany counting down the others. A child of a fan-out (one step) is thus written once
+   when it ends, not counted down and then ended: one row version instead of two.
 
 Terminal failures and spawner parks are rare and handled one by one by the store.
 """
@@ -135,10 +138,26 @@ COUNT_DOWN_RUN = (
     .values(steps_remaining=runs.c.steps_remaining - bindparam("b_n"))
 )
 
+RUNS_TO_COUNT_DOWN = (
+    select(
+        runs.c.id,
+        runs.c.status,
+        runs.c.steps_remaining,
+        runs.c.parent_run_id,
+        runs.c.parent_vertex_id,
+    )
+    .where(runs.c.id.in_(bindparam("b_runs", expanding=True)))
+    .order_by(runs.c.id)
+    .with_for_update()
+)
+"""Locked, so what it says about the remaining steps stays true until this commit (another
+worker's flush may be counting down a parallel step of the same run)."""
+
 FINISH_RUN = (
     update(runs)
     .where(runs.c.id == bindparam("b_run"), runs.c.status == RunStatus.RUNNING.value)
     .values(
+        steps_remaining=runs.c.steps_remaining - bindparam("b_n"),
         status=RunStatus.SUCCEEDED.value,
         output=bindparam("b_output", type_=runs.c.output.type),
         ended_at=bindparam("b_now"),
@@ -230,25 +249,25 @@ async def steps_done(tx: Tx, done: Sequence[DoneStep]) -> None:
             ],
         )
         tx.report.newly_ready += len(unlocks)
-    await tx.conn.execute(
-        COUNT_DOWN_RUN, [{"b_run": r, "b_n": n} for r, n in sorted(per_run.items())]
-    )
-    finished = (
-        await tx.conn.execute(
-            select(runs.c.id, runs.c.parent_run_id, runs.c.parent_vertex_id).where(
-                runs.c.id.in_(list(per_run)),
-                runs.c.steps_remaining == 0,
-                runs.c.status == RunStatus.RUNNING.value,
-            )
-        )
-    ).all()
+    counted = (await tx.conn.execute(RUNS_TO_COUNT_DOWN, {"b_runs": sorted(per_run)})).all()
+    # A run ends when this batch holds all its remaining steps (and it is still RUNNING).
+    finished = [
+        row
+        for row in counted
+        if row.status == RunStatus.RUNNING.value and row.steps_remaining == per_run[row.id]
+    ]
+    ending = {row.id for row in finished}
+    going_on = [{"b_run": r, "b_n": n} for r, n in sorted(per_run.items()) if r not in ending]
+    if going_on:
+        await tx.conn.execute(COUNT_DOWN_RUN, going_on)
     if finished:
-        await _finish_runs(tx, finished, workflows, known)
+        await _finish_runs(tx, finished, per_run, workflows, known)
 
 
 async def _finish_runs(
     tx: Tx,
     finished: Sequence[Any],
+    per_run: Counter[str],
     workflows: dict[str, Workflow],
     known: dict[str, dict[str, Any]],
 ) -> None:
@@ -261,6 +280,7 @@ async def _finish_runs(
         [
             {
                 "b_run": run_id,
+                "b_n": per_run[run_id],
                 "b_output": {v: outputs.get(run_id, {}).get(v) for v in sinks(workflows[run_id])},
                 "b_now": tx.now,
             }
