@@ -176,9 +176,19 @@ def _lineage(run: RunDetail, now: float) -> list[tuple[str, str | Text]]:
     return pairs
 
 
+ROUTE_WORDS = {
+    "serving": "the serving version",
+    "candidate": "a deployment's candidate",
+    "pinned": "named by the submission",
+    "system": "the engine's own run",
+}
+"""How a run got its version (`route`), as `runs show` says it."""
+
+
 def run_header(run: RunDetail, now: float) -> Table:
+    route = f" ({ROUTE_WORDS.get(run.route, run.route)})" if run.route else ""
     pairs: list[tuple[str, str | Text]] = [
-        ("workflow", f"{run.workflow} v{run.version}"),
+        ("workflow", f"{run.workflow} v{run.version}{route}"),
         ("status", status_text(run.status)),
         ("tenant", run.tenant_id),
         ("created", moment(run.created_at, now)),

@@ -148,6 +148,8 @@ def test_a_failing_candidate_is_rolled_back_with_its_exposure(stack: Stack) -> N
     assert "--workflow dep-broken --version 2 --route candidate --since " in command.group(1)
     listed = stack.json(*shlex.split(command.group(1))[1:], "--limit", "100")
     assert {r["id"] for r in listed["items"]} == on_candidate
+    one = stack.ok("runs", "show", sorted(on_candidate)[0]).stdout
+    assert re.search(r"^workflow\s+dep-broken v2 \(a deployment's candidate\)$", one, re.M), one
     table = stack.ok("deployments", "list", "dep-broken").stdout
     assert re.search(
         rf"^{deployment_id}\s+dep-broken\s+v2\s+v1\s+ROLLED_BACK\s+stage 1 of 2 \(50 %\)\s+0 %\s",

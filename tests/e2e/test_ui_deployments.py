@@ -222,6 +222,14 @@ def test_a_failing_candidate_is_rolled_back_and_shows_its_exposure(
         assert page.get_by_role("button", name="Roll back").is_disabled()
         shoot(page, "deployment-rolled-back")
 
+        page.get_by_role("link", name=f"run {ended['runId'][:8]}").click()
+        drives = page.locator("a.drives-deployment")
+        drives.wait_for()
+        assert drives.inner_text() == "the deployment of ui-broken v2"
+        assert page.locator(".run-route").inner_text() == " · the engine's own run"
+        drives.click()
+        page.locator(".exposure-link").wait_for()
+
         page.locator(".exposure-link").click()
         page.wait_for_url("**#/runs?*")
         page.locator("p.window-note").wait_for()
@@ -232,6 +240,9 @@ def test_a_failing_candidate_is_rolled_back_and_shows_its_exposure(
         assert page.locator('input[name="version"]').input_value() == "2"
         assert re.search(r"\bv2\b", rows.first.inner_text())
         shoot(page, "deployment-exposed-runs")
+        rows.first.get_by_role("link").click()
+        page.locator(".run-route", has_text="a deployment's candidate").wait_for()
+        page.go_back()
         page.locator("p.window-note").get_by_role("button", name="Show any time").click()
         page.locator("p.window-note").wait_for(state="detached")
         assert "after=" not in page.url and "route=candidate" in page.url

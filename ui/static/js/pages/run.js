@@ -19,9 +19,17 @@ function json(value) {
   return h("pre", { class: "json" }, value === undefined ? "" : JSON.stringify(value, null, 2));
 }
 
+const ROUTE_WORDS = {
+  serving: "the serving version",
+  candidate: "a deployment's candidate",
+  pinned: "named by the submission",
+  system: "the engine's own run",
+};
+
 function headline(detail) {
   const facts = [
     ["Run", h("span", { class: "mono", title: detail.id }, detail.id)],
+    ["Version", [`v${detail.version}`, detail.route ? h("span", { class: "muted run-route" }, ` · ${ROUTE_WORDS[detail.route] || detail.route}`) : null]],
     ["Tenant", detail.tenantId],
     ["Created", time(detail.createdAt)],
     ["Ended", time(detail.endedAt)],
@@ -29,6 +37,10 @@ function headline(detail) {
   ];
   if (detail.parentRunId) {
     facts.push(["Parent", [h("a", { href: `#/runs/${encodeURIComponent(detail.parentRunId)}` }, shortId(detail.parentRunId)), ` · ${detail.parentVertexId} item ${detail.itemIndex}`]]);
+  }
+  const deployment = detail.workflow === "gradual_deploy" && detail.input ? detail.input.deploymentId : null;
+  if (typeof deployment === "string") {
+    facts.push(["Drives", h("a", { href: `#/deployments/${encodeURIComponent(deployment)}`, class: "drives-deployment" }, `the deployment of ${detail.input.workflow} v${detail.input.candidateVersion}`)]);
   }
   if (detail.restartedFrom) facts.push(["Started over from", h("a", { href: `#/runs/${encodeURIComponent(detail.restartedFrom)}` }, shortId(detail.restartedFrom))]);
   if (detail.restarts.length) {

@@ -23,7 +23,7 @@ const ROUTES = [
   ["", "any way"],
   ["serving", "serving version"],
   ["candidate", "a deployment's candidate"],
-  ["pinned", "named by the request"],
+  ["pinned", "named by the submission"],
   ["system", "the engine's own"],
 ];
 const PAGE_SIZE = 50;
