@@ -131,7 +131,7 @@ def submit(
         say(f"run {run.id} submitted ({run.workflow} v{run.version}); following it")
         return await _wait_for(api, remote, run.id, timeout, Reconnect(window_s=reconnect_for))
 
-    raise typer.Exit(call(remote, action))
+    raise typer.Exit(call(remote, action, workflow=name))
 
 
 async def _wait_for(

@@ -69,7 +69,7 @@ def _batch_lines(result: BatchRetryResult) -> list[str]:
 def retry(
     runs: Annotated[
         list[str] | None,
-        typer.Argument(help="The runs to retry (or a filter instead).", metavar="[RUN]..."),
+        typer.Argument(help="The runs to retry (or a filter instead).", metavar="RUN"),
     ] = None,
     status: StatusOption = None,
     workflow: WorkflowOption = None,

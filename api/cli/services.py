@@ -350,7 +350,9 @@ def _warn_demo(downstream_url: str, names: list[str]) -> None:
     # stdout, one line, before the "listening on" line: `make demo` (demo/monitor.py) reads
     # it to script the downstream's failures.
     print(f"demo downstream at {downstream_url}", flush=True)
-    console.rule("[bold red]DEMO MODE[/bold red]")
+    # A rule spans the console: a terminal's width, but a log's would be PIPED_WIDTH long.
+    rule = console.rule if console.is_terminal else _short_rule
+    rule("[bold red]DEMO MODE[/bold red]")
     console.print(
         "[bold red]Authentication is OFF:[/bold red] every request acts as the admin 'demo'. "
         "Do not expose this port."
@@ -360,7 +362,11 @@ def _warn_demo(downstream_url: str, names: list[str]) -> None:
         "the examples reach the demo downstream; other internal addresses stay refused."
     )
     console.print(f"demo downstream: {downstream_url}; example workflows: {', '.join(names)}")
-    console.rule()
+    rule()
+
+
+def _short_rule(title: str = "") -> None:
+    console.print(f"── {title} ──" if title else "──────")
 
 
 async def _serve_all(
