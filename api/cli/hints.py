@@ -41,6 +41,20 @@ def workflow_fix(name: str, names: list[str]) -> str:
     return f"published: {listed}"
 
 
+def step_fix(vertex: str, steps: list[str]) -> str:
+    """What to do about a `vertex` the run does not have, given its `steps`."""
+    close = difflib.get_close_matches(vertex, steps, n=3, cutoff=0.6)
+    if close:
+        return f"did you mean {' or '.join(repr(c) for c in close)}?"
+    return f"its steps: {', '.join(steps)}"
+
+
+async def require_workflow(api: ApiClient, name: str) -> None:
+    """Refuse (`workflow_not_found`) a workflow filter that can match nothing because no such
+    workflow is published: a typo must not read as "no runs"."""
+    await api.workflows.versions(name)
+
+
 async def with_fix(api: ApiClient, failure: ApiFailure, workflow: str | None) -> ApiFailure:
     """`failure` with its fix, when it is a run or a workflow `workflow` not found."""
     if failure.code == "run_not_found":

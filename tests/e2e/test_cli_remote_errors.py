@@ -130,6 +130,12 @@ def test_unknown_workflows_and_steps(serve_api: Stack, workflow: str, failed: st
         f"`schemabridge workflows versions {workflow}` lists its versions",
     )
     assert_refused(serve_api.cli("runs", "show", "no-such-run"), 1, "`schemabridge runs list`")
+    # A filter naming a workflow that does not exist is refused, not "no runs".
+    for command in (["runs", "list"], ["runs", "retry", "--status", "FAILED"]):
+        filtered = serve_api.cli(*command, "--workflow", typo)
+        assert_refused(filtered, 1, f"no published workflow '{typo}'; did you mean '{workflow}'?")
+    step_typo = serve_api.cli("runs", "resolve", failed, "gett", "--output", "1")
+    assert_refused(step_typo, 1, "has no step gett; did you mean 'get'?")
     unknown_step = serve_api.cli("runs", "resolve", failed, "nope", "--output", "1")
     assert_refused(unknown_step, 1, "nope")
 

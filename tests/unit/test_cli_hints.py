@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from api.cli.client_errors import ApiFailure
 from api.cli.exit_codes import ExitCode
-from api.cli.hints import amended, workflow_fix
+from api.cli.hints import amended, step_fix, workflow_fix
 
 NAMES = ["crm-contact-sync", "order-export", "support-ticket"]
 
@@ -39,3 +39,8 @@ def test_the_fix_keeps_the_failure_as_it_was() -> None:
     fixed = amended(failure, "list them")
     assert fixed.message == "no run 'r'; list them"
     assert (fixed.exit_code, fixed.status, fixed.code) == (ExitCode.FAILED, 404, "run_not_found")
+
+
+def test_a_step_typo_names_the_step_meant_or_lists_them() -> None:
+    assert step_fix("open-tiket", ["lookup", "open-ticket"]) == "did you mean 'open-ticket'?"
+    assert step_fix("zzz", ["lookup", "open-ticket"]) == "its steps: lookup, open-ticket"
