@@ -41,6 +41,7 @@ app = typer.Typer(
     pretty_exceptions_enable=False,
 )
 usage.install_help_types()
+usage.install_one_line_usage_errors()
 
 
 def _version(value: bool) -> None:

@@ -18,6 +18,7 @@ from rich.table import Column, Table
 
 from api.cli.direct import PIPED_WIDTH, console, with_operations
 from api.cli.direct import utc_time as _time
+from api.cli.remote import OutputFormat, OutputOption
 
 keys_app = typer.Typer(
     help="REST API keys (on the database directly; the secret is shown once).",
@@ -55,11 +56,12 @@ def create(
 
 @keys_app.command("list")
 def list_keys(
-    as_json: Annotated[bool, typer.Option("--json", help="Print JSON instead of a table.")] = False,
+    as_json: Annotated[bool, typer.Option("--json", help="The same as --output json.")] = False,
+    output: OutputOption = OutputFormat.TEXT,
 ) -> None:
     """List keys: id, name, role or tenant, created, expires, revoked (never a secret)."""
     listed = with_operations(lambda ops: ops.keys.list())
-    if as_json:
+    if as_json or output is OutputFormat.JSON:
         print(json.dumps(listed.model_dump(by_alias=True)["items"], indent=2), flush=True)
         return
     table = Table(

@@ -25,6 +25,7 @@ from rich.console import Console, RenderableType
 from rich.table import Table
 from rich.text import Text
 
+from api.cli import hints
 from api.cli.client import ApiClient, ApiFailure, ApiTarget, ExitCode
 
 if TYPE_CHECKING:
@@ -228,14 +229,19 @@ def read_json_value(value: str, option: str) -> Any:
         fail(f"{source} is not valid JSON: {error}{hint}", ExitCode.USAGE)
 
 
-def call(target: Remote, action: Callable[[ApiClient], Awaitable[T]]) -> T:
+def call(
+    target: Remote, action: Callable[[ApiClient], Awaitable[T]], *, workflow: str | None = None
+) -> T:
     """Run `action` on a client of `target`'s API. An `ApiFailure` ends the command with its
-    message and exit code; anything unexpected too (exit 1), with its traceback only under
-    `--debug`."""
+    message (and the fix for a run or a `workflow` not found: `api.cli.hints`) and exit code;
+    anything unexpected too (exit 1), with its traceback only under `--debug`."""
 
     async def main() -> T:
         async with ApiClient(target.target()) as api:
-            return await action(api)
+            try:
+                return await action(api)
+            except ApiFailure as failure:
+                raise await hints.with_fix(api, failure, workflow) from failure
 
     try:
         return asyncio.run(main())

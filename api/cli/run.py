@@ -331,7 +331,7 @@ def _goes_on(run_id: str, settings: Settings, why: Stopped) -> str:
 
 def run(
     files: Annotated[
-        list[Path], typer.Argument(metavar="FILE...", help="Workflow files (parent and children).")
+        list[Path], typer.Argument(metavar="FILE", help="Workflow files (parent and children).")
     ],
     workflow: Annotated[
         str | None, typer.Option(metavar="NAME", help="Which workflow of the files to run.")

@@ -14,7 +14,7 @@ from typing import Annotated, Any
 
 import typer
 
-from api.cli import run_display, runs_actions
+from api.cli import hints, run_display, runs_actions
 from api.cli.client import DEFAULT_API_URL, ApiClient, ApiFailure, ExitCode
 from api.cli.client_routes import PAGE_LIMIT, collect_pages
 from api.cli.reconnect import DEFAULT_WINDOW_S, Reconnect
@@ -131,7 +131,7 @@ def submit(
         say(f"run {run.id} submitted ({run.workflow} v{run.version}); following it")
         return await _wait_for(api, remote, run.id, timeout, Reconnect(window_s=reconnect_for))
 
-    raise typer.Exit(call(remote, action))
+    raise typer.Exit(call(remote, action, workflow=name))
 
 
 async def _wait_for(
@@ -219,11 +219,14 @@ def list_runs(
     )
 
     async def action(api: ApiClient) -> Page[RunSummary]:
-        return await collect_pages(
+        found = await collect_pages(
             lambda size, after: api.runs.list(selection, limit=size, cursor=after), limit, cursor
         )
+        if not found.items and selection.workflow:
+            await hints.require_workflow(api, selection.workflow)
+        return found
 
-    runs = call(remote, action)
+    runs = call(remote, action, workflow=selection.workflow)
     empty = "no runs" + ("" if all_runs else " (child runs are shown with --all)")
     print_page(remote, runs, lambda items: run_display.runs_table(items, time.time()), empty)
 

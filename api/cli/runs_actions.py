@@ -12,7 +12,8 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from api.cli.client import DEFAULT_API_URL, ApiClient, ExitCode
+from api.cli import hints
+from api.cli.client import DEFAULT_API_URL, ApiClient, ApiFailure, ExitCode
 from api.cli.remote import (
     ApiKeyOption,
     ApiUrlOption,
@@ -40,7 +41,7 @@ from api.cli.run_options import (
 from api.cli.text import plural
 
 if TYPE_CHECKING:
-    from api.cli.wire import BatchRetryResult, Wire
+    from api.cli.wire import BatchRetryResult, ResolveResult, Wire
 
 
 def _print(remote: Remote, result: Wire, line: str) -> None:
@@ -69,7 +70,7 @@ def _batch_lines(result: BatchRetryResult) -> list[str]:
 def retry(
     runs: Annotated[
         list[str] | None,
-        typer.Argument(help="The runs to retry (or a filter instead).", metavar="[RUN]..."),
+        typer.Argument(help="The runs to retry (or a filter instead).", metavar="RUN"),
     ] = None,
     status: StatusOption = None,
     workflow: WorkflowOption = None,
@@ -116,9 +117,12 @@ def retry(
         )
 
     async def batch(api: ApiClient) -> BatchRetryResult:
-        return await api.actions.batch_retry(ids=runs or None, selection=selection, limit=limit)
+        outcome = await api.actions.batch_retry(ids=runs or None, selection=selection, limit=limit)
+        if selection and selection.workflow and not (outcome.retried or outcome.skipped):
+            await hints.require_workflow(api, selection.workflow)
+        return outcome
 
-    outcome = call(remote, batch)
+    outcome = call(remote, batch, workflow=selection.workflow if selection else None)
     if remote.json:
         print_json(dump(outcome))
     else:
@@ -158,7 +162,17 @@ def resolve(
     """Give a FAILED step the output it should have had; its dependants go on."""
     remote = Remote(api_url, api_key, format, debug)
     step_output = read_json_value(value, "--output")
-    result = call(remote, lambda api: api.actions.resolve(run_id, vertex, step_output))
+
+    async def action(api: ApiClient) -> ResolveResult:
+        try:
+            return await api.actions.resolve(run_id, vertex, step_output)
+        except ApiFailure as failure:
+            if failure.code != "step_not_found":
+                raise
+            steps = [step.vertex_id for step in (await api.runs.get(run_id)).steps]
+            raise hints.amended(failure, hints.step_fix(vertex, steps)) from None
+
+    result = call(remote, action)
     _print(remote, result, f"run {result.run_id}: {result.message}")
 
 

@@ -22,6 +22,7 @@ from rich.table import Column, Table
 
 from api.cli.direct import PIPED_WIDTH, console, utc_time, with_operations
 from api.cli.exit_codes import ExitCode
+from api.cli.remote import OutputFormat, OutputOption
 
 secrets_app = typer.Typer(
     help="Secrets workflows reference as {{ secrets.NAME }} (encrypted; values never shown).",
@@ -87,11 +88,12 @@ def set_secret(
 @secrets_app.command("list")
 def list_secrets(
     tenant: Annotated[str | None, typer.Option(help="Only this tenant's secrets.")] = None,
-    as_json: Annotated[bool, typer.Option("--json", help="Print JSON instead of a table.")] = False,
+    as_json: Annotated[bool, typer.Option("--json", help="The same as --output json.")] = False,
+    output: OutputOption = OutputFormat.TEXT,
 ) -> None:
     """List secrets: tenant, name, created, updated and by whom (never a value)."""
     listed = with_operations(lambda ops: ops.secrets.list(tenant))
-    if as_json:
+    if as_json or output is OutputFormat.JSON:
         print(json.dumps(listed.model_dump(by_alias=True)["items"], indent=2), flush=True)
         return
     table = Table(

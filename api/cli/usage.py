@@ -4,7 +4,11 @@ line with the fix, never a traceback (unless `--debug`).
 - **Help types.** Typer labels option values with Python's type names (`<str>`, `<bool>`,
   `<list[Path]>`); `install_help_types` makes them the words command lines use (`TEXT`,
   `INTEGER`, `NUMBER`, `PATH…`, a choice's values), or the option's own `metavar`, and shows
-  nothing for an on/off flag.
+  nothing for an on/off flag; arguments read `RUN`, `[RUN]...`, `FILE...` (Typer writes
+  `{RUN}` and repeats the metavar as a type: `RUN RUN`).
+- **Usage errors.** Click prints a usage block, a hint and the error on three or four lines;
+  `install_one_line_usage_errors` makes that one `error:` line that keeps click's fix ("Did
+  you mean 'list'?") and names the `--help` to read.
 - **Failures.** `main` runs the app and hands anything it did not handle to `report`, which
   prints one line on stderr and exits with the code the error calls for: an `OperationError`
   by its refusal (`EXIT_FOR_REFUSAL`), a startup problem (`engine.operations.startup`) by
@@ -18,11 +22,14 @@ import sys
 import traceback
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, NoReturn, get_args, get_origin
+from typing import IO, Any, NoReturn, get_args, get_origin
 
 import typer
 from rich.console import Console
 from typer import core as typer_core
+
+# Typer bundles its own click (0.29+); its usage errors are this class.
+from typer._click.exceptions import UsageError
 
 from api.cli.exit_codes import EXIT_FOR_REFUSAL, ExitCode, exit_code_for
 from engine.settings import Settings
@@ -64,6 +71,8 @@ def _word(annotation: Any) -> str:
 def _display_type(self: Any, ctx: Any) -> str | None:
     if getattr(self, "is_flag", False) or getattr(self, "is_bool_flag", False):
         return None
+    if isinstance(self, typer_core.TyperArgument) and self.metavar:
+        return None  # the argument's column already shows its metavar ("RUN RUN" otherwise)
     if self.metavar:
         return str(self.metavar)
     descriptor = self.type_descriptor
@@ -72,9 +81,37 @@ def _display_type(self: Any, ctx: Any) -> str | None:
     return _word(descriptor.annotation)
 
 
+def _argument_name(self: Any) -> str:
+    """An argument as command lines write it: `RUN`, `FILE...` (not `{RUN}`, `{FILE}...`);
+    the usage line puts an optional one in brackets."""
+    return str(self.display_name_raw) + ("..." if self.nargs != 1 else "")
+
+
+def _argument_usage_name(self: Any) -> str:
+    name = _argument_name(self)
+    return name if self.required else f"[{name}]"
+
+
 def install_help_types() -> None:
-    """Make help show value types in words (see the module docstring)."""
+    """Make help show value types in words and arguments as command lines write them (see
+    the module docstring)."""
     typer_core._TyperParameter.display_type = _display_type  # type: ignore[method-assign,assignment]
+    typer_core.TyperArgument._rich_display_name = _argument_name  # type: ignore[method-assign]
+    typer_core.TyperArgument._usage_display_name = _argument_usage_name  # type: ignore[method-assign]
+
+
+def _show_usage_error(self: UsageError, file: IO[Any] | None = None) -> None:
+    """A usage error as one line: the problem, the fix click suggests ("Did you mean
+    'list'?") and where the help is, instead of click's usage block and message."""
+    where = self.ctx.command_path if self.ctx is not None else "schemabridge"
+    message = self.format_message().strip().replace("\n", " ")
+    stderr().print(f"error: {message} (see `{where} --help`)", markup=False)
+
+
+def install_one_line_usage_errors() -> None:
+    """Make every usage error (an unknown command or option, a missing argument, a value
+    out of range) one line on stderr, still exit 2."""
+    UsageError.show = _show_usage_error  # type: ignore[method-assign]
 
 
 def _leaves(error: BaseException) -> list[BaseException]:

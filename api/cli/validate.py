@@ -81,12 +81,15 @@ def validate(
         typer.Argument(
             help="Workflow files (one workflow or a list of them). Files named *.input.json "
             "are run inputs, checked against the inputSchema of the matching workflow file.",
+            metavar="FILE",
             show_default=False,
         ),
     ],
     output_format: Annotated[
         OutputFormat,
-        typer.Option("--format", "-f", help="text for people, json for programs."),
+        typer.Option(
+            "--output", "-o", "--format", "-f", help="text for people, json for programs."
+        ),
     ] = OutputFormat.TEXT,
 ) -> None:
     """Validate workflow files: print OK or every problem of each, with its JSON pointer.

@@ -116,7 +116,8 @@ def _located(failure: ApiFailure, origins: list[Origin]) -> ApiFailure:
 @workflows_app.command("publish", epilog=EXIT_CODES_HELP)
 def publish(
     files: Annotated[
-        list[Path], typer.Argument(help="Workflow files (a document or a list each).")
+        list[Path],
+        typer.Argument(help="Workflow files (a document or a list each).", metavar="FILE"),
     ],
     api_url: ApiUrlOption = DEFAULT_API_URL,
     api_key: ApiKeyOption = None,
@@ -206,7 +207,7 @@ def versions(
 ) -> None:
     """Every version of a workflow, newest first."""
     remote = Remote(api_url, api_key, output, debug)
-    found = call(remote, lambda api: api.workflows.versions(name))
+    found = call(remote, lambda api: api.workflows.versions(name), workflow=name)
 
     def rows(items: list[VersionSummary]) -> Table:
         now = time.time()
@@ -253,7 +254,7 @@ def show(
         detail = await api.workflows.get(name, version)
         return detail, await api.workflows.graph(name, detail.version)
 
-    detail, graph = call(remote, action)
+    detail, graph = call(remote, action, workflow=name)
     if remote.json:
         print_json(dump(detail))
         return

@@ -117,9 +117,25 @@ def test_an_unknown_run_is_one_line(serve_api: Stack, command: list[str]) -> Non
     assert_refused(serve_api.cli(*command, "no-such-run"), 1, "no run", "no-such-run")
 
 
-def test_unknown_workflows_and_steps(serve_api: Stack, failed: str) -> None:
+def test_unknown_workflows_and_steps(serve_api: Stack, workflow: str, failed: str) -> None:
     assert_refused(serve_api.cli("runs", "submit", "nope"), 1, "no published workflow 'nope'")
     assert_refused(serve_api.cli("workflows", "show", "nope@3"), 1, "nope")
+    # A typo: the line says which name was meant.
+    typo = workflow.replace("lookup", "lokup")
+    for command in (["runs", "submit", typo], ["workflows", "show", typo]):
+        assert_refused(serve_api.cli(*command), 1, f"did you mean '{workflow}'?")
+    assert_refused(
+        serve_api.cli("workflows", "show", f"{workflow}@9"),
+        1,
+        f"`schemabridge workflows versions {workflow}` lists its versions",
+    )
+    assert_refused(serve_api.cli("runs", "show", "no-such-run"), 1, "`schemabridge runs list`")
+    # A filter naming a workflow that does not exist is refused, not "no runs".
+    for command in (["runs", "list"], ["runs", "retry", "--status", "FAILED"]):
+        filtered = serve_api.cli(*command, "--workflow", typo)
+        assert_refused(filtered, 1, f"no published workflow '{typo}'; did you mean '{workflow}'?")
+    step_typo = serve_api.cli("runs", "resolve", failed, "gett", "--output", "1")
+    assert_refused(step_typo, 1, "has no step gett; did you mean 'get'?")
     unknown_step = serve_api.cli("runs", "resolve", failed, "nope", "--output", "1")
     assert_refused(unknown_step, 1, "nope")
 
@@ -160,9 +176,15 @@ def test_an_action_on_a_run_in_the_wrong_state(
 
 
 def test_usage_errors(serve_api: Stack) -> None:
+    # Typos in a command or an option: one line with click's fix and where the help is.
     typo = serve_api.cli("runs", "list", "--statuss", "FAILED")
-    assert typo.returncode == 2 and "No such option: --statuss" in typo.stderr
-    assert "Traceback" not in typo.stderr
+    assert_refused(
+        typo, 2, "No such option: --statuss", "--status", "`schemabridge runs list --help`"
+    )
+    command = serve_api.cli("runs", "lsit")
+    assert_refused(command, 2, "No such command 'lsit'. Did you mean 'list'")
+    assert_refused(serve_api.cli("runs", "show"), 2, "Missing argument 'RUN'")
+    assert_refused(serve_api.cli("runs", "list", "--limit", "0"), 2, "Invalid value for '--limit'")
     assert_refused(serve_api.cli("runs", "retry"), 2, "give the runs to retry, or a filter")
     assert_refused(serve_api.cli("runs", "retry", "a", "--status", "FAILED"), 2, "not both")
     assert_refused(serve_api.cli("runs", "list", "--status", "DONE"), 2, "unknown status 'DONE'")

@@ -63,6 +63,7 @@ def test_the_value_never_comes_from_the_command_line(env: dict[str, str]) -> Non
     refused = sb(env, "set", "CRM_TOKEN", VALUE, "--tenant", "acme", stdin=VALUE)
     assert refused.returncode == 2
     assert json.loads(sb(env, "list", "--json").stdout) == []
+    assert json.loads(sb(env, "list", "--output", "json").stdout) == []
 
 
 @pytest.mark.parametrize(

@@ -119,6 +119,16 @@ def invoke_json(*args: str | Path) -> tuple[int, dict[str, Any]]:
     return code, json.loads(output)
 
 
+def test_output_json_is_the_same_as_format_json() -> None:
+    """`-o json`, as every other command spells it, is `--format json` here too."""
+    example = ROOT / "examples" / "support-ticket.json"
+    assert invoke("validate", "-o", "json", example) == invoke(
+        "validate", "--format", "json", example
+    )
+    code, output = invoke("validate", "--output", "json", example)
+    assert code == 0 and json.loads(output)["valid"] is True
+
+
 def pointers(file_report: dict[str, Any]) -> list[tuple[str, str]]:
     return [(p["pointer"], p["code"]) for p in file_report["problems"]]
 
@@ -289,15 +299,19 @@ def test_the_same_file_twice_is_validated_once() -> None:
     [["validate"], ["validate", "--format", "yaml", "x.json"], ["validate", "--nope", "x.json"]],
 )
 def test_usage_errors_exit_2(args: list[str]) -> None:
+    """One line: what is wrong, and where the help is (not click's usage block)."""
     code, output = invoke(*args)
     assert code == 2
-    assert "Usage:" in output
+    (line,) = output.splitlines()
+    assert line.startswith("error: ") and line.endswith("(see `schemabridge validate --help`)")
 
 
 def test_a_usage_error_from_the_real_script() -> None:
     result = run("validate")
     assert result.returncode == 2
-    assert "Missing argument" in result.stderr
+    assert result.stderr.splitlines() == [
+        "error: Missing argument 'FILE'. (see `schemabridge validate --help`)"
+    ]
 
 
 def test_help_and_version() -> None:

@@ -27,6 +27,7 @@ def cli(env: dict[str, str], *args: str) -> subprocess.CompletedProcess[str]:
 
 def key_id(env: dict[str, str], name: str) -> str:
     listed = json.loads(cli(env, "list", "--json").stdout)
+    assert json.loads(cli(env, "list", "-o", "json").stdout) == listed  # as every command says it
     return str(next(key["id"] for key in listed if key["name"] == name))
 
 

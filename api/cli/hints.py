@@ -1,0 +1,68 @@
+"""The fix that goes with a "not found" from the API, added to its one line: the workflow
+names a typo was close to (`did you mean 'support-ticket'?`), or the command that lists what
+exists. A failure to find the names leaves the message as the API said it."""
+
+from __future__ import annotations
+
+import difflib
+from typing import TYPE_CHECKING
+
+from api.cli.client_errors import ApiFailure
+
+if TYPE_CHECKING:
+    from api.cli.client import ApiClient
+
+MAX_LISTED = 8
+"""Workflow names listed when none is close to the one given."""
+RUNS_FIX = "`schemabridge runs list` shows the runs (a fan-out's children: `runs list --all`)"
+
+
+def amended(failure: ApiFailure, fix: str) -> ApiFailure:
+    return ApiFailure(
+        f"{failure.message}; {fix}",
+        failure.exit_code,
+        status=failure.status,
+        code=failure.code,
+        details=failure.details,
+        transient=failure.transient,
+    )
+
+
+def workflow_fix(name: str, names: list[str]) -> str:
+    """What to do about `name`, given the published `names`."""
+    if name in names:  # the workflow is there: its version is not
+        return f"`schemabridge workflows versions {name}` lists its versions"
+    close = difflib.get_close_matches(name, names, n=3, cutoff=0.6)
+    if close:
+        return f"did you mean {' or '.join(repr(c) for c in close)}?"
+    if not names:
+        return "nothing is published yet: `schemabridge workflows publish FILE...`"
+    listed = ", ".join(names[:MAX_LISTED]) + (", …" if len(names) > MAX_LISTED else "")
+    return f"published: {listed}"
+
+
+def step_fix(vertex: str, steps: list[str]) -> str:
+    """What to do about a `vertex` the run does not have, given its `steps`."""
+    close = difflib.get_close_matches(vertex, steps, n=3, cutoff=0.6)
+    if close:
+        return f"did you mean {' or '.join(repr(c) for c in close)}?"
+    return f"its steps: {', '.join(steps)}"
+
+
+async def require_workflow(api: ApiClient, name: str) -> None:
+    """Refuse (`workflow_not_found`) a workflow filter that can match nothing because no such
+    workflow is published: a typo must not read as "no runs"."""
+    await api.workflows.versions(name)
+
+
+async def with_fix(api: ApiClient, failure: ApiFailure, workflow: str | None) -> ApiFailure:
+    """`failure` with its fix, when it is a run or a workflow `workflow` not found."""
+    if failure.code == "run_not_found":
+        return amended(failure, RUNS_FIX)
+    if failure.code != "workflow_not_found" or workflow is None:
+        return failure
+    try:
+        page = await api.workflows.list()
+    except ApiFailure:
+        return failure
+    return amended(failure, workflow_fix(workflow, [w.name for w in page.items]))
