@@ -91,9 +91,12 @@ async def test_a_deployment_resumes_its_stage_after_a_sigkill(
     assert before.stages[0].started_at == stage_started
     assert time.time() < stage_started + STAGE_S, "the machine was too slow to kill mid-stage"
 
-    restarted_at = time.time()
     second = start_worker(env, "w2", tmp_path / "w2.log")
     try:
+        # A restarted clock could start no earlier than the new worker is up; a cold start on a
+        # loaded machine takes seconds, so the bound below counts from there, not from launch.
+        await eventually(_marker(tmp_path, "w2"), timeout_s=60)
+        second_up_at = time.time()
 
         async def finished() -> bool:
             return (await ops.deployments.get(deployment.id)).status != "RUNNING"
@@ -106,9 +109,9 @@ async def test_a_deployment_resumes_its_stage_after_a_sigkill(
     one, two = done.stages
     assert one.started_at == stage_started
     assert two.started_at is not None and two.started_at - stage_started >= STAGE_S
-    # The stage ended on its own clock: before a clock restarted at the new worker's start
-    # (which would have ended it STAGE_S after `restarted_at`) could.
-    assert two.started_at < restarted_at + STAGE_S
+    # The stage ended on its own clock: before a clock restarted by the new worker (which
+    # would have ended it STAGE_S after that worker was up) could.
+    assert two.started_at < second_up_at + STAGE_S
     assert [e.event for e in done.timeline] == ["started", "stage", "succeeded"]
     assert (await ops.deployments.serving("orders")).serving_version == 2
     run = await ops.runs.get(done.run_id)
