@@ -135,7 +135,10 @@ def publish(
             results = await api.workflows.publish(documents)
         except ApiFailure as failure:
             raise _located(failure, origins) from None
-        listed = (await api.workflows.list()).items
+        try:
+            listed = (await api.workflows.list()).items
+        except ApiFailure:  # published all the same: say so, without the serving column
+            return results, {}
         return results, {w.name: w.serving_version for w in listed}
 
     results, serving = call(remote, action)

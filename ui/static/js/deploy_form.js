@@ -72,8 +72,9 @@ export function deployForm(name, version, serving) {
             started = await api(`/workflows/${encodeURIComponent(name)}/deployments`, { method: "POST", body });
             dialog.close("ok");
           } catch (error) {
-            const problems = (error.details.problems || []).map((p) => `${p.pointer || "/"}: ${p.message}`);
-            state.textContent = `✕ ${error.message}${problems.length && error.code !== "invalid_deployment" ? ` — ${problems.join("; ")}` : ""} (${error.code})`;
+            const problems = ((error.details && error.details.problems) || []).map((p) => `${p.pointer || "/"}: ${p.message}`);
+            const more = problems.length && error.code !== "invalid_deployment" ? ` — ${problems.join("; ")}` : "";
+            state.textContent = `✕ ${error.message}${more}${error.code ? ` (${error.code})` : ""}`;
             state.className = "deploy-state error-box";
             submit.disabled = false;
           }

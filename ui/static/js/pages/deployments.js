@@ -240,7 +240,7 @@ async function stop(where, d, action, done) {
     fill(where, line);
     announce(line.textContent, "ok");
   } catch (error) {
-    const line = h("p", { class: "error-box", role: "alert" }, `✕ ${abort ? "Abort" : "Rollback"} refused: ${error.message} (${error.code})`);
+    const line = h("p", { class: "error-box", role: "alert" }, `✕ ${abort ? "Abort" : "Rollback"} refused: ${error.message}${error.code ? ` (${error.code})` : ""}`);
     fill(where, line);
     announce(line.textContent, "error");
   }

@@ -12,7 +12,7 @@ import { Poller } from "../live.js";
 function breaker(name, view) {
   const icon = { closed: "●", open: "✕", half_open: "◐" }[view.state] || "?";
   const words = [`${name}: ${view.state.replace("_", "-")}`];
-  if (view.failures) words.push(`${view.failures} failures`);
+  if (view.failures) words.push(plural(view.failures, "failure"));
   if (view.state !== "closed" && view.secondsUntilHalfOpen) words.push(`half-open in ${Math.ceil(view.secondsUntilHalfOpen)} s`);
   return h("li", { class: `breaker br-${view.state}` }, h("span", { "aria-hidden": "true" }, `${icon} `), words.join(", "), view.openedAt ? [" · opened ", time(view.openedAt)] : null);
 }
