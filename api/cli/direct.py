@@ -21,7 +21,6 @@ import typer
 from rich.console import Console
 
 from api.cli.exit_codes import exit_code_for
-from engine.settings import Settings
 from schemas.errors import OperationError
 
 if TYPE_CHECKING:
@@ -37,6 +36,7 @@ def with_operations(action: Callable[[Operations], Awaitable[T]]) -> T:
     """Run `action` on a runtime of this process's settings (see the module docstring)."""
     from engine.operations import Operations
     from engine.operations.startup import open_runtime
+    from engine.settings import Settings
 
     async def run() -> T:
         runtime = await open_runtime(Settings(), probe_redis=False)

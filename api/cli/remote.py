@@ -230,11 +230,17 @@ def read_json_value(value: str, option: str) -> Any:
 
 
 def call(
-    target: Remote, action: Callable[[ApiClient], Awaitable[T]], *, workflow: str | None = None
+    target: Remote,
+    action: Callable[[ApiClient], Awaitable[T]],
+    *,
+    workflow: str | None = None,
+    following: Callable[[], str | None] | None = None,
 ) -> T:
     """Run `action` on a client of `target`'s API. An `ApiFailure` ends the command with its
     message (and the fix for a run or a `workflow` not found: `api.cli.hints`) and exit code;
-    anything unexpected too (exit 1), with its traceback only under `--debug`."""
+    anything unexpected too (exit 1), with its traceback only under `--debug`. Ctrl-C is one
+    line, exit 130; `following` answers the run the command follows (if any yet), which that
+    line says goes on."""
 
     async def main() -> T:
         async with ApiClient(target.target()) as api:
@@ -250,7 +256,11 @@ def call(
             traceback.print_exc()
         fail(failure.message, failure.exit_code)
     except KeyboardInterrupt:
-        stderr().print("interrupted", markup=False)
+        run_id = following() if following is not None else None
+        line = "interrupted"
+        if run_id is not None:
+            line += f"; run {run_id} goes on: follow it with `schemabridge runs watch {run_id}`"
+        stderr().print(line, markup=False)
         raise typer.Exit(ExitCode.INTERRUPTED) from None
     except (typer.Exit, typer.Abort):
         raise

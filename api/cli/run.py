@@ -32,7 +32,6 @@ from rich.live import Live
 from api.cli import log_setup, run_live_display, usage
 from api.cli.exit_codes import EXIT_FOR_REFUSAL, ExitCode
 from api.cli.usage import fail
-from engine.settings import Settings
 from schemas.definitions import SpawnerVertex, Workflow
 from schemas.errors import DefinitionError, OperationError, Refusal
 
@@ -40,6 +39,7 @@ if TYPE_CHECKING:
     from engine.operations import Operations
     from engine.operations.views import RunDetail, RunSummary
     from engine.runtime import Runtime
+    from engine.settings import Settings
 
 console = usage.stderr()
 
@@ -390,6 +390,8 @@ def run(
     Exit code: 0 SUCCEEDED, 1 FAILED or CANCELLED, 2 invalid workflow, input or settings,
     3 still running at --timeout, 4 database or Redis unreachable, 130 interrupted.
     """
+    from engine.settings import Settings
+
     log_setup.configure("run", level=log_level, debug=usage.OPTIONS.debug)
     settings = Settings()
     updates: dict[str, Any] = {}

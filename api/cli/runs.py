@@ -105,12 +105,14 @@ def submit(
     remote = Remote(api_url, api_key, output, debug)
     name, version = split_version(workflow)
     run_input = {} if input is None else read_json_value(input, "--input")
+    following: list[str] = []  # the run, once submitted (what Ctrl-C says goes on)
 
     async def action(api: ApiClient) -> ExitCode:
         submitted = await api.runs.submit(
             name, run_input, tenant=tenant, version=version, idempotency_key=idempotency_key
         )
         run = submitted.run
+        following.append(run.id)
         if not wait:
             if remote.json:
                 print_json(dump(submitted))
@@ -131,7 +133,8 @@ def submit(
         say(f"run {run.id} submitted ({run.workflow} v{run.version}); following it")
         return await _wait_for(api, remote, run.id, timeout, Reconnect(window_s=reconnect_for))
 
-    raise typer.Exit(call(remote, action, workflow=name))
+    code = call(remote, action, workflow=name, following=lambda: next(iter(following), None))
+    raise typer.Exit(code)
 
 
 async def _wait_for(
@@ -405,7 +408,7 @@ def watch(
                 say(f"details: schemabridge runs show {run.id}")
         return outcome_code(progress)
 
-    raise typer.Exit(call(remote, action))
+    raise typer.Exit(call(remote, action, following=lambda: run_id))
 
 
 # ── operator actions (api/cli/runs_actions.py) ──────────────────────────────────────────────

@@ -28,15 +28,14 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
-import uvloop
 from rich.rule import Rule
 
 from api.cli import log_setup, usage
-from engine.settings import Settings
 
 if TYPE_CHECKING:
     from api.rest import ApiServer
     from engine.runtime import Runtime
+    from engine.settings import Settings
 
 console = usage.stderr()
 db_app = typer.Typer(help="Database maintenance.", no_args_is_help=True)
@@ -86,6 +85,8 @@ def _logging(service: str, level: str, fmt: str | None, *, access_log: bool = Fa
 
 
 def _settings(concurrency: int | None) -> Settings:
+    from engine.settings import Settings
+
     settings = Settings()
     if concurrency is not None:
         settings = settings.model_copy(update={"worker_concurrency": concurrency})
@@ -102,6 +103,8 @@ def _run(start: Callable[[], Coroutine[Any, Any, None]], settings: Settings) -> 
         # uvloop: the event loop in C. Per REST submission it saves ~0.5 ms of the api
         # process's CPU against asyncio's loop, and the worker's I/O loops gain alike
         # (bench/results-api.md).
+        import uvloop
+
         with asyncio.Runner(loop_factory=uvloop.new_event_loop) as runner:
             runner.run(start())
     except CannotStart as refusal:
@@ -286,6 +289,8 @@ def api(
     Never migrates: refuses to start (exit 1) on a database whose schema is not this code's
     head revision; run 'schemabridge db upgrade' first. Prints the URL once it accepts
     requests; stops gracefully on SIGINT/SIGTERM."""
+    from engine.settings import Settings
+
     _logging("api", log_level, log_format, access_log=access_log)
     settings = Settings()
 
@@ -442,6 +447,7 @@ def db_upgrade(
     """Apply the database migrations (SCHEMABRIDGE_DATABASE_URL) up to REVISION."""
     from engine.operations.schema import upgrade_database
     from engine.operations.startup import check_database_url, mask_url
+    from engine.settings import Settings
 
     settings = Settings()
     check_database_url(settings.database_url)

@@ -32,7 +32,6 @@ from typer import core as typer_core
 from typer._click.exceptions import UsageError
 
 from api.cli.exit_codes import EXIT_FOR_REFUSAL, ExitCode, exit_code_for
-from engine.settings import Settings
 from schemas.errors import OperationError
 
 PIPED_WIDTH = 1000
@@ -131,6 +130,8 @@ def explain(error: BaseException) -> tuple[str, int] | None:
             return leaf.message, EXIT_FOR_REFUSAL[leaf.refusal]
         if isinstance(leaf, OperationError):
             return leaf.message, exit_code_for(leaf)
+    from engine.settings import Settings
+
     refused = explain(error, Settings())
     if refused is not None:
         return refused.message, EXIT_FOR_REFUSAL[refused.refusal]

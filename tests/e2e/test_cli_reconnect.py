@@ -7,6 +7,7 @@ line. The watched run waits on a gate the test opens, so no step depends on timi
 from __future__ import annotations
 
 import json
+import signal
 import socket
 from collections.abc import Iterator
 from pathlib import Path
@@ -216,3 +217,33 @@ def test_watch_and_logs_follow_a_serve_that_is_killed_and_restarted(
     followed = [json.loads(line)["id"] for line in logs.stdout().splitlines()]
     assert len(followed) == len(set(followed)), followed  # no line printed twice
     assert followed == [json.loads(line)["id"] for line in everything.splitlines()]
+
+
+@pytest.mark.usefixtures("published")
+def test_ctrl_c_on_a_follower_says_the_run_goes_on(serve_api: Stack, held: Gate) -> None:
+    run = submit(serve_api, "ctrl-c-watch")
+    waiting = json.dumps({"gate": "ctrl-c-submit"})
+    try:
+        watch = follower(serve_api, serve_api.url, "ctrl-c-watch", "runs", "watch", run)
+        wait_ = follower(
+            serve_api, serve_api.url, "ctrl-c-submit", "runs", "submit", WORKFLOW,
+            "--input", waiting, "--wait",
+        )  # fmt: skip
+        try:
+            wait_until(lambda: "RUNNING" in watch.stdout(), "the watch's first progress line")
+            wait_until(lambda: "RUNNING" in wait_.stderr(), "the wait's first progress line")
+            for running in (watch, wait_):
+                running.process.send_signal(signal.SIGINT)
+                assert running.wait() == 130, (running.stdout(), running.stderr())
+        finally:
+            watch.kill()
+            wait_.kill()
+    finally:
+        held.open("ctrl-c-watch")
+        held.open("ctrl-c-submit")
+    submitted = wait_.stderr().splitlines()[0].split()[1]  # "run ID submitted (...)"
+    for running, run_id in ((watch, run), (wait_, submitted)):
+        assert "Traceback" not in running.stderr()
+        assert running.stderr().splitlines()[-1] == (
+            f"interrupted; run {run_id} goes on: follow it with `schemabridge runs watch {run_id}`"
+        )

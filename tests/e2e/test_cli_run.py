@@ -184,6 +184,7 @@ def test_a_bad_allow_list_is_one_line_and_exit_2(tmp_path: Path) -> None:
         ["api", "--port", "0"],
         ["serve", "--port", "0"],
         ["run", "examples/support-ticket.json", "--input", "@examples/support-ticket.input.json"],
+        ["validate", "examples/support-ticket.json"],
     ):
         result = sb(*command, db=tmp_path / "sb.db", egress_allow="10.0.0.1/8,nope!", timeout=60)
         assert result.returncode == 2, (command, result.stderr)
