@@ -322,7 +322,16 @@ def test_destinations_show_admission_and_take_a_cap(server: DemoServer, browser:
         card = page.locator(f'article.destination[data-destination="{server.downstream}"]')
         card.wait_for()
         assert "AIMD limit" in card.inner_text()
-        card.locator("svg.chart path.chart-limit").wait_for(timeout=30_000)
+        # A limit that has not moved is a flat line, which has no height: Playwright calls a
+        # zero-height path hidden, so wait for a drawn line (two samples) rather than for sight.
+        page.wait_for_function(
+            """destination => [...document.querySelectorAll("article.destination")]
+                .filter(card => card.dataset.destination === destination)
+                .some(card => (card.querySelector("svg.chart path.chart-limit")
+                    ?.getAttribute("d") || "").includes("L"))""",
+            arg=server.downstream,
+            timeout=30_000,
+        )
         card.locator("input.cap-input").first.fill("7")
         card.get_by_role("button", name="Save").click()
         confirm(page, "Set the cap")
