@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import AsyncIterator
 
 import pytest
@@ -147,3 +148,52 @@ async def test_analyze_refreshes_statistics_without_touching_data(store: Store) 
     await store.analyze()  # PostgreSQL: ANALYZE step, run; SQLite: nothing to do
     assert (await store.get_run(run.id)) == run
     assert len(await store.claim(10, lease_s=30)) == 1
+
+
+PAIR = Workflow.model_validate(
+    {
+        "name": "pair",
+        "vertices": {
+            "a": {"type": "GATEWAY", "config": {"url": "http://127.0.0.1:1/a"}},
+            "b": {"type": "GATEWAY", "config": {"url": "http://127.0.0.1:1/b"}},
+        },
+    }
+)
+
+
+async def test_a_run_ends_once_when_its_last_steps_are_recorded_by_concurrent_flushes(
+    store: Store,
+) -> None:
+    # Two workers' flushes each record one of the run's two remaining steps at the same time:
+    # exactly one of them sees the run end, and the run's output holds both sinks (the one
+    # recorded by the other flush is read back).
+    version = await store.publish(PAIR)
+    run, _ = await store.create_run(version, None)
+    claimed = {c.vertex_id: c for c in await store.claim(10, lease_s=30)}
+    assert sorted(claimed) == ["a", "b"]
+    reports = await asyncio.gather(
+        store.complete([StepSucceeded(claimed["a"], {"v": "a"})]),
+        store.complete([StepSucceeded(claimed["b"], {"v": "b"})]),
+    )
+    ended = [r.finished_runs for r in reports if r.finished_runs]
+    assert ended == [[(run.id, "SUCCEEDED")]]
+    final = await store.get_run(run.id)
+    assert final is not None and final.status == "SUCCEEDED"
+    assert final.output == {"a": {"v": "a"}, "b": {"v": "b"}}
+
+
+async def test_a_batch_with_some_of_a_runs_steps_counts_it_down_without_ending_it(
+    store: Store,
+) -> None:
+    version = await store.publish(PAIR)
+    run, _ = await store.create_run(version, None)
+    claimed = {c.vertex_id: c for c in await store.claim(10, lease_s=30)}
+    first = await store.complete([StepSucceeded(claimed["a"], {"v": "a"})])
+    assert first.finished_runs == []
+    running = await store.get_run(run.id)
+    assert running is not None and running.status == "RUNNING" and running.ended_at is None
+    second = await store.complete([StepSucceeded(claimed["b"], {"v": "b"})])
+    assert second.finished_runs == [(run.id, "SUCCEEDED")]
+    final = await store.get_run(run.id)
+    assert final is not None and final.status == "SUCCEEDED"
+    assert final.output == {"a": {"v": "a"}, "b": {"v": "b"}}
