@@ -65,6 +65,7 @@ ApiUrlOption = Annotated[
     typer.Option(
         "--api-url",
         envvar="SCHEMABRIDGE_API_URL",
+        metavar="URL",
         help="The SchemaBridge REST API (schemabridge serve or api).",
         rich_help_panel=_API,
     ),
@@ -74,6 +75,7 @@ ApiKeyOption = Annotated[
     typer.Option(
         "--api-key",
         envvar="SCHEMABRIDGE_API_KEY",
+        metavar="KEY",
         help="API key, sent as 'Authorization: Bearer' (not needed with serve --demo).",
         show_default=False,
         rich_help_panel=_API,

@@ -18,6 +18,7 @@ from __future__ import annotations
 # commands that need them, so `schemabridge --help` and `validate` start fast.
 import asyncio
 import contextlib
+import difflib
 import json
 import signal
 from collections.abc import AsyncIterator
@@ -120,7 +121,9 @@ def pick_workflow(workflows: list[Workflow], name: str | None) -> Workflow:
         for workflow in workflows:
             if workflow.name == name:
                 return workflow
-        raise fail(f"no workflow named {name!r} in the files given; they hold: {names}")
+        close = difflib.get_close_matches(name, [w.name for w in workflows], n=1, cutoff=0.6)
+        meant = f"did you mean {close[0]!r}? " if close else ""
+        raise fail(f"no workflow named {name!r} in the files given; {meant}they hold: {names}")
     children = {
         v.config.workflow.split("@")[0]
         for w in workflows

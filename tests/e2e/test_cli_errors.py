@@ -99,7 +99,8 @@ def test_redis_down(workflow: Path, sqlite: str) -> None:
 
 def test_an_unknown_workflow_lists_the_names(workflow: Path, sqlite: str) -> None:
     result = sb("run", str(workflow), "--workflow", "nope", database=sqlite)
-    one_line(result, 2, "no workflow named 'nope'", "lookup")
+    line = one_line(result, 2, "no workflow named 'nope'", "lookup")
+    assert "did you mean" not in line  # nothing is close to "nope"
 
 
 @pytest.mark.parametrize(
@@ -155,3 +156,8 @@ def test_messages_do_not_wrap_when_piped(workflow: Path) -> None:
     url = f"postgresql+asyncpg://postgres:secret@127.0.0.1:{free_port()}/a-rather-long-name"
     line = one_line(sb("run", str(workflow), database=url), 4)
     assert len(line) > 120  # one line however long, not folded at 80 columns
+
+
+def test_a_workflow_typo_names_the_workflow_meant(workflow: Path, sqlite: str) -> None:
+    result = sb("run", str(workflow), "--workflow", "lokup", database=sqlite)
+    one_line(result, 2, "no workflow named 'lokup' in the files given; did you mean 'lookup'?")

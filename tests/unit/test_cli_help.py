@@ -37,3 +37,8 @@ def test_each_argument_is_named_once() -> None:
             words = row.split()
             if words and re.fullmatch(r"[A-Z\[\].]+", words[0]):
                 assert words[1] != words[0], (command, row)
+
+
+def test_the_api_options_say_what_they_take() -> None:
+    text = help_of("runs", "watch")
+    assert "--api-url URL" in text and "--api-key KEY" in text
