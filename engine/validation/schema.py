@@ -79,7 +79,7 @@ def schema_problems(data: Any) -> list[Problem]:
     problems: list[Problem] = []
     for error in loader.file_validator().iter_errors(data):
         problems.extend(_describe(error, None))
-    return problems
+    return _once_each(problems)
 
 
 def instance_problems(schema: dict[str, Any], data: Any, whole: str) -> list[Problem]:
@@ -93,7 +93,13 @@ def instance_problems(schema: dict[str, Any], data: Any, whole: str) -> list[Pro
             problems.extend(_describe(error, whole))
     except (Unresolvable, UnsafePattern) as exc:  # refused at authoring time; a backstop
         problems.append(Problem("", f"The schema cannot be applied: {exc}.", Code.INPUT))
-    return problems
+    return _once_each(problems)
+
+
+def _once_each(problems: list[Problem]) -> list[Problem]:
+    """`problems` in order, each once: jsonschema raises one `required` error per missing
+    field, and each is described with every missing field of its object (`_missing`)."""
+    return list(dict.fromkeys(problems))
 
 
 def input_schema_problems(workflow: dict[str, Any], base: str) -> list[Problem]:

@@ -323,17 +323,18 @@ def test_validate_input_checks_the_input_schema() -> None:
         **workflow(a=gateway()),
         "inputSchema": {
             "type": "object",
-            "required": ["id"],
+            "required": ["id", "name"],
             "properties": {"id": {"type": "integer"}},
         },
     }
     [wf] = parse_document(json.dumps(document))
-    assert validate_input(wf, {"id": 3}) == []
-    assert validate_input(wf, {"id": "x"}) == [
+    assert validate_input(wf, {"id": 3, "name": "n"}) == []
+    assert validate_input(wf, {"id": "x", "name": "n"}) == [
         Problem("/id", "id must be an integer, not a string.", "schema")
     ]
     assert [p.message for p in validate_input(wf, {})] == [
-        'The input is missing the required field "id".'
+        'The input is missing the required field "id".',
+        'The input is missing the required field "name".',
     ]
 
 
