@@ -52,5 +52,5 @@ bench: $(STAMP)
 	$(BIN)/python -m bench.engine
 
 clean:
-	rm -rf $(VENV) .demo.db* .demo-monitor.db* .pytest_cache .mypy_cache .ruff_cache \
+	rm -rf $(VENV) .demo.db* .demo-monitor.db* .demo-monitor.lock .pytest_cache .mypy_cache .ruff_cache \
 		tests/e2e/screenshots

@@ -21,9 +21,11 @@ service gets the same SIGINT from the terminal; this script waits for it to fini
 from __future__ import annotations
 
 import argparse
+import fcntl
 import json
 import os
 import signal
+import socket
 import subprocess
 import sys
 import time
@@ -43,6 +45,8 @@ FANOUT_SIZE = 400
 LATENCY_MS = 600
 """The downstream's answer time while the demo runs: slow enough to watch a fan-out."""
 DATABASE = Path(".demo-monitor.db")
+LOCK = Path(".demo-monitor.lock")
+"""Held while a demo runs here: a second `make demo` must not delete the first's database."""
 
 
 class DemoError(Exception):
@@ -125,6 +129,34 @@ def _read_urls(out: IO[str], process: subprocess.Popen[str]) -> tuple[str, str]:
     )
 
 
+def _hold_lock() -> IO[bytes]:
+    """Lock `LOCK` for this process's life (the kernel drops it when the process ends, even
+    killed): a second demo in this folder is refused before it touches the database."""
+    held = LOCK.open("ab")
+    try:
+        fcntl.flock(held, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        held.close()
+        raise DemoError(
+            f"another `make demo` is running in this folder (it holds {LOCK}); stop it with "
+            "Ctrl-C first, or open the URL it printed"
+        ) from None
+    return held
+
+
+def _check_port(host: str, port: int) -> None:
+    """Refuse a taken port before anything is started or deleted."""
+    if port == 0:
+        return
+    with socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET) as probe:
+        try:
+            probe.bind((host, port))
+        except OSError:
+            raise DemoError(
+                f"{host}:{port} is taken by another process: make demo PORT={port + 1}"
+            ) from None
+
+
 def _fresh_database(keep: bool) -> str:
     if not keep:
         for suffix in ("", "-wal", "-shm"):
@@ -158,6 +190,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--keep", action="store_true", help=f"keep {DATABASE} from last time")
     args = parser.parse_args(argv)
     schemabridge = str(Path(sys.executable).with_name("schemabridge"))
+    try:
+        lock = _hold_lock()
+        _check_port(args.host, args.port)
+    except DemoError as error:
+        print(f"make demo: {error}", file=sys.stderr)
+        return 1
     env_database = _fresh_database(args.keep)
     command = [schemabridge, "serve", "--demo", "--host", args.host, "--port", str(args.port)]
     command += ["--no-access-log", "--log-level", "warning"]
@@ -174,10 +212,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         return _stop(process)
     except (DemoError, OSError) as error:
         print(f"make demo: {error}", file=sys.stderr)
-        if args.port and "address" in str(error).lower():
-            print("another process holds the port: make demo PORT=8001", file=sys.stderr)
         _stop(process)
         return 1
+    finally:
+        lock.close()
 
 
 def _stop(process: subprocess.Popen[str]) -> int:

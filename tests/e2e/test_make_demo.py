@@ -75,9 +75,39 @@ def test_make_demo_shows_a_fan_out_and_a_failure_then_stops_on_ctrl_c(tmp_path: 
             "nightly-subscription-renewals",
         }
         assert [r["status"] for r in listed].count("FAILED") == 1
+        _a_second_demo_is_refused_and_deletes_nothing(tmp_path, env, api)
     finally:
         if process.poll() is None:
             os.killpg(process.pid, signal.SIGINT)  # Ctrl-C in a terminal
         code = process.wait(timeout=60)
     assert code == 0, out.read_text()[-3000:]
     assert out.read_text().rstrip().endswith("stopped."), out.read_text()[-2000:]
+
+
+def _a_second_demo_is_refused_and_deletes_nothing(
+    here: Path, env: dict[str, str], api: str
+) -> None:
+    """While a demo runs: a second one in its folder must not delete its database (whatever
+    the port), and one elsewhere on its port is told to pick another, before anything starts."""
+    database = here / ".demo-monitor.db"
+    inode = database.stat().st_ino
+    elsewhere = here / "elsewhere"
+    elsewhere.mkdir()
+    port = api.rsplit(":", 1)[1]
+    for cwd, args, said in [
+        (here, ["--port", "0"], "another `make demo` is running in this folder"),
+        (elsewhere, ["--port", port], f"127.0.0.1:{port} is taken by another process"),
+    ]:
+        second = subprocess.run(
+            [sys.executable, "-m", "demo.monitor", *args],
+            check=False,
+            cwd=cwd,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+        assert second.returncode == 1, second.stderr
+        assert said in second.stderr and "Traceback" not in second.stderr, second.stderr
+    assert database.stat().st_ino == inode, "the running demo's database was replaced"
+    assert not (elsewhere / ".demo-monitor.db").exists(), "nothing was started elsewhere"
