@@ -104,7 +104,18 @@ def _show_usage_error(self: UsageError, file: IO[Any] | None = None) -> None:
     'list'?") and where the help is, instead of click's usage block and message."""
     where = self.ctx.command_path if self.ctx is not None else "schemabridge"
     message = self.format_message().strip().replace("\n", " ")
+    option = getattr(self, "option_name", None)
+    if option in _CLIENT_OPTIONS and self.ctx is not None and self.ctx.parent is None:
+        # `schemabridge --api-url URL runs list`, as kubectl and temporal take it.
+        setting = _CLIENT_OPTIONS[option]
+        message += (
+            f"; it goes after the command (`schemabridge runs list {option} …`) or in {setting}"
+        )
     stderr().print(f"error: {message} (see `{where} --help`)", markup=False)
+
+
+_CLIENT_OPTIONS = {"--api-url": "SCHEMABRIDGE_API_URL", "--api-key": "SCHEMABRIDGE_API_KEY"}
+"""The REST client's options, which each command takes, not the program."""
 
 
 def install_one_line_usage_errors() -> None:

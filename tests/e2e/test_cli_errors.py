@@ -161,3 +161,9 @@ def test_messages_do_not_wrap_when_piped(workflow: Path) -> None:
 def test_a_workflow_typo_names_the_workflow_meant(workflow: Path, sqlite: str) -> None:
     result = sb("run", str(workflow), "--workflow", "lokup", database=sqlite)
     one_line(result, 2, "no workflow named 'lokup' in the files given; did you mean 'lookup'?")
+
+
+def test_client_options_before_the_command_say_where_they_go(sqlite: str) -> None:
+    result = sb("--api-url", "http://127.0.0.1:9", "runs", "list", database=sqlite)
+    one_line(result, 2, "No such option: --api-url", "it goes after the command")
+    one_line(sb("--api-key", "k", "runs", "list", database=sqlite), 2, "SCHEMABRIDGE_API_KEY")
