@@ -34,7 +34,7 @@ from api.cli.remote import (
     say,
     stdout,
 )
-from api.cli.text import parse_duration
+from api.cli.text import parse_duration, plural
 
 if TYPE_CHECKING:
     from api.cli.wire import DeploymentChange, DeploymentView
@@ -253,7 +253,7 @@ def _stopped(remote: Remote, change: DeploymentChange) -> None:
     stdout().print(change.message, markup=False)
     deployment = change.deployment
     say(
-        f"exposure: {deployment.exposure:,} runs went to v{deployment.candidate_version}; "
+        f"exposure: {plural(deployment.exposure, 'run')} went to v{deployment.candidate_version}; "
         f"details: schemabridge deployments show {deployment.id}"
     )
 

@@ -176,18 +176,27 @@ def test_abort_and_manual_rollback(stack: Stack) -> None:
 
     aborted = stack.ok("deployments", "abort", first)
     assert aborted.stdout == f"deployment {first} aborted: dep-abort v2 gets no new runs\n"
-    assert f"details: schemabridge deployments show {first}" in aborted.stderr
+    assert f"exposure: 0 runs went to v2; details: schemabridge deployments show {first}" in (
+        aborted.stderr
+    )
     again = stack.ok("deployments", "abort", first)
     assert again.stdout == f"deployment {first} was already aborted\n"
     late = stack.cli("deployments", "rollback", first)
     assert_refused(late, 1, "has already ended ABORTED; it cannot be rolled back")
 
     second = started_id(
-        stack.ok("deployments", "start", "dep-abort", "--version", "2", *HOLDING).stdout
+        stack.ok(
+            "deployments", "start", "dep-abort", "--version", "2", "--stages", "100", *HOLDING
+        ).stdout
     )
-    rolled = stack.json("deployments", "rollback", second)
-    assert rolled["changed"] is True and rolled["deployment"]["status"] == "ROLLED_BACK"
-    assert rolled["deployment"]["outcome"]["reason"].startswith("rolled back by key:")
+    assert [r["version"] for r in submit(stack, "dep-abort", 1)] == [2]
+    rolled_back = stack.ok("deployments", "rollback", second)
+    assert f"exposure: 1 run went to v2; details: schemabridge deployments show {second}" in (
+        rolled_back.stderr
+    )
+    rolled = stack.json("deployments", "show", second)
+    assert rolled["status"] == "ROLLED_BACK"
+    assert rolled["outcome"]["reason"].startswith("rolled back by key:")
     assert stack.json("workflows", "serving", "dep-abort")["servingVersion"] == 1
 
 
