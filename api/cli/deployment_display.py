@@ -49,6 +49,26 @@ def where(deployment: DeploymentView) -> str:
     return f"stage {deployment.stage} of {len(stages)} ({percent(target)})"
 
 
+def weight_now(deployment: DeploymentView) -> str:
+    """The WEIGHT column: the stored weight is 0 once a deployment ends, which a promoted
+    candidate must not read as, since it then serves every new run."""
+    if deployment.status == "SUCCEEDED":
+        return "100 % (serving)"
+    return percent(deployment.weight)
+
+
+def share(deployment: DeploymentView) -> str:
+    """What the candidate gets of new runs now: its stage's weight while running, every run
+    once promoted, none once aborted or rolled back (they go back to the serving version)."""
+    d = deployment
+    if d.status == "SUCCEEDED":
+        return f"the candidate v{d.candidate_version} now serves: it gets every new run"
+    gets = f"the candidate gets {percent(d.weight)} of new runs"
+    if d.status == "RUNNING":
+        return gets
+    return f"{gets}: they go back to v{d.serving_version}"
+
+
 def deployments_table(items: Sequence[DeploymentView], now: float) -> Table:
     rows: list[list[str | Text]] = [
         [
@@ -58,7 +78,7 @@ def deployments_table(items: Sequence[DeploymentView], now: float) -> Table:
             f"v{d.serving_version}",
             status_text(d.status),
             where(d),
-            percent(d.weight),
+            weight_now(d),
             f"{d.candidate.runs:,}",
             ratio(d.candidate.failure_ratio),
             relative(d.created_at, now),
@@ -193,7 +213,7 @@ def deployment_view(deployment: DeploymentView, now: float) -> Group:
             f"v{d.serving_version} (serving)  ",
             status_text(d.status),
         ),
-        Text(f"{where(d)}; the candidate gets {percent(d.weight)} of new runs"),
+        Text(f"{where(d)}; {share(d)}"),
         Text(f"started {exact(d.created_at)} ({relative(d.created_at, now)}) by {d.created_by}"),
     ]
     if d.ended_at is not None:

@@ -108,7 +108,15 @@ def test_a_healthy_candidate_is_promoted_and_serves(stack: Stack) -> None:
         re.M,
     ), shown
     assert re.search(r"^succeeded at stage 1 \(engine\): stage held", shown, re.M), shown
+    assert "stage 1 of 1 (100 %); the candidate v2 now serves: it gets every new run" in shown
     assert "None" not in shown
+    table = stack.ok("deployments", "list", "dep-healthy").stdout
+    assert re.search(
+        rf"^{deployment_id}\s+dep-healthy\s+v2\s+v1\s+SUCCEEDED\s+stage 1 of 1 \(100 %\)\s+"
+        r"100 % \(serving\)\s",
+        table,
+        re.M,
+    ), table
 
 
 def test_a_failing_candidate_is_rolled_back_with_its_exposure(stack: Stack) -> None:
@@ -128,7 +136,7 @@ def test_a_failing_candidate_is_rolled_back_with_its_exposure(stack: Stack) -> N
 
     shown = stack.ok("deployments", "show", deployment_id).stdout
     assert "ROLLED_BACK" in shown.splitlines()[0]
-    assert "stage 1 of 2 (50 %); the candidate gets 0 % of new runs" in shown
+    assert "stage 1 of 2 (50 %); the candidate gets 0 % of new runs: they go back to v1" in shown
     assert f"exposure: {len(on_candidate)} runs went to the candidate v2" in shown
     assert re.search(r"^v2\s+candidate\s+\d+\s+0\s+\d+\s+0\s+\d+\s+1\.000$", shown, re.M), shown
     figures = ended["outcome"]["figures"]["candidate"]

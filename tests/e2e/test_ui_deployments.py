@@ -97,6 +97,37 @@ def test_a_deployment_started_from_the_deploy_button_is_seen_and_aborted(
     assert server.call(f"/deployments/{deployment_id}")["status"] == "ABORTED"
     assert {r["version"] for r in submit(server, "ui-orders", 5)} == {1}
 
+    promoted = promote(server, "ui-promoted")
+    with opened(browser, f"{server.ui}#/deployments") as (page, _):
+        row = page.locator(f'tr[data-deployment="{promoted}"]')
+        row.wait_for()
+        assert row.locator("td.weight-cell").inner_text() == "100 % (serving)"
+        page.goto(f"{server.ui}#/deployments/{promoted}")
+        page.locator("h1 .badge", has_text="succeeded").wait_for()
+        assert page.locator(".weight-now").inner_text() == "100 % (serving)"
+        note = page.locator(".weight-note").inner_text().strip()
+        assert note == "— v2 now serves: it gets every new run"
+
+
+def promote(server: DemoServer, name: str) -> str:
+    """A deployment of `name` v2 in one stage that holds for nothing: promoted at once. Its id."""
+    publish(server, name, failing=False)
+    started = server.call(
+        f"/workflows/{name}/deployments",
+        {
+            "version": 2,
+            "stages": [{"weight": 100, "minRuns": 0, "minDurationSeconds": 0}],
+            "rollback": {"minFinishedRuns": 0},
+            "checkIntervalSeconds": 0.2,
+        },
+    )
+    eventually(
+        lambda: server.call(f"/deployments/{started['id']}")["status"] == "SUCCEEDED",
+        60,
+        "the candidate is promoted",
+    )
+    return str(started["id"])
+
 
 def deploy_from_the_form(server: DemoServer, page: Any) -> str:
     """On ui-orders v1's page (serving), then v2's: the Deploy form, by keyboard, with a
@@ -166,6 +197,7 @@ def abort_on_its_page(server: DemoServer, page: Any, deployment_id: str) -> None
     page.locator("h1 .badge", has_text="aborted").wait_for()
     assert page.get_by_role("button", name="Abort").is_disabled()
     assert page.locator(".weight-now").inner_text() == "0 %"
+    assert page.locator(".weight-note").inner_text().strip() == "— new runs go back to v1"
     assert [
         e.split(" · ")[0].split(" ", 2)[-1]
         for e in page.locator(".deploy-timeline li").all_inner_texts()
