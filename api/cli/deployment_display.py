@@ -182,17 +182,18 @@ def timeline_table(events: Sequence[TimelineEvent]) -> Table:
 
 
 def policy_line(deployment: DeploymentView) -> str:
+    """The rollback policy, with the threshold it gives now when it depends on the serving
+    version's ratio (the higher of the two; the fixed ratio alone until serving has one)."""
     policy = deployment.rollback
-    margin = (
-        f", or serving's ratio + {policy.margin_over_serving:g}"
-        if policy.margin_over_serving is not None
-        else ""
-    )
+    limit = f"rollback when the candidate's failure ratio exceeds {policy.max_failure_ratio:g}"
+    if policy.margin_over_serving is not None:
+        limit += (
+            f" or serving's ratio + {policy.margin_over_serving:g}, whichever is higher "
+            f"(threshold now {deployment.threshold:.3f})"
+        )
     return (
-        f"rollback over a failure ratio of {policy.max_failure_ratio:g}{margin} "
-        f"(now {deployment.threshold:.3f}), judged from "
-        f"{plural(policy.min_finished_runs, 'finished run')}; checked every "
-        f"{duration(deployment.check_interval_seconds)}"
+        f"{limit}, judged from {plural(policy.min_finished_runs, 'finished run')}; "
+        f"checked every {duration(deployment.check_interval_seconds)}"
     )
 
 

@@ -145,6 +145,10 @@ def test_a_failing_candidate_is_rolled_back_with_its_exposure(stack: Stack) -> N
         f"(ratio 1.000; {figures['runs']} runs in all)"
     ) in shown
     assert "threshold 0.100" in shown
+    assert (
+        "rollback when the candidate's failure ratio exceeds 0.1, judged from 3 finished runs; "
+        "checked every "
+    ) in shown
     assert re.search(
         r"^rolled back at stage 1 \(engine\): the candidate failed \d+ of", shown, re.M
     )
@@ -169,8 +173,15 @@ def test_a_failing_candidate_is_rolled_back_with_its_exposure(stack: Stack) -> N
 def test_abort_and_manual_rollback(stack: Stack) -> None:
     two_versions(stack, "dep-abort")
     first = started_id(
-        stack.ok("deployments", "start", "dep-abort", "--version", "2", *HOLDING).stdout
+        stack.ok(
+            "deployments", "start", "dep-abort", "--version", "2", *HOLDING, "--margin", "0.02"
+        ).stdout
     )
+    shown = stack.ok("deployments", "show", first).stdout
+    assert (
+        "rollback when the candidate's failure ratio exceeds 0.05 or serving's ratio + 0.02, "
+        "whichever is higher (threshold now 0.050), judged from 20 finished runs"
+    ) in shown
     listed = stack.json("deployments", "list")["items"]
     assert first in [d["id"] for d in listed]
     mine = next(d for d in listed if d["id"] == first)

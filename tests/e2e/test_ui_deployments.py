@@ -217,7 +217,7 @@ def test_a_failing_candidate_is_rolled_back_and_shows_its_exposure(
                 {"weight": 50, "minRuns": 1000, "minDurationSeconds": 3600},
                 {"weight": 100},
             ],
-            "rollback": {"maxFailureRatio": 0.1, "minFinishedRuns": 3},
+            "rollback": {"maxFailureRatio": 0.1, "marginOverServing": 0.05, "minFinishedRuns": 3},
             "checkIntervalSeconds": 0.2,
         },
     )
@@ -234,8 +234,10 @@ def test_a_failing_candidate_is_rolled_back_and_shows_its_exposure(
     with opened(browser, f"{server.ui}#/deployments/{deployment_id}") as (page, _):
         page.locator("h1 .badge", has_text="rolled back").wait_for()
         exposure = page.locator(".exposure-figure").inner_text()
-        assert exposure == f"{ended['exposure']} runs went to the candidate v2."
-        assert ended["exposure"] == len(on_candidate)
+        assert (exposure, ended["exposure"]) == (
+            f"{len(on_candidate)} runs went to the candidate v2.",
+            len(on_candidate),
+        )
         outcome = page.locator("section.outcome")
         assert outcome.locator("h2").inner_text() == "Rolled back at stage 1"
         assert "the candidate failed" in outcome.locator(".outcome-reason").inner_text()
@@ -246,6 +248,11 @@ def test_a_failing_candidate_is_rolled_back_and_shows_its_exposure(
             f"(ratio 1.000; {figures['runs']} runs in all)"
         ) in outcome.inner_text()
         assert "threshold 0.100" in outcome.inner_text()
+        assert (
+            "Rolls back when the candidate's failure ratio exceeds 0.1 or the serving version's "
+            "ratio + 0.05, whichever is higher (threshold now 0.100), judged once 3 runs of the "
+            "candidate have finished; checked every "
+        ) in page.locator(".policy-line").inner_text()
         candidate = page.locator('table.figures tr[data-role="candidate"] td').all_inner_texts()
         assert candidate[-2:] == ["1.000", "runs of v2"]
         assert page.locator("table.figures td.over").count() == 1

@@ -171,10 +171,15 @@ function figuresTable(d) {
   );
 }
 
+/** The rollback policy, with the threshold it gives now when it depends on the serving
+ * version's ratio (the higher of the two; the fixed ratio alone until serving has one). */
 function policyLine(d) {
   const p = d.rollback;
-  const margin = p.marginOverServing === null || p.marginOverServing === undefined ? "" : `, or the serving version's ratio + ${p.marginOverServing}`;
-  return `Rolls back over a failure ratio of ${p.maxFailureRatio}${margin} (now ${ratio(d.threshold)}), judged once ${plural(p.minFinishedRuns, "run")} of the candidate have finished; checked every ${duration(d.checkIntervalSeconds)}.`;
+  const margin =
+    p.marginOverServing === null || p.marginOverServing === undefined
+      ? ""
+      : ` or the serving version's ratio + ${p.marginOverServing}, whichever is higher (threshold now ${ratio(d.threshold)})`;
+  return `Rolls back when the candidate's failure ratio exceeds ${p.maxFailureRatio}${margin}, judged once ${plural(p.minFinishedRuns, "run")} of the candidate have finished; checked every ${duration(d.checkIntervalSeconds)}.`;
 }
 
 function exposureSection(d) {
@@ -300,7 +305,7 @@ export async function deploymentPage(main, params, id) {
       outcomeSection(d),
       h("h2", {}, "Stages"),
       stagesList(d),
-      h("p", { class: "muted small" }, policyLine(d)),
+      h("p", { class: "muted small policy-line" }, policyLine(d)),
       h("h2", {}, "Runs by version"),
       figuresTable(d),
       exposureSection(d),
