@@ -248,12 +248,31 @@ def refusing(stack: Stack) -> Stack:
 @pytest.mark.parametrize(
     ("args", "code", "needle"),
     [
-        (["deployments", "show", "no-such-deployment"], 1, "no deployment 'no-such-deployment'"),
+        (
+            ["deployments", "show", "no-such-deployment"],
+            1,
+            "no deployment 'no-such-deployment'; `schemabridge deployments list` shows the "
+            "deployments",
+        ),
         (["deployments", "abort", "00000000-0000-0000-0000-000000000000"], 1, "no deployment"),
-        (["deployments", "rollback", "nope"], 1, "no deployment 'nope'"),
+        (
+            ["deployments", "rollback", "nope"],
+            1,
+            "no deployment 'nope'; `schemabridge deployments list`",
+        ),
         (["deployments", "list", "ghost"], 1, "ghost"),
+        (["deployments", "list", "dep-refusls"], 1, "did you mean 'dep-refusals'?"),
         (["deployments", "start", "ghost", "--version", "1"], 1, "ghost"),
-        (["deployments", "start", "dep-refusals", "--version", "9"], 1, "9"),
+        (
+            ["deployments", "start", "dep-refusls", "--version", "2"],
+            1,
+            "no published workflow 'dep-refusls' version 2; did you mean 'dep-refusals'?",
+        ),
+        (
+            ["deployments", "start", "dep-refusals", "--version", "9"],
+            1,
+            "`schemabridge workflows versions dep-refusals` lists its versions",
+        ),
         (["deployments", "start", "dep-refusals", "--version", "1"], 1, "serving"),
         (
             ["deployments", "start", "dep-refusals", "--version", "2", "--stages", "50,10,100"],
