@@ -261,12 +261,12 @@ def refusing(stack: Stack) -> Stack:
             "no deployment 'nope'; `schemabridge deployments list`",
         ),
         (["deployments", "list", "ghost"], 1, "ghost"),
-        (["deployments", "list", "dep-refusls"], 1, "did you mean 'dep-refusals'?"),
+        (["deployments", "list", "dep-refusls"], 1, "did you mean 'dep-refusals'"),
         (["deployments", "start", "ghost", "--version", "1"], 1, "ghost"),
         (
             ["deployments", "start", "dep-refusls", "--version", "2"],
             1,
-            "no published workflow 'dep-refusls' version 2; did you mean 'dep-refusals'?",
+            "no published workflow 'dep-refusls' version 2; did you mean 'dep-refusals'",
         ),
         (
             ["deployments", "start", "dep-refusals", "--version", "9"],
