@@ -49,6 +49,26 @@ def where(deployment: DeploymentView) -> str:
     return f"stage {deployment.stage} of {len(stages)} ({percent(target)})"
 
 
+def weight_now(deployment: DeploymentView) -> str:
+    """The WEIGHT column: the stored weight is 0 once a deployment ends, which a promoted
+    candidate must not read as, since it then serves every new run."""
+    if deployment.status == "SUCCEEDED":
+        return "100 % (serving)"
+    return percent(deployment.weight)
+
+
+def share(deployment: DeploymentView) -> str:
+    """What the candidate gets of new runs now: its stage's weight while running, every run
+    once promoted, none once aborted or rolled back (they go back to the serving version)."""
+    d = deployment
+    if d.status == "SUCCEEDED":
+        return f"the candidate v{d.candidate_version} now serves: it gets every new run"
+    gets = f"the candidate gets {percent(d.weight)} of new runs"
+    if d.status == "RUNNING":
+        return gets
+    return f"{gets}: they go back to v{d.serving_version}"
+
+
 def deployments_table(items: Sequence[DeploymentView], now: float) -> Table:
     rows: list[list[str | Text]] = [
         [
@@ -58,7 +78,7 @@ def deployments_table(items: Sequence[DeploymentView], now: float) -> Table:
             f"v{d.serving_version}",
             status_text(d.status),
             where(d),
-            percent(d.weight),
+            weight_now(d),
             f"{d.candidate.runs:,}",
             ratio(d.candidate.failure_ratio),
             relative(d.created_at, now),
@@ -162,17 +182,18 @@ def timeline_table(events: Sequence[TimelineEvent]) -> Table:
 
 
 def policy_line(deployment: DeploymentView) -> str:
+    """The rollback policy, with the threshold it gives now when it depends on the serving
+    version's ratio (the higher of the two; the fixed ratio alone until serving has one)."""
     policy = deployment.rollback
-    margin = (
-        f", or serving's ratio + {policy.margin_over_serving:g}"
-        if policy.margin_over_serving is not None
-        else ""
-    )
+    limit = f"rollback when the candidate's failure ratio exceeds {policy.max_failure_ratio:g}"
+    if policy.margin_over_serving is not None:
+        limit += (
+            f" or serving's ratio + {policy.margin_over_serving:g}, whichever is higher "
+            f"(threshold now {deployment.threshold:.3f})"
+        )
     return (
-        f"rollback over a failure ratio of {policy.max_failure_ratio:g}{margin} "
-        f"(now {deployment.threshold:.3f}), judged from "
-        f"{plural(policy.min_finished_runs, 'finished run')}; checked every "
-        f"{duration(deployment.check_interval_seconds)}"
+        f"{limit}, judged from {plural(policy.min_finished_runs, 'finished run')}; "
+        f"checked every {duration(deployment.check_interval_seconds)}"
     )
 
 
@@ -193,7 +214,7 @@ def deployment_view(deployment: DeploymentView, now: float) -> Group:
             f"v{d.serving_version} (serving)  ",
             status_text(d.status),
         ),
-        Text(f"{where(d)}; the candidate gets {percent(d.weight)} of new runs"),
+        Text(f"{where(d)}; {share(d)}"),
         Text(f"started {exact(d.created_at)} ({relative(d.created_at, now)}) by {d.created_by}"),
     ]
     if d.ended_at is not None:

@@ -34,7 +34,7 @@ from api.cli.remote import (
     say,
     stdout,
 )
-from api.cli.text import parse_duration
+from api.cli.text import parse_duration, plural
 
 if TYPE_CHECKING:
     from api.cli.wire import DeploymentChange, DeploymentView
@@ -188,7 +188,7 @@ def start(
         except ApiFailure as failure:
             raise _one_line(failure, stages) from None
 
-    started = call(remote, action)
+    started = call(remote, action, workflow=workflow)
     if remote.json:
         print_json(dump(started))
         return
@@ -221,7 +221,7 @@ def list_deployments(
     """Deployments, newest first: candidate and serving version, status, stage, weight and
     the candidate's runs and failure ratio."""
     remote = Remote(api_url, api_key, output, debug)
-    found = call(remote, lambda api: api.deployments.list(workflow, limit=limit))
+    found = call(remote, lambda api: api.deployments.list(workflow, limit=limit), workflow=workflow)
     empty = "no deployments" + (f" of {workflow}" if workflow else "")
     empty += "; start one: schemabridge deployments start WORKFLOW --version V"
     print_page(remote, found, lambda items: deployments_table(items, time.time()), empty)
@@ -253,7 +253,7 @@ def _stopped(remote: Remote, change: DeploymentChange) -> None:
     stdout().print(change.message, markup=False)
     deployment = change.deployment
     say(
-        f"exposure: {deployment.exposure:,} runs went to v{deployment.candidate_version}; "
+        f"exposure: {plural(deployment.exposure, 'run')} went to v{deployment.candidate_version}; "
         f"details: schemabridge deployments show {deployment.id}"
     )
 

@@ -15,6 +15,7 @@ if TYPE_CHECKING:
 MAX_LISTED = 8
 """Workflow names listed when none is close to the one given."""
 RUNS_FIX = "`schemabridge runs list` shows the runs (a fan-out's children: `runs list --all`)"
+DEPLOYMENTS_FIX = "`schemabridge deployments list` shows the deployments"
 
 
 def amended(failure: ApiFailure, fix: str) -> ApiFailure:
@@ -56,9 +57,12 @@ async def require_workflow(api: ApiClient, name: str) -> None:
 
 
 async def with_fix(api: ApiClient, failure: ApiFailure, workflow: str | None) -> ApiFailure:
-    """`failure` with its fix, when it is a run or a workflow `workflow` not found."""
+    """`failure` with its fix, when it is a run, a deployment or a workflow `workflow` not
+    found."""
     if failure.code == "run_not_found":
         return amended(failure, RUNS_FIX)
+    if failure.code == "deployment_not_found":
+        return amended(failure, DEPLOYMENTS_FIX)
     if failure.code != "workflow_not_found" or workflow is None:
         return failure
     try:

@@ -132,7 +132,8 @@ class DeploymentView(View):
     stage: int
     """The stage in force (1-based), or the last one it reached."""
     weight: float
-    """Percent of new runs the candidate gets now (0 once the deployment has ended)."""
+    """Percent of new runs the candidate gets as a candidate now: 0 once the deployment has
+    ended (a SUCCEEDED one's candidate then gets every run as the serving version)."""
     stages: list[StageView]
     rollback: RollbackSpec
     threshold: float

@@ -108,7 +108,15 @@ def test_a_healthy_candidate_is_promoted_and_serves(stack: Stack) -> None:
         re.M,
     ), shown
     assert re.search(r"^succeeded at stage 1 \(engine\): stage held", shown, re.M), shown
+    assert "stage 1 of 1 (100 %); the candidate v2 now serves: it gets every new run" in shown
     assert "None" not in shown
+    table = stack.ok("deployments", "list", "dep-healthy").stdout
+    assert re.search(
+        rf"^{deployment_id}\s+dep-healthy\s+v2\s+v1\s+SUCCEEDED\s+stage 1 of 1 \(100 %\)\s+"
+        r"100 % \(serving\)\s",
+        table,
+        re.M,
+    ), table
 
 
 def test_a_failing_candidate_is_rolled_back_with_its_exposure(stack: Stack) -> None:
@@ -128,7 +136,7 @@ def test_a_failing_candidate_is_rolled_back_with_its_exposure(stack: Stack) -> N
 
     shown = stack.ok("deployments", "show", deployment_id).stdout
     assert "ROLLED_BACK" in shown.splitlines()[0]
-    assert "stage 1 of 2 (50 %); the candidate gets 0 % of new runs" in shown
+    assert "stage 1 of 2 (50 %); the candidate gets 0 % of new runs: they go back to v1" in shown
     assert f"exposure: {len(on_candidate)} runs went to the candidate v2" in shown
     assert re.search(r"^v2\s+candidate\s+\d+\s+0\s+\d+\s+0\s+\d+\s+1\.000$", shown, re.M), shown
     figures = ended["outcome"]["figures"]["candidate"]
@@ -137,6 +145,10 @@ def test_a_failing_candidate_is_rolled_back_with_its_exposure(stack: Stack) -> N
         f"(ratio 1.000; {figures['runs']} runs in all)"
     ) in shown
     assert "threshold 0.100" in shown
+    assert (
+        "rollback when the candidate's failure ratio exceeds 0.1, judged from 3 finished runs; "
+        "checked every "
+    ) in shown
     assert re.search(
         r"^rolled back at stage 1 \(engine\): the candidate failed \d+ of", shown, re.M
     )
@@ -161,8 +173,15 @@ def test_a_failing_candidate_is_rolled_back_with_its_exposure(stack: Stack) -> N
 def test_abort_and_manual_rollback(stack: Stack) -> None:
     two_versions(stack, "dep-abort")
     first = started_id(
-        stack.ok("deployments", "start", "dep-abort", "--version", "2", *HOLDING).stdout
+        stack.ok(
+            "deployments", "start", "dep-abort", "--version", "2", *HOLDING, "--margin", "0.02"
+        ).stdout
     )
+    shown = stack.ok("deployments", "show", first).stdout
+    assert (
+        "rollback when the candidate's failure ratio exceeds 0.05 or serving's ratio + 0.02, "
+        "whichever is higher (threshold now 0.050), judged from 20 finished runs"
+    ) in shown
     listed = stack.json("deployments", "list")["items"]
     assert first in [d["id"] for d in listed]
     mine = next(d for d in listed if d["id"] == first)
@@ -176,18 +195,27 @@ def test_abort_and_manual_rollback(stack: Stack) -> None:
 
     aborted = stack.ok("deployments", "abort", first)
     assert aborted.stdout == f"deployment {first} aborted: dep-abort v2 gets no new runs\n"
-    assert f"details: schemabridge deployments show {first}" in aborted.stderr
+    assert f"exposure: 0 runs went to v2; details: schemabridge deployments show {first}" in (
+        aborted.stderr
+    )
     again = stack.ok("deployments", "abort", first)
     assert again.stdout == f"deployment {first} was already aborted\n"
     late = stack.cli("deployments", "rollback", first)
     assert_refused(late, 1, "has already ended ABORTED; it cannot be rolled back")
 
     second = started_id(
-        stack.ok("deployments", "start", "dep-abort", "--version", "2", *HOLDING).stdout
+        stack.ok(
+            "deployments", "start", "dep-abort", "--version", "2", "--stages", "100", *HOLDING
+        ).stdout
     )
-    rolled = stack.json("deployments", "rollback", second)
-    assert rolled["changed"] is True and rolled["deployment"]["status"] == "ROLLED_BACK"
-    assert rolled["deployment"]["outcome"]["reason"].startswith("rolled back by key:")
+    assert [r["version"] for r in submit(stack, "dep-abort", 1)] == [2]
+    rolled_back = stack.ok("deployments", "rollback", second)
+    assert f"exposure: 1 run went to v2; details: schemabridge deployments show {second}" in (
+        rolled_back.stderr
+    )
+    rolled = stack.json("deployments", "show", second)
+    assert rolled["status"] == "ROLLED_BACK"
+    assert rolled["outcome"]["reason"].startswith("rolled back by key:")
     assert stack.json("workflows", "serving", "dep-abort")["servingVersion"] == 1
 
 
@@ -220,12 +248,31 @@ def refusing(stack: Stack) -> Stack:
 @pytest.mark.parametrize(
     ("args", "code", "needle"),
     [
-        (["deployments", "show", "no-such-deployment"], 1, "no deployment 'no-such-deployment'"),
+        (
+            ["deployments", "show", "no-such-deployment"],
+            1,
+            "no deployment 'no-such-deployment'; `schemabridge deployments list` shows the "
+            "deployments",
+        ),
         (["deployments", "abort", "00000000-0000-0000-0000-000000000000"], 1, "no deployment"),
-        (["deployments", "rollback", "nope"], 1, "no deployment 'nope'"),
+        (
+            ["deployments", "rollback", "nope"],
+            1,
+            "no deployment 'nope'; `schemabridge deployments list`",
+        ),
         (["deployments", "list", "ghost"], 1, "ghost"),
+        (["deployments", "list", "dep-refusls"], 1, "did you mean 'dep-refusals'"),
         (["deployments", "start", "ghost", "--version", "1"], 1, "ghost"),
-        (["deployments", "start", "dep-refusals", "--version", "9"], 1, "9"),
+        (
+            ["deployments", "start", "dep-refusls", "--version", "2"],
+            1,
+            "no published workflow 'dep-refusls' version 2; did you mean 'dep-refusals'",
+        ),
+        (
+            ["deployments", "start", "dep-refusals", "--version", "9"],
+            1,
+            "`schemabridge workflows versions dep-refusals` lists its versions",
+        ),
         (["deployments", "start", "dep-refusals", "--version", "1"], 1, "serving"),
         (
             ["deployments", "start", "dep-refusals", "--version", "2", "--stages", "50,10,100"],

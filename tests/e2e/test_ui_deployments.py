@@ -97,6 +97,37 @@ def test_a_deployment_started_from_the_deploy_button_is_seen_and_aborted(
     assert server.call(f"/deployments/{deployment_id}")["status"] == "ABORTED"
     assert {r["version"] for r in submit(server, "ui-orders", 5)} == {1}
 
+    promoted = promote(server, "ui-promoted")
+    with opened(browser, f"{server.ui}#/deployments") as (page, _):
+        row = page.locator(f'tr[data-deployment="{promoted}"]')
+        row.wait_for()
+        assert row.locator("td.weight-cell").inner_text() == "100 % (serving)"
+        page.goto(f"{server.ui}#/deployments/{promoted}")
+        page.locator("h1 .badge", has_text="succeeded").wait_for()
+        assert page.locator(".weight-now").inner_text() == "100 % (serving)"
+        note = page.locator(".weight-note").inner_text().strip()
+        assert note == "— v2 now serves: it gets every new run"
+
+
+def promote(server: DemoServer, name: str) -> str:
+    """A deployment of `name` v2 in one stage that holds for nothing: promoted at once. Its id."""
+    publish(server, name, failing=False)
+    started = server.call(
+        f"/workflows/{name}/deployments",
+        {
+            "version": 2,
+            "stages": [{"weight": 100, "minRuns": 0, "minDurationSeconds": 0}],
+            "rollback": {"minFinishedRuns": 0},
+            "checkIntervalSeconds": 0.2,
+        },
+    )
+    eventually(
+        lambda: server.call(f"/deployments/{started['id']}")["status"] == "SUCCEEDED",
+        60,
+        "the candidate is promoted",
+    )
+    return str(started["id"])
+
 
 def deploy_from_the_form(server: DemoServer, page: Any) -> str:
     """On ui-orders v1's page (serving), then v2's: the Deploy form, by keyboard, with a
@@ -166,6 +197,7 @@ def abort_on_its_page(server: DemoServer, page: Any, deployment_id: str) -> None
     page.locator("h1 .badge", has_text="aborted").wait_for()
     assert page.get_by_role("button", name="Abort").is_disabled()
     assert page.locator(".weight-now").inner_text() == "0 %"
+    assert page.locator(".weight-note").inner_text().strip() == "— new runs go back to v1"
     assert [
         e.split(" · ")[0].split(" ", 2)[-1]
         for e in page.locator(".deploy-timeline li").all_inner_texts()
@@ -185,7 +217,7 @@ def test_a_failing_candidate_is_rolled_back_and_shows_its_exposure(
                 {"weight": 50, "minRuns": 1000, "minDurationSeconds": 3600},
                 {"weight": 100},
             ],
-            "rollback": {"maxFailureRatio": 0.1, "minFinishedRuns": 3},
+            "rollback": {"maxFailureRatio": 0.1, "marginOverServing": 0.05, "minFinishedRuns": 3},
             "checkIntervalSeconds": 0.2,
         },
     )
@@ -202,8 +234,10 @@ def test_a_failing_candidate_is_rolled_back_and_shows_its_exposure(
     with opened(browser, f"{server.ui}#/deployments/{deployment_id}") as (page, _):
         page.locator("h1 .badge", has_text="rolled back").wait_for()
         exposure = page.locator(".exposure-figure").inner_text()
-        assert exposure == f"{ended['exposure']} runs went to the candidate v2."
-        assert ended["exposure"] == len(on_candidate)
+        assert (exposure, ended["exposure"]) == (
+            f"{len(on_candidate)} runs went to the candidate v2.",
+            len(on_candidate),
+        )
         outcome = page.locator("section.outcome")
         assert outcome.locator("h2").inner_text() == "Rolled back at stage 1"
         assert "the candidate failed" in outcome.locator(".outcome-reason").inner_text()
@@ -214,6 +248,11 @@ def test_a_failing_candidate_is_rolled_back_and_shows_its_exposure(
             f"(ratio 1.000; {figures['runs']} runs in all)"
         ) in outcome.inner_text()
         assert "threshold 0.100" in outcome.inner_text()
+        assert (
+            "Rolls back when the candidate's failure ratio exceeds 0.1 or the serving version's "
+            "ratio + 0.05, whichever is higher (threshold now 0.100), judged once 3 runs of the "
+            "candidate have finished; checked every "
+        ) in page.locator(".policy-line").inner_text()
         candidate = page.locator('table.figures tr[data-role="candidate"] td').all_inner_texts()
         assert candidate[-2:] == ["1.000", "runs of v2"]
         assert page.locator("table.figures td.over").count() == 1

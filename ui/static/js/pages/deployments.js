@@ -24,6 +24,19 @@ function pct(weight) {
   return `${Number(weight).toLocaleString("en-US")} %`;
 }
 
+/** The list's weight: the stored weight is 0 once a deployment ends, which a promoted
+ * candidate must not read as, since it then serves every new run. */
+function weightNow(d) {
+  return d.status === "SUCCEEDED" ? "100 % (serving)" : pct(d.weight);
+}
+
+/** What the candidate gets of new runs now, and where the rest go once it has ended. */
+function weightNote(d) {
+  if (d.status === "SUCCEEDED") return ` — v${d.candidateVersion} now serves: it gets every new run`;
+  if (d.status === "RUNNING") return "";
+  return ` — new runs go back to v${d.servingVersion}`;
+}
+
 /** "stage 2 of 4 (50 %)": the stage in force, or the last one reached. */
 function stageText(d) {
   const stage = d.stages[d.stage - 1];
@@ -57,7 +70,7 @@ function listRow(d) {
     h("td", {}, `v${d.candidateVersion}`, h("span", { class: "muted" }, ` over v${d.servingVersion}`)),
     h("td", {}, badge(d.status)),
     h("td", { class: "stage-cell" }, stageText(d)),
-    h("td", {}, pct(d.weight)),
+    h("td", { class: "weight-cell" }, weightNow(d)),
     h("td", {}, plural(d.candidate.runs, "run"), h("span", { class: "muted" }, ` · ratio ${ratio(d.candidate.failureRatio)}`)),
     h("td", {}, time(d.createdAt)),
   );
@@ -158,10 +171,15 @@ function figuresTable(d) {
   );
 }
 
+/** The rollback policy, with the threshold it gives now when it depends on the serving
+ * version's ratio (the higher of the two; the fixed ratio alone until serving has one). */
 function policyLine(d) {
   const p = d.rollback;
-  const margin = p.marginOverServing === null || p.marginOverServing === undefined ? "" : `, or the serving version's ratio + ${p.marginOverServing}`;
-  return `Rolls back over a failure ratio of ${p.maxFailureRatio}${margin} (now ${ratio(d.threshold)}), judged once ${plural(p.minFinishedRuns, "run")} of the candidate have finished; checked every ${duration(d.checkIntervalSeconds)}.`;
+  const margin =
+    p.marginOverServing === null || p.marginOverServing === undefined
+      ? ""
+      : ` or the serving version's ratio + ${p.marginOverServing}, whichever is higher (threshold now ${ratio(d.threshold)})`;
+  return `Rolls back when the candidate's failure ratio exceeds ${p.maxFailureRatio}${margin}, judged once ${plural(p.minFinishedRuns, "run")} of the candidate have finished; checked every ${duration(d.checkIntervalSeconds)}.`;
 }
 
 function exposureSection(d) {
@@ -279,7 +297,7 @@ export async function deploymentPage(main, params, id) {
         ["Candidate", workflowLink(d.workflow, d.candidateVersion)],
         ["Serving (baseline)", workflowLink(d.workflow, d.servingVersion)],
         ["Stage", h("span", { class: "stage-now" }, stageText(d))],
-        ["Candidate's weight now", h("span", { class: "weight-now" }, pct(d.weight))],
+        ["Candidate's weight now", [h("span", { class: "weight-now" }, weightNow(d)), h("span", { class: "muted weight-note" }, weightNote(d))]],
         ["Started", [time(d.createdAt), h("span", { class: "muted" }, ` by ${d.createdBy}`)]],
         ["Ended", time(d.endedAt)],
         ["Driven by", h("a", { href: `#/runs/${encodeURIComponent(d.runId)}`, class: "mono" }, `run ${shortId(d.runId)}`)],
@@ -287,7 +305,7 @@ export async function deploymentPage(main, params, id) {
       outcomeSection(d),
       h("h2", {}, "Stages"),
       stagesList(d),
-      h("p", { class: "muted small" }, policyLine(d)),
+      h("p", { class: "muted small policy-line" }, policyLine(d)),
       h("h2", {}, "Runs by version"),
       figuresTable(d),
       exposureSection(d),
