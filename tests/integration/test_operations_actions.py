@@ -12,7 +12,6 @@ import pytest
 
 from demo.downstream import RunningDownstream
 from engine.operations import Operations, OperatorActions
-from engine.operations.runs import RunOperations
 from engine.operations.views import RunFilter
 from engine.runtime import Runtime
 from engine.store.records import StepFailed
@@ -424,9 +423,6 @@ async def test_batch_retry_respects_the_tenant_and_its_arguments(
     assert (await ops.actions.batch_retry([acme], actor="key:a", tenant="acme")).retried == [acme]
 
 
-@pytest.mark.skipif(
-    not hasattr(RunOperations, "list"), reason="needs RunOperations.list (the runs group)"
-)
 async def test_batch_retry_by_filter(ops: Operations, runtime: Runtime) -> None:
     failed = await failed_runs(runtime, 7)
     result = await ops.actions.batch_retry(filter=RunFilter(workflow="bulk"), limit=5, actor="cli")
