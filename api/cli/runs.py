@@ -13,6 +13,7 @@ from collections.abc import Callable
 from typing import Annotated, Any
 
 import typer
+from typer._click.core import ParameterSource
 
 from api.cli import hints, run_display, runs_actions
 from api.cli.client import DEFAULT_API_URL, ApiClient, ApiFailure, ExitCode
@@ -73,6 +74,7 @@ MAX_LOG_POLLS = 7 * 24 * 3_600
 
 @runs_app.command("submit", epilog=EXIT_CODES_HELP)
 def submit(
+    ctx: typer.Context,
     workflow: Annotated[
         str, typer.Argument(help="The workflow's name, or NAME@VERSION.", metavar="WORKFLOW")
     ],
@@ -102,6 +104,10 @@ def submit(
     Prints the run's id (with --wait: follows it and prints its output, or its error).
     Exit 0 submitted (with --wait: SUCCEEDED), 1 FAILED or CANCELLED or refused, 2 bad
     input, 3 still running at --timeout, 4 API unreachable or key refused."""
+    if not wait and ctx.get_parameter_source("timeout") is ParameterSource.COMMANDLINE:
+        # Without --wait the command returns once the run is submitted: a timeout would be
+        # silently ignored, and the user meant to wait.
+        raise typer.BadParameter("only bounds --wait; add --wait", param_hint="--timeout")
     remote = Remote(api_url, api_key, output, debug)
     name, version = split_version(workflow)
     run_input = {} if input is None else read_json_value(input, "--input")

@@ -190,6 +190,9 @@ def test_usage_errors(serve_api: Stack) -> None:
     assert_refused(serve_api.cli("runs", "list", "--status", "DONE"), 2, "unknown status 'DONE'")
     assert_refused(serve_api.cli("runs", "list", "--since", "soon"), 2, "--since 'soon'")
     assert_refused(serve_api.cli("runs", "submit", "w@0"), 2, "the version after @")
+    # Without --wait nothing waits: a --timeout there was meant for a wait the user forgot.
+    unbounded = serve_api.cli("runs", "submit", "w", "--timeout", "5")
+    assert_refused(unbounded, 2, "--timeout: only bounds --wait; add --wait")
 
 
 def test_debug_shows_the_traceback(serve_api: Stack) -> None:
