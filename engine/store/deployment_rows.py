@@ -126,26 +126,34 @@ async def running_driven_by(conn: AsyncConnection, run_id: str) -> DeploymentRec
 
 
 async def end_driven_by(
+    conn: AsyncConnection, run_id: str, now: float, *, reason: str, actor: str
+) -> DeploymentRecord | None:
+    """A deployment's `gradual_deploy` run `run_id` stopped (it failed) while the deployment
+    was RUNNING: end it (`abort_stopped`). Returns the deployment it ended (None: the run
+    drove none that was still RUNNING)."""
+    record = await running_driven_by(conn, run_id)
+    if record is None:
+        return None
+    ended = await abort_stopped(conn, record, now, reason=reason, actor=actor)
+    return record if ended else None
+
+
+async def abort_stopped(
     conn: AsyncConnection,
-    run_id: str,
+    record: DeploymentRecord,
     now: float,
     *,
     reason: str,
     actor: str,
     figures: dict[str, Any] | None = None,
-) -> DeploymentRecord | None:
-    """A deployment's `gradual_deploy` run `run_id` stopped (it failed, or was cancelled)
-    while the deployment was RUNNING: end it ABORTED with `reason`, the candidate's weight 0,
-    nothing promoted. Returns the deployment it ended (None: the run drove none that was
-    still RUNNING)."""
-    record = await running_driven_by(conn, run_id)
-    if record is None:
-        return None
+) -> bool:
+    """End the RUNNING deployment `record`, whose `gradual_deploy` run stopped (failed or
+    cancelled), ABORTED with `reason`: the candidate's weight 0, nothing promoted. False
+    when it had ended meanwhile."""
     outcome: dict[str, Any] = {"reason": reason, "actor": actor, "stage": record.stage_index + 1}
     if figures is not None:
         outcome["figures"] = figures
-    ended = await end(conn, record, DeploymentStatus.ABORTED, now, outcome, same_stage=False)
-    return record if ended else None
+    return await end(conn, record, DeploymentStatus.ABORTED, now, outcome, same_stage=False)
 
 
 async def set_stage(

@@ -405,9 +405,9 @@ class DeploymentStore(RunCatalogue, OperatorActionsStore):
         record = await rows_.running_driven_by(conn, run_id)
         if record is None:
             return
-        await rows_.end_driven_by(
+        await rows_.abort_stopped(
             conn,
-            run_id,
+            record,
             self._clock.now(),
             reason=f"its {record.run_id} run was cancelled by {actor}",
             actor=actor,
