@@ -3,11 +3,14 @@
     python -m bench.compare                                   # issue 17's sizes, 3 rounds
     python -m bench.compare --children 2000 --repeat 1        # a quick try (capacity: 1,000)
     python -m bench.compare --only fanout,embedded
+    python -m bench.compare --only fanout,arq                 # the peer as well (arq installed)
+    python -m bench.compare --only arq --children 1000 --repeat 1  # SchemaBridge and arq only
 
-Every figure this prints is a ratio of SchemaBridge to the plain loop *measured in the same
-round*, with both absolute figures beside it: on a shared 2-core machine an absolute figure
-moves by ±10 % with the hour, a ratio of interleaved runs much less. One round runs, for each
-workload, the plain loop (A) and then SchemaBridge (B), so `--repeat 3` is A B A B A B.
+Every figure this prints is a ratio of SchemaBridge to the plain loop (to arq, for `arq`)
+*measured in the same round*, with both absolute figures beside it: on a shared 2-core machine
+an absolute figure moves by ±10 % with the hour, a ratio of interleaved runs much less. One
+round runs, for each workload, the plain loop (A) and then SchemaBridge (B), so `--repeat 3`
+is A B A B A B (with `arq`, its run C follows the fan-out's B: A B C …).
 
 Workloads (each on a fresh database and a fresh mock downstream in its own process):
 
@@ -24,6 +27,12 @@ Workloads (each on a fresh database and a fresh mock downstream in its own proce
 * `embedded` — the embedded default: `bench.fanout --backend sqlite --workers 0` (SQLite file,
   embedded Redis, the worker in this process, default worker concurrency 64, the tenant's
   rate limit raised), compared with the `fanout` round's plain loop (goal ≥ 0.3).
+* `arq` — not in the default set (arq is an extra install: `pip install --no-deps arq`, see
+  bench/arq_fanout.py). The same fan-out on arq, the peer issue 17 names: `bench.arq_fanout`,
+  2 arq worker processes x `max_jobs` 64, `poll_delay` 0.02 s, Redis db 12 unless
+  SB_BENCH_REDIS_URL is set. It runs after the round's SchemaBridge fan-out (B), which it
+  reuses when `fanout` is asked too (`--only arq` runs B and arq alone). Ratio: SchemaBridge's
+  children/s ÷ arq's (goal ≥ 5); the `plain` column and figures of its line are arq's.
 
 The PostgreSQL benchmarks use the Redis database of `SB_BENCH_REDIS_URL` (db 14 unless set;
 `bench.fanout` FLUSHes it). Prints one JSON line per run (`"run"`), then one `"ratio"` line
@@ -53,8 +62,12 @@ FANOUT_LATENCY_MS = 20.0
 CAPACITY = 20
 CAPACITY_LATENCY_MS = 50.0
 CAPACITY_RETRY_AFTER_S = 1.0
-GOALS = {"fanout": 0.5, "capacity": 0.95, "embedded": 0.3}
+GOALS = {"fanout": 0.5, "capacity": 0.95, "embedded": 0.3, "arq": 5.0}
 WORKLOADS = ("fanout", "capacity", "embedded")
+"""The default set. `arq` needs arq installed and adds a run per round: asked for by name."""
+OPTIONAL_WORKLOADS = ("arq",)
+BASELINE = {"arq": "arq"}
+"""What a workload's ratio divides by, where it is not the plain loop."""
 
 
 # ── A: the plain loop ──────────────────────────────────────────────────────────────────────
@@ -173,6 +186,32 @@ async def engine_capacity(children: int) -> dict[str, Any]:
     }
 
 
+# ── C: arq, the peer ───────────────────────────────────────────────────────────────────────
+
+
+async def arq_fanout(children: int) -> dict[str, Any]:
+    """bench.arq_fanout with its defaults: 2 workers x 64 jobs, the mock answering in 20 ms."""
+    # Imported here: arq is an extra install, and the other workloads run without it.
+    from bench import arq_fanout as peer
+
+    args = peer.parse_args(["--children", str(children)])
+    result = await peer.once(args)
+    return {
+        "per_s": result["children_per_s"] if result["succeeded"] else 0.0,
+        "wall_s": result["wall_s"],
+        "succeeded": result["succeeded"],
+        "errors": result["errors"],
+        "enqueue_s": result["enqueue_s"],
+        "cpu_ms_per_child": result["cpu_ms_per_child"],
+        "cpu_ms_per_child_with_driver": result["cpu_ms_per_child_with_driver"],
+        "cpu_s": result["cpu_s"],
+        "worker_peak_rss_mb": result["worker_peak_rss_mb"],
+        "requests": result["requests"],
+        "poll_delay_s": result["poll_delay_s"],
+        "loadavg_1m": result["loadavg_before"][0],
+    }
+
+
 # ── the rounds ─────────────────────────────────────────────────────────────────────────────
 
 
@@ -201,17 +240,23 @@ async def timed(label: str, run: Runner) -> dict[str, Any]:
 
 
 async def one_round(args: argparse.Namespace, round_no: int) -> list[Pair]:
-    """A then B for each workload; `embedded` reuses this round's plain fan-out loop."""
+    """A then B for each workload; `embedded` reuses this round's plain fan-out loop, `arq`
+    (C) this round's SchemaBridge fan-out."""
     pairs: list[Pair] = []
     plain_fan: dict[str, Any] | None = None
+    engine_fan: dict[str, Any] | None = None
     tag = f"round {round_no}"
     if "fanout" in args.only or "embedded" in args.only:
         plain_fan = await timed(f"{tag} fanout A plain", lambda: plain_fanout(args.children))
-    if "fanout" in args.only and plain_fan is not None:
-        engine = await timed(
+    if "fanout" in args.only or "arq" in args.only:
+        engine_fan = await timed(
             f"{tag} fanout B schemabridge", lambda: engine_fanout(args.children, "postgres", 2)
         )
-        pairs.append(Pair("fanout", plain_fan, engine))
+    if "fanout" in args.only and plain_fan is not None and engine_fan is not None:
+        pairs.append(Pair("fanout", plain_fan, engine_fan))
+    if "arq" in args.only and engine_fan is not None:
+        peer = await timed(f"{tag} fanout C arq", lambda: arq_fanout(args.children))
+        pairs.append(Pair("arq", peer, engine_fan))
     if "capacity" in args.only:
         plain = await timed(
             f"{tag} capacity A plain", lambda: plain_capacity(args.capacity_children)
@@ -231,17 +276,24 @@ async def one_round(args: argparse.Namespace, round_no: int) -> list[Pair]:
 def summary(workload: str, pairs: list[Pair]) -> dict[str, Any]:
     mine = [p for p in pairs if p.workload == workload]
     ratios = [round(p.ratio, 3) for p in mine]
+    # The divisor's figures are named after it: `plain_…`, or `arq_…` on the arq line.
+    base = BASELINE.get(workload, "plain")
     out: dict[str, Any] = {
         "ratio": workload,
         "median_ratio": round(statistics.median(ratios), 3),
         "round_ratios": ratios,
         "goal": GOALS[workload],
-        "plain_median_per_s": statistics.median(p.plain["per_s"] for p in mine),
+        f"{base}_median_per_s": statistics.median(p.plain["per_s"] for p in mine),
         "engine_median_per_s": statistics.median(p.engine["per_s"] for p in mine),
-        "plain_median_wall_s": statistics.median(p.plain["wall_s"] for p in mine),
+        f"{base}_median_wall_s": statistics.median(p.plain["wall_s"] for p in mine),
         "engine_median_wall_s": statistics.median(p.engine["wall_s"] for p in mine),
         "every_child_succeeded": all(p.engine["succeeded"] for p in mine),
     }
+    if workload == "arq":
+        out["every_arq_job_succeeded"] = all(p.plain["succeeded"] for p in mine)
+        out["arq_median_cpu_ms_per_child"] = statistics.median(
+            p.plain["cpu_ms_per_child"] for p in mine
+        )
     if workload == "capacity":
         out["engine_median_share429_pct"] = statistics.median(
             p.engine["share429_pct"] for p in mine
@@ -261,7 +313,12 @@ def summary(workload: str, pairs: list[Pair]) -> dict[str, Any]:
 
 
 def table(summaries: list[dict[str, Any]]) -> str:
-    unit = {"fanout": "children/s", "capacity": "goodput/s", "embedded": "children/s"}
+    unit = {
+        "fanout": "children/s",
+        "capacity": "goodput/s",
+        "embedded": "children/s",
+        "arq": "children/s",
+    }
     lines = [
         "| workload | ratio (median) | rounds | goal | plain loop | SchemaBridge | all OK |",
         "| --- | ---: | --- | ---: | ---: | ---: | --- |",
@@ -269,9 +326,14 @@ def table(summaries: list[dict[str, Any]]) -> str:
     for s in summaries:
         w = s["ratio"]
         rounds = ", ".join(f"{r:.2f}" for r in s["round_ratios"])
-        plain = f"{s['plain_median_per_s']:,.0f} {unit[w]} ({s['plain_median_wall_s']} s)"
+        base = BASELINE.get(w, "plain")
+        plain = f"{s[f'{base}_median_per_s']:,.0f} {unit[w]} ({s[f'{base}_median_wall_s']} s)"
+        if base != "plain":
+            plain = f"{base}: {plain}"
         engine = f"{s['engine_median_per_s']:,.0f} {unit[w]} ({s['engine_median_wall_s']} s)"
-        ok = "yes" if s["every_child_succeeded"] else "NO"
+        ok = (
+            "yes" if s["every_child_succeeded"] and s.get("every_arq_job_succeeded", True) else "NO"
+        )
         lines.append(
             f"| {w} | **{s['median_ratio']:.2f}** | {rounds} | ≥ {s['goal']} | {plain}"
             f" | {engine} | {ok} |"
@@ -286,14 +348,17 @@ def parse_args() -> argparse.Namespace:
         "--capacity-children", type=int, default=None, help="capacity (default: --children / 2)"
     )
     parser.add_argument("--repeat", type=int, default=3, help="rounds (A B per workload each)")
+    known = WORKLOADS + OPTIONAL_WORKLOADS
     parser.add_argument(
-        "--only", default=",".join(WORKLOADS), help=f"comma-separated subset of {WORKLOADS}"
+        "--only",
+        default=",".join(WORKLOADS),
+        help=f"comma-separated subset of {known} (default: {','.join(WORKLOADS)})",
     )
     args = parser.parse_args()
     args.only = [w.strip() for w in args.only.split(",") if w.strip()]
-    unknown = [w for w in args.only if w not in WORKLOADS]
+    unknown = [w for w in args.only if w not in known]
     if unknown:
-        parser.error(f"unknown workload(s) {unknown}: choose from {', '.join(WORKLOADS)}")
+        parser.error(f"unknown workload(s) {unknown}: choose from {', '.join(known)}")
     if args.capacity_children is None:
         args.capacity_children = max(1, args.children // 2)
     return args
@@ -317,7 +382,11 @@ async def main(args: argparse.Namespace) -> None:
     pairs: list[Pair] = []
     for round_no in range(1, args.repeat + 1):
         pairs += await one_round(args, round_no)
-    summaries = [summary(w, pairs) for w in WORKLOADS if any(p.workload == w for p in pairs)]
+    summaries = [
+        summary(w, pairs)
+        for w in WORKLOADS + OPTIONAL_WORKLOADS
+        if any(p.workload == w for p in pairs)
+    ]
     for s in summaries:
         print(json.dumps(s), flush=True)
     print(table(summaries), flush=True)
