@@ -9,13 +9,15 @@ import subprocess
 import sys
 import time
 import uuid
-from collections.abc import Sequence
+from collections.abc import Coroutine, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import asyncpg
 import psutil
 import redis
+import uvloop
 
 PG_ADMIN = "postgresql://postgres@127.0.0.1:5432/postgres"
 REDIS_URL = os.environ.get("SB_BENCH_REDIS_URL", "redis://127.0.0.1:6379/14")
@@ -151,3 +153,11 @@ class Timer:
 
     def __exit__(self, *exc: object) -> None:
         self.elapsed = time.perf_counter() - self.start
+
+
+def run_like_the_services(main: Coroutine[Any, Any, None]) -> None:
+    """Run a benchmark's `main` on uvloop, the event loop `schemabridge serve` and `worker` run
+    on: the embedded runs (`--workers 0`) execute the engine in this process, and measuring
+    them on asyncio's own loop would measure a configuration no user runs."""
+    with asyncio.Runner(loop_factory=uvloop.new_event_loop) as runner:
+        runner.run(main)

@@ -43,7 +43,6 @@ median absolute figures, and a table.
 from __future__ import annotations
 
 import argparse
-import asyncio
 import json
 import os
 import statistics
@@ -53,6 +52,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from bench import admission_capacity, admission_common, baseline_asyncio, fanout
+from bench.common import run_like_the_services
 from bench.fanout import code_version
 from demo.downstream_state import MAX_RECENT
 
@@ -393,4 +393,4 @@ async def main(args: argparse.Namespace) -> None:
 
 
 if __name__ == "__main__":
-    asyncio.run(main(parse_args()))
+    run_like_the_services(main(parse_args()))

@@ -70,6 +70,7 @@ from bench.common import (
     RssSampler,
     make_backend,
     median,
+    run_like_the_services,
     start_workers,
     stop_workers,
     worker_env,
@@ -690,4 +691,4 @@ async def main(args: argparse.Namespace) -> None:
 
 
 if __name__ == "__main__":
-    asyncio.run(main(parse_args()))
+    run_like_the_services(main(parse_args()))
