@@ -4,6 +4,7 @@
     python -m bench.claims --quick        # a tiny smoke run (seconds)
     python -m bench.claims --skip-big     # measurement A only
     python -m bench.claims --skip-tenants # measurement B only
+    python -m bench.claims --skip-tenants --history insert  # B, finished steps never READY
 
 What is timed is the engine's own claim: `Store.claim(limit, lease_s)` (`engine.store.queue`
 → `engine.store.claims`: the tenant skip scan, one UPDATE … FOR UPDATE SKIP LOCKED per tenant
@@ -35,7 +36,8 @@ B. Table size (`--big-rows 1000000`, `--ready 10000`, `--big-tenants 10`): a big
    READY steps. In the big one the finished steps come first, as history would leave them:
    inserted READY (in 1,000-step SUCCEEDED runs), then set SUCCEEDED by one UPDATE (each such
    row leaves a dead version and dead entries in the READY partial indexes, as every claimed
-   and finished step does), then the READY steps are inserted. Then three phases on the same
+   and finished step does; `--history insert`: inserted SUCCEEDED instead, never in those
+   indexes), then the READY steps are inserted. Then three phases on the same
    rows, each timing `--batches` claims of 64 by one claimer:
    `loaded` (no ANALYZE, no VACUUM: this machine runs with autovacuum = off),
    `analyzed` (`Store.analyze()`: the ANALYZE the engine itself runs as its tables grow),
@@ -112,11 +114,11 @@ SELECT
     md5($1::text || (i / $2::int))::uuid::text,
     CASE WHEN $2::int = 1 THEN 'call' ELSE 'call-' || i % $2::int END,
     'tenant-' || lpad(((i / $2::int) % $3::int)::text, 4, '0'),
-    'READY', 0, 0, 0,
+    $6::text, 0, 0, 0,
     $4::float8 + i * 0.0001, $4::float8 + i * 0.0001
 FROM generate_series(0, $5::int - 1) AS i
 """
-"""Parameters: run-id prefix, steps per run, tenants, first created_at, step count. Step i
+"""Parameters: run-id prefix, steps per run, tenants, first created_at, step count, status. Step i
 belongs to run i / steps-per-run, whose tenant is (run number mod tenants)."""
 
 FINISH = """
@@ -178,21 +180,31 @@ async def fill_ready(
         FILL_RUNS, prefix, version.name, version.version, version.definition_hash,
         tenants, "RUNNING", start, 1, steps,
     )  # fmt: skip
-    await conn.execute(FILL_STEPS, prefix, 1, tenants, start, steps)
+    await conn.execute(FILL_STEPS, prefix, 1, tenants, start, steps, "READY")
 
 
 async def fill_finished(
-    conn: asyncpg.Connection, version: VersionRecord, steps: int, tenants: int, start: float
+    conn: asyncpg.Connection,
+    version: VersionRecord,
+    steps: int,
+    tenants: int,
+    start: float,
+    *,
+    history: str,
 ) -> None:
     """`steps` SUCCEEDED steps in SUCCEEDED runs of 1,000 steps: inserted READY, then
-    finished by one UPDATE (see the module docstring)."""
+    finished by one UPDATE (`history` "update", see the module docstring), or inserted
+    SUCCEEDED ("insert": never in the READY indexes, no dead rows)."""
     per_run = 1000
     prefix = f"done-{start}-"
     await conn.execute(
         FILL_RUNS, prefix, version.name, version.version, version.definition_hash,
         tenants, "SUCCEEDED", start, per_run, math.ceil(steps / per_run),
     )  # fmt: skip
-    await conn.execute(FILL_STEPS, prefix, per_run, tenants, start, steps)
+    if history == "insert":
+        await conn.execute(FILL_STEPS, prefix, per_run, tenants, start, steps, "SUCCEEDED")
+        return
+    await conn.execute(FILL_STEPS, prefix, per_run, tenants, start, steps, "READY")
     await conn.execute(FINISH)
 
 
@@ -364,7 +376,9 @@ async def measure_table(args: argparse.Namespace) -> list[dict[str, Any]]:
                 start = time.time() - 86400
                 finished = total - args.ready
                 if finished > 0:
-                    await fill_finished(conn, version, finished, args.big_tenants, start)
+                    await fill_finished(
+                        conn, version, finished, args.big_tenants, start, history=args.history
+                    )
                 await fill_ready(conn, version, args.ready, args.big_tenants, start + 43200)
                 fill = {
                     "fill": table,
@@ -372,6 +386,7 @@ async def measure_table(args: argparse.Namespace) -> list[dict[str, Any]]:
                     "finished": max(0, finished),
                     "ready": args.ready,
                     "tenants": args.big_tenants,
+                    "history": args.history,
                     "fill_s": round(time.perf_counter() - begin, 1),
                     "load": load_average(),
                 }
@@ -494,6 +509,12 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     parser.add_argument("--big-rows", type=int, default=1_000_000)
     parser.add_argument("--ready", type=int, default=10_000)
     parser.add_argument("--big-tenants", type=int, default=10)
+    parser.add_argument(
+        "--history",
+        choices=("update", "insert"),
+        default="update",
+        help="big table: finished steps set SUCCEEDED by an UPDATE, or inserted SUCCEEDED",
+    )
     parser.add_argument("--batches", type=int, default=40, help="claims timed per phase")
     parser.add_argument("--skip-tenants", action="store_true")
     parser.add_argument("--skip-big", action="store_true")
