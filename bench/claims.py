@@ -7,12 +7,12 @@
     python -m bench.claims --skip-tenants --history insert  # B, finished steps never READY
 
 What is timed is the engine's own claim: `Store.claim(limit, lease_s)` (`engine.store.queue`
-→ `engine.store.claims`: the tenant skip scan, one UPDATE … FOR UPDATE SKIP LOCKED per tenant
-share, the fill, the read of the claimed steps' runs), on a `Store` opened on a fresh
-PostgreSQL database (127.0.0.1, created by this script and migrated by `Store.open`, dropped
-at the end). Redis is not used. Each claimer is its own `Store` (its own pool and tenant-list
-cache, as each worker process has), all in this process's one event loop: with 2 claimers
-the Python side of both shares one thread.
+→ `engine.store.claims`: the tenant skip scan, the tenants' shares (one UPDATE … FOR UPDATE
+SKIP LOCKED on PostgreSQL), the fill, the read of the claimed steps' runs), on a `Store` opened
+on a fresh PostgreSQL database (127.0.0.1, created by this script and migrated by `Store.open`,
+dropped at the end). Redis is not used. Each claimer is its own `Store` (its own pool and
+tenant turn, as each worker process has), all in this process's one event loop: with 2
+claimers the Python side of both shares one thread.
 
 Rows are made in SQL, not through `create_run`: one `INSERT … SELECT FROM generate_series`
 into `run` and one into `step` (see `FILL_RUNS`, `FILL_STEPS`). A READY step is the only step
@@ -330,12 +330,16 @@ async def measure_tenants(args: argparse.Namespace) -> list[dict[str, Any]]:
     return rows
 
 
+def forget_tenants(store: Store) -> None:
+    """A fresh tenant list for the next claim, as a worker that just started would have."""
+    store._tenant_ring = engine_claims.TenantRing()
+
+
 async def tenants_case(
     args: argparse.Namespace, stores: list[Store], tenants: int, claimers: int
 ) -> dict[str, Any]:
     for store in stores:
-        # A fresh tenant list for each case, as a worker that just started would have.
-        store._tenants_seen = (float("-inf"), [])
+        forget_tenants(store)
     counters = [StatementCounter(store) for store in stores]
     load_before = load_average()
     seen = Claims()
@@ -415,7 +419,7 @@ async def table_phase(
     total: int,
     phase: str,
 ) -> dict[str, Any]:
-    store._tenants_seen = (float("-inf"), [])
+    forget_tenants(store)
     load_before = load_average()
     seen = Claims()
     await claim_loop(store, seen, args.claim_limit, args.batches, seen.start + args.max_s)
@@ -448,16 +452,22 @@ def compiled(statement: Any, dialect: Dialect) -> str:
 
 async def explain(conn: asyncpg.Connection, limit: int, dialect: Dialect) -> dict[str, Any]:
     """EXPLAIN (ANALYZE, BUFFERS) of the engine's claim statements, rolled back."""
-    tenant = await conn.fetchval("SELECT min(tenant_id) FROM step WHERE status = 'READY'")
+    tenants = [
+        row[0]
+        for row in await conn.fetch(
+            "SELECT DISTINCT tenant_id FROM step WHERE status = 'READY' ORDER BY 1 LIMIT $1",
+            engine_claims.MAX_TENANTS_PER_CLAIM,
+        )
+    ]
     now = time.time()
     statements = {
         "fill": compiled(engine_claims._claim_statement(now, limit, LEASE_S, "x:", None), dialect),
-        "tenant_share": compiled(
-            engine_claims._claim_statement(now, 7, LEASE_S, "x:", tenant), dialect
+        "tenant_shares": compiled(
+            engine_claims._shares_statement(now, 1, LEASE_S, "x:", tenants), dialect
         ),
-        "tenant_scan": str(engine_claims.TENANTS_WITH_READY_STEPS).replace(
-            ":max_tenants", str(engine_claims.MAX_TENANTS_PER_CLAIM)
-        ),
+        "tenant_scan": str(engine_claims.TENANTS_WITH_READY_STEPS)
+        .replace(":max_tenants", str(engine_claims.MAX_TENANTS_PER_CLAIM))
+        .replace(":after", "NULL"),
     }
     plans: dict[str, Any] = {}
     for name, sql in statements.items():

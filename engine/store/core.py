@@ -11,7 +11,7 @@ from typing import Any, Self
 from sqlalchemy import bindparam, select, text
 from sqlalchemy.ext.asyncio import AsyncConnection
 
-from engine.store import db
+from engine.store import claims, db
 from engine.store.dialect import Dialect
 from engine.store.models import (
     Run,
@@ -78,8 +78,8 @@ class StoreCore:
         # Rows inserted since the last ANALYZE, and the threshold for the next one (doubles).
         self._inserted_since_analyze = 0
         self._analyze_threshold = ANALYZE_AFTER_ROWS
-        # (monotonic time, tenants with READY steps) as last seen by a claim (fairness only).
-        self._tenants_seen: tuple[float, list[str]] = (float("-inf"), [])
+        # Whose turn it is among the tenants with READY steps (fairness only).
+        self._tenant_ring = claims.TenantRing()
 
     @classmethod
     async def open(cls, database_url: str, clock: Clock, *, migrate: bool = True) -> Self:

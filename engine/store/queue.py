@@ -3,8 +3,8 @@
 The store is both the source of truth and the work queue (docs/architecture.md,
 'The store as the queue'); only `engine.store` talks SQL.
 
-Claiming. Ready steps are claimed in batches by one atomic statement (one per tenant share,
-see `engine.store.claims`):
+Claiming. Ready steps are claimed in batches by atomic statements (one for the tenants'
+shares and one for the fill, see `engine.store.claims`):
 
     UPDATE step SET status='RUNNING', claim_token=<batch>||id, lease_expires_at=…
     WHERE id IN (SELECT id FROM step WHERE status='READY' AND not_before <= now
@@ -28,13 +28,11 @@ returns steps whose lease passed (their worker died) to READY, to run again: at-
 
 from __future__ import annotations
 
-import time
 import uuid
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from sqlalchemy import Select, case, func, select, update
-from sqlalchemy.ext.asyncio import AsyncConnection
 
 from engine.store import children as fanout
 from engine.store import claims
@@ -81,7 +79,7 @@ class WorkQueue(StoreCore):
         batch = uuid.uuid4().hex[:16] + ":"
         async with self._engines.write.begin() as conn:
             claimed = await claims.claim_rows(
-                conn, now, limit, lease_s, batch, tenants=await self._ready_tenants(conn)
+                conn, now, limit, lease_s, batch, tenants=await self._tenant_ring.turn(conn, limit)
             )
             if not claimed:
                 return []
@@ -103,13 +101,6 @@ class WorkQueue(StoreCore):
             )
             outputs = await results_.outputs_of(conn, needs_outputs) if needs_outputs else {}
         return [claims.claimed_step(row, run_rows[row.run_id], outputs) for row in claimed]
-
-    async def _ready_tenants(self, conn: AsyncConnection) -> list[str]:
-        fetched_at, tenants = self._tenants_seen
-        if time.monotonic() - fetched_at > claims.TENANT_LIST_TTL_S:
-            tenants = await claims.ready_tenants(conn)
-            self._tenants_seen = (time.monotonic(), tenants)
-        return tenants
 
     async def _has_dependencies(self, run_row: Any, vertex_id: str) -> bool:
         version = await self.get_version(run_row.workflow_name, run_row.workflow_version)

@@ -7,7 +7,7 @@ from collections.abc import AsyncIterator
 
 import pytest
 
-from engine.store import Store
+from engine.store import Store, claims
 from engine.store.records import StepFailed, StepParked, StepSucceeded
 from schemas.clock import FakeClock
 from schemas.definitions import Workflow
@@ -140,6 +140,27 @@ async def test_claims_are_shared_fairly_across_tenants(store: Store) -> None:
     # A lone tenant still gets full batches.
     rest = await store.claim(50, lease_s=30)
     assert len(rest) == 17
+
+
+async def test_every_tenant_gets_its_turn_beyond_one_list_of_tenants(
+    store: Store, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """More tenants than one claim lists (64): each is served within a few claims, not once
+    the first 64 have nothing left (they would have kept their READY steps here)."""
+    monkeypatch.setattr(claims, "TENANT_LIST_TTL_S", 0.0)  # a fresh list for every claim
+    tenants = [f"tenant-{n:03d}" for n in range(claims.MAX_TENANTS_PER_CLAIM + 16)]
+    version = await store.publish(CHAIN)
+    for tenant in tenants:
+        for _ in range(3):
+            await store.create_run(version, None, tenant_id=tenant)
+    served: set[str] = set()
+    per_claim: list[int] = []
+    for _ in range(6):  # 80 tenants, 16 steps a claim: 5 claims if no tenant is served twice
+        claimed = await store.claim(16, lease_s=30)
+        per_claim.append(len(claimed))
+        served |= {step.tenant_id for step in claimed}
+    assert per_claim == [16] * 6
+    assert served == set(tenants)
 
 
 async def test_analyze_refreshes_statistics_without_touching_data(store: Store) -> None:
