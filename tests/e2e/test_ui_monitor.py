@@ -215,6 +215,22 @@ def test_batch_retry_reports_retried_and_skipped(server: DemoServer, browser: An
         shoot(page, "runs-batch-retry")
 
 
+def test_the_runs_list_shows_a_run_submitted_after_it_opened(
+    server: DemoServer, browser: Any
+) -> None:
+    """Nothing runs, so the list is up to date; it still looks for new runs now and then (it
+    used to stop polling), so a run started elsewhere appears without a reload."""
+    with opened(browser, f"{server.ui}#/runs?tenant=latecomer") as (page, _):
+        page.get_by_text("No runs match these filters.").wait_for()
+        page.locator(".live", has_text="up to date").wait_for()
+        assert page.locator(".live button", has_text="Resume").count() == 0
+        run_id = ticket(server, tenant="latecomer", wait=True)
+        page.locator(f'tr[data-run="{run_id}"] .badge', has_text="succeeded").wait_for(
+            timeout=15_000
+        )
+        page.locator(".live", has_text="up to date").wait_for()
+
+
 def test_cancel_a_running_fan_out(server: DemoServer, browser: Any) -> None:
     server.latency(3_000)
     body = {"input": {"batchSize": 40, "renewalDate": "2025-07-01"}, "tenantId": "cancel"}

@@ -1,6 +1,7 @@
 // Keeping a page current without hammering the API: a poller that calls its page's refresh at
 // most once per interval (never faster than once a second), skips while the tab is hidden,
-// and stops by itself once the page says nothing is running or nothing changed for a while.
+// and stops by itself once the page says nothing is running or nothing changed for a while —
+// except on a list page, where new work can appear at any time: there it keeps looking, slowly.
 
 import { h } from "./dom.js";
 
@@ -11,10 +12,14 @@ export class Poller {
    * `refresh()` reloads the page's data and returns {running, signature}: it stops when
    * `running` is false or the signature stayed the same `quietLimit` times in a row.
    * `indicator` (an element) shows whether updates are live, with a Resume button.
+   * `idleIntervalMs`: instead of stopping when nothing runs, look again this often (a list
+   * page, where a run or deployment started elsewhere must show up without a reload).
    */
-  constructor(refresh, { intervalMs = 2000, quietLimit = 15, indicator = null } = {}) {
+  constructor(refresh, { intervalMs = 2000, quietLimit = 15, indicator = null, idleIntervalMs = null } = {}) {
     this.refresh = refresh;
     this.intervalMs = Math.max(MIN_INTERVAL_MS, intervalMs);
+    this.idleIntervalMs = idleIntervalMs === null ? null : Math.max(MIN_INTERVAL_MS, idleIntervalMs);
+    this.watching = false;
     this.quietLimit = quietLimit;
     this.indicator = indicator;
     this.timer = null;
@@ -25,13 +30,28 @@ export class Poller {
 
   start() {
     this.stopped = false;
+    this.watching = false;
     this.quiet = 0;
     this.show("live");
     this.schedule();
   }
 
+  /** Nothing runs now: stop, or with `idleIntervalMs` keep looking for new work, slowly. */
+  idle() {
+    if (this.idleIntervalMs === null) {
+      this.stop("idle");
+      return;
+    }
+    this.stopped = false;
+    this.watching = true;
+    this.show("idle");
+    clearTimeout(this.timer);
+    this.timer = setTimeout(() => this.tick(), this.idleIntervalMs);
+  }
+
   stop(reason = null) {
     this.stopped = true;
+    this.watching = false;
     clearTimeout(this.timer);
     this.timer = null;
     if (reason) this.show(reason);
@@ -40,7 +60,7 @@ export class Poller {
   schedule() {
     clearTimeout(this.timer);
     if (this.stopped) return;
-    this.timer = setTimeout(() => this.tick(), this.intervalMs);
+    this.timer = setTimeout(() => this.tick(), this.watching ? this.idleIntervalMs : this.intervalMs);
   }
 
   async tick() {
@@ -57,14 +77,23 @@ export class Poller {
       return;
     }
     if (this.stopped) return;
+    const changed = outcome.signature !== this.last;
+    this.last = outcome.signature;
     if (!outcome.running) {
-      this.stop("idle");
+      this.idle();
       return;
     }
-    this.quiet = outcome.signature === this.last ? this.quiet + 1 : 0;
-    this.last = outcome.signature;
+    if (this.watching) {
+      // Slow looking found work that moves: live updates again; work that stands still
+      // (a long call) is looked at slowly.
+      if (changed) this.start();
+      else this.schedule();
+      return;
+    }
+    this.quiet = changed ? 0 : this.quiet + 1;
     if (this.quiet >= this.quietLimit) {
-      this.stop("paused: nothing changed");
+      if (this.idleIntervalMs !== null) this.idle();
+      else this.stop("paused: nothing changed");
       return;
     }
     this.schedule();
@@ -81,7 +110,7 @@ export class Poller {
         live ? "live" : state === "idle" ? "up to date" : state,
       ),
     );
-    if (!live) {
+    if (!live && !this.watching) {
       this.indicator.append(
         " ",
         h("button", { type: "button", class: "link", onclick: () => this.start() }, "Resume"),

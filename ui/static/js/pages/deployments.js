@@ -109,10 +109,11 @@ export async function deploymentsPage(main) {
       ),
     ),
   );
-  const poller = new Poller(load, { intervalMs: 2000, indicator: live });
+  // A deployment started elsewhere (the CLI, another tab) shows up without a reload.
+  const poller = new Poller(load, { intervalMs: 2000, indicator: live, idleIntervalMs: 5000 });
   const first = await load();
   if (first.running) poller.start();
-  else poller.show("idle");
+  else poller.idle();
   return () => poller.stop();
 }
 
