@@ -82,9 +82,12 @@ def _claim_update(candidates: Any, now: float, lease_s: float, batch: str) -> An
 
 def _due(table: Any, now: float) -> Select[Any]:
     """The ids of `table`'s due READY steps, oldest first, locked, skipping locked rows."""
+    # 'READY' written into the SQL, not bound: the partial indexes (`status = 'READY'`) then
+    # serve a generic plan too, should PostgreSQL switch to one for the prepared statement.
+    ready = literal(StepStatus.READY.value, literal_execute=True)
     return (
         select(table.c.id)
-        .where(table.c.status == StepStatus.READY.value, table.c.not_before <= now)
+        .where(table.c.status == ready, table.c.not_before <= now)
         .order_by(table.c.created_at, table.c.id)
         .with_for_update(skip_locked=True, of=table)
     )
@@ -129,13 +132,14 @@ async def ready_tenants(conn: AsyncConnection, after: str | None = None) -> list
 @dataclass
 class TenantRing:
     """One claimer's turn among the tenants with READY steps, so that every tenant gets its
-    share in turn however many there are.
+    share in turn however many there are, and whatever the size of the claims.
 
     The list of tenants (at most MAX_TENANTS_PER_CLAIM, reused for TENANT_LIST_TTL_S) is a
-    window over all of them in id order: when it was full, the next list starts after its last
-    tenant and wraps around to the first, so tenants beyond the first 64 are reached too. Within
-    a list, each claim starts where the previous one stopped, so a claim smaller than the list
-    does not serve the same tenants every time."""
+    window over all of them in id order. Each claim takes the next tenants of the list, from
+    where the previous claim stopped; a new list starts after the last tenant served and wraps
+    round to the first, so a claim smaller than the list, or more than 64 tenants, still reach
+    every tenant in turn. With one tenant (or none) there is no turn to take: the fill is its
+    share."""
 
     tenants: list[str] = field(default_factory=list)
     fetched_at: float = float("-inf")
@@ -147,10 +151,13 @@ class TenantRing:
         if time.monotonic() - self.fetched_at > TENANT_LIST_TTL_S:
             await self._refresh(conn)
         if len(self.tenants) <= 1:
-            return list(self.tenants)
+            return []  # one tenant (or none): the fill alone is its share
         count = min(limit, len(self.tenants))
+        if count <= 0:
+            return []
         ordered = self.tenants[self.start :] + self.tenants[: self.start]
         self.start = (self.start + count) % len(self.tenants)
+        self.after = ordered[count - 1]  # the next list starts after the last tenant served
         return ordered[:count]
 
     async def _refresh(self, conn: AsyncConnection) -> None:
@@ -159,7 +166,6 @@ class TenantRing:
             listed = set(tenants)
             wrapped = [t for t in await ready_tenants(conn) if t not in listed]
             tenants += wrapped[: MAX_TENANTS_PER_CLAIM - len(tenants)]
-        self.after = tenants[-1] if len(tenants) == MAX_TENANTS_PER_CLAIM else None
         self.tenants, self.start, self.fetched_at = tenants, 0, time.monotonic()
 
 
@@ -175,7 +181,7 @@ async def claim_rows(
     """Claim up to `limit` due steps, an equal share for each of `tenants` (those whose turn
     it is, see `TenantRing`), then filled from all tenants oldest first."""
     claimed: list[Any] = []
-    if len(tenants) > 1:
+    if tenants:
         share = max(1, limit // len(tenants))
         if conn.dialect.name == "postgresql":
             statement = _shares_statement(now, share, lease_s, batch, tenants)

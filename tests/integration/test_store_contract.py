@@ -163,6 +163,95 @@ async def test_every_tenant_gets_its_turn_beyond_one_list_of_tenants(
     assert served == set(tenants)
 
 
+async def _claim_rounds(
+    store: Store, tenants: list[str], rounds: int, limit: int, pause_s: float = 0.0
+) -> set[str]:
+    """Tenants served by `rounds` claims of `limit`, every tenant keeping READY steps."""
+    version = await store.publish(CHAIN)
+    for tenant in tenants:
+        for _ in range(rounds):
+            await store.create_run(version, None, tenant_id=tenant)
+    served: set[str] = set()
+    for _ in range(rounds):
+        claimed = await store.claim(limit, lease_s=30)
+        assert len(claimed) == limit
+        served |= {step.tenant_id for step in claimed}
+        await asyncio.sleep(pause_s)
+    return served
+
+
+async def test_claims_smaller_than_the_list_take_turns_across_refreshes(store: Store) -> None:
+    """48 tenants, claims of 16 made further apart than the list is reused: each fresh list
+    starts after the last tenant served, not at the first tenant again."""
+    tenants = [f"tenant-{n:03d}" for n in range(48)]
+    served = await _claim_rounds(store, tenants, rounds=4, limit=16, pause_s=0.3)
+    assert served == set(tenants)
+
+
+@pytest.mark.parametrize("count", [64, 128])
+async def test_claims_of_a_batch_reach_every_tenant_of_full_lists(
+    store: Store, monkeypatch: pytest.MonkeyPatch, count: int
+) -> None:
+    """Exactly one list (64 tenants) or two, claims of 32 (a worker's batch), a fresh list for
+    every claim."""
+    monkeypatch.setattr(claims, "TENANT_LIST_TTL_S", 0.0)
+    tenants = [f"tenant-{n:03d}" for n in range(count)]
+    served = await _claim_rounds(store, tenants, rounds=count // 32 + 1, limit=32)
+    assert served == set(tenants)
+
+
+async def test_claims_of_one_take_turns_across_tenants(store: Store) -> None:
+    """A worker claims one step at a time when its steps are slow: those claims take turns
+    too, instead of taking the oldest step (the flood's) every time."""
+    version = await store.publish(CHAIN)
+    for _ in range(20):
+        await store.create_run(version, None, tenant_id="flood")
+    await store.create_run(version, None, tenant_id="small")
+    served = [step.tenant_id for _ in range(4) for step in await store.claim(1, lease_s=30)]
+    assert "small" in served, served
+
+
+async def test_unusual_tenant_ids_take_their_turn(
+    store: Store, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The skip scan orders tenant ids by the database's collation, its MIN and > alike."""
+    monkeypatch.setattr(claims, "TENANT_LIST_TTL_S", 0.0)
+    odd = [" ", "\u200b", "A", "a", "B", "b", "ß", "ss", "É", "e", "ä", "z", "😀", "'", "%", "_"]
+    tenants = [*odd, "a b", "x" * 200, *(f"t{n:02d}" for n in range(60))]
+    served = await _claim_rounds(store, tenants, rounds=3, limit=64)
+    assert served == set(tenants)
+
+
+async def test_concurrent_claimers_never_take_a_step_twice(
+    backend: Backend, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Four claimers (stores, as four worker processes have) of different batch sizes over 70
+    tenants, a fresh tenant list for every claim: every step claimed exactly once, no claim
+    above its limit."""
+    monkeypatch.setattr(claims, "TENANT_LIST_TTL_S", 0.0)
+    stores = [await Store.open(backend.database_url, FakeClock()) for _ in range(4)]
+    try:
+        version = await stores[0].publish(CHAIN)
+        for n in range(600):
+            await stores[0].create_run(version, None, tenant_id=f"t{n % 70:02d}")
+        seen: list[int] = []
+
+        async def claim_all(claimer: Store, limit: int) -> None:
+            for _ in range(600):
+                got = await claimer.claim(limit, lease_s=30)
+                assert len(got) <= limit
+                if not got:
+                    return
+                seen.extend(step.step_id for step in got)
+
+        limits = (7, 16, 32, 64)
+        await asyncio.gather(*(claim_all(s, n) for s, n in zip(stores, limits, strict=True)))
+        assert len(seen) == len(set(seen)) == 600
+    finally:
+        for claimer in stores:
+            await claimer.close()
+
+
 async def test_analyze_refreshes_statistics_without_touching_data(store: Store) -> None:
     version = await store.publish(CHAIN)
     run, _ = await store.create_run(version, None)
