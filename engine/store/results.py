@@ -5,13 +5,17 @@ batch of K results takes a fixed number of round trips instead of several per re
 
 1. `live_claims` — one SELECT … FOR UPDATE of the steps whose claim tokens are still live
    (a token is `<batch>:<step id>`, unique per claim); the others are late results, dropped.
-2. `release` — one executemany UPDATE writing every live step's new state.
+2. `release` — one UPDATE writing every live step's new state.
 3. `steps_done` — for the successes: one executemany decrementing dependants' `deps_pending`
    (READY at 0), one SELECT … FOR UPDATE of the runs concerned (in id order, as every
-   transaction locks them), then one executemany ending SUCCEEDED, in the same UPDATE that
+   transaction locks them), then one UPDATE ending SUCCEEDED, in the same statement that
    counts their last steps down, the runs whose remaining steps are all in this batch, and one
-   executemany counting down the others. A child of a fan-out (one step) is thus written once
+   UPDATE counting down the others. A child of a fan-out (one step) is thus written once
    when it ends, not counted down and then ended: one row version instead of two.
+
+On PostgreSQL each of those UPDATEs is one statement whose rows come as arrays (`unnest`),
+elsewhere an executemany (one execution per row): the same writes, ~10 % less PostgreSQL CPU
+per fan-out child (bench/RESULTS.md).
 
 Terminal failures and spawner parks are rare and handled one by one by the store.
 """
@@ -23,7 +27,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from sqlalchemy import bindparam, case, func, insert, or_, select, update
+from sqlalchemy import bindparam, case, func, insert, or_, select, text, update
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from engine.store import deployment_rows
@@ -165,6 +169,62 @@ FINISH_RUN = (
 )
 
 
+# PostgreSQL: the same writes for a whole batch in one statement, its rows passed as arrays
+# (`unnest`) instead of one execution per row (executemany). The rows are locked already
+# (`live_claims`, `RUNS_TO_COUNT_DOWN`), so the order the join visits them in takes no new lock.
+# JSON values travel as the text SQLAlchemy's JSON type would bind (`_json_texts`).
+
+RELEASE_BATCH = text(
+    """
+    UPDATE step SET
+        status = CASE
+            WHEN v.status = 'READY'
+                 AND (SELECT run.status FROM run WHERE run.id = step.run_id) <> 'RUNNING'
+            THEN 'PENDING' ELSE v.status END,
+        output = CAST(v.output AS JSON),
+        error = CAST(v.error AS JSON),
+        not_before = COALESCE(v.not_before, step.not_before),
+        ended_at = v.ended_at,
+        auto_retries = step.auto_retries + v.retry,
+        tenant_item_taken = step.tenant_item_taken OR v.item_taken,
+        children_total = COALESCE(v.children_total, step.children_total),
+        wait_reason = v.wait_reason,
+        wait_message = v.wait_message,
+        claim_token = NULL,
+        lease_expires_at = NULL
+    FROM unnest(
+        CAST(:b_id AS BIGINT[]), CAST(:b_status AS VARCHAR[]), CAST(:b_output AS TEXT[]),
+        CAST(:b_error AS TEXT[]), CAST(:b_not_before AS FLOAT8[]),
+        CAST(:b_ended_at AS FLOAT8[]), CAST(:b_retry AS INTEGER[]),
+        CAST(:b_item_taken AS BOOLEAN[]), CAST(:b_children_total AS INTEGER[]),
+        CAST(:b_wait_reason AS VARCHAR[]), CAST(:b_wait_message AS TEXT[])
+    ) AS v(id, status, output, error, not_before, ended_at, retry, item_taken,
+           children_total, wait_reason, wait_message)
+    WHERE step.id = v.id
+    """
+)
+
+COUNT_DOWN_RUNS = text(
+    """
+    UPDATE run SET steps_remaining = run.steps_remaining - v.n
+    FROM unnest(CAST(:b_run AS VARCHAR[]), CAST(:b_n AS INTEGER[])) AS v(id, n)
+    WHERE run.id = v.id
+    """
+)
+
+FINISH_RUNS = text(
+    """
+    UPDATE run SET
+        steps_remaining = run.steps_remaining - v.n,
+        status = 'SUCCEEDED',
+        output = CAST(v.output AS JSON),
+        ended_at = :b_now
+    FROM unnest(CAST(:b_run AS VARCHAR[]), CAST(:b_n AS INTEGER[]), CAST(:b_output AS TEXT[]))
+        AS v(id, n, output)
+    WHERE run.id = v.id AND run.status = 'RUNNING'
+    """
+)
+
 # ── steps ───────────────────────────────────────────────────────────────────────────────────
 
 
@@ -223,7 +283,13 @@ async def release(conn: AsyncConnection, results: Sequence[StepResult], now: flo
     if results:
         # Sorted by id: every transaction takes row locks in the same order (no deadlocks).
         ordered = sorted(results, key=lambda r: r.step.step_id)
-        await conn.execute(RELEASE, [_release_row(r, now) for r in ordered])
+        rows = [_release_row(r, now) for r in ordered]
+        if _batched(conn, rows):
+            await conn.execute(
+                RELEASE_BATCH, _columns(rows, json_text=_json_texts(conn, "b_output", "b_error"))
+            )
+        else:
+            await conn.execute(RELEASE, rows)
 
 
 async def steps_done(tx: Tx, done: Sequence[DoneStep]) -> None:
@@ -259,7 +325,10 @@ async def steps_done(tx: Tx, done: Sequence[DoneStep]) -> None:
     ending = {row.id for row in finished}
     going_on = [{"b_run": r, "b_n": n} for r, n in sorted(per_run.items()) if r not in ending]
     if going_on:
-        await tx.conn.execute(COUNT_DOWN_RUN, going_on)
+        if _batched(tx.conn, going_on):
+            await tx.conn.execute(COUNT_DOWN_RUNS, _columns(going_on))
+        else:
+            await tx.conn.execute(COUNT_DOWN_RUN, going_on)
     if finished:
         await _finish_runs(tx, finished, per_run, workflows, known)
 
@@ -275,18 +344,19 @@ async def _finish_runs(
     # A run's output is its sinks' outputs: read back only those not recorded just now.
     unknown = [r for r in ids if any(v not in known[r] for v in sinks(workflows[r]))]
     outputs = {r: known[r] for r in ids} | (await outputs_of(tx.conn, unknown) if unknown else {})
-    await tx.conn.execute(
-        FINISH_RUN,
-        [
-            {
-                "b_run": run_id,
-                "b_n": per_run[run_id],
-                "b_output": {v: outputs.get(run_id, {}).get(v) for v in sinks(workflows[run_id])},
-                "b_now": tx.now,
-            }
-            for run_id in ids
-        ],
-    )
+    rows = [
+        {
+            "b_run": run_id,
+            "b_n": per_run[run_id],
+            "b_output": {v: outputs.get(run_id, {}).get(v) for v in sinks(workflows[run_id])},
+        }
+        for run_id in ids
+    ]
+    if _batched(tx.conn, rows):
+        columns = _columns(rows, json_text=_json_texts(tx.conn, "b_output"))
+        await tx.conn.execute(FINISH_RUNS, {**columns, "b_now": tx.now})
+    else:
+        await tx.conn.execute(FINISH_RUN, [row | {"b_now": tx.now} for row in rows])
     tx.logs.extend(LogLine(run_id, "info", "run succeeded") for run_id in ids)
     for row in finished:
         tx.report.finished_runs.append((row.id, RunStatus.SUCCEEDED.value))
@@ -376,3 +446,30 @@ async def insert_logs(conn: AsyncConnection, lines: Sequence[LogLine], now: floa
             for line in lines
         ],
     )
+
+
+BATCH_FROM_ROWS = 2
+"""From how many rows a PostgreSQL write goes as one array statement (fewer: executemany)."""
+
+
+def _batched(conn: AsyncConnection, rows: Sequence[Any]) -> bool:
+    return conn.dialect.name == "postgresql" and len(rows) >= BATCH_FROM_ROWS
+
+
+def _json_texts(conn: AsyncConnection, *keys: str) -> dict[str, Any]:
+    """For each of `keys` (JSON parameters), the function that turns a value into the text
+    SQLAlchemy's JSON type binds (the engine's serializer; None as JSON `null`, as the
+    executemany statements store it)."""
+    bind = steps.c.output.type.bind_processor(conn.dialect)
+    return dict.fromkeys(keys, bind)
+
+
+def _columns(
+    rows: Sequence[dict[str, Any]], *, json_text: dict[str, Any] | None = None
+) -> dict[str, list[Any]]:
+    """Rows of parameters as one list per parameter (the arrays an `unnest` statement takes)."""
+    texts = json_text or {}
+    return {
+        key: [texts[key](row[key]) for row in rows] if key in texts else [row[key] for row in rows]
+        for key in rows[0]
+    }

@@ -8,9 +8,10 @@ from collections.abc import AsyncIterator
 import pytest
 
 from engine.store import Store, claims
-from engine.store.records import StepFailed, StepParked, StepSucceeded
+from engine.store.records import StepFailed, StepParked, StepSucceeded, Waiting
 from schemas.clock import FakeClock
 from schemas.definitions import Workflow
+from schemas.waiting import WaitReason
 from tests.conftest import Backend
 
 CHAIN = Workflow.model_validate(
@@ -250,6 +251,75 @@ async def test_concurrent_claimers_never_take_a_step_twice(
     finally:
         for claimer in stores:
             await claimer.close()
+
+
+async def test_one_flush_records_every_kind_of_result(store: Store, clock: FakeClock) -> None:
+    """Results of every kind in one `complete` (on PostgreSQL one statement per kind of write
+    for the whole batch): each step and run ends up as it would alone."""
+    version = await store.publish(CHAIN)
+    runs = [(await store.create_run(version, {"n": n}))[0] for n in range(5)]
+    claimed = {step.run_id: step for step in await store.claim(10, lease_s=30)}
+    assert set(claimed) == {run.id for run in runs}
+    ok, retried, parked, failed, also_ok = (claimed[run.id] for run in runs)
+    now = clock.now()
+    waiting = Waiting(WaitReason.TENANT_RATE_LIMIT, "the tenant's rate window is full")
+    report = await store.complete(
+        [
+            StepSucceeded(ok, {"answer": 1}),
+            StepFailed(retried, {"kind": "http", "status": 503}, retry_at=now + 5),
+            StepParked(parked, now + 7, "rate", tenant_item_taken=True, waiting=waiting),
+            StepFailed(failed, {"kind": "http", "status": 400, "message": "no"}),
+            StepSucceeded(also_ok, None),
+        ]
+    )
+    assert report.recorded == 5 and not report.dropped
+    first = {run.id: (await store.get_steps(run.id))[0] for run in runs}
+    assert [first[run.id].vertex_id for run in runs] == ["a"] * 5
+    assert all(s.claim_token is None and s.lease_expires_at is None for s in first.values())
+    done = first[ok.run_id]
+    assert (done.status, done.output, done.ended_at) == ("SUCCEEDED", {"answer": 1}, now)
+    again = first[retried.run_id]
+    assert (again.status, again.not_before, again.auto_retries) == ("READY", now + 5, 1)
+    assert again.error == {"kind": "http", "status": 503} and again.ended_at is None
+    waits = first[parked.run_id]
+    assert (waits.status, waits.not_before, waits.wait_reason) == (
+        "READY",
+        now + 7,
+        "tenant_rate_limit",
+    )
+    assert waits.wait_message == "the tenant's rate window is full"
+    assert (first[failed.run_id].status, first[failed.run_id].error["status"]) == ("FAILED", 400)
+    assert first[also_ok.run_id].output is None
+    statuses = {run.id: (await store.get_run(run.id)).status for run in runs}  # type: ignore[union-attr]
+    assert list(statuses.values()) == ["RUNNING", "RUNNING", "RUNNING", "FAILED", "RUNNING"]
+    # The successes made their dependants READY (b and c of the CHAIN).
+    ready = {(s.run_id, s.vertex_id) for s in await store.claim(10, lease_s=30)}
+    assert {(ok.run_id, "b"), (ok.run_id, "c"), (also_ok.run_id, "b")} <= ready
+
+
+async def test_a_redispatch_in_a_batch_is_held_back_when_its_run_stopped(
+    store: Store, clock: FakeClock
+) -> None:
+    """Two redispatched steps in one flush: the one whose run failed meanwhile goes back to
+    PENDING (claims hold it back until an operator resumes the run), the other to READY."""
+    version = await store.publish(CHAIN)
+    stopped, _ = await store.create_run(version, None)
+    going, _ = await store.create_run(version, None)
+    for step in await store.claim(10, lease_s=30):
+        await store.complete([StepSucceeded(step, {})])
+    steps = {(s.run_id, s.vertex_id): s for s in await store.claim(10, lease_s=30)}
+    await store.complete([StepFailed(steps[(stopped.id, "b")], {"kind": "http", "status": 400})])
+    assert (await store.get_run(stopped.id)).status == "FAILED"  # type: ignore[union-attr]
+    retry_at = clock.now() + 5
+    await store.complete(
+        [
+            StepFailed(steps[(stopped.id, "c")], {"kind": "http", "status": 503}, retry_at),
+            StepFailed(steps[(going.id, "c")], {"kind": "http", "status": 503}, retry_at),
+        ]
+    )
+    held = {s.vertex_id: s.status for s in await store.get_steps(stopped.id)}
+    moving = {s.vertex_id: s.status for s in await store.get_steps(going.id)}
+    assert (held["c"], moving["c"]) == ("PENDING", "READY")
 
 
 async def test_analyze_refreshes_statistics_without_touching_data(store: Store) -> None:
