@@ -26,6 +26,7 @@ from sqlalchemy.ext.asyncio import AsyncConnection
 from sqlalchemy.sql import Select
 from sqlalchemy.types import String
 
+from engine.store.dialect import dialect_of
 from engine.store.models import Run, Step, StepStatus
 from engine.store.records import ClaimedStep
 
@@ -183,7 +184,7 @@ async def claim_rows(
     claimed: list[Any] = []
     if tenants:
         share = max(1, limit // len(tenants))
-        if conn.dialect.name == "postgresql":
+        if dialect_of(conn).writes_rows_as_arrays:
             statement = _shares_statement(now, share, lease_s, batch, tenants)
             claimed += (await conn.execute(statement)).all()
         else:
@@ -226,7 +227,7 @@ async def run_rows(conn: AsyncConnection, run_ids: set[str]) -> dict[str, Any]:
         runs.c.item,
         runs.c.status,
         runs.c.pinned_versions,
-    ).where(runs.c.id.in_(sorted(run_ids)))
+    ).where(dialect_of(conn).one_of(runs.c.id, sorted(run_ids), "b_runs"))
     return {row.id: row for row in (await conn.execute(query)).all()}
 
 

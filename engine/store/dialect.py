@@ -9,8 +9,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from sqlalchemy import JSON, Text, cast, literal
+from sqlalchemy import JSON, String, Text, any_, bindparam, cast, literal
 from sqlalchemy.dialects import postgresql, sqlite
+from sqlalchemy.dialects.postgresql import ARRAY
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 DialectName = Literal["sqlite", "postgresql"]
@@ -45,6 +46,20 @@ class Dialect:
     def has_ordered_set_aggregates(self) -> bool:
         """Whether `percentile_disc(...) WITHIN GROUP (ORDER BY ...)` exists (PostgreSQL): a
         percentile in one sorted aggregate, about four times cheaper than a window."""
+        return self.is_postgresql
+
+    def one_of(self, column: Any, values: list[Any], name: str) -> Any:
+        """`column` is one of `values`. On PostgreSQL `= ANY(array)`: one statement text, so
+        one prepared statement, whatever the number of values; an IN list is a new statement
+        (parsed and prepared again) for every length. `name` names the bound parameter."""
+        if self.is_postgresql:
+            return column == any_(bindparam(name, values, type_=ARRAY(String)))
+        return column.in_(values)
+
+    @property
+    def writes_rows_as_arrays(self) -> bool:
+        """Whether a batch of rows can be one statement over arrays (`unnest`), and a claim's
+        tenant shares one statement (`LATERAL`); elsewhere one execution per row or share."""
         return self.is_postgresql
 
     @property

@@ -32,6 +32,7 @@ from sqlalchemy.ext.asyncio import AsyncConnection
 
 from engine.store import deployment_rows
 from engine.store.children import EndedChild
+from engine.store.dialect import Dialect, dialect_of
 from engine.store.models import DONE_STEP_STATUSES, Run, RunLog, RunStatus, Step, StepStatus
 from engine.store.records import (
     CompletionReport,
@@ -142,20 +143,24 @@ COUNT_DOWN_RUN = (
     .values(steps_remaining=runs.c.steps_remaining - bindparam("b_n"))
 )
 
-RUNS_TO_COUNT_DOWN = (
-    select(
-        runs.c.id,
-        runs.c.status,
-        runs.c.steps_remaining,
-        runs.c.parent_run_id,
-        runs.c.parent_vertex_id,
+
+def _runs_to_count_down(dialect: Dialect, run_ids: list[str]) -> Any:
+    """The runs a flush counts down, locked, so what it says about their remaining steps stays
+    true until this commit (another worker's flush may be counting down a parallel step of the
+    same run)."""
+    return (
+        select(
+            runs.c.id,
+            runs.c.status,
+            runs.c.steps_remaining,
+            runs.c.parent_run_id,
+            runs.c.parent_vertex_id,
+        )
+        .where(dialect.one_of(runs.c.id, run_ids, "b_runs"))
+        .order_by(runs.c.id)
+        .with_for_update()
     )
-    .where(runs.c.id.in_(bindparam("b_runs", expanding=True)))
-    .order_by(runs.c.id)
-    .with_for_update()
-)
-"""Locked, so what it says about the remaining steps stays true until this commit (another
-worker's flush may be counting down a parallel step of the same run)."""
+
 
 FINISH_RUN = (
     update(runs)
@@ -171,7 +176,7 @@ FINISH_RUN = (
 
 # PostgreSQL: the same writes for a whole batch in one statement, its rows passed as arrays
 # (`unnest`) instead of one execution per row (executemany). The rows are locked already
-# (`live_claims`, `RUNS_TO_COUNT_DOWN`), so the order the join visits them in takes no new lock.
+# (`live_claims`, `_runs_to_count_down`), so the order the join visits them in takes no new lock.
 # JSON values travel as the text SQLAlchemy's JSON type would bind (`_json_texts`).
 
 RELEASE_BATCH = text(
@@ -233,7 +238,10 @@ async def live_claims(conn: AsyncConnection, results: Sequence[StepResult]) -> s
     tokens = [r.step.claim_token for r in results]
     query = (
         select(steps.c.id)
-        .where(steps.c.claim_token.in_(tokens), steps.c.status == StepStatus.RUNNING.value)
+        .where(
+            dialect_of(conn).one_of(steps.c.claim_token, tokens, "b_tokens"),
+            steps.c.status == StepStatus.RUNNING.value,
+        )
         .with_for_update()
     )
     return {row.id for row in (await conn.execute(query)).all()}
@@ -315,7 +323,8 @@ async def steps_done(tx: Tx, done: Sequence[DoneStep]) -> None:
             ],
         )
         tx.report.newly_ready += len(unlocks)
-    counted = (await tx.conn.execute(RUNS_TO_COUNT_DOWN, {"b_runs": sorted(per_run)})).all()
+    counting = _runs_to_count_down(dialect_of(tx.conn), sorted(per_run))
+    counted = (await tx.conn.execute(counting)).all()
     # A run ends when this batch holds all its remaining steps (and it is still RUNNING).
     finished = [
         row
@@ -453,7 +462,7 @@ BATCH_FROM_ROWS = 2
 
 
 def _batched(conn: AsyncConnection, rows: Sequence[Any]) -> bool:
-    return conn.dialect.name == "postgresql" and len(rows) >= BATCH_FROM_ROWS
+    return dialect_of(conn).writes_rows_as_arrays and len(rows) >= BATCH_FROM_ROWS
 
 
 def _json_texts(conn: AsyncConnection, *keys: str) -> dict[str, Any]:
