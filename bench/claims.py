@@ -446,8 +446,11 @@ async def table_phase(
     return row
 
 
-def compiled(statement: Any, dialect: Dialect) -> str:
-    return str(statement.compile(dialect=dialect, compile_kwargs={"literal_binds": True}))
+def bound(statement: Any, values: dict[str, Any], dialect: Dialect) -> tuple[str, list[Any]]:
+    """The SQL asyncpg receives for `statement` with `values`, and its positional parameters
+    (a custom plan, as the engine's own executions get)."""
+    state = statement.compile(dialect=dialect).construct_expanded_state(values)
+    return state.statement, list(state.positional_parameters)
 
 
 async def explain(conn: asyncpg.Connection, limit: int, dialect: Dialect) -> dict[str, Any]:
@@ -460,21 +463,26 @@ async def explain(conn: asyncpg.Connection, limit: int, dialect: Dialect) -> dic
         )
     ]
     now = time.time()
+    values = engine_claims.claim_params(now, LEASE_S, "x:", limit)
     statements = {
-        "fill": compiled(engine_claims._claim_statement(now, limit, LEASE_S, "x:", None), dialect),
-        "tenant_shares": compiled(
-            engine_claims._shares_statement(now, 1, LEASE_S, "x:", tenants), dialect
+        "fill": bound(engine_claims.FILL, values, dialect),
+        "tenant_shares": bound(
+            engine_claims.SHARES, values | {"b_limit": 1, "b_tenants": tenants}, dialect
         ),
-        "tenant_scan": str(engine_claims.TENANTS_WITH_READY_STEPS)
-        .replace(":max_tenants", str(engine_claims.MAX_TENANTS_PER_CLAIM))
-        .replace(":after", "NULL"),
+        "tenant_scan": (
+            str(engine_claims.TENANTS_WITH_READY_STEPS)
+            .replace(":max_tenants", str(engine_claims.MAX_TENANTS_PER_CLAIM))
+            .replace(":after", "NULL"),
+            [],
+        ),
     }
     plans: dict[str, Any] = {}
-    for name, sql in statements.items():
+    for name, (sql, params) in statements.items():
         transaction = conn.transaction()
         await transaction.start()
         try:
-            lines = [r[0] for r in await conn.fetch(f"EXPLAIN (ANALYZE, BUFFERS) {sql}")]
+            explained = await conn.fetch(f"EXPLAIN (ANALYZE, BUFFERS) {sql}", *params)
+            lines = [r[0] for r in explained]
         finally:
             await transaction.rollback()
         plans[name] = {"key": key_lines(lines), "plan": lines}

@@ -20,7 +20,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
-from sqlalchemy import bindparam, cast, func, literal, select, text, true, update
+from sqlalchemy import Float, bindparam, cast, func, literal, select, text, true, update
 from sqlalchemy.dialects.postgresql import ARRAY
 from sqlalchemy.ext.asyncio import AsyncConnection
 from sqlalchemy.sql import Select
@@ -53,17 +53,17 @@ TENANTS_WITH_READY_STEPS = text(
 )
 
 
-def _claim_update(candidates: Any, now: float, lease_s: float, batch: str) -> Any:
+def _claim_update(candidates: Any) -> Any:
     """Claim the steps whose ids `candidates` selects (locked, skipping locked rows)."""
     return (
         update(steps)
         .where(steps.c.id.in_(candidates))
         .values(
             status=StepStatus.RUNNING.value,
-            claim_token=literal(batch) + cast(steps.c.id, String),
-            lease_expires_at=now + lease_s,
+            claim_token=bindparam("b_batch", type_=String) + cast(steps.c.id, String),
+            lease_expires_at=bindparam("b_lease_until", type_=Float),
             attempts=steps.c.attempts + 1,
-            started_at=func.coalesce(steps.c.started_at, now),
+            started_at=func.coalesce(steps.c.started_at, bindparam("b_now", type_=Float)),
             # It runs: whatever it waited for is over (docs/architecture.md, 'Why a step waits').
             wait_reason=None,
             wait_message=None,
@@ -81,44 +81,57 @@ def _claim_update(candidates: Any, now: float, lease_s: float, batch: str) -> An
     )
 
 
-def _due(table: Any, now: float) -> Select[Any]:
+def _due(table: Any) -> Select[Any]:
     """The ids of `table`'s due READY steps, oldest first, locked, skipping locked rows."""
     # 'READY' written into the SQL, not bound: the partial indexes (`status = 'READY'`) then
     # serve a generic plan too, should PostgreSQL switch to one for the prepared statement.
     ready = literal(StepStatus.READY.value, literal_execute=True)
     return (
         select(table.c.id)
-        .where(table.c.status == ready, table.c.not_before <= now)
+        .where(table.c.status == ready, table.c.not_before <= bindparam("b_now", type_=Float))
         .order_by(table.c.created_at, table.c.id)
         .with_for_update(skip_locked=True, of=table)
     )
 
 
-def _claim_statement(
-    now: float, limit: int, lease_s: float, batch: str, tenant_id: str | None
-) -> Any:
-    candidates = _due(steps, now).limit(limit)
-    if tenant_id is not None:
-        candidates = candidates.where(steps.c.tenant_id == tenant_id)
-    return _claim_update(candidates.scalar_subquery(), now, lease_s, batch)
+# The claim statements are built once, their values bound at each claim (`claim_params`):
+# building and hashing one per claim cost a worker more than executing it when claims are
+# small and frequent (submitted runs arriving one at a time).
+
+FILL = _claim_update(_due(steps).limit(bindparam("b_limit")).scalar_subquery())
+"""Up to `b_limit` due steps of any tenant, oldest first."""
+
+TENANT_SHARE = _claim_update(
+    _due(steps)
+    .where(steps.c.tenant_id == bindparam("b_tenant"))
+    .limit(bindparam("b_limit"))
+    .scalar_subquery()
+)
+"""Up to `b_limit` due steps of tenant `b_tenant`."""
 
 
-def _shares_statement(
-    now: float, share: int, lease_s: float, batch: str, tenants: list[str]
-) -> Any:
-    """PostgreSQL: `share` steps of each of `tenants` in one statement (a LATERAL subquery per
-    tenant of the list) instead of one statement per tenant: with 64 busy tenants a claim was
-    65 round trips, holding its locks all along (bench/claims.py)."""
+def _shares() -> Any:
     tenant = (
-        func.unnest(bindparam("tenants", tenants, type_=ARRAY(String)))
+        func.unnest(bindparam("b_tenants", type_=ARRAY(String)))
         .table_valued("tenant_id")
         .render_derived(name="t")
     )
     ready = steps.alias("s")
-    mine = _due(ready, now).where(ready.c.tenant_id == tenant.c.tenant_id)
-    picked = mine.limit(share).lateral("picked")
+    mine = _due(ready).where(ready.c.tenant_id == tenant.c.tenant_id)
+    picked = mine.limit(bindparam("b_limit")).lateral("picked")
     candidates = select(picked.c.id).select_from(tenant.join(picked, true()))
-    return _claim_update(candidates.scalar_subquery(), now, lease_s, batch)
+    return _claim_update(candidates.scalar_subquery())
+
+
+SHARES = _shares()
+"""PostgreSQL: up to `b_limit` due steps of each tenant of `b_tenants` in one statement (a
+LATERAL subquery per tenant) instead of one statement per tenant: with 64 busy tenants a claim
+was 65 round trips, holding its locks all along (bench/claims.py)."""
+
+
+def claim_params(now: float, lease_s: float, batch: str, limit: int) -> dict[str, Any]:
+    """The values a claim statement takes (`b_tenant` / `b_tenants` added for the shares)."""
+    return {"b_now": now, "b_lease_until": now + lease_s, "b_batch": batch, "b_limit": limit}
 
 
 async def ready_tenants(conn: AsyncConnection, after: str | None = None) -> list[str]:
@@ -183,18 +196,17 @@ async def claim_rows(
     it is, see `TenantRing`), then filled from all tenants oldest first."""
     claimed: list[Any] = []
     if tenants:
-        share = max(1, limit // len(tenants))
+        shares = claim_params(now, lease_s, batch, max(1, limit // len(tenants)))
         if dialect_of(conn).writes_rows_as_arrays:
-            statement = _shares_statement(now, share, lease_s, batch, tenants)
-            claimed += (await conn.execute(statement)).all()
+            claimed += (await conn.execute(SHARES, shares | {"b_tenants": tenants})).all()
         else:
             # SQLite has no LATERAL; its claims are local (one process) and cheap.
             for tenant_id in tenants:
-                statement = _claim_statement(now, share, lease_s, batch, tenant_id)
-                claimed += (await conn.execute(statement)).all()
+                share = shares | {"b_tenant": tenant_id}
+                claimed += (await conn.execute(TENANT_SHARE, share)).all()
     if len(claimed) < limit:
-        statement = _claim_statement(now, limit - len(claimed), lease_s, batch, None)
-        claimed += (await conn.execute(statement)).all()
+        fill = claim_params(now, lease_s, batch, limit - len(claimed))
+        claimed += (await conn.execute(FILL, fill)).all()
     return claimed
 
 
