@@ -26,7 +26,7 @@ from sqlalchemy.ext.asyncio import AsyncConnection
 from sqlalchemy.sql import Select
 from sqlalchemy.types import String
 
-from engine.store.dialect import dialect_of
+from engine.store.dialect import Dialect, dialect_of
 from engine.store.models import Run, Step, StepStatus
 from engine.store.records import ClaimedStep
 
@@ -226,7 +226,13 @@ async def hold(conn: AsyncConnection, step_ids: list[int]) -> None:
 
 async def run_rows(conn: AsyncConnection, run_ids: set[str]) -> dict[str, Any]:
     """What executing a claimed step needs from its run, by run id."""
-    query = select(
+    query = dialect_of(conn).statement(_run_rows)
+    rows = (await conn.execute(query, {"b_runs": sorted(run_ids)})).all()
+    return {row.id: row for row in rows}
+
+
+def _run_rows(dialect: Dialect) -> Any:
+    return select(
         runs.c.id,
         runs.c.workflow_name,
         runs.c.workflow_version,
@@ -239,8 +245,7 @@ async def run_rows(conn: AsyncConnection, run_ids: set[str]) -> dict[str, Any]:
         runs.c.item,
         runs.c.status,
         runs.c.pinned_versions,
-    ).where(dialect_of(conn).one_of(runs.c.id, sorted(run_ids), "b_runs"))
-    return {row.id: row for row in (await conn.execute(query)).all()}
+    ).where(dialect.one_of(runs.c.id, "b_runs"))
 
 
 def claimed_step(row: Any, run: Any, outputs: dict[str, dict[str, Any]]) -> ClaimedStep:

@@ -6,6 +6,7 @@ few constructs that differ instead of comparing dialect names themselves.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Literal
 
@@ -15,6 +16,8 @@ from sqlalchemy.dialects.postgresql import ARRAY
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 DialectName = Literal["sqlite", "postgresql"]
+
+_BUILT: dict[tuple[Callable[..., Any], str], Any] = {}
 
 
 @dataclass(frozen=True)
@@ -32,6 +35,15 @@ class Dialect:
         module = postgresql if self.is_postgresql else sqlite
         return module.insert(table)
 
+    def statement(self, build: Callable[[Dialect], Any]) -> Any:
+        """`build(self)`, built once per dialect: the store's hot statements are constants, so
+        SQLAlchemy neither builds nor hashes them again at each execution."""
+        key = (build, self.name)
+        built = _BUILT.get(key)
+        if built is None:
+            built = _BUILT[key] = build(self)
+        return built
+
     def json_from_text(self, text: str) -> Any:
         """A bound value storing already-encoded JSON text as is (PostgreSQL checks it)."""
         value: Any = literal(text, Text)
@@ -48,13 +60,13 @@ class Dialect:
         percentile in one sorted aggregate, about four times cheaper than a window."""
         return self.is_postgresql
 
-    def one_of(self, column: Any, values: list[Any], name: str) -> Any:
-        """`column` is one of `values`. On PostgreSQL `= ANY(array)`: one statement text, so
-        one prepared statement, whatever the number of values; an IN list is a new statement
-        (parsed and prepared again) for every length. `name` names the bound parameter."""
+    def one_of(self, column: Any, name: str) -> Any:
+        """`column` is one of the list bound as `name`. On PostgreSQL `= ANY(array)`: one
+        statement text, so one prepared statement, whatever the number of values; an IN list
+        is a new statement (parsed and prepared again) for every length."""
         if self.is_postgresql:
-            return column == any_(bindparam(name, values, type_=ARRAY(String)))
-        return column.in_(values)
+            return column == any_(bindparam(name, type_=ARRAY(String)))
+        return column.in_(bindparam(name, expanding=True))
 
     @property
     def writes_rows_as_arrays(self) -> bool:

@@ -144,10 +144,10 @@ COUNT_DOWN_RUN = (
 )
 
 
-def _runs_to_count_down(dialect: Dialect, run_ids: list[str]) -> Any:
-    """The runs a flush counts down, locked, so what it says about their remaining steps stays
-    true until this commit (another worker's flush may be counting down a parallel step of the
-    same run)."""
+def _runs_to_count_down(dialect: Dialect) -> Any:
+    """The runs `b_runs` a flush counts down, locked, so what it says about their remaining
+    steps stays true until this commit (another worker's flush may be counting down a
+    parallel step of the same run)."""
     return (
         select(
             runs.c.id,
@@ -156,7 +156,7 @@ def _runs_to_count_down(dialect: Dialect, run_ids: list[str]) -> Any:
             runs.c.parent_run_id,
             runs.c.parent_vertex_id,
         )
-        .where(dialect.one_of(runs.c.id, run_ids, "b_runs"))
+        .where(dialect.one_of(runs.c.id, "b_runs"))
         .order_by(runs.c.id)
         .with_for_update()
     )
@@ -236,15 +236,19 @@ FINISH_RUNS = text(
 async def live_claims(conn: AsyncConnection, results: Sequence[StepResult]) -> set[int]:
     """Ids of the steps whose claims in `results` are still live (locked until commit)."""
     tokens = [r.step.claim_token for r in results]
-    query = (
+    query = dialect_of(conn).statement(_live_claims)
+    return {row.id for row in (await conn.execute(query, {"b_tokens": tokens})).all()}
+
+
+def _live_claims(dialect: Dialect) -> Any:
+    return (
         select(steps.c.id)
         .where(
-            dialect_of(conn).one_of(steps.c.claim_token, tokens, "b_tokens"),
+            dialect.one_of(steps.c.claim_token, "b_tokens"),
             steps.c.status == StepStatus.RUNNING.value,
         )
         .with_for_update()
     )
-    return {row.id for row in (await conn.execute(query)).all()}
 
 
 def _release_row(result: StepResult, now: float) -> dict[str, Any]:
@@ -323,8 +327,8 @@ async def steps_done(tx: Tx, done: Sequence[DoneStep]) -> None:
             ],
         )
         tx.report.newly_ready += len(unlocks)
-    counting = _runs_to_count_down(dialect_of(tx.conn), sorted(per_run))
-    counted = (await tx.conn.execute(counting)).all()
+    counting = dialect_of(tx.conn).statement(_runs_to_count_down)
+    counted = (await tx.conn.execute(counting, {"b_runs": sorted(per_run)})).all()
     # A run ends when this batch holds all its remaining steps (and it is still RUNNING).
     finished = [
         row
