@@ -102,7 +102,7 @@ def _sqlite_engine(url: URL, connections: SqliteConnections, *, immediate: bool)
     return engine
 
 
-def create_engines(database_url: str, *, pool_size: int = 10) -> Engines:
+def create_engines(database_url: str, *, pool_size: int = 20) -> Engines:
     """Build the engines for `database_url` (sqlite+aiosqlite or postgresql+asyncpg)."""
     url = make_url(database_url)
     if url.get_backend_name() == "sqlite":
@@ -116,8 +116,12 @@ def create_engines(database_url: str, *, pool_size: int = 10) -> Engines:
     if url.get_backend_name() == "postgresql":
         engine = create_async_engine(
             database_url,
+            # At most `pool_size` connections, each kept once opened. An overflow connection
+            # is closed when it is returned, so a process busy beyond the pool's size opened
+            # a PostgreSQL connection (a server process) and closed it again several times a
+            # second (bench/RESULTS.md, "connection churn").
             pool_size=pool_size,
-            max_overflow=pool_size,
+            max_overflow=0,
             # JSON columns through orjson: several small documents per step (schemas.json_codec).
             json_serializer=json_codec.dumps,
             json_deserializer=json_codec.loads,
