@@ -225,9 +225,8 @@ class WorkQueue(StoreCore):
         now = self._clock.now()
         async with self._engines.write.begin() as conn:
             tx = results_.Tx(conn, now, report)
-            live_ids = await results_.live_claims(conn, results) if results else set()
-            live = [r for r in results if r.step.step_id in live_ids]
-            report.dropped = [r.step.step_id for r in results if r.step.step_id not in live_ids]
+            live, late = await results_.live_claims(conn, results) if results else ([], [])
+            report.dropped = [r.step.step_id for r in late]
             report.recorded = len(live)
             report.changed_runs.update(r.step.run_id for r in live)
             # A child's step that ends or waits moves its parent's fan-out progress.
@@ -251,8 +250,7 @@ class WorkQueue(StoreCore):
                 LogLine(
                     r.step.run_id, "warning", "late result dropped: claim expired", r.step.vertex_id
                 )
-                for r in results
-                if r.step.step_id not in live_ids
+                for r in late
             ]
             await results_.insert_logs(conn, [*log_lines, *dropped, *tx.logs], now)
             tx.logs = []

@@ -233,20 +233,38 @@ FINISH_RUNS = text(
 # ── steps ───────────────────────────────────────────────────────────────────────────────────
 
 
-async def live_claims(conn: AsyncConnection, results: Sequence[StepResult]) -> set[int]:
-    """Ids of the steps whose claims in `results` are still live (locked until commit)."""
+async def live_claims(
+    conn: AsyncConnection, results: Sequence[StepResult]
+) -> tuple[list[StepResult], list[StepResult]]:
+    """`results` split into those whose claims are still live (their steps locked until
+    commit) and the late ones. A claim is live when its token is: a step claimed again since
+    (its lease expired, then this worker claimed it anew) has a live result and a late one, and
+    only the first result of a claim counts."""
     tokens = [r.step.claim_token for r in results]
     query = dialect_of(conn).statement(_live_claims)
-    return {row.id for row in (await conn.execute(query, {"b_tokens": tokens})).all()}
+    rows = (await conn.execute(query, {"b_tokens": tokens})).all()
+    live_tokens = {row.claim_token for row in rows}
+    live: list[StepResult] = []
+    late: list[StepResult] = []
+    for result in results:
+        if result.step.claim_token in live_tokens:
+            live_tokens.discard(result.step.claim_token)
+            live.append(result)
+        else:
+            late.append(result)
+    return live, late
 
 
 def _live_claims(dialect: Dialect) -> Any:
+    # In id order, as every transaction that locks several steps takes them (a lock taken in
+    # the plan's order could deadlock with one taken in id order).
     return (
-        select(steps.c.id)
+        select(steps.c.id, steps.c.claim_token)
         .where(
             dialect.one_of(steps.c.claim_token, "b_tokens"),
             steps.c.status == StepStatus.RUNNING.value,
         )
+        .order_by(steps.c.id)
         .with_for_update()
     )
 
