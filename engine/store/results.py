@@ -177,7 +177,7 @@ FINISH_RUN = (
 # PostgreSQL: the same writes for a whole batch in one statement, its rows passed as arrays
 # (`unnest`) instead of one execution per row (executemany). The rows are locked already
 # (`live_claims`, `_runs_to_count_down`), so the order the join visits them in takes no new lock.
-# JSON values travel as the text SQLAlchemy's JSON type would bind (`_json_texts`).
+# JSON values travel as the text SQLAlchemy's JSON type would bind (`_write_rows`).
 
 RELEASE_BATCH = text(
     """
@@ -314,12 +314,9 @@ async def release(conn: AsyncConnection, results: Sequence[StepResult], now: flo
         # Sorted by id: every transaction takes row locks in the same order (no deadlocks).
         ordered = sorted(results, key=lambda r: r.step.step_id)
         rows = [_release_row(r, now) for r in ordered]
-        if _batched(conn, rows):
-            await conn.execute(
-                RELEASE_BATCH, _columns(rows, json_text=_json_texts(conn, "b_output", "b_error"))
-            )
-        else:
-            await conn.execute(RELEASE, rows)
+        await _write_rows(
+            conn, rows, each=RELEASE, arrays=RELEASE_BATCH, json=("b_output", "b_error")
+        )
 
 
 async def steps_done(tx: Tx, done: Sequence[DoneStep]) -> None:
@@ -356,10 +353,7 @@ async def steps_done(tx: Tx, done: Sequence[DoneStep]) -> None:
     ending = {row.id for row in finished}
     going_on = [{"b_run": r, "b_n": n} for r, n in sorted(per_run.items()) if r not in ending]
     if going_on:
-        if _batched(tx.conn, going_on):
-            await tx.conn.execute(COUNT_DOWN_RUNS, _columns(going_on))
-        else:
-            await tx.conn.execute(COUNT_DOWN_RUN, going_on)
+        await _write_rows(tx.conn, going_on, each=COUNT_DOWN_RUN, arrays=COUNT_DOWN_RUNS)
     if finished:
         await _finish_runs(tx, finished, per_run, workflows, known)
 
@@ -383,11 +377,9 @@ async def _finish_runs(
         }
         for run_id in ids
     ]
-    if _batched(tx.conn, rows):
-        columns = _columns(rows, json_text=_json_texts(tx.conn, "b_output"))
-        await tx.conn.execute(FINISH_RUNS, {**columns, "b_now": tx.now})
-    else:
-        await tx.conn.execute(FINISH_RUN, [row | {"b_now": tx.now} for row in rows])
+    await _write_rows(
+        tx.conn, rows, each=FINISH_RUN, arrays=FINISH_RUNS, json=("b_output",), b_now=tx.now
+    )
     tx.logs.extend(LogLine(run_id, "info", "run succeeded") for run_id in ids)
     for row in finished:
         tx.report.finished_runs.append((row.id, RunStatus.SUCCEEDED.value))
@@ -483,24 +475,25 @@ BATCH_FROM_ROWS = 2
 """From how many rows a PostgreSQL write goes as one array statement (fewer: executemany)."""
 
 
-def _batched(conn: AsyncConnection, rows: Sequence[Any]) -> bool:
-    return dialect_of(conn).writes_rows_as_arrays and len(rows) >= BATCH_FROM_ROWS
-
-
-def _json_texts(conn: AsyncConnection, *keys: str) -> dict[str, Any]:
-    """For each of `keys` (JSON parameters), the function that turns a value into the text
-    SQLAlchemy's JSON type binds (the engine's serializer; None as JSON `null`, as the
-    executemany statements store it)."""
-    bind = steps.c.output.type.bind_processor(conn.dialect)
-    return dict.fromkeys(keys, bind)
-
-
-def _columns(
-    rows: Sequence[dict[str, Any]], *, json_text: dict[str, Any] | None = None
-) -> dict[str, list[Any]]:
-    """Rows of parameters as one list per parameter (the arrays an `unnest` statement takes)."""
-    texts = json_text or {}
-    return {
-        key: [texts[key](row[key]) for row in rows] if key in texts else [row[key] for row in rows]
+async def _write_rows(
+    conn: AsyncConnection,
+    rows: Sequence[dict[str, Any]],
+    *,
+    each: Any,
+    arrays: Any,
+    json: tuple[str, ...] = (),
+    **shared: Any,
+) -> None:
+    """Write `rows` with `each` (executemany), or on PostgreSQL from BATCH_FROM_ROWS rows with
+    `arrays`, which takes one list per parameter. `json` names the JSON parameters: in the
+    arrays they travel as the text SQLAlchemy's JSON type binds (the engine's serializer, None
+    as JSON `null`, as `each` stores it). `shared` parameters are the same for every row."""
+    if not (dialect_of(conn).writes_rows_as_arrays and len(rows) >= BATCH_FROM_ROWS):
+        await conn.execute(each, [row | shared for row in rows])
+        return
+    as_json = steps.c.output.type.bind_processor(conn.dialect)
+    columns = {
+        key: [as_json(row[key]) for row in rows] if key in json else [row[key] for row in rows]
         for key in rows[0]
     }
+    await conn.execute(arrays, columns | shared)

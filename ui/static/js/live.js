@@ -45,8 +45,14 @@ export class Poller {
     this.stopped = false;
     this.watching = true;
     this.show("idle");
-    clearTimeout(this.timer);
-    this.timer = setTimeout(() => this.tick(), this.idleIntervalMs);
+    this.schedule();
+  }
+
+  /** Begin from the page's first load (`refresh()`'s answer): live updates while something
+   * runs, else idle as above. */
+  follow(outcome) {
+    if (outcome.running) this.start();
+    else this.idle();
   }
 
   stop(reason = null) {

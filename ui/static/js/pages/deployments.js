@@ -112,8 +112,7 @@ export async function deploymentsPage(main) {
   // A deployment started elsewhere (the CLI, another tab) shows up without a reload.
   const poller = new Poller(load, { intervalMs: 2000, indicator: live, idleIntervalMs: 5000 });
   const first = await load();
-  if (first.running) poller.start();
-  else poller.idle();
+  poller.follow(first);
   return () => poller.stop();
 }
 
@@ -333,7 +332,6 @@ export async function deploymentPage(main, params, id) {
   // A stage holds for minutes without a change: keep following it for 5 of them.
   const poller = new Poller(load, { intervalMs: 2000, quietLimit: 150, indicator: live });
   const first = await load();
-  if (first.running) poller.start();
-  else poller.show("idle");
+  poller.follow(first);
   return () => poller.stop();
 }

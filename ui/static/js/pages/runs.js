@@ -254,7 +254,6 @@ export async function runsPage(main, params) {
   // The first page is where new runs appear: it keeps looking for them while nothing runs.
   const poller = new Poller(load, { intervalMs: 2000, indicator: live, idleIntervalMs: cursor ? null : 5000 });
   const first = await load();
-  if (first.running) poller.start();
-  else poller.idle();
+  poller.follow(first);
   return () => poller.stop();
 }
