@@ -6,7 +6,7 @@ import uuid
 from collections.abc import Collection, Mapping, Sequence
 from typing import Any
 
-from sqlalchemy import bindparam, func, insert, select, update
+from sqlalchemy import Float, Integer, bindparam, func, insert, select, text, update
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.ext.asyncio import AsyncConnection
 
@@ -74,6 +74,89 @@ async def _take_quota(conn: AsyncConnection, tenant_id: str) -> bool:
     rollback (its transaction creates nothing)."""
     row = (await conn.execute(TAKE_QUOTA, {"tenant": tenant_id})).first()
     return row is None or row.used_runs <= row.max_runs
+
+
+CREATE_RUN_AT_ONCE = text(
+    """
+    WITH quota AS (
+        UPDATE tenant_quota SET used_runs = used_runs + 1
+        WHERE tenant_id = :tenant_id AND used_runs < max_runs AND CAST(:count_in_quota AS BOOLEAN)
+        RETURNING 1
+    ), allowed AS (
+        SELECT NOT CAST(:count_in_quota AS BOOLEAN)
+            OR EXISTS (SELECT 1 FROM quota)
+            OR NOT EXISTS (SELECT 1 FROM tenant_quota WHERE tenant_id = :tenant_id) AS ok
+    ), new_run AS (
+        INSERT INTO run (
+            id, workflow_name, workflow_version, definition_hash, tenant_id, status,
+            timeout_tier, input, output, error, steps_remaining, created_at, started_at,
+            ended_at, idempotency_key, root_run_id, restarted_from, pinned_versions,
+            request_hash, route
+        )
+        SELECT
+            :id, :workflow_name, :workflow_version, :definition_hash, :tenant_id, :status,
+            :timeout_tier, CAST(:input AS JSON), CAST(:output AS JSON), CAST(:error AS JSON),
+            :steps_remaining, :created_at, :started_at, :ended_at, :idempotency_key,
+            :root_run_id, :restarted_from, CAST(:pinned_versions AS JSON), :request_hash, :route
+        FROM allowed WHERE allowed.ok
+        RETURNING id
+    ), new_steps AS (
+        INSERT INTO step (
+            run_id, vertex_id, tenant_id, status, deps_pending, attempts, auto_retries,
+            not_before, created_at
+        )
+        SELECT new_run.id, v.vertex_id, :tenant_id, v.status, v.deps_pending, 0, 0,
+            :created_at, :created_at
+        FROM new_run, unnest(
+            CAST(:s_vertex_id AS VARCHAR[]), CAST(:s_status AS VARCHAR[]),
+            CAST(:s_deps_pending AS INTEGER[])
+        ) AS v(vertex_id, status, deps_pending)
+    ), new_log AS (
+        INSERT INTO run_log (run_id, vertex_id, at, level, message, data)
+        SELECT new_run.id, NULL, :created_at, 'info', :message, CAST(:log_data AS JSON)
+        FROM new_run
+    )
+    SELECT ok FROM allowed
+    """
+).bindparams(
+    bindparam("workflow_version", type_=Integer),
+    bindparam("steps_remaining", type_=Integer),
+    bindparam("created_at", type_=Float),
+    bindparam("started_at", type_=Float),
+    bindparam("ended_at", type_=Float),
+)
+"""A root run, its steps and its first log line, and one run of its tenant's quota, as one
+statement (PostgreSQL's data-modifying WITH): atomic in autocommit, so no BEGIN and COMMIT
+round trips, and four statements' client work become one. The quota is taken only while one
+is left (`used_runs < max_runs`, rechecked on the locked row under concurrent submissions);
+`ok` false: none was left and nothing was written. JSON values travel as the text
+SQLAlchemy's JSON type binds, so the rows are those `INSERT_RUN` and `insert_logs` write."""
+
+
+async def _create_run_at_once(
+    conn: AsyncConnection,
+    row: dict[str, Any],
+    workflow: Workflow,
+    message: str,
+    count_in_quota: bool,
+) -> bool:
+    """Run `CREATE_RUN_AT_ONCE` for the run `row` of `workflow`; False when the tenant's
+    quota had no run left (nothing written). A taken idempotency key raises IntegrityError."""
+    as_json = runs.c.input.type.bind_processor(conn.dialect)
+    rows = step_rows(row["id"], row["tenant_id"], workflow, row["created_at"])
+    params = {key: as_json(row[key]) if key in _JSON_COLUMNS else row[key] for key in row}
+    params |= {
+        "s_vertex_id": [r["vertex_id"] for r in rows],
+        "s_status": [r["status"] for r in rows],
+        "s_deps_pending": [r["deps_pending"] for r in rows],
+        "message": message,
+        "log_data": as_json(None),
+        "count_in_quota": count_in_quota,
+    }
+    return bool((await conn.execute(CREATE_RUN_AT_ONCE, params)).scalar_one())
+
+
+_JSON_COLUMNS = frozenset({"input", "output", "error", "pinned_versions"})
 
 
 def _created_message(version: VersionRecord, route: str | None) -> str:
@@ -246,18 +329,23 @@ class RunCatalogue(StoreCore):
             "error": None,
             "ended_at": None,
         }
+        message = _created_message(version, route)
         try:
-            async with self._engines.write.begin() as conn:
-                if count_in_quota and not await _take_quota(conn, tenant_id):
+            if self._engines.dialect.writes_several_tables_at_once:
+                async with self._engines.read.connect() as conn:  # autocommit: one statement
+                    created = await _create_run_at_once(
+                        conn, row, workflow, message, count_in_quota
+                    )
+                if not created:
                     raise QuotaExhausted(f"tenant {tenant_id} has no runs left in its quota")
-                # Parameters apart from the statement: one compiled INSERT, cached.
-                await conn.execute(INSERT_RUN, row)
-                await conn.execute(INSERT_STEPS, step_rows(run_id, tenant_id, workflow, now))
-                await results_.insert_logs(
-                    conn,
-                    [LogLine(run_id, "info", _created_message(version, route))],
-                    now,
-                )
+            else:
+                async with self._engines.write.begin() as conn:
+                    if count_in_quota and not await _take_quota(conn, tenant_id):
+                        raise QuotaExhausted(f"tenant {tenant_id} has no runs left in its quota")
+                    # Parameters apart from the statement: one compiled INSERT, cached.
+                    await conn.execute(INSERT_RUN, row)
+                    await conn.execute(INSERT_STEPS, step_rows(run_id, tenant_id, workflow, now))
+                    await results_.insert_logs(conn, [LogLine(run_id, "info", message)], now)
         except IntegrityError:
             existing = None if idempotency_key is None else await self.run_by_key(idempotency_key)
             if existing is None:

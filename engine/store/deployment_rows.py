@@ -14,7 +14,7 @@ import logging
 from collections.abc import Collection, Mapping
 from typing import Any
 
-from sqlalchemy import Integer, case, func, select, update
+from sqlalchemy import Integer, bindparam, case, func, select, update
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from engine.store.dialect import dialect_of
@@ -47,8 +47,12 @@ def deployment_record(mapping: Mapping[Any, Any]) -> DeploymentRecord:
     return DeploymentRecord(**{name: mapping[name] for name in fields})
 
 
+SERVING_ROW = select(serving).where(serving.c.name == bindparam("name"))
+"""The routing row of workflow `name`: read by every submission, so built once."""
+
+
 async def serving_row(conn: AsyncConnection, name: str) -> ServingRecord | None:
-    row = (await conn.execute(select(serving).where(serving.c.name == name))).first()
+    row = (await conn.execute(SERVING_ROW, {"name": name})).first()
     return None if row is None else serving_record(row)
 
 

@@ -75,6 +75,12 @@ class Dialect:
         return self.is_postgresql
 
     @property
+    def writes_several_tables_at_once(self) -> bool:
+        """Whether one statement can write several tables (PostgreSQL's data-modifying
+        `WITH`): a submission's run, steps, log line and quota in one autocommit statement."""
+        return self.is_postgresql
+
+    @property
     def analyze_statement(self) -> str | None:
         """Refreshes planner statistics of the queue tables (None: not needed)."""
         return "ANALYZE step, run" if self.is_postgresql else None
