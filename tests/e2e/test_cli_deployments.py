@@ -301,6 +301,17 @@ def refusing(stack: Stack) -> Stack:
             "--min-duration 'soon' is not a duration",
         ),
         (["workflows", "serving", "ghost"], 1, "ghost"),
+        (
+            ["workflows", "serving", "dep-refusals", "9"],
+            1,
+            "no published workflow 'dep-refusals' version 9; "
+            "`schemabridge workflows versions dep-refusals` lists its versions",
+        ),
+        (
+            ["workflows", "serving", "dep-refusls"],
+            1,
+            "did you mean 'dep-refusals'?",
+        ),
         (["runs", "list", "--version", "2"], 2, "--version needs --workflow"),
         (["runs", "list", "--workflow", "w@1", "--version", "2"], 2, "disagree"),
         (["runs", "list", "--workflow", "w", "--route", "sideways"], 2, "unknown route"),
