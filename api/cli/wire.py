@@ -214,6 +214,12 @@ class LogEntry(Wire):
     vertex_id: str | None = None
 
 
+class RunIdMatches(Wire):
+    prefix: str
+    ids: list[str]
+    more: bool = False
+
+
 # ── operator actions ────────────────────────────────────────────────────────────────────────
 
 
