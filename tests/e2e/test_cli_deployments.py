@@ -310,7 +310,7 @@ def refusing(stack: Stack) -> Stack:
         (
             ["workflows", "serving", "dep-refusls"],
             1,
-            "did you mean 'dep-refusals'?",
+            "did you mean 'dep-refusals'",
         ),
         (["runs", "list", "--version", "2"], 2, "--version needs --workflow"),
         (["runs", "list", "--workflow", "w@1", "--version", "2"], 2, "disagree"),
