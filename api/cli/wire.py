@@ -371,7 +371,8 @@ class DeploymentView(Wire):
     candidate_version: int
     serving_version: int
     stage: int
-    weight: float
+    weight: float | None = None
+    """None once the deployment has ended."""
     stages: list[StageView]
     rollback: RollbackSpec
     threshold: float
