@@ -26,7 +26,7 @@ from api.rest.deps import ContextDep, OperationsDep
 from api.rest.errors import error_response, error_responses
 from api.rest.run_models import RunOutcome, SubmitRequest, SubmittedRun
 from engine.operations.pagination import MAX_LIMIT
-from engine.operations.run_ids import ID_DIGITS, MIN_PREFIX_DIGITS
+from engine.operations.run_ids import ID_DIGITS, MIN_PREFIX_DIGITS, PREFIX_PATTERN
 from engine.operations.runs import MAX_LONG_TAIL, MAX_PREFIX_MATCHES
 from engine.operations.views import (
     LogEntry,
@@ -223,6 +223,9 @@ async def match_run_ids(
             min_length=MIN_PREFIX_DIGITS,
             # the 32 digits of an id and its 4 hyphens
             max_length=ID_DIGITS + 4,
+            # In the schema, so that what it accepts the operation accepts (hyphens anywhere:
+            # the operation drops them before it reads the digits).
+            pattern=PREFIX_PATTERN,
             description=f"{MIN_PREFIX_DIGITS} to {ID_DIGITS} hex digits of a run id, any "
             "case, with or without its hyphens (`3f2a9c1e`, as the monitor shows it).",
         ),
@@ -230,9 +233,9 @@ async def match_run_ids(
     limit: Annotated[int, Query(ge=1, le=MAX_PREFIX_MATCHES)] = 5,
 ) -> RunIdMatches:
     """One id: the prefix names that run; several: it is ambiguous (`more`: even more match
-    than listed); none: no run (of the key's tenant) starts with it. 422
-    `invalid_run_id_prefix` for anything but hex digits and hyphens. Not under `/runs/`,
-    where the segment after it is a run's id."""
+    than listed); none: no run (of the key's tenant) starts with it. 422 `invalid_request`
+    for anything but 8 to 32 hex digits and hyphens. Not under `/runs/`, where the segment
+    after it is a run's id."""
     return await ops.runs.match_prefix(prefix, limit=limit, tenant=caller.tenant)
 
 

@@ -24,6 +24,8 @@ ID_DIGITS = 32
 HYPHENS_AFTER = (8, 12, 16, 20)
 """Where a canonical UUID has its hyphens, counted in hex digits before them."""
 _HEX = frozenset("0123456789abcdef")
+PREFIX_PATTERN = rf"^(?:-*[0-9A-Fa-f]){{{MIN_PREFIX_DIGITS},{ID_DIGITS}}}-*$"
+"""What `prefix_range` accepts, as a regular expression (for the REST API's schema)."""
 
 
 @dataclass(frozen=True)

@@ -455,7 +455,7 @@ async def test_answers_fit_the_documented_schemas(working: Api) -> None:
     for path, method, answer in checks:
         check_against(document, path, method, answer)
     matched = [answer.json() for path, _, answer in checks if path == "/run-ids"]
-    assert matched[0]["ids"] == [run_id] and matched[1]["code"] == "invalid_run_id_prefix"
+    assert matched[0]["ids"] == [run_id] and matched[1]["code"] == "invalid_request"
     for path, operations in document["paths"].items():
         for method, operation in operations.items():
             if path.startswith(("/workflows", "/runs")):
