@@ -29,6 +29,7 @@ from api.cli.wire import (
     ResolveResult,
     RetryResult,
     RunDetail,
+    RunIdMatches,
     RunQuery,
     RunSummary,
     ServingView,
@@ -160,6 +161,11 @@ class RunsApi:
             "cursor": cursor,
         }
         return await self._session.fetch(Page[RunSummary], "GET", "/runs", params=params)
+
+    async def match_prefix(self, prefix: str, *, limit: int = 5) -> RunIdMatches:
+        """`GET /run-ids?prefix=`: the ids of the runs starting with `prefix`, in id order."""
+        params = {"prefix": prefix, "limit": limit}
+        return await self._session.fetch(RunIdMatches, "GET", "/run-ids", params=params)
 
     async def get(self, run_id: str) -> RunDetail:
         """`GET /runs/{id}`: steps, attempt histories, fan-out progress."""

@@ -49,12 +49,20 @@ def where(deployment: DeploymentView) -> str:
     return f"stage {deployment.stage} of {len(stages)} ({percent(target)})"
 
 
+def candidate_share(deployment: DeploymentView) -> float:
+    """The percent of new runs the candidate gets now: its weight while the deployment runs;
+    once it has ended (the API's weight is then null) all of them as the serving version if
+    it was promoted, else none."""
+    if deployment.weight is not None and deployment.status == "RUNNING":
+        return deployment.weight
+    return 100.0 if deployment.status == "SUCCEEDED" else 0.0
+
+
 def weight_now(deployment: DeploymentView) -> str:
-    """The WEIGHT column: the stored weight is 0 once a deployment ends, which a promoted
-    candidate must not read as, since it then serves every new run."""
+    """The WEIGHT column: what the candidate gets now (a promoted one, every run)."""
     if deployment.status == "SUCCEEDED":
         return "100 % (serving)"
-    return percent(deployment.weight)
+    return percent(candidate_share(deployment))
 
 
 def share(deployment: DeploymentView) -> str:
@@ -63,7 +71,7 @@ def share(deployment: DeploymentView) -> str:
     d = deployment
     if d.status == "SUCCEEDED":
         return f"the candidate v{d.candidate_version} now serves: it gets every new run"
-    gets = f"the candidate gets {percent(d.weight)} of new runs"
+    gets = f"the candidate gets {percent(candidate_share(d))} of new runs"
     if d.status == "RUNNING":
         return gets
     return f"{gets}: they go back to v{d.serving_version}"

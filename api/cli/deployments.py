@@ -16,7 +16,12 @@ from typing import TYPE_CHECKING, Annotated, Any
 import typer
 
 from api.cli.client import DEFAULT_API_URL, ApiClient, ApiFailure, ExitCode
-from api.cli.deployment_display import deployment_view, deployments_table, percent
+from api.cli.deployment_display import (
+    candidate_share,
+    deployment_view,
+    deployments_table,
+    percent,
+)
 from api.cli.remote import (
     EXIT_CODES_HELP,
     ApiKeyOption,
@@ -193,9 +198,10 @@ def start(
         print_json(dump(started))
         return
     weights = " → ".join(percent(s.weight) for s in started.stages)
+    share = percent(candidate_share(started))
     stdout().print(
         f"deployment {started.id} started: {started.workflow} v{started.candidate_version} "
-        f"gets {percent(started.weight)} of new runs (v{started.serving_version} the rest); "
+        f"gets {share} of new runs (v{started.serving_version} the rest); "
         f"stages {weights}",
         markup=False,
     )

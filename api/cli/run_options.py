@@ -23,7 +23,13 @@ STATUSES = ("PENDING", "RUNNING", "SUCCEEDED", "FAILED", "CANCELLED")
 ENDED = frozenset({"SUCCEEDED", "FAILED", "CANCELLED"})
 """The statuses a run does not leave by itself."""
 
-RunArgument = Annotated[str, typer.Argument(help="The run's id.", metavar="RUN")]
+RunArgument = Annotated[
+    str,
+    typer.Argument(
+        help="The run's id, or its first 8 or more characters (as the web monitor shows it).",
+        metavar="RUN",
+    ),
+]
 TimeoutOption = Annotated[
     float | None,
     typer.Option(

@@ -38,6 +38,7 @@ from api.cli.remote import (
     stderr,
     stdout,
 )
+from api.cli.run_ids import full_run_id
 from api.cli.run_options import (
     ENDED,
     MAX_LIST,
@@ -255,7 +256,10 @@ def show_run(
     kind, HTTP status, body excerpt and attempt history."""
     remote = Remote(api_url, api_key, output, debug)
 
-    detail = call(remote, lambda api: api.runs.get(run_id))
+    async def action(api: ApiClient) -> RunDetail:
+        return await api.runs.get(await full_run_id(api, run_id))
+
+    detail = call(remote, action)
     if remote.json:
         print_json(dump(detail))
         return
@@ -289,16 +293,17 @@ def logs(
                 console.print(run_display.log_line(entry), markup=False)
 
     async def action(api: ApiClient) -> None:
+        run = await full_run_id(api, run_id)
         reconnect = Reconnect(window_s=reconnect_for)
         after: str | None = None
         for _ in range(MAX_LOG_POLLS):
             try:
-                ended, after, more = await _log_poll(api, run_id, after, follow_log, emit)
+                ended, after, more = await _log_poll(api, run, after, follow_log, emit)
             except ApiFailure as failure:
                 # Only a follower rides out an outage; a one-off read fails at once.
                 delay = reconnect.delay_after(failure) if follow_log else None
                 if delay is None:
-                    resume = f"schemabridge runs logs {run_id} --follow"
+                    resume = f"schemabridge runs logs {run} --follow"
                     raise reconnect.gave_up(failure, resume) from None
                 if reconnect.attempts == 1:
                     say(reconnect.lost_line(failure))
@@ -357,8 +362,9 @@ def children(
     wanted = checked_status(status)
 
     async def action(api: ApiClient) -> Page[RunSummary]:
+        run = await full_run_id(api, run_id)
         return await collect_pages(
-            lambda size, after: api.runs.children(run_id, status=wanted, limit=size, cursor=after),
+            lambda size, after: api.runs.children(run, status=wanted, limit=size, cursor=after),
             limit,
             cursor,
         )
@@ -386,9 +392,12 @@ def watch(
     Exit 0 SUCCEEDED, 1 FAILED or CANCELLED, 3 still running at --timeout (the run goes
     on), 4 API unreachable or key refused."""
     remote = Remote(api_url, api_key, output, debug)
+    following: list[str] = []  # the run's whole id, once resolved (what Ctrl-C says goes on)
 
     async def action(api: ApiClient) -> ExitCode:
-        run = await api.runs.get(run_id)  # an unknown run is one line before any display
+        # an unknown run is one line before any display
+        run = await api.runs.get(await full_run_id(api, run_id))
+        following.append(run.id)
         if run.status in ENDED and not remote.json:
             stdout().print(f"run {run.id} has already ended", markup=False)
         title = f"run {run.id} ({run.workflow} v{run.version})"
@@ -414,7 +423,7 @@ def watch(
                 say(f"details: schemabridge runs show {run.id}")
         return outcome_code(progress)
 
-    raise typer.Exit(call(remote, action, following=lambda: run_id))
+    raise typer.Exit(call(remote, action, following=lambda: next(iter(following), run_id)))
 
 
 # ── operator actions (api/cli/runs_actions.py) ──────────────────────────────────────────────

@@ -29,6 +29,7 @@ from api.cli.remote import (
     say,
     stdout,
 )
+from api.cli.run_ids import full_run_id
 from api.cli.run_options import (
     MAX_BATCH,
     RunArgument,
@@ -41,7 +42,15 @@ from api.cli.run_options import (
 from api.cli.text import plural
 
 if TYPE_CHECKING:
-    from api.cli.wire import BatchRetryResult, ResolveResult, Wire
+    from api.cli.wire import (
+        BatchRetryResult,
+        CancelResult,
+        ReprocessResult,
+        ResolveResult,
+        RetryResult,
+        StartOverResult,
+        Wire,
+    )
 
 
 def _print(remote: Remote, result: Wire, line: str) -> None:
@@ -103,7 +112,12 @@ def retry(
             ExitCode.USAGE,
         )
     if runs and len(runs) == 1:
-        result = call(remote, lambda api: api.actions.retry(runs[0]))
+        only = runs[0]
+
+        async def single(api: ApiClient) -> RetryResult:
+            return await api.actions.retry(await full_run_id(api, only))
+
+        result = call(remote, single)
         _print(remote, result, f"run {result.run_id}: {result.message}; it is {result.status}")
         return
     selection = None
@@ -117,7 +131,10 @@ def retry(
         )
 
     async def batch(api: ApiClient) -> BatchRetryResult:
-        outcome = await api.actions.batch_retry(ids=runs or None, selection=selection, limit=limit)
+        # Each RUN resolved first: a prefix that names no run, or several, ends the command
+        # before anything is retried, as a whole id the API does not know would not.
+        ids = [await full_run_id(api, given) for given in runs] if runs else None
+        outcome = await api.actions.batch_retry(ids=ids, selection=selection, limit=limit)
         if selection and selection.workflow and not (outcome.retried or outcome.skipped):
             await hints.require_workflow(api, selection.workflow)
         return outcome
@@ -164,12 +181,13 @@ def resolve(
     step_output = read_json_value(value, "--output")
 
     async def action(api: ApiClient) -> ResolveResult:
+        run = await full_run_id(api, run_id)
         try:
-            return await api.actions.resolve(run_id, vertex, step_output)
+            return await api.actions.resolve(run, vertex, step_output)
         except ApiFailure as failure:
             if failure.code != "step_not_found":
                 raise
-            steps = [step.vertex_id for step in (await api.runs.get(run_id)).steps]
+            steps = [step.vertex_id for step in (await api.runs.get(run)).steps]
             raise hints.amended(failure, hints.step_fix(vertex, steps)) from None
 
     result = call(remote, action)
@@ -185,7 +203,11 @@ def start_over(
 ) -> None:
     """Start an ended run over as a new run with the same input (the same one each time)."""
     remote = Remote(api_url, api_key, output, debug)
-    result = call(remote, lambda api: api.actions.start_over(run_id))
+
+    async def action(api: ApiClient) -> StartOverResult:
+        return await api.actions.start_over(await full_run_id(api, run_id))
+
+    result = call(remote, action)
     _print(remote, result, f"run {result.run_id}: {result.message}")
     if not remote.json:
         say(f"follow it: schemabridge runs watch {result.new_run_id}")
@@ -200,7 +222,11 @@ def reprocess(
 ) -> None:
     """Run a fan-out's dead-lettered (FAILED) children again; their joins reopen."""
     remote = Remote(api_url, api_key, output, debug)
-    result = call(remote, lambda api: api.actions.reprocess(run_id))
+
+    async def action(api: ApiClient) -> ReprocessResult:
+        return await api.actions.reprocess(await full_run_id(api, run_id))
+
+    result = call(remote, action)
     _print(remote, result, f"run {result.run_id}: {result.message}; it is {result.status}")
 
 
@@ -213,7 +239,11 @@ def cancel(
 ) -> None:
     """Cancel a run and every run under it still going (a run already ended: exit 1)."""
     remote = Remote(api_url, api_key, output, debug)
-    result = call(remote, lambda api: api.actions.cancel(run_id))
+
+    async def action(api: ApiClient) -> CancelResult:
+        return await api.actions.cancel(await full_run_id(api, run_id))
+
+    result = call(remote, action)
     runs_cancelled = result.runs_cancelled
     if not result.changed:
         line = f"run {result.run_id} was already cancelled"

@@ -214,6 +214,12 @@ class LogEntry(Wire):
     vertex_id: str | None = None
 
 
+class RunIdMatches(Wire):
+    prefix: str
+    ids: list[str]
+    more: bool = False
+
+
 # ── operator actions ────────────────────────────────────────────────────────────────────────
 
 
@@ -365,7 +371,8 @@ class DeploymentView(Wire):
     candidate_version: int
     serving_version: int
     stage: int
-    weight: float
+    weight: float | None = None
+    """None once the deployment has ended."""
     stages: list[StageView]
     rollback: RollbackSpec
     threshold: float

@@ -294,10 +294,12 @@ def serving(
     VERSION, switch to it at once (admin, recorded with the key; refused while a deployment
     of the workflow runs: a deployment is the gradual way)."""
     remote = Remote(api_url, api_key, output, debug)
+    # `workflow=name`: a version or a name that does not exist gets its fix on the error's
+    # line (the command that lists the versions, or the name meant), as `deployments start`.
     if version is None:
-        found = call(remote, lambda api: api.deployments.serving(name))
+        found = call(remote, lambda api: api.deployments.serving(name), workflow=name)
     else:
-        found = call(remote, lambda api: api.deployments.set_serving(name, version))
+        found = call(remote, lambda api: api.deployments.set_serving(name, version), workflow=name)
     if remote.json:
         print_json(dump(found))
         return

@@ -26,8 +26,17 @@ from api.rest.deps import ContextDep, OperationsDep
 from api.rest.errors import error_response, error_responses
 from api.rest.run_models import RunOutcome, SubmitRequest, SubmittedRun
 from engine.operations.pagination import MAX_LIMIT
-from engine.operations.runs import MAX_LONG_TAIL
-from engine.operations.views import LogEntry, LongTail, Page, RunDetail, RunFilter, RunSummary
+from engine.operations.run_ids import ID_DIGITS, MIN_PREFIX_DIGITS, PREFIX_PATTERN
+from engine.operations.runs import MAX_LONG_TAIL, MAX_PREFIX_MATCHES
+from engine.operations.views import (
+    LogEntry,
+    LongTail,
+    Page,
+    RunDetail,
+    RunFilter,
+    RunIdMatches,
+    RunSummary,
+)
 from schemas.errors import ApiError
 
 router = APIRouter(tags=["runs"])
@@ -196,6 +205,38 @@ async def list_runs(
         route=route,
     )
     return await ops.runs.list(selection, limit=limit, cursor=cursor, tenant=caller.tenant)
+
+
+@router.get(
+    "/run-ids",
+    response_model=RunIdMatches,
+    responses=error_responses(401, 422, 503),
+    summary="The ids of the runs whose id starts with a prefix (the monitor's short ids)",
+)
+async def match_run_ids(
+    *,
+    ops: OperationsDep,
+    caller: CallerDep,
+    prefix: Annotated[
+        str,
+        Query(
+            min_length=MIN_PREFIX_DIGITS,
+            # the 32 digits of an id and its 4 hyphens
+            max_length=ID_DIGITS + 4,
+            # In the schema, so that what it accepts the operation accepts (hyphens anywhere:
+            # the operation drops them before it reads the digits).
+            pattern=PREFIX_PATTERN,
+            description=f"{MIN_PREFIX_DIGITS} to {ID_DIGITS} hex digits of a run id, any "
+            "case, with or without its hyphens (`3f2a9c1e`, as the monitor shows it).",
+        ),
+    ],
+    limit: Annotated[int, Query(ge=1, le=MAX_PREFIX_MATCHES)] = 5,
+) -> RunIdMatches:
+    """One id: the prefix names that run; several: it is ambiguous (`more`: even more match
+    than listed); none: no run (of the key's tenant) starts with it. 422 `invalid_request`
+    for anything but 8 to 32 hex digits and hyphens. Not under `/runs/`, where the segment
+    after it is a run's id."""
+    return await ops.runs.match_prefix(prefix, limit=limit, tenant=caller.tenant)
 
 
 @router.get(

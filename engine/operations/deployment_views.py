@@ -131,9 +131,16 @@ class DeploymentView(View):
     """The version serving when the deployment began (its baseline)."""
     stage: int
     """The stage in force (1-based), or the last one it reached."""
-    weight: float
-    """Percent of new runs the candidate gets as a candidate now: 0 once the deployment has
-    ended (a SUCCEEDED one's candidate then gets every run as the serving version)."""
+    weight: float | None = Field(
+        description="Percent of new runs the candidate gets as a candidate now, while the "
+        "deployment runs; null once the deployment has ended: it routes no run any more (a "
+        "SUCCEEDED deployment's candidate serves every new run as the serving version; a "
+        "ROLLED_BACK or ABORTED one's gets none). The weight of the last stage it reached is "
+        "`stages[stage - 1].weight`."
+    )
+    # Not 0 once ended, as it was: 0 read as "the candidate gets nothing", which is false of
+    # a promoted candidate, and a number suggests a share still in force. Nothing routes by
+    # an ended deployment, so it has no weight; its history is in `stages` and `timeline`.
     stages: list[StageView]
     rollback: RollbackSpec
     threshold: float
@@ -281,7 +288,7 @@ def deployment_view(record: DeploymentRecord, counts: DeploymentCounts) -> Deplo
         candidate_version=record.candidate_version,
         serving_version=record.serving_version,
         stage=record.stage_index + 1,
-        weight=stage.weight if running else 0.0,
+        weight=stage.weight if running else None,
         stages=_stages(record),
         rollback=RollbackSpec(
             max_failure_ratio=policy.max_failure_ratio,

@@ -16,7 +16,7 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 from engine.coordination.run_events import RunWatch
-from engine.operations import routing, run_views, submission
+from engine.operations import routing, run_ids, run_views, submission
 from engine.operations.boundary import store_boundary
 from engine.operations.pagination import check_limit, decode_cursor, encode_cursor, scope_digest
 from engine.operations.views import (
@@ -28,6 +28,7 @@ from engine.operations.views import (
     Page,
     RunDetail,
     RunFilter,
+    RunIdMatches,
     RunProgress,
     RunSummary,
     SpawnerCounts,
@@ -56,6 +57,8 @@ WAIT_MIN_READ_S = 0.05
 """`wait` reads the run at most this often, however many events arrive."""
 MAX_RUN_ID_CHARS = 36
 MAX_LONG_TAIL = 50
+MAX_PREFIX_MATCHES = 20
+"""The most ids `match_prefix` lists (an ambiguous prefix is shown a few of them)."""
 """The most children `long_tail` lists in each of its two lists."""
 _STATUSES = frozenset(s.value for s in RunStatus)
 _ROUTES = frozenset(r.value for r in RunRoute)
@@ -295,6 +298,28 @@ class RunOperations:
         """The run with its steps, their attempt histories, its fan-out progress and the runs
         started over from it. Unknown (or another tenant's): `NotFound(code="run_not_found")`."""
         return await self._detail(await self._run(run_id, tenant))
+
+    @store_boundary
+    async def match_prefix(
+        self, prefix: str, *, limit: int = 5, tenant: str | None = None
+    ) -> RunIdMatches:
+        """The ids of the runs whose id starts with `prefix` (8 to 32 hex digits, any case,
+        hyphens or not: `engine.operations.run_ids`), at most `limit` (1 to 20) in id order,
+        and whether more match; with `tenant`, only that tenant's runs, so a scoped caller
+        learns nothing of another tenant's (an empty answer reads like no run at all).
+        Front doors resolve the short ids people copy from the monitor with it. Refused:
+        `InvalidRequest` (`invalid_run_id_prefix`, `invalid_limit`)."""
+        if isinstance(limit, bool) or not isinstance(limit, int):
+            limit = 0
+        if not 1 <= limit <= MAX_PREFIX_MATCHES:
+            raise InvalidRequest(
+                f"limit is 1 to {MAX_PREFIX_MATCHES}; got {limit!r}", code="invalid_limit"
+            )
+        found = run_ids.prefix_range(prefix)
+        ids = await self._store.run_ids_in_range(
+            found.low, found.high, tenant=tenant, limit=limit + 1
+        )
+        return RunIdMatches(prefix=found.prefix, ids=ids[:limit], more=len(ids) > limit)
 
     @store_boundary
     async def progress(self, run_id: str, *, tenant: str | None = None) -> RunProgress:

@@ -28,6 +28,7 @@ __all__ = [
     "PublishResult",
     "RunDetail",
     "RunFilter",
+    "RunIdMatches",
     "RunProgress",
     "RunSummary",
     "SpawnerCounts",
@@ -364,3 +365,14 @@ class LogEntry(View):
     message: str
     vertex_id: str | None = None
     data: Any = None
+
+
+class RunIdMatches(View):
+    """The runs whose id starts with a prefix (`runs.match_prefix`), in id order."""
+
+    prefix: str
+    """The prefix as ids are written: lower case, with the id's hyphens."""
+    ids: list[str]
+    """At most the `limit` asked for; one id: the prefix names that run."""
+    more: bool = False
+    """More runs start with the prefix than `ids` lists."""

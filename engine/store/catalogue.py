@@ -522,6 +522,14 @@ class RunCatalogue(StoreCore):
         async with self._engines.read.connect() as conn:
             return await listing.runs_page(conn, selection, after=after, limit=limit)
 
+    async def run_ids_in_range(
+        self, low: str, high: str | None, *, tenant: str | None = None, limit: int = 10
+    ) -> list[str]:
+        """Up to `limit` run ids in [`low`, `high`), in id order, of `tenant` only when given
+        (a range of the primary key: how a prefix of a run id is resolved)."""
+        async with self._engines.read.connect() as conn:
+            return await listing.run_ids_in_range(conn, low, high, tenant=tenant, limit=limit)
+
     async def children_page(
         self,
         run_id: str,

@@ -98,7 +98,7 @@ def test_a_healthy_candidate_is_promoted_and_serves(stack: Stack) -> None:
     assert "dep-healthy v2 gets 100 % of new runs (v1 the rest); stages 100 %" in started.stdout
     assert f"follow it: schemabridge deployments show {deployment_id}" in started.stderr
     done = wait_for(stack, deployment_id, "SUCCEEDED")
-    assert done["weight"] == 0 and done["outcome"]["actor"] == "engine"
+    assert done["weight"] is None and done["outcome"]["actor"] == "engine"
     assert [e["event"] for e in done["timeline"]] == ["started", "succeeded"]
     assert stack.json("workflows", "serving", "dep-healthy")["servingVersion"] == 2
     shown = stack.ok("deployments", "show", deployment_id).stdout
@@ -130,7 +130,7 @@ def test_a_failing_candidate_is_rolled_back_with_its_exposure(stack: Stack) -> N
     on_candidate = {r["id"] for r in runs if r["version"] == 2}
     assert len(on_candidate) >= 3, "the 50 % stage sent some runs to the candidate"
     ended = wait_for(stack, deployment_id, "ROLLED_BACK")
-    assert ended["weight"] == 0 and ended["outcome"]["actor"] == "engine"
+    assert ended["weight"] is None and ended["outcome"]["actor"] == "engine"
     assert ended["exposure"] == len(on_candidate) == ended["candidate"]["runs"]
     assert {r["version"] for r in submit(stack, "dep-broken", 5)} == {1}
 
@@ -301,6 +301,17 @@ def refusing(stack: Stack) -> Stack:
             "--min-duration 'soon' is not a duration",
         ),
         (["workflows", "serving", "ghost"], 1, "ghost"),
+        (
+            ["workflows", "serving", "dep-refusals", "9"],
+            1,
+            "no published workflow 'dep-refusals' version 9; "
+            "`schemabridge workflows versions dep-refusals` lists its versions",
+        ),
+        (
+            ["workflows", "serving", "dep-refusls"],
+            1,
+            "did you mean 'dep-refusals'",
+        ),
         (["runs", "list", "--version", "2"], 2, "--version needs --workflow"),
         (["runs", "list", "--workflow", "w@1", "--version", "2"], 2, "disagree"),
         (["runs", "list", "--workflow", "w", "--route", "sideways"], 2, "unknown route"),

@@ -118,6 +118,8 @@ async def test_a_second_deployment_is_refused_and_an_abort_stops_the_first(api: 
         late = await http.post(f"/deployments/{deployment['id']}/rollback")
         run = (await http.get(f"/runs/{deployment['runId']}")).json()
         after_metrics = samples((await http.get("/metrics")).text)
+        listed = (await http.get("/deployments")).json()["items"]
+        document = (await http.get("/openapi.json")).json()
     ids = (("deployment", deployment["id"]), ("workflow", "orders"))
     assert metrics[("schemabridge_deployments", (("status", "RUNNING"),))] == 1
     assert metrics[("schemabridge_deployment_stage", ids)] == 1
@@ -129,6 +131,13 @@ async def test_a_second_deployment_is_refused_and_an_abort_stops_the_first(api: 
     assert ("schemabridge_deployment_stage", ids) not in after_metrics
     assert aborted.status_code == 200 and aborted.json()["changed"] is True
     assert aborted.json()["deployment"]["status"] == "ABORTED"
+    # An ended deployment routes nothing: no weight (not 0, which read as "the candidate gets
+    # none" even for a promoted candidate that serves every run); the stage it reached stays.
+    assert aborted.json()["deployment"]["weight"] is None
+    assert [(d["weight"], d["stage"]) for d in listed if d["id"] == deployment["id"]] == [(None, 1)]
+    weight_schema = document["components"]["schemas"]["DeploymentView"]["properties"]["weight"]
+    assert {"type": "null"} in weight_schema["anyOf"], weight_schema
+    assert "null once the deployment has ended" in weight_schema["description"]
     assert again.json()["changed"] is False
     assert assert_error(late, 409, "deployment_ended")["details"]["state"] == "ABORTED"
     assert run["status"] == "CANCELLED"
@@ -215,4 +224,4 @@ async def test_the_system_workflow_is_the_engines_own(api: Api) -> None:
         shown = (await http.get(f"/deployments/{deployment['id']}")).json()
         start_over = await http.post(f"/runs/{deployment['runId']}/start-over")
         assert_error(start_over, 422, "start_over_system_run")
-    assert shown["status"] == "ABORTED" and shown["weight"] == 0
+    assert shown["status"] == "ABORTED" and shown["weight"] is None

@@ -435,6 +435,8 @@ async def test_answers_fit_the_documented_schemas(working: Api) -> None:
             ("/runs/{run_id}", "get", await http.get(f"/runs/{run_id}")),
             ("/runs/{run_id}/children", "get", await http.get(f"/runs/{run_id}/children")),
             ("/runs/{run_id}/logs", "get", await http.get(f"/runs/{run_id}/logs")),
+            ("/run-ids", "get", await http.get("/run-ids", params={"prefix": run_id[:8]})),
+            ("/run-ids", "get", await http.get("/run-ids", params={"prefix": "zzzzzzzz"})),
             ("/workflows", "get", await http.get("/workflows")),
             ("/workflows", "post", await http.post("/workflows", json=single("ok", NOWHERE))),
             ("/workflows/{name}", "get", await http.get("/workflows/parent")),
@@ -452,6 +454,8 @@ async def test_answers_fit_the_documented_schemas(working: Api) -> None:
         ]
     for path, method, answer in checks:
         check_against(document, path, method, answer)
+    matched = [answer.json() for path, _, answer in checks if path == "/run-ids"]
+    assert matched[0]["ids"] == [run_id] and matched[1]["code"] == "invalid_request"
     for path, operations in document["paths"].items():
         for method, operation in operations.items():
             if path.startswith(("/workflows", "/runs")):

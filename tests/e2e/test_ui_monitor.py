@@ -12,6 +12,7 @@ from typing import Any
 import pytest
 
 from tests.e2e.browser_harness import (
+    NARROW,
     DemoServer,
     chromium,
     eventually,
@@ -229,6 +230,44 @@ def test_the_runs_list_shows_a_run_submitted_after_it_opened(
             timeout=15_000
         )
         page.locator(".live", has_text="up to date").wait_for()
+
+
+WIDTHS_JS = """() => {
+  const wrap = document.querySelector('.table-wrap');
+  return {
+    page: document.documentElement.scrollWidth, window: window.innerWidth,
+    table: wrap.scrollWidth, box: wrap.clientWidth,
+  };
+}"""
+"""How wide the page and the runs table are, against what shows of them."""
+
+
+def test_the_runs_list_fits_a_phone(server: DemoServer, browser: Any) -> None:
+    """At 420 px (a phone) the runs list scrolls neither the page nor its table sideways: the
+    status, the run, its workflow and progress show, with a failed run's error under it."""
+    tenant = "phone-tenant-with-a-long-name"
+    reject_tickets(server)
+    failed = ticket(server, tenant=tenant, wait=True)
+    assert server.wait_status(failed, {"FAILED"}) == "FAILED"
+    body = {"input": {"batchSize": 12, "renewalDate": "2025-07-01"}, "tenantId": tenant}
+    renewals = server.call("/workflows/nightly-subscription-renewals/runs", body)["id"]
+    ticket(server, tenant=tenant, wait=True)
+    server.wait_status(renewals, {"SUCCEEDED", "FAILED"})
+    with opened(browser, f"{server.ui}#/runs?tenant={tenant}") as (page, _):
+        page.set_viewport_size(NARROW)
+        page.locator(f'tr[data-run="{failed}"] .badge', has_text="failed").wait_for()
+        page.locator(f'tr[data-run="{renewals}"] .progress-cell').wait_for()
+        page.locator(".live", has_text="up to date").wait_for()
+        widths = page.evaluate(WIDTHS_JS)
+        shoot(page, "runs-phone")
+        assert widths["page"] <= widths["window"], widths
+        assert widths["table"] <= widths["box"], widths
+        # What a row is for stays in view: the status, the run (its link) and its workflow.
+        row = page.locator(f'tr[data-run="{renewals}"]')
+        for cell in (row.locator(".badge"), row.locator("a.mono"), row.get_by_text("nightly")):
+            box = cell.bounding_box()
+            assert box is not None and box["x"] + box["width"] <= NARROW["width"], box
+        assert page.locator("tr.row-error .error-line").first.is_visible()
 
 
 def test_cancel_a_running_fan_out(server: DemoServer, browser: Any) -> None:

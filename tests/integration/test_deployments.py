@@ -50,7 +50,7 @@ async def test_a_failing_candidate_is_rolled_back_during_the_first_stage(
 
     ended = await env.drive(started, "orders", wave=10, advance_s=1)
 
-    assert ended.status == "ROLLED_BACK" and ended.stage == 1 and ended.weight == 0
+    assert ended.status == "ROLLED_BACK" and ended.stage == 1 and ended.weight is None
     candidate_runs = [r for r in env.submitted if r.version == 2]
     assert all(r.route == "candidate" for r in candidate_runs)
     # Every wave ended before the check, so none was in flight: the exposure is bounded by
@@ -106,7 +106,7 @@ async def test_a_healthy_candidate_reaches_every_stage_and_becomes_serving(
 
     ended = await env.drive(started, "orders", wave=8, advance_s=10)
 
-    assert ended.status == "SUCCEEDED" and ended.stage == 2 and ended.weight == 0
+    assert ended.status == "SUCCEEDED" and ended.stage == 2 and ended.weight is None
     assert ended.candidate.failed == 0 and ended.candidate.runs >= 6
     # Each stage held for its minimum duration on the injected clock, no wall time.
     first, second = ended.stages
@@ -223,7 +223,7 @@ async def test_abort_and_manual_rollback(env: Deploying, downstream: RunningDown
     await env.wave("orders", 6)
     aborted = await env.ops.deployments.abort(first.id, actor="key:ops")
     assert aborted.changed and aborted.deployment.status == "ABORTED"
-    assert aborted.deployment.weight == 0 and aborted.deployment.outcome is not None
+    assert aborted.deployment.weight is None and aborted.deployment.outcome is not None
     assert aborted.deployment.outcome.reason == "aborted by key:ops"
     assert aborted.deployment.exposure == sum(r.version == 2 for r in env.submitted)
     assert (await env.ops.runs.get(first.run_id)).status == "CANCELLED"
@@ -274,7 +274,7 @@ async def test_one_deployment_at_a_time_and_no_switch_meanwhile(
     # Cancelling the deployment's run (the run monitor's cancel) aborts the deployment.
     await env.ops.actions.cancel(running.run_id, actor="key:ops")
     aborted = await env.ops.deployments.get(running.id)
-    assert aborted.status == "ABORTED" and aborted.weight == 0
+    assert aborted.status == "ABORTED" and aborted.weight is None
     assert aborted.outcome is not None and "cancelled by key:ops" in aborted.outcome.reason
     switched = await env.ops.deployments.set_serving("orders", 3, actor="key:ops")
     assert (switched.serving_version, switched.updated_by) == (3, "key:ops")
@@ -392,7 +392,7 @@ async def test_a_failed_gradual_deploy_run_ends_its_deployment(
     finally:
         await runtime.close()
     assert run.status == "FAILED"
-    assert ended.status == "ABORTED" and ended.weight == 0 and ended.ended_at is not None
+    assert ended.status == "ABORTED" and ended.weight is None and ended.ended_at is not None
     assert ended.outcome is not None and ended.outcome.actor == "engine"
     assert ended.outcome.reason.startswith("its gradual_deploy run failed at stage-1: ")
     assert "no deployment 'gone' for this run" in ended.outcome.reason

@@ -24,10 +24,11 @@ function pct(weight) {
   return `${Number(weight).toLocaleString("en-US")} %`;
 }
 
-/** The list's weight: the stored weight is 0 once a deployment ends, which a promoted
- * candidate must not read as, since it then serves every new run. */
+/** What the candidate gets of new runs now. The API's weight is null once a deployment has
+ * ended: a promoted candidate then serves every new run, any other gets none. */
 function weightNow(d) {
-  return d.status === "SUCCEEDED" ? "100 % (serving)" : pct(d.weight);
+  if (d.status === "SUCCEEDED") return "100 % (serving)";
+  return d.status === "RUNNING" && d.weight !== null ? pct(d.weight) : pct(0);
 }
 
 /** What the candidate gets of new runs now, and where the rest go once it has ended. */

@@ -1,0 +1,63 @@
+"""A prefix of a run id as a range of ids (engine/operations/run_ids.py) and what the CLI sends
+to be resolved (api/cli/run_ids.py): pure, no store."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+
+from api.cli.run_ids import is_prefix
+from engine.operations.run_ids import PREFIX_PATTERN, PrefixRange, prefix_range
+from schemas.errors import InvalidRequest
+
+
+@pytest.mark.parametrize(
+    ("given", "expected"),
+    [
+        ("3f2a9c1e", PrefixRange("3f2a9c1e", "3f2a9c1e", "3f2a9c1f")),
+        ("3F2A9C1E", PrefixRange("3f2a9c1e", "3f2a9c1e", "3f2a9c1f")),
+        # the bound is the prefix's hex number plus one, carried across the id's hyphens
+        ("3f2a9c1f", PrefixRange("3f2a9c1f", "3f2a9c1f", "3f2a9c20")),
+        ("00000009", PrefixRange("00000009", "00000009", "0000000a")),
+        ("3f2a9c1eff", PrefixRange("3f2a9c1e-ff", "3f2a9c1e-ff", "3f2a9c1f-00")),
+        ("3f2a9c1e-ff", PrefixRange("3f2a9c1e-ff", "3f2a9c1e-ff", "3f2a9c1f-00")),
+        ("3f2a-9c1e-f", PrefixRange("3f2a9c1e-f", "3f2a9c1e-f", "3f2a9c1f-0")),
+        ("ffffffff", PrefixRange("ffffffff", "ffffffff", None)),
+        (
+            "3f2a9c1e-0000-4000-8000-000000000001",
+            PrefixRange(
+                "3f2a9c1e-0000-4000-8000-000000000001",
+                "3f2a9c1e-0000-4000-8000-000000000001",
+                "3f2a9c1e-0000-4000-8000-000000000002",
+            ),
+        ),
+    ],
+)
+def test_a_prefix_is_the_range_of_ids_starting_with_it(given: str, expected: PrefixRange) -> None:
+    assert prefix_range(given) == expected
+    assert re.fullmatch(PREFIX_PATTERN, given)
+
+
+@pytest.mark.parametrize("given", ["3f2a9c1", "3f2a9c1g", "", "--------", "3f2a9c1e" * 5])
+def test_anything_else_is_refused_as_the_schema_says(given: str) -> None:
+    with pytest.raises(InvalidRequest) as refused:
+        prefix_range(given)
+    assert refused.value.code == "invalid_run_id_prefix"
+    assert not re.fullmatch(PREFIX_PATTERN, given)
+
+
+@pytest.mark.parametrize(
+    ("given", "resolved"),
+    [
+        ("3f2a9c1e", True),
+        ("3f2a9c1e-00", True),
+        ("3F2A9C1E", True),
+        ("3f2a9c1", False),  # too short: sent as it is, and "no run"
+        ("3f2a9c1e-0000-4000-8000-000000000001", False),  # a whole id: no extra request
+        ("no-such-run", False),
+        ("run-0001", False),
+    ],
+)
+def test_the_cli_resolves_what_reads_as_a_prefix(given: str, resolved: bool) -> None:
+    assert is_prefix(given) is resolved
