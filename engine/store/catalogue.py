@@ -156,6 +156,16 @@ async def _create_run_at_once(
     return bool((await conn.execute(CREATE_RUN_AT_ONCE, params)).scalar_one())
 
 
+async def _quota_gone(conn: AsyncConnection, tenant_id: str) -> bool:
+    """Whether the tenant has no quota now. `CREATE_RUN_AT_ONCE` refuses when the statement's
+    snapshot holds a quota row its UPDATE did not take a run from, which is also the case of a
+    row deleted while the UPDATE waited for its lock (the transaction path saw no row there)."""
+    found = await conn.execute(QUOTA_EXISTS, {"tenant": tenant_id})
+    return found.first() is None
+
+
+QUOTA_EXISTS = select(quotas.c.tenant_id).where(quotas.c.tenant_id == bindparam("tenant"))
+
 _JSON_COLUMNS = frozenset({"input", "output", "error", "pinned_versions"})
 
 
@@ -336,6 +346,11 @@ class RunCatalogue(StoreCore):
                     created = await _create_run_at_once(
                         conn, row, workflow, message, count_in_quota
                     )
+                    if not created and await _quota_gone(conn, tenant_id):
+                        # Deleted while the statement waited for its row: unlimited now.
+                        created = await _create_run_at_once(
+                            conn, row, workflow, message, count_in_quota
+                        )
                 if not created:
                     raise QuotaExhausted(f"tenant {tenant_id} has no runs left in its quota")
             else:

@@ -80,6 +80,7 @@ async def _on_both_paths(url: str, create: Any, monkeypatch: pytest.MonkeyPatch)
 
 async def _every_kind_of_run(store: Store) -> Any:
     version = await store.publish(DIAMOND)
+    await store.set_quota("tenant-0", 1)  # its runs are not counted in it (count_in_quota)
     for n, run_input in enumerate(INPUTS):
         await store.create_run(
             version,
@@ -97,6 +98,7 @@ async def _every_kind_of_run(store: Store) -> Any:
         await _rows(store, f"SELECT {RUN_COLUMNS} FROM run ORDER BY id"),
         await _rows(store, f"SELECT {STEP_COLUMNS} FROM step ORDER BY run_id, vertex_id"),
         await _rows(store, f"SELECT {LOG_COLUMNS} FROM run_log ORDER BY run_id, id"),
+        await store.list_quotas(),
     )
 
 
@@ -107,8 +109,9 @@ async def test_every_kind_of_run_is_created_alike(
         pg_database_url, _every_kind_of_run, monkeypatch
     )
     assert at_once == in_a_transaction
-    created, steps, logs = at_once
+    created, steps, logs, quotas = at_once
     assert (len(created), len(steps), len(logs)) == (len(INPUTS), 4 * len(INPUTS), len(INPUTS))
+    assert quotas == [("tenant-0", 1, 0)]
 
 
 async def _quota_and_keys(store: Store) -> Any:
@@ -162,3 +165,35 @@ async def test_quotas_and_idempotency_keys_refuse_alike(
         [("acme", 3), ("keyed", 1)],
         [(4,)],
     )
+
+
+async def test_a_quota_deleted_while_a_submission_waits_for_it_leaves_it_unlimited(
+    pg_database_url: str,
+) -> None:
+    """The submission's statement waits for the quota row an operator is deleting; once the
+    delete commits, the tenant is unlimited and the run is created, as in a transaction."""
+    store = await Store.open(pg_database_url, FakeClock())
+    try:
+        version = await store.publish(DIAMOND)
+        await store.set_quota("acme", 5)
+        async with store._engines.write.connect() as deleting:
+            await deleting.execute(text("DELETE FROM tenant_quota WHERE tenant_id = 'acme'"))
+            creating = asyncio.create_task(
+                store.create_run(version, {}, tenant_id="acme", count_in_quota=True)
+            )
+            for _ in range(500):  # until the submission waits for the row lock (at most 5 s)
+                waiting = await _rows(
+                    store,
+                    "SELECT count(*) FROM pg_stat_activity "
+                    "WHERE datname = current_database() AND wait_event_type = 'Lock'",
+                )
+                if waiting[0][0] or creating.done():
+                    break
+                await asyncio.sleep(0.01)
+            assert waiting[0][0] == 1
+            await deleting.commit()
+        run, created = await asyncio.wait_for(creating, 10)
+        assert created and run.tenant_id == "acme"
+        assert await store.get_quota("acme") is None
+    finally:
+        await store.close()

@@ -6,6 +6,7 @@ import asyncio
 from collections.abc import AsyncIterator
 
 import pytest
+from sqlalchemy import text
 
 from engine.store import Store, claims
 from engine.store.records import StepFailed, StepParked, StepSucceeded, Waiting
@@ -104,6 +105,59 @@ async def test_terminal_failure_fails_run_and_stops_claims(store: Store) -> None
     assert final is not None and final.status == "FAILED"
     assert final.error["vertexId"] == "a"
     assert await store.claim(10, lease_s=30) == []
+
+
+async def test_a_claimed_step_carries_its_run(store: Store) -> None:
+    version = await store.publish(CHAIN)
+    run, _ = await store.create_run(
+        version, {"x": [1, "two"]}, tenant_id="acme", timeout_tier="gateway", pinned_versions={}
+    )
+    (a,) = await store.claim(10, lease_s=30)
+    assert (a.run_id, a.vertex_id, a.tenant_id, a.attempts, a.auto_retries) == (
+        run.id,
+        "a",
+        "acme",
+        1,
+        0,
+    )
+    assert (a.workflow_name, a.workflow_version, a.timeout_tier, a.run_input) == (
+        "chain",
+        version.version,
+        "gateway",
+        {"x": [1, "two"]},
+    )
+    assert (a.parent_run_id, a.root_run_id, a.item_index, a.pinned_versions) == (
+        None,
+        run.id,
+        None,
+        {},
+    )
+    assert a.claim_token.endswith(str(a.step_id)) and not a.tenant_item_taken
+    await store.complete([StepSucceeded(a, {"v": 1})])
+    b, c = sorted(await store.claim(10, lease_s=30), key=lambda step: step.vertex_id)
+    assert (b.vertex_id, c.vertex_id) == ("b", "c")
+    assert b.outputs == c.outputs == {"a": {"v": 1}}
+
+
+async def test_a_ready_step_of_a_stopped_run_is_held_back_not_executed(store: Store) -> None:
+    """The claim's backstop: a READY step whose run is no longer RUNNING (a race with a failing
+    flush) is not handed out; it goes back to PENDING with its claim and attempt undone."""
+    version = await store.publish(CHAIN)
+    run, _ = await store.create_run(version, None)
+    async with store._engines.write.begin() as conn:
+        await conn.execute(text("UPDATE run SET status = 'FAILED' WHERE id = :r"), {"r": run.id})
+    assert await store.claim(10, lease_s=30) == []
+    async with store._engines.read.connect() as conn:
+        row = (
+            await conn.execute(
+                text(
+                    "SELECT status, claim_token, lease_expires_at, attempts FROM step "
+                    "WHERE run_id = :r AND vertex_id = 'a'"
+                ),
+                {"r": run.id},
+            )
+        ).one()
+    assert tuple(row) == ("PENDING", None, None, 0)
 
 
 async def test_redispatch_and_park_respect_not_before(store: Store, clock: FakeClock) -> None:
