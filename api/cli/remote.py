@@ -11,7 +11,9 @@ reachable or refused the key. A traceback is printed only with `--debug`.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
+import signal
 import sys
 import traceback
 from collections.abc import Awaitable, Callable, Sequence
@@ -231,6 +233,47 @@ def read_json_value(value: str, option: str) -> Any:
         fail(f"{source} is not valid JSON: {error}{hint}", ExitCode.USAGE)
 
 
+CTRL_C_GRACE_S = 3.0
+"""How long a command may take to wind down after Ctrl-C before it is stopped outright."""
+
+
+@dataclass
+class _CtrlC:
+    """Ctrl-C through the event loop: the first cancels the command's task; a second, or
+    `CTRL_C_GRACE_S` without the task ending (a cancellation some library swallowed), stops
+    at once (KeyboardInterrupt out of the loop).
+
+    asyncio.run's own handler is a plain signal handler: when the kernel delivers SIGINT to
+    another thread of the process (one a library started), the loop sleeping in select() does
+    not notice until its next event, up to a stream's 15 s heartbeat. The loop's handler wakes
+    it through its signal file descriptor, whichever thread received the signal."""
+
+    task: asyncio.Task[Any] | None
+    pressed: bool = False
+
+    def install(self) -> None:
+        # Not the main thread (or no Unix signals): asyncio.run's handler stays.
+        with contextlib.suppress(NotImplementedError, RuntimeError, ValueError):
+            asyncio.get_running_loop().add_signal_handler(signal.SIGINT, self._pressed)
+
+    def uninstall(self) -> None:
+        with contextlib.suppress(NotImplementedError, RuntimeError, ValueError):
+            asyncio.get_running_loop().remove_signal_handler(signal.SIGINT)
+
+    def _pressed(self) -> None:
+        if self.pressed:
+            self._stop_now()
+            return
+        self.pressed = True
+        if self.task is not None:
+            self.task.cancel()
+        asyncio.get_running_loop().call_later(CTRL_C_GRACE_S, self._stop_now)
+
+    def _stop_now(self) -> None:
+        if self.task is not None and not self.task.done():
+            raise KeyboardInterrupt
+
+
 def call(
     target: Remote,
     action: Callable[[ApiClient], Awaitable[T]],
@@ -244,15 +287,27 @@ def call(
     line, exit 130; `following` answers the run the command follows (if any yet), which that
     line says goes on."""
 
+    ctrl_c = _CtrlC(None)
+
     async def main() -> T:
-        async with ApiClient(target.target()) as api:
-            try:
-                return await action(api)
-            except ApiFailure as failure:
-                raise await hints.with_fix(api, failure, workflow) from failure
+        ctrl_c.task = asyncio.current_task()
+        ctrl_c.install()
+        try:
+            async with ApiClient(target.target()) as api:
+                try:
+                    return await action(api)
+                except ApiFailure as failure:
+                    raise await hints.with_fix(api, failure, workflow) from failure
+        finally:
+            ctrl_c.uninstall()
 
     try:
-        return asyncio.run(main())
+        try:
+            return asyncio.run(main())
+        except asyncio.CancelledError:
+            if not ctrl_c.pressed:
+                raise
+            raise KeyboardInterrupt from None
     except ApiFailure as failure:
         if target.debug:
             traceback.print_exc()

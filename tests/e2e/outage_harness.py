@@ -212,7 +212,14 @@ class Follower:
         return self.err.read_text(encoding="utf-8")
 
     def wait(self, timeout_s: float = WAIT_S) -> int:
-        return self.process.wait(timeout=timeout_s)
+        try:
+            return self.process.wait(timeout=timeout_s)
+        except subprocess.TimeoutExpired:
+            # What it printed says where it was stuck: the failure must show it.
+            raise AssertionError(
+                f"{' '.join(map(str, self.process.args))} still running after {timeout_s} s; "
+                f"stdout ends {self.stdout()[-1500:]!r}; stderr ends {self.stderr()[-1500:]!r}"
+            ) from None
 
     def kill(self) -> None:
         if self.process.poll() is None:
