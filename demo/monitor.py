@@ -207,7 +207,11 @@ def main(argv: Sequence[str] | None = None) -> int:
             raise DemoError("no output from schemabridge serve")
         api, downstream = _read_urls(process.stdout, process)
         _banner(api, seed(api, downstream))
-        return process.wait()
+        code = process.wait()
+        # The service got the terminal's Ctrl-C too and may have ended before this script
+        # saw its own (the kernel can hand the signal to another of its threads): that Ctrl-C
+        # has nothing left to stop.
+        signal.signal(signal.SIGINT, signal.SIG_IGN)
     except KeyboardInterrupt:
         return _stop(process)
     except (DemoError, OSError) as error:
@@ -216,6 +220,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 1
     finally:
         lock.close()
+    if code != 0:
+        print(f"make demo: schemabridge serve exited with code {code}", file=sys.stderr)
+        return code
+    print("stopped.", flush=True)
+    return 0
 
 
 def _stop(process: subprocess.Popen[str]) -> int:
