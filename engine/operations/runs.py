@@ -39,6 +39,7 @@ from engine.store import UnknownWorkflow
 from engine.store.catalogue import QuotaExhausted
 from engine.store.models import TERMINAL_RUN_STATUSES, RunRoute, RunStatus
 from engine.store.monitor import RunProgressRow
+from engine.store.operator_actions import run_not_found
 from engine.store.records import RunRecord, VersionRecord
 from engine.validation import validate_input
 from schemas.definitions import RESERVED_WORKFLOWS, SpawnerVertex
@@ -63,10 +64,6 @@ MAX_PREFIX_MATCHES = 20
 _STATUSES = frozenset(s.value for s in RunStatus)
 _ROUTES = frozenset(r.value for r in RunRoute)
 _TERMINAL = frozenset(s.value for s in TERMINAL_RUN_STATUSES)
-
-
-def run_not_found(run_id: str) -> NotFound:
-    return NotFound(f"no run {run_id!r}", code="run_not_found")
 
 
 def _invalid_filter(message: str) -> InvalidRequest:
