@@ -6,7 +6,9 @@ through the API (`GET /run-ids?prefix=`, scoped to the key's tenant like every r
 the command acts: one run starts with it, that run; none, the usual "no run" (exit 1);
 several, one line listing a few of their ids (exit 2: a usage error, the same command with
 more of the id works). Anything else is sent as it was given, so a whole id costs no extra
-request and a typo is answered "no run" by the API itself.
+request and a typo is answered "no run" by the API itself; a RUN that reads as a prefix cut
+too short (`3f2a9c1`: hex digits, fewer than 8) and names no run is answered "no run" with
+the reason in the same line (at least 8 characters, as the monitor shows).
 """
 
 from __future__ import annotations
@@ -35,10 +37,32 @@ def is_prefix(given: str) -> bool:
     return len(given) < ID_CHARS and digits >= MIN_PREFIX_DIGITS and bool(_PREFIX.fullmatch(given))
 
 
+def is_short_prefix(given: str) -> bool:
+    """Whether `given` reads as a prefix of a run id cut too short to be resolved: hex digits
+    (and hyphens), fewer than `MIN_PREFIX_DIGITS` of them."""
+    digits = len(given) - given.count("-")
+    return 0 < digits < MIN_PREFIX_DIGITS and bool(_PREFIX.fullmatch(given))
+
+
 async def full_run_id(api: ApiClient, given: str) -> str:
     """The id of the one run `given` names: itself, or the run its prefix belongs to.
-    `ApiFailure` `run_not_found` when no run starts with it, `ambiguous_run_id` when several
-    do."""
+    `ApiFailure` `run_not_found` when no run starts with it (or, for a prefix too short to be
+    resolved, no run has it as its id), `ambiguous_run_id` when several do."""
+    if is_short_prefix(given):
+        try:
+            await api.runs.get(given)
+        except ApiFailure as failure:
+            if failure.code != "run_not_found":
+                raise
+            raise ApiFailure(
+                f"{failure.message} (a short id needs at least {MIN_PREFIX_DIGITS} "
+                "characters, as the monitor shows)",
+                failure.exit_code,
+                status=failure.status,
+                code=failure.code,
+                details=failure.details,
+            ) from None
+        return given
     if not is_prefix(given):
         return given
     found = await api.runs.match_prefix(given, limit=LISTED)

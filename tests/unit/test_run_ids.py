@@ -7,7 +7,7 @@ import re
 
 import pytest
 
-from api.cli.run_ids import is_prefix
+from api.cli.run_ids import is_prefix, is_short_prefix
 from engine.operations.run_ids import PREFIX_PATTERN, PrefixRange, prefix_range
 from schemas.errors import InvalidRequest
 
@@ -61,3 +61,19 @@ def test_anything_else_is_refused_as_the_schema_says(given: str) -> None:
 )
 def test_the_cli_resolves_what_reads_as_a_prefix(given: str, resolved: bool) -> None:
     assert is_prefix(given) is resolved
+
+
+@pytest.mark.parametrize(
+    ("given", "short"),
+    [
+        ("3f2a9c1", True),
+        ("3F2A-9c", True),
+        ("3f2a9c1e", False),  # resolved as a prefix
+        ("3f2a9c1e-0000-4000-8000-000000000001", False),
+        ("no-such-run", False),
+        ("", False),
+        ("-", False),
+    ],
+)
+def test_a_prefix_too_short_is_told_apart(given: str, short: bool) -> None:
+    assert is_short_prefix(given) is short
