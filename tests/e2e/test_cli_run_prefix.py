@@ -1,7 +1,7 @@
 """Every `runs` command takes the short id the web monitor shows (the first 8 characters) or
 any longer prefix of a run's id, as real subprocesses against `schemabridge serve`: one run
 starts with it, the command acts on that run; none, "no run" (exit 1); several, one line
-naming them (exit 2); another tenant's run, never (api/cli/run_ids.py)."""
+naming them (exit 2); another tenant's run, never (api/cli/id_prefixes.py)."""
 
 from __future__ import annotations
 
