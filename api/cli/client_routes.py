@@ -19,6 +19,7 @@ from api.cli.wire import (
     CapsRemoved,
     CapsView,
     DeploymentChange,
+    DeploymentIdMatches,
     DeploymentView,
     DestinationView,
     GraphView,
@@ -327,6 +328,14 @@ class DeploymentsApi:
         path = "/deployments" if workflow is None else f"/workflows/{segment(workflow)}/deployments"
         params = {"limit": limit}
         return await self._session.fetch(Page[DeploymentView], "GET", path, params=params)
+
+    async def match_prefix(self, prefix: str, *, limit: int = 5) -> DeploymentIdMatches:
+        """`GET /deployment-ids?prefix=`: the ids of the deployments starting with `prefix`,
+        in id order (admin)."""
+        params = {"prefix": prefix, "limit": limit}
+        return await self._session.fetch(
+            DeploymentIdMatches, "GET", "/deployment-ids", params=params
+        )
 
     async def get(self, deployment_id: str) -> DeploymentView:
         """`GET /deployments/{id}` (404 `deployment_not_found`)."""

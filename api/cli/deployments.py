@@ -5,7 +5,9 @@ the engine roll it back when the candidate fails more than allowed; the options 
 API's body (`--stages 10,50,100` are the weights, `--min-runs` and `--min-duration` hold each
 stage, `--max-failure-ratio`, `--margin` and `--min-finished` the rollback policy); what is
 left out takes the API's defaults. A second deployment of a workflow while one runs is exit 1
-(a 409, with the running one's id), stages that cannot work exit 2, in one line each.
+(a 409, with the running one's id), stages that cannot work exit 2, in one line each. `show`,
+`abort` and `rollback` take the deployment's id or a unique prefix of it, 8 hex digits or more
+(the monitor's short id: `api.cli.id_prefixes`).
 """
 
 from __future__ import annotations
@@ -22,6 +24,7 @@ from api.cli.deployment_display import (
     deployments_table,
     percent,
 )
+from api.cli.id_prefixes import full_deployment_id
 from api.cli.remote import (
     EXIT_CODES_HELP,
     ApiKeyOption,
@@ -55,7 +58,14 @@ DEFAULT_WEIGHTS = (10.0, 25.0, 50.0, 100.0)
 """The API's default stages, used when only --min-runs or --min-duration is given."""
 MAX_STAGES = 10
 
-DeploymentArgument = Annotated[str, typer.Argument(help="The deployment's id.", metavar="ID")]
+DeploymentArgument = Annotated[
+    str,
+    typer.Argument(
+        help="The deployment's id, or its first 8 or more characters (as the web monitor "
+        "shows it).",
+        metavar="ID",
+    ),
+]
 
 
 def parse_stages(text: str) -> list[float]:
@@ -245,7 +255,11 @@ def show(
     (the runs the candidate received, and the command that lists them), the figures behind a
     rollback, and the timeline of its stages."""
     remote = Remote(api_url, api_key, output, debug)
-    found = call(remote, lambda api: api.deployments.get(deployment_id))
+
+    async def action(api: ApiClient) -> DeploymentView:
+        return await api.deployments.get(await full_deployment_id(api, deployment_id))
+
+    found = call(remote, action)
     if remote.json:
         print_json(dump(found))
         return
@@ -276,7 +290,11 @@ def abort(
     already on it finish on it). Exit 0 also when it was already aborted; 1 when it ended
     otherwise."""
     remote = Remote(api_url, api_key, output, debug)
-    _stopped(remote, call(remote, lambda api: api.deployments.abort(deployment_id)))
+
+    async def action(api: ApiClient) -> DeploymentChange:
+        return await api.deployments.abort(await full_deployment_id(api, deployment_id))
+
+    _stopped(remote, call(remote, action))
 
 
 @deployments_app.command("rollback", epilog=EXIT_CODES_HELP)
@@ -290,4 +308,8 @@ def rollback(
     """Roll a running deployment back by hand: as abort, but it ends ROLLED_BACK with the
     figures of the moment."""
     remote = Remote(api_url, api_key, output, debug)
-    _stopped(remote, call(remote, lambda api: api.deployments.rollback(deployment_id)))
+
+    async def action(api: ApiClient) -> DeploymentChange:
+        return await api.deployments.rollback(await full_deployment_id(api, deployment_id))
+
+    _stopped(remote, call(remote, action))

@@ -18,6 +18,7 @@ from typer._click.core import ParameterSource
 from api.cli import hints, run_display, runs_actions
 from api.cli.client import DEFAULT_API_URL, ApiClient, ApiFailure, ExitCode
 from api.cli.client_routes import PAGE_LIMIT, collect_pages
+from api.cli.id_prefixes import full_run_id
 from api.cli.reconnect import DEFAULT_WINDOW_S, Reconnect
 from api.cli.remote import (
     EXIT_CODES_HELP,
@@ -38,7 +39,6 @@ from api.cli.remote import (
     stderr,
     stdout,
 )
-from api.cli.run_ids import full_run_id
 from api.cli.run_options import (
     ENDED,
     MAX_LIST,

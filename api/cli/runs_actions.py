@@ -14,6 +14,7 @@ import typer
 
 from api.cli import hints
 from api.cli.client import DEFAULT_API_URL, ApiClient, ApiFailure, ExitCode
+from api.cli.id_prefixes import full_run_id
 from api.cli.remote import (
     ApiKeyOption,
     ApiUrlOption,
@@ -29,7 +30,6 @@ from api.cli.remote import (
     say,
     stdout,
 )
-from api.cli.run_ids import full_run_id
 from api.cli.run_options import (
     MAX_BATCH,
     RunArgument,

@@ -214,10 +214,18 @@ class LogEntry(Wire):
     vertex_id: str | None = None
 
 
-class RunIdMatches(Wire):
+class IdMatches(Wire):
     prefix: str
     ids: list[str]
     more: bool = False
+
+
+class RunIdMatches(IdMatches):
+    pass
+
+
+class DeploymentIdMatches(IdMatches):
+    pass
 
 
 # ── operator actions ────────────────────────────────────────────────────────────────────────

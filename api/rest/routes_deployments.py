@@ -4,7 +4,8 @@ needs any key).
 `POST /workflows/{name}/deployments` starts moving new runs to a candidate version stage by
 stage; `GET /workflows/{name}/deployments`, `GET /deployments` (every workflow's) and
 `GET /deployments/{id}` show its stage, weight,
-per-version figures, exposure and timeline; `POST /deployments/{id}/abort|rollback` stop it.
+per-version figures, exposure and timeline; `POST /deployments/{id}/abort|rollback` stop it;
+`GET /deployment-ids?prefix=` resolves the short ids the monitor shows.
 `POST /workflows/{name}/serving` switches the serving version by hand (logged with the key).
 A second deployment of a workflow while one runs is a 409 `deployment_running`; stages that
 cannot work a 422 `invalid_deployment` with the problems.
@@ -30,8 +31,9 @@ from engine.operations.deployment_views import (
     ServingView,
     StageSpec,
 )
+from engine.operations.id_prefixes import ID_DIGITS, MAX_MATCHES, MIN_PREFIX_DIGITS, PREFIX_PATTERN
 from engine.operations.pagination import MAX_LIMIT
-from engine.operations.views import View
+from engine.operations.views import DeploymentIdMatches, View
 
 router = APIRouter(tags=["deployments"])
 
@@ -139,6 +141,38 @@ async def list_all_deployments(
     limit: Annotated[int, Query(ge=1, le=MAX_LIMIT)] = 20,
 ) -> DeploymentList:
     return DeploymentList(items=await ops.deployments.recent(limit=limit))
+
+
+@router.get(
+    "/deployment-ids",
+    response_model=DeploymentIdMatches,
+    responses=error_responses(401, 403, 422, 503),
+    summary="The ids of the deployments whose id starts with a prefix (the monitor's short ids)",
+)
+async def match_deployment_ids(
+    *,
+    ops: OperationsDep,
+    _caller: AdminDep,
+    prefix: Annotated[
+        str,
+        Query(
+            min_length=MIN_PREFIX_DIGITS,
+            # the 32 digits of an id and its 4 hyphens
+            max_length=ID_DIGITS + 4,
+            # In the schema, so that what it accepts the operation accepts (hyphens anywhere:
+            # the operation drops them before it reads the digits).
+            pattern=PREFIX_PATTERN,
+            description=f"{MIN_PREFIX_DIGITS} to {ID_DIGITS} hex digits of a deployment id, "
+            "any case, with or without its hyphens (`3f2a9c1e`, as the monitor shows it).",
+        ),
+    ],
+    limit: Annotated[int, Query(ge=1, le=MAX_MATCHES)] = 5,
+) -> DeploymentIdMatches:
+    """One id: the prefix names that deployment; several: it is ambiguous (`more`: even more
+    match than listed); none: no deployment starts with it. Admin keys only, as every
+    deployment route. 422 `invalid_request` for anything but 8 to 32 hex digits and hyphens.
+    Not under `/deployments/`, where the segment after it is a deployment's id."""
+    return await ops.deployments.match_prefix(prefix, limit=limit)
 
 
 @router.get(

@@ -25,8 +25,8 @@ from api.rest.auth import Caller, CallerDep
 from api.rest.deps import ContextDep, OperationsDep
 from api.rest.errors import error_response, error_responses
 from api.rest.run_models import RunOutcome, SubmitRequest, SubmittedRun
+from engine.operations.id_prefixes import ID_DIGITS, MIN_PREFIX_DIGITS, PREFIX_PATTERN
 from engine.operations.pagination import MAX_LIMIT
-from engine.operations.run_ids import ID_DIGITS, MIN_PREFIX_DIGITS, PREFIX_PATTERN
 from engine.operations.runs import MAX_LONG_TAIL, MAX_PREFIX_MATCHES
 from engine.operations.views import (
     LogEntry,

@@ -18,6 +18,7 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 from engine.execution.deploy_stage import gradual_deploy_workflow
+from engine.operations import id_prefixes
 from engine.operations.boundary import store_boundary
 from engine.operations.deployment_views import (
     DEFAULT_CHECK_INTERVAL_S,
@@ -33,6 +34,7 @@ from engine.operations.deployment_views import (
     serving_view,
 )
 from engine.operations.pagination import check_limit
+from engine.operations.views import DeploymentIdMatches
 from engine.operations.workflows import not_found as workflow_not_found
 from engine.store import UnknownWorkflow
 from engine.store.deployments import DeploymentSpec
@@ -174,6 +176,18 @@ class DeploymentOperations:
     async def get(self, deployment_id: str) -> DeploymentView:
         """A deployment with its stages, figures, exposure and timeline."""
         return await self._view(await self._record(deployment_id))
+
+    @store_boundary
+    async def match_prefix(self, prefix: str, *, limit: int = 5) -> DeploymentIdMatches:
+        """The ids of the deployments whose id starts with `prefix` (8 to 32 hex digits, any
+        case, hyphens or not: `engine.operations.id_prefixes`), at most `limit` (1 to 20) in
+        id order, and whether more match: how front doors resolve the short ids people copy
+        from the monitor's deployments pages. Refused: `InvalidRequest`
+        (`invalid_deployment_id_prefix`, `invalid_limit`)."""
+        limit = id_prefixes.check_limit(limit)
+        found = id_prefixes.prefix_range(prefix, of="deployment")
+        ids = await self._store.deployment_ids_in_range(found.low, found.high, limit=limit + 1)
+        return DeploymentIdMatches(prefix=found.prefix, ids=ids[:limit], more=len(ids) > limit)
 
     @store_boundary
     async def list(self, workflow: str, *, limit: int = 20) -> builtins.list[DeploymentView]:

@@ -16,7 +16,7 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 from engine.coordination.run_events import RunWatch
-from engine.operations import routing, run_ids, run_views, submission
+from engine.operations import id_prefixes, routing, run_views, submission
 from engine.operations.boundary import store_boundary
 from engine.operations.pagination import check_limit, decode_cursor, encode_cursor, scope_digest
 from engine.operations.views import (
@@ -39,6 +39,7 @@ from engine.store import UnknownWorkflow
 from engine.store.catalogue import QuotaExhausted
 from engine.store.models import TERMINAL_RUN_STATUSES, RunRoute, RunStatus
 from engine.store.monitor import RunProgressRow
+from engine.store.operator_actions import run_not_found
 from engine.store.records import RunRecord, VersionRecord
 from engine.validation import validate_input
 from schemas.definitions import RESERVED_WORKFLOWS, SpawnerVertex
@@ -57,16 +58,12 @@ WAIT_MIN_READ_S = 0.05
 """`wait` reads the run at most this often, however many events arrive."""
 MAX_RUN_ID_CHARS = 36
 MAX_LONG_TAIL = 50
-MAX_PREFIX_MATCHES = 20
-"""The most ids `match_prefix` lists (an ambiguous prefix is shown a few of them)."""
 """The most children `long_tail` lists in each of its two lists."""
+MAX_PREFIX_MATCHES = id_prefixes.MAX_MATCHES
+"""The most ids `match_prefix` lists (an ambiguous prefix is shown a few of them)."""
 _STATUSES = frozenset(s.value for s in RunStatus)
 _ROUTES = frozenset(r.value for r in RunRoute)
 _TERMINAL = frozenset(s.value for s in TERMINAL_RUN_STATUSES)
-
-
-def run_not_found(run_id: str) -> NotFound:
-    return NotFound(f"no run {run_id!r}", code="run_not_found")
 
 
 def _invalid_filter(message: str) -> InvalidRequest:
@@ -304,18 +301,13 @@ class RunOperations:
         self, prefix: str, *, limit: int = 5, tenant: str | None = None
     ) -> RunIdMatches:
         """The ids of the runs whose id starts with `prefix` (8 to 32 hex digits, any case,
-        hyphens or not: `engine.operations.run_ids`), at most `limit` (1 to 20) in id order,
+        hyphens or not: `engine.operations.id_prefixes`), at most `limit` (1 to 20) in id order,
         and whether more match; with `tenant`, only that tenant's runs, so a scoped caller
         learns nothing of another tenant's (an empty answer reads like no run at all).
         Front doors resolve the short ids people copy from the monitor with it. Refused:
         `InvalidRequest` (`invalid_run_id_prefix`, `invalid_limit`)."""
-        if isinstance(limit, bool) or not isinstance(limit, int):
-            limit = 0
-        if not 1 <= limit <= MAX_PREFIX_MATCHES:
-            raise InvalidRequest(
-                f"limit is 1 to {MAX_PREFIX_MATCHES}; got {limit!r}", code="invalid_limit"
-            )
-        found = run_ids.prefix_range(prefix)
+        limit = id_prefixes.check_limit(limit)
+        found = id_prefixes.prefix_range(prefix)
         ids = await self._store.run_ids_in_range(
             found.low, found.high, tenant=tenant, limit=limit + 1
         )

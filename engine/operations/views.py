@@ -16,11 +16,13 @@ from engine.store.listing import RunFilter
 __all__ = [
     "AttemptView",
     "ChildDuration",
+    "DeploymentIdMatches",
     "ErrorView",
     "FanoutProgress",
     "GraphEdge",
     "GraphNode",
     "GraphView",
+    "IdMatches",
     "ListProgress",
     "LogEntry",
     "LongTail",
@@ -367,12 +369,21 @@ class LogEntry(View):
     data: Any = None
 
 
-class RunIdMatches(View):
-    """The runs whose id starts with a prefix (`runs.match_prefix`), in id order."""
+class IdMatches(View):
+    """The ids that start with a prefix, in id order (`engine.operations.id_prefixes`)."""
 
     prefix: str
     """The prefix as ids are written: lower case, with the id's hyphens."""
     ids: list[str]
-    """At most the `limit` asked for; one id: the prefix names that run."""
+    """At most the `limit` asked for; one id: the prefix names that one."""
     more: bool = False
-    """More runs start with the prefix than `ids` lists."""
+    """More ids start with the prefix than `ids` lists."""
+
+
+class RunIdMatches(IdMatches):
+    """The runs whose id starts with a prefix (`runs.match_prefix`), in id order."""
+
+
+class DeploymentIdMatches(IdMatches):
+    """The deployments whose id starts with a prefix (`deployments.match_prefix`), in id
+    order."""

@@ -543,7 +543,9 @@ class RunCatalogue(StoreCore):
         """Up to `limit` run ids in [`low`, `high`), in id order, of `tenant` only when given
         (a range of the primary key: how a prefix of a run id is resolved)."""
         async with self._engines.read.connect() as conn:
-            return await listing.run_ids_in_range(conn, low, high, tenant=tenant, limit=limit)
+            return await listing.ids_in_range(
+                conn, listing.runs, low, high, tenant=tenant, limit=limit
+            )
 
     async def children_page(
         self,

@@ -21,6 +21,7 @@ from sqlalchemy.exc import IntegrityError
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from engine.store import deployment_rows as rows_
+from engine.store import listing
 from engine.store import results as results_
 from engine.store.actions_store import OperatorActionsStore
 from engine.store.catalogue import RunCatalogue
@@ -303,6 +304,14 @@ class DeploymentStore(RunCatalogue, OperatorActionsStore):
     async def deployment(self, deployment_id: str) -> DeploymentRecord | None:
         async with self._engines.read.connect() as conn:
             return await rows_.deployment_row(conn, deployment_id)
+
+    async def deployment_ids_in_range(
+        self, low: str, high: str | None, *, limit: int = 10
+    ) -> list[str]:
+        """Up to `limit` deployment ids in [`low`, `high`), in id order (a range of the primary
+        key: how a prefix of a deployment's id is resolved)."""
+        async with self._engines.read.connect() as conn:
+            return await listing.ids_in_range(conn, rows_.deployments, low, high, limit=limit)
 
     async def deployments_of(self, workflow: str | None, *, limit: int) -> list[DeploymentRecord]:
         """The deployments of `workflow` (None: of every workflow), newest first."""

@@ -12,7 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from sqlalchemy import ColumnElement, Select, func, literal, select, tuple_
+from sqlalchemy import ColumnElement, Select, Table, func, literal, select, tuple_
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from engine.store.models import Run, RunLog, Step, StepStatus, WorkflowServing, WorkflowVersion
@@ -132,31 +132,45 @@ async def runs_page(
     return [RunHeader(*row) for row in (await conn.execute(query)).all()]
 
 
-def run_ids_statement(low: str, high: str | None, tenant: str | None, limit: int) -> Select[Any]:
-    """Up to `limit` run ids from `low` (inclusive) to `high` (exclusive; None: no end), in id
-    order, of `tenant` only when given: the runs whose id starts with a prefix (the caller
-    turns the prefix into the range: `engine.operations.run_ids`).
+def ids_in_range_statement(
+    table: Table, low: str, high: str | None, limit: int, *, tenant: str | None = None
+) -> Select[Any]:
+    """Up to `limit` ids of `table` (runs, deployments: keyed by a UUID in text) from `low`
+    (inclusive) to `high` (exclusive; None: no end), in id order, of `tenant` only when given
+    (runs): the rows whose id starts with a prefix (the caller turns the prefix into the
+    range: `engine.operations.id_prefixes`).
 
     One range of the primary key: a range, not `LIKE 'prefix%'`, because PostgreSQL uses a
     text index for LIKE only under the C collation or with `text_pattern_ops`. The tenant is
     compared through an expression so that no planner prefers the tenant's index (SQLite
     does, for an equality, and would read every run of the tenant): the key's range holds a
     few rows at most, whatever the tenant."""
-    conditions: list[ColumnElement[bool]] = [runs.c.id >= low]
+    conditions: list[ColumnElement[bool]] = [table.c.id >= low]
     if high is not None:
-        conditions.append(runs.c.id < high)
+        conditions.append(table.c.id < high)
     if tenant is not None:
         # tenant_id is NOT NULL, so the coalesce changes no answer: it only hides the column
         # from the index choice (see above).
-        conditions.append(func.coalesce(runs.c.tenant_id, "") == tenant)
-    return select(runs.c.id).where(*conditions).order_by(runs.c.id).limit(limit)
+        conditions.append(func.coalesce(table.c.tenant_id, "") == tenant)
+    return select(table.c.id).where(*conditions).order_by(table.c.id).limit(limit)
 
 
-async def run_ids_in_range(
-    conn: AsyncConnection, low: str, high: str | None, *, tenant: str | None, limit: int
+def run_ids_statement(low: str, high: str | None, tenant: str | None, limit: int) -> Select[Any]:
+    """The run ids in [`low`, `high`), of `tenant` only when given (`ids_in_range_statement`)."""
+    return ids_in_range_statement(runs, low, high, limit, tenant=tenant)
+
+
+async def ids_in_range(
+    conn: AsyncConnection,
+    table: Table,
+    low: str,
+    high: str | None,
+    *,
+    limit: int,
+    tenant: str | None = None,
 ) -> list[str]:
-    """The ids `run_ids_statement` selects."""
-    statement = run_ids_statement(low, high, tenant, limit)
+    """The ids `ids_in_range_statement` selects."""
+    statement = ids_in_range_statement(table, low, high, limit, tenant=tenant)
     return [row.id for row in (await conn.execute(statement)).all()]
 
 

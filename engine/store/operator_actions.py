@@ -110,8 +110,9 @@ class CancelOutcome:
 
 
 def run_not_found(run_id: str) -> NotFound:
-    """The refusal for a run that does not exist or that the caller's tenant cannot see."""
-    return NotFound(f"no run {run_id}", code="run_not_found")
+    """The refusal for a run that does not exist or that the caller's tenant cannot see: "no
+    run 'ID'", the one wording every front door shows (the operations layer uses it too)."""
+    return NotFound(f"no run {run_id!r}", code="run_not_found")
 
 
 def chunks(ids: Sequence[str]) -> Iterator[list[str]]:

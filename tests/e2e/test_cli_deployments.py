@@ -177,7 +177,9 @@ def test_abort_and_manual_rollback(stack: Stack) -> None:
             "deployments", "start", "dep-abort", "--version", "2", *HOLDING, "--margin", "0.02"
         ).stdout
     )
-    shown = stack.ok("deployments", "show", first).stdout
+    # The 8 characters the monitor shows name the deployment in show, abort and rollback.
+    shown = stack.ok("deployments", "show", first[:8]).stdout
+    assert shown.startswith(f"deployment {first}  dep-abort v2"), shown
     assert (
         "rollback when the candidate's failure ratio exceeds 0.05 or serving's ratio + 0.02, "
         "whichever is higher (threshold now 0.050), judged from 20 finished runs"
@@ -193,7 +195,7 @@ def test_abort_and_manual_rollback(stack: Stack) -> None:
         rf"^{first}\s+dep-abort\s+v2\s+v1\s+RUNNING\s+stage 1 of 4 \(10 %\)\s+10 %\s", table, re.M
     ), table
 
-    aborted = stack.ok("deployments", "abort", first)
+    aborted = stack.ok("deployments", "abort", first[:8])
     assert aborted.stdout == f"deployment {first} aborted: dep-abort v2 gets no new runs\n"
     assert f"exposure: 0 runs went to v2; details: schemabridge deployments show {first}" in (
         aborted.stderr
@@ -209,7 +211,7 @@ def test_abort_and_manual_rollback(stack: Stack) -> None:
         ).stdout
     )
     assert [r["version"] for r in submit(stack, "dep-abort", 1)] == [2]
-    rolled_back = stack.ok("deployments", "rollback", second)
+    rolled_back = stack.ok("deployments", "rollback", second[:13].upper())
     assert f"exposure: 1 run went to v2; details: schemabridge deployments show {second}" in (
         rolled_back.stderr
     )
@@ -259,6 +261,18 @@ def refusing(stack: Stack) -> Stack:
             ["deployments", "rollback", "nope"],
             1,
             "no deployment 'nope'; `schemabridge deployments list`",
+        ),
+        (
+            ["deployments", "show", "0123abcd"],
+            1,
+            "no deployment '0123abcd' (no deployment id starts with it); "
+            "`schemabridge deployments list` shows the deployments",
+        ),
+        (
+            ["deployments", "abort", "0123abc"],
+            1,
+            "no deployment '0123abc' (a short id needs at least 8 characters, as the monitor "
+            "shows); `schemabridge deployments list`",
         ),
         (["deployments", "list", "ghost"], 1, "ghost"),
         (["deployments", "list", "dep-refusls"], 1, "did you mean 'dep-refusals'"),
@@ -329,4 +343,7 @@ def test_deployments_need_an_admin_key(stack: Stack) -> None:
     created = stack.cli("keys", "create", "--tenant", "acme", "--name", "dep-tenant")
     assert created.returncode == 0, created.stderr
     refused = stack.cli("deployments", "list", key=created.stdout.strip())
+    assert_refused(refused, 4, "the API refused the request")
+    # A prefix is resolved by an admin-only route too: a tenant key learns no deployment id.
+    refused = stack.cli("deployments", "show", "0123abcd", key=created.stdout.strip())
     assert_refused(refused, 4, "the API refused the request")

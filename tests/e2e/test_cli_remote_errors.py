@@ -114,7 +114,9 @@ def test_missing_wrong_and_tenant_keys(serve_api: Stack, failed: str) -> None:
     ids=" ".join,
 )
 def test_an_unknown_run_is_one_line(serve_api: Stack, command: list[str]) -> None:
-    assert_refused(serve_api.cli(*command, "no-such-run"), 1, "no run", "no-such-run")
+    # The same words whichever layer refuses (the store for retry and cancel, the operations
+    # for the reads): the id quoted.
+    assert_refused(serve_api.cli(*command, "no-such-run"), 1, "no run 'no-such-run'")
 
 
 def test_unknown_workflows_and_steps(serve_api: Stack, workflow: str, failed: str) -> None:

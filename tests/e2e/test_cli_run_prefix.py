@@ -1,7 +1,7 @@
 """Every `runs` command takes the short id the web monitor shows (the first 8 characters) or
 any longer prefix of a run's id, as real subprocesses against `schemabridge serve`: one run
 starts with it, the command acts on that run; none, "no run" (exit 1); several, one line
-naming them (exit 2); another tenant's run, never (api/cli/run_ids.py)."""
+naming them (exit 2); another tenant's run, never (api/cli/id_prefixes.py)."""
 
 from __future__ import annotations
 
@@ -106,6 +106,24 @@ def test_a_prefix_no_run_has_is_not_found(serve_api: Stack, failed: str) -> None
         refused = serve_api.cli(*command, missing)
         assert_refused(refused, 1, f"no run '{missing}'", "`schemabridge runs list` shows")
         assert len(refused.stderr.splitlines()) == 1
+
+
+def test_a_prefix_too_short_says_how_long_one_is(serve_api: Stack, failed: str) -> None:
+    short = failed[:7]
+    for command in (["runs", "show"], ["runs", "retry"], ["runs", "logs"]):
+        refused = serve_api.cli(*command, short)
+        assert_refused(
+            refused,
+            1,
+            f"no run '{short}' (a short id needs at least 8 characters, as the monitor shows); "
+            "`schemabridge runs list` shows",
+        )
+        assert len(refused.stderr.splitlines()) == 1
+    # A typo in a whole id, or a name that is no prefix, keeps the plain line.
+    typo = failed[:-1] + ("0" if failed[-1] != "0" else "1")
+    for given in (typo, "no-such-run"):
+        refused = serve_api.cli("runs", "show", given)
+        assert_refused(refused, 1, f"no run '{given}'; `schemabridge runs list` shows")
 
 
 def test_a_tenant_key_never_resolves_another_tenants_run(serve_api: Stack, failed: str) -> None:

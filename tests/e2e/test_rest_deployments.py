@@ -152,6 +152,7 @@ async def test_deployments_and_switches_need_an_admin_key(api: Api) -> None:
             await http.get("/workflows/orders/deployments"),
             await http.get("/deployments"),
             await http.get(f"/deployments/{deployment['id']}"),
+            await http.get("/deployment-ids", params={"prefix": deployment["id"][:8]}),
             await http.post(f"/deployments/{deployment['id']}/abort"),
             await http.post(f"/deployments/{deployment['id']}/rollback"),
             await http.post("/workflows/orders/serving", json={"version": 3}),
@@ -162,7 +163,21 @@ async def test_deployments_and_switches_need_an_admin_key(api: Api) -> None:
     assert readable.status_code == 200 and readable.json()["servingVersion"] == 1
     async with api.http(None) as http:
         assert_error(await http.get(f"/deployments/{deployment['id']}"), 401, "unauthorized")
+        assert_error(
+            await http.get("/deployment-ids", params={"prefix": deployment["id"][:8]}),
+            401,
+            "unauthorized",
+        )
     async with api.http(api.admin) as http:
+        found = await http.get("/deployment-ids", params={"prefix": deployment["id"][:8]})
+        assert found.status_code == 200, found.text
+        assert found.json() == {
+            "prefix": deployment["id"][:8],
+            "ids": [deployment["id"]],
+            "more": False,
+        }
+        short = await http.get("/deployment-ids", params={"prefix": deployment["id"][:7]})
+        assert_error(short, 422, "invalid_request")
         rolled = await http.post(f"/deployments/{deployment['id']}/rollback")
         switched = await http.post("/workflows/orders/serving", json={"version": 3})
         workflows = (await http.get("/workflows")).json()["items"]

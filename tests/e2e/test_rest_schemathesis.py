@@ -39,8 +39,8 @@ from tests.e2e.rest_harness import serving
 
 MAX_EXAMPLES = 8
 """Per route (positive and negative cases drawn together) and caller, fewer where a route has
-fewer distinct requests: a few hundred requests in all (about 480 once the 32 routes with the
-run routes are served: 40 to 100 s on a loaded 2-core machine)."""
+fewer distinct requests: a few hundred requests in all (about 370 to the 48 routes, the
+deployment routes and `/deployment-ids` among them: 30 to 100 s on a loaded 2-core machine)."""
 DEADLINE_MS = 5_000
 """Per generated request (the machine may be loaded; the API answers in milliseconds)."""
 START_TIMEOUT_S = 60.0

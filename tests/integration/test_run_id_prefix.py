@@ -1,6 +1,6 @@
 """A prefix of a run id (the 8 characters the web monitor shows) resolved by the operations
 layer, on both backends: one run, several, none, another tenant's never, and the range read
-from the primary key (engine/operations/run_ids.py, engine.store.listing.run_ids_in_range)."""
+from the primary key (engine/operations/id_prefixes.py, engine.store.listing.ids_in_range)."""
 
 from __future__ import annotations
 

@@ -30,6 +30,8 @@ MIRRORS: list[tuple[type[wire.Wire], type[pydantic.BaseModel]]] = [
     (wire.RunProgress, views.RunProgress),
     (wire.LogEntry, views.LogEntry),
     (wire.RunIdMatches, views.RunIdMatches),
+    (wire.IdMatches, views.IdMatches),
+    (wire.DeploymentIdMatches, views.DeploymentIdMatches),
     (wire.RetryResult, action_views.RetryResult),
     (wire.ResolveResult, action_views.ResolveResult),
     (wire.StartOverResult, action_views.StartOverResult),

@@ -1,5 +1,5 @@
-"""A prefix of a run id as a range of ids (engine/operations/run_ids.py) and what the CLI sends
-to be resolved (api/cli/run_ids.py): pure, no store."""
+"""A prefix of a run's or a deployment's id as a range of ids (engine/operations/id_prefixes.py)
+and what the CLI sends to be resolved (api/cli/id_prefixes.py): pure, no store."""
 
 from __future__ import annotations
 
@@ -7,8 +7,8 @@ import re
 
 import pytest
 
-from api.cli.run_ids import is_prefix
-from engine.operations.run_ids import PREFIX_PATTERN, PrefixRange, prefix_range
+from api.cli.id_prefixes import is_prefix, is_short_prefix
+from engine.operations.id_prefixes import PREFIX_PATTERN, PrefixRange, prefix_range
 from schemas.errors import InvalidRequest
 
 
@@ -47,6 +47,16 @@ def test_anything_else_is_refused_as_the_schema_says(given: str) -> None:
     assert not re.fullmatch(PREFIX_PATTERN, given)
 
 
+def test_a_deployment_id_prefix_is_read_the_same_way() -> None:
+    assert prefix_range("5B0C7E2DFF", of="deployment") == PrefixRange(
+        "5b0c7e2d-ff", "5b0c7e2d-ff", "5b0c7e2e-00"
+    )
+    with pytest.raises(InvalidRequest) as refused:
+        prefix_range("5b0c7e2", of="deployment")
+    assert refused.value.code == "invalid_deployment_id_prefix"
+    assert "a deployment id prefix" in refused.value.message
+
+
 @pytest.mark.parametrize(
     ("given", "resolved"),
     [
@@ -61,3 +71,19 @@ def test_anything_else_is_refused_as_the_schema_says(given: str) -> None:
 )
 def test_the_cli_resolves_what_reads_as_a_prefix(given: str, resolved: bool) -> None:
     assert is_prefix(given) is resolved
+
+
+@pytest.mark.parametrize(
+    ("given", "short"),
+    [
+        ("3f2a9c1", True),
+        ("3F2A-9c", True),
+        ("3f2a9c1e", False),  # resolved as a prefix
+        ("3f2a9c1e-0000-4000-8000-000000000001", False),
+        ("no-such-run", False),
+        ("", False),
+        ("-", False),
+    ],
+)
+def test_a_prefix_too_short_is_told_apart(given: str, short: bool) -> None:
+    assert is_short_prefix(given) is short

@@ -1,8 +1,8 @@
-"""A prefix of a run id, as people copy it: the first 8 characters the web monitor shows
-(`3f2a9c1e`), or more of the id, with or without its hyphens.
+"""A prefix of a run's or a deployment's id, as people copy it: the first 8 characters the web
+monitor shows (`3f2a9c1e`), or more of the id, with or without its hyphens.
 
-Run ids are UUIDs in their canonical text form (lower-case hex, hyphens after the 8th, 12th,
-16th and 20th digit: `uuid.uuid4()` and, for children, `uuid.uuid5()`). A prefix is read as
+Both are UUIDs in their canonical text form (lower-case hex, hyphens after the 8th, 12th,
+16th and 20th digit: `uuid.uuid4()` and, for child runs, `uuid.uuid5()`). A prefix is read as
 hex digits, from `MIN_PREFIX_DIGITS` (8: one id in 4 billion shares them, so a prefix that
 names one run today rarely stops doing so) to the id's 32, and becomes the range of ids that
 start with it, [low, high): `high` is the prefix's hex number plus one, written back in the
@@ -26,6 +26,8 @@ HYPHENS_AFTER = (8, 12, 16, 20)
 _HEX = frozenset("0123456789abcdef")
 PREFIX_PATTERN = rf"^(?:-*[0-9A-Fa-f]){{{MIN_PREFIX_DIGITS},{ID_DIGITS}}}-*$"
 """What `prefix_range` accepts, as a regular expression (for the REST API's schema)."""
+MAX_MATCHES = 20
+"""The most ids a lookup by prefix lists (an ambiguous prefix is shown a few of them)."""
 
 
 @dataclass(frozen=True)
@@ -50,16 +52,25 @@ def _laid_out(digits: str) -> str:
     return "-".join(parts)
 
 
-def prefix_range(prefix: str) -> PrefixRange:
-    """The range of ids starting with `prefix` (case and hyphens as people type them).
-    Refused with `InvalidRequest(code="invalid_run_id_prefix")`: anything but hex digits and
-    hyphens, fewer than `MIN_PREFIX_DIGITS` digits or more than an id's 32."""
+def check_limit(limit: int) -> int:
+    """`limit` when it is 1 to `MAX_MATCHES`; else `InvalidRequest(code="invalid_limit")`."""
+    if isinstance(limit, bool) or not isinstance(limit, int) or not 1 <= limit <= MAX_MATCHES:
+        raise InvalidRequest(f"limit is 1 to {MAX_MATCHES}; got {limit!r}", code="invalid_limit")
+    return limit
+
+
+def prefix_range(prefix: str, *, of: str = "run") -> PrefixRange:
+    """The range of ids starting with `prefix` (case and hyphens as people type them), a
+    prefix of the id of a run or a deployment (`of`: which, for the refusal). Refused with
+    `InvalidRequest(code="invalid_run_id_prefix")` (`invalid_deployment_id_prefix`): anything
+    but hex digits and hyphens, fewer than `MIN_PREFIX_DIGITS` digits or more than an id's
+    32."""
     digits = prefix.lower().replace("-", "") if isinstance(prefix, str) else ""
     if not MIN_PREFIX_DIGITS <= len(digits) <= ID_DIGITS or not set(digits) <= _HEX:
         raise InvalidRequest(
-            f"a run id prefix is {MIN_PREFIX_DIGITS} to {ID_DIGITS} hex digits (hyphens "
+            f"a {of} id prefix is {MIN_PREFIX_DIGITS} to {ID_DIGITS} hex digits (hyphens "
             f"allowed); got {prefix!r}",
-            code="invalid_run_id_prefix",
+            code=f"invalid_{of}_id_prefix",
         )
     low = _laid_out(digits)
     if set(digits) == {"f"}:
