@@ -443,6 +443,30 @@ def test_unknown_pages_and_runs_say_so(server: DemoServer, browser: Any) -> None
         page.locator(".error-box", has_text="run_not_found").wait_for()
 
 
+def test_a_run_opens_from_the_short_id_the_monitor_shows(server: DemoServer, browser: Any) -> None:
+    run_id = ticket(server, tenant="short-ids", wait=True)
+    with opened(browser, f"{server.ui}#/runs/{run_id[:8]}") as (page, watch):
+        page.locator("h1 .badge", has_text="succeeded").wait_for()
+        assert page.evaluate("location.hash") == f"#/runs/{run_id}"  # shared by its whole id
+        watch.allowed_errors.append("status of 404")
+        page.goto(f"{server.ui}#/runs/{'0' * 8}")
+        page.locator(".error-box", has_text="run_not_found").wait_for()
+        # Two runs that share 8 characters cannot be made on purpose: the API's answer for
+        # such a prefix is given, and the page must list them rather than pick one.
+        ids = ["abcdef12-0000-4000-8000-000000000001", "abcdef12-0000-4000-8000-000000000002"]
+        page.route(
+            "**/run-ids?*",
+            lambda route: route.fulfill(
+                json={"prefix": "abcdef12", "ids": ids, "more": False}, status=200
+            ),
+        )
+        page.goto(f"{server.ui}#/runs/abcdef12")
+        page.get_by_role("heading", name="Which run?").wait_for()
+        links = page.locator("ul.id-matches a")
+        assert links.all_inner_texts() == ids
+        assert links.first.get_attribute("href") == f"#/runs/{ids[0]}"
+
+
 def test_a_waiting_step_says_why(server: DemoServer, browser: Any) -> None:
     """A tenant allowed one GATEWAY call a minute: the ticket's lookup takes it, so open-ticket
     parks on the tenant's rate limit, and the run page says so with the engine's own words."""
