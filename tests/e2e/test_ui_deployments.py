@@ -291,3 +291,14 @@ def test_an_unknown_deployment_says_so(server: DemoServer, browser: Any) -> None
     with opened(browser, f"{server.ui}#/deployments/no-such-deployment") as (page, watch):
         watch.allowed_errors.append("404")
         page.locator(".error-box", has_text="no deployment 'no-such-deployment'").wait_for()
+        page.goto(f"{server.ui}#/deployments/{'0' * 8}")
+        page.locator(".error-box", has_text="deployment_not_found").wait_for()
+
+
+def test_a_deployment_opens_from_the_short_id_the_monitor_shows(
+    server: DemoServer, browser: Any
+) -> None:
+    promoted = promote(server, "ui-short-id")
+    with opened(browser, f"{server.ui}#/deployments/{promoted[:8]}") as (page, _):
+        page.locator("h1 .badge", has_text="succeeded").wait_for()
+        assert page.evaluate("location.hash") == f"#/deployments/{promoted}"

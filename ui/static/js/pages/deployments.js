@@ -8,6 +8,7 @@ import { confirmAction } from "../dialog.js";
 import { announce, fill, h } from "../dom.js";
 import { badge, count, duration, exact, plural, ratio, shortId, time } from "../format.js";
 import { Poller } from "../live.js";
+import { DEPLOYMENTS, wholeId } from "../short_ids.js";
 
 const LIST_SIZE = 50;
 
@@ -277,7 +278,9 @@ function actions(d, result, done) {
   );
 }
 
-export async function deploymentPage(main, params, id) {
+export async function deploymentPage(main, params, given) {
+  const id = await wholeId(main, params, given, DEPLOYMENTS);
+  if (id === null) return null;
   const live = h("span", { class: "live" });
   const content = h("div");
   const result = h("div", { class: "action-result" });

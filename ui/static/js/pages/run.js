@@ -3,7 +3,7 @@
 // and the operator's buttons. While it runs it follows `/runs/{id}/events` (server-sent
 // events); if the stream cannot be opened it polls once every two seconds instead.
 
-import { ApiError, api, query, stream } from "../api.js";
+import { api, stream } from "../api.js";
 import { fill, h } from "../dom.js";
 import { badge, duration, elapsed, errorSummary, shortId, time } from "../format.js";
 import { drawGraph } from "../graph.js";
@@ -14,6 +14,7 @@ import { errorBox, waitingLine } from "../run/errors.js";
 import { fanoutBar, fetchLongTail, longTailView } from "../run/fanout.js";
 import { RunLog } from "../run/log.js";
 import { timeline } from "../run/timeline.js";
+import { RUNS, wholeId } from "../short_ids.js";
 
 function json(value) {
   return h("pre", { class: "json" }, value === undefined ? "" : JSON.stringify(value, null, 2));
@@ -140,36 +141,9 @@ function requestTails(detail) {
   return new Map(detail.steps.filter((step) => step.type === "SPAWNER" && step.children).map((step) => [step.vertexId, fetchLongTail(detail.id, step.vertexId)]));
 }
 
-const ID_CHARS = 36;
-const SHORT_ID = /^(?:-*[0-9a-fA-F]){8,32}-*$/;
-
-/** The whole id of the run `given` names: itself, or the one run whose id starts with it (the
- * 8 characters this monitor shows of an id, pasted into the URL). Null when several do: the
- * page then lists them. */
-async function wholeRunId(main, given) {
-  if (given.length >= ID_CHARS || !SHORT_ID.test(given)) return given;
-  const found = await api(`/run-ids${query({ prefix: given, limit: 5 })}`);
-  if (found.ids.length === 1 && !found.more) return found.ids[0];
-  if (found.ids.length === 0) {
-    throw new ApiError(404, { code: "run_not_found", message: `no run id starts with ${given}` });
-  }
-  fill(
-    main,
-    h("h1", {}, "Which run?"),
-    h("p", {}, `${found.more ? "More than " + found.ids.length : found.ids.length} runs have an id starting with ${given}:`),
-    h("ul", { class: "id-matches" }, ...found.ids.map((id) => h("li", {}, h("a", { href: `#/runs/${id}` }, id)))),
-  );
-  return null;
-}
-
 export async function runPage(main, params, given) {
-  const runId = await wholeRunId(main, given);
+  const runId = await wholeId(main, params, given, RUNS);
   if (runId === null) return null;
-  if (runId !== given) {
-    // The URL names the run by its whole id from now on (a link to share, a reload).
-    const search = params.toString();
-    history.replaceState(null, "", `#/runs/${encodeURIComponent(runId)}${search ? `?${search}` : ""}`);
-  }
   let detail = await api(`/runs/${encodeURIComponent(runId)}`);
   // Everything else the first screen needs is asked for at once, while the graph comes.
   const firstTails = requestTails(detail);
