@@ -21,6 +21,7 @@ from pydantic import ConfigDict, Field
 from api.rest.auth import AdminDep, CallerDep
 from api.rest.deps import OperationsDep
 from api.rest.errors import error_responses
+from api.rest.id_prefix_params import MatchLimit, prefix_query
 from engine.operations.deployment_views import (
     DEFAULT_CHECK_INTERVAL_S,
     MAX_CHECK_INTERVAL_S,
@@ -31,7 +32,6 @@ from engine.operations.deployment_views import (
     ServingView,
     StageSpec,
 )
-from engine.operations.id_prefixes import ID_DIGITS, MAX_MATCHES, MIN_PREFIX_DIGITS, PREFIX_PATTERN
 from engine.operations.pagination import MAX_LIMIT
 from engine.operations.views import DeploymentIdMatches, View
 
@@ -153,20 +153,8 @@ async def match_deployment_ids(
     *,
     ops: OperationsDep,
     _caller: AdminDep,
-    prefix: Annotated[
-        str,
-        Query(
-            min_length=MIN_PREFIX_DIGITS,
-            # the 32 digits of an id and its 4 hyphens
-            max_length=ID_DIGITS + 4,
-            # In the schema, so that what it accepts the operation accepts (hyphens anywhere:
-            # the operation drops them before it reads the digits).
-            pattern=PREFIX_PATTERN,
-            description=f"{MIN_PREFIX_DIGITS} to {ID_DIGITS} hex digits of a deployment id, "
-            "any case, with or without its hyphens (`3f2a9c1e`, as the monitor shows it).",
-        ),
-    ],
-    limit: Annotated[int, Query(ge=1, le=MAX_MATCHES)] = 5,
+    prefix: Annotated[str, prefix_query("deployment")],
+    limit: MatchLimit = 5,
 ) -> DeploymentIdMatches:
     """One id: the prefix names that deployment; several: it is ambiguous (`more`: even more
     match than listed); none: no deployment starts with it. Admin keys only, as every

@@ -24,10 +24,10 @@ from fastapi.responses import JSONResponse
 from api.rest.auth import Caller, CallerDep
 from api.rest.deps import ContextDep, OperationsDep
 from api.rest.errors import error_response, error_responses
+from api.rest.id_prefix_params import MatchLimit, prefix_query
 from api.rest.run_models import RunOutcome, SubmitRequest, SubmittedRun
-from engine.operations.id_prefixes import ID_DIGITS, MIN_PREFIX_DIGITS, PREFIX_PATTERN
 from engine.operations.pagination import MAX_LIMIT
-from engine.operations.runs import MAX_LONG_TAIL, MAX_PREFIX_MATCHES
+from engine.operations.runs import MAX_LONG_TAIL
 from engine.operations.views import (
     LogEntry,
     LongTail,
@@ -217,20 +217,8 @@ async def match_run_ids(
     *,
     ops: OperationsDep,
     caller: CallerDep,
-    prefix: Annotated[
-        str,
-        Query(
-            min_length=MIN_PREFIX_DIGITS,
-            # the 32 digits of an id and its 4 hyphens
-            max_length=ID_DIGITS + 4,
-            # In the schema, so that what it accepts the operation accepts (hyphens anywhere:
-            # the operation drops them before it reads the digits).
-            pattern=PREFIX_PATTERN,
-            description=f"{MIN_PREFIX_DIGITS} to {ID_DIGITS} hex digits of a run id, any "
-            "case, with or without its hyphens (`3f2a9c1e`, as the monitor shows it).",
-        ),
-    ],
-    limit: Annotated[int, Query(ge=1, le=MAX_PREFIX_MATCHES)] = 5,
+    prefix: Annotated[str, prefix_query("run")],
+    limit: MatchLimit = 5,
 ) -> RunIdMatches:
     """One id: the prefix names that run; several: it is ambiguous (`more`: even more match
     than listed); none: no run (of the key's tenant) starts with it. 422 `invalid_request`

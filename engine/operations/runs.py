@@ -59,8 +59,6 @@ WAIT_MIN_READ_S = 0.05
 MAX_RUN_ID_CHARS = 36
 MAX_LONG_TAIL = 50
 """The most children `long_tail` lists in each of its two lists."""
-MAX_PREFIX_MATCHES = id_prefixes.MAX_MATCHES
-"""The most ids `match_prefix` lists (an ambiguous prefix is shown a few of them)."""
 _STATUSES = frozenset(s.value for s in RunStatus)
 _ROUTES = frozenset(r.value for r in RunRoute)
 _TERMINAL = frozenset(s.value for s in TERMINAL_RUN_STATUSES)

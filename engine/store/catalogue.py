@@ -12,6 +12,7 @@ from sqlalchemy.ext.asyncio import AsyncConnection
 
 from engine.store import children as fanout
 from engine.store import deployment_rows, listing, pins
+from engine.store import operator_settings as settings_
 from engine.store import results as results_
 from engine.store.core import (
     StoreCore,
@@ -142,7 +143,7 @@ async def _create_run_at_once(
 ) -> bool:
     """Run `CREATE_RUN_AT_ONCE` for the run `row` of `workflow`; False when the tenant's
     quota had no run left (nothing written). A taken idempotency key raises IntegrityError."""
-    as_json = runs.c.input.type.bind_processor(conn.dialect)
+    as_json = results_.json_text(conn)
     rows = step_rows(row["id"], row["tenant_id"], workflow, row["created_at"])
     params = {key: as_json(row[key]) if key in _JSON_COLUMNS else row[key] for key in row}
     params |= {
@@ -155,16 +156,6 @@ async def _create_run_at_once(
     }
     return bool((await conn.execute(CREATE_RUN_AT_ONCE, params)).scalar_one())
 
-
-async def _quota_gone(conn: AsyncConnection, tenant_id: str) -> bool:
-    """Whether the tenant has no quota now. `CREATE_RUN_AT_ONCE` refuses when the statement's
-    snapshot holds a quota row its UPDATE did not take a run from, which is also the case of a
-    row deleted while the UPDATE waited for its lock (the transaction path saw no row there)."""
-    found = await conn.execute(QUOTA_EXISTS, {"tenant": tenant_id})
-    return found.first() is None
-
-
-QUOTA_EXISTS = select(quotas.c.tenant_id).where(quotas.c.tenant_id == bindparam("tenant"))
 
 _JSON_COLUMNS = frozenset({"input", "output", "error", "pinned_versions"})
 
@@ -346,8 +337,11 @@ class RunCatalogue(StoreCore):
                     created = await _create_run_at_once(
                         conn, row, workflow, message, count_in_quota
                     )
-                    if not created and await _quota_gone(conn, tenant_id):
-                        # Deleted while the statement waited for its row: unlimited now.
+                    # The statement refuses when its snapshot holds a quota row its UPDATE
+                    # took nothing from, which is also the case of a row deleted while the
+                    # UPDATE waited for its lock: no quota now is unlimited (as in a
+                    # transaction, which would have found no row).
+                    if not created and await settings_.read_quota(conn, tenant_id) is None:
                         created = await _create_run_at_once(
                             conn, row, workflow, message, count_in_quota
                         )

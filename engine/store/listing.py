@@ -155,11 +155,6 @@ def ids_in_range_statement(
     return select(table.c.id).where(*conditions).order_by(table.c.id).limit(limit)
 
 
-def run_ids_statement(low: str, high: str | None, tenant: str | None, limit: int) -> Select[Any]:
-    """The run ids in [`low`, `high`), of `tenant` only when given (`ids_in_range_statement`)."""
-    return ids_in_range_statement(runs, low, high, limit, tenant=tenant)
-
-
 async def ids_in_range(
     conn: AsyncConnection,
     table: Table,

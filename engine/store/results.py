@@ -475,6 +475,14 @@ BATCH_FROM_ROWS = 2
 """From how many rows a PostgreSQL write goes as one array statement (fewer: executemany)."""
 
 
+def json_text(conn: AsyncConnection) -> Any:
+    """The function that turns a value into the text SQLAlchemy's JSON type binds on `conn`
+    (the engine's serializer; None as JSON `null`): JSON values of statements that take them
+    as text (`unnest` arrays, data-modifying `WITH`) are then stored as the JSON type stores
+    them elsewhere."""
+    return steps.c.output.type.bind_processor(conn.dialect)
+
+
 async def _write_rows(
     conn: AsyncConnection,
     rows: Sequence[dict[str, Any]],
@@ -491,7 +499,7 @@ async def _write_rows(
     if not (dialect_of(conn).writes_rows_as_arrays and len(rows) >= BATCH_FROM_ROWS):
         await conn.execute(each, [row | shared for row in rows])
         return
-    as_json = steps.c.output.type.bind_processor(conn.dialect)
+    as_json = json_text(conn)
     columns = {
         key: [as_json(row[key]) for row in rows] if key in json else [row[key] for row in rows]
         for key in rows[0]

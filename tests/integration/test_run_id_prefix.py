@@ -101,7 +101,9 @@ async def test_sqlite_reads_the_range_from_the_primary_key(tmp_path: Path) -> No
     would prefer `ix_run_tenant_created` (an equality) and read every run of the tenant.
     PostgreSQL chooses by its statistics, which put a key range of one id in 4 billion far
     below any tenant's runs."""
-    statement = listing.run_ids_statement("3f2a9c1e", "3f2a9c1f", "acme", 6)
+    statement = listing.ids_in_range_statement(
+        listing.runs, "3f2a9c1e", "3f2a9c1f", 6, tenant="acme"
+    )
     sql = str(statement.compile(dialect=sqlite.dialect(), compile_kwargs={"literal_binds": True}))
     engines = db.create_engines(f"sqlite+aiosqlite:///{tmp_path / 'sb.db'}")
     try:
