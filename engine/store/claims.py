@@ -17,6 +17,8 @@ turns, so that the tenants beyond the first 64 are served too.
 from __future__ import annotations
 
 import time
+import uuid
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -36,6 +38,28 @@ steps = Step.__table__  # type: ignore[attr-defined]
 MAX_TENANTS_PER_CLAIM = 64
 TENANT_LIST_TTL_S = 0.25
 """How long a claimer reuses the list of tenants with READY steps."""
+
+CLAIM_TOKEN_SEPARATOR = ":"
+"""A claim token is `<batch>:<step id>`: the claim's batch id (random, one per claim
+statement) then the id of the step, so that the rows of live claims are found by primary key
+(`claimed_step_ids`) instead of among every RUNNING step of the cluster."""
+
+
+def new_batch() -> str:
+    """The first part of the claim tokens one claim statement hands out."""
+    return uuid.uuid4().hex[:16] + CLAIM_TOKEN_SEPARATOR
+
+
+def claimed_step_ids(tokens: Iterable[str]) -> list[int]:
+    """The step ids that claim `tokens` name, in order; a token that names none (not made by
+    `new_batch`) is left out, and so can match no step."""
+    ids = []
+    for token in tokens:
+        _, separator, step_id = token.rpartition(CLAIM_TOKEN_SEPARATOR)
+        if separator and step_id.isdigit():
+            ids.append(int(step_id))
+    return ids
+
 
 TENANTS_WITH_READY_STEPS = text(
     """
@@ -60,7 +84,7 @@ def _claim_update(candidates: Any) -> Any:
         .where(steps.c.id.in_(candidates))
         .values(
             status=StepStatus.RUNNING.value,
-            claim_token=bindparam("b_batch", type_=String) + cast(steps.c.id, String),
+            claim_token=bindparam("b_batch", type_=String) + cast(steps.c.id, String),  # new_batch
             lease_expires_at=bindparam("b_lease_until", type_=Float),
             attempts=steps.c.attempts + 1,
             started_at=func.coalesce(steps.c.started_at, bindparam("b_now", type_=Float)),

@@ -14,6 +14,7 @@ from sqlalchemy import JSON, String, Text, any_, bindparam, cast, literal
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.dialects.postgresql import ARRAY
 from sqlalchemy.ext.asyncio import AsyncConnection
+from sqlalchemy.types import TypeEngine
 
 DialectName = Literal["sqlite", "postgresql"]
 
@@ -60,12 +61,12 @@ class Dialect:
         percentile in one sorted aggregate, about four times cheaper than a window."""
         return self.is_postgresql
 
-    def one_of(self, column: Any, name: str) -> Any:
-        """`column` is one of the list bound as `name`. On PostgreSQL `= ANY(array)`: one
-        statement text, so one prepared statement, whatever the number of values; an IN list
-        is a new statement (parsed and prepared again) for every length."""
+    def one_of(self, column: Any, name: str, item_type: type[TypeEngine[Any]] = String) -> Any:
+        """`column` is one of the list bound as `name` (of `item_type` values). On PostgreSQL
+        `= ANY(array)`: one statement text, so one prepared statement, whatever the number of
+        values; an IN list is a new statement (parsed and prepared again) for every length."""
         if self.is_postgresql:
-            return column == any_(bindparam(name, type_=ARRAY(String)))
+            return column == any_(bindparam(name, type_=ARRAY(item_type)))
         return column.in_(bindparam(name, expanding=True))
 
     @property

@@ -28,7 +28,6 @@ returns steps whose lease passed (their worker died) to READY, to run again: at-
 
 from __future__ import annotations
 
-import uuid
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
@@ -76,7 +75,7 @@ class WorkQueue(StoreCore):
     async def claim(self, limit: int, lease_s: float) -> list[ClaimedStep]:
         """Atomically claim up to `limit` due READY steps of RUNNING runs."""
         now = self._clock.now()
-        batch = uuid.uuid4().hex[:16] + ":"
+        batch = claims.new_batch()
         async with self._engines.write.begin() as conn:
             claimed = await claims.claim_rows(
                 conn, now, limit, lease_s, batch, tenants=await self._tenant_ring.turn(conn, limit)
@@ -167,7 +166,11 @@ class WorkQueue(StoreCore):
         token_list = list(tokens)
         if not token_list:
             return 0
-        live = steps.c.claim_token.in_(token_list) & (steps.c.status == StepStatus.RUNNING.value)
+        live = (
+            steps.c.id.in_(claims.claimed_step_ids(token_list))
+            & steps.c.claim_token.in_(token_list)
+            & (steps.c.status == StepStatus.RUNNING.value)
+        )
         return len(await self._requeue(live, GIVEN_BACK))
 
     async def requeue_expired(self) -> list[tuple[int, str, str]]:
@@ -300,10 +303,15 @@ class WorkQueue(StoreCore):
 def _live(tokens: list[str]) -> Select[Any]:
     """The ids of the RUNNING steps claimed with `tokens`, locked, skipping rows locked right
     now: such a row is being written by its owner (a flush, a spawner batch), and waiting for
-    it while holding other rows could deadlock with them."""
+    it while holding other rows could deadlock with them. Found by primary key (the ids the
+    tokens name), so a renewal reads its own claims, not every RUNNING step."""
     return (
         select(steps.c.id)
-        .where(steps.c.claim_token.in_(tokens), steps.c.status == StepStatus.RUNNING.value)
+        .where(
+            steps.c.id.in_(claims.claimed_step_ids(tokens)),
+            steps.c.claim_token.in_(tokens),
+            steps.c.status == StepStatus.RUNNING.value,
+        )
         .order_by(steps.c.id)
         .with_for_update(skip_locked=True)
     )

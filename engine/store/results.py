@@ -27,7 +27,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from sqlalchemy import bindparam, case, func, insert, or_, select, text, update
+from sqlalchemy import BigInteger, bindparam, case, func, insert, or_, select, text, update
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from engine.store import deployment_rows
@@ -241,8 +241,9 @@ async def live_claims(
     (its lease expired, then this worker claimed it anew) has a live result and a late one, and
     only the first result of a claim counts."""
     tokens = [r.step.claim_token for r in results]
+    ids = [r.step.step_id for r in results]
     query = dialect_of(conn).statement(_live_claims)
-    rows = (await conn.execute(query, {"b_tokens": tokens})).all()
+    rows = (await conn.execute(query, {"b_ids": ids, "b_tokens": tokens})).all()
     live_tokens = {row.claim_token for row in rows}
     live: list[StepResult] = []
     late: list[StepResult] = []
@@ -257,10 +258,12 @@ async def live_claims(
 
 def _live_claims(dialect: Dialect) -> Any:
     # In id order, as every transaction that locks several steps takes them (a lock taken in
-    # the plan's order could deadlock with one taken in id order).
+    # the plan's order could deadlock with one taken in id order). By primary key: the
+    # RUNNING steps of a whole cluster are many, a flush's claims a few.
     return (
         select(steps.c.id, steps.c.claim_token)
         .where(
+            dialect.one_of(steps.c.id, "b_ids", BigInteger),
             dialect.one_of(steps.c.claim_token, "b_tokens"),
             steps.c.status == StepStatus.RUNNING.value,
         )

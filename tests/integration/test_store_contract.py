@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 from collections.abc import AsyncIterator
 
 import pytest
@@ -431,3 +432,44 @@ async def test_a_batch_with_some_of_a_runs_steps_counts_it_down_without_ending_i
     final = await store.get_run(run.id)
     assert final is not None and final.status == "SUCCEEDED"
     assert final.output == {"a": {"v": "a"}, "b": {"v": "b"}}
+
+
+ONE_CALL = Workflow.model_validate(
+    {"name": "one", "vertices": {"a": {"type": "GATEWAY", "config": {"url": "http://127.0.0.1:1"}}}}
+)
+
+
+async def test_renew_and_give_back_touch_only_the_claims_named(
+    store: Store, clock: FakeClock
+) -> None:
+    version = await store.publish(ONE_CALL)
+    for _ in range(4):
+        await store.create_run(version, None)
+    mine = await store.claim(2, lease_s=10)
+    theirs = await store.claim(2, lease_s=10)
+    assert len(mine) == len(theirs) == 2
+    clock.advance(8)
+    # A token of another step's id, or one not made by a claim, renews nothing.
+    forged = f"{mine[0].claim_token.rpartition(':')[0]}:{theirs[0].step_id}"
+    assert await store.renew([forged, "garbage", theirs[0].claim_token + "0"], lease_s=10) == 0
+    assert await store.renew([c.claim_token for c in mine], lease_s=10) == 2
+    clock.advance(4)  # past the first leases, within the renewed ones
+    requeued = await store.requeue_expired()
+    assert sorted(r[0] for r in requeued) == sorted(c.step_id for c in theirs)
+    assert await store.give_back([mine[0].claim_token, forged]) == 1
+    again = await store.claim(10, lease_s=10)
+    assert sorted(c.step_id for c in again) == sorted(
+        [mine[0].step_id, *(c.step_id for c in theirs)]
+    )
+    report = await store.complete([StepSucceeded(mine[1], {"ok": True})])
+    assert report.recorded == 1
+
+
+async def test_a_result_needs_its_own_token(store: Store) -> None:
+    version = await store.publish(ONE_CALL)
+    await store.create_run(version, None)
+    await store.create_run(version, None)
+    first, second = await store.claim(2, lease_s=10)
+    swapped = StepSucceeded(dataclasses.replace(first, claim_token=second.claim_token), {"x": 1})
+    report = await store.complete([swapped])
+    assert (report.recorded, report.dropped) == (0, [first.step_id])
