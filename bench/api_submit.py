@@ -16,7 +16,8 @@ processes of the series' target, `--count` measured requests (after `--warmup`) 
 seconds, whichever comes first. The series are interleaved: each repetition measures
 SchemaBridge (`POST /workflows/bench-submit/runs` with `{input, tenantId}`, 201 expected)
 then the bare endpoint (`POST /rows`, 201), so both see the same machine. Every submission
-has a distinct input (and, with `--idempotency`, an `Idempotency-Key`) over 8 tenants.
+has a distinct input (and, with `--idempotency`, an `Idempotency-Key`) over 8 tenants; with
+`--quota N` each tenant has a run quota of N, which every submission takes a unit of.
 
 `--baseline REF` adds two api processes running the code of commit REF (exported with `git
 archive`; same database, same workers) and a third series per repetition against them
@@ -130,6 +131,17 @@ def _request(
             return response.status
 
     return {"submit": submit, "bare": bare, "health": health}[target]
+
+
+async def give_quotas(url: str, key: str, max_runs: int) -> None:
+    """Every tenant of the benchmark gets a run quota of `max_runs` (`--quota`)."""
+    auth = {"Authorization": f"Bearer {key}"}
+    async with aiohttp.ClientSession() as session:
+        for tenant in range(TENANTS):
+            limits = f"{url}/tenants/tenant-{tenant}/limits"
+            async with session.put(limits, json={"maxRuns": max_runs}, headers=auth) as answer:
+                if answer.status != 200:
+                    raise SystemExit(f"PUT {limits}: {answer.status} {await answer.text()}")
 
 
 BASELINE = "submit@baseline"
@@ -263,6 +275,8 @@ async def measure(db: Database, args: argparse.Namespace) -> None:
                 "downstream": [ds[0].pid],
             }
             print(json.dumps({"pids": {p.name: p.pid for p in [*ds, *procs]}}), flush=True)
+            if args.quota is not None:
+                await give_quotas(str(groups[args.target][0].url), key, args.quota)
             order = [t for t in (args.target, BASELINE, "bare") if groups[t]]
             rows: list[dict[str, Any]] = []
             for rep in range(args.repeat):
@@ -294,6 +308,12 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     parser.add_argument("--latency-ms", type=float, default=1.0)
     parser.add_argument("--idempotency", action="store_true", help="send Idempotency-Key")
     parser.add_argument("--access-log", action="store_true", help="the api's JSON access log on")
+    parser.add_argument(
+        "--quota",
+        type=int,
+        metavar="N",
+        help="give each tenant a run quota of N first (each submission then takes it)",
+    )
     parser.add_argument("--keep-db", action="store_true")
     parser.add_argument(
         "--baseline",
