@@ -13,6 +13,7 @@ import pytest
 
 from tests.e2e.browser_harness import (
     NARROW,
+    WIDE,
     DemoServer,
     chromium,
     eventually,
@@ -283,6 +284,90 @@ def test_cancel_a_running_fan_out(server: DemoServer, browser: Any) -> None:
         page.locator("h1 .badge", has_text="cancelled").wait_for()
         shoot(page, "run-cancelled")
     assert server.run_status(run_id) == "CANCELLED"
+
+
+# ── the graph's labels ─────────────────────────────────────────────────────────────────────
+
+LONG_VERTEX = "reconcile-the-customer-ledger-with-the-billing-provider-mmmmmmmm"
+"""As long as a vertex id may be (64 characters), with wide letters at the end."""
+TWICE = "\u00d72"
+"""How a node's status line counts two attempts."""
+
+NODE_OVERLAPS = """(svg) => {
+  const found = [];
+  const meets = (a, b) => a.left < b.right - 0.5 && b.left < a.right - 0.5
+    && a.top < b.bottom - 0.5 && b.top < a.bottom - 0.5;
+  const name = (t) => t.getAttribute("class");
+  for (const node of svg.querySelectorAll(".node")) {
+    const box = node.querySelector(".node-box").getBoundingClientRect();
+    const texts = [...node.querySelectorAll("text")].filter((t) => t.textContent);
+    const rects = texts.map((t) => t.getBoundingClientRect());
+    texts.forEach((t, i) => {
+      const r = rects[i];
+      if (r.left < box.left || r.right > box.right || r.top < box.top || r.bottom > box.bottom) {
+        found.push(`${node.dataset.vertex}: ${name(t)} leaves its box`);
+      }
+      for (let j = i + 1; j < texts.length; j++) {
+        if (meets(r, rects[j])) {
+          found.push(`${node.dataset.vertex}: ${name(t)} meets ${name(texts[j])}`);
+        }
+      }
+    });
+  }
+  return found;
+}"""
+
+
+def _labels_apart(page: Any, name: str) -> None:
+    """At 1280 and at 420 px wide, no text of any node meets another or leaves its box."""
+    for width in (WIDE, NARROW):
+        page.set_viewport_size(width)
+        page.locator("svg.dag .node").first.wait_for()
+        assert page.locator("svg.dag").evaluate(NODE_OVERLAPS) == [], width
+    shoot(page, name)
+
+
+def test_a_nodes_name_and_status_never_overlap(server: DemoServer, browser: Any) -> None:
+    """A step that ran twice says so after its status ("succeeded · \u00d72"), and an id may
+    be 64 characters: the name, the type and the status of a node stay apart and inside it,
+    at both widths."""
+    reject_tickets(server)
+    retried = ticket(server, tenant="labels", wait=True)
+    server.call(f"/runs/{retried}/retry", {})
+    assert server.wait_status(retried, {"SUCCEEDED", "FAILED"}) == "SUCCEEDED"
+    path = "/graph-labels/long"
+    server.call(
+        "/workflows",
+        {
+            "name": "ui-long-labels",
+            "vertices": {
+                LONG_VERTEX: {"type": "GATEWAY", "config": {"url": f"{server.downstream}{path}"}},
+                "open-ticket": {
+                    "type": "GATEWAY",
+                    "dependsOn": [LONG_VERTEX],
+                    "config": {"url": f"{server.downstream}/items?count=1"},
+                },
+            },
+        },
+    )
+    server.script(path, {"status": 422, "body": {"error": "validation_failed"}})
+    answer = server.call("/workflows/ui-long-labels/runs", {"input": {}, "tenantId": "labels"})
+    long_run = str(answer["id"])
+    assert server.wait_status(long_run, {"FAILED", "SUCCEEDED"}) == "FAILED"
+    server.call(f"/runs/{long_run}/retry", {})
+    assert server.wait_status(long_run, {"SUCCEEDED", "FAILED"}) == "SUCCEEDED"
+
+    with opened(browser, f"{server.ui}#/runs/{retried}") as (page, _):
+        node = page.locator('svg.dag .node[data-vertex="open-ticket"]')
+        node.locator(".node-status", has_text=TWICE).wait_for()
+        _labels_apart(page, "run-graph-retried")
+        page.goto(f"{server.ui}#/runs/{long_run}")
+        node = page.locator(f'svg.dag .node[data-vertex="{LONG_VERTEX}"]')
+        node.locator(".node-status", has_text=TWICE).wait_for()
+        name = node.locator(".node-id").text_content() or ""
+        assert name.endswith("…") and LONG_VERTEX.startswith(name[:-1]), name
+        assert LONG_VERTEX in (node.locator("title").first.text_content() or "")
+        _labels_apart(page, "run-graph-long-id")
 
 
 # ── workflows and the editor ───────────────────────────────────────────────────────────────

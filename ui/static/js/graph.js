@@ -1,17 +1,44 @@
-// A workflow's DAG as SVG, from the positions the graph endpoint computed (no layout here).
-// Each vertex shows its id, its type, and — on a run — its step's status as an icon and a word
-// (colour only repeats it), its attempts, and for a SPAWNER its fan-out as a bar of succeeded /
-// failed / running / pending children: a fan-out of 100,000 is one bar, not 100,000 nodes.
+// A workflow's DAG as SVG, from the positions the graph endpoint computed (no layout here, but
+// for one stretch: on a run, nodes are taller, and each layer moves down by the extra height of
+// the layers above it). Each vertex shows its id, its type, and — on a run, on a line of its
+// own — its step's status as an icon and a word (colour only repeats it), its attempts, and for
+// a SPAWNER its fan-out as a bar of succeeded / failed / running / pending children: a fan-out
+// of 100,000 is one bar, not 100,000 nodes. A text too long for its node is cut to fit with an
+// ellipsis; the node's tooltip and accessible name keep it whole.
 
 import { h, s } from "./dom.js";
 import { count, plural, statusIcon, statusWord } from "./format.js";
 
 let graphs = 0;
 const FANOUT_EXTRA = 22;
-const MAX_LABEL = 24;
+const LINE = 18; // from one baseline to the next
+const STATUS_EXTRA = LINE; // a run's status line, under the type
+const PAD = 10; // inside a node, left and right
+const GAP = 8; // between two texts on one line
+// The texts' weight and size, as style.css's `.dag` rules set them (the family is the page's).
+const FONT = { id: "700 13px", small: "400 11.5px", status: "600 11.5px", strong: "700 11.5px" };
 
-function cut(text, max = MAX_LABEL) {
-  return text.length > max ? `${text.slice(0, max - 1)}…` : text;
+let measure = null;
+let family = "sans-serif"; // the page's, read once per drawing
+
+/** How wide `text` is drawn in `font` (one of FONT), in the SVG's units. */
+function textWidth(text, font) {
+  measure ??= document.createElement("canvas").getContext("2d");
+  measure.font = `${font} ${family}`;
+  return measure.measureText(text).width;
+}
+
+/** `text`, or its longest start that fits `room` with an ellipsis. */
+function fit(text, room, font) {
+  if (textWidth(text, font) <= room) return text;
+  let lo = 0;
+  let hi = text.length - 1;
+  while (lo < hi) {
+    const mid = Math.ceil((lo + hi) / 2);
+    if (textWidth(`${text.slice(0, mid)}…`, font) <= room) lo = mid;
+    else hi = mid - 1;
+  }
+  return `${text.slice(0, lo)}…`;
 }
 
 /** The fan-out bar's segments, in drawing order: [name, count]. */
@@ -59,10 +86,23 @@ function nodeLabel(node, step, problems) {
  */
 export function drawGraph(view, { steps = new Map(), running = new Map(), problems = new Map(), selected = null, onSelect = null } = {}) {
   const id = `g${++graphs}`;
+  family = getComputedStyle(document.body).fontFamily || family;
   const w = view.nodeWidth;
   const hgt = view.nodeHeight;
-  const hasFanout = view.nodes.some((n) => steps.get(n.id)?.children);
-  const height = view.height + (hasFanout ? FANOUT_EXTRA : 0);
+  // How much taller than laid out a node is drawn, and how far down each layer moves for it.
+  const extra = (node) => {
+    const step = steps.get(node.id);
+    return step ? STATUS_EXTRA + (step.children ? FANOUT_EXTRA : 0) : 0;
+  };
+  const layers = [...new Set(view.nodes.map((n) => n.y))].sort((a, b) => a - b);
+  const shift = new Map();
+  let stretch = 0;
+  for (const layer of layers) {
+    shift.set(layer, stretch);
+    stretch += Math.max(...view.nodes.filter((n) => n.y === layer).map(extra));
+  }
+  const top = (node) => node.y + shift.get(node.y) - hgt / 2;
+  const height = view.height + stretch;
   const svg = s("svg", {
     class: "dag",
     viewBox: `0 0 ${view.width} ${height}`,
@@ -82,17 +122,18 @@ export function drawGraph(view, { steps = new Map(), running = new Map(), proble
     ),
   );
   const byId = new Map(view.nodes.map((n) => [n.id, n]));
-  const bottom = (node) => node.y + hgt / 2 + (steps.get(node.id)?.children ? FANOUT_EXTRA : 0);
+  const middle = (node) => top(node) + (hgt + extra(node)) / 2;
   for (const edge of view.edges) {
     const a = byId.get(edge.source);
     const b = byId.get(edge.target);
     if (!a || !b) continue;
-    const y1 = bottom(a);
-    const y2 = b.y - hgt / 2;
+    const y1 = top(a) + hgt + extra(a);
+    const y2 = top(b);
     const upward = y2 <= y1;
     const mid = (y1 + y2) / 2;
+    const [ya, yb] = [middle(a), middle(b)];
     const d = upward
-      ? `M ${a.x + w / 2} ${a.y} C ${a.x + w / 2 + 40} ${a.y}, ${b.x + w / 2 + 40} ${b.y}, ${b.x + w / 2} ${b.y}`
+      ? `M ${a.x + w / 2} ${ya} C ${a.x + w / 2 + 40} ${ya}, ${b.x + w / 2 + 40} ${yb}, ${b.x + w / 2} ${yb}`
       : `M ${a.x} ${y1} C ${a.x} ${mid}, ${b.x} ${mid}, ${b.x} ${y2 - 1}`;
     svg.append(s("path", { d, class: "edge", "marker-end": `url(#${id}-arrow)` }));
   }
@@ -101,8 +142,8 @@ export function drawGraph(view, { steps = new Map(), running = new Map(), proble
     const found = problems.get(node.id) || [];
     const status = step ? step.status.toLowerCase() : "none";
     const x = node.x - w / 2;
-    const y = node.y - hgt / 2;
-    const tall = step && step.children ? FANOUT_EXTRA : 0;
+    const y = top(node);
+    const room = w - 2 * PAD;
     const group = s("g", {
       class: ["node", `st-${status}`, found.length && "has-problem", selected === node.id && "selected"],
       "data-vertex": node.id,
@@ -111,27 +152,33 @@ export function drawGraph(view, { steps = new Map(), running = new Map(), proble
       "aria-label": nodeLabel(node, step, found),
     });
     group.append(s("title", {}, nodeLabel(node, step, found)));
-    group.append(s("rect", { x, y, width: w, height: hgt + tall, rx: 6, class: "node-box" }));
-    group.append(s("text", { x: x + 10, y: y + 20, class: "node-id" }, cut(node.id)));
+    group.append(s("rect", { x, y, width: w, height: hgt + extra(node), rx: 6, class: "node-box" }));
+    group.append(s("text", { x: x + PAD, y: y + 20, class: "node-id" }, fit(node.id, room, FONT.id)));
     let second = node.type;
-    if (node.workflow) second += ` → ${cut(node.workflow, 14)}`;
-    group.append(s("text", { x: x + 10, y: y + 38, class: "node-type" }, second));
+    if (node.workflow) second += ` → ${node.workflow}`;
+    let secondRoom = room;
+    if (found.length) {
+      const mark = `⚠ ${found.length}`;
+      secondRoom -= textWidth(mark, FONT.strong) + GAP;
+      group.append(s("text", { x: x + w - PAD, y: y + 20 + LINE, class: "node-problem", "text-anchor": "end" }, mark));
+    }
+    group.append(s("text", { x: x + PAD, y: y + 20 + LINE, class: "node-type" }, fit(second, secondRoom, FONT.small)));
     if (step) {
       let line = `${statusIcon(step.status)} ${statusWord(step.status)}`;
       if (step.attempts > 1) line += ` · ×${step.attempts}`;
       if (step.autoRetries) line += ` · ↻${step.autoRetries}`;
-      group.append(s("text", { x: x + w - 8, y: y + 20, class: "node-status", "text-anchor": "end" }, line));
+      group.append(s("text", { x: x + PAD, y: y + 20 + 2 * LINE, class: "node-status" }, fit(line, room, FONT.status)));
     }
     if (step && step.children) {
       const c = step.children;
-      group.append(fanoutBar(x + 10, y + hgt - 6, w - 20, c, running.get(node.id) || 0));
-      group.append(s("text", { x: x + 10, y: y + hgt + 14, class: "node-fanout" }, `${count(c.succeeded + c.failed + c.cancelled)}/${count(c.total)}`));
+      const below = y + hgt + STATUS_EXTRA; // the fan-out's bar and counts, under the status
+      const done = `${count(c.succeeded + c.failed + c.cancelled)}/${count(c.total)}`;
+      group.append(fanoutBar(x + PAD, below - 6, room, c, running.get(node.id) || 0));
+      group.append(s("text", { x: x + PAD, y: below + 14, class: "node-fanout" }, done));
       if (c.failed) {
-        group.append(s("text", { x: x + w - 8, y: y + hgt + 14, class: "node-fanout-failed", "text-anchor": "end" }, `✕ ${count(c.failed)} failed`));
+        const failedRoom = room - textWidth(done, FONT.small) - GAP;
+        group.append(s("text", { x: x + w - PAD, y: below + 14, class: "node-fanout-failed", "text-anchor": "end" }, fit(`✕ ${count(c.failed)} failed`, failedRoom, FONT.strong)));
       }
-    }
-    if (found.length) {
-      group.append(s("text", { x: x + w - 8, y: y + 38, class: "node-problem", "text-anchor": "end" }, `⚠ ${found.length}`));
     }
     if (onSelect) {
       group.addEventListener("click", () => onSelect(node.id));
