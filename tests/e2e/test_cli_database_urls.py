@@ -17,10 +17,14 @@ def upgrade(database: str) -> str:
     return result.stderr  # where the CLI says what it did
 
 
-@pytest.mark.parametrize("scheme", ["postgresql", "postgres"])
-def test_db_upgrade_on_a_plain_postgresql_url(pg_database_url: str, scheme: str) -> None:
+@pytest.mark.parametrize(
+    ("scheme", "query"), [("postgresql", {}), ("postgres", {"sslmode": "disable"})]
+)
+def test_db_upgrade_on_a_plain_postgresql_url(
+    pg_database_url: str, scheme: str, query: dict[str, str]
+) -> None:
     # The local server trusts 127.0.0.1, so the password is ignored: here only to be hidden.
-    fresh = make_url(pg_database_url).set(drivername=scheme, password="p@ss%word")
+    fresh = make_url(pg_database_url).set(drivername=scheme, password="p@ss%word", query=query)
     plain = fresh.render_as_string(hide_password=False)
     assert plain.startswith(f"{scheme}://postgres:p%40ss%25word@127.0.0.1:5432/")
     out = upgrade(plain)
