@@ -30,8 +30,10 @@ class Settings(BaseSettings):
         default="sqlite+aiosqlite:///./schemabridge.db",
         validation_alias=_env("DATABASE_URL"),
     )
-    """SQLAlchemy async URL. Default: an embedded SQLite file. PostgreSQL:
-    `postgresql+asyncpg://user@host/db`."""
+    """The store. Default: an embedded SQLite file; any `sqlite:///path.db`. PostgreSQL as
+    libpq writes it, `postgresql://user@host:5432/db` or `postgres://…` (with `sslmode` if
+    wanted). The explicit `sqlite+aiosqlite://` and `postgresql+asyncpg://` work too; these
+    are the drivers every form runs on (`engine.store.db.normalise_url`)."""
     redis_url: str | None = Field(default=None, validation_alias=_env("REDIS_URL"))
     """Redis URL for coordination; default None = the embedded in-process fakeredis."""
 

@@ -358,7 +358,11 @@ def run(
     ] = None,
     database: Annotated[
         str | None,
-        typer.Option(metavar="URL", help="Database URL (default SCHEMABRIDGE_DATABASE_URL)."),
+        typer.Option(
+            metavar="URL",
+            help="Database URL: sqlite:///path.db or postgresql://user@host:5432/db "
+            "(default SCHEMABRIDGE_DATABASE_URL).",
+        ),
     ] = None,
     demo_downstream: Annotated[
         bool,

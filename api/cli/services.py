@@ -444,7 +444,8 @@ def serve(
 def db_upgrade(
     revision: Annotated[str, typer.Argument(help="Target revision.")] = "head",
 ) -> None:
-    """Apply the database migrations (SCHEMABRIDGE_DATABASE_URL) up to REVISION."""
+    """Apply the database migrations (SCHEMABRIDGE_DATABASE_URL: sqlite:///path.db or
+    postgresql://user@host:5432/db) up to REVISION."""
     from engine.operations.schema import upgrade_database
     from engine.operations.startup import check_database_url, mask_url
     from engine.settings import Settings

@@ -21,11 +21,11 @@ from sqlalchemy.exc import ArgumentError, DBAPIError, NoSuchModuleError, SQLAlch
 from engine.coordination.redis_client import COORDINATION_ERRORS, close_redis, open_redis
 from engine.runtime import Runtime
 from engine.settings import Settings
+from engine.store.db import DatabaseURLError, normalise_url, redact
 from schemas.clock import Clock
 from schemas.errors import OperationError, Refusal
 
 REDIS_PROBE_TIMEOUT_S = 5.0
-SUPPORTED_URLS = "sqlite+aiosqlite:///path.db or postgresql+asyncpg://user@host:5432/db"
 
 
 class StartupRefused(OperationError):
@@ -41,31 +41,25 @@ class StartupRefused(OperationError):
 def mask_url(url: str) -> str:
     """`url` with its password replaced by `***` (for logs and messages)."""
     try:
-        return make_url(url).render_as_string(hide_password=True)
-    except ArgumentError:
+        parsed = make_url(url)
+    except (ArgumentError, ValueError):
         return "<not a URL>"
+    if parsed.host is not None and "@" in parsed.host:  # an unencoded '@' in the password
+        return redact(url)
+    return parsed.render_as_string(hide_password=True)
 
 
 def check_database_url(url: str) -> None:
     """Refuse a database URL SchemaBridge cannot use, before anything connects."""
     try:
-        parsed = make_url(url)
-    except ArgumentError:
+        parsed = normalise_url(url)
+    except DatabaseURLError as error:
         raise StartupRefused(
-            f"the database URL {url[:80]!r} is not a URL; give {SUPPORTED_URLS} "
-            "(SCHEMABRIDGE_DATABASE_URL or --database)",
-            code="invalid_database_url",
+            f"{error} (SCHEMABRIDGE_DATABASE_URL or --database)",
+            code=error.code,
             refusal=Refusal.INVALID,
         ) from None
-    backend, driver = parsed.get_backend_name(), parsed.get_driver_name()
-    if (backend, driver) not in {("sqlite", "aiosqlite"), ("postgresql", "asyncpg")}:
-        raise StartupRefused(
-            f"unsupported database scheme {parsed.drivername!r} in {mask_url(url)}: give "
-            f"{SUPPORTED_URLS}",
-            code="unsupported_database",
-            refusal=Refusal.INVALID,
-        )
-    if backend == "sqlite" and parsed.database and parsed.database != ":memory:":
+    if parsed.get_backend_name() == "sqlite" and parsed.database and parsed.database != ":memory:":
         directory = Path(parsed.database).expanduser().resolve().parent
         if not directory.is_dir():
             raise _unwritable(parsed.database, "its directory does not exist")
@@ -74,7 +68,7 @@ def check_database_url(url: str) -> None:
 def _unwritable(path: str, why: str) -> StartupRefused:
     return StartupRefused(
         f"cannot open the SQLite database {path}: {why}; give a writable path in "
-        "SCHEMABRIDGE_DATABASE_URL (or --database), e.g. sqlite+aiosqlite:///./schemabridge.db",
+        "SCHEMABRIDGE_DATABASE_URL (or --database), e.g. sqlite:///./schemabridge.db",
         code="database_path_unwritable",
         refusal=Refusal.INVALID,
     )
@@ -99,7 +93,7 @@ def explain(error: BaseException, settings: Settings) -> StartupRefused | None:
                 return found
         return None
     url = settings.database_url
-    if isinstance(error, ArgumentError | NoSuchModuleError | ModuleNotFoundError):
+    if isinstance(error, ArgumentError | NoSuchModuleError | ModuleNotFoundError | ValueError):
         try:
             check_database_url(url)
         except StartupRefused as refused:

@@ -26,6 +26,7 @@ from alembic.migration import MigrationContext
 from alembic.script import ScriptDirectory
 from sqlalchemy import event
 from sqlalchemy.engine import URL, Connection, make_url
+from sqlalchemy.exc import ArgumentError
 from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
 
 from engine.store.dialect import POSTGRESQL, SQLITE, Dialect
@@ -102,9 +103,91 @@ def _sqlite_engine(url: URL, connections: SqliteConnections, *, immediate: bool)
     return engine
 
 
+ACCEPTED_URLS = (
+    "sqlite:///path.db or postgresql://user@host:5432/db; postgres://, sqlite+aiosqlite:// "
+    "and postgresql+asyncpg:// work too"
+)
+"""How a message names the database URLs SchemaBridge takes (`normalise_url`)."""
+
+_DRIVERS = {
+    # What a URL's scheme may say → the async driver SchemaBridge runs it on.
+    "sqlite": "sqlite+aiosqlite",
+    "sqlite+aiosqlite": "sqlite+aiosqlite",
+    "postgresql": "postgresql+asyncpg",
+    "postgres": "postgresql+asyncpg",  # Heroku's and some libraries' spelling
+    "postgresql+asyncpg": "postgresql+asyncpg",
+}
+_SSL_MODES = ("disable", "allow", "prefer", "require", "verify-ca", "verify-full")
+
+
+class DatabaseURLError(ValueError):
+    """A database URL SchemaBridge cannot use; `code` is `invalid_database_url` (not a URL,
+    or a bad option) or `unsupported_database` (another database or driver). The message
+    never holds a password."""
+
+    def __init__(self, message: str, *, code: str) -> None:
+        super().__init__(message)
+        self.code = code
+
+
+def normalise_url(database_url: str) -> URL:
+    """`database_url` as the SQLAlchemy URL of the async driver SchemaBridge uses.
+
+    Takes the forms users have at hand, as libpq, psql, Heroku and Docker images write them:
+    `postgresql://` and `postgres://` run on asyncpg, `sqlite:///path` on aiosqlite; the
+    explicit `postgresql+asyncpg://` and `sqlite+aiosqlite://` stay as they are. Only the
+    driver name changes (credentials, host, port and query survive as parsed), except libpq's
+    `sslmode`, which asyncpg's SQLAlchemy dialect takes as `ssl` (same values). Any other
+    driver or database is refused: SchemaBridge runs on these two only."""
+    try:
+        url = make_url(database_url)
+    except (ArgumentError, ValueError):  # a bad port is a ValueError
+        raise DatabaseURLError(
+            f"the database URL {redact(database_url)[:80]!r} is not a URL; give {ACCEPTED_URLS}",
+            code="invalid_database_url",
+        ) from None
+    driver = _DRIVERS.get(url.drivername)
+    if driver is None:
+        raise DatabaseURLError(
+            f"unsupported database scheme {url.drivername!r} in "
+            f"{url.render_as_string(hide_password=True)}: give {ACCEPTED_URLS}",
+            code="unsupported_database",
+        )
+    if url.host is not None and "@" in url.host:
+        raise DatabaseURLError(
+            f"the database URL {redact(database_url)!r} has an '@' in its user name or "
+            "password: write it percent-encoded, as %40",
+            code="invalid_database_url",
+        )
+    if driver == "postgresql+asyncpg" and "sslmode" in url.query:
+        url = _ssl_from_sslmode(url)
+    return url.set(drivername=driver)
+
+
+def _ssl_from_sslmode(url: URL) -> URL:
+    mode = url.query["sslmode"]
+    if "ssl" in url.query or not isinstance(mode, str) or mode not in _SSL_MODES:
+        raise DatabaseURLError(
+            f"cannot use sslmode={mode!r} in {url.render_as_string(hide_password=True)}: "
+            f"give sslmode once, without ssl, as one of {', '.join(_SSL_MODES)}",
+            code="invalid_database_url",
+        )
+    return url.difference_update_query(["sslmode"]).update_query_dict({"ssl": mode})
+
+
+def redact(url: str) -> str:
+    """`url` with whatever stands between `user:` and the last `@` replaced by `***`: a
+    password hidden even where the URL does not parse (or parses wrongly)."""
+    scheme, sep, rest = url.partition("://")
+    userinfo, at, host = rest.rpartition("@")
+    if not sep or not at or ":" not in userinfo:
+        return url
+    return f"{scheme}://{userinfo.partition(':')[0]}:***@{host}"
+
+
 def create_engines(database_url: str, *, pool_size: int = 20) -> Engines:
-    """Build the engines for `database_url` (sqlite+aiosqlite or postgresql+asyncpg)."""
-    url = make_url(database_url)
+    """Build the engines for `database_url` (any form `normalise_url` takes)."""
+    url = normalise_url(database_url)
     if url.get_backend_name() == "sqlite":
         connections = _sqlite_connections(url)
         return Engines(
@@ -113,27 +196,22 @@ def create_engines(database_url: str, *, pool_size: int = 20) -> Engines:
             dialect=SQLITE,
             sqlite_connections=connections,
         )
-    if url.get_backend_name() == "postgresql":
-        engine = create_async_engine(
-            database_url,
-            # At most `pool_size` connections, each kept once opened. An overflow connection
-            # is closed when it is returned, so a process busy beyond the pool's size opened
-            # a PostgreSQL connection (a server process) and closed it again several times a
-            # second (bench/RESULTS.md, "connection churn").
-            pool_size=pool_size,
-            max_overflow=0,
-            # JSON columns through orjson: several small documents per step (schemas.json_codec).
-            json_serializer=json_codec.dumps,
-            json_deserializer=json_codec.loads,
-        )
-        # Setting the isolation level of an asyncpg connection is local (no round trip): a
-        # read checks a connection out of the same pool in autocommit, and it goes back reset.
-        reads = engine.execution_options(isolation_level="AUTOCOMMIT")
-        return Engines(write=engine, read=reads, dialect=POSTGRESQL, shared_pool=True)
-    raise ValueError(
-        f"unsupported database URL {url.render_as_string(hide_password=True)!r}: "
-        "use sqlite+aiosqlite:///path.db or postgresql+asyncpg://user@host/db"
+    engine = create_async_engine(
+        url,
+        # At most `pool_size` connections, each kept once opened. An overflow connection
+        # is closed when it is returned, so a process busy beyond the pool's size opened
+        # a PostgreSQL connection (a server process) and closed it again several times a
+        # second (bench/RESULTS.md, "connection churn").
+        pool_size=pool_size,
+        max_overflow=0,
+        # JSON columns through orjson: several small documents per step (schemas.json_codec).
+        json_serializer=json_codec.dumps,
+        json_deserializer=json_codec.loads,
     )
+    # Setting the isolation level of an asyncpg connection is local (no round trip): a
+    # read checks a connection out of the same pool in autocommit, and it goes back reset.
+    reads = engine.execution_options(isolation_level="AUTOCOMMIT")
+    return Engines(write=engine, read=reads, dialect=POSTGRESQL, shared_pool=True)
 
 
 def alembic_config() -> Config:

@@ -78,10 +78,11 @@ def test_a_database_that_does_not_exist(workflow: Path, pg_database_url: str) ->
 
 
 @pytest.mark.parametrize(
-    "url", ["mysql+aiomysql://u@127.0.0.1/db", "postgresql://postgres@127.0.0.1/db", "nonsense"]
+    "url",
+    ["mysql+aiomysql://u@127.0.0.1/db", "postgresql+psycopg2://postgres@127.0.0.1/db", "nonsense"],
 )
 def test_a_database_url_schemabridge_cannot_use(workflow: Path, url: str) -> None:
-    one_line(sb("run", str(workflow), database=url), 2, "sqlite+aiosqlite:///", "asyncpg")
+    one_line(sb("run", str(workflow), database=url), 2, "sqlite:///", "postgresql://")
 
 
 def test_an_sqlite_path_that_cannot_be_written(workflow: Path, tmp_path: Path) -> None:
