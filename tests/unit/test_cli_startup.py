@@ -1,9 +1,9 @@
-"""The command line starts fast: a command that only talks to the REST API (and every `--help`)
-loads the CLI, typer, rich, pydantic and httpx, never the server, the engine or the database
-stack, which the commands that run them (`serve`, `api`, `worker`, `db upgrade`, `run`,
-`keys`, `secrets`, `validate`) import inside their functions. Each check runs in a fresh
-interpreter, as the console script does. bench/cli_startup.py measures what it is worth
-(bench/results-cli.md)."""
+"""The command line starts fast: a command that only talks to the REST API loads the CLI,
+typer, rich, pydantic and httpx, never the server, the engine or the database stack, which the
+commands that run them (`serve`, `api`, `worker`, `db upgrade`, `run`, `keys`, `secrets`,
+`validate`) import inside their functions; `--help` does not even load the HTTP client
+(`api.cli.remote.call` imports it). Each check runs in a fresh interpreter, as the console
+script does. bench/cli_startup.py measures what it is worth (bench/results-cli.md)."""
 
 from __future__ import annotations
 
@@ -42,7 +42,10 @@ HEAVY = frozenset(
     }
 )
 
-# Runs `schemabridge ARGS...` in this interpreter and prints the top-level packages it loaded.
+# What `--help` does without: the HTTP client and the API answers' models.
+CLIENT = frozenset({"httpx", "httpx_sse", "api.cli.client", "api.cli.session", "api.cli.wire"})
+
+# Runs `schemabridge ARGS...` in this interpreter and prints the modules it loaded.
 SCRIPT = textwrap.dedent(
     """
     import json, sys
@@ -54,12 +57,12 @@ SCRIPT = textwrap.dedent(
         main()
     except SystemExit:
         pass
-    print(json.dumps(sorted({name.split(".")[0] for name in sys.modules})), file=sys.stderr)
+    print(json.dumps(sorted(sys.modules)), file=sys.stderr)
     """
 )
 
 
-def loaded_packages(*args: str) -> set[str]:
+def loaded_modules(*args: str) -> set[str]:
     completed = subprocess.run(
         [sys.executable, "-c", SCRIPT, *args],
         capture_output=True,
@@ -68,6 +71,10 @@ def loaded_packages(*args: str) -> set[str]:
         check=False,
     )
     return set(json.loads(completed.stderr.strip().splitlines()[-1]))
+
+
+def loaded_packages(*args: str) -> set[str]:
+    return {name.split(".")[0] for name in loaded_modules(*args)}
 
 
 @pytest.mark.parametrize(
@@ -86,6 +93,13 @@ def loaded_packages(*args: str) -> set[str]:
 )
 def test_http_commands_do_not_load_the_server_stack(args: list[str]) -> None:
     assert loaded_packages(*args) & HEAVY == set()
+
+
+@pytest.mark.parametrize(
+    "args", [["--help"], ["runs", "--help"], ["runs", "list", "--help"]], ids=" ".join
+)
+def test_help_does_not_load_the_http_client(args: list[str]) -> None:
+    assert loaded_modules(*args) & CLIENT == set()
 
 
 def test_importing_the_cli_loads_neither_the_stack_nor_the_client_models() -> None:
