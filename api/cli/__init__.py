@@ -12,7 +12,6 @@ the fix; `--debug` adds the traceback.
 from __future__ import annotations
 
 import sys
-from importlib import metadata
 from typing import Annotated
 
 import typer
@@ -46,6 +45,8 @@ usage.install_one_line_usage_errors()
 
 def _version(value: bool) -> None:
     if value:
+        from importlib import metadata  # zipfile, email and more: only --version reads it
+
         typer.echo(f"schemabridge {metadata.version('schemabridge')}")
         raise typer.Exit()
 

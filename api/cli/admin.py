@@ -17,7 +17,7 @@ from rich.console import Group
 from rich.table import Table
 from rich.text import Text
 
-from api.cli.client import DEFAULT_API_URL, ApiClient, ExitCode
+from api.cli.exit_codes import ExitCode
 from api.cli.remote import (
     EXIT_CODES_HELP,
     ApiKeyOption,
@@ -35,9 +35,11 @@ from api.cli.remote import (
     stdout,
     table,
 )
+from api.cli.target import DEFAULT_API_URL
 from api.cli.text import MISSING, duration, plural
 
 if TYPE_CHECKING:
+    from api.cli.client import ApiClient
     from api.cli.wire import BreakerView, DestinationView, TenantView
 
 destinations_app = typer.Typer(

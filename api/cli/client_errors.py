@@ -21,11 +21,12 @@ from __future__ import annotations
 
 import json
 import socket
-from typing import Any
-
-import httpx
+from typing import TYPE_CHECKING, Any
 
 from api.cli.exit_codes import ExitCode
+
+if TYPE_CHECKING:
+    import httpx
 
 
 class ApiFailure(Exception):
@@ -85,6 +86,8 @@ def _os_reason(error: BaseException) -> str:
 
 def transport_failure(error: httpx.TransportError, api_url: str, timeout_s: float) -> ApiFailure:
     """The API could not be reached at all (exit 4)."""
+    import httpx  # loaded by the session that raised `error`; the commands' modules need not
+
     if isinstance(error, httpx.TimeoutException):
         message = (
             f"the SchemaBridge API at {api_url} did not answer within {timeout_s:g} s; "

@@ -17,13 +17,14 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
-from api.cli.client import DEFAULT_API_URL, ApiClient, ApiFailure, ExitCode
+from api.cli.client_errors import ApiFailure
 from api.cli.deployment_display import (
     candidate_share,
     deployment_view,
     deployments_table,
     percent,
 )
+from api.cli.exit_codes import ExitCode
 from api.cli.id_prefixes import full_deployment_id
 from api.cli.remote import (
     EXIT_CODES_HELP,
@@ -42,9 +43,11 @@ from api.cli.remote import (
     say,
     stdout,
 )
+from api.cli.target import DEFAULT_API_URL
 from api.cli.text import parse_duration, plural
 
 if TYPE_CHECKING:
+    from api.cli.client import ApiClient
     from api.cli.wire import DeploymentChange, DeploymentView
 
 deployments_app = typer.Typer(

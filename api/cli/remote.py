@@ -28,9 +28,12 @@ from rich.table import Table
 from rich.text import Text
 
 from api.cli import hints
-from api.cli.client import ApiClient, ApiFailure, ApiTarget, ExitCode
+from api.cli.client_errors import ApiFailure
+from api.cli.exit_codes import ExitCode
+from api.cli.target import ApiTarget
 
 if TYPE_CHECKING:
+    from api.cli.client import ApiClient
     from api.cli.wire import Page, Wire
 
 T = TypeVar("T")
@@ -286,6 +289,10 @@ def call(
     anything unexpected too (exit 1), with its traceback only under `--debug`. Ctrl-C is one
     line, exit 130; `following` answers the run the command follows (if any yet), which that
     line says goes on."""
+
+    # Here, not at the top: the client (httpx, the answers' models) is for the commands that
+    # call the API, not for `--help` and the commands that run in-process.
+    from api.cli.client import ApiClient
 
     ctrl_c = _CtrlC(None)
 

@@ -33,7 +33,6 @@ from rich.live import Live
 from api.cli import log_setup, run_live_display, usage
 from api.cli.exit_codes import EXIT_FOR_REFUSAL, ExitCode
 from api.cli.usage import fail
-from schemas.definitions import SpawnerVertex, Workflow
 from schemas.errors import DefinitionError, OperationError, Refusal
 
 if TYPE_CHECKING:
@@ -41,6 +40,7 @@ if TYPE_CHECKING:
     from engine.operations.views import RunDetail, RunSummary
     from engine.runtime import Runtime
     from engine.settings import Settings
+    from schemas.definitions import Workflow
 
 console = usage.stderr()
 
@@ -116,6 +116,10 @@ def _print_problems(error: DefinitionError) -> None:
 
 def pick_workflow(workflows: list[Workflow], name: str | None) -> Workflow:
     """The named workflow, or the only one no spawner starts as a child."""
+    # Here, not at the top: the workflow models take ~10 ms to build, which every other
+    # command would pay at start-up.
+    from schemas.definitions import SpawnerVertex
+
     names = ", ".join(w.name for w in workflows)
     if name is not None:
         for workflow in workflows:

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from rich.console import Group, RenderableType
 from rich.table import Table
@@ -23,17 +23,19 @@ from api.cli.text import (
     relative,
     show,
 )
-from api.cli.wire import (
-    AttemptView,
-    ErrorView,
-    FanoutProgress,
-    LogEntry,
-    RunDetail,
-    RunSummary,
-    SpawnerCounts,
-    StepView,
-    Waiting,
-)
+
+if TYPE_CHECKING:
+    from api.cli.wire import (
+        AttemptView,
+        ErrorView,
+        FanoutProgress,
+        LogEntry,
+        RunDetail,
+        RunSummary,
+        SpawnerCounts,
+        StepView,
+        Waiting,
+    )
 
 BODY_EXCERPT_CHARS = 300
 OUTPUT_EXCERPT_CHARS = 500

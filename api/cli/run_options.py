@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from api.cli.client import ExitCode
+from api.cli.exit_codes import ExitCode
 from api.cli.remote import fail
 from api.cli.text import parse_since
 

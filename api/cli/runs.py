@@ -10,14 +10,14 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import Callable
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 from typer._click.core import ParameterSource
 
 from api.cli import hints, run_display, runs_actions
-from api.cli.client import DEFAULT_API_URL, ApiClient, ApiFailure, ExitCode
-from api.cli.client_routes import PAGE_LIMIT, collect_pages
+from api.cli.client_errors import ApiFailure
+from api.cli.exit_codes import ExitCode
 from api.cli.id_prefixes import full_run_id
 from api.cli.reconnect import DEFAULT_WINDOW_S, Reconnect
 from api.cli.remote import (
@@ -54,9 +54,13 @@ from api.cli.run_options import (
     run_filter,
     split_version,
 )
+from api.cli.target import DEFAULT_API_URL
 from api.cli.text import duration
 from api.cli.watch import StillRunning, follow, outcome_code, outcome_line, still_running_line
-from api.cli.wire import Page, RunDetail, RunSummary
+
+if TYPE_CHECKING:
+    from api.cli.client import ApiClient
+    from api.cli.wire import Page, RunDetail, RunSummary
 
 runs_app = typer.Typer(
     help="Runs on the REST API: submit, list, show, logs, children, watch, and the operator "
@@ -229,6 +233,8 @@ def list_runs(
     )
 
     async def action(api: ApiClient) -> Page[RunSummary]:
+        from api.cli.client_routes import collect_pages  # with the client: see call()
+
         found = await collect_pages(
             lambda size, after: api.runs.list(selection, limit=size, cursor=after), limit, cursor
         )
@@ -331,6 +337,8 @@ async def _log_poll(
     """One read of the log after `after`: whether the run had ended before the read (so the
     read saw its last lines), the id to read after next, and whether a full page says more
     lines are waiting. A line is printed once: `after` moves past each page as it is shown."""
+    from api.cli.client_routes import PAGE_LIMIT  # with the client: see call()
+
     ended = True
     if follow_log:
         ended = (await api.runs.get(run_id)).status in ENDED
@@ -362,6 +370,8 @@ def children(
     wanted = checked_status(status)
 
     async def action(api: ApiClient) -> Page[RunSummary]:
+        from api.cli.client_routes import collect_pages  # with the client: see call()
+
         run = await full_run_id(api, run_id)
         return await collect_pages(
             lambda size, after: api.runs.children(run, status=wanted, limit=size, cursor=after),

@@ -13,7 +13,8 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 
 from api.cli import hints
-from api.cli.client import DEFAULT_API_URL, ApiClient, ApiFailure, ExitCode
+from api.cli.client_errors import ApiFailure
+from api.cli.exit_codes import ExitCode
 from api.cli.id_prefixes import full_run_id
 from api.cli.remote import (
     ApiKeyOption,
@@ -39,9 +40,11 @@ from api.cli.run_options import (
     WorkflowOption,
     run_filter,
 )
+from api.cli.target import DEFAULT_API_URL
 from api.cli.text import plural
 
 if TYPE_CHECKING:
+    from api.cli.client import ApiClient
     from api.cli.wire import (
         BatchRetryResult,
         CancelResult,

@@ -17,22 +17,14 @@ from httpx_sse import SSEError, aconnect_sse
 
 from api.cli.client_errors import ApiFailure, response_failure, transport_failure
 from api.cli.exit_codes import ExitCode
+from api.cli.target import DEFAULT_API_URL, DEFAULT_TIMEOUT_S, ApiTarget
 
-DEFAULT_API_URL = "http://127.0.0.1:8000"
-"""Where `schemabridge serve` and `schemabridge api` listen by default."""
-DEFAULT_TIMEOUT_S = 30.0
+__all__ = ["DEFAULT_API_URL", "DEFAULT_TIMEOUT_S", "ApiSession", "ApiTarget", "ServerEvent"]
+
 STREAM_READ_TIMEOUT_S = 60.0
 """A stream sends a heartbeat comment every 15 s; four missed ones mean it is gone."""
 
 T = TypeVar("T")
-
-
-@dataclass(frozen=True)
-class ApiTarget:
-    """Which API to call and with which key (sent as `Authorization: Bearer`)."""
-
-    url: str = DEFAULT_API_URL
-    key: str | None = None
 
 
 @dataclass(frozen=True)

@@ -16,7 +16,7 @@ import asyncio
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from rich.console import Console, ConsoleOptions, Group, RenderableType, RenderResult
 from rich.live import Live
@@ -24,13 +24,17 @@ from rich.progress_bar import ProgressBar
 from rich.table import Table
 from rich.text import Text
 
-from api.cli.client import ApiClient, ApiFailure, ExitCode
+from api.cli.client_errors import ApiFailure
+from api.cli.exit_codes import ExitCode
 from api.cli.reconnect import Reconnect
 from api.cli.remote import say, status_text
 from api.cli.run_display import error_line, waiting_line
 from api.cli.run_options import ENDED
 from api.cli.text import clock, duration
-from api.cli.wire import RunProgress, Waiting
+
+if TYPE_CHECKING:
+    from api.cli.client import ApiClient
+    from api.cli.wire import RunProgress, Waiting
 
 MAX_STREAMS = 10_000
 """Streams one watch may open (each lasts up to an hour, or until it breaks)."""
@@ -54,6 +58,8 @@ class Snapshot:
 
     @classmethod
     def of(cls, data: Any) -> Snapshot:
+        from api.cli.wire import RunProgress  # loaded with the client that read `data`
+
         return cls(RunProgress.model_validate(data))
 
     @property

@@ -22,10 +22,18 @@ T = TypeVar("T")
 
 
 class Wire(BaseModel):
-    """Base of every answer: camelCase on the wire, unknown fields kept, immutable."""
+    """Base of every answer: camelCase on the wire, unknown fields kept, immutable.
+
+    Each model's validator is built the first time it reads an answer (`defer_build`), not
+    when this module is imported: a command reads one or two of these models, and building all
+    of them cost every command, `--help` too, ~25 ms at start-up."""
 
     model_config = ConfigDict(
-        frozen=True, alias_generator=to_camel, populate_by_name=True, extra="allow"
+        frozen=True,
+        alias_generator=to_camel,
+        populate_by_name=True,
+        extra="allow",
+        defer_build=True,
     )
 
     def raw(self) -> Any:

@@ -18,7 +18,8 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
-from api.cli.client import DEFAULT_API_URL, ApiClient, ApiFailure, ExitCode
+from api.cli.client_errors import ApiFailure
+from api.cli.exit_codes import ExitCode
 from api.cli.remote import (
     EXIT_CODES_HELP,
     ApiKeyOption,
@@ -38,11 +39,13 @@ from api.cli.remote import (
     table,
 )
 from api.cli.run_options import split_version
+from api.cli.target import DEFAULT_API_URL
 from api.cli.text import MISSING, moment, plural, relative
 
 if TYPE_CHECKING:
     from rich.table import Table
 
+    from api.cli.client import ApiClient
     from api.cli.wire import (
         GraphView,
         PublishResult,
