@@ -83,6 +83,13 @@ def test_a_url_parameter_asyncpg_does_not_take(workflow: Path) -> None:
     assert "secret" not in line and "internal error" not in line
 
 
+def test_verify_full_without_a_root_certificate(workflow: Path, tmp_path: Path) -> None:
+    url = "postgresql://postgres:secret@127.0.0.1:5432/sb?sslmode=verify-full"
+    env = {"SCHEMABRIDGE_DATABASE_URL": url, "HOME": str(tmp_path)}
+    line = one_line(run_cli(("run", str(workflow)), env), 2, f"{tmp_path}/.postgresql/root.crt")
+    assert "sslmode=require" in line and "createdb" not in line and "secret" not in line
+
+
 @pytest.mark.parametrize(
     "url",
     ["mysql+aiomysql://u@127.0.0.1/db", "postgresql+psycopg2://postgres@127.0.0.1/db", "nonsense"],

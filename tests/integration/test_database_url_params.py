@@ -1,16 +1,21 @@
 """libpq's query parameters on the real PostgreSQL: what a URL's `application_name`,
-`options` and `connect_timeout` become reaches the server (or bounds the connect)."""
+`options` and `connect_timeout` become reaches the server (or bounds the connect), and
+`open_runtime` tells a missing database, a missing role and a missing root certificate
+apart."""
 
 from __future__ import annotations
 
 import asyncio
 import time
 import uuid
+from pathlib import Path
 
 import pytest
 from sqlalchemy import text
 from sqlalchemy.engine import make_url
 
+from engine.operations.startup import StartupRefused, open_runtime
+from engine.settings import Settings
 from engine.store import db
 
 
@@ -78,3 +83,33 @@ async def test_connect_timeout_bounds_a_connect_to_a_silent_server() -> None:
             await writer.wait_closed()
         await server.wait_closed()
     assert accepted  # the connect reached the server: the timeout, not a refusal, ended it
+
+
+async def refusal(url: str) -> StartupRefused:
+    with pytest.raises(StartupRefused) as refused:
+        await open_runtime(Settings(database_url=url), probe_redis=False)
+    assert "\n" not in str(refused.value)
+    return refused.value
+
+
+async def test_only_a_missing_database_is_told_to_create_it(pg_database_url: str) -> None:
+    missing = make_url(pg_database_url).set(database="schemabridge_no_such_database")
+    refused = await refusal(missing.render_as_string(hide_password=False))
+    assert refused.code == "database_missing" and "createdb" in str(refused)
+    no_role = make_url(pg_database_url).set(username="schemabridge_no_such_role")
+    refused = await refusal(no_role.render_as_string(hide_password=False))
+    assert 'role "schemabridge_no_such_role" does not exist' in str(refused)
+    assert refused.code == "store_unavailable" and "createdb" not in str(refused)
+
+
+async def test_verify_full_without_a_root_certificate_names_the_file(
+    pg_database_url: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("HOME", str(tmp_path))
+    monkeypatch.delenv("PGSSLROOTCERT", raising=False)
+    url = make_url(pg_database_url).set(password="secret", query={"sslmode": "verify-full"})
+    refused = await refusal(url.render_as_string(hide_password=False))
+    message = str(refused)
+    assert refused.code == "database_certificate_missing"
+    assert f"{tmp_path}/.postgresql/root.crt" in message and "createdb" not in message
+    assert "sslmode=require" in message and "secret" not in message

@@ -10,7 +10,8 @@ import asyncpg
 import pytest
 from sqlalchemy.engine import make_url
 
-from engine.operations.startup import StartupRefused, check_database_url, mask_url
+from engine.operations.startup import StartupRefused, check_database_url, explain, mask_url
+from engine.settings import Settings
 from engine.store.db import DatabaseURLError, connect_options, create_engines, normalise_url
 
 
@@ -205,3 +206,35 @@ def test_a_parameter_asyncpg_cannot_take_is_refused_in_one_line(
     assert "secret" not in message and "\n" not in message
     for fragment in fragments:
         assert fragment in message
+
+
+def caused_by(cause: BaseException) -> OSError:
+    """An error as SQLAlchemy's adapted one reaches `explain`: asyncpg's as its cause."""
+    error = OSError(str(cause))
+    error.__cause__ = cause
+    return error
+
+
+def test_explain_says_create_it_only_for_a_missing_database() -> None:
+    settings = Settings(database_url="postgresql://u:secret@h/sb")
+    missing = asyncpg.exceptions.InvalidCatalogNameError('database "sb" does not exist')
+    refused = explain(caused_by(missing), settings)
+    assert refused is not None and refused.code == "database_missing"
+    assert "createdb" in str(refused) and "secret" not in str(refused)
+    role = asyncpg.exceptions.InvalidAuthorizationSpecificationError('role "u" does not exist')
+    refused = explain(caused_by(role), settings)
+    assert refused is not None and refused.code == "store_unavailable"
+    assert "createdb" not in str(refused)
+
+
+def test_explain_names_the_certificate_file_verify_full_wants() -> None:
+    settings = Settings(database_url="postgresql://u:secret@h/sb?sslmode=verify-full")
+    cause = asyncpg.exceptions.ClientConfigurationError(
+        'root certificate file "/home/u/.postgresql/root.crt" does not exist or cannot be accessed'
+    )
+    refused = explain(caused_by(cause), settings)
+    assert refused is not None and refused.code == "database_certificate_missing"
+    message = str(refused)
+    assert "/home/u/.postgresql/root.crt" in message and "createdb" not in message
+    assert "sslmode=require" in message and "verify-full" in message
+    assert "secret" not in message and "\n" not in message
