@@ -31,9 +31,11 @@ class Settings(BaseSettings):
         validation_alias=_env("DATABASE_URL"),
     )
     """The store. Default: an embedded SQLite file; any `sqlite:///path.db`. PostgreSQL as
-    libpq writes it, `postgresql://user@host:5432/db` or `postgres://…` (with `sslmode` if
-    wanted). The explicit `sqlite+aiosqlite://` and `postgresql+asyncpg://` work too; these
-    are the drivers every form runs on (`engine.store.db.normalise_url`)."""
+    libpq writes it, `postgresql://user@host:5432/db` or `postgres://…` (with `sslmode`,
+    `connect_timeout`, `application_name` or `options` if wanted; `connect_options` says
+    which query parameters are taken). The explicit `sqlite+aiosqlite://` and
+    `postgresql+asyncpg://` work too; these are the drivers every form runs on
+    (`engine.store.db.normalise_url`)."""
     redis_url: str | None = Field(default=None, validation_alias=_env("REDIS_URL"))
     """Redis URL for coordination; default None = the embedded in-process fakeredis."""
 

@@ -14,6 +14,7 @@ import asyncio
 import sqlite3
 from pathlib import Path
 
+from asyncpg.exceptions import ClientConfigurationError, InvalidCatalogNameError
 from redis.exceptions import RedisError
 from sqlalchemy.engine import make_url
 from sqlalchemy.exc import ArgumentError, DBAPIError, NoSuchModuleError, SQLAlchemyError
@@ -81,6 +82,38 @@ def _reason(error: BaseException) -> str:
     return text[0] if text else type(inner).__name__
 
 
+def _driver_errors(error: BaseException) -> list[BaseException]:
+    """`error`, the driver's exception SQLAlchemy wraps (`orig`) and what each was raised
+    from: asyncpg's own exception is the `__cause__` of SQLAlchemy's adapted one."""
+    chain: list[BaseException] = []
+    pending: list[BaseException | None] = [error]
+    while pending:
+        found = pending.pop()
+        if found is None or any(found is seen for seen in chain):
+            continue
+        chain.append(found)
+        pending += [getattr(found, "orig", None), found.__cause__]
+    return chain
+
+
+def _database_missing(error: BaseException) -> bool:
+    """The server said the database does not exist: SQLSTATE 3D000 (asyncpg's
+    `InvalidCatalogNameError`), not any message with "does not exist" in it (a role, a
+    certificate file)."""
+    return any(
+        isinstance(found, InvalidCatalogNameError) or getattr(found, "sqlstate", None) == "3D000"
+        for found in _driver_errors(error)
+    )
+
+
+def _certificate_missing(error: BaseException) -> bool:
+    """asyncpg could not read the root certificate `sslmode=verify-ca`/`verify-full` needs."""
+    return any(
+        isinstance(found, ClientConfigurationError) and "certificate" in str(found)
+        for found in _driver_errors(error)
+    )
+
+
 def explain(error: BaseException, settings: Settings) -> StartupRefused | None:
     """The refusal a user should read for `error` (raised while opening or using the
     database or Redis of `settings`), or None when it is not one of theirs."""
@@ -105,7 +138,16 @@ def explain(error: BaseException, settings: Settings) -> StartupRefused | None:
         reason = _reason(error)
         if "unable to open database file" in reason or "readonly database" in reason:
             return _unwritable(make_url(url).database or url, reason)
-        if "does not exist" in reason:
+        if _certificate_missing(error):
+            return StartupRefused(
+                f"cannot use the database {mask_url(url)}: {reason}; sslmode=verify-ca and "
+                "verify-full check the server's certificate against that file: put its CA "
+                "certificate there (or name one in PGSSLROOTCERT), or use sslmode=require to "
+                "encrypt without checking",
+                code="database_certificate_missing",
+                refusal=Refusal.INVALID,
+            )
+        if _database_missing(error):
             return StartupRefused(
                 f"cannot use the database {mask_url(url)}: {reason}; create it (e.g. "
                 "`createdb`) or fix SCHEMABRIDGE_DATABASE_URL (or --database)",

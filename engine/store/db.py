@@ -16,6 +16,7 @@ Migrations are Alembic's, run programmatically on an open connection (`upgrade`)
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from importlib import resources
 from typing import Any
@@ -137,8 +138,22 @@ def normalise_url(database_url: str) -> URL:
     `postgresql://` and `postgres://` run on asyncpg, `sqlite:///path` on aiosqlite; the
     explicit `postgresql+asyncpg://` and `sqlite+aiosqlite://` stay as they are. Only the
     driver name changes (credentials, host, port and query survive as parsed), except libpq's
-    `sslmode`, which asyncpg's SQLAlchemy dialect takes as `ssl` (same values). Any other
-    driver or database is refused: SchemaBridge runs on these two only."""
+    query parameters, which `connect_options` translates (and this URL then lacks those it
+    moves to asyncpg's keyword arguments). Any other driver or database is refused:
+    SchemaBridge runs on these two only."""
+    return connect_options(database_url)[0]
+
+
+def connect_options(database_url: str) -> tuple[URL, dict[str, Any]]:
+    """`normalise_url`'s URL, and the keyword arguments asyncpg.connect needs that a URL
+    cannot carry (`create_async_engine(connect_args=...)`; empty on SQLite).
+
+    SQLAlchemy's asyncpg dialect hands every query parameter to asyncpg.connect under its own
+    name, so one asyncpg does not know fails at connect time as a TypeError. On PostgreSQL
+    the query is checked here instead: libpq's `sslmode` becomes asyncpg's `ssl` (same
+    values), `connect_timeout` its `timeout` (seconds), `application_name` and `options`
+    (`-c name=value ...`) its `server_settings`; the parameters asyncpg takes as they are
+    (`_PASSED_THROUGH`) stay in the URL, and anything else is refused naming them all."""
     try:
         url = make_url(database_url)
     except (ArgumentError, ValueError):  # a bad port is a ValueError
@@ -159,9 +174,70 @@ def normalise_url(database_url: str) -> URL:
             "password: write it percent-encoded, as %40",
             code="invalid_database_url",
         )
-    if driver == "postgresql+asyncpg" and "sslmode" in url.query:
+    if driver != "postgresql+asyncpg":
+        return url.set(drivername=driver), {}
+    url, kwargs = _postgresql_query(url)  # its messages show the scheme the user wrote
+    return url.set(drivername=driver), kwargs
+
+
+_PASSED_THROUGH = (
+    # Query parameters asyncpg.connect (or SQLAlchemy's dialect) takes as strings, as named.
+    "ssl",
+    "target_session_attrs",
+    "command_timeout",
+    "passfile",
+    "prepared_statement_cache_size",
+    "host",
+    "port",
+)
+_TRANSLATED = ("sslmode", "connect_timeout", "application_name", "options")
+_SSL_FILES = {
+    # libpq parameters asyncpg takes only from the environment (or a DSN SQLAlchemy never
+    # builds): the variable to set instead.
+    "sslrootcert": "PGSSLROOTCERT",
+    "sslcert": "PGSSLCERT",
+    "sslkey": "PGSSLKEY",
+    "sslcrl": "PGSSLCRL",
+}
+ACCEPTED_QUERY = ", ".join(sorted(_TRANSLATED + _PASSED_THROUGH))
+"""The query parameters a PostgreSQL URL may have (for messages)."""
+
+
+def _refuse(url: URL, what: str, fix: str) -> DatabaseURLError:
+    return DatabaseURLError(
+        f"cannot use {what} in {url.render_as_string(hide_password=True)}: {fix}",
+        code="invalid_database_url",
+    )
+
+
+def _postgresql_query(url: URL) -> tuple[URL, dict[str, Any]]:
+    for name, value in url.query.items():
+        if name in _SSL_FILES:
+            raise _refuse(
+                url,
+                name,
+                f"asyncpg does not take it in the URL; set {_SSL_FILES[name]} in the "
+                "environment instead",
+            )
+        if name not in _TRANSLATED and name not in _PASSED_THROUGH:
+            raise _refuse(
+                url, f"the query parameter {name!r}", f"the accepted ones are {ACCEPTED_QUERY}"
+            )
+        if name != "host" and not isinstance(value, str):  # `host` may repeat (multihost)
+            raise _refuse(url, f"{name} more than once", "give each query parameter once")
+    kwargs: dict[str, Any] = {}
+    if "sslmode" in url.query:
         url = _ssl_from_sslmode(url)
-    return url.set(drivername=driver)
+    if "connect_timeout" in url.query:
+        kwargs["timeout"] = _connect_timeout(url)
+    server_settings: dict[str, str] = {}
+    if "options" in url.query:
+        server_settings.update(_options(url))
+    if "application_name" in url.query:
+        server_settings["application_name"] = str(url.query["application_name"])
+    if server_settings:
+        kwargs["server_settings"] = server_settings
+    return url.difference_update_query(["connect_timeout", "application_name", "options"]), kwargs
 
 
 def _ssl_from_sslmode(url: URL) -> URL:
@@ -173,6 +249,40 @@ def _ssl_from_sslmode(url: URL) -> URL:
             code="invalid_database_url",
         )
     return url.difference_update_query(["sslmode"]).update_query_dict({"ssl": mode})
+
+
+def _connect_timeout(url: URL) -> float:
+    value = str(url.query["connect_timeout"])
+    try:
+        seconds = float(value)
+    except ValueError:
+        seconds = math.nan
+    if not math.isfinite(seconds) or seconds <= 0:
+        raise _refuse(url, f"connect_timeout={value!r}", "give a number of seconds above 0")
+    return seconds
+
+
+def _options(url: URL) -> dict[str, str]:
+    """libpq's `options` (`-c name=value` or `--name=value`, space-separated) as asyncpg's
+    `server_settings`; only settings, not other server command-line switches."""
+    value = str(url.query["options"])
+    words = value.split()
+    settings: dict[str, str] = {}
+    while words:
+        word = words.pop(0)
+        if word == "-c" and words:
+            word = words.pop(0)
+        elif word.startswith(("-c", "--")):  # -cname=value, --name=value
+            word = word[2:]
+        else:
+            word = ""
+        name, equals, setting = word.partition("=")
+        if not name or not equals:
+            raise _refuse(
+                url, f"options={value!r}", "give settings as -c name=value (space-separated)"
+            )
+        settings[name.replace("-", "_")] = setting
+    return settings
 
 
 def redact(url: str) -> str:
@@ -187,7 +297,7 @@ def redact(url: str) -> str:
 
 def create_engines(database_url: str, *, pool_size: int = 20) -> Engines:
     """Build the engines for `database_url` (any form `normalise_url` takes)."""
-    url = normalise_url(database_url)
+    url, connect_args = connect_options(database_url)
     if url.get_backend_name() == "sqlite":
         connections = _sqlite_connections(url)
         return Engines(
@@ -207,6 +317,8 @@ def create_engines(database_url: str, *, pool_size: int = 20) -> Engines:
         # JSON columns through orjson: several small documents per step (schemas.json_codec).
         json_serializer=json_codec.dumps,
         json_deserializer=json_codec.loads,
+        # What the URL's libpq parameters became that a URL cannot carry (`connect_options`).
+        connect_args=connect_args,
     )
     # Setting the isolation level of an asyncpg connection is local (no round trip): a
     # read checks a connection out of the same pool in autocommit, and it goes back reset.

@@ -38,3 +38,11 @@ def test_db_upgrade_on_a_plain_sqlite_url(tmp_path: Path) -> None:
     out = upgrade(f"sqlite:///{path}")
     assert f"database sqlite:///{path} upgraded to head" in out
     assert path.stat().st_size > 0
+
+
+def test_db_upgrade_with_libpq_connect_parameters(pg_database_url: str) -> None:
+    # What users paste from libpq; asyncpg takes neither under these names.
+    query = {"connect_timeout": "10", "application_name": "schemabridge-e2e"}
+    url = make_url(pg_database_url).set(drivername="postgresql", query=query)
+    out = upgrade(url.render_as_string(hide_password=False))
+    assert "upgraded to head" in out and "connect_timeout=10" in out

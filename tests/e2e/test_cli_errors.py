@@ -77,6 +77,19 @@ def test_a_database_that_does_not_exist(workflow: Path, pg_database_url: str) ->
     one_line(sb("run", str(workflow), database=url), 2, "does not exist", "createdb")
 
 
+def test_a_url_parameter_asyncpg_does_not_take(workflow: Path) -> None:
+    url = "postgresql://postgres:secret@127.0.0.1:5432/sb?connect_timeout=5&keepalives=1"
+    line = one_line(sb("run", str(workflow), database=url), 2, "'keepalives'", "connect_timeout")
+    assert "secret" not in line and "internal error" not in line
+
+
+def test_verify_full_without_a_root_certificate(workflow: Path, tmp_path: Path) -> None:
+    url = "postgresql://postgres:secret@127.0.0.1:5432/sb?sslmode=verify-full"
+    env = {"SCHEMABRIDGE_DATABASE_URL": url, "HOME": str(tmp_path)}
+    line = one_line(run_cli(("run", str(workflow)), env), 2, f"{tmp_path}/.postgresql/root.crt")
+    assert "sslmode=require" in line and "createdb" not in line and "secret" not in line
+
+
 @pytest.mark.parametrize(
     "url",
     ["mysql+aiomysql://u@127.0.0.1/db", "postgresql+psycopg2://postgres@127.0.0.1/db", "nonsense"],

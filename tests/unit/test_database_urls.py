@@ -3,11 +3,16 @@ every part of the URL survives, other drivers are refused in one line, no passwo
 
 from __future__ import annotations
 
+import asyncio
+from typing import Any
+
+import asyncpg
 import pytest
 from sqlalchemy.engine import make_url
 
-from engine.operations.startup import StartupRefused, check_database_url, mask_url
-from engine.store.db import DatabaseURLError, normalise_url
+from engine.operations.startup import StartupRefused, check_database_url, explain, mask_url
+from engine.settings import Settings
+from engine.store.db import DatabaseURLError, connect_options, create_engines, normalise_url
 
 
 @pytest.mark.parametrize(
@@ -111,3 +116,125 @@ def test_a_malformed_url_is_refused_without_its_password(url: str) -> None:
 )
 def test_mask_url_never_shows_a_password(url: str, shown: str) -> None:
     assert mask_url(url) == shown
+
+
+# libpq's query parameters: asyncpg's SQLAlchemy dialect hands every one to asyncpg.connect
+# under its own name, so each is translated, passed as asyncpg names it, or refused here.
+
+
+def reaching_asyncpg(url: str, monkeypatch: pytest.MonkeyPatch) -> dict[str, Any]:
+    """The keyword arguments an engine built for `url` calls asyncpg.connect with."""
+    seen: dict[str, Any] = {}
+
+    async def connect(*args: Any, **kwargs: Any) -> Any:
+        seen.update(kwargs)
+        raise ConnectionRefusedError("not connecting in a unit test")
+
+    monkeypatch.setattr(asyncpg, "connect", connect)
+
+    async def attempt() -> None:
+        engines = create_engines(url)
+        try:
+            with pytest.raises(ConnectionRefusedError):
+                async with engines.write.connect():
+                    pass
+        finally:
+            await engines.dispose()
+
+    asyncio.run(attempt())
+    return seen
+
+
+def test_libpq_parameters_reach_asyncpg_under_its_names(monkeypatch: pytest.MonkeyPatch) -> None:
+    kwargs = reaching_asyncpg(
+        "postgres://u:pw@h:5433/db?connect_timeout=10&application_name=sb-worker"
+        "&options=-c%20statement_timeout%3D5s%20--search-path%3Dapp&sslmode=disable"
+        "&target_session_attrs=read-write&command_timeout=30",
+        monkeypatch,
+    )
+    assert kwargs["timeout"] == 10.0
+    assert kwargs["server_settings"] == {
+        "application_name": "sb-worker",
+        "statement_timeout": "5s",
+        "search_path": "app",
+    }
+    assert kwargs["ssl"] == "disable" and kwargs["target_session_attrs"] == "read-write"
+    assert kwargs["command_timeout"] == "30"  # asyncpg takes it as float(…)
+    for libpq_only in ("connect_timeout", "application_name", "options", "sslmode"):
+        assert libpq_only not in kwargs
+
+
+def test_libpqs_host_and_port_parameters_are_sqlalchemys() -> None:
+    # A socket directory as libpq's `host=` names one: SQLAlchemy's dialect takes it.
+    url, kwargs = connect_options("postgresql://u@/db?host=/var/run/postgresql&port=5433")
+    assert kwargs == {}
+    args = url.get_dialect()().create_connect_args(url)[1]
+    assert (args["host"], args["port"]) == ("/var/run/postgresql", 5433)
+
+
+def test_a_url_without_a_query_passes_asyncpg_no_extra_arguments() -> None:
+    url, kwargs = connect_options("postgresql://u@h/db")
+    assert kwargs == {} and dict(url.query) == {}
+    assert connect_options("sqlite:///x.db?connect_timeout=3") == (
+        make_url("sqlite+aiosqlite:///x.db?connect_timeout=3"),
+        {},
+    )
+
+
+@pytest.mark.parametrize(
+    ("query", "fragments"),
+    [
+        ("connect_timeout=10&foo=1", ("'foo'", "connect_timeout, host, options")),
+        ("statement_timeout=5", ("'statement_timeout'", "application_name")),
+        ("sslrootcert=%2Fetc%2Fca.pem", ("sslrootcert", "PGSSLROOTCERT")),
+        ("sslcert=c.pem&sslmode=verify-full", ("sslcert", "PGSSLCERT")),
+        ("connect_timeout=soon", ("connect_timeout='soon'", "seconds")),
+        ("connect_timeout=0", ("connect_timeout='0'", "seconds")),
+        ("connect_timeout=-5", ("connect_timeout='-5'", "seconds")),
+        ("options=-x", ("options='-x'", "-c name=value")),
+        ("application_name=a&application_name=b", ("more than once",)),
+    ],
+)
+def test_a_parameter_asyncpg_cannot_take_is_refused_in_one_line(
+    query: str, fragments: tuple[str, ...]
+) -> None:
+    with pytest.raises(StartupRefused) as refused:
+        check_database_url(f"postgres://u:secret@h/db?{query}")
+    message = str(refused.value)
+    assert refused.value.code == "invalid_database_url"
+    assert message.startswith("cannot use ") and "postgres://u:***@h/db?" in message
+    assert "secret" not in message and "\n" not in message
+    for fragment in fragments:
+        assert fragment in message
+
+
+def caused_by(cause: BaseException) -> OSError:
+    """An error as SQLAlchemy's adapted one reaches `explain`: asyncpg's as its cause."""
+    error = OSError(str(cause))
+    error.__cause__ = cause
+    return error
+
+
+def test_explain_says_create_it_only_for_a_missing_database() -> None:
+    settings = Settings(database_url="postgresql://u:secret@h/sb")
+    missing = asyncpg.exceptions.InvalidCatalogNameError('database "sb" does not exist')
+    refused = explain(caused_by(missing), settings)
+    assert refused is not None and refused.code == "database_missing"
+    assert "createdb" in str(refused) and "secret" not in str(refused)
+    role = asyncpg.exceptions.InvalidAuthorizationSpecificationError('role "u" does not exist')
+    refused = explain(caused_by(role), settings)
+    assert refused is not None and refused.code == "store_unavailable"
+    assert "createdb" not in str(refused)
+
+
+def test_explain_names_the_certificate_file_verify_full_wants() -> None:
+    settings = Settings(database_url="postgresql://u:secret@h/sb?sslmode=verify-full")
+    cause = asyncpg.exceptions.ClientConfigurationError(
+        'root certificate file "/home/u/.postgresql/root.crt" does not exist or cannot be accessed'
+    )
+    refused = explain(caused_by(cause), settings)
+    assert refused is not None and refused.code == "database_certificate_missing"
+    message = str(refused)
+    assert "/home/u/.postgresql/root.crt" in message and "createdb" not in message
+    assert "sslmode=require" in message and "verify-full" in message
+    assert "secret" not in message and "\n" not in message
