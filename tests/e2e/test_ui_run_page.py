@@ -10,6 +10,7 @@ from typing import Any
 import pytest
 
 from tests.e2e.browser_harness import (
+    NARROW,
     DemoServer,
     chromium,
     opened,
@@ -20,6 +21,9 @@ from tests.e2e.browser_harness import (
 )
 
 pytestmark = pytest.mark.slow
+
+LONG_VERTEX = "reconcile-the-customer-ledger-with-the-billing-provider-mmmmmmmm"
+"""As long as a vertex id may be (64 characters), with wide letters at the end."""
 
 
 @pytest.fixture(scope="module")
@@ -134,3 +138,72 @@ def test_cancel_is_withdrawn_when_a_live_run_ends(server: DemoServer, browser: A
         assert cancel["disabled"] and not cancel["focusable"], cancel
         assert cancel["background"] != RED, cancel
         shoot(page, "run-actions-live-ended")
+
+
+FIT_JS = """() => {
+  const section = document.querySelector('section[aria-labelledby="steps-title"]');
+  const wrap = section.querySelector('.table-wrap');
+  const cells = [...section.querySelectorAll('td')].filter((cell) => cell.offsetParent)
+    .map((cell) => {
+      const box = cell.getBoundingClientRect();
+      return {
+        text: cell.textContent, left: box.left, right: box.right, width: box.width,
+        clipped: cell.scrollWidth > cell.clientWidth + 1,
+        named: getComputedStyle(cell, '::before').content,
+      };
+    });
+  return {
+    page: document.documentElement.scrollWidth, window: window.innerWidth,
+    table: wrap.scrollWidth, box: wrap.clientWidth, cells,
+  };
+}"""
+"""How wide the page and the steps table are against what shows of them, and each cell."""
+
+
+def test_the_steps_table_fits_a_phone(server: DemoServer, browser: Any) -> None:
+    """At 420 px a 64-character vertex id wraps inside its cell (its link names it whole,
+    in its title too), the table scrolls neither the page nor itself sideways, and every
+    other column shows, named and unclipped, on the screen, the error too. The timeline's
+    shortened label names the step whole in its tooltip."""
+    path = "/run-page/long"
+    server.call(
+        "/workflows",
+        {
+            "name": "ui-run-page-long",
+            "vertices": {
+                LONG_VERTEX: {"type": "GATEWAY", "config": {"url": f"{server.downstream}{path}"}},
+                "open-ticket": {
+                    "type": "GATEWAY",
+                    "dependsOn": [LONG_VERTEX],
+                    "config": {"url": f"{server.downstream}/items?count=1"},
+                },
+            },
+        },
+    )
+    server.script(path, {"status": 422, "body": {"error": "validation_failed"}})
+    answer = server.call("/workflows/ui-run-page-long/runs", {"input": {}, "tenantId": "phone"})
+    run_id = str(answer["id"])
+    assert server.wait_status(run_id, {"FAILED", "SUCCEEDED"}) == "FAILED"
+
+    with opened(browser, f"{server.ui}#/runs/{run_id}") as (page, _):
+        page.set_viewport_size(NARROW)
+        link = page.locator("table.steps").get_by_role("button", name=LONG_VERTEX)
+        link.wait_for()
+        page.locator(".live", has_text="up to date").wait_for()
+        fit = page.evaluate(FIT_JS)
+        shoot(page, "run-steps-long-id")
+        assert fit["page"] <= fit["window"], fit
+        assert fit["table"] <= fit["box"], {k: v for k, v in fit.items() if k != "cells"}
+        for cell in fit["cells"]:
+            assert cell["left"] >= 0 and cell["right"] <= NARROW["width"], cell
+            assert not cell["clipped"], cell
+        box = link.bounding_box()
+        assert box is not None and box["x"] + box["width"] <= NARROW["width"], box
+        assert link.get_attribute("title") == LONG_VERTEX
+        # The other columns are each named beside their value, as the headers are off screen.
+        named = [cell["named"] for cell in fit["cells"][:5]]
+        assert named == ["none", '"Type"', '"Status"', '"Executions"', '"Duration"'], named
+        assert "HTTP 422" in fit["cells"][5]["text"], fit["cells"][5]
+        label = page.locator("svg.timeline .tl-label").first
+        assert label.evaluate("(text) => text.firstChild.nodeValue").endswith("…")
+        assert LONG_VERTEX in (label.locator("title").text_content() or "")
