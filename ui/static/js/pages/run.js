@@ -119,15 +119,17 @@ function stepsTable(detail, select) {
       h(
         "tbody",
         {},
+        // On a phone each row is a block: the step's id on its own lines, the other cells
+        // under it, each named by its `data-label` (style.css, 'phones').
         detail.steps.map((step) =>
           h(
             "tr",
             { class: step.status === "FAILED" ? "row-failed" : null },
-            h("td", {}, h("button", { type: "button", class: "link", onclick: () => select(step.vertexId) }, step.vertexId)),
-            h("td", {}, step.type || "?"),
-            h("td", {}, badge(step.status)),
-            h("td", {}, String(step.attempts)),
-            h("td", {}, duration(elapsed(step.startedAt, step.endedAt))),
+            h("td", { class: "step-id" }, h("button", { type: "button", class: "link", title: step.vertexId, onclick: () => select(step.vertexId) }, step.vertexId)),
+            h("td", { "data-label": "Type" }, step.type || "?"),
+            h("td", { "data-label": "Status" }, badge(step.status)),
+            h("td", { "data-label": "Executions" }, String(step.attempts)),
+            h("td", { "data-label": "Duration" }, duration(elapsed(step.startedAt, step.endedAt))),
             h("td", { class: "error-line" }, errorSummary(step.error)),
           ),
         ),

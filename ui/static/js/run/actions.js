@@ -69,7 +69,7 @@ export function actionBar(detail, result, done) {
       send: () => api(path(id, "reprocess"), { method: "POST" }),
       describe: (a) => `${a.message} (${a.revived} revived)`,
     }),
-    button("Cancel", !ended, "the run has ended", {
+    button("Cancel", !ended, detail.status === "CANCELLED" ? "the run is already cancelled" : "the run has ended: only a pending or running run can be cancelled", {
       title: "Cancel this run?",
       text: "The run and everything under it still going stop; this cannot be undone.",
       confirm: "Cancel the run",

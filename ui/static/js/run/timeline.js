@@ -28,7 +28,9 @@ export function timeline(detail, nowS = Date.now() / 1000) {
     const status = step.status.toLowerCase();
     const stepEnd = step.endedAt ?? nowS;
     const label = `${statusIcon(step.status)} ${step.vertexId}`;
-    svg.append(s("text", { x: 4, y: y + 15, class: "tl-label" }, label.length > 22 ? `${label.slice(0, 21)}…` : label));
+    // A long id is shortened to fit beside the bars; its tooltip names it whole.
+    const shown = label.length > 22 ? `${label.slice(0, 21)}…` : label;
+    svg.append(s("text", { x: 4, y: y + 15, class: "tl-label" }, shown, shown === label ? null : s("title", {}, step.vertexId)));
     const bar = s("rect", {
       x: x(step.startedAt),
       y: y + 4,
