@@ -116,11 +116,8 @@ CREATE_RUN_AT_ONCE = text(
         INSERT INTO run_log (run_id, vertex_id, at, level, message, data)
         SELECT new_run.id, NULL, :created_at, 'info', :message, CAST(:log_data AS JSON)
         FROM new_run
-    ), unlocked_early AS (
-        SELECT set_config('synchronous_commit', 'off', true) FROM quota
-        WHERE CAST(:unlock_early AS BOOLEAN)
     )
-    SELECT ok, (SELECT count(*) FROM unlocked_early) > 0 AS flush_after FROM allowed
+    SELECT ok FROM allowed
     """
 ).bindparams(
     bindparam("workflow_version", type_=Integer),
@@ -134,26 +131,7 @@ statement (PostgreSQL's data-modifying WITH): atomic in autocommit, so no BEGIN 
 round trips, and four statements' client work become one. The quota is taken only while one
 is left (`used_runs < max_runs`, rechecked on the locked row under concurrent submissions);
 `ok` false: none was left and nothing was written. JSON values travel as the text
-SQLAlchemy's JSON type binds, so the rows are those `INSERT_RUN` and `insert_logs` write.
-
-A tenant's quota row is locked from its UPDATE to the end of the commit, and a synchronous
-commit ends only once the WAL is flushed: a tenant's submissions would take turns at the
-disk's pace (on a disk that flushes in 40 ms, 25 a second whatever the cores). So when the
-statement took a quota (`unlock_early`), it commits without waiting for the flush, which
-releases the row at once, and `flush_after` tells the caller to wait for the flush before
-answering (`WAL_FLUSH`): atomic as before, and durable before anyone is told it exists."""
-
-WAL_FLUSH = text("SELECT pg_logical_emit_message(true, 'schemabridge', 'flush')")
-"""A transaction that writes one WAL record (a logical decoding message, which every consumer
-but a logical decoding plugin ignores) and commits as the session does, synchronously: its
-commit waits for the flush of the WAL up to its own commit record, and so of every commit
-before it, the previous statement's included."""
-
-CAN_FLUSH_WAL = text(
-    "SELECT has_function_privilege('pg_logical_emit_message(boolean, text, text)', 'EXECUTE')"
-)
-"""Whether `WAL_FLUSH` may run here (PostgreSQL grants it to everyone unless revoked); without
-it a quota is taken in a synchronous commit, as any other statement."""
+SQLAlchemy's JSON type binds, so the rows are those `INSERT_RUN` and `insert_logs` write."""
 
 
 async def _create_run_at_once(
@@ -161,13 +139,10 @@ async def _create_run_at_once(
     row: dict[str, Any],
     workflow: Workflow,
     message: str,
-    *,
     count_in_quota: bool,
-    unlock_early: bool,
 ) -> bool:
-    """Run `CREATE_RUN_AT_ONCE` for the run `row` of `workflow` (then `WAL_FLUSH` if it
-    committed early); False when the tenant's quota had no run left (nothing written). A taken
-    idempotency key raises IntegrityError."""
+    """Run `CREATE_RUN_AT_ONCE` for the run `row` of `workflow`; False when the tenant's
+    quota had no run left (nothing written). A taken idempotency key raises IntegrityError."""
     as_json = results_.json_text(conn)
     rows = step_rows(row["id"], row["tenant_id"], workflow, row["created_at"])
     params = {key: as_json(row[key]) if key in _JSON_COLUMNS else row[key] for key in row}
@@ -178,12 +153,8 @@ async def _create_run_at_once(
         "message": message,
         "log_data": as_json(None),
         "count_in_quota": count_in_quota,
-        "unlock_early": unlock_early,
     }
-    created, flush_after = (await conn.execute(CREATE_RUN_AT_ONCE, params)).one()
-    if flush_after:
-        await conn.execute(WAL_FLUSH)
-    return bool(created)
+    return bool((await conn.execute(CREATE_RUN_AT_ONCE, params)).scalar_one())
 
 
 _JSON_COLUMNS = frozenset({"input", "output", "error", "pinned_versions"})
@@ -363,16 +334,17 @@ class RunCatalogue(StoreCore):
         try:
             if self._engines.dialect.writes_several_tables_at_once:
                 async with self._engines.read.connect() as conn:  # autocommit: one statement
-                    if self._can_flush_wal is None:
-                        self._can_flush_wal = bool((await conn.execute(CAN_FLUSH_WAL)).scalar())
-                    how = {"count_in_quota": count_in_quota, "unlock_early": self._can_flush_wal}
-                    created = await _create_run_at_once(conn, row, workflow, message, **how)
+                    created = await _create_run_at_once(
+                        conn, row, workflow, message, count_in_quota
+                    )
                     # The statement refuses when its snapshot holds a quota row its UPDATE
                     # took nothing from, which is also the case of a row deleted while the
                     # UPDATE waited for its lock: no quota now is unlimited (as in a
                     # transaction, which would have found no row).
                     if not created and await settings_.read_quota(conn, tenant_id) is None:
-                        created = await _create_run_at_once(conn, row, workflow, message, **how)
+                        created = await _create_run_at_once(
+                            conn, row, workflow, message, count_in_quota
+                        )
                 if not created:
                     raise QuotaExhausted(f"tenant {tenant_id} has no runs left in its quota")
             else:

@@ -80,9 +80,6 @@ class StoreCore:
         self._analyze_threshold = ANALYZE_AFTER_ROWS
         # Whose turn it is among the tenants with READY steps (fairness only).
         self._tenant_ring = claims.TenantRing()
-        # Whether PostgreSQL lets a submission wait for a WAL flush on its own (asked once;
-        # `engine.store.catalogue.CAN_FLUSH_WAL`).
-        self._can_flush_wal: bool | None = None
 
     @classmethod
     async def open(cls, database_url: str, clock: Clock, *, migrate: bool = True) -> Self:

@@ -7,12 +7,10 @@ the store contract covers SQLite."""
 from __future__ import annotations
 
 import asyncio
-import contextlib
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
-from sqlalchemy import event, text
+from sqlalchemy import text
 
 from engine.store import Store
 from engine.store.catalogue import QuotaExhausted
@@ -197,78 +195,5 @@ async def test_a_quota_deleted_while_a_submission_waits_for_it_leaves_it_unlimit
         run, created = await asyncio.wait_for(creating, 10)
         assert created and run.tenant_id == "acme"
         assert await store.get_quota("acme") is None
-    finally:
-        await store.close()
-
-
-@contextlib.contextmanager
-def _recording(store: Store) -> Iterator[list[tuple[str, Any]]]:
-    """The statements (and their parameters) sent through `store`'s engine meanwhile."""
-    sent: list[tuple[str, Any]] = []
-
-    def record(_conn: Any, _cursor: Any, statement: str, parameters: Any, *_: Any) -> None:
-        sent.append((statement, parameters))
-
-    engine = store._engines.write.sync_engine
-    event.listen(engine, "before_cursor_execute", record)
-    try:
-        yield sent
-    finally:
-        event.remove(engine, "before_cursor_execute", record)
-
-
-def _flushes(sent: list[tuple[str, Any]]) -> int:
-    return sum(statement.startswith("SELECT pg_logical_emit_message") for statement, _ in sent)
-
-
-async def test_a_quota_row_is_unlocked_before_the_flush_the_answer_waits_for(
-    pg_database_url: str,
-) -> None:
-    """A run that takes a quota commits without waiting for the WAL flush (its quota row is
-    unlocked at once), then waits for the flush before the store answers; without a quota, or
-    refused by one, the statement commits as any other and nothing more is sent."""
-    store = await Store.open(pg_database_url, FakeClock())
-    try:
-        version = await store.publish(DIAMOND)
-        await store.set_quota("acme", 1)
-
-        async def create(tenant: str) -> Any:
-            return await store.create_run(version, {}, tenant_id=tenant, count_in_quota=True)
-
-        with _recording(store) as taken:
-            await create("acme")
-        assert _flushes(taken) == 1
-        assert taken[-1][0].startswith("SELECT pg_logical_emit_message")
-        assert "set_config('synchronous_commit', 'off', true)" in taken[-2][0]
-        with _recording(store) as refused, pytest.raises(QuotaExhausted):
-            await create("acme")
-        with _recording(store) as unlimited:
-            await create("other")
-        assert (_flushes(refused), _flushes(unlimited), len(unlimited)) == (0, 0, 1)
-        # The setting was the statement's own: the pooled connections commit synchronously.
-        assert await _rows(store, "SHOW synchronous_commit") == [("on",)]
-        assert await store.get_quota("acme") == (1, 1)
-        assert await _rows(store, "SELECT tenant_id FROM run ORDER BY tenant_id") == [
-            ("acme",),
-            ("other",),
-        ]
-    finally:
-        await store.close()
-
-
-async def test_without_the_right_to_flush_a_quota_is_taken_synchronously(
-    pg_database_url: str, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    """Where `pg_logical_emit_message` was revoked, the statement keeps the synchronous commit
-    (the quota row stays locked until the flush) and sends nothing after it."""
-    store = await Store.open(pg_database_url, FakeClock())
-    try:
-        version = await store.publish(DIAMOND)
-        await store.set_quota("acme", 2)
-        monkeypatch.setattr(store, "_can_flush_wal", False)
-        with _recording(store) as sent:
-            await store.create_run(version, {}, tenant_id="acme", count_in_quota=True)
-        assert _flushes(sent) == 0 and len(sent) == 1
-        assert await store.get_quota("acme") == (2, 1)
     finally:
         await store.close()
