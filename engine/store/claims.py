@@ -56,7 +56,8 @@ def claimed_step_ids(tokens: Iterable[str]) -> list[int]:
     ids = []
     for token in tokens:
         _, separator, step_id = token.rpartition(CLAIM_TOKEN_SEPARATOR)
-        if separator and step_id.isdigit():
+        # ASCII digits that fit a BIGINT ('²'.isdigit() is true too).
+        if separator and step_id.isascii() and step_id.isdigit() and len(step_id) <= 18:
             ids.append(int(step_id))
     return ids
 

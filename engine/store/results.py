@@ -244,12 +244,13 @@ async def live_claims(
     ids = [r.step.step_id for r in results]
     query = dialect_of(conn).statement(_live_claims)
     rows = (await conn.execute(query, {"b_ids": ids, "b_tokens": tokens})).all()
-    live_tokens = {row.claim_token for row in rows}
+    live_claims = {(row.id, row.claim_token) for row in rows}
     live: list[StepResult] = []
     late: list[StepResult] = []
     for result in results:
-        if result.step.claim_token in live_tokens:
-            live_tokens.discard(result.step.claim_token)
+        claim = (result.step.step_id, result.step.claim_token)
+        if claim in live_claims:
+            live_claims.discard(claim)
             live.append(result)
         else:
             late.append(result)

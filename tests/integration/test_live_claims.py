@@ -16,6 +16,7 @@ def test_a_token_names_its_step() -> None:
     batch = claims.new_batch()
     assert claims.claimed_step_ids([f"{batch}17", f"{batch}4"]) == [17, 4]
     assert claims.claimed_step_ids(["", "no-separator", f"{batch}", f"{batch}x1", "1:2:3"]) == [3]
+    assert claims.claimed_step_ids([f"{batch}²", f"{batch}{'9' * 19}", f"{batch}-1"]) == []
 
 
 async def _explain(url: str, statement: Any, params: dict[str, Any]) -> str:

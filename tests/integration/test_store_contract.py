@@ -473,3 +473,8 @@ async def test_a_result_needs_its_own_token(store: Store) -> None:
     swapped = StepSucceeded(dataclasses.replace(first, claim_token=second.claim_token), {"x": 1})
     report = await store.complete([swapped])
     assert (report.recorded, report.dropped) == (0, [first.step_id])
+    # Beside the result that holds that token, the swapped one is still not the first's.
+    report = await store.complete([swapped, StepSucceeded(second, {"y": 2})])
+    assert (report.recorded, report.dropped) == (1, [first.step_id])
+    (step,) = await store.get_steps(first.run_id)
+    assert (step.status, step.output) == ("RUNNING", None)
