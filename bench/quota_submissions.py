@@ -13,10 +13,10 @@ GATEWAY workflow, one tenant — with a quota of 10^8 runs (`quota`) and without
 (`no quota`), alternately, `--rounds` times. Prints one JSON line per measurement.
 
 `--commit-delay-us N` sets PostgreSQL's `commit_delay` on the benchmark's database (`ALTER
-DATABASE`, superuser): each commit waits N µs before flushing the WAL when other transactions
-are active, as on a disk that flushes slower than this machine's (a network disk takes
-milliseconds). The disk here flushes in 0.5 to 60 ms depending on the minute, so without it the
-figures move with the disk.
+DATABASE`, superuser): while at least `commit_siblings` (5) other transactions are active, a
+commit waits N µs before it flushes the WAL (to gather others into the flush). A stand-in for
+a disk whose flushes are slow (a network disk takes milliseconds): the disk here flushes in
+0.5 to 60 ms depending on the minute, so without it the figures move with the disk.
 """
 
 from __future__ import annotations

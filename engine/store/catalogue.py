@@ -7,7 +7,7 @@ from collections.abc import Collection, Mapping, Sequence
 from typing import Any
 
 from sqlalchemy import Float, Integer, bindparam, func, insert, select, text, update
-from sqlalchemy.exc import DBAPIError, IntegrityError
+from sqlalchemy.exc import IntegrityError
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from engine.store import children as fanout
@@ -116,10 +116,8 @@ CREATE_RUN_AT_ONCE = text(
         INSERT INTO run_log (run_id, vertex_id, at, level, message, data)
         SELECT new_run.id, NULL, :created_at, 'info', :message, CAST(:log_data AS JSON)
         FROM new_run
-    ), committed_early AS (
-        SELECT set_config('synchronous_commit', 'off', true) FROM quota
     )
-    SELECT ok, (SELECT count(*) FROM committed_early) > 0 AS committed_early FROM allowed
+    SELECT ok FROM allowed
     """
 ).bindparams(
     bindparam("workflow_version", type_=Integer),
@@ -133,20 +131,7 @@ statement (PostgreSQL's data-modifying WITH): atomic in autocommit, so no BEGIN 
 round trips, and four statements' client work become one. The quota is taken only while one
 is left (`used_runs < max_runs`, rechecked on the locked row under concurrent submissions);
 `ok` false: none was left and nothing was written. JSON values travel as the text
-SQLAlchemy's JSON type binds, so the rows are those `INSERT_RUN` and `insert_logs` write.
-
-A tenant's quota row stays locked from the statement's UPDATE to the end of its commit, and a
-synchronous commit ends once the WAL is flushed: a tenant's submissions would take turns at
-the pace of the disk's flushes, instead of sharing them. So a statement that took a quota
-commits without waiting for the flush (`synchronous_commit` off for its own transaction,
-`committed_early` true), which releases the row at once, and the caller waits for the flush
-before it answers (`RunCatalogue._flushed_through`). The other statements commit as usual."""
-
-FLUSHED_THROUGH = text("UPDATE run SET id = id WHERE id = :run_id")
-"""A write of the run's own row that changes nothing, committed as the session commits,
-synchronously: so it returns once the WAL is flushed through its commit record, and through
-every commit before it, the one that created the run included. It matches no row (and waits
-for nothing) when the run does not exist."""
+SQLAlchemy's JSON type binds, so the rows are those `INSERT_RUN` and `insert_logs` write."""
 
 
 async def _create_run_at_once(
@@ -155,10 +140,9 @@ async def _create_run_at_once(
     workflow: Workflow,
     message: str,
     count_in_quota: bool,
-) -> tuple[bool, bool]:
-    """Run `CREATE_RUN_AT_ONCE` for the run `row` of `workflow`: (created, committed early).
-    Not created: the tenant's quota had no run left (nothing written). A taken idempotency key
-    raises IntegrityError."""
+) -> bool:
+    """Run `CREATE_RUN_AT_ONCE` for the run `row` of `workflow`; False when the tenant's
+    quota had no run left (nothing written). A taken idempotency key raises IntegrityError."""
     as_json = results_.json_text(conn)
     rows = step_rows(row["id"], row["tenant_id"], workflow, row["created_at"])
     params = {key: as_json(row[key]) if key in _JSON_COLUMNS else row[key] for key in row}
@@ -170,8 +154,7 @@ async def _create_run_at_once(
         "log_data": as_json(None),
         "count_in_quota": count_in_quota,
     }
-    created, committed_early = (await conn.execute(CREATE_RUN_AT_ONCE, params)).one()
-    return bool(created), bool(committed_early)
+    return bool((await conn.execute(CREATE_RUN_AT_ONCE, params)).scalar_one())
 
 
 _JSON_COLUMNS = frozenset({"input", "output", "error", "pinned_versions"})
@@ -351,16 +334,17 @@ class RunCatalogue(StoreCore):
         try:
             if self._engines.dialect.writes_several_tables_at_once:
                 async with self._engines.read.connect() as conn:  # autocommit: one statement
-                    args = (conn, row, workflow, message, count_in_quota)
-                    created, committed_early = await _create_run_at_once(*args)
+                    created = await _create_run_at_once(
+                        conn, row, workflow, message, count_in_quota
+                    )
                     # The statement refuses when its snapshot holds a quota row its UPDATE
                     # took nothing from, which is also the case of a row deleted while the
                     # UPDATE waited for its lock: no quota now is unlimited (as in a
                     # transaction, which would have found no row).
                     if not created and await settings_.read_quota(conn, tenant_id) is None:
-                        created, committed_early = await _create_run_at_once(*args)
-                if committed_early:
-                    await self._flushed_through(run_id)
+                        created = await _create_run_at_once(
+                            conn, row, workflow, message, count_in_quota
+                        )
                 if not created:
                     raise QuotaExhausted(f"tenant {tenant_id} has no runs left in its quota")
             else:
@@ -454,29 +438,10 @@ class RunCatalogue(StoreCore):
         return await pins.resolve(workflow, serving, load)
 
     async def run_by_key(self, key: str) -> RunRecord | None:
-        """The run created with idempotency key `key`, if any, once it is durable: a
-        submission repeated while the first one waits for its WAL flush (`CREATE_RUN_AT_ONCE`)
-        is not answered before the first one is."""
+        """The run created with idempotency key `key`, if any."""
         async with self._engines.read.connect() as conn:
             row = (await conn.execute(select(runs).where(runs.c.idempotency_key == key))).first()
-            if row is not None and self._engines.dialect.writes_several_tables_at_once:
-                await conn.execute(FLUSHED_THROUGH, {"run_id": row.id})
         return None if row is None else run_record(row._mapping)
-
-    async def _flushed_through(self, run_id: str) -> None:
-        """Return once the run `run_id`, created by a statement that committed without waiting
-        for the WAL flush, is flushed (`FLUSHED_THROUGH`). If that fails (the connection
-        dropped, the server restarted), look again on another connection: the run is there
-        (and now flushed), or the server lost it with its unflushed commit and the error is
-        raised (nothing exists: sending the request again creates it once)."""
-        try:
-            async with self._engines.read.connect() as conn:
-                await conn.execute(FLUSHED_THROUGH, {"run_id": run_id})
-        except DBAPIError as first_error:
-            async with self._engines.read.connect() as conn:
-                found = await conn.execute(FLUSHED_THROUGH, {"run_id": run_id})
-            if found.rowcount != 1:
-                raise first_error from None
 
     async def get_run(self, run_id: str) -> RunRecord | None:
         async with self._engines.read.connect() as conn:

@@ -7,22 +7,16 @@ the store contract covers SQLite."""
 from __future__ import annotations
 
 import asyncio
-import contextlib
-from collections.abc import Iterator
 from typing import Any
 
-import asyncpg
 import pytest
-from sqlalchemy import event, text
-from sqlalchemy.exc import DBAPIError
-from sqlalchemy.ext.asyncio import AsyncConnection
+from sqlalchemy import text
 
-from engine.store import Store, catalogue
+from engine.store import Store
 from engine.store.catalogue import QuotaExhausted
 from engine.store.dialect import Dialect
 from schemas.clock import FakeClock
 from schemas.definitions import Workflow
-from tests.conftest import PG_ADMIN_DSN
 
 DIAMOND = Workflow.model_validate(
     {
@@ -201,155 +195,5 @@ async def test_a_quota_deleted_while_a_submission_waits_for_it_leaves_it_unlimit
         run, created = await asyncio.wait_for(creating, 10)
         assert created and run.tenant_id == "acme"
         assert await store.get_quota("acme") is None
-    finally:
-        await store.close()
-
-
-@contextlib.contextmanager
-def _recording(store: Store) -> Iterator[list[str]]:
-    """The statements sent through `store`'s engine meanwhile."""
-    sent: list[str] = []
-
-    def record(_conn: Any, _cursor: Any, statement: str, *_: Any) -> None:
-        sent.append(statement)
-
-    engine = store._engines.write.sync_engine
-    event.listen(engine, "before_cursor_execute", record)
-    try:
-        yield sent
-    finally:
-        event.remove(engine, "before_cursor_execute", record)
-
-
-async def _wal(position: str) -> int:
-    """`pg_current_wal_<position>_lsn()` of the server, as a number (its own connection)."""
-    conn = await asyncpg.connect(PG_ADMIN_DSN)
-    try:
-        return int(await conn.fetchval(f"SELECT pg_current_wal_{position}_lsn() - '0/0'"))
-    finally:
-        await conn.close()
-
-
-def _flushes(sent: list[str]) -> int:
-    return sum(statement.startswith("UPDATE run SET id = id WHERE id =") for statement in sent)
-
-
-async def test_a_run_that_takes_a_quota_is_flushed_before_it_is_answered(
-    pg_database_url: str, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    """Taking a quota, the creation commits without waiting for the WAL flush (its quota row
-    is free at once), then the store waits for the flush through that commit before it
-    answers: the WAL is flushed at least to where it had been written when the creation's
-    statement returned. Without a quota, or refused by one, nothing more is sent."""
-    store = await Store.open(pg_database_url, FakeClock())
-    written: list[int] = []
-    flush = catalogue.RunCatalogue._flushed_through
-
-    async def noting_the_wal(self: Store, run_id: str) -> None:
-        written.append(await _wal("insert"))  # past the creation's commit record
-        await flush(self, run_id)
-
-    monkeypatch.setattr(catalogue.RunCatalogue, "_flushed_through", noting_the_wal)
-    try:
-        version = await store.publish(DIAMOND)
-        await store.set_quota("acme", 1)
-        with _recording(store) as taken:
-            await store.create_run(version, {}, tenant_id="acme", count_in_quota=True)
-        assert await _wal("flush") >= written[0]
-        assert "set_config('synchronous_commit', 'off', true)" in taken[0]
-        assert _flushes(taken) == 1
-        with _recording(store) as refused, pytest.raises(QuotaExhausted):
-            await store.create_run(version, {}, tenant_id="acme", count_in_quota=True)
-        with _recording(store) as unlimited:
-            await store.create_run(version, {}, tenant_id="other", count_in_quota=True)
-        assert (_flushes(refused), _flushes(unlimited), len(written)) == (0, 0, 1)
-        # The setting was the statement's own: the pooled connections commit synchronously.
-        assert await _rows(store, "SHOW synchronous_commit") == [("on",)]
-        assert await store.get_quota("acme") == (1, 1)
-    finally:
-        await store.close()
-
-
-async def _drop_connection_at_first_flush(
-    monkeypatch: pytest.MonkeyPatch, before_drop: Any = None
-) -> None:
-    """The first `FLUSHED_THROUGH` finds its connection gone (after `before_drop()`)."""
-    real = AsyncConnection.execute
-    dropped = False
-
-    async def execute(self: AsyncConnection, statement: Any, *args: Any, **kwargs: Any) -> Any:
-        nonlocal dropped
-        if statement is catalogue.FLUSHED_THROUGH and not dropped:
-            dropped = True
-            if before_drop is not None:
-                await before_drop()
-            await real(self, text("SELECT pg_terminate_backend(pg_backend_pid())"))
-        return await real(self, statement, *args, **kwargs)
-
-    monkeypatch.setattr(AsyncConnection, "execute", execute)
-
-
-async def test_a_dropped_connection_at_the_flush_still_answers_the_run_it_created(
-    pg_database_url: str, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    """The creation committed; its connection drops before the flush is confirmed. The store
-    looks again on another connection, finds the run (flushed now) and answers it created:
-    the caller is not told to send again a run that exists and runs."""
-    store = await Store.open(pg_database_url, FakeClock())
-    try:
-        version = await store.publish(DIAMOND)
-        await store.set_quota("acme", 5)
-        await _drop_connection_at_first_flush(monkeypatch)
-        run, created = await store.create_run(version, {}, tenant_id="acme", count_in_quota=True)
-        assert created and await store.get_run(run.id) is not None
-        assert await store.get_quota("acme") == (5, 1)
-    finally:
-        await store.close()
-
-
-async def test_a_creation_the_server_lost_before_its_flush_is_an_error(
-    pg_database_url: str, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    """As if the server restarted before flushing the creation's commit (the run is gone when
-    the store looks again): the error is raised, and nothing claims the run exists."""
-    store = await Store.open(pg_database_url, FakeClock())
-    try:
-        version = await store.publish(DIAMOND)
-        await store.set_quota("acme", 5)
-
-        async def lose_the_run() -> None:
-            conn = await asyncpg.connect(pg_database_url.replace("+asyncpg", ""))
-            try:
-                await conn.execute("TRUNCATE run_log, step, run")
-            finally:
-                await conn.close()
-
-        await _drop_connection_at_first_flush(monkeypatch, lose_the_run)
-        with pytest.raises(DBAPIError):
-            await store.create_run(version, {}, tenant_id="acme", count_in_quota=True)
-        assert await _rows(store, "SELECT count(*) FROM run") == [(0,)]
-    finally:
-        await store.close()
-
-
-async def test_a_repeated_submission_is_answered_once_its_run_is_flushed(
-    pg_database_url: str,
-) -> None:
-    """The run an idempotency key names is read, then flushed through, before it answers a
-    repeat: a repeat never reports a run the server could still lose."""
-    store = await Store.open(pg_database_url, FakeClock())
-    try:
-        version = await store.publish(DIAMOND)
-        await store.set_quota("acme", 5)
-        first, _ = await store.create_run(
-            version, {}, tenant_id="acme", idempotency_key="k", count_in_quota=True
-        )
-        with _recording(store) as repeat:
-            found = await store.run_by_key("k")
-        assert found is not None and found.id == first.id
-        assert _flushes(repeat) == 1
-        with _recording(store) as unknown:
-            assert await store.run_by_key("other") is None
-        assert _flushes(unknown) == 0
     finally:
         await store.close()
