@@ -79,7 +79,11 @@ def _reason(error: BaseException) -> str:
     """The driver's own first line, without SQLAlchemy's wrapping."""
     inner = error.orig if isinstance(error, DBAPIError) and error.orig is not None else error
     text = str(inner).strip().splitlines()
-    return text[0] if text else type(inner).__name__
+    if text:
+        return text[0]
+    if isinstance(inner, TimeoutError):  # asyncpg's connect timeout says nothing itself
+        return "the server did not answer in time (connect_timeout in the URL sets how long)"
+    return type(inner).__name__
 
 
 def _driver_errors(error: BaseException) -> list[BaseException]:

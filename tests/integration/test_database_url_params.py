@@ -85,6 +85,28 @@ async def test_connect_timeout_bounds_a_connect_to_a_silent_server() -> None:
     assert accepted  # the connect reached the server: the timeout, not a refusal, ended it
 
 
+async def test_a_server_that_never_answers_is_said_so_in_one_line() -> None:
+    accepted: list[asyncio.StreamWriter] = []
+
+    async def silent(_reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        accepted.append(writer)  # accepts, never answers the startup message
+
+    server = await asyncio.start_server(silent, "127.0.0.1", 0)
+    port = server.sockets[0].getsockname()[1]
+    try:
+        refused = await refusal(f"postgresql://u:secret@127.0.0.1:{port}/db?connect_timeout=1")
+    finally:
+        server.close()
+        for writer in accepted:
+            writer.close()
+            await writer.wait_closed()
+        await server.wait_closed()
+    message = str(refused)
+    assert refused.code == "store_unavailable"
+    assert "did not answer in time" in message and "connect_timeout" in message, message
+    assert "secret" not in message
+
+
 async def refusal(url: str) -> StartupRefused:
     with pytest.raises(StartupRefused) as refused:
         await open_runtime(Settings(database_url=url), probe_redis=False)
