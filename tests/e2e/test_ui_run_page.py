@@ -1,9 +1,11 @@
 """The run page's header and steps in a real browser, against one `schemabridge serve --demo`
 (embedded store) for the module: the operator's actions match what the API accepts for the
-run's status (as it changes, too), and a run with a long vertex id reads on a phone."""
+run's status (as it changes, too), a run with a long vertex id reads on a phone, and the
+attempts table of a step that waits to retry shows every column at a desktop width."""
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterator
 from typing import Any
 
@@ -13,6 +15,7 @@ from tests.e2e.browser_harness import (
     NARROW,
     DemoServer,
     chromium,
+    eventually,
     opened,
     serve_demo,
     server_env,
@@ -207,3 +210,96 @@ def test_the_steps_table_fits_a_phone(server: DemoServer, browser: Any) -> None:
         label = page.locator("svg.timeline .tl-label").first
         assert label.evaluate("(text) => text.firstChild.nodeValue").endswith("…")
         assert LONG_VERTEX in (label.locator("title").text_content() or "")
+
+
+ATTEMPTS_JS = """() => {
+  const table = document.querySelector('table.attempts');
+  const wrap = table.closest('.table-wrap');
+  const edge = wrap.getBoundingClientRect();
+  const cells = [...table.querySelectorAll('th, td')].filter((cell) => cell.offsetParent)
+    .map((cell) => {
+      const box = cell.getBoundingClientRect();
+      return {
+        text: cell.textContent, left: box.left, right: box.right, width: box.width,
+        clipped: cell.scrollWidth > cell.clientWidth + 1,
+        named: getComputedStyle(cell, '::before').content,
+      };
+    });
+  return {
+    page: document.documentElement.scrollWidth, window: window.innerWidth,
+    table: wrap.scrollWidth, box: wrap.clientWidth, left: edge.left, right: edge.right, cells,
+  };
+}"""
+"""How wide the page and the selected step's attempts table are against what shows of them,
+and each of its header and body cells that is drawn."""
+
+
+CLOSED_PORT = "http://127.0.0.1:9"
+"""Where nothing listens (discard): each call fails with an I/O error, which has words."""
+
+
+def retrying_run(server: DemoServer, tenant: str, base: str | None = None) -> str:
+    """A run whose GATEWAY was answered 503 twice (the second call 300 ms after the first), or
+    could not connect to `base`, and waits to be dispatched again: its attempts table has
+    every column filled, "Next in" too. Its id, once the step waits (after a 503) or has
+    failed (an I/O error is not dispatched again)."""
+    path = f"/run-page/retry-{tenant}"
+    server.call(
+        "/workflows",
+        {
+            "name": f"ui-run-page-retry-{tenant}",
+            "vertices": {
+                "charge-card": {
+                    "type": "GATEWAY",
+                    "config": {
+                        "url": f"{base or server.downstream}{path}",
+                        "retry": {"maxAttempts": 2, "baseDelayMs": 300},
+                    },
+                },
+            },
+        },
+    )
+    server.script(path, *[{"status": 503, "body": {"error": "unavailable"}}] * 10)
+    answer = server.call(
+        f"/workflows/ui-run-page-retry-{tenant}/runs", {"input": {}, "tenantId": tenant}
+    )
+    run_id = str(answer["id"])
+
+    def waiting() -> bool:
+        (step,) = server.call(f"/runs/{run_id}")["steps"]
+        return step["status"] in {"READY", "FAILED"} and len(step["history"]) == 2
+
+    eventually(waiting, what=f"run {run_id} waiting to retry")
+    return run_id
+
+
+def open_attempts(page: Any) -> None:
+    page.locator("table.attempts tbody tr").nth(1).wait_for()
+    page.locator(".live", has_text=re.compile("live|up to date")).wait_for()
+
+
+@pytest.mark.parametrize("base", [None, CLOSED_PORT], ids=["http-503", "io-error"])
+def test_every_attempts_column_shows_on_a_desktop(
+    server: DemoServer, browser: Any, base: str | None
+) -> None:
+    """At 1280 x 800 the step panel's attempts table shows all its columns, "Next in" of a
+    step waiting to retry too, without scrolling inside its box: no cell is cut or past it,
+    whether its attempts were answered (503) or failed with an error message."""
+    tenant = "attempts-wide" if base is None else "attempts-wide-io"
+    run_id = retrying_run(server, tenant, base)
+    try:
+        with opened(browser, f"{server.ui}#/runs/{run_id}") as (page, _):
+            open_attempts(page)
+            fit = page.evaluate(ATTEMPTS_JS)
+            shoot(page, f"run-attempts-{tenant}")
+            assert fit["page"] <= fit["window"], fit
+            assert fit["table"] <= fit["box"], {k: v for k, v in fit.items() if k != "cells"}
+            texts = [cell["text"] for cell in fit["cells"]]
+            assert "Next in" in texts and "300 ms" in texts, texts
+            errors = [text for text in texts if "Cannot connect" in text]
+            assert len(errors) == (0 if base is None else 2), texts
+            for cell in fit["cells"]:
+                assert fit["left"] <= cell["left"] and cell["right"] <= fit["right"], cell
+                assert not cell["clipped"], cell
+    finally:
+        server.call(f"/runs/{run_id}/cancel", {})

@@ -52,6 +52,7 @@ function headline(detail) {
 
 function historyTable(step) {
   if (!step.history.length) return null;
+  const columns = ["Execution", "Attempt", "At", "HTTP", "Took", "Next in"];
   return h(
     "div",
     { class: "table-wrap" },
@@ -59,23 +60,27 @@ function historyTable(step) {
       "table",
       { class: "attempts" },
       h("caption", {}, "Attempts"),
-      h("thead", {}, h("tr", {}, ["Execution", "Attempt", "At", "HTTP", "Took", "Error", "Next in"].map((t) => h("th", { scope: "col" }, t)))),
+      h("thead", {}, h("tr", {}, columns.map((t) => h("th", { scope: "col" }, t)))),
       h(
         "tbody",
         {},
-        step.history.map((a) =>
-          h(
+        // An attempt's error (a URL, a host, an exception: long, without spaces) is a row of
+        // its own under it, as on the runs list, so the six columns keep to the panel's width.
+        step.history.map((a) => {
+          const failed = a.error || a.refused || (a.httpStatus ?? 0) >= 400;
+          const tr = h(
             "tr",
-            { class: a.error || a.refused || (a.httpStatus ?? 0) >= 400 ? "row-failed" : null },
+            { class: failed ? "row-failed" : null },
             h("td", {}, String(a.execution)),
             h("td", {}, String(a.attempt)),
             h("td", {}, time(a.at)),
             h("td", {}, a.refused ? `refused: ${a.refused}` : a.httpStatus ? String(a.httpStatus) : "—"),
             h("td", {}, a.durationMs === null || a.durationMs === undefined ? "—" : duration(a.durationMs / 1000)),
-            h("td", { class: "error-line" }, a.error || ""),
             h("td", {}, a.retryInMs ? duration(a.retryInMs / 1000) : ""),
-          ),
-        ),
+          );
+          if (!a.error) return tr;
+          return [tr, h("tr", { class: "row-failed row-error" }, h("td", {}), h("td", { colspan: String(columns.length - 1), class: "error-line" }, "✕ ", a.error))];
+        }),
       ),
     ),
   );
