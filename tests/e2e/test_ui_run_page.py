@@ -1,7 +1,8 @@
 """The run page's header and steps in a real browser, against one `schemabridge serve --demo`
 (embedded store) for the module: the operator's actions match what the API accepts for the
 run's status (as it changes, too), a run with a long vertex id reads on a phone, and the
-attempts table of a step that waits to retry shows every column at a desktop width."""
+attempts table of a step that waits to retry shows every column at a desktop width and,
+attempt by attempt, on a phone."""
 
 from __future__ import annotations
 
@@ -301,5 +302,31 @@ def test_every_attempts_column_shows_on_a_desktop(
             for cell in fit["cells"]:
                 assert fit["left"] <= cell["left"] and cell["right"] <= fit["right"], cell
                 assert not cell["clipped"], cell
+    finally:
+        server.call(f"/runs/{run_id}/cancel", {})
+
+
+@pytest.mark.parametrize("base", [None, CLOSED_PORT], ids=["http-503", "io-error"])
+def test_the_attempts_table_fits_a_phone(
+    server: DemoServer, browser: Any, base: str | None
+) -> None:
+    """At 420 px the attempts table scrolls neither the page nor itself sideways: each
+    attempt is a block, its cells each named beside their value, none cut or off screen,
+    its error (if any) on its own lines under it."""
+    tenant = "attempts-narrow" if base is None else "attempts-narrow-io"
+    run_id = retrying_run(server, tenant, base)
+    try:
+        with opened(browser, f"{server.ui}#/runs/{run_id}") as (page, _):
+            page.set_viewport_size(NARROW)
+            open_attempts(page)
+            fit = page.evaluate(ATTEMPTS_JS)
+            shoot(page, f"run-attempts-{tenant}")
+            assert fit["page"] <= fit["window"], fit
+            assert fit["table"] <= fit["box"], {k: v for k, v in fit.items() if k != "cells"}
+            for cell in fit["cells"]:
+                assert cell["left"] >= 0 and cell["right"] <= NARROW["width"], cell
+                assert not cell["clipped"], cell
+            named = {cell["named"] for cell in fit["cells"]}
+            assert '"Next in"' in named and '"HTTP"' in named, named
     finally:
         server.call(f"/runs/{run_id}/cancel", {})

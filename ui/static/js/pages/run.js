@@ -66,17 +66,19 @@ function historyTable(step) {
         {},
         // An attempt's error (a URL, a host, an exception: long, without spaces) is a row of
         // its own under it, as on the runs list, so the six columns keep to the panel's width.
+        // In a narrow panel each attempt is a block, its cells named by their `data-label`
+        // (style.css, 'the attempts table').
         step.history.map((a) => {
           const failed = a.error || a.refused || (a.httpStatus ?? 0) >= 400;
           const tr = h(
             "tr",
             { class: failed ? "row-failed" : null },
-            h("td", {}, String(a.execution)),
-            h("td", {}, String(a.attempt)),
-            h("td", {}, time(a.at)),
-            h("td", {}, a.refused ? `refused: ${a.refused}` : a.httpStatus ? String(a.httpStatus) : "—"),
-            h("td", {}, a.durationMs === null || a.durationMs === undefined ? "—" : duration(a.durationMs / 1000)),
-            h("td", {}, a.retryInMs ? duration(a.retryInMs / 1000) : ""),
+            h("td", { "data-label": "Execution" }, String(a.execution)),
+            h("td", { "data-label": "Attempt" }, String(a.attempt)),
+            h("td", { "data-label": "At" }, time(a.at)),
+            h("td", { "data-label": "HTTP" }, a.refused ? `refused: ${a.refused}` : a.httpStatus ? String(a.httpStatus) : "—"),
+            h("td", { "data-label": "Took" }, a.durationMs === null || a.durationMs === undefined ? "—" : duration(a.durationMs / 1000)),
+            h("td", { "data-label": "Next in" }, a.retryInMs ? duration(a.retryInMs / 1000) : ""),
           );
           if (!a.error) return tr;
           return [tr, h("tr", { class: "row-failed row-error" }, h("td", {}), h("td", { colspan: String(columns.length - 1), class: "error-line" }, "✕ ", a.error))];
