@@ -216,3 +216,39 @@ def eventually(condition: Callable[[], bool], timeout_s: float = 30.0, what: str
 def clean_screenshots() -> None:
     if SCREENSHOTS.exists():
         shutil.rmtree(SCREENSHOTS)
+
+
+LONG_VERTEX = "reconcile-the-customer-ledger-with-the-billing-provider-mmmmmmmm"
+"""As long as a vertex id may be (64 characters), with wide letters at the end."""
+
+
+def ticket(server: DemoServer, tenant: str = "acme", wait: bool = False) -> str:
+    """Submit a support-ticket run of the demo; its id."""
+    body = {"input": {"customerId": "cus_1", "subject": "hello"}, "tenantId": tenant}
+    answer = server.call(f"/workflows/support-ticket/runs{'?wait=true' if wait else ''}", body)
+    return str(answer.get("id") or answer["details"]["runId"])
+
+
+def failed_long_vertex_run(server: DemoServer, workflow: str, tenant: str) -> str:
+    """Publish `workflow`: the step `LONG_VERTEX` (its downstream answers 422 once), then
+    `open-ticket`; submit it for `tenant` and wait until it FAILED at `LONG_VERTEX`. Its id."""
+    path = f"/{workflow}/long"
+    server.call(
+        "/workflows",
+        {
+            "name": workflow,
+            "vertices": {
+                LONG_VERTEX: {"type": "GATEWAY", "config": {"url": f"{server.downstream}{path}"}},
+                "open-ticket": {
+                    "type": "GATEWAY",
+                    "dependsOn": [LONG_VERTEX],
+                    "config": {"url": f"{server.downstream}/items?count=1"},
+                },
+            },
+        },
+    )
+    server.script(path, {"status": 422, "body": {"error": "validation_failed"}})
+    answer = server.call(f"/workflows/{workflow}/runs", {"input": {}, "tenantId": tenant})
+    run_id = str(answer["id"])
+    assert server.wait_status(run_id, {"FAILED", "SUCCEEDED"}) == "FAILED"
+    return run_id

@@ -12,17 +12,20 @@ from typing import Any
 import pytest
 
 from tests.e2e.browser_harness import (
+    LONG_VERTEX,
     NARROW,
     WIDE,
     DemoServer,
     chromium,
     eventually,
+    failed_long_vertex_run,
     http_json,
     opened,
     serve_demo,
     server_env,
     shoot,
     stop,
+    ticket,
 )
 
 pytestmark = pytest.mark.slow
@@ -52,13 +55,6 @@ def quick_downstream(server: DemoServer) -> Iterator[None]:
     server.latency(0)
     yield
     server.latency(0)
-
-
-def ticket(server: DemoServer, tenant: str = "acme", wait: bool = False) -> str:
-    """Submit a support-ticket run; its id."""
-    body = {"input": {"customerId": "cus_1", "subject": "hello"}, "tenantId": tenant}
-    answer = server.call(f"/workflows/support-ticket/runs{'?wait=true' if wait else ''}", body)
-    return str(answer.get("id") or answer["details"]["runId"])
 
 
 def reject_tickets(server: DemoServer, times: int = 1, raw: str | None = None) -> None:
@@ -288,8 +284,6 @@ def test_cancel_a_running_fan_out(server: DemoServer, browser: Any) -> None:
 
 # ── the graph's labels ─────────────────────────────────────────────────────────────────────
 
-LONG_VERTEX = "reconcile-the-customer-ledger-with-the-billing-provider-mmmmmmmm"
-"""As long as a vertex id may be (64 characters), with wide letters at the end."""
 TWICE = "\u00d72"
 """How a node's status line counts two attempts."""
 
@@ -335,25 +329,7 @@ def test_a_nodes_name_and_status_never_overlap(server: DemoServer, browser: Any)
     retried = ticket(server, tenant="labels", wait=True)
     server.call(f"/runs/{retried}/retry", {})
     assert server.wait_status(retried, {"SUCCEEDED", "FAILED"}) == "SUCCEEDED"
-    path = "/graph-labels/long"
-    server.call(
-        "/workflows",
-        {
-            "name": "ui-long-labels",
-            "vertices": {
-                LONG_VERTEX: {"type": "GATEWAY", "config": {"url": f"{server.downstream}{path}"}},
-                "open-ticket": {
-                    "type": "GATEWAY",
-                    "dependsOn": [LONG_VERTEX],
-                    "config": {"url": f"{server.downstream}/items?count=1"},
-                },
-            },
-        },
-    )
-    server.script(path, {"status": 422, "body": {"error": "validation_failed"}})
-    answer = server.call("/workflows/ui-long-labels/runs", {"input": {}, "tenantId": "labels"})
-    long_run = str(answer["id"])
-    assert server.wait_status(long_run, {"FAILED", "SUCCEEDED"}) == "FAILED"
+    long_run = failed_long_vertex_run(server, "ui-long-labels", tenant="labels")
     server.call(f"/runs/{long_run}/retry", {})
     assert server.wait_status(long_run, {"SUCCEEDED", "FAILED"}) == "SUCCEEDED"
 

@@ -13,21 +13,21 @@ from typing import Any
 import pytest
 
 from tests.e2e.browser_harness import (
+    LONG_VERTEX,
     NARROW,
     DemoServer,
     chromium,
     eventually,
+    failed_long_vertex_run,
     opened,
     serve_demo,
     server_env,
     shoot,
     stop,
+    ticket,
 )
 
 pytestmark = pytest.mark.slow
-
-LONG_VERTEX = "reconcile-the-customer-ledger-with-the-billing-provider-mmmmmmmm"
-"""As long as a vertex id may be (64 characters), with wide letters at the end."""
 
 
 @pytest.fixture(scope="module")
@@ -52,13 +52,6 @@ def quick_downstream(server: DemoServer) -> Iterator[None]:
     server.latency(0)
     yield
     server.latency(0)
-
-
-def ticket(server: DemoServer, tenant: str, wait: bool = False) -> str:
-    """Submit a support-ticket run; its id."""
-    body = {"input": {"customerId": "cus_1", "subject": "hello"}, "tenantId": tenant}
-    answer = server.call(f"/workflows/support-ticket/runs{'?wait=true' if wait else ''}", body)
-    return str(answer.get("id") or answer["details"]["runId"])
 
 
 BUTTONS_JS = """(bar) => {
@@ -169,25 +162,7 @@ def test_the_steps_table_fits_a_phone(server: DemoServer, browser: Any) -> None:
     in its title too), the table scrolls neither the page nor itself sideways, and every
     other column shows, named and unclipped, on the screen, the error too. The timeline's
     shortened label names the step whole in its tooltip."""
-    path = "/run-page/long"
-    server.call(
-        "/workflows",
-        {
-            "name": "ui-run-page-long",
-            "vertices": {
-                LONG_VERTEX: {"type": "GATEWAY", "config": {"url": f"{server.downstream}{path}"}},
-                "open-ticket": {
-                    "type": "GATEWAY",
-                    "dependsOn": [LONG_VERTEX],
-                    "config": {"url": f"{server.downstream}/items?count=1"},
-                },
-            },
-        },
-    )
-    server.script(path, {"status": 422, "body": {"error": "validation_failed"}})
-    answer = server.call("/workflows/ui-run-page-long/runs", {"input": {}, "tenantId": "phone"})
-    run_id = str(answer["id"])
-    assert server.wait_status(run_id, {"FAILED", "SUCCEEDED"}) == "FAILED"
+    run_id = failed_long_vertex_run(server, "ui-run-page-long", tenant="phone")
 
     with opened(browser, f"{server.ui}#/runs/{run_id}") as (page, _):
         page.set_viewport_size(NARROW)
