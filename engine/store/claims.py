@@ -85,7 +85,8 @@ def _claim_update(candidates: Any) -> Any:
         .where(steps.c.id.in_(candidates))
         .values(
             status=StepStatus.RUNNING.value,
-            claim_token=bindparam("b_batch", type_=String) + cast(steps.c.id, String),  # new_batch
+            # `<batch>:<step id>`: the batch from `new_batch`, the id `claimed_step_ids` reads.
+            claim_token=bindparam("b_batch", type_=String) + cast(steps.c.id, String),
             lease_expires_at=bindparam("b_lease_until", type_=Float),
             attempts=steps.c.attempts + 1,
             started_at=func.coalesce(steps.c.started_at, bindparam("b_now", type_=Float)),

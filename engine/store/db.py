@@ -243,11 +243,8 @@ def _postgresql_query(url: URL) -> tuple[URL, dict[str, Any]]:
 def _ssl_from_sslmode(url: URL) -> URL:
     mode = url.query["sslmode"]
     if "ssl" in url.query or not isinstance(mode, str) or mode not in _SSL_MODES:
-        raise DatabaseURLError(
-            f"cannot use sslmode={mode!r} in {url.render_as_string(hide_password=True)}: "
-            f"give sslmode once, without ssl, as one of {', '.join(_SSL_MODES)}",
-            code="invalid_database_url",
-        )
+        fix = f"give sslmode once, without ssl, as one of {', '.join(_SSL_MODES)}"
+        raise _refuse(url, f"sslmode={mode!r}", fix)
     return url.difference_update_query(["sslmode"]).update_query_dict({"ssl": mode})
 
 

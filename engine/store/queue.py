@@ -31,7 +31,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
-from sqlalchemy import Select, case, func, select, update
+from sqlalchemy import ColumnElement, Select, and_, case, func, select, update
 
 from engine.store import children as fanout
 from engine.store import claims
@@ -166,12 +166,7 @@ class WorkQueue(StoreCore):
         token_list = list(tokens)
         if not token_list:
             return 0
-        live = (
-            steps.c.id.in_(claims.claimed_step_ids(token_list))
-            & steps.c.claim_token.in_(token_list)
-            & (steps.c.status == StepStatus.RUNNING.value)
-        )
-        return len(await self._requeue(live, GIVEN_BACK))
+        return len(await self._requeue(_held(token_list), GIVEN_BACK))
 
     async def requeue_expired(self) -> list[tuple[int, str, str]]:
         """Return RUNNING steps whose lease expired (their worker died) to READY.
@@ -300,18 +295,23 @@ class WorkQueue(StoreCore):
             await results_.steps_done(tx, [done])
 
 
+def _held(tokens: list[str]) -> ColumnElement[bool]:
+    """The RUNNING steps claimed with `tokens`, found by primary key (the ids the tokens
+    name), so that a renewal or a give-back reads its own claims, not every RUNNING step."""
+    return and_(
+        steps.c.id.in_(claims.claimed_step_ids(tokens)),
+        steps.c.claim_token.in_(tokens),
+        steps.c.status == StepStatus.RUNNING.value,
+    )
+
+
 def _live(tokens: list[str]) -> Select[Any]:
-    """The ids of the RUNNING steps claimed with `tokens`, locked, skipping rows locked right
-    now: such a row is being written by its owner (a flush, a spawner batch), and waiting for
-    it while holding other rows could deadlock with them. Found by primary key (the ids the
-    tokens name), so a renewal reads its own claims, not every RUNNING step."""
+    """The ids of the steps `_held` by `tokens`, locked, skipping rows locked right now: such
+    a row is being written by its owner (a flush, a spawner batch), and waiting for it while
+    holding other rows could deadlock with them."""
     return (
         select(steps.c.id)
-        .where(
-            steps.c.id.in_(claims.claimed_step_ids(tokens)),
-            steps.c.claim_token.in_(tokens),
-            steps.c.status == StepStatus.RUNNING.value,
-        )
+        .where(_held(tokens))
         .order_by(steps.c.id)
         .with_for_update(skip_locked=True)
     )

@@ -244,13 +244,13 @@ async def live_claims(
     ids = [r.step.step_id for r in results]
     query = dialect_of(conn).statement(_live_claims)
     rows = (await conn.execute(query, {"b_ids": ids, "b_tokens": tokens})).all()
-    live_claims = {(row.id, row.claim_token) for row in rows}
+    held = {(row.id, row.claim_token) for row in rows}
     live: list[StepResult] = []
     late: list[StepResult] = []
     for result in results:
         claim = (result.step.step_id, result.step.claim_token)
-        if claim in live_claims:
-            live_claims.discard(claim)
+        if claim in held:
+            held.discard(claim)
             live.append(result)
         else:
             late.append(result)

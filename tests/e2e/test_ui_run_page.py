@@ -137,10 +137,11 @@ def test_cancel_is_withdrawn_when_a_live_run_ends(server: DemoServer, browser: A
         shoot(page, "run-actions-live-ended")
 
 
-FIT_JS = """() => {
-  const section = document.querySelector('section[aria-labelledby="steps-title"]');
-  const wrap = section.querySelector('.table-wrap');
-  const cells = [...section.querySelectorAll('td')].filter((cell) => cell.offsetParent)
+FIT_JS = """([tableSelector, cellSelector]) => {
+  const table = document.querySelector(tableSelector);
+  const wrap = table.closest('.table-wrap');
+  const edge = wrap.getBoundingClientRect();
+  const cells = [...table.querySelectorAll(cellSelector)].filter((cell) => cell.offsetParent)
     .map((cell) => {
       const box = cell.getBoundingClientRect();
       return {
@@ -151,10 +152,11 @@ FIT_JS = """() => {
     });
   return {
     page: document.documentElement.scrollWidth, window: window.innerWidth,
-    table: wrap.scrollWidth, box: wrap.clientWidth, cells,
+    table: wrap.scrollWidth, box: wrap.clientWidth, left: edge.left, right: edge.right, cells,
   };
 }"""
-"""How wide the page and the steps table are against what shows of them, and each cell."""
+"""How wide the page and a table (`[table selector, cell selector]`) are against what shows of
+them, and each of the table's cells that is drawn."""
 
 
 def test_the_steps_table_fits_a_phone(server: DemoServer, browser: Any) -> None:
@@ -169,7 +171,7 @@ def test_the_steps_table_fits_a_phone(server: DemoServer, browser: Any) -> None:
         link = page.locator("table.steps").get_by_role("button", name=LONG_VERTEX)
         link.wait_for()
         page.locator(".live", has_text="up to date").wait_for()
-        fit = page.evaluate(FIT_JS)
+        fit = page.evaluate(FIT_JS, ["table.steps", "td"])
         shoot(page, "run-steps-long-id")
         assert fit["page"] <= fit["window"], fit
         assert fit["table"] <= fit["box"], {k: v for k, v in fit.items() if k != "cells"}
@@ -186,28 +188,6 @@ def test_the_steps_table_fits_a_phone(server: DemoServer, browser: Any) -> None:
         label = page.locator("svg.timeline .tl-label").first
         assert label.evaluate("(text) => text.firstChild.nodeValue").endswith("…")
         assert LONG_VERTEX in (label.locator("title").text_content() or "")
-
-
-ATTEMPTS_JS = """() => {
-  const table = document.querySelector('table.attempts');
-  const wrap = table.closest('.table-wrap');
-  const edge = wrap.getBoundingClientRect();
-  const cells = [...table.querySelectorAll('th, td')].filter((cell) => cell.offsetParent)
-    .map((cell) => {
-      const box = cell.getBoundingClientRect();
-      return {
-        text: cell.textContent, left: box.left, right: box.right, width: box.width,
-        clipped: cell.scrollWidth > cell.clientWidth + 1,
-        named: getComputedStyle(cell, '::before').content,
-      };
-    });
-  return {
-    page: document.documentElement.scrollWidth, window: window.innerWidth,
-    table: wrap.scrollWidth, box: wrap.clientWidth, left: edge.left, right: edge.right, cells,
-  };
-}"""
-"""How wide the page and the selected step's attempts table are against what shows of them,
-and each of its header and body cells that is drawn."""
 
 
 CLOSED_PORT = "http://127.0.0.1:9"
@@ -266,7 +246,7 @@ def test_every_attempts_column_shows_on_a_desktop(
     try:
         with opened(browser, f"{server.ui}#/runs/{run_id}") as (page, _):
             open_attempts(page)
-            fit = page.evaluate(ATTEMPTS_JS)
+            fit = page.evaluate(FIT_JS, ["table.attempts", "th, td"])
             shoot(page, f"run-attempts-{tenant}")
             assert fit["page"] <= fit["window"], fit
             assert fit["table"] <= fit["box"], {k: v for k, v in fit.items() if k != "cells"}
@@ -294,7 +274,7 @@ def test_the_attempts_table_fits_a_phone(
         with opened(browser, f"{server.ui}#/runs/{run_id}") as (page, _):
             page.set_viewport_size(NARROW)
             open_attempts(page)
-            fit = page.evaluate(ATTEMPTS_JS)
+            fit = page.evaluate(FIT_JS, ["table.attempts", "th, td"])
             shoot(page, f"run-attempts-{tenant}")
             assert fit["page"] <= fit["window"], fit
             assert fit["table"] <= fit["box"], {k: v for k, v in fit.items() if k != "cells"}

@@ -6,8 +6,10 @@ apart."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import time
 import uuid
+from collections.abc import AsyncIterator
 from pathlib import Path
 
 import pytest
@@ -60,47 +62,43 @@ async def test_application_name_and_options_reach_the_server(pg_database_url: st
         await watcher.dispose()
 
 
-async def test_connect_timeout_bounds_a_connect_to_a_silent_server() -> None:
+@contextlib.asynccontextmanager
+async def silent_server() -> AsyncIterator[tuple[int, list[asyncio.StreamWriter]]]:
+    """A loopback server that accepts connections and never answers the startup message: its
+    port, and the connections it accepted."""
     accepted: list[asyncio.StreamWriter] = []
 
     async def silent(_reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        accepted.append(writer)  # accepts, never answers the startup message
+        accepted.append(writer)
 
     server = await asyncio.start_server(silent, "127.0.0.1", 0)
-    port = server.sockets[0].getsockname()[1]
-    engines = db.create_engines(f"postgresql://u@127.0.0.1:{port}/db?connect_timeout=1")
-    started = time.monotonic()
     try:
-        with pytest.raises(TimeoutError):  # asyncpg's default would wait 60 s
-            async with engines.write.connect():
-                pass
-        assert time.monotonic() - started < 10
+        yield server.sockets[0].getsockname()[1], accepted
     finally:
-        await engines.dispose()
         server.close()
         for writer in accepted:
             writer.close()
             await writer.wait_closed()
         await server.wait_closed()
-    assert accepted  # the connect reached the server: the timeout, not a refusal, ended it
+
+
+async def test_connect_timeout_bounds_a_connect_to_a_silent_server() -> None:
+    async with silent_server() as (port, accepted):
+        engines = db.create_engines(f"postgresql://u@127.0.0.1:{port}/db?connect_timeout=1")
+        started = time.monotonic()
+        try:
+            with pytest.raises(TimeoutError):  # asyncpg's default would wait 60 s
+                async with engines.write.connect():
+                    pass
+            assert time.monotonic() - started < 10
+        finally:
+            await engines.dispose()
+        assert accepted  # the connect reached the server: the timeout, not a refusal, ended it
 
 
 async def test_a_server_that_never_answers_is_said_so_in_one_line() -> None:
-    accepted: list[asyncio.StreamWriter] = []
-
-    async def silent(_reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        accepted.append(writer)  # accepts, never answers the startup message
-
-    server = await asyncio.start_server(silent, "127.0.0.1", 0)
-    port = server.sockets[0].getsockname()[1]
-    try:
+    async with silent_server() as (port, _):
         refused = await refusal(f"postgresql://u:secret@127.0.0.1:{port}/db?connect_timeout=1")
-    finally:
-        server.close()
-        for writer in accepted:
-            writer.close()
-            await writer.wait_closed()
-        await server.wait_closed()
     message = str(refused)
     assert refused.code == "store_unavailable"
     assert "did not answer in time" in message and "connect_timeout" in message, message
