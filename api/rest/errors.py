@@ -67,6 +67,16 @@ HTTP_CODES: dict[int, str] = {
 
 INTERNAL_ERROR_MESSAGE = "an unexpected error occurred; it has been logged on the server"
 
+_PATTERNS_IN_WORDS: dict[str, str] = {}
+"""What each parameter `pattern` asks for, in words (`in_words`)."""
+
+
+def in_words(pattern: str, words: str) -> str:
+    """`pattern`, for a parameter's `pattern=`, with what it asks for in `words` ("8 to 32 hex
+    digits…"): a value it refuses is answered with those words, not the regular expression."""
+    _PATTERNS_IN_WORDS[pattern] = words
+    return pattern
+
 
 class ErrorBody(BaseModel):
     """The body of every error answer."""
@@ -105,12 +115,12 @@ def _pointer(parts: Iterable[Any]) -> str:
 def _validation_problem(error: dict[str, Any]) -> dict[str, Any]:
     loc: Sequence[Any] = error.get("loc", ())
     where, rest = (str(loc[0]), loc[1:]) if loc else ("body", ())
-    return {
-        "pointer": _pointer(rest),
-        "code": str(error.get("type", "invalid")),
-        "message": str(error.get("msg", "invalid value")),
-        "in": where,
-    }
+    message = str(error.get("msg", "invalid value"))
+    if error.get("type") == "string_pattern_mismatch":
+        words = _PATTERNS_IN_WORDS.get(str((error.get("ctx") or {}).get("pattern")))
+        message = f"should be {words}" if words else message
+    code = str(error.get("type", "invalid"))
+    return {"pointer": _pointer(rest), "code": code, "message": message, "in": where}
 
 
 async def _on_validation(request: Request, error: Exception) -> JSONResponse:

@@ -7,6 +7,7 @@ from typing import Annotated, Any
 
 from fastapi import Query
 
+from api.rest.errors import in_words
 from engine.operations.id_prefixes import ID_DIGITS, MAX_MATCHES, MIN_PREFIX_DIGITS, PREFIX_PATTERN
 
 
@@ -18,7 +19,10 @@ def prefix_query(noun: str) -> Any:
         max_length=ID_DIGITS + 4,
         # In the schema, so that what it accepts the operation accepts (hyphens anywhere: the
         # operation drops them before it reads the digits).
-        pattern=PREFIX_PATTERN,
+        pattern=in_words(
+            PREFIX_PATTERN,
+            f"{MIN_PREFIX_DIGITS} to {ID_DIGITS} hex digits of an id (0-9, a-f), hyphens allowed",
+        ),
         description=f"{MIN_PREFIX_DIGITS} to {ID_DIGITS} hex digits of a {noun} id, any case, "
         "with or without its hyphens (`3f2a9c1e`, as the monitor shows it).",
     )

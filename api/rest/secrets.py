@@ -17,14 +17,17 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from api.rest.auth import AdminDep
 from api.rest.deps import OperationsDep
-from api.rest.errors import error_responses
+from api.rest.errors import error_responses, in_words
 from engine.operations.secrets import MAX_TENANT_CHARS, MAX_VALUE_CHARS, MIN_VALUE_CHARS
 from engine.operations.secrets_views import SecretList, SecretRef, StoredSecret
 
 router = APIRouter(tags=["secrets"])
 
-NAME_PATTERN = r"^[A-Za-z_][A-Za-z0-9_]{0,127}$"
-TENANT_PATTERN = r"^\S(.*\S)?$"
+NAME_PATTERN = in_words(
+    r"^[A-Za-z_][A-Za-z0-9_]{0,127}$",
+    "a letter or _, then up to 127 letters, digits or _ (as {{ secrets.NAME }} writes it)",
+)
+TENANT_PATTERN = in_words(r"^\S(.*\S)?$", "a tenant id without spaces at its ends")
 """No surrounding spaces (the operations refuse them too)."""
 
 SecretName = Annotated[
