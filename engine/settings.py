@@ -23,6 +23,13 @@ def _env(name: str) -> AliasChoices:
     return AliasChoices(f"SCHEMABRIDGE_{name}", name)
 
 
+MAX_WORKER_CONCURRENCY = 4096
+"""The most steps in flight per worker process. A worker holds up to twice that in claims
+(executing, and executed but not yet recorded), and renewing or giving back its claims binds
+two values per claim in one statement: 8,192 claims x 2 stays well under the 32,766 values
+SQLite and asyncpg accept. More throughput comes from more worker processes."""
+
+
 class Settings(BaseSettings):
     model_config = SettingsConfigDict(extra="ignore", populate_by_name=True)
 
@@ -47,8 +54,10 @@ class Settings(BaseSettings):
     """GATEWAY timeout meant for a run behind a synchronous REST wait; no front door gives a
     run this tier yet. Default 15 s."""
 
-    worker_concurrency: int = Field(default=64, ge=1, validation_alias=_env("WORKER_CONCURRENCY"))
-    """Steps in flight per worker process. Default 64."""
+    worker_concurrency: int = Field(
+        default=64, ge=1, le=MAX_WORKER_CONCURRENCY, validation_alias=_env("WORKER_CONCURRENCY")
+    )
+    """Steps in flight per worker process, 1 to `MAX_WORKER_CONCURRENCY`. Default 64."""
     claim_batch: int = Field(default=32, ge=1, validation_alias=_env("CLAIM_BATCH"))
     """Steps claimed per store round trip. Default 32."""
     lease_s: float = Field(default=30.0, gt=0, validation_alias=_env("LEASE_S"))

@@ -85,8 +85,15 @@ def _logging(service: str, level: str, fmt: str | None, *, access_log: bool = Fa
 
 
 def _settings(concurrency: int | None) -> Settings:
-    from engine.settings import Settings
+    from engine.settings import MAX_WORKER_CONCURRENCY, Settings
 
+    if concurrency is not None and not 1 <= concurrency <= MAX_WORKER_CONCURRENCY:
+        # A worker at 0 would start and never claim a step; past the maximum its lease
+        # renewals would not fit one statement (engine.settings.MAX_WORKER_CONCURRENCY).
+        raise usage.fail(
+            f"--concurrency {concurrency}: give a number of steps in flight from 1 to "
+            f"{MAX_WORKER_CONCURRENCY}; for more, start more worker processes"
+        )
     settings = Settings()
     if concurrency is not None:
         settings = settings.model_copy(update={"worker_concurrency": concurrency})

@@ -181,3 +181,17 @@ def test_client_options_before_the_command_say_where_they_go(sqlite: str) -> Non
     result = sb("--api-url", "http://127.0.0.1:9", "runs", "list", database=sqlite)
     one_line(result, 2, "No such option: --api-url", "it goes after the command")
     one_line(sb("--api-key", "k", "runs", "list", database=sqlite), 2, "SCHEMABRIDGE_API_KEY")
+
+
+@pytest.mark.parametrize("value", ["0", "-3", "4097"])
+def test_a_worker_concurrency_out_of_range(sqlite: str, value: str) -> None:
+    # At 0 a worker used to start and never claim a step; past 4,096 its lease renewals
+    # would no longer fit one statement.
+    for command in (("worker", f"--concurrency={value}"), ("serve", f"--concurrency={value}")):
+        result = sb(*command, database=sqlite)
+        one_line(result, 2, f"--concurrency {value}", "from 1 to 4096", "more worker processes")
+    result = run_cli(
+        ("worker",),
+        {"SCHEMABRIDGE_DATABASE_URL": sqlite, "SCHEMABRIDGE_WORKER_CONCURRENCY": value},
+    )
+    one_line(result, 2, "SCHEMABRIDGE_WORKER_CONCURRENCY")

@@ -7,9 +7,13 @@ from __future__ import annotations
 
 from typing import Any
 
-from sqlalchemy import text
+from sqlalchemy import insert, select, text
 
-from engine.store import claims, db, results
+from engine.settings import MAX_WORKER_CONCURRENCY
+from engine.store import Store, claims, db, results
+from engine.store.core import steps
+from schemas.clock import FakeClock
+from tests.conftest import Backend
 
 
 def test_a_token_names_its_step() -> None:
@@ -57,3 +61,45 @@ async def test_postgresql_reads_live_claims_by_primary_key(pg_database_url: str)
     )
     assert "step_pkey" in plan, plan
     assert "ix_step_running_lease" not in plan, plan
+
+
+async def test_a_worker_at_its_most_claims_renews_and_gives_them_back(backend: Backend) -> None:
+    """A worker holds up to twice its concurrency in claims; at the highest concurrency
+    allowed, every one of them is renewed, marked waiting and given back in one statement
+    each, on both databases (two bound values per claim: the step's id and its token)."""
+    most = 2 * MAX_WORKER_CONCURRENCY
+    clock = FakeClock()
+    store = await Store.open(backend.database_url, clock)
+    try:
+        batch = claims.new_batch()
+        rows = [
+            {
+                "id": i,
+                "run_id": f"r{i}",
+                "vertex_id": "a",
+                "tenant_id": "t",
+                "status": "RUNNING",
+                "deps_pending": 0,
+                "attempts": 1,
+                "auto_retries": 0,
+                "created_at": 0.0,
+                "not_before": 0.0,
+                "claim_token": f"{batch}{i}",
+                "lease_expires_at": clock.now() + 5,
+            }
+            for i in range(1, most + 1)
+        ]
+        async with store._engines.write.begin() as conn:
+            await conn.execute(insert(steps), rows)
+        tokens = [row["claim_token"] for row in rows]
+        assert await store.renew(tokens, lease_s=60) == most
+        await store.mark_admission_waits(dict.fromkeys(tokens, "api.example"), ())
+        async with store._engines.read.connect() as conn:
+            waiting = (
+                await conn.execute(select(steps.c.id).where(steps.c.wait_reason.is_not(None)))
+            ).all()
+            leases = set((await conn.execute(select(steps.c.lease_expires_at))).scalars())
+        assert (len(waiting), leases) == (most, {clock.now() + 60})
+        assert await store.give_back(tokens) == most
+    finally:
+        await store.close()
