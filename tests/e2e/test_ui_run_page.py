@@ -347,6 +347,28 @@ def test_the_children_table_fits_a_phone(server: DemoServer, browser: Any) -> No
         assert box is not None and box["x"] >= 0 and box["x"] + box["width"] <= NARROW["width"]
 
 
+def test_the_timeline_fits_a_phone(server: DemoServer, browser: Any) -> None:
+    """At 420 px the timeline of a run does not scroll sideways: every label and bar is on
+    the screen, its text at least 10 px tall, each step named in full up to 48 characters."""
+    run_id = failed_long_vertex_run(server, "ui-run-page-timeline", tenant="timeline-narrow")
+
+    with opened(browser, f"{server.ui}#/runs/{run_id}") as (page, _):
+        page.set_viewport_size(NARROW)
+        page.locator("svg.timeline .tl-bar").first.wait_for(state="attached")
+        page.locator(".live", has_text="up to date").wait_for()
+        timeline = page.evaluate(TIMELINE_JS)
+        shoot(page, "run-timeline-narrow")
+        assert timeline["wrap"] <= timeline["box"], timeline
+        for text in timeline["texts"]:
+            assert text["left"] >= 0 and text["right"] <= NARROW["width"], text
+            assert text["px"] >= 10, text
+        assert len(timeline["bars"]) == 1, timeline
+        for bar in timeline["bars"]:
+            assert bar["left"] >= 0 and bar["right"] <= NARROW["width"], bar
+        labels = [text["text"] for text in timeline["texts"]]
+        assert any(LONG_VERTEX[:40] in label for label in labels), labels
+
+
 def test_the_children_table_and_the_timeline_on_a_desktop(server: DemoServer, browser: Any) -> None:
     """At 1280 x 800 the Children table keeps its six columns under their headers, and the
     timeline its labels beside the bars, neither scrolling sideways."""
