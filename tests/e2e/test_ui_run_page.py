@@ -159,6 +159,16 @@ FIT_JS = """([tableSelector, cellSelector]) => {
 them, and each of the table's cells that is drawn."""
 
 
+def assert_fits_a_phone(fit: dict[str, Any]) -> None:
+    """What `FIT_JS` measured at 420 px scrolls neither the page nor its table sideways, and
+    each cell drawn is whole and on the screen."""
+    assert fit["page"] <= fit["window"], fit
+    assert fit["table"] <= fit["box"], {k: v for k, v in fit.items() if k != "cells"}
+    for cell in fit["cells"]:
+        assert cell["left"] >= 0 and cell["right"] <= NARROW["width"], cell
+        assert not cell["clipped"], cell
+
+
 def test_the_steps_table_fits_a_phone(server: DemoServer, browser: Any) -> None:
     """At 420 px a 64-character vertex id wraps inside its cell (its link names it whole,
     in its title too), the table scrolls neither the page nor itself sideways, and every
@@ -173,11 +183,7 @@ def test_the_steps_table_fits_a_phone(server: DemoServer, browser: Any) -> None:
         page.locator(".live", has_text="up to date").wait_for()
         fit = page.evaluate(FIT_JS, ["table.steps", "td"])
         shoot(page, "run-steps-long-id")
-        assert fit["page"] <= fit["window"], fit
-        assert fit["table"] <= fit["box"], {k: v for k, v in fit.items() if k != "cells"}
-        for cell in fit["cells"]:
-            assert cell["left"] >= 0 and cell["right"] <= NARROW["width"], cell
-            assert not cell["clipped"], cell
+        assert_fits_a_phone(fit)
         box = link.bounding_box()
         assert box is not None and box["x"] + box["width"] <= NARROW["width"], box
         assert link.get_attribute("title") == LONG_VERTEX
@@ -276,11 +282,7 @@ def test_the_attempts_table_fits_a_phone(
             open_attempts(page)
             fit = page.evaluate(FIT_JS, ["table.attempts", "th, td"])
             shoot(page, f"run-attempts-{tenant}")
-            assert fit["page"] <= fit["window"], fit
-            assert fit["table"] <= fit["box"], {k: v for k, v in fit.items() if k != "cells"}
-            for cell in fit["cells"]:
-                assert cell["left"] >= 0 and cell["right"] <= NARROW["width"], cell
-                assert not cell["clipped"], cell
+            assert_fits_a_phone(fit)
             named = {cell["named"] for cell in fit["cells"]}
             assert '"Next in"' in named and '"HTTP"' in named, named
     finally:
@@ -332,11 +334,7 @@ def test_the_children_table_fits_a_phone(server: DemoServer, browser: Any) -> No
         page.locator(".live", has_text="up to date").wait_for()
         fit = page.evaluate(FIT_JS, ["table.children-table", "td"])
         shoot(page, "run-children-narrow")
-        assert fit["page"] <= fit["window"], fit
-        assert fit["table"] <= fit["box"], {k: v for k, v in fit.items() if k != "cells"}
-        for cell in fit["cells"]:
-            assert cell["left"] >= 0 and cell["right"] <= NARROW["width"], cell
-            assert not cell["clipped"], cell
+        assert_fits_a_phone(fit)
         named = [cell["named"] for cell in fit["cells"][:5]]
         assert named == ['"Item"', '"Status"', '"Run"', '"Started"', '"Duration"'], named
         errors = [cell for cell in fit["cells"] if "HTTP 402" in cell["text"]]
