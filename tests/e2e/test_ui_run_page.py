@@ -159,6 +159,16 @@ FIT_JS = """([tableSelector, cellSelector]) => {
 them, and each of the table's cells that is drawn."""
 
 
+def assert_fits_a_phone(fit: dict[str, Any]) -> None:
+    """What `FIT_JS` measured at 420 px scrolls neither the page nor its table sideways, and
+    each cell drawn is whole and on the screen."""
+    assert fit["page"] <= fit["window"], fit
+    assert fit["table"] <= fit["box"], {k: v for k, v in fit.items() if k != "cells"}
+    for cell in fit["cells"]:
+        assert cell["left"] >= 0 and cell["right"] <= NARROW["width"], cell
+        assert not cell["clipped"], cell
+
+
 def test_the_steps_table_fits_a_phone(server: DemoServer, browser: Any) -> None:
     """At 420 px a 64-character vertex id wraps inside its cell (its link names it whole,
     in its title too), the table scrolls neither the page nor itself sideways, and every
@@ -173,11 +183,7 @@ def test_the_steps_table_fits_a_phone(server: DemoServer, browser: Any) -> None:
         page.locator(".live", has_text="up to date").wait_for()
         fit = page.evaluate(FIT_JS, ["table.steps", "td"])
         shoot(page, "run-steps-long-id")
-        assert fit["page"] <= fit["window"], fit
-        assert fit["table"] <= fit["box"], {k: v for k, v in fit.items() if k != "cells"}
-        for cell in fit["cells"]:
-            assert cell["left"] >= 0 and cell["right"] <= NARROW["width"], cell
-            assert not cell["clipped"], cell
+        assert_fits_a_phone(fit)
         box = link.bounding_box()
         assert box is not None and box["x"] + box["width"] <= NARROW["width"], box
         assert link.get_attribute("title") == LONG_VERTEX
@@ -276,12 +282,107 @@ def test_the_attempts_table_fits_a_phone(
             open_attempts(page)
             fit = page.evaluate(FIT_JS, ["table.attempts", "th, td"])
             shoot(page, f"run-attempts-{tenant}")
-            assert fit["page"] <= fit["window"], fit
-            assert fit["table"] <= fit["box"], {k: v for k, v in fit.items() if k != "cells"}
-            for cell in fit["cells"]:
-                assert cell["left"] >= 0 and cell["right"] <= NARROW["width"], cell
-                assert not cell["clipped"], cell
+            assert_fits_a_phone(fit)
             named = {cell["named"] for cell in fit["cells"]}
             assert '"Next in"' in named and '"HTTP"' in named, named
     finally:
         server.call(f"/runs/{run_id}/cancel", {})
+
+
+def fan_out_run(server: DemoServer, tenant: str, size: int = 12, declined: int = 3) -> str:
+    """A run of `nightly-subscription-renewals` over `size` subscriptions, the charge of
+    subscription `declined` declined (402), so one child FAILED with an error; its id, once
+    it has ended."""
+    server.script(
+        f"/billing/subscriptions/{declined}/charges",
+        {"status": 402, "body": {"error": "card_declined", "message": "The card was declined."}},
+    )
+    body = {"input": {"batchSize": size, "renewalDate": "2025-07-01"}, "tenantId": tenant}
+    run_id = str(server.call("/workflows/nightly-subscription-renewals/runs", body)["id"])
+    server.wait_status(run_id, {"SUCCEEDED", "FAILED", "CANCELLED"})
+    return run_id
+
+
+TIMELINE_JS = """() => {
+  const wrap = document.querySelector('.timeline-wrap');
+  const svg = [...wrap.querySelectorAll('svg.timeline')].find((s) => s.getClientRects().length);
+  const scale = svg.getBoundingClientRect().width / svg.viewBox.baseVal.width;
+  const texts = [...svg.querySelectorAll('text')].map((t) => {
+    const box = t.getBoundingClientRect();
+    return { text: t.firstChild.nodeValue, left: box.left, right: box.right,
+             px: parseFloat(getComputedStyle(t).fontSize) * scale };
+  });
+  const bars = [...svg.querySelectorAll('.tl-bar')].map((b) => {
+    const box = b.getBoundingClientRect();
+    return { left: box.left, right: box.right };
+  });
+  return { wrap: wrap.scrollWidth, box: wrap.clientWidth, texts, bars };
+}"""
+"""How wide the shown timeline is against its box, and where its texts and bars are drawn
+(their font size in CSS pixels as shown)."""
+
+
+def test_the_children_table_fits_a_phone(server: DemoServer, browser: Any) -> None:
+    """At 420 px the Children table of a fan-out scrolls neither the page nor itself
+    sideways: each child is a block, every column (Duration too) named beside its value, none
+    cut or off screen, a failed child's error on its own lines."""
+    run_id = fan_out_run(server, "children-narrow")
+
+    with opened(browser, f"{server.ui}#/runs/{run_id}") as (page, _):
+        page.set_viewport_size(NARROW)
+        page.locator(".children-table tbody tr").nth(11).wait_for()
+        page.locator(".live", has_text="up to date").wait_for()
+        fit = page.evaluate(FIT_JS, ["table.children-table", "td"])
+        shoot(page, "run-children-narrow")
+        assert_fits_a_phone(fit)
+        named = [cell["named"] for cell in fit["cells"][:5]]
+        assert named == ['"Item"', '"Status"', '"Run"', '"Started"', '"Duration"'], named
+        errors = [cell for cell in fit["cells"] if "HTTP 402" in cell["text"]]
+        assert len(errors) == 1, [cell["text"] for cell in fit["cells"]]
+        assert errors[0]["width"] > NARROW["width"] / 2, errors[0]
+        duration = page.locator("table.children-table td[data-label=Duration]").first
+        box = duration.bounding_box()
+        assert box is not None and box["x"] >= 0 and box["x"] + box["width"] <= NARROW["width"]
+
+
+def test_the_timeline_fits_a_phone(server: DemoServer, browser: Any) -> None:
+    """At 420 px the timeline of a run does not scroll sideways: every label and bar is on
+    the screen, its text at least 10 px tall, each step named in full up to 48 characters."""
+    run_id = failed_long_vertex_run(server, "ui-run-page-timeline", tenant="timeline-narrow")
+
+    with opened(browser, f"{server.ui}#/runs/{run_id}") as (page, _):
+        page.set_viewport_size(NARROW)
+        page.locator("svg.timeline .tl-bar").first.wait_for(state="attached")
+        page.locator(".live", has_text="up to date").wait_for()
+        timeline = page.evaluate(TIMELINE_JS)
+        shoot(page, "run-timeline-narrow")
+        assert timeline["wrap"] <= timeline["box"], timeline
+        for text in timeline["texts"]:
+            assert text["left"] >= 0 and text["right"] <= NARROW["width"], text
+            assert text["px"] >= 10, text
+        assert len(timeline["bars"]) == 1, timeline
+        for bar in timeline["bars"]:
+            assert bar["left"] >= 0 and bar["right"] <= NARROW["width"], bar
+        labels = [text["text"] for text in timeline["texts"]]
+        assert any(LONG_VERTEX[:40] in label for label in labels), labels
+
+
+def test_the_children_table_and_the_timeline_on_a_desktop(server: DemoServer, browser: Any) -> None:
+    """At 1280 x 800 the Children table keeps its six columns under their headers, and the
+    timeline its labels beside the bars, neither scrolling sideways."""
+    run_id = fan_out_run(server, "children-wide", declined=4)
+
+    with opened(browser, f"{server.ui}#/runs/{run_id}") as (page, _):
+        page.locator(".children-table tbody tr").nth(11).wait_for()
+        page.locator(".live", has_text="up to date").wait_for()
+        fit = page.evaluate(FIT_JS, ["table.children-table", "th"])
+        timeline = page.evaluate(TIMELINE_JS)
+        assert fit["table"] <= fit["box"], fit
+        headers = [cell["text"] for cell in fit["cells"]]
+        assert headers == ["Item", "Status", "Run", "Started", "Duration", "Error"], headers
+        first = page.locator("table.children-table tbody tr").first.bounding_box()
+        assert first is not None and first["height"] < 60, first
+        assert timeline["wrap"] <= timeline["box"], timeline
+        # The labels are beside the bars, left of them all.
+        label = timeline["texts"][0]
+        assert label["right"] < min(bar["left"] for bar in timeline["bars"]), timeline

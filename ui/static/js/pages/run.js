@@ -120,7 +120,7 @@ function stepsTable(detail, select) {
     { class: "table-wrap" },
     h(
       "table",
-      { class: "steps" },
+      { class: "steps row-blocks" },
       h("caption", { class: "sr-only" }, "Steps"),
       h("thead", {}, h("tr", {}, ["Step", "Type", "Status", "Executions", "Duration", "Error"].map((t) => h("th", { scope: "col" }, t)))),
       h(

@@ -40,7 +40,7 @@ export class ChildrenList {
         { class: "table-wrap" },
         h(
           "table",
-          { class: "children-table" },
+          { class: "children-table row-blocks" },
           h("thead", {}, h("tr", {}, ["Item", "Status", "Run", "Started", "Duration", "Error"].map((t) => h("th", { scope: "col" }, t)))),
           this.body,
         ),
@@ -72,11 +72,13 @@ export class ChildrenList {
       h(
         "tr",
         { class: run.status === "FAILED" ? "row-failed" : null },
-        h("td", {}, String(run.itemIndex)),
-        h("td", {}, badge(run.status)),
-        h("td", {}, h("a", { href: `#/runs/${encodeURIComponent(run.id)}`, class: "mono" }, shortId(run.id))),
-        h("td", {}, time(run.startedAt)),
-        h("td", {}, duration(elapsed(run.startedAt, run.endedAt))),
+        // On a phone each child is a block, its cells side by side, each named by its
+        // `data-label`, and its error under them (style.css, 'phones').
+        h("td", { "data-label": "Item" }, String(run.itemIndex)),
+        h("td", { "data-label": "Status" }, badge(run.status)),
+        h("td", { "data-label": "Run" }, h("a", { href: `#/runs/${encodeURIComponent(run.id)}`, class: "mono" }, shortId(run.id))),
+        h("td", { "data-label": "Started" }, time(run.startedAt)),
+        h("td", { "data-label": "Duration" }, duration(elapsed(run.startedAt, run.endedAt))),
         h("td", { class: "error-line" }, errorSummary(run.error)),
       ),
     );

@@ -1,39 +1,48 @@
 // The waterfall of a run's steps: one row per step from its start to its end (or now), each
 // HTTP attempt drawn inside it from the attempt's log line (its end and duration), so retries
 // and the gaps of redispatches show; a step still waiting shows until when.
+//
+// It is drawn twice, and style.css shows one: on a desktop each step's label is beside its
+// bar; on a phone (style.css, 'phones') a narrower drawing puts the label above the bar, so
+// both keep to the screen, at a readable size, without scrolling sideways.
 
 import { h, s } from "../dom.js";
 import { duration, exact, plural, statusIcon, statusWord } from "../format.js";
 
-const ROW = 26;
-const LABEL = 150;
-const WIDTH = 900;
+/** Where a drawing puts things: its width, where the bars start, a row's height, a label's
+ * longest length and the top of its text and of its bar within the row. */
+const WIDE = { name: "wide", width: 900, left: 150, row: 26, chars: 22, text: 15, bar: 4 };
+const NARROW = { name: "narrow", width: 380, left: 4, row: 38, chars: 48, text: 13, bar: 18 };
 
 export function timeline(detail, nowS = Date.now() / 1000) {
   const steps = detail.steps.filter((step) => step.startedAt !== null && step.startedAt !== undefined);
   if (!steps.length) return h("p", { class: "muted" }, "No step has started yet.");
+  return h("div", { class: "timeline-wrap" }, draw(detail, steps, nowS, WIDE), draw(detail, steps, nowS, NARROW));
+}
+
+function draw(detail, steps, nowS, at) {
   const start = Math.min(detail.createdAt, ...steps.map((step) => step.startedAt));
   const end = Math.max(...steps.map((step) => step.endedAt ?? nowS), detail.endedAt ?? 0, start + 0.001);
   const span = end - start;
-  const plot = WIDTH - LABEL - 10;
-  const x = (t) => LABEL + (plot * (t - start)) / span;
+  const plot = at.width - at.left - 10;
+  const x = (t) => at.left + (plot * (t - start)) / span;
   const svg = s("svg", {
-    class: "timeline",
-    viewBox: `0 0 ${WIDTH} ${steps.length * ROW + 24}`,
+    class: `timeline timeline-${at.name}`,
+    viewBox: `0 0 ${at.width} ${steps.length * at.row + 24}`,
     role: "img",
     "aria-label": `Timeline of ${plural(steps.length, "step")} over ${duration(span)}`,
   });
   steps.forEach((step, i) => {
-    const y = i * ROW + 4;
+    const y = i * at.row + 4;
     const status = step.status.toLowerCase();
     const stepEnd = step.endedAt ?? nowS;
     const label = `${statusIcon(step.status)} ${step.vertexId}`;
-    // A long id is shortened to fit beside the bars; its tooltip names it whole.
-    const shown = label.length > 22 ? `${label.slice(0, 21)}…` : label;
-    svg.append(s("text", { x: 4, y: y + 15, class: "tl-label" }, shown, shown === label ? null : s("title", {}, step.vertexId)));
+    // A long id is shortened to fit beside (or above) the bars; its tooltip names it whole.
+    const shown = label.length > at.chars ? `${label.slice(0, at.chars - 1)}…` : label;
+    svg.append(s("text", { x: 4, y: y + at.text, class: "tl-label" }, shown, shown === label ? null : s("title", {}, step.vertexId)));
     const bar = s("rect", {
       x: x(step.startedAt),
-      y: y + 4,
+      y: y + at.bar,
       width: Math.max(2, x(stepEnd) - x(step.startedAt)),
       height: 14,
       rx: 2,
@@ -53,7 +62,7 @@ export function timeline(detail, nowS = Date.now() / 1000) {
       const a1 = x(attempt.at);
       const mark = s("rect", {
         x: a0,
-        y: y + 7,
+        y: y + at.bar + 3,
         width: Math.max(2, a1 - a0),
         height: 8,
         class: attempt.error || (attempt.httpStatus && attempt.httpStatus >= 400) || attempt.refused ? "tl-attempt bad" : "tl-attempt",
@@ -63,11 +72,12 @@ export function timeline(detail, nowS = Date.now() / 1000) {
       svg.append(mark);
     }
     if (step.notBefore && step.notBefore > nowS && ["READY", "PARKED"].includes(step.status)) {
-      svg.append(s("line", { x1: x(nowS), x2: Math.min(WIDTH - 4, x(nowS) + 30), y1: y + 11, y2: y + 11, class: "tl-wait" }));
+      const y1 = y + at.bar + 7;
+      svg.append(s("line", { x1: x(nowS), x2: Math.min(at.width - 4, x(nowS) + 30), y1, y2: y1, class: "tl-wait" }));
     }
   });
-  const axis = steps.length * ROW + 16;
-  svg.append(s("text", { x: LABEL, y: axis, class: "tl-axis" }, exact(start).slice(11)));
-  svg.append(s("text", { x: WIDTH - 10, y: axis, class: "tl-axis", "text-anchor": "end" }, `+${duration(span)}`));
-  return h("div", { class: "timeline-wrap" }, svg);
+  const axis = steps.length * at.row + 16;
+  svg.append(s("text", { x: at.left, y: axis, class: "tl-axis" }, exact(start).slice(11)));
+  svg.append(s("text", { x: at.width - 10, y: axis, class: "tl-axis", "text-anchor": "end" }, `+${duration(span)}`));
+  return svg;
 }
