@@ -166,6 +166,7 @@ class Runtime:
             admission_wait_s=s.admission_wait_s,
             notify=self.wakeup.notify,
             secret_cipher=self.secret_cipher,
+            run_changed=self.run_events.changed,
         )
 
     def worker(self, config: WorkerConfig | None = None) -> Worker:

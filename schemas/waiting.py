@@ -33,6 +33,10 @@ class WaitReason(StrEnum):
     ADMISSION_WAIT = "admission_wait"
     """The step is running and waits for an admission slot of its destination (its AIMD limit
     or cap is reached); seen by the lease renewer, so up to a third of a lease late."""
+    RETRY_BACKOFF = "retry_backoff"
+    """The step is running and sleeps before its next in-process HTTP attempt (a retry of a
+    5xx, a 429, a timeout or an I/O error); written when a wait of 1 s or more starts, with the
+    attempts so far. Its `until` (the next attempt) comes from the last attempt's log line."""
     STORE_UNAVAILABLE = "store_unavailable"
     """A transient database error interrupted the step; it runs again in 1 s."""
     COORDINATION_UNAVAILABLE = "coordination_unavailable"

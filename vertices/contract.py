@@ -36,6 +36,16 @@ async def _discard_log(level: str, message: str, data: dict[str, Any]) -> None:
     return None
 
 
+RetryWaitFn = Callable[[float, str], Awaitable[None]]
+"""`await retry_wait(wait_s, message)` says the step now sleeps `wait_s` before its next
+in-process attempt, for `message`'s reason; the engine may record it (the wait goes on either
+way)."""
+
+
+async def _ignore_retry_wait(wait_s: float, message: str) -> None:
+    return None
+
+
 @dataclass(frozen=True)
 class StepContext:
     """Everything a vertex may know about the step it executes."""
@@ -52,6 +62,8 @@ class StepContext:
     idempotency_key: str = ""
     """Stable across attempts of this step: derived from run id and vertex id."""
     log: LogFn = field(default=_discard_log)
+    retry_wait: RetryWaitFn = field(default=_ignore_retry_wait)
+    """Called by a GATEWAY step before it sleeps between attempts, after logging the attempt."""
     redactor: Redactor = field(default_factory=Redactor)
     """Values the step must not record: its secrets, and what the vertex adds (a URL's
     password). The engine redacts everything the step records with it; a vertex uses it

@@ -15,7 +15,9 @@ transport's own timeouts only bound connecting and each read. After an attempt:
   parse, undecodable) → `invalid_response` at once; a request that cannot be sent →
   `invalid_config`.
 
-Every attempt is written to the run log (status, duration, error, the wait before the next).
+Every attempt is written to the run log (status, duration, error, the wait before the next);
+before each wait between attempts the step tells `ctx.retry_wait`, so the engine can show the
+wait and the attempts so far while it lasts (docs/architecture.md, 'Why a step waits').
 Admission plugs in through `CallGuard`, called around every attempt.
 """
 
@@ -353,6 +355,15 @@ async def _log_attempt(
     await ctx.log(level, message, data)
 
 
+def _retry_message(request: GatewayRequest, attempt: _Attempt, position: tuple[int, int]) -> str:
+    """What a wait before the next attempt is for (`position`: the next attempt's number, of)."""
+    number, max_attempts = position
+    return (
+        f"retrying {request.method} {request.url_for_log} after {_describe(attempt)} "
+        f"(attempt {number}/{max_attempts})"
+    )
+
+
 async def _log_refusal(
     ctx: StepContext, request: GatewayRequest, number: int, refused: StepFailure
 ) -> None:
@@ -438,6 +449,9 @@ async def execute(
             rng=rng,
         )
         await _log_attempt(ctx, "warning", request, attempt, position=position, wait_s=wait_s)
+        await ctx.retry_wait(
+            wait_s, _retry_message(request, attempt, (number + 1, policy.max_attempts))
+        )
         await sleep(wait_s)
     # Unreachable: the last attempt either returns or raises above.
     raise StepFailure(FailureKind.INTERNAL_ERROR, "the retry loop ended without an outcome")

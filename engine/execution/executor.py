@@ -17,7 +17,7 @@ import dataclasses
 import logging
 import random
 import traceback
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -78,6 +78,11 @@ SECRET_NAMES_CACHED = 4_096
 versions are immutable). Walking a config costs about 10 µs, a tenth of a call's client CPU."""
 
 
+RETRY_WAIT_SHOWN_S = 1.0
+"""The shortest in-process retry wait a step records while it lasts: a shorter one is over
+before anyone could read it (the monitor redraws every second or two), so it costs no write."""
+
+
 def _transient(exc: SQLAlchemyError) -> bool:
     """Errors that another try may not meet: not the data's fault (integrity, data, SQL)."""
     if isinstance(exc, IntegrityError | DataError | ProgrammingError):
@@ -98,10 +103,40 @@ class StepLog:
     redactor: Redactor = field(default_factory=Redactor)
     """The values this step must not record (its secrets, a URL's password)."""
 
+    store: Store | None = None
+    """Where `retry_wait` shows a wait (None: nowhere; the lines go with the result)."""
+    changed: Callable[[Iterable[str]], Awaitable[None]] | None = None
+    """Tells watchers of the step's run (and its parent) that it changed."""
+    written: int = 0
+    """How many of `lines` `retry_wait` has written already (the result writes the rest)."""
+
     async def __call__(self, level: str, message: str, data: dict[str, Any]) -> None:
         self.lines.append(
             LogLine(self.step.run_id, level, message, self.step.vertex_id, data, self.clock.now())
         )
+
+    async def retry_wait(self, wait_s: float, message: str) -> None:
+        """Show a wait before the step's next in-process attempt while it lasts: one write of
+        the wait reason and the lines not written yet, only while the claim is live."""
+        if self.store is None or wait_s < RETRY_WAIT_SHOWN_S:
+            return
+        lines = self.lines[self.written :]
+        if self.redactor:
+            lines = [_redacted_line(line, self.redactor) for line in lines]
+            message = self.redactor.text(message)
+        step = self.step
+        try:
+            shown = await self.store.show_retry_wait(step.claim_token, lines, message)
+        except SQLAlchemyError as exc:
+            # Showing the wait is a courtesy: the attempts go on, their lines with the result.
+            logger.warning(
+                "retry wait of %s/%s not shown: %s", step.run_id, step.vertex_id, type(exc).__name__
+            )
+            return
+        if shown:
+            self.written = len(self.lines)
+            if self.changed is not None:
+                await self.changed([step.run_id, *filter(None, [step.parent_run_id])])
 
 
 @dataclass(frozen=True)
@@ -131,6 +166,8 @@ class ExecutorDeps:
     """The secrets each GATEWAY vertex references (see `SECRET_NAMES_CACHED`)."""
     admission_waits: AdmissionWaits = field(default_factory=AdmissionWaits)
     """The steps waiting for an admission slot now (the worker's lease renewer records them)."""
+    run_changed: Callable[[Iterable[str]], Awaitable[None]] | None = None
+    """Tells watchers of these runs that they changed (a step started a retry wait)."""
 
 
 async def execute(
@@ -138,11 +175,19 @@ async def execute(
 ) -> tuple[StepResult, list[LogLine]]:
     """Run `step` to an outcome. Never raises (except cancellation). What it returns is
     redacted (see the module docstring)."""
-    log = StepLog(step, deps.clock, tenant_item_taken=step.tenant_item_taken)
+    log = StepLog(
+        step,
+        deps.clock,
+        tenant_item_taken=step.tenant_item_taken,
+        store=deps.store,
+        changed=deps.run_changed,
+    )
     result = await _execute(step, workflow, deps, log)
+    # The lines a retry wait wrote already are not written again.
+    unwritten = log.lines[log.written :] if log.written else log.lines
     if not log.redactor:
-        return result, log.lines
-    lines = [_redacted_line(line, log.redactor) for line in log.lines]
+        return result, unwritten
+    lines = [_redacted_line(line, log.redactor) for line in unwritten]
     return _redacted(result, log.redactor), lines
 
 
@@ -252,6 +297,7 @@ async def _dispatch(
         timeout_tier=TimeoutTier(step.timeout_tier),
         idempotency_key=scheduler.idempotency_key(step.run_id, step.vertex_id),
         log=log,
+        retry_wait=log.retry_wait,
         redactor=log.redactor,
     )
     if isinstance(vertex, GatewayVertex):

@@ -32,6 +32,7 @@ from engine.store.listing import LogRecord
 from engine.store.models import TERMINAL_RUN_STATUSES, StepStatus
 from engine.store.records import RunHeader, RunRecord, StepRecord, WaitingGroup
 from schemas.definitions import Workflow
+from schemas.waiting import WaitReason
 
 _TERMINAL = frozenset(s.value for s in TERMINAL_RUN_STATUSES)
 
@@ -136,12 +137,22 @@ def _counts(step: StepRecord) -> SpawnerCounts | None:
 _WAITING_STATUSES = frozenset({StepStatus.READY.value, StepStatus.RUNNING.value})
 
 
-def waiting_view(step: StepRecord) -> WaitingView | None:
+def waiting_view(
+    step: StepRecord, history: list[AttemptView] | None = None, now: float | None = None
+) -> WaitingView | None:
     """Why the step waits: only a READY step (parked, redispatched; due at `not_before`) or a
-    RUNNING one (waiting in-process) waits; any other status has ended or holds."""
+    RUNNING one (waiting in-process) waits; any other status has ended or holds. A RUNNING
+    step's retry wait is due when its last attempt said (`at + retryInMs`, given `history`);
+    after `now` it is over (the next attempt runs; its result or next wait clears the row)."""
     if step.wait_reason is None or step.status not in _WAITING_STATUSES:
         return None
     until = step.not_before if step.status == StepStatus.READY.value else None
+    if step.wait_reason == WaitReason.RETRY_BACKOFF.value and history:
+        last = history[-1]
+        if last.retry_in_ms is not None:
+            until = last.at + last.retry_in_ms / 1000
+            if now is not None and until <= now:
+                return None
     return WaitingView(reason=step.wait_reason, message=step.wait_message or "", until=until)
 
 
@@ -160,7 +171,9 @@ def fanout_view(counts: Mapping[str, int], waiting: Iterable[WaitingGroup]) -> F
     )
 
 
-def step_view(step: StepRecord, workflow: Workflow, history: list[AttemptView]) -> StepView:
+def step_view(
+    step: StepRecord, workflow: Workflow, history: list[AttemptView], now: float | None = None
+) -> StepView:
     vertex = workflow.vertices.get(step.vertex_id)
     return StepView(
         vertex_id=step.vertex_id,
@@ -175,7 +188,7 @@ def step_view(step: StepRecord, workflow: Workflow, history: list[AttemptView]) 
         started_at=step.started_at,
         ended_at=step.ended_at,
         children=_counts(step),
-        waiting=waiting_view(step),
+        waiting=waiting_view(step, history, now),
         history=history,
     )
 
@@ -188,8 +201,9 @@ def detail(
     lines: Iterable[LogRecord],
     restarts: list[str],
     fanout: FanoutProgress,
+    now: float | None = None,
 ) -> RunDetail:
-    """The whole view of one run."""
+    """The whole view of one run (`now`: when it is read, which ends a past retry wait)."""
     by_vertex = histories(lines)
     return RunDetail(
         **summary(run).model_dump(),
@@ -200,7 +214,7 @@ def detail(
         idempotency_key=client_key(run.idempotency_key),
         pinned_versions=run.pinned_versions,
         restarts=restarts,
-        steps=[step_view(s, workflow, by_vertex.get(s.vertex_id, [])) for s in steps],
+        steps=[step_view(s, workflow, by_vertex.get(s.vertex_id, []), now) for s in steps],
         fanout=fanout,
     )
 

@@ -280,6 +280,7 @@ class RunOperations:
             lines=await store.step_log_lines(run.id, limit=HISTORY_LINES),
             restarts=await store.restarts_of(run.id),
             fanout=await self._fanout(run.id),
+            now=self._runtime.clock.now(),
         )
 
     async def _fanout(self, run_id: str) -> FanoutProgress:

@@ -235,13 +235,14 @@ class WaitingView(View):
 
     reason: str
     """A `schemas.waiting.WaitReason` value: `tenant_rate_limit`, `backpressure`,
-    `payload_store`, `breaker_open`, `redispatch`, `admission_wait`, `store_unavailable`,
-    `coordination_unavailable`."""
+    `payload_store`, `breaker_open`, `redispatch`, `admission_wait`, `retry_backoff`,
+    `store_unavailable`, `coordination_unavailable`."""
     message: str
     """What to tell a person: the limit and how to raise it, the redispatch `n/max`, …"""
     until: float | None = None
-    """When the step is due again (epoch seconds); None while it waits inside its execution
-    (`admission_wait`)."""
+    """When the step is due again (epoch seconds): for `retry_backoff`, its next attempt (in
+    `StepView`, from its last attempt); None while it waits for an admission slot, and for
+    `retry_backoff` in `StepProgress` (it reads no log)."""
 
 
 class WaitingChildren(View):

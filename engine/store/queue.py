@@ -54,7 +54,7 @@ from engine.store.records import (
     StepResult,
     StepSucceeded,
 )
-from schemas.waiting import WaitReason
+from schemas.waiting import WAIT_MESSAGE_MAX_CHARS, WaitReason
 
 GIVEN_BACK = "claim given back: its worker stopped; step requeued"
 MAX_NESTING = 16
@@ -146,6 +146,29 @@ class WorkQueue(StoreCore):
                     )
                     .values(wait_reason=None, wait_message=None)
                 )
+
+    async def show_retry_wait(
+        self, claim_token: str, lines: Sequence[LogLine], message: str
+    ) -> bool:
+        """Record on the step claimed with `claim_token` that it sleeps before its next
+        in-process attempt (`retry_backoff`, `message`) and write its log `lines` so far, in
+        one transaction, so its attempts show while it waits (docs/architecture.md, 'Why a
+        step waits'). A claim that is no longer `_held` (the step id the token names, the
+        token, RUNNING: what a flush matches) changes nothing: returns False, and its lines
+        stay the caller's to write with its result."""
+        statement = (
+            update(steps)
+            .where(_held([claim_token]))
+            .values(
+                wait_reason=WaitReason.RETRY_BACKOFF.value,
+                wait_message=message[:WAIT_MESSAGE_MAX_CHARS],
+            )
+        )
+        async with self._engines.write.begin() as conn:
+            if (await conn.execute(statement)).rowcount != 1:
+                return False
+            await results_.insert_logs(conn, lines, self._clock.now())
+        return True
 
     async def with_parents(self, run_ids: Iterable[str]) -> set[str]:
         """`run_ids` and the parents of those that are child runs (one read by primary key)."""

@@ -3,6 +3,7 @@ are (asked for through the injected sleep AND seen by the server), and the final
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 import random
 import socket
@@ -265,3 +266,29 @@ async def test_full_jitter_draws_from_the_injected_rng(
     await gateway.execute(config, gateway_ctx(), client, FAST, sleep=sleep, rng=random.Random(42))
     expected = random.Random(42)
     assert sleep.waits == [expected.uniform(0, 1.0), expected.uniform(0, 2.0)]
+
+
+async def test_each_wait_between_attempts_is_told_after_its_attempt_is_logged(
+    downstream: RunningDownstream, client: HttpClient
+) -> None:
+    """`ctx.retry_wait` hears of every wait before it starts, once its attempt's line is
+    logged (the engine writes those lines with it); a first attempt that succeeds tells
+    nothing."""
+    downstream.script([503, {"status": 503, "retry_after": "2"}, 200, 200])
+    sleep, log = RecordingSleep(real=False), LogRecorder()
+    told: list[tuple[float, str, int]] = []
+
+    async def retry_wait(wait_s: float, message: str) -> None:
+        told.append((wait_s, message, len(log.lines)))
+
+    ctx = dataclasses.replace(gateway_ctx(log), retry_wait=retry_wait)
+    config = gateway_config(downstream.url, base_delay_ms=50, retry={"maxAttempts": 3})
+    await gateway.execute(config, ctx, client, FAST, sleep=sleep)
+    assert [(wait, lines) for wait, _, lines in told] == [(0.05, 1), (2.0, 2)]
+    assert [wait for wait, _, _ in told] == sleep.waits
+    url = downstream.url.rstrip("/")
+    assert told[0][1] == f"retrying GET {url} after 503 Service Unavailable (attempt 2/3)"
+    assert told[1][1].endswith("(attempt 3/3)")
+    told.clear()
+    await gateway.execute(config, ctx, client, FAST, sleep=sleep)
+    assert told == []

@@ -13,6 +13,7 @@ from urllib.parse import quote
 import pytest
 from cryptography.fernet import Fernet
 
+from demo.downstream import RunningDownstream
 from engine.operations import Operations
 from engine.runtime import Runtime
 from engine.secret_cipher import MAKE_KEY
@@ -21,6 +22,7 @@ from tests.conftest import Backend
 from tests.integration.dump_harness import dump_database, hits
 from tests.integration.echo_harness import Echo, echo_server
 from tests.integration.engine_harness import running_worker, settings_for, wait_for_run
+from tests.integration.test_step_waiting import eventually
 
 VALUE = "cnry_Q9v+Zt=Kx.7Lw~pA-5d1"
 KEY = Fernet.generate_key().decode()
@@ -189,3 +191,40 @@ async def test_a_literal_url_password_is_redacted_too(ops: Operations, echo: Ech
     assert "pa55-w0rd-9" not in recorded
     assert basic_credential("ops", "pa55-w0rd-9") not in recorded
     assert f"http://{host}/ok" in recorded  # the URL is logged, without its userinfo
+
+
+async def test_a_retry_wait_shown_while_it_lasts_is_redacted_too(
+    ops: Operations, downstream: RunningDownstream, backend: Backend
+) -> None:
+    """The lines and the wait message a retry wait writes before the step's result pass
+    through the step's redactor, as everything it records at the end does."""
+    await ops.secrets.set("acme", "TOKEN", VALUE, actor="cli")
+    downstream.script([{"status": 503, "retry_after": "2"}, 200])
+    document = {
+        "name": "secret-retry",
+        "vertices": {
+            "call": {
+                "type": "GATEWAY",
+                "config": {
+                    "url": f"{downstream.url}/retry/{{{{ secrets.TOKEN }}}}",
+                    "retry": {"maxAttempts": 2},
+                },
+            }
+        },
+    }
+    await ops.workflows.publish([document])
+    run_id = (await ops.runs.submit("secret-retry", {}, tenant_id="acme")).run.id
+
+    async def waiting() -> str | None:
+        (step,) = await ops.runtime.store.get_steps(run_id)
+        return step.wait_message
+
+    async with running_worker(ops.runtime):
+        message = await eventually(waiting, "the retry wait", timeout_s=10)
+        await wait_for_run(ops.runtime, run_id)
+    assert "/retry/***" in message and VALUE not in message
+    forms = {VALUE, quote(VALUE, safe="")}
+    dump = await dump_database(backend.database_url)
+    assert [hit for form in forms for hit in hits(dump, form)] == []
+    logs = await ops.runs.logs(run_id, limit=100)
+    assert [line.data.get("attempt") for line in logs.items if line.vertex_id] == [1, 2]

@@ -15,6 +15,7 @@ from demo.downstream_state import DownstreamConfig
 from engine.operations import Operations
 from engine.operations.views import StepView
 from engine.runtime import Runtime
+from engine.store.records import LogLine
 from schemas.definitions import Workflow
 from tests.conftest import Backend
 from tests.integration.engine_harness import running_worker, settings_for, start, wait_for_run
@@ -174,3 +175,54 @@ async def test_a_step_waiting_for_an_admission_slot_says_so_while_it_runs(
     assert step.waiting.until is None
     assert [r.status for r in runs] == ["SUCCEEDED", "SUCCEEDED"]
     assert all(r.steps[0].waiting is None for r in runs)
+
+
+async def test_a_step_waiting_to_retry_shows_its_attempts_and_when_the_next_is_due(
+    backend: Backend, downstream: RunningDownstream
+) -> None:
+    """A 503 with Retry-After: 3, then 200: while the step sleeps in-process its first attempt
+    and the retry's due time are in the store (one write as the wait starts); the end writes
+    the second attempt only, so the history holds each attempt once. A write for a claim
+    that is not live (a token naming the step, not its claim's) changes nothing."""
+    downstream.script([{"status": 503, "retry_after": "3"}, 200])
+    runtime = await Runtime.open(settings_for(backend))
+    ops = Operations(runtime)
+    try:
+        run_id = await start(runtime, [call(f"{downstream.url}/flaky")], {})
+
+        async def retry_wait() -> StepView | None:
+            step = await only_step(ops, run_id)
+            return step if step.waiting is not None and step.history else None
+
+        async with running_worker(runtime):
+            step = await eventually(retry_wait, "the step waiting to retry", timeout_s=10)
+            seen_at = time.time()
+            (progress,) = (await ops.runs.progress(run_id)).steps
+            (waiting,) = await runtime.store.get_steps(run_id)
+            stale = await runtime.store.show_retry_wait(
+                f"stale:{waiting.id}", [LogLine(run_id, "warning", "stale", "call")], "stale"
+            )
+            (unchanged,) = await runtime.store.get_steps(run_id)
+            done = await wait_for_run(runtime, run_id)
+        (record,) = await runtime.store.get_steps(run_id)
+        lines = await runtime.store.step_log_lines(run_id, limit=100)
+    finally:
+        await runtime.close()
+    assert step.status == "RUNNING" and step.waiting is not None
+    assert step.waiting.reason == "retry_backoff"
+    assert "attempt 2/2" in step.waiting.message and "503" in step.waiting.message
+    (first,) = step.history
+    assert (first.attempt, first.http_status, first.retry_in_ms) == (1, 503, 3000)
+    assert step.waiting.until == first.at + 3.0
+    assert step.waiting.until > seen_at
+    assert progress.waiting is not None and progress.waiting.reason == "retry_backoff"
+    assert stale is False
+    assert unchanged == waiting and waiting.wait_reason == "retry_backoff"
+    assert done.status == "SUCCEEDED"
+    (final,) = done.steps
+    assert final.waiting is None
+    assert [(a.attempt, a.http_status) for a in final.history] == [(1, 503), (2, 200)]
+    assert final.history[0] == first
+    assert [line.message for line in lines if line.message == "stale"] == []
+    assert [line.data.get("attempt") for line in lines] == [1, 2]
+    assert (record.wait_reason, record.wait_message) == (None, None)
