@@ -18,10 +18,11 @@ from __future__ import annotations
 # commands that need them, so `schemabridge --help` and `validate` start fast.
 import asyncio
 import contextlib
+import dataclasses
 import difflib
 import json
 import signal
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass
 from enum import StrEnum
 from pathlib import Path
@@ -41,6 +42,7 @@ if TYPE_CHECKING:
     from engine.runtime import Runtime
     from engine.settings import Settings
     from schemas.definitions import Workflow
+    from schemas.errors import Problem
 
 console = usage.stderr()
 
@@ -104,14 +106,33 @@ def load_workflows(files: list[Path], downstream_url: str | None = None) -> list
     try:
         return parse_documents(documents)
     except DefinitionError as exc:
-        _print_problems(exc)
-        raise typer.Exit(ExitCode.USAGE) from None
+        raise _problems("the workflow files", exc.problems) from None
 
 
-def _print_problems(error: DefinitionError) -> None:
-    for problem in error.problems:
-        where = f"{problem.source}:" if getattr(problem, "source", "") else ""
-        console.print(f"[red]{where}{problem.pointer or '/'}[/red] {problem.message}")
+def _problems(what: str, problems: Sequence[Problem], where: str = "") -> typer.Exit:
+    """One `error:` line saying how many problems `what` has, then one line each with its
+    JSON pointer (as a 422 from the API prints); the `Exit` to raise."""
+    count = f"{len(problems)} problem{'s' if len(problems) != 1 else ''}"
+    console.print(f"[red]error:[/red] {count} in {what}; fix them and run again")
+    for problem in problems:
+        source = where or problem.source
+        at = f"{source} {problem.pointer or '/'}" if source else problem.pointer or "/"
+        console.print(f"  {at}: {problem.message}", markup=False, highlight=False)
+    return typer.Exit(ExitCode.USAGE)
+
+
+def _by_workflow(problems: Sequence[Problem], workflows: Sequence[Workflow]) -> list[Problem]:
+    """Publication's problems point into the list of documents published (`/0/vertices/…`):
+    name the workflow instead, as the files do."""
+    named: list[Problem] = []
+    for problem in problems:
+        index, _, rest = problem.pointer.removeprefix("/").partition("/")
+        if index.isdigit() and int(index) < len(workflows):
+            name = workflows[int(index)].name
+            named.append(dataclasses.replace(problem, source=name, pointer=f"/{rest}"))
+        else:
+            named.append(problem)
+    return named
 
 
 def pick_workflow(workflows: list[Workflow], name: str | None) -> Workflow:
@@ -146,10 +167,8 @@ def check_input(workflow: Workflow, run_input: Any) -> None:
     from engine.validation import validate_input
 
     problems = validate_input(workflow, run_input)
-    for problem in problems:
-        console.print(f"[red]input{problem.pointer}[/red] {problem.message}")
     if problems:
-        raise typer.Exit(ExitCode.USAGE)
+        raise _problems(f"the input (the inputSchema of {workflow.name})", problems, "input")
 
 
 @contextlib.asynccontextmanager
@@ -289,8 +308,7 @@ async def execute_run(
                 )
             ).run
         except DefinitionError as error:  # what only publication checks (the egress policy)
-            _print_problems(error)
-            raise typer.Exit(ExitCode.USAGE) from None
+            raise _problems("the workflows", _by_workflow(error.problems, workflows)) from None
         except OperationError as error:
             if error.refusal is Refusal.UNAVAILABLE:
                 raise
@@ -415,13 +433,17 @@ def run(
         settings = settings.allowing_loopback()
     run_input = read_input(input)
     options = RunOptions(tenant=tenant, timeout_s=timeout)
+    # Files and input are checked before anything starts, so a mistake in them is the only
+    # thing said.
+    workflows = load_workflows(files)
+    target = pick_workflow(workflows, workflow)
+    check_input(target, run_input)
 
     async def go() -> tuple[str, RunDetail | Stopped, list[RunSummary]]:
         async with started_downstream(demo_downstream, demo_port) as url:
-            workflows = load_workflows(files, url)
-            target = pick_workflow(workflows, workflow)
-            check_input(target, run_input)
-            return await execute_run(workflows, target, run_input, settings, options)
+            calling = workflows if url is None else load_workflows(files, url)
+            chosen = pick_workflow(calling, target.name)
+            return await execute_run(calling, chosen, run_input, settings, options)
 
     try:
         run_id, outcome, failed = asyncio.run(go())

@@ -17,6 +17,7 @@ from engine.settings import Settings
 from vertices.egress import ALLOW_ENV, LOOPBACK_ALLOW
 
 ROOT = Path(__file__).resolve().parents[2]
+EXAMPLES = ROOT / "examples"
 SCHEMABRIDGE = str(Path(sys.executable).with_name("schemabridge"))
 
 
@@ -136,7 +137,10 @@ async def test_run_exit_codes(tmp_path: Path, downstream: RunningDownstream) -> 
 
     invalid_input = await asb("run", str(ok), "--input", '{"id": "seven"}', db=tmp_path / "c.db")
     assert invalid_input.returncode == 2
-    assert "input/id" in invalid_input.stderr
+    assert invalid_input.stderr.splitlines() == [
+        "error: 1 problem in the input (the inputSchema of lookup); fix them and run again",
+        "  input /id: id must be an integer, not a string.",
+    ]
 
     not_json = await asb("run", str(ok), "--input", "{nope", db=tmp_path / "d.db")
     assert not_json.returncode == 2 and "not valid JSON" in not_json.stderr
@@ -144,6 +148,50 @@ async def test_run_exit_codes(tmp_path: Path, downstream: RunningDownstream) -> 
     missing = await asb("run", str(ok), "--input", "@/nonexistent.json", db=tmp_path / "e.db")
     assert missing.returncode == 2 and "cannot read input file" in missing.stderr
     assert "Traceback" not in missing.stderr + not_json.stderr + invalid_input.stderr
+
+
+def test_run_checks_files_and_input_before_it_starts_anything(tmp_path: Path) -> None:
+    # A mistake in a file or in the input is the only thing said: no demo downstream is
+    # started first, and the first line says what is wrong, as every failure's does.
+    ticket = json.loads((EXAMPLES / "support-ticket.json").read_text())
+    ticket["vertices"]["lookup"]["type"] = "GATEWAAY"
+    typo = tmp_path / "typo.json"
+    typo.write_text(json.dumps(ticket))
+    bad_file = sb("run", str(typo), "--input", "{}", "--demo-downstream", db=tmp_path / "a.db")
+    assert bad_file.returncode == 2
+    assert bad_file.stderr.splitlines() == [
+        "error: 1 problem in the workflow files; fix them and run again",
+        f"  {typo} /vertices/lookup/type: type must be one of \"GATEWAY\", \"SPAWNER\" or "
+        '"MERGE"; got "GATEWAAY".',
+    ]
+    bad_input = sb(
+        "run",
+        str(EXAMPLES / "support-ticket.json"),
+        "--input",
+        '{"subject": "hi"}',
+        "--demo-downstream",
+        db=tmp_path / "b.db",
+    )
+    assert bad_input.returncode == 2
+    assert bad_input.stderr.splitlines() == [
+        "error: 1 problem in the input (the inputSchema of support-ticket); fix them and run "
+        "again",
+        '  input /: The input is missing the required field "customerId".',
+    ]
+    assert not (tmp_path / "a.db").exists() and not (tmp_path / "b.db").exists()
+    # What only publication checks names the workflow, not the published list's index.
+    refused = sb(
+        "run",
+        str(EXAMPLES / "support-ticket.json"),
+        "--input",
+        '{"customerId": "c-1", "subject": "hi"}',
+        db=tmp_path / "c.db",
+        egress_allow=None,
+    )
+    assert refused.returncode == 2
+    lines = refused.stderr.splitlines()
+    assert lines[0] == "error: 2 problems in the workflows; fix them and run again"
+    assert lines[1].startswith("  support-ticket /vertices/lookup/config/url: Egress denied")
 
 
 async def test_run_holds_calls_to_the_egress_policy(
