@@ -18,6 +18,7 @@ line with the fix, never a traceback (unless `--debug`).
 
 from __future__ import annotations
 
+import re
 import sys
 import traceback
 from dataclasses import dataclass
@@ -111,7 +112,25 @@ def _show_usage_error(self: UsageError, file: IO[Any] | None = None) -> None:
         message += (
             f"; it goes after the command (`schemabridge runs list {option} …`) or in {setting}"
         )
+    groups, name = _groups_with(self)
+    if len(groups) == 1:
+        message += f" Did you mean `{where} {groups[0]} {name}`?"
+    elif groups:
+        message += f" Did you mean `{where} GROUP {name}`, GROUP one of {', '.join(groups)}?"
     stderr().print(f"error: {message} (see `{where} --help`)", markup=False)
+
+
+def _groups_with(error: UsageError) -> tuple[list[str], str]:
+    """For an unknown command that groups one level down have (`schemabridge logs` →
+    `runs logs`), those groups and the command; no group when click suggested a command."""
+    message = error.format_message()
+    found = re.match(r"No such command '([^']+)'\.", message)
+    group = error.ctx.command if error.ctx is not None else None
+    if found is None or "Did you mean" in message or group is None:
+        return [], ""
+    name = found.group(1)
+    subs = sorted(getattr(group, "commands", {}).items())
+    return [sub_name for sub_name, sub in subs if name in getattr(sub, "commands", {})], name
 
 
 _CLIENT_OPTIONS = {"--api-url": "SCHEMABRIDGE_API_URL", "--api-key": "SCHEMABRIDGE_API_KEY"}

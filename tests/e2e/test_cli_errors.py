@@ -195,3 +195,17 @@ def test_a_worker_concurrency_out_of_range(sqlite: str, value: str) -> None:
         {"SCHEMABRIDGE_DATABASE_URL": sqlite, "SCHEMABRIDGE_WORKER_CONCURRENCY": value},
     )
     one_line(result, 2, "SCHEMABRIDGE_WORKER_CONCURRENCY")
+
+
+def test_a_command_of_a_group_typed_without_it(sqlite: str) -> None:
+    # `schemabridge logs RUN` is `runs logs`: the fix names the group (or the groups).
+    one_line(sb("logs", "abc", database=sqlite), 2, "Did you mean `schemabridge runs logs`?")
+    one_line(
+        sb("show", "abc", database=sqlite),
+        2,
+        "Did you mean `schemabridge GROUP show`, GROUP one of deployments, destinations, runs, ",
+    )
+    # Click's own suggestion stays when it has one, and nothing is made up otherwise.
+    click = one_line(sb("rusn", database=sqlite), 2, "Did you mean 'run', 'runs'?")
+    assert "GROUP" not in click
+    assert "Did you mean" not in one_line(sb("frobnicate", database=sqlite), 2, "No such command")

@@ -161,7 +161,7 @@ def test_run_checks_files_and_input_before_it_starts_anything(tmp_path: Path) ->
     assert bad_file.returncode == 2
     assert bad_file.stderr.splitlines() == [
         "error: 1 problem in the workflow files; fix them and run again",
-        f"  {typo} /vertices/lookup/type: type must be one of \"GATEWAY\", \"SPAWNER\" or "
+        f'  {typo} /vertices/lookup/type: type must be one of "GATEWAY", "SPAWNER" or '
         '"MERGE"; got "GATEWAAY".',
     ]
     bad_input = sb(
@@ -174,8 +174,7 @@ def test_run_checks_files_and_input_before_it_starts_anything(tmp_path: Path) ->
     )
     assert bad_input.returncode == 2
     assert bad_input.stderr.splitlines() == [
-        "error: 1 problem in the input (the inputSchema of support-ticket); fix them and run "
-        "again",
+        "error: 1 problem in the input (the inputSchema of support-ticket); fix them and run again",
         '  input /: The input is missing the required field "customerId".',
     ]
     assert not (tmp_path / "a.db").exists() and not (tmp_path / "b.db").exists()
