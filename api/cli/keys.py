@@ -64,6 +64,10 @@ def list_keys(
     if as_json or output is OutputFormat.JSON:
         print(json.dumps(listed.model_dump(by_alias=True)["items"], indent=2), flush=True)
         return
+    if not listed.items:
+        # The first thing a user with authentication on needs here is how to make one.
+        console.print("no keys yet: `schemabridge keys create --admin` (or --tenant T) makes one")
+        return
     table = Table(
         Column("id", no_wrap=True),
         "name",

@@ -32,6 +32,11 @@ def sb(env: dict[str, str], *args: str) -> subprocess.CompletedProcess[str]:
 
 
 def test_create_list_revoke(env: dict[str, str]) -> None:
+    # With no key yet, the list says how to make the first one (and JSON is an empty list).
+    none = sb(env, "list")
+    assert (none.returncode, none.stdout) == (0, "")
+    assert "no keys yet: `schemabridge keys create --admin`" in none.stderr
+    assert json.loads(sb(env, "list", "--json").stdout) == []
     admin = sb(env, "create", "--admin", "--name", "ops")
     assert admin.returncode == 0, admin.stderr
     secret = admin.stdout.strip()
