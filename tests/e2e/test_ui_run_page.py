@@ -386,3 +386,56 @@ def test_the_children_table_and_the_timeline_on_a_desktop(server: DemoServer, br
         # The labels are beside the bars, left of them all.
         label = timeline["texts"][0]
         assert label["right"] < min(bar["left"] for bar in timeline["bars"]), timeline
+
+
+LIVE_JS = """() => {
+  const live = document.querySelector('.page-head .live');
+  return { text: live.textContent, buttons: [...live.querySelectorAll('button')].map((b) => b.textContent) };
+}"""
+"""The words of the run page's live-update indicator, and of the buttons in it."""
+
+
+def test_an_ended_run_has_no_live_toggle(server: DemoServer, browser: Any) -> None:
+    """A run that ended (succeeded, failed) has nothing live to follow: the header says the
+    run ended, and offers no button there that could be read as resuming the run."""
+    succeeded = ticket(server, "ended-header", wait=True)
+    server.script("/helpdesk/tickets", {"status": 422, "body": {"error": "validation_failed"}})
+    failed = ticket(server, "ended-header", wait=True)
+    with opened(browser, f"{server.ui}#/runs/{succeeded}") as (page, _):
+        for run_id, word in [(succeeded, "succeeded"), (failed, "failed")]:
+            page.goto(f"{server.ui}#/runs/{run_id}")
+            page.locator("h1 .badge", has_text=word).wait_for()
+            page.locator(".live", has_text="up to date").wait_for()
+            shown = page.evaluate(LIVE_JS)
+            assert "run ended" in shown["text"], (word, shown)
+            assert shown["buttons"] == [], (word, shown)
+            assert "Resume" not in shown["text"], (word, shown)
+
+
+def test_the_live_toggle_says_it_is_about_updates(server: DemoServer, browser: Any) -> None:
+    """On a running run whose updates stopped (its event stream and then its reload failed),
+    the header's button says it resumes the page's updates, not the run; it takes the focus,
+    and Enter on it makes the page live again."""
+    server.latency(5_000)
+    run_id = ticket(server, "live-toggle")
+    try:
+        with opened(browser, "about:blank") as (page, found):
+            found.allowed_errors.append("Failed to load resource")
+            page.route(f"**/runs/{run_id}/events", lambda route: route.abort())
+            page.goto(f"{server.ui}#/runs/{run_id}")
+            page.locator(".live", has_text="live").wait_for()
+            page.route(f"**/runs/{run_id}", lambda route: route.abort())
+            page.locator(".live", has_text="paused").wait_for(timeout=15_000)
+            shown = page.evaluate(LIVE_JS)
+            assert shown["buttons"] == ["Resume updates"], shown
+            page.unroute(f"**/runs/{run_id}")
+            button = page.locator(".live button")
+            button.focus()
+            assert button.evaluate("(b) => document.activeElement === b")
+            page.keyboard.press("Enter")
+            page.locator(".live", has_text="● live").wait_for()
+            assert page.evaluate(LIVE_JS)["buttons"] == []
+    finally:
+        server.latency(0)
+        server.call(f"/runs/{run_id}/cancel", {})
+

@@ -283,7 +283,7 @@ export async function runPage(main, params, given) {
   const poller = new Poller(
     async () => {
       await reload();
-      return { running: !isEnded(), signature: JSON.stringify([detail.status, detail.fanout, detail.steps.map((s) => s.status)]) };
+      return { running: !isEnded(), ended: isEnded(), signature: JSON.stringify([detail.status, detail.fanout, detail.steps.map((s) => s.status)]) };
     },
     { intervalMs: 2000, indicator: live },
   );
@@ -299,7 +299,7 @@ export async function runPage(main, params, given) {
           else if (name === "end") {
             applyProgress(data);
             stopped = true;
-            poller.show("idle");
+            poller.show("ended");
             reload().catch(() => {});
           }
         },
@@ -341,7 +341,7 @@ export async function runPage(main, params, given) {
   await Promise.all(loads);
   if (isEnded()) {
     stopped = true;
-    poller.show("idle");
+    poller.show("ended");
   } else {
     follow();
   }
