@@ -15,6 +15,7 @@ import pytest
 from tests.e2e.browser_harness import (
     LONG_VERTEX,
     NARROW,
+    WIDE,
     DemoServer,
     chromium,
     eventually,
@@ -438,4 +439,47 @@ def test_the_live_toggle_says_it_is_about_updates(server: DemoServer, browser: A
     finally:
         server.latency(0)
         server.call(f"/runs/{run_id}/cancel", {})
+
+
+SPAWNER_JS = """() => {
+  const text = document.querySelector('g.node[data-vertex="renew"] .node-type');
+  const title = text.querySelector('title');
+  const box = text.closest('g').querySelector('.node-box').getBoundingClientRect();
+  return { shown: text.firstChild.nodeValue, title: title && title.textContent,
+           node: text.closest('g').getAttribute('aria-label'),
+           right: text.getBoundingClientRect().right, box: box.right };
+}"""
+"""The spawner's second line as drawn, its tooltip (if any), the node's accessible name, and
+where the line and the node's box end on the right."""
+
+
+def test_the_spawner_names_its_child_workflow_whole(server: DemoServer, browser: Any) -> None:
+    """At 1280 px the graph has room: the SPAWNER node is drawn wide enough to show its child
+    workflow's name whole. Where it is cut with "…" (on a phone, if the room runs out, and on
+    the workflow's page, drawn as laid out) the cut line's tooltip and the node's accessible
+    name give the name whole."""
+    run_id = fan_out_run(server, "spawner-name")
+    full = "SPAWNER → renew-subscription"
+    with opened(browser, f"{server.ui}#/runs/{run_id}") as (page, _):
+        page.locator(".live", has_text="up to date").wait_for()
+        wide = page.evaluate(SPAWNER_JS)
+        assert wide["shown"] == full and wide["title"] is None, wide
+        assert wide["right"] <= wide["box"], wide  # inside its node
+        page.set_viewport_size(NARROW)
+        page.reload()
+        page.locator(".live", has_text="up to date").wait_for()
+        narrow = page.evaluate(SPAWNER_JS)
+        if narrow["shown"] != full:
+            assert narrow["shown"].endswith("…"), narrow
+        assert narrow["title"] == (None if narrow["shown"] == full else full), narrow
+        assert narrow["right"] <= narrow["box"], narrow
+        assert "renew-subscription" in narrow["node"], narrow
+        page.set_viewport_size(WIDE)
+        page.goto(f"{server.ui}#/workflows/nightly-subscription-renewals")
+        page.locator('.crumbs a[href="#/workflows"]').wait_for()
+        page.locator('g.node[data-vertex="renew"]').wait_for()
+        laid_out = page.evaluate(SPAWNER_JS)
+        assert laid_out["shown"].endswith("…") and full.startswith(laid_out["shown"][:-1])
+        assert laid_out["title"] == full, laid_out
+        assert "renew-subscription" in laid_out["node"], laid_out
 

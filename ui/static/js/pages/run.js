@@ -200,7 +200,8 @@ export async function runPage(main, params, given) {
   function drawGraphAndPanel() {
     const byVertex = new Map(detail.steps.map((step) => [step.vertexId, step]));
     const running = new Map(spawners().map((step) => [step.vertexId, runningOf(step.vertexId)]));
-    fill(graphBox, drawGraph(graph, { steps: byVertex, running, selected, onSelect: select }));
+    const room = graphBox.clientWidth; // the graph's box, before it is drawn anew
+    fill(graphBox, drawGraph(graph, { steps: byVertex, running, selected, onSelect: select, room }));
     fill(panel, stepPanel(detail, byVertex.get(selected), result, reload));
   }
 
