@@ -483,3 +483,21 @@ def test_the_spawner_names_its_child_workflow_whole(server: DemoServer, browser:
         assert laid_out["title"] == full, laid_out
         assert "renew-subscription" in laid_out["node"], laid_out
 
+
+@pytest.mark.parametrize("width", [600, 700, 800])
+def test_the_timeline_fits_a_tablet(server: DemoServer, browser: Any, width: int) -> None:
+    """At 600 to 800 px (a tablet) the timeline does not scroll sideways in its box: every
+    label and bar is inside it, its text at least 10 px tall."""
+    run_id = failed_long_vertex_run(server, f"ui-run-page-tablet-{width}", tenant="tablet")
+    with opened(browser, f"{server.ui}#/runs/{run_id}") as (page, _):
+        page.set_viewport_size({"width": width, "height": 900})
+        page.locator("svg.timeline .tl-bar").first.wait_for(state="attached")
+        page.locator(".live", has_text="up to date").wait_for()
+        timeline = page.evaluate(TIMELINE_JS)
+        assert timeline["wrap"] <= timeline["box"], timeline
+        for text in timeline["texts"]:
+            assert text["left"] >= 0 and text["right"] <= width, text
+            assert text["px"] >= 10, text
+        assert len(timeline["bars"]) == 1, timeline
+        for bar in timeline["bars"]:
+            assert bar["left"] >= 0 and bar["right"] <= width, bar
