@@ -391,7 +391,8 @@ def test_the_children_table_and_the_timeline_on_a_desktop(server: DemoServer, br
 
 LIVE_JS = """() => {
   const live = document.querySelector('.page-head .live');
-  return { text: live.textContent, buttons: [...live.querySelectorAll('button')].map((b) => b.textContent) };
+  const buttons = [...live.querySelectorAll('button')].map((b) => b.textContent);
+  return { text: live.textContent, buttons };
 }"""
 """The words of the run page's live-update indicator, and of the buttons in it."""
 
