@@ -340,9 +340,11 @@ def test_a_nodes_name_and_status_never_overlap(server: DemoServer, browser: Any)
         page.goto(f"{server.ui}#/runs/{long_run}")
         node = page.locator(f'svg.dag .node[data-vertex="{LONG_VERTEX}"]')
         node.locator(".node-status", has_text=TWICE).wait_for()
-        name = node.locator(".node-id").text_content() or ""
+        shown = node.locator(".node-id")
+        name = shown.evaluate("(text) => text.firstChild.nodeValue")
         assert name.endswith("…") and LONG_VERTEX.startswith(name[:-1]), name
         assert LONG_VERTEX in (node.locator("title").first.text_content() or "")
+        assert shown.locator("title").text_content() == LONG_VERTEX  # the cut id's tooltip
         _labels_apart(page, "run-graph-long-id")
 
 

@@ -15,6 +15,7 @@ import pytest
 from tests.e2e.browser_harness import (
     LONG_VERTEX,
     NARROW,
+    WIDE,
     DemoServer,
     chromium,
     eventually,
@@ -386,3 +387,118 @@ def test_the_children_table_and_the_timeline_on_a_desktop(server: DemoServer, br
         # The labels are beside the bars, left of them all.
         label = timeline["texts"][0]
         assert label["right"] < min(bar["left"] for bar in timeline["bars"]), timeline
+
+
+LIVE_JS = """() => {
+  const live = document.querySelector('.page-head .live');
+  const buttons = [...live.querySelectorAll('button')].map((b) => b.textContent);
+  return { text: live.textContent, buttons };
+}"""
+"""The words of the run page's live-update indicator, and of the buttons in it."""
+
+
+def test_an_ended_run_has_no_live_toggle(server: DemoServer, browser: Any) -> None:
+    """A run that ended (succeeded, failed) has nothing live to follow: the header says the
+    run ended, and offers no button there that could be read as resuming the run."""
+    succeeded = ticket(server, "ended-header", wait=True)
+    server.script("/helpdesk/tickets", {"status": 422, "body": {"error": "validation_failed"}})
+    failed = ticket(server, "ended-header", wait=True)
+    with opened(browser, f"{server.ui}#/runs/{succeeded}") as (page, _):
+        for run_id, word in [(succeeded, "succeeded"), (failed, "failed")]:
+            page.goto(f"{server.ui}#/runs/{run_id}")
+            page.locator("h1 .badge", has_text=word).wait_for()
+            page.locator(".live", has_text="up to date").wait_for()
+            shown = page.evaluate(LIVE_JS)
+            assert "run ended" in shown["text"], (word, shown)
+            assert shown["buttons"] == [], (word, shown)
+            assert "Resume" not in shown["text"], (word, shown)
+
+
+def test_the_live_toggle_says_it_is_about_updates(server: DemoServer, browser: Any) -> None:
+    """On a running run whose updates stopped (its event stream and then its reload failed),
+    the header's button says it resumes the page's updates, not the run; it takes the focus,
+    and Enter on it makes the page live again."""
+    server.latency(5_000)
+    run_id = ticket(server, "live-toggle")
+    try:
+        with opened(browser, "about:blank") as (page, found):
+            found.allowed_errors.append("Failed to load resource")
+            page.route(f"**/runs/{run_id}/events", lambda route: route.abort())
+            page.goto(f"{server.ui}#/runs/{run_id}")
+            page.locator(".live", has_text="live").wait_for()
+            page.route(f"**/runs/{run_id}", lambda route: route.abort())
+            page.locator(".live", has_text="paused").wait_for(timeout=15_000)
+            shown = page.evaluate(LIVE_JS)
+            assert shown["buttons"] == ["Resume updates"], shown
+            page.unroute(f"**/runs/{run_id}")
+            button = page.locator(".live button")
+            button.focus()
+            assert button.evaluate("(b) => document.activeElement === b")
+            page.keyboard.press("Enter")
+            page.locator(".live", has_text="● live").wait_for()
+            assert page.evaluate(LIVE_JS)["buttons"] == []
+    finally:
+        server.latency(0)
+        server.call(f"/runs/{run_id}/cancel", {})
+
+
+SPAWNER_JS = """() => {
+  const text = document.querySelector('g.node[data-vertex="renew"] .node-type');
+  const title = text.querySelector('title');
+  const box = text.closest('g').querySelector('.node-box').getBoundingClientRect();
+  return { shown: text.firstChild.nodeValue, title: title && title.textContent,
+           node: text.closest('g').getAttribute('aria-label'),
+           right: text.getBoundingClientRect().right, box: box.right };
+}"""
+"""The spawner's second line as drawn, its tooltip (if any), the node's accessible name, and
+where the line and the node's box end on the right."""
+
+
+def test_the_spawner_names_its_child_workflow_whole(server: DemoServer, browser: Any) -> None:
+    """At 1280 px the graph has room: the SPAWNER node is drawn wide enough to show its child
+    workflow's name whole. Where it is cut with "…" (on a phone, if the room runs out, and on
+    the workflow's page, drawn as laid out) the cut line's tooltip and the node's accessible
+    name give the name whole."""
+    run_id = fan_out_run(server, "spawner-name")
+    full = "SPAWNER → renew-subscription"
+    with opened(browser, f"{server.ui}#/runs/{run_id}") as (page, _):
+        page.locator(".live", has_text="up to date").wait_for()
+        wide = page.evaluate(SPAWNER_JS)
+        assert wide["shown"] == full and wide["title"] is None, wide
+        assert wide["right"] <= wide["box"], wide  # inside its node
+        page.set_viewport_size(NARROW)
+        page.reload()
+        page.locator(".live", has_text="up to date").wait_for()
+        narrow = page.evaluate(SPAWNER_JS)
+        if narrow["shown"] != full:
+            assert narrow["shown"].endswith("…"), narrow
+        assert narrow["title"] == (None if narrow["shown"] == full else full), narrow
+        assert narrow["right"] <= narrow["box"], narrow
+        assert "renew-subscription" in narrow["node"], narrow
+        page.set_viewport_size(WIDE)
+        page.goto(f"{server.ui}#/workflows/nightly-subscription-renewals")
+        page.locator('.crumbs a[href="#/workflows"]').wait_for()
+        page.locator('g.node[data-vertex="renew"]').wait_for()
+        laid_out = page.evaluate(SPAWNER_JS)
+        assert laid_out["shown"].endswith("…") and full.startswith(laid_out["shown"][:-1])
+        assert laid_out["title"] == full, laid_out
+        assert "renew-subscription" in laid_out["node"], laid_out
+
+
+@pytest.mark.parametrize("width", [600, 700, 800])
+def test_the_timeline_fits_a_tablet(server: DemoServer, browser: Any, width: int) -> None:
+    """At 600 to 800 px (a tablet) the timeline does not scroll sideways in its box: every
+    label and bar is inside it, its text at least 10 px tall."""
+    run_id = failed_long_vertex_run(server, f"ui-run-page-tablet-{width}", tenant="tablet")
+    with opened(browser, f"{server.ui}#/runs/{run_id}") as (page, _):
+        page.set_viewport_size({"width": width, "height": 900})
+        page.locator("svg.timeline .tl-bar").first.wait_for(state="attached")
+        page.locator(".live", has_text="up to date").wait_for()
+        timeline = page.evaluate(TIMELINE_JS)
+        assert timeline["wrap"] <= timeline["box"], timeline
+        for text in timeline["texts"]:
+            assert text["left"] >= 0 and text["right"] <= width, text
+            assert text["px"] >= 10, text
+        assert len(timeline["bars"]) == 1, timeline
+        for bar in timeline["bars"]:
+            assert bar["left"] >= 0 and bar["right"] <= width, bar

@@ -3,8 +3,10 @@
 // the layers above it). Each vertex shows its id, its type, and — on a run, on a line of its
 // own — its step's status as an icon and a word (colour only repeats it), its attempts, and for
 // a SPAWNER its fan-out as a bar of succeeded / failed / running / pending children: a fan-out
-// of 100,000 is one bar, not 100,000 nodes. A text too long for its node is cut to fit with an
-// ellipsis; the node's tooltip and accessible name keep it whole.
+// of 100,000 is one bar, not 100,000 nodes. Given the room the drawing has, nodes are drawn
+// wider than laid out (up to MAX_NODE) where their texts need it and the room allows, at the
+// same scale; a text still too long for its node is cut to fit with an ellipsis, and both the
+// cut text's tooltip and the node's accessible name keep it whole.
 
 import { h, s } from "./dom.js";
 import { count, plural, statusIcon, statusWord } from "./format.js";
@@ -17,6 +19,8 @@ const PAD = 10; // inside a node, left and right
 const GAP = 8; // between two texts on one line
 // The texts' weight and size, as style.css's `.dag` rules set them (the family is the page's).
 const FONT = { id: "700 13px", small: "400 11.5px", status: "600 11.5px", strong: "700 11.5px" };
+const MAX_NODE = 340; // the widest a node is drawn to show its texts whole
+const SCALE = 1.35; // how much larger than laid out the drawing may show
 
 let measure = null;
 let family = "sans-serif"; // the page's, read once per drawing
@@ -39,6 +43,60 @@ function fit(text, room, font) {
     else hi = mid - 1;
   }
   return `${text.slice(0, lo)}…`;
+}
+
+/** A `text` element of `text` cut to `room`; cut, its tooltip (a <title>) keeps it whole. */
+function fitted(attrs, text, room, font) {
+  const shown = fit(text, room, font);
+  return s("text", attrs, shown, shown === text ? null : s("title", {}, text));
+}
+
+/** A node's second line: its type, and a SPAWNER's child workflow. */
+function typeLine(node) {
+  return node.workflow ? `${node.type} → ${node.workflow}` : node.type;
+}
+
+/** The status line of a step on a run. */
+function statusLine(step) {
+  let line = `${statusIcon(step.status)} ${statusWord(step.status)}`;
+  if (step.attempts > 1) line += ` · ×${step.attempts}`;
+  if (step.autoRetries) line += ` · ↻${step.autoRetries}`;
+  return line;
+}
+
+/** The mark of a node's problems, if any. */
+const problemMark = (found) => (found.length ? `⚠ ${found.length}` : null);
+
+/**
+ * How wide to draw the nodes, and where (x of each node's centre): as laid out, or wider when
+ * a node's texts need it and `room` (the CSS pixels the drawing has) shows the wider drawing
+ * at the same scale (SCALE). Each layer stays centred; its nodes keep their gaps.
+ */
+function widened(view, steps, problems, room) {
+  const w = view.nodeWidth;
+  const laidOut = { w, width: view.width, x: new Map(view.nodes.map((n) => [n.id, n.x])) };
+  if (!room) return laidOut;
+  const layers = new Map();
+  for (const node of view.nodes) layers.set(node.y, [...(layers.get(node.y) || []), node.x].sort((a, b) => a - b));
+  const rows = [...layers.values()];
+  const widest = Math.max(1, ...rows.map((row) => row.length));
+  const pitch = Math.min(Infinity, ...rows.flatMap((row) => row.slice(1).map((x, i) => x - row[i])));
+  const needed = Math.max(
+    ...view.nodes.map((node) => {
+      const step = steps.get(node.id);
+      const mark = problemMark(problems.get(node.id) || []);
+      return Math.max(
+        textWidth(node.id, FONT.id),
+        textWidth(typeLine(node), FONT.small) + (mark ? textWidth(mark, FONT.strong) + GAP : 0),
+        step ? textWidth(statusLine(step), FONT.status) : 0,
+      );
+    }),
+  ) + 2 * PAD + 1;
+  const wide = Math.min(needed, MAX_NODE, w + (room / SCALE - view.width) / widest);
+  if (wide <= w) return laidOut;
+  const width = view.width + widest * (wide - w);
+  const spread = Number.isFinite(pitch) ? (pitch + wide - w) / pitch : 1;
+  return { w: wide, width, x: new Map(view.nodes.map((n) => [n.id, width / 2 + (n.x - view.width / 2) * spread])) };
 }
 
 /** The fan-out bar's segments, in drawing order: [name, count]. */
@@ -68,7 +126,7 @@ function fanoutBar(x, y, width, children, running) {
 }
 
 function nodeLabel(node, step, problems) {
-  const parts = [`${node.id}, ${node.type}`];
+  const parts = [`${node.id}, ${typeLine(node)}`];
   if (step) parts.push(statusWord(step.status));
   if (step && step.attempts > 1) parts.push(plural(step.attempts, "attempt"));
   if (step && step.children) {
@@ -82,12 +140,15 @@ function nodeLabel(node, step, problems) {
 /**
  * `view`: a GraphView. Options: `steps` (Map vertex id → step view with status, attempts,
  * autoRetries, children), `running` (Map vertex id → children running), `problems` (Map vertex
- * id → problems), `selected` (a vertex id), `onSelect(vertexId)`.
+ * id → problems), `selected` (a vertex id), `onSelect(vertexId)`, `room` (the CSS pixels the
+ * drawing has: nodes are drawn wider where they need and it allows).
  */
-export function drawGraph(view, { steps = new Map(), running = new Map(), problems = new Map(), selected = null, onSelect = null } = {}) {
+export function drawGraph(view, { steps = new Map(), running = new Map(), problems = new Map(), selected = null, onSelect = null, room = 0 } = {}) {
   const id = `g${++graphs}`;
   family = getComputedStyle(document.body).fontFamily || family;
-  const w = view.nodeWidth;
+  const drawn = widened(view, steps, problems, room);
+  const w = drawn.w;
+  const at = (node) => ({ ...node, x: drawn.x.get(node.id) });
   const hgt = view.nodeHeight;
   // How much taller than laid out a node is drawn, and how far down each layer moves for it.
   const extra = (node) => {
@@ -105,11 +166,11 @@ export function drawGraph(view, { steps = new Map(), running = new Map(), proble
   const height = view.height + stretch;
   const svg = s("svg", {
     class: "dag",
-    viewBox: `0 0 ${view.width} ${height}`,
+    viewBox: `0 0 ${drawn.width} ${height}`,
     role: "group",
     "aria-label": `Graph of ${view.name}: ${view.nodes.length} vertices`,
   });
-  svg.style.maxWidth = `${Math.round(view.width * 1.35)}px`; // a little larger than laid out
+  svg.style.maxWidth = `${Math.round(drawn.width * SCALE)}px`; // a little larger than laid out
   svg.append(
     s(
       "defs",
@@ -121,7 +182,7 @@ export function drawGraph(view, { steps = new Map(), running = new Map(), proble
       ),
     ),
   );
-  const byId = new Map(view.nodes.map((n) => [n.id, n]));
+  const byId = new Map(view.nodes.map((n) => [n.id, at(n)]));
   const middle = (node) => top(node) + (hgt + extra(node)) / 2;
   for (const edge of view.edges) {
     const a = byId.get(edge.source);
@@ -137,7 +198,7 @@ export function drawGraph(view, { steps = new Map(), running = new Map(), proble
       : `M ${a.x} ${y1} C ${a.x} ${mid}, ${b.x} ${mid}, ${b.x} ${y2 - 1}`;
     svg.append(s("path", { d, class: "edge", "marker-end": `url(#${id}-arrow)` }));
   }
-  for (const node of view.nodes) {
+  for (const node of view.nodes.map(at)) {
     const step = steps.get(node.id);
     const found = problems.get(node.id) || [];
     const status = step ? step.status.toLowerCase() : "none";
@@ -153,21 +214,16 @@ export function drawGraph(view, { steps = new Map(), running = new Map(), proble
     });
     group.append(s("title", {}, nodeLabel(node, step, found)));
     group.append(s("rect", { x, y, width: w, height: hgt + extra(node), rx: 6, class: "node-box" }));
-    group.append(s("text", { x: x + PAD, y: y + 20, class: "node-id" }, fit(node.id, room, FONT.id)));
-    let second = node.type;
-    if (node.workflow) second += ` → ${node.workflow}`;
+    group.append(fitted({ x: x + PAD, y: y + 20, class: "node-id" }, node.id, room, FONT.id));
     let secondRoom = room;
-    if (found.length) {
-      const mark = `⚠ ${found.length}`;
+    const mark = problemMark(found);
+    if (mark) {
       secondRoom -= textWidth(mark, FONT.strong) + GAP;
       group.append(s("text", { x: x + w - PAD, y: y + 20 + LINE, class: "node-problem", "text-anchor": "end" }, mark));
     }
-    group.append(s("text", { x: x + PAD, y: y + 20 + LINE, class: "node-type" }, fit(second, secondRoom, FONT.small)));
+    group.append(fitted({ x: x + PAD, y: y + 20 + LINE, class: "node-type" }, typeLine(node), secondRoom, FONT.small));
     if (step) {
-      let line = `${statusIcon(step.status)} ${statusWord(step.status)}`;
-      if (step.attempts > 1) line += ` · ×${step.attempts}`;
-      if (step.autoRetries) line += ` · ↻${step.autoRetries}`;
-      group.append(s("text", { x: x + PAD, y: y + 20 + 2 * LINE, class: "node-status" }, fit(line, room, FONT.status)));
+      group.append(fitted({ x: x + PAD, y: y + 20 + 2 * LINE, class: "node-status" }, statusLine(step), room, FONT.status));
     }
     if (step && step.children) {
       const c = step.children;
@@ -177,7 +233,7 @@ export function drawGraph(view, { steps = new Map(), running = new Map(), proble
       group.append(s("text", { x: x + PAD, y: below + 14, class: "node-fanout" }, done));
       if (c.failed) {
         const failedRoom = room - textWidth(done, FONT.small) - GAP;
-        group.append(s("text", { x: x + w - PAD, y: below + 14, class: "node-fanout-failed", "text-anchor": "end" }, fit(`✕ ${count(c.failed)} failed`, failedRoom, FONT.strong)));
+        group.append(fitted({ x: x + w - PAD, y: below + 14, class: "node-fanout-failed", "text-anchor": "end" }, `✕ ${count(c.failed)} failed`, failedRoom, FONT.strong));
       }
     }
     if (onSelect) {

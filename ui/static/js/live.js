@@ -11,7 +11,9 @@ export class Poller {
   /**
    * `refresh()` reloads the page's data and returns {running, signature}: it stops when
    * `running` is false or the signature stayed the same `quietLimit` times in a row.
-   * `indicator` (an element) shows whether updates are live, with a Resume button.
+   * `indicator` (an element) shows whether updates are live, with a "Resume updates" button
+   * while they are paused; when `refresh()` answers `ended` (a run that ended) it says so,
+   * without a button: there is nothing live left to follow.
    * `idleIntervalMs`: instead of stopping when nothing runs, look again this often (a list
    * page, where a run or deployment started elsewhere must show up without a reload).
    */
@@ -51,7 +53,8 @@ export class Poller {
   /** Begin from the page's first load (`refresh()`'s answer): live updates while something
    * runs, else idle as above. */
   follow(outcome) {
-    if (outcome.running) this.start();
+    if (outcome.ended) this.stop("ended");
+    else if (outcome.running) this.start();
     else this.idle();
   }
 
@@ -85,6 +88,10 @@ export class Poller {
     if (this.stopped) return;
     const changed = outcome.signature !== this.last;
     this.last = outcome.signature;
+    if (outcome.ended) {
+      this.stop("ended");
+      return;
+    }
     if (!outcome.running) {
       this.idle();
       return;
@@ -105,21 +112,24 @@ export class Poller {
     this.schedule();
   }
 
+  /** "live", "idle" (up to date), "ended" (a run that ended: up to date for good) or why the
+   * updates paused. */
   show(state) {
     if (!this.indicator) return;
     const live = state === "live";
+    const words = { live: "live", idle: "up to date", ended: "run ended · up to date" };
     this.indicator.replaceChildren(
       h(
         "span",
         { class: live ? "live-on" : "live-off" },
         h("span", { "aria-hidden": "true" }, live ? "● " : "○ "),
-        live ? "live" : state === "idle" ? "up to date" : state,
+        words[state] ?? state,
       ),
     );
-    if (!live && !this.watching) {
+    if (!live && state !== "ended" && !this.watching) {
       this.indicator.append(
         " ",
-        h("button", { type: "button", class: "link", onclick: () => this.start() }, "Resume"),
+        h("button", { type: "button", class: "link", onclick: () => this.start() }, "Resume updates"),
       );
     }
   }

@@ -200,7 +200,8 @@ export async function runPage(main, params, given) {
   function drawGraphAndPanel() {
     const byVertex = new Map(detail.steps.map((step) => [step.vertexId, step]));
     const running = new Map(spawners().map((step) => [step.vertexId, runningOf(step.vertexId)]));
-    fill(graphBox, drawGraph(graph, { steps: byVertex, running, selected, onSelect: select }));
+    const room = graphBox.clientWidth; // the graph's box, before it is drawn anew
+    fill(graphBox, drawGraph(graph, { steps: byVertex, running, selected, onSelect: select, room }));
     fill(panel, stepPanel(detail, byVertex.get(selected), result, reload));
   }
 
@@ -283,7 +284,7 @@ export async function runPage(main, params, given) {
   const poller = new Poller(
     async () => {
       await reload();
-      return { running: !isEnded(), signature: JSON.stringify([detail.status, detail.fanout, detail.steps.map((s) => s.status)]) };
+      return { running: !isEnded(), ended: isEnded(), signature: JSON.stringify([detail.status, detail.fanout, detail.steps.map((s) => s.status)]) };
     },
     { intervalMs: 2000, indicator: live },
   );
@@ -299,7 +300,7 @@ export async function runPage(main, params, given) {
           else if (name === "end") {
             applyProgress(data);
             stopped = true;
-            poller.show("idle");
+            poller.show("ended");
             reload().catch(() => {});
           }
         },
@@ -341,7 +342,7 @@ export async function runPage(main, params, given) {
   await Promise.all(loads);
   if (isEnded()) {
     stopped = true;
-    poller.show("idle");
+    poller.show("ended");
   } else {
     follow();
   }

@@ -2,9 +2,10 @@
 // HTTP attempt drawn inside it from the attempt's log line (its end and duration), so retries
 // and the gaps of redispatches show; a step still waiting shows until when.
 //
-// It is drawn twice, and style.css shows one: on a desktop each step's label is beside its
-// bar; on a phone (style.css, 'phones') a narrower drawing puts the label above the bar, so
-// both keep to the screen, at a readable size, without scrolling sideways.
+// It is drawn three times, and style.css shows one: on a desktop each step's label is beside
+// its bar; on a tablet (up to 900 px) too, in a narrower drawing scaled to its box; on a phone
+// (style.css, 'phones') the narrowest drawing puts the label above the bar, so each keeps to
+// the screen, at a readable size, without scrolling sideways.
 
 import { h, s } from "../dom.js";
 import { duration, exact, plural, statusIcon, statusWord } from "../format.js";
@@ -12,12 +13,13 @@ import { duration, exact, plural, statusIcon, statusWord } from "../format.js";
 /** Where a drawing puts things: its width, where the bars start, a row's height, a label's
  * longest length and the top of its text and of its bar within the row. */
 const WIDE = { name: "wide", width: 900, left: 150, row: 26, chars: 22, text: 15, bar: 4 };
+const MEDIUM = { ...WIDE, name: "medium", width: 640 };
 const NARROW = { name: "narrow", width: 380, left: 4, row: 38, chars: 48, text: 13, bar: 18 };
 
 export function timeline(detail, nowS = Date.now() / 1000) {
   const steps = detail.steps.filter((step) => step.startedAt !== null && step.startedAt !== undefined);
   if (!steps.length) return h("p", { class: "muted" }, "No step has started yet.");
-  return h("div", { class: "timeline-wrap" }, draw(detail, steps, nowS, WIDE), draw(detail, steps, nowS, NARROW));
+  return h("div", { class: "timeline-wrap" }, ...[WIDE, MEDIUM, NARROW].map((at) => draw(detail, steps, nowS, at)));
 }
 
 function draw(detail, steps, nowS, at) {
