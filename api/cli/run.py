@@ -87,18 +87,25 @@ def read_input(value: str | None) -> Any:
         raise fail(f"{source} is not valid JSON: {exc}") from None
 
 
-def load_workflows(files: list[Path], downstream_url: str | None = None) -> list[Workflow]:
-    """Parse the files; with `downstream_url`, the examples' demo downstream URL is replaced
-    by it."""
+def read_files(files: list[Path]) -> list[tuple[str, bytes]]:
+    """Each file's name and bytes, read once (a file may be a pipe: `/dev/stdin`)."""
     documents: list[tuple[str, bytes]] = []
     for path in files:
         try:
-            data = path.read_bytes()
+            documents.append((str(path), path.read_bytes()))
         except OSError as exc:
             raise fail(f"cannot read {path}: {exc.strerror or exc}") from None
-        if downstream_url is not None:
-            data = data.replace(EXAMPLES_DOWNSTREAM_URL.encode(), downstream_url.encode())
-        documents.append((str(path), data))
+    return documents
+
+
+def load_workflows(
+    documents: list[tuple[str, bytes]], downstream_url: str | None = None
+) -> list[Workflow]:
+    """Parse the files' `documents`; with `downstream_url`, the examples' demo downstream URL
+    is replaced by it."""
+    if downstream_url is not None:
+        placeholder, url = EXAMPLES_DOWNSTREAM_URL.encode(), downstream_url.encode()
+        documents = [(name, data.replace(placeholder, url)) for name, data in documents]
     # Here, not at the top: validation loads networkx and jsonschema, which `--help` and the
     # other commands need not pay for.
     from engine.validation import parse_documents
@@ -435,13 +442,14 @@ def run(
     options = RunOptions(tenant=tenant, timeout_s=timeout)
     # Files and input are checked before anything starts, so a mistake in them is the only
     # thing said.
-    workflows = load_workflows(files)
+    documents = read_files(files)
+    workflows = load_workflows(documents)
     target = pick_workflow(workflows, workflow)
     check_input(target, run_input)
 
     async def go() -> tuple[str, RunDetail | Stopped, list[RunSummary]]:
         async with started_downstream(demo_downstream, demo_port) as url:
-            calling = workflows if url is None else load_workflows(files, url)
+            calling = workflows if url is None else load_workflows(documents, url)
             chosen = pick_workflow(calling, target.name)
             return await execute_run(calling, chosen, run_input, settings, options)
 

@@ -178,6 +178,21 @@ def test_run_checks_files_and_input_before_it_starts_anything(tmp_path: Path) ->
         '  input /: The input is missing the required field "customerId".',
     ]
     assert not (tmp_path / "a.db").exists() and not (tmp_path / "b.db").exists()
+    # A file is read once, so a pipe works as well as a file.
+    piped = subprocess.run(
+        [
+            *(SCHEMABRIDGE, "run", "/dev/stdin", "--demo-downstream", "--output", "json"),
+            *("--input", '{"customerId": "c-1", "subject": "hi"}'),
+        ],
+        input=(EXAMPLES / "support-ticket.json").read_text(),
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={**os.environ, "SCHEMABRIDGE_DATABASE_URL": f"sqlite+aiosqlite:///{tmp_path}/p.db"},
+        check=False,
+    )
+    assert piped.returncode == 0, piped.stderr
+    assert json.loads(piped.stdout)["status"] == "SUCCEEDED"
     # What only publication checks names the workflow, not the published list's index.
     refused = sb(
         "run",
