@@ -120,21 +120,24 @@ class StepLog:
         the wait reason and the lines not written yet, only while the claim is live."""
         if self.store is None or wait_s < RETRY_WAIT_SHOWN_S:
             return
-        lines = self.lines[self.written :]
+        upto = len(self.lines)
+        lines = self.lines[self.written : upto]
         if self.redactor:
             lines = [_redacted_line(line, self.redactor) for line in lines]
             message = self.redactor.text(message)
         step = self.step
+        until = self.clock.now() + wait_s
         try:
-            shown = await self.store.show_retry_wait(step.claim_token, lines, message)
+            shown = await self.store.show_retry_wait(step.claim_token, lines, message, until)
         except SQLAlchemyError as exc:
-            # Showing the wait is a courtesy: the attempts go on, their lines with the result.
+            # Showing the wait is a courtesy: the attempts go on, their lines with the result
+            # (written twice in the rare case of a commit whose answer was lost).
             logger.warning(
                 "retry wait of %s/%s not shown: %s", step.run_id, step.vertex_id, type(exc).__name__
             )
             return
         if shown:
-            self.written = len(self.lines)
+            self.written = upto
             if self.changed is not None:
                 await self.changed([step.run_id, *filter(None, [step.parent_run_id])])
 

@@ -137,22 +137,18 @@ def _counts(step: StepRecord) -> SpawnerCounts | None:
 _WAITING_STATUSES = frozenset({StepStatus.READY.value, StepStatus.RUNNING.value})
 
 
-def waiting_view(
-    step: StepRecord, history: list[AttemptView] | None = None, now: float | None = None
-) -> WaitingView | None:
+def waiting_view(step: StepRecord, now: float | None = None) -> WaitingView | None:
     """Why the step waits: only a READY step (parked, redispatched; due at `not_before`) or a
     RUNNING one (waiting in-process) waits; any other status has ended or holds. A RUNNING
-    step's retry wait is due when its last attempt said (`at + retryInMs`, given `history`);
-    after `now` it is over (the next attempt runs; its result or next wait clears the row)."""
+    step's retry wait is due at its `not_before` too (written with the wait); after `now` it
+    is over: the next attempt runs, and its result or next wait rewrites the row."""
     if step.wait_reason is None or step.status not in _WAITING_STATUSES:
         return None
     until = step.not_before if step.status == StepStatus.READY.value else None
-    if step.wait_reason == WaitReason.RETRY_BACKOFF.value and history:
-        last = history[-1]
-        if last.retry_in_ms is not None:
-            until = last.at + last.retry_in_ms / 1000
-            if now is not None and until <= now:
-                return None
+    if step.wait_reason == WaitReason.RETRY_BACKOFF.value:
+        until = step.not_before
+        if now is not None and until <= now:
+            return None
     return WaitingView(reason=step.wait_reason, message=step.wait_message or "", until=until)
 
 
@@ -188,7 +184,7 @@ def step_view(
         started_at=step.started_at,
         ended_at=step.ended_at,
         children=_counts(step),
-        waiting=waiting_view(step, history, now),
+        waiting=waiting_view(step, now),
         history=history,
     )
 
@@ -219,8 +215,10 @@ def detail(
     )
 
 
-def progress(run: RunRecord, *, steps: Iterable[StepRecord], fanout: FanoutProgress) -> RunProgress:
-    """What a progress stream shows of one run."""
+def progress(
+    run: RunRecord, *, steps: Iterable[StepRecord], fanout: FanoutProgress, now: float
+) -> RunProgress:
+    """What a progress stream shows of one run (read at `now`)."""
     return RunProgress(
         id=run.id,
         status=run.status,
@@ -229,7 +227,10 @@ def progress(run: RunRecord, *, steps: Iterable[StepRecord], fanout: FanoutProgr
         error=error_view(run.error),
         steps=[
             StepProgress(
-                vertex_id=s.vertex_id, status=s.status, children=_counts(s), waiting=waiting_view(s)
+                vertex_id=s.vertex_id,
+                status=s.status,
+                children=_counts(s),
+                waiting=waiting_view(s, now),
             )
             for s in steps
         ],

@@ -320,7 +320,10 @@ class RunOperations:
         run = await self._run(run_id, tenant)
         store = self._store
         return run_views.progress(
-            run, steps=await store.get_steps(run.id), fanout=await self._fanout(run.id)
+            run,
+            steps=await store.get_steps(run.id),
+            fanout=await self._fanout(run.id),
+            now=self._runtime.clock.now(),
         )
 
     def watch(self, run_id: str) -> contextlib.AbstractContextManager[RunWatch]:

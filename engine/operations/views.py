@@ -240,9 +240,8 @@ class WaitingView(View):
     message: str
     """What to tell a person: the limit and how to raise it, the redispatch `n/max`, …"""
     until: float | None = None
-    """When the step is due again (epoch seconds): for `retry_backoff`, its next attempt (in
-    `StepView`, from its last attempt); None while it waits for an admission slot, and for
-    `retry_backoff` in `StepProgress` (it reads no log)."""
+    """When the step is due again (epoch seconds): for `retry_backoff`, its next attempt;
+    None while it waits for an admission slot."""
 
 
 class WaitingChildren(View):

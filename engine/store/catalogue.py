@@ -520,7 +520,7 @@ class RunCatalogue(StoreCore):
     async def waiting_children(self, run_id: str) -> list[WaitingGroup]:
         """Children of `run_id` whose steps wait, grouped by reason (`schemas.waiting`)."""
         async with self._engines.read.connect() as conn:
-            return await fanout.waiting_children(conn, run_id)
+            return await fanout.waiting_children(conn, run_id, self._clock.now())
 
     # ── pages (see `engine.store.listing`) ──────────────────────────────────────────────────
 

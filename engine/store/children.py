@@ -23,7 +23,20 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from sqlalchemy import Select, Text, case, cast, func, insert, select, text, update
+from sqlalchemy import (
+    Float,
+    Select,
+    Text,
+    bindparam,
+    case,
+    cast,
+    func,
+    insert,
+    or_,
+    select,
+    text,
+    update,
+)
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from engine.store.dialect import Dialect, dialect_of
@@ -37,6 +50,7 @@ from engine.store.models import (
 )
 from engine.store.records import ChildRow, ClaimedStep, VersionRecord, WaitingGroup
 from schemas.definitions import MergeConfig, MergeVertex, Workflow
+from schemas.waiting import WaitReason
 from vertices import merge
 
 runs = Run.__table__  # type: ignore[attr-defined]
@@ -264,30 +278,34 @@ def running_children_statement(run_id: str) -> Select[Any]:
     )
 
 
-async def waiting_children(conn: AsyncConnection, run_id: str) -> list[WaitingGroup]:
-    """Children of `run_id` still going with a waiting step, grouped by why they wait, most
-    first (see `waiting_children_statement`)."""
+async def waiting_children(conn: AsyncConnection, run_id: str, now: float) -> list[WaitingGroup]:
+    """Children of `run_id` still going with a waiting step at `now`, grouped by why they
+    wait, most first (see `waiting_children_statement`)."""
     return [
         WaitingGroup(row.wait_reason, int(row.children), row.message or "", row.until)
-        for row in (await conn.execute(waiting_children_statement(run_id))).all()
+        for row in (await conn.execute(waiting_children_statement(run_id, now))).all()
     ]
 
 
-def waiting_children_statement(run_id: str) -> Select[Any]:
-    """Groups the waiting steps of `run_id`'s children still going by reason, most first.
+def waiting_children_statement(run_id: str, now: float) -> Select[Any]:
+    """Groups the waiting steps of `run_id`'s children still going by reason, most first;
+    a retry wait whose time (`not_before`) passed by `now` is over, so it is not counted.
 
     The steps come from the partial index of the waiting ones (`ix_step_waiting`, its
     predicate repeated here so that SQLite uses it too), the children from their RUNNING
     ones (`ix_run_parent_status_item`): neither reads the fan-out's finished children.
     """
-    ready = steps.c.status == StepStatus.READY.value
+    dated = or_(
+        steps.c.status == StepStatus.READY.value,
+        steps.c.wait_reason == WaitReason.RETRY_BACKOFF.value,
+    )
     children = func.count(func.distinct(steps.c.run_id))
     return (
         select(
             steps.c.wait_reason,
             children.label("children"),
             func.max(steps.c.wait_message).label("message"),
-            func.min(case((ready, steps.c.not_before), else_=None)).label("until"),
+            func.min(case((dated, steps.c.not_before), else_=None)).label("until"),
         )
         .select_from(steps.join(runs, runs.c.id == steps.c.run_id))
         .where(
@@ -295,6 +313,10 @@ def waiting_children_statement(run_id: str) -> Select[Any]:
             runs.c.parent_run_id == run_id,
             runs.c.status == RunStatus.RUNNING.value,
             steps.c.status.in_([StepStatus.READY.value, StepStatus.RUNNING.value]),
+            or_(
+                steps.c.wait_reason != WaitReason.RETRY_BACKOFF.value,
+                steps.c.not_before > bindparam("b_now", now, type_=Float),
+            ),
         )
         .group_by(steps.c.wait_reason)
         .order_by(children.desc(), steps.c.wait_reason)

@@ -31,7 +31,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
-from sqlalchemy import ColumnElement, Select, and_, case, func, select, update
+from sqlalchemy import ColumnElement, Select, and_, case, func, or_, select, update
 
 from engine.store import children as fanout
 from engine.store import claims
@@ -134,7 +134,15 @@ class WorkQueue(StoreCore):
                 message = f"waiting for an admission slot of {destination} (its limit is reached)"
                 await conn.execute(
                     update(steps)
-                    .where(steps.c.id.in_(_live(tokens).scalar_subquery()))
+                    .where(
+                        steps.c.id.in_(_live(tokens).scalar_subquery()),
+                        # A step may have been admitted, failed and started a retry wait
+                        # since the snapshot: that wait is what it does now.
+                        or_(
+                            steps.c.wait_reason.is_(None),
+                            steps.c.wait_reason == WaitReason.ADMISSION_WAIT.value,
+                        ),
+                    )
                     .values(wait_reason=WaitReason.ADMISSION_WAIT.value, wait_message=message)
                 )
             if cleared:
@@ -148,11 +156,12 @@ class WorkQueue(StoreCore):
                 )
 
     async def show_retry_wait(
-        self, claim_token: str, lines: Sequence[LogLine], message: str
+        self, claim_token: str, lines: Sequence[LogLine], message: str, until: float
     ) -> bool:
         """Record on the step claimed with `claim_token` that it sleeps before its next
-        in-process attempt (`retry_backoff`, `message`) and write its log `lines` so far, in
-        one transaction, so its attempts show while it waits (docs/architecture.md, 'Why a
+        in-process attempt (`retry_backoff`, `message`) until `until` (its `not_before`,
+        unused by a RUNNING step otherwise), and write its log `lines` so far, in one
+        transaction, so its attempts show while it waits (docs/architecture.md, 'Why a
         step waits'). A claim that is no longer `_held` (the step id the token names, the
         token, RUNNING: what a flush matches) changes nothing: returns False, and its lines
         stay the caller's to write with its result."""
@@ -162,6 +171,7 @@ class WorkQueue(StoreCore):
             .values(
                 wait_reason=WaitReason.RETRY_BACKOFF.value,
                 wait_message=message[:WAIT_MESSAGE_MAX_CHARS],
+                not_before=until,
             )
         )
         async with self._engines.write.begin() as conn:

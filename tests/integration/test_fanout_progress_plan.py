@@ -28,7 +28,7 @@ async def _plan(database: Path, statement: Select[object]) -> list[str]:
 
 
 async def test_waiting_children_read_the_waiting_steps_index(tmp_path: Path) -> None:
-    plan = await _plan(tmp_path / "sb.db", children.waiting_children_statement("parent"))
+    plan = await _plan(tmp_path / "sb.db", children.waiting_children_statement("parent", 0.0))
     assert any("INDEX ix_step_waiting" in line for line in plan), plan
     assert any("INDEX ix_run_parent_status_item" in line for line in plan), plan
     assert not any(line.startswith("SCAN") for line in plan), plan

@@ -103,3 +103,39 @@ async def test_a_worker_at_its_most_claims_renews_and_gives_them_back(backend: B
         assert await store.give_back(tokens) == most
     finally:
         await store.close()
+
+
+async def test_the_admission_wait_marker_leaves_a_retry_wait_alone(backend: Backend) -> None:
+    """The lease renewer marks the steps it saw waiting for a slot; one that got its slot,
+    failed and started a retry wait since then keeps that wait."""
+    clock = FakeClock()
+    store = await Store.open(backend.database_url, clock)
+    try:
+        batch = claims.new_batch()
+        rows = [
+            {
+                "id": i,
+                "run_id": f"r{i}",
+                "vertex_id": "a",
+                "tenant_id": "t",
+                "status": "RUNNING",
+                "deps_pending": 0,
+                "attempts": 1,
+                "auto_retries": 0,
+                "created_at": 0.0,
+                "not_before": 0.0,
+                "claim_token": f"{batch}{i}",
+                "lease_expires_at": clock.now() + 30,
+                "wait_reason": reason,
+            }
+            for i, reason in ((1, None), (2, "retry_backoff"), (3, "admission_wait"))
+        ]
+        async with store._engines.write.begin() as conn:
+            await conn.execute(insert(steps), rows)
+        await store.mark_admission_waits({f"{batch}{i}": "api.example" for i in (1, 2, 3)}, ())
+        async with store._engines.read.connect() as conn:
+            query = select(steps.c.id, steps.c.wait_reason)
+            reasons = {row.id: row.wait_reason for row in (await conn.execute(query)).all()}
+    finally:
+        await store.close()
+    assert reasons == {1: "admission_wait", 2: "retry_backoff", 3: "admission_wait"}

@@ -200,7 +200,10 @@ async def test_a_step_waiting_to_retry_shows_its_attempts_and_when_the_next_is_d
             (progress,) = (await ops.runs.progress(run_id)).steps
             (waiting,) = await runtime.store.get_steps(run_id)
             stale = await runtime.store.show_retry_wait(
-                f"stale:{waiting.id}", [LogLine(run_id, "warning", "stale", "call")], "stale"
+                f"stale:{waiting.id}",
+                [LogLine(run_id, "warning", "stale", "call")],
+                "stale",
+                time.time() + 60,
             )
             (unchanged,) = await runtime.store.get_steps(run_id)
             done = await wait_for_run(runtime, run_id)
@@ -213,9 +216,11 @@ async def test_a_step_waiting_to_retry_shows_its_attempts_and_when_the_next_is_d
     assert "attempt 2/2" in step.waiting.message and "503" in step.waiting.message
     (first,) = step.history
     assert (first.attempt, first.http_status, first.retry_in_ms) == (1, 503, 3000)
-    assert step.waiting.until == first.at + 3.0
+    # Due when the wait started plus its 3 s: the attempt's own time, give or take its write.
+    assert abs(step.waiting.until - (first.at + 3.0)) < 0.5
     assert step.waiting.until > seen_at
     assert progress.waiting is not None and progress.waiting.reason == "retry_backoff"
+    assert progress.waiting.until == step.waiting.until
     assert stale is False
     assert unchanged == waiting and waiting.wait_reason == "retry_backoff"
     assert done.status == "SUCCEEDED"
@@ -226,3 +231,35 @@ async def test_a_step_waiting_to_retry_shows_its_attempts_and_when_the_next_is_d
     assert [line.message for line in lines if line.message == "stale"] == []
     assert [line.data.get("attempt") for line in lines] == [1, 2]
     assert (record.wait_reason, record.wait_message) == (None, None)
+
+
+async def test_a_retry_wait_is_over_once_the_next_attempt_runs(
+    backend: Backend, downstream: RunningDownstream
+) -> None:
+    """A 503 with Retry-After: 1, then a 200 that takes 4 s: once the wait's time has passed
+    the next attempt runs, and neither the run view nor the progress stream still says the
+    step waits to retry (the row keeps the reason until the result rewrites it)."""
+    downstream.script([{"status": 503, "retry_after": "1"}, {"status": 200, "sleep_ms": 4000}])
+    runtime = await Runtime.open(settings_for(backend))
+    ops = Operations(runtime)
+    try:
+        run_id = await start(runtime, [call(f"{downstream.url}/slow-second")], {})
+
+        async def retry_wait() -> StepView | None:
+            step = await only_step(ops, run_id)
+            return step if step.waiting is not None else None
+
+        async with running_worker(runtime):
+            waiting = await eventually(retry_wait, "the step waiting to retry", timeout_s=10)
+            assert waiting.waiting is not None and waiting.waiting.until is not None
+            await asyncio.sleep(max(0.0, waiting.waiting.until - time.time()) + 0.5)
+            (row,) = await runtime.store.get_steps(run_id)
+            during = await only_step(ops, run_id)
+            (progress,) = (await ops.runs.progress(run_id)).steps
+            done = await wait_for_run(runtime, run_id)
+    finally:
+        await runtime.close()
+    assert (row.status, row.wait_reason) == ("RUNNING", "retry_backoff")
+    assert during.status == "RUNNING" and during.waiting is None
+    assert progress.status == "RUNNING" and progress.waiting is None
+    assert done.status == "SUCCEEDED"

@@ -1,10 +1,9 @@
-"""A RUNNING step's retry wait as the run view shows it (`run_views.waiting_view`): due when
-its last attempt said, over once that time has passed, as other waits are shown."""
+"""A RUNNING step's retry wait as the run views show it (`run_views.waiting_view`): due at the
+`not_before` written with it, over once that time has passed, as other waits are shown."""
 
 from __future__ import annotations
 
 from engine.operations.run_views import waiting_view
-from engine.operations.views import AttemptView
 from engine.store.records import StepRecord
 
 
@@ -27,30 +26,20 @@ def step(reason: str | None, status: str = "RUNNING") -> StepRecord:
     )
 
 
-HISTORY = [
-    AttemptView(execution=1, attempt=1, at=100.0, level="warning", message="503", retry_in_ms=2500)
-]
-
-
-def test_a_retry_wait_is_due_when_its_last_attempt_said() -> None:
-    view = waiting_view(step("retry_backoff"), HISTORY, now=101.0)
+def test_a_retry_wait_is_due_at_its_not_before() -> None:
+    view = waiting_view(step("retry_backoff"), now=49.0)
     assert view is not None and view.reason == "retry_backoff"
-    assert view.until == 102.5
+    assert view.until == 50.0
     assert view.message.endswith("(attempt 2/3)")
 
 
 def test_a_retry_wait_whose_time_passed_is_over() -> None:
-    assert waiting_view(step("retry_backoff"), HISTORY, now=102.5) is None
-
-
-def test_without_its_history_a_retry_wait_has_no_until() -> None:
-    view = waiting_view(step("retry_backoff"))
-    assert view is not None and view.until is None
+    assert waiting_view(step("retry_backoff"), now=50.0) is None
 
 
 def test_other_waits_keep_their_until() -> None:
-    ready = waiting_view(step("redispatch", "READY"), HISTORY, now=1000.0)
+    ready = waiting_view(step("redispatch", "READY"), now=1000.0)
     assert ready is not None and ready.until == 50.0
-    admission = waiting_view(step("admission_wait"), HISTORY, now=1000.0)
+    admission = waiting_view(step("admission_wait"), now=1000.0)
     assert admission is not None and admission.until is None
-    assert waiting_view(step("retry_backoff", "SUCCEEDED"), HISTORY, now=101.0) is None
+    assert waiting_view(step("retry_backoff", "SUCCEEDED"), now=49.0) is None
