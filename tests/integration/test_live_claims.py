@@ -63,6 +63,24 @@ async def test_postgresql_reads_live_claims_by_primary_key(pg_database_url: str)
     assert "ix_step_running_lease" not in plan, plan
 
 
+def running_step(batch: str, step_id: int, lease_expires_at: float) -> dict[str, Any]:
+    """A step row RUNNING under the claim `batch` + its id (no run row: none is read here)."""
+    return {
+        "id": step_id,
+        "run_id": f"r{step_id}",
+        "vertex_id": "a",
+        "tenant_id": "t",
+        "status": "RUNNING",
+        "deps_pending": 0,
+        "attempts": 1,
+        "auto_retries": 0,
+        "created_at": 0.0,
+        "not_before": 0.0,
+        "claim_token": f"{batch}{step_id}",
+        "lease_expires_at": lease_expires_at,
+    }
+
+
 async def test_a_worker_at_its_most_claims_renews_and_gives_them_back(backend: Backend) -> None:
     """A worker holds up to twice its concurrency in claims; at the highest concurrency
     allowed, every one of them is renewed, marked waiting and given back in one statement
@@ -72,23 +90,7 @@ async def test_a_worker_at_its_most_claims_renews_and_gives_them_back(backend: B
     store = await Store.open(backend.database_url, clock)
     try:
         batch = claims.new_batch()
-        rows = [
-            {
-                "id": i,
-                "run_id": f"r{i}",
-                "vertex_id": "a",
-                "tenant_id": "t",
-                "status": "RUNNING",
-                "deps_pending": 0,
-                "attempts": 1,
-                "auto_retries": 0,
-                "created_at": 0.0,
-                "not_before": 0.0,
-                "claim_token": f"{batch}{i}",
-                "lease_expires_at": clock.now() + 5,
-            }
-            for i in range(1, most + 1)
-        ]
+        rows = [running_step(batch, i, clock.now() + 5) for i in range(1, most + 1)]
         async with store._engines.write.begin() as conn:
             await conn.execute(insert(steps), rows)
         tokens = [row["claim_token"] for row in rows]
@@ -113,21 +115,7 @@ async def test_the_admission_wait_marker_leaves_a_retry_wait_alone(backend: Back
     try:
         batch = claims.new_batch()
         rows = [
-            {
-                "id": i,
-                "run_id": f"r{i}",
-                "vertex_id": "a",
-                "tenant_id": "t",
-                "status": "RUNNING",
-                "deps_pending": 0,
-                "attempts": 1,
-                "auto_retries": 0,
-                "created_at": 0.0,
-                "not_before": 0.0,
-                "claim_token": f"{batch}{i}",
-                "lease_expires_at": clock.now() + 30,
-                "wait_reason": reason,
-            }
+            running_step(batch, i, clock.now() + 30) | {"wait_reason": reason}
             for i, reason in ((1, None), (2, "retry_backoff"), (3, "admission_wait"))
         ]
         async with store._engines.write.begin() as conn:
