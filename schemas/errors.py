@@ -279,18 +279,23 @@ class IdempotencyConflict(OperationError):
 
 class InvalidRequest(OperationError):
     """The request is wrong: an input the workflow's inputSchema refuses, a tampered cursor,
-    an unknown filter value. `problems` point at what to fix."""
+    an unknown filter value. `problems` point at what to fix (`details.problems`, when there
+    are any); `details` adds other context (the `parameter` a cursor came in)."""
 
     code = "invalid_request"
     refusal = Refusal.INVALID
 
     def __init__(
-        self, message: str, *, code: str | None = None, problems: list[Problem] | None = None
+        self,
+        message: str,
+        *,
+        code: str | None = None,
+        problems: list[Problem] | None = None,
+        details: dict[str, Any] | None = None,
     ) -> None:
         self.problems = sorted(problems or [])
-        super().__init__(
-            message, code=code, details={"problems": [p.as_dict() for p in self.problems]}
-        )
+        listed = {"problems": [p.as_dict() for p in self.problems]} if self.problems else {}
+        super().__init__(message, code=code, details={**(details or {}), **listed})
 
 
 class LimitReached(OperationError):
@@ -321,7 +326,7 @@ class Unavailable(OperationError):
 
 class ApiError(SchemaBridgeError):
     """A REST request was refused by the API itself (authentication, a malformed request).
-    Rendered as `{"code", "message", "details"}`, `details` omitted when empty."""
+    Rendered as `{"code", "message", "details"}`, `details` `{}` when empty."""
 
     def __init__(
         self, status: int, code: str, message: str, details: dict[str, Any] | None = None

@@ -206,7 +206,13 @@ def list_runs(
     tenant: TenantOption = None,
     since: SinceOption = None,
     limit: Annotated[
-        int, typer.Option(help="Show at most this many runs.", min=1, max=MAX_LIST)
+        int,
+        typer.Option(
+            help=f"Show at most this many runs, up to {MAX_LIST:,}: the CLI reads as many "
+            "pages of the API (GET /runs?limit= takes at most 500) as it takes.",
+            min=1,
+            max=MAX_LIST,
+        ),
     ] = 50,
     all_runs: Annotated[
         bool,

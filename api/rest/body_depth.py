@@ -18,6 +18,7 @@ from typing import Any
 
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+from api.rest.errors import error_body
 from engine.validation import deep_pointer, nesting_exceeds
 
 _JSON_TYPES = (b"application/json", b"text/json")
@@ -57,9 +58,7 @@ async def _refuse(send: Send, at: str, max_depth: int) -> None:
         "flatten it (the limit is SCHEMABRIDGE_MAX_NESTING_DEPTH)."
     )
     problem = {"pointer": at, "code": "too_deep", "message": message, "in": "body"}
-    body = json.dumps(
-        {"code": "too_deep", "message": message, "details": {"problems": [problem]}}
-    ).encode()
+    body = json.dumps(error_body("too_deep", message, {"problems": [problem]})).encode()
     await send(
         {
             "type": "http.response.start",

@@ -1,9 +1,10 @@
-"""Every error the REST API answers is JSON `{"code", "message", "details"?}`.
+"""Every error the REST API answers is JSON `{"code", "message", "details"}`, all three always.
 
-`code` is stable and machine-readable; `message` is a sentence for people; `details` (omitted
-when empty) carries context, and for anything invalid `details.problems`: a list of
-`{"pointer", "code", "message"}` (plus `"in"`: body, query, path or header, for a request that
-does not fit its route). Never HTML, never a traceback.
+`code` is stable and machine-readable; `message` is a sentence for people; `details` is an
+object (`{}` when there is nothing to add) with context, and for anything invalid
+`details.problems`: a list of `{"pointer", "code", "message"}` (plus `"in"`: body, query, path
+or header, for a request that does not fit its route). A script can read `.details` of any
+error. Never HTML, never a traceback.
 
 | cause                                    | status | code                 |
 | ---------------------------------------- | ------ | -------------------- |
@@ -83,15 +84,20 @@ class ErrorBody(BaseModel):
 
     code: str = Field(description="Stable, machine-readable reason.")
     message: str = Field(description="What went wrong, for people.")
-    details: dict[str, Any] | None = Field(
-        default=None,
-        description="Context; `problems` (pointer, code, message) for anything invalid.",
+    details: dict[str, Any] = Field(
+        description="Context, `{}` when there is none; `problems` (pointer, code, message) "
+        "for anything invalid.",
     )
 
 
 def error_responses(*statuses: int) -> dict[int | str, dict[str, Any]]:
     """OpenAPI `responses` declaring `ErrorBody` for each status (for a route's decorator)."""
     return {status: {"model": ErrorBody} for status in statuses}
+
+
+def error_body(code: str, message: str, details: dict[str, Any] | None = None) -> dict[str, Any]:
+    """The body of an error answer: always the three keys, `details` `{}` when there is none."""
+    return {"code": code, "message": message, "details": details or {}}
 
 
 def error_response(
@@ -101,10 +107,7 @@ def error_response(
     details: dict[str, Any] | None = None,
     headers: dict[str, str] | None = None,
 ) -> JSONResponse:
-    body: dict[str, Any] = {"code": code, "message": message}
-    if details:
-        body["details"] = details
-    return JSONResponse(body, status_code=status, headers=headers)
+    return JSONResponse(error_body(code, message, details), status_code=status, headers=headers)
 
 
 def _pointer(parts: Iterable[Any]) -> str:

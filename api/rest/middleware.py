@@ -18,7 +18,7 @@ from typing import Any
 from starlette.exceptions import HTTPException
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from api.rest.errors import INTERNAL_ERROR_MESSAGE
+from api.rest.errors import INTERNAL_ERROR_MESSAGE, error_body
 
 ACCESS_LOGGER = "api.rest.access"
 """The logger of the access log: one JSON object per request, as the record's message."""
@@ -44,7 +44,7 @@ class BodyTooLarge(HTTPException):
 
 async def _send_json(send: Send, status: int, code: str, message: str) -> None:
     """Answer with an error body directly (for refusals made before or outside FastAPI)."""
-    body = json.dumps({"code": code, "message": message}).encode()
+    body = json.dumps(error_body(code, message)).encode()
     await send(
         {
             "type": "http.response.start",

@@ -190,7 +190,14 @@ async def list_runs(
             "deployment's share), pinned or system.",
         ),
     ] = None,
-    limit: Annotated[int, Query(ge=1, le=MAX_LIMIT)] = 50,
+    limit: Annotated[
+        int,
+        Query(
+            ge=1,
+            le=MAX_LIMIT,
+            description=f"Runs in this page, at most {MAX_LIMIT}; `next` continues the list.",
+        ),
+    ] = 50,
     cursor: Cursor = None,
 ) -> Page[RunSummary]:
     selection = RunFilter(

@@ -34,7 +34,7 @@ from fastapi.responses import StreamingResponse
 
 from api.rest.auth import CallerDep
 from api.rest.deps import OperationsDep
-from api.rest.errors import error_responses
+from api.rest.errors import error_body, error_responses
 from engine.operations import Operations
 from engine.operations.views import RunProgress
 from schemas.errors import OperationError
@@ -105,7 +105,7 @@ async def progress_events(
             try:
                 latest = await ops.runs.progress(current.id, tenant=tenant)
             except OperationError as exc:
-                yield event("error", {"code": exc.code, "message": exc.message})
+                yield event("error", error_body(exc.code, exc.message, exc.details))
                 return
             read_at = loop.time()
             if latest != current and not latest.ended:

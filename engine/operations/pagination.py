@@ -56,8 +56,11 @@ def encode_cursor(kind: str, keys: Sequence[Any], scope: str) -> str:
     return base64.urlsafe_b64encode(text.encode()).decode().rstrip("=")
 
 
-def _invalid(reason: str) -> InvalidRequest:
-    return InvalidRequest(f"invalid cursor: {reason}", code="invalid_cursor")
+def invalid_cursor(reason: str) -> InvalidRequest:
+    """`invalid_cursor`, naming the parameter that carried it (`details.parameter`)."""
+    return InvalidRequest(
+        f"invalid cursor: {reason}", code="invalid_cursor", details={"parameter": "cursor"}
+    )
 
 
 def decode_cursor(cursor: str, kind: str, scope: str) -> list[Any]:
@@ -67,15 +70,17 @@ def decode_cursor(cursor: str, kind: str, scope: str) -> list[Any]:
         padded = cursor + "=" * (-len(cursor) % 4)
         body = json.loads(base64.urlsafe_b64decode(padded.encode("ascii")))
     except (UnicodeError, binascii.Error, ValueError) as exc:
-        raise _invalid("it is not a cursor this server issued") from exc
+        raise invalid_cursor("it is not a cursor this server issued") from exc
     if not isinstance(body, dict) or not isinstance(body.get("p"), list):
-        raise _invalid("it is not a cursor this server issued")
+        raise invalid_cursor("it is not a cursor this server issued")
     check = body.pop("c", None)
     if check != _digest(body) or body.get("v") != CURSOR_VERSION:
-        raise _invalid("it was altered")
+        raise invalid_cursor("it was altered")
     if body.get("k") != kind:
-        raise _invalid(f"it belongs to another list ({body.get('k')}), not to {kind}")
+        raise invalid_cursor(f"it belongs to another list ({body.get('k')}), not to {kind}")
     if body.get("s") != scope:
-        raise _invalid("it belongs to the same list with other filters; start again without it")
+        raise invalid_cursor(
+            "it belongs to the same list with other filters; start again without it"
+        )
     keys: list[Any] = body["p"]
     return keys

@@ -18,7 +18,13 @@ from typing import TYPE_CHECKING, Any
 from engine.coordination.run_events import RunWatch
 from engine.operations import id_prefixes, routing, run_views, submission
 from engine.operations.boundary import store_boundary
-from engine.operations.pagination import check_limit, decode_cursor, encode_cursor, scope_digest
+from engine.operations.pagination import (
+    check_limit,
+    decode_cursor,
+    encode_cursor,
+    invalid_cursor,
+    scope_digest,
+)
 from engine.operations.views import (
     ChildDuration,
     FanoutProgress,
@@ -93,14 +99,14 @@ def _run_key(keys: list[Any]) -> tuple[float, str]:
     match keys:
         case [int() | float() as created_at, str() as run_id] if not isinstance(created_at, bool):
             return float(created_at), run_id
-    raise InvalidRequest("invalid cursor: it was altered", code="invalid_cursor")
+    raise invalid_cursor("it was altered")
 
 
 def _child_key(keys: list[Any]) -> tuple[str, int]:
     match keys:
         case [str() as vertex_id, int() as index] if not isinstance(index, bool):
             return vertex_id, index
-    raise InvalidRequest("invalid cursor: it was altered", code="invalid_cursor")
+    raise invalid_cursor("it was altered")
 
 
 def _list_progress(row: RunProgressRow | None) -> ListProgress | None:
@@ -124,9 +130,7 @@ def _log_after(after: int | str | None) -> int:
         return int(after)
     if isinstance(after, int) and not isinstance(after, bool) and after >= 0:
         return after
-    raise InvalidRequest(
-        f"after is the id of a log line (0 or more); got {after!r}", code="invalid_cursor"
-    )
+    raise invalid_cursor(f"it is the id of a log line (0 or more); got {after!r}")
 
 
 class RunOperations:

@@ -190,6 +190,9 @@ def test_usage_errors(serve_api: Stack) -> None:
     assert_refused(serve_api.cli("runs", "retry"), 2, "give the runs to retry, or a filter")
     assert_refused(serve_api.cli("runs", "retry", "a", "--status", "FAILED"), 2, "not both")
     assert_refused(serve_api.cli("runs", "list", "--status", "DONE"), 2, "unknown status 'DONE'")
+    # No run is ever PENDING (runs are created RUNNING): the filter does not offer it.
+    pending = serve_api.cli("runs", "list", "--status", "PENDING")
+    assert_refused(pending, 2, "unknown status 'PENDING'")
     assert_refused(serve_api.cli("runs", "list", "--since", "soon"), 2, "--since 'soon'")
     assert_refused(serve_api.cli("runs", "submit", "w@0"), 2, "the version after @")
     # Without --wait nothing waits: a --timeout there was meant for a wait the user forgot.

@@ -1,21 +1,25 @@
 """Every error the API answers is JSON with a stable code, over real HTTP: 404, 405, 400
 (malformed JSON), 422 (FastAPI's validation, invalid workflows, invalid requests), the
 operations' refusals (404/409/422/429/503), and 500 for a bug, whose traceback is logged on the
-server and never sent. Plus the OpenAPI document: every route declares its error answers."""
+server and never sent. Every one has the same keys (`code`, `message`, `details`), on both
+backends with authentication on. Plus the OpenAPI document: every route declares its error
+answers."""
 
 from __future__ import annotations
 
 import logging
+import uuid
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
 import pytest
-from fastapi import APIRouter
+from fastapi import APIRouter, FastAPI
 from pydantic import BaseModel
 
 from api.rest import borrowed_runtime, create_app
 from api.rest.app import DEFAULT_ROUTERS
+from engine.operations import Operations
 from engine.runtime import Runtime
 from engine.settings import Settings
 from schemas.errors import (
@@ -28,7 +32,9 @@ from schemas.errors import (
     Unavailable,
     WrongState,
 )
+from tests.conftest import Backend
 from tests.e2e.rest_harness import access_lines, client, serving
+from tests.integration.engine_harness import settings_for
 
 SECRET = "s3cr3t-in-the-traceback"
 
@@ -74,18 +80,19 @@ async def _refuse(which: str) -> None:
     raise REFUSALS[which]
 
 
+def _with_probes(runtime: Runtime, *, auth: bool) -> FastAPI:
+    """The real routes and the probes, on `runtime`."""
+    routers = (*DEFAULT_ROUTERS, probe)
+    factory = borrowed_runtime(runtime)
+    return create_app(runtime.settings, runtime_factory=factory, auth=auth, routers=routers)
+
+
 @pytest.fixture
 async def url(tmp_path: Path) -> AsyncIterator[str]:
     settings = Settings(database_url=f"sqlite+aiosqlite:///{tmp_path / 'sb.db'}")
     runtime = await Runtime.open(settings)
-    app = create_app(
-        settings,
-        runtime_factory=borrowed_runtime(runtime),
-        auth=False,
-        routers=(*DEFAULT_ROUTERS, probe),
-    )
     try:
-        async with serving(app) as served:
+        async with serving(_with_probes(runtime, auth=False)) as served:
             yield served
     finally:
         await runtime.close()
@@ -97,8 +104,52 @@ def _is_error(answer: Any, status: int, code: str) -> dict[str, Any]:
     body: dict[str, Any] = answer.json()
     assert body["code"] == code
     assert isinstance(body["message"], str) and body["message"]
-    assert set(body) <= {"code", "message", "details"}
+    assert set(body) == {"code", "message", "details"}, body
+    assert isinstance(body["details"], dict), body
     return body
+
+
+@pytest.fixture
+async def authed(backend: Backend) -> AsyncIterator[tuple[str, str, str]]:
+    """The real routes (and the probes) with authentication on and a 1 KiB body limit: the
+    URL, an admin key and a tenant key."""
+    runtime = await Runtime.open(settings_for(backend, max_body_bytes=1024))
+    ops = Operations(runtime)
+    admin = await ops.keys.create(admin=True, name="errors admin")
+    tenant = await ops.keys.create(tenant="acme", name="errors tenant")
+    try:
+        async with serving(_with_probes(runtime, auth=True)) as served:
+            yield served, admin.key, tenant.key
+    finally:
+        await runtime.close()
+
+
+async def test_every_error_has_the_same_keys(authed: tuple[str, str, str]) -> None:
+    url, admin, tenant = authed
+    as_json = {"content-type": "application/json"}
+    # (status, code, key, method, path, body): one request per kind of error
+    cases: list[tuple[int, str, str | None, str, str, bytes | None]] = [
+        (400, "invalid_json", admin, "POST", "/workflows", b"{not json"),
+        (401, "unauthorized", None, "GET", "/runs", None),
+        (401, "unauthorized", "sbk_wrong", "GET", "/runs", None),
+        (403, "forbidden", tenant, "GET", "/keys", None),
+        (404, "run_not_found", admin, "GET", f"/runs/{uuid.uuid4()}", None),
+        (404, "not_found", admin, "GET", "/no/such/route", None),
+        (405, "method_not_allowed", admin, "PUT", "/health", None),
+        (413, "body_too_large", admin, "POST", "/workflows", b"[" + b"0," * 2000 + b"0]"),
+        (422, "invalid_request", admin, "GET", "/runs?limit=-1", None),
+        (422, "invalid_cursor", admin, "GET", "/runs?cursor=dGFtcGVyZWQ", None),
+        (422, "too_deep", admin, "POST", "/workflows", b"[" * 200 + b"]" * 200),
+        (429, "queue_full", admin, "GET", "/probe/refuse/queue-full", None),
+        (503, "store_unavailable", admin, "GET", "/probe/refuse/unavailable", None),
+        (500, "internal_error", admin, "GET", "/probe/boom", None),
+    ]
+    for status, code, key, method, path, body in cases:
+        async with client(url, key) as http:
+            answer = await http.request(method, path, content=body, headers=as_json)
+        details = _is_error(answer, status, code)["details"]
+        if code == "invalid_cursor":
+            assert details == {"parameter": "cursor"}
 
 
 async def test_unknown_path_is_404_json(url: str) -> None:
