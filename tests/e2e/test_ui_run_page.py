@@ -160,13 +160,13 @@ FIT_JS = """([tableSelector, cellSelector]) => {
 them, and each of the table's cells that is drawn."""
 
 
-def assert_fits_a_phone(fit: dict[str, Any]) -> None:
-    """What `FIT_JS` measured at 420 px scrolls neither the page nor its table sideways, and
-    each cell drawn is whole and on the screen."""
+def assert_fits_a_phone(fit: dict[str, Any], width: int = NARROW["width"]) -> None:
+    """What `FIT_JS` measured at 420 px (or `width`) scrolls neither the page nor its table
+    sideways, and each cell drawn is whole and on the screen."""
     assert fit["page"] <= fit["window"], fit
     assert fit["table"] <= fit["box"], {k: v for k, v in fit.items() if k != "cells"}
     for cell in fit["cells"]:
-        assert cell["left"] >= 0 and cell["right"] <= NARROW["width"], cell
+        assert cell["left"] >= 0 and cell["right"] <= width, cell
         assert not cell["clipped"], cell
 
 
