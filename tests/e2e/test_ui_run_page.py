@@ -1,8 +1,8 @@
 """The run page's header and steps in a real browser, against one `schemabridge serve --demo`
 (embedded store) for the module: the operator's actions match what the API accepts for the
-run's status (as it changes, too), a run with a long vertex id reads on a phone, and the
+run's status (as it changes, too), a run with a long vertex id reads on a phone, the
 attempts table of a step that waits to retry shows every column at a desktop width and,
-attempt by attempt, on a phone."""
+attempt by attempt, on a phone, and the run's tables fit a tablet without scrolling."""
 
 from __future__ import annotations
 
@@ -160,13 +160,13 @@ FIT_JS = """([tableSelector, cellSelector]) => {
 them, and each of the table's cells that is drawn."""
 
 
-def assert_fits_a_phone(fit: dict[str, Any]) -> None:
-    """What `FIT_JS` measured at 420 px scrolls neither the page nor its table sideways, and
-    each cell drawn is whole and on the screen."""
+def assert_fits_a_phone(fit: dict[str, Any], width: int = NARROW["width"]) -> None:
+    """What `FIT_JS` measured at 420 px (or `width`) scrolls neither the page nor its table
+    sideways, and each cell drawn is whole and on the screen."""
     assert fit["page"] <= fit["window"], fit
     assert fit["table"] <= fit["box"], {k: v for k, v in fit.items() if k != "cells"}
     for cell in fit["cells"]:
-        assert cell["left"] >= 0 and cell["right"] <= NARROW["width"], cell
+        assert cell["left"] >= 0 and cell["right"] <= width, cell
         assert not cell["clipped"], cell
 
 
@@ -502,3 +502,39 @@ def test_the_timeline_fits_a_tablet(server: DemoServer, browser: Any, width: int
         assert len(timeline["bars"]) == 1, timeline
         for bar in timeline["bars"]:
             assert bar["left"] >= 0 and bar["right"] <= width, bar
+
+
+@pytest.fixture(scope="module")
+def tablet_runs(server: DemoServer) -> dict[str, str]:
+    """The runs whose tables a tablet shows: a step with a 64-character id failed (steps),
+    a step whose calls failed with a long error (attempts), a fan-out of 12 (children)."""
+    return {
+        "table.steps": failed_long_vertex_run(server, "ui-run-page-tables", tenant="tables"),
+        "table.attempts": retrying_run(server, "attempts-tablet", CLOSED_PORT),
+        "table.children-table": fan_out_run(server, "children-tablet"),
+    }
+
+
+ROWS_JS = """(tableSelector) => [...document.querySelectorAll(`${tableSelector} tbody tr`)]
+  .map((row) => ({ text: row.textContent, height: row.getBoundingClientRect().height }))"""
+"""The text and height of each row of a table (`tableSelector`)."""
+
+
+@pytest.mark.parametrize("width", [600, 700, 800])
+@pytest.mark.parametrize("table", ["table.steps", "table.attempts", "table.children-table"])
+def test_the_run_tables_fit_a_tablet(
+    server: DemoServer, browser: Any, tablet_runs: dict[str, str], table: str, width: int
+) -> None:
+    """At 600 to 800 px (a tablet) the steps, attempts and children tables scroll neither the
+    page nor themselves sideways: every cell drawn is whole and on the screen, and no row is
+    a tall strip of empty space around a 64-character step id or a long error."""
+    with opened(browser, f"{server.ui}#/runs/{tablet_runs[table]}") as (page, _):
+        page.set_viewport_size({"width": width, "height": 900})
+        page.locator(f"{table} tbody tr").nth(1).wait_for()
+        page.locator(".live", has_text="up to date").wait_for()
+        assert_fits_a_phone(page.evaluate(FIT_JS, [table, "td"]), width)
+        rows = page.evaluate(ROWS_JS, table)
+        if table == "table.steps":
+            assert any(LONG_VERTEX in row["text"] for row in rows), rows
+        for row in rows:
+            assert row["height"] < 200, row

@@ -126,8 +126,9 @@ function stepsTable(detail, select) {
       h(
         "tbody",
         {},
-        // On a phone each row is a block: the step's id on its own lines, the other cells
-        // under it, each named by its `data-label` (style.css, 'phones').
+        // In a box narrower than a desktop's (a tablet, a phone) each row is a block: the
+        // step's id on its own lines, the other cells under it, each named by its
+        // `data-label` (style.css, `row-blocks`).
         detail.steps.map((step) =>
           h(
             "tr",

@@ -72,8 +72,9 @@ export class ChildrenList {
       h(
         "tr",
         { class: run.status === "FAILED" ? "row-failed" : null },
-        // On a phone each child is a block, its cells side by side, each named by its
-        // `data-label`, and its error under them (style.css, 'phones').
+        // In a box narrower than a desktop's (a tablet, a phone) each child is a block, its
+        // cells side by side, each named by its `data-label`, and its error under them
+        // (style.css, `row-blocks`).
         h("td", { "data-label": "Item" }, String(run.itemIndex)),
         h("td", { "data-label": "Status" }, badge(run.status)),
         h("td", { "data-label": "Run" }, h("a", { href: `#/runs/${encodeURIComponent(run.id)}`, class: "mono" }, shortId(run.id))),
