@@ -65,7 +65,9 @@ WAIT_MIN_READ_S = 0.05
 MAX_RUN_ID_CHARS = 36
 MAX_LONG_TAIL = 50
 """The most children `long_tail` lists in each of its two lists."""
-_STATUSES = frozenset(s.value for s in RunStatus)
+_STATUSES = frozenset(s.value for s in RunStatus) - {RunStatus.PENDING.value}
+"""The statuses a run can be in: runs are created RUNNING; PENDING is a step's status, and a
+filter on it would only ever answer nothing."""
 _ROUTES = frozenset(r.value for r in RunRoute)
 _TERMINAL = frozenset(s.value for s in TERMINAL_RUN_STATUSES)
 

@@ -611,6 +611,7 @@ async def test_each_list_filter(
     [
         RunFilter(status="DONE"),
         RunFilter(status="failed"),
+        RunFilter(status="PENDING"),  # a step status: no run is ever PENDING
         RunFilter(version=1),
         RunFilter(workflow="ok", version=0),
         RunFilter(created_after=float("nan")),

@@ -10,7 +10,7 @@ import { announce, fill, h, widthPercent } from "../dom.js";
 import { badge, count, duration, elapsed, errorSummary, exact, percent, plural, shortId, time } from "../format.js";
 import { Poller } from "../live.js";
 
-const STATUSES = ["", "RUNNING", "FAILED", "SUCCEEDED", "CANCELLED", "PENDING"];
+const STATUSES = ["", "RUNNING", "FAILED", "SUCCEEDED", "CANCELLED"];
 const RANGES = [
   ["", "any time"],
   ["15m", "last 15 minutes"],
@@ -27,7 +27,7 @@ const ROUTES = [
   ["system", "the engine's own"],
 ];
 const PAGE_SIZE = 50;
-const ACTIVE = new Set(["RUNNING", "PENDING"]);
+const ACTIVE = new Set(["RUNNING"]);
 
 /** Earlier pages' cursors, so "Previous" works without the API paging backwards. */
 const previous = [];
