@@ -7,6 +7,7 @@ attempt by attempt, on a phone, and the run's tables fit a tablet without scroll
 from __future__ import annotations
 
 import re
+import time
 from collections.abc import Iterator
 from typing import Any
 
@@ -412,6 +413,53 @@ def test_an_ended_run_has_no_live_toggle(server: DemoServer, browser: Any) -> No
             assert "run ended" in shown["text"], (word, shown)
             assert shown["buttons"] == [], (word, shown)
             assert "Resume" not in shown["text"], (word, shown)
+
+
+def reject_next_ticket(server: DemoServer) -> None:
+    server.script("/helpdesk/tickets", {"status": 422, "body": {"error": "validation_failed"}})
+
+
+def test_an_ended_run_shows_what_an_operator_did_elsewhere(
+    server: DemoServer, browser: Any
+) -> None:
+    """A FAILED run open in the monitor, retried by an operator elsewhere (the CLI, another
+    tab; here the API): the page shows the run succeeded at its next look, without being
+    reloaded, and withdraws its Retry."""
+    reject_next_ticket(server)
+    run_id = ticket(server, "ended-watch", wait=True)
+    with opened(browser, f"{server.ui}#/runs/{run_id}") as (page, _):
+        page.locator("h1 .badge", has_text="failed").wait_for()
+        page.evaluate("() => { window.notReloaded = true; }")
+        assert actions(page)["Retry"]["disabled"] is False
+        assert server.call(f"/runs/{run_id}/retry", {})["stepsRetried"] == 1
+        page.locator("h1 .badge", has_text="succeeded").wait_for(timeout=30_000)
+        assert page.evaluate("() => window.notReloaded") is True
+        assert actions(page)["Retry"]["disabled"] is True
+        page.locator(".live", has_text="run ended").wait_for()
+
+
+def test_a_refused_action_shows_the_run_as_it_is(server: DemoServer, browser: Any) -> None:
+    """Someone retried the run first: the page's Retry is refused (409 with the run's
+    state) and the page redraws the run as the API has it at once, not at its next look
+    (the page's clock is stopped, so that look never comes)."""
+    reject_next_ticket(server)
+    run_id = ticket(server, "refused-action", wait=True)
+    with opened(browser, "about:blank") as (page, found):
+        found.allowed_errors.append("409")
+        page.clock.install(time=time.time())
+        page.goto(f"{server.ui}#/runs/{run_id}")
+        page.locator("h1 .badge", has_text="failed").wait_for()
+        page.clock.pause_at(page.evaluate("() => Date.now()") + 1)
+        server.call(f"/runs/{run_id}/retry", {})
+        eventually(lambda: server.run_status(run_id) == "SUCCEEDED", what="the retry to finish")
+        page.get_by_role("button", name="Retry", exact=True).click()
+        page.locator("dialog.modal").get_by_role("button", name="Retry", exact=True).click()
+        refused = page.locator(".error-box", has_text="refused")
+        refused.wait_for()
+        assert "run_not_failed" in refused.inner_text()
+        page.locator("h1 .badge", has_text="succeeded").wait_for()
+        assert actions(page)["Retry"]["disabled"] is True
+        assert refused.is_visible(), "the refusal stays on the page after the redraw"
 
 
 def test_the_live_toggle_says_it_is_about_updates(server: DemoServer, browser: Any) -> None:

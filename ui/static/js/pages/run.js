@@ -1,7 +1,9 @@
 // One run: its DAG with each step's status, the fan-out bar and long tail of each SPAWNER, the
 // waterfall of its steps, the selected step's error and attempts, its children and its log,
 // and the operator's buttons. While it runs it follows `/runs/{id}/events` (server-sent
-// events); if the stream cannot be opened it polls once every two seconds instead.
+// events); if the stream cannot be opened it polls once every two seconds instead. Once it
+// ended it still looks every ten seconds: an operator may retry, resolve or reprocess it from
+// the CLI or another tab, and the page must not go on saying it failed.
 
 import { api, stream } from "../api.js";
 import { fill, h } from "../dom.js";
@@ -15,6 +17,8 @@ import { fanoutBar, fetchLongTail, longTailView } from "../run/fanout.js";
 import { RunLog } from "../run/log.js";
 import { timeline } from "../run/timeline.js";
 import { RUNS, wholeId } from "../short_ids.js";
+
+const ENDED_CHECK_MS = 10_000;
 
 function json(value) {
   return h("pre", { class: "json" }, value === undefined ? "" : JSON.stringify(value, null, 2));
@@ -255,6 +259,27 @@ export async function runPage(main, params, given) {
   }
 
   const isEnded = () => ["SUCCEEDED", "FAILED", "CANCELLED"].includes(detail.status);
+
+  // An ended run changes only by an operator's hand: read it every ENDED_CHECK_MS (not while
+  // the tab is hidden) and redraw when it differs; `reload` follows it again if it runs.
+  let endedTimer = null;
+  function watchEnded() {
+    stopped = true;
+    poller.show("ended");
+    clearTimeout(endedTimer);
+    endedTimer = setTimeout(async () => {
+      if (controller.signal.aborted || !isEnded()) return;
+      if (!document.hidden) {
+        try {
+          const fresh = await api(`/runs/${encodeURIComponent(runId)}`);
+          if (JSON.stringify(fresh) !== JSON.stringify(detail)) await reload();
+        } catch {
+          // Not reachable now: look again at the next turn.
+        }
+      }
+      if (isEnded() && !controller.signal.aborted) watchEnded();
+    }, ENDED_CHECK_MS);
+  }
   const slowReload = throttle(() => reload().catch(() => {}), 1000);
   const tailReload = throttle(() => loadTails().catch(() => {}), 5000);
   const childReload = throttle(() => {
@@ -285,6 +310,7 @@ export async function runPage(main, params, given) {
   const poller = new Poller(
     async () => {
       await reload();
+      if (isEnded()) watchEnded();
       return { running: !isEnded(), ended: isEnded(), signature: JSON.stringify([detail.status, detail.fanout, detail.steps.map((s) => s.status)]) };
     },
     { intervalMs: 2000, indicator: live },
@@ -300,8 +326,7 @@ export async function runPage(main, params, given) {
           if (name === "progress") applyProgress(data);
           else if (name === "end") {
             applyProgress(data);
-            stopped = true;
-            poller.show("ended");
+            watchEnded();
             reload().catch(() => {});
           }
         },
@@ -341,14 +366,11 @@ export async function runPage(main, params, given) {
   const loads = [log.load(), loadTails(firstTails)];
   if (hasChildren()) loads.push(children.load());
   await Promise.all(loads);
-  if (isEnded()) {
-    stopped = true;
-    poller.show("ended");
-  } else {
-    follow();
-  }
+  if (isEnded()) watchEnded();
+  else follow();
   return () => {
     stopped = true;
+    clearTimeout(endedTimer);
     controller.abort();
     poller.stop();
   };

@@ -10,23 +10,25 @@ function path(runId, action) {
   return `/runs/${encodeURIComponent(runId)}/${action}`;
 }
 
+/** Ask, send, say what the API answered; true when it was sent (done or refused: either way
+ * the page's view of the run may be stale), false when the operator backed out. */
 async function perform(where, { title, text, confirm, danger, send, describe }) {
-  if (!(await confirmAction({ title, text, confirm, danger }))) return null;
+  if (!(await confirmAction({ title, text, confirm, danger }))) return false;
   try {
     const answer = await send();
     const line = h("p", { class: "ok-box", role: "status" }, "✓ ", describe(answer));
     fill(where, line);
     announce(line.textContent, "ok");
-    return answer;
   } catch (error) {
     const line = h("p", { class: "error-box", role: "alert" }, `✕ ${title.replace(/\?$/, "")} refused: ${error.message} (${error.code})`);
     fill(where, line);
     announce(line.textContent, "error");
-    return null;
   }
+  return true;
 }
 
-/** The action bar of `detail`; `done()` reloads the page after an action. */
+/** The action bar of `detail`; `done()` reloads the page after an action, refused ones too: a
+ * refusal (409 with the run's state) usually means someone else acted first. */
 export function actionBar(detail, result, done) {
   const id = detail.id;
   const ended = ["SUCCEEDED", "FAILED", "CANCELLED"].includes(detail.status);
@@ -99,5 +101,6 @@ export async function resolveStep(runId, step, result, done) {
     await done();
   } catch (error) {
     fill(result, h("p", { class: "error-box", role: "alert" }, `✕ Resolve refused: ${error.message} (${error.code})`));
+    await done();
   }
 }
