@@ -260,15 +260,21 @@ class OperatorActions:
             run_id=run_id,
             action=Action.CANCEL.value,
             changed=changed,
-            message=(
-                f"cancelled with {outcome.runs_cancelled - 1} runs under it"
-                if changed
-                else "already cancelled"
-            ),
+            message=_cancelled(outcome.runs_cancelled, outcome.steps_cancelled)
+            if changed
+            else "already cancelled",
             status=outcome.run_status,
             runs_cancelled=outcome.runs_cancelled,
             steps_cancelled=outcome.steps_cancelled,
         )
+
+
+def _cancelled(runs: int, steps: int) -> str:
+    """What a cancel did, in words: "cancelled (2 steps)", "cancelled with 3 runs under it
+    (7 steps)"."""
+    under = runs - 1
+    children = f" with {under} run{'' if under == 1 else 's'} under it" if under else ""
+    return f"cancelled{children} ({steps} step{'' if steps == 1 else 's'})"
 
 
 def _skipped(run_id: str, outcome: RetryOutcome) -> SkippedRun:

@@ -128,6 +128,9 @@ async def test_start_over_and_cancel(api: Api, downstream: RunningDownstream) ->
             "CANCELLED",
             1,
         )
+        steps = cancelled.json()["stepsCancelled"]
+        assert steps >= 1
+        assert cancelled.json()["message"] == f"cancelled ({steps} step{'' if steps == 1 else 's'})"
         twice = await http.post(f"/runs/{running}/cancel")
         assert twice.status_code == 200 and twice.json()["changed"] is False
         started = await http.post(f"/runs/{running}/start-over")

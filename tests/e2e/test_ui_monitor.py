@@ -6,6 +6,7 @@ fails its test on a JavaScript or console error, or on a request off loopback.""
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Iterator
 from typing import Any
 
@@ -156,7 +157,9 @@ def test_a_failed_run_is_marked_explained_and_retried(server: DemoServer, browse
         shoot(page, "run-failed")
         page.get_by_role("button", name="Retry", exact=True).click()
         confirm(page, "Retry")
-        page.locator(".ok-box", has_text="step").wait_for()
+        done = page.locator(".ok-box", has_text="step")
+        done.wait_for()
+        assert done.inner_text() == "✓ 1 failed step run again"
         page.locator("h1 .badge", has_text="succeeded").wait_for()
     assert server.run_status(run_id) == "SUCCEEDED"
 
@@ -276,7 +279,9 @@ def test_cancel_a_running_fan_out(server: DemoServer, browser: Any) -> None:
         assert server.run_status(run_id) == "RUNNING"
         page.get_by_role("button", name="Cancel", exact=True).click()
         confirm(page, "Cancel the run")
-        page.locator(".ok-box", has_text="cancelled").wait_for()
+        done = page.locator(".ok-box", has_text="cancelled")
+        done.wait_for()
+        assert re.fullmatch(r"✓ cancelled with 40 runs under it \(\d+ steps\)", done.inner_text())
         page.locator("h1 .badge", has_text="cancelled").wait_for()
         shoot(page, "run-cancelled")
     assert server.run_status(run_id) == "CANCELLED"

@@ -456,7 +456,8 @@ def test_a_refused_action_shows_the_run_as_it_is(server: DemoServer, browser: An
         page.locator("dialog.modal").get_by_role("button", name="Retry", exact=True).click()
         refused = page.locator(".error-box", has_text="refused")
         refused.wait_for()
-        assert "run_not_failed" in refused.inner_text()
+        assert refused.inner_text().startswith("✕ Retry refused: run "), refused.inner_text()
+        assert refused.inner_text().endswith("only a FAILED run can be retried (run_not_failed)")
         page.locator("h1 .badge", has_text="succeeded").wait_for()
         assert actions(page)["Retry"]["disabled"] is True
         assert refused.is_visible(), "the refusal stays on the page after the redraw"

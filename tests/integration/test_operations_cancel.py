@@ -114,6 +114,8 @@ async def test_cancel_reaches_grandchildren(
         await wait_until(leaves_running)
         result = await ops.actions.cancel(run_id, actor="cli")
         assert (result.changed, result.runs_cancelled, result.status) == (True, 9, "CANCELLED")
+        steps = result.steps_cancelled
+        assert result.message == f"cancelled with 8 runs under it ({steps} steps)"
 
         async def drained() -> bool:
             return worker.in_flight == 0

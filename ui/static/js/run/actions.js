@@ -12,7 +12,7 @@ function path(runId, action) {
 
 /** Ask, send, say what the API answered; true when it was sent (done or refused: either way
  * the page's view of the run may be stale), false when the operator backed out. */
-async function perform(where, { title, text, confirm, danger, send, describe }) {
+async function perform(where, { name, title, text, confirm, danger, send, describe }) {
   if (!(await confirmAction({ title, text, confirm, danger }))) return false;
   try {
     const answer = await send();
@@ -20,7 +20,7 @@ async function perform(where, { title, text, confirm, danger, send, describe }) 
     fill(where, line);
     announce(line.textContent, "ok");
   } catch (error) {
-    const line = h("p", { class: "error-box", role: "alert" }, `✕ ${title.replace(/\?$/, "")} refused: ${error.message} (${error.code})`);
+    const line = h("p", { class: "error-box", role: "alert" }, `✕ ${name} refused: ${error.message} (${error.code})`);
     fill(where, line);
     announce(line.textContent, "error");
   }
@@ -51,13 +51,15 @@ export function actionBar(detail, result, done) {
     "div",
     { class: "actions", role: "toolbar", "aria-label": "Operator actions" },
     button("Retry", detail.status === "FAILED", "only a FAILED run can be retried", {
+      name: "Retry",
       title: "Retry this run?",
       text: "Its FAILED steps run again; completed steps keep their results.",
       confirm: "Retry",
       send: () => api(path(id, "retry"), { method: "POST" }),
-      describe: (a) => `${a.message} (${plural(a.stepsRetried, "step")} run again)`,
+      describe: (a) => a.message,
     }, "primary"),
     button("Start over", ended && !detail.parentRunId, detail.parentRunId ? "a child run cannot be started over alone" : "the run has not ended", {
+      name: "Start over",
       title: "Start this run over?",
       text: "A new run starts with the same input, linked to this one.",
       confirm: "Start over",
@@ -65,19 +67,21 @@ export function actionBar(detail, result, done) {
       describe: (a) => [a.message, " — ", h("a", { href: `#/runs/${encodeURIComponent(a.newRunId)}` }, "open the new run")],
     }),
     button("Reprocess dead letters", deadLetters, "no failed child to reprocess", {
+      name: "Reprocess",
       title: "Reprocess the dead letters?",
       text: `The ${plural(detail.fanout.failed, "FAILED child", "FAILED children")} run again; the join reopens.`,
       confirm: "Reprocess",
       send: () => api(path(id, "reprocess"), { method: "POST" }),
-      describe: (a) => `${a.message} (${a.revived} revived)`,
+      describe: (a) => a.message,
     }),
     button("Cancel", !ended, detail.status === "CANCELLED" ? "the run is already cancelled" : "the run has ended: only a pending or running run can be cancelled", {
+      name: "Cancel",
       title: "Cancel this run?",
       text: "The run and everything under it still going stop; this cannot be undone.",
       confirm: "Cancel the run",
       danger: true,
       send: () => api(path(id, "cancel"), { method: "POST" }),
-      describe: (a) => `${a.message} (${plural(a.runsCancelled, "run")}, ${plural(a.stepsCancelled, "step")} cancelled)`,
+      describe: (a) => a.message,
     }, "danger"),
   );
 }
