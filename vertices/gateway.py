@@ -333,13 +333,21 @@ async def _log_attempt(
     *,
     position: tuple[int, int],
     wait_s: float | None = None,
+    final: bool = False,
 ) -> None:
+    """`final`: the answer ends the step although attempts were left (a 4xx other than 408
+    and 429, an error that would come back the same): the line says it is not retried, so
+    "attempt 1/4" is not read as three more to come."""
     number, max_attempts = position
     duration_ms = round(attempt.duration_s * 1000, 1)
     message = (
         f"{request.method} {request.url_for_log} → {_describe(attempt)} in {duration_ms:g} ms "
         f"(attempt {number}/{max_attempts})"
     )
+    if final and number < max_attempts:
+        message += "; not retried: " + (
+            f"a {attempt.status} answer is final" if attempt.status else "this error is final"
+        )
     if wait_s is not None:
         message += f"; retrying in {wait_s:.3g} s"
     data: dict[str, Any] = {
@@ -437,7 +445,8 @@ async def execute(
             await _log_attempt(ctx, "info", request, attempt, position=position)
             return Succeeded(await _output(ctx, attempt.answer, attempt.body))
         if verdict is _Verdict.FINAL or number == policy.max_attempts:
-            await _log_attempt(ctx, "error", request, attempt, position=position)
+            final = verdict is _Verdict.FINAL
+            await _log_attempt(ctx, "error", request, attempt, position=position, final=final)
             raise _failure(request, attempt, number, ctx.redactor)
         if rng is None and policy.jitter == "full":
             rng = random.Random()

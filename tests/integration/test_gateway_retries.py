@@ -120,11 +120,15 @@ async def test_400_is_final_after_one_attempt(
     downstream: RunningDownstream, client: HttpClient
 ) -> None:
     downstream.script([400, 200])
-    sleep = RecordingSleep(real=False)
+    sleep, log = RecordingSleep(real=False), LogRecorder()
     with pytest.raises(StepFailure) as caught:
         await gateway.execute(
-            gateway_config(downstream.url), gateway_ctx(), client, FAST, sleep=sleep
+            gateway_config(downstream.url), gateway_ctx(log), client, FAST, sleep=sleep
         )
+    # The line says the answer ends the step: "attempt 1/4" alone reads as three to come.
+    [(level, message, _)] = log.lines
+    assert level == "error"
+    assert message.endswith("(attempt 1/4); not retried: a 400 answer is final"), message
     failure = caught.value
     assert failure.kind is FailureKind.HTTP_ERROR
     assert not failure.redispatchable
@@ -165,8 +169,13 @@ async def test_a_final_500_is_an_http_error(
 ) -> None:
     downstream.script([500, 502, 500])
     config = gateway_config(downstream.url, retry={"maxAttempts": 3})
+    log = LogRecorder()
     with pytest.raises(StepFailure) as caught:
-        await gateway.execute(config, gateway_ctx(), client, FAST, sleep=RecordingSleep(real=False))
+        await gateway.execute(
+            config, gateway_ctx(log), client, FAST, sleep=RecordingSleep(real=False)
+        )
+    # The last of the attempts: nothing to add to "(attempt 3/3)".
+    assert log.lines[-1][1].endswith("ms (attempt 3/3)"), log.lines[-1][1]
     assert caught.value.kind is FailureKind.HTTP_ERROR
     assert caught.value.http is not None
     assert (caught.value.http.status, caught.value.http.attempts) == (500, 3)
