@@ -6,8 +6,9 @@
 inserts one row (a new UUID, the tenant, the input as JSON text, the time) into `bare_row`
 (created if missing) and answers 201 `{"id": …}`. No authentication, no validation beyond
 FastAPI's body parsing, one statement per request: what any Python web service on this stack
-pays at least for a durable write. Served by uvicorn on a socket bound before it starts (port
-0: a free one); the first stdout line is `bare listening on URL`. SIGINT/SIGTERM stop it.
+pays at least for a durable write. Served by uvicorn (httptools, uvloop) on a socket bound
+before it starts (port 0: a free one), as the API is; the first stdout line is `bare listening
+on URL`. SIGINT/SIGTERM stop it.
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ from typing import Any
 
 import asyncpg
 import uvicorn
+import uvloop
 from fastapi import FastAPI
 from fastapi.responses import JSONResponse
 from pydantic import BaseModel, Field
@@ -84,8 +86,15 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser.add_argument("--port", type=int, default=0)
     args = parser.parse_args(argv)
     sock = socket.create_server(("127.0.0.1", args.port), backlog=2048)
-    config = uvicorn.Config(build_app(args.dsn), log_level="warning", access_log=False)
-    asyncio.run(_Server(config).serve(sockets=[sock]))
+    # Served as `schemabridge api` serves (api/rest/server.py): TCP_NODELAY on the listening
+    # socket, httptools, uvloop. Until 2026-12-03 this ran on asyncio's loop without it, and
+    # every kept-alive request waited ~40 ms for a delayed ACK: the "floor" was that wait.
+    sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+    config = uvicorn.Config(
+        build_app(args.dsn), http="httptools", log_level="warning", access_log=False
+    )
+    with asyncio.Runner(loop_factory=uvloop.new_event_loop) as runner:
+        runner.run(_Server(config).serve(sockets=[sock]))
 
 
 if __name__ == "__main__":
