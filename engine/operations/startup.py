@@ -13,8 +13,10 @@ from __future__ import annotations
 import asyncio
 import sqlite3
 from pathlib import Path
+from urllib.parse import urlsplit
 
 from asyncpg.exceptions import ClientConfigurationError, InvalidCatalogNameError
+from redis.connection import parse_url
 from redis.exceptions import RedisError
 from sqlalchemy.engine import make_url
 from sqlalchemy.exc import ArgumentError, DBAPIError, NoSuchModuleError, SQLAlchemyError
@@ -64,6 +66,31 @@ def check_database_url(url: str) -> None:
         directory = Path(parsed.database).expanduser().resolve().parent
         if not directory.is_dir():
             raise _unwritable(parsed.database, "its directory does not exist")
+
+
+def check_redis_url(url: str | None) -> None:
+    """Refuse a Redis URL redis-py cannot use (None: the embedded Redis), before anything
+    connects: redis-py's own complaint is a ValueError that would read as an internal error,
+    and a database that is not a number it ignores (db 0, shared with whatever uses it)."""
+    if url is None:
+        return
+    try:
+        parse_url(url)  # type: ignore[no-untyped-call]
+        database = urlsplit(url).path.lstrip("/") if url.startswith(("redis:", "rediss:")) else ""
+        if database and not (database.isascii() and database.isdigit()):
+            raise ValueError(f"the database after the port is a number, not {database!r}")
+    except ValueError as error:
+        shown = "empty" if not url.strip() else repr(redact(url))
+        reason = str(error)
+        if "schemes" in reason:  # redis-py's "must specify one of the following schemes"
+            reason = "it does not start with redis://, rediss:// or unix://"
+        raise StartupRefused(
+            f"the Redis URL is {shown}: {reason}; give redis://host:6379/0 (rediss:// for "
+            "TLS, unix:///path/to/redis.sock), or unset SCHEMABRIDGE_REDIS_URL to use the "
+            "embedded Redis (one process only)",
+            code="invalid_redis_url",
+            refusal=Refusal.INVALID,
+        ) from None
 
 
 def _unwritable(path: str, why: str) -> StartupRefused:
@@ -133,6 +160,7 @@ def explain(error: BaseException, settings: Settings) -> StartupRefused | None:
     if isinstance(error, ArgumentError | NoSuchModuleError | ModuleNotFoundError | ValueError):
         try:
             check_database_url(url)
+            check_redis_url(settings.redis_url)
         except StartupRefused as refused:
             return refused
         return None
@@ -188,6 +216,7 @@ async def open_runtime(
     the database URL is checked first, Redis is pinged (`probe_redis`) so a dead one is said
     at once instead of by every worker loop."""
     check_database_url(settings.database_url)
+    check_redis_url(settings.redis_url)
     if probe_redis and settings.redis_url is not None:
         # Before the runtime: its wake-up listener would otherwise report the outage first.
         client = await open_redis(settings, retries=False)

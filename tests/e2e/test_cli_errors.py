@@ -111,6 +111,24 @@ def test_redis_down(workflow: Path, sqlite: str) -> None:
     assert "SCHEMABRIDGE_REDIS_URL" in line and ":pw@" not in line
 
 
+@pytest.mark.parametrize(
+    "url", ["", "localhost:6379", "http://127.0.0.1:6379/0", "redis://:pw@127.0.0.1:6379/x"]
+)
+@pytest.mark.parametrize("command", [["run"], ["worker"]])
+def test_a_redis_url_schemabridge_cannot_use(
+    workflow: Path, sqlite: str, url: str, command: list[str]
+) -> None:
+    """Empty, without a scheme, the wrong scheme, a database that is not a number: one line
+    naming the forms that work and how to use the embedded Redis, before anything starts
+    (exit 2 from `run`, 1 from a service that refuses to start, as for a database URL)."""
+    args = [*command, str(workflow)] if command == ["run"] else command
+    code = 2 if command == ["run"] else 1
+    line = one_line(
+        sb(*args, database=sqlite, redis=url), code, "redis://", "unset SCHEMABRIDGE_REDIS_URL"
+    )
+    assert "internal error" not in line and ":pw@" not in line
+
+
 def test_an_unknown_workflow_lists_the_names(workflow: Path, sqlite: str) -> None:
     result = sb("run", str(workflow), "--workflow", "nope", database=sqlite)
     line = one_line(result, 2, "no workflow named 'nope'", "lookup")
