@@ -19,8 +19,10 @@ from __future__ import annotations
 # The runtime and the web stack are imported inside the commands (see api/cli/run.py for why).
 import asyncio
 import contextlib
+import json
 import logging
 import os
+import re
 import socket
 import traceback
 from collections.abc import AsyncIterator, Callable, Coroutine
@@ -311,13 +313,51 @@ def api(
 # ── serve ───────────────────────────────────────────────────────────────────────────────────
 
 
+_LOOPBACK_PORT = re.compile(r"http://127\.0\.0\.1:(\d{1,5})\b")
+
+
+async def _examples_port(runtime: Runtime, examples: list[tuple[str, str]]) -> int | None:
+    """The loopback port the examples' latest published versions call (an earlier `serve
+    --demo` on this database started the demo downstream there), or None."""
+    from engine.operations import Operations
+    from schemas.errors import NotFound
+
+    workflows = Operations(runtime).workflows
+    for _, text in examples:
+        try:
+            name = json.loads(text)["name"]
+            latest = await workflows.get(name)
+        except (ValueError, KeyError, TypeError, NotFound):
+            continue
+        found = _LOOPBACK_PORT.search(json.dumps(latest.document))
+        if found and 0 < int(found.group(1)) < 65536:
+            return int(found.group(1))
+    return None
+
+
 @contextlib.asynccontextmanager
-async def _demo_downstream() -> AsyncIterator[str]:
-    """The shipped demo downstream on a free loopback port (never a fixed one: another
-    process may hold it); the examples are published pointing there."""
+async def _demo_downstream(preferred: int | None) -> AsyncIterator[str]:
+    """The shipped demo downstream on loopback: on `preferred`, the port the examples already
+    call, when it is free (a restart keeps the address, so versions a user derived from the
+    examples keep reaching it), else on a free port (never a fixed one: another process may
+    hold it), saying so; the examples are published pointing there."""
     from demo.downstream import start_downstream
 
-    downstream = await start_downstream(port=0)
+    downstream = None
+    if preferred is not None:
+        try:
+            downstream = await start_downstream(port=preferred)
+        except OSError:
+            downstream = None
+    if downstream is None:
+        downstream = await start_downstream(port=0)
+        if preferred is not None:
+            console.print(
+                f"[yellow]demo downstream:[/yellow] port {preferred}, where the published "
+                f"examples call it, is taken; it listens on {downstream.url} instead. The "
+                "examples get new versions calling there; versions of your own that call "
+                f"127.0.0.1:{preferred} need the new address."
+            )
     try:
         yield downstream.url
     finally:
@@ -394,7 +434,8 @@ async def _serve_all(
             stack.push_async_callback(runtime.close)
             downstream_url = None
             if demo is not None:
-                downstream_url = await stack.enter_async_context(_demo_downstream())
+                preferred = await _examples_port(runtime, demo)
+                downstream_url = await stack.enter_async_context(_demo_downstream(preferred))
                 _warn_demo(downstream_url, await _publish_examples(runtime, demo, downstream_url))
             settle_heap()
             app = create_app(

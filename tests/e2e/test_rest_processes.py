@@ -11,6 +11,7 @@ import socket
 import sqlite3
 import subprocess
 from pathlib import Path
+from typing import Any
 
 import httpx
 
@@ -124,6 +125,43 @@ def test_serve_demo_prints_its_url_with_auth_off(tmp_path: Path) -> None:
     assert "Egress to loopback is ALLOWED" in log
     assert "support-ticket" in log, "the examples were published"
     assert not any((tmp_path / "health").iterdir()), "the marker is gone after the stop"
+
+
+def _demo_downstream(serve: Any) -> str:
+    return next(
+        line.rsplit(" ", 1)[1]
+        for line in serve.stdout().splitlines()
+        if line.startswith("demo downstream at ")
+    )
+
+
+def _serve_demo_once(env: dict[str, str], log: Path) -> tuple[str, int, str]:
+    """Start `serve --demo` on `env`'s database, read its downstream URL and support-ticket's
+    latest version, stop it."""
+    with service(["serve", "--demo", "--port", "0"], env, log) as serve:
+        url = serve.wait_for_url()
+        downstream = _demo_downstream(serve)
+        version = get(f"{url}/workflows/support-ticket").json()["version"]
+        assert serve.stop(signal.SIGTERM) == 0
+    return downstream, version, serve.stderr()
+
+
+def test_serve_demo_again_keeps_its_downstream_address(tmp_path: Path) -> None:
+    """A second `serve --demo` on the same database starts the demo downstream where the
+    published examples call it (the versions a user derived from them, in the README's
+    deployment recipe, keep working), and publishes no new example versions. When that port
+    is taken it takes another and says what that means."""
+    backend = Backend("embedded", f"sqlite+aiosqlite:///{tmp_path / 'sb.db'}", None)
+    env = process_env(backend, tmp_path)
+    env.pop(ALLOW_ENV)
+    first, version, _ = _serve_demo_once(env, tmp_path / "serve-1.log")
+    again, version_again, _ = _serve_demo_once(env, tmp_path / "serve-2.log")
+    assert (again, version_again) == (first, version)
+    port = int(first.rsplit(":", 1)[1])
+    with socket.create_server(("127.0.0.1", port)):
+        moved, version_moved, log = _serve_demo_once(env, tmp_path / "serve-3.log")
+    assert moved != first and version_moved == version + 1
+    assert f"port {port}" in log and "taken" in log, log
 
 
 def test_serve_without_demo_needs_keys(tmp_path: Path) -> None:
