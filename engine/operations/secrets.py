@@ -78,6 +78,9 @@ def _check_value(value: str) -> None:
         raise _refuse("/value", f"a secret's value must be at most {MAX_VALUE_CHARS} characters")
     if any(0xD800 <= ord(c) <= 0xDFFF for c in value):
         raise _refuse("/value", "a secret's value must be Unicode text (it has a lone surrogate)")
+    if "\x00" in value:
+        # No header can carry it and a call would fail only at run time: refuse it here.
+        raise _refuse("/value", "a secret's value must not contain the NUL character (U+0000)")
 
 
 def _view(record: SecretRecord) -> SecretView:

@@ -95,6 +95,7 @@ async def test_the_store_holds_a_token_never_the_value(open_ops: Opener) -> None
         ("acme", "TOKEN", "short12", "/value"),
         ("acme", "TOKEN", "x" * (16 * 1024 + 1), "/value"),
         ("acme", "TOKEN", "lone \ud800 surrogate", "/value"),
+        ("acme", "TOKEN", "LEAKME-1234\u0000x5678", "/value"),
     ],
 )
 async def test_invalid_secrets_are_refused_without_quoting_the_value(
