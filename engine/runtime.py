@@ -201,24 +201,30 @@ def settle_heap() -> None:
     gc.set_threshold(GC_GEN0_THRESHOLD, gen1, gen2)
 
 
-async def run_service(runtime: Runtime, service: str, stop: asyncio.Event) -> None:
-    """Run a worker as a named service until `stop`: heartbeat `heartbeat:<service>`, marker
-    file `.healthy/<service>`, graceful drain (docs/architecture.md, 'Graceful shutdown')."""
+async def run_presence(runtime: Runtime, service: str, stop: asyncio.Event) -> None:
+    """Show a named service alive until `stop`: heartbeat `heartbeat:<service>` (the Services
+    page, `GET /services`) and marker file `.healthy/<service>` (a container's probe). First
+    thing on `stop` both go, so the service looks unhealthy and leaves the monitor while it
+    drains (docs/architecture.md, 'Graceful shutdown')."""
     heartbeat = Heartbeat.from_settings(service, runtime.redis, runtime.clock, runtime.settings)
     marker = HealthMarker.from_settings(service, runtime.settings)
-    worker = runtime.worker()
-
-    async def announce_stop() -> None:
-        # First thing on SIGTERM: look unhealthy and vanish from the monitor, then drain.
-        await stop.wait()
-        marker.remove()
-        await heartbeat.stop()
-
     with marker:
-        async with asyncio.TaskGroup() as group:
-            group.create_task(heartbeat.run(stop), name="heartbeat")
-            group.create_task(announce_stop(), name="announce-stop")
-            await worker.run(stop)
+        beating = asyncio.create_task(heartbeat.run(stop), name="heartbeat")
+        try:
+            await stop.wait()
+        finally:
+            marker.remove()
+            await heartbeat.stop()
+            await beating
+
+
+async def run_service(runtime: Runtime, service: str, stop: asyncio.Event) -> None:
+    """Run a worker as a named service until `stop`: its presence (`run_presence`) and a
+    graceful drain (docs/architecture.md, 'Graceful shutdown')."""
+    worker = runtime.worker()
+    async with asyncio.TaskGroup() as group:
+        group.create_task(run_presence(runtime, service, stop), name="presence")
+        await worker.run(stop)
     stats = worker.stats
     logger.info(
         "service %s stopped: %d steps claimed, %d results recorded, %d late results dropped, "

@@ -271,6 +271,7 @@ def worker(
 async def _serve_api(settings: Settings, server: ApiServer) -> None:
     from api.rest import borrowed_runtime, create_app
     from engine.lifecycle import ServiceLifecycle
+    from engine.runtime import run_presence
 
     lifecycle = ServiceLifecycle()
     with lifecycle:
@@ -278,9 +279,16 @@ async def _serve_api(settings: Settings, server: ApiServer) -> None:
         try:
             await _check_schema(runtime)
             app = create_app(settings, runtime_factory=borrowed_runtime(runtime))
+            # Named by host and port: several api processes may run on one machine.
+            service = f"api-{socket.gethostname()}-{server.port}"
+            stop = lifecycle.stop_event
             async with asyncio.TaskGroup() as group:
                 group.create_task(_announce(server, "api", settings), name="announce")
-                await server.serve(app, lifecycle.stop_event)
+                group.create_task(run_presence(runtime, service, stop), name="presence")
+                try:
+                    await server.serve(app, stop)
+                finally:
+                    stop.set()  # a server that ended by itself (its app failed) ends the rest
         finally:
             server.close()
             await runtime.close()

@@ -96,7 +96,13 @@ def test_api_serves_an_upgraded_database_and_stops_on_sigterm(
         assert get(f"{url}/health").json() == {"status": "ok"}
         assert get(f"{url}/keys").status_code == 401
         assert get(f"{url}/keys", Authorization=f"Bearer {key}").status_code == 200
+        # It beats like every service: on the Services page, and a marker for a probe.
+        name = f"api-{socket.gethostname()}-{url.rsplit(':', 1)[1]}"
+        services = get(f"{url}/services", Authorization=f"Bearer {key}").json()["items"]
+        assert [s["up"] for s in services if s["name"] == name] == [True], services
+        assert (tmp_path / "health" / name).exists()
         assert api.stop(signal.SIGTERM) == 0
+    assert not (tmp_path / "health" / name).exists(), "the marker is gone after the stop"
     log = api.stderr()
     assert "Traceback" not in log
     # The access log: one JSON object a line.
