@@ -27,6 +27,14 @@ async function perform(where, { name, title, text, confirm, danger, send, descri
   return true;
 }
 
+/** Why Start over is unavailable (the API's refusals: start_over_child_run,
+ * start_over_system_run, run_not_ended). */
+function startOverWhyNot(detail) {
+  if (detail.parentRunId) return "a child run cannot be started over alone";
+  if (detail.route === "system") return "the engine's own run (a deployment's): start a new deployment instead";
+  return "the run has not ended";
+}
+
 /** The action bar of `detail`; `done()` reloads the page after an action, refused ones too: a
  * refusal (409 with the run's state) usually means someone else acted first. */
 export function actionBar(detail, result, done) {
@@ -58,7 +66,7 @@ export function actionBar(detail, result, done) {
       send: () => api(path(id, "retry"), { method: "POST" }),
       describe: (a) => a.message,
     }, "primary"),
-    button("Start over", ended && !detail.parentRunId, detail.parentRunId ? "a child run cannot be started over alone" : "the run has not ended", {
+    button("Start over", ended && !detail.parentRunId && detail.route !== "system", startOverWhyNot(detail), {
       name: "Start over",
       title: "Start this run over?",
       text: "A new run starts with the same input, linked to this one.",
