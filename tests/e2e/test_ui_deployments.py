@@ -205,6 +205,14 @@ def abort_on_its_page(server: DemoServer, page: Any, deployment_id: str) -> None
     shoot(page, "deployment-aborted")
 
 
+def assert_start_over_withheld(page: Any) -> None:
+    """The API refuses to start the engine's own run over (start_over_system_run): the run
+    page offers no Start over there, and says what to do instead."""
+    start_over = page.get_by_role("button", name="Start over", exact=True)
+    assert start_over.is_disabled()
+    assert "start a new deployment" in (start_over.get_attribute("title") or "")
+
+
 def test_a_failing_candidate_is_rolled_back_and_shows_its_exposure(
     server: DemoServer, browser: Any
 ) -> None:
@@ -266,10 +274,7 @@ def test_a_failing_candidate_is_rolled_back_and_shows_its_exposure(
         drives.wait_for()
         assert drives.inner_text() == "the deployment of ui-broken v2"
         assert page.locator(".run-route").inner_text() == " · the engine's own run"
-        # The API refuses to start the engine's own run over (start_over_system_run).
-        start_over = page.get_by_role("button", name="Start over", exact=True)
-        assert start_over.is_disabled()
-        assert "start a new deployment" in (start_over.get_attribute("title") or "")
+        assert_start_over_withheld(page)
         drives.click()
         page.locator(".exposure-link").wait_for()
 
