@@ -240,3 +240,20 @@ async def test_the_system_workflow_is_the_engines_own(api: Api) -> None:
         start_over = await http.post(f"/runs/{deployment['runId']}/start-over")
         assert_error(start_over, 422, "start_over_system_run")
     assert shown["status"] == "ABORTED" and shown["weight"] is None
+
+
+async def test_the_system_workflow_is_not_listed_as_a_users(api: Api) -> None:
+    deployment = await start(api)
+    async with api.http(api.admin) as http:
+        listed = (await http.get("/workflows")).json()["items"]
+        everything = (await http.get("/workflows", params={"system": "true"})).json()["items"]
+        # The deployment's run page links to its run and draws its graph: both still answer.
+        run = await http.get(f"/runs/{deployment['runId']}")
+        graph = await http.get(f"/workflows/gradual_deploy/versions/{run.json()['version']}/graph")
+        document = (await http.get("/openapi.json")).json()
+    assert [w["name"] for w in listed] == ["orders"]
+    assert [w["name"] for w in everything] == ["gradual_deploy", "orders"]
+    assert run.status_code == 200 and graph.status_code == 200, (run.text, graph.text)
+    parameters = document["paths"]["/workflows"]["get"]["parameters"]
+    system = next(p for p in parameters if p["name"] == "system")
+    assert "gradual_deploy" in system["description"]
