@@ -252,6 +252,9 @@ def test_the_system_workflow_is_not_offered_as_a_users(stack: Stack) -> None:
     refused = stack.cli("deployments", "list", "gradual_deplyo")
     assert_refused(refused, 1, "no published workflow 'gradual_deplyo'")
     assert not re.search(r"\bgradual_deploy\b", refused.stderr), refused.stderr
+    # ... but the commands that read runs, which it has, may name it.
+    typo = stack.cli("runs", "list", "--workflow", "gradual_deplyo")
+    assert_refused(typo, 1, "did you mean 'gradual_deploy'?")
     # Its runs stay where they were: the run list shows the system run.
     runs = stack.json("runs", "list", "--workflow", "gradual_deploy")
     shown = stack.json("deployments", "show", deployment)
