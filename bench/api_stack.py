@@ -173,8 +173,10 @@ async def stop_services(services: Sequence[Service]) -> None:
 def api_command(access_log: bool, tree: Path | None = None) -> list[str]:
     """`schemabridge api` on a free port; with `tree`, the code of that directory (see
     `exported_tree`; the subprocess needs `tree_env`)."""
-    log = "--access-log" if access_log else "--no-access-log"
-    args = ["api", "--port", "0", "--log-level", "warning", log]
+    # `api` logs every request by default; `--no-access-log` is understood by the old trees
+    # (before `--access-log` took a value) and the new alike.
+    log = [] if access_log else ["--no-access-log"]
+    args = ["api", "--port", "0", "--log-level", "warning", *log]
     if tree is None:
         return [SCHEMABRIDGE, *args]
     # -P: no script directory on sys.path, so PYTHONPATH (the tree) wins over this checkout.

@@ -102,9 +102,10 @@ class WorkflowsApi:
             builtins.list[PublishResult], "POST", "/workflows", body=documents
         )
 
-    async def list(self) -> Page[WorkflowSummary]:
-        """`GET /workflows`."""
-        return await self._session.fetch(Page[WorkflowSummary], "GET", "/workflows")
+    async def list(self, *, system: bool = False) -> Page[WorkflowSummary]:
+        """`GET /workflows`; with `system`, the engine's own (`gradual_deploy`) too."""
+        params = {"system": "true"} if system else None
+        return await self._session.fetch(Page[WorkflowSummary], "GET", "/workflows", params=params)
 
     async def versions(self, name: str) -> Page[VersionSummary]:
         """`GET /workflows/{name}/versions`, newest first."""

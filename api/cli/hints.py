@@ -56,9 +56,12 @@ async def require_workflow(api: ApiClient, name: str) -> None:
     await api.workflows.versions(name)
 
 
-async def with_fix(api: ApiClient, failure: ApiFailure, workflow: str | None) -> ApiFailure:
+async def with_fix(
+    api: ApiClient, failure: ApiFailure, workflow: str | None, *, system: bool = False
+) -> ApiFailure:
     """`failure` with its fix, when it is a run, a deployment or a workflow `workflow` not
-    found."""
+    found. The names suggested are the users' workflows, and with `system` the engine's own
+    too (for the commands that read runs, which `gradual_deploy` has)."""
     if failure.code == "run_not_found":
         return amended(failure, RUNS_FIX)
     if failure.code == "deployment_not_found":
@@ -66,7 +69,7 @@ async def with_fix(api: ApiClient, failure: ApiFailure, workflow: str | None) ->
     if failure.code != "workflow_not_found" or workflow is None:
         return failure
     try:
-        page = await api.workflows.list()
+        page = await api.workflows.list(system=system)
     except ApiFailure:
         return failure
     return amended(failure, workflow_fix(workflow, [w.name for w in page.items]))

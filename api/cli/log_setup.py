@@ -8,6 +8,9 @@ What it gives:
   a line with stable keys — `ts` (ISO 8601, UTC), `level`, `service`, `event`, `message`,
   `logger`, then what the record carries (`run_id`, `vertex`, `destination`, `tenant_id`, …)
   — for a log shipper. The REST access log is JSON in both (it always was).
+- **An access log as chosen** (`--access-log`, `SCHEMABRIDGE_ACCESS_LOG`): every request
+  (`all`), only the notable ones (`changes`: not a GET or HEAD, an error, a slow GET; the mark
+  is the middleware's, `api.rest.middleware.notable`), or none (`off`).
 - **Only what matters at `info`**: the engine's chatter (alembic's plugin announcements, the
   per-call admission debug) is held at `warning`; what an operator acts on (a run failed, a
   breaker opened or closed, a destination's limit cut, a lease requeued, a shutdown step) is
@@ -52,6 +55,18 @@ class Format(StrEnum):
     JSON = "json"
 
 
+class AccessLog(StrEnum):
+    """`--access-log`: which requests the REST access log writes."""
+
+    ALL = "all"
+    """Every request (`api`'s default: production, where logs are shipped)."""
+    CHANGES = "changes"
+    """What may change something or went wrong: every request but GET and HEAD, every answer
+    of status 400 or more, and a GET slower than `api.rest.middleware.SLOW_READ_S` (`serve`'s
+    default: a laptop with the monitor open, which polls every few seconds)."""
+    OFF = "off"
+
+
 OUTAGE_QUIET_S = 30.0
 """A dependency without a failure for this long is back: its next failure is a new outage."""
 ACCESS_LOGGER = "api.rest.access"
@@ -78,6 +93,24 @@ def log_format(value: str | None) -> LogFormat:
     if chosen not in FORMATS:
         raise ValueError(f"log format is text or json, not {chosen!r}")
     return "json" if chosen == "json" else "text"
+
+
+def access_log(value: str | None, default: AccessLog) -> AccessLog:
+    """`--access-log`, else `SCHEMABRIDGE_ACCESS_LOG`, else the command's `default`."""
+    chosen = value or os.environ.get("SCHEMABRIDGE_ACCESS_LOG") or default
+    try:
+        return AccessLog(chosen.lower())
+    except ValueError:
+        choices = ", ".join(a.value for a in AccessLog)
+        raise ValueError(f"access log is one of {choices}, not {chosen!r}") from None
+
+
+class NotableOnly(logging.Filter):
+    """`--access-log changes`: passes the access records the REST middleware marked `notable`
+    (`api.rest.middleware.notable`); a record without the mark passes."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return bool(getattr(record, "notable", True))
 
 
 def _causes(error: BaseException | None) -> Iterator[BaseException]:
@@ -216,11 +249,12 @@ def configure(
     *,
     level: str = "info",
     fmt: LogFormat = "text",
-    access_log: bool = False,
+    access_log: AccessLog = AccessLog.OFF,
     debug: bool = False,
 ) -> None:
     """Set up the process's logging once: the root handler on stderr in `fmt`, the outage
-    filter (off with `debug`), quiet libraries, and the REST access log (JSON, on stderr)."""
+    filter (off with `debug`), quiet libraries, and the REST access log (JSON, on stderr:
+    every request, the notable ones, or none)."""
     handler = _Stderr()
     handler.setFormatter(JsonFormatter(service) if fmt == "json" else TextFormatter(service))
     if not debug and level != "debug":
@@ -234,9 +268,11 @@ def configure(
         logging.getLogger(name).setLevel(max(logging.WARNING, root.level))
     access = logging.getLogger(ACCESS_LOGGER)
     access.propagate = False
-    access.setLevel(logging.INFO if access_log else logging.CRITICAL + 1)
+    access.setLevel(logging.CRITICAL + 1 if access_log is AccessLog.OFF else logging.INFO)
     for old in list(access.handlers):
         access.removeHandler(old)
     raw = _Stderr()
     raw.setFormatter(logging.Formatter("%(message)s"))
+    if access_log is AccessLog.CHANGES:
+        raw.addFilter(NotableOnly())
     access.addHandler(raw)

@@ -282,10 +282,12 @@ def call(
     action: Callable[[ApiClient], Awaitable[T]],
     *,
     workflow: str | None = None,
+    system_workflows: bool = False,
     following: Callable[[], str | None] | None = None,
 ) -> T:
     """Run `action` on a client of `target`'s API. An `ApiFailure` ends the command with its
-    message (and the fix for a run or a `workflow` not found: `api.cli.hints`) and exit code;
+    message (and the fix for a run or a `workflow` not found: `api.cli.hints`, which names
+    the engine's own workflows too with `system_workflows`) and exit code;
     anything unexpected too (exit 1), with its traceback only under `--debug`. Ctrl-C is one
     line, exit 130; `following` answers the run the command follows (if any yet), which that
     line says goes on."""
@@ -304,7 +306,9 @@ def call(
                 try:
                     return await action(api)
                 except ApiFailure as failure:
-                    raise await hints.with_fix(api, failure, workflow) from failure
+                    raise await hints.with_fix(
+                        api, failure, workflow, system=system_workflows
+                    ) from failure
         finally:
             ctrl_c.uninstall()
 

@@ -248,7 +248,8 @@ def list_runs(
             await hints.require_workflow(api, selection.workflow)
         return found
 
-    runs = call(remote, action, workflow=selection.workflow)
+    # The engine's own runs are listed too: a typo's fix may name gradual_deploy.
+    runs = call(remote, action, workflow=selection.workflow, system_workflows=True)
     empty = "no runs" + ("" if all_runs else " (child runs are shown with --all)")
     print_page(remote, runs, lambda items: run_display.runs_table(items, time.time()), empty)
 

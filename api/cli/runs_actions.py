@@ -142,7 +142,12 @@ def retry(
             await hints.require_workflow(api, selection.workflow)
         return outcome
 
-    outcome = call(remote, batch, workflow=selection.workflow if selection else None)
+    outcome = call(
+        remote,
+        batch,
+        workflow=selection.workflow if selection else None,
+        system_workflows=True,  # a failed gradual_deploy run can be retried
+    )
     if remote.json:
         print_json(dump(outcome))
     else:

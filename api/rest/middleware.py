@@ -1,5 +1,6 @@
-"""Pure ASGI middleware: the request body limit, and the observer that logs every request,
-measures it and answers the routes' unexpected errors.
+"""Pure ASGI middleware: the request body limit, and the observer that logs every request
+(marking the notable ones, which `--access-log changes` keeps), measures it and answers the
+routes' unexpected errors.
 
 Both are plain ASGI callables (not Starlette's `BaseHTTPMiddleware`), so they see the messages
 themselves: the limit counts body bytes as they arrive instead of reading the body first, and
@@ -26,6 +27,11 @@ ACCESS_LOGGER = "api.rest.access"
 UNMATCHED_ROUTE = "<unmatched>"
 """The route label of a request no route matched (its path is not used as a label: any
 client could create unbounded label values)."""
+
+SLOW_READ_S = 1.0
+"""A GET or HEAD slower than this is notable (`notable`): an operator looks at slow reads."""
+READS = frozenset({"GET", "HEAD"})
+EVENT_STREAM = b"text/event-stream"
 
 logger = logging.getLogger(__name__)
 access_logger = logging.getLogger(ACCESS_LOGGER)
@@ -118,6 +124,23 @@ class BodyLimit:
             await _send_json(send, 413, "body_too_large", error.detail)
 
 
+def notable(method: str, status: int, seconds: float, *, streamed: bool = False) -> bool:
+    """Whether a request belongs in the access log of `--access-log changes`: it may change
+    something (not GET or HEAD), it was answered with an error (400 or more), or it was a
+    read slower than `SLOW_READ_S` — except an event stream, which lasts as long as its
+    client watches. The monitor's polling reads are none of these."""
+    if method not in READS or status >= 400:
+        return True
+    return seconds > SLOW_READ_S and not streamed
+
+
+def _streams(message: Message) -> bool:
+    return any(
+        name == b"content-type" and value.startswith(EVENT_STREAM)
+        for name, value in message.get("headers", ())
+    )
+
+
 def _route_template(scope: Scope) -> str:
     route = scope.get("route")
     path = getattr(route, "path", None)
@@ -131,7 +154,8 @@ class RequestObserver:
     `internal_error` (its traceback logged here, never sent).
 
     `key_id` is what the authentication dependency left in the request's state (None when
-    the request was not authenticated)."""
+    the request was not authenticated). Each line carries whether it is `notable`, for the
+    filter of `--access-log changes`."""
 
     def __init__(self, app: ASGIApp, observe: Observe | None = None) -> None:
         self.app = app
@@ -144,11 +168,13 @@ class RequestObserver:
         began = time.perf_counter()
         state: dict[str, Any] = scope.setdefault("state", {})
         status: int | None = None
+        streamed = False
 
         async def observing_send(message: Message) -> None:
-            nonlocal status
+            nonlocal status, streamed
             if message["type"] == "http.response.start":
                 status = int(message["status"])
+                streamed = _streams(message)
             await send(message)
 
         try:
@@ -160,12 +186,17 @@ class RequestObserver:
             status = 500
             await _send_json(send, 500, "internal_error", INTERNAL_ERROR_MESSAGE)
         finally:
-            self._record(scope, state, status or 500, time.perf_counter() - began)
+            seconds = time.perf_counter() - began
+            self._record(scope, state, status or 500, seconds, streamed=streamed)
 
-    def _record(self, scope: Scope, state: dict[str, Any], status: int, seconds: float) -> None:
+    def _record(
+        self, scope: Scope, state: dict[str, Any], status: int, seconds: float, *, streamed: bool
+    ) -> None:
         route = _route_template(scope)
         if self.observe is not None:
             self.observe(scope["method"], route, status, seconds)
+        if not access_logger.isEnabledFor(logging.INFO):  # --access-log off: no line to build
+            return
         line = {
             "ts": datetime.now(UTC).isoformat(timespec="milliseconds"),
             "method": scope["method"],
@@ -175,4 +206,6 @@ class RequestObserver:
             "duration_ms": round(seconds * 1000, 3),
             "key_id": state.get("key_id"),
         }
-        access_logger.info(json.dumps(line))
+        # `notable` lets `--access-log changes` (api.cli.log_setup) keep only these lines.
+        mark = {"notable": notable(scope["method"], status, seconds, streamed=streamed)}
+        access_logger.info(json.dumps(line), extra=mark)

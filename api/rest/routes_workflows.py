@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Annotated, Any
 
-from fastapi import APIRouter, Body, Path, Response, status
+from fastapi import APIRouter, Body, Path, Query, Response, status
 
 from api.rest.auth import AdminDep, CallerDep
 from api.rest.deps import OperationsDep
@@ -31,6 +31,13 @@ Documents = Annotated[
 ]
 Name = Annotated[str, Path(description="The workflow's name.", max_length=200)]
 Version = Annotated[int, Path(description="A published version (1 or more).", ge=1)]
+SystemQuery = Annotated[
+    bool,
+    Query(
+        description="Also list the engine's own system workflows (`gradual_deploy`, the "
+        "workflow of a deployment's run); left out by default."
+    ),
+]
 
 
 @router.post(
@@ -99,8 +106,12 @@ async def preview(documents: Documents, ops: OperationsDep, _caller: CallerDep) 
     responses=error_responses(401, 503),
     summary="List published workflows",
 )
-async def list_workflows(ops: OperationsDep, _caller: CallerDep) -> WorkflowList:
-    return WorkflowList(items=await ops.workflows.list())
+async def list_workflows(
+    ops: OperationsDep, _caller: CallerDep, system: SystemQuery = False
+) -> WorkflowList:
+    """The workflows users publish, by name. The engine's own (`gradual_deploy`, which drives
+    deployments) only with `system=true`; its versions and runs answer by name either way."""
+    return WorkflowList(items=await ops.workflows.list(system=system))
 
 
 @router.get(

@@ -164,9 +164,8 @@ class DeploymentOperations:
             check_interval_s=float(check_interval_s),
             actor=actor,
         )
-        system = await self._store.system_version(gradual_deploy_workflow(len(stages)))
         try:
-            record = await self._store.start_deployment(spec, system)
+            record = await self._store.start_deployment(spec, gradual_deploy_workflow(len(stages)))
         except UnknownWorkflow as exc:
             raise workflow_not_found(workflow, version) from exc
         await self._runtime.wakeup.notify()

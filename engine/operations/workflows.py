@@ -18,7 +18,7 @@ from engine.operations.views import (
 from engine.store import UnknownWorkflow
 from engine.store.records import VersionRecord
 from engine.validation import check_documents
-from schemas.definitions import Workflow
+from schemas.definitions import RESERVED_WORKFLOWS, Workflow
 from schemas.errors import DefinitionError, NotFound, Problem
 
 if TYPE_CHECKING:
@@ -116,8 +116,10 @@ class WorkflowOperations:
         ]
 
     @store_boundary
-    async def list(self) -> list[WorkflowSummary]:
-        """Every published workflow, by name."""
+    async def list(self, *, system: bool = False) -> list[WorkflowSummary]:
+        """Every published workflow, by name; the engine's own (`gradual_deploy`) only with
+        `system`: users neither publish nor run them, so lists and typo fixes leave them out
+        (their runs and versions stay readable by name)."""
         return [
             WorkflowSummary(
                 name=s.name,
@@ -128,6 +130,7 @@ class WorkflowOperations:
                 serving_version=s.serving_version,
             )
             for s in await self._runtime.store.workflow_summaries()
+            if system or s.name not in RESERVED_WORKFLOWS
         ]
 
     async def _version(self, name: str, version: int | None) -> VersionRecord:

@@ -184,82 +184,97 @@ class DeploymentStore(RunCatalogue, OperatorActionsStore):
 
     # ── deployments ─────────────────────────────────────────────────────────────────────────
 
-    async def start_deployment(
-        self, spec: DeploymentSpec, system: VersionRecord
-    ) -> DeploymentRecord:
-        """Create a RUNNING deployment in its first stage and the `gradual_deploy` run (a
-        version of `system`) that drives it, in one transaction: from its commit the
-        candidate gets the first stage's weight. Refusals (nothing written): another
-        deployment of the workflow running `WrongState(code="deployment_running")`; the
-        candidate is already serving `WrongState(code="candidate_is_serving")`; unknown
-        workflow or candidate `UnknownWorkflow`."""
+    async def start_deployment(self, spec: DeploymentSpec, system: Workflow) -> DeploymentRecord:
+        """Create a RUNNING deployment in its first stage and the `gradual_deploy` run (of
+        `system`'s stored version, stored by content if new) that drives it, in one
+        transaction: from its commit the candidate gets the first stage's weight. Refusals
+        (nothing written, not even a new version of `system`): another deployment of the
+        workflow running `WrongState(code="deployment_running")`; the candidate is already
+        serving `WrongState(code="candidate_is_serving")`; unknown workflow or candidate
+        `UnknownWorkflow`."""
         await self.get_version(spec.workflow, spec.candidate_version)
+        for attempt in range(PUBLISH_ATTEMPTS):
+            try:
+                row, version = await self._start_once(spec, system)
+            except IntegrityError as exc:
+                # Another deployment of the workflow committed first (the partial unique
+                # index), or another start stored this shape of `system` first (its version
+                # number): the next attempt reads what that one wrote.
+                if attempt < PUBLISH_ATTEMPTS - 1:
+                    continue
+                found = await self.serving(spec.workflow)
+                raise running_deployment(
+                    spec.workflow, None if found is None else found.deployment_id
+                ) from exc
+            self._versions[(version.name, version.version)] = version  # committed: immutable
+            await self._grew(1 + len(system.vertices))
+            return rows_.deployment_record(row)
+        raise AssertionError("unreachable: the last attempt returns or raises")
+
+    async def _start_once(
+        self, spec: DeploymentSpec, system: Workflow
+    ) -> tuple[dict[str, Any], VersionRecord]:
+        """One transaction of `start_deployment`: the deployment's row and its system
+        version."""
         deployment_id = str(uuid.uuid4())
         run_id = str(uuid.uuid4())
         now = self._clock.now()
         first_weight = float(spec.stages[0]["weight"])
-        try:
-            async with self._engines.write.begin() as conn:
-                current = await rows_.serving_row(conn, spec.workflow)
-                if current is None:
-                    raise UnknownWorkflow(f"no published workflow {spec.workflow}")
-                if current.deployment_id is not None:
-                    raise running_deployment(spec.workflow, current.deployment_id)
-                if current.serving_version == spec.candidate_version:
-                    raise WrongState(
-                        f"{spec.workflow} v{spec.candidate_version} is already the serving "
-                        "version; publish a new version and deploy that",
-                        state="serving",
-                        code="candidate_is_serving",
-                    )
-                row = {
-                    "id": deployment_id,
-                    "workflow_name": spec.workflow,
-                    "serving_version": current.serving_version,
-                    "candidate_version": spec.candidate_version,
-                    "status": DeploymentStatus.RUNNING.value,
-                    "stages": spec.stages,
-                    "rollback": spec.rollback,
-                    "check_interval_s": spec.check_interval_s,
-                    "stage_index": 0,
-                    "stage_started_at": now,
-                    "run_id": run_id,
-                    "created_at": now,
-                    "created_by": spec.actor,
-                    "ended_at": None,
-                    "outcome": None,
-                    "timeline": [
-                        {"at": now, "event": "started", "stage": 1, "weight": first_weight}
-                    ],
-                }
-                await conn.execute(insert(rows_.deployments).values(**row))
-                claimed = await conn.execute(
-                    update(rows_.serving)
-                    .where(
-                        rows_.serving.c.name == spec.workflow,
-                        rows_.serving.c.deployment_id.is_(None),
-                    )
-                    .values(
-                        candidate_version=spec.candidate_version,
-                        candidate_weight=first_weight,
-                        deployment_id=deployment_id,
-                        updated_at=now,
-                        updated_by=f"deployment:{deployment_id}",
-                    )
+        async with self._engines.write.begin() as conn:
+            current = await rows_.serving_row(conn, spec.workflow)
+            if current is None:
+                raise UnknownWorkflow(f"no published workflow {spec.workflow}")
+            if current.deployment_id is not None:
+                raise running_deployment(spec.workflow, current.deployment_id)
+            if current.serving_version == spec.candidate_version:
+                raise WrongState(
+                    f"{spec.workflow} v{spec.candidate_version} is already the serving "
+                    "version; publish a new version and deploy that",
+                    state="serving",
+                    code="candidate_is_serving",
                 )
-                if claimed.rowcount != 1:
-                    raise running_deployment(spec.workflow, None)
-                await self._insert_system_run(
-                    conn, system, spec, run_id=run_id, deployment_id=deployment_id, now=now
+            row = {
+                "id": deployment_id,
+                "workflow_name": spec.workflow,
+                "serving_version": current.serving_version,
+                "candidate_version": spec.candidate_version,
+                "status": DeploymentStatus.RUNNING.value,
+                "stages": spec.stages,
+                "rollback": spec.rollback,
+                "check_interval_s": spec.check_interval_s,
+                "stage_index": 0,
+                "stage_started_at": now,
+                "run_id": run_id,
+                "created_at": now,
+                "created_by": spec.actor,
+                "ended_at": None,
+                "outcome": None,
+                "timeline": [{"at": now, "event": "started", "stage": 1, "weight": first_weight}],
+            }
+            await conn.execute(insert(rows_.deployments).values(**row))
+            claimed = await conn.execute(
+                update(rows_.serving)
+                .where(
+                    rows_.serving.c.name == spec.workflow,
+                    rows_.serving.c.deployment_id.is_(None),
                 )
-        except IntegrityError as exc:
-            # The partial unique index: another deployment of the workflow committed first.
-            found = await self.serving(spec.workflow)
-            raise running_deployment(
-                spec.workflow, None if found is None else found.deployment_id
-            ) from exc
-        await self._grew(1 + len(system.workflow.vertices))
-        return rows_.deployment_record(row)
+                .values(
+                    candidate_version=spec.candidate_version,
+                    candidate_weight=first_weight,
+                    deployment_id=deployment_id,
+                    updated_at=now,
+                    updated_by=f"deployment:{deployment_id}",
+                )
+            )
+            if claimed.rowcount != 1:
+                raise running_deployment(spec.workflow, None)
+            # Stored here, after every refusal and in this transaction: a refused start
+            # leaves no new version of the system workflow behind.
+            version, _ = await self._publish_one(conn, system, by_content=True)
+            await self._insert_system_run(
+                conn, version, spec, run_id=run_id, deployment_id=deployment_id, now=now
+            )
+        return row, version
 
     async def _insert_system_run(
         self,

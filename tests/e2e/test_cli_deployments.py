@@ -240,6 +240,28 @@ def test_a_second_deployment_is_refused(stack: Stack) -> None:
     stack.ok("deployments", "abort", first)
 
 
+def test_the_system_workflow_is_not_offered_as_a_users(stack: Stack) -> None:
+    two_versions(stack, "dep-system")
+    started = stack.ok("deployments", "start", "dep-system", "--version", "2", *HOLDING)
+    deployment = started_id(started.stdout)
+    listed = (
+        stack.ok("workflows", "list").stdout + stack.ok("workflows", "list", "-o", "json").stdout
+    )
+    assert "dep-system" in listed and "gradual_deploy" not in listed, listed
+    # A typo's fix names the user's workflows only, never the engine's own.
+    refused = stack.cli("deployments", "list", "gradual_deplyo")
+    assert_refused(refused, 1, "no published workflow 'gradual_deplyo'")
+    assert not re.search(r"\bgradual_deploy\b", refused.stderr), refused.stderr
+    # ... but the commands that read runs, which it has, may name it.
+    typo = stack.cli("runs", "list", "--workflow", "gradual_deplyo")
+    assert_refused(typo, 1, "did you mean 'gradual_deploy'?")
+    # Its runs stay where they were: the run list shows the system run.
+    runs = stack.json("runs", "list", "--workflow", "gradual_deploy")
+    shown = stack.json("deployments", "show", deployment)
+    assert shown["runId"] in {r["id"] for r in runs["items"]}, runs
+    stack.ok("deployments", "abort", deployment)
+
+
 @pytest.fixture(scope="module")
 def refusing(stack: Stack) -> Stack:
     """The stack with dep-refusals v1 and v2 published."""

@@ -211,6 +211,9 @@ async def test_deployment_refusals_create_nothing(api: Api) -> None:
             "items": [],
             "next": None,
         }
+        # Not even the system workflow's version: a refused start leaves the store as it was.
+        system = await http.get("/workflows/gradual_deploy/versions")
+        assert_error(system, 404, "workflow_not_found")
         missing = await http.get("/deployments/00000000-0000-0000-0000-000000000000")
         assert_error(missing, 404, "deployment_not_found")
         assert_error(await http.get("/workflows/ghost/deployments"), 404, "workflow_not_found")
@@ -240,3 +243,44 @@ async def test_the_system_workflow_is_the_engines_own(api: Api) -> None:
         start_over = await http.post(f"/runs/{deployment['runId']}/start-over")
         assert_error(start_over, 422, "start_over_system_run")
     assert shown["status"] == "ABORTED" and shown["weight"] is None
+
+
+async def test_the_system_workflow_is_not_listed_as_a_users(api: Api) -> None:
+    deployment = await start(api)
+    async with api.http(api.admin) as http:
+        listed = (await http.get("/workflows")).json()["items"]
+        everything = (await http.get("/workflows", params={"system": "true"})).json()["items"]
+        # The deployment's run page links to its run and draws its graph: both still answer.
+        run = await http.get(f"/runs/{deployment['runId']}")
+        graph = await http.get(f"/workflows/gradual_deploy/versions/{run.json()['version']}/graph")
+        document = (await http.get("/openapi.json")).json()
+    assert [w["name"] for w in listed] == ["orders"]
+    assert [w["name"] for w in everything] == ["gradual_deploy", "orders"]
+    assert run.status_code == 200 and graph.status_code == 200, (run.text, graph.text)
+    parameters = document["paths"]["/workflows"]["get"]["parameters"]
+    system = next(p for p in parameters if p["name"] == "system")
+    assert "gradual_deploy" in system["description"]
+
+
+async def test_a_refused_start_publishes_no_system_version(api: Api) -> None:
+    await start(api)  # two stages: gradual_deploy v1
+    three = [{"weight": 10}, {"weight": 50}, {"weight": 100}]
+    async with api.http(api.admin) as http:
+        before = (await http.get("/workflows/gradual_deploy/versions")).json()["items"]
+        # Each would need a new shape of gradual_deploy (three stages): none is stored.
+        running = await http.post(
+            "/workflows/orders/deployments", json={"version": 3, "stages": three}
+        )
+        assert_error(running, 409, "deployment_running")
+        unknown = await http.post(
+            "/workflows/orders/deployments", json={"version": 9, "stages": three}
+        )
+        assert_error(unknown, 404, "workflow_not_found")
+        ghost = await http.post(
+            "/workflows/ghost/deployments", json={"version": 1, "stages": three}
+        )
+        assert_error(ghost, 404, "workflow_not_found")
+        after = (await http.get("/workflows/gradual_deploy/versions")).json()["items"]
+        listed = (await http.get("/workflows", params={"system": "true"})).json()["items"]
+    assert [v["version"] for v in before] == [v["version"] for v in after] == [1]
+    assert [w["name"] for w in listed] == ["gradual_deploy", "orders"], "no ghost either"

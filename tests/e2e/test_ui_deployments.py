@@ -311,3 +311,18 @@ def test_a_deployment_opens_from_the_short_id_the_monitor_shows(
     with opened(browser, f"{server.ui}#/deployments/{promoted[:8]}") as (page, _):
         page.locator("h1 .badge", has_text="succeeded").wait_for()
         assert page.evaluate("location.hash") == f"#/deployments/{promoted}"
+
+
+def test_the_workflows_page_leaves_the_system_workflow_out(
+    server: DemoServer, browser: Any
+) -> None:
+    promoted = promote(server, "ui-listed")
+    with opened(browser, f"{server.ui}#/workflows") as (page, _):
+        page.get_by_role("link", name="ui-listed", exact=True).wait_for()
+        names = [text.strip() for text in page.locator("tbody tr td:first-child").all_inner_texts()]
+        assert "ui-listed" in names and "gradual_deploy" not in names, names
+        # The run that drove the deployment is still a click away, with its graph.
+        page.goto(f"{server.ui}#/deployments/{promoted}")
+        page.get_by_role("link", name=re.compile(r"^run ")).click()
+        page.get_by_text("gradual_deploy").first.wait_for()
+        page.locator("svg").first.wait_for()
