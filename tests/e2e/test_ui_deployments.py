@@ -205,12 +205,18 @@ def abort_on_its_page(server: DemoServer, page: Any, deployment_id: str) -> None
     shoot(page, "deployment-aborted")
 
 
-def assert_start_over_withheld(page: Any) -> None:
-    """The API refuses to start the engine's own run over (start_over_system_run): the run
-    page offers no Start over there, and says what to do instead."""
+def drive_run(page: Any, drives_text: str) -> Any:
+    """On the page of a deployment's own run: its link to the deployment (returned), its
+    route, and no Start over — the API refuses to start the engine's own run over
+    (start_over_system_run) — with a tooltip saying what to do instead."""
+    drives = page.locator("a.drives-deployment")
+    drives.wait_for()
+    assert drives.inner_text() == drives_text
+    assert page.locator(".run-route").inner_text() == " · the engine's own run"
     start_over = page.get_by_role("button", name="Start over", exact=True)
     assert start_over.is_disabled()
     assert "start a new deployment" in (start_over.get_attribute("title") or "")
+    return drives
 
 
 def test_a_failing_candidate_is_rolled_back_and_shows_its_exposure(
@@ -270,12 +276,7 @@ def test_a_failing_candidate_is_rolled_back_and_shows_its_exposure(
         shoot(page, "deployment-rolled-back")
 
         page.get_by_role("link", name=f"run {ended['runId'][:8]}").click()
-        drives = page.locator("a.drives-deployment")
-        drives.wait_for()
-        assert drives.inner_text() == "the deployment of ui-broken v2"
-        assert page.locator(".run-route").inner_text() == " · the engine's own run"
-        assert_start_over_withheld(page)
-        drives.click()
+        drive_run(page, "the deployment of ui-broken v2").click()
         page.locator(".exposure-link").wait_for()
 
         page.locator(".exposure-link").click()
