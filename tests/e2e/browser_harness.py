@@ -204,6 +204,19 @@ def stop(server: DemoServer) -> None:
     assert code == 0, server.service.stderr()[-2000:]
 
 
+@contextlib.contextmanager
+def demo_on_sqlite(tmp_path_factory: pytest.TempPathFactory, name: str) -> Iterator[DemoServer]:
+    """`serve --demo` on a fresh SQLite file in a directory of its own (`name`), stopped (and
+    its exit code checked) at the end: a test module's `server` fixture."""
+    workdir = tmp_path_factory.mktemp(name)
+    env = server_env(workdir, f"sqlite+aiosqlite:///{workdir / 'sb.db'}")
+    running = serve_demo(workdir, env)
+    try:
+        yield running
+    finally:
+        stop(running)
+
+
 def eventually(condition: Callable[[], bool], timeout_s: float = 30.0, what: str = "") -> None:
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:

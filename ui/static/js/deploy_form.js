@@ -4,6 +4,7 @@
 // dialog, which stays open so the operator can fix the value.
 
 import { api } from "./api.js";
+import { FIELDS, labelOf, outside, publishedLimits } from "./deploy_limits.js";
 import { h } from "./dom.js";
 
 const DEFAULTS = { stages: "10, 25, 50, 100", minRuns: "20", minDuration: "60", maxFailureRatio: "0.05", margin: "", minFinished: "20" };
@@ -13,32 +14,49 @@ function field(id, label, value, help, attrs = {}) {
   return h("div", { class: "field" }, h("label", { for: id }, label, input), h("span", { id: `${id}-help`, class: "small muted field-help" }, help));
 }
 
-/** What the form's text says, as the API's body; throws an Error naming the field. */
-export function deploymentBody(version, values) {
-  const number = (text, name) => {
-    const value = Number(String(text).trim());
-    if (String(text).trim() === "" || !Number.isFinite(value)) throw new Error(`${name}: "${text}" is not a number`);
+/** What the form's text says, as the API's body; throws an Error naming the field. `limits`
+ * (`publishedLimits()`), when known, are checked too. */
+export function deploymentBody(version, values, limits = null) {
+  const number = (text, key) => {
+    const { label } = FIELDS[key];
+    const shown = String(text).trim();
+    const value = Number(shown);
+    if (shown === "" || !Number.isFinite(value)) throw new Error(`${label}: "${text}" is not a number`);
+    const why = outside(value, limits && limits[key]);
+    if (why) throw new Error(`${label}: ${shown} ${why}`);
     return value;
   };
   const weights = String(values.stages)
     .split(",")
     .map((part) => part.trim().replace(/%$/, ""))
     .filter((part) => part !== "")
-    .map((part) => number(part, "Stages"));
+    .map((part) => number(part, "stages"));
   if (!weights.length) throw new Error("Stages: give at least one weight, e.g. 10, 50, 100");
-  const minRuns = number(values.minRuns, "Runs per stage");
-  const minDurationSeconds = number(values.minDuration, "Seconds per stage");
+  if (limits && limits.stageCount !== undefined && weights.length > limits.stageCount) throw new Error(`Stages: ${weights.length} weights, at most ${limits.stageCount}`);
+  const minRuns = number(values.minRuns, "minRuns");
+  const minDurationSeconds = number(values.minDuration, "minDuration");
   const rollback = {
-    maxFailureRatio: number(values.maxFailureRatio, "Maximum failure ratio"),
-    minFinishedRuns: number(values.minFinished, "Finished runs before judging"),
+    maxFailureRatio: number(values.maxFailureRatio, "maxFailureRatio"),
+    minFinishedRuns: number(values.minFinished, "minFinished"),
   };
-  if (String(values.margin).trim() !== "") rollback.marginOverServing = number(values.margin, "Margin over serving");
+  if (String(values.margin).trim() !== "") rollback.marginOverServing = number(values.margin, "margin");
   return { version, stages: weights.map((weight) => ({ weight, minRuns, minDurationSeconds })), rollback };
+}
+
+/** The API's refusal in the form's words, once: for a body that did not fit (its message is
+ * the first problem again, with a pointer), each distinct problem by its field's label;
+ * otherwise the API's own sentence. */
+export function refusalText(error) {
+  const problems = (error.details && error.details.problems) || [];
+  let said = error.message;
+  if (error.code === "invalid_request" && problems.length) said = [...new Set(problems.map((p) => `${labelOf(p.pointer)}: ${p.message}`))].join("; ");
+  return `✕ ${said}${error.code ? ` (${error.code})` : ""}`;
 }
 
 /** Open the form for `name` v`version` (serving: the version new runs get now). Resolves the
  * deployment the API started, or null when cancelled. */
 export function deployForm(name, version, serving) {
+  publishedLimits(); // asked now, so Deploy does not wait for it
   return new Promise((resolve) => {
     const inputs = {
       stages: field("deploy-stages", "Stages (weights in %, rising to 100)", DEFAULTS.stages, "The share of new runs the candidate gets at each stage."),
@@ -52,6 +70,13 @@ export function deployForm(name, version, serving) {
     const submit = h("button", { type: "submit", class: "primary" }, `Deploy v${version}`);
     const cancel = h("button", { type: "button", class: "secondary", onclick: () => dialog.close("cancel") }, "Cancel");
     let started = null;
+    // A refusal is said under the fields: on a short screen the dialog scrolls, and someone
+    // who pressed Enter in the first field would not see it (role=alert reads it out anyway).
+    const refuse = (text) => {
+      state.textContent = text;
+      state.className = "deploy-state error-box";
+      state.scrollIntoView({ block: "nearest" });
+    };
     const form = h(
       "form",
       {
@@ -61,10 +86,9 @@ export function deployForm(name, version, serving) {
           const values = Object.fromEntries(Object.entries(inputs).map(([key, box]) => [key, box.querySelector("input").value]));
           let body;
           try {
-            body = deploymentBody(version, values);
+            body = deploymentBody(version, values, await publishedLimits());
           } catch (error) {
-            state.textContent = `✕ ${error.message}`;
-            state.className = "deploy-state error-box";
+            refuse(`✕ ${error.message}`);
             return;
           }
           submit.disabled = true;
@@ -72,10 +96,7 @@ export function deployForm(name, version, serving) {
             started = await api(`/workflows/${encodeURIComponent(name)}/deployments`, { method: "POST", body });
             dialog.close("ok");
           } catch (error) {
-            const problems = ((error.details && error.details.problems) || []).map((p) => `${p.pointer || "/"}: ${p.message}`);
-            const more = problems.length && error.code !== "invalid_deployment" ? ` — ${problems.join("; ")}` : "";
-            state.textContent = `✕ ${error.message}${more}${error.code ? ` (${error.code})` : ""}`;
-            state.className = "deploy-state error-box";
+            refuse(refusalText(error));
             submit.disabled = false;
           }
         },

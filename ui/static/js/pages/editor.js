@@ -48,6 +48,23 @@ export async function editorPage(main, params) {
   let timer = null;
   let current = null; // {value, positions} of the last text that parsed
   let problemLines = new Map();
+  // The graph of the last text that was checked stays while the text is not (yet) checked:
+  // it keeps the author's bearings mid-edit, but it is dimmed and said to be old, in words.
+  const staleNote = h("p", { id: "graph-stale", class: "graph-stale" });
+
+  function markStale(words) {
+    if (!graphs.firstChild) return; // nothing drawn yet: nothing to mislead
+    staleNote.textContent = `⚠ ${words}`;
+    if (!staleNote.isConnected) graphs.before(staleNote);
+    graphs.classList.add("stale");
+    graphs.setAttribute("aria-describedby", staleNote.id);
+  }
+
+  function markFresh() {
+    staleNote.remove();
+    graphs.classList.remove("stale");
+    graphs.removeAttribute("aria-describedby");
+  }
 
   function drawGutter() {
     const lines = area.value.split("\n").length;
@@ -112,6 +129,7 @@ export async function editorPage(main, params) {
       state.textContent = "✕ The text is not JSON yet.";
       state.className = "editor-state bad";
       publish.disabled = true;
+      markStale(`Showing the last text that was JSON; fix line ${line} to update.`);
       return;
     }
     let report;
@@ -121,10 +139,12 @@ export async function editorPage(main, params) {
       state.textContent = `✕ ${error.message}`;
       state.className = "editor-state bad";
       publish.disabled = true;
+      markStale("Showing the last text that was checked; this one could not be.");
       return;
     }
     const isList = Array.isArray(current.value);
     const byVertex = showProblems(report.problems, isList);
+    markFresh();
     fill(
       graphs,
       report.graphs.map((graph, index) => {

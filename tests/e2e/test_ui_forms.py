@@ -1,0 +1,173 @@
+"""The monitor's forms, in a real browser against `schemabridge serve --demo`: the editor's
+graph when the text stops being JSON (marked as the last valid drawing, in words, until the
+text is JSON again), and the Deploy form's checks of whole numbers and ranges (the limits the
+API publishes in /openapi.json, named by the form's labels) and its refusals from the API
+(said once, stage pointers named by the field). Every page fails its test on a JavaScript or
+console error, or on a request off loopback."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+from tests.e2e.browser_harness import (
+    NARROW,
+    SCREENSHOTS,
+    WIDE,
+    DemoServer,
+    chromium,
+    demo_on_sqlite,
+    opened,
+    shoot,
+)
+from tests.e2e.test_ui_deployments import publish  # v1 and v2 calling the demo downstream
+
+pytestmark = pytest.mark.slow
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[DemoServer]:
+    with demo_on_sqlite(tmp_path_factory, "ui-forms") as running:
+        yield running
+
+
+@pytest.fixture(scope="module")
+def browser(server: DemoServer) -> Iterator[Any]:
+    with chromium() as found:
+        yield found
+
+
+# ── the editor ──────────────────────────────────────────────────────────────────────────────
+
+PASTED = {
+    "name": "ed-test",
+    "vertices": {"pull": {"type": "GATEWAY", "config": {"url": "http://127.0.0.1:9/pull"}}},
+}
+
+
+def test_the_graph_of_text_that_is_not_json_is_marked_as_the_last_valid_one(
+    server: DemoServer, browser: Any
+) -> None:
+    with opened(browser, f"{server.ui}#/editor") as (page, _):
+        page.locator(".editor-state.ok").wait_for()
+        page.locator("figcaption", has_text="my-workflow").wait_for()
+        stale = page.locator(".graph-stale")
+        assert stale.count() == 0
+
+        text = json.dumps(PASTED, indent=2)
+        broken = text[:-2] + ",\n}"  # a trailing comma after the last member
+        page.fill("#document", broken)
+        page.locator(".editor-state.bad", has_text="not JSON").wait_for()
+        line = page.locator(".problem").first.get_attribute("data-line")
+        stale.wait_for()
+        note = stale.inner_text()
+        assert "Showing the last text that was JSON" in note
+        assert f"fix line {line} to update" in note
+        graphs = page.locator(".editor-graphs")
+        assert "stale" in (graphs.get_attribute("class") or "")
+        assert graphs.get_attribute("aria-describedby") == stale.get_attribute("id")
+        shoot(page, "editor-graph-stale")
+
+        page.fill("#document", text)
+        page.locator("figcaption", has_text="ed-test").wait_for()
+        page.locator(".editor-state.ok").wait_for()
+        assert stale.count() == 0
+        assert "stale" not in (graphs.get_attribute("class") or "")
+        assert graphs.get_attribute("aria-describedby") is None
+        assert page.locator("figcaption", has_text="my-workflow").count() == 0
+
+
+# ── the Deploy form ─────────────────────────────────────────────────────────────────────────
+
+
+def open_the_form(page: Any) -> Any:
+    """On v2's page (opened at `#/workflows/<name>?v=2`): the Deploy dialog."""
+    page.locator(".deploy-state-line", has_text="v2 does not serve yet").wait_for()
+    page.get_by_role("button", name="Deploy v2…").click()
+    dialog = page.locator("dialog.deploy-dialog")
+    dialog.wait_for()
+    return dialog
+
+
+def refused(page: Any, dialog: Any, field: str, value: str) -> str:
+    """Type `value` into `field`, press Deploy: what the dialog says."""
+    page.fill(field, value)
+    dialog.get_by_role("button", name="Deploy v2").click()
+    state = dialog.locator(".deploy-state.error-box")
+    state.wait_for()
+    return str(state.inner_text())
+
+
+OUT_OF_RANGE = [
+    ("#deploy-min-runs", "-1", "✕ Runs per stage: -1 is not from 0 to 1,000,000,000"),
+    ("#deploy-max-failure-ratio", "1.5", "✕ Maximum failure ratio: 1.5 is not from 0 to 1"),
+    ("#deploy-margin", "2", "✕ Margin over serving: 2 is not from 0 to 1"),
+    ("#deploy-min-finished", "3.5", "✕ Finished runs before judging: 3.5 is not a whole number"),
+    ("#deploy-stages", "0, 100", "✕ Stages: 0 is not over 0 and at most 100"),
+    ("#deploy-stages", "1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 100", "✕ Stages: 11 weights, at most 10"),
+    ("#deploy-min-duration", "9999999", "✕ Seconds per stage: 9999999 is not from 0 to 2,592,000"),
+]
+"""A field, a value the API refuses, what the form says of it (the limits are the API's)."""
+
+
+def test_the_deploy_form_checks_whole_numbers_and_ranges_before_sending(
+    server: DemoServer, browser: Any
+) -> None:
+    from playwright.sync_api import expect  # after the harness found Chromium
+
+    publish(server, "forms-ranges", failing=False)
+    with opened(browser, f"{server.ui}#/workflows/forms-ranges?v=2") as (page, _):
+        sent: list[str] = []
+
+        def on_request(request: Any) -> None:
+            if request.method == "POST" and "/deployments" in request.url:
+                sent.append(request.url)
+
+        page.on("request", on_request)
+        dialog = open_the_form(page)
+        page.set_viewport_size(NARROW)  # the dialog scrolls: the refusal is brought into view
+        page.fill("#deploy-min-runs", "2.5")
+        page.keyboard.press("Enter")  # from the field: no click scrolls the dialog down
+        state = dialog.locator(".deploy-state.error-box")
+        assert state.inner_text() == "✕ Runs per stage: 2.5 is not a whole number"
+        assert state.get_attribute("role") == "alert"
+        expect(state).to_be_in_viewport(ratio=0.9)  # all of it, give or take a pixel
+        # as it is seen at 420 px (shoot's own narrow shot lays the page out again first)
+        page.screenshot(path=str(SCREENSHOTS / "deploy-form-whole-number-narrow.png"))
+        page.set_viewport_size(WIDE)
+        shoot(page, "deploy-form-whole-number", narrow=False)
+        page.fill("#deploy-min-runs", "20")
+        for field, value, said in OUT_OF_RANGE:
+            kept = page.input_value(field)
+            assert refused(page, dialog, field, value) == said
+            page.fill(field, kept)
+        assert sent == []  # every one refused in the browser
+
+        page.fill("#deploy-stages", "50, 100")
+        page.fill("#deploy-min-duration", "60")
+        dialog.get_by_role("button", name="Deploy v2").click()
+        page.wait_for_url("**#/deployments/*")
+    assert len(sent) == 1
+
+
+def test_a_refusal_from_the_api_is_said_once_with_the_fields_label(
+    server: DemoServer, browser: Any
+) -> None:
+    """A server that publishes no limits (an older one, or /openapi.json turned off): the
+    form sends what it cannot check and says the API's refusal once, by the field's label."""
+    publish(server, "forms-refusal", failing=False)
+    with opened(browser, f"{server.ui}#/workflows/forms-refusal?v=2") as (page, found):
+        found.allowed_errors += ["status of 404", "status of 422"]  # /openapi.json; the refusal
+        page.route("**/openapi.json", lambda route: route.fulfill(status=404, body="{}"))
+        dialog = open_the_form(page)
+        page.fill("#deploy-stages", "50, 100")
+        said = refused(page, dialog, "#deploy-min-runs", "2.5")
+        assert said == (
+            "✕ Runs per stage: Input should be a valid integer, got a number with a "
+            "fractional part (invalid_request)"
+        )
+        assert "/stages/" not in said
+        shoot(page, "deploy-form-api-refusal", narrow=False)
