@@ -333,12 +333,17 @@ async def _log_attempt(
     *,
     position: tuple[int, int],
     wait_s: float | None = None,
+    final: bool = False,
 ) -> None:
     number, max_attempts = position
     duration_ms = round(attempt.duration_s * 1000, 1)
+    counted = f"attempt {number}/{max_attempts}"
+    if final and number < max_attempts:
+        # "1/4" would promise retries that were never going to happen.
+        counted = f"attempt {number}, not retried: {_not_retryable(attempt)}"
     message = (
         f"{request.method} {request.url_for_log} → {_describe(attempt)} in {duration_ms:g} ms "
-        f"(attempt {number}/{max_attempts})"
+        f"({counted})"
     )
     if wait_s is not None:
         message += f"; retrying in {wait_s:.3g} s"
@@ -353,6 +358,13 @@ async def _log_attempt(
         "retryInMs": None if wait_s is None else round(wait_s * 1000),
     }
     await ctx.log(level, message, data)
+
+
+def _not_retryable(attempt: _Attempt) -> str:
+    """Why an attempt that failed is the last one before its attempts ran out."""
+    if attempt.failure is not None:
+        return f"{attempt.failure.value} is not retryable"
+    return f"{attempt.status} is not retryable"
 
 
 def _retry_message(request: GatewayRequest, attempt: _Attempt, position: tuple[int, int]) -> str:
@@ -437,7 +449,8 @@ async def execute(
             await _log_attempt(ctx, "info", request, attempt, position=position)
             return Succeeded(await _output(ctx, attempt.answer, attempt.body))
         if verdict is _Verdict.FINAL or number == policy.max_attempts:
-            await _log_attempt(ctx, "error", request, attempt, position=position)
+            final = verdict is _Verdict.FINAL
+            await _log_attempt(ctx, "error", request, attempt, position=position, final=final)
             raise _failure(request, attempt, number, ctx.redactor)
         if rng is None and policy.jitter == "full":
             rng = random.Random()

@@ -1,6 +1,6 @@
 """What `runs show` and `runs retry` tell an operator about a fan-out whose join failed because
-children FAILED: real subprocesses against `schemabridge serve`, children failing on the demo
-downstream's real 422."""
+children FAILED, and how a step refused with a non-retryable status reads: real subprocesses
+against `schemabridge serve`, children failing on the demo downstream's real 422."""
 
 from __future__ import annotations
 
@@ -93,3 +93,15 @@ def test_retrying_such_a_join_says_to_reprocess(serve_api: Stack, workflows: Non
 
     revived = serve_api.ok("runs", "reprocess", run)
     assert f"run {run}: 1 dead-lettered child run again" in revived.stdout
+
+
+def test_a_step_refused_with_a_non_retryable_status_was_not_retried(
+    serve_api: Stack, workflows: None
+) -> None:
+    parent = str(failed_fanout(serve_api)["id"])
+    children = serve_api.json("runs", "children", parent, "--status", "FAILED")
+    child = str(children["items"][0]["id"])
+    shown = serve_api.ok("runs", "show", child).stdout
+    assert re.search(r"^HTTP\s+status 422 after 1 attempt$", shown, re.M), shown
+    assert "(attempt 1, not retried: 422 is not retryable)" in shown, shown
+    assert "attempt 1/4" not in shown
