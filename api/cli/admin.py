@@ -32,6 +32,7 @@ from api.cli.remote import (
     print_json,
     print_page,
     render,
+    say,
     stdout,
     table,
 )
@@ -283,6 +284,24 @@ def list_tenants(
     print_page(remote, views, tenants_table, empty)
 
 
+async def _tenant_and_note(api: ApiClient, tenant: str) -> tuple[TenantView, str | None]:
+    """The tenant's settings, and when it has none of its own, a line saying the defaults
+    shown apply (the API answers any id with the defaults, so a typo would look like a
+    tenant; its runs tell a tenant that exists from one that does not)."""
+    from api.cli.wire import RunQuery
+
+    view = await api.settings.tenant(tenant)
+    if view.rate.configured or view.quota is not None:
+        return view, None
+    runs = await api.runs.list(RunQuery(tenant=tenant), limit=1)
+    if runs.items:
+        return view, f"tenant {tenant} has no settings of its own: the defaults shown apply"
+    return view, (
+        f"tenant {tenant} has no runs and no settings yet: the defaults shown apply "
+        "(`schemabridge tenants list` names the tenants seen)"
+    )
+
+
 @tenants_app.command("show", epilog=EXIT_CODES_HELP)
 def show_tenant(
     tenant: TenantArgument,
@@ -293,10 +312,12 @@ def show_tenant(
 ) -> None:
     """One tenant's rate limit, its use in the current window, and its run quota."""
     remote = Remote(api_url, api_key, output, debug)
-    view = call(remote, lambda api: api.settings.tenant(tenant))
+    view, note = call(remote, lambda api: _tenant_and_note(api, tenant))
     if remote.json:
         print_json(dump(view))
         return
+    if note is not None:
+        say(note)
     grid = Table.grid(padding=(0, 2))
     grid.add_column(style="bold")
     grid.add_column()

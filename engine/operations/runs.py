@@ -50,6 +50,7 @@ from engine.store.records import RunRecord, VersionRecord
 from engine.validation import validate_input
 from schemas.definitions import RESERVED_WORKFLOWS, SpawnerVertex
 from schemas.errors import IdempotencyConflict, InvalidRequest, LimitReached, NotFound
+from schemas.tenant_ids import check_tenant_id
 
 if TYPE_CHECKING:
     from engine.runtime import Runtime
@@ -187,7 +188,7 @@ class RunOperations:
         `IdempotencyConflict`. A repeated submission is answered even when a limit would
         refuse a new one (it creates nothing).
         """
-        submission.check_tenant(tenant_id)
+        check_tenant_id(tenant_id)
         submission.check_key(idempotency_key)
         settings = self._runtime.settings
         submission.check_input_limits(
