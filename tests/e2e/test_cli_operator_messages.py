@@ -25,6 +25,26 @@ def workflow(serve_api: Stack) -> str:
     return WORKFLOW
 
 
+# ── the run quota ─────────────────────────────────────────────────────────────────────────────
+
+
+def test_a_used_up_quota_says_how_to_raise_it(serve_api: Stack, workflow: str) -> None:
+    tenant = "quota-used"
+    serve_api.ok("tenants", "set-quota", tenant, "2")
+    for _ in range(2):
+        serve_api.ok("runs", "submit", workflow, "--tenant", tenant)
+    refused = serve_api.cli("runs", "submit", workflow, "--tenant", tenant)
+    assert_refused(refused, 1)
+    assert refused.stderr == (
+        f"error: tenant {tenant} used its quota of 2 runs; raise it with "
+        f"`schemabridge tenants set-quota {tenant} N` or remove it with "
+        f"`schemabridge tenants reset-quota {tenant}`\n"
+    )
+
+    serve_api.ok("tenants", "set-quota", tenant, "3")
+    serve_api.ok("runs", "submit", workflow, "--tenant", tenant)
+
+
 # ── tenant ids ──────────────────────────────────────────────────────────────────────────────────
 
 
