@@ -17,6 +17,7 @@ from rich.console import Group
 from rich.table import Table
 from rich.text import Text
 
+from api.cli.client_errors import ApiFailure
 from api.cli.exit_codes import ExitCode
 from api.cli.remote import (
     EXIT_CODES_HELP,
@@ -41,7 +42,7 @@ from api.cli.text import MISSING, duration, plural
 
 if TYPE_CHECKING:
     from api.cli.client import ApiClient
-    from api.cli.wire import BreakerView, DestinationView, TenantView
+    from api.cli.wire import BreakerView, CapsView, DestinationView, TenantView
 
 destinations_app = typer.Typer(
     help="Destination caps and admission state (AIMD limit, in flight, breakers).",
@@ -180,39 +181,84 @@ def show_destination(
         render(console, destination_detail(view))
 
 
+def _caps_line(caps: CapsView) -> str:
+    per_second = "unlimited" if caps.rate_per_second is None else f"{caps.rate_per_second:g}"
+    return f"{caps.destination}: maxConcurrency {caps.max_concurrency}, ratePerSecond {per_second}"
+
+
+async def _changed_caps(
+    api: ApiClient,
+    destination: str,
+    max_concurrency: int | None,
+    rate: float | None,
+    no_rate: bool,
+) -> CapsView:
+    """The caps with what was given changed and the rest as the destination has them now:
+    the API's PUT replaces both, so what was not given is read first and sent again."""
+    if max_concurrency is None or (rate is None and not no_rate):
+        views = (await api.settings.destinations()).items
+        current = next((v for v in views if v.destination == destination), None)
+        if current is not None and current.cap_configured:
+            max_concurrency = current.cap if max_concurrency is None else max_concurrency
+            rate = current.rate_per_second if rate is None and not no_rate else rate
+        elif max_concurrency is None:
+            default = "" if current is None else f" (the default cap, {current.cap:,}, applies)"
+            raise ApiFailure(
+                f"{destination} has no caps of its own yet{default}: give --max-concurrency N "
+                "with --rate",
+                ExitCode.USAGE,
+            )
+    return await api.settings.set_caps(destination, max_concurrency, rate)
+
+
 @destinations_app.command("set-cap", epilog=EXIT_CODES_HELP)
 def set_cap(
     destination: DestinationArgument,
     max_concurrency: Annotated[
-        int, typer.Option(min=1, help="Calls in flight at most, on all workers.", metavar="N")
-    ],
+        int | None,
+        typer.Option(
+            min=1,
+            help="Calls in flight at most, on all workers (left out: the current cap stays).",
+            metavar="N",
+        ),
+    ] = None,
     rate: Annotated[
         float | None,
         typer.Option(
             min=0.001,
-            help="Calls started per second at most (default: unlimited).",
+            help="Calls started per second at most (left out: the current rate stays).",
             metavar="PER_SECOND",
         ),
     ] = None,
+    no_rate: Annotated[
+        bool, typer.Option("--no-rate", help="Remove the rate: calls start as the cap allows.")
+    ] = False,
     api_url: ApiUrlOption = DEFAULT_API_URL,
     api_key: ApiKeyOption = None,
     output: OutputOption = OutputFormat.TEXT,
     debug: DebugOption = False,
 ) -> None:
-    """Cap a destination for every worker: stored in the database, applied at once.
+    """Change a destination's caps for every worker: stored in the database, applied at once.
 
-    The key is a GATEWAY url's scheme://host:port (lower-case, with its port) or a vertex's
-    explicit destination name; any other key is refused (exit 2)."""
+    Only what is given changes (--max-concurrency, --rate or --no-rate; at least one): the
+    other cap is kept. (The REST API's PUT /destinations/{key}/caps replaces both; this
+    command reads the current caps and sends them with the change.) Prints the caps that
+    result. The key is a GATEWAY url's scheme://host:port (lower-case, with its port) or a
+    vertex's explicit destination name; any other key is refused (exit 2)."""
+    if rate is not None and no_rate:
+        fail("give --rate PER_SECOND or --no-rate, not both", ExitCode.USAGE)
+    if max_concurrency is None and rate is None and not no_rate:
+        fail(
+            "give what to change: --max-concurrency N, --rate PER_SECOND or --no-rate "
+            "(the caps now: `schemabridge destinations show DESTINATION`)",
+            ExitCode.USAGE,
+        )
     remote = Remote(api_url, api_key, output, debug)
-    caps = call(remote, lambda api: api.settings.set_caps(destination, max_concurrency, rate))
+    caps = call(remote, lambda api: _changed_caps(api, destination, max_concurrency, rate, no_rate))
     if remote.json:
         print_json(dump(caps))
         return
-    per_second = "unlimited" if caps.rate_per_second is None else f"{caps.rate_per_second:g}"
-    stdout().print(
-        f"{caps.destination}: maxConcurrency {caps.max_concurrency}, ratePerSecond {per_second}",
-        markup=False,
-    )
+    stdout().print(_caps_line(caps), markup=False)
 
 
 @destinations_app.command("remove-cap", epilog=EXIT_CODES_HELP)

@@ -82,3 +82,32 @@ def test_a_tenant_never_seen_says_the_defaults_apply(serve_api: Stack, workflow:
     assert ran.stderr == "tenant runs-only has no settings of its own: the defaults shown apply\n"
     serve_api.ok("tenants", "set-rate", "runs-only", "50")
     assert serve_api.ok("tenants", "show", "runs-only").stderr == ""
+
+
+# ── destination caps ─────────────────────────────────────────────────────────────────────────
+
+
+def test_set_cap_changes_only_what_it_is_given(serve_api: Stack) -> None:
+    def set_cap(*args: str) -> str:
+        return serve_api.ok("destinations", "set-cap", "caps-kept", *args).stdout.strip()
+
+    assert set_cap("--max-concurrency", "3", "--rate", "5") == (
+        "caps-kept: maxConcurrency 3, ratePerSecond 5"
+    )
+    assert set_cap("--max-concurrency", "8") == "caps-kept: maxConcurrency 8, ratePerSecond 5"
+    assert set_cap("--rate", "2.5") == "caps-kept: maxConcurrency 8, ratePerSecond 2.5"
+    assert set_cap("--no-rate") == "caps-kept: maxConcurrency 8, ratePerSecond unlimited"
+    listed = serve_api.json("destinations", "list")["items"]
+    kept = next(d for d in listed if d["destination"] == "caps-kept")
+    assert (kept["cap"], kept["capConfigured"], kept["ratePerSecond"]) == (8, True, None)
+
+
+def test_set_cap_without_a_change_or_a_cap_to_keep_is_a_usage_error(serve_api: Stack) -> None:
+    nothing = assert_refused(serve_api.cli("destinations", "set-cap", "caps-none"), 2)
+    assert "give what to change: --max-concurrency N, --rate PER_SECOND or --no-rate" in nothing
+    both = serve_api.cli("destinations", "set-cap", "caps-none", "--rate", "1", "--no-rate")
+    assert_refused(both, 2, "give --rate PER_SECOND or --no-rate, not both")
+    alone = serve_api.cli("destinations", "set-cap", "caps-none", "--rate", "1")
+    assert_refused(alone, 2, "caps-none has no caps of its own yet", "give --max-concurrency N")
+    listed = serve_api.json("destinations", "list")["items"]
+    assert "caps-none" not in [d["destination"] for d in listed], "nothing was stored"
