@@ -10,6 +10,7 @@ rate below 1), 4 the API unreachable or the key refused.
 
 from __future__ import annotations
 
+import re
 from typing import TYPE_CHECKING, Annotated
 
 import typer
@@ -154,7 +155,7 @@ def show_destination(
     destination: Annotated[
         str | None,
         typer.Argument(
-            help="One destination key (default: every destination).", metavar="[DESTINATION]"
+            help="One destination key (default: every destination).", metavar="DESTINATION"
         ),
     ] = None,
     api_url: ApiUrlOption = DEFAULT_API_URL,
@@ -375,13 +376,33 @@ def show_tenant(
     render(stdout(), Group(Text(f"tenant {view.tenant_id}", style="bold"), grid))
 
 
-@tenants_app.command("set-rate", epilog=EXIT_CODES_HELP)
+NUMBERS = {"ignore_unknown_options": True}
+"""Context settings of a command whose argument is a number: "-5" reaches the command as the
+value it is (to be refused with what the value must be), not as an option click lacks."""
+
+
+def whole_number(value: str, least: int, what: str) -> int:
+    """`value` as a whole number of at least `least`, else a usage error saying `what` it is."""
+    text = value.strip().replace(",", "")  # "1,000", as the commands print it
+    number = int(text) if re.fullmatch(r"[+-]?\d+", text) else None
+    if number is None or number < least:
+        fail(f"{what}; got {value!r}", ExitCode.USAGE)
+    return number
+
+
+RATE_RULE = "a rate is a positive whole number of GATEWAY steps per minute, such as 600"
+QUOTA_RULE = "a quota is a whole number of runs, 0 or more, such as 500"
+
+
+@tenants_app.command("set-rate", epilog=EXIT_CODES_HELP, context_settings=NUMBERS)
 def set_rate(
     tenant: TenantArgument,
     per_minute: Annotated[
-        int | None,
+        str | None,
         typer.Argument(
-            min=1, help="GATEWAY steps per minute (omit with --reset).", metavar="[PER_MINUTE]"
+            help="GATEWAY steps per minute, a positive whole number (omit with --reset).",
+            metavar="PER_MINUTE",
+            show_default=False,
         ),
     ] = None,
     reset: Annotated[bool, typer.Option("--reset", help="Back to the default rate.")] = False,
@@ -395,8 +416,9 @@ def set_rate(
     The default is TENANT_RATE_PER_MINUTE (1,000)."""
     if (per_minute is None) == (not reset):
         raise typer.BadParameter("give a rate per minute, or --reset (not both)")
+    rate = None if per_minute is None else whole_number(per_minute, 1, RATE_RULE)
     remote = Remote(api_url, api_key, output, debug)
-    view = call(remote, lambda api: api.settings.set_limits(tenant, rate_per_minute=per_minute))
+    view = call(remote, lambda api: api.settings.set_limits(tenant, rate_per_minute=rate))
     if remote.json:
         print_json(dump(view))
     elif reset:
@@ -405,14 +427,19 @@ def set_rate(
             markup=False,
         )
     else:
-        stdout().print(f"tenant {tenant}: {per_minute} calls per minute", markup=False)
+        stdout().print(f"tenant {tenant}: {rate} calls per minute", markup=False)
 
 
-@tenants_app.command("set-quota", epilog=EXIT_CODES_HELP)
+@tenants_app.command("set-quota", epilog=EXIT_CODES_HELP, context_settings=NUMBERS)
 def set_quota(
     tenant: TenantArgument,
     max_runs: Annotated[
-        int, typer.Argument(min=0, help="Runs the tenant may create.", metavar="MAX_RUNS")
+        str,
+        typer.Argument(
+            help="Runs the tenant may create, 0 or more (a count, not a rate).",
+            metavar="MAX_RUNS",
+            show_default=False,
+        ),
     ],
     api_url: ApiUrlOption = DEFAULT_API_URL,
     api_key: ApiKeyOption = None,
@@ -420,12 +447,13 @@ def set_quota(
     debug: DebugOption = False,
 ) -> None:
     """Set a tenant's run quota (checked at submission and by spawners before a fan-out)."""
+    quota = whole_number(max_runs, 0, QUOTA_RULE)
     remote = Remote(api_url, api_key, output, debug)
-    view = call(remote, lambda api: api.settings.set_limits(tenant, max_runs=max_runs))
+    view = call(remote, lambda api: api.settings.set_limits(tenant, max_runs=quota))
     if remote.json:
         print_json(dump(view))
     else:
-        stdout().print(f"tenant {tenant}: quota {max_runs} runs", markup=False)
+        stdout().print(f"tenant {tenant}: quota {quota} runs", markup=False)
 
 
 @tenants_app.command("reset-quota", epilog=EXIT_CODES_HELP)

@@ -45,7 +45,7 @@ def test_a_used_up_quota_says_how_to_raise_it(serve_api: Stack, workflow: str) -
     serve_api.ok("runs", "submit", workflow, "--tenant", tenant)
 
 
-# ── tenant ids ──────────────────────────────────────────────────────────────────────────────────
+# ── tenant ids and tenant numbers ─────────────────────────────────────────────────────────────
 
 
 @pytest.mark.parametrize(
@@ -82,6 +82,38 @@ def test_a_tenant_never_seen_says_the_defaults_apply(serve_api: Stack, workflow:
     assert ran.stderr == "tenant runs-only has no settings of its own: the defaults shown apply\n"
     serve_api.ok("tenants", "set-rate", "runs-only", "50")
     assert serve_api.ok("tenants", "show", "runs-only").stderr == ""
+
+
+@pytest.mark.parametrize(
+    ("command", "rule"),
+    [
+        (["tenants", "set-rate", "numbers", "-5"], "a rate is a positive whole number"),
+        (["tenants", "set-rate", "numbers", "0"], "a rate is a positive whole number"),
+        (["tenants", "set-rate", "numbers", "fast"], "a rate is a positive whole number"),
+        (["tenants", "set-quota", "numbers", "-1"], "a quota is a whole number of runs"),
+        (["tenants", "set-quota", "numbers", "lots"], "a quota is a whole number of runs"),
+    ],
+)
+def test_a_number_that_is_not_one_says_what_it_must_be(
+    serve_api: Stack, command: list[str], rule: str
+) -> None:
+    refused = assert_refused(serve_api.cli(*command), 2, rule)
+    assert len(refused.splitlines()) == 1, refused
+    assert "No such option" not in refused and "[PER_MINUTE]" not in refused
+
+
+def test_an_optional_argument_is_named_without_brackets(serve_api: Stack, workflow: str) -> None:
+    refused = assert_refused(serve_api.cli("workflows", "serving", workflow, "latest"), 2)
+    assert "Invalid value for 'VERSION'" in refused and "[VERSION]" not in refused
+
+
+def test_a_rate_given_as_digits_is_set(serve_api: Stack) -> None:
+    assert serve_api.ok("tenants", "set-rate", "digits", "1,200").stdout.strip() == (
+        "tenant digits: 1200 calls per minute"
+    )
+    assert serve_api.ok("tenants", "set-quota", "digits", "0").stdout.strip() == (
+        "tenant digits: quota 0 runs"
+    )
 
 
 # ── destination caps ─────────────────────────────────────────────────────────────────────────
