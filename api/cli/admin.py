@@ -359,10 +359,10 @@ def show_tenant(
 ) -> None:
     """One tenant's rate limit, its use in the current window, and its run quota."""
     remote = Remote(api_url, api_key, output, debug)
-    view, note = call(remote, lambda api: _tenant_and_note(api, tenant))
     if remote.json:
-        print_json(dump(view))
+        print_json(dump(call(remote, lambda api: api.settings.tenant(tenant))))
         return
+    view, note = call(remote, lambda api: _tenant_and_note(api, tenant))
     if note is not None:
         say(note)
     grid = Table.grid(padding=(0, 2))
