@@ -27,6 +27,7 @@
     │   ├── IdempotencyConflict       the idempotency key was used with another request
     │   ├── InvalidRequest            the request itself is wrong (input, cursor, filter)
     │   ├── LimitReached              a quota or the ready queue's high-water mark
+    │   │   └── QuotaExceeded         the tenant's run quota is used up (waiting never helps)
     │   └── Unavailable               the database or Redis cannot be reached right now
     └── ApiError                      a request to the REST API was refused (status + code)
 
@@ -311,6 +312,25 @@ class LimitReached(OperationError):
         details = {} if retry_after_s is None else {"retryAfterS": retry_after_s}
         super().__init__(message, code=code, details=details)
         self.retry_after_s = retry_after_s
+
+
+class QuotaExceeded(LimitReached):
+    """The tenant used up its run quota. The quota counts every run the tenant created, not
+    a rate: waiting never helps, so the answer has no `retry_after_s`; it says how an admin
+    raises or removes the quota. `details`: `tenantId`, `usedRuns`, `maxRuns`."""
+
+    code = "quota_exceeded"
+
+    def __init__(self, tenant_id: str, *, used_runs: int, max_runs: int) -> None:
+        runs = "run" if max_runs == 1 else "runs"
+        super().__init__(
+            f"tenant {tenant_id} used its quota of {max_runs} {runs} (a count of the runs it "
+            "created, which waiting does not lower); an admin raises it with `schemabridge "
+            f"tenants set-quota {tenant_id} N` or removes it with `schemabridge tenants "
+            f"reset-quota {tenant_id}` (PUT /tenants/{{id}}/limits, maxRuns)",
+            code=self.code,
+        )
+        self.details = {"tenantId": tenant_id, "usedRuns": used_runs, "maxRuns": max_runs}
 
 
 class Unavailable(OperationError):

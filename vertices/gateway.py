@@ -340,9 +340,13 @@ async def _log_attempt(
     "attempt 1/4" is not read as three more to come."""
     number, max_attempts = position
     duration_ms = round(attempt.duration_s * 1000, 1)
+    counted = f"attempt {number}/{max_attempts}"
+    if final and number < max_attempts:
+        # "1/4" would promise retries that were never going to happen.
+        counted = f"attempt {number}, not retried: {_not_retryable(attempt)}"
     message = (
         f"{request.method} {request.url_for_log} → {_describe(attempt)} in {duration_ms:g} ms "
-        f"(attempt {number}/{max_attempts})"
+        f"({counted})"
     )
     if final and number < max_attempts:
         message += "; not retried: " + (
@@ -361,6 +365,13 @@ async def _log_attempt(
         "retryInMs": None if wait_s is None else round(wait_s * 1000),
     }
     await ctx.log(level, message, data)
+
+
+def _not_retryable(attempt: _Attempt) -> str:
+    """Why an attempt that failed is the last one before its attempts ran out."""
+    if attempt.failure is not None:
+        return f"{attempt.failure.value} is not retryable"
+    return f"{attempt.status} is not retryable"
 
 
 def _retry_message(request: GatewayRequest, attempt: _Attempt, position: tuple[int, int]) -> str:

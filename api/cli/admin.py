@@ -10,6 +10,7 @@ rate below 1), 4 the API unreachable or the key refused.
 
 from __future__ import annotations
 
+import re
 from typing import TYPE_CHECKING, Annotated
 
 import typer
@@ -17,6 +18,7 @@ from rich.console import Group
 from rich.table import Table
 from rich.text import Text
 
+from api.cli.client_errors import ApiFailure
 from api.cli.exit_codes import ExitCode
 from api.cli.remote import (
     EXIT_CODES_HELP,
@@ -32,6 +34,7 @@ from api.cli.remote import (
     print_json,
     print_page,
     render,
+    say,
     stdout,
     table,
 )
@@ -40,7 +43,7 @@ from api.cli.text import MISSING, duration, plural
 
 if TYPE_CHECKING:
     from api.cli.client import ApiClient
-    from api.cli.wire import BreakerView, DestinationView, TenantView
+    from api.cli.wire import BreakerView, CapsView, DestinationView, TenantView
 
 destinations_app = typer.Typer(
     help="Destination caps and admission state (AIMD limit, in flight, breakers).",
@@ -152,7 +155,7 @@ def show_destination(
     destination: Annotated[
         str | None,
         typer.Argument(
-            help="One destination key (default: every destination).", metavar="[DESTINATION]"
+            help="One destination key (default: every destination).", metavar="DESTINATION"
         ),
     ] = None,
     api_url: ApiUrlOption = DEFAULT_API_URL,
@@ -179,39 +182,84 @@ def show_destination(
         render(console, destination_detail(view))
 
 
+def _caps_line(caps: CapsView) -> str:
+    per_second = "unlimited" if caps.rate_per_second is None else f"{caps.rate_per_second:g}"
+    return f"{caps.destination}: maxConcurrency {caps.max_concurrency}, ratePerSecond {per_second}"
+
+
+async def _changed_caps(
+    api: ApiClient,
+    destination: str,
+    max_concurrency: int | None,
+    rate: float | None,
+    no_rate: bool,
+) -> CapsView:
+    """The caps with what was given changed and the rest as the destination has them now:
+    the API's PUT replaces both, so what was not given is read first and sent again."""
+    if max_concurrency is None or (rate is None and not no_rate):
+        views = (await api.settings.destinations()).items
+        current = next((v for v in views if v.destination == destination), None)
+        if current is not None and current.cap_configured:
+            max_concurrency = current.cap if max_concurrency is None else max_concurrency
+            rate = current.rate_per_second if rate is None and not no_rate else rate
+        elif max_concurrency is None:
+            default = "" if current is None else f" (the default cap, {current.cap:,}, applies)"
+            raise ApiFailure(
+                f"{destination} has no caps of its own yet{default}: give --max-concurrency N "
+                "with --rate",
+                ExitCode.USAGE,
+            )
+    return await api.settings.set_caps(destination, max_concurrency, rate)
+
+
 @destinations_app.command("set-cap", epilog=EXIT_CODES_HELP)
 def set_cap(
     destination: DestinationArgument,
     max_concurrency: Annotated[
-        int, typer.Option(min=1, help="Calls in flight at most, on all workers.", metavar="N")
-    ],
+        int | None,
+        typer.Option(
+            min=1,
+            help="Calls in flight at most, on all workers (left out: the current cap stays).",
+            metavar="N",
+        ),
+    ] = None,
     rate: Annotated[
         float | None,
         typer.Option(
             min=0.001,
-            help="Calls started per second at most (default: unlimited).",
+            help="Calls started per second at most (left out: the current rate stays).",
             metavar="PER_SECOND",
         ),
     ] = None,
+    no_rate: Annotated[
+        bool, typer.Option("--no-rate", help="Remove the rate: calls start as the cap allows.")
+    ] = False,
     api_url: ApiUrlOption = DEFAULT_API_URL,
     api_key: ApiKeyOption = None,
     output: OutputOption = OutputFormat.TEXT,
     debug: DebugOption = False,
 ) -> None:
-    """Cap a destination for every worker: stored in the database, applied at once.
+    """Change a destination's caps for every worker: stored in the database, applied at once.
 
-    The key is a GATEWAY url's scheme://host:port (lower-case, with its port) or a vertex's
-    explicit destination name; any other key is refused (exit 2)."""
+    Only what is given changes (--max-concurrency, --rate or --no-rate; at least one): the
+    other cap is kept. (The REST API's PUT /destinations/{key}/caps replaces both; this
+    command reads the current caps and sends them with the change.) Prints the caps that
+    result. The key is a GATEWAY url's scheme://host:port (lower-case, with its port) or a
+    vertex's explicit destination name; any other key is refused (exit 2)."""
+    if rate is not None and no_rate:
+        fail("give --rate PER_SECOND or --no-rate, not both", ExitCode.USAGE)
+    if max_concurrency is None and rate is None and not no_rate:
+        fail(
+            "give what to change: --max-concurrency N, --rate PER_SECOND or --no-rate "
+            "(the caps now: `schemabridge destinations show DESTINATION`)",
+            ExitCode.USAGE,
+        )
     remote = Remote(api_url, api_key, output, debug)
-    caps = call(remote, lambda api: api.settings.set_caps(destination, max_concurrency, rate))
+    caps = call(remote, lambda api: _changed_caps(api, destination, max_concurrency, rate, no_rate))
     if remote.json:
         print_json(dump(caps))
         return
-    per_second = "unlimited" if caps.rate_per_second is None else f"{caps.rate_per_second:g}"
-    stdout().print(
-        f"{caps.destination}: maxConcurrency {caps.max_concurrency}, ratePerSecond {per_second}",
-        markup=False,
-    )
+    stdout().print(_caps_line(caps), markup=False)
 
 
 @destinations_app.command("remove-cap", epilog=EXIT_CODES_HELP)
@@ -283,6 +331,24 @@ def list_tenants(
     print_page(remote, views, tenants_table, empty)
 
 
+async def _tenant_and_note(api: ApiClient, tenant: str) -> tuple[TenantView, str | None]:
+    """The tenant's settings, and when it has none of its own, a line saying the defaults
+    shown apply (the API answers any id with the defaults, so a typo would look like a
+    tenant; its runs tell a tenant that exists from one that does not)."""
+    from api.cli.wire import RunQuery
+
+    view = await api.settings.tenant(tenant)
+    if view.rate.configured or view.quota is not None:
+        return view, None
+    runs = await api.runs.list(RunQuery(tenant=tenant), limit=1)
+    if runs.items:
+        return view, f"tenant {tenant} has no settings of its own: the defaults shown apply"
+    return view, (
+        f"tenant {tenant} has no runs and no settings yet: the defaults shown apply "
+        "(`schemabridge tenants list` names the tenants seen)"
+    )
+
+
 @tenants_app.command("show", epilog=EXIT_CODES_HELP)
 def show_tenant(
     tenant: TenantArgument,
@@ -293,10 +359,12 @@ def show_tenant(
 ) -> None:
     """One tenant's rate limit, its use in the current window, and its run quota."""
     remote = Remote(api_url, api_key, output, debug)
-    view = call(remote, lambda api: api.settings.tenant(tenant))
     if remote.json:
-        print_json(dump(view))
+        print_json(dump(call(remote, lambda api: api.settings.tenant(tenant))))
         return
+    view, note = call(remote, lambda api: _tenant_and_note(api, tenant))
+    if note is not None:
+        say(note)
     grid = Table.grid(padding=(0, 2))
     grid.add_column(style="bold")
     grid.add_column()
@@ -308,13 +376,33 @@ def show_tenant(
     render(stdout(), Group(Text(f"tenant {view.tenant_id}", style="bold"), grid))
 
 
-@tenants_app.command("set-rate", epilog=EXIT_CODES_HELP)
+NUMBERS = {"ignore_unknown_options": True}
+"""Context settings of a command whose argument is a number: "-5" reaches the command as the
+value it is (to be refused with what the value must be), not as an option click lacks."""
+
+
+def whole_number(value: str, least: int, what: str) -> int:
+    """`value` as a whole number of at least `least`, else a usage error saying `what` it is."""
+    text = value.strip().replace(",", "")  # "1,000", as the commands print it
+    number = int(text) if re.fullmatch(r"[+-]?\d+", text) else None
+    if number is None or number < least:
+        fail(f"{what}; got {value!r}", ExitCode.USAGE)
+    return number
+
+
+RATE_RULE = "a rate is a positive whole number of GATEWAY steps per minute, such as 600"
+QUOTA_RULE = "a quota is a whole number of runs, 0 or more, such as 500"
+
+
+@tenants_app.command("set-rate", epilog=EXIT_CODES_HELP, context_settings=NUMBERS)
 def set_rate(
     tenant: TenantArgument,
     per_minute: Annotated[
-        int | None,
+        str | None,
         typer.Argument(
-            min=1, help="GATEWAY steps per minute (omit with --reset).", metavar="[PER_MINUTE]"
+            help="GATEWAY steps per minute, a positive whole number (omit with --reset).",
+            metavar="PER_MINUTE",
+            show_default=False,
         ),
     ] = None,
     reset: Annotated[bool, typer.Option("--reset", help="Back to the default rate.")] = False,
@@ -328,8 +416,9 @@ def set_rate(
     The default is TENANT_RATE_PER_MINUTE (1,000)."""
     if (per_minute is None) == (not reset):
         raise typer.BadParameter("give a rate per minute, or --reset (not both)")
+    rate = None if per_minute is None else whole_number(per_minute, 1, RATE_RULE)
     remote = Remote(api_url, api_key, output, debug)
-    view = call(remote, lambda api: api.settings.set_limits(tenant, rate_per_minute=per_minute))
+    view = call(remote, lambda api: api.settings.set_limits(tenant, rate_per_minute=rate))
     if remote.json:
         print_json(dump(view))
     elif reset:
@@ -338,14 +427,19 @@ def set_rate(
             markup=False,
         )
     else:
-        stdout().print(f"tenant {tenant}: {per_minute} calls per minute", markup=False)
+        stdout().print(f"tenant {tenant}: {rate} calls per minute", markup=False)
 
 
-@tenants_app.command("set-quota", epilog=EXIT_CODES_HELP)
+@tenants_app.command("set-quota", epilog=EXIT_CODES_HELP, context_settings=NUMBERS)
 def set_quota(
     tenant: TenantArgument,
     max_runs: Annotated[
-        int, typer.Argument(min=0, help="Runs the tenant may create.", metavar="MAX_RUNS")
+        str,
+        typer.Argument(
+            help="Runs the tenant may create, 0 or more (a count, not a rate).",
+            metavar="MAX_RUNS",
+            show_default=False,
+        ),
     ],
     api_url: ApiUrlOption = DEFAULT_API_URL,
     api_key: ApiKeyOption = None,
@@ -353,12 +447,13 @@ def set_quota(
     debug: DebugOption = False,
 ) -> None:
     """Set a tenant's run quota (checked at submission and by spawners before a fan-out)."""
+    quota = whole_number(max_runs, 0, QUOTA_RULE)
     remote = Remote(api_url, api_key, output, debug)
-    view = call(remote, lambda api: api.settings.set_limits(tenant, max_runs=max_runs))
+    view = call(remote, lambda api: api.settings.set_limits(tenant, max_runs=quota))
     if remote.json:
         print_json(dump(view))
     else:
-        stdout().print(f"tenant {tenant}: quota {max_runs} runs", markup=False)
+        stdout().print(f"tenant {tenant}: quota {quota} runs", markup=False)
 
 
 @tenants_app.command("reset-quota", epilog=EXIT_CODES_HELP)

@@ -5,7 +5,8 @@ an exit code: the single place that maps HTTP to the CLI's exit codes.
 | ------------------------------------------------ | -------------------- |
 | 404 for a run, a workflow, a step, a key         | 1 `FAILED`           |
 | 409 (a run or step in a state the action refuses)| 1 `FAILED`           |
-| 429 (quota used up, ready queue full)            | 1 `FAILED`           |
+| 429 (quota used up: how to raise it; ready queue | 1 `FAILED`           |
+| full: when to try again)                         |                      |
 | 5xx from the API (its database unreachable, ...) | 1 `FAILED`           |
 | 400, 413, 422 (the request itself is wrong)      | 2 `USAGE`            |
 | 401, 403                                         | 4 `UNREACHABLE`      |
@@ -24,6 +25,7 @@ import socket
 from typing import TYPE_CHECKING, Any
 
 from api.cli.exit_codes import ExitCode
+from api.cli.text import plural
 
 if TYPE_CHECKING:
     import httpx
@@ -129,9 +131,30 @@ def _problem_lines(details: dict[str, Any]) -> list[str]:
     return lines
 
 
+def _quota_line(message: str, details: dict[str, Any]) -> str:
+    """A used-up run quota in one line with its fix. The quota counts runs created, so "try
+    again later" would never come true; an API that does not say whose quota (older than
+    `details.tenantId`) keeps its message, without the wait."""
+    tenant, max_runs = details.get("tenantId"), details.get("maxRuns")
+    if not isinstance(tenant, str) or not isinstance(max_runs, int):
+        return f"{message}; an admin raises it with `schemabridge tenants set-quota TENANT N`"
+    return (
+        f"tenant {tenant} used its quota of {plural(max_runs, 'run')}; raise it with "
+        f"`schemabridge tenants set-quota {tenant} N` or remove it with "
+        f"`schemabridge tenants reset-quota {tenant}`"
+    )
+
+
 def _retry_after(response: httpx.Response) -> str:
     value = response.headers.get("Retry-After")
     return f"; try again in {value} s" if value and value.isdigit() else "; try again later"
+
+
+def _limited(response: httpx.Response, code: str, message: str, details: dict[str, Any]) -> str:
+    """A 429: a used-up quota says how to raise it; any other limit when to try again."""
+    if code == "quota_exceeded":
+        return _quota_line(message, details)
+    return f"{message}{_retry_after(response)}"
 
 
 def _with_state(message: str, details: dict[str, Any]) -> str:
@@ -189,7 +212,7 @@ def response_failure(response: httpx.Response, api_url: str) -> ApiFailure:
     if status == 409:
         return failure(_with_state(message, details), ExitCode.FAILED)
     if status == 429:
-        return failure(f"{message}{_retry_after(response)}", ExitCode.FAILED)
+        return failure(_limited(response, code, message, details), ExitCode.FAILED)
     if status == 503:
         return failure(
             f"the API cannot serve the request now ({code}): {message}; nothing was changed, "

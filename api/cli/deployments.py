@@ -226,7 +226,7 @@ def list_deployments(
     workflow: Annotated[
         str | None,
         typer.Argument(
-            help="Only this workflow's (default: every workflow's).", metavar="[WORKFLOW]"
+            help="Only this workflow's (default: every workflow's).", metavar="WORKFLOW"
         ),
     ] = None,
     limit: Annotated[

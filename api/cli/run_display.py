@@ -38,6 +38,8 @@ if TYPE_CHECKING:
     )
 
 BODY_EXCERPT_CHARS = 300
+CHILD_FAILURES = "child_failures"
+"""The failure kind of a MERGE that saw more failed children than it tolerates."""
 OUTPUT_EXCERPT_CHARS = 500
 
 
@@ -231,13 +233,32 @@ def run_view(run: RunDetail, now: float) -> Group:
     return Group(*parts)
 
 
+def joins_on_failed_children(step: StepView) -> bool:
+    """A join that failed because children FAILED: a retry runs it again against the same
+    children, still FAILED, so it fails again at once; reprocessing them reopens it."""
+    return step.error is not None and step.error.kind == CHILD_FAILURES
+
+
+def stuck_joins(run: RunDetail) -> list[StepView]:
+    """The run's FAILED joins a retry cannot help while its children stay FAILED."""
+    if not run.fanout.failed:
+        return []
+    return [s for s in run.steps if s.status == "FAILED" and joins_on_failed_children(s)]
+
+
 def next_commands(run: RunDetail) -> list[str]:
-    """What an operator may do about the run, as commands to copy."""
+    """What an operator may do about the run, as commands to copy: reprocessing first when
+    children FAILED, a retry only when a failed step could succeed by running again."""
     run_id = run.id
     if run.status == "FAILED":
-        failed = [s.vertex_id for s in run.steps if s.status == "FAILED"]
-        hints = [f"schemabridge runs retry {run_id}"]
-        hints += [f"schemabridge runs resolve {run_id} {v} --output JSON" for v in failed[:1]]
+        failed = [s for s in run.steps if s.status == "FAILED"]
+        stuck = stuck_joins(run)
+        hints = [f"schemabridge runs reprocess {run_id}"] if run.fanout.failed else []
+        if len(stuck) < len(failed) or not failed:
+            hints.append(f"schemabridge runs retry {run_id}")
+        hints += [
+            f"schemabridge runs resolve {run_id} {s.vertex_id} --output JSON" for s in failed[:1]
+        ]
         hints += [f"schemabridge runs logs {run_id}"]
         if run.parent_run_id is None:
             hints.append(f"schemabridge runs start-over {run_id}")

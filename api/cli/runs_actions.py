@@ -31,6 +31,7 @@ from api.cli.remote import (
     say,
     stdout,
 )
+from api.cli.run_display import stuck_joins
 from api.cli.run_options import (
     MAX_BATCH,
     RunArgument,
@@ -52,6 +53,7 @@ if TYPE_CHECKING:
         ResolveResult,
         RetryResult,
         StartOverResult,
+        StepView,
         Wire,
     )
 
@@ -77,6 +79,19 @@ def _batch_lines(result: BatchRetryResult) -> list[str]:
     if result.truncated:
         lines.append("more runs matched than --limit; run the command again for the rest")
     return lines
+
+
+def _still_stuck(run_id: str, joins: list[StepView], children_failed: int) -> str:
+    """Why the retry of a join whose children FAILED will not help, and what will."""
+    names = ", ".join(step.vertex_id for step in joins)
+    one = len(joins) == 1
+    what, fails = ("join", "fails") if one else ("joins", "fail")
+    still = plural(children_failed, "child is", "children are")
+    pronoun = "it" if children_failed == 1 else "them"
+    return (
+        f"its {what} {names} {fails} again at once: {still} still FAILED; "
+        f"`schemabridge runs reprocess {run_id}` runs {pronoun} again and reopens the {what}"
+    )
 
 
 def retry(
@@ -117,11 +132,17 @@ def retry(
     if runs and len(runs) == 1:
         only = runs[0]
 
-        async def single(api: ApiClient) -> RetryResult:
-            return await api.actions.retry(await full_run_id(api, only))
+        async def single(api: ApiClient) -> tuple[RetryResult, list[StepView], int]:
+            run_id = await full_run_id(api, only)
+            # Read before the retry clears the errors: a join its FAILED children failed
+            # fails again at once, which the operator should hear now, not after.
+            before = await api.runs.get(run_id)
+            return await api.actions.retry(run_id), stuck_joins(before), before.fanout.failed
 
-        result = call(remote, single)
+        result, stuck, children_failed = call(remote, single)
         _print(remote, result, f"run {result.run_id}: {result.message}; it is {result.status}")
+        if stuck and result.changed:
+            say(_still_stuck(result.run_id, stuck, children_failed))
         return
     selection = None
     if filtered:

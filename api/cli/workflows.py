@@ -284,7 +284,7 @@ def serving(
         int | None,
         typer.Argument(
             help="Make this version serve new runs at once (admin); left out: show which does.",
-            metavar="[VERSION]",
+            metavar="VERSION",
             min=1,
         ),
     ] = None,

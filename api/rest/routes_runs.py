@@ -133,7 +133,9 @@ async def submit(
     """201 with the new run's id and URL (`Location` too); 200 for a repeated submission.
     Refusals: unknown workflow or version 404 `workflow_not_found`; input the inputSchema
     refuses 422 `invalid_input`; ready queue full 429 `queue_full` with `Retry-After`; the
-    tenant's run quota used up 429 `quota_exceeded`; the same key with another request 409
+    tenant's run quota used up 429 `quota_exceeded` with `details` `tenantId`, `usedRuns` and
+    `maxRuns` and no `Retry-After` (the quota counts runs created: an admin raises it with
+    `PUT /tenants/{id}/limits`); the same key with another request 409
     `idempotency_conflict`."""
     tenant_id = _tenant_of(caller, body.tenant_id)
     result = await ops.runs.submit(

@@ -12,6 +12,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from pydantic.alias_generators import to_camel
 
 from engine.operations.views import GraphView, RunSummary, VersionSummary, WorkflowSummary
+from schemas.tenant_ids import MAX_TENANT_CHARS, TENANT_ID_RULE
 
 
 class _Body(BaseModel):
@@ -24,7 +25,10 @@ class SubmitRequest(_Body):
 
     input: Any = Field(default_factory=dict, description="The run's input (default `{}`).")
     tenant_id: str | None = Field(
-        default=None, min_length=1, max_length=200, description="The tenant the run is for."
+        default=None,
+        min_length=1,
+        max_length=MAX_TENANT_CHARS,
+        description=f"The tenant the run is for: {TENANT_ID_RULE}.",
     )
     version: int | None = Field(
         default=None, ge=1, description="The workflow version to run; default: the latest."

@@ -18,8 +18,9 @@ from pydantic import BaseModel, ConfigDict, Field
 from api.rest.auth import AdminDep
 from api.rest.deps import OperationsDep
 from api.rest.errors import error_responses, in_words
-from engine.operations.secrets import MAX_TENANT_CHARS, MAX_VALUE_CHARS, MIN_VALUE_CHARS
+from engine.operations.secrets import MAX_VALUE_CHARS, MIN_VALUE_CHARS
 from engine.operations.secrets_views import SecretList, SecretRef, StoredSecret
+from schemas.tenant_ids import MAX_TENANT_CHARS
 
 router = APIRouter(tags=["secrets"])
 

@@ -76,8 +76,9 @@ def stage_problems(stages: Sequence[StageSpec], check_interval_s: float) -> list
         problems.append(
             _problem(
                 f"/stages/{len(stages) - 1}/weight",
-                f"the last stage's weight is 100 (the candidate then takes every run before "
-                f"it becomes the serving version); got {stages[-1].weight:g}",
+                f"the last stage's weight is {stages[-1].weight:g} %, and it must be 100 % "
+                "(the share of new runs the candidate gets: all of them before it becomes the "
+                "serving version); end with a stage of weight 100",
             )
         )
     if not MIN_CHECK_INTERVAL_S <= check_interval_s <= MAX_CHECK_INTERVAL_S:

@@ -20,6 +20,7 @@ from engine.operations.boundary import store_boundary
 from engine.operations.keys_views import ApiKeyList, ApiKeyView, CreatedApiKey, KeyState
 from engine.store.keys import ApiKeyRecord
 from schemas.errors import InvalidRequest, NotFound, Problem
+from schemas.tenant_ids import TENANT_ID_RULE, is_tenant_id
 
 if TYPE_CHECKING:
     from engine.runtime import Runtime
@@ -31,7 +32,6 @@ SECRET_BYTES = 32
 MAX_SECRET_CHARS = 256
 """A presented key longer than this is refused without hashing it."""
 MAX_NAME_CHARS = 200
-MAX_TENANT_CHARS = 200
 MAX_EXPIRY_DAYS = 36_500.0
 SECONDS_PER_DAY = 86_400.0
 
@@ -80,10 +80,10 @@ def _check_role(tenant: str | None, admin: bool) -> None:
         raise _refuse("/tenant", "a key is bound to one tenant or to the admin role, not both")
     if not admin and tenant is None:
         raise _refuse("/tenant", "give the tenant the key acts for, or make it an admin key")
-    if tenant is not None and not (0 < len(tenant.strip()) == len(tenant) <= MAX_TENANT_CHARS):
+    if tenant is not None and not is_tenant_id(tenant):
         raise _refuse(
             "/tenant",
-            f"the tenant id must be 1 to {MAX_TENANT_CHARS} characters without surrounding spaces",
+            f"a tenant id is {TENANT_ID_RULE}",
         )
 
 

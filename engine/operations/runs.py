@@ -49,7 +49,14 @@ from engine.store.operator_actions import run_not_found
 from engine.store.records import RunRecord, VersionRecord
 from engine.validation import validate_input
 from schemas.definitions import RESERVED_WORKFLOWS, SpawnerVertex
-from schemas.errors import IdempotencyConflict, InvalidRequest, LimitReached, NotFound
+from schemas.errors import (
+    IdempotencyConflict,
+    InvalidRequest,
+    LimitReached,
+    NotFound,
+    QuotaExceeded,
+)
+from schemas.tenant_ids import check_tenant_id
 
 if TYPE_CHECKING:
     from engine.runtime import Runtime
@@ -187,7 +194,7 @@ class RunOperations:
         `IdempotencyConflict`. A repeated submission is answered even when a limit would
         refuse a new one (it creates nothing).
         """
-        submission.check_tenant(tenant_id)
+        check_tenant_id(tenant_id)
         submission.check_key(idempotency_key)
         settings = self._runtime.settings
         submission.check_input_limits(
@@ -225,11 +232,20 @@ class RunOperations:
                 child_versions=child_versions,
             )
         except QuotaExhausted as exc:
-            raise LimitReached(str(exc), code="quota_exceeded") from exc
+            raise await self._quota_exceeded(tenant_id, str(exc)) from exc
         if not created:
             return self._repeated(run, digest, idempotency_key)
         await self._runtime.wakeup.notify()
         return SubmitResult(run=run_views.summary(run), created=True)
+
+    async def _quota_exceeded(self, tenant_id: str, message: str) -> LimitReached:
+        """The refusal of a tenant without runs left, with its quota's figures (read after
+        the refusing transaction; a quota removed meanwhile leaves the store's message)."""
+        quota = await self._store.get_quota(tenant_id)
+        if quota is None:
+            return LimitReached(message, code="quota_exceeded")
+        max_runs, used_runs = quota
+        return QuotaExceeded(tenant_id, used_runs=used_runs, max_runs=max_runs)
 
     async def _routed(
         self, workflow: str, version: int | None, sticky_key: str

@@ -25,6 +25,7 @@ from engine.secret_cipher import SecretCipher, SecretUnreadable
 from engine.store.secrets_store import SecretRecord
 from schemas.errors import InvalidRequest, NotFound, Problem
 from schemas.secret_names import SECRET_NAME, SECRET_NAME_RULE
+from schemas.tenant_ids import TENANT_ID_RULE, is_tenant_id
 
 if TYPE_CHECKING:
     from engine.runtime import Runtime
@@ -34,7 +35,6 @@ MIN_VALUE_CHARS = 8
 """Shorter values are refused: the redactor could not tell them from ordinary text."""
 MAX_VALUE_CHARS = 16 * 1024
 """Longest value: a token or a certificate, not a document (at most 64 KiB of UTF-8)."""
-MAX_TENANT_CHARS = 200
 
 
 def malformed_keys(settings: Settings) -> str | None:
@@ -59,10 +59,10 @@ def check_name(name: str) -> None:
 
 
 def check_tenant(tenant: str) -> None:
-    if not 0 < len(tenant.strip()) == len(tenant) <= MAX_TENANT_CHARS:
+    if not is_tenant_id(tenant):
         raise _refuse(
             "/tenant",
-            f"the tenant id must be 1 to {MAX_TENANT_CHARS} characters without surrounding spaces",
+            f"a tenant id is {TENANT_ID_RULE}",
         )
 
 

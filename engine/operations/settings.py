@@ -29,12 +29,10 @@ from engine.operations.settings_views import (
     TenantView,
 )
 from schemas.errors import InvalidRequest, Unavailable
+from schemas.tenant_ids import check_tenant_id
 
 if TYPE_CHECKING:
     from engine.runtime import Runtime
-
-MAX_TENANT_CHARS = 200
-"""The longest tenant id the store holds."""
 
 
 @contextlib.contextmanager
@@ -48,20 +46,6 @@ def _coordination(what: str) -> Iterator[None]:
             "once Redis is back",
             code="coordination_unavailable",
         ) from error
-
-
-def check_tenant(tenant_id: str) -> str:
-    """`tenant_id` when the store can hold it; else `InvalidRequest(code="invalid_tenant")`."""
-    if not tenant_id.strip() or tenant_id != tenant_id.strip():
-        raise InvalidRequest(
-            f"tenant id {tenant_id!r} must be non-empty, without spaces at either end",
-            code="invalid_tenant",
-        )
-    if len(tenant_id) > MAX_TENANT_CHARS:
-        raise InvalidRequest(
-            f"tenant id is longer than {MAX_TENANT_CHARS} characters", code="invalid_tenant"
-        )
-    return tenant_id
 
 
 MAX_SETTING = 2**31 - 1
@@ -171,7 +155,7 @@ class SettingsOperations:
     async def set_tenant_rate(self, tenant_id: str, per_minute: int) -> TenantRateView:
         """Limit a tenant to `per_minute` GATEWAY steps a minute (≥ 1; each step counted once
         however many attempts it takes), for every worker at once (`invalid_rate` below 1)."""
-        check_tenant(tenant_id)
+        check_tenant_id(tenant_id)
         _whole(per_minute, 1, "the rate per minute", "invalid_rate")
         await self._apply_tenant_rate(tenant_id, per_minute)
         return await self._rate_view(tenant_id, per_minute)
@@ -180,7 +164,7 @@ class SettingsOperations:
     async def reset_tenant_rate(self, tenant_id: str) -> TenantRateView:
         """Remove a tenant's rate limit: the default (`TENANT_RATE_PER_MINUTE`) applies again.
         Idempotent: a tenant without one is left as it is."""
-        check_tenant(tenant_id)
+        check_tenant_id(tenant_id)
         await self._apply_tenant_rate(tenant_id, None)
         return await self._rate_view(tenant_id, None)
 
@@ -188,7 +172,7 @@ class SettingsOperations:
     async def set_quota(self, tenant_id: str, max_runs: int) -> QuotaView:
         """Let a tenant create `max_runs` child runs (≥ 0; spawners check it before a fan-out).
         Changing an existing quota keeps its count of runs used (`invalid_quota` below 0)."""
-        check_tenant(tenant_id)
+        check_tenant_id(tenant_id)
         _whole(max_runs, 0, "the quota", "invalid_quota")
         return _quota_view(*await self._runtime.store.set_quota(tenant_id, max_runs))
 
@@ -196,7 +180,7 @@ class SettingsOperations:
     async def reset_quota(self, tenant_id: str) -> bool:
         """Remove a tenant's run quota: unlimited again, and its count of runs used restarts
         from 0 if a quota is set later. True when it had one; False when it had none."""
-        check_tenant(tenant_id)
+        check_tenant_id(tenant_id)
         return await self._runtime.store.reset_quota(tenant_id)
 
     @store_boundary
@@ -221,7 +205,7 @@ class SettingsOperations:
     async def tenant(self, tenant_id: str) -> TenantView:
         """One tenant's rate limit and its use in the current window, and its quota. Any id
         has settings (the defaults until an operator sets some)."""
-        check_tenant(tenant_id)
+        check_tenant_id(tenant_id)
         store = self._runtime.store
         quota = await store.get_quota(tenant_id)
         return TenantView(

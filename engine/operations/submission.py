@@ -14,7 +14,6 @@ from schemas.clock import Clock
 from schemas.definitions import SpawnerVertex, Workflow
 from schemas.errors import InvalidRequest, LimitReached, Problem
 
-MAX_TENANT_CHARS = 200
 MAX_KEY_CHARS = 256
 KEY_PREFIX = "submit:"
 QUEUE_FULL_RETRY_S = 5.0
@@ -84,14 +83,6 @@ def client_key(stored: str | None) -> str | None:
     if stored is None or not stored.startswith(KEY_PREFIX):
         return stored
     return stored.split(":", 2)[2]
-
-
-def check_tenant(tenant_id: str) -> str:
-    if not isinstance(tenant_id, str) or not 1 <= len(tenant_id) <= MAX_TENANT_CHARS:
-        raise InvalidRequest(
-            f"a tenant id is 1 to {MAX_TENANT_CHARS} characters", code="invalid_tenant"
-        )
-    return tenant_id
 
 
 def check_key(key: str | None) -> str | None:

@@ -37,7 +37,7 @@ from engine.store.operator_actions import (
 from engine.store.queue import MAX_NESTING, WorkQueue
 from engine.store.records import CompletionReport, LogLine
 from schemas.definitions import RESERVED_WORKFLOWS, Workflow
-from schemas.errors import InvalidRequest, LimitReached, NotFound, WrongState
+from schemas.errors import InvalidRequest, NotFound, QuotaExceeded, WrongState
 
 T = TypeVar("T")
 
@@ -214,11 +214,10 @@ class OperatorActionsStore(WorkQueue):
                     "deployment instead",
                     code="start_over_system_run",
                 )
-            if await settings_.quota_left(conn, record.tenant_id) == 0:
-                raise LimitReached(
-                    f"tenant {record.tenant_id} has no runs left in its quota",
-                    code="quota_exceeded",
-                )
+            quota = await settings_.read_quota(conn, record.tenant_id)
+            if quota is not None and quota[1] >= quota[0]:
+                max_runs, used_runs = quota
+                raise QuotaExceeded(record.tenant_id, used_runs=used_runs, max_runs=max_runs)
             version = await self.get_version(record.workflow_name, record.workflow_version)
             new_id = str(uuid.uuid4())
             if not await sql.insert_run_once(conn, _restart_row(record, version, new_id, key, now)):

@@ -319,7 +319,9 @@ def refusing(stack: Stack) -> Stack:
         (
             ["deployments", "start", "dep-refusals", "--version", "2", "--stages", "10,50"],
             2,
-            "the last stage's weight is 100",
+            "--stages 10,50: the deployment's stages cannot work: the last stage's weight is "
+            "50 %, and it must be 100 % (the share of new runs the candidate gets: all of them "
+            "before it becomes the serving version); end with a stage of weight 100",
         ),
         (
             ["deployments", "start", "dep-refusals", "--version", "2", "--stages", "10,x,100"],

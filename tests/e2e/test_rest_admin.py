@@ -121,6 +121,28 @@ async def test_tenant_limits_set_then_back_to_the_default(api: Api) -> None:
         assert spaced.status_code == 422 and spaced.json()["code"] == "invalid_tenant"
 
 
+@pytest.mark.parametrize("tenant", [" acme", "acme ", "t" * 201])
+async def test_an_id_no_tenant_can_have_is_refused_with_the_rule(api: Api, tenant: str) -> None:
+    allowed = "1 to 200 characters, without spaces at either end"
+    async with client(api.url, api.admin_key) as http:
+        path = f"/tenants/{quote(tenant, safe='')}"
+        for refused in (
+            await http.put(f"{path}/limits", json={"ratePerMinute": 10, "maxRuns": 5}),
+            await http.put(f"{path}/limits", json={}),
+            await http.get(path),
+        ):
+            assert refused.status_code == 422, refused.text
+            assert refused.json()["code"] == "invalid_tenant"
+            assert refused.json()["details"] == {"allowed": allowed}
+            assert f"is not a tenant id: a tenant id is {allowed}" in refused.json()["message"]
+        listed = (await http.get("/tenants")).json()["items"]
+        assert tenant not in [t["tenantId"] for t in listed], "nothing was stored"
+        # The same rule as a submission's tenantId: no run can be created for it either.
+        submitted = await http.post("/workflows/anything/runs", json={"tenantId": tenant})
+        assert submitted.status_code == 422, submitted.text
+        assert submitted.json()["code"] in ("invalid_tenant", "invalid_request")
+
+
 async def test_a_tenant_key_reads_its_own_tenant_only(api: Api) -> None:
     async with client(api.url, api.acme_key) as http:
         own = await http.get("/tenants/acme")

@@ -187,6 +187,21 @@ async def test_tenant_over_its_quota_is_429_quota_exceeded(api: Api) -> None:
     assert other_tenant.status_code == 201
 
 
+async def test_a_used_up_quota_says_whose_how_much_and_how_to_raise_it(api: Api) -> None:
+    await api.ops.settings.set_quota("acme", 2)
+    async with api.http(api.acme) as http:
+        for _ in range(2):
+            assert (await http.post("/workflows/one/runs", json={})).status_code == 201
+        refused = await http.post("/workflows/one/runs", json={})
+    assert_error(refused, 429, "quota_exceeded")
+    assert refused.json()["details"] == {"tenantId": "acme", "usedRuns": 2, "maxRuns": 2}
+    assert "Retry-After" not in refused.headers, "waiting never frees a run of the quota"
+    message = refused.json()["message"]
+    assert "tenant acme used its quota of 2 runs" in message
+    assert "schemabridge tenants set-quota acme N" in message
+    assert "schemabridge tenants reset-quota acme" in message
+
+
 # ── ?wait=true ──────────────────────────────────────────────────────────────────────────────
 
 

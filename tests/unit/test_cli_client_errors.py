@@ -78,6 +78,25 @@ def test_a_limit_says_when_to_try_again() -> None:
     )
 
 
+def test_a_used_up_quota_says_how_to_raise_it_never_to_wait() -> None:
+    body = {
+        "code": "quota_exceeded",
+        "message": "tenant acme used its quota of 5 runs",
+        "details": {"tenantId": "acme", "usedRuns": 5, "maxRuns": 5},
+    }
+    failure = response_failure(answer(429, body), URL)
+    assert failure.message == (
+        "tenant acme used its quota of 5 runs; raise it with "
+        "`schemabridge tenants set-quota acme N` or remove it with "
+        "`schemabridge tenants reset-quota acme`"
+    )
+    assert failure.exit_code is ExitCode.FAILED
+    one = {**body, "details": {"tenantId": "acme", "usedRuns": 1, "maxRuns": 1}}
+    assert "used its quota of 1 run;" in response_failure(answer(429, one), URL).message
+    older = {"code": "quota_exceeded", "message": "tenant acme has no runs left in its quota"}
+    assert "try again" not in response_failure(answer(429, older), URL).message
+
+
 def test_invalid_input_lists_every_problem_with_its_pointer() -> None:
     body = {
         "code": "invalid_input",

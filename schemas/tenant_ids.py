@@ -1,0 +1,34 @@
+"""What a tenant id may be: the one rule every place that takes one shares (a submission's
+`tenantId`, an API key's tenant, a secret's tenant, an operator's tenant settings), so an id
+one of them refuses can be named by none: no tenant that settings could never reach, and no
+settings for a tenant no run could have."""
+
+from __future__ import annotations
+
+from schemas.errors import InvalidRequest
+
+MAX_TENANT_CHARS = 200
+"""The longest tenant id the store holds (its tenant columns are 200 characters)."""
+TENANT_ID_RULE = f"1 to {MAX_TENANT_CHARS} characters, without spaces at either end"
+"""The rule in words, for refusals ("a tenant id is …")."""
+SHOWN_CHARS = 60
+"""The most of a refused id a message quotes."""
+
+
+def is_tenant_id(value: object) -> bool:
+    """Whether `value` is a tenant id (see `TENANT_ID_RULE`)."""
+    return isinstance(value, str) and 0 < len(value) <= MAX_TENANT_CHARS and value == value.strip()
+
+
+def check_tenant_id(value: str) -> str:
+    """`value` when it is a tenant id; else `InvalidRequest(code="invalid_tenant")` saying what
+    one is, with `details.allowed` (the rule in words)."""
+    if is_tenant_id(value):
+        return value
+    given = value if isinstance(value, str) else repr(value)  # a caller in Python may err
+    shown = repr(given if len(given) <= SHOWN_CHARS else given[:SHOWN_CHARS] + "…")
+    raise InvalidRequest(
+        f"{shown} is not a tenant id: a tenant id is {TENANT_ID_RULE}",
+        code="invalid_tenant",
+        details={"allowed": TENANT_ID_RULE},
+    )

@@ -1,0 +1,107 @@
+"""What `runs show` and `runs retry` tell an operator about a fan-out whose join failed because
+children FAILED, and how a step refused with a non-retryable status reads: real subprocesses
+against `schemabridge serve`, children failing on the demo downstream's real 422."""
+
+from __future__ import annotations
+
+import json
+import re
+
+import pytest
+
+from tests.e2e.cli_harness import Stack
+
+PARENT = "cli-hints-fanout"
+CHILD = "cli-hints-item"
+
+
+@pytest.fixture(scope="module")
+def workflows(serve_api: Stack) -> None:
+    """A SPAWNER whose children call the downstream with the status their item names, joined
+    by a MERGE that tolerates no failed child."""
+    path = serve_api.tmp / "cli-hints.json"
+    child_url = serve_api.downstream + "/cli-hints/item?status={{ input.code }}"
+    path.write_text(
+        json.dumps(
+            [
+                {
+                    "name": PARENT,
+                    "vertices": {
+                        "each": {
+                            "type": "SPAWNER",
+                            "config": {
+                                "items": "{{ input.codes }}",
+                                "workflow": CHILD,
+                                "input": {"code": "{{ item }}"},
+                            },
+                        },
+                        "joined": {"type": "MERGE", "dependsOn": ["each"]},
+                    },
+                },
+                {
+                    "name": CHILD,
+                    "vertices": {"call": {"type": "GATEWAY", "config": {"url": child_url}}},
+                },
+            ]
+        )
+    )
+    serve_api.ok("workflows", "publish", str(path))
+
+
+def failed_fanout(stack: Stack) -> dict[str, object]:
+    """A fan-out of two children, one answered 422: the join fails (`submit --wait`, JSON)."""
+    run_input = json.dumps({"codes": ["200", "422"]})
+    waited = stack.cli("runs", "submit", PARENT, "--input", run_input, "--wait", "-o", "json")
+    assert waited.returncode == 1, (waited.stdout, waited.stderr)
+    run: dict[str, object] = json.loads(waited.stdout)
+    assert run["status"] == "FAILED"
+    assert run["fanout"]["failed"] == 1  # type: ignore[index]
+    return run
+
+
+def next_lines(shown: str) -> list[str]:
+    """The commands `runs show` suggests, in order (the `next` field and its lines)."""
+    found = re.search(r"^next\s+(.*(?:\n\s+schemabridge .*)*)", shown, re.M)
+    assert found, shown
+    return [line.strip() for line in found.group(1).splitlines()]
+
+
+def test_a_join_failed_by_its_children_leads_with_reprocess(
+    serve_api: Stack, workflows: None
+) -> None:
+    run = str(failed_fanout(serve_api)["id"])
+    shown = serve_api.ok("runs", "show", run).stdout
+    assert "failed step joined: child_failures" in shown, shown
+    hints = next_lines(shown)
+    assert hints[0] == f"schemabridge runs reprocess {run}", hints
+    assert f"schemabridge runs retry {run}" not in hints, "a retry fails the join again at once"
+
+
+def test_retrying_such_a_join_says_to_reprocess(serve_api: Stack, workflows: None) -> None:
+    run = str(failed_fanout(serve_api)["id"])
+    retried = serve_api.ok("runs", "retry", run)
+    assert f"run {run}: 1 failed step run again" in retried.stdout, retried.stdout
+    assert (
+        f"its join joined fails again at once: 1 child is still FAILED; "
+        f"`schemabridge runs reprocess {run}` runs it again and reopens the join"
+    ) in retried.stderr, retried.stderr
+    # What the note says: the retried join ends FAILED again, its child still FAILED.
+    assert serve_api.cli("runs", "watch", run, "--timeout", "60").returncode == 1
+    again = serve_api.json("runs", "show", run)
+    assert again["status"] == "FAILED" and again["fanout"]["failed"] == 1
+    assert again["error"]["kind"] == "child_failures"
+
+    revived = serve_api.ok("runs", "reprocess", run)
+    assert f"run {run}: 1 dead-lettered child run again" in revived.stdout
+
+
+def test_a_step_refused_with_a_non_retryable_status_was_not_retried(
+    serve_api: Stack, workflows: None
+) -> None:
+    parent = str(failed_fanout(serve_api)["id"])
+    children = serve_api.json("runs", "children", parent, "--status", "FAILED")
+    child = str(children["items"][0]["id"])
+    shown = serve_api.ok("runs", "show", child).stdout
+    assert re.search(r"^HTTP\s+status 422 after 1 attempt$", shown, re.M), shown
+    assert "(attempt 1, not retried: 422 is not retryable)" in shown, shown
+    assert "attempt 1/4" not in shown

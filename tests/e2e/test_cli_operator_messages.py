@@ -1,0 +1,145 @@
+"""What `tenants …`, `destinations set-cap` and a submission over its tenant's quota tell an
+operator: real subprocesses against `schemabridge serve` (an admin key). Each message is one
+line that says what a value must be or what to do next; each test keeps to its own tenants
+and destinations."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from tests.e2e.cli_harness import Stack, assert_refused
+
+WORKFLOW = "cli-messages-ping"
+
+
+@pytest.fixture(scope="module")
+def workflow(serve_api: Stack) -> str:
+    """A one-step workflow on the demo downstream, published for this module."""
+    path = serve_api.tmp / "cli-messages-ping.json"
+    url = serve_api.downstream + "/cli-messages/ping"
+    document = {"name": WORKFLOW, "vertices": {"ping": {"type": "GATEWAY", "config": {"url": url}}}}
+    path.write_text(json.dumps(document))
+    serve_api.ok("workflows", "publish", str(path))
+    return WORKFLOW
+
+
+# ── the run quota ─────────────────────────────────────────────────────────────────────────────
+
+
+def test_a_used_up_quota_says_how_to_raise_it(serve_api: Stack, workflow: str) -> None:
+    tenant = "quota-used"
+    serve_api.ok("tenants", "set-quota", tenant, "2")
+    for _ in range(2):
+        serve_api.ok("runs", "submit", workflow, "--tenant", tenant)
+    refused = serve_api.cli("runs", "submit", workflow, "--tenant", tenant)
+    assert_refused(refused, 1)
+    assert refused.stderr == (
+        f"error: tenant {tenant} used its quota of 2 runs; raise it with "
+        f"`schemabridge tenants set-quota {tenant} N` or remove it with "
+        f"`schemabridge tenants reset-quota {tenant}`\n"
+    )
+
+    serve_api.ok("tenants", "set-quota", tenant, "3")
+    serve_api.ok("runs", "submit", workflow, "--tenant", tenant)
+
+
+# ── tenant ids and tenant numbers ─────────────────────────────────────────────────────────────
+
+
+@pytest.mark.parametrize(
+    "command",
+    [
+        ["tenants", "set-rate", " padded", "10"],
+        ["tenants", "set-quota", "padded ", "10"],
+        ["tenants", "set-rate", "t" * 201, "10"],
+        ["tenants", "show", " padded"],
+    ],
+)
+def test_an_id_no_tenant_can_have_is_one_line_with_the_rule(
+    serve_api: Stack, command: list[str]
+) -> None:
+    refused = assert_refused(serve_api.cli(*command), 2)
+    assert len(refused.splitlines()) == 1, refused
+    assert "is not a tenant id: a tenant id is 1 to 200 characters" in refused
+    assert "without spaces at either end" in refused
+    listed = serve_api.json("tenants", "list")["items"]
+    assert not [t for t in listed if t["tenantId"].strip() == "padded"], "nothing was stored"
+
+
+def test_a_tenant_never_seen_says_the_defaults_apply(serve_api: Stack, workflow: str) -> None:
+    shown = serve_api.ok("tenants", "show", "never-seen")
+    assert shown.stderr == (
+        "tenant never-seen has no runs and no settings yet: the defaults shown apply "
+        "(`schemabridge tenants list` names the tenants seen)\n"
+    )
+    assert "rate limit" in shown.stdout
+    assert serve_api.json("tenants", "show", "never-seen")["quota"] is None
+
+    serve_api.ok("runs", "submit", workflow, "--tenant", "runs-only")
+    ran = serve_api.ok("tenants", "show", "runs-only")
+    assert ran.stderr == "tenant runs-only has no settings of its own: the defaults shown apply\n"
+    serve_api.ok("tenants", "set-rate", "runs-only", "50")
+    assert serve_api.ok("tenants", "show", "runs-only").stderr == ""
+
+
+@pytest.mark.parametrize(
+    ("command", "rule"),
+    [
+        (["tenants", "set-rate", "numbers", "-5"], "a rate is a positive whole number"),
+        (["tenants", "set-rate", "numbers", "0"], "a rate is a positive whole number"),
+        (["tenants", "set-rate", "numbers", "fast"], "a rate is a positive whole number"),
+        (["tenants", "set-quota", "numbers", "-1"], "a quota is a whole number of runs"),
+        (["tenants", "set-quota", "numbers", "lots"], "a quota is a whole number of runs"),
+    ],
+)
+def test_a_number_that_is_not_one_says_what_it_must_be(
+    serve_api: Stack, command: list[str], rule: str
+) -> None:
+    refused = assert_refused(serve_api.cli(*command), 2, rule)
+    assert len(refused.splitlines()) == 1, refused
+    assert "No such option" not in refused and "[PER_MINUTE]" not in refused
+
+
+def test_an_optional_argument_is_named_without_brackets(serve_api: Stack, workflow: str) -> None:
+    refused = assert_refused(serve_api.cli("workflows", "serving", workflow, "latest"), 2)
+    assert "Invalid value for 'VERSION'" in refused and "[VERSION]" not in refused
+
+
+def test_a_rate_given_as_digits_is_set(serve_api: Stack) -> None:
+    assert serve_api.ok("tenants", "set-rate", "digits", "1,200").stdout.strip() == (
+        "tenant digits: 1200 calls per minute"
+    )
+    assert serve_api.ok("tenants", "set-quota", "digits", "0").stdout.strip() == (
+        "tenant digits: quota 0 runs"
+    )
+
+
+# ── destination caps ─────────────────────────────────────────────────────────────────────────
+
+
+def test_set_cap_changes_only_what_it_is_given(serve_api: Stack) -> None:
+    def set_cap(*args: str) -> str:
+        return serve_api.ok("destinations", "set-cap", "caps-kept", *args).stdout.strip()
+
+    assert set_cap("--max-concurrency", "3", "--rate", "5") == (
+        "caps-kept: maxConcurrency 3, ratePerSecond 5"
+    )
+    assert set_cap("--max-concurrency", "8") == "caps-kept: maxConcurrency 8, ratePerSecond 5"
+    assert set_cap("--rate", "2.5") == "caps-kept: maxConcurrency 8, ratePerSecond 2.5"
+    assert set_cap("--no-rate") == "caps-kept: maxConcurrency 8, ratePerSecond unlimited"
+    listed = serve_api.json("destinations", "list")["items"]
+    kept = next(d for d in listed if d["destination"] == "caps-kept")
+    assert (kept["cap"], kept["capConfigured"], kept["ratePerSecond"]) == (8, True, None)
+
+
+def test_set_cap_without_a_change_or_a_cap_to_keep_is_a_usage_error(serve_api: Stack) -> None:
+    nothing = assert_refused(serve_api.cli("destinations", "set-cap", "caps-none"), 2)
+    assert "give what to change: --max-concurrency N, --rate PER_SECOND or --no-rate" in nothing
+    both = serve_api.cli("destinations", "set-cap", "caps-none", "--rate", "1", "--no-rate")
+    assert_refused(both, 2, "give --rate PER_SECOND or --no-rate, not both")
+    alone = serve_api.cli("destinations", "set-cap", "caps-none", "--rate", "1")
+    assert_refused(alone, 2, "caps-none has no caps of its own yet", "give --max-concurrency N")
+    listed = serve_api.json("destinations", "list")["items"]
+    assert "caps-none" not in [d["destination"] for d in listed], "nothing was stored"
