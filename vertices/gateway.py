@@ -342,16 +342,11 @@ async def _log_attempt(
     duration_ms = round(attempt.duration_s * 1000, 1)
     counted = f"attempt {number}/{max_attempts}"
     if final and number < max_attempts:
-        # "1/4" would promise retries that were never going to happen.
         counted = f"attempt {number}, not retried: {_not_retryable(attempt)}"
     message = (
         f"{request.method} {request.url_for_log} → {_describe(attempt)} in {duration_ms:g} ms "
         f"({counted})"
     )
-    if final and number < max_attempts:
-        message += "; not retried: " + (
-            f"a {attempt.status} answer is final" if attempt.status else "this error is final"
-        )
     if wait_s is not None:
         message += f"; retrying in {wait_s:.3g} s"
     data: dict[str, Any] = {

@@ -128,7 +128,7 @@ async def test_400_is_final_after_one_attempt(
     # The line says the answer ends the step: "attempt 1/4" alone reads as three to come.
     [(level, message, _)] = log.lines
     assert level == "error"
-    assert message.endswith("(attempt 1/4); not retried: a 400 answer is final"), message
+    assert message.endswith("(attempt 1, not retried: 400 is not retryable)"), message
     failure = caught.value
     assert failure.kind is FailureKind.HTTP_ERROR
     assert not failure.redispatchable
