@@ -97,8 +97,22 @@ class DeploymentOperations:
         self._runtime = runtime
         self._store = runtime.store
 
-    async def _view(self, record: DeploymentRecord) -> DeploymentView:
-        return deployment_view(record, await self._store.deployment_counts(record))
+    async def _view(
+        self, record: DeploymentRecord, serving_now: dict[str, int | None] | None = None
+    ) -> DeploymentView:
+        """`serving_now`: the serving versions already read, by workflow (a list reads each
+        workflow's routing row once)."""
+        known = {} if serving_now is None else serving_now
+        name = record.workflow_name
+        if name not in known:
+            row = await self._store.serving(name)
+            known[name] = None if row is None else row.serving_version
+        counts = await self._store.deployment_counts(record)
+        return deployment_view(record, counts, known[name])
+
+    async def _views(self, records: Sequence[DeploymentRecord]) -> builtins.list[DeploymentView]:
+        serving_now: dict[str, int | None] = {}
+        return [await self._view(record, serving_now) for record in records]
 
     async def _record(self, deployment_id: str) -> DeploymentRecord:
         record = None
@@ -199,16 +213,14 @@ class DeploymentOperations:
                 await self._store.get_version(workflow)
             except UnknownWorkflow as exc:
                 raise workflow_not_found(workflow) from exc
-        records = await self._store.deployments_of(workflow, limit=limit)
-        return [await self._view(record) for record in records]
+        return await self._views(await self._store.deployments_of(workflow, limit=limit))
 
     @store_boundary
     async def recent(self, *, limit: int = 20) -> builtins.list[DeploymentView]:
         """The deployments of every workflow, newest first (`limit` 1 to 500): what a
         monitor's deployments page and `schemabridge deployments list` show."""
         check_limit(limit)
-        records = await self._store.deployments_of(None, limit=limit)
-        return [await self._view(record) for record in records]
+        return await self._views(await self._store.deployments_of(None, limit=limit))
 
     @store_boundary
     async def abort(self, deployment_id: str, *, actor: str) -> DeploymentChange:

@@ -188,11 +188,7 @@ async def set_stage(
     await conn.execute(
         update(serving)
         .where(serving.c.name == record.workflow_name, serving.c.deployment_id == record.id)
-        .values(
-            candidate_weight=float(record.stages[to_index]["weight"]),
-            updated_at=now,
-            updated_by=f"deployment:{record.id}",
-        )
+        .values(candidate_weight=float(record.stages[to_index]["weight"]))
     )
     return True
 
@@ -234,11 +230,13 @@ async def end(
         "candidate_version": None,
         "candidate_weight": 0.0,
         "deployment_id": None,
-        "updated_at": now,
-        "updated_by": f"deployment:{record.id}",
     }
     if status is DeploymentStatus.SUCCEEDED:
-        values["serving_version"] = record.candidate_version
+        values |= {
+            "serving_version": record.candidate_version,
+            "updated_at": now,
+            "updated_by": f"deployment:{record.id}",
+        }
     await conn.execute(
         update(serving)
         .where(serving.c.name == record.workflow_name, serving.c.deployment_id == record.id)

@@ -243,8 +243,6 @@ class DeploymentStore(RunCatalogue, OperatorActionsStore):
                         candidate_version=spec.candidate_version,
                         candidate_weight=first_weight,
                         deployment_id=deployment_id,
-                        updated_at=now,
-                        updated_by=f"deployment:{deployment_id}",
                     )
                 )
                 if claimed.rowcount != 1:

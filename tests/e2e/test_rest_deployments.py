@@ -240,3 +240,29 @@ async def test_the_system_workflow_is_the_engines_own(api: Api) -> None:
         start_over = await http.post(f"/runs/{deployment['runId']}/start-over")
         assert_error(start_over, 422, "start_over_system_run")
     assert shown["status"] == "ABORTED" and shown["weight"] is None
+
+
+async def test_an_ended_deployment_says_when_its_outcome_no_longer_serves(api: Api) -> None:
+    first = await start(api)
+    async with api.http(api.admin) as http:
+        await http.post(f"/deployments/{first['id']}/abort")
+        kept = (await http.get(f"/deployments/{first['id']}")).json()
+        switched = (await http.post("/workflows/orders/serving", json={"version": 3})).json()
+        replaced = (await http.get(f"/deployments/{first['id']}")).json()
+        second = await http.post("/workflows/orders/deployments", json={"version": 2})
+        during = (await http.get("/workflows/orders/serving")).json()
+        await http.post(f"/deployments/{second.json()['id']}/rollback")
+        after = (await http.get("/workflows/orders/serving")).json()
+        listed = (await http.get("/workflows/orders/deployments")).json()["items"]
+        document = (await http.get("/openapi.json")).json()
+    # Aborted: new runs went back to v1, which still serves; then v3 was switched in.
+    assert (kept["servingVersionNow"], kept["superseded"]) == (1, False)
+    assert (replaced["servingVersionNow"], replaced["superseded"]) == (3, True)
+    assert [(d["servingVersionNow"], d["superseded"]) for d in listed] == [(3, False), (3, True)]
+    # v3 serves since the switch: a deployment's candidate coming and going does not move it.
+    assert (during["servingVersion"], during["deploymentId"]) == (3, second.json()["id"])
+    assert during["updatedAt"] == after["updatedAt"] == switched["updatedAt"]
+    assert during["updatedBy"] == after["updatedBy"] == switched["updatedBy"]
+    schema = document["components"]["schemas"]["DeploymentView"]["properties"]
+    assert "no longer" in schema["superseded"]["description"]
+    assert "serving version now" in schema["servingVersionNow"]["description"]
