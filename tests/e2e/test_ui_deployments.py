@@ -109,6 +109,34 @@ def test_a_deployment_started_from_the_deploy_button_is_seen_and_aborted(
         assert note == "— v2 now serves: it gets every new run"
 
 
+def test_an_old_promotion_reads_in_the_past_once_another_version_serves(
+    server: DemoServer, browser: Any
+) -> None:
+    promoted = promote(server, "ui-history")
+    document = {
+        "name": "ui-history",
+        "description": "version 3",
+        "vertices": {"call": {"type": "GATEWAY", "config": {"url": f"{server.downstream}/orders"}}},
+    }
+    assert server.call("/workflows", document)["version"] == 3
+    server.call("/workflows/ui-history/serving", {"version": 3})
+    with opened(browser, f"{server.ui}#/deployments") as (page, _):
+        row = page.locator(f'tr[data-deployment="{promoted}"]')
+        row.wait_for()
+        assert row.locator("td.weight-cell").inner_text() == "superseded (v3 serves)"
+        shoot(page, "deployments-superseded")
+        page.goto(f"{server.ui}#/deployments/{promoted}")
+        page.locator("h1 .badge", has_text="succeeded").wait_for()
+        assert page.locator(".weight-now").inner_text() == "superseded (v3 serves)"
+        note = page.locator(".weight-note").inner_text().strip()
+        assert re.fullmatch(
+            r"— v2 served from \d{4}-\d\d-\d\d \d\d:\d\d:\d\d\.\d{3}; superseded: v3 serves now",
+            note,
+        ), note
+        assert "now serves" not in page.locator("main").inner_text()
+        shoot(page, "deployment-superseded", narrow=False)
+
+
 def promote(server: DemoServer, name: str) -> str:
     """A deployment of `name` v2 in one stage that holds for nothing: promoted at once. Its id."""
     publish(server, name, failing=False)
