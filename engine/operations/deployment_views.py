@@ -168,6 +168,12 @@ class DeploymentView(View):
         "candidate if SUCCEEDED, else its baseline `servingVersion`) no longer serves: a "
         "later deployment or switch replaced it, so what it says of new runs is history.",
     )
+    warnings: list[str] = Field(
+        default_factory=list,
+        description="Only on the answer to a start: what may keep the deployment from "
+        "progressing although it started (e.g. the workflow runs mostly as a SPAWNER's child, "
+        "whose version its parent pins).",
+    )
     # Decided here, not in the clients: from the status alone they read an old promotion as
     # "the candidate now serves" long after another version replaced it.
 

@@ -37,7 +37,7 @@ from engine.operations.pagination import check_limit
 from engine.operations.views import DeploymentIdMatches
 from engine.operations.workflows import not_found as workflow_not_found
 from engine.store import UnknownWorkflow
-from engine.store.deployments import DeploymentSpec
+from engine.store.deployments import DeploymentSpec, SpawningParent
 from engine.store.models import DeploymentStatus
 from engine.store.records import DeploymentRecord
 from schemas.definitions import RESERVED_WORKFLOWS
@@ -88,6 +88,23 @@ def stage_problems(stages: Sequence[StageSpec], check_interval_s: float) -> list
             )
         )
     return problems
+
+
+def child_warning(workflow: str, version: int, parents: Sequence[SpawningParent]) -> str | None:
+    """Why a deployment of `workflow` may sit in its first stage: the serving versions of
+    `parents` start it as a SPAWNER's child, and a run tree pins its children's versions at
+    its root, so the candidate gets none of those runs (a warning: direct submissions may
+    exist). None when no workflow spawns it."""
+    if not parents:
+        return None
+    names = ", ".join(f"{p.name} v{p.version}" for p in parents)
+    return (
+        f"{workflow} is a SPAWNER's child in the serving version of {names}: those children "
+        f"run the version their parent run pinned (the serving one, or the `{workflow}@N` "
+        f"its SPAWNER names), so this deployment moves only the runs submitted to {workflow} "
+        f"directly and with none it stays in stage 1; to move the children, publish the "
+        f"parent with `{workflow}@{version}` in its SPAWNER and deploy the parent"
+    )
 
 
 class DeploymentOperations:
@@ -184,7 +201,9 @@ class DeploymentOperations:
         except UnknownWorkflow as exc:
             raise workflow_not_found(workflow, version) from exc
         await self._runtime.wakeup.notify()
-        return await self._view(record)
+        view = await self._view(record)
+        warning = child_warning(workflow, version, await self._store.spawning_parents(workflow))
+        return view if warning is None else view.model_copy(update={"warnings": [warning]})
 
     @store_boundary
     async def get(self, deployment_id: str) -> DeploymentView:

@@ -63,6 +63,12 @@ async def serving_versions(conn: AsyncConnection, names: Collection[str]) -> dic
     return {name: int(version) for name, version in (await conn.execute(query)).all()}
 
 
+async def all_serving_versions(conn: AsyncConnection) -> dict[str, int]:
+    """Every workflow's serving version (one read of the routing table)."""
+    query = select(serving.c.name, serving.c.serving_version)
+    return {name: int(version) for name, version in (await conn.execute(query)).all()}
+
+
 async def serve_unless_deploying(
     conn: AsyncConnection, name: str, version: int, now: float, actor: str
 ) -> bool:

@@ -266,3 +266,31 @@ async def test_an_ended_deployment_says_when_its_outcome_no_longer_serves(api: A
     schema = document["components"]["schemas"]["DeploymentView"]["properties"]
     assert "no longer" in schema["superseded"]["description"]
     assert "serving version now" in schema["servingVersionNow"]["description"]
+
+
+def spawner_of(name: str, child: str) -> dict[str, Any]:
+    return {
+        "name": name,
+        "vertices": {
+            "each": {"type": "SPAWNER", "config": {"items": "{{ input.items }}", "workflow": child}}
+        },
+    }
+
+
+async def test_deploying_a_spawners_child_warns_that_parents_pin_it(api: Api) -> None:
+    alone = await start(api)
+    assert alone["warnings"] == []
+    async with api.http(api.admin) as http:
+        await http.post(f"/deployments/{alone['id']}/abort")
+        for document in (spawner_of("batch", "orders"), spawner_of("nightly", "orders@1")):
+            assert (await http.post("/workflows", json=document)).status_code == 201
+        answer = await http.post("/workflows/orders/deployments", json={"version": 3})
+        shown = (await http.get(f"/deployments/{answer.json()['id']}")).json()
+    assert answer.status_code == 201, answer.text  # a warning, not a refusal
+    (warning,) = answer.json()["warnings"]
+    assert warning.startswith(
+        "orders is a SPAWNER's child in the serving version of batch v1, nightly v1: "
+    ), warning
+    assert "moves only the runs submitted to orders directly" in warning
+    assert "publish the parent with `orders@3` in its SPAWNER and deploy the parent" in warning
+    assert shown["warnings"] == [], "the answer to the start says it, once"
