@@ -405,6 +405,8 @@ class DeploymentView(Wire):
     serving_version_now: int | None = None
     superseded: bool = False
     """Ended, and the version it left serving no longer serves (the API decides)."""
+    warnings: list[str] = []
+    """Only on the answer to a start."""
 
 
 class DeploymentChange(Wire):

@@ -158,6 +158,34 @@ def test_an_old_deployment_says_its_outcome_was_superseded(stack: Stack) -> None
     assert "(serving)" not in table, table
 
 
+def test_deploying_a_spawners_child_warns_that_its_parent_pins_it(stack: Stack) -> None:
+    two_versions(stack, "dep-child")
+    parent = {
+        "name": "dep-parent",
+        "vertices": {
+            "each": {
+                "type": "SPAWNER",
+                "config": {"items": "{{ input.items }}", "workflow": "dep-child"},
+            }
+        },
+    }
+    path = stack.tmp / "dep-parent.json"
+    path.write_text(json.dumps(parent), encoding="utf-8")
+    stack.ok("workflows", "publish", str(path))
+    started = stack.ok(
+        "deployments", "start", "dep-child", "--version", "2", "--stages", "100", *HOLDING
+    )
+    deployment_id = started_id(started.stdout)
+    assert (
+        "warning: dep-child is a SPAWNER's child in the serving version of dep-parent v1: "
+    ) in started.stderr, started.stderr
+    assert "publish the parent with `dep-child@2` in its SPAWNER and deploy the parent" in (
+        started.stderr
+    )
+    assert "warning" not in started.stdout
+    stack.ok("deployments", "abort", deployment_id)
+
+
 def test_a_failing_candidate_is_rolled_back_with_its_exposure(stack: Stack) -> None:
     two_versions(stack, "dep-broken", failing=True)
     started = stack.ok(
