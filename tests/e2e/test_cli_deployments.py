@@ -17,7 +17,7 @@ import pytest
 
 from api.cli.text import exact
 from tests.e2e.cli_harness import Stack, assert_refused
-from tests.integration.operations_harness import single
+from tests.integration.operations_harness import single, spawner_of
 
 UUID = r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}"
 QUICK = ["--min-runs", "0", "--min-duration", "0", "--min-finished", "0"]
@@ -160,17 +160,8 @@ def test_an_old_deployment_says_its_outcome_was_superseded(stack: Stack) -> None
 
 def test_deploying_a_spawners_child_warns_that_its_parent_pins_it(stack: Stack) -> None:
     two_versions(stack, "dep-child")
-    parent = {
-        "name": "dep-parent",
-        "vertices": {
-            "each": {
-                "type": "SPAWNER",
-                "config": {"items": "{{ input.items }}", "workflow": "dep-child"},
-            }
-        },
-    }
     path = stack.tmp / "dep-parent.json"
-    path.write_text(json.dumps(parent), encoding="utf-8")
+    path.write_text(json.dumps(spawner_of("dep-parent", "dep-child")), encoding="utf-8")
     stack.ok("workflows", "publish", str(path))
     started = stack.ok(
         "deployments", "start", "dep-child", "--version", "2", "--stages", "100", *HOLDING

@@ -14,7 +14,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from tests.conftest import Backend
 from tests.e2e.rest_runs_harness import Api, api_on, assert_error
-from tests.integration.operations_harness import single
+from tests.integration.operations_harness import single, spawner_of
 
 UNREACHABLE = "http://127.0.0.1:9/never"
 STAGES = [
@@ -266,15 +266,6 @@ async def test_an_ended_deployment_says_when_its_outcome_no_longer_serves(api: A
     schema = document["components"]["schemas"]["DeploymentView"]["properties"]
     assert "no longer" in schema["superseded"]["description"]
     assert "serving version now" in schema["servingVersionNow"]["description"]
-
-
-def spawner_of(name: str, child: str) -> dict[str, Any]:
-    return {
-        "name": name,
-        "vertices": {
-            "each": {"type": "SPAWNER", "config": {"items": "{{ input.items }}", "workflow": child}}
-        },
-    }
 
 
 async def test_deploying_a_spawners_child_warns_that_parents_pin_it(api: Api) -> None:
