@@ -24,6 +24,7 @@ from tests.e2e.browser_harness import (
     shoot,
     stop,
 )
+from tests.integration.operations_harness import spawner_of
 
 pytestmark = pytest.mark.slow
 
@@ -135,6 +136,32 @@ def test_an_old_promotion_reads_in_the_past_once_another_version_serves(
         ), note
         assert "now serves" not in page.locator("main").inner_text()
         shoot(page, "deployment-superseded", narrow=False)
+
+
+def test_the_deploy_form_warns_when_parents_pin_the_workflow(
+    server: DemoServer, browser: Any
+) -> None:
+    publish(server, "ui-child", failing=False)
+    parent = spawner_of("ui-parent", "ui-child")
+    assert server.call("/workflows", parent)["version"] == 1
+    with opened(browser, f"{server.ui}#/workflows/ui-child?v=2") as (page, _):
+        page.get_by_role("button", name="Deploy v2…").click()
+        dialog = page.locator("dialog.deploy-dialog")
+        page.fill("#deploy-min-runs", "1000")
+        dialog.get_by_role("button", name="Deploy v2").click()
+        warning = dialog.locator(".deploy-warning")
+        warning.wait_for()
+        text = " ".join(warning.inner_text().split())
+        assert text.startswith("Deployment started. ui-child is a SPAWNER's child"), text
+        assert "ui-parent v1" in text and "`ui-child@2`" in text
+        shoot(page, "deploy-form-warning", narrow=False)
+        follow = dialog.get_by_role("button", name="Follow the deployment")
+        assert page.evaluate("document.activeElement.textContent") == "Follow the deployment"
+        follow.click()
+        page.wait_for_url("**#/deployments/*")
+        deployment_id = page.url.rsplit("/", 1)[1]
+    assert server.call(f"/deployments/{deployment_id}")["status"] == "RUNNING"
+    server.call(f"/deployments/{deployment_id}/abort", {})
 
 
 def promote(server: DemoServer, name: str) -> str:

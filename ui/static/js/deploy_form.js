@@ -37,7 +37,8 @@ export function deploymentBody(version, values) {
 }
 
 /** Open the form for `name` v`version` (serving: the version new runs get now). Resolves the
- * deployment the API started, or null when cancelled. */
+ * deployment the API started, or null when cancelled; a start the API warns about keeps the
+ * dialog open with the warning until it is closed. */
 export function deployForm(name, version, serving) {
   return new Promise((resolve) => {
     const inputs = {
@@ -52,6 +53,16 @@ export function deployForm(name, version, serving) {
     const submit = h("button", { type: "submit", class: "primary" }, `Deploy v${version}`);
     const cancel = h("button", { type: "button", class: "secondary", onclick: () => dialog.close("cancel") }, "Cancel");
     let started = null;
+    // Started, but it may not progress (e.g. parents pin the workflow's version): the dialog
+    // stays open with the API's warning until the operator has read it and follows it.
+    function showWarnings(warnings) {
+      state.className = "deploy-state deploy-warning";
+      state.replaceChildren(h("strong", {}, "Deployment started. "), warnings.join(" "));
+      const follow = h("button", { type: "button", class: "primary", onclick: () => dialog.close("ok") }, "Follow the deployment");
+      for (const box of Object.values(inputs)) box.querySelector("input").disabled = true;
+      form.querySelector(".modal-buttons").replaceChildren(follow);
+      follow.focus();
+    }
     const form = h(
       "form",
       {
@@ -70,6 +81,10 @@ export function deployForm(name, version, serving) {
           submit.disabled = true;
           try {
             started = await api(`/workflows/${encodeURIComponent(name)}/deployments`, { method: "POST", body });
+            if (started.warnings && started.warnings.length) {
+              showWarnings(started.warnings);
+              return;
+            }
             dialog.close("ok");
           } catch (error) {
             const problems = ((error.details && error.details.problems) || []).map((p) => `${p.pointer || "/"}: ${p.message}`);
@@ -100,7 +115,7 @@ export function deployForm(name, version, serving) {
     document.body.append(dialog);
     dialog.addEventListener("close", () => {
       dialog.remove();
-      resolve(dialog.returnValue === "ok" ? started : null);
+      resolve(started); // null unless the API started it (closed by Escape after a warning too)
     });
     dialog.showModal();
     inputs.stages.querySelector("input").focus();
