@@ -142,6 +142,11 @@ def test_an_old_deployment_says_its_outcome_was_superseded(stack: Stack) -> None
         "deployments", "start", "dep-history", "--version", "4", "--stages", "100", *HOLDING
     )
     third = started_id(held.stdout)
+    # v3 serves since the second deployment promoted it, not since the third one began.
+    promoted_at = stack.json("deployments", "show", second)["endedAt"]
+    serving = stack.ok("workflows", "serving", "dep-history").stdout
+    assert serving.startswith(f"dep-history: v3 serves new runs (since {exact(promoted_at)} ")
+    assert f" by deployment:{second}); deployment {third} gives v4 100 % of them" in serving
     stack.ok("deployments", "abort", third)
     kept = stack.ok("deployments", "show", third).stdout
     assert "the candidate gets 0 % of new runs: they go back to v3" in kept, kept
