@@ -59,7 +59,10 @@ def candidate_share(deployment: DeploymentView) -> float:
 
 
 def weight_now(deployment: DeploymentView) -> str:
-    """The WEIGHT column: what the candidate gets now (a promoted one, every run)."""
+    """The WEIGHT column: what the candidate gets now (a promoted one, every run), or which
+    version serves now once a later deployment or switch replaced what this one left."""
+    if deployment.superseded:
+        return f"superseded (v{deployment.serving_version_now} serves)"
     if deployment.status == "SUCCEEDED":
         return "100 % (serving)"
     return percent(candidate_share(deployment))
@@ -67,14 +70,24 @@ def weight_now(deployment: DeploymentView) -> str:
 
 def share(deployment: DeploymentView) -> str:
     """What the candidate gets of new runs now: its stage's weight while running, every run
-    once promoted, none once aborted or rolled back (they go back to the serving version)."""
+    once promoted, none once aborted or rolled back (they go back to the serving version).
+    Superseded: what it did, in the past, and which version serves now."""
     d = deployment
+    if d.superseded:
+        return f"{_past(d)}; superseded: v{d.serving_version_now} serves now"
     if d.status == "SUCCEEDED":
         return f"the candidate v{d.candidate_version} now serves: it gets every new run"
     gets = f"the candidate gets {percent(candidate_share(d))} of new runs"
     if d.status == "RUNNING":
         return gets
     return f"{gets}: they go back to v{d.serving_version}"
+
+
+def _past(deployment: DeploymentView) -> str:
+    d = deployment
+    if d.status == "SUCCEEDED" and d.ended_at is not None:
+        return f"the candidate v{d.candidate_version} served from {exact(d.ended_at)}"
+    return f"new runs went back to v{d.serving_version}"
 
 
 def deployments_table(items: Sequence[DeploymentView], now: float) -> Table:

@@ -218,6 +218,8 @@ def start(
         f"stages {weights}",
         markup=False,
     )
+    for warning in started.warnings:  # started, but it may not progress: say why
+        say(f"warning: {warning}")
     say(f"follow it: schemabridge deployments show {started.id}")
 
 

@@ -402,6 +402,11 @@ class DeploymentView(Wire):
     ended_at: float | None = None
     outcome: OutcomeView | None = None
     timeline: list[TimelineEvent] = []
+    serving_version_now: int | None = None
+    superseded: bool = False
+    """Ended, and the version it left serving no longer serves (the API decides)."""
+    warnings: list[str] = []
+    """Only on the answer to a start."""
 
 
 class DeploymentChange(Wire):

@@ -157,6 +157,25 @@ class DeploymentView(View):
     ended_at: float | None = None
     outcome: OutcomeView | None = None
     timeline: list[TimelineEvent]
+    serving_version_now: int | None = Field(
+        default=None,
+        description="The workflow's serving version now (its routing row), whatever this "
+        "deployment did; null if the workflow has no routing row.",
+    )
+    superseded: bool = Field(
+        default=False,
+        description="True when the deployment has ended and the version it left serving (the "
+        "candidate if SUCCEEDED, else its baseline `servingVersion`) no longer serves: a "
+        "later deployment or switch replaced it, so what it says of new runs is history.",
+    )
+    warnings: list[str] = Field(
+        default_factory=list,
+        description="Only on the answer to a start: what may keep the deployment from "
+        "progressing although it started (e.g. the workflow runs mostly as a SPAWNER's child, "
+        "whose version its parent pins).",
+    )
+    # Decided here, not in the clients: from the status alone they read an old promotion as
+    # "the candidate now serves" long after another version replaced it.
 
 
 class DeploymentChange(View):
@@ -174,8 +193,12 @@ class ServingView(View):
     candidate_version: int | None = None
     candidate_weight: float = 0.0
     deployment_id: str | None = None
-    updated_at: float
-    updated_by: str | None = None
+    updated_at: float = Field(description="When the serving version was last set: it serves since.")
+    updated_by: str | None = Field(
+        default=None,
+        description="Who last set the serving version: `publish`, `deployment:<id>` (a "
+        "promotion), an operator's key; a running deployment's candidate does not change it.",
+    )
 
 
 def serving_view(record: ServingRecord) -> ServingView:
@@ -256,8 +279,21 @@ def _event(data: dict[str, Any]) -> TimelineEvent:
     )
 
 
-def deployment_view(record: DeploymentRecord, counts: DeploymentCounts) -> DeploymentView:
-    """The whole view of a deployment, with its figures from `counts`."""
+def left_serving(record: DeploymentRecord) -> int | None:
+    """The version an ended deployment left serving: its candidate if it was promoted, else
+    its baseline (None while it runs)."""
+    if record.status == DeploymentStatus.RUNNING.value:
+        return None
+    if record.status == DeploymentStatus.SUCCEEDED.value:
+        return record.candidate_version
+    return record.serving_version
+
+
+def deployment_view(
+    record: DeploymentRecord, counts: DeploymentCounts, serving_now: int | None
+) -> DeploymentView:
+    """The whole view of a deployment, with its figures from `counts` and the workflow's
+    serving version now (`serving_now`)."""
     policy = deploy.RollbackPolicy.from_dict(record.rollback)
     running = record.status == DeploymentStatus.RUNNING.value
     stage = deploy.Stage.from_dict(record.stages[record.stage_index])
@@ -272,6 +308,7 @@ def deployment_view(record: DeploymentRecord, counts: DeploymentCounts) -> Deplo
     serving_url = runs_url(
         name, record.serving_version, RunRoute.SERVING, record.created_at, record.ended_at
     )
+    left = left_serving(record)
     outcome = None
     if record.outcome is not None:
         data = record.outcome
@@ -306,4 +343,6 @@ def deployment_view(record: DeploymentRecord, counts: DeploymentCounts) -> Deplo
         ended_at=record.ended_at,
         outcome=outcome,
         timeline=[_event(event) for event in record.timeline],
+        serving_version_now=serving_now,
+        superseded=None not in (left, serving_now) and left != serving_now,
     )

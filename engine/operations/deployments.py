@@ -37,7 +37,7 @@ from engine.operations.pagination import check_limit
 from engine.operations.views import DeploymentIdMatches
 from engine.operations.workflows import not_found as workflow_not_found
 from engine.store import UnknownWorkflow
-from engine.store.deployments import DeploymentSpec
+from engine.store.deployments import DeploymentSpec, SpawningParent
 from engine.store.models import DeploymentStatus
 from engine.store.records import DeploymentRecord
 from schemas.definitions import RESERVED_WORKFLOWS
@@ -91,6 +91,23 @@ def stage_problems(stages: Sequence[StageSpec], check_interval_s: float) -> list
     return problems
 
 
+def child_warning(workflow: str, version: int, parents: Sequence[SpawningParent]) -> str | None:
+    """Why a deployment of `workflow` may sit in its first stage: the serving versions of
+    `parents` start it as a SPAWNER's child, and a run tree pins its children's versions at
+    its root, so the candidate gets none of those runs (a warning: direct submissions may
+    exist). None when no workflow spawns it."""
+    if not parents:
+        return None
+    names = ", ".join(f"{p.name} v{p.version}" for p in parents)
+    return (
+        f"{workflow} is a SPAWNER's child in the serving version of {names}: those children "
+        f"run the version their parent run pinned (the serving one, or the `{workflow}@N` "
+        f"its SPAWNER names), so this deployment moves only the runs submitted to {workflow} "
+        f"directly and with none it stays in stage 1; to move the children, publish the "
+        f"parent with `{workflow}@{version}` in its SPAWNER and deploy the parent"
+    )
+
+
 class DeploymentOperations:
     """Deployments and serving versions."""
 
@@ -98,8 +115,22 @@ class DeploymentOperations:
         self._runtime = runtime
         self._store = runtime.store
 
-    async def _view(self, record: DeploymentRecord) -> DeploymentView:
-        return deployment_view(record, await self._store.deployment_counts(record))
+    async def _view(
+        self, record: DeploymentRecord, serving_now: dict[str, int | None] | None = None
+    ) -> DeploymentView:
+        """`serving_now`: the serving versions already read, by workflow (a list reads each
+        workflow's routing row once)."""
+        known = {} if serving_now is None else serving_now
+        name = record.workflow_name
+        if name not in known:
+            row = await self._store.serving(name)
+            known[name] = None if row is None else row.serving_version
+        counts = await self._store.deployment_counts(record)
+        return deployment_view(record, counts, known[name])
+
+    async def _views(self, records: Sequence[DeploymentRecord]) -> builtins.list[DeploymentView]:
+        serving_now: dict[str, int | None] = {}
+        return [await self._view(record, serving_now) for record in records]
 
     async def _record(self, deployment_id: str) -> DeploymentRecord:
         record = None
@@ -170,7 +201,9 @@ class DeploymentOperations:
         except UnknownWorkflow as exc:
             raise workflow_not_found(workflow, version) from exc
         await self._runtime.wakeup.notify()
-        return await self._view(record)
+        view = await self._view(record)
+        warning = child_warning(workflow, version, await self._store.spawning_parents(workflow))
+        return view if warning is None else view.model_copy(update={"warnings": [warning]})
 
     @store_boundary
     async def get(self, deployment_id: str) -> DeploymentView:
@@ -199,16 +232,14 @@ class DeploymentOperations:
                 await self._store.get_version(workflow)
             except UnknownWorkflow as exc:
                 raise workflow_not_found(workflow) from exc
-        records = await self._store.deployments_of(workflow, limit=limit)
-        return [await self._view(record) for record in records]
+        return await self._views(await self._store.deployments_of(workflow, limit=limit))
 
     @store_boundary
     async def recent(self, *, limit: int = 20) -> builtins.list[DeploymentView]:
         """The deployments of every workflow, newest first (`limit` 1 to 500): what a
         monitor's deployments page and `schemabridge deployments list` show."""
         check_limit(limit)
-        records = await self._store.deployments_of(None, limit=limit)
-        return [await self._view(record) for record in records]
+        return await self._views(await self._store.deployments_of(None, limit=limit))
 
     @store_boundary
     async def abort(self, deployment_id: str, *, actor: str) -> DeploymentChange:

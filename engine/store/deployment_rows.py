@@ -63,6 +63,12 @@ async def serving_versions(conn: AsyncConnection, names: Collection[str]) -> dic
     return {name: int(version) for name, version in (await conn.execute(query)).all()}
 
 
+async def all_serving_versions(conn: AsyncConnection) -> dict[str, int]:
+    """Every workflow's serving version (one read of the routing table)."""
+    query = select(serving.c.name, serving.c.serving_version)
+    return {name: int(version) for name, version in (await conn.execute(query)).all()}
+
+
 async def serve_unless_deploying(
     conn: AsyncConnection, name: str, version: int, now: float, actor: str
 ) -> bool:
@@ -188,11 +194,7 @@ async def set_stage(
     await conn.execute(
         update(serving)
         .where(serving.c.name == record.workflow_name, serving.c.deployment_id == record.id)
-        .values(
-            candidate_weight=float(record.stages[to_index]["weight"]),
-            updated_at=now,
-            updated_by=f"deployment:{record.id}",
-        )
+        .values(candidate_weight=float(record.stages[to_index]["weight"]))
     )
     return True
 
@@ -234,11 +236,13 @@ async def end(
         "candidate_version": None,
         "candidate_weight": 0.0,
         "deployment_id": None,
-        "updated_at": now,
-        "updated_by": f"deployment:{record.id}",
     }
     if status is DeploymentStatus.SUCCEEDED:
-        values["serving_version"] = record.candidate_version
+        values |= {
+            "serving_version": record.candidate_version,
+            "updated_at": now,
+            "updated_by": f"deployment:{record.id}",
+        }
     await conn.execute(
         update(serving)
         .where(serving.c.name == record.workflow_name, serving.c.deployment_id == record.id)

@@ -21,7 +21,7 @@ from sqlalchemy.exc import IntegrityError
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from engine.store import deployment_rows as rows_
-from engine.store import listing
+from engine.store import listing, pins
 from engine.store import results as results_
 from engine.store.actions_store import OperatorActionsStore
 from engine.store.catalogue import RunCatalogue
@@ -129,6 +129,18 @@ def running_deployment(workflow: str, deployment_id: str | None) -> WrongState:
     return refusal
 
 
+@dataclass(frozen=True)
+class SpawningParent:
+    """A workflow whose serving version starts another as a SPAWNER's child."""
+
+    name: str
+    version: int
+    """Its serving version."""
+    references: list[int | None]
+    """The child version each of its spawners names (None: unversioned, pinned at the root
+    to the child's serving version)."""
+
+
 class DeploymentStore(RunCatalogue, OperatorActionsStore):
     """Serving versions and deployments (on the catalogue's versions and the operator
     actions' cancel)."""
@@ -175,6 +187,26 @@ class DeploymentStore(RunCatalogue, OperatorActionsStore):
             None if current is None else current.serving_version,
         )
         return record
+
+    async def spawning_parents(self, name: str) -> list[SpawningParent]:
+        """The other workflows whose serving version has a SPAWNER of `name`, by name: their
+        runs pin `name`'s version at the root, so a deployment of `name` never routes them.
+        Reads every workflow's serving version (cached once read): a deployment's start, not
+        a hot path."""
+        async with self._engines.read.connect() as conn:
+            serving_now = await rows_.all_serving_versions(conn)
+        found = []
+        for parent, version in sorted(serving_now.items()):
+            if parent == name:
+                continue
+            try:
+                workflow = (await self.get_version(parent, version)).workflow
+            except UnknownWorkflow:
+                continue
+            pinned = {ref for child, ref in pins.spawned(workflow) if child == name}
+            if pinned:
+                found.append(SpawningParent(parent, version, sorted(pinned, key=lambda v: v or 0)))
+        return found
 
     async def system_version(self, workflow: Workflow) -> VersionRecord:
         """The stored version of a system workflow with exactly this content, stored as the
@@ -262,8 +294,6 @@ class DeploymentStore(RunCatalogue, OperatorActionsStore):
                     candidate_version=spec.candidate_version,
                     candidate_weight=first_weight,
                     deployment_id=deployment_id,
-                    updated_at=now,
-                    updated_by=f"deployment:{deployment_id}",
                 )
             )
             if claimed.rowcount != 1:

@@ -294,8 +294,12 @@ class WorkflowServing(SQLModel, table=True):
     deployment_id: str | None = Field(default=None, sa_column=Column(String(36)))
     """The active deployment (its id salts the routing hash)."""
     updated_at: float = Field(sa_column=Column(Float, nullable=False))
+    """When `serving_version` was last set: what serves "since"."""
     updated_by: str | None = Field(default=None, sa_column=Column(String(200)))
-    """Who made the last change: `publish`, `deployment:<id>`, or an operator (`key:<id>`)."""
+    """Who last set `serving_version`: `publish`, `deployment:<id>` (a promotion), or an
+    operator (`key:<id>`). A deployment's candidate and weight leave both as they are (the
+    routing row names it in `deployment_id`): stamping them read as "v2 serves since the
+    next deployment began"."""
 
 
 class Deployment(SQLModel, table=True):

@@ -15,8 +15,9 @@ from typing import Any
 import httpx
 import pytest
 
+from api.cli.text import exact
 from tests.e2e.cli_harness import Stack, assert_refused
-from tests.integration.operations_harness import single
+from tests.integration.operations_harness import single, spawner_of
 
 UUID = r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}"
 QUICK = ["--min-runs", "0", "--min-duration", "0", "--min-finished", "0"]
@@ -117,6 +118,68 @@ def test_a_healthy_candidate_is_promoted_and_serves(stack: Stack) -> None:
         table,
         re.M,
     ), table
+
+
+def promote(stack: Stack, name: str, version: int) -> str:
+    """Deploy `version` of `name` in one quick stage and wait until it serves; its id."""
+    started = stack.ok(
+        "deployments", "start", name, "--version", str(version), "--stages", "100",
+        *QUICK, "--check-interval", "0.2",
+    )  # fmt: skip
+    deployment_id = started_id(started.stdout)
+    wait_for(stack, deployment_id, "SUCCEEDED")
+    return deployment_id
+
+
+def test_an_old_deployment_says_its_outcome_was_superseded(stack: Stack) -> None:
+    two_versions(stack, "dep-history")
+    publish(stack, "dep-history", f"{stack.downstream}/orders", "v3")
+    publish(stack, "dep-history", f"{stack.downstream}/orders", "v4")
+    first = promote(stack, "dep-history", 2)
+    ended_at = stack.json("deployments", "show", first)["endedAt"]
+    second = promote(stack, "dep-history", 3)
+    held = stack.ok(
+        "deployments", "start", "dep-history", "--version", "4", "--stages", "100", *HOLDING
+    )
+    third = started_id(held.stdout)
+    # v3 serves since the second deployment promoted it, not since the third one began.
+    promoted_at = stack.json("deployments", "show", second)["endedAt"]
+    serving = stack.ok("workflows", "serving", "dep-history").stdout
+    assert serving.startswith(f"dep-history: v3 serves new runs (since {exact(promoted_at)} ")
+    assert f" by deployment:{second}); deployment {third} gives v4 100 % of them" in serving
+    stack.ok("deployments", "abort", third)
+    kept = stack.ok("deployments", "show", third).stdout
+    assert "the candidate gets 0 % of new runs: they go back to v3" in kept, kept
+    stack.ok("workflows", "serving", "dep-history", "4")
+
+    old = stack.ok("deployments", "show", first).stdout
+    assert "now serves" not in old, old
+    assert f"the candidate v2 served from {exact(ended_at)}; superseded: v4 serves now" in old, old
+    aborted = stack.ok("deployments", "show", third).stdout
+    assert "new runs went back to v3; superseded: v4 serves now" in aborted, aborted
+    table = stack.ok("deployments", "list", "dep-history").stdout
+    for deployment_id in (first, second, third):
+        assert re.search(rf"^{deployment_id}\s.*\ssuperseded \(v4 serves\)\s", table, re.M), table
+    assert "(serving)" not in table, table
+
+
+def test_deploying_a_spawners_child_warns_that_its_parent_pins_it(stack: Stack) -> None:
+    two_versions(stack, "dep-child")
+    path = stack.tmp / "dep-parent.json"
+    path.write_text(json.dumps(spawner_of("dep-parent", "dep-child")), encoding="utf-8")
+    stack.ok("workflows", "publish", str(path))
+    started = stack.ok(
+        "deployments", "start", "dep-child", "--version", "2", "--stages", "100", *HOLDING
+    )
+    deployment_id = started_id(started.stdout)
+    assert (
+        "warning: dep-child is a SPAWNER's child in the serving version of dep-parent v1: "
+    ) in started.stderr, started.stderr
+    assert "publish the parent with `dep-child@2` in its SPAWNER and deploy the parent" in (
+        started.stderr
+    )
+    assert "warning" not in started.stdout
+    stack.ok("deployments", "abort", deployment_id)
 
 
 def test_a_failing_candidate_is_rolled_back_with_its_exposure(stack: Stack) -> None:

@@ -14,7 +14,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from tests.conftest import Backend
 from tests.e2e.rest_runs_harness import Api, api_on, assert_error
-from tests.integration.operations_harness import single
+from tests.integration.operations_harness import single, spawner_of
 
 UNREACHABLE = "http://127.0.0.1:9/never"
 STAGES = [
@@ -284,3 +284,48 @@ async def test_a_refused_start_publishes_no_system_version(api: Api) -> None:
         listed = (await http.get("/workflows", params={"system": "true"})).json()["items"]
     assert [v["version"] for v in before] == [v["version"] for v in after] == [1]
     assert [w["name"] for w in listed] == ["gradual_deploy", "orders"], "no ghost either"
+
+
+async def test_an_ended_deployment_says_when_its_outcome_no_longer_serves(api: Api) -> None:
+    first = await start(api)
+    async with api.http(api.admin) as http:
+        await http.post(f"/deployments/{first['id']}/abort")
+        kept = (await http.get(f"/deployments/{first['id']}")).json()
+        switched = (await http.post("/workflows/orders/serving", json={"version": 3})).json()
+        replaced = (await http.get(f"/deployments/{first['id']}")).json()
+        second = await http.post("/workflows/orders/deployments", json={"version": 2})
+        during = (await http.get("/workflows/orders/serving")).json()
+        await http.post(f"/deployments/{second.json()['id']}/rollback")
+        after = (await http.get("/workflows/orders/serving")).json()
+        listed = (await http.get("/workflows/orders/deployments")).json()["items"]
+        document = (await http.get("/openapi.json")).json()
+    # Aborted: new runs went back to v1, which still serves; then v3 was switched in.
+    assert (kept["servingVersionNow"], kept["superseded"]) == (1, False)
+    assert (replaced["servingVersionNow"], replaced["superseded"]) == (3, True)
+    assert [(d["servingVersionNow"], d["superseded"]) for d in listed] == [(3, False), (3, True)]
+    # v3 serves since the switch: a deployment's candidate coming and going does not move it.
+    assert (during["servingVersion"], during["deploymentId"]) == (3, second.json()["id"])
+    assert during["updatedAt"] == after["updatedAt"] == switched["updatedAt"]
+    assert during["updatedBy"] == after["updatedBy"] == switched["updatedBy"]
+    schema = document["components"]["schemas"]["DeploymentView"]["properties"]
+    assert "no longer" in schema["superseded"]["description"]
+    assert "serving version now" in schema["servingVersionNow"]["description"]
+
+
+async def test_deploying_a_spawners_child_warns_that_parents_pin_it(api: Api) -> None:
+    alone = await start(api)
+    assert alone["warnings"] == []
+    async with api.http(api.admin) as http:
+        await http.post(f"/deployments/{alone['id']}/abort")
+        for document in (spawner_of("batch", "orders"), spawner_of("nightly", "orders@1")):
+            assert (await http.post("/workflows", json=document)).status_code == 201
+        answer = await http.post("/workflows/orders/deployments", json={"version": 3})
+        shown = (await http.get(f"/deployments/{answer.json()['id']}")).json()
+    assert answer.status_code == 201, answer.text  # a warning, not a refusal
+    (warning,) = answer.json()["warnings"]
+    assert warning.startswith(
+        "orders is a SPAWNER's child in the serving version of batch v1, nightly v1: "
+    ), warning
+    assert "moves only the runs submitted to orders directly" in warning
+    assert "publish the parent with `orders@3` in its SPAWNER and deploy the parent" in warning
+    assert shown["warnings"] == [], "the answer to the start says it, once"

@@ -24,6 +24,7 @@ from tests.e2e.browser_harness import (
     shoot,
     stop,
 )
+from tests.integration.operations_harness import spawner_of
 
 pytestmark = pytest.mark.slow
 
@@ -107,6 +108,60 @@ def test_a_deployment_started_from_the_deploy_button_is_seen_and_aborted(
         assert page.locator(".weight-now").inner_text() == "100 % (serving)"
         note = page.locator(".weight-note").inner_text().strip()
         assert note == "— v2 now serves: it gets every new run"
+
+
+def test_an_old_promotion_reads_in_the_past_once_another_version_serves(
+    server: DemoServer, browser: Any
+) -> None:
+    promoted = promote(server, "ui-history")
+    document = {
+        "name": "ui-history",
+        "description": "version 3",
+        "vertices": {"call": {"type": "GATEWAY", "config": {"url": f"{server.downstream}/orders"}}},
+    }
+    assert server.call("/workflows", document)["version"] == 3
+    server.call("/workflows/ui-history/serving", {"version": 3})
+    with opened(browser, f"{server.ui}#/deployments") as (page, _):
+        row = page.locator(f'tr[data-deployment="{promoted}"]')
+        row.wait_for()
+        assert row.locator("td.weight-cell").inner_text() == "superseded (v3 serves)"
+        shoot(page, "deployments-superseded")
+        page.goto(f"{server.ui}#/deployments/{promoted}")
+        page.locator("h1 .badge", has_text="succeeded").wait_for()
+        assert page.locator(".weight-now").inner_text() == "superseded (v3 serves)"
+        note = page.locator(".weight-note").inner_text().strip()
+        assert re.fullmatch(
+            r"— v2 served from \d{4}-\d\d-\d\d \d\d:\d\d:\d\d\.\d{3}; superseded: v3 serves now",
+            note,
+        ), note
+        assert "now serves" not in page.locator("main").inner_text()
+        shoot(page, "deployment-superseded", narrow=False)
+
+
+def test_the_deploy_form_warns_when_parents_pin_the_workflow(
+    server: DemoServer, browser: Any
+) -> None:
+    publish(server, "ui-child", failing=False)
+    parent = spawner_of("ui-parent", "ui-child")
+    assert server.call("/workflows", parent)["version"] == 1
+    with opened(browser, f"{server.ui}#/workflows/ui-child?v=2") as (page, _):
+        page.get_by_role("button", name="Deploy v2…").click()
+        dialog = page.locator("dialog.deploy-dialog")
+        page.fill("#deploy-min-runs", "1000")
+        dialog.get_by_role("button", name="Deploy v2").click()
+        warning = dialog.locator(".deploy-warning")
+        warning.wait_for()
+        text = " ".join(warning.inner_text().split())
+        assert text.startswith("Deployment started. ui-child is a SPAWNER's child"), text
+        assert "ui-parent v1" in text and "`ui-child@2`" in text
+        shoot(page, "deploy-form-warning", narrow=False)
+        follow = dialog.get_by_role("button", name="Follow the deployment")
+        assert page.evaluate("document.activeElement.textContent") == "Follow the deployment"
+        follow.click()
+        page.wait_for_url("**#/deployments/*")
+        deployment_id = page.url.rsplit("/", 1)[1]
+    assert server.call(f"/deployments/{deployment_id}")["status"] == "RUNNING"
+    server.call(f"/deployments/{deployment_id}/abort", {})
 
 
 def promote(server: DemoServer, name: str) -> str:

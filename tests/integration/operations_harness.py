@@ -24,19 +24,17 @@ def single(name: str, url: str, **workflow: Any) -> dict[str, Any]:
     return {"name": name, "vertices": {"call": gateway(url)}, **workflow}
 
 
+def spawner_of(name: str, child: str) -> dict[str, Any]:
+    """A workflow of one SPAWNER of `child` (`name` or `name@version`) over `input.items`."""
+    each = {"type": "SPAWNER", "config": {"items": "{{ input.items }}", "workflow": child}}
+    return {"name": name, "vertices": {"each": each}}
+
+
 def fanout(base: str, merge: dict[str, Any] | None = None) -> list[dict[str, Any]]:
     """parent: a SPAWNER over `input.items` and its MERGE; child: one POST answered with the
     status its item names (the demo downstream's X-Demo-Status header)."""
-    parent = {
-        "name": "parent",
-        "vertices": {
-            "each": {
-                "type": "SPAWNER",
-                "config": {"items": "{{ input.items }}", "workflow": "child"},
-            },
-            "join": {"type": "MERGE", "dependsOn": ["each"], "config": merge or {}},
-        },
-    }
+    parent = spawner_of("parent", "child")
+    parent["vertices"]["join"] = {"type": "MERGE", "dependsOn": ["each"], "config": merge or {}}
     child = {
         "name": "child",
         "vertices": {

@@ -54,7 +54,8 @@ export function refusalText(error) {
 }
 
 /** Open the form for `name` v`version` (serving: the version new runs get now). Resolves the
- * deployment the API started, or null when cancelled. */
+ * deployment the API started, or null when cancelled; a start the API warns about keeps the
+ * dialog open with the warning until it is closed. */
 export function deployForm(name, version, serving) {
   publishedLimits(); // asked now, so Deploy does not wait for it
   return new Promise((resolve) => {
@@ -77,6 +78,16 @@ export function deployForm(name, version, serving) {
       state.className = "deploy-state error-box";
       state.scrollIntoView({ block: "nearest" });
     };
+    // Started, but it may not progress (e.g. parents pin the workflow's version): the dialog
+    // stays open with the API's warning until the operator has read it and follows it.
+    function showWarnings(warnings) {
+      state.className = "deploy-state deploy-warning";
+      state.replaceChildren(h("strong", {}, "Deployment started. "), warnings.join(" "));
+      const follow = h("button", { type: "button", class: "primary", onclick: () => dialog.close("ok") }, "Follow the deployment");
+      for (const box of Object.values(inputs)) box.querySelector("input").disabled = true;
+      form.querySelector(".modal-buttons").replaceChildren(follow);
+      follow.focus();
+    }
     const form = h(
       "form",
       {
@@ -94,6 +105,10 @@ export function deployForm(name, version, serving) {
           submit.disabled = true;
           try {
             started = await api(`/workflows/${encodeURIComponent(name)}/deployments`, { method: "POST", body });
+            if (started.warnings && started.warnings.length) {
+              showWarnings(started.warnings);
+              return;
+            }
             dialog.close("ok");
           } catch (error) {
             refuse(refusalText(error));
@@ -121,7 +136,7 @@ export function deployForm(name, version, serving) {
     document.body.append(dialog);
     dialog.addEventListener("close", () => {
       dialog.remove();
-      resolve(dialog.returnValue === "ok" ? started : null);
+      resolve(started); // null unless the API started it (closed by Escape after a warning too)
     });
     dialog.showModal();
     inputs.stages.querySelector("input").focus();

@@ -26,14 +26,20 @@ function pct(weight) {
 }
 
 /** What the candidate gets of new runs now. The API's weight is null once a deployment has
- * ended: a promoted candidate then serves every new run, any other gets none. */
+ * ended: a promoted candidate then serves every new run, any other gets none — unless the API
+ * says it is superseded: another version serves since, so that is history. */
 function weightNow(d) {
+  if (d.superseded) return `superseded (v${d.servingVersionNow} serves)`;
   if (d.status === "SUCCEEDED") return "100 % (serving)";
   return d.status === "RUNNING" && d.weight !== null ? pct(d.weight) : pct(0);
 }
 
 /** What the candidate gets of new runs now, and where the rest go once it has ended. */
 function weightNote(d) {
+  if (d.superseded) {
+    const past = d.status === "SUCCEEDED" && d.endedAt ? `v${d.candidateVersion} served from ${exact(d.endedAt)}` : `new runs went back to v${d.servingVersion}`;
+    return ` — ${past}; superseded: v${d.servingVersionNow} serves now`;
+  }
   if (d.status === "SUCCEEDED") return ` — v${d.candidateVersion} now serves: it gets every new run`;
   if (d.status === "RUNNING") return "";
   return ` — new runs go back to v${d.servingVersion}`;
@@ -91,7 +97,7 @@ export async function deploymentsPage(main) {
     }
     return {
       running: page.items.some((d) => d.status === "RUNNING"),
-      signature: JSON.stringify(page.items.map((d) => [d.id, d.status, d.stage, d.candidate, d.serving])),
+      signature: JSON.stringify(page.items.map((d) => [d.id, d.status, d.stage, d.candidate, d.serving, d.servingVersionNow])),
     };
   }
 
