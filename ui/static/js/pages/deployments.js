@@ -37,8 +37,9 @@ function weightNow(d) {
 /** What the candidate gets of new runs now, and where the rest go once it has ended. */
 function weightNote(d) {
   if (d.superseded) {
+    // The weight beside it already says which version serves now.
     const past = d.status === "SUCCEEDED" && d.endedAt ? `v${d.candidateVersion} served from ${exact(d.endedAt)}` : `new runs went back to v${d.servingVersion}`;
-    return ` — ${past}; superseded: v${d.servingVersionNow} serves now`;
+    return ` — ${past} until another version replaced it`;
   }
   if (d.status === "SUCCEEDED") return ` — v${d.candidateVersion} now serves: it gets every new run`;
   if (d.status === "RUNNING") return "";
