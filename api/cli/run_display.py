@@ -23,6 +23,7 @@ from api.cli.text import (
     relative,
     show,
 )
+from schemas.errors import FailureKind
 
 if TYPE_CHECKING:
     from api.cli.wire import (
@@ -38,8 +39,6 @@ if TYPE_CHECKING:
     )
 
 BODY_EXCERPT_CHARS = 300
-CHILD_FAILURES = "child_failures"
-"""The failure kind of a MERGE that saw more failed children than it tolerates."""
 OUTPUT_EXCERPT_CHARS = 500
 
 
@@ -236,7 +235,7 @@ def run_view(run: RunDetail, now: float) -> Group:
 def joins_on_failed_children(step: StepView) -> bool:
     """A join that failed because children FAILED: a retry runs it again against the same
     children, still FAILED, so it fails again at once; reprocessing them reopens it."""
-    return step.error is not None and step.error.kind == CHILD_FAILURES
+    return step.error is not None and step.error.kind == FailureKind.CHILD_FAILURES.value
 
 
 def stuck_joins(run: RunDetail) -> list[StepView]:

@@ -56,16 +56,14 @@ async def serving_row(conn: AsyncConnection, name: str) -> ServingRecord | None:
     return None if row is None else serving_record(row)
 
 
-async def serving_versions(conn: AsyncConnection, names: Collection[str]) -> dict[str, int]:
-    query = select(serving.c.name, serving.c.serving_version).where(
-        serving.c.name.in_(sorted(names))
-    )
-    return {name: int(version) for name, version in (await conn.execute(query)).all()}
-
-
-async def all_serving_versions(conn: AsyncConnection) -> dict[str, int]:
-    """Every workflow's serving version (one read of the routing table)."""
+async def serving_versions(
+    conn: AsyncConnection, names: Collection[str] | None = None
+) -> dict[str, int]:
+    """The serving version of each of `names` that has one (None: of every workflow), in one
+    read of the routing table."""
     query = select(serving.c.name, serving.c.serving_version)
+    if names is not None:
+        query = query.where(serving.c.name.in_(sorted(names)))
     return {name: int(version) for name, version in (await conn.execute(query)).all()}
 
 

@@ -194,7 +194,7 @@ class DeploymentStore(RunCatalogue, OperatorActionsStore):
         Reads every workflow's serving version (cached once read): a deployment's start, not
         a hot path."""
         async with self._engines.read.connect() as conn:
-            serving_now = await rows_.all_serving_versions(conn)
+            serving_now = await rows_.serving_versions(conn)
         found = []
         for parent, version in sorted(serving_now.items()):
             if parent == name:
@@ -207,12 +207,6 @@ class DeploymentStore(RunCatalogue, OperatorActionsStore):
             if pinned:
                 found.append(SpawningParent(parent, version, sorted(pinned, key=lambda v: v or 0)))
         return found
-
-    async def system_version(self, workflow: Workflow) -> VersionRecord:
-        """The stored version of a system workflow with exactly this content, stored as the
-        next version if there is none."""
-        ((record, _),) = await self.publish_all([workflow], by_content=True)
-        return record
 
     # ── deployments ─────────────────────────────────────────────────────────────────────────
 

@@ -17,12 +17,10 @@ import pytest
 from tests.e2e.browser_harness import (
     DemoServer,
     chromium,
+    demo_on_sqlite,
     eventually,
     opened,
-    serve_demo,
-    server_env,
     shoot,
-    stop,
 )
 from tests.integration.operations_harness import spawner_of
 
@@ -31,13 +29,8 @@ pytestmark = pytest.mark.slow
 
 @pytest.fixture(scope="module")
 def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[DemoServer]:
-    workdir = tmp_path_factory.mktemp("ui-deployments")
-    env = server_env(workdir, f"sqlite+aiosqlite:///{workdir / 'sb.db'}")
-    running = serve_demo(workdir, env)
-    try:
+    with demo_on_sqlite(tmp_path_factory, "ui-deployments") as running:
         yield running
-    finally:
-        stop(running)
 
 
 @pytest.fixture(scope="module")

@@ -18,14 +18,12 @@ from tests.e2e.browser_harness import (
     WIDE,
     DemoServer,
     chromium,
+    demo_on_sqlite,
     eventually,
     failed_long_vertex_run,
     http_json,
     opened,
-    serve_demo,
-    server_env,
     shoot,
-    stop,
     ticket,
 )
 
@@ -36,13 +34,8 @@ HOSTILE_BODY = '<script>window.__pwned = 1</script><img src=x onerror="window.__
 
 @pytest.fixture(scope="module")
 def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[DemoServer]:
-    workdir = tmp_path_factory.mktemp("ui")
-    env = server_env(workdir, f"sqlite+aiosqlite:///{workdir / 'sb.db'}")
-    running = serve_demo(workdir, env)
-    try:
+    with demo_on_sqlite(tmp_path_factory, "ui") as running:
         yield running
-    finally:
-        stop(running)
 
 
 @pytest.fixture(scope="module")

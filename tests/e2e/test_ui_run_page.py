@@ -19,13 +19,11 @@ from tests.e2e.browser_harness import (
     WIDE,
     DemoServer,
     chromium,
+    demo_on_sqlite,
     eventually,
     failed_long_vertex_run,
     opened,
-    serve_demo,
-    server_env,
     shoot,
-    stop,
     ticket,
 )
 
@@ -34,13 +32,8 @@ pytestmark = pytest.mark.slow
 
 @pytest.fixture(scope="module")
 def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[DemoServer]:
-    workdir = tmp_path_factory.mktemp("ui-run-page")
-    env = server_env(workdir, f"sqlite+aiosqlite:///{workdir / 'sb.db'}")
-    running = serve_demo(workdir, env)
-    try:
+    with demo_on_sqlite(tmp_path_factory, "ui-run-page") as running:
         yield running
-    finally:
-        stop(running)
 
 
 @pytest.fixture(scope="module")

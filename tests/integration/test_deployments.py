@@ -10,7 +10,6 @@ import pytest
 from sqlalchemy import update
 
 from demo.downstream import RunningDownstream
-from engine.execution.deploy_stage import gradual_deploy_workflow
 from engine.operations import Operations, routing, submission
 from engine.operations.deployment_views import RollbackSpec, StageSpec
 from engine.runtime import Runtime
@@ -311,10 +310,21 @@ async def test_refusals_of_a_deployment_that_cannot_work(env: Deploying) -> None
     assert await env.run_count(workflow="gradual_deploy") == 0
 
 
-async def test_system_workflow_versions_are_found_by_content(env: Deploying) -> None:
+async def test_system_workflow_versions_are_found_by_content(
+    env: Deploying, downstream: RunningDownstream
+) -> None:
+    """Each start stores the gradual_deploy of its number of stages once: a start with a
+    shape seen before runs the version stored then."""
+    await env.publish(
+        version_doc("orders", downstream.url), version_doc("orders", downstream.url, note="-v2")
+    )
     store = env.runtime.store
-    shapes = [2, 4, 2, 4, 3]
-    versions = [(await store.system_version(gradual_deploy_workflow(n))).version for n in shapes]
+    versions = []
+    for shape in [2, 4, 2, 4, 3]:
+        stages = [StageSpec(weight=10 * (i + 1), min_runs=1000) for i in range(shape - 1)]
+        started = await env.start("orders", 2, [*stages, StageSpec(weight=100)], RollbackSpec())
+        versions.append((await env.ops.runs.get(started.run_id)).version)
+        await env.ops.deployments.abort(started.id, actor="test")
     assert versions == [1, 2, 1, 2, 3]
     stored = await store.get_version("gradual_deploy", 2)
     assert list(stored.workflow.vertices) == ["stage-1", "stage-2", "stage-3", "stage-4"]
