@@ -17,6 +17,7 @@ import redis.asyncio as redis
 from admission import Admission, AdmissionConfig, AimdConfig, TenantRateConfig
 from engine import coordination
 from engine.coordination.heartbeat import Heartbeat
+from engine.coordination.invalidations import Invalidations
 from engine.coordination.run_events import RunEvents
 from engine.coordination.wakeup import Wakeup
 from engine.execution import executor
@@ -65,6 +66,9 @@ class Runtime:
     run_events: RunEvents
     """"These runs changed": published by workers and operator actions, watched by the
     progress streams and `?wait=true` (see `engine.coordination.run_events`)."""
+    invalidations: Invalidations
+    """"Rows of this kind changed": announced by whoever changes rows that processes cache
+    (API keys), heard by their caches (see `engine.coordination.invalidations`)."""
 
     @classmethod
     async def open(
@@ -92,6 +96,9 @@ class Runtime:
             run_events = RunEvents(client)
             await run_events.start()
             opened.push_async_callback(run_events.stop)
+            invalidations = Invalidations(client)
+            await invalidations.start()
+            opened.push_async_callback(invalidations.stop)
             http = build_http_client(
                 max_connections=max(100, settings.worker_concurrency * 2),
                 egress=settings.egress_policy(),
@@ -118,6 +125,7 @@ class Runtime:
                 admission_client,
                 cipher,
                 run_events,
+                invalidations,
             )
             opened.pop_all()  # opened: `close` owns them now
         return runtime
@@ -132,6 +140,7 @@ class Runtime:
             stack.push_async_callback(self.http.aclose)
             stack.push_async_callback(self.wakeup.stop)
             stack.push_async_callback(self.run_events.stop)
+            stack.push_async_callback(self.invalidations.stop)
 
     def worker_config(self) -> WorkerConfig:
         s = self.settings

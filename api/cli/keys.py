@@ -88,3 +88,23 @@ def revoke(key_id: Annotated[str, typer.Argument(help="The key's id (see `keys l
     """Revoke a key: it stops working at once, on every API process."""
     revoked = with_operations(lambda ops: ops.keys.revoke(key_id))
     console.print(f"revoked key {revoked.id} at {_time(revoked.revoked_at)}")
+    if _api_processes_unreachable():
+        from engine.operations.keys import KEY_CACHE_MAX_AGE_S  # the CLI starts without it
+
+        console.print(
+            "note: SCHEMABRIDGE_REDIS_URL is not set here, so API processes on this database "
+            f"were not told; they refuse the key within {KEY_CACHE_MAX_AGE_S:g} s. Set it to "
+            "their Redis to make a revocation hold at once.",
+            soft_wrap=True,
+            highlight=False,
+        )
+
+
+def _api_processes_unreachable() -> bool:
+    """True when API processes may share this database but not this process's Redis: a
+    PostgreSQL store with the embedded Redis (API processes keep keys in memory only with a
+    shared Redis, and an embedded SQLite store is served by one process)."""
+    from engine.settings import Settings
+
+    settings = Settings()
+    return settings.redis_url is None and not settings.database_url.startswith("sqlite")

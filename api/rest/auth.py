@@ -1,8 +1,9 @@
 """Who is calling: the API key of a request, as the `Caller` routes act for.
 
 A key is sent as `Authorization: Bearer <key>` or `X-API-Key: <key>` (Bearer wins when both
-are sent). It is looked up on every request (`Operations.keys.authenticate`), so a revoked or
-expired key is refused at once by every API process. No key, or an unknown, revoked or expired
+are sent). `Operations.keys.authenticate` checks it on every request (from memory while a
+revocation would reach this process at once), so a revoked or expired key is refused at once by
+every API process. No key, or an unknown, revoked or expired
 one: 401 `unauthorized` (all alike). A tenant key on an admin route: 403 `forbidden`.
 
 Routes take `CallerDep` (any live key) or `AdminDep` (an admin key). A tenant key's caller

@@ -63,6 +63,7 @@ def test_create_list_revoke(env: dict[str, str]) -> None:
     revoked = sb(env, "revoke", keys[0]["id"])
     assert revoked.returncode == 0, revoked.stderr
     assert f"revoked key {keys[0]['id']}" in revoked.stderr
+    assert "note:" not in revoked.stderr, "one process serves a SQLite file: nobody to tell"
     after = json.loads(sb(env, "list", "--json").stdout)
     assert [k["state"] for k in after] == ["revoked", "live"]
 
@@ -91,3 +92,20 @@ def test_revoking_an_unknown_key_fails(env: dict[str, str]) -> None:
     assert result.returncode == 1
     assert "no API key with id '0123456789ab'" in result.stderr
     assert "Traceback" not in result.stderr
+
+
+def test_a_revocation_that_cannot_reach_the_api_processes_says_so(
+    pg_database_url: str, redis_url: str, tmp_path: Path
+) -> None:
+    # PostgreSQL is shared by API processes, which keep keys in memory with their Redis; this
+    # shell has none configured, so the revocation reaches them only by their copies' age.
+    env = process_env(Backend("server", pg_database_url, None), tmp_path)
+    created = sb(env, "create", "--admin")
+    assert created.returncode == 0, created.stderr
+    key_id = json.loads(sb(env, "list", "--json").stdout)[0]["id"]
+    revoked = sb(env, "revoke", key_id)
+    assert revoked.returncode == 0, revoked.stderr
+    assert "SCHEMABRIDGE_REDIS_URL is not set here" in revoked.stderr
+    assert "refuse the key within 5 s" in revoked.stderr
+    told = sb({**env, "SCHEMABRIDGE_REDIS_URL": redis_url}, "revoke", key_id)
+    assert told.returncode == 0 and "note:" not in told.stderr

@@ -1,0 +1,121 @@
+"""The API keys an API process keeps in memory (`KeyOperations.authenticate`): kept while a
+revocation anywhere would reach it, dropped when one does, refused by the clock at expiry, and
+never kept with the embedded Redis, which no other process reaches."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Awaitable, Callable
+from contextlib import AsyncExitStack
+from typing import Any
+
+import pytest
+
+from engine.coordination.invalidations import Invalidations
+from engine.operations import Operations
+from engine.operations.keys import KEY_CACHE_MAX_AGE_S
+from engine.runtime import Runtime
+from schemas.clock import FakeClock
+from tests.conftest import Backend
+from tests.integration.engine_harness import settings_for
+from tests.integration.scripts.helpers import unique, wait_until
+
+
+def counting_key_reads(runtime: Runtime) -> list[int]:
+    """A counter (its one item) of the store's key lookups in `runtime` from now on."""
+    counter = [0]
+    find: Callable[[str], Awaitable[Any]] = runtime.store.find_api_key
+
+    async def counted(token_hash: str) -> Any:
+        counter[0] += 1
+        return await find(token_hash)
+
+    runtime.store.find_api_key = counted  # type: ignore[method-assign]
+    return counter
+
+
+async def on_channel(runtime: Runtime, channel: str) -> None:
+    """Give `runtime` an invalidation channel of this test's own: another test's revocation
+    on the same Redis must not drop this test's copies."""
+    await runtime.invalidations.stop()
+    runtime.invalidations = Invalidations(runtime.redis, channel=channel)
+    await runtime.invalidations.start()
+
+
+@pytest.fixture
+async def two(backend: Backend) -> AsyncIterator[tuple[Operations, Operations, FakeClock]]:
+    """Two API processes' operations over one database and one Redis, on one clock."""
+    clock = FakeClock()
+    channel = unique("sb:invalidations-keys")
+    async with AsyncExitStack() as stack:
+        pair = []
+        for _ in range(2):
+            runtime = await Runtime.open(settings_for(backend), clock=clock)
+            stack.push_async_callback(runtime.close)
+            await on_channel(runtime, channel)
+            pair.append(Operations(runtime))
+        yield pair[0], pair[1], clock
+
+
+async def kept(ops: Operations, secret: str) -> None:
+    """Authenticate until the channel is subscribed and the key kept."""
+    await ops.keys.authenticate(secret)
+    assert await ops.runtime.invalidations.wait_ready(5.0)
+    assert await ops.keys.authenticate(secret) is not None
+
+
+@pytest.mark.parametrize("backend", ["server"], indirect=True)
+async def test_a_key_is_read_once_then_kept(two: tuple[Operations, Operations, FakeClock]) -> None:
+    api, _, clock = two
+    key = await api.keys.create(tenant="acme")
+    await kept(api, key.key)
+    reads = counting_key_reads(api.runtime)
+    for _ in range(5):
+        assert (await api.keys.authenticate(key.key)) is not None
+    assert reads[0] == 0
+    clock.advance(KEY_CACHE_MAX_AGE_S)
+    assert (await api.keys.authenticate(key.key)) is not None
+    assert reads[0] == 1, "a kept key is read again at its age limit"
+
+
+@pytest.mark.parametrize("backend", ["server"], indirect=True)
+async def test_a_revocation_elsewhere_is_refused_on_the_next_call(
+    two: tuple[Operations, Operations, FakeClock],
+) -> None:
+    api, operator, _ = two
+    key = await api.keys.create(tenant="acme")
+    await kept(api, key.key)
+    await operator.keys.revoke(key.id)
+    await wait_until(
+        lambda: api.runtime.invalidations.received >= 1, timeout_s=2.0, what="the announcement"
+    )
+    assert await api.keys.authenticate(key.key) is None
+
+
+@pytest.mark.parametrize("backend", ["server"], indirect=True)
+async def test_a_kept_key_is_refused_at_its_expiry(
+    two: tuple[Operations, Operations, FakeClock],
+) -> None:
+    api, _, clock = two
+    key = await api.keys.create(admin=True, expires_in_days=1.0)
+    await kept(api, key.key)
+    reads = counting_key_reads(api.runtime)
+    clock.advance(86_400.0 - 1.0)
+    assert await api.keys.authenticate(key.key) is not None
+    clock.advance(1.0)
+    assert await api.keys.authenticate(key.key) is None
+    assert reads[0] <= 1
+
+
+@pytest.mark.parametrize("backend", ["embedded"], indirect=True)
+async def test_with_the_embedded_redis_every_call_reads_the_store(backend: Backend) -> None:
+    runtime = await Runtime.open(settings_for(backend))
+    try:
+        ops = Operations(runtime)
+        key = await ops.keys.create(tenant="acme")
+        reads = counting_key_reads(runtime)
+        for _ in range(3):
+            assert await ops.keys.authenticate(key.key) is not None
+        assert reads[0] == 3
+        assert not runtime.invalidations.subscribed, "nobody could announce a change to it"
+    finally:
+        await runtime.close()
