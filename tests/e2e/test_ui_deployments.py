@@ -4,8 +4,8 @@ button on v2's page (by keyboard), seen on the Deployments page with its stage a
 there after a confirmation; a candidate failing every run (the demo downstream answers it
 404) rolled back by itself, its page showing the exposure, the figures and the link to the
 very runs it received; the serving badge; an ended deployment's page saying so and reading it
-no more. Every page fails its test on a JavaScript or console error, or on a request off
-loopback."""
+no more; the lists on a phone. Every page fails its test on a JavaScript or console error, or
+on a request off loopback."""
 
 from __future__ import annotations
 
@@ -16,7 +16,10 @@ from typing import Any
 import pytest
 
 from tests.e2e.browser_harness import (
+    FIT_JS,
+    NARROW,
     DemoServer,
+    assert_fits_a_phone,
     chromium,
     demo_on_sqlite,
     eventually,
@@ -412,3 +415,25 @@ def test_an_ended_deployment_says_so_and_stops_reading_it(server: DemoServer, br
         live.filter(has_text="ended").wait_for()
         assert " ".join(live.inner_text().split()) == ENDED_WORDS
         assert live.locator("button").count() == 0
+
+
+@pytest.mark.parametrize("route", ["deployments", "workflows", "runs", "services"])
+def test_a_list_fits_a_phone(server: DemoServer, browser: Any, route: str) -> None:
+    """At 420 px a list scrolls neither the page nor its table sideways: every column it
+    shows (a deployment's state above all) is whole on the screen, a long workflow name
+    wrapping rather than pushing the others off it; the deployments and workflows lists at a
+    larger phone's 600 px too."""
+    promote(server, f"ui-phone-{route}-customer-onboarding")
+    with opened(browser, f"{server.ui}#/{route}") as (page, _):
+        page.set_viewport_size(NARROW)
+        page.locator("main tbody tr").first.wait_for()
+        shoot(page, f"list-{route}")
+        larger = [600] if route in ("deployments", "workflows") else []
+        for width in [NARROW["width"], *larger]:
+            page.set_viewport_size({"width": width, "height": NARROW["height"]})
+            fit = page.evaluate(FIT_JS, ["main .table-wrap > table", "th, td"])
+            assert_fits_a_phone(fit, width)
+            if route == "deployments":
+                state = page.locator("table.deployments tbody tr").first.locator(".badge")
+                box = state.bounding_box()
+                assert box is not None and box["x"] + box["width"] <= width, (width, box)
