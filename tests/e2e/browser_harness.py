@@ -124,6 +124,38 @@ def opened(browser: Any, url: str, **context: Any) -> Iterator[tuple[Any, Watch]
         ctx.close()
 
 
+FIT_JS = """([tableSelector, cellSelector]) => {
+  const table = document.querySelector(tableSelector);
+  const wrap = table.closest('.table-wrap');
+  const edge = wrap.getBoundingClientRect();
+  const cells = [...table.querySelectorAll(cellSelector)].filter((cell) => cell.offsetParent)
+    .map((cell) => {
+      const box = cell.getBoundingClientRect();
+      return {
+        text: cell.textContent, left: box.left, right: box.right, width: box.width,
+        clipped: cell.scrollWidth > cell.clientWidth + 1,
+        named: getComputedStyle(cell, '::before').content,
+      };
+    });
+  return {
+    page: document.documentElement.scrollWidth, window: window.innerWidth,
+    table: wrap.scrollWidth, box: wrap.clientWidth, left: edge.left, right: edge.right, cells,
+  };
+}"""
+"""How wide the page and a table (`[table selector, cell selector]`) are against what shows of
+them, and each of the table's cells that is drawn."""
+
+
+def assert_fits_a_phone(fit: dict[str, Any], width: int = NARROW["width"]) -> None:
+    """What `FIT_JS` measured at 420 px (or `width`) scrolls neither the page nor its table
+    sideways, and each cell drawn is whole and on the screen."""
+    assert fit["page"] <= fit["window"], fit
+    assert fit["table"] <= fit["box"], {k: v for k, v in fit.items() if k != "cells"}
+    for cell in fit["cells"]:
+        assert cell["left"] >= 0 and cell["right"] <= width, cell
+        assert not cell["clipped"], cell
+
+
 # ── the service ─────────────────────────────────────────────────────────────────────────────
 
 

@@ -3,8 +3,9 @@ and v2 of a workflow published through the REST API, a deployment started from t
 button on v2's page (by keyboard), seen on the Deployments page with its stage and aborted
 there after a confirmation; a candidate failing every run (the demo downstream answers it
 404) rolled back by itself, its page showing the exposure, the figures and the link to the
-very runs it received; the serving badge. Every page fails its test on a JavaScript or
-console error, or on a request off loopback."""
+very runs it received; the serving badge; an ended deployment's page saying so and reading it
+no more; the lists on a phone. Every page fails its test on a JavaScript or console error, or
+on a request off loopback."""
 
 from __future__ import annotations
 
@@ -15,7 +16,10 @@ from typing import Any
 import pytest
 
 from tests.e2e.browser_harness import (
+    FIT_JS,
+    NARROW,
     DemoServer,
+    assert_fits_a_phone,
     chromium,
     demo_on_sqlite,
     eventually,
@@ -245,6 +249,7 @@ def abort_on_its_page(server: DemoServer, page: Any, deployment_id: str) -> None
     page.locator(".ok-box", has_text=f"deployment {deployment_id} aborted").wait_for()
     page.locator("h1 .badge", has_text="aborted").wait_for()
     assert page.get_by_role("button", name="Abort").is_disabled()
+    assert page.locator(".live button").count() == 0  # no Resume updates: it has ended
     assert page.locator(".weight-now").inner_text() == "0 %"
     assert page.locator(".weight-note").inner_text().strip() == "— new runs go back to v1"
     assert [
@@ -376,3 +381,59 @@ def test_the_workflows_page_leaves_the_system_workflow_out(
         page.get_by_role("link", name=re.compile(r"^run ")).click()
         page.get_by_text("gradual_deploy").first.wait_for()
         page.locator("svg").first.wait_for()
+
+
+ENDED_WORDS = "○ deployment ended · it no longer changes"
+
+
+def test_an_ended_deployment_says_so_and_stops_reading_it(server: DemoServer, browser: Any) -> None:
+    """A deployment aborted elsewhere while its page is open has ended for good: the page says
+    so, offers no Resume updates (there is nothing to resume) and reads it no more; opened
+    afresh, an ended deployment says the same."""
+    publish(server, "ui-ending", failing=False)
+    started = server.call(
+        "/workflows/ui-ending/deployments",
+        {"version": 2, "stages": [{"weight": 50, "minRuns": 1000}, {"weight": 100}]},
+    )
+    deployment_id = started["id"]
+    with opened(browser, f"{server.ui}#/deployments/{deployment_id}") as (page, _):
+        live = page.locator(".live")
+        live.filter(has_text="live").wait_for()
+        server.call(f"/deployments/{deployment_id}/abort", {})
+        page.locator("h1 .badge", has_text="aborted").wait_for()
+        live.filter(has_text="ended").wait_for()
+        assert " ".join(live.inner_text().split()) == ENDED_WORDS
+        assert live.locator("button").count() == 0
+        reads: list[str] = []
+        page.on("request", lambda r: reads.append(r.url) if deployment_id in r.url else None)
+        page.wait_for_timeout(5_000)  # more than two of the page's 2 s turns
+        assert reads == []
+        shoot(page, "deployment-ended")
+
+        page.reload()
+        page.locator("h1 .badge", has_text="aborted").wait_for()
+        live.filter(has_text="ended").wait_for()
+        assert " ".join(live.inner_text().split()) == ENDED_WORDS
+        assert live.locator("button").count() == 0
+
+
+@pytest.mark.parametrize("route", ["deployments", "workflows", "runs", "services"])
+def test_a_list_fits_a_phone(server: DemoServer, browser: Any, route: str) -> None:
+    """At 420 px a list scrolls neither the page nor its table sideways: every column it
+    shows (a deployment's state above all) is whole on the screen, a long workflow name
+    wrapping rather than pushing the others off it; the deployments and workflows lists at a
+    larger phone's 600 px too."""
+    promote(server, f"ui-phone-{route}-customer-onboarding")
+    with opened(browser, f"{server.ui}#/{route}") as (page, _):
+        page.set_viewport_size(NARROW)
+        page.locator("main tbody tr").first.wait_for()
+        shoot(page, f"list-{route}")
+        larger = [600] if route in ("deployments", "workflows") else []
+        for width in [NARROW["width"], *larger]:
+            page.set_viewport_size({"width": width, "height": NARROW["height"]})
+            fit = page.evaluate(FIT_JS, ["main .table-wrap > table", "th, td"])
+            assert_fits_a_phone(fit, width)
+            if route == "deployments":
+                state = page.locator("table.deployments tbody tr").first.locator(".badge")
+                box = state.bounding_box()
+                assert box is not None and box["x"] + box["width"] <= width, (width, box)

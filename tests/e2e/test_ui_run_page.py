@@ -14,10 +14,12 @@ from typing import Any
 import pytest
 
 from tests.e2e.browser_harness import (
+    FIT_JS,
     LONG_VERTEX,
     NARROW,
     WIDE,
     DemoServer,
+    assert_fits_a_phone,
     chromium,
     demo_on_sqlite,
     eventually,
@@ -130,38 +132,6 @@ def test_cancel_is_withdrawn_when_a_live_run_ends(server: DemoServer, browser: A
         assert cancel["disabled"] and not cancel["focusable"], cancel
         assert cancel["background"] != RED, cancel
         shoot(page, "run-actions-live-ended")
-
-
-FIT_JS = """([tableSelector, cellSelector]) => {
-  const table = document.querySelector(tableSelector);
-  const wrap = table.closest('.table-wrap');
-  const edge = wrap.getBoundingClientRect();
-  const cells = [...table.querySelectorAll(cellSelector)].filter((cell) => cell.offsetParent)
-    .map((cell) => {
-      const box = cell.getBoundingClientRect();
-      return {
-        text: cell.textContent, left: box.left, right: box.right, width: box.width,
-        clipped: cell.scrollWidth > cell.clientWidth + 1,
-        named: getComputedStyle(cell, '::before').content,
-      };
-    });
-  return {
-    page: document.documentElement.scrollWidth, window: window.innerWidth,
-    table: wrap.scrollWidth, box: wrap.clientWidth, left: edge.left, right: edge.right, cells,
-  };
-}"""
-"""How wide the page and a table (`[table selector, cell selector]`) are against what shows of
-them, and each of the table's cells that is drawn."""
-
-
-def assert_fits_a_phone(fit: dict[str, Any], width: int = NARROW["width"]) -> None:
-    """What `FIT_JS` measured at 420 px (or `width`) scrolls neither the page nor its table
-    sideways, and each cell drawn is whole and on the screen."""
-    assert fit["page"] <= fit["window"], fit
-    assert fit["table"] <= fit["box"], {k: v for k, v in fit.items() if k != "cells"}
-    for cell in fit["cells"]:
-        assert cell["left"] >= 0 and cell["right"] <= width, cell
-        assert not cell["clipped"], cell
 
 
 def test_the_steps_table_fits_a_phone(server: DemoServer, browser: Any) -> None:

@@ -12,13 +12,14 @@ export class Poller {
    * `refresh()` reloads the page's data and returns {running, signature}: it stops when
    * `running` is false or the signature stayed the same `quietLimit` times in a row.
    * `indicator` (an element) shows whether updates are live, with a "Resume updates" button
-   * while they are paused; when `refresh()` answers `ended` (a run that ended) it says so,
-   * without a button: there is nothing live left to follow.
+   * while they are paused; when `refresh()` answers `ended` (a run or a deployment that ended)
+   * it says so in `endedWords`, without a button: there is nothing live left to follow.
    * `idleIntervalMs`: instead of stopping when nothing runs, look again this often (a list
    * page, where a run or deployment started elsewhere must show up without a reload).
    */
-  constructor(refresh, { intervalMs = 2000, quietLimit = 15, indicator = null, idleIntervalMs = null } = {}) {
+  constructor(refresh, { intervalMs = 2000, quietLimit = 15, indicator = null, idleIntervalMs = null, endedWords = "run ended · up to date" } = {}) {
     this.refresh = refresh;
+    this.endedWords = endedWords;
     this.intervalMs = Math.max(MIN_INTERVAL_MS, intervalMs);
     this.idleIntervalMs = idleIntervalMs === null ? null : Math.max(MIN_INTERVAL_MS, idleIntervalMs);
     this.watching = false;
@@ -112,12 +113,12 @@ export class Poller {
     this.schedule();
   }
 
-  /** "live", "idle" (up to date), "ended" (a run that ended: up to date for good) or why the
+  /** "live", "idle" (up to date), "ended" (up to date for good: `endedWords`) or why the
    * updates paused. */
   show(state) {
     if (!this.indicator) return;
     const live = state === "live";
-    const words = { live: "live", idle: "up to date", ended: "run ended · up to date" };
+    const words = { live: "live", idle: "up to date", ended: this.endedWords };
     this.indicator.replaceChildren(
       h(
         "span",

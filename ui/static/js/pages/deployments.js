@@ -328,20 +328,22 @@ export async function deploymentPage(main, params, given) {
   async function load() {
     const d = await api(`/deployments/${encodeURIComponent(id)}`);
     draw(d);
+    // Promoted, rolled back or aborted, a deployment never changes again: nothing to resume.
     return {
       running: d.status === "RUNNING",
+      ended: d.status !== "RUNNING",
       signature: JSON.stringify([d.status, d.stage, d.candidate, d.serving, d.timeline.length]),
     };
   }
 
   async function reload() {
     const outcome = await load();
-    if (!outcome.running) poller.stop("idle");
+    if (outcome.ended) poller.stop("ended");
   }
 
   fill(main, h("p", { class: "crumbs" }, h("a", { href: "#/deployments" }, "Deployments"), " / ", shortId(id)), content);
   // A stage holds for minutes without a change: keep following it for 5 of them.
-  const poller = new Poller(load, { intervalMs: 2000, quietLimit: 150, indicator: live });
+  const poller = new Poller(load, { intervalMs: 2000, quietLimit: 150, indicator: live, endedWords: "deployment ended · it no longer changes" });
   const first = await load();
   poller.follow(first);
   return () => poller.stop();

@@ -31,7 +31,7 @@ export async function workflowsPage(main) {
       { class: "table-wrap" },
       h(
         "table",
-        {},
+        { class: "workflows" },
         h("thead", {}, h("tr", {}, ["Name", "Latest", "Serving", "Versions", "Published"].map((t) => h("th", { scope: "col" }, t)))),
         h("tbody", {}, rows.length ? rows : h("tr", {}, h("td", { colspan: "5", class: "empty" }, "Nothing published yet: publish one from the editor."))),
       ),
