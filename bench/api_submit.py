@@ -150,7 +150,7 @@ BASELINE = "submit@baseline"
 
 async def profile(pid: int, seconds: float, label: str) -> Path:
     """py-spy samples of `pid` for `seconds` (100 Hz, without pausing it), collapsed stacks in
-    bench/out/profile-LABEL.txt (see bench/profile_phases.py)."""
+    bench/out/profile-LABEL.txt (read them with bench/profile_summary.py)."""
     output = OUT / f"profile-{label}.txt"
     spy = str(Path(sys.executable).with_name("py-spy"))
     process = await asyncio.create_subprocess_exec(
