@@ -127,8 +127,15 @@ class Runtime:
                 run_events,
                 invalidations,
             )
+            store.on_committed_change(runtime.committed_change)
             opened.pop_all()  # opened: `close` owns them now
         return runtime
+
+    def committed_change(self, topic: str) -> None:
+        """The store committed a change to rows of `topic` that processes keep copies of: tell
+        them (through `self.invalidations` when called, not bound to the channel of `open`:
+        tests give a runtime a channel of their own)."""
+        self.invalidations.announce_soon(topic)
 
     async def close(self) -> None:
         async with contextlib.AsyncExitStack() as stack:

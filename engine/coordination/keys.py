@@ -25,5 +25,5 @@ RUN_EVENTS_CHANNEL = "sb:run-events"
 """Pub/sub channel: a message names runs whose status or progress changed ("*": any run)."""
 
 INVALIDATIONS_CHANNEL = "sb:invalidations"
-"""Pub/sub channel: a message names a kind of cached row that changed ("api-keys"): every
-process drops its copies (see `engine.coordination.invalidations`)."""
+"""Pub/sub channel: a message names a kind of cached row that changed ("api-keys",
+"serving"): every process drops its copies (see `engine.coordination.invalidations`)."""

@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING
 
 from engine.operations.boundary import store_boundary
 from engine.operations.keys_views import ApiKeyList, ApiKeyView, CreatedApiKey, KeyState
-from engine.operations.row_cache import RowCache
+from engine.operations.row_cache import RowCache, shared_row_cache
 from engine.store.keys import ApiKeyRecord
 from schemas.errors import InvalidRequest, NotFound, Problem
 from schemas.tenant_ids import TENANT_ID_RULE, is_tenant_id
@@ -189,16 +189,11 @@ class KeyOperations:
         return view if view.state == "live" else None
 
     def _key_cache(self) -> RowCache[ApiKeyRecord] | None:
-        """The cache of found keys; None with the embedded Redis, which no other process
-        reaches: a `keys revoke` run beside a `serve` could not tell it."""
-        runtime = self._runtime
-        if runtime.settings.redis_url is None:
-            return None
+        """The cache of found keys (None with the embedded Redis), built on first use."""
         if self._cache is None:
-            self._cache = RowCache(
-                runtime.invalidations,
+            self._cache = shared_row_cache(
+                self._runtime,
                 KEYS_TOPIC,
-                runtime.clock,
                 max_age_s=KEY_CACHE_MAX_AGE_S,
                 max_rows=KEY_CACHE_MAX_ROWS,
             )

@@ -10,10 +10,13 @@ goes to the store, so garbage presented by a caller never fills the memory.
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
-from typing import Generic, TypeVar
+from typing import TYPE_CHECKING, Generic, TypeVar
 
 from engine.coordination.invalidations import Invalidations
 from schemas.clock import Clock
+
+if TYPE_CHECKING:
+    from engine.runtime import Runtime
 
 Row = TypeVar("Row")
 
@@ -57,3 +60,16 @@ class RowCache(Generic[Row]):
 
     def __len__(self) -> int:
         return len(self._rows)
+
+
+def shared_row_cache(
+    runtime: Runtime, topic: str, *, max_age_s: float, max_rows: int
+) -> RowCache[Row] | None:
+    """A `RowCache` of `topic` for `runtime`'s process; None with the embedded Redis, which
+    no other process reaches (a `keys revoke` or a deployment's worker beside a `serve` could
+    not tell it of a change)."""
+    if runtime.settings.redis_url is None:
+        return None
+    return RowCache(
+        runtime.invalidations, topic, runtime.clock, max_age_s=max_age_s, max_rows=max_rows
+    )

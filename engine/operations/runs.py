@@ -25,6 +25,7 @@ from engine.operations.pagination import (
     invalid_cursor,
     scope_digest,
 )
+from engine.operations.row_cache import RowCache, shared_row_cache
 from engine.operations.views import (
     ChildDuration,
     FanoutProgress,
@@ -43,10 +44,11 @@ from engine.operations.views import (
 from engine.operations.workflows import not_found as workflow_not_found
 from engine.store import UnknownWorkflow
 from engine.store.catalogue import QuotaExhausted
+from engine.store.committed_changes import SERVING_TOPIC
 from engine.store.models import TERMINAL_RUN_STATUSES, RunRoute, RunStatus
 from engine.store.monitor import RunProgressRow
 from engine.store.operator_actions import run_not_found
-from engine.store.records import RunRecord, VersionRecord
+from engine.store.records import RunRecord, ServingRecord, VersionRecord
 from engine.validation import validate_input
 from schemas.definitions import RESERVED_WORKFLOWS, SpawnerVertex
 from schemas.errors import (
@@ -72,6 +74,9 @@ WAIT_MIN_READ_S = 0.05
 MAX_RUN_ID_CHARS = 36
 MAX_LONG_TAIL = 50
 """The most children `long_tail` lists in each of its two lists."""
+SERVING_CACHE_MAX_AGE_S = 5.0
+"""A kept routing row is read again after this long (what a lost announcement costs)."""
+SERVING_CACHE_MAX_ROWS = 10_000
 _STATUSES = frozenset(s.value for s in RunStatus) - {RunStatus.PENDING.value}
 """The statuses a run can be in: runs are created RUNNING; PENDING is a step's status, and a
 filter on it would only ever answer nothing."""
@@ -151,6 +156,10 @@ class RunOperations:
         self._gauge = submission.ReadyGauge(
             runtime.store, runtime.clock, runtime.settings.submit_max_ready
         )
+        self._serving: RowCache[ServingRecord] | None = None
+        """The routing rows submissions read, kept while a change would reach this process
+        (`engine.operations.row_cache`; the store reports every committed change). Built on
+        the first submission that needs one."""
 
     # ── submit ──────────────────────────────────────────────────────────────────────────────
 
@@ -250,8 +259,9 @@ class RunOperations:
     async def _routed(
         self, workflow: str, version: int | None, sticky_key: str
     ) -> tuple[VersionRecord, RunRoute]:
-        """The version a submission gets and how it was chosen (one primary-key read of the
-        routing row when the request names no version; versions themselves are cached)."""
+        """The version a submission gets and how it was chosen (the routing row when the
+        request names no version, kept in memory while a change would reach this process;
+        versions themselves are cached)."""
         if workflow in RESERVED_WORKFLOWS:
             raise InvalidRequest(
                 f"{workflow} is a system workflow: the engine starts its runs itself",
@@ -259,11 +269,23 @@ class RunOperations:
             )
         if version is not None:
             return await self._version(workflow, version), RunRoute.PINNED
-        serving = await self._store.serving(workflow)
+        serving = await self._serving_row(workflow)
         if serving is None:  # no routing row (published before routing existed): the latest
             return await self._version(workflow, None), RunRoute.SERVING
         chosen, route = routing.choose(serving, sticky_key)
         return await self._version(workflow, chosen), route
+
+    async def _serving_row(self, workflow: str) -> ServingRecord | None:
+        if self._serving is None:
+            self._serving = shared_row_cache(
+                self._runtime,
+                SERVING_TOPIC,
+                max_age_s=SERVING_CACHE_MAX_AGE_S,
+                max_rows=SERVING_CACHE_MAX_ROWS,
+            )
+        if self._serving is None:  # the embedded Redis: read it every time
+            return await self._store.serving(workflow)
+        return await self._serving.get(workflow, lambda: self._store.serving(workflow))
 
     async def _version(self, workflow: str, version: int | None) -> VersionRecord:
         if version is not None and (isinstance(version, bool) or version < 1):

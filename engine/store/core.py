@@ -6,12 +6,13 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
+from collections.abc import Callable
 from typing import Any, Self
 
 from sqlalchemy import bindparam, select, text
 from sqlalchemy.ext.asyncio import AsyncConnection
 
-from engine.store import claims, db
+from engine.store import claims, committed_changes, db
 from engine.store.dialect import Dialect
 from engine.store.models import (
     Run,
@@ -92,6 +93,11 @@ class StoreCore:
                 await engines.dispose()
                 raise
         return cls(engines, clock)
+
+    def on_committed_change(self, report: Callable[[str], None]) -> None:
+        """Call `report(topic)` after each committed transaction that changed rows processes
+        keep copies of (`engine.store.committed_changes`)."""
+        committed_changes.watch_commits(self._engines.write, report)
 
     @property
     def dialect(self) -> Dialect:

@@ -1,6 +1,9 @@
-"""The API keys an API process keeps in memory (`KeyOperations.authenticate`): kept while a
-revocation anywhere would reach it, dropped when one does, refused by the clock at expiry, and
-never kept with the embedded Redis, which no other process reaches."""
+"""The rows an API process keeps in memory, seen from two runtimes ("two processes") on one
+database and one Redis: API keys (`KeyOperations.authenticate`), kept while a revocation
+anywhere would reach the process, dropped when one does, refused by the clock at expiry; and
+the routing rows of submissions (`RunOperations.submit`), dropped by whatever change another
+process commits (an operator's switch, a deployment's start). Nothing is kept with the
+embedded Redis, which no other process reaches."""
 
 from __future__ import annotations
 
@@ -12,25 +15,31 @@ import pytest
 
 from engine.coordination.invalidations import Invalidations
 from engine.operations import Operations
+from engine.operations.deployment_views import RollbackSpec, StageSpec
 from engine.operations.keys import KEY_CACHE_MAX_AGE_S
 from engine.runtime import Runtime
 from schemas.clock import FakeClock
 from tests.conftest import Backend
 from tests.integration.engine_harness import settings_for
+from tests.integration.operations_harness import single
 from tests.integration.scripts.helpers import unique, wait_until
 
 
-def counting_key_reads(runtime: Runtime) -> list[int]:
-    """A counter (its one item) of the store's key lookups in `runtime` from now on."""
+def counting(runtime: Runtime, read: str) -> list[int]:
+    """A counter (its one item) of the calls of `runtime.store`'s method `read` from now on."""
     counter = [0]
-    find: Callable[[str], Awaitable[Any]] = runtime.store.find_api_key
+    method: Callable[[str], Awaitable[Any]] = getattr(runtime.store, read)
 
-    async def counted(token_hash: str) -> Any:
+    async def counted(key: str) -> Any:
         counter[0] += 1
-        return await find(token_hash)
+        return await method(key)
 
-    runtime.store.find_api_key = counted  # type: ignore[method-assign]
+    setattr(runtime.store, read, counted)
     return counter
+
+
+def counting_key_reads(runtime: Runtime) -> list[int]:
+    return counting(runtime, "find_api_key")
 
 
 async def on_channel(runtime: Runtime, channel: str) -> None:
@@ -119,3 +128,34 @@ async def test_with_the_embedded_redis_every_call_reads_the_store(backend: Backe
         assert not runtime.invalidations.subscribed, "nobody could announce a change to it"
     finally:
         await runtime.close()
+
+
+@pytest.mark.parametrize("backend", ["server"], indirect=True)
+async def test_routing_follows_changes_committed_by_another_process(
+    two: tuple[Operations, Operations, FakeClock],
+) -> None:
+    api, operator, _ = two
+    for url in ("http://127.0.0.1:9/v1", "http://127.0.0.1:9/v2", "http://127.0.0.1:9/v3"):
+        await operator.workflows.publish(single("orders", url))
+    assert (await api.runs.submit("orders", {})).run.version == 1
+    assert await api.runtime.invalidations.wait_ready(5.0)
+    await api.runs.submit("orders", {})  # read with the channel trusted: kept
+    reads = counting(api.runtime, "serving")
+    assert (await api.runs.submit("orders", {})).run.version == 1
+    assert reads[0] == 0, "the routing row is kept"
+
+    await operator.deployments.set_serving("orders", 2, actor="test")
+    await wait_until(lambda: api.runtime.invalidations.received >= 1, what="the switch")
+    assert (await api.runs.submit("orders", {})).run.version == 2
+    assert reads[0] == 1
+
+    await operator.deployments.start(
+        "orders",
+        3,
+        actor="test",
+        stages=[StageSpec(weight=100, min_runs=1000, min_duration_seconds=3600)],
+        rollback=RollbackSpec(),
+    )
+    await wait_until(lambda: api.runtime.invalidations.received >= 2, what="the deployment")
+    routed = (await api.runs.submit("orders", {})).run
+    assert (routed.version, routed.route) == (3, "candidate")

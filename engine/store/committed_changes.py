@@ -1,0 +1,70 @@
+"""Which committed transactions changed rows that processes keep copies of.
+
+An API process keeps the routing row of each workflow it submits to (`workflow_serving`) in
+memory while it would hear of a change (`engine.operations.row_cache`). Many statements change
+that row, from many places: a publish, an operator's switch, each stage of a deployment, its
+end, a worker recording the failure of a deployment's run. Rather than trust each of them to
+say so, the store watches its own connections:
+
+- a statement that writes a watched table marks its connection;
+- a commit confirms the mark (a statement in autocommit confirms its own), a rollback clears it;
+- the connection's return to the pool, which comes after the commit and never before it,
+  reports the table's topic to `on_change`.
+
+So a change is announced only once it is committed: a process that hears of it and reads the
+row again reads the new one.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from sqlalchemy import event
+from sqlalchemy.engine import Connection
+from sqlalchemy.ext.asyncio import AsyncEngine
+from sqlalchemy.sql.dml import UpdateBase
+
+SERVING_TOPIC = "serving"
+"""The topic of a change to a workflow's routing row."""
+
+WATCHED: dict[str, str] = {"workflow_serving": SERVING_TOPIC}
+"""Watched tables and the topic a committed change of each reports."""
+
+_WRITTEN = "sb_watched_written"
+_COMMITTED = "sb_watched_committed"
+
+
+def watch_commits(engine: AsyncEngine, on_change: Callable[[str], None]) -> None:
+    """Report the topic of each watched table a committed transaction of `engine` wrote to
+    `on_change` (called in the event loop's thread, once per table and transaction)."""
+    sync = engine.sync_engine
+
+    def written(
+        conn: Connection, _cursor: Any, _sql: str, _params: Any, context: Any, _many: bool
+    ) -> None:
+        statement = getattr(getattr(context, "compiled", None), "statement", None)
+        if isinstance(statement, UpdateBase):
+            table = getattr(statement.table, "name", None)
+            if table in WATCHED:
+                # In autocommit the statement commits itself: no commit event will follow.
+                autocommit = conn.get_execution_options().get("isolation_level") == "AUTOCOMMIT"
+                conn.info.setdefault(_COMMITTED if autocommit else _WRITTEN, set()).add(table)
+
+    def committed(conn: Connection) -> None:
+        tables = conn.info.pop(_WRITTEN, None)
+        if tables:
+            conn.info.setdefault(_COMMITTED, set()).update(tables)
+
+    def rolled_back(conn: Connection) -> None:
+        conn.info.pop(_WRITTEN, None)
+
+    def returned(_dbapi_connection: Any, record: Any) -> None:
+        tables = None if record is None else record.info.pop(_COMMITTED, None)
+        for table in tables or ():
+            on_change(WATCHED[table])
+
+    event.listen(sync, "before_cursor_execute", written)
+    event.listen(sync, "commit", committed)
+    event.listen(sync, "rollback", rolled_back)
+    event.listen(sync.pool, "checkin", returned)
