@@ -417,6 +417,11 @@ def test_an_ended_deployment_says_so_and_stops_reading_it(server: DemoServer, br
         assert live.locator("button").count() == 0
 
 
+WIDTHS = (360, 420, 520, 600, 700, 800, 1024, 1280)
+"""Phones to a laptop, each side of the 520, 700 and 900 px breakpoints: one page load
+measured at each."""
+
+
 @pytest.mark.parametrize("route", ["deployments", "workflows", "runs", "services"])
 def test_a_list_fits_a_phone(server: DemoServer, browser: Any, route: str) -> None:
     """At 420 px a list scrolls neither the page nor its table sideways: every column it
@@ -437,3 +442,21 @@ def test_a_list_fits_a_phone(server: DemoServer, browser: Any, route: str) -> No
                 state = page.locator("table.deployments tbody tr").first.locator(".badge")
                 box = state.bounding_box()
                 assert box is not None and box["x"] + box["width"] <= width, (width, box)
+
+
+def test_a_deployments_runs_by_version_fit_a_phone(server: DemoServer, browser: Any) -> None:
+    """On a deployment's page the table of each version's runs, caption and all, stays on the
+    screen from 360 px to 1280: a narrow window leaves out the counts its failure ratio
+    does not turn on, and a version's role goes under its number."""
+    promoted = promote(server, "ui-phone-figures-customer-onboarding")
+    with opened(browser, f"{server.ui}#/deployments/{promoted}") as (page, _):
+        page.locator("table.figures tbody tr").first.wait_for()
+        shoot(page, "deployment-figures")
+        for width in WIDTHS:
+            page.set_viewport_size({"width": width, "height": NARROW["height"]})
+            fit = page.evaluate(FIT_JS, ["table.figures", "caption, th, td"])
+            assert_fits_a_phone(fit, width)
+            for role in ("candidate", "serving"):
+                link = page.locator(f"table.figures tr[data-role={role}] a")
+                box = link.bounding_box()
+                assert box is not None and box["x"] + box["width"] <= width, (width, role, box)
