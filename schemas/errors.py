@@ -38,6 +38,8 @@ not an `isinstance` chain elsewhere.
 
 from __future__ import annotations
 
+import re
+import shlex
 from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any
@@ -331,6 +333,16 @@ class QuotaExceeded(LimitReached):
             code=self.code,
         )
         self.details = {"tenantId": tenant_id, "usedRuns": used_runs, "maxRuns": max_runs}
+
+
+def set_quota_command(tenant_id: str, max_runs: int) -> str:
+    """The command that sets a tenant's run quota to `max_runs`, as a message names it."""
+    return f"schemabridge tenants set-quota {shlex.quote(tenant_id)} {max_runs}"
+
+
+SET_QUOTA_COMMAND = re.compile(r"`(schemabridge tenants set-quota [^`]+ \d+)`")
+"""`set_quota_command` quoted in a message (a spawner's `quota_exceeded` names the quota its
+fan-out needs): what `runs show` suggests running before the retry."""
 
 
 class Unavailable(OperationError):

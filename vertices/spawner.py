@@ -19,7 +19,7 @@ from typing import Any, Protocol
 
 from schemas import expressions
 from schemas.definitions import SpawnerConfig
-from schemas.errors import FailureKind, StepFailure
+from schemas.errors import FailureKind, StepFailure, set_quota_command
 from schemas.waiting import WaitReason
 from vertices.contract import AwaitingChildren, Parked, StepContext
 
@@ -56,8 +56,8 @@ class FanoutPort(Protocol):
         """True while the payload store is above its high-water mark."""
         ...
 
-    async def quota_left(self) -> int | None:
-        """Runs the tenant may still create; None = unlimited."""
+    async def quota(self) -> tuple[int, int] | None:
+        """The tenant's run quota as (max_runs, used_runs); None = unlimited."""
         ...
 
     async def create_children(self, total: int, batch: Sequence[ChildSpec]) -> int:
@@ -89,6 +89,19 @@ def items_of(config: SpawnerConfig, ctx: StepContext) -> list[Any]:
             f"items must evaluate to a list, got {kind}: check the expression {config.items!r}",
         )
     return items
+
+
+def _quota_exceeded(tenant_id: str, missing: int, max_runs: int, used_runs: int) -> StepFailure:
+    """The failure of a fan-out its tenant's quota is too small for, with the fix: the quota
+    it needs (`set_quota_command`, which `runs show` suggests before the retry). A retry
+    alone fails the same way: the quota counts runs created, which waiting does not lower."""
+    left, needed = max(0, max_runs - used_runs), used_runs + missing
+    return StepFailure(
+        FailureKind.QUOTA_EXCEEDED,
+        f"the fan-out needs {missing} runs but tenant {tenant_id} has {left} left in its quota "
+        f"({used_runs} of {max_runs} used); raise the quota to {needed} or more "
+        f"(`{set_quota_command(tenant_id, needed)}`) and retry the run, or split the input",
+    )
 
 
 def child_specs(
@@ -124,7 +137,7 @@ async def execute(
         )
     existing = await port.existing_children()
     if existing < total:
-        parked = await _guards(port, limits, total - existing)
+        parked = await _guards(port, limits, total - existing, ctx.tenant_id)
         if parked is not None:
             return parked
     created = 0
@@ -139,15 +152,13 @@ async def execute(
     return AwaitingChildren(total)
 
 
-async def _guards(port: FanoutPort, limits: FanoutLimits, missing: int) -> Parked | None:
+async def _guards(
+    port: FanoutPort, limits: FanoutLimits, missing: int, tenant_id: str
+) -> Parked | None:
     """The checks before creating children; a Parked outcome defers the whole fan-out."""
-    left = await port.quota_left()
-    if left is not None and left < missing:
-        raise StepFailure(
-            FailureKind.QUOTA_EXCEEDED,
-            f"the fan-out needs {missing} runs but the tenant has {left} left in its quota; "
-            "raise the quota or split the input",
-        )
+    quota = await port.quota()
+    if quota is not None and quota[0] - quota[1] < missing:
+        raise _quota_exceeded(tenant_id, missing, *quota)
     depth = await port.ready_depth()
     if depth > limits.backpressure_max_depth:
         return Parked(

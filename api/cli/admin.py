@@ -11,7 +11,7 @@ rate below 1), 4 the API unreachable or the key refused.
 from __future__ import annotations
 
 import re
-from typing import TYPE_CHECKING, Annotated
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 from rich.console import Group
@@ -194,22 +194,29 @@ async def _changed_caps(
     rate: float | None,
     no_rate: bool,
 ) -> CapsView:
-    """The caps with what was given changed and the rest as the destination has them now:
-    the API's PUT replaces both, so what was not given is read first and sent again."""
-    if max_concurrency is None or (rate is None and not no_rate):
+    """The caps with what was given changed and the rest as the destination has them: the
+    API's PATCH merges the change into the stored caps in one step, so a change made at the
+    same time by someone else is kept."""
+    changes: dict[str, Any] = {}
+    if max_concurrency is not None:
+        changes["max_concurrency"] = max_concurrency
+    if rate is not None or no_rate:
+        changes["rate_per_second"] = rate
+    try:
+        return await api.settings.change_caps(destination, **changes)
+    except ApiFailure as failure:
+        if failure.code != "caps_not_set":
+            raise
         views = (await api.settings.destinations()).items
         current = next((v for v in views if v.destination == destination), None)
-        if current is not None and current.cap_configured:
-            max_concurrency = current.cap if max_concurrency is None else max_concurrency
-            rate = current.rate_per_second if rate is None and not no_rate else rate
-        elif max_concurrency is None:
-            default = "" if current is None else f" (the default cap, {current.cap:,}, applies)"
-            raise ApiFailure(
-                f"{destination} has no caps of its own yet{default}: give --max-concurrency N "
-                "with --rate",
-                ExitCode.USAGE,
-            )
-    return await api.settings.set_caps(destination, max_concurrency, rate)
+        default = "" if current is None else f" (the default cap, {current.cap:,}, applies)"
+        raise ApiFailure(
+            f"{destination} has no caps of its own yet{default}: give --max-concurrency N "
+            "with --rate",
+            ExitCode.USAGE,
+            status=failure.status,
+            code=failure.code,
+        ) from None
 
 
 @destinations_app.command("set-cap", epilog=EXIT_CODES_HELP)
@@ -242,10 +249,10 @@ def set_cap(
     """Change a destination's caps for every worker: stored in the database, applied at once.
 
     Only what is given changes (--max-concurrency, --rate or --no-rate; at least one): the
-    other cap is kept. (The REST API's PUT /destinations/{key}/caps replaces both; this
-    command reads the current caps and sends them with the change.) Prints the caps that
-    result. The key is a GATEWAY url's scheme://host:port (lower-case, with its port) or a
-    vertex's explicit destination name; any other key is refused (exit 2)."""
+    other cap is kept, even when someone changes it at the same time (PATCH
+    /destinations/{key}/caps). Prints the caps that result. The key is a GATEWAY url's
+    scheme://host:port (lower-case, with its port) or a vertex's explicit destination name;
+    any other key is refused (exit 2)."""
     if rate is not None and no_rate:
         fail("give --rate PER_SECOND or --no-rate, not both", ExitCode.USAGE)
     if max_concurrency is None and rate is None and not no_rate:

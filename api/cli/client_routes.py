@@ -259,13 +259,24 @@ class SettingsApi:
         """`GET /destinations` (admin)."""
         return await self._session.fetch(Page[DestinationView], "GET", "/destinations")
 
-    async def set_caps(
-        self, destination: str, max_concurrency: int, rate_per_second: float | None = None
+    async def change_caps(
+        self,
+        destination: str,
+        *,
+        max_concurrency: int = UNSET,
+        rate_per_second: float | None = UNSET,
     ) -> CapsView:
-        """`PUT /destinations/{key}/caps` (422 `invalid_destination` for a key no call has)."""
-        body = {"maxConcurrency": max_concurrency, "ratePerSecond": rate_per_second}
+        """`PATCH /destinations/{key}/caps`: each cap given is set (a rate of None removes
+        it); one left `UNSET` stays as it is, merged by the API in one step (422
+        `caps_not_set`: a rate alone for a destination without caps of its own;
+        `invalid_destination` for a key no call has)."""
+        body: dict[str, Any] = {}
+        if max_concurrency is not UNSET:
+            body["maxConcurrency"] = max_concurrency
+        if rate_per_second is not UNSET:
+            body["ratePerSecond"] = rate_per_second
         path = f"/destinations/{segment(destination)}/caps"
-        return await self._session.fetch(CapsView, "PUT", path, body=body)
+        return await self._session.fetch(CapsView, "PATCH", path, body=body)
 
     async def remove_caps(self, destination: str) -> CapsRemoved:
         """`DELETE /destinations/{key}/caps` (`removed` False: it had none)."""

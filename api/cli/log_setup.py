@@ -95,14 +95,21 @@ def log_format(value: str | None) -> LogFormat:
     return "json" if chosen == "json" else "text"
 
 
+ACCESS_LOG_CHOICES = "all, changes or off"
+
+
 def access_log(value: str | None, default: AccessLog) -> AccessLog:
-    """`--access-log`, else `SCHEMABRIDGE_ACCESS_LOG`, else the command's `default`."""
-    chosen = value or os.environ.get("SCHEMABRIDGE_ACCESS_LOG") or default
+    """`--access-log`, else `SCHEMABRIDGE_ACCESS_LOG`, else the command's `default` (any
+    case). A value that is none of them is a `ValueError` whose message names where it came
+    from, what it was and the choices: `--access-log 'loud': give all, changes or off`."""
+    where, chosen = "--access-log", value
+    if chosen is None:
+        where = "SCHEMABRIDGE_ACCESS_LOG"
+        chosen = os.environ.get(where) or default
     try:
-        return AccessLog(chosen.lower())
+        return AccessLog(chosen.strip().lower())
     except ValueError:
-        choices = ", ".join(a.value for a in AccessLog)
-        raise ValueError(f"access log is one of {choices}, not {chosen!r}") from None
+        raise ValueError(f"{where} {chosen!r}: give {ACCESS_LOG_CHOICES}") from None
 
 
 class NotableOnly(logging.Filter):

@@ -5,6 +5,7 @@ views to rich renderables and lines of text (no I/O), so `runs show`, `runs list
 from __future__ import annotations
 
 import json
+import shlex
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -23,7 +24,7 @@ from api.cli.text import (
     relative,
     show,
 )
-from schemas.errors import FailureKind
+from schemas.errors import SET_QUOTA_COMMAND, FailureKind
 
 if TYPE_CHECKING:
     from api.cli.wire import (
@@ -245,15 +246,31 @@ def stuck_joins(run: RunDetail) -> list[StepView]:
     return [s for s in run.steps if s.status == "FAILED" and joins_on_failed_children(s)]
 
 
+def quota_fix(run: RunDetail) -> str | None:
+    """The command that raises the run's tenant quota enough for the fan-out a FAILED
+    spawner of it needs (as its error names it; `N` when an older API's error does not),
+    when one failed for want of quota: a retry alone would fail the same way."""
+    for step in run.steps:
+        error = step.error
+        if step.status == "FAILED" and error and error.kind == FailureKind.QUOTA_EXCEEDED.value:
+            named = SET_QUOTA_COMMAND.search(error.message or "")
+            tenant = shlex.quote(run.tenant_id)
+            return named.group(1) if named else f"schemabridge tenants set-quota {tenant} N"
+    return None
+
+
 def next_commands(run: RunDetail) -> list[str]:
     """What an operator may do about the run, as commands to copy: reprocessing first when
-    children FAILED, a retry only when a failed step could succeed by running again."""
+    children FAILED, a retry only when a failed step could succeed by running again, after
+    raising the tenant's quota when a fan-out failed for want of it."""
     run_id = run.id
     if run.status == "FAILED":
         failed = [s for s in run.steps if s.status == "FAILED"]
         stuck = stuck_joins(run)
         hints = [f"schemabridge runs reprocess {run_id}"] if run.fanout.failed else []
         if len(stuck) < len(failed) or not failed:
+            raise_quota = quota_fix(run)
+            hints += [raise_quota] if raise_quota else []
             hints.append(f"schemabridge runs retry {run_id}")
         hints += [
             f"schemabridge runs resolve {run_id} {s.vertex_id} --output JSON" for s in failed[:1]

@@ -79,13 +79,16 @@ ACCESS_LOG_HELP = (
     "Requests the JSON access log writes on stderr: all, changes (all but GET and HEAD, "
     "errors, slow GETs) or off; default SCHEMABRIDGE_ACCESS_LOG, else "
 )
+# Text, checked by `_access_log` (as numbers are by the commands that take them): a choice
+# typer checked would be refused in its words ("Invalid value …: Value error, …").
+ACCESS_LOG_METAVAR = "all|changes|off"
 ApiAccessLogOption = Annotated[
-    log_setup.AccessLog | None,
-    typer.Option(case_sensitive=False, help=ACCESS_LOG_HELP + "all.", show_default=False),
+    str | None,
+    typer.Option(metavar=ACCESS_LOG_METAVAR, help=ACCESS_LOG_HELP + "all.", show_default=False),
 ]
 ServeAccessLogOption = Annotated[
-    log_setup.AccessLog | None,
-    typer.Option(case_sensitive=False, help=ACCESS_LOG_HELP + "changes.", show_default=False),
+    str | None,
+    typer.Option(metavar=ACCESS_LOG_METAVAR, help=ACCESS_LOG_HELP + "changes.", show_default=False),
 ]
 NoAccessLogOption = Annotated[
     bool,
@@ -95,16 +98,19 @@ NoAccessLogOption = Annotated[
 
 
 def _access_log(
-    chosen: log_setup.AccessLog | None, no_access_log: bool, default: log_setup.AccessLog
+    chosen: str | None, no_access_log: bool, default: log_setup.AccessLog
 ) -> log_setup.AccessLog:
-    if no_access_log:
-        if chosen not in (None, log_setup.AccessLog.OFF):
-            raise usage.fail(f"--no-access-log and --access-log {chosen}: give one of them")
-        return log_setup.AccessLog.OFF
+    """`--access-log` (or `--no-access-log`), else `SCHEMABRIDGE_ACCESS_LOG`, else `default`;
+    a value that is not a choice is one usage line naming it and the choices."""
+    if no_access_log and chosen is None:
+        return log_setup.AccessLog.OFF  # the environment's choice is overridden, not read
     try:
-        return log_setup.access_log(chosen, default)
+        access_log = log_setup.access_log(chosen, default)
     except ValueError as error:
-        raise usage.fail(f"{error} (SCHEMABRIDGE_ACCESS_LOG)") from None
+        raise usage.fail(str(error)) from None
+    if no_access_log and access_log is not log_setup.AccessLog.OFF:
+        raise usage.fail(f"--no-access-log and --access-log {chosen}: give one of them")
+    return access_log
 
 
 def _logging(

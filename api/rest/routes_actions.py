@@ -147,8 +147,10 @@ async def resolve(
     summary="Start an ended run over as a new run with the same input",
 )
 async def start_over(run_id: str, ops: OperationsDep, caller: CallerDep) -> StartOverResult:
-    """409 `run_not_ended` while it runs; 422 `start_over_child_run` for a child run. Starting
-    the same run over again answers the run the first time created (`changed: false`)."""
+    """409 `run_not_ended` while it runs, `start_over_system_run` for a deployment's own
+    `gradual_deploy` run (start a new deployment instead), each with `details.state`; 422
+    `start_over_child_run` for a child run. Starting the same run over again answers the run
+    the first time created (`changed: false`)."""
     return await ops.actions.start_over(run_id, actor=caller.actor, tenant=caller.tenant)
 
 

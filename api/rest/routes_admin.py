@@ -43,6 +43,23 @@ class CapsRequest(_Body):
     )
 
 
+class CapsChange(_Body):
+    """Fields left out are left as they are; `ratePerSecond: null` removes the rate."""
+
+    max_concurrency: int | None = Field(
+        default=None,
+        ge=1,
+        le=MAX_SETTING,
+        description="Calls in flight at most, on all workers; left out: kept (null is "
+        "refused: DELETE the caps to go back to the default).",
+    )
+    rate_per_second: float | None = Field(
+        default=None,
+        gt=0,
+        description="Calls started per second at most; null: unlimited; left out: kept.",
+    )
+
+
 class LimitsRequest(_Body):
     """Fields left out are left as they are; `null` puts one back to its default."""
 
@@ -127,6 +144,26 @@ async def set_caps(key: str, body: CapsRequest, ops: OperationsDep, _caller: Adm
     """422 `invalid_destination` for a key no call can have (the answer says which key was
     meant), `invalid_caps` for bounds out of range."""
     return await ops.settings.set_caps(key, body.max_concurrency, body.rate_per_second)
+
+
+@router.patch(
+    "/destinations/{key:path}/caps",
+    tags=["destinations"],
+    response_model=CapsView,
+    responses=error_responses(401, 403, 422, 503),
+    summary="Change some of a destination's caps, keeping the others (every worker, at once)",
+    description=DESTINATION_KEY,
+)
+async def change_caps(
+    key: str, body: CapsChange, ops: OperationsDep, _caller: AdminDep
+) -> CapsView:
+    """Answers the caps after the change. Each change is merged into the stored caps in one
+    step: two changes of different caps at once both survive. 422 `caps_not_set` for a rate
+    alone on a destination without caps of its own (give `maxConcurrency` too),
+    `invalid_caps` for nothing to change or bounds out of range, `invalid_destination` for
+    a key no call can have."""
+    changes = {name: getattr(body, name) for name in body.model_fields_set}
+    return await ops.settings.change_caps(key, **changes)
 
 
 @router.delete(

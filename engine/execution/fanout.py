@@ -47,8 +47,8 @@ class StoreFanoutPort:
     async def payload_pressure(self) -> bool:
         return await self.store.payload_bytes() > self.payload_high_water_bytes
 
-    async def quota_left(self) -> int | None:
-        return await self.store.quota_left(self.step.tenant_id)
+    async def quota(self) -> tuple[int, int] | None:
+        return await self.store.get_quota(self.step.tenant_id)
 
     async def create_children(self, total: int, batch: Sequence[ChildSpec]) -> int:
         rows = [ChildRow(spec.index, spec.input, spec.item) for spec in batch]

@@ -134,7 +134,8 @@ class OperatorActions:
         (`InvalidRequest(code="start_over_child_run")`: its item only exists in its parent).
         Idempotent: starting the same run over again answers the run the first time
         created (`changed=False`). A deployment's `gradual_deploy` run is refused
-        (`InvalidRequest(code="start_over_system_run")`: start a new deployment)."""
+        (`WrongState(code="start_over_system_run")` with its state: start a new
+        deployment)."""
         outcome = await self._runtime.store.start_over(run_id, actor=actor, tenant=tenant)
         if outcome.created:
             await self._runtime.wakeup.notify()

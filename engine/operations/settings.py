@@ -5,7 +5,9 @@ Redis, which admission reads atomically with its counters (every worker's next a
 a change). A change is written to the store first, then to Redis, after a probe that Redis
 answers: when Redis is down the change is refused with nothing written. Should Redis fail
 between the two writes, the operation is refused too (`coordination_unavailable`) and may be
-sent again: every setting is idempotent. Quotas live in the store only.
+sent again: every setting is idempotent. Caps reach Redis before the store's transaction
+commits (the row locked), so concurrent changes leave both copies alike and a Redis failure
+leaves the stored caps as they were. Quotas live in the store only.
 """
 
 from __future__ import annotations
@@ -52,6 +54,24 @@ MAX_SETTING = 2**31 - 1
 """The largest cap, rate or quota the store holds (a 32-bit integer column on PostgreSQL)."""
 
 
+UNSET: Any = object()
+"""A cap `change_caps` was not given: it stays as it is."""
+
+
+def _rate(rate_per_second: float | None) -> float | None:
+    """A destination's calls per second: a positive number, or None (no rate)."""
+    if rate_per_second is not None and not (
+        isinstance(rate_per_second, int | float)
+        and math.isfinite(rate_per_second)
+        and rate_per_second > 0
+    ):
+        raise InvalidRequest(
+            f"ratePerSecond must be a positive number, got {rate_per_second!r}",
+            code="invalid_caps",
+        )
+    return rate_per_second
+
+
 def _whole(value: int, least: int, what: str, code: str) -> int:
     if isinstance(value, bool) or not isinstance(value, int) or not least <= value <= MAX_SETTING:
         raise InvalidRequest(
@@ -74,32 +94,54 @@ class SettingsOperations:
         self, destination: str, max_concurrency: int, rate_per_second: float | None = None
     ) -> CapsView:
         """Cap a destination for every worker: at most `max_concurrency` calls in flight (≥ 1)
-        and, if given, `rate_per_second` calls started per second (> 0). Stored durably and
-        applied at once. Refuses (`invalid_destination`) a key no call can have (see
-        `engine.operations.destination_keys`), and (`invalid_caps`) bounds out of range."""
+        and, if given, `rate_per_second` calls started per second (> 0); both are replaced.
+        Stored durably and applied at once. Refuses (`invalid_destination`) a key no call can
+        have (see `engine.operations.destination_keys`), and (`invalid_caps`) bounds out of
+        range."""
+        return await self.change_caps(
+            destination, max_concurrency=max_concurrency, rate_per_second=rate_per_second
+        )
+
+    @store_boundary
+    async def change_caps(
+        self,
+        destination: str,
+        *,
+        max_concurrency: int = UNSET,
+        rate_per_second: float | None = UNSET,
+    ) -> CapsView:
+        """Change only the caps given (`rate_per_second=None` removes the rate) and keep the
+        other as the destination has it, atomically: two changes of different caps at once
+        both survive, in the store and in Redis (`store.change_destination_caps` applies the
+        merged caps to Redis while the row is locked). A destination without caps of its own
+        needs `max_concurrency` (`caps_not_set` otherwise); nothing given is `invalid_caps`,
+        as are bounds out of range; a key no call can have is `invalid_destination`."""
         check_destination(destination)
-        _whole(max_concurrency, 1, "maxConcurrency", "invalid_caps")
-        if rate_per_second is not None and not (
-            isinstance(rate_per_second, int | float)
-            and math.isfinite(rate_per_second)
-            and rate_per_second > 0
-        ):
-            raise InvalidRequest(
-                f"ratePerSecond must be a positive number, got {rate_per_second!r}",
-                code="invalid_caps",
+        changes: dict[str, Any] = {}
+        if max_concurrency is not UNSET:
+            changes["max_concurrency"] = _whole(
+                max_concurrency, 1, "maxConcurrency", "invalid_caps"
             )
-        caps = DestinationCaps(max_concurrency, rate_per_second)
+        if rate_per_second is not UNSET:
+            changes["rate_per_second"] = _rate(rate_per_second)
+        if not changes:
+            raise InvalidRequest(
+                "give what to change: maxConcurrency, ratePerSecond or both", code="invalid_caps"
+            )
         await self._require_coordination(f"capping {destination}")
-        await self._runtime.store.set_destination_caps(
-            destination, max_concurrency, rate_per_second
-        )
-        with _coordination(f"the caps of {destination} were stored but not applied"):
-            await self._runtime.admission.set_caps(destination, caps)
-        return CapsView(
-            destination=destination,
-            max_concurrency=max_concurrency,
-            rate_per_second=rate_per_second,
-        )
+
+        async def apply(cap: int, rate: float | None) -> None:
+            with _coordination(f"the caps of {destination} were not changed"):
+                await self._runtime.admission.set_caps(destination, DestinationCaps(cap, rate))
+
+        merged = await self._runtime.store.change_destination_caps(destination, changes, apply)
+        if merged is None:
+            raise InvalidRequest(
+                f"{destination} has no caps of its own yet: give maxConcurrency with ratePerSecond",
+                code="caps_not_set",
+            )
+        cap, rate = merged
+        return CapsView(destination=destination, max_concurrency=cap, rate_per_second=rate)
 
     @store_boundary
     async def remove_caps(self, destination: str) -> bool:

@@ -208,10 +208,12 @@ class OperatorActionsStore(WorkQueue):
             _check_restartable(old)
             record = run_record(await sql.whole_run(conn, run_id))
             if record.workflow_name in RESERVED_WORKFLOWS:
-                # Its stages judge one deployment, which ended or is driven by this run.
-                raise InvalidRequest(
-                    f"run {run_id} is a {record.workflow_name} system run; start a new "
-                    "deployment instead",
+                # Its stages judge one deployment, which ended or is driven by this run. The
+                # request is well formed; this run refuses the action (409, as a wrong state).
+                raise WrongState(
+                    f"run {run_id} is a {record.workflow_name} system run, which cannot be "
+                    "started over; start a new deployment instead",
+                    state=old.status,
                     code="start_over_system_run",
                 )
             quota = await settings_.read_quota(conn, record.tenant_id)

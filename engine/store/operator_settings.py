@@ -4,7 +4,10 @@ limits (the durable copies; admission caches caps and rate limits in Redis). Par
 
 from __future__ import annotations
 
-from sqlalchemy import select
+from collections.abc import Mapping
+from typing import Any
+
+from sqlalchemy import select, update
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from engine.store.dialect import dialect_of
@@ -66,21 +69,33 @@ async def delete_quota(conn: AsyncConnection, tenant_id: str) -> bool:
     return bool(result.rowcount)
 
 
-async def upsert_caps(
-    conn: AsyncConnection,
-    *,
-    destination: str,
-    max_concurrency: int,
-    rate_per_second: float | None,
-    now: float,
-) -> None:
-    values = {
-        "max_concurrency": max_concurrency,
-        "rate_per_second": rate_per_second,
-        "updated_at": now,
-    }
-    statement = dialect_of(conn).insert(caps).values(destination=destination, **values)
-    await conn.execute(statement.on_conflict_do_update(index_elements=["destination"], set_=values))
+CAP_COLUMNS = frozenset({"max_concurrency", "rate_per_second"})
+
+
+async def change_caps(
+    conn: AsyncConnection, destination: str, changes: Mapping[str, Any], now: float
+) -> tuple[int, float | None] | None:
+    """Set the cap columns in `changes` (`max_concurrency`, `rate_per_second`) and keep the
+    others, in one statement: an upsert when `max_concurrency` is given (a new row's rate is
+    `changes`' or none), else an UPDATE of the row there is. Two changes of different columns
+    at once both survive (the database merges each into the row as it is when the statement
+    runs; PostgreSQL's row lock and SQLite's write lock order them). Returns the caps as they
+    now are, or None when only the rate was given and the destination has no row."""
+    if not changes or not changes.keys() <= CAP_COLUMNS:
+        raise ValueError(f"cap changes must be some of {sorted(CAP_COLUMNS)}, not {changes}")
+    values = {**changes, "updated_at": now}
+    returning = (caps.c.max_concurrency, caps.c.rate_per_second)
+    if "max_concurrency" in changes:
+        statement: Any = (
+            dialect_of(conn)
+            .insert(caps)
+            .values({"destination": destination, "rate_per_second": None, **values})
+            .on_conflict_do_update(index_elements=["destination"], set_=values)
+        )
+    else:
+        statement = update(caps).where(caps.c.destination == destination).values(**values)
+    row = (await conn.execute(statement.returning(*returning))).first()
+    return None if row is None else (int(row.max_concurrency), row.rate_per_second)
 
 
 async def read_caps(conn: AsyncConnection, destination: str) -> tuple[int, float | None] | None:

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+from collections.abc import Awaitable, Callable, Mapping
+from typing import Any
+
 from engine.store import operator_settings as settings_
 from engine.store.core import (
     StoreCore,
@@ -38,17 +41,23 @@ class OperatorSettingsStore(StoreCore):
 
     # ── destination caps (the durable copy; admission caches them in Redis) ──────────────────
 
-    async def set_destination_caps(
-        self, destination: str, max_concurrency: int, rate_per_second: float | None
-    ) -> None:
+    async def change_destination_caps(
+        self,
+        destination: str,
+        changes: Mapping[str, Any],
+        apply: Callable[[int, float | None], Awaitable[None]],
+    ) -> tuple[int, float | None] | None:
+        """Set the caps in `changes` (`max_concurrency`, `rate_per_second`; the others are
+        kept) atomically, then `apply` the caps that result (to Redis) before the transaction
+        commits: the row stays locked meanwhile, so concurrent changes reach Redis in the order
+        they reached the store and the cache ends as the durable row does. `apply` raising
+        rolls the change back. None, with nothing changed or applied, when only the rate was
+        given and the destination has no caps of its own."""
         async with self._engines.write.begin() as conn:
-            await settings_.upsert_caps(
-                conn,
-                destination=destination,
-                max_concurrency=max_concurrency,
-                rate_per_second=rate_per_second,
-                now=self._clock.now(),
-            )
+            merged = await settings_.change_caps(conn, destination, changes, self._clock.now())
+            if merged is not None:
+                await apply(*merged)
+            return merged
 
     async def remove_destination_caps(self, destination: str) -> bool:
         """Remove the destination's stored caps; False when it had none."""

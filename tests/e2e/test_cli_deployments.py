@@ -323,6 +323,10 @@ def test_the_system_workflow_is_not_offered_as_a_users(stack: Stack) -> None:
     shown = stack.json("deployments", "show", deployment)
     assert shown["runId"] in {r["id"] for r in runs["items"]}, runs
     stack.ok("deployments", "abort", deployment)
+    # Its run refuses a start over (a refusal, exit 1, not a usage error) and says instead.
+    refused = stack.cli("runs", "start-over", shown["runId"])
+    assert_refused(refused, 1, "start a new deployment instead", "(it is CANCELLED)")
+    assert len(refused.stderr.splitlines()) == 1, refused.stderr
 
 
 @pytest.fixture(scope="module")

@@ -105,3 +105,42 @@ def test_a_step_refused_with_a_non_retryable_status_was_not_retried(
     assert re.search(r"^HTTP\s+status 422 after 1 attempt$", shown, re.M), shown
     assert "(attempt 1, not retried: 422 is not retryable)" in shown, shown
     assert "attempt 1/4" not in shown
+
+
+def test_a_fanout_over_its_tenant_quota_leads_with_raising_it(
+    serve_api: Stack, workflows: None
+) -> None:
+    """A retry alone would fail the same way (the quota counts runs created): `runs show`
+    names the quota the fan-out needs first, then the retry; both, run as shown, work."""
+    tenant = "hints-quota"
+    serve_api.ok("tenants", "set-quota", tenant, "2")  # the parent is one of the two
+    run_input = json.dumps({"codes": ["200", "200"]})
+    waited = serve_api.cli(
+        "runs", "submit", PARENT, "--input", run_input, "--tenant", tenant, "--wait", "-o", "json"
+    )
+    assert waited.returncode == 1, (waited.stdout, waited.stderr)
+    run = str(json.loads(waited.stdout)["id"])
+    shown = serve_api.ok("runs", "show", run).stdout
+    assert "failed step each: quota_exceeded" in shown, shown
+    assert (
+        f"the fan-out needs 2 runs but tenant {tenant} has 1 left in its quota (1 of 2 used); "
+        f"raise the quota to 3 or more (`schemabridge tenants set-quota {tenant} 3`) and retry "
+        "the run, or split the input"
+    ) in re.sub(r"\s*\n\s*", " ", shown), shown
+    hints = next_lines(shown)
+    assert hints[:2] == [
+        f"schemabridge tenants set-quota {tenant} 3",
+        f"schemabridge runs retry {run}",
+    ], hints
+
+    # Retried without raising the quota, it fails the same way.
+    serve_api.ok("runs", "retry", run)
+    assert serve_api.cli("runs", "watch", run, "--timeout", "60").returncode == 1
+    assert serve_api.json("runs", "show", run)["error"]["kind"] == "quota_exceeded"
+
+    # Done as the hints say, it succeeds.
+    for hint in hints[:2]:
+        serve_api.ok(*hint.split()[1:])
+    assert serve_api.cli("runs", "watch", run, "--timeout", "60").returncode == 0
+    done = serve_api.json("runs", "show", run)
+    assert done["status"] == "SUCCEEDED" and done["fanout"]["succeeded"] == 2, done

@@ -5,12 +5,14 @@ key reading its own tenant only; bad input refused with a code."""
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from urllib.parse import quote
 
 import pytest
 
+from admission import DestinationCaps
 from api.rest import borrowed_runtime, create_app
 from engine.coordination.heartbeat import Heartbeat
 from engine.operations import Operations
@@ -96,6 +98,34 @@ async def test_bad_caps_are_refused_with_a_code(api: Api) -> None:
         assert await api.runtime.store.get_destination_caps(key) is None, key
 
 
+async def test_a_patch_changes_only_the_caps_it_names(api: Api) -> None:
+    key = "http://patched:8080"
+    async with client(api.url, api.admin_key) as http:
+        for body, caps in [
+            ({"maxConcurrency": 4}, {"maxConcurrency": 4, "ratePerSecond": None}),
+            ({"ratePerSecond": 2.5}, {"maxConcurrency": 4, "ratePerSecond": 2.5}),
+            ({"maxConcurrency": 6}, {"maxConcurrency": 6, "ratePerSecond": 2.5}),
+            ({"ratePerSecond": None}, {"maxConcurrency": 6, "ratePerSecond": None}),
+        ]:
+            answer = await http.patch(caps_path(key), json=body)
+            assert answer.status_code == 200, (body, answer.text)
+            assert answer.json() == {"destination": key, **caps}, body
+        assert await api.runtime.admission.get_caps(key) == DestinationCaps(6, None)
+        for target, body, code in [
+            ("http://bare:8080", {"ratePerSecond": 1}, "caps_not_set"),
+            (key, {}, "invalid_caps"),
+            (key, {"maxConcurrency": None}, "invalid_caps"),
+            (key, {"maxConcurrency": 0}, "invalid_request"),
+            (key, {"ratePerSecond": 0}, "invalid_request"),
+            ("http://bad-caps:8080/path", {"maxConcurrency": 1}, "invalid_destination"),
+        ]:
+            answer = await http.patch(caps_path(target), json=body)
+            assert answer.status_code == 422, (target, body, answer.text)
+            assert answer.json()["code"] == code, (target, body, answer.text)
+    assert await api.runtime.store.get_destination_caps(key) == (6, None)
+    assert await api.runtime.store.get_destination_caps("http://bare:8080") is None
+
+
 async def test_tenant_limits_set_then_back_to_the_default(api: Api) -> None:
     async with client(api.url, api.admin_key) as http:
         fresh = await http.get("/tenants/acme")
@@ -153,6 +183,7 @@ async def test_a_tenant_key_reads_its_own_tenant_only(api: Api) -> None:
             ("PUT", "/tenants/acme/limits", {"maxRuns": 1000}),
             ("GET", "/destinations", None),
             ("PUT", caps_path("erp"), {"maxConcurrency": 1}),
+            ("PATCH", caps_path("erp"), {"ratePerSecond": 1}),
             ("DELETE", caps_path("erp"), None),
             ("GET", "/services", None),
         ]:
@@ -177,3 +208,27 @@ async def test_services_show_heartbeats_up_and_down(api: Api) -> None:
         down = await http.get("/services")
     (gone,) = [s for s in down.json()["items"] if s["name"] == "worker-rest-test"]
     assert gone["up"] is False and gone["lastSeen"] == listed["lastSeen"]
+
+
+ROUNDS = 20
+
+
+async def test_concurrent_partial_cap_changes_all_survive(api: Api) -> None:
+    """`destinations set-cap --max-concurrency N` and `set-cap --rate R` at once, 20 times:
+    each change of one cap keeps the other's latest value, in the store and in Redis."""
+    from api.cli.admin import _changed_caps
+    from api.cli.client import ApiClient
+    from api.cli.target import ApiTarget
+
+    key = "http://race-caps:8080"
+    async with ApiClient(ApiTarget(api.url, api.admin_key)) as client_:
+        await _changed_caps(client_, key, 1, 1.0, False)
+        for round_ in range(2, ROUNDS + 2):
+            await asyncio.gather(
+                _changed_caps(client_, key, round_, None, False),
+                _changed_caps(client_, key, None, float(round_), False),
+            )
+            stored = await api.runtime.store.get_destination_caps(key)
+            assert stored == (round_, float(round_)), (round_, stored)
+            operative = await api.runtime.admission.get_caps(key)
+            assert operative == DestinationCaps(round_, float(round_)), (round_, operative)

@@ -241,7 +241,8 @@ async def test_the_system_workflow_is_the_engines_own(api: Api) -> None:
         assert cancelled.status_code == 200, cancelled.text
         shown = (await http.get(f"/deployments/{deployment['id']}")).json()
         start_over = await http.post(f"/runs/{deployment['runId']}/start-over")
-        assert_error(start_over, 422, "start_over_system_run")
+        refused = assert_error(start_over, 409, "start_over_system_run")
+        assert refused["details"] == {"state": "CANCELLED"}, refused
     assert shown["status"] == "ABORTED" and shown["weight"] is None
 
 

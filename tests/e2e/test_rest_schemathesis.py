@@ -39,7 +39,7 @@ from tests.e2e.rest_harness import serving
 
 MAX_EXAMPLES = 8
 """Per route (positive and negative cases drawn together) and caller, fewer where a route has
-fewer distinct requests: a few hundred requests in all (about 370 to the 48 routes, the
+fewer distinct requests: a few hundred requests in all (about 380 to the 49 routes, the
 deployment routes and `/deployment-ids` among them: 30 to 100 s on a loaded 2-core machine)."""
 DEADLINE_MS = 5_000
 """Per generated request (the machine may be loaded; the API answers in milliseconds)."""
@@ -53,6 +53,10 @@ SEMANTIC_422 = {
     "GET /runs/{run_id}/children": "a cursor is opaque: only one the API gave out is valid",
     "GET /runs/{run_id}/logs": "a cursor is opaque: only one the API gave out is valid",
     "PUT /destinations/{key}/caps": "a destination key must be one a call can have",
+    "PATCH /destinations/{key}/caps": (
+        "a destination key must be one a call can have, a change must name a cap, and a rate "
+        "alone needs caps to change"
+    ),
     "DELETE /destinations/{key}/caps": "a destination key must be one a call can have",
     "POST /workflows/{name}/deployments": "stages must rise in weight and end at 100",
 }

@@ -81,9 +81,10 @@ async def test_a_failing_candidate_is_rolled_back_during_the_first_stage(
     retried = await env.ops.runs.wait(ended.run_id, 15)
     assert retried.status == "FAILED" and retried.error is not None
     assert retried.error.message == run.error.message
-    with pytest.raises(InvalidRequest) as start_over:
+    with pytest.raises(WrongState) as start_over:
         await env.ops.actions.start_over(ended.run_id, actor="key:ops")
     assert start_over.value.code == "start_over_system_run"
+    assert start_over.value.details == {"state": "FAILED"}
     assert (await env.ops.deployments.get(ended.id)).status == "ROLLED_BACK"
     # From the rollback on, every new run gets the serving version.
     after = await env.wave("orders", 20, prefix="after")

@@ -181,6 +181,11 @@ async def test_quota_exceeded_creates_no_children(
         run = await wait_for_run(runtime, run_id)
     assert run.status == "FAILED"
     assert run.error.kind == "quota_exceeded"
+    assert run.error.message == (
+        "the fan-out needs 10 runs but tenant acme has 5 left in its quota (1 of 6 used); raise "
+        "the quota to 11 or more (`schemabridge tenants set-quota acme 11`) and retry the run, "
+        "or split the input"
+    )
     assert await runtime.store.children(run_id) == []
     assert await runtime.store.quota_left("acme") == 5
 

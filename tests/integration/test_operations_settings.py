@@ -3,14 +3,16 @@ destination caps, tenant rate limits and quotas, services, and every refusal."""
 
 from __future__ import annotations
 
+import asyncio
 import math
 import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any
 
 import pytest
+import redis.exceptions
 
-from admission import keys
+from admission import DestinationCaps, keys
 from engine.coordination.heartbeat import Heartbeat
 from engine.execution import executor
 from engine.operations import Operations, SettingsOperations
@@ -45,6 +47,16 @@ def settings(runtime: Runtime) -> SettingsOperations:
 
 async def caps_key_exists(runtime: Runtime, destination: str) -> bool:
     return bool(await runtime.admission_redis.exists(keys.destination_caps(destination)))
+
+
+async def stored_only(runtime: Runtime, destination: str, max_concurrency: int) -> None:
+    """Caps in the store and not in Redis (as caps stored by an older version)."""
+
+    async def nowhere(_cap: int, _rate: float | None) -> None:
+        return None
+
+    changes = {"max_concurrency": max_concurrency, "rate_per_second": None}
+    await runtime.store.change_destination_caps(destination, changes, nowhere)
 
 
 async def refused_at_once(runtime: Runtime, destination: str) -> bool:
@@ -167,7 +179,7 @@ async def test_keys_no_call_can_have_are_refused_saying_what_a_key_looks_like(
 async def test_caps_stored_under_a_bad_key_before_keys_were_checked_can_be_removed(
     runtime: Runtime, settings: SettingsOperations
 ) -> None:
-    await runtime.store.set_destination_caps("127.0.0.1:8765/", 2, None)
+    await stored_only(runtime, "127.0.0.1:8765/", 2)
     assert await settings.remove_caps("127.0.0.1:8765/") is True
     assert await runtime.store.list_destination_caps() == []
 
@@ -192,6 +204,79 @@ async def test_caps_out_of_range_are_refused(
         await settings.set_caps("erp", max_concurrency, rate)
     assert refused.value.code == "invalid_caps"
     assert await runtime.store.list_destination_caps() == []
+
+
+async def test_a_change_of_one_cap_keeps_the_other(
+    runtime: Runtime, settings: SettingsOperations
+) -> None:
+    destination = unique("erp")
+    await settings.set_caps(destination, 4, 2.0)
+    view = await settings.change_caps(destination, max_concurrency=6)
+    assert (view.max_concurrency, view.rate_per_second) == (6, 2.0)
+    view = await settings.change_caps(destination, rate_per_second=0.5)
+    assert (view.max_concurrency, view.rate_per_second) == (6, 0.5)
+    view = await settings.change_caps(destination, rate_per_second=None)  # the rate removed
+    assert (view.max_concurrency, view.rate_per_second) == (6, None)
+    assert await runtime.store.get_destination_caps(destination) == (6, None)
+    assert await runtime.admission.get_caps(destination) == DestinationCaps(6, None)
+    # A new destination takes a concurrency alone (no rate); a rate alone has nothing to join.
+    fresh = unique("crm")
+    assert (await settings.change_caps(fresh, max_concurrency=3)).rate_per_second is None
+    bare = unique("billing")
+    with pytest.raises(InvalidRequest) as refused:
+        await settings.change_caps(bare, rate_per_second=1.0)
+    assert refused.value.code == "caps_not_set"
+    assert refused.value.message == (
+        f"{bare} has no caps of its own yet: give maxConcurrency with ratePerSecond"
+    )
+    with pytest.raises(InvalidRequest) as nothing:
+        await settings.change_caps(bare)
+    assert nothing.value.code == "invalid_caps"
+    with pytest.raises(InvalidRequest) as bad:
+        await settings.change_caps(destination, rate_per_second=0)
+    assert bad.value.code == "invalid_caps"
+    assert await runtime.store.get_destination_caps(bare) is None
+    assert not await caps_key_exists(runtime, bare)
+    assert await runtime.store.get_destination_caps(destination) == (6, None)
+
+
+async def test_concurrent_changes_of_different_caps_all_survive(
+    runtime: Runtime, settings: SettingsOperations
+) -> None:
+    """20 rounds of a concurrency change and a rate change at once: both land, and Redis ends
+    as the store does (each change reaches Redis while it holds the row)."""
+    destination = unique("erp")
+    await settings.set_caps(destination, 1, 1.0)
+    for round_ in range(2, 22):
+        await asyncio.gather(
+            settings.change_caps(destination, max_concurrency=round_),
+            settings.change_caps(destination, rate_per_second=float(round_)),
+        )
+        assert await runtime.store.get_destination_caps(destination) == (round_, float(round_))
+        operative = await runtime.admission.get_caps(destination)
+        assert operative == DestinationCaps(round_, float(round_)), round_
+
+
+async def test_a_cap_change_redis_refuses_is_not_stored(
+    runtime: Runtime, settings: SettingsOperations, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Redis failing once the row is written (after the probe) rolls the change back: the
+    store keeps what Redis has, and the operation may be sent again."""
+    destination = unique("erp")
+    await settings.set_caps(destination, 2, None)
+
+    async def refuse(_destination: str, _caps: DestinationCaps) -> None:
+        raise redis.exceptions.ConnectionError("connection reset")
+
+    monkeypatch.setattr(runtime.admission, "set_caps", refuse)
+    with pytest.raises(Unavailable) as unavailable:
+        await settings.change_caps(destination, max_concurrency=9)
+    assert unavailable.value.code == "coordination_unavailable"
+    assert f"the caps of {destination} were not changed" in unavailable.value.message
+    assert await runtime.store.get_destination_caps(destination) == (2, None)
+    monkeypatch.undo()
+    assert await runtime.admission.get_caps(destination) == DestinationCaps(2, None)
+    assert (await settings.change_caps(destination, max_concurrency=9)).max_concurrency == 9
 
 
 # ── tenants ──────────────────────────────────────────────────────────────────────────────────
@@ -354,9 +439,10 @@ async def test_without_redis_settings_that_need_it_are_refused_with_nothing_chan
     runtime = await Runtime.open(settings_for(backend, redis_url=UNREACHABLE_REDIS_URL))
     try:
         settings = Operations(runtime).settings
-        await runtime.store.set_destination_caps("kept", 2, None)
+        await stored_only(runtime, "kept", 2)
         refusals: list[Callable[[], Awaitable[Any]]] = [
             lambda: settings.set_caps("erp", 3),
+            lambda: settings.change_caps("kept", rate_per_second=1.0),
             lambda: settings.remove_caps("kept"),
             lambda: settings.set_tenant_rate("acme", 5),
             lambda: settings.reset_tenant_rate("acme"),

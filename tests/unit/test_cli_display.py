@@ -93,3 +93,45 @@ def test_a_waiting_step_says_why_and_until_when() -> None:
     )
     assert "None" not in text
     assert "schemabridge runs watch r1" in text
+
+
+def quota_failed(message: str, tenant: str = "acme") -> RunDetail:
+    """A FAILED run whose spawner failed for want of `tenant`'s quota, saying `message`."""
+    error = {"kind": "quota_exceeded", "message": message, "vertexId": "each"}
+    return RunDetail.model_validate(
+        {
+            "id": "r1",
+            "workflow": "renewals",
+            "version": 1,
+            "tenantId": tenant,
+            "status": "FAILED",
+            "createdAt": NOW - 90,
+            "error": error,
+            "steps": [
+                {"vertexId": "each", "type": "SPAWNER", "status": "FAILED", "error": error},
+                {"vertexId": "join", "type": "MERGE", "status": "PENDING"},
+            ],
+        }
+    )
+
+
+def test_a_fanout_over_its_quota_suggests_raising_it_before_the_retry() -> None:
+    named = quota_failed(
+        "the fan-out needs 5 runs but tenant acme has 2 left in its quota (4 of 6 used); raise "
+        "the quota to 9 or more (`schemabridge tenants set-quota acme 9`) and retry the run, "
+        "or split the input"
+    )
+    assert run_display.next_commands(named)[:2] == [
+        "schemabridge tenants set-quota acme 9",
+        "schemabridge runs retry r1",
+    ]
+    # An older API's error names no figure: the command to fill in, the tenant quoted.
+    older = quota_failed(
+        "the fan-out needs 5 runs but the tenant has 2 left in its quota; raise the quota or "
+        "split the input",
+        tenant="acme eu",
+    )
+    assert run_display.next_commands(older)[:2] == [
+        "schemabridge tenants set-quota 'acme eu' N",
+        "schemabridge runs retry r1",
+    ]
