@@ -68,7 +68,11 @@ class Runtime:
     progress streams and `?wait=true` (see `engine.coordination.run_events`)."""
     invalidations: Invalidations
     """"Rows of this kind changed": announced by whoever changes rows that processes cache
-    (API keys), heard by their caches (see `engine.coordination.invalidations`)."""
+    (API keys, routing rows), heard by their caches (see
+    `engine.coordination.invalidations`)."""
+    invalidations_redis: RedisClient
+    """The invalidation channel's own client, which never resends: a lost connection must end
+    its subscription at once, not be reconnected under it while announcements are lost."""
 
     @classmethod
     async def open(
@@ -96,7 +100,9 @@ class Runtime:
             run_events = RunEvents(client)
             await run_events.start()
             opened.push_async_callback(run_events.stop)
-            invalidations = Invalidations(client)
+            invalidations_client = await coordination.open_redis(settings, retries=False)
+            opened.push_async_callback(coordination.close_redis, invalidations_client)
+            invalidations = Invalidations(invalidations_client)
             await invalidations.start()
             opened.push_async_callback(invalidations.stop)
             http = build_http_client(
@@ -126,6 +132,7 @@ class Runtime:
                 cipher,
                 run_events,
                 invalidations,
+                invalidations_client,
             )
             store.on_committed_change(runtime.committed_change)
             opened.pop_all()  # opened: `close` owns them now
@@ -144,6 +151,7 @@ class Runtime:
             stack.push_async_callback(self.store.close)
             stack.push_async_callback(coordination.close_redis, self.admission_redis)
             stack.push_async_callback(coordination.close_redis, self.redis)
+            stack.push_async_callback(coordination.close_redis, self.invalidations_redis)
             stack.push_async_callback(self.http.aclose)
             stack.push_async_callback(self.wakeup.stop)
             stack.push_async_callback(self.run_events.stop)

@@ -92,19 +92,18 @@ def revoke(key_id: Annotated[str, typer.Argument(help="The key's id (see `keys l
         from engine.operations.keys import KEY_CACHE_MAX_AGE_S  # the CLI starts without it
 
         console.print(
-            "note: SCHEMABRIDGE_REDIS_URL is not set here, so API processes on this database "
-            f"were not told; they refuse the key within {KEY_CACHE_MAX_AGE_S:g} s. Set it to "
-            "their Redis to make a revocation hold at once.",
+            "note: API processes that use a Redis server keep keys in memory for up to "
+            f"{KEY_CACHE_MAX_AGE_S:g} s, and SCHEMABRIDGE_REDIS_URL is not set here, so none "
+            "was told: they refuse the key within that time. Set it to their Redis to make a "
+            "revocation hold at once.",
             soft_wrap=True,
             highlight=False,
         )
 
 
 def _api_processes_unreachable() -> bool:
-    """True when API processes may share this database but not this process's Redis: a
-    PostgreSQL store with the embedded Redis (API processes keep keys in memory only with a
-    shared Redis, and an embedded SQLite store is served by one process)."""
+    """True when this process has no Redis server to announce a revocation on (API
+    processes keep keys in memory only with one; whether they have one, it cannot tell)."""
     from engine.settings import Settings
 
-    settings = Settings()
-    return settings.redis_url is None and not settings.database_url.startswith("sqlite")
+    return Settings().redis_url is None

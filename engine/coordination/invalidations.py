@@ -11,16 +11,21 @@ says so:
   process subscribed has been sent the message. `announce_soon(topic)` does the same from
   synchronous code (the store's report of a committed change), publishing on a task.
 - Each process's listener drops the copies of the topic it receives. A cache is trusted only
-  while the listener holds a live subscription (`trusted`): before it is confirmed, after the
-  connection is lost, and while Redis is down, every read goes to the store. A resubscription
-  drops everything, since whatever was published meanwhile is lost.
+  while the listener holds a subscription it has heard from lately (`trusted`): it PINGs
+  every `PING_S` and counts as deaf after `LIVENESS_S` without a word, so a half-open
+  connection is found in seconds, not when TCP gives up; a connection known lost is not
+  trusted while redis-py reconnects it. Its client never resends, so after that reconnection
+  the listener ends and subscribes again rather than go on reading. Before the
+  subscription is confirmed, after the connection is lost, and while Redis is down, every
+  read goes to the store. A resubscription drops everything, since whatever was published
+  meanwhile is lost.
 - `generation` counts the drops. A cache notes it before reading the store and keeps the row
   only if no drop happened meanwhile: a read that raced a change is used once, never kept.
 
-If the PUBLISH itself fails (Redis went down between the store's commit and the announcement),
-the other processes' listeners are most likely down too, so their caches are not trusted; the
-caches' own age limit bounds the rest. The listener starts on the first `watch` (workers never
-read the channel).
+`announce` says whether the PUBLISH reached Redis: when it did not, other processes may hold
+copies until the caches' own age limit, and the caller decides what that means (a revocation
+waits it out before it returns). The listener starts on the first `watch` (workers never read
+the channel).
 """
 
 from __future__ import annotations
@@ -30,9 +35,15 @@ from collections.abc import Callable
 from typing import Unpack
 
 import redis.asyncio as redis
+from redis.asyncio.client import PubSub
 
 from engine.coordination import keys
 from engine.coordination.channel import ChannelOptions, PubSubChannel
+
+PING_S = 0.5
+"""The listener PINGs the server this often."""
+LIVENESS_S = 1.5
+"""A listener that heard nothing (not even a PONG) for this long is not trusted."""
 
 
 class Invalidations(PubSubChannel):
@@ -44,9 +55,12 @@ class Invalidations(PubSubChannel):
 
     def __init__(self, client: redis.Redis, **options: Unpack[ChannelOptions]) -> None:
         super().__init__(client, **options)
+        if "read_timeout_s" not in options:
+            self.read_timeout_s = PING_S / 2  # the listener's turn comes often enough to PING
+        self._last_ping = float("-inf")
         self._drops: dict[str, list[Callable[[], None]]] = {}
         self._announcing: list[bytes] = []
-        self._sending: set[asyncio.Task[None]] = set()
+        self._sending: set[asyncio.Task[bool]] = set()
         self.generation = 0
         """Bumped on every drop: a cache keeps a row it read only if this did not move."""
 
@@ -58,14 +72,21 @@ class Invalidations(PubSubChannel):
 
     @property
     def trusted(self) -> bool:
-        """True while a change anywhere would reach this process at once."""
-        return self.subscribed
+        """True while a change anywhere would reach this process at once: subscribed, and
+        heard from within `LIVENESS_S`."""
+        pubsub = self._pubsub
+        if not self.subscribed or pubsub is None or pubsub.connection is None:
+            return False
+        if not pubsub.connection.is_connected:  # lost, and being reconnected under us
+            return False
+        return asyncio.get_running_loop().time() - self.last_heard < LIVENESS_S
 
-    async def announce(self, topic: str) -> None:
+    async def announce(self, topic: str) -> bool:
         """Rows of `topic` changed (and are committed): drop the copies here and tell every
-        other process before returning. Never raises for a coordination failure."""
+        other process before returning. True when the PUBLISH reached Redis; never raises
+        for a coordination failure."""
         self._drop(topic)
-        await self._send(topic)
+        return await self._send(topic)
 
     def announce_soon(self, topic: str) -> None:
         """`announce` from synchronous code (the store's hook on committed changes): drops the
@@ -79,9 +100,20 @@ class Invalidations(PubSubChannel):
         self._sending.add(task)
         task.add_done_callback(self._sending.discard)
 
-    async def _send(self, topic: str) -> None:
+    async def _send(self, topic: str) -> bool:
         self._announcing.append(topic.encode())
-        await self._publish()  # takes the topic from `_body()` before its first await
+        return await self._publish()  # takes the topic from `_body()` before its first await
+
+    async def _listening(self, pubsub: PubSub) -> None:
+        now = asyncio.get_running_loop().time()
+        if self.subscribed and now - self._last_ping >= PING_S:
+            self._last_ping = now
+            await pubsub.ping()  # the PONG arrives as a message: `last_heard`
+
+    async def stop(self) -> None:
+        if self._sending:  # announcements of changes committed just before: let them go out
+            await asyncio.wait(set(self._sending), timeout=self.stop_timeout_s)
+        await super().stop()
 
     def _drop(self, topic: str) -> None:
         self.generation += 1

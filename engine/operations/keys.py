@@ -8,15 +8,18 @@ secret: see `hash_secret` for why a fast hash is the right one here.
 `authenticate` keeps the keys it found in memory (`RowCache`) while this process would hear of
 a revocation at once, which needs a Redis server shared by every process (with the embedded
 one it reads the store on every call): `revoke` announces it on the invalidation channel before
-it returns, so a revoked key stops working on every process at once, and a key past its expiry
-is refused by the clock on every call. A copy is at most `KEY_CACHE_MAX_AGE_S` old, which
+it returns (or, when Redis does not take the announcement, waits until every copy is too old to
+use), so a revoked key stops working on every process at once, and a key past its expiry is
+refused by the clock on every call. A copy is at most `KEY_CACHE_MAX_AGE_S` old, which
 bounds what a lost announcement costs. Without the cache, the key's lookup was a fifth of an
 API process's CPU per submission.
 """
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
+import logging
 import math
 import secrets
 from typing import TYPE_CHECKING
@@ -30,6 +33,8 @@ from schemas.tenant_ids import TENANT_ID_RULE, is_tenant_id
 
 if TYPE_CHECKING:
     from engine.runtime import Runtime
+
+logger = logging.getLogger(__name__)
 
 KEY_PREFIX = "sbk_"
 """Every secret starts with it, so a leaked key is recognisable (secret scanners, logs)."""
@@ -166,7 +171,16 @@ class KeyOperations:
         record = await self._runtime.store.revoke_api_key(key_id)
         if record is None:
             raise NotFound(f"no API key with id {key_id!r}", code="key_not_found")
-        await self._runtime.invalidations.announce(KEYS_TOPIC)
+        if not await self._runtime.invalidations.announce(KEYS_TOPIC):
+            # Redis did not take the announcement: API processes may still hold the key.
+            # Return once their copies are too old to use, so that "revoked" holds then.
+            logger.warning(
+                "key %s revoked, but Redis did not take the announcement: waiting %g s for "
+                "the API processes' copies of it to expire",
+                key_id,
+                KEY_CACHE_MAX_AGE_S,
+            )
+            await asyncio.sleep(KEY_CACHE_MAX_AGE_S)
         return _view(record, self._runtime.clock.now())
 
     @store_boundary

@@ -51,8 +51,10 @@ class RowCache(Generic[Row]):
                 return kept[0]
         generation = self._invalidations.generation
         row = await read()
+        # Kept only if the channel was trusted for the whole read and nothing was dropped
+        # meanwhile: a read begun before the first subscription may have missed a change.
         unchanged = self._invalidations.generation == generation
-        if row is not None and unchanged and self._invalidations.trusted:
+        if row is not None and trusted and unchanged and self._invalidations.trusted:
             if len(self._rows) >= self.max_rows:
                 self._rows.clear()  # rarer than a key per request: start over
             self._rows[key] = (row, now)

@@ -12,11 +12,13 @@ say so, the store watches its own connections:
   reports the table's topic to `on_change`.
 
 So a change is announced only once it is committed: a process that hears of it and reads the
-row again reads the new one.
+row again reads the new one. Compiled statements are recognised by their table, SQL text by a
+pattern; what the store cannot see (psql, another program) is bounded by the caches' age limit.
 """
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
 from typing import Any
 
@@ -24,6 +26,7 @@ from sqlalchemy import event
 from sqlalchemy.engine import Connection
 from sqlalchemy.ext.asyncio import AsyncEngine
 from sqlalchemy.sql.dml import UpdateBase
+from sqlalchemy.sql.elements import TextClause
 
 SERVING_TOPIC = "serving"
 """The topic of a change to a workflow's routing row."""
@@ -31,25 +34,38 @@ SERVING_TOPIC = "serving"
 WATCHED: dict[str, str] = {"workflow_serving": SERVING_TOPIC}
 """Watched tables and the topic a committed change of each reports."""
 
+_TEXT_WRITE = re.compile(
+    r"\b(?:INSERT\s+INTO|UPDATE|DELETE\s+FROM)\s+\"?(" + "|".join(WATCHED) + r")\b",
+    re.IGNORECASE,
+)
+"""A write to a watched table in SQL text (compiled statements are read from their object)."""
+
 _WRITTEN = "sb_watched_written"
 _COMMITTED = "sb_watched_committed"
 
 
 def watch_commits(engine: AsyncEngine, on_change: Callable[[str], None]) -> None:
     """Report the topic of each watched table a committed transaction of `engine` wrote to
-    `on_change` (called in the event loop's thread, once per table and transaction)."""
+    `on_change` (called in the event loop's thread, once per table and transaction). Call it
+    once per engine (a second call would compete for the same marks)."""
     sync = engine.sync_engine
 
     def written(
-        conn: Connection, _cursor: Any, _sql: str, _params: Any, context: Any, _many: bool
+        conn: Connection, _cursor: Any, sql: str, _params: Any, context: Any, _many: bool
     ) -> None:
         statement = getattr(getattr(context, "compiled", None), "statement", None)
         if isinstance(statement, UpdateBase):
             table = getattr(statement.table, "name", None)
-            if table in WATCHED:
-                # In autocommit the statement commits itself: no commit event will follow.
-                autocommit = conn.get_execution_options().get("isolation_level") == "AUTOCOMMIT"
-                conn.info.setdefault(_COMMITTED if autocommit else _WRITTEN, set()).add(table)
+        elif statement is None or isinstance(statement, TextClause):
+            # SQL text (`text()`, `exec_driver_sql`): its INSERT, UPDATE or DELETE.
+            match = _TEXT_WRITE.search(sql)
+            table = None if match is None else match.group(1).lower()
+        else:  # a query
+            return
+        if table in WATCHED:
+            # In autocommit the statement commits itself: no commit event will follow.
+            autocommit = conn.get_execution_options().get("isolation_level") == "AUTOCOMMIT"
+            conn.info.setdefault(_COMMITTED if autocommit else _WRITTEN, set()).add(table)
 
     def committed(conn: Connection) -> None:
         tables = conn.info.pop(_WRITTEN, None)

@@ -98,6 +98,8 @@ class StoreCore:
         """Call `report(topic)` after each committed transaction that changed rows processes
         keep copies of (`engine.store.committed_changes`)."""
         committed_changes.watch_commits(self._engines.write, report)
+        if not self._engines.shared_pool:  # SQLite's read engine has connections of its own
+            committed_changes.watch_commits(self._engines.read, report)
 
     @property
     def dialect(self) -> Dialect:

@@ -98,3 +98,20 @@ async def test_the_report_comes_after_the_commit_not_before(store: Store) -> Non
     assert reports.topics == [SERVING_TOPIC]
     seen = await reports.seen[0]
     assert seen is not None and seen.serving_version == 2
+
+
+async def test_sql_text_and_the_read_engine_are_watched_too(store: Store) -> None:
+    await store.publish(workflow("orders"))
+    reports = Reports(store)
+    store.on_committed_change(reports)
+    async with store._engines.write.begin() as conn:
+        await conn.execute(text("UPDATE workflow_serving SET updated_by = 'psql-like'"))
+    assert reports.topics == [SERVING_TOPIC]
+    async with store._engines.write.begin() as conn:
+        await conn.execute(text("SELECT name FROM workflow_serving"))
+        await conn.execute(text("UPDATE workflow_version SET created_at = created_at"))
+    assert reports.topics == [SERVING_TOPIC], "a query, or another table: nothing"
+    async with store._engines.read.connect() as conn:  # its own pool on SQLite
+        await conn.execute(update(serving).values(updated_by="reader"))
+        await conn.commit()
+    assert reports.topics == [SERVING_TOPIC, SERVING_TOPIC]

@@ -13,7 +13,7 @@ import pytest
 import redis.asyncio as redis
 
 from engine import coordination
-from engine.coordination.invalidations import Invalidations
+from engine.coordination.invalidations import LIVENESS_S, PING_S, Invalidations
 from engine.operations.row_cache import RowCache
 from engine.settings import Settings
 from schemas.clock import FakeClock
@@ -214,5 +214,57 @@ async def test_a_killed_connection_drops_everything(redis_url: str) -> None:
             await admin.client_kill_filter(_id=victims[0]["id"])
             await wait_until(lambda: listener.subscriptions >= 2, what="resubscription")
             assert len(cache) == 0
+    finally:
+        await coordination.close_redis(client)
+
+
+async def test_a_listener_that_hears_nothing_is_not_trusted(
+    pair: tuple[Invalidations, Invalidations],
+) -> None:
+    # A half-open connection delivers nothing and raises nothing: only silence tells.
+    _, listener = pair
+    cache_on(listener, FakeClock())
+    assert await listener.wait_ready(5.0)
+    assert listener.trusted
+    listener.last_heard = asyncio.get_running_loop().time() - LIVENESS_S
+    assert not listener.trusted
+    # Its PINGs keep a live one trusted: the next PONG is heard within about `PING_S`.
+    await wait_until(lambda: listener.trusted, timeout_s=PING_S * 4, what="a PONG")
+
+
+async def test_a_lost_connection_is_not_trusted_until_resubscribed(redis_url: str) -> None:
+    # redis-py reconnects a lost connection inside the listener's read; announcements sent
+    # meanwhile are lost, so the copies are not trusted until the subscription is back.
+    name = unique("invalidations-lost")
+    settings = Settings(redis_url=redis_url)
+    client = await coordination.open_redis(settings, client_name=name, retries=False)
+    channel = unique("sb:inv")
+    store, clock = Store(), FakeClock()
+    try:
+        async with (
+            open_client(redis_url) as admin,
+            fast(client, channel) as listener,
+            Invalidations(admin, channel=channel) as announcer,
+        ):
+            cache = cache_on(listener, clock)
+            assert await listener.wait_ready(5.0)
+            await cache.get("k", lambda: store.read("k"))
+            assert listener._pubsub is not None and listener._pubsub.connection is not None
+            connection = listener._pubsub.connection
+            connect = connection.connect
+
+            async def slow_connect() -> None:  # a reconnection that takes a while (failover)
+                await asyncio.sleep(0.5)
+                await connect()
+
+            connection.connect = slow_connect  # type: ignore[method-assign]
+            victims = [c for c in await admin.client_list(_type="pubsub") if c["name"] == name]
+            await admin.client_kill_filter(_id=victims[0]["id"])
+            await asyncio.sleep(0.1)
+            store.rows["k"] = "v2"
+            await announcer.announce("things")  # while nobody here listens: lost
+            assert await cache.get("k", lambda: store.read("k")) == "v2", "not while deaf"
+            await wait_until(lambda: listener.subscriptions >= 2, what="resubscription")
+            assert await cache.get("k", lambda: store.read("k")) == "v2"
     finally:
         await coordination.close_redis(client)

@@ -7,18 +7,22 @@ embedded Redis, which no other process reaches."""
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
+import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import AsyncExitStack
 from typing import Any
 
 import pytest
+import redis.asyncio as redis
 
 from engine.coordination.invalidations import Invalidations
 from engine.operations import Operations
 from engine.operations.deployment_views import RollbackSpec, StageSpec
 from engine.operations.keys import KEY_CACHE_MAX_AGE_S
 from engine.runtime import Runtime
-from schemas.clock import FakeClock
+from schemas.clock import Clock, FakeClock, SystemClock
 from tests.conftest import Backend
 from tests.integration.engine_harness import settings_for
 from tests.integration.operations_harness import single
@@ -46,14 +50,13 @@ async def on_channel(runtime: Runtime, channel: str) -> None:
     """Give `runtime` an invalidation channel of this test's own: another test's revocation
     on the same Redis must not drop this test's copies."""
     await runtime.invalidations.stop()
-    runtime.invalidations = Invalidations(runtime.redis, channel=channel)
+    runtime.invalidations = Invalidations(runtime.invalidations_redis, channel=channel)
     await runtime.invalidations.start()
 
 
-@pytest.fixture
-async def two(backend: Backend) -> AsyncIterator[tuple[Operations, Operations, FakeClock]]:
+@contextlib.asynccontextmanager
+async def processes(backend: Backend, clock: Clock) -> AsyncIterator[tuple[Operations, Operations]]:
     """Two API processes' operations over one database and one Redis, on one clock."""
-    clock = FakeClock()
     channel = unique("sb:invalidations-keys")
     async with AsyncExitStack() as stack:
         pair = []
@@ -62,7 +65,14 @@ async def two(backend: Backend) -> AsyncIterator[tuple[Operations, Operations, F
             stack.push_async_callback(runtime.close)
             await on_channel(runtime, channel)
             pair.append(Operations(runtime))
-        yield pair[0], pair[1], clock
+        yield pair[0], pair[1]
+
+
+@pytest.fixture
+async def two(backend: Backend) -> AsyncIterator[tuple[Operations, Operations, FakeClock]]:
+    clock = FakeClock()
+    async with processes(backend, clock) as (api, operator):
+        yield api, operator, clock
 
 
 async def kept(ops: Operations, secret: str) -> None:
@@ -159,3 +169,73 @@ async def test_routing_follows_changes_committed_by_another_process(
     await wait_until(lambda: api.runtime.invalidations.received >= 2, what="the deployment")
     routed = (await api.runs.submit("orders", {})).run
     assert (routed.version, routed.route) == (3, "candidate")
+
+
+@pytest.mark.parametrize("backend", ["server"], indirect=True)
+async def test_a_read_begun_before_the_first_subscription_is_not_kept(
+    two: tuple[Operations, Operations, FakeClock],
+) -> None:
+    # A fresh API process: its first read of a key starts before its listener subscribes, and
+    # the key is revoked in between (the announcement reaches nobody here).
+    api, operator, _ = two
+    key = await operator.keys.create(tenant="acme")
+    channel = api.runtime.invalidations
+    may_subscribe, read_done, release = asyncio.Event(), asyncio.Event(), asyncio.Event()
+    listen = channel._listen
+
+    async def late_listen() -> None:
+        await may_subscribe.wait()
+        await listen()
+
+    channel._listen = late_listen  # type: ignore[method-assign]
+    find = api.runtime.store.find_api_key
+
+    async def slow_find(token_hash: str) -> Any:
+        row = await find(token_hash)
+        read_done.set()
+        await release.wait()
+        return row
+
+    api.runtime.store.find_api_key = slow_find  # type: ignore[method-assign]
+    first = asyncio.create_task(api.keys.authenticate(key.key))
+    await read_done.wait()
+    await operator.keys.revoke(key.id)
+    may_subscribe.set()
+    assert await channel.wait_ready(5.0)
+    release.set()
+    assert await first is not None, "the request that read it before the revocation"
+    api.runtime.store.find_api_key = find  # type: ignore[method-assign]
+    assert await api.keys.authenticate(key.key) is None
+
+
+@pytest.mark.parametrize("backend", ["server"], indirect=True)
+async def test_a_revocation_redis_did_not_take_waits_out_the_copies(backend: Backend) -> None:
+    async with processes(backend, SystemClock()) as (api, operator):
+        key = await operator.keys.create(tenant="acme")
+        await kept(api, key.key)
+
+        async def refused(*_args: object, **_kwargs: object) -> int:
+            raise redis.ConnectionError("the operator's connection to Redis dropped")
+
+        operator.runtime.invalidations_redis.publish = refused  # type: ignore[method-assign]
+        started = time.monotonic()
+        await operator.keys.revoke(key.id)
+        assert time.monotonic() - started >= KEY_CACHE_MAX_AGE_S
+        assert api.runtime.invalidations.received == 0, "nobody was told"
+        assert await api.keys.authenticate(key.key) is None, "yet revoked when revoke returned"
+
+
+@pytest.mark.parametrize("backend", ["embedded"], indirect=True)
+async def test_with_the_embedded_redis_every_submission_reads_its_routing_row(
+    backend: Backend,
+) -> None:
+    runtime = await Runtime.open(settings_for(backend))
+    try:
+        ops = Operations(runtime)
+        await ops.workflows.publish(single("orders", "http://127.0.0.1:9/x"))
+        reads = counting(runtime, "serving")
+        for _ in range(3):
+            await ops.runs.submit("orders", {})
+        assert reads[0] == 3
+    finally:
+        await runtime.close()
