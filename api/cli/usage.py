@@ -104,7 +104,7 @@ def _show_usage_error(self: UsageError, file: IO[Any] | None = None) -> None:
     """A usage error as one line: the problem, the fix click suggests ("Did you mean
     'list'?") and where the help is, instead of click's usage block and message."""
     where = self.ctx.command_path if self.ctx is not None else "schemabridge"
-    message = self.format_message().strip().replace("\n", " ")
+    message = _in_our_words(self.format_message().strip().replace("\n", " "), self)
     option = getattr(self, "option_name", None)
     if option in _CLIENT_OPTIONS and self.ctx is not None and self.ctx.parent is None:
         # `schemabridge --api-url URL runs list`, as kubectl and temporal take it.
@@ -118,6 +118,46 @@ def _show_usage_error(self: UsageError, file: IO[Any] | None = None) -> None:
     elif groups:
         message += f" Did you mean `{where} GROUP {name}`, GROUP one of {', '.join(groups)}?"
     stderr().print(f"error: {message} (see `{where} --help`)", markup=False)
+
+
+_NOT_ONE_OF = re.compile(
+    r"Invalid value for '(?P<option>[^']+)'(?: / '[^']+')*: Value error, "
+    r"(?P<value>'.*') is not one of (?P<choices>.+)\.$"
+)
+_NOT_A_NUMBER = re.compile(
+    r"Invalid value for '(?P<option>[^']+)'(?: / '[^']+')*: "
+    r"Input should be a valid (?P<kind>integer|number)\b.*$"
+)
+
+
+def _in_our_words(message: str, error: UsageError) -> str:
+    """A value typer refused in pydantic's words ("Invalid value for '--log-level': Value
+    error, 'loud' is not one of 'debug', 'info'.") said as the CLI's own checks say it:
+    `--log-level 'loud': give debug or info`."""
+    found = _NOT_ONE_OF.match(message)
+    if found is not None:
+        choices = [choice.strip().strip("'") for choice in found["choices"].split(",")]
+        listed = ", ".join(choices[:-1]) + f" or {choices[-1]}" if len(choices) > 1 else choices[0]
+        return f"{found['option']} {found['value']}: give {listed}"
+    found = _NOT_A_NUMBER.match(message)
+    if found is not None:
+        given = _given(found["option"])
+        what = "a whole number" if found["kind"] == "integer" else "a number"
+        shown = "" if given is None else f" {given!r}"
+        return f"{found['option']}{shown}: give {what}"
+    return message.replace(": Value error, ", ": ")
+
+
+def _given(option: str) -> str | None:
+    """What the command line gave `option` (click's error does not keep it); None when it
+    is not there as `--option VALUE` or `--option=VALUE` (an environment variable)."""
+    args = sys.argv[1:]
+    for index, arg in enumerate(args):
+        if arg == option and index + 1 < len(args):
+            return args[index + 1]
+        if arg.startswith(option + "="):
+            return arg.partition("=")[2]
+    return None
 
 
 def _groups_with(error: UsageError) -> tuple[list[str], str]:

@@ -227,3 +227,23 @@ def test_a_command_of_a_group_typed_without_it(sqlite: str) -> None:
     click = one_line(sb("rusn", database=sqlite), 2, "Did you mean 'run', 'runs'?")
     assert "GROUP" not in click
     assert "Did you mean" not in one_line(sb("frobnicate", database=sqlite), 2, "No such command")
+
+
+@pytest.mark.parametrize(
+    ("args", "line"),
+    [
+        (
+            ("serve", "--log-level", "loud"),
+            "--log-level 'loud': give debug, info, warning or error",
+        ),
+        (("runs", "list", "-o", "yaml"), "--output 'yaml': give text or json"),
+        (("runs", "list", "--limit", "ten"), "--limit 'ten': give a whole number"),
+        (("worker", "--concurrency=x"), "--concurrency 'x': give a whole number"),
+    ],
+)
+def test_a_value_of_the_wrong_kind_is_said_in_our_words(
+    sqlite: str, args: tuple[str, ...], line: str
+) -> None:
+    # Not typer's "Invalid value for '--log-level': Value error, 'loud' is not one of …".
+    said = one_line(sb(*args, database=sqlite), 2, line)
+    assert "Value error" not in said and "Input should be" not in said
