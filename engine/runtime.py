@@ -67,12 +67,12 @@ class Runtime:
     """"These runs changed": published by workers and operator actions, watched by the
     progress streams and `?wait=true` (see `engine.coordination.run_events`)."""
     invalidations: Invalidations
-    """"Rows of this kind changed": announced by whoever changes rows that processes cache
-    (API keys, routing rows), heard by their caches (see
+    """The change tokens of the rows processes keep copies of (API keys, routing rows):
+    replaced by whoever changes them, read by their caches (see
     `engine.coordination.invalidations`)."""
     invalidations_redis: RedisClient
-    """The invalidation channel's own client, which never resends: a lost connection must end
-    its subscription at once, not be reconnected under it while announcements are lost."""
+    """The change tokens' own client, which never resends: a request asks Redis for a token
+    with a short timeout and reads the store instead, rather than wait out retries."""
 
     @classmethod
     async def open(
@@ -103,7 +103,6 @@ class Runtime:
             invalidations_client = await coordination.open_redis(settings, retries=False)
             opened.push_async_callback(coordination.close_redis, invalidations_client)
             invalidations = Invalidations(invalidations_client)
-            await invalidations.start()
             opened.push_async_callback(invalidations.stop)
             http = build_http_client(
                 max_connections=max(100, settings.worker_concurrency * 2),
@@ -140,8 +139,8 @@ class Runtime:
 
     def committed_change(self, topic: str) -> None:
         """The store committed a change to rows of `topic` that processes keep copies of: tell
-        them (through `self.invalidations` when called, not bound to the channel of `open`:
-        tests give a runtime a channel of their own)."""
+        them (through `self.invalidations` when called, not bound to the one of `open`: tests
+        give a runtime tokens of their own)."""
         self.invalidations.announce_soon(topic)
 
     async def close(self) -> None:

@@ -107,8 +107,6 @@ class PubSubChannel:
         """Times a background task died and was restarted."""
         self.subscriptions = 0
         """Subscriptions confirmed by the server (more than one: the listener reconnected)."""
-        self.last_heard = float("-inf")
-        """When the listener last read anything from the server (the event loop's clock)."""
         self._client = client
         self._sender = uuid.uuid4().hex.encode()
         self._publish_wanted = asyncio.Event()
@@ -133,9 +131,6 @@ class PubSubChannel:
 
     def _stopped(self) -> None:
         """`stop()` is done: wake whoever waits, so that nobody outlives it."""
-
-    async def _listening(self, pubsub: PubSub) -> None:
-        """Called by the listener before each read (at least every `read_timeout_s`)."""
 
     # ── public surface ──────────────────────────────────────────────────────────────────────
 
@@ -284,10 +279,8 @@ class PubSubChannel:
             # and only then is a PUBLISH from elsewhere guaranteed to reach us (`_on_message`).
             await pubsub.subscribe(self.channel)
             while not self._stopping.is_set():
-                await self._listening(pubsub)
                 message = await pubsub.get_message(timeout=self.read_timeout_s)
                 if message is not None:
-                    self.last_heard = asyncio.get_running_loop().time()
                     self._on_message(message)
         finally:
             self._pubsub = None
@@ -328,8 +321,7 @@ class PubSubChannel:
             # are covered by one PUBLISH right after it.
             await asyncio.sleep(self.coalesce_s)
 
-    async def _publish(self) -> bool:
-        """PUBLISH `_body()`; True when it reached Redis (never raises for a failure)."""
+    async def _publish(self) -> None:
         body = self._body()
         message = self._sender + b"\n" + body if body else self._sender
         try:
@@ -343,9 +335,8 @@ class PubSubChannel:
                     error,
                 )
             self._publish_failing = True
-            return False
+            return
         if self._publish_failing:
             self._logger.info("%s publish on %s works again", self.what, self.channel)
         self._publish_failing = False
         self.published += 1
-        return True

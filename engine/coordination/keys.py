@@ -24,6 +24,8 @@ WAKEUP_CHANNEL = "sb:wakeup"
 RUN_EVENTS_CHANNEL = "sb:run-events"
 """Pub/sub channel: a message names runs whose status or progress changed ("*": any run)."""
 
-INVALIDATIONS_CHANNEL = "sb:invalidations"
-"""Pub/sub channel: a message names a kind of cached row that changed ("api-keys",
-"serving"): every process drops its copies (see `engine.coordination.invalidations`)."""
+
+ROWS_EPOCH_PREFIX = "sb:rows-epoch:"
+"""`sb:rows-epoch:<topic>`: a random token replaced on every committed change of the rows of
+`topic` ("api-keys", "serving") that processes keep copies of (see
+`engine.coordination.invalidations`)."""

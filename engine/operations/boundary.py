@@ -44,8 +44,10 @@ def store_unreachable(exc: BaseException) -> bool:
 
 
 def store_boundary(operation: Callable[P, Awaitable[R]]) -> Callable[P, Awaitable[R]]:
-    """Run `operation`; the database being unreachable raises
-    `Unavailable(code="store_unavailable")` instead (the operation's own refusals pass)."""
+    """Run `operation` (a method of an operations class, which holds its `_runtime`); the
+    database being unreachable raises `Unavailable(code="store_unavailable")` instead (the
+    operation's own refusals pass). Before it returns, the change tokens of what it changed
+    are replaced (`engine.coordination.invalidations`)."""
 
     @functools.wraps(operation)
     async def guarded(*args: P.args, **kwargs: P.kwargs) -> R:
@@ -59,5 +61,11 @@ def store_boundary(operation: Callable[P, Awaitable[R]]) -> Callable[P, Awaitabl
                 "the database cannot be reached right now; send the request again later",
                 code="store_unavailable",
             ) from exc
+        finally:
+            # The store's committed changes of rows other processes keep copies of are
+            # announced on tasks: their tokens are replaced before the caller hears back.
+            runtime = getattr(args[0], "_runtime", None) if args else None
+            if runtime is not None:
+                await runtime.invalidations.settled()
 
     return guarded

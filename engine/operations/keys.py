@@ -5,14 +5,13 @@ one tenant (that tenant's runs only) or to the admin role (every tenant, and the
 may expire, and can be revoked. The store keeps the SHA-256 of the whole secret, never the
 secret: see `hash_secret` for why a fast hash is the right one here.
 
-`authenticate` keeps the keys it found in memory (`RowCache`) while this process would hear of
-a revocation at once, which needs a Redis server shared by every process (with the embedded
-one it reads the store on every call): `revoke` announces it on the invalidation channel before
-it returns (or, when Redis does not take the announcement, waits until every copy is too old to
-use), so a revoked key stops working on every process at once, and a key past its expiry is
-refused by the clock on every call. A copy is at most `KEY_CACHE_MAX_AGE_S` old, which
-bounds what a lost announcement costs. Without the cache, the key's lookup was a fifth of an
-API process's CPU per submission.
+`authenticate` keeps the keys it found in memory (`RowCache`) under the change token of API
+keys in Redis, which needs a Redis server shared by every process (with the embedded one it
+reads the store on every call). `revoke` replaces the token before it returns (or, when Redis
+does not take it, waits until every copy is too old to use), so a revoked key is refused by
+every API process from the next request on; a key past its expiry is refused by the clock on
+every call. A copy is at most `KEY_CACHE_MAX_AGE_S` old. Without the cache, the key's lookup
+was a fifth of an API process's CPU per submission.
 """
 
 from __future__ import annotations
@@ -46,9 +45,9 @@ MAX_NAME_CHARS = 200
 MAX_EXPIRY_DAYS = 36_500.0
 SECONDS_PER_DAY = 86_400.0
 KEYS_TOPIC = "api-keys"
-"""What `revoke` announces on the invalidation channel."""
+"""The change token `revoke` replaces (`engine.coordination.invalidations`)."""
 KEY_CACHE_MAX_AGE_S = 5.0
-"""A kept key is read again after this long: a revocation whose announcement was lost (Redis
+"""A kept key is read again after this long: a revocation whose token Redis did not take (Redis
 down at that moment) holds everywhere within it."""
 KEY_CACHE_MAX_ROWS = 10_000
 
@@ -124,7 +123,7 @@ class KeyOperations:
         self._runtime = runtime
         self._cache: RowCache[ApiKeyRecord] | None = None
         """Built on the first `authenticate`: a process that never authenticates (a CLI
-        command, a worker) never listens to the invalidation channel."""
+        command, a worker) never builds it."""
 
     @store_boundary
     async def create(
@@ -172,10 +171,10 @@ class KeyOperations:
         if record is None:
             raise NotFound(f"no API key with id {key_id!r}", code="key_not_found")
         if not await self._runtime.invalidations.announce(KEYS_TOPIC):
-            # Redis did not take the announcement: API processes may still hold the key.
+            # Redis did not take the new token: API processes may still hold the key.
             # Return once their copies are too old to use, so that "revoked" holds then.
             logger.warning(
-                "key %s revoked, but Redis did not take the announcement: waiting %g s for "
+                "key %s revoked, but Redis did not take its change token: waiting %g s for "
                 "the API processes' copies of it to expire",
                 key_id,
                 KEY_CACHE_MAX_AGE_S,

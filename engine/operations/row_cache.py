@@ -1,10 +1,11 @@
 """A process's copies of rows it would otherwise read from the store on every request.
 
-A `RowCache` answers from memory only while the process would hear of a change at once
-(`Invalidations.trusted`), and only for a row younger than `max_age_s`; otherwise it reads the
-store. A row read while a change was announced is used for that request and not kept (see
-`engine.coordination.invalidations`). Only found rows are kept: a miss (an unknown key) always
-goes to the store, so garbage presented by a caller never fills the memory.
+A `RowCache` answers from memory only under the change token its copies were kept under
+(`engine.coordination.invalidations`): it reads the token first, drops every copy when the
+token moved, and reads the store when Redis cannot say. A copy is also read again at
+`max_age_s`, which bounds what a change whose token could not be replaced costs. Only found
+rows are kept: a miss (an unknown key) always goes to the store, so garbage presented by a
+caller never fills the memory.
 """
 
 from __future__ import annotations
@@ -34,27 +35,31 @@ class RowCache(Generic[Row]):
         max_rows: int,
     ) -> None:
         self._invalidations = invalidations
+        self._topic = topic
         self._clock = clock
         self.max_age_s = max_age_s
         self.max_rows = max_rows
         self._rows: dict[str, tuple[Row, float]] = {}
-        invalidations.watch(topic, self._rows.clear)
+        self._token: bytes | None = None
+        """The change token the copies were kept under."""
 
     async def get(self, key: str, read: Callable[[], Awaitable[Row | None]]) -> Row | None:
-        """The row under `key`: the copy when it can be trusted, else `read()` (kept when
-        found and nothing changed meanwhile)."""
+        """The row under `key`: the copy when it is current, else `read()` (kept when found
+        and the token did not move meanwhile)."""
+        token = await self._invalidations.token(self._topic)
+        if token is None:  # Redis cannot say whether anything changed: the store can
+            return await read()
+        if token != self._token:
+            self._rows.clear()
+            self._token = token
         now = self._clock.monotonic()
-        trusted = self._invalidations.trusted
-        if trusted:
-            kept = self._rows.get(key)
-            if kept is not None and now - kept[1] < self.max_age_s:
-                return kept[0]
-        generation = self._invalidations.generation
+        kept = self._rows.get(key)
+        if kept is not None and now - kept[1] < self.max_age_s:
+            return kept[0]
         row = await read()
-        # Kept only if the channel was trusted for the whole read and nothing was dropped
-        # meanwhile: a read begun before the first subscription may have missed a change.
-        unchanged = self._invalidations.generation == generation
-        if row is not None and trusted and unchanged and self._invalidations.trusted:
+        # Another request may have seen a newer token during the read: then this row may be
+        # older than a change, and it answers this request only.
+        if row is not None and self._token == token:
             if len(self._rows) >= self.max_rows:
                 self._rows.clear()  # rarer than a key per request: start over
             self._rows[key] = (row, now)
@@ -69,7 +74,7 @@ def shared_row_cache(
 ) -> RowCache[Row] | None:
     """A `RowCache` of `topic` for `runtime`'s process; None with the embedded Redis, which
     no other process reaches (a `keys revoke` or a deployment's worker beside a `serve` could
-    not tell it of a change)."""
+    not replace its tokens)."""
     if runtime.settings.redis_url is None:
         return None
     return RowCache(

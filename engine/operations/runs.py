@@ -75,7 +75,8 @@ MAX_RUN_ID_CHARS = 36
 MAX_LONG_TAIL = 50
 """The most children `long_tail` lists in each of its two lists."""
 SERVING_CACHE_MAX_AGE_S = 5.0
-"""A kept routing row is read again after this long (what a lost announcement costs)."""
+"""A kept routing row is read again after this long (what a change whose token Redis did not
+take costs)."""
 SERVING_CACHE_MAX_ROWS = 10_000
 _STATUSES = frozenset(s.value for s in RunStatus) - {RunStatus.PENDING.value}
 """The statuses a run can be in: runs are created RUNNING; PENDING is a step's status, and a
@@ -157,7 +158,7 @@ class RunOperations:
             runtime.store, runtime.clock, runtime.settings.submit_max_ready
         )
         self._serving: RowCache[ServingRecord] | None = None
-        """The routing rows submissions read, kept while a change would reach this process
+        """The routing rows submissions read, kept under their change token
         (`engine.operations.row_cache`; the store reports every committed change). Built on
         the first submission that needs one."""
 
@@ -260,7 +261,7 @@ class RunOperations:
         self, workflow: str, version: int | None, sticky_key: str
     ) -> tuple[VersionRecord, RunRoute]:
         """The version a submission gets and how it was chosen (the routing row when the
-        request names no version, kept in memory while a change would reach this process;
+        request names no version, kept in memory under its change token;
         versions themselves are cached)."""
         if workflow in RESERVED_WORKFLOWS:
             raise InvalidRequest(

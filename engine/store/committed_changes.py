@@ -11,7 +11,7 @@ say so, the store watches its own connections:
 - the connection's return to the pool, which comes after the commit and never before it,
   reports the table's topic to `on_change`.
 
-So a change is announced only once it is committed: a process that hears of it and reads the
+So a change is reported only once it is committed: a process that learns of it and reads the
 row again reads the new one. Compiled statements are recognised by their table, SQL text by a
 pattern; what the store cannot see (psql, another program) is bounded by the caches' age limit.
 """
@@ -24,6 +24,7 @@ from typing import Any
 
 from sqlalchemy import event
 from sqlalchemy.engine import Connection
+from sqlalchemy.exc import SQLAlchemyError
 from sqlalchemy.ext.asyncio import AsyncEngine
 from sqlalchemy.sql.dml import UpdateBase
 from sqlalchemy.sql.elements import TextClause
@@ -68,12 +69,15 @@ def watch_commits(engine: AsyncEngine, on_change: Callable[[str], None]) -> None
             conn.info.setdefault(_COMMITTED if autocommit else _WRITTEN, set()).add(table)
 
     def committed(conn: Connection) -> None:
-        tables = conn.info.pop(_WRITTEN, None)
-        if tables:
-            conn.info.setdefault(_COMMITTED, set()).update(tables)
+        info = _info(conn)
+        tables = None if info is None else info.pop(_WRITTEN, None)
+        if info is not None and tables:
+            info.setdefault(_COMMITTED, set()).update(tables)
 
     def rolled_back(conn: Connection) -> None:
-        conn.info.pop(_WRITTEN, None)
+        info = _info(conn)
+        if info is not None:
+            info.pop(_WRITTEN, None)
 
     def returned(_dbapi_connection: Any, record: Any) -> None:
         tables = None if record is None else record.info.pop(_COMMITTED, None)
@@ -84,3 +88,13 @@ def watch_commits(engine: AsyncEngine, on_change: Callable[[str], None]) -> None
     event.listen(sync, "commit", committed)
     event.listen(sync, "rollback", rolled_back)
     event.listen(sync.pool, "checkin", returned)
+
+
+def _info(conn: Connection) -> dict[Any, Any] | None:
+    """The connection's `info`; None for a connection invalidated by a failure or a
+    cancellation (whose rollback is still pending), where reading it raises. Its mark, if any,
+    stays with its pooled record and can only cause one needless report later."""
+    try:
+        return conn.info
+    except SQLAlchemyError:
+        return None

@@ -104,7 +104,7 @@ def test_a_number_that_is_not_one_says_what_it_must_be(
 
 def test_an_optional_argument_is_named_without_brackets(serve_api: Stack, workflow: str) -> None:
     refused = assert_refused(serve_api.cli("workflows", "serving", workflow, "latest"), 2)
-    assert "Invalid value for 'VERSION'" in refused and "[VERSION]" not in refused
+    assert "VERSION: give a whole number" in refused and "[VERSION]" not in refused
 
 
 def test_a_rate_given_as_digits_is_set(serve_api: Stack) -> None:

@@ -71,6 +71,7 @@ async def test_a_rolled_back_change_and_other_tables_are_not_reported(store: Sto
     async with store._engines.write.begin() as conn:  # whatever writes it, it is seen
         await conn.execute(update(serving).values(updated_by="somebody"))
     assert reports.topics == [SERVING_TOPIC]
+    await asyncio.gather(*reports.seen)
 
 
 @pytest.mark.parametrize("backend", ["server"], indirect=True)
@@ -115,3 +116,4 @@ async def test_sql_text_and_the_read_engine_are_watched_too(store: Store) -> Non
         await conn.execute(update(serving).values(updated_by="reader"))
         await conn.commit()
     assert reports.topics == [SERVING_TOPIC, SERVING_TOPIC]
+    await asyncio.gather(*reports.seen)  # their reads end before the store closes
