@@ -20,6 +20,7 @@ from starlette.exceptions import HTTPException
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from api.rest.errors import INTERNAL_ERROR_MESSAGE, error_body
+from engine.coordination.invalidations import request_scope
 
 ACCESS_LOGGER = "api.rest.access"
 """The logger of the access log: one JSON object per request, as the record's message."""
@@ -178,7 +179,8 @@ class RequestObserver:
             await send(message)
 
         try:
-            await self.app(scope, receive, observing_send)
+            with request_scope():  # the row caches read their change tokens once per request
+                await self.app(scope, receive, observing_send)
         except Exception:
             logger.exception("unexpected error answering %s %s", scope["method"], scope["path"])
             if status is not None:

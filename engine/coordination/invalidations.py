@@ -18,6 +18,10 @@ change token in Redis, `sb:rows-epoch:<topic>`, a random value:
   the store's read.
 - A token is random, never a counter: a Redis that restarted empty, then saw a change, cannot
   hand back a token a cache kept copies under. A missing token is set at once (SET NX).
+- Within one request (`request_scope`, opened by the REST API for each), the first cache that
+  asks reads every topic's token in one MGET, and the others use what it read: it was read
+  after the request arrived, which is all the rule above needs. Outside a request every call
+  reads Redis.
 - When Redis does not answer within `READ_TIMEOUT_S`, `token` returns None and the cache reads
   the store; it does not ask again for `RETRY_AFTER_S`, so an outage costs no request more than
   that one wait. When `announce` cannot replace the token it returns False, and copies
@@ -28,8 +32,11 @@ change token in Redis, `sb:rows-epoch:<topic>`, a random value:
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import secrets
+from collections.abc import Callable, Iterator
+from contextvars import ContextVar
 from typing import cast
 
 import redis.asyncio as redis
@@ -45,6 +52,23 @@ RETRY_AFTER_S = 1.0
 """After a token could not be read, how long requests read the store without asking Redis."""
 ANNOUNCE_TIMEOUT_S = 2.0
 """How long a change waits for Redis to take its new token."""
+TOPICS = ("api-keys", "serving")
+"""Every topic whose rows processes keep copies of: a request reads their tokens together."""
+
+_read_in_request: ContextVar[dict[str, bytes | None] | None] = ContextVar(
+    "read_in_request", default=None
+)
+"""The tokens read so far by the current request (None outside `request_scope`)."""
+
+
+@contextlib.contextmanager
+def request_scope() -> Iterator[None]:
+    """One request: its caches read the tokens at most once, together (see the docstring)."""
+    reset = _read_in_request.set({})
+    try:
+        yield
+    finally:
+        _read_in_request.reset(reset)
 
 
 class Invalidations:
@@ -58,29 +82,54 @@ class Invalidations:
         self._quiet_until = float("-inf")
         self._failing = False
         self._sending: set[asyncio.Task[bool]] = set()
+        self._drops: dict[str, list[Callable[[], None]]] = {}
+
+    def watch(self, topic: str, drop: Callable[[], None]) -> None:
+        """Call `drop` when this process changes rows of `topic`: its own copies go at once,
+        before the new token is even sent (the current request may read them again)."""
+        self._drops.setdefault(topic, []).append(drop)
+
+    def _changed_here(self, topic: str) -> None:
+        for drop in self._drops.get(topic, ()):
+            drop()
+        read = _read_in_request.get()
+        if read is not None:
+            read.pop(topic, None)
 
     async def token(self, topic: str) -> bytes | None:
-        """The current token of `topic`; None when Redis cannot say right now."""
+        """The current token of `topic`; None when Redis cannot say."""
+        read = _read_in_request.get()
+        if read is not None and topic in read:
+            return read[topic]
+        tokens = await self._read(TOPICS if topic in TOPICS else (topic,))
+        if read is not None:
+            read.update(tokens)
+        return tokens[topic]
+
+    async def _read(self, topics: tuple[str, ...]) -> dict[str, bytes | None]:
         loop = asyncio.get_running_loop()
         if loop.time() < self._quiet_until:
-            return None
-        key = self.prefix + topic
+            return dict.fromkeys(topics)
+        names = [self.prefix + topic for topic in topics]
         try:
             async with asyncio.timeout(READ_TIMEOUT_S):
-                found = cast(bytes | None, await self._client.get(key))
-                if found is None:  # never set, or Redis restarted empty: start a new era
-                    await self._client.set(key, secrets.token_hex(8), nx=True)
-                    found = cast(bytes | None, await self._client.get(key))
+                found = cast(list[bytes | None], await self._client.mget(names))
+                if None in found:  # never set, or Redis restarted empty: start a new era
+                    for name, value in zip(names, found, strict=True):
+                        if value is None:
+                            await self._client.set(name, secrets.token_hex(8), nx=True)
+                    found = cast(list[bytes | None], await self._client.mget(names))
         except COORDINATION_ERRORS as error:  # TimeoutError included: `asyncio.timeout`
             self._quiet_until = loop.time() + RETRY_AFTER_S
             self._report(error)
-            return None
+            return dict.fromkeys(topics)
         self._recovered()
-        return found
+        return dict(zip(topics, found, strict=True))
 
     async def announce(self, topic: str) -> bool:
         """Rows of `topic` changed and the change is committed: replace its token. True when
         Redis took it; never raises for a coordination failure."""
+        self._changed_here(topic)
         try:
             async with asyncio.timeout(ANNOUNCE_TIMEOUT_S):
                 await self._client.set(self.prefix + topic, secrets.token_hex(8))
@@ -93,6 +142,7 @@ class Invalidations:
     def announce_soon(self, topic: str) -> None:
         """`announce` from synchronous code (the store's report of a committed change), on a
         task of its own; `settled()` waits for it."""
+        self._changed_here(topic)
         try:
             loop = asyncio.get_running_loop()
         except RuntimeError:  # a connection returned by the garbage collector: nobody waits

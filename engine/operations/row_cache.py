@@ -42,6 +42,7 @@ class RowCache(Generic[Row]):
         self._rows: dict[str, tuple[Row, float]] = {}
         self._token: bytes | None = None
         """The change token the copies were kept under."""
+        invalidations.watch(topic, self._rows.clear)
 
     async def get(self, key: str, read: Callable[[], Awaitable[Row | None]]) -> Row | None:
         """The row under `key`: the copy when it is current, else `read()` (kept when found

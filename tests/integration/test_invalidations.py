@@ -7,10 +7,11 @@ from __future__ import annotations
 import asyncio
 from collections.abc import AsyncIterator
 from contextlib import AsyncExitStack
+from typing import Any
 
 import pytest
 
-from engine.coordination.invalidations import Invalidations
+from engine.coordination.invalidations import TOPICS, Invalidations, request_scope
 from engine.operations.row_cache import RowCache
 from schemas.clock import FakeClock
 from tests.integration.scripts.helpers import UNREACHABLE_REDIS_URL, open_client, unique
@@ -156,3 +157,53 @@ async def test_nothing_is_kept_while_redis_is_down() -> None:
             assert await cache.get("k", lambda: store.read("k")) == "v1"
         assert store.reads == 3 and len(cache) == 0
         assert not await down.announce("things"), "a failed change of token says so"
+
+
+def counting_mgets(tokens: Invalidations) -> list[int]:
+    counter = [0]
+    mget = tokens._client.mget
+
+    async def counted(*args: Any, **kwargs: Any) -> Any:
+        counter[0] += 1
+        return await mget(*args, **kwargs)
+
+    tokens._client.mget = counted  # type: ignore[method-assign]
+    return counter
+
+
+async def test_one_request_reads_every_token_once(
+    pair: tuple[Invalidations, Invalidations],
+) -> None:
+    changer, reader = pair
+    store, clock = Store(), FakeClock()
+    keys, routes = (RowCache(reader, topic, clock, max_age_s=5.0, max_rows=3) for topic in TOPICS)
+    await reader.token(TOPICS[0])  # the tokens exist (their first read sets them)
+    mgets = counting_mgets(reader)
+    with request_scope():
+        await keys.get("k", lambda: store.read("k"))
+        await routes.get("k", lambda: store.read("k"))
+        await keys.get("k", lambda: store.read("k"))
+    assert mgets[0] == 1, "both topics in one MGET, read once in the request"
+    await changer.announce(TOPICS[0])
+    with request_scope():  # the next request reads again, and sees the change
+        store.rows["k"] = "v2"
+        assert await keys.get("k", lambda: store.read("k")) == "v2"
+        assert await routes.get("k", lambda: store.read("k")) == "v1"
+    assert mgets[0] == 2
+    await keys.get("k", lambda: store.read("k"))
+    await keys.get("k", lambda: store.read("k"))
+    assert mgets[0] == 4, "outside a request every call reads Redis"
+
+
+async def test_a_change_made_in_a_request_is_seen_later_in_it(
+    pair: tuple[Invalidations, Invalidations],
+) -> None:
+    _, process = pair
+    store, clock = Store(), FakeClock()
+    routes = RowCache(process, TOPICS[1], clock, max_age_s=5.0, max_rows=3)
+    with request_scope():
+        assert await routes.get("k", lambda: store.read("k")) == "v1"
+        store.rows["k"] = "v2"
+        process.announce_soon(TOPICS[1])  # the store's report of its committed change
+        assert await routes.get("k", lambda: store.read("k")) == "v2"
+        await process.settled()
