@@ -13,6 +13,7 @@ from __future__ import annotations
 
 # The runtime is imported inside the function (see api/cli/run.py for why).
 import asyncio
+import logging
 from collections.abc import Awaitable, Callable
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, TypeVar
@@ -39,11 +40,19 @@ def with_operations(action: Callable[[Operations], Awaitable[T]]) -> T:
     from engine.settings import Settings
 
     async def run() -> T:
-        runtime = await open_runtime(Settings(), probe_redis=False)
+        # Redis need not answer these commands: its listeners' complaints (a wake-up listener
+        # restarting, tokens unread) would bury the one line that matters. Errors still show.
+        coordination = logging.getLogger("engine.coordination")
+        level = coordination.level
+        coordination.setLevel(logging.ERROR)
         try:
-            return await action(Operations(runtime))
+            runtime = await open_runtime(Settings(), probe_redis=False)
+            try:
+                return await action(Operations(runtime))
+            finally:
+                await runtime.close()
         finally:
-            await runtime.close()
+            coordination.setLevel(level)
 
     try:
         return asyncio.run(run())

@@ -174,8 +174,8 @@ class KeyOperations:
             # Redis did not take the new token: API processes may still hold the key.
             # Return once their copies are too old to use, so that "revoked" holds then.
             logger.warning(
-                "key %s revoked, but Redis did not take its change token: waiting %g s for "
-                "the API processes' copies of it to expire",
+                "key %s revoked; Redis did not answer, so API processes may still hold it: "
+                "waiting %g s, until their copies of it expire",
                 key_id,
                 KEY_CACHE_MAX_AGE_S,
             )
