@@ -162,7 +162,9 @@ def _counts(label: str, figures: dict[str, Any]) -> str:
     runs = figures.get("runs", 0)
     return (
         f"{label}: {failed:,} failed of {finished:,} finished "
-        f"(ratio {ratio(figures.get('failureRatio'))}; {plural(int(runs), 'run')} in all)"
+        # The figures the deciding check saw: the exposure counts runs routed after it too.
+        f"(ratio {ratio(figures.get('failureRatio'))}; {plural(int(runs), 'run')} in all "
+        "when it decided)"
     )
 
 

@@ -205,7 +205,7 @@ def test_a_failing_candidate_is_rolled_back_with_its_exposure(stack: Stack) -> N
     figures = ended["outcome"]["figures"]["candidate"]
     assert (
         f"candidate v2: {figures['failed']} failed of {figures['finished']} finished "
-        f"(ratio 1.000; {figures['runs']} runs in all)"
+        f"(ratio 1.000; {figures['runs']} runs in all when it decided)"
     ) in shown
     assert "threshold 0.100" in shown
     assert (

@@ -313,7 +313,7 @@ def test_a_failing_candidate_is_rolled_back_and_shows_its_exposure(
         figures = ended["outcome"]["figures"]["candidate"]
         assert (
             f"candidate v2: {figures['failed']} failed of {figures['finished']} finished runs "
-            f"(ratio 1.000; {figures['runs']} runs in all)"
+            f"(ratio 1.000; {figures['runs']} runs in all when it decided)"
         ) in outcome.inner_text()
         assert "threshold 0.100" in outcome.inner_text()
         assert (

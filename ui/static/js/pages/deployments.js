@@ -203,7 +203,7 @@ function exposureSection(d) {
 
 function figureLine(label, f) {
   if (!f) return null;
-  return h("li", {}, `${label}: ${count(f.failed)} failed of ${plural(f.finished, "finished run")} (ratio ${ratio(f.failureRatio)}; ${plural(f.runs, "run")} in all)`);
+  return h("li", {}, `${label}: ${count(f.failed)} failed of ${plural(f.finished, "finished run")} (ratio ${ratio(f.failureRatio)}; ${plural(f.runs, "run")} in all when it decided)`);
 }
 
 function outcomeSection(d) {
