@@ -11,6 +11,7 @@ runs get, or switches it at once (admin).
 from __future__ import annotations
 
 import json
+import re
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -112,8 +113,24 @@ def _located(failure: ApiFailure, origins: list[Origin]) -> ApiFailure:
         where = pointer or "/"
         if head.isdigit() and int(head) < len(origins):
             where = f"{origins[int(head)]}: /{rest}"
-        lines.append(f"  {where}: {problem.get('message', '')}")
+        lines.append(f"  {where}: {_files_named(str(problem.get('message', '')), origins)}")
     return ApiFailure("\n".join(lines), ExitCode.USAGE, status=failure.status, code=failure.code)
+
+
+_IN_REQUEST = re.compile(r"request at /(\d+)(/[^\s);,]*)?")
+
+
+def _files_named(message: str, origins: list[Origin]) -> str:
+    """A message's own pointers into the list sent ("already used (request at /0/name)")
+    said as files: "already used (tour-v1.json at /name)"."""
+
+    def file_of(found: re.Match[str]) -> str:
+        index = int(found[1])
+        if index >= len(origins):
+            return found[0]
+        return f"{origins[index]} at {found[2] or '/'}"
+
+    return _IN_REQUEST.sub(file_of, message)
 
 
 @workflows_app.command("publish", epilog=EXIT_CODES_HELP)

@@ -156,6 +156,15 @@ def test_bad_input_is_a_usage_error(serve_api: Stack, workflow: str, tmp_path: P
     published = serve_api.cli("workflows", "publish", str(broken))
     stderr = assert_refused(published, 2, "nothing was published")
     assert f"  {broken}: /vertices/x/config" in stderr
+    # The same name in two files: the second is named, and so is the first, as a file.
+    first, second = tmp_path / "v1.json", tmp_path / "v2.json"
+    for path, url in ((first, "http://127.0.0.1:9/a"), (second, "http://127.0.0.1:9/b")):
+        call = {"type": "GATEWAY", "config": {"url": url}}
+        path.write_text(json.dumps({"name": "twice", "vertices": {"call": call}}))
+    twice = serve_api.cli("workflows", "publish", str(first), str(second))
+    stderr = assert_refused(twice, 2, "nothing was published")
+    assert f"  {second}: /name: " in stderr and f"already used ({first} at /name)" in stderr
+    assert "request at" not in stderr
     garbage = tmp_path / "garbage.json"
     garbage.write_text("{")
     assert_refused(serve_api.cli("workflows", "publish", str(garbage)), 2, "is not valid JSON")
