@@ -20,7 +20,7 @@ from starlette.exceptions import HTTPException
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from api.rest.errors import INTERNAL_ERROR_MESSAGE, error_body
-from engine.coordination.invalidations import request_scope
+from engine.operations.row_cache import request_scope
 
 ACCESS_LOGGER = "api.rest.access"
 """The logger of the access log: one JSON object per request, as the record's message."""

@@ -11,8 +11,10 @@ caller never fills the memory.
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
+from contextlib import AbstractContextManager
 from typing import TYPE_CHECKING, Generic, TypeVar
 
+from engine.coordination import invalidations as tokens
 from engine.coordination.invalidations import Invalidations
 from schemas.clock import Clock
 
@@ -81,3 +83,9 @@ def shared_row_cache(
     return RowCache(
         runtime.invalidations, topic, runtime.clock, max_age_s=max_age_s, max_rows=max_rows
     )
+
+
+def request_scope() -> AbstractContextManager[None]:
+    """One request at a front door: its row caches read their change tokens once, together
+    (the REST middleware opens one per request)."""
+    return tokens.request_scope()
