@@ -121,9 +121,9 @@ class KeyOperations:
 
     def __init__(self, runtime: Runtime) -> None:
         self._runtime = runtime
-        self._cache: RowCache[ApiKeyRecord] | None = None
-        """Built on the first `authenticate`: a process that never authenticates (a CLI
-        command, a worker) never builds it."""
+        self._cache: RowCache[ApiKeyRecord] = shared_row_cache(
+            runtime, KEYS_TOPIC, max_age_s=KEY_CACHE_MAX_AGE_S, max_rows=KEY_CACHE_MAX_ROWS
+        )
 
     @store_boundary
     async def create(
@@ -189,25 +189,10 @@ class KeyOperations:
         if not secret.startswith(KEY_PREFIX) or len(secret) > MAX_SECRET_CHARS:
             return None
         token_hash = hash_secret(secret)
-        cache = self._key_cache()
-        if cache is None:
-            record = await self._runtime.store.find_api_key(token_hash)
-        else:
-            record = await cache.get(
-                token_hash, lambda: self._runtime.store.find_api_key(token_hash)
-            )
+        record = await self._cache.get(
+            token_hash, lambda: self._runtime.store.find_api_key(token_hash)
+        )
         if record is None:
             return None
         view = _view(record, self._runtime.clock.now())
         return view if view.state == "live" else None
-
-    def _key_cache(self) -> RowCache[ApiKeyRecord] | None:
-        """The cache of found keys (None with the embedded Redis), built on first use."""
-        if self._cache is None:
-            self._cache = shared_row_cache(
-                self._runtime,
-                KEYS_TOPIC,
-                max_age_s=KEY_CACHE_MAX_AGE_S,
-                max_rows=KEY_CACHE_MAX_ROWS,
-            )
-        return self._cache

@@ -35,7 +35,10 @@ class RowCache(Generic[Row]):
         *,
         max_age_s: float,
         max_rows: int,
+        keeps: bool = True,
     ) -> None:
+        self.keeps = keeps
+        """False: every `get` reads the store (nothing could tell this process of a change)."""
         self._invalidations = invalidations
         self._topic = topic
         self._clock = clock
@@ -49,6 +52,8 @@ class RowCache(Generic[Row]):
     async def get(self, key: str, read: Callable[[], Awaitable[Row | None]]) -> Row | None:
         """The row under `key`: the copy when it is current, else `read()` (kept when found
         and the token did not move meanwhile)."""
+        if not self.keeps:
+            return await read()
         token = await self._invalidations.token(self._topic)
         if token is None:  # Redis cannot say whether anything changed: the store can
             return await read()
@@ -74,14 +79,17 @@ class RowCache(Generic[Row]):
 
 def shared_row_cache(
     runtime: Runtime, topic: str, *, max_age_s: float, max_rows: int
-) -> RowCache[Row] | None:
-    """A `RowCache` of `topic` for `runtime`'s process; None with the embedded Redis, which
-    no other process reaches (a `keys revoke` or a deployment's worker beside a `serve` could
-    not replace its tokens)."""
-    if runtime.settings.redis_url is None:
-        return None
+) -> RowCache[Row]:
+    """A `RowCache` of `topic` for `runtime`'s process. With the embedded Redis it keeps
+    nothing: no other process reaches that Redis (a `keys revoke` or a deployment's worker
+    beside a `serve` could not replace its tokens)."""
     return RowCache(
-        runtime.invalidations, topic, runtime.clock, max_age_s=max_age_s, max_rows=max_rows
+        runtime.invalidations,
+        topic,
+        runtime.clock,
+        max_age_s=max_age_s,
+        max_rows=max_rows,
+        keeps=runtime.settings.redis_url is not None,
     )
 
 

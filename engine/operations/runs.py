@@ -157,10 +157,14 @@ class RunOperations:
         self._gauge = submission.ReadyGauge(
             runtime.store, runtime.clock, runtime.settings.submit_max_ready
         )
-        self._serving: RowCache[ServingRecord] | None = None
+        self._serving: RowCache[ServingRecord] = shared_row_cache(
+            runtime,
+            SERVING_TOPIC,
+            max_age_s=SERVING_CACHE_MAX_AGE_S,
+            max_rows=SERVING_CACHE_MAX_ROWS,
+        )
         """The routing rows submissions read, kept under their change token
-        (`engine.operations.row_cache`; the store reports every committed change). Built on
-        the first submission that needs one."""
+        (`engine.operations.row_cache`; the store reports every committed change)."""
 
     # ── submit ──────────────────────────────────────────────────────────────────────────────
 
@@ -270,23 +274,11 @@ class RunOperations:
             )
         if version is not None:
             return await self._version(workflow, version), RunRoute.PINNED
-        serving = await self._serving_row(workflow)
+        serving = await self._serving.get(workflow, lambda: self._store.serving(workflow))
         if serving is None:  # no routing row (published before routing existed): the latest
             return await self._version(workflow, None), RunRoute.SERVING
         chosen, route = routing.choose(serving, sticky_key)
         return await self._version(workflow, chosen), route
-
-    async def _serving_row(self, workflow: str) -> ServingRecord | None:
-        if self._serving is None:
-            self._serving = shared_row_cache(
-                self._runtime,
-                SERVING_TOPIC,
-                max_age_s=SERVING_CACHE_MAX_AGE_S,
-                max_rows=SERVING_CACHE_MAX_ROWS,
-            )
-        if self._serving is None:  # the embedded Redis: read it every time
-            return await self._store.serving(workflow)
-        return await self._serving.get(workflow, lambda: self._store.serving(workflow))
 
     async def _version(self, workflow: str, version: int | None) -> VersionRecord:
         if version is not None and (isinstance(version, bool) or version < 1):
