@@ -215,7 +215,7 @@ def tree_env(env: dict[str, str], tree: Path) -> dict[str, str]:
 
 
 def worker_command(name: str) -> list[str]:
-    return [SCHEMABRIDGE, "worker", "--name", name, "--log-level", "warning"]
+    return [SCHEMABRIDGE, "worker", "--name", name, "--log-level", "info"]
 
 
 def downstream_command(latency_ms: float) -> list[str]:

@@ -250,11 +250,14 @@ async def run_service(runtime: Runtime, service: str, stop: asyncio.Event) -> No
         await worker.run(stop)
     stats = worker.stats
     logger.info(
-        "service %s stopped: %d steps claimed, %d results recorded, %d late results dropped, "
-        "%d expired leases requeued",
+        "service %s stopped: %d steps claimed in %d claims (%d found none), %d results "
+        "recorded in %d writes, %d late results dropped, %d expired leases requeued",
         service,
         stats.claimed,
+        stats.claims,
+        stats.empty_claims,
         stats.recorded,
+        stats.flushes,
         stats.dropped,
         stats.requeued,
         extra={"event": "service.stopped"},

@@ -83,6 +83,8 @@ class WorkerConfig:
 @dataclass
 class WorkerStats:
     claimed: int = 0
+    claims: int = 0
+    empty_claims: int = 0
     recorded: int = 0
     dropped: int = 0
     requeued: int = 0
@@ -206,6 +208,8 @@ class Worker:
         except Exception:
             logger.exception("claim failed; retrying after the idle poll")
             return []
+        self.stats.claims += 1
+        self.stats.empty_claims += not claimed
         self.stats.claimed += len(claimed)
         if claimed:
             # Their steps are RUNNING now: what a progress stream of those runs shows, and of
