@@ -28,7 +28,7 @@ from sqlalchemy.ext.asyncio import AsyncConnection
 from sqlalchemy.sql import Select
 from sqlalchemy.types import String
 
-from engine.store.dialect import Dialect, dialect_of
+from engine.store.dialect import SQLITE, Dialect, dialect_of
 from engine.store.models import Run, Step, StepStatus
 from engine.store.records import ClaimedStep
 
@@ -185,9 +185,24 @@ class TenantRing:
     fetched_at: float = float("-inf")
     start: int = 0
     after: str | None = None
+    queue_short: bool = False
+    """The last claim found fewer due steps than it asked for: every due step fitted in it,
+    so the next claim has nothing to share out and takes its steps oldest first. The first
+    full claim ends that (the queue is deep again, and the claim after it shares)."""
+
+    def claimed(self, asked: int, got: int) -> None:
+        """Remember whether the claim just made found the queue shorter than it asked. When
+        a short queue turns deep, the list of tenants is from before: the next claim lists
+        them again."""
+        if self.queue_short and got >= asked:
+            self.fetched_at = float("-inf")
+        self.queue_short = got < asked
 
     async def turn(self, conn: AsyncConnection, limit: int) -> list[str]:
-        """The tenants this claim shares among (at most `limit`: a share is one step or more)."""
+        """The tenants this claim shares among (at most `limit`: a share is one step or more);
+        none while the queue is short (`queue_short`)."""
+        if self.queue_short:
+            return []
         if time.monotonic() - self.fetched_at > TENANT_LIST_TTL_S:
             await self._refresh(conn)
         if len(self.tenants) <= 1:
@@ -219,21 +234,61 @@ async def claim_rows(
     tenants: list[str],
 ) -> list[Any]:
     """Claim up to `limit` due steps, an equal share for each of `tenants` (those whose turn
-    it is, see `TenantRing`), then filled from all tenants oldest first."""
+    it is, see `TenantRing`), then filled from all tenants oldest first. Each row holds the
+    claimed step and what executing it needs from its run (`RUN_COLUMNS`)."""
+    if not dialect_of(conn).writes_several_tables_at_once:
+        return await _claim_rows_then_runs(conn, now, limit, lease_s, batch, tenants=tenants)
     claimed: list[Any] = []
     if tenants:
         shares = claim_params(now, lease_s, batch, max(1, limit // len(tenants)))
-        if dialect_of(conn).writes_rows_as_arrays:
-            claimed += (await conn.execute(SHARES, shares | {"b_tenants": tenants})).all()
-        else:
-            # SQLite has no LATERAL; its claims are local (one process) and cheap.
-            for tenant_id in tenants:
-                share = shares | {"b_tenant": tenant_id}
-                claimed += (await conn.execute(TENANT_SHARE, share)).all()
+        claimed += (await conn.execute(SHARES_WITH_RUNS, shares | {"b_tenants": tenants})).all()
+    if len(claimed) < limit:
+        fill = claim_params(now, lease_s, batch, limit - len(claimed))
+        claimed += (await conn.execute(FILL_WITH_RUNS, fill)).all()
+    return claimed
+
+
+async def _claim_rows_then_runs(
+    conn: AsyncConnection,
+    now: float,
+    limit: int,
+    lease_s: float,
+    batch: str,
+    *,
+    tenants: list[str],
+) -> list[Any]:
+    """SQLite (no LATERAL, no UPDATE in a WITH): `claim_rows` as a statement per tenant
+    share, the fill, then one read of the claimed steps' runs. Its claims are local (one
+    process, no round trips) and cheap."""
+    claimed: list[Any] = []
+    if tenants:
+        shares = claim_params(now, lease_s, batch, max(1, limit // len(tenants)))
+        for tenant_id in tenants:
+            share = shares | {"b_tenant": tenant_id}
+            claimed += (await conn.execute(TENANT_SHARE, share)).all()
     if len(claimed) < limit:
         fill = claim_params(now, lease_s, batch, limit - len(claimed))
         claimed += (await conn.execute(FILL, fill)).all()
-    return claimed
+    if not claimed:
+        return []
+    query = SQLITE.statement(_run_rows)
+    run_ids = sorted({row.run_id for row in claimed})
+    runs_by_id = {run.id: run for run in (await conn.execute(query, {"b_runs": run_ids})).all()}
+    return [_StepAndRun(row, runs_by_id[row.run_id]) for row in claimed]
+
+
+class _StepAndRun:
+    """A claimed step row and its run row read apart, with the attributes of one row of
+    `FILL_WITH_RUNS` (the step's, then the run's `RUN_COLUMNS`)."""
+
+    __slots__ = ("_run", "_step")
+
+    def __init__(self, step: Any, run: Any) -> None:
+        self._step = step
+        self._run = run
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._step if name in _STEP_COLUMNS else self._run, name)
 
 
 async def hold(conn: AsyncConnection, step_ids: list[int]) -> None:
@@ -250,32 +305,42 @@ async def hold(conn: AsyncConnection, step_ids: list[int]) -> None:
     )
 
 
-async def run_rows(conn: AsyncConnection, run_ids: set[str]) -> dict[str, Any]:
-    """What executing a claimed step needs from its run, by run id."""
-    query = dialect_of(conn).statement(_run_rows)
-    rows = (await conn.execute(query, {"b_runs": sorted(run_ids)})).all()
-    return {row.id: row for row in rows}
+RUN_COLUMNS = (
+    runs.c.workflow_name,
+    runs.c.workflow_version,
+    runs.c.timeout_tier,
+    runs.c.input,
+    runs.c.parent_run_id,
+    runs.c.parent_vertex_id,
+    runs.c.root_run_id,
+    runs.c.item_index,
+    runs.c.item,
+    runs.c.status.label("run_status"),
+    runs.c.pinned_versions,
+)
+"""What executing a claimed step needs from its run (its status for the stopped-run check)."""
 
 
 def _run_rows(dialect: Dialect) -> Any:
-    return select(
-        runs.c.id,
-        runs.c.workflow_name,
-        runs.c.workflow_version,
-        runs.c.timeout_tier,
-        runs.c.input,
-        runs.c.parent_run_id,
-        runs.c.parent_vertex_id,
-        runs.c.root_run_id,
-        runs.c.item_index,
-        runs.c.item,
-        runs.c.status,
-        runs.c.pinned_versions,
-    ).where(dialect.one_of(runs.c.id, "b_runs"))
+    return select(runs.c.id, *RUN_COLUMNS).where(dialect.one_of(runs.c.id, "b_runs"))
 
 
-def claimed_step(row: Any, run: Any, outputs: dict[str, dict[str, Any]]) -> ClaimedStep:
-    """A claimed step row and its run's row as the record a worker executes."""
+def _with_runs(claim: Any) -> Any:
+    """PostgreSQL: the claim and the read of its steps' runs as one statement (the UPDATE in
+    a data-modifying WITH, joined to `run`): one round trip fewer per claim."""
+    claimed = claim.cte("claimed")
+    return select(claimed, *RUN_COLUMNS).join_from(claimed, runs, runs.c.id == claimed.c.run_id)
+
+
+FILL_WITH_RUNS = _with_runs(FILL)
+SHARES_WITH_RUNS = _with_runs(SHARES)
+_STEP_COLUMNS = frozenset(column.name for column in FILL.exported_columns)
+
+
+def claimed_step(row: Any, outputs: dict[str, dict[str, Any]]) -> ClaimedStep:
+    """A row of `claim_rows` (a claimed step and its run's columns) as the record a worker
+    executes."""
+    run = row
     return ClaimedStep(
         step_id=row.id,
         claim_token=row.claim_token,

@@ -32,6 +32,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from sqlalchemy import ColumnElement, Select, and_, case, func, or_, select, update
+from sqlalchemy.ext.asyncio import AsyncConnection
 
 from engine.store import children as fanout
 from engine.store import claims
@@ -76,30 +77,38 @@ class WorkQueue(StoreCore):
         """Atomically claim up to `limit` due READY steps of RUNNING runs."""
         now = self._clock.now()
         batch = claims.new_batch()
+        ring = self._tenant_ring
+        if ring.queue_short and self._engines.dialect.writes_several_tables_at_once:
+            # Nothing to share out: the claim is one statement (steps and their runs), in
+            # autocommit its own transaction, so one round trip where BEGIN, the statement
+            # and COMMIT were three. What a worker pays per run submitted alone.
+            async with self._engines.read.connect() as conn:
+                rows = await claims.claim_rows(conn, now, limit, lease_s, batch, tenants=[])
+                ring.claimed(limit, len(rows))
+                return await self._claimed(conn, rows)
         async with self._engines.write.begin() as conn:
-            claimed = await claims.claim_rows(
-                conn, now, limit, lease_s, batch, tenants=await self._tenant_ring.turn(conn, limit)
-            )
-            if not claimed:
-                return []
-            run_rows = await claims.run_rows(conn, {row.run_id for row in claimed})
-            # Backstop: a step whose run stopped (a race with a failing flush on PostgreSQL)
-            # is not executed; it goes back to PENDING until an operator resumes the run.
-            stopped = [r.id for r in claimed if run_rows[r.run_id].status != "RUNNING"]
-            if stopped:
-                await claims.hold(conn, stopped)
-                claimed = [r for r in claimed if run_rows[r.run_id].status == "RUNNING"]
-            # Only steps with dependencies read other steps' outputs (expressions may reference
-            # ancestors only), so root steps — every child of a simple fan-out — need no read.
-            needs_outputs = sorted(
-                {
-                    row.run_id
-                    for row in claimed
-                    if await self._has_dependencies(run_rows[row.run_id], row.vertex_id)
-                }
-            )
-            outputs = await results_.outputs_of(conn, needs_outputs) if needs_outputs else {}
-        return [claims.claimed_step(row, run_rows[row.run_id], outputs) for row in claimed]
+            tenants = await ring.turn(conn, limit)
+            rows = await claims.claim_rows(conn, now, limit, lease_s, batch, tenants=tenants)
+            ring.claimed(limit, len(rows))
+            return await self._claimed(conn, rows)
+
+    async def _claimed(self, conn: AsyncConnection, rows: list[Any]) -> list[ClaimedStep]:
+        """The claimed `rows` as steps to execute, those of stopped runs held back."""
+        if not rows:
+            return []
+        # Backstop: a step whose run stopped (a race with a failing flush on PostgreSQL)
+        # is not executed; it goes back to PENDING until an operator resumes the run.
+        stopped = [row.id for row in rows if row.run_status != "RUNNING"]
+        if stopped:
+            await claims.hold(conn, stopped)
+            rows = [row for row in rows if row.run_status == "RUNNING"]
+        # Only steps with dependencies read other steps' outputs (expressions may reference
+        # ancestors only), so root steps — every child of a simple fan-out — need no read.
+        needs_outputs = sorted(
+            {row.run_id for row in rows if await self._has_dependencies(row, row.vertex_id)}
+        )
+        outputs = await results_.outputs_of(conn, needs_outputs) if needs_outputs else {}
+        return [claims.claimed_step(row, outputs) for row in rows]
 
     async def _has_dependencies(self, run_row: Any, vertex_id: str) -> bool:
         version = await self.get_version(run_row.workflow_name, run_row.workflow_version)

@@ -7,7 +7,7 @@ import dataclasses
 from collections.abc import AsyncIterator
 
 import pytest
-from sqlalchemy import text
+from sqlalchemy import event, text
 
 from engine.store import Store, claims
 from engine.store.records import StepFailed, StepParked, StepSucceeded, Waiting
@@ -265,6 +265,67 @@ async def test_claims_of_one_take_turns_across_tenants(store: Store) -> None:
     await store.create_run(version, None, tenant_id="small")
     served = [step.tenant_id for _ in range(4) for step in await store.claim(1, lease_s=30)]
     assert "small" in served, served
+
+
+async def test_a_claim_after_a_short_one_serves_every_tenant_within_two(store: Store) -> None:
+    """A claim that found the queue shorter than it asked takes the next claim's steps oldest
+    first (nothing to share out); a full claim brings the shares back at once."""
+    assert await store.claim(10, lease_s=30) == []  # an empty queue: short
+    version = await store.publish(CHAIN)
+    for _ in range(20):
+        await store.create_run(version, None, tenant_id="flood")
+    small, _ = await store.create_run(version, None, tenant_id="small")
+    first = await store.claim(4, lease_s=30)
+    second = await store.claim(4, lease_s=30)
+    assert len(first) == len(second) == 4
+    assert small.id in {step.run_id for step in [*first, *second]}
+
+
+async def test_a_claim_on_a_short_queue_is_one_autocommit_statement(store: Store) -> None:
+    """PostgreSQL: once a claim came back short, the next is one statement (the steps and
+    their runs) in autocommit, not BEGIN, statements and COMMIT; SQLite has no round trips to
+    save and keeps its transaction."""
+    version = await store.publish(CHAIN)
+    assert await store.claim(10, lease_s=30) == []
+    runs = [(await store.create_run(version, {"n": n}, tenant_id=f"t{n}"))[0] for n in range(3)]
+    executed: list[tuple[str, object]] = []
+
+    def record(conn: object, cursor: object, statement: str, *_: object) -> None:
+        options = conn.get_execution_options()  # type: ignore[attr-defined]
+        executed.append((statement, options.get("isolation_level")))
+
+    event.listen(store._engines.write.sync_engine, "before_cursor_execute", record)
+    try:
+        claimed = await store.claim(10, lease_s=30)
+    finally:
+        event.remove(store._engines.write.sync_engine, "before_cursor_execute", record)
+    assert sorted(step.run_id for step in claimed) == sorted(run.id for run in runs)
+    assert {step.run_input["n"] for step in claimed} == {0, 1, 2}
+    if store._engines.dialect.is_postgresql:
+        assert [isolation for _, isolation in executed] == ["AUTOCOMMIT"]
+        assert executed[0][0].lstrip().startswith("WITH claimed AS")
+    else:
+        statements = [statement.split()[0] for statement, _ in executed]
+        assert statements == ["BEGIN", "UPDATE", "SELECT"]  # the fill, then its runs
+
+
+async def test_a_one_statement_claim_holds_back_steps_of_stopped_runs(store: Store) -> None:
+    """The stopped-run backstop holds for the autocommit claim too: a READY step whose run
+    is no longer RUNNING goes back to PENDING instead of being executed."""
+    version = await store.publish(CHAIN)
+    assert await store.claim(10, lease_s=30) == []
+    run, _ = await store.create_run(version, None)
+    async with store._engines.write.begin() as conn:
+        await conn.execute(text("UPDATE run SET status = 'FAILED' WHERE id = :r"), {"r": run.id})
+    assert await store.claim(10, lease_s=30) == []
+    async with store._engines.read.connect() as conn:
+        status = (
+            await conn.execute(
+                text("SELECT status FROM step WHERE run_id = :r AND vertex_id = 'a'"),
+                {"r": run.id},
+            )
+        ).scalar_one()
+    assert status == "PENDING"
 
 
 async def test_unusual_tenant_ids_take_their_turn(
