@@ -236,41 +236,24 @@ async def claim_rows(
     """Claim up to `limit` due steps, an equal share for each of `tenants` (those whose turn
     it is, see `TenantRing`), then filled from all tenants oldest first. Each row holds the
     claimed step and what executing it needs from its run (`RUN_COLUMNS`)."""
-    if not dialect_of(conn).writes_several_tables_at_once:
-        return await _claim_rows_then_runs(conn, now, limit, lease_s, batch, tenants=tenants)
+    # PostgreSQL claims and reads the runs in the same statements (`_with_runs`); SQLite (no
+    # LATERAL, no UPDATE in a WITH) claims a share per statement, then reads the runs. Its
+    # claims are local (one process, no round trips) and cheap.
+    at_once = dialect_of(conn).writes_several_tables_at_once
     claimed: list[Any] = []
     if tenants:
         shares = claim_params(now, lease_s, batch, max(1, limit // len(tenants)))
-        claimed += (await conn.execute(SHARES_WITH_RUNS, shares | {"b_tenants": tenants})).all()
+        if at_once:
+            claimed += (await conn.execute(SHARES_WITH_RUNS, shares | {"b_tenants": tenants})).all()
+        else:
+            for tenant_id in tenants:
+                share = shares | {"b_tenant": tenant_id}
+                claimed += (await conn.execute(TENANT_SHARE, share)).all()
     if len(claimed) < limit:
         fill = claim_params(now, lease_s, batch, limit - len(claimed))
-        claimed += (await conn.execute(FILL_WITH_RUNS, fill)).all()
-    return claimed
-
-
-async def _claim_rows_then_runs(
-    conn: AsyncConnection,
-    now: float,
-    limit: int,
-    lease_s: float,
-    batch: str,
-    *,
-    tenants: list[str],
-) -> list[Any]:
-    """SQLite (no LATERAL, no UPDATE in a WITH): `claim_rows` as a statement per tenant
-    share, the fill, then one read of the claimed steps' runs. Its claims are local (one
-    process, no round trips) and cheap."""
-    claimed: list[Any] = []
-    if tenants:
-        shares = claim_params(now, lease_s, batch, max(1, limit // len(tenants)))
-        for tenant_id in tenants:
-            share = shares | {"b_tenant": tenant_id}
-            claimed += (await conn.execute(TENANT_SHARE, share)).all()
-    if len(claimed) < limit:
-        fill = claim_params(now, lease_s, batch, limit - len(claimed))
-        claimed += (await conn.execute(FILL, fill)).all()
-    if not claimed:
-        return []
+        claimed += (await conn.execute(FILL_WITH_RUNS if at_once else FILL, fill)).all()
+    if at_once or not claimed:
+        return claimed
     query = SQLITE.statement(_run_rows)
     run_ids = sorted({row.run_id for row in claimed})
     runs_by_id = {run.id: run for run in (await conn.execute(query, {"b_runs": run_ids})).all()}
