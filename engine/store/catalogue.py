@@ -27,6 +27,7 @@ from engine.store.core import (
     versions,
 )
 from engine.store.dialect import dialect_of
+from engine.store.direct import DirectStatements
 from engine.store.listing import LogRecord, log_record
 from engine.store.models import (
     RunRoute,
@@ -135,15 +136,16 @@ SQLAlchemy's JSON type binds, so the rows are those `INSERT_RUN` and `insert_log
 
 
 async def _create_run_at_once(
-    conn: AsyncConnection,
+    direct: DirectStatements,
     row: dict[str, Any],
     workflow: Workflow,
     message: str,
     count_in_quota: bool,
 ) -> bool:
-    """Run `CREATE_RUN_AT_ONCE` for the run `row` of `workflow`; False when the tenant's
-    quota had no run left (nothing written). A taken idempotency key raises IntegrityError."""
-    as_json = results_.json_text(conn)
+    """Run `CREATE_RUN_AT_ONCE` for the run `row` of `workflow` (on asyncpg directly, see
+    `engine.store.direct`); False when the tenant's quota had no run left (nothing written).
+    A taken idempotency key raises IntegrityError."""
+    as_json = results_.json_text(direct.dialect)
     rows = step_rows(row["id"], row["tenant_id"], workflow, row["created_at"])
     params = {key: as_json(row[key]) if key in _JSON_COLUMNS else row[key] for key in row}
     params |= {
@@ -154,7 +156,7 @@ async def _create_run_at_once(
         "log_data": as_json(None),
         "count_in_quota": count_in_quota,
     }
-    return bool((await conn.execute(CREATE_RUN_AT_ONCE, params)).scalar_one())
+    return bool(await direct.fetchval(CREATE_RUN_AT_ONCE, params))
 
 
 _JSON_COLUMNS = frozenset({"input", "output", "error", "pinned_versions"})
@@ -332,18 +334,19 @@ class RunCatalogue(StoreCore):
         }
         message = _created_message(version, route)
         try:
-            if self._engines.dialect.writes_several_tables_at_once:
-                async with self._engines.read.connect() as conn:  # autocommit: one statement
-                    created = await _create_run_at_once(
-                        conn, row, workflow, message, count_in_quota
-                    )
-                    # The statement refuses when its snapshot holds a quota row its UPDATE
-                    # took nothing from, which is also the case of a row deleted while the
-                    # UPDATE waited for its lock: no quota now is unlimited (as in a
-                    # transaction, which would have found no row).
-                    if not created and await settings_.read_quota(conn, tenant_id) is None:
+            direct = self._engines.direct
+            if direct is not None:  # PostgreSQL: one statement, in autocommit
+                created = await _create_run_at_once(direct, row, workflow, message, count_in_quota)
+                # The statement refuses when its snapshot holds a quota row its UPDATE took
+                # nothing from, which is also the case of a row deleted while the UPDATE
+                # waited for its lock: no quota now is unlimited (as in a transaction, which
+                # would have found no row).
+                if not created:
+                    async with self._engines.read.connect() as conn:
+                        gone = await settings_.read_quota(conn, tenant_id) is None
+                    if gone:
                         created = await _create_run_at_once(
-                            conn, row, workflow, message, count_in_quota
+                            direct, row, workflow, message, count_in_quota
                         )
                 if not created:
                     raise QuotaExhausted(f"tenant {tenant_id} has no runs left in its quota")

@@ -31,6 +31,7 @@ from sqlalchemy.exc import ArgumentError
 from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
 
 from engine.store.dialect import POSTGRESQL, SQLITE, Dialect
+from engine.store.direct import DirectStatements
 from engine.store.sqlite_connections import SqliteConnections
 from schemas import json_codec
 
@@ -50,11 +51,15 @@ class Engines:
     """`read` is `write` with other execution options (one pool, disposed once)."""
     sqlite_connections: SqliteConnections | None = None
     """What opens the SQLite engines' connections (None on PostgreSQL)."""
+    direct: DirectStatements | None = None
+    """PostgreSQL: the hottest single statements on asyncpg itself (`engine.store.direct`)."""
 
     async def dispose(self) -> None:
         """Close every pooled connection and, on SQLite, wait for their worker threads (and
         those of failed or forced-closed connections) to end. Connections still checked out
         are the caller's: close them first."""
+        if self.direct is not None:
+            await self.direct.close()
         try:
             await self.write.dispose()
         finally:
@@ -320,7 +325,8 @@ def create_engines(database_url: str, *, pool_size: int = 20) -> Engines:
     # Setting the isolation level of an asyncpg connection is local (no round trip): a
     # read checks a connection out of the same pool in autocommit, and it goes back reset.
     reads = engine.execution_options(isolation_level="AUTOCOMMIT")
-    return Engines(write=engine, read=reads, dialect=POSTGRESQL, shared_pool=True)
+    direct = DirectStatements(engine, connect_args)
+    return Engines(write=engine, read=reads, dialect=POSTGRESQL, shared_pool=True, direct=direct)
 
 
 def alembic_config() -> Config:

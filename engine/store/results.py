@@ -28,6 +28,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from sqlalchemy import BigInteger, bindparam, case, func, insert, or_, select, text, update
+from sqlalchemy.engine import Dialect as SQLDialect
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from engine.store import deployment_rows
@@ -479,12 +480,13 @@ BATCH_FROM_ROWS = 2
 """From how many rows a PostgreSQL write goes as one array statement (fewer: executemany)."""
 
 
-def json_text(conn: AsyncConnection) -> Any:
-    """The function that turns a value into the text SQLAlchemy's JSON type binds on `conn`
-    (the engine's serializer; None as JSON `null`): JSON values of statements that take them
-    as text (`unnest` arrays, data-modifying `WITH`) are then stored as the JSON type stores
-    them elsewhere."""
-    return steps.c.output.type.bind_processor(conn.dialect)
+def json_text(on: AsyncConnection | SQLDialect) -> Any:
+    """The function that turns a value into the text SQLAlchemy's JSON type binds on `on` (a
+    connection or its dialect; the engine's serializer, None as JSON `null`): JSON values of
+    statements that take them as text (`unnest` arrays, data-modifying `WITH`) are then
+    stored as the JSON type stores them elsewhere."""
+    dialect = on.dialect if isinstance(on, AsyncConnection) else on
+    return steps.c.output.type.bind_processor(dialect)
 
 
 async def _write_rows(
