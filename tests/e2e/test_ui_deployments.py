@@ -418,9 +418,10 @@ def test_an_ended_deployment_says_so_and_stops_reading_it(server: DemoServer, br
         assert live.locator("button").count() == 0
 
 
-WIDTHS = (360, 420, 520, 600, 700, 800, 1024, 1280)
-"""Phones to a laptop, each side of the 520, 700 and 900 px breakpoints: one page load
-measured at each."""
+WIDTHS = (360, 420, 520, 600, 700, 800, 900, 901, 902, 1024, 1280)
+"""Phones to a laptop, each side of the 520, 700 and 900 px breakpoints, and 900 px itself
+with the two widths just past it, where every column of the lists comes back in a narrower
+box: one page load measured at each."""
 
 
 def with_container_services(page: Any) -> None:
