@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import re
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
@@ -424,13 +424,28 @@ with the two widths just past it, where every column of the lists comes back in 
 box: one page load measured at each."""
 
 
-def with_container_services(page: Any) -> None:
-    """Reload the Services page with two more services in the API's answer, named as in
-    containers (`worker-<host>-<pid>`, `api-<host>-<port>`, the host a 12-hex id): the demo's
-    `serve-<host>` is the only one that beats here. A worker down for 3 days; an API up for
-    almost a day, with as large a pid as Linux gives."""
+Rows = list[dict[str, Any]]
+
+
+def with_more_rows(page: Any, pattern: str, more: Callable[[Rows], Rows], shown: str) -> None:
+    """Reload the page with rows added to the items of the API's answers at `pattern` (those
+    `more` makes of them), once the row with `shown` is drawn."""
+
+    def extended(route: Any) -> None:
+        answer = route.fetch().json()
+        route.fulfill(json={**answer, "items": [*answer["items"], *more(answer["items"])]})
+
+    page.route(pattern, extended)
+    page.reload()
+    page.locator("main tbody tr", has_text=shown).wait_for()
+
+
+def container_services(_: Rows) -> Rows:
+    """Two services named as in containers (`worker-<host>-<pid>`, `api-<host>-<port>`, the
+    host a 12-hex id): the demo's `serve-<host>` is the only one that beats here. A worker
+    down for 3 days; an API up for almost a day, with as large a pid as Linux gives."""
     now = time.time()
-    more = [
+    return [
         {"name": "worker-3f9a1c2b7d4e-123456", "up": False, "lastSeen": now - 3 * 86400},
         {
             "name": "api-3f9a1c2b7d4e-8000",
@@ -441,13 +456,40 @@ def with_container_services(page: Any) -> None:
         },
     ]
 
-    def extended(route: Any) -> None:
-        answer = route.fetch().json()
-        route.fulfill(json={**answer, "items": [*answer["items"], *more]})
 
-    page.route("**/services", extended)
-    page.reload()
-    page.locator("main tbody tr", has_text=more[0]["name"]).wait_for()
+def widest_deployments(items: Rows) -> Rows:
+    """The newest deployment twice more with its cells as wide as they get: rolled back (the
+    widest state) after 1,250 runs, and promoted then superseded by v13; v12 over v11,
+    started 59 min ago."""
+    base = {
+        **items[0],
+        "candidateVersion": 12,
+        "servingVersion": 11,
+        "createdAt": time.time() - 59 * 60 - 30,
+    }
+    return [
+        {
+            **base,
+            "id": "fffffff1-0000-4000-8000-000000000001",
+            "status": "ROLLED_BACK",
+            "superseded": False,
+            "candidate": {**base["candidate"], "runs": 1250, "failureRatio": 0.25},
+        },
+        {
+            **base,
+            "id": "fffffff2-0000-4000-8000-000000000002",
+            "status": "SUCCEEDED",
+            "superseded": True,
+            "servingVersionNow": 13,
+        },
+    ]
+
+
+MORE_ROWS = {
+    "services": ("**/services", container_services, "worker-3f9a1c2b7d4e"),
+    "deployments": ("**/deployments?*", widest_deployments, "fffffff1"),
+}
+"""What a list is measured with besides the rows the tests made: what is seldom made here."""
 
 
 @pytest.mark.parametrize("route", ["deployments", "workflows", "runs", "services"])
@@ -461,8 +503,8 @@ def test_a_list_fits_a_phone(server: DemoServer, browser: Any, route: str) -> No
     if route == "runs":
         submit(server, name, 1)
     with opened(browser, f"{server.ui}#/{route}") as (page, _):
-        if route == "services":
-            with_container_services(page)
+        if route in MORE_ROWS:
+            with_more_rows(page, *MORE_ROWS[route])
         page.set_viewport_size(NARROW)
         page.locator("main tbody tr").first.wait_for()
         shoot(page, f"list-{route}")
