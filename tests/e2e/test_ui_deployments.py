@@ -10,7 +10,8 @@ on a request off loopback."""
 from __future__ import annotations
 
 import re
-from collections.abc import Iterator
+import time
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
@@ -417,28 +418,97 @@ def test_an_ended_deployment_says_so_and_stops_reading_it(server: DemoServer, br
         assert live.locator("button").count() == 0
 
 
-WIDTHS = (360, 420, 520, 600, 700, 800, 1024, 1280)
-"""Phones to a laptop, each side of the 520, 700 and 900 px breakpoints: one page load
-measured at each."""
+WIDTHS = (360, 420, 520, 600, 700, 800, 900, 901, 902, 1024, 1280)
+"""Phones to a laptop, each side of the 520, 700 and 900 px breakpoints, and 900 px itself
+with the two widths just past it, where every column of the lists comes back in a narrower
+box: one page load measured at each."""
+
+
+Rows = list[dict[str, Any]]
+
+
+def with_more_rows(page: Any, pattern: str, more: Callable[[Rows], Rows], shown: str) -> None:
+    """Reload the page with rows added to the items of the API's answers at `pattern` (those
+    `more` makes of them), once the row with `shown` is drawn."""
+
+    def extended(route: Any) -> None:
+        answer = route.fetch().json()
+        route.fulfill(json={**answer, "items": [*answer["items"], *more(answer["items"])]})
+
+    page.route(pattern, extended)
+    page.reload()
+    page.locator("main tbody tr", has_text=shown).wait_for()
+
+
+def container_services(_: Rows) -> Rows:
+    """Two services named as in containers (`worker-<host>-<pid>`, `api-<host>-<port>`, the
+    host a 12-hex id): the demo's `serve-<host>` is the only one that beats here. A worker
+    down for 3 days; an API up for almost a day, with as large a pid as Linux gives."""
+    now = time.time()
+    return [
+        {"name": "worker-3f9a1c2b7d4e-123456", "up": False, "lastSeen": now - 3 * 86400},
+        {
+            "name": "api-3f9a1c2b7d4e-8000",
+            "up": True,
+            "pid": 4194304,
+            "uptimeS": 86399,
+            "lastSeen": now - 9,
+        },
+    ]
+
+
+def widest_deployments(items: Rows) -> Rows:
+    """The newest deployment twice more with its cells as wide as they get: rolled back (the
+    widest state) after 1,250 runs, and promoted then superseded by v13; v12 over v11,
+    started 59 min ago."""
+    base = {
+        **items[0],
+        "candidateVersion": 12,
+        "servingVersion": 11,
+        "createdAt": time.time() - 59 * 60 - 30,
+    }
+    return [
+        {
+            **base,
+            "id": "fffffff1-0000-4000-8000-000000000001",
+            "status": "ROLLED_BACK",
+            "superseded": False,
+            "candidate": {**base["candidate"], "runs": 1250, "failureRatio": 0.25},
+        },
+        {
+            **base,
+            "id": "fffffff2-0000-4000-8000-000000000002",
+            "status": "SUCCEEDED",
+            "superseded": True,
+            "servingVersionNow": 13,
+        },
+    ]
+
+
+MORE_ROWS = {
+    "services": ("**/services", container_services, "worker-3f9a1c2b7d4e"),
+    "deployments": ("**/deployments?*", widest_deployments, "fffffff1"),
+}
+"""What a list is measured with besides the rows the tests made: what is seldom made here."""
 
 
 @pytest.mark.parametrize("route", ["deployments", "workflows", "runs", "services"])
 def test_a_list_fits_a_phone(server: DemoServer, browser: Any, route: str) -> None:
-    """From a small phone's 360 px (the services list from 420) to 1280 a list scrolls
-    neither the page nor its table sideways: every column it shows (a deployment's state, a
-    run's progress above all) is whole on the screen, a long workflow name wrapping rather
-    than pushing the others off it."""
+    """From a small phone's 360 px to 1280 a list scrolls neither the page nor its table
+    sideways: every column it shows (a deployment's state, a run's progress, a service's
+    last heartbeat above all) is whole on the screen, a long workflow or service name
+    wrapping rather than pushing the others off it."""
     name = f"ui-phone-{route}-customer-onboarding"
     promote(server, name)
     if route == "runs":
         submit(server, name, 1)
     with opened(browser, f"{server.ui}#/{route}") as (page, _):
+        if route in MORE_ROWS:
+            with_more_rows(page, *MORE_ROWS[route])
         page.set_viewport_size(NARROW)
         page.locator("main tbody tr").first.wait_for()
         shoot(page, f"list-{route}")
-        # At 360 px the services list still runs past the screen, by some 40 px.
-        widths = WIDTHS[1:] if route == "services" else WIDTHS
-        for width in widths:
+        for width in WIDTHS:
             page.set_viewport_size({"width": width, "height": NARROW["height"]})
             fit = page.evaluate(FIT_JS, ["main .table-wrap > table", "th, td"])
             assert_fits_a_phone(fit, width)

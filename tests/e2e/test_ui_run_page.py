@@ -429,6 +429,46 @@ def test_a_refused_action_shows_the_run_as_it_is(server: DemoServer, browser: An
         assert refused.is_visible(), "the refusal stays on the page after the redraw"
 
 
+def test_retry_says_to_raise_the_quota_a_fan_out_failed_for(
+    server: DemoServer, browser: Any
+) -> None:
+    """A fan-out failed because its tenant's run quota is used up. The quota counts runs
+    created, so a retry alone fails the same way: Retry's dialog says so and what to do
+    first, the command that raises the quota as the step's error names it. A run failed
+    for another reason is not told that."""
+    tenant = "retry-quota"
+    server.call(f"/tenants/{tenant}/limits", {"maxRuns": 2}, method="PUT")  # the parent is one
+    body = {"input": {"batchSize": 3, "renewalDate": "2025-07-01"}, "tenantId": tenant}
+    run_id = str(server.call("/workflows/nightly-subscription-renewals/runs", body)["id"])
+    assert server.wait_status(run_id, {"SUCCEEDED", "FAILED", "CANCELLED"}) == "FAILED"
+    assert server.call(f"/runs/{run_id}")["error"]["kind"] == "quota_exceeded"
+    reject_next_ticket(server)
+    other_id = ticket(server, "retry-no-quota", wait=True)
+
+    with opened(browser, f"{server.ui}#/runs/{run_id}") as (page, _):
+        page.locator("h1 .badge", has_text="failed").wait_for()
+        page.get_by_role("button", name="Retry", exact=True).click()
+        dialog = page.locator("dialog.modal")
+        note = dialog.locator(".warning-box")
+        note.wait_for()
+        assert " ".join(note.inner_text().split()) == (
+            f"⚠ The fan-out of step renew needs more runs than tenant {tenant} has left in its "
+            "quota, so a retry alone fails the same way: an admin raises the quota first, with "
+            f"schemabridge tenants set-quota {tenant} 4."
+        )
+        assert note.locator("code").inner_text() == f"schemabridge tenants set-quota {tenant} 4"
+        shoot(page, "retry-quota")
+        dialog.get_by_role("button", name="Cancel", exact=True).click()
+        assert server.run_status(run_id) == "FAILED"
+
+    with opened(browser, f"{server.ui}#/runs/{other_id}") as (page, _):
+        page.locator("h1 .badge", has_text="failed").wait_for()
+        page.get_by_role("button", name="Retry", exact=True).click()
+        dialog = page.locator("dialog.modal")
+        dialog.wait_for()
+        assert dialog.locator(".warning-box").count() == 0
+
+
 def test_the_live_toggle_says_it_is_about_updates(server: DemoServer, browser: Any) -> None:
     """On a running run whose updates stopped (its event stream and then its reload failed),
     the header's button says it resumes the page's updates, not the run; it takes the focus,

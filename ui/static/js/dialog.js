@@ -19,12 +19,13 @@ function modal(title, body, buttons, { onClose } = {}) {
   return dialog;
 }
 
-/** Ask before doing something: resolves true when confirmed. */
-export function confirmAction({ title, text, confirm = "Confirm", danger = false }) {
+/** Ask before doing something: resolves true when confirmed. A `note` (text or nodes) is
+ * what the operator should know before confirming, in a warning box under `text`. */
+export function confirmAction({ title, text, note = null, confirm = "Confirm", danger = false }) {
   return new Promise((resolve) => {
     modal(
       title,
-      h("p", {}, text),
+      [h("p", {}, text), note ? h("p", { class: "warning-box" }, "⚠ ", note) : null],
       [
         h("button", { value: "cancel", type: "submit", class: "secondary" }, "Cancel"),
         h("button", { value: "ok", type: "submit", class: danger ? "danger" : "primary", autofocus: true }, confirm),

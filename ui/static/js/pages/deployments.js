@@ -46,10 +46,11 @@ function weightNote(d) {
   return ` — new runs go back to v${d.servingVersion}`;
 }
 
-/** "stage 2 of 4 (50 %)": the stage in force, or the last one reached. */
+/** "stage 2 of 4 (50 %)": the stage in force, or the last one reached. Where the list wraps
+ * it (style.css), it goes to a second line before its weight, never inside "(50 %)". */
 function stageText(d) {
   const stage = d.stages[d.stage - 1];
-  return `stage ${d.stage} of ${d.stages.length}${stage ? ` (${pct(stage.weight)})` : ""}`;
+  return [h("span", {}, `stage ${d.stage} of ${d.stages.length}`), stage ? [" ", h("span", {}, `(${pct(stage.weight)})`)] : null];
 }
 
 /** The monitor's run list showing the runs behind `figures.runsUrl` (`/runs?workflow=…`). */

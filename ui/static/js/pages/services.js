@@ -34,7 +34,7 @@ export async function servicesPage(main) {
     main,
     h("div", { class: "page-head" }, h("h1", {}, "Services"), live),
     h("p", { class: "muted" }, "Each service sends a heartbeat every few seconds; one that stops for longer than its time-to-live shows as down."),
-    h("div", { class: "table-wrap" }, h("table", {}, h("thead", {}, h("tr", {}, ["Service", "State", "PID", "Uptime", "Last heartbeat"].map((t) => h("th", { scope: "col" }, t)))), body)),
+    h("div", { class: "table-wrap" }, h("table", { class: "services" }, h("thead", {}, h("tr", {}, ["Service", "State", "PID", "Uptime", "Last heartbeat"].map((t) => h("th", { scope: "col" }, t)))), body)),
   );
   const poller = new Poller(refresh, { intervalMs: 5000, quietLimit: 24, indicator: live });
   await refresh();

@@ -12,8 +12,8 @@ function path(runId, action) {
 
 /** Ask, send, say what the API answered; true when it was sent (done or refused: either way
  * the page's view of the run may be stale), false when the operator backed out. */
-async function perform(where, { name, title, text, confirm, danger, send, describe }) {
-  if (!(await confirmAction({ title, text, confirm, danger }))) return false;
+async function perform(where, { name, title, text, note, confirm, danger, send, describe }) {
+  if (!(await confirmAction({ title, text, note, confirm, danger }))) return false;
   try {
     const answer = await send();
     const line = h("p", { class: "ok-box", role: "status" }, "✓ ", describe(answer));
@@ -25,6 +25,26 @@ async function perform(where, { name, title, text, confirm, danger, send, descri
     announce(line.textContent, "error");
   }
   return true;
+}
+
+/** The command a spawner's `quota_exceeded` error names (schemas/errors.py,
+ * SET_QUOTA_COMMAND): the quota its fan-out needs. */
+const SET_QUOTA_COMMAND = /`(schemabridge tenants set-quota [^`]+ \d+)`/;
+
+/** When a FAILED spawner's fan-out failed for its tenant's run quota, what Retry's dialog
+ * says first: the quota counts runs created, so a retry alone fails the same way until an
+ * admin raises it — with the command the error names (`N` when an older API's does not), as
+ * `runs show` leads with it. The monitor has no tenant settings of its own. */
+function quotaNote(detail) {
+  const step = detail.steps.find((s) => s.status === "FAILED" && s.error?.kind === "quota_exceeded");
+  if (!step) return null;
+  const named = SET_QUOTA_COMMAND.exec(step.error.message || "");
+  const command = named ? named[1] : `schemabridge tenants set-quota ${detail.tenantId} N`;
+  return [
+    `The fan-out of step ${step.vertexId} needs more runs than tenant ${detail.tenantId} has left in its quota, so a retry alone fails the same way: an admin raises the quota first, with `,
+    h("code", {}, command),
+    ".",
+  ];
 }
 
 /** Why Start over is unavailable (the API's refusals: start_over_child_run,
@@ -62,6 +82,7 @@ export function actionBar(detail, result, done) {
       name: "Retry",
       title: "Retry this run?",
       text: "Its FAILED steps run again; completed steps keep their results.",
+      note: quotaNote(detail),
       confirm: "Retry",
       send: () => api(path(id, "retry"), { method: "POST" }),
       describe: (a) => a.message,
