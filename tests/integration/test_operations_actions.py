@@ -359,9 +359,21 @@ async def test_start_over_refusals(
     async with running_worker(runtime):
         parent_id = await failed_fan_out(runtime, downstream, 2, failing={0})
     (child,) = await runtime.store.children(parent_id, status="FAILED")
-    with pytest.raises(InvalidRequest) as child_run:
+    with pytest.raises(WrongState) as child_run:
         await ops.actions.start_over(child.id, actor="cli")
-    assert child_run.value.code == "start_over_child_run"
+    assert (child_run.value.code, child_run.value.state) == ("start_over_child_run", "FAILED")
+    assert child_run.value.message == (
+        f"run {child.id} is a child run, which cannot be started over alone; retry it, or "
+        f"start over its parent {parent_id}"
+    )
+    (succeeded,) = await runtime.store.children(parent_id, status="SUCCEEDED")
+    with pytest.raises(WrongState) as ended_child:
+        await ops.actions.start_over(succeeded.id, actor="cli")
+    assert (ended_child.value.code, ended_child.value.state) == (
+        "start_over_child_run",
+        "SUCCEEDED",
+    )
+    assert ended_child.value.message.endswith(f"; start over its parent {parent_id} instead")
     await runtime.store.set_quota("default", 0)
     with pytest.raises(LimitReached) as quota:
         await ops.actions.start_over(parent_id, actor="cli")
