@@ -22,6 +22,7 @@ from schemas.definitions import Workflow
 from schemas.errors import InvalidRequest, StepFailure, Unavailable
 from tests.conftest import Backend
 from tests.integration.engine_harness import settings_for
+from tests.integration.operations_harness import slow_to_redis
 from tests.integration.scripts.helpers import UNREACHABLE_REDIS_URL
 
 DEFAULT_CAP = 100
@@ -315,15 +316,7 @@ async def test_concurrent_tenant_rate_changes_leave_redis_as_the_store(
     that orders it in the store; written after the commit, the slow one overwrote it."""
     tenant = unique("acme")
     slow = await Runtime.open(settings_for(backend))
-    at_redis = asyncio.Event()
-    set_limit = slow.admission.set_tenant_limit
-
-    async def slow_set_limit(tenant_id: str, limit: int | None) -> None:
-        at_redis.set()
-        await asyncio.sleep(0.05)
-        await set_limit(tenant_id, limit)
-
-    monkeypatch.setattr(slow.admission, "set_tenant_limit", slow_set_limit)
+    at_redis = slow_to_redis(slow, monkeypatch)
 
     async def after_the_slow_one(per_minute: int | None) -> None:
         await at_redis.wait()
