@@ -148,9 +148,9 @@ async def resolve(
 )
 async def start_over(run_id: str, ops: OperationsDep, caller: CallerDep) -> StartOverResult:
     """409 `run_not_ended` while it runs, `start_over_system_run` for a deployment's own
-    `gradual_deploy` run (start a new deployment instead), each with `details.state`; 422
-    `start_over_child_run` for a child run. Starting the same run over again answers the run
-    the first time created (`changed: false`)."""
+    `gradual_deploy` run (start a new deployment instead), `start_over_child_run` for a child
+    run of a fan-out (retry it, or start over its parent), each with `details.state`. Starting
+    the same run over again answers the run the first time created (`changed: false`)."""
     return await ops.actions.start_over(run_id, actor=caller.actor, tenant=caller.tenant)
 
 

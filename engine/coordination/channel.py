@@ -9,10 +9,16 @@ costs latency, never work. `PubSubChannel` owns two supervised background tasks:
   subclass. A message is the sender's random id, then (when there is one) a newline and a
   body; a process ignores the echo of its own messages (it told its local waiters already).
 
-When a task dies (connection lost, server gone) the death is logged and it is restarted with
-exponential backoff (`restart_backoff_s`, doubled up to `max_restart_backoff_s`). After the
-listener resubscribes the subclass is told (`_resubscribed`): messages sent while it was away
-are lost. While not running (before `start()`, after `stop()`) a hint is published inline.
+When a task dies (connection lost, server gone) it is restarted with exponential backoff
+(`restart_backoff_s`, doubled up to `max_restart_backoff_s`). After the listener resubscribes
+the subclass is told (`_resubscribed`): messages sent while it was away are lost. While not
+running (before `start()`, after `stop()`) a hint is published inline.
+
+An outage of the listener is logged twice, whatever its length: one warning when the
+subscription is lost (the restarts that fail while Redis stays away log at debug level), and
+one info line, "listening again … after N s", once it is subscribed again. A connection that
+redis-py repairs in place (a killed connection, Redis still up) is not seen until the
+resubscription confirms, so both lines come then.
 
 Pub/sub channels are server-wide (not per database): tests and deployments sharing a Redis
 should pass distinct `channel` names.
@@ -112,6 +118,8 @@ class PubSubChannel:
         self._publish_wanted = asyncio.Event()
         self._stopping = asyncio.Event()
         self._subscribed = asyncio.Event()
+        self._listener_lost_at: float | None = None
+        """When the listener lost its subscription (loop time), until it has one again."""
         self._publish_failing = False
         self._tasks: dict[str, asyncio.Task[None]] = {}
         self._pubsub: PubSub | None = None
@@ -252,15 +260,7 @@ class PubSubChannel:
                 await body()
             except Exception as error:
                 self.restarts += 1
-                self._logger.warning(
-                    "%s %s on %s died (%s: %s); restarting in %.2f s, polling until then",
-                    self.what,
-                    role,
-                    self.channel,
-                    type(error).__name__,
-                    error,
-                    backoff_s,
-                )
+                self._died(role, error, backoff_s)
             else:
                 continue  # body returns only once stopping is set; the loop test ends it
             # A body that ran for a while was healthy: start the backoff over.
@@ -270,6 +270,51 @@ class PubSubChannel:
                 await asyncio.wait_for(self._stopping.wait(), backoff_s)
             except TimeoutError:
                 backoff_s = min(backoff_s * 2, self.max_restart_backoff_s)
+
+    def _died(self, role: str, error: Exception, backoff_s: float) -> None:
+        """Log a task's death: a warning, except for the listener's further deaths in an
+        outage already told (one warning an outage, not one a retry)."""
+        text = f"{type(error).__name__}: {error}"
+        if role == "listener":
+            if self._listener_lost_at is not None:
+                self._logger.debug(
+                    "%s listener on %s still cannot subscribe (%s); next try in %.2f s",
+                    self.what,
+                    self.channel,
+                    text,
+                    backoff_s,
+                )
+                return
+            self._listener_lost_at = asyncio.get_running_loop().time()
+        self._logger.warning(
+            "%s %s on %s died (%s); restarting in %.2f s, polling until then",
+            self.what,
+            role,
+            self.channel,
+            text,
+            backoff_s,
+        )
+
+    def _listening_again(self) -> None:
+        """The listener subscribed again (or at last, when Redis was away at `start()`): say
+        so once, closing the outage its warning opened. A connection redis-py repaired in
+        place was not seen going: warn of it now."""
+        now = asyncio.get_running_loop().time()
+        if self._listener_lost_at is None:
+            self._logger.warning(
+                "%s listener on %s lost its connection to Redis (reconnected in place)",
+                self.what,
+                self.channel,
+            )
+            self._listener_lost_at = now
+        self._logger.info(
+            "%s listener on %s listening again after %.1f s; what was published meanwhile is "
+            "lost, so waiters look now",
+            self.what,
+            self.channel,
+            now - self._listener_lost_at,
+        )
+        self._listener_lost_at = None
 
     async def _listen(self) -> None:
         pubsub = self._client.pubsub()
@@ -295,6 +340,8 @@ class PubSubChannel:
     def _on_message(self, message: dict[str, Any]) -> None:
         kind = message.get("type")
         if kind == "subscribe":
+            if self.subscriptions or self._listener_lost_at is not None:
+                self._listening_again()
             if self.subscriptions:
                 # A resubscription, by redis-py's reconnect or by our restart: whatever was
                 # published while we were away is lost, so tell waiters to look now.

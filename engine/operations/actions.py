@@ -131,7 +131,8 @@ class OperatorActions:
         """A new run of the same workflow version with the same input and tenant, its
         `restarted_from` the old run. Only for an ended run (SUCCEEDED, FAILED, CANCELLED),
         else `WrongState(code="run_not_ended")`; a child run is refused
-        (`InvalidRequest(code="start_over_child_run")`: its item only exists in its parent).
+        (`WrongState(code="start_over_child_run")` with its state: its item only exists in its
+        parent; retry it, or start over the parent).
         Idempotent: starting the same run over again answers the run the first time
         created (`changed=False`). A deployment's `gradual_deploy` run is refused
         (`WrongState(code="start_over_system_run")` with its state: start a new

@@ -5,9 +5,9 @@ Redis, which admission reads atomically with its counters (every worker's next a
 a change). A change is written to the store first, then to Redis, after a probe that Redis
 answers: when Redis is down the change is refused with nothing written. Should Redis fail
 between the two writes, the operation is refused too (`coordination_unavailable`) and may be
-sent again: every setting is idempotent. Caps reach Redis before the store's transaction
-commits (the row locked), so concurrent changes leave both copies alike and a Redis failure
-leaves the stored caps as they were. Quotas live in the store only.
+sent again: every setting is idempotent. Caps and tenant rate limits reach Redis before the
+store's transaction commits (the row locked), so concurrent changes leave both copies alike
+and a Redis failure leaves the stored setting as it was. Quotas live in the store only.
 """
 
 from __future__ import annotations
@@ -279,10 +279,16 @@ class SettingsOperations:
             )
 
     async def _apply_tenant_rate(self, tenant_id: str, per_minute: int | None) -> None:
+        """Store the tenant's rate limit and write it to Redis while its row is locked
+        (`store.change_tenant_rate`): concurrent changes leave both copies alike, and Redis
+        failing rolls the stored change back."""
         await self._require_coordination(f"setting the rate limit of tenant {tenant_id}")
-        await self._runtime.store.set_tenant_rate(tenant_id, per_minute)
-        with _coordination(f"the rate limit of tenant {tenant_id} was stored but not applied"):
-            await self._runtime.admission.set_tenant_limit(tenant_id, per_minute)
+
+        async def apply(limit: int | None) -> None:
+            with _coordination(f"the rate limit of tenant {tenant_id} was not changed"):
+                await self._runtime.admission.set_tenant_limit(tenant_id, limit)
+
+        await self._runtime.store.change_tenant_rate(tenant_id, per_minute, apply)
 
     async def _rate_view(self, tenant_id: str, stored: int | None) -> TenantRateView:
         """`stored`, the durable limit (None: none), wins over Redis's copy: it is the one

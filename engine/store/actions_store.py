@@ -37,7 +37,7 @@ from engine.store.operator_actions import (
 from engine.store.queue import MAX_NESTING, WorkQueue
 from engine.store.records import CompletionReport, LogLine
 from schemas.definitions import RESERVED_WORKFLOWS, Workflow
-from schemas.errors import InvalidRequest, NotFound, QuotaExceeded, WrongState
+from schemas.errors import NotFound, QuotaExceeded, WrongState
 
 T = TypeVar("T")
 
@@ -354,10 +354,17 @@ def _check_restartable(old: Any) -> None:
             code="run_not_ended",
         )
     if old.parent_run_id is not None:
-        # A child's context (its item and index) only exists under its parent's spawner.
-        raise InvalidRequest(
-            f"run {old.id} is a child run of {old.parent_run_id}; retry it, or reprocess or "
-            "start over its parent",
+        # A child's context (its item and index) only exists under its parent's spawner: a new
+        # run of it alone would be no one's child, its result joined nowhere. The request is
+        # well formed; this run refuses the action (409, as a wrong state), saying what does.
+        instead = (
+            f"retry it, or start over its parent {old.parent_run_id}"
+            if old.status == RunStatus.FAILED.value
+            else f"start over its parent {old.parent_run_id} instead"
+        )
+        raise WrongState(
+            f"run {old.id} is a child run, which cannot be started over alone; {instead}",
+            state=old.status,
             code="start_over_child_run",
         )
 

@@ -124,16 +124,20 @@ async def list_caps(conn: AsyncConnection) -> list[tuple[str, int, float | None]
     return [(r.destination, r.max_concurrency, r.rate_per_second) for r in rows.all()]
 
 
-async def upsert_tenant_rate(
+async def change_tenant_rate(
     conn: AsyncConnection, tenant_id: str, per_minute: int | None, now: float
 ) -> None:
-    """Set a tenant's rate limit; None removes it (the default applies again)."""
-    if per_minute is None:
-        await conn.execute(rates.delete().where(rates.c.tenant_id == tenant_id))
-        return
-    values = {"per_minute": per_minute, "updated_at": now}
+    """Set a tenant's rate limit; None removes it (the default applies again). Either way the
+    tenant's row is locked until the transaction ends: one upsert sets the limit, and a
+    removal upserts the row first (so there is a row to lock even when the tenant had none,
+    and an uncommitted insert of it is waited for) and deletes it in the same transaction.
+    Concurrent changes of one tenant are so ordered (PostgreSQL's row lock, SQLite's write
+    lock) for as long as each transaction lasts."""
+    values = {"per_minute": 1 if per_minute is None else per_minute, "updated_at": now}
     statement = dialect_of(conn).insert(rates).values(tenant_id=tenant_id, **values)
     await conn.execute(statement.on_conflict_do_update(index_elements=["tenant_id"], set_=values))
+    if per_minute is None:
+        await conn.execute(rates.delete().where(rates.c.tenant_id == tenant_id))
 
 
 async def read_tenant_rate(conn: AsyncConnection, tenant_id: str) -> int | None:

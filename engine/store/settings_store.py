@@ -72,10 +72,19 @@ class OperatorSettingsStore(StoreCore):
         async with self._engines.read.connect() as conn:
             return await settings_.list_caps(conn)
 
-    async def set_tenant_rate(self, tenant_id: str, per_minute: int | None) -> None:
-        """Store a tenant's rate limit (None: back to the default)."""
+    async def change_tenant_rate(
+        self,
+        tenant_id: str,
+        per_minute: int | None,
+        apply: Callable[[int | None], Awaitable[None]],
+    ) -> None:
+        """Store a tenant's rate limit (None: back to the default), then `apply` it (to
+        Redis) before the transaction commits: the tenant's row stays locked meanwhile, so
+        concurrent changes reach Redis in the order they reached the store and the cache ends
+        as the durable row does. `apply` raising rolls the change back."""
         async with self._engines.write.begin() as conn:
-            await settings_.upsert_tenant_rate(conn, tenant_id, per_minute, self._clock.now())
+            await settings_.change_tenant_rate(conn, tenant_id, per_minute, self._clock.now())
+            await apply(per_minute)
 
     async def get_tenant_rate(self, tenant_id: str) -> int | None:
         async with self._engines.read.connect() as conn:

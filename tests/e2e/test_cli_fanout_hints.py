@@ -9,7 +9,7 @@ import re
 
 import pytest
 
-from tests.e2e.cli_harness import Stack
+from tests.e2e.cli_harness import Stack, assert_refused
 
 PARENT = "cli-hints-fanout"
 CHILD = "cli-hints-item"
@@ -105,6 +105,22 @@ def test_a_step_refused_with_a_non_retryable_status_was_not_retried(
     assert re.search(r"^HTTP\s+status 422 after 1 attempt$", shown, re.M), shown
     assert "(attempt 1, not retried: 422 is not retryable)" in shown, shown
     assert "attempt 1/4" not in shown
+
+
+def test_starting_over_a_child_says_what_to_do_instead(serve_api: Stack, workflows: None) -> None:
+    """A refusal (exit 1, one line, no traceback), not a usage error: the run is a child."""
+    parent = str(failed_fanout(serve_api)["id"])
+    children = serve_api.json("runs", "children", parent, "--status", "FAILED")
+    child = str(children["items"][0]["id"])
+    refused = serve_api.cli("runs", "start-over", child)
+    assert_refused(
+        refused,
+        1,
+        f"run {child} is a child run, which cannot be started over alone; retry it, or start "
+        f"over its parent {parent} (it is FAILED)",
+    )
+    assert len(refused.stderr.splitlines()) == 1, refused.stderr
+    assert f"schemabridge runs start-over {child}" not in serve_api.ok("runs", "show", child).stdout
 
 
 def test_a_fanout_over_its_tenant_quota_leads_with_raising_it(

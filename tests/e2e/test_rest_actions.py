@@ -165,6 +165,30 @@ async def test_reprocess_reruns_the_dead_letters(api: Api, downstream: RunningDo
     assert nothing.status_code == 200 and nothing.json()["changed"] is False
 
 
+async def test_a_child_run_refuses_a_start_over_saying_what_to_do(
+    api: Api, downstream: RunningDownstream
+) -> None:
+    """A child of a fan-out is a 409 with a code and its state, like the other refusals of an
+    action in the wrong state: retry it (when FAILED) or start over its parent."""
+    async with running_worker(api.runtime):
+        parent_id = await failed_fan_out(api.runtime, downstream, 2, failing={0})
+    (failed,) = await api.runtime.store.children(parent_id, status="FAILED")
+    (succeeded,) = await api.runtime.store.children(parent_id, status="SUCCEEDED")
+    async with client(api.url, api.admin_key) as http:
+        for child, state, instead in [
+            (failed.id, "FAILED", f"retry it, or start over its parent {parent_id}"),
+            (succeeded.id, "SUCCEEDED", f"start over its parent {parent_id} instead"),
+        ]:
+            answer = await http.post(f"/runs/{child}/start-over")
+            assert answer.status_code == 409, answer.text
+            body = answer.json()
+            assert (body["code"], body["details"]) == ("start_over_child_run", {"state": state})
+            assert body["message"] == (
+                f"run {child} is a child run, which cannot be started over alone; {instead}"
+            )
+    assert await api.runtime.store.count_runs() == 3, "nothing was created"
+
+
 async def test_batch_retry_by_ids_and_by_filter(api: Api, downstream: RunningDownstream) -> None:
     acme = await failed_chain(api.runtime, downstream, tenant_id="acme")
     running = await submit(api.runtime, [single(downstream.url)], {}, tenant_id="acme")

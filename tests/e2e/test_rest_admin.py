@@ -20,6 +20,7 @@ from engine.runtime import Runtime
 from tests.conftest import Backend
 from tests.e2e.rest_harness import client, serving
 from tests.integration.engine_harness import settings_for
+from tests.integration.operations_harness import slow_to_redis
 
 DEFAULT_RATE = 10_000_000
 """The rate per minute `settings_for` gives tenants."""
@@ -232,3 +233,40 @@ async def test_concurrent_partial_cap_changes_all_survive(api: Api) -> None:
             assert stored == (round_, float(round_)), (round_, stored)
             operative = await api.runtime.admission.get_caps(key)
             assert operative == DestinationCaps(round_, float(round_)), (round_, operative)
+
+
+async def test_concurrent_limit_puts_leave_redis_as_the_store(
+    api: Api, backend: Backend, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Two `PUT /tenants/{id}/limits` of one tenant's rate at once through two API processes
+    (two servers, one store and Redis), the first slow to reach Redis, 20 rounds: the second
+    (a new rate or null) comes after it in the store, and Redis, what admission enforces,
+    holds the second too."""
+    slow = await Runtime.open(settings_for(backend))
+    at_redis = slow_to_redis(slow, monkeypatch)
+    app = create_app(slow.settings, runtime_factory=borrowed_runtime(slow), auth=True)
+    path = "/tenants/race/limits"
+    try:
+        async with (
+            serving(app) as slow_url,
+            client(slow_url, api.admin_key) as first,
+            client(api.url, api.admin_key) as second,
+        ):
+
+            async def after_the_first(rate: int | None) -> int:
+                await at_redis.wait()
+                return (await second.put(path, json={"ratePerMinute": rate})).status_code
+
+            for round_ in range(20):
+                at_redis.clear()
+                rate = None if round_ % 3 == 2 else 1000 + round_
+                answers = await asyncio.gather(
+                    first.put(path, json={"ratePerMinute": 500 + round_}),
+                    after_the_first(rate),
+                )
+                assert (answers[0].status_code, answers[1]) == (200, 200), answers[0].text
+                assert await api.runtime.store.get_tenant_rate("race") == rate, round_
+                _, operative = await api.runtime.admission.rate.usage("race")
+                assert operative == (DEFAULT_RATE if rate is None else rate), round_
+    finally:
+        await slow.close()

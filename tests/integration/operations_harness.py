@@ -6,8 +6,11 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
+import pytest
+
 from engine.operations import Operations
 from engine.operations.views import RunDetail
+from engine.runtime import Runtime
 
 TERMINAL = {"SUCCEEDED", "FAILED", "CANCELLED"}
 
@@ -65,3 +68,19 @@ async def eventually(condition: Any, timeout_s: float = 10) -> None:
     async with asyncio.timeout(timeout_s):
         while not await condition():
             await asyncio.sleep(0.05)
+
+
+def slow_to_redis(runtime: Runtime, monkeypatch: pytest.MonkeyPatch) -> asyncio.Event:
+    """Make `runtime`'s writes of tenant rate limits to Redis take 50 ms longer (a pause, a
+    slow link): the event returned is set when one starts, so another change can be made
+    while it is on its way."""
+    at_redis = asyncio.Event()
+    set_limit = runtime.admission.set_tenant_limit
+
+    async def slow_set_limit(tenant_id: str, limit: int | None) -> None:
+        at_redis.set()
+        await asyncio.sleep(0.05)
+        await set_limit(tenant_id, limit)
+
+    monkeypatch.setattr(runtime.admission, "set_tenant_limit", slow_set_limit)
+    return at_redis

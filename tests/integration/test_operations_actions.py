@@ -11,6 +11,7 @@ from collections.abc import AsyncIterator
 import pytest
 
 from demo.downstream import RunningDownstream
+from engine.execution import step_rules
 from engine.operations import Operations, OperatorActions
 from engine.operations.views import RunFilter
 from engine.runtime import Runtime
@@ -66,6 +67,31 @@ async def test_retry_reruns_only_the_failed_step(
     (line,) = await action_lines(runtime, run_id)
     assert line["data"] == {"action": "retry", "actor": "cli"} and line["level"] == "info"
     assert "cli" in line["message"]
+
+
+async def test_a_gateway_step_sends_one_idempotency_key_across_its_retries(
+    backend: Backend, downstream: RunningDownstream
+) -> None:
+    """Every request a GATEWAY step makes for one (run, vertex) carries the same
+    Idempotency-Key, as the downstream (a real server on loopback) records it: the call's
+    own attempts, the engine's redispatch after an external_overload, and the operator's
+    Retry of the FAILED run."""
+    runtime = await Runtime.open(settings_for(backend, redispatch_delays_s=(0.05,)))
+    try:
+        call = {"url": f"{downstream.url}/keyed", "retry": {"maxAttempts": 2, "baseDelayMs": 10}}
+        workflow = {"call": {"type": "GATEWAY", "maxAutoRetries": 1, "config": call}}
+        keyed = Workflow.model_validate({"name": "keyed", "vertices": workflow})
+        downstream.script([503] * 4, path="/keyed")  # two attempts, twice (one redispatch)
+        run_id = await submit(runtime, [keyed], {})
+        async with running_worker(runtime):
+            failed = await wait_for_run(runtime, run_id)
+            assert failed.status == "FAILED" and failed.error.kind == "external_overload"
+            await Operations(runtime).actions.retry(run_id, actor="cli")
+            assert (await wait_for_run(runtime, run_id)).status == "SUCCEEDED"
+    finally:
+        await runtime.close()
+    keys = [r.idempotency_key for r in downstream.stats.recent if r.path == "/keyed"]
+    assert keys == [step_rules.idempotency_key(run_id, "call")] * 5, keys
 
 
 async def test_retry_refuses_a_run_that_is_not_failed(
@@ -359,9 +385,21 @@ async def test_start_over_refusals(
     async with running_worker(runtime):
         parent_id = await failed_fan_out(runtime, downstream, 2, failing={0})
     (child,) = await runtime.store.children(parent_id, status="FAILED")
-    with pytest.raises(InvalidRequest) as child_run:
+    with pytest.raises(WrongState) as child_run:
         await ops.actions.start_over(child.id, actor="cli")
-    assert child_run.value.code == "start_over_child_run"
+    assert (child_run.value.code, child_run.value.state) == ("start_over_child_run", "FAILED")
+    assert child_run.value.message == (
+        f"run {child.id} is a child run, which cannot be started over alone; retry it, or "
+        f"start over its parent {parent_id}"
+    )
+    (succeeded,) = await runtime.store.children(parent_id, status="SUCCEEDED")
+    with pytest.raises(WrongState) as ended_child:
+        await ops.actions.start_over(succeeded.id, actor="cli")
+    assert (ended_child.value.code, ended_child.value.state) == (
+        "start_over_child_run",
+        "SUCCEEDED",
+    )
+    assert ended_child.value.message.endswith(f"; start over its parent {parent_id} instead")
     await runtime.store.set_quota("default", 0)
     with pytest.raises(LimitReached) as quota:
         await ops.actions.start_over(parent_id, actor="cli")

@@ -22,6 +22,7 @@ from schemas.definitions import Workflow
 from schemas.errors import InvalidRequest, StepFailure, Unavailable
 from tests.conftest import Backend
 from tests.integration.engine_harness import settings_for
+from tests.integration.operations_harness import slow_to_redis
 from tests.integration.scripts.helpers import UNREACHABLE_REDIS_URL
 
 DEFAULT_CAP = 100
@@ -300,6 +301,68 @@ async def test_a_tenant_rate_limit_applies_at_once_and_resets_to_the_default(
     assert (await runtime.admission.tenant_check(tenant)).allowed
     # Resetting a tenant without a limit leaves it as it is.
     assert (await settings.reset_tenant_rate(tenant)).per_minute == DEFAULT_RATE
+
+
+async def test_concurrent_tenant_rate_changes_leave_redis_as_the_store(
+    backend: Backend,
+    runtime: Runtime,
+    settings: SettingsOperations,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """20 rounds of two changes of one tenant's rate at once from two processes' views (two
+    runtimes on one store and Redis), the first slow to reach Redis (a pause, a slow link):
+    the second (a new rate, or a reset) comes after it in the store, so Redis, what admission
+    enforces, must hold the second too. It does when each change reaches Redis under the lock
+    that orders it in the store; written after the commit, the slow one overwrote it."""
+    tenant = unique("acme")
+    slow = await Runtime.open(settings_for(backend))
+    at_redis = slow_to_redis(slow, monkeypatch)
+
+    async def after_the_slow_one(per_minute: int | None) -> None:
+        await at_redis.wait()
+        if per_minute is None:
+            await settings.reset_tenant_rate(tenant)
+        else:
+            await settings.set_tenant_rate(tenant, per_minute)
+
+    try:
+        for round_ in range(20):
+            at_redis.clear()
+            second = None if round_ % 3 == 2 else 1000 + round_
+            await asyncio.gather(
+                Operations(slow).settings.set_tenant_rate(tenant, 500 + round_),
+                after_the_slow_one(second),
+            )
+            assert await runtime.store.get_tenant_rate(tenant) == second, round_
+            _, operative = await runtime.admission.rate.usage(tenant)
+            assert operative == (DEFAULT_RATE if second is None else second), round_
+    finally:
+        await slow.close()
+
+
+async def test_a_tenant_rate_change_redis_refuses_is_not_stored(
+    runtime: Runtime, settings: SettingsOperations, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Redis failing once the row is written (after the probe) rolls the change back, a
+    reset as well as a new rate: the store keeps what Redis has."""
+    tenant = unique("acme")
+    await settings.set_tenant_rate(tenant, 7)
+
+    async def refuse(_tenant_id: str, _limit: int | None) -> None:
+        raise redis.exceptions.ConnectionError("connection reset")
+
+    monkeypatch.setattr(runtime.admission, "set_tenant_limit", refuse)
+    for change in (
+        lambda: settings.set_tenant_rate(tenant, 9),
+        lambda: settings.reset_tenant_rate(tenant),
+    ):
+        with pytest.raises(Unavailable) as unavailable:
+            await change()
+        assert unavailable.value.code == "coordination_unavailable"
+        assert f"the rate limit of tenant {tenant} was not changed" in unavailable.value.message
+        assert await runtime.store.get_tenant_rate(tenant) == 7
+    monkeypatch.undo()
+    assert (await runtime.admission.rate.usage(tenant))[1] == 7
 
 
 BAD_TENANTS = [pytest.param("", id="empty"), pytest.param(" acme", id="spaces")]

@@ -9,7 +9,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import AsyncIterator
-from contextlib import AsyncExitStack
+from contextlib import AsyncExitStack, asynccontextmanager
 
 import fakeredis
 import pytest
@@ -174,9 +174,9 @@ async def test_listener_restarts_after_an_embedded_outage(
             Wakeup(notifying, channel=channel) as notifier,
         ):
             assert await waiter.wait_ready(5.0)
-            with caplog.at_level(logging.WARNING, logger="engine.coordination.wakeup"):
+            with caplog.at_level(logging.DEBUG, logger="engine.coordination.wakeup"):
                 server.connected = False
-                await wait_until(lambda: waiter.restarts >= 1, what="the listener to die")
+                await wait_until(lambda: waiter.restarts >= 3, what="the listener to die")
                 assert not await waiter.wait(0.02)
                 server.connected = True
                 await wait_until(lambda: waiter.subscriptions >= 2, what="resubscription")
@@ -184,30 +184,130 @@ async def test_listener_restarts_after_an_embedded_outage(
             assert await waiter.wait(0.0), "a resubscription wakes waiters: messages were lost"
             await notifier.notify()
             assert await waiter.wait(5.0)
+        one_warning_then_listening_again(outage_lines(caplog, channel))
     finally:
         await coordination.close_redis(listening)
         await coordination.close_redis(notifying)
 
 
-async def test_listener_recovers_when_redis_drops_its_connection(
-    redis_url: str, channel: str
+def outage_lines(caplog: pytest.LogCaptureFixture, channel: str) -> list[tuple[str, str]]:
+    """(level, message) of what the wake-up channel logged at info and above about `channel`."""
+    return [
+        (r.levelname, r.getMessage())
+        for r in caplog.records
+        if r.name == "engine.coordination.wakeup"
+        and r.levelno >= logging.INFO
+        and channel in r.getMessage()
+    ]
+
+
+def one_warning_then_listening_again(lines: list[tuple[str, str]]) -> None:
+    assert [level for level, _ in lines] == ["WARNING", "INFO"], lines
+    assert "listening again after" in lines[1][1], lines
+
+
+@asynccontextmanager
+async def watched(
+    client: redis.Redis, redis_url: str, channel: str, caplog: pytest.LogCaptureFixture
+) -> AsyncIterator[tuple[Wakeup, Wakeup, redis.Redis]]:
+    """A subscribed waiter on `client`, a notifier on a client of its own to `redis_url` (and
+    that client), with the wake-up channel's log captured from then on at every level."""
+    async with (
+        open_client(redis_url) as direct,
+        fast_wakeup(client, channel) as waiter,
+        Wakeup(direct, channel=channel) as notifier,
+    ):
+        assert await waiter.wait_ready(5.0)
+        caplog.set_level(logging.DEBUG, logger="engine.coordination.wakeup")
+        yield waiter, notifier, direct
+
+
+async def listening_again(
+    waiter: Wakeup, notifier: Wakeup, caplog: pytest.LogCaptureFixture
 ) -> None:
+    """Once `waiter` resubscribes after losing its connection: the outage was one warning
+    and one line, the resubscription woke it, and a notify from `notifier` wakes it again."""
+    await wait_until(lambda: waiter.subscriptions >= 2, what="resubscription")
+    one_warning_then_listening_again(outage_lines(caplog, waiter.channel))
+    assert await waiter.wait(0.0), "a resubscription wakes waiters: messages were lost"
+    await notifier.notify()
+    assert await waiter.wait(5.0)
+
+
+async def test_listener_recovers_when_redis_drops_its_connection(
+    redis_url: str, channel: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    """`CLIENT KILL ID` of the listener's own connection (Redis stays up): one warning, one
+    line when it listens again, and a notify after that still wakes the waiter."""
     name = unique("wakeup-kill")
     client = await coordination.open_redis(Settings(redis_url=redis_url), client_name=name)
     try:
-        async with (
-            open_client(redis_url) as admin,
-            fast_wakeup(client, channel) as waiter,
-            Wakeup(admin, channel=channel) as notifier,
-        ):
-            assert await waiter.wait_ready(5.0)
+        async with watched(client, redis_url, channel, caplog) as (waiter, notifier, admin):
             victims = [c for c in await admin.client_list(_type="pubsub") if c["name"] == name]
             assert len(victims) == 1
             await admin.client_kill_filter(_id=victims[0]["id"])
-
-            await wait_until(lambda: waiter.subscriptions >= 2, what="resubscription")
-            assert await waiter.wait(0.0), "a resubscription wakes waiters: messages were lost"
-            await notifier.notify()
-            assert await waiter.wait(5.0)
+            await listening_again(waiter, notifier, caplog)
     finally:
         await coordination.close_redis(client)
+
+
+class Proxy:
+    """A TCP relay on loopback to the real Redis, which can go away and come back on the same
+    port: a Redis that is unreachable for a while, without touching the server others use."""
+
+    def __init__(self, port: int) -> None:
+        self.target_port = port
+        self.port = 0
+        self._server: asyncio.Server | None = None
+        self._writers: set[asyncio.StreamWriter] = set()
+
+    async def start(self) -> None:
+        self._server = await asyncio.start_server(self._relay, "127.0.0.1", self.port)
+        self.port = self._server.sockets[0].getsockname()[1]
+
+    async def stop(self) -> None:
+        assert self._server is not None
+        self._server.close()
+        for writer in list(self._writers):
+            writer.close()
+        await self._server.wait_closed()
+
+    async def _relay(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        up_reader, up_writer = await asyncio.open_connection("127.0.0.1", self.target_port)
+        self._writers |= {writer, up_writer}
+
+        async def pipe(source: asyncio.StreamReader, sink: asyncio.StreamWriter) -> None:
+            try:
+                while data := await source.read(65536):
+                    sink.write(data)
+                    await sink.drain()
+            except OSError:
+                pass
+            finally:
+                sink.close()
+
+        await asyncio.gather(pipe(reader, up_writer), pipe(up_reader, writer))
+        self._writers -= {writer, up_writer}
+
+
+async def test_an_outage_is_one_warning_however_many_retries_then_one_line(
+    redis_url: str, channel: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Redis unreachable (behind a relay that stops) while the listener retries several
+    times: one warning, not one a retry; one line when it listens again; notifies wake."""
+    prefix, _, db = redis_url.rpartition("/")
+    proxy = Proxy(int(prefix.rpartition(":")[2]))
+    await proxy.start()
+    client = await coordination.open_redis(
+        Settings(redis_url=f"redis://127.0.0.1:{proxy.port}/{db}")
+    )
+    try:
+        async with watched(client, redis_url, channel, caplog) as (waiter, notifier, _):
+            await proxy.stop()
+            await wait_until(lambda: waiter.restarts >= 4, what="several failed restarts")
+            assert outage_lines(caplog, channel)[0][0] == "WARNING"
+            await proxy.start()
+            await listening_again(waiter, notifier, caplog)
+    finally:
+        await coordination.close_redis(client)
+        await proxy.stop()
