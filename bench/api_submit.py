@@ -22,10 +22,9 @@ has a distinct input (and, with `--idempotency`, an `Idempotency-Key`) over 8 te
 `--baseline REF` adds two api processes running the code of commit REF (exported with `git
 archive`; same database, same workers) and a third series per repetition against them
 (`submit@baseline`): before and after measured in the same run. Mind PostgreSQL's
-`max_connections` (100 here): each api or worker process may hold 24 connections (a pool of
-20 and 4 direct ones) and each bare one 10, so the full stack with a baseline can take 164 and
-starve whoever else uses the server; a lower `--concurrency` keeps the api processes' share
-down. `--profile-s S` records
+`max_connections` (100 here): each api or worker process may hold 20 connections and each
+bare one 10, so the full stack with a baseline can take 140 and starve whoever else uses the
+server; a lower `--concurrency` keeps the api processes' share down. `--profile-s S` records
 py-spy samples of the first process of each target during repetition `--profile-rep`
 (collapsed stacks in bench/out/profile-TARGET.txt; bench/api_phases.py splits a submission's
 CPU by phase instead).

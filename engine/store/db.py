@@ -58,8 +58,6 @@ class Engines:
         """Close every pooled connection and, on SQLite, wait for their worker threads (and
         those of failed or forced-closed connections) to end. Connections still checked out
         are the caller's: close them first."""
-        if self.direct is not None:
-            await self.direct.close()
         try:
             await self.write.dispose()
         finally:
@@ -325,7 +323,7 @@ def create_engines(database_url: str, *, pool_size: int = 20) -> Engines:
     # Setting the isolation level of an asyncpg connection is local (no round trip): a
     # read checks a connection out of the same pool in autocommit, and it goes back reset.
     reads = engine.execution_options(isolation_level="AUTOCOMMIT")
-    direct = DirectStatements(engine, connect_args)
+    direct = DirectStatements(reads)
     return Engines(write=engine, read=reads, dialect=POSTGRESQL, shared_pool=True, direct=direct)
 
 

@@ -78,14 +78,9 @@ class WorkQueue(StoreCore):
         now = self._clock.now()
         batch = claims.new_batch()
         ring = self._tenant_ring
-        if ring.queue_short and self._engines.dialect.writes_several_tables_at_once:
-            # Nothing to share out: the claim is one statement (steps and their runs), in
-            # autocommit its own transaction, so one round trip where BEGIN, the statement
-            # and COMMIT were three. What a worker pays per run submitted alone.
-            async with self._engines.read.connect() as conn:
-                rows = await claims.claim_rows(conn, now, limit, lease_s, batch, tenants=[])
-                ring.claimed(limit, len(rows))
-                return await self._claimed(conn, rows)
+        # One transaction, even for a single statement: the follow-up reads (the outputs of
+        # dependencies, the stopped-run backstop) must see the steps under the claim's row
+        # locks, and a failure before COMMIT must leave no step claimed by nobody.
         async with self._engines.write.begin() as conn:
             tenants = await ring.turn(conn, limit)
             rows = await claims.claim_rows(conn, now, limit, lease_s, batch, tenants=tenants)

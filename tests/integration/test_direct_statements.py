@@ -59,13 +59,15 @@ async def test_a_refused_statement_is_a_dbapi_error_not_unreachable(
     assert not store_unreachable(raised.value)
 
 
-async def test_an_unreachable_database_is_an_operational_error(pg_database_url: str) -> None:
+async def test_an_unreachable_database_is_unreachable(pg_database_url: str) -> None:
+    """Refused at checkout, as any statement of the pool is (SQLAlchemy lets the driver's
+    OSError through): what the boundary answers 503 for."""
     with socket.socket() as probe:  # a loopback port nobody listens on
         probe.bind(("127.0.0.1", 0))
         port = probe.getsockname()[1]
     engines = db.create_engines(pg_database_url.replace(":5432/", f":{port}/"))
     try:
-        with pytest.raises(OperationalError) as raised:
+        with pytest.raises((OperationalError, OSError)) as raised:
             await _direct(engines).fetchval(COUNT, {"m": 1})
         assert store_unreachable(raised.value)
     finally:
@@ -95,3 +97,14 @@ async def test_a_connection_the_server_ends_is_unreachable_then_replaced(
         await asyncio.wait_for(sleeping, 10)
     assert store_unreachable(raised.value)
     assert await direct.fetchval(COUNT, {"m": 1}) == 0
+
+
+async def test_the_urls_driver_options_hold_for_direct_statements(pg_database_url: str) -> None:
+    """Direct statements use the pool's connections, set up from the URL as every other:
+    an option only SQLAlchemy's dialect understands (PgBouncer's usual setting) works too."""
+    engines = db.create_engines(pg_database_url + "?prepared_statement_cache_size=0")
+    try:
+        await db.upgrade(engines)
+        assert await _direct(engines).fetchval(COUNT, {"m": 1}) == 0
+    finally:
+        await engines.dispose()
