@@ -16,6 +16,7 @@ from pathlib import Path
 
 import pytest
 import redis.asyncio
+from hypothesis import settings
 
 from demo.downstream import RunningDownstream, start_downstream
 from vertices.egress import ALLOW_ENV, LOOPBACK_ALLOW
@@ -24,6 +25,11 @@ from vertices.egress import ALLOW_ENV, LOOPBACK_ALLOW
 # default: admit it once for the whole session, here (not per test) so that every Settings a
 # test builds and every process it starts inherits it. The egress tests set their own policy.
 os.environ[ALLOW_ENV] = LOOPBACK_ALLOW
+
+# Property tests assert properties, never timings: Hypothesis's default 200 ms deadline per
+# example failed a parsing test once on a machine busy with other suites.
+settings.register_profile("schemabridge", deadline=None)
+settings.load_profile("schemabridge")
 
 PG_ADMIN_DSN = os.environ.get(
     "SCHEMABRIDGE_TEST_PG", "postgresql://postgres@127.0.0.1:5432/postgres"
