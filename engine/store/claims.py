@@ -22,14 +22,14 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
-from sqlalchemy import JSON, Float, bindparam, case, cast, func, literal, select, text, true, update
+from sqlalchemy import Float, bindparam, cast, func, literal, select, text, true, update
 from sqlalchemy.dialects.postgresql import ARRAY
 from sqlalchemy.ext.asyncio import AsyncConnection
 from sqlalchemy.sql import Select
 from sqlalchemy.types import String
 
 from engine.store.dialect import SQLITE, Dialect, dialect_of
-from engine.store.models import DONE_STEP_STATUSES, Run, RunStatus, Step, StepStatus
+from engine.store.models import Run, Step, StepStatus
 from engine.store.records import ClaimedStep
 
 runs = Run.__table__  # type: ignore[attr-defined]
@@ -314,48 +314,6 @@ def _with_runs(claim: Any) -> Any:
     claimed = claim.cte("claimed")
     return select(claimed, *RUN_COLUMNS).join_from(claimed, runs, runs.c.id == claimed.c.run_id)
 
-
-def _claim_at_once() -> Any:
-    """PostgreSQL, in autocommit: a whole claim without shares as one statement, so that it
-    is one round trip and still all a transaction gave — it claims up to `b_limit` due steps
-    oldest first, holds back (PENDING, attempt not counted) those of runs that stopped, and
-    returns each step with its run's columns and the outputs of its run's done steps, all read
-    in the statement's snapshot while its row locks are held. Nothing follows it that could
-    fail and leave a step claimed by nobody."""
-    due = _due(steps).limit(bindparam("b_limit")).scalar_subquery()
-    running = runs.c.status == RunStatus.RUNNING.value
-    claim = (
-        update(steps)
-        .where(steps.c.id.in_(due), runs.c.id == steps.c.run_id)
-        .values(
-            status=case((running, StepStatus.RUNNING.value), else_=StepStatus.PENDING.value),
-            claim_token=case(
-                (running, bindparam("b_batch", type_=String) + cast(steps.c.id, String)),
-                else_=None,
-            ),
-            lease_expires_at=case((running, bindparam("b_lease_until", type_=Float)), else_=None),
-            attempts=case((running, steps.c.attempts + 1), else_=steps.c.attempts),
-            started_at=func.coalesce(steps.c.started_at, bindparam("b_now", type_=Float)),
-            wait_reason=None,
-            wait_message=None,
-        )
-        .returning(*_claim_update(due).exported_columns, *RUN_COLUMNS)
-        .cte("claimed")
-    )
-    done = steps.alias("done")
-    outputs = (
-        select(func.json_object_agg(done.c.vertex_id, done.c.output, type_=JSON))
-        .where(
-            done.c.run_id == claim.c.run_id,
-            done.c.status.in_([status.value for status in DONE_STEP_STATUSES]),
-        )
-        .scalar_subquery()
-    )
-    return select(claim, outputs.label("run_outputs"))
-
-
-CLAIM_AT_ONCE = _claim_at_once()
-"""See `_claim_at_once`; its rows of stopped runs (`run_status` not RUNNING) were held back."""
 
 FILL_WITH_RUNS = _with_runs(FILL)
 SHARES_WITH_RUNS = _with_runs(SHARES)

@@ -44,7 +44,6 @@ from engine.store.core import (
     steps,
 )
 from engine.store.models import (
-    RunStatus,
     StepStatus,
 )
 from engine.store.records import (
@@ -79,31 +78,14 @@ class WorkQueue(StoreCore):
         now = self._clock.now()
         batch = claims.new_batch()
         ring = self._tenant_ring
-        tenants: list[str] | None = None
-        if self._engines.dialect.writes_several_tables_at_once:
-            # PostgreSQL: a claim without shares (one tenant, or a short queue) is one
-            # statement doing all the transaction below does, in autocommit: one round trip
-            # where BEGIN, statements and COMMIT were three or more.
-            async with self._engines.read.connect() as conn:
-                tenants = await ring.turn(conn, limit)
-                if not tenants:
-                    params = claims.claim_params(now, lease_s, batch, limit)
-                    rows = (await conn.execute(claims.CLAIM_AT_ONCE, params)).all()
-                    ring.claimed(limit, len(rows))
-                    return [
-                        claims.claimed_step(row, {row.run_id: row.run_outputs or {}})
-                        for row in rows
-                        if row.run_status == RunStatus.RUNNING.value
-                    ]
-        # A transaction, whose follow-up reads (the outputs of dependencies, the stopped-run
-        # backstop) see the steps under the claim's row locks, and whose failure before
-        # COMMIT leaves no step claimed by nobody.
+        # One transaction, even for a single statement: the follow-up reads (the outputs of
+        # dependencies, the stopped-run backstop) must see the steps under the claim's row
+        # locks, and a failure before COMMIT must leave no step claimed by nobody.
         async with self._engines.write.begin() as conn:
-            if tenants is None:
-                tenants = await ring.turn(conn, limit)
-            claimed = await claims.claim_rows(conn, now, limit, lease_s, batch, tenants=tenants)
-            ring.claimed(limit, len(claimed))
-            return await self._claimed(conn, claimed)
+            tenants = await ring.turn(conn, limit)
+            rows = await claims.claim_rows(conn, now, limit, lease_s, batch, tenants=tenants)
+            ring.claimed(limit, len(rows))
+            return await self._claimed(conn, rows)
 
     async def _claimed(self, conn: AsyncConnection, rows: list[Any]) -> list[ClaimedStep]:
         """The claimed `rows` as steps to execute, those of stopped runs held back."""
