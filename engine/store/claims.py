@@ -26,7 +26,7 @@ from sqlalchemy import Float, bindparam, cast, func, literal, select, text, true
 from sqlalchemy.dialects.postgresql import ARRAY
 from sqlalchemy.ext.asyncio import AsyncConnection
 from sqlalchemy.sql import Select
-from sqlalchemy.types import String
+from sqlalchemy.types import BigInteger, String
 
 from engine.store.dialect import SQLITE, Dialect, dialect_of
 from engine.store.models import Run, Step, StepStatus
@@ -78,6 +78,19 @@ TENANTS_WITH_READY_STEPS = text(
 )
 
 
+STEP_COLUMNS = (
+    steps.c.id,
+    steps.c.run_id,
+    steps.c.vertex_id,
+    steps.c.tenant_id,
+    steps.c.claim_token,
+    steps.c.attempts,
+    steps.c.auto_retries,
+    steps.c.tenant_item_taken,
+)
+"""What a claim returns of each step it claimed."""
+
+
 def _claim_update(candidates: Any) -> Any:
     """Claim the steps whose ids `candidates` selects (locked, skipping locked rows)."""
     return (
@@ -94,16 +107,7 @@ def _claim_update(candidates: Any) -> Any:
             wait_reason=None,
             wait_message=None,
         )
-        .returning(
-            steps.c.id,
-            steps.c.run_id,
-            steps.c.vertex_id,
-            steps.c.tenant_id,
-            steps.c.claim_token,
-            steps.c.attempts,
-            steps.c.auto_retries,
-            steps.c.tenant_item_taken,
-        )
+        .returning(*STEP_COLUMNS)
     )
 
 
@@ -254,24 +258,10 @@ async def claim_rows(
         claimed += (await conn.execute(FILL_WITH_RUNS if at_once else FILL, fill)).all()
     if at_once or not claimed:
         return claimed
-    query = SQLITE.statement(_run_rows)
-    run_ids = sorted({row.run_id for row in claimed})
-    runs_by_id = {run.id: run for run in (await conn.execute(query, {"b_runs": run_ids})).all()}
-    return [_StepAndRun(row, runs_by_id[row.run_id]) for row in claimed]
-
-
-class _StepAndRun:
-    """A claimed step row and its run row read apart, with the attributes of one row of
-    `FILL_WITH_RUNS` (the step's, then the run's `RUN_COLUMNS`)."""
-
-    __slots__ = ("_run", "_step")
-
-    def __init__(self, step: Any, run: Any) -> None:
-        self._step = step
-        self._run = run
-
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self._step if name in _STEP_COLUMNS else self._run, name)
+    # The steps just claimed, read back with their runs: rows of the shape PostgreSQL's
+    # statements return.
+    ids = [row.id for row in claimed]
+    return list((await conn.execute(SQLITE.statement(_claimed_with_runs), {"b_ids": ids})).all())
 
 
 async def hold(conn: AsyncConnection, step_ids: list[int]) -> None:
@@ -304,8 +294,14 @@ RUN_COLUMNS = (
 """What executing a claimed step needs from its run (its status for the stopped-run check)."""
 
 
-def _run_rows(dialect: Dialect) -> Any:
-    return select(runs.c.id, *RUN_COLUMNS).where(dialect.one_of(runs.c.id, "b_runs"))
+def _claimed_with_runs(dialect: Dialect) -> Any:
+    """SQLite: the steps `b_ids` with their runs' columns (`claim_rows`)."""
+    return (
+        select(*STEP_COLUMNS, *RUN_COLUMNS)
+        .join_from(steps, runs, runs.c.id == steps.c.run_id)
+        .where(dialect.one_of(steps.c.id, "b_ids", BigInteger))
+        .order_by(steps.c.id)
+    )
 
 
 def _with_runs(claim: Any) -> Any:
@@ -317,13 +313,11 @@ def _with_runs(claim: Any) -> Any:
 
 FILL_WITH_RUNS = _with_runs(FILL)
 SHARES_WITH_RUNS = _with_runs(SHARES)
-_STEP_COLUMNS = frozenset(column.name for column in FILL.exported_columns)
 
 
 def claimed_step(row: Any, outputs: dict[str, dict[str, Any]]) -> ClaimedStep:
     """A row of `claim_rows` (a claimed step and its run's columns) as the record a worker
     executes."""
-    run = row
     return ClaimedStep(
         step_id=row.id,
         claim_token=row.claim_token,
@@ -332,16 +326,16 @@ def claimed_step(row: Any, outputs: dict[str, dict[str, Any]]) -> ClaimedStep:
         tenant_id=row.tenant_id,
         attempts=row.attempts,
         auto_retries=row.auto_retries,
-        workflow_name=run.workflow_name,
-        workflow_version=run.workflow_version,
-        timeout_tier=run.timeout_tier,
-        run_input=run.input,
+        workflow_name=row.workflow_name,
+        workflow_version=row.workflow_version,
+        timeout_tier=row.timeout_tier,
+        run_input=row.input,
         outputs=outputs.get(row.run_id, {}),
-        parent_run_id=run.parent_run_id,
-        parent_vertex_id=run.parent_vertex_id,
-        root_run_id=run.root_run_id,
-        item_index=run.item_index,
-        item=run.item,
+        parent_run_id=row.parent_run_id,
+        parent_vertex_id=row.parent_vertex_id,
+        root_run_id=row.root_run_id,
+        item_index=row.item_index,
+        item=row.item,
         tenant_item_taken=row.tenant_item_taken,
-        pinned_versions=run.pinned_versions,
+        pinned_versions=row.pinned_versions,
     )

@@ -42,6 +42,10 @@ class Store:
             await self.during_read.wait()
         return row
 
+    async def through(self, cache: RowCache[str], key: str) -> str | None:
+        """`key` from `cache`, read from this store when the cache has no usable copy."""
+        return await cache.get(key, lambda: self.read(key))
+
 
 def cache_on(tokens: Invalidations, clock: FakeClock, max_age_s: float = 5.0) -> RowCache[str]:
     return RowCache(tokens, "things", clock, max_age_s=max_age_s, max_rows=3)
@@ -66,13 +70,13 @@ async def test_a_change_elsewhere_is_seen_by_the_very_next_read(
     store, clock = Store(), FakeClock()
     cache = cache_on(reader, clock)
     for _ in range(3):
-        assert await cache.get("k", lambda: store.read("k")) == "v1"
+        assert await store.through(cache, "k") == "v1"
     assert store.reads == 1, "a found row is kept"
     store.rows["k"] = "v2"
     await changer.announce("things")  # no wait of any kind after it
-    assert await cache.get("k", lambda: store.read("k")) == "v2"
+    assert await store.through(cache, "k") == "v2"
     await changer.announce("other-things")
-    assert await cache.get("k", lambda: store.read("k")) == "v2"
+    assert await store.through(cache, "k") == "v2"
     assert store.reads == 2, "another topic's change keeps the copies"
 
 
@@ -83,16 +87,16 @@ async def test_a_read_that_races_a_change_is_used_but_not_kept(
     store, clock = Store(), FakeClock()
     cache = cache_on(reader, clock)
     store.during_read = asyncio.Event()
-    reading = asyncio.create_task(cache.get("k", lambda: store.read("k")))
+    reading = asyncio.create_task(store.through(cache, "k"))
     while store.reads == 0:
         await asyncio.sleep(0.001)
     store.rows["k"] = "v2"  # the change commits while the read is under way
     await changer.announce("things")
     store.during_read.set()
     store.during_read = None
-    newer = await cache.get("k", lambda: store.read("k"))  # sees the new token: reads again
+    newer = await store.through(cache, "k")  # sees the new token: reads again
     assert (await reading, newer) == ("v1", "v2")
-    assert await cache.get("k", lambda: store.read("k")) == "v2", "the old row was not kept"
+    assert await store.through(cache, "k") == "v2", "the old row was not kept"
 
 
 async def test_copies_expire_and_misses_are_never_kept(
@@ -101,15 +105,15 @@ async def test_copies_expire_and_misses_are_never_kept(
     _, reader = pair
     store, clock = Store(), FakeClock()
     cache = cache_on(reader, clock, max_age_s=5.0)
-    await cache.get("k", lambda: store.read("k"))
+    await store.through(cache, "k")
     clock.advance(4.9)
-    await cache.get("k", lambda: store.read("k"))
+    await store.through(cache, "k")
     assert store.reads == 1
     clock.advance(0.1)
-    await cache.get("k", lambda: store.read("k"))
+    await store.through(cache, "k")
     assert store.reads == 2, "a copy is read again at its age limit"
     for _ in range(3):
-        assert await cache.get("unknown", lambda: store.read("unknown")) is None
+        assert await store.through(cache, "unknown") is None
     assert store.reads == 5 and len(cache) == 1
 
 
@@ -119,9 +123,9 @@ async def test_a_full_cache_starts_over(pair: tuple[Invalidations, Invalidations
     store.rows |= {"a": "1", "b": "2", "c": "3"}
     cache = cache_on(reader, clock)  # at most 3 rows
     for key in ("k", "a", "b"):
-        await cache.get(key, lambda key=key: store.read(key))  # type: ignore[misc]
+        await store.through(cache, key)
     assert len(cache) == 3
-    await cache.get("c", lambda: store.read("c"))
+    await store.through(cache, "c")
     assert len(cache) == 1
 
 
@@ -132,10 +136,10 @@ async def test_a_redis_that_lost_its_tokens_starts_a_new_era(
     changer, reader = pair
     store, clock = Store(), FakeClock()
     cache = cache_on(reader, clock)
-    await cache.get("k", lambda: store.read("k"))
+    await store.through(cache, "k")
     await changer._client.delete(changer.prefix + "things")
     store.rows["k"] = "v2"
-    assert await cache.get("k", lambda: store.read("k")) == "v2"
+    assert await store.through(cache, "k") == "v2"
 
 
 async def test_announcements_made_soon_are_sent_when_settled(
@@ -154,7 +158,7 @@ async def test_nothing_is_kept_while_redis_is_down() -> None:
         down = Invalidations(client, prefix=unique("sb:rows-epoch-test") + ":")
         cache = cache_on(down, clock)
         for _ in range(3):
-            assert await cache.get("k", lambda: store.read("k")) == "v1"
+            assert await store.through(cache, "k") == "v1"
         assert store.reads == 3 and len(cache) == 0
         assert not await down.announce("things"), "a failed change of token says so"
 
@@ -180,18 +184,18 @@ async def test_one_request_reads_every_token_once(
     await reader.token(TOPICS[0])  # the tokens exist (their first read sets them)
     mgets = counting_mgets(reader)
     with request_scope():
-        await keys.get("k", lambda: store.read("k"))
-        await routes.get("k", lambda: store.read("k"))
-        await keys.get("k", lambda: store.read("k"))
+        await store.through(keys, "k")
+        await store.through(routes, "k")
+        await store.through(keys, "k")
     assert mgets[0] == 1, "both topics in one MGET, read once in the request"
     await changer.announce(TOPICS[0])
     with request_scope():  # the next request reads again, and sees the change
         store.rows["k"] = "v2"
-        assert await keys.get("k", lambda: store.read("k")) == "v2"
-        assert await routes.get("k", lambda: store.read("k")) == "v1"
+        assert await store.through(keys, "k") == "v2"
+        assert await store.through(routes, "k") == "v1"
     assert mgets[0] == 2
-    await keys.get("k", lambda: store.read("k"))
-    await keys.get("k", lambda: store.read("k"))
+    await store.through(keys, "k")
+    await store.through(keys, "k")
     assert mgets[0] == 4, "outside a request every call reads Redis"
 
 
@@ -202,8 +206,8 @@ async def test_a_change_made_in_a_request_is_seen_later_in_it(
     store, clock = Store(), FakeClock()
     routes = RowCache(process, TOPICS[1], clock, max_age_s=5.0, max_rows=3)
     with request_scope():
-        assert await routes.get("k", lambda: store.read("k")) == "v1"
+        assert await store.through(routes, "k") == "v1"
         store.rows["k"] = "v2"
         process.announce_soon(TOPICS[1])  # the store's report of its committed change
-        assert await routes.get("k", lambda: store.read("k")) == "v2"
+        assert await store.through(routes, "k") == "v2"
         await process.settled()
