@@ -8,6 +8,7 @@ from __future__ import annotations
 import asyncio
 import base64
 from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from typing import Any
 
 import pytest
@@ -31,7 +32,24 @@ async def api(backend: Backend) -> AsyncIterator[Api]:
 
 @pytest.fixture
 async def working(backend: Backend, downstream: RunningDownstream) -> AsyncIterator[Api]:
-    async with api_on(backend, worker=True, timeout_gateway_ms=1_000) as served:
+    """A worker and a gateway tier (10 s) far longer than any of these runs takes on a slow
+    host, for the waits that must end with the run."""
+    async with working_api(backend, downstream, timeout_gateway_ms=10_000) as served:
+        yield served
+
+
+@pytest.fixture
+async def impatient(backend: Backend, downstream: RunningDownstream) -> AsyncIterator[Api]:
+    """The same with a gateway tier of 1 s, for the waits that must run out."""
+    async with working_api(backend, downstream, timeout_gateway_ms=1_000) as served:
+        yield served
+
+
+@asynccontextmanager
+async def working_api(
+    backend: Backend, downstream: RunningDownstream, *, timeout_gateway_ms: int
+) -> AsyncIterator[Api]:
+    async with api_on(backend, worker=True, timeout_gateway_ms=timeout_gateway_ms) as served:
         base = downstream.url
         await served.ops.workflows.publish(single("ok", f"{base}/ok"))
         await served.ops.workflows.publish(
@@ -49,8 +67,8 @@ async def working(backend: Backend, downstream: RunningDownstream) -> AsyncItera
             single(
                 "slow",
                 f"{base}/slow",
-                # Its own deadline (5 s) outlasts the gateway tier (1 s here): the wait runs
-                # out, the call does not.
+                # Its own deadline (5 s) outlasts the gateway tier (1 s in `impatient`): the
+                # wait runs out, the call does not.
                 vertices={
                     "call": gateway(
                         f"{base}/slow", headers={"X-Demo-Sleep-Ms": "2500"}, timeoutMs=5_000
@@ -229,14 +247,14 @@ async def test_wait_answers_502_when_a_downstream_failed_the_run(working: Api) -
     assert [a["httpStatus"] for a in step["history"]] == [400]
 
 
-async def test_wait_runs_the_calls_under_the_gateway_tier(working: Api) -> None:
+async def test_wait_runs_the_calls_under_the_gateway_tier(impatient: Api) -> None:
     """TIMEOUT_GATEWAY_MS is 1 s here; the downstream hangs for 60 s. The answer is a 504 in
     the tier, and the run goes on: each attempt of its call is cut at 1 s (not at the 30 s of
     the tier a run gets without `?wait=true`), so it ends by itself, FAILED with `timeout`."""
-    async with working.http(working.admin) as http:
+    async with impatient.http(impatient.admin) as http:
         answer = await http.post("/workflows/hanging/runs?wait=true", json={})
         run_id = assert_error(answer, 504, "run_still_running")["details"]["runId"]
-        finished = await ended(working.ops, run_id)
+        finished = await ended(impatient.ops, run_id)
         detail = (await http.get(f"/runs/{run_id}")).json()
         plain_id = (await http.post("/workflows/ok/runs", json={})).json()["id"]
         plain = (await http.get(f"/runs/{plain_id}")).json()
@@ -249,13 +267,13 @@ async def test_wait_runs_the_calls_under_the_gateway_tier(working: Api) -> None:
     assert plain["timeoutTier"] == "process", "without ?wait=true the run keeps its tier"
 
 
-async def test_wait_answers_504_in_time_and_the_run_goes_on(working: Api) -> None:
-    async with working.http(working.admin) as http:
+async def test_wait_answers_504_in_time_and_the_run_goes_on(impatient: Api) -> None:
+    async with impatient.http(impatient.admin) as http:
         answer = await http.post("/workflows/slow/runs?wait=true", json={})
     body = assert_error(answer, 504, "run_still_running")
     run_id = body["details"]["runId"]
     assert body["details"]["url"] == answer.headers["Location"] == f"/runs/{run_id}"
-    finished = await ended(working.ops, run_id)
+    finished = await ended(impatient.ops, run_id)
     assert finished.status == "SUCCEEDED"
 
 

@@ -203,8 +203,11 @@ async def test_spawner_killed_mid_fan_out_creates_each_child_once(
     await runtime.store.publish(leaf)
     version = await runtime.store.publish(parent)
     run, _ = await runtime.store.create_run(version, {"items": list(range(total))})
-    # Small child batches make the fan-out take long enough to be killed in the middle.
-    env = worker_env(backend, tmp_path, lease_s="2", idle_poll_s="0.2", spawn_batch="100")
+    # Small child batches make the fan-out take long enough to be killed in the middle. The
+    # doomed worker's short lease lets the survivor take the spawner over soon after the kill;
+    # the survivor's long one keeps a stalled event loop on a loaded host from losing its
+    # lease, so the one redelivery counted below is the kill's.
+    env = worker_env(backend, tmp_path, lease_s="3", idle_poll_s="0.2", spawn_batch="100")
     doomed = start_worker(env, "doomed", tmp_path / "doomed.log")
     async with asyncio.timeout(60):
         while await runtime.store.existing_children(run.id, "each") < 300:
@@ -212,7 +215,9 @@ async def test_spawner_killed_mid_fan_out_creates_each_child_once(
     assert await asyncio.to_thread(stop_worker, doomed, signal.SIGKILL) == -signal.SIGKILL
     created_before = await runtime.store.existing_children(run.id, "each")
     assert 0 < created_before < total, "the kill must land in the middle of the fan-out"
-    survivor = start_worker(env, "survivor", tmp_path / "survivor.log")
+    survivor = start_worker(
+        {**env, "SCHEMABRIDGE_LEASE_S": "30"}, "survivor", tmp_path / "survivor.log"
+    )
     try:
         async with asyncio.timeout(240):
             while True:
