@@ -124,10 +124,13 @@ class OperatorActionsStore(WorkQueue):
                     candidates.append(run_id)
             # Steps before runs: the order a worker's flush locks them in.
             outcome.steps = await sql.ready_failed_steps(conn, candidates, now)
-            for chunk in sql.chunks(candidates):
-                await recovery.release_held(conn, chunk, now)
             reopened = await sql.reopen_failed_runs(conn, candidates)
             reopened_ids = {row.id for row in reopened}
+            # The held steps after the runs: a claim that read a run as stopped holds its
+            # steps back under a share lock of the run (`claims.hold`), so once this
+            # transaction has the run's lock, every step held for it is PENDING here.
+            for chunk in sql.chunks(sorted(reopened_ids)):
+                await recovery.release_held(conn, chunk, now)
             outcome.retried = [r for r in candidates if r in reopened_ids]
             for run_id in set(candidates) - set(outcome.retried):  # retried concurrently
                 outcome.refused[run_id] = await sql.current_status(conn, run_id)

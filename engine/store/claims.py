@@ -29,7 +29,7 @@ from sqlalchemy.sql import Select
 from sqlalchemy.types import BigInteger, String
 
 from engine.store.dialect import SQLITE, Dialect, dialect_of
-from engine.store.models import Run, Step, StepStatus
+from engine.store.models import Run, RunStatus, Step, StepStatus
 from engine.store.records import ClaimedStep
 
 runs = Run.__table__  # type: ignore[attr-defined]
@@ -264,18 +264,31 @@ async def claim_rows(
     return list((await conn.execute(SQLITE.statement(_claimed_with_runs), {"b_ids": ids})).all())
 
 
-async def hold(conn: AsyncConnection, step_ids: list[int]) -> None:
-    """Put claimed steps of stopped runs back to PENDING (claim cleared, attempt undone)."""
-    await conn.execute(
+async def hold(conn: AsyncConnection, claimed: list[Any]) -> set[int]:
+    """Put the `claimed` rows (a claim's rows: step `id`, `run_id`) of runs that are still
+    stopped back to PENDING, claim cleared and attempt undone; returns the ids held.
+
+    The runs' status is read again here, under a share lock, not taken from the claim's read:
+    an operator's retry that reopened a run since then (or is reopening it: the lock waits
+    for it) must find its steps claimable, not held back as PENDING by nobody's hand."""
+    run_ids = sorted({row.run_id for row in claimed})
+    still_stopped = (
+        select(runs.c.id)
+        .where(runs.c.id.in_(run_ids), runs.c.status != RunStatus.RUNNING.value)
+        .with_for_update(read=True)
+    )
+    held = await conn.execute(
         update(steps)
-        .where(steps.c.id.in_(step_ids))
+        .where(steps.c.id.in_([row.id for row in claimed]), steps.c.run_id.in_(still_stopped))
         .values(
             status=StepStatus.PENDING.value,
             claim_token=None,
             lease_expires_at=None,
             attempts=steps.c.attempts - 1,
         )
+        .returning(steps.c.id)
     )
+    return set(held.scalars())
 
 
 RUN_COLUMNS = (

@@ -44,6 +44,7 @@ from engine.store.core import (
     steps,
 )
 from engine.store.models import (
+    RunStatus,
     StepStatus,
 )
 from engine.store.records import (
@@ -93,10 +94,10 @@ class WorkQueue(StoreCore):
             return []
         # Backstop: a step whose run stopped (a race with a failing flush on PostgreSQL)
         # is not executed; it goes back to PENDING until an operator resumes the run.
-        stopped = [row.id for row in rows if row.run_status != "RUNNING"]
+        stopped = [row for row in rows if row.run_status != RunStatus.RUNNING.value]
         if stopped:
-            await claims.hold(conn, stopped)
-            rows = [row for row in rows if row.run_status == "RUNNING"]
+            held = await claims.hold(conn, stopped)
+            rows = [row for row in rows if row.id not in held]
         # Only steps with dependencies read other steps' outputs (expressions may reference
         # ancestors only), so root steps — every child of a simple fan-out — need no read.
         needs_outputs = sorted(
