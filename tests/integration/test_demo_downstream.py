@@ -49,20 +49,24 @@ async def test_items(downstream: RunningDownstream, client: httpx.AsyncClient) -
 
 
 async def test_latency_applies_to_every_answer(client: httpx.AsyncClient) -> None:
-    running = await start_downstream(config=DownstreamConfig(latency_ms=150))
+    # A latency (1 s) far above what a request costs on a loaded host, so the override's
+    # bound (half of it) tells a skipped latency from a slow round trip.
+    running = await start_downstream(config=DownstreamConfig(latency_ms=1000))
     try:
         started = time.monotonic()
         await client.get(running.url)
-        assert time.monotonic() - started >= 0.15
+        assert time.monotonic() - started >= 1.0
         fast = time.monotonic()
         await client.get(running.url, params={"sleep_ms": 0})  # a per-request override
-        assert time.monotonic() - fast < 0.1
+        assert time.monotonic() - fast < 0.5
     finally:
         await running.stop()
 
 
 async def test_capacity_answers_429_with_retry_after(client: httpx.AsyncClient) -> None:
-    config = DownstreamConfig(capacity=2, latency_ms=300, retry_after_s=1)
+    # The two admitted requests must still be in flight when the last of the five arrives: a
+    # latency of 2 s covers five connections opened on a loaded host.
+    config = DownstreamConfig(capacity=2, latency_ms=2000, retry_after_s=1)
     running = await start_downstream(config=config)
     try:
         responses = await asyncio.gather(*(client.get(running.url) for _ in range(5)))

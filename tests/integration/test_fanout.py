@@ -128,7 +128,9 @@ async def test_tolerance_table(
 async def test_fail_fast_closes_the_join_while_stragglers_run(
     runtime: Runtime, downstream: RunningDownstream
 ) -> None:
-    slow = [{"status": 200, "sleep": 4000} for _ in range(6)]
+    # The stragglers' 8 s leave a loaded host 7.5 s for the spawn, the three failures and the
+    # fail-fast close (the wait below), which must all come before any straggler ends.
+    slow = [{"status": 200, "sleep": 8000} for _ in range(6)]
     fast_failures = [{"status": 400} for _ in range(3)]
     merge = {
         "tolerateChildFailures": ["FAILED"],
@@ -137,7 +139,7 @@ async def test_fail_fast_closes_the_join_while_stragglers_run(
     }
     run_id = await start(runtime, workflows(downstream.url, merge), {"items": slow + fast_failures})
     async with running_worker(runtime):
-        run = await wait_for_run(runtime, run_id, timeout_s=3.5)
+        run = await wait_for_run(runtime, run_id, timeout_s=7.5)
         assert run.status == "FAILED"
         assert run.error.kind == "child_failures"
         progress = await runtime.store.fanout_progress(run_id)

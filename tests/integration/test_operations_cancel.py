@@ -103,8 +103,10 @@ async def test_cancel_of_a_running_5000_child_fan_out(
 async def test_cancel_reaches_grandchildren(
     ops: Operations, runtime: Runtime, downstream: RunningDownstream
 ) -> None:
+    # The leaves' 8 s must span the spread of their starts across the two groups, the wait
+    # below and the cancel on a loaded host: all six are still in flight when it lands.
     run_id = await submit(
-        runtime, nested(downstream.url, leaf_sleep_ms=3000), {"groups": [{"leaves": [1, 2, 3]}] * 2}
+        runtime, nested(downstream.url, leaf_sleep_ms=8000), {"groups": [{"leaves": [1, 2, 3]}] * 2}
     )
     async with running_worker(runtime) as worker:
 
@@ -138,7 +140,8 @@ async def test_a_cancelled_child_counts_in_its_parents_join(
     ops: Operations, runtime: Runtime, downstream: RunningDownstream
 ) -> None:
     merge = {"tolerateChildFailures": ["CANCELLED"]}
-    slow = [{"status": 200}, {"status": 200, "sleep": 3000}, {"status": 200}]
+    # The straggler's 8 s outlast, on a loaded host, the other two ending and the cancel.
+    slow = [{"status": 200}, {"status": 200, "sleep": 8000}, {"status": 200}]
     run_id = await submit(runtime, fan_out(downstream.url, merge), {"items": slow})
     async with running_worker(runtime):
 

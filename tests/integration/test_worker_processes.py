@@ -90,13 +90,18 @@ async def test_killed_worker_step_runs_again_after_its_lease(
     runtime: Runtime, downstream: RunningDownstream, backend: Backend, tmp_path: Path
 ) -> None:
     (run_id,) = await create_runs(runtime, single_call(downstream.url, sleep_ms=2000), 1)
-    env = worker_env(backend, tmp_path, lease_s="2", idle_poll_s="0.2")
+    # The doomed worker's short lease lets the survivor take the step over soon after the kill;
+    # the survivor's long one keeps a stalled event loop on a loaded host from losing its lease
+    # during the 2 s call, so the one redelivery counted below is the kill's.
+    env = worker_env(backend, tmp_path, lease_s="3", idle_poll_s="0.2")
     doomed = start_worker(env, "doomed", tmp_path / "doomed.log")
     await _wait_in_flight(downstream, timeout_s=30)
     (held,) = await runtime.store.get_steps(run_id)
     assert held.status == "RUNNING" and held.claim_token is not None
     assert await asyncio.to_thread(stop_worker, doomed, signal.SIGKILL) == -signal.SIGKILL
-    survivor = start_worker(env, "survivor", tmp_path / "survivor.log")
+    survivor = start_worker(
+        {**env, "SCHEMABRIDGE_LEASE_S": "30"}, "survivor", tmp_path / "survivor.log"
+    )
     try:
         await wait_all_succeeded(runtime, 1, timeout_s=60)
     finally:
