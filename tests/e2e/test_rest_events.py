@@ -63,6 +63,13 @@ async def api(backend: Backend, downstream: RunningDownstream) -> AsyncIterator[
         parent, child = fanout(downstream.url)
         child["vertices"]["call"]["config"]["headers"]["X-Demo-Sleep-Ms"] = "150"
         await served.ops.workflows.publish([parent, child])
+        # The same, each child taking as long as its item says: their ends spread over
+        # seconds, so a stream opened late on a stalled host still sees them one by one.
+        staggered, late_child = fanout(downstream.url)
+        staggered["name"], late_child["name"] = "staggered", "staggered-child"
+        staggered["vertices"]["each"]["config"]["workflow"] = "staggered-child"
+        late_child["vertices"]["call"]["config"]["headers"]["X-Demo-Sleep-Ms"] = "{{ item.sleep }}"
+        await served.ops.workflows.publish([staggered, late_child])
         # A call that takes 2 s: nothing changes meanwhile.
         slow = single("idle", f"{downstream.url}/slow")
         slow["vertices"]["call"]["config"]["headers"] = {"X-Demo-Sleep-Ms": "2000"}
@@ -80,9 +87,8 @@ def quick(monkeypatch: pytest.MonkeyPatch) -> None:
 
 async def test_a_fanout_streams_progress_then_the_end(api: Api, quick: None) -> None:
     async with api.http(api.acme) as http:
-        submitted = await http.post(
-            "/workflows/parent/runs", json={"input": {"items": items(12, failing={5})}}
-        )
+        spread = [{**item, "sleep": 150 + 250 * i} for i, item in enumerate(items(12, {5}))]
+        submitted = await http.post("/workflows/staggered/runs", json={"input": {"items": spread}})
         run_id = submitted.json()["id"]
         events, _ = await read_stream(http, f"/runs/{run_id}/events")
     names = [name for name, _ in events]
