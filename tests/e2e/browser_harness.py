@@ -82,8 +82,9 @@ def watch(page: Any) -> Watch:
     return found
 
 
-def shoot(page: Any, name: str, *, narrow: bool = True) -> None:
-    """Keep a full-page screenshot at 1280 x 800 (and one at 420 px wide)."""
+def shoot(page: Any, name: str, *, narrow: bool = True, widths: tuple[int, ...] = ()) -> None:
+    """Keep a full-page screenshot at 1280 x 800 (and one at 420 px wide), and one at each of
+    `widths` (`<name>-<width>.png`)."""
     SCREENSHOTS.mkdir(exist_ok=True)
     size = page.viewport_size
     page.set_viewport_size(WIDE)
@@ -91,6 +92,9 @@ def shoot(page: Any, name: str, *, narrow: bool = True) -> None:
     if narrow:
         page.set_viewport_size(NARROW)
         page.screenshot(path=str(SCREENSHOTS / f"{name}-narrow.png"), full_page=True)
+    for width in widths:
+        page.set_viewport_size({"width": width, "height": WIDE["height"]})
+        page.screenshot(path=str(SCREENSHOTS / f"{name}-{width}.png"), full_page=True)
     if size:
         page.set_viewport_size(size)
 

@@ -1,7 +1,8 @@
 // Runs: a table of runs, newest first, with filters in the URL (status, workflow and version,
 // how the version was chosen, tenant, time range, children shown or not; a deployment's link
 // adds its exact window), cursor paging, FAILED rows marked with their error's
-// one-line summary, and a batch Retry of the selected runs that reports retried and skipped.
+// one-line summary, and a batch Retry of the selected runs that reports retried and skipped
+// (and first, which selected runs' tenants are over their run quota, with the fix).
 
 import { api, query } from "../api.js";
 import { currentRoute, setParams } from "../app.js";
@@ -9,6 +10,7 @@ import { confirmAction } from "../dialog.js";
 import { announce, fill, h, widthPercent } from "../dom.js";
 import { badge, count, duration, elapsed, errorSummary, exact, percent, plural, shortId, time } from "../format.js";
 import { Poller } from "../live.js";
+import { batchQuotaNote } from "../quota.js";
 
 const STATUSES = ["", "RUNNING", "FAILED", "SUCCEEDED", "CANCELLED"];
 const RANGES = [
@@ -202,9 +204,13 @@ export async function runsPage(main, params) {
 
   async function batchRetry() {
     const ids = [...selected];
+    // Runs whose fan-out failed for their tenant's quota fail again until an admin raises
+    // it: said before the operator confirms (the others are retried all the same).
+    const noteBlocks = await batchQuotaNote(page.items.filter((run) => selected.has(run.id)));
     const ok = await confirmAction({
       title: `Retry ${plural(ids.length, "run")}?`,
       text: "The failed steps of each FAILED run run again; completed steps are kept. Runs that are not FAILED are skipped.",
+      noteBlocks,
       confirm: "Retry",
     });
     if (!ok) return;
