@@ -8,7 +8,7 @@ import { api, query } from "../api.js";
 import { currentRoute, setParams } from "../app.js";
 import { confirmAction } from "../dialog.js";
 import { announce, fill, h, widthPercent } from "../dom.js";
-import { badge, count, duration, elapsed, errorSummary, exact, percent, plural, shortId, time } from "../format.js";
+import { badge, breakable, count, duration, elapsed, errorSummary, exact, percent, plural, shortId, time } from "../format.js";
 import { Poller } from "../live.js";
 import { batchQuotaNote } from "../quota.js";
 
@@ -76,7 +76,7 @@ function row(run, selected, onToggle) {
     onchange: (event) => onToggle(run.id, event.target.checked),
   });
   const link = h("a", { href: `#/runs/${encodeURIComponent(run.id)}`, class: "mono" }, shortId(run.id));
-  const workflow = [run.workflow, h("span", { class: "muted" }, ` v${run.version}`)];
+  const workflow = [breakable(run.workflow), h("span", { class: "muted" }, ` v${run.version}`)];
   if (run.parentRunId) workflow.push(h("span", { class: "small muted" }, ` · item ${run.itemIndex}`));
   const cells = [
     h("td", {}, box),

@@ -2,7 +2,7 @@
 
 import { api } from "../api.js";
 import { fill, h } from "../dom.js";
-import { duration, time } from "../format.js";
+import { breakable, duration, time } from "../format.js";
 import { Poller } from "../live.js";
 
 export async function servicesPage(main) {
@@ -18,7 +18,7 @@ export async function servicesPage(main) {
             h(
               "tr",
               { class: service.up ? null : "row-failed" },
-              h("td", { class: "mono" }, service.name),
+              h("td", { class: "mono" }, breakable(service.name)),
               h("td", {}, h("span", { class: `badge ${service.up ? "st-succeeded" : "st-failed"}` }, h("span", { "aria-hidden": "true" }, service.up ? "▲ " : "▼ "), service.up ? "up" : "down")),
               h("td", {}, service.pid ? String(service.pid) : "—"),
               h("td", {}, duration(service.uptimeS)),
