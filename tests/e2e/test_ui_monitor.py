@@ -558,12 +558,20 @@ def _quoted(key: str) -> str:
 
 
 def test_services_are_up_from_their_heartbeats(server: DemoServer, browser: Any) -> None:
+    """The serve process is up, its uptime counted from when its process started (not from
+    its first heartbeat, after its start-up), which its Uptime cell says on hover."""
     with opened(browser, f"{server.ui}#/services") as (page, _):
         row = page.locator("tbody tr").first
         row.wait_for()
         eventually(lambda: "up" in row.inner_text(), what="the serve process shows up")
         assert row.inner_text().startswith("serve-")
-        shoot(page, "services")
+        (serve,) = [s for s in server.call("/services")["items"] if s["name"].startswith("serve-")]
+        assert serve["pid"] == server.service.process.pid
+        assert abs(serve["startedAt"] - server.service.started_at) < 1.5, serve
+        uptime = row.locator("td").nth(3)
+        title = uptime.get_attribute("title") or ""
+        assert re.fullmatch(r"started \d{4}-\d\d-\d\d \d\d:\d\d:\d\d\.\d{3}", title), title
+        shoot(page, "services", widths=(901, 360))
 
 
 def test_the_pages_work_by_keyboard(server: DemoServer, browser: Any) -> None:
