@@ -1,7 +1,8 @@
 """Service liveness in Redis: each service beats, a monitor reads the beats.
 
-A `Heartbeat` writes `heartbeat:<service>` = `{"pid", "uptime", "timestamp"}` (JSON; uptime in
-seconds since the heartbeat was created, timestamp in epoch seconds from the injected clock)
+A `Heartbeat` writes `heartbeat:<service>` = `{"pid", "uptime", "timestamp", "started"}` (JSON;
+`started` is when the process started and `timestamp` when it beat, epoch seconds by the
+injected clock; `uptime` the seconds between them, kept for readers older than `started`)
 every `interval_s` (default 10 s) with a TTL of `ttl_s` (default 30 s, three missed beats), and
 records the service in the sorted set `sb:services` (score = the beat's timestamp). If the
 service stops beating the key expires; the set still names it, so readers report it down, with
@@ -15,6 +16,9 @@ tries again. Missing a few beats at worst shows the service as down for a while.
 authoritative and SCAN cost grows with every admission key). A service is up when its key
 exists and its payload is at most `ttl_s` old by the reader's clock; a payload stamped by a
 machine whose clock lags by more than the TTL reads as down, so keep clocks in sync (NTP).
+A service's uptime is the time since its process started, up to the reader's now while it is
+up (to its latest beat once it is down); a payload without `started` (written before it was
+added) reads its `uptime` counted on from its timestamp the same way.
 `ServiceMonitor` polls `read_services` every `POLL_INTERVAL_MS` (default 15 s) and keeps the
 latest answer, for a monitor to show (no process runs one yet; `Operations.settings.services`
 calls `read_services` itself).
@@ -27,6 +31,7 @@ import json
 import logging
 import math
 import os
+import time
 from dataclasses import dataclass
 from typing import cast
 
@@ -44,13 +49,32 @@ DEFAULT_TTL_S = 30.0
 DEFAULT_FORGET_AFTER_S = 7 * 24 * 3600.0
 DEFAULT_POLL_INTERVAL_MS = 15_000
 
+_IMPORTED_MONOTONIC = time.monotonic()
+"""When this module was imported: the start of the process where the system does not say."""
+
+
+def process_age_s() -> float:
+    """Seconds since this process started: on Linux the kernel's start time of the process
+    (`/proc/self/stat`, clock ticks since boot) against the time since boot; elsewhere, or if
+    that cannot be read, since this module was imported (early in any service's start)."""
+    try:
+        with open("/proc/self/stat", encoding="ascii") as stat:
+            # the command name (field 2) may hold spaces: fields after it follow its ")"
+            fields = stat.read().rsplit(")", 1)[1].split()
+        started_ticks = int(fields[19])  # field 22, `starttime`
+        age = time.clock_gettime(time.CLOCK_BOOTTIME) - started_ticks / os.sysconf("SC_CLK_TCK")
+    except (OSError, ValueError, IndexError, AttributeError):
+        return time.monotonic() - _IMPORTED_MONOTONIC
+    return max(0.0, age)
+
 
 class Heartbeat:
     """Publishes one service's liveness; see the module docstring for the key and payload.
 
     `interval_s` (default 10 s) must be positive and below `ttl_s` (default 30 s), or the key
-    would expire between beats. `pid` defaults to this process's pid. The client is borrowed:
-    the caller closes it.
+    would expire between beats. `pid` defaults to this process's pid, `started_at` (epoch
+    seconds by `clock`) to when this process started (`process_age_s` before `clock.now()`).
+    The client is borrowed: the caller closes it.
     """
 
     def __init__(
@@ -63,6 +87,7 @@ class Heartbeat:
         ttl_s: float = DEFAULT_TTL_S,
         pid: int | None = None,
         forget_after_s: float = DEFAULT_FORGET_AFTER_S,
+        started_at: float | None = None,
     ) -> None:
         if not service:
             raise ValueError("a heartbeat needs a service name")
@@ -76,6 +101,8 @@ class Heartbeat:
         self.interval_s = interval_s
         self.ttl_s = ttl_s
         self.pid = os.getpid() if pid is None else pid
+        self.started_at = clock.now() - process_age_s() if started_at is None else started_at
+        """When the service's process started: what its uptime counts from."""
         self.forget_after_s = forget_after_s
         self.beats = 0
         """Successful beats so far."""
@@ -83,7 +110,6 @@ class Heartbeat:
         """Beats that failed because Redis was unreachable."""
         self._client = client
         self._clock = clock
-        self._started_mono = clock.monotonic()
         self._stopped = False
         # Serializes a beat with `stop()`, so a beat already in flight cannot re-create the key
         # right after `stop()` deleted it.
@@ -104,10 +130,12 @@ class Heartbeat:
 
     def payload(self) -> dict[str, float | int]:
         """The JSON object a beat writes now."""
+        now = self._clock.now()
         return {
             "pid": self.pid,
-            "uptime": round(self._clock.monotonic() - self._started_mono, 3),
-            "timestamp": self._clock.now(),
+            "uptime": round(now - self.started_at, 3),
+            "timestamp": now,
+            "started": self.started_at,
         }
 
     async def beat(self) -> bool:
@@ -169,18 +197,24 @@ class ServiceStatus:
     pid: int | None
     """From the latest payload; None when the key is gone."""
     uptime_s: float | None
-    """Seconds the service had been beating at its latest payload; None when the key is gone."""
+    """Seconds since the service's process started, to the reader's now while it is up, to its
+    latest beat once down; None when the key is gone."""
     last_seen: float | None
     """Epoch seconds of the latest beat (payload, else the `sb:services` score); None if never."""
+    started_at: float | None = None
+    """Epoch seconds its process started; None when the key is gone or its payload is older
+    than the field."""
 
     def as_dict(self) -> dict[str, object]:
-        """JSON-ready form for the API: `{name, status: "up"|"down", pid, uptime, lastSeen}`."""
+        """JSON-ready form for the API: `{name, status: "up"|"down", pid, uptime, lastSeen,
+        startedAt}`."""
         return {
             "name": self.name,
             "status": "up" if self.up else "down",
             "pid": self.pid,
             "uptime": self.uptime_s,
             "lastSeen": self.last_seen,
+            "startedAt": self.started_at,
         }
 
 
@@ -189,11 +223,14 @@ def _parse_payload(name: str, raw: bytes | None) -> dict[str, float] | None:
         return None
     try:
         data = json.loads(raw)
-        return {
+        parsed = {
             "pid": int(data["pid"]),
             "uptime": float(data["uptime"]),
             "timestamp": float(data["timestamp"]),
         }
+        if data.get("started") is not None:  # absent from heartbeats written before it
+            parsed["started"] = float(data["started"])
+        return parsed
     except (ValueError, TypeError, KeyError) as error:
         logger.warning(
             "heartbeat of %s is not a valid payload, reading it as down: %s", name, error
@@ -207,12 +244,19 @@ def _status(
     payload = _parse_payload(name, raw)
     if payload is None:
         return ServiceStatus(name, up=False, pid=None, uptime_s=None, last_seen=seen_score)
+    beat = payload["timestamp"]
+    up = now - beat <= ttl_s
+    until = now if up else beat
+    started = payload.get("started")
+    # an older heartbeat, without its start: its uptime at the beat, counted on from there
+    uptime = payload["uptime"] + (until - beat) if started is None else until - started
     return ServiceStatus(
         name,
-        up=now - payload["timestamp"] <= ttl_s,
+        up=up,
         pid=int(payload["pid"]),
-        uptime_s=payload["uptime"],
-        last_seen=payload["timestamp"],
+        uptime_s=round(max(0.0, uptime), 3),
+        last_seen=beat,
+        started_at=started,
     )
 
 

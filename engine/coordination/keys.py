@@ -9,7 +9,8 @@ from __future__ import annotations
 
 
 def heartbeat(service: str) -> str:
-    """`heartbeat:<service>`: `{pid, uptime, timestamp}` JSON, refreshed every 10 s, TTL 30 s."""
+    """`heartbeat:<service>`: `{pid, uptime, timestamp, started}` JSON, refreshed every 10 s,
+    TTL 30 s."""
     return f"heartbeat:{service}"
 
 

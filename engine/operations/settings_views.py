@@ -131,8 +131,12 @@ class ServiceView(View):
     up: bool
     pid: int | None = None
     uptime_s: float | None = None
+    """Seconds since its process started: to now while it is up, to its latest heartbeat once
+    down."""
     last_seen: float | None = None
     """Epoch seconds of its latest heartbeat."""
+    started_at: float | None = None
+    """Epoch seconds its process started (None from a heartbeat older than the field)."""
 
     @classmethod
     def of(cls, status: ServiceStatus) -> ServiceView:
@@ -142,4 +146,5 @@ class ServiceView(View):
             pid=status.pid,
             uptime_s=status.uptime_s,
             last_seen=status.last_seen,
+            started_at=status.started_at,
         )

@@ -9,6 +9,7 @@ of each page in `tests/e2e/screenshots/` (git-ignored) for people to look at.
 from __future__ import annotations
 
 import contextlib
+import itertools
 import json
 import os
 import shutil
@@ -82,8 +83,9 @@ def watch(page: Any) -> Watch:
     return found
 
 
-def shoot(page: Any, name: str, *, narrow: bool = True) -> None:
-    """Keep a full-page screenshot at 1280 x 800 (and one at 420 px wide)."""
+def shoot(page: Any, name: str, *, narrow: bool = True, widths: tuple[int, ...] = ()) -> None:
+    """Keep a full-page screenshot at 1280 x 800 (and one at 420 px wide), and one at each of
+    `widths` (`<name>-<width>.png`)."""
     SCREENSHOTS.mkdir(exist_ok=True)
     size = page.viewport_size
     page.set_viewport_size(WIDE)
@@ -91,6 +93,9 @@ def shoot(page: Any, name: str, *, narrow: bool = True) -> None:
     if narrow:
         page.set_viewport_size(NARROW)
         page.screenshot(path=str(SCREENSHOTS / f"{name}-narrow.png"), full_page=True)
+    for width in widths:
+        page.set_viewport_size({"width": width, "height": WIDE["height"]})
+        page.screenshot(path=str(SCREENSHOTS / f"{name}-{width}.png"), full_page=True)
     if size:
         page.set_viewport_size(size)
 
@@ -154,6 +159,46 @@ def assert_fits_a_phone(fit: dict[str, Any], width: int = NARROW["width"]) -> No
     for cell in fit["cells"]:
         assert cell["left"] >= 0 and cell["right"] <= width, cell
         assert not cell["clipped"], cell
+
+
+LINES_JS = """(selector) => [...document.querySelectorAll(selector)].filter((e) => e.offsetParent)
+  .map((element) => {
+    const lines = [];
+    let top = null;
+    const walker = document.createTreeWalker(element, NodeFilter.SHOW_TEXT);
+    for (let node = walker.nextNode(); node; node = walker.nextNode()) {
+      for (let i = 0; i < node.length; i++) {
+        const range = document.createRange();
+        range.setStart(node, i);
+        range.setEnd(node, i + 1);
+        const box = [...range.getClientRects()].find((r) => r.width > 0);
+        if (!box) {
+          // a space the line ends with, collapsed: it ends that line
+          if (lines.length) lines[lines.length - 1] += node.data[i];
+          continue;
+        }
+        if (top === null || box.top > top + box.height / 2) {
+          lines.push("");
+          top = box.top;
+        }
+        lines[lines.length - 1] += node.data[i];
+      }
+    }
+    return lines;
+  })"""
+"""The lines each element drawn that `selector` finds is drawn on, as text: where the browser
+broke it."""
+
+WORD_ENDS = ("-", "_", ".", " ", "\u00a0")
+"""What a line may end with when a name wraps: its separators, or a space."""
+
+
+def assert_wraps_between_words(names: list[list[str]], where: Any = None) -> None:
+    """Every name `LINES_JS` read wraps only after a hyphen, an underscore, a dot or a space:
+    never inside a word."""
+    for lines in names:
+        inside = [pair for pair in itertools.pairwise(lines) if not pair[0].endswith(WORD_ENDS)]
+        assert not inside, (where, lines)
 
 
 # ── the service ─────────────────────────────────────────────────────────────────────────────

@@ -99,6 +99,8 @@ class Service:
     ) -> None:
         self.log = log
         self.out = log.with_suffix(".out")
+        self.started_at = time.time()
+        """About when the process started (epoch seconds): just before it is spawned."""
         with log.open("ab") as stderr, self.out.open("ab") as stdout:  # the child keeps its own
             self.process = subprocess.Popen(
                 [*(program or [SCHEMABRIDGE]), *args],

@@ -199,12 +199,18 @@ async def test_a_tenant_key_reads_its_own_tenant_only(api: Api) -> None:
 
 
 async def test_services_show_heartbeats_up_and_down(api: Api) -> None:
-    beat = Heartbeat("worker-rest-test", api.runtime.redis, api.runtime.clock, pid=4242)
+    """Up with its pid and its uptime since its process started (an hour before the
+    heartbeat was made, say), and when; down once stopped."""
+    started = api.runtime.clock.now() - 3600
+    beat = Heartbeat(
+        "worker-rest-test", api.runtime.redis, api.runtime.clock, pid=4242, started_at=started
+    )
     assert await beat.beat()
     async with client(api.url, api.admin_key) as http:
         up = await http.get("/services")
         (listed,) = [s for s in up.json()["items"] if s["name"] == "worker-rest-test"]
         assert (listed["up"], listed["pid"]) == (True, 4242)
+        assert listed["startedAt"] == started and 3600 <= listed["uptimeS"] < 3660
         await beat.stop()
         down = await http.get("/services")
     (gone,) = [s for s in down.json()["items"] if s["name"] == "worker-rest-test"]

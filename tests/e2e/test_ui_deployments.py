@@ -18,9 +18,11 @@ import pytest
 
 from tests.e2e.browser_harness import (
     FIT_JS,
+    LINES_JS,
     NARROW,
     DemoServer,
     assert_fits_a_phone,
+    assert_wraps_between_words,
     chromium,
     demo_on_sqlite,
     eventually,
@@ -534,3 +536,53 @@ def test_a_deployments_runs_by_version_fit_a_phone(server: DemoServer, browser: 
                 link = page.locator(f"table.figures tr[data-role={role}] a")
                 box = link.bounding_box()
                 assert box is not None and box["x"] + box["width"] <= width, (width, role, box)
+
+
+SMALLEST_PHONE = 400
+"""At this width and below a list's name may break inside a word (style.css)."""
+
+LONG_NAMES = ("invoice-reconciliation-nightly-export", "invoice_reconciliation_nightly_export")
+"""A long workflow name as people write them, with hyphens and with underscores."""
+
+NAMES = {
+    "deployments": "table.deployments tbody td:nth-child(2)",
+    "runs": "table.runs tbody td:nth-child(4)",
+    "workflows": "table.workflows tbody td:nth-child(1)",
+    "services": "table.services tbody td:nth-child(1)",
+}
+"""The cell of each list that holds a long name."""
+
+
+@pytest.fixture(scope="module")
+def long_names(server: DemoServer) -> None:
+    """`LONG_NAMES` deployed (promoted), each with a run."""
+    for name in LONG_NAMES:
+        promote(server, name)
+        submit(server, name, 1)
+
+
+@pytest.mark.parametrize("route", ["deployments", "workflows", "runs", "services"])
+def test_a_long_name_wraps_between_words(
+    server: DemoServer, browser: Any, long_names: None, route: str
+) -> None:
+    """From 360 px to 1280, where a list has no room for a long workflow (or service) name
+    on one line, the name wraps after a hyphen, an underscore or a dot, never inside a word
+    ("reconcili" / "ation"), and the list still scrolls neither the page nor its table
+    sideways: at 901 px too, where every column of the deployments list comes back. Only
+    the smallest phones (360 px) may break a word: "reconciliation" beside a run's status,
+    id and progress is wider than the screen leaves it."""
+    with opened(browser, f"{server.ui}#/{route}") as (page, _):
+        if route in MORE_ROWS:
+            with_more_rows(page, *MORE_ROWS[route])
+        if route != "services":
+            page.locator("main tbody tr", has_text=LONG_NAMES[1]).first.wait_for()
+        page.locator("main tbody tr").first.wait_for()
+        shoot(page, f"long-names-{route}", widths=(901, 360))
+        for width in WIDTHS:
+            page.set_viewport_size({"width": width, "height": NARROW["height"]})
+            fit = page.evaluate(FIT_JS, ["main .table-wrap > table", "th, td"])
+            assert_fits_a_phone(fit, width)
+            names = page.evaluate(LINES_JS, NAMES[route])
+            assert names, (route, width)
+            if width > SMALLEST_PHONE:
+                assert_wraps_between_words(names, (route, width))

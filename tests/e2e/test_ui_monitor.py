@@ -9,6 +9,7 @@ import json
 import re
 from collections.abc import Iterator
 from typing import Any
+from urllib.parse import quote
 
 import pytest
 
@@ -207,6 +208,96 @@ def test_batch_retry_reports_retried_and_skipped(server: DemoServer, browser: An
         for run_id in failed:
             page.locator(f'tr[data-run="{run_id}"] .badge', has_text="succeeded").wait_for()
         shoot(page, "runs-batch-retry")
+
+
+def quota_failed_fan_out(server: DemoServer, tenant: str) -> str:
+    """A fan-out of 3 children submitted for `tenant`, FAILED because its run quota is used
+    up (set it first); its id."""
+    body = {"input": {"batchSize": 3, "renewalDate": "2025-07-01"}, "tenantId": tenant}
+    run_id = str(server.call("/workflows/nightly-subscription-renewals/runs", body)["id"])
+    assert server.wait_status(run_id, {"SUCCEEDED", "FAILED", "CANCELLED"}) == "FAILED"
+    assert server.call(f"/runs/{run_id}")["error"]["kind"] == "quota_exceeded"
+    return run_id
+
+
+def test_batch_retry_says_which_tenants_are_over_their_quota(
+    server: DemoServer, browser: Any
+) -> None:
+    """Selected runs whose fan-outs failed because their tenant's run quota is used up fail
+    the same way when retried: before confirming, the batch Retry's dialog names each such
+    tenant still over its quota, with the command that raises it to what all its selected
+    runs need (the tenant's used runs plus their fan-outs; an id with a space quoted for the
+    shell). A tenant whose quota was raised since, and a run failed for another reason, are
+    not named; the retry itself is still offered and, confirmed, sent."""
+    crowded, night, raised = "batch-quota", "night shift", "batch-quota-raised"
+    server.call(f"/tenants/{crowded}/limits", {"maxRuns": 3}, method="PUT")
+    server.call(f"/tenants/{quote(night)}/limits", {"maxRuns": 2}, method="PUT")
+    server.call(f"/tenants/{raised}/limits", {"maxRuns": 2}, method="PUT")
+    # 1 of 3 used: needs 3, then 2 of 3 used: needs 3 more: 2 + 6 = 8 for both.
+    over = [quota_failed_fan_out(server, crowded), quota_failed_fan_out(server, crowded)]
+    over.append(quota_failed_fan_out(server, night))  # 1 of 2 used, needs 3: 4
+    fixed = quota_failed_fan_out(server, raised)
+    server.call(f"/tenants/{raised}/limits", {"maxRuns": 10}, method="PUT")
+    reject_tickets(server)
+    other = ticket(server, tenant="batch-quota-other", wait=True)
+    chosen = [*over, fixed, other]
+
+    with opened(browser, f"{server.ui}#/runs?status=FAILED") as (page, _):
+        for run_id in chosen:
+            page.locator(f'tr[data-run="{run_id}"] input[type="checkbox"]').check()
+        page.get_by_role("button", name=f"Retry selected ({len(chosen)})").click()
+        dialog = page.locator("dialog.modal")
+        note = dialog.locator(".warning-box")
+        note.wait_for()
+        assert " ".join(note.locator("p").inner_text().split()) == (
+            "⚠ 3 of the selected runs failed because their tenant's run quota is used up: "
+            "the quota counts the runs a tenant created, so retrying them alone fails the "
+            "same way. An admin raises the quota first, with"
+        )
+        tenants = note.locator("li")
+        assert [" ".join(t.split()) for t in tenants.all_inner_texts()] == [
+            f"tenant {crowded}, 2 runs (their fan-outs need 6 runs, 1 is left): "
+            f"schemabridge tenants set-quota {crowded} 8",
+            f"tenant {night}, 1 run (its fan-out needs 3 runs, 1 is left): "
+            "schemabridge tenants set-quota 'night shift' 4",
+        ]
+        assert note.locator("code").all_inner_texts() == [
+            f"schemabridge tenants set-quota {crowded} 8",
+            "schemabridge tenants set-quota 'night shift' 4",
+        ]
+        assert raised not in note.inner_text() and "batch-quota-other" not in note.inner_text()
+        assert dialog.get_by_role("button", name="Retry", exact=True).is_enabled()
+        shoot(page, "runs-batch-retry-quota", widths=(901, 360))
+        confirm(page, "Cancel")
+        assert [server.run_status(r) for r in chosen] == ["FAILED"] * len(chosen)
+
+        # Once the quota is raised as told, the tenant is not named any more.
+        server.call(f"/tenants/{quote(night)}/limits", {"maxRuns": 4}, method="PUT")
+        page.get_by_role("button", name=f"Retry selected ({len(chosen)})").click()
+        note.wait_for()
+        assert night not in note.inner_text()
+        assert note.locator("li").count() == 1
+        confirm(page, "Retry")
+        result = page.locator(".batch-result .ok-box")
+        result.wait_for()
+        assert result.inner_text().startswith(f"Retried {len(chosen)}, skipped 0")
+    server.wait_status(over[2], {"SUCCEEDED"})
+    server.wait_status(other, {"SUCCEEDED"})
+
+
+def test_batch_retry_of_runs_failed_otherwise_has_no_quota_note(
+    server: DemoServer, browser: Any
+) -> None:
+    reject_tickets(server)
+    failed = ticket(server, tenant="batch-no-quota", wait=True)
+    with opened(browser, f"{server.ui}#/runs?tenant=batch-no-quota") as (page, _):
+        page.locator(f'tr[data-run="{failed}"] input[type="checkbox"]').check()
+        page.get_by_role("button", name="Retry selected (1)").click()
+        dialog = page.locator("dialog.modal")
+        dialog.wait_for()
+        dialog.get_by_role("button", name="Retry", exact=True).wait_for()
+        assert dialog.locator(".warning-box").count() == 0
+        confirm(page, "Cancel")
 
 
 def test_the_runs_list_shows_a_run_submitted_after_it_opened(
@@ -467,12 +558,20 @@ def _quoted(key: str) -> str:
 
 
 def test_services_are_up_from_their_heartbeats(server: DemoServer, browser: Any) -> None:
+    """The serve process is up, its uptime counted from when its process started (not from
+    its first heartbeat, after its start-up), which its Uptime cell says on hover."""
     with opened(browser, f"{server.ui}#/services") as (page, _):
         row = page.locator("tbody tr").first
         row.wait_for()
         eventually(lambda: "up" in row.inner_text(), what="the serve process shows up")
         assert row.inner_text().startswith("serve-")
-        shoot(page, "services")
+        (serve,) = [s for s in server.call("/services")["items"] if s["name"].startswith("serve-")]
+        assert serve["pid"] == server.service.process.pid
+        assert abs(serve["startedAt"] - server.service.started_at) < 1.5, serve
+        uptime = row.locator("td").nth(3)
+        title = uptime.get_attribute("title") or ""
+        assert re.fullmatch(r"started \d{4}-\d\d-\d\d \d\d:\d\d:\d\d\.\d{3}", title), title
+        shoot(page, "services", widths=(901, 360))
 
 
 def test_the_pages_work_by_keyboard(server: DemoServer, browser: Any) -> None:

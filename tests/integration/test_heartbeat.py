@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+import time
 from collections.abc import AsyncIterator
 
 import fakeredis
@@ -19,7 +20,7 @@ from engine import coordination
 from engine.coordination import keys
 from engine.coordination.heartbeat import Heartbeat, ServiceMonitor, ServiceStatus, read_services
 from engine.settings import Settings
-from schemas.clock import FakeClock
+from schemas.clock import FakeClock, SystemClock
 from tests.integration.scripts.helpers import (
     BACKENDS,
     UNREACHABLE_REDIS_URL,
@@ -48,33 +49,94 @@ def mine(statuses: list[ServiceStatus], *names: str) -> dict[str, ServiceStatus]
 
 async def test_beat_writes_the_payload_with_a_ttl(client: redis.Redis, clock: FakeClock) -> None:
     service = unique("api")
-    heartbeat = Heartbeat(service, client, clock, interval_s=10.0, ttl_s=30.0, pid=4242)
+    started = clock.now() - 2.0  # the process started 2 s before its heartbeat was made
+    heartbeat = Heartbeat(
+        service, client, clock, interval_s=10.0, ttl_s=30.0, pid=4242, started_at=started
+    )
     clock.advance(12.5)
     assert await heartbeat.beat()
 
     raw = await client.get(f"heartbeat:{service}")
     assert raw is not None
-    assert json.loads(raw) == {"pid": 4242, "uptime": 12.5, "timestamp": clock.now()}
+    assert json.loads(raw) == {
+        "pid": 4242,
+        "uptime": 14.5,
+        "timestamp": clock.now(),
+        "started": started,
+    }
     assert 29_000 < await client.pttl(keys.heartbeat(service)) <= 30_000
     assert await client.zscore(keys.SERVICES_SET, service) == clock.now()
 
 
 async def test_a_live_service_reads_as_up(client: redis.Redis, clock: FakeClock) -> None:
     service = unique("worker")
-    heartbeat = Heartbeat(service, client, clock, pid=7)
+    started = clock.now()
+    heartbeat = Heartbeat(service, client, clock, pid=7, started_at=started)
     clock.advance(3.0)
     await heartbeat.beat()
     clock.advance(5.0)
 
     status = mine(await read_services(client, clock), service)[service]
-    assert status == ServiceStatus(service, up=True, pid=7, uptime_s=3.0, last_seen=clock.now() - 5)
+    assert status == ServiceStatus(
+        service, up=True, pid=7, uptime_s=8.0, last_seen=clock.now() - 5, started_at=started
+    )
     assert status.as_dict() == {
         "name": service,
         "status": "up",
         "pid": 7,
-        "uptime": 3.0,
+        "uptime": 8.0,
         "lastSeen": clock.now() - 5,
+        "startedAt": started,
     }
+
+
+async def test_uptime_is_the_time_since_the_process_started(
+    client: redis.Redis, clock: FakeClock
+) -> None:
+    """Uptime counts from when the process started (which its heartbeat carries), not from
+    when the heartbeat was made, and up to the reader's now, not to the latest beat."""
+    service = unique("api")
+    started = clock.now() - 100.0  # start-up (migrations, connections) before the heartbeat
+    heartbeat = Heartbeat(service, client, clock, pid=9, started_at=started)
+    clock.advance(3.0)
+    await heartbeat.beat()
+    clock.advance(8.0)  # 8 s after the latest beat: still up
+
+    status = mine(await read_services(client, clock), service)[service]
+    assert status.up and status.uptime_s == 111.0 and status.started_at == started
+    assert status.as_dict()["uptime"] == 111.0 and status.as_dict()["startedAt"] == started
+
+    clock.advance(30.0)  # silent past the TTL: down, with the uptime it had when last seen
+    status = mine(await read_services(client, clock), service)[service]
+    assert not status.up and status.uptime_s == 103.0
+
+
+TEST_IMPORTED_AT = time.time()
+
+
+async def test_a_heartbeat_knows_when_its_process_started(client: redis.Redis) -> None:
+    """Without `started_at`, a heartbeat takes its process's start from the system: earlier
+    than this test module was imported, let alone than the heartbeat was made."""
+    heartbeat = Heartbeat(unique("api"), client, SystemClock())
+    assert heartbeat.started_at < TEST_IMPORTED_AT
+    assert heartbeat.payload()["started"] == heartbeat.started_at
+    assert time.time() - heartbeat.started_at < 24 * 3600  # the start of this process
+
+
+async def test_a_heartbeat_without_its_start_still_reads(
+    client: redis.Redis, clock: FakeClock
+) -> None:
+    """A heartbeat written before it carried the process's start (`{pid, uptime, timestamp}`)
+    reads as before: its uptime, counted on to the reader's now while it is up."""
+    service = unique("old")
+    payload = {"pid": 11, "uptime": 50.0, "timestamp": clock.now()}
+    await client.set(keys.heartbeat(service), json.dumps(payload), px=30_000)
+    await client.zadd(keys.SERVICES_SET, {service: clock.now()})
+    clock.advance(5.0)
+    status = mine(await read_services(client, clock), service)[service]
+    assert status == ServiceStatus(
+        service, up=True, pid=11, uptime_s=55.0, last_seen=clock.now() - 5, started_at=None
+    )
 
 
 async def test_a_stale_payload_reads_as_down(client: redis.Redis, clock: FakeClock) -> None:

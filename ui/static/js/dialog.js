@@ -19,13 +19,17 @@ function modal(title, body, buttons, { onClose } = {}) {
   return dialog;
 }
 
-/** Ask before doing something: resolves true when confirmed. A `note` (text or nodes) is
- * what the operator should know before confirming, in a warning box under `text`. */
-export function confirmAction({ title, text, note = null, confirm = "Confirm", danger = false }) {
+/** Ask before doing something: resolves true when confirmed. A `note` (text or inline
+ * nodes) is what the operator should know before confirming, in a warning box under `text`;
+ * `noteBlocks` (paragraphs, lists) the same when it takes more than a sentence. */
+export function confirmAction({ title, text, note = null, noteBlocks = null, confirm = "Confirm", danger = false }) {
+  let warning = null;
+  if (noteBlocks) warning = h("div", { class: "warning-box" }, noteBlocks);
+  else if (note) warning = h("p", { class: "warning-box" }, "⚠ ", note);
   return new Promise((resolve) => {
     modal(
       title,
-      [h("p", {}, text), note ? h("p", { class: "warning-box" }, "⚠ ", note) : null],
+      [h("p", {}, text), warning],
       [
         h("button", { value: "cancel", type: "submit", class: "secondary" }, "Cancel"),
         h("button", { value: "ok", type: "submit", class: danger ? "danger" : "primary", autofocus: true }, confirm),

@@ -131,6 +131,27 @@ export function errorSummary(error) {
   return oneLine(parts.join(" · "));
 }
 
+/** Parts of a name longer than this break anywhere (a hash, a name without separators):
+ * they would otherwise push the other columns of a list off a phone's screen. */
+const LONG_PART = 20;
+
+/** A name (a workflow's, a service's) as nodes a line may break between only after a "-",
+ * "_" or "." (a `<wbr>` there: a browser breaks at none of them by itself after an
+ * underscore or a dot, nor after a hyphen before a digit), never inside a word; a part
+ * longer than `LONG_PART` characters is a `.long-part` span, which may break anywhere (as
+ * any part may on the smallest phones: style.css). The
+ * text is unchanged: copied, it has no extra characters. */
+export function breakable(name) {
+  const nodes = [];
+  String(name)
+    .split(/(?<=[-_.])/)
+    .forEach((part, index) => {
+      if (index) nodes.push(h("wbr"));
+      nodes.push(part.length > LONG_PART ? h("span", { class: "long-part" }, part) : part);
+    });
+  return nodes;
+}
+
 export function shortId(id) {
   return String(id).slice(0, 8);
 }

@@ -6,7 +6,7 @@
 import { api } from "../api.js";
 import { confirmAction } from "../dialog.js";
 import { announce, fill, h } from "../dom.js";
-import { badge, count, duration, exact, plural, ratio, shortId, time } from "../format.js";
+import { badge, breakable, count, duration, exact, plural, ratio, shortId, time } from "../format.js";
 import { Poller } from "../live.js";
 import { DEPLOYMENTS, wholeId } from "../short_ids.js";
 
@@ -14,7 +14,7 @@ const LIST_SIZE = 50;
 
 function workflowLink(name, version) {
   const target = `#/workflows/${encodeURIComponent(name)}${version ? `?v=${version}` : ""}`;
-  return h("a", { href: target }, version ? `${name} v${version}` : name);
+  return h("a", { href: target }, breakable(name), version ? ` v${version}` : null);
 }
 
 function deploymentLink(deployment, text = shortId(deployment.id)) {

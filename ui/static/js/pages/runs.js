@@ -1,14 +1,16 @@
 // Runs: a table of runs, newest first, with filters in the URL (status, workflow and version,
 // how the version was chosen, tenant, time range, children shown or not; a deployment's link
 // adds its exact window), cursor paging, FAILED rows marked with their error's
-// one-line summary, and a batch Retry of the selected runs that reports retried and skipped.
+// one-line summary, and a batch Retry of the selected runs that reports retried and skipped
+// (and first, which selected runs' tenants are over their run quota, with the fix).
 
 import { api, query } from "../api.js";
 import { currentRoute, setParams } from "../app.js";
 import { confirmAction } from "../dialog.js";
 import { announce, fill, h, widthPercent } from "../dom.js";
-import { badge, count, duration, elapsed, errorSummary, exact, percent, plural, shortId, time } from "../format.js";
+import { badge, breakable, count, duration, elapsed, errorSummary, exact, percent, plural, shortId, time } from "../format.js";
 import { Poller } from "../live.js";
+import { batchQuotaNote } from "../quota.js";
 
 const STATUSES = ["", "RUNNING", "FAILED", "SUCCEEDED", "CANCELLED"];
 const RANGES = [
@@ -74,7 +76,7 @@ function row(run, selected, onToggle) {
     onchange: (event) => onToggle(run.id, event.target.checked),
   });
   const link = h("a", { href: `#/runs/${encodeURIComponent(run.id)}`, class: "mono" }, shortId(run.id));
-  const workflow = [run.workflow, h("span", { class: "muted" }, ` v${run.version}`)];
+  const workflow = [breakable(run.workflow), h("span", { class: "muted" }, ` v${run.version}`)];
   if (run.parentRunId) workflow.push(h("span", { class: "small muted" }, ` · item ${run.itemIndex}`));
   const cells = [
     h("td", {}, box),
@@ -202,9 +204,13 @@ export async function runsPage(main, params) {
 
   async function batchRetry() {
     const ids = [...selected];
+    // Runs whose fan-out failed for their tenant's quota fail again until an admin raises
+    // it: said before the operator confirms (the others are retried all the same).
+    const noteBlocks = await batchQuotaNote(page.items.filter((run) => selected.has(run.id)));
     const ok = await confirmAction({
       title: `Retry ${plural(ids.length, "run")}?`,
       text: "The failed steps of each FAILED run run again; completed steps are kept. Runs that are not FAILED are skipped.",
+      noteBlocks,
       confirm: "Retry",
     });
     if (!ok) return;

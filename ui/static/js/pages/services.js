@@ -1,8 +1,9 @@
-// Services: every API, worker and serve process that sent a heartbeat, up while it is fresh.
+// Services: every API, worker and serve process that sent a heartbeat, up while it is fresh,
+// with its uptime since its process started (when, on hover).
 
 import { api } from "../api.js";
 import { fill, h } from "../dom.js";
-import { duration, time } from "../format.js";
+import { breakable, duration, exact, time } from "../format.js";
 import { Poller } from "../live.js";
 
 export async function servicesPage(main) {
@@ -18,10 +19,10 @@ export async function servicesPage(main) {
             h(
               "tr",
               { class: service.up ? null : "row-failed" },
-              h("td", { class: "mono" }, service.name),
+              h("td", { class: "mono" }, breakable(service.name)),
               h("td", {}, h("span", { class: `badge ${service.up ? "st-succeeded" : "st-failed"}` }, h("span", { "aria-hidden": "true" }, service.up ? "▲ " : "▼ "), service.up ? "up" : "down")),
               h("td", {}, service.pid ? String(service.pid) : "—"),
-              h("td", {}, duration(service.uptimeS)),
+              h("td", { title: service.startedAt ? `started ${exact(service.startedAt)}` : null }, duration(service.uptimeS)),
               h("td", {}, time(service.lastSeen)),
             ),
           )

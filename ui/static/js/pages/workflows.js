@@ -6,7 +6,7 @@ import { api } from "../api.js";
 import { setParams } from "../app.js";
 import { deployForm } from "../deploy_form.js";
 import { fill, h } from "../dom.js";
-import { time } from "../format.js";
+import { breakable, time } from "../format.js";
 import { drawGraph } from "../graph.js";
 import { JsonSyntaxError, parseWithPositions } from "../jsontext.js";
 
@@ -16,7 +16,7 @@ export async function workflowsPage(main) {
     h(
       "tr",
       {},
-      h("td", {}, h("a", { href: `#/workflows/${encodeURIComponent(w.name)}` }, w.name)),
+      h("td", {}, h("a", { href: `#/workflows/${encodeURIComponent(w.name)}` }, breakable(w.name))),
       h("td", {}, `v${w.latestVersion}`),
       h("td", {}, w.servingVersion ? `v${w.servingVersion}` : "—"),
       h("td", {}, String(w.versions)),

@@ -5,6 +5,7 @@ import { api } from "../api.js";
 import { confirmAction, editJson } from "../dialog.js";
 import { announce, fill, h } from "../dom.js";
 import { plural } from "../format.js";
+import { SET_QUOTA_COMMAND, setQuotaCommand } from "../quota.js";
 
 function path(runId, action) {
   return `/runs/${encodeURIComponent(runId)}/${action}`;
@@ -27,10 +28,6 @@ async function perform(where, { name, title, text, note, confirm, danger, send, 
   return true;
 }
 
-/** The command a spawner's `quota_exceeded` error names (schemas/errors.py,
- * SET_QUOTA_COMMAND): the quota its fan-out needs. */
-const SET_QUOTA_COMMAND = /`(schemabridge tenants set-quota [^`]+ \d+)`/;
-
 /** When a FAILED spawner's fan-out failed for its tenant's run quota, what Retry's dialog
  * says first: the quota counts runs created, so a retry alone fails the same way until an
  * admin raises it — with the command the error names (`N` when an older API's does not), as
@@ -39,7 +36,7 @@ function quotaNote(detail) {
   const step = detail.steps.find((s) => s.status === "FAILED" && s.error?.kind === "quota_exceeded");
   if (!step) return null;
   const named = SET_QUOTA_COMMAND.exec(step.error.message || "");
-  const command = named ? named[1] : `schemabridge tenants set-quota ${detail.tenantId} N`;
+  const command = named ? named[1] : setQuotaCommand(detail.tenantId);
   return [
     `The fan-out of step ${step.vertexId} needs more runs than tenant ${detail.tenantId} has left in its quota, so a retry alone fails the same way: an admin raises the quota first, with `,
     h("code", {}, command),
