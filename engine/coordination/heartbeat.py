@@ -35,6 +35,7 @@ import time
 from dataclasses import dataclass
 from typing import cast
 
+import psutil
 import redis.asyncio as redis
 
 from engine.coordination import keys
@@ -49,23 +50,10 @@ DEFAULT_TTL_S = 30.0
 DEFAULT_FORGET_AFTER_S = 7 * 24 * 3600.0
 DEFAULT_POLL_INTERVAL_MS = 15_000
 
-_IMPORTED_MONOTONIC = time.monotonic()
-"""When this module was imported: the start of the process where the system does not say."""
-
 
 def process_age_s() -> float:
-    """Seconds since this process started: on Linux the kernel's start time of the process
-    (`/proc/self/stat`, clock ticks since boot) against the time since boot; elsewhere, or if
-    that cannot be read, since this module was imported (early in any service's start)."""
-    try:
-        with open("/proc/self/stat", encoding="ascii") as stat:
-            # the command name (field 2) may hold spaces: fields after it follow its ")"
-            fields = stat.read().rsplit(")", 1)[1].split()
-        started_ticks = int(fields[19])  # field 22, `starttime`
-        age = time.clock_gettime(time.CLOCK_BOOTTIME) - started_ticks / os.sysconf("SC_CLK_TCK")
-    except (OSError, ValueError, IndexError, AttributeError):
-        return time.monotonic() - _IMPORTED_MONOTONIC
-    return max(0.0, age)
+    """Seconds since this process started, by the system's own record of its start."""
+    return max(0.0, time.time() - psutil.Process().create_time())
 
 
 class Heartbeat:
