@@ -33,11 +33,12 @@ demo-run: $(STAMP)
 		--database sqlite+aiosqlite:///$(CURDIR)/.demo.db
 
 ## Test files are spread over TEST_WORKERS processes (pytest-xdist; a file stays in one process,
-## so its module fixtures start once). TEST_WORKERS=0 runs everything in this process.
+## so its module fixtures start once). TEST_WORKERS=0 runs everything in this process. The
+## slowest tests are listed at the end, to see where the suite's time goes.
 TEST_WORKERS ?= 3
 
 test: $(STAMP)
-	$(BIN)/pytest -n $(TEST_WORKERS) --dist loadfile
+	$(BIN)/pytest -n $(TEST_WORKERS) --dist loadfile --durations=25
 
 lint: $(STAMP)
 	$(BIN)/ruff check .
