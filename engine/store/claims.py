@@ -265,30 +265,51 @@ async def claim_rows(
 
 
 async def hold(conn: AsyncConnection, claimed: list[Any]) -> set[int]:
-    """Put the `claimed` rows (a claim's rows: step `id`, `run_id`) of runs that are still
-    stopped back to PENDING, claim cleared and attempt undone; returns the ids held.
+    """Take the `claimed` rows (a claim's rows: step `id`, `run_id`, all read with a stopped
+    run) out of the claim, claim cleared and attempt undone; returns the ids taken out. The
+    rest (their runs RUNNING again) are the claim's to run.
 
     The runs' status is read again here, under a share lock, not taken from the claim's read:
-    an operator's retry that reopened a run since then (or is reopening it: the lock waits
-    for it) must find its steps claimable, not held back as PENDING by nobody's hand."""
+    an operator's retry that reopened a run since then must find its steps claimable, not held
+    back as PENDING by nobody's hand; one that reopens it later waits for this transaction,
+    then releases what it held. The lock skips locked runs and never waits: this transaction
+    already holds its claimed steps, and a transaction holding a run's lock may be waiting for
+    them (a flush holding back a failed run's READY steps, a join reopened by a Retry). The
+    steps of a run locked right now go back to READY instead, as if never claimed: its holder
+    either reopens it (they are claimable) or not (the next claim holds them back)."""
     run_ids = sorted({row.run_id for row in claimed})
-    still_stopped = (
-        select(runs.c.id)
-        .where(runs.c.id.in_(run_ids), runs.c.status != RunStatus.RUNNING.value)
-        .with_for_update(read=True)
-    )
-    held = await conn.execute(
-        update(steps)
-        .where(steps.c.id.in_([row.id for row in claimed]), steps.c.run_id.in_(still_stopped))
-        .values(
-            status=StepStatus.PENDING.value,
-            claim_token=None,
-            lease_expires_at=None,
-            attempts=steps.c.attempts - 1,
+    locked = {
+        row.id: row.status
+        for row in await conn.execute(
+            select(runs.c.id, runs.c.status)
+            .where(runs.c.id.in_(run_ids))
+            .order_by(runs.c.id)
+            .with_for_update(read=True, skip_locked=True)
         )
-        .returning(steps.c.id)
-    )
-    return set(held.scalars())
+    }
+    stopped = [
+        row.id
+        for row in claimed
+        if locked.get(row.run_id, RunStatus.RUNNING.value) != RunStatus.RUNNING.value
+    ]
+    busy = [row.id for row in claimed if row.run_id not in locked]
+    taken: set[int] = set()
+    for ids, status in ((stopped, StepStatus.PENDING), (busy, StepStatus.READY)):
+        if not ids:
+            continue
+        result = await conn.execute(
+            update(steps)
+            .where(steps.c.id.in_(sorted(ids)))
+            .values(
+                status=status.value,
+                claim_token=None,
+                lease_expires_at=None,
+                attempts=steps.c.attempts - 1,
+            )
+            .returning(steps.c.id)
+        )
+        taken.update(result.scalars())
+    return taken
 
 
 RUN_COLUMNS = (
