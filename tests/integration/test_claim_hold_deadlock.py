@@ -1,20 +1,29 @@
-"""Review repro: the claim's FOR SHARE of a stopped run, taken while it holds its claimed
-steps, against a flush that holds the run's lock (counting down a success in the stopped run)
-and then holds back the READY steps of another run it fails."""
+"""The claim's backstop never waits for a run's lock, on PostgreSQL: it holds its claimed steps
+while it reads their stopped runs again, and a flush holding one of those runs' locks (counting
+down a success in it) may be waiting for one of those steps (holding back the READY steps of
+another run it fails). Waiting would deadlock; the backstop gives such a run's steps back READY
+instead. And a Retry holding a run's lock does not make a claim wait either."""
 
 from __future__ import annotations
 
 import asyncio
+from collections.abc import AsyncIterator
 from typing import Any
 
 import pytest
 from sqlalchemy import text
 
 from engine.store import Store
+from engine.store import results as results_
 from engine.store.records import StepFailed, StepSucceeded
 from schemas.clock import FakeClock
 from schemas.definitions import Workflow
-from tests.integration.test_claim_hold_races import claim_rows, waiting_for_a_lock
+from tests.integration.test_claim_hold_races import (
+    claim_rows,
+    failed_run_with_a_ready_step,
+    first_step,
+    waiting_for_a_lock,
+)
 
 TRIO = Workflow.model_validate(
     {
@@ -28,7 +37,7 @@ TRIO = Workflow.model_validate(
 
 
 @pytest.fixture
-async def store(pg_database_url: str):
+async def store(pg_database_url: str) -> AsyncIterator[Store]:
     store = await Store.open(pg_database_url, FakeClock())
     yield store
     await store.close()
@@ -40,6 +49,12 @@ async def sql(store: Store, query: str, **params: Any) -> None:
 
 
 async def test_a_claim_holding_back_a_step_and_a_failing_flush(store: Store) -> None:
+    await claim_beside_a_failing_flush(store)
+
+
+async def claim_beside_a_failing_flush(store: Store) -> None:
+    """A claim of a FAILED run's READY step and a RUNNING run's, while a flush that holds the
+    FAILED run's lock waits for the RUNNING run's step; both must end without an error."""
     version = await store.publish(TRIO)
     r1, _ = await store.create_run(version, None)
     r2, _ = await store.create_run(version, None)
@@ -50,8 +65,6 @@ async def test_a_claim_holding_back_a_step_and_a_failing_flush(store: Store) -> 
     await sql(store, "UPDATE step SET status='READY' WHERE vertex_id = 'c'")
     # r1 failed (another step's flush) after its step c became READY: the backstop's case.
     await sql(store, "UPDATE run SET status='FAILED' WHERE id = :r", r=r1.id)
-
-    errors: list[BaseException] = []
 
     async def flush() -> None:
         await store.complete(
@@ -77,7 +90,6 @@ async def test_a_claim_holding_back_a_step_and_a_failing_flush(store: Store) -> 
     flush_task: list[asyncio.Task[None]] = []
     outcomes = await asyncio.gather(claim(), return_exceptions=True)
     outcomes += await asyncio.gather(*flush_task, return_exceptions=True)
-    print("\nOUTCOMES:", [type(o).__name__ + ": " + str(o)[:200] for o in outcomes])
     errors = [o for o in outcomes if isinstance(o, BaseException)]
     assert not errors, errors
 
@@ -93,7 +105,7 @@ async def step_states(store: Store) -> dict[tuple[str, str], tuple[str, bool]]:
 async def test_after_the_flush_the_given_back_step_is_held_by_the_next_claim(
     store: Store,
 ) -> None:
-    await test_a_claim_holding_back_a_step_and_a_failing_flush(store)
+    await claim_beside_a_failing_flush(store)
     (r1,) = [
         r for (r, v), s in (await step_states(store)).items() if v == "a" and s[0] == "SUCCEEDED"
     ]
@@ -106,9 +118,6 @@ async def test_after_the_flush_the_given_back_step_is_held_by_the_next_claim(
 async def test_a_claim_meeting_a_retry_that_holds_the_run_lock(
     store: Store, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from engine.store import results as results_
-    from tests.integration.test_claim_hold_races import failed_run_with_a_ready_step, first_step
-
     run_id = await failed_run_with_a_ready_step(store)
     paused, resume = asyncio.Event(), asyncio.Event()
     original = results_.insert_logs
