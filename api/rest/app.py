@@ -103,11 +103,17 @@ async def _sample_destinations(operations: Operations, stop: asyncio.Event) -> N
 async def _monitor_sampler(operations: Operations) -> AsyncIterator[None]:
     stop = asyncio.Event()
     async with asyncio.TaskGroup() as group:
-        group.create_task(_sample_destinations(operations, stop), name="destination-history")
+        sampler = group.create_task(
+            _sample_destinations(operations, stop), name="destination-history"
+        )
         try:
             yield
         finally:
             stop.set()
+            # A sample in progress is only a read for a chart: cancelled, not awaited, so a
+            # process whose database hangs stops at once rather than after the connect's
+            # own timeout (60 s).
+            sampler.cancel()
 
 
 def create_app(
