@@ -287,12 +287,14 @@ async def hold(conn: AsyncConnection, claimed: list[Any]) -> set[int]:
             .with_for_update(read=True, skip_locked=True)
         )
     }
-    stopped = [
-        row.id
-        for row in claimed
-        if locked.get(row.run_id, RunStatus.RUNNING.value) != RunStatus.RUNNING.value
-    ]
-    busy = [row.id for row in claimed if row.run_id not in locked]
+    stopped: list[int] = []
+    busy: list[int] = []
+    for row in claimed:
+        status = locked.get(row.run_id)
+        if status is None:
+            busy.append(row.id)
+        elif status != RunStatus.RUNNING.value:
+            stopped.append(row.id)
     taken: set[int] = set()
     for ids, status in ((stopped, StepStatus.PENDING), (busy, StepStatus.READY)):
         if not ids:

@@ -93,7 +93,8 @@ class WorkQueue(StoreCore):
         if not rows:
             return []
         # Backstop: a step whose run stopped (a race with a failing flush on PostgreSQL)
-        # is not executed; it goes back to PENDING until an operator resumes the run.
+        # is not executed; it goes back to PENDING until an operator resumes the run (to
+        # READY when another transaction holds the run's lock: `claims.hold`).
         stopped = [row for row in rows if row.run_status != RunStatus.RUNNING.value]
         if stopped:
             held = await claims.hold(conn, stopped)

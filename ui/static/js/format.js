@@ -139,8 +139,8 @@ const LONG_PART = 20;
  * "_" or "." (a `<wbr>` there: a browser breaks at none of them by itself after an
  * underscore or a dot, nor after a hyphen before a digit), never inside a word; a part
  * longer than `LONG_PART` characters is a `.long-part` span, which may break anywhere (as
- * any part may on the smallest phones: style.css). The
- * text is unchanged: copied, it has no extra characters. */
+ * any part may on the smallest phones: style.css). The text is unchanged: copied, it has no
+ * extra characters. */
 export function breakable(name) {
   const nodes = [];
   String(name)

@@ -83,9 +83,8 @@ function tenantLine(shortfall) {
 /** What the batch Retry's dialog says first when some of `runs` (the selected ones) failed
  * for a tenant's run quota that is still too small for them: each such tenant with the
  * command that raises its quota to its used runs plus what their fan-outs need. Null when
- * none is (a quota raised or removed since is not named). Tenants in the order of their ids;
- * reads `GET /tenants/{id}` once
- * per such tenant. */
+ * none is (a quota raised or removed since is not named). Tenants in the order of their
+ * ids; reads `GET /tenants/{id}` once per such tenant. */
 export async function batchQuotaNote(runs) {
   const tenants = quotaFailuresByTenant(runs);
   if (!tenants.size) return null;
@@ -94,14 +93,12 @@ export async function batchQuotaNote(runs) {
   const over = found.filter((s) => s.over);
   if (!over.length) return null;
   const stuck = over.reduce((sum, s) => sum + s.runs, 0);
+  const [its, them] = stuck === 1 ? ["its", "it"] : ["their", "them"];
   return [
     h(
       "p",
       {},
-      "⚠ ",
-      stuck === 1
-        ? "1 of the selected runs failed because its tenant's run quota is used up: the quota counts the runs a tenant created, so retrying it alone fails the same way. An admin raises the quota first, with"
-        : `${count(stuck)} of the selected runs failed because their tenant's run quota is used up: the quota counts the runs a tenant created, so retrying them alone fails the same way. An admin raises the quota first, with`,
+      `⚠ ${count(stuck)} of the selected runs failed because ${its} tenant's run quota is used up: the quota counts the runs a tenant created, so retrying ${them} alone fails the same way. An admin raises the quota first, with`,
     ),
     h("ul", { class: "quota-tenants" }, over.map(tenantLine)),
   ];
