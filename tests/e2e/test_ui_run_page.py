@@ -134,6 +134,40 @@ def test_cancel_is_withdrawn_when_a_live_run_ends(server: DemoServer, browser: A
         shoot(page, "run-actions-live-ended")
 
 
+def test_the_focused_action_keeps_the_focus_while_the_run_progresses(
+    server: DemoServer, browser: Any
+) -> None:
+    """A keyboard user on Cancel stays on it while the run's steps change and its fan-out's
+    progress streams in: the operator's buttons are drawn anew only when what they offer
+    changes, so the focused button is the same element after `collect` ended and children
+    ended (it carries a mark set before)."""
+    items = [{"id": i, "name": f"item-{i}"} for i in range(12)]
+    server.script("/items", {"sleep_ms": 6_000, "body": {"items": items}})
+    for held in (9, 10, 11):
+        server.script(f"/billing/subscriptions/{held}/charges", {"sleep_ms": 8_000})
+    body = {"input": {"batchSize": 12, "renewalDate": "2025-07-01"}, "tenantId": "focus"}
+    run_id = str(server.call("/workflows/nightly-subscription-renewals/runs", body)["id"])
+    try:
+        with opened(browser, f"{server.ui}#/runs/{run_id}") as (page, _):
+            page.locator(".live", has_text="live").wait_for()
+            cancel = page.get_by_role("toolbar", name="Operator actions").get_by_role(
+                "button", name="Cancel"
+            )
+            cancel.focus()
+            cancel.evaluate("(button) => { button.dataset.mark = 'before'; }")
+            steps = {s["vertexId"]: s["status"] for s in server.call(f"/runs/{run_id}")["steps"]}
+            assert steps["collect"] == "RUNNING", f"the page opened too late to test: {steps}"
+            ended = "() => Number(document.querySelector('.fanout')?.ariaValueNow) >= 9"
+            page.wait_for_function(ended, timeout=30_000)
+            focused = page.evaluate(
+                "() => [document.activeElement.textContent, document.activeElement.dataset.mark]"
+            )
+            assert focused == ["Cancel", "before"], focused
+            assert server.run_status(run_id) == "RUNNING"
+    finally:
+        server.call(f"/runs/{run_id}/cancel", {})
+
+
 def test_the_steps_table_fits_a_phone(server: DemoServer, browser: Any) -> None:
     """At 420 px a 64-character vertex id wraps inside its cell (its link names it whole,
     in its title too), the table scrolls neither the page nor itself sideways, and every

@@ -10,7 +10,7 @@ import { fill, h } from "../dom.js";
 import { badge, duration, elapsed, errorSummary, shortId, time } from "../format.js";
 import { drawGraph } from "../graph.js";
 import { Poller, throttle } from "../live.js";
-import { actionBar, resolveStep } from "../run/actions.js";
+import { actionBar, actionBarKey, resolveStep } from "../run/actions.js";
 import { ChildrenList } from "../run/children.js";
 import { errorBox, waitingLine } from "../run/errors.js";
 import { fanoutBar, fetchLongTail, longTailView } from "../run/fanout.js";
@@ -175,6 +175,7 @@ export async function runPage(main, params, given) {
   const live = h("span", { class: "live" });
   const result = h("div", { class: "action-result" });
   const actions = h("div");
+  let actionsKey = null;
   const facts = h("div");
   const runError = h("div");
   const waiting = h("div", { class: "waiting" });
@@ -226,10 +227,22 @@ export async function runPage(main, params, given) {
     fill(fanouts, blocks);
   }
 
+  /** The operator's buttons, drawn anew only when what they offer changed; the button that
+   * had the focus gets it back when they are. */
+  function drawActions() {
+    const key = actionBarKey(detail);
+    if (key === actionsKey) return;
+    actionsKey = key;
+    const focused = actions.contains(document.activeElement) ? document.activeElement.textContent : null;
+    fill(actions, actionBar(detail, result, reload));
+    const again = [...actions.querySelectorAll("button")].find((b) => b.textContent === focused && !b.disabled);
+    if (again) again.focus();
+  }
+
   function drawAll() {
     fill(title, `${detail.workflow} `, h("span", { class: "muted" }, `v${detail.version} `), badge(detail.status));
     fill(facts, headline(detail));
-    fill(actions, actionBar(detail, result, reload));
+    drawActions();
     fill(runError, detail.status === "FAILED" ? errorBox(detail.error, { title: detail.error && detail.error.vertexId ? `Run failed at ${detail.error.vertexId}` : "Run failed" }) : null);
     fill(waiting, detail.steps.map(waitingLine));
     drawGraphAndPanel();

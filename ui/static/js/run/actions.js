@@ -52,6 +52,14 @@ function startOverWhyNot(detail) {
   return "the run has not ended";
 }
 
+/** What the action bar of `detail` shows, as a string: the page redraws the bar only when
+ * this changes, so a button keeps its element (and a keyboard user's focus) while the run's
+ * progress streams in. */
+export function actionBarKey(detail) {
+  const quota = detail.steps.filter((s) => s.status === "FAILED" && s.error?.kind === "quota_exceeded").map((s) => [s.vertexId, s.error.message]);
+  return JSON.stringify([detail.id, detail.status, detail.fanout.failed, detail.parentRunId, detail.route, detail.tenantId, quota]);
+}
+
 /** The action bar of `detail`; `done()` reloads the page after an action, refused ones too: a
  * refusal (409 with the run's state) usually means someone else acted first. */
 export function actionBar(detail, result, done) {
