@@ -346,12 +346,17 @@ class Worker:
         if requeued:
             self.stats.requeued += len(requeued)
             logger.warning("requeued %d steps whose lease expired", len(requeued))
+        released = await self._store.release_stranded()
+        if released:
+            logger.warning("released %d held steps of reopened runs", len(released))
+        if requeued or released:
             await self._wakeups.notify()
-            await self._tell_requeued(requeued)
+            await self._tell_requeued([*requeued, *released])
 
     async def _tell_requeued(self, requeued: Sequence[tuple[int, str, str]]) -> None:
-        """Requeued steps are READY (or held back) again: their runs changed, and their
-        parents' running children. Rare (a worker died), so the parents cost one read."""
+        """Requeued or released steps are READY (or held back) again: their runs changed, and
+        their parents' running children. Rare (a worker died, a race with a reopen), so the
+        parents cost one read."""
         if self._run_events is not None:
             run_ids = {run_id for _, run_id, _ in requeued}
             await self._run_events.changed(await self._store.with_parents(run_ids))

@@ -130,6 +130,12 @@ class Run(SQLModel, table=True):
             postgresql_where=text("restarted_from IS NOT NULL"),
             sqlite_where=text("restarted_from IS NOT NULL"),
         ),
+        Index(
+            "ix_run_reopened",
+            "reopened_at",
+            postgresql_where=text("reopened_at IS NOT NULL"),
+            sqlite_where=text("reopened_at IS NOT NULL"),
+        ),
     )
 
     id: str = Field(sa_column=Column(String(36), primary_key=True))
@@ -158,6 +164,10 @@ class Run(SQLModel, table=True):
     """Start over: the run this one repeats."""
     dlq_at: float | None = Field(default=None, sa_column=Column(Float))
     """Set when a child run ends FAILED (a dead letter); cleared when it is reprocessed."""
+    reopened_at: float | None = Field(default=None, sa_column=Column(Float))
+    """When an operator's action last made this stopped run RUNNING again (Retry, Resolve,
+    Reprocess, a child's revival reopening its parent): the reaper looks at such a run's held
+    steps for a while after (`WorkQueue.release_stranded`)."""
     item: Any = _json()
     """A child run's item, when the spawner's `input` differs from it (else it is `input`)."""
     pinned_versions: Any = _json()

@@ -35,7 +35,7 @@ from sqlalchemy import ColumnElement, Select, and_, case, func, or_, select, upd
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from engine.store import children as fanout
-from engine.store import claims
+from engine.store import claims, recovery
 from engine.store import results as results_
 from engine.store.children import EndedChild
 from engine.store.core import (
@@ -59,6 +59,10 @@ from engine.store.records import (
 from schemas.waiting import WAIT_MESSAGE_MAX_CHARS, WaitReason
 
 GIVEN_BACK = "claim given back: its worker stopped; step requeued"
+STRANDED = "step held back while its run was stopped released: the run was reopened"
+REOPENED_RECHECK_S = 600.0
+"""How long after a run is reopened the reaper still looks for its held steps: far longer than
+any transaction that could have read the run as stopped before the reopen committed."""
 MAX_NESTING = 16
 """Fan-outs nest (a child can spawn); joins cascade upwards at most this deep per commit."""
 
@@ -217,10 +221,23 @@ class WorkQueue(StoreCore):
         )
         return await self._requeue(expired, "lease expired; step requeued")
 
+    async def release_stranded(self) -> list[tuple[int, str, str]]:
+        """Steps held back in runs that are RUNNING again become READY: the safety net for a
+        flush, a requeue or a claim that read the run as stopped and held its step back while
+        an operator's reopen committed (the reopen's `release_held` cannot see a hold not yet
+        committed). Only runs reopened in the last `REOPENED_RECHECK_S` are looked at, through
+        their partial index, so held steps of runs that stay stopped cost nothing here.
+        Returns (step id, run id, vertex id) of each step released."""
+        reopened = select(runs.c.id).where(
+            runs.c.reopened_at >= self._clock.now() - REOPENED_RECHECK_S,
+            runs.c.status == RunStatus.RUNNING.value,
+        )
+        return await self._requeue(steps.c.run_id.in_(reopened) & recovery.HELD, STRANDED)
+
     async def _requeue(self, where: Any, message: str) -> list[tuple[int, str, str]]:
-        """The claimed steps `where` selects go back to READY now (PENDING while their run is
-        stopped), their claims and wait reasons cleared, each with `message` in its run's
-        log. Returns (step id, run id, vertex id) of each."""
+        """The steps `where` selects (claimed, or held back) go back to READY now (PENDING
+        while their run is stopped), their claims and wait reasons cleared, each with `message`
+        in its run's log. Returns (step id, run id, vertex id) of each."""
         now = self._clock.now()
         statement = (
             update(steps)

@@ -199,16 +199,19 @@ async def revive_dead_letters(conn: AsyncConnection, run_id: str, now: float) ->
     return revived
 
 
+HELD = (steps.c.status == StepStatus.PENDING.value) & (steps.c.deps_pending == 0)
+"""A step held back: PENDING with no dependency left, which only a stopped run's steps are."""
+
+
 async def release_held(conn: AsyncConnection, run_ids: Sequence[str], now: float) -> None:
-    """Steps held back (PENDING with no dependency left) while their runs were stopped become
-    READY."""
+    """Steps held back while their runs were stopped become READY, and the runs, reopened,
+    say when (`reopened_at`: the reaper looks at them again for a while, see
+    `WorkQueue.release_stranded`)."""
+    ids = list(run_ids)
+    await conn.execute(update(runs).where(runs.c.id.in_(ids)).values(reopened_at=now))
     await conn.execute(
         update(steps)
-        .where(
-            steps.c.run_id.in_(list(run_ids)),
-            steps.c.status == StepStatus.PENDING.value,
-            steps.c.deps_pending == 0,
-        )
+        .where(steps.c.run_id.in_(ids), HELD)
         # What such a step waited for (a redispatch written after its run stopped) is stale.
         .values(status=StepStatus.READY.value, not_before=now, wait_reason=None, wait_message=None)
     )
