@@ -121,6 +121,8 @@ class Worker:
         self._min_claim = max(1, min(config.claim_batch, config.concurrency) // 2)
         self._closing = asyncio.Event()
         self._shown_waits: set[str] = set()
+        self._reaped = False
+        """The reaper has looked at every RUNNING run's held steps once (`_reap`)."""
         self._hurry = asyncio.Event()
         self._abandoned: list[str] = []
         """Claim tokens of steps cancelled mid-execution (given back when the worker stops)."""
@@ -346,12 +348,16 @@ class Worker:
         if requeued:
             self.stats.requeued += len(requeued)
             logger.warning("requeued %d steps whose lease expired", len(requeued))
-        released = await self._store.release_stranded()
+            await self._wakeups.notify()
+            await self._tell_requeued(requeued)
+        # The first look, as the worker starts, covers every run: a step stranded while no
+        # worker reaped would be past the window by now.
+        released = await self._store.release_stranded(every_run=not self._reaped)
+        self._reaped = True
         if released:
             logger.warning("released %d held steps of reopened runs", len(released))
-        if requeued or released:
             await self._wakeups.notify()
-            await self._tell_requeued([*requeued, *released])
+            await self._tell_requeued(released)
 
     async def _tell_requeued(self, requeued: Sequence[tuple[int, str, str]]) -> None:
         """Requeued or released steps are READY (or held back) again: their runs changed, and

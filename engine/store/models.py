@@ -130,8 +130,11 @@ class Run(SQLModel, table=True):
             postgresql_where=text("restarted_from IS NOT NULL"),
             sqlite_where=text("restarted_from IS NOT NULL"),
         ),
+        # The reaper's look at runs reopened lately (`WorkQueue.release_stranded`); status
+        # first, so SQLite (no statistics) prefers it to ix_run_status_created.
         Index(
             "ix_run_reopened",
+            "status",
             "reopened_at",
             postgresql_where=text("reopened_at IS NOT NULL"),
             sqlite_where=text("reopened_at IS NOT NULL"),
@@ -165,9 +168,9 @@ class Run(SQLModel, table=True):
     dlq_at: float | None = Field(default=None, sa_column=Column(Float))
     """Set when a child run ends FAILED (a dead letter); cleared when it is reprocessed."""
     reopened_at: float | None = Field(default=None, sa_column=Column(Float))
-    """When an operator's action last made this stopped run RUNNING again (Retry, Resolve,
-    Reprocess, a child's revival reopening its parent): the reaper looks at such a run's held
-    steps for a while after (`WorkQueue.release_stranded`)."""
+    """When an operator's action last released this run's held steps (Retry, Resolve,
+    Reprocess, a child's revival resuming its parent): the reaper looks at the run's held
+    steps again for a while after (`WorkQueue.release_stranded`)."""
     item: Any = _json()
     """A child run's item, when the spawner's `input` differs from it (else it is `input`)."""
     pinned_versions: Any = _json()
@@ -221,6 +224,14 @@ class Step(SQLModel, table=True):
             "run_id",
             postgresql_where=text("wait_reason IS NOT NULL"),
             sqlite_where=text("wait_reason IS NOT NULL"),
+        ),
+        # Held steps (stopped runs'): after a reopen of thousands of runs the reaper reads
+        # theirs here, not the whole table (`WorkQueue.release_stranded`).
+        Index(
+            "ix_step_held",
+            "run_id",
+            postgresql_where=text("status = 'PENDING' AND deps_pending = 0"),
+            sqlite_where=text("status = 'PENDING' AND deps_pending = 0"),
         ),
     )
 

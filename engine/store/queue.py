@@ -221,18 +221,22 @@ class WorkQueue(StoreCore):
         )
         return await self._requeue(expired, "lease expired; step requeued")
 
-    async def release_stranded(self) -> list[tuple[int, str, str]]:
+    async def release_stranded(self, *, every_run: bool = False) -> list[tuple[int, str, str]]:
         """Steps held back in runs that are RUNNING again become READY: the safety net for a
-        flush, a requeue or a claim that read the run as stopped and held its step back while
-        an operator's reopen committed (the reopen's `release_held` cannot see a hold not yet
-        committed). Only runs reopened in the last `REOPENED_RECHECK_S` are looked at, through
-        their partial index, so held steps of runs that stay stopped cost nothing here.
-        Returns (step id, run id, vertex id) of each step released."""
-        reopened = select(runs.c.id).where(
-            runs.c.reopened_at >= self._clock.now() - REOPENED_RECHECK_S,
-            runs.c.status == RunStatus.RUNNING.value,
-        )
-        return await self._requeue(steps.c.run_id.in_(reopened) & recovery.HELD, STRANDED)
+        flush or a requeue that read the run as stopped and held its step back while an
+        operator's reopen committed (the reopen's `release_held` cannot see a hold not yet
+        committed). Only runs reopened in the last `REOPENED_RECHECK_S` are looked at, and
+        only their held steps (both through partial indexes); when there are none, a read
+        says so and no write transaction is opened. `every_run` looks at every RUNNING run's
+        held steps instead (once, as a worker starts: a step stranded while no worker
+        reaped). Returns (step id, run id, vertex id) of each step released."""
+        running = select(runs.c.id).where(runs.c.status == RunStatus.RUNNING.value)
+        if not every_run:
+            running = running.where(runs.c.reopened_at >= self._clock.now() - REOPENED_RECHECK_S)
+            async with self._engines.read.connect() as conn:
+                if (await conn.execute(running.limit(1))).first() is None:
+                    return []
+        return await self._requeue(steps.c.run_id.in_(running) & recovery.HELD, STRANDED)
 
     async def _requeue(self, where: Any, message: str) -> list[tuple[int, str, str]]:
         """The steps `where` selects (claimed, or held back) go back to READY now (PENDING

@@ -128,6 +128,10 @@ async def test_only_held_steps_of_runs_reopened_lately_are_released(
         query = "SELECT message FROM run_log WHERE run_id = :r AND vertex_id = 'a'"
         messages = (await conn.execute(text(query), {"r": stranded})).scalars().all()
     assert any("released" in m for m in messages), messages
+    # As a worker starts it looks at every RUNNING run, reopened lately or not.
+    released = await store.release_stranded(every_run=True)
+    assert {run_id for _, run_id, _ in released} == {never_reopened, long_ago}
+    assert (await step_a(store, still_failed))[0] == "PENDING"
 
 
 async def test_an_operators_reopen_stamps_the_run(store: Store, clock: FakeClock) -> None:
