@@ -121,7 +121,7 @@ class CallGuard(Protocol):
     transport failures `status` is None and `error_kind` is "timeout", "network_error" or
     "invalid_config". `retry_after_s` is the answer's Retry-After in seconds, when it sent one
     (the destination asking for less traffic for that long). `timeout_s` bounds the attempt
-    (so what it holds, e.g. a slot lease, must last at least that long).
+    (so what it holds, e.g. a slot lease, must last at least that long or be renewed).
     """
 
     async def before_attempt(self, destination: str, retry: bool, *, timeout_s: float) -> None: ...

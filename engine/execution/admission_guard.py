@@ -26,6 +26,7 @@ answered is never turned into a failure by admission bookkeeping (the slot's lea
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import time
 from dataclasses import dataclass, field
@@ -83,6 +84,43 @@ class AdmissionWaits:
 
 
 @dataclass
+class AdmissionTickets:
+    """The admission slots one worker holds right now, for calls under way: the worker's
+    lease renewer extends them with its steps' leases, so a slot's lease can be as short as a
+    step's. A worker killed mid-call frees its slots when its steps' leases expire, not a
+    90 s default later (during which its destinations would lose that capacity)."""
+
+    lease_s: float | None = None
+    """The lease a slot is taken with; None until a renewing worker sets it (`renewed_by`):
+    then a slot is leased for its call's whole timeout, as nothing renews it."""
+    _held: set[Ticket] = field(default_factory=set)
+
+    def renewed_by(self, lease_s: float) -> None:
+        """A worker that renews these slots every third of `lease_s` runs here."""
+        self.lease_s = max(self.lease_s or 0.0, lease_s)
+
+    def hold(self, ticket: Ticket) -> None:
+        self._held.add(ticket)
+
+    def drop(self, ticket: Ticket) -> None:
+        self._held.discard(ticket)
+
+    async def renew(self, now: float) -> int:
+        """Extend by `lease_s` from now every held slot with two thirds of its lease or less
+        left (the worker renews every third of a lease: a slot taken since the last turn
+        waits for the next); the number whose lease was lost (expired already, or Redis lost
+        it). `now` is the admission clock's time. Raises what Redis raises."""
+        if self.lease_s is None:
+            return 0
+        lease_s = self.lease_s
+        due = [t for t in self._held if t.lease_until - now <= lease_s * 2 / 3]
+        renewed = await asyncio.gather(*(ticket.renew(lease_s) for ticket in due))
+        return sum(
+            1 for ticket, ok in zip(due, renewed, strict=True) if not ok and ticket in self._held
+        )
+
+
+@dataclass
 class AdmissionGuard:
     admission: Admission
     tenant_id: str
@@ -94,6 +132,9 @@ class AdmissionGuard:
     one): no attempt takes another."""
     waits: AdmissionWaits | None = None
     """Where this step's waits for a slot are announced (None: nowhere)."""
+    tickets: AdmissionTickets | None = None
+    """Where this step's slot is held while its call runs, to be renewed (None: nowhere, so
+    its lease covers the call's whole timeout)."""
     claim_token: str = ""
     _ticket: Ticket | None = field(default=None, init=False)
     _attempts: int = field(default=0, init=False)
@@ -104,7 +145,9 @@ class AdmissionGuard:
         # A call may run for its whole timeout (`timeoutMs` up to 10 minutes): its slot (and
         # a half-open probe's permit) must not expire under it, or the cap is exceeded and a
         # slow but successful probe counts as hung.
-        lease_s = max(self.admission.config.default_lease_s, timeout_s + LEASE_MARGIN_S)
+        # Renewed with the step's lease, a slot needs no more than that lease.
+        renewed = self.tickets.lease_s if self.tickets is not None else None
+        lease_s = renewed or max(self.admission.config.default_lease_s, timeout_s + LEASE_MARGIN_S)
         if self.waits is not None:
             self.waits.start(self.claim_token, destination, time.monotonic())
         try:
@@ -118,6 +161,8 @@ class AdmissionGuard:
                 retry=retry or (first and self.redispatch),
             )
             self.item_taken = True  # admitted: the item (if it was still due) went with it
+            if self.tickets is not None:
+                self.tickets.hold(self._ticket)
         except ResponseError:
             # Redis answered with an error (a script bug, wrong arguments): not an outage to
             # wait out but a defect that must fail the step visibly.
@@ -140,6 +185,8 @@ class AdmissionGuard:
         ticket, self._ticket = self._ticket, None
         if ticket is None:
             return
+        if self.tickets is not None:
+            self.tickets.drop(ticket)
         try:
             await ticket.settle(outcome_of(status, error_kind), retry_after_s=retry_after_s or 0.0)
         except COORDINATION_ERRORS:

@@ -35,7 +35,12 @@ from sqlalchemy.exc import TimeoutError as SATimeoutError
 from admission import Admission, TenantRateLimited
 from engine.execution import deploy_stage, fanout, step_secrets
 from engine.execution import step_rules as scheduler
-from engine.execution.admission_guard import AdmissionGuard, AdmissionWaits, CoordinationDown
+from engine.execution.admission_guard import (
+    AdmissionGuard,
+    AdmissionTickets,
+    AdmissionWaits,
+    CoordinationDown,
+)
 from engine.secret_cipher import SecretCipher
 from engine.store import ClaimLost, Store
 from engine.store.records import (
@@ -169,6 +174,8 @@ class ExecutorDeps:
     """The secrets each GATEWAY vertex references (see `SECRET_NAMES_CACHED`)."""
     admission_waits: AdmissionWaits = field(default_factory=AdmissionWaits)
     """The steps waiting for an admission slot now (the worker's lease renewer records them)."""
+    admission_tickets: AdmissionTickets = field(default_factory=AdmissionTickets)
+    """The admission slots of the calls under way (the worker's lease renewer extends them)."""
     run_changed: Callable[[Iterable[str]], Awaitable[None]] | None = None
     """Tells watchers of these runs that they changed (a step started a retry wait)."""
 
@@ -357,6 +364,7 @@ async def _gateway(
         redispatch=step.auto_retries > 0,
         item_taken=step.tenant_item_taken,
         waits=deps.admission_waits,
+        tickets=deps.admission_tickets,
         claim_token=step.claim_token,
     )
     try:

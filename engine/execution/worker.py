@@ -33,6 +33,7 @@ from collections.abc import Awaitable, Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
+from engine.coordination.redis_client import COORDINATION_ERRORS
 from engine.execution import executor
 from engine.store import Store
 from engine.store.records import (
@@ -121,12 +122,12 @@ class Worker:
         self._min_claim = max(1, min(config.claim_batch, config.concurrency) // 2)
         self._closing = asyncio.Event()
         self._shown_waits: set[str] = set()
+        """Claim tokens whose admission wait is recorded on their step."""
         self._reaped = False
         """The reaper has looked at every RUNNING run's held steps once (`_reap`)."""
         self._hurry = asyncio.Event()
         self._abandoned: list[str] = []
         """Claim tokens of steps cancelled mid-execution (given back when the worker stops)."""
-        """Claim tokens whose admission wait is recorded on their step."""
         self.stats = WorkerStats()
 
     @property
@@ -134,6 +135,7 @@ class Worker:
         return len(self._in_flight)
 
     async def run(self, stop: asyncio.Event) -> None:
+        self._deps.admission_tickets.renewed_by(self._config.lease_s)
         async with asyncio.TaskGroup() as group:
             flusher = group.create_task(self._flusher(), name="flusher")
             group.create_task(self._every(self._config.lease_s / 3, self._renew), name="renewer")
@@ -325,9 +327,24 @@ class Worker:
                 logger.exception("%s failed; trying again next period", action.__name__)
 
     async def _renew(self) -> None:
+        # The slots first: they live in Redis, and a database that does not answer (which
+        # fails the steps' renewal) must not let them expire under calls still running.
+        await self._renew_slots()
         if self._in_flight:
             await self._store.renew(list(self._in_flight), self._config.lease_s)
         await self._show_admission_waits()
+
+    async def _renew_slots(self) -> None:
+        """The admission slots of the calls under way last as long as their steps' leases."""
+        try:
+            lost = await self._deps.admission_tickets.renew(self._deps.clock.now())
+        except COORDINATION_ERRORS as error:
+            logger.warning(
+                "could not renew admission slots (%s); they expire unless renewed", error
+            )
+            return
+        if lost:
+            logger.warning("%d calls under way lost their admission slot's lease", lost)
 
     async def _show_admission_waits(self) -> None:
         """Record on the steps that have waited for an admission slot for a while that they

@@ -8,18 +8,21 @@ from __future__ import annotations
 
 import asyncio
 import signal
+import time
 from collections.abc import AsyncIterator
 from pathlib import Path
 
 import pytest
 
 from demo.downstream import RunningDownstream
+from engine.operations import Operations
 from engine.runtime import Runtime
 from engine.store.records import ClaimedStep, StepSucceeded
 from schemas.definitions import Workflow
 from tests.conftest import Backend
 from tests.integration.engine_harness import settings_for
 from tests.integration.processes import start_worker, stop_worker, worker_env
+from vertices.gateway_request import destination_key
 
 pytestmark = pytest.mark.slow
 
@@ -84,6 +87,41 @@ async def _wait_in_flight(downstream: RunningDownstream, timeout_s: float) -> No
     async with asyncio.timeout(timeout_s):
         while downstream.stats.total < 1:
             await asyncio.sleep(0.05)
+
+
+async def test_a_killed_workers_admission_slot_frees_with_its_steps_lease(
+    runtime: Runtime, downstream: RunningDownstream, backend: Backend, tmp_path: Path
+) -> None:
+    """A destination that takes one call at a time, its one slot held by a worker killed in
+    the middle of a call: the slot was leased for the step's lease (renewed while the call
+    ran), so the survivor's call starts soon after the step is requeued, not after the 90 s a
+    slot was leased for before. On the embedded backend each process has its own Redis, so
+    there the slot dies with its process and only the step's way back is tested."""
+    await Operations(runtime).settings.set_caps(destination_key(downstream.url, None), 1)
+    (run_id,) = await create_runs(runtime, single_call(downstream.url, sleep_ms=5000), 1)
+    env = worker_env(backend, tmp_path, lease_s="3", idle_poll_s="0.2")
+    doomed = start_worker(env, "doomed", tmp_path / "doomed.log")
+    await _wait_in_flight(downstream, timeout_s=30)
+    assert await asyncio.to_thread(stop_worker, doomed, signal.SIGKILL) == -signal.SIGKILL
+    killed_at = time.monotonic()
+    # The survivor's reaper looks every 3 s (a third of its lease): the step is back in
+    # about 3-6 s, then its call waits for the slot the dead worker held. Its lease, renewed
+    # every 3 s, outlasts a stalled event loop on a loaded host during its 5 s call.
+    survivor = start_worker(
+        {**env, "SCHEMABRIDGE_LEASE_S": "9"}, "survivor", tmp_path / "survivor.log"
+    )
+    try:
+        async with asyncio.timeout(60):
+            while downstream.stats.total < 2:
+                await asyncio.sleep(0.05)
+        second_call_after_s = time.monotonic() - killed_at
+        await wait_all_succeeded(runtime, 1, timeout_s=60)
+    finally:
+        assert await asyncio.to_thread(stop_worker, survivor) == 0
+    # Well under the 30 s the step would wait for a slot leased for 90 s (then redispatched).
+    assert second_call_after_s < 25, second_call_after_s
+    (step,) = await runtime.store.get_steps(run_id)
+    assert step.status == "SUCCEEDED" and step.attempts == 2
 
 
 async def test_killed_worker_step_runs_again_after_its_lease(
