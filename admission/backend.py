@@ -423,19 +423,24 @@ class CoordinationBackend:
         return [_decode(op, reply) for op, reply in zip(ops, replies, strict=True)]
 
     async def renew(
-        self, destination: str, tenant_id: str, token: str, *, now: float, lease_s: float
-    ) -> bool:
-        """Extend a live slot lease and its probe permits; False if the lease was lost."""
-        tenant, glob = keys.breaker_tenant(destination, tenant_id), keys.breaker_global(destination)
-        renewed = await self._scripts["renew"](
-            keys=[
+        self, leases: Sequence[tuple[str, str, str]], *, now: float, lease_s: float
+    ) -> list[bool]:
+        """Extend live slot leases and their probe permits, each `(destination, tenant id,
+        token)`, in one script call; per lease, False if it was lost."""
+        if not leases:
+            return []
+        lease_keys: list[str] = []
+        for destination, tenant_id, _ in leases:
+            tenant = keys.breaker_tenant(destination, tenant_id)
+            lease_keys += [
                 keys.slots(destination),
                 keys.breaker_probes(tenant),
-                keys.breaker_probes(glob),
-            ],
-            args=[repr(now), token, repr(lease_s)],
+                keys.breaker_probes(keys.breaker_global(destination)),
+            ]
+        renewed = await self._scripts["renew"](
+            keys=lease_keys, args=[repr(now), repr(lease_s), *(token for *_, token in leases)]
         )
-        return bool(renewed)
+        return [bool(reply) for reply in renewed]
 
     async def tenant_take(
         self, tenant_id: str, *, member: str, now: float, window_s: float, default_limit: int

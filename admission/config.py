@@ -70,7 +70,8 @@ class AdmissionConfig:
     """Cap of a destination with no `DestinationCaps`. Default 100."""
     default_lease_s: float = 90.0
     """Slot (and probe permit) lease when `admit` is not given one. Default 90 s: longer than
-    the longest timeout tier (60 s) plus margin. The engine's guard asks for the call's
+    the longest timeout tier (60 s) plus margin. In a worker the engine's guard asks for the
+    step's lease instead and renews it while the call runs; outside one, for the call's
     timeout plus 30 s when that is longer (`timeoutMs` goes up to 10 minutes)."""
     wait_poll_initial_s: float = 0.01
     """First pause between admission attempts while waiting for a slot. Default 10 ms."""

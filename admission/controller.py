@@ -40,7 +40,7 @@ import logging
 import math
 import random
 import uuid
-from collections.abc import Awaitable, Collection
+from collections.abc import Awaitable, Collection, Sequence
 
 from redis.asyncio import Redis
 
@@ -496,13 +496,25 @@ class Admission:
         if isinstance(reply, AdmitReply):
             self._saw_admit(op, reply)
 
-    async def _renew(self, ticket: Ticket, lease_s: float) -> bool:
+    async def renew(self, tickets: Sequence[Ticket], lease_s: float) -> list[bool]:
+        """Extend the leases of `tickets` (and their probe permits) to `lease_s` from now, in
+        one Redis call; per ticket, False when it is settled already or its lease was lost
+        (expired: its slot may be someone else's now)."""
+        if lease_s <= 0:
+            raise ValueError("lease_s must be positive")
         now = self._clock.now()
-        renewed = await self.backend.renew(
-            ticket.destination, ticket.tenant_id, ticket.token, now=now, lease_s=lease_s
+        live = [ticket for ticket in tickets if ticket.outcome is None]
+        replies = await self.backend.renew(
+            [(t.destination, t.tenant_id, t.token) for t in live], now=now, lease_s=lease_s
         )
-        if renewed:
-            ticket.lease_until = now + lease_s
+        renewed = {id(t) for t, ok in zip(live, replies, strict=True) if ok}
+        for ticket in live:
+            if id(ticket) in renewed:
+                ticket.lease_until = now + lease_s
+        return [id(ticket) in renewed for ticket in tickets]
+
+    async def _renew(self, ticket: Ticket, lease_s: float) -> bool:
+        (renewed,) = await self.renew([ticket], lease_s)
         return renewed
 
     def _log_settle(self, ticket: Ticket, outcome: CallOutcome, reply: SettleReply) -> None:
@@ -513,7 +525,7 @@ class Admission:
             logger.warning(
                 "call to %s settled %s",
                 ticket.destination,
-                "after its slot lease expired; lease_s is too short"
+                "after its slot lease expired (not renewed in time, or lease_s too short)"
                 if expired
                 else "but Redis held no lease for it (Redis lost its state, or the slot's "
                 "record was never written)",

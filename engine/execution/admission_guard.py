@@ -26,7 +26,6 @@ answered is never turned into a failure by admission bookkeeping (the slot's lea
 
 from __future__ import annotations
 
-import asyncio
 import logging
 import time
 from dataclasses import dataclass, field
@@ -86,37 +85,40 @@ class AdmissionWaits:
 @dataclass
 class AdmissionTickets:
     """The admission slots one worker holds right now, for calls under way: the worker's
-    lease renewer extends them with its steps' leases, so a slot's lease can be as short as a
-    step's. A worker killed mid-call frees its slots when its steps' leases expire, not a
-    90 s default later (during which its destinations would lose that capacity)."""
+    slot renewer extends them all every third of its steps' lease, so a slot's lease can be
+    as short as a step's. A worker killed mid-call frees its slots when its steps' leases
+    expire, not a 90 s default later (during which its destinations would lose that
+    capacity)."""
 
     lease_s: float | None = None
     """The lease a slot is taken with; None until a renewing worker sets it (`renewed_by`):
     then a slot is leased for its call's whole timeout, as nothing renews it."""
-    _held: set[Ticket] = field(default_factory=set)
+    _held: dict[Ticket, float] = field(default_factory=dict)
+    """Each slot held, and until when (monotonic) it may be renewed: its call's timeout and
+    a margin, so a ticket a defect left here is not kept alive for ever."""
 
     def renewed_by(self, lease_s: float) -> None:
         """A worker that renews these slots every third of `lease_s` runs here."""
         self.lease_s = max(self.lease_s or 0.0, lease_s)
 
-    def hold(self, ticket: Ticket) -> None:
-        self._held.add(ticket)
+    def hold(self, ticket: Ticket, timeout_s: float) -> None:
+        self._held[ticket] = time.monotonic() + timeout_s + LEASE_MARGIN_S
 
     def drop(self, ticket: Ticket) -> None:
-        self._held.discard(ticket)
+        self._held.pop(ticket, None)
 
-    async def renew(self, now: float) -> int:
-        """Extend by `lease_s` from now every held slot with two thirds of its lease or less
-        left (the worker renews every third of a lease: a slot taken since the last turn
-        waits for the next); the number whose lease was lost (expired already, or Redis lost
-        it). `now` is the admission clock's time. Raises what Redis raises."""
-        if self.lease_s is None:
+    async def renew(self, admission: Admission) -> int:
+        """Extend every held slot by `lease_s` from now, all in one Redis call; the number
+        whose lease was lost (expired already, or Redis lost it). Raises what Redis raises."""
+        now = time.monotonic()
+        for ticket in [t for t, until in self._held.items() if until < now]:
+            del self._held[ticket]
+        if self.lease_s is None or not self._held:
             return 0
-        lease_s = self.lease_s
-        due = [t for t in self._held if t.lease_until - now <= lease_s * 2 / 3]
-        renewed = await asyncio.gather(*(ticket.renew(lease_s) for ticket in due))
+        held = list(self._held)
+        renewed = await admission.renew(held, self.lease_s)
         return sum(
-            1 for ticket, ok in zip(due, renewed, strict=True) if not ok and ticket in self._held
+            1 for ticket, ok in zip(held, renewed, strict=True) if not ok and ticket in self._held
         )
 
 
@@ -162,7 +164,7 @@ class AdmissionGuard:
             )
             self.item_taken = True  # admitted: the item (if it was still due) went with it
             if self.tickets is not None:
-                self.tickets.hold(self._ticket)
+                self.tickets.hold(self._ticket, timeout_s)
         except ResponseError:
             # Redis answered with an error (a script bug, wrong arguments): not an outage to
             # wait out but a defect that must fail the step visibly.

@@ -139,6 +139,8 @@ class Worker:
         async with asyncio.TaskGroup() as group:
             flusher = group.create_task(self._flusher(), name="flusher")
             group.create_task(self._every(self._config.lease_s / 3, self._renew), name="renewer")
+            slots = self._every(self._config.lease_s / 3, self._renew_slots)
+            group.create_task(slots, name="slot-renewer")
             group.create_task(self._every(self._config.lease_s / 3, self._reap), name="reaper")
             group.create_task(self._every(ANALYZE_EVERY_S, self._analyze), name="analyze")
             await self._claim_loop(group, stop)
@@ -327,17 +329,18 @@ class Worker:
                 logger.exception("%s failed; trying again next period", action.__name__)
 
     async def _renew(self) -> None:
-        # The slots first: they live in Redis, and a database that does not answer (which
-        # fails the steps' renewal) must not let them expire under calls still running.
-        await self._renew_slots()
         if self._in_flight:
             await self._store.renew(list(self._in_flight), self._config.lease_s)
         await self._show_admission_waits()
 
     async def _renew_slots(self) -> None:
-        """The admission slots of the calls under way last as long as their steps' leases."""
+        """The admission slots of the calls under way last as long as their steps' leases.
+        A task of its own: a database that stalls the steps' renewal must not let the slots
+        expire under calls still running."""
+        if self._deps.admission is None:
+            return
         try:
-            lost = await self._deps.admission_tickets.renew(self._deps.clock.now())
+            lost = await self._deps.admission_tickets.renew(self._deps.admission)
         except COORDINATION_ERRORS as error:
             logger.warning(
                 "could not renew admission slots (%s); they expire unless renewed", error

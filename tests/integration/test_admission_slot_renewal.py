@@ -1,7 +1,8 @@
 """A call's admission slot is leased for its step's lease and renewed with it
 (`engine.execution.admission_guard.AdmissionTickets`), on fakeredis and on a real Redis, with
 a FakeClock: renewed, the slot outlives its first lease while the call runs; left alone (its
-worker died), it is free again once that lease ends, not a 90 s default later."""
+worker died), it is free again once that lease ends, not a 90 s default later. Then a real
+worker on both backends keeps a long call's slot past its first lease."""
 
 from __future__ import annotations
 
@@ -10,10 +11,18 @@ from collections.abc import Callable
 import pytest
 from redis.asyncio import Redis
 
-from admission import Admission, DestinationCaps
-from engine.execution.admission_guard import AdmissionGuard, AdmissionTickets
+from admission import Admission, AdmissionConfig, AimdConfig, DestinationCaps
+from demo.downstream import RunningDownstream
+from engine.execution.admission_guard import LEASE_MARGIN_S, AdmissionGuard, AdmissionTickets
+from engine.execution.worker import WorkerConfig
+from engine.operations import Operations
+from engine.runtime import Runtime
 from schemas.clock import FakeClock
 from schemas.errors import StepFailure
+from tests.conftest import Backend
+from tests.integration.engine_harness import running_worker, settings_for, wait_for_run
+from tests.integration.test_worker_processes import create_runs, single_call
+from vertices.gateway_request import destination_key
 
 Connect = Callable[[], Redis]
 DEST = "http://127.0.0.1:9"
@@ -43,7 +52,7 @@ async def test_a_renewed_slot_outlives_its_first_lease(connect: Connect) -> None
     assert ticket.lease_s == STEP_LEASE_S
     for _ in range(4):  # 4 s, past the first lease: renewed every second it still holds
         clock.advance(1.0)
-        assert await tickets.renew(clock.now()) == 0
+        assert await tickets.renew(admission) == 0
         assert await in_flight(admission) == 1
     with pytest.raises(StepFailure):  # the cap is 1: nobody else gets the slot meanwhile
         await admission.admit(DEST, "acme", wait_timeout_s=0)
@@ -77,3 +86,65 @@ async def test_without_a_renewing_worker_a_slot_covers_the_calls_timeout(
     ticket = guard._ticket
     assert ticket is not None and ticket.lease_s == 330.0
     await guard.after_attempt(DEST, 200, None, 0.1)
+
+
+async def test_many_slots_are_renewed_in_one_call_and_settled_ones_not(connect: Connect) -> None:
+    """A worker with many calls under way renews them in one script call (one connection of
+    the pool, not one per call); a ticket settled meanwhile is not renewed, one past its
+    call's timeout is let go."""
+    clock = FakeClock()
+    # Room for 150 calls at once: the cap, and AIMD's limit from the start.
+    admission = Admission(connect(), clock, AdmissionConfig(aimd=AimdConfig(initial_limit=200)))
+    await admission.set_caps(DEST, DestinationCaps(max_concurrency=200))
+    tickets = AdmissionTickets()
+    tickets.renewed_by(STEP_LEASE_S)
+    guards = [await held_slot(admission, tickets) for _ in range(150)]
+    calls: list[int] = []
+    script = admission.backend._scripts["renew"]
+
+    async def counted(**kwargs: object) -> object:
+        calls.append(len(kwargs["keys"]))  # type: ignore[arg-type]
+        return await script(**kwargs)  # type: ignore[arg-type]
+
+    admission.backend._scripts["renew"] = counted  # type: ignore[assignment]
+    clock.advance(2.0)
+    assert await tickets.renew(admission) == 0
+    assert calls == [150 * 3]
+    assert all(t.lease_until == clock.now() + STEP_LEASE_S for t in tickets._held)
+    settled = guards[0]._ticket
+    assert settled is not None
+    await settled.success()  # settled without its guard: still held here, not renewed
+    (renewed,) = await admission.renew([settled], STEP_LEASE_S)
+    assert renewed is False
+    # A ticket held past its call's timeout and margin is let go instead of renewed.
+    stale = guards[1]._ticket
+    assert stale is not None
+    tickets.hold(stale, timeout_s=-LEASE_MARGIN_S - 1)
+    await tickets.renew(admission)
+    assert stale not in tickets._held and len(tickets._held) == 149
+    for guard in guards[2:]:
+        await guard.after_attempt(DEST, 200, None, 2.0)
+    assert len(tickets._held) == 1  # the one settled without its guard
+
+
+async def test_a_worker_keeps_its_calls_slots_past_their_first_lease(
+    backend: Backend, downstream: RunningDownstream, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A destination that takes one call at a time and two steps whose calls take 3.5 s, in
+    a worker whose lease is 1 s: the first call's slot is renewed while it runs, so the
+    second call waits for it instead of being admitted once a second lease would have
+    ended. Without the renewal the downstream would see both calls at once."""
+    runtime = await Runtime.open(settings_for(backend))
+    try:
+        await Operations(runtime).settings.set_caps(destination_key(downstream.url, None), 1)
+        workflow = single_call(downstream.url, sleep_ms=3500)
+        run_ids = await create_runs(runtime, workflow, 2)
+        config = WorkerConfig(concurrency=4, claim_batch=4, lease_s=1.0, idle_poll_s=0.05)
+        async with running_worker(runtime, config):
+            for run_id in run_ids:
+                assert (await wait_for_run(runtime, run_id, timeout_s=40)).status == "SUCCEEDED"
+    finally:
+        await runtime.close()
+    assert downstream.stats.total == 2
+    assert downstream.stats.max_concurrent == 1
+    assert "lost their admission slot" not in caplog.text

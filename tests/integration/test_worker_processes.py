@@ -118,8 +118,9 @@ async def test_a_killed_workers_admission_slot_frees_with_its_steps_lease(
         await wait_all_succeeded(runtime, 1, timeout_s=60)
     finally:
         assert await asyncio.to_thread(stop_worker, survivor) == 0
-    # Well under the 30 s the step would wait for a slot leased for 90 s (then redispatched).
-    assert second_call_after_s < 25, second_call_after_s
+    # Well under the 90 s a slot was leased for before (the step waited 30 s for it, was
+    # redispatched, waited again): room for a loaded host's slow process starts.
+    assert second_call_after_s < 50, second_call_after_s
     (step,) = await runtime.store.get_steps(run_id)
     assert step.status == "SUCCEEDED" and step.attempts == 2
 
