@@ -63,8 +63,11 @@ def publish(server: DemoServer, name: str, *, failing: bool) -> None:
         assert answer["version"] == version, answer
 
 
-def submit(server: DemoServer, name: str, count: int) -> list[dict[str, Any]]:
-    runs = [server.call(f"/workflows/{name}/runs", {"input": {}}) for _ in range(count)]
+def submit(
+    server: DemoServer, name: str, count: int, tenant: str | None = None
+) -> list[dict[str, Any]]:
+    body: dict[str, Any] = {"input": {}} if tenant is None else {"input": {}, "tenantId": tenant}
+    runs = [server.call(f"/workflows/{name}/runs", body) for _ in range(count)]
     assert all("run" in r for r in runs), runs
     return [r["run"] for r in runs]
 
@@ -544,9 +547,12 @@ SMALLEST_PHONE = 400
 LONG_NAMES = ("invoice-reconciliation-nightly-export", "invoice_reconciliation_nightly_export")
 """A long workflow name as people write them, with hyphens and with underscores."""
 
+LONG_TENANT = "billing_ops.invoice-reconciliation-team"
+"""A run's tenant named as freely as a workflow: the runs list wraps it the same way."""
+
 NAMES = {
     "deployments": "table.deployments tbody td:nth-child(2)",
-    "runs": "table.runs tbody td:nth-child(4)",
+    "runs": "table.runs tbody td:nth-child(4), table.runs tbody td:nth-child(5)",
     "workflows": "table.workflows tbody td:nth-child(1)",
     "services": "table.services tbody td:nth-child(1)",
 }
@@ -555,22 +561,22 @@ NAMES = {
 
 @pytest.fixture(scope="module")
 def long_names(server: DemoServer) -> None:
-    """`LONG_NAMES` deployed (promoted), each with a run."""
+    """`LONG_NAMES` deployed (promoted), each with a run (of `LONG_TENANT`)."""
     for name in LONG_NAMES:
         promote(server, name)
-        submit(server, name, 1)
+        submit(server, name, 1, tenant=LONG_TENANT)
 
 
 @pytest.mark.parametrize("route", ["deployments", "workflows", "runs", "services"])
 def test_a_long_name_wraps_between_words(
     server: DemoServer, browser: Any, long_names: None, route: str
 ) -> None:
-    """From 360 px to 1280, where a list has no room for a long workflow (or service) name
-    on one line, the name wraps after a hyphen, an underscore or a dot, never inside a word
-    ("reconcili" / "ation"), and the list still scrolls neither the page nor its table
-    sideways: at 901 px too, where every column of the deployments list comes back. Only
-    the smallest phones (360 px) may break a word: "reconciliation" beside a run's status,
-    id and progress is wider than the screen leaves it."""
+    """From 360 px to 1280, where a list has no room for a long workflow (or service, or
+    run's tenant) name on one line, the name wraps after a hyphen, an underscore or a dot,
+    never inside a word ("reconcili" / "ation"), and the list still scrolls neither the page
+    nor its table sideways: at 901 px too, where every column of the deployments list comes
+    back. Only the smallest phones (360 px) may break a word: "reconciliation" beside a
+    run's status, id and progress is wider than the screen leaves it."""
     with opened(browser, f"{server.ui}#/{route}") as (page, _):
         if route in MORE_ROWS:
             with_more_rows(page, *MORE_ROWS[route])

@@ -83,7 +83,7 @@ function row(run, selected, onToggle) {
     h("td", {}, badge(run.status)),
     h("td", {}, link),
     h("td", {}, workflow),
-    h("td", {}, run.tenantId),
+    h("td", {}, breakable(run.tenantId)),
     h("td", {}, time(run.startedAt ?? run.createdAt)),
     h("td", {}, duration(elapsed(run.startedAt, run.endedAt))),
     progressCell(run),
