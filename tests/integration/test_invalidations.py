@@ -11,6 +11,7 @@ from typing import Any
 
 import pytest
 
+from engine.coordination import invalidations
 from engine.coordination.invalidations import TOPICS, Invalidations, request_scope
 from engine.operations.row_cache import RowCache
 from schemas.clock import FakeClock
@@ -18,8 +19,13 @@ from tests.integration.scripts.helpers import UNREACHABLE_REDIS_URL, open_client
 
 
 @pytest.fixture
-async def pair(coord_url: str | None) -> AsyncIterator[tuple[Invalidations, Invalidations]]:
-    """Two processes' views of the same tokens, on separate clients."""
+async def pair(
+    coord_url: str | None, monkeypatch: pytest.MonkeyPatch
+) -> AsyncIterator[tuple[Invalidations, Invalidations]]:
+    """Two processes' views of the same tokens, on separate clients. A read may take 2 s
+    here, not 50 ms: these tests are about what tokens say, and on a loaded host a first
+    read (three round trips) once took longer, read None and failed one of them."""
+    monkeypatch.setattr(invalidations, "READ_TIMEOUT_S", 2.0)
     prefix = unique("sb:rows-epoch-test") + ":"
     async with AsyncExitStack() as stack:
         first = await stack.enter_async_context(open_client(coord_url))
