@@ -481,7 +481,9 @@ class Admission:
         # The latest reply's epoch, not the ended call's: after Redis lost its state (epoch 0
         # again) an older, higher epoch would let this call's overload cut a second time.
         epoch = view.epoch
-        waiter.hand(self._ticket(op, epoch, probe=False, handovers=ended.handovers + 1))
+        ticket = self._ticket(op, epoch, probe=False, handovers=ended.handovers + 1)
+        ticket.recorded = recorded
+        waiter.hand(ticket)
         self.handovers += 1
         return True
 
@@ -499,11 +501,18 @@ class Admission:
     async def renew(self, tickets: Sequence[Ticket], lease_s: float) -> list[bool]:
         """Extend the leases of `tickets` (and their probe permits) to `lease_s` from now, in
         one Redis call; per ticket, False when it is settled already or its lease was lost
-        (expired: its slot may be someone else's now)."""
+        (expired: its slot may be someone else's now). A slot handed over whose record is
+        still on its way to Redis is left for the next renewal: its lease is being written,
+        from about now."""
         if lease_s <= 0:
             raise ValueError("lease_s must be positive")
         now = self._clock.now()
-        live = [ticket for ticket in tickets if ticket.outcome is None]
+        live, writing = [], set()
+        for ticket in tickets:
+            if ticket.recorded is not None and not ticket.recorded.done():
+                writing.add(id(ticket))
+            elif ticket.outcome is None:
+                live.append(ticket)
         replies = await self.backend.renew(
             [(t.destination, t.tenant_id, t.token) for t in live], now=now, lease_s=lease_s
         )
@@ -511,7 +520,7 @@ class Admission:
         for ticket in live:
             if id(ticket) in renewed:
                 ticket.lease_until = now + lease_s
-        return [id(ticket) in renewed for ticket in tickets]
+        return [id(ticket) in renewed or id(ticket) in writing for ticket in tickets]
 
     async def _renew(self, ticket: Ticket, lease_s: float) -> bool:
         (renewed,) = await self.renew([ticket], lease_s)

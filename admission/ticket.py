@@ -6,6 +6,7 @@ import asyncio
 from collections.abc import Awaitable, Callable
 from enum import StrEnum
 from types import TracebackType
+from typing import Any
 
 from schemas.errors import SchemaBridgeError
 
@@ -83,6 +84,9 @@ class Ticket:
         self.handovers = handovers
         """How many times in a row this slot was handed from a finished call to a waiting one
         in this process without going back through Redis (see `admission.handover`)."""
+        self.recorded: asyncio.Future[Any] | None = None
+        """A slot handed over in this process: its record in Redis, on its way until this is
+        done (None for a slot Redis granted). Renewing it before would find no lease."""
         self._settle_fn = settle
         self._renew_fn = renew
         self._outcome: CallOutcome | None = None

@@ -6,6 +6,9 @@
 -- ARGV: 1 now, 2 lease_s, then per lease its token
 -- Reply: per lease, 1 renewed, 0 lease lost
 
+if #KEYS ~= 3 * (#ARGV - 2) then
+  return redis.error_reply('renew: 3 keys per lease token expected')
+end
 local now = tonumber(ARGV[1])
 local expiry = num(now + tonumber(ARGV[2]))
 local replies = {}

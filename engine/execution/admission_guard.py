@@ -112,6 +112,11 @@ class AdmissionTickets:
         whose lease was lost (expired already, or Redis lost it). Raises what Redis raises."""
         now = time.monotonic()
         for ticket in [t for t, until in self._held.items() if until < now]:
+            # Its call's timeout passed long ago, yet nothing settled it: a defect to see.
+            logger.warning(
+                "let go of the admission slot of a call to %s, unsettled after its timeout",
+                ticket.destination,
+            )
             del self._held[ticket]
         if self.lease_s is None or not self._held:
             return 0

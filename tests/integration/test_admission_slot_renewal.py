@@ -6,7 +6,9 @@ worker on both backends keeps a long call's slot past its first lease."""
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Callable
+from typing import Any
 
 import pytest
 from redis.asyncio import Redis
@@ -125,6 +127,41 @@ async def test_many_slots_are_renewed_in_one_call_and_settled_ones_not(connect: 
     for guard in guards[2:]:
         await guard.after_attempt(DEST, 200, None, 2.0)
     assert len(tickets._held) == 1  # the one settled without its guard
+
+
+async def test_a_slot_handed_over_is_not_lost_while_its_record_is_on_its_way(
+    connect: Connect,
+) -> None:
+    """A call that ended hands its slot to a waiter here, and the record of that goes to
+    Redis in the next exchange. A renewal sent before it lands must not call the slot lost
+    (it would find no lease yet); once it has landed, the slot renews as any other."""
+    clock = FakeClock()
+    admission = Admission(connect(), clock)
+    await admission.set_caps(DEST, DestinationCaps(max_concurrency=1))
+    holder = await admission.admit(DEST, "acme", wait_timeout_s=0, lease_s=STEP_LEASE_S)
+    waiter = asyncio.create_task(
+        admission.admit(DEST, "acme", wait_timeout_s=5, lease_s=STEP_LEASE_S)
+    )
+    await asyncio.sleep(0.05)
+    exchange = admission.backend.exchange
+    landed = asyncio.Event()
+
+    async def slow_exchange(*args: Any, **kwargs: Any) -> Any:
+        await landed.wait()
+        return await exchange(*args, **kwargs)
+
+    admission.backend.exchange = slow_exchange  # type: ignore[method-assign]
+    settled = asyncio.create_task(holder.success())
+    async with asyncio.timeout(5):
+        handed = await waiter
+    assert handed.handovers == 1 and handed.recorded is not None
+    assert await admission.renew([handed], STEP_LEASE_S) == [True]
+    landed.set()
+    async with asyncio.timeout(5):
+        await settled
+        await handed.recorded
+    assert await admission.renew([handed], STEP_LEASE_S) == [True]
+    await handed.success()
 
 
 async def test_a_worker_keeps_its_calls_slots_past_their_first_lease(
