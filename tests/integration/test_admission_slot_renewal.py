@@ -136,19 +136,23 @@ async def test_a_slot_handed_over_is_not_lost_while_its_record_is_on_its_way(
     Redis in the next exchange. A renewal sent before it lands must not call the slot lost
     (it would find no lease yet); once it has landed, the slot renews as any other."""
     clock = FakeClock()
-    admission = Admission(connect(), clock)
+    # The waiter polls once, then waits idle (10 s between polls): the ended call's slot is
+    # handed to it, never taken by a poll of its own.
+    quiet = AdmissionConfig(wait_poll_initial_s=10.0, wait_poll_max_s=10.0)
+    admission = Admission(connect(), clock, quiet)
     await admission.set_caps(DEST, DestinationCaps(max_concurrency=1))
     holder = await admission.admit(DEST, "acme", wait_timeout_s=0, lease_s=STEP_LEASE_S)
     waiter = asyncio.create_task(
         admission.admit(DEST, "acme", wait_timeout_s=5, lease_s=STEP_LEASE_S)
     )
-    await asyncio.sleep(0.05)
+    await asyncio.sleep(0.2)
     exchange = admission.backend.exchange
     landed = asyncio.Event()
 
-    async def slow_exchange(*args: Any, **kwargs: Any) -> Any:
-        await landed.wait()
-        return await exchange(*args, **kwargs)
+    async def slow_exchange(ops: Any, *args: Any, **kwargs: Any) -> Any:
+        if any(getattr(op, "handover", False) for op in ops):  # only the hand-over's record
+            await landed.wait()
+        return await exchange(ops, *args, **kwargs)
 
     admission.backend.exchange = slow_exchange  # type: ignore[method-assign]
     settled = asyncio.create_task(holder.success())
