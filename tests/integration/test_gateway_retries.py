@@ -206,10 +206,10 @@ async def test_a_hang_past_the_timeout_is_a_timeout(
     assert 1.2 <= elapsed < 4.5
     assert all(300 <= ms < 2_500 for ms in log.field("durationMs")), log.field("durationMs")
     assert log.field("error") == ["no answer within 300 ms"] * 4
-    assert downstream.stats.total == 4
-    # The server records an outcome when its handler ends: for the last request, just after
-    # we gave up on it.
+    # The server counts a request when its handler starts and records an outcome when it ends:
+    # on a loaded host the last request may reach its handler just after we gave up on it.
     await wait_until(lambda: downstream.stats.count("client_closed") == 4)
+    assert downstream.stats.total == 4
 
 
 async def test_the_timeout_bounds_the_whole_exchange_not_each_read(
