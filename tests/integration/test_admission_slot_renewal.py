@@ -42,12 +42,20 @@ async def held_slot(admission: Admission, tickets: AdmissionTickets) -> Admissio
     return guard
 
 
-async def test_a_renewed_slot_outlives_its_first_lease(connect: Connect) -> None:
-    clock = FakeClock()
+async def one_slot_renewed(
+    connect: Connect, clock: FakeClock
+) -> tuple[Admission, AdmissionTickets]:
+    """A destination capped at one call, and a worker's tickets renewed with `STEP_LEASE_S`."""
     admission = Admission(connect(), clock)
     await admission.set_caps(DEST, DestinationCaps(max_concurrency=1))
     tickets = AdmissionTickets()
     tickets.renewed_by(STEP_LEASE_S)
+    return admission, tickets
+
+
+async def test_a_renewed_slot_outlives_its_first_lease(connect: Connect) -> None:
+    clock = FakeClock()
+    admission, tickets = await one_slot_renewed(connect, clock)
     guard = await held_slot(admission, tickets)
     # A call that may take 300 s holds its slot for the step's lease, not 300 s + 30.
     (ticket,) = tickets._held
@@ -65,10 +73,7 @@ async def test_a_renewed_slot_outlives_its_first_lease(connect: Connect) -> None
 
 async def test_a_slot_nobody_renews_is_free_when_the_steps_lease_ends(connect: Connect) -> None:
     clock = FakeClock()
-    admission = Admission(connect(), clock)
-    await admission.set_caps(DEST, DestinationCaps(max_concurrency=1))
-    tickets = AdmissionTickets()
-    tickets.renewed_by(STEP_LEASE_S)
+    admission, tickets = await one_slot_renewed(connect, clock)
     await held_slot(admission, tickets)  # its worker dies: nothing settles or renews it
     clock.advance(STEP_LEASE_S - 0.5)
     with pytest.raises(StepFailure):
