@@ -166,8 +166,11 @@ async def connect(request: pytest.FixtureRequest) -> AsyncIterator[Connect]:
     import fakeredis
     from redis.asyncio import Redis
 
+    from engine.coordination.embedded_scripts import compile_scripts_once
+
     clients: list[Redis] = []
     server = fakeredis.FakeServer()
+    compile_scripts_once(server)  # as the embedded server runs scripts
     url = request.getfixturevalue("redis_url") if request.param == "redis" else None
 
     def open_client() -> Redis:

@@ -16,7 +16,8 @@ that follow from that:
 Embedded mode (`Settings.redis_url` is None, the default): every client opened in this
 process talks to the same `fakeredis.FakeServer`, created on first use (never at import time),
 so the API, the workers and the admission scripts of one process share one keyspace, pub/sub
-channels included. Lua (`EVAL`/`EVALSHA`) works there through `lupa`. It is process-wide by
+channels included. Lua (`EVAL`/`EVALSHA`) works there through `lupa`, each script compiled
+once (`engine.coordination.embedded_scripts`). It is process-wide by
 necessity: it *is* this process's Redis, the way a Redis server is shared by everything that
 connects to it. Nothing outside this process can reach it.
 
@@ -37,6 +38,7 @@ from redis.asyncio.retry import Retry
 from redis.backoff import ExponentialWithJitterBackoff, NoBackoff
 from redis.exceptions import RedisError
 
+from engine.coordination.embedded_scripts import compile_scripts_once
 from engine.settings import Settings
 
 logger = logging.getLogger(__name__)
@@ -68,7 +70,9 @@ class _EmbeddedSlot:
     def get(self) -> fakeredis.FakeServer:
         with self._lock:
             if self._server is None:
-                self._server = fakeredis.FakeServer()
+                server = fakeredis.FakeServer()
+                compile_scripts_once(server)
+                self._server = server
             return self._server
 
 
