@@ -31,7 +31,9 @@ class CompilingRuntime:
     """A lupa `LuaRuntime` whose `execute` compiles each distinct source once.
 
     fakeredis calls `execute(source)` for a script and for its clean-up; everything else
-    (tables, globals) goes to the runtime itself.
+    (tables, globals) goes to the runtime itself. As on a Redis server, a script's chunk is one
+    function kept between calls: its locals are new on each call, but a script that changes
+    the chunk itself (`setfenv`) would change it for later calls too; ours do not.
     """
 
     def __init__(self, runtime: Any) -> None:
@@ -52,16 +54,20 @@ class CompilingRuntime:
 
 def compile_scripts_once(server: fakeredis.FakeServer) -> CompilingRuntime | None:
     """Make `server` compile each Lua script once; returns the wrapped runtime, or None when
-    this fakeredis keeps its runtime elsewhere (scripts then compile on every call)."""
-    current = getattr(server, "_lua_runtime", None)
-    if isinstance(current, CompilingRuntime):
-        return current
-    if current is None:  # fakeredis creates the runtime on a server's first script
-        fakeredis.FakeRedis(server=server).eval("return 0", 0)
+    it cannot (this fakeredis keeps its runtime elsewhere, or has no Lua): scripts then run as
+    fakeredis runs them, and nothing else changes. The caller serialises calls per server."""
+    try:
         current = getattr(server, "_lua_runtime", None)
+        if current is None:  # fakeredis creates the runtime on a server's first script
+            fakeredis.FakeRedis(server=server).eval("return 0", 0)
+            current = getattr(server, "_lua_runtime", None)
+        if isinstance(current, CompilingRuntime):
+            return current
         if current is None:
-            logger.warning("fakeredis keeps no _lua_runtime: embedded scripts compile per call")
-            return None
-    wrapped = CompilingRuntime(current)
+            raise LookupError("fakeredis keeps no _lua_runtime")
+        wrapped = CompilingRuntime(current)
+    except Exception as error:  # an optimisation only: never what stops a server starting
+        logger.warning("embedded Redis scripts will compile on every call: %s", error)
+        return None
     server._lua_runtime = wrapped  # type: ignore[attr-defined]
     return wrapped

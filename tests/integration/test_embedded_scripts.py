@@ -44,6 +44,30 @@ async def test_a_script_is_compiled_once_and_sees_each_calls_keys_and_arguments(
     await client.aclose()
 
 
+REPLIES = {
+    "tables": b"return {1, {2, 'three'}, KEYS[1]}",
+    "nil and false": b"return {nil, false, 1}",
+    "status reply": b"return redis.status_reply('FINE')",
+    "pcall": b"return redis.pcall('NO_SUCH_COMMAND')['err'] ~= nil and 1 or 0",
+    "a chunk's local table": b"local t = {} t[#t + 1] = ARGV[1] return #t",
+}
+
+
+async def replies_of(client: fakeredis.FakeAsyncRedis, script: bytes) -> list[object]:
+    return [await client.eval(script, 1, "key", str(i)) for i in range(3)]
+
+
+@pytest.mark.parametrize("script", REPLIES.values(), ids=REPLIES.keys())
+async def test_a_script_replies_as_it_does_in_fakeredis(script: bytes) -> None:
+    stock = fakeredis.FakeAsyncRedis(server=fakeredis.FakeServer())
+    compiling_server = fakeredis.FakeServer()
+    assert compile_scripts_once(compiling_server) is not None
+    compiling = fakeredis.FakeAsyncRedis(server=compiling_server)
+    assert await replies_of(compiling, script) == await replies_of(stock, script)
+    await stock.aclose()
+    await compiling.aclose()
+
+
 BROKEN = {
     "runtime error": b"return redis.call('NO_SUCH_COMMAND')",
     "syntax error": b"return +",
@@ -57,7 +81,7 @@ BROKEN = {
 async def test_a_failing_script_fails_as_it_does_in_fakeredis(script: bytes) -> None:
     stock = fakeredis.FakeAsyncRedis(server=fakeredis.FakeServer())
     compiling_server = fakeredis.FakeServer()
-    compile_scripts_once(compiling_server)
+    assert compile_scripts_once(compiling_server) is not None
     compiling = fakeredis.FakeAsyncRedis(server=compiling_server)
     errors = []
     for client in (stock, compiling):
@@ -77,4 +101,26 @@ async def test_the_compiled_scripts_kept_are_bounded() -> None:
     for i in range(COMPILED_SCRIPTS_KEPT + 20):
         assert await client.eval(f"return {i}", 0) == i
     assert runtime.compiled.cache_info().currsize == COMPILED_SCRIPTS_KEPT
+    await client.aclose()
+
+
+def no_lua(self: fakeredis.FakeRedis, *args: object) -> object:
+    raise RuntimeError("no Lua here")
+
+
+def lua_kept_elsewhere(self: fakeredis.FakeRedis, *args: object) -> object:
+    return None  # runs nothing, so no runtime where compile_scripts_once looks
+
+
+@pytest.mark.parametrize("eval_", [no_lua, lua_kept_elsewhere], ids=["no Lua", "elsewhere"])
+async def test_a_server_that_cannot_be_wrapped_still_serves(
+    eval_: object, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    monkeypatch.setattr(fakeredis.FakeRedis, "eval", eval_)
+    server = fakeredis.FakeServer()
+    assert compile_scripts_once(server) is None
+    assert "embedded Redis scripts will compile on every call" in caplog.text
+    client = fakeredis.FakeAsyncRedis(server=server)
+    await client.set("key", "value")
+    assert await client.get("key") == b"value"
     await client.aclose()
