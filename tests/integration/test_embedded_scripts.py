@@ -3,8 +3,11 @@ the same replies, the same errors, KEYS and ARGV fresh on every call."""
 
 from __future__ import annotations
 
+from collections.abc import AsyncIterator
+
 import fakeredis
 import pytest
+from fakeredis import FakeAsyncRedis
 
 from engine.coordination.embedded_scripts import (
     COMPILED_SCRIPTS_KEPT,
@@ -53,19 +56,30 @@ REPLIES = {
 }
 
 
-async def replies_of(client: fakeredis.FakeAsyncRedis, script: bytes) -> list[object]:
+@pytest.fixture
+async def stock_and_compiling() -> AsyncIterator[tuple[FakeAsyncRedis, FakeAsyncRedis]]:
+    """A client of a stock fakeredis server, and one of a server that compiles once."""
+    compiling_server = fakeredis.FakeServer()
+    assert compile_scripts_once(compiling_server) is not None
+    clients = (
+        FakeAsyncRedis(server=fakeredis.FakeServer()),
+        FakeAsyncRedis(server=compiling_server),
+    )
+    yield clients
+    for client in clients:
+        await client.aclose()
+
+
+async def replies_of(client: FakeAsyncRedis, script: bytes) -> list[object]:
     return [await client.eval(script, 1, "key", str(i)) for i in range(3)]
 
 
 @pytest.mark.parametrize("script", REPLIES.values(), ids=REPLIES.keys())
-async def test_a_script_replies_as_it_does_in_fakeredis(script: bytes) -> None:
-    stock = fakeredis.FakeAsyncRedis(server=fakeredis.FakeServer())
-    compiling_server = fakeredis.FakeServer()
-    assert compile_scripts_once(compiling_server) is not None
-    compiling = fakeredis.FakeAsyncRedis(server=compiling_server)
+async def test_a_script_replies_as_it_does_in_fakeredis(
+    script: bytes, stock_and_compiling: tuple[FakeAsyncRedis, FakeAsyncRedis]
+) -> None:
+    stock, compiling = stock_and_compiling
     assert await replies_of(compiling, script) == await replies_of(stock, script)
-    await stock.aclose()
-    await compiling.aclose()
 
 
 BROKEN = {
@@ -78,18 +92,15 @@ BROKEN = {
 
 
 @pytest.mark.parametrize("script", BROKEN.values(), ids=BROKEN.keys())
-async def test_a_failing_script_fails_as_it_does_in_fakeredis(script: bytes) -> None:
-    stock = fakeredis.FakeAsyncRedis(server=fakeredis.FakeServer())
-    compiling_server = fakeredis.FakeServer()
-    assert compile_scripts_once(compiling_server) is not None
-    compiling = fakeredis.FakeAsyncRedis(server=compiling_server)
+async def test_a_failing_script_fails_as_it_does_in_fakeredis(
+    script: bytes, stock_and_compiling: tuple[FakeAsyncRedis, FakeAsyncRedis]
+) -> None:
     errors = []
-    for client in (stock, compiling):
+    for client in stock_and_compiling:
         for _ in range(2):  # the second time from the cache, where there is one
             with pytest.raises(Exception) as raised:
                 await client.eval(script, 1, "key")
             errors.append((type(raised.value), str(raised.value)))
-        await client.aclose()
     assert len(set(errors)) == 1, errors
 
 
