@@ -183,6 +183,14 @@ def _banner(api: str, runs: dict[str, str]) -> None:
     )
 
 
+class _Terminated(Exception):
+    """SIGTERM reached this script alone (a `kill`, a supervisor, a timeout), not the service."""
+
+
+def _terminated(signum: int, frame: object) -> None:
+    raise _Terminated
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m demo.monitor", description=__doc__)
     parser.add_argument("--host", default="127.0.0.1")
@@ -200,7 +208,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     command = [schemabridge, "serve", "--demo", "--host", args.host, "--port", str(args.port)]
     command += ["--no-access-log", "--log-level", "warning"]
     env = {**os.environ, "SCHEMABRIDGE_DATABASE_URL": env_database}
-    # Same process group as this script: Ctrl-C reaches the service directly.
+    # Same process group as this script: Ctrl-C reaches the service directly. A SIGTERM is
+    # sent to one process: this script passes it on, or the service would outlive it.
+    signal.signal(signal.SIGTERM, _terminated)
     process = subprocess.Popen(command, stdout=subprocess.PIPE, text=True, env=env)
     try:
         if process.stdout is None:
@@ -213,6 +223,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         # has nothing left to stop.
         signal.signal(signal.SIGINT, signal.SIG_IGN)
     except KeyboardInterrupt:
+        return _stop(process)
+    except _Terminated:
+        process.send_signal(signal.SIGTERM)
         return _stop(process)
     except (DemoError, OSError) as error:
         print(f"make demo: {error}", file=sys.stderr)

@@ -1,9 +1,10 @@
 """`make demo` (demo/monitor.py): it starts `serve --demo`, sets the scene (a fan-out with
 declined children, one failed run), prints the URL to open, and stops cleanly on Ctrl-C (a
-SIGINT to its whole process group, as a terminal sends it)."""
+SIGINT to its whole process group, as a terminal sends it) and on a SIGTERM to it alone."""
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 import signal
@@ -31,19 +32,25 @@ def wait_for(condition: object, timeout_s: float, what: str) -> None:
     raise AssertionError(f"not within {timeout_s} s: {what}")
 
 
-def test_make_demo_shows_a_fan_out_and_a_failure_then_stops_on_ctrl_c(tmp_path: Path) -> None:
-    out = tmp_path / "demo.out"
-    env = {**os.environ, "SCHEMABRIDGE_HEALTH_DIR": str(tmp_path / "health")}
+def start_demo(here: Path) -> tuple[subprocess.Popen[bytes], Path, dict[str, str]]:
+    """`python -m demo.monitor --port 0` in `here`, in a session of its own; its output file."""
+    out = here / "demo.out"
+    env = {**os.environ, "SCHEMABRIDGE_HEALTH_DIR": str(here / "health")}
     env.pop("SCHEMABRIDGE_DATABASE_URL", None)
     with out.open("wb") as stdout:
         process = subprocess.Popen(
             [sys.executable, "-m", "demo.monitor", "--port", "0"],
-            cwd=tmp_path,
+            cwd=here,
             env=env,
             stdout=stdout,
             stderr=subprocess.STDOUT,
             start_new_session=True,
         )
+    return process, out, env
+
+
+def test_make_demo_shows_a_fan_out_and_a_failure_then_stops_on_ctrl_c(tmp_path: Path) -> None:
+    process, out, env = start_demo(tmp_path)
     try:
         wait_for(lambda: "Ctrl-C stops" in out.read_text(), READY_TIMEOUT_S, "the banner")
         text = out.read_text()
@@ -111,3 +118,22 @@ def _a_second_demo_is_refused_and_deletes_nothing(
         assert said in second.stderr and "Traceback" not in second.stderr, second.stderr
     assert database.stat().st_ino == inode, "the running demo's database was replaced"
     assert not (elsewhere / ".demo-monitor.db").exists(), "nothing was started elsewhere"
+
+
+def test_a_sigterm_to_make_demo_stops_the_service_too(tmp_path: Path) -> None:
+    process, out, _ = start_demo(tmp_path)
+    try:
+        wait_for(lambda: "Ctrl-C stops" in out.read_text(), READY_TIMEOUT_S, "the banner")
+        ui = re.search(r"open\s+(http://127\.0\.0\.1:\d+)/ui/", out.read_text())
+        assert ui is not None, out.read_text()
+        assert http_json(f"{ui.group(1)}/health")["status"] == "ok"
+        process.send_signal(signal.SIGTERM)  # to the script alone, as `kill PID` does
+        code = process.wait(timeout=60)
+        assert code == 0, out.read_text()[-3000:]
+        assert out.read_text().rstrip().endswith("stopped."), out.read_text()[-2000:]
+        # The service was in the script's process group: nothing of it is left there.
+        with pytest.raises(ProcessLookupError):
+            os.killpg(process.pid, 0)
+    finally:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(process.pid, signal.SIGKILL)
