@@ -458,7 +458,7 @@ def run(
     except (typer.Exit, KeyboardInterrupt):
         raise
     except BaseException as error:
-        _refuse(error, settings)
+        _refuse(error, settings, "--database" if database is not None else None)
         raise
     if isinstance(outcome, Stopped):
         console.print(f"[yellow]{_goes_on(run_id, settings, outcome)}[/yellow]")
@@ -472,9 +472,10 @@ def run(
     raise typer.Exit(ExitCode.OK if outcome.status == "SUCCEEDED" else ExitCode.FAILED)
 
 
-def _refuse(error: BaseException, settings: Settings) -> None:
+def _refuse(error: BaseException, settings: Settings, database_from: str | None) -> None:
     """A database or Redis problem of these settings (or a typer.Exit inside a task group)
-    is one line and its exit code; anything else goes on to `usage.report`."""
+    is one line and its exit code; anything else goes on to `usage.report`.
+    `database_from`: the option that gave the database URL, named instead of the variable."""
     from engine.operations.startup import explain
 
     for leaf in error.exceptions if isinstance(error, BaseExceptionGroup) else [error]:
@@ -486,4 +487,7 @@ def _refuse(error: BaseException, settings: Settings) -> None:
             import traceback
 
             traceback.print_exception(error)
-        raise fail(refused.message, EXIT_FOR_REFUSAL[refused.refusal]) from None
+        message = refused.message
+        if database_from is not None:
+            message = message.replace("SCHEMABRIDGE_DATABASE_URL", database_from)
+        raise fail(message, EXIT_FOR_REFUSAL[refused.refusal]) from None

@@ -58,7 +58,7 @@ def check_database_url(url: str) -> None:
         parsed = normalise_url(url)
     except DatabaseURLError as error:
         raise StartupRefused(
-            f"{error} (SCHEMABRIDGE_DATABASE_URL or --database)",
+            f"{error} (SCHEMABRIDGE_DATABASE_URL)",
             code=error.code,
             refusal=Refusal.INVALID,
         ) from None
@@ -96,7 +96,7 @@ def check_redis_url(url: str | None) -> None:
 def _unwritable(path: str, why: str) -> StartupRefused:
     return StartupRefused(
         f"cannot open the SQLite database {path}: {why}; give a writable path in "
-        "SCHEMABRIDGE_DATABASE_URL (or --database), e.g. sqlite:///./schemabridge.db",
+        "SCHEMABRIDGE_DATABASE_URL, e.g. sqlite:///./schemabridge.db",
         code="database_path_unwritable",
         refusal=Refusal.INVALID,
     )
@@ -182,13 +182,13 @@ def explain(error: BaseException, settings: Settings) -> StartupRefused | None:
         if _database_missing(error):
             return StartupRefused(
                 f"cannot use the database {mask_url(url)}: {reason}; create it (e.g. "
-                "`createdb`) or fix SCHEMABRIDGE_DATABASE_URL (or --database)",
+                "`createdb`) or fix SCHEMABRIDGE_DATABASE_URL",
                 code="database_missing",
                 refusal=Refusal.INVALID,
             )
         return StartupRefused(
             f"cannot use the database {mask_url(url)}: {reason}; check "
-            "SCHEMABRIDGE_DATABASE_URL (or --database) and that the server is running",
+            "SCHEMABRIDGE_DATABASE_URL and that the server is running",
             code="store_unavailable",
             refusal=Refusal.UNAVAILABLE,
         )

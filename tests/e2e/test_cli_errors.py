@@ -102,7 +102,13 @@ def test_an_sqlite_path_that_cannot_be_written(workflow: Path, tmp_path: Path) -
     a_file = tmp_path / "a-file"
     a_file.write_text("not a directory")
     url = f"sqlite+aiosqlite:///{a_file}/sb.db"
-    one_line(sb("run", str(workflow), database=url), 2, "cannot open the SQLite database")
+    # Each command names where its URL came from: an option only the command has.
+    for command in (["run", str(workflow)], ["keys", "list"]):
+        line = one_line(sb(*command, database=url), 2, "cannot open the SQLite database")
+        assert "SCHEMABRIDGE_DATABASE_URL" in line and "--database" not in line
+    given = run_cli(["run", str(workflow), "--database", url], {})
+    line = one_line(given, 2, "cannot open the SQLite database", "writable path in --database")
+    assert "SCHEMABRIDGE_DATABASE_URL" not in line
 
 
 def test_redis_down(workflow: Path, sqlite: str) -> None:

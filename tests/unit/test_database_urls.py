@@ -89,7 +89,7 @@ def test_another_driver_is_refused_naming_the_accepted_forms(url: str) -> None:
     assert str(refused.value) == (
         f"unsupported database scheme {scheme!r} in {shown}: give sqlite:///path.db or "
         "postgresql://user@host:5432/db; postgres://, sqlite+aiosqlite:// and "
-        "postgresql+asyncpg:// work too (SCHEMABRIDGE_DATABASE_URL or --database)"
+        "postgresql+asyncpg:// work too (SCHEMABRIDGE_DATABASE_URL)"
     )
     assert "secret" not in str(refused.value)
 
