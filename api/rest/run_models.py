@@ -8,8 +8,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 from pydantic.alias_generators import to_camel
+from pydantic_core import PydanticCustomError
 
 from engine.operations.views import GraphView, RunSummary, VersionSummary, WorkflowSummary
 from schemas.tenant_ids import MAX_TENANT_CHARS, TENANT_ID_RULE
@@ -31,8 +32,33 @@ class SubmitRequest(_Body):
         description=f"The tenant the run is for: {TENANT_ID_RULE}.",
     )
     version: int | None = Field(
-        default=None, ge=1, description="The workflow version to run; default: the latest."
+        default=None,
+        ge=1,
+        description=(
+            "The workflow version to run; default: its serving version (the first one "
+            "published, or the one a deployment or `POST /workflows/{name}/serving` made serve),"
+            " as a running deployment routes it."
+        ),
     )
+
+    @model_validator(mode="before")
+    @classmethod
+    def _input_is_wrapped(cls, data: Any) -> Any:
+        """A body that is the input itself (the sample input files are) gets the one fix that
+        helps, not one "extra inputs" error per field of the input."""
+        if isinstance(data, dict) and "input" not in data:
+            known = {name for name in cls.model_fields} | {to_camel(n) for n in cls.model_fields}
+            unknown = sorted(str(key) for key in data if key not in known)
+            if unknown:
+                named = ", ".join(unknown[:3]) + (", ..." if len(unknown) > 3 else "")
+                are = "is not a field" if len(unknown) == 1 else "are not fields"
+                raise PydanticCustomError(
+                    "input_not_wrapped",
+                    '{named} {are} of a submission: the run\'s input goes under "input", as '
+                    'in {"input": {...}, "tenantId": "..."}',
+                    {"named": named, "are": are},
+                )
+        return data
 
 
 class SubmittedRun(_Body):

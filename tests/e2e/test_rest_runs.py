@@ -155,6 +155,7 @@ async def test_submit_refusals(api: Api) -> None:
         wrong_type = await http.post("/workflows/one/runs", json={"version": "two"})
         extra = await http.post("/workflows/one/runs", json={"input": {}, "priority": 1})
         not_object = await http.post("/workflows/one/runs", json=[1])
+        unwrapped = await http.post("/workflows/one/runs", json={"day": "mon", "tenantId": "t"})
         long_key = await http.post(
             "/workflows/one/runs", json={}, headers={"Idempotency-Key": "k" * 300}
         )
@@ -172,6 +173,13 @@ async def test_submit_refusals(api: Api) -> None:
         == "/priority"
     )
     assert_error(not_object, 422, "invalid_request")
+    # The input sent as the body itself: one problem, the fix (not one per input field).
+    body = assert_error(unwrapped, 422, "invalid_request")
+    assert [p["code"] for p in body["details"]["problems"]] == ["input_not_wrapped"]
+    assert body["message"] == (
+        'body /: day is not a field of a submission: the run\'s input goes under "input", as '
+        'in {"input": {...}, "tenantId": "..."}'
+    )
     assert assert_error(long_key, 422, "invalid_request")["details"]["problems"][0]["in"] == (
         "header"
     )
