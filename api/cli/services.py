@@ -222,7 +222,10 @@ def _listen(host: str, port: int, settings: Settings) -> ApiServer:
     try:
         return ApiServer(host, port, grace_s=settings.shutdown_grace_s)
     except OSError as error:
-        raise CannotStart(f"cannot listen on {host}:{port}: {error.strerror or error}") from None
+        raise CannotStart(
+            f"cannot listen on {host}:{port}: {error.strerror or error}; pick another with "
+            "--port (0: a free one)"
+        ) from None
 
 
 async def _announce(server: ApiServer, service: str, settings: Settings) -> None:

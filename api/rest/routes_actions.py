@@ -14,6 +14,7 @@ from typing import Any
 from fastapi import APIRouter
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 from pydantic.alias_generators import to_camel
+from pydantic_core import PydanticCustomError
 
 from api.rest.auth import CallerDep
 from api.rest.deps import OperationsDep
@@ -49,7 +50,7 @@ class ResolveRequest(_Body):
         # `Any` alone would make the field optional with None; an absent output is a mistake,
         # an explicit null a legitimate output.
         if isinstance(data, dict) and "output" not in data:
-            raise ValueError("'output' is required (null is a valid output)")
+            raise PydanticCustomError("missing", "'output' is required (null is a valid output)")
         return data
 
 

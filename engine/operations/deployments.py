@@ -268,7 +268,7 @@ class DeploymentOperations:
             await self._runtime.run_events.changed([record.run_id])  # cancelled with it
         if not changed and record.status != status.value:
             raise WrongState(
-                f"deployment {deployment_id} has already ended {record.status}; it cannot be "
+                f"deployment {deployment_id} has already ended ({record.status}); it cannot be "
                 f"{verb}",
                 state=record.status,
                 code="deployment_ended",

@@ -111,8 +111,8 @@ def _check_details(name: str | None, expires_in_days: float | None) -> None:
     ):
         raise _refuse(
             "/expiresInDays",
-            f"expiresInDays must be more than 0 and at most {MAX_EXPIRY_DAYS:.0f} (or omitted: "
-            "the key never expires)",
+            f"a key expires after more than 0 and at most {MAX_EXPIRY_DAYS:.0f} days (or never, "
+            "when none is given)",
         )
 
 

@@ -346,7 +346,7 @@ class OperatorActionsStore(WorkQueue):
 
 
 def _ended(run_id: str, status: str) -> WrongState:
-    return WrongState(f"run {run_id} has already ended {status}", state=status, code="run_ended")
+    return WrongState(f"run {run_id} has already ended ({status})", state=status, code="run_ended")
 
 
 def _check_restartable(old: Any) -> None:

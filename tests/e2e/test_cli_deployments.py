@@ -266,7 +266,7 @@ def test_abort_and_manual_rollback(stack: Stack) -> None:
     again = stack.ok("deployments", "abort", first)
     assert again.stdout == f"deployment {first} was already aborted\n"
     late = stack.cli("deployments", "rollback", first)
-    assert_refused(late, 1, "has already ended ABORTED; it cannot be rolled back")
+    assert_refused(late, 1, "has already ended (ABORTED); it cannot be rolled back")
 
     second = started_id(
         stack.ok(

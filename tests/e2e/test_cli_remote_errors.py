@@ -175,7 +175,7 @@ def test_bad_input_is_a_usage_error(serve_api: Stack, workflow: str, tmp_path: P
 def test_an_action_on_a_run_in_the_wrong_state(
     serve_api: Stack, workflow: str, failed: str
 ) -> None:
-    assert_refused(serve_api.cli("runs", "cancel", failed), 1, "has already ended FAILED")
+    assert_refused(serve_api.cli("runs", "cancel", failed), 1, "has already ended (FAILED)")
     ok = serve_api.cli("runs", "submit", workflow, "--input", '{"id": "c1"}', "--wait")
     assert ok.returncode == 0, ok.stderr
     done = json.loads(

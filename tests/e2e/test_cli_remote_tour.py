@@ -218,7 +218,7 @@ def test_a_run_is_cancelled_and_a_wait_times_out(stack: Stack, published: str) -
     assert watched.returncode == 1 and watched.stdout.splitlines()[-1] == f"run {run} CANCELLED"
 
     ended = failed_run(stack)
-    assert_refused(stack.cli("runs", "cancel", ended), 1, "has already ended FAILED")
+    assert_refused(stack.cli("runs", "cancel", ended), 1, "has already ended (FAILED)")
 
     if not detailed(stack):
         return

@@ -109,6 +109,9 @@ async def test_admin_key_creation_refusals(api: Api) -> None:
         assert refused.status_code == 422
         assert refused.json()["code"] == "invalid_key"
     assert bad_days.json()["details"]["problems"][0]["pointer"] == "/expiresInDays"
+    assert bad_days.json()["message"].startswith(
+        "a key expires after more than 0 and at most 36500 days (or never, when none is given)"
+    ), bad_days.json()["message"]
     assert unknown_field.status_code == 422
     assert unknown_field.json()["code"] == "invalid_request"
     assert unknown_field.json()["details"]["problems"][0]["pointer"] == "/role"

@@ -79,7 +79,7 @@ def test_api_refuses_an_address_in_use(tmp_path: Path) -> None:
     with socket.create_server(("127.0.0.1", 0)) as taken:
         port = taken.getsockname()[1]
         result = sb("api", "--port", str(port), env=process_env(backend, tmp_path))
-    _assert_one_line_refusal(result, f"cannot listen on 127.0.0.1:{port}")
+    _assert_one_line_refusal(result, f"cannot listen on 127.0.0.1:{port}", "--port (0: a free one)")
 
 
 def test_api_serves_an_upgraded_database_and_stops_on_sigterm(
