@@ -65,8 +65,18 @@ def list_keys(
         print(json.dumps(listed.model_dump(by_alias=True)["items"], indent=2), flush=True)
         return
     if not listed.items:
-        # The first thing a user with authentication on needs here is how to make one.
-        console.print("no keys yet: `schemabridge keys create --admin` (or --tenant T) makes one")
+        # The first thing a user with authentication on needs here is how to make one; the
+        # database is named in case it is not the one meant (a variable unset or misspelt).
+        from engine.operations.startup import mask_url
+        from engine.settings import Settings
+
+        console.print(
+            f"no keys yet in {mask_url(Settings().database_url)}: `schemabridge keys create "
+            "--admin` (or --tenant T) makes one",
+            soft_wrap=True,
+            highlight=False,
+            markup=False,
+        )
         return
     table = Table(
         Column("id", no_wrap=True),

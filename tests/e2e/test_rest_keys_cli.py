@@ -37,7 +37,8 @@ def test_create_list_revoke(env: dict[str, str]) -> None:
     # With no key yet, the list says how to make the first one (and JSON is an empty list).
     none = sb(env, "list")
     assert (none.returncode, none.stdout) == (0, "")
-    assert "no keys yet: `schemabridge keys create --admin`" in none.stderr
+    database = env["SCHEMABRIDGE_DATABASE_URL"]  # named, in case it is not the one meant
+    assert f"no keys yet in {database}: `schemabridge keys create --admin`" in none.stderr
     assert json.loads(sb(env, "list", "--json").stdout) == []
     admin = sb(env, "create", "--admin", "--name", "ops")
     assert admin.returncode == 0, admin.stderr
@@ -77,7 +78,7 @@ def test_create_list_revoke(env: dict[str, str]) -> None:
     [
         (["create"], "exactly one"),
         (["create", "--admin", "--tenant", "acme"], "exactly one"),
-        (["create", "--admin", "--expires-in-days", "-1"], "expiresInDays"),
+        (["create", "--admin", "--expires-in-days", "-1"], "a key expires after more than 0"),
         (["create", "--tenant", " acme"], "tenant id"),
     ],
 )
