@@ -28,8 +28,6 @@ if TYPE_CHECKING:
     from engine.operations import Operations
 
 console = Console(stderr=True)
-PIPED_WIDTH = 160
-"""Table width when stdout is not a terminal (rich would assume 80 and squeeze columns)."""
 T = TypeVar("T")
 
 

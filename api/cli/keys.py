@@ -9,16 +9,13 @@ needs one. `create` prints the secret once, alone on stdout (the details go to s
 from __future__ import annotations
 
 import json
-import sys
 from typing import Annotated
 
 import typer
-from rich.console import Console
-from rich.table import Column, Table
 
-from api.cli.direct import PIPED_WIDTH, console, with_operations
+from api.cli.direct import console, with_operations
 from api.cli.direct import utc_time as _time
-from api.cli.remote import OutputFormat, OutputOption
+from api.cli.remote import OutputFormat, OutputOption, render, stdout, table
 
 keys_app = typer.Typer(
     help="REST API keys (on the database directly; the secret is shown once).",
@@ -78,19 +75,19 @@ def list_keys(
             markup=False,
         )
         return
-    table = Table(
-        Column("id", no_wrap=True),
-        "name",
-        "role",
-        Column("created (UTC)", no_wrap=True),
-        Column("expires (UTC)", no_wrap=True),
-        Column("revoked (UTC)", no_wrap=True),
-    )
-    for key in listed.items:
-        role = "admin" if key.tenant is None else f"tenant {key.tenant}"
-        times = (_time(key.created_at), _time(key.expires_at), _time(key.revoked_at))
-        table.add_row(key.id, key.name or "-", role, *times)
-    Console(width=None if sys.stdout.isatty() else PIPED_WIDTH).print(table)
+    rows = [
+        [
+            key.id,
+            key.name or "-",
+            "admin" if key.tenant is None else f"tenant {key.tenant}",
+            _time(key.created_at),
+            _time(key.expires_at),
+            _time(key.revoked_at),
+        ]
+        for key in listed.items
+    ]
+    headers = ["ID", "NAME", "ROLE", "CREATED (UTC)", "EXPIRES (UTC)", "REVOKED (UTC)"]
+    render(stdout(), table(headers, rows))
 
 
 @keys_app.command("revoke")

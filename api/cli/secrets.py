@@ -17,12 +17,10 @@ from pathlib import Path
 from typing import Annotated
 
 import typer
-from rich.console import Console
-from rich.table import Column, Table
 
-from api.cli.direct import PIPED_WIDTH, console, utc_time, with_operations
+from api.cli.direct import console, utc_time, with_operations
 from api.cli.exit_codes import ExitCode
-from api.cli.remote import OutputFormat, OutputOption
+from api.cli.remote import OutputFormat, OutputOption, render, stdout, table
 
 secrets_app = typer.Typer(
     help="Secrets workflows reference as {{ secrets.NAME }} (encrypted; values never shown).",
@@ -96,22 +94,18 @@ def list_secrets(
     if as_json or output is OutputFormat.JSON:
         print(json.dumps(listed.model_dump(by_alias=True)["items"], indent=2), flush=True)
         return
-    table = Table(
-        "tenant",
-        Column("name", no_wrap=True),
-        Column("created (UTC)", no_wrap=True),
-        Column("updated (UTC)", no_wrap=True),
-        "updated by",
-    )
-    for secret in listed.items:
-        table.add_row(
+    rows = [
+        [
             secret.tenant,
             secret.name,
             utc_time(secret.created_at),
             utc_time(secret.updated_at),
             secret.updated_by,
-        )
-    Console(width=None if sys.stdout.isatty() else PIPED_WIDTH).print(table)
+        ]
+        for secret in listed.items
+    ]
+    headers = ["TENANT", "NAME", "CREATED (UTC)", "UPDATED (UTC)", "UPDATED BY"]
+    render(stdout(), table(headers, rows))
 
 
 @secrets_app.command("delete")

@@ -51,7 +51,18 @@ def test_set_list_delete(env: dict[str, str], tmp_path: Path) -> None:
     [item] = json.loads(listed.stdout)
     assert (item["tenant"], item["name"], item["updatedBy"]) == ("acme", "CRM_TOKEN", "cli")
     table = sb(env, "list")
-    assert "CRM_TOKEN" in table.stdout and "acme" in table.stdout
+    header, row = table.stdout.splitlines()  # piped: plain columns, as every list prints
+    assert header.split() == [
+        "TENANT",
+        "NAME",
+        "CREATED",
+        "(UTC)",
+        "UPDATED",
+        "(UTC)",
+        "UPDATED",
+        "BY",
+    ]
+    assert row.split()[:2] == ["acme", "CRM_TOKEN"] and row.split()[-1] == "cli"
     deleted = sb(env, "delete", "CRM_TOKEN", "--tenant", "acme")
     assert deleted.returncode == 0 and "deleted secret CRM_TOKEN" in deleted.stderr
     missing = sb(env, "delete", "CRM_TOKEN", "--tenant", "acme")

@@ -58,6 +58,11 @@ def test_create_list_revoke(env: dict[str, str]) -> None:
         ("tenant", "acme", None),
     ]
     assert secret not in listed.stdout and tenant.stdout.strip() not in listed.stdout
+    text = sb(env, "list")  # piped: plain columns, as every list prints
+    header, *rows = text.stdout.splitlines()
+    assert header.split()[:3] == ["ID", "NAME", "ROLE"] and len(rows) == 2
+    expected = [[keys[0]["id"], "ops", "admin"], [keys[1]["id"], "-", "tenant"]]
+    assert [row.split()[:3] for row in rows] == expected
     table = sb(env, "list")
     assert table.returncode == 0
     assert keys[0]["id"] in table.stdout and "tenant acme" in table.stdout
