@@ -66,8 +66,8 @@ async def with_fix(
         return amended(failure, RUNS_FIX)
     if failure.code == "deployment_not_found":
         return amended(failure, DEPLOYMENTS_FIX)
-    if failure.code != "workflow_not_found" or workflow is None:
-        return failure
+    if failure.code != "workflow_not_found" or workflow is None or failure.details.get("meant"):
+        return failure  # (the API has said which names were meant)
     try:
         page = await api.workflows.list(system=system)
     except ApiFailure:

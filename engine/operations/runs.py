@@ -42,6 +42,7 @@ from engine.operations.views import (
     SubmitResult,
 )
 from engine.operations.workflows import not_found as workflow_not_found
+from engine.operations.workflows import unknown_workflow
 from engine.store import UnknownWorkflow
 from engine.store.catalogue import QuotaExhausted
 from engine.store.committed_changes import SERVING_TOPIC
@@ -286,7 +287,7 @@ class RunOperations:
         try:
             return await self._store.get_version(workflow, version)
         except UnknownWorkflow as exc:
-            raise workflow_not_found(workflow, version) from exc
+            raise await unknown_workflow(self._store, workflow, version) from exc
 
     @staticmethod
     def _repeated(run: RunRecord, digest: str, key: str | None) -> SubmitResult:

@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import builtins
+import difflib
 import json
+from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from engine.operations import graph
@@ -23,6 +25,7 @@ from schemas.errors import DefinitionError, NotFound, Problem
 
 if TYPE_CHECKING:
     from engine.runtime import Runtime
+    from engine.store.store import Store
 
 Documents = dict[str, Any] | list[dict[str, Any]]
 """One workflow document, or a list of them (a parent with the child workflows it starts)."""
@@ -30,9 +33,26 @@ SOURCE = "request"
 """How problems name the documents an operation was given."""
 
 
-def not_found(name: str, version: int | None = None) -> NotFound:
+def not_found(name: str, version: int | None = None, meant: Sequence[str] = ()) -> NotFound:
+    """No published workflow `name` (or no such `version` of it); `meant`: the names close to
+    a misspelt one, said in the message and listed in `details["meant"]`."""
     suffix = "" if version is None else f" version {version}"
-    return NotFound(f"no published workflow {name!r}{suffix}", code="workflow_not_found")
+    hint = f"; did you mean {' or '.join(repr(m) for m in meant)}?" if meant else ""
+    return NotFound(
+        f"no published workflow {name!r}{suffix}{hint}",
+        code="workflow_not_found",
+        details={"meant": list(meant)} if meant else None,
+    )
+
+
+async def unknown_workflow(store: Store, name: str, version: int | None = None) -> NotFound:
+    """`not_found`, with the published workflows close to `name` when none has that name (one
+    read of the names, on this refusal only). Front doors that add a fix of their own add none
+    when `details["meant"]` is there."""
+    names = [s.name for s in await store.workflow_summaries() if s.name not in RESERVED_WORKFLOWS]
+    if name in names:  # the workflow is there: its version is not
+        return not_found(name, version)
+    return not_found(name, version, difflib.get_close_matches(name, names, n=3, cutoff=0.6))
 
 
 def _as_text(documents: Documents) -> str:
@@ -139,7 +159,7 @@ class WorkflowOperations:
         try:
             return await self._runtime.store.get_version(name, version)
         except UnknownWorkflow as exc:
-            raise not_found(name, version) from exc
+            raise await unknown_workflow(self._runtime.store, name, version) from exc
 
     @store_boundary
     async def get(self, name: str, version: int | None = None) -> VersionDetail:
@@ -159,7 +179,7 @@ class WorkflowOperations:
         """Every version of `name`, newest first. Unknown name: `NotFound`."""
         rows = await self._runtime.store.list_versions(name)
         if not rows:
-            raise not_found(name)
+            raise await unknown_workflow(self._runtime.store, name)
         return [
             VersionSummary(name=n, version=v, definition_hash=h, created_at=at)
             for n, v, h, at in rows

@@ -131,8 +131,21 @@ async def test_unknown_names_versions_and_malformed_requests(api: Api) -> None:
         )
         wrong_type = await http.post("/workflows", json="a workflow")
         wrong_items = await http.post("/workflows/validate", json=[1, 2])
+        await http.post("/workflows", json=single("orders-export", URL))
+        typos = [
+            await http.get("/workflows/orders-exprot"),
+            await http.get("/workflows/orders-exprot/versions"),
+            await http.get("/workflows/orders-exprot/versions/1/graph"),
+            await http.post("/workflows/orders-exprot/runs", json={}),
+        ]
     for answer in (no_name, no_versions, no_version, no_graph):
         assert_error(answer, 404, "workflow_not_found")
+        assert "did you mean" not in answer.json()["message"]  # nothing close, or the version
+    hint = "; did you mean 'orders-export'?"
+    said = [f"no published workflow 'orders-exprot'{v}{hint}" for v in ("", "", " version 1", "")]
+    for answer, message in zip(typos, said, strict=True):  # the API says which names were meant
+        body = assert_error(answer, 404, "workflow_not_found")
+        assert (body["message"], body["details"]["meant"]) == (message, ["orders-export"])
     for answer in (zero, text):
         body = assert_error(answer, 422, "invalid_request")
         assert body["details"]["problems"][0]["in"] == "path"
