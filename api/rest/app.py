@@ -36,6 +36,7 @@ from api.rest import (
 )
 from api.rest.body_depth import BodyDepthLimit
 from api.rest.deps import ApiContext
+from api.rest.docs_pages import mount_docs
 from api.rest.errors import install_error_handlers
 from api.rest.middleware import BodyLimit, RequestObserver
 from api.rest.query_params import refuse_repeated_query_parameters
@@ -163,11 +164,14 @@ def create_app(
         '`{"code", "message", "details"}` with a stable `code`.',
         lifespan=lifespan,
         dependencies=[Depends(refuse_repeated_query_parameters)],
+        docs_url=None,  # served by docs_pages, with their scripts: a CDN may be out of reach
+        redoc_url=None,
     )
     app.state.schemabridge = context
     install_error_handlers(app)
     for router in routers:
         app.include_router(router)
+    mount_docs(app)  # after the routers: requests for them are matched first
     if monitor:
         ui.mount_monitor(app)
     # Added last = outermost: the observer sees (and logs) the body limit's refusals too.

@@ -271,7 +271,13 @@ async def test_openapi_declares_error_answers_for_every_route(url: str) -> None:
     async with client(url) as http:
         document = (await http.get("/openapi.json")).json()
         docs = await http.get("/docs")
+        redoc = await http.get("/redoc")
+        script = await http.get("/docs/assets/swagger-ui-bundle.js")
     assert docs.status_code == 200 and "swagger" in docs.text.lower()
+    # Served from here: the pages name no other host (a machine may have no way out).
+    for page in (docs, redoc):
+        assert page.status_code == 200 and "http" not in page.text.replace("http-equiv", "")
+    assert script.status_code == 200 and "SwaggerUIBundle" in script.text[:2000]
     schemas = document["components"]["schemas"]
     assert "ErrorBody" in schemas
     assert "HTTPValidationError" not in schemas, "422 answers are ErrorBody, not FastAPI's own"

@@ -63,3 +63,12 @@ def test_the_page_asks_for_a_key_and_keeps_it_in_the_tab(
         page.get_by_role("link", name="Services").click()
         page.locator("tbody tr td.mono").first.wait_for()  # no second prompt: the key is kept
         assert page.locator("dialog.modal").count() == 0
+
+
+def test_the_api_reference_renders_with_no_way_out(secured: tuple[str, str], browser: Any) -> None:
+    """`/docs` is Swagger UI with its scripts served by the API: `opened` fails any request
+    that would leave loopback, and the page still lists the routes."""
+    url, _ = secured
+    with opened(browser, f"{url}/docs") as (page, _):
+        page.locator(".opblock-summary-path", has_text="/workflows/{name}/runs").first.wait_for()
+        shoot(page, "api-reference", narrow=False)

@@ -1,0 +1,52 @@
+"""The API's reference pages, `/docs` (Swagger UI) and `/redoc`, with their scripts served by
+this process.
+
+FastAPI's own pages load Swagger UI and ReDoc from a CDN, so on a machine with no way out (as
+SchemaBridge's machines often are; the monitor fetches nothing from the network either) they
+stayed blank. The scripts come from the `fastapi-offline` package: Swagger UI 5, which reads the
+OpenAPI 3.1 documents FastAPI writes, and ReDoc 2. tests/e2e/test_ui_auth.py opens `/docs` in a
+browser that may not leave loopback.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import fastapi_offline
+from fastapi import FastAPI, Request
+from fastapi.openapi.docs import get_redoc_html, get_swagger_ui_html
+from fastapi.staticfiles import StaticFiles
+from starlette.responses import HTMLResponse
+
+ASSETS_DIR = Path(fastapi_offline.__file__).parent / "static"
+ASSETS_PATH = "/docs/assets"
+DOCS_PATH = "/docs"
+REDOC_PATH = "/redoc"
+
+
+def mount_docs(app: FastAPI) -> None:
+    """`/docs` and `/redoc` for `app` (created with `docs_url=None, redoc_url=None`)."""
+    app.mount(ASSETS_PATH, StaticFiles(directory=ASSETS_DIR), name="docs-assets")
+    openapi = app.openapi_url or "/openapi.json"
+
+    @app.get(DOCS_PATH, include_in_schema=False)
+    async def swagger_ui(request: Request) -> HTMLResponse:
+        root = request.scope.get("root_path", "")
+        return get_swagger_ui_html(
+            openapi_url=f"{root}{openapi}",
+            title=f"{app.title} - Swagger UI",
+            swagger_js_url=f"{root}{ASSETS_PATH}/swagger-ui-bundle.js",
+            swagger_css_url=f"{root}{ASSETS_PATH}/swagger-ui.css",
+            swagger_favicon_url=f"{root}{ASSETS_PATH}/favicon.png",
+        )
+
+    @app.get(REDOC_PATH, include_in_schema=False)
+    async def redoc(request: Request) -> HTMLResponse:
+        root = request.scope.get("root_path", "")
+        return get_redoc_html(
+            openapi_url=f"{root}{openapi}",
+            title=f"{app.title} - ReDoc",
+            redoc_js_url=f"{root}{ASSETS_PATH}/redoc.standalone.js",
+            redoc_favicon_url=f"{root}{ASSETS_PATH}/favicon.png",
+            with_google_fonts=False,
+        )
