@@ -28,6 +28,7 @@ from api.cli import usage
 from api.cli import validate as cli_validate
 from api.cli import workflows as cli_workflows
 from api.cli.exit_codes import ExitCode
+from api.cli.remote import EXIT_CODES_HELP
 
 app = typer.Typer(
     name="schemabridge",
@@ -100,6 +101,7 @@ app.command(name="serve")(cli_services.serve)
 app.command(name="api")(cli_services.api)
 app.command(name="worker")(cli_services.worker)
 app.command(name="demo-downstream")(cli_services.demo_downstream)
+app.command(name="services", epilog=EXIT_CODES_HELP)(cli_admin.services)
 app.add_typer(cli_services.db_app, name="db")
 app.add_typer(cli_admin.destinations_app, name="destinations")
 app.add_typer(cli_admin.tenants_app, name="tenants")

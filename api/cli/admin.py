@@ -11,6 +11,7 @@ rate below 1), 4 the API unreachable or the key refused.
 from __future__ import annotations
 
 import re
+import time
 from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
@@ -39,11 +40,11 @@ from api.cli.remote import (
     table,
 )
 from api.cli.target import DEFAULT_API_URL
-from api.cli.text import MISSING, duration, plural
+from api.cli.text import MISSING, duration, plural, relative
 
 if TYPE_CHECKING:
     from api.cli.client import ApiClient
-    from api.cli.wire import BreakerView, CapsView, DestinationView, TenantView
+    from api.cli.wire import BreakerView, CapsView, DestinationView, ServiceView, TenantView
 
 destinations_app = typer.Typer(
     help="Destination caps and admission state (AIMD limit, in flight, breakers).",
@@ -484,3 +485,34 @@ def reset_quota(
         return
     what = "quota removed" if had_quota else "had no quota"
     stdout().print(f"tenant {tenant}: {what}; runs are unlimited", markup=False)
+
+
+# ── services ───────────────────────────────────────────────────────────────────────────────
+
+
+def services_table(views: list[ServiceView], now: float) -> Table:
+    rows: list[list[str | Text]] = [
+        [
+            view.name,
+            Text("up", style="green") if view.up else Text("down", style="red"),
+            MISSING if view.pid is None else str(view.pid),
+            MISSING if view.uptime_s is None else duration(view.uptime_s),
+            MISSING if view.last_seen is None else relative(view.last_seen, now),
+        ]
+        for view in views
+    ]
+    return table(["SERVICE", "STATE", "PID", "UPTIME", "LAST HEARTBEAT"], rows)
+
+
+def services(
+    api_url: ApiUrlOption = DEFAULT_API_URL,
+    api_key: ApiKeyOption = None,
+    output: OutputOption = OutputFormat.TEXT,
+    debug: DebugOption = False,
+) -> None:
+    """Every service (api, worker, serve) that sent a heartbeat: up while its heartbeat is
+    fresh, its process id, uptime and when it was last heard from."""
+    remote = Remote(api_url, api_key, output, debug)
+    views = call(remote, lambda api: api.settings.services())
+    empty = "no services yet: each `serve`, `api` and `worker` process sends a heartbeat"
+    print_page(remote, views, lambda items: services_table(items, time.time()), empty)

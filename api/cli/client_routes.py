@@ -33,6 +33,7 @@ from api.cli.wire import (
     RunIdMatches,
     RunQuery,
     RunSummary,
+    ServiceView,
     ServingView,
     StartOverResult,
     SubmitResult,
@@ -258,6 +259,10 @@ class SettingsApi:
     async def destinations(self) -> Page[DestinationView]:
         """`GET /destinations` (admin)."""
         return await self._session.fetch(Page[DestinationView], "GET", "/destinations")
+
+    async def services(self) -> Page[ServiceView]:
+        """`GET /services` (admin): every service that sent a heartbeat."""
+        return await self._session.fetch(Page[ServiceView], "GET", "/services")
 
     async def change_caps(
         self,

@@ -316,6 +316,15 @@ class DestinationView(Wire):
     retry_allowed: bool
 
 
+class ServiceView(Wire):
+    name: str
+    up: bool
+    pid: int | None = None
+    uptime_s: float | None = None
+    last_seen: float | None = None
+    started_at: float | None = None
+
+
 class TenantRateView(Wire):
     per_minute: int
     configured: bool

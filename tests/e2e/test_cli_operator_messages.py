@@ -143,3 +143,18 @@ def test_set_cap_without_a_change_or_a_cap_to_keep_is_a_usage_error(serve_api: S
     assert_refused(alone, 2, "caps-none has no caps of its own yet", "give --max-concurrency N")
     listed = serve_api.json("destinations", "list")["items"]
     assert "caps-none" not in [d["destination"] for d in listed], "nothing was stored"
+
+
+# ── services ───────────────────────────────────────────────────────────────────────────────
+
+
+def test_services_lists_the_serving_process_as_up(serve_api: Stack) -> None:
+    listed = serve_api.json("services")["items"]
+    serving = [s for s in listed if s["up"] and s["pid"]]
+    assert serving, listed  # this stack's `serve` process, heard from lately
+    text = serve_api.ok("services")
+    header, *rows = text.stdout.splitlines()
+    assert header.split() == ["SERVICE", "STATE", "PID", "UPTIME", "LAST", "HEARTBEAT"]
+    assert any(
+        row.split()[:3] == [serving[0]["name"], "up", str(serving[0]["pid"])] for row in rows
+    )

@@ -43,6 +43,7 @@ MIRRORS: list[tuple[type[wire.Wire], type[pydantic.BaseModel]]] = [
     (wire.CapsRemoved, CapsRemoved),
     (wire.BreakerView, settings_views.BreakerView),
     (wire.DestinationView, settings_views.DestinationView),
+    (wire.ServiceView, settings_views.ServiceView),
     (wire.TenantRateView, settings_views.TenantRateView),
     (wire.QuotaView, settings_views.QuotaView),
     (wire.TenantView, settings_views.TenantView),
