@@ -10,6 +10,7 @@ rate below 1), 4 the API unreachable or the key refused.
 
 from __future__ import annotations
 
+import difflib
 import re
 import time
 from typing import TYPE_CHECKING, Annotated, Any
@@ -263,11 +264,27 @@ def set_cap(
             ExitCode.USAGE,
         )
     remote = Remote(api_url, api_key, output, debug)
-    caps = call(remote, lambda api: _changed_caps(api, destination, max_concurrency, rate, no_rate))
+
+    async def action(api: ApiClient) -> tuple[CapsView, list[str]]:
+        known = [view.destination for view in (await api.settings.destinations()).items]
+        return await _changed_caps(api, destination, max_concurrency, rate, no_rate), known
+
+    caps, known = call(remote, action)
+    if destination not in known:  # a typo is stored too: say so while it can be undone
+        say(_unseen_note(destination, known))
     if remote.json:
         print_json(dump(caps))
         return
     stdout().print(_caps_line(caps), markup=False)
+
+
+def _unseen_note(destination: str, known: list[str]) -> str:
+    close = difflib.get_close_matches(destination, known, n=3, cutoff=0.6)
+    meant = f"; did you mean {' or '.join(repr(c) for c in close)}?" if close else ""
+    return (
+        f"note: no call has reached {destination} yet and it had no caps: they apply once a "
+        f"GATEWAY call does{meant} (`schemabridge destinations list` shows the known ones)"
+    )
 
 
 @destinations_app.command("remove-cap", epilog=EXIT_CODES_HELP)

@@ -121,7 +121,12 @@ def test_a_rate_given_as_digits_is_set(serve_api: Stack) -> None:
 
 def test_set_cap_changes_only_what_it_is_given(serve_api: Stack) -> None:
     def set_cap(*args: str) -> str:
-        return serve_api.ok("destinations", "set-cap", "caps-kept", *args).stdout.strip()
+        changed = serve_api.ok("destinations", "set-cap", "caps-kept", *args)
+        # Only the first change finds a key no call has reached and no cap: it says so.
+        assert ("no call has reached caps-kept yet" in changed.stderr) == (
+            args[:2] == ("--max-concurrency", "3")
+        )
+        return changed.stdout.strip()
 
     assert set_cap("--max-concurrency", "3", "--rate", "5") == (
         "caps-kept: maxConcurrency 3, ratePerSecond 5"
@@ -132,6 +137,17 @@ def test_set_cap_changes_only_what_it_is_given(serve_api: Stack) -> None:
     listed = serve_api.json("destinations", "list")["items"]
     kept = next(d for d in listed if d["destination"] == "caps-kept")
     assert (kept["cap"], kept["capConfigured"], kept["ratePerSecond"]) == (8, True, None)
+
+
+def test_set_cap_on_a_key_no_call_has_says_which_were_meant(serve_api: Stack) -> None:
+    serve_api.ok("destinations", "set-cap", "caps-billing-api", "--max-concurrency", "4")
+    typo = serve_api.ok("destinations", "set-cap", "caps-biling-api", "--max-concurrency", "4")
+    assert typo.stdout.strip() == "caps-biling-api: maxConcurrency 4, ratePerSecond unlimited"
+    assert typo.stderr.strip() == (
+        "note: no call has reached caps-biling-api yet and it had no caps: they apply once a "
+        "GATEWAY call does; did you mean 'caps-billing-api'? (`schemabridge destinations "
+        "list` shows the known ones)"
+    )
 
 
 def test_set_cap_without_a_change_or_a_cap_to_keep_is_a_usage_error(serve_api: Stack) -> None:
