@@ -112,6 +112,9 @@ def _show_usage_error(self: UsageError, file: IO[Any] | None = None) -> None:
         message += (
             f"; it goes after the command (`schemabridge runs list {option} …`) or in {setting}"
         )
+    if option == "-o" and self.ctx is not None and _takes_option(self.ctx.command, "--format"):
+        # `runs resolve`: there --output is the step's output; --format is -o elsewhere.
+        message += "; did you mean `--format json`? (here --output is the step's output)"
     groups, name = _groups_with(self)
     if len(groups) == 1:
         message += f" Did you mean `{where} {groups[0]} {name}`?"
@@ -146,6 +149,10 @@ def _in_our_words(message: str, error: UsageError) -> str:
         shown = "" if given is None else f" {given!r}"
         return f"{found['option']}{shown}: give {what}"
     return message.replace(": Value error, ", ": ")
+
+
+def _takes_option(command: Any, option: str) -> bool:
+    return any(option in getattr(param, "opts", ()) for param in getattr(command, "params", ()))
 
 
 def _given(option: str) -> str | None:

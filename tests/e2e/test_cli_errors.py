@@ -207,6 +207,13 @@ def test_client_options_before_the_command_say_where_they_go(sqlite: str) -> Non
     one_line(sb("--api-key", "k", "runs", "list", database=sqlite), 2, "SCHEMABRIDGE_API_KEY")
 
 
+def test_output_format_where_output_is_the_steps_says_format(sqlite: str) -> None:
+    resolve = sb("runs", "resolve", "abc", "get", "-o", "json", database=sqlite)
+    said = "No such option: -o; did you mean `--format json`? (here --output is the step's output)"
+    one_line(resolve, 2, said)
+    assert "did you mean" not in one_line(sb("runs", "list", "-x", database=sqlite), 2, "-x")
+
+
 @pytest.mark.parametrize("value", ["0", "-3", "4097"])
 def test_a_worker_concurrency_out_of_range(sqlite: str, value: str) -> None:
     # At 0 a worker used to start and never claim a step; past 4,096 its lease renewals
