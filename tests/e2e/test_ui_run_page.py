@@ -168,6 +168,31 @@ def test_the_focused_action_keeps_the_focus_while_the_run_progresses(
         server.call(f"/runs/{run_id}/cancel", {})
 
 
+def test_a_cancelled_fan_out_says_how_many_children_were_cancelled(
+    server: DemoServer, browser: Any
+) -> None:
+    """Nine children succeed, three are held in their calls, the run is cancelled: the
+    spawner's node says "⊘ 3 cancelled" beside "12/12" (its bar is nearly all green)."""
+    items = [{"id": i, "name": f"item-{i}"} for i in range(12)]
+    server.script("/items", {"body": {"items": items}})
+    for held in (9, 10, 11):
+        server.script(f"/billing/subscriptions/{held}/charges", {"sleep_ms": 8_000})
+    body = {"input": {"batchSize": 12, "renewalDate": "2025-07-01"}, "tenantId": "cancelled"}
+    run_id = str(server.call("/workflows/nightly-subscription-renewals/runs", body)["id"])
+
+    def fanout() -> dict[str, int]:
+        return dict(server.call(f"/runs/{run_id}")["fanout"] or {})
+
+    eventually(lambda: fanout().get("succeeded", 0) >= 9, what="nine children succeeded")
+    server.call(f"/runs/{run_id}/cancel", {})
+    eventually(lambda: fanout().get("cancelled") == 3, what="three children cancelled")
+    with opened(browser, f"{server.ui}#/runs/{run_id}") as (page, _):
+        renew = page.locator(".dag .node", has_text="renew")
+        renew.locator(".node-fanout-cancelled", has_text="⊘ 3 cancelled").wait_for()
+        assert renew.locator(".node-fanout").text_content() == "12/12"
+        shoot(page, "run-fanout-cancelled", narrow=False)
+
+
 def test_the_steps_table_fits_a_phone(server: DemoServer, browser: Any) -> None:
     """At 420 px a 64-character vertex id wraps inside its cell (its link names it whole,
     in its title too), the table scrolls neither the page nor itself sideways, and every

@@ -231,9 +231,12 @@ export function drawGraph(view, { steps = new Map(), running = new Map(), proble
       const done = `${count(c.succeeded + c.failed + c.cancelled)}/${count(c.total)}`;
       group.append(fanoutBar(x + PAD, below - 6, room, c, running.get(node.id) || 0));
       group.append(s("text", { x: x + PAD, y: below + 14, class: "node-fanout" }, done));
-      if (c.failed) {
-        const failedRoom = room - textWidth(done, FONT.small) - GAP;
-        group.append(fitted({ x: x + w - PAD, y: below + 14, class: "node-fanout-failed", "text-anchor": "end" }, `✕ ${count(c.failed)} failed`, failedRoom, FONT.strong));
+      // What did not succeed, beside the count: failed children first, else cancelled ones
+      // (a cancelled fan-out's bar is mostly green, and "400/400" alone reads as done).
+      const [note, kind] = c.failed ? [`✕ ${count(c.failed)} failed`, "failed"] : c.cancelled ? [`⊘ ${count(c.cancelled)} cancelled`, "cancelled"] : [];
+      if (note) {
+        const noteRoom = room - textWidth(done, FONT.small) - GAP;
+        group.append(fitted({ x: x + w - PAD, y: below + 14, class: `node-fanout-${kind}`, "text-anchor": "end" }, note, noteRoom, FONT.strong));
       }
     }
     if (onSelect) {
