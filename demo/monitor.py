@@ -226,7 +226,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         return _stop(process)
     except _Terminated:
         process.send_signal(signal.SIGTERM)
-        return _stop(process)
+        return _stop(process, signalled=True)
     except (DemoError, OSError) as error:
         print(f"make demo: {error}", file=sys.stderr)
         _stop(process)
@@ -240,20 +240,22 @@ def main(argv: Sequence[str] | None = None) -> int:
     return 0
 
 
-def _stop(process: subprocess.Popen[str]) -> int:
-    """Stop the service gracefully: it normally got the terminal's SIGINT too; if it is still
-    running shortly after, it is sent SIGTERM; killed if it outlives `STOP_TIMEOUT_S`."""
+def _stop(process: subprocess.Popen[str], *, signalled: bool = False) -> int:
+    """Stop the service gracefully: it normally got the terminal's SIGINT too (`signalled`:
+    this script sent it SIGTERM); if it is still running shortly after, it is sent SIGTERM
+    (a second signal would cut its drain short); killed if it outlives `STOP_TIMEOUT_S`."""
     try:
-        try:
-            process.wait(timeout=SIGNAL_REACHED_S)
-        except subprocess.TimeoutExpired:
-            process.send_signal(signal.SIGTERM)
+        if not signalled:
             try:
-                process.wait(timeout=STOP_TIMEOUT_S)
+                process.wait(timeout=SIGNAL_REACHED_S)
             except subprocess.TimeoutExpired:
-                process.kill()
-                process.wait()
-    except KeyboardInterrupt:  # another Ctrl-C: stop now
+                process.send_signal(signal.SIGTERM)
+        try:
+            process.wait(timeout=STOP_TIMEOUT_S)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait()
+    except (KeyboardInterrupt, _Terminated):  # another Ctrl-C or SIGTERM: stop now
         process.kill()
         process.wait()
     print("stopped.", flush=True)

@@ -114,7 +114,7 @@ def _show_usage_error(self: UsageError, file: IO[Any] | None = None) -> None:
         )
     if option == "-o" and self.ctx is not None and _takes_option(self.ctx.command, "--format"):
         # `runs resolve`: there --output is the step's output; --format is -o elsewhere.
-        message += "; did you mean `--format json`? (here --output is the step's output)"
+        message += "; did you mean `--format`? (here --output is the step's output)"
     groups, name = _groups_with(self)
     if len(groups) == 1:
         message += f" Did you mean `{where} {groups[0]} {name}`?"

@@ -49,7 +49,7 @@ async def unknown_workflow(store: Store, name: str, version: int | None = None) 
     """`not_found`, with the published workflows close to `name` when none has that name (one
     read of the names, on this refusal only). Front doors that add a fix of their own add none
     when `details["meant"]` is there."""
-    names = [s.name for s in await store.workflow_summaries() if s.name not in RESERVED_WORKFLOWS]
+    names = [s.name for s in await store.workflow_summaries()]  # the engine's own too
     if name in names:  # the workflow is there: its version is not
         return not_found(name, version)
     return not_found(name, version, difflib.get_close_matches(name, names, n=3, cutoff=0.6))

@@ -209,7 +209,7 @@ def test_client_options_before_the_command_say_where_they_go(sqlite: str) -> Non
 
 def test_output_format_where_output_is_the_steps_says_format(sqlite: str) -> None:
     resolve = sb("runs", "resolve", "abc", "get", "-o", "json", database=sqlite)
-    said = "No such option: -o; did you mean `--format json`? (here --output is the step's output)"
+    said = "No such option: -o; did you mean `--format`? (here --output is the step's output)"
     one_line(resolve, 2, said)
     assert "did you mean" not in one_line(sb("runs", "list", "-x", database=sqlite), 2, "-x")
 

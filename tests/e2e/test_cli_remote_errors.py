@@ -125,7 +125,8 @@ def test_unknown_workflows_and_steps(serve_api: Stack, workflow: str, failed: st
     # A typo: the line says which name was meant.
     typo = workflow.replace("lookup", "lokup")
     for command in (["runs", "submit", typo], ["workflows", "show", typo]):
-        assert_refused(serve_api.cli(*command), 1, f"did you mean '{workflow}'?")
+        said = assert_refused(serve_api.cli(*command), 1, f"did you mean '{workflow}'?")
+        assert said.count("did you mean") == 1, said  # the API's hint, not the CLI's as well
     assert_refused(
         serve_api.cli("workflows", "show", f"{workflow}@9"),
         1,
