@@ -214,8 +214,8 @@ def resolve(
         try:
             return await api.actions.resolve(run, vertex, step_output)
         except ApiFailure as failure:
-            if failure.code != "step_not_found":
-                raise
+            if failure.code != "step_not_found" or "steps" in failure.details:
+                raise  # (the API has named the steps meant)
             steps = [step.vertex_id for step in (await api.runs.get(run)).steps]
             raise hints.amended(failure, hints.step_fix(vertex, steps)) from None
 

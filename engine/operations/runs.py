@@ -44,6 +44,7 @@ from engine.operations.views import (
 from engine.operations.workflows import not_found as workflow_not_found
 from engine.operations.workflows import unknown_workflow
 from engine.store import UnknownWorkflow
+from engine.store.actions_store import no_step
 from engine.store.catalogue import QuotaExhausted
 from engine.store.committed_changes import SERVING_TOPIC
 from engine.store.models import TERMINAL_RUN_STATUSES, RunRoute, RunStatus
@@ -56,7 +57,6 @@ from schemas.errors import (
     IdempotencyConflict,
     InvalidRequest,
     LimitReached,
-    NotFound,
     QuotaExceeded,
 )
 from schemas.tenant_ids import check_tenant_id
@@ -505,7 +505,7 @@ class RunOperations:
         version = await store.get_version(run.workflow_name, run.workflow_version)
         vertex = version.workflow.vertices.get(vertex_id)
         if vertex is None:
-            raise NotFound(f"run {run.id} has no step {vertex_id!r}", code="step_not_found")
+            raise no_step(run.id, vertex_id, sorted(version.workflow.vertices))
         if not isinstance(vertex, SpawnerVertex):
             raise InvalidRequest(
                 f"{vertex_id!r} is a {vertex.type.value}; only a SPAWNER has a fan-out",

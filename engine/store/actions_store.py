@@ -10,6 +10,7 @@ of `schemas.errors` from inside the transaction, which rolls it back.
 
 from __future__ import annotations
 
+import difflib
 import uuid
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Any, TypeVar
@@ -38,6 +39,19 @@ from engine.store.queue import MAX_NESTING, WorkQueue
 from engine.store.records import CompletionReport, LogLine
 from schemas.definitions import RESERVED_WORKFLOWS, Workflow
 from schemas.errors import NotFound, QuotaExceeded, WrongState
+
+
+def no_step(run_id: str, vertex_id: str, steps_: Sequence[str]) -> NotFound:
+    """`step_not_found`, with the run's steps close to `vertex_id` (else all of them) in the
+    message and in `details` (`meant`, `steps`): front doors need not look them up."""
+    meant = difflib.get_close_matches(vertex_id, steps_, n=3, cutoff=0.6)
+    fix = f"did you mean {' or '.join(repr(m) for m in meant)}?" if meant else None
+    return NotFound(
+        f"run {run_id} has no step {vertex_id}; {fix or 'its steps: ' + ', '.join(steps_)}",
+        code="step_not_found",
+        details={"meant": meant, "steps": list(steps_)},
+    )
+
 
 T = TypeVar("T")
 
@@ -159,7 +173,7 @@ class OperatorActionsStore(WorkQueue):
             run = await self._visible_run(conn, run_id, tenant)
             step = await sql.step_for_update(conn, run_id, vertex_id)
             if step is None:
-                raise NotFound(f"run {run_id} has no step {vertex_id}", code="step_not_found")
+                raise no_step(run_id, vertex_id, await sql.vertex_ids(conn, run_id))
             if step.status == StepStatus.RESOLVED.value and step.output == output:
                 return ResolveOutcome(False, run.status)
             _check_resolvable(run, step, vertex_id)

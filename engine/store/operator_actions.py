@@ -174,6 +174,12 @@ async def step_for_update(conn: AsyncConnection, run_id: str, vertex_id: str) ->
     return (await conn.execute(query)).first()
 
 
+async def vertex_ids(conn: AsyncConnection, run_id: str) -> list[str]:
+    """The vertex ids of a run's steps, sorted."""
+    query = select(steps.c.vertex_id).where(steps.c.run_id == run_id).order_by(steps.c.vertex_id)
+    return [str(vertex) for vertex in (await conn.execute(query)).scalars()]
+
+
 async def other_failed_steps(conn: AsyncConnection, run_id: str, step_id: int) -> list[Any]:
     """(vertex_id, error) of the run's FAILED steps other than `step_id`, oldest first."""
     query = (

@@ -138,7 +138,8 @@ def test_unknown_workflows_and_steps(serve_api: Stack, workflow: str, failed: st
         filtered = serve_api.cli(*command, "--workflow", typo)
         assert_refused(filtered, 1, f"no published workflow '{typo}'; did you mean '{workflow}'?")
     step_typo = serve_api.cli("runs", "resolve", failed, "gett", "--output", "1")
-    assert_refused(step_typo, 1, "has no step gett; did you mean 'get'?")
+    said = assert_refused(step_typo, 1, "has no step gett; did you mean 'get'?")
+    assert said.count("did you mean") == 1, said
     unknown_step = serve_api.cli("runs", "resolve", failed, "nope", "--output", "1")
     assert_refused(unknown_step, 1, "nope")
 

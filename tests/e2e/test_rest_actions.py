@@ -93,6 +93,8 @@ async def test_resolve_supplies_the_output_and_the_run_goes_on(
         assert malformed.status_code == 400 and malformed.json()["code"] == "invalid_json"
         unknown = await http.post(f"/runs/{run_id}/steps/zz/resolve", json={"output": 1})
         assert unknown.status_code == 404 and unknown.json()["code"] == "step_not_found"
+        assert unknown.json()["message"] == f"run {run_id} has no step zz; its steps: a, b, c"
+        assert unknown.json()["details"] == {"meant": [], "steps": ["a", "b", "c"]}
         not_failed = await http.post(f"/runs/{run_id}/steps/a/resolve", json={"output": 1})
         assert not_failed.status_code == 409
         assert not_failed.json()["code"] == "step_not_failed"
