@@ -10,7 +10,6 @@ rate below 1), 4 the API unreachable or the key refused.
 
 from __future__ import annotations
 
-import difflib
 import re
 import time
 from typing import TYPE_CHECKING, Annotated, Any
@@ -42,6 +41,7 @@ from api.cli.remote import (
 )
 from api.cli.target import DEFAULT_API_URL
 from api.cli.text import MISSING, duration, plural, relative
+from schemas.close_names import close_names, did_you_mean
 
 if TYPE_CHECKING:
     from api.cli.client import ApiClient
@@ -279,8 +279,8 @@ def set_cap(
 
 
 def _unseen_note(destination: str, known: list[str]) -> str:
-    close = difflib.get_close_matches(destination, known, n=3, cutoff=0.6)
-    meant = f"; did you mean {' or '.join(repr(c) for c in close)}?" if close else ""
+    close = close_names(destination, known)
+    meant = f"; {did_you_mean(close)}" if close else ""
     return (
         f"note: no call has reached {destination} yet and it had no caps: they apply once a "
         f"GATEWAY call does{meant} (`schemabridge destinations list` shows the known ones)"

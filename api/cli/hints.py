@@ -4,10 +4,10 @@ exists. A failure to find the names leaves the message as the API said it."""
 
 from __future__ import annotations
 
-import difflib
 from typing import TYPE_CHECKING
 
 from api.cli.client_errors import ApiFailure
+from schemas.close_names import close_names, did_you_mean
 
 if TYPE_CHECKING:
     from api.cli.client import ApiClient
@@ -33,9 +33,9 @@ def workflow_fix(name: str, names: list[str]) -> str:
     """What to do about `name`, given the published `names`."""
     if name in names:  # the workflow is there: its version is not
         return f"`schemabridge workflows versions {name}` lists its versions"
-    close = difflib.get_close_matches(name, names, n=3, cutoff=0.6)
+    close = close_names(name, names)
     if close:
-        return f"did you mean {' or '.join(repr(c) for c in close)}?"
+        return did_you_mean(close)
     if not names:
         return "nothing is published yet: `schemabridge workflows publish FILE...`"
     listed = ", ".join(names[:MAX_LISTED]) + (", …" if len(names) > MAX_LISTED else "")
@@ -44,10 +44,8 @@ def workflow_fix(name: str, names: list[str]) -> str:
 
 def step_fix(vertex: str, steps: list[str]) -> str:
     """What to do about a `vertex` the run does not have, given its `steps`."""
-    close = difflib.get_close_matches(vertex, steps, n=3, cutoff=0.6)
-    if close:
-        return f"did you mean {' or '.join(repr(c) for c in close)}?"
-    return f"its steps: {', '.join(steps)}"
+    close = close_names(vertex, steps)
+    return did_you_mean(close) if close else f"its steps: {', '.join(steps)}"
 
 
 async def require_workflow(api: ApiClient, name: str) -> None:

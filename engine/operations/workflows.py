@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import builtins
-import difflib
 import json
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
@@ -20,6 +19,7 @@ from engine.operations.views import (
 from engine.store import UnknownWorkflow
 from engine.store.records import VersionRecord
 from engine.validation import check_documents
+from schemas.close_names import close_names, did_you_mean
 from schemas.definitions import RESERVED_WORKFLOWS, Workflow
 from schemas.errors import DefinitionError, NotFound, Problem
 
@@ -37,7 +37,7 @@ def not_found(name: str, version: int | None = None, meant: Sequence[str] = ()) 
     """No published workflow `name` (or no such `version` of it); `meant`: the names close to
     a misspelt one, said in the message and listed in `details["meant"]`."""
     suffix = "" if version is None else f" version {version}"
-    hint = f"; did you mean {' or '.join(repr(m) for m in meant)}?" if meant else ""
+    hint = f"; {did_you_mean(meant)}" if meant else ""
     return NotFound(
         f"no published workflow {name!r}{suffix}{hint}",
         code="workflow_not_found",
@@ -52,7 +52,7 @@ async def unknown_workflow(store: Store, name: str, version: int | None = None) 
     names = [s.name for s in await store.workflow_summaries()]  # the engine's own too
     if name in names:  # the workflow is there: its version is not
         return not_found(name, version)
-    return not_found(name, version, difflib.get_close_matches(name, names, n=3, cutoff=0.6))
+    return not_found(name, version, close_names(name, names))
 
 
 def _as_text(documents: Documents) -> str:

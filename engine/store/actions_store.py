@@ -10,7 +10,6 @@ of `schemas.errors` from inside the transaction, which rolls it back.
 
 from __future__ import annotations
 
-import difflib
 import uuid
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Any, TypeVar
@@ -37,6 +36,7 @@ from engine.store.operator_actions import (
 )
 from engine.store.queue import MAX_NESTING, WorkQueue
 from engine.store.records import CompletionReport, LogLine
+from schemas.close_names import close_names, did_you_mean
 from schemas.definitions import RESERVED_WORKFLOWS, Workflow
 from schemas.errors import NotFound, QuotaExceeded, WrongState
 
@@ -44,10 +44,10 @@ from schemas.errors import NotFound, QuotaExceeded, WrongState
 def no_step(run_id: str, vertex_id: str, steps_: Sequence[str]) -> NotFound:
     """`step_not_found`, with the run's steps close to `vertex_id` (else all of them) in the
     message and in `details` (`meant`, `steps`): front doors need not look them up."""
-    meant = difflib.get_close_matches(vertex_id, steps_, n=3, cutoff=0.6)
-    fix = f"did you mean {' or '.join(repr(m) for m in meant)}?" if meant else None
+    meant = close_names(vertex_id, steps_)
+    fix = did_you_mean(meant) or f"its steps: {', '.join(steps_)}"
     return NotFound(
-        f"run {run_id} has no step {vertex_id}; {fix or 'its steps: ' + ', '.join(steps_)}",
+        f"run {run_id} has no step {vertex_id}; {fix}",
         code="step_not_found",
         details={"meant": meant, "steps": list(steps_)},
     )
