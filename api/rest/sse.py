@@ -11,7 +11,8 @@ not poll.
     data: {RunProgress}
 
 The stream does not poll: it holds a watch of the run (`Operations.runs.watch`: the run events
-workers and operator actions publish through Redis) and reads the run through
+workers and operator actions publish through Redis), opened before its first read so that a
+change landing during that read is not lost, and reads the run through
 `Operations.runs.progress` (three small reads, whatever the fan-out's size) when an event says
 it changed — at most every `MIN_READ_S`, however busy the run — and every `FALLBACK_S` anyway,
 since an event can be lost (Redis down): a lost event costs latency, never an update. A stream
@@ -24,6 +25,7 @@ body.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import math
 from collections.abc import AsyncIterator
@@ -31,10 +33,12 @@ from typing import Annotated, Any
 
 from fastapi import APIRouter, Path
 from fastapi.responses import StreamingResponse
+from starlette.types import Receive, Scope, Send
 
 from api.rest.auth import CallerDep
 from api.rest.deps import OperationsDep
 from api.rest.errors import error_body, error_responses
+from engine.coordination.run_events import RunWatch
 from engine.operations import Operations
 from engine.operations.views import RunProgress
 from schemas.errors import OperationError
@@ -66,6 +70,7 @@ def _as_data(progress: RunProgress) -> dict[str, Any]:
 async def progress_events(
     ops: Operations,
     first: RunProgress,
+    watch: RunWatch,
     *,
     tenant: str | None,
     fallback_s: float = FALLBACK_S,
@@ -73,7 +78,8 @@ async def progress_events(
     heartbeat_s: float = HEARTBEAT_S,
     max_s: float = MAX_STREAM_S,
 ) -> AsyncIterator[str]:
-    """The stream's text, starting from `first` (the run as read before the answer began)."""
+    """The stream's text, starting from `first` (the run as read before the answer began);
+    `watch` is the run's, opened before `first` was read, so no change since goes unseen."""
     loop = asyncio.get_running_loop()
     deadline = loop.time() + max_s
     current = first
@@ -82,37 +88,51 @@ async def progress_events(
     read_at = spoke_at = loop.time()
     # Each turn reads the run (at most one per min_read_s) or says a heartbeat.
     turns = math.ceil(max_s / min_read_s) + math.ceil(max_s / heartbeat_s) + 1
-    with ops.runs.watch(current.id) as watch:
-        for _ in range(turns):
-            if current.ended:
-                yield event("end", _as_data(current), sent + 1)
+    for _ in range(turns):
+        if current.ended:
+            yield event("end", _as_data(current), sent + 1)
+            return
+        now = loop.time()
+        if now >= deadline:
+            return
+        wait_s = min(read_at + fallback_s, spoke_at + heartbeat_s, deadline) - now
+        changed = await watch.wait(max(0.0, wait_s))
+        if not changed and loop.time() - read_at < fallback_s:
+            if loop.time() >= deadline:
                 return
-            now = loop.time()
-            if now >= deadline:
-                return
-            wait_s = min(read_at + fallback_s, spoke_at + heartbeat_s, deadline) - now
-            changed = await watch.wait(max(0.0, wait_s))
-            if not changed and loop.time() - read_at < fallback_s:
-                if loop.time() >= deadline:
-                    return
-                yield ": heartbeat\n\n"
-                spoke_at = loop.time()
-                continue
-            pause = read_at + min_read_s - loop.time()
-            if pause > 0:
-                await asyncio.sleep(pause)
-            await watch.wait(0.0)  # events until now are covered by this read: consume them
-            try:
-                latest = await ops.runs.progress(current.id, tenant=tenant)
-            except OperationError as exc:
-                yield event("error", error_body(exc.code, exc.message, exc.details))
-                return
-            read_at = loop.time()
-            if latest != current and not latest.ended:
-                sent += 1
-                yield event("progress", _as_data(latest), sent)
-                spoke_at = read_at
-            current = latest
+            yield ": heartbeat\n\n"
+            spoke_at = loop.time()
+            continue
+        pause = read_at + min_read_s - loop.time()
+        if pause > 0:
+            await asyncio.sleep(pause)
+        await watch.wait(0.0)  # events until now are covered by this read: consume them
+        try:
+            latest = await ops.runs.progress(current.id, tenant=tenant)
+        except OperationError as exc:
+            yield event("error", error_body(exc.code, exc.message, exc.details))
+            return
+        read_at = loop.time()
+        if latest != current and not latest.ended:
+            sent += 1
+            yield event("progress", _as_data(latest), sent)
+            spoke_at = read_at
+        current = latest
+
+
+class WatchedStream(StreamingResponse):
+    """A stream that holds its run's watch (an `ExitStack` that closes it) until the answer
+    is over: ended, its client gone, or never started."""
+
+    def __init__(
+        self, watching: contextlib.ExitStack, content: AsyncIterator[str], **kw: Any
+    ) -> None:
+        super().__init__(content, **kw)
+        self.watching = watching
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        with self.watching:
+            await super().__call__(scope, receive, send)
 
 
 @router.get(
@@ -133,12 +153,22 @@ async def run_events(
     ops: OperationsDep,
     caller: CallerDep,
 ) -> StreamingResponse:
-    first = await ops.runs.progress(run_id, tenant=caller.tenant)  # 404 before the stream
-    return StreamingResponse(
+    # The watch opens before the first read: a change landing during that read (a worker's
+    # claim, a cancel) wakes it, rather than waiting for the fallback read.
+    watching = contextlib.ExitStack()
+    watch = watching.enter_context(ops.runs.watch(run_id))
+    try:
+        first = await ops.runs.progress(run_id, tenant=caller.tenant)  # 404 before the stream
+    except BaseException:
+        watching.close()
+        raise
+    return WatchedStream(
+        watching,
         # The module's settings read at each request, so a test can shorten them.
         progress_events(
             ops,
             first,
+            watch,
             tenant=caller.tenant,
             fallback_s=FALLBACK_S,
             min_read_s=MIN_READ_S,

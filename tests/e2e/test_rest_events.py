@@ -4,7 +4,7 @@ fallback poll out of reach; streams on an idle run read it no more often than th
 quiet run gets heartbeats; an ended run's stream is its state and `end`; another tenant's run
 is a 404. Writers other than a worker's flush reach a stream through run events too: a
 deployment's abort, a cancel, a start over (its old run's watchers), a reaper requeuing an
-expired lease."""
+expired lease, a change landing while the stream reads its first event."""
 
 from __future__ import annotations
 
@@ -20,6 +20,8 @@ import pytest
 from api.rest import sse
 from demo.downstream import RunningDownstream
 from engine.execution.worker import Worker, WorkerConfig
+from engine.operations.runs import RunOperations
+from engine.operations.views import RunProgress
 from tests.conftest import Backend
 from tests.e2e.rest_runs_harness import Api, api_on, assert_error
 from tests.integration.actions_harness import statements
@@ -273,6 +275,35 @@ async def test_a_start_over_is_shown_on_the_old_runs_detail_stream(idle: Api, qu
             assert await watch.wait(5.0), "the start over told the old run's watchers"
         detail = (await http.get(f"/runs/{run_id}")).json()
     assert detail["restarts"] == [started.json()["newRunId"]]
+
+
+async def test_a_change_during_the_streams_first_read_reaches_it(
+    idle: Api, quick: None, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The run is cancelled right after the read of the stream's first event (as a worker's
+    claim can land while a stream opens): the stream ends CANCELLED only because its watch was
+    open before that read, so the cancel's run event reached it (the fallback read is out of
+    reach)."""
+    read = RunOperations.progress
+    changed: list[str] = []
+
+    async def read_then_cancel(self: RunOperations, run_id: str, **kw: Any) -> RunProgress:
+        progress = await read(self, run_id, **kw)
+        if not changed:
+            changed.append(run_id)
+            await idle.ops.actions.cancel(run_id, actor="test")
+        return progress
+
+    async with idle.http(idle.admin) as http:
+        run_id = (await http.post("/workflows/stuck/runs", json={})).json()["id"]
+        monkeypatch.setattr(RunOperations, "progress", read_then_cancel)
+        async with asyncio.timeout(STREAM_TIMEOUT_S / 2):
+            events, _ = await read_stream(http, f"/runs/{run_id}/events")
+    assert changed == [run_id]
+    assert [(name, d["status"]) for name, d in events] == [
+        ("progress", "RUNNING"),
+        ("end", "CANCELLED"),
+    ]
 
 
 async def test_a_requeued_lease_reaches_the_stream(idle: Api, quick: None) -> None:
