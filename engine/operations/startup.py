@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import asyncio
 import sqlite3
-from pathlib import Path
 from urllib.parse import urlsplit
 
 from asyncpg.exceptions import ClientConfigurationError, InvalidCatalogNameError
@@ -24,7 +23,7 @@ from sqlalchemy.exc import ArgumentError, DBAPIError, NoSuchModuleError, SQLAlch
 from engine.coordination.redis_client import COORDINATION_ERRORS, close_redis, open_redis
 from engine.runtime import Runtime
 from engine.settings import Settings
-from engine.store.db import DatabaseURLError, normalise_url, redact
+from engine.store.db import DatabaseURLError, normalise_url, redact, sqlite_file
 from schemas.clock import Clock
 from schemas.errors import OperationError, Refusal
 
@@ -62,10 +61,9 @@ def check_database_url(url: str) -> None:
             code=error.code,
             refusal=Refusal.INVALID,
         ) from None
-    if parsed.get_backend_name() == "sqlite" and parsed.database and parsed.database != ":memory:":
-        directory = Path(parsed.database).expanduser().resolve().parent
-        if not directory.is_dir():
-            raise _unwritable(parsed.database, "its directory does not exist")
+    path = sqlite_file(parsed)
+    if path is not None and not path.parent.is_dir():
+        raise _unwritable(parsed.database or str(path), "its directory does not exist")
 
 
 def check_redis_url(url: str | None) -> None:

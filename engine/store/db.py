@@ -17,9 +17,12 @@ Migrations are Alembic's, run programmatically on an open connection (`upgrade`)
 from __future__ import annotations
 
 import math
+import os
 from dataclasses import dataclass
 from importlib import resources
+from pathlib import Path
 from typing import Any
+from urllib.parse import parse_qs, unquote, urlsplit
 
 from alembic import command
 from alembic.config import Config
@@ -69,10 +72,35 @@ class Engines:
                     await self.sqlite_connections.wait_stopped()
 
 
-def _sqlite_connections(url: URL) -> SqliteConnections:
-    # The arguments SQLAlchemy itself would pass to the driver for this URL (path, `uri`
-    # mode and the other query options), plus the busy timeout.
+def _sqlite_connect_args(url: URL) -> tuple[list[Any], dict[str, Any]]:
+    """The arguments SQLAlchemy itself passes the driver for an SQLite `url`: the file's
+    absolute path (or `:memory:`, or with `?uri=true` a `file:` URI), the `uri` mode and the
+    other query options."""
     args, kwargs = url.get_dialect()().create_connect_args(url)
+    return list(args), dict(kwargs)
+
+
+def sqlite_file(url: URL) -> Path | None:
+    """The file SQLite opens for `url` (as `normalise_url` returns it), absolute; None for a
+    database that is no file (in memory) or not SQLite. Read from the driver's own arguments,
+    so a check of the path looks where SQLite will: `~` is not expanded, a relative path is
+    under the working directory, a `file:` URI (`?uri=true`) is its percent-decoded path."""
+    if url.get_backend_name() != "sqlite":
+        return None
+    args, kwargs = _sqlite_connect_args(url)
+    name = str(args[0])
+    if kwargs.get("uri") and name.startswith("file:"):
+        uri = urlsplit(name)
+        if "memory" in parse_qs(uri.query).get("mode", []):
+            return None
+        name = unquote(uri.path)
+    if name in ("", ":memory:"):  # "": SQLite's private temporary database
+        return None
+    return Path(os.path.abspath(name))
+
+
+def _sqlite_connections(url: URL) -> SqliteConnections:
+    args, kwargs = _sqlite_connect_args(url)  # plus the busy timeout
     return SqliteConnections(
         args,
         {**kwargs, "timeout": SQLITE_BUSY_TIMEOUT_MS / 1000},

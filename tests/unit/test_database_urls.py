@@ -4,6 +4,7 @@ every part of the URL survives, other drivers are refused in one line, no passwo
 from __future__ import annotations
 
 import asyncio
+from pathlib import Path
 from typing import Any
 
 import asyncpg
@@ -12,7 +13,13 @@ from sqlalchemy.engine import make_url
 
 from engine.operations.startup import StartupRefused, check_database_url, explain, mask_url
 from engine.settings import Settings
-from engine.store.db import DatabaseURLError, connect_options, create_engines, normalise_url
+from engine.store.db import (
+    DatabaseURLError,
+    connect_options,
+    create_engines,
+    normalise_url,
+    sqlite_file,
+)
 
 
 @pytest.mark.parametrize(
@@ -238,3 +245,24 @@ def test_explain_names_the_certificate_file_verify_full_wants() -> None:
     assert "/home/u/.postgresql/root.crt" in message and "createdb" not in message
     assert "sslmode=require" in message and "verify-full" in message
     assert "secret" not in message and "\n" not in message
+
+
+@pytest.mark.parametrize(
+    ("url", "expected"),
+    [
+        ("sqlite:////srv/sb/x.db", "/srv/sb/x.db"),
+        ("sqlite+aiosqlite:///./x.db", "{cwd}/x.db"),
+        ("sqlite:///data/../x.db", "{cwd}/x.db"),
+        ("sqlite:///~/x.db", "{cwd}/~/x.db"),  # SQLite does not expand ~: neither does the check
+        ("sqlite:///file:x.db?mode=ro&uri=true", "{cwd}/x.db"),
+        ("sqlite:///file:/srv/a%2520b.db?uri=true", "/srv/a b.db"),
+        ("sqlite://", None),
+        ("sqlite:///:memory:", None),
+        ("sqlite+aiosqlite:///file::memory:?cache=shared&uri=true", None),
+        ("sqlite:///file:shared?mode=memory&cache=shared&uri=true", None),
+        ("postgresql://u@h/x.db", None),
+    ],
+)
+def test_sqlite_file_is_where_sqlite_opens_it(url: str, expected: str | None) -> None:
+    found = sqlite_file(normalise_url(url))
+    assert found == (None if expected is None else Path(expected.format(cwd=Path.cwd())))
