@@ -30,11 +30,15 @@ two values per claim in one statement: 8,192 claims x 2 stays well under the 32,
 SQLite and asyncpg accept. More throughput comes from more worker processes."""
 
 
+DEFAULT_DATABASE_URL = "sqlite+aiosqlite:///./schemabridge.db"
+"""The store when SCHEMABRIDGE_DATABASE_URL is not set: a file in the working directory."""
+
+
 class Settings(BaseSettings):
     model_config = SettingsConfigDict(extra="ignore", populate_by_name=True)
 
     database_url: str = Field(
-        default="sqlite+aiosqlite:///./schemabridge.db",
+        default=DEFAULT_DATABASE_URL,
         validation_alias=_env("DATABASE_URL"),
     )
     """The store. Default: an embedded SQLite file; any `sqlite:///path.db`. PostgreSQL as

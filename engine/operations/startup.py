@@ -1,17 +1,19 @@
 """Opening a process's runtime, with every problem a user can cause told in one sentence.
 
 A wrong or unreachable database URL, a scheme SchemaBridge does not support, an SQLite file in
-a directory that cannot be written, a Redis that does not answer: each would otherwise surface
-as a driver's exception deep in a traceback. `open_runtime` refuses with a `StartupRefused`
-whose message names what is wrong and the fix, and `explain` does the same for such an error
-raised later (a command that opened its runtime itself). URLs in messages never show a
-password.
+a directory that cannot be written (or, for a command that must not create one, that does not
+exist), a Redis that does not answer: each would otherwise surface as a driver's exception
+deep in a traceback, or as an empty database SQLite created. `open_runtime` refuses with a
+`StartupRefused` whose message names what is wrong and the fix, and `explain` does the same for
+such an error raised later (a command that opened its runtime itself). URLs in messages never
+show a password.
 """
 
 from __future__ import annotations
 
 import asyncio
 import sqlite3
+from pathlib import Path
 from urllib.parse import urlsplit
 
 from asyncpg.exceptions import ClientConfigurationError, InvalidCatalogNameError
@@ -22,7 +24,7 @@ from sqlalchemy.exc import ArgumentError, DBAPIError, NoSuchModuleError, SQLAlch
 
 from engine.coordination.redis_client import COORDINATION_ERRORS, close_redis, open_redis
 from engine.runtime import Runtime
-from engine.settings import Settings
+from engine.settings import DEFAULT_DATABASE_URL, Settings
 from engine.store.db import DatabaseURLError, normalise_url, redact, sqlite_file
 from schemas.clock import Clock
 from schemas.errors import OperationError, Refusal
@@ -51,8 +53,12 @@ def mask_url(url: str) -> str:
     return parsed.render_as_string(hide_password=True)
 
 
-def check_database_url(url: str) -> None:
-    """Refuse a database URL SchemaBridge cannot use, before anything connects."""
+def check_database_url(url: str, *, create: bool = True) -> None:
+    """Refuse a database URL SchemaBridge cannot use, before anything connects. `create`
+    False: the command reads or changes an existing database, so an SQLite file that does not
+    exist is refused too (SQLite would create it empty: a misspelt path would show an empty
+    database and leave a stray file behind). A PostgreSQL server never creates a database;
+    one that is missing is refused when it answers (`explain`)."""
     try:
         parsed = normalise_url(url)
     except DatabaseURLError as error:
@@ -62,7 +68,13 @@ def check_database_url(url: str) -> None:
             refusal=Refusal.INVALID,
         ) from None
     path = sqlite_file(parsed)
-    if path is not None and not path.parent.is_dir():
+    if path is None:
+        return
+    if not create and not path.exists():
+        # Before the directory: a missing directory is a missing database here, whose fix
+        # is the URL or `db upgrade`, not a writable path.
+        raise _no_sqlite_database(path, default=url == DEFAULT_DATABASE_URL)
+    if not path.parent.is_dir():
         raise _unwritable(parsed.database or str(path), "its directory does not exist")
 
 
@@ -89,6 +101,19 @@ def check_redis_url(url: str | None) -> None:
             code="invalid_redis_url",
             refusal=Refusal.INVALID,
         ) from None
+
+
+def _no_sqlite_database(path: Path, *, default: bool) -> StartupRefused:
+    # The default URL is named as such: the variable may be unset where the user thinks it
+    # is set (another shell, a service's environment).
+    which = " (SCHEMABRIDGE_DATABASE_URL's default)" if default else ""
+    return StartupRefused(
+        f"cannot open the SQLite database {path}{which}: there is no such file; set "
+        "SCHEMABRIDGE_DATABASE_URL to the database meant, or create this one with "
+        "`schemabridge db upgrade`",
+        code="database_missing",
+        refusal=Refusal.INVALID,
+    )
 
 
 def _unwritable(path: str, why: str) -> StartupRefused:
@@ -207,13 +232,15 @@ async def open_runtime(
     settings: Settings,
     *,
     migrate: bool = True,
+    create: bool = True,
     probe_redis: bool = True,
     clock: Clock | None = None,
 ) -> Runtime:
     """`Runtime.open`, refusing with one `StartupRefused` for every problem a user can cause:
-    the database URL is checked first, Redis is pinged (`probe_redis`) so a dead one is said
-    at once instead of by every worker loop."""
-    check_database_url(settings.database_url)
+    the database URL is checked first (with `create` False, also that its SQLite file exists:
+    see `check_database_url`), Redis is pinged (`probe_redis`) so a dead one is said at once
+    instead of by every worker loop."""
+    check_database_url(settings.database_url, create=create)
     check_redis_url(settings.redis_url)
     if probe_redis and settings.redis_url is not None:
         # Before the runtime: its wake-up listener would otherwise report the outage first.

@@ -12,7 +12,7 @@ import pytest
 from sqlalchemy.engine import make_url
 
 from engine.operations.startup import StartupRefused, check_database_url, explain, mask_url
-from engine.settings import Settings
+from engine.settings import DEFAULT_DATABASE_URL, Settings
 from engine.store.db import (
     DatabaseURLError,
     connect_options,
@@ -20,6 +20,7 @@ from engine.store.db import (
     normalise_url,
     sqlite_file,
 )
+from schemas.errors import Refusal
 
 
 @pytest.mark.parametrize(
@@ -266,3 +267,32 @@ def test_explain_names_the_certificate_file_verify_full_wants() -> None:
 def test_sqlite_file_is_where_sqlite_opens_it(url: str, expected: str | None) -> None:
     found = sqlite_file(normalise_url(url))
     assert found == (None if expected is None else Path(expected.format(cwd=Path.cwd())))
+
+
+def test_a_missing_sqlite_file_is_refused_only_where_none_may_be_created(tmp_path: Path) -> None:
+    missing = tmp_path / "typo.db"
+    check_database_url(f"sqlite:///{missing}")  # a command that creates it: fine
+    with pytest.raises(StartupRefused) as refused:
+        check_database_url(f"sqlite:///{missing}", create=False)
+    message = str(refused.value)
+    assert (refused.value.code, refused.value.refusal) == ("database_missing", Refusal.INVALID)
+    assert message.startswith(f"cannot open the SQLite database {missing}: there is no such file")
+    assert "`schemabridge db upgrade`" in message and "default" not in message
+    # A missing directory is a missing database too: its fix is the URL, not a writable path.
+    with pytest.raises(StartupRefused, match="there is no such file"):
+        check_database_url(f"sqlite:///{tmp_path}/nowhere/sb.db", create=False)
+    assert not missing.exists()
+    missing.touch()
+    check_database_url(f"sqlite:///{missing}", create=False)
+    check_database_url("sqlite:///file:m?mode=memory&cache=shared&uri=true", create=False)
+    check_database_url("postgresql://u@h/db", create=False)  # the server says (`explain`)
+
+
+def test_a_missing_default_sqlite_file_is_named_as_the_default(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(StartupRefused) as refused:
+        check_database_url(DEFAULT_DATABASE_URL, create=False)
+    expected = f"{tmp_path / 'schemabridge.db'} (SCHEMABRIDGE_DATABASE_URL's default): "
+    assert expected in str(refused.value)
