@@ -6,7 +6,8 @@ that needs one, and secrets are managed where the encryption key is).
 `Operations` and closes it; a refusal is one line on stderr and exit 2 when the value was
 refused (`Refusal.INVALID`), 4 when the database does not answer, 1 otherwise
 (`api.cli.exit_codes`). Keys and secrets live in the database alone, so Redis
-need not answer.
+need not answer. These commands act on an existing database: an SQLite file that does not
+exist is refused (exit 2, naming the path and `schemabridge db upgrade`), never created.
 """
 
 from __future__ import annotations
@@ -44,7 +45,9 @@ def with_operations(action: Callable[[Operations], Awaitable[T]]) -> T:
         level = coordination.level
         coordination.setLevel(logging.ERROR)
         try:
-            runtime = await open_runtime(Settings(), probe_redis=False)
+            # create=False: SQLite would make a missing file, and a misspelt path would read
+            # as an empty database ("no keys") and leave a stray file behind.
+            runtime = await open_runtime(Settings(), create=False, probe_redis=False)
             try:
                 return await action(Operations(runtime))
             finally:

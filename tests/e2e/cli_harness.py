@@ -30,7 +30,7 @@ from tests.conftest import (
     _drop_pg_database,
     require_service,
 )
-from tests.e2e.rest_harness import ROOT, SCHEMABRIDGE, Service, process_env, service
+from tests.e2e.rest_harness import ROOT, SCHEMABRIDGE, Service, process_env, service, upgraded
 
 DEMO_PORT_IN_EXAMPLES = "http://127.0.0.1:8765"
 CLI_TIMEOUT_S = 180.0
@@ -149,7 +149,7 @@ def _stopped(services: list[Service]) -> None:
 def serve_stack(tmp: Path) -> Iterator[Stack]:
     """`schemabridge serve` on a SQLite file, authentication on."""
     backend = Backend("embedded", f"sqlite+aiosqlite:///{tmp / 'sb.db'}", None)
-    env = process_env(backend, tmp)
+    env = upgraded(process_env(backend, tmp))
     key = _admin_key(env)
     with (
         _downstream(tmp) as downstream,

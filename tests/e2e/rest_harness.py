@@ -78,6 +78,14 @@ def schemabridge(
     )
 
 
+def upgraded(env: dict[str, str]) -> dict[str, str]:
+    """`env`, after `schemabridge db upgrade` made its database: `keys` and `secrets` act on
+    an existing database only (they refuse an SQLite file that does not exist)."""
+    done = schemabridge(env, "db", "upgrade")
+    assert done.returncode == 0, done.stderr
+    return env
+
+
 def process_env(backend: Backend, tmp_path: Path, **settings: str) -> dict[str, str]:
     env = dict(os.environ)
     env["SCHEMABRIDGE_DATABASE_URL"] = backend.database_url

@@ -17,7 +17,7 @@ import pytest
 
 from api.cli.exit_codes import ExitCode
 from tests.conftest import Backend
-from tests.e2e.rest_harness import process_env, schemabridge, service
+from tests.e2e.rest_harness import process_env, schemabridge, service, upgraded
 
 UNREACHABLE = "http://127.0.0.1:9/never"
 DOCUMENT = {
@@ -59,11 +59,6 @@ def logged(args: list[str], env: dict[str, str], log: Path) -> list[tuple[str, s
         exercise(running.wait_for_url())
         assert running.stop(signal.SIGTERM) == 0
     return [(r["method"], r["path"], r["status"]) for r in access_lines(running.stderr())]
-
-
-def upgraded(env: dict[str, str]) -> dict[str, str]:
-    assert schemabridge(env, "db", "upgrade").returncode == 0
-    return env
 
 
 def test_serve_logs_only_changes_and_errors_by_default(tmp_path: Path) -> None:

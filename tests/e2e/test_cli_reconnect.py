@@ -17,7 +17,7 @@ import pytest
 from tests.conftest import Backend
 from tests.e2e.cli_harness import SCHEMABRIDGE, Stack, _admin_key
 from tests.e2e.outage_harness import Follower, Gate, gate, proxy, wait_until
-from tests.e2e.rest_harness import process_env, service
+from tests.e2e.rest_harness import process_env, service, upgraded
 
 WORKFLOW = "reconnect-gate"
 
@@ -171,7 +171,7 @@ def test_watch_and_logs_follow_a_serve_that_is_killed_and_restarted(
     database = f"sqlite+aiosqlite:///{tmp_path / 'sb.db'}"
     # A short lease: the restarted serve takes the killed one's step back within seconds.
     env = process_env(Backend("embedded", database, None), tmp_path, lease_s="2")
-    key = _admin_key(env)
+    key = _admin_key(upgraded(env))
     port = free_port()
     args = ["serve", "--port", str(port), "--no-access-log"]
     with service(args, env, tmp_path / "serve1.log") as first:

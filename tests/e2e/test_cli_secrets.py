@@ -13,7 +13,7 @@ from cryptography.fernet import Fernet
 
 from engine.secret_cipher import MAKE_KEY
 from tests.conftest import Backend
-from tests.e2e.rest_harness import process_env, schemabridge
+from tests.e2e.rest_harness import process_env, schemabridge, upgraded
 
 VALUE = "cli-canary-0c4e+/=x"
 
@@ -21,7 +21,7 @@ VALUE = "cli-canary-0c4e+/=x"
 @pytest.fixture
 def env(tmp_path: Path) -> dict[str, str]:
     backend = Backend("embedded", f"sqlite+aiosqlite:///{tmp_path / 'sb.db'}", None)
-    return process_env(backend, tmp_path, secret_keys=Fernet.generate_key().decode())
+    return upgraded(process_env(backend, tmp_path, secret_keys=Fernet.generate_key().decode()))
 
 
 def sb(

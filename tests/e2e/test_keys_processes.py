@@ -15,7 +15,7 @@ from pathlib import Path
 import httpx
 
 from tests.conftest import Backend
-from tests.e2e.rest_harness import process_env, schemabridge, service
+from tests.e2e.rest_harness import process_env, schemabridge, service, upgraded
 from tests.integration.dump_harness import dump_database, hits
 
 
@@ -34,7 +34,7 @@ def key_id(env: dict[str, str], name: str) -> str:
 async def test_revocation_holds_at_once_and_secrets_are_shown_once(
     backend: Backend, tmp_path: Path
 ) -> None:
-    env = process_env(backend, tmp_path)
+    env = upgraded(process_env(backend, tmp_path))
     created = cli(env, "create", "--tenant", "acme", "--name", "acme-ci")
     secret = created.stdout.strip()
     admin = cli(env, "create", "--admin", "--name", "ops").stdout.strip()

@@ -11,15 +11,14 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import Backend
-from tests.e2e.rest_harness import SCHEMABRIDGE, process_env
+from tests.e2e.rest_harness import SCHEMABRIDGE, process_env, upgraded
 from tests.integration.scripts.helpers import UNREACHABLE_REDIS_URL
 
 
 @pytest.fixture
 def env(tmp_path: Path) -> dict[str, str]:
-    return process_env(
-        Backend("embedded", f"sqlite+aiosqlite:///{tmp_path / 'sb.db'}", None), tmp_path
-    )
+    backend = Backend("embedded", f"sqlite+aiosqlite:///{tmp_path / 'sb.db'}", None)
+    return upgraded(process_env(backend, tmp_path))
 
 
 def sb(env: dict[str, str], *args: str) -> subprocess.CompletedProcess[str]:

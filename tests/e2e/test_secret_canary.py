@@ -24,7 +24,7 @@ from cryptography.fernet import Fernet
 
 from schemas.redaction import REDACTED, basic_credential
 from tests.conftest import Backend
-from tests.e2e.rest_harness import client, process_env, schemabridge, service
+from tests.e2e.rest_harness import client, process_env, schemabridge, service, upgraded
 from tests.integration.dump_harness import dump_database, hits
 from tests.integration.echo_harness import Echo, echo_server
 
@@ -145,7 +145,7 @@ async def test_the_canary_secret_is_nowhere(backend: Backend, tmp_path: Path, ec
         egress_allow="127.0.0.0/8",
     )
     printed: dict[str, str] = {}
-    admin = cli(env, "keys", "create", "--admin")
+    admin = cli(upgraded(env), "keys", "create", "--admin")
     key = admin.stdout.strip()
     set_secret = cli(env, "secrets", "set", "CRM_TOKEN", "--tenant", "acme", stdin=CANARY + "\n")
     printed["cli keys create"] = admin.stderr

@@ -1,0 +1,133 @@
+"""The commands that read or change an existing database (`keys`, `secrets`) refuse an
+SQLite file that does not exist, in one line naming the path and the fix, and create no file:
+SQLite would create an empty one, where a misspelt path would read as "no keys" and stay
+behind. On an existing database they work as before. The commands that make a database
+(`db upgrade`, `serve`, `worker`, `run`) still do. Real `schemabridge` processes on files in
+tmp_path."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+from pathlib import Path
+
+import pytest
+from cryptography.fernet import Fernet
+
+from tests.e2e.rest_harness import SCHEMABRIDGE
+
+VALUE = "missing-db-canary-7f3a"
+SECRET_KEYS = Fernet.generate_key().decode()
+FIX = "set SCHEMABRIDGE_DATABASE_URL to the database meant, or create this one with "
+
+
+def sb(
+    tmp_path: Path, database: str | None, *args: str, stdin: str = ""
+) -> subprocess.CompletedProcess[str]:
+    """`schemabridge ARGS` in `tmp_path` (the working directory a relative path is under),
+    on `database` (None: SCHEMABRIDGE_DATABASE_URL unset), with this module's encryption key
+    and no other SchemaBridge setting of the environment (the embedded Redis)."""
+    env = {
+        name: value for name, value in os.environ.items() if not name.startswith("SCHEMABRIDGE_")
+    }
+    env["SCHEMABRIDGE_SECRET_KEYS"] = SECRET_KEYS
+    env["SCHEMABRIDGE_HEALTH_DIR"] = str(tmp_path / "health")
+    if database is not None:
+        env["SCHEMABRIDGE_DATABASE_URL"] = database
+    return subprocess.run(
+        [SCHEMABRIDGE, *args],
+        env=env,
+        cwd=tmp_path,
+        input=stdin,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+
+
+def refused(result: subprocess.CompletedProcess[str], code: int, path: Path) -> str:
+    """One `error:` line on stderr naming `path` and the fix, exit `code`, nothing else."""
+    assert result.returncode == code, (result.returncode, result.stdout, result.stderr)
+    assert result.stdout == "" and "Traceback" not in result.stderr
+    lines = [line for line in result.stderr.splitlines() if line.strip()]
+    assert len(lines) == 1, result.stderr
+    assert lines[0].startswith(f"error: cannot open the SQLite database {path}"), lines[0]
+    assert "there is no such file" in lines[0] and FIX + "`schemabridge db upgrade`" in lines[0]
+    return lines[0]
+
+
+# Exit 2, as for their other settings refused (a PostgreSQL database that does not exist, a
+# directory that cannot be written).
+COMMANDS = [
+    pytest.param(["keys", "list"], "", 2, id="keys-list"),
+    pytest.param(["keys", "create", "--admin"], "", 2, id="keys-create"),
+    pytest.param(["keys", "revoke", "0123456789ab"], "", 2, id="keys-revoke"),
+    pytest.param(["secrets", "set", "CRM_TOKEN", "--tenant", "acme"], VALUE, 2, id="secrets-set"),
+    pytest.param(["secrets", "list"], "", 2, id="secrets-list"),
+    pytest.param(
+        ["secrets", "delete", "CRM_TOKEN", "--tenant", "acme"], "", 2, id="secrets-delete"
+    ),
+    pytest.param(["secrets", "rotate"], "", 2, id="secrets-rotate"),
+]
+
+
+@pytest.mark.parametrize(("args", "stdin", "code"), COMMANDS)
+def test_a_missing_file_is_refused_and_not_created(
+    tmp_path: Path, args: list[str], stdin: str, code: int
+) -> None:
+    database = tmp_path / "typo.db"
+    done = sb(tmp_path, f"sqlite+aiosqlite:///{database}", *args, stdin=stdin)
+    line = refused(done, code, database)
+    assert "default" not in line and VALUE not in line
+    assert list(tmp_path.glob("typo.db*")) == []  # nor its -wal, -shm or -journal
+
+
+def test_the_default_database_is_named_as_such(tmp_path: Path) -> None:
+    # The variable unset where the operator thought it set: the path is the working
+    # directory's schemabridge.db, and the line says it is the default.
+    line = refused(sb(tmp_path, None, "keys", "list"), 2, tmp_path / "schemabridge.db")
+    assert "(SCHEMABRIDGE_DATABASE_URL's default)" in line
+    assert list(tmp_path.glob("schemabridge.db*")) == []
+
+
+def test_a_relative_path_is_named_where_it_was_looked_for(tmp_path: Path) -> None:
+    refused(sb(tmp_path, "sqlite:///./data/sb.db", "secrets", "list"), 2, tmp_path / "data/sb.db")
+    assert not (tmp_path / "data").exists()
+
+
+def test_an_in_memory_database_is_no_file(tmp_path: Path) -> None:
+    # Shared-cache memory: the schema the command migrates lives while the command runs.
+    memory = "sqlite:///file:sb-memory?mode=memory&cache=shared&uri=true"
+    done = sb(tmp_path, memory, "keys", "list")
+    assert done.returncode == 0, done.stderr
+    assert "no keys yet in" in done.stderr
+    assert sorted(p.name for p in tmp_path.iterdir() if p.name != "health") == []
+
+
+def test_an_existing_database_works_as_before(tmp_path: Path) -> None:
+    database = tmp_path / "sb.db"
+    url = f"sqlite+aiosqlite:///{database}"
+
+    def ok(*args: str, stdin: str = "") -> subprocess.CompletedProcess[str]:
+        done = sb(tmp_path, url, *args, stdin=stdin)
+        assert done.returncode == 0, (args, done.stderr)
+        assert "Traceback" not in done.stderr
+        return done
+
+    assert "upgraded to head" in ok("db", "upgrade").stderr  # the fix the refusal names
+    assert database.is_file()
+    assert "no keys yet in" in ok("keys", "list").stderr
+    secret = ok("keys", "create", "--admin", "--name", "ops").stdout.strip()
+    assert secret.startswith("sbk_")
+    [key] = json.loads(ok("keys", "list", "--json").stdout)
+    assert "revoked key" in ok("keys", "revoke", key["id"]).stderr
+    created = ok("secrets", "set", "CRM_TOKEN", "--tenant", "acme", stdin=VALUE)
+    assert "created secret CRM_TOKEN" in created.stderr
+    [item] = json.loads(ok("secrets", "list", "--json").stdout)
+    assert (item["tenant"], item["name"]) == ("acme", "CRM_TOKEN")
+    assert "re-encrypted 1 secrets" in ok("secrets", "rotate").stderr
+    deleted = ok("secrets", "delete", "CRM_TOKEN", "--tenant", "acme")
+    assert "deleted secret CRM_TOKEN" in deleted.stderr
+    assert sorted(p.name for p in tmp_path.glob("*.db")) == ["sb.db"]
