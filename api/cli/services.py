@@ -2,7 +2,7 @@
 
 - `api`: the REST API alone. Stateless: run any number of them beside `worker` processes on
   PostgreSQL + Redis. It never migrates, and refuses to start on a database whose schema is
-  not the code's head revision.
+  not the code's head revision, or on an SQLite file that does not exist (never creating it).
 - `serve`: the API, a worker and its timers in one process (embedded SQLite and Redis by
   default); it migrates the database, as a single-process install expects. `--demo` adds the
   examples and the demo downstream, with authentication off.
@@ -173,11 +173,13 @@ def _run(start: Callable[[], Coroutine[Any, Any, None]], settings: Settings) -> 
 
 
 async def _open(settings: Settings, *, migrate: bool = True) -> Runtime:
-    """The runtime, or `CannotStart` saying what the user must fix."""
+    """The runtime, or `CannotStart` saying what the user must fix. Only a service that
+    migrates may create its SQLite file: one that does not (`api`) would create an empty
+    database it then refuses, leaving the file behind."""
     from engine.operations.startup import StartupRefused, open_runtime
 
     try:
-        return await open_runtime(settings, migrate=migrate)
+        return await open_runtime(settings, migrate=migrate, create=migrate)
     except StartupRefused as refused:
         raise CannotStart(refused.message) from None
 
@@ -351,8 +353,8 @@ def api(
     """Run the REST API alone (any number of them, beside worker processes).
 
     Never migrates: refuses to start (exit 1) on a database whose schema is not this code's
-    head revision; run 'schemabridge db upgrade' first. Prints the URL once it accepts
-    requests; stops gracefully on SIGINT/SIGTERM."""
+    head revision, or an SQLite file that does not exist; run 'schemabridge db upgrade' first.
+    Prints the URL once it accepts requests; stops gracefully on SIGINT/SIGTERM."""
     from engine.settings import Settings
 
     # Every request by default: in production the log is shipped, and read elsewhere.

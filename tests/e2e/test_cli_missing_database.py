@@ -1,9 +1,9 @@
-"""The commands that read or change an existing database (`keys`, `secrets`) refuse an
+"""The commands that read or change an existing database (`keys`, `secrets`, `api`) refuse an
 SQLite file that does not exist, in one line naming the path and the fix, and create no file:
 SQLite would create an empty one, where a misspelt path would read as "no keys" and stay
-behind. On an existing database they work as before. The commands that make a database
-(`db upgrade`, `serve`, `worker`, `run`) still do. Real `schemabridge` processes on files in
-tmp_path."""
+behind. On an existing database they work as before (`api`: test_rest_processes.py). The
+commands that make a database (`db upgrade`, `serve`, `worker`, `run`) still do. Real
+`schemabridge` processes on files in tmp_path."""
 
 from __future__ import annotations
 
@@ -58,8 +58,9 @@ def refused(result: subprocess.CompletedProcess[str], code: int, path: Path) -> 
     return lines[0]
 
 
-# Exit 2, as for their other settings refused (a PostgreSQL database that does not exist, a
-# directory that cannot be written).
+# Exit 2 from `keys` and `secrets`, as for their other settings refused (a PostgreSQL database
+# that does not exist, a directory that cannot be written); 1 from `api`, as for every refusal
+# to start.
 COMMANDS = [
     pytest.param(["keys", "list"], "", 2, id="keys-list"),
     pytest.param(["keys", "create", "--admin"], "", 2, id="keys-create"),
@@ -70,6 +71,7 @@ COMMANDS = [
         ["secrets", "delete", "CRM_TOKEN", "--tenant", "acme"], "", 2, id="secrets-delete"
     ),
     pytest.param(["secrets", "rotate"], "", 2, id="secrets-rotate"),
+    pytest.param(["api", "--port", "0"], "", 1, id="api"),
 ]
 
 

@@ -46,6 +46,10 @@ def _assert_one_line_refusal(result: subprocess.CompletedProcess[str], *needles:
 
 
 def test_api_refuses_a_database_never_migrated(backend: Backend, tmp_path: Path) -> None:
+    # An empty SQLite file: a missing one is refused before (test_cli_missing_database.py).
+    sqlite_file = db.sqlite_file(db.normalise_url(backend.database_url))
+    if sqlite_file is not None:
+        sqlite_file.touch()
     result = sb("api", "--port", "0", env=process_env(backend, tmp_path))
     line = _assert_one_line_refusal(result, "schemabridge db upgrade", HEAD)
     assert "never migrated" in line
