@@ -29,7 +29,7 @@ import contextlib
 import json
 import math
 from collections.abc import AsyncIterator
-from typing import Annotated, Any
+from typing import Annotated, Any, Protocol
 
 from fastapi import APIRouter, Path
 from fastapi.responses import StreamingResponse
@@ -38,7 +38,6 @@ from starlette.types import Receive, Scope, Send
 from api.rest.auth import CallerDep
 from api.rest.deps import OperationsDep
 from api.rest.errors import error_body, error_responses
-from engine.coordination.run_events import RunWatch
 from engine.operations import Operations
 from engine.operations.views import RunProgress
 from schemas.errors import OperationError
@@ -55,6 +54,12 @@ MAX_STREAM_S = 3_600.0
 """The longest one stream lasts; it then closes with no `end` event and the client
 reconnects."""
 MEDIA_TYPE = "text/event-stream"
+
+
+class RunWatch(Protocol):
+    """What a stream needs of `Operations.runs.watch`'s watch."""
+
+    async def wait(self, timeout_s: float) -> bool: ...
 
 
 def event(name: str, data: Any, event_id: int | None = None) -> str:
