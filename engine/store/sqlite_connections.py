@@ -28,6 +28,8 @@ from typing import Any
 
 import aiosqlite
 
+from engine.store.sqlite_cursor import BufferedCursor
+
 logger = logging.getLogger(__name__)
 
 ITER_CHUNK_SIZE = 64
@@ -54,6 +56,15 @@ class _Connection(aiosqlite.Connection):
     def stop(self) -> asyncio.Future[Any] | None:
         self._stopping.add(self.worker)
         return super().stop()
+
+    def cursor(self) -> BufferedCursor:  # type: ignore[override]
+        # aiosqlite's own cursor costs a hop to the thread for each of open, execute, fetch
+        # and close; this one, one per statement (see `engine.store.sqlite_cursor`).
+        return BufferedCursor(self._execute, self._sqlite)
+
+    def _sqlite(self) -> sqlite3.Connection:
+        # Called on the worker thread, where the connection lives.
+        return self._conn
 
 
 class SqliteConnections:
