@@ -107,6 +107,34 @@ def stop_workers(procs: Sequence[subprocess.Popen[bytes]]) -> None:
             proc.kill()
 
 
+SERVE_READY_TIMEOUT_S = 120.0
+
+
+def start_serve(database_url: str, workdir: Path) -> tuple[subprocess.Popen[bytes], str]:
+    """`schemabridge serve --demo` on `database_url` and a free loopback port, its output in
+    `workdir`: (the process, its base URL) once it listens. Terminate the process when done."""
+    env = {**os.environ, "SCHEMABRIDGE_DATABASE_URL": database_url}
+    env["SCHEMABRIDGE_HEALTH_DIR"] = str(workdir / "health")
+    out = workdir / "serve.out"
+    with out.open("wb") as stdout, (workdir / "serve.log").open("wb") as stderr:
+        process = subprocess.Popen(
+            [SCHEMABRIDGE, "serve", "--demo", "--port", "0", "--no-access-log"],
+            stdout=stdout,
+            stderr=stderr,
+            env=env,
+        )
+    deadline = time.monotonic() + SERVE_READY_TIMEOUT_S
+    while time.monotonic() < deadline:
+        for line in out.read_text().splitlines():
+            if " listening on " in line:
+                return process, line.rsplit(" ", 1)[1]
+        if process.poll() is not None:
+            raise SystemExit(f"serve exited {process.returncode}: see {workdir}/serve.log")
+        time.sleep(0.1)
+    process.terminate()
+    raise SystemExit(f"serve did not start within {SERVE_READY_TIMEOUT_S:.0f} s")
+
+
 @dataclass
 class RssSampler:
     """Samples the resident memory of processes every `period_s`; keeps the peak of each."""

@@ -18,14 +18,13 @@ import argparse
 import asyncio
 import os
 import statistics
-import subprocess
-import sys
 import tempfile
 import time
 from pathlib import Path
 from typing import Any
 
 from bench.browser import CHROMIUM, CHROMIUM_ARGS
+from bench.common import start_serve
 from bench.large_fanout import build_large_fanout
 
 MARKS = {
@@ -34,30 +33,6 @@ MARKS = {
     "long tail": ".long-tail dd",
     "children": ".children-table tbody tr td",
 }
-READY_TIMEOUT_S = 120.0
-
-
-def _serve(database_url: str, workdir: Path) -> tuple[subprocess.Popen[bytes], str]:
-    env = {**os.environ, "SCHEMABRIDGE_DATABASE_URL": database_url}
-    env["SCHEMABRIDGE_HEALTH_DIR"] = str(workdir / "health")
-    out = workdir / "serve.out"
-    schemabridge = str(Path(sys.executable).with_name("schemabridge"))
-    with out.open("wb") as stdout, (workdir / "serve.log").open("wb") as stderr:
-        process = subprocess.Popen(
-            [schemabridge, "serve", "--demo", "--port", "0", "--no-access-log"],
-            stdout=stdout,
-            stderr=stderr,
-            env=env,
-        )
-    deadline = time.monotonic() + READY_TIMEOUT_S
-    while time.monotonic() < deadline:
-        for line in out.read_text().splitlines():
-            if " listening on " in line:
-                return process, line.rsplit(" ", 1)[1]
-        if process.poll() is not None:
-            raise SystemExit(f"serve exited {process.returncode}: see {workdir}/serve.log")
-        time.sleep(0.1)
-    raise SystemExit("serve did not start")
 
 
 def _load(browser: Any, url: str) -> tuple[dict[str, float], dict[str, float]]:
@@ -107,7 +82,7 @@ def main(argv: list[str] | None = None) -> None:
         )
         print(f"built {args.children:,} children in {time.perf_counter() - started:.1f} s")
         print(f"load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} CPUs")
-        process, api = _serve(database, workdir)
+        process, api = start_serve(database, workdir)
         try:
             url = f"{api}/ui/#/runs/{run_id}"
             loads = []
