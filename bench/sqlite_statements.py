@@ -1,14 +1,15 @@
 """What a small SQLite transaction costs the event loop's process, with the store's cursor (one
-hop to the connection's thread per statement) and with aiosqlite's own (four hops).
+hop to the connection's thread per statement) and with aiosqlite's own (three or four).
 
     python -m bench.sqlite_statements [--transactions 3000] [--rounds 4]
 
 On the store's own engines (`engine.store.db.create_engines`, a fresh file): a write
 transaction of three statements (an UPDATE, a SELECT of one row, an INSERT, with the store's
 BEGIN IMMEDIATE and COMMIT) and a read of one row by primary key, `--transactions` times each,
-the two cursors alternating for `--rounds` rounds. Prints per round and as medians the wall
-time and the process's CPU per transaction. The "aiosqlite cursor" variant puts aiosqlite's
-`Connection.cursor` back on the store's connection class for its rounds.
+the two cursors alternating for `--rounds` rounds (which goes first alternates too). Prints
+per round and as medians the wall time and the process's CPU per transaction. The "aiosqlite
+cursor" variant puts aiosqlite's `Connection.cursor` back on the store's connection class for
+its rounds.
 """
 
 from __future__ import annotations
@@ -88,7 +89,8 @@ def main(argv: list[str] | None = None) -> None:
     results: dict[str, list[dict[str, float]]] = {variant: [] for variant in VARIANTS}
     with tempfile.TemporaryDirectory(prefix="sb-sqlite-bench-") as tmp:
         for n in range(args.rounds):
-            for variant in VARIANTS:
+            order = list(VARIANTS) if n % 2 == 0 else list(reversed(VARIANTS))
+            for variant in order:
                 figures = asyncio.run(_round(variant, Path(tmp), args.transactions))
                 results[variant].append(figures)
                 shown = {k: round(v, 1) for k, v in figures.items()}

@@ -116,6 +116,11 @@ def _sqlite_engine(url: URL, connections: SqliteConnections, *, immediate: bool)
         json_deserializer=json_codec.loads,
     )
 
+    # The store's cursor reads every row of a statement in one hop (engine.store.sqlite_cursor):
+    # a result streamed from here (`AsyncConnection.stream`) would be buffered whole, so
+    # streaming is refused outright rather than quietly costing the memory it should save.
+    engine.dialect.supports_server_side_cursors = False
+
     @event.listens_for(engine.sync_engine, "connect")
     def _on_connect(dbapi_connection: Any, _record: Any) -> None:
         # Take transaction control away from the driver so BEGIN is ours (SQLAlchemy's

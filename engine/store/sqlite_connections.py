@@ -33,7 +33,8 @@ from engine.store.sqlite_cursor import BufferedCursor
 logger = logging.getLogger(__name__)
 
 ITER_CHUNK_SIZE = 64
-"""Rows a cursor fetches per hop to the worker thread (aiosqlite's default)."""
+"""aiosqlite's default rows per hop when its own cursor is iterated (the store's cursor,
+`BufferedCursor`, reads every row in its one hop)."""
 
 
 class _Connection(aiosqlite.Connection):

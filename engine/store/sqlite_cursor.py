@@ -2,22 +2,24 @@
 
 aiosqlite runs every call on its connection's worker thread: the event loop queues the call,
 the thread runs it and hands the result back (`call_soon_threadsafe`). SQLAlchemy's aiosqlite
-adapter makes four such hops per statement (open a cursor, execute, fetch the rows, close the
-cursor), and on the store's small statements a hop costs more than SQLite's own work: two
-thread switches, a wake-up of the event loop and, while the loop is busy, a wait of up to the
-interpreter's switch interval for the GIL on the way there and back.
+adapter makes three or four such hops per statement (open a cursor, execute, fetch the rows
+when there are any, close the cursor), and on the store's small statements a hop costs more
+than SQLite's own work: two thread switches, a wake-up of the event loop and, while the loop
+is busy, a wait of up to the interpreter's switch interval for the GIL on the way there and
+back.
 
 `BufferedCursor` makes it one: it executes, reads every row and closes the SQLite cursor in a
-single call on the thread, then answers fetches and `close` from memory. Reading every row at
-once is what the adapter does anyway for every cursor that is not server-side (it buffers them
-right after `execute`), and the store opens no server-side cursor.
+single call on the thread, then hands the rows over and closes without leaving the event loop.
+Reading every row at once is what the adapter does anyway for every cursor that is not
+server-side (it buffers them right after `execute`); server-side cursors, which would read
+rows as they are fetched, are switched off on the store's SQLite engines
+(`engine.store.db`), so streaming a result there fails loudly instead of buffering it all.
 """
 
 from __future__ import annotations
 
 import sqlite3
-from collections import deque
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterable
+from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass
 from typing import Any
 
@@ -35,8 +37,10 @@ class _Outcome:
 
 
 class BufferedCursor:
-    """A cursor whose `execute` and `executemany` are one hop each; fetches and `close` never
-    leave the event loop. The interface is the part of aiosqlite's `Cursor` SQLAlchemy uses."""
+    """A cursor whose `execute` and `executemany` are one hop each; `fetchall` and `close`
+    never leave the event loop. Its interface is what SQLAlchemy's adapter uses of aiosqlite's
+    `Cursor` for a cursor that is not server-side, and nothing more (it cannot be awaited as
+    aiosqlite's `Connection.cursor()` can: only the adapter opens cursors here)."""
 
     def __init__(self, hop: Hop, connection: Callable[[], sqlite3.Connection]) -> None:
         self._hop = hop
@@ -45,7 +49,7 @@ class BufferedCursor:
         self.description: Description | None = None
         self.rowcount = -1
         self.lastrowid: int | None = None
-        self._rows: deque[Any] = deque()
+        self._rows: list[Any] = []
 
     async def __aenter__(self) -> BufferedCursor:
         return self
@@ -65,29 +69,14 @@ class BufferedCursor:
         self.description = outcome.description
         self.rowcount = outcome.rowcount
         self.lastrowid = outcome.lastrowid
-        self._rows = deque(outcome.rows)
-
-    async def fetchone(self) -> Any:
-        return self._rows.popleft() if self._rows else None
-
-    async def fetchmany(self, size: int | None = None) -> list[Any]:
-        count = min(self.arraysize if size is None else size, len(self._rows))
-        return [self._rows.popleft() for _ in range(count)]
+        self._rows = outcome.rows
 
     async def fetchall(self) -> list[Any]:
-        rows = list(self._rows)
-        self._rows.clear()
+        rows, self._rows = self._rows, []
         return rows
 
-    def __aiter__(self) -> AsyncIterator[Any]:
-        return self._iterate()
-
-    async def _iterate(self) -> AsyncIterator[Any]:
-        while self._rows:
-            yield self._rows.popleft()
-
     async def close(self) -> None:
-        self._rows.clear()
+        self._rows = []
 
 
 def _run(

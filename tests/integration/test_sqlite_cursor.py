@@ -14,7 +14,7 @@ from typing import Any
 import aiosqlite
 import pytest
 from sqlalchemy import text
-from sqlalchemy.exc import IntegrityError, OperationalError
+from sqlalchemy.exc import IntegrityError, InvalidRequestError, OperationalError
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine, create_async_engine
 
 from engine.store.db import create_engines
@@ -122,6 +122,18 @@ async def test_errors_are_the_stock_cursors_and_leave_the_connection_usable(
             assert (await conn.execute(text("SELECT count(*) FROM t"))).scalar_one() == ROWS
 
 
+async def test_streaming_a_result_is_refused_not_buffered_whole(
+    engines: tuple[AsyncEngine, AsyncEngine],
+) -> None:
+    """The store's cursor reads every row in its one hop: a stream would hold them all."""
+    store, _ = engines
+    async with store.connect() as conn:
+        with pytest.raises(InvalidRequestError, match="server side cursors"):
+            await conn.stream(text("SELECT id FROM t"))
+        # The connection is untouched by the refusal.
+        assert (await conn.execute(text("SELECT count(*) FROM t"))).scalar_one() == ROWS
+
+
 async def test_each_statement_is_one_hop_to_the_thread(
     engines: tuple[AsyncEngine, AsyncEngine], monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -147,6 +159,6 @@ async def test_each_statement_is_one_hop_to_the_thread(
     store, stock = engines
     # The transaction's own hops (BEGIN, COMMIT, the pool's reset) cancel out.
     assert await hops_of(store, 5) - await hops_of(store, 1) == 4
-    # aiosqlite's cursor: open, execute, fetch, close. (Were this ever one, the store's cursor
-    # would have no reason to exist.)
+    # aiosqlite's cursor: open, execute, fetch (a statement with rows), close. (Were this ever
+    # one, the store's cursor would have no reason to exist.)
     assert await hops_of(stock, 5) - await hops_of(stock, 1) == 4 * 4
