@@ -35,7 +35,6 @@ SERIES_TIMEOUT_S = 300.0
 
 
 async def _series(
-    client: httpx.AsyncClient,
     process: psutil.Process,
     count: int,
     concurrency: int,
@@ -76,13 +75,12 @@ async def _series(
 async def _runs_ended(client: httpx.AsyncClient) -> None:
     """Wait until no run is RUNNING (at most `SERIES_TIMEOUT_S`)."""
     async with asyncio.timeout(SERIES_TIMEOUT_S):
-        for status in ("RUNNING",):
-            while True:
-                response = await client.get("/runs", params={"status": status, "limit": 1})
-                response.raise_for_status()
-                if not response.json()["items"]:
-                    break
-                await asyncio.sleep(0.2)
+        while True:
+            response = await client.get("/runs", params={"status": "RUNNING", "limit": 1})
+            response.raise_for_status()
+            if not response.json()["items"]:
+                return
+            await asyncio.sleep(0.2)
 
 
 async def _measure(
@@ -106,16 +104,15 @@ async def _measure(
         async def list_runs(_: int) -> httpx.Response:
             return await client.get("/runs", params={"limit": 50})
 
-        await _series(client, process, 50, 1, submit)  # warm-up: caches, prepared statements
+        requests = {"submit": submit, "run": read_run, "list": list_runs}
+        await _series(process, 50, 1, submit)  # warm-up: caches, prepared statements
         for concurrency in concurrencies:
-            requests = {"submit": submit, "run": read_run, "list": list_runs}
             for name in series:
-                request = requests[name]
-                if name == "run":
+                if name != "submit":
                     # Reads are measured alone, not beside the submitted runs' calls.
                     await _runs_ended(client)
                     random.shuffle(run_ids)
-                result = await _series(client, process, count, concurrency, request)
+                result = await _series(process, count, concurrency, requests[name])
                 line = {"series": name, **result, "load": round(os.getloadavg()[0], 2)}
                 print(json.dumps(line), flush=True)
 

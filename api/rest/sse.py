@@ -160,15 +160,13 @@ async def run_events(
 ) -> StreamingResponse:
     # The watch opens before the first read: a change landing during that read (a worker's
     # claim, a cancel) wakes it, rather than waiting for the fallback read.
-    watching = contextlib.ExitStack()
-    watch = watching.enter_context(ops.runs.watch(run_id))
-    try:
+    with contextlib.ExitStack() as opening:
+        watch = opening.enter_context(ops.runs.watch(run_id))
         first = await ops.runs.progress(run_id, tenant=caller.tenant)  # 404 before the stream
-    except BaseException:
-        watching.close()
-        raise
+        # Read: from here the stream holds the watch, closed when the answer is over.
+        held = opening.pop_all()
     return WatchedStream(
-        watching,
+        held,
         # The module's settings read at each request, so a test can shorten them.
         progress_events(
             ops,

@@ -64,12 +64,18 @@ def access_lines(records: list[logging.LogRecord]) -> list[dict[str, Any]]:
 
 
 def schemabridge(
-    env: dict[str, str], *args: str, stdin: str = "", timeout_s: float = 120
+    env: dict[str, str],
+    *args: str,
+    stdin: str = "",
+    timeout_s: float = 120,
+    cwd: Path | None = None,
 ) -> subprocess.CompletedProcess[str]:
-    """`schemabridge ARGS` run to its end, `stdin` fed to it, its output captured."""
+    """`schemabridge ARGS` run to its end (in `cwd`, default this one), `stdin` fed to it, its
+    output captured."""
     return subprocess.run(
         [SCHEMABRIDGE, *args],
         env=env,
+        cwd=cwd,
         input=stdin,
         capture_output=True,
         text=True,

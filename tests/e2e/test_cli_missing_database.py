@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 from cryptography.fernet import Fernet
 
-from tests.e2e.rest_harness import SCHEMABRIDGE
+from tests.e2e.rest_harness import schemabridge
 
 VALUE = "missing-db-canary-7f3a"
 SECRET_KEYS = Fernet.generate_key().decode()
@@ -35,16 +35,7 @@ def sb(
     env["SCHEMABRIDGE_HEALTH_DIR"] = str(tmp_path / "health")
     if database is not None:
         env["SCHEMABRIDGE_DATABASE_URL"] = database
-    return subprocess.run(
-        [SCHEMABRIDGE, *args],
-        env=env,
-        cwd=tmp_path,
-        input=stdin,
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=False,
-    )
+    return schemabridge(env, *args, stdin=stdin, cwd=tmp_path)
 
 
 def refused(result: subprocess.CompletedProcess[str], code: int, path: Path) -> str:
