@@ -64,8 +64,10 @@ TAKE_QUOTA = (
 )
 """Count one more run on the tenant's quota (parameter `tenant`), answering the new count and
 the maximum; no row: a tenant without a quota."""
-INSERT_RUN = insert(runs)
-INSERT_STEPS = insert(steps)
+INSERT_RUN = insert(runs).execution_options(deferred=True)
+INSERT_STEPS = insert(steps).execution_options(deferred=True)
+"""A new run's rows: deferred, so on SQLite they ride with the COMMIT, one hop for the whole
+transaction (`engine.store.sqlite_cursor`); a duplicate idempotency key surfaces there."""
 
 
 async def _take_quota(conn: AsyncConnection, tenant_id: str) -> bool:

@@ -36,6 +36,7 @@ from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
 from engine.store.dialect import POSTGRESQL, SQLITE, Dialect
 from engine.store.direct import DirectStatements
 from engine.store.sqlite_connections import SqliteConnections
+from engine.store.sqlite_cursor import DEFERRED
 from schemas import json_codec
 
 SQLITE_BUSY_TIMEOUT_MS = 30_000
@@ -135,7 +136,17 @@ def _sqlite_engine(url: URL, connections: SqliteConnections, *, immediate: bool)
 
     @event.listens_for(engine.sync_engine, "begin")
     def _on_begin(conn: Connection) -> None:
-        conn.exec_driver_sql("BEGIN IMMEDIATE" if immediate else "BEGIN")
+        # Deferred: BEGIN rides with the first statement (engine.store.sqlite_cursor).
+        begin = "BEGIN IMMEDIATE" if immediate else "BEGIN"
+        conn.exec_driver_sql(begin, execution_options={DEFERRED: True})
+
+    @event.listens_for(engine.sync_engine, "before_cursor_execute")
+    def _before_execute(
+        conn: Connection, _cursor: Any, sql: str, _params: Any, context: Any, _many: bool
+    ) -> None:
+        if context is not None and context.execution_options.get(DEFERRED):
+            driver: Any = conn.connection.driver_connection  # an `SqliteConnections` one
+            driver.hops.defer(sql)
 
     return engine
 

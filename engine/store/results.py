@@ -86,6 +86,8 @@ RUN_IS_RUNNING = (
 )
 """Correlated check used where a step would turn READY: only while its run is RUNNING."""
 
+# Writes whose answer no caller reads are deferred: on SQLite they ride with the transaction's
+# next statement or its COMMIT (`engine.store.sqlite_cursor`).
 RELEASE = (
     update(steps)
     .where(steps.c.id == bindparam("b_id"))
@@ -119,6 +121,7 @@ RELEASE = (
         claim_token=None,
         lease_expires_at=None,
     )
+    .execution_options(deferred=True)
 )
 
 UNLOCK_DEPENDANT = (
@@ -136,12 +139,14 @@ UNLOCK_DEPENDANT = (
         ),
         not_before=bindparam("b_now"),
     )
+    .execution_options(deferred=True)
 )
 
 COUNT_DOWN_RUN = (
     update(runs)
     .where(runs.c.id == bindparam("b_run"))
     .values(steps_remaining=runs.c.steps_remaining - bindparam("b_n"))
+    .execution_options(deferred=True)
 )
 
 
@@ -172,6 +177,7 @@ FINISH_RUN = (
         output=bindparam("b_output", type_=runs.c.output.type),
         ended_at=bindparam("b_now"),
     )
+    .execution_options(deferred=True)
 )
 
 
@@ -457,11 +463,14 @@ async def outputs_of(conn: AsyncConnection, run_ids: Sequence[str]) -> dict[str,
     return outputs
 
 
+INSERT_LOGS = insert(logs).execution_options(deferred=True)
+
+
 async def insert_logs(conn: AsyncConnection, lines: Sequence[LogLine], now: float) -> None:
     if not lines:
         return
     await conn.execute(
-        insert(logs),
+        INSERT_LOGS,
         [
             {
                 "run_id": line.run_id,

@@ -28,7 +28,7 @@ from typing import Any
 
 import aiosqlite
 
-from engine.store.sqlite_cursor import BufferedCursor
+from engine.store.sqlite_cursor import BufferedCursor, Hops
 
 logger = logging.getLogger(__name__)
 
@@ -47,6 +47,9 @@ class _Connection(aiosqlite.Connection):
         # As SQLAlchemy does for the connections it opens itself: a connection nobody closed
         # must not keep the interpreter from exiting.
         self.worker.daemon = True
+        # aiosqlite's own cursor costs a hop to the thread for each of open, execute, fetch
+        # and close; these, one per statement at most (see `engine.store.sqlite_cursor`).
+        self.hops = Hops(self._execute, self._sqlite)
 
     @property
     def worker(self) -> Thread:
@@ -59,9 +62,18 @@ class _Connection(aiosqlite.Connection):
         return super().stop()
 
     def cursor(self) -> BufferedCursor:  # type: ignore[override]
-        # aiosqlite's own cursor costs a hop to the thread for each of open, execute, fetch
-        # and close; this one, one per statement (see `engine.store.sqlite_cursor`).
-        return BufferedCursor(self._execute, self._sqlite)
+        return self.hops.cursor()
+
+    async def _execute(self, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
+        # Whatever reaches the thread may open a transaction (see `Hops.idle`).
+        self.hops.idle = False
+        return await super()._execute(fn, *args, **kwargs)  # type: ignore[no-untyped-call]
+
+    async def commit(self) -> None:
+        await self.hops.commit()
+
+    async def rollback(self) -> None:
+        await self.hops.rollback()
 
     def _sqlite(self) -> sqlite3.Connection:
         # Called on the worker thread, where the connection lives.

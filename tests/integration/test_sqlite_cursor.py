@@ -134,27 +134,30 @@ async def test_streaming_a_result_is_refused_not_buffered_whole(
         assert (await conn.execute(text("SELECT count(*) FROM t"))).scalar_one() == ROWS
 
 
-async def test_each_statement_is_one_hop_to_the_thread(
-    engines: tuple[AsyncEngine, AsyncEngine], monkeypatch: pytest.MonkeyPatch
-) -> None:
-    hops = 0
+@pytest.fixture
+def hops(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """The name of each function sent to a connection's thread, as it is sent."""
+    sent: list[str] = []
     # aiosqlite's queue to the thread (untyped): every hop goes through it.
     queue: Callable[..., Awaitable[Any]] = aiosqlite.Connection._execute
 
     async def counted(self: aiosqlite.Connection, fn: Any, *args: Any, **kwargs: Any) -> Any:
-        nonlocal hops
-        hops += 1
+        sent.append(getattr(fn, "__name__", repr(fn)))
         return await queue(self, fn, *args, **kwargs)
 
     monkeypatch.setattr(aiosqlite.Connection, "_execute", counted)
+    return sent
 
+
+async def test_each_statement_is_one_hop_to_the_thread(
+    engines: tuple[AsyncEngine, AsyncEngine], hops: list[str]
+) -> None:
     async def hops_of(engine: AsyncEngine, statements: int) -> int:
-        nonlocal hops
-        hops = 0
+        hops.clear()
         async with engine.begin() as conn:
             for _ in range(statements):
                 (await conn.execute(text("SELECT id FROM t WHERE n = 2"))).all()
-        return hops
+        return len(hops)
 
     store, stock = engines
     # The transaction's own hops (BEGIN, COMMIT, the pool's reset) cancel out.
@@ -162,3 +165,119 @@ async def test_each_statement_is_one_hop_to_the_thread(
     # aiosqlite's cursor: open, execute, fetch (a statement with rows), close. (Were this ever
     # one, the store's cursor would have no reason to exist.)
     assert await hops_of(stock, 5) - await hops_of(stock, 1) == 4 * 4
+
+
+async def test_a_transaction_adds_one_hop_its_commit_or_rollback(
+    tmp_path: Path, hops: list[str]
+) -> None:
+    """BEGIN rides with the first statement, and the pool's reset of a connection whose
+    transaction has ended costs nothing (before: a hop for each, four in all)."""
+    store = create_engines(f"sqlite+aiosqlite:///{tmp_path / 'store.db'}")
+    try:
+        async with store.write.begin() as conn:
+            await conn.execute(text(SCHEMA))
+        for engine in (store.write, store.read):
+            async with engine.connect() as conn:  # opened (and set up) before counting
+                await conn.execute(text("SELECT 1"))
+            hops.clear()
+            async with engine.begin() as conn:
+                await conn.execute(text("SELECT count(*) FROM t"))
+            assert hops == ["_run_all", "_commit"]
+            hops.clear()
+            async with engine.connect() as conn:  # ended by the pool's reset: a rollback
+                await conn.execute(text("SELECT count(*) FROM t"))
+            assert hops == ["_run_all", "_rollback"]
+    finally:
+        await store.dispose()
+
+
+DEFER = {"deferred": True}
+
+
+async def test_deferred_statements_ride_with_the_commit(
+    engines: tuple[AsyncEngine, AsyncEngine], hops: list[str]
+) -> None:
+    insert = text("INSERT INTO t (name, n) VALUES (:name, 9)")
+
+    async def writes(conn: AsyncConnection) -> Any:
+        await conn.execute(insert, {"name": "a"}, execution_options=DEFER)
+        await conn.execute(insert, [{"name": "b"}, {"name": "c"}], execution_options=DEFER)
+        await conn.execute(text("UPDATE t SET n = 10 WHERE name = 'a'"), execution_options=DEFER)
+
+    store, stock = engines
+    hops.clear()
+    async with store.begin() as conn:
+        await writes(conn)
+    # The store's whole transaction, BEGIN IMMEDIATE to COMMIT, is one hop.
+    assert hops == ["_commit"]
+    async with stock.begin() as conn:
+        await writes(conn)
+    for engine in engines:
+        async with engine.connect() as conn:
+            rows = (await conn.execute(text("SELECT name, n FROM t WHERE n >= 9"))).all()
+        assert sorted(rows) == [("a", 10), ("b", 9), ("c", 9)]
+
+
+async def test_a_read_after_deferred_writes_sees_them_in_order(
+    engines: tuple[AsyncEngine, AsyncEngine], hops: list[str]
+) -> None:
+    async def write_then_read(conn: AsyncConnection) -> Any:
+        await conn.execute(text("UPDATE t SET n = 20 WHERE name = 'r0'"), execution_options=DEFER)
+        await conn.execute(
+            text("UPDATE t SET n = n + 1 WHERE name = 'r0'"), execution_options=DEFER
+        )
+        changed = await conn.execute(text("SELECT n FROM t WHERE name = 'r0'"))
+        return changed.scalar_one()
+
+    store, _ = engines
+    hops.clear()
+    async with store.begin() as conn:
+        assert await write_then_read(conn) == 21
+    assert hops == ["_run_all", "_commit"]  # both writes and the read: one hop
+    assert await both(engines, write_then_read) == 21  # as the stock engine answers
+
+
+async def test_a_rolled_back_transaction_drops_what_it_deferred(
+    engines: tuple[AsyncEngine, AsyncEngine], hops: list[str]
+) -> None:
+    store, _ = engines
+    hops.clear()
+    with pytest.raises(RuntimeError, match="changed my mind"):
+        async with store.begin() as conn:
+            await conn.execute(text("DELETE FROM t"), execution_options=DEFER)
+            raise RuntimeError("changed my mind")
+    assert hops == []  # nothing ever reached the thread, so nothing to roll back there
+    async with store.connect() as conn:
+        assert (await conn.execute(text("SELECT count(*) FROM t"))).scalar_one() == ROWS
+
+
+async def test_a_deferred_statements_error_surfaces_at_commit_and_undoes_the_transaction(
+    engines: tuple[AsyncEngine, AsyncEngine],
+) -> None:
+    for engine in engines:
+        with pytest.raises(IntegrityError, match=r"UNIQUE constraint failed: t\.name"):
+            async with engine.begin() as conn:
+                await conn.execute(text("DELETE FROM t WHERE n = 0"), execution_options=DEFER)
+                await conn.execute(
+                    text("INSERT INTO t (name) VALUES ('r1')"), execution_options=DEFER
+                )
+        async with engine.begin() as conn:
+            # Nothing of the failed transaction stayed, and the write lock was let go.
+            assert (await conn.execute(text("SELECT count(*) FROM t"))).scalar_one() == ROWS
+            await conn.execute(text("INSERT INTO t (name) VALUES ('after')"))
+
+
+async def test_a_deferral_mark_left_unused_defers_nothing_else(tmp_path: Path) -> None:
+    """The mark names the statement it is for: one whose execute never arrived cannot make
+    the next statement answer nothing."""
+    store = create_engines(f"sqlite+aiosqlite:///{tmp_path / 'store.db'}")
+    try:
+        async with store.write.begin() as conn:
+            await conn.execute(text(SCHEMA))
+            await conn.execute(text("INSERT INTO t (name) VALUES ('x')"))
+            raw = await conn.get_raw_connection()
+            raw.driver_connection.hops.defer("DELETE FROM t")
+            rows = (await conn.execute(text("SELECT name FROM t"))).all()
+        assert rows == [("x",)]
+    finally:
+        await store.dispose()
