@@ -463,26 +463,48 @@ async def outputs_of(conn: AsyncConnection, run_ids: Sequence[str]) -> dict[str,
     return outputs
 
 
-INSERT_LOGS = insert(logs).execution_options(deferred=True)
+INSERT_LOGS = (
+    insert(logs)
+    .values(
+        run_id=bindparam("b_run"),
+        vertex_id=bindparam("b_vertex"),
+        at=bindparam("b_at"),
+        level=bindparam("b_level"),
+        message=bindparam("b_message"),
+        data=bindparam("b_data", type_=logs.c.data.type),
+    )
+    .execution_options(deferred=True)
+)
+
+INSERT_LOGS_BATCH = text(
+    """
+    INSERT INTO run_log (run_id, vertex_id, at, level, message, data)
+    SELECT v.run_id, v.vertex_id, v.at, v.level, v.message, CAST(v.data AS JSON)
+    FROM unnest(
+        CAST(:b_run AS VARCHAR[]), CAST(:b_vertex AS VARCHAR[]), CAST(:b_at AS FLOAT8[]),
+        CAST(:b_level AS VARCHAR[]), CAST(:b_message AS TEXT[]), CAST(:b_data AS TEXT[])
+    ) AS v(run_id, vertex_id, at, level, message, data)
+    """
+)
+"""PostgreSQL: a batch of log lines as one statement (`_write_rows`), in the order given, so
+their ids (the log's order) are those one INSERT per line would take."""
 
 
 async def insert_logs(conn: AsyncConnection, lines: Sequence[LogLine], now: float) -> None:
     if not lines:
         return
-    await conn.execute(
-        INSERT_LOGS,
-        [
-            {
-                "run_id": line.run_id,
-                "vertex_id": line.vertex_id,
-                "at": line.at if line.at is not None else now,
-                "level": line.level,
-                "message": line.message,
-                "data": line.data,
-            }
-            for line in lines
-        ],
-    )
+    rows = [
+        {
+            "b_run": line.run_id,
+            "b_vertex": line.vertex_id,
+            "b_at": line.at if line.at is not None else now,
+            "b_level": line.level,
+            "b_message": line.message,
+            "b_data": line.data,
+        }
+        for line in lines
+    ]
+    await _write_rows(conn, rows, each=INSERT_LOGS, arrays=INSERT_LOGS_BATCH, json=("b_data",))
 
 
 BATCH_FROM_ROWS = 2

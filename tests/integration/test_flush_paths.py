@@ -13,7 +13,7 @@ import pytest
 from sqlalchemy import text
 
 from engine.store import Store, results
-from engine.store.records import StepFailed, StepParked, StepSucceeded, Waiting
+from engine.store.records import LogLine, StepFailed, StepParked, StepSucceeded, Waiting
 from schemas.clock import FakeClock
 from schemas.definitions import Workflow
 from schemas.waiting import WaitReason
@@ -186,3 +186,44 @@ async def test_one_result_per_live_claim(
     assert (a_status, json.loads(a_error), a_retries) == ("READY", {"try": 1}, 1)
     assert (b_status, json.loads(b_output)) == ("SUCCEEDED", {"late": False})
     assert run[0][:2] == ("RUNNING", 1)
+
+
+async def _log_lines(store: Store, clock: FakeClock) -> Any:
+    """A flush's log lines of every shape (a vertex or none, data or none, a time of their
+    own or the flush's), then what the run's log reads back, in its order."""
+    version = await store.publish(ONE)
+    run, _ = await store.create_run(version, None)
+    (step,) = await store.claim(10, lease_s=30)
+    lines = [
+        LogLine(run.id, "info", "first", "a", {"n": 1, "nested": [None, "é"]}),
+        LogLine(run.id, "warning", "second, no vertex"),
+        LogLine(run.id, "error", "third, at a time of its own", "a", None, at=12.5),
+        LogLine(run.id, "info", "fourth", "a", {"list": [1, 2]}),
+    ]
+    await store.complete([StepSucceeded(step, {"ok": True})], lines)
+    return await _rows(
+        store,
+        "SELECT id, vertex_id, at, level, message, data IS NULL, data::text FROM run_log "
+        "WHERE run_id = :r ORDER BY id",
+        r=run.id,
+    )
+
+
+async def test_log_lines_are_written_alike_and_in_order(
+    pg_database_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    arrays, executemany = await _both_paths(pg_database_url, _log_lines, monkeypatch)
+    assert arrays == executemany
+    # The run's "created" line, the flush's four in the order given, then "run succeeded".
+    assert [row[4] for row in arrays][1:] == [
+        "first",
+        "second, no vertex",
+        "third, at a time of its own",
+        "fourth",
+        "run succeeded",
+    ]
+    assert [row[0] for row in arrays] == sorted(row[0] for row in arrays)
+    first, second, third = arrays[1:4]
+    assert json.loads(first[6]) == {"n": 1, "nested": [None, "é"]}
+    assert (second[1], third[2], third[3]) == (None, 12.5, "error")
+    assert json.loads(third[6]) is None  # no data: JSON null, as SQLAlchemy's JSON type binds
