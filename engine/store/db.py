@@ -144,7 +144,15 @@ def _sqlite_engine(url: URL, connections: SqliteConnections, *, immediate: bool)
     def _before_execute(
         conn: Connection, _cursor: Any, sql: str, _params: Any, context: Any, _many: bool
     ) -> None:
-        if context is not None and context.execution_options.get(DEFERRED):
+        # Not inside a savepoint: its statement's failure must surface there, where
+        # SQLAlchemy rolls the savepoint back. Deferred, it would surface at RELEASE
+        # SAVEPOINT, after which SQLAlchemy emits no ROLLBACK TO: the savepoint's other
+        # writes would be committed with the transaction.
+        if (
+            context is not None
+            and context.execution_options.get(DEFERRED)
+            and not conn.in_nested_transaction()
+        ):
             driver: Any = conn.connection.driver_connection  # an `SqliteConnections` one
             driver.hops.defer(sql)
 

@@ -281,3 +281,32 @@ async def test_a_deferral_mark_left_unused_defers_nothing_else(tmp_path: Path) -
         assert rows == [("x",)]
     finally:
         await store.dispose()
+
+
+async def test_a_savepoint_that_fails_is_rolled_back_whole(
+    engines: tuple[AsyncEngine, AsyncEngine],
+) -> None:
+    """Inside a savepoint nothing is deferred: a failure surfaces at its own statement, so
+    SQLAlchemy rolls the savepoint back (a deferred one would fail at RELEASE SAVEPOINT,
+    after which SQLAlchemy emits no ROLLBACK TO, and the savepoint's other writes would
+    be committed with the transaction)."""
+
+    async def caught_in_a_savepoint(conn: AsyncConnection) -> Any:
+        try:
+            async with conn.begin_nested():
+                await conn.execute(
+                    text("INSERT INTO t (name) VALUES ('in-savepoint')"), execution_options=DEFER
+                )
+                await conn.execute(
+                    text("INSERT INTO t (name) VALUES ('r1')"), execution_options=DEFER
+                )
+        except IntegrityError as exc:
+            failed = exc.statement
+        else:
+            failed = None
+        await conn.execute(text("INSERT INTO t (name) VALUES ('after')"), execution_options=DEFER)
+        names = await conn.execute(text("SELECT name FROM t WHERE name NOT LIKE 'r%' ORDER BY 1"))
+        return failed, names.scalars().all()
+
+    failed, names = await both(engines, caught_in_a_savepoint)
+    assert (failed, names) == ("INSERT INTO t (name) VALUES ('r1')", ["after"])
