@@ -23,7 +23,11 @@ hop: `BEGIN IMMEDIATE`, its statements and `COMMIT`, with SQLite's write lock he
 thread's own work only, never across a round trip through a busy event loop (while it is held,
 every other writer of the file waits in SQLite's busy handler, sleeping in steps of up to
 100 ms). Ending a transaction that never began (the pool's reset after a commit) costs no hop.
-A deferred statement's error surfaces from the statement or COMMIT it rode with.
+A deferred statement's error surfaces from the statement or COMMIT it rode with, and dooms
+the transaction: every later statement, and the COMMIT, raise it again until the rollback. (The
+statement it surfaced at never ran; a caller that caught the error as that statement's and
+went on would otherwise commit without either, where a stock engine raises at the deferred
+statement and commits nothing.)
 """
 
 from __future__ import annotations
@@ -62,6 +66,13 @@ _NO_ANSWER = _Outcome(None, -1, None, [])
 """What a deferred statement answers at once (SQLite's answer comes with a later hop)."""
 
 
+@dataclass(frozen=True, slots=True)
+class _Failed:
+    """A deferred statement's error, met on the thread before the statement that answers."""
+
+    error: Exception
+
+
 class Hops:
     """What one connection sends its thread: each statement in one hop, deferred ones with the
     next. `connection` returns the `sqlite3.Connection` (called on the thread). `idle` is
@@ -74,6 +85,7 @@ class Hops:
         self._connection = connection
         self._pending: list[Statement] = []
         self._deferred_sql: str | None = None
+        self._failed: Exception | None = None
         self.idle = True
 
     def cursor(self) -> BufferedCursor:
@@ -86,17 +98,25 @@ class Hops:
 
     async def statement(self, sql: str, parameters: Any, many: bool) -> _Outcome:
         deferred, self._deferred_sql = self._deferred_sql, None
+        if self._failed is not None:
+            raise self._failed
         if deferred is not None and deferred == sql:
             self._pending.append(Statement(sql, _kept(parameters, many), many))
             return _NO_ANSWER
         statements = [*self._pending, Statement(sql, parameters, many)]
         self._pending = []
         self.idle = False
-        outcome: _Outcome = await self._hop(_run_all, self._connection, statements)
+        outcome: _Outcome | _Failed = await self._hop(_run_all, self._connection, statements)
+        if isinstance(outcome, _Failed):
+            self._failed = outcome.error
+            raise outcome.error
         return outcome
 
     async def commit(self) -> None:
         statements, self._pending = self._pending, []
+        if self._failed is not None:
+            # The transaction is doomed (see the module's docstring): the rollback ends it.
+            raise self._failed
         if self.idle and not statements:
             return
         self.idle = False
@@ -106,6 +126,7 @@ class Hops:
     async def rollback(self) -> None:
         # Statements still pending never ran: dropping them is their rollback.
         self._pending = []
+        self._failed = None
         if self.idle:
             return
         await self._hop(_rollback, self._connection)
@@ -178,18 +199,24 @@ def _run(connection: sqlite3.Connection, statement: Statement) -> _Outcome:
 
 def _run_all(
     connection: Callable[[], sqlite3.Connection], statements: Sequence[Statement]
-) -> _Outcome:
+) -> _Outcome | _Failed:
+    # The deferred statements, then the one that answers (last); a deferred one's error
+    # is told apart from the answering statement's own.
     sqlite = connection()
-    outcome = _NO_ANSWER
-    for statement in statements:
-        outcome = _run(sqlite, statement)
-    return outcome
+    *deferred, answering = statements
+    for statement in deferred:
+        try:
+            _run(sqlite, statement)
+        except Exception as error:
+            return _Failed(error)
+    return _run(sqlite, answering)
 
 
 def _commit(connection: Callable[[], sqlite3.Connection], statements: Sequence[Statement]) -> None:
     sqlite = connection()
     try:
-        _run_all(connection, statements)
+        for statement in statements:
+            _run(sqlite, statement)
         sqlite.commit()
     except BaseException:
         # The transaction is over either way; ending it here releases the write lock without

@@ -7,6 +7,7 @@ same statements on both and compares what they return.
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import AsyncIterator, Awaitable, Callable
 from pathlib import Path
 from typing import Any
@@ -310,3 +311,27 @@ async def test_a_savepoint_that_fails_is_rolled_back_whole(
 
     failed, names = await both(engines, caught_in_a_savepoint)
     assert (failed, names) == ("INSERT INTO t (name) VALUES ('r1')", ["after"])
+
+
+async def test_a_deferred_statements_error_caught_at_a_later_one_still_fails_the_commit(
+    engines: tuple[AsyncEngine, AsyncEngine],
+) -> None:
+    """The statement a deferred one's error surfaces at never ran: a caller that takes the
+    error for that statement's own and goes on must not commit without both (a stock engine
+    raises at the deferred statement itself, outside the caller's `try`)."""
+    for engine in engines:
+        with pytest.raises(IntegrityError, match=r"UNIQUE constraint failed: t\.name"):
+            async with engine.begin() as conn:
+                await conn.execute(
+                    text("INSERT INTO t (name) VALUES ('r1')"), execution_options=DEFER
+                )
+                # Each taken for "mine was there already":
+                with contextlib.suppress(IntegrityError):
+                    await conn.execute(text("INSERT INTO t (name) VALUES ('mine')"))
+                with contextlib.suppress(IntegrityError):  # a savepoint's SAVEPOINT alike
+                    async with conn.begin_nested():
+                        await conn.execute(text("INSERT INTO t (name) VALUES ('mine too')"))
+        async with engine.begin() as conn:
+            # Nothing was committed, and the connection is usable.
+            assert (await conn.execute(text("SELECT count(*) FROM t"))).scalar_one() == ROWS
+            await conn.execute(text("INSERT INTO t (name) VALUES ('after')"))
