@@ -8,6 +8,7 @@ same statements on both and compares what they return.
 from __future__ import annotations
 
 import contextlib
+import sqlite3
 from collections.abc import AsyncIterator, Awaitable, Callable
 from pathlib import Path
 from typing import Any
@@ -19,6 +20,7 @@ from sqlalchemy.exc import IntegrityError, InvalidRequestError, OperationalError
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine, create_async_engine
 
 from engine.store.db import create_engines
+from engine.store.sqlite_cursor import Statement, _commit
 
 SCHEMA = "CREATE TABLE t (id INTEGER PRIMARY KEY, name TEXT UNIQUE NOT NULL, n INTEGER)"
 ROWS = 25
@@ -335,3 +337,32 @@ async def test_a_deferred_statements_error_caught_at_a_later_one_still_fails_the
             # Nothing was committed, and the connection is usable.
             assert (await conn.execute(text("SELECT count(*) FROM t"))).scalar_one() == ROWS
             await conn.execute(text("INSERT INTO t (name) VALUES ('after')"))
+
+
+def test_a_failed_commit_trip_ends_its_transaction_on_the_thread(tmp_path: Path) -> None:
+    """The COMMIT trip that meets a deferred statement's error rolls back there and then, so
+    the write lock is let go without waiting for the rollback's own trip."""
+    path = tmp_path / "lock.db"
+    with sqlite3.connect(path, isolation_level=None) as setup:
+        setup.execute(SCHEMA)
+        setup.execute("INSERT INTO t (name) VALUES ('taken')")
+    writer = sqlite3.connect(path, isolation_level=None)
+    other = sqlite3.connect(path, isolation_level=None, timeout=0)
+    try:
+        statements = [
+            Statement("BEGIN IMMEDIATE", None, False),
+            Statement("INSERT INTO t (name) VALUES ('new')", None, False),
+            Statement("INSERT INTO t (name) VALUES ('taken')", None, False),
+        ]
+        with pytest.raises(sqlite3.IntegrityError, match="UNIQUE"):
+            _commit(lambda: writer, statements)
+        assert not writer.in_transaction
+        # Another connection, waiting for nobody (no busy timeout), writes at once.
+        other.execute("BEGIN IMMEDIATE")
+        other.execute("INSERT INTO t (name) VALUES ('other')")
+        other.execute("COMMIT")
+        names = [row[0] for row in other.execute("SELECT name FROM t ORDER BY id")]
+        assert names == ["taken", "other"]
+    finally:
+        writer.close()
+        other.close()
