@@ -483,11 +483,13 @@ INSERT_LOGS_BATCH = text(
     FROM unnest(
         CAST(:b_run AS VARCHAR[]), CAST(:b_vertex AS VARCHAR[]), CAST(:b_at AS FLOAT8[]),
         CAST(:b_level AS VARCHAR[]), CAST(:b_message AS TEXT[]), CAST(:b_data AS TEXT[])
-    ) AS v(run_id, vertex_id, at, level, message, data)
+    ) WITH ORDINALITY AS v(run_id, vertex_id, at, level, message, data, n)
+    ORDER BY v.n
     """
 )
-"""PostgreSQL: a batch of log lines as one statement (`_write_rows`), in the order given, so
-their ids (the log's order) are those one INSERT per line would take."""
+"""PostgreSQL: a batch of log lines as one statement (`_write_rows`), inserted in the order
+given (ORDER BY the arrays' ordinal), so their ids (the log's order) are those one INSERT
+per line would take."""
 
 
 async def insert_logs(conn: AsyncConnection, lines: Sequence[LogLine], now: float) -> None:

@@ -10,7 +10,7 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 
 import pytest
-from sqlalchemy import text
+from sqlalchemy import event, text
 
 from engine.store import Store, results
 from engine.store.records import LogLine, StepFailed, StepParked, StepSucceeded, Waiting
@@ -188,9 +188,19 @@ async def test_one_result_per_live_claim(
     assert run[0][:2] == ("RUNNING", 1)
 
 
+BATCHED_LOGS: list[str] = []
+"""The statements that wrote log lines as arrays (`results.INSERT_LOGS_BATCH`), as executed."""
+
+
 async def _log_lines(store: Store, clock: FakeClock) -> Any:
     """A flush's log lines of every shape (a vertex or none, data or none, a time of their
     own or the flush's), then what the run's log reads back, in its order."""
+
+    def seen(_conn: Any, _cursor: Any, statement: str, *_rest: Any) -> None:
+        if "INTO run_log" in statement and "unnest" in statement:
+            BATCHED_LOGS.append(statement)
+
+    event.listen(store._engines.write.sync_engine, "before_cursor_execute", seen)
     version = await store.publish(ONE)
     run, _ = await store.create_run(version, None)
     (step,) = await store.claim(10, lease_s=30)
@@ -212,8 +222,10 @@ async def _log_lines(store: Store, clock: FakeClock) -> Any:
 async def test_log_lines_are_written_alike_and_in_order(
     pg_database_url: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    BATCHED_LOGS.clear()
     arrays, executemany = await _both_paths(pg_database_url, _log_lines, monkeypatch)
     assert arrays == executemany
+    assert len(BATCHED_LOGS) >= 1  # the array path did write them (the other path never does)
     # The run's "created" line, the flush's four in the order given, then "run succeeded".
     assert [row[4] for row in arrays][1:] == [
         "first",
