@@ -265,7 +265,7 @@ async def test_a_deferred_statements_error_surfaces_at_commit_and_undoes_the_tra
                     text("INSERT INTO t (name) VALUES ('r1')"), execution_options=DEFER
                 )
         async with engine.begin() as conn:
-            # Nothing of the failed transaction stayed, and the write lock was let go.
+            # Nothing of the failed transaction stayed, and the connection writes again.
             assert (await conn.execute(text("SELECT count(*) FROM t"))).scalar_one() == ROWS
             await conn.execute(text("INSERT INTO t (name) VALUES ('after')"))
 
