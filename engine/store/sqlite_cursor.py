@@ -23,11 +23,11 @@ hop: `BEGIN IMMEDIATE`, its statements and `COMMIT`, with SQLite's write lock he
 thread's own work only, never across a round trip through a busy event loop (while it is held,
 every other writer of the file waits in SQLite's busy handler, sleeping in steps of up to
 100 ms). Ending a transaction that never began (the pool's reset after a commit) costs no hop.
-A deferred statement's error surfaces from the statement or COMMIT it rode with, and dooms
-the transaction: every later statement, and the COMMIT, raise it again until the rollback. (The
-statement it surfaced at never ran; a caller that caught the error as that statement's and
-went on would otherwise commit without either, where a stock engine raises at the deferred
-statement and commits nothing.)
+A deferred statement's error surfaces from the statement or COMMIT it rode with (a note on
+the driver's error names the deferred statement), and dooms the transaction: every later
+statement, and the COMMIT, raise it again until the rollback. (The statement it surfaced at
+never ran; a caller that caught the error as that statement's and went on would otherwise
+commit without either, where a stock engine raises at the deferred statement and commits nothing.)
 """
 
 from __future__ import annotations
@@ -208,15 +208,26 @@ def _run_all(
         try:
             _run(sqlite, statement)
         except Exception as error:
-            return _Failed(error)
+            return _Failed(_named(error, statement))
     return _run(sqlite, answering)
+
+
+def _named(error: Exception, statement: Statement) -> Exception:
+    """`error` with a note naming the deferred `statement` that raised it: SQLAlchemy's
+    exception names the statement the error surfaced at, which never ran."""
+    error.add_note(f"raised by an earlier statement deferred to this one: {statement.sql}")
+    return error
 
 
 def _commit(connection: Callable[[], sqlite3.Connection], statements: Sequence[Statement]) -> None:
     sqlite = connection()
     try:
         for statement in statements:
-            _run(sqlite, statement)
+            try:
+                _run(sqlite, statement)
+            except Exception as error:
+                _named(error, statement)
+                raise
         sqlite.commit()
     except BaseException:
         # The transaction is over either way; ending it here releases the write lock without
