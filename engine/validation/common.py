@@ -113,7 +113,10 @@ def quoted_list(names: Iterable[str]) -> str:
     return ", ".join(items[:-1]) + " and " + items[-1]
 
 
-def did_you_mean(name: str, candidates: Iterable[str]) -> str:
-    """` Did you mean "x"?` when a candidate is close to `name`, else ""."""
-    matches = difflib.get_close_matches(name, list(candidates), n=1, cutoff=0.7)
-    return f' Did you mean "{matches[0]}"?' if matches else ""
+def did_you_mean(name: str, candidates: Iterable[str], *, any_case: bool = False) -> str:
+    """` Did you mean "x"?` when a candidate is close to `name` (`any_case`: compared in
+    lower case, offered as written), else ""."""
+    fold = str.lower if any_case else str
+    offered = {fold(candidate): candidate for candidate in candidates}
+    matches = difflib.get_close_matches(fold(name), list(offered), n=1, cutoff=0.7)
+    return f' Did you mean "{offered[matches[0]]}"?' if matches else ""

@@ -260,8 +260,14 @@ def _sentence(
     if keyword == "type":
         return _type_sentence(subject, value, instance, path, whole)
     if keyword == "enum" and isinstance(value, list):
+        # "GATEWY" or "gateway" for "GATEWAY": a close option, in any case.
+        hint = (
+            did_you_mean(instance, map(str, value), any_case=True)
+            if isinstance(instance, str)
+            else ""
+        )
         options = quoted_list(str(v) for v in value).replace(" and ", " or ")
-        return f"{subject} must be one of {options}; got {show(instance)}."
+        return f"{subject} must be one of {options}; got {show(instance)}.{hint}"
     if keyword == "const":
         return f"{subject} must be {show(value)}."
     if keyword in _RANGE_WORDS:

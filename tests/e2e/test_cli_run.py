@@ -162,7 +162,7 @@ def test_run_checks_files_and_input_before_it_starts_anything(tmp_path: Path) ->
     assert bad_file.stderr.splitlines() == [
         "error: 1 problem in the workflow files; fix them and run again",
         f'  {typo} /vertices/lookup/type: type must be one of "GATEWAY", "SPAWNER" or '
-        '"MERGE"; got "GATEWAAY".',
+        '"MERGE"; got "GATEWAAY". Did you mean "GATEWAY"?',
     ]
     bad_input = sb(
         "run",

@@ -163,6 +163,24 @@ def test_schema_messages_are_plain_sentences_with_pointers() -> None:
     assert got["/vertices/b/config/workflow"].startswith("workflow must be a workflow name")
 
 
+def test_a_value_close_to_one_of_the_allowed_ones_is_offered_in_its_own_case() -> None:
+    got = messages(
+        workflow(
+            a={"type": "gateway", "config": {"url": URL}},
+            b={"type": "GATEWY", "config": {"url": URL}},
+            c={"type": "GATEWAY", "config": {"url": URL, "retry": {"jitter": "FULL"}}},
+            d={"type": "SPAWNS", "config": {}},
+        )
+    )
+    one_of = 'type must be one of "GATEWAY", "SPAWNER" or "MERGE"; got '
+    assert got["/vertices/a/type"] == one_of + '"gateway". Did you mean "GATEWAY"?'
+    assert got["/vertices/b/type"] == one_of + '"GATEWY". Did you mean "GATEWAY"?'
+    assert got["/vertices/d/type"] == one_of + '"SPAWNS". Did you mean "SPAWNER"?'
+    assert got["/vertices/c/config/retry/jitter"] == (
+        'jitter must be one of "none" or "full"; got "FULL". Did you mean "full"?'
+    )
+
+
 def test_a_missing_field_points_at_the_object_that_lacks_it() -> None:
     got = messages({"vertices": {"a": {"type": "GATEWAY"}}})
     assert got == {
