@@ -652,3 +652,28 @@ def test_the_run_tables_fit_a_tablet(
             assert any(LONG_VERTEX in row["text"] for row in rows), rows
         for row in rows:
             assert row["height"] < 200, row
+
+
+def test_durations_pick_their_unit_after_rounding(server: DemoServer, browser: Any) -> None:
+    """The long tail's p95 of 9.98 s and p99 of 10.02 s read alike ("10 s"), not "10.0 s"
+    beside "10 s"; 59.7 s reads "1 min", not "60 s"."""
+    with opened(browser, f"{server.ui}#/runs") as (page, _):
+        read = page.evaluate(
+            """async (values) => {
+                const { duration } = await import("./js/format.js");
+                return values.map(duration);
+            }""",
+            [0.42, 0.9996, 9.94, 9.98, 10.02, 59.4, 59.7, 75, 3599.6, 5400],
+        )
+    assert read == [
+        "420 ms",
+        "1.0 s",
+        "9.9 s",
+        "10 s",
+        "10 s",
+        "59 s",
+        "1 min",
+        "1 min 15 s",
+        "1 h",
+        "1 h 30 min",
+    ]

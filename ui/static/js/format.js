@@ -77,13 +77,18 @@ export function time(epochS) {
   );
 }
 
-/** 0.42 → "420 ms", 75 → "1 min 15 s". */
+/** 0.42 → "420 ms", 75 → "1 min 15 s". Each unit is chosen after rounding, so 9.98 reads
+ * "10 s" as 10.02 does, not "10.0 s", and 59.7 reads "1 min", not "60 s". */
 export function duration(seconds) {
   if (seconds === null || seconds === undefined || Number.isNaN(seconds)) return "—";
-  if (seconds < 1) return `${Math.round(seconds * 1000)} ms`;
-  if (seconds < 60) return `${seconds < 10 ? seconds.toFixed(1) : Math.round(seconds)} s`;
-  const minutes = Math.floor(seconds / 60);
-  const secs = Math.round(seconds % 60);
+  const ms = Math.round(seconds * 1000);
+  if (ms < 1000) return `${ms} ms`;
+  const tenths = Math.round(seconds * 10) / 10;
+  if (tenths < 10) return `${tenths.toFixed(1)} s`;
+  const whole = Math.round(seconds);
+  if (whole < 60) return `${whole} s`;
+  const minutes = Math.floor(whole / 60);
+  const secs = whole % 60;
   if (minutes < 60) return secs ? `${minutes} min ${secs} s` : `${minutes} min`;
   const hours = Math.floor(minutes / 60);
   return minutes % 60 ? `${hours} h ${minutes % 60} min` : `${hours} h`;
