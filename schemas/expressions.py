@@ -151,6 +151,86 @@ def secret_references(value: Any) -> frozenset[str]:
     return frozenset(names)
 
 
+_STOP: dict[str, Any] = {"type": "__stop__", "children": []}
+"""Marks the end of the leading field chain (after a projection, names are per element)."""
+_CHAIN = frozenset(
+    {"subexpression", "index_expression", "projection", "filter_projection"}
+    | {"value_projection", "flatten"}
+)
+_WHOLE = frozenset({"current", "identity"})
+"""Nodes that stand for the value they are applied to: at the root, the whole context."""
+
+
+def root_paths(parsed: ParsedResult) -> list[list[str]]:
+    """The leading field names of every path the expression evaluates against the context
+    root: `vertices.a.output[0].b` gives `["vertices", "a", "output"]`, and the expression
+    reads at most what lies under those names. An empty list is a read of the whole context
+    (`@`, `*`, `[*]`, `@[0]`), which may reach any of it.
+
+    Inside a filter, a projection, an `&expref` or the right side of a pipe, names are
+    relative to the current element, so they are not paths from the root. Used by validation
+    (which vertices an expression reads) and by the engine (whether a step needs a MERGE's
+    outputs loaded, `engine.execution.merge_outputs`).
+    """
+    found: list[list[str]] = []
+    # Iterative walk: (node, evaluated against the root?). Expression depth is user-controlled.
+    stack: list[tuple[dict[str, Any], bool]] = [(dict(parsed.parsed), True)]
+    while stack:
+        current, at_root = stack.pop()
+        kind = current.get("type")
+        if kind == "field":
+            if at_root:
+                found.append([str(current["value"])])
+        elif kind in _WHOLE:
+            if at_root:
+                found.append([])
+        elif kind in _CHAIN:
+            elements = _chain(current)
+            head = elements[0]
+            if head.get("type") not in ("field", "current"):
+                stack.append((head, at_root))
+            elif at_root:
+                found.append(_leading_fields(elements))
+            stack.extend((e, False) for e in elements[1:])
+        elif kind in ("pipe", "expref"):
+            children = current["children"]
+            if kind == "pipe":
+                stack.append((children[0], at_root))
+            stack.extend((c, False) for c in children[1 if kind == "pipe" else 0 :])
+        else:
+            stack.extend((c, at_root) for c in current.get("children", []))
+    return found
+
+
+def _chain(node: dict[str, Any]) -> list[dict[str, Any]]:
+    """The node as a flat list of steps, each applied to the result of the previous one."""
+    elements: list[dict[str, Any]] = []
+    stack = [node]
+    while stack:
+        current = stack.pop()
+        kind = current.get("type")
+        children = current.get("children", [])
+        if kind in ("subexpression", "index_expression"):
+            stack.extend(reversed(children))
+        elif kind in _CHAIN:  # projections and flatten: later steps run per element
+            stack.extend([*reversed(children[1:]), _STOP, children[0]])
+        else:
+            elements.append(current)
+    return elements
+
+
+def _leading_fields(elements: list[dict[str, Any]]) -> list[str]:
+    names: list[str] = []
+    for element in elements:
+        kind = element.get("type")
+        if kind == "current" and not names:
+            continue  # `@.vertices.a` reads the root just like `vertices.a`
+        if kind != "field":
+            break
+        names.append(str(element["value"]))
+    return names
+
+
 def _syntax_reason(exc: jmespath.exceptions.JMESPathError) -> str:
     first = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
     return f"invalid JMESPath: {first}"

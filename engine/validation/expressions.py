@@ -3,9 +3,10 @@
 Each string value inside `config` (recursively; object keys are never templates) is compiled
 with `schemas.expressions.compile_template`, the same code that renders it at run time, so a
 string that passes here compiles there. Then the JMESPath syntax tree of every expression is
-walked to find the names it reads from the run context (`input`, `vertices`, `run`, `item`,
-`index`, `secrets`). Only names evaluated against the context root count: inside a filter, a
-projection or the right side of a pipe, names are relative to the current element.
+walked (`schemas.expressions.root_paths`) to find the names it reads from the run context
+(`input`, `vertices`, `run`, `item`, `index`, `secrets`). Only names evaluated against the
+context root count: inside a filter, a projection or the right side of a pipe, names are
+relative to the current element.
 
 Rules (docs/authoring.md, "Expressions"):
 - the root name must be one of the context's names;
@@ -43,6 +44,7 @@ from schemas.expressions import (
     Template,
     compile_template,
     expressions_in,
+    root_paths,
     secret_name,
 )
 from schemas.secret_names import SECRET_NAME, SECRET_NAME_RULE
@@ -51,13 +53,6 @@ CONTEXT_NAMES = ("input", "vertices", "run", "item", "index", SECRETS_ROOT)
 RUN_FIELDS = ("id", "tenantId")
 SECRET_FIELDS = frozenset({"url", "headers", "query", "body"})
 """The GATEWAY config fields where `secrets` may be read."""
-
-_STOP: dict[str, Any] = {"type": "__stop__", "children": []}
-"""Marks the end of the leading field chain (after a projection, names are per element)."""
-_CHAIN = frozenset(
-    {"subexpression", "index_expression", "projection", "filter_projection"}
-    | {"value_projection", "flatten"}
-)
 
 
 @dataclass(frozen=True)
@@ -195,7 +190,8 @@ def _check_string(wf: RawWorkflow, vertex: RawVertex, site: _Site, text: str) ->
         )
     for part in compiled.parts:
         if isinstance(part, ParsedResult):
-            paths = _root_paths(dict(part.parsed))
+            # An empty path reads the whole context (`@`): nothing to check by name.
+            paths = [names for names in root_paths(part) if names]
             if any(names[0] == SECRETS_ROOT for names in paths):
                 secret = _check_secret(vertex, site, part)
                 if secret is not None:
@@ -311,62 +307,3 @@ def _check_vertex_reference(
             Code.UNKNOWN_CONTEXT,
         )
     return None
-
-
-def _root_paths(node: dict[str, Any]) -> list[list[str]]:
-    """The leading field names of every path evaluated against the context root."""
-    found: list[list[str]] = []
-    # Iterative walk: (node, evaluated against the root?). Expression depth is user-controlled.
-    stack: list[tuple[dict[str, Any], bool]] = [(node, True)]
-    while stack:
-        current, at_root = stack.pop()
-        kind = current.get("type")
-        if kind == "field":
-            if at_root:
-                found.append([str(current["value"])])
-        elif kind in _CHAIN:
-            elements = _chain(current)
-            leading = _leading_fields(elements)
-            if at_root and leading:
-                found.append(leading)
-            head = elements[0]
-            if head.get("type") not in ("field", "current"):
-                stack.append((head, at_root))
-            stack.extend((e, False) for e in elements[1:])
-        elif kind in ("pipe", "expref"):
-            children = current["children"]
-            if kind == "pipe":
-                stack.append((children[0], at_root))
-            stack.extend((c, False) for c in children[1 if kind == "pipe" else 0 :])
-        else:
-            stack.extend((c, at_root) for c in current.get("children", []))
-    return found
-
-
-def _chain(node: dict[str, Any]) -> list[dict[str, Any]]:
-    """The node as a flat list of steps, each applied to the result of the previous one."""
-    elements: list[dict[str, Any]] = []
-    stack = [node]
-    while stack:
-        current = stack.pop()
-        kind = current.get("type")
-        children = current.get("children", [])
-        if kind in ("subexpression", "index_expression"):
-            stack.extend(reversed(children))
-        elif kind in _CHAIN:  # projections and flatten: later steps run per element
-            stack.extend([*reversed(children[1:]), _STOP, children[0]])
-        else:
-            elements.append(current)
-    return elements
-
-
-def _leading_fields(elements: list[dict[str, Any]]) -> list[str]:
-    names: list[str] = []
-    for element in elements:
-        kind = element.get("type")
-        if kind == "current" and not names:
-            continue  # `@.vertices.a` reads the root just like `vertices.a`
-        if kind != "field":
-            break
-        names.append(str(element["value"]))
-    return names

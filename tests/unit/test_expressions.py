@@ -16,6 +16,7 @@ from schemas.expressions import (
     compile_template,
     expressions_in,
     render,
+    root_paths,
 )
 
 CONTEXT = {
@@ -70,6 +71,31 @@ def test_expression_helpers() -> None:
     assert expressions_in("a {{ x }} b {{y.z}}") == ["x", "y.z"]
     assert expressions_in("{{ x }}") == ["x"]
     assert expressions_in("{{ x") == []
+
+
+@pytest.mark.parametrize(
+    ("source", "paths"),
+    [
+        ("vertices.a.output[0].b", [["vertices", "a", "output"]]),
+        ("@.vertices.a.output.counts", [["vertices", "a", "output", "counts"]]),
+        ("length(vertices.a.output.outputs)", [["vertices", "a", "output", "outputs"]]),
+        ("input.items[*].x", [["input", "items"]]),
+        ("input.items[?x == index].y", [["input", "items"]]),  # `index` of each element
+        ("sort_by(input.xs, &n) | [0].m", [["input", "xs"]]),
+        # Reads of the whole context, which may reach any of it.
+        ("@", [[]]),
+        ("*.a.output.outputs", [[]]),
+        ("@ | vertices.a.output.outputs", [[]]),
+        ("to_array(@)[0].vertices", [[]]),
+        ("{x: @}", [[]]),
+    ],
+)
+def test_root_paths_name_what_an_expression_reads_from_the_root(
+    source: str, paths: list[list[str]]
+) -> None:
+    (parsed,) = compile_template("{{ " + source + " }}").parts
+    assert not isinstance(parsed, str)
+    assert sorted(root_paths(parsed)) == sorted(paths)
 
 
 # ── validation of expressions ───────────────────────────────────────────────────────────────
