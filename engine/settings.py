@@ -118,6 +118,13 @@ class Settings(BaseSettings):
         default=512 * 1024 * 1024, validation_alias=_env("PAYLOAD_HIGH_WATER_BYTES")
     )
     """Payload-store size above which spawners park until it drains. Default 512 MiB."""
+    merge_outputs_read_max_bytes: int = Field(
+        default=64 * 1024 * 1024, ge=0, validation_alias=_env("MERGE_OUTPUTS_READ_MAX_BYTES")
+    )
+    """Largest MERGE output list (its `outputsRef.bytes`, JSON in UTF-8) a step's expressions
+    may load from the payload store to read `outputs`; a step whose expressions read a larger
+    one fails with `expression_error`. Loaded, the list takes several times that in the
+    worker's memory while the step runs. Default 64 MiB."""
 
     max_document_bytes: int = Field(
         default=1_048_576, ge=1, validation_alias=_env("MAX_DOCUMENT_BYTES")

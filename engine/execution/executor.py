@@ -33,7 +33,7 @@ from sqlalchemy.exc import (
 from sqlalchemy.exc import TimeoutError as SATimeoutError
 
 from admission import Admission, TenantRateLimited
-from engine.execution import deploy_stage, fanout, step_secrets
+from engine.execution import deploy_stage, fanout, merge_outputs, step_secrets
 from engine.execution import step_rules as scheduler
 from engine.execution.admission_guard import (
     AdmissionGuard,
@@ -158,6 +158,9 @@ class ExecutorDeps:
     redispatch_delays_s: tuple[float, ...]
     fanout_limits: spawner.FanoutLimits = field(default_factory=spawner.FanoutLimits)
     payload_high_water_bytes: int = 512 * 1024 * 1024
+    merge_outputs_read_max_bytes: int = 64 * 1024 * 1024
+    """Largest MERGE `outputs` (in the payload store) a step's expressions may load
+    (`merge_outputs`; `MERGE_OUTPUTS_READ_MAX_BYTES`)."""
     admission: Admission | None = None
     """None: GATEWAY calls go out without admission (measurements only)."""
     admission_wait_s: float = 30.0
@@ -298,12 +301,15 @@ def _log_crash(message: str, exc: BaseException, redactor: Redactor) -> None:
 async def _dispatch(
     vertex: Vertex, step: ClaimedStep, workflow: Workflow, log: StepLog, deps: ExecutorDeps
 ) -> contract.VertexOutcome:
+    outputs = await merge_outputs.with_outputs(
+        deps.store, step.outputs, workflow, vertex, deps.merge_outputs_read_max_bytes
+    )
     ctx = StepContext(
         run_id=step.run_id,
         vertex_id=step.vertex_id,
         tenant_id=step.tenant_id,
         attempt=step.attempts,
-        context=scheduler.expression_context(step),
+        context=scheduler.expression_context(step, outputs),
         timeout_tier=TimeoutTier(step.timeout_tier),
         idempotency_key=scheduler.idempotency_key(step.run_id, step.vertex_id),
         log=log,

@@ -6,7 +6,7 @@ No I/O here, so every rule is unit-tested with plain values (docs/architecture.m
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from engine.store.records import ClaimedStep
@@ -47,12 +47,16 @@ def idempotency_key(run_id: str, vertex_id: str) -> str:
     return f"sb-{digest[:40]}"
 
 
-def expression_context(step: ClaimedStep) -> dict[str, Any]:
+def expression_context(
+    step: ClaimedStep, outputs: Mapping[str, Any] | None = None
+) -> dict[str, Any]:
     """The `{{ }}` context `{input, vertices: {id: {output}}, run: {id, tenantId}}`, plus
-    `item` and `index` in a child run."""
+    `item` and `index` in a child run. `outputs` replaces the step's recorded outputs (a
+    MERGE's `outputs` loaded from the payload store, `merge_outputs.with_outputs`)."""
+    shown = step.outputs if outputs is None else outputs
     context: dict[str, Any] = {
         "input": step.run_input,
-        "vertices": {vid: {"output": out} for vid, out in step.outputs.items()},
+        "vertices": {vid: {"output": out} for vid, out in shown.items()},
         "run": {"id": step.run_id, "tenantId": step.tenant_id},
     }
     if step.item_index is not None:

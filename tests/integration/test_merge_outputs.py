@@ -10,6 +10,7 @@ import pytest
 
 from demo.downstream import RunningDownstream
 from engine.execution import fanout
+from engine.operations.views import RunDetail
 from engine.runtime import Runtime
 from schemas.definitions import Workflow
 from tests.conftest import Backend
@@ -86,7 +87,6 @@ def _sent(run_output: dict[str, Any], vertex_id: str) -> Any:
     return run_output[vertex_id]["body"]["body"]
 
 
-@pytest.mark.xfail(reason="outputs past the inline limit are not loaded yet", strict=True)
 async def test_expressions_read_the_outputs_of_a_merge_past_the_inline_limit(
     runtime: Runtime, downstream: RunningDownstream
 ) -> None:
@@ -103,3 +103,50 @@ async def test_expressions_read_the_outputs_of_a_merge_past_the_inline_limit(
     assert merged is not None and "outputs" not in merged
     assert merged["outputsRef"]["count"] == 1000
     assert merged["outputsRef"]["bytes"] > fanout.INLINE_OUTPUT_MAX_BYTES
+
+
+async def _small_join_run(
+    backend: Backend, base: str, readers: dict[str, dict[str, str]], read_max_bytes: int
+) -> RunDetail:
+    """A run of 20 children whose join goes to the payload store (the inline limit lowered
+    to 2,000 bytes by the caller), its readers allowed to load `read_max_bytes`."""
+    settings = settings_for(backend, merge_outputs_read_max_bytes=read_max_bytes)
+    runtime = await Runtime.open(settings)
+    try:
+        run_id = await start(runtime, workflows(base, readers), {"items": items(20)})
+        async with running_worker(runtime):
+            return await wait_for_run(runtime, run_id)
+    finally:
+        await runtime.close()
+
+
+async def test_a_dependant_reading_only_counts_loads_nothing(
+    backend: Backend, downstream: RunningDownstream, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(fanout, "INLINE_OUTPUT_MAX_BYTES", 2000)
+    # With nothing allowed to load, reading `outputs` would fail the step: this one, which
+    # reads the join's counts and outputsRef and the run's id, does not try.
+    tally = {**READS_COUNTS, "run": "{{ run.id }}", "ref": "{{ vertices.join.output.outputsRef }}"}
+    run = await _small_join_run(backend, downstream.url, {"tally": tally}, read_max_bytes=0)
+    assert run.status == "SUCCEEDED", run.error
+    sent = _sent(run.output, "tally")
+    assert sent["succeeded"] == 20
+    assert sent["ref"]["count"] == 20 and sent["ref"]["bytes"] > 2000
+
+
+async def test_outputs_over_the_read_limit_fail_the_step_saying_what_stays_readable(
+    backend: Backend, downstream: RunningDownstream, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(fanout, "INLINE_OUTPUT_MAX_BYTES", 2000)
+    run = await _small_join_run(backend, downstream.url, {"size": READS_OUTPUTS}, 1000)
+    assert run.status == "FAILED"
+    error = run.error
+    assert error is not None and error.vertex_id == "size"
+    assert error.kind == "expression_error"
+    assert "\n" not in error.message
+    assert "the outputs of MERGE 'join' are " in error.message and " bytes, " in error.message
+    assert "over the 1,000 an expression may load" in error.message
+    assert "SCHEMABRIDGE_MERGE_OUTPUTS_READ_MAX_BYTES" in error.message
+    assert "vertices.join.output.counts and .outputsRef, which stay readable" in error.message
+    (size,) = [step for step in run.steps if step.vertex_id == "size"]
+    assert size.status == "FAILED" and size.auto_retries == 0  # terminal: not redispatched
