@@ -40,6 +40,22 @@ class ChildCounts:
             "pending": self.total - self.ended,
         }
 
+    def in_words(self) -> str:
+        """`400 children, 397 succeeded, 3 failed`: for a person reading the run's log (the
+        structured counts go in the line's `data`). Succeeded and failed are always said,
+        cancelled and still going only when there are some (a `failFast` join closes while
+        children run)."""
+        parts = [
+            f"{self.total:,} {'child' if self.total == 1 else 'children'}",
+            f"{self.succeeded:,} succeeded",
+            f"{self.failed:,} failed",
+        ]
+        if self.cancelled:
+            parts.append(f"{self.cancelled:,} cancelled")
+        if self.total > self.ended:
+            parts.append(f"{self.total - self.ended:,} still going")
+        return ", ".join(parts)
+
 
 class JoinState(StrEnum):
     OPEN = "open"

@@ -349,8 +349,8 @@ class WorkQueue(StoreCore):
         if not fanout.join_closes(workflow, vertex_id, counts):
             return
         if await fanout.close_join(tx.conn, run_id, vertex_id, counts, tx.now):
-            message = f"fan-out joined: {counts.as_dict()}"
-            tx.logs.append(LogLine(run_id, "info", message, vertex_id))
+            message = f"fan-out joined: {counts.in_words()}"
+            tx.logs.append(LogLine(run_id, "info", message, vertex_id, counts.as_dict()))
             done = results_.DoneStep(run_id, vertex_id, workflow, counts.as_dict())
             await results_.steps_done(tx, [done])
 

@@ -123,6 +123,22 @@ async def test_tolerance_table(
     dead = await runtime.store.children(run_id, status="FAILED")
     assert sorted(c.item_index for c in dead) == sorted(failing)
     assert all(c.dlq_at is not None for c in dead)
+    # The join's log line is for people; its counts, for tools, are the line's data.
+    [joined] = await _joined_lines(runtime, run_id)
+    ok, bad = 10 - len(failing), len(failing)
+    assert joined["message"] == f"fan-out joined: 10 children, {ok} succeeded, {bad} failed"
+    assert joined["data"] == {
+        "total": 10,
+        "succeeded": ok,
+        "failed": bad,
+        "cancelled": 0,
+        "pending": 0,
+    }
+
+
+async def _joined_lines(runtime: Runtime, run_id: str) -> list[dict[str, Any]]:
+    lines = await runtime.store.run_logs(run_id)
+    return [line for line in lines if line["message"].startswith("fan-out joined")]
 
 
 async def test_fail_fast_closes_the_join_while_stragglers_run(
@@ -147,6 +163,13 @@ async def test_fail_fast_closes_the_join_while_stragglers_run(
         assert progress["succeeded"] == 0  # the slow children had not ended
         still_running = await runtime.store.children(run_id, status="RUNNING")
         assert len(still_running) >= 1
+        [joined] = await _joined_lines(runtime, run_id)
+        counts = joined["data"]
+        assert counts["pending"] >= 1 and counts["succeeded"] == 0
+        assert joined["message"] == (
+            f"fan-out joined: 9 children, 0 succeeded, {counts['failed']} failed, "
+            f"{counts['pending']} still going"
+        )
 
 
 async def test_reprocess_reruns_only_dead_letters(
