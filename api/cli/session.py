@@ -116,10 +116,13 @@ class ApiSession:
         except pydantic.ValidationError as error:
             first = error.errors()[0]
             where = "/".join(str(part) for part in first["loc"])
+            # Most often the URL is another service's (any JSON API answers some paths);
+            # a SchemaBridge API newer than this CLI is the rarer case, so it comes second.
             raise ApiFailure(
-                f"{self.api_url} answered {response.request.method} {response.request.url.path} "
-                f"with JSON this CLI does not understand (at {where or '/'}: {first['msg']}); "
-                "is the CLI as new as the API?",
+                f"{self.api_url} may not be a SchemaBridge API: it answered "
+                f"{response.request.method} {response.request.url.path} with JSON this CLI "
+                f"does not understand (at {where or '/'}: {first['msg']}); check --api-url "
+                "(SCHEMABRIDGE_API_URL), or if it is one, whether this CLI is as new as the API",
                 ExitCode.UNREACHABLE,
             ) from None
 

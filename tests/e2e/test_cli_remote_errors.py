@@ -74,7 +74,14 @@ def test_an_api_that_is_not_running(serve_api: Stack) -> None:
 def test_an_address_that_is_not_the_api(serve_api: Stack) -> None:
     # The demo downstream answers any path with a JSON echo: not the API's answers.
     other = serve_api.cli("runs", "list", api_url=serve_api.downstream)
-    assert_refused(other, 4, "this CLI does not understand")
+    said = assert_refused(
+        other,
+        4,
+        f"error: {serve_api.downstream} may not be a SchemaBridge API: it answered GET /runs "
+        "with JSON this CLI does not understand (at items: Field required); check --api-url "
+        "(SCHEMABRIDGE_API_URL), or if it is one, whether this CLI is as new as the API",
+    )
+    assert len(said.splitlines()) == 1
     assert_refused(serve_api.cli("workflows", "list", api_url="ftp://example"), 2, "not an http://")
 
 
