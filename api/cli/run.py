@@ -21,8 +21,9 @@ import contextlib
 import dataclasses
 import difflib
 import json
+import shlex
 import signal
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Collection, Sequence
 from dataclasses import dataclass
 from enum import StrEnum
 from pathlib import Path
@@ -87,15 +88,28 @@ def read_input(value: str | None) -> Any:
         raise fail(f"{source} is not valid JSON: {exc}") from None
 
 
-def read_files(files: list[Path]) -> list[tuple[str, bytes]]:
-    """Each file's name and bytes, read once (a file may be a pipe: `/dev/stdin`)."""
+def read_files(files: list[Path], runs_commands: Collection[str] = ()) -> list[tuple[str, bytes]]:
+    """Each file's name and bytes, read once (a file may be a pipe: `/dev/stdin`). A first
+    file that does not exist and is named as one of `runs_commands` is `runs` typed as `run`
+    (`schemabridge run list`): the fix is that command, not a path."""
     documents: list[tuple[str, bytes]] = []
-    for path in files:
+    for index, path in enumerate(files):
         try:
             documents.append((str(path), path.read_bytes()))
         except OSError as exc:
+            if index == 0 and str(path) in runs_commands and not path.exists():
+                meant = shlex.join(["schemabridge", "runs", *map(str, files)])
+                raise fail(f"there is no workflow file `{path}`; did you mean `{meant}`?") from None
             raise fail(f"cannot read {path}: {exc.strerror or exc}") from None
     return documents
+
+
+def runs_commands(ctx: typer.Context) -> set[str]:
+    """The names of the `runs` group's commands (`list`, `show`, `retry`, …), read from the
+    command line's own tree so that a new one is known without a list kept here."""
+    root = ctx.find_root().command
+    runs = getattr(root, "commands", {}).get("runs")
+    return set(getattr(runs, "commands", {}))
 
 
 def load_workflows(
@@ -362,6 +376,7 @@ def _goes_on(run_id: str, settings: Settings, why: Stopped) -> str:
 
 
 def run(
+    ctx: typer.Context,
     files: Annotated[
         list[Path], typer.Argument(metavar="FILE", help="Workflow files (parent and children).")
     ],
@@ -442,7 +457,7 @@ def run(
     options = RunOptions(tenant=tenant, timeout_s=timeout)
     # Files and input are checked before anything starts, so a mistake in them is the only
     # thing said.
-    documents = read_files(files)
+    documents = read_files(files, runs_commands(ctx))
     workflows = load_workflows(documents)
     target = pick_workflow(workflows, workflow)
     check_input(target, run_input)

@@ -153,6 +153,18 @@ def test_a_missing_workflow_file(tmp_path: Path, sqlite: str) -> None:
     one_line(sb("run", str(tmp_path / "none.json"), database=sqlite), 2, "cannot read")
 
 
+def test_run_typed_for_runs_names_the_runs_command(tmp_path: Path, sqlite: str) -> None:
+    # `run FILE` takes a workflow file: `run list` is `runs list` with the `s` missed.
+    said = "error: there is no workflow file `list`; did you mean `schemabridge runs list`?"
+    assert one_line(sb("run", "list", database=sqlite), 2) == said
+    show = one_line(sb("run", "show", "abc123", database=sqlite), 2)
+    assert show.endswith("did you mean `schemabridge runs show abc123`?"), show
+    # Another name that is no file keeps the plain message, and nothing was created.
+    plain = one_line(sb("run", "lists", database=sqlite), 2)
+    assert plain == "error: cannot read lists: No such file or directory"
+    assert not (tmp_path / "sb.db").exists()
+
+
 @pytest.mark.parametrize(
     "command",
     [["serve", "--port", "0"], ["api", "--port", "0"], ["worker"]],
