@@ -6,8 +6,11 @@ that needs one, and secrets are managed where the encryption key is).
 `Operations` and closes it; a refusal is one line on stderr and exit 2 when the value was
 refused (`Refusal.INVALID`), 4 when the database does not answer, 1 otherwise
 (`api.cli.exit_codes`). Keys and secrets live in the database alone, so Redis
-need not answer. These commands act on an existing database: an SQLite file that does not
-exist is refused (exit 2, naming the path and `schemabridge db upgrade`), never created.
+need not answer. These commands act on an existing, up-to-date database and never migrate
+it (a read-only `keys list` must not create or change a schema): an SQLite file that does not
+exist is refused (exit 2, naming the path and `schemabridge db upgrade`), never created, and a
+database whose schema is not at this code's head (never migrated, behind, or migrated by a
+newer release) is refused in the words the `api` service uses (exit 2).
 """
 
 from __future__ import annotations
@@ -46,8 +49,10 @@ def with_operations(action: Callable[[Operations], Awaitable[T]]) -> T:
         coordination.setLevel(logging.ERROR)
         try:
             # create=False: SQLite would make a missing file, and a misspelt path would read
-            # as an empty database ("no keys") and leave a stray file behind.
-            runtime = await open_runtime(Settings(), create=False, probe_redis=False)
+            # as an empty database ("no keys") and leave a stray file behind. migrate=False:
+            # an empty database (a fresh `createdb`) or an old one is refused, not migrated
+            # behind the operator's back by a command that only reads.
+            runtime = await open_runtime(Settings(), migrate=False, create=False, probe_redis=False)
             try:
                 return await action(Operations(runtime))
             finally:

@@ -48,7 +48,6 @@ EXAMPLES_DIR = Path(__file__).resolve().parents[2] / "examples"
 DEMO_DOWNSTREAM_URL = "http://127.0.0.1:8765"
 """Where the example files call the demo downstream; `serve --demo` publishes them with this
 replaced by the URL of the one it started."""
-SCHEMA_CHECK_TIMEOUT_S = 10.0
 
 
 Host = Annotated[str, typer.Option(metavar="HOST", help="Address to listen on.")]
@@ -175,7 +174,8 @@ def _run(start: Callable[[], Coroutine[Any, Any, None]], settings: Settings) -> 
 async def _open(settings: Settings, *, migrate: bool = True) -> Runtime:
     """The runtime, or `CannotStart` saying what the user must fix. Only a service that
     migrates may create its SQLite file: one that does not (`api`) would create an empty
-    database it then refuses, leaving the file behind."""
+    database it then refuses, leaving the file behind; it refuses a schema that is not at
+    head (`open_runtime`)."""
     from engine.operations.startup import StartupRefused, open_runtime
 
     try:
@@ -234,23 +234,6 @@ async def _announce(server: ApiServer, service: str, settings: Settings) -> None
     if await server.wait_ready():
         # stdout, one line: scripts (and tests) started with --port 0 read the URL from it.
         _ready(service, settings, server.url)
-
-
-async def _check_schema(runtime: Runtime) -> None:
-    """Refuse a database whose schema is not this code's head revision."""
-    from engine.operations import Operations
-    from engine.operations.startup import explain
-
-    try:
-        schema = await asyncio.wait_for(Operations(runtime).health.schema(), SCHEMA_CHECK_TIMEOUT_S)
-    except Exception as error:  # whatever the driver raises, the operator gets one line
-        refused = explain(error, runtime.settings)
-        if refused is not None:
-            raise CannotStart(refused.message) from None
-        reason = (str(error).strip().splitlines() or [type(error).__name__])[0]
-        raise CannotStart(f"cannot read the database's schema revision: {reason}") from None
-    if not schema.up_to_date:
-        raise CannotStart(schema.explain())
 
 
 # ── worker ──────────────────────────────────────────────────────────────────────────────────
@@ -323,9 +306,8 @@ async def _serve_api(settings: Settings, server: ApiServer) -> None:
 
     lifecycle = ServiceLifecycle()
     with lifecycle:
-        runtime = await _open(settings, migrate=False)
+        runtime = await _open(settings, migrate=False)  # refuses a schema not at head
         try:
-            await _check_schema(runtime)
             app = create_app(settings, runtime_factory=borrowed_runtime(runtime))
             # Named by host and port: several api processes may run on one machine.
             service = f"api-{socket.gethostname()}-{server.port}"

@@ -23,6 +23,7 @@ from sqlalchemy.engine import make_url
 from sqlalchemy.exc import ArgumentError, DBAPIError, NoSuchModuleError, SQLAlchemyError
 
 from engine.coordination.redis_client import COORDINATION_ERRORS, close_redis, open_redis
+from engine.operations.health import HealthOperations
 from engine.runtime import Runtime
 from engine.settings import DEFAULT_DATABASE_URL, Settings
 from engine.store.db import DatabaseURLError, normalise_url, redact, sqlite_file
@@ -30,6 +31,9 @@ from schemas.clock import Clock
 from schemas.errors import OperationError, Refusal
 
 REDIS_PROBE_TIMEOUT_S = 5.0
+SCHEMA_CHECK_TIMEOUT_S = 10.0
+"""How long reading the database's schema revision may take before the database is said
+not to answer."""
 
 
 class StartupRefused(OperationError):
@@ -228,6 +232,33 @@ def redis_unreachable(settings: Settings, error: BaseException) -> StartupRefuse
     )
 
 
+async def check_schema(runtime: Runtime, *, timeout_s: float = SCHEMA_CHECK_TIMEOUT_S) -> None:
+    """Refuse (`schema_not_current`) a database whose schema is not this code's head
+    revision: never migrated, behind (the fix: `schemabridge db upgrade`) or migrated by a
+    newer release. Reading the revision is bounded by `timeout_s`; a database that does not
+    answer is refused as `explain` says it."""
+    try:
+        schema = await asyncio.wait_for(HealthOperations(runtime).schema(), timeout_s)
+    except Exception as error:  # whatever the driver raises, the operator gets one line
+        refused = explain(error, runtime.settings)
+        if refused is not None:
+            raise refused from error
+        reason = (str(error).strip().splitlines() or [type(error).__name__])[0]
+        raise StartupRefused(
+            f"cannot read the database's schema revision: {reason}",
+            code="store_unavailable",
+            refusal=Refusal.UNAVAILABLE,
+        ) from error
+    if not schema.up_to_date:
+        # Named: the operator may be on another database than the one they upgraded.
+        where = mask_url(runtime.settings.database_url)
+        raise StartupRefused(
+            f"cannot use the database {where}: {schema.explain()}",
+            code="schema_not_current",
+            refusal=Refusal.INVALID,
+        )
+
+
 async def open_runtime(
     settings: Settings,
     *,
@@ -239,7 +270,9 @@ async def open_runtime(
     """`Runtime.open`, refusing with one `StartupRefused` for every problem a user can cause:
     the database URL is checked first (with `create` False, also that its SQLite file exists:
     see `check_database_url`), Redis is pinged (`probe_redis`) so a dead one is said at once
-    instead of by every worker loop."""
+    instead of by every worker loop. `migrate` True brings the schema to head; False leaves
+    the database as it is and refuses one whose schema is not at head (`check_schema`): a
+    process that does not migrate must not run on tables it does not know, nor create them."""
     check_database_url(settings.database_url, create=create)
     check_redis_url(settings.redis_url)
     if probe_redis and settings.redis_url is not None:
@@ -252,9 +285,16 @@ async def open_runtime(
         finally:
             await close_redis(client)
     try:
-        return await Runtime.open(settings, migrate=migrate, clock=clock)
+        runtime = await Runtime.open(settings, migrate=migrate, clock=clock)
     except Exception as error:
         refused = explain(error, settings)
         if refused is None:
             raise
         raise refused from error
+    if not migrate:
+        try:
+            await check_schema(runtime)
+        except BaseException:
+            await runtime.close()
+            raise
+    return runtime

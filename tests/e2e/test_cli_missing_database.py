@@ -1,12 +1,15 @@
 """The commands that read or change an existing database (`keys`, `secrets`, `api`) refuse an
 SQLite file that does not exist, in one line naming the path and the fix, and create no file:
 SQLite would create an empty one, where a misspelt path would read as "no keys" and stay
-behind. On an existing database they work as before (`api`: test_rest_processes.py). The
+behind. Nor do they migrate: a database never migrated (a fresh `createdb`, an empty file) or
+behind this code's head is refused in one line naming `schemabridge db upgrade`, and left as
+it was (`api`: test_rest_processes.py). On an up-to-date database they work as before. The
 commands that make a database (`db upgrade`, `serve`, `worker`, `run`) still do. Real
-`schemabridge` processes on files in tmp_path."""
+`schemabridge` processes on files in tmp_path, or on a PostgreSQL database of their own."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import subprocess
@@ -14,7 +17,10 @@ from pathlib import Path
 
 import pytest
 from cryptography.fernet import Fernet
+from sqlalchemy import inspect
 
+from engine.store import db
+from tests.conftest import Backend
 from tests.e2e.rest_harness import schemabridge
 
 VALUE = "missing-db-canary-7f3a"
@@ -91,12 +97,69 @@ def test_a_relative_path_is_named_where_it_was_looked_for(tmp_path: Path) -> Non
 
 
 def test_an_in_memory_database_is_no_file(tmp_path: Path) -> None:
-    # Shared-cache memory: the schema the command migrates lives while the command runs.
+    # Shared-cache memory is no missing file, but it starts empty in each process: with no
+    # schema it is refused like any database never migrated, and nothing is written.
     memory = "sqlite:///file:sb-memory?mode=memory&cache=shared&uri=true"
     done = sb(tmp_path, memory, "keys", "list")
-    assert done.returncode == 0, done.stderr
-    assert "no keys yet in" in done.stderr
+    assert done.returncode == 2, done.stderr
+    assert "never migrated" in done.stderr and "schemabridge db upgrade" in done.stderr
     assert sorted(p.name for p in tmp_path.iterdir() if p.name != "health") == []
+
+
+def _schema(url: str) -> tuple[str | None, list[str]]:
+    """The database's revision and its tables."""
+
+    async def read() -> tuple[str | None, list[str]]:
+        engines = db.create_engines(url)
+        try:
+            async with engines.read.connect() as conn:
+                tables = await conn.run_sync(lambda sync: inspect(sync).get_table_names())
+            return await db.current_revision(engines), sorted(tables)
+        finally:
+            await engines.dispose()
+
+    return asyncio.run(read())
+
+
+def schema_refused(result: subprocess.CompletedProcess[str], *needles: str) -> str:
+    """Exit 2, one `error:` line naming the fix, nothing on stdout, no traceback."""
+    assert result.returncode == 2, (result.returncode, result.stdout, result.stderr)
+    assert result.stdout == "" and "Traceback" not in result.stderr
+    lines = [line for line in result.stderr.splitlines() if line.strip()]
+    assert len(lines) == 1, result.stderr
+    assert lines[0].startswith("error: cannot use the database "), lines[0]
+    assert f"this SchemaBridge needs {db.head_revision()}" in lines[0]
+    assert "run 'schemabridge db upgrade' first" in lines[0]
+    for needle in needles:
+        assert needle in lines[0], (needle, lines[0])
+    return lines[0]
+
+
+@pytest.mark.parametrize(("args", "stdin", "code"), COMMANDS[:-1])  # `api`: test_rest_processes
+def test_a_database_never_migrated_is_refused_and_left_empty(
+    backend: Backend, tmp_path: Path, args: list[str], stdin: str, code: int
+) -> None:
+    # A fresh `createdb` (or an empty SQLite file): `keys list` used to migrate it and say
+    # "no keys yet", creating every table behind the operator's back.
+    sqlite_file = db.sqlite_file(db.normalise_url(backend.database_url))
+    if sqlite_file is not None:
+        sqlite_file.touch()
+    line = schema_refused(sb(tmp_path, backend.database_url, *args, stdin=stdin), "never migrated")
+    assert VALUE not in line
+    assert _schema(backend.database_url) == (None, [])
+
+
+def test_a_database_behind_head_is_refused_and_not_upgraded(
+    backend: Backend, tmp_path: Path
+) -> None:
+    url = backend.database_url
+    upgraded = sb(tmp_path, url, "db", "upgrade", "0008")
+    assert upgraded.returncode == 0, upgraded.stderr
+    schema_refused(sb(tmp_path, url, "keys", "list"), "at revision 0008")
+    schema_refused(sb(tmp_path, url, "secrets", "list"), "at revision 0008")
+    create = sb(tmp_path, url, "keys", "create", "--admin")
+    schema_refused(create, "at revision 0008")
+    assert _schema(url)[0] == "0008"
 
 
 def test_an_existing_database_works_as_before(tmp_path: Path) -> None:

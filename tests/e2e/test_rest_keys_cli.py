@@ -108,7 +108,7 @@ def test_a_revocation_that_cannot_reach_the_api_processes_says_so(
 ) -> None:
     # PostgreSQL is shared by API processes, which keep keys in memory with their Redis; this
     # shell has none configured, so the revocation reaches them only by their copies' age.
-    env = process_env(Backend("server", pg_database_url, None), tmp_path)
+    env = upgraded(process_env(Backend("server", pg_database_url, None), tmp_path))
     created = sb(env, "create", "--admin")
     assert created.returncode == 0, created.stderr
     key_id = json.loads(sb(env, "list", "--json").stdout)[0]["id"]
