@@ -71,6 +71,21 @@ def fanout_line(fanout: FanoutProgress) -> str:
     )
 
 
+def children_waiting_line(fanout: FanoutProgress) -> str | None:
+    """Why a fan-out's children wait, in one line: the most common reason, with its message
+    (the limit and how to raise it), and the other reasons by name; None when none waits.
+    `8 children waiting: tenant acme is at its rate limit (1000/1000 GATEWAY steps a
+    minute); raise it with `schemabridge tenants set-rate acme N` …`."""
+    if not fanout.waiting:
+        return None
+    first, *others = fanout.waiting  # the API sends them most first
+    line = f"{plural(first.children, 'child', 'children')} waiting: "
+    line += first.message or f"({show(first.reason)})"
+    if others:
+        line += f" (others wait for: {', '.join(group.reason for group in others)})"
+    return line
+
+
 def counts_line(counts: SpawnerCounts) -> str:
     ended = counts.succeeded + counts.failed + counts.cancelled
     line = f"children {ended:,}/{counts.total:,} ended"

@@ -8,6 +8,9 @@ longer than its `Reconnect` bounds (`api.cli.reconnect`: a time window and a cou
 with backoff). Each outage is one warning line on stderr when it begins and one when it ends.
 On a terminal the progress is redrawn in place; piped, it is one line per change at most
 every `PIPED_INTERVAL_S` (and at every status change), never the same line twice in a row.
+Both say why work waits: each waiting step's reason, and for a fan-out the most common reason
+its children wait (`8 children waiting: tenant acme is at its rate limit …`), from the
+progress's `fanout.waiting`.
 """
 
 from __future__ import annotations
@@ -28,7 +31,7 @@ from api.cli.client_errors import ApiFailure
 from api.cli.exit_codes import ExitCode
 from api.cli.reconnect import Reconnect
 from api.cli.remote import say, status_text
-from api.cli.run_display import error_line, waiting_line
+from api.cli.run_display import children_waiting_line, error_line, waiting_line
 from api.cli.run_options import ENDED
 from api.cli.text import clock, duration
 
@@ -83,6 +86,9 @@ class Snapshot:
             )
         now = time.time()
         parts += [f"{vertex}: {waiting_line(w, now)}" for vertex, w in self.waiting.items()]
+        children = children_waiting_line(fanout)
+        if children is not None:
+            parts.append(children)
         return "  ".join(parts)
 
 
@@ -131,6 +137,9 @@ class LiveView:
             Text(f"  {vertex}: {waiting_line(waiting, now)}", style="yellow")
             for vertex, waiting in self.snapshot.waiting.items()
         ]
+        children = children_waiting_line(fanout)
+        if children is not None:
+            lines.append(Text(f"  {children}", style="yellow"))
         return Group(head, grid, *lines)
 
 

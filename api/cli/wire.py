@@ -181,6 +181,16 @@ class StepView(Wire):
     waiting: Waiting | None = None
 
 
+class WaitingChildren(Wire):
+    """A run's children that wait for one reason (`reason` as `Waiting.reason`)."""
+
+    reason: str
+    children: int
+    message: str = ""
+    """One of their messages: the limit and how to raise it."""
+    until: float | None = None
+
+
 class FanoutProgress(Wire):
     total: int = 0
     pending: int = 0
@@ -188,6 +198,9 @@ class FanoutProgress(Wire):
     succeeded: int = 0
     failed: int = 0
     cancelled: int = 0
+    waiting: list[WaitingChildren] = []
+    """Children with a waiting step, by reason, most first (empty from an API that does not
+    say)."""
 
 
 class RunDetail(RunSummary):

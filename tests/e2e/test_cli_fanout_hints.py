@@ -160,3 +160,30 @@ def test_a_fanout_over_its_tenant_quota_leads_with_raising_it(
     assert serve_api.cli("runs", "watch", run, "--timeout", "60").returncode == 0
     done = serve_api.json("runs", "show", run)
     assert done["status"] == "SUCCEEDED" and done["fanout"]["succeeded"] == 2, done
+
+
+def test_following_a_fanout_says_why_its_children_wait(serve_api: Stack, workflows: None) -> None:
+    """A fan-out held by its tenant's rate limit: `submit --wait` and `watch` say so, with the
+    fix, instead of a children count that does not move (the reason was only in a child's
+    `runs logs`). Piped, so one line per change at most every 2 s."""
+    tenant = "hints-rate"
+    serve_api.ok("tenants", "set-rate", tenant, "2")  # two GATEWAY steps a minute
+    run_input = json.dumps({"codes": ["200"] * 6})
+    submitted = serve_api.cli(
+        "runs", "submit", PARENT, "--input", run_input, "--tenant", tenant, "--wait",
+        "--timeout", "20",
+    )  # fmt: skip
+    assert submitted.returncode == 3, (submitted.stdout, submitted.stderr)
+    found = re.search(r"run (\S+) is still", submitted.stderr)
+    assert found, submitted.stderr
+    run = found.group(1)
+    said = f"children waiting: tenant {tenant} is at its rate limit ("
+    fix = f"raise it with `schemabridge tenants set-rate {tenant} N`"
+    # `submit --wait` follows on stderr (stdout is the output, for scripts); `watch` on stdout.
+    waiting = [line for line in submitted.stderr.splitlines() if said in line]
+    assert waiting and fix in waiting[-1], submitted.stderr
+    watched = serve_api.cli("runs", "watch", run, "--timeout", "8")
+    assert watched.returncode == 3, (watched.stdout, watched.stderr)
+    assert said in watched.stdout and fix in watched.stdout, watched.stdout
+    serve_api.ok("runs", "cancel", run)
+    serve_api.ok("tenants", "set-rate", tenant, "--reset")

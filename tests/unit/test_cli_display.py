@@ -135,3 +135,50 @@ def test_a_fanout_over_its_quota_suggests_raising_it_before_the_retry() -> None:
         "schemabridge tenants set-quota 'acme eu' N",
         "schemabridge runs retry r1",
     ]
+
+
+def fanout_progress(waiting: list[dict[str, object]]) -> dict[str, object]:
+    """A RUNNING fan-out of 1,000 children, 992 ended, with `waiting` (the API's JSON)."""
+    return {
+        "id": "r1",
+        "status": "RUNNING",
+        "ended": False,
+        "steps": [
+            {"vertexId": "each", "status": "PARKED"},
+            {"vertexId": "join", "status": "PENDING"},
+        ],
+        "fanout": {
+            "total": 1000,
+            "running": 8,
+            "succeeded": 992,
+            "waiting": waiting,
+        },
+    }
+
+
+RATE = (
+    "tenant acme is at its rate limit (1000/1000 GATEWAY steps a minute); raise it with "
+    "`schemabridge tenants set-rate acme N` or, for every tenant, "
+    "SCHEMABRIDGE_TENANT_RATE_PER_MINUTE"
+)
+
+
+def test_a_watch_says_why_children_wait() -> None:
+    from api.cli.watch import LiveView, Snapshot
+
+    # A fan-out that sat at 992/1,000 for a minute used to say nothing of why.
+    waiting = [
+        {"reason": "tenant_rate_limit", "children": 6, "message": RATE, "until": NOW + 3},
+        {"reason": "backpressure", "children": 2, "message": "the ready queue is deep"},
+    ]
+    snapshot = Snapshot.of(fanout_progress(waiting))
+    line = snapshot.summary()
+    assert line.startswith("RUNNING  steps 0/2  children 992/1,000 (0 failed, 8 running)  ")
+    assert line.endswith(f"6 children waiting: {RATE} (others wait for: backpressure)")
+    live = LiveView("run r1 (fan v1)", 0.0)
+    live.snapshot = snapshot
+    shown = rendered(live.render())
+    assert "6 children waiting: tenant acme is at its rate limit" in shown
+    one = Snapshot.of(fanout_progress([{"reason": "breaker_open", "children": 1}]))
+    assert one.summary().endswith("  1 child waiting: (breaker_open)")
+    assert "waiting" not in Snapshot.of(fanout_progress([])).summary()

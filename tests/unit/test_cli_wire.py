@@ -24,6 +24,7 @@ MIRRORS: list[tuple[type[wire.Wire], type[pydantic.BaseModel]]] = [
     (wire.AttemptView, views.AttemptView),
     (wire.SpawnerCounts, views.SpawnerCounts),
     (wire.StepView, views.StepView),
+    (wire.WaitingChildren, views.WaitingChildren),
     (wire.FanoutProgress, views.FanoutProgress),
     (wire.RunDetail, views.RunDetail),
     (wire.StepProgress, views.StepProgress),
