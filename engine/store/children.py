@@ -24,12 +24,14 @@ from dataclasses import dataclass
 from typing import Any
 
 from sqlalchemy import (
+    BigInteger,
     Float,
     Select,
     Text,
     bindparam,
     case,
     cast,
+    delete,
     func,
     insert,
     or_,
@@ -462,6 +464,65 @@ async def get_payload(conn: AsyncConnection, ref: str) -> Any:
 
 async def delete_payload(conn: AsyncConnection, ref: str) -> None:
     await conn.execute(payloads.delete().where(payloads.c.ref == ref))
+
+
+ENDED_RUN_STATUSES = (
+    RunStatus.SUCCEEDED.value,
+    RunStatus.FAILED.value,
+    RunStatus.CANCELLED.value,
+)
+
+
+def expired_payloads(ended_before: float) -> Select[Any]:
+    """The payload chunks of runs that ended (SUCCEEDED, FAILED or CANCELLED) before
+    `ended_before`, oldest first.
+
+    A chunk is written while its run is RUNNING (by the run's MERGE), so it was created
+    before its run ended: `created_at < ended_before` selects nothing the run's condition
+    would not, and lets the read start from `ix_payload_created` and stop at the cutoff
+    instead of joining every chunk of the store to its run. Chunks of older runs still
+    RUNNING (a long run, or one an operator reopened: Retry, Resolve and Reprocess set
+    `ended_at` back to None) are read and passed over; they are few."""
+    ended_at = (
+        select(runs.c.ended_at)
+        .where(runs.c.id == payloads.c.run_id, runs.c.status.in_(ENDED_RUN_STATUSES))
+        .scalar_subquery()
+    )
+    return (
+        select(payloads.c.id)
+        .where(payloads.c.created_at < ended_before, ended_at < ended_before)
+        .order_by(payloads.c.created_at)
+    )
+
+
+async def any_expired_payload(conn: AsyncConnection, ended_before: float) -> bool:
+    """Whether a chunk is due for deletion (a read: a pass with nothing to do writes
+    nothing, and on SQLite takes no write lock)."""
+    return (await conn.execute(expired_payloads(ended_before).limit(1))).first() is not None
+
+
+async def delete_expired_payloads(
+    conn: AsyncConnection, ended_before: float, limit: int
+) -> tuple[int, int]:
+    """Delete up to `limit` chunks of `expired_payloads`; returns (chunks, bytes) deleted.
+
+    Two statements: the ids, locked with `SKIP LOCKED` (PostgreSQL; SQLite has one writer at
+    a time), so two workers deleting at once take different chunks; then the DELETE of those
+    ids through the primary key (as one `IN (subquery)` PostgreSQL would hash-join the whole
+    table instead). A chunk another worker deleted first is simply not found."""
+    dialect = dialect_of(conn)
+    chosen = expired_payloads(ended_before).limit(limit)
+    locked = chosen.with_for_update(of=payloads, skip_locked=True)
+    ids = list((await conn.execute(locked)).scalars().all())
+    if not ids:
+        return 0, 0
+    statement = (
+        delete(payloads)
+        .where(dialect.one_of(payloads.c.id, "b_ids", BigInteger))
+        .returning(payloads.c.size_bytes)
+    )
+    sizes = (await conn.execute(statement, {"b_ids": ids})).scalars().all()
+    return len(sizes), sum(sizes)
 
 
 async def payload_bytes(conn: AsyncConnection) -> int:

@@ -157,6 +157,18 @@ class FanoutStore(StoreCore):
         async with self._engines.write.begin() as conn:
             await fanout.delete_payload(conn, ref)
 
+    async def delete_expired_payloads(self, retention_s: float, *, limit: int) -> tuple[int, int]:
+        """Delete up to `limit` payload chunks of runs that ended more than `retention_s` ago
+        by the store's clock, in one short transaction; returns (chunks, bytes) deleted. A
+        read first, so a call with nothing to delete writes nothing. Safe to call from every
+        worker at once (see `children.delete_expired_payloads`)."""
+        ended_before = self._clock.now() - retention_s
+        async with self._engines.read.connect() as conn:
+            if not await fanout.any_expired_payload(conn, ended_before):
+                return 0, 0
+        async with self._engines.write.begin() as conn:
+            return await fanout.delete_expired_payloads(conn, ended_before, limit)
+
     async def payload_bytes(self) -> int:
         async with self._engines.read.connect() as conn:
             return await fanout.payload_bytes(conn)

@@ -390,6 +390,9 @@ class Payload(SQLModel, table=True):
     __table_args__ = (
         Index("ix_payload_run", "run_id"),
         Index("ix_payload_ref_chunk", "ref", "chunk"),
+        # Retention reads the chunks created before its cutoff, oldest first
+        # (`children.expired_payloads`), not the whole store.
+        Index("ix_payload_created", "created_at"),
     )
 
     id: int | None = Field(default=None, sa_column=_id_column())
