@@ -164,6 +164,7 @@ class Runtime:
             lease_s=s.lease_s,
             idle_poll_s=s.idle_poll_s,
             shutdown_grace_s=s.shutdown_grace_s,
+            payload_retention_s=s.payload_retention_s,
         )
 
     def executor_deps(self) -> executor.ExecutorDeps:

@@ -13,6 +13,9 @@ Four cooperating loops under one `asyncio.TaskGroup` (docs/architecture.md, 'Sup
   is written immediately (no timer adds latency).
 * lease renewer — renews the leases of every step still in flight every `lease_s / 3`.
 * reaper — returns steps whose lease expired (their worker died) to READY.
+* payload retention — deletes the payloads of runs that ended more than
+  `payload_retention_s` ago, at most `PAYLOAD_EXPIRY_BATCH` chunks per transaction
+  (docs/architecture.md, 'Payload retention').
 
 A step counts as in flight until its result is written, so its lease is renewed until then;
 it stops counting against `worker_concurrency` as soon as it has executed, so claiming the next
@@ -56,6 +59,13 @@ CLAIM_GATHER_S = 0.05
 """Longest wait for half a batch of free slots before claiming fewer (deep queue only)."""
 ADMISSION_WAIT_SHOWN_S = 1.0
 """An admission wait this long is recorded on its step (shorter ones are ordinary)."""
+PAYLOAD_EXPIRY_BATCH = 2000
+"""Payload chunks deleted per transaction. A chunk holds up to 5,000 children's outputs
+(`fanout.MERGE_PAGE`), so a batch frees up to 10 million of them while its transaction stays
+short (a DELETE of 2,000 rows by id, their TOASTed values unlinked)."""
+PAYLOAD_EXPIRY_BATCHES = 10
+"""Most batches one pass deletes while each finds a full batch: a backlog (a store filled
+before retention existed) drains at up to 20,000 chunks a minute without one long pass."""
 
 
 class RunChanges(Protocol):
@@ -79,6 +89,11 @@ class WorkerConfig:
     lease_s: float = 30.0
     idle_poll_s: float = 1.0
     shutdown_grace_s: float = 20.0
+    payload_retention_s: float = 7 * 24 * 3600.0
+    """Payloads of runs that ended longer ago than this are deleted. Default 7 days."""
+    payload_expiry_every_s: float = 60.0
+    """How often the worker deletes expired payloads. Default a minute: retention counts in
+    days, and a pass that finds nothing is one indexed read."""
 
 
 @dataclass
@@ -143,6 +158,8 @@ class Worker:
             group.create_task(slots, name="slot-renewer")
             group.create_task(self._every(self._config.lease_s / 3, self._reap), name="reaper")
             group.create_task(self._every(ANALYZE_EVERY_S, self._analyze), name="analyze")
+            expiry = self._every(self._config.payload_expiry_every_s, self._expire_payloads)
+            group.create_task(expiry, name="payload-retention")
             await self._claim_loop(group, stop)
             await self._drain()
             self._closing.set()
@@ -362,6 +379,29 @@ class Worker:
 
     async def _analyze(self) -> None:
         await self._store.analyze()
+
+    async def _expire_payloads(self) -> None:
+        """Delete the payloads past retention, a batch per transaction, while batches come
+        back full (at most `PAYLOAD_EXPIRY_BATCHES`). Every worker does it: two deleting at
+        once take different chunks, or find them gone."""
+        chunks = size = 0
+        for _ in range(PAYLOAD_EXPIRY_BATCHES):
+            if self._closing.is_set():
+                break
+            deleted, freed = await self._store.delete_expired_payloads(
+                self._config.payload_retention_s, limit=PAYLOAD_EXPIRY_BATCH
+            )
+            chunks += deleted
+            size += freed
+            if deleted < PAYLOAD_EXPIRY_BATCH:
+                break
+        if chunks:
+            logger.info(
+                "payload retention: deleted %d chunks (%d bytes) of runs ended over %g s ago",
+                chunks,
+                size,
+                self._config.payload_retention_s,
+            )
 
     async def _reap(self) -> None:
         requeued = await self._store.requeue_expired()
