@@ -187,6 +187,7 @@ class Runtime:
             max_response_bytes=s.max_response_bytes,
             payload_high_water_bytes=s.payload_high_water_bytes,
             merge_outputs_read_max_bytes=s.merge_outputs_read_max_bytes,
+            payload_retention_s=s.payload_retention_s,
             admission=self.admission if s.admission_enabled else None,
             admission_wait_s=s.admission_wait_s,
             notify=self.wakeup.notify,

@@ -161,6 +161,9 @@ class ExecutorDeps:
     merge_outputs_read_max_bytes: int = 64 * 1024 * 1024
     """Largest MERGE `outputs` (in the payload store) a step's expressions may load
     (`merge_outputs`; `MERGE_OUTPUTS_READ_MAX_BYTES`)."""
+    payload_retention_s: float = 7 * 24 * 3600.0
+    """How long payloads outlive their run (`PAYLOAD_RETENTION_S`), for the message of a step
+    that reads a join's outputs after they were deleted."""
     admission: Admission | None = None
     """None: GATEWAY calls go out without admission (measurements only)."""
     admission_wait_s: float = 30.0
@@ -302,7 +305,12 @@ async def _dispatch(
     vertex: Vertex, step: ClaimedStep, workflow: Workflow, log: StepLog, deps: ExecutorDeps
 ) -> contract.VertexOutcome:
     outputs = await merge_outputs.with_outputs(
-        deps.store, step.outputs, workflow, vertex, deps.merge_outputs_read_max_bytes
+        deps.store,
+        step.outputs,
+        workflow,
+        vertex,
+        deps.merge_outputs_read_max_bytes,
+        retention_s=deps.payload_retention_s,
     )
     ctx = StepContext(
         run_id=step.run_id,

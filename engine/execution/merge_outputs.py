@@ -10,6 +10,11 @@ The load costs memory (the whole list, parsed) and a read of every chunk, so it 
 for a step whose expressions may read that join's outputs (decided from their parsed paths,
 `schemas.expressions.root_paths`, erring towards loading), and only up to the worker's
 `merge_outputs_read_max_bytes`; above it the step fails, saying what stays readable.
+
+Payloads do not last: workers delete those of runs that ended more than
+`payload_retention_s` ago (docs/architecture.md, 'Payload retention'). An operator's Retry
+of such a run meets a join whose outputs are gone, or only partly there (the deletion goes
+a batch of chunks at a time), and the step reading them fails saying so and what to do.
 """
 
 from __future__ import annotations
@@ -23,6 +28,7 @@ from schemas.errors import FailureKind, StepFailure
 from schemas.expressions import ExpressionError, Template, compile_template, root_paths
 
 READ_MAX_BYTES_SETTING = "SCHEMABRIDGE_MERGE_OUTPUTS_READ_MAX_BYTES"
+RETENTION_SETTING = "SCHEMABRIDGE_PAYLOAD_RETENTION_S"
 
 
 def outputs_read(vertex: Vertex, join_id: str) -> bool:
@@ -64,37 +70,40 @@ async def with_outputs(
     workflow: Workflow,
     vertex: Vertex,
     read_max_bytes: int,
+    *,
+    retention_s: float,
 ) -> Mapping[str, Any]:
     """`outputs` (the step's completed vertices' outputs) with `outputs` loaded into each
     referenced MERGE output that `vertex`'s expressions may read; `outputs` itself when there
     is none, as for nearly every step. The values of `outputs` are never changed.
 
     Raises a terminal `expression_error` when such a MERGE's outputs are over
-    `read_max_bytes`."""
+    `read_max_bytes`, or were deleted by retention (`retention_s`, for the message)."""
     loaded: dict[str, Any] = {}
     for join_id, output in outputs.items():
         ref = _outputs_ref(output)
         if ref is None or not isinstance(workflow.vertices.get(join_id), MergeVertex):
             continue
         if outputs_read(vertex, join_id):
-            items = await _load(store, join_id, ref, read_max_bytes)
+            items = await _load(store, join_id, ref, read_max_bytes, retention_s)
             loaded[join_id] = {**output, "outputs": items}
     return {**outputs, **loaded} if loaded else outputs
 
 
-async def _load(store: Store, join_id: str, ref: dict[str, Any], read_max_bytes: int) -> list[Any]:
+async def _load(
+    store: Store, join_id: str, ref: dict[str, Any], read_max_bytes: int, retention_s: float
+) -> list[Any]:
     size = int(ref.get("bytes", 0))
     if size > read_max_bytes:
         # Terminal: another try meets the same size; the operator raises the setting and
         # retries the run, or the author reads counts instead.
         raise StepFailure(FailureKind.EXPRESSION_ERROR, too_large(join_id, size, read_max_bytes))
     items = await store.get_payload(str(ref["payloadRef"]))
-    if not isinstance(items, list):
-        raise StepFailure(
-            FailureKind.INTERNAL_ERROR,
-            f"the outputs of MERGE {join_id!r} are missing from the payload store "
-            f"(payloadRef {ref['payloadRef']})",
-        )
+    # Nothing but retention deletes payloads. Fewer items than the join counted: retention
+    # deleted some of its chunks and the rest go at its next pass.
+    if not isinstance(items, list) or len(items) != int(ref.get("count", len(items))):
+        # Terminal: the outputs do not come back; merging again is what brings them.
+        raise StepFailure(FailureKind.EXPRESSION_ERROR, expired(join_id, retention_s))
     return items
 
 
@@ -113,3 +122,21 @@ def too_large(join_id: str, size: int, read_max_bytes: int) -> str:
         f"an expression may load ({READ_MAX_BYTES_SETTING}); raise it, or read "
         f"vertices.{join_id}.output.counts and .outputsRef, which stay readable"
     )
+
+
+def expired(join_id: str, retention_s: float) -> str:
+    """Why a step may not read the outputs of MERGE `join_id` any more, and what to do."""
+    return (
+        f"the outputs of MERGE {join_id!r} expired: a join's outputs past the inline limit "
+        f"are deleted {_duration(retention_s)} after their run ends ({RETENTION_SETTING}); "
+        f"start over the run to merge again, or raise {RETENTION_SETTING} to keep them longer"
+    )
+
+
+def _duration(seconds: float) -> str:
+    """`seconds` in the largest whole unit that fits: "7 days", "36 hours", "90 s"."""
+    for unit, size in (("days", 86_400), ("hours", 3_600), ("minutes", 60)):
+        if seconds >= size and seconds % size == 0:
+            count = int(seconds // size)
+            return f"{count} {unit[:-1] if count == 1 else unit}"
+    return f"{seconds:g} s"
