@@ -170,7 +170,10 @@ async def _guards(
     if await port.payload_pressure():
         return Parked(
             PAYLOAD_PARK_S,
-            "the payload store is over its high-water mark (SCHEMABRIDGE_PAYLOAD_HIGH_WATER_BYTES)",
+            "the payload store, which keeps MERGE outputs past 256 KiB, is over "
+            "SCHEMABRIDGE_PAYLOAD_HIGH_WATER_BYTES; it drains as workers delete the payloads "
+            "of runs ended over SCHEMABRIDGE_PAYLOAD_RETENTION_S ago, and the fan-out starts "
+            "then",
             WaitReason.PAYLOAD_STORE,
         )
     return None
