@@ -90,17 +90,25 @@ def _invalid_filter(message: str) -> InvalidRequest:
     return InvalidRequest(message, code="invalid_filter")
 
 
-def _check_status(status: str | None) -> None:
-    if status is not None and status not in _STATUSES:
+def _run_status(status: str | None) -> str | None:
+    """A status filter in the capitals the store keeps (`failed` is FAILED, as the CLI takes
+    it), refused with the accepted ones when no run can be in it."""
+    if status is None:
+        return None
+    if status.upper() not in _STATUSES:
         known = ", ".join(sorted(_STATUSES))
-        raise _invalid_filter(f"unknown run status {status!r}; one of {known}")
+        raise _invalid_filter(f"unknown run status {status!r}; one of {known} (any case)")
+    return status.upper()
 
 
-def _check_filter(selection: RunFilter) -> None:
-    _check_status(selection.status)
-    if selection.route is not None and selection.route not in _ROUTES:
+def _checked_filter(selection: RunFilter) -> RunFilter:
+    """`selection` checked, its status and route in the case the store keeps (`failed` is
+    FAILED, `Serving` serving): the filter every list and batch retry reads."""
+    status = _run_status(selection.status)
+    route = None if selection.route is None else selection.route.lower()
+    if route is not None and route not in _ROUTES:
         known = ", ".join(sorted(_ROUTES))
-        raise _invalid_filter(f"unknown route {selection.route!r}; one of {known}")
+        raise _invalid_filter(f"unknown route {selection.route!r}; one of {known} (any case)")
     if selection.version is not None:
         if selection.workflow is None:
             raise _invalid_filter("a version filter needs the workflow it is a version of")
@@ -109,6 +117,9 @@ def _check_filter(selection: RunFilter) -> None:
     bounds = (selection.created_after, selection.created_before)
     if any(b is not None and not math.isfinite(b) for b in bounds):
         raise _invalid_filter("created_after and created_before are finite epoch seconds")
+    if (status, route) == (selection.status, selection.route):
+        return selection
+    return dataclasses.replace(selection, status=status, route=route)
 
 
 def _run_key(keys: list[Any]) -> tuple[float, str]:
@@ -414,14 +425,15 @@ class RunOperations:
         """A page of the runs `filter` selects, newest first (created_at, then id, descending).
         `next` continues the same list: runs created meanwhile never push a row into the next
         page twice or make one skip. `limit` is 1 to 500 (`invalid_limit`); a cursor of
-        another list or filter, or an altered one, is `invalid_cursor`.
+        another list or filter, or an altered one, is `invalid_cursor`. The filter's status
+        and route are taken in any case (`failed` is FAILED).
 
         Every filter reads one index range, except `parent`: the children of one run are
         indexed in item order (`children` reads them so, at any fan-out size), not newest
         first — one more index written by every child a spawner creates and ends was not worth
         it — so a `parent` filter over a very large fan-out is better read with `children`."""
         check_limit(limit)
-        _check_filter(filter)
+        filter = _checked_filter(filter)
         if tenant is not None:
             if filter.tenant not in (None, tenant):
                 return Page[RunSummary](items=[])
@@ -451,9 +463,9 @@ class RunOperations:
         tenant: str | None = None,
     ) -> Page[RunSummary]:
         """A page of the run's children in item order (grouped by spawner), only those in
-        `status` when given. `limit` 1 to 500; keyset pagination like `list`."""
+        `status` (any case) when given. `limit` 1 to 500; keyset pagination like `list`."""
         check_limit(limit)
-        _check_status(status)
+        status = _run_status(status)
         run = await self._run(run_id, tenant)
         scope = scope_digest("children", {"run": run.id, "status": status})
         after = None if cursor is None else _child_key(decode_cursor(cursor, "children", scope))

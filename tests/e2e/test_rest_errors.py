@@ -35,8 +35,11 @@ from schemas.errors import (
 from tests.conftest import Backend
 from tests.e2e.rest_harness import access_lines, client, serving
 from tests.integration.engine_harness import settings_for
+from tests.integration.operations_harness import single
 
 SECRET = "s3cr3t-in-the-traceback"
+NOWHERE = "http://127.0.0.1:9/never"
+"""Without a worker, a run of this stays RUNNING."""
 
 probe = APIRouter()
 
@@ -200,6 +203,32 @@ async def test_a_repeated_query_parameter_is_422_not_silently_the_last(url: str)
     ]
     assert body["message"] == "query /limit: given 2 times; give it once"
     assert once.status_code == 200
+
+
+async def test_status_and_route_filters_take_any_case(url: str) -> None:
+    async with client(url) as http:
+        published = await http.post("/workflows", json=single("one", NOWHERE))
+        assert published.status_code == 201, published.text
+        submitted = await http.post("/workflows/one/runs", json={"input": {}})
+        assert submitted.status_code == 201, submitted.text
+        run_id = submitted.json()["id"]
+        listed = {
+            status: await http.get(f"/runs?status={status}&route=Serving")
+            for status in ("RUNNING", "running", "Running")
+        }
+        failed = await http.get("/runs?status=failed")
+        children = await http.get(f"/runs/{run_id}/children?status=failed")
+        retried = await http.post("/runs/retry", json={"filter": {"status": "failed"}})
+        unknown = await http.get("/runs?status=flailed")
+    for status, answer in listed.items():
+        assert answer.status_code == 200, (status, answer.text)
+        assert [run["id"] for run in answer.json()["items"]] == [run_id], status
+    assert failed.status_code == 200 and failed.json()["items"] == []
+    assert children.status_code == 200 and children.json()["items"] == []
+    assert retried.status_code == 200 and retried.json()["retried"] == []
+    assert _is_error(unknown, 422, "invalid_filter")["message"] == (
+        "unknown run status 'flailed'; one of CANCELLED, FAILED, RUNNING, SUCCEEDED (any case)"
+    )
 
 
 @pytest.mark.parametrize(

@@ -501,6 +501,9 @@ async def test_a_fan_out_shows_its_progress_and_children(
     assert [c.item_index for c in failed.items] == [2, 5] and failed.next is not None
     rest = await ops.runs.children(run.id, status="FAILED", limit=2, cursor=failed.next)
     assert [c.item_index for c in rest.items] == [11] and rest.next is None
+    # Any case: the same filter, so the same cursor goes on.
+    lower = await ops.runs.children(run.id, status="failed", limit=2, cursor=failed.next)
+    assert [c.item_index for c in lower.items] == [11]
     dead = rest.items[0]
     assert dead.status == "FAILED" and dead.dlq_at is not None
     assert dead.parent_run_id == run.id and dead.root_run_id == run.id
@@ -585,6 +588,7 @@ async def test_each_list_filter(
     assert await ids(workflow="ok", version=1) == {ok_v1.id, late.id}
     assert await ids(workflow="child") == children
     assert await ids(status="FAILED") == {bad.id}
+    assert await ids(status="failed") == {bad.id}  # any case, as the CLI takes it
     assert await ids(status="RUNNING") == {late.id}
     assert await ids(status="SUCCEEDED", roots_only=True) == {ok_v1.id, ok_v2.id, parent.id}
     assert await ids(tenant="acme") == {ok_v1.id, ok_v2.id, late.id}
@@ -596,6 +600,7 @@ async def test_each_list_filter(
     assert await ids(created_after=late.created_at) == {late.id}
     assert await ids(workflow="ok", status="SUCCEEDED", tenant="acme") == {ok_v1.id, ok_v2.id}
     assert await ids(route="pinned") == {ok_v2.id}
+    assert await ids(route="Pinned") == {ok_v2.id}
     assert await ids(workflow="ok", route="serving") == {ok_v1.id, late.id}
     assert await ids(route="candidate") == set()
     with pytest.raises(InvalidRequest) as unknown_route:
@@ -610,7 +615,6 @@ async def test_each_list_filter(
     "selection",
     [
         RunFilter(status="DONE"),
-        RunFilter(status="failed"),
         RunFilter(status="PENDING"),  # a step status: no run is ever PENDING
         RunFilter(version=1),
         RunFilter(workflow="ok", version=0),
