@@ -39,7 +39,7 @@ from api.rest.deps import ApiContext
 from api.rest.docs_pages import mount_docs
 from api.rest.errors import install_error_handlers
 from api.rest.middleware import BodyLimit, RequestObserver
-from api.rest.query_params import refuse_repeated_query_parameters
+from api.rest.route_inputs import RouteInputs
 from engine.operations import Operations
 from engine.runtime import Runtime
 from engine.settings import Settings
@@ -163,7 +163,7 @@ def create_app(
         description="Durable workflow graphs of HTTP calls. Errors are JSON "
         '`{"code", "message", "details"}` with a stable `code`.',
         lifespan=lifespan,
-        dependencies=[Depends(refuse_repeated_query_parameters)],
+        dependencies=[Depends(RouteInputs())],
         docs_url=None,  # served by docs_pages, with their scripts: a CDN may be out of reach
         redoc_url=None,
     )

@@ -6,17 +6,18 @@ object (`{}` when there is nothing to add) with context, and for anything invali
 or header, for a request that does not fit its route). A script can read `.details` of any
 error. Never HTML, never a traceback.
 
-| cause                                    | status | code                 |
-| ---------------------------------------- | ------ | -------------------- |
-| no route for the path                    | 404    | `not_found`          |
-| the route exists, not with this method   | 405    | `method_not_allowed` |
-| the body is not JSON at all              | 400    | `invalid_json`       |
-| body or parameters do not fit the route  | 422    | `invalid_request`    |
-| body over `SCHEMABRIDGE_MAX_BODY_BYTES`  | 413    | `body_too_large`     |
-| no key, or an unknown/revoked/expired    | 401    | `unauthorized`       |
-| a tenant key on an admin route           | 403    | `forbidden`          |
-| an invalid workflow (`DefinitionError`)  | 422    | `invalid_workflow`   |
-| anything unexpected                      | 500    | `internal_error`     |
+| cause                                     | status | code                      |
+| ----------------------------------------- | ------ | ------------------------- |
+| no route for the path                     | 404    | `not_found`               |
+| the route exists, not with this method    | 405    | `method_not_allowed`      |
+| the body is not JSON at all               | 400    | `invalid_json`            |
+| body or parameters do not fit the route   | 422    | `invalid_request`         |
+| a query parameter the route does not take | 422    | `unknown_query_parameter` |
+| body over `SCHEMABRIDGE_MAX_BODY_BYTES`   | 413    | `body_too_large`          |
+| no key, or an unknown/revoked/expired     | 401    | `unauthorized`            |
+| a tenant key on an admin route            | 403    | `forbidden`               |
+| an invalid workflow (`DefinitionError`)   | 422    | `invalid_workflow`        |
+| anything unexpected                       | 500    | `internal_error`          |
 
 An `OperationError` keeps its own `code`; its `refusal` gives the status: NOT_FOUND 404,
 CONFLICT 409, INVALID 422, LIMITED 429 (with `Retry-After` when the error has
@@ -193,16 +194,25 @@ async def _on_unexpected(request: Request, error: Exception) -> JSONResponse:
 
 ERROR_SCHEMA_REF = "#/components/schemas/ErrorBody"
 _FASTAPI_VALIDATION_SCHEMAS = ("HTTPValidationError", "ValidationError")
+_GENERIC_422 = {None, "Validation Error", "Unprocessable Entity", "Unprocessable Content"}
+UNFIT_DESCRIPTION = (
+    "The request does not fit the route (`invalid_request`), or names a query parameter the "
+    "route does not take (`unknown_query_parameter`)."
+)
 
 
 def _document_errors(operation: dict[str, Any]) -> None:
     answers: dict[str, Any] = operation.setdefault("responses", {})
-    for answer in answers.values():
+    error = {"content": {"application/json": {"schema": {"$ref": ERROR_SCHEMA_REF}}}}
+    # Every route can answer 422: the app-wide `RouteInputs` refuses an unknown or repeated
+    # query parameter on any of them.
+    answers.setdefault("422", dict(error))
+    for status, answer in answers.items():
         content = answer.get("content", {}).get("application/json", {})
         if content.get("schema", {}).get("$ref", "").endswith("/HTTPValidationError"):
             content["schema"] = {"$ref": ERROR_SCHEMA_REF}
-            answer["description"] = "The request does not fit the route (`invalid_request`)."
-    error = {"content": {"application/json": {"schema": {"$ref": ERROR_SCHEMA_REF}}}}
+        if status == "422" and answer.get("description") in _GENERIC_422:
+            answer["description"] = UNFIT_DESCRIPTION
     if "requestBody" in operation:
         answers.setdefault("400", {"description": "Not JSON (`invalid_json`).", **error})
     answers.setdefault("500", {"description": "A bug (`internal_error`).", **error})
@@ -210,8 +220,9 @@ def _document_errors(operation: dict[str, Any]) -> None:
 
 def errors_in_openapi(schema: dict[str, Any]) -> dict[str, Any]:
     """`schema` (an OpenAPI document) with the answers errors really get: FastAPI's own 422
-    schema replaced by `ErrorBody`, and 400 `invalid_json` (routes with a body) and 500
-    `internal_error` declared on every route."""
+    schema replaced by `ErrorBody`, 422 (`invalid_request`, `unknown_query_parameter`) and
+    500 `internal_error` declared on every route, and 400 `invalid_json` on the routes with a
+    body."""
     for path_item in schema.get("paths", {}).values():
         for operation in path_item.values():
             _document_errors(operation)

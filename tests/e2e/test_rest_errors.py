@@ -205,6 +205,75 @@ async def test_a_repeated_query_parameter_is_422_not_silently_the_last(url: str)
     assert once.status_code == 200
 
 
+async def test_an_unknown_query_parameter_is_422_naming_it_and_the_close_ones(url: str) -> None:
+    async with client(url) as http:
+        typo = await http.get("/runs?statsu=FAILED")
+        unknown = await http.get("/runs?since=yesterday")
+        several = await http.get("/runs?since=yesterday&statsu=FAILED&limit=5")
+        none_taken = await http.get(f"/runs/{uuid.uuid4()}?verbose=1")
+        probe_typo = await http.post("/probe/items?limt=2", json={"name": "a", "count": 1})
+        declared = await http.get("/runs?status=FAILED&createdAfter=0&limit=5")
+        # Pages for a browser take any query string (a link's tracking, a cache buster).
+        page = await http.get("/docs?utm_source=wiki")
+        document = await http.get("/openapi.json?v=2")
+    body = _is_error(typo, 422, "unknown_query_parameter")
+    assert body["message"] == "GET /runs takes no query parameter 'statsu'; did you mean 'status'?"
+    assert body["details"]["problems"] == [
+        {
+            "in": "query",
+            "pointer": "/statsu",
+            "code": "unknown_query_parameter",
+            "message": body["message"],
+        }
+    ]
+    assert {"status", "createdAfter", "limit", "cursor"} <= set(body["details"]["accepted"])
+    # Nothing close: the message says what the route takes instead.
+    message = _is_error(unknown, 422, "unknown_query_parameter")["message"]
+    assert message.startswith("GET /runs takes no query parameter 'since'; it takes workflow,")
+    assert "createdAfter" in message
+    body = _is_error(several, 422, "unknown_query_parameter")
+    assert body["message"].startswith(
+        "GET /runs takes none of the query parameters 'since', 'statsu'; it takes workflow,"
+    )
+    assert [p["pointer"] for p in body["details"]["problems"]] == ["/since", "/statsu"]
+    assert "did you mean 'status'?" in body["details"]["problems"][1]["message"]
+    assert _is_error(none_taken, 422, "unknown_query_parameter")["message"] == (
+        "GET /runs/{run_id} takes no query parameters: leave out 'verbose'"
+    )
+    assert _is_error(probe_typo, 422, "unknown_query_parameter")["message"] == (
+        "POST /probe/items takes no query parameter 'limt'; did you mean 'limit'?"
+    )
+    assert declared.status_code == 200, declared.text
+    assert page.status_code == 200 and document.status_code == 200
+
+
+async def test_what_the_monitor_and_the_cli_send_is_declared(url: str) -> None:
+    """Every query parameter the web monitor's pages and the CLI's client put in a URL (the
+    lists' filters, cursors, lookups, `?system=true`, `?limit=5`) is one its route takes."""
+    run_id = str(uuid.uuid4())
+    every_filter = (
+        "workflow=w&version=1&status=FAILED&route=serving&tenant=acme&parent=p&roots=true"
+        "&createdAfter=1&createdBefore=2&limit=50"
+    )
+    async with client(url) as http:
+        for path in (
+            f"/runs?{every_filter}",
+            "/run-ids?prefix=3f2a9c1e&limit=5",
+            "/deployment-ids?prefix=3f2a9c1e&limit=5",
+            "/workflows?system=true",
+            "/deployments?limit=20",
+            "/destinations/history",
+        ):
+            answer = await http.get(path)
+            assert answer.status_code == 200, (path, answer.text)
+        for path in (
+            f"/runs/{run_id}/children?status=FAILED&limit=100",
+            f"/runs/{run_id}/logs?limit=200",
+            f"/runs/{run_id}/steps/call/long-tail?limit=5",
+        ):
+            _is_error(await http.get(path), 404, "run_not_found")
+
+
 async def test_status_and_route_filters_take_any_case(url: str) -> None:
     async with client(url) as http:
         published = await http.post("/workflows", json=single("one", NOWHERE))
@@ -315,6 +384,8 @@ async def test_openapi_declares_error_answers_for_every_route(url: str) -> None:
             answers = operation["responses"]
             assert any(s.startswith("2") for s in answers), (method, path)
             assert "500" in answers, (method, path)
+            # Any route refuses a query parameter it does not take.
+            assert "unknown_query_parameter" in answers["422"]["description"], (method, path)
             if "requestBody" in operation:
                 assert "400" in answers, (method, path)
             for status, answer in answers.items():

@@ -1,0 +1,57 @@
+"""The app-wide dependency that refuses a request its route does not take, before the route's
+own parameters and body are validated (FastAPI solves an app's dependencies first):
+
+1. a query parameter the route does not declare: 422 `unknown_query_parameter`;
+2. a query parameter given twice: 422 `invalid_request` (both in `api.rest.query_params`).
+
+What each route declares is read once, from its FastAPI dependant, on its first request, and
+kept by the `RouteInputs` of that app (one per `create_app`: no process-wide state). Routes left
+out of the OpenAPI document (the `/docs` and `/redoc` pages, the `/` redirect) are pages for
+a browser, whose links may carry any query string: their query parameters are not checked by
+name. Starlette's own routes (`/openapi.json`, the mounted monitor and docs assets) do not run
+the app's dependencies at all.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from fastapi import Request
+from fastapi.routing import APIRoute
+
+from api.rest import query_params
+
+
+@dataclass(frozen=True)
+class Declared:
+    """What one route takes."""
+
+    query: tuple[str, ...] | None
+    """The query parameters it reads; None: any (a page, not in the OpenAPI document)."""
+
+
+class RouteInputs:
+    """`Depends(RouteInputs())` in an app's `dependencies`: refuses what the request's route
+    does not take (see the module docstring)."""
+
+    def __init__(self) -> None:
+        self._routes: dict[int, Declared] = {}
+        """By `id` of the route (Starlette routes define `__eq__`, so they do not hash); the
+        routes live as long as the app that holds this."""
+
+    def declared(self, route: APIRoute) -> Declared:
+        found = self._routes.get(id(route))
+        if found is None:
+            names = query_params.declared_names(route.dependant)
+            found = Declared(names if route.include_in_schema else None)
+            self._routes[id(route)] = found
+        return found
+
+    async def __call__(self, request: Request) -> None:
+        route = request.scope.get("route")
+        if isinstance(route, APIRoute):
+            declared = self.declared(route)
+            if declared.query is not None:
+                label = f"{request.method} {route.path}"
+                query_params.refuse_unknown(label, declared.query, request.query_params)
+        query_params.refuse_repeated(request.query_params)
