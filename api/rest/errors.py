@@ -11,6 +11,7 @@ error. Never HTML, never a traceback.
 | no route for the path                     | 404    | `not_found`               |
 | the route exists, not with this method    | 405    | `method_not_allowed`      |
 | the body is not JSON at all               | 400    | `invalid_json`            |
+| a body without a JSON `Content-Type`      | 415    | `unsupported_media_type`  |
 | body or parameters do not fit the route   | 422    | `invalid_request`         |
 | a query parameter the route does not take | 422    | `unknown_query_parameter` |
 | body over `SCHEMABRIDGE_MAX_BODY_BYTES`   | 413    | `body_too_large`          |
@@ -25,7 +26,11 @@ CONFLICT 409, INVALID 422, LIMITED 429 (with `Retry-After` when the error has
 error's traceback is logged on the server, never sent.
 
 Malformed JSON is a 400, not a 422: the body could not be read as JSON at all, so there is
-nothing to point at; 422 means "JSON, but not what this route takes".
+nothing to point at; 422 means "JSON, but not what this route takes". A body sent as another
+type (curl's `-d` sends form data) is a 415 (`api.rest.body_shape`): FastAPI would not even
+try to read it as JSON. Where pydantic's words would not say how to fix the body, the message
+does: no body at all (`body_missing`) shows the body the route takes, and a field the model
+does not have (`extra_forbidden`) offers its close field names, or lists them.
 """
 
 from __future__ import annotations
@@ -39,9 +44,12 @@ from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.openapi.utils import get_openapi
 from fastapi.responses import JSONResponse
+from fastapi.routing import APIRoute
 from pydantic import BaseModel, Field
 from starlette.exceptions import HTTPException
 
+from api.rest import body_shape
+from schemas.close_names import close_names, did_you_mean
 from schemas.errors import ApiError, DefinitionError, LimitReached, OperationError, Refusal
 
 logger = logging.getLogger(__name__)
@@ -116,14 +124,31 @@ def _pointer(parts: Iterable[Any]) -> str:
     return "".join("/" + str(p).replace("~", "~0").replace("/", "~1") for p in parts)
 
 
-def _validation_problem(error: dict[str, Any]) -> dict[str, Any]:
+def _unknown_field(route: APIRoute | None, loc: Sequence[Any]) -> str | None:
+    """The refusal of a body field the model there does not have, with the fields it has."""
+    fields = None if route is None else body_shape.fields_at(route, loc[1:-1])
+    if not fields:
+        return None
+    name = str(loc[-1])
+    meant = list(dict.fromkeys(fields[n] for n in close_names(name, fields)))
+    hint = did_you_mean(meant) or f"the fields here are {', '.join(dict.fromkeys(fields.values()))}"
+    return f"{name!r} is not a field here; {hint}"
+
+
+def _validation_problem(error: dict[str, Any], route: APIRoute | None) -> dict[str, Any]:
     loc: Sequence[Any] = error.get("loc", ())
     where, rest = (str(loc[0]), loc[1:]) if loc else ("body", ())
     message = str(error.get("msg", "invalid value"))
-    if error.get("type") == "string_pattern_mismatch":
+    code = str(error.get("type", "invalid"))
+    if code == "string_pattern_mismatch":
         words = _PATTERNS_IN_WORDS.get(str((error.get("ctx") or {}).get("pattern")))
         message = f"should be {words}" if words else message
-    code = str(error.get("type", "invalid"))
+    elif code == "missing" and tuple(loc) == ("body",) and error.get("input") is None:
+        # FastAPI's own "Field required" for no body at all (a model's validator may say
+        # "missing" of a body it did get: its message stands)
+        code, message = "body_missing", body_shape.needs_body(route)
+    elif code == "extra_forbidden" and where == "body" and rest:
+        message = _unknown_field(route, loc) or message
     return {"pointer": _pointer(rest), "code": code, "message": message, "in": where}
 
 
@@ -137,7 +162,9 @@ async def _on_validation(request: Request, error: Exception) -> JSONResponse:
             position = item.get("loc", ("body", "?"))[-1]
             message = f"the request body is not valid JSON ({reason} at character {position})"
             return error_response(400, "invalid_json", message)
-    problems = [_validation_problem(item) for item in errors]
+    route = request.scope.get("route")
+    route = route if isinstance(route, APIRoute) else None
+    problems = [_validation_problem(item, route) for item in errors]
     first = problems[0] if problems else {"pointer": "", "message": "invalid request", "in": ""}
     where = f"{first['in']} {first['pointer'] or '/'}".strip()
     more = f" (and {len(problems) - 1} more)" if len(problems) > 1 else ""
@@ -215,14 +242,22 @@ def _document_errors(operation: dict[str, Any]) -> None:
             answer["description"] = UNFIT_DESCRIPTION
     if "requestBody" in operation:
         answers.setdefault("400", {"description": "Not JSON (`invalid_json`).", **error})
+        answers.setdefault(
+            "415",
+            {
+                "description": "A body sent without `Content-Type: application/json` "
+                "(`unsupported_media_type`).",
+                **error,
+            },
+        )
     answers.setdefault("500", {"description": "A bug (`internal_error`).", **error})
 
 
 def errors_in_openapi(schema: dict[str, Any]) -> dict[str, Any]:
     """`schema` (an OpenAPI document) with the answers errors really get: FastAPI's own 422
     schema replaced by `ErrorBody`, 422 (`invalid_request`, `unknown_query_parameter`) and
-    500 `internal_error` declared on every route, and 400 `invalid_json` on the routes with a
-    body."""
+    500 `internal_error` declared on every route, and 400 `invalid_json` and 415
+    `unsupported_media_type` on the routes with a body."""
     for path_item in schema.get("paths", {}).values():
         for operation in path_item.values():
             _document_errors(operation)

@@ -1,8 +1,11 @@
 """The app-wide dependency that refuses a request its route does not take, before the route's
 own parameters and body are validated (FastAPI solves an app's dependencies first):
 
-1. a query parameter the route does not declare: 422 `unknown_query_parameter`;
-2. a query parameter given twice: 422 `invalid_request` (both in `api.rest.query_params`).
+1. a query parameter the route does not declare: 422 `unknown_query_parameter`
+   (`api.rest.query_params`);
+2. a query parameter given twice: 422 `invalid_request` (`api.rest.query_params`);
+3. a body that is not JSON on a route that takes one: 415 `unsupported_media_type`
+   (`api.rest.body_shape`).
 
 What each route declares is read once, from its FastAPI dependant, on its first request, and
 kept by the `RouteInputs` of that app (one per `create_app`: no process-wide state). Routes left
@@ -19,7 +22,7 @@ from dataclasses import dataclass
 from fastapi import Request
 from fastapi.routing import APIRoute
 
-from api.rest import query_params
+from api.rest import body_shape, query_params
 
 
 @dataclass(frozen=True)
@@ -54,4 +57,5 @@ class RouteInputs:
             if declared.query is not None:
                 label = f"{request.method} {route.path}"
                 query_params.refuse_unknown(label, declared.query, request.query_params)
+            await body_shape.refuse_non_json(request, route)
         query_params.refuse_repeated(request.query_params)

@@ -274,6 +274,89 @@ async def test_what_the_monitor_and_the_cli_send_is_declared(url: str) -> None:
             _is_error(await http.get(path), 404, "run_not_found")
 
 
+async def test_a_body_that_is_not_json_is_415_saying_which_header_to_send(url: str) -> None:
+    document = b'{"input": {"ticket": 1}}'
+    async with client(url) as http:
+        # curl -d @file: form data, unless told otherwise
+        form = await http.post(
+            "/workflows/support-ticket/runs",
+            content=document,
+            headers={"Content-Type": "application/x-www-form-urlencoded"},
+        )
+        untyped = await http.post("/workflows/support-ticket/runs", content=document)
+        text = await http.post(
+            "/workflows", content=b'{"name": "a"}', headers={"Content-Type": "text/plain"}
+        )
+        suffixed = await http.post(
+            "/probe/items",
+            content=b'{"name": "a", "count": 1}',
+            headers={"Content-Type": "application/merge-patch+json; charset=utf-8"},
+        )
+    body = _is_error(form, 415, "unsupported_media_type")
+    assert body["message"] == (
+        "the body must be JSON sent with the header Content-Type: application/json (this one "
+        "had Content-Type: application/x-www-form-urlencoded, what curl -d sends unless told "
+        "otherwise)"
+    )
+    assert body["details"] == {"contentType": "application/x-www-form-urlencoded"}
+    body = _is_error(untyped, 415, "unsupported_media_type")
+    assert body["message"].endswith("Content-Type: application/json (this one had none)")
+    assert body["details"] == {"contentType": None}
+    assert (
+        "Content-Type: application/json"
+        in _is_error(text, 415, "unsupported_media_type")["message"]
+    )
+    assert suffixed.status_code == 200, suffixed.text
+
+
+async def test_an_empty_body_is_422_showing_the_body_the_route_takes(url: str) -> None:
+    async with client(url) as http:
+        submit = await http.post("/workflows/support-ticket/runs")
+        typed = await http.post(
+            "/workflows/support-ticket/runs", headers={"Content-Type": "application/json"}
+        )
+        probe_item = await http.post("/probe/items")
+        workflow = await http.post("/workflows")
+    for answer in (submit, typed):
+        body = _is_error(answer, 422, "invalid_request")
+        expected = (
+            'the request needs a JSON body: {"input": {...}, "tenantId": "...", "version": 1}'
+        )
+        assert body["message"] == f"body /: {expected}"
+        assert body["details"]["problems"] == [
+            {"in": "body", "pointer": "", "code": "body_missing", "message": expected}
+        ]
+    assert _is_error(probe_item, 422, "invalid_request")["message"] == (
+        'body /: the request needs a JSON body: {"name": "...", "count": 1} (name, count required)'
+    )
+    assert _is_error(workflow, 422, "invalid_request")["message"] == (
+        "body /: the request needs a JSON body: one workflow document, or a list (a parent "
+        "with the child workflows)"
+    )
+
+
+async def test_an_unknown_body_field_is_offered_the_close_field_names(url: str) -> None:
+    async with client(url) as http:
+        tenant = await http.post(
+            "/workflows/support-ticket/runs", json={"input": {}, "tenant": "acme"}
+        )
+        snake = await http.post("/runs/retry", json={"ids": [], "limitt": 5})
+        nested = await http.post("/runs/retry", json={"filter": {"statuss": "FAILED"}})
+        far = await http.put("/tenants/acme/limits", json={"burst": 5})
+    body = _is_error(tenant, 422, "invalid_request")
+    assert body["message"] == "body /tenant: 'tenant' is not a field here; did you mean 'tenantId'?"
+    assert body["details"]["problems"][0]["code"] == "extra_forbidden"
+    assert _is_error(snake, 422, "invalid_request")["message"] == (
+        "body /limitt: 'limitt' is not a field here; did you mean 'limit'?"
+    )
+    assert _is_error(nested, 422, "invalid_request")["message"] == (
+        "body /filter/statuss: 'statuss' is not a field here; did you mean 'status'?"
+    )
+    assert _is_error(far, 422, "invalid_request")["message"] == (
+        "body /burst: 'burst' is not a field here; the fields here are ratePerMinute, maxRuns"
+    )
+
+
 async def test_status_and_route_filters_take_any_case(url: str) -> None:
     async with client(url) as http:
         published = await http.post("/workflows", json=single("one", NOWHERE))
@@ -388,6 +471,7 @@ async def test_openapi_declares_error_answers_for_every_route(url: str) -> None:
             assert "unknown_query_parameter" in answers["422"]["description"], (method, path)
             if "requestBody" in operation:
                 assert "400" in answers, (method, path)
+                assert "unsupported_media_type" in answers["415"]["description"], (method, path)
             for status, answer in answers.items():
                 if not status.startswith(("4", "5")):
                     continue

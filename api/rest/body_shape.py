@@ -1,0 +1,145 @@
+"""What a route's JSON body is, read from the route itself, for refusals that say how to fix
+the body rather than repeat pydantic's words.
+
+- A body that is not JSON: FastAPI parses a body as JSON only when its `Content-Type` says
+  JSON (`application/json`, `application/*+json`) and hands the raw bytes to validation
+  otherwise, which answered `body /: Input should be a valid dictionary…` to `curl -d @file`
+  (curl's default type is form data). `refuse_non_json` answers 415 `unsupported_media_type`
+  first, saying which header to send.
+- No body at all: `needs_body` says so with the shape the route takes, from its body model's
+  fields (`{"input": {...}, "tenantId": "...", "version": 1}`) or the body's description.
+- A field the body model does not have: `fields_at` gives the names the model at that place
+  takes (on the wire: aliases), for a "did you mean".
+"""
+
+from __future__ import annotations
+
+import enum
+import json
+import types
+import typing
+from collections.abc import Sequence
+from typing import Any
+
+from fastapi import Request
+from fastapi.routing import APIRoute
+from pydantic import BaseModel
+
+from schemas.errors import ApiError
+
+JSON_MEDIA = "application/json"
+UNSUPPORTED_CODE = "unsupported_media_type"
+_UNIONS = (typing.Union, types.UnionType)
+_SEQUENCES = (list, tuple, set, frozenset, Sequence)
+
+
+def is_json(content_type: str | None) -> bool:
+    """Whether FastAPI reads a body of this `Content-Type` as JSON."""
+    media = (content_type or "").split(";", 1)[0].strip().lower()
+    return media == JSON_MEDIA or (media.startswith("application/") and media.endswith("+json"))
+
+
+async def refuse_non_json(request: Request, route: APIRoute) -> None:
+    """415 `unsupported_media_type` for a non-empty body on a route that takes JSON, sent
+    without a JSON `Content-Type` (`details.contentType`: the one sent, null for none). Reads
+    the body FastAPI has already read, so it costs nothing."""
+    if route.body_field is None:
+        return
+    content_type = request.headers.get("content-type")
+    if is_json(content_type) or not await request.body():
+        return
+    sent = f"this one had Content-Type: {content_type}" if content_type else "this one had none"
+    if content_type and content_type.startswith("application/x-www-form-urlencoded"):
+        sent += ", what curl -d sends unless told otherwise"
+    raise ApiError(
+        415,
+        UNSUPPORTED_CODE,
+        f"the body must be JSON sent with the header Content-Type: {JSON_MEDIA} ({sent})",
+        {"contentType": content_type},
+    )
+
+
+def _members(annotation: Any) -> tuple[Any, ...]:
+    """The types an annotation may hold: a union's members but None, or itself."""
+    if typing.get_origin(annotation) in _UNIONS:
+        return tuple(a for a in typing.get_args(annotation) if a is not type(None))
+    return (annotation,)
+
+
+def _model(annotation: Any) -> type[BaseModel] | None:
+    found = [m for m in _members(annotation) if isinstance(m, type) and issubclass(m, BaseModel)]
+    return found[0] if len(found) == 1 else None
+
+
+def _field(model: type[BaseModel], key: str) -> Any:
+    for name, info in model.model_fields.items():
+        if key in (name, info.alias):
+            return info.annotation
+    return None
+
+
+def _step(annotation: Any, key: str | int) -> Any:
+    """The annotation of the value at `key` inside a value of `annotation`, or None."""
+    for member in _members(annotation):
+        origin = typing.get_origin(member)
+        if isinstance(key, int) and origin in _SEQUENCES:
+            return typing.get_args(member)[0] if typing.get_args(member) else None
+        if isinstance(key, str) and origin is dict:
+            return typing.get_args(member)[1] if typing.get_args(member) else None
+        model = _model(member)
+        if isinstance(key, str) and model is not None:
+            return _field(model, key)
+    return None
+
+
+def _wire_names(model: type[BaseModel]) -> dict[str, str]:
+    """Each key the model accepts (its names and its aliases) → the name it has on the wire."""
+    names: dict[str, str] = {}
+    for name, info in model.model_fields.items():
+        wire = info.alias or name
+        names[wire] = wire
+        names.setdefault(name, wire)
+    return names
+
+
+def fields_at(route: APIRoute, path: Sequence[str | int]) -> dict[str, str] | None:
+    """The keys the object at `path` inside the route's body accepts (each → its name on the
+    wire), or None where the body is not a model there (or the path is not understood)."""
+    annotation = None if route.body_field is None else route.body_field.field_info.annotation
+    for key in path:
+        annotation = _step(annotation, key)
+    model = _model(annotation)
+    return None if model is None else _wire_names(model)
+
+
+def _placeholder(annotation: Any) -> str:
+    """A value that shows a field's type: `"..."`, `1`, `[...]`, `{...}`."""
+    members = _members(annotation)
+    member = members[0] if len(members) == 1 else Any
+    origin = typing.get_origin(member)
+    if origin is typing.Literal:
+        return json.dumps(typing.get_args(member)[0])
+    if isinstance(member, type) and issubclass(member, enum.Enum):
+        return json.dumps(next(iter(member)).value)
+    simple = {str: '"..."', bool: "true", int: "1", float: "1.0"}
+    if isinstance(member, type) and member in simple:
+        return simple[member]
+    return "[...]" if origin in _SEQUENCES else "{...}"
+
+
+def needs_body(route: APIRoute | None) -> str:
+    """The refusal of a request without a body: what the route takes, when it is known."""
+    field = None if route is None else route.body_field
+    if field is None:
+        return f"the request needs a JSON body, sent with Content-Type: {JSON_MEDIA}"
+    model = _model(field.field_info.annotation)
+    if model is None:
+        what = (field.field_info.description or "").rstrip(".")
+        return "the request needs a JSON body" + (f": {what[:1].lower()}{what[1:]}" if what else "")
+    fields = model.model_fields.items()
+    shown = ", ".join(
+        f'"{info.alias or name}": {_placeholder(info.annotation)}' for name, info in fields
+    )
+    required = [info.alias or name for name, info in fields if info.is_required()]
+    needed = f" ({', '.join(required)} required)" if required else ""
+    return f"the request needs a JSON body: {{{shown}}}{needed}"
