@@ -32,7 +32,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 import typer
 from rich.live import Live
 
-from api.cli import log_setup, run_live_display, usage
+from api.cli import demo_address, log_setup, run_live_display, usage
 from api.cli.exit_codes import EXIT_FOR_REFUSAL, ExitCode
 from api.cli.usage import fail
 from schemas.errors import DefinitionError, OperationError, Refusal
@@ -47,9 +47,6 @@ if TYPE_CHECKING:
 
 console = usage.stderr()
 
-EXAMPLES_DOWNSTREAM_URL = "http://127.0.0.1:8765"
-"""Where the example files call the demo downstream; with `--demo-downstream` the documents
-are published with this replaced by the URL of the one started (a free port by default)."""
 POLL_S = 0.5
 """How often the display reads the run's progress."""
 STORE_RETRY_S = 2.0
@@ -118,7 +115,7 @@ def load_workflows(
     """Parse the files' `documents`; with `downstream_url`, the examples' demo downstream URL
     is replaced by it."""
     if downstream_url is not None:
-        placeholder, url = EXAMPLES_DOWNSTREAM_URL.encode(), downstream_url.encode()
+        placeholder, url = demo_address.EXAMPLES_URL.encode(), downstream_url.encode()
         documents = [(name, data.replace(placeholder, url)) for name, data in documents]
     # Here, not at the top: validation loads networkx and jsonschema, which `--help` and the
     # other commands need not pay for.
@@ -193,11 +190,39 @@ def check_input(workflow: Workflow, run_input: Any) -> None:
 
 
 @contextlib.asynccontextmanager
-async def started_downstream(enabled: bool, port: int) -> AsyncIterator[str | None]:
-    """The shipped demo downstream on 127.0.0.1:`port` (0: a free one), or nothing."""
+async def started_downstream(
+    runtime: Runtime, workflows: Sequence[Workflow], enabled: bool, port: int | None
+) -> AsyncIterator[str | None]:
+    """The shipped demo downstream on loopback, or nothing: on `port` (0: a free one) when
+    given, else where the latest published versions of the `workflows` that call it already
+    call it, when that port is free (the documents are then those published, so no new version
+    is made), else on a free port."""
     if not enabled:
         yield None
         return
+    async with contextlib.AsyncExitStack() as stack:
+        if port is None:
+            names = [w.name for w in workflows if _calls_demo(w)]
+            preferred = await demo_address.remembered_port(runtime, names)
+            url = await stack.enter_async_context(demo_address.started(preferred, "workflows"))
+        else:
+            url = await stack.enter_async_context(_on_port(port))
+        console.print(
+            f"demo downstream listening on {url} (egress to loopback allowed for it; "
+            "other internal addresses stay refused)"
+        )
+        yield url
+
+
+def _calls_demo(workflow: Workflow) -> bool:
+    """Whether the file's workflow calls the demo downstream where the examples do."""
+    document = workflow.model_dump(mode="json", by_alias=True, exclude_none=True)
+    return demo_address.EXAMPLES_URL in json.dumps(document)
+
+
+@contextlib.asynccontextmanager
+async def _on_port(port: int) -> AsyncIterator[str]:
+    """The demo downstream on the `--demo-port` given: a port taken is the user's to change."""
     from demo.downstream import start_downstream
 
     try:
@@ -207,10 +232,6 @@ async def started_downstream(enabled: bool, port: int) -> AsyncIterator[str | No
             f"cannot start the demo downstream on 127.0.0.1:{port}: "
             f"{error.strerror or error}; pick another with --demo-port (0: a free one)"
         ) from None
-    console.print(
-        f"demo downstream listening on {downstream.url} (egress to loopback allowed for it; "
-        "other internal addresses stay refused)"
-    )
     try:
         yield downstream.url
     finally:
@@ -298,61 +319,56 @@ def _interrupts(event: asyncio.Event) -> Any:
 
 
 async def execute_run(
+    runtime: Runtime,
     workflows: list[Workflow],
     target: Workflow,
     run_input: Any,
-    settings: Settings,
     opts: RunOptions,
 ) -> tuple[str, RunDetail | Stopped, list[RunSummary]]:
     """Publish, submit, run a worker and watch until the run ends or the watch stops."""
     from engine.operations import Operations
-    from engine.operations.startup import open_runtime
     from engine.runtime import settle_heap
 
-    runtime: Runtime = await open_runtime(settings)
     settle_heap()
     interrupted = asyncio.Event()
+    ops = Operations(runtime)
+    documents = [w.model_dump(mode="json", by_alias=True, exclude_none=True) for w in workflows]
     try:
-        ops = Operations(runtime)
-        documents = [w.model_dump(mode="json", by_alias=True, exclude_none=True) for w in workflows]
-        try:
-            # What the files say runs: the run is pinned to the versions just published, its
-            # children's too, and what serves for other clients stays as it was.
-            published = {p.name: p.version for p in await ops.workflows.publish(documents)}
-            run = (
-                await ops.runs.submit(
-                    target.name,
-                    run_input,
-                    tenant_id=opts.tenant,
-                    version=published[target.name],
-                    child_versions=published,
-                )
-            ).run
-        except DefinitionError as error:  # what only publication checks (the egress policy)
-            raise _problems("the workflows", _by_workflow(error.problems, workflows)) from None
-        except OperationError as error:
-            if error.refusal is Refusal.UNAVAILABLE:
-                raise
-            raise fail(error.message) from None
-        console.print(f"run {run.id} ({target.name} v{run.version})")
-        worker = runtime.worker()
-        stop = asyncio.Event()
-        stopped: Stopped | None = None
-        with _interrupts(interrupted):
-            async with asyncio.TaskGroup() as group:
-                group.create_task(worker.run(stop), name="worker")
-                try:
-                    stopped = await watch(ops, target, run.id, opts.timeout_s, interrupted)
-                finally:
-                    if interrupted.is_set() or stopped is not None:
-                        worker.hurry()  # the prompt back now; claims given back, not expired
-                    stop.set()
-        if stopped is not None:
-            return run.id, stopped, []
-        detail, failed = await _final(ops, run.id)
-        return run.id, detail, failed
-    finally:
-        await runtime.close()
+        # What the files say runs: the run is pinned to the versions just published, its
+        # children's too, and what serves for other clients stays as it was.
+        published = {p.name: p.version for p in await ops.workflows.publish(documents)}
+        run = (
+            await ops.runs.submit(
+                target.name,
+                run_input,
+                tenant_id=opts.tenant,
+                version=published[target.name],
+                child_versions=published,
+            )
+        ).run
+    except DefinitionError as error:  # what only publication checks (the egress policy)
+        raise _problems("the workflows", _by_workflow(error.problems, workflows)) from None
+    except OperationError as error:
+        if error.refusal is Refusal.UNAVAILABLE:
+            raise
+        raise fail(error.message) from None
+    console.print(f"run {run.id} ({target.name} v{run.version})")
+    worker = runtime.worker()
+    stop = asyncio.Event()
+    stopped: Stopped | None = None
+    with _interrupts(interrupted):
+        async with asyncio.TaskGroup() as group:
+            group.create_task(worker.run(stop), name="worker")
+            try:
+                stopped = await watch(ops, target, run.id, opts.timeout_s, interrupted)
+            finally:
+                if interrupted.is_set() or stopped is not None:
+                    worker.hurry()  # the prompt back now; claims given back, not expired
+                stop.set()
+    if stopped is not None:
+        return run.id, stopped, []
+    detail, failed = await _final(ops, run.id)
+    return run.id, detail, failed
 
 
 @dataclass(frozen=True)
@@ -416,11 +432,16 @@ def run(
         ),
     ] = False,
     demo_port: Annotated[
-        int,
+        int | None,
         typer.Option(
-            min=0, max=65535, metavar="PORT", help="Port of the demo downstream (0: a free one)."
+            min=0,
+            max=65535,
+            metavar="PORT",
+            help="Port of the demo downstream (0: a free one). Default: the port the "
+            "workflows' published versions call, when free (no new version), else a free one.",
+            show_default=False,
         ),
-    ] = 0,
+    ] = None,
     timeout: Annotated[
         float, typer.Option(metavar="SECONDS", help="Stop watching after this long.")
     ] = 600,
@@ -463,10 +484,16 @@ def run(
     check_input(target, run_input)
 
     async def go() -> tuple[str, RunDetail | Stopped, list[RunSummary]]:
-        async with started_downstream(demo_downstream, demo_port) as url:
-            calling = workflows if url is None else load_workflows(documents, url)
-            chosen = pick_workflow(calling, target.name)
-            return await execute_run(calling, chosen, run_input, settings, options)
+        from engine.operations.startup import open_runtime
+
+        runtime = await open_runtime(settings)
+        try:
+            async with started_downstream(runtime, workflows, demo_downstream, demo_port) as url:
+                calling = workflows if url is None else load_workflows(documents, url)
+                chosen = pick_workflow(calling, target.name)
+                return await execute_run(runtime, calling, chosen, run_input, options)
+        finally:
+            await runtime.close()
 
     try:
         run_id, outcome, failed = asyncio.run(go())

@@ -22,17 +22,16 @@ import contextlib
 import json
 import logging
 import os
-import re
 import socket
 import traceback
-from collections.abc import AsyncIterator, Callable, Coroutine
+from collections.abc import Callable, Coroutine
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 from rich.rule import Rule
 
-from api.cli import log_setup, usage
+from api.cli import demo_address, log_setup, usage
 
 if TYPE_CHECKING:
     from api.rest import ApiServer
@@ -45,9 +44,6 @@ db_app = typer.Typer(help="Database maintenance.", no_args_is_help=True)
 EXIT_REFUSED = 1
 """The service cannot start (schema behind, address in use, database unreachable)."""
 EXAMPLES_DIR = Path(__file__).resolve().parents[2] / "examples"
-DEMO_DOWNSTREAM_URL = "http://127.0.0.1:8765"
-"""Where the example files call the demo downstream; `serve --demo` publishes them with this
-replaced by the URL of the one it started."""
 
 
 Host = Annotated[str, typer.Option(metavar="HOST", help="Address to listen on.")]
@@ -354,55 +350,16 @@ def api(
 # ── serve ───────────────────────────────────────────────────────────────────────────────────
 
 
-_LOOPBACK_PORT = re.compile(r"http://127\.0\.0\.1:(\d{1,5})\b")
-
-
-async def _examples_port(runtime: Runtime, examples: list[tuple[str, str]]) -> int | None:
-    """The loopback port the examples' latest published versions call (an earlier `serve
-    --demo` on this database started the demo downstream there), or None."""
-    from engine.operations import Operations
-    from schemas.errors import NotFound
-
-    workflows = Operations(runtime).workflows
+def _example_names(examples: list[tuple[str, str]]) -> list[str]:
+    """The names the example files give their workflows (a file that is not one is left to
+    publication to refuse)."""
+    names: list[str] = []
     for _, text in examples:
-        try:
+        with contextlib.suppress(ValueError, KeyError, TypeError):
             name = json.loads(text)["name"]
-            latest = await workflows.get(name)
-        except (ValueError, KeyError, TypeError, NotFound):
-            continue
-        found = _LOOPBACK_PORT.search(json.dumps(latest.document))
-        if found and 0 < int(found.group(1)) < 65536:
-            return int(found.group(1))
-    return None
-
-
-@contextlib.asynccontextmanager
-async def _demo_downstream(preferred: int | None) -> AsyncIterator[str]:
-    """The shipped demo downstream on loopback: on `preferred`, the port the examples already
-    call, when it is free (a restart keeps the address, so versions a user derived from the
-    examples keep reaching it), else on a free port (never a fixed one: another process may
-    hold it), saying so; the examples are published pointing there."""
-    from demo.downstream import start_downstream
-
-    downstream = None
-    if preferred is not None:
-        try:
-            downstream = await start_downstream(port=preferred)
-        except OSError:
-            downstream = None
-    if downstream is None:
-        downstream = await start_downstream(port=0)
-        if preferred is not None:
-            console.print(
-                f"[yellow]demo downstream:[/yellow] port {preferred}, where the published "
-                f"examples call it, is taken; it listens on {downstream.url} instead. The "
-                "examples get new versions calling there; versions of your own that call "
-                f"127.0.0.1:{preferred} need the new address."
-            )
-    try:
-        yield downstream.url
-    finally:
-        await downstream.stop()
+            if isinstance(name, str):
+                names.append(name)
+    return names
 
 
 def _read_examples(examples: Path) -> list[tuple[str, str]]:
@@ -423,7 +380,7 @@ async def _publish_examples(
     from engine.validation import parse_documents
 
     documents = [
-        (source, text.replace(DEMO_DOWNSTREAM_URL, downstream_url).encode())
+        (source, text.replace(demo_address.EXAMPLES_URL, downstream_url).encode())
         for source, text in examples
     ]
     try:
@@ -475,8 +432,10 @@ async def _serve_all(
             stack.push_async_callback(runtime.close)
             downstream_url = None
             if demo is not None:
-                preferred = await _examples_port(runtime, demo)
-                downstream_url = await stack.enter_async_context(_demo_downstream(preferred))
+                preferred = await demo_address.remembered_port(runtime, _example_names(demo))
+                downstream_url = await stack.enter_async_context(
+                    demo_address.started(preferred, "examples")
+                )
                 _warn_demo(downstream_url, await _publish_examples(runtime, demo, downstream_url))
             settle_heap()
             app = create_app(

@@ -5,6 +5,8 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import re
+import socket
 import subprocess
 import sys
 from pathlib import Path
@@ -331,3 +333,55 @@ async def test_run_pins_the_children_to_the_versions_it_published(
     assert serving.serving_version == 1
     paths = [r.path for r in downstream.stats.recent]
     assert paths.count("/new") == 2 and paths.count("/old") == 2
+
+
+async def _latest_versions(db: Path) -> dict[str, int]:
+    runtime = await Runtime.open(
+        Settings.model_validate({"database_url": f"sqlite+aiosqlite:///{db}"})
+    )
+    try:
+        return {w.name: w.latest_version for w in await Operations(runtime).workflows.list()}
+    finally:
+        await runtime.close()
+
+
+def _downstream_port(stderr: str) -> int:
+    found = re.search(r"demo downstream listening on http://127\.0\.0\.1:(\d+) ", stderr)
+    assert found, stderr
+    return int(found.group(1))
+
+
+async def test_run_with_demo_downstream_again_publishes_no_new_version(tmp_path: Path) -> None:
+    """`make demo-run` twice on one database: the second start puts the demo downstream where
+    the published versions call it, so the documents are the same and the run reuses them
+    (it used to take a free port each time, publishing v2, v3, …). When that port is taken it
+    runs on a free one, says so, and publishes new versions calling there."""
+    db = tmp_path / "demo.db"
+    example = (
+        *("run", "examples/subscription-renewals.json", "--demo-downstream", "--output", "json"),
+        *("--input", "@examples/subscription-renewals.input.json"),
+    )
+    first = await asb(*example, db=db, egress_allow=None)
+    again = await asb(*example, db=db, egress_allow=None)
+    for result in (first, again):
+        assert result.returncode == 0, result.stderr
+        assert json.loads(result.stdout)["version"] == 1
+    port = _downstream_port(first.stderr)
+    assert _downstream_port(again.stderr) == port
+    assert "(nightly-subscription-renewals v1)" in again.stderr
+    assert await _latest_versions(db) == {
+        "nightly-subscription-renewals": 1,
+        "renew-subscription": 1,
+    }
+
+    with socket.create_server(("127.0.0.1", port)):
+        moved = await asb(*example, db=db, egress_allow=None)
+    assert moved.returncode == 0, moved.stderr
+    ran = json.loads(moved.stdout)
+    assert (ran["status"], ran["version"]) == ("SUCCEEDED", 2)
+    assert _downstream_port(moved.stderr) != port
+    assert f"port {port}, where the published workflows call it, is taken" in moved.stderr
+    assert await _latest_versions(db) == {
+        "nightly-subscription-renewals": 2,
+        "renew-subscription": 2,
+    }
