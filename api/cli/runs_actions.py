@@ -8,6 +8,7 @@ repeating it is harmless (cancelling a cancelled run) is exit 0 and says so.
 
 from __future__ import annotations
 
+from collections import Counter
 from typing import TYPE_CHECKING, Annotated
 
 import typer
@@ -52,6 +53,7 @@ if TYPE_CHECKING:
         ReprocessResult,
         ResolveResult,
         RetryResult,
+        SkippedRun,
         StartOverResult,
         StepView,
         Wire,
@@ -68,14 +70,65 @@ def _print(remote: Remote, result: Wire, line: str) -> None:
 # ── retry ───────────────────────────────────────────────────────────────────────────────────
 
 
-def _batch_lines(result: BatchRetryResult) -> list[str]:
-    lines = [f"retried {plural(len(result.retried), 'run')}"]
-    lines += [f"  {run_id}" for run_id in result.retried]
-    if result.skipped:
-        lines.append(f"skipped {plural(len(result.skipped), 'run')}")
-        for skipped in result.skipped:
-            state = f" (it is {skipped.state})" if skipped.state else ""
-            lines.append(f"  {skipped.run_id}  {skipped.reason}{state}")
+SKIP_WORDS = {"run_not_failed": "not FAILED", "run_not_found": "not found"}
+"""A batch retry's skip reasons (the API's codes) as its summary line says them."""
+
+
+def looked_for(
+    status: str | None, workflow: str | None, tenant: str | None, since: str | None, roots: bool
+) -> str:
+    """What a batch retry's filter asked for, as given: `status FAILED, workflow W`."""
+    parts = [f"status {(status or 'FAILED').upper()}"]
+    parts += [f"{name} {value}" for name, value in _given(workflow, tenant, since)]
+    return ", ".join(parts + (["roots only"] if roots else []))
+
+
+def _given(workflow: str | None, tenant: str | None, since: str | None) -> list[tuple[str, str]]:
+    named = (("workflow", workflow), ("tenant", tenant), ("since", since))
+    return [(name, value) for name, value in named if value is not None]
+
+
+def skip_counts(skipped: list[SkippedRun]) -> str:
+    """The skipped runs counted by reason, most first: `2 not FAILED (1 RUNNING, 1
+    SUCCEEDED), 1 not found`."""
+    by_reason: dict[str, list[SkippedRun]] = {}
+    for run in skipped:
+        by_reason.setdefault(run.reason, []).append(run)
+    parts = []
+    for reason, runs in sorted(by_reason.items(), key=lambda item: -len(item[1])):
+        part = f"{len(runs):,} {SKIP_WORDS.get(reason, reason)}"
+        states = Counter(run.state for run in runs if run.state)
+        if states:
+            part += f" ({', '.join(f'{n:,} {state}' for state, n in states.most_common())})"
+        parts.append(part)
+    return ", ".join(parts)
+
+
+def batch_lines(result: BatchRetryResult, filter_text: str | None = None) -> list[str]:
+    """What a batch retry did: the runs retried, then those skipped with their reasons
+    counted. Nothing retried says so first, with what was looked for (`filter_text`, the
+    filter's `looked_for`; None: the runs were named)."""
+    skipped = len(result.skipped)
+    if result.retried:
+        lines = [f"retried {plural(len(result.retried), 'run')}"]
+        lines += [f"  {run_id}" for run_id in result.retried]
+        if skipped:
+            lines.append(f"skipped {plural(skipped, 'run')}: {skip_counts(result.skipped)}")
+    elif not skipped:
+        looked = f" ({filter_text})" if filter_text else ""
+        lines = [f"nothing to retry: no run matched{looked}"]
+    elif filter_text is None:
+        given = "the run given was" if skipped == 1 else f"the {skipped:,} runs given were"
+        lines = [f"nothing to retry: {given} skipped: {skip_counts(result.skipped)}"]
+    else:
+        matched = plural(skipped, "run")
+        lines = [
+            f"nothing to retry: {matched} matched ({filter_text}), all skipped: "
+            f"{skip_counts(result.skipped)}"
+        ]
+    for run in result.skipped:
+        state = f" (it is {run.state})" if run.state else ""
+        lines.append(f"  {run.run_id}  {run.reason}{state}")
     if result.truncated:
         lines.append("more runs matched than --limit; run the command again for the rest")
     return lines
@@ -117,9 +170,9 @@ def retry(
     """Run a FAILED run's failed steps again (completed steps are kept).
 
     Several RUNs, or a filter (--status, default FAILED; --workflow, --tenant, --since,
-    --roots), retry many at once and
-    print the runs retried and those skipped with the reason. Exit 1 when a RUN named is not
-    FAILED (or not found); a filter's skipped runs do not change the exit code."""
+    --roots), retry many at once and print the runs retried and those skipped with the
+    reason; with none retried it says "nothing to retry" and why. Exit 1 when a RUN named is
+    not FAILED (or not found); a filter that matches nothing, or only runs it skips, exits 0."""
     remote = Remote(api_url, api_key, output, debug)
     filtered = any(v is not None for v in (status, workflow, tenant, since)) or roots
     if runs and filtered:
@@ -173,7 +226,8 @@ def retry(
         print_json(dump(outcome))
     else:
         console = stdout()
-        for line in _batch_lines(outcome):
+        filter_text = looked_for(status, workflow, tenant, since, roots) if filtered else None
+        for line in batch_lines(outcome, filter_text):
             console.print(line, markup=False)
     if runs and outcome.skipped:
         raise typer.Exit(ExitCode.FAILED)

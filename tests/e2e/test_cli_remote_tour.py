@@ -194,9 +194,30 @@ def test_batch_retry_prints_retried_and_skipped(stack: Stack, published: str) ->
     assert stack.cli("runs", "watch", ok, "--timeout", "60").returncode == 0
     skipped = stack.cli("runs", "retry", ok, "no-such-run")
     assert skipped.returncode == 1, skipped.stderr
-    assert "retried 0 runs" in skipped.stdout and "skipped 2 runs" in skipped.stdout
+    assert skipped.stdout.splitlines()[0] == (
+        "nothing to retry: the 2 runs given were skipped: 1 not FAILED (1 SUCCEEDED), 1 not found"
+    )
     assert f"{ok}  run_not_failed (it is SUCCEEDED)" in skipped.stdout
     assert "no-such-run  run_not_found" in skipped.stdout
+
+    # A filter with nothing to retry says what it looked for (it printed `retried 0 runs`).
+    none = stack.ok(
+        "runs", "retry", "--status", "FAILED", "--workflow", "support-ticket",
+        "--tenant", f"{tenant}-none",
+    )  # fmt: skip
+    assert none.stdout.splitlines() == [
+        "nothing to retry: no run matched (status FAILED, workflow support-ticket, "
+        f"tenant {tenant}-none)"
+    ]
+    only_skipped = stack.ok(
+        "runs", "retry", "--status", "SUCCEEDED", "--workflow", "support-ticket",
+        "--tenant", tenant,
+    )  # fmt: skip
+    assert only_skipped.stdout.splitlines() == [
+        "nothing to retry: 1 run matched (status SUCCEEDED, workflow support-ticket, "
+        f"tenant {tenant}), all skipped: 1 not FAILED (1 SUCCEEDED)",
+        f"  {ok}  run_not_failed (it is SUCCEEDED)",
+    ]
 
 
 def test_a_run_is_cancelled_and_a_wait_times_out(stack: Stack, published: str) -> None:

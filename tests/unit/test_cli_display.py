@@ -182,3 +182,44 @@ def test_a_watch_says_why_children_wait() -> None:
     one = Snapshot.of(fanout_progress([{"reason": "breaker_open", "children": 1}]))
     assert one.summary().endswith("  1 child waiting: (breaker_open)")
     assert "waiting" not in Snapshot.of(fanout_progress([])).summary()
+
+
+def test_a_batch_retry_with_nothing_to_retry_says_why() -> None:
+    from api.cli.runs_actions import batch_lines, looked_for
+    from api.cli.wire import BatchRetryResult
+
+    # It used to print `retried 0 runs` and nothing else.
+    looked = looked_for(None, "orders", None, "2h", roots=True)
+    assert looked == "status FAILED, workflow orders, since 2h, roots only"
+    none = BatchRetryResult.model_validate({"retried": [], "skipped": []})
+    assert batch_lines(none, looked_for("failed", "W", None, None, roots=False)) == [
+        "nothing to retry: no run matched (status FAILED, workflow W)"
+    ]
+    skipped = BatchRetryResult.model_validate(
+        {
+            "retried": [],
+            "skipped": [
+                {"runId": "r1", "reason": "run_not_failed", "state": "RUNNING"},
+                {"runId": "r2", "reason": "run_not_found"},
+                {"runId": "r3", "reason": "run_not_failed", "state": "SUCCEEDED"},
+                {"runId": "r4", "reason": "run_not_failed", "state": "SUCCEEDED"},
+            ],
+        }
+    )
+    counts = "3 not FAILED (2 SUCCEEDED, 1 RUNNING), 1 not found"
+    lines = batch_lines(skipped, "status FAILED, workflow W")
+    assert lines[0] == (
+        f"nothing to retry: 4 runs matched (status FAILED, workflow W), all skipped: {counts}"
+    )
+    assert lines[1:3] == ["  r1  run_not_failed (it is RUNNING)", "  r2  run_not_found"]
+    assert batch_lines(skipped)[0] == f"nothing to retry: the 4 runs given were skipped: {counts}"
+    # Some retried: the skipped runs' line counts their reasons too.
+    mixed = BatchRetryResult.model_validate(
+        {"retried": ["r5"], "skipped": [{"runId": "r2", "reason": "run_not_found"}]}
+    )
+    assert batch_lines(mixed, looked) == [
+        "retried 1 run",
+        "  r5",
+        "skipped 1 run: 1 not found",
+        "  r2  run_not_found",
+    ]
