@@ -218,10 +218,21 @@ def run_header(run: RunDetail, now: float) -> Table:
         pairs.append(("running for", run_duration(run, now)))
     pairs += _lineage(run, now)
     if run.fanout.total:
-        pairs.append(("fan-out", fanout_line(run.fanout)))
+        pairs.append(("fan-out", _fanout_field(run)))
     if run.error is not None:
         pairs.append(("error", Text(error_line(run.error), style="red")))
     return _fields(pairs)
+
+
+def _fanout_field(run: RunDetail) -> Text:
+    """The fan-out's counts, and while the run goes on why its children wait (as `runs
+    watch` says it), on a line of its own."""
+    field = Text(fanout_line(run.fanout))
+    waiting = children_waiting_line(run.fanout) if run.ended_at is None else None
+    if waiting is not None:
+        field.append("\n")
+        field.append(waiting, style="yellow")
+    return field
 
 
 def output_excerpt(value: Any) -> str:

@@ -163,9 +163,9 @@ def test_a_fanout_over_its_tenant_quota_leads_with_raising_it(
 
 
 def test_following_a_fanout_says_why_its_children_wait(serve_api: Stack, workflows: None) -> None:
-    """A fan-out held by its tenant's rate limit: `submit --wait` and `watch` say so, with the
-    fix, instead of a children count that does not move (the reason was only in a child's
-    `runs logs`). Piped, so one line per change at most every 2 s."""
+    """A fan-out held by its tenant's rate limit: `submit --wait`, `watch` and `show` say so,
+    with the fix, instead of a children count that does not move (the reason was only in a
+    child's `runs logs`). Piped, so one line per change at most every 2 s."""
     tenant = "hints-rate"
     serve_api.ok("tenants", "set-rate", tenant, "2")  # two GATEWAY steps a minute
     run_input = json.dumps({"codes": ["200"] * 6})
@@ -185,5 +185,8 @@ def test_following_a_fanout_says_why_its_children_wait(serve_api: Stack, workflo
     watched = serve_api.cli("runs", "watch", run, "--timeout", "8")
     assert watched.returncode == 3, (watched.stdout, watched.stderr)
     assert said in watched.stdout and fix in watched.stdout, watched.stdout
+    # `runs show` says it too, under the fan-out's counts (the terminal folds it; a pipe not).
+    shown = serve_api.ok("runs", "show", run).stdout
+    assert said in shown and fix in shown, shown
     serve_api.ok("runs", "cancel", run)
     serve_api.ok("tenants", "set-rate", tenant, "--reset")

@@ -223,3 +223,29 @@ def test_a_batch_retry_with_nothing_to_retry_says_why() -> None:
         "skipped 1 run: 1 not found",
         "  r2  run_not_found",
     ]
+
+
+def test_runs_show_says_why_a_running_fanouts_children_wait() -> None:
+    # `runs watch` said it; `runs show` gave only the counts.
+    waiting = [
+        {"reason": "tenant_rate_limit", "children": 6, "message": RATE, "until": NOW + 3},
+        {"reason": "backpressure", "children": 2, "message": "the ready queue is deep"},
+    ]
+    fields = {
+        "id": "r1",
+        "workflow": "fan",
+        "version": 1,
+        "tenantId": "acme",
+        "status": "RUNNING",
+        "createdAt": NOW - 60,
+        "steps": [{"vertexId": "each", "type": "SPAWNER", "status": "PARKED"}],
+        "fanout": {"total": 1000, "running": 8, "succeeded": 992, "waiting": waiting},
+    }
+    text = rendered(run_display.run_view(RunDetail.model_validate(fields), NOW))
+    said = f"6 children waiting: {RATE} (others wait for: backpressure)"
+    assert said in " ".join(text.split()), text
+    lines = text.splitlines()
+    counts = next(i for i, line in enumerate(lines) if line.startswith("fan-out"))
+    assert lines[counts + 1].strip().startswith("6 children waiting: tenant acme"), text
+    ended = {**fields, "status": "CANCELLED", "endedAt": NOW}
+    assert "waiting:" not in rendered(run_display.run_view(RunDetail.model_validate(ended), NOW))
