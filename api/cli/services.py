@@ -389,8 +389,9 @@ async def _publish_examples(
         raise CannotStart(f"the example workflows are not valid: {error}") from None
     from engine.operations import Operations
 
-    # Each start points the examples at a new downstream port (new versions): they serve,
-    # unless a deployment of one is running (it keeps deciding; logged either way).
+    # Published again on each start: the same versions while the downstream keeps its port,
+    # new ones when it moved. They serve, unless a deployment of one is running (it keeps
+    # deciding; logged either way).
     published = await Operations(runtime).workflows.publish_serving(
         [w.model_dump(mode="json", by_alias=True, exclude_none=True) for w in workflows],
         actor="serve --demo",
