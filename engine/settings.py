@@ -124,8 +124,8 @@ class Settings(BaseSettings):
     """How long the payloads of a run (its MERGEs' outputs past 256 KiB) are kept after the
     run ends (SUCCEEDED, FAILED or CANCELLED); workers then delete them, which is how the
     payload store drains below its high-water mark. A run reopened by an operator keeps
-    them while it runs; a step that reads a join's outputs once they are gone fails, and
-    the run is started over to merge again. Default 7 days."""
+    what is left of them while it runs; a step that reads a join's outputs once they are
+    (even partly) gone fails, and the run is started over to merge again. Default 7 days."""
     merge_outputs_read_max_bytes: int = Field(
         default=64 * 1024 * 1024, ge=0, validation_alias=_env("MERGE_OUTPUTS_READ_MAX_BYTES")
     )

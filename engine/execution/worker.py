@@ -14,7 +14,8 @@ Four cooperating loops under one `asyncio.TaskGroup` (docs/architecture.md, 'Sup
 * lease renewer — renews the leases of every step still in flight every `lease_s / 3`.
 * reaper — returns steps whose lease expired (their worker died) to READY.
 * payload retention — deletes the payloads of runs that ended more than
-  `payload_retention_s` ago, at most `PAYLOAD_EXPIRY_BATCH` chunks per transaction
+  `payload_retention_s` ago, at most `PAYLOAD_EXPIRY_BATCH` chunks and
+  `PAYLOAD_EXPIRY_BATCH_BYTES` per transaction
   (docs/architecture.md, 'Payload retention').
 
 A step counts as in flight until its result is written, so its lease is renewed until then;
@@ -60,12 +61,15 @@ CLAIM_GATHER_S = 0.05
 ADMISSION_WAIT_SHOWN_S = 1.0
 """An admission wait this long is recorded on its step (shorter ones are ordinary)."""
 PAYLOAD_EXPIRY_BATCH = 2000
-"""Payload chunks deleted per transaction. A chunk holds up to 5,000 children's outputs
-(`fanout.MERGE_PAGE`), so a batch frees up to 10 million of them while its transaction stays
-short (a DELETE of 2,000 rows by id, their TOASTed values unlinked)."""
+"""Payload chunks deleted per transaction, at most."""
+PAYLOAD_EXPIRY_BATCH_BYTES = 8 * 1024 * 1024
+"""Bytes deleted per transaction, at most (past its first chunk). A DELETE's time grows with
+the bytes it frees (SQLite: ~1.5 s for 300 MB, holding the write lock every claim and flush
+waits for): 8 MiB keeps a transaction in the tens of milliseconds, however large the chunks
+(one holds up to 5,000 children's outputs, `fanout.MERGE_PAGE`)."""
 PAYLOAD_EXPIRY_BATCHES = 10
-"""Most batches one pass deletes while each finds a full batch: a backlog (a store filled
-before retention existed) drains at up to 20,000 chunks a minute without one long pass."""
+"""Most batches one pass deletes while each reaches a bound: a backlog drains at up to 80 MiB
+(or 20,000 chunks) a pass, in short transactions, without one long pass."""
 
 
 class RunChanges(Protocol):
@@ -389,11 +393,16 @@ class Worker:
             if self._closing.is_set():
                 break
             deleted, freed = await self._store.delete_expired_payloads(
-                self._config.payload_retention_s, limit=PAYLOAD_EXPIRY_BATCH
+                self._config.payload_retention_s,
+                limit=PAYLOAD_EXPIRY_BATCH,
+                max_bytes=PAYLOAD_EXPIRY_BATCH_BYTES,
             )
             chunks += deleted
             size += freed
-            if deleted < PAYLOAD_EXPIRY_BATCH:
+            # A batch that reached a bound (its chunks, or half its bytes: the next chunk may
+            # not have fitted) may have left more behind; one more read tells.
+            full = deleted >= PAYLOAD_EXPIRY_BATCH or freed >= PAYLOAD_EXPIRY_BATCH_BYTES // 2
+            if not deleted or not full:
                 break
         if chunks:
             logger.info(

@@ -157,17 +157,21 @@ class FanoutStore(StoreCore):
         async with self._engines.write.begin() as conn:
             await fanout.delete_payload(conn, ref)
 
-    async def delete_expired_payloads(self, retention_s: float, *, limit: int) -> tuple[int, int]:
-        """Delete up to `limit` payload chunks of runs that ended more than `retention_s` ago
-        by the store's clock, in one short transaction; returns (chunks, bytes) deleted. A
-        read first, so a call with nothing to delete writes nothing. Safe to call from every
-        worker at once (see `children.delete_expired_payloads`)."""
+    async def delete_expired_payloads(
+        self, retention_s: float, *, limit: int, max_bytes: int
+    ) -> tuple[int, int]:
+        """Delete the oldest payload chunks of runs that ended more than `retention_s` ago by
+        the store's clock, at most `limit` chunks and (past the first) `max_bytes`, in one
+        short transaction; returns (chunks, bytes) deleted. A read first, so a call with
+        nothing to delete writes nothing. Safe to call from every worker at once (see
+        `children.choose_expired_payloads`, `delete_expired`)."""
         ended_before = self._clock.now() - retention_s
         async with self._engines.read.connect() as conn:
             if not await fanout.any_expired_payload(conn, ended_before):
                 return 0, 0
         async with self._engines.write.begin() as conn:
-            return await fanout.delete_expired_payloads(conn, ended_before, limit)
+            ids = await fanout.choose_expired_payloads(conn, ended_before, limit, max_bytes)
+            return await fanout.delete_expired(conn, ids, ended_before)
 
     async def payload_bytes(self) -> int:
         async with self._engines.read.connect() as conn:

@@ -11,11 +11,14 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any
 
 import pytest
+from sqlalchemy import select
 
 from demo.downstream import RunningDownstream
 from engine.execution import fanout, merge_outputs
 from engine.operations import Operations
 from engine.runtime import Runtime
+from engine.store import children
+from engine.store.models import Payload
 from engine.store.records import ClaimedStep, StepFailed, StepSucceeded
 from schemas.clock import FakeClock
 from schemas.definitions import Workflow
@@ -26,6 +29,7 @@ from tests.integration.test_merge_outputs import READS_OUTPUTS, items
 from tests.integration.test_merge_outputs import workflows as merge_workflows
 
 RETENTION_S = 3600.0
+payloads = Payload.__table__  # type: ignore[attr-defined]
 
 
 @pytest.fixture
@@ -48,6 +52,13 @@ async def clocked(backend: Backend) -> AsyncIterator[tuple[Runtime, FakeClock]]:
 def small_inline_limit(monkeypatch: pytest.MonkeyPatch) -> None:
     """Joins of 20 children go to the payload store."""
     monkeypatch.setattr(fanout, "INLINE_OUTPUT_MAX_BYTES", 2000)
+
+
+async def expire(runtime: Runtime, *, limit: int = 5, max_bytes: int = 1000) -> tuple[int, int]:
+    """One batch of the payloads past RETENTION_S: (chunks, bytes) deleted."""
+    return await runtime.store.delete_expired_payloads(
+        RETENTION_S, limit=limit, max_bytes=max_bytes
+    )
 
 
 def one_step(base: str) -> list[Workflow]:
@@ -95,21 +106,17 @@ async def test_payloads_of_runs_ended_before_the_retention_are_deleted_in_batche
     # An operator's Retry reopens the FAILED run long after it ended: it keeps its payloads.
     await Operations(runtime).actions.retry(run_ids["reopened"], actor="ops")
 
-    # A batch at a time; two workers at once take different chunks, or find them gone.
-    assert await runtime.store.delete_expired_payloads(RETENTION_S, limit=1) == (1, 21)
-    both = await asyncio.gather(
-        runtime.store.delete_expired_payloads(RETENTION_S, limit=5),
-        runtime.store.delete_expired_payloads(RETENTION_S, limit=5),
-    )
-    assert sorted(both) == [(0, 0), (1, 21)]
-    assert await runtime.store.delete_expired_payloads(RETENTION_S, limit=5) == (0, 0)
+    # A batch at a time, bounded in chunks and, past its first chunk, in bytes.
+    assert await expire(runtime, limit=1) == (1, 21)
+    assert await expire(runtime, max_bytes=1) == (1, 21)
+    assert await expire(runtime) == (0, 0)
 
     assert await runtime.store.get_payload(refs["ended_long_ago"]) is None
     for name in ("reopened", "ended_lately", "running"):
         assert await runtime.store.get_payload(refs[name]) == ["x"] * 10
     # The run ended lately goes once it too is past the retention.
     clock.advance(RETENTION_S / 2)
-    assert await runtime.store.delete_expired_payloads(RETENTION_S, limit=5) == (2, 42)
+    assert await expire(runtime, max_bytes=42) == (2, 42)
     assert await runtime.store.payload_bytes() == 2 * 42
 
 
@@ -208,10 +215,42 @@ async def test_a_join_whose_chunks_are_partly_deleted_reads_as_expired(
     )
     assert loaded["join"]["outputs"] == [1, 2, 3, 4]
     clock.advance(RETENTION_S + 1)
-    assert await runtime.store.delete_expired_payloads(RETENTION_S, limit=1) == (1, 5)
+    assert await expire(runtime, limit=1) == (1, 5)
     with pytest.raises(StepFailure) as failure:
         await merge_outputs.with_outputs(
             runtime.store, outputs, parent, vertex, 10_000, retention_s=RETENTION_S
         )
     assert failure.value.kind is FailureKind.EXPRESSION_ERROR
     assert "expired" in str(failure.value)
+
+
+async def test_a_deletion_passes_over_held_chunks_and_spares_a_run_reopened_meanwhile(
+    clocked: tuple[Runtime, FakeClock], downstream: RunningDownstream, backend: Backend
+) -> None:
+    """PostgreSQL, where deletions and other writers run at once (SQLite has one writer at a
+    time): a chunk whose row another transaction holds is passed over, not waited for (SKIP
+    LOCKED: two workers deleting at once take different chunks); and a run an operator
+    reopens after its chunks were chosen keeps them (the DELETE checks the run again)."""
+    if backend.name != "server":
+        pytest.skip("PostgreSQL only: SQLite lets one writer in at a time")
+    runtime, clock = clocked
+    run_id = await start(runtime, one_step(downstream.url), {})
+    (step,) = await runtime.store.claim(10, lease_s=600)
+    ref = await runtime.store.put_payload(run_id, ["x"] * 5)
+    await runtime.store.put_payload(run_id, ["x"] * 5, ref=ref, chunk=1)
+    await runtime.store.complete([StepFailed(step, {"kind": "http_error", "message": "boom"})])
+    clock.advance(RETENTION_S + 1)
+    ended_before = clock.now() - RETENTION_S
+    engines = runtime.store._engines  # the store's own engine, as a second worker's
+    async with engines.write.begin() as holder:
+        first = select(payloads.c.id).order_by(payloads.c.id).limit(1).with_for_update()
+        held = (await holder.execute(first)).scalar_one()
+        async with engines.write.begin() as deleter:
+            chosen = await asyncio.wait_for(
+                children.choose_expired_payloads(deleter, ended_before, 5, 1000), timeout=10
+            )
+            assert held not in chosen and len(chosen) == 1
+            # Before this DELETE, an operator's Retry reopens the run (its own transaction).
+            await Operations(runtime).actions.retry(run_id, actor="ops")
+            assert await children.delete_expired(deleter, chosen, ended_before) == (0, 0)
+    assert await runtime.store.get_payload(ref) == ["x"] * 10
