@@ -60,13 +60,14 @@ def _problem(label: str, name: str, declared: Sequence[str]) -> dict[str, str]:
     return {"pointer": pointer, "code": UNKNOWN_CODE, "message": message, "in": "query"}
 
 
-def refuse_unknown(label: str, declared: Sequence[str], query: QueryParams) -> None:
-    """422 `unknown_query_parameter` when `query` names a parameter outside `declared` (the
-    route's, `label` "GET /runs" in the message). `details`: `problems`, one per unknown
-    name (`pointer` /name), and `accepted`, the route's names."""
+def refuse_unknown(method: str, path: str, declared: Sequence[str], query: QueryParams) -> None:
+    """422 `unknown_query_parameter` when `query` names a parameter outside `declared` (those
+    of the route `method` `path`, "GET /runs" in the message). `details`: `problems`, one
+    per unknown name (`pointer` /name), and `accepted`, the route's names."""
     unknown = [name for name in dict.fromkeys(query.keys()) if name not in declared]
     if not unknown:
         return
+    label = f"{method} {path}"
     problems = [_problem(label, name, declared) for name in unknown]
     message = problems[0]["message"]
     if len(unknown) > 1:

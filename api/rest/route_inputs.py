@@ -10,9 +10,10 @@ own parameters and body are validated (FastAPI solves an app's dependencies firs
 What each route declares is read once, from its FastAPI dependant, on its first request, and
 kept by the `RouteInputs` of that app (one per `create_app`: no process-wide state). Routes left
 out of the OpenAPI document (the `/docs` and `/redoc` pages, the `/` redirect) are pages for
-a browser, whose links may carry any query string: their query parameters are not checked by
-name. Starlette's own routes (`/openapi.json`, the mounted monitor and docs assets) do not run
-the app's dependencies at all.
+a browser, whose links may carry any query string, and so may the probes' and scrapers'
+(`/health`, `/metrics`): their query parameters are not checked by name. Starlette's own
+routes (`/openapi.json`, the mounted monitor and docs assets) do not run the app's
+dependencies at all. A route's path is its own: no router is included with a prefix here.
 """
 
 from __future__ import annotations
@@ -23,6 +24,10 @@ from fastapi import Request
 from fastapi.routing import APIRoute
 
 from api.rest import body_shape, query_params
+
+PROBED = frozenset({"/health", "/metrics"})
+"""Routes that monitoring probes and scrapers call, whose configurations may add a query
+string of their own (`/health?full=1`): it is not checked by name there."""
 
 
 @dataclass(frozen=True)
@@ -46,16 +51,20 @@ class RouteInputs:
         found = self._routes.get(id(route))
         if found is None:
             names = query_params.declared_names(route.dependant)
-            found = Declared(names if route.include_in_schema else None)
+            any_query = not route.include_in_schema or route.path in PROBED
+            found = Declared(None if any_query else names)
             self._routes[id(route)] = found
         return found
 
     async def __call__(self, request: Request) -> None:
         route = request.scope.get("route")
+        # Most requests (a submission among them) carry no query string: nothing to check.
+        if request.scope.get("query_string"):
+            query = request.query_params
+            if isinstance(route, APIRoute):
+                declared = self.declared(route)
+                if declared.query is not None:
+                    query_params.refuse_unknown(request.method, route.path, declared.query, query)
+            query_params.refuse_repeated(query)
         if isinstance(route, APIRoute):
-            declared = self.declared(route)
-            if declared.query is not None:
-                label = f"{request.method} {route.path}"
-                query_params.refuse_unknown(label, declared.query, request.query_params)
             await body_shape.refuse_non_json(request, route)
-        query_params.refuse_repeated(request.query_params)

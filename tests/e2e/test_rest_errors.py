@@ -216,6 +216,9 @@ async def test_an_unknown_query_parameter_is_422_naming_it_and_the_close_ones(ur
         # Pages for a browser take any query string (a link's tracking, a cache buster).
         page = await http.get("/docs?utm_source=wiki")
         document = await http.get("/openapi.json?v=2")
+        # So do the probes' and scrapers' routes: their configurations may add their own.
+        probe = await http.get("/health?full=1")
+        scrape = await http.get("/metrics?format=text")
     body = _is_error(typo, 422, "unknown_query_parameter")
     assert body["message"] == "GET /runs takes no query parameter 'statsu'; did you mean 'status'?"
     assert body["details"]["problems"] == [
@@ -245,6 +248,7 @@ async def test_an_unknown_query_parameter_is_422_naming_it_and_the_close_ones(ur
     )
     assert declared.status_code == 200, declared.text
     assert page.status_code == 200 and document.status_code == 200
+    assert probe.status_code == 200 and scrape.status_code == 200, (probe.text, scrape.text)
 
 
 async def test_what_the_monitor_and_the_cli_send_is_declared(url: str) -> None:
