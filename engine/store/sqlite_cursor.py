@@ -212,10 +212,10 @@ def _run_all(
     return _run(sqlite, answering)
 
 
-def _named(error: Exception, statement: Statement) -> Exception:
+def _named(error: Exception, statement: Statement, surfaced_at: str = "this one") -> Exception:
     """`error` with a note naming the deferred `statement` that raised it: SQLAlchemy's
-    exception names the statement the error surfaced at, which never ran."""
-    error.add_note(f"raised by an earlier statement deferred to this one: {statement.sql}")
+    exception names the statement the error surfaced at (`surfaced_at`), which never ran."""
+    error.add_note(f"raised by an earlier statement deferred to {surfaced_at}: {statement.sql}")
     return error
 
 
@@ -226,7 +226,7 @@ def _commit(connection: Callable[[], sqlite3.Connection], statements: Sequence[S
             try:
                 _run(sqlite, statement)
             except Exception as error:
-                _named(error, statement)
+                _named(error, statement, "the COMMIT")
                 raise
         sqlite.commit()
     except BaseException:

@@ -197,9 +197,9 @@ async def test_a_transaction_adds_one_hop_its_commit_or_rollback(
 DEFER = {"deferred": True}
 
 
-def deferred_note(error: IntegrityError) -> str | None:
+def deferred_note(error: IntegrityError, surfaced_at: str = "this one") -> str | None:
     """The deferred statement the driver's error names (`engine.store.sqlite_cursor._named`)."""
-    prefix = "raised by an earlier statement deferred to this one: "
+    prefix = f"raised by an earlier statement deferred to {surfaced_at}: "
     notes = getattr(error.orig, "__notes__", [])
     named = [note.removeprefix(prefix) for note in notes if note.startswith(prefix)]
     return named[0] if len(named) == 1 else None
@@ -276,7 +276,7 @@ async def test_a_deferred_statements_error_surfaces_at_commit_and_undoes_the_tra
             # It surfaced at the COMMIT, which SQLAlchemy names no statement for; the driver's
             # error names the one that raised it.
             assert failed.value.statement is None
-            assert deferred_note(failed.value) == "INSERT INTO t (name) VALUES ('r1')"
+            assert deferred_note(failed.value, "the COMMIT") == "INSERT INTO t (name) VALUES ('r1')"
         async with engine.begin() as conn:
             # Nothing of the failed transaction stayed, and the connection writes again.
             assert (await conn.execute(text("SELECT count(*) FROM t"))).scalar_one() == ROWS
