@@ -99,8 +99,9 @@ async def _load(
         # retries the run, or the author reads counts instead.
         raise StepFailure(FailureKind.EXPRESSION_ERROR, too_large(join_id, size, read_max_bytes))
     items = await store.get_payload(str(ref["payloadRef"]))
-    # Nothing but retention deletes payloads. Fewer items than the join counted: retention
-    # deleted some of its chunks and the rest go at its next pass.
+    # In the engine only retention deletes payloads (`Store.delete_payload` is the tests').
+    # Fewer items than the join counted: retention deleted some of its chunks and the rest go
+    # at its next pass.
     if not isinstance(items, list) or len(items) != int(ref.get("count", len(items))):
         # Terminal: the outputs do not come back; merging again is what brings them.
         raise StepFailure(FailureKind.EXPRESSION_ERROR, expired(join_id, retention_s))
