@@ -201,7 +201,9 @@ async def ready_failed_steps(
     conn: AsyncConnection, run_ids: Sequence[str], now: float
 ) -> Counter[str]:
     """The FAILED steps of `run_ids` become READY to run again: error cleared, redispatches
-    and the tenant item anew, attempts kept. Returns how many per run."""
+    and the tenant item anew, attempts kept, and the start too, so the next claim stamps its
+    own (a step's duration is then its last run's, not the operator's wait before it; the
+    attempts keep their own times). Returns how many per run."""
     made_ready: Counter[str] = Counter()
     for chunk in chunks(run_ids):
         rows = await conn.execute(
@@ -210,6 +212,7 @@ async def ready_failed_steps(
             .values(
                 status=StepStatus.READY.value,
                 error=None,
+                started_at=None,
                 ended_at=None,
                 not_before=now,
                 auto_retries=0,

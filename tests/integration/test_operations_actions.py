@@ -55,6 +55,7 @@ async def test_retry_reruns_only_the_failed_step(
 ) -> None:
     run_id = await failed_chain(runtime, downstream)
     assert requests_by_path(downstream) == {"/a/1": 1, "/b/1": 1}
+    retried_at = runtime.clock.now()
     async with running_worker(runtime):
         result = await ops.actions.retry(run_id, actor="cli")
         assert (result.changed, result.status, result.steps_retried) == (True, "RUNNING", 1)
@@ -64,6 +65,9 @@ async def test_retry_reruns_only_the_failed_step(
     steps = {s.vertex_id: s for s in await runtime.store.get_steps(run_id)}
     assert (steps["a"].attempts, steps["b"].attempts, steps["c"].attempts) == (1, 2, 1)
     assert steps["b"].error is None
+    # The retried step's duration is its last run's, not the wait for the operator.
+    assert steps["a"].started_at is not None and steps["a"].started_at < retried_at
+    assert steps["b"].started_at is not None and steps["b"].started_at >= retried_at
     (line,) = await action_lines(runtime, run_id)
     assert line["data"] == {"action": "retry", "actor": "cli"} and line["level"] == "info"
     assert "cli" in line["message"]
