@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Iterator
 from dataclasses import dataclass
 from functools import lru_cache
 from typing import Any
@@ -130,24 +131,31 @@ def secret_name(parsed: ParsedResult) -> str | None:
     return str(name["value"])
 
 
-def secret_references(value: Any) -> frozenset[str]:
-    """The names of the secrets the strings inside `value` reference (recursively through
-    dicts and lists; object keys are never templates). Templates that do not compile
-    reference nothing here: rendering reports them."""
-    names: set[str] = set()
+def templates_in(value: Any, containing: str = "") -> Iterator[Template]:
+    """The compiled templates among the strings inside `value` (recursively through dicts and
+    lists; object keys are never templates), only of strings that hold `containing` (a cheap
+    filter before compiling). Templates that do not compile are passed over: rendering
+    reports them, with the field they are in."""
     stack = [value]
     while stack:
         node = stack.pop()
         if isinstance(node, str):
-            if "{{" in node and SECRETS_ROOT in node:
+            if "{{" in node and containing in node:
                 try:
-                    names |= compile_template(node).secret_names
+                    yield compile_template(node)
                 except ExpressionError:
                     continue
         elif isinstance(node, dict):
             stack.extend(node.values())
         elif isinstance(node, list):
             stack.extend(node)
+
+
+def secret_references(value: Any) -> frozenset[str]:
+    """The names of the secrets the strings inside `value` reference (`templates_in`)."""
+    names: set[str] = set()
+    for template in templates_in(value, SECRETS_ROOT):
+        names |= template.secret_names
     return frozenset(names)
 
 

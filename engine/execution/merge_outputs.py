@@ -19,13 +19,13 @@ a batch of chunks at a time), and the step reading them fails saying so and what
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping
+from collections.abc import Mapping
 from typing import Any
 
 from engine.store import Store
 from schemas.definitions import MergeVertex, Vertex, Workflow
 from schemas.errors import FailureKind, StepFailure
-from schemas.expressions import ExpressionError, Template, compile_template, root_paths
+from schemas.expressions import root_paths, templates_in
 
 READ_MAX_BYTES_SETTING = "SCHEMABRIDGE_MERGE_OUTPUTS_READ_MAX_BYTES"
 RETENTION_SETTING = "SCHEMABRIDGE_PAYLOAD_RETENTION_S"
@@ -36,7 +36,7 @@ def outputs_read(vertex: Vertex, join_id: str) -> bool:
     from the context root leads to it (`vertices.join.output.outputs[0]`) or holds it
     (`vertices.join.output`, `vertices`, `@`). `vertices.join.output.counts` does not."""
     wanted = ("vertices", join_id, "output", "outputs")
-    for template in _templates(vertex.config.model_dump(mode="json")):
+    for template in templates_in(vertex.config.model_dump(mode="json")):
         for part in template.parts:
             if isinstance(part, str):
                 continue
@@ -45,23 +45,6 @@ def outputs_read(vertex: Vertex, join_id: str) -> bool:
                 if tuple(names[:shared]) == wanted[:shared]:
                     return True
     return False
-
-
-def _templates(value: Any) -> Iterator[Template]:
-    """The compiled templates among the strings inside `value` (a config as JSON)."""
-    stack = [value]
-    while stack:
-        node = stack.pop()
-        if isinstance(node, str):
-            if "{{" in node:
-                try:
-                    yield compile_template(node)
-                except ExpressionError:
-                    continue  # rendering reports it, with the field it is in
-        elif isinstance(node, dict):
-            stack.extend(node.values())
-        elif isinstance(node, list):
-            stack.extend(node)
 
 
 async def with_outputs(
