@@ -119,7 +119,7 @@ def error_response(
     return JSONResponse(error_body(code, message, details), status_code=status, headers=headers)
 
 
-def _pointer(parts: Iterable[Any]) -> str:
+def json_pointer(parts: Iterable[Any]) -> str:
     """An RFC 6901 pointer from a location's parts."""
     return "".join("/" + str(p).replace("~", "~0").replace("/", "~1") for p in parts)
 
@@ -149,7 +149,7 @@ def _validation_problem(error: dict[str, Any], route: APIRoute | None) -> dict[s
         code, message = "body_missing", body_shape.needs_body(route)
     elif code == "extra_forbidden" and where == "body" and rest:
         message = _unknown_field(route, loc) or message
-    return {"pointer": _pointer(rest), "code": code, "message": message, "in": where}
+    return {"pointer": json_pointer(rest), "code": code, "message": message, "in": where}
 
 
 async def _on_validation(request: Request, error: Exception) -> JSONResponse:

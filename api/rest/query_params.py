@@ -26,6 +26,7 @@ from fastapi.exceptions import RequestValidationError
 from pydantic import BaseModel
 from starlette.datastructures import QueryParams
 
+from api.rest.errors import json_pointer
 from schemas.close_names import close_names, did_you_mean
 from schemas.errors import ApiError
 
@@ -56,8 +57,12 @@ def _problem(label: str, name: str, declared: Sequence[str]) -> dict[str, str]:
     else:
         hint = did_you_mean(close_names(name, declared)) or f"it takes {', '.join(declared)}"
         message = f"{label} takes no query parameter {name!r}; {hint}"
-    pointer = "/" + name.replace("~", "~0").replace("/", "~1")
-    return {"pointer": pointer, "code": UNKNOWN_CODE, "message": message, "in": "query"}
+    return {
+        "pointer": json_pointer([name]),
+        "code": UNKNOWN_CODE,
+        "message": message,
+        "in": "query",
+    }
 
 
 def refuse_unknown(method: str, path: str, declared: Sequence[str], query: QueryParams) -> None:
