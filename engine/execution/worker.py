@@ -65,8 +65,9 @@ PAYLOAD_EXPIRY_BATCH = 2000
 PAYLOAD_EXPIRY_BATCH_BYTES = 8 * 1024 * 1024
 """Bytes deleted per transaction, at most (past its first chunk). A DELETE's time grows with
 the bytes it frees (SQLite: ~1.5 s for 300 MB, holding the write lock every claim and flush
-waits for): 8 MiB keeps a transaction in the tens of milliseconds, however large the chunks
-(one holds up to 5,000 children's outputs, `fanout.MERGE_PAGE`)."""
+waits for): 8 MiB keeps a transaction near 40 ms at that rate (extrapolated, not measured),
+unless its first chunk alone is larger (a chunk holds up to 5,000 children's outputs,
+`fanout.MERGE_PAGE`)."""
 PAYLOAD_EXPIRY_BATCHES = 10
 """Most batches one pass deletes while each reaches a bound: a backlog drains at up to 80 MiB
 (or 20,000 chunks) a pass, in short transactions, without one long pass."""
