@@ -15,6 +15,7 @@ from pathlib import Path
 from pydantic import AliasChoices, Field, SecretStr, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
+from engine import payload_defaults
 from vertices.egress import LOOPBACK_ALLOW, EgressPolicy
 
 
@@ -115,11 +116,14 @@ class Settings(BaseSettings):
     spawn_batch: int = Field(default=500, ge=1, le=10_000, validation_alias=_env("SPAWN_BATCH"))
     """Children a spawner creates per transaction. Default 500."""
     payload_high_water_bytes: int = Field(
-        default=512 * 1024 * 1024, validation_alias=_env("PAYLOAD_HIGH_WATER_BYTES")
+        default=payload_defaults.PAYLOAD_HIGH_WATER_BYTES,
+        validation_alias=_env("PAYLOAD_HIGH_WATER_BYTES"),
     )
     """Payload-store size above which spawners park until it drains. Default 512 MiB."""
     payload_retention_s: float = Field(
-        default=7 * 24 * 3600.0, ge=0, validation_alias=_env("PAYLOAD_RETENTION_S")
+        default=payload_defaults.PAYLOAD_RETENTION_S,
+        ge=0,
+        validation_alias=_env("PAYLOAD_RETENTION_S"),
     )
     """How long the payloads of a run (its MERGEs' outputs past 256 KiB) are kept after the
     run ends (SUCCEEDED, FAILED or CANCELLED); workers then delete them, which is how the
@@ -127,7 +131,9 @@ class Settings(BaseSettings):
     what is left of them while it runs; a step that reads a join's outputs once they are
     (even partly) gone fails, and the run is started over to merge again. Default 7 days."""
     merge_outputs_read_max_bytes: int = Field(
-        default=64 * 1024 * 1024, ge=0, validation_alias=_env("MERGE_OUTPUTS_READ_MAX_BYTES")
+        default=payload_defaults.MERGE_OUTPUTS_READ_MAX_BYTES,
+        ge=0,
+        validation_alias=_env("MERGE_OUTPUTS_READ_MAX_BYTES"),
     )
     """Largest MERGE output list (its `outputsRef.bytes`, JSON in UTF-8) a step's expressions
     may load from the payload store to read `outputs`; a step whose expressions read a larger

@@ -19,7 +19,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import dataclasses
-import difflib
 import json
 import shlex
 import signal
@@ -35,6 +34,7 @@ from rich.live import Live
 from api.cli import demo_address, log_setup, run_live_display, usage
 from api.cli.exit_codes import EXIT_FOR_REFUSAL, ExitCode
 from api.cli.usage import fail
+from schemas.close_names import close_names, did_you_mean
 from schemas.errors import DefinitionError, OperationError, Refusal
 
 if TYPE_CHECKING:
@@ -164,8 +164,8 @@ def pick_workflow(workflows: list[Workflow], name: str | None) -> Workflow:
         for workflow in workflows:
             if workflow.name == name:
                 return workflow
-        close = difflib.get_close_matches(name, [w.name for w in workflows], n=1, cutoff=0.6)
-        meant = f"did you mean {close[0]!r}? " if close else ""
+        close = close_names(name, [w.name for w in workflows])[:1]
+        meant = f"{did_you_mean(close)} " if close else ""
         raise fail(f"no workflow named {name!r} in the files given; {meant}they hold: {names}")
     children = {
         v.config.workflow.split("@")[0]

@@ -33,6 +33,7 @@ from sqlalchemy.exc import (
 from sqlalchemy.exc import TimeoutError as SATimeoutError
 
 from admission import Admission, TenantRateLimited
+from engine import payload_defaults
 from engine.execution import deploy_stage, fanout, merge_outputs, step_secrets
 from engine.execution import step_rules as scheduler
 from engine.execution.admission_guard import (
@@ -157,11 +158,11 @@ class ExecutorDeps:
     clock: Clock
     redispatch_delays_s: tuple[float, ...]
     fanout_limits: spawner.FanoutLimits = field(default_factory=spawner.FanoutLimits)
-    payload_high_water_bytes: int = 512 * 1024 * 1024
-    merge_outputs_read_max_bytes: int = 64 * 1024 * 1024
+    payload_high_water_bytes: int = payload_defaults.PAYLOAD_HIGH_WATER_BYTES
+    merge_outputs_read_max_bytes: int = payload_defaults.MERGE_OUTPUTS_READ_MAX_BYTES
     """Largest MERGE `outputs` (in the payload store) a step's expressions may load
     (`merge_outputs`; `MERGE_OUTPUTS_READ_MAX_BYTES`)."""
-    payload_retention_s: float = 7 * 24 * 3600.0
+    payload_retention_s: float = payload_defaults.PAYLOAD_RETENTION_S
     """How long payloads outlive their run (`PAYLOAD_RETENTION_S`), for the message of a step
     that reads a join's outputs after they were deleted."""
     admission: Admission | None = None

@@ -37,6 +37,7 @@ from collections.abc import Awaitable, Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
+from engine import payload_defaults
 from engine.coordination.redis_client import COORDINATION_ERRORS
 from engine.execution import executor
 from engine.store import Store
@@ -94,7 +95,7 @@ class WorkerConfig:
     lease_s: float = 30.0
     idle_poll_s: float = 1.0
     shutdown_grace_s: float = 20.0
-    payload_retention_s: float = 7 * 24 * 3600.0
+    payload_retention_s: float = payload_defaults.PAYLOAD_RETENTION_S
     """Payloads of runs that ended longer ago than this are deleted. Default 7 days."""
     payload_expiry_every_s: float = 60.0
     """How often the worker deletes expired payloads. Default a minute: retention counts in

@@ -7,13 +7,13 @@ pointer into the document as written; `engine.validation` stamps each with its `
 
 from __future__ import annotations
 
-import difflib
 import json
 from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
 from engine.settings import Settings
+from schemas.close_names import close_names
 
 HARD_MAX_NESTING_DEPTH = 256
 """Ceiling on `max_nesting_depth` whatever the settings say: deeper data could exhaust Python's
@@ -118,5 +118,5 @@ def did_you_mean(name: str, candidates: Iterable[str], *, any_case: bool = False
     lower case, offered as written), else ""."""
     fold = str.lower if any_case else str
     offered = {fold(candidate): candidate for candidate in candidates}
-    matches = difflib.get_close_matches(fold(name), list(offered), n=1, cutoff=0.7)
+    matches = close_names(fold(name), offered)
     return f' Did you mean "{offered[matches[0]]}"?' if matches else ""
