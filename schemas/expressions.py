@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from functools import lru_cache
 from typing import Any
@@ -61,6 +61,19 @@ class Template:
             else:
                 out.append(_format(_search(part, context)))
         return "".join(out)
+
+    def render_placed(self, context: dict[str, Any], place: Callable[[str, str], str]) -> str:
+        """Render as text (even an `exact` template), each expression's formatted result
+        written as `place(text_before_it, formatted)` returns it: where a value lands can
+        change how it must be written (a URL percent-encodes a value in its path).
+        `text_before_it` is the rendered text so far, earlier placed values included."""
+        before = ""
+        for part in self.parts:
+            if isinstance(part, str):
+                before += part
+            else:
+                before += place(before, _format(_search(part, context)))
+        return before
 
 
 def _search(parsed: ParsedResult, context: dict[str, Any]) -> Any:

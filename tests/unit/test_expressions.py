@@ -61,6 +61,20 @@ def test_compile_marks_exact_templates_and_caches_them() -> None:
     assert compile_template("{{ a }}") is compile_template("{{ a }}")
 
 
+def test_render_placed_lets_the_caller_write_each_value_given_the_text_before_it() -> None:
+    seen: list[tuple[str, str]] = []
+
+    def place(before: str, value: str) -> str:
+        seen.append((before, value))
+        return f"<{value}>"
+
+    template = compile_template("a{{ input.n }}b{{ input.tags }}{{ input.missing }}")
+    assert template.render_placed(CONTEXT, place) == 'a<3>b<["a","b"]><>'
+    # Formatted as `render` formats them; the text before includes earlier placed values.
+    assert seen == [("a", "3"), ("a<3>b", '["a","b"]'), ('a<3>b<["a","b"]>', "")]
+    assert compile_template("{{ input.n }}").render_placed(CONTEXT, place) == "<3>"
+
+
 @pytest.mark.parametrize("template", ["{{ a[ }}", "{{ }}", "{{ a.. }}", "x {{ ? }}"])
 def test_compile_raises_expression_error(template: str) -> None:
     with pytest.raises(ExpressionError):
