@@ -27,9 +27,11 @@ REDACTED = "***"
 MIN_REDACTED_CHARS = 4
 """Shorter texts are not redacted: replacing every `ab` of a body would make it unreadable and
 say more about the value than it hides. Stored secrets are longer (at least 8 characters)."""
-_URL_SAFE_SETS = ("", "/", "/:@!$&'()*+,;=", "/?:@!$'()*+,;=")
+_URL_SAFE_SETS = ("", "/", "/:@!$&'()*+,;=", "/?:@!$'()*+,;=", ":@!$&'()*,;=", "/?:@!$'()*,")
 """Characters left alone by the percent-encodings a client or a server may apply: none
-(`quote(v, safe="")`), the path's default, a URL path's (RFC 3986 pchar) and a query's."""
+(`quote(v, safe="")`), the path's default, a URL path's (RFC 3986 pchar), a query's, and
+the two yarl (aiohttp's URL) sends a value encoded whole as one path segment or one query
+value in (it decodes what it needs not keep encoded: `%40` becomes `@` in both)."""
 
 
 def encodings(value: str) -> set[str]:

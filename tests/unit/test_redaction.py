@@ -8,6 +8,7 @@ import json
 from urllib.parse import quote, quote_plus
 
 import pytest
+import yarl
 
 from schemas.redaction import REDACTED, Redactor, basic_credential
 from vertices.gateway_request import url_for_log
@@ -30,6 +31,20 @@ SECRET = 'cnry_Q9v+Zt=Kx.7Lw~pA/é"x'
 )
 def test_every_encoding_of_a_value_is_redacted(form: str) -> None:
     assert Redactor([SECRET]).text(f"before {form} after") == f"before {REDACTED} after"
+
+
+def test_the_forms_yarl_sends_a_value_encoded_as_one_component_in_are_redacted() -> None:
+    """A GATEWAY encodes a URL value whole (`quote(v, safe="")`); aiohttp sends the URL through
+    yarl, which decodes again what a path segment or a query value need not keep encoded.
+    A destination that echoes its request line shows those forms."""
+    value = 'p@ss w/rd?&=é"x+;'
+    encoded = quote(value, safe="")
+    sent = yarl.URL(f"http://h.example/a/{encoded}/b?k={encoded}")
+    path_form = sent.raw_parts[2]
+    query_form = sent.raw_query_string.removeprefix("k=")
+    assert {path_form, query_form}.isdisjoint({encoded, quote(value)})  # they are other forms
+    redactor = Redactor([value])
+    assert redactor.text(sent.raw_path_qs) == f"/a/{REDACTED}/b?k={REDACTED}"
 
 
 def test_scrub_reaches_keys_values_and_items_at_any_depth() -> None:
