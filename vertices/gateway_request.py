@@ -8,6 +8,12 @@ header (values come from run input, so a CR/LF must never let it inject a header
 another scheme than http(s) fails it with `egress_denied`.
 
 Encoding rules:
+* url: a value an expression puts after the URL's authority (in its path, query or fragment)
+  is percent-encoded as one component, `/ ? # & =` included, so run input cannot change which
+  path is called or add query parameters (`_render_url`); a value that would make a path
+  segment `.` or `..` fails the step with `invalid_config`. A url that is exactly one
+  expression (a whole URL, e.g. a pagination link) and values in the scheme or authority
+  (host, port, `user:password@`) are used as they are;
 * header and query values: strings as they are, numbers as written, booleans `true`/`false`,
   objects and lists as compact JSON; a null drops the entry; a query list repeats the name;
 * body: null sends no body; a string sent with a non-JSON `Content-Type` the user set goes
@@ -27,7 +33,7 @@ import json
 import re
 from dataclasses import dataclass
 from typing import Any
-from urllib.parse import unquote, urlsplit, urlunsplit
+from urllib.parse import quote, unquote, urlsplit, urlunsplit
 
 from schemas import expressions
 from schemas.definitions import GatewayConfig
@@ -41,6 +47,9 @@ _TOKEN = re.compile(r"^[!#$%&'*+\-.^_`|~0-9A-Za-z]+$")
 """RFC 9110 `token`: the legal characters of a header name."""
 _BAD_VALUE_CHARS = re.compile(r"[\r\n\x00]")
 _DEFAULT_PORTS = {"http": 80, "https": 443}
+_AUTHORITY = re.compile(r"\s*[A-Za-z][A-Za-z0-9+.-]*://[^/?#]*")
+"""`scheme://authority` at the start of a URL: what follows is its path, query or fragment."""
+_DOT_SEGMENTS = frozenset({".", ".."})
 
 
 @dataclass(frozen=True)
@@ -95,14 +104,18 @@ def _config_error(message: str) -> StepFailure:
     return StepFailure(FailureKind.INVALID_CONFIG, message)
 
 
+def _expression_failure(exc: expressions.ExpressionError, where: str) -> StepFailure:
+    return StepFailure(
+        FailureKind.EXPRESSION_ERROR,
+        f"{where}: expression {{{{ {exc.expression} }}}} failed: {exc.reason}",
+    )
+
+
 def _render(value: Any, context: dict[str, Any], where: str) -> Any:
     try:
         return expressions.render(value, context)
     except expressions.ExpressionError as exc:
-        raise StepFailure(
-            FailureKind.EXPRESSION_ERROR,
-            f"{where}: expression {{{{ {exc.expression} }}}} failed: {exc.reason}",
-        ) from exc
+        raise _expression_failure(exc, where) from exc
 
 
 def _scalar_text(value: Any) -> str:
@@ -140,8 +153,58 @@ def destination_key(config_url_rendered: str, config_destination: str | None) ->
     return f"{scheme}://{host}:{port}" if port is not None else f"{scheme}://{host}"
 
 
+def _render_url(text: str, context: dict[str, Any]) -> Any:
+    """The url's template rendered, each value placed after the authority percent-encoded as
+    one component (`quote(value, safe="")`).
+
+    Without it, `/customers/{{ input.id }}/orders` with the id `../../admin?x=1#` calls
+    `/admin?x=1` with the vertex's headers and secrets, and a secret holding `?` is cut in
+    pieces the redactor cannot recognise. yarl, which aiohttp sends the URL through, keeps
+    `%2F`, `%3F` and `%23` encoded, so the destination reads the value as one path segment or
+    one query value; it decodes `%2E` and resolves `.` and `..`, hence `_refuse_dot_segments`.
+    """
+    if "{{" not in text:
+        return text  # nothing to place: the common case pays one substring test
+    try:
+        template = expressions.compile_template(text)
+        if template.exact:
+            return template.render(context)  # a whole URL: its path is the author's to build
+        in_path: list[tuple[int, int]] = []
+
+        def place(before: str, value: str) -> str:
+            authority = _AUTHORITY.match(before)
+            if authority is None or authority.end() == len(before):
+                return value  # scheme or authority: host, port, `user:password@`
+            encoded = quote(value, safe="")
+            if encoded and not any(c in before[authority.end() :] for c in "?#"):
+                in_path.append((len(before), len(before) + len(encoded)))
+            return encoded
+
+        url = template.render_placed(context, place)
+    except expressions.ExpressionError as exc:
+        raise _expression_failure(exc, "url") from exc
+    _refuse_dot_segments(url, in_path)
+    return url
+
+
+def _refuse_dot_segments(url: str, spans: list[tuple[int, int]]) -> None:
+    """Fail when a path segment an expression wrote into is `.` or `..` (`%2E` counts as a
+    dot: yarl decodes it): the call would go to another directory than the author wrote."""
+    url = url.rstrip()  # as it is sent (an encoded value holds no whitespace: spans stay)
+    for start, end in spans:
+        first = url.rfind("/", 0, start) + 1
+        last = min((i for i in (url.find(c, end) for c in "/?#") if i >= 0), default=len(url))
+        segment = url[first:last]
+        if unquote(segment) in _DOT_SEGMENTS:
+            raise _config_error(
+                f"url {url_for_log(url)!r}: an expression made the path segment {segment!r}, "
+                "which would change the path called; a value in a URL path cannot be '.' or "
+                "'..' (check the run's input)"
+            )
+
+
 def _url(config: GatewayConfig, context: dict[str, Any]) -> str:
-    url = _render(config.url, context, "url")
+    url = _render_url(config.url, context)
     if not isinstance(url, str):
         raise _config_error(f"url must evaluate to a string, got {type(url).__name__}")
     url = url.strip()

@@ -3,8 +3,9 @@ received, so a test can prove a secret reached it, and answers with the whole re
 test can prove the engine redacts what comes back.
 
 `/fail/...` answers 400 (a failing call whose body excerpt would show the echo), anything
-else 200; both with `{"method", "path", "query", "headers", "body"}` and the request's
-Authorization header echoed in an `X-Echo-Authorization` response header.
+else 200; both with `{"method", "path", "rawPath", "query", "headers", "body"}` (`rawPath`: the
+path and query as the request line carried them, in the client's percent-encoding) and the
+request's Authorization header echoed in an `X-Echo-Authorization` response header.
 """
 
 from __future__ import annotations
@@ -36,6 +37,7 @@ async def echo_server() -> AsyncIterator[Echo]:
         seen = {
             "method": request.method,
             "path": request.path,
+            "rawPath": request.raw_path,
             "query": {name: request.query.getall(name) for name in request.query},
             "headers": {name.lower(): value for name, value in request.headers.items()},
             "body": await request.text(),

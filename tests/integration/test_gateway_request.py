@@ -6,6 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
+import yarl
 
 from engine.settings import Settings
 from schemas.errors import FailureKind, StepFailure
@@ -104,4 +105,107 @@ def test_the_log_url_drops_the_query_string() -> None:
 def test_a_non_string_destination_is_invalid() -> None:
     with pytest.raises(StepFailure) as caught:
         _build(destination="{{ input.n }}")
+    assert caught.value.kind is FailureKind.INVALID_CONFIG
+
+
+# ── values in the url ───────────────────────────────────────────────────────────────────────
+
+TRAVERSAL = "../../admin?delete=1#"
+
+
+def _url(template: str, **input_: Any) -> str:
+    return build_request(gateway_config(template), gateway_ctx(**input_)).url
+
+
+@pytest.mark.parametrize(
+    ("template", "value", "expected"),
+    [
+        ("http://h.example/customers/{{ input.v }}/orders", TRAVERSAL,
+         "http://h.example/customers/..%2F..%2Fadmin%3Fdelete%3D1%23/orders"),
+        ("http://h.example/s?q={{ input.v }}&page=2", "a b&page=9",
+         "http://h.example/s?q=a%20b%26page%3D9&page=2"),
+        ("http://h.example/p#{{ input.v }}", "x/y?z=1", "http://h.example/p#x%2Fy%3Fz%3D1"),
+        ("http://h.example/n/{{ input.v }}", 'Zoë € "@+', "http://h.example/n/Zo%C3%AB%20%E2%82%AC%20%22%40%2B"),
+        ("http://h.example/n/{{ input.v }}", "%2E%2E", "http://h.example/n/%252E%252E"),
+        ("http://h.example/n/{{ input.v }}", "v1.2...", "http://h.example/n/v1.2..."),
+        ("http://h.example/n/{{ input.v }}", 7, "http://h.example/n/7"),
+        ("http://h.example/n/{{ input.v }}", 2.5, "http://h.example/n/2.5"),
+        ("http://h.example/n/{{ input.v }}", True, "http://h.example/n/true"),
+        ("http://h.example/n/{{ input.v }}", None, "http://h.example/n/"),
+        ("http://h.example/n/{{ input.v }}", {"a": [1]}, "http://h.example/n/%7B%22a%22%3A%5B1%5D%7D"),
+        ("http://h.example/n/x-{{ input.v }}.json", "a/b", "http://h.example/n/x-a%2Fb.json"),
+        ("http://h.example/s?q=..&r={{ input.v }}", "..", "http://h.example/s?q=..&r=.."),
+    ],
+)  # fmt: skip
+def test_a_value_after_the_authority_is_one_percent_encoded_component(
+    template: str, value: Any, expected: str
+) -> None:
+    assert _url(template, v=value) == expected
+
+
+def test_yarl_keeps_the_encoded_value_whole_in_its_segment_and_its_query_value() -> None:
+    """aiohttp sends the URL through yarl, which re-quotes it: the value must survive that as
+    one path segment and one query value (and not come back as `..` it resolves)."""
+    url = yarl.URL(
+        _url("http://h.example/c/{{ input.v }}/o?k={{ input.v }}&z={{ input.v }}", v=TRAVERSAL)
+    )
+    assert url.parts == ("/", "c", TRAVERSAL, "o")
+    assert url.query.getall("k") == [TRAVERSAL] and url.query.getall("z") == [TRAVERSAL]
+    assert url.fragment == ""
+
+
+@pytest.mark.parametrize(
+    ("template", "values", "expected"),
+    [
+        # The authority is the author's: host, port and userinfo are used as they are.
+        ("http://{{ input.host }}:{{ input.port }}/x", {"host": "h.example", "port": 8080},
+         "http://h.example:8080/x"),
+        ("http://u:{{ input.pw }}@h.example/x", {"pw": "p%40ss"}, "http://u:p%40ss@h.example/x"),
+        # A whole-URL expression is a pre-built URL (a pagination link): not encoded.
+        ("{{ input.next }}", {"next": "http://h.example/a/b?page=2&x=%2F#f"},
+         "http://h.example/a/b?page=2&x=%2F#f"),
+        # A base URL that starts the string is not encoded; what comes after its path is.
+        ("{{ input.base }}/orders/{{ input.id }}", {"base": "http://h.example/api/v2", "id": "a/b"},
+         "http://h.example/api/v2/orders/a%2Fb"),
+        ("http://h.example/x?a=1", {}, "http://h.example/x?a=1"),
+    ],
+)  # fmt: skip
+def test_the_authority_and_a_whole_url_expression_are_not_encoded(
+    template: str, values: dict[str, Any], expected: str
+) -> None:
+    assert _url(template, **values) == expected
+
+
+@pytest.mark.parametrize(
+    ("template", "value"),
+    [
+        ("http://h.example/a/{{ input.v }}/b", ".."),
+        ("http://h.example/a/{{ input.v }}/b", "."),
+        ("http://h.example/a/{{ input.v }}", ".."),
+        ("http://h.example/a/{{ input.v }}?q=1", ".."),
+        ("http://h.example/a/.{{ input.v }}/b", "."),
+        ("http://h.example/a/%2e{{ input.v }}#f", "."),
+        ("http://h.example/a/{{ input.v }}{{ input.v }}", "."),
+    ],
+)
+def test_a_value_that_makes_a_dot_segment_is_refused(template: str, value: str) -> None:
+    """yarl decodes `%2E` and resolves `.` and `..`: such a value would change the path."""
+    with pytest.raises(StepFailure) as caught:
+        _url(template, v=value)
+    assert caught.value.kind is FailureKind.INVALID_CONFIG
+    message = caught.value.message
+    assert "cannot be '.' or '..'" in message and "\n" not in message
+
+
+def test_an_expression_error_in_the_url_names_the_field() -> None:
+    with pytest.raises(StepFailure) as caught:
+        _url("http://h.example/a/{{ input.[ }}")
+    assert caught.value.kind is FailureKind.EXPRESSION_ERROR
+    assert caught.value.message.startswith("url: expression {{ input.[ }} failed")
+
+
+def test_a_dot_segment_before_trailing_spaces_is_refused() -> None:
+    """The url is stripped before it is sent, so trailing spaces do not hide a `..`."""
+    with pytest.raises(StepFailure) as caught:
+        _url("http://h.example/a/{{ input.v }}  ", v="..")
     assert caught.value.kind is FailureKind.INVALID_CONFIG

@@ -113,6 +113,46 @@ async def test_the_secret_reaches_the_destination_and_nothing_recorded_shows_it(
     assert [line for line in printed for form in forms if form in line] == []
 
 
+URL_HOSTILE = 'p@ss w/rd?&=é"x'
+"""A secret whose characters a URL gives meanings to: spliced raw into a path, it was cut at
+`/` and `?`, and the redactor, which knows the value whole, could not recognise the pieces."""
+
+
+async def test_a_secret_in_the_url_path_and_query_is_sent_whole_and_recorded_nowhere(
+    ops: Operations, echo: Echo, backend: Backend, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.DEBUG)
+    await ops.secrets.set("acme", "TOKEN", URL_HOSTILE, actor="cli")
+    url = f"{echo.url}/fail/{{{{ secrets.TOKEN }}}}/end?k={{{{ secrets.TOKEN }}}}&z=1"
+    document = {
+        "name": "url-secret",
+        "vertices": {
+            "call": {"type": "GATEWAY", "config": {"url": url, "retry": {"maxAttempts": 1}}}
+        },
+    }
+    run_id = await run_to_end(ops, document)
+
+    # Sent as one path segment and one query value (the echo answers 400 with all of it).
+    [received] = echo.received
+    assert received["path"] == f"/fail/{URL_HOSTILE}/end"
+    assert received["query"] == {"k": [URL_HOSTILE], "z": ["1"]}
+
+    run = await ops.runs.get(run_id)
+    assert run.error is not None
+    assert (run.status, run.error.kind) == ("FAILED", "http_error")
+    assert "/fail/***/end" in run.error.message
+    assert REDACTED in (run.error.body_excerpt or "")
+    # Not recorded, whole or in pieces, in any encoding: its start is searched for.
+    pieces = {"p@ss", "p%40ss", "rd?&", "rd%3F"}
+    logs = await ops.runs.logs(run_id, limit=100)
+    recorded = run.model_dump_json() + logs.model_dump_json()
+    assert [piece for piece in pieces if piece in recorded] == []
+    dump = await dump_database(backend.database_url)
+    assert [hit for piece in pieces for hit in hits(dump, piece)] == []
+    printed = [r.getMessage() + (r.exc_text or "") for r in caplog.records]
+    assert [line for line in printed for piece in pieces if piece in line] == []
+
+
 async def test_a_missing_secret_fails_the_step_naming_it_and_a_retry_finds_it(
     ops: Operations, echo: Echo
 ) -> None:
