@@ -20,6 +20,7 @@ from typing import Any
 
 import jmespath
 import jmespath.exceptions
+from jmespath import functions as jmespath_functions
 from jmespath.parser import ParsedResult
 
 from schemas.errors import SchemaBridgeError
@@ -81,6 +82,58 @@ def _search(parsed: ParsedResult, context: dict[str, Any]) -> Any:
         return parsed.search(context)
     except jmespath.exceptions.JMESPathError as exc:
         raise ExpressionError(parsed.expression, str(exc)) from exc
+
+
+@dataclass(frozen=True)
+class FunctionSignature:
+    """How many arguments a function takes, and of which JMESPath types (`types[i]` for the
+    i-th; an empty tuple: any type)."""
+
+    name: str
+    types: tuple[tuple[str, ...], ...]
+    variadic: bool
+    """True: the last argument may repeat, so `len(types)` is the least count."""
+
+    def accepts(self, count: int) -> bool:
+        return count >= len(self.types) if self.variadic else count == len(self.types)
+
+    def __str__(self) -> str:
+        shown = ["|".join(t) if t else "any" for t in self.types]
+        if self.variadic and shown:
+            shown[-1] += ", …"
+        return f"{self.name}({', '.join(shown)})"
+
+
+def function_signatures() -> dict[str, FunctionSignature]:
+    """The functions `_search` evaluates with, by name.
+
+    `ParsedResult.search` without options uses JMESPath's built-in `Functions`; the engine
+    registers no functions of its own. Validation reads this table so a function the run could
+    not call is refused before anything runs (and would follow if custom functions were added
+    here)."""
+    table = jmespath_functions.Functions.FUNCTION_TABLE
+    return {
+        name: FunctionSignature(
+            name,
+            tuple(tuple(arg.get("types", ())) for arg in entry["signature"]),
+            bool(entry["signature"]) and bool(entry["signature"][-1].get("variadic")),
+        )
+        for name, entry in table.items()
+    }
+
+
+def function_calls(parsed: ParsedResult) -> list[tuple[str, int]]:
+    """(name, argument count) of every function call in the expression, anywhere in it."""
+    calls: list[tuple[str, int]] = []
+    # Iterative walk: expression depth is user-controlled.
+    stack: list[dict[str, Any]] = [dict(parsed.parsed)]
+    while stack:
+        node = stack.pop()
+        children = node.get("children", [])
+        if node.get("type") == "function_expression":
+            calls.append((str(node["value"]), len(children)))
+        stack.extend(c for c in children if isinstance(c, dict))
+    return calls
 
 
 def _format(value: Any) -> str:

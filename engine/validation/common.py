@@ -73,6 +73,8 @@ class Code:
     INEFFECTIVE_TOLERANCE = "ineffective_tolerance"
     EXPRESSION_SYNTAX = "expression_syntax"
     UNCLOSED_EXPRESSION = "unclosed_expression"
+    UNKNOWN_FUNCTION = "unknown_function"
+    FUNCTION_ARGUMENTS = "function_arguments"
     UNKNOWN_CONTEXT = "unknown_context"
     UNKNOWN_VERTEX_REFERENCE = "unknown_vertex_reference"
     NOT_ANCESTOR = "not_ancestor"

@@ -9,6 +9,8 @@ context root count: inside a filter, a projection or the right side of a pipe, n
 relative to the current element.
 
 Rules (docs/authoring.md, "Expressions"):
+- every function called is one the engine evaluates with (`function_signatures`), with as
+  many arguments as its signature takes;
 - the root name must be one of the context's names;
 - `vertices.<id>` must name an ancestor of the vertex (reached through dependsOn), and what
   follows must be `.output`, because a vertex's result only exists once it has succeeded;
@@ -44,11 +46,16 @@ from schemas.expressions import (
     Template,
     compile_template,
     expressions_in,
+    function_calls,
+    function_signatures,
     root_paths,
     secret_name,
 )
 from schemas.secret_names import SECRET_NAME, SECRET_NAME_RULE
 
+FUNCTIONS = function_signatures()
+"""The functions the engine evaluates expressions with: a call to any other, or with another
+number of arguments, fails every run at that step, so it is refused here."""
 CONTEXT_NAMES = ("input", "vertices", "run", "item", "index", SECRETS_ROOT)
 RUN_FIELDS = ("id", "tenantId")
 SECRET_FIELDS = frozenset({"url", "headers", "query", "body"})
@@ -190,6 +197,7 @@ def _check_string(wf: RawWorkflow, vertex: RawVertex, site: _Site, text: str) ->
         )
     for part in compiled.parts:
         if isinstance(part, ParsedResult):
+            problems.extend(_check_functions(site, part))
             # An empty path reads the whole context (`@`): nothing to check by name.
             paths = [names for names in root_paths(part) if names]
             if any(names[0] == SECRETS_ROOT for names in paths):
@@ -202,6 +210,33 @@ def _check_string(wf: RawWorkflow, vertex: RawVertex, site: _Site, text: str) ->
                 if problem is not None:
                     problems.append(problem)
     return problems
+
+
+def _check_functions(site: _Site, part: ParsedResult) -> Iterator[Problem]:
+    """Calls of functions the engine does not have, or with a wrong number of arguments."""
+    shown = f"The expression {_shown(part.expression)}"
+    for name, count in function_calls(part):
+        signature = FUNCTIONS.get(name)
+        if signature is None:
+            hint = did_you_mean(name, FUNCTIONS) or f" The functions are {', '.join(FUNCTIONS)}."
+            yield Problem(
+                site.at,
+                f"{shown} calls {name}(), which is not a function.{hint}",
+                Code.UNKNOWN_FUNCTION,
+            )
+        elif not signature.accepts(count):
+            least = "at least " if signature.variadic else ""
+            wanted = len(signature.types)
+            yield Problem(
+                site.at,
+                f"{shown} calls {name}() with {_arguments(count)}; it takes {least}"
+                f"{_arguments(wanted)}: {signature}.",
+                Code.FUNCTION_ARGUMENTS,
+            )
+
+
+def _arguments(count: int) -> str:
+    return f"{count} argument{'' if count == 1 else 's'}"
 
 
 def _check_secret(vertex: RawVertex, site: _Site, part: ParsedResult) -> Problem | None:

@@ -197,6 +197,12 @@ def test_a_quoted_vertex_id_is_checked_like_any_other() -> None:
         ("{{ `not json` }}", "expression_syntax"),
         ("{{ " + "(" * 5000 + "a" + ")" * 5000 + " }}", "expression_syntax"),
         ("open {{ input.a", "unclosed_expression"),
+        ("{{ lenght(input.a) }}", "unknown_function"),
+        ("{{ sort_by(input.xs, &lenght(@)) }}", "unknown_function"),
+        ("{{ input.xs[?startswith(@, 'a')] }}", "unknown_function"),
+        ("{{ length(input.a, input.b) }}", "function_arguments"),
+        ("{{ merge() }}", "function_arguments"),
+        ("{{ join(',') }}", "function_arguments"),
     ],
 )
 def test_invalid_expressions(body: str, code: str) -> None:
@@ -217,6 +223,54 @@ def test_messages_quote_the_expression_and_say_what_to_do() -> None:
         'an ancestor of "second", so its output may not exist yet; add "third" to dependsOn of '
         '"second" (directly or through another vertex).'
     )
+
+
+def problem(body: Any) -> tuple[str, str, str]:
+    with pytest.raises(DefinitionError) as caught:
+        parse_document(json.dumps(chain(body)))
+    [found] = caught.value.problems
+    return found.pointer, found.code, found.message
+
+
+def test_an_unknown_function_is_named_with_the_closest_one() -> None:
+    assert problem("{{ lenght(input.x) }}") == (
+        "/vertices/second/config/body",
+        "unknown_function",
+        "The expression {{ lenght(input.x) }} calls lenght(), which is not a function. Did you "
+        'mean "length"?',
+    )
+    _, _, message = problem("{{ frobnicate(input.x) }}")
+    assert message.endswith(
+        "The functions are abs, avg, ceil, contains, ends_with, floor, "
+        "join, keys, length, map, max, max_by, merge, min, min_by, not_null, "
+        "reverse, sort, sort_by, starts_with, sum, to_array, to_number, "
+        "to_string, type, values."
+    )
+
+
+def test_a_wrong_argument_count_shows_the_signature() -> None:
+    _, code, message = problem("{{ length(input.a, input.b) }}")
+    assert code == "function_arguments"
+    assert message == (
+        "The expression {{ length(input.a, input.b) }} calls length() with 2 arguments; it "
+        "takes 1 argument: length(string|array|object)."
+    )
+    _, _, message = problem("{{ not_null() }}")
+    assert message.endswith("it takes at least 1 argument: not_null(any, …).")
+
+
+@pytest.mark.parametrize(
+    "body",
+    [
+        "{{ not_null(input.a, input.b, 'x') }}",
+        "{{ merge(input.a, input.b, input.c) }}",
+        "{{ max_by(input.xs, &n).name }}",
+        "{{ map(&to_string(@), input.xs) }}",
+        "{{ ends_with(input.s, 'x') && starts_with(input.s, 'y') }}",
+    ],
+)
+def test_functions_called_as_their_signature_says_are_accepted(body: str) -> None:
+    assert codes(chain(body)) == []
 
 
 def spawner_document(items: Any, child_input: Any = None) -> list[dict[str, Any]]:
