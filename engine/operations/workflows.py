@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import builtins
+import dataclasses
 import json
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
@@ -16,9 +17,10 @@ from engine.operations.views import (
     VersionSummary,
     WorkflowSummary,
 )
-from engine.store import UnknownWorkflow
+from engine.store import UnknownWorkflow, definition_hash, stored_document
 from engine.store.records import VersionRecord
 from engine.validation import check_documents
+from engine.validation import versions as validation_versions
 from schemas.close_names import close_names, did_you_mean
 from schemas.definitions import RESERVED_WORKFLOWS, Workflow
 from schemas.errors import DefinitionError, NotFound, Problem
@@ -81,7 +83,31 @@ class WorkflowOperations:
             known_workflows=known,
             egress=self._runtime.http.egress,
         )
-        return report.problems, report.workflows
+        if not report.valid:
+            return report.problems, report.workflows
+        # Valid, so a list's workflows are its items in order.
+        workflows = report.workflows
+        bases = [f"/{i}" for i in range(len(workflows))] if isinstance(documents, list) else [""]
+        problems = validation_versions.version_problems(
+            list(zip(bases, workflows, strict=True)), await self._versions_after(workflows)
+        )
+        stamped = [dataclasses.replace(p, source=SOURCE) for p in problems]
+        return stamped, [] if stamped else workflows
+
+    async def _versions_after(self, workflows: list[Workflow]) -> dict[str, set[int]]:
+        """The versions of each child workflow pinned as `name@N` that exist once `workflows`
+        are published: the stored ones, and the one publishing adds to a child published with
+        its parent unless it is identical to its latest version (which publishing keeps)."""
+        batch = {wf.name: wf for wf in workflows}
+        result: dict[str, set[int]] = {}
+        for name in validation_versions.pinned_children(workflows):
+            stored = await self._runtime.store.list_versions(name)  # newest first
+            result[name] = {version for _, version, _, _ in stored}
+            if name in batch:
+                latest = stored[0] if stored else None
+                if latest is None or latest[2] != definition_hash(stored_document(batch[name])):
+                    result[name].add(1 if latest is None else latest[1] + 1)
+        return result
 
     @store_boundary
     async def validate(self, documents: Documents) -> list[Problem]:

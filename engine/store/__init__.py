@@ -4,6 +4,12 @@
 class per module (see `engine.store.store`).
 """
 
-from engine.store.store import ClaimLost, Store, UnknownWorkflow, definition_hash
+from engine.store.store import (
+    ClaimLost,
+    Store,
+    UnknownWorkflow,
+    definition_hash,
+    stored_document,
+)
 
-__all__ = ["ClaimLost", "Store", "UnknownWorkflow", "definition_hash"]
+__all__ = ["ClaimLost", "Store", "UnknownWorkflow", "definition_hash", "stored_document"]

@@ -24,6 +24,7 @@ from engine.store.core import (
     step_record,
     step_rows,
     steps,
+    stored_document,
     versions,
 )
 from engine.store.dialect import dialect_of
@@ -224,7 +225,7 @@ class RunCatalogue(StoreCore):
     async def _publish_one(
         self, conn: AsyncConnection, workflow: Workflow, *, by_content: bool
     ) -> tuple[VersionRecord, bool]:
-        document = workflow.model_dump(mode="json", by_alias=True, exclude_none=True)
+        document = stored_document(workflow)
         digest = definition_hash(document)
         columns = (versions.c.version, versions.c.definition_hash, versions.c.created_at)
         named = versions.c.name == workflow.name

@@ -68,6 +68,11 @@ def definition_hash(document: dict[str, Any]) -> str:
     return hashlib.sha256(canonical.encode()).hexdigest()
 
 
+def stored_document(workflow: Workflow) -> dict[str, Any]:
+    """The document a version of `workflow` is stored as (and hashed: `definition_hash`)."""
+    return workflow.model_dump(mode="json", by_alias=True, exclude_none=True)
+
+
 class StoreCore:
     """The state every store role uses. The roles (`RunCatalogue`, `WorkQueue`, `FanoutStore`,
     `OperatorSettingsStore`) are its subclasses; `engine.store.Store` combines them."""

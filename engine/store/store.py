@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from engine.store.actions_store import OperatorActionsStore
 from engine.store.catalogue import RunCatalogue
-from engine.store.core import ClaimLost, UnknownWorkflow, definition_hash
+from engine.store.core import ClaimLost, UnknownWorkflow, definition_hash, stored_document
 from engine.store.deployments import DeploymentStore
 from engine.store.fanout import FanoutStore
 from engine.store.keys import KeyStore
@@ -39,4 +39,4 @@ class Store(
     """Async access to the durable state. Build with `Store.open`."""
 
 
-__all__ = ["ClaimLost", "Store", "UnknownWorkflow", "definition_hash"]
+__all__ = ["ClaimLost", "Store", "UnknownWorkflow", "definition_hash", "stored_document"]

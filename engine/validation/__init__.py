@@ -12,6 +12,9 @@ or run (docs/authoring.md, 'Validation'). The phases, each in its own module:
 5. `validation_egress` (only when the caller gives an egress policy): GATEWAY URLs whose
    scheme and host are literal, against the policy.
 
+`validation_versions` (a SPAWNER's `name@N` names a version that exists) needs the store, so
+`engine.operations` runs it on the workflows that pass these phases.
+
 Problems are collected, never raised one by one: one call reports everything. Each `Problem`
 has `source` (the name the caller gave the document, e.g. its path) and `pointer`, an
 RFC 6901 pointer inside that document; in a file holding a list of workflows, pointers start

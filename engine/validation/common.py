@@ -68,6 +68,7 @@ class Code:
     CYCLE = "cycle"
     MERGE_SPAWNER = "merge_needs_one_spawner"
     UNKNOWN_WORKFLOW = "unknown_workflow"
+    UNKNOWN_WORKFLOW_VERSION = "unknown_workflow_version"
     DUPLICATE_WORKFLOW = "duplicate_workflow"
     WORKFLOW_CYCLE = "workflow_cycle"
     INEFFECTIVE_TOLERANCE = "ineffective_tolerance"

@@ -105,6 +105,24 @@ async def test_validate_reports_without_publishing(api: Api) -> None:
     assert listed.json()["items"] == []
 
 
+async def test_a_spawner_pinned_to_a_missing_child_version_is_refused(api: Api) -> None:
+    parent, child = fanout(URL)
+    parent["vertices"]["each"]["config"]["workflow"] = "child@5"
+    async with api.http(api.admin) as http:
+        await http.post("/workflows", json=child)
+        checked = await http.post("/workflows/validate", json=parent)
+        refused = await http.post("/workflows", json=parent)
+        listed = await http.get("/workflows")
+    [problem] = assert_error(refused, 422, "invalid_workflow")["details"]["problems"]
+    assert (problem["pointer"], problem["code"]) == (
+        "/vertices/each/config/workflow",
+        "unknown_workflow_version",
+    )
+    assert "child has no version 5: its only version is 1" in problem["message"]
+    assert checked.json() == {"valid": False, "problems": [problem]}
+    assert [w["name"] for w in listed.json()["items"]] == ["child"]
+
+
 async def test_publish_needs_an_admin_key(api: Api) -> None:
     async with api.http(api.acme) as http:
         tenant = await http.post("/workflows", json=single("one", URL))

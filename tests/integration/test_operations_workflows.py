@@ -100,6 +100,44 @@ async def test_a_parent_is_published_after_its_child(ops: Operations) -> None:
     assert (published.name, published.version, published.created) == ("parent", 1, True)
 
 
+async def test_a_spawner_pinned_to_a_missing_version_is_refused(ops: Operations) -> None:
+    await ops.workflows.publish(child())
+    with pytest.raises(DefinitionError) as refused:
+        await ops.workflows.publish(parent("child@5"))
+    (problem,) = refused.value.problems
+    assert (problem.source, problem.pointer, problem.code) == (
+        "request",
+        "/vertices/each/config/workflow",
+        "unknown_workflow_version",
+    )
+    assert problem.message == (
+        'SPAWNER "each" starts child@5, but child has no version 5: its only version is 1; '
+        'pin one of those, or write "child" to start its serving version.'
+    )
+    assert [w.name for w in await ops.workflows.list()] == ["child"]  # the parent not stored
+    assert await ops.workflows.validate(parent("child@5")) == [problem]
+    (published,) = await ops.workflows.publish(parent("child@1"))
+    assert (published.name, published.version) == ("parent", 1)
+
+
+async def test_a_child_published_with_its_parent_counts_the_version_it_gets(
+    ops: Operations,
+) -> None:
+    # Identical to its latest version: publishing keeps v1, so v2 will not exist.
+    await ops.workflows.publish(child())
+    problems = await ops.workflows.validate([parent("child@2"), child()])
+    assert [(p.pointer, p.code) for p in problems] == [
+        ("/0/vertices/each/config/workflow", "unknown_workflow_version")
+    ]
+    # Changed: this publish creates v2.
+    changed = child()
+    changed["description"] = "v2"
+    results = await ops.workflows.publish([parent("child@2"), changed])
+    assert [(r.name, r.version) for r in results] == [("parent", 1), ("child", 2)]
+    problems = await ops.workflows.validate([parent("child@4"), changed])
+    assert "its versions are 1 to 2" in problems[0].message
+
+
 async def test_an_invalid_document_reports_every_problem_and_stores_nothing(
     ops: Operations,
 ) -> None:
