@@ -78,6 +78,7 @@ class Code:
     FUNCTION_ARGUMENTS = "function_arguments"
     UNKNOWN_CONTEXT = "unknown_context"
     UNKNOWN_VERTEX_REFERENCE = "unknown_vertex_reference"
+    UNKNOWN_INPUT_FIELD = "unknown_input_field"
     NOT_ANCESTOR = "not_ancestor"
     ITEMS_NOT_EXPRESSION = "items_not_expression"
     ITEM_IN_ITEMS = "item_in_items"

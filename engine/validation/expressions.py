@@ -15,6 +15,9 @@ Rules (docs/authoring.md, "Expressions"):
 - `vertices.<id>` must name an ancestor of the vertex (reached through dependsOn), and what
   follows must be `.output`, because a vertex's result only exists once it has succeeded;
 - `run.<field>` must be `id` or `tenantId`;
+- `input.<name>` must be a name the workflow's `inputSchema` lets through, when it is an object
+  schema with `additionalProperties: false` (followed into nested properties closed the same
+  way);
 - a SPAWNER's `items` is either a JSON array or exactly one expression, and cannot use `item`
   or `index` (they only exist once the list is known). `item`/`index` are allowed everywhere
   else: in a SPAWNER's `input` they are the element being spawned; in any other vertex they are
@@ -30,6 +33,7 @@ Rules (docs/authoring.md, "Expressions"):
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
@@ -53,6 +57,8 @@ from schemas.expressions import (
 )
 from schemas.secret_names import SECRET_NAME, SECRET_NAME_RULE
 
+_BARE = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+"""A JMESPath unquoted identifier; any other name is written in double quotes."""
 FUNCTIONS = function_signatures()
 """The functions the engine evaluates expressions with: a call to any other, or with another
 number of arguments, fails every run at that step, so it is refused here."""
@@ -269,6 +275,15 @@ def _check_secret(vertex: RawVertex, site: _Site, part: ParsedResult) -> Problem
     return None
 
 
+def _identifier(name: str) -> str:
+    """`name` as JMESPath reads it: bare when it is an identifier, else quoted."""
+    return name if _BARE.fullmatch(name) else json.dumps(name, ensure_ascii=False)
+
+
+def _path(names: list[str]) -> str:
+    return ".".join(_identifier(n) for n in names)
+
+
 def _shown(source: str) -> str:
     return f"{{{{ {source} }}}}" if source else "{{ }}"
 
@@ -312,7 +327,50 @@ def _check_reference(
         return Problem(site.at, message, Code.UNKNOWN_CONTEXT)
     if root == "vertices" and len(names) > 1:
         return _check_vertex_reference(wf, vertex, site, shown, names)
+    if root == "input" and len(names) > 1:
+        return _check_input_reference(wf, site, shown, names)
     return None
+
+
+def _check_input_reference(
+    wf: RawWorkflow, site: _Site, shown: str, names: list[str]
+) -> Problem | None:
+    """`input.<name>…` where the inputSchema closes an object to the names it lists: any
+    other name is always null (rendered ""), so it is a typo. Followed into nested properties
+    while each level is closed the same way."""
+    schema = wf.input_schema
+    for depth, name in enumerate(names[1:], start=1):
+        allowed = _closed_properties(schema)
+        if allowed is None:
+            return None
+        if name not in allowed:
+            path = _path(names[: depth + 1])
+            where = (
+                "the inputSchema" if depth == 1 else f"the inputSchema of {_path(names[:depth])}"
+            )
+            listed = f"only {quoted_list(allowed)}" if allowed else "no names"
+            hint = did_you_mean(name, allowed)
+            return Problem(
+                site.at,
+                f"{shown} reads {path}, but {where} allows {listed} "
+                f"(additionalProperties is false), so it is always null.{hint}",
+                Code.UNKNOWN_INPUT_FIELD,
+            )
+        schema = allowed[name]
+    return None
+
+
+def _closed_properties(schema: Any) -> dict[str, Any] | None:
+    """The `properties` of an object schema that admits no other names, else None.
+
+    Closed means `additionalProperties: false` with no `patternProperties` (which admit
+    names by pattern); a schema using `$ref` or combinators at that level is not followed."""
+    if not isinstance(schema, dict) or schema.get("additionalProperties") is not False:
+        return None
+    if any(k in schema for k in ("patternProperties", "$ref", "allOf", "anyOf", "oneOf")):
+        return None
+    properties = schema.get("properties", {})
+    return properties if isinstance(properties, dict) else None
 
 
 def _check_vertex_reference(

@@ -56,6 +56,8 @@ class RawWorkflow:
     vertices: dict[str, RawVertex]
     graph: Any = None
     """networkx DiGraph over the vertex ids, edges dependency → dependant (valid edges only)."""
+    input_schema: Any = None
+    """The workflow's `inputSchema` as written (None when absent)."""
     _ancestry: tuple[dict[str, int], dict[str, int]] | None = field(default=None, repr=False)
 
     def at(self, *parts: str | int) -> str:
@@ -118,7 +120,7 @@ def read_workflow(source: str, base: str, obj: dict[str, Any]) -> RawWorkflow:
         for _, target in vertex.depends_on:
             if target in vertices and target != vertex.id:
                 graph.add_edge(target, vertex.id)
-    return RawWorkflow(source, base, name, vertices, graph)
+    return RawWorkflow(source, base, name, vertices, graph, obj.get("inputSchema"))
 
 
 def _read_vertex(vid: str, raw: Any) -> RawVertex:

@@ -273,6 +273,78 @@ def test_functions_called_as_their_signature_says_are_accepted(body: str) -> Non
     assert codes(chain(body)) == []
 
 
+CLOSED = {
+    "type": "object",
+    "properties": {
+        "customerId": {"type": "string"},
+        "address": {
+            "type": "object",
+            "properties": {"city": {"type": "string"}},
+            "additionalProperties": False,
+        },
+        "notes": {"type": "object"},
+    },
+    "additionalProperties": False,
+}
+
+
+def with_input_schema(body: str, schema: Any) -> dict[str, Any]:
+    return {**chain(body), "inputSchema": schema}
+
+
+def test_a_misspelt_input_field_of_a_closed_input_schema_is_named() -> None:
+    with pytest.raises(DefinitionError) as caught:
+        parse_document(json.dumps(with_input_schema("{{ input.custmerId }}", CLOSED)))
+    [found] = caught.value.problems
+    assert (found.pointer, found.code, found.message) == (
+        "/vertices/second/config/body",
+        "unknown_input_field",
+        "The expression {{ input.custmerId }} reads input.custmerId, but the inputSchema allows "
+        'only "customerId", "address" and "notes" (additionalProperties is false), so it is '
+        'always null. Did you mean "customerId"?',
+    )
+
+
+@pytest.mark.parametrize(
+    ("body", "expected"),
+    [
+        ("{{ input.customerId }}", []),
+        ("{{ input }}", []),
+        ("{{ input.address.city }}", []),
+        ("{{ input.notes.anything }}", []),  # notes is not closed
+        ("{{ input.customerId.deeper }}", []),  # a string's fields: not the schema's concern
+        ("{{ input.xs[?customerIdd] }}", ["unknown_input_field"]),  # `xs` is unknown
+        ("{{ input.address.cty }}", ["unknown_input_field"]),
+        ('{{ input."customer-id" }}', ["unknown_input_field"]),
+        ("{{ length(input.custmerId) }}", ["unknown_input_field"]),
+    ],
+)
+def test_input_reads_are_checked_against_a_closed_input_schema(
+    body: str, expected: list[str]
+) -> None:
+    assert codes(with_input_schema(body, CLOSED)) == expected
+
+
+@pytest.mark.parametrize(
+    "schema",
+    [
+        {"type": "object", "properties": {"customerId": {}}},
+        {"type": "object", "properties": {"customerId": {}}, "additionalProperties": True},
+        {"properties": {"a": {}}, "patternProperties": {"^c": {}}, "additionalProperties": False},
+        {"type": "object", "additionalProperties": {"type": "string"}},
+    ],
+)
+def test_an_open_input_schema_lets_any_input_name_through(schema: dict[str, Any]) -> None:
+    assert codes(with_input_schema("{{ input.custmerId }}", schema)) == []
+
+
+def test_a_closed_input_schema_without_properties_allows_no_names() -> None:
+    schema = {"type": "object", "additionalProperties": False}
+    with pytest.raises(DefinitionError) as caught:
+        parse_document(json.dumps(with_input_schema("{{ input.a }}", schema)))
+    assert "the inputSchema allows no names" in caught.value.problems[0].message
+
+
 def spawner_document(items: Any, child_input: Any = None) -> list[dict[str, Any]]:
     config: dict[str, Any] = {"items": items, "workflow": "child"}
     if child_input is not None:
