@@ -43,6 +43,7 @@ from jmespath.parser import ParsedResult
 
 from engine.validation.common import Code, did_you_mean, pointer, quoted_list
 from engine.validation.graph import RawVertex, RawWorkflow
+from engine.validation.syntax_hints import Hint, hyphen_hint
 from schemas.errors import Problem
 from schemas.expressions import (
     SECRETS_ROOT,
@@ -187,15 +188,7 @@ def _check_string(wf: RawWorkflow, vertex: RawVertex, site: _Site, text: str) ->
     ]
     compiled = _compile(text) if not broken else broken[0]
     if isinstance(compiled, ExpressionError):
-        return [
-            Problem(
-                site.at,
-                f"The expression {_shown(error.expression)} does not compile: "
-                f"{_syntax_reason(error)}.",
-                Code.EXPRESSION_SYNTAX,
-            )
-            for error in broken or [compiled]
-        ]
+        return [_syntax_problem(wf, site, error) for error in broken or [compiled]]
     problems: list[Problem] = []
     if any(isinstance(p, str) and "{{" in p for p in compiled.parts):
         problems.append(
@@ -243,6 +236,16 @@ def _check_functions(site: _Site, part: ParsedResult) -> Iterator[Problem]:
 
 def _arguments(count: int) -> str:
     return f"{count} argument{'' if count == 1 else 's'}"
+
+
+def _syntax_problem(wf: RawWorkflow, site: _Site, error: ExpressionError) -> Problem:
+    shown = f"The expression {_shown(error.expression)}"
+    hint = hyphen_hint(error.expression, wf.vertices) or Hint("")
+    if hint.instead:
+        return Problem(site.at, f"{shown} {hint.text}.", hint.code)
+    return Problem(
+        site.at, f"{shown} does not compile: {_syntax_reason(error)}{hint.text}.", hint.code
+    )
 
 
 def _check_secret(vertex: RawVertex, site: _Site, part: ParsedResult) -> Problem | None:
@@ -377,9 +380,10 @@ def _check_vertex_reference(
     wf: RawWorkflow, vertex: RawVertex, site: _Site, shown: str, names: list[str]
 ) -> Problem | None:
     target = names[1]
+    read = _path(names[:2])
     if target not in wf.vertices:
         hint = did_you_mean(target, wf.vertices)
-        message = f'{shown} reads vertices.{target}, but there is no vertex "{target}".{hint}'
+        message = f'{shown} reads {read}, but there is no vertex "{target}".{hint}'
         return Problem(site.at, message, Code.UNKNOWN_VERTEX_REFERENCE)
     if target == vertex.id:
         message = f'{shown} reads the output of its own vertex "{target}", which cannot exist yet.'
@@ -387,16 +391,22 @@ def _check_vertex_reference(
     if not wf.is_ancestor(target, vertex.id):
         return Problem(
             site.at,
-            f'{shown} reads vertices.{target}, but "{target}" is not an ancestor of '
+            f'{shown} reads {read}, but "{target}" is not an ancestor of '
             f'"{vertex.id}", so its output may not exist yet; add "{target}" to dependsOn of '
             f'"{vertex.id}" (directly or through another vertex).',
             Code.NOT_ANCESTOR,
         )
     if len(names) > 2 and names[2] != "output":
+        # `outputs` (a MERGE's list is output.outputs) is a slip for `output`; `body` is a
+        # field of the output with `output.` left out.
+        if did_you_mean(names[2], ["output"]):
+            fix = f"did you mean {_path([*names[:2], 'output', *names[3:]])}?"
+        else:
+            fix = f"e.g. {_path([*names[:2], 'output', *names[2:]])}"
         return Problem(
             site.at,
-            f"{shown} reads vertices.{target}.{names[2]}; a vertex's result is under "
-            f"vertices.{target}.output (e.g. vertices.{target}.output.{names[2]}).",
+            f"{shown} reads {_path(names[:3])}; a vertex's result is under "
+            f"{_path([*names[:2], 'output'])} ({fix}).",
             Code.UNKNOWN_CONTEXT,
         )
     return None

@@ -273,6 +273,96 @@ def test_functions_called_as_their_signature_says_are_accepted(body: str) -> Non
     assert codes(chain(body)) == []
 
 
+def hyphenated(body: str) -> dict[str, Any]:
+    """`chain(body)` with its first vertex renamed "paid-orders"."""
+    document = chain(body)
+    document["vertices"]["paid-orders"] = document["vertices"].pop("first")
+    document["vertices"]["second"]["dependsOn"] = ["paid-orders"]
+    return document
+
+
+def only_problem(document: Any) -> tuple[str, str]:
+    with pytest.raises(DefinitionError) as caught:
+        parse_document(json.dumps(document))
+    [found] = caught.value.problems
+    return found.code, found.message
+
+
+@pytest.mark.parametrize(
+    ("body", "hint"),
+    [
+        (
+            "{{ vertices.paid-orders.output.body }}",
+            "Unknown token '-' at character 14; a name with \"-\" must be in double quotes: "
+            'write {{ vertices."paid-orders".output.body }}.',
+        ),
+        (
+            "{{ input.order-id }}",
+            'a name with "-" must be in double quotes: write {{ input."order-id" }}.',
+        ),
+        (  # no vertex has that id: how to quote, not a corrected expression
+            "{{ vertices.paid-ordrs.output }}",
+            'a name with "-" must be in double quotes, as in "paid-ordrs".',
+        ),
+        (
+            "{{ vertices.a-1.output }}",
+            'Unexpected token: -1 at character 11; a name with "-" must be in double quotes, '
+            'as in "a-1".',
+        ),
+    ],
+)
+def test_a_name_with_a_hyphen_gets_how_to_quote_it(body: str, hint: str) -> None:
+    code, message = only_problem(hyphenated(body))
+    assert code == "expression_syntax"
+    assert message.startswith(f"The expression {body} does not compile: ")
+    assert message.endswith(hint)
+
+
+def test_a_syntax_error_without_a_hyphenated_name_gets_no_quoting_hint() -> None:
+    _, message = only_problem(hyphenated("{{ 'paid-orders' }} {{ vertices[ }}"))
+    assert message == "The expression {{ vertices[ }} does not compile: it ends too early."
+
+
+def test_a_secret_name_with_a_hyphen_gets_the_naming_rule() -> None:
+    document = chain("x")
+    document["vertices"]["second"]["config"]["headers"] = {"X": "{{ secrets.crm-token }}"}
+    assert only_problem(document) == (
+        "invalid_secret_reference",
+        'The expression {{ secrets.crm-token }} names the secret "crm-token", which is not a '
+        "secret name: a name is 1 to 128 letters, digits and underscores, not starting with a "
+        "digit (e.g. CRM_TOKEN); store it as CRM_TOKEN and write {{ secrets.CRM_TOKEN }}.",
+    )
+
+
+@pytest.mark.parametrize(
+    ("body", "code", "message"),
+    [
+        (
+            '{{ vertices."paid-orders".outputs.body }}',
+            "unknown_context",
+            'The expression {{ vertices."paid-orders".outputs.body }} reads '
+            'vertices."paid-orders".outputs; a vertex\'s result is under '
+            'vertices."paid-orders".output (did you mean vertices."paid-orders".output.body?).',
+        ),
+        (
+            '{{ vertices."paid-orders".body }}',
+            "unknown_context",
+            'The expression {{ vertices."paid-orders".body }} reads vertices."paid-orders".body; '
+            'a vertex\'s result is under vertices."paid-orders".output (e.g. '
+            'vertices."paid-orders".output.body).',
+        ),
+        (
+            '{{ vertices."paid-ordrs".output }}',
+            "unknown_vertex_reference",
+            'The expression {{ vertices."paid-ordrs".output }} reads vertices."paid-ordrs", but '
+            'there is no vertex "paid-ordrs". Did you mean "paid-orders"?',
+        ),
+    ],
+)
+def test_suggestions_quote_the_ids_that_need_it(body: str, code: str, message: str) -> None:
+    assert only_problem(hyphenated(body)) == (code, message)
+
+
 CLOSED = {
     "type": "object",
     "properties": {

@@ -1,0 +1,104 @@
+"""What to do about an expression that does not compile because a name in it has a `-`.
+
+JMESPath reads `vertices.paid-orders.output` as `vertices.paid`, then a `-` it has no use for
+("Unknown token '-'"), or a number (`a-1`: "Unexpected token: -1"); neither says that such a
+name must be written in double quotes (`vertices."paid-orders"`, docs/authoring.md,
+'Expressions'). A secret's name cannot have a `-` at all, quoted or not (`SECRET_NAME`), so
+`secrets.crm-token` gets the naming rule instead.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Collection, Iterator
+from dataclasses import dataclass
+
+import jmespath
+from jmespath import exceptions as jmespath_exceptions
+
+from engine.validation.common import Code
+from schemas.expressions import SECRETS_ROOT
+from schemas.secret_names import SECRET_NAME_RULE
+
+_HYPHENATED = re.compile(r"(?<![A-Za-z0-9_])[A-Za-z_][A-Za-z0-9_]*(?:-[A-Za-z0-9_]+)+")
+"""A name with `-` in it, as written unquoted."""
+_AFTER_SECRETS = re.compile(rf"(?<![A-Za-z0-9_.\"]){SECRETS_ROOT}\s*\.\s*$")
+_AFTER_VERTICES = re.compile(r"(?<![A-Za-z0-9_.\"])vertices\s*\.\s*$")
+
+
+@dataclass(frozen=True)
+class Hint:
+    text: str
+    """What to add to the syntax error, starting with "; " (or, `instead`, what to say in
+    place of it)."""
+    code: str = Code.EXPRESSION_SYNTAX
+    instead: bool = False
+    """True: the syntax error is beside the point (the name would be refused quoted too)."""
+
+
+def hyphen_hint(source: str, vertex_ids: Collection[str]) -> Hint | None:
+    """The hint for `source` (an expression that does not compile), when it has a name with
+    `-` outside quotes; None otherwise."""
+    found = list(_hyphenated(source))
+    if not found:
+        return None
+    for position, name in found:
+        if _AFTER_SECRETS.search(source[:position]):
+            meant = name.replace("-", "_").upper()
+            return Hint(
+                f'names the secret "{name}", which is not a secret name: {SECRET_NAME_RULE}; '
+                f"store it as {meant} and write {{{{ secrets.{meant} }}}}",
+                Code.INVALID_SECRET_REFERENCE,
+                instead=True,
+            )
+    corrected = _quoted(source, found)
+    vertices = [n for p, n in found if _AFTER_VERTICES.search(source[:p])]
+    if _compiles(corrected) and all(n in vertex_ids for n in vertices):
+        return Hint(f'; a name with "-" must be in double quotes: write {{{{ {corrected} }}}}')
+    return Hint(f'; a name with "-" must be in double quotes, as in "{found[0][1]}"')
+
+
+def _hyphenated(source: str) -> Iterator[tuple[int, str]]:
+    """(position, name) of each name with `-` outside quotes and backticks."""
+    for start, text in _unquoted(source):
+        for match in _HYPHENATED.finditer(text):
+            yield start + match.start(), match.group()
+
+
+def _unquoted(source: str) -> Iterator[tuple[int, str]]:
+    """(position, text) of the stretches of `source` outside '…', "…" and `…` (with the
+    lexer's backslash escapes)."""
+    position = start = 0
+    end = len(source)
+    while position < end:
+        quote = source[position]
+        if quote not in "'\"`":
+            position += 1
+            continue
+        if position > start:
+            yield start, source[start:position]
+        close = position + 1
+        while close < end and source[close] != quote:
+            close += 2 if source[close] == "\\" else 1
+        position = start = close + 1
+    if start < end:
+        yield start, source[start:]
+
+
+def _quoted(source: str, found: list[tuple[int, str]]) -> str:
+    """`source` with each of the names `found` in double quotes."""
+    out, last = [], 0
+    for position, name in found:
+        out.append(source[last:position])
+        out.append(f'"{name}"')
+        last = position + len(name)
+    out.append(source[last:])
+    return "".join(out)
+
+
+def _compiles(source: str) -> bool:
+    try:
+        jmespath.compile(source)
+    except (jmespath_exceptions.JMESPathError, RecursionError):
+        return False
+    return True
