@@ -149,6 +149,11 @@ def expressions_in(text: str) -> list[str]:
     return [m.group(1).strip() for m in _EXPR.finditer(text)]
 
 
+def expression_spans(text: str) -> list[tuple[int, int, str]]:
+    """(start, end, stripped source) of every `{{ }}` expression in `text`."""
+    return [(m.start(), m.end(), m.group(1).strip()) for m in _EXPR.finditer(text)]
+
+
 @lru_cache(maxsize=4096)
 def compile_template(text: str) -> Template:
     """Compile `text`; raise ExpressionError on a JMESPath syntax error or an empty `{{ }}`."""

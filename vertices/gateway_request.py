@@ -290,8 +290,10 @@ def build_request(config: GatewayConfig, ctx: StepContext) -> GatewayRequest:
     key = destination_key(url, destination)
     # Before the URL's own password joins the redactor: only the step's secrets count here.
     if ctx.redactor and ctx.redactor.text(key) != key:
+        # The key is the destination when one is set (`destination_key`): name that field.
+        where = "destination" if destination is not None and destination.strip() else "url's host"
         raise _config_error(
-            "the url's host would hold a secret, and the host is the call's admission key "
+            f"the {where} would hold a secret, and it is the call's admission key "
             "(shown in metrics and to operators): put secrets in the path, the query, the "
             "headers or the body"
         )

@@ -32,6 +32,7 @@ Rules (docs/authoring.md, "Expressions"):
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import re
 from collections.abc import Iterator
@@ -44,6 +45,7 @@ from jmespath.parser import ParsedResult
 from engine.validation.common import Code, did_you_mean, pointer, quoted_list
 from engine.validation.graph import RawVertex, RawWorkflow
 from engine.validation.syntax_hints import Hint, hyphen_hint
+from engine.validation.url_head import head_expressions
 from schemas.errors import Problem
 from schemas.expressions import (
     SECRETS_ROOT,
@@ -77,6 +79,8 @@ class _Site:
     at: str
     in_items: bool
     secrets_allowed: bool = False
+    field: str = ""
+    """The config field it is in (the top-level key)."""
 
 
 def expression_problems(wf: RawWorkflow) -> list[Problem]:
@@ -89,7 +93,33 @@ def expression_problems(wf: RawWorkflow) -> list[Problem]:
             problems.extend(_check_string(wf, vertex, site, text))
         if vertex.type == "SPAWNER":
             problems.extend(_items_shape(wf, vertex))
+        if vertex.type == "GATEWAY":
+            problems.extend(_secrets_in_url_head(wf, vertex))
     return problems
+
+
+def _secrets_in_url_head(wf: RawWorkflow, vertex: RawVertex) -> Iterator[Problem]:
+    """Secrets in the scheme, host or port of a GATEWAY's url while they make its admission
+    key (no literal destination): the run would refuse the call (`build_request`)."""
+    url, destination = vertex.config.get("url"), vertex.config.get("destination")
+    if not isinstance(url, str):
+        return
+    if isinstance(destination, str) and destination.strip() and "{{" not in destination:
+        return  # the key is the destination, whatever the host
+    for source in head_expressions(url):
+        compiled = _compile("{{ " + source + " }}")
+        part = compiled.parts[0] if isinstance(compiled, Template) else None
+        # Other reads of secrets are refused by `_check_secret` already.
+        if isinstance(part, ParsedResult) and secret_name(part) is not None:
+            yield Problem(
+                wf.at("vertices", vertex.id, "config", "url"),
+                f"The expression {_shown(source)} puts a secret in the url's scheme, host or "
+                "port, which make the call's admission key unless a destination is written out, "
+                "and the key is shown in metrics, the destinations API and Redis keys; read "
+                "secrets in the url's path, "
+                "query or user:password@, the headers or the body.",
+                Code.SECRET_NOT_ALLOWED,
+            )
 
 
 def _strings(wf: RawWorkflow, vertex: RawVertex) -> Iterator[tuple[_Site, str]]:
@@ -108,13 +138,12 @@ def _strings(wf: RawWorkflow, vertex: RawVertex) -> Iterator[tuple[_Site, str]]:
                 if top:
                     items = vertex.type == "SPAWNER" and key == "items"
                     secrets = vertex.type == "GATEWAY" and key in SECRET_FIELDS
-                    stack.append((_Site(at, items, secrets), value))
+                    stack.append((_Site(at, items, secrets, key), value))
                 else:
-                    stack.append((_Site(at, site.in_items, site.secrets_allowed), value))
+                    stack.append((dataclasses.replace(site, at=at), value))
         elif isinstance(node, list):
             stack.extend(
-                (_Site(site.at + pointer(i), site.in_items, site.secrets_allowed), v)
-                for i, v in enumerate(node)
+                (dataclasses.replace(site, at=site.at + pointer(i)), v) for i, v in enumerate(node)
             )
 
 
@@ -251,6 +280,14 @@ def _syntax_problem(wf: RawWorkflow, site: _Site, error: ExpressionError) -> Pro
 def _check_secret(vertex: RawVertex, site: _Site, part: ParsedResult) -> Problem | None:
     """A problem with an expression that reads `secrets`, if it has one."""
     shown = f"The expression {_shown(part.expression)}"
+    if vertex.type == "GATEWAY" and site.field == "destination":
+        return Problem(
+            site.at,
+            f"{shown} reads secrets, which a destination cannot use: the destination is the "
+            "call's admission key, shown in metrics, the destinations API and Redis keys; read "
+            "secrets in the url (its path, query or user:password@), headers, query and body.",
+            Code.SECRET_NOT_ALLOWED,
+        )
     if not site.secrets_allowed:
         where = "this field" if vertex.type == "GATEWAY" else f"a {vertex.type}"
         return Problem(

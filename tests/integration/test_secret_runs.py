@@ -17,6 +17,8 @@ from demo.downstream import RunningDownstream
 from engine.operations import Operations
 from engine.runtime import Runtime
 from engine.secret_cipher import MAKE_KEY
+from schemas.definitions import Workflow
+from schemas.errors import DefinitionError
 from schemas.redaction import REDACTED, basic_credential
 from tests.conftest import Backend
 from tests.integration.dump_harness import dump_database, hits
@@ -206,12 +208,42 @@ async def test_a_secret_in_the_host_is_refused(ops: Operations, echo: Echo) -> N
             "call": {"type": "GATEWAY", "config": {"url": "http://{{ secrets.TOKEN }}.example/x"}}
         },
     }
-    run_id = await run_to_end(ops, document)
+    with pytest.raises(DefinitionError) as refused:  # refused when published...
+        await ops.workflows.publish(document)
+    [problem] = refused.value.problems
+    assert (problem.pointer, problem.code) == ("/vertices/call/config/url", "secret_not_allowed")
+    # ...and by the run, for a version stored before validation refused it.
+    await ops.runtime.store.publish(Workflow.model_validate(document))
+    run_id = (await ops.runs.submit("host", {}, tenant_id="acme")).run.id
+    async with running_worker(ops.runtime):
+        await wait_for_run(ops.runtime, run_id)
     run = await ops.runs.get(run_id)
     assert run.error is not None
     assert (run.status, run.error.kind) == ("FAILED", "invalid_config")
-    assert "admission key" in run.error.message
+    assert "the url's host would hold a secret, and it is the call's admission key" in (
+        run.error.message
+    )
     assert "secret-host-part" not in run.model_dump_json()
+
+
+async def test_a_destination_holding_a_secret_is_named_as_the_field(
+    ops: Operations, echo: Echo
+) -> None:
+    # `@` is the whole context, which holds the secrets the step reads: validation cannot
+    # tell, the run can.
+    await ops.secrets.set("acme", "TOKEN", "secret-in-key", actor="cli")
+    config = {
+        "url": f"{echo.url}/ok",
+        "headers": {"X-Api-Key": "{{ secrets.TOKEN }}"},
+        "destination": "d-{{ to_string(@) }}",
+    }
+    document = {"name": "keyed", "vertices": {"call": {"type": "GATEWAY", "config": config}}}
+    run = await ops.runs.get(await run_to_end(ops, document))
+    assert run.error is not None
+    assert (run.status, run.error.kind) == ("FAILED", "invalid_config")
+    assert "the destination would hold a secret" in run.error.message
+    assert "secret-in-key" not in run.model_dump_json()
+    assert echo.received == []
 
 
 async def test_a_literal_url_password_is_redacted_too(ops: Operations, echo: Echo) -> None:

@@ -79,7 +79,56 @@ def test_secrets_are_refused_outside_a_request(vertex: dict[str, Any], pointer: 
         parse_document(json.dumps(doc))
     [problem] = caught.value.problems
     assert (problem.pointer, problem.code) == (f"/0{pointer}", "secret_not_allowed")
-    assert "url, headers, query and body" in problem.message
+    assert "headers, query and body" in problem.message
+
+
+@pytest.mark.parametrize(
+    "url",
+    [
+        "http://{{ secrets.HOSTX }}/x",
+        "https://{{ secrets.SUB }}.example.com",
+        "http://api.example.com:{{ secrets.PORT }}/x",
+        "{{ secrets.BASE }}/x",
+        "{{ secrets.SCHEME }}://api.example.com/x",
+        "https://{{ secrets.USER }}@{{ secrets.HOST }}/x",
+    ],
+)
+def test_a_secret_in_the_urls_scheme_host_or_port_is_refused(url: str) -> None:
+    [(at, code, message)] = problems(document(url=url))
+    assert (at, code) == ("/vertices/call/config/url", "secret_not_allowed")
+    assert "puts a secret in the url's scheme, host or port" in message
+    assert "admission key" in message and "Redis keys" in message
+
+
+@pytest.mark.parametrize(
+    "config",
+    [
+        {"url": "https://u:{{ secrets.P }}@api.example.com/{{ secrets.PATH }}#{{ secrets.F }}"},
+        {"url": "https://api.example.com?k={{ secrets.K }}"},
+        {"url": "{{ input.base }}/v1/{{ secrets.K }}"},
+        # A destination written out is the admission key, whatever the host.
+        {"url": "https://{{ secrets.HOST }}/x", "destination": "crm"},
+    ],
+)
+def test_secrets_elsewhere_in_the_url_are_accepted(config: dict[str, Any]) -> None:
+    assert parse_document(json.dumps(document(**config)))
+
+
+def test_a_destination_that_is_an_expression_does_not_excuse_a_secret_host() -> None:
+    doc = document(url="https://{{ secrets.HOST }}/x", destination="{{ input.d }}")
+    [(at, code, _)] = problems(doc)
+    assert (at, code) == ("/vertices/call/config/url", "secret_not_allowed")
+
+
+def test_a_secret_in_the_destination_is_refused_saying_why() -> None:
+    [(at, code, message)] = problems(document(destination="d-{{ secrets.T }}"))
+    assert (at, code) == ("/vertices/call/config/destination", "secret_not_allowed")
+    assert message == (
+        "The expression {{ secrets.T }} reads secrets, which a destination cannot use: the "
+        "destination is the call's admission key, shown in metrics, the destinations API and "
+        "Redis keys; read secrets in the url (its path, query or user:password@), headers, "
+        "query and body."
+    )
 
 
 @pytest.mark.parametrize(
