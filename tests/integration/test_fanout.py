@@ -451,3 +451,36 @@ async def test_reprocess_of_a_dead_letter_fixes_its_parents_join(
         assert await runtime.store.reprocess(failed_mid.id) == 1
         await _assert_whole_tree_succeeded(runtime, run_id)
     assert downstream.stats.total == 10
+
+
+async def test_a_spawner_no_merge_joins_waits_for_its_children_and_ignores_their_failures(
+    runtime: Runtime, downstream: RunningDownstream
+) -> None:
+    """Without a MERGE the spawner still ends only once every child has ended, with the
+    counts as its output, and nothing checks them: a failed child fails neither the spawner
+    nor the run (docs/authoring.md, 'A SPAWNER without a MERGE')."""
+    parent, child = workflows(downstream.url)
+    document = parent.model_dump(mode="json", by_alias=True, exclude_none=True)
+    del document["vertices"]["join"]
+    document["vertices"]["after"] = {
+        "type": "GATEWAY",
+        "dependsOn": ["each"],
+        "config": {
+            "url": f"{downstream.url}/charge/after",
+            "method": "POST",
+            "body": "{{ vertices.each.output }}",
+        },
+    }
+    run_id = await start(
+        runtime, [Workflow.model_validate(document), child], {"items": items(3, {1})}
+    )
+    async with running_worker(runtime):
+        run = await wait_for_run(runtime, run_id)
+    assert run.status == "SUCCEEDED", run.error
+    steps = {s.vertex_id: s for s in await runtime.store.get_steps(run_id)}
+    counts = {"total": 3, "succeeded": 2, "failed": 1, "cancelled": 0, "pending": 0}
+    assert (steps["each"].status, steps["each"].output) == ("SUCCEEDED", counts)
+    assert steps["after"].status == "SUCCEEDED"
+    dead = await runtime.store.children(run_id, status="FAILED")
+    assert [c.item_index for c in dead] == [1]
+    assert dead[0].dlq_at is not None  # a dead letter, as under a MERGE
