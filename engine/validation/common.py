@@ -8,6 +8,7 @@ pointer into the document as written; `engine.validation` stamps each with its `
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
@@ -107,6 +108,16 @@ def show(value: Any, limit: int = 60) -> str:
     except (TypeError, ValueError):
         text = repr(value)
     return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+_BARE = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+"""A JMESPath unquoted identifier; any other name is written in double quotes."""
+
+
+def jmespath_path(names: Iterable[str]) -> str:
+    """`names` as a JMESPath path, each quoted when it is not a bare identifier
+    (`vertices."paid-orders".output`): a message's suggestion must compile."""
+    return ".".join(n if _BARE.fullmatch(n) else json.dumps(n, ensure_ascii=False) for n in names)
 
 
 def quoted_list(names: Iterable[str]) -> str:

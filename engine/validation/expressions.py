@@ -34,7 +34,6 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import re
 from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
@@ -42,10 +41,11 @@ from typing import Any
 from jmespath import exceptions as jmespath_exceptions
 from jmespath.parser import ParsedResult
 
-from engine.validation.common import Code, did_you_mean, pointer, quoted_list
+from engine.validation.common import Code, did_you_mean, jmespath_path, pointer, quoted_list
 from engine.validation.graph import RawVertex, RawWorkflow
+from engine.validation.input_fields import input_field_problem
 from engine.validation.syntax_hints import Hint, hyphen_hint
-from engine.validation.url_head import head_expressions
+from engine.validation.url_head import url_head_problems
 from schemas.errors import Problem
 from schemas.expressions import (
     SECRETS_ROOT,
@@ -60,8 +60,6 @@ from schemas.expressions import (
 )
 from schemas.secret_names import SECRET_NAME, SECRET_NAME_RULE
 
-_BARE = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
-"""A JMESPath unquoted identifier; any other name is written in double quotes."""
 FUNCTIONS = function_signatures()
 """The functions the engine evaluates expressions with: a call to any other, or with another
 number of arguments, fails every run at that step, so it is refused here."""
@@ -94,32 +92,8 @@ def expression_problems(wf: RawWorkflow) -> list[Problem]:
         if vertex.type == "SPAWNER":
             problems.extend(_items_shape(wf, vertex))
         if vertex.type == "GATEWAY":
-            problems.extend(_secrets_in_url_head(wf, vertex))
+            problems.extend(url_head_problems(wf, vertex))
     return problems
-
-
-def _secrets_in_url_head(wf: RawWorkflow, vertex: RawVertex) -> Iterator[Problem]:
-    """Secrets in the scheme, host or port of a GATEWAY's url while they make its admission
-    key (no literal destination): the run would refuse the call (`build_request`)."""
-    url, destination = vertex.config.get("url"), vertex.config.get("destination")
-    if not isinstance(url, str):
-        return
-    if isinstance(destination, str) and destination.strip() and "{{" not in destination:
-        return  # the key is the destination, whatever the host
-    for source in head_expressions(url):
-        compiled = _compile("{{ " + source + " }}")
-        part = compiled.parts[0] if isinstance(compiled, Template) else None
-        # Other reads of secrets are refused by `_check_secret` already.
-        if isinstance(part, ParsedResult) and secret_name(part) is not None:
-            yield Problem(
-                wf.at("vertices", vertex.id, "config", "url"),
-                f"The expression {_shown(source)} puts a secret in the url's scheme, host or "
-                "port, which make the call's admission key unless a destination is written out, "
-                "and the key is shown in metrics, the destinations API and Redis keys; read "
-                "secrets in the url's path, "
-                "query or user:password@, the headers or the body.",
-                Code.SECRET_NOT_ALLOWED,
-            )
 
 
 def _strings(wf: RawWorkflow, vertex: RawVertex) -> Iterator[tuple[_Site, str]]:
@@ -315,15 +289,6 @@ def _check_secret(vertex: RawVertex, site: _Site, part: ParsedResult) -> Problem
     return None
 
 
-def _identifier(name: str) -> str:
-    """`name` as JMESPath reads it: bare when it is an identifier, else quoted."""
-    return name if _BARE.fullmatch(name) else json.dumps(name, ensure_ascii=False)
-
-
-def _path(names: list[str]) -> str:
-    return ".".join(_identifier(n) for n in names)
-
-
 def _shown(source: str) -> str:
     return f"{{{{ {source} }}}}" if source else "{{ }}"
 
@@ -368,56 +333,15 @@ def _check_reference(
     if root == "vertices" and len(names) > 1:
         return _check_vertex_reference(wf, vertex, site, shown, names)
     if root == "input" and len(names) > 1:
-        return _check_input_reference(wf, site, shown, names)
+        return input_field_problem(wf, site.at, shown, names)
     return None
-
-
-def _check_input_reference(
-    wf: RawWorkflow, site: _Site, shown: str, names: list[str]
-) -> Problem | None:
-    """`input.<name>…` where the inputSchema closes an object to the names it lists: any
-    other name is always null (rendered ""), so it is a typo. Followed into nested properties
-    while each level is closed the same way."""
-    schema = wf.input_schema
-    for depth, name in enumerate(names[1:], start=1):
-        allowed = _closed_properties(schema)
-        if allowed is None:
-            return None
-        if name not in allowed:
-            path = _path(names[: depth + 1])
-            where = (
-                "the inputSchema" if depth == 1 else f"the inputSchema of {_path(names[:depth])}"
-            )
-            listed = f"only {quoted_list(allowed)}" if allowed else "no names"
-            hint = did_you_mean(name, allowed)
-            return Problem(
-                site.at,
-                f"{shown} reads {path}, but {where} allows {listed} "
-                f"(additionalProperties is false), so it is always null.{hint}",
-                Code.UNKNOWN_INPUT_FIELD,
-            )
-        schema = allowed[name]
-    return None
-
-
-def _closed_properties(schema: Any) -> dict[str, Any] | None:
-    """The `properties` of an object schema that admits no other names, else None.
-
-    Closed means `additionalProperties: false` with no `patternProperties` (which admit
-    names by pattern); a schema using `$ref` or combinators at that level is not followed."""
-    if not isinstance(schema, dict) or schema.get("additionalProperties") is not False:
-        return None
-    if any(k in schema for k in ("patternProperties", "$ref", "allOf", "anyOf", "oneOf")):
-        return None
-    properties = schema.get("properties", {})
-    return properties if isinstance(properties, dict) else None
 
 
 def _check_vertex_reference(
     wf: RawWorkflow, vertex: RawVertex, site: _Site, shown: str, names: list[str]
 ) -> Problem | None:
     target = names[1]
-    read = _path(names[:2])
+    read = jmespath_path(names[:2])
     if target not in wf.vertices:
         hint = did_you_mean(target, wf.vertices)
         message = f'{shown} reads {read}, but there is no vertex "{target}".{hint}'
@@ -437,13 +361,13 @@ def _check_vertex_reference(
         # `outputs` (a MERGE's list is output.outputs) is a slip for `output`; `body` is a
         # field of the output with `output.` left out.
         if did_you_mean(names[2], ["output"]):
-            fix = f"did you mean {_path([*names[:2], 'output', *names[3:]])}?"
+            fix = f"did you mean {jmespath_path([*names[:2], 'output', *names[3:]])}?"
         else:
-            fix = f"e.g. {_path([*names[:2], 'output', *names[2:]])}"
+            fix = f"e.g. {jmespath_path([*names[:2], 'output', *names[2:]])}"
         return Problem(
             site.at,
-            f"{shown} reads {_path(names[:3])}; a vertex's result is under "
-            f"{_path([*names[:2], 'output'])} ({fix}).",
+            f"{shown} reads {jmespath_path(names[:3])}; a vertex's result is under "
+            f"{jmespath_path([*names[:2], 'output'])} ({fix}).",
             Code.UNKNOWN_CONTEXT,
         )
     return None
