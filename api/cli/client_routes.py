@@ -246,7 +246,7 @@ class ActionsApi:
             body["ids"] = ids
         if selection is not None:
             fields = {k: v for k, v in filter_params(selection).items() if v is not None}
-            body["filter"] = {**fields, "rootsOnly": selection.roots_only}
+            body["filter"] = {**fields, "roots": selection.roots_only}
         if limit is not None:
             body["limit"] = limit
         return await self._session.fetch(BatchRetryResult, "POST", "/runs/retry", body=body)

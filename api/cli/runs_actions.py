@@ -32,7 +32,6 @@ from api.cli.remote import (
     say,
     stdout,
 )
-from api.cli.run_display import stuck_joins
 from api.cli.run_options import (
     MAX_BATCH,
     RunArgument,
@@ -55,7 +54,6 @@ if TYPE_CHECKING:
         RetryResult,
         SkippedRun,
         StartOverResult,
-        StepView,
         Wire,
     )
 
@@ -70,17 +68,26 @@ def _print(remote: Remote, result: Wire, line: str) -> None:
 # ── retry ───────────────────────────────────────────────────────────────────────────────────
 
 
-SKIP_WORDS = {"run_not_failed": "not FAILED", "run_not_found": "not found"}
+SKIP_WORDS = {
+    "run_not_failed": "not FAILED",
+    "run_not_found": "not found",
+    "parent_succeeded": "under a SUCCEEDED run",
+}
 """A batch retry's skip reasons (the API's codes) as its summary line says them."""
 
 
 def looked_for(
-    status: str | None, workflow: str | None, tenant: str | None, since: str | None, roots: bool
+    status: str | None,
+    workflow: str | None,
+    tenant: str | None,
+    since: str | None,
+    all_runs: bool,
 ) -> str:
-    """What a batch retry's filter asked for, as given: `status FAILED, workflow W`."""
+    """What a batch retry's filter asked for, as given: `status FAILED, workflow W` (root
+    runs, as `runs list` shows them; `child runs too` with --all)."""
     parts = [f"status {(status or 'FAILED').upper()}"]
     parts += [f"{name} {value}" for name, value in _given(workflow, tenant, since)]
-    return ", ".join(parts + (["roots only"] if roots else []))
+    return ", ".join(parts + (["child runs too"] if all_runs else []))
 
 
 def _given(workflow: str | None, tenant: str | None, since: str | None) -> list[tuple[str, str]]:
@@ -127,6 +134,10 @@ def batch_lines(result: BatchRetryResult, filter_text: str | None = None) -> lis
             f"{skip_counts(result.skipped)}"
         ]
     for run in result.skipped:
+        if run.reason == "parent_succeeded" and run.message:
+            # The reason alone would not say what to do instead: the API's sentence does.
+            lines.append(f"  {run.run_id}  {run.reason}: {run.message}")
+            continue
         state = f" (it is {run.state})" if run.state else ""
         lines.append(f"  {run.run_id}  {run.reason}{state}")
     if result.truncated:
@@ -134,9 +145,9 @@ def batch_lines(result: BatchRetryResult, filter_text: str | None = None) -> lis
     return lines
 
 
-def _still_stuck(run_id: str, joins: list[StepView], children_failed: int) -> str:
+def still_stuck(run_id: str, joins: list[str], children_failed: int) -> str:
     """Why the retry of a join whose children FAILED will not help, and what will."""
-    names = ", ".join(step.vertex_id for step in joins)
+    names = ", ".join(repr(join) for join in joins)
     one = len(joins) == 1
     what, fails = ("join", "fails") if one else ("joins", "fail")
     still = plural(children_failed, "child is", "children are")
@@ -145,6 +156,41 @@ def _still_stuck(run_id: str, joins: list[StepView], children_failed: int) -> st
         f"its {what} {names} {fails} again at once: {still} still FAILED; "
         f"`schemabridge runs reprocess {run_id}` runs {pronoun} again and reopens the {what}"
     )
+
+
+def _retry_one(remote: Remote, given: str) -> None:
+    """`runs retry RUN`: the retry, then what it sets off that the operator should hear."""
+
+    async def single(api: ApiClient) -> RetryResult:
+        return await api.actions.retry(await full_run_id(api, given))
+
+    result = call(remote, single)
+    _print(remote, result, f"run {result.run_id}: {result.message}; it is {result.status}")
+    if result.reopened_run:
+        # Allowed when asked for by name (a batch skips it): said, as it sends a finished
+        # run's calls after that join a second time.
+        say(
+            f"warning: run {result.reopened_run} above it had SUCCEEDED and runs again from "
+            f"its join {result.reopened_join!r}: the steps after that join run a second time"
+        )
+    if result.stuck_joins:
+        say(still_stuck(result.run_id, result.stuck_joins, result.children_failed))
+
+
+def _print_batch(
+    remote: Remote, outcome: BatchRetryResult, filter_text: str | None, children_hidden: bool
+) -> None:
+    """A batch retry's answer, and a line on stderr for each run whose joins fail again."""
+    if remote.json:
+        print_json(dump(outcome))
+    else:
+        console = stdout()
+        for line in batch_lines(outcome, filter_text):
+            console.print(line, markup=False)
+        if children_hidden and not (outcome.retried or outcome.skipped):
+            console.print("(child runs are retried with --all)", markup=False)
+    for stuck in outcome.stuck:
+        say(f"run {stuck.run_id}: {still_stuck(stuck.run_id, stuck.joins, stuck.children_failed)}")
 
 
 def retry(
@@ -156,8 +202,13 @@ def retry(
     workflow: WorkflowOption = None,
     tenant: TenantOption = None,
     since: SinceOption = None,
-    roots: Annotated[
-        bool, typer.Option("--roots", help="Batch: only runs no spawner started.")
+    all_runs: Annotated[
+        bool,
+        typer.Option(
+            "--all",
+            help="Batch: child runs too (by default only runs no spawner started, as "
+            "`runs list` shows them).",
+        ),
     ] = False,
     limit: Annotated[
         int, typer.Option(help="Batch: consider at most this many runs.", min=1, max=MAX_BATCH)
@@ -170,11 +221,15 @@ def retry(
     """Run a FAILED run's failed steps again (completed steps are kept).
 
     Several RUNs, or a filter (--status, default FAILED; --workflow, --tenant, --since,
-    --roots), retry many at once and print the runs retried and those skipped with the
-    reason; with none retried it says "nothing to retry" and why. Exit 1 when a RUN named is
-    not FAILED (or not found); a filter that matches nothing, or only runs it skips, exits 0."""
+    --all), retry many at once and print the runs retried and those skipped with the
+    reason; with none retried it says "nothing to retry" and why. A filter covers the root
+    runs `runs list` shows, child runs too with --all. A FAILED child of a run that has
+    SUCCEEDED is skipped (its retry would reopen that run's join and run the steps after it
+    again); naming it alone retries it, with a warning. Exit 1 when a RUN named is not
+    FAILED (or not found) or is skipped; a filter that matches nothing, or only runs it
+    skips, exits 0."""
     remote = Remote(api_url, api_key, output, debug)
-    filtered = any(v is not None for v in (status, workflow, tenant, since)) or roots
+    filtered = any(v is not None for v in (status, workflow, tenant, since)) or all_runs
     if runs and filtered:
         fail("give runs or a filter (--status, --workflow, ...), not both", ExitCode.USAGE)
     if not runs and not filtered:
@@ -183,19 +238,7 @@ def retry(
             ExitCode.USAGE,
         )
     if runs and len(runs) == 1:
-        only = runs[0]
-
-        async def single(api: ApiClient) -> tuple[RetryResult, list[StepView], int]:
-            run_id = await full_run_id(api, only)
-            # Read before the retry clears the errors: a join its FAILED children failed
-            # fails again at once, which the operator should hear now, not after.
-            before = await api.runs.get(run_id)
-            return await api.actions.retry(run_id), stuck_joins(before), before.fanout.failed
-
-        result, stuck, children_failed = call(remote, single)
-        _print(remote, result, f"run {result.run_id}: {result.message}; it is {result.status}")
-        if stuck and result.changed:
-            say(_still_stuck(result.run_id, stuck, children_failed))
+        _retry_one(remote, runs[0])
         return
     selection = None
     if filtered:
@@ -204,7 +247,7 @@ def retry(
             workflow=workflow,
             tenant=tenant,
             since=since,
-            roots_only=roots,
+            roots_only=not all_runs,
         )
 
     async def batch(api: ApiClient) -> BatchRetryResult:
@@ -222,13 +265,8 @@ def retry(
         workflow=selection.workflow if selection else None,
         system_workflows=True,  # a failed gradual_deploy run can be retried
     )
-    if remote.json:
-        print_json(dump(outcome))
-    else:
-        console = stdout()
-        filter_text = looked_for(status, workflow, tenant, since, roots) if filtered else None
-        for line in batch_lines(outcome, filter_text):
-            console.print(line, markup=False)
+    filter_text = looked_for(status, workflow, tenant, since, all_runs) if filtered else None
+    _print_batch(remote, outcome, filter_text, children_hidden=filtered and not all_runs)
     if runs and outcome.skipped:
         raise typer.Exit(ExitCode.FAILED)
 

@@ -261,6 +261,11 @@ class ActionResult(Wire):
 
 class RetryResult(ActionResult):
     steps_retried: int
+    warnings: list[str] = []
+    reopened_run: str | None = None
+    reopened_join: str | None = None
+    stuck_joins: list[str] = []
+    children_failed: int = 0
 
 
 class ResolveResult(ActionResult):
@@ -284,12 +289,21 @@ class SkippedRun(Wire):
     run_id: str
     reason: str
     state: str | None = None
+    message: str = ""
+
+
+class StuckRun(Wire):
+    run_id: str
+    joins: list[str]
+    children_failed: int
+    message: str = ""
 
 
 class BatchRetryResult(Wire):
     retried: list[str]
     skipped: list[SkippedRun]
     truncated: bool = False
+    stuck: list[StuckRun] = []
 
 
 # ── settings ────────────────────────────────────────────────────────────────────────────────

@@ -56,7 +56,8 @@ class ResolveRequest(_Body):
 
 class BatchFilter(_Body):
     """Which runs a batch retry covers; every field is optional, set fields combine with AND.
-    `status` defaults to FAILED (only FAILED runs can be retried)."""
+    `status` defaults to FAILED (only FAILED runs can be retried); root runs only unless
+    `parent` is given or `roots` is false."""
 
     workflow: str | None = None
     version: int | None = Field(default=None, ge=1)
@@ -65,7 +66,11 @@ class BatchFilter(_Body):
     parent: str | None = Field(default=None, description="Only the children of this run.")
     created_after: float | None = Field(default=None, description="Epoch seconds, inclusive.")
     created_before: float | None = Field(default=None, description="Epoch seconds, exclusive.")
-    roots_only: bool = Field(default=False, description="Only runs no spawner started.")
+    roots: bool | None = Field(
+        default=None,
+        description="Only runs no spawner started (as `GET /runs?roots=true`); by default "
+        "true unless `parent` is given: false covers child runs too.",
+    )
 
     def selection(self) -> RunFilter:
         return RunFilter(
@@ -76,7 +81,7 @@ class BatchFilter(_Body):
             parent=self.parent,
             created_after=self.created_after,
             created_before=self.created_before,
-            roots_only=self.roots_only,
+            roots_only=self.roots,
         )
 
 
@@ -104,7 +109,10 @@ async def batch_retry(
     body: BatchRetryRequest, ops: OperationsDep, caller: CallerDep
 ) -> BatchRetryResult:
     """Answers the runs retried and those skipped, each with the reason a single retry would
-    have refused it (`run_not_found`, `run_not_failed`) and its state."""
+    have refused it (`run_not_found`, `run_not_failed`) and its state, or `parent_succeeded`:
+    a FAILED child whose retry would reopen the join of a run that has SUCCEEDED and run the
+    steps after it again (start over that run, or retry the child alone by id). `stuck`: the
+    runs retried whose joins fail again at once, their children still FAILED."""
     return await ops.actions.batch_retry(
         ids=body.ids,
         filter=None if body.filter is None else body.filter.selection(),
@@ -121,7 +129,9 @@ async def batch_retry(
     summary="Re-run the failed steps of a FAILED run (completed steps are kept)",
 )
 async def retry(run_id: str, ops: OperationsDep, caller: CallerDep) -> RetryResult:
-    """409 `run_not_failed` when the run is not FAILED."""
+    """409 `run_not_failed` when the run is not FAILED. A dead-lettered child of a run that
+    has SUCCEEDED is retried (a batch would skip it): that run reopens its join and the steps
+    after it run again, which `warnings` and `reopenedRun` say."""
     return await ops.actions.retry(run_id, actor=caller.actor, tenant=caller.tenant)
 
 

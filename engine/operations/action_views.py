@@ -20,6 +20,20 @@ class ActionResult(View):
 class RetryResult(ActionResult):
     steps_retried: int
     """FAILED steps that run again."""
+    warnings: list[str] = []
+    """What the retry sets off that the operator may not expect, in words (`reopened_run`,
+    `stuck_joins`)."""
+    reopened_run: str | None = None
+    """A child run's retry that came back into the join of an ancestor that had ended
+    SUCCEEDED: that ancestor, which runs again from its join, so the steps after it run a
+    second time. None otherwise."""
+    reopened_join: str | None = None
+    """The MERGE of `reopened_run` that reopened."""
+    stuck_joins: list[str] = []
+    """The run's MERGE steps that failed because children FAILED: they fail again at once,
+    the children being still FAILED (reprocess the run to run them again)."""
+    children_failed: int = 0
+    """How many of the run's children are FAILED (with `stuck_joins`)."""
 
 
 class ResolveResult(ActionResult):
@@ -44,11 +58,25 @@ class CancelResult(ActionResult):
 
 class SkippedRun(View):
     """A run a batch action left alone, and why: `reason` is the code the single action
-    would have refused it with (`run_not_found`, `run_not_failed`); `state` its status."""
+    would have refused it with (`run_not_found`, `run_not_failed`), or `parent_succeeded`
+    for a FAILED child whose retry would reopen the join of a run that had ended SUCCEEDED
+    (and run the steps after it again); `state` its status; `message` the reason in words,
+    with what to do instead."""
 
     run_id: str
     reason: str
     state: str | None = None
+    message: str = ""
+
+
+class StuckRun(View):
+    """A run a batch retried whose joins fail again at once: its children are still FAILED
+    (reprocess it to run them again and reopen its joins)."""
+
+    run_id: str
+    joins: list[str]
+    children_failed: int
+    message: str
 
 
 class BatchRetryResult(View):
@@ -59,3 +87,5 @@ class BatchRetryResult(View):
     retried: list[str]
     skipped: list[SkippedRun]
     truncated: bool = False
+    stuck: list[StuckRun] = []
+    """Runs retried whose joins fail again at once, in the order of `retried`."""

@@ -27,11 +27,12 @@ from engine.operations.action_views import (
     RetryResult,
     SkippedRun,
     StartOverResult,
+    StuckRun,
 )
 from engine.operations.boundary import store_boundary
 from engine.operations.views import RunFilter
 from engine.store.models import RunStatus
-from engine.store.operator_actions import Action, RetryOutcome, run_not_found
+from engine.store.operator_actions import Action, RetryOutcome, StuckJoins, run_not_found
 from schemas.errors import InvalidRequest, WrongState
 
 if TYPE_CHECKING:
@@ -80,6 +81,16 @@ class OperatorActions:
             )
         await self._changed()
         steps = outcome.steps[run_id]
+        warnings = []
+        reopened = outcome.reopens.get(run_id)
+        if reopened is not None:
+            warnings.append(
+                f"run {reopened.run_id} above it had SUCCEEDED and runs again from its join "
+                f"{reopened.join!r}: the steps after that join run a second time"
+            )
+        stuck = outcome.stuck.get(run_id)
+        if stuck is not None:
+            warnings.append(_stuck_words(run_id, stuck))
         return RetryResult(
             run_id=run_id,
             action=Action.RETRY.value,
@@ -87,6 +98,11 @@ class OperatorActions:
             message=f"{steps} failed step{'' if steps == 1 else 's'} run again",
             status=RunStatus.RUNNING.value,
             steps_retried=steps,
+            warnings=warnings,
+            reopened_run=None if reopened is None else reopened.run_id,
+            reopened_join=None if reopened is None else reopened.join,
+            stuck_joins=[] if stuck is None else stuck.joins,
+            children_failed=0 if stuck is None else stuck.children_failed,
         )
 
     @store_boundary
@@ -166,11 +182,15 @@ class OperatorActions:
         tenant: str | None = None,
     ) -> BatchRetryResult:
         """Retry many FAILED runs in one transaction: by `ids`, or every run a `filter`
-        matches (status FAILED unless the filter names one; within `tenant` when set: a
-        filter naming another tenant matches nothing),
-        newest first, at most `limit` (1 … 10,000). Runs not FAILED, unknown or of another
-        tenant are skipped with the reason the single retry would give. Exactly one of
-        `ids` and `filter` is required; more ids than `limit` is refused."""
+        matches (status FAILED unless the filter names one; root runs only, as a list shows
+        them, unless it names a `parent` or sets `roots_only=False`; within `tenant` when
+        set: a filter naming another tenant matches nothing), newest first, at most `limit`
+        (1 … 10,000). Runs not FAILED, unknown or of another tenant are skipped with the
+        reason the single retry would give; so is a child whose retry would reopen the join
+        of a run that has ended SUCCEEDED (`parent_succeeded`: the steps after that join
+        would run again, a finished run's calls sent twice; the single `retry` of it by id
+        still does it). Exactly one of `ids` and `filter` is required; more ids than `limit`
+        is refused. Runs retried whose joins fail again at once are listed in `stuck`."""
         if not 1 <= limit <= MAX_BATCH:
             raise InvalidRequest(
                 f"limit must be between 1 and {MAX_BATCH}, not {limit}", code="invalid_limit"
@@ -187,7 +207,7 @@ class OperatorActions:
         else:
             run_ids, truncated = list(dict.fromkeys(ids or ())), False
         outcome = await self._runtime.store.retry_runs(
-            run_ids, actor=actor, tenant=tenant, action=Action.BATCH_RETRY
+            run_ids, actor=actor, tenant=tenant, action=Action.BATCH_RETRY, spare_finished=True
         )
         if outcome.retried:
             await self._changed()
@@ -195,6 +215,11 @@ class OperatorActions:
             retried=outcome.retried,
             skipped=[_skipped(run_id, outcome) for run_id in run_ids if run_id in outcome.refused],
             truncated=truncated,
+            stuck=[
+                _stuck(run_id, outcome.stuck[run_id])
+                for run_id in outcome.retried
+                if run_id in outcome.stuck
+            ],
         )
 
     async def _matching(
@@ -209,6 +234,9 @@ class OperatorActions:
             )
         if filter.status is None:
             filter = dataclasses.replace(filter, status=RunStatus.FAILED.value)
+        if filter.roots_only is None:
+            # What a list shows by default: a batch must not act on runs its preview hid.
+            filter = dataclasses.replace(filter, roots_only=filter.parent is None)
         if tenant is not None and filter.tenant not in (None, tenant):
             # Another tenant's runs read as not found: listing them would reveal their ids.
             return [], False
@@ -281,8 +309,45 @@ def _cancelled(runs: int, steps: int) -> str:
 
 def _skipped(run_id: str, outcome: RetryOutcome) -> SkippedRun:
     state = outcome.refused[run_id]
-    reason = "run_not_found" if state is None else "run_not_failed"
-    return SkippedRun(run_id=run_id, reason=reason, state=state)
+    reopens = outcome.reopens.get(run_id)
+    if state is None:
+        return SkippedRun(run_id=run_id, reason="run_not_found", message=f"no run {run_id!r}")
+    if state != RunStatus.FAILED.value or reopens is None:
+        message = f"run {run_id} is {state}; only a FAILED run can be retried"
+        return SkippedRun(run_id=run_id, reason="run_not_failed", state=state, message=message)
+    ancestor, join = reopens.run_id, reopens.join
+    return SkippedRun(
+        run_id=run_id,
+        reason="parent_succeeded",
+        state=state,
+        message=(
+            f"run {ancestor} above it has SUCCEEDED: retrying this child would reopen its join "
+            f"{join!r} and run the steps after it again; start over run {ancestor} to run it "
+            "all again, or retry this run alone by its id if that is really wanted"
+        ),
+    )
+
+
+def _stuck_words(run_id: str, stuck: StuckJoins) -> str:
+    """Why retrying a run whose joins failed on FAILED children does not help, and what does."""
+    one = len(stuck.joins) == 1
+    names = ", ".join(repr(join) for join in stuck.joins)
+    what, fails = ("join", "fails") if one else ("joins", "fail")
+    n = stuck.children_failed
+    still = f"{n} child is" if n == 1 else f"{n:,} children are"
+    return (
+        f"its {what} {names} {fails} again at once: {still} still FAILED; reprocess run "
+        f"{run_id} to run {'it' if n == 1 else 'them'} again and reopen the {what}"
+    )
+
+
+def _stuck(run_id: str, stuck: StuckJoins) -> StuckRun:
+    return StuckRun(
+        run_id=run_id,
+        joins=stuck.joins,
+        children_failed=stuck.children_failed,
+        message=_stuck_words(run_id, stuck),
+    )
 
 
 def _json_value(output: Any) -> Any:

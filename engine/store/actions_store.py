@@ -20,7 +20,7 @@ from sqlalchemy.ext.asyncio import AsyncConnection
 
 from engine.store import operator_actions as sql
 from engine.store import operator_settings as settings_
-from engine.store import recovery
+from engine.store import recovery, retry_checks
 from engine.store import results as results_
 from engine.store.children import EndedChild
 from engine.store.core import run_record, step_rows, steps
@@ -28,6 +28,7 @@ from engine.store.models import TERMINAL_RUN_STATUSES, RunStatus, StepStatus
 from engine.store.operator_actions import (
     Action,
     CancelOutcome,
+    ReopenedAncestor,
     ReprocessOutcome,
     ResolveOutcome,
     RetryOutcome,
@@ -116,11 +117,15 @@ class OperatorActionsStore(WorkQueue):
         actor: str,
         tenant: str | None = None,
         action: Action = Action.RETRY,
+        spare_finished: bool = False,
     ) -> RetryOutcome:
         """FAILED runs among `run_ids` run their FAILED steps again (and the steps held back
         when they failed); completed steps are kept. A retried child run stops being a dead
         letter: its parent's counters, join and status follow (see `recovery.reopen_parents`).
-        Runs not FAILED, unknown or of another tenant are refused, not errors."""
+        Runs not FAILED, unknown or of another tenant are refused, not errors. With
+        `spare_finished`, so is a child whose retry would reopen the join of an ancestor that
+        had ended SUCCEEDED (`outcome.reopens` says which); without it, it is retried and
+        `outcome.reopens` says what it reopened."""
         ids = list(dict.fromkeys(run_ids))
 
         async def work(conn: AsyncConnection) -> RetryOutcome:
@@ -136,6 +141,13 @@ class OperatorActionsStore(WorkQueue):
                     outcome.refused[run_id] = row.status
                 else:
                     candidates.append(run_id)
+            outcome.reopens = await self._reopens(conn, [states[r] for r in candidates])
+            if spare_finished:
+                for run_id in outcome.reopens:
+                    outcome.refused[run_id] = RunStatus.FAILED.value
+                candidates = [r for r in candidates if r not in outcome.reopens]
+            # Read before the errors are cleared: they say why the joins failed.
+            outcome.stuck = await retry_checks.stuck_joins(conn, candidates)
             # Steps before runs: the order a worker's flush locks them in.
             outcome.steps = await sql.ready_failed_steps(conn, candidates, now)
             reopened = await sql.reopen_failed_runs(conn, candidates)
@@ -148,15 +160,36 @@ class OperatorActionsStore(WorkQueue):
             outcome.retried = [r for r in candidates if r in reopened_ids]
             for run_id in set(candidates) - set(outcome.retried):  # retried concurrently
                 outcome.refused[run_id] = await sql.current_status(conn, run_id)
+            outcome.stuck = {r: j for r, j in outcome.stuck.items() if r in reopened_ids}
             await recovery.reopen_parents(conn, reopened, now, self._workflow_reader(conn))
             lines = [
-                action_line(r, action, actor, _retry_message(actor, outcome.steps[r]))
+                action_line(
+                    r,
+                    action,
+                    actor,
+                    _retry_message(actor, outcome.steps[r], outcome.reopens.get(r)),
+                )
                 for r in outcome.retried
             ]
             await results_.insert_logs(conn, lines, now)
             return outcome
 
         return await self._transaction(work)
+
+    async def _reopens(
+        self, conn: AsyncConnection, rows: Sequence[Any]
+    ) -> dict[str, ReopenedAncestor]:
+        """The runs of `rows` whose retry reopens an ancestor that had ended SUCCEEDED, with
+        that ancestor and its join."""
+        found = await retry_checks.succeeded_ancestors(conn, rows)
+        workflows: dict[str, Workflow] = {}
+        reopens = {}
+        for run_id, (ancestor, spawner) in found.items():
+            if ancestor not in workflows:  # a batch's siblings share their parent
+                workflows[ancestor] = await self._workflow_of_run(conn, ancestor)
+            join = retry_checks.join_of(workflows[ancestor], spawner)
+            reopens[run_id] = ReopenedAncestor(ancestor, join)
+        return reopens
 
     # ── resolve ─────────────────────────────────────────────────────────────────────────────
 
@@ -403,9 +436,15 @@ def _check_resolvable(run: Any, step: Any, vertex_id: str) -> None:
         )
 
 
-def _retry_message(actor: str, steps_made_ready: int) -> str:
+def _retry_message(actor: str, steps_made_ready: int, reopens: ReopenedAncestor | None) -> str:
     plural = "" if steps_made_ready == 1 else "s"
-    return f"retry by {actor}: {steps_made_ready} failed step{plural} run again"
+    message = f"retry by {actor}: {steps_made_ready} failed step{plural} run again"
+    if reopens is not None:
+        message += (
+            f"; run {reopens.run_id}, which had SUCCEEDED, runs again from its join "
+            f"{reopens.join!r}"
+        )
+    return message
 
 
 def _restart_row(record: Any, version: Any, new_id: str, key: str, now: float) -> dict[str, Any]:

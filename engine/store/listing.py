@@ -49,8 +49,10 @@ class RunFilter:
     """Only the children of this run."""
     created_after: float | None = None
     created_before: float | None = None
-    roots_only: bool = False
-    """Only runs that no spawner started (ignored when `parent` is set)."""
+    roots_only: bool | None = None
+    """Only runs that no spawner started (ignored when `parent` is set). None: the reader's
+    default, which for a list is every run, and for a batch retry the roots unless `parent`
+    is set (`OperatorActions.batch_retry`)."""
     route: str | None = None
     """Only runs whose version was chosen this way (`RunRoute`: serving, candidate, pinned,
     system); read from the rows of the range the other fields select."""

@@ -75,6 +75,28 @@ class RetryOutcome:
     steps: Counter[str] = field(default_factory=Counter)
     """FAILED steps made READY, by run."""
     refused: dict[str, str | None] = field(default_factory=dict)
+    reopens: dict[str, ReopenedAncestor] = field(default_factory=dict)
+    """Runs whose retry reopens (retried) or would reopen (spared, and in `refused` as
+    FAILED) the join of an ancestor that had ended SUCCEEDED: the steps after it run again."""
+    stuck: dict[str, StuckJoins] = field(default_factory=dict)
+    """Runs retried whose joins fail again at once: their children are still FAILED."""
+
+
+@dataclass(frozen=True)
+class ReopenedAncestor:
+    """The ancestor run, ended SUCCEEDED, whose join a retry of a child below it reopens."""
+
+    run_id: str
+    join: str
+    """Its MERGE vertex (the spawner when no MERGE joins it)."""
+
+
+@dataclass(frozen=True)
+class StuckJoins:
+    """A run's MERGE steps that failed because children FAILED, and how many are."""
+
+    joins: list[str]
+    children_failed: int
 
 
 @dataclass(frozen=True)

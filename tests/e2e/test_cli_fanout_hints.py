@@ -12,6 +12,7 @@ import pytest
 from tests.e2e.cli_harness import Stack, assert_refused
 
 PARENT = "cli-hints-fanout"
+TOLERANT = "cli-hints-tolerant"
 CHILD = "cli-hints-item"
 
 
@@ -36,6 +37,27 @@ def workflows(serve_api: Stack) -> None:
                             },
                         },
                         "joined": {"type": "MERGE", "dependsOn": ["each"]},
+                    },
+                },
+                {
+                    "name": TOLERANT,
+                    "vertices": {
+                        "each": {
+                            "type": "SPAWNER",
+                            "config": {
+                                "items": "{{ input.codes }}",
+                                "workflow": CHILD,
+                                "input": {"code": "{{ item }}"},
+                            },
+                        },
+                        "join": {
+                            "type": "MERGE",
+                            "dependsOn": ["each"],
+                            "config": {
+                                "tolerateChildFailures": ["FAILED"],
+                                "failureTolerance": {"maxFailures": 1},
+                            },
+                        },
                     },
                 },
                 {
@@ -82,7 +104,7 @@ def test_retrying_such_a_join_says_to_reprocess(serve_api: Stack, workflows: Non
     retried = serve_api.ok("runs", "retry", run)
     assert f"run {run}: 1 failed step run again" in retried.stdout, retried.stdout
     assert (
-        f"its join joined fails again at once: 1 child is still FAILED; "
+        f"its join 'joined' fails again at once: 1 child is still FAILED; "
         f"`schemabridge runs reprocess {run}` runs it again and reopens the join"
     ) in retried.stderr, retried.stderr
     # What the note says: the retried join ends FAILED again, its child still FAILED.
@@ -93,6 +115,53 @@ def test_retrying_such_a_join_says_to_reprocess(serve_api: Stack, workflows: Non
 
     revived = serve_api.ok("runs", "reprocess", run)
     assert f"run {run}: 1 dead-lettered child run again" in revived.stdout
+
+
+def test_retrying_several_such_runs_says_it_for_each(serve_api: Stack, workflows: None) -> None:
+    first, second = (str(failed_fanout(serve_api)["id"]) for _ in range(2))
+    retried = serve_api.ok("runs", "retry", first, second)
+    assert "retried 2 runs" in retried.stdout, retried.stdout
+    for run in (first, second):
+        assert (
+            f"run {run}: its join 'joined' fails again at once: 1 child is still FAILED; "
+            f"`schemabridge runs reprocess {run}` runs it again and reopens the join"
+        ) in retried.stderr, retried.stderr
+
+
+def test_a_batch_by_filter_retries_what_runs_list_shows(serve_api: Stack, workflows: None) -> None:
+    """The tour: `runs retry --status FAILED --limit 1` retried a fan-out's tolerated child,
+    which `runs list --status FAILED` did not show, and its SUCCEEDED parent ran again."""
+    tenant = "hints-scope"  # the filter's runs are this test's only
+    run_input = json.dumps({"codes": ["200", "422"]})
+    submitted = serve_api.json(
+        "runs", "submit", TOLERANT, "--input", run_input, "--tenant", tenant, "--wait"
+    )
+    parent = str(submitted["id"])
+    assert submitted["status"] == "SUCCEEDED"
+    (child,) = [
+        c["id"]
+        for c in serve_api.json("runs", "children", parent)["items"]
+        if c["status"] == "FAILED"
+    ]
+    shown = serve_api.ok("runs", "list", "--status", "FAILED", "--tenant", tenant)
+    assert "no runs (child runs are shown with --all)" in shown.stdout + shown.stderr, shown
+    batch = serve_api.ok("runs", "retry", "--status", "FAILED", "--tenant", tenant, "--limit", "1")
+    assert batch.stdout.splitlines() == [
+        f"nothing to retry: no run matched (status FAILED, tenant {tenant})",
+        "(child runs are retried with --all)",
+    ]
+    wider = serve_api.ok("runs", "retry", "--status", "FAILED", "--tenant", tenant, "--all")
+    assert f"  {child}  parent_succeeded: run {parent} above it has SUCCEEDED" in wider.stdout
+    assert f"start over run {parent}" in wider.stdout, wider.stdout
+    named = serve_api.cli("runs", "retry", child, parent)
+    assert named.returncode == 1, (named.stdout, named.stderr)
+    assert f"{child}  parent_succeeded" in named.stdout
+    assert serve_api.json("runs", "show", parent)["status"] == "SUCCEEDED"
+    alone = serve_api.ok("runs", "retry", child)
+    assert (
+        f"warning: run {parent} above it had SUCCEEDED and runs again from its join 'join': "
+        "the steps after that join run a second time"
+    ) in alone.stderr, alone.stderr
 
 
 def test_a_step_refused_with_a_non_retryable_status_was_not_retried(

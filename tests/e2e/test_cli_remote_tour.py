@@ -207,7 +207,8 @@ def test_batch_retry_prints_retried_and_skipped(stack: Stack, published: str) ->
     )  # fmt: skip
     assert none.stdout.splitlines() == [
         "nothing to retry: no run matched (status FAILED, workflow support-ticket, "
-        f"tenant {tenant}-none)"
+        f"tenant {tenant}-none)",
+        "(child runs are retried with --all)",
     ]
     only_skipped = stack.ok(
         "runs", "retry", "--status", "SUCCEEDED", "--workflow", "support-ticket",

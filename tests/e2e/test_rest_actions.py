@@ -25,6 +25,7 @@ from tests.integration.actions_harness import (
     failed_fan_out,
     single,
     submit,
+    succeeded_over_a_dead_letter,
 )
 from tests.integration.engine_harness import running_worker, settings_for, wait_for_run
 
@@ -199,8 +200,13 @@ async def test_batch_retry_by_ids_and_by_filter(api: Api, downstream: RunningDow
         assert by_ids.status_code == 200, by_ids.text
         assert by_ids.json()["retried"] == [acme]
         assert by_ids.json()["skipped"] == [
-            {"runId": running, "reason": "run_not_failed", "state": "RUNNING"},
-            {"runId": "nope", "reason": "run_not_found", "state": None},
+            {
+                "runId": running,
+                "reason": "run_not_failed",
+                "state": "RUNNING",
+                "message": f"run {running} is RUNNING; only a FAILED run can be retried",
+            },
+            {"runId": "nope", "reason": "run_not_found", "state": None, "message": "no run 'nope'"},
         ]
         both = await http.post("/runs/retry", json={"ids": [acme], "filter": {}})
         assert both.status_code == 422 and both.json()["code"] == "invalid_batch"
@@ -217,10 +223,64 @@ async def test_batch_retry_by_ids_and_by_filter(api: Api, downstream: RunningDow
     second = await failed_chain(api.runtime, downstream, tenant_id="acme")
     async with client(api.url, api.globex_key) as http:
         others = await http.post("/runs/retry", json={"filter": {"tenant": "acme"}})
-        assert others.json() == {"retried": [], "skipped": [], "truncated": False}
+        assert others.json() == {"retried": [], "skipped": [], "truncated": False, "stuck": []}
     async with client(api.url, api.acme_key) as http:
         mine = await http.post("/runs/retry", json={"filter": {"workflow": "chain"}})
         assert mine.status_code == 200 and mine.json()["retried"] == [second]
+
+
+async def test_a_batch_by_filter_leaves_a_finished_runs_dead_letter_alone(
+    api: Api, downstream: RunningDownstream
+) -> None:
+    """The tour: globex's `{"filter": {"status": "FAILED"}}` retried the tolerated FAILED
+    child of a SUCCEEDED fan-out, and its report was sent a second time."""
+    async with running_worker(api.runtime):
+        parent, child = await succeeded_over_a_dead_letter(
+            api.runtime, downstream, tenant_id="globex"
+        )
+    ended = (await api.runtime.store.get_run(parent)).ended_at  # type: ignore[union-attr]
+    sent = downstream.stats.total
+    async with client(api.url, api.globex_key) as http:
+        listed = await http.get("/runs", params={"status": "FAILED", "roots": "true"})
+        assert listed.json()["items"] == []
+        batch = await http.post("/runs/retry", json={"filter": {"status": "FAILED"}})
+        assert batch.status_code == 200, batch.text
+        assert batch.json() == {"retried": [], "skipped": [], "truncated": False, "stuck": []}
+        for selection in ({"roots": False}, {"parent": parent}):
+            wider = await http.post("/runs/retry", json={"filter": selection})
+            (skipped,) = wider.json()["skipped"]
+            assert (skipped["runId"], skipped["reason"]) == (child, "parent_succeeded")
+            assert f"start over run {parent}" in skipped["message"], skipped
+        by_ids = await http.post("/runs/retry", json={"ids": [child]})
+        assert by_ids.json()["skipped"][0]["reason"] == "parent_succeeded"
+        assert by_ids.json()["retried"] == []
+    after = await api.runtime.store.get_run(parent)
+    assert after is not None and (after.status, after.ended_at) == ("SUCCEEDED", ended)
+    assert downstream.stats.total == sent
+    async with client(api.url, api.globex_key) as http, running_worker(api.runtime):
+        alone = await http.post(f"/runs/{child}/retry")
+        assert alone.status_code == 200, alone.text
+        assert alone.json()["reopenedRun"] == parent
+        assert alone.json()["reopenedJoin"] == "join"
+        await wait_for_run(api.runtime, parent)
+
+
+async def test_a_batch_retry_says_which_joins_fail_again(
+    api: Api, downstream: RunningDownstream
+) -> None:
+    async with running_worker(api.runtime):
+        parent = await failed_fan_out(api.runtime, downstream, 2, failing={0})
+    async with client(api.url, api.admin_key) as http:
+        batch = await http.post("/runs/retry", json={"ids": [parent]})
+    assert batch.json()["stuck"] == [
+        {
+            "runId": parent,
+            "joins": ["join"],
+            "childrenFailed": 1,
+            "message": "its join 'join' fails again at once: 1 child is still FAILED; "
+            f"reprocess run {parent} to run it again and reopen the join",
+        }
+    ]
 
 
 async def cancel_all(api: Api, run_ids: list[str]) -> None:

@@ -232,3 +232,21 @@ def nested(base: str, leaf_sleep_ms: int = 0) -> list[Workflow]:
         },
     }
     return [Workflow.model_validate(w) for w in (top, leaf, mid)]
+
+
+TOLERANT = {"tolerateChildFailures": ["FAILED"], "failureTolerance": {"maxFailures": 1}}
+"""A MERGE that lets one child fail: its parent SUCCEEDS with a dead letter under it."""
+
+
+async def succeeded_over_a_dead_letter(
+    runtime: Runtime, downstream: RunningDownstream, n: int = 3, failing: int = 1, **kw: Any
+) -> tuple[str, str]:
+    """(parent, child): a parent run that SUCCEEDED because its MERGE tolerated the FAILED
+    child `failing` (a dead letter) among its `n`. Needs a worker running."""
+    downstream.script([400], path=f"/charge/{failing}")
+    workflows = fan_out(downstream.url, TOLERANT)
+    parent_id = await submit(runtime, workflows, {"items": items(n)}, **kw)
+    parent = await wait_for_run(runtime, parent_id)
+    assert parent.status == "SUCCEEDED", parent.error
+    (dead,) = await runtime.store.children(parent_id, status="FAILED")
+    return parent_id, dead.id

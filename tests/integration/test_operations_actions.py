@@ -31,6 +31,7 @@ from tests.integration.actions_harness import (
     single,
     statements,
     submit,
+    succeeded_over_a_dead_letter,
 )
 from tests.integration.engine_harness import running_worker, settings_for, wait_for_run
 
@@ -487,6 +488,90 @@ async def test_batch_retry_by_filter_stays_within_the_tenant(
     assert (unscoped.retried, unscoped.skipped) == ([], [])
     own = await ops.actions.batch_retry(filter=RunFilter(), actor="key:a", tenant="acme")
     assert own.retried == [acme]
+
+
+async def test_batch_retry_by_filter_covers_root_runs_as_the_list_shows_them(
+    ops: Operations, runtime: Runtime, downstream: RunningDownstream
+) -> None:
+    root = await failed_chain(runtime, downstream)
+    async with running_worker(runtime):
+        parent_id, child_id = await succeeded_over_a_dead_letter(runtime, downstream)
+    listed = await ops.runs.list(RunFilter(status="FAILED", roots_only=True))
+    assert [run.id for run in listed.items] == [root]
+    # The default: the list's own set, the dead letter under a finished run not even looked at.
+    result = await ops.actions.batch_retry(filter=RunFilter(), actor="cli")
+    assert (result.retried, result.skipped) == ([root], [])
+    # Children asked for (roots_only=False, or their parent named): the child is matched,
+    # and skipped for its parent's sake.
+    for selection in (RunFilter(roots_only=False), RunFilter(parent=parent_id)):
+        again = await ops.actions.batch_retry(filter=selection, actor="cli")
+        assert again.retried == [], selection
+        assert [(s.run_id, s.reason) for s in again.skipped] == [(child_id, "parent_succeeded")]
+
+
+async def test_batch_retry_spares_a_dead_letter_of_a_succeeded_run(
+    ops: Operations, runtime: Runtime, downstream: RunningDownstream
+) -> None:
+    async with running_worker(runtime):
+        parent_id, child_id = await succeeded_over_a_dead_letter(runtime, downstream)
+    before = await runtime.store.get_run(parent_id)
+    sent = downstream.stats.total
+    result = await ops.actions.batch_retry([child_id], actor="cli")
+    assert result.retried == []
+    (skipped,) = result.skipped
+    assert (skipped.run_id, skipped.reason, skipped.state) == (
+        child_id,
+        "parent_succeeded",
+        "FAILED",
+    )
+    assert f"run {parent_id} above it has SUCCEEDED" in skipped.message
+    assert "reopen its join 'join'" in skipped.message
+    assert f"start over run {parent_id}" in skipped.message
+    after = await runtime.store.get_run(parent_id)
+    assert after is not None and before is not None
+    assert (after.status, after.ended_at) == ("SUCCEEDED", before.ended_at)
+    child = await runtime.store.get_run(child_id)
+    assert child is not None and child.status == "FAILED"
+    assert downstream.stats.total == sent
+    assert await action_lines(runtime, child_id) == []
+
+
+async def test_a_single_retry_of_that_dead_letter_reopens_its_parent_and_says_so(
+    ops: Operations, runtime: Runtime, downstream: RunningDownstream
+) -> None:
+    async with running_worker(runtime):
+        parent_id, child_id = await succeeded_over_a_dead_letter(runtime, downstream)
+        result = await ops.actions.retry(child_id, actor="cli")
+        parent = await wait_for_run(runtime, parent_id)
+    assert result.reopened_run == parent_id
+    (warning,) = result.warnings
+    assert f"run {parent_id} above it had SUCCEEDED and runs again from its join 'join'" in (
+        warning
+    )
+    assert parent.status == "SUCCEEDED" and parent.output["join"]["counts"]["succeeded"] == 3
+    (line,) = await action_lines(runtime, child_id)
+    assert f"run {parent_id}, which had SUCCEEDED, runs again" in line["message"]
+
+
+async def test_retries_say_which_joins_fail_again_at_once(
+    ops: Operations, runtime: Runtime, downstream: RunningDownstream
+) -> None:
+    async with running_worker(runtime):
+        first = await failed_fan_out(runtime, downstream, 4, failing={0, 2})
+    second = await failed_chain(runtime, downstream)
+    batch = await ops.actions.batch_retry([first, second], actor="cli")
+    assert batch.retried == [first, second]
+    (stuck,) = batch.stuck
+    assert (stuck.run_id, stuck.joins, stuck.children_failed) == (first, ["join"], 2)
+    assert stuck.message == (
+        "its join 'join' fails again at once: 2 children are still FAILED; "
+        f"reprocess run {first} to run them again and reopen the join"
+    )
+    async with running_worker(runtime):
+        await wait_for_run(runtime, first)
+        single_result = await ops.actions.retry(first, actor="cli")
+    assert (single_result.stuck_joins, single_result.children_failed) == (["join"], 2)
+    assert single_result.warnings == [stuck.message]
 
 
 # ── reprocess ───────────────────────────────────────────────────────────────────────────────

@@ -189,10 +189,10 @@ def test_a_batch_retry_with_nothing_to_retry_says_why() -> None:
     from api.cli.wire import BatchRetryResult
 
     # It used to print `retried 0 runs` and nothing else.
-    looked = looked_for(None, "orders", None, "2h", roots=True)
-    assert looked == "status FAILED, workflow orders, since 2h, roots only"
+    looked = looked_for(None, "orders", None, "2h", all_runs=True)
+    assert looked == "status FAILED, workflow orders, since 2h, child runs too"
     none = BatchRetryResult.model_validate({"retried": [], "skipped": []})
-    assert batch_lines(none, looked_for("failed", "W", None, None, roots=False)) == [
+    assert batch_lines(none, looked_for("failed", "W", None, None, all_runs=False)) == [
         "nothing to retry: no run matched (status FAILED, workflow W)"
     ]
     skipped = BatchRetryResult.model_validate(
@@ -222,6 +222,27 @@ def test_a_batch_retry_with_nothing_to_retry_says_why() -> None:
         "  r5",
         "skipped 1 run: 1 not found",
         "  r2  run_not_found",
+    ]
+
+
+def test_a_batch_retry_says_why_it_spared_a_finished_runs_child() -> None:
+    from api.cli.runs_actions import batch_lines
+    from api.cli.wire import BatchRetryResult
+
+    why = "run p1 above it has SUCCEEDED: retrying this child would reopen its join 'join'"
+    result = BatchRetryResult.model_validate(
+        {
+            "retried": ["r1"],
+            "skipped": [
+                {"runId": "c1", "reason": "parent_succeeded", "state": "FAILED", "message": why}
+            ],
+        }
+    )
+    assert batch_lines(result, "status FAILED, child runs too") == [
+        "retried 1 run",
+        "  r1",
+        "skipped 1 run: 1 under a SUCCEEDED run (1 FAILED)",
+        f"  c1  parent_succeeded: {why}",
     ]
 
 

@@ -1,0 +1,100 @@
+"""What a retry would set off beyond the runs it names: part of `engine.store` (the retry of
+`actions_store` reads these in its transaction, before it changes anything).
+
+* A FAILED child run that is retried comes back into its parent's join (`recovery.
+  reopen_parents`): a parent that had ended runs again from that join, and so on up. When the
+  ancestor that reopens had ended SUCCEEDED (its MERGE tolerated the failure), its finished
+  work after the join runs a second time: `succeeded_ancestors` finds that ancestor, so a
+  batch can leave such children alone and a single retry can say what it reopened.
+* A run whose MERGE failed because children FAILED fails again at once when retried, since
+  those children are still FAILED: `stuck_joins` finds such joins, so the answer can say to
+  reprocess the run instead.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from sqlalchemy import or_, select
+from sqlalchemy.ext.asyncio import AsyncConnection
+
+from engine.store.models import Run, RunStatus, Step, StepStatus
+from engine.store.operator_actions import StuckJoins, chunks, run_states
+from engine.store.recovery import MAX_DEPTH
+from schemas.definitions import MergeVertex, Workflow
+from schemas.errors import FailureKind
+
+runs = Run.__table__  # type: ignore[attr-defined]
+steps = Step.__table__  # type: ignore[attr-defined]
+
+
+async def succeeded_ancestors(conn: AsyncConnection, rows: Sequence[Any]) -> dict[str, Any]:
+    """For each run of `rows` (as `run_states` reads them) that a retry would carry up to an
+    ancestor that had ended SUCCEEDED: (that ancestor's id, the spawner of it the chain comes
+    through). A retried child reopens its parent's join when the parent has ended; a parent
+    that ended FAILED passes the reopening up to its own parent, one still running stops it.
+    One query per level of nesting, whatever the number of runs."""
+    found: dict[str, Any] = {}
+    # run retried -> (the spawner the chain enters the ancestor by, the ancestor)
+    frontier = {row.id: (row.parent_vertex_id, row.parent_run_id) for row in rows}
+    frontier = {run_id: up for run_id, up in frontier.items() if up[1] is not None}
+    for _ in range(MAX_DEPTH):
+        if not frontier:
+            break
+        states = await run_states(conn, sorted({ancestor for _, ancestor in frontier.values()}))
+        above: dict[str, tuple[str, str]] = {}
+        for run_id, (spawner, ancestor) in frontier.items():
+            row = states.get(ancestor)
+            if row is None:
+                continue
+            if row.status == RunStatus.SUCCEEDED.value:
+                found[run_id] = (ancestor, spawner)
+            elif row.status == RunStatus.FAILED.value and row.parent_run_id is not None:
+                above[run_id] = (row.parent_vertex_id, row.parent_run_id)
+        frontier = above
+    return found
+
+
+def join_of(workflow: Workflow, spawner_id: str) -> str:
+    """The MERGE that joins `spawner_id`'s children (the spawner itself when none does)."""
+    merges = [
+        vertex
+        for vertex in workflow.dependants(spawner_id)
+        if isinstance(workflow.vertices[vertex], MergeVertex)
+    ]
+    return merges[0] if merges else spawner_id
+
+
+async def stuck_joins(conn: AsyncConnection, run_ids: Sequence[str]) -> dict[str, StuckJoins]:
+    """The runs among `run_ids` with a FAILED MERGE that failed because children FAILED,
+    with those joins and how many of the run's children are FAILED (its spawners' count)."""
+    joins: dict[str, list[str]] = {}
+    failed_children: dict[str, int] = {}
+    for chunk in chunks(run_ids):
+        rows = await conn.execute(
+            select(
+                steps.c.run_id,
+                steps.c.vertex_id,
+                steps.c.status,
+                steps.c.error,
+                steps.c.children_failed,
+            )
+            .where(
+                steps.c.run_id.in_(chunk),
+                or_(steps.c.status == StepStatus.FAILED.value, steps.c.children_failed > 0),
+            )
+            .order_by(steps.c.run_id, steps.c.vertex_id)
+        )
+        for row in rows.all():
+            failed_children[row.run_id] = failed_children.get(row.run_id, 0) + (
+                row.children_failed or 0
+            )
+            kind = (row.error or {}).get("kind")
+            if row.status == StepStatus.FAILED.value and kind == FailureKind.CHILD_FAILURES:
+                joins.setdefault(row.run_id, []).append(row.vertex_id)
+    return {
+        run_id: StuckJoins(vertices, failed_children.get(run_id, 0))
+        for run_id, vertices in joins.items()
+        if failed_children.get(run_id, 0) > 0
+    }
