@@ -167,7 +167,10 @@ async def _on_validation(request: Request, error: Exception) -> JSONResponse:
     problems = [_validation_problem(item, route) for item in errors]
     first = problems[0] if problems else {"pointer": "", "message": "invalid request", "in": ""}
     where = f"{first['in']} {first['pointer'] or '/'}".strip()
-    more = f" (and {len(problems) - 1} more)" if len(problems) > 1 else ""
+    others = len(problems) - 1
+    # Said as problems, apart from the first one's words: after a list of fields, a bare
+    # "(and 1 more)" read as a fourth field that was never named.
+    more = f"; {others} more problem{'' if others == 1 else 's'} in details" if others else ""
     return error_response(
         422, "invalid_request", f"{where}: {first['message']}{more}", {"problems": problems}
     )

@@ -283,6 +283,17 @@ async def test_a_batch_retry_says_which_joins_fail_again(
     ]
 
 
+async def test_two_unknown_fields_count_the_other_problem_as_a_problem(api: Api) -> None:
+    async with client(api.url, api.admin_key) as http:
+        answer = await http.post("/runs/retry", json={"status": "FAILED", "workflow": "w"})
+    body = answer.json()
+    assert answer.status_code == 422 and len(body["details"]["problems"]) == 2
+    assert body["message"] == (
+        "body /status: 'status' is not a field here; the fields here are ids, filter, limit; "
+        "1 more problem in details"
+    )
+
+
 async def cancel_all(api: Api, run_ids: list[str]) -> None:
     for run_id in run_ids:
         await api.ops.actions.cancel(run_id, actor="test")
