@@ -30,13 +30,17 @@ nothing to point at; 422 means "JSON, but not what this route takes". A body sen
 type (curl's `-d` sends form data) is a 415 (`api.rest.body_shape`): FastAPI would not even
 try to read it as JSON. Where pydantic's words would not say how to fix the body, the message
 does: no body at all (`body_missing`) shows the body the route takes, and a field the model
-does not have (`extra_forbidden`) offers its close field names, or lists them.
+does not have (`extra_forbidden`) offers its close field names, or lists them. A run route's
+404 `run_not_found` for an id shaped as a prefix of one (the 8 hex digits the monitor and the
+CLI show) points to `GET /run-ids?prefix=`, which finds the whole id (`run_prefix_pointer`).
 """
 
 from __future__ import annotations
 
 import logging
 import math
+import re
+import uuid
 from collections.abc import Iterable, Sequence
 from typing import Any
 
@@ -49,6 +53,7 @@ from pydantic import BaseModel, Field
 from starlette.exceptions import HTTPException
 
 from api.rest import body_shape
+from engine.operations.id_prefixes import PREFIX_PATTERN
 from schemas.close_names import close_names, did_you_mean
 from schemas.errors import ApiError, DefinitionError, LimitReached, OperationError, Refusal
 
@@ -203,7 +208,32 @@ async def _on_operation(request: Request, error: Exception) -> JSONResponse:
     if isinstance(error, LimitReached) and error.retry_after_s is not None:
         headers["Retry-After"] = str(max(1, math.ceil(error.retry_after_s)))
     status = REFUSAL_STATUS[error.refusal]
-    return error_response(status, error.code, error.message, error.details, headers)
+    message = error.message
+    if error.code == "run_not_found":
+        message += run_prefix_pointer(request.path_params.get("run_id"))
+    return error_response(status, error.code, message, error.details, headers)
+
+
+def run_prefix_pointer(given: object) -> str:
+    """What a run route's 404 adds when the id in its path is a prefix of one rather than a
+    whole id (the CLI and the monitor take 8 hex digits; the routes under `/runs/` do not):
+    the route that finds the run it starts. Empty for a whole id or anything else."""
+    if not isinstance(given, str) or is_whole_id(given):
+        return ""
+    if not re.fullmatch(PREFIX_PATTERN, given):
+        return ""
+    return (
+        f"; a run route needs the whole id: GET /run-ids?prefix={given} lists the runs whose "
+        "id starts with it"
+    )
+
+
+def is_whole_id(given: str) -> bool:
+    """Whether `given` has a run id's shape (a canonical UUID, as the store writes ids)."""
+    try:
+        return str(uuid.UUID(given)) == given
+    except ValueError:
+        return False
 
 
 async def _on_definition(request: Request, error: Exception) -> JSONResponse:

@@ -283,6 +283,42 @@ async def test_a_batch_retry_says_which_joins_fail_again(
     ]
 
 
+async def test_a_short_id_in_a_run_route_points_to_the_prefix_lookup(
+    api: Api, downstream: RunningDownstream
+) -> None:
+    run = await failed_chain(api.runtime, downstream)
+    short = run[:8]
+    pointer = (
+        f"no run '{short}'; a run route needs the whole id: GET /run-ids?prefix={short} lists "
+        "the runs whose id starts with it"
+    )
+    routes = [
+        ("GET", "/runs/{}"),
+        ("GET", "/runs/{}/children"),
+        ("GET", "/runs/{}/logs"),
+        ("GET", "/runs/{}/events"),
+        ("GET", "/runs/{}/steps/b/long-tail"),
+        ("POST", "/runs/{}/retry"),
+        ("POST", "/runs/{}/start-over"),
+        ("POST", "/runs/{}/reprocess"),
+        ("POST", "/runs/{}/cancel"),
+    ]
+    unknown = "0" * 8 + run[8:] if not run.startswith("0" * 8) else "1" * 8 + run[8:]
+    async with client(api.url, api.admin_key) as http:
+        for method, path in routes:
+            answer = await http.request(method, path.format(short))
+            assert answer.status_code == 404, (path, answer.text)
+            assert answer.json()["message"] == pointer, path
+            # A whole id no run has, or a name no id starts with: the plain line.
+            for given in (unknown, "no-such-run"):
+                plain = await http.request(method, path.format(given))
+                assert plain.json()["message"] == f"no run '{given}'", (path, plain.text)
+        resolve = await http.post(f"/runs/{short}/steps/b/resolve", json={"output": 1})
+        assert resolve.json()["message"] == pointer
+        found = await http.get("/run-ids", params={"prefix": short})
+        assert found.json()["ids"] == [run]
+
+
 async def test_two_unknown_fields_count_the_other_problem_as_a_problem(api: Api) -> None:
     async with client(api.url, api.admin_key) as http:
         answer = await http.post("/runs/retry", json={"status": "FAILED", "workflow": "w"})
