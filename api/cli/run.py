@@ -79,10 +79,16 @@ def read_input(value: str | None) -> Any:
         except (OSError, UnicodeDecodeError) as exc:
             reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else exc
             raise fail(f"cannot read input file {path}: {reason}") from None
+    from api.cli.remote import duplicate_key_message
+    from engine.validation import loads_checked
+
     try:
-        return json.loads(text)
+        parsed, duplicates = loads_checked(text)
     except json.JSONDecodeError as exc:
         raise fail(f"{source} is not valid JSON: {exc}") from None
+    if duplicates:
+        raise fail(duplicate_key_message(source, duplicates))
+    return parsed
 
 
 def read_files(files: list[Path], runs_commands: Collection[str] = ()) -> list[tuple[str, bytes]]:

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import re
+import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -55,6 +56,7 @@ if TYPE_CHECKING:
         VersionSummary,
         WorkflowSummary,
     )
+    from schemas.errors import Problem
 
 workflows_app = typer.Typer(
     help="Workflows on the REST API: publish, list, versions, show.",
@@ -80,18 +82,25 @@ class Origin:
 def read_documents(files: list[Path]) -> tuple[list[Any], list[Origin]]:
     """Every document of `files` in order, with where each came from (exit 2 for a file that
     cannot be read or is not JSON)."""
+    # The loader of `schemabridge validate`, imported here: most commands never need it.
+    from engine.validation import json_text
+    from engine.validation.common import HARD_MAX_NESTING_DEPTH, Limits
+
+    # The server checks sizes and depth against its own settings, which this process may not
+    # share: here only what reading the file can tell (syntax, encoding, a key written twice,
+    # which json.loads would collapse to its last value before the server could see it).
+    limits = Limits(sys.maxsize, sys.maxsize, HARD_MAX_NESTING_DEPTH)
     documents: list[Any] = []
     origins: list[Origin] = []
     for path in files:
         try:
-            text = path.read_text(encoding="utf-8")
-        except (OSError, UnicodeDecodeError) as error:
-            reason = getattr(error, "strerror", None) or str(error)
-            fail(f"cannot read {path}: {reason}", ExitCode.USAGE)
-        try:
-            content = json.loads(text)
-        except json.JSONDecodeError as error:
-            fail(f"{path} is not valid JSON: {error}", ExitCode.USAGE)
+            raw = path.read_bytes()
+        except OSError as error:
+            fail(f"cannot read {path}: {error.strerror or error}", ExitCode.USAGE)
+        loaded = json_text.load(raw, limits)
+        if loaded.problems:
+            fail(_unreadable(path, loaded.problems), ExitCode.USAGE)
+        content = loaded.data
         if isinstance(content, list):
             documents += content
             origins += [Origin(str(path), i) for i in range(len(content))]
@@ -99,6 +108,13 @@ def read_documents(files: list[Path]) -> tuple[list[Any], list[Origin]]:
             documents.append(content)
             origins.append(Origin(str(path), None))
     return documents, origins
+
+
+def _unreadable(path: Path, problems: list[Problem]) -> str:
+    """A file's problems as `validate` says them: one line each, with its pointer."""
+    head = f"{path}: {plural(len(problems), 'problem')}; nothing was published"
+    lines = [f"  {path}: {problem.pointer or '/'}: {problem.message}" for problem in problems]
+    return "\n".join([head, *lines])
 
 
 def _located(failure: ApiFailure, origins: list[Origin]) -> ApiFailure:

@@ -10,6 +10,11 @@ the body rather than repeat pydantic's words.
   fields (`{"input": {...}, "tenantId": "...", "version": 1}`) or the body's description.
 - A field the body model does not have: `fields_at` gives the names the model at that place
   takes (on the wire: aliases), for a "did you mean".
+- A key written twice in one object: `json.loads` keeps the last value without a word (a
+  workflow's `"method": "POST", "method": "DELETE"` would publish as DELETE, a run input's
+  `"amount": 1, "amount": 100` run with 100). `refuse_duplicate_keys` answers 422
+  `duplicate_key` with each key's pointer, on every route that takes a JSON body, as the
+  validator does for a workflow file.
 """
 
 from __future__ import annotations
@@ -25,10 +30,12 @@ from fastapi import Request
 from fastapi.routing import APIRoute
 from pydantic import BaseModel
 
+from engine.validation import duplicate_keys
 from schemas.errors import ApiError
 
 JSON_MEDIA = "application/json"
 UNSUPPORTED_CODE = "unsupported_media_type"
+DUPLICATE_KEY_CODE = "duplicate_key"
 _UNIONS = (typing.Union, types.UnionType)
 _SEQUENCES = (list, tuple, set, frozenset, Sequence)
 
@@ -56,6 +63,27 @@ async def refuse_non_json(request: Request, route: APIRoute) -> None:
         UNSUPPORTED_CODE,
         f"the body must be JSON sent with the header Content-Type: {JSON_MEDIA} ({sent})",
         {"contentType": content_type},
+    )
+
+
+async def refuse_duplicate_keys(request: Request, route: APIRoute) -> None:
+    """422 `duplicate_key` for a JSON body with a key written twice in one object, each in
+    `details.problems` (`pointer` at the key, `code` `duplicate_key`, `in` body). The body was
+    read already (and bounded by the body limit); parsing it again costs a few microseconds
+    for a submission's body, and only a body with a duplicate is walked."""
+    if route.body_field is None or not is_json(request.headers.get("content-type")):
+        return
+    body = await request.body()
+    problems = duplicate_keys(body) if body else []
+    if not problems:
+        return
+    first = problems[0]
+    more = f" (and {len(problems) - 1} more)" if len(problems) > 1 else ""
+    raise ApiError(
+        422,
+        DUPLICATE_KEY_CODE,
+        f"body {first.pointer}: {first.message}{more}",
+        {"problems": [{**problem.as_dict(), "in": "body"} for problem in problems]},
     )
 
 

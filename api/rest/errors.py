@@ -13,6 +13,7 @@ error. Never HTML, never a traceback.
 | the body is not JSON at all               | 400    | `invalid_json`            |
 | a body without a JSON `Content-Type`      | 415    | `unsupported_media_type`  |
 | body or parameters do not fit the route   | 422    | `invalid_request`         |
+| a key written twice in one body object    | 422    | `duplicate_key`           |
 | a query parameter the route does not take | 422    | `unknown_query_parameter` |
 | body over `SCHEMABRIDGE_MAX_BODY_BYTES`   | 413    | `body_too_large`          |
 | no key, or an unknown/revoked/expired     | 401    | `unauthorized`            |

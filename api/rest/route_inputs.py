@@ -5,7 +5,9 @@ own parameters and body are validated (FastAPI solves an app's dependencies firs
    (`api.rest.query_params`);
 2. a query parameter given twice: 422 `invalid_request` (`api.rest.query_params`);
 3. a body that is not JSON on a route that takes one: 415 `unsupported_media_type`
-   (`api.rest.body_shape`).
+   (`api.rest.body_shape`);
+4. a JSON body with a key written twice in one object: 422 `duplicate_key`
+   (`api.rest.body_shape`), whichever route it is sent to.
 
 What each route declares is read once, from its FastAPI dependant, on its first request, and
 kept by the `RouteInputs` of that app (one per `create_app`: no process-wide state). Routes left
@@ -68,3 +70,4 @@ class RouteInputs:
             query_params.refuse_repeated(query)
         if isinstance(route, APIRoute):
             await body_shape.refuse_non_json(request, route)
+            await body_shape.refuse_duplicate_keys(request, route)

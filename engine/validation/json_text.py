@@ -160,6 +160,34 @@ def _pairs(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
     return marked
 
 
+def loads_checked(text: str | bytes) -> tuple[Any, list[Problem]]:
+    """`json.loads(text)` (raising what it raises), with a `duplicate_key` problem for each key
+    written twice in one object, pointing at the key: for JSON that enters anywhere but a
+    workflow file (a REST body, a CLI option), whose other checks have their own places."""
+    found = False
+
+    def pairs(items: list[tuple[str, Any]]) -> dict[str, Any]:
+        nonlocal found
+        result = _pairs(items)
+        found = found or isinstance(result, _DuplicateKeys)
+        return result
+
+    data = json.loads(text, object_pairs_hook=pairs)
+    if not found:  # the common case: no walk over the value
+        return data, []
+    problems = [p for p in _tree_problems(data) if p.code == Code.DUPLICATE_KEY]
+    return data, sorted(problems)
+
+
+def duplicate_keys(text: str | bytes) -> list[Problem]:
+    """The `duplicate_key` problems of `text` (see `loads_checked`); none for text that is not
+    JSON at all, which its own parser reports."""
+    try:
+        return loads_checked(text)[1]
+    except (ValueError, RecursionError):
+        return []
+
+
 def _reject_constant(name: str) -> Any:
     raise _NotJson(f"{name} is not a JSON value; write a number or a string instead")
 

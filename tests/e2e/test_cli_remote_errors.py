@@ -181,6 +181,28 @@ def test_bad_input_is_a_usage_error(serve_api: Stack, workflow: str, tmp_path: P
     assert_refused(resolve, 2, "--output is not valid JSON")
 
 
+def test_a_key_written_twice_is_refused_before_sending(
+    serve_api: Stack, workflow: str, tmp_path: Path
+) -> None:
+    # json.loads would keep DELETE without a word; publish reads files as `validate` does.
+    twice = tmp_path / "twice.json"
+    twice.write_text(
+        '{"name": "twice-method", "vertices": {"call": {"type": "GATEWAY", "config": '
+        '{"url": "http://127.0.0.1:9/", "method": "POST", "method": "DELETE"}}}}'
+    )
+    published = serve_api.cli("workflows", "publish", str(twice))
+    stderr = assert_refused(published, 2, "nothing was published")
+    assert f'  {twice}: /vertices/call/config/method: The key "method" appears more' in stderr
+    assert "twice-method" not in serve_api.ok("workflows", "list").stdout
+    amount = '{"amount": 1, "amount": 100}'
+    submitted = serve_api.cli("runs", "submit", workflow, "--input", amount)
+    assert_refused(submitted, 2, '--input at /amount: The key "amount" appears more')
+    output = tmp_path / "output.json"
+    output.write_text('{"status": 200, "body": {"ok": true, "ok": false}}')
+    resolve = serve_api.cli("runs", "resolve", "r", "v", "--output", f"@{output}")
+    assert_refused(resolve, 2, f'{output} at /body/ok: The key "ok" appears more')
+
+
 def test_an_action_on_a_run_in_the_wrong_state(
     serve_api: Stack, workflow: str, failed: str
 ) -> None:

@@ -80,6 +80,23 @@ def test_the_graph_of_text_that_is_not_json_is_marked_as_the_last_valid_one(
         assert page.locator("figcaption", has_text="my-workflow").count() == 0
 
 
+def test_a_key_written_twice_is_shown_at_its_line_and_blocks_publishing(
+    server: DemoServer, browser: Any
+) -> None:
+    # JSON.parse keeps the last value: the editor would have sent DELETE as "✓ Valid".
+    config = '{"url": "http://127.0.0.1:9/pull",\n "method": "POST",\n "method": "DELETE"}'
+    text = '{"name": "ed-twice", "vertices": {"pull": {"type": "GATEWAY", "config": ' + config
+    with opened(browser, f"{server.ui}#/editor") as (page, _):
+        page.locator(".editor-state.ok").wait_for()
+        page.fill("#document", text + "}}}")
+        page.locator(".editor-state.bad", has_text='The key "method" is written twice').wait_for()
+        problem = page.locator(".problem").first
+        assert problem.get_attribute("data-line") == "3"
+        assert '"method" appears more than once in this object' in problem.inner_text()
+        assert "duplicate_key" in problem.inner_text()
+        assert page.get_by_role("button", name="Publish").is_disabled()
+
+
 # ── the Deploy form ─────────────────────────────────────────────────────────────────────────
 
 

@@ -24,12 +24,22 @@ export function lineColumn(text, offset) {
   return { line, column: offset - start + 1 };
 }
 
+/** A key written twice in one object: JSON.parse (and the server's parser) would keep the
+ * last value without a word, so the text is refused where the second one is written. */
+export class DuplicateKeyError extends JsonSyntaxError {
+  constructor(key, offset, text) {
+    super(`the key ${JSON.stringify(key)} appears more than once in this object; keep only one`, offset, text);
+    this.key = key;
+  }
+}
+
 function escapePointer(token) {
   return String(token).replaceAll("~", "~0").replaceAll("/", "~1");
 }
 
 /** Parse `text`: {value, positions} where positions maps each pointer to {start, end, line}
- * (the value's span; for a member, from its key). Throws JsonSyntaxError. */
+ * (the value's span; for a member, from its key). Throws JsonSyntaxError (DuplicateKeyError
+ * for a key written twice in one object). */
 export function parseWithPositions(text) {
   let i = 0;
   const positions = new Map();
@@ -88,6 +98,7 @@ export function parseWithPositions(text) {
   const object = (pointer) => {
     i++;
     const result = {};
+    const keys = new Set();
     space();
     if (text[i] === "}") {
       i++;
@@ -98,6 +109,8 @@ export function parseWithPositions(text) {
       if (text[i] !== '"') fail("expected a member name in double quotes");
       const keyStart = i;
       const key = string();
+      if (keys.has(key)) throw new DuplicateKeyError(key, keyStart, text);
+      keys.add(key);
       space();
       if (text[i] !== ":") fail("expected ':' after a member name");
       i++;

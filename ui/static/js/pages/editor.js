@@ -6,7 +6,7 @@ import { api } from "../api.js";
 import { confirmAction } from "../dialog.js";
 import { announce, fill, h } from "../dom.js";
 import { drawGraph } from "../graph.js";
-import { JsonSyntaxError, locate, parseWithPositions } from "../jsontext.js";
+import { DuplicateKeyError, JsonSyntaxError, locate, parseWithPositions } from "../jsontext.js";
 
 const CHECK_AFTER_MS = 500;
 /** Where a new document's call goes when the server has no demo downstream: a placeholder
@@ -123,13 +123,14 @@ export async function editorPage(main, params) {
     } catch (error) {
       current = null;
       const line = error instanceof JsonSyntaxError ? error.line : 1;
+      const twice = error instanceof DuplicateKeyError;
       problemLines = new Map([[line, true]]);
       drawGutter();
-      fill(problemsBox, h("li", { class: "problem", "data-line": String(line) }, h("button", { type: "button", class: "link", onclick: () => selectLine(line) }, h("span", { class: "problem-line" }, `line ${line}`)), ` — not JSON: ${error.message}`));
-      state.textContent = "✕ The text is not JSON yet.";
+      fill(problemsBox, h("li", { class: "problem", "data-line": String(line) }, h("button", { type: "button", class: "link", onclick: () => selectLine(line) }, h("span", { class: "problem-line" }, `line ${line}`)), twice ? ` — ${error.message} ` : ` — not JSON: ${error.message}`, twice ? h("span", { class: "muted" }, "(duplicate_key)") : null));
+      state.textContent = twice ? `✕ The key ${JSON.stringify(error.key)} is written twice.` : "✕ The text is not JSON yet.";
       state.className = "editor-state bad";
       publish.disabled = true;
-      markStale(`Showing the last text that was JSON; fix line ${line} to update.`);
+      markStale(`Showing the last text that was ${twice ? "checked" : "JSON"}; fix line ${line} to update.`);
       return;
     }
     let report;
