@@ -124,6 +124,9 @@ class FailureKind(StrEnum):
     an invalid one, or none of its keys is the one the secret was encrypted with."""
     EGRESS_DENIED = "egress_denied"
     """The egress policy refused the call's address or scheme; nothing was sent."""
+    INVALID_INPUT = "invalid_input"
+    """A child run's input (rendered by its SPAWNER) does not match its workflow's
+    inputSchema; nothing was sent (a root run's is refused on submission, same code)."""
     TOO_MANY_ITEMS = "too_many_items"
     """A SPAWNER's items exceed the most children one fan-out may start."""
     INTERNAL_ERROR = "internal_error"

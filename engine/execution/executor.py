@@ -42,6 +42,7 @@ from engine.execution.admission_guard import (
     AdmissionWaits,
     CoordinationDown,
 )
+from engine.execution.child_input import ChildInputs
 from engine.secret_cipher import SecretCipher
 from engine.store import ClaimLost, Store
 from engine.store.records import (
@@ -185,6 +186,8 @@ class ExecutorDeps:
     """The admission slots of the calls under way (the worker's lease renewer extends them)."""
     run_changed: Callable[[Iterable[str]], Awaitable[None]] | None = None
     """Tells watchers of these runs that they changed (a step started a retry wait)."""
+    child_inputs: ChildInputs = field(default_factory=ChildInputs)
+    """The inputSchemas child runs are checked against, compiled once per version."""
 
 
 async def execute(
@@ -248,6 +251,7 @@ async def _execute(
                 FailureKind.INTERNAL_ERROR,
                 f"vertex {step.vertex_id!r} is not in {workflow.name} v{step.workflow_version}",
             )
+        deps.child_inputs.check(step, workflow, vertex)
         outcome = await _dispatch(vertex, step, workflow, log, deps)
     except StepFailure as failure:
         return _failed(step, vertex, failure, deps, log)
