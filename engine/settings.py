@@ -152,8 +152,8 @@ class Settings(BaseSettings):
     output. Default 64; 256 is used whatever it says above that (deeper data could exhaust
     Python's stack in the recursive JSON and JSON Schema code)."""
     max_input_bytes: int = Field(default=256 * 1024, ge=1, validation_alias=_env("MAX_INPUT_BYTES"))
-    """Largest run input (and operator-resolved step output), as compact JSON in UTF-8 bytes.
-    Default 256 KiB."""
+    """Largest run input, as compact JSON in UTF-8 bytes. Default 256 KiB. (An operator's
+    resolved step output is bounded by `max_response_bytes` instead.)"""
     max_fanout_items: int = Field(
         default=1_000_000, ge=1, validation_alias=_env("MAX_FANOUT_ITEMS")
     )
@@ -164,7 +164,8 @@ class Settings(BaseSettings):
     )
     """Most bytes of a downstream response body a GATEWAY step keeps in its output (after
     content decoding); a longer body is cut there, never read further, kept as text and
-    flagged `bodyTruncated: true`. Default 1 MiB."""
+    flagged `bodyTruncated: true`. Also the largest output an operator may resolve a step
+    with, as compact JSON (larger: 422 `output_too_large`). Default 1 MiB."""
     egress_allow: str = Field(default="", validation_alias=_env("EGRESS_ALLOW"))
     """What the egress policy admits beyond public addresses: CIDRs (`10.0.0.0/8`), addresses
     and host patterns (`billing.internal`, `*.internal`), separated by commas

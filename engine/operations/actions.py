@@ -30,6 +30,7 @@ from engine.operations.action_views import (
     StuckRun,
 )
 from engine.operations.boundary import store_boundary
+from engine.operations.submission import Bound, check_value_limits
 from engine.operations.views import RunFilter
 from engine.store.models import RunStatus
 from engine.store.operator_actions import Action, RetryOutcome, StuckJoins, run_not_found
@@ -120,8 +121,15 @@ class OperatorActions:
         nothing is left (a child run then counts as succeeded in its parent's join). Unknown
         vertex: `NotFound(code="step_not_found")`; step not FAILED: `WrongState`
         (`step_not_failed`, or `step_already_resolved` for another output — the same output
-        again is a no-op)."""
+        again is a no-op). An output larger than `max_response_bytes` as compact JSON (what a
+        GATEWAY step keeps of a response) or nested past `max_nesting_depth`:
+        `InvalidRequest(code="output_too_large" / "output_too_deep")`, before the run is
+        read."""
         value = _json_value(output)
+        settings = self._runtime.settings
+        check_value_limits(
+            value, output_bound(settings.max_response_bytes), max_depth=settings.max_nesting_depth
+        )
         outcome = await self._runtime.store.resolve_step(
             run_id, vertex_id, value, actor=actor, tenant=tenant
         )
@@ -347,6 +355,19 @@ def _stuck(run_id: str, stuck: StuckJoins) -> StuckRun:
         joins=stuck.joins,
         children_failed=stuck.children_failed,
         message=_stuck_words(run_id, stuck),
+    )
+
+
+def output_bound(max_response_bytes: int) -> Bound:
+    """The size limit of an operator's output: a resolved step stands where a step's output
+    would be, and the largest a step keeps is a GATEWAY's response body
+    (`MAX_RESPONSE_BYTES`), so an operator may hand in what the call could have returned, and
+    no more than downstream steps are sized for."""
+    return Bound(
+        "output",
+        max_response_bytes,
+        "the limit is SCHEMABRIDGE_MAX_RESPONSE_BYTES, the most of a response a GATEWAY step "
+        "keeps: resolve with a smaller output or raise it",
     )
 
 

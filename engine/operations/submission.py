@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+from dataclasses import dataclass
 from typing import Any
 
 from engine.store import Store
@@ -36,30 +37,57 @@ def check_input_limits(run_input: Any, *, max_bytes: int, max_depth: int) -> Non
     """Refuse an input larger than `max_bytes` as compact JSON (`input_too_large`) or nested
     deeper than `max_depth` (`input_too_deep`), each with a problem pointing into the input.
     Measured on the value already parsed, whose size the request body limit bounds."""
+    check_value_limits(
+        run_input,
+        Bound(
+            "input",
+            max_bytes,
+            "pass large data by reference (a URL the workflow fetches) or raise "
+            "SCHEMABRIDGE_MAX_INPUT_BYTES",
+        ),
+        max_depth=max_depth,
+    )
+
+
+@dataclass(frozen=True)
+class Bound:
+    """The size limit of one kind of JSON value a client hands in, as its refusal says it."""
+
+    what: str
+    """"input", "output": the codes are `<what>_too_large`, `<what>_too_deep`."""
+    max_bytes: int
+    advice: str
+    """What to do instead, naming the setting that raises the limit."""
+
+
+def check_value_limits(value: Any, bound: Bound, *, max_depth: int) -> None:
+    """Refuse `value` when larger than `bound.max_bytes` as compact JSON (`<what>_too_large`)
+    or nested deeper than `max_depth` (`<what>_too_deep`), each with a problem pointing into
+    the value (`InvalidRequest`, answered 422)."""
+    what = bound.what
     try:
-        text = canonical_json(run_input, "the input")
+        text = canonical_json(value, f"the {what}")
     except RecursionError:  # only a value built in Python can be this deep
         text = None
     size = 0 if text is None else len(text.encode("utf-8", "surrogatepass"))
-    if size > max_bytes:
+    if size > bound.max_bytes:
         message = (
-            f"The input is {size:,} bytes as compact JSON, over the limit of {max_bytes:,}; "
-            "pass large data by reference (a URL the workflow fetches) or raise "
-            "SCHEMABRIDGE_MAX_INPUT_BYTES."
+            f"The {what} is {size:,} bytes as compact JSON, over the limit of "
+            f"{bound.max_bytes:,}; {bound.advice}."
         )
         raise InvalidRequest(
-            message, code="input_too_large", problems=[Problem("", message, "too_large")]
+            message, code=f"{what}_too_large", problems=[Problem("", message, "too_large")]
         )
     deep = None
     if text is None or nesting_exceeds(text, max_depth):
-        deep = deep_pointer(run_input, max_depth)
+        deep = deep_pointer(value, max_depth)
     if deep is not None:
         message = (
-            f"The input nests arrays and objects more than {max_depth} levels deep; flatten "
+            f"The {what} nests arrays and objects more than {max_depth} levels deep; flatten "
             "it or raise SCHEMABRIDGE_MAX_NESTING_DEPTH."
         )
         raise InvalidRequest(
-            message, code="input_too_deep", problems=[Problem(deep, message, "too_deep")]
+            message, code=f"{what}_too_deep", problems=[Problem(deep, message, "too_deep")]
         )
 
 

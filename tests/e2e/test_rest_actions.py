@@ -116,6 +116,38 @@ async def test_resolve_supplies_the_output_and_the_run_goes_on(
     assert line["data"]["action"] == "resolve" and line["data"]["actor"].startswith("key:")
 
 
+async def test_a_resolved_output_is_bounded_like_a_gateways_kept_response(
+    api: Api, downstream: RunningDownstream
+) -> None:
+    # The brief's case: `runs resolve … --output @big.json` with 3 MB, over the 1 MiB a
+    # GATEWAY step keeps of a response (MAX_RESPONSE_BYTES, default 1 MiB).
+    limit = api.runtime.settings.max_response_bytes
+    assert limit == 1_048_576
+    run_id = await failed_chain(api.runtime, downstream)
+    path = f"/runs/{run_id}/steps/b/resolve"
+    envelope = len(json.dumps({"s": ""}, separators=(",", ":")))
+    async with client(api.url, api.admin_key) as http:
+        big = await http.post(path, json={"output": {"s": "x" * 3_000_000}})
+        assert big.status_code == 422, big.text
+        body = big.json()
+        assert body["code"] == "output_too_large"
+        assert body["message"] == (
+            f"The output is {3_000_000 + envelope:,} bytes as compact JSON, over the limit of "
+            "1,048,576; the limit is SCHEMABRIDGE_MAX_RESPONSE_BYTES, the most of a response a "
+            "GATEWAY step keeps: resolve with a smaller output or raise it."
+        )
+        assert [(p["pointer"], p["code"]) for p in body["details"]["problems"]] == [
+            ("", "too_large")
+        ]
+        steps = {s.vertex_id: s.status for s in await api.runtime.store.get_steps(run_id)}
+        assert steps["b"] == "FAILED"  # nothing changed
+        over = await http.post(path, json={"output": {"s": "x" * (limit - envelope + 1)}})
+        assert over.json()["code"] == "output_too_large"
+        at_limit = await http.post(path, json={"output": {"s": "x" * (limit - envelope)}})
+        assert at_limit.status_code == 200, at_limit.text
+        assert at_limit.json()["changed"] is True
+
+
 async def test_start_over_and_cancel(api: Api, downstream: RunningDownstream) -> None:
     running = await submit(api.runtime, [single(downstream.url)], {"n": 1})  # no worker yet
     async with client(api.url, api.admin_key) as http:
