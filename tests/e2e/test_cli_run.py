@@ -147,9 +147,13 @@ async def test_run_exit_codes(tmp_path: Path, downstream: RunningDownstream) -> 
     not_json = await asb("run", str(ok), "--input", "{nope", db=tmp_path / "d.db")
     assert not_json.returncode == 2 and "not valid JSON" in not_json.stderr
 
+    twice = await asb("run", str(ok), "--input", '{"id": 1, "id": 7}', db=tmp_path / "t.db")
+    assert twice.returncode == 2
+    assert twice.stderr.startswith('error: --input at /id: The key "id" appears more than once')
+
     missing = await asb("run", str(ok), "--input", "@/nonexistent.json", db=tmp_path / "e.db")
     assert missing.returncode == 2 and "cannot read input file" in missing.stderr
-    assert "Traceback" not in missing.stderr + not_json.stderr + invalid_input.stderr
+    assert "Traceback" not in missing.stderr + not_json.stderr + invalid_input.stderr + twice.stderr
 
 
 def test_run_checks_files_and_input_before_it_starts_anything(tmp_path: Path) -> None:

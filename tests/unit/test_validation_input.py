@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 
 from engine.settings import Settings
-from engine.validation import parse_document
+from engine.validation import duplicate_keys, loads_checked, parse_document
 from schemas.errors import DefinitionError, Problem
 
 VALID = {
@@ -143,3 +143,18 @@ def test_duplicate_keys_are_reported_with_the_other_problems() -> None:
         ("/vertices/v", "duplicate_key"),
         ("/vertices/v/config/bad", "unknown_field"),
     ]
+
+
+def test_json_entering_elsewhere_is_checked_for_keys_written_twice() -> None:
+    # A REST body or a CLI option: the value, and each key written twice by its pointer
+    # (escaped as RFC 6901 says), the same key in different objects being no duplicate.
+    text = '{"a/b": 1, "a/b": 2, "x": [{"k": 1}, {"k": 2, "~": 0, "~": 1}], "k": 3}'
+    value, problems = loads_checked(text)
+    assert value == {"a/b": 2, "x": [{"k": 1}, {"k": 2, "~": 1}], "k": 3}
+    assert [(p.pointer, p.code) for p in problems] == [
+        ("/a~1b", "duplicate_key"),
+        ("/x/1/~0", "duplicate_key"),
+    ]
+    assert loads_checked('{"k": {"k": 1}}') == ({"k": {"k": 1}}, [])
+    assert duplicate_keys(b'{"a": 1, "a": 2}')[0].pointer == "/a"
+    assert duplicate_keys("{not json") == []  # its own parser says what is wrong
