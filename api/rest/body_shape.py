@@ -69,8 +69,9 @@ async def refuse_non_json(request: Request, route: APIRoute) -> None:
 async def refuse_duplicate_keys(request: Request, route: APIRoute) -> None:
     """422 `duplicate_key` for a JSON body with a key written twice in one object, each in
     `details.problems` (`pointer` at the key, `code` `duplicate_key`, `in` body). The body was
-    read already (and bounded by the body limit); parsing it again costs a few microseconds
-    for a submission's body, and only a body with a duplicate is walked."""
+    read already (and bounded by the body limit); parsing it again takes about twice
+    `json.loads` (a 600-byte submission: 35-60 µs against 17-29 µs, on a loaded 2-core host),
+    and only a body with a duplicate is walked."""
     if route.body_field is None or not is_json(request.headers.get("content-type")):
         return
     body = await request.body()

@@ -168,9 +168,11 @@ def loads_checked(text: str | bytes) -> tuple[Any, list[Problem]]:
 
     def pairs(items: list[tuple[str, Any]]) -> dict[str, Any]:
         nonlocal found
-        result = _pairs(items)
-        found = found or isinstance(result, _DuplicateKeys)
-        return result
+        result = dict(items)  # in C: the common object costs one length check more
+        if len(result) == len(items):
+            return result
+        found = True
+        return _pairs(items)
 
     data = json.loads(text, object_pairs_hook=pairs)
     if not found:  # the common case: no walk over the value
