@@ -170,6 +170,12 @@ def test_resolve_a_failed_step_with_an_output_checked_first(
         editor.fill('{"status": 201,\n "body": {"ticket": 7}')
         page.locator(".json-state.bad", has_text="line 2").wait_for()
         assert send.is_disabled()
+        # A key written twice: JSON.parse would send the last one without a word.
+        editor.fill('{"status": 201,\n "status": 500, "body": {"ticket": 7}}')
+        twice = page.locator(".json-state.bad", has_text='the key "status" appears more than once')
+        twice.wait_for()
+        assert "line 2" in twice.inner_text() and "not JSON" not in twice.inner_text()
+        assert send.is_disabled()
         editor.fill('{"status": 201, "body": {"ticket": 7}}')
         page.locator(".json-state.ok").wait_for()
         shoot(page, "resolve-dialog", narrow=False)

@@ -2,7 +2,7 @@
 // asking for an API key, editing a JSON value that is checked before it can be sent.
 
 import { h } from "./dom.js";
-import { JsonSyntaxError, parseWithPositions } from "./jsontext.js";
+import { DuplicateKeyError, JsonSyntaxError, parseWithPositions } from "./jsontext.js";
 
 function modal(title, body, buttons, { onClose } = {}) {
   const dialog = h(
@@ -84,7 +84,7 @@ export function editJson({ title, help, initial = "null", confirm = "Send" }) {
         ok.disabled = false;
       } catch (error) {
         parsed = null;
-        state.textContent = `✕ not JSON: ${error instanceof JsonSyntaxError ? error.message : String(error)}`;
+        state.textContent = error instanceof DuplicateKeyError ? `✕ ${error.message}` : `✕ not JSON: ${error instanceof JsonSyntaxError ? error.message : String(error)}`;
         state.className = "json-state bad";
         ok.disabled = true;
       }

@@ -8,7 +8,7 @@ import { deployForm } from "../deploy_form.js";
 import { fill, h } from "../dom.js";
 import { breakable, time } from "../format.js";
 import { drawGraph } from "../graph.js";
-import { JsonSyntaxError, parseWithPositions } from "../jsontext.js";
+import { DuplicateKeyError, JsonSyntaxError, parseWithPositions } from "../jsontext.js";
 
 export async function workflowsPage(main) {
   const list = await api("/workflows");
@@ -55,7 +55,7 @@ function startForm(name, version, document) {
         try {
           value = parseWithPositions(input.value).value;
         } catch (error) {
-          state.textContent = `✕ the input is not JSON: ${error instanceof JsonSyntaxError ? error.message : error}`;
+          state.textContent = error instanceof DuplicateKeyError ? `✕ the input: ${error.message}` : `✕ the input is not JSON: ${error instanceof JsonSyntaxError ? error.message : error}`;
           state.className = "error-box";
           return;
         }
