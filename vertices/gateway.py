@@ -51,7 +51,12 @@ from vertices.gateway_response import (
     read_answer,
     read_error_answer,
 )
-from vertices.http_client import HttpClient, TransportErrorKind, classify_transport_error
+from vertices.http_client import (
+    HttpClient,
+    TransportErrorKind,
+    classify_transport_error,
+    transport_error_message,
+)
 
 __all__ = [
     "DEFAULT_MAX_BODY_BYTES",
@@ -227,7 +232,7 @@ async def _attempt(
         if kind is TransportErrorKind.TIMEOUT:
             message = f"no answer within {timeout_s * 1000:g} ms"
         else:
-            message = str(exc) or type(exc).__name__
+            message = transport_error_message(exc)
         return _Attempt(
             time.perf_counter() - started, failure=_TRANSPORT_FAILURES[kind], error=message
         )
@@ -309,7 +314,10 @@ def _failure(
 ) -> StepFailure:
     """The step's failure after its last attempt (its body excerpt redacted by `redactor`)."""
     plural = "attempt" if attempts == 1 else "attempts"
-    message = f"{request.method} {request.url_for_log}: {_describe(attempt)} ({attempts} {plural})"
+    # The failure's kind is its code, shown beside the message: the message says only what
+    # happened ("GET …: no answer within 300 ms", not "GET …: timeout: no answer …").
+    what = attempt.error if attempt.failure is not None and attempt.error else _describe(attempt)
+    message = f"{request.method} {request.url_for_log}: {what} ({attempts} {plural})"
     answer = attempt.answer
     if answer is None:
         detail = HttpDetail(status=None, attempts=attempts)

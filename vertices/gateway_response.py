@@ -5,16 +5,18 @@ A successful answer's body is read up to `max_body_bytes` (`MAX_RESPONSE_BYTES`,
 a compressed bomb can exhaust memory. A longer body is cut at the limit and never read further
 (the connection is closed, not drained); it is kept as text, flagged `truncated`, since a
 prefix of a JSON document is not JSON (docs/security.md, 'Input limits'). A whole body is
-parsed: JSON when the media type is JSON (`application/json`, `text/json`, `*+json`; an empty
-body is null), text otherwise (decoded with the declared charset, UTF-8 by default, undecodable
-bytes replaced). A body declared JSON but unparseable is an `InvalidResponse`. An unsuccessful
-answer's body is only needed for the error shown to operators, so at most
-`ERROR_BODY_READ_BYTES` are read from it before the connection is let go.
+parsed: JSON when the media type is JSON (`application/json`, `text/json`, `*+json`; decoded
+with the declared charset, else UTF-8; an empty body is null), text otherwise (decoded with
+the declared charset, UTF-8 by default, undecodable bytes replaced). A body declared JSON but
+unparseable is an `InvalidResponse`. An unsuccessful answer's body is only needed for the
+error shown to operators, so at most `ERROR_BODY_READ_BYTES` are read from it before the
+connection is let go.
 """
 
 from __future__ import annotations
 
 import codecs
+import contextlib
 import json
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -144,20 +146,39 @@ def detail_headers(headers: Mapping[str, str]) -> dict[str, str]:
 
 def _reject_constant(name: str) -> Any:
     # NaN and Infinity are not JSON; accepting them would make the step output unstorable.
-    raise ValueError(f"{name} is not valid JSON")
+    raise ValueError(f"{name} is not a JSON value")
+
+
+def _json_text(answer: Answer) -> str:
+    """The body as text for the JSON parser: the declared charset, else UTF-8 (RFC 8259 §8.1;
+    a leading UTF-8 byte order mark is allowed). Undecodable bytes are an `InvalidResponse`
+    saying so, not the codec's guess at what the bytes might have been."""
+    encoding = "utf-8"
+    if answer.charset:
+        with contextlib.suppress(LookupError):
+            encoding = codecs.lookup(answer.charset).name
+    try:
+        return answer.content.decode("utf-8-sig" if encoding == "utf-8" else encoding)
+    except UnicodeDecodeError as exc:
+        label = "UTF-8" if encoding == "utf-8" else encoding
+        raise InvalidResponse(
+            f"{_declared(answer)} is not valid JSON (not {label} text)", answer
+        ) from exc
+
+
+def _declared(answer: Answer) -> str:
+    return f"body declared {answer.headers.get('content-type')}"
 
 
 def parse_body(answer: Answer) -> Any:
     """The body for the step output: JSON when declared JSON, else text (always text when
     `truncated`: the start of a JSON document does not parse)."""
     if not answer.truncated and is_json_media_type(answer.headers.get("content-type")):
-        if not answer.content.strip():
+        text = _json_text(answer)
+        if not text.strip():
             return None
         try:
-            return json.loads(answer.content, parse_constant=_reject_constant)
-        except ValueError as exc:  # JSONDecodeError and UnicodeDecodeError
-            raise InvalidResponse(
-                f"body declared {answer.headers.get('content-type')} is not valid JSON: {exc}",
-                answer,
-            ) from exc
+            return json.loads(text, parse_constant=_reject_constant)
+        except ValueError as exc:  # JSONDecodeError: its message gives the position
+            raise InvalidResponse(f"{_declared(answer)} is not valid JSON: {exc}", answer) from exc
     return _text(answer.content, answer.charset)

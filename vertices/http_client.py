@@ -271,6 +271,17 @@ def _chain(exc: BaseException) -> list[BaseException]:
     return seen
 
 
+def transport_error_message(exc: BaseException) -> str:
+    """One line for a transport failure, without aiohttp's connection-key noise: its
+    "Cannot connect to host h:p ssl:default [...]" names the TLS context, which says nothing
+    to an operator; a refused certificate is still said to be one."""
+    if isinstance(exc, aiohttp.ClientConnectorCertificateError):
+        return f"TLS certificate of {exc.host}:{exc.port} refused: {exc.certificate_error}"
+    if isinstance(exc, aiohttp.ClientConnectorError):
+        return f"cannot connect to {exc.host}:{exc.port}: {exc.strerror or exc.os_error}"
+    return str(exc) or type(exc).__name__
+
+
 def classify_transport_error(exc: BaseException) -> TransportErrorKind | None:
     """Classify an exception raised while sending a request or reading its answer.
 

@@ -229,6 +229,9 @@ async def test_json_garbage_is_an_invalid_response(
         await gateway.execute(config, gateway_ctx(), client, FAST)
     failure = caught.value
     assert failure.kind is FailureKind.INVALID_RESPONSE
+    # The kind is the failure's code, shown beside the message: not repeated inside it.
+    assert failure.message.startswith(f"GET {downstream.url}: body declared application/json")
+    assert "invalid_response" not in failure.message
     assert not failure.redispatchable
     assert failure.http is not None
     assert failure.http.status == 200

@@ -24,6 +24,7 @@ from vertices.http_client import (
     build_http_client,
     classify_transport_error,
     close_http_client,
+    transport_error_message,
 )
 
 
@@ -103,6 +104,10 @@ async def test_a_refused_connection_is_a_network_error(client: HttpClient) -> No
     with pytest.raises(aiohttp.ClientError) as caught:
         await call(client, f"http://127.0.0.1:{port}/", timeout_s=2)
     assert classify_transport_error(caught.value) is TransportErrorKind.NETWORK
+    # aiohttp's own text carries "ssl:default", which tells an operator nothing.
+    message = transport_error_message(caught.value)
+    assert message.startswith(f"cannot connect to 127.0.0.1:{port}: ")
+    assert "ssl" not in message
 
 
 async def test_cookies_are_never_carried_between_calls(
