@@ -1,5 +1,5 @@
 """How a GATEWAY answer's body becomes the step output's `body`, and what an unusable JSON body
-says (docs/authoring.md, 'GATEWAY output')."""
+says (docs/authoring.md, 'GATEWAY: one HTTP call')."""
 
 from __future__ import annotations
 
