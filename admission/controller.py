@@ -547,9 +547,9 @@ class Admission:
         self._log_limit(ticket, outcome, reply)
 
     def _log_limit(self, ticket: Ticket, outcome: CallOutcome, reply: SettleReply) -> None:
-        """Log every cut, but aggregate the raises: a raise is logged only once the limit has
-        doubled since the last line, or `LIMIT_RAISES_LOGGED_EVERY_S` later (slow start
-        would otherwise log every +1)."""
+        """Log every cut (INFO), but aggregate the raises (DEBUG): a raise is logged only once
+        the limit has doubled since the last line, or `LIMIT_RAISES_LOGGED_EVERY_S` later
+        (slow start would otherwise log every +1)."""
         if not reply.cut and math.floor(reply.old_limit) == math.floor(reply.new_limit):
             return
         now = self._clock.now()
@@ -563,7 +563,10 @@ class Admission:
         self._limit_logged[ticket.destination] = (reply.new_limit, now)
         if reply.new_limit == since:
             return
-        logger.info(
+        # A cut is news (the destination pushed back); a raise is the limit working as
+        # designed, so it is logged only for whoever turns DEBUG on.
+        logger.log(
+            logging.INFO if reply.cut else logging.DEBUG,
             "limit of %s %s: %.2f -> %.2f",
             ticket.destination,
             "cut" if reply.cut else "raised",

@@ -5,6 +5,7 @@ decided in the same atomic step as the slot."""
 from __future__ import annotations
 
 import asyncio
+import logging
 from typing import Any
 
 import pytest
@@ -461,3 +462,24 @@ async def test_a_caller_cancelled_just_after_its_grant_gives_the_slot_back(
     async with asyncio.timeout(5):
         while await in_flight(admission):
             await asyncio.sleep(0.01)
+
+
+async def test_raises_are_logged_at_debug_and_cuts_at_info(
+    connect: Connect, caplog: pytest.LogCaptureFixture
+) -> None:
+    """An operator reads INFO: a cut is news, a raise is the limit doing its job."""
+    admission = make(connect, aimd=AimdConfig(initial_limit=2))
+    with caplog.at_level(logging.DEBUG, logger="admission.controller"):
+        for window in (2, 4, 8):  # slow start: each full window doubles the limit
+            tickets = await admit_n(admission, window)
+            await asyncio.gather(*(t.success() for t in tickets))
+        (ticket,) = await admit_n(admission, 1)
+        await ticket.settle(CallOutcome.THROTTLED)
+    changes = [
+        (r.levelno, r.cut)
+        for r in caplog.records
+        if getattr(r, "event", "") == "admission.limit_changed"
+    ]
+    assert (logging.DEBUG, False) in changes
+    assert changes[-1] == (logging.INFO, True)
+    assert all(level == (logging.INFO if cut else logging.DEBUG) for level, cut in changes)
