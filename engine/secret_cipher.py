@@ -6,6 +6,11 @@ one or more keys, comma-separated (a MultiFernet): the first encrypts, every one
 a new key can be put first while secrets written under the old one are still read; `rotate`
 re-encrypts a token under the first key (docs/security.md, 'Rotating the encryption key').
 
+A stored token is `<key id>:<Fernet token>`: the key id (`key_id`, the first 8 hex digits of
+the key's SHA-256) names the key that encrypted it, so a process that lacks that key can say
+which key to give it rather than guess. Fernet tokens are url-safe base64 (no ":"), and a token
+stored without an id (before ids were written) is still read.
+
 The keys live in the environment of the processes that set secrets (the CLI, API processes)
 and that use them (workers), never in the database: a copy of the database alone reveals no
 secret.
@@ -13,6 +18,7 @@ secret.
 
 from __future__ import annotations
 
+import hashlib
 from dataclasses import dataclass
 
 from cryptography.fernet import Fernet, InvalidToken, MultiFernet
@@ -40,6 +46,18 @@ class SecretUnreadable(SchemaBridgeError):
     code = "secret_unreadable"
 
 
+def key_id(key: str) -> str:
+    """The id of a key, safe to show: the first 8 hex digits of its SHA-256 (a one-way
+    fingerprint: it tells keys apart, it cannot be turned back into the key)."""
+    return hashlib.sha256(key.strip().encode()).hexdigest()[:8]
+
+
+def _split(token: str) -> tuple[str | None, str]:
+    """(key id or None, Fernet token) of a stored token."""
+    head, sep, rest = token.partition(":")
+    return (head, rest) if sep else (None, token)
+
+
 def _ordinal(position: int) -> str:
     return {1: "1st", 2: "2nd", 3: "3rd"}.get(position, f"{position}th")
 
@@ -57,7 +75,12 @@ class SecretCipher:
     problem: str | None
     """Why no secret can be encrypted or decrypted here; None when the keys are usable."""
     problem_code: str = "secret_key_missing"
-    key_count: int = 0
+    key_ids: tuple[str, ...] = ()
+    """The ids of the configured keys, the encrypting one first."""
+
+    @property
+    def key_count(self) -> int:
+        return len(self.key_ids)
 
     @classmethod
     def from_setting(cls, text: str | None) -> SecretCipher:
@@ -80,7 +103,7 @@ class SecretCipher:
                     f"url-safe base64-encoded bytes): make one with {MAKE_KEY}",
                     "secret_key_invalid",
                 )
-        return cls(MultiFernet(fernets), None, key_count=len(fernets))
+        return cls(MultiFernet(fernets), None, key_ids=tuple(key_id(key) for key in keys))
 
     def _keys(self) -> MultiFernet:
         if self._fernet is None:
@@ -92,23 +115,40 @@ class SecretCipher:
         self._keys()
 
     def encrypt(self, value: str) -> str:
-        """The token of `value`, under the first key."""
-        return self._keys().encrypt(value.encode()).decode("ascii")
+        """The token of `value`, under the first key (with that key's id)."""
+        token = self._keys().encrypt(value.encode()).decode("ascii")
+        return f"{self.key_ids[0]}:{token}"
 
     def decrypt(self, token: str) -> str:
         """The value of `token`; `SecretUnreadable` when no configured key decrypts it."""
+        keys = self._keys()
+        stored_id, fernet_token = _split(token)
         try:
-            return self._keys().decrypt(token.encode("ascii")).decode()
+            return keys.decrypt(fernet_token.encode("ascii")).decode()
         except (InvalidToken, UnicodeError) as exc:
-            raise SecretUnreadable(
-                f"none of the keys in {KEYS_SETTING} decrypts it: it was encrypted with a key "
-                "that is no longer configured (put that key back after the first one, then run "
-                "`schemabridge secrets rotate`)"
-            ) from exc
+            raise SecretUnreadable(self._unreadable(stored_id)) from exc
 
     def rotate(self, token: str) -> str:
         """`token` re-encrypted under the first key; `SecretUnreadable` as `decrypt`."""
+        keys = self._keys()
+        stored_id, fernet_token = _split(token)
         try:
-            return self._keys().rotate(token.encode("ascii")).decode("ascii")
+            rotated = keys.rotate(fernet_token.encode("ascii")).decode("ascii")
         except (InvalidToken, UnicodeError) as exc:
-            raise SecretUnreadable(f"none of the keys in {KEYS_SETTING} decrypts it") from exc
+            raise SecretUnreadable(self._unreadable(stored_id)) from exc
+        return f"{self.key_ids[0]}:{rotated}"
+
+    def _unreadable(self, stored_id: str | None) -> str:
+        """Why a token does not decrypt here, and the fix: the key it needs, in the setting."""
+        held = ", ".join(self.key_ids)
+        if stored_id is not None and stored_id in self.key_ids:
+            return (
+                f"it does not decrypt with key {stored_id} of {KEYS_SETTING}, the key it was "
+                "encrypted with: it was altered; set the secret again"
+            )
+        needed = f"key {stored_id}" if stored_id is not None else "the key it was encrypted with"
+        return (
+            f"it was encrypted with {needed}, which this process's {KEYS_SETTING} does not "
+            f"hold (it holds {held}): add that key to {KEYS_SETTING} here, as on the process "
+            "that set or rotated the secret (newest key first), and restart this process"
+        )

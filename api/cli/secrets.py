@@ -122,7 +122,10 @@ def delete_secret(
 def rotate() -> None:
     """Re-encrypt every secret under the first key of SCHEMABRIDGE_SECRET_KEYS."""
     result = with_operations(lambda ops: ops.secrets.rotate())
-    console.print(f"re-encrypted {result.rotated} secrets under the first key", highlight=False)
+    console.print(
+        f"re-encrypted {result.rotated} secrets under the first key (id {result.key_id})",
+        highlight=False,
+    )
     if result.unreadable:
         names = ", ".join(f"{ref.tenant}/{ref.name}" for ref in result.unreadable)
         console.print(

@@ -6,7 +6,7 @@ run's tenant; they go into the step's expression context (`secrets`) and into it
 so everything the step records shows `***` instead. A missing secret fails the step with
 `secret_not_found` and a worker that cannot decrypt one (no key, an invalid key, a key that is
 not the one it was encrypted with) with `secret_unreadable`; both are terminal: an operator
-sets the secret or the key, then retries the run.
+sets the secret or gives the worker the key (the message names its id), then retries the run.
 """
 
 from __future__ import annotations

@@ -146,4 +146,4 @@ class SecretOperations:
 
         rotated, unreadable = await self._runtime.store.rotate_secrets(rotate)
         refs = [SecretRef(tenant=tenant, name=name) for tenant, name in unreadable]
-        return RotationResult(rotated=rotated, unreadable=refs)
+        return RotationResult(rotated=rotated, key_id=cipher.key_ids[0], unreadable=refs)

@@ -45,5 +45,7 @@ class RotationResult(View):
 
     rotated: int
     """Secrets now encrypted under the first key."""
+    key_id: str
+    """The id of that key (`engine.secret_cipher.key_id`): what a `secret_unreadable` names."""
     unreadable: list[SecretRef]
     """Secrets no configured key decrypts, left as they were."""

@@ -113,7 +113,7 @@ def test_rotate_to_a_new_key(env: dict[str, str]) -> None:
         assert sb(env, "set", "CRM_TOKEN", "--tenant", tenant, stdin=VALUE).returncode == 0
     rotated = sb(env, "rotate", keys=f"{new},{old}")
     assert rotated.returncode == 0, rotated.stderr
-    assert "re-encrypted 2 secrets under the first key" in rotated.stderr
+    assert "re-encrypted 2 secrets under the first key (id " in rotated.stderr
     # With the old key gone, a rotation finds every secret readable under the new one alone;
     # under the old key alone, none is.
     assert "re-encrypted 2 secrets" in sb(env, "rotate", keys=new).stderr

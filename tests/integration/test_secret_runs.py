@@ -16,7 +16,7 @@ from cryptography.fernet import Fernet
 from demo.downstream import RunningDownstream
 from engine.operations import Operations
 from engine.runtime import Runtime
-from engine.secret_cipher import MAKE_KEY
+from engine.secret_cipher import MAKE_KEY, key_id
 from schemas.definitions import Workflow
 from schemas.errors import DefinitionError
 from schemas.redaction import REDACTED, basic_credential
@@ -195,8 +195,9 @@ async def test_a_worker_that_cannot_decrypt_fails_the_step_saying_why(
     assert "'acme'" in run.error.message and "TOKEN" in run.error.message
     if worker_keys is None:
         assert MAKE_KEY in run.error.message
-    else:
-        assert "SCHEMABRIDGE_SECRET_KEYS" in run.error.message
+    else:  # names the key the worker lacks (the setter's) and the setting to put it in
+        assert f"encrypted with key {key_id(KEY)}" in run.error.message
+        assert "add that key to SCHEMABRIDGE_SECRET_KEYS" in run.error.message
     assert echo.received == []
 
 

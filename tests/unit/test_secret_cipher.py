@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 from cryptography.fernet import Fernet
 
-from engine.secret_cipher import MAKE_KEY, SecretCipher, SecretKeyError, SecretUnreadable
+from engine.secret_cipher import MAKE_KEY, SecretCipher, SecretKeyError, SecretUnreadable, key_id
 
 VALUE = "s3cret-value-ü"
 
@@ -67,3 +67,40 @@ def test_an_invalid_key_is_named_by_its_position() -> None:
     with pytest.raises(SecretKeyError) as caught:
         cipher.encrypt(VALUE)
     assert caught.value.code == "secret_key_invalid"
+
+
+def test_a_token_names_its_key_and_a_process_without_it_says_which_to_add() -> None:
+    """After `secrets rotate` under a new key, a worker still on the old key alone must be told
+    to add the new key (by its id), not to put an old key back and rotate."""
+    old, new = Fernet.generate_key().decode(), Fernet.generate_key().decode()
+    rotated = SecretCipher.from_setting(f"{new},{old}").rotate(
+        SecretCipher.from_setting(old).encrypt(VALUE)
+    )
+    assert rotated.startswith(f"{key_id(new)}:")
+    with pytest.raises(SecretUnreadable) as caught:
+        SecretCipher.from_setting(old).decrypt(rotated)
+    message = caught.value.message
+    assert f"encrypted with key {key_id(new)}" in message
+    assert f"it holds {key_id(old)}" in message
+    assert "add that key to SCHEMABRIDGE_SECRET_KEYS" in message
+    assert new not in message and old not in message  # ids, never the keys
+    assert "put that key back" not in message
+
+
+def test_a_token_without_a_key_id_is_still_read() -> None:
+    key = Fernet.generate_key().decode()
+    bare = Fernet(key.encode()).encrypt(VALUE.encode()).decode()  # as stored before key ids
+    cipher = SecretCipher.from_setting(key)
+    assert cipher.decrypt(bare) == VALUE
+    assert cipher.rotate(bare).startswith(f"{key_id(key)}:")
+    with pytest.raises(SecretUnreadable) as caught:
+        SecretCipher.from_setting(Fernet.generate_key().decode()).decrypt(bare)
+    assert "the key it was encrypted with" in caught.value.message
+
+
+def test_an_altered_token_under_a_held_key_says_so() -> None:
+    cipher = SecretCipher.from_setting(Fernet.generate_key().decode())
+    token = cipher.encrypt(VALUE)
+    with pytest.raises(SecretUnreadable) as caught:
+        cipher.decrypt(token[:-4] + "AAAA")
+    assert "altered" in caught.value.message
