@@ -9,9 +9,9 @@ refusal reveals nothing), and reads only its tenant's runs: another tenant's run
 keys see every tenant.
 
 `?wait=true` runs the run's GATEWAY calls under the gateway timeout tier (`TIMEOUT_GATEWAY_MS`,
-15 s) and waits as long for the run to end: 200 with the output when it SUCCEEDED, 502
-`run_failed` with its error when it FAILED, 409 `run_cancelled` when it was cancelled, 504
-`run_still_running` with its id and URL when time ran out (the run goes on).
+15 s) and waits as long, plus `SYNC_WAIT_GRACE_S`, for the run to end: 200 with the output when
+it SUCCEEDED, 502 `run_failed` with its error when it FAILED, 409 `run_cancelled` when it was
+cancelled, 504 `run_still_running` with its id and URL when time ran out (the run goes on).
 """
 
 from __future__ import annotations
@@ -38,6 +38,14 @@ from engine.operations.views import (
     RunSummary,
 )
 from schemas.errors import ApiError
+
+SYNC_WAIT_GRACE_S = 2.0
+"""How much longer than `TIMEOUT_GATEWAY_MS` a `?wait=true` waits. A call that times out uses
+the whole tier, and it started after the wait did (the run had to be claimed first); without
+the grace its failure would land just after the wait ended, and the caller would get 504
+`run_still_running` instead of the 502 with the timeout. Two seconds cover the claim and the
+recording of the run's end on a busy host; they do not cover a retried attempt (that is a
+second tier)."""
 
 router = APIRouter(tags=["runs"])
 
@@ -125,8 +133,9 @@ async def submit(
     wait: Annotated[
         bool,
         Query(
-            description="Wait up to the gateway tier (`TIMEOUT_GATEWAY_MS`, 15 s) for the run's "
-            "end; its GATEWAY calls run under that tier too."
+            description="Wait up to the gateway tier (`TIMEOUT_GATEWAY_MS`, 15 s) and "
+            f"{SYNC_WAIT_GRACE_S:g} s more for the run's end; its GATEWAY calls run under that "
+            "tier, so one that times out still fails the run within the wait."
         ),
     ] = False,
 ) -> SubmittedRun | RunOutcome | JSONResponse:
@@ -149,7 +158,7 @@ async def submit(
     url = run_url(result.run.id)
     response.headers["Location"] = url
     if wait:
-        timeout_s = context.settings.timeout_gateway_ms / 1000
+        timeout_s = context.settings.timeout_gateway_ms / 1000 + SYNC_WAIT_GRACE_S
         detail = await ops.runs.wait(result.run.id, timeout_s, tenant=caller.tenant)
         answer = _outcome(detail)
         if isinstance(answer, JSONResponse):

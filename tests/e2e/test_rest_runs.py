@@ -67,11 +67,11 @@ async def working_api(
             single(
                 "slow",
                 f"{base}/slow",
-                # Its own deadline (5 s) outlasts the gateway tier (1 s in `impatient`): the
-                # wait runs out, the call does not.
+                # Its own deadline (8 s) outlasts the wait (the 1 s tier of `impatient` and
+                # the 2 s grace): the wait runs out, the call does not.
                 vertices={
                     "call": gateway(
-                        f"{base}/slow", headers={"X-Demo-Sleep-Ms": "2500"}, timeoutMs=5_000
+                        f"{base}/slow", headers={"X-Demo-Sleep-Ms": "4000"}, timeoutMs=8_000
                     )
                 },
             )
@@ -84,7 +84,21 @@ async def working_api(
                     "call": gateway(
                         f"{base}/hang",
                         headers={"X-Demo-Sleep-Ms": "60000"},
-                        retry={"maxAttempts": 2, "baseDelayMs": 100},
+                        # Three attempts of the 1 s tier outlast the wait (1 s + 2 s grace).
+                        retry={"maxAttempts": 3, "baseDelayMs": 100},
+                    )
+                },
+            )
+        )
+        await served.ops.workflows.publish(
+            single(
+                "timing-out",
+                f"{base}/hang",
+                vertices={
+                    "call": gateway(
+                        f"{base}/hang",
+                        headers={"X-Demo-Sleep-Ms": "60000"},
+                        retry={"maxAttempts": 1},
                     )
                 },
             )
@@ -256,9 +270,10 @@ async def test_wait_answers_502_when_a_downstream_failed_the_run(working: Api) -
 
 
 async def test_wait_runs_the_calls_under_the_gateway_tier(impatient: Api) -> None:
-    """TIMEOUT_GATEWAY_MS is 1 s here; the downstream hangs for 60 s. The answer is a 504 in
-    the tier, and the run goes on: each attempt of its call is cut at 1 s (not at the 30 s of
-    the tier a run gets without `?wait=true`), so it ends by itself, FAILED with `timeout`."""
+    """TIMEOUT_GATEWAY_MS is 1 s here; the downstream hangs for 60 s. The answer is a 504 once
+    the wait (the tier and its grace) ran out, and the run goes on: each attempt of its call is
+    cut at 1 s (not at the 30 s of the tier a run gets without `?wait=true`), so it ends by
+    itself, FAILED with `timeout`."""
     async with impatient.http(impatient.admin) as http:
         answer = await http.post("/workflows/hanging/runs?wait=true", json={})
         run_id = assert_error(answer, 504, "run_still_running")["details"]["runId"]
@@ -271,8 +286,19 @@ async def test_wait_runs_the_calls_under_the_gateway_tier(impatient: Api) -> Non
     (step,) = detail["steps"]
     assert step["error"]["kind"] == "timeout"
     durations = [attempt["durationMs"] for attempt in step["history"]]
-    assert len(durations) == 2 and all(900 <= d < 5_000 for d in durations), durations
+    assert len(durations) == 3 and all(900 <= d < 5_000 for d in durations), durations
     assert plain["timeoutTier"] == "process", "without ?wait=true the run keeps its tier"
+
+
+async def test_a_call_timing_out_in_the_tier_fails_the_run_within_the_wait(
+    impatient: Api,
+) -> None:
+    """The call times out at the tier (1 s), after the wait began: the wait's grace lets the
+    run's end land, so the caller gets the 502 with the timeout, not a 504."""
+    async with impatient.http(impatient.admin) as http:
+        answer = await http.post("/workflows/timing-out/runs?wait=true", json={})
+    assert_error(answer, 502, "run_failed")
+    assert answer.json()["details"]["error"]["kind"] == "timeout"
 
 
 async def test_wait_answers_504_in_time_and_the_run_goes_on(impatient: Api) -> None:
