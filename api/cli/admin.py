@@ -439,8 +439,12 @@ def set_rate(
     """Override one tenant's rate limit (GATEWAY steps per minute), for every worker at once.
 
     The default is TENANT_RATE_PER_MINUTE (1,000)."""
-    if (per_minute is None) == (not reset):
-        raise typer.BadParameter("give a rate per minute, or --reset (not both)")
+    if per_minute is not None and reset:
+        raise typer.BadParameter("give a rate per minute, or --reset, not both")
+    if per_minute is None and not reset:
+        raise typer.BadParameter(
+            "give the rate: GATEWAY steps per minute (e.g. 600), or --reset for the default"
+        )
     rate = None if per_minute is None else whole_number(per_minute, 1, RATE_RULE)
     remote = Remote(api_url, api_key, output, debug)
     view = call(remote, lambda api: api.settings.set_limits(tenant, rate_per_minute=rate))

@@ -131,6 +131,17 @@ def _problem_lines(details: dict[str, Any]) -> list[str]:
     return lines
 
 
+def _says_its_one_problem(message: str, details: dict[str, Any]) -> bool:
+    """Whether the message already says the answer's only problem (the API's message for one
+    invalid header is "header /Idempotency-Key: …", an operation's is the problem's own
+    text): listed again under it, the same words would be printed twice."""
+    problems = details.get("problems")
+    if not isinstance(problems, list) or len(problems) != 1 or not isinstance(problems[0], dict):
+        return False
+    said = str(problems[0].get("message", ""))
+    return bool(said) and (message == said or message.endswith(f": {said}"))
+
+
 def _quota_line(message: str, details: dict[str, Any]) -> str:
     """A used-up run quota in one line with its fix. The quota counts runs created, so "try
     again later" would never come true; an API that does not say whose quota (older than
@@ -207,8 +218,8 @@ def response_failure(response: httpx.Response, api_url: str) -> ApiFailure:
             ExitCode.UNREACHABLE,
         )
     if status in (400, 413, 422):
-        lines = [f"{message}", *_problem_lines(details)]
-        return failure("\n".join(lines), ExitCode.USAGE)
+        problems = [] if _says_its_one_problem(message, details) else _problem_lines(details)
+        return failure("\n".join([message, *problems]), ExitCode.USAGE)
     if status == 409:
         return failure(_with_state(message, details), ExitCode.FAILED)
     if status == 429:

@@ -13,12 +13,13 @@ from __future__ import annotations
 from typing import Annotated
 
 from fastapi import APIRouter, Path, Query, Response, status
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field
+from pydantic_core import PydanticCustomError
 
 from api.rest.auth import AdminDep
 from api.rest.deps import OperationsDep
 from api.rest.errors import error_responses, in_words
-from engine.operations.secrets import MAX_VALUE_CHARS, MIN_VALUE_CHARS
+from engine.operations.secrets import MAX_VALUE_CHARS, MIN_VALUE_CHARS, SHORT_VALUE_REASON
 from engine.operations.secrets_views import SecretList, SecretRef, StoredSecret
 from schemas.tenant_ids import MAX_TENANT_CHARS
 
@@ -51,6 +52,14 @@ Tenant = Annotated[
 ]
 
 
+def _long_enough(value: str) -> str:
+    """A short value refused with the reason (pydantic's own words would give only the count).
+    The value itself is never quoted."""
+    if len(value) < MIN_VALUE_CHARS:
+        raise PydanticCustomError("string_too_short", SHORT_VALUE_REASON)
+    return value
+
+
 class SecretRequest(BaseModel):
     """A secret's value for one tenant."""
 
@@ -62,10 +71,11 @@ class SecretRequest(BaseModel):
         pattern=TENANT_PATTERN,
         description="The tenant whose runs may use the secret.",
     )
-    value: str = Field(
-        min_length=MIN_VALUE_CHARS,
+    value: Annotated[str, AfterValidator(_long_enough)] = Field(
         max_length=MAX_VALUE_CHARS,
         description="The value. Stored encrypted; no answer ever shows it again.",
+        # Checked by `_long_enough` (for its message); still documented as a bound.
+        json_schema_extra={"minLength": MIN_VALUE_CHARS},
     )
 
 

@@ -32,6 +32,11 @@ if TYPE_CHECKING:
     from engine.settings import Settings
 
 MIN_VALUE_CHARS = 8
+SHORT_VALUE_REASON = (
+    f"a secret's value must be at least {MIN_VALUE_CHARS} characters (shorter values cannot be "
+    "told apart from ordinary text, so they could not be redacted)"
+)
+"""The refusal of a short value, with its reason (the REST model and the operations say it)."""
 """Shorter values are refused: the redactor could not tell them from ordinary text."""
 MAX_VALUE_CHARS = 16 * 1024
 """Longest value: a token or a certificate, not a document (at most 64 KiB of UTF-8)."""
@@ -69,11 +74,7 @@ def check_tenant(tenant: str) -> None:
 def _check_value(value: str) -> None:
     # Never quote the value in a refusal: it is a secret even when it is refused.
     if len(value) < MIN_VALUE_CHARS:
-        raise _refuse(
-            "/value",
-            f"a secret's value must be at least {MIN_VALUE_CHARS} characters (shorter values "
-            "cannot be told apart from ordinary text, so they could not be redacted)",
-        )
+        raise _refuse("/value", SHORT_VALUE_REASON)
     if len(value) > MAX_VALUE_CHARS:
         raise _refuse("/value", f"a secret's value must be at most {MAX_VALUE_CHARS} characters")
     if any(0xD800 <= ord(c) <= 0xDFFF for c in value):

@@ -159,3 +159,17 @@ def test_an_unreachable_api_says_how_to_start_one() -> None:
     )
     slow = transport_failure(httpx.ReadTimeout("timed out"), URL, 30)
     assert "did not answer within 30 s" in slow.message
+
+
+def test_a_message_that_is_its_one_problem_is_printed_once() -> None:
+    """The API's 422 for one bad header says the problem in its message and lists it too."""
+    problem = {"in": "header", "pointer": "/Idempotency-Key", "message": "String should have"}
+    body = {
+        "code": "invalid_request",
+        "message": "header /Idempotency-Key: String should have",
+        "details": {"problems": [problem]},
+    }
+    assert response_failure(answer(422, body), URL).message == body["message"]
+    said = {"pointer": "/tenant", "message": "a tenant id is 1 to 200 characters"}
+    body = {"code": "invalid_key", "message": said["message"], "details": {"problems": [said]}}
+    assert response_failure(answer(422, body), URL).message == said["message"]
