@@ -349,10 +349,10 @@ def list_tenants(
     output: OutputOption = OutputFormat.TEXT,
     debug: DebugOption = False,
 ) -> None:
-    """Every tenant seen by the rate limiter or with a rate limit or quota."""
+    """Every tenant with runs, API keys, a rate limit or a quota, or seen by the rate limiter."""
     remote = Remote(api_url, api_key, output, debug)
     views = call(remote, lambda api: api.settings.tenants())
-    empty = "no tenants yet: one is listed once it runs GATEWAY steps or has settings"
+    empty = "no tenants yet: one is listed once it has runs, an API key or settings"
     print_page(remote, views, tenants_table, empty)
 
 
@@ -397,7 +397,8 @@ def show_tenant(
     grid.add_row("this window", f"{view.rate.used:,} used of {view.rate.per_minute:,}")
     grid.add_row("run quota", _quota(view))
     if view.quota is not None:
-        grid.add_row("runs used", f"{view.quota.used_runs:,}")
+        # The quota counts from `set-quota` on: runs from before it are not in the count.
+        grid.add_row("runs used", f"{view.quota.used_runs:,} since the quota was set")
     render(stdout(), Group(Text(f"tenant {view.tenant_id}", style="bold"), grid))
 
 

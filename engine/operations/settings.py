@@ -227,11 +227,12 @@ class SettingsOperations:
 
     @store_boundary
     async def tenants(self) -> list[TenantView]:
-        """Every tenant the rate limiter has seen or that has a stored rate limit or quota,
-        by id."""
+        """Every tenant that has runs, API keys, a stored rate limit or quota, or that the
+        rate limiter has seen, by id."""
         store = self._runtime.store
         rates = dict(await store.list_tenant_rates())
         quotas = {t: (m, u) for t, m, u in await store.list_quotas()}
+        known = await store.tenants_with_runs_or_keys()
         with _coordination("reading the tenants' rate windows"):
             seen = await self._runtime.admission.backend.tenants()
         return [
@@ -240,7 +241,7 @@ class SettingsOperations:
                 rate=await self._rate_view(tenant_id, rates.get(tenant_id)),
                 quota=None if tenant_id not in quotas else _quota_view(*quotas[tenant_id]),
             )
-            for tenant_id in sorted({*seen, *rates, *quotas})
+            for tenant_id in sorted({*known, *seen, *rates, *quotas})
         ]
 
     @store_boundary

@@ -111,7 +111,8 @@ class QuotaView(View):
 
     max_runs: int
     used_runs: int
-    """Child runs created since the quota was set."""
+    """Runs created (submitted or spawned) since the quota was set: the count starts at 0 with
+    `set-quota` and is kept when the quota is changed, so runs from before it are not in it."""
     runs_left: int
 
 

@@ -7,15 +7,39 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from sqlalchemy import select, update
+from sqlalchemy import select, text, update
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from engine.store.dialect import dialect_of
-from engine.store.models import DestinationCap, TenantQuota, TenantRateLimit
+from engine.store.models import ApiKey, DestinationCap, TenantQuota, TenantRateLimit
 
 quotas = TenantQuota.__table__  # type: ignore[attr-defined]
 caps = DestinationCap.__table__  # type: ignore[attr-defined]
 rates = TenantRateLimit.__table__  # type: ignore[attr-defined]
+keys = ApiKey.__table__  # type: ignore[attr-defined]
+
+# A loose index scan: one seek on ix_run_tenant_created (tenant_id first) per tenant, so the
+# cost grows with the number of tenants, not of runs (a plain DISTINCT reads every run's entry
+# on both backends). The same SQL runs on SQLite and PostgreSQL.
+_RUN_TENANTS = text(
+    """
+    WITH RECURSIVE tenants(id) AS (
+        SELECT MIN(tenant_id) FROM run
+        UNION ALL
+        SELECT (SELECT MIN(tenant_id) FROM run WHERE tenant_id > tenants.id)
+        FROM tenants WHERE tenants.id IS NOT NULL
+    )
+    SELECT id FROM tenants WHERE id IS NOT NULL
+    """
+)
+
+
+async def tenants_with_runs_or_keys(conn: AsyncConnection) -> set[str]:
+    """Every tenant id that has a run (any status, the engine's `system` too) or an API key."""
+    found = {row.id for row in (await conn.execute(_RUN_TENANTS)).all()}
+    keyed = select(keys.c.tenant_id).where(keys.c.tenant_id.is_not(None)).distinct()
+    found.update(row.tenant_id for row in (await conn.execute(keyed)).all())
+    return found
 
 
 async def quota_left(conn: AsyncConnection, tenant_id: str) -> int | None:

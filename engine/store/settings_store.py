@@ -34,6 +34,12 @@ class OperatorSettingsStore(StoreCore):
         async with self._engines.read.connect() as conn:
             return await settings_.list_quotas(conn)
 
+    async def tenants_with_runs_or_keys(self) -> set[str]:
+        """Every tenant id that has a run or an API key (a cheap scan: one index seek per
+        tenant)."""
+        async with self._engines.read.connect() as conn:
+            return await settings_.tenants_with_runs_or_keys(conn)
+
     async def reset_quota(self, tenant_id: str) -> bool:
         """Remove the tenant's quota: unlimited again. False when it had none."""
         async with self._engines.write.begin() as conn:

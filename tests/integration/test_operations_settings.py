@@ -22,7 +22,7 @@ from schemas.definitions import Workflow
 from schemas.errors import InvalidRequest, StepFailure, Unavailable
 from tests.conftest import Backend
 from tests.integration.engine_harness import settings_for
-from tests.integration.operations_harness import slow_to_redis
+from tests.integration.operations_harness import single, slow_to_redis
 from tests.integration.scripts.helpers import UNREACHABLE_REDIS_URL
 
 DEFAULT_CAP = 100
@@ -526,3 +526,19 @@ async def test_without_redis_settings_that_need_it_are_refused_with_nothing_chan
         assert await settings.reset_quota("acme") is True
     finally:
         await runtime.close()
+
+
+async def test_tenants_with_runs_or_keys_are_listed_without_settings(runtime: Runtime) -> None:
+    """A tenant with runs or an API key but no limits row is a tenant too (`default`, `acme`
+    after a tour were missing from `tenants list`)."""
+    ops = Operations(runtime)
+    settings = ops.settings
+    ran, keyed = unique("d-ran"), unique("e-keyed")
+    await ops.workflows.publish([single("tenant-list", "http://127.0.0.1:9/never")])
+    await ops.runs.submit("tenant-list", {}, tenant_id=ran)
+    await ops.runs.submit("tenant-list", {}, tenant_id=ran)
+    await ops.keys.create(tenant=keyed)
+    await ops.keys.create(admin=True)
+    views = {t.tenant_id: t for t in await settings.tenants()}
+    assert {ran, keyed} <= set(views)
+    assert views[ran].quota is None and not views[ran].rate.configured
