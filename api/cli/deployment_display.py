@@ -238,6 +238,11 @@ def deployment_view(deployment: DeploymentView, now: float) -> Group:
             status_text(d.status),
         ),
         Text(f"{where(d)}; {share(d)}"),
+    ]
+    if d.holding:
+        # What keeps the stage from passing (its latest check): runs, time, finished runs.
+        lines.append(Text(d.holding))
+    lines += [
         Text(f"started {exact(d.created_at)} ({relative(d.created_at, now)}) by {d.created_by}"),
     ]
     if d.ended_at is not None:

@@ -441,6 +441,8 @@ class DeploymentView(Wire):
     serving_version_now: int | None = None
     superseded: bool = False
     """Ended, and the version it left serving no longer serves (the API decides)."""
+    holding: str | None = None
+    """While it runs, why its stage holds (only on a single deployment's answer)."""
     warnings: list[str] = []
     """Only on the answer to a start."""
 

@@ -168,6 +168,12 @@ class DeploymentView(View):
         "candidate if SUCCEEDED, else its baseline `servingVersion`) no longer serves: a "
         "later deployment or switch replaced it, so what it says of new runs is history.",
     )
+    holding: str | None = Field(
+        default=None,
+        description="Only on a single deployment's answer (`GET /deployments/{id}`), while it "
+        "runs: why its stage holds, as of the stage's latest check (e.g. \"stage holds "
+        '(3/20 runs, 41.0 s more)"); null when it does not hold or has ended.',
+    )
     warnings: list[str] = Field(
         default_factory=list,
         description="Only on the answer to a start: what may keep the deployment from "

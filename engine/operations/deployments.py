@@ -42,6 +42,7 @@ from engine.store.models import DeploymentStatus
 from engine.store.records import DeploymentRecord
 from schemas.definitions import RESERVED_WORKFLOWS
 from schemas.errors import InvalidRequest, NotFound, Problem, WrongState
+from schemas.waiting import WaitReason
 
 if TYPE_CHECKING:
     from engine.runtime import Runtime
@@ -207,8 +208,22 @@ class DeploymentOperations:
 
     @store_boundary
     async def get(self, deployment_id: str) -> DeploymentView:
-        """A deployment with its stages, figures, exposure and timeline."""
-        return await self._view(await self._record(deployment_id))
+        """A deployment with its stages, figures, exposure and timeline, and while it runs why
+        its stage holds (`holding`)."""
+        record = await self._record(deployment_id)
+        view = await self._view(record)
+        if view.status != DeploymentStatus.RUNNING.value:
+            return view
+        return view.model_copy(update={"holding": await self._holding(record)})
+
+    async def _holding(self, record: DeploymentRecord) -> str | None:
+        """The waiting message of the `gradual_deploy` run's stage step, which its latest check
+        wrote (`engine.execution.deploy_stage`): the same words `runs show` gives that step. A
+        run of one step a stage: a small read, done only for one deployment, not for lists."""
+        for step in await self._store.get_steps(record.run_id):
+            if step.wait_reason == WaitReason.DEPLOYMENT_STAGE.value and step.wait_message:
+                return step.wait_message
+        return None
 
     @store_boundary
     async def match_prefix(self, prefix: str, *, limit: int = 5) -> DeploymentIdMatches:
