@@ -32,6 +32,7 @@ import typer
 from rich.live import Live
 
 from api.cli import demo_address, log_setup, run_live_display, usage
+from api.cli.database_option import DatabaseOption
 from api.cli.exit_codes import EXIT_FOR_REFUSAL, ExitCode
 from api.cli.usage import fail
 from schemas.close_names import close_names, did_you_mean
@@ -422,14 +423,7 @@ def run(
             "still wins).",
         ),
     ] = None,
-    database: Annotated[
-        str | None,
-        typer.Option(
-            metavar="URL",
-            help="Database URL: sqlite:///path.db or postgresql://user@host:5432/db "
-            "(default SCHEMABRIDGE_DATABASE_URL).",
-        ),
-    ] = None,
+    database: DatabaseOption = None,
     demo_downstream: Annotated[
         bool,
         typer.Option(

@@ -32,6 +32,7 @@ import typer
 from rich.rule import Rule
 
 from api.cli import demo_address, log_setup, usage
+from api.cli.database_option import DatabaseOption, named_by
 
 if TYPE_CHECKING:
     from api.rest import ApiServer
@@ -124,7 +125,7 @@ def _logging(
     )
 
 
-def _settings(concurrency: int | None) -> Settings:
+def _settings(concurrency: int | None, database: str | None = None) -> Settings:
     from engine.settings import MAX_WORKER_CONCURRENCY, Settings
 
     if concurrency is not None and not 1 <= concurrency <= MAX_WORKER_CONCURRENCY:
@@ -135,15 +136,21 @@ def _settings(concurrency: int | None) -> Settings:
             f"{MAX_WORKER_CONCURRENCY}; for more, start more worker processes"
         )
     settings = Settings()
+    updates: dict[str, Any] = {}
     if concurrency is not None:
-        settings = settings.model_copy(update={"worker_concurrency": concurrency})
-    return settings
+        updates["worker_concurrency"] = concurrency
+    if database is not None:
+        updates["database_url"] = database
+    return settings.model_copy(update=updates)
 
 
-def _run(start: Callable[[], Coroutine[Any, Any, None]], settings: Settings) -> None:
+def _run(
+    start: Callable[[], Coroutine[Any, Any, None]], settings: Settings, database: str | None
+) -> None:
     """Run the service `start()` builds; a refusal to start (`CannotStart`, or a database or
     Redis problem a user can fix, raised building it or running it) is one line and exit
-    code 1, never a traceback."""
+    code 1, never a traceback. `database`: the `--database` given, if one was (the refusal
+    names it rather than the setting)."""
     from engine.operations.startup import explain
 
     try:
@@ -155,7 +162,7 @@ def _run(start: Callable[[], Coroutine[Any, Any, None]], settings: Settings) -> 
         with asyncio.Runner(loop_factory=uvloop.new_event_loop) as runner:
             runner.run(start())
     except CannotStart as refusal:
-        console.print(f"[red]error:[/red] {refusal}")
+        console.print(f"[red]error:[/red] {named_by(str(refusal), database)}")
         raise typer.Exit(EXIT_REFUSED) from None
     except Exception as error:
         refused = explain(error, settings)
@@ -163,7 +170,7 @@ def _run(start: Callable[[], Coroutine[Any, Any, None]], settings: Settings) -> 
             raise
         if usage.OPTIONS.debug:
             traceback.print_exception(error)
-        console.print(f"[red]error:[/red] {refused.message}")
+        console.print(f"[red]error:[/red] {named_by(refused.message, database)}")
         raise typer.Exit(EXIT_REFUSED) from None
 
 
@@ -178,6 +185,17 @@ async def _open(settings: Settings, *, migrate: bool = True) -> Runtime:
         return await open_runtime(settings, migrate=migrate, create=migrate)
     except StartupRefused as refused:
         raise CannotStart(refused.message) from None
+
+
+async def _opened(settings: Settings, server: ApiServer | None, *, migrate: bool = True) -> Runtime:
+    """`_open`, closing `server`'s listening socket when it refuses (else the port stays
+    bound until the process exits, which in a test process it does not)."""
+    try:
+        return await _open(settings, migrate=migrate)
+    except BaseException:
+        if server is not None:
+            server.close()
+        raise
 
 
 def _ready(service: str, settings: Settings, url: str | None = None) -> None:
@@ -242,7 +260,7 @@ async def _serve_worker(settings: Settings, name: str, health: ApiServer | None 
 
     lifecycle = ServiceLifecycle()
     with lifecycle:
-        runtime = await _open(settings)
+        runtime = await _opened(settings, health)
         settle_heap()
         try:
             async with asyncio.TaskGroup() as group:
@@ -271,6 +289,7 @@ def worker(
     health_host: Annotated[
         str, typer.Option(metavar="HOST", help="Address of the health port.")
     ] = "127.0.0.1",
+    database: DatabaseOption = None,
     log_level: LogLevel = log_setup.Level.INFO,
     log_format: LogFormatOption = None,
 ) -> None:
@@ -282,14 +301,14 @@ def worker(
     Redis answer) and prints that URL."""
     service = name or f"worker-{socket.gethostname()}-{os.getpid()}"
     _logging(service, log_level, log_format)
-    settings = _settings(concurrency)
+    settings = _settings(concurrency, database)
 
     def start() -> Coroutine[Any, Any, None]:
         _check_secret_keys(settings)
         health = None if health_port is None else _listen(health_host, health_port, settings)
         return _serve_worker(settings, service, health)
 
-    _run(start, settings)
+    _run(start, settings, database)
 
 
 # ── api ─────────────────────────────────────────────────────────────────────────────────────
@@ -302,7 +321,7 @@ async def _serve_api(settings: Settings, server: ApiServer) -> None:
 
     lifecycle = ServiceLifecycle()
     with lifecycle:
-        runtime = await _open(settings, migrate=False)  # refuses a schema not at head
+        runtime = await _opened(settings, server, migrate=False)  # refuses a schema not at head
         try:
             app = create_app(settings, runtime_factory=borrowed_runtime(runtime))
             # Named by host and port: several api processes may run on one machine.
@@ -323,6 +342,7 @@ async def _serve_api(settings: Settings, server: ApiServer) -> None:
 def api(
     host: Host = "127.0.0.1",
     port: Port = 8000,
+    database: DatabaseOption = None,
     log_level: LogLevel = log_setup.Level.INFO,
     log_format: LogFormatOption = None,
     access_log: ApiAccessLogOption = None,
@@ -333,18 +353,16 @@ def api(
     Never migrates: refuses to start (exit 1) on a database whose schema is not this code's
     head revision, or an SQLite file that does not exist; run 'schemabridge db upgrade' first.
     Prints the URL once it accepts requests; stops gracefully on SIGINT/SIGTERM."""
-    from engine.settings import Settings
-
     # Every request by default: in production the log is shipped, and read elsewhere.
     chosen = _access_log(access_log, no_access_log, log_setup.AccessLog.ALL)
     _logging("api", log_level, log_format, access_log=chosen)
-    settings = Settings()
+    settings = _settings(None, database)
 
     def start() -> Coroutine[Any, Any, None]:
         _check_secret_keys(settings)
         return _serve_api(settings, _listen(host, port, settings))
 
-    _run(start, settings)
+    _run(start, settings, database)
 
 
 # ── serve ───────────────────────────────────────────────────────────────────────────────────
@@ -464,6 +482,7 @@ def serve(
         Path, typer.Option(help="Example workflows published by --demo.")
     ] = EXAMPLES_DIR,
     concurrency: Annotated[int | None, typer.Option(help="Steps in flight.")] = None,
+    database: DatabaseOption = None,
     log_level: LogLevel = log_setup.Level.INFO,
     log_format: LogFormatOption = None,
     access_log: ServeAccessLogOption = None,
@@ -478,7 +497,7 @@ def serve(
     # whose polling reads would bury the lines an operator acts on.
     chosen = _access_log(access_log, no_access_log, log_setup.AccessLog.CHANGES)
     _logging(service, log_level, log_format, access_log=chosen)
-    settings = _settings(concurrency)
+    settings = _settings(concurrency, database)
     if demo:
         settings = settings.allowing_loopback()
 
@@ -487,7 +506,7 @@ def serve(
         documents = _read_examples(examples) if demo else None
         return _serve_all(settings, _listen(host, port, settings), service, documents)
 
-    _run(start, settings)
+    _run(start, settings, database)
 
 
 # ── db ──────────────────────────────────────────────────────────────────────────────────────

@@ -1,0 +1,44 @@
+"""`--database` on the commands that open the store themselves (`serve`, `api`, `worker`, as on
+`run`): it wins over SCHEMABRIDGE_DATABASE_URL, and a refusal names the option. In-process: a
+database that cannot be opened stops each service before it serves anything."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import typer.main
+from typer.testing import CliRunner
+
+from api.cli import app
+
+
+@pytest.mark.parametrize(
+    "command",
+    [["serve", "--port", "0"], ["api", "--port", "0"], ["worker"]],
+    ids=["serve", "api", "worker"],
+)
+def test_database_option_wins_and_is_named_in_the_refusal(
+    command: list[str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Both unusable (their directories do not exist), so no service ever starts: the one the
+    # refusal names is the one that was used.
+    from_setting = tmp_path / "setting-dir" / "x.db"
+    from_option = tmp_path / "option-dir" / "x.db"
+    monkeypatch.setenv("SCHEMABRIDGE_DATABASE_URL", f"sqlite:///{from_setting}")
+    monkeypatch.delenv("SCHEMABRIDGE_REDIS_URL", raising=False)
+    result = CliRunner().invoke(app, [*command, "--database", f"sqlite:///{from_option}"])
+    assert result.exit_code == 1, result.output
+    text = " ".join(result.output.split())
+    assert f"cannot open the SQLite database {from_option}" in text
+    assert str(from_setting) not in text
+    assert "--database" in text and "SCHEMABRIDGE_DATABASE_URL" not in text
+
+
+def test_the_option_has_the_same_help_everywhere() -> None:
+    commands = typer.main.get_command(app).commands  # type: ignore[attr-defined]
+    helps = {
+        name: next(p.help for p in commands[name].params if p.name == "database")
+        for name in ("run", "serve", "api", "worker")
+    }
+    assert len(set(helps.values())) == 1, helps
