@@ -15,7 +15,7 @@ from __future__ import annotations
 import contextlib
 import json
 import re
-from collections.abc import AsyncIterator, Iterable
+from collections.abc import AsyncIterator, Callable, Iterable
 from typing import TYPE_CHECKING
 
 from api.cli import usage
@@ -73,6 +73,25 @@ async def started(preferred: int | None, what: str) -> AsyncIterator[str]:
                 f"{what} get new versions calling there; versions of your own that call "
                 f"127.0.0.1:{preferred} need the new address."
             )
+    try:
+        yield downstream.url
+    finally:
+        await downstream.stop()
+
+
+@contextlib.asynccontextmanager
+async def on_port(port: int, refuse: Callable[[str], Exception]) -> AsyncIterator[str]:
+    """The demo downstream on the `--demo-port` given (0: a free one), and its URL: a port
+    taken is the user's to change, so it is refused (`refuse(message)` is raised), never moved."""
+    from demo.downstream import start_downstream
+
+    try:
+        downstream = await start_downstream(port=port)
+    except OSError as error:
+        raise refuse(
+            f"cannot start the demo downstream on 127.0.0.1:{port}: "
+            f"{error.strerror or error}; pick another with --demo-port (0: a free one)"
+        ) from None
     try:
         yield downstream.url
     finally:

@@ -213,7 +213,7 @@ async def started_downstream(
             preferred = await demo_address.remembered_port(runtime, names)
             url = await stack.enter_async_context(demo_address.started(preferred, "workflows"))
         else:
-            url = await stack.enter_async_context(_on_port(port))
+            url = await stack.enter_async_context(demo_address.on_port(port, fail))
         console.print(
             f"demo downstream listening on {url} (egress to loopback allowed for it; "
             "other internal addresses stay refused)"
@@ -225,24 +225,6 @@ def _calls_demo(workflow: Workflow) -> bool:
     """Whether the file's workflow calls the demo downstream where the examples do."""
     document = workflow.model_dump(mode="json", by_alias=True, exclude_none=True)
     return demo_address.EXAMPLES_URL in json.dumps(document)
-
-
-@contextlib.asynccontextmanager
-async def _on_port(port: int) -> AsyncIterator[str]:
-    """The demo downstream on the `--demo-port` given: a port taken is the user's to change."""
-    from demo.downstream import start_downstream
-
-    try:
-        downstream = await start_downstream(port=port)
-    except OSError as error:
-        raise fail(
-            f"cannot start the demo downstream on 127.0.0.1:{port}: "
-            f"{error.strerror or error}; pick another with --demo-port (0: a free one)"
-        ) from None
-    try:
-        yield downstream.url
-    finally:
-        await downstream.stop()
 
 
 async def _read(ops: Operations, live: run_live_display.LiveView, run_id: str) -> bool:

@@ -437,7 +437,11 @@ def _warn_demo(downstream_url: str, names: list[str]) -> None:
 
 
 async def _serve_all(
-    settings: Settings, server: ApiServer, service: str, demo: list[tuple[str, str]] | None
+    settings: Settings,
+    server: ApiServer,
+    service: str,
+    demo: list[tuple[str, str]] | None,
+    demo_port: int | None = None,
 ) -> None:
     from api.rest import borrowed_runtime, create_app
     from engine.lifecycle import ServiceLifecycle
@@ -450,12 +454,18 @@ async def _serve_all(
             runtime = await _open(settings)
             stack.push_async_callback(runtime.close)
             downstream_url = None
-            if demo is not None:
+            if demo is not None and demo_port is not None:
+                downstream_url = await stack.enter_async_context(
+                    demo_address.on_port(demo_port, CannotStart)
+                )
+            elif demo is not None:
                 preferred = await demo_address.remembered_port(runtime, _example_names(demo))
                 downstream_url = await stack.enter_async_context(
                     demo_address.started(preferred, "examples")
                 )
-                _warn_demo(downstream_url, await _publish_examples(runtime, demo, downstream_url))
+            if demo is not None and downstream_url is not None:
+                published = await _publish_examples(runtime, demo, downstream_url)
+                _warn_demo(downstream_url, published)
             settle_heap()
             app = create_app(
                 settings,
@@ -481,6 +491,17 @@ def serve(
     examples: Annotated[
         Path, typer.Option(help="Example workflows published by --demo.")
     ] = EXAMPLES_DIR,
+    demo_port: Annotated[
+        int | None,
+        typer.Option(
+            min=0,
+            max=65535,
+            metavar="PORT",
+            help="Port of the --demo downstream (0: a free one). Default: the port the "
+            "examples' published versions call, when free (no new version), else a free one.",
+            show_default=False,
+        ),
+    ] = None,
     concurrency: Annotated[int | None, typer.Option(help="Steps in flight.")] = None,
     database: DatabaseOption = None,
     log_level: LogLevel = log_setup.Level.INFO,
@@ -497,6 +518,8 @@ def serve(
     # whose polling reads would bury the lines an operator acts on.
     chosen = _access_log(access_log, no_access_log, log_setup.AccessLog.CHANGES)
     _logging(service, log_level, log_format, access_log=chosen)
+    if demo_port is not None and not demo:
+        raise usage.fail("--demo-port is the port of the --demo downstream: give it with --demo")
     settings = _settings(concurrency, database)
     if demo:
         settings = settings.allowing_loopback()
@@ -504,7 +527,8 @@ def serve(
     def start() -> Coroutine[Any, Any, None]:
         _check_secret_keys(settings)
         documents = _read_examples(examples) if demo else None
-        return _serve_all(settings, _listen(host, port, settings), service, documents)
+        server = _listen(host, port, settings)
+        return _serve_all(settings, server, service, documents, demo_port)
 
     _run(start, settings, database)
 
