@@ -39,6 +39,7 @@ MIRRORS: list[tuple[type[wire.Wire], type[pydantic.BaseModel]]] = [
     (wire.ReprocessResult, action_views.ReprocessResult),
     (wire.CancelResult, action_views.CancelResult),
     (wire.SkippedRun, action_views.SkippedRun),
+    (wire.StuckRun, action_views.StuckRun),
     (wire.BatchRetryResult, action_views.BatchRetryResult),
     (wire.CapsView, settings_views.CapsView),
     (wire.CapsRemoved, CapsRemoved),
