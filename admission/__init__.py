@@ -14,6 +14,7 @@ from admission.caps import CapsSource, DestinationCaps, RedisCapsStore
 from admission.config import AdmissionConfig, RetryBudgetConfig, TenantRateConfig
 from admission.controller import Admission
 from admission.rate_limit import RateDecision, TenantRateLimited, TenantRateLimiter
+from admission.refusals import DestinationPaced
 from admission.retry_budget import RetryBudget, SharedRetryBudget
 from admission.ticket import CallOutcome, Ticket, TicketAlreadySettled
 from admission.visibility import AdmissionSnapshot, DestinationState, LayerStatus, TenantUsage
@@ -32,6 +33,7 @@ __all__ = [
     "CallOutcome",
     "CapsSource",
     "DestinationCaps",
+    "DestinationPaced",
     "DestinationState",
     "Layer",
     "LayerStatus",

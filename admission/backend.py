@@ -130,6 +130,14 @@ class AdmitReply:
     """Slots the destination's limit left unused after this admit (negative: over it)."""
     rate_capped: bool = False
     """The destination has a `ratePerSecond`."""
+    cap: int = 0
+    """The destination's `maxConcurrency` (its configured cap, else the default cap)."""
+    rate_per_second: float = 0.0
+    """The destination's `ratePerSecond` (0: none)."""
+    at_cap: bool = False
+    """The AIMD limit has reached the cap: the cap, not a limit cut by overload, bounds the
+    destination's slots (a NO_SLOT then is the operator's pacing, not a struggling
+    destination)."""
 
 
 @dataclass(frozen=True)
@@ -347,6 +355,9 @@ def _decode(op: Op, reply: list[object]) -> Reply:
             free_slots=int(_text(reply[10])),
             rate_capped=bool(reply[11]),
             events=_events(reply[12]),
+            cap=int(_text(reply[13])),
+            rate_per_second=float(_text(reply[14])),
+            at_cap=bool(reply[15]),
         )
     if isinstance(op, SettleOp):
         return SettleReply(

@@ -19,9 +19,12 @@ it goes only while the destination's retry budget allows.
 `admit` raises `StepFailure(EXTERNAL_OVERLOAD)` when a breaker blocks the call (with
 `retry_after_s` = when probes will be let through), when the retry budget refuses a retry
 (`RetryRefused`: the GATEWAY then fails with its previous attempt's failure), or when no slot
-frees up within `wait_timeout_s`; the engine redispatches such steps instead of
-holding a worker. A step's first attempt also takes an item from the tenant's rate window
-(`take_item=True`, in the same atomic script); at the limit `admit` raises
+frees up within `wait_timeout_s` while the AIMD limit (cut by overload) holds the destination;
+the engine redispatches such steps instead of holding a worker. A wait that runs out while the
+destination's own cap holds it (its `maxConcurrency` at an uncut limit, or its
+`ratePerSecond`) raises the subclass `DestinationPaced`: the operator's pacing, so the engine
+parks the step to ask again, never fails it. A step's first attempt also takes an item from
+the tenant's rate window (`take_item=True`, in the same atomic script); at the limit `admit` raises
 `TenantRateLimited` and the step is delayed, not failed. `tenant_check` asks the same
 question on its own.
 
@@ -113,6 +116,9 @@ class Admission:
         self._loaded = LoadOnce()
         self._waiters = SlotWaiters()
         self._views = Views()
+        self._last_wait: dict[str, AdmitReply] = {}
+        """Per destination, this process's latest refusal that waiting cures (no slot, its
+        rate): what holds the callers that queued behind it without asking."""
         self.handovers = 0
         """Slots handed from a finished call to a waiting one in this process."""
         self._limit_logged: dict[str, tuple[float, float]] = {}
@@ -146,8 +152,9 @@ class Admission:
         redispatch) and goes only while the destination's retry budget allows.
 
         Raises `StepFailure(EXTERNAL_OVERLOAD)` if a breaker blocks the call, the retry
-        budget refuses it or no slot frees up in time, and `TenantRateLimited` when the
-        tenant's window is full. The returned `Ticket` must be settled exactly once.
+        budget refuses it or no slot frees up in time (its subclass `DestinationPaced` when
+        the destination's own cap, not a cut AIMD limit, held it), and `TenantRateLimited`
+        when the tenant's window is full. The returned `Ticket` must be settled exactly once.
         """
         if wait_timeout_s < 0:
             raise ValueError("wait_timeout_s must not be negative")
@@ -218,7 +225,8 @@ class Admission:
                 if waiter.handed is not None:
                     # Handed a slot while being cancelled: give it back, never leak it.
                     await waiter.handed.ignore()
-        raise wait_exhausted(destination, wait_timeout_s, reply)
+        # A caller that queued and never asked judges by this process's latest refusal.
+        raise wait_exhausted(destination, wait_timeout_s, reply or self._last_wait.get(destination))
 
     def _joins_queue(self, op: AdmitOp, wait_timeout_s: float) -> bool:
         """Whether a new caller takes its place in the queue without asking first. Behind
@@ -254,10 +262,10 @@ class Admission:
                 waiter.busy = False
         if not isinstance(reply, AdmitReply):
             raise TypeError(f"admit answered {reply!r}")
-        self._views.get(op.destination).waiting_cures = reply.code in {
-            AdmitCode.NO_SLOT,
-            AdmitCode.RATE_LIMITED,
-        }
+        waiting_cures = reply.code in {AdmitCode.NO_SLOT, AdmitCode.RATE_LIMITED}
+        self._views.get(op.destination).waiting_cures = waiting_cures
+        if waiting_cures:
+            self._last_wait[op.destination] = reply
         self._saw_admit(op, reply)
         return reply
 

@@ -1,10 +1,12 @@
 """What `Admission.admit` raises when the admission script says no.
 
 Refusals that waiting cannot cure end the admit at once; the others (no free slot, the
-destination's rate) are waited out, and only a wait that runs out of time fails. Every failure
+destination's rate) are waited out, and only a wait that runs out of time ends it. Every failure
 is a `StepFailure(EXTERNAL_OVERLOAD)` (a retry the budget refuses is its subclass
 `RetryRefused`), so the call is not held on a worker; a full tenant window is
-`TenantRateLimited`, which delays the step instead of failing it.
+`TenantRateLimited`, which delays the step instead of failing it. A wait that ran out while
+the destination's own cap (not its AIMD limit) held it is `DestinationPaced`, the failure's
+subclass the engine turns into a delay too.
 """
 
 from __future__ import annotations
@@ -12,6 +14,7 @@ from __future__ import annotations
 from admission.backend import AdmitCode, AdmitReply
 from admission.rate_limit import RateDecision, TenantRateLimited
 from schemas.errors import BreakerOpen, FailureKind, RetryRefused, StepFailure
+from schemas.waiting import WaitReason
 
 
 def raise_if_refused(
@@ -49,14 +52,63 @@ def breaker_failure(destination: str, tenant_id: str, reply: AdmitReply) -> Step
     )
 
 
+PACED_DELAY_S = 1.0
+"""How long a step held back by its destination's own cap is parked before it asks again. It
+has just waited its whole admission wait in the queue; it parks (freeing its worker) only
+briefly, so it is soon back in the running for the next slot."""
+
+
+class DestinationPaced(StepFailure):
+    """The admission wait ran out while the destination's own cap held the call: its
+    `maxConcurrency` was reached at an AIMD limit no overload had cut below it, or its
+    `ratePerSecond` was. That is the pacing the operator asked for, not an overloaded
+    destination: the engine parks the step for `delay_s` and it asks again, like a full tenant
+    window (it is not failed, nor counted against `maxAutoRetries`; nothing was sent, so no
+    AIMD cut, breaker or retry budget hears of it). It is a `StepFailure` (the exhausted wait's
+    `external_overload`, the same message as ever) so that callers outside the engine that
+    treat any refusal alike still do; `wait_message` is what the parked step says."""
+
+    def __init__(self, message: str, wait_message: str, delay_s: float = PACED_DELAY_S) -> None:
+        super().__init__(FailureKind.EXTERNAL_OVERLOAD, message)
+        self.wait_message = wait_message
+        self.delay_s = delay_s
+
+    @property
+    def wait_reason(self) -> WaitReason:
+        return WaitReason.DESTINATION_CAP
+
+
 def wait_exhausted(destination: str, waited_s: float, reply: AdmitReply | None) -> StepFailure:
-    """The failure of a call that found no slot within `waited_s`; `reply` is the last answer."""
+    """What a call that found no slot within `waited_s` raises; `reply` is the last answer
+    about the destination. `DestinationPaced` when the destination's own cap is what holds it
+    (its rate, or its maxConcurrency at a limit AIMD never cut below it); otherwise the AIMD
+    limit holds it (the destination signalled overload): a plain `EXTERNAL_OVERLOAD`."""
     detail = ""
     if reply is not None and reply.code is AdmitCode.RATE_LIMITED:
         detail = " (its ratePerSecond is reached)"
     elif reply is not None:
         detail = f" ({reply.in_flight} calls in flight, limit {reply.limit:.1f})"
-    return StepFailure(
-        FailureKind.EXTERNAL_OVERLOAD,
-        f"admission wait exhausted: no slot for {destination!r} within {waited_s:.1f} s{detail}",
+    message = (
+        f"admission wait exhausted: no slot for {destination!r} within {waited_s:.1f} s{detail}"
     )
+    cap = _cap_holding(reply)
+    if cap is None:
+        return StepFailure(FailureKind.EXTERNAL_OVERLOAD, message)
+    return DestinationPaced(
+        message,
+        f"waiting for the destination's cap ({cap}): no slot for {destination!r} within "
+        f"{waited_s:.1f} s; the step asks again in {PACED_DELAY_S:g} s and runs when its turn "
+        f"comes (raise the cap with `schemabridge destinations set-cap {destination} ...`)",
+    )
+
+
+def _cap_holding(reply: AdmitReply | None) -> str | None:
+    """The destination's own cap that refused `reply` (e.g. `0.2/s`, `maxConcurrency 1`), or
+    None when the refusal was the AIMD limit's (or there is no refusal to judge)."""
+    if reply is None:
+        return None
+    if reply.code is AdmitCode.RATE_LIMITED:
+        return f"{reply.rate_per_second:g}/s"
+    if reply.code is AdmitCode.NO_SLOT and reply.at_cap:
+        return f"maxConcurrency {reply.cap}"
+    return None

@@ -30,6 +30,10 @@ class WaitReason(StrEnum):
     REDISPATCH = "redispatch"
     """The destination was overloaded (a final 429/503, no admission slot in time, an exhausted
     retry budget); the step is redispatched n of `maxAutoRetries` times."""
+    DESTINATION_CAP = "destination_cap"
+    """The step waited its whole admission wait while its destination's own cap held it (the
+    operator's `maxConcurrency` or `ratePerSecond`, set with `schemabridge destinations
+    set-cap`); it parks 1 s and asks again, as often as it takes: pacing, never a failure."""
     ADMISSION_WAIT = "admission_wait"
     """The step is running and waits for an admission slot of its destination (its AIMD limit
     or cap is reached); seen by the lease renewer, so up to a third of a lease late."""

@@ -23,8 +23,10 @@
 --   T (take one tenant item): window key, member, tenant id, tenant default limit
 -- Reply: one table per operation, in order, its last element the breaker transitions it made
 --   A: {code, epoch, in_flight, limit, hint_s, layer, t_probe, g_probe, used, limit, free,
---       rate_capped, events}  (free: slots the limit leaves unused after this operation,
---       negative when over it; rate_capped: the destination has a ratePerSecond)
+--       rate_capped, events, cap, rate, at_cap}  (free: slots the limit leaves unused after
+--       this operation, negative when over it; rate_capped: the destination has a
+--       ratePerSecond; cap, rate: its maxConcurrency and ratePerSecond (0: none); at_cap: the
+--       AIMD limit has reached the cap, so the cap, not the limit, bounds the slots)
 --      code 1 granted, 2 breaker blocks, 3 no free slot, 4 destination rate, 5 retry budget
 --      exhausted, 6 tenant at its rate limit (used/limit of its window, hint = s until room)
 --   S: {old_limit, new_limit, epoch, cut, lease_held, budget_tokens, free, global breaker
@@ -197,7 +199,8 @@ local function admit(op)
   local function reply(code, hint, layer, t_probe, g_probe, used, tenant_limit)
     return {code, d.epoch, d.in_flight, num(d.limit), num(hint), layer, t_probe, g_probe,
       used or 0, tenant_limit or 0, free_slots(d), d.rate_per_s and 1 or 0,
-      events_since(first_event)}
+      events_since(first_event), d.cap, num(d.rate_per_s or 0),
+      math.floor(d.limit) >= d.cap and 1 or 0}
   end
 
   local w = nil

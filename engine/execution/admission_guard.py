@@ -19,6 +19,10 @@ and the step remembers it (`tenant_item_taken`, durable) so that its redispatche
 re-runs after a park do not take another — while a step refused before anything was sent
 (an open breaker, no slot in time) still takes its item when it is finally admitted.
 
+A wait for a slot that runs out while the destination's own cap holds it (`DestinationPaced`)
+parks the step, as a full tenant window does; only on an in-process retry does it fail as an
+overload, as an exhausted wait under a cut AIMD limit always does.
+
 A coordination failure (Redis down) before the call becomes `CoordinationDown`, which the
 executor turns into a short park; after the call it is logged and dropped, so a call that was
 answered is never turned into a failure by admission bookkeeping (the slot's lease expires).
@@ -32,10 +36,10 @@ from dataclasses import dataclass, field
 
 from redis.exceptions import ResponseError
 
-from admission import Admission, CallOutcome, DestinationCaps, Ticket
+from admission import Admission, CallOutcome, DestinationCaps, DestinationPaced, Ticket
 from engine.coordination.redis_client import COORDINATION_ERRORS
 from engine.store import Store
-from schemas.errors import StepDeferred
+from schemas.errors import StepDeferred, StepFailure
 
 logger = logging.getLogger(__name__)
 
@@ -170,6 +174,12 @@ class AdmissionGuard:
             self.item_taken = True  # admitted: the item (if it was still due) went with it
             if self.tickets is not None:
                 self.tickets.hold(self._ticket, timeout_s)
+        except DestinationPaced as paced:
+            if not first:
+                # An in-process retry has an answer already: parking would start the step's
+                # attempts over, so it fails as an overload (a redispatch) as it always did.
+                raise StepFailure(paced.kind, paced.message) from paced
+            raise
         except ResponseError:
             # Redis answered with an error (a script bug, wrong arguments): not an outage to
             # wait out but a defect that must fail the step visibly.

@@ -32,7 +32,7 @@ from sqlalchemy.exc import (
 )
 from sqlalchemy.exc import TimeoutError as SATimeoutError
 
-from admission import Admission, TenantRateLimited
+from admission import Admission, DestinationPaced, TenantRateLimited
 from engine import payload_defaults
 from engine.execution import deploy_stage, fanout, merge_outputs, step_secrets
 from engine.execution import step_rules as scheduler
@@ -397,6 +397,10 @@ async def _gateway(
             rate_limit_message(ctx.tenant_id, limited.decision.used, limited.decision.limit),
             WaitReason.TENANT_RATE_LIMIT,
         )
+    except DestinationPaced as paced:
+        # The destination's own cap (its rate or maxConcurrency) held the call for the whole
+        # admission wait: the operator's pacing, so the step waits its turn, it does not fail.
+        return Parked(paced.delay_s, paced.wait_message, paced.wait_reason)
     except CoordinationDown as down:
         # Nothing was sent: Redis is unreachable, so admission cannot be decided. Work waits.
         return Parked(COORDINATION_RETRY_S, str(down), WaitReason.COORDINATION_UNAVAILABLE)

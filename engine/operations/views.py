@@ -235,8 +235,8 @@ class WaitingView(View):
 
     reason: str
     """A `schemas.waiting.WaitReason` value: `tenant_rate_limit`, `backpressure`,
-    `payload_store`, `breaker_open`, `redispatch`, `admission_wait`, `retry_backoff`,
-    `store_unavailable`, `coordination_unavailable`."""
+    `payload_store`, `breaker_open`, `redispatch`, `destination_cap`, `admission_wait`,
+    `retry_backoff`, `store_unavailable`, `coordination_unavailable`, `deployment_stage`."""
     message: str
     """What to tell a person: the limit and how to raise it, the redispatch `n/max`, …"""
     until: float | None = None

@@ -32,8 +32,10 @@ from admission import (
     TicketAlreadySettled,
 )
 from admission.aimd import slots
+from admission.refusals import DestinationPaced
 from schemas.clock import FakeClock, SystemClock
 from schemas.errors import FailureKind, StepFailure
+from schemas.waiting import WaitReason
 
 Connect = Callable[[], Redis]
 DEST = "https://api.example.com:443"
@@ -248,6 +250,34 @@ async def test_wait_is_bounded_by_its_timeout(connect: Connect) -> None:
         with pytest.raises(StepFailure, match=r"admission wait exhausted.*1 calls in flight"):
             await admission.admit(DEST, "t", wait_timeout_s=0.05)
     await holder.success()
+
+
+async def test_a_wait_held_by_the_cap_is_pacing_and_one_held_by_a_cut_limit_an_overload(
+    connect: Connect,
+) -> None:
+    """The destination's own cap (maxConcurrency at an uncut limit, or ratePerSecond) is the
+    operator's pacing: `DestinationPaced`, which the engine parks. A limit AIMD cut below the
+    cap is the destination's overload: a plain `external_overload`, redispatched."""
+    clock = FakeClock()
+    admission = make(connect, clock, aimd=AimdConfig(initial_limit=2))
+    await admission.set_caps(DEST, DestinationCaps(max_concurrency=2))
+    held = [await admission.admit(DEST, "t", wait_timeout_s=0) for _ in range(2)]
+    with pytest.raises(DestinationPaced) as paced:
+        await admission.admit(DEST, "t", wait_timeout_s=0)
+    assert paced.value.kind is FailureKind.EXTERNAL_OVERLOAD
+    assert paced.value.wait_reason is WaitReason.DESTINATION_CAP
+    assert "waiting for the destination's cap (maxConcurrency 2)" in paced.value.wait_message
+    await held[0].overload()  # a 503: AIMD cuts the limit to 1, under the cap
+    with pytest.raises(StepFailure, match=r"admission wait exhausted.*limit 1\.0") as cut:
+        await admission.admit(DEST, "t", wait_timeout_s=0)
+    assert not isinstance(cut.value, DestinationPaced)
+    await held[1].success()
+    await admission.set_caps(DEST, DestinationCaps(max_concurrency=10, rate_per_second=1))
+    clock.advance(5)
+    await (await admission.admit(DEST, "t", wait_timeout_s=0)).success()
+    with pytest.raises(DestinationPaced) as rate:
+        await admission.admit(DEST, "t", wait_timeout_s=0)
+    assert "waiting for the destination's cap (1/s)" in rate.value.wait_message
 
 
 # ── caps and rate per second ──────────────────────────────────────────────────────────────

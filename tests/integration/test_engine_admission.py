@@ -302,8 +302,13 @@ async def test_a_step_refused_before_sending_takes_its_tenant_item_when_redispat
     try:
         version = await runtime.store.publish(call(f"{downstream.url}/ok"))
         destination = destination_key(downstream.url, None)
-        await Operations(runtime).settings.set_caps(destination, 1)
-        holder = await runtime.admission.admit(destination, "other", wait_timeout_s=0)
+        await Operations(runtime).settings.set_caps(destination, 2)
+        overloaded, holder = [
+            await runtime.admission.admit(destination, "other", wait_timeout_s=0) for _ in "ab"
+        ]
+        # A 503 cuts the limit under the cap: no slot is the destination's overload (a cap
+        # that holds would park the step instead, see the paced fan-out below).
+        await overloaded.overload()
         await runtime.store.create_run(version, {}, tenant_id=tenant)
         refused, first = await execute_claimed(runtime, version.workflow)
         assert isinstance(refused, StepFailed) and refused.retry_at is not None
@@ -375,3 +380,68 @@ async def test_a_park_for_a_store_error_keeps_the_tenant_item_taken(
     assert parked.waiting == Waiting(WaitReason.STORE_UNAVAILABLE, parked.reason)
     assert parked.tenant_item_taken and again.tenant_item_taken
     assert used == 1
+
+
+def paced_fan_out(url: str, destination: str) -> list[Workflow]:
+    """parent: a spawner over `input` → merge; child: one call to `destination`, never
+    redispatched (`maxAutoRetries: 0`), so a step that failed its admission wait would fail."""
+    parent = {
+        "name": "paced",
+        "vertices": {
+            "each": {"type": "SPAWNER", "config": {"items": "{{ input }}", "workflow": "leaf"}},
+            "join": {"type": "MERGE", "dependsOn": ["each"]},
+        },
+    }
+    leaf = {
+        "name": "leaf",
+        "vertices": {
+            "call": {
+                "type": "GATEWAY",
+                "maxAutoRetries": 0,
+                "config": {"url": url, "destination": destination, "retry": {"maxAttempts": 1}},
+            }
+        },
+    }
+    return [Workflow.model_validate(parent), Workflow.model_validate(leaf)]
+
+
+@pytest.mark.parametrize(
+    ("max_concurrency", "rate", "latency_ms", "shown"),
+    [(10, 4.0, 0, "(4/s)"), (1, None, 150, "(maxConcurrency 1)")],
+    ids=["rate", "concurrency"],
+)
+async def test_a_fan_out_past_its_destinations_cap_is_paced_not_failed(
+    backend: Backend, max_concurrency: int, rate: float | None, latency_ms: int, shown: str
+) -> None:
+    """More children than the destination's own cap lets through within one admission wait:
+    each child whose wait runs out parks and asks again (wait reason `destination_cap`), and
+    every one succeeds, none counted against its `maxAutoRetries: 0`."""
+    server = await start_downstream(config=DownstreamConfig(latency_ms=latency_ms))
+    runtime = await Runtime.open(settings_for(backend, admission_wait_s=0.2))
+    destination = f"paced-{uuid.uuid4().hex[:8]}"  # the embedded Redis is shared
+    try:
+        ops = Operations(runtime)
+        await ops.settings.set_caps(destination, max_concurrency, rate)
+        run_id = await start(
+            runtime, paced_fan_out(f"{server.url}/p", destination), list(range(10))
+        )
+        reasons: dict[str, str] = {}
+        async with running_worker(runtime):
+            # Note the children's wait reasons while they run: a bounded number of looks.
+            for _ in range(300):
+                progress = await ops.runs.progress(run_id)
+                reasons |= {w.reason: w.message for w in progress.fanout.waiting}
+                if progress.ended:
+                    break
+                await asyncio.sleep(0.05)
+            run = await wait_for_run(runtime, run_id)
+            children = await runtime.store.children(run_id)
+    finally:
+        await runtime.close()
+        await server.stop()
+    assert run.status == "SUCCEEDED", run.error
+    assert {c.status for c in children} == {"SUCCEEDED"} and len(children) == 10
+    assert server.stats.total == 10  # one request each: nothing failed, nothing resent
+    assert "destination_cap" in reasons, reasons
+    assert f"waiting for the destination's cap {shown}" in reasons["destination_cap"]
+    assert "redispatch" not in reasons
