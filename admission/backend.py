@@ -34,6 +34,7 @@ _SCRIPT_PARTS: dict[str, tuple[str, ...]] = {
     "exchange": ("lib_common", "lib_window", "lib_aimd", "lib_breaker", "lib_budget", "exchange"),
     "renew": ("lib_common", "renew"),
     "budget": ("lib_common", "lib_budget", "budget"),
+    "reset": ("lib_common", "lib_breaker", "reset"),
 }
 
 BudgetOp = Literal["success", "failure", "peek"]
@@ -537,6 +538,30 @@ class CoordinationBackend:
         """Every tenant the rate limiter has seen, sorted."""
         members = await self._redis.smembers(keys.TENANTS_SET)
         return sorted(_text(m) for m in members)
+
+    async def known_destination(self, destination: str) -> bool:
+        """Whether admission has seen a call to `destination` (or caps for it)."""
+        return bool(await self._redis.sismember(keys.DESTINATIONS_SET, destination))
+
+    async def breaker_tenants(self, destination: str) -> list[str]:
+        """The tenants with a breaker layer of `destination`, sorted."""
+        members = await self._redis.smembers(keys.breaker_tenants(destination))
+        return sorted(_text(m) for m in members)
+
+    async def close_breakers(
+        self, layers: Sequence[tuple[str, str]], ttl_s: float
+    ) -> list[BreakerState]:
+        """Close the breaker layers named by `(layer, key prefix)` (`global`/`tenant`, the
+        prefix from `keys.breaker_global`/`breaker_tenant`) in one script run; per layer, the
+        state it had (`CLOSED`: it was left as it was)."""
+        if not layers:
+            return []
+        layer_keys: list[str] = []
+        for _, prefix in layers:
+            layer_keys += [keys.breaker_state(prefix), keys.breaker_probes(prefix)]
+        args: list[Arg] = [int(ttl_s * 1000), *(name for name, _ in layers)]
+        was = await self._scripts["reset"](keys=layer_keys, args=args)
+        return [BreakerState(_text(state)) for state in was]
 
     async def read_destination(self, destination: str, now: float) -> DestinationRecord:
         """A consistent-enough read of one destination's state (two pipelined round trips)."""

@@ -22,6 +22,7 @@ The state machine of one layer, one function per transition in `lua/lib_breaker.
     half_open   probe success; `successes_to_close` reached      reclose     → closed
     half_open   probe failure                                    reopen      → open
     half_open   a probe's lease expires without an outcome       reopen      → open (at expiry)
+    open, half  an operator closes it (`Admission.reset_breakers`) force_close → closed
 
 - open → half-open is decided lazily, on each request, from the stored `opened_at`: no
   timers, so it happens the same in a process started after the breaker opened.
@@ -130,3 +131,14 @@ class LayerView:
         if self.state is not BreakerState.OPEN:
             return 0.0
         return max(0.0, self.opened_at + config.reset_s - now)
+
+
+@dataclass(frozen=True)
+class ClosedBreaker:
+    """A breaker layer an operator closed (`Admission.reset_breakers`)."""
+
+    layer: Layer
+    tenant_id: str | None
+    """The tenant of a tenant layer; None for the global layer."""
+    was: BreakerState
+    """`OPEN` or `HALF_OPEN`: the state it was closed from."""

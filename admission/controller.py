@@ -47,6 +47,7 @@ from collections.abc import Awaitable, Collection, Sequence
 
 from redis.asyncio import Redis
 
+from admission import keys
 from admission.backend import (
     AdmitCode,
     AdmitOp,
@@ -57,7 +58,7 @@ from admission.backend import (
     SettleReply,
 )
 from admission.batching import ExchangeBatcher
-from admission.breaker import BreakerState, Transition
+from admission.breaker import BreakerState, ClosedBreaker, Layer, Transition
 from admission.caps import CapsSource, DestinationCaps, LoadOnce, RedisCapsStore
 from admission.config import AdmissionConfig
 from admission.handover import Views
@@ -341,6 +342,53 @@ class Admission:
             destination,
             extra={"event": "admission.caps_removed", "destination": destination},
         )
+
+    async def reset_breakers(
+        self, destination: str, tenant_id: str | None = None
+    ) -> list[ClosedBreaker] | None:
+        """Close the breakers of `destination` that are open or half-open, for every worker at
+        once: its global layer and every tenant layer, or only `tenant_id`'s tenant layer
+        when one is given (the global layer is every tenant's). An operator does this once
+        the destination is fixed, so that calls go at once instead of after the reset
+        timeout. The layers closed (none: all were closed already); None when admission has
+        never seen `destination`."""
+        if not await self.backend.known_destination(destination):
+            return None
+        # Per layer: (layer, its tenant or None, its keys' prefix).
+        layers: list[tuple[Layer, str | None, str]] = []
+        if tenant_id is None:
+            layers.append((Layer.GLOBAL, None, keys.breaker_global(destination)))
+        tenants = (
+            [tenant_id]
+            if tenant_id is not None
+            else await self.backend.breaker_tenants(destination)
+        )
+        layers += [(Layer.TENANT, t, keys.breaker_tenant(destination, t)) for t in tenants]
+        was = await self.backend.close_breakers(
+            [(layer.value, prefix) for layer, _, prefix in layers], self.config.state_ttl_s
+        )
+        closed = [
+            ClosedBreaker(layer, tenant, state)
+            for (layer, tenant, _), state in zip(layers, was, strict=True)
+            if state is not BreakerState.CLOSED
+        ]
+        for breaker in closed:
+            logger.warning(
+                "%s breaker of %s%s closed by an operator (was %s)",
+                breaker.layer.value,
+                destination,
+                f" (tenant {breaker.tenant_id})" if breaker.tenant_id else "",
+                breaker.was.value,
+                extra={
+                    "event": "admission.breaker_reset",
+                    "destination": destination,
+                    "tenant_id": breaker.tenant_id,
+                    "layer": breaker.layer.value,
+                    "state_from": breaker.was.value,
+                    "state_to": BreakerState.CLOSED.value,
+                },
+            )
+        return closed
 
     async def get_caps(self, destination: str) -> DestinationCaps | None:
         return await self.caps.get_caps(destination)

@@ -58,6 +58,15 @@ local function bk_reopen(L, at)
   redis.call('DEL', L.z)
 end
 
+-- open or half_open -> closed: an operator closed it (the downstream is fixed): counts and
+-- probe permits start afresh; a probe still under way settles as a late outcome.
+local function bk_force_close(L)
+  bk_move(L, 'closed')
+  L.failures = 0
+  L.successes = 0
+  redis.call('DEL', L.z)
+end
+
 -- Transitions that are due by `now` without any outcome: a probe whose lease expired is a
 -- failure (so no breaker stays half-open behind a hung call), then an open breaker whose
 -- reset timeout has elapsed half-opens.

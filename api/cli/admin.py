@@ -45,7 +45,14 @@ from schemas.close_names import close_names, did_you_mean
 
 if TYPE_CHECKING:
     from api.cli.client import ApiClient
-    from api.cli.wire import BreakerView, CapsView, DestinationView, ServiceView, TenantView
+    from api.cli.wire import (
+        BreakersReset,
+        BreakerView,
+        CapsView,
+        DestinationView,
+        ServiceView,
+        TenantView,
+    )
 
 destinations_app = typer.Typer(
     help="Destination caps and admission state (AIMD limit, in flight, breakers).",
@@ -312,6 +319,40 @@ def remove_cap(
     what = "cap removed" if removed else "had no cap"
     default = "the default cap" + ("" if cap is None else f" ({cap:,})")
     stdout().print(f"{destination}: {what}; {default} applies", markup=False)
+
+
+@destinations_app.command("reset-breaker", epilog=EXIT_CODES_HELP)
+def reset_breaker(
+    destination: DestinationArgument,
+    tenant: Annotated[
+        str | None,
+        typer.Option(help="Close only this tenant's breaker (left out: every breaker of it)."),
+    ] = None,
+    api_url: ApiUrlOption = DEFAULT_API_URL,
+    api_key: ApiKeyOption = None,
+    output: OutputOption = OutputFormat.TEXT,
+    debug: DebugOption = False,
+) -> None:
+    """Close a destination's open breakers for every worker, once it is fixed: calls go at
+    once instead of after the breaker's reset timeout (then `runs retry` / `runs reprocess`
+    the steps it failed). Prints what was closed."""
+    remote = Remote(api_url, api_key, output, debug)
+
+    async def action(api: ApiClient) -> BreakersReset:
+        return await api.settings.reset_breakers(destination, tenant)
+
+    reset = call(remote, action)
+    if remote.json:
+        print_json(dump(reset))
+        return
+    if not reset.closed:
+        which = f"the tenant breaker of {tenant}" if tenant else "every breaker"
+        stdout().print(f"{destination}: {which} was closed already", markup=False)
+        return
+    for closed in reset.closed:
+        layer = f"tenant breaker ({closed.tenant_id})" if closed.tenant_id else "global breaker"
+        was = closed.was.replace("_", "-")
+        stdout().print(f"{destination}: {layer} closed (was {was})", markup=False)
 
 
 # ── tenants ──────────────────────────────────────────────────────────────────────────────────

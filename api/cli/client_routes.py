@@ -15,6 +15,7 @@ from urllib.parse import quote
 
 from api.cli.wire import (
     BatchRetryResult,
+    BreakersReset,
     CancelResult,
     CapsRemoved,
     CapsView,
@@ -287,6 +288,13 @@ class SettingsApi:
         """`DELETE /destinations/{key}/caps` (`removed` False: it had none)."""
         path = f"/destinations/{segment(destination)}/caps"
         return await self._session.fetch(CapsRemoved, "DELETE", path)
+
+    async def reset_breakers(self, destination: str, tenant: str | None = None) -> BreakersReset:
+        """`POST /destinations/{key}/breakers/reset`: close its open breakers (404
+        `destination_not_found` for a key no call has reached)."""
+        path = f"/destinations/{segment(destination)}/breakers/reset"
+        params = {} if tenant is None else {"tenant": tenant}
+        return await self._session.fetch(BreakersReset, "POST", path, params=params)
 
     async def tenants(self) -> Page[TenantView]:
         """`GET /tenants` (admin)."""

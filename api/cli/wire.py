@@ -320,6 +320,18 @@ class CapsRemoved(Wire):
     removed: bool
 
 
+class ClosedBreakerView(Wire):
+    layer: str
+    tenant_id: str | None = None
+    was: str
+
+
+class BreakersReset(Wire):
+    destination: str
+    tenant_id: str | None = None
+    closed: list[ClosedBreakerView]
+
+
 class BreakerView(Wire):
     state: str
     failures: int = 0

@@ -8,7 +8,9 @@ reached a change is refused with 503 `coordination_unavailable` and may be sent 
 
 from __future__ import annotations
 
-from fastapi import APIRouter
+from typing import Annotated
+
+from fastapi import APIRouter, Query
 from pydantic import BaseModel, ConfigDict, Field
 from pydantic.alias_generators import to_camel
 
@@ -17,7 +19,13 @@ from api.rest.deps import OperationsDep
 from api.rest.errors import error_responses
 from engine.operations.destination_history import DestinationHistoryView
 from engine.operations.settings import MAX_SETTING
-from engine.operations.settings_views import CapsView, DestinationView, ServiceView, TenantView
+from engine.operations.settings_views import (
+    BreakersReset,
+    CapsView,
+    DestinationView,
+    ServiceView,
+    TenantView,
+)
 from engine.operations.views import View
 from schemas.errors import ApiError
 
@@ -176,6 +184,34 @@ async def change_caps(
 )
 async def remove_caps(key: str, ops: OperationsDep, _caller: AdminDep) -> CapsRemoved:
     return CapsRemoved(destination=key, removed=await ops.settings.remove_caps(key))
+
+
+@router.post(
+    "/destinations/{key:path}/breakers/reset",
+    tags=["destinations"],
+    response_model=BreakersReset,
+    responses=error_responses(401, 403, 404, 422, 503),
+    summary="Close a destination's open breakers (every worker, at once)",
+    description=DESTINATION_KEY,
+)
+async def reset_breakers(
+    key: str,
+    ops: OperationsDep,
+    _caller: AdminDep,
+    tenant: Annotated[
+        str | None,
+        Query(
+            description="Close only this tenant's layer (left out: the global layer and "
+            "every tenant's).",
+            max_length=200,
+        ),
+    ] = None,
+) -> BreakersReset:
+    """For a destination that is fixed: steps retried now call it at once instead of failing
+    on its open breaker until the reset timeout. Answers the layers closed (empty: none was
+    open). 404 `destination_not_found` for a key no call has reached, 422 for a tenant id
+    that cannot be one."""
+    return await ops.settings.reset_breakers(key, tenant)
 
 
 # ── tenants ────────────────────────────────────────────────────────────────────────────────

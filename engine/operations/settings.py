@@ -23,14 +23,17 @@ from engine.coordination.redis_client import COORDINATION_ERRORS, redis_ok
 from engine.operations.boundary import store_boundary
 from engine.operations.destination_keys import check_destination
 from engine.operations.settings_views import (
+    BreakersReset,
     CapsView,
+    ClosedBreakerView,
     DestinationView,
     QuotaView,
     ServiceView,
     TenantRateView,
     TenantView,
 )
-from schemas.errors import InvalidRequest, Unavailable
+from schemas.close_names import close_names, did_you_mean
+from schemas.errors import InvalidRequest, NotFound, Unavailable
 from schemas.tenant_ids import check_tenant_id
 
 if TYPE_CHECKING:
@@ -159,6 +162,35 @@ class SettingsOperations:
             operative = await self._runtime.admission.get_caps(destination)
             await self._runtime.admission.remove_caps(destination)
         return stored is not None or operative is not None
+
+    async def reset_breakers(self, destination: str, tenant_id: str | None = None) -> BreakersReset:
+        """Close the destination's open or half-open breakers for every worker at once (the
+        global layer and every tenant layer, or only `tenant_id`'s tenant layer), once the
+        destination is fixed: retried steps then call it now, not after the reset timeout.
+        Answers what was closed (nothing: all were closed already). A destination admission
+        never saw is `destination_not_found`; Redis down, `coordination_unavailable`."""
+        if tenant_id is not None:
+            check_tenant_id(tenant_id)
+        await self._require_coordination(f"closing the breakers of {destination}")
+        with _coordination(f"the breakers of {destination} were not closed"):
+            closed = await self._runtime.admission.reset_breakers(destination, tenant_id)
+        if closed is None:
+            known = [d.destination for d in (await self._runtime.admission.snapshot()).destinations]
+            close = close_names(destination, known)
+            meant = f"; {did_you_mean(close)}" if close else ""
+            raise NotFound(
+                f"no call has reached {destination}, so it has no breakers{meant} "
+                "(`schemabridge destinations list` shows the known ones)",
+                code="destination_not_found",
+            )
+        return BreakersReset(
+            destination=destination,
+            tenant_id=tenant_id,
+            closed=[
+                ClosedBreakerView(layer=c.layer.value, tenant_id=c.tenant_id, was=c.was.value)
+                for c in closed
+            ],
+        )
 
     @store_boundary
     async def destinations(self) -> list[DestinationView]:

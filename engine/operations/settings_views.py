@@ -45,6 +45,27 @@ class BreakerView(View):
         )
 
 
+class ClosedBreakerView(View):
+    """A breaker layer an operator closed."""
+
+    layer: str
+    """`global` or `tenant`."""
+    tenant_id: str | None = None
+    """The tenant of a tenant layer; None for the global layer."""
+    was: str
+    """The state it was closed from: `open` or `half_open`."""
+
+
+class BreakersReset(View):
+    """What `POST /destinations/{key}/breakers/reset` closed (empty: every layer was closed
+    already)."""
+
+    destination: str
+    tenant_id: str | None = None
+    """Only this tenant's layer was asked for; None: the global layer and every tenant's."""
+    closed: list[ClosedBreakerView]
+
+
 class DestinationView(View):
     """Everything admission knows about one destination, with its configured caps."""
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import re
+import uuid
 
 from tests.e2e.cli_harness import Stack, assert_refused
 
@@ -80,3 +81,39 @@ def test_values_the_api_refuses_are_usage_errors(serve_api: Stack) -> None:
     both = serve_api.cli("tenants", "set-rate", "acme", "5", "--reset")
     assert both.returncode == 2 and "give a rate per minute, or --reset" in both.stderr
     assert "Traceback" not in both.stderr
+
+
+def open_tenant_breaker(stack: Stack, destination: str, tenant: str) -> None:
+    """A run of `tenant` whose call to `destination` is answered 500 five times (its in-process
+    retries): the tenant breaker of `destination` opens, as a failing downstream opens it."""
+    name = f"brk-{uuid.uuid4().hex[:8]}"
+    path = stack.tmp / f"{name}.json"
+    call = {
+        "url": stack.downstream + "/brk?status=500",
+        "destination": destination,
+        "retry": {"maxAttempts": 5, "baseDelayMs": 10},
+    }
+    workflow = {
+        "name": name,
+        "vertices": {"call": {"type": "GATEWAY", "maxAutoRetries": 0, "config": call}},
+    }
+    path.write_text(json.dumps(workflow))
+    stack.ok("workflows", "publish", str(path))
+    run = stack.cli("runs", "submit", name, "--tenant", tenant, "--wait", "-o", "json")
+    assert json.loads(run.stdout)["status"] == "FAILED", (run.stdout, run.stderr)
+
+
+def test_an_open_breaker_is_closed_by_hand(serve_api: Stack) -> None:
+    destination = f"brk-{uuid.uuid4().hex[:8]}"
+    unknown = serve_api.cli("destinations", "reset-breaker", destination)
+    assert_refused(unknown, 1, f"no call has reached {destination}")
+    open_tenant_breaker(serve_api, destination, "acme")
+    open_tenant_breaker(serve_api, destination, "globex")
+    one = serve_api.ok("destinations", "reset-breaker", destination, "--tenant", "acme")
+    assert one.stdout.strip() == f"{destination}: tenant breaker (acme) closed (was open)"
+    rest = serve_api.json("destinations", "reset-breaker", destination)
+    assert rest["closed"] == [{"layer": "tenant", "tenantId": "globex", "was": "open"}]
+    again = serve_api.ok("destinations", "reset-breaker", destination)
+    assert again.stdout.strip() == f"{destination}: every breaker was closed already"
+    tenant_key = serve_api.cli("destinations", "reset-breaker", destination, key="")
+    assert tenant_key.returncode == 4 and "Traceback" not in tenant_key.stderr

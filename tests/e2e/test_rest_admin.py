@@ -6,6 +6,7 @@ key reading its own tenant only; bad input refused with a code."""
 from __future__ import annotations
 
 import asyncio
+import uuid
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from urllib.parse import quote
@@ -51,6 +52,41 @@ async def api(backend: Backend) -> AsyncIterator[Api]:
 
 def caps_path(key: str) -> str:
     return f"/destinations/{quote(key, safe='')}/caps"
+
+
+def breakers_path(key: str) -> str:
+    return f"/destinations/{quote(key, safe='')}/breakers/reset"
+
+
+async def open_breakers(api: Api, key: str, tenant: str, failures: int) -> None:
+    """`failures` consecutive failed calls of `tenant` to `key` (5 open its tenant layer)."""
+    for _ in range(failures):
+        await (await api.runtime.admission.admit(key, tenant, wait_timeout_s=0)).failure()
+
+
+async def test_an_admin_closes_a_destinations_open_breakers(api: Api) -> None:
+    key = f"http://brk-{uuid.uuid4().hex[:8]}:8080"  # the embedded Redis is shared
+    async with client(api.url, api.admin_key) as http:
+        unknown = await http.post(breakers_path(key))
+        assert unknown.status_code == 404 and unknown.json()["code"] == "destination_not_found"
+        await open_breakers(api, key, "acme", 5)
+        await open_breakers(api, key, "globex", 5)
+        one = await http.post(breakers_path(key), params={"tenant": "acme"})
+        assert one.status_code == 200, one.text
+        assert one.json() == {
+            "destination": key,
+            "tenantId": "acme",
+            "closed": [{"layer": "tenant", "tenantId": "acme", "was": "open"}],
+        }
+        every = await http.post(breakers_path(key))
+        assert every.json()["closed"] == [{"layer": "tenant", "tenantId": "globex", "was": "open"}]
+        again = await http.post(breakers_path(key))
+        assert again.status_code == 200 and again.json()["closed"] == []
+        bad = await http.post(breakers_path(key), params={"tenant": " acme"})
+        assert bad.status_code == 422 and bad.json()["code"] == "invalid_tenant", bad.text
+    # Calls go again at once, for both tenants.
+    for tenant in ("acme", "globex"):
+        await (await api.runtime.admission.admit(key, tenant, wait_timeout_s=0)).success()
 
 
 async def test_caps_set_and_removed_under_an_encoded_key(api: Api) -> None:
@@ -186,6 +222,7 @@ async def test_a_tenant_key_reads_its_own_tenant_only(api: Api) -> None:
             ("PUT", caps_path("erp"), {"maxConcurrency": 1}),
             ("PATCH", caps_path("erp"), {"ratePerSecond": 1}),
             ("DELETE", caps_path("erp"), None),
+            ("POST", breakers_path("erp"), None),
             ("GET", "/services", None),
         ]:
             answer = await http.request(method, path, json=body)

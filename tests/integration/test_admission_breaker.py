@@ -9,7 +9,15 @@ from collections.abc import Callable
 import pytest
 from redis.asyncio import Redis
 
-from admission import Admission, AdmissionConfig, AimdConfig, BreakerState, CallOutcome, Ticket
+from admission import (
+    Admission,
+    AdmissionConfig,
+    AimdConfig,
+    BreakerState,
+    CallOutcome,
+    Layer,
+    Ticket,
+)
 from schemas.clock import FakeClock
 from schemas.errors import FailureKind, StepFailure
 
@@ -311,3 +319,35 @@ async def test_a_429_probe_gives_its_permit_back_without_deciding(
     await second.success()
     await third.success()  # two probe successes close it (a closed, clean layer is not listed)
     assert await layers(admission) == (BreakerState.CLOSED, {})
+
+
+# ── closed by an operator ─────────────────────────────────────────────────────────────────
+
+
+async def test_an_operator_closes_open_breakers_at_once(
+    admission: Admission, clock: FakeClock
+) -> None:
+    """The destination is fixed: `reset_breakers` closes its open layers for every worker, so
+    calls go now instead of after the reset timeout."""
+    assert await admission.reset_breakers(DEST) is None  # never seen
+    await fail(admission, "acme", times=5)
+    await fail(admission, "globex", times=5)
+    await blocked(admission, "acme")
+    assert await layers(admission) == (
+        BreakerState.CLOSED,
+        {"acme": BreakerState.OPEN, "globex": BreakerState.OPEN},
+    )
+    # One tenant's layer only: the other stays open.
+    (acme,) = await admission.reset_breakers(DEST, "acme") or []
+    assert (acme.layer, acme.tenant_id, acme.was) == (Layer.TENANT, "acme", BreakerState.OPEN)
+    await succeed(admission, "acme")
+    await blocked(admission, "globex")
+    # Every layer of the destination: only those not closed are named.
+    clock.advance(1)
+    closed = await admission.reset_breakers(DEST) or []
+    assert [(c.layer, c.tenant_id, c.was) for c in closed] == [
+        (Layer.TENANT, "globex", BreakerState.OPEN)
+    ]
+    assert await layers(admission) == (BreakerState.CLOSED, {})  # (closed layers not listed)
+    await succeed(admission, "globex", times=3)
+    assert await admission.reset_breakers(DEST) == []  # nothing left to close
