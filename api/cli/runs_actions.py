@@ -175,6 +175,8 @@ def _retry_one(remote: Remote, given: str) -> None:
         )
     if result.stuck_joins:
         say(still_stuck(result.run_id, result.stuck_joins, result.children_failed))
+    # The server's warnings come in that order, then any open breaker's: those are new here.
+    _warn(remote, result.warnings[bool(result.reopened_run) + bool(result.stuck_joins) :])
 
 
 def _print_batch(
@@ -349,6 +351,15 @@ def reprocess(
 
     result = call(remote, action)
     _print(remote, result, f"run {result.run_id}: {result.message}; it is {result.status}")
+    _warn(remote, result.warnings)
+
+
+def _warn(remote: Remote, warnings: list[str]) -> None:
+    """The API's warnings (an open breaker the steps run again will meet), on stderr; in JSON
+    they are the answer's `warnings`."""
+    if not remote.json:
+        for warning in warnings:
+            say(f"warning: {warning}")
 
 
 def cancel(

@@ -278,6 +278,7 @@ class StartOverResult(ActionResult):
 
 class ReprocessResult(ActionResult):
     revived: int
+    warnings: list[str] = []
 
 
 class CancelResult(ActionResult):

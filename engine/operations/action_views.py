@@ -21,8 +21,10 @@ class RetryResult(ActionResult):
     steps_retried: int
     """FAILED steps that run again."""
     warnings: list[str] = []
-    """What the retry sets off that the operator may not expect, in words (`reopened_run`,
-    `stuck_joins`)."""
+    """What the retry sets off that the operator may not expect, in words and in this order: a
+    join reopened (`reopened_run`), joins that fail again at once (`stuck_joins`), then each
+    open breaker of a destination the steps call (when it half-opens, and the command that
+    closes it)."""
     reopened_run: str | None = None
     """A child run's retry that came back into the join of an ancestor that had ended
     SUCCEEDED: that ancestor, which runs again from its join, so the steps after it run a
@@ -48,6 +50,9 @@ class StartOverResult(ActionResult):
 class ReprocessResult(ActionResult):
     revived: int
     """Dead-lettered child runs that run again, nested ones included."""
+    warnings: list[str] = []
+    """Why the children may fail again at once: an open breaker of a destination they call
+    (when it half-opens, and the command that closes it)."""
 
 
 class CancelResult(ActionResult):

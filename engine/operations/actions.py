@@ -30,6 +30,7 @@ from engine.operations.action_views import (
     StuckRun,
 )
 from engine.operations.boundary import store_boundary
+from engine.operations.breaker_warnings import destinations_of, open_breaker_warnings
 from engine.operations.submission import Bound, check_value_limits
 from engine.operations.views import RunFilter
 from engine.store.models import RunStatus
@@ -40,6 +41,8 @@ if TYPE_CHECKING:
     from engine.operations.runs import RunOperations
     from engine.runtime import Runtime
 
+DEAD_LETTERS_READ = 100
+"""Dead-lettered children a reprocess reads for the destinations they call (a warning)."""
 MAX_BATCH = 10_000
 """The most runs one batch retry considers (`limit` may not exceed it)."""
 LIST_PAGE = 500
@@ -70,6 +73,7 @@ class OperatorActions:
         the tenant rate item anew, attempts still counting); completed steps are kept; the run
         is RUNNING again. A dead-lettered child comes back into its parent's join. Not FAILED:
         `WrongState(code="run_not_failed")`."""
+        destinations = await self._retried_destinations(run_id)
         outcome = await self._runtime.store.retry_runs([run_id], actor=actor, tenant=tenant)
         if run_id in outcome.refused:
             state = outcome.refused[run_id]
@@ -99,12 +103,42 @@ class OperatorActions:
             message=f"{steps} failed step{'' if steps == 1 else 's'} run again",
             status=RunStatus.RUNNING.value,
             steps_retried=steps,
-            warnings=warnings,
+            warnings=[*warnings, *await self._breaker_warnings(destinations)],
             reopened_run=None if reopened is None else reopened.run_id,
             reopened_join=None if reopened is None else reopened.join,
             stuck_joins=[] if stuck is None else stuck.joins,
             children_failed=0 if stuck is None else stuck.children_failed,
         )
+
+    async def _retried_destinations(self, run_id: str) -> tuple[str, set[str]] | None:
+        """(tenant, destinations) of the run's FAILED GATEWAY steps, read before a retry
+        clears them; None when the run is not there (the retry says so)."""
+        store = self._runtime.store
+        run = await store.get_run(run_id)
+        if run is None:
+            return None
+        failed = [s.vertex_id for s in await store.get_steps(run_id) if s.status == "FAILED"]
+        version = await store.get_version(run.workflow_name, run.workflow_version)
+        return run.tenant_id, destinations_of(version.workflow, failed)
+
+    async def _children_destinations(self, run_id: str) -> tuple[str, set[str]] | None:
+        """(tenant, destinations) the run's dead-lettered children call (their first page:
+        a fan-out's children share a few workflows), read before a reprocess revives them."""
+        store = self._runtime.store
+        run = await store.get_run(run_id)
+        if run is None:
+            return None
+        children = await store.children(run_id, status="FAILED", limit=DEAD_LETTERS_READ)
+        found: set[str] = set()
+        for name, number in {(c.workflow_name, c.workflow_version) for c in children}:
+            found |= destinations_of((await store.get_version(name, number)).workflow)
+        return run.tenant_id, found
+
+    async def _breaker_warnings(self, called: tuple[str, set[str]] | None) -> list[str]:
+        if called is None:
+            return []
+        tenant_id, destinations = called
+        return await open_breaker_warnings(self._runtime, destinations, tenant_id)
 
     @store_boundary
     async def resolve(
@@ -267,9 +301,12 @@ class OperatorActions:
         """The dead-lettered (FAILED) children of the run run again, with the dead letters
         of nested fan-outs under them; the joins they had closed reopen, up to the root.
         None to revive: `changed=False`. A CANCELLED run: `WrongState(code="run_cancelled")`."""
+        called = await self._children_destinations(run_id)
         outcome = await self._runtime.store.reprocess_run(run_id, actor=actor, tenant=tenant)
+        warnings: list[str] = []
         if outcome.revived:
             await self._changed()
+            warnings = await self._breaker_warnings(called)
         plural = "" if outcome.revived == 1 else "ren"
         return ReprocessResult(
             run_id=run_id,
@@ -282,6 +319,7 @@ class OperatorActions:
             ),
             status=outcome.run_status,
             revived=outcome.revived,
+            warnings=warnings,
         )
 
     @store_boundary

@@ -1,0 +1,82 @@
+"""An open breaker after a downstream outage, as an operator meets it: the retry and the
+reprocess warn that the steps would fail again at once (when the breaker half-opens, and the
+command that closes it); closed by hand once the downstream is fixed, the reprocessed
+children all succeed, none refused by the breaker."""
+
+from __future__ import annotations
+
+import uuid
+
+from demo.downstream import RunningDownstream
+from engine.operations import Operations
+from engine.runtime import Runtime
+from schemas.definitions import Workflow
+from tests.conftest import Backend
+from tests.integration.engine_harness import running_worker, settings_for, start, wait_for_run
+
+CHILDREN = 8
+
+
+def fan_out(url: str, destination: str) -> list[Workflow]:
+    parent = {
+        "name": "outage",
+        "vertices": {
+            "each": {"type": "SPAWNER", "config": {"items": "{{ input }}", "workflow": "hit"}},
+            "join": {"type": "MERGE", "dependsOn": ["each"]},
+        },
+    }
+    child = {
+        "name": "hit",
+        "vertices": {
+            "call": {
+                "type": "GATEWAY",
+                "maxAutoRetries": 0,
+                "config": {"url": url, "destination": destination, "retry": {"maxAttempts": 1}},
+            }
+        },
+    }
+    return [Workflow.model_validate(parent), Workflow.model_validate(child)]
+
+
+async def test_a_breaker_closed_by_hand_lets_the_reprocessed_children_succeed(
+    backend: Backend, downstream: RunningDownstream
+) -> None:
+    destination = f"brk-{uuid.uuid4().hex[:8]}"  # the embedded Redis is shared
+    downstream.script([500] * CHILDREN, path="/outage")  # the outage
+    runtime = await Runtime.open(settings_for(backend))
+    try:
+        ops = Operations(runtime)
+        run_id = await start(
+            runtime, fan_out(f"{downstream.url}/outage", destination), list(range(CHILDREN))
+        )
+        async with running_worker(runtime):
+            failed = await wait_for_run(runtime, run_id)
+        assert failed.status == "FAILED"
+        sent_in_outage = downstream.stats.total
+        downstream.state.scripts.clear()  # the downstream is fixed
+
+        children = await runtime.store.children(run_id)
+        retried = await ops.actions.retry(children[0].id, actor="test")
+        (warning,) = retried.warnings
+        assert f"tenant breaker of {destination!r} (tenant 'default') is open" in warning
+        assert f"`schemabridge destinations reset-breaker {destination} --tenant default`" in (
+            warning
+        )
+        assert "half-opens in" in warning
+        reprocessed = await ops.actions.reprocess(run_id, actor="test")
+        assert reprocessed.revived == CHILDREN - 1 and reprocessed.warnings == [warning]
+
+        reset = await ops.settings.reset_breakers(destination)
+        assert [(c.layer, c.tenant_id, c.was) for c in reset.closed] == [
+            ("tenant", "default", "open")
+        ]
+        async with running_worker(runtime):
+            run = await wait_for_run(runtime, run_id)
+        children = await runtime.store.children(run_id)
+        again = await ops.actions.reprocess(run_id, actor="test")
+    finally:
+        await runtime.close()
+    assert run.status == "SUCCEEDED", run.error
+    assert {c.status for c in children} == {"SUCCEEDED"}
+    assert downstream.stats.total - sent_in_outage == CHILDREN  # each sent once, none refused
+    assert (again.changed, again.warnings) == (False, [])
