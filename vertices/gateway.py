@@ -37,6 +37,7 @@ from typing import Any, Protocol
 from schemas.definitions import GatewayConfig
 from schemas.errors import FailureKind, HttpDetail, RetryRefused, StepFailure
 from schemas.redaction import Redactor
+from schemas.waiting import WaitReason
 from vertices import gateway_retry
 from vertices.contract import StepContext, Succeeded, TimeoutTier
 from vertices.egress import EgressDenied
@@ -391,7 +392,10 @@ async def _log_refusal(
 ) -> None:
     message = f"{request.method} {request.url_for_log}: attempt {number} refused by admission"
     data = {"attempt": number, "kind": refused.kind.value, "error": refused.message}
-    await ctx.log("warning", f"{message}: {refused.message}", data)
+    # Held back by the destination's own cap, the step parks and asks again: the operator's
+    # pacing, said at info, not a warning on every turn of a long, healthy wait.
+    paced = refused.wait_reason is WaitReason.DESTINATION_CAP
+    await ctx.log("info" if paced else "warning", f"{message}: {refused.message}", data)
 
 
 async def _output(ctx: StepContext, answer: Answer, body: Any) -> dict[str, Any]:

@@ -436,9 +436,17 @@ async def test_a_fan_out_past_its_destinations_cap_is_paced_not_failed(
                 await asyncio.sleep(0.05)
             run = await wait_for_run(runtime, run_id)
             children = await runtime.store.children(run_id)
+        refusals = [
+            line
+            for child in children
+            for line in await runtime.store.run_logs(child.id, limit=100)
+            if "refused by admission" in line["message"]
+        ]
     finally:
         await runtime.close()
         await server.stop()
+    # Each turn a child waited out is said, at info: pacing, not a warning.
+    assert refusals and {line["level"] for line in refusals} == {"info"}
     assert run.status == "SUCCEEDED", run.error
     assert {c.status for c in children} == {"SUCCEEDED"} and len(children) == 10
     assert server.stats.total == 10  # one request each: nothing failed, nothing resent
