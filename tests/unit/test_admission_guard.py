@@ -9,8 +9,9 @@ import pytest
 from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import ResponseError
 
-from admission import AdmissionConfig, CallOutcome
+from admission import AdmissionConfig, CallOutcome, DestinationPaced
 from engine.execution.admission_guard import AdmissionGuard, CoordinationDown, outcome_of
+from schemas.errors import FailureKind, StepFailure
 
 
 class Refusing:
@@ -55,3 +56,17 @@ async def test_a_script_error_is_not_mistaken_for_an_outage() -> None:
 )
 def test_outcomes(status: int | None, kind: str | None, outcome: CallOutcome) -> None:
     assert outcome_of(status, kind) is outcome
+
+
+async def test_pacing_parks_a_first_attempt_and_fails_an_in_process_retry() -> None:
+    """Held back by the destination's cap, a step's first attempt is paced (the executor
+    parks it); an in-process retry has an answer already, so it fails as an overload (a
+    redispatch) rather than starting the step's attempts over."""
+    paced = DestinationPaced("admission wait exhausted: no slot", "waiting for the cap")
+    guard = AdmissionGuard(Refusing(paced), "t", 1.0)  # type: ignore[arg-type]
+    with pytest.raises(DestinationPaced):
+        await guard.before_attempt("d", retry=False, timeout_s=30)
+    with pytest.raises(StepFailure, match="admission wait exhausted") as retry:
+        await guard.before_attempt("d", retry=True, timeout_s=30)
+    assert not isinstance(retry.value, DestinationPaced)
+    assert retry.value.kind is FailureKind.EXTERNAL_OVERLOAD
