@@ -365,7 +365,10 @@ class OperatorActionsStore(WorkQueue):
                 ),
             ]
             await results_.insert_logs(conn, lines, now)
-            return CancelOutcome(len(cancelled), steps_cancelled, RunStatus.CANCELLED.value)
+            stopped = sql.stopped_ids(run_id, cancelled)
+            return CancelOutcome(
+                len(cancelled), steps_cancelled, RunStatus.CANCELLED.value, stopped
+            )
 
         return await self._transaction(work)
 

@@ -17,7 +17,7 @@ deadlock or a serialization failure, the action's transaction is run again (see
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any
@@ -126,6 +126,19 @@ class CancelOutcome:
     """The run and its descendants that were still going."""
     steps_cancelled: int
     run_status: str
+    stopped: frozenset[str] = frozenset()
+    """The ids that name every run cancelled, as run or as parent (`stopped_ids`): what the
+    workers are told, so that the steps they hold send nothing more."""
+
+
+def stopped_ids(run_id: str, cancelled: Iterable[Any]) -> frozenset[str]:
+    """`run_id` and the cancelled runs with cancelled children: every cancelled run is one of
+    them or a child of one, so a step is covered by its run id or its parent's, and a fan-out
+    of any size is one id. A parent that goes on (the cancel of one of its children) is not
+    named: its other children go on too."""
+    rows = list(cancelled)
+    ids = {row.id for row in rows}
+    return frozenset({run_id} | {row.parent_run_id for row in rows if row.parent_run_id in ids})
 
 
 # ── helpers ─────────────────────────────────────────────────────────────────────────────────

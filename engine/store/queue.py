@@ -129,6 +129,27 @@ class WorkQueue(StoreCore):
         async with self._engines.write.begin() as conn:
             return (await conn.execute(statement)).rowcount
 
+    async def lost_claims(self, tokens: Iterable[str]) -> dict[str, bool]:
+        """Of `tokens`, the claims no longer held, each with whether its step was cancelled
+        (else its lease expired or it was given back: another worker may hold it now). A plain
+        read by primary key, without locks; a worker asks only when a renewal renewed fewer
+        claims than it holds (docs/architecture.md, 'Cancelling a run')."""
+        by_token = {token: claims.claimed_step_ids([token]) for token in tokens}
+        ids = sorted({step_id for found in by_token.values() for step_id in found})
+        if not ids:
+            return {}
+        query = select(steps.c.id, steps.c.claim_token, steps.c.status).where(steps.c.id.in_(ids))
+        async with self._engines.read.connect() as conn:
+            rows = {row.id: row for row in (await conn.execute(query)).all()}
+        lost: dict[str, bool] = {}
+        for token, found in by_token.items():
+            row = rows.get(found[0]) if found else None
+            if row is None:
+                continue  # not a claim token (nothing held it): nothing to stop
+            if row.claim_token != token or row.status != StepStatus.RUNNING.value:
+                lost[token] = row.status == StepStatus.CANCELLED.value
+        return lost
+
     async def mark_admission_waits(self, waiting: Mapping[str, str], over: Iterable[str]) -> None:
         """Record on the live claims in `waiting` (claim token → destination) that they wait
         for an admission slot, and clear that from the claims in `over` (docs/architecture.md,
@@ -304,12 +325,10 @@ class WorkQueue(StoreCore):
                     await results_.fail_run(tx, step.run_id, step.vertex_id, result.error)
                 elif isinstance(result, StepAwaitingChildren):
                     await self._check_join(tx, step.run_id, step.vertex_id)
-            dropped = [
-                LogLine(
-                    r.step.run_id, "warning", "late result dropped: claim expired", r.step.vertex_id
-                )
-                for r in late
-            ]
+            # Why a result came too late: its step was cancelled, or its claim expired (a
+            # read only when a result came late, which is rare).
+            cancelled = await results_.cancelled_of(conn, [r.step.step_id for r in late])
+            dropped = [_late(r, r.step.step_id in cancelled) for r in late]
             await results_.insert_logs(conn, [*log_lines, *dropped, *tx.logs], now)
             tx.logs = []
             # Last before COMMIT: adding to a spawner's counters locks its row, and every
@@ -353,6 +372,13 @@ class WorkQueue(StoreCore):
             tx.logs.append(LogLine(run_id, "info", message, vertex_id, counts.as_dict()))
             done = results_.DoneStep(run_id, vertex_id, workflow, counts.as_dict())
             await results_.steps_done(tx, [done])
+
+
+def _late(result: StepResult, cancelled: bool) -> LogLine:
+    """The log line of a result dropped because its claim is no longer live."""
+    step = result.step
+    why = "step cancelled" if cancelled else "claim expired"
+    return LogLine(step.run_id, "warning", f"late result dropped: {why}", step.vertex_id)
 
 
 def _held(tokens: list[str]) -> ColumnElement[bool]:

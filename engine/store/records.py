@@ -219,6 +219,16 @@ StepResult = StepSucceeded | StepFailed | StepParked | StepAwaitingChildren
 decision (`vertices.contract.VertexOutcome`) or from the failure it raised."""
 
 
+@dataclass(frozen=True)
+class StepAbandoned:
+    """A step its worker stopped because its claim is gone (its run was cancelled, or its
+    lease was lost): nothing is recorded for it but its log lines (the store would drop a
+    result as late anyway). Never passed to `Store.complete`."""
+
+    step: ClaimedStep
+    reason: str
+
+
 @dataclass
 class CompletionReport:
     """What one `Store.complete` call changed."""

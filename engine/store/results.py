@@ -264,6 +264,16 @@ async def live_claims(
     return live, late
 
 
+async def cancelled_of(conn: AsyncConnection, step_ids: Sequence[int]) -> set[int]:
+    """Of `step_ids`, the steps that are CANCELLED."""
+    if not step_ids:
+        return set()
+    query = select(steps.c.id).where(
+        steps.c.id.in_(sorted(set(step_ids))), steps.c.status == StepStatus.CANCELLED.value
+    )
+    return {row.id for row in (await conn.execute(query)).all()}
+
+
 def _live_claims(dialect: Dialect) -> Any:
     # In id order, as every transaction that locks several steps takes them (a lock taken in
     # the plan's order could deadlock with one taken in id order). By primary key: the

@@ -168,6 +168,8 @@ async def test_a_late_result_of_a_cancelled_run_is_dropped(
     await ops.actions.cancel(run_id, actor="cli")
     report = await runtime.store.complete([StepSucceeded(step, {"late": True})])
     assert report.dropped == [step.step_id] and report.recorded == 0
+    lines = [line["message"] for line in await runtime.store.run_logs(run_id, limit=100)]
+    assert "late result dropped: step cancelled" in lines, lines  # not "claim expired"
     (stored,) = await runtime.store.get_steps(run_id)
     assert (stored.status, stored.output) == ("CANCELLED", None)
     run = await runtime.store.get_run(run_id)
