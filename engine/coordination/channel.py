@@ -368,8 +368,10 @@ class PubSubChannel:
             # are covered by one PUBLISH right after it.
             await asyncio.sleep(self.coalesce_s)
 
-    async def _publish(self) -> None:
-        body = self._body()
+    async def _publish(self, body: bytes | None = None) -> bool:
+        """PUBLISH `body` (default: `_body()`); False when Redis could not be reached."""
+        if body is None:
+            body = self._body()
         message = self._sender + b"\n" + body if body else self._sender
         try:
             await self._client.publish(self.channel, message)
@@ -382,8 +384,9 @@ class PubSubChannel:
                     error,
                 )
             self._publish_failing = True
-            return
+            return False
         if self._publish_failing:
             self._logger.info("%s publish on %s works again", self.what, self.channel)
         self._publish_failing = False
         self.published += 1
+        return True

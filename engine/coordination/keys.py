@@ -1,4 +1,5 @@
-"""The Redis keys of service coordination: heartbeats, wake-ups and run events.
+"""The Redis keys of service coordination: heartbeats, wake-ups, run events and
+cancellations.
 
 Admission keeps its own keys in `admission.keys`. `heartbeat:<service>` keeps the exact name
 the design gives it; everything else is prefixed `sb:`. Functions,
@@ -24,6 +25,9 @@ WAKEUP_CHANNEL = "sb:wakeup"
 
 RUN_EVENTS_CHANNEL = "sb:run-events"
 """Pub/sub channel: a message names runs whose status or progress changed ("*": any run)."""
+
+CANCELLATIONS_CHANNEL = "sb:cancellations"
+"""Pub/sub channel: a message names cancelled runs whose steps must send nothing more."""
 
 
 ROWS_EPOCH_PREFIX = "sb:rows-epoch:"
