@@ -16,6 +16,7 @@ import redis.asyncio as redis
 
 from admission import Admission, AdmissionConfig, AimdConfig, TenantRateConfig
 from engine import coordination
+from engine.coordination.cancellations import Cancellations
 from engine.coordination.heartbeat import Heartbeat
 from engine.coordination.invalidations import Invalidations
 from engine.coordination.run_events import RunEvents
@@ -73,6 +74,9 @@ class Runtime:
     invalidations_redis: RedisClient
     """The change tokens' own client, which never resends: a request asks Redis for a token
     with a short timeout and reads the store instead, rather than wait out retries."""
+    cancellations: Cancellations
+    """"These runs were cancelled": announced by the cancel, heard by the workers, which stop
+    the steps they hold of those runs (see `engine.coordination.cancellations`)."""
 
     @classmethod
     async def open(
@@ -100,6 +104,9 @@ class Runtime:
             run_events = RunEvents(client)
             await run_events.start()
             opened.push_async_callback(run_events.stop)
+            cancellations = Cancellations(client)
+            await cancellations.start()
+            opened.push_async_callback(cancellations.stop)
             invalidations_client = await coordination.open_redis(settings, retries=False)
             opened.push_async_callback(coordination.close_redis, invalidations_client)
             invalidations = Invalidations(invalidations_client)
@@ -132,6 +139,7 @@ class Runtime:
                 run_events,
                 invalidations,
                 invalidations_client,
+                cancellations,
             )
             store.on_committed_change(runtime.committed_change)
             opened.pop_all()  # opened: `close` owns them now
@@ -154,6 +162,7 @@ class Runtime:
             stack.push_async_callback(self.http.aclose)
             stack.push_async_callback(self.wakeup.stop)
             stack.push_async_callback(self.run_events.stop)
+            stack.push_async_callback(self.cancellations.stop)
             stack.push_async_callback(self.invalidations.stop)
 
     def worker_config(self) -> WorkerConfig:
@@ -202,6 +211,7 @@ class Runtime:
             self.wakeup,
             config or self.worker_config(),
             run_events=self.run_events,
+            cancellations=self.cancellations,
         )
 
 

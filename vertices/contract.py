@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from enum import StrEnum
-from typing import Any
+from typing import Any, Protocol
 
 from schemas.redaction import Redactor
 from schemas.waiting import WaitReason
@@ -46,6 +46,26 @@ async def _ignore_retry_wait(wait_s: float, message: str) -> None:
     return None
 
 
+class StopSignal(Protocol):
+    """The engine's word that a step must send nothing more: its claim is gone (its run was
+    cancelled, or its lease lost). A vertex checks it before each HTTP attempt and waits on it
+    alongside its own waits (docs/architecture.md, 'Cancelling a run')."""
+
+    @property
+    def reason(self) -> str | None:
+        """Why the step must stop ("its run was cancelled"); None while it may go on."""
+        ...
+
+    async def wait(self) -> None:
+        """Return once the step must stop."""
+        ...
+
+
+class StepStopped(Exception):
+    """Raised by a vertex that stopped at its `StopSignal`; the message says what was not
+    done ("attempt 3/4 not sent"). The engine records nothing but the step's log lines."""
+
+
 @dataclass(frozen=True)
 class StepContext:
     """Everything a vertex may know about the step it executes."""
@@ -68,6 +88,8 @@ class StepContext:
     """Values the step must not record: its secrets, and what the vertex adds (a URL's
     password). The engine redacts everything the step records with it; a vertex uses it
     where it cuts text (a body excerpt), so no value is left cut in half."""
+    stop: StopSignal | None = None
+    """Set by the engine when the step must send nothing more (None: it never stops)."""
 
 
 @dataclass(frozen=True)

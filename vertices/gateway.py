@@ -19,11 +19,17 @@ Every attempt is written to the run log (status, duration, error, the wait befor
 before each wait between attempts the step tells `ctx.retry_wait`, so the engine can show the
 wait and the attempts so far while it lasts (docs/architecture.md, 'Why a step waits').
 Admission plugs in through `CallGuard`, called around every attempt.
+
+`ctx.stop` (the step's run was cancelled, or its claim lost) ends the step before its next
+attempt is sent: it interrupts a wait between attempts or for admission, and is checked once
+admitted, right before sending, with no await in between; it raises `StepStopped`. A request
+already on the wire is not interrupted (docs/architecture.md, 'Cancelling a run').
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import functools
 import random
 import time
@@ -32,14 +38,14 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from email.utils import parsedate_to_datetime
 from enum import Enum
-from typing import Any, Protocol
+from typing import Any, Protocol, TypeVar
 
 from schemas.definitions import GatewayConfig
 from schemas.errors import FailureKind, HttpDetail, RetryRefused, StepFailure
 from schemas.redaction import Redactor
 from schemas.waiting import WaitReason
 from vertices import gateway_retry
-from vertices.contract import StepContext, Succeeded, TimeoutTier
+from vertices.contract import StepContext, StepStopped, StopSignal, Succeeded, TimeoutTier
 from vertices.egress import EgressDenied
 from vertices.gateway_request import GatewayRequest, build_request, destination_key
 from vertices.gateway_response import (
@@ -69,6 +75,7 @@ __all__ = [
 ]
 
 Sleep = Callable[[float], Awaitable[None]]
+T = TypeVar("T")
 
 
 class TimeoutSettings(Protocol):
@@ -251,17 +258,55 @@ def _verdict(attempt: _Attempt, success_codes: list[int] | None) -> _Verdict:
     return _Verdict.RETRY if gateway_retry.is_retryable_status(status) else _Verdict.FINAL
 
 
+def _stop_reason(stop: StopSignal | None) -> str | None:
+    return stop.reason if stop is not None else None
+
+
+async def _unless_stopped(stop: StopSignal | None, work: Awaitable[T], not_done: str) -> T:
+    """`work`'s result, unless `stop` comes first: then `work` is cancelled and StepStopped
+    (`not_done`) raised. Work that finished wins, even when the stop came at the same time
+    (an admission slot taken is then settled by the caller)."""
+    if stop is None:
+        return await work
+    task = asyncio.ensure_future(work)
+    stopping = asyncio.ensure_future(stop.wait())
+    try:
+        await asyncio.wait({task, stopping}, return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        stopping.cancel()
+        if not task.done():
+            task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
+    if task.cancelled():
+        raise StepStopped(not_done)
+    return task.result()
+
+
 async def _guarded_attempt(
     guard: CallGuard | None,
     destination: str,
     retry: bool,
     run: Callable[[], Awaitable[_Attempt]],
     timeout_s: float,
+    *,
+    stop: StopSignal | None = None,
+    not_sent: str = "",
 ) -> _Attempt:
-    """Run one attempt between `before_attempt` and exactly one `after_attempt`."""
+    """Run one attempt between `before_attempt` and exactly one `after_attempt`. A `stop`
+    before the request is sent (while waiting for admission, or once admitted) raises
+    StepStopped (`not_sent`) and sends nothing."""
+    if _stop_reason(stop) is not None:
+        raise StepStopped(not_sent)
     if guard is None:
         return await run()
-    await guard.before_attempt(destination, retry, timeout_s=timeout_s)
+    await _unless_stopped(
+        stop, guard.before_attempt(destination, retry, timeout_s=timeout_s), not_sent
+    )
+    if _stop_reason(stop) is not None:
+        # Admitted as the stop came: the slot goes back unused, and nothing is sent.
+        await guard.after_attempt(destination, None, "cancelled", 0.0)
+        raise StepStopped(not_sent)
     started = time.perf_counter()
     try:
         attempt = await run()
@@ -446,8 +491,17 @@ async def execute(
     )
     previous: _Attempt | None = None
     for number in range(1, policy.max_attempts + 1):
+        not_sent = f"attempt {number}/{policy.max_attempts} not sent"
         try:
-            attempt = await _guarded_attempt(guard, request.destination, number > 1, run, timeout_s)
+            attempt = await _guarded_attempt(
+                guard,
+                request.destination,
+                number > 1,
+                run,
+                timeout_s,
+                stop=ctx.stop,
+                not_sent=not_sent,
+            )
         except StepFailure as refused:  # only `guard.before_attempt` raises it
             await _log_refusal(ctx, request, number, refused)
             if isinstance(refused, RetryRefused) and previous is not None:
@@ -466,6 +520,11 @@ async def execute(
             final = verdict is _Verdict.FINAL
             await _log_attempt(ctx, "error", request, attempt, position=position, final=final)
             raise _failure(request, attempt, number, ctx.redactor)
+        if _stop_reason(ctx.stop) is not None:
+            # Stopped while this attempt was on the wire: no wait is announced for a retry
+            # that will not come.
+            await _log_attempt(ctx, "warning", request, attempt, position=position)
+            raise StepStopped(f"attempt {number + 1}/{policy.max_attempts} not sent")
         if rng is None and policy.jitter == "full":
             rng = random.Random()
         wait_s = gateway_retry.retry_delay_s(
@@ -479,6 +538,7 @@ async def execute(
         await ctx.retry_wait(
             wait_s, _retry_message(request, attempt, (number + 1, policy.max_attempts))
         )
-        await sleep(wait_s)
+        next_not_sent = f"attempt {number + 1}/{policy.max_attempts} not sent"
+        await _unless_stopped(ctx.stop, sleep(wait_s), next_not_sent)
     # Unreachable: the last attempt either returns or raises above.
     raise StepFailure(FailureKind.INTERNAL_ERROR, "the retry loop ended without an outcome")

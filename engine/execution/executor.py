@@ -48,6 +48,7 @@ from engine.store import ClaimLost, Store
 from engine.store.records import (
     ClaimedStep,
     LogLine,
+    StepAbandoned,
     StepAwaitingChildren,
     StepFailed,
     StepParked,
@@ -69,7 +70,14 @@ from schemas.expressions import SECRETS_ROOT, secret_references
 from schemas.redaction import Redactor
 from schemas.waiting import WaitReason
 from vertices import contract, gateway, spawner
-from vertices.contract import Parked, StepContext, Succeeded, TimeoutTier
+from vertices.contract import (
+    Parked,
+    StepContext,
+    StepStopped,
+    StopSignal,
+    Succeeded,
+    TimeoutTier,
+)
 from vertices.http_client import HttpClient
 
 logger = logging.getLogger(__name__)
@@ -191,10 +199,12 @@ class ExecutorDeps:
 
 
 async def execute(
-    step: ClaimedStep, workflow: Workflow, deps: ExecutorDeps
-) -> tuple[StepResult, list[LogLine]]:
+    step: ClaimedStep, workflow: Workflow, deps: ExecutorDeps, *, stop: StopSignal | None = None
+) -> tuple[StepResult | StepAbandoned, list[LogLine]]:
     """Run `step` to an outcome. Never raises (except cancellation). What it returns is
-    redacted (see the module docstring)."""
+    redacted (see the module docstring). `stop` set (its claim is gone: its run was
+    cancelled) ends it before its next HTTP attempt, as `StepAbandoned`; so does a stop that
+    came while its last call was on the wire (its answer is not recorded)."""
     log = StepLog(
         step,
         deps.clock,
@@ -202,7 +212,7 @@ async def execute(
         store=deps.store,
         changed=deps.run_changed,
     )
-    result = await _execute(step, workflow, deps, log)
+    result = await _execute(step, workflow, deps, log, stop)
     # The lines a retry wait wrote already are not written again.
     unwritten = log.lines[log.written :] if log.written else log.lines
     if not log.redactor:
@@ -211,7 +221,7 @@ async def execute(
     return _redacted(result, log.redactor), lines
 
 
-def _redacted(result: StepResult, redactor: Redactor) -> StepResult:
+def _redacted(result: StepResult | StepAbandoned, redactor: Redactor) -> StepResult | StepAbandoned:
     if isinstance(result, StepSucceeded):
         return dataclasses.replace(result, output=redactor.scrub(result.output))
     if isinstance(result, StepFailed):
@@ -242,8 +252,8 @@ def _redacted_line(line: LogLine, redactor: Redactor) -> LogLine:
 
 
 async def _execute(
-    step: ClaimedStep, workflow: Workflow, deps: ExecutorDeps, log: StepLog
-) -> StepResult:
+    step: ClaimedStep, workflow: Workflow, deps: ExecutorDeps, log: StepLog, stop: StopSignal | None
+) -> StepResult | StepAbandoned:
     vertex = workflow.vertices.get(step.vertex_id)
     try:
         if vertex is None:
@@ -252,8 +262,12 @@ async def _execute(
                 f"vertex {step.vertex_id!r} is not in {workflow.name} v{step.workflow_version}",
             )
         deps.child_inputs.check(step, workflow, vertex)
-        outcome = await _dispatch(vertex, step, workflow, log, deps)
+        outcome = await _dispatch(vertex, step, workflow, log, deps, stop=stop)
+    except StepStopped as stopped:
+        return _abandoned(step, stop, str(stopped), deps, log)
     except StepFailure as failure:
+        if stop is not None and stop.reason is not None:
+            return _abandoned(step, stop, "its outcome is not recorded", deps, log)
         return _failed(step, vertex, failure, deps, log)
     except SQLAlchemyError as exc:
         if _transient(exc) and step.attempts < STORE_RETRY_LIMIT:
@@ -282,6 +296,8 @@ async def _execute(
         _log_crash(f"step {step.run_id}/{step.vertex_id} crashed", exc, log.redactor)
         crash = StepFailure(FailureKind.INTERNAL_ERROR, f"{type(exc).__name__}: {exc}")
         return _failed(step, vertex, crash, deps, log)
+    if stop is not None and stop.reason is not None:
+        return _abandoned(step, stop, "its outcome is not recorded", deps, log)
     if isinstance(outcome, Parked):
         await log("info", f"parked: {outcome.reason}", {"delaySeconds": outcome.delay_s})
         return StepParked(
@@ -307,7 +323,13 @@ def _log_crash(message: str, exc: BaseException, redactor: Redactor) -> None:
 
 
 async def _dispatch(
-    vertex: Vertex, step: ClaimedStep, workflow: Workflow, log: StepLog, deps: ExecutorDeps
+    vertex: Vertex,
+    step: ClaimedStep,
+    workflow: Workflow,
+    log: StepLog,
+    deps: ExecutorDeps,
+    *,
+    stop: StopSignal | None,
 ) -> contract.VertexOutcome:
     outputs = await merge_outputs.with_outputs(
         deps.store,
@@ -328,6 +350,7 @@ async def _dispatch(
         log=log,
         retry_wait=log.retry_wait,
         redactor=log.redactor,
+        stop=stop,
     )
     if isinstance(vertex, GatewayVertex):
         names = _secret_names(vertex, step, deps)
@@ -406,6 +429,19 @@ async def _gateway(
         return Parked(COORDINATION_RETRY_S, str(down), WaitReason.COORDINATION_UNAVAILABLE)
     finally:
         log.tenant_item_taken = guard.item_taken
+
+
+def _abandoned(
+    step: ClaimedStep, stop: StopSignal | None, what: str, deps: ExecutorDeps, log: StepLog
+) -> StepAbandoned:
+    """The step ends without a result: its claim is gone (`stop`'s reason), `what` says what
+    that left undone ("attempt 3/4 not sent")."""
+    reason = (stop.reason if stop is not None else None) or "it was stopped"
+    message = f"step stopped: {reason}; {what}"
+    data = {"stopped": reason}
+    now = deps.clock.now()
+    log.lines.append(LogLine(step.run_id, "warning", message, step.vertex_id, data, now))
+    return StepAbandoned(step, reason)
 
 
 def _failed(

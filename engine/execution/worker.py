@@ -11,7 +11,8 @@ Four cooperating loops under one `asyncio.TaskGroup` (docs/architecture.md, 'Sup
 * flusher — records finished steps. It takes everything that finished since its last write and
   writes it in one transaction, so under load results are batched and at low load each result
   is written immediately (no timer adds latency).
-* lease renewer — renews the leases of every step still in flight every `lease_s / 3`.
+* lease renewer — renews the leases of every step still in flight every `lease_s / 3`; when it
+  renews fewer than it holds, it asks which claims are gone and stops those steps.
 * reaper — returns steps whose lease expired (their worker died) to READY.
 * payload retention — deletes the payloads of runs that ended more than
   `payload_retention_s` ago, at most `PAYLOAD_EXPIRY_BATCH` chunks and
@@ -21,6 +22,9 @@ Four cooperating loops under one `asyncio.TaskGroup` (docs/architecture.md, 'Sup
 A step counts as in flight until its result is written, so its lease is renewed until then;
 it stops counting against `worker_concurrency` as soon as it has executed, so claiming the next
 batch overlaps with recording the last one (a backlog of 2 x concurrency bounds the overlap).
+A step whose run is cancelled is stopped before its next HTTP attempt: the cancel's
+announcement (or, failing that, the lease renewal) sets its stop signal (`stops`), and it
+ends without a result, its log lines saying why (docs/architecture.md, 'Cancelling a run').
 Shutdown: stop claiming, let in-flight steps finish within `shutdown_grace_s`, flush, return.
 Steps abandoned at the deadline keep their claims; their leases expire and another worker (or
 the next start) runs them again.
@@ -40,11 +44,13 @@ from typing import Any, Protocol
 from engine import payload_defaults
 from engine.coordination.redis_client import COORDINATION_ERRORS
 from engine.execution import executor
+from engine.execution.stops import CancelledRuns, Stops
 from engine.store import Store
 from engine.store.records import (
     ClaimedStep,
     CompletionReport,
     LogLine,
+    StepAbandoned,
     StepFailed,
     StepParked,
     StepResult,
@@ -88,6 +94,18 @@ class Wakeups(Protocol):
     async def wait(self, timeout_s: float) -> bool: ...
 
 
+class Cancellations(CancelledRuns, Protocol):
+    """Tells a worker which runs were cancelled (see `engine.coordination.cancellations`)."""
+
+    def listening(
+        self, listener: Callable[[frozenset[str]], None]
+    ) -> contextlib.AbstractContextManager[None]: ...
+
+
+Finished = tuple[StepResult | StepAbandoned, list[LogLine]]
+"""A step's end as the flusher takes it: its result (or that it was abandoned) and its lines."""
+
+
 @dataclass(frozen=True)
 class WorkerConfig:
     concurrency: int = 64
@@ -125,6 +143,7 @@ class Worker:
         config: WorkerConfig,
         *,
         run_events: RunChanges | None = None,
+        cancellations: Cancellations | None = None,
     ) -> None:
         self._store = store
         self._deps = deps
@@ -133,7 +152,10 @@ class Worker:
         self._config = config
         self._in_flight: dict[str, ClaimedStep] = {}
         self._running: set[asyncio.Task[None]] = set()
-        self._done: asyncio.Queue[tuple[StepResult, list[LogLine]] | None] = asyncio.Queue()
+        self._done: asyncio.Queue[Finished | None] = asyncio.Queue()
+        self._cancellations = cancellations
+        self._stops = Stops(cancellations)
+        """The stop signals of the steps held (see `engine.execution.stops`)."""
         self._slot_freed = asyncio.Event()
         # When steps this worker parked or redispatched become due (store clock), so an idle
         # claim loop wakes for them instead of at its next poll; a min-heap.
@@ -157,6 +179,12 @@ class Worker:
 
     async def run(self, stop: asyncio.Event) -> None:
         self._deps.admission_tickets.renewed_by(self._config.lease_s)
+        with contextlib.ExitStack() as listening:
+            if self._cancellations is not None:
+                listening.enter_context(self._cancellations.listening(self._stops.runs_cancelled))
+            await self._run(stop)
+
+    async def _run(self, stop: asyncio.Event) -> None:
         async with asyncio.TaskGroup() as group:
             flusher = group.create_task(self._flusher(), name="flusher")
             group.create_task(self._every(self._config.lease_s / 3, self._renew), name="renewer")
@@ -232,6 +260,7 @@ class Worker:
             heapq.heappop(self._due)
 
     async def _claim(self, wanted: int) -> list[ClaimedStep]:
+        since = self._stops.now()
         try:
             claimed = await self._store.claim(wanted, self._config.lease_s)
         except Exception:
@@ -240,6 +269,9 @@ class Worker:
         self.stats.claims += 1
         self.stats.empty_claims += not claimed
         self.stats.claimed += len(claimed)
+        for step in claimed:
+            # A cancel heard while this claim was under way may name its steps already.
+            self._stops.start(step, claimed_since=since)
         if claimed:
             # Their steps are RUNNING now: what a progress stream of those runs shows, and of
             # their parents (a fan-out's running children).
@@ -266,7 +298,8 @@ class Worker:
     async def _execute(self, step: ClaimedStep) -> None:
         try:
             workflow = await self._workflow(step)
-            result = await executor.execute(step, workflow, self._deps)
+            stop = self._stops.signal(step.claim_token)
+            result = await executor.execute(step, workflow, self._deps, stop=stop)
         except asyncio.CancelledError:
             self._abandoned.append(step.claim_token)  # given back by `_drain`
             raise
@@ -274,7 +307,7 @@ class Worker:
             # The store was unreachable while loading the definition: leave the claim; its
             # lease expires and the step runs again.
             logger.exception("could not execute %s/%s", step.run_id, step.vertex_id)
-            self._in_flight.pop(step.claim_token, None)
+            self._release(step.claim_token)
             self._slot_freed.set()
             return
         await self._done.put(result)
@@ -298,8 +331,15 @@ class Worker:
             if self._closing.is_set() and self._done.empty() and not self._running:
                 return
 
-    async def _flush(self, batch: list[tuple[StepResult, list[LogLine]]]) -> None:
-        results = [result for result, _ in batch]
+    def _release(self, claim_token: str) -> ClaimedStep | None:
+        """The step is no longer held: its result is written, dropped, or left to its lease."""
+        self._stops.end(claim_token)
+        return self._in_flight.pop(claim_token, None)
+
+    async def _flush(self, batch: list[Finished]) -> None:
+        # An abandoned step has nothing to record but its lines (its claim is gone).
+        results = [result for result, _ in batch if not isinstance(result, StepAbandoned)]
+        abandoned = [result for result, _ in batch if isinstance(result, StepAbandoned)]
         lines = [line for _, step_lines in batch for line in step_lines]
         report: CompletionReport | None = None
         for attempt in range(FLUSH_RETRY_LIMIT):
@@ -309,8 +349,8 @@ class Worker:
             except Exception:
                 logger.exception("recording %d results failed (try %d)", len(results), attempt + 1)
                 await asyncio.sleep(min(2.0**attempt * 0.1, 2.0))
-        for result in results:
-            self._in_flight.pop(result.step.claim_token, None)
+        for ended in [*results, *abandoned]:
+            self._release(ended.step.claim_token)
         self._slot_freed.set()
         if report is None:
             # Claims stay in place; their leases expire and the steps run again elsewhere.
@@ -327,7 +367,7 @@ class Worker:
                 heapq.heappush(self._due, due)
         self.stats.flushes += 1
         self.stats.recorded += report.recorded
-        self.stats.dropped += len(report.dropped)
+        self.stats.dropped += len(report.dropped) + len(abandoned)
         self.stats.finished_runs.extend(report.finished_runs)
         if report.dropped:
             logger.warning("dropped %d late results (claims expired)", len(report.dropped))
@@ -353,7 +393,13 @@ class Worker:
 
     async def _renew(self) -> None:
         if self._in_flight:
-            await self._store.renew(list(self._in_flight), self._config.lease_s)
+            tokens = list(self._in_flight)
+            renewed = await self._store.renew(tokens, self._config.lease_s)
+            if renewed < len(tokens):
+                # Some claims are gone (cancelled, or expired), or were being written: a read
+                # tells which, so a step whose cancel was not announced here (Redis down, a
+                # message lost) still sends nothing more.
+                self._stops.claims_lost(await self._store.lost_claims(tokens))
         await self._show_admission_waits()
 
     async def _renew_slots(self) -> None:
@@ -470,7 +516,7 @@ class Worker:
         """The claims of the steps cancelled while stopping go back to READY at once, so
         another worker (or the next start) runs them without waiting for their leases."""
         tokens, self._abandoned = self._abandoned, []
-        abandoned = [step for token in tokens if (step := self._in_flight.pop(token, None))]
+        abandoned = [step for token in tokens if (step := self._release(token))]
         try:
             given = await self._store.give_back(tokens)
         except Exception as error:
@@ -521,7 +567,7 @@ def runs_and_parents(changed: Iterable[ClaimedStep]) -> set[str]:
     return ids
 
 
-def _due_at(result: StepResult) -> float | None:
+def _due_at(result: StepResult | StepAbandoned) -> float | None:
     """When a recorded result makes its step claimable again (parked or redispatched)."""
     if isinstance(result, StepParked):
         return result.not_before

@@ -325,12 +325,17 @@ class OperatorActions:
     @store_boundary
     async def cancel(self, run_id: str, *, actor: str, tenant: str | None = None) -> CancelResult:
         """The run and every descendant still going end CANCELLED; their steps that had not
-        ended are CANCELLED, and steps in flight finish without their results being recorded.
+        ended are CANCELLED. Workers are told before this returns: the steps they hold send no
+        new HTTP attempt, and a request already on the wire finishes without its result being
+        recorded (docs/architecture.md, 'Cancelling a run').
         A cancelled child counts as cancelled in its parent's join. Already CANCELLED:
         `changed=False`; SUCCEEDED or FAILED: `WrongState(code="run_ended")`."""
         outcome = await self._runtime.store.cancel_run(run_id, actor=actor, tenant=tenant)
         changed = outcome.runs_cancelled > 0
         if changed:
+            # Before returning: the workers holding steps of these runs stop them before their
+            # next HTTP attempt (docs/architecture.md, 'Cancelling a run').
+            await self._runtime.cancellations.announce(outcome.stopped)
             await self._runtime.run_events.changed_everything()
         return CancelResult(
             run_id=run_id,

@@ -4,9 +4,10 @@ and a cancelled child counts in its parent's join."""
 
 from __future__ import annotations
 
+import contextlib
 import time
 from collections import Counter
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Iterable, Iterator
 
 import pytest
 
@@ -42,6 +43,23 @@ async def runtime(backend: Backend) -> AsyncIterator[Runtime]:
 @pytest.fixture
 def ops(runtime: Runtime) -> Operations:
     return Operations(runtime)
+
+
+@contextlib.contextmanager
+def announced(runtime: Runtime) -> Iterator[list[set[str]]]:
+    """The run ids each cancel announces to the workers while the block runs."""
+    told: list[set[str]] = []
+    announce = runtime.cancellations.announce
+
+    async def recording(run_ids: Iterable[str]) -> bool:
+        told.append(set(run_ids))
+        return await announce(told[-1])
+
+    runtime.cancellations.announce = recording  # type: ignore[method-assign]
+    try:
+        yield told
+    finally:
+        del runtime.cancellations.announce
 
 
 # ── cancel ──────────────────────────────────────────────────────────────────────────────────
@@ -117,8 +135,12 @@ async def test_cancel_reaches_grandchildren(
             return downstream.stats.in_flight == 6 and worker.stats.recorded == 3
 
         await wait_until(leaves_running)
-        result = await ops.actions.cancel(run_id, actor="cli")
+        with announced(runtime) as told:
+            result = await ops.actions.cancel(run_id, actor="cli")
         assert (result.changed, result.runs_cancelled, result.status) == (True, 9, "CANCELLED")
+        mid_ids = {mid.id for mid in await runtime.store.children(run_id)}
+        # What the workers are told: the root and the two groups name all nine runs' steps.
+        assert told == [{run_id, *mid_ids}]
         steps = result.steps_cancelled
         assert result.message == f"cancelled with 8 runs under it ({steps} steps)"
 
@@ -150,8 +172,10 @@ async def test_a_cancelled_child_counts_in_its_parents_join(
 
         await wait_until(others_done)
         (straggler,) = await runtime.store.children(run_id, status="RUNNING")
-        result = await ops.actions.cancel(straggler.id, actor="cli")
+        with announced(runtime) as told:
+            result = await ops.actions.cancel(straggler.id, actor="cli")
         assert result.runs_cancelled == 1
+        assert told == [{straggler.id}]  # not its parent: the parent goes on
         run = await wait_for_run(runtime, run_id)
     assert run.status == "SUCCEEDED", run.error  # the merge tolerates a cancelled child
     assert run.output["join"]["counts"] == {
@@ -165,7 +189,12 @@ async def test_a_late_result_of_a_cancelled_run_is_dropped(
 ) -> None:
     run_id = await submit(runtime, [single("http://127.0.0.1:1")], {})
     (step,) = await runtime.store.claim(10, lease_s=60)
+    assert await runtime.store.lost_claims([step.claim_token]) == {}  # still held
     await ops.actions.cancel(run_id, actor="cli")
+    # What the worker's renewal asks when it renewed fewer claims than it holds.
+    assert await runtime.store.lost_claims([step.claim_token, "not-a-token"]) == {
+        step.claim_token: True
+    }
     report = await runtime.store.complete([StepSucceeded(step, {"late": True})])
     assert report.dropped == [step.step_id] and report.recorded == 0
     lines = [line["message"] for line in await runtime.store.run_logs(run_id, limit=100)]

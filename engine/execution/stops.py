@@ -1,0 +1,106 @@
+"""Stopping the steps a worker holds whose claims are gone (docs/architecture.md, 'Cancelling a
+run').
+
+A cancel clears the claims of its runs' steps in the store; a worker holding one of them learns
+it two ways and stops the step before its next HTTP attempt (`vertices.contract.StopSignal`):
+
+* the cancellation is announced (`engine.coordination.cancellations`): the worker's listener
+  stops its steps whose run or parent run is named, at once; a step whose claim was under way
+  as the announcement arrived is stopped as it starts (`Stops.start` asks `heard_since`);
+* its lease renewal renews fewer claims than it holds: the worker asks the store which claims
+  are gone (`Store.lost_claims`, a read only then) and stops those steps — the safety net when
+  Redis is down or a message was lost.
+
+Everything here is in memory; a stop costs a dict lookup per step held.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Iterable
+from typing import Protocol
+
+from engine.store.records import ClaimedStep
+
+CANCELLED = "its run was cancelled"
+CLAIM_LOST = "its claim was lost (its lease expired; another worker may run it)"
+
+
+class CancelledRuns(Protocol):
+    """What a worker needs of `engine.coordination.cancellations.Cancellations`."""
+
+    def heard_since(self, run_ids: Iterable[str | None], since: float) -> bool: ...
+
+
+class StepStop:
+    """One step's `StopSignal`: set once, with the first reason given."""
+
+    def __init__(self) -> None:
+        self._event = asyncio.Event()
+        self._reason: str | None = None
+
+    @property
+    def reason(self) -> str | None:
+        return self._reason
+
+    def stop(self, reason: str) -> None:
+        if self._reason is None:
+            self._reason = reason
+            self._event.set()
+
+    async def wait(self) -> None:
+        await self._event.wait()
+
+
+class Stops:
+    """The stop signals of the steps one worker holds, by claim token."""
+
+    def __init__(self, cancelled: CancelledRuns | None) -> None:
+        self._cancelled = cancelled
+        self._held: dict[str, tuple[ClaimedStep, StepStop]] = {}
+        self.stopped = 0
+        """Steps stopped (each once)."""
+
+    @staticmethod
+    def now() -> float:
+        """The clock of `start(claimed_since=…)`: read it before claiming."""
+        return time.monotonic()
+
+    def start(self, step: ClaimedStep, *, claimed_since: float) -> StepStop:
+        """The stop signal of a step just claimed (the claim began at `claimed_since`),
+        already set when its run was announced cancelled since then."""
+        signal = StepStop()
+        self._held[step.claim_token] = (step, signal)
+        runs = (step.run_id, step.parent_run_id)
+        if self._cancelled is not None and self._cancelled.heard_since(runs, claimed_since):
+            self._stop(signal, CANCELLED)
+        return signal
+
+    def signal(self, claim_token: str) -> StepStop | None:
+        """The stop signal of a step held (None: not held)."""
+        held = self._held.get(claim_token)
+        return held[1] if held is not None else None
+
+    def end(self, claim_token: str) -> None:
+        """The step's result is recorded (or dropped): nothing more to stop."""
+        self._held.pop(claim_token, None)
+
+    def runs_cancelled(self, run_ids: frozenset[str]) -> None:
+        """Stop the steps of these runs, and the children of these runs (a listener of
+        `Cancellations`)."""
+        for step, signal in self._held.values():
+            if step.run_id in run_ids or step.parent_run_id in run_ids:
+                self._stop(signal, CANCELLED)
+
+    def claims_lost(self, lost: dict[str, bool]) -> None:
+        """Stop the steps whose claims are gone (token → whether the step was cancelled)."""
+        for token, cancelled in lost.items():
+            held = self._held.get(token)
+            if held is not None:
+                self._stop(held[1], CANCELLED if cancelled else CLAIM_LOST)
+
+    def _stop(self, signal: StepStop, reason: str) -> None:
+        if signal.reason is None:
+            self.stopped += 1
+        signal.stop(reason)
