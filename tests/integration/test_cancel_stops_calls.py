@@ -9,8 +9,10 @@ safety net (the worker's lease renewal) is tested with the cancel's announcement
 
 from __future__ import annotations
 
+import asyncio
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
+from pathlib import Path
 
 import pytest
 
@@ -18,6 +20,7 @@ from demo.downstream import RunningDownstream
 from engine.execution.worker import WorkerConfig
 from engine.operations import Operations
 from engine.runtime import Runtime
+from engine.settings import Settings
 from schemas.definitions import Workflow
 from tests.conftest import Backend
 from tests.integration.actions_harness import fan_out, items, submit, wait_until
@@ -161,3 +164,21 @@ async def test_children_waiting_for_admission_send_nothing_after_the_cancel(
     )
     assert claimed_at_cancel > in_flight_at_cancel  # children were waiting for admission
     assert len(started_after) <= in_flight_at_cancel
+
+
+async def test_a_cancel_with_redis_down_still_cancels_and_stops_local_steps(
+    tmp_path: Path, downstream: RunningDownstream
+) -> None:
+    settings = Settings(
+        database_url=f"sqlite+aiosqlite:///{tmp_path / 'sb.db'}", redis_url="redis://127.0.0.1:9/0"
+    )
+    runtime = await Runtime.open(settings)
+    try:
+        run_id = await submit(runtime, [failing_call(downstream.url)], {})
+        async with asyncio.timeout(30):  # the failed PUBLISH does not hold the cancel up
+            result = await Operations(runtime).actions.cancel(run_id, actor="cli")
+        assert result.changed and result.status == "CANCELLED"
+        # This process's workers heard it all the same; other processes rely on their renewal.
+        assert runtime.cancellations.heard_since([run_id], 0.0)
+    finally:
+        await runtime.close()
