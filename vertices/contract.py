@@ -9,6 +9,7 @@ the decision into a `StepResult` (`engine.store.records`) and records that.
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
+from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any, Protocol
@@ -48,16 +49,18 @@ async def _ignore_retry_wait(wait_s: float, message: str) -> None:
 
 class StopSignal(Protocol):
     """The engine's word that a step must send nothing more: its claim is gone (its run was
-    cancelled, or its lease lost). A vertex checks it before each HTTP attempt and waits on it
-    alongside its own waits (docs/architecture.md, 'Cancelling a run')."""
+    cancelled, or its lease lost). A vertex checks `reason` before each HTTP attempt and waits
+    inside `interruptible()` (docs/architecture.md, 'Cancelling a run')."""
 
     @property
     def reason(self) -> str | None:
         """Why the step must stop ("its run was cancelled"); None while it may go on."""
         ...
 
-    async def wait(self) -> None:
-        """Return once the step must stop."""
+    def interruptible(self) -> AbstractContextManager[None]:
+        """A wait that a stop ends: the stop cancels the awaiting task, and the block raises
+        `StepStopped` instead (a cancellation from elsewhere passes through). No task is
+        created: entering and leaving cost two assignments."""
         ...
 
 

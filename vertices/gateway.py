@@ -29,8 +29,8 @@ already on the wire is not interrupted (docs/architecture.md, 'Cancelling a run'
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import functools
+import inspect
 import random
 import time
 from collections.abc import Awaitable, Callable
@@ -263,24 +263,19 @@ def _stop_reason(stop: StopSignal | None) -> str | None:
 
 
 async def _unless_stopped(stop: StopSignal | None, work: Awaitable[T], not_done: str) -> T:
-    """`work`'s result, unless `stop` comes first: then `work` is cancelled and StepStopped
-    (`not_done`) raised. Work that finished wins, even when the stop came at the same time
-    (an admission slot taken is then settled by the caller)."""
+    """`work`'s result, unless `stop` comes first: then `work` is interrupted and StepStopped
+    (`not_done`) raised."""
     if stop is None:
         return await work
-    task = asyncio.ensure_future(work)
-    stopping = asyncio.ensure_future(stop.wait())
-    try:
-        await asyncio.wait({task, stopping}, return_when=asyncio.FIRST_COMPLETED)
-    finally:
-        stopping.cancel()
-        if not task.done():
-            task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await task
-    if task.cancelled():
+    if stop.reason is not None:
+        if inspect.iscoroutine(work):
+            work.close()  # never started: nothing to wait for
         raise StepStopped(not_done)
-    return task.result()
+    try:
+        with stop.interruptible():
+            return await work
+    except StepStopped:
+        raise StepStopped(not_done) from None
 
 
 async def _guarded_attempt(

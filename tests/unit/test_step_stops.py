@@ -1,13 +1,19 @@
-"""Which held steps a cancellation stops (`engine.execution.stops`), and what a process
-remembers of the cancellations it heard (`engine.coordination.cancellations`)."""
+"""Which held steps a cancellation stops and how a stop interrupts a wait
+(`engine.execution.stops`), and what a process remembers of the cancellations it heard
+(`engine.coordination.cancellations`)."""
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
+
 import fakeredis
+import pytest
 
 from engine.coordination.cancellations import Cancellations
-from engine.execution.stops import CANCELLED, CLAIM_LOST, Stops
+from engine.execution.stops import CANCELLED, CLAIM_LOST, StepStop, Stops
 from engine.store.records import ClaimedStep
+from vertices.contract import StepStopped
 
 
 def step(token: str, run_id: str, parent: str | None = None) -> ClaimedStep:
@@ -75,3 +81,49 @@ async def test_the_memory_of_cancellations_is_bounded() -> None:
         await heard.announce([run_id])
     assert not heard.heard_since(["r1"], 0.0)  # the oldest is forgotten
     assert heard.heard_since([None, "r3"], 0.0)
+
+
+async def waiting_in(stop: StepStop, started: asyncio.Event) -> None:
+    with stop.interruptible():
+        started.set()
+        await asyncio.Event().wait()
+
+
+async def test_a_stop_interrupts_a_wait_as_step_stopped() -> None:
+    stop, started = StepStop(), asyncio.Event()
+    task = asyncio.create_task(waiting_in(stop, started))
+    await started.wait()
+    stop.stop(CANCELLED)
+    with pytest.raises(StepStopped):
+        await task
+    assert task.cancelling() == 0  # the stop's cancellation was taken back
+
+
+async def test_a_cancellation_from_elsewhere_passes_through_even_with_a_stop() -> None:
+    for also_stopped in (False, True):
+        stop, started = StepStop(), asyncio.Event()
+        task = asyncio.create_task(waiting_in(stop, started))
+        await started.wait()
+        task.cancel()  # the worker stopping
+        if also_stopped:
+            stop.stop(CANCELLED)
+        with pytest.raises(asyncio.CancelledError):
+            await task
+
+
+async def test_a_swallowed_interruption_leaves_no_cancellation_behind() -> None:
+    stop, started = StepStop(), asyncio.Event()
+
+    async def swallowing() -> int:
+        with stop.interruptible():
+            started.set()
+            with contextlib.suppress(asyncio.CancelledError):
+                await asyncio.Event().wait()
+        await asyncio.sleep(0)  # a later await is not cancelled
+        return asyncio.current_task().cancelling()  # type: ignore[union-attr]
+
+    task = asyncio.create_task(swallowing())
+    await started.wait()
+    stop.stop(CANCELLED)
+    assert await task == 0
+    assert stop.reason == CANCELLED  # what the caller checks next
