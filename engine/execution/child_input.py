@@ -64,11 +64,12 @@ def _message(workflow: Workflow, step: ClaimedStep, run_input: Any) -> str:
     (worded as a submission's `invalid_input` problems are: the same describer)."""
     problems = validate_input(workflow, run_input)
     where = f"{workflow.name} v{step.workflow_version}"
+    fix = "; fix the SPAWNER's items or its input, then start the parent over"
     if not problems:  # the describer found nothing the validator did: say so, not nothing
-        return f"the child's input does not match the inputSchema of {where}"
+        return f"the child's input does not match the inputSchema of {where}{fix}"
     first = problems[0]
     more = f" (and {len(problems) - 1} more)" if len(problems) > 1 else ""
     return (
         f"the child's input does not match the inputSchema of {where}: input "
-        f"{first.pointer or '/'}: {first.message}{more}"
+        f"{first.pointer or '/'}: {first.message.rstrip('.')}{more}{fix}"
     )

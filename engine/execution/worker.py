@@ -396,10 +396,16 @@ class Worker:
             tokens = list(self._in_flight)
             renewed = await self._store.renew(tokens, self._config.lease_s)
             if renewed < len(tokens):
-                # Some claims are gone (cancelled, or expired), or were being written: a read
-                # tells which, so a step whose cancel was not announced here (Redis down, a
-                # message lost) still sends nothing more.
-                self._stops.claims_lost(await self._store.lost_claims(tokens))
+                # Some claims are gone (cancelled, or expired), or were being recorded (on
+                # PostgreSQL a flush's rows are skipped, so under load this read comes most
+                # periods): it tells which, so a step whose cancel was not announced here
+                # (Redis down, a message lost) still sends nothing more.
+                try:
+                    self._stops.claims_lost(await self._store.lost_claims(tokens))
+                except Exception:
+                    # A safety net's failure must not cost the admission waits' display;
+                    # the next period reads again.
+                    logger.exception("reading which claims are gone failed")
         await self._show_admission_waits()
 
     async def _renew_slots(self) -> None:
