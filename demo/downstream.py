@@ -11,10 +11,16 @@ the configured latency; `GET /items?count=N` answers `{"items": [{"id": 0, "name
    `Retry-After`;
 2. a scripted answer queued by `POST /_script` (a list such as `[503, 503, 200]`, or
    `{"path": "/x", "responses": [...]}` for one path);
-3. per-request overrides, as query parameters or `X-Demo-*` headers: `status`, `sleep_ms`,
+3. per-request overrides, as query parameters or `X-Demo-*` headers (or in a path segment:
+   below): `status`, `sleep_ms`,
    `retry_after`, `reset` (abort the TCP connection), `raw` + `content_type` (a verbatim body),
    `body_bytes` (+ `chunked`), `trickle_ms` (a slowly sent body), `set_cookie`;
 4. `fail_rate`: a random share of 503s.
+
+An override may also ride in the path, after a percent-encoded `?`
+(`/customers/c-9%3Fstatus%3D404`): that is what a GATEWAY sends when run input holding
+`c-9?status=404` fills a path segment (values in a URL's path are encoded), so an example's run
+can be made to fail from its input alone. Query parameters win over these; headers lose to both.
 
 Control endpoints (not counted): `GET /_stats[?recent=N]`, `POST /_config` (camelCase fields
 of `DownstreamConfig`, applied live), `POST /_reset` (clears statistics and scripts; the
@@ -31,9 +37,10 @@ import signal
 import socket
 import struct
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
+from urllib.parse import parse_qsl
 
 from aiohttp import web
 
@@ -176,10 +183,19 @@ def _decorate(response: web.StreamResponse, directive: Directive) -> None:
         response.headers[name] = value
 
 
+def _overrides_in(request: web.Request) -> Mapping[str, str]:
+    """The request's query, with the overrides written in its path after a percent-encoded `?`
+    beneath it (see the module docstring)."""
+    _, marked, tail = request.path.partition("?")  # `request.path` is decoded: `%3F` is `?`
+    if not marked:
+        return request.query
+    return {**dict(parse_qsl(tail)), **request.query}
+
+
 async def _serve(request: web.Request, state: DownstreamState) -> web.StreamResponse:
     """Answer an admitted request; `state.stats.in_flight` already counts it."""
     try:
-        override = directive_from_request(request.query, request.headers)
+        override = directive_from_request(_overrides_in(request), request.headers)
         directive = state.choose(request.path, override)
     except DirectiveError as exc:
         return _json_response({"error": str(exc)}, status=400)

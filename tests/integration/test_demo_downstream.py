@@ -103,6 +103,20 @@ async def test_per_request_overrides_by_query_or_header(
     assert bad.status_code == 400
 
 
+async def test_an_override_in_the_path_after_an_encoded_question_mark(
+    downstream: RunningDownstream, client: httpx.AsyncClient
+) -> None:
+    """What a GATEWAY sends when run input holding `c-9?status=404` fills a path segment."""
+    in_path = await client.get(f"{downstream.url}/customers/c-9%3Fstatus%3D404")
+    assert in_path.status_code == 404
+    query_wins = await client.get(
+        f"{downstream.url}/customers/c-9%3Fstatus%3D404", params={"status": 503}
+    )
+    assert query_wins.status_code == 503
+    plain = await client.get(f"{downstream.url}/customers/c-9")
+    assert (plain.status_code, plain.json()["path"]) == (200, "/customers/c-9")
+
+
 async def test_generated_bodies(downstream: RunningDownstream, client: httpx.AsyncClient) -> None:
     sized = await client.get(downstream.url, params={"body_bytes": 100_000})
     assert (len(sized.content), sized.headers["content-length"]) == (100_000, "100000")

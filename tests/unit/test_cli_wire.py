@@ -44,6 +44,8 @@ MIRRORS: list[tuple[type[wire.Wire], type[pydantic.BaseModel]]] = [
     (wire.CapsView, settings_views.CapsView),
     (wire.CapsRemoved, CapsRemoved),
     (wire.BreakerView, settings_views.BreakerView),
+    (wire.ClosedBreakerView, settings_views.ClosedBreakerView),
+    (wire.BreakersReset, settings_views.BreakersReset),
     (wire.DestinationView, settings_views.DestinationView),
     (wire.ServiceView, settings_views.ServiceView),
     (wire.TenantRateView, settings_views.TenantRateView),
