@@ -11,6 +11,7 @@ import contextlib
 import gc
 import logging
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import redis.asyncio as redis
 
@@ -21,16 +22,19 @@ from engine.coordination.heartbeat import Heartbeat
 from engine.coordination.invalidations import Invalidations
 from engine.coordination.run_events import RunEvents
 from engine.coordination.wakeup import Wakeup
-from engine.execution import executor
 from engine.execution.admission_guard import StoreSettingsSource
-from engine.execution.worker import Worker, WorkerConfig
 from engine.health import HealthMarker
 from engine.secret_cipher import SecretCipher
 from engine.settings import Settings
 from engine.store import Store
 from schemas.clock import Clock, SystemClock
-from vertices import gateway, spawner
 from vertices.http_client import HostResolver, HttpClient, build_http_client
+
+if TYPE_CHECKING:
+    # The worker and the executor (every vertex, their HTTP handling) are imported by the
+    # methods that build them: a command that only reads the store starts without them.
+    from engine.execution.executor import ExecutorDeps
+    from engine.execution.worker import Worker, WorkerConfig
 
 logger = logging.getLogger(__name__)
 
@@ -166,6 +170,8 @@ class Runtime:
             stack.push_async_callback(self.invalidations.stop)
 
     def worker_config(self) -> WorkerConfig:
+        from engine.execution.worker import WorkerConfig  # see the imports at the top
+
         s = self.settings
         return WorkerConfig(
             concurrency=s.worker_concurrency,
@@ -176,9 +182,12 @@ class Runtime:
             payload_retention_s=s.payload_retention_s,
         )
 
-    def executor_deps(self) -> executor.ExecutorDeps:
+    def executor_deps(self) -> ExecutorDeps:
+        from engine.execution.executor import ExecutorDeps  # see the imports at the top
+        from vertices import gateway, spawner
+
         s = self.settings
-        return executor.ExecutorDeps(
+        return ExecutorDeps(
             store=self.store,
             http=self.http,
             timeouts=gateway.GatewayTimeouts(
@@ -205,6 +214,8 @@ class Runtime:
         )
 
     def worker(self, config: WorkerConfig | None = None) -> Worker:
+        from engine.execution.worker import Worker  # see the imports at the top
+
         return Worker(
             self.store,
             self.executor_deps(),

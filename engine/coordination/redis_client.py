@@ -31,15 +31,19 @@ from __future__ import annotations
 import asyncio
 import logging
 import threading
+from typing import TYPE_CHECKING
 
-import fakeredis
 import redis.asyncio as redis
 from redis.asyncio.retry import Retry
 from redis.backoff import ExponentialWithJitterBackoff, NoBackoff
 from redis.exceptions import RedisError
 
-from engine.coordination.embedded_scripts import compile_scripts_once
 from engine.settings import Settings
+
+if TYPE_CHECKING:
+    # Imported where the embedded server is built: a process given a Redis server (and a
+    # CLI command that never opens a client) starts without fakeredis.
+    import fakeredis
 
 logger = logging.getLogger(__name__)
 
@@ -70,6 +74,10 @@ class _EmbeddedSlot:
     def get(self) -> fakeredis.FakeServer:
         with self._lock:
             if self._server is None:
+                import fakeredis  # see the imports at the top
+
+                from engine.coordination.embedded_scripts import compile_scripts_once
+
                 server = fakeredis.FakeServer()
                 compile_scripts_once(server)
                 self._server = server
@@ -105,6 +113,8 @@ async def open_redis(
     twice). Close the client with `close_redis`.
     """
     if settings.redis_url is None:
+        import fakeredis  # see the imports at the top
+
         return fakeredis.FakeAsyncRedis(
             server=embedded_server(), decode_responses=False, retry=_retry(retries)
         )

@@ -19,38 +19,116 @@ in this process).
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
-from engine.operations.actions import OperatorActions
-from engine.operations.deployments import DeploymentOperations
-from engine.operations.destination_history import DestinationHistory
-from engine.operations.health import HealthOperations
-from engine.operations.keys import KeyOperations
-from engine.operations.metrics import MetricsOperations
-from engine.operations.runs import RunOperations
-from engine.operations.secrets import SecretOperations
-from engine.operations.settings import SettingsOperations
-from engine.operations.workflows import WorkflowOperations
+import importlib
+from functools import cached_property
+from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
+    from engine.operations.actions import OperatorActions
+    from engine.operations.deployments import DeploymentOperations
+    from engine.operations.destination_history import DestinationHistory
+    from engine.operations.health import HealthOperations
+    from engine.operations.keys import KeyOperations
+    from engine.operations.metrics import MetricsOperations
+    from engine.operations.runs import RunOperations
+    from engine.operations.secrets import SecretOperations
+    from engine.operations.settings import SettingsOperations
+    from engine.operations.workflows import WorkflowOperations
     from engine.runtime import Runtime
 
 
 class Operations:
-    """Every operation, grouped. Build one per process from its `Runtime`."""
+    """Every operation, grouped. Build one per process from its `Runtime`.
+
+    Each group is built (and its module imported) the first time it is used: a command that
+    needs one group (`schemabridge keys list`) does not import the validator, networkx and the
+    run views the others need, which take most of a second."""
 
     def __init__(self, runtime: Runtime) -> None:
         self.runtime = runtime
-        self.workflows = WorkflowOperations(runtime)
-        self.runs = RunOperations(runtime)
-        self.actions = OperatorActions(runtime, runs=self.runs)
-        self.deployments = DeploymentOperations(runtime)
-        self.settings = SettingsOperations(runtime)
-        self.keys = KeyOperations(runtime)
-        self.secrets = SecretOperations(runtime)
-        self.health = HealthOperations(runtime)
-        self.metrics = MetricsOperations(runtime)
-        self.destination_history = DestinationHistory(self.settings.destinations, runtime.clock)
+
+    @cached_property
+    def workflows(self) -> WorkflowOperations:
+        from engine.operations.workflows import WorkflowOperations
+
+        return WorkflowOperations(self.runtime)
+
+    @cached_property
+    def runs(self) -> RunOperations:
+        from engine.operations.runs import RunOperations
+
+        return RunOperations(self.runtime)
+
+    @cached_property
+    def actions(self) -> OperatorActions:
+        from engine.operations.actions import OperatorActions
+
+        return OperatorActions(self.runtime, runs=self.runs)
+
+    @cached_property
+    def deployments(self) -> DeploymentOperations:
+        from engine.operations.deployments import DeploymentOperations
+
+        return DeploymentOperations(self.runtime)
+
+    @cached_property
+    def settings(self) -> SettingsOperations:
+        from engine.operations.settings import SettingsOperations
+
+        return SettingsOperations(self.runtime)
+
+    @cached_property
+    def keys(self) -> KeyOperations:
+        from engine.operations.keys import KeyOperations
+
+        return KeyOperations(self.runtime)
+
+    @cached_property
+    def secrets(self) -> SecretOperations:
+        from engine.operations.secrets import SecretOperations
+
+        return SecretOperations(self.runtime)
+
+    @cached_property
+    def health(self) -> HealthOperations:
+        from engine.operations.health import HealthOperations
+
+        return HealthOperations(self.runtime)
+
+    @cached_property
+    def metrics(self) -> MetricsOperations:
+        from engine.operations.metrics import MetricsOperations
+
+        return MetricsOperations(self.runtime)
+
+    @cached_property
+    def destination_history(self) -> DestinationHistory:
+        from engine.operations.destination_history import DestinationHistory
+
+        return DestinationHistory(self.settings.destinations, self.runtime.clock)
+
+
+_GROUP_MODULES = {
+    "DeploymentOperations": "deployments",
+    "DestinationHistory": "destination_history",
+    "HealthOperations": "health",
+    "KeyOperations": "keys",
+    "MetricsOperations": "metrics",
+    "OperatorActions": "actions",
+    "RunOperations": "runs",
+    "SecretOperations": "secrets",
+    "SettingsOperations": "settings",
+    "WorkflowOperations": "workflows",
+}
+
+
+def __getattr__(name: str) -> Any:
+    """`from engine.operations import KeyOperations` still works, importing only its module
+    (the groups are not imported with the package: see `Operations`)."""
+    module = _GROUP_MODULES.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    return getattr(importlib.import_module(f"{__name__}.{module}"), name)
 
 
 __all__ = [

@@ -14,6 +14,7 @@ from __future__ import annotations
 import asyncio
 import sqlite3
 from pathlib import Path
+from typing import TYPE_CHECKING
 from urllib.parse import urlsplit
 
 from asyncpg.exceptions import ClientConfigurationError, InvalidCatalogNameError
@@ -23,12 +24,15 @@ from sqlalchemy.engine import make_url
 from sqlalchemy.exc import ArgumentError, DBAPIError, NoSuchModuleError, SQLAlchemyError
 
 from engine.coordination.redis_client import COORDINATION_ERRORS, close_redis, open_redis
-from engine.operations.health import HealthOperations
-from engine.runtime import Runtime
 from engine.settings import DEFAULT_DATABASE_URL, Settings
 from engine.store.db import DatabaseURLError, normalise_url, redact, sqlite_file
 from schemas.clock import Clock
 from schemas.errors import OperationError, Refusal
+
+if TYPE_CHECKING:
+    # The runtime (the whole store, the HTTP client) is imported by the functions that open
+    # one: `schemabridge db upgrade` checks its URL here and needs neither.
+    from engine.runtime import Runtime
 
 REDIS_PROBE_TIMEOUT_S = 5.0
 SCHEMA_CHECK_TIMEOUT_S = 10.0
@@ -237,6 +241,8 @@ async def check_schema(runtime: Runtime, *, timeout_s: float = SCHEMA_CHECK_TIME
     revision: never migrated, behind (the fix: `schemabridge db upgrade`) or migrated by a
     newer release. Reading the revision is bounded by `timeout_s`; a database that does not
     answer is refused as `explain` says it."""
+    from engine.operations.health import HealthOperations  # see the imports at the top
+
     try:
         schema = await asyncio.wait_for(HealthOperations(runtime).schema(), timeout_s)
     except Exception as error:  # whatever the driver raises, the operator gets one line
@@ -273,6 +279,8 @@ async def open_runtime(
     instead of by every worker loop. `migrate` True brings the schema to head; False leaves
     the database as it is and refuses one whose schema is not at head (`check_schema`): a
     process that does not migrate must not run on tables it does not know, nor create them."""
+    from engine.runtime import Runtime  # see the imports at the top
+
     check_database_url(settings.database_url, create=create)
     check_redis_url(settings.redis_url)
     if probe_redis and settings.redis_url is not None:

@@ -2,18 +2,24 @@
 typer, rich, pydantic and httpx, never the server, the engine or the database stack, which the
 commands that run them (`serve`, `api`, `worker`, `db upgrade`, `run`, `keys`, `secrets`,
 `validate`) import inside their functions; `--help` does not even load the HTTP client
-(`api.cli.remote.call` imports it). Each check runs in a fresh interpreter, as the console
-script does. bench/cli_startup.py measures what it is worth (bench/results-cli.md)."""
+(`api.cli.remote.call` imports it). The commands on the database directly (`keys`, `secrets`,
+`db upgrade`) load the store, not the worker, the validator or the operations they do not
+call (`engine.operations.Operations` builds its groups on first use). Each check runs in a
+fresh interpreter, as the console script does. bench/cli_startup.py measures what it is worth
+(bench/results-cli.md)."""
 
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 import textwrap
+from pathlib import Path
 
 import pytest
 import typer.main
+from cryptography.fernet import Fernet
 from typer.testing import CliRunner
 
 from api.cli import app
@@ -62,13 +68,14 @@ SCRIPT = textwrap.dedent(
 )
 
 
-def loaded_modules(*args: str) -> set[str]:
+def loaded_modules(*args: str, env: dict[str, str] | None = None) -> set[str]:
     completed = subprocess.run(
         [sys.executable, "-c", SCRIPT, *args],
         capture_output=True,
         text=True,
         timeout=60,
         check=False,
+        env=env,
     )
     return set(json.loads(completed.stderr.strip().splitlines()[-1]))
 
@@ -100,6 +107,58 @@ def test_http_commands_do_not_load_the_server_stack(args: list[str]) -> None:
 )
 def test_help_does_not_load_the_http_client(args: list[str]) -> None:
     assert loaded_modules(*args) & CLIENT == set()
+
+
+# What a command on the database directly (`keys`, `secrets`) does not need: the worker and
+# the executor (every vertex), the validator and networkx, the operation groups of runs and
+# workflows, and the server. It still needs the store, Redis and the runtime's HTTP client.
+NOT_FOR_THE_STORE = frozenset(
+    {
+        "engine.execution.executor",
+        "engine.execution.worker",
+        "engine.operations.actions",
+        "engine.operations.runs",
+        "engine.operations.workflows",
+        "engine.validation",
+        "fastapi",
+        "jsonschema",
+        "networkx",
+        "starlette",
+        "uvicorn",
+        "vertices.gateway",
+    }
+)
+
+# What `db upgrade` does not need besides: the runtime, the store's roles, Redis's embedded
+# server and the HTTP client (it runs the migrations on the database, nothing else).
+NOT_FOR_MIGRATING = NOT_FOR_THE_STORE | {
+    "aiohttp",
+    "engine.runtime",
+    "engine.store.store",
+    "fakeredis",
+}
+
+
+def database_env(tmp_path: Path) -> dict[str, str]:
+    """This environment without SchemaBridge settings, on an SQLite file in `tmp_path` (not
+    made yet: `db upgrade` makes it), with an encryption key for `secrets`."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("SCHEMABRIDGE_")}
+    env["SCHEMABRIDGE_DATABASE_URL"] = f"sqlite+aiosqlite:///{tmp_path / 'sb.db'}"
+    env["SCHEMABRIDGE_SECRET_KEYS"] = Fernet.generate_key().decode()
+    env["SCHEMABRIDGE_HEALTH_DIR"] = str(tmp_path / "health")
+    return env
+
+
+def test_database_commands_load_only_what_they_use(tmp_path: Path) -> None:
+    env = database_env(tmp_path)
+    migrating = loaded_modules("db", "upgrade", env=env)
+    # It did its work (the commands below refuse a database that is not there).
+    assert (tmp_path / "sb.db").is_file() and "engine.store.db" in migrating
+    assert migrating & NOT_FOR_MIGRATING == set()
+    for args in (["keys", "list"], ["secrets", "list"], ["keys", "revoke", "nosuchkey"]):
+        loaded = loaded_modules(*args, env=env)
+        assert "engine.store.store" in loaded, args  # it reached the database
+        assert loaded & NOT_FOR_THE_STORE == set(), args
 
 
 def test_importing_the_cli_loads_neither_the_stack_nor_the_client_models() -> None:
