@@ -28,7 +28,8 @@ from engine.secret_cipher import SecretCipher
 from engine.settings import Settings
 from engine.store import Store
 from schemas.clock import Clock, SystemClock
-from vertices.http_client import HostResolver, HttpClient, build_http_client
+from vertices.host_resolver import HostResolver
+from vertices.http_client import HttpClient, build_http_client
 
 if TYPE_CHECKING:
     # The worker and the executor (every vertex, their HTTP handling) are imported by the

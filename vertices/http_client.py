@@ -40,14 +40,19 @@ import socket
 import ssl
 from collections.abc import AsyncIterator, Sequence
 from enum import StrEnum
-from typing import Any, Protocol
-
-import aiohttp
-import yarl
-from aiohttp import http_exceptions
-from aiohttp.abc import AbstractResolver, ResolveResult
+from typing import TYPE_CHECKING, Any
 
 from vertices.egress import EgressDenied, EgressPolicy
+from vertices.host_resolver import HostResolver
+
+if TYPE_CHECKING:
+    # aiohttp (and with it its SSL contexts) is imported where a request is made: every
+    # process builds this client with its runtime, and a CLI command that never calls out
+    # (`schemabridge keys list`) should not pay ~0.2 s for it. Once imported, the imports
+    # in the functions below are a dictionary lookup.
+    import aiohttp
+
+    from vertices.policy_resolver import PolicyResolver
 
 DEFAULT_MAX_CONNECTIONS = 256
 """Open connections per client (all destinations together)."""
@@ -71,15 +76,6 @@ class TransportErrorKind(StrEnum):
     """The answer arrived but its content encoding cannot be decoded."""
 
 
-class HostResolver(Protocol):
-    """Turns a host name into addresses: the one place name resolution can be replaced (a
-    test's resolver, for DNS rebinding)."""
-
-    async def resolve(self, host: str, port: int) -> list[str]:
-        """The addresses (IPv4 or IPv6 text) `host` resolves to; OSError when it does not."""
-        ...
-
-
 class SystemResolver:
     """The operating system's resolver (`getaddrinfo`, in the loop's thread pool)."""
 
@@ -88,38 +84,6 @@ class SystemResolver:
             host, port, type=socket.SOCK_STREAM, flags=socket.AI_ADDRCONFIG
         )
         return list(dict.fromkeys(str(info[4][0]) for info in infos))
-
-
-class _PolicyResolver(AbstractResolver):
-    """aiohttp's resolver seam: resolves with `HostResolver`, keeps only what the policy
-    allows (raising `EgressDenied` when nothing is left), and remembers the addresses a host
-    pattern admitted so the socket factory's backstop lets them through."""
-
-    def __init__(self, resolver: HostResolver, policy: EgressPolicy) -> None:
-        self._resolver = resolver
-        self._policy = policy
-        self.admitted_by_name: set[str] = set()
-
-    async def resolve(
-        self, host: str, port: int = 0, family: socket.AddressFamily = socket.AF_INET
-    ) -> list[ResolveResult]:
-        addresses = self._policy.allowed_addresses(host, await self._resolver.resolve(host, port))
-        if self._policy.allows_host_name(host):
-            self.admitted_by_name.update(a.split("%", 1)[0] for a in addresses)
-        return [
-            {
-                "hostname": host,
-                "host": address,
-                "port": port,
-                "family": socket.AF_INET6 if ":" in address else socket.AF_INET,
-                "proto": 0,
-                "flags": socket.AI_NUMERICHOST,
-            }
-            for address in addresses
-        ]
-
-    async def close(self) -> None:
-        return None
 
 
 class HttpClient:
@@ -143,7 +107,7 @@ class HttpClient:
         self.max_connections = max_connections
         self.egress = egress
         self._resolver = resolver or SystemResolver()
-        self._policy_resolver: _PolicyResolver | None = None
+        self._policy_resolver: PolicyResolver | None = None
         self._session: aiohttp.ClientSession | None = None
         self._closed = False
 
@@ -166,12 +130,16 @@ class HttpClient:
         if self._closed:
             raise RuntimeError("the HTTP client is closed")
         if self._session is None:
+            import aiohttp  # see the imports at the top
+
+            from vertices.policy_resolver import PolicyResolver
+
             options: dict[str, Any] = {}
             if self.egress is not None:
-                self._policy_resolver = _PolicyResolver(self._resolver, self.egress)
+                self._policy_resolver = PolicyResolver(self._resolver, self.egress)
                 options = {"resolver": self._policy_resolver, "socket_factory": self._socket}
             elif not isinstance(self._resolver, SystemResolver):
-                options = {"resolver": _PolicyResolver(self._resolver, _NO_POLICY)}
+                options = {"resolver": PolicyResolver(self._resolver, _NO_POLICY)}
             connector = aiohttp.TCPConnector(
                 limit=self.max_connections,
                 limit_per_host=0,
@@ -213,6 +181,9 @@ class HttpClient:
 
         Raises `EgressDenied` (nothing sent) when the egress policy refuses the URL or every
         address its host resolves to."""
+        import aiohttp  # see the imports at the top
+        import yarl
+
         try:
             # Parsed once: the host checked is the host aiohttp connects to.
             target = yarl.URL(url)
@@ -287,6 +258,9 @@ def classify_transport_error(exc: BaseException) -> TransportErrorKind | None:
 
     Returns None for exceptions that are not transport failures (bugs must surface as such).
     """
+    import aiohttp  # see the imports at the top
+    from aiohttp import http_exceptions
+
     chain = _chain(exc)
     if any(isinstance(e, TimeoutError) for e in chain):
         # asyncio.TimeoutError is TimeoutError, and aiohttp's timeout errors subclass it.

@@ -110,10 +110,12 @@ def test_help_does_not_load_the_http_client(args: list[str]) -> None:
 
 
 # What a command on the database directly (`keys`, `secrets`) does not need: the worker and
-# the executor (every vertex), the validator and networkx, the operation groups of runs and
-# workflows, and the server. It still needs the store, Redis and the runtime's HTTP client.
+# the executor (every vertex), aiohttp (the runtime's HTTP client imports it on its first
+# request), the validator and networkx, the operation groups of runs and workflows, and the
+# server. It still needs the store and Redis.
 NOT_FOR_THE_STORE = frozenset(
     {
+        "aiohttp",
         "engine.execution.executor",
         "engine.execution.worker",
         "engine.operations.actions",
@@ -129,10 +131,9 @@ NOT_FOR_THE_STORE = frozenset(
     }
 )
 
-# What `db upgrade` does not need besides: the runtime, the store's roles, Redis's embedded
-# server and the HTTP client (it runs the migrations on the database, nothing else).
+# What `db upgrade` does not need besides: the runtime, the store's roles and Redis's
+# embedded server (it runs the migrations on the database, nothing else).
 NOT_FOR_MIGRATING = NOT_FOR_THE_STORE | {
-    "aiohttp",
     "engine.runtime",
     "engine.store.store",
     "fakeredis",
