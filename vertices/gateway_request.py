@@ -8,12 +8,16 @@ header (values come from run input, so a CR/LF must never let it inject a header
 another scheme than http(s) fails it with `egress_denied`.
 
 Encoding rules:
-* url: a value an expression puts after the URL's authority (in its path, query or fragment)
-  is percent-encoded as one component, `/ ? # & =` included, so run input cannot change which
-  path is called or add query parameters (`_render_url`); a value that would make a path
-  segment `.` or `..` fails the step with `invalid_config`. A url that is exactly one
-  expression (a whole URL, e.g. a pagination link) and values in the scheme or authority
-  (host, port, `user:password@`) are used as they are;
+* url: where each expression sits is read from the template's literal text
+  (`schemas.url_template`). A value in the path, query, fragment or `user:password@` is
+  percent-encoded as one component, `/ ? # & = @ :` included, so run input cannot change
+  which path is called, add query parameters or end the userinfo early; a value that would
+  make a path segment `.` or `..` fails the step with `invalid_config`. A value in the host
+  or port that could move the call to another host (`/ ? # @`, a backslash, whitespace; a
+  port that is not digits) fails it with `invalid_config`, and a literal host must still be
+  the host after rendering (`_render_url`). A url that is exactly one expression (a whole
+  URL, e.g. a pagination link) and an expression that starts it (a base URL) are used as
+  they are;
 * header and query values: strings as they are, numbers as written, booleans `true`/`false`,
   objects and lists as compact JSON; a null drops the entry; a query list repeats the name;
 * body: null sends no body; a string sent with a non-JSON `Content-Type` the user set goes
@@ -35,10 +39,11 @@ from dataclasses import dataclass
 from typing import Any
 from urllib.parse import quote, unquote, urlsplit, urlunsplit
 
-from schemas import expressions
+from schemas import expressions, url_template
 from schemas.definitions import GatewayConfig
 from schemas.errors import FailureKind, StepFailure
 from schemas.redaction import Redactor, basic_credential
+from schemas.url_template import Place
 from vertices.contract import StepContext
 from vertices.egress import EgressDenied
 
@@ -47,8 +52,6 @@ _TOKEN = re.compile(r"^[!#$%&'*+\-.^_`|~0-9A-Za-z]+$")
 """RFC 9110 `token`: the legal characters of a header name."""
 _BAD_VALUE_CHARS = re.compile(r"[\r\n\x00]")
 _DEFAULT_PORTS = {"http": 80, "https": 443}
-_AUTHORITY = re.compile(r"\s*[A-Za-z][A-Za-z0-9+.-]*://[^/?#]*")
-"""`scheme://authority` at the start of a URL: what follows is its path, query or fragment."""
 _DOT_SEGMENTS = frozenset({".", ".."})
 
 
@@ -86,7 +89,8 @@ def url_for_log(url: str) -> str:
 
 
 def _redact_userinfo(url: str, redactor: Redactor) -> None:
-    """Add a URL's password, and the Basic credential a client makes of it, to `redactor`."""
+    """Add a URL's password, and the Basic credential a client makes of it, to `redactor`;
+    refuse credentials HTTP Basic authentication cannot carry (aiohttp raises on them)."""
     try:
         parts = urlsplit(url)
     except ValueError:
@@ -98,10 +102,48 @@ def _redact_userinfo(url: str, redactor: Redactor) -> None:
         redactor.add(unquote(password))
         redactor.add(password)
         redactor.add_literal(basic_credential(unquote(user), unquote(password)))
+    _check_basic(unquote(user), unquote(password))
+
+
+def _check_basic(user: str, password: str) -> None:
+    # Neither value is shown: the message would be recorded, and either may be a secret.
+    if ":" in user:
+        raise _config_error(
+            "url: the user name in user:password@ holds ':', which HTTP Basic authentication "
+            "cannot send (RFC 7617); check the value that makes the user name"
+        )
+    try:
+        (user + password).encode("latin-1")  # what aiohttp encodes Basic credentials in
+    except UnicodeEncodeError as exc:
+        raise _config_error(
+            "url: the user:password@ holds a character beyond Latin-1, which the HTTP client "
+            "cannot send in Basic authentication; send such credentials in an Authorization "
+            "header instead"
+        ) from exc
 
 
 def _config_error(message: str) -> StepFailure:
     return StepFailure(FailureKind.INVALID_CONFIG, message)
+
+
+def _invalid_url(url: str, exc: ValueError) -> StepFailure:
+    """`invalid_config` for a URL urlsplit cannot read, showing its scheme and nothing else.
+
+    Where such a URL's userinfo ends is unknown (a literal password holding `#` or `/` ends
+    the authority early and makes the rest of it the port), so neither the URL nor Python's
+    message, which quotes the port or the host, is shown: either may hold the password."""
+    scheme = url.strip().split(":", 1)[0] if ":" in url else ""
+    shown = f"{scheme}://…" if scheme.isalpha() else "…"
+    if str(exc).startswith("Port"):
+        reason = "its port is not a number from 0 to 65535"
+    elif "IPv6" in str(exc):
+        reason = "an IPv6 host must be written whole between [ and ]"
+    else:
+        reason = "its host is malformed"
+    return _config_error(
+        f"url {shown} is not a valid URL: {reason} (a literal user:password@ must "
+        "percent-encode '#', '?', '/' and '@', e.g. '#' as %23)"
+    )
 
 
 def _expression_failure(exc: expressions.ExpressionError, where: str) -> StepFailure:
@@ -141,8 +183,7 @@ def destination_key(config_url_rendered: str, config_destination: str | None) ->
         parts = urlsplit(config_url_rendered.strip())
         port = parts.port
     except ValueError as exc:
-        shown = url_for_log(config_url_rendered)
-        raise _config_error(f"url {shown!r} is not a valid URL: {exc}") from exc
+        raise _invalid_url(config_url_rendered, exc) from exc
     scheme, host = parts.scheme.lower(), parts.hostname
     if not scheme or not host:
         raise _config_error(f"url {url_for_log(config_url_rendered)!r} needs a scheme and a host")
@@ -154,14 +195,23 @@ def destination_key(config_url_rendered: str, config_destination: str | None) ->
 
 
 def _render_url(text: str, context: dict[str, Any]) -> Any:
-    """The url's template rendered, each value placed after the authority percent-encoded as
-    one component (`quote(value, safe="")`).
+    """The url's template rendered, each value written as the part of the URL it sits in
+    requires, that part read from the template's literal text (`schemas.url_template`):
 
-    Without it, `/customers/{{ input.id }}/orders` with the id `../../admin?x=1#` calls
-    `/admin?x=1` with the vertex's headers and secrets, and a secret holding `?` is cut in
-    pieces the redactor cannot recognise. yarl, which aiohttp sends the URL through, keeps
-    `%2F`, `%3F` and `%23` encoded, so the destination reads the value as one path segment or
-    one query value; it decodes `%2E` and resolves `.` and `..`, hence `_refuse_dot_segments`.
+    * path, query, fragment and `user:password@`: percent-encoded as one component
+      (`quote(value, safe="")`). Without it, `/customers/{{ input.id }}/orders` with the id
+      `../../admin?x=1#` calls `/admin?x=1` with the vertex's headers and secrets, a secret
+      holding `?` is cut in pieces the redactor cannot recognise, and a password holding `#`
+      or `/` ends the authority early. yarl, which aiohttp sends the URL through, keeps
+      `%2F`, `%3F` and `%23` encoded in the path and query (hence `_refuse_dot_segments` for
+      the `%2E` it does decode) and decodes the userinfo back for Basic authentication;
+    * host and port: a value that could end the host (`/ ? # @`, a backslash, whitespace) or a port
+      that is not digits is refused (`_check_head_value`): `https://api.example.com:{{ p }}`
+      with `443@evil.example/` would send the call, and its secrets, to evil.example;
+    * a whole-URL expression, and a base URL that starts the template: as they are.
+
+    When the template writes the host literally, the rendered URL must still have that host
+    (`_check_literal_host`): a backstop should a rule above miss a way to move it.
     """
     if "{{" not in text:
         return text  # nothing to place: the common case pays one substring test
@@ -169,14 +219,20 @@ def _render_url(text: str, context: dict[str, Any]) -> Any:
         template = expressions.compile_template(text)
         if template.exact:
             return template.render(context)  # a whole URL: its path is the author's to build
+        layout = url_template.url_layout(text)
+        places = iter(layout.places)  # render_placed calls `place` once per expression, in order
+        sources = iter(p.expression for p in template.parts if not isinstance(p, str))
         in_path: list[tuple[int, int]] = []
 
         def place(before: str, value: str) -> str:
-            authority = _AUTHORITY.match(before)
-            if authority is None or authority.end() == len(before):
-                return value  # scheme or authority: host, port, `user:password@`
+            where, source = next(places), next(sources)
+            if where in _AS_IS:
+                return value
+            if where in _CHECKED:
+                _check_head_value(where, source, value)
+                return value
             encoded = quote(value, safe="")
-            if encoded and not any(c in before[authority.end() :] for c in "?#"):
+            if encoded and where is Place.PATH:
                 in_path.append((len(before), len(before) + len(encoded)))
             return encoded
 
@@ -184,7 +240,51 @@ def _render_url(text: str, context: dict[str, Any]) -> Any:
     except expressions.ExpressionError as exc:
         raise _expression_failure(exc, "url") from exc
     _refuse_dot_segments(url, in_path)
+    _check_literal_host(url, layout)
     return url
+
+
+_AS_IS = frozenset({Place.WHOLE, Place.BASE})
+_CHECKED = frozenset({Place.SCHEME, Place.HOST, Place.PORT})
+_NOT_IN = {
+    Place.SCHEME: (re.compile(r"[^A-Za-z0-9+.\-]"), "letters, digits, '+', '-' and '.'"),
+    Place.HOST: (re.compile(r"[\s/?#@\\]"), "no '/', '?', '#', '@', '\\' or whitespace"),
+    Place.PORT: (re.compile(r"[^0-9]"), "digits only"),
+}
+"""What a value in the scheme, host or port may not hold: a character that would end that
+part and begin another, so that the run's input would choose the host called."""
+
+
+def _check_head_value(where: Place, source: str, value: str) -> None:
+    pattern, allowed = _NOT_IN[where]
+    found = pattern.search(value)
+    if found is not None:
+        # The value itself is not shown: it may be a secret (validation refuses them here,
+        # but a version stored before it did is still run).
+        raise _config_error(
+            f"url: the value of {{{{ {source} }}}} is in the url's {where.value} and holds "
+            f"{found.group()!r}, which would change where the call goes ({where.value}: "
+            f"{allowed}); check the run's input{_FOR_THE_PATH if where is Place.HOST else ''}"
+        )
+
+
+_FOR_THE_PATH = ", or write a literal '/' before the expression if it is meant for the path"
+
+
+def _check_literal_host(url: str, layout: url_template.UrlLayout) -> None:
+    """Fail when the template wrote its host literally and the rendered URL has another."""
+    if layout.literal_host is None:
+        return
+    try:
+        host = urlsplit(url.strip()).hostname
+    except ValueError:
+        host = None
+    if host != layout.literal_host:
+        raise _config_error(
+            f"url: an expression's value changed the url's host from {layout.literal_host!r}; "
+            "check the run's input (a value in the path, query or user:password@ is encoded, "
+            "one in the port must be digits)"
+        )
 
 
 def _refuse_dot_segments(url: str, spans: list[tuple[int, int]]) -> None:
@@ -211,12 +311,12 @@ def _url(config: GatewayConfig, context: dict[str, Any]) -> str:
     try:
         scheme = urlsplit(url).scheme.lower()
     except ValueError as exc:  # e.g. an unclosed IPv6 bracket
-        raise _config_error(f"url {url!r} is not a valid URL: {exc}") from exc
+        raise _invalid_url(url, exc) from exc
     if scheme and scheme not in _DEFAULT_PORTS:
         # Whatever the egress policy admits, a GATEWAY speaks HTTP only (file://, gopher://
         # and friends are classic request-forgery tools).
         raise EgressDenied(
-            f"egress denied: url {url!r} has the scheme {scheme}://; a GATEWAY calls "
+            f"egress denied: url {url_for_log(url)!r} has the scheme {scheme}://; a GATEWAY calls "
             "http:// and https:// URLs only"
         )
     if scheme not in _DEFAULT_PORTS:

@@ -8,7 +8,8 @@ reprocess` say so, naming when the breaker half-opens and the command that close
 
 The destinations are those of the GATEWAY vertices of the workflows the retried steps belong
 to: a vertex's `destination`, else its url's `scheme://host:port` when that part holds no
-template (a templated host is not known before the call, and is left out). A warning is
+template (`schemas.url_template`; a templated host is not known before the call, and is left
+out). A warning is
 advice: when Redis cannot be read, there is none, and the action stands.
 """
 
@@ -17,12 +18,12 @@ from __future__ import annotations
 import logging
 from collections.abc import Iterable
 from typing import TYPE_CHECKING
-from urllib.parse import urlsplit
 
 from admission import BreakerConfig, BreakerState, LayerView
 from engine.coordination.redis_client import COORDINATION_ERRORS
 from schemas.definitions import GatewayConfig, GatewayVertex, Workflow
 from schemas.errors import StepFailure
+from schemas.url_template import url_layout
 from vertices.gateway import destination_key
 
 if TYPE_CHECKING:
@@ -47,13 +48,16 @@ def destinations_of(workflow: Workflow, vertex_ids: Iterable[str] | None = None)
 def _known_key(config: GatewayConfig) -> str | None:
     if config.destination is not None and "{{" in config.destination:
         return None
-    if config.destination is None:
-        parts = urlsplit(config.url.strip())
-        if "{{" in parts.scheme + parts.netloc:  # a templated host: known only at the call
+    url = config.url
+    if config.destination is None and "{{" in url:
+        # Only the scheme, host and port make the key: read them as the gateway does.
+        origin = url_layout(url).literal_origin
+        if origin is None:  # a templated scheme, host or port: known only at the call
             return None
+        url = origin
     try:
-        return destination_key(config.url, config.destination)
-    except (StepFailure, ValueError):  # a url templated whole, say
+        return destination_key(url, config.destination)
+    except (StepFailure, ValueError):  # a literal url that is no URL
         return None
 
 

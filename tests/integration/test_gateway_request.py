@@ -10,10 +10,12 @@ import yarl
 
 from engine.settings import Settings
 from schemas.errors import FailureKind, StepFailure
+from schemas.url_template import url_layout
 from tests.integration.test_gateway import gateway_config, gateway_ctx
 from vertices.contract import TimeoutTier
+from vertices.egress import EgressDenied
 from vertices.gateway import GatewayTimeouts, destination_key
-from vertices.gateway_request import build_request
+from vertices.gateway_request import _check_literal_host, build_request
 
 
 @pytest.mark.parametrize(
@@ -157,10 +159,11 @@ def test_yarl_keeps_the_encoded_value_whole_in_its_segment_and_its_query_value()
 @pytest.mark.parametrize(
     ("template", "values", "expected"),
     [
-        # The authority is the author's: host, port and userinfo are used as they are.
+        # A host and a port that stay a host and a port are used as they are.
         ("http://{{ input.host }}:{{ input.port }}/x", {"host": "h.example", "port": 8080},
          "http://h.example:8080/x"),
-        ("http://u:{{ input.pw }}@h.example/x", {"pw": "p%40ss"}, "http://u:p%40ss@h.example/x"),
+        ("http://{{ input.host }}/x", {"host": "[::1]:8080"}, "http://[::1]:8080/x"),
+        ("http{{ input.s }}://h.example/x", {"s": "s"}, "https://h.example/x"),
         # A whole-URL expression is a pre-built URL (a pagination link): not encoded.
         ("{{ input.next }}", {"next": "http://h.example/a/b?page=2&x=%2F#f"},
          "http://h.example/a/b?page=2&x=%2F#f"),
@@ -170,7 +173,7 @@ def test_yarl_keeps_the_encoded_value_whole_in_its_segment_and_its_query_value()
         ("http://h.example/x?a=1", {}, "http://h.example/x?a=1"),
     ],
 )  # fmt: skip
-def test_the_authority_and_a_whole_url_expression_are_not_encoded(
+def test_the_host_port_and_a_whole_url_expression_are_not_encoded(
     template: str, values: dict[str, Any], expected: str
 ) -> None:
     assert _url(template, **values) == expected
@@ -209,3 +212,108 @@ def test_a_dot_segment_before_trailing_spaces_is_refused() -> None:
     with pytest.raises(StepFailure) as caught:
         _url("http://h.example/a/{{ input.v }}  ", v="..")
     assert caught.value.kind is FailureKind.INVALID_CONFIG
+
+
+# ── values in the scheme, authority and userinfo ───────────────────────────────────────────
+
+
+@pytest.mark.parametrize(
+    ("template", "value", "expected"),
+    [
+        ("http://u:{{ input.v }}@h.example/x", "p%40ss", "http://u:p%2540ss@h.example/x"),
+        ("http://u:{{ input.v }}@h.example/x", "p#?/@%:", "http://u:p%23%3F%2F%40%25%3A@h.example/x"),
+        ("http://{{ input.v }}:pw@h.example/x", "a b@c", "http://a%20b%40c:pw@h.example/x"),
+    ],
+)  # fmt: skip
+def test_a_value_in_the_userinfo_is_percent_encoded(
+    template: str, value: str, expected: str
+) -> None:
+    """Unencoded, a `#`, `?` or `/` ends the authority early (the rest of the password becomes
+    the port, or the path at the wrong host) and a `%41` is decoded into another password."""
+    request = build_request(gateway_config(template), gateway_ctx(v=value))
+    assert request.url == expected
+    assert request.destination == "http://h.example:80"
+    assert request.url_for_log == "http://h.example/x"
+
+
+@pytest.mark.parametrize(
+    ("template", "value", "where"),
+    [
+        # Run input in the port, or right after a literal host, would move the call (and the
+        # vertex's secret headers) to evil.example.
+        ("https://api.example.com:{{ input.v }}/v1", "443@evil.example/steal?", "port"),
+        ("https://api.example.com:{{ input.v }}", "443@evil.example", "port"),
+        ("https://api.example.com:{{ input.v }}/v1", "44 3", "port"),
+        ("https://api.example.com:{{ input.v }}/v1", "٤٤٣", "port"),  # not ASCII digits
+        ("https://api.example.com{{ input.v }}", "@evil.com/x", "host"),
+        ("https://api.example.com{{ input.v }}/v1", "/x", "host"),
+        ("https://{{ input.v }}/v1", "evil.example#", "host"),
+        ("https://{{ input.v }}.example.com/v1", "evil.example?", "host"),
+        ("https://{{ input.v }}.example.com/v1", "evil.example\\x", "host"),
+        ("https://{{ input.v }}.example.com/v1", "a b", "host"),
+        ("{{ input.v }}://api.example.com/v1", "https://evil.example/?", "scheme"),
+    ],
+)
+def test_a_value_that_would_leave_its_host_or_port_is_refused(
+    template: str, value: str, where: str
+) -> None:
+    with pytest.raises(StepFailure) as caught:
+        _url(template, v=value)
+    assert caught.value.kind is FailureKind.INVALID_CONFIG
+    message = caught.value.message
+    assert f"{{{{ input.v }}}} is in the url's {where}" in message
+    assert "\n" not in message and value not in message
+
+
+def test_a_literal_host_must_still_be_the_host_after_rendering() -> None:
+    """The backstop behind the rules above: run directly, since they leave it nothing to
+    catch."""
+    layout = url_layout("https://api.example.com:{{ input.port }}/v1")
+    _check_literal_host("https://API.example.com:8443/v1", layout)  # same host, any case
+    with pytest.raises(StepFailure) as caught:
+        _check_literal_host("https://api.example.com:443@evil.example/steal?:8443/v1", layout)
+    assert caught.value.kind is FailureKind.INVALID_CONFIG
+    assert "changed the url's host from 'api.example.com'" in caught.value.message
+    with pytest.raises(StepFailure):
+        _check_literal_host("https://[::1/v1", layout)  # unparseable: not the host either
+
+
+@pytest.mark.parametrize(
+    ("url", "leaked"),
+    [
+        ("https://svc:pa#ss@api.example.com/x", "svc:pa"),  # `#` ends the authority: port `pa`
+        ("https://svc:9999999#x@api.example.com/x", "9999999"),  # a port out of range
+        ("https://svc:[pass@api.example.com/x", "[pass"),
+    ],
+)
+def test_a_url_that_is_no_url_is_shown_without_its_userinfo(url: str, leaked: str) -> None:
+    with pytest.raises(StepFailure) as caught:
+        _url(url)
+    assert caught.value.kind is FailureKind.INVALID_CONFIG
+    message = caught.value.message
+    assert message.startswith("url https://… is not a valid URL: ")
+    assert leaked not in message and "svc" not in message and "\n" not in message
+
+
+def test_a_denied_scheme_is_shown_without_its_userinfo() -> None:
+    with pytest.raises(EgressDenied) as caught:
+        _url("ftp://svc:hunter2@h.example/x")
+    assert "hunter2" not in str(caught.value) and "svc" not in str(caught.value)
+
+
+@pytest.mark.parametrize(
+    ("template", "value", "says"),
+    [
+        ("http://{{ input.v }}:pw@h.example/x", "svc:ops", "user name in user:password@ holds ':'"),
+        ("http://a%3Ab:{{ input.v }}@h.example/x", "pw", "user name in user:password@ holds ':'"),
+        ("http://u:{{ input.v }}@h.example/x", "pa€ss", "beyond Latin-1"),
+    ],
+)  # fmt: skip
+def test_credentials_basic_authentication_cannot_carry_are_refused(
+    template: str, value: str, says: str
+) -> None:
+    """aiohttp raises on them when it builds the request: a crash, not a step failure."""
+    with pytest.raises(StepFailure) as caught:
+        _url(template, v=value)
+    assert caught.value.kind is FailureKind.INVALID_CONFIG
+    assert says in caught.value.message and value not in caught.value.message

@@ -1,7 +1,8 @@
 """Run input in a GATEWAY's URL, sent for real to a loopback aiohttp server that records the
 raw request line: a value lands as one encoded path segment or query value, never as a path
 or parameters of its own (a traversal such as `../../admin?delete=1#` must not reach /admin
-with the vertex's headers and secrets)."""
+with the vertex's headers and secrets); a password arrives as it was, whatever it holds; and a
+value in the port or host cannot send the call to another server."""
 
 from __future__ import annotations
 
@@ -11,7 +12,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import pytest
-from aiohttp import web
+from aiohttp import BasicAuth, web
 
 from schemas.errors import FailureKind, StepFailure
 from tests.integration.test_gateway import FAST, gateway_config, gateway_ctx
@@ -26,6 +27,8 @@ class Recorder:
     base: str = ""
     raw_paths: list[str] = field(default_factory=list)
     """Every request's raw path and query, as the request line carried them."""
+    logins: list[tuple[str, str]] = field(default_factory=list)
+    """Every request's Basic credential, decoded: (user, password)."""
 
 
 @contextlib.asynccontextmanager
@@ -37,12 +40,20 @@ async def recording_server() -> AsyncIterator[Recorder]:
         query = {name: request.query.getall(name) for name in request.query}
         return web.json_response({"id": request.match_info["id"], "query": query})
 
+    async def login(request: web.Request) -> web.Response:
+        recorder.raw_paths.append(request.raw_path)
+        if "Authorization" in request.headers:
+            auth = BasicAuth.decode(request.headers["Authorization"])
+            recorder.logins.append((auth.login, auth.password))
+        return web.json_response({"ok": True})
+
     async def anything_else(request: web.Request) -> web.Response:
         recorder.raw_paths.append(request.raw_path)
         return web.json_response({"error": "not found"}, status=404)
 
     app = web.Application()
     app.router.add_get("/customers/{id}/orders", orders)
+    app.router.add_get("/login", login)
     app.router.add_route("*", "/{tail:.*}", anything_else)
     runner = web.AppRunner(app, access_log=None)
     await runner.setup()
@@ -96,5 +107,34 @@ async def test_a_dot_segment_is_refused_before_anything_is_sent(
 ) -> None:
     with pytest.raises(StepFailure) as caught:
         await call(client, f"{server.base}/customers/{{{{ input.id }}}}/orders", id=value)
+    assert caught.value.kind is FailureKind.INVALID_CONFIG
+    assert server.raw_paths == []
+
+
+PASSWORD = "p#?/@%:%41 é"
+"""Every character that ends or changes a URL's userinfo: unencoded, `#` `?` `/` cut it (the
+rest went to the wrong host as a path), `@` moved the host and `%41` arrived as `A`."""
+
+
+async def test_a_password_in_the_userinfo_arrives_as_it_was(
+    server: Recorder, client: HttpClient
+) -> None:
+    host = server.base.removeprefix("http://")
+    url = f"http://{{{{ input.user }}}}:{{{{ input.password }}}}@{host}/login"
+    output = await call(client, url, user="svc ops", password=PASSWORD)
+    assert output["status"] == 200
+    assert server.logins == [("svc ops", PASSWORD)]
+    assert server.raw_paths == ["/login"]
+
+
+@pytest.mark.parametrize(
+    "template", ["http://127.0.0.1:{{ input.v }}/x", "http://127.0.0.1{{ input.v }}/x"]
+)
+async def test_run_input_in_the_port_cannot_send_the_call_elsewhere(
+    server: Recorder, client: HttpClient, template: str
+) -> None:
+    """`server` plays the other host: `http://127.0.0.1:1@127.0.0.1:<its port>/x` calls it."""
+    with pytest.raises(StepFailure) as caught:
+        await call(client, template, v=f"1@{server.base.removeprefix('http://')}")
     assert caught.value.kind is FailureKind.INVALID_CONFIG
     assert server.raw_paths == []

@@ -155,6 +155,48 @@ async def test_a_secret_in_the_url_path_and_query_is_sent_whole_and_recorded_now
     assert [line for line in printed for piece in pieces if piece in line] == []
 
 
+URL_PASSWORD = "cnry#pw?q/p@h%41:z"
+"""A password a URL's userinfo gives meanings to: spliced raw, `#` ended the URL there and its
+start (`https://svc:cnry`) was shown in the step's error; `/` sent the rest as the path to the
+wrong host; `%41` arrived as `A`."""
+
+
+async def test_a_secret_password_in_the_url_is_sent_whole_and_recorded_nowhere(
+    ops: Operations, echo: Echo, backend: Backend, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.DEBUG)
+    await ops.secrets.set("acme", "TOKEN", URL_PASSWORD, actor="cli")
+    host = echo.url.removeprefix("http://")
+    url = f"http://svc:{{{{ secrets.TOKEN }}}}@{host}/fail/login"
+    document = {
+        "name": "url-password",
+        "vertices": {
+            "call": {"type": "GATEWAY", "config": {"url": url, "retry": {"maxAttempts": 1}}}
+        },
+    }
+    run_id = await run_to_end(ops, document)
+
+    # Sent whole, to the host written, as the Basic credential (the echo answers 400 with it).
+    [received] = echo.received
+    credential = basic_credential("svc", URL_PASSWORD)
+    assert received["headers"]["authorization"] == f"Basic {credential}"
+    assert received["path"] == "/fail/login"
+
+    run = await ops.runs.get(run_id)
+    assert run.error is not None
+    assert (run.status, run.error.kind) == ("FAILED", "http_error")
+    assert f"http://{host}/fail/login" in run.error.message  # shown without its userinfo
+    # Not recorded, whole or from its start, in any encoding.
+    pieces = {"cnry", credential, quote(URL_PASSWORD, safe="")}
+    logs = await ops.runs.logs(run_id, limit=100)
+    recorded = run.model_dump_json() + logs.model_dump_json()
+    assert [piece for piece in pieces if piece in recorded] == []
+    dump = await dump_database(backend.database_url)
+    assert [hit for piece in pieces for hit in hits(dump, piece)] == []
+    printed = [r.getMessage() + (r.exc_text or "") for r in caplog.records]
+    assert [line for line in printed for piece in pieces if piece in line] == []
+
+
 async def test_a_missing_secret_fails_the_step_naming_it_and_a_retry_finds_it(
     ops: Operations, echo: Echo
 ) -> None:
