@@ -17,21 +17,17 @@ import yarl
 from engine.validation.common import Code
 from engine.validation.graph import RawWorkflow
 from schemas.errors import Problem
+from schemas.url_template import url_layout
 from vertices.egress import ALLOWED_SCHEMES, EgressDenied, EgressPolicy
 
 
 def literal_origin(url: str) -> str | None:
-    """The part of `url` up to the end of its host when that part holds no `{{ }}`
-    expression (`http://10.0.0.1:80/a/{{ input.id }}` → `http://10.0.0.1:80/`); else None."""
-    head = url.split("{{", 1)[0].strip()
-    scheme, sep, rest = head.partition("://")
-    if not sep:
-        return None
-    ends = [rest.find(c) for c in "/?#" if c in rest]
-    if "{{" in url and not ends:
-        return None  # the host itself is (partly) an expression
-    host_end = min(ends) if ends else len(rest)
-    return f"{scheme}://{rest[:host_end]}/"
+    """`scheme://host[:port]/` of `url` when none of the three holds a `{{ }}` expression
+    (`http://10.0.0.1:80/a/{{ input.id }}` → `http://10.0.0.1:80/`, and so does
+    `http://u:{{ secrets.P }}@10.0.0.1:80/`); else None. Read as the gateway reads it
+    (`schemas.url_template`)."""
+    origin = url_layout(url).literal_origin
+    return None if origin is None else f"{origin}/"
 
 
 def egress_problems(workflow: RawWorkflow, policy: EgressPolicy) -> list[Problem]:

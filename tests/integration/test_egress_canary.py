@@ -192,6 +192,8 @@ async def test_literal_internal_urls_are_refused_at_publication(setup: Setup) ->
             "octal": gateway(f"http://0177.0.0.1:{setup.v4.port}/x/{{{{ input.id }}}}"),
             "mapped": gateway("http://[::ffff:10.0.0.1]/"),
             "local": gateway("http://localhost/"),
+            # Templated userinfo, literal host: judged like any literal host.
+            "userinfo": gateway("http://svc:{{ input.pw }}@10.0.0.1/"),
             "fine": gateway("https://api.example.com/{{ input.id }}"),
             "templated": gateway("http://{{ input.host }}/"),
         },
@@ -200,7 +202,7 @@ async def test_literal_internal_urls_are_refused_at_publication(setup: Setup) ->
         await setup.ops.workflows.publish(document)
     problems = {p.pointer: p for p in caught.value.problems}
     assert set(problems) == {
-        f"/vertices/{v}/config/url" for v in ("metadata", "octal", "mapped", "local")
+        f"/vertices/{v}/config/url" for v in ("metadata", "octal", "mapped", "local", "userinfo")
     }
     assert {p.code for p in problems.values()} == {"egress_denied"}
     assert "link-local" in problems["/vertices/metadata/config/url"].message
