@@ -205,9 +205,10 @@ def _render_url(text: str, context: dict[str, Any]) -> Any:
       or `/` ends the authority early. yarl, which aiohttp sends the URL through, keeps
       `%2F`, `%3F` and `%23` encoded in the path and query (hence `_refuse_dot_segments` for
       the `%2E` it does decode) and decodes the userinfo back for Basic authentication;
-    * host and port: a value that could end the host (`/ ? # @`, a backslash, whitespace) or a port
-      that is not digits is refused (`_check_head_value`): `https://api.example.com:{{ p }}`
-      with `443@evil.example/` would send the call, and its secrets, to evil.example;
+    * host and port: a value that could end the host (`/ ? # @`, a backslash, whitespace)
+      or a port that is not digits is refused (`_check_head_value`):
+      `https://api.example.com:{{ p }}` with `443@evil.example/` would send the call, and its
+      secrets, to evil.example;
     * a whole-URL expression, and a base URL that starts the template: as they are.
 
     When the template writes the host literally, the rendered URL must still have that host
@@ -259,14 +260,18 @@ def _check_head_value(where: Place, source: str, value: str) -> None:
     pattern, allowed = _NOT_IN[where]
     found = pattern.search(value)
     if found is not None:
-        # The value itself is not shown: it may be a secret (validation refuses them here,
-        # but a version stored before it did is still run).
+        # The value is not shown, nor a character of it that is no delimiter: it may be a
+        # secret (validation refuses them here, but a version stored before it did still runs).
+        char = found.group()
+        shown = f"{char!r}" if char in _DELIMITERS or char.isspace() else "a character"
         raise _config_error(
             f"url: the value of {{{{ {source} }}}} is in the url's {where.value} and holds "
-            f"{found.group()!r}, which would change where the call goes ({where.value}: "
-            f"{allowed}); check the run's input{_FOR_THE_PATH if where is Place.HOST else ''}"
+            f"{shown} that would change where the call goes ({where.value}: {allowed}); check "
+            f"the run's input{_FOR_THE_PATH if where is Place.HOST else ''}"
         )
 
+
+_DELIMITERS = frozenset("/?#@\\:[]")
 
 _FOR_THE_PATH = ", or write a literal '/' before the expression if it is meant for the path"
 

@@ -265,6 +265,14 @@ def test_a_value_that_would_leave_its_host_or_port_is_refused(
     assert "\n" not in message and value not in message
 
 
+def test_a_refused_port_value_shows_none_of_its_characters_but_delimiters() -> None:
+    """A value in the port may be a secret stored before validation refused it there."""
+    with pytest.raises(StepFailure) as caught:
+        _url("https://api.example.com:{{ input.v }}/v1", v="S3cret")
+    assert "holds a character that would change" in caught.value.message
+    assert "'S'" not in caught.value.message
+
+
 def test_a_literal_host_must_still_be_the_host_after_rendering() -> None:
     """The backstop behind the rules above: run directly, since they leave it nothing to
     catch."""
