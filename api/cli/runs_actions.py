@@ -212,6 +212,12 @@ def retry(
             "`runs list` shows them).",
         ),
     ] = False,
+    roots: Annotated[
+        bool,
+        # Root runs are the default now; kept so scripts written for it still work, and
+        # still a filter on its own (`runs retry --roots` retried FAILED root runs).
+        typer.Option("--roots", hidden=True, help="Batch: only runs no spawner started."),
+    ] = False,
     limit: Annotated[
         int, typer.Option(help="Batch: consider at most this many runs.", min=1, max=MAX_BATCH)
     ] = 1_000,
@@ -231,7 +237,9 @@ def retry(
     FAILED (or not found) or is skipped; a filter that matches nothing, or only runs it
     skips, exits 0."""
     remote = Remote(api_url, api_key, output, debug)
-    filtered = any(v is not None for v in (status, workflow, tenant, since)) or all_runs
+    if roots and all_runs:
+        fail("give --all (child runs too) or --roots (the default), not both", ExitCode.USAGE)
+    filtered = any(v is not None for v in (status, workflow, tenant, since)) or all_runs or roots
     if runs and filtered:
         fail("give runs or a filter (--status, --workflow, ...), not both", ExitCode.USAGE)
     if not runs and not filtered:

@@ -72,6 +72,25 @@ class BatchFilter(_Body):
         "true unless `parent` is given: false covers child runs too.",
     )
 
+    @model_validator(mode="before")
+    @classmethod
+    def _roots_only_is_roots(cls, data: Any) -> Any:
+        """`rootsOnly`, the field's name until `roots` replaced it, still works (deprecated,
+        not in the schema): clients and CLIs written for it keep their meaning."""
+        if not isinstance(data, dict):
+            return data
+        for old in ("rootsOnly", "roots_only"):
+            if old in data:
+                data = dict(data)
+                given = data.pop(old)
+                if "roots" in data and data["roots"] != given:
+                    raise PydanticCustomError(
+                        "roots_conflict",
+                        f"`{old}` (deprecated) and `roots` differ: give only `roots`",
+                    )
+                data["roots"] = given
+        return data
+
     def selection(self) -> RunFilter:
         return RunFilter(
             workflow=self.workflow,

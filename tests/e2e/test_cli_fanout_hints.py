@@ -150,6 +150,12 @@ def test_a_batch_by_filter_retries_what_runs_list_shows(serve_api: Stack, workfl
         f"nothing to retry: no run matched (status FAILED, tenant {tenant})",
         "(child runs are retried with --all)",
     ]
+    # `--roots`, the default now, still works for scripts written before (and is a filter).
+    old_script = serve_api.ok("runs", "retry", "--roots", "--tenant", tenant)
+    assert old_script.stdout == batch.stdout, old_script
+    both = assert_refused(serve_api.cli("runs", "retry", "--roots", "--all"), 2)
+    assert "give --all (child runs too) or --roots (the default), not both" in both
+    assert "--roots" not in serve_api.ok("runs", "retry", "--help").stdout
     wider = serve_api.ok("runs", "retry", "--status", "FAILED", "--tenant", tenant, "--all")
     assert f"  {child}  parent_succeeded: run {parent} above it has SUCCEEDED" in wider.stdout
     assert f"start over run {parent}" in wider.stdout, wider.stdout

@@ -278,11 +278,24 @@ async def test_a_batch_by_filter_leaves_a_finished_runs_dead_letter_alone(
         batch = await http.post("/runs/retry", json={"filter": {"status": "FAILED"}})
         assert batch.status_code == 200, batch.text
         assert batch.json() == {"retried": [], "skipped": [], "truncated": False, "stuck": []}
-        for selection in ({"roots": False}, {"parent": parent}):
+        # `rootsOnly`, the field's name before `roots`: older clients keep their meaning.
+        wide = ({"roots": False}, {"rootsOnly": False}, {"rootsOnly": False, "roots": False})
+        for selection in (*wide, {"parent": parent}):
             wider = await http.post("/runs/retry", json={"filter": selection})
+            assert wider.status_code == 200, (selection, wider.text)
             (skipped,) = wider.json()["skipped"]
             assert (skipped["runId"], skipped["reason"]) == (child, "parent_succeeded")
             assert f"start over run {parent}" in skipped["message"], skipped
+        narrow = await http.post("/runs/retry", json={"filter": {"rootsOnly": True}})
+        assert narrow.json()["skipped"] == [], narrow.text
+        both = await http.post(
+            "/runs/retry", json={"filter": {"status": "FAILED", "rootsOnly": True, "roots": False}}
+        )
+        assert both.status_code == 422, both.text
+        assert both.json()["message"].count("\n") == 0
+        assert "`rootsOnly` (deprecated) and `roots` differ: give only `roots`" in both.text
+        documented = (await http.get("/openapi.json")).json()["components"]["schemas"]
+        assert "rootsOnly" not in str(documented["BatchFilter"]), "kept out of the contract"
         by_ids = await http.post("/runs/retry", json={"ids": [child]})
         assert by_ids.json()["skipped"][0]["reason"] == "parent_succeeded"
         assert by_ids.json()["retried"] == []
