@@ -145,19 +145,6 @@ def batch_lines(result: BatchRetryResult, filter_text: str | None = None) -> lis
     return lines
 
 
-def still_stuck(run_id: str, joins: list[str], children_failed: int) -> str:
-    """Why the retry of a join whose children FAILED will not help, and what will."""
-    names = ", ".join(repr(join) for join in joins)
-    one = len(joins) == 1
-    what, fails = ("join", "fails") if one else ("joins", "fail")
-    still = plural(children_failed, "child is", "children are")
-    pronoun = "it" if children_failed == 1 else "them"
-    return (
-        f"its {what} {names} {fails} again at once: {still} still FAILED; "
-        f"`schemabridge runs reprocess {run_id}` runs {pronoun} again and reopens the {what}"
-    )
-
-
 def _retry_one(remote: Remote, given: str) -> None:
     """`runs retry RUN`: the retry, then what it sets off that the operator should hear."""
 
@@ -166,23 +153,16 @@ def _retry_one(remote: Remote, given: str) -> None:
 
     result = call(remote, single)
     _print(remote, result, f"run {result.run_id}: {result.message}; it is {result.status}")
-    if result.reopened_run:
-        # Allowed when asked for by name (a batch skips it): said, as it sends a finished
-        # run's calls after that join a second time.
-        say(
-            f"warning: run {result.reopened_run} above it had SUCCEEDED and runs again from "
-            f"its join {result.reopened_join!r}: the steps after that join run a second time"
-        )
-    if result.stuck_joins:
-        say(still_stuck(result.run_id, result.stuck_joins, result.children_failed))
-    # The server's warnings come in that order, then any open breaker's: those are new here.
-    _warn(remote, result.warnings[bool(result.reopened_run) + bool(result.stuck_joins) :])
+    # The server says what the retry sets off (a finished run reopened, a join that fails
+    # again, an open breaker) in words meant for the CLI too: printed as they come.
+    _warn(remote, result.warnings)
 
 
 def _print_batch(
     remote: Remote, outcome: BatchRetryResult, filter_text: str | None, children_hidden: bool
 ) -> None:
-    """A batch retry's answer, and a line on stderr for each run whose joins fail again."""
+    """A batch retry's answer, and the server's line on stderr for each run whose joins fail
+    again (in JSON they are the answer's `stuck`)."""
     if remote.json:
         print_json(dump(outcome))
     else:
@@ -191,8 +171,7 @@ def _print_batch(
             console.print(line, markup=False)
         if children_hidden and not (outcome.retried or outcome.skipped):
             console.print("(child runs are retried with --all)", markup=False)
-    for stuck in outcome.stuck:
-        say(f"run {stuck.run_id}: {still_stuck(stuck.run_id, stuck.joins, stuck.children_failed)}")
+    _warn(remote, [stuck.message for stuck in outcome.stuck if stuck.message])
 
 
 def retry(

@@ -380,15 +380,18 @@ def _skipped(run_id: str, outcome: RetryOutcome) -> SkippedRun:
 
 
 def _stuck_words(run_id: str, stuck: StuckJoins) -> str:
-    """Why retrying a run whose joins failed on FAILED children does not help, and what does."""
+    """Why retrying a run whose joins failed on FAILED children does not help, and what does:
+    one sentence for a single retry's `warnings` and a batch's `stuck[].message`, which the
+    CLI prints as it is (so it names the run, and gives the command as well as the action)."""
     one = len(stuck.joins) == 1
     names = ", ".join(repr(join) for join in stuck.joins)
     what, fails = ("join", "fails") if one else ("joins", "fail")
     n = stuck.children_failed
     still = f"{n} child is" if n == 1 else f"{n:,} children are"
     return (
-        f"its {what} {names} {fails} again at once: {still} still FAILED; reprocess run "
-        f"{run_id} to run {'it' if n == 1 else 'them'} again and reopen the {what}"
+        f"run {run_id}: its {what} {names} {fails} again at once: {still} still FAILED; "
+        f"reprocess run {run_id} (`schemabridge runs reprocess {run_id}`) to run "
+        f"{'it' if n == 1 else 'them'} again and reopen the {what}"
     )
 
 

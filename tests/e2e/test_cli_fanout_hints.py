@@ -81,6 +81,16 @@ def failed_fanout(stack: Stack) -> dict[str, object]:
     return run
 
 
+def stuck_warning(run: str) -> str:
+    """The server's one sentence for a retried run whose join fails again, as the CLI prints
+    it for a single retry and a batch alike."""
+    return (
+        f"warning: run {run}: its join 'joined' fails again at once: 1 child is still FAILED; "
+        f"reprocess run {run} (`schemabridge runs reprocess {run}`) to run it again and reopen "
+        "the join"
+    )
+
+
 def next_lines(shown: str) -> list[str]:
     """The commands `runs show` suggests, in order (the `next` field and its lines)."""
     found = re.search(r"^next\s+(.*(?:\n\s+schemabridge .*)*)", shown, re.M)
@@ -103,10 +113,7 @@ def test_retrying_such_a_join_says_to_reprocess(serve_api: Stack, workflows: Non
     run = str(failed_fanout(serve_api)["id"])
     retried = serve_api.ok("runs", "retry", run)
     assert f"run {run}: 1 failed step run again" in retried.stdout, retried.stdout
-    assert (
-        f"its join 'joined' fails again at once: 1 child is still FAILED; "
-        f"`schemabridge runs reprocess {run}` runs it again and reopens the join"
-    ) in retried.stderr, retried.stderr
+    assert retried.stderr.splitlines() == [stuck_warning(run)], retried.stderr
     # What the note says: the retried join ends FAILED again, its child still FAILED.
     assert serve_api.cli("runs", "watch", run, "--timeout", "60").returncode == 1
     again = serve_api.json("runs", "show", run)
@@ -122,10 +129,18 @@ def test_retrying_several_such_runs_says_it_for_each(serve_api: Stack, workflows
     retried = serve_api.ok("runs", "retry", first, second)
     assert "retried 2 runs" in retried.stdout, retried.stdout
     for run in (first, second):
-        assert (
-            f"run {run}: its join 'joined' fails again at once: 1 child is still FAILED; "
-            f"`schemabridge runs reprocess {run}` runs it again and reopens the join"
-        ) in retried.stderr, retried.stderr
+        assert stuck_warning(run) in retried.stderr.splitlines(), retried.stderr
+
+
+def test_in_json_the_warnings_are_the_answers_only(serve_api: Stack, workflows: None) -> None:
+    """`-o json` is for scripts: the warnings are in the answer, nothing more on stderr."""
+    alone, first, second = (str(failed_fanout(serve_api)["id"]) for _ in range(3))
+    single = serve_api.ok("runs", "retry", alone, "-o", "json")
+    assert single.stderr == "", single.stderr
+    assert json.loads(single.stdout)["warnings"] == [stuck_warning(alone).removeprefix("warning: ")]
+    batch = serve_api.ok("runs", "retry", first, second, "-o", "json")
+    assert batch.stderr == "", batch.stderr
+    assert [s["runId"] for s in json.loads(batch.stdout)["stuck"]] == [first, second]
 
 
 def test_a_batch_by_filter_retries_what_runs_list_shows(serve_api: Stack, workflows: None) -> None:

@@ -322,8 +322,9 @@ async def test_a_batch_retry_says_which_joins_fail_again(
             "runId": parent,
             "joins": ["join"],
             "childrenFailed": 1,
-            "message": "its join 'join' fails again at once: 1 child is still FAILED; "
-            f"reprocess run {parent} to run it again and reopen the join",
+            "message": f"run {parent}: its join 'join' fails again at once: 1 child is still "
+            f"FAILED; reprocess run {parent} (`schemabridge runs reprocess {parent}`) to run it "
+            "again and reopen the join",
         }
     ]
 

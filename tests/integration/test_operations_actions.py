@@ -564,8 +564,9 @@ async def test_retries_say_which_joins_fail_again_at_once(
     (stuck,) = batch.stuck
     assert (stuck.run_id, stuck.joins, stuck.children_failed) == (first, ["join"], 2)
     assert stuck.message == (
-        "its join 'join' fails again at once: 2 children are still FAILED; "
-        f"reprocess run {first} to run them again and reopen the join"
+        f"run {first}: its join 'join' fails again at once: 2 children are still FAILED; "
+        f"reprocess run {first} (`schemabridge runs reprocess {first}`) to run them again and "
+        "reopen the join"
     )
     async with running_worker(runtime):
         await wait_for_run(runtime, first)
