@@ -32,12 +32,12 @@ if TYPE_CHECKING:
     from engine.settings import Settings
 
 MIN_VALUE_CHARS = 8
+"""Shorter values are refused: the redactor could not tell them from ordinary text."""
 SHORT_VALUE_REASON = (
     f"a secret's value must be at least {MIN_VALUE_CHARS} characters (shorter values cannot be "
     "told apart from ordinary text, so they could not be redacted)"
 )
 """The refusal of a short value, with its reason (the REST model and the operations say it)."""
-"""Shorter values are refused: the redactor could not tell them from ordinary text."""
 MAX_VALUE_CHARS = 16 * 1024
 """Longest value: a token or a certificate, not a document (at most 64 KiB of UTF-8)."""
 
