@@ -246,6 +246,8 @@ def transport_error_message(exc: BaseException) -> str:
     """One line for a transport failure, without aiohttp's connection-key noise: its
     "Cannot connect to host h:p ssl:default [...]" names the TLS context, which says nothing
     to an operator; a refused certificate is still said to be one."""
+    import aiohttp  # see the imports at the top
+
     if isinstance(exc, aiohttp.ClientConnectorCertificateError):
         return f"TLS certificate of {exc.host}:{exc.port} refused: {exc.certificate_error}"
     if isinstance(exc, aiohttp.ClientConnectorError):

@@ -142,7 +142,9 @@ def test_a_failed_run_is_read_retried_resolved_and_started_over(
     assert "failed step lookup: http_error" in shown
     assert re.search(r"^HTTP\s+status 404 after 1 attempt$", shown, re.M), shown
     assert re.search(r'^body\s+\{"error":"demo answer 404"\}$', shown, re.M), shown
-    assert re.search(r"^attempts\s+1\.1\s+\S+\s+GET \S+/customers/c-9 → 404", shown, re.M)
+    assert re.search(
+        r"^attempts\s+1\.1\s+\S+\s+GET \S+/customers/c-9%3Fstatus%3D404 → 404", shown, re.M
+    )
     assert "None" not in shown
 
     log = stack.ok("runs", "logs", run).stdout
