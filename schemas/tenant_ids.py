@@ -1,14 +1,7 @@
 """What a tenant id may be: the one rule every place that takes one shares (a submission's
 `tenantId`, an API key's tenant, a secret's tenant, an operator's tenant settings), so an id
 one of them refuses can be named by none: no tenant that settings could never reach, and no
-settings for a tenant no run could have.
-
-The rule tightened once (spaces and control characters inside an id were allowed before; only
-spaces at either end were refused). Ids stored under the older rule stay usable: a place that
-only names a tenant (reading its settings, its secrets, a filter) takes any id the older rule
-took (`is_tenant_ref`), and a place that can bring a tenant into being (a key, a run, a limit)
-takes such an id only for a tenant that exists already (`engine.operations.tenant_checks`).
-Refusals say the current rule either way: it is the one a new id must meet."""
+settings for a tenant no run could have."""
 
 from __future__ import annotations
 
@@ -23,42 +16,26 @@ SHOWN_CHARS = 60
 
 
 def is_tenant_id(value: object) -> bool:
-    """Whether `value` may be a new tenant's id (see `TENANT_ID_RULE`). A tenant id is a name
-    shown in tables and typed on command lines: a space or a newline inside it breaks both
-    (`isprintable` is false for every whitespace but the space, and for control characters)."""
+    """Whether `value` is a tenant id (see `TENANT_ID_RULE`). A tenant id is a name shown in
+    tables and typed on command lines: a space or a newline inside it breaks both (`isprintable`
+    is false for every whitespace but the space, and for control characters)."""
     return (
-        isinstance(value, str) and is_tenant_ref(value) and value.isprintable() and " " not in value
-    )
-
-
-def is_tenant_ref(value: object) -> bool:
-    """Whether `value` may name an existing tenant: a tenant id, or an id the older rule took
-    (1 to 200 characters, no whitespace at either end) and the store may hold."""
-    return isinstance(value, str) and 0 < len(value) <= MAX_TENANT_CHARS and value == value.strip()
-
-
-def tenant_id_refusal(value: object) -> InvalidRequest:
-    """`InvalidRequest(code="invalid_tenant")` saying what a tenant id is, with
-    `details.allowed` (the rule in words)."""
-    given = value if isinstance(value, str) else repr(value)  # a caller in Python may err
-    shown = repr(given if len(given) <= SHOWN_CHARS else given[:SHOWN_CHARS] + "…")
-    return InvalidRequest(
-        f"{shown} is not a tenant id: a tenant id is {TENANT_ID_RULE}",
-        code="invalid_tenant",
-        details={"allowed": TENANT_ID_RULE},
+        isinstance(value, str)
+        and 0 < len(value) <= MAX_TENANT_CHARS
+        and value.isprintable()
+        and " " not in value
     )
 
 
 def check_tenant_id(value: str) -> str:
-    """`value` when it may be a new tenant's id; else `tenant_id_refusal(value)`."""
+    """`value` when it is a tenant id; else `InvalidRequest(code="invalid_tenant")` saying what
+    one is, with `details.allowed` (the rule in words)."""
     if is_tenant_id(value):
         return value
-    raise tenant_id_refusal(value)
-
-
-def check_tenant_ref(value: str) -> str:
-    """`value` when it may name an existing tenant (`is_tenant_ref`); else
-    `tenant_id_refusal(value)`."""
-    if is_tenant_ref(value):
-        return value
-    raise tenant_id_refusal(value)
+    given = value if isinstance(value, str) else repr(value)  # a caller in Python may err
+    shown = repr(given if len(given) <= SHOWN_CHARS else given[:SHOWN_CHARS] + "…")
+    raise InvalidRequest(
+        f"{shown} is not a tenant id: a tenant id is {TENANT_ID_RULE}",
+        code="invalid_tenant",
+        details={"allowed": TENANT_ID_RULE},
+    )

@@ -238,9 +238,8 @@ async def list_tenants(ops: OperationsDep, _caller: AdminDep) -> TenantList:
 async def get_tenant(tenant_id: str, ops: OperationsDep, caller: CallerDep) -> TenantView:
     """Any id has settings (the defaults until an operator sets some). A tenant key reads its
     own tenant only (403 `forbidden` for another). An id no tenant can have (empty, a space
-    at either end, over 200 characters) is 422 `invalid_tenant`, `details.allowed` the rule;
-    an id with a space or control character inside (allowed before the rule tightened) is
-    read."""
+    or control character in it, over 200 characters) is 422 `invalid_tenant`, `details.allowed`
+    the rule."""
     if caller.tenant is not None and caller.tenant != tenant_id:
         raise ApiError(403, "forbidden", "a tenant key can read its own tenant only")
     return await ops.settings.tenant(tenant_id)
@@ -259,8 +258,7 @@ async def set_limits(
     """Answers the tenant's settings after the change. Each field is applied on its own and
     idempotently: a request refused half-way (503) may be sent again as it is. The id follows
     a submission's `tenantId` rule: any other is 422 `invalid_tenant` (`details.allowed`
-    says the rule) and nothing is stored; an id with a space or control character inside is
-    taken only for a tenant that exists already (it was allowed before the rule tightened)."""
+    says the rule) and nothing is stored."""
     given = body.model_fields_set
     if "rate_per_minute" in given:
         if body.rate_per_minute is None:

@@ -26,10 +26,9 @@ from typing import TYPE_CHECKING
 from engine.operations.boundary import store_boundary
 from engine.operations.keys_views import ApiKeyList, ApiKeyView, CreatedApiKey, KeyState
 from engine.operations.row_cache import RowCache, shared_row_cache
-from engine.operations.tenant_checks import may_name_tenant
 from engine.store.keys import ApiKeyRecord
 from schemas.errors import InvalidRequest, NotFound, Problem
-from schemas.tenant_ids import TENANT_ID_RULE
+from schemas.tenant_ids import TENANT_ID_RULE, is_tenant_id
 
 if TYPE_CHECKING:
     from engine.runtime import Runtime
@@ -97,6 +96,11 @@ def _check_role(tenant: str | None, admin: bool) -> None:
         raise _refuse("/tenant", "a key is bound to one tenant or to the admin role, not both")
     if not admin and tenant is None:
         raise _refuse("/tenant", "give the tenant the key acts for, or make it an admin key")
+    if tenant is not None and not is_tenant_id(tenant):
+        raise _refuse(
+            "/tenant",
+            f"a tenant id is {TENANT_ID_RULE}",
+        )
 
 
 def _check_details(name: str | None, expires_in_days: float | None) -> None:
@@ -137,8 +141,6 @@ class KeyOperations:
         Refuses with `InvalidRequest(code="invalid_key")`."""
         _check_role(tenant, admin)
         _check_details(name, expires_in_days)
-        if tenant is not None and not await may_name_tenant(self._runtime.store, tenant):
-            raise _refuse("/tenant", f"a tenant id is {TENANT_ID_RULE}")
         now = self._runtime.clock.now()
         secret = KEY_PREFIX + secrets.token_urlsafe(SECRET_BYTES)
         record = ApiKeyRecord(

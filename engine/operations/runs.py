@@ -26,7 +26,6 @@ from engine.operations.pagination import (
     scope_digest,
 )
 from engine.operations.row_cache import RowCache, shared_row_cache
-from engine.operations.tenant_checks import may_name_tenant
 from engine.operations.views import (
     ChildDuration,
     FanoutProgress,
@@ -60,7 +59,7 @@ from schemas.errors import (
     LimitReached,
     QuotaExceeded,
 )
-from schemas.tenant_ids import tenant_id_refusal
+from schemas.tenant_ids import check_tenant_id
 
 if TYPE_CHECKING:
     from engine.runtime import Runtime
@@ -221,8 +220,7 @@ class RunOperations:
         `IdempotencyConflict`. A repeated submission is answered even when a limit would
         refuse a new one (it creates nothing).
         """
-        if not await may_name_tenant(self._store, tenant_id):  # a run can make a tenant
-            raise tenant_id_refusal(tenant_id)
+        check_tenant_id(tenant_id)
         submission.check_key(idempotency_key)
         settings = self._runtime.settings
         submission.check_input_limits(

@@ -25,7 +25,7 @@ from engine.secret_cipher import SecretCipher, SecretUnreadable
 from engine.store.secrets_store import SecretRecord
 from schemas.errors import InvalidRequest, NotFound, Problem
 from schemas.secret_names import SECRET_NAME, SECRET_NAME_RULE
-from schemas.tenant_ids import TENANT_ID_RULE, is_tenant_ref
+from schemas.tenant_ids import TENANT_ID_RULE, is_tenant_id
 
 if TYPE_CHECKING:
     from engine.runtime import Runtime
@@ -64,9 +64,7 @@ def check_name(name: str) -> None:
 
 
 def check_tenant(tenant: str) -> None:
-    """A secret only names its tenant (no tenant comes into being by it), so an id the older
-    rule took is accepted: a tenant created before the rule tightened keeps its secrets."""
-    if not is_tenant_ref(tenant):
+    if not is_tenant_id(tenant):
         raise _refuse(
             "/tenant",
             f"a tenant id is {TENANT_ID_RULE}",

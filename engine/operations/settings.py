@@ -32,10 +32,9 @@ from engine.operations.settings_views import (
     TenantRateView,
     TenantView,
 )
-from engine.operations.tenant_checks import may_name_tenant
 from schemas.close_names import close_names, did_you_mean
 from schemas.errors import InvalidRequest, NotFound, Unavailable
-from schemas.tenant_ids import check_tenant_ref, tenant_id_refusal
+from schemas.tenant_ids import check_tenant_id
 
 if TYPE_CHECKING:
     from engine.runtime import Runtime
@@ -171,7 +170,7 @@ class SettingsOperations:
         Answers what was closed (nothing: all were closed already). A destination admission
         never saw is `destination_not_found`; Redis down, `coordination_unavailable`."""
         if tenant_id is not None:
-            check_tenant_ref(tenant_id)
+            check_tenant_id(tenant_id)
         await self._require_coordination(f"closing the breakers of {destination}")
         with _coordination(f"the breakers of {destination} were not closed"):
             closed = await self._runtime.admission.reset_breakers(destination, tenant_id)
@@ -230,7 +229,7 @@ class SettingsOperations:
     async def set_tenant_rate(self, tenant_id: str, per_minute: int) -> TenantRateView:
         """Limit a tenant to `per_minute` GATEWAY steps a minute (≥ 1; each step counted once
         however many attempts it takes), for every worker at once (`invalid_rate` below 1)."""
-        await self._check_may_limit(tenant_id)
+        check_tenant_id(tenant_id)
         _whole(per_minute, 1, "the rate per minute", "invalid_rate")
         await self._apply_tenant_rate(tenant_id, per_minute)
         return await self._rate_view(tenant_id, per_minute)
@@ -239,7 +238,7 @@ class SettingsOperations:
     async def reset_tenant_rate(self, tenant_id: str) -> TenantRateView:
         """Remove a tenant's rate limit: the default (`TENANT_RATE_PER_MINUTE`) applies again.
         Idempotent: a tenant without one is left as it is."""
-        check_tenant_ref(tenant_id)
+        check_tenant_id(tenant_id)
         await self._apply_tenant_rate(tenant_id, None)
         return await self._rate_view(tenant_id, None)
 
@@ -247,7 +246,7 @@ class SettingsOperations:
     async def set_quota(self, tenant_id: str, max_runs: int) -> QuotaView:
         """Let a tenant create `max_runs` child runs (≥ 0; spawners check it before a fan-out).
         Changing an existing quota keeps its count of runs used (`invalid_quota` below 0)."""
-        await self._check_may_limit(tenant_id)
+        check_tenant_id(tenant_id)
         _whole(max_runs, 0, "the quota", "invalid_quota")
         return _quota_view(*await self._runtime.store.set_quota(tenant_id, max_runs))
 
@@ -255,7 +254,7 @@ class SettingsOperations:
     async def reset_quota(self, tenant_id: str) -> bool:
         """Remove a tenant's run quota: unlimited again, and its count of runs used restarts
         from 0 if a quota is set later. True when it had one; False when it had none."""
-        check_tenant_ref(tenant_id)
+        check_tenant_id(tenant_id)
         return await self._runtime.store.reset_quota(tenant_id)
 
     @store_boundary
@@ -281,7 +280,7 @@ class SettingsOperations:
     async def tenant(self, tenant_id: str) -> TenantView:
         """One tenant's rate limit and its use in the current window, and its quota. Any id
         has settings (the defaults until an operator sets some)."""
-        check_tenant_ref(tenant_id)
+        check_tenant_id(tenant_id)
         store = self._runtime.store
         quota = await store.get_quota(tenant_id)
         return TenantView(
@@ -302,12 +301,6 @@ class SettingsOperations:
         return [ServiceView.of(status) for status in statuses]
 
     # ── internals ────────────────────────────────────────────────────────────────────────
-
-    async def _check_may_limit(self, tenant_id: str) -> None:
-        """A limit's row can bring a tenant into being: a tenant id, or an older id of a
-        tenant that exists (`engine.operations.tenant_checks`)."""
-        if not await may_name_tenant(self._runtime.store, tenant_id):
-            raise tenant_id_refusal(tenant_id)
 
     async def _require_coordination(self, what: str) -> None:
         """Refuse before anything is written when Redis does not answer."""
