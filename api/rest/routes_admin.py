@@ -237,9 +237,8 @@ async def list_tenants(ops: OperationsDep, _caller: AdminDep) -> TenantList:
 )
 async def get_tenant(tenant_id: str, ops: OperationsDep, caller: CallerDep) -> TenantView:
     """Any id has settings (the defaults until an operator sets some). A tenant key reads its
-    own tenant only (403 `forbidden` for another). An id no tenant can have (empty, a space
-    or control character in it, over 200 characters) is 422 `invalid_tenant`, `details.allowed`
-    the rule."""
+    own tenant only (403 `forbidden` for another). An id no tenant can have (empty, spaces
+    at either end, over 200 characters) is 422 `invalid_tenant`, `details.allowed` the rule."""
     if caller.tenant is not None and caller.tenant != tenant_id:
         raise ApiError(403, "forbidden", "a tenant key can read its own tenant only")
     return await ops.settings.tenant(tenant_id)
