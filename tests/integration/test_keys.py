@@ -145,9 +145,6 @@ async def test_a_key_with_its_prefix_changed_does_not_authenticate(ops: Operatio
         ({"tenant": "acme", "admin": True}, "/tenant"),
         ({"tenant": ""}, "/tenant"),
         ({"tenant": " acme"}, "/tenant"),
-        ({"tenant": "ac me"}, "/tenant"),  # a space or a newline inside breaks `keys list`
-        ({"tenant": "a\nb"}, "/tenant"),
-        ({"tenant": "a\x7fb"}, "/tenant"),
         ({"tenant": "t" * 201}, "/tenant"),
         ({"admin": True, "name": ""}, "/name"),
         ({"admin": True, "name": "n" * 201}, "/name"),
