@@ -282,7 +282,7 @@ def test_every_attempts_column_shows_on_a_desktop(
             assert fit["table"] <= fit["box"], {k: v for k, v in fit.items() if k != "cells"}
             texts = [cell["text"] for cell in fit["cells"]]
             assert "Next in" in texts and "300 ms" in texts, texts
-            errors = [text for text in texts if "Cannot connect" in text]
+            errors = [text for text in texts if "cannot connect to" in text]
             assert len(errors) == (0 if base is None else 2), texts
             for cell in fit["cells"]:
                 assert fit["left"] <= cell["left"] and cell["right"] <= fit["right"], cell
