@@ -196,13 +196,23 @@ def status_text(status: str) -> Text:
 
 
 def table(headers: Sequence[str], rows: Sequence[Sequence[str | Text]]) -> Table:
-    """A borderless table: aligned columns, a bold header; piped, it is plain text."""
+    """A borderless table: aligned columns, a bold header; piped, it is plain text. A value
+    with a newline, a tab or a control character in it (a tenant id the store took) is shown
+    escaped (`a\\nb`), so each row stays one line and the columns stay aligned."""
     grid = Table(box=None, header_style="bold", pad_edge=False, show_edge=False)
     for header in headers:
         grid.add_column(header, overflow="fold")
     for row in rows:
-        grid.add_row(*row)
+        grid.add_row(*(shown(cell) if isinstance(cell, str) else cell for cell in row))
     return grid
+
+
+def shown(text: str) -> str:
+    """`text` with each character that is not printable written as its escape (`\\n`,
+    `\\x07`, `\\u200b`); printable text unchanged."""
+    if text.isprintable():
+        return text
+    return "".join(c if c.isprintable() else c.encode("unicode_escape").decode() for c in text)
 
 
 def say(message: str) -> None:

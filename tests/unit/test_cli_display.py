@@ -8,7 +8,7 @@ import io
 import pytest
 from rich.console import Console
 
-from api.cli import run_display
+from api.cli import remote, run_display
 from api.cli.text import duration, parse_since, plural, relative
 from api.cli.wire import RunDetail
 
@@ -270,3 +270,21 @@ def test_runs_show_says_why_a_running_fanouts_children_wait() -> None:
     assert lines[counts + 1].strip().startswith("6 children waiting: tenant acme"), text
     ended = {**fields, "status": "CANCELLED", "endedAt": NOW}
     assert "waiting:" not in rendered(run_display.run_view(RunDetail.model_validate(ended), NOW))
+
+
+def test_a_table_shows_a_control_character_escaped_on_its_own_line() -> None:
+    """A tenant id the store took with a newline or a zero-width space in it (keys, tenants):
+    one line per row, the characters written as escapes, printable text as it is."""
+    console = Console(width=100, record=True, file=io.StringIO())
+    console.print(
+        remote.table(
+            ["ID", "ROLE"], [["k1", "tenant a\nb"], ["k2", "tenant c\u200bd"], ["k3", "é x"]]
+        )
+    )
+    lines = [line.rstrip() for line in console.export_text().splitlines()]
+    assert lines == [
+        "ID  ROLE",
+        "k1  tenant a\\nb",
+        "k2  tenant c\\u200bd",
+        "k3  é x",
+    ], lines
