@@ -42,7 +42,7 @@ import logging
 import math
 import re
 import uuid
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 from typing import Any
 
 from fastapi import FastAPI, Request
@@ -55,6 +55,7 @@ from starlette.exceptions import HTTPException
 
 from api.rest import body_shape
 from engine.operations.id_prefixes import PREFIX_PATTERN
+from engine.validation.common import pointer
 from schemas.close_names import close_names, did_you_mean
 from schemas.errors import ApiError, DefinitionError, LimitReached, OperationError, Refusal
 
@@ -125,11 +126,6 @@ def error_response(
     return JSONResponse(error_body(code, message, details), status_code=status, headers=headers)
 
 
-def json_pointer(parts: Iterable[Any]) -> str:
-    """An RFC 6901 pointer from a location's parts."""
-    return "".join("/" + str(p).replace("~", "~0").replace("/", "~1") for p in parts)
-
-
 def _unknown_field(route: APIRoute | None, loc: Sequence[Any]) -> str | None:
     """The refusal of a body field the model there does not have, with the fields it has."""
     fields = None if route is None else body_shape.fields_at(route, loc[1:-1])
@@ -155,7 +151,7 @@ def _validation_problem(error: dict[str, Any], route: APIRoute | None) -> dict[s
         code, message = "body_missing", body_shape.needs_body(route)
     elif code == "extra_forbidden" and where == "body" and rest:
         message = _unknown_field(route, loc) or message
-    return {"pointer": json_pointer(rest), "code": code, "message": message, "in": where}
+    return {"pointer": pointer(*rest), "code": code, "message": message, "in": where}
 
 
 async def _on_validation(request: Request, error: Exception) -> JSONResponse:

@@ -26,7 +26,7 @@ from fastapi.exceptions import RequestValidationError
 from pydantic import BaseModel
 from starlette.datastructures import QueryParams
 
-from api.rest.errors import json_pointer
+from engine.validation.common import pointer
 from schemas.close_names import close_names, did_you_mean
 from schemas.errors import ApiError
 
@@ -58,7 +58,7 @@ def _problem(label: str, name: str, declared: Sequence[str]) -> dict[str, str]:
         hint = did_you_mean(close_names(name, declared)) or f"it takes {', '.join(declared)}"
         message = f"{label} takes no query parameter {name!r}; {hint}"
     return {
-        "pointer": json_pointer([name]),
+        "pointer": pointer(name),
         "code": UNKNOWN_CODE,
         "message": message,
         "in": "query",

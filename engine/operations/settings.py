@@ -168,7 +168,9 @@ class SettingsOperations:
         global layer and every tenant layer, or only `tenant_id`'s tenant layer), once the
         destination is fixed: retried steps then call it now, not after the reset timeout.
         Answers what was closed (nothing: all were closed already). A destination admission
-        never saw is `destination_not_found`; Redis down, `coordination_unavailable`."""
+        never saw is `destination_not_found`, a key no call can have `invalid_destination`
+        (as for caps: `check_destination`); Redis down, `coordination_unavailable`."""
+        check_destination(destination)
         if tenant_id is not None:
             check_tenant_id(tenant_id)
         await self._require_coordination(f"closing the breakers of {destination}")

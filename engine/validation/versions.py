@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from collections.abc import Collection, Iterator, Mapping, Sequence
 
+from engine.store.pins import child_reference
 from engine.validation.common import Code, join
 from schemas.definitions import SpawnerVertex, Workflow
 from schemas.errors import Problem
@@ -50,8 +51,8 @@ def _pins(wf: Workflow) -> Iterator[tuple[str, str, int | None]]:
     """(vertex id, child name, pinned version or None) of each SPAWNER."""
     for vertex_id, vertex in wf.vertices.items():
         if isinstance(vertex, SpawnerVertex):
-            name, _, version = vertex.config.workflow.partition("@")
-            yield vertex_id, name, int(version) if version else None
+            name, version = child_reference(vertex.config)
+            yield vertex_id, name, version
 
 
 def _existing(versions: Collection[int]) -> str:
