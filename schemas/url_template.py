@@ -14,6 +14,20 @@ Two shapes are not parts of a URL: a template that is exactly one expression is 
 (`WHOLE`, a pagination link), and an expression that starts the template before any literal
 `://` is a base URL (`BASE`, `{{ input.baseUrl }}/items`); what follows a base is its path,
 query or fragment, by the literal `?` and `#` that follow.
+
+The host has two places, by whether the author wrote any of it:
+
+* `HOST_LABEL`: the host's literal text is not empty (`https://{{ region }}.api.example.com`,
+  `https://api.example.{{ tld }}`, `https://api-{{ env }}.example.com`). The author wrote the
+  domain, so a value may fill (part of) ONE DNS label and never add labels: the gateway
+  refuses a value that is not 1 to 63 ASCII letters, digits and '-', or that makes a label
+  starting or ending with '-' (`vertices.gateway_request._check_host_label`). Dots, `%2e`,
+  the characters IDNA maps to '.' (U+3002, U+FF0E, U+FF61; U+2488 becomes `1.`), an
+  empty value and anything else are refused, so `com.evil.net` cannot make
+  `api.example.com.evil.net`. IPv6 brackets are not literal host text.
+* `HOST`: the host is expressions alone (`https://{{ input.host }}:8443/x`, `http://[{{ ip }}]/`):
+  the author let the value choose the host, like a base URL; it only may not leave the host
+  (no `/ ? # @`, backslash or whitespace).
 """
 
 from __future__ import annotations
@@ -32,13 +46,14 @@ class Place(enum.Enum):
     SCHEME = "scheme"
     USERINFO = "user:password@"
     HOST = "host"
+    HOST_LABEL = "host label"
     PORT = "port"
     PATH = "path"
     QUERY = "query"
     FRAGMENT = "fragment"
 
 
-HEAD = frozenset({Place.WHOLE, Place.BASE, Place.SCHEME, Place.HOST, Place.PORT})
+HEAD = frozenset({Place.WHOLE, Place.BASE, Place.SCHEME, Place.HOST, Place.HOST_LABEL, Place.PORT})
 """The places that make the call's scheme, host or port (its default admission key)."""
 
 
@@ -77,6 +92,7 @@ class _Scanner:
         self.pending: list[tuple[int, bool]] = []  # (expression index, after a port colon)
         self.scheme_text = ""
         self.hostport = ""  # literal text of the authority after its last `@`
+        self.host_text = ""  # the part of it before the port, brackets left out
         self.colon = False
         self.brackets = False  # inside an IPv6 literal, whose `:` are not the port's
         self.host_templated = False
@@ -121,19 +137,25 @@ class _Scanner:
             elif self.state is Place.HOST:
                 if char in _STATE_FOR:
                     self._end_head(_STATE_FOR[char])
-                elif char == "@":  # what came before was userinfo
-                    for pending, _ in self.pending:
-                        self.places[pending] = Place.USERINFO
-                    self.pending, self.hostport, self.colon = [], "", False
                 else:
-                    self.brackets = (self.brackets or char == "[") and char != "]"
-                    self.colon = self.colon or (char == ":" and not self.brackets)
-                    self.hostport += char
+                    self._authority_char(char)
             elif self.state is Place.PATH and char in "?#":
                 self.state = _STATE_FOR[char]
             elif self.state is Place.QUERY and char == "#":
                 self.state = Place.FRAGMENT
             index += 1
+
+    def _authority_char(self, char: str) -> None:
+        if char == "@":  # what came before was userinfo
+            for pending, _ in self.pending:
+                self.places[pending] = Place.USERINFO
+            self.pending, self.hostport, self.host_text, self.colon = [], "", "", False
+            return
+        self.brackets = (self.brackets or char == "[") and char != "]"
+        self.colon = self.colon or (char == ":" and not self.brackets)
+        self.hostport += char
+        if not self.colon and char not in "[]":
+            self.host_text += char
 
     def _end_head(self, then: Place | None) -> None:
         """The scheme or authority ends (at `then`'s delimiter, or the end of the text)."""
@@ -143,8 +165,9 @@ class _Scanner:
             for pending, at_start in self.pending:
                 self.places[pending] = Place.BASE if at_start else Place.PATH
         elif self.state is Place.HOST:
+            host = Place.HOST_LABEL if self.host_text else Place.HOST
             for pending, after_colon in self.pending:
-                self.places[pending] = Place.PORT if after_colon else Place.HOST
+                self.places[pending] = Place.PORT if after_colon else host
                 self.host_templated = self.host_templated or not after_colon
         else:
             return

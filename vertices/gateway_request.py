@@ -14,10 +14,12 @@ Encoding rules:
   which path is called, add query parameters or end the userinfo early; a value that would
   make a path segment `.` or `..` fails the step with `invalid_config`. A value in the host
   or port that could move the call to another host (`/ ? # @`, a backslash, whitespace; a
-  port that is not digits) fails it with `invalid_config`, and a literal host must still be
-  the host after rendering (`_render_url`). A url that is exactly one expression (a whole
-  URL, e.g. a pagination link) and an expression that starts it (a base URL) are used as
-  they are;
+  port that is not digits) fails it with `invalid_config`; so does a value beside literal
+  host text that is not one DNS label (a dot, `%`, a unicode dot form: it would add labels
+  to the domain the author wrote), and a literal host must still be the host after
+  rendering (`_render_url`). A url that is exactly one expression (a whole URL, e.g. a
+  pagination link), an expression that starts it (a base URL) and a host that is
+  expressions alone are where the author lets a value choose the host;
 * header and query values: strings as they are, numbers as written, booleans `true`/`false`,
   objects and lists as compact JSON; a null drops the entry; a query list repeats the name;
 * body: null sends no body; a string sent with a non-JSON `Content-Type` the user set goes
@@ -209,6 +211,9 @@ def _render_url(text: str, context: dict[str, Any]) -> Any:
       or a port that is not digits is refused (`_check_head_value`):
       `https://api.example.com:{{ p }}` with `443@evil.example/` would send the call, and its
       secrets, to evil.example;
+    * a host label (a value beside literal host text): one DNS label or part of one, never
+      a dot or anything IDNA could turn into one (`_check_head_value`, `_check_host_label`):
+      `https://api.example.{{ tld }}/` with `com.evil.net` would call api.example.com.evil.net;
     * a whole-URL expression, and a base URL that starts the template: as they are.
 
     When the template writes the host literally, the rendered URL must still have that host
@@ -224,6 +229,7 @@ def _render_url(text: str, context: dict[str, Any]) -> Any:
         places = iter(layout.places)  # render_placed calls `place` once per expression, in order
         sources = iter(p.expression for p in template.parts if not isinstance(p, str))
         in_path: list[tuple[int, int]] = []
+        in_label: list[tuple[int, int, str]] = []
 
         def place(before: str, value: str) -> str:
             where, source = next(places), next(sources)
@@ -231,6 +237,8 @@ def _render_url(text: str, context: dict[str, Any]) -> Any:
                 return value
             if where in _CHECKED:
                 _check_head_value(where, source, value)
+                if where is Place.HOST_LABEL:
+                    in_label.append((len(before), len(before) + len(value), source))
                 return value
             encoded = quote(value, safe="")
             if encoded and where is Place.PATH:
@@ -241,19 +249,28 @@ def _render_url(text: str, context: dict[str, Any]) -> Any:
     except expressions.ExpressionError as exc:
         raise _expression_failure(exc, "url") from exc
     _refuse_dot_segments(url, in_path)
+    for start, end, source in in_label:
+        _check_host_label(url, start, end, source)
     _check_literal_host(url, layout)
     return url
 
 
 _AS_IS = frozenset({Place.WHOLE, Place.BASE})
-_CHECKED = frozenset({Place.SCHEME, Place.HOST, Place.PORT})
+_CHECKED = frozenset({Place.SCHEME, Place.HOST, Place.HOST_LABEL, Place.PORT})
+_LABEL_RULE = "one DNS label, 1 to 63 ASCII letters, digits and '-'"
 _NOT_IN = {
     Place.SCHEME: (re.compile(r"[^A-Za-z0-9+.\-]"), "letters, digits, '+', '-' and '.'"),
     Place.HOST: (re.compile(r"[\s/?#@\\]"), "no '/', '?', '#', '@', '\\' or whitespace"),
+    # ASCII only: IDNA maps U+3002, U+FF0E and U+FF61 to '.' and U+2488 to '1.', so a
+    # unicode label could still add labels once the client encodes the host.
+    Place.HOST_LABEL: (re.compile(r"[^A-Za-z0-9\-]"), _LABEL_RULE),
     Place.PORT: (re.compile(r"[^0-9]"), "digits only"),
 }
 """What a value in the scheme, host or port may not hold: a character that would end that
 part and begin another, so that the run's input would choose the host called."""
+
+_MAX_LABEL = 63
+"""RFC 1035's longest DNS label; IDNA refuses a longer one."""
 
 
 def _check_head_value(where: Place, source: str, value: str) -> None:
@@ -263,17 +280,51 @@ def _check_head_value(where: Place, source: str, value: str) -> None:
         # The value is not shown, nor a character of it that is no delimiter: it may be a
         # secret (validation refuses them here, but a version stored before it did still runs).
         char = found.group()
-        shown = f"{char!r}" if char in _DELIMITERS or char.isspace() else "a character"
-        raise _config_error(
-            f"url: the value of {{{{ {source} }}}} is in the url's {where.value} and holds "
-            f"{shown} that would change where the call goes ({where.value}: {allowed}); check "
-            f"the run's input{_FOR_THE_PATH if where is Place.HOST else ''}"
-        )
+        if char in _SHOWN or char.isspace():
+            shown = repr(char)
+        else:
+            shown = "a character" if char.isascii() else "a character beyond ASCII"
+        what = f"holds {shown} that would change where the call goes"
+        raise _head_error(where, source, what, allowed)
+    if where is Place.HOST_LABEL and not value:
+        raise _head_error(where, source, "is empty, which no host label can be", allowed)
+
+
+def _head_error(where: Place, source: str, what: str, allowed: str) -> StepFailure:
+    hint = _HINTS.get(where, "")
+    return _config_error(
+        f"url: the value of {{{{ {source} }}}} is in the url's {where.value} and {what} "
+        f"({where.value}: {allowed}); check the run's input{hint}"
+    )
+
+
+def _check_host_label(url: str, start: int, end: int, source: str) -> None:
+    """Fail when the label a host-label value sits in, with the literal text around it, is
+    longer than a DNS label may be or starts or ends with '-' (no resolver would take it;
+    IDNA refuses it when the client encodes the host)."""
+    first = max(url.rfind(c, 0, start) for c in "./@[") + 1
+    last = min((i for i in (url.find(c, end) for c in ".:/?#]") if i >= 0), default=len(url))
+    label = url[first:last].rstrip()
+    if len(label) > _MAX_LABEL:
+        what = f"makes a label of {len(label)} characters, over {_MAX_LABEL}"
+    elif label.startswith("-") or label.endswith("-"):
+        what = "makes a label that starts or ends with '-'"
+    else:
+        return
+    raise _head_error(Place.HOST_LABEL, source, what, _LABEL_RULE)
 
 
 _DELIMITERS = frozenset("/?#@\\:[]")
+_SHOWN = _DELIMITERS | frozenset(".%\u3002\uff0e\uff61")
+"""The characters a refusal names: delimiters and dot forms say what went wrong and give
+nothing of a secret away; any other character is "a character"."""
 
 _FOR_THE_PATH = ", or write a literal '/' before the expression if it is meant for the path"
+_HINTS = {
+    Place.HOST: _FOR_THE_PATH,
+    Place.HOST_LABEL: ", make the whole host one expression (https://{{ input.host }}/…) if "
+    f"the input is meant to choose the host{_FOR_THE_PATH}",
+}
 
 
 def _check_literal_host(url: str, layout: url_template.UrlLayout) -> None:
