@@ -265,6 +265,96 @@ def test_a_value_that_would_leave_its_host_or_port_is_refused(
     assert "\n" not in message and value not in message
 
 
+# ── a value beside literal host text: one DNS label ────────────────────────────────────────
+
+BEFORE = "https://{{ input.v }}.api.example.com/v1"
+AFTER = "https://api.example.{{ input.v }}/v1"
+GLUED = "https://api-{{ input.v }}.example.com/v1"
+
+
+@pytest.mark.parametrize(
+    ("template", "value", "says"),
+    [
+        (AFTER, "com.evil.net", "holds '.'"),  # api.example.com.evil.net
+        (BEFORE, "evil.net", "holds '.'"),
+        (AFTER, "com.", "holds '.'"),  # a trailing dot
+        (AFTER, ".", "holds '.'"),
+        (AFTER, 2.5, "holds '.'"),
+        (AFTER, "com%2eevil%2enet", "holds '%'"),
+        (AFTER, "COM.EVIL.NET", "holds '.'"),
+        # IDNA (yarl, on the way out) maps these to '.', and U+2488 to "1.".
+        (AFTER, "com\u3002evil\u3002net", "holds '\u3002'"),
+        (AFTER, "com\uff0eevil\uff0enet", "holds '\uff0e'"),
+        (AFTER, "com\uff61evil\uff61net", "holds '\uff61'"),
+        (AFTER, "com\u2488evil", "holds a character beyond ASCII"),
+        (BEFORE, "b\u00fccher", "holds a character beyond ASCII"),
+        (BEFORE, "eu\\west", "holds '\\\\'"),
+        (BEFORE, "eu west", "holds ' '"),
+        (BEFORE, "eu\twest", "holds '\\t'"),
+        (BEFORE, "eu_west", "holds a character that"),
+        (AFTER, "", "is empty"),
+        (AFTER, None, "is empty"),
+        (BEFORE, "-eu", "makes a label that starts or ends with '-'"),
+        (BEFORE, "eu-", "makes a label that starts or ends with '-'"),
+        (GLUED, "eu-", "makes a label that starts or ends with '-'"),
+        (BEFORE, "a" * 64, "makes a label of 64 characters, over 63"),
+        (GLUED, "a" * 60, "makes a label of 64 characters, over 63"),  # with its 'api-'
+        ("https://api.example.com{{ input.v }}/v1", "x.evil.net", "holds '.'"),
+    ],
+)
+def test_a_value_beside_literal_host_text_cannot_add_labels(
+    template: str, value: Any, says: str
+) -> None:
+    with pytest.raises(StepFailure) as caught:
+        _url(template, v=value)
+    assert caught.value.kind is FailureKind.INVALID_CONFIG
+    message = caught.value.message
+    assert message.startswith("url: the value of {{ input.v }} is in the url's host label and ")
+    assert says in message and "one DNS label" in message
+    assert "make the whole host one expression" in message and "\n" not in message
+    if isinstance(value, str) and len(value) > 1:
+        assert value not in message
+
+
+@pytest.mark.parametrize(
+    ("template", "values", "expected"),
+    [
+        (BEFORE, {"v": "eu-west-1"}, "https://eu-west-1.api.example.com/v1"),
+        (BEFORE, {"v": "EU-West-1"}, "https://EU-West-1.api.example.com/v1"),
+        (BEFORE, {"v": 7}, "https://7.api.example.com/v1"),
+        (BEFORE, {"v": "a" * 63}, f"https://{'a' * 63}.api.example.com/v1"),
+        (AFTER, {"v": "com"}, "https://api.example.com/v1"),
+        (GLUED, {"v": "eu"}, "https://api-eu.example.com/v1"),
+        (GLUED, {"v": "-x"}, "https://api--x.example.com/v1"),  # the label is 'api--x'
+        ("https://api{{ input.v }}example.com/", {"v": "x"}, "https://apixexample.com/"),
+        ("http://10.0.0.{{ input.v }}:8080/", {"v": 5}, "http://10.0.0.5:8080/"),
+        ("https://{{ input.a }}.{{ input.b }}.example.com/", {"a": "x", "b": "eu"},
+         "https://x.eu.example.com/"),
+        ("https://svc:{{ input.v }}@api-{{ input.v }}.example.com/", {"v": "eu"},
+         "https://svc:eu@api-eu.example.com/"),
+        # A host that is expressions alone is the author's choice to let the value choose.
+        ("https://{{ input.v }}:8443/x", {"v": "api.example.com.evil.net"},
+         "https://api.example.com.evil.net:8443/x"),
+        ("https://{{ input.v }}/x", {"v": "API.Example.com."}, "https://API.Example.com./x"),
+        ("http://[{{ input.v }}]:8080/x", {"v": "::1"}, "http://[::1]:8080/x"),
+    ],
+)  # fmt: skip
+def test_a_host_label_value_and_a_whole_host_are_used_as_they_are(
+    template: str, values: dict[str, Any], expected: str
+) -> None:
+    assert _url(template, **values) == expected
+
+
+@pytest.mark.parametrize("value", ["evil.example#", "evil.example/x", "u@evil.example", "a b"])
+def test_a_whole_host_value_still_cannot_leave_the_host(value: str) -> None:
+    with pytest.raises(StepFailure) as caught:
+        _url("https://{{ input.v }}:8443/x", v=value)
+    assert caught.value.kind is FailureKind.INVALID_CONFIG
+    message = caught.value.message
+    assert "{{ input.v }} is in the url's host and holds" in message
+    assert "host label" not in message and value not in message
+
+
 def test_a_refused_port_value_shows_none_of_its_characters_but_delimiters() -> None:
     """A value in the port may be a secret stored before validation refused it there."""
     with pytest.raises(StepFailure) as caught:
