@@ -41,6 +41,8 @@ from dataclasses import dataclass
 from typing import Any
 from urllib.parse import quote, unquote, urlsplit, urlunsplit
 
+import yarl
+
 from schemas import expressions, url_template
 from schemas.definitions import GatewayConfig
 from schemas.errors import FailureKind, StepFailure
@@ -191,9 +193,22 @@ def destination_key(config_url_rendered: str, config_destination: str | None) ->
         raise _config_error(f"url {url_for_log(config_url_rendered)!r} needs a scheme and a host")
     if port is None:
         port = _DEFAULT_PORTS.get(scheme)
+    if not host.isascii():
+        host = _idna_host(config_url_rendered, host)
     if ":" in host:
         host = f"[{host}]"  # IPv6 literal
     return f"{scheme}://{host}:{port}" if port is not None else f"{scheme}://{host}"
+
+
+def _idna_host(url: str, host: str) -> str:
+    """A non-ASCII host as the call is sent: yarl (aiohttp's URL type) writes it in IDNA, so
+    `evil。com` (an ideographic full stop) calls evil.com and must share its key, limits and
+    breakers rather than start with an allowance of its own."""
+    try:
+        sent = yarl.URL(url.strip()).raw_host
+    except ValueError as exc:
+        raise _invalid_url(url, exc) from exc
+    return sent if sent else host
 
 
 def _render_url(text: str, context: dict[str, Any]) -> Any:

@@ -26,6 +26,10 @@ from vertices.gateway_request import _check_literal_host, build_request
         ("http://127.0.0.1:8765/x", "http://127.0.0.1:8765"),
         ("http://user:pw@host:81/", "http://host:81"),
         ("http://[::1]:9000/", "http://[::1]:9000"),
+        # Non-ASCII hosts as yarl sends them (IDNA): one server, one key.
+        ("https://evil\u3002example/x", "https://evil.example:443"),
+        ("https://EVIL\uff0eexample/x", "https://evil.example:443"),
+        ("https://b\u00fccher.example/", "https://xn--bcher-kva.example:443"),
     ],
 )
 def test_the_default_destination_is_scheme_host_port(url: str, key: str) -> None:
