@@ -38,6 +38,7 @@ from api.rest.body_depth import BodyDepthLimit
 from api.rest.deps import ApiContext
 from api.rest.docs_pages import mount_docs
 from api.rest.errors import install_error_handlers
+from api.rest.key_gate import KeyGate
 from api.rest.middleware import BodyLimit, RequestObserver
 from api.rest.route_inputs import RouteInputs
 from engine.operations import Operations
@@ -178,6 +179,9 @@ def create_app(
     # Added first, so it runs inside BodyLimit: what it collects is already bounded.
     app.add_middleware(BodyDepthLimit, max_depth=settings.max_nesting_depth)
     app.add_middleware(BodyLimit, max_bytes=settings.max_body_bytes)
+    # Outside the body's limits: a request with a body and no live key is a 401 before any
+    # of the body is read.
+    app.add_middleware(KeyGate, context=context)
     app.add_middleware(RequestObserver, observe=context.metrics.observe)
     return app
 

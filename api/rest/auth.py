@@ -9,17 +9,24 @@ one: 401 `unauthorized` (all alike). A tenant key on an admin route: 403 `forbid
 Routes take `CallerDep` (any live key) or `AdminDep` (an admin key). A tenant key's caller
 has `tenant` set: routes pass it as the `tenant=` scope of the operations, so another
 tenant's run reads as not found. With authentication off every request is `DEMO_CALLER`.
+
+A request that carries a body is authenticated before any of it is read
+(`api.rest.key_gate`): without a live key it is a 401, never a 400, 413 or 422 about a body
+nobody was allowed to send. An event stream checks its key again as it goes (`LiveKeyDep`).
 """
 
 from __future__ import annotations
 
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Annotated
 
 from fastapi import Depends, Request
 from fastapi.security import APIKeyHeader, HTTPAuthorizationCredentials, HTTPBearer
+from fastapi.security.utils import get_authorization_scheme_param
 
 from api.rest.deps import ContextDep, OperationsDep
+from engine.operations import Operations
 from schemas.errors import ApiError
 
 
@@ -51,8 +58,34 @@ BearerDep = Annotated[HTTPAuthorizationCredentials | None, Depends(_bearer)]
 ApiKeyHeaderDep = Annotated[str | None, Depends(_api_key)]
 
 
+NO_KEY = "an API key is required: send 'Authorization: Bearer <key>' or 'X-API-Key: <key>'"
+UNKNOWN_KEY = "the API key is unknown, revoked or expired"
+CALLER_STATE = "caller"
+"""Where `api.rest.key_gate.KeyGate` leaves the caller it authenticated (the request's
+state), so the route's dependency does not look the key up a second time."""
+
+
 def _unauthorized(message: str) -> ApiError:
     return ApiError(401, "unauthorized", message)
+
+
+def key_from_headers(authorization: str | None, api_key: str | None) -> str | None:
+    """The key a request sends: a Bearer credential wins over `X-API-Key` (another scheme in
+    `Authorization` is ignored, as FastAPI's `HTTPBearer(auto_error=False)` does)."""
+    scheme, credentials = get_authorization_scheme_param(authorization)
+    if scheme.lower() == "bearer" and credentials:
+        return credentials
+    return api_key
+
+
+async def authenticate(ops: Operations, secret: str | None) -> Caller:
+    """The caller whose key `secret` is; 401 `unauthorized` without a live key."""
+    if not secret:
+        raise _unauthorized(NO_KEY)
+    key = await ops.keys.authenticate(secret)
+    if key is None:
+        raise _unauthorized(UNKNOWN_KEY)
+    return Caller(key_id=key.id, tenant=key.tenant, admin=key.role == "admin")
 
 
 async def current_caller(
@@ -66,20 +99,40 @@ async def current_caller(
     if not context.auth:
         caller = DEMO_CALLER
     else:
-        secret = bearer.credentials if bearer is not None else api_key
-        if not secret:
-            raise _unauthorized(
-                "an API key is required: send 'Authorization: Bearer <key>' or 'X-API-Key: <key>'"
-            )
-        key = await ops.keys.authenticate(secret)
-        if key is None:
-            raise _unauthorized("the API key is unknown, revoked or expired")
-        caller = Caller(key_id=key.id, tenant=key.tenant, admin=key.role == "admin")
+        gated = getattr(request.state, CALLER_STATE, None)
+        if isinstance(gated, Caller):
+            caller = gated
+        else:
+            caller = await authenticate(ops, bearer.credentials if bearer is not None else api_key)
     # For the access log (api.rest.middleware.RequestObserver reads it after the answer).
     request.state.key_id = caller.key_id
     return caller
 
 
+KeyCheck = Callable[[], Awaitable[bool]]
+"""Whether the key that opened a lasting answer is still live."""
+
+
+async def live_key(request: Request, context: ContextDep, ops: OperationsDep) -> KeyCheck:
+    """A check that this request's key is still live, for an answer that lasts (an event
+    stream): a key revoked while it streams ends the stream (`api.rest.sse`)."""
+    if not context.auth:
+        return _always_live
+    secret = key_from_headers(
+        request.headers.get("authorization"), request.headers.get("x-api-key")
+    )
+
+    async def check() -> bool:
+        return secret is not None and await ops.keys.authenticate(secret) is not None
+
+    return check
+
+
+async def _always_live() -> bool:
+    return True
+
+
+LiveKeyDep = Annotated[KeyCheck, Depends(live_key)]
 CallerDep = Annotated[Caller, Depends(current_caller)]
 
 

@@ -49,21 +49,19 @@ class BodyTooLarge(HTTPException):
         super().__init__(413, f"the request body is larger than the limit of {limit} bytes")
 
 
-async def _send_json(send: Send, status: int, code: str, message: str) -> None:
-    """Answer with an error body directly (for refusals made before or outside FastAPI)."""
+async def send_error(send: Send, status: int, code: str, message: str) -> None:
+    """Answer with an error body directly (for refusals made before or outside FastAPI); a
+    401 says which scheme to authenticate with, as the routes' 401s do."""
     body = json.dumps(error_body(code, message)).encode()
-    await send(
-        {
-            "type": "http.response.start",
-            "status": status,
-            "headers": [
-                (b"content-type", b"application/json"),
-                (b"content-length", str(len(body)).encode()),
-                # The rest of a refused body is never read: the connection cannot be reused.
-                (b"connection", b"close"),
-            ],
-        }
-    )
+    headers = [
+        (b"content-type", b"application/json"),
+        (b"content-length", str(len(body)).encode()),
+        # The rest of a refused body is never read: the connection cannot be reused.
+        (b"connection", b"close"),
+    ]
+    if status == 401:
+        headers.append((b"www-authenticate", b"Bearer"))
+    await send({"type": "http.response.start", "status": status, "headers": headers})
     await send({"type": "http.response.body", "body": body})
 
 
@@ -96,7 +94,7 @@ class BodyLimit:
             return
         declared = _content_length(scope)
         if declared is not None and declared > self.max_bytes:
-            await _send_json(send, 413, "body_too_large", BodyTooLarge(self.max_bytes).detail)
+            await send_error(send, 413, "body_too_large", BodyTooLarge(self.max_bytes).detail)
             return
         received = 0
         started = False
@@ -122,7 +120,7 @@ class BodyLimit:
             # outside FastAPI's body parsing, e.g.).
             if started:
                 raise
-            await _send_json(send, 413, "body_too_large", error.detail)
+            await send_error(send, 413, "body_too_large", error.detail)
 
 
 def notable(method: str, status: int, seconds: float, *, streamed: bool = False) -> bool:
@@ -186,7 +184,7 @@ class RequestObserver:
             if status is not None:
                 raise  # too late for an answer: the server closes the connection
             status = 500
-            await _send_json(send, 500, "internal_error", INTERNAL_ERROR_MESSAGE)
+            await send_error(send, 500, "internal_error", INTERNAL_ERROR_MESSAGE)
         finally:
             seconds = time.perf_counter() - began
             self._record(scope, state, status or 500, seconds, streamed=streamed)

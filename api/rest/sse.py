@@ -19,7 +19,7 @@ since an event can be lost (Redis down): a lost event costs latency, never an up
 on an idle run reads it once per `FALLBACK_S`. It lasts at most `MAX_STREAM_S`; a client that
 wants more reconnects. An unknown run (or another tenant's) is a 404 before the stream starts; a
 refusal while streaming (the database unreachable) ends it with `event: error` and the error
-body.
+body, and so does the stream's key being revoked or expiring (checked every `KEY_CHECK_S`).
 """
 
 from __future__ import annotations
@@ -35,7 +35,7 @@ from fastapi import APIRouter, Path
 from fastapi.responses import StreamingResponse
 from starlette.types import Receive, Scope, Send
 
-from api.rest.auth import CallerDep
+from api.rest.auth import CallerDep, KeyCheck, LiveKeyDep
 from api.rest.deps import OperationsDep
 from api.rest.errors import error_body, error_responses
 from engine.operations import Operations
@@ -54,6 +54,10 @@ MAX_STREAM_S = 3_600.0
 """The longest one stream lasts; it then closes with no `end` event and the client
 reconnects."""
 MEDIA_TYPE = "text/event-stream"
+KEY_ENDED = "the API key that opened this stream was revoked or has expired"
+KEY_CHECK_S = 5.0
+"""A stream asks whether its key is still live at most this often (a look-up costs what a
+request's authentication costs)."""
 
 
 class RunWatch(Protocol):
@@ -78,13 +82,18 @@ async def progress_events(
     watch: RunWatch,
     *,
     tenant: str | None,
+    key_live: KeyCheck | None = None,
+    key_check_s: float = KEY_CHECK_S,
     fallback_s: float = FALLBACK_S,
     min_read_s: float = MIN_READ_S,
     heartbeat_s: float = HEARTBEAT_S,
     max_s: float = MAX_STREAM_S,
 ) -> AsyncIterator[str]:
     """The stream's text, starting from `first` (the run as read before the answer began);
-    `watch` is the run's, opened before `first` was read, so no change since goes unseen."""
+    `watch` is the run's, opened before `first` was read, so no change since goes unseen.
+    `key_live`: whether the key that opened the stream is still live, asked at most every
+    `key_check_s` (between events and heartbeats), so a key revoked mid-stream ends it within
+    about `key_check_s` with `event: error` (401)."""
     loop = asyncio.get_running_loop()
     deadline = loop.time() + max_s
     current = first
@@ -93,7 +102,13 @@ async def progress_events(
     read_at = spoke_at = loop.time()
     # Each turn reads the run (at most one per min_read_s) or says a heartbeat.
     turns = math.ceil(max_s / min_read_s) + math.ceil(max_s / heartbeat_s) + 1
+    key_checked_at = loop.time()
     for _ in range(turns):
+        if key_live is not None and loop.time() - key_checked_at >= key_check_s:
+            key_checked_at = loop.time()
+            if not await key_live():
+                yield event("error", error_body("unauthorized", KEY_ENDED))
+                return
         if current.ended:
             yield event("end", _as_data(current), sent + 1)
             return
@@ -157,6 +172,7 @@ async def run_events(
     run_id: Annotated[str, Path(description="The run's id.", max_length=64)],
     ops: OperationsDep,
     caller: CallerDep,
+    key_live: LiveKeyDep,
 ) -> StreamingResponse:
     # The watch opens before the first read: a change landing during that read (a worker's
     # claim, a cancel) wakes it, rather than waiting for the fallback read.
@@ -173,6 +189,8 @@ async def run_events(
             first,
             watch,
             tenant=caller.tenant,
+            key_live=key_live,
+            key_check_s=KEY_CHECK_S,
             fallback_s=FALLBACK_S,
             min_read_s=MIN_READ_S,
             heartbeat_s=HEARTBEAT_S,

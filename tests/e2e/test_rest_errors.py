@@ -17,7 +17,7 @@ import pytest
 from fastapi import APIRouter, FastAPI
 from pydantic import BaseModel
 
-from api.rest import borrowed_runtime, create_app
+from api.rest import CallerDep, borrowed_runtime, create_app
 from api.rest.app import DEFAULT_ROUTERS
 from engine.operations import Operations
 from engine.runtime import Runtime
@@ -52,6 +52,11 @@ class Item(BaseModel):
 @probe.post("/probe/items")
 async def _create_item(item: Item, limit: int = 10) -> Item:
     return item
+
+
+@probe.get("/probe/whoami")
+async def _whoami(caller: CallerDep) -> dict[str, str]:
+    return {"keyId": caller.key_id}
 
 
 @probe.get("/probe/boom")
@@ -153,6 +158,42 @@ async def test_every_error_has_the_same_keys(authed: tuple[str, str, str]) -> No
         details = _is_error(answer, status, code)["details"]
         if code == "invalid_cursor":
             assert details == {"parameter": "cursor"}
+
+
+async def test_a_body_without_a_live_key_is_401_before_any_of_it_is_read(
+    authed: tuple[str, str, str], caplog: pytest.LogCaptureFixture
+) -> None:
+    """Whatever the body, a request without a live key is told 401, not what is wrong with a
+    body it was not allowed to send; with a key, each body gets its own refusal, and the
+    access log names the key that sent it."""
+    url, _admin, tenant = authed
+    as_json = {"content-type": "application/json"}
+    bodies = {
+        "invalid_json": (400, b"{not json"),
+        "too_deep": (422, b"[" * 200 + b"]" * 200),
+        "body_too_large": (413, b"[" + b"0," * 2000 + b"0]"),
+        "duplicate_key": (422, b'{"input": {"n": 1, "n": 2}}'),
+    }
+    for key in (None, "sbk_wrong"):
+        for body in [body for _, body in bodies.values()]:
+            async with client(url, key) as http:
+                answer = await http.post("/workflows/w/runs", content=body, headers=as_json)
+            _is_error(answer, 401, "unauthorized")
+    tenant_id = await _key_id(url, tenant)
+    with caplog.at_level(logging.INFO):
+        for code, (status, body) in bodies.items():
+            async with client(url, tenant) as http:
+                answer = await http.post("/workflows/w/runs", content=body, headers=as_json)
+            _is_error(answer, status, code)
+    logged = {(line["status"], line["key_id"]) for line in access_lines(caplog.records)}
+    assert logged == {(400, tenant_id), (413, tenant_id), (422, tenant_id)}
+
+
+async def _key_id(url: str, key: str) -> str:
+    """The id of `key` (what the access log names), from the key list an admin reads."""
+    async with client(url, key) as http:
+        answer = await http.get("/probe/whoami")
+    return str(answer.json()["keyId"])
 
 
 async def test_unknown_path_is_404_json(url: str) -> None:

@@ -149,6 +149,37 @@ async def test_another_tenants_run_has_no_stream(idle: Api) -> None:
     assert_error(anonymous, 401, "unauthorized")
 
 
+async def test_a_key_revoked_mid_stream_ends_the_stream(
+    idle: Api, quick: None, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The key is checked as the stream goes (every `KEY_CHECK_S`): revoked while its stream
+    is open, the stream's next check answers `event: error` (401), and the stream closes."""
+    monkeypatch.setattr(sse, "KEY_CHECK_S", 0.2)
+    key = await idle.ops.keys.authenticate(idle.acme)
+    assert key is not None
+    async with idle.http(idle.acme) as http:
+        run_id = (await http.post("/workflows/stuck/runs", json={})).json()["id"]
+        names: list[str] = []
+        data: list[dict[str, Any]] = []
+        async with http.stream("GET", f"/runs/{run_id}/events", timeout=STREAM_TIMEOUT_S) as answer:
+            assert answer.status_code == 200
+            lines = answer.aiter_lines()
+            for _ in range(MAX_LINES):
+                line = await anext(lines, None)
+                if line is None:
+                    break
+                if line.startswith("event: "):
+                    names.append(line.removeprefix("event: "))
+                elif line.startswith("data: "):
+                    data.append(json.loads(line.removeprefix("data: ")))
+                elif line.startswith(": heartbeat") and key.state == "live":
+                    key = await idle.ops.keys.revoke(key.id)  # after one heartbeat: mid-stream
+        after = await http.get(f"/runs/{run_id}")
+    assert names == ["progress", "error"], names
+    assert (data[-1]["code"], data[-1]["message"]) == ("unauthorized", sse.KEY_ENDED)
+    assert_error(after, 401, "unauthorized")
+
+
 # ── an idle run: reads at the fallback rate only ───────────────────────────────────────────
 
 

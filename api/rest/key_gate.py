@@ -1,0 +1,74 @@
+"""Authentication before the body: a request that carries one is refused without a live key
+before a byte of it is read.
+
+Every route that takes a body needs a key, but the body's limits (`api.rest.middleware`'s
+size limit, `api.rest.body_depth`'s nesting limit) and the app-wide checks of its shape run
+before the route's own authentication dependency. Without this gate anyone who reaches the
+port could make the server read and scan 10 MB, and be told 400/413/422 about it instead of
+401. The caller found here is left in the request's state for `api.rest.auth.current_caller`,
+so a request's key is looked up once; the access log then names it on every refusal too.
+
+A request without a body (`GET`, most actions) is left to the routes: some are public
+(`/health`, the docs), and the dependency answers them as before. When the key cannot be
+checked (the store unreachable on a cache miss) the request goes on, and the route's own
+authentication answers it the way every route answers an outage.
+"""
+
+from __future__ import annotations
+
+import logging
+
+from starlette.types import ASGIApp, Receive, Scope, Send
+
+from api.rest.auth import CALLER_STATE, authenticate, key_from_headers
+from api.rest.deps import ApiContext
+from api.rest.middleware import send_error
+from schemas.errors import ApiError
+
+logger = logging.getLogger(__name__)
+
+
+def _carries_body(headers: dict[bytes, bytes]) -> bool:
+    length = headers.get(b"content-length")
+    if length is not None:
+        return length.strip() not in (b"", b"0")
+    return b"transfer-encoding" in headers
+
+
+class KeyGate:
+    """Answers 401 `unauthorized` to a request with a body and no live key (see the module
+    docstring); lets every other request through."""
+
+    def __init__(self, app: ASGIApp, context: ApiContext) -> None:
+        self.app = app
+        self.context = context
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        ops = self.context.operations
+        if scope["type"] != "http" or not self.context.auth or ops is None:
+            await self.app(scope, receive, send)
+            return
+        headers = dict(scope.get("headers", ()))
+        if not _carries_body(headers):
+            await self.app(scope, receive, send)
+            return
+        secret = key_from_headers(
+            _text(headers.get(b"authorization")), _text(headers.get(b"x-api-key"))
+        )
+        try:
+            caller = await authenticate(ops, secret)
+        except ApiError as refused:
+            await send_error(send, refused.status, refused.code, str(refused))
+            return
+        except Exception:  # the route's own authentication answers it (503, with a code)
+            logger.debug("key check before the body failed; left to the route", exc_info=True)
+            await self.app(scope, receive, send)
+            return
+        state = scope.setdefault("state", {})
+        state[CALLER_STATE] = caller
+        state["key_id"] = caller.key_id
+        await self.app(scope, receive, send)
+
+
+def _text(value: bytes | None) -> str | None:
+    return None if value is None else value.decode("latin-1")
