@@ -23,6 +23,7 @@ from contextlib import AbstractAsyncContextManager
 from fastapi import APIRouter, Depends, FastAPI
 
 from api.rest import (
+    body_shape,
     keys,
     monitoring,
     routes_actions,
@@ -171,6 +172,7 @@ def create_app(
     app.state.schemabridge = context
     install_error_handlers(app)
     for router in routers:
+        body_shape.require_json_body_routes(router.routes)
         app.include_router(router)
     mount_docs(app)  # after the routers: requests for them are matched first
     if monitor:

@@ -14,7 +14,9 @@ the body rather than repeat pydantic's words.
   workflow's `"method": "POST", "method": "DELETE"` would publish as DELETE, a run input's
   `"amount": 1, "amount": 100` run with 100). `refuse_duplicate_keys` answers 422
   `duplicate_key` with each key's pointer, on every route that takes a JSON body, as the
-  validator does for a workflow file.
+  validator does for a workflow file. The body is parsed once: every route of the API is a
+  `JsonBodyRoute`, whose request (`JsonBodyRequest`) parses with `loads_checked` when FastAPI
+  asks for the JSON, and keeps the duplicates it found for `refuse_duplicate_keys`.
 """
 
 from __future__ import annotations
@@ -23,15 +25,16 @@ import enum
 import json
 import types
 import typing
-from collections.abc import Sequence
+from collections.abc import Callable, Coroutine, Iterable, Sequence
 from typing import Any
 
-from fastapi import Request
+from fastapi import Request, Response
 from fastapi.routing import APIRoute
 from pydantic import BaseModel
+from starlette.routing import BaseRoute
 
-from engine.validation import duplicate_keys
-from schemas.errors import ApiError
+from engine.validation import loads_checked
+from schemas.errors import ApiError, Problem
 
 JSON_MEDIA = "application/json"
 UNSUPPORTED_CODE = "unsupported_media_type"
@@ -66,16 +69,67 @@ async def refuse_non_json(request: Request, route: APIRoute) -> None:
     )
 
 
+class JsonBodyRequest(Request):
+    """A request whose JSON body is parsed once, by `loads_checked`, which also finds the keys
+    written twice: FastAPI's own parse (`json`) and `refuse_duplicate_keys` share it."""
+
+    _checked: tuple[Any, list[Problem]] | None = None
+
+    async def json(self) -> Any:
+        return (await self.checked_json())[0]
+
+    async def checked_json(self) -> tuple[Any, list[Problem]]:
+        """The body's JSON value and its `duplicate_key` problems, parsed on the first call
+        (raising what `json.loads` raises, again on each call, as `Request.json` does)."""
+        if self._checked is None:
+            self._checked = loads_checked(await self.body())
+        return self._checked
+
+
+class JsonBodyRoute(APIRoute):
+    """The route class of every router of the API (`APIRouter(route_class=JsonBodyRoute)`):
+    a route that takes a body reads it through a `JsonBodyRequest`."""
+
+    def get_route_handler(self) -> Callable[[Request], Coroutine[Any, Any, Response]]:
+        handler = super().get_route_handler()
+        if self.body_field is None:
+            return handler  # nothing to parse: no request of another class to build
+
+        async def parsed_once(request: Request) -> Response:
+            return await handler(JsonBodyRequest(request.scope, request.receive))
+
+        return parsed_once
+
+
+def require_json_body_routes(routes: Iterable[BaseRoute]) -> None:
+    """Refuse (TypeError, when the app is built) a route that takes a body but is not a
+    `JsonBodyRoute`: its request could not say which keys were written twice."""
+    for route in routes:
+        takes_body = isinstance(route, APIRoute) and route.body_field is not None
+        if takes_body and not isinstance(route, JsonBodyRoute):
+            methods = ", ".join(sorted(getattr(route, "methods", ())))
+            raise TypeError(
+                f"{methods} {getattr(route, 'path', '')} takes a body: its router must be "
+                "APIRouter(route_class=api.rest.body_shape.JsonBodyRoute)"
+            )
+
+
 async def refuse_duplicate_keys(request: Request, route: APIRoute) -> None:
     """422 `duplicate_key` for a JSON body with a key written twice in one object, each in
-    `details.problems` (`pointer` at the key, `code` `duplicate_key`, `in` body). The body was
-    read already (and bounded by the body limit); parsing it again takes about twice
-    `json.loads` (a 600-byte submission: 35-60 µs against 17-29 µs, on a loaded 2-core host),
-    and only a body with a duplicate is walked."""
+    `details.problems` (`pointer` at the key, `code` `duplicate_key`, `in` body). FastAPI has
+    parsed the body before the app's dependencies run, with `loads_checked`
+    (`JsonBodyRequest`): the problems are read from that parse, and only a body with a
+    duplicate is walked."""
     if route.body_field is None or not is_json(request.headers.get("content-type")):
         return
-    body = await request.body()
-    problems = duplicate_keys(body) if body else []
+    if not await request.body():
+        return
+    if not isinstance(request, JsonBodyRequest):  # require_json_body_routes prevents it
+        raise TypeError(f"{route.path} is not a JsonBodyRoute")
+    try:
+        problems = (await request.checked_json())[1]
+    except (ValueError, RecursionError):
+        return  # not JSON at all: FastAPI's parse of the same body reports it
     if not problems:
         return
     first = problems[0]

@@ -7,11 +7,12 @@ from pydantic import BaseModel, ConfigDict, Field
 from pydantic.alias_generators import to_camel
 
 from api.rest.auth import AdminDep
+from api.rest.body_shape import JsonBodyRoute
 from api.rest.deps import OperationsDep
 from api.rest.errors import error_responses
 from engine.operations.keys_views import ApiKeyList, ApiKeyView, CreatedApiKey
 
-router = APIRouter(tags=["keys"])
+router = APIRouter(tags=["keys"], route_class=JsonBodyRoute)
 
 
 class KeyRequest(BaseModel):

@@ -7,12 +7,13 @@ from fastapi import APIRouter, Request, Response
 from fastapi.responses import JSONResponse
 
 from api.rest.auth import AdminDep
+from api.rest.body_shape import JsonBodyRoute
 from api.rest.deps import ContextDep, OperationsDep
 from api.rest.errors import error_responses
 from engine.operations.health import HealthReport
 
-health_router = APIRouter(tags=["monitoring"])
-metrics_router = APIRouter(tags=["monitoring"])
+health_router = APIRouter(tags=["monitoring"], route_class=JsonBodyRoute)
+metrics_router = APIRouter(tags=["monitoring"], route_class=JsonBodyRoute)
 
 
 @health_router.get(

@@ -17,6 +17,7 @@ from pydantic.alias_generators import to_camel
 from pydantic_core import PydanticCustomError
 
 from api.rest.auth import CallerDep
+from api.rest.body_shape import JsonBodyRoute
 from api.rest.deps import OperationsDep
 from api.rest.errors import error_responses
 from engine.operations.action_views import (
@@ -30,7 +31,7 @@ from engine.operations.action_views import (
 from engine.operations.actions import MAX_BATCH
 from engine.operations.views import RunFilter
 
-router = APIRouter(tags=["operator actions"])
+router = APIRouter(tags=["operator actions"], route_class=JsonBodyRoute)
 
 _ACTION_ERRORS = error_responses(401, 404, 409, 422, 503)
 

@@ -15,6 +15,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from pydantic.alias_generators import to_camel
 
 from api.rest.auth import AdminDep, CallerDep
+from api.rest.body_shape import JsonBodyRoute
 from api.rest.deps import OperationsDep
 from api.rest.errors import error_responses
 from engine.operations.destination_history import DestinationHistoryView
@@ -29,7 +30,7 @@ from engine.operations.settings_views import (
 from engine.operations.views import View
 from schemas.errors import ApiError
 
-router = APIRouter()
+router = APIRouter(route_class=JsonBodyRoute)
 
 DESTINATION_KEY = (
     "The destination key, percent-encoded as one path segment: `http://billing:8080` is "

@@ -19,6 +19,7 @@ from fastapi import APIRouter, Path, Query, Response, status
 from pydantic import ConfigDict, Field
 
 from api.rest.auth import AdminDep, CallerDep
+from api.rest.body_shape import JsonBodyRoute
 from api.rest.deps import OperationsDep
 from api.rest.errors import error_responses
 from api.rest.id_prefix_params import MatchLimit, prefix_query
@@ -35,7 +36,7 @@ from engine.operations.deployment_views import (
 from engine.operations.pagination import MAX_LIMIT
 from engine.operations.views import DeploymentIdMatches, View
 
-router = APIRouter(tags=["deployments"])
+router = APIRouter(tags=["deployments"], route_class=JsonBodyRoute)
 
 Name = Annotated[str, Path(description="The workflow's name.", max_length=200)]
 DeploymentId = Annotated[str, Path(description="The deployment's id.", max_length=64)]

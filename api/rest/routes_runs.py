@@ -22,6 +22,7 @@ from fastapi import APIRouter, Header, Path, Query, Response, status
 from fastapi.responses import JSONResponse
 
 from api.rest.auth import Caller, CallerDep
+from api.rest.body_shape import JsonBodyRoute
 from api.rest.deps import ContextDep, OperationsDep
 from api.rest.errors import error_response, error_responses
 from api.rest.id_prefix_params import MatchLimit, prefix_query
@@ -47,7 +48,7 @@ the grace its failure would land just after the wait ended, and the caller would
 recording of the run's end on a busy host; they do not cover a retried attempt (that is a
 second tier)."""
 
-router = APIRouter(tags=["runs"])
+router = APIRouter(tags=["runs"], route_class=JsonBodyRoute)
 
 RunId = Annotated[str, Path(description="The run's id.", max_length=64)]
 Cursor = Annotated[

@@ -12,6 +12,7 @@ from typing import Annotated, Any
 from fastapi import APIRouter, Body, Path, Query, Response, status
 
 from api.rest.auth import AdminDep, CallerDep
+from api.rest.body_shape import JsonBodyRoute
 from api.rest.deps import OperationsDep
 from api.rest.errors import error_responses
 from api.rest.run_models import (
@@ -23,7 +24,7 @@ from api.rest.run_models import (
 )
 from engine.operations.views import GraphView, PublishResult, VersionDetail
 
-router = APIRouter(tags=["workflows"])
+router = APIRouter(tags=["workflows"], route_class=JsonBodyRoute)
 
 Documents = Annotated[
     dict[str, Any] | list[dict[str, Any]],

@@ -17,13 +17,14 @@ from pydantic import AfterValidator, BaseModel, ConfigDict, Field
 from pydantic_core import PydanticCustomError
 
 from api.rest.auth import AdminDep
+from api.rest.body_shape import JsonBodyRoute
 from api.rest.deps import OperationsDep
 from api.rest.errors import error_responses, in_words
 from engine.operations.secrets import MAX_VALUE_CHARS, MIN_VALUE_CHARS, SHORT_VALUE_REASON
 from engine.operations.secrets_views import SecretList, SecretRef, StoredSecret
 from schemas.tenant_ids import MAX_TENANT_CHARS
 
-router = APIRouter(tags=["secrets"])
+router = APIRouter(tags=["secrets"], route_class=JsonBodyRoute)
 
 NAME_PATTERN = in_words(
     r"^[A-Za-z_][A-Za-z0-9_]{0,127}$",

@@ -36,13 +36,14 @@ from fastapi.responses import StreamingResponse
 from starlette.types import Receive, Scope, Send
 
 from api.rest.auth import CallerDep, KeyCheck, LiveKeyDep
+from api.rest.body_shape import JsonBodyRoute
 from api.rest.deps import OperationsDep
 from api.rest.errors import error_body, error_responses
 from engine.operations import Operations
 from engine.operations.views import RunProgress
 from schemas.errors import OperationError
 
-router = APIRouter(tags=["runs"])
+router = APIRouter(tags=["runs"], route_class=JsonBodyRoute)
 
 FALLBACK_S = 5.0
 """A stream reads its run at least this often, events or not."""

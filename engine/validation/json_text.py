@@ -181,15 +181,6 @@ def loads_checked(text: str | bytes) -> tuple[Any, list[Problem]]:
     return data, sorted(problems)
 
 
-def duplicate_keys(text: str | bytes) -> list[Problem]:
-    """The `duplicate_key` problems of `text` (see `loads_checked`); none for text that is not
-    JSON at all, which its own parser reports."""
-    try:
-        return loads_checked(text)[1]
-    except (ValueError, RecursionError):
-        return []
-
-
 def _reject_constant(name: str) -> Any:
     raise _NotJson(f"{name} is not a JSON value; write a number or a string instead")
 

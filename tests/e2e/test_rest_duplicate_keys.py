@@ -8,14 +8,19 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
+from typing import Any
 
 import httpx
 import pytest
+from fastapi import APIRouter
 
-from api.rest import borrowed_runtime, create_app
+from api.rest import body_shape, borrowed_runtime, create_app
 from engine.operations import Operations
 from engine.operations.views import RunFilter
 from engine.runtime import Runtime
+from engine.settings import Settings
+from engine.validation import loads_checked
+from schemas.errors import Problem
 from tests.conftest import Backend
 from tests.e2e.rest_harness import client, serving
 from tests.integration.engine_harness import settings_for
@@ -110,3 +115,32 @@ async def test_other_refusals_of_a_body_come_first(served: Served) -> None:
     assert (form.status_code, form.json()["code"]) == (415, "unsupported_media_type")
     broken = await served.http.post("/workflows", content=_TWO_METHODS[:-1], headers=_JSON)
     assert (broken.status_code, broken.json()["code"]) == (400, "invalid_json")
+
+
+async def test_a_body_is_parsed_once(served: Served, monkeypatch: pytest.MonkeyPatch) -> None:
+    # FastAPI's parse is the one that finds the duplicates: no second parse per request.
+    parsed: list[bytes | str] = []
+
+    def counted(text: bytes | str) -> tuple[Any, list[Problem]]:
+        parsed.append(text)
+        return loads_checked(text)
+
+    monkeypatch.setattr(body_shape, "loads_checked", counted)
+    body = b'{"input": {"amount": 1}}'
+    answer = await served.http.post("/workflows/plain/runs", content=body, headers=_JSON)
+    assert answer.status_code == 201, answer.text
+    twice = b'{"input": {"amount": 1, "amount": 100}}'
+    refused = await served.http.post("/workflows/plain/runs", content=twice, headers=_JSON)
+    assert _duplicates(refused) == ["/input/amount"]
+    assert parsed == [body, twice]
+
+
+def test_a_router_whose_body_routes_could_not_say_so_is_refused() -> None:
+    plain = APIRouter()
+
+    @plain.post("/echo")
+    async def _echo(value: dict[str, int]) -> dict[str, int]:
+        return value
+
+    with pytest.raises(TypeError, match="POST /echo takes a body: its router must be"):
+        create_app(Settings(), routers=(plain,))

@@ -19,6 +19,7 @@ from pydantic import BaseModel
 
 from api.rest import CallerDep, borrowed_runtime, create_app
 from api.rest.app import DEFAULT_ROUTERS
+from api.rest.body_shape import JsonBodyRoute
 from engine.operations import Operations
 from engine.runtime import Runtime
 from engine.settings import Settings
@@ -41,7 +42,7 @@ SECRET = "s3cr3t-in-the-traceback"
 NOWHERE = "http://127.0.0.1:9/never"
 """Without a worker, a run of this stays RUNNING."""
 
-probe = APIRouter()
+probe = APIRouter(route_class=JsonBodyRoute)
 
 
 class Item(BaseModel):
