@@ -35,7 +35,6 @@ from api.cli.target import ApiTarget
 if TYPE_CHECKING:
     from api.cli.client import ApiClient
     from api.cli.wire import Page, Wire
-    from schemas.errors import Problem
 
 T = TypeVar("T")
 
@@ -240,7 +239,7 @@ def read_json_value(value: str, option: str) -> Any:
         except (OSError, UnicodeDecodeError) as error:
             reason = getattr(error, "strerror", None) or str(error)
             fail(f"cannot read {option} file {path}: {reason}", ExitCode.USAGE)
-    from engine.validation import loads_checked
+    from engine.validation import duplicate_key_summary, loads_checked
 
     try:
         parsed, duplicates = loads_checked(text)
@@ -248,16 +247,8 @@ def read_json_value(value: str, option: str) -> Any:
         hint = " (a file is given as @path)" if not value.startswith("@") else ""
         fail(f"{source} is not valid JSON: {error}{hint}", ExitCode.USAGE)
     if duplicates:
-        fail(duplicate_key_message(source, duplicates), ExitCode.USAGE)
+        fail(duplicate_key_summary(source, duplicates), ExitCode.USAGE)
     return parsed
-
-
-def duplicate_key_message(source: str, duplicates: list[Problem]) -> str:
-    """The refusal of JSON with a key written twice in one object (json.loads would keep the
-    last value without a word): each key's pointer, as `schemabridge validate` says it."""
-    first = duplicates[0]
-    more = f" (and {len(duplicates) - 1} more)" if len(duplicates) > 1 else ""
-    return f"{source} at {first.pointer}: {first.message}{more}"
 
 
 CTRL_C_GRACE_S = 3.0

@@ -80,15 +80,14 @@ def read_input(value: str | None) -> Any:
         except (OSError, UnicodeDecodeError) as exc:
             reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else exc
             raise fail(f"cannot read input file {path}: {reason}") from None
-    from api.cli.remote import duplicate_key_message
-    from engine.validation import loads_checked
+    from engine.validation import duplicate_key_summary, loads_checked
 
     try:
         parsed, duplicates = loads_checked(text)
     except json.JSONDecodeError as exc:
         raise fail(f"{source} is not valid JSON: {exc}") from None
     if duplicates:
-        raise fail(duplicate_key_message(source, duplicates))
+        raise fail(duplicate_key_summary(source, duplicates))
     return parsed
 
 

@@ -33,7 +33,7 @@ from fastapi.routing import APIRoute
 from pydantic import BaseModel
 from starlette.routing import BaseRoute
 
-from engine.validation import loads_checked
+from engine.validation import duplicate_key_summary, loads_checked
 from schemas.errors import ApiError, Problem
 
 JSON_MEDIA = "application/json"
@@ -132,12 +132,10 @@ async def refuse_duplicate_keys(request: Request, route: APIRoute) -> None:
         return  # not JSON at all: FastAPI's parse of the same body reports it
     if not problems:
         return
-    first = problems[0]
-    more = f" (and {len(problems) - 1} more)" if len(problems) > 1 else ""
     raise ApiError(
         422,
         DUPLICATE_KEY_CODE,
-        f"body {first.pointer}: {first.message}{more}",
+        duplicate_key_summary("body", problems),
         {"problems": [{**problem.as_dict(), "in": "body"} for problem in problems]},
     )
 

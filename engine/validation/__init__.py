@@ -35,7 +35,12 @@ from engine.validation import graph as validation_graph
 from engine.validation import json_text as validation_json
 from engine.validation import schema as validation_schema
 from engine.validation.common import Limits
-from engine.validation.json_text import deep_pointer, loads_checked, nesting_exceeds
+from engine.validation.json_text import (
+    deep_pointer,
+    duplicate_key_summary,
+    loads_checked,
+    nesting_exceeds,
+)
 from schemas.definitions import Workflow
 from schemas.errors import DefinitionError, Problem
 from vertices.egress import EgressPolicy
@@ -45,6 +50,7 @@ __all__ = [
     "ValidationReport",
     "check_documents",
     "deep_pointer",
+    "duplicate_key_summary",
     "loads_checked",
     "nesting_exceeds",
     "parse_document",

@@ -181,6 +181,15 @@ def loads_checked(text: str | bytes) -> tuple[Any, list[Problem]]:
     return data, sorted(problems)
 
 
+def duplicate_key_summary(where: str, problems: list[Problem]) -> str:
+    """One line for `problems` (`duplicate_key`, from `loads_checked`) of the JSON `where`
+    names (`body`, `--input`, a file's path): the first key's pointer and message, and how
+    many more. The REST API and the command line say it in these words alike."""
+    first = problems[0]
+    more = f" (and {len(problems) - 1} more)" if len(problems) > 1 else ""
+    return f"{where} {first.pointer or '/'}: {first.message}{more}"
+
+
 def _reject_constant(name: str) -> Any:
     raise _NotJson(f"{name} is not a JSON value; write a number or a string instead")
 

@@ -197,11 +197,11 @@ def test_a_key_written_twice_is_refused_before_sending(
     assert "twice-method" not in serve_api.ok("workflows", "list").stdout
     amount = '{"amount": 1, "amount": 100}'
     submitted = serve_api.cli("runs", "submit", workflow, "--input", amount)
-    assert_refused(submitted, 2, '--input at /amount: The key "amount" appears more')
+    assert_refused(submitted, 2, '--input /amount: The key "amount" appears more')
     output = tmp_path / "output.json"
     output.write_text('{"status": 200, "body": {"ok": true, "ok": false}}')
     resolve = serve_api.cli("runs", "resolve", "r", "v", "--output", f"@{output}")
-    assert_refused(resolve, 2, f'{output} at /body/ok: The key "ok" appears more')
+    assert_refused(resolve, 2, f'{output} /body/ok: The key "ok" appears more')
 
 
 def test_an_action_on_a_run_in_the_wrong_state(

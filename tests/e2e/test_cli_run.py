@@ -149,7 +149,7 @@ async def test_run_exit_codes(tmp_path: Path, downstream: RunningDownstream) -> 
 
     twice = await asb("run", str(ok), "--input", '{"id": 1, "id": 7}', db=tmp_path / "t.db")
     assert twice.returncode == 2
-    assert twice.stderr.startswith('error: --input at /id: The key "id" appears more than once')
+    assert twice.stderr.startswith('error: --input /id: The key "id" appears more than once')
 
     missing = await asb("run", str(ok), "--input", "@/nonexistent.json", db=tmp_path / "e.db")
     assert missing.returncode == 2 and "cannot read input file" in missing.stderr
