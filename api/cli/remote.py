@@ -229,7 +229,8 @@ def fail(message: str, code: ExitCode | int) -> NoReturn:
 
 
 def read_json_value(value: str, option: str) -> Any:
-    """An option that takes JSON text or `@file` (exit 2 when unreadable or not JSON)."""
+    """An option that takes JSON text or `@file` (exit 2 when unreadable or not JSON): the
+    one reader of such options, for `run` and for the commands that call the API alike."""
     source, text = option, value
     if value.startswith("@"):
         path = Path(value[1:])

@@ -34,6 +34,7 @@ from rich.live import Live
 from api.cli import demo_address, log_setup, run_live_display, usage
 from api.cli.database_option import DatabaseOption
 from api.cli.exit_codes import EXIT_FOR_REFUSAL, ExitCode
+from api.cli.remote import read_json_value
 from api.cli.usage import fail
 from schemas.close_names import close_names, did_you_mean
 from schemas.errors import DefinitionError, OperationError, Refusal
@@ -64,31 +65,6 @@ class Stopped:
     """The watch ended before the run did: why (`timeout` or `interrupt`)."""
 
     why: str
-
-
-def read_input(value: str | None) -> Any:
-    """`--input` is inline JSON or `@path` to a JSON file."""
-    if value is None:
-        return {}
-    source = "--input"
-    text = value
-    if value.startswith("@"):
-        path = Path(value[1:])
-        source = str(path)
-        try:
-            text = path.read_text(encoding="utf-8")
-        except (OSError, UnicodeDecodeError) as exc:
-            reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else exc
-            raise fail(f"cannot read input file {path}: {reason}") from None
-    from engine.validation import duplicate_key_summary, loads_checked
-
-    try:
-        parsed, duplicates = loads_checked(text)
-    except json.JSONDecodeError as exc:
-        raise fail(f"{source} is not valid JSON: {exc}") from None
-    if duplicates:
-        raise fail(duplicate_key_summary(source, duplicates))
-    return parsed
 
 
 def read_files(files: list[Path], runs_commands: Collection[str] = ()) -> list[tuple[str, bytes]]:
@@ -455,7 +431,7 @@ def run(
     settings = settings.model_copy(update=updates)
     if demo_downstream:
         settings = settings.allowing_loopback()
-    run_input = read_input(input)
+    run_input = {} if input is None else read_json_value(input, "--input")
     options = RunOptions(tenant=tenant, timeout_s=timeout)
     # Files and input are checked before anything starts, so a mistake in them is the only
     # thing said.

@@ -152,7 +152,9 @@ async def test_run_exit_codes(tmp_path: Path, downstream: RunningDownstream) -> 
     assert twice.stderr.startswith('error: --input /id: The key "id" appears more than once')
 
     missing = await asb("run", str(ok), "--input", "@/nonexistent.json", db=tmp_path / "e.db")
-    assert missing.returncode == 2 and "cannot read input file" in missing.stderr
+    assert (
+        missing.returncode == 2 and "cannot read --input file /nonexistent.json" in missing.stderr
+    )
     assert "Traceback" not in missing.stderr + not_json.stderr + invalid_input.stderr + twice.stderr
 
 
