@@ -77,13 +77,7 @@ class OperatorActions:
         outcome = await self._runtime.store.retry_runs([run_id], actor=actor, tenant=tenant)
         if run_id in outcome.refused:
             state = outcome.refused[run_id]
-            if state is None:
-                raise run_not_found(run_id)
-            raise WrongState(
-                f"run {run_id} is {state}; only a FAILED run can be retried",
-                state=state,
-                code="run_not_failed",
-            )
+            raise run_not_found(run_id) if state is None else _not_failed(run_id, state)
         await self._changed()
         steps = outcome.steps[run_id]
         warnings = []
@@ -358,14 +352,27 @@ def _cancelled(runs: int, steps: int) -> str:
     return f"cancelled{children} ({steps} step{'' if steps == 1 else 's'})"
 
 
+def _not_failed(run_id: str, state: str) -> WrongState:
+    """The refusal of a retry of a run that is not FAILED; a batch retry skips it in the same
+    words."""
+    return WrongState(
+        f"run {run_id} is {state}; only a FAILED run can be retried",
+        state=state,
+        code="run_not_failed",
+    )
+
+
 def _skipped(run_id: str, outcome: RetryOutcome) -> SkippedRun:
+    """Why a batch retry left `run_id` alone: the code and words a retry of it alone would be
+    refused with, or `parent_succeeded`."""
     state = outcome.refused[run_id]
     reopens = outcome.reopens.get(run_id)
     if state is None:
-        return SkippedRun(run_id=run_id, reason="run_not_found", message=f"no run {run_id!r}")
+        missing = run_not_found(run_id)
+        return SkippedRun(run_id=run_id, reason=missing.code, message=missing.message)
     if state != RunStatus.FAILED.value or reopens is None:
-        message = f"run {run_id} is {state}; only a FAILED run can be retried"
-        return SkippedRun(run_id=run_id, reason="run_not_failed", state=state, message=message)
+        wrong = _not_failed(run_id, state)
+        return SkippedRun(run_id=run_id, reason=wrong.code, state=state, message=wrong.message)
     ancestor, join = reopens.run_id, reopens.join
     return SkippedRun(
         run_id=run_id,
