@@ -73,15 +73,13 @@ class OperatorActions:
         the tenant rate item anew, attempts still counting); completed steps are kept; the run
         is RUNNING again. A dead-lettered child comes back into its parent's join. Not FAILED:
         `WrongState(code="run_not_failed")`."""
+        destinations = await self._retried_destinations(run_id)
         outcome = await self._runtime.store.retry_runs([run_id], actor=actor, tenant=tenant)
         if run_id in outcome.refused:
             state = outcome.refused[run_id]
             raise run_not_found(run_id) if state is None else _not_failed(run_id, state)
         await self._changed()
-        retried = outcome.vertices.get(run_id, [])
-        steps = len(retried)
-        # Only now, the retry accepted: a refused one reads nothing for warnings it never gives.
-        destinations = await self._retried_destinations(run_id, retried)
+        steps = outcome.steps[run_id]
         warnings = []
         reopened = outcome.reopens.get(run_id)
         if reopened is not None:
@@ -106,18 +104,16 @@ class OperatorActions:
             children_failed=0 if stuck is None else stuck.children_failed,
         )
 
-    async def _retried_destinations(
-        self, run_id: str, vertex_ids: list[str]
-    ) -> tuple[str, set[str]] | None:
-        """(tenant, destinations) of the GATEWAY vertices among `vertex_ids`, the steps a
-        retry of the run made READY (the store says which: their FAILED status is gone);
-        None when there are none, or the run is not there."""
+    async def _retried_destinations(self, run_id: str) -> tuple[str, set[str]] | None:
+        """(tenant, destinations) of the run's FAILED GATEWAY steps, read before a retry
+        clears them; None when the run is not there (the retry says so)."""
         store = self._runtime.store
-        run = await store.get_run(run_id) if vertex_ids else None
+        run = await store.get_run(run_id)
         if run is None:
             return None
+        failed = [s.vertex_id for s in await store.get_steps(run_id) if s.status == "FAILED"]
         version = await store.get_version(run.workflow_name, run.workflow_version)
-        return run.tenant_id, destinations_of(version.workflow, vertex_ids)
+        return run.tenant_id, destinations_of(version.workflow, failed)
 
     async def _children_destinations(self, run_id: str) -> tuple[str, set[str]] | None:
         """(tenant, destinations) the run's dead-lettered children call (their first page:

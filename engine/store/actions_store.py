@@ -149,7 +149,7 @@ class OperatorActionsStore(WorkQueue):
             # Read before the errors are cleared: they say why the joins failed.
             outcome.stuck = await retry_checks.stuck_joins(conn, candidates)
             # Steps before runs: the order a worker's flush locks them in.
-            outcome.vertices = await sql.ready_failed_steps(conn, candidates, now)
+            outcome.steps = await sql.ready_failed_steps(conn, candidates, now)
             reopened = await sql.reopen_failed_runs(conn, candidates)
             reopened_ids = {row.id for row in reopened}
             # The held steps after the runs: a claim that read a run as stopped holds its
@@ -167,7 +167,7 @@ class OperatorActionsStore(WorkQueue):
                     r,
                     action,
                     actor,
-                    _retry_message(actor, len(outcome.vertices.get(r, ())), outcome.reopens.get(r)),
+                    _retry_message(actor, outcome.steps[r], outcome.reopens.get(r)),
                 )
                 for r in outcome.retried
             ]

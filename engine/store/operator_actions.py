@@ -16,6 +16,7 @@ deadlock or a serialization failure, the action's transaction is run again (see
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
@@ -71,9 +72,8 @@ class RetryOutcome:
     to None when it does not exist (or belongs to another tenant)."""
 
     retried: list[str] = field(default_factory=list)
-    vertices: dict[str, list[str]] = field(default_factory=dict)
-    """The vertices of the FAILED steps made READY, by run (the operations layer reads the
-    destinations they call from them, once the retry is done)."""
+    steps: Counter[str] = field(default_factory=Counter)
+    """FAILED steps made READY, by run."""
     refused: dict[str, str | None] = field(default_factory=dict)
     reopens: dict[str, ReopenedAncestor] = field(default_factory=dict)
     """Runs whose retry reopens (retried) or would reopen (spared, and in `refused` as
@@ -234,12 +234,12 @@ async def other_failed_steps(conn: AsyncConnection, run_id: str, step_id: int) -
 
 async def ready_failed_steps(
     conn: AsyncConnection, run_ids: Sequence[str], now: float
-) -> dict[str, list[str]]:
+) -> Counter[str]:
     """The FAILED steps of `run_ids` become READY to run again: error cleared, redispatches
     and the tenant item anew, attempts kept, and the start too, so the next claim stamps its
     own (a step's duration is then its last run's, not the operator's wait before it; the
-    attempts keep their own times). Returns their vertices, by run."""
-    made_ready: dict[str, list[str]] = {}
+    attempts keep their own times). Returns how many per run."""
+    made_ready: Counter[str] = Counter()
     for chunk in chunks(run_ids):
         rows = await conn.execute(
             update(steps)
@@ -253,10 +253,9 @@ async def ready_failed_steps(
                 auto_retries=0,
                 tenant_item_taken=False,
             )
-            .returning(steps.c.run_id, steps.c.vertex_id)
+            .returning(steps.c.run_id)
         )
-        for row in rows.all():
-            made_ready.setdefault(row.run_id, []).append(row.vertex_id)
+        made_ready.update(row.run_id for row in rows.all())
     return made_ready
 
 
