@@ -92,10 +92,13 @@ def runs_commands(ctx: typer.Context) -> set[str]:
 
 
 def load_workflows(
-    documents: list[tuple[str, bytes]], downstream_url: str | None = None
+    documents: list[tuple[str, bytes]],
+    downstream_url: str | None = None,
+    published: Collection[str] = (),
 ) -> list[Workflow]:
     """Parse the files' `documents`; with `downstream_url`, the examples' demo downstream URL
-    is replaced by it."""
+    is replaced by it. A SPAWNER may start a workflow named in `published` that no file holds
+    (`published_elsewhere` finds it in the database)."""
     if downstream_url is not None:
         placeholder, url = demo_address.EXAMPLES_URL.encode(), downstream_url.encode()
         documents = [(name, data.replace(placeholder, url)) for name, data in documents]
@@ -104,9 +107,51 @@ def load_workflows(
     from engine.validation import parse_documents
 
     try:
-        return parse_documents(documents)
+        return parse_documents(documents, known_workflows=published)
     except DefinitionError as exc:
         raise _problems("the workflow files", exc.problems) from None
+
+
+def children_outside(documents: list[tuple[str, bytes]]) -> set[str]:
+    """The workflows the files' SPAWNERs start that the files may not hold: checking the files
+    before the database opens takes them as published, and `published_elsewhere` then looks
+    for the ones no file holds where the worker will, in the database."""
+    from engine.validation import spawned_workflows
+
+    return spawned_workflows(documents)
+
+
+async def published_elsewhere(
+    runtime: Runtime, workflows: Sequence[Workflow], outside: Collection[str]
+) -> None:
+    """Each workflow in `outside` (started by a SPAWNER of the files, held by none) is
+    published in the runtime's database, where the run's children get its serving version as
+    they would on any worker; else one line naming them, the database and the fix."""
+    if not outside:
+        return
+    from engine.operations import Operations
+    from engine.operations.startup import mask_url
+    from schemas.definitions import SpawnerVertex
+
+    stored = {w.name for w in await Operations(runtime).workflows.list(system=True)}
+    missing = sorted(set(outside) - stored)
+    if not missing:
+        return
+    starters: dict[str, str] = {}
+    for workflow in workflows:
+        for vertex_id, vertex in workflow.vertices.items():
+            if not isinstance(vertex, SpawnerVertex):
+                continue
+            child = vertex.config.workflow.split("@")[0]
+            if child in missing and child not in starters:
+                starters[child] = f"SPAWNER {vertex_id!r} of {workflow.name!r}"
+    which = "; ".join(f"{name!r} (started by {starters[name]})" for name in missing)
+    where = mask_url(runtime.settings.database_url)
+    raise fail(
+        f"no file given holds workflow {which}, and it is not published in {where}: "
+        "give its file too (`schemabridge run PARENT.json CHILD.json`), or name with "
+        "--database the database it is published in"
+    )
 
 
 def _problems(what: str, problems: Sequence[Problem], where: str = "") -> typer.Exit:
@@ -173,18 +218,23 @@ def check_input(workflow: Workflow, run_input: Any) -> None:
 
 @contextlib.asynccontextmanager
 async def started_downstream(
-    runtime: Runtime, workflows: Sequence[Workflow], enabled: bool, port: int | None
+    runtime: Runtime,
+    workflows: Sequence[Workflow],
+    enabled: bool,
+    port: int | None,
+    published_children: Sequence[str] = (),
 ) -> AsyncIterator[str | None]:
     """The shipped demo downstream on loopback, or nothing: on `port` (0: a free one) when
     given, else where the latest published versions of the `workflows` that call it already
     call it, when that port is free (the documents are then those published, so no new version
-    is made), else on a free port."""
+    is made), else on a free port. The `published_children` (no file holds them) come first:
+    their published documents cannot follow the downstream to another port, the files can."""
     if not enabled:
         yield None
         return
     async with contextlib.AsyncExitStack() as stack:
         if port is None:
-            names = [w.name for w in workflows if _calls_demo(w)]
+            names = [*published_children, *(w.name for w in workflows if _calls_demo(w))]
             preferred = await demo_address.remembered_port(runtime, names)
             url = await stack.enter_async_context(demo_address.started(preferred, "workflows"))
         else:
@@ -420,6 +470,7 @@ def run(
     3 still running at --timeout, 4 database or Redis unreachable, 130 interrupted.
     """
     from engine.settings import Settings
+    from schemas.definitions import RESERVED_WORKFLOWS
 
     log_setup.configure("run", level=log_level, debug=usage.OPTIONS.debug)
     settings = Settings()
@@ -436,17 +487,22 @@ def run(
     # Files and input are checked before anything starts, so a mistake in them is the only
     # thing said.
     documents = read_files(files, runs_commands(ctx))
-    workflows = load_workflows(documents)
+    spawned = children_outside(documents)
+    workflows = load_workflows(documents, published=spawned)
     target = pick_workflow(workflows, workflow)
     check_input(target, run_input)
+    outside = spawned - {w.name for w in workflows} - RESERVED_WORKFLOWS
 
     async def go() -> tuple[str, RunDetail | Stopped, list[RunSummary]]:
         from engine.operations.startup import open_runtime
 
         runtime = await open_runtime(settings)
         try:
-            async with started_downstream(runtime, workflows, demo_downstream, demo_port) as url:
-                calling = workflows if url is None else load_workflows(documents, url)
+            await published_elsewhere(runtime, workflows, outside)
+            async with started_downstream(
+                runtime, workflows, demo_downstream, demo_port, sorted(outside)
+            ) as url:
+                calling = workflows if url is None else load_workflows(documents, url, spawned)
                 chosen = pick_workflow(calling, target.name)
                 return await execute_run(runtime, calling, chosen, run_input, options)
         finally:

@@ -55,6 +55,7 @@ __all__ = [
     "nesting_exceeds",
     "parse_document",
     "parse_documents",
+    "spawned_workflows",
     "validate_input",
 ]
 
@@ -181,6 +182,23 @@ def check_documents(
         if report.problems:
             report.workflows = []
     return ValidationReport(reports)
+
+
+def spawned_workflows(
+    documents: Sequence[tuple[str, bytes | str]], *, settings: Settings | None = None
+) -> set[str]:
+    """The names of the workflows the SPAWNERs of `documents` start (`name@N` as `name`), as
+    far as the documents parse: for a caller that looks up where they are published the
+    children the documents do not hold (`schemabridge run` in its database), and so passes
+    them to `parse_documents` as `known_workflows` before it can."""
+    limits = Limits.from_settings(settings)
+    names: set[str] = set()
+    for source, raw in documents:
+        loaded = validation_json.load(raw, limits)
+        if loaded.parsed:
+            for base, obj in validation_graph.workflow_objects(loaded.data):
+                names |= validation_graph.spawned(validation_graph.read_workflow(source, base, obj))
+    return names
 
 
 def validate_input(workflow: Workflow, data: Any) -> list[Problem]:

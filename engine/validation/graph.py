@@ -283,6 +283,11 @@ def batch_problems(
     return problems
 
 
+def spawned(wf: RawWorkflow) -> set[str]:
+    """The names of the workflows the SPAWNERs of `wf` start (`name@N` as `name`)."""
+    return {child for _, child in _spawners(wf)}
+
+
 def _spawners(wf: RawWorkflow) -> Iterator[tuple[RawVertex, str]]:
     """(vertex, child workflow name) for each SPAWNER with a readable `workflow`."""
     for vertex in wf.vertices.values():

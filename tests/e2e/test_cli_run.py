@@ -391,3 +391,31 @@ async def test_run_with_demo_downstream_again_publishes_no_new_version(tmp_path:
         "nightly-subscription-renewals": 2,
         "renew-subscription": 2,
     }
+
+
+async def test_run_finds_a_child_workflow_published_in_its_database(
+    tmp_path: Path, downstream: RunningDownstream
+) -> None:
+    """Only the parent's file is given: its SPAWNER's child is the one published in the
+    database, run at its serving version as a worker would; a database without it is one line
+    naming the child, the spawner, the database and the fix, before anything is published."""
+    db = tmp_path / "kept.db"
+    parent, child = (str(p) for p in _fan_out_files(tmp_path, downstream.url, "published"))
+    assert (await asb("run", child, db=db)).returncode == 0  # publishes item v1
+    result = await asb("run", parent, "--input", '{"ids": [1, 2]}', "--output", "json", db=db)
+    assert result.returncode == 0, result.stderr
+    ran = json.loads(result.stdout)
+    assert (ran["workflow"], ran["status"]) == ("batch", "SUCCEEDED")
+    assert [r.path for r in downstream.stats.recent].count("/published") == 3
+    assert await _latest_versions(db) == {"batch": 1, "item": 1}
+
+    empty = tmp_path / "empty.db"
+    missing = await asb("run", parent, "--input", '{"ids": [1]}', db=empty)
+    assert missing.returncode == 2
+    assert missing.stderr.splitlines() == [
+        "error: no file given holds workflow 'item' (started by SPAWNER 'each' of 'batch'), "
+        f"and it is not published in sqlite+aiosqlite:///{empty}: give its file too "
+        "(`schemabridge run PARENT.json CHILD.json`), or name with --database the database it "
+        "is published in"
+    ]
+    assert await _latest_versions(empty) == {}

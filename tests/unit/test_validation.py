@@ -8,7 +8,13 @@ from typing import Any
 import pytest
 
 from engine.settings import Settings
-from engine.validation import check_documents, parse_document, parse_documents, validate_input
+from engine.validation import (
+    check_documents,
+    parse_document,
+    parse_documents,
+    spawned_workflows,
+    validate_input,
+)
 from schemas.definitions import GatewayVertex, MergeVertex, SpawnerVertex, Workflow
 from schemas.errors import DefinitionError, Problem
 
@@ -304,6 +310,14 @@ def test_a_child_workflow_may_be_in_another_document() -> None:
 def test_a_child_workflow_may_be_already_published(known: Any) -> None:
     document = json.dumps(workflow("parent", s=spawner("child@2")))
     assert parse_document(document, known_workflows=known)
+
+
+def test_spawned_workflows_names_every_child_as_far_as_the_documents_parse() -> None:
+    parent = workflow("parent", s=spawner("child@2"), t=spawner("other"), m=merge("s", "t"))
+    broken = ("broken.json", '{"name": "x", "vertices": {')
+    nested = ("list.json", json.dumps([CHILD, workflow("p2", s=spawner("third"))]))
+    documents = [("parent.json", json.dumps(parent)), broken, nested]
+    assert spawned_workflows(documents) == {"child", "other", "third"}
 
 
 def test_an_unknown_child_workflow() -> None:
