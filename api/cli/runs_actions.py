@@ -161,8 +161,9 @@ def _retry_one(remote: Remote, given: str) -> None:
 def _print_batch(
     remote: Remote, outcome: BatchRetryResult, filter_text: str | None, children_hidden: bool
 ) -> None:
-    """A batch retry's answer, and the server's line on stderr for each run whose joins fail
-    again (in JSON they are the answer's `stuck`)."""
+    """A batch retry's answer, and on stderr the server's line for each run whose joins fail
+    again and for each open breaker the retried steps call (in JSON they are the answer's
+    `stuck` and `warnings`)."""
     if remote.json:
         print_json(dump(outcome))
     else:
@@ -172,6 +173,7 @@ def _print_batch(
         if children_hidden and not (outcome.retried or outcome.skipped):
             console.print("(child runs are retried with --all)", markup=False)
     _warn(remote, [stuck.message for stuck in outcome.stuck if stuck.message])
+    _warn(remote, outcome.warnings)
 
 
 def retry(

@@ -305,6 +305,7 @@ class BatchRetryResult(Wire):
     skipped: list[SkippedRun]
     truncated: bool = False
     stuck: list[StuckRun] = []
+    warnings: list[str] = []
 
 
 # ── settings ────────────────────────────────────────────────────────────────────────────────

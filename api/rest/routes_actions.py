@@ -132,7 +132,9 @@ async def batch_retry(
     have refused it (`run_not_found`, `run_not_failed`) and its state, or `parent_succeeded`:
     a FAILED child whose retry would reopen the join of a run that has SUCCEEDED and run the
     steps after it again (start over that run, or retry the child alone by id). `stuck`: the
-    runs retried whose joins fail again at once, their children still FAILED."""
+    runs retried whose joins fail again at once, their children still FAILED. `warnings`: each
+    open breaker of a destination the retried steps call, once however many runs call it
+    (when it half-opens, and the command that closes it)."""
     return await ops.actions.batch_retry(
         ids=body.ids,
         filter=None if body.filter is None else body.filter.selection(),

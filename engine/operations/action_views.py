@@ -94,3 +94,7 @@ class BatchRetryResult(View):
     truncated: bool = False
     stuck: list[StuckRun] = []
     """Runs retried whose joins fail again at once, in the order of `retried`."""
+    warnings: list[str] = []
+    """Each open breaker of a destination the retried steps call, once per breaker layer
+    however many runs call it (when it half-opens, and the command that closes it), as a
+    single retry's `warnings` say it."""

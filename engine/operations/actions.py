@@ -30,11 +30,21 @@ from engine.operations.action_views import (
     StuckRun,
 )
 from engine.operations.boundary import store_boundary
-from engine.operations.breaker_warnings import destinations_of, open_breaker_warnings
+from engine.operations.breaker_warnings import (
+    breakers_called,
+    destinations_of,
+    open_breaker_warnings,
+)
 from engine.operations.submission import Bound, check_value_limits
 from engine.operations.views import RunFilter
 from engine.store.models import RunStatus
-from engine.store.operator_actions import Action, RetryOutcome, StuckJoins, run_not_found
+from engine.store.operator_actions import (
+    Action,
+    RetriedSteps,
+    RetryOutcome,
+    StuckJoins,
+    run_not_found,
+)
 from schemas.errors import InvalidRequest, WrongState
 
 if TYPE_CHECKING:
@@ -73,7 +83,6 @@ class OperatorActions:
         the tenant rate item anew, attempts still counting); completed steps are kept; the run
         is RUNNING again. A dead-lettered child comes back into its parent's join. Not FAILED:
         `WrongState(code="run_not_failed")`."""
-        destinations = await self._retried_destinations(run_id)
         outcome = await self._runtime.store.retry_runs([run_id], actor=actor, tenant=tenant)
         if run_id in outcome.refused:
             state = outcome.refused[run_id]
@@ -97,23 +106,21 @@ class OperatorActions:
             message=f"{steps} failed step{'' if steps == 1 else 's'} run again",
             status=RunStatus.RUNNING.value,
             steps_retried=steps,
-            warnings=[*warnings, *await self._breaker_warnings(destinations)],
+            warnings=[*warnings, *await self._called_warnings(outcome.called)],
             reopened_run=None if reopened is None else reopened.run_id,
             reopened_join=None if reopened is None else reopened.join,
             stuck_joins=[] if stuck is None else stuck.joins,
             children_failed=0 if stuck is None else stuck.children_failed,
         )
 
-    async def _retried_destinations(self, run_id: str) -> tuple[str, set[str]] | None:
-        """(tenant, destinations) of the run's FAILED GATEWAY steps, read before a retry
-        clears them; None when the run is not there (the retry says so)."""
-        store = self._runtime.store
-        run = await store.get_run(run_id)
-        if run is None:
-            return None
-        failed = [s.vertex_id for s in await store.get_steps(run_id) if s.status == "FAILED"]
-        version = await store.get_version(run.workflow_name, run.workflow_version)
-        return run.tenant_id, destinations_of(version.workflow, failed)
+    async def _called_warnings(self, called: Sequence[RetriedSteps]) -> list[str]:
+        """The open breakers of the destinations the steps a retry made READY call (its
+        outcome's `called`): one line per breaker layer, however many runs call it."""
+        by_destination: dict[str, set[str]] = {}
+        for retried in called:
+            for destination in destinations_of(retried.workflow, retried.vertices):
+                by_destination.setdefault(destination, set()).add(retried.tenant_id)
+        return await breakers_called(self._runtime, by_destination)
 
     async def _children_destinations(self, run_id: str) -> tuple[str, set[str]] | None:
         """(tenant, destinations) the run's dead-lettered children call (their first page:
@@ -226,7 +233,9 @@ class OperatorActions:
         of a run that has ended SUCCEEDED (`parent_succeeded`: the steps after that join
         would run again, a finished run's calls sent twice; the single `retry` of it by id
         still does it). Exactly one of `ids` and `filter` is required; more ids than `limit`
-        is refused. Runs retried whose joins fail again at once are listed in `stuck`."""
+        is refused. Runs retried whose joins fail again at once are listed in `stuck`; each open
+        breaker of a destination the retried steps call is one of `warnings`, however many
+        runs call it."""
         if not 1 <= limit <= MAX_BATCH:
             raise InvalidRequest(
                 f"limit must be between 1 and {MAX_BATCH}, not {limit}", code="invalid_limit"
@@ -245,10 +254,13 @@ class OperatorActions:
         outcome = await self._runtime.store.retry_runs(
             run_ids, actor=actor, tenant=tenant, action=Action.BATCH_RETRY, spare_finished=True
         )
+        warnings: list[str] = []
         if outcome.retried:
             await self._changed()
+            warnings = await self._called_warnings(outcome.called)
         return BatchRetryResult(
             retried=outcome.retried,
+            warnings=warnings,
             skipped=[_skipped(run_id, outcome) for run_id in run_ids if run_id in outcome.refused],
             truncated=truncated,
             stuck=[
@@ -326,6 +338,11 @@ class OperatorActions:
         `changed=False`; SUCCEEDED or FAILED: `WrongState(code="run_ended")`."""
         outcome = await self._runtime.store.cancel_run(run_id, actor=actor, tenant=tenant)
         changed = outcome.runs_cancelled > 0
+        message = (
+            _cancelled(outcome.runs_cancelled, outcome.steps_cancelled)
+            if changed
+            else "already cancelled"
+        )
         if changed:
             # Before returning: the workers holding steps of these runs stop them before their
             # next HTTP attempt (docs/architecture.md, 'Cancelling a run').
@@ -335,9 +352,7 @@ class OperatorActions:
             run_id=run_id,
             action=Action.CANCEL.value,
             changed=changed,
-            message=_cancelled(outcome.runs_cancelled, outcome.steps_cancelled)
-            if changed
-            else "already cancelled",
+            message=message,
             status=outcome.run_status,
             runs_cancelled=outcome.runs_cancelled,
             steps_cancelled=outcome.steps_cancelled,

@@ -16,7 +16,7 @@ advice: when Redis cannot be read, there is none, and the action stands.
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterable
+from collections.abc import Collection, Iterable, Mapping
 from typing import TYPE_CHECKING
 
 from admission import BreakerConfig, BreakerState, LayerView
@@ -65,17 +65,28 @@ async def open_breaker_warnings(
     runtime: Runtime, destinations: Iterable[str], tenant_id: str
 ) -> list[str]:
     """One line per open breaker layer (the global one, or `tenant_id`'s) of `destinations`."""
+    return await breakers_called(
+        runtime, {destination: {tenant_id} for destination in destinations}
+    )
+
+
+async def breakers_called(runtime: Runtime, called: Mapping[str, Collection[str]]) -> list[str]:
+    """One line per open breaker layer of each destination of `called` (destination → the
+    tenants whose steps call it): its global layer once, then each tenant's. A batch retrying
+    500 runs into one destination reads it once and warns once, not once per run."""
     config = runtime.admission.config
     now = runtime.clock.now()
     lines: list[str] = []
     try:
-        for destination in sorted(set(destinations)):
+        for destination in sorted(called):
             record = await runtime.admission.backend.read_destination(destination, now)
             layers: list[tuple[str | None, LayerView, BreakerConfig]] = [
                 (None, record.global_layer, config.global_breaker)
             ]
-            if tenant_id in record.tenant_layers:
-                layers.append((tenant_id, record.tenant_layers[tenant_id], config.tenant_breaker))
+            for tenant_id in sorted(called[destination]):
+                if tenant_id in record.tenant_layers:
+                    view = record.tenant_layers[tenant_id]
+                    layers.append((tenant_id, view, config.tenant_breaker))
             for tenant, view, breaker in layers:
                 line = _warning(destination, tenant, view, now, breaker)
                 if line is not None:

@@ -11,6 +11,7 @@ of `schemas.errors` from inside the transaction, which rolls it back.
 from __future__ import annotations
 
 import uuid
+from collections import Counter
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Any, TypeVar
 
@@ -31,6 +32,7 @@ from engine.store.operator_actions import (
     ReopenedAncestor,
     ReprocessOutcome,
     ResolveOutcome,
+    RetriedSteps,
     RetryOutcome,
     StartOverOutcome,
     action_line,
@@ -149,7 +151,8 @@ class OperatorActionsStore(WorkQueue):
             # Read before the errors are cleared: they say why the joins failed.
             outcome.stuck = await retry_checks.stuck_joins(conn, candidates)
             # Steps before runs: the order a worker's flush locks them in.
-            outcome.steps = await sql.ready_failed_steps(conn, candidates, now)
+            made_ready = await sql.ready_failed_steps(conn, candidates, now)
+            outcome.steps = Counter({r: len(vertices) for r, vertices in made_ready.items()})
             reopened = await sql.reopen_failed_runs(conn, candidates)
             reopened_ids = {row.id for row in reopened}
             # The held steps after the runs: a claim that read a run as stopped holds its
@@ -161,6 +164,16 @@ class OperatorActionsStore(WorkQueue):
             for run_id in set(candidates) - set(outcome.retried):  # retried concurrently
                 outcome.refused[run_id] = await sql.current_status(conn, run_id)
             outcome.stuck = {r: j for r, j in outcome.stuck.items() if r in reopened_ids}
+            called: dict[tuple[str, str, int], set[str]] = {}
+            for run_id in outcome.retried:
+                row = states[run_id]
+                key = (row.tenant_id, row.workflow_name, row.workflow_version)
+                called.setdefault(key, set()).update(made_ready.get(run_id, ()))
+            # Read in the transaction (versions are cached, so mostly no read at all): once it
+            # has committed, a lost database must not make a done retry answer "unavailable".
+            for (tenant_id, name, version), vertices in called.items():
+                workflow = (await self.get_version(name, version)).workflow
+                outcome.called.append(RetriedSteps(tenant_id, workflow, frozenset(vertices)))
             await recovery.reopen_parents(conn, reopened, now, self._workflow_reader(conn))
             lines = [
                 action_line(

@@ -30,6 +30,7 @@ from sqlalchemy.sql.expression import CTE
 from engine.store.dialect import dialect_of
 from engine.store.models import Run, RunStatus, Step, StepStatus, TenantQuota
 from engine.store.records import LogLine
+from schemas.definitions import Workflow
 from schemas.errors import NotFound
 
 runs = Run.__table__  # type: ignore[attr-defined]
@@ -80,6 +81,20 @@ class RetryOutcome:
     FAILED) the join of an ancestor that had ended SUCCEEDED: the steps after it run again."""
     stuck: dict[str, StuckJoins] = field(default_factory=dict)
     """Runs retried whose joins fail again at once: their children are still FAILED."""
+    called: list[RetriedSteps] = field(default_factory=list)
+    """The steps that run again, by tenant and workflow version: a thousand runs of one
+    workflow are one entry, so what they call (an open breaker's warning) is looked up once,
+    not per run."""
+
+
+@dataclass(frozen=True)
+class RetriedSteps:
+    """The vertices of `workflow` whose FAILED steps a retry made READY in runs of
+    `tenant_id`."""
+
+    tenant_id: str
+    workflow: Workflow
+    vertices: frozenset[str]
 
 
 @dataclass(frozen=True)
@@ -175,13 +190,16 @@ _RUN_COLUMNS = (
     runs.c.id,
     runs.c.status,
     runs.c.tenant_id,
+    runs.c.workflow_name,
+    runs.c.workflow_version,
     runs.c.parent_run_id,
     runs.c.parent_vertex_id,
 )
 
 
 async def run_states(conn: AsyncConnection, run_ids: Sequence[str]) -> dict[str, Any]:
-    """(id, status, tenant_id, parent_run_id, parent_vertex_id) of the runs that exist."""
+    """(id, status, tenant_id, workflow_name, workflow_version, parent_run_id,
+    parent_vertex_id) of the runs that exist."""
     found: dict[str, Any] = {}
     for chunk in chunks(run_ids):
         rows = await conn.execute(select(*_RUN_COLUMNS).where(runs.c.id.in_(chunk)))
@@ -234,12 +252,12 @@ async def other_failed_steps(conn: AsyncConnection, run_id: str, step_id: int) -
 
 async def ready_failed_steps(
     conn: AsyncConnection, run_ids: Sequence[str], now: float
-) -> Counter[str]:
+) -> dict[str, list[str]]:
     """The FAILED steps of `run_ids` become READY to run again: error cleared, redispatches
     and the tenant item anew, attempts kept, and the start too, so the next claim stamps its
     own (a step's duration is then its last run's, not the operator's wait before it; the
-    attempts keep their own times). Returns how many per run."""
-    made_ready: Counter[str] = Counter()
+    attempts keep their own times). Returns their vertex ids, by run."""
+    made_ready: dict[str, list[str]] = {}
     for chunk in chunks(run_ids):
         rows = await conn.execute(
             update(steps)
@@ -253,9 +271,10 @@ async def ready_failed_steps(
                 auto_retries=0,
                 tenant_item_taken=False,
             )
-            .returning(steps.c.run_id)
+            .returning(steps.c.run_id, steps.c.vertex_id)
         )
-        made_ready.update(row.run_id for row in rows.all())
+        for row in rows.all():
+            made_ready.setdefault(row.run_id, []).append(row.vertex_id)
     return made_ready
 
 

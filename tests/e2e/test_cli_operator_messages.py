@@ -6,6 +6,7 @@ and destinations."""
 from __future__ import annotations
 
 import json
+import time
 
 import pytest
 
@@ -159,6 +160,46 @@ def test_set_cap_without_a_change_or_a_cap_to_keep_is_a_usage_error(serve_api: S
     assert_refused(alone, 2, "caps-none has no caps of its own yet", "give --max-concurrency N")
     listed = serve_api.json("destinations", "list")["items"]
     assert "caps-none" not in [d["destination"] for d in listed], "nothing was stored"
+
+
+# ── open breakers ────────────────────────────────────────────────────────────────────────────
+
+
+def test_a_batch_retry_into_an_open_breaker_warns_once(serve_api: Stack) -> None:
+    """Six runs of one tenant fail on one destination and open its tenant breaker (five
+    failures): a batch retry of all six says so in one line, not six, with the command that
+    closes it; in JSON the line is the answer's `warnings`."""
+    tenant, destination, name = "brk-batch", "brk-batch-api", "cli-messages-brk"
+    path = serve_api.tmp / "cli-messages-brk.json"
+    call = {
+        "url": serve_api.downstream + "/cli-messages/brk?status=500",
+        "destination": destination,
+        "retry": {"maxAttempts": 1},
+    }
+    vertex = {"type": "GATEWAY", "maxAutoRetries": 0, "config": call}
+    path.write_text(json.dumps({"name": name, "vertices": {"call": vertex}}))
+    serve_api.ok("workflows", "publish", str(path))
+    for _ in range(6):
+        failed = serve_api.cli("runs", "submit", name, "--tenant", tenant, "--wait")
+        assert failed.returncode == 1, (failed.stdout, failed.stderr)
+
+    retried = serve_api.ok("runs", "retry", "--workflow", name, "--tenant", tenant)
+    assert retried.stdout.startswith("retried 6 runs\n"), retried.stdout
+    [warning] = retried.stderr.splitlines()
+    assert warning.startswith(
+        f"warning: the tenant breaker of {destination!r} (tenant {tenant!r}) is open: "
+    ), warning
+    assert warning.endswith(
+        f"`schemabridge destinations reset-breaker {destination} --tenant {tenant}`"
+    ), warning
+    for _ in range(60):  # the retried runs fail again at once, the breaker still open
+        listed = serve_api.json("runs", "list", "--workflow", name, "--status", "FAILED")
+        if len(listed["items"]) == 6:
+            break
+        time.sleep(0.5)
+    answer = serve_api.json("runs", "retry", "--workflow", name, "--tenant", tenant)
+    assert len(answer["retried"]) == 6
+    assert [w.split(":")[0] for w in answer["warnings"]] == [warning.split(":")[1].strip()]
 
 
 # ── services ───────────────────────────────────────────────────────────────────────────────

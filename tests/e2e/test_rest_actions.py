@@ -255,7 +255,13 @@ async def test_batch_retry_by_ids_and_by_filter(api: Api, downstream: RunningDow
     second = await failed_chain(api.runtime, downstream, tenant_id="acme")
     async with client(api.url, api.globex_key) as http:
         others = await http.post("/runs/retry", json={"filter": {"tenant": "acme"}})
-        assert others.json() == {"retried": [], "skipped": [], "truncated": False, "stuck": []}
+        assert others.json() == {
+            "retried": [],
+            "skipped": [],
+            "truncated": False,
+            "stuck": [],
+            "warnings": [],
+        }
     async with client(api.url, api.acme_key) as http:
         mine = await http.post("/runs/retry", json={"filter": {"workflow": "chain"}})
         assert mine.status_code == 200 and mine.json()["retried"] == [second]
@@ -277,7 +283,13 @@ async def test_a_batch_by_filter_leaves_a_finished_runs_dead_letter_alone(
         assert listed.json()["items"] == []
         batch = await http.post("/runs/retry", json={"filter": {"status": "FAILED"}})
         assert batch.status_code == 200, batch.text
-        assert batch.json() == {"retried": [], "skipped": [], "truncated": False, "stuck": []}
+        assert batch.json() == {
+            "retried": [],
+            "skipped": [],
+            "truncated": False,
+            "stuck": [],
+            "warnings": [],
+        }
         # `rootsOnly`, the field's name before `roots`: older clients keep their meaning.
         wide = ({"roots": False}, {"rootsOnly": False}, {"rootsOnly": False, "roots": False})
         for selection in (*wide, {"parent": parent}):

@@ -86,3 +86,42 @@ async def test_a_breaker_closed_by_hand_lets_the_reprocessed_children_succeed(
     assert {c.status for c in children} == {"SUCCEEDED"}
     assert downstream.stats.total - sent_in_outage == CHILDREN  # each sent once, none refused
     assert (again.changed, again.warnings) == (False, [])
+
+
+async def test_a_batch_retry_warns_once_per_open_breaker_not_per_run(
+    backend: Backend, downstream: RunningDownstream
+) -> None:
+    """Two tenants' fan-outs fail into one destination, 16 failures: both tenant breakers
+    and the global one open. A batch retry of all 16 children says each open breaker once, as
+    the single retry words it; a batch that retries nothing says nothing."""
+    destination = f"brk-{uuid.uuid4().hex[:8]}"
+    downstream.script([500] * (2 * CHILDREN), path="/outage")
+    runtime = await Runtime.open(settings_for(backend))
+    try:
+        ops = Operations(runtime)
+        workflows = fan_out(f"{downstream.url}/outage", destination)
+        parents = [
+            await start(runtime, workflows, list(range(CHILDREN)), tenant_id=tenant)
+            for tenant in ("default", "acme")
+        ]
+        async with running_worker(runtime):
+            for run_id in parents:
+                assert (await wait_for_run(runtime, run_id)).status == "FAILED"
+        children = [c.id for run_id in parents for c in await runtime.store.children(run_id)]
+        nothing = await ops.actions.batch_retry(ids=parents[:1], actor="test", tenant="other")
+        batch = await ops.actions.batch_retry(ids=children, actor="test")
+    finally:
+        await runtime.close()
+    assert (nothing.retried, nothing.warnings) == ([], [])
+    assert sorted(batch.retried) == sorted(children)
+    countdown = re.compile(r"half-opens in \d+ s")
+    fix = "steps that call it fail again at once, sending nothing, until it half-opens in … s"
+    assert [countdown.sub("half-opens in … s", w) for w in batch.warnings] == [
+        f"the global breaker of {destination!r} is open: {fix}; once it is fixed, close it now "
+        f"with `schemabridge destinations reset-breaker {destination}`"
+    ] + [
+        f"the tenant breaker of {destination!r} (tenant {tenant!r}) is open: {fix}; once it is "
+        f"fixed, close it now with `schemabridge destinations reset-breaker {destination} --tenant "
+        f"{tenant}`"
+        for tenant in ("acme", "default")
+    ]
