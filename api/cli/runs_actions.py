@@ -373,4 +373,13 @@ def cancel(
         line = f"run {result.run_id} cancelled, with {under} under it"
     else:
         line = f"run {result.run_id} cancelled"
+    aborted = result.aborted_deployment
+    if aborted is not None:
+        # The run drove a deployment: the operator cancelled a run and must hear that the
+        # deployment ended with it, and which.
+        line += (
+            f"; deployment {aborted.id} ({aborted.workflow} v{aborted.version}), which it "
+            f"drove, is aborted: v{aborted.version} gets no new runs, "
+            f"v{aborted.serving_version} serves"
+        )
     _print(remote, result, line)

@@ -281,9 +281,17 @@ class ReprocessResult(ActionResult):
     warnings: list[str] = []
 
 
+class AbortedDeployment(Wire):
+    id: str
+    workflow: str
+    version: int
+    serving_version: int
+
+
 class CancelResult(ActionResult):
     runs_cancelled: int
     steps_cancelled: int
+    aborted_deployment: AbortedDeployment | None = None
 
 
 class SkippedRun(Wire):

@@ -55,10 +55,24 @@ class ReprocessResult(ActionResult):
     (when it half-opens, and the command that closes it)."""
 
 
+class AbortedDeployment(View):
+    """A deployment aborted because the `gradual_deploy` run that drove it was cancelled."""
+
+    id: str
+    workflow: str
+    version: int
+    """The candidate version, which gets no new runs."""
+    serving_version: int
+    """The version that serves on."""
+
+
 class CancelResult(ActionResult):
     runs_cancelled: int
     """The run and its descendants that were still going (0: it was already CANCELLED)."""
     steps_cancelled: int
+    aborted_deployment: AbortedDeployment | None = None
+    """The deployment the run drove (a `gradual_deploy` run), aborted with it; `message`
+    names it too."""
 
 
 class SkippedRun(View):

@@ -19,6 +19,7 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from engine.operations.action_views import (
+    AbortedDeployment,
     ActionResult,
     BatchRetryResult,
     CancelResult,
@@ -37,6 +38,7 @@ from engine.operations.breaker_warnings import (
 )
 from engine.operations.submission import Bound, check_value_limits
 from engine.operations.views import RunFilter
+from engine.store.actions_store import aborted_words
 from engine.store.models import RunStatus
 from engine.store.operator_actions import (
     Action,
@@ -335,7 +337,9 @@ class OperatorActions:
         new HTTP attempt, and a request already on the wire finishes without its result being
         recorded (docs/architecture.md, 'Cancelling a run').
         A cancelled child counts as cancelled in its parent's join. Already CANCELLED:
-        `changed=False`; SUCCEEDED or FAILED: `WrongState(code="run_ended")`."""
+        `changed=False`; SUCCEEDED or FAILED: `WrongState(code="run_ended")`. A deployment's
+        `gradual_deploy` run takes its deployment with it (ABORTED), which the answer names
+        (`aborted_deployment`, and in `message`)."""
         outcome = await self._runtime.store.cancel_run(run_id, actor=actor, tenant=tenant)
         changed = outcome.runs_cancelled > 0
         message = (
@@ -343,6 +347,9 @@ class OperatorActions:
             if changed
             else "already cancelled"
         )
+        deployment = outcome.aborted_deployment
+        if deployment is not None:
+            message += f"; {aborted_words(deployment)}"
         if changed:
             # Before returning: the workers holding steps of these runs stop them before their
             # next HTTP attempt (docs/architecture.md, 'Cancelling a run').
@@ -356,6 +363,14 @@ class OperatorActions:
             status=outcome.run_status,
             runs_cancelled=outcome.runs_cancelled,
             steps_cancelled=outcome.steps_cancelled,
+            aborted_deployment=None
+            if deployment is None
+            else AbortedDeployment(
+                id=deployment.id,
+                workflow=deployment.workflow_name,
+                version=deployment.candidate_version,
+                serving_version=deployment.serving_version,
+            ),
         )
 
 

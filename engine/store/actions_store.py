@@ -38,7 +38,7 @@ from engine.store.operator_actions import (
     action_line,
 )
 from engine.store.queue import MAX_NESTING, WorkQueue
-from engine.store.records import CompletionReport, LogLine
+from engine.store.records import CompletionReport, DeploymentRecord, LogLine
 from schemas.close_names import close_names, did_you_mean
 from schemas.definitions import RESERVED_WORKFLOWS, Workflow
 from schemas.errors import NotFound, QuotaExceeded, WrongState
@@ -363,12 +363,13 @@ class OperatorActionsStore(WorkQueue):
             steps_cancelled, cancelled = await self._cancel_tree(conn, run_id, now)
             if run_id not in {row.id for row in cancelled}:  # it ended meanwhile
                 raise _ended(run_id, await sql.current_status(conn, run_id))
-            await self._after_cancel(conn, run_id, actor)
+            aborted = await self._after_cancel(conn, run_id, actor)
             below = len(cancelled) - 1
+            said = f"cancelled by {actor} ({below} runs under it)"
+            if aborted is not None:
+                said += f"; {aborted_words(aborted)}"
             lines = [
-                action_line(
-                    run_id, Action.CANCEL, actor, f"cancelled by {actor} ({below} runs under it)"
-                ),
+                action_line(run_id, Action.CANCEL, actor, said),
                 *(
                     action_line(
                         row.id, Action.CANCEL, actor, f"cancelled by {actor} with run {run_id}"
@@ -380,7 +381,7 @@ class OperatorActionsStore(WorkQueue):
             await results_.insert_logs(conn, lines, now)
             stopped = sql.stopped_ids(run_id, cancelled)
             return CancelOutcome(
-                len(cancelled), steps_cancelled, RunStatus.CANCELLED.value, stopped
+                len(cancelled), steps_cancelled, RunStatus.CANCELLED.value, stopped, aborted
             )
 
         return await self._transaction(work)
@@ -403,9 +404,23 @@ class OperatorActionsStore(WorkQueue):
         await self._settle(tx)
         return steps_cancelled, cancelled
 
-    async def _after_cancel(self, conn: AsyncConnection, run_id: str, actor: str) -> None:
+    async def _after_cancel(
+        self, conn: AsyncConnection, run_id: str, actor: str
+    ) -> DeploymentRecord | None:
         """Called in a cancel's transaction once `run_id` is cancelled (the deployments role
-        aborts the deployment a cancelled system run drove)."""
+        aborts the deployment a cancelled system run drove); the deployment aborted, if any."""
+        return None
+
+
+def aborted_words(record: DeploymentRecord) -> str:
+    """What a cancel of the `gradual_deploy` run driving `record` did to it, in words that
+    name it (the run's log, the cancel's answer): the operator cancelled a run and should
+    hear that a deployment ended with it."""
+    return (
+        f"deployment {record.id} ({record.workflow_name} v{record.candidate_version}), which "
+        f"it drove, is aborted: v{record.candidate_version} gets no new runs, "
+        f"v{record.serving_version} serves"
+    )
 
 
 def _ended(run_id: str, status: str) -> WrongState:

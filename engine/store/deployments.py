@@ -447,13 +447,15 @@ class DeploymentStore(RunCatalogue, OperatorActionsStore):
         counts = await _counts(conn, record)
         return {"candidate": counts.candidate.as_dict(), "serving": counts.serving.as_dict()}
 
-    async def _after_cancel(self, conn: AsyncConnection, run_id: str, actor: str) -> None:
+    async def _after_cancel(
+        self, conn: AsyncConnection, run_id: str, actor: str
+    ) -> DeploymentRecord | None:
         """Cancelling a deployment's `gradual_deploy` run aborts the deployment with it:
         nothing would drive it any more, and a candidate must never keep a weight alone."""
         record = await rows_.running_driven_by(conn, run_id)
         if record is None:
-            return
-        await rows_.abort_stopped(
+            return None
+        aborted = await rows_.abort_stopped(
             conn,
             record,
             self._clock.now(),
@@ -461,6 +463,7 @@ class DeploymentStore(RunCatalogue, OperatorActionsStore):
             actor=actor,
             figures=await self._window_figures(conn, record),
         )
+        return record if aborted else None
 
 
 def stage_event(stage_index: int, weight: float, now: float, **extra: Any) -> dict[str, Any]:

@@ -29,7 +29,7 @@ from sqlalchemy.sql.expression import CTE
 
 from engine.store.dialect import dialect_of
 from engine.store.models import Run, RunStatus, Step, StepStatus, TenantQuota
-from engine.store.records import LogLine
+from engine.store.records import DeploymentRecord, LogLine
 from schemas.definitions import Workflow
 from schemas.errors import NotFound
 
@@ -144,6 +144,8 @@ class CancelOutcome:
     stopped: frozenset[str] = frozenset()
     """The ids that name every run cancelled, as run or as parent (`stopped_ids`): what the
     workers are told, so that the steps they hold send nothing more."""
+    aborted_deployment: DeploymentRecord | None = None
+    """The deployment the run drove (a `gradual_deploy` run), aborted with it."""
 
 
 def stopped_ids(run_id: str, cancelled: Iterable[Any]) -> frozenset[str]:

@@ -329,6 +329,25 @@ def test_the_system_workflow_is_not_offered_as_a_users(stack: Stack) -> None:
     assert len(refused.stderr.splitlines()) == 1, refused.stderr
 
 
+def test_cancelling_a_deployments_run_names_the_deployment_it_aborts(stack: Stack) -> None:
+    """The run monitor and `runs cancel` offer to cancel the `gradual_deploy` run: the answer
+    says which deployment ended with it, and what now serves."""
+    two_versions(stack, "dep-cancel")
+    started = stack.ok("deployments", "start", "dep-cancel", "--version", "2", *HOLDING)
+    deployment = started_id(started.stdout)
+    run = stack.json("deployments", "show", deployment)["runId"]
+    cancelled = stack.ok("runs", "cancel", run)
+    assert cancelled.stdout == (
+        f"run {run} cancelled; deployment {deployment} (dep-cancel v2), which it drove, is "
+        "aborted: v2 gets no new runs, v1 serves\n"
+    )
+    assert wait_for(stack, deployment, "ABORTED")["weight"] is None
+    again = stack.json("runs", "cancel", run)
+    assert (again["changed"], again["abortedDeployment"]) == (False, None)
+    log = stack.ok("runs", "logs", run).stdout
+    assert f"deployment {deployment} (dep-cancel v2), which it drove, is aborted" in log, log
+
+
 @pytest.fixture(scope="module")
 def refusing(stack: Stack) -> Stack:
     """The stack with dep-refusals v1 and v2 published."""

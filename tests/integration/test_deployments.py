@@ -277,7 +277,18 @@ async def test_one_deployment_at_a_time_and_no_switch_meanwhile(
         await env.ops.deployments.set_serving("orders", 3, actor="key:ops")
     assert switch.value.code == "deployment_running"
     # Cancelling the deployment's run (the run monitor's cancel) aborts the deployment.
-    await env.ops.actions.cancel(running.run_id, actor="key:ops")
+    cancelled = await env.ops.actions.cancel(running.run_id, actor="key:ops")
+    assert cancelled.message == (
+        f"cancelled (2 steps); deployment {running.id} (orders v2), which it drove, is aborted: "
+        "v2 gets no new runs, v1 serves"
+    )
+    assert cancelled.aborted_deployment is not None
+    assert cancelled.aborted_deployment.model_dump() == {
+        "id": running.id,
+        "workflow": "orders",
+        "version": 2,
+        "serving_version": 1,
+    }
     aborted = await env.ops.deployments.get(running.id)
     assert aborted.status == "ABORTED" and aborted.weight is None
     assert aborted.outcome is not None and "cancelled by key:ops" in aborted.outcome.reason
