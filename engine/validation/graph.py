@@ -187,9 +187,21 @@ def workflow_problems(wf: RawWorkflow) -> list[Problem]:
     return problems
 
 
+def _first_entries(vertex: RawVertex) -> list[tuple[int, str]]:
+    """`vertex.depends_on` without the entries that repeat an earlier one: the schema
+    reports each of those once, at its pointer, and nothing else should count it again."""
+    seen: set[str] = set()
+    first = []
+    for index, target in vertex.depends_on:
+        if target not in seen:
+            seen.add(target)
+            first.append((index, target))
+    return first
+
+
 def _dependency_problems(wf: RawWorkflow) -> Iterator[Problem]:
     for vertex in wf.vertices.values():
-        for index, target in vertex.depends_on:
+        for index, target in _first_entries(vertex):
             at = wf.at("vertices", vertex.id, "dependsOn", index)
             if target == vertex.id:
                 message = f'Vertex "{vertex.id}" depends on itself; remove it from dependsOn.'
@@ -230,7 +242,7 @@ def _rotate(cycle: list[str], order: dict[str, int]) -> list[str]:
 
 
 def _merge_problems(wf: RawWorkflow, vertex: RawVertex) -> Iterator[Problem]:
-    deps = [d for _, d in vertex.depends_on]
+    deps = [d for _, d in _first_entries(vertex)]
     spawners = [d for d in deps if d in wf.vertices and wf.vertices[d].type == "SPAWNER"]
     unclear = any(d not in wf.vertices or wf.vertices[d].type is None for d in deps)
     if len(spawners) != 1 and not (unclear and not spawners):

@@ -205,6 +205,8 @@ def _describe(error: js_exceptions.ValidationError, whole: str | None) -> Iterat
         yield from _describe(js_exceptions.best_match(error.context), whole)
     elif keyword == "pattern" and "propertyNames" in error.schema_path:
         yield _bad_name(error, path)
+    elif keyword == "uniqueItems" and isinstance(error.instance, list):
+        yield from _repeated(error.instance, path, whole)
     else:
         yield Problem(at, _sentence(error, path, whole), Code.SCHEMA)
 
@@ -281,8 +283,6 @@ def _sentence(
     sized = _size_sentence(keyword, value, subject, instance, error.schema)
     if sized:
         return sized
-    if keyword == "uniqueItems" and isinstance(instance, list):
-        return f"{subject} lists {show(_first_duplicate(instance))} more than once."
     return f"{subject} is invalid: {error.message}."
 
 
@@ -325,11 +325,35 @@ def _size_sentence(
     return f"{subject} must have {bound} {value} {unit.removesuffix(' long')}; it has {size}."
 
 
-def _first_duplicate(items: list[Any]) -> Any:
-    for i, item in enumerate(items):
-        if item in items[i + 1 :]:
-            return item
-    return None
+def _repeated(items: list[Any], path: list[str | int], whole: str | None) -> Iterator[Problem]:
+    """One problem per entry of a `uniqueItems` array that repeats an earlier one, at the
+    entry's own pointer (the one to delete), naming where the first is: the array as a whole
+    would leave the author to find them, and a third copy is a second entry to remove."""
+    subject = _subject(path, whole)
+    first: dict[Any, int] = {}
+    for index, item in enumerate(items):
+        seen = first.setdefault(_same_key(item), index)
+        if seen != index:
+            yield Problem(
+                pointer(*path, index),
+                f"{subject} already lists {show(item)} (at {pointer(*path, seen)}); remove "
+                "this entry.",
+                Code.SCHEMA,
+            )
+
+
+def _same_key(value: Any) -> Any:
+    """A hashable key equal for the JSON values JSON Schema counts as equal (1 and 1.0, objects
+    in any key order; true and 1 not), so duplicates are found in one pass over any array."""
+    if isinstance(value, bool) or value is None or isinstance(value, str):
+        return (type(value).__name__, value)
+    if isinstance(value, (int, float)):
+        return ("number", int(value) if float(value).is_integer() else value)
+    if isinstance(value, list):
+        return ("array", tuple(_same_key(v) for v in value))
+    if isinstance(value, dict):
+        return ("object", tuple(sorted((k, _same_key(v)) for k, v in value.items())))
+    return ("other", repr(value))
 
 
 # ── typed models ────────────────────────────────────────────────────────────────────────────

@@ -33,7 +33,7 @@ EXPECTED: dict[str, list[tuple[str, str]]] = {
         ("/vertices/fetch/config/method", "schema"),
         ("/vertices/fetch/config/retry/jitter", "schema"),
         ("/vertices/fetch/config/retry/maxAttempts", "schema"),
-        ("/vertices/fetch/config/successCodes", "schema"),
+        ("/vertices/fetch/config/successCodes/1", "schema"),  # the repeated 200
         ("/vertices/fetch/config/timeoutMs", "schema"),
         ("/vertices/fetch/config/url", "schema"),
         ("/vertices/fetch/maxAutoRetries", "schema"),

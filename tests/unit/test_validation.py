@@ -415,3 +415,43 @@ def found_raw(text: str) -> list[tuple[str, str]]:
     with pytest.raises(DefinitionError) as caught:
         parse_document(text)
     return [(p.pointer, p.code) for p in caught.value.problems]
+
+
+def test_a_repeated_entry_is_one_problem_per_repeat_at_its_pointer() -> None:
+    deps = workflow(a=gateway(), c=gateway(), b=gateway("a", "c", "a", "c", "a"))
+    assert messages(deps) == {
+        "/vertices/b/dependsOn/2": 'dependsOn already lists "a" (at /vertices/b/dependsOn/0); '
+        "remove this entry.",
+        "/vertices/b/dependsOn/3": 'dependsOn already lists "c" (at /vertices/b/dependsOn/1); '
+        "remove this entry.",
+        "/vertices/b/dependsOn/4": 'dependsOn already lists "a" (at /vertices/b/dependsOn/0); '
+        "remove this entry.",
+    }
+    # The other checks count a repeated entry once: no second self-dependency or unknown
+    # vertex, and a MERGE naming its SPAWNER twice depends on one SPAWNER.
+    assert found(workflow(b=gateway("b", "b"), x=gateway("y", "y"))) == [
+        ("/vertices/b/dependsOn/0", "self_dependency"),
+        ("/vertices/b/dependsOn/1", "schema"),
+        ("/vertices/x/dependsOn/0", "unknown_dependency"),
+        ("/vertices/x/dependsOn/1", "schema"),
+    ]
+    assert found([workflow("parent", s=spawner(), m=merge("s", "s")), CHILD]) == [
+        ("/0/vertices/m/dependsOn/1", "schema")
+    ]
+    codes = workflow(a=gateway(successCodes=[200, 201, 200]))
+    assert found(codes) == [("/vertices/a/config/successCodes/2", "schema")]
+
+
+def test_repeated_input_values_are_those_json_schema_counts_equal() -> None:
+    [wf] = parse_document(
+        json.dumps(
+            {
+                "name": "wf",
+                "inputSchema": {"type": "array", "uniqueItems": True},
+                "vertices": {"a": gateway()},
+            }
+        )
+    )
+    values = [1, 1.0, True, {"a": 1, "b": 2}, {"b": 2, "a": 1}, "1", [1], [1.0], None, None]
+    assert [p.pointer for p in validate_input(wf, values)] == ["/1", "/4", "/7", "/9"]
+    assert validate_input(wf, [1, True, "1", [1], {"1": 1}, None, 0, False]) == []
