@@ -498,7 +498,17 @@ def test_a_validation_error_is_located_in_the_editor(server: DemoServer, browser
         shoot(page, "editor-problem")
 
         page.fill("#document", BROKEN.replace('"a": {', '"a" {'))
-        page.locator('.problem[data-line="4"]', has_text="not JSON").wait_for()
+        syntax = page.locator('.problem[data-line="4"]', has_text="not JSON")
+        syntax.wait_for()
+        # Where is said once, on the button (line and column); the text says what.
+        said = syntax.inner_text()
+        assert said.startswith("line 4, column 9 — not JSON: ") and said.count("line") == 1, said
+        page.fill("#document", BROKEN.replace('"vertices"', '"name": "again",\n  "vertices"'))
+        twice = page.locator('.problem[data-line="3"]', has_text="(duplicate_key)")
+        twice.wait_for()
+        said = twice.inner_text()
+        assert said.startswith('line 3, column 3 — the key "name" appears more than once'), said
+        assert said.count("line") == 1, said
         page.fill("#document", BROKEN.replace('"ghost"', '"a"'))
         page.locator(".editor-state.ok").wait_for()
         page.get_by_role("button", name="Publish").click()

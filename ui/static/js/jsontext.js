@@ -6,6 +6,9 @@ export class JsonSyntaxError extends Error {
   constructor(message, offset, text) {
     const { line, column } = lineColumn(text, offset);
     super(`line ${line}, column ${column}: ${message}`);
+    // What is wrong without where: a view that shows the place on its own (the editor's
+    // problem list) says it once.
+    this.reason = message;
     this.offset = offset;
     this.line = line;
     this.column = column;

@@ -122,11 +122,16 @@ export async function editorPage(main, params) {
       current = parseWithPositions(area.value);
     } catch (error) {
       current = null;
-      const line = error instanceof JsonSyntaxError ? error.line : 1;
+      const located = error instanceof JsonSyntaxError;
+      const line = located ? error.line : 1;
       const twice = error instanceof DuplicateKeyError;
       problemLines = new Map([[line, true]]);
       drawGutter();
-      fill(problemsBox, h("li", { class: "problem", "data-line": String(line) }, h("button", { type: "button", class: "link", onclick: () => selectLine(line) }, h("span", { class: "problem-line" }, `line ${line}`)), twice ? ` — ${error.message} ` : ` — not JSON: ${error.message}`, twice ? h("span", { class: "muted" }, "(duplicate_key)") : null));
+      // The button says where (line and column), the text what: the error's message repeats
+      // the place, so its reason alone follows the button.
+      const where = located ? `line ${line}, column ${error.column}` : `line ${line}`;
+      const what = located ? error.reason : String(error.message || error);
+      fill(problemsBox, h("li", { class: "problem", "data-line": String(line) }, h("button", { type: "button", class: "link", onclick: () => selectLine(line) }, h("span", { class: "problem-line" }, where)), twice ? ` — ${what} ` : ` — not JSON: ${what}`, twice ? h("span", { class: "muted" }, "(duplicate_key)") : null));
       state.textContent = twice ? `✕ The key ${JSON.stringify(error.key)} is written twice.` : "✕ The text is not JSON yet.";
       state.className = "editor-state bad";
       publish.disabled = true;
