@@ -39,13 +39,18 @@ def raise_if_refused(
 
 def breaker_failure(destination: str, tenant_id: str, reply: AdmitReply) -> StepFailure:
     """The failure of a call a breaker blocked; the engine redispatches it once probes are let
-    through (`retry_after_s`)."""
+    through (`retry_after_s`). The message says no time: it is read later, as the step's error
+    or beside a redispatch's countdown to `until` (which the front doors count down), where a
+    second, frozen countdown would only contradict the live one."""
     layer, _, state = reply.blocking_layer.partition(":")
-    what = "open" if state == "open" else "half-open with every probe permit in use"
+    what = (
+        "open: it refuses every call until it half-opens"
+        if state == "open"
+        else "half-open with every probe permit in use: it refuses other calls until a probe ends"
+    )
     scope = f"tenant {tenant_id!r}" if layer == "tenant" else "all tenants"
     return BreakerOpen(
-        f"circuit open: the {layer} breaker of {destination!r} ({scope}) is {what}; "
-        f"calls are let through again in {reply.hint_s:.1f} s",
+        f"circuit open: the {layer} breaker of {destination!r} ({scope}) is {what}",
         destination=destination,
         layer=layer,
         retry_after_s=max(0.0, reply.hint_s),

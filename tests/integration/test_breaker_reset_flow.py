@@ -5,9 +5,11 @@ children all succeed, none refused by the breaker."""
 
 from __future__ import annotations
 
+import asyncio
 import re
 import uuid
 
+from api.cli.run_live_display import waiting_lines
 from demo.downstream import RunningDownstream
 from engine.operations import Operations
 from engine.runtime import Runtime
@@ -125,3 +127,47 @@ async def test_a_batch_retry_warns_once_per_open_breaker_not_per_run(
         f"{tenant}`"
         for tenant in ("acme", "default")
     ]
+
+
+async def test_a_step_waiting_on_an_open_breaker_counts_down_once(
+    backend: Backend, downstream: RunningDownstream
+) -> None:
+    """Five failures open the tenant breaker; a later run's call is refused and waits for its
+    redispatch. What it waits for says no time; the one countdown is the front doors', to
+    `until` (the CLI's live display here)."""
+    destination = f"brk-{uuid.uuid4().hex[:8]}"
+    # The breaker hears of a failure as the call is settled, which may be after its run has
+    # ended: the runs go on until one is refused, each a 500 until then.
+    downstream.script([500] * 10, path="/once")
+    [child] = fan_out(f"{downstream.url}/once", destination)[1:]
+    document = child.model_dump(mode="json", by_alias=True, exclude_none=True)
+    document["vertices"]["call"]["maxAutoRetries"] = 1
+    workflow = Workflow.model_validate(document)
+    runtime = await Runtime.open(settings_for(backend))
+    try:
+        ops = Operations(runtime)
+        async with running_worker(runtime):
+            for _ in range(10):
+                run_id = await start(runtime, [workflow], {})
+                for _ in range(200):  # 10 s at most: a 500 ends it, a refusal makes it wait
+                    progress = await ops.runs.progress(run_id)
+                    if progress.ended or progress.steps[0].waiting is not None:
+                        break
+                    await asyncio.sleep(0.05)
+                if not progress.ended:
+                    break
+            await ops.actions.cancel(run_id, actor="test")
+    finally:
+        await runtime.close()
+    waiting = progress.steps[0].waiting
+    assert waiting is not None and waiting.until is not None
+    assert (waiting.reason, waiting.message) == (
+        "breaker_open",
+        f"redispatch 1/1 after circuit open: the tenant breaker of {destination!r} (tenant "
+        "'default') is open: it refuses every call until it half-opens",
+    )
+    [line] = waiting_lines(progress, now=waiting.until - 20.4)
+    assert line == (
+        f"call: redispatch 1/1 after circuit open: the tenant breaker of {destination!r} (tenant "
+        "'default') is open: it refuses every call until it half-opens (next try in 20 s)"
+    )
