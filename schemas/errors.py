@@ -137,21 +137,54 @@ class FailureKind(StrEnum):
 
 
 @dataclass(frozen=True)
+class SentRequest:
+    """What a GATEWAY attempt sent, as an operator may see it: built only once an attempt has
+    failed (`vertices.gateway`), with the step's secrets redacted before anything is cut."""
+
+    method: str
+    url: str
+    """The URL as sent, query included, without `user:password@` or fragment."""
+    header_names: tuple[str, ...] = ()
+    """The names of the headers the step set; their values are never kept."""
+    body_excerpt: str = ""
+    """The start of the request body as text ("" when none was sent)."""
+    body_bytes: int = 0
+    """The whole body's size as sent."""
+    body_truncated: bool = False
+    """The body goes on past `body_excerpt`."""
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "method": self.method,
+            "url": self.url,
+            "headerNames": list(self.header_names),
+            "bodyExcerpt": self.body_excerpt,
+            "bodyBytes": self.body_bytes,
+            "bodyTruncated": self.body_truncated,
+        }
+
+
+@dataclass(frozen=True)
 class HttpDetail:
-    """What the destination answered (for errors shown to operators)."""
+    """What the destination answered (for errors shown to operators), and what the step had
+    sent it (`request`; None when nothing was sent)."""
 
     status: int | None
     body_excerpt: str = ""
     headers: dict[str, str] = field(default_factory=dict)
     attempts: int = 1
+    request: SentRequest | None = None
 
     def as_dict(self) -> dict[str, Any]:
-        return {
+        data: dict[str, Any] = {
             "status": self.status,
             "bodyExcerpt": self.body_excerpt,
             "headers": self.headers,
             "attempts": self.attempts,
         }
+        if self.request is not None:
+            data["request"] = self.request.as_dict()
+        return data
 
 
 class StepFailure(SchemaBridgeError):

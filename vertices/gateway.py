@@ -15,7 +15,8 @@ transport's own timeouts only bound connecting and each read. After an attempt:
   parse, undecodable) → `invalid_response` at once; a request that cannot be sent →
   `invalid_config`.
 
-Every attempt is written to the run log (status, duration, error, the wait before the next);
+Every attempt is written to the run log (status, duration, error, the wait before the next;
+a failed one with what it sent, which the step's failure carries too: vertices/gateway_sent.py);
 before each wait between attempts the step tells `ctx.retry_wait`, so the engine can show the
 wait and the attempts so far while it lasts (docs/architecture.md, 'Why a step waits').
 Admission plugs in through `CallGuard`, called around every attempt.
@@ -41,7 +42,7 @@ from enum import Enum
 from typing import Any, Protocol, TypeVar
 
 from schemas.definitions import GatewayConfig
-from schemas.errors import FailureKind, HttpDetail, RetryRefused, StepFailure
+from schemas.errors import FailureKind, HttpDetail, RetryRefused, SentRequest, StepFailure
 from schemas.redaction import Redactor
 from schemas.waiting import WaitReason
 from vertices import gateway_retry
@@ -58,6 +59,7 @@ from vertices.gateway_response import (
     read_answer,
     read_error_answer,
 )
+from vertices.gateway_sent import sent_request
 from vertices.http_client import (
     HttpClient,
     TransportErrorKind,
@@ -350,10 +352,30 @@ def _describe(attempt: _Attempt) -> str:
     return "no answer"
 
 
+_NOT_SENT = frozenset({FailureKind.EGRESS_DENIED, FailureKind.INVALID_CONFIG})
+"""Attempt failures that mean the request never left: refused by the egress policy, or one
+the HTTP client could not make. Such an attempt has nothing to show as sent."""
+
+
+def _sent(
+    request: GatewayRequest, attempt: _Attempt, redactor: Redactor, known: SentRequest | None
+) -> SentRequest | None:
+    """What the failed `attempt` sent (None: nothing left); `known` when an earlier attempt
+    of this execution built it already (the request is the same for all of them)."""
+    if attempt.failure in _NOT_SENT:
+        return None
+    return known if known is not None else sent_request(request, redactor)
+
+
 def _failure(
-    request: GatewayRequest, attempt: _Attempt, attempts: int, redactor: Redactor
+    request: GatewayRequest,
+    attempt: _Attempt,
+    attempts: int,
+    redactor: Redactor,
+    sent: SentRequest | None = None,
 ) -> StepFailure:
-    """The step's failure after its last attempt (its body excerpt redacted by `redactor`)."""
+    """The step's failure after its last attempt (its body excerpt redacted by `redactor`),
+    with what the attempt `sent`."""
     plural = "attempt" if attempts == 1 else "attempts"
     # The failure's kind is its code, shown beside the message: the message says only what
     # happened ("GET …: no answer within 300 ms", not "GET …: timeout: no answer …").
@@ -361,13 +383,14 @@ def _failure(
     message = f"{request.method} {request.url_for_log}: {what} ({attempts} {plural})"
     answer = attempt.answer
     if answer is None:
-        detail = HttpDetail(status=None, attempts=attempts)
+        detail = HttpDetail(status=None, attempts=attempts, request=sent)
         return StepFailure(attempt.failure or FailureKind.INTERNAL_ERROR, message, http=detail)
     detail = HttpDetail(
         status=answer.status,
         body_excerpt=excerpt(answer, redactor),
         headers=detail_headers(answer.headers),
         attempts=attempts,
+        request=sent,
     )
     kind = attempt.failure or gateway_retry.failure_kind_for_status(answer.status)
     retry_after = attempt.retry_after_s if kind is FailureKind.EXTERNAL_OVERLOAD else None
@@ -383,10 +406,12 @@ async def _log_attempt(
     position: tuple[int, int],
     wait_s: float | None = None,
     final: bool = False,
+    sent: SentRequest | None = None,
 ) -> None:
     """`final`: the answer ends the step although attempts were left (a 4xx other than 408
     and 429, an error that would come back the same): the line says it is not retried, so
-    "attempt 1/4" is not read as three more to come."""
+    "attempt 1/4" is not read as three more to come. `sent`: what a failed attempt sent
+    (never given for one that succeeded)."""
     number, max_attempts = position
     duration_ms = round(attempt.duration_s * 1000, 1)
     counted = f"attempt {number}/{max_attempts}"
@@ -408,6 +433,8 @@ async def _log_attempt(
         "error": attempt.error,
         "retryInMs": None if wait_s is None else round(wait_s * 1000),
     }
+    if sent is not None:
+        data["request"] = sent.as_dict()
     await ctx.log(level, message, data)
 
 
@@ -485,6 +512,8 @@ async def execute(
         _attempt, client, request, config.success_codes, timeout_s, max_body_bytes
     )
     previous: _Attempt | None = None
+    sent: SentRequest | None = None
+    """Built at the first failed attempt, reused by the later ones (see `_sent`)."""
     for number in range(1, policy.max_attempts + 1):
         not_sent = f"attempt {number}/{policy.max_attempts} not sent"
         try:
@@ -503,7 +532,7 @@ async def execute(
                 # "While the bucket is low, failures are not retried": the last answer is the
                 # step's failure (a 500 stays a terminal http_error), not a redispatchable
                 # refusal. The refusal is in the log line above.
-                raise _failure(request, previous, number - 1, ctx.redactor) from refused
+                raise _failure(request, previous, number - 1, ctx.redactor, sent) from refused
             raise
         previous = attempt
         position = (number, policy.max_attempts)
@@ -511,14 +540,18 @@ async def execute(
         if verdict is _Verdict.SUCCESS and attempt.answer is not None:
             await _log_attempt(ctx, "info", request, attempt, position=position)
             return Succeeded(await _output(ctx, attempt.answer, attempt.body))
+        # Past the success above: this attempt failed, and what it sent is recorded with it.
+        sent = _sent(request, attempt, ctx.redactor, sent)
         if verdict is _Verdict.FINAL or number == policy.max_attempts:
             final = verdict is _Verdict.FINAL
-            await _log_attempt(ctx, "error", request, attempt, position=position, final=final)
-            raise _failure(request, attempt, number, ctx.redactor)
+            await _log_attempt(
+                ctx, "error", request, attempt, position=position, final=final, sent=sent
+            )
+            raise _failure(request, attempt, number, ctx.redactor, sent)
         if _stop_reason(ctx.stop) is not None:
             # Stopped while this attempt was on the wire: no wait is announced for a retry
             # that will not come.
-            await _log_attempt(ctx, "warning", request, attempt, position=position)
+            await _log_attempt(ctx, "warning", request, attempt, position=position, sent=sent)
             raise StepStopped(f"attempt {number + 1}/{policy.max_attempts} not sent")
         if rng is None and policy.jitter == "full":
             rng = random.Random()
@@ -529,7 +562,9 @@ async def execute(
             retry_after_s=attempt.retry_after_s,
             rng=rng,
         )
-        await _log_attempt(ctx, "warning", request, attempt, position=position, wait_s=wait_s)
+        await _log_attempt(
+            ctx, "warning", request, attempt, position=position, wait_s=wait_s, sent=sent
+        )
         await ctx.retry_wait(
             wait_s, _retry_message(request, attempt, (number + 1, policy.max_attempts))
         )
