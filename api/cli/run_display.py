@@ -13,7 +13,7 @@ from rich.console import Group, RenderableType
 from rich.table import Table
 from rich.text import Text
 
-from api.cli.remote import status_text, table
+from api.cli.remote import shown, status_text, table
 from api.cli.text import (
     MISSING,
     clock,
@@ -34,6 +34,7 @@ if TYPE_CHECKING:
         LogEntry,
         RunDetail,
         RunSummary,
+        SentRequestView,
         SpawnerCounts,
         StepView,
         Waiting,
@@ -158,8 +159,29 @@ def attempt_line(attempt: AttemptView) -> str:
     return f"{attempt.execution}.{attempt.attempt}  {clock(attempt.at)}  {attempt.message}"
 
 
+def sent_lines(sent: SentRequestView) -> list[tuple[str, str | Text]]:
+    """What a failed call sent: `POST https://…`, the names of the headers the step set, and
+    the start of the request body, its cut said. Each is a Text (never read as markup) with
+    its control characters escaped: the body comes from the run's input."""
+    pairs: list[tuple[str, str | Text]] = [("sent", Text(shown(f"{sent.method} {sent.url}")))]
+    if sent.header_names:
+        names = ", ".join(sent.header_names)
+        pairs.append(("headers", Text(shown(names) + " (names only: values are not kept)")))
+    if sent.body_excerpt or sent.body_bytes:
+        body = Text(shown(sent.body_excerpt))
+        if sent.body_truncated:
+            body.append(
+                f"… [cut: the first {len(sent.body_excerpt):,} characters of "
+                f"{sent.body_bytes:,} bytes sent]",
+                style="dim",
+            )
+        pairs.append(("request body", body))
+    return pairs
+
+
 def failed_step(step: StepView) -> RenderableType:
-    """The failed step: its kind, HTTP status, body excerpt and attempt history."""
+    """The failed step: its kind, HTTP status, body excerpt, what it sent and its attempt
+    history."""
     error = step.error
     if error is None:  # a FAILED step always has an error; say so rather than guess
         return Text(f"failed step {step.vertex_id}: no error recorded")
@@ -171,6 +193,8 @@ def failed_step(step: StepView) -> RenderableType:
         pairs.append(("body", excerpt(error.body_excerpt, BODY_EXCERPT_CHARS)))
     if error.retry_after_s is not None:
         pairs.append(("Retry-After", duration(error.retry_after_s)))
+    if error.request is not None:
+        pairs += sent_lines(error.request)
     if step.history:
         pairs.append(("attempts", "\n".join(attempt_line(a) for a in step.history)))
     title = Text(f"failed step {step.vertex_id}: {error.kind}", style="bold red")

@@ -190,6 +190,10 @@ def _failure_lines(run: RunDetail, error: ErrorView) -> list[str]:
         lines.append(http)
     if error.body_excerpt:
         lines.append(f"  body:     {_one_line(error.body_excerpt, 300)}")
+    if error.request is not None:
+        lines.append(f"  sent:     {_one_line(f'{error.request.method} {error.request.url}', 300)}")
+        if error.request.body_excerpt:
+            lines.append(f"  payload:  {_one_line(error.request.body_excerpt, 300)}")
     return lines
 
 

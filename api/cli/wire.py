@@ -110,6 +110,15 @@ class GraphView(Wire):
 # ── runs ────────────────────────────────────────────────────────────────────────────────────
 
 
+class SentRequestView(Wire):
+    method: str
+    url: str
+    header_names: list[str] = []
+    body_excerpt: str = ""
+    body_bytes: int = 0
+    body_truncated: bool = False
+
+
 class ErrorView(Wire):
     kind: str
     message: str = ""
@@ -118,6 +127,7 @@ class ErrorView(Wire):
     body_excerpt: str | None = None
     attempts: int | None = None
     retry_after_s: float | None = None
+    request: SentRequestView | None = None
 
 
 class RunSummary(Wire):

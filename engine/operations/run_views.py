@@ -2,7 +2,8 @@
 assembled from the run's log.
 
 Attempts are not stored as rows: the GATEWAY writes one log line per HTTP attempt (data:
-`attempt`, `maxAttempts`, `status`, `durationMs`, `error`, `retryInMs`) and one per attempt
+`attempt`, `maxAttempts`, `status`, `durationMs`, `error`, `retryInMs`, and `request` when
+the attempt failed) and one per attempt
 admission refused (data: `attempt`, `kind`, `error`), with the step's vertex id. A step's
 history is those lines in order; a new execution (a redispatch, a re-run after a lost lease,
 an operator's retry) starts where the attempt number starts again.
@@ -22,6 +23,7 @@ from engine.operations.views import (
     RunDetail,
     RunProgress,
     RunSummary,
+    SentRequestView,
     SpawnerCounts,
     StepProgress,
     StepView,
@@ -49,9 +51,29 @@ def _text(value: Any) -> str | None:
     return value if isinstance(value, str) else None
 
 
-def error_view(error: Any) -> ErrorView | None:
+def sent_view(sent: Any) -> SentRequestView | None:
+    """A failed attempt's stored `request` (`SentRequest.as_dict()`) as a view; None when
+    there is none, or it is not what the gateway writes (a log line's data is free-form)."""
+    if not isinstance(sent, Mapping):
+        return None
+    method, url = _text(sent.get("method")), _text(sent.get("url"))
+    if method is None or url is None:
+        return None
+    names = sent.get("headerNames")
+    return SentRequestView(
+        method=method,
+        url=url,
+        header_names=[n for n in names if isinstance(n, str)] if isinstance(names, list) else [],
+        body_excerpt=_text(sent.get("bodyExcerpt")) or "",
+        body_bytes=_int(sent.get("bodyBytes")) or 0,
+        body_truncated=sent.get("bodyTruncated") is True,
+    )
+
+
+def error_view(error: Any, *, sent: bool = True) -> ErrorView | None:
     """A stored error (`StepFailure.as_dict()`, plus `vertexId` on a run) as a view; anything
-    else stored there is shown as its text."""
+    else stored there is shown as its text. `sent=False` leaves out what the request sent:
+    lists and progress streams carry an error per run, and read only its summary."""
     if error is None:
         return None
     if not isinstance(error, Mapping):
@@ -66,10 +88,13 @@ def error_view(error: Any) -> ErrorView | None:
         body_excerpt=_text(http.get("bodyExcerpt")),
         attempts=_int(http.get("attempts")),
         retry_after_s=_number(error.get("retryAfterS")),
+        request=sent_view(http.get("request")) if sent else None,
     )
 
 
-def summary(run: RunRecord | RunHeader) -> RunSummary:
+def summary(run: RunRecord | RunHeader, *, sent: bool = False) -> RunSummary:
+    """A run as lists show it (`sent`: with what its error's request sent, as one run's
+    detail shows it)."""
     return RunSummary(
         id=run.id,
         workflow=run.workflow_name,
@@ -86,7 +111,7 @@ def summary(run: RunRecord | RunHeader) -> RunSummary:
         restarted_from=run.restarted_from,
         dlq_at=run.dlq_at,
         route=run.route,
-        error=error_view(run.error),
+        error=error_view(run.error, sent=sent),
     )
 
 
@@ -104,6 +129,7 @@ def _attempt(line: LogRecord, execution: int, number: int) -> AttemptView:
         error=_text(data.get("error")),
         retry_in_ms=_int(data.get("retryInMs")),
         refused=str(data["kind"]) if refused else None,
+        request=sent_view(data.get("request")),
     )
 
 
@@ -202,7 +228,7 @@ def detail(
     """The whole view of one run (`now`: when it is read, which ends a past retry wait)."""
     by_vertex = histories(lines)
     return RunDetail(
-        **summary(run).model_dump(),
+        **summary(run, sent=True).model_dump(),
         input=run.input,
         output=run.output,
         item=run.item,
@@ -224,7 +250,7 @@ def progress(
         status=run.status,
         ended=run.status in _TERMINAL,
         ended_at=run.ended_at,
-        error=error_view(run.error),
+        error=error_view(run.error, sent=False),
         steps=[
             StepProgress(
                 vertex_id=s.vertex_id,

@@ -142,6 +142,25 @@ class GraphView(View):
 # ── runs ────────────────────────────────────────────────────────────────────────────────────
 
 
+class SentRequestView(View):
+    """What a GATEWAY attempt that failed had sent (docs/architecture.md, 'What a failed call
+    sent'): the step's secrets shown as `***`, header values never kept."""
+
+    method: str
+    url: str
+    """The URL as sent, query included, without `user:password@`; cut at 2,000 characters
+    (then it ends with `…`)."""
+    header_names: list[str] = []
+    """The names of the headers the step set (the HTTP client adds Host, Content-Length and,
+    for a `user:password@`, Authorization)."""
+    body_excerpt: str = ""
+    """The start of the request body as text, at most 500 characters ("" when none)."""
+    body_bytes: int = 0
+    """The whole body's size in bytes as sent."""
+    body_truncated: bool = False
+    """The body goes on past `bodyExcerpt`."""
+
+
 class ErrorView(View):
     """A structured failure (of a step, or of a run: then `vertex_id` names the step)."""
 
@@ -153,6 +172,10 @@ class ErrorView(View):
     attempts: int | None = None
     """HTTP attempts the failing execution made."""
     retry_after_s: float | None = None
+    request: SentRequestView | None = None
+    """What the last failed attempt sent; None when the failure sent nothing (an expression
+    error, an egress refusal, a breaker), was recorded before the engine kept it, and in run
+    lists and progress streams (read it from the run's detail)."""
 
 
 class SpawnerCounts(View):
@@ -227,6 +250,8 @@ class AttemptView(View):
     """The wait before the next in-process attempt (None: none followed)."""
     refused: str | None = None
     """Set when admission refused the attempt: the failure kind it counted as."""
+    request: SentRequestView | None = None
+    """What the attempt sent, when it failed (an attempt that succeeded keeps nothing)."""
 
 
 class WaitingView(View):

@@ -18,6 +18,7 @@ MIRRORS: list[tuple[type[wire.Wire], type[pydantic.BaseModel]]] = [
     (wire.VersionDetail, views.VersionDetail),
     (wire.GraphNode, views.GraphNode),
     (wire.GraphView, views.GraphView),
+    (wire.SentRequestView, views.SentRequestView),
     (wire.ErrorView, views.ErrorView),
     (wire.RunSummary, views.RunSummary),
     (wire.SubmitResult, views.SubmitResult),
