@@ -1,5 +1,6 @@
 // A structured error as operators read it: kind, where, HTTP status, the body the downstream
-// answered (as text: whatever it contains, it is never markup here), attempts.
+// answered and what the step had sent it (as text: whatever they contain, they are never
+// markup here), attempts.
 
 import { h } from "../dom.js";
 
@@ -19,6 +20,30 @@ export function errorBox(error, { title = "Error" } = {}) {
     h("dl", { class: "facts" }, facts.map(([name, value]) => [h("dt", {}, name), h("dd", { class: name === "HTTP status" ? "http-status" : null }, String(value))])),
     error.message ? h("p", { class: "error-message" }, error.message) : null,
     error.bodyExcerpt ? [h("h4", {}, "Response body (excerpt)"), h("pre", { class: "body-excerpt" }, error.bodyExcerpt)] : null,
+    sentRequest(error.request),
+  );
+}
+
+/** What the failed call sent (`error.request`): "Sent: POST https://…", the names of the
+ * headers it set, and the start of its body with a line saying where it was cut. The API
+ * shows the step's secrets as *** and keeps no header value. */
+function sentRequest(sent) {
+  if (!sent) return null;
+  const body = sent.bodyExcerpt || sent.bodyBytes ? [
+    h("h4", {}, "Request body sent (excerpt)"),
+    h("pre", { class: "body-excerpt request-body" }, sent.bodyExcerpt),
+    sent.bodyTruncated
+      ? h("p", { class: "muted small body-cut" }, `… cut: the first ${sent.bodyExcerpt.length.toLocaleString()} characters of ${sent.bodyBytes.toLocaleString()} bytes sent`)
+      : null,
+  ] : null;
+  return h(
+    "div",
+    { class: "sent-request" },
+    h("p", { class: "sent-line" }, h("strong", {}, "Sent: "), h("code", {}, `${sent.method} ${sent.url}`)),
+    sent.headerNames && sent.headerNames.length
+      ? h("p", { class: "muted small sent-headers" }, `Headers (names only): ${sent.headerNames.join(", ")}`)
+      : null,
+    body,
   );
 }
 
