@@ -288,3 +288,56 @@ def test_a_table_shows_a_control_character_escaped_on_its_own_line() -> None:
         "k2  tenant c\\u200bd",
         "k3  é x",
     ], lines
+
+
+def failed_with(request: dict[str, object] | None) -> str:
+    """`runs show` of a run whose one GATEWAY failed with a 422, having sent `request`."""
+    error = {
+        "kind": "http_error",
+        "message": "POST https://api.example.com/orders: 422",
+        "httpStatus": 422,
+        "attempts": 1,
+        "request": request,
+    }
+    run = RunDetail.model_validate(
+        {
+            "id": "r1",
+            "workflow": "w",
+            "version": 1,
+            "tenantId": "acme",
+            "status": "FAILED",
+            "createdAt": NOW,
+            "endedAt": NOW,
+            "error": {**error, "vertexId": "call"},
+            "steps": [{"vertexId": "call", "type": "GATEWAY", "status": "FAILED", "error": error}],
+        }
+    )
+    return rendered(run_display.run_view(run, NOW))
+
+
+def test_runs_show_says_what_a_failed_call_sent() -> None:
+    body = '{"token":"***","note":"[bold]x[/bold]\x1b[2J"}'
+    shown = failed_with(
+        {
+            "method": "POST",
+            "url": "https://api.example.com/orders?key=***",
+            "headerNames": ["X-Api-Key", "Content-Type"],
+            "bodyExcerpt": body,
+            "bodyBytes": 12_345,
+            "bodyTruncated": True,
+        }
+    )
+    flat = " ".join(shown.split())
+    assert "sent POST https://api.example.com/orders?key=***" in flat
+    assert "headers X-Api-Key, Content-Type (names only: values are not kept)" in flat
+    # Markup stays text, and a control character (from the run's input) is escaped.
+    assert '{"token":"***","note":"[bold]x[/bold]\\x1b[2J"}' in flat
+    assert "\x1b" not in shown
+    assert f"[cut: the first {len(body)} characters of 12,345 bytes sent]" in flat
+
+
+def test_runs_show_without_a_request_or_body_says_only_what_there_is() -> None:
+    assert "sent " not in failed_with(None)
+    bodiless = " ".join(failed_with({"method": "GET", "url": "https://api.example.com/x"}).split())
+    assert "sent GET https://api.example.com/x" in bodiless
+    assert "request body" not in bodiless and "headers " not in bodiless
