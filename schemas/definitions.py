@@ -27,6 +27,8 @@ RESERVED_WORKFLOWS = frozenset({GRADUAL_DEPLOY})
 
 
 class VertexType(StrEnum):
+    """A vertex's type."""
+
     GATEWAY = "GATEWAY"
     SPAWNER = "SPAWNER"
     MERGE = "MERGE"

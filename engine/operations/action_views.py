@@ -2,7 +2,23 @@
 
 from __future__ import annotations
 
+from enum import StrEnum
+
 from engine.operations.views import View
+from engine.store.models import RunStatus
+from engine.store.operator_actions import Action
+
+
+class SkipReason(StrEnum):
+    """Why a batch action left a run alone (`SkippedRun.reason`)."""
+
+    RUN_NOT_FOUND = "run_not_found"
+    """No such run, or another tenant's: the code a single action would refuse it with."""
+    RUN_NOT_FAILED = "run_not_failed"
+    """The run is not FAILED: the code a single retry would refuse it with."""
+    PARENT_SUCCEEDED = "parent_succeeded"
+    """A FAILED child whose retry would reopen the join of a run that had ended SUCCEEDED
+    (and run the steps after it again)."""
 
 
 class ActionResult(View):
@@ -10,11 +26,11 @@ class ActionResult(View):
     idempotent there); `status` is the run's status after it."""
 
     run_id: str
-    action: str
+    action: Action
     """retry, resolve, start_over, reprocess or cancel (as in the run's log)."""
     changed: bool
     message: str
-    status: str
+    status: RunStatus
 
 
 class RetryResult(ActionResult):
@@ -22,7 +38,7 @@ class RetryResult(ActionResult):
     """FAILED steps that run again."""
     warnings: list[str] = []
     """What the retry sets off that the operator may not expect, in words and in this order: a
-    join reopened (`reopened_run`), joins that fail again at once (`stuck_joins`), then each
+    join reopened (`reopenedRun`), joins that fail again at once (`stuckJoins`), then each
     open breaker of a destination the steps call (when it half-opens, and the command that
     closes it)."""
     reopened_run: str | None = None
@@ -30,12 +46,12 @@ class RetryResult(ActionResult):
     SUCCEEDED: that ancestor, which runs again from its join, so the steps after it run a
     second time. None otherwise."""
     reopened_join: str | None = None
-    """The MERGE of `reopened_run` that reopened."""
+    """The MERGE of `reopenedRun` that reopened."""
     stuck_joins: list[str] = []
     """The run's MERGE steps that failed because children FAILED: they fail again at once,
     the children being still FAILED (reprocess the run to run them again)."""
     children_failed: int = 0
-    """How many of the run's children are FAILED (with `stuck_joins`)."""
+    """How many of the run's children are FAILED (with `stuckJoins`)."""
 
 
 class ResolveResult(ActionResult):
@@ -83,8 +99,8 @@ class SkippedRun(View):
     with what to do instead."""
 
     run_id: str
-    reason: str
-    state: str | None = None
+    reason: SkipReason
+    state: RunStatus | None = None
     message: str = ""
 
 

@@ -27,6 +27,7 @@ from engine.operations.action_views import (
     ResolveResult,
     RetryResult,
     SkippedRun,
+    SkipReason,
     StartOverResult,
     StuckRun,
 )
@@ -399,14 +400,16 @@ def _skipped(run_id: str, outcome: RetryOutcome) -> SkippedRun:
     reopens = outcome.reopens.get(run_id)
     if state is None:
         missing = run_not_found(run_id)
-        return SkippedRun(run_id=run_id, reason=missing.code, message=missing.message)
+        return SkippedRun(run_id=run_id, reason=SkipReason.RUN_NOT_FOUND, message=missing.message)
     if state != RunStatus.FAILED.value or reopens is None:
         wrong = _not_failed(run_id, state)
-        return SkippedRun(run_id=run_id, reason=wrong.code, state=state, message=wrong.message)
+        return SkippedRun(
+            run_id=run_id, reason=SkipReason.RUN_NOT_FAILED, state=state, message=wrong.message
+        )
     ancestor, join = reopens.run_id, reopens.join
     return SkippedRun(
         run_id=run_id,
-        reason="parent_succeeded",
+        reason=SkipReason.PARENT_SUCCEEDED,
         state=state,
         message=(
             f"run {ancestor} above it has SUCCEEDED: retrying this child would reopen its join "

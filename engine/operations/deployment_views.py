@@ -124,8 +124,7 @@ class OutcomeView(View):
 class DeploymentView(View):
     id: str
     workflow: str
-    status: str
-    """RUNNING, SUCCEEDED, ROLLED_BACK or ABORTED."""
+    status: DeploymentStatus
     candidate_version: int
     serving_version: int
     """The version serving when the deployment began (its baseline)."""

@@ -54,7 +54,7 @@ class DestinationSeries(View):
 
 
 class DestinationHistoryView(View):
-    """The samples of the last `window_s` seconds, taken every `interval_s` seconds by the API
+    """The samples of the last `windowS` seconds, taken every `intervalS` seconds by the API
     process that answered (each API process keeps its own, of the same shared state)."""
 
     interval_s: float

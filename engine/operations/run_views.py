@@ -16,7 +16,9 @@ from typing import Any
 
 from engine.operations.submission import client_key
 from engine.operations.views import (
+    UNKNOWN_KIND,
     AttemptView,
+    ErrorKind,
     ErrorView,
     FanoutProgress,
     LogEntry,
@@ -34,9 +36,17 @@ from engine.store.listing import LogRecord
 from engine.store.models import TERMINAL_RUN_STATUSES, StepStatus
 from engine.store.records import RunHeader, RunRecord, StepRecord, WaitingGroup
 from schemas.definitions import Workflow
+from schemas.errors import FailureKind
 from schemas.waiting import WaitReason
 
 _TERMINAL = frozenset(s.value for s in TERMINAL_RUN_STATUSES)
+_KINDS = frozenset(kind.value for kind in FailureKind)
+
+
+def _kind(value: Any) -> ErrorKind:
+    """A stored failure kind as the views type it: one `FailureKind` does not name (a row an
+    older release wrote) is `unknown`, not an answer that breaks its own schema."""
+    return FailureKind(value) if value in _KINDS else UNKNOWN_KIND
 
 
 def _int(value: Any) -> int | None:
@@ -77,11 +87,11 @@ def error_view(error: Any, *, sent: bool = True) -> ErrorView | None:
     if error is None:
         return None
     if not isinstance(error, Mapping):
-        return ErrorView(kind="unknown", message=str(error))
+        return ErrorView(kind=UNKNOWN_KIND, message=str(error))
     http = error.get("http")
     http = http if isinstance(http, Mapping) else {}
     return ErrorView(
-        kind=str(error.get("kind", "unknown")),
+        kind=_kind(error.get("kind")),
         message=str(error.get("message", "")),
         vertex_id=_text(error.get("vertexId")),
         http_status=_int(http.get("status")),
@@ -128,7 +138,7 @@ def _attempt(line: LogRecord, execution: int, number: int) -> AttemptView:
         duration_ms=_number(data.get("durationMs")),
         error=_text(data.get("error")),
         retry_in_ms=_int(data.get("retryInMs")),
-        refused=str(data["kind"]) if refused else None,
+        refused=_kind(data["kind"]) if refused else None,
         request=sent_view(data.get("request")),
     )
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from admission import DestinationState, LayerStatus
 from admission.aimd import slots
+from admission.breaker import BreakerState, Layer
 from engine.coordination.heartbeat import ServiceStatus
 from engine.operations.views import View
 
@@ -21,8 +22,8 @@ class CapsView(View):
 class BreakerView(View):
     """One circuit-breaker layer as the next call would see it."""
 
-    state: str
-    """`closed`, `open` or `half_open` (an open layer past its reset timeout reads half-open)."""
+    state: BreakerState
+    """An open layer past its reset timeout reads `half_open`."""
     failures: int
     """Consecutive failures while closed."""
     successes: int
@@ -48,11 +49,10 @@ class BreakerView(View):
 class ClosedBreakerView(View):
     """A breaker layer an operator closed."""
 
-    layer: str
-    """`global` or `tenant`."""
+    layer: Layer
     tenant_id: str | None = None
     """The tenant of a tenant layer; None for the global layer."""
-    was: str
+    was: BreakerState
     """The state it was closed from: `open` or `half_open`."""
 
 
@@ -128,7 +128,8 @@ class TenantRateView(View):
 
 
 class QuotaView(View):
-    """A tenant's run quota (checked by spawners before a fan-out)."""
+    """A tenant's run quota: taken by each root run submitted or started over, and checked
+    by spawners before a fan-out, whose children take it too."""
 
     max_runs: int
     used_runs: int

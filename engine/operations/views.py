@@ -6,17 +6,24 @@ so a REST route can return one as it is and a CLI can print it as JSON. Times ar
 
 from __future__ import annotations
 
-from typing import Any, Generic, TypeVar
+from typing import Any, Final, Generic, Literal, TypeVar
 
 from pydantic import BaseModel, ConfigDict
 from pydantic.alias_generators import to_camel
 
 from engine.store.listing import RunFilter
+from engine.store.models import RunRoute, RunStatus, StepStatus
+from schemas.definitions import VertexType
+from schemas.errors import FailureKind
+from schemas.waiting import WaitReason
+from vertices.contract import TimeoutTier
 
 __all__ = [
+    "UNKNOWN_KIND",
     "AttemptView",
     "ChildDuration",
     "DeploymentIdMatches",
+    "ErrorKind",
     "ErrorView",
     "FanoutProgress",
     "GraphEdge",
@@ -32,9 +39,12 @@ __all__ = [
     "RunFilter",
     "RunIdMatches",
     "RunProgress",
+    "RunRoute",
+    "RunStatus",
     "RunSummary",
     "SpawnerCounts",
     "StepProgress",
+    "StepStatus",
     "StepView",
     "SubmitResult",
     "VersionDetail",
@@ -161,10 +171,16 @@ class SentRequestView(View):
     """The body goes on past `bodyExcerpt`."""
 
 
-class ErrorView(View):
-    """A structured failure (of a step, or of a run: then `vertex_id` names the step)."""
+UNKNOWN_KIND: Final = "unknown"
+"""The kind of a stored error that names none of `FailureKind` (not a step's failure)."""
+ErrorKind = FailureKind | Literal["unknown"]
+"""What an error's `kind` can be: a `FailureKind`, or `UNKNOWN_KIND`."""
 
-    kind: str
+
+class ErrorView(View):
+    """A structured failure (of a step, or of a run: then `vertexId` names the step)."""
+
+    kind: ErrorKind
     message: str = ""
     vertex_id: str | None = None
     http_status: int | None = None
@@ -205,7 +221,7 @@ class RunSummary(View):
     workflow: str
     version: int
     tenant_id: str
-    status: str
+    status: RunStatus
     created_at: float
     started_at: float | None = None
     ended_at: float | None = None
@@ -216,7 +232,7 @@ class RunSummary(View):
     restarted_from: str | None = None
     dlq_at: float | None = None
     """When the run (a child) became a dead letter; None once it is reprocessed."""
-    route: str | None = None
+    route: RunRoute | None = None
     """How a submission chose `version`: `serving`, `candidate` (a deployment's share),
     `pinned` (the request named it) or `system` (a run the engine started); None on child
     runs (their version was fixed when their root was created) and start overs."""
@@ -248,7 +264,7 @@ class AttemptView(View):
     error: str | None = None
     retry_in_ms: int | None = None
     """The wait before the next in-process attempt (None: none followed)."""
-    refused: str | None = None
+    refused: ErrorKind | None = None
     """Set when admission refused the attempt: the failure kind it counted as."""
     request: SentRequestView | None = None
     """What the attempt sent, when it failed (an attempt that succeeded keeps nothing)."""
@@ -258,10 +274,8 @@ class WaitingView(View):
     """Why a step waits (set while it waits, cleared when it runs or ends; docs/architecture.md,
     'Why a step waits')."""
 
-    reason: str
-    """A `schemas.waiting.WaitReason` value: `tenant_rate_limit`, `backpressure`,
-    `payload_store`, `breaker_open`, `redispatch`, `destination_cap`, `admission_wait`,
-    `retry_backoff`, `store_unavailable`, `coordination_unavailable`, `deployment_stage`."""
+    reason: WaitReason
+    """What clients switch on (the enum lists every reason)."""
     message: str
     """What to tell a person: the limit and how to raise it, the redispatch `n/max`, …"""
     until: float | None = None
@@ -272,7 +286,7 @@ class WaitingView(View):
 class WaitingChildren(View):
     """A run's children that wait for one reason."""
 
-    reason: str
+    reason: WaitReason
     children: int
     message: str
     """One of their messages."""
@@ -282,9 +296,10 @@ class WaitingChildren(View):
 
 class StepView(View):
     vertex_id: str
-    type: str | None
-    """GATEWAY, SPAWNER or MERGE (None if the version no longer has the vertex)."""
-    status: str
+    type: VertexType | None
+    """GATEWAY, SPAWNER, MERGE or (a `gradual_deploy` run's) DEPLOY_STAGE; None if the version
+    no longer has the vertex."""
+    status: StepStatus
     attempts: int
     """Executions started (claims), including redispatches and lease recoveries."""
     auto_retries: int
@@ -320,7 +335,7 @@ class RunDetail(RunSummary):
     output: Any = None
     item: Any = None
     """A child run's item when it differs from its input."""
-    timeout_tier: str
+    timeout_tier: TimeoutTier
     idempotency_key: str | None = None
     """The key the run was submitted with (a child's is derived from its parent)."""
     pinned_versions: dict[str, int] | None = None
@@ -334,7 +349,7 @@ class StepProgress(View):
     """One step as a progress stream shows it: its status and, for a SPAWNER, its counters."""
 
     vertex_id: str
-    status: str
+    status: StepStatus
     children: SpawnerCounts | None = None
     waiting: WaitingView | None = None
     """Why the step waits, while it does."""
@@ -345,7 +360,7 @@ class RunProgress(View):
     progress (cheap to read several times a second, whatever the fan-out's size)."""
 
     id: str
-    status: str
+    status: RunStatus
     ended: bool
     """True once the status is final (SUCCEEDED, FAILED or CANCELLED)."""
     ended_at: float | None = None

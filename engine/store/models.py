@@ -31,6 +31,8 @@ from sqlmodel import Field, SQLModel
 
 
 class RunStatus(StrEnum):
+    """A run's status. Runs are created RUNNING: no run is ever set to PENDING."""
+
     PENDING = "PENDING"
     RUNNING = "RUNNING"
     SUCCEEDED = "SUCCEEDED"
@@ -39,6 +41,8 @@ class RunStatus(StrEnum):
 
 
 class StepStatus(StrEnum):
+    """A step's status (docs/architecture.md, 'The data model')."""
+
     PENDING = "PENDING"
     """Waiting for dependencies."""
     READY = "READY"
@@ -287,6 +291,8 @@ class RunRoute(StrEnum):
 
 
 class DeploymentStatus(StrEnum):
+    """A deployment's status."""
+
     RUNNING = "RUNNING"
     SUCCEEDED = "SUCCEEDED"
     """The candidate passed every stage and is the serving version."""
