@@ -86,8 +86,16 @@ _ROUTES = frozenset(r.value for r in RunRoute)
 _TERMINAL = frozenset(s.value for s in TERMINAL_RUN_STATUSES)
 
 
-def _invalid_filter(message: str) -> InvalidRequest:
-    return InvalidRequest(message, code="invalid_filter")
+def _invalid_filter(
+    message: str, parameter: str, accepted: frozenset[str] | None = None
+) -> InvalidRequest:
+    """`invalid_filter`, naming the filter's `parameter` (its name on the wire: the REST
+    query parameter, a batch retry's `filter` field) and, for a closed set, the values it
+    `accepted` (`details.parameter`, `details.accepted`), as `invalid_cursor` names its own."""
+    details: dict[str, Any] = {"parameter": parameter}
+    if accepted is not None:
+        details["accepted"] = sorted(accepted)
+    return InvalidRequest(message, code="invalid_filter", details=details)
 
 
 def _run_status(status: str | None) -> str | None:
@@ -97,7 +105,9 @@ def _run_status(status: str | None) -> str | None:
         return None
     if status.upper() not in _STATUSES:
         known = ", ".join(sorted(_STATUSES))
-        raise _invalid_filter(f"unknown run status {status!r}; one of {known} (any case)")
+        raise _invalid_filter(
+            f"unknown run status {status!r}; one of {known} (any case)", "status", _STATUSES
+        )
     return status.upper()
 
 
@@ -108,15 +118,26 @@ def _checked_filter(selection: RunFilter) -> RunFilter:
     route = None if selection.route is None else selection.route.lower()
     if route is not None and route not in _ROUTES:
         known = ", ".join(sorted(_ROUTES))
-        raise _invalid_filter(f"unknown route {selection.route!r}; one of {known} (any case)")
+        raise _invalid_filter(
+            f"unknown route {selection.route!r}; one of {known} (any case)", "route", _ROUTES
+        )
     if selection.version is not None:
         if selection.workflow is None:
-            raise _invalid_filter("a version filter needs the workflow it is a version of")
+            raise _invalid_filter(
+                "a version filter needs the workflow it is a version of", "version"
+            )
         if isinstance(selection.version, bool) or selection.version < 1:
-            raise _invalid_filter(f"a workflow version is 1 or more; got {selection.version!r}")
-    bounds = (selection.created_after, selection.created_before)
-    if any(b is not None and not math.isfinite(b) for b in bounds):
-        raise _invalid_filter("created_after and created_before are finite epoch seconds")
+            raise _invalid_filter(
+                f"a workflow version is 1 or more; got {selection.version!r}", "version"
+            )
+    for parameter, bound in (
+        ("createdAfter", selection.created_after),
+        ("createdBefore", selection.created_before),
+    ):
+        if bound is not None and not math.isfinite(bound):
+            raise _invalid_filter(
+                "createdAfter and createdBefore are finite epoch seconds", parameter
+            )
     if (status, route) == (selection.status, selection.route):
         return selection
     return dataclasses.replace(selection, status=status, route=route)

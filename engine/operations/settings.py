@@ -246,8 +246,10 @@ class SettingsOperations:
 
     @store_boundary
     async def set_quota(self, tenant_id: str, max_runs: int) -> QuotaView:
-        """Let a tenant create `max_runs` child runs (≥ 0; spawners check it before a fan-out).
-        Changing an existing quota keeps its count of runs used (`invalid_quota` below 0)."""
+        """Let a tenant create `max_runs` runs (≥ 0): root runs submitted and started over
+        take one each as they are created, and a spawner checks it before a fan-out, whose
+        children take one each. Changing an existing quota keeps its count of runs used
+        (`invalid_quota` below 0)."""
         check_tenant_id(tenant_id)
         _whole(max_runs, 0, "the quota", "invalid_quota")
         return _quota_view(*await self._runtime.store.set_quota(tenant_id, max_runs))
