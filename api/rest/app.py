@@ -170,7 +170,7 @@ def create_app(
         redoc_url=None,
     )
     app.state.schemabridge = context
-    install_error_handlers(app)
+    install_error_handlers(app, extra_models=sse.EVENT_MODELS if sse.router in routers else ())
     for router in routers:
         body_shape.require_json_body_routes(router.routes)
         app.include_router(router)

@@ -51,9 +51,12 @@ from fastapi.openapi.utils import get_openapi
 from fastapi.responses import JSONResponse
 from fastapi.routing import APIRoute
 from pydantic import BaseModel, Field
+from pydantic.json_schema import models_json_schema
 from starlette.exceptions import HTTPException
 
 from api.rest import body_shape
+from api.rest.query_params import UNKNOWN_CODE as UNKNOWN_QUERY_CODE
+from api.rest.route_inputs import PROBED
 from engine.operations.id_prefixes import PREFIX_PATTERN
 from engine.validation.common import pointer
 from schemas.close_names import close_names, did_you_mean
@@ -106,9 +109,38 @@ class ErrorBody(BaseModel):
     )
 
 
-def error_responses(*statuses: int) -> dict[int | str, dict[str, Any]]:
-    """OpenAPI `responses` declaring `ErrorBody` for each status (for a route's decorator)."""
-    return {status: {"model": ErrorBody} for status in statuses}
+COMMON_CODES: dict[int, str] = {
+    401: "No key, or an unknown, revoked or expired one (`unauthorized`).",
+    403: "A tenant key on an admin route (`forbidden`).",
+    404: "What the path names does not exist (a `…_not_found` code: `run_not_found`, "
+    "`workflow_not_found`, …).",
+    409: "The state of what the path names does not allow this (the `code` says which; "
+    "`details.state` the current state).",
+    413: "The body is over `SCHEMABRIDGE_MAX_BODY_BYTES` (`body_too_large`).",
+    429: "A limit refuses the work for now (`queue_full`, with `Retry-After`).",
+    503: "The database or Redis did not answer (`store_unavailable`, "
+    "`coordination_unavailable`), or the API is starting or stopping (`not_ready`); nothing "
+    "was changed.",
+}
+"""What each status means on any route that declares it, with its codes: a route's own codes
+are said in its `responses` (the set of codes grows with the API, so `code` is documented per
+route rather than closed as an enum)."""
+
+
+def error_responses(
+    *statuses: int, codes: dict[int, str] | None = None
+) -> dict[int | str, dict[str, Any]]:
+    """OpenAPI `responses` declaring `ErrorBody` for each status (for a route's decorator),
+    described by `codes` (what the route answers with that status, its codes named) or else
+    by `COMMON_CODES`."""
+    described = codes or {}
+    answers: dict[int | str, dict[str, Any]] = {}
+    for status in statuses:
+        answers[status] = {"model": ErrorBody}
+        description = described.get(status) or COMMON_CODES.get(status)
+        if description:
+            answers[status]["description"] = description
+    return answers
 
 
 def error_body(code: str, message: str, details: dict[str, Any] | None = None) -> dict[str, Any]:
@@ -249,7 +281,8 @@ async def _on_unexpected(request: Request, error: Exception) -> JSONResponse:
     return error_response(500, "internal_error", INTERNAL_ERROR_MESSAGE)
 
 
-ERROR_SCHEMA_REF = "#/components/schemas/ErrorBody"
+COMPONENT_REF = "#/components/schemas/{model}"
+ERROR_SCHEMA_REF = COMPONENT_REF.format(model="ErrorBody")
 _FASTAPI_VALIDATION_SCHEMAS = ("HTTPValidationError", "ValidationError")
 _GENERIC_422 = {None, "Validation Error", "Unprocessable Entity", "Unprocessable Content"}
 UNFIT_DESCRIPTION = (
@@ -258,18 +291,21 @@ UNFIT_DESCRIPTION = (
 )
 
 
-def _document_errors(operation: dict[str, Any]) -> None:
+def _document_errors(operation: dict[str, Any], *, checks_query: bool) -> None:
     answers: dict[str, Any] = operation.setdefault("responses", {})
     error = {"content": {"application/json": {"schema": {"$ref": ERROR_SCHEMA_REF}}}}
-    # Every route can answer 422: the app-wide `RouteInputs` refuses an unknown or repeated
-    # query parameter on any of them.
-    answers.setdefault("422", dict(error))
+    # Every route whose query parameters the app-wide `RouteInputs` checks can answer 422: it
+    # refuses an unknown or repeated one. The probed routes take any query string.
+    if checks_query:
+        answers.setdefault("422", dict(error))
     for status, answer in answers.items():
         content = answer.get("content", {}).get("application/json", {})
         if content.get("schema", {}).get("$ref", "").endswith("/HTTPValidationError"):
             content["schema"] = {"$ref": ERROR_SCHEMA_REF}
         if status == "422" and answer.get("description") in _GENERIC_422:
             answer["description"] = UNFIT_DESCRIPTION
+        elif status == "422" and UNKNOWN_QUERY_CODE not in answer.get("description", ""):
+            answer["description"] += " " + UNFIT_DESCRIPTION
     if "requestBody" in operation:
         answers.setdefault("400", {"description": "Not JSON (`invalid_json`).", **error})
         answers.setdefault(
@@ -285,12 +321,13 @@ def _document_errors(operation: dict[str, Any]) -> None:
 
 def errors_in_openapi(schema: dict[str, Any]) -> dict[str, Any]:
     """`schema` (an OpenAPI document) with the answers errors really get: FastAPI's own 422
-    schema replaced by `ErrorBody`, 422 (`invalid_request`, `unknown_query_parameter`) and
-    500 `internal_error` declared on every route, and 400 `invalid_json` and 415
+    schema replaced by `ErrorBody`, 422 (`invalid_request`, `unknown_query_parameter`) on
+    every route but the probed ones (`route_inputs.PROBED`, which take any query string),
+    500 `internal_error` on every route, and 400 `invalid_json` and 415
     `unsupported_media_type` on the routes with a body."""
-    for path_item in schema.get("paths", {}).values():
+    for path, path_item in schema.get("paths", {}).items():
         for operation in path_item.values():
-            _document_errors(operation)
+            _document_errors(operation, checks_query=path not in PROBED)
     schemas = schema.setdefault("components", {}).setdefault("schemas", {})
     for name in _FASTAPI_VALIDATION_SCHEMAS:
         schemas.pop(name, None)
@@ -298,9 +335,21 @@ def errors_in_openapi(schema: dict[str, Any]) -> dict[str, Any]:
     return schema
 
 
-def install_error_handlers(app: FastAPI) -> None:
+def models_in_openapi(schema: dict[str, Any], models: Sequence[type[BaseModel]]) -> None:
+    """Add `models` (and the models they hold) to `schema`'s components, as answers are
+    serialised: for bodies no route returns as JSON (an event stream's `data`), which FastAPI
+    would not list. A name already there is kept: it is the same model."""
+    _, found = models_json_schema(
+        [(model, "serialization") for model in models], ref_template=COMPONENT_REF
+    )
+    schemas = schema.setdefault("components", {}).setdefault("schemas", {})
+    for name, definition in found.get("$defs", {}).items():
+        schemas.setdefault(name, definition)
+
+
+def install_error_handlers(app: FastAPI, extra_models: Sequence[type[BaseModel]] = ()) -> None:
     """Answer every error of `app` as JSON (see the module docstring), and say so in its
-    OpenAPI document."""
+    OpenAPI document, with `extra_models` in its components (see `models_in_openapi`)."""
     app.add_exception_handler(RequestValidationError, _on_validation)
     app.add_exception_handler(HTTPException, _on_http)
     app.add_exception_handler(ApiError, _on_api)
@@ -310,7 +359,7 @@ def install_error_handlers(app: FastAPI) -> None:
 
     def openapi() -> dict[str, Any]:
         if app.openapi_schema is None:
-            app.openapi_schema = errors_in_openapi(
+            document = errors_in_openapi(
                 get_openapi(
                     title=app.title,
                     version=app.version,
@@ -318,6 +367,8 @@ def install_error_handlers(app: FastAPI) -> None:
                     routes=app.routes,
                 )
             )
+            models_in_openapi(document, extra_models)
+            app.openapi_schema = document
         return app.openapi_schema
 
     app.openapi = openapi  # type: ignore[method-assign]

@@ -13,7 +13,9 @@ What each route declares is read once, from its FastAPI dependant, on its first 
 kept by the `RouteInputs` of that app (one per `create_app`: no process-wide state). Routes left
 out of the OpenAPI document (the `/docs` and `/redoc` pages, the `/` redirect) are pages for
 a browser, whose links may carry any query string, and so may the probes' and scrapers'
-(`/health`, `/metrics`): their query parameters are not checked by name. Starlette's own
+(`/health`, `/metrics`): their query strings are not checked at all (neither by name nor for
+a repeated parameter: they read none, so none is dropped), and their OpenAPI declares no 422
+(`api.rest.errors.errors_in_openapi`). Starlette's own
 routes (`/openapi.json`, the mounted monitor and docs assets) do not run the app's
 dependencies at all. A route's path is its own: no router is included with a prefix here.
 """
@@ -63,11 +65,12 @@ class RouteInputs:
         # Most requests (a submission among them) carry no query string: nothing to check.
         if request.scope.get("query_string"):
             query = request.query_params
-            if isinstance(route, APIRoute):
-                declared = self.declared(route)
-                if declared.query is not None:
-                    query_params.refuse_unknown(request.method, route.path, declared.query, query)
-            query_params.refuse_repeated(query)
+            if not isinstance(route, APIRoute):
+                query_params.refuse_repeated(query)
+            elif (names := self.declared(route).query) is not None:
+                query_params.refuse_unknown(request.method, route.path, names, query)
+                query_params.refuse_repeated(query)
+            # else a page or a probed route: it reads no query parameter, so none is dropped
         if isinstance(route, APIRoute):
             await body_shape.refuse_non_json(request, route)
             await body_shape.refuse_duplicate_keys(request, route)

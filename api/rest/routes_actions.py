@@ -33,7 +33,20 @@ from engine.operations.views import RunFilter
 
 router = APIRouter(tags=["operator actions"], route_class=JsonBodyRoute)
 
-_ACTION_ERRORS = error_responses(401, 404, 409, 422, 503)
+
+def _action_errors(conflicts: str, not_found: str = "") -> dict[int | str, dict[str, Any]]:
+    """The answers of an action on one run: `conflicts` says its 409 codes."""
+    return error_responses(
+        401,
+        404,
+        409,
+        422,
+        503,
+        codes={
+            404: "No such run, or another tenant's (`run_not_found`)" + not_found + ".",
+            409: conflicts + " (`details.state`: the run's or step's state).",
+        },
+    )
 
 
 class _Body(BaseModel):
@@ -147,7 +160,7 @@ async def batch_retry(
 @router.post(
     "/runs/{run_id}/retry",
     response_model=RetryResult,
-    responses=_ACTION_ERRORS,
+    responses=_action_errors("The run is not FAILED (`run_not_failed`)"),
     summary="Re-run the failed steps of a FAILED run (completed steps are kept)",
 )
 async def retry(run_id: str, ops: OperationsDep, caller: CallerDep) -> RetryResult:
@@ -160,7 +173,11 @@ async def retry(run_id: str, ops: OperationsDep, caller: CallerDep) -> RetryResu
 @router.post(
     "/runs/{run_id}/steps/{vertex_id}/resolve",
     response_model=ResolveResult,
-    responses=_ACTION_ERRORS,
+    responses=_action_errors(
+        "The run is CANCELLED (`run_cancelled`), the step is not FAILED (`step_not_failed`) "
+        "or was resolved with another output (`step_already_resolved`)",
+        "; a vertex the run does not have (`step_not_found`)",
+    ),
     summary="Supply the output of a FAILED step; the run continues",
 )
 async def resolve(
@@ -176,7 +193,19 @@ async def resolve(
 @router.post(
     "/runs/{run_id}/start-over",
     response_model=StartOverResult,
-    responses=_ACTION_ERRORS,
+    responses={
+        **_action_errors(
+            "The run has not ended (`run_not_ended`), is a deployment's `gradual_deploy` run "
+            "(`start_over_system_run`) or a child run of a fan-out (`start_over_child_run`)"
+        ),
+        **error_responses(
+            429,
+            codes={
+                429: "The tenant's run quota is used up (`quota_exceeded`): a start over is "
+                "a new run and takes one."
+            },
+        ),
+    },
     summary="Start an ended run over as a new run with the same input",
 )
 async def start_over(run_id: str, ops: OperationsDep, caller: CallerDep) -> StartOverResult:
@@ -190,7 +219,10 @@ async def start_over(run_id: str, ops: OperationsDep, caller: CallerDep) -> Star
 @router.post(
     "/runs/{run_id}/reprocess",
     response_model=ReprocessResult,
-    responses=_ACTION_ERRORS,
+    responses=_action_errors(
+        "The run is CANCELLED (`run_cancelled`, as `?wait=true` answers for a run cancelled "
+        "while it waited)"
+    ),
     summary="Re-run the run's dead-lettered (FAILED) children; their joins reopen",
 )
 async def reprocess(run_id: str, ops: OperationsDep, caller: CallerDep) -> ReprocessResult:
@@ -201,7 +233,7 @@ async def reprocess(run_id: str, ops: OperationsDep, caller: CallerDep) -> Repro
 @router.post(
     "/runs/{run_id}/cancel",
     response_model=CancelResult,
-    responses=_ACTION_ERRORS,
+    responses=_action_errors("The run has ended SUCCEEDED or FAILED (`run_ended`)"),
     summary="Cancel the run and every descendant still going",
 )
 async def cancel(run_id: str, ops: OperationsDep, caller: CallerDep) -> CancelResult:

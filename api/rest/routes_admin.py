@@ -82,7 +82,11 @@ class LimitsRequest(_Body):
         default=None,
         ge=0,
         le=MAX_SETTING,
-        description="Child runs the tenant may create; null: unlimited.",
+        description="Runs the tenant may create, counted as they are created and never "
+        "given back: root runs submitted (`POST /workflows/{name}/runs`), start overs and the "
+        "child runs its fan-outs start (a spawner that has fewer left than it needs fails "
+        "with `quota_exceeded`, a submission is refused with 429 `quota_exceeded`); null: "
+        "unlimited. Changing it keeps the count of runs used.",
     )
 
 

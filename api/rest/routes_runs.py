@@ -12,11 +12,15 @@ keys see every tenant.
 15 s) and waits as long, plus `SYNC_WAIT_GRACE_S`, for the run to end: 200 with the output when
 it SUCCEEDED, 502 `run_failed` with its error when it FAILED, 409 `run_cancelled` when it was
 cancelled, 504 `run_still_running` with its id and URL when time ran out (the run goes on).
+Each says whether this request created the run (`created`, as the answer without a wait
+does: false when it replayed an `Idempotency-Key`), and each has its own model in OpenAPI
+(`RunOutcome`, `RunFailedError`, `RunCancelledError`, `RunStillRunningError`): a client
+behind a proxy tells the API's 502 and 504 from the proxy's by their `code`.
 """
 
 from __future__ import annotations
 
-from typing import Annotated
+from typing import Annotated, Any
 
 from fastapi import APIRouter, Header, Path, Query, Response, status
 from fastapi.responses import JSONResponse
@@ -24,18 +28,30 @@ from fastapi.responses import JSONResponse
 from api.rest.auth import Caller, CallerDep
 from api.rest.body_shape import JsonBodyRoute
 from api.rest.deps import ContextDep, OperationsDep
-from api.rest.errors import error_response, error_responses
+from api.rest.errors import ErrorBody, error_responses
 from api.rest.id_prefix_params import MatchLimit, prefix_query
-from api.rest.run_models import RunOutcome, SubmitRequest, SubmittedRun
+from api.rest.run_models import (
+    RunCancelledDetails,
+    RunCancelledError,
+    RunFailedDetails,
+    RunFailedError,
+    RunOutcome,
+    RunStillRunningDetails,
+    RunStillRunningError,
+    SubmitRequest,
+    SubmittedRun,
+)
 from engine.operations.pagination import MAX_LIMIT
 from engine.operations.runs import MAX_LONG_TAIL
 from engine.operations.views import (
+    UNKNOWN_KIND,
     LogEntry,
     LongTail,
     Page,
     RunDetail,
     RunFilter,
     RunIdMatches,
+    RunStatus,
     RunSummary,
 )
 from schemas.errors import ApiError
@@ -74,43 +90,112 @@ def _tenant_of(caller: Caller, requested: str | None) -> str:
     return caller.tenant
 
 
-def _outcome(detail: RunDetail) -> JSONResponse | RunOutcome:
+def _outcome(detail: RunDetail, *, created: bool) -> JSONResponse | RunOutcome:
+    """The answer of `?wait=true` once the wait is over; `created`: whether this request
+    created the run (False: it replayed an `Idempotency-Key`)."""
     url = run_url(detail.id)
     summary = RunSummary(**{k: getattr(detail, k) for k in RunSummary.model_fields})
-    if detail.status == "SUCCEEDED":
+    if detail.status == RunStatus.SUCCEEDED:
         return RunOutcome(
-            id=detail.id, url=url, status=detail.status, output=detail.output, run=summary
+            id=detail.id,
+            url=url,
+            created=created,
+            status=RunStatus.SUCCEEDED,
+            output=detail.output,
+            run=summary,
         )
-    details = {"runId": detail.id, "url": url, "status": detail.status}
-    if detail.status == "FAILED":
-        error = None if detail.error is None else detail.error.model_dump(by_alias=True)
-        kind = "unknown" if detail.error is None else detail.error.kind
-        return error_response(
-            502, "run_failed", f"run {detail.id} failed ({kind})", {**details, "error": error}
+    common: dict[str, Any] = {"run_id": detail.id, "url": url, "created": created}
+    answer: RunFailedError | RunCancelledError | RunStillRunningError
+    if detail.status == RunStatus.FAILED:
+        kind = UNKNOWN_KIND if detail.error is None else detail.error.kind
+        answer = RunFailedError(
+            code="run_failed",
+            message=f"run {detail.id} failed ({kind})",
+            details=RunFailedDetails(**common, status=RunStatus.FAILED, error=detail.error),
         )
-    if detail.status == "CANCELLED":
-        return error_response(409, "run_cancelled", f"run {detail.id} was cancelled", details)
-    return error_response(
-        504,
-        "run_still_running",
-        f"run {detail.id} has not ended yet; it goes on: read it at {url}",
-        details,
-        headers={"Location": url},
-    )
+        status_code = 502
+    elif detail.status == RunStatus.CANCELLED:
+        answer = RunCancelledError(
+            code="run_cancelled",
+            message=f"run {detail.id} was cancelled",
+            details=RunCancelledDetails(**common, status=RunStatus.CANCELLED),
+        )
+        status_code = 409
+    else:
+        answer = RunStillRunningError(
+            code="run_still_running",
+            message=f"run {detail.id} has not ended yet; it goes on: read it at {url}",
+            details=RunStillRunningDetails(**common, status=RunStatus.RUNNING),
+        )
+        status_code = 504
+    # Serialised by its model, so the body is what /openapi.json says it is.
+    body = answer.model_dump(mode="json", by_alias=True)
+    return JSONResponse(body, status_code=status_code, headers={"Location": url})
+
+
+SUBMIT_ANSWERS: dict[int | str, dict[str, Any]] = {
+    200: {
+        "model": SubmittedRun | RunOutcome,
+        "description": "Without `?wait=true`: the run this `Idempotency-Key` and request "
+        "created before (`SubmittedRun`, `created` false). With `?wait=true`: the run "
+        "SUCCEEDED (`RunOutcome`, with its output; `created` says whether this request "
+        "created it or replayed an `Idempotency-Key`).",
+    },
+    **error_responses(
+        401,
+        403,
+        404,
+        413,
+        422,
+        429,
+        503,
+        codes={
+            403: "The key is a tenant key and `tenantId` names another tenant "
+            "(`tenant_forbidden`).",
+            404: "No such published workflow, or no such version of it (`workflow_not_found`; "
+            "close names in `details.meant`).",
+            422: "The input is not what the workflow's inputSchema takes (`invalid_input`, "
+            "with `details.problems`), is over `SCHEMABRIDGE_MAX_INPUT_BYTES` "
+            "(`input_too_large`) or nested too deep (`input_too_deep`, or `too_deep` for the "
+            "whole body); `tenantId` is not a tenant id (`invalid_tenant`); the "
+            "`Idempotency-Key` is not 1 to 256 characters (`invalid_request`); the workflow "
+            "is a system workflow (`system_workflow`); a key written twice in one object "
+            "(`duplicate_key`); a body that is the input itself, not wrapped in `input` "
+            "(`invalid_request` whose problem's code is `input_not_wrapped`).",
+            429: "The ready queue is full (`queue_full`, with `Retry-After`), or the tenant's "
+            "run quota is used up (`quota_exceeded`, `details` `tenantId`, `usedRuns`, "
+            "`maxRuns`, no `Retry-After`: only raising the quota helps).",
+        },
+    ),
+    409: {
+        "model": RunCancelledError | ErrorBody,
+        "description": "The same `Idempotency-Key` with another request "
+        "(`idempotency_conflict`, `details.runId` the run the key names: an `ErrorBody`); or, "
+        "with `?wait=true`, the run was CANCELLED while the request waited (`run_cancelled`: "
+        "a `RunCancelledError`). `run_cancelled` is also what the operator actions answer for "
+        "a CANCELLED run (resolve, reprocess): it says the run is CANCELLED, in both.",
+    },
+    502: {
+        "model": RunFailedError,
+        "description": "With `?wait=true`: the run FAILED (`run_failed`; `details.error` its "
+        "error: `kind`, `vertexId`, `httpStatus`, `bodyExcerpt`, …). The body's `code` tells "
+        "this 502 from one a proxy in front of the API answers.",
+    },
+    504: {
+        "model": RunStillRunningError,
+        "description": "With `?wait=true`: the run had not ended when the wait did "
+        "(`run_still_running`); it goes on: read it at `details.url` (`Location`). The "
+        "body's `code` tells this 504 from a proxy's gateway timeout.",
+    },
+}
+"""What `POST /workflows/{name}/runs` answers, each status with its codes."""
 
 
 @router.post(
     "/workflows/{name}/runs",
     status_code=status.HTTP_201_CREATED,
     response_model=SubmittedRun | RunOutcome,
-    responses={
-        200: {
-            "model": SubmittedRun | RunOutcome,
-            "description": "The run this Idempotency-Key and request created before; with "
-            "`?wait=true`, the run SUCCEEDED (`RunOutcome`, with its output).",
-        },
-        **error_responses(401, 403, 404, 409, 413, 422, 429, 502, 503, 504),
-    },
+    responses=SUBMIT_ANSWERS,
     summary="Start a run of a workflow (optionally waiting for its end)",
 )
 async def submit(
@@ -140,13 +225,12 @@ async def submit(
         ),
     ] = False,
 ) -> SubmittedRun | RunOutcome | JSONResponse:
-    """201 with the new run's id and URL (`Location` too); 200 for a repeated submission.
-    Refusals: unknown workflow or version 404 `workflow_not_found`; input the inputSchema
-    refuses 422 `invalid_input`; ready queue full 429 `queue_full` with `Retry-After`; the
-    tenant's run quota used up 429 `quota_exceeded` with `details` `tenantId`, `usedRuns` and
-    `maxRuns` and no `Retry-After` (the quota counts runs created: an admin raises it with
-    `PUT /tenants/{id}/limits`); the same key with another request 409
-    `idempotency_conflict`."""
+    """201 with the new run's id and URL (`Location` too); 200 for a repeated submission
+    (`created` false). With `?wait=true`, once the run ends or the wait does: 200
+    `RunOutcome` (SUCCEEDED), 502 `run_failed`, 409 `run_cancelled`, 504
+    `run_still_running`, each with `created` (false: this request replayed an
+    `Idempotency-Key`) and `Location`. Every refusal, with its code, is listed under
+    Responses; a used-up quota is raised by an admin with `PUT /tenants/{id}/limits`."""
     tenant_id = _tenant_of(caller, body.tenant_id)
     result = await ops.runs.submit(
         name,
@@ -161,9 +245,8 @@ async def submit(
     if wait:
         timeout_s = context.settings.timeout_gateway_ms / 1000 + SYNC_WAIT_GRACE_S
         detail = await ops.runs.wait(result.run.id, timeout_s, tenant=caller.tenant)
-        answer = _outcome(detail)
+        answer = _outcome(detail, created=result.created)
         if isinstance(answer, JSONResponse):
-            answer.headers["Location"] = url
             return answer
         response.status_code = status.HTTP_200_OK
         return answer
@@ -175,7 +258,16 @@ async def submit(
 @router.get(
     "/runs",
     response_model=Page[RunSummary],
-    responses=error_responses(401, 422, 503),
+    responses=error_responses(
+        401,
+        422,
+        503,
+        codes={
+            422: "A filter no run can match (`invalid_filter`: `details.parameter` names it, "
+            "`details.accepted` lists the values a status or route takes), or a cursor this "
+            "list did not give out (`invalid_cursor`)."
+        },
+    ),
     summary="List runs, newest first, with filters and cursor pagination",
 )
 async def list_runs(
@@ -259,7 +351,18 @@ async def get_run(run_id: RunId, ops: OperationsDep, caller: CallerDep) -> RunDe
 @router.get(
     "/runs/{run_id}/children",
     response_model=Page[RunSummary],
-    responses=error_responses(401, 404, 422, 503),
+    responses=error_responses(
+        401,
+        404,
+        422,
+        503,
+        codes={
+            404: "No such run, or another tenant's (`run_not_found`).",
+            422: "An unknown status (`invalid_filter`: `details.parameter` names it, "
+            "`details.accepted` lists the statuses), or a cursor this list did not give out "
+            "(`invalid_cursor`).",
+        },
+    ),
     summary="A run's children in item order (cursor pagination)",
 )
 async def list_children(

@@ -6,13 +6,20 @@ Like the views, they are camelCase on the wire. The views themselves (`RunSummar
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 from pydantic.alias_generators import to_camel
 from pydantic_core import PydanticCustomError
 
-from engine.operations.views import GraphView, RunSummary, VersionSummary, WorkflowSummary
+from engine.operations.views import (
+    ErrorView,
+    GraphView,
+    RunStatus,
+    RunSummary,
+    VersionSummary,
+    WorkflowSummary,
+)
 from schemas.tenant_ids import MAX_TENANT_CHARS, TENANT_ID_RULE
 
 
@@ -61,24 +68,80 @@ class SubmitRequest(_Body):
         return data
 
 
+CREATED_DESCRIPTION = (
+    "True: this request created the run; false: the same `Idempotency-Key` and request were "
+    "submitted before, and this is that run (nothing was created)."
+)
+
+
 class SubmittedRun(_Body):
     """A submission's answer (201: created; 200: the same `Idempotency-Key` and request were
     submitted before, and this is that run)."""
 
     id: str
     url: str = Field(description="Where the run is read (also the `Location` header).")
-    created: bool
+    created: bool = Field(description=CREATED_DESCRIPTION)
     run: RunSummary
 
 
 class RunOutcome(_Body):
-    """A run that ended while `?wait=true` waited for it (200: SUCCEEDED)."""
+    """A run that SUCCEEDED while `?wait=true` waited for it (200, whether this request
+    created the run or replayed an `Idempotency-Key`: `created` says which)."""
 
     id: str
-    url: str
-    status: str
+    url: str = Field(description="Where the run is read (also the `Location` header).")
+    created: bool = Field(description=CREATED_DESCRIPTION)
+    status: Literal[RunStatus.SUCCEEDED]
     output: Any = None
     run: RunSummary
+
+
+class _WaitDetails(BaseModel):
+    # An answer's model, not a request's: no `extra="forbid"`, so a field added later does not
+    # break a client that validates against this schema.
+    model_config = ConfigDict(alias_generator=to_camel, populate_by_name=True)
+
+    run_id: str = Field(description="The run this request submitted (or replayed).")
+    url: str = Field(description="Where the run is read (also the `Location` header).")
+    created: bool = Field(description=CREATED_DESCRIPTION)
+
+
+class RunFailedDetails(_WaitDetails):
+    status: Literal[RunStatus.FAILED]
+    error: ErrorView | None = Field(description="The run's error (null: none was recorded).")
+
+
+class RunCancelledDetails(_WaitDetails):
+    status: Literal[RunStatus.CANCELLED]
+
+
+class RunStillRunningDetails(_WaitDetails):
+    status: Literal[RunStatus.RUNNING]
+
+
+class RunFailedError(BaseModel):
+    """502 of `?wait=true`: the run FAILED. Its `code` tells it from a proxy's 502."""
+
+    code: Literal["run_failed"]
+    message: str
+    details: RunFailedDetails
+
+
+class RunCancelledError(BaseModel):
+    """409 of `?wait=true`: the run was CANCELLED while the request waited."""
+
+    code: Literal["run_cancelled"]
+    message: str
+    details: RunCancelledDetails
+
+
+class RunStillRunningError(BaseModel):
+    """504 of `?wait=true`: the run had not ended when the wait did; it goes on. Its `code`
+    tells it from a proxy's 504."""
+
+    code: Literal["run_still_running"]
+    message: str
+    details: RunStillRunningDetails
 
 
 class ProblemView(_Body):
@@ -112,9 +175,16 @@ class VersionList(_Body):
 
 
 __all__ = [
+    "CREATED_DESCRIPTION",
     "PreviewReport",
     "ProblemView",
+    "RunCancelledDetails",
+    "RunCancelledError",
+    "RunFailedDetails",
+    "RunFailedError",
     "RunOutcome",
+    "RunStillRunningDetails",
+    "RunStillRunningError",
     "SubmitRequest",
     "SubmittedRun",
     "ValidationReport",

@@ -59,6 +59,9 @@ KEY_ENDED = "the API key that opened this stream was revoked or has expired"
 KEY_CHECK_S = 5.0
 """A stream asks whether its key is still live at most this often (a look-up costs what a
 request's authentication costs)."""
+EVENT_MODELS = (RunProgress,)
+"""The models of the events' `data`: listed in the OpenAPI components by the app, since no
+route answers them as JSON (FastAPI would leave them out)."""
 
 
 class RunWatch(Protocol):
@@ -162,8 +165,10 @@ class WatchedStream(StreamingResponse):
     responses={
         200: {
             "content": {MEDIA_TYPE: {"schema": {"type": "string"}}},
-            "description": "Server-sent events: `progress` (data: RunProgress) when something "
-            "changed, `: heartbeat` comments, `end` once the run has ended.",
+            "description": "Server-sent events: `progress` (data: a `RunProgress`, "
+            "#/components/schemas/RunProgress) when something changed, `: heartbeat` comments, "
+            "`end` (data: the last `RunProgress`) once the run has ended, or `error` (data: an "
+            "`ErrorBody`) when the run can no longer be read.",
         },
         **error_responses(401, 404, 422, 503),
     },
