@@ -15,6 +15,7 @@ import pytest
 from jsonschema import Draft202012Validator
 
 from demo.downstream import RunningDownstream
+from engine.operations.views import RunFilter
 from tests.conftest import Backend
 from tests.e2e.rest_runs_harness import Api, api_on, assert_error
 from tests.integration.operations_harness import ended, fanout, gateway, items, single
@@ -255,6 +256,59 @@ async def test_wait_answers_200_with_the_output(working: Api) -> None:
     assert answer.headers["Location"] == body["url"] == f"/runs/{body['id']}"
 
 
+async def test_wait_answers_say_whether_the_request_created_the_run(working: Api) -> None:
+    """`created` on every `?wait=true` answer, as without a wait: a new run true, the same
+    Idempotency-Key and request again (a replay) false, for a 200 and for a 502 alike."""
+    async with working.http(working.admin) as http:
+        answers = [
+            await http.post(
+                f"/workflows/{name}/runs?wait=true",
+                json={},
+                headers={"Idempotency-Key": f"wait-{name}"},
+            )
+            for name in ("ok", "ok", "bad", "bad")
+        ]
+    new_ok, replayed_ok, new_bad, replayed_bad = answers
+    assert (new_ok.status_code, new_ok.json()["created"]) == (200, True)
+    assert (replayed_ok.status_code, replayed_ok.json()["created"]) == (200, False)
+    assert replayed_ok.json()["id"] == new_ok.json()["id"]
+    assert assert_error(new_bad, 502, "run_failed")["details"]["created"] is True
+    replayed = assert_error(replayed_bad, 502, "run_failed")["details"]
+    assert replayed["created"] is False
+    assert replayed["runId"] == new_bad.json()["details"]["runId"]
+    assert replayed["status"] == "FAILED" and replayed["error"]["kind"] == "http_error"
+
+
+async def test_wait_answers_409_run_cancelled_with_created(api: Api) -> None:
+    """No worker: the run waits RUNNING until it is cancelled from beside the request."""
+    async with api.http(api.admin) as http:
+        waiting = asyncio.create_task(
+            http.post(
+                "/workflows/one/runs?wait=true",
+                json={},
+                headers={"Idempotency-Key": "cancelled-while-waiting"},
+            )
+        )
+        run_id = None
+        for _ in range(200):
+            page = await api.ops.runs.list(RunFilter(workflow="one"), limit=5)
+            if page.items:
+                run_id = page.items[0].id
+                break
+            await asyncio.sleep(0.05)
+        assert run_id is not None
+        await api.ops.actions.cancel(run_id, actor="test")
+        answer = await waiting
+    body = assert_error(answer, 409, "run_cancelled")
+    assert body["details"] == {
+        "runId": run_id,
+        "url": f"/runs/{run_id}",
+        "created": True,
+        "status": "CANCELLED",
+    }
+    assert answer.headers["Location"] == f"/runs/{run_id}"
+
+
 async def test_wait_answers_502_when_a_downstream_failed_the_run(working: Api) -> None:
     async with working.http(working.admin) as http:
         answer = await http.post("/workflows/bad/runs?wait=true", json={})
@@ -414,7 +468,11 @@ async def test_run_detail_children_and_logs_of_a_fanout(working: Api) -> None:
     assert len(by_parent["items"]) == 5
     ids = [line["id"] for line in logs1["items"] + logs2["items"]]
     assert len(logs1["items"]) == 2 and ids == sorted(ids) and len(set(ids)) == len(ids)
-    assert_error(bad_status, 422, "invalid_filter")
+    bad = assert_error(bad_status, 422, "invalid_filter")
+    assert bad["details"] == {
+        "parameter": "status",
+        "accepted": ["CANCELLED", "FAILED", "RUNNING", "SUCCEEDED"],
+    }
     assert_error(bad_after, 422, "invalid_cursor")
     assert_error(bad_cursor, 422, "invalid_cursor")
 

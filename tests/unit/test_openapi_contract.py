@@ -1,0 +1,220 @@
+"""The OpenAPI document is precise enough to generate a client from: every closed set of
+values (statuses, kinds, reasons) is an enum taken from the one set the code has, the
+event stream's data has its schema, `?wait=true`'s outcomes each have their own, and no
+description names a field by a spelling the wire does not use. Built without serving: the
+document needs no database."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from typing import Any
+
+import pytest
+from pydantic.alias_generators import to_camel
+
+from admission.breaker import BreakerState, Layer
+from api.rest import create_app
+from engine.operations.action_views import SkipReason
+from engine.operations.views import UNKNOWN_KIND
+from engine.settings import Settings
+from engine.store.models import DeploymentStatus, RunRoute, RunStatus, StepStatus
+from engine.store.operator_actions import Action
+from schemas.definitions import VertexType
+from schemas.errors import FailureKind
+from schemas.waiting import WaitReason
+from vertices.contract import TimeoutTier
+
+REF = "#/components/schemas/"
+
+
+@pytest.fixture(scope="module")
+def document(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
+    path: Path = tmp_path_factory.mktemp("openapi") / "never-opened.db"
+    return create_app(Settings(database_url=f"sqlite+aiosqlite:///{path}")).openapi()
+
+
+def _schemas(document: dict[str, Any]) -> dict[str, Any]:
+    schemas: dict[str, Any] = document["components"]["schemas"]
+    return schemas
+
+
+@pytest.mark.parametrize(
+    "enum",
+    [
+        RunStatus,
+        StepStatus,
+        FailureKind,
+        WaitReason,
+        RunRoute,
+        VertexType,
+        SkipReason,
+        Action,
+        TimeoutTier,
+        DeploymentStatus,
+        BreakerState,
+        Layer,
+    ],
+)
+def test_each_enum_is_the_codes_own_set(document: dict[str, Any], enum: Any) -> None:
+    assert _schemas(document)[enum.__name__]["enum"] == [member.value for member in enum]
+
+
+@pytest.mark.parametrize(
+    ("model", "field", "enum"),
+    [
+        ("RunSummary", "status", "RunStatus"),
+        ("RunSummary", "route", "RunRoute"),
+        ("RunDetail", "status", "RunStatus"),
+        ("RunDetail", "timeoutTier", "TimeoutTier"),
+        ("RunProgress", "status", "RunStatus"),
+        ("StepView", "status", "StepStatus"),
+        ("StepView", "type", "VertexType"),
+        ("StepProgress", "status", "StepStatus"),
+        ("WaitingView", "reason", "WaitReason"),
+        ("WaitingChildren", "reason", "WaitReason"),
+        ("SkippedRun", "reason", "SkipReason"),
+        ("SkippedRun", "state", "RunStatus"),
+        ("RetryResult", "status", "RunStatus"),
+        ("RetryResult", "action", "Action"),
+        ("DeploymentView", "status", "DeploymentStatus"),
+        ("BreakerView", "state", "BreakerState"),
+        ("ClosedBreakerView", "layer", "Layer"),
+        ("ErrorView", "kind", "FailureKind"),
+        ("AttemptView", "refused", "FailureKind"),
+    ],
+)
+def test_closed_fields_refer_to_their_enum(
+    document: dict[str, Any], model: str, field: str, enum: str
+) -> None:
+    schema = _schemas(document)[model]["properties"][field]
+    refs = [option.get("$ref") for option in schema.get("anyOf", [schema])]
+    assert REF + enum in refs, schema
+
+
+def test_an_error_kind_is_a_failure_kind_or_unknown(document: dict[str, Any]) -> None:
+    """A stored kind no `FailureKind` names (an older release's row) is shown as `unknown`:
+    the only value beside the enum."""
+    kind = _schemas(document)["ErrorView"]["properties"]["kind"]
+    assert kind["anyOf"] == [{"$ref": REF + "FailureKind"}, {"type": "string", "const": "unknown"}]
+    assert UNKNOWN_KIND == "unknown"
+
+
+def test_the_event_streams_data_has_its_schema(document: dict[str, Any]) -> None:
+    progress = _schemas(document)["RunProgress"]
+    assert {"id", "status", "ended", "steps", "fanout"} <= set(progress["properties"])
+    answer = document["paths"]["/runs/{run_id}/events"]["get"]["responses"]["200"]
+    assert "text/event-stream" in answer["content"]
+    assert "#/components/schemas/RunProgress" in answer["description"]
+
+
+def _submit(document: dict[str, Any]) -> dict[str, Any]:
+    answers: dict[str, Any] = document["paths"]["/workflows/{name}/runs"]["post"]["responses"]
+    return answers
+
+
+def _refs(answer: dict[str, Any]) -> list[str]:
+    schema = answer["content"]["application/json"]["schema"]
+    return [option["$ref"] for option in schema.get("anyOf", [schema])]
+
+
+def test_each_wait_outcome_is_documented_with_its_own_model(document: dict[str, Any]) -> None:
+    answers, schemas = _submit(document), _schemas(document)
+    assert _refs(answers["200"]) == [REF + "SubmittedRun", REF + "RunOutcome"]
+    assert {"created", "status", "output"} <= set(schemas["RunOutcome"]["required"]) | {"output"}
+    assert "created" in schemas["SubmittedRun"]["required"]
+    expected = {
+        "409": ("RunCancelledError", "run_cancelled", "RunCancelledDetails", "CANCELLED"),
+        "502": ("RunFailedError", "run_failed", "RunFailedDetails", "FAILED"),
+        "504": ("RunStillRunningError", "run_still_running", "RunStillRunningDetails", "RUNNING"),
+    }
+    for status, (model, code, details, run_status) in expected.items():
+        assert REF + model in _refs(answers[status]), status
+        assert code in answers[status]["description"], status
+        assert schemas[model]["properties"]["code"]["const"] == code
+        assert schemas[model]["properties"]["details"]["$ref"] == REF + details
+        fields = schemas[details]["properties"]
+        assert {"runId", "url", "created", "status"} <= set(fields), details
+        assert fields["status"]["const"] == run_status
+    assert "proxy" in answers["502"]["description"] and "proxy" in answers["504"]["description"]
+    assert "idempotency_conflict" in answers["409"]["description"]
+    assert schemas["RunFailedDetails"]["properties"]["error"]["anyOf"][0]["$ref"] == (
+        REF + "ErrorView"
+    )
+
+
+def test_every_submission_refusal_is_listed(document: dict[str, Any]) -> None:
+    answers = _submit(document)
+    said = {status: answer.get("description", "") for status, answer in answers.items()}
+    assert "tenant_forbidden" in said["403"]
+    assert "workflow_not_found" in said["404"]
+    for code in (
+        "invalid_input",
+        "input_too_large",
+        "input_too_deep",
+        "invalid_tenant",
+        "system_workflow",
+        "duplicate_key",
+        "input_not_wrapped",
+        "unknown_query_parameter",
+    ):
+        assert code in said["422"], code
+    assert "queue_full" in said["429"] and "quota_exceeded" in said["429"]
+    assert "413" in answers and "503" in answers
+
+
+def test_the_probed_routes_claim_no_422(document: dict[str, Any]) -> None:
+    """`/health` and `/metrics` take any query string (a load balancer's, a scraper's)."""
+    for path in ("/health", "/metrics"):
+        assert "422" not in document["paths"][path]["get"]["responses"], path
+    assert "422" in document["paths"]["/runs"]["get"]["responses"]
+
+
+def test_the_quota_says_it_counts_root_runs(document: dict[str, Any]) -> None:
+    description = _schemas(document)["LimitsRequest"]["properties"]["maxRuns"]["description"]
+    assert "root runs submitted" in description and "child runs" in description
+
+
+def _properties(node: Any) -> set[str]:
+    found: set[str] = set()
+    if isinstance(node, dict):
+        for key, value in node.items():
+            if key == "properties" and isinstance(value, dict):
+                found |= set(value)
+            found |= _properties(value)
+    elif isinstance(node, list):
+        for item in node:
+            found |= _properties(item)
+    return found
+
+
+def _descriptions(node: Any, where: str = "") -> list[tuple[str, str]]:
+    found: list[tuple[str, str]] = []
+    if isinstance(node, dict):
+        for key, value in node.items():
+            if key in ("description", "summary") and isinstance(value, str):
+                found.append((where, value))
+            else:
+                found += _descriptions(value, f"{where}/{key}")
+    elif isinstance(node, list):
+        for item in node:
+            found += _descriptions(item, where)
+    return found
+
+
+def test_no_description_names_a_field_in_snake_case(document: dict[str, Any]) -> None:
+    """Fields are camelCase on the wire: a description saying `vertex_id` sends a client
+    looking for a key that is never there."""
+    fields = _properties(document) | {
+        parameter["name"]
+        for path_item in document["paths"].values()
+        for operation in path_item.values()
+        for parameter in operation.get("parameters", [])
+    }
+    wrong = [
+        (where, word)
+        for where, text in _descriptions(document)
+        for word in re.findall(r"\b[a-z]+(?:_[a-z0-9]+)+\b", text)
+        if to_camel(word) != word and to_camel(word) in fields
+    ]
+    assert not wrong, wrong
