@@ -6,6 +6,10 @@ test can prove the engine redacts what comes back.
 else 200; both with `{"method", "path", "rawPath", "query", "headers", "body"}` (`rawPath`: the
 path and query as the request line carried them, in the client's percent-encoding) and the
 request's Authorization header echoed in an `X-Echo-Authorization` response header.
+
+`/php/...` and `/gson/...` answer the same echo written the way those servers' JSON encoders
+write it (`ESCAPES`), 422 under `/php/fail` and `/gson/fail`: the escapes a body excerpt, which
+is never parsed, shows as they are.
 """
 
 from __future__ import annotations
@@ -17,6 +21,24 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from aiohttp import web
+
+
+def php_json(value: Any) -> str:
+    """PHP's `json_encode` with its default flags: `\\/` for `/`, `\\u00e9` for non-ASCII."""
+    return json.dumps(value, ensure_ascii=True).replace("/", "\\/")
+
+
+_GSON_HTML = {ord(c): f"\\u{ord(c):04x}" for c in "<>&='"}
+
+
+def gson_json(value: Any) -> str:
+    """Gson's default (HTML-safe) writer: `<`, `>`, `&`, `=` and `'` as `\\u003c` and so on,
+    other characters as they are. The escaped characters never need escaping otherwise, so
+    replacing them in the whole text is the same as escaping them inside each string."""
+    return json.dumps(value, ensure_ascii=False).translate(_GSON_HTML)
+
+
+ESCAPES = {"php": php_json, "gson": gson_json}
 
 
 @dataclass
@@ -43,8 +65,15 @@ async def echo_server() -> AsyncIterator[Echo]:
             "body": await request.text(),
         }
         echo.received.append(seen)
-        status = 400 if request.path.startswith("/fail") else 200
         headers = {"X-Echo-Authorization": request.headers.get("Authorization", "")}
+        style = request.path.split("/")[1]
+        if style in ESCAPES:
+            status = 422 if request.path.startswith(f"/{style}/fail") else 200
+            text = ESCAPES[style](seen)
+            return web.Response(
+                text=text, status=status, headers=headers, content_type="application/json"
+            )
+        status = 400 if request.path.startswith("/fail") else 200
         return web.json_response(seen, status=status, headers=headers)
 
     app = web.Application()
