@@ -6,103 +6,211 @@ their attempt history) may show them again: a URL in an error message, a downstr
 the request back. Everything the engine records of such a step goes through one `Redactor`
 first (docs/architecture.md, 'Secrets').
 
-A value is matched as written and in the encodings a request or an answer gives it: JSON string
-escaping (both with and without `\\u` escapes of non-ASCII), percent-encoding as a URL's path,
-query or form would write it, and the HTTP Basic credential when the value is a URL's password.
+A value is matched as one pattern (`value_pattern`) in which each of its characters may be
+written any way a request or an answer writes that character:
+
+* as itself, or percent-encoded (its UTF-8 bytes as `%XX`, either case), and a space also as
+  `+`. Which characters a client leaves unencoded differs by client and by part of the URL
+  (yarl, which aiohttp sends every URL through, writes a `query` value's space as `+` and
+  leaves `/ : @ ! $ ' ( ) * , ?` alone; a path segment keeps `%3F` but not `%40`), so every
+  choice is accepted rather than a list of choices that must track the client's;
+* JSON string escapes, as encoders write them: `\\uXXXX` (either case: Python, PHP, Gson's
+  HTML-safe `\\u003d`, .NET's `\\u002B`; a surrogate pair beyond the BMP), `\\/` (PHP),
+  `\\"`, `\\\\` and `\\n`-style escapes, nested up to three JSON strings deep (a body echoed
+  inside a JSON answer that is itself quoted in another: up to 8 backslashes).
+
+ASCII letters and digits are matched only as themselves: no encoder above rewrites them. So
+the longest run of them in a value (its anchor) is in every spelling of it, and a text without
+any value's anchor is returned after one substring test per value, without running a pattern:
+that is most texts a step records. A value shorter than `MIN_REDACTED_CHARS` is not redacted.
 What the matching cannot see is listed in docs/security.md ('What is not protected'): a value
-transformed by the destination (hashed, reversed, re-encoded some other way) or cut in pieces.
+transformed by the destination (hashed, reversed, its case changed, HTML-escaped, re-encoded
+some other way) or cut in pieces.
 """
 
 from __future__ import annotations
 
 import base64
-import json
+import itertools
 import re
+import string
 from collections.abc import Iterable
+from dataclasses import dataclass
 from typing import Any
-from urllib.parse import quote, quote_plus
 
 REDACTED = "***"
 """What a secret's value is replaced with."""
 MIN_REDACTED_CHARS = 4
 """Shorter texts are not redacted: replacing every `ab` of a body would make it unreadable and
 say more about the value than it hides. Stored secrets are longer (at least 8 characters)."""
-_URL_SAFE_SETS = ("", "/", "/:@!$&'()*+,;=", "/?:@!$'()*+,;=", ":@!$&'()*,;=", "/?:@!$'()*,")
-"""Characters left alone by the percent-encodings a client or a server may apply: none
-(`quote(v, safe="")`), the path's default, a URL path's (RFC 3986 pchar), a query's, and
-the two yarl (aiohttp's URL) sends a value encoded whole as one path segment or one query
-value in (it decodes what it needs not keep encoded: `%40` becomes `@` in both)."""
+
+_PLAIN = frozenset(string.ascii_letters + string.digits)
+"""Characters no percent-encoding or JSON encoder rewrites: matched as themselves."""
+_MAX_BACKSLASHES = 8
+"""A JSON escape's backslashes three strings deep: 1, 3 or 7 before an escaped character,
+2, 4 or 8 for a backslash itself."""
+_BACKSLASHES = rf"\\{{1,{_MAX_BACKSLASHES}}}"
+_SHORT_ESCAPES = {'"': '"', "/": "/", "\b": "b", "\f": "f", "\n": "n", "\r": "r", "\t": "t"}
+"""The two-character JSON escapes (RFC 8259) by the character they stand for; a backslash's
+own (`\\\\`) is `_backslashes`'."""
+_MAX_PATTERNS = 64
+"""Compiled patterns kept per redactor, one per set of values a text may hold (usually one)."""
 
 
-def encodings(value: str) -> set[str]:
-    """`value` and the ways a request or an answer may write it."""
-    forms = {value, json.dumps(value)[1:-1], json.dumps(value, ensure_ascii=False)[1:-1]}
-    forms.update(quote(value, safe=safe) for safe in _URL_SAFE_SETS)
-    forms.add(quote_plus(value))
-    return {form for form in forms if len(form) >= MIN_REDACTED_CHARS}
+def _hex(number: int, digits: int) -> str:
+    """`number` in hexadecimal as a pattern that takes either case."""
+    return "".join(
+        f"[{d.lower()}{d.upper()}]" if d.isalpha() else d for d in f"{number:0{digits}x}"
+    )
+
+
+def _json_spellings(char: str) -> list[tuple[str, int]]:
+    """(pattern, its longest match) for each way a JSON string, nested up to three deep,
+    writes `char`."""
+    if char in _PLAIN:
+        return [(char, 1)]
+    code = ord(char)
+    if code > 0xFFFF:  # a surrogate pair, as `json.dumps` and Java write it
+        high, low = 0xD800 + ((code - 0x10000) >> 10), 0xDC00 + ((code - 0x10000) & 0x3FF)
+        escape = f"{_BACKSLASHES}u{_hex(high, 4)}{_BACKSLASHES}u{_hex(low, 4)}"
+        escaped = [(escape, 2 * (_MAX_BACKSLASHES + 5))]
+    else:
+        escaped = [(f"{_BACKSLASHES}u{_hex(code, 4)}", _MAX_BACKSLASHES + 5)]
+    short = _SHORT_ESCAPES.get(char)
+    if short is not None:
+        escaped.append((_BACKSLASHES + re.escape(short), _MAX_BACKSLASHES + 1))
+    return [(re.escape(char), 1), *escaped]
+
+
+def _char_pattern(char: str) -> tuple[str, int]:
+    """A pattern for every way a request or an answer writes `char`, and its longest match."""
+    spellings = _json_spellings(char)
+    if char in _PLAIN:
+        return spellings[0]
+    encoded = char.encode("utf-8", errors="surrogatepass")
+    spellings.append(("".join(f"%{_hex(byte, 2)}" for byte in encoded), 3 * len(encoded)))
+    if char == " ":
+        spellings.extend(_json_spellings("+"))  # a form's (and yarl's query) space
+    longest = max(length for _, length in spellings)
+    return f"(?:{'|'.join(pattern for pattern, _ in spellings)})", longest
+
+
+@dataclass(frozen=True)
+class _Value:
+    pattern: str
+    longest: int
+    """Characters of the longest text `pattern` matches."""
+    anchor: str
+    """The longest run of ASCII letters and digits in the value: in every spelling of it.
+    Empty when it has none (its pattern then runs on every text)."""
+
+
+def value_pattern(value: str) -> str:
+    """The pattern that matches `value` written any way `Redactor` recognises (see the module
+    docstring)."""
+    return _value(value).pattern
+
+
+def _backslashes(count: int) -> tuple[str, int]:
+    """A run of `count` backslashes: as many to eight times as many (raw, then escaped in up
+    to three nested JSON strings), or percent-encoded. One bounded repetition for the whole
+    run, not one per backslash: those could split a long run of backslashes in a text in
+    exponentially many ways before failing."""
+    most = count * _MAX_BACKSLASHES
+    return rf"(?:\\{{{count},{most}}}|(?:%5[cC]){{{count}}})", max(most, 3 * count)
+
+
+def _value(value: str) -> _Value:
+    parts: list[tuple[str, int]] = []
+    for char, group in itertools.groupby(value):
+        count = len(list(group))
+        parts.extend([_backslashes(count)] if char == "\\" else [_char_pattern(char)] * count)
+    runs = re.findall("[A-Za-z0-9]+", value)
+    return _Value(
+        pattern="".join(pattern for pattern, _ in parts),
+        longest=sum(length for _, length in parts),
+        anchor=max(runs, key=len, default=""),
+    )
 
 
 def basic_credential(user: str, password: str) -> str:
-    """The `Authorization: Basic` token a client sends for a URL's `user:password@`."""
-    return base64.b64encode(f"{user}:{password}".encode()).decode("ascii")
+    """The `Authorization: Basic` token a client sends for a URL's `user:password@`, in the
+    Latin-1 aiohttp's `BasicAuth` encodes them in (the gateway refuses others)."""
+    return base64.b64encode(f"{user}:{password}".encode("latin-1")).decode("ascii")
 
 
 class Redactor:
-    """Replaces known secret values (and their encodings) with `***`.
+    """Replaces known secret values (in every spelling it recognises) with `***`.
 
     Empty (false) until a value is added: then `scrub` returns its argument untouched, so a
     step without secrets pays nothing.
     """
 
     def __init__(self, values: Iterable[str] = ()) -> None:
-        self._forms: set[str] = set()
-        self._pattern: re.Pattern[str] | None = None
+        self._values: dict[str, _Value] = {}
+        self._patterns: dict[tuple[str, ...], re.Pattern[str]] = {}
+        self._shortest = 0
         for value in values:
             self.add(value)
 
     def __bool__(self) -> bool:
-        return bool(self._forms)
+        return bool(self._values)
 
     @property
     def longest(self) -> int:
-        """Characters of the longest form redacted (0 when empty)."""
-        return max(map(len, self._forms), default=0)
+        """Characters of the longest text redacted as one value (0 when empty)."""
+        return max((value.longest for value in self._values.values()), default=0)
 
     def add(self, value: str) -> None:
-        """Redact `value` (and its encodings) from now on."""
-        new = encodings(value) - self._forms
-        if new:
-            self._forms |= new
-            self._pattern = None
+        """Redact `value` (in every spelling) from now on."""
+        if len(value) >= MIN_REDACTED_CHARS and value not in self._values:
+            self._values[value] = _value(value)
+            self._patterns.clear()
+            self._shortest = min(map(len, self._values))
 
-    def add_literal(self, text: str) -> None:
-        """Redact exactly `text` (already in the form it would appear in, e.g. a Basic
-        credential)."""
-        if len(text) >= MIN_REDACTED_CHARS and text not in self._forms:
-            self._forms.add(text)
-            self._pattern = None
-
-    def _compiled(self) -> re.Pattern[str]:
-        if self._pattern is None:
-            # Longest first: a form that contains another must win, or its rest would stay.
-            ordered = sorted(self._forms, key=len, reverse=True)
-            self._pattern = re.compile("|".join(re.escape(form) for form in ordered))
-        return self._pattern
+    def _compiled(self, present: tuple[str, ...]) -> re.Pattern[str]:
+        pattern = self._patterns.get(present)
+        if pattern is None:
+            if len(self._patterns) >= _MAX_PATTERNS:
+                self._patterns.clear()
+            # Longest value first: a value that contains another must win, or its rest would
+            # stay when the shorter one is replaced first.
+            ordered = sorted(present, key=len, reverse=True)
+            pattern = re.compile("|".join(self._values[value].pattern for value in ordered))
+            self._patterns[present] = pattern
+        return pattern
 
     def text(self, text: str) -> str:
         """`text` with every known value replaced by `***`."""
-        if not self._forms:
+        if not self._values:
             return text
-        return self._compiled().sub(REDACTED, text)
+        return self._redact(text, tuple(self._values))
+
+    def _redact(self, text: str, candidates: tuple[str, ...]) -> str:
+        """`text` redacted of those of `candidates` (known values) it holds."""
+        if len(text) < self._shortest:
+            return text  # every spelling is at least as long as its value
+        # Only the values whose anchor the text holds can be in it (module docstring).
+        present = tuple(v for v in candidates if self._values[v].anchor in text)
+        if not present:
+            return text
+        return self._compiled(present).sub(REDACTED, text)
 
     def scrub(self, value: Any) -> Any:
         """`value` with every string inside it redacted: object keys and values, list items,
-        recursively (iteratively: outputs may be deep). Other types are returned as they are."""
-        if not self._forms:
+        recursively (iteratively: outputs may be deep). Other types are returned as they are,
+        and so is `value` itself when none of its strings holds a known value."""
+        if not self._values:
             return value
         if isinstance(value, str):
             return self.text(value)
         if not isinstance(value, dict | list):
+            return value
+        # One pass over all the strings first: the anchors are looked for once in their
+        # whole text, not once per string, and most outputs hold no value at all.
+        texts = "\0".join(_strings(value))  # no anchor holds NUL: none spans two strings
+        candidates = tuple(v for v, known in self._values.items() if known.anchor in texts)
+        if not candidates:
             return value
         root: list[Any] = [None]
         # (container the result goes into, its key or index, the value to scrub)
@@ -110,12 +218,12 @@ class Redactor:
         while stack:
             target, slot, item = stack.pop()
             if isinstance(item, str):
-                target[slot] = self.text(item)
+                target[slot] = self._redact(item, candidates)
             elif isinstance(item, dict):
                 copy: dict[str, Any] = {}
                 target[slot] = copy
                 for key, child in item.items():
-                    new_key = self.text(key) if isinstance(key, str) else key
+                    new_key = self._redact(key, candidates) if isinstance(key, str) else key
                     copy[new_key] = None
                     stack.append((copy, new_key, child))
             elif isinstance(item, list):
@@ -125,3 +233,19 @@ class Redactor:
             else:
                 target[slot] = item
         return root[0]
+
+
+def _strings(value: dict[Any, Any] | list[Any]) -> list[str]:
+    """Every string in `value`: keys, values and items at any depth (iteratively)."""
+    found: list[str] = []
+    stack: list[Any] = [value]
+    while stack:
+        item = stack.pop()
+        if isinstance(item, str):
+            found.append(item)
+        elif isinstance(item, dict):
+            found.extend(key for key in item if isinstance(key, str))
+            stack.extend(item.values())
+        elif isinstance(item, list):
+            stack.extend(item)
+    return found

@@ -46,7 +46,7 @@ import yarl
 from schemas import expressions, url_template
 from schemas.definitions import GatewayConfig
 from schemas.errors import FailureKind, StepFailure
-from schemas.redaction import Redactor, basic_credential
+from schemas.redaction import Redactor
 from schemas.url_template import Place
 from vertices.contract import StepContext
 from vertices.egress import EgressDenied
@@ -105,8 +105,33 @@ def _redact_userinfo(url: str, redactor: Redactor) -> None:
     if password:
         redactor.add(unquote(password))
         redactor.add(password)
-        redactor.add_literal(basic_credential(unquote(user), unquote(password)))
     _check_basic(unquote(user), unquote(password))
+    for credential in _sent_credentials(url) if password else ():
+        redactor.add(credential)
+
+
+def _sent_credentials(url: str) -> set[str]:
+    """The Basic credential the HTTP client sends for `url`'s `user:password@`: the user and
+    password as yarl (aiohttp's URL) decodes them, encoded by aiohttp's own function in the
+    Latin-1 aiohttp sends them in, and in UTF-8, its other encoding, should a release of it
+    change which one it uses for a URL's credentials."""
+    # Here, not at the top: validation and the CLI import this module and never call out
+    # (vertices/http_client.py imports aiohttp the same way).
+    import aiohttp
+
+    try:
+        parsed = yarl.URL(url)
+    except ValueError:
+        return set()  # the client cannot send it either: the call fails on its URL
+    user, password = parsed.user or "", parsed.password or ""
+    sent = set()
+    for encoding in ("latin-1", "utf-8"):
+        try:
+            credential = aiohttp.encode_basic_auth(user, password, encoding=encoding)
+        except (ValueError, UnicodeEncodeError):
+            continue  # not sendable so (`_check_basic` has refused what none can send)
+        sent.add(credential.removeprefix("Basic "))
+    return sent
 
 
 def _check_basic(user: str, password: str) -> None:
