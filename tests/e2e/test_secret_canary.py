@@ -30,11 +30,17 @@ from tests.integration.echo_harness import Echo, echo_server
 
 CANARY = "cnry_7Hq+V2x=Lp.9Zk~wE-41c"
 USER = "canary-user"
+PASSPHRASE = "correct horse/battery staple"
+"""A second secret, sent as a `query` value, which the HTTP client writes with space as `+`
+and `/` as it is: the spelling a security review once found echoed in clear."""
 FORMS = {
     "raw": CANARY,
     "percent-encoded": quote(CANARY, safe=""),
     "form-encoded": quote(CANARY, safe="").replace("%20", "+"),
     "basic credential": basic_credential(USER, CANARY),
+    "passphrase": PASSPHRASE,
+    "passphrase as a query value": "correct+horse/battery+staple",
+    "passphrase, JSON-escaped": "correct+horse\\/battery+staple",
 }
 RUN_TIMEOUT_S = 90.0
 
@@ -52,7 +58,7 @@ def workflows(base: str) -> list[dict[str, Any]]:
     request: dict[str, Any] = {
         "method": "POST",
         "headers": {"X-Api-Key": "{{ secrets.CRM_TOKEN }}"},
-        "query": {"key": "{{ secrets.CRM_TOKEN }}"},
+        "query": {"key": "{{ secrets.CRM_TOKEN }}", "pw": "{{ secrets.PASSPHRASE }}"},
         "body": {"token": "{{ secrets.CRM_TOKEN }}", "item": "{{ item }}"},
         "retry": {"maxAttempts": 1},
     }
@@ -148,6 +154,7 @@ async def test_the_canary_secret_is_nowhere(backend: Backend, tmp_path: Path, ec
     admin = cli(upgraded(env), "keys", "create", "--admin")
     key = admin.stdout.strip()
     set_secret = cli(env, "secrets", "set", "CRM_TOKEN", "--tenant", "acme", stdin=CANARY + "\n")
+    cli(env, "secrets", "set", "PASSPHRASE", "--tenant", "acme", stdin=PASSPHRASE + "\n")
     printed["cli keys create"] = admin.stderr
     printed["cli secrets set"] = set_secret.stdout + set_secret.stderr
 
@@ -178,7 +185,8 @@ async def test_the_canary_secret_is_nowhere(backend: Backend, tmp_path: Path, ec
     assert parent_call["headers"]["authorization"] == f"Basic {FORMS['basic credential']}"
     for received in (parent_call, first_child, second_child, failing):
         assert received["headers"]["x-api-key"] == CANARY
-        assert received["query"] == {"key": [CANARY]}
+        assert received["query"] == {"key": [CANARY], "pw": [PASSPHRASE]}
+        assert "pw=correct+horse/battery+staple" in received["rawPath"]
         assert CANARY in received["body"]
     assert failing["path"] == f"/fail/{CANARY}"
     # The run went as designed: the children succeeded, the echoing call failed.
