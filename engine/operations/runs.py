@@ -79,9 +79,8 @@ SERVING_CACHE_MAX_AGE_S = 5.0
 """A kept routing row is read again after this long (what a change whose token Redis did not
 take costs)."""
 SERVING_CACHE_MAX_ROWS = 10_000
-_STATUSES = frozenset(s.value for s in RunStatus) - {RunStatus.PENDING.value}
-"""The statuses a run can be in: runs are created RUNNING; PENDING is a step's status, and a
-filter on it would only ever answer nothing."""
+_STATUSES = frozenset(s.value for s in RunStatus)
+"""The statuses a run can be in (a filter on a step's PENDING would only ever answer nothing)."""
 _ROUTES = frozenset(r.value for r in RunRoute)
 _TERMINAL = frozenset(s.value for s in TERMINAL_RUN_STATUSES)
 

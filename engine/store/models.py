@@ -31,9 +31,8 @@ from sqlmodel import Field, SQLModel
 
 
 class RunStatus(StrEnum):
-    """A run's status. Runs are created RUNNING: no run is ever set to PENDING."""
+    """Every status a run can be in: runs are created RUNNING (PENDING is a step's status)."""
 
-    PENDING = "PENDING"
     RUNNING = "RUNNING"
     SUCCEEDED = "SUCCEEDED"
     FAILED = "FAILED"

@@ -41,7 +41,7 @@ ID_CHUNK = 1000
 """Ids per statement when a statement takes a list of them."""
 MAX_TREE_DEPTH = 16
 """How deep a cancel follows nested fan-outs (as deep as fan-outs nest)."""
-LIVE_RUN_STATUSES = (RunStatus.PENDING.value, RunStatus.RUNNING.value)
+LIVE_RUN_STATUSES = (RunStatus.RUNNING.value,)
 OPEN_STEP_STATUSES = (
     StepStatus.PENDING.value,
     StepStatus.READY.value,

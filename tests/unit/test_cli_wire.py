@@ -8,8 +8,10 @@ import pydantic
 import pytest
 
 from api.cli import wire
+from api.cli.run_options import STATUSES
 from api.rest.routes_admin import CapsRemoved
 from engine.operations import action_views, deployment_views, settings_views, views
+from engine.store.models import RunStatus
 
 MIRRORS: list[tuple[type[wire.Wire], type[pydantic.BaseModel]]] = [
     (wire.PublishResult, views.PublishResult),
@@ -109,3 +111,8 @@ def test_an_answer_reads_back_as_it_came() -> None:
     }
     run = wire.RunDetail.model_validate(sent)
     assert run.raw() == sent, "unknown fields kept, defaults not added"
+
+
+def test_the_cli_offers_the_engines_run_statuses() -> None:
+    # The CLI keeps its own copy so that `runs list` starts without the engine.
+    assert set(STATUSES) == {status.value for status in RunStatus}
