@@ -36,6 +36,7 @@ if TYPE_CHECKING:
     # methods that build them: a command that only reads the store starts without them.
     from engine.execution.executor import ExecutorDeps
     from engine.execution.worker import Worker, WorkerConfig
+    from engine.execution.worker_metrics import WorkerMetrics
 
 logger = logging.getLogger(__name__)
 
@@ -183,8 +184,11 @@ class Runtime:
             payload_retention_s=s.payload_retention_s,
         )
 
-    def executor_deps(self) -> ExecutorDeps:
+    def executor_deps(self, metrics: WorkerMetrics | None = None) -> ExecutorDeps:
+        """`metrics`: where the worker's figures go (default: a registry of its own that
+        nothing serves)."""
         from engine.execution.executor import ExecutorDeps  # see the imports at the top
+        from engine.execution.worker_metrics import WorkerMetrics
         from vertices import gateway, spawner
 
         s = self.settings
@@ -212,14 +216,18 @@ class Runtime:
             notify=self.wakeup.notify,
             secret_cipher=self.secret_cipher,
             run_changed=self.run_events.changed,
+            metrics=metrics or WorkerMetrics(),
         )
 
-    def worker(self, config: WorkerConfig | None = None) -> Worker:
+    def worker(
+        self, config: WorkerConfig | None = None, *, metrics: WorkerMetrics | None = None
+    ) -> Worker:
+        """`metrics`: as `executor_deps` takes them (a service passes the ones it serves)."""
         from engine.execution.worker import Worker  # see the imports at the top
 
         return Worker(
             self.store,
-            self.executor_deps(),
+            self.executor_deps(metrics),
             self.wakeup,
             config or self.worker_config(),
             run_events=self.run_events,
@@ -266,10 +274,13 @@ async def run_presence(runtime: Runtime, service: str, stop: asyncio.Event) -> N
             await beating
 
 
-async def run_service(runtime: Runtime, service: str, stop: asyncio.Event) -> None:
+async def run_service(
+    runtime: Runtime, service: str, stop: asyncio.Event, *, metrics: WorkerMetrics | None = None
+) -> None:
     """Run a worker as a named service until `stop`: its presence (`run_presence`) and a
-    graceful drain (docs/architecture.md, 'Graceful shutdown')."""
-    worker = runtime.worker()
+    graceful drain (docs/architecture.md, 'Graceful shutdown'). `metrics`: where its figures
+    go (the ones its `/metrics` serves)."""
+    worker = runtime.worker(metrics=metrics)
     async with asyncio.TaskGroup() as group:
         group.create_task(run_presence(runtime, service, stop), name="presence")
         await worker.run(stop)

@@ -33,6 +33,7 @@ from __future__ import annotations
 import logging
 import time
 from dataclasses import dataclass, field
+from typing import Protocol
 
 from redis.exceptions import ResponseError
 
@@ -47,6 +48,10 @@ LEASE_MARGIN_S = 30.0
 """A slot's lease outlasts its call's timeout by this much (settling takes a moment)."""
 THROTTLE_STATUS = 429
 OVERLOAD_STATUSES = frozenset({503})
+REFUSED = "refused"
+"""An attempt's outcome (`AttemptMeter`) when admission said no before anything was sent."""
+ADMISSION_UNAVAILABLE = "admission_unavailable"
+"""An attempt's outcome when Redis did not answer admission (nothing was sent)."""
 
 
 class CoordinationDown(StepDeferred):
@@ -65,6 +70,14 @@ def outcome_of(status: int | None, error_kind: str | None) -> CallOutcome:
     if error_kind is not None or (status is not None and status >= 500):
         return CallOutcome.FAILURE
     return CallOutcome.SUCCESS
+
+
+class AttemptMeter(Protocol):
+    """Counts the attempts (`engine.execution.worker_metrics.WorkerMetrics`)."""
+
+    def attempt(
+        self, destination: str, status: int | None, error_kind: str | None, duration_s: float
+    ) -> None: ...
 
 
 @dataclass
@@ -147,6 +160,8 @@ class AdmissionGuard:
     """Where this step's slot is held while its call runs, to be renewed (None: nowhere, so
     its lease covers the call's whole timeout)."""
     claim_token: str = ""
+    meter: AttemptMeter | None = None
+    """Where every attempt, and every refusal, is counted (None: nowhere)."""
     _ticket: Ticket | None = field(default=None, init=False)
     _attempts: int = field(default=0, init=False)
 
@@ -175,6 +190,7 @@ class AdmissionGuard:
             if self.tickets is not None:
                 self.tickets.hold(self._ticket, timeout_s)
         except DestinationPaced as paced:
+            self._count(destination, REFUSED)
             if not first:
                 # An in-process retry has an answer already: parking would start the step's
                 # attempts over, so it fails as an overload (a redispatch) as it always did.
@@ -185,7 +201,12 @@ class AdmissionGuard:
             # wait out but a defect that must fail the step visibly.
             raise
         except COORDINATION_ERRORS as exc:
+            self._count(destination, ADMISSION_UNAVAILABLE)
             raise CoordinationDown(f"admission unavailable: {type(exc).__name__}: {exc}") from exc
+        except (StepFailure, StepDeferred):
+            # An open breaker, the retry budget, no slot in time, the tenant's window.
+            self._count(destination, REFUSED)
+            raise
         finally:
             if self.waits is not None:
                 self.waits.stop(self.claim_token)
@@ -199,6 +220,8 @@ class AdmissionGuard:
         *,
         retry_after_s: float | None = None,
     ) -> None:
+        if self.meter is not None:
+            self.meter.attempt(destination, status, error_kind, duration_s)
         ticket, self._ticket = self._ticket, None
         if ticket is None:
             return
@@ -212,6 +235,10 @@ class AdmissionGuard:
                 destination,
                 exc_info=True,
             )
+
+    def _count(self, destination: str, outcome: str) -> None:
+        if self.meter is not None:
+            self.meter.attempt(destination, None, outcome, 0.0)
 
 
 @dataclass(frozen=True)

@@ -43,6 +43,7 @@ from engine.execution.admission_guard import (
     CoordinationDown,
 )
 from engine.execution.child_input import ChildInputs
+from engine.execution.worker_metrics import MeteredCalls, WorkerMetrics
 from engine.secret_cipher import SecretCipher
 from engine.store import ClaimLost, Store
 from engine.store.records import (
@@ -196,6 +197,8 @@ class ExecutorDeps:
     """Tells watchers of these runs that they changed (a step started a retry wait)."""
     child_inputs: ChildInputs = field(default_factory=ChildInputs)
     """The inputSchemas child runs are checked against, compiled once per version."""
+    metrics: WorkerMetrics = field(default_factory=WorkerMetrics)
+    """Counts and times the GATEWAY attempts (and, at the worker's flush, the steps)."""
 
 
 async def execute(
@@ -396,8 +399,9 @@ async def _gateway(
 ) -> contract.VertexOutcome:
     limit = deps.max_response_bytes
     if deps.admission is None:
+        metered = MeteredCalls(deps.metrics)
         return await gateway.execute(
-            vertex.config, ctx, deps.http, deps.timeouts, max_body_bytes=limit
+            vertex.config, ctx, deps.http, deps.timeouts, guard=metered, max_body_bytes=limit
         )
     guard = AdmissionGuard(
         deps.admission,
@@ -408,6 +412,7 @@ async def _gateway(
         waits=deps.admission_waits,
         tickets=deps.admission_tickets,
         claim_token=step.claim_token,
+        meter=deps.metrics,
     )
     try:
         return await gateway.execute(

@@ -43,7 +43,7 @@ from typing import Any, Protocol
 
 from engine import payload_defaults
 from engine.coordination.redis_client import COORDINATION_ERRORS
-from engine.execution import executor
+from engine.execution import executor, worker_metrics
 from engine.execution.stops import CancelledRuns, Stops
 from engine.store import Store
 from engine.store.records import (
@@ -102,8 +102,9 @@ class Cancellations(CancelledRuns, Protocol):
     ) -> contextlib.AbstractContextManager[None]: ...
 
 
-Finished = tuple[StepResult | StepAbandoned, list[LogLine]]
-"""A step's end as the flusher takes it: its result (or that it was abandoned) and its lines."""
+Finished = tuple[StepResult | StepAbandoned, list[LogLine], str]
+"""A step's end as the flusher takes it: its result (or that it was abandoned), its lines and
+its vertex's type (for the worker's metrics)."""
 
 
 @dataclass(frozen=True)
@@ -299,7 +300,7 @@ class Worker:
         try:
             workflow = await self._workflow(step)
             stop = self._stops.signal(step.claim_token)
-            result = await executor.execute(step, workflow, self._deps, stop=stop)
+            result, lines = await executor.execute(step, workflow, self._deps, stop=stop)
         except asyncio.CancelledError:
             self._abandoned.append(step.claim_token)  # given back by `_drain`
             raise
@@ -310,7 +311,9 @@ class Worker:
             self._release(step.claim_token)
             self._slot_freed.set()
             return
-        await self._done.put(result)
+        vertex = workflow.vertices.get(step.vertex_id)
+        kind = worker_metrics.UNKNOWN_VERTEX if vertex is None else vertex.type.value
+        await self._done.put((result, lines, kind))
 
     async def _workflow(self, step: ClaimedStep) -> Workflow:
         version = await self._store.get_version(step.workflow_name, step.workflow_version)
@@ -338,9 +341,9 @@ class Worker:
 
     async def _flush(self, batch: list[Finished]) -> None:
         # An abandoned step has nothing to record but its lines (its claim is gone).
-        results = [result for result, _ in batch if not isinstance(result, StepAbandoned)]
-        abandoned = [result for result, _ in batch if isinstance(result, StepAbandoned)]
-        lines = [line for _, step_lines in batch for line in step_lines]
+        results = [result for result, _, _ in batch if not isinstance(result, StepAbandoned)]
+        abandoned = [result for result, _, _ in batch if isinstance(result, StepAbandoned)]
+        lines = [line for _, step_lines, _ in batch for line in step_lines]
         report: CompletionReport | None = None
         for attempt in range(FLUSH_RETRY_LIMIT):
             try:
@@ -365,6 +368,7 @@ class Worker:
                 self._due_earlier.set()
             if due > now:  # one already due needs the wake-up above, not a place in the heap
                 heapq.heappush(self._due, due)
+        self._count_finished(batch, report)
         self.stats.flushes += 1
         self.stats.recorded += report.recorded
         self.stats.dropped += len(report.dropped) + len(abandoned)
@@ -376,6 +380,20 @@ class Worker:
             await self._run_events.changed(report.changed_runs)
         if report.newly_ready:
             await self._wakeups.notify()
+
+    def _count_finished(self, batch: list[Finished], report: CompletionReport) -> None:
+        """The batch's steps in the worker's metrics, by vertex type and outcome: a few
+        `inc`s per flush, whatever its size."""
+        dropped = set(report.dropped)
+        self._deps.metrics.steps_finished(
+            (
+                kind,
+                "dropped"
+                if result.step.step_id in dropped
+                else worker_metrics.step_outcome(result),
+            )
+            for result, _, kind in batch
+        )
 
     # ── leases ──────────────────────────────────────────────────────────────────────────────
 

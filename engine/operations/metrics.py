@@ -5,6 +5,9 @@ ready-queue depth, deployments by status and the running ones' per-version figur
 (admission: each destination's AIMD limit, in-flight calls, cap and breaker states). A source
 that fails or times out is listed in `failing` and its figures are None, so a scrape still
 answers, with the HTTP figures and whatever did answer.
+
+A worker's own figures (GATEWAY attempts, finished steps) are counted in its process, not read:
+`WorkerMetrics`, re-exported here for the front doors that serve them.
 """
 
 from __future__ import annotations
@@ -15,6 +18,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Literal, TypeVar
 
 from admission import DestinationState
+from engine.execution.worker_metrics import WorkerMetrics
 from engine.operations.health import Dependency
 from engine.operations.views import View
 from engine.store.deployments import DeploymentCounts
@@ -205,3 +209,15 @@ async def _within(source: Dependency, figures: Awaitable[T], timeout_s: float) -
     except Exception as error:  # a failing source is reported, whatever it raised
         logger.warning("metrics: the %s did not answer: %r", source, error)
         return None
+
+
+__all__ = [
+    "DEPLOYMENT_RUNS_SHOWN",
+    "BreakerMetric",
+    "DeploymentMetrics",
+    "DestinationMetrics",
+    "MetricsOperations",
+    "MetricsSnapshot",
+    "VersionMetrics",
+    "WorkerMetrics",
+]
