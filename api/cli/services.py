@@ -256,21 +256,23 @@ async def _announce(server: ApiServer, service: str, settings: Settings) -> None
 async def _serve_worker(settings: Settings, name: str, health: ApiServer | None = None) -> None:
     from api.rest import create_health_app
     from engine.lifecycle import ServiceLifecycle
+    from engine.operations.metrics import WorkerMetrics
     from engine.runtime import run_service, settle_heap
 
     lifecycle = ServiceLifecycle()
     with lifecycle:
         runtime = await _opened(settings, health)
+        metrics = WorkerMetrics()
         settle_heap()
         try:
             async with asyncio.TaskGroup() as group:
                 if health is not None:
-                    app = create_health_app(settings, runtime)
+                    app = create_health_app(settings, runtime, metrics)
                     group.create_task(health.serve(app, lifecycle.stop_event), name="health")
                     group.create_task(_announce(health, name, settings), name="announce")
                 else:
                     _ready(name, settings)
-                await run_service(runtime, name, lifecycle.stop_event)
+                await run_service(runtime, name, lifecycle.stop_event, metrics=metrics)
         finally:
             await runtime.close()
 
@@ -445,6 +447,7 @@ async def _serve_all(
 ) -> None:
     from api.rest import borrowed_runtime, create_app
     from engine.lifecycle import ServiceLifecycle
+    from engine.operations.metrics import WorkerMetrics
     from engine.runtime import run_service, settle_heap
 
     lifecycle = ServiceLifecycle()
@@ -466,17 +469,19 @@ async def _serve_all(
             if demo is not None and downstream_url is not None:
                 published = await _publish_examples(runtime, demo, downstream_url)
                 _warn_demo(downstream_url, published)
+            metrics = WorkerMetrics()
             settle_heap()
             app = create_app(
                 settings,
                 runtime_factory=borrowed_runtime(runtime),
                 auth=False if demo is not None else None,
                 demo_downstream=downstream_url,
+                worker_metrics=metrics,  # one process: its /metrics has the worker's too
             )
             async with asyncio.TaskGroup() as group:
                 group.create_task(server.serve(app, lifecycle.stop_event), name="http")
                 group.create_task(_announce(server, service, settings), name="announce")
-                await run_service(runtime, service, lifecycle.stop_event)
+                await run_service(runtime, service, lifecycle.stop_event, metrics=metrics)
 
 
 def serve(

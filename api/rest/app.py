@@ -40,9 +40,11 @@ from api.rest.deps import ApiContext
 from api.rest.docs_pages import mount_docs
 from api.rest.errors import install_error_handlers
 from api.rest.key_gate import KeyGate
+from api.rest.metrics import ApiMetrics
 from api.rest.middleware import BodyLimit, RequestObserver
 from api.rest.route_inputs import RouteInputs
 from engine.operations import Operations
+from engine.operations.metrics import WorkerMetrics
 from engine.runtime import Runtime
 from engine.settings import Settings
 
@@ -128,6 +130,7 @@ def create_app(
     title: str = "SchemaBridge",
     monitor: bool = True,
     demo_downstream: str | None = None,
+    worker_metrics: WorkerMetrics | None = None,
 ) -> FastAPI:
     """The REST API on `settings` (default: from the environment).
 
@@ -138,6 +141,8 @@ def create_app(
     same way.
     `monitor`: serve the web run monitor at `/ui` and sample the destinations' history.
     `demo_downstream`: the demo downstream's URL under `serve --demo` (`GET /ui/config`).
+    `worker_metrics`: the figures of a worker running in this process (`serve`), served with
+    the app's own at `/metrics`.
     """
     settings = settings or Settings()
     factory = runtime_factory or opened_runtime(settings)
@@ -145,6 +150,8 @@ def create_app(
         settings=settings,
         auth=settings.auth if auth is None else auth,
         demo_downstream=demo_downstream,
+        metrics=ApiMetrics(worker_metrics),
+        worker_metrics=worker_metrics,
     )
 
     @contextlib.asynccontextmanager
@@ -188,13 +195,14 @@ def create_app(
     return app
 
 
-def create_health_app(settings: Settings, runtime: Runtime) -> FastAPI:
-    """The `/health` route alone, on a runtime its owner manages (a worker's health port)."""
+def create_health_app(settings: Settings, runtime: Runtime, metrics: WorkerMetrics) -> FastAPI:
+    """A worker's health port, on a runtime its owner manages: `/health`, and `/metrics` with
+    the worker's `metrics` (an admin key, as the api's; none with `SCHEMABRIDGE_AUTH=off`)."""
     return create_app(
         settings,
         runtime_factory=borrowed_runtime(runtime),
-        auth=True,
-        routers=(monitoring.health_router,),
+        routers=(monitoring.health_router, monitoring.worker_metrics_router),
         title="SchemaBridge worker",
         monitor=False,
+        worker_metrics=metrics,
     )

@@ -14,6 +14,7 @@ from fastapi import Depends, Request
 
 from api.rest.metrics import ApiMetrics
 from engine.operations import Operations
+from engine.operations.metrics import WorkerMetrics
 from engine.settings import Settings
 from schemas.errors import Unavailable
 
@@ -31,6 +32,8 @@ class ApiContext:
     demo_downstream: str | None = None
     """The demo downstream's URL when this API serves `serve --demo` (the monitor's editor
     starts new documents with a call to it); None otherwise."""
+    worker_metrics: WorkerMetrics | None = None
+    """The figures of the worker in this process (`serve`, a worker's health port)."""
 
 
 async def api_context(request: Request) -> ApiContext:

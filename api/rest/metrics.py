@@ -18,6 +18,10 @@ process (a test, `serve`) never mix their series. Series:
   or `serving`): from the database.
 - `schemabridge_dependency_up{dependency}`: 1 when the source answered this scrape, else 0
   (its series are then left out rather than reported stale).
+
+`serve` runs a worker in the same process: its app serves that worker's series too
+(`engine.execution.worker_metrics`). A worker's health port serves those alone
+(`render_worker`).
 """
 
 from __future__ import annotations
@@ -35,6 +39,7 @@ from engine.operations.metrics import (
     DeploymentMetrics,
     DestinationMetrics,
     MetricsSnapshot,
+    WorkerMetrics,
 )
 
 BREAKER_STATES = ("closed", "open", "half_open")
@@ -153,10 +158,12 @@ class EngineCollector(Collector):
 
 
 class ApiMetrics:
-    """The registry of one app: the HTTP histogram and the engine collector."""
+    """The registry of one app: the HTTP histogram, the engine collector and, with a worker in
+    the process (`serve`), the worker's series."""
 
-    def __init__(self) -> None:
+    def __init__(self, worker: WorkerMetrics | None = None) -> None:
         self.registry = CollectorRegistry()
+        self.worker = worker
         self.requests = Histogram(
             "schemabridge_http_request_duration_seconds",
             "HTTP request latency by route template and status.",
@@ -165,6 +172,9 @@ class ApiMetrics:
         )
         self._engine = EngineCollector()
         self.registry.register(self._engine)
+        if worker is not None:
+            for collector in worker.collectors:
+                self.registry.register(collector)
 
     def observe(self, method: str, route: str, status: int, seconds: float) -> None:
         """Record one finished request (`api.rest.middleware.RequestObserver` calls it)."""
@@ -180,3 +190,10 @@ class ApiMetrics:
             return encoder(self.registry), content_type
         finally:
             self._engine.snapshot = None
+
+
+def render_worker(worker: WorkerMetrics, accept: str | None) -> tuple[bytes, str]:
+    """A worker's own series (its health port's `/metrics`): counters in memory, nothing read
+    from the database or Redis."""
+    encoder, content_type = choose_encoder(accept or "")
+    return encoder(worker.registry), content_type
