@@ -17,6 +17,7 @@ from prometheus_client.samples import Sample
 from api.rest import borrowed_runtime, create_app
 from demo.downstream import RunningDownstream
 from engine.operations import Operations
+from engine.operations.metrics import WorkerMetrics
 from engine.runtime import Runtime
 from engine.settings import Settings
 from schemas.definitions import Workflow
@@ -163,3 +164,17 @@ def test_each_app_has_its_own_registry() -> None:
     assert first.state.schemabridge.metrics.registry.get_sample_value(name, labels) == 1
     assert second.state.schemabridge.metrics.registry.get_sample_value(name, labels) is None
     assert REGISTRY.get_sample_value(name, labels) is None, "never the process-global registry"
+
+
+def test_serve_adds_its_workers_series_to_the_apis() -> None:
+    """`serve` runs a worker in the API's process: its one `/metrics` has the worker's too."""
+    settings = Settings(database_url="sqlite+aiosqlite:///:memory:")
+    worker = WorkerMetrics()
+    app = create_app(settings, worker_metrics=worker)
+    worker.attempt("https://a.example:443", 200, None, 0.01)
+    registry = app.state.schemabridge.metrics.registry
+    labels = {"destination": "https://a.example:443", "outcome": "2xx"}
+    assert registry.get_sample_value("schemabridge_gateway_attempts_total", labels) == 1
+    plain = create_app(settings)  # `api`: no worker, no worker series
+    names = {m.name for m in plain.state.schemabridge.metrics.registry.collect()}
+    assert "schemabridge_gateway_attempts" not in names
