@@ -196,7 +196,7 @@ async def test_the_canary_secret_is_nowhere(backend: Backend, tmp_path: Path, ec
     # What the failing call sent is recorded too, the canary in its path, query and body
     # shown as ***, its userinfo left out, its header values not kept.
     sent = run["error"]["request"]
-    assert sent["url"].endswith(f"/fail/{REDACTED}?key={REDACTED}"), sent
+    assert sent["url"].endswith(f"/fail/{REDACTED}?key={REDACTED}&pw={REDACTED}"), sent
     assert USER not in sent["url"] and f'"token":"{REDACTED}"' in sent["bodyExcerpt"]
     assert "X-Api-Key" in sent["headerNames"]
     child_runs = [text for name, text in answers.items() if name.startswith("child run ")]

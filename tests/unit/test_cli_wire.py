@@ -41,6 +41,7 @@ MIRRORS: list[tuple[type[wire.Wire], type[pydantic.BaseModel]]] = [
     (wire.StartOverResult, action_views.StartOverResult),
     (wire.ReprocessResult, action_views.ReprocessResult),
     (wire.CancelResult, action_views.CancelResult),
+    (wire.AbortedDeployment, action_views.AbortedDeployment),
     (wire.SkippedRun, action_views.SkippedRun),
     (wire.StuckRun, action_views.StuckRun),
     (wire.BatchRetryResult, action_views.BatchRetryResult),
