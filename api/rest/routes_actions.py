@@ -82,8 +82,9 @@ class BatchFilter(_Body):
     created_before: float | None = Field(default=None, description="Epoch seconds, exclusive.")
     roots: bool | None = Field(
         default=None,
-        description="Only runs no spawner started (as `GET /runs?roots=true`); by default "
-        "true unless `parent` is given: false covers child runs too.",
+        description="Only runs no spawner started; by default true unless `parent` is "
+        "given, as for `GET /runs`: false covers child runs too, and `parent` with true is a "
+        "422 `invalid_filter`.",
     )
 
     @model_validator(mode="before")

@@ -265,10 +265,11 @@ async def submit(
         codes={
             422: "A filter no run can match (`invalid_filter`: `details.parameter` names it, "
             "`details.accepted` lists the values a status or route takes), or a cursor this "
-            "list did not give out (`invalid_cursor`)."
+            "list did not give out (`invalid_cursor`), or `parent` with `roots=true` (a "
+            "parent's children are never root runs)."
         },
     ),
-    summary="List runs, newest first, with filters and cursor pagination",
+    summary="List runs (root runs unless roots=false), newest first, with filters and cursors",
 )
 async def list_runs(
     *,
@@ -285,7 +286,15 @@ async def list_runs(
     created_before: Annotated[
         float | None, Query(alias="createdBefore", description="Epoch seconds, exclusive.")
     ] = None,
-    roots: Annotated[bool, Query(description="Only runs no spawner started.")] = False,
+    roots: Annotated[
+        bool | None,
+        Query(
+            description="Only root runs (runs no spawner started), which is the default: "
+            "`false` lists child runs too. With `parent`, its children are listed whether "
+            "`roots` is left out or `false`; `parent` with `roots=true` is a 422 "
+            "`invalid_filter` (children are never roots)."
+        ),
+    ] = None,
     route: Annotated[
         str | None,
         Query(
@@ -304,6 +313,12 @@ async def list_runs(
     ] = 50,
     cursor: Cursor = None,
 ) -> Page[RunSummary]:
+    """Root runs by default, as `schemabridge runs list`, the monitor and a batch retry by
+    filter (`POST /runs/retry`) take them, so the runs a list shows are those a batch retry
+    of the same filter acts on: one fan-out's children do not bury a tenant's runs.
+    `roots=false` lists every run; `parent` lists that run's children (newest first; in
+    item order, `GET /runs/{id}/children`). Another tenant's runs never appear for a tenant
+    key; a `tenant` naming another answers an empty page."""
     selection = RunFilter(
         workflow=workflow,
         version=version,

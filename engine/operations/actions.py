@@ -229,7 +229,8 @@ class OperatorActions:
     ) -> BatchRetryResult:
         """Retry many FAILED runs in one transaction: by `ids`, or every run a `filter`
         matches (status FAILED unless the filter names one; root runs only, as a list shows
-        them, unless it names a `parent` or sets `roots_only=False`; within `tenant` when
+        them, unless it names a `parent` or sets `roots_only=False`, and a `parent` with
+        `roots_only=True` refused as the list refuses it; within `tenant` when
         set: a filter naming another tenant matches nothing), newest first, at most `limit`
         (1 … 10,000). Runs not FAILED, unknown or of another tenant are skipped with the
         reason the single retry would give; so is a child whose retry would reopen the join
@@ -285,9 +286,8 @@ class OperatorActions:
             )
         if filter.status is None:
             filter = dataclasses.replace(filter, status=RunStatus.FAILED.value)
-        if filter.roots_only is None:
-            # What a list shows by default: a batch must not act on runs its preview hid.
-            filter = dataclasses.replace(filter, roots_only=filter.parent is None)
+        # `roots_only` left None is decided by the list below, as for `GET /runs`: a batch
+        # must not act on runs its preview hid.
         if tenant is not None and filter.tenant not in (None, tenant):
             # Another tenant's runs read as not found: listing them would reveal their ids.
             return [], False

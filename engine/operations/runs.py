@@ -110,9 +110,27 @@ def _run_status(status: str | None) -> str | None:
     return status.upper()
 
 
+def _roots_only(selection: RunFilter) -> bool:
+    """Whether `selection` covers root runs only: as asked, else roots unless it names a
+    `parent` (whose children are never roots). Every list and batch retry reads it so, so
+    the same filter picks the same runs in each (docs/architecture.md, 'Keyset
+    pagination')."""
+    if selection.parent is None:
+        return selection.roots_only is not False
+    if selection.roots_only:
+        raise _invalid_filter(
+            "a parent's children are never root runs: give parent without roots=true "
+            "(roots=false, or no roots at all, lists its children)",
+            "roots",
+        )
+    return False
+
+
 def _checked_filter(selection: RunFilter) -> RunFilter:
     """`selection` checked, its status and route in the case the store keeps (`failed` is
-    FAILED, `Serving` serving): the filter every list and batch retry reads."""
+    FAILED, `Serving` serving) and its `roots_only` decided (`_roots_only`): the filter every
+    list and batch retry reads."""
+    roots_only = _roots_only(selection)
     status = _run_status(selection.status)
     route = None if selection.route is None else selection.route.lower()
     if route is not None and route not in _ROUTES:
@@ -137,9 +155,9 @@ def _checked_filter(selection: RunFilter) -> RunFilter:
             raise _invalid_filter(
                 "createdAfter and createdBefore are finite epoch seconds", parameter
             )
-    if (status, route) == (selection.status, selection.route):
+    if (status, route, roots_only) == (selection.status, selection.route, selection.roots_only):
         return selection
-    return dataclasses.replace(selection, status=status, route=route)
+    return dataclasses.replace(selection, status=status, route=route, roots_only=roots_only)
 
 
 def _run_key(keys: list[Any]) -> tuple[float, str]:

@@ -50,9 +50,10 @@ class RunFilter:
     created_after: float | None = None
     created_before: float | None = None
     roots_only: bool | None = None
-    """Only runs that no spawner started (ignored when `parent` is set). None: the reader's
-    default, which for a list is every run, and for a batch retry the roots unless `parent`
-    is set (`OperatorActions.batch_retry`)."""
+    """Only runs that no spawner started (ignored here when `parent` is set). None: the
+    reader's default; the operations layer decides it before a list or a batch retry reads
+    (roots unless `parent` is set, and `parent` with True refused: `engine.operations.runs`),
+    so the store only ever sees True or False from there."""
     route: str | None = None
     """Only runs whose version was chosen this way (`RunRoute`: serving, candidate, pinned,
     system); read from the rows of the range the other fields select."""

@@ -302,12 +302,13 @@ async def test_what_the_monitor_and_the_cli_send_is_declared(url: str) -> None:
     lists' filters, cursors, lookups, `?system=true`, `?limit=5`) is one its route takes."""
     run_id = str(uuid.uuid4())
     every_filter = (
-        "workflow=w&version=1&status=FAILED&route=serving&tenant=acme&parent=p&roots=true"
+        "workflow=w&version=1&status=FAILED&route=serving&tenant=acme&parent=p&roots=false"
         "&createdAfter=1&createdBefore=2&limit=50"
     )
     async with client(url) as http:
         for path in (
             f"/runs?{every_filter}",
+            "/runs?roots=true&limit=50",
             "/run-ids?prefix=3f2a9c1e&limit=5",
             "/deployment-ids?prefix=3f2a9c1e&limit=5",
             "/workflows?system=true",

@@ -477,6 +477,52 @@ async def test_run_detail_children_and_logs_of_a_fanout(working: Api) -> None:
     assert_error(bad_cursor, 422, "invalid_cursor")
 
 
+async def test_the_list_shows_root_runs_unless_roots_is_false(working: Api) -> None:
+    """Root runs by default, as a batch retry by the same filter takes them; `roots=false`
+    every run; `parent` that run's children, and `parent` with `roots=true` a 422 in both."""
+    async with working.http(working.admin) as http:
+        submitted = await http.post(
+            "/workflows/parent/runs", json={"input": {"items": items(3, failing={1})}}
+        )
+        run_id = submitted.json()["id"]
+        await ended(working.ops, run_id)
+        lone = (await http.post("/workflows/ok/runs", json={})).json()["id"]
+        await ended(working.ops, lone)
+
+        async def ids(**params: object) -> list[str]:
+            answer = await http.get("/runs", params={"limit": 500, **params})
+            assert answer.status_code == 200, answer.text
+            return [r["id"] for r in answer.json()["items"]]
+
+        default = await ids()
+        roots = await ids(roots="true")
+        every = await ids(roots="false")
+        failed = await ids(status="FAILED")
+        failed_every = await ids(status="FAILED", roots="false")
+        children = await ids(parent=run_id)
+        children_too = await ids(parent=run_id, roots="false")
+        dead_children = await http.get(f"/runs/{run_id}/children", params={"status": "FAILED"})
+        (dead,) = dead_children.json()["items"]
+        contradiction = await http.get("/runs", params={"parent": run_id, "roots": "true"})
+        batch_contradiction = await http.post(
+            "/runs/retry", json={"filter": {"parent": run_id, "roots": True}}
+        )
+        first = (await http.get("/runs", params={"limit": 1})).json()
+        # The default and roots=true are one list: a cursor of one continues the other.
+        after_first = {"limit": 1, "roots": "true", "cursor": first["next"]}
+        second = await http.get("/runs", params=after_first)
+    assert default == roots == [lone, run_id]
+    assert len(children) == 3 and set(children) == set(children_too)
+    assert set(every) == {lone, run_id, *children}
+    assert failed == [run_id]
+    assert set(failed_every) == {run_id, dead["id"]}
+    for refused in (contradiction, batch_contradiction):
+        body = assert_error(refused, 422, "invalid_filter")
+        assert "children are never root runs" in body["message"]
+    assert [r["id"] for r in first["items"]] == [lone]
+    assert [r["id"] for r in second.json()["items"]] == [run_id]
+
+
 async def test_unknown_runs_are_404(api: Api) -> None:
     async with api.http(api.admin) as http:
         answers = [

@@ -49,7 +49,10 @@ SEMANTIC_422 = {
     "POST /workflows/{name}/runs": "the input is checked against the workflow's inputSchema",
     "POST /keys": "a key is for one tenant or is an admin key: exactly one of the two",
     "POST /runs/retry": "a batch names ids or a filter: exactly one of the two",
-    "GET /runs": "a cursor is opaque: only one the API gave out is valid",
+    "GET /runs": (
+        "a cursor is opaque: only one the API gave out is valid; a version needs its workflow; "
+        "a parent's children are never roots (parent with roots=true)"
+    ),
     "GET /runs/{run_id}/children": "a cursor is opaque: only one the API gave out is valid",
     "GET /runs/{run_id}/logs": "a cursor is opaque: only one the API gave out is valid",
     "PUT /destinations/{key}/caps": "a destination key must be one a call can have",

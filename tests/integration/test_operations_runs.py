@@ -582,20 +582,26 @@ async def test_each_list_filter(
     children = await ids(parent=parent.id)
     roots = {ok_v1.id, ok_v2.id, bad.id, parent.id, late.id}
     assert len(children) == 3
-    assert await ids() == roots | children
-    assert await ids(roots_only=True) == roots
+    # Root runs unless roots_only is False; a parent's children without saying so.
+    assert await ids() == roots == await ids(roots_only=True)
+    assert await ids(roots_only=False) == roots | children
     assert await ids(workflow="ok") == {ok_v1.id, ok_v2.id, late.id}
     assert await ids(workflow="ok", version=1) == {ok_v1.id, late.id}
-    assert await ids(workflow="child") == children
+    assert await ids(workflow="child") == set()
+    assert await ids(workflow="child", roots_only=False) == children
     assert await ids(status="FAILED") == {bad.id}
     assert await ids(status="failed") == {bad.id}  # any case, as the CLI takes it
     assert await ids(status="RUNNING") == {late.id}
     assert await ids(status="SUCCEEDED", roots_only=True) == {ok_v1.id, ok_v2.id, parent.id}
     assert await ids(tenant="acme") == {ok_v1.id, ok_v2.id, late.id}
     assert await ids(tenant="globex", roots_only=True) == {bad.id, parent.id}
-    assert await ids(parent=parent.id, roots_only=True) == children  # parent wins
+    assert await ids(parent=parent.id, roots_only=False) == children
+    with pytest.raises(InvalidRequest) as contradiction:  # children are never roots
+        await ids(parent=parent.id, roots_only=True)
+    assert contradiction.value.code == "invalid_filter"
     assert await ids(created_after=cut) == {late.id}
-    assert await ids(created_before=cut) == roots - {late.id} | children
+    assert await ids(created_before=cut) == roots - {late.id}
+    assert await ids(created_before=cut, roots_only=False) == roots - {late.id} | children
     assert await ids(created_after=late.created_at, created_before=late.created_at) == set()
     assert await ids(created_after=late.created_at) == {late.id}
     assert await ids(workflow="ok", status="SUCCEEDED", tenant="acme") == {ok_v1.id, ok_v2.id}
@@ -620,6 +626,7 @@ async def test_each_list_filter(
         RunFilter(workflow="ok", version=0),
         RunFilter(created_after=float("nan")),
         RunFilter(created_before=float("inf")),
+        RunFilter(parent="a-run", roots_only=True),  # a run's children are never roots
     ],
 )
 async def test_an_invalid_filter_is_refused(ops: Operations, selection: RunFilter) -> None:
