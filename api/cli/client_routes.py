@@ -160,7 +160,9 @@ class RunsApi:
         """`GET /runs`: one page, newest first."""
         params = {
             **filter_params(selection),
-            "roots": "true" if selection.roots_only else None,
+            # Said either way: an API before roots became the default lists every run
+            # without it, and this one lists the roots.
+            "roots": "true" if selection.roots_only else "false",
             "limit": limit,
             "cursor": cursor,
         }

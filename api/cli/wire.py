@@ -60,6 +60,9 @@ class RunQuery:
     created_after: float | None = None
     created_before: float | None = None
     roots_only: bool = False
+    """Root runs only. Unlike the API's default (roots), False here is every run: the
+    client always sends which (`client_routes.RunsApi.list`), so the filter means the same
+    to any API version."""
     route: str | None = None
     """How the runs got their version: serving, candidate, pinned or system."""
 

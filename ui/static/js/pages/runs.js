@@ -44,7 +44,8 @@ function listPath(params, cursor) {
     version: params.get("workflow") ? params.get("version") : null,
     route: params.get("route"),
     tenant: params.get("tenant"),
-    roots: params.get("children") === "1" ? null : "true",
+    // "false" to include child runs: the API lists root runs when roots is left out.
+    roots: params.get("children") === "1" ? "false" : "true",
     createdAfter: after && fromRange ? Math.max(after, fromRange) : after || fromRange,
     createdBefore: Number(params.get("before")) || null,
     limit: PAGE_SIZE,
