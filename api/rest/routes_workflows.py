@@ -59,7 +59,13 @@ async def publish(
 ) -> PublishResult | list[PublishResult]:
     """201 when this publish created a version (of any workflow given), 200 when every
     workflow was identical to its latest version. A single document answers a single result,
-    a list one result per workflow, in order."""
+    a list one result per workflow, in order.
+
+    Publishing moves no traffic: a workflow's first version serves new runs at once, a later
+    one only once a deployment promotes it (`POST /workflows/{name}/deployments`) or an admin
+    switches to it (`POST /workflows/{name}/serving`). Each result says which: `serving`
+    (this version serves now), `servingVersion` (the one that does) and, when it is not this
+    one, a `hint` saying how to make it serve."""
     results = await ops.workflows.publish(documents)
     if not any(result.created for result in results):
         response.status_code = status.HTTP_200_OK
@@ -119,9 +125,11 @@ async def list_workflows(
     "/workflows/{name}",
     response_model=VersionDetail,
     responses=error_responses(401, 404, 422, 503),
-    summary="A workflow's latest version, with its document",
+    summary="A workflow's latest version, with its document and the serving version",
 )
 async def get_workflow(name: Name, ops: OperationsDep, _caller: CallerDep) -> VersionDetail:
+    """The latest version published, which is not always the one new runs get:
+    `servingVersion` is (as in `GET /workflows`)."""
     return await ops.workflows.get(name)
 
 

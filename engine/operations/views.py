@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Any, Final, Generic, Literal, TypeVar
 
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel, ConfigDict, Field
 from pydantic.alias_generators import to_camel
 
 from engine.store.listing import RunFilter
@@ -77,12 +77,29 @@ class Page(View, Generic[T]):
 
 
 class PublishResult(View):
-    """One workflow of a publish: the version that holds its content and whether this publish
-    created it (False: the latest version was already identical)."""
+    """One workflow of a publish: the version that holds its content, whether this publish
+    created it (False: the latest version was already identical), and whether new runs get
+    it, with how to make them when they do not."""
 
     name: str
     version: int
     created: bool
+    serving: bool = Field(
+        description="Whether this version is the serving one: new runs that name no version "
+        "get it now. True for a workflow's first version; a later one serves only once a "
+        "deployment promotes it or an admin switches to it."
+    )
+    serving_version: int | None = Field(
+        default=None,
+        description="The version new runs get now (None only for a workflow published before "
+        "serving versions existed and never migrated).",
+    )
+    hint: str | None = Field(
+        default=None,
+        description="When `serving` is false: which version serves instead and how to make "
+        "this one serve (a deployment, or `POST /workflows/{name}/serving` for an admin), "
+        "the sentence `schemabridge workflows publish` prints.",
+    )
 
 
 class WorkflowSummary(View):
@@ -110,6 +127,12 @@ class VersionSummary(View):
 class VersionDetail(VersionSummary):
     document: dict[str, Any]
     """The workflow document as stored (normalised: defaults left out, camelCase)."""
+    serving_version: int | None = Field(
+        default=None,
+        description="The workflow's version new runs get now (as `GET /workflows` lists it): "
+        "this version serves when it is equal. None only for a workflow published before "
+        "serving versions existed and never migrated.",
+    )
 
 
 class GraphNode(View):

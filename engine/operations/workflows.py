@@ -18,7 +18,7 @@ from engine.operations.views import (
     WorkflowSummary,
 )
 from engine.store import UnknownWorkflow, definition_hash, stored_document
-from engine.store.records import VersionRecord
+from engine.store.records import ServingRecord, VersionRecord
 from engine.validation import check_documents
 from engine.validation import versions as validation_versions
 from schemas.close_names import close_names, did_you_mean
@@ -55,6 +55,39 @@ async def unknown_workflow(store: Store, name: str, version: int | None = None) 
     if name in names:  # the workflow is there: its version is not
         return not_found(name, version)
     return not_found(name, version, close_names(name, names))
+
+
+def serving_hint(name: str, version: int, serving: ServingRecord | None) -> str | None:
+    """None when `version` of `name` serves new runs (or no routing row says otherwise);
+    else the sentence saying which version serves and how to make this one serve. Written
+    here once: the REST answer of a publish carries it (`PublishResult.hint`) and
+    `schemabridge workflows publish` prints it as it is, so it names the command as well as
+    the request."""
+    if serving is None or serving.serving_version == version:
+        return None
+    now = serving.serving_version
+    if serving.deployment_id is not None and serving.candidate_version == version:
+        return (
+            f"{name} v{version} is not serving yet: deployment {serving.deployment_id} gives "
+            f"it {serving.candidate_weight:g} % of new runs (v{now} gets the rest), and it "
+            "serves them all once the deployment promotes it"
+        )
+    deploy = (
+        f"`schemabridge deployments start {name} --version {version}` "
+        f'(`POST /workflows/{name}/deployments` with `{{"version": {version}}}`)'
+    )
+    if serving.deployment_id is not None:
+        return (
+            f"{name} v{version} is NOT serving yet: new runs get v{now}, and deployment "
+            f"{serving.deployment_id} gives v{serving.candidate_version} "
+            f"{serving.candidate_weight:g} % of them. Once that deployment has ended, deploy "
+            f"it: {deploy}"
+        )
+    return (
+        f"{name} v{version} is NOT serving yet: new runs get v{now}. Deploy it: {deploy}; "
+        f"or, as an admin, make it serve at once: `schemabridge workflows serving {name} "
+        f'{version}` (`POST /workflows/{name}/serving` with `{{"version": {version}}}`)'
+    )
 
 
 def _as_text(documents: Documents) -> str:
@@ -134,7 +167,8 @@ class WorkflowOperations:
         (`created` False). One result per workflow, in the order given. Publishing moves no
         traffic: a new version gets runs only through a deployment, an operator's switch
         (`deployments.set_serving`) or a submission that names it, except the first version
-        of a workflow, which serves at once.
+        of a workflow, which serves at once. Each result says whether its version serves
+        (`serving`, `serving_version`) and, when not, how to make it (`serving_hint`).
 
         Invalid documents raise `DefinitionError` with every problem (nothing is stored).
         """
@@ -156,10 +190,26 @@ class WorkflowOperations:
         if problems:
             raise DefinitionError(problems)
         published = await self._runtime.store.publish_all(workflows, serve_as=serve_as)
-        return [
-            PublishResult(name=record.name, version=record.version, created=created)
-            for record, created in published
-        ]
+        # Read after the commit, one primary-key read per workflow (a publish is rare): what
+        # serves as the answer is sent, a switch racing the publish included. It reports;
+        # it decides nothing.
+        rows = {
+            name: await self._runtime.store.serving(name) for name in {r.name for r, _ in published}
+        }
+        results = []
+        for record, created in published:
+            row = rows[record.name]
+            results.append(
+                PublishResult(
+                    name=record.name,
+                    version=record.version,
+                    created=created,
+                    serving=row is None or row.serving_version == record.version,
+                    serving_version=None if row is None else row.serving_version,
+                    hint=serving_hint(record.name, record.version, row),
+                )
+            )
+        return results
 
     @store_boundary
     async def list(self, *, system: bool = False) -> list[WorkflowSummary]:
@@ -189,15 +239,18 @@ class WorkflowOperations:
 
     @store_boundary
     async def get(self, name: str, version: int | None = None) -> VersionDetail:
-        """A published version with its document (the latest when `version` is None).
-        Unknown name or version: `NotFound(code="workflow_not_found")`."""
+        """A published version with its document (the latest when `version` is None) and the
+        workflow's serving version. Unknown name or version:
+        `NotFound(code="workflow_not_found")`."""
         record = await self._version(name, version)
+        serving = await self._runtime.store.serving(name)
         return VersionDetail(
             name=record.name,
             version=record.version,
             definition_hash=record.definition_hash,
             created_at=record.created_at,
             document=record.workflow.model_dump(mode="json", by_alias=True, exclude_none=True),
+            serving_version=None if serving is None else serving.serving_version,
         )
 
     @store_boundary

@@ -330,3 +330,28 @@ async def test_deploying_a_spawners_child_warns_that_parents_pin_it(api: Api) ->
     assert "moves only the runs submitted to orders directly" in warning
     assert "publish the parent with `orders@3` in its SPAWNER and deploy the parent" in warning
     assert shown["warnings"] == [], "the answer to the start says it, once"
+
+
+async def test_a_publish_while_a_deployment_runs_says_what_routes_its_version(api: Api) -> None:
+    deployment = await start(api, version=3)
+    async with api.http(api.admin) as http:
+        # v3 again (identical to the latest: kept) is the running deployment's candidate.
+        candidate = (
+            await http.post("/workflows", json=single("orders", UNREACHABLE, description="v3"))
+        ).json()
+        # v4: no switch or second deployment is allowed until this one ends.
+        later = (
+            await http.post("/workflows", json=single("orders", UNREACHABLE, description="v4"))
+        ).json()
+    assert (candidate["version"], candidate["created"], candidate["serving"]) == (3, False, False)
+    assert candidate["servingVersion"] == 1
+    assert candidate["hint"] == (
+        f"orders v3 is not serving yet: deployment {deployment['id']} gives it 50 % of new "
+        "runs (v1 gets the rest), and it serves them all once the deployment promotes it"
+    )
+    assert (later["version"], later["created"], later["serving"]) == (4, True, False)
+    assert later["hint"].startswith(
+        f"orders v4 is NOT serving yet: new runs get v1, and deployment {deployment['id']} "
+        "gives v3 50 % of them. Once that deployment has ended, deploy it: "
+        "`schemabridge deployments start orders --version 4`"
+    )

@@ -32,6 +32,11 @@ def broken() -> dict[str, Any]:
     }
 
 
+def serves(version: int) -> dict[str, Any]:
+    """The serving fields of a publish's result for a version that serves new runs."""
+    return {"serving": True, "servingVersion": version, "hint": None}
+
+
 async def test_publish_new_then_identical_then_changed(api: Api) -> None:
     async with api.http(api.admin) as http:
         first = await http.post("/workflows", json=single("one", URL))
@@ -39,13 +44,52 @@ async def test_publish_new_then_identical_then_changed(api: Api) -> None:
         changed = await http.post("/workflows", json=single("one", URL + "/2"))
         both = await http.post("/workflows", json=fanout(URL))
     assert first.status_code == 201, first.text
-    assert first.json() == {"name": "one", "version": 1, "created": True}
+    assert first.json() == {"name": "one", "version": 1, "created": True, **serves(1)}
     assert again.status_code == 200
-    assert again.json() == {"name": "one", "version": 1, "created": False}
+    assert again.json() == {"name": "one", "version": 1, "created": False, **serves(1)}
     assert changed.status_code == 201
     assert changed.json()["version"] == 2
     assert both.status_code == 201
     assert [(r["name"], r["version"]) for r in both.json()] == [("parent", 1), ("child", 1)]
+
+
+async def test_a_later_version_says_it_does_not_serve_and_how_to_make_it(api: Api) -> None:
+    async with api.http(api.admin) as http:
+        first = (await http.post("/workflows", json=single("one", URL))).json()
+        changed = (await http.post("/workflows", json=single("one", URL + "/2"))).json()
+        # A list answers per document: one's v3 waits, a new workflow serves at once.
+        both = (
+            await http.post("/workflows", json=[single("one", URL + "/3"), single("two", URL)])
+        ).json()
+        latest = (await http.get("/workflows/one")).json()
+        first_version = (await http.get("/workflows/one/versions/1")).json()
+        listed = (await http.get("/workflows")).json()["items"]
+        switched = await http.post("/workflows/one/serving", json={"version": 2})
+        now = (await http.get("/workflows/one")).json()
+        again = (await http.post("/workflows", json=single("one", URL + "/3"))).json()
+    assert first["serving"] is True and first["hint"] is None
+    assert (changed["version"], changed["serving"], changed["servingVersion"]) == (2, False, 1)
+    assert changed["hint"] == (
+        "one v2 is NOT serving yet: new runs get v1. Deploy it: `schemabridge deployments "
+        'start one --version 2` (`POST /workflows/one/deployments` with `{"version": 2}`); '
+        "or, as an admin, make it serve at once: `schemabridge workflows serving one 2` "
+        '(`POST /workflows/one/serving` with `{"version": 2}`)'
+    )
+    assert [(r["name"], r["version"], r["serving"]) for r in both] == [
+        ("one", 3, False),
+        ("two", 1, True),
+    ]
+    assert both[0]["hint"].startswith("one v3 is NOT serving yet: new runs get v1. Deploy it:")
+    assert both[1]["hint"] is None
+    # The latest version is not the one new runs get, and the read says so.
+    assert (latest["version"], latest["servingVersion"]) == (3, 1)
+    assert (first_version["version"], first_version["servingVersion"]) == (1, 1)
+    assert {w["name"]: w["servingVersion"] for w in listed}["one"] == latest["servingVersion"]
+    assert switched.status_code == 200, switched.text
+    assert now["servingVersion"] == 2
+    # v3 again: unchanged, still not serving (v2 does now), and the hint says so.
+    assert (again["version"], again["created"], again["serving"]) == (3, False, False)
+    assert again["hint"].startswith("one v3 is NOT serving yet: new runs get v2.")
 
 
 async def test_reads_of_workflows_versions_and_graphs(api: Api) -> None:
