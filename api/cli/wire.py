@@ -74,6 +74,11 @@ class PublishResult(Wire):
     name: str
     version: int
     created: bool
+    serving: bool | None = None
+    """None: an API before publish answered it (the CLI then says nothing of serving)."""
+    serving_version: int | None = None
+    hint: str | None = None
+    """How to make the version serve, when it does not."""
 
 
 class WorkflowSummary(Wire):

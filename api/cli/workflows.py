@@ -3,7 +3,9 @@
 `publish` sends every document of every file in one request, so a parent and the child
 workflows its spawners start are published together (one transaction); an invalid document
 is exit 2 with each problem's file and JSON pointer. A later version gets no runs until a
-deployment moves them to it, and `publish` says so with the command that starts one. `show`
+deployment moves them to it, and `publish` says so with the command that starts one (the
+API's answer says which version serves and how to make the new one serve: the CLI shows
+it as it is). `show`
 prints a version's document and its graph, layer by layer; `serving` shows which version new
 runs get, or switches it at once (admin).
 """
@@ -166,42 +168,34 @@ def publish(
     remote = Remote(api_url, api_key, output, debug)
     documents, origins = read_documents(files)
 
-    async def action(api: ApiClient) -> tuple[list[PublishResult], dict[str, int | None]]:
+    async def action(api: ApiClient) -> list[PublishResult]:
         try:
-            results = await api.workflows.publish(documents)
+            return await api.workflows.publish(documents)
         except ApiFailure as failure:
             raise _located(failure, origins) from None
-        try:
-            listed = (await api.workflows.list()).items
-        except ApiFailure:  # published all the same: say so, without the serving column
-            return results, {}
-        return results, {w.name: w.serving_version for w in listed}
 
-    results, serving = call(remote, action)
+    results = call(remote, action)
     if remote.json:
         print_json(dump(results))
         return
     rows = [
-        [r.name, f"v{r.version}", "published" if r.created else "unchanged", _serves(r, serving)]
+        [r.name, f"v{r.version}", "published" if r.created else "unchanged", _serves(r)]
         for r in results
     ]
     render(stdout(), table(["WORKFLOW", "VERSION", "RESULT", "SERVING"], rows))
     for result in results:
-        current = serving.get(result.name)
-        if current is not None and current != result.version:
-            say(
-                f"{result.name} v{result.version} is NOT serving yet: new runs get "
-                f"v{current}. Deploy it: schemabridge deployments start {result.name} "
-                f"--version {result.version}"
-            )
+        if result.hint:  # the server's sentence, also what a REST client gets
+            say(result.hint)
 
 
-def _serves(result: PublishResult, serving: dict[str, int | None]) -> str:
-    """Whether new runs get the version published ("yes"), or which one they get."""
-    current = serving.get(result.name)
-    if current is None:
+def _serves(result: PublishResult) -> str:
+    """Whether new runs get the version published ("yes"), or which one they get (an API
+    that does not say: unknown)."""
+    if result.serving:
+        return "yes"
+    if result.serving_version is None:
         return MISSING
-    return "yes" if current == result.version else f"no (v{current} serves)"
+    return f"no (v{result.serving_version} serves)"
 
 
 @workflows_app.command("list", epilog=EXIT_CODES_HELP)

@@ -75,10 +75,12 @@ def test_publishing_a_later_version_says_it_does_not_serve_yet(stack: Stack) -> 
     assert "NOT serving" not in err
     out, err = publish(stack, "dep-publish", f"{stack.downstream}/orders", "v2")
     assert re.search(r"^dep-publish\s+v2\s+published\s+no \(v1 serves\)$", out, re.M), out
+    # The API's hint, printed as it is: the sentence a REST client gets.
     assert (
         "dep-publish v2 is NOT serving yet: new runs get v1. Deploy it: "
-        "schemabridge deployments start dep-publish --version 2"
+        "`schemabridge deployments start dep-publish --version 2`"
     ) in err
+    assert "`schemabridge workflows serving dep-publish 2`" in err
     shown = stack.ok("workflows", "serving", "dep-publish").stdout
     assert shown.startswith("dep-publish: v1 serves new runs (since "), shown
     listed = stack.ok("workflows", "list").stdout
