@@ -16,6 +16,7 @@ from pydantic import AliasChoices, Field, SecretStr, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from engine import payload_defaults
+from schemas.json_depth import DEFAULT_MAX_NESTING_DEPTH, HARD_MAX_NESTING_DEPTH
 from vertices.egress import LOOPBACK_ALLOW, EgressPolicy
 
 
@@ -146,11 +147,14 @@ class Settings(BaseSettings):
     """Largest accepted workflow document. Default 1 MiB."""
     max_vertices: int = Field(default=500, ge=1, validation_alias=_env("MAX_VERTICES"))
     """Most vertices in one workflow. Default 500."""
-    max_nesting_depth: int = Field(default=64, ge=1, validation_alias=_env("MAX_NESTING_DEPTH"))
+    max_nesting_depth: int = Field(
+        default=DEFAULT_MAX_NESTING_DEPTH, ge=1, validation_alias=_env("MAX_NESTING_DEPTH")
+    )
     """Most nested arrays and objects (the outermost counts as 1) in any JSON SchemaBridge
     reads: a workflow document, a REST request body, a run input, an operator's resolved
-    output. Default 64; 256 is used whatever it says above that (deeper data could exhaust
-    Python's stack in the recursive JSON and JSON Schema code)."""
+    output, a downstream's JSON answer. Default 64; 256 is used whatever it says above that
+    (deeper data could exhaust Python's stack in the recursive JSON and JSON Schema code).
+    Read it through `nesting_depth_limit`, which applies that ceiling."""
     max_input_bytes: int = Field(default=256 * 1024, ge=1, validation_alias=_env("MAX_INPUT_BYTES"))
     """Largest run input, as compact JSON in UTF-8 bytes. Default 256 KiB. (An operator's
     resolved step output is bounded by `max_response_bytes` instead.)"""
@@ -196,6 +200,13 @@ class Settings(BaseSettings):
     def _check_egress_allow(cls, value: str) -> str:
         EgressPolicy.parse(value)  # every bad entry named at start, not at the first call
         return value
+
+    @property
+    def nesting_depth_limit(self) -> int:
+        """The nesting limit in force: `max_nesting_depth`, at most `HARD_MAX_NESTING_DEPTH`.
+        Every reader of JSON takes its limit from here, so one setting means the same
+        everywhere."""
+        return min(self.max_nesting_depth, HARD_MAX_NESTING_DEPTH)
 
     def egress_policy(self) -> EgressPolicy:
         """The egress policy of `egress_allow`."""

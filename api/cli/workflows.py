@@ -86,7 +86,8 @@ def read_documents(files: list[Path]) -> tuple[list[Any], list[Origin]]:
     cannot be read or is not JSON)."""
     # The loader of `schemabridge validate`, imported here: most commands never need it.
     from engine.validation import json_text
-    from engine.validation.common import HARD_MAX_NESTING_DEPTH, Limits
+    from engine.validation.common import Limits
+    from schemas.json_depth import HARD_MAX_NESTING_DEPTH
 
     # The server checks sizes and depth against its own settings, which this process may not
     # share: here only what reading the file can tell (syntax, encoding, a key written twice,

@@ -186,7 +186,7 @@ def create_app(
         ui.mount_monitor(app)
     # Added last = outermost: the observer sees (and logs) the body limit's refusals too.
     # Added first, so it runs inside BodyLimit: what it collects is already bounded.
-    app.add_middleware(BodyDepthLimit, max_depth=settings.max_nesting_depth)
+    app.add_middleware(BodyDepthLimit, max_depth=settings.nesting_depth_limit)
     app.add_middleware(BodyLimit, max_bytes=settings.max_body_bytes)
     # Outside the body's limits: a request with a body and no live key is a 401 before any
     # of the body is read.

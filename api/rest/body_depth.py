@@ -6,9 +6,9 @@ Without it, a body a few thousand levels deep makes the JSON parser give up (Fas
 400 with no pointer) and one a few hundred deep reaches code that recurses (JSON Schema
 validation, expression rendering). A pure ASGI middleware, inside `BodyLimit`: the body it
 collects is already bounded by `MAX_BODY_BYTES`. Most bodies hold fewer brackets than the
-limit, which one `bytes.count` pass proves; the others are measured with regular-expression
-passes that run in C (`engine.validation.nesting_exceeds`), and only a body that is too deep
-is parsed here, to find the pointer.
+limit, which one `bytes.count` pass proves; the others are measured with string passes that
+run in C (`schemas.json_depth.nesting_exceeds`), and only a body that is too deep is parsed
+here, to find the pointer.
 """
 
 from __future__ import annotations

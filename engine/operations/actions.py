@@ -160,13 +160,13 @@ class OperatorActions:
         vertex: `NotFound(code="step_not_found")`; step not FAILED: `WrongState`
         (`step_not_failed`, or `step_already_resolved` for another output — the same output
         again is a no-op). An output larger than `max_response_bytes` as compact JSON (what a
-        GATEWAY step keeps of a response) or nested past `max_nesting_depth`:
+        GATEWAY step keeps of a response) or nested past `nesting_depth_limit`:
         `InvalidRequest(code="output_too_large" / "output_too_deep")`, before the run is
         read."""
         value = _json_value(output)
         settings = self._runtime.settings
         check_value_limits(
-            value, output_bound(settings.max_response_bytes), max_depth=settings.max_nesting_depth
+            value, output_bound(settings.max_response_bytes), max_depth=settings.nesting_depth_limit
         )
         outcome = await self._runtime.store.resolve_step(
             run_id, vertex_id, value, actor=actor, tenant=tenant

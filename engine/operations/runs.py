@@ -262,7 +262,7 @@ class RunOperations:
         submission.check_key(idempotency_key)
         settings = self._runtime.settings
         submission.check_input_limits(
-            input, max_bytes=settings.max_input_bytes, max_depth=settings.max_nesting_depth
+            input, max_bytes=settings.max_input_bytes, max_depth=settings.nesting_depth_limit
         )
         digest = submission.request_hash(workflow, version, input, tenant_id)  # JSON or refused
         run_id = str(uuid.uuid4())

@@ -35,14 +35,10 @@ from engine.validation import graph as validation_graph
 from engine.validation import json_text as validation_json
 from engine.validation import schema as validation_schema
 from engine.validation.common import Limits
-from engine.validation.json_text import (
-    deep_pointer,
-    duplicate_key_summary,
-    loads_checked,
-    nesting_exceeds,
-)
+from engine.validation.json_text import deep_pointer, duplicate_key_summary, loads_checked
 from schemas.definitions import Workflow
 from schemas.errors import DefinitionError, Problem
+from schemas.json_depth import nesting_exceeds
 from vertices.egress import EgressPolicy
 
 __all__ = [

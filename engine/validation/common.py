@@ -16,10 +16,6 @@ from typing import Any
 from engine.settings import Settings
 from schemas.close_names import close_names
 
-HARD_MAX_NESTING_DEPTH = 256
-"""Ceiling on `max_nesting_depth` whatever the settings say: deeper data could exhaust Python's
-stack inside the JSON parser or the JSON Schema validator, which recurse."""
-
 
 @dataclass(frozen=True)
 class Limits:
@@ -46,7 +42,7 @@ class Limits:
         return cls(
             max_document_bytes=settings.max_document_bytes,
             max_vertices=settings.max_vertices,
-            max_nesting_depth=min(settings.max_nesting_depth, HARD_MAX_NESTING_DEPTH),
+            max_nesting_depth=settings.nesting_depth_limit,
         )
 
 

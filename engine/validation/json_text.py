@@ -259,27 +259,6 @@ def _is_unicode(text: str) -> bool:
     return True
 
 
-_STRING = re.compile(r'"[^"\\]*(?:\\.[^"\\]*)*"', re.DOTALL)
-_NOT_BRACKET = re.compile(r"[^\[\]{}]+")
-_EMPTY_PAIR = re.compile(r"\[\]|\{\}")
-
-
-def nesting_exceeds(text: str, max_depth: int) -> bool:
-    """Whether the JSON `text` nests arrays and objects deeper than `max_depth`, decided with
-    regular-expression passes that run in C (no Python step per value): strings and scalars
-    are dropped, then each pass removes the innermost bracket pairs, so a text is at most
-    `max_depth` deep exactly when `max_depth` passes leave nothing. Text that is not JSON
-    (unbalanced brackets) answers False: parsing it says what is wrong."""
-    if text.count("[") + text.count("{") <= max_depth:
-        return False
-    brackets = _NOT_BRACKET.sub("", _STRING.sub("", text))
-    for _ in range(max_depth):
-        brackets, removed = _EMPTY_PAIR.subn("", brackets)
-        if not brackets or not removed:
-            return False
-    return bool(brackets)
-
-
 def deep_pointer(value: Any, max_depth: int) -> str | None:
     """The pointer of the first array or object of `value` (a parsed JSON value) nested
     deeper than `max_depth` levels (the outermost is level 1), or None. Iterative (any depth
