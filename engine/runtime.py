@@ -208,6 +208,7 @@ class Runtime:
                 max_items=s.max_fanout_items,
             ),
             max_response_bytes=s.max_response_bytes,
+            max_nesting_depth=s.nesting_depth_limit,
             payload_high_water_bytes=s.payload_high_water_bytes,
             merge_outputs_read_max_bytes=s.merge_outputs_read_max_bytes,
             payload_retention_s=s.payload_retention_s,

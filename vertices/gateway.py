@@ -11,9 +11,9 @@ transport's own timeouts only bound connecting and each read. After an attempt:
   the attempts run out: then a final 429/503 is `external_overload` (with `retry_after_s` when
   the destination sent Retry-After), another status `http_error`, a timeout `timeout`, an I/O
   error `network_error`;
-* any other status → `http_error` at once; an unusable answer (too large, JSON that does not
-  parse, undecodable) → `invalid_response` at once; a request that cannot be sent →
-  `invalid_config`.
+* any other status → `http_error` at once; an unusable answer (JSON that does not parse or
+  nests deeper than the nesting limit, undecodable text) → `invalid_response` at once; a
+  request that cannot be sent → `invalid_config`.
 
 Every attempt is written to the run log (status, duration, error, the wait before the next;
 a failed one with what it sent, which the step's failure carries too: vertices/gateway_sent.py);
@@ -43,6 +43,7 @@ from typing import Any, Protocol, TypeVar
 
 from schemas.definitions import GatewayConfig
 from schemas.errors import FailureKind, HttpDetail, RetryRefused, SentRequest, StepFailure
+from schemas.json_depth import DEFAULT_MAX_NESTING_DEPTH
 from schemas.redaction import Redactor
 from schemas.waiting import WaitReason
 from vertices import gateway_retry
@@ -195,7 +196,9 @@ async def _exchange(
     request: GatewayRequest,
     success_codes: list[int] | None,
     timeout_s: float,
+    *,
     max_body_bytes: int,
+    max_nesting_depth: int,
 ) -> tuple[Answer, Any]:
     """One request and its answer; the body is read in full and parsed only on success."""
     async with (
@@ -212,7 +215,7 @@ async def _exchange(
         if not gateway_retry.is_success(response.status, success_codes):
             return await read_error_answer(response), None
         answer = await read_answer(response, max_body_bytes)
-    return answer, parse_body(answer)
+    return answer, parse_body(answer, max_nesting_depth)
 
 
 async def _attempt(
@@ -220,11 +223,20 @@ async def _attempt(
     request: GatewayRequest,
     success_codes: list[int] | None,
     timeout_s: float,
+    *,
     max_body_bytes: int,
+    max_nesting_depth: int,
 ) -> _Attempt:
     started = time.perf_counter()
     try:
-        answer, body = await _exchange(client, request, success_codes, timeout_s, max_body_bytes)
+        answer, body = await _exchange(
+            client,
+            request,
+            success_codes,
+            timeout_s,
+            max_body_bytes=max_body_bytes,
+            max_nesting_depth=max_nesting_depth,
+        )
     except InvalidResponse as exc:
         return _Attempt(
             time.perf_counter() - started,
@@ -489,13 +501,15 @@ async def execute(
     rng: random.Random | None = None,
     guard: CallGuard | None = None,
     max_body_bytes: int = DEFAULT_MAX_BODY_BYTES,
+    max_nesting_depth: int = DEFAULT_MAX_NESTING_DEPTH,
 ) -> Succeeded:
     """Make the call; return `Succeeded({"status", "headers", "body"})` or raise StepFailure.
 
     `sleep` waits between attempts (tests record it); `rng` draws full jitter (default: a
     fresh `random.Random`); `guard` is admission's hook (none by default); `max_body_bytes`
     is the most of a successful answer's body kept (default 1 MiB; the rest is cut, and the
-    output says `bodyTruncated: true`).
+    output says `bodyTruncated: true`); `max_nesting_depth` is the deepest a JSON answer may
+    nest (`MAX_NESTING_DEPTH`, default 64; deeper is `invalid_response`).
 
     Raises `EgressDenied` (kind `egress_denied`, terminal) when the client's egress policy
     refuses the URL, before admission is asked; a host whose every address is refused fails
@@ -509,7 +523,13 @@ async def execute(
     timeout_s = timeouts.resolve_ms(config.timeout_ms, ctx.timeout_tier) / 1000
     policy = config.retry
     run = functools.partial(
-        _attempt, client, request, config.success_codes, timeout_s, max_body_bytes
+        _attempt,
+        client,
+        request,
+        config.success_codes,
+        timeout_s,
+        max_body_bytes=max_body_bytes,
+        max_nesting_depth=max_nesting_depth,
     )
     previous: _Attempt | None = None
     sent: SentRequest | None = None

@@ -8,7 +8,10 @@ prefix of a JSON document is not JSON (docs/security.md, 'Input limits'). A whol
 parsed: JSON when the media type is JSON (`application/json`, `text/json`, `*+json`; decoded
 with the declared charset, else UTF-8; an empty body is null), text otherwise (decoded with
 the declared charset, UTF-8 by default, undecodable bytes replaced). A body declared JSON but
-unparseable is an `InvalidResponse`. An unsuccessful answer's body is only needed for the
+unparseable is an `InvalidResponse`, and so is one nesting arrays and objects deeper than the
+nesting limit every JSON SchemaBridge reads is held to (`MAX_NESTING_DEPTH`, 64): deeper, it
+would crash the parser (a `RecursionError`) or, accepted, carry its depth into the next
+step's expressions and request body. An unsuccessful answer's body is only needed for the
 error shown to operators, so at most `ERROR_BODY_READ_BYTES` are read from it before the
 connection is let go.
 """
@@ -25,6 +28,7 @@ from typing import Any
 import aiohttp
 
 from schemas.errors import SchemaBridgeError
+from schemas.json_depth import DEFAULT_MAX_NESTING_DEPTH, nesting_exceeds
 from schemas.redaction import Redactor
 from vertices.gateway_request import is_json_media_type
 
@@ -170,15 +174,34 @@ def _declared(answer: Answer) -> str:
     return f"body declared {answer.headers.get('content-type')}"
 
 
-def parse_body(answer: Answer) -> Any:
+def parse_body(answer: Answer, max_depth: int = DEFAULT_MAX_NESTING_DEPTH) -> Any:
     """The body for the step output: JSON when declared JSON, else text (always text when
-    `truncated`: the start of a JSON document does not parse)."""
+    `truncated`: the start of a JSON document does not parse). JSON nested deeper than
+    `max_depth` is an `InvalidResponse`.
+
+    The depth is measured on the text before it is parsed, never by parsing twice: a body
+    with no more brackets than `max_depth` (nearly every answer) costs two `str.count`, and
+    only a bracket-rich one the passes of `nesting_exceeds`, which run in C."""
     if not answer.truncated and is_json_media_type(answer.headers.get("content-type")):
         text = _json_text(answer)
         if not text.strip():
             return None
+        if nesting_exceeds(text, max_depth):
+            raise _too_deep(answer, max_depth)
         try:
             return json.loads(text, parse_constant=_reject_constant)
+        except RecursionError:
+            # Unbalanced brackets (`[` a hundred thousand times, never closed) are not
+            # measured above, and the parser gives up on them before it sees they never close.
+            raise _too_deep(answer, max_depth) from None
         except ValueError as exc:  # JSONDecodeError: its message gives the position
             raise InvalidResponse(f"{_declared(answer)} is not valid JSON: {exc}", answer) from exc
     return _text(answer.content, answer.charset)
+
+
+def _too_deep(answer: Answer, max_depth: int) -> InvalidResponse:
+    return InvalidResponse(
+        f"{_declared(answer)} nests arrays and objects deeper than {max_depth} levels, "
+        "the limit of SCHEMABRIDGE_MAX_NESTING_DEPTH",
+        answer,
+    )

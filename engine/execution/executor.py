@@ -68,6 +68,7 @@ from schemas.definitions import (
 )
 from schemas.errors import FailureKind, StepFailure
 from schemas.expressions import SECRETS_ROOT, secret_references
+from schemas.json_depth import DEFAULT_MAX_NESTING_DEPTH
 from schemas.redaction import Redactor
 from schemas.waiting import WaitReason
 from vertices import contract, gateway, spawner
@@ -180,6 +181,8 @@ class ExecutorDeps:
     admission_wait_s: float = 30.0
     max_response_bytes: int = gateway.DEFAULT_MAX_BODY_BYTES
     """Most response-body bytes a GATEWAY step keeps in its output (`MAX_RESPONSE_BYTES`)."""
+    max_nesting_depth: int = DEFAULT_MAX_NESTING_DEPTH
+    """The deepest a GATEWAY's JSON answer may nest (`Settings.nesting_depth_limit`)."""
     notify: Callable[[], Awaitable[None]] | None = None
     """Wakes idle workers (here and in other processes) when steps became ready."""
     rng: random.Random = field(default_factory=random.Random)
@@ -401,7 +404,13 @@ async def _gateway(
     if deps.admission is None:
         metered = MeteredCalls(deps.metrics)
         return await gateway.execute(
-            vertex.config, ctx, deps.http, deps.timeouts, guard=metered, max_body_bytes=limit
+            vertex.config,
+            ctx,
+            deps.http,
+            deps.timeouts,
+            guard=metered,
+            max_body_bytes=limit,
+            max_nesting_depth=deps.max_nesting_depth,
         )
     guard = AdmissionGuard(
         deps.admission,
@@ -416,7 +425,13 @@ async def _gateway(
     )
     try:
         return await gateway.execute(
-            vertex.config, ctx, deps.http, deps.timeouts, guard=guard, max_body_bytes=limit
+            vertex.config,
+            ctx,
+            deps.http,
+            deps.timeouts,
+            guard=guard,
+            max_body_bytes=limit,
+            max_nesting_depth=deps.max_nesting_depth,
         )
     except TenantRateLimited as limited:
         # At the tenant's rate limit the step waits (a durable timer), it does not fail.

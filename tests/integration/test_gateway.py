@@ -240,6 +240,31 @@ async def test_json_garbage_is_an_invalid_response(
     assert downstream.stats.total == 1
 
 
+async def test_json_nested_past_the_limit_is_an_invalid_response_not_a_crash(
+    downstream: RunningDownstream, client: HttpClient
+) -> None:
+    # 200 KB of brackets: the parser alone would raise RecursionError on it.
+    deep = "[" * 100_000 + "]" * 100_000
+    downstream.script([{"raw": deep, "content_type": "application/json"}], path="/deep")
+    with pytest.raises(StepFailure) as caught:
+        await gateway.execute(gateway_config(f"{downstream.url}/deep"), gateway_ctx(), client, FAST)
+    failure = caught.value
+    assert failure.kind is FailureKind.INVALID_RESPONSE
+    assert failure.message == (
+        f"GET {downstream.url}/deep: body declared application/json; charset=utf-8 nests "
+        "arrays and objects deeper than 64 levels, the limit of "
+        "SCHEMABRIDGE_MAX_NESTING_DEPTH (1 attempt)"
+    )
+    assert not failure.redispatchable
+    assert failure.http is not None and failure.http.attempts == 1  # like any invalid JSON
+    assert downstream.stats.total == 1
+    # The deployment's limit is the one applied.
+    downstream.script([{"raw": "[[[0]]]", "content_type": "application/json"}], path="/three")
+    config = gateway_config(f"{downstream.url}/three")
+    with pytest.raises(StepFailure, match="deeper than 2 levels"):
+        await gateway.execute(config, gateway_ctx(), client, FAST, max_nesting_depth=2)
+
+
 @pytest.mark.parametrize("chunked", [False, True])
 async def test_a_body_over_the_cap_is_cut_and_flagged(
     downstream: RunningDownstream, client: HttpClient, chunked: bool

@@ -1,10 +1,12 @@
 """The limits the engine applies, on both backends, through the operations layer and a real
-worker: run inputs (size, depth), items per fan-out, and the downstream response body a step
-keeps. The REST side of each limit is in tests/e2e/test_rest_input_limits.py."""
+worker: run inputs (size, depth), items per fan-out, the downstream response body a step
+keeps and how deep its JSON may nest. The REST side of each limit is in
+tests/e2e/test_rest_input_limits.py."""
 
 from __future__ import annotations
 
 import asyncio
+import logging
 from collections.abc import AsyncIterator
 from typing import Any
 
@@ -140,3 +142,47 @@ async def test_a_response_body_over_the_limit_is_cut_flagged_and_stored(
     assert "bodyTruncated" not in steps["small"] and len(steps["small"]["body"]) == 1_024
     logs = [line.message for line in (await ops.runs.logs(submitted.run.id)).items]
     assert sum("response body cut at 1,024 bytes" in message for message in logs) == 2
+
+
+async def test_a_json_answer_nested_past_the_limit_fails_the_step_as_invalid_response(
+    ops: Operations, runtime: Runtime, downstream: RunningDownstream
+) -> None:
+    json_answer = {"content_type": "application/json"}
+    downstream.script([{"raw": "[" * 7 + "]" * 7, **json_answer}], path="/deep")
+    downstream.script([{"raw": "[" * 6 + "]" * 6, **json_answer}], path="/at-limit")
+    await ops.workflows.publish(single("deep-answer", f"{downstream.url}/deep"))
+    await ops.workflows.publish(single("at-limit-answer", f"{downstream.url}/at-limit"))
+    deep = await ops.runs.submit("deep-answer", {})
+    at_limit = await ops.runs.submit("at-limit-answer", {})
+    async with running_worker(runtime):
+        refused = await ended(ops, deep.run.id)
+        accepted = await ended(ops, at_limit.run.id)
+    assert refused.status == "FAILED" and refused.error is not None
+    assert refused.error.kind == "invalid_response"
+    assert "nests arrays and objects deeper than 6 levels" in refused.error.message
+    assert accepted.status == "SUCCEEDED", accepted.error
+    assert accepted.steps[0].output["body"] == [[[[[[]]]]]]
+
+
+async def test_a_json_answer_too_deep_for_the_parser_is_no_crash(
+    backend: Backend, downstream: RunningDownstream, caplog: pytest.LogCaptureFixture
+) -> None:
+    # The defaults (64 levels, 1 MiB kept): 200 KB of brackets reach the parser whole.
+    runtime = await Runtime.open(settings_for(backend))
+    try:
+        ops = Operations(runtime)
+        deep = "[" * 100_000 + "]" * 100_000
+        downstream.script([{"raw": deep, "content_type": "application/json"}], path="/deep")
+        await ops.workflows.publish(single("very-deep-answer", f"{downstream.url}/deep"))
+        submitted = await ops.runs.submit("very-deep-answer", {})
+        with caplog.at_level(logging.ERROR):
+            async with running_worker(runtime):
+                run = await ended(ops, submitted.run.id)
+    finally:
+        await runtime.close()
+    assert run.status == "FAILED" and run.error is not None
+    assert run.error.kind == "invalid_response"
+    assert "deeper than 64 levels" in run.error.message
+    assert "RecursionError" not in run.error.message
+    assert not [r for r in caplog.records if "crashed" in r.getMessage()]
+    assert downstream.stats.total == 1  # a downstream's fault: not retried

@@ -54,3 +54,48 @@ def test_an_unusable_json_body_says_why(content: bytes, charset: str | None, sai
         parse_body(answer(content, "application/json", charset=charset))
     assert caught.value.message.startswith(f"body declared application/json {said}")
     assert "codec" not in caught.value.message
+
+
+def _nested(depth: int) -> bytes:
+    return b"[" * depth + b"]" * depth
+
+
+@pytest.mark.parametrize(
+    "content",
+    [
+        _nested(65),
+        _nested(200),  # parsed fine before the limit, and passed on to the next step
+        _nested(100_000),  # a RecursionError in the parser before the limit
+        b"[" * 100_000,  # never closed: the parser recurses before it finds the end
+        b"[" * 100_000 + b"}",
+        b'{"a": ' * 70 + b"1" + b"}" * 70,
+    ],
+)
+def test_json_nested_past_the_limit_is_an_invalid_response(content: bytes) -> None:
+    with pytest.raises(InvalidResponse) as caught:
+        parse_body(answer(content, "application/json"))
+    assert caught.value.message == (
+        "body declared application/json nests arrays and objects deeper than 64 levels, "
+        "the limit of SCHEMABRIDGE_MAX_NESTING_DEPTH"
+    )
+    assert not isinstance(caught.value.__cause__, RecursionError)
+
+
+def test_json_at_the_limit_is_parsed_and_brackets_in_strings_do_not_count() -> None:
+    at_limit = parse_body(answer(_nested(64), "application/json"))
+    for _ in range(63):
+        (at_limit,) = at_limit
+    assert at_limit == []
+    value = parse_body(answer(b'[{"a": "' + b"[{" * 500 + b'"}]', "application/json"))
+    assert value == [{"a": "[{" * 500}]
+    # A deployment's own limit, not the default, is what is applied.
+    assert parse_body(answer(_nested(3), "application/json"), 3) == [[[]]]
+    with pytest.raises(InvalidResponse, match="deeper than 3 levels"):
+        parse_body(answer(_nested(4), "application/json"), 3)
+
+
+def test_the_limit_applies_to_json_only() -> None:
+    deep = _nested(1_000)
+    assert parse_body(answer(deep, "text/plain")) == deep.decode()
+    truncated = Answer(200, "OK", {"content-type": "application/json"}, deep, None, True)
+    assert parse_body(truncated) == deep.decode()  # a cut body is text, whatever it holds
