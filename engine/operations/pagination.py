@@ -69,7 +69,9 @@ def decode_cursor(cursor: str, kind: str, scope: str) -> list[Any]:
     try:
         padded = cursor + "=" * (-len(cursor) % 4)
         body = json.loads(base64.urlsafe_b64decode(padded.encode("ascii")))
-    except (UnicodeError, binascii.Error, ValueError) as exc:
+    except (UnicodeError, binascii.Error, ValueError, RecursionError) as exc:
+        # RecursionError: a cursor is any caller's text; the longest a route takes decodes to
+        # 1,500 brackets, past what the parser recurses through (a real one nests 2 deep).
         raise invalid_cursor("it is not a cursor this server issued") from exc
     if not isinstance(body, dict) or not isinstance(body.get("p"), list):
         raise invalid_cursor("it is not a cursor this server issued")

@@ -167,6 +167,9 @@ async def test_altered_and_foreign_cursors_are_refused(ops: Operations) -> None:
         "!!!",
         "bm90IGpzb24",  # base64 of "not json"
         base64.urlsafe_b64encode(b"[1, 2]").decode(),
+        # Deeper than the JSON parser recurses: refused as any other, not a RecursionError.
+        base64.urlsafe_b64encode(b"[" * 1_500).decode(),
+        base64.urlsafe_b64encode(b"[" * 1_500 + b"]" * 1_500).decode(),
     ]
     for bad in tampered:
         with pytest.raises(InvalidRequest) as refused:
