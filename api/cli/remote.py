@@ -244,7 +244,9 @@ def read_json_value(value: str, option: str) -> Any:
 
     try:
         parsed, duplicates = loads_checked(text)
-    except json.JSONDecodeError as error:
+    except RecursionError:  # thousands of levels: the parser gives up before any limit is asked
+        fail(f"{source} nests arrays and objects too deeply to read", ExitCode.USAGE)
+    except ValueError as error:  # JSONDecodeError, or an integer of more than 4,300 digits
         hint = " (a file is given as @path)" if not value.startswith("@") else ""
         fail(f"{source} is not valid JSON: {error}{hint}", ExitCode.USAGE)
     if duplicates:

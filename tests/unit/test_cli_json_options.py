@@ -1,0 +1,43 @@
+"""JSON given on the command line (`--input`, `--output`) that the parser cannot read ends the
+command with one line and exit 2, never a traceback: thousands of levels (RecursionError)
+and integers of more digits than Python converts (ValueError) included."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+import typer
+
+from api.cli.remote import read_json_value
+
+READERS: list[tuple[str, Callable[[str], Any]]] = [
+    ("--input", lambda value: read_json_value(value, "--input")),
+    ("--output", lambda value: read_json_value(value, "--output")),
+]
+
+
+@pytest.mark.parametrize(("option", "read"), READERS)
+@pytest.mark.parametrize(
+    ("text", "said"),
+    [
+        ("[" * 5_000 + "]" * 5_000, "nests arrays and objects too deeply to read"),
+        ("[" * 5_000, "nests arrays and objects too deeply to read"),
+        ("1" * 5_000, "is not valid JSON: Exceeds the limit (4300 digits)"),
+        ("{nope", "is not valid JSON: Expecting property name"),
+    ],
+)
+def test_unreadable_json_is_one_line(
+    option: str,
+    read: Callable[[str], Any],
+    text: str,
+    said: str,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    with pytest.raises(typer.Exit) as ended:
+        read(text)
+    assert ended.value.exit_code == 2
+    err = capsys.readouterr().err
+    assert err.startswith(f"error: {option} {said}")
+    assert "Traceback" not in err
