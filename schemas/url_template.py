@@ -66,6 +66,10 @@ class UrlLayout:
     template writes it without expressions, else None."""
     literal_origin: str | None
     """`scheme://host[:port]` as written, when no expression is in any of the three."""
+    literal_scheme_host: str | None = None
+    """`scheme://host` as written (the port left out), when neither the scheme nor the host
+    holds an expression, whatever the port, path or query hold: where the call goes, for
+    publication's egress check (a port does not change which address is called)."""
 
 
 _STATE_FOR = {"/": Place.PATH, "?": Place.QUERY, "#": Place.FRAGMENT}
@@ -107,7 +111,12 @@ class _Scanner:
         self._literal(self.text[position:])
         self._end_head(None)
         places = tuple(p if p is not None else Place.PATH for p in self.places)
-        return UrlLayout(places, self._literal_host(), self._literal_origin(places))
+        return UrlLayout(
+            places,
+            self._literal_host(),
+            self._literal_origin(places),
+            self._literal_scheme_host(places),
+        )
 
     def _expression(self, index: int, at_start: bool) -> None:
         if self.state is Place.SCHEME:
@@ -186,3 +195,11 @@ class _Scanner:
         if not self.authority or any(p in HEAD for p in places):
             return None
         return f"{self.scheme_text.strip()}://{self.hostport}"
+
+    def _literal_scheme_host(self, places: tuple[Place, ...]) -> str | None:
+        if not self.authority or any(p in HEAD - {Place.PORT} for p in places):
+            return None
+        host = self.hostport
+        if self.colon:  # a port colon (outside IPv6 brackets): the port, or its start
+            host = host[: host.rindex(":")]
+        return f"{self.scheme_text.strip()}://{host}"

@@ -1,5 +1,6 @@
 """Publication's part of the egress policy: a GATEWAY `url` whose scheme and host are written
-literally is checked against the policy, so `http://169.254.169.254/…` or `http://0x7f.1/` is
+literally is checked against the policy, whatever its port, path or query hold, so
+`http://169.254.169.254/…`, `http://0x7f.1/` or `http://127.0.0.1:{{ input.port }}/` is
 refused with a pointer before it is stored (docs/security.md, 'Egress policy').
 
 Only IP literals (every spelling) and `localhost` names can be judged here: a host name's
@@ -22,11 +23,12 @@ from vertices.egress import ALLOWED_SCHEMES, EgressDenied, EgressPolicy
 
 
 def literal_origin(url: str) -> str | None:
-    """`scheme://host[:port]/` of `url` when none of the three holds a `{{ }}` expression
-    (`http://10.0.0.1:80/a/{{ input.id }}` → `http://10.0.0.1:80/`, and so does
-    `http://u:{{ secrets.P }}@10.0.0.1:80/`); else None. Read as the gateway reads it
-    (`schemas.url_template`)."""
-    origin = url_layout(url).literal_origin
+    """`scheme://host/` of `url` when neither the scheme nor the host holds a `{{ }}`
+    expression (`http://10.0.0.1:80/a/{{ input.id }}` → `http://10.0.0.1/`, and so do
+    `http://u:{{ secrets.P }}@10.0.0.1:80/` and `http://10.0.0.1:{{ input.port }}/`); else
+    None. The port is left out: the policy judges addresses, and a templated port is known
+    only at the call. Read as the gateway reads it (`schemas.url_template`)."""
+    origin = url_layout(url).literal_scheme_host
     return None if origin is None else f"{origin}/"
 
 

@@ -194,7 +194,11 @@ async def test_literal_internal_urls_are_refused_at_publication(setup: Setup) ->
             "local": gateway("http://localhost/"),
             # Templated userinfo, literal host: judged like any literal host.
             "userinfo": gateway("http://svc:{{ input.pw }}@10.0.0.1/"),
+            # Templated port, literal scheme and host: the port never moves the address.
+            "port": gateway("http://127.0.0.1:{{ input.port }}/x"),
+            "port-v6": gateway("http://[::1]:{{ input.port }}/x?q={{ input.q }}"),
             "fine": gateway("https://api.example.com/{{ input.id }}"),
+            "fine-port": gateway("https://api.example.com:{{ input.port }}/x"),
             "templated": gateway("http://{{ input.host }}/"),
         },
     }
@@ -202,10 +206,12 @@ async def test_literal_internal_urls_are_refused_at_publication(setup: Setup) ->
         await setup.ops.workflows.publish(document)
     problems = {p.pointer: p for p in caught.value.problems}
     assert set(problems) == {
-        f"/vertices/{v}/config/url" for v in ("metadata", "octal", "mapped", "local", "userinfo")
+        f"/vertices/{v}/config/url"
+        for v in ("metadata", "octal", "mapped", "local", "userinfo", "port", "port-v6")
     }
     assert {p.code for p in problems.values()} == {"egress_denied"}
     assert "link-local" in problems["/vertices/metadata/config/url"].message
     assert "refused at run time" in problems["/vertices/octal/config/url"].message
+    assert "loopback" in problems["/vertices/port/config/url"].message
     # `validate` says the same without publishing.
     assert [p.pointer for p in await setup.ops.workflows.validate(document)] == sorted(problems)

@@ -73,6 +73,29 @@ def test_a_literal_host_and_origin_are_known(
     assert (layout.literal_host, layout.literal_origin) == (host, origin)
 
 
+@pytest.mark.parametrize(
+    ("template", "scheme_host"),
+    [
+        ("https://API.example.com:8443/{{ x }}", "https://API.example.com"),
+        ("http://127.0.0.1:{{ port }}/x", "http://127.0.0.1"),
+        ("http://127.0.0.1:8{{ port }}/x", "http://127.0.0.1"),
+        ("http://[::1]:{{ port }}/?q={{ q }}#{{ f }}", "http://[::1]"),
+        ("http://[::1]/{{ a }}", "http://[::1]"),
+        ("https://u:{{ pw }}@h.example:{{ port }}/x", "https://h.example"),
+        ("http://10.0.0.1/a", "http://10.0.0.1"),
+        ("https://{{ sub }}.example.com:{{ port }}/x", None),
+        ("http://{{ host }}:8080/x", None),
+        ("{{ s }}://h.example/x", None),
+        ("{{ base }}/x", None),
+        ("{{ next }}", None),
+    ],
+)
+def test_a_literal_scheme_and_host_are_known_whatever_the_port(
+    template: str, scheme_host: str | None
+) -> None:
+    assert url_layout(template).literal_scheme_host == scheme_host
+
+
 def test_layouts_are_cached() -> None:
     assert url_layout("https://h.example/{{ a }}") is url_layout("https://h.example/{{ a }}")
 
