@@ -75,10 +75,15 @@ class EgressConfigError(ValueError):
 
 class EgressDenied(StepFailure):
     """A GATEWAY call refused by the egress policy: terminal (never retried or redispatched)
-    and never counted against the destination's breakers, since nothing was sent."""
+    and never counted against the destination's breakers, since nothing was sent.
 
-    def __init__(self, message: str) -> None:
+    `message` becomes the step's error, which the run's tenant reads; `operator_detail`, when
+    set, is what only the worker's log may say (the addresses a host name resolved to, which
+    would otherwise let a submitter map internal DNS)."""
+
+    def __init__(self, message: str, *, operator_detail: str | None = None) -> None:
         super().__init__(FailureKind.EGRESS_DENIED, message)
+        self.operator_detail = operator_detail
 
 
 def refusal_reason(address: IPAddress) -> str | None:
@@ -251,9 +256,16 @@ class EgressPolicy:
             else:
                 refused.append(f"{address} ({reason})")
         if not allowed:
+            # The step's error names the host (its author wrote it, or the submitter gave
+            # it) but not the addresses: those would answer "what is runsc's address?" for
+            # anyone who may submit a run. The worker's log carries them for operators.
             raise EgressDenied(
-                f"egress denied: {host} resolves only to refused addresses: "
-                f"{', '.join(refused) or 'none at all'}; {_HOW_TO_ALLOW}"
+                f"egress denied: {host} resolves only to addresses the egress policy "
+                f"refuses; {_HOW_TO_ALLOW}",
+                operator_detail=(
+                    f"egress denied: {host} resolves only to refused addresses: "
+                    f"{', '.join(refused) or 'none at all'}"
+                ),
             )
         return allowed
 

@@ -32,6 +32,7 @@ from __future__ import annotations
 import asyncio
 import functools
 import inspect
+import logging
 import random
 import time
 from collections.abc import Awaitable, Callable
@@ -79,6 +80,8 @@ __all__ = [
 
 Sleep = Callable[[float], Awaitable[None]]
 T = TypeVar("T")
+
+logger = logging.getLogger(__name__)
 
 
 class TimeoutSettings(Protocol):
@@ -162,6 +165,8 @@ class _Attempt:
     """None when nothing usable arrived (timeout, I/O error, request not sendable)."""
     failure: FailureKind | None = None
     error: str | None = None
+    operator_detail: str | None = None
+    """What only the worker's log may say about the failure (`EgressDenied.operator_detail`)."""
     body: Any = None
     """The parsed body of a successful answer."""
 
@@ -246,7 +251,12 @@ async def _attempt(
         )
     except EgressDenied as exc:  # every address the host resolved to is refused
         duration = time.perf_counter() - started
-        return _Attempt(duration, failure=FailureKind.EGRESS_DENIED, error=exc.message)
+        return _Attempt(
+            duration,
+            failure=FailureKind.EGRESS_DENIED,
+            error=exc.message,
+            operator_detail=exc.operator_detail,
+        )
     except Exception as exc:
         kind = classify_transport_error(exc)
         if kind is None:
@@ -555,6 +565,8 @@ async def execute(
                 raise _failure(request, previous, number - 1, ctx.redactor, sent) from refused
             raise
         previous = attempt
+        if attempt.operator_detail is not None:
+            logger.warning("step %s/%s: %s", ctx.run_id, ctx.vertex_id, attempt.operator_detail)
         position = (number, policy.max_attempts)
         verdict = _verdict(attempt, config.success_codes)
         if verdict is _Verdict.SUCCESS and attempt.answer is not None:

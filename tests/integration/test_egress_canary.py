@@ -11,6 +11,7 @@ connect to nothing, and by the redirect test, whose `Location` is never fetched.
 
 from __future__ import annotations
 
+import logging
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from typing import Any
@@ -114,10 +115,13 @@ async def _run_all(setup: Setup, urls: dict[str, str]) -> dict[str, Any]:
         return {name: await ended(setup.ops, run_id) for name, run_id in submitted.items()}
 
 
-async def test_no_spelling_of_this_machine_reaches_the_canary(setup: Setup) -> None:
+async def test_no_spelling_of_this_machine_reaches_the_canary(
+    setup: Setup, caplog: pytest.LogCaptureFixture
+) -> None:
     setup.dns.answers.update(DNS)
     urls = hostile_urls(setup.v4.port, setup.v6.port)
-    runs = await _run_all(setup, urls)
+    with caplog.at_level(logging.WARNING, logger="vertices.gateway"):
+        runs = await _run_all(setup, urls)
     outcomes = {name: (run.status, run.error and run.error.kind) for name, run in runs.items()}
     assert outcomes == {name: ("FAILED", "egress_denied") for name in urls}
     assert (setup.v4.connections, setup.v6.connections) == (0, 0)
@@ -125,9 +129,22 @@ async def test_no_spelling_of_this_machine_reaches_the_canary(setup: Setup) -> N
     asked = set(setup.dns.lookups)
     assert {"internal.example", "mapped.example", "six.example", "several.example"} <= asked
     assert not asked & {"127.0.0.1", "2130706433", "0x7f000001", "127.1", "::1"}
+    # The step's error, which the tenant reads, does not say where an internal name points;
+    # the worker's log, which operators read, does.
     message = runs["name to loopback"].error.message
-    assert "internal.example resolves only to refused addresses: 127.0.0.1 (loopback)" in message
+    assert "internal.example resolves only to addresses the egress policy refuses" in message
+    assert "127.0.0.1" not in message
     assert "SCHEMABRIDGE_EGRESS_ALLOW" in message
+    run_id = runs["name to loopback"].id
+    logged = [r.getMessage() for r in caplog.records if r.name == "vertices.gateway"]
+    assert any(
+        line.startswith(f"step {run_id}/")
+        and "internal.example resolves only to refused addresses: 127.0.0.1 (loopback)" in line
+        for line in logged
+    ), logged
+    # Nor does the run's own log.
+    lines = [line.message for line in (await setup.ops.runs.logs(run_id)).items]
+    assert not [line for line in lines if "127.0.0.1 (loopback)" in line]
     assert "2130706433 is 127.0.0.1, loopback" in runs["decimal"].error.message
 
 

@@ -197,11 +197,19 @@ def test_resolved_addresses_are_filtered_and_all_refused_is_a_denial() -> None:
     assert DEFAULT.allowed_addresses("mixed.example", mixed) == ["93.184.216.34"]
     with pytest.raises(EgressDenied) as caught:
         DEFAULT.allowed_addresses("rebound.example", ["127.0.0.1", "169.254.169.254"])
+    # The step's error (tenants read it) names the host, never what it resolved to.
     message = caught.value.message
-    assert message.startswith("egress denied: rebound.example resolves only to refused addresses")
-    assert "127.0.0.1 (loopback)" in message
-    assert "169.254.169.254 (link-local, where the cloud metadata service lives)" in message
-    assert "SCHEMABRIDGE_EGRESS_ALLOW" in caught.value.message
+    assert message.startswith(
+        "egress denied: rebound.example resolves only to addresses the egress policy refuses; "
+    )
+    assert "127.0.0.1" not in message and "169.254" not in message
+    assert "SCHEMABRIDGE_EGRESS_ALLOW" in message
+    # The worker's log (operators) gets the addresses and why each is refused.
+    detail = caught.value.operator_detail
+    assert detail is not None
+    assert detail.startswith("egress denied: rebound.example resolves only to refused addresses")
+    assert "127.0.0.1 (loopback)" in detail
+    assert "169.254.169.254 (link-local, where the cloud metadata service lives)" in detail
 
 
 def test_the_allow_list_admits_networks_and_names() -> None:
