@@ -209,8 +209,10 @@ async def rollback_deployment(
     responses=error_responses(401, 404, 503),
     summary="Which version a workflow's new runs get",
 )
-async def get_serving(name: Name, ops: OperationsDep, _caller: CallerDep) -> ServingView:
-    return await ops.deployments.serving(name)
+async def get_serving(name: Name, ops: OperationsDep, caller: CallerDep) -> ServingView:
+    """Any key reads it; `updatedBy` (who set the serving version: an admin's key id, a
+    deployment) is null for a tenant key."""
+    return await ops.deployments.serving(name, tenant=caller.tenant)
 
 
 @router.post(

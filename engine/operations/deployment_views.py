@@ -202,7 +202,8 @@ class ServingView(View):
     updated_by: str | None = Field(
         default=None,
         description="Who last set the serving version: `publish`, `deployment:<id>` (a "
-        "promotion), an operator's key; a running deployment's candidate does not change it.",
+        "promotion), an operator's key; a running deployment's candidate does not change it. "
+        "Null for a tenant key: it names an admin.",
     )
 
 

@@ -301,12 +301,16 @@ class DeploymentOperations:
     # ── serving versions ────────────────────────────────────────────────────────────────────
 
     @store_boundary
-    async def serving(self, workflow: str) -> ServingView:
-        """Which version `workflow`'s new runs get, and a running deployment's candidate."""
+    async def serving(self, workflow: str, *, tenant: str | None = None) -> ServingView:
+        """Which version `workflow`'s new runs get, and a running deployment's candidate.
+        With `tenant` set (a tenant key's caller) `updated_by` is left out (None): who set the
+        serving version is an admin's identity (`key:<id>`), nothing a tenant acts on
+        (docs/security.md, 'What a tenant key reads')."""
         record = await self._store.serving(workflow)
         if record is None:
             raise workflow_not_found(workflow)
-        return serving_view(record)
+        view = serving_view(record)
+        return view if tenant is None else view.model_copy(update={"updated_by": None})
 
     @store_boundary
     async def set_serving(self, workflow: str, version: int, *, actor: str) -> ServingView:

@@ -185,6 +185,10 @@ async def test_deployments_and_switches_need_an_admin_key(api: Api) -> None:
     assert switched.status_code == 200
     admin_id = next(k.id for k in (await api.ops.keys.list()).items if k.name == "admin")
     assert switched.json()["updatedBy"] == f"key:{admin_id}"
+    # A tenant key reads the serving version but not which admin key set it.
+    async with api.http(api.acme) as http:
+        seen = (await http.get("/workflows/orders/serving")).json()
+    assert (seen["servingVersion"], seen["updatedBy"]) == (3, None)
     orders = next(w for w in workflows if w["name"] == "orders")
     assert (orders["latestVersion"], orders["servingVersion"]) == (3, 3)
 
