@@ -31,6 +31,7 @@ some other way) or cut in pieces.
 from __future__ import annotations
 
 import base64
+import functools
 import itertools
 import re
 import string
@@ -52,7 +53,7 @@ _MAX_BACKSLASHES = 8
 _BACKSLASHES = rf"\\{{1,{_MAX_BACKSLASHES}}}"
 _SHORT_ESCAPES = {'"': '"', "/": "/", "\b": "b", "\f": "f", "\n": "n", "\r": "r", "\t": "t"}
 """The two-character JSON escapes (RFC 8259) by the character they stand for; a backslash's
-own (`\\\\`) is `_backslashes`'."""
+own (`\\\\`) is `_backslash_run`'s."""
 _MAX_PATTERNS = 64
 """Compiled patterns kept per redactor, one per set of values a text may hold (usually one)."""
 
@@ -64,35 +65,52 @@ def _hex(number: int, digits: int) -> str:
     )
 
 
-def _json_spellings(char: str) -> list[tuple[str, int]]:
-    """(pattern, its longest match) for each way a JSON string, nested up to three deep,
-    writes `char`."""
+@dataclass(frozen=True)
+class _Spellings:
+    """Every way a request or an answer writes one character: `plain` forms (no leading
+    backslash: the character, its percent-encoding) and JSON escape `tails`, each of which
+    follows a run of 1 to `_MAX_BACKSLASHES` backslashes; with the longest match of each."""
+
+    plain: tuple[tuple[str, int], ...]
+    tails: tuple[tuple[str, int], ...] = ()
+
+    def pattern(self) -> str:
+        """The character's pattern: its escapes share one run of backslashes."""
+        forms = [form for form, _ in self.plain]
+        if self.tails:
+            forms.append(f"{_BACKSLASHES}(?:{'|'.join(tail for tail, _ in self.tails)})")
+        return forms[0] if len(forms) == 1 else f"(?:{'|'.join(forms)})"
+
+    def longest(self) -> int:
+        """Characters of the longest text the pattern matches."""
+        escaped = [_MAX_BACKSLASHES + length for _, length in self.tails]
+        return max([length for _, length in self.plain] + escaped)
+
+
+def _spellings(char: str) -> _Spellings:
+    """How `char` is written: as itself, percent-encoded, JSON-escaped (nested up to three
+    strings deep), and a space also as `+` (a form's, and yarl's query)."""
     if char in _PLAIN:
-        return [(char, 1)]
+        return _Spellings(((char, 1),))
+    encoded = char.encode("utf-8", errors="surrogatepass")
+    plain = [
+        (re.escape(char), 1),
+        ("".join(f"%{_hex(byte, 2)}" for byte in encoded), 3 * len(encoded)),
+    ]
     code = ord(char)
     if code > 0xFFFF:  # a surrogate pair, as `json.dumps` and Java write it
         high, low = 0xD800 + ((code - 0x10000) >> 10), 0xDC00 + ((code - 0x10000) & 0x3FF)
-        escape = f"{_BACKSLASHES}u{_hex(high, 4)}{_BACKSLASHES}u{_hex(low, 4)}"
-        escaped = [(escape, 2 * (_MAX_BACKSLASHES + 5))]
+        tails = [(f"u{_hex(high, 4)}{_BACKSLASHES}u{_hex(low, 4)}", 5 + _MAX_BACKSLASHES + 5)]
     else:
-        escaped = [(f"{_BACKSLASHES}u{_hex(code, 4)}", _MAX_BACKSLASHES + 5)]
+        tails = [(f"u{_hex(code, 4)}", 5)]
     short = _SHORT_ESCAPES.get(char)
     if short is not None:
-        escaped.append((_BACKSLASHES + re.escape(short), _MAX_BACKSLASHES + 1))
-    return [(re.escape(char), 1), *escaped]
-
-
-def _char_pattern(char: str) -> tuple[str, int]:
-    """A pattern for every way a request or an answer writes `char`, and its longest match."""
-    spellings = _json_spellings(char)
-    if char in _PLAIN:
-        return spellings[0]
-    encoded = char.encode("utf-8", errors="surrogatepass")
-    spellings.append(("".join(f"%{_hex(byte, 2)}" for byte in encoded), 3 * len(encoded)))
+        tails.append((re.escape(short), 1))
     if char == " ":
-        spellings.extend(_json_spellings("+"))  # a form's (and yarl's query) space
-    longest = max(length for _, length in spellings)
-    return f"(?:{'|'.join(pattern for pattern, _ in spellings)})", longest
+        plus = _spellings("+")
+        plain.extend(plus.plain)
+        tails.extend(plus.tails)
+    return _Spellings(tuple(plain), tuple(tails))
 
 
 @dataclass(frozen=True)
@@ -111,26 +129,58 @@ def value_pattern(value: str) -> str:
     return _value(value).pattern
 
 
-def _backslashes(count: int) -> tuple[str, int]:
-    """A run of `count` backslashes: as many to eight times as many (raw, then escaped in up
-    to three nested JSON strings), or percent-encoded. One bounded repetition for the whole
-    run, not one per backslash: those could split a long run of backslashes in a text in
-    exponentially many ways before failing."""
+def _backslash_run(count: int, then: str | None) -> tuple[str, int]:
+    """A run of `count` backslashes in a value, and the character after it (None: the
+    value ends). Written: raw or escaped in up to three nested JSON strings (as many to eight
+    times as many backslashes), or percent-encoded. One bounded repetition for the run, and
+    when the next character may be escaped, one for the run and that escape's backslashes
+    together: two repetitions side by side could split a text's run of backslashes in up to
+    eight ways each, multiplied from pair to pair, before failing on a hostile text."""
     most = count * _MAX_BACKSLASHES
-    return rf"(?:\\{{{count},{most}}}|(?:%5[cC]){{{count}}})", max(most, 3 * count)
+    percent = f"(?:%5[cC]){{{count}}}"
+    after = _spellings(then) if then is not None else None
+    if after is None or not after.tails:
+        return rf"(?:\\{{{count},{most}}}|{percent})", most
+    # The escape's own run joins this one: `\\{count+1, most+8}` then the escape's tail.
+    joined = rf"\\{{{count + 1},{most + _MAX_BACKSLASHES}}}"
+    plain = "|".join(form for form, _ in after.plain)
+    tails = "|".join(tail for tail, _ in after.tails)
+    pattern = rf"(?:\\{{{count},{most}}}(?:{plain})|{joined}(?:{tails})|{percent}{after.pattern()})"
+    return pattern, most + after.longest()
 
 
+@functools.lru_cache(maxsize=1024)
 def _value(value: str) -> _Value:
+    """Cached: a fan-out's children use the same secrets, and building a value's pattern
+    costs tens of microseconds (the compiled patterns are kept by `re` anyway)."""
     parts: list[tuple[str, int]] = []
-    for char, group in itertools.groupby(value):
-        count = len(list(group))
-        parts.extend([_backslashes(count)] if char == "\\" else [_char_pattern(char)] * count)
+    chars = [(char, len(list(group))) for char, group in itertools.groupby(value)]
+    index = 0
+    while index < len(chars):
+        char, count = chars[index]
+        index += 1
+        if char != "\\":
+            parts.extend([_char(char)] * count)
+            continue
+        following = chars[index] if index < len(chars) else None
+        if following is not None and _spellings(following[0]).tails:
+            # The run's pattern holds the first of the characters after it.
+            parts.append(_backslash_run(count, following[0]))
+            parts.extend([_char(following[0])] * (following[1] - 1))
+            index += 1
+        else:
+            parts.append(_backslash_run(count, None))
     runs = re.findall("[A-Za-z0-9]+", value)
     return _Value(
         pattern="".join(pattern for pattern, _ in parts),
         longest=sum(length for _, length in parts),
         anchor=max(runs, key=len, default=""),
     )
+
+
+def _char(char: str) -> tuple[str, int]:
+    spellings = _spellings(char)
+    return spellings.pattern(), spellings.longest()
 
 
 def basic_credential(user: str, password: str) -> str:
