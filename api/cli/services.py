@@ -6,7 +6,7 @@
 - `serve`: the API, a worker and its timers in one process (embedded SQLite and Redis by
   default); it migrates the database, as a single-process install expects. `--demo` adds the
   examples and the demo downstream, with authentication off.
-- `worker`: claims and executes steps; `--health-port` serves `/health` beside it.
+- `worker`: claims and executes steps; `--health-port` serves `/health` and `/metrics` beside it.
 
 Each prints the URL it listens on once it accepts requests (port 0: a free port, and the URL
 names it), and stops gracefully on SIGINT/SIGTERM (engine/lifecycle.py): the health marker and
@@ -286,7 +286,11 @@ def worker(
     ] = None,
     health_port: Annotated[
         int | None,
-        typer.Option(min=0, max=65535, help="Serve GET /health on this port (0: a free one)."),
+        typer.Option(
+            min=0,
+            max=65535,
+            help="Serve GET /health and GET /metrics on this port (0: a free one).",
+        ),
     ] = None,
     health_host: Annotated[
         str, typer.Option(metavar="HOST", help="Address of the health port.")
@@ -300,7 +304,7 @@ def worker(
     Claims and executes steps until SIGINT/SIGTERM, then drains in-flight steps and exits 0.
     Workers share the work through the same SCHEMABRIDGE_DATABASE_URL and
     SCHEMABRIDGE_REDIS_URL. With --health-port it also serves GET /health (the database and
-    Redis answer) and prints that URL."""
+    Redis answer) and GET /metrics (its own figures, with an admin key) and prints that URL."""
     service = name or f"worker-{socket.gethostname()}-{os.getpid()}"
     _logging(service, log_level, log_format)
     settings = _settings(concurrency, database)

@@ -8,8 +8,9 @@ port could make the server read and scan 10 MB, and be told 400/413/422 about it
 401. The caller found here is left in the request's state for `api.rest.auth.current_caller`,
 so a request's key is looked up once; the access log then names it on every refusal too.
 
-A request without a body (`GET`, most actions) is left to the routes: some are public
-(`/health`, the docs), and the dependency answers them as before. When the key cannot be
+A request without a body (most actions), or of a method no body-taking route has (`GET`,
+`HEAD`: `/health` and the docs are public), is left to the routes, whose dependency answers
+it as before. When the key cannot be
 checked (the store unreachable on a cache miss) the request goes on, and the route's own
 authentication answers it the way every route answers an outage.
 """
@@ -28,10 +29,24 @@ from schemas.errors import ApiError
 logger = logging.getLogger(__name__)
 
 
+BODY_METHODS = frozenset({"POST", "PUT", "PATCH", "DELETE"})
+"""The methods whose routes may take a body (every one of them needs a key)."""
+
+
+def _first(scope: Scope) -> dict[bytes, bytes]:
+    """The request's headers, the first of each name (as Starlette's `headers.get` and
+    FastAPI's security schemes read them: a repeated `Authorization` must name the same key
+    here as in the route)."""
+    found: dict[bytes, bytes] = {}
+    for name, value in scope.get("headers", ()):
+        found.setdefault(name, value)
+    return found
+
+
 def _carries_body(headers: dict[bytes, bytes]) -> bool:
     length = headers.get(b"content-length")
     if length is not None:
-        return length.strip() not in (b"", b"0")
+        return length.strip().lstrip(b"0") != b""
     return b"transfer-encoding" in headers
 
 
@@ -48,7 +63,10 @@ class KeyGate:
         if scope["type"] != "http" or not self.context.auth or ops is None:
             await self.app(scope, receive, send)
             return
-        headers = dict(scope.get("headers", ()))
+        if scope["method"] not in BODY_METHODS:
+            await self.app(scope, receive, send)
+            return
+        headers = _first(scope)
         if not _carries_body(headers):
             await self.app(scope, receive, send)
             return

@@ -110,7 +110,12 @@ async def progress_events(
     for _ in range(turns):
         if key_live is not None and loop.time() - key_checked_at >= key_check_s:
             key_checked_at = loop.time()
-            if not await key_live():
+            try:
+                live = await key_live()
+            except OperationError as exc:  # the keys cannot be read: as a failed run read
+                yield event("error", error_body(exc.code, exc.message, exc.details))
+                return
+            if not live:
                 yield event("error", error_body("unauthorized", KEY_ENDED))
                 return
         if current.ended:

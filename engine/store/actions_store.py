@@ -172,7 +172,7 @@ class OperatorActionsStore(WorkQueue):
             # Read in the transaction (versions are cached, so mostly no read at all): once it
             # has committed, a lost database must not make a done retry answer "unavailable".
             for (tenant_id, name, version), vertices in called.items():
-                workflow = (await self.get_version(name, version)).workflow
+                workflow = (await self.get_version(name, version, conn=conn)).workflow
                 outcome.called.append(RetriedSteps(tenant_id, workflow, frozenset(vertices)))
             await recovery.reopen_parents(conn, reopened, now, self._workflow_reader(conn))
             lines = [

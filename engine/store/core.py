@@ -3,10 +3,11 @@ planner-statistics refresh, and the row ↔ record conversions."""
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import logging
-from collections.abc import Callable
+from collections.abc import AsyncIterator, Callable
 from typing import Any, Self
 
 from sqlalchemy import bindparam, select, text
@@ -120,14 +121,18 @@ class StoreCore:
         self._versions[(workflow.name, version)] = record
         return record
 
-    async def get_version(self, name: str, version: int | None = None) -> VersionRecord:
+    async def get_version(
+        self, name: str, version: int | None = None, *, conn: AsyncConnection | None = None
+    ) -> VersionRecord:
         """A published version (the latest when `version` is None). Versions are immutable,
         so they are cached for the life of the store; the latest is looked up every time
         (another process may have published since), reading only its number when its
-        definition is cached."""
+        definition is cached. `conn`: read on this connection (inside its transaction)
+        rather than on one of the pool's: a transaction that waited for a second connection
+        could, with enough of them at once, hold every connection the pool has."""
         if version is None:
-            async with self._engines.read.connect() as conn:
-                latest = (await conn.execute(LATEST_VERSION, {"name": name})).scalar()
+            async with self._reading(conn) as reader:
+                latest = (await reader.execute(LATEST_VERSION, {"name": name})).scalar()
             if latest is None:
                 raise UnknownWorkflow(f"no published workflow {name}")
             version = int(latest)
@@ -135,12 +140,21 @@ class StoreCore:
         if cached is not None:
             return cached
         query = select(versions).where(versions.c.name == name, versions.c.version == version)
-        async with self._engines.read.connect() as conn:
-            row = (await conn.execute(query)).first()
+        async with self._reading(conn) as reader:
+            row = (await reader.execute(query)).first()
         if row is None:
             raise UnknownWorkflow(f"no published workflow {name}@{version}")
         workflow = Workflow.model_validate(row.definition)
         return self._remember(workflow, row.version, row.definition_hash, row.created_at)
+
+    @contextlib.asynccontextmanager
+    async def _reading(self, conn: AsyncConnection | None) -> AsyncIterator[AsyncConnection]:
+        """`conn`, or a read connection of the pool for the block."""
+        if conn is not None:
+            yield conn
+            return
+        async with self._engines.read.connect() as reader:
+            yield reader
 
     async def _grew(self, rows: int) -> None:
         """Refresh planner statistics once the queue tables have grown a lot since the last
@@ -178,7 +192,8 @@ class StoreCore:
                 select(runs.c.workflow_name, runs.c.workflow_version).where(runs.c.id == run_id)
             )
         ).one()
-        return (await self.get_version(row.workflow_name, row.workflow_version)).workflow
+        version = await self.get_version(row.workflow_name, row.workflow_version, conn=conn)
+        return version.workflow
 
 
 # ── statements shared by the roles ───────────────────────────────────────────────────────────

@@ -190,6 +190,23 @@ async def test_a_body_without_a_live_key_is_401_before_any_of_it_is_read(
     assert logged == {(400, tenant_id), (413, tenant_id), (422, tenant_id)}
 
 
+async def test_the_key_gate_reads_the_key_the_route_reads(authed: tuple[str, str, str]) -> None:
+    """A repeated `Authorization` names the first key, with a body or without (the gate
+    and the routes read the same one); a GET's body does not make a public route need a
+    key."""
+    url, admin, _tenant = authed
+    document = single("gate", NOWHERE)
+    for first, second, status in ((admin, "sbk_wrong", 200), ("sbk_wrong", admin, 401)):
+        headers = [("authorization", f"Bearer {first}"), ("authorization", f"Bearer {second}")]
+        async with client(url) as http:
+            with_body = await http.post("/workflows/validate", json=document, headers=headers)
+            without = await http.get("/keys", headers=headers)
+        assert (with_body.status_code, without.status_code) == (status, status), with_body.text
+    async with client(url) as http:
+        health = await http.request("GET", "/health", content=b"{}")
+    assert health.status_code == 200, health.text
+
+
 async def _key_id(url: str, key: str) -> str:
     """The id of `key` (what the access log names), from the key list an admin reads."""
     async with client(url, key) as http:

@@ -94,8 +94,8 @@ def test_a_finished_run_offers_no_cancel(server: DemoServer, browser: Any) -> No
 
     with opened(browser, f"{server.ui}#/runs/{succeeded}") as (page, _):
         for run_id, word, why in [
-            (succeeded, "succeeded", "only a pending or running run can be cancelled"),
-            (failed, "failed", "only a pending or running run can be cancelled"),
+            (succeeded, "succeeded", "only a running run can be cancelled"),
+            (failed, "failed", "only a running run can be cancelled"),
             (cancelled, "cancelled", "already cancelled"),
         ]:
             page.goto(f"{server.ui}#/runs/{run_id}")

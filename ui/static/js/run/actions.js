@@ -108,7 +108,7 @@ export function actionBar(detail, result, done) {
       send: () => api(path(id, "reprocess"), { method: "POST" }),
       describe: (a) => a.message,
     }),
-    button("Cancel", !ended, detail.status === "CANCELLED" ? "the run is already cancelled" : "the run has ended: only a pending or running run can be cancelled", {
+    button("Cancel", !ended, detail.status === "CANCELLED" ? "the run is already cancelled" : "the run has ended: only a running run can be cancelled", {
       name: "Cancel",
       title: "Cancel this run?",
       text: "The run and everything under it still going stop; this cannot be undone.",
