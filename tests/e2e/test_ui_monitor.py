@@ -216,6 +216,65 @@ def test_batch_retry_reports_retried_and_skipped(server: DemoServer, browser: An
         shoot(page, "runs-batch-retry")
 
 
+def breaker_opening_run(server: DemoServer, workflow: str, tenant: str, destination: str) -> str:
+    """A run of `tenant` whose one call to `destination` is answered 500 five times (its
+    in-process retries, 10 ms apart): it FAILED, and the tenant breaker of `destination`
+    opened (5 failures; it half-opens 30 s later). Its id."""
+    call = {
+        "url": f"{server.downstream}/{workflow}?status=500",
+        "destination": destination,
+        "retry": {"maxAttempts": 5, "baseDelayMs": 10},
+    }
+    vertex = {"type": "GATEWAY", "maxAutoRetries": 0, "config": call}
+    server.call("/workflows", {"name": workflow, "vertices": {"call": vertex}})
+    answer = server.call(f"/workflows/{workflow}/runs", {"input": {}, "tenantId": tenant})
+    run_id = str(answer["id"])
+    assert server.wait_status(run_id, {"FAILED", "SUCCEEDED"}) == "FAILED"
+    return run_id
+
+
+def test_a_retry_into_an_open_breaker_shows_the_apis_warning(
+    server: DemoServer, browser: Any
+) -> None:
+    """The run's Retry and the runs list's batch Retry are done, and say so; the warning the
+    API answered with (the breaker the retried step calls is open, and the command that closes
+    it) follows, as a warning, its command as code."""
+    tenant, destination = "breaker", "ui-breaker-dest"
+    run_id = breaker_opening_run(server, "ui-breaker", tenant, destination)
+    command = f"schemabridge destinations reset-breaker {destination} --tenant {tenant}"
+    opening = f"⚠ Warning: the tenant breaker of '{destination}' (tenant '{tenant}') is open: "
+    with opened(browser, f"{server.ui}#/runs/{run_id}") as (page, _):
+        page.get_by_role("button", name="Retry", exact=True).click()
+        confirm(page, "Retry")
+        done = page.locator(".action-result .ok-box")
+        done.wait_for()
+        assert done.inner_text() == "✓ 1 failed step run again"
+        warning = page.locator(".action-result .action-warnings.warning-box")
+        said = warning.inner_text()
+        assert said.startswith(opening), said
+        assert "steps that call it fail again at once, sending nothing" in said, said
+        assert warning.locator("code").all_inner_texts() == [command]
+        # The retried step met the breaker and FAILED again: the page shows it, the warning
+        # stays.
+        page.locator("h1 .badge", has_text="failed").wait_for()
+        assert warning.is_visible()
+        shoot(page, "run-retry-breaker-warning")
+    assert server.run_status(run_id) == "FAILED"
+    with opened(browser, f"{server.ui}#/runs?tenant={tenant}") as (page, _):
+        page.locator(f'tr[data-run="{run_id}"] input[type="checkbox"]').check()
+        page.get_by_role("button", name="Retry selected (1)").click()
+        confirm(page, "Retry")
+        result = page.locator(".batch-result .ok-box")
+        result.wait_for()
+        assert result.inner_text() == "Retried 1, skipped 0."
+        warning = page.locator(".batch-result .action-warnings.warning-box")
+        said = warning.inner_text()
+        assert said.startswith(opening), said
+        assert warning.locator("code").all_inner_texts() == [command]
+        page.locator(f'tr[data-run="{run_id}"] .badge', has_text="failed").wait_for()
+        shoot(page, "runs-batch-retry-breaker-warning")
+
+
 def quota_failed_fan_out(server: DemoServer, tenant: str) -> str:
     """A fan-out of 3 children submitted for `tenant`, FAILED because its run quota is used
     up (set it first); its id."""

@@ -1,8 +1,10 @@
 // Runs: a table of runs, newest first, with filters in the URL (status, workflow and version,
 // how the version was chosen, tenant, time range, children shown or not; a deployment's link
 // adds its exact window), cursor paging, FAILED rows marked with their error's
-// one-line summary, and a batch Retry of the selected runs that reports retried and skipped
-// (and first, which selected runs' tenants are over their run quota, with the fix).
+// one-line summary, and a batch Retry of the selected runs that reports retried and skipped,
+// and warns of what the API says the retried runs meet (an open breaker, joins that fail
+// again at once); first, it says which selected runs' tenants are over their run quota,
+// with the fix.
 
 import { api, query } from "../api.js";
 import { currentRoute, setParams } from "../app.js";
@@ -11,6 +13,7 @@ import { announce, fill, h, widthPercent } from "../dom.js";
 import { badge, breakable, count, duration, elapsed, errorSummary, exact, percent, plural, shortId, time } from "../format.js";
 import { Poller } from "../live.js";
 import { batchQuotaNote } from "../quota.js";
+import { warningsBox, withWarnings } from "../warnings.js";
 
 const STATUSES = ["", "RUNNING", "FAILED", "SUCCEEDED", "CANCELLED"];
 const RANGES = [
@@ -219,8 +222,11 @@ export async function runsPage(main, params) {
       const answer = await api("/runs/retry", { method: "POST", body: { ids } });
       const skipped = answer.skipped.map((s) => `${shortId(s.runId)} (${s.reason}${s.state ? `: ${s.state}` : ""})`);
       const text = `Retried ${answer.retried.length}, skipped ${answer.skipped.length}${skipped.length ? `: ${skipped.join(", ")}` : ""}.`;
-      fill(result, h("p", { class: "ok-box" }, text));
-      announce(text, "ok");
+      // Each open breaker the retried steps call (once, however many runs call it), then
+      // each retried run whose joins fail again at once: the API says them in words.
+      const warnings = [...(answer.warnings || []), ...(answer.stuck || []).map((s) => s.message)];
+      fill(result, h("p", { class: "ok-box" }, text), warningsBox(warnings));
+      announce(withWarnings(text, warnings), warnings.length ? "warning" : "ok");
       selected.clear();
       toggle(null, false);
       await load();

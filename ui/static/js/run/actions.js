@@ -1,25 +1,29 @@
 // The operator's buttons on a run: Retry, Start over, Reprocess dead letters, Cancel (and
-// Resolve, on a failed step). Each asks first and shows what the API answered.
+// Resolve, on a failed step). Each asks first and shows what the API answered, with the
+// warnings it gave (a retry's steps meeting an open breaker, joins that fail again at once).
 
 import { api } from "../api.js";
 import { confirmAction, editJson } from "../dialog.js";
 import { announce, fill, h } from "../dom.js";
 import { plural } from "../format.js";
 import { SET_QUOTA_COMMAND, setQuotaCommand } from "../quota.js";
+import { warningsBox, withWarnings } from "../warnings.js";
 
 function path(runId, action) {
   return `/runs/${encodeURIComponent(runId)}/${action}`;
 }
 
-/** Ask, send, say what the API answered; true when it was sent (done or refused: either way
- * the page's view of the run may be stale), false when the operator backed out. */
+/** Ask, send, say what the API answered (and, under it, each of its `warnings`: what the
+ * action done sets off that the operator may not expect); true when it was sent (done or
+ * refused: either way the page's view of the run may be stale), false when the operator
+ * backed out. */
 async function perform(where, { name, title, text, note, confirm, danger, send, describe }) {
   if (!(await confirmAction({ title, text, note, confirm, danger }))) return false;
   try {
     const answer = await send();
     const line = h("p", { class: "ok-box", role: "status" }, "✓ ", describe(answer));
-    fill(where, line);
-    announce(line.textContent, "ok");
+    fill(where, line, warningsBox(answer.warnings));
+    announce(withWarnings(line.textContent, answer.warnings), answer.warnings?.length ? "warning" : "ok");
   } catch (error) {
     const line = h("p", { class: "error-box", role: "alert" }, `✕ ${name} refused: ${error.message} (${error.code})`);
     fill(where, line);
