@@ -313,6 +313,46 @@ def test_the_attempts_table_fits_a_phone(
         server.call(f"/runs/{run_id}/cancel", {})
 
 
+def test_each_failed_attempt_shows_what_it_sent(server: DemoServer, browser: Any) -> None:
+    """A step whose two attempts were answered 500: each attempt's row is followed by what it
+    sent, the method and URL in sight, the header names and the body's start once expanded,
+    all as text (markup in the body stays text)."""
+    name, path = "ui-run-page-sent", "/run-page/sent"
+    call = {
+        "url": f"{server.downstream}{path}",
+        "method": "POST",
+        "headers": {"X-Order": "o-1"},
+        "body": {"order": "o-1", "note": "<b>bold</b>"},
+        "retry": {"maxAttempts": 2, "baseDelayMs": 10},
+    }
+    vertex = {"type": "GATEWAY", "maxAutoRetries": 0, "config": call}
+    server.call("/workflows", {"name": name, "vertices": {"post-order": vertex}})
+    server.script(path, *[{"status": 500, "body": {"error": "down"}}] * 2)
+    answer = server.call(f"/workflows/{name}/runs", {"input": {}, "tenantId": "sent"})
+    run_id = str(answer["id"])
+    assert server.wait_status(run_id, {"FAILED", "SUCCEEDED"}) == "FAILED"
+    with opened(browser, f"{server.ui}#/runs/{run_id}") as (page, _):
+        sent = page.locator("table.attempts .attempt-sent")
+        sent.nth(1).wait_for()
+        assert sent.count() == 2
+        line = f"Sent: POST {server.downstream}{path}"
+        assert [s.strip() for s in sent.locator("summary").all_inner_texts()] == [line, line]
+        body = sent.nth(1).locator(".request-body")
+        assert not body.is_visible()  # until expanded
+        sent.nth(1).locator("summary").click()
+        body.wait_for()
+        assert '"note":"<b>bold</b>"' in body.inner_text().replace(" ", "")
+        headers = sent.nth(1).locator(".sent-headers").inner_text()
+        assert "x-order" in headers.lower(), headers
+        assert page.locator("main b").count() == 0
+        assert not sent.nth(0).locator(".request-body").is_visible()
+        fit = page.evaluate(FIT_JS, ["table.attempts", "th, td"])
+        assert fit["table"] <= fit["box"], {k: v for k, v in fit.items() if k != "cells"}
+        shoot(page, "run-attempts-sent")
+        page.set_viewport_size(NARROW)
+        assert_fits_a_phone(page.evaluate(FIT_JS, ["table.attempts", "th, td"]))
+
+
 def fan_out_run(server: DemoServer, tenant: str, size: int = 12, declined: int = 3) -> str:
     """A run of `nightly-subscription-renewals` over `size` subscriptions, the charge of
     subscription `declined` declined (402), so one child FAILED with an error; its id, once

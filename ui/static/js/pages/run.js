@@ -12,7 +12,7 @@ import { drawGraph } from "../graph.js";
 import { Poller, throttle } from "../live.js";
 import { actionBar, actionBarKey, resolveStep } from "../run/actions.js";
 import { ChildrenList } from "../run/children.js";
-import { errorBox, waitingLine } from "../run/errors.js";
+import { errorBox, sentByAttempt, waitingLine } from "../run/errors.js";
 import { fanoutBar, fetchLongTail, longTailView } from "../run/fanout.js";
 import { RunLog } from "../run/log.js";
 import { timeline } from "../run/timeline.js";
@@ -68,10 +68,11 @@ function historyTable(step) {
       h(
         "tbody",
         {},
-        // An attempt's error (a URL, a host, an exception: long, without spaces) is a row of
-        // its own under it, as on the runs list, so the six columns keep to the panel's width.
-        // In a narrow panel each attempt is a block, its cells named by their `data-label`
-        // (style.css, 'the attempts table').
+        // An attempt's error (a URL, a host, an exception: long, without spaces) and what a
+        // failed attempt sent ("Sent: POST https://…", its header names and body's start once
+        // expanded) are a row of their own under it, as the error is on the runs list, so the
+        // six columns keep to the panel's width. In a narrow panel each attempt is a block,
+        // its cells named by their `data-label` (style.css, 'the attempts table').
         step.history.map((a) => {
           const failed = a.error || a.refused || (a.httpStatus ?? 0) >= 400;
           const tr = h(
@@ -84,8 +85,21 @@ function historyTable(step) {
             h("td", { "data-label": "Took" }, a.durationMs === null || a.durationMs === undefined ? "—" : duration(a.durationMs / 1000)),
             h("td", { "data-label": "Next in" }, a.retryInMs ? duration(a.retryInMs / 1000) : ""),
           );
-          if (!a.error) return tr;
-          return [tr, h("tr", { class: "row-failed row-error" }, h("td", {}), h("td", { colspan: String(columns.length - 1), class: "error-line" }, "✕ ", a.error))];
+          if (!a.error && !a.request) return tr;
+          return [
+            tr,
+            h(
+              "tr",
+              { class: "row-failed row-error" },
+              h("td", {}),
+              h(
+                "td",
+                { colspan: String(columns.length - 1), class: "attempt-more" },
+                a.error ? h("div", { class: "error-line" }, "✕ ", a.error) : null,
+                sentByAttempt(a.request),
+              ),
+            ),
+          ];
         }),
       ),
     ),

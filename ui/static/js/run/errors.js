@@ -29,22 +29,42 @@ export function errorBox(error, { title = "Error" } = {}) {
  * shows the step's secrets as *** and keeps no header value. */
 function sentRequest(sent) {
   if (!sent) return null;
-  const body = sent.bodyExcerpt || sent.bodyBytes ? [
-    h("h4", {}, "Request body sent (excerpt)"),
-    h("pre", { class: "body-excerpt request-body" }, sent.bodyExcerpt),
-    sent.bodyTruncated
-      ? h("p", { class: "muted small body-cut" }, `… cut: the first ${sent.bodyExcerpt.length.toLocaleString()} characters of ${sent.bodyBytes.toLocaleString()} bytes sent`)
-      : null,
-  ] : null;
   return h(
     "div",
     { class: "sent-request" },
     h("p", { class: "sent-line" }, h("strong", {}, "Sent: "), h("code", {}, `${sent.method} ${sent.url}`)),
-    sent.headerNames && sent.headerNames.length
-      ? h("p", { class: "muted small sent-headers" }, `Headers (names only): ${sent.headerNames.join(", ")}`)
-      : null,
-    body,
+    sentHeaders(sent),
+    sentBody(sent, "h4"),
   );
+}
+
+/** The names of the headers a request set (null when none). */
+function sentHeaders(sent) {
+  if (!sent.headerNames || !sent.headerNames.length) return null;
+  return h("p", { class: "muted small sent-headers" }, `Headers (names only): ${sent.headerNames.join(", ")}`);
+}
+
+/** The start of a request's body under a `heading`, and where it was cut (null: no body). */
+function sentBody(sent, heading) {
+  if (!sent.bodyExcerpt && !sent.bodyBytes) return null;
+  return [
+    h(heading, {}, "Request body sent (excerpt)"),
+    h("pre", { class: "body-excerpt request-body" }, sent.bodyExcerpt),
+    sent.bodyTruncated
+      ? h("p", { class: "muted small body-cut" }, `… cut: the first ${sent.bodyExcerpt.length.toLocaleString()} characters of ${sent.bodyBytes.toLocaleString()} bytes sent`)
+      : null,
+  ];
+}
+
+/** What one failed attempt sent (`history[].request`), for its line in the attempts table:
+ * "Sent: POST https://…" always in sight, the header names and the body's start once
+ * expanded (a <details>; a request with neither is the line alone). */
+export function sentByAttempt(sent) {
+  if (!sent) return null;
+  const line = [h("strong", {}, "Sent: "), h("code", {}, `${sent.method} ${sent.url}`)];
+  const more = [sentHeaders(sent), sentBody(sent, "h5")].filter(Boolean);
+  if (!more.length) return h("p", { class: "attempt-sent sent-line" }, line);
+  return h("details", { class: "attempt-sent" }, h("summary", { class: "sent-line" }, line), more);
 }
 
 /** The "why is this waiting" line of a step, when the API says (`waiting`). */
