@@ -591,10 +591,55 @@ def test_a_new_document_calls_the_demo_downstream_and_runs(
         page.locator(".editor-state.ok").wait_for()
         page.get_by_role("button", name="Publish").click()
         confirm(page, "Publish")
-        page.locator(".ok-box", has_text="ui-starter v1").wait_for()
+        done = page.locator(".ok-box", has_text="ui-starter v1")
+        done.wait_for()
+        # A workflow's first version serves at once: said so, with nothing to do.
+        assert done.inner_text() == "✓ Published: ui-starter v1 — serves new runs"
+        assert page.locator(".serving-hint").count() == 0
     run = server.call("/workflows/ui-starter/runs?wait=true", {"input": {}})
     assert run["status"] == "SUCCEEDED", run
     assert len(run["output"]["fetch"]["body"]["items"]) == 3
+
+
+def test_publishing_a_second_version_says_how_to_make_it_serve(
+    server: DemoServer, browser: Any
+) -> None:
+    """A later version does not serve until a deployment promotes it or an admin switches to
+    it: Publish says it is published and not serving, then the API's hint, its commands as
+    code, with a link to the version (where its Deploy button is)."""
+    name = "ui-serving-hint"
+    fetch = {"type": "GATEWAY", "config": {"url": f"{server.downstream}/items?count=1"}}
+    server.call("/workflows", {"name": name, "vertices": {"fetch": fetch}})
+    with opened(browser, f"{server.ui}#/editor?from={name}") as (page, _):
+        page.locator(".editor-state.ok").wait_for()
+        document = json.loads(page.input_value("#document"))
+        document["vertices"]["fetch"]["config"]["url"] = f"{server.downstream}/items?count=2"
+        # Through a text that is not JSON, so the wait below is for the new text's check.
+        page.fill("#document", "{")
+        page.locator(".editor-state.bad").wait_for()
+        page.fill("#document", json.dumps(document, indent=2))
+        page.locator(".editor-state.ok").wait_for()
+        page.get_by_role("button", name="Publish").click()
+        confirm(page, "Publish")
+        done = page.locator(".ok-box", has_text=f"{name} v2")
+        done.wait_for()
+        assert done.inner_text() == f"✓ Published: {name} v2 — not serving yet"
+        hint = page.locator(f'.serving-hint.warning-box[data-workflow="{name}"]')
+        said = hint.inner_text()
+        assert said.startswith(
+            f"⚠ Warning: {name} v2 is NOT serving yet: new runs get v1. Deploy it: "
+            f"schemabridge deployments start {name} --version 2 "
+        ), said
+        assert said.endswith(f". Open {name} v2"), said
+        codes = hint.locator("code").all_inner_texts()
+        assert f"schemabridge deployments start {name} --version 2" in codes, codes
+        assert f"schemabridge workflows serving {name} 2" in codes, codes
+        link = hint.get_by_role("link", name=f"Open {name} v2")
+        assert link.get_attribute("href") == f"#/workflows/{name}?v=2"
+        shoot(page, "editor-published-not-serving")
+        link.click()
+        page.get_by_role("button", name="Deploy v2…").wait_for()
+    assert server.call(f"/workflows/{name}")["servingVersion"] == 1
 
 
 # ── destinations and services ──────────────────────────────────────────────────────────────

@@ -1,12 +1,14 @@
 // The workflow editor: paste or upload a document (or a list: a parent and its child
 // workflows), see every problem located by line and JSON pointer, on the text and on the
-// graph, before publishing it.
+// graph, before publishing it. A publish says of each version whether it serves new runs and,
+// when it does not, how to make it serve (the API's hint).
 
 import { api } from "../api.js";
 import { confirmAction } from "../dialog.js";
 import { announce, fill, h } from "../dom.js";
 import { drawGraph } from "../graph.js";
 import { DuplicateKeyError, JsonSyntaxError, locate, parseWithPositions } from "../jsontext.js";
+import { withCode } from "../warnings.js";
 
 const CHECK_AFTER_MS = 500;
 /** Where a new document's call goes when the server has no demo downstream: a placeholder
@@ -34,6 +36,30 @@ export function vertexOf(pointer, isList) {
   const index = isList ? Number(parts.shift()) : 0;
   if (parts[0] === "vertices" && parts.length > 1) return [index, parts[1]];
   return [index, null];
+}
+
+/** Whether a published version serves new runs, as the API said (`serving`; nothing from an
+ * older API that does not say). */
+function servingWords(result) {
+  if (result.serving === true) return " — serves new runs";
+  if (result.serving === false) return " — not serving yet";
+  return "";
+}
+
+/** What to do to make a published version that does not serve serve: the API's `hint` (a
+ * deployment, or an admin's switch; its commands as code), and a link to the version's page,
+ * where its Deploy button is. */
+function servingHint(result) {
+  if (result.serving !== false) return null;
+  const page = `#/workflows/${encodeURIComponent(result.name)}?v=${result.version}`;
+  return h(
+    "p",
+    { class: "warning-box serving-hint", "data-workflow": result.name },
+    h("strong", {}, "⚠ Warning: "),
+    result.hint ? withCode(result.hint) : `${result.name} v${result.version} does not serve new runs yet${result.servingVersion ? `: new runs get v${result.servingVersion}` : ""}`,
+    ". ",
+    h("a", { href: page }, `Open ${result.name} v${result.version}`),
+  );
 }
 
 export async function editorPage(main, params) {
@@ -184,16 +210,18 @@ export async function editorPage(main, params) {
     try {
       const answer = await api("/workflows", { method: "POST", body: current.value });
       const results = Array.isArray(answer) ? answer : [answer];
+      const notServing = results.filter((r) => r.serving === false);
       fill(
         published,
         h(
           "div",
           { class: "ok-box", role: "status" },
           "✓ Published: ",
-          results.map((r, i) => [i ? ", " : "", h("a", { href: `#/workflows/${encodeURIComponent(r.name)}?v=${r.version}` }, `${r.name} v${r.version}`), r.created ? "" : " (unchanged)"]),
+          results.map((r, i) => [i ? ", " : "", h("a", { href: `#/workflows/${encodeURIComponent(r.name)}?v=${r.version}` }, `${r.name} v${r.version}`), r.created ? "" : " (unchanged)", servingWords(r)]),
         ),
+        notServing.map(servingHint),
       );
-      announce("Published.", "ok");
+      announce(notServing.length ? `Published. ${notServing.map((r) => `${r.name} v${r.version} does not serve new runs yet.`).join(" ")}` : "Published.", notServing.length ? "warning" : "ok");
     } catch (error) {
       fill(published, h("p", { class: "error-box", role: "alert" }, `✕ Publish refused: ${error.message}`));
     }
