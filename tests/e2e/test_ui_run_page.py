@@ -337,15 +337,15 @@ def test_each_failed_attempt_shows_what_it_sent(server: DemoServer, browser: Any
         assert sent.count() == 2
         line = f"Sent: POST {server.downstream}{path}"
         assert [s.strip() for s in sent.locator("summary").all_inner_texts()] == [line, line]
-        body = sent.nth(1).locator(".request-body")
+        body = sent.nth(1).locator(".attempt-request-body")
         assert not body.is_visible()  # until expanded
         sent.nth(1).locator("summary").click()
         body.wait_for()
         assert '"note":"<b>bold</b>"' in body.inner_text().replace(" ", "")
-        headers = sent.nth(1).locator(".sent-headers").inner_text()
+        headers = sent.nth(1).locator(".attempt-sent-headers").inner_text()
         assert "x-order" in headers.lower(), headers
         assert page.locator("main b").count() == 0
-        assert not sent.nth(0).locator(".request-body").is_visible()
+        assert not sent.nth(0).locator(".attempt-request-body").is_visible()
         fit = page.evaluate(FIT_JS, ["table.attempts", "th, td"])
         assert fit["table"] <= fit["box"], {k: v for k, v in fit.items() if k != "cells"}
         shoot(page, "run-attempts-sent")

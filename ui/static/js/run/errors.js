@@ -33,25 +33,26 @@ function sentRequest(sent) {
     "div",
     { class: "sent-request" },
     h("p", { class: "sent-line" }, h("strong", {}, "Sent: "), h("code", {}, `${sent.method} ${sent.url}`)),
-    sentHeaders(sent),
-    sentBody(sent, "h4"),
+    sentHeaders(sent, "sent-headers"),
+    sentBody(sent, "h4", ""),
   );
 }
 
-/** The names of the headers a request set (null when none). */
-function sentHeaders(sent) {
+/** The names of the headers a request set (null when none), in a `cls` paragraph. */
+function sentHeaders(sent, cls) {
   if (!sent.headerNames || !sent.headerNames.length) return null;
-  return h("p", { class: "muted small sent-headers" }, `Headers (names only): ${sent.headerNames.join(", ")}`);
+  return h("p", { class: `muted small ${cls}` }, `Headers (names only): ${sent.headerNames.join(", ")}`);
 }
 
-/** The start of a request's body under a `heading`, and where it was cut (null: no body). */
-function sentBody(sent, heading) {
+/** The start of a request's body under a `heading`, and where it was cut (null: no body);
+ * `prefix` starts its parts' classes (the error box's and an attempt's stay apart). */
+function sentBody(sent, heading, prefix) {
   if (!sent.bodyExcerpt && !sent.bodyBytes) return null;
   return [
     h(heading, {}, "Request body sent (excerpt)"),
-    h("pre", { class: "body-excerpt request-body" }, sent.bodyExcerpt),
+    h("pre", { class: `body-excerpt ${prefix}request-body` }, sent.bodyExcerpt),
     sent.bodyTruncated
-      ? h("p", { class: "muted small body-cut" }, `… cut: the first ${sent.bodyExcerpt.length.toLocaleString()} characters of ${sent.bodyBytes.toLocaleString()} bytes sent`)
+      ? h("p", { class: `muted small ${prefix}body-cut` }, `… cut: the first ${sent.bodyExcerpt.length.toLocaleString()} characters of ${sent.bodyBytes.toLocaleString()} bytes sent`)
       : null,
   ];
 }
@@ -62,9 +63,9 @@ function sentBody(sent, heading) {
 export function sentByAttempt(sent) {
   if (!sent) return null;
   const line = [h("strong", {}, "Sent: "), h("code", {}, `${sent.method} ${sent.url}`)];
-  const more = [sentHeaders(sent), sentBody(sent, "h5")].filter(Boolean);
-  if (!more.length) return h("p", { class: "attempt-sent sent-line" }, line);
-  return h("details", { class: "attempt-sent" }, h("summary", { class: "sent-line" }, line), more);
+  const more = [sentHeaders(sent, "attempt-sent-headers"), sentBody(sent, "h5", "attempt-")].filter(Boolean);
+  if (!more.length) return h("p", { class: "attempt-sent attempt-sent-line" }, line);
+  return h("details", { class: "attempt-sent" }, h("summary", { class: "attempt-sent-line" }, line), more);
 }
 
 /** The "why is this waiting" line of a step, when the API says (`waiting`). */
