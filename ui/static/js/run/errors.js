@@ -3,6 +3,7 @@
 // markup here), attempts.
 
 import { h } from "../dom.js";
+import { duration } from "../format.js";
 
 export function errorBox(error, { title = "Error" } = {}) {
   if (!error) return null;
@@ -11,7 +12,7 @@ export function errorBox(error, { title = "Error" } = {}) {
     ["Step", error.vertexId],
     ["HTTP status", error.httpStatus],
     ["Attempts", error.attempts],
-    ["Retry after", error.retryAfterS ? `${error.retryAfterS} s` : null],
+    ["Retry after", error.retryAfterS ? duration(error.retryAfterS) : null],
   ].filter(([, value]) => value !== null && value !== undefined && value !== "");
   return h(
     "section",
