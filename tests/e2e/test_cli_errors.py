@@ -143,7 +143,7 @@ def test_an_unknown_workflow_lists_the_names(workflow: Path, sqlite: str) -> Non
 
 @pytest.mark.parametrize(
     ("value", "fragment"),
-    [("@/nonexistent/input.json", "cannot read input file"), ("{nope", "not valid JSON")],
+    [("@/nonexistent/input.json", "cannot read --input file"), ("{nope", "not valid JSON")],
 )
 def test_a_bad_input(workflow: Path, sqlite: str, value: str, fragment: str) -> None:
     one_line(sb("run", str(workflow), "--input", value, database=sqlite), 2, fragment)
