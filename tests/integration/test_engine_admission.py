@@ -21,8 +21,11 @@ from schemas.clock import FakeClock
 from schemas.definitions import Workflow
 from schemas.waiting import WaitReason
 from tests.conftest import Backend
+from tests.integration.egress_harness import canary
 from tests.integration.engine_harness import running_worker, settings_for, start, wait_for_run
+from tests.integration.operations_harness import ended, gateway
 from tests.integration.scripts.helpers import UNREACHABLE_REDIS_URL
+from vertices.egress import LOOPBACK_ALLOW
 from vertices.gateway import destination_key
 
 DELAYS = (0.3, 0.6, 1.2)
@@ -453,3 +456,28 @@ async def test_a_fan_out_past_its_destinations_cap_is_paced_not_failed(
     assert "destination_cap" in reasons, reasons
     assert f"waiting for the destination's cap {shown}" in reasons["destination_cap"]
     assert "redispatch" not in reasons
+
+
+async def test_spellings_of_one_server_in_a_templated_host_share_one_admission_key(
+    backend: Backend,
+) -> None:
+    """A submitter who chooses the host (`http://{{ input.host }}:…`) and spells one server
+    three ways (the resolver connects `0x7f000001` and `0x7f.0.0.1` to 127.0.0.1) still meets
+    one AIMD limit, cap and set of breakers: admission sees one key, the address."""
+    spellings = ["127.0.0.1", "0x7f000001", "0x7f.0.0.1"]
+    runtime = await Runtime.open(settings_for(backend, egress_allow=LOOPBACK_ALLOW))
+    try:
+        async with canary("127.0.0.1") as server:
+            ops = Operations(runtime)
+            url = f"http://{{{{ input.host }}}}:{server.port}/same"
+            await ops.workflows.publish({"name": "spelled", "vertices": {"call": gateway(url)}})
+            submitted = [await ops.runs.submit("spelled", {"host": h}) for h in spellings]
+            async with running_worker(runtime):
+                runs = [await ended(ops, s.run.id) for s in submitted]
+            snapshot = await runtime.admission.snapshot()
+    finally:
+        await runtime.close()
+    assert [r.status for r in runs] == ["SUCCEEDED"] * len(spellings)
+    assert server.connections == len(spellings)  # every spelling reached the one server
+    keys = {d.destination for d in snapshot.destinations if f":{server.port}" in d.destination}
+    assert keys == {f"http://127.0.0.1:{server.port}"}

@@ -13,9 +13,9 @@ from schemas.errors import FailureKind, StepFailure
 from schemas.url_template import url_layout
 from tests.integration.test_gateway import gateway_config, gateway_ctx
 from vertices.contract import TimeoutTier
-from vertices.egress import EgressDenied
+from vertices.egress import EgressDenied, parse_ip_host
 from vertices.gateway import GatewayTimeouts, destination_key
-from vertices.gateway_request import _check_literal_host, build_request
+from vertices.gateway_request import _PLAIN_HOST, _check_literal_host, build_request
 
 
 @pytest.mark.parametrize(
@@ -34,6 +34,109 @@ from vertices.gateway_request import _check_literal_host, build_request
 )
 def test_the_default_destination_is_scheme_host_port(url: str, key: str) -> None:
     assert destination_key(url, None) == key
+
+
+ONE_SERVER = {
+    "http://evil.com:80": [
+        "http://evil.com/",
+        "http://EVIL.Com/x",
+        "http://evil.com./",  # fully qualified: the same name in DNS
+        "http://Evil.COM.:80/y",
+    ],
+    "http://[::1]:8080": [
+        "http://[::1]:8080/",
+        "http://[0:0:0:0:0:0:0:1]:8080/",
+        "http://[0000::0001]:8080/",
+        "http://[::0:1]:8080/",
+    ],
+    "http://[2001:db8::1]:80": ["http://[2001:DB8::1]/", "http://[2001:0db8:0:0::0001]/"],
+    "http://127.0.0.1:8765": [
+        "http://127.0.0.1:8765/",
+        "http://0x7f000001:8765/",  # the resolver connects these to 127.0.0.1
+        "http://0x7f.1:8765/",
+        "http://0x7F.0.0.1:8765/",
+        "http://2130706433:8765/",  # aiohttp refuses the all-digit ones; still the address
+        "http://0177.0.0.1:8765/",
+        "http://127.1:8765/",
+        "http://017700000001:8765/",
+        "http://[::ffff:127.0.0.1]:8765/",  # IPv4-mapped: the socket sends it to 127.0.0.1
+        "http://[::FFFF:7F00:1]:8765/",
+    ],
+    "https://evil.example:443": [
+        "https://evil\u3002example/",
+        "https://EVIL\uff0eexample./",
+        "https://evil.example./",
+    ],
+}
+
+
+@pytest.mark.parametrize(("key", "urls"), ONE_SERVER.items(), ids=list(ONE_SERVER))
+def test_every_spelling_of_one_server_has_its_key(key: str, urls: list[str]) -> None:
+    assert {url: destination_key(url, None) for url in urls} == dict.fromkeys(urls, key)
+
+
+def test_other_servers_keep_keys_of_their_own() -> None:
+    others = [
+        "http://127.0.0.2:8765/",
+        "http://[::2]:8080/",
+        "http://127.0.0.1:8766/",
+        "https://127.0.0.1:8765/",
+        "http://localhost:8765/",  # a name: keyed by name, never resolved for the key
+        "http://0x7f000001.:8765/",  # with the dot a name to the resolver, not an address
+        "http://evil.co/",
+        "http://evil.com.evil/",
+        "http://evil.com../",
+        "http://[fe80::1%25eth0]/",
+        "http://[fe80::1%25eth1]/",
+    ]
+    keys = [destination_key(url, None) for url in others]
+    assert len(set(keys)) == len(others), keys
+    assert not set(keys) & {destination_key(urls[0], None) for urls in ONE_SERVER.values()}
+
+
+@pytest.mark.parametrize(
+    "url", ["http://ev%69l.com/", "http://%31%32%37.0.0.1:8765/", "http://EV%49L.com./"]
+)
+def test_a_percent_encoded_host_is_refused(url: str) -> None:
+    """yarl sends such a host as written and no resolver has that name: it reaches no
+    server, and would only mint an admission key of its own."""
+    assert "%" in (yarl.URL(url).raw_host or "")  # yarl neither decodes nor refuses it
+    with pytest.raises(StepFailure) as caught:
+        destination_key(url, None)
+    assert caught.value.kind is FailureKind.INVALID_CONFIG
+    assert "percent-encoded" in caught.value.message
+    assert destination_key(url, "evil") == "evil"  # an explicit destination is the key
+
+
+@pytest.mark.parametrize(
+    "host",
+    [
+        "api.example.com",
+        "a_b.example",
+        "x",
+        "xn--bcher-kva.example",
+        "1.2.3.4",
+        "0.0.0.0",
+        "255.255.255.255",
+        "10.0.0.1",
+        "a.b.c.d.e.f",
+        "foo-1.3com.example",
+        "cafe.bad",
+    ],
+)
+def test_a_plain_host_is_keyed_as_the_client_sends_it(host: str) -> None:
+    """The hosts the normaliser passes untouched (`_PLAIN_HOST`) are exactly as yarl sends
+    them and no IPv4 spelling of another address."""
+    assert _PLAIN_HOST.fullmatch(host)
+    assert yarl.URL(f"http://{host}/").raw_host == host
+    address = parse_ip_host(host)
+    assert address is None or str(address) == host
+    assert destination_key(f"http://{host}/", None) == f"http://{host}:80"
+
+
+@pytest.mark.parametrize("host", ["127.1", "0xff.0xab", "cafe.0xab.1", "1.2.3.04", "evil.com."])
+def test_a_host_that_may_be_respelled_is_not_plain(host: str) -> None:
+    assert _PLAIN_HOST.fullmatch(host) is None
 
 
 def test_a_configured_destination_wins() -> None:
