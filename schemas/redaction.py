@@ -17,15 +17,22 @@ written any way a request or an answer writes that character:
 * JSON string escapes, as encoders write them: `\\uXXXX` (either case: Python, PHP, Gson's
   HTML-safe `\\u003d`, .NET's `\\u002B`; a surrogate pair beyond the BMP), `\\/` (PHP),
   `\\"`, `\\\\` and `\\n`-style escapes, nested up to three JSON strings deep (a body echoed
-  inside a JSON answer that is itself quoted in another: up to 8 backslashes).
+  inside a JSON answer that is itself quoted in another: up to 8 backslashes);
+* HTML and XML character references, as a downstream that echoes the request HTML-escaped
+  writes them: `&amp; &lt; &gt; &quot; &apos;` (and HTML5's `&AMP;`, `&LT;`, `&GT;`,
+  `&QUOT;`) and, for any character but an ASCII letter or digit, decimal `&#39;` or hex
+  `&#x27;` with up to six leading zeros (`&#039;`, PHP's quote). Each is a whole form of
+  its character (`_html_reference`), never combined with the forms above (`&#x27;` written
+  JSON-escaped or percent-encoded is not recognised).
 
-ASCII letters and digits are matched only as themselves: no encoder above rewrites them. So
+ASCII letters and digits are matched only as themselves: no encoder above rewrites them (an
+escaper that wrote `a` as `&#97;` would be hiding it, not escaping it). So
 the longest run of them in a value (its anchor) is in every spelling of it, and a text without
 any value's anchor is returned after one substring test per value, without running a pattern:
 that is most texts a step records. A value shorter than `MIN_REDACTED_CHARS` is not redacted.
 What the matching cannot see is listed in docs/security.md ('What is not protected'): a value
-transformed by the destination (hashed, reversed, its case changed, HTML-escaped, re-encoded
-some other way) or cut in pieces.
+transformed by the destination (hashed, reversed, its case changed, written with other named
+HTML references than the five above, re-encoded some other way) or cut in pieces.
 """
 
 from __future__ import annotations
@@ -54,6 +61,19 @@ _BACKSLASHES = rf"\\{{1,{_MAX_BACKSLASHES}}}"
 _SHORT_ESCAPES = {'"': '"', "/": "/", "\b": "b", "\f": "f", "\n": "n", "\r": "r", "\t": "t"}
 """The two-character JSON escapes (RFC 8259) by the character they stand for; a backslash's
 own (`\\\\`) is `_backslash_run`'s."""
+_HTML_NAMES: dict[str, tuple[str, ...]] = {
+    "&": ("amp", "AMP"),
+    "<": ("lt", "LT"),
+    ">": ("gt", "GT"),
+    '"': ("quot", "QUOT"),
+    "'": ("apos",),
+}
+"""The named character references escapers write (HTML5 takes the upper-case ones too; `&apos;`
+is XML's and XHTML's): `html.escape`, PHP's htmlspecialchars, Jinja, Go's html/template and
+.NET write these or numeric references."""
+_MAX_ZEROS = 6
+"""Leading zeros a numeric reference may carry (`&#039;`, PHP; `&#x0027;`): bounded, so a
+reference is matched one way at a place, whatever zeros a hostile text holds."""
 _MAX_PATTERNS = 64
 """Compiled patterns kept per redactor, one per set of values a text may hold (usually one)."""
 
@@ -88,16 +108,19 @@ class _Spellings:
 
 
 def _spellings(char: str) -> _Spellings:
-    """How `char` is written: as itself, percent-encoded, JSON-escaped (nested up to three
-    strings deep), and a space also as `+` (a form's, and yarl's query)."""
+    """How `char` is written: as itself, percent-encoded, as an HTML character reference,
+    JSON-escaped (nested up to three strings deep), and a space also as `+` (a form's, and
+    yarl's query)."""
     if char in _PLAIN:
         return _Spellings(((char, 1),))
     encoded = char.encode("utf-8", errors="surrogatepass")
+    code = ord(char)
     plain = [
+        # The reference first: a value ending in `&` then takes all of `&amp;`, not its `&`.
+        _html_reference(char, code),
         (re.escape(char), 1),
         ("".join(f"%{_hex(byte, 2)}" for byte in encoded), 3 * len(encoded)),
     ]
-    code = ord(char)
     if code > 0xFFFF:  # a surrogate pair, as `json.dumps` and Java write it
         high, low = 0xD800 + ((code - 0x10000) >> 10), 0xDC00 + ((code - 0x10000) & 0x3FF)
         tails = [(f"u{_hex(high, 4)}{_BACKSLASHES}u{_hex(low, 4)}", 5 + _MAX_BACKSLASHES + 5)]
@@ -111,6 +134,24 @@ def _spellings(char: str) -> _Spellings:
         plain.extend(plus.plain)
         tails.extend(plus.tails)
     return _Spellings(tuple(plain), tuple(tails))
+
+
+def _html_reference(char: str, code: int) -> tuple[str, int]:
+    """`char` as an HTML or XML character reference, as a downstream that echoes the request
+    HTML-escaped writes it: decimal `&#39;` or hex `&#x27;` (`x` and the digits in either
+    case, up to `_MAX_ZEROS` leading zeros; one code point beyond the BMP, not a surrogate
+    pair), and the named reference of `& < > " '`. One plain form: each begins with `&` and
+    ends at its `;`, so it matches one way at a place and adds no backtracking."""
+    decimal, hexadecimal = str(code), f"{code:x}"
+    zeros = f"0{{0,{_MAX_ZEROS}}}"
+    names = _HTML_NAMES.get(char, ())
+    forms = [f"#{zeros}{decimal}", f"#[xX]{zeros}{_hex(code, len(hexadecimal))}", *names]
+    longest = max(
+        3 + _MAX_ZEROS + len(decimal),  # `&#` zeros digits `;`
+        4 + _MAX_ZEROS + len(hexadecimal),
+        *(2 + len(name) for name in names),
+    )
+    return f"&(?:{'|'.join(forms)});", longest
 
 
 @dataclass(frozen=True)
@@ -132,21 +173,28 @@ def value_pattern(value: str) -> str:
 def _backslash_run(count: int, then: str | None) -> tuple[str, int]:
     """A run of `count` backslashes in a value, and the character after it (None: the
     value ends). Written: raw or escaped in up to three nested JSON strings (as many to eight
-    times as many backslashes), or percent-encoded. One bounded repetition for the run, and
-    when the next character may be escaped, one for the run and that escape's backslashes
-    together: two repetitions side by side could split a text's run of backslashes in up to
-    eight ways each, multiplied from pair to pair, before failing on a hostile text."""
+    times as many backslashes), percent-encoded, or as HTML references (`&#92;`). One
+    bounded repetition for the run, and when the next character may be escaped, one for the
+    run and that escape's backslashes together: two repetitions side by side could split a
+    text's run of backslashes in up to eight ways each, multiplied from pair to pair, before
+    failing on a hostile text."""
     most = count * _MAX_BACKSLASHES
-    percent = f"(?:%5[cC]){{{count}}}"
+    reference, reference_length = _html_reference("\\", ord("\\"))
+    # Percent-encoded or as HTML references (`&#92;`): one fixed-count group each, whose
+    # first character (`%`, `&`) no other alternative starts with.
+    encoded = f"(?:%5[cC]){{{count}}}|(?:{reference}){{{count}}}"
+    widest = max(most, count * reference_length)
     after = _spellings(then) if then is not None else None
     if after is None or not after.tails:
-        return rf"(?:\\{{{count},{most}}}|{percent})", most
+        return rf"(?:\\{{{count},{most}}}|{encoded})", widest
     # The escape's own run joins this one: `\\{count+1, most+8}` then the escape's tail.
     joined = rf"\\{{{count + 1},{most + _MAX_BACKSLASHES}}}"
     plain = "|".join(form for form, _ in after.plain)
     tails = "|".join(tail for tail, _ in after.tails)
-    pattern = rf"(?:\\{{{count},{most}}}(?:{plain})|{joined}(?:{tails})|{percent}{after.pattern()})"
-    return pattern, most + after.longest()
+    pattern = (
+        rf"(?:\\{{{count},{most}}}(?:{plain})|{joined}(?:{tails})|(?:{encoded}){after.pattern()})"
+    )
+    return pattern, widest + after.longest()
 
 
 @functools.lru_cache(maxsize=1024)

@@ -4,8 +4,10 @@ the body excerpt cut after redaction (vertices/gateway_response.py)."""
 from __future__ import annotations
 
 import base64
+import html
 import json
 import time
+import xml.sax.saxutils
 from urllib.parse import quote, quote_plus
 
 import pytest
@@ -122,6 +124,96 @@ def test_the_review_spellings_are_redacted() -> None:
     assert redactor.text("pw=Sk-%C3%A9/quote%22%26amp+x%2By%2541~ZZTOP") == "pw=***"
     assert redactor.text('{"x-token":"tok\\/En+base64=="}') == '{"x-token":"***"}'
     assert redactor.text('{"t":"tok/En+base64\\u003d\\u003d"}') == '{"t":"***"}'
+
+
+def _numeric(text: str, style: str) -> str:
+    """`text` with every character but an ASCII letter or digit as a numeric reference."""
+    return "".join(c if c.isascii() and c.isalnum() else style.format(ord(c)) for c in text)
+
+
+def _html_echoes(form: str) -> dict[str, str]:
+    """`form` as downstreams that echo the request HTML-escaped write it: escapers of
+    `& < > " '` (Python, PHP's htmlspecialchars, XML), and escapers that write every other
+    character as a numeric reference too (`&#43;` for `+`)."""
+    return {
+        "html.escape": html.escape(form),
+        "html.escape, quote=False": html.escape(form, quote=False),
+        "xml (saxutils, &apos;)": xml.sax.saxutils.escape(form, {'"': "&quot;", "'": "&apos;"}),
+        "php htmlspecialchars": html.escape(form).replace("&#x27;", "&#039;"),
+        "html5 upper-case names": html.escape(form)
+        .replace("&amp;", "&AMP;")
+        .replace("&lt;", "&LT;")
+        .replace("&quot;", "&QUOT;"),
+        "decimal": _numeric(form, "&#{};"),
+        "hex": _numeric(form, "&#x{:x};"),
+        "HEX, padded": _numeric(form, "&#X{:04X};"),
+    }
+
+
+@pytest.mark.parametrize("value", AWKWARD)
+def test_a_value_echoed_html_escaped_is_redacted(value: str) -> None:
+    """A destination that shows the request in an HTML page (an error page, a debug echo)
+    writes `& < > " '` as references, in the value as the client sent it (raw, in a URL, in
+    a query); an escaper may write every other character as a numeric reference too."""
+    redactor = Redactor([value])
+    leaks = []
+    for where, sent in {"raw": value, **_sent(value)}.items():
+        for style, text in _html_echoes(sent).items():
+            if where != "raw" and style in ("decimal", "hex", "HEX, padded"):
+                continue  # a `%XX` whose `%` is a reference too: two encodings, not matched
+            redacted = redactor.text(f"<td>{text}</td>")
+            if REDACTED not in redacted or text in redacted:
+                leaks.append(f"{where}, {style}")
+    assert leaks == []
+
+
+def test_the_html_references_a_review_named_are_redacted() -> None:
+    value = "Ab+1&2'3\"4<5>6 7"
+    redactor = Redactor([value])
+    for text in [
+        "Ab&#43;1&amp;2&#39;3&quot;4&lt;5&gt;6&#32;7",
+        "Ab+1&amp;2&#x27;3&#34;4&#60;5&#x3e;6 7",
+        "Ab&#x2B;1&#038;2&#0039;3&#x00022;4&lt;5&gt;6&#x20;7",
+        'Ab+1&2&apos;3"4<5>6+7',  # a space also as `+`
+    ]:
+        assert redactor.text(f"[{text}]") == f"[{REDACTED}]", text
+    # A value ending in `&` takes the whole reference, not its `&` alone.
+    assert Redactor(["tok-en&"]).text("tok-en&amp;!") == f"{REDACTED}!"
+    # What is not a reference of the character stays: no `;`, too many zeros, another name.
+    for text in ["Ab&#43 1", "Ab&#000000043;1", "Ab&plus;1"]:
+        assert Redactor(["Ab+1"]).text(text) == text
+
+
+@pytest.mark.parametrize(
+    ("value", "hostile"),
+    [
+        # Each `&` may be itself or the start of a reference: 12 of them, then a miss.
+        ("key" + "&" * 12 + "!", "key" + "&amp;" * 12 + "?"),
+        ("key" + "&#38;" * 12 + "!", "key" + "&#38;" * 12 + "&#38;#38;" * 11 + "?"),
+        # Leading zeros: each NUL's reference may be zeros all the way; 7 zeros never match.
+        ("key" + "\0" * 12 + "!", "key" + "&#0000000;" * 11 + "&#000000" * 40 + "?"),
+        ("key" + "'" * 12 + "!", "key" + "&#x0000027;&#039;" * 6 + "&#x000000" * 500),
+        # Backslashes as references beside their JSON escapes and the quote's reference.
+        ("key" + '\\"' * 12 + "!", "key" + "&#92;&quot;\\\\&#34;" * 6 + "&#92;" * 300),
+    ],
+    ids=["ampersands", "literal references", "zeros", "padded hex", "backslashes"],
+)
+def test_html_references_are_matched_in_linear_time(value: str, hostile: str) -> None:
+    redactor = Redactor([value])
+    text = hostile * 50
+    started = time.perf_counter()
+    assert redactor.text(text) == text
+    assert time.perf_counter() - started < 2.0
+    assert redactor.text(f"<{html.escape(value)}>") == f"<{REDACTED}>"
+    assert redactor.text(f"<{_numeric(value, '&#x{:06x};')}>") == f"<{REDACTED}>"
+
+
+def test_the_longest_html_reference_is_within_longest() -> None:
+    value = "é'&😀 x"
+    widest = _numeric(value, "&#X000000{:X};")
+    redactor = Redactor([value])
+    assert redactor.text(f"<{widest}>") == f"<{REDACTED}>"
+    assert len(widest) <= redactor.longest
 
 
 def test_a_long_run_of_backslashes_is_matched_in_linear_time() -> None:
