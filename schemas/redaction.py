@@ -6,7 +6,7 @@ their attempt history) may show them again: a URL in an error message, a downstr
 the request back. Everything the engine records of such a step goes through one `Redactor`
 first (docs/architecture.md, 'Secrets').
 
-A value is matched as one pattern (`value_pattern`) in which each of its characters may be
+A value is matched as one pattern (`_value`) in which each of its characters may be
 written any way a request or an answer writes that character:
 
 * as itself, or percent-encoded (its UTF-8 bytes as `%XX`, either case), and a space also as
@@ -37,7 +37,6 @@ HTML references than the five above, re-encoded some other way) or cut in pieces
 
 from __future__ import annotations
 
-import base64
 import functools
 import itertools
 import re
@@ -164,12 +163,6 @@ class _Value:
     Empty when it has none (its pattern then runs on every text)."""
 
 
-def value_pattern(value: str) -> str:
-    """The pattern that matches `value` written any way `Redactor` recognises (see the module
-    docstring)."""
-    return _value(value).pattern
-
-
 def _backslash_run(count: int, then: str | None) -> tuple[str, int]:
     """A run of `count` backslashes in a value, and the character after it (None: the
     value ends). Written: raw or escaped in up to three nested JSON strings (as many to eight
@@ -229,12 +222,6 @@ def _value(value: str) -> _Value:
 def _char(char: str) -> tuple[str, int]:
     spellings = _spellings(char)
     return spellings.pattern(), spellings.longest()
-
-
-def basic_credential(user: str, password: str) -> str:
-    """The `Authorization: Basic` token a client sends for a URL's `user:password@`, in the
-    Latin-1 aiohttp's `BasicAuth` encodes them in (the gateway refuses others)."""
-    return base64.b64encode(f"{user}:{password}".encode("latin-1")).decode("ascii")
 
 
 class Redactor:

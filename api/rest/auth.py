@@ -103,7 +103,12 @@ async def current_caller(
         if isinstance(gated, Caller):
             caller = gated
         else:
-            caller = await authenticate(ops, bearer.credentials if bearer is not None else api_key)
+            # The dependencies declare the two schemes in OpenAPI; the key is read as the gate
+            # and a stream's check read it (`key_from_headers`), so all three agree.
+            secret = key_from_headers(
+                request.headers.get("authorization"), request.headers.get("x-api-key")
+            )
+            caller = await authenticate(ops, secret)
     # For the access log (api.rest.middleware.RequestObserver reads it after the answer).
     request.state.key_id = caller.key_id
     return caller

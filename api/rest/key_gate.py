@@ -23,7 +23,7 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 
 from api.rest.auth import CALLER_STATE, authenticate, key_from_headers
 from api.rest.deps import ApiContext
-from api.rest.middleware import send_error
+from api.rest.middleware import content_length, send_error
 from schemas.errors import ApiError
 
 logger = logging.getLogger(__name__)
@@ -43,11 +43,12 @@ def _first(scope: Scope) -> dict[bytes, bytes]:
     return found
 
 
-def _carries_body(headers: dict[bytes, bytes]) -> bool:
-    length = headers.get(b"content-length")
+def _carries_body(scope: Scope, headers: dict[bytes, bytes]) -> bool:
+    length = content_length(scope)
     if length is not None:
-        return length.strip().lstrip(b"0") != b""
-    return b"transfer-encoding" in headers
+        return length > 0
+    # Chunked, or a Content-Length that is not a number (the body is read then, so gated).
+    return b"transfer-encoding" in headers or b"content-length" in headers
 
 
 class KeyGate:
@@ -67,7 +68,7 @@ class KeyGate:
             await self.app(scope, receive, send)
             return
         headers = _first(scope)
-        if not _carries_body(headers):
+        if not _carries_body(scope, headers):
             await self.app(scope, receive, send)
             return
         secret = key_from_headers(

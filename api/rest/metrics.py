@@ -163,7 +163,6 @@ class ApiMetrics:
 
     def __init__(self, worker: WorkerMetrics | None = None) -> None:
         self.registry = CollectorRegistry()
-        self.worker = worker
         self.requests = Histogram(
             "schemabridge_http_request_duration_seconds",
             "HTTP request latency by route template and status.",

@@ -65,7 +65,8 @@ async def send_error(send: Send, status: int, code: str, message: str) -> None:
     await send({"type": "http.response.body", "body": body})
 
 
-def _content_length(scope: Scope) -> int | None:
+def content_length(scope: Scope) -> int | None:
+    """The request's declared Content-Length (None: none, or not a number)."""
     for name, value in scope.get("headers", ()):
         if name == b"content-length":
             try:
@@ -92,7 +93,7 @@ class BodyLimit:
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
-        declared = _content_length(scope)
+        declared = content_length(scope)
         if declared is not None and declared > self.max_bytes:
             await send_error(send, 413, "body_too_large", BodyTooLarge(self.max_bytes).detail)
             return

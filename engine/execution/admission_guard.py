@@ -60,8 +60,21 @@ class CoordinationDown(StepDeferred):
     code = "admission_unavailable"
 
 
+_SAYS_NOTHING = frozenset(
+    {
+        "cancelled",
+        "internal_error",
+        "invalid_config",
+        "egress_denied",
+        REFUSED,
+        ADMISSION_UNAVAILABLE,
+    }
+)
+"""Attempt endings that say nothing about the destination: never sent, or cut by ourselves."""
+
+
 def outcome_of(status: int | None, error_kind: str | None) -> CallOutcome:
-    if error_kind in {"cancelled", "internal_error", "invalid_config", "egress_denied"}:
+    if error_kind in _SAYS_NOTHING:
         return CallOutcome.IGNORE
     if status == THROTTLE_STATUS and error_kind is None:
         return CallOutcome.THROTTLED

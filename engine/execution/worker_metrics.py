@@ -38,7 +38,7 @@ from dataclasses import dataclass
 from prometheus_client import CollectorRegistry, Counter, Histogram
 
 from admission import CallOutcome
-from engine.execution.admission_guard import ADMISSION_UNAVAILABLE, REFUSED, outcome_of
+from engine.execution.admission_guard import outcome_of
 from engine.store.records import (
     StepAbandoned,
     StepAwaitingChildren,
@@ -48,7 +48,6 @@ from engine.store.records import (
     StepSucceeded,
 )
 
-NOT_SENT = frozenset({REFUSED, ADMISSION_UNAVAILABLE})
 MAX_DESTINATIONS = 1_000
 """Destinations labelled by name; calls to any beyond share `OTHER_DESTINATION`, so a url
 whose host comes from run input cannot grow a worker's series without bound."""
@@ -73,7 +72,7 @@ def outcome_class(status: int | None, error_kind: str | None) -> str:
 def _timed(status: int | None, error_kind: str | None) -> bool:
     """Whether an attempt's time is the destination's latency: it went out and ended in a way
     admission judges the destination by."""
-    return error_kind not in NOT_SENT and outcome_of(status, error_kind) is not CallOutcome.IGNORE
+    return outcome_of(status, error_kind) is not CallOutcome.IGNORE
 
 
 def step_outcome(result: StepResult | StepAbandoned) -> str:

@@ -22,7 +22,8 @@ import httpx
 import pytest
 from cryptography.fernet import Fernet
 
-from schemas.redaction import REDACTED, basic_credential
+from schemas.redaction import REDACTED
+from tests.basic_auth import basic_credential
 from tests.conftest import Backend
 from tests.e2e.rest_harness import client, process_env, schemabridge, service, upgraded
 from tests.integration.dump_harness import dump_database, hits

@@ -13,7 +13,8 @@ import pytest
 
 from demo.downstream import RunningDownstream
 from schemas.errors import FailureKind, SentRequest, StepFailure
-from schemas.redaction import REDACTED, Redactor, basic_credential
+from schemas.redaction import REDACTED, Redactor
+from tests.basic_auth import basic_credential
 from tests.integration.egress_harness import ControlledResolver, canary
 from tests.integration.test_gateway import (
     FAST,

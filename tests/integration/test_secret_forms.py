@@ -25,7 +25,8 @@ from cryptography.fernet import Fernet
 from engine.operations import Operations
 from engine.operations.views import RunFilter
 from engine.runtime import Runtime
-from schemas.redaction import REDACTED, basic_credential
+from schemas.redaction import REDACTED
+from tests.basic_auth import basic_credential
 from tests.conftest import Backend
 from tests.integration.dump_harness import dump_database, hits
 from tests.integration.echo_harness import ESCAPES, Echo, echo_server

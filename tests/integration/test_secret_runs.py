@@ -19,7 +19,8 @@ from engine.runtime import Runtime
 from engine.secret_cipher import MAKE_KEY, key_id
 from schemas.definitions import Workflow
 from schemas.errors import DefinitionError
-from schemas.redaction import REDACTED, basic_credential
+from schemas.redaction import REDACTED
+from tests.basic_auth import basic_credential
 from tests.conftest import Backend
 from tests.integration.dump_harness import dump_database, hits
 from tests.integration.echo_harness import Echo, echo_server

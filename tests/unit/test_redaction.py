@@ -10,10 +10,12 @@ import time
 import xml.sax.saxutils
 from urllib.parse import quote, quote_plus
 
+import aiohttp
 import pytest
 import yarl
 
-from schemas.redaction import REDACTED, Redactor, basic_credential
+from schemas.redaction import REDACTED, Redactor
+from tests.basic_auth import basic_credential
 from vertices.gateway_request import url_for_log
 from vertices.gateway_response import EXCERPT_CHARS, Answer, excerpt
 
@@ -297,8 +299,10 @@ def test_very_short_values_are_not_redacted() -> None:
 
 
 def test_a_basic_credential_is_what_a_client_sends_for_a_url_password() -> None:
+    """The tests' oracle (tests/basic_auth.py) agrees with what aiohttp sends."""
     token = basic_credential("user", SECRET)
     assert base64.b64decode(token).decode("latin-1") == f"user:{SECRET}"
+    assert aiohttp.encode_basic_auth("user", SECRET, encoding="latin-1") == f"Basic {token}"
 
 
 @pytest.mark.parametrize(
