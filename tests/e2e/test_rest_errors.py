@@ -161,7 +161,7 @@ async def test_every_error_has_the_same_keys(authed: tuple[str, str, str]) -> No
             assert details == {"parameter": "cursor"}
 
 
-async def test_a_body_without_a_live_key_is_401_before_any_of_it_is_read(
+async def test_a_body_without_a_live_key_is_401_whatever_the_body(
     authed: tuple[str, str, str], caplog: pytest.LogCaptureFixture
 ) -> None:
     """Whatever the body, a request without a live key is told 401, not what is wrong with a
@@ -208,7 +208,7 @@ async def test_the_key_gate_reads_the_key_the_route_reads(authed: tuple[str, str
 
 
 async def _key_id(url: str, key: str) -> str:
-    """The id of `key` (what the access log names), from the key list an admin reads."""
+    """The id of `key` (what the access log names), as the probe route's caller has it."""
     async with client(url, key) as http:
         answer = await http.get("/probe/whoami")
     return str(answer.json()["keyId"])
