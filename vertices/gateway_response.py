@@ -124,24 +124,34 @@ def _answer(response: aiohttp.ClientResponse, content: bytes, *, truncated: bool
     )
 
 
-def _text(content: bytes, charset: str | None) -> str:
-    encoding = "utf-8"
+def _encoding(charset: str | None) -> str:
     if charset:
         try:
-            encoding = codecs.lookup(charset).name
+            return codecs.lookup(charset).name
         except LookupError:
-            encoding = "utf-8"
-    return content.decode(encoding, errors="replace")
+            pass
+    return "utf-8"
+
+
+def bounded_excerpt(
+    content: bytes, charset: str | None, redactor: Redactor | None = None
+) -> tuple[str, bool]:
+    """The first `EXCERPT_CHARS` characters of a body (an answer's, or a request's), as text,
+    redacted before it is cut (a secret across the cut must not leave its first half behind);
+    and whether there is more. Only what the excerpt can show is decoded: a window that still
+    holds a secret the cut would split (`redactor.longest` more characters), and a character
+    the window cuts in half is left out rather than shown as U+FFFD."""
+    window = (EXCERPT_CHARS + (redactor.longest if redactor else 0)) * 4
+    decoder = codecs.getincrementaldecoder(_encoding(charset))(errors="replace")
+    text = decoder.decode(content[:window], final=len(content) <= window)
+    if redactor:
+        text = redactor.text(text)
+    return text[:EXCERPT_CHARS], len(content) > window or len(text) > EXCERPT_CHARS
 
 
 def excerpt(answer: Answer, redactor: Redactor | None = None) -> str:
-    """The first `EXCERPT_CHARS` characters of the body, as text, redacted before it is cut:
-    a secret the destination echoes across the cut must not leave its first half behind."""
-    window = EXCERPT_CHARS + (redactor.longest if redactor else 0)
-    text = _text(answer.content[: window * 4], answer.charset)
-    if redactor:
-        text = redactor.text(text)
-    return text[:EXCERPT_CHARS]
+    """The first `EXCERPT_CHARS` characters of the answer's body (`bounded_excerpt`)."""
+    return bounded_excerpt(answer.content, answer.charset, redactor)[0]
 
 
 def detail_headers(headers: Mapping[str, str]) -> dict[str, str]:
@@ -196,7 +206,7 @@ def parse_body(answer: Answer, max_depth: int = DEFAULT_MAX_NESTING_DEPTH) -> An
             raise _too_deep(answer, max_depth) from None
         except ValueError as exc:  # JSONDecodeError: its message gives the position
             raise InvalidResponse(f"{_declared(answer)} is not valid JSON: {exc}", answer) from exc
-    return _text(answer.content, answer.charset)
+    return answer.content.decode(_encoding(answer.charset), errors="replace")
 
 
 def _too_deep(answer: Answer, max_depth: int) -> InvalidResponse:

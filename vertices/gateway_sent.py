@@ -13,13 +13,12 @@ received) but never its `user:password@`; header values are not kept at all, onl
 
 from __future__ import annotations
 
-import codecs
 from urllib.parse import quote, urlencode, urlsplit, urlunsplit
 
 from schemas.errors import SentRequest
 from schemas.redaction import Redactor
 from vertices.gateway_request import GatewayRequest, url_for_log
-from vertices.gateway_response import EXCERPT_CHARS
+from vertices.gateway_response import bounded_excerpt
 
 URL_CHARS = 2000
 """Most characters of the URL kept (a whole-URL expression can make a long one)."""
@@ -42,32 +41,15 @@ def url_as_sent(request: GatewayRequest) -> str:
     return urlunsplit((parts.scheme, host, parts.path, query, ""))
 
 
-def _bounded(text: str, limit: int, redactor: Redactor, more: bool = False) -> tuple[str, bool]:
-    """`text` redacted, then cut at `limit` characters; whether it was cut (or `more`
-    follows it unread)."""
-    text = redactor.text(text)
-    return text[:limit], more or len(text) > limit
-
-
 def sent_request(request: GatewayRequest, redactor: Redactor) -> SentRequest:
-    """What `request` sent, redacted by `redactor` and bounded: the body to `EXCERPT_CHARS`
-    characters (as the answer's excerpt), the URL to `URL_CHARS`."""
-    url, url_cut = _bounded(url_as_sent(request), URL_CHARS, redactor)
+    """What `request` sent, redacted by `redactor` and bounded: the body as the answer's
+    excerpt is (`bounded_excerpt`), the URL to `URL_CHARS`."""
+    url = redactor.text(url_as_sent(request))
     content = request.content or b""
-    # Only what the excerpt can show is decoded: a body can be large, and a secret the cut
-    # would split still fits in the window (`redactor.longest` more characters).
-    window = (EXCERPT_CHARS + redactor.longest) * 4
-    # Not final: a character the window cuts in half is left out, not shown as U+FFFD.
-    decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
-    body, body_cut = _bounded(
-        decoder.decode(content[:window], final=len(content) <= window),
-        EXCERPT_CHARS,
-        redactor,
-        more=len(content) > window,
-    )
+    body, body_cut = bounded_excerpt(content, None, redactor)
     return SentRequest(
         method=request.method,
-        url=url + CUT if url_cut else url,
+        url=url[:URL_CHARS] + CUT if len(url) > URL_CHARS else url,
         header_names=tuple(redactor.text(name) for name in request.headers),
         body_excerpt=body,
         body_bytes=len(content),

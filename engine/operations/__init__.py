@@ -19,9 +19,8 @@ in this process).
 
 from __future__ import annotations
 
-import importlib
 from functools import cached_property
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     from engine.operations.actions import OperatorActions
@@ -108,39 +107,4 @@ class Operations:
         return DestinationHistory(self.settings.destinations, self.runtime.clock)
 
 
-_GROUP_MODULES = {
-    "DeploymentOperations": "deployments",
-    "DestinationHistory": "destination_history",
-    "HealthOperations": "health",
-    "KeyOperations": "keys",
-    "MetricsOperations": "metrics",
-    "OperatorActions": "actions",
-    "RunOperations": "runs",
-    "SecretOperations": "secrets",
-    "SettingsOperations": "settings",
-    "WorkflowOperations": "workflows",
-}
-
-
-def __getattr__(name: str) -> Any:
-    """`from engine.operations import KeyOperations` still works, importing only its module
-    (the groups are not imported with the package: see `Operations`)."""
-    module = _GROUP_MODULES.get(name)
-    if module is None:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    return getattr(importlib.import_module(f"{__name__}.{module}"), name)
-
-
-__all__ = [
-    "DeploymentOperations",
-    "DestinationHistory",
-    "HealthOperations",
-    "KeyOperations",
-    "MetricsOperations",
-    "Operations",
-    "OperatorActions",
-    "RunOperations",
-    "SecretOperations",
-    "SettingsOperations",
-    "WorkflowOperations",
-]
+__all__ = ["Operations"]

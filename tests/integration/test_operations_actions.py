@@ -12,7 +12,8 @@ import pytest
 
 from demo.downstream import RunningDownstream
 from engine.execution import step_rules
-from engine.operations import Operations, OperatorActions
+from engine.operations import Operations
+from engine.operations.actions import OperatorActions
 from engine.operations.views import RunFilter
 from engine.runtime import Runtime
 from engine.store.records import StepFailed

@@ -15,7 +15,8 @@ import redis.exceptions
 from admission import DestinationCaps, keys
 from engine.coordination.heartbeat import Heartbeat
 from engine.execution import executor
-from engine.operations import Operations, SettingsOperations
+from engine.operations import Operations
+from engine.operations.settings import SettingsOperations
 from engine.runtime import Runtime
 from engine.store.records import StepAwaitingChildren, StepFailed
 from schemas.definitions import Workflow

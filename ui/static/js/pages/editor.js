@@ -8,7 +8,7 @@ import { confirmAction } from "../dialog.js";
 import { announce, fill, h } from "../dom.js";
 import { drawGraph } from "../graph.js";
 import { DuplicateKeyError, JsonSyntaxError, locate, parseWithPositions } from "../jsontext.js";
-import { withCode } from "../warnings.js";
+import { warningsBox, withWarnings } from "../warnings.js";
 
 const CHECK_AFTER_MS = 500;
 /** Where a new document's call goes when the server has no demo downstream: a placeholder
@@ -47,19 +47,16 @@ function servingWords(result) {
 }
 
 /** What to do to make a published version that does not serve serve: the API's `hint` (a
- * deployment, or an admin's switch; its commands as code), and a link to the version's page,
- * where its Deploy button is. */
+ * deployment, or an admin's switch; its commands as code) as a warning, and a link to the
+ * version's page, where its Deploy button is. */
 function servingHint(result) {
   if (result.serving !== false) return null;
+  const box = warningsBox([result.hint], { className: "serving-hint" });
+  if (!box) return null;
+  box.dataset.workflow = result.name;
   const page = `#/workflows/${encodeURIComponent(result.name)}?v=${result.version}`;
-  return h(
-    "p",
-    { class: "warning-box serving-hint", "data-workflow": result.name },
-    h("strong", {}, "⚠ Warning: "),
-    result.hint ? withCode(result.hint) : `${result.name} v${result.version} does not serve new runs yet${result.servingVersion ? `: new runs get v${result.servingVersion}` : ""}`,
-    ". ",
-    h("a", { href: page }, `Open ${result.name} v${result.version}`),
-  );
+  box.append(". ", h("a", { href: page }, `Open ${result.name} v${result.version}`));
+  return box;
 }
 
 export async function editorPage(main, params) {
@@ -221,7 +218,7 @@ export async function editorPage(main, params) {
         ),
         notServing.map(servingHint),
       );
-      announce(notServing.length ? `Published. ${notServing.map((r) => `${r.name} v${r.version} does not serve new runs yet.`).join(" ")}` : "Published.", notServing.length ? "warning" : "ok");
+      announce(withWarnings("Published.", notServing.map((r) => r.hint)), notServing.length ? "warning" : "ok");
     } catch (error) {
       fill(published, h("p", { class: "error-box", role: "alert" }, `✕ Publish refused: ${error.message}`));
     }
