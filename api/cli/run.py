@@ -131,6 +131,7 @@ async def published_elsewhere(
         return
     from engine.operations import Operations
     from engine.operations.startup import mask_url
+    from engine.store.pins import child_reference
     from schemas.definitions import SpawnerVertex
 
     stored = {w.name for w in await Operations(runtime).workflows.list(system=True)}
@@ -142,7 +143,7 @@ async def published_elsewhere(
         for vertex_id, vertex in workflow.vertices.items():
             if not isinstance(vertex, SpawnerVertex):
                 continue
-            child = vertex.config.workflow.split("@")[0]
+            child, _ = child_reference(vertex.config)
             if child in missing and child not in starters:
                 starters[child] = f"SPAWNER {vertex_id!r} of {workflow.name!r}"
     which = "; ".join(f"{name!r} (started by {starters[name]})" for name in missing)

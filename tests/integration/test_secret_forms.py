@@ -125,6 +125,9 @@ async def test_an_awkward_secret_sent_in_the_url_is_recorded_nowhere(
 
     # It reached the downstream whole, every way it was sent.
     assert len(echo.received) == 7
+    # The value as a query value and in the URL's path and query, three requests each.
+    assert sum("pw" in r["query"] for r in echo.received) == 3
+    assert sum("k" in r["query"] for r in echo.received) == 3
     for request in echo.received:
         if "pw" in request["query"]:
             assert request["query"]["pw"] == [value]
