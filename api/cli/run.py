@@ -131,7 +131,6 @@ async def published_elsewhere(
         return
     from engine.operations import Operations
     from engine.operations.startup import mask_url
-    from engine.store.pins import child_reference
     from schemas.definitions import SpawnerVertex
 
     stored = {w.name for w in await Operations(runtime).workflows.list(system=True)}
@@ -143,7 +142,7 @@ async def published_elsewhere(
         for vertex_id, vertex in workflow.vertices.items():
             if not isinstance(vertex, SpawnerVertex):
                 continue
-            child, _ = child_reference(vertex.config)
+            child = vertex.config.workflow.split("@")[0]
             if child in missing and child not in starters:
                 starters[child] = f"SPAWNER {vertex_id!r} of {workflow.name!r}"
     which = "; ".join(f"{name!r} (started by {starters[name]})" for name in missing)
