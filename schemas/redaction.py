@@ -19,6 +19,8 @@ written any way a request or an answer writes that character:
   HTML-safe `\\u003d`, .NET's `\\u002B`; a surrogate pair beyond the BMP), `\\/` (PHP),
   `\\"`, `\\\\` and `\\n`-style escapes, nested up to three JSON strings deep (a body echoed
   inside a JSON answer that is itself quoted in another: up to 8 backslashes);
+* a non-ASCII character misdecoded: its UTF-8 bytes read as Latin-1 or Windows-1252, or
+  `U+FFFD` or `?` in its place (`_misdecoded`);
 * HTML and XML character references, as a downstream that echoes the request HTML-escaped
   writes them: decimal `&#39;` or hex `&#x27;` with up to six leading zeros (`&#039;`, PHP's
   quote) for any character, without its `;` where HTML reads it so (no digit or `;` after
@@ -169,6 +171,7 @@ def _spellings(char: str, encoded_plain: bool = True) -> _Spellings:
         _html_reference(char, code),
         (re.escape(char), 1),
         _percent(char),
+        *_misdecoded(char),
     ]
     if code > 0xFFFF:  # a surrogate pair, as `json.dumps` and Java write it
         high, low = 0xD800 + ((code - 0x10000) >> 10), 0xDC00 + ((code - 0x10000) & 0x3FF)
@@ -183,6 +186,19 @@ def _spellings(char: str, encoded_plain: bool = True) -> _Spellings:
         plain.extend(plus.plain)
         tails.extend(plus.tails)
     return _Spellings(tuple(plain), tuple(tails))
+
+
+def _misdecoded(char: str) -> list[tuple[str, int]]:
+    """A non-ASCII `char` as a text shows it when the answer's charset is not the one its
+    bytes are in: its UTF-8 bytes read as Latin-1 or Windows-1252 (`é` as `Ã©`: servers that
+    label every text ISO-8859-1), and one character the decoder (`U+FFFD`) or a lossy
+    transcoder (`?`) put in its place (`é` sent back in Latin-1 and read as UTF-8). Fixed
+    texts, so each matches one way."""
+    if char.isascii():
+        return []
+    encoded = char.encode("utf-8", errors="surrogatepass")
+    texts = {encoded.decode("latin-1"), encoded.decode("cp1252", errors="replace"), "\ufffd", "?"}
+    return [(re.escape(text), len(text)) for text in sorted(texts)]
 
 
 def _percent(char: str) -> tuple[str, int]:

@@ -206,6 +206,8 @@ def test_the_html_references_a_review_named_are_redacted() -> None:
         ("key%25" * 12 + "!", ("key%2525" + "%25" * 2 + "&percnt;25") * 3 + "%2525" * 300),
         # Every name of `/` beside its re-encoded and JSON forms.
         ("key" + "/" * 12 + "!", "key" + "&sol;&#47/%2F%252F\\/\\u002f" * 2 + "&sol" * 300),
+        # A non-ASCII character misdecoded (`Ã©`), replaced, or raw beside its first half.
+        ("key" + "é" * 12 + "!", "key" + "Ã©?\ufffd&#233" * 3 + "Ã" * 300),
     ],
     ids=[
         "ampersands",
@@ -217,6 +219,7 @@ def test_the_html_references_a_review_named_are_redacted() -> None:
         "semicolons",
         "percent signs",
         "slashes",
+        "misdecoded",
     ],
 )
 def test_html_references_are_matched_in_linear_time(value: str, hostile: str) -> None:

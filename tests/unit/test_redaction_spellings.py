@@ -15,6 +15,7 @@ from urllib.parse import quote
 import pytest
 
 from schemas.redaction import _ENCODED_PLAIN, MIN_REDACTED_CHARS, REDACTED, Redactor, _value
+from vertices.gateway_response import Answer, excerpt
 
 SECRET = 'cnry_Q9v+Zt=Kx.7Lw~pA/é"x'
 VALUES = [SECRET, "a&b=c#d?e%zz;f/g[h]", "C:\\dir\\\\n+tab\t1", "emoji 🗝️ key:@end"]
@@ -168,3 +169,19 @@ def test_the_plain_pattern_matches_as_the_whole_one_where_no_letter_is_encoded()
     for text in ["&#39;", "&#47", "&#x2F;", "&#971;", "&#x7B", "%2F", "%3A", "%2540", "%60"]:
         assert not _ENCODED_PLAIN.search(f"x{text}x"), text
     assert Redactor([value]).text("[a%2541&amp;b&semi;1]") == f"[{REDACTED}]"
+
+
+@pytest.mark.parametrize("value", [SECRET, "pässwörd~ünï çé €", "emoji 🗝️ key:@end", "ÁÐ€Ÿ-x"])
+def test_a_value_in_a_body_read_in_another_charset_is_redacted(value: str) -> None:
+    """A server that labels every text ISO-8859-1 (or Windows-1252) echoes the UTF-8 bytes it
+    was sent; one that answers in Latin-1 what it was sent in UTF-8 is read as UTF-8 with
+    `U+FFFD` in place of what does not decode, or transcodes lossily (`?`)."""
+    utf8 = value.encode()
+    redactor = Redactor([value])
+    for charset in ("iso-8859-1", "windows-1252"):
+        shown = excerpt(Answer(400, "Bad Request", {}, b"<" + utf8 + b">", charset), redactor)
+        assert shown == f"<{REDACTED}>", charset
+    replaced = value.encode("latin-1", errors="replace").decode(errors="replace")
+    assert redactor.text(f"<{replaced}>") == f"<{REDACTED}>"
+    lossy = value.encode("ascii", errors="replace").decode()
+    assert redactor.text(f"<{lossy}>") == f"<{REDACTED}>"
