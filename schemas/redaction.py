@@ -24,9 +24,10 @@ written any way a request or an answer writes that character:
 * HTML and XML character references, as a downstream that echoes the request HTML-escaped
   writes them: decimal `&#39;` or hex `&#x27;` with up to six leading zeros (`&#039;`, PHP's
   quote) for any character, without its `;` where HTML reads it so (no digit or `;` after
-  it), and the named references HTML5 has for ASCII punctuation (`_HTML_NAMES`). Each is a
-  whole form of its character (`_html_reference`), never combined with the forms above
-  (`&#x27;` written JSON-escaped or percent-encoded is not recognised).
+  it), and the named references HTML5 has for ASCII punctuation (`_HTML_NAMES`); each maybe
+  escaped once more (`&amp;#39;`). Each is a whole form of its character (`_html_reference`),
+  never combined with the forms above (`&#x27;` written JSON-escaped or percent-encoded is
+  not recognised).
 
 ASCII letters and digits are written only as themselves, percent-encoded or as numeric
 references: never JSON-escaped. A text without any letter's or digit's `%XX`, `%25XX` or
@@ -68,12 +69,13 @@ _PLAIN = frozenset(string.ascii_letters + string.digits)
 as themselves unless `_ENCODED_PLAIN` finds an encoded one in it."""
 _ENCODED_PLAIN = re.compile(
     r"%(?:25)?(?:3[0-9]|[46][1-9a-fA-F]|[57][0-9aA])"
-    r"|&#0*(?:4[89]|5[0-7]|6[5-9]|[78][0-9]|9[07-9]|1[01][0-9]|12[0-2])(?![0-9])"
-    r"|&#[xX]0*(?:3[0-9]|[46][1-9a-fA-F]|[57][0-9aA])(?![0-9a-fA-F])"
+    r"|&(?:amp;)?#0*(?:4[89]|5[0-7]|6[5-9]|[78][0-9]|9[07-9]|1[01][0-9]|12[0-2])(?![0-9])"
+    r"|&(?:amp;)?#[xX]0*(?:3[0-9]|[46][1-9a-fA-F]|[57][0-9aA])(?![0-9a-fA-F])"
 )
 """Where a text may write an ASCII letter or digit otherwise than as itself: the `%XX` or
 `%25XX` of bytes 0x30-0x39, 0x41-0x5A and 0x61-0x7A, and their numeric references (48-57,
-65-90, 97-122), so an HTML text's `&#39;` does not make every value's pattern run on it."""
+65-90, 97-122, maybe escaped once more: `&amp;#97;`), so an HTML text's `&#39;` does not
+make every value's pattern run on it."""
 _MAX_BACKSLASHES = 8
 """A JSON escape's backslashes three strings deep: 1, 3 or 7 before an escaped character,
 2, 4 or 8 for a backslash itself."""
@@ -214,9 +216,9 @@ def _html_reference(char: str, code: int) -> tuple[str, int]:
     HTML-escaped writes it: decimal `&#39;` or hex `&#x27;` (`x` and the digits in either
     case, up to `_MAX_ZEROS` leading zeros; one code point beyond the BMP, not a surrogate
     pair), without its `;` when no digit follows (HTML reads `&#39 ` as `' `), and its
-    `_HTML_NAMES`. One plain form: each begins with `&` and ends where HTML ends it (a
-    lookahead, not a repetition, decides a `;`-less one), so it matches one way at a place
-    and adds no backtracking."""
+    `_HTML_NAMES`; each maybe escaped once more (`&amp;#39;`). One plain form: each begins
+    with `&` and ends where HTML ends it (a lookahead, not a repetition, decides a `;`-less
+    one), so it matches one way at a place and adds no backtracking."""
     decimal, hexadecimal = str(code), f"{code:x}"
     zeros = f"0{{0,{_MAX_ZEROS}}}"
     names = _HTML_NAMES.get(char, ())
@@ -233,7 +235,9 @@ def _html_reference(char: str, code: int) -> tuple[str, int]:
         4 + _MAX_ZEROS + len(hexadecimal),
         *(2 + len(name) for name in names),
     )
-    return f"&(?:{'|'.join(forms)})", longest
+    # `&amp;` first: the reference escaped once more (`&amp;#39;`), as a page that escapes a
+    # text already escaped writes it. One level, like `%25XX`.
+    return f"&(?:amp;)?(?:{'|'.join(forms)})", 4 + longest
 
 
 @dataclass(frozen=True)
@@ -440,9 +444,11 @@ class Redactor:
 
 def _encoded_plain(text: str) -> bool:
     """Whether `text` may write an ASCII letter or digit encoded (`_ENCODED_PLAIN`). The
-    substring tests first: most texts hold neither `%` nor `&#`, and they cost a fraction of
-    the search."""
-    return ("%" in text or "&#" in text) and _ENCODED_PLAIN.search(text) is not None
+    substring tests first: most texts hold no `%`, `&#` or `;#` (`&amp;#97;`), and they cost
+    a fraction of the search."""
+    if "%" not in text and "&#" not in text and ";#" not in text:
+        return False
+    return _ENCODED_PLAIN.search(text) is not None
 
 
 def _strings(value: dict[Any, Any] | list[Any]) -> list[str]:

@@ -208,6 +208,8 @@ def test_the_html_references_a_review_named_are_redacted() -> None:
         ("key" + "/" * 12 + "!", "key" + "&sol;&#47/%2F%252F\\/\\u002f" * 2 + "&sol" * 300),
         # A non-ASCII character misdecoded (`Ã©`), replaced, or raw beside its first half.
         ("key" + "é" * 12 + "!", "key" + "Ã©?\ufffd&#233" * 3 + "Ã" * 300),
+        # References escaped twice beside once, and `&amp;` runs that are neither.
+        ("key" + "'" * 12 + "!", "key" + "&amp;#39;&amp;apos;&#x27&amp;#x27" * 3 + "&amp;" * 300),
     ],
     ids=[
         "ampersands",
@@ -220,6 +222,7 @@ def test_the_html_references_a_review_named_are_redacted() -> None:
         "percent signs",
         "slashes",
         "misdecoded",
+        "escaped twice",
     ],
 )
 def test_html_references_are_matched_in_linear_time(value: str, hostile: str) -> None:

@@ -164,7 +164,7 @@ def test_the_plain_pattern_matches_as_the_whole_one_where_no_letter_is_encoded()
             whole = [m.span() for m in known.whole.finditer(text)]
             assert [m.span() for m in known.plain.finditer(text)] == whole, text
     assert checked > 100
-    for text in ["&#97", "&#0065;", "&#x7A", "&#X000031;", "%2541", "%7a", "&#122;"]:
+    for text in ["&#97", "&#0065;", "&#x7A", "&#X000031;", "%2541", "%7a", "&amp;#122;"]:
         assert _ENCODED_PLAIN.search(f"x{text}x"), text
     for text in ["&#39;", "&#47", "&#x2F;", "&#971;", "&#x7B", "%2F", "%3A", "%2540", "%60"]:
         assert not _ENCODED_PLAIN.search(f"x{text}x"), text
@@ -185,3 +185,16 @@ def test_a_value_in_a_body_read_in_another_charset_is_redacted(value: str) -> No
     assert redactor.text(f"<{replaced}>") == f"<{REDACTED}>"
     lossy = value.encode("ascii", errors="replace").decode()
     assert redactor.text(f"<{lossy}>") == f"<{REDACTED}>"
+
+
+@pytest.mark.parametrize("value", VALUES)
+def test_a_value_html_escaped_twice_is_redacted(value: str) -> None:
+    """A page that escapes a text already escaped writes `&amp;` before each reference."""
+    redactor = Redactor([value])
+    for once in [html.escape(value), _every(value, "&#{};"), _every(value, "&#x{:x}")]:
+        twice = once.replace("&", "&amp;")
+        assert _redacted(redactor, twice), twice
+    # One level only.
+    three = html.escape(value).replace("&", "&amp;").replace("&", "&amp;")
+    if three != value:
+        assert REDACTED not in redactor.text(f"<p>{three}</p>")
