@@ -23,6 +23,7 @@ from referencing.jsonschema import DRAFT202012
 
 from engine.validation.common import Code, did_you_mean, pointer, quoted_list, show
 from engine.validation.patterns import InputValidator, UnsafePattern, compiled, pattern_problems
+from engine.validation.type_case import with_types_fixed
 from schemas import loader
 from schemas.definitions import Workflow
 from schemas.errors import Problem
@@ -79,6 +80,11 @@ def schema_problems(data: Any) -> list[Problem]:
     problems: list[Problem] = []
     for error in loader.file_validator().iter_errors(data):
         problems.extend(_describe(error, None))
+    fixed = with_types_fixed(data)
+    if fixed is not None:
+        # The config of a "gateway" is checked as a GATEWAY's, in this same pass.
+        for error in loader.file_validator().iter_errors(fixed):
+            problems.extend(_describe(error, None))
     return _once_each(problems)
 
 
