@@ -185,10 +185,20 @@ def _expression_failure(exc: expressions.ExpressionError, where: str) -> StepFai
 
 
 def _render(value: Any, context: dict[str, Any], where: str) -> Any:
+    """`expressions.render`, walked here so that a failure names the JSON pointer of the
+    string that failed (`/config/body/total`), not only the field it is under."""
+    if isinstance(value, dict):
+        return {k: _render(v, context, f"{where}/{_escaped(k)}") for k, v in value.items()}
+    if isinstance(value, list):
+        return [_render(v, context, f"{where}/{i}") for i, v in enumerate(value)]
     try:
         return expressions.render(value, context)
     except expressions.ExpressionError as exc:
         raise _expression_failure(exc, where) from exc
+
+
+def _escaped(key: str) -> str:
+    return key.replace("~", "~0").replace("/", "~1")
 
 
 def _scalar_text(value: Any) -> str:
@@ -348,7 +358,7 @@ def _render_url(text: str, context: dict[str, Any]) -> Any:
 
         url = template.render_placed(context, place)
     except expressions.ExpressionError as exc:
-        raise _expression_failure(exc, "url") from exc
+        raise _expression_failure(exc, "/config/url") from exc
     _refuse_dot_segments(url, in_path)
     for start, end, source in in_label:
         _check_host_label(url, start, end, source)
@@ -482,7 +492,7 @@ def _url(config: GatewayConfig, context: dict[str, Any]) -> str:
 
 
 def _headers(config: GatewayConfig, context: dict[str, Any]) -> dict[str, str]:
-    rendered = _render(config.headers, context, "headers")
+    rendered = _render(config.headers, context, "/config/headers")
     headers: dict[str, str] = {}
     for name, value in rendered.items():
         if value is None:
@@ -497,7 +507,7 @@ def _headers(config: GatewayConfig, context: dict[str, Any]) -> dict[str, str]:
 
 
 def _params(config: GatewayConfig, context: dict[str, Any]) -> list[tuple[str, str]]:
-    rendered = _render(config.query, context, "query")
+    rendered = _render(config.query, context, "/config/query")
     params: list[tuple[str, str]] = []
     for name, value in rendered.items():
         values = value if isinstance(value, list) else [value]
@@ -521,7 +531,7 @@ def is_json_media_type(content_type: str | None) -> bool:
 def _content(
     config: GatewayConfig, context: dict[str, Any], headers: dict[str, str]
 ) -> bytes | None:
-    body = _render(config.body, context, "body")
+    body = _render(config.body, context, "/config/body")
     if body is None:
         return None
     content_type = _header(headers, "Content-Type")
