@@ -44,6 +44,7 @@ from jmespath.parser import ParsedResult
 from engine.validation.common import Code, did_you_mean, jmespath_path, pointer, quoted_list
 from engine.validation.graph import RawVertex, RawWorkflow
 from engine.validation.input_fields import input_field_problem
+from engine.validation.output_paths import output_path_problem
 from engine.validation.syntax_hints import Hint, hyphen_hint
 from engine.validation.url_head import url_head_problems
 from schemas.errors import Problem
@@ -370,4 +371,4 @@ def _check_vertex_reference(
             f"{jmespath_path([*names[:2], 'output'])} ({fix}).",
             Code.UNKNOWN_CONTEXT,
         )
-    return None
+    return output_path_problem(site.at, shown, wf.vertices[target].type, names)

@@ -469,10 +469,10 @@ def test_item_and_index_belong_in_a_spawners_input_and_in_child_workflows() -> N
         ("{{ input.lists[index] }}", ["expression_syntax"]),
         ("{{ [index] }}", ["item_in_items"]),
         (
-            "{{ vertices.collect.output.a }}{{ vertices.collect.output.b }}",
+            "{{ vertices.collect.output.body.a }}{{ vertices.collect.output.body.b }}",
             ["items_not_expression"],
         ),
-        (" {{ vertices.collect.output.a }}", ["schema"]),
+        (" {{ vertices.collect.output.body.a }}", ["schema"]),
         (["{{ item }}"], ["item_in_items"]),
         ([1, "{{ input.x }}"], []),
     ],
