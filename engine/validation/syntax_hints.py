@@ -1,10 +1,14 @@
-"""What to do about an expression that does not compile because a name in it has a `-`.
+"""What to do about an expression that does not compile, for the mistakes JMESPath's own error
+leaves unexplained: a name with a `-`, a bare number in a comparison, arithmetic.
 
 JMESPath reads `vertices.paid-orders.output` as `vertices.paid`, then a `-` it has no use for
 ("Unknown token '-'"), or a number (`a-1`: "Unexpected token: -1"); neither says that such a
 name must be written in double quotes (`vertices."paid-orders"`, docs/authoring.md,
 'Expressions'). A secret's name cannot have a `-` at all, quoted or not (`SECRET_NAME`), so
 `secrets.crm-token` gets the naming rule instead.
+
+`[?qty > 1]` gives "invalid token": a JSON literal such as a number is written in backticks
+(`` [?qty > `1`] ``). `a + b` gives "Unknown token +": JMESPath has no arithmetic at all.
 """
 
 from __future__ import annotations
@@ -34,6 +38,53 @@ class Hint:
     code: str = Code.EXPRESSION_SYNTAX
     instead: bool = False
     """True: the syntax error is beside the point (the name would be refused quoted too)."""
+
+
+_COMPARED_NUMBER = re.compile(
+    r"(?<=[=<>])(\s*)(-?\d+(?:\.\d+)?)(?![\w.])|(?<![\w.\]`])(-?\d+(?:\.\d+)?)(?=\s*[=<>!])"
+)
+"""A number written bare right beside a comparison operator (either side)."""
+_ARITHMETIC = re.compile(r"[+/]|\s[-*]\s")
+
+
+def syntax_hint(source: str, vertex_ids: Collection[str]) -> Hint | None:
+    """The hint for `source` (an expression that does not compile), if one applies."""
+    return hyphen_hint(source, vertex_ids) or number_hint(source) or arithmetic_hint(source)
+
+
+def number_hint(source: str) -> Hint | None:
+    """`[?qty > 1]`: numbers compared must be JSON literals, in backticks."""
+    stretches = list(_unquoted(source))
+    if not any(_COMPARED_NUMBER.search(text) for _, text in stretches):
+        return None
+    corrected, last = [], 0
+    for start, text in stretches:
+        corrected.append(source[last:start])
+        corrected.append(_COMPARED_NUMBER.sub(_backticked, text))
+        last = start + len(text)
+    corrected.append(source[last:])
+    fixed = "".join(corrected)
+    number = next(m for _, t in stretches if (m := _COMPARED_NUMBER.search(t)))
+    shown = (number.group(2) or number.group(3)).strip()
+    write = f": write {{{{ {fixed} }}}}" if _compiles(fixed) else ""
+    return Hint(f"; numbers are written in backticks (`{shown}`){write}")
+
+
+def _backticked(match: re.Match[str]) -> str:
+    if match.group(2) is not None:
+        return f"{match.group(1)}`{match.group(2)}`"
+    return f"`{match.group(3)}`"
+
+
+def arithmetic_hint(source: str) -> Hint | None:
+    """`a + b`, `a - b`, `a * 2`, `a / 2`: JMESPath cannot compute."""
+    if not any(_ARITHMETIC.search(text) for _, text in _unquoted(source)):
+        return None
+    return Hint(
+        "; JMESPath has no arithmetic (+, -, *, /): its only numeric functions are sum(), "
+        "avg(), abs(), ceil() and floor(), so compute other values before the run or in the "
+        "service you call"
+    )
 
 
 def hyphen_hint(source: str, vertex_ids: Collection[str]) -> Hint | None:

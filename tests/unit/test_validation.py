@@ -477,3 +477,30 @@ def test_a_wrong_case_type_is_said_and_the_vertex_checked_as_meant_in_one_pass()
     said = {p.pointer: p.message for p in caught.value.problems}
     assert said["/0/vertices/b/type"].endswith('got "gateway". Did you mean "GATEWAY"?')
     assert 'only on GATEWAY "b"' in said["/0/vertices/j/dependsOn"]
+
+
+def problems_said(document: Any) -> dict[str, str]:
+    with pytest.raises(DefinitionError) as caught:
+        parse_document(json.dumps(document))
+    return {p.pointer: p.message for p in caught.value.problems}
+
+
+def test_a_single_value_where_an_array_belongs_is_shown_as_that_array() -> None:
+    said = problems_said(workflow(a=gateway(successCodes=200), b={**gateway(), "dependsOn": "a"}))
+    assert said["/vertices/a/config/successCodes"] == (
+        "successCodes must be an array, e.g. [200]; got an integer."
+    )
+    assert said["/vertices/b/dependsOn"] == 'dependsOn must be an array, e.g. ["a"]; got a string.'
+
+
+@pytest.mark.parametrize("items", ["{{ input.list }} ", "list: {{ input.list }}"])
+def test_items_with_text_around_its_expression_says_to_remove_it(items: str) -> None:
+    said = problems_said([workflow("p", fan=spawner(items=items)), CHILD])
+    assert said["/0/vertices/fan/config/items"].endswith(
+        'Remove the text around the expression: write "{{ input.list }}".'
+    )
+
+
+def test_a_url_with_text_before_its_expression_gets_no_items_hint() -> None:
+    said = problems_said(workflow(a=gateway(url=" {{ input.url }}")))
+    assert "Remove the text" not in said["/vertices/a/config/url"]
