@@ -35,7 +35,8 @@ def test_split_first_keeps_the_element_itself_apart_from_its_empty_key(
 
 
 def test_publish_says_problems_as_validate_does_with_their_code() -> None:
-    from api.cli.client_errors import ApiFailure, ExitCode
+    from api.cli.client_errors import ApiFailure
+    from api.cli.exit_codes import ExitCode
     from api.cli.workflows import Origin, _located
 
     problems = [
