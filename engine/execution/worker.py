@@ -116,6 +116,10 @@ class WorkerConfig:
     shutdown_grace_s: float = 20.0
     payload_retention_s: float = payload_defaults.PAYLOAD_RETENTION_S
     """Payloads of runs that ended longer ago than this are deleted. Default 7 days."""
+    service: str | None = None
+    """The service id this worker's heartbeat beats under (`engine.runtime.run_service`),
+    recorded on the steps it claims (`claimed_by`) so that an operator can tell whether their
+    holder is alive; None for a worker that runs as no service (`schemabridge run`)."""
     payload_expiry_every_s: float = 60.0
     """How often the worker deletes expired payloads. Default a minute: retention counts in
     days, and a pass that finds nothing is one indexed read."""
@@ -263,7 +267,7 @@ class Worker:
     async def _claim(self, wanted: int) -> list[ClaimedStep]:
         since = self._stops.now()
         try:
-            claimed = await self._store.claim(wanted, self._config.lease_s)
+            claimed = await self._store.claim(wanted, self._config.lease_s, self._config.service)
         except Exception:
             logger.exception("claim failed; retrying after the idle poll")
             return []

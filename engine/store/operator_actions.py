@@ -310,6 +310,7 @@ async def resolve_step(conn: AsyncConnection, step_id: int, output: Any, now: fl
             error=None,
             ended_at=now,
             claim_token=None,
+            claimed_by=None,
             lease_expires_at=None,
         )
     )
@@ -417,6 +418,7 @@ async def cancel_open_steps(conn: AsyncConnection, tree: CTE, now: float) -> int
             status=StepStatus.CANCELLED.value,
             ended_at=now,
             claim_token=None,
+            claimed_by=None,
             lease_expires_at=None,
             wait_reason=None,
             wait_message=None,

@@ -6,7 +6,8 @@ The store is both the source of truth and the work queue (docs/architecture.md,
 Claiming. Ready steps are claimed in batches by atomic statements (one for the tenants'
 shares and one for the fill, see `engine.store.claims`):
 
-    UPDATE step SET status='RUNNING', claim_token=<batch>||id, lease_expires_at=…
+    UPDATE step SET status='RUNNING', claim_token=<batch>||id, lease_expires_at=…,
+                    claimed_by=<the worker's service id>
     WHERE id IN (SELECT id FROM step WHERE status='READY' AND not_before <= now
                  [AND tenant_id = …] ORDER BY created_at, id LIMIT n
                  FOR UPDATE OF step SKIP LOCKED)
@@ -78,8 +79,11 @@ class WorkQueue(StoreCore):
 
     # ── the queue ───────────────────────────────────────────────────────────────────────────
 
-    async def claim(self, limit: int, lease_s: float) -> list[ClaimedStep]:
-        """Atomically claim up to `limit` due READY steps of RUNNING runs."""
+    async def claim(
+        self, limit: int, lease_s: float, worker: str | None = None
+    ) -> list[ClaimedStep]:
+        """Atomically claim up to `limit` due READY steps of RUNNING runs, recording `worker`
+        (the claimer's service id, as its heartbeat names it) as their holder."""
         now = self._clock.now()
         batch = claims.new_batch()
         ring = self._tenant_ring
@@ -88,7 +92,9 @@ class WorkQueue(StoreCore):
         # locks, and a failure before COMMIT must leave no step claimed by nobody.
         async with self._engines.write.begin() as conn:
             tenants = await ring.turn(conn, limit)
-            rows = await claims.claim_rows(conn, now, limit, lease_s, batch, tenants=tenants)
+            rows = await claims.claim_rows(
+                conn, now, limit, lease_s, batch, tenants=tenants, worker=worker
+            )
             ring.claimed(limit, len(rows))
             return await self._claimed(conn, rows)
 
@@ -274,6 +280,7 @@ class WorkQueue(StoreCore):
                     else_=StepStatus.PENDING.value,
                 ),
                 claim_token=None,
+                claimed_by=None,
                 lease_expires_at=None,
                 not_before=now,
                 wait_reason=None,
