@@ -317,6 +317,26 @@ class WaitingChildren(View):
     """The earliest time one of them is due again."""
 
 
+HolderState = Literal["alive", "presumed_dead", "unknown"]
+
+
+class HolderView(View):
+    """Who holds a RUNNING step's claim and whether it is alive (docs/architecture.md, 'Who
+    holds a step'), judged by the heartbeat rule `GET /services` applies."""
+
+    worker: str | None = None
+    """The holder's service id, as `GET /services` names it. None for a tenant key (a service
+    id is operational data, docs/security.md) and for a holder that runs as no service."""
+    state: HolderState
+    """`alive`: its heartbeat is at most the TTL old; `presumed_dead`: it is older, or gone
+    (the step is taken back when the lease ends); `unknown`: no named holder, or Redis did not
+    answer."""
+    last_seen: float | None = None
+    """Epoch seconds of its latest heartbeat; None if never seen (or `unknown`)."""
+    silent_s: float | None = None
+    """Seconds between its latest heartbeat and the read; None if never seen."""
+
+
 class StepView(View):
     vertex_id: str
     type: VertexType | None
@@ -335,6 +355,11 @@ class StepView(View):
     children: SpawnerCounts | None = None
     waiting: WaitingView | None = None
     """Why the step waits, while it does."""
+    lease_expires_at: float | None = None
+    """While RUNNING: when its claim's lease ends (epoch seconds) unless its holder renews it;
+    a dead holder's step is taken back then and runs again."""
+    holder: HolderView | None = None
+    """While RUNNING: who holds its claim, and whether that worker is alive."""
     history: list[AttemptView] = []
 
 
