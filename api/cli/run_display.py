@@ -31,6 +31,7 @@ if TYPE_CHECKING:
         AttemptView,
         ErrorView,
         FanoutProgress,
+        Holder,
         LogEntry,
         RunDetail,
         RunSummary,
@@ -103,6 +104,28 @@ def waiting_line(waiting: Waiting, now: float) -> str:
     return line
 
 
+def holder_line(holder: Holder, lease_expires_at: float | None) -> str:
+    """Who holds a RUNNING step, whether it is alive and when a dead holder's step is taken
+    back: `held by worker w-1 (no heartbeat for 42 s: presumed dead); taken back when its
+    lease ends at 04:07:58`."""
+    who = f"worker {shown(holder.worker)}" if holder.worker else "a worker"
+    silent = "" if holder.silent_s is None else duration(holder.silent_s)
+    if holder.state == "alive":
+        state = f"alive, last heartbeat {silent} ago" if silent else "alive"
+    elif holder.state == "presumed_dead":
+        state = f"no heartbeat for {silent}" if silent else "never sent a heartbeat"
+        state += ": presumed dead"
+    else:
+        state = "liveness unknown"
+    line = f"held by {who} ({state})"
+    if lease_expires_at is None:
+        return line
+    ends = clock(lease_expires_at)[:8]
+    if holder.state == "alive":
+        return f"{line}; its lease ends at {ends} unless renewed"
+    return f"{line}; taken back when its lease ends at {ends}"
+
+
 def step_attempts(step: StepView) -> str:
     """HTTP attempts for a GATEWAY that made some, else executions; redispatches noted."""
     count = len(step.history) if step.history else step.attempts
@@ -123,6 +146,8 @@ def step_detail(step: StepView, now: float) -> str:
         parts.append(counts_line(step.children))
     if step.waiting is not None:
         parts.append(waiting_line(step.waiting, now))
+    if step.holder is not None:
+        parts.append(holder_line(step.holder, step.lease_expires_at))
     return "; ".join(parts) or MISSING
 
 

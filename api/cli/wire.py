@@ -185,6 +185,15 @@ class Waiting(Wire):
     until: float | None = None
 
 
+class Holder(Wire):
+    """Who holds a RUNNING step's claim and whether it is alive, when the API says so."""
+
+    worker: str | None = None
+    state: str = "unknown"
+    last_seen: float | None = None
+    silent_s: float | None = None
+
+
 class StepView(Wire):
     vertex_id: str
     type: str | None = None
@@ -197,6 +206,8 @@ class StepView(Wire):
     children: SpawnerCounts | None = None
     history: list[AttemptView] = []
     waiting: Waiting | None = None
+    lease_expires_at: float | None = None
+    holder: Holder | None = None
 
 
 class WaitingChildren(Wire):
