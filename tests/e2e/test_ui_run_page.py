@@ -115,8 +115,9 @@ def test_a_finished_run_offers_no_cancel(server: DemoServer, browser: Any) -> No
 
 
 def test_cancel_is_withdrawn_when_a_live_run_ends(server: DemoServer, browser: Any) -> None:
-    """Opened while the run is going, Cancel is offered (and red); when the run succeeds
-    while the page is open (its events arrive over SSE) Cancel turns unavailable."""
+    """Opened while the run is going, Cancel is offered (and red) and its running step says
+    which worker holds it and that it is alive; when the run succeeds while the page is open
+    (its events arrive over SSE) Cancel turns unavailable."""
     server.latency(2_500)
     run_id = ticket(server, "live-end")
     with opened(browser, f"{server.ui}#/runs/{run_id}") as (page, _):
@@ -124,6 +125,13 @@ def test_cancel_is_withdrawn_when_a_live_run_ends(server: DemoServer, browser: A
         cancel = actions(page)["Cancel"]
         assert not cancel["disabled"] and cancel["focusable"], cancel
         assert cancel["background"] == RED, cancel
+        # Its RUNNING step names the worker holding it (the serve process's own, beating).
+        held = page.locator(".waiting .holder-line").first
+        held.wait_for()
+        assert re.search(r"is held by worker serve-\S+ \(alive\b", held.inner_text()), (
+            held.inner_text()
+        )
+        assert "lease ends at" in held.inner_text()
         shoot(page, "run-actions-live")
         server.latency(0)
         page.locator("h1 .badge", has_text="succeeded").wait_for(timeout=30_000)
