@@ -18,7 +18,13 @@ import redis.asyncio as redis
 
 from engine import coordination
 from engine.coordination import keys
-from engine.coordination.heartbeat import Heartbeat, ServiceMonitor, ServiceStatus, read_services
+from engine.coordination.heartbeat import (
+    Heartbeat,
+    ServiceMonitor,
+    ServiceStatus,
+    read_named_services,
+    read_services,
+)
 from engine.settings import Settings
 from schemas.clock import FakeClock, SystemClock
 from tests.integration.scripts.helpers import (
@@ -176,6 +182,32 @@ async def test_an_expired_key_reads_as_down(client: redis.Redis, clock: FakeCloc
     await Heartbeat(service, client, clock).beat()
     await client.delete(keys.heartbeat(service))  # what the TTL does to a dead service
     assert not mine(await read_services(client, clock), service)[service].up
+
+
+async def test_named_services_read_as_every_service_does(
+    client: redis.Redis, clock: FakeClock
+) -> None:
+    """`read_named_services` (the holders of a run's steps) judges by the rule of
+    `read_services`: the same statuses for the names asked, and a name never heard of reads
+    as down, never seen."""
+    live, stale, gone, never = (unique(n) for n in ("live", "stale", "gone", "never"))
+    await Heartbeat(stale, client, clock, ttl_s=30.0).beat()
+    await Heartbeat(gone, client, clock).beat()
+    await client.delete(keys.heartbeat(gone))
+    clock.advance(31.0)
+    await Heartbeat(live, client, clock).beat()
+    named = await read_named_services(client, clock, [live, stale, gone, never], ttl_s=30.0)
+    every = mine(await read_services(client, clock, ttl_s=30.0), live, stale, gone)
+    assert {name: named[name] for name in every} == every
+    assert (named[live].up, named[stale].up, named[gone].up) == (True, False, False)
+    assert named[never] == ServiceStatus(never, up=False, pid=None, uptime_s=None, last_seen=None)
+    assert await read_named_services(client, clock, []) == {}
+
+
+async def test_named_services_against_an_unreachable_server(clock: FakeClock) -> None:
+    async with open_client(UNREACHABLE_REDIS_URL) as client:
+        with pytest.raises(coordination.COORDINATION_ERRORS):
+            await read_named_services(client, clock, ["w-1"])
 
 
 async def test_a_malformed_payload_reads_as_down(
