@@ -4,30 +4,19 @@ for a tenant, `unknown` when Redis did not answer or no named worker holds it.""
 
 from __future__ import annotations
 
+import dataclasses
+
 from engine.coordination.heartbeat import ServiceStatus
 from engine.operations.run_views import Holders, holder_view
 from engine.store.records import StepRecord
+from tests.unit.test_retry_wait_view import step as record
 
 NOW = 1_000.0
 
 
 def step(status: str = "RUNNING", claimed_by: str | None = "w-1") -> StepRecord:
-    return StepRecord(
-        id=1,
-        run_id="run-1",
-        vertex_id="call",
-        status=status,
-        attempts=1,
-        auto_retries=0,
-        output=None,
-        error=None,
-        not_before=50.0,
-        created_at=50.0,
-        started_at=60.0,
-        ended_at=None,
-        claim_token="b:1",
-        lease_expires_at=NOW + 20,
-        claimed_by=claimed_by,
+    return dataclasses.replace(
+        record(None, status), claim_token="b:1", lease_expires_at=NOW + 20, claimed_by=claimed_by
     )
 
 
