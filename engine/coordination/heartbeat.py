@@ -278,16 +278,21 @@ async def read_named_services(
     client: redis.Redis, clock: Clock, names: Iterable[str], *, ttl_s: float = DEFAULT_TTL_S
 ) -> dict[str, ServiceStatus]:
     """The services `names`, by name, judged by the rule `read_services` applies (one MGET of
-    their keys and one ZMSCORE, in one round trip): a reader that needs a few services (the
-    holders of a run's claims) does not read them all. A name never heard of reads as down,
-    never seen. Raises one of `COORDINATION_ERRORS` when Redis is unreachable."""
+    their keys and a ZSCORE each, in one round trip; not ZMSCORE, which needs Redis 6.2): a
+    reader that needs a few services (the holders of a run's claims) does not read them all.
+    A name never heard of reads as down, never seen. Raises one of `COORDINATION_ERRORS` when
+    Redis is unreachable."""
     wanted = sorted(set(names))
     if not wanted:
         return {}
     async with client.pipeline(transaction=False) as pipe:
         pipe.mget([keys.heartbeat(name) for name in wanted])
-        pipe.zmscore(keys.SERVICES_SET, wanted)
-        raws, scores = cast(tuple[list[bytes | None], list[float | None]], await pipe.execute())
+        for name in wanted:
+            pipe.zscore(keys.SERVICES_SET, name)
+        replies = await pipe.execute()
+    # open_redis clients always return bytes (see `read_services`).
+    raws = cast(list[bytes | None], replies[0])
+    scores = cast(list[float | None], replies[1:])
     now = clock.now()
     return {
         name: _status(name, raw, score, now, ttl_s)
