@@ -31,7 +31,7 @@ if TYPE_CHECKING:
         AttemptView,
         ErrorView,
         FanoutProgress,
-        Holder,
+        HolderView,
         LogEntry,
         RunDetail,
         RunSummary,
@@ -104,7 +104,7 @@ def waiting_line(waiting: Waiting, now: float) -> str:
     return line
 
 
-def holder_line(holder: Holder, lease_expires_at: float | None) -> str:
+def holder_line(holder: HolderView, lease_expires_at: float | None) -> str:
     """Who holds a RUNNING step, whether it is alive and when a dead holder's step is taken
     back: `held by worker w-1 (no heartbeat for 42 s: presumed dead); taken back when its
     lease ends at 04:07:58`."""

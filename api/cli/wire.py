@@ -185,7 +185,7 @@ class Waiting(Wire):
     until: float | None = None
 
 
-class Holder(Wire):
+class HolderView(Wire):
     """Who holds a RUNNING step's claim and whether it is alive, when the API says so."""
 
     worker: str | None = None
@@ -207,7 +207,7 @@ class StepView(Wire):
     history: list[AttemptView] = []
     waiting: Waiting | None = None
     lease_expires_at: float | None = None
-    holder: Holder | None = None
+    holder: HolderView | None = None
 
 
 class WaitingChildren(Wire):

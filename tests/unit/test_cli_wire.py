@@ -26,6 +26,7 @@ MIRRORS: list[tuple[type[wire.Wire], type[pydantic.BaseModel]]] = [
     (wire.SubmitResult, views.SubmitResult),
     (wire.AttemptView, views.AttemptView),
     (wire.SpawnerCounts, views.SpawnerCounts),
+    (wire.HolderView, views.HolderView),
     (wire.StepView, views.StepView),
     (wire.WaitingChildren, views.WaitingChildren),
     (wire.FanoutProgress, views.FanoutProgress),
