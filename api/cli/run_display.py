@@ -113,8 +113,7 @@ def holder_line(holder: HolderView, lease_expires_at: float | None) -> str:
     if holder.state == "alive":
         state = f"alive, last heartbeat {silent} ago" if silent else "alive"
     elif holder.state == "presumed_dead":
-        state = f"no heartbeat for {silent}" if silent else "never sent a heartbeat"
-        state += ": presumed dead"
+        state = f"no heartbeat for {silent}: presumed dead" if silent else "presumed dead"
     else:
         state = "liveness unknown"
     line = f"held by {who} ({state})"

@@ -226,14 +226,16 @@ def holder_view(step: StepRecord, holders: Holders | None) -> HolderView | None:
     status = None
     if step.claimed_by is not None and holders.statuses is not None:
         status = holders.statuses.get(step.claimed_by)
-    if status is None:
+    seen = None if status is None else status.last_seen
+    if status is None or seen is None:
+        # A holder whose heartbeat this Redis never saw is not known dead: with the embedded
+        # Redis a separate worker process beats into its own.
         return HolderView(worker=worker, state="unknown")
-    seen = status.last_seen
     return HolderView(
         worker=worker,
         state="alive" if status.up else "presumed_dead",
         last_seen=seen,
-        silent_s=None if seen is None else round(max(0.0, holders.now - seen), 1),
+        silent_s=round(max(0.0, holders.now - seen), 1),
     )
 
 

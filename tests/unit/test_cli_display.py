@@ -375,10 +375,10 @@ def test_runs_show_says_who_holds_a_running_step_and_whether_it_is_alive() -> No
     assert f"held by worker w-2 (alive, last heartbeat 3.0 s ago); its lease ends at {ends}" in (
         text
     )
-    # A tenant key is not told which worker; a worker never seen; Redis not answering.
-    never = {"worker": None, "state": "presumed_dead"}
-    text = rendered(run_display.run_view(held_run(never), NOW))
-    assert "held by a worker (never sent a heartbeat: presumed dead)" in text
+    # A tenant key is not told which worker; Redis not answering.
+    hidden = {"worker": None, "state": "presumed_dead", "silentS": 42.0}
+    text = rendered(run_display.run_view(held_run(hidden), NOW))
+    assert "held by a worker (no heartbeat for 42 s: presumed dead)" in text
     unknown = {"worker": "w-3", "state": "unknown"}
     text = rendered(run_display.run_view(held_run(unknown), NOW))
     assert f"held by worker w-3 (liveness unknown); taken back when its lease ends at {ends}" in (

@@ -1,6 +1,7 @@
 """Who holds a RUNNING step as the run views show it (`run_views.holder_view`): judged by the
 heartbeat rule of `GET /services` (`ServiceStatus.up`), the worker named for an admin and not
-for a tenant, `unknown` when Redis did not answer or no named worker holds it."""
+for a tenant, `unknown` when Redis did not answer, no named worker holds it, or this Redis
+never heard of the holder."""
 
 from __future__ import annotations
 
@@ -46,6 +47,16 @@ def test_redis_not_answering_or_no_named_holder_is_unknown() -> None:
     assert silent is not None and (silent.worker, silent.state) == ("w-1", "unknown")
     unnamed = holder_view(step(claimed_by=None), Holders({}, show_worker=True, now=NOW))
     assert unnamed is not None and (unnamed.worker, unnamed.state) == (None, "unknown")
+
+
+def test_a_holder_this_redis_never_heard_of_is_unknown_not_dead() -> None:
+    # With the embedded Redis a separate worker process beats into a Redis of its own.
+    never = holder_view(step(), Holders(seen(False, None), show_worker=True, now=NOW))
+    assert never is not None and (never.worker, never.state, never.silent_s) == (
+        "w-1",
+        "unknown",
+        None,
+    )
 
 
 def test_only_a_running_step_has_a_holder() -> None:

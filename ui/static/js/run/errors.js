@@ -94,7 +94,7 @@ export function holderLine(step) {
   const silent = holder.silentS === null || holder.silentS === undefined ? "" : duration(holder.silentS);
   let state = "liveness unknown";
   if (holder.state === "alive") state = silent ? `alive, last heartbeat ${silent} ago` : "alive";
-  else if (holder.state === "presumed_dead") state = `${silent ? `no heartbeat for ${silent}` : "never sent a heartbeat"}: presumed dead`;
+  else if (holder.state === "presumed_dead") state = silent ? `no heartbeat for ${silent}: presumed dead` : "presumed dead";
   let text = `${step.vertexId} is held by ${who} (${state})`;
   if (step.leaseExpiresAt) {
     const ends = clockTime(step.leaseExpiresAt);
