@@ -12,7 +12,8 @@ Encoding rules:
   (`schemas.url_template`). A value in the path, query, fragment or `user:password@` is
   percent-encoded as one component, `/ ? # & = @ :` included, so run input cannot change
   which path is called, add query parameters or end the userinfo early; a value that would
-  make a path segment `.` or `..` fails the step with `invalid_config`. A value in the host
+  make a path segment `.` or `..`, and a null or empty path value (an empty segment, the
+  collection instead of the item), fail the step with `invalid_config`. A value in the host
   or port that could move the call to another host (`/ ? # @`, a backslash, whitespace; a
   port that is not digits) fails it with `invalid_config`; so does a value beside literal
   host text that is not one DNS label (a dot, `%`, a unicode dot form: it would add labels
@@ -307,7 +308,7 @@ part of an IPv4 spelling starts with a digit) and that has no trailing dot. Poss
 miss (`127.1`) fails without backtracking."""
 
 
-def _render_url(text: str, context: dict[str, Any]) -> Any:
+def _render_url(text: str, context: dict[str, Any], vertex: str = "") -> Any:
     """The url's template rendered, each value written as the part of the URL it sits in
     requires, that part read from the template's literal text (`schemas.url_template`):
 
@@ -329,6 +330,10 @@ def _render_url(text: str, context: dict[str, Any]) -> Any:
 
     When the template writes the host literally, the rendered URL must still have that host
     (`_check_literal_host`): a backstop should a rule above miss a way to move it.
+
+    A path value that is null or empty is refused (`_empty_in_path`): it would call another
+    path than the author meant, silently — `DELETE /items/{{ input.id }}` without an id
+    deletes `/items/`, the whole collection, and a typo in an expression gives null.
     """
     if "{{" not in text:
         return text  # nothing to place: the common case pays one substring test
@@ -352,7 +357,9 @@ def _render_url(text: str, context: dict[str, Any]) -> Any:
                     in_label.append((len(before), len(before) + len(value), source))
                 return value
             encoded = quote(value, safe="")
-            if encoded and where is Place.PATH:
+            if where is Place.PATH:
+                if not encoded:
+                    raise _empty_in_path(source, vertex)
                 in_path.append((len(before), len(before) + len(encoded)))
             return encoded
 
@@ -399,6 +406,11 @@ def _check_head_value(where: Place, source: str, value: str) -> None:
         raise _head_error(where, source, what, allowed)
     if where is Place.HOST_LABEL and not value:
         raise _head_error(where, source, "is empty, which no host label can be", allowed)
+    if where is Place.PORT and not value:
+        # `https://h:/x` is the default port: a null would silently call another service.
+        raise _head_error(
+            where, source, "is empty (null), which would call the default port", allowed
+        )
 
 
 def _head_error(where: Place, source: str, what: str, allowed: str) -> StepFailure:
@@ -438,6 +450,18 @@ _HINTS = {
 }
 
 
+def _empty_in_path(source: str, vertex: str) -> StepFailure:
+    """`invalid_config` for a path value that is null or empty, before anything is sent."""
+    who = f"vertex {vertex!r}: " if vertex else ""
+    return _config_error(
+        f"{who}url: {{{{ {source} }}}} gave null or an empty string in the url path, which "
+        "would call another path (an empty segment) than the one meant; check the expression "
+        "(a misspelt name after `.output` or `input.` gives null) and the run's input, and "
+        "list an input field it reads in the inputSchema's `required` so that a run without "
+        "it is refused at submission"
+    )
+
+
 def _check_literal_host(url: str, layout: url_template.UrlLayout) -> None:
     """Fail when the template wrote its host literally and the rendered URL has another."""
     if layout.literal_host is None:
@@ -470,8 +494,8 @@ def _refuse_dot_segments(url: str, spans: list[tuple[int, int]]) -> None:
             )
 
 
-def _url(config: GatewayConfig, context: dict[str, Any]) -> str:
-    url = _render_url(config.url, context)
+def _url(config: GatewayConfig, context: dict[str, Any], vertex: str = "") -> str:
+    url = _render_url(config.url, context, vertex)
     if not isinstance(url, str):
         raise _config_error(f"url must evaluate to a string, got {type(url).__name__}")
     url = url.strip()
@@ -545,7 +569,7 @@ def _content(
 def build_request(config: GatewayConfig, ctx: StepContext) -> GatewayRequest:
     """Render and validate the call; raise StepFailure (`expression_error`/`invalid_config`)."""
     context = ctx.context
-    url = _url(config, context)
+    url = _url(config, context, ctx.vertex_id)
     headers = _headers(config, context)
     if _header(headers, IDEMPOTENCY_HEADER) is None:
         # The engine derives the key from run and vertex ids; the fallback keeps the same

@@ -240,7 +240,7 @@ def _url(template: str, **input_: Any) -> str:
         ("http://h.example/n/{{ input.v }}", 7, "http://h.example/n/7"),
         ("http://h.example/n/{{ input.v }}", 2.5, "http://h.example/n/2.5"),
         ("http://h.example/n/{{ input.v }}", True, "http://h.example/n/true"),
-        ("http://h.example/n/{{ input.v }}", None, "http://h.example/n/"),
+        ("http://h.example/n?q={{ input.v }}", None, "http://h.example/n?q="),  # in a path: refused
         ("http://h.example/n/{{ input.v }}", {"a": [1]}, "http://h.example/n/%7B%22a%22%3A%5B1%5D%7D"),
         ("http://h.example/n/x-{{ input.v }}.json", "a/b", "http://h.example/n/x-a%2Fb.json"),
         ("http://h.example/s?q=..&r={{ input.v }}", "..", "http://h.example/s?q=..&r=.."),
