@@ -127,6 +127,12 @@ class SentRequestView(Wire):
     body_truncated: bool = False
 
 
+class ChildCauseView(Wire):
+    kind: str
+    count: int
+    read: int
+
+
 class ErrorView(Wire):
     kind: str
     message: str = ""
@@ -135,6 +141,7 @@ class ErrorView(Wire):
     body_excerpt: str | None = None
     attempts: int | None = None
     retry_after_s: float | None = None
+    child_cause: ChildCauseView | None = None
     request: SentRequestView | None = None
 
 

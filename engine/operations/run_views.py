@@ -20,6 +20,7 @@ from engine.operations.submission import client_key
 from engine.operations.views import (
     UNKNOWN_KIND,
     AttemptView,
+    ChildCauseView,
     ErrorKind,
     ErrorView,
     FanoutProgress,
@@ -101,8 +102,18 @@ def error_view(error: Any, *, sent: bool = True) -> ErrorView | None:
         body_excerpt=_text(http.get("bodyExcerpt")),
         attempts=_int(http.get("attempts")),
         retry_after_s=_number(error.get("retryAfterS")),
+        child_cause=_child_cause(error.get("childCause")),
         request=sent_view(http.get("request")) if sent else None,
     )
+
+
+def _child_cause(value: Any) -> ChildCauseView | None:
+    if not isinstance(value, Mapping):
+        return None
+    count, read = _int(value.get("count")), _int(value.get("read"))
+    if count is None or read is None:
+        return None
+    return ChildCauseView(kind=_kind(value.get("kind")), count=count, read=read)
 
 
 def summary(run: RunRecord | RunHeader, *, sent: bool = False) -> RunSummary:

@@ -200,6 +200,15 @@ ErrorKind = FailureKind | Literal["unknown"]
 """What an error's `kind` can be: a `FailureKind`, or `UNKNOWN_KIND`."""
 
 
+class ChildCauseView(View):
+    """A failed join's commonest cause among its FAILED children: `count` of the `read`
+    children read (the first 1,000 at most) failed with `kind`."""
+
+    kind: ErrorKind
+    count: int
+    read: int
+
+
 class ErrorView(View):
     """A structured failure (of a step, or of a run: then `vertexId` names the step)."""
 
@@ -211,6 +220,8 @@ class ErrorView(View):
     attempts: int | None = None
     """HTTP attempts the failing execution made."""
     retry_after_s: float | None = None
+    child_cause: ChildCauseView | None = None
+    """A `child_failures`: the commonest kind among the failed children (what to fix)."""
     request: SentRequestView | None = None
     """What the last failed attempt sent; None when the failure sent nothing (an expression
     error, an egress refusal, a breaker), was recorded before the engine kept it, and in run

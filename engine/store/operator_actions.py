@@ -112,6 +112,9 @@ class StuckJoins:
 
     joins: list[str]
     children_failed: int
+    fix_first: str | None = None
+    """The failed children's commonest error kind when it is one the workflow or the input
+    causes (`FIX_FIRST_KINDS`): then a reprocess fails the same way too."""
 
 
 @dataclass(frozen=True)

@@ -22,6 +22,7 @@ MIRRORS: list[tuple[type[wire.Wire], type[pydantic.BaseModel]]] = [
     (wire.GraphView, views.GraphView),
     (wire.SentRequestView, views.SentRequestView),
     (wire.ErrorView, views.ErrorView),
+    (wire.ChildCauseView, views.ChildCauseView),
     (wire.RunSummary, views.RunSummary),
     (wire.SubmitResult, views.SubmitResult),
     (wire.AttemptView, views.AttemptView),
