@@ -44,8 +44,9 @@ from typing import Any, Protocol
 from engine import payload_defaults
 from engine.coordination.redis_client import COORDINATION_ERRORS
 from engine.execution import executor, worker_metrics
-from engine.execution.stops import CancelledRuns, Stops
+from engine.execution.stops import CLAIM_KEPT, CancelledRuns, Stops
 from engine.store import Store
+from engine.store.queue import HELD_BACK
 from engine.store.records import (
     ClaimedStep,
     CompletionReport,
@@ -100,6 +101,12 @@ class Cancellations(CancelledRuns, Protocol):
     def listening(
         self, listener: Callable[[frozenset[str]], None]
     ) -> contextlib.AbstractContextManager[None]: ...
+
+    def listening_failed(
+        self, listener: Callable[[frozenset[str]], None]
+    ) -> contextlib.AbstractContextManager[None]: ...
+
+    async def announce_failed(self, run_ids: Iterable[str]) -> bool: ...
 
 
 Finished = tuple[StepResult | StepAbandoned, list[LogLine], str]
@@ -187,6 +194,9 @@ class Worker:
         with contextlib.ExitStack() as listening:
             if self._cancellations is not None:
                 listening.enter_context(self._cancellations.listening(self._stops.runs_cancelled))
+                listening.enter_context(
+                    self._cancellations.listening_failed(self._stops.runs_failed)
+                )
             await self._run(stop)
 
     async def _run(self, stop: asyncio.Event) -> None:
@@ -362,6 +372,8 @@ class Worker:
         if report is None:
             # Claims stay in place; their leases expire and the steps run again elsewhere.
             return
+        await self._stop_failed_runs(report)
+        await self._give_back_held([a for a in abandoned if a.reason in CLAIM_KEPT])
         now = self._deps.clock.now()
         self._drop_past_due(now)
         for result in results:
@@ -384,6 +396,30 @@ class Worker:
             await self._run_events.changed(report.changed_runs)
         if report.newly_ready:
             await self._wakeups.notify()
+
+    async def _stop_failed_runs(self, report: CompletionReport) -> None:
+        """A FAILED run starts no new attempt of its other steps, here or in another worker
+        (docs/architecture.md, 'Terminal failures')."""
+        failed = frozenset(run for run, status in report.finished_runs if status == "FAILED")
+        if not failed:
+            return
+        if self._cancellations is None:
+            self._stops.runs_failed(failed)
+        elif not await self._cancellations.announce_failed(failed):
+            logger.warning("could not tell other workers that %d runs failed", len(failed))
+
+    async def _give_back_held(self, stopped: list[StepAbandoned]) -> None:
+        """Steps stopped because their run failed still hold their claims: give them back at
+        once, held (PENDING) while the run stays FAILED, for the operator's retry to run."""
+        if not stopped:
+            return
+        try:
+            await self._store.give_back([a.step.claim_token for a in stopped], why=HELD_BACK)
+        except Exception as error:
+            # Their leases expire instead, and the reaper holds them back the same way.
+            logger.warning("could not give back %d claims (%s)", len(stopped), error)
+            return
+        await self._tell(a.step for a in stopped)
 
     def _count_finished(self, batch: list[Finished], report: CompletionReport) -> None:
         """The batch's steps in the worker's metrics, by vertex type and outcome: a few

@@ -60,6 +60,7 @@ from engine.store.records import (
 from schemas.waiting import WAIT_MESSAGE_MAX_CHARS, WaitReason
 
 GIVEN_BACK = "claim given back: its worker stopped; step requeued"
+HELD_BACK = "claim given back: its run failed; the step waits for the run's retry"
 STRANDED = "step held back while its run was stopped released: the run was reopened"
 REOPENED_RECHECK_S = 600.0
 """How long after a run is reopened the reaper still looks for its held steps: far longer than
@@ -228,15 +229,16 @@ class WorkQueue(StoreCore):
         async with self._engines.read.connect() as conn:
             return ids | {row.parent_run_id for row in (await conn.execute(query)).all()}
 
-    async def give_back(self, tokens: Iterable[str]) -> int:
+    async def give_back(self, tokens: Iterable[str], *, why: str = GIVEN_BACK) -> int:
         """Return the steps claimed with `tokens` (this worker's, abandoned mid-execution as it
-        stops) to READY at once instead of leaving their leases to expire (a stopped run's
-        step is held back as PENDING). Their attempts stay counted: a call may have been
-        sent. Returns how many were given back."""
+        stops, or because their run failed) to READY at once instead of leaving their leases
+        to expire (a stopped run's step is held back as PENDING); `why` is their log line.
+        Their attempts stay counted: a call may have been sent. Returns how many were given
+        back."""
         token_list = list(tokens)
         if not token_list:
             return 0
-        return len(await self._requeue(_held(token_list), GIVEN_BACK))
+        return len(await self._requeue(_held(token_list), why))
 
     async def requeue_expired(self) -> list[tuple[int, str, str]]:
         """Return RUNNING steps whose lease expired (their worker died) to READY.
