@@ -340,7 +340,8 @@ class HolderView(View):
     id is operational data, docs/security.md) and for a holder that runs as no service."""
     state: HolderState
     """`alive`: its heartbeat is at most the TTL old; `presumed_dead`: it is older, or gone
-    (the step is taken back when the lease ends); `unknown`: no named holder, or Redis did not
+    (the step is taken back when the lease ends); `unknown`: no named holder, a holder this
+    Redis never heard of (a worker beating into its own embedded Redis), or Redis did not
     answer."""
     last_seen: float | None = None
     """Epoch seconds of its latest heartbeat; None if never seen (or `unknown`)."""
