@@ -20,7 +20,8 @@ written any way a request or an answer writes that character:
   `\\"`, `\\\\` and `\\n`-style escapes, nested up to three JSON strings deep (a body echoed
   inside a JSON answer that is itself quoted in another: up to 8 backslashes);
 * a non-ASCII character misdecoded: its UTF-8 bytes read as Latin-1 or Windows-1252, or
-  `U+FFFD` or `?` in its place (`_misdecoded`);
+  `U+FFFD` or `?` in its place (`_misdecoded`), each such text maybe JSON-escaped
+  (`_misdecoded_escaped`) or percent-encoded again;
 * HTML and XML character references, as a downstream that echoes the request HTML-escaped
   writes them: decimal `&#39;` or hex `&#x27;` with up to six leading zeros (`&#039;`, PHP's
   quote) for any character, without its `;` where HTML reads it so (no digit or `;` after
@@ -180,6 +181,7 @@ def _spellings(char: str, encoded_plain: bool = True) -> _Spellings:
         tails = [(f"u{_hex(high, 4)}{_BACKSLASHES}u{_hex(low, 4)}", 5 + _MAX_BACKSLASHES + 5)]
     else:
         tails = [(f"u{_hex(code, 4)}", 5)]
+    tails.extend(_misdecoded_escaped(char))
     short = _SHORT_ESCAPES.get(char)
     if short is not None:
         tails.append((re.escape(short), 1))
@@ -196,11 +198,43 @@ def _misdecoded(char: str) -> list[tuple[str, int]]:
     label every text ISO-8859-1), and one character the decoder (`U+FFFD`) or a lossy
     transcoder (`?`) put in its place (`é` sent back in Latin-1 and read as UTF-8). Fixed
     texts, so each matches one way."""
+    forms = [(re.escape(text), len(text)) for text in _misdecoded_texts(char)]
+    # A misdecoded text percent-encoded again (a server that reads the query as Latin-1 and
+    # re-encodes it as UTF-8 in a URL it echoes): `é` as `%C3%83%C2%A9`.
+    forms += [_percent_text(text) for text in _misdecoded_texts(char) if not text.isascii()]
+    return forms
+
+
+def _misdecoded_texts(char: str) -> list[str]:
+    """The texts `_misdecoded` takes for `char` (none for an ASCII character)."""
     if char.isascii():
         return []
     encoded = char.encode("utf-8", errors="surrogatepass")
     texts = {encoded.decode("latin-1"), encoded.decode("cp1252", errors="replace"), "\ufffd", "?"}
-    return [(re.escape(text), len(text)) for text in sorted(texts)]
+    return sorted(texts)
+
+
+def _percent_text(text: str) -> tuple[str, int]:
+    """`text`'s characters each as `_percent` writes it, one after the other."""
+    parts = [_percent(c) for c in text]
+    return "".join(p for p, _ in parts), sum(n for _, n in parts)
+
+
+def _misdecoded_escaped(char: str) -> list[tuple[str, int]]:
+    """`_misdecoded`'s texts of a non-ASCII `char` as a JSON encoder that escapes non-ASCII
+    writes them (`é` read as Latin-1 is `Ã©`, which `json.dumps` and PHP's `json_encode`
+    write `\\u00c3\\u00a9`): JSON escape tails, each character's escape after the first
+    behind its own run of backslashes. Every character of such a text is non-ASCII, so an
+    encoder that escapes one escapes them all; `?` is ASCII and written as itself."""
+    texts = [text for text in _misdecoded_texts(char) if not text.isascii()]
+    return [
+        (
+            f"{_BACKSLASHES}".join(f"u{_hex(ord(c), 4)}" for c in text),
+            5 * len(text) + _MAX_BACKSLASHES * (len(text) - 1),
+        )
+        for text in texts
+        if all(ord(c) <= 0xFFFF for c in text)
+    ]
 
 
 def _percent(char: str) -> tuple[str, int]:
