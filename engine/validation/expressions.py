@@ -258,7 +258,8 @@ def _arguments(count: int) -> str:
 
 def _syntax_problem(wf: RawWorkflow, site: _Site, error: ExpressionError) -> Problem:
     shown = f"The expression {_shown(error.expression)}"
-    hint = syntax_hint(error.expression, wf.vertices) or Hint("")
+    gateways = [v for v, vertex in wf.vertices.items() if vertex.type == "GATEWAY"]
+    hint = syntax_hint(error.expression, wf.vertices, gateways) or Hint("")
     if hint.instead:
         return Problem(site.at, f"{shown} {hint.text}.", hint.code)
     return Problem(

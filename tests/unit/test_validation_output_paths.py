@@ -126,3 +126,15 @@ async def test_the_gateway_fields_checked_are_the_fields_a_gateway_records() -> 
 
     answer = Answer(200, "OK", {"location": "/x"}, b"cut", None, truncated=True)
     assert tuple(await _output(gateway_ctx(), answer, "cut")) == GATEWAY_OUTPUT
+
+
+def test_the_quoting_hint_writes_a_response_header_name_in_lower_case() -> None:
+    """The fix offered for an unquoted `Content-Type` is one this check accepts."""
+    ((code, message),) = problems("{{ vertices.call.output.headers.Content-Type }}")
+    assert code == "expression_syntax"
+    fixed = '{{ vertices.call.output.headers."content-type" }}'
+    assert f"write {fixed} (response header names are stored in lower case)" in message
+    assert problems(fixed) == []
+    # Only a GATEWAY's response headers: a body's names are the destination's own.
+    ((_, message),) = problems("{{ vertices.call.output.body.Content-Type }}")
+    assert 'write {{ vertices.call.output.body."Content-Type" }}.' in message
