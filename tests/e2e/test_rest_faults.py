@@ -22,7 +22,7 @@ import signal
 import socket
 import subprocess
 import time
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -32,6 +32,7 @@ import pytest
 from api.rest import create_app
 from demo.downstream import RunningDownstream
 from tests.conftest import Backend
+from tests.e2e.outage_harness import proxied
 from tests.e2e.rest_harness import Service, process_env, service
 
 SUBMIT_ROUTE = "/workflows/{name}/runs"
@@ -259,59 +260,6 @@ async def test_a_fan_out_survives_a_redis_restart(
 
 
 # ── PostgreSQL unreachable ─────────────────────────────────────────────────────────────────
-
-
-class CuttableProxy:
-    """A loopback TCP proxy in front of PostgreSQL that can be cut (listener closed, every
-    connection through it dropped) and restored on the same port."""
-
-    def __init__(self, upstream_port: int) -> None:
-        self._upstream_port = upstream_port
-        self._server: asyncio.Server | None = None
-        self._writers: set[asyncio.StreamWriter] = set()
-        self.port = 0
-
-    async def start(self) -> None:
-        self._server = await asyncio.start_server(
-            self._serve, "127.0.0.1", self.port, reuse_address=True
-        )
-        self.port = int(self._server.sockets[0].getsockname()[1])
-
-    async def cut(self) -> None:
-        if self._server is not None:
-            self._server.close()
-            self._server = None
-        for writer in list(self._writers):
-            writer.transport.abort()
-        self._writers.clear()
-
-    async def _serve(self, client_r: asyncio.StreamReader, client_w: asyncio.StreamWriter) -> None:
-        try:
-            up_r, up_w = await asyncio.open_connection("127.0.0.1", self._upstream_port)
-        except OSError:
-            client_w.transport.abort()
-            return
-        self._writers |= {client_w, up_w}
-
-        async def pipe(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-            with contextlib.suppress(ConnectionError, OSError):
-                while data := await reader.read(65536):
-                    writer.write(data)
-                    await writer.drain()
-            writer.transport.abort()
-
-        await asyncio.gather(pipe(client_r, up_w), pipe(up_r, client_w))
-        self._writers -= {client_w, up_w}
-
-
-@contextlib.asynccontextmanager
-async def proxied(database_url: str) -> AsyncIterator[tuple[CuttableProxy, str]]:
-    proxy = CuttableProxy(5432)
-    await proxy.start()
-    try:
-        yield proxy, database_url.replace("127.0.0.1:5432", f"127.0.0.1:{proxy.port}")
-    finally:
-        await proxy.cut()
 
 
 async def test_postgresql_unreachable_for_ten_seconds_then_back(
