@@ -130,6 +130,7 @@ class Runtime:
                 admission_config(settings),
                 caps_source=source,
                 tenant_limits=source,
+                settings=source,
             )
             keys = settings.secret_keys
             cipher = SecretCipher.from_setting(None if keys is None else keys.get_secret_value())

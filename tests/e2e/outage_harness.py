@@ -6,6 +6,8 @@
 - `proxied`: a TCP proxy in front of PostgreSQL (`CuttableProxy`) that the test cuts (every
   connection dropped, new ones refused) and restores on the same port: a database outage
   under the processes that connect through it, the shared server never stopped;
+- `throwaway_redis`: a `redis-server` of the test's own on a free port, without persistence,
+  that the test stops and starts again (a Redis restart that loses every key);
 - `Proxy`: a TCP proxy in front of the API that the test switches between forwarding,
   answering `503` (as a load balancer does while the API behind it restarts) and closing every
   connection at once (`drop`), and whose `cut()` breaks the connections it carries (an event
@@ -19,6 +21,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
+import shutil
 import socket
 import subprocess
 import threading
@@ -28,6 +31,8 @@ from collections.abc import AsyncIterator, Callable, Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Literal
+
+import pytest
 
 GATE_HOLD_S = 300.0
 """The longest a held request waits for its gate (a test that forgets to open it ends)."""
@@ -291,3 +296,29 @@ async def proxied(database_url: str) -> AsyncIterator[tuple[CuttableProxy, str]]
         yield proxy, database_url.replace("127.0.0.1:5432", f"127.0.0.1:{proxy.port}")
     finally:
         await proxy.cut()
+
+
+@contextlib.contextmanager
+def throwaway_redis(port: int, tmp_path: Path) -> Iterator[subprocess.Popen[bytes]]:
+    """A `redis-server` of this test's own on `port`, without persistence: a restart loses
+    every key."""
+    binary = shutil.which("redis-server")
+    if binary is None:
+        pytest.skip("redis-server is not installed")
+    process = subprocess.Popen(
+        [binary, "--port", str(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no"],
+        cwd=tmp_path,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    try:
+        deadline = time.monotonic() + 30
+        while True:
+            with contextlib.suppress(OSError), socket.create_connection(("127.0.0.1", port), 1):
+                break
+            assert time.monotonic() < deadline, "redis-server did not start"
+            time.sleep(0.05)
+        yield process
+    finally:
+        process.kill()
+        process.wait(timeout=30)

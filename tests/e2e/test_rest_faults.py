@@ -17,12 +17,10 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import shutil
 import signal
 import socket
 import subprocess
 import time
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -32,7 +30,7 @@ import pytest
 from api.rest import create_app
 from demo.downstream import RunningDownstream
 from tests.conftest import Backend
-from tests.e2e.outage_harness import proxied
+from tests.e2e.outage_harness import proxied, throwaway_redis
 from tests.e2e.rest_harness import Service, process_env, service
 
 SUBMIT_ROUTE = "/workflows/{name}/runs"
@@ -188,32 +186,6 @@ async def test_a_submission_resent_to_another_api_after_a_kill_makes_one_run(
 
 
 # ── Redis restarted during a fan-out ───────────────────────────────────────────────────────
-
-
-@contextlib.contextmanager
-def throwaway_redis(port: int, tmp_path: Path) -> Iterator[subprocess.Popen[bytes]]:
-    """A `redis-server` of this test's own on `port`, without persistence: a restart loses
-    every key."""
-    binary = shutil.which("redis-server")
-    if binary is None:
-        pytest.skip("redis-server is not installed")
-    process = subprocess.Popen(
-        [binary, "--port", str(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no"],
-        cwd=tmp_path,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    )
-    try:
-        deadline = time.monotonic() + 30
-        while True:
-            with contextlib.suppress(OSError), socket.create_connection(("127.0.0.1", port), 1):
-                break
-            assert time.monotonic() < deadline, "redis-server did not start"
-            time.sleep(0.05)
-        yield process
-    finally:
-        process.kill()
-        process.wait(timeout=30)
 
 
 async def test_a_fan_out_survives_a_redis_restart(
