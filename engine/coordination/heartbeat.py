@@ -10,7 +10,9 @@ when it was last seen, instead of forgetting it. Services silent for `forget_aft
 7 days) are dropped from the set by the next beat of any service.
 
 Coordination failures never stop a service: a failed beat is logged and the next interval
-tries again. Missing a few beats at worst shows the service as down for a while.
+tries again; the first beat that works again after failures says so once, with how long the
+beats failed (the `api` has no listener that would tell). Missing a few beats at worst shows
+the service as down for a while.
 
 `read_services` reads the set plus one MGET of the heartbeat keys (no keyspace SCAN: the set is
 authoritative and SCAN cost grows with every admission key). A service is up when its key
@@ -100,6 +102,8 @@ class Heartbeat:
         self._client = client
         self._clock = clock
         self._stopped = False
+        self._failing_since: float | None = None
+        """When the current run of failed beats began (monotonic); None while beats work."""
         # Serializes a beat with `stop()`, so a beat already in flight cannot re-create the key
         # right after `stop()` deleted it.
         self._lock = asyncio.Lock()
@@ -143,9 +147,19 @@ class Heartbeat:
                     await pipe.execute()
             except COORDINATION_ERRORS as error:
                 self.failures += 1
+                if self._failing_since is None:
+                    self._failing_since = time.monotonic()
                 logger.warning("heartbeat %s: Redis write failed, retrying: %s", self.key, error)
                 return False
             self.beats += 1
+            if self._failing_since is not None:
+                logger.info(
+                    "heartbeat %s works again after %.1f s of failed beats",
+                    self.key,
+                    time.monotonic() - self._failing_since,
+                    extra={"event": "redis.heartbeat_recovered"},
+                )
+                self._failing_since = None
             return True
 
     async def run(self, stop: asyncio.Event) -> None:
