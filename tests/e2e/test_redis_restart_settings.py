@@ -2,7 +2,8 @@
 limit and the destination caps stored in the database are copied back before any admission
 decides with the defaults (`admission.seeding`). Real parts: PostgreSQL (the store, as the
 operator's commands write it) and a `redis-server` of the test's own, restarted mid-test (the
-shared one is never touched).
+shared one is never touched); first under one `Admission`, then under `schemabridge api` and
+`worker` processes running a fan-out.
 
 The default tenant rate here is 5 items a minute and the default cap 100; the operator raised
 the tenant to 1,000 and capped the destination at 1 call at a time.
@@ -10,11 +11,15 @@ the tenant to 1,000 and capped the destination at 1 call at a time.
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import socket
+import time
 from collections.abc import AsyncIterator
 from pathlib import Path
+from typing import Any
 
+import httpx
 import pytest
 from redis.asyncio import Redis
 
@@ -26,16 +31,20 @@ from admission import (
     TenantRateConfig,
     TenantRateLimited,
 )
+from demo.downstream import RunningDownstream
 from engine.execution.admission_guard import StoreSettingsSource
 from engine.store import Store
 from schemas.clock import SystemClock
+from tests.conftest import Backend
 from tests.e2e.outage_harness import throwaway_redis
+from tests.e2e.rest_harness import process_env, schemabridge, service
 
 DESTINATION = "http://127.0.0.1:9/charge"
 DEFAULT_RATE = 5
 RAISED_RATE = 1_000
 TAKES = 40
 """Items taken after the restart: far over the default, far under the raised rate."""
+WAIT_S = 120.0
 
 
 def _free_port() -> int:
@@ -171,3 +180,72 @@ async def test_a_copy_that_fails_is_said_and_the_defaults_apply_meanwhile(
     ]
     assert len(failed) == 1 and failed[0].levelno == logging.WARNING
     assert admission.reseeder is not None and admission.reseeder.copies == 0
+
+
+# ── the same under `schemabridge api` and `worker` processes ────────────────────────────────
+
+
+def _fan(base: str) -> list[dict[str, Any]]:
+    leaf = {
+        "name": "leaf",
+        "vertices": {"call": {"type": "GATEWAY", "config": {"url": base + "/leaf/{{ index }}"}}},
+    }
+    parent = {
+        "name": "fan",
+        "vertices": {
+            "each": {
+                "type": "SPAWNER",
+                "config": {"items": "{{ input.items }}", "workflow": "leaf"},
+            },
+            "join": {"type": "MERGE", "dependsOn": ["each"], "config": {}},
+        },
+    }
+    return [leaf, parent]
+
+
+async def _fan_out(http: httpx.AsyncClient, items: int) -> list[str]:
+    """Run `fan` over `items` children to its end; answers the children's ids."""
+    submitted = await http.post("/workflows/fan/runs", json={"input": {"items": [0] * items}})
+    assert submitted.status_code == 201, submitted.text
+    run_id = submitted.json()["id"]
+    deadline = time.monotonic() + WAIT_S
+    while (run := (await http.get(f"/runs/{run_id}")).json())["status"] == "RUNNING":
+        assert time.monotonic() < deadline, f"run {run_id} still running: {run}"
+        await asyncio.sleep(0.2)
+    assert run["status"] == "SUCCEEDED", run
+    children = (await http.get("/runs", params={"parent": run_id, "limit": 200})).json()
+    return [child["id"] for child in children["items"]]
+
+
+async def test_no_child_waits_on_the_default_rate_after_a_redis_restart(
+    pg_database_url: str, tmp_path: Path, downstream: RunningDownstream
+) -> None:
+    port, items = _free_port(), 30
+    backend = Backend("throwaway", pg_database_url, f"redis://127.0.0.1:{port}/0")
+    env = process_env(backend, tmp_path, auth="off", tenant_rate_per_minute=str(DEFAULT_RATE))
+    assert schemabridge(env, "db", "upgrade").returncode == 0
+    worker_log = tmp_path / "worker.log"
+    with (
+        throwaway_redis(port, tmp_path) as first,
+        service(["api", "--port", "0"], env, tmp_path / "api.log") as api,
+        service(["worker"], env, worker_log),
+    ):
+        url = api.wait_for_url()
+        async with httpx.AsyncClient(base_url=url, trust_env=False, timeout=30) as http:
+            raised = await http.put("/tenants/default/limits", json={"ratePerMinute": RAISED_RATE})
+            assert raised.status_code == 200, raised.text
+            assert (await http.post("/workflows", json=_fan(downstream.url))).status_code in (
+                200,
+                201,
+            )
+            await _fan_out(http, 2)  # the worker has loaded the tenant's limit
+            first.kill()  # every key lost, the processes left running
+            first.wait(timeout=30)
+            with throwaway_redis(port, tmp_path):
+                children = await _fan_out(http, items)
+                logs = [(await http.get(f"/runs/{c}/logs")).json()["items"] for c in children]
+    assert len(children) == items
+    waited = [line for lines in logs for line in lines if "at its rate limit" in line["message"]]
+    assert waited == []
+    copies = [line for line in worker_log.read_text().splitlines() if "copied them" in line]
+    assert len(copies) == 2, copies  # the first Redis, then the restarted one
