@@ -80,8 +80,8 @@ class Reseeder:
         self.copies += 1
         logger.info(
             "Redis held no operator settings (new, or restarted without its data): copied "
-            "them from the database before admitting (%d tenant rate limits, %d destination "
-            "caps; %d of them were missing)",
+            "them from the database before admitting (%d tenant rate limits and %d "
+            "destination caps stored, %d of them missing from Redis)",
             len(limits),
             len(caps),
             sum(written),

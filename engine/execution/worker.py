@@ -453,12 +453,10 @@ class Worker:
                 ends = [self._leases.get(r.step.claim_token, 0.0) - margin for r in pending]
                 keep_s = max(ends, default=now) - now
                 logger.exception(
-                    "recording %d results failed (try %d); kept and retried for up to %.0f s "
-                    "(until %.0f s before their leases end)",
+                    "recording %d results failed (try %d); retrying for up to %.0f s more",
                     len(pending),
                     tries,
                     max(0.0, keep_s),
-                    margin,
                 )
                 pause = min(0.1 * 2.0 ** (tries - 1), FLUSH_RETRY_MAX_PAUSE_S)
                 kept: list[StepResult] = []

@@ -30,7 +30,7 @@ from collections import Counter
 from collections.abc import AsyncIterator, Callable, Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal
 
 import pytest
 
@@ -322,3 +322,32 @@ def throwaway_redis(port: int, tmp_path: Path) -> Iterator[subprocess.Popen[byte
     finally:
         process.kill()
         process.wait(timeout=30)
+
+
+def fan_out(base: str) -> list[dict[str, Any]]:
+    """`fan`: a SPAWNER of `leaf` over `input.items`, each a 200 ms POST to the demo
+    downstream at `base`, and a MERGE of them."""
+    parent = {
+        "name": "fan",
+        "vertices": {
+            "each": {
+                "type": "SPAWNER",
+                "config": {"items": "{{ input.items }}", "workflow": "leaf"},
+            },
+            "join": {"type": "MERGE", "dependsOn": ["each"], "config": {}},
+        },
+    }
+    leaf = {
+        "name": "leaf",
+        "vertices": {
+            "call": {
+                "type": "GATEWAY",
+                "config": {
+                    "url": f"{base}/leaf/{{{{ index }}}}",
+                    "method": "POST",
+                    "headers": {"X-Demo-Sleep-Ms": "200"},
+                },
+            }
+        },
+    }
+    return [leaf, parent]

@@ -47,15 +47,19 @@ async def _until(check: Any, what: str) -> Any:
     raise AssertionError(f"timed out waiting for {what}")
 
 
-async def test_results_finished_during_an_outage_are_recorded_once_it_ends(
-    pg_database_url: str, redis_url: str, tmp_path: Path
-) -> None:
+async def _outage_under_a_worker(
+    pg_database_url: str, redis_url: str, tmp_path: Path, **worker_settings: str
+) -> tuple[dict[str, int], str]:
+    """`RUNS` runs whose calls the worker has sent when the database goes away for
+    `OUTAGE_S`, and that end meanwhile; answers the calls per path once every run ended
+    `SUCCEEDED`, and the worker's log."""
     direct = Backend("direct", pg_database_url, redis_url)
     env = process_env(direct, tmp_path, auth="off")
     assert schemabridge(env, "db", "upgrade").returncode == 0
     with gate() as downstream:
         async with proxied(pg_database_url) as (proxy, through):
-            worker_env = process_env(Backend("proxied", through, redis_url), tmp_path)
+            proxied_backend = Backend("proxied", through, redis_url)
+            worker_env = process_env(proxied_backend, tmp_path, **worker_settings)
             worker_log = tmp_path / "worker.log"
             with (
                 service(["api", "--port", "0"], env, tmp_path / "api.log") as api,
@@ -88,10 +92,30 @@ async def test_results_finished_during_an_outage_are_recorded_once_it_ends(
                         return statuses if "RUNNING" not in statuses else None
 
                     assert await _until(all_ended, "every run ending") == ["SUCCEEDED"] * RUNS
-    assert downstream.calls == {f"/hold/{n}": 1 for n in range(RUNS)}
-    log = worker_log.read_text(encoding="utf-8")
+    return dict(downstream.calls), worker_log.read_text(encoding="utf-8")
+
+
+async def test_results_finished_during_an_outage_are_recorded_once_it_ends(
+    pg_database_url: str, redis_url: str, tmp_path: Path
+) -> None:
+    calls, log = await _outage_under_a_worker(pg_database_url, redis_url, tmp_path)
+    assert calls == {f"/hold/{n}": 1 for n in range(RUNS)}
     assert "database unreachable" in log, log  # the outage was seen...
     assert re.search(r"recorded \d+ results after \d+ failed tries", log), log
     assert "gave up recording" not in log and "requeued" not in log, log
     # ...as one warning line per outage, never a traceback (a claim failing as well).
+    assert "Traceback" not in log and " ERROR " not in log, log
+
+
+async def test_results_are_given_up_when_the_outage_outlasts_their_leases(
+    pg_database_url: str, redis_url: str, tmp_path: Path
+) -> None:
+    """A 6 s lease under the 10 s outage: the worker stops keeping the results a second
+    before the leases end and says so; the steps are requeued and called again (at least
+    once), and every run still succeeds."""
+    calls, log = await _outage_under_a_worker(pg_database_url, redis_url, tmp_path, lease_s="6")
+    assert calls == {f"/hold/{n}": 2 for n in range(RUNS)}
+    assert re.search(r"gave up recording \d+ results after \d+ tries", log), log
+    assert "once they do, the steps run again (their calls are sent again)" in log, log
+    assert re.search(r"requeued \d+ steps whose lease expired", log), log
     assert "Traceback" not in log and " ERROR " not in log, log

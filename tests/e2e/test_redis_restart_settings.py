@@ -17,7 +17,6 @@ import socket
 import time
 from collections.abc import AsyncIterator
 from pathlib import Path
-from typing import Any
 
 import httpx
 import pytest
@@ -36,7 +35,7 @@ from engine.execution.admission_guard import StoreSettingsSource
 from engine.store import Store
 from schemas.clock import SystemClock
 from tests.conftest import Backend
-from tests.e2e.outage_harness import throwaway_redis
+from tests.e2e.outage_harness import fan_out, throwaway_redis
 from tests.e2e.rest_harness import process_env, schemabridge, service
 
 DESTINATION = "http://127.0.0.1:9/charge"
@@ -144,7 +143,7 @@ async def test_settings_are_copied_back_before_the_defaults_apply(
     copied = [r.getMessage() for r in caplog.records if "copied them" in r.getMessage()]
     # Once as the first Redis started empty, once after the restart; never per admission.
     assert len(copied) == 2, copied
-    assert "(1 tenant rate limits, 1 destination caps; 2 of them were missing)" in copied[1]
+    assert "(1 tenant rate limits and 1 destination caps stored, 2 of them missing" in copied[1]
 
 
 async def test_without_a_copy_the_restart_would_undo_them(store: Store, tmp_path: Path) -> None:
@@ -185,24 +184,6 @@ async def test_a_copy_that_fails_is_said_and_the_defaults_apply_meanwhile(
 # ── the same under `schemabridge api` and `worker` processes ────────────────────────────────
 
 
-def _fan(base: str) -> list[dict[str, Any]]:
-    leaf = {
-        "name": "leaf",
-        "vertices": {"call": {"type": "GATEWAY", "config": {"url": base + "/leaf/{{ index }}"}}},
-    }
-    parent = {
-        "name": "fan",
-        "vertices": {
-            "each": {
-                "type": "SPAWNER",
-                "config": {"items": "{{ input.items }}", "workflow": "leaf"},
-            },
-            "join": {"type": "MERGE", "dependsOn": ["each"], "config": {}},
-        },
-    }
-    return [leaf, parent]
-
-
 async def _fan_out(http: httpx.AsyncClient, items: int) -> list[str]:
     """Run `fan` over `items` children to its end; answers the children's ids."""
     submitted = await http.post("/workflows/fan/runs", json={"input": {"items": [0] * items}})
@@ -234,7 +215,7 @@ async def test_no_child_waits_on_the_default_rate_after_a_redis_restart(
         async with httpx.AsyncClient(base_url=url, trust_env=False, timeout=30) as http:
             raised = await http.put("/tenants/default/limits", json={"ratePerMinute": RAISED_RATE})
             assert raised.status_code == 200, raised.text
-            assert (await http.post("/workflows", json=_fan(downstream.url))).status_code in (
+            assert (await http.post("/workflows", json=fan_out(downstream.url))).status_code in (
                 200,
                 201,
             )

@@ -30,7 +30,7 @@ import pytest
 from api.rest import create_app
 from demo.downstream import RunningDownstream
 from tests.conftest import Backend
-from tests.e2e.outage_harness import proxied, throwaway_redis
+from tests.e2e.outage_harness import fan_out, proxied, throwaway_redis
 from tests.e2e.rest_harness import Service, process_env, service
 
 SUBMIT_ROUTE = "/workflows/{name}/runs"
@@ -81,33 +81,6 @@ def one_call(base: str) -> dict[str, Any]:
         "name": "one-call",
         "vertices": {"call": {"type": "GATEWAY", "config": {"url": f"{base}/one"}}},
     }
-
-
-def fan_out(base: str) -> list[dict[str, Any]]:
-    parent = {
-        "name": "fan",
-        "vertices": {
-            "each": {
-                "type": "SPAWNER",
-                "config": {"items": "{{ input.items }}", "workflow": "leaf"},
-            },
-            "join": {"type": "MERGE", "dependsOn": ["each"], "config": {}},
-        },
-    }
-    leaf = {
-        "name": "leaf",
-        "vertices": {
-            "call": {
-                "type": "GATEWAY",
-                "config": {
-                    "url": f"{base}/leaf/{{{{ index }}}}",
-                    "method": "POST",
-                    "headers": {"X-Demo-Sleep-Ms": "200"},
-                },
-            }
-        },
-    }
-    return [leaf, parent]
 
 
 async def _publish(url: str, documents: Any) -> None:
