@@ -357,14 +357,31 @@ def _char(char: str, encoded_plain: bool) -> tuple[str, int]:
     return spellings.pattern(), spellings.longest()
 
 
+_PLACEHOLDERS = frozenset("?\ufffd")
+"""What a lossy decoder or transcoder writes for a character it cannot show (`_misdecoded`)."""
+
+
 def _spans(pattern: re.Pattern[str], text: str) -> Iterator[tuple[int, int]]:
     """Where `pattern` matches in `text`, overlapping matches too (a value `abab` in
     `ababab` at 0 and 2): one search from each match's next character, so as many searches
-    as matches and no more positions tried than one scan of the text."""
+    as matches and no more positions tried than one scan of the text. A match made only of
+    placeholders (`?`, U+FFFD) is not one: it shows nothing of the value, and a value of
+    non-ASCII characters only would otherwise take every run of `?` in every text."""
     position = 0
     while (match := pattern.search(text, position)) is not None:
-        yield match.span()
+        if not _PLACEHOLDERS.issuperset(match.group()):
+            yield match.span()
         position = match.start() + 1
+
+
+def _unused(taken: dict[str, Any], key: str) -> str:
+    """`key`, a redacted object key, made distinct from the keys already `taken`: two keys
+    that redact alike (`token-***`) keep both their values (`token-***`, `token-*** #2`)."""
+    candidate, number = key, 1
+    while candidate in taken:
+        number += 1
+        candidate = f"{key} #{number}"
+    return candidate
 
 
 def _replaced(text: str, spans: list[tuple[int, int]]) -> str:
@@ -465,6 +482,8 @@ class Redactor:
                     new_key = key
                     if isinstance(key, str):
                         new_key = self._redact(key, candidates, encoded)
+                        if new_key != key:
+                            new_key = _unused(copy, new_key)
                     copy[new_key] = None
                     stack.append((copy, new_key, child))
             elif isinstance(item, list):

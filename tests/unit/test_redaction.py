@@ -308,6 +308,13 @@ def test_scrub_reaches_keys_values_and_items_at_any_depth() -> None:
     assert value["headers"]["x-echo"] == f"Bearer {SECRET}"  # the argument is not changed
 
 
+def test_two_keys_that_redact_alike_keep_both_values() -> None:
+    value = {f"a-{SECRET}": 1, f"a-{SECRET}{SECRET}": 2, f"a-{REDACTED} #2": 3}
+    scrubbed = Redactor([SECRET]).scrub(value)
+    assert sorted(scrubbed.values()) == [1, 2, 3]
+    assert f"a-{REDACTED}" in scrubbed and not any(SECRET in key for key in scrubbed)
+
+
 def test_an_empty_redactor_changes_nothing_and_is_false() -> None:
     value = {"a": ["b"]}
     assert not Redactor()
