@@ -63,13 +63,13 @@ def run_duration(run: RunSummary, now: float) -> str:
 
 def fanout_line(fanout: FanoutProgress) -> str:
     """The fan-out in one line: how many children ended, how (succeeded, failed,
-    cancelled), and how many are running or pending."""
+    cancelled), and how many are running or waiting."""
     ended = fanout.succeeded + fanout.failed + fanout.cancelled
     return (
         f"{ended:,} of {plural(fanout.total, 'child', 'children')} ended: "
         f"{fanout.succeeded:,} succeeded, {fanout.failed:,} failed, "
         f"{fanout.cancelled:,} cancelled; {fanout.running:,} running, "
-        f"{fanout.pending:,} pending"
+        f"{fanout.waiting_count:,} waiting"
     )
 
 

@@ -130,7 +130,7 @@ class LiveView:
                 "children",
                 ProgressBar(total=fanout.total, completed=ended, width=30),
                 f"{ended:,}/{fanout.total:,}  {fanout.failed:,} failed, "
-                f"{fanout.running:,} running, {fanout.pending:,} pending",
+                f"{fanout.running:,} running, {fanout.waiting_count:,} waiting",
             )
         now = time.time()
         lines = [

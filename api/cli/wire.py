@@ -230,10 +230,18 @@ class WaitingChildren(Wire):
 class FanoutProgress(Wire):
     total: int = 0
     pending: int = 0
+    """Deprecated name of `waiting_children`, which an older API does not send."""
     running: int = 0
+    waiting_children: int | None = None
     succeeded: int = 0
     failed: int = 0
     cancelled: int = 0
+
+    @property
+    def waiting_count(self) -> int:
+        """Children RUNNING with no step held by a worker (under either name)."""
+        return self.pending if self.waiting_children is None else self.waiting_children
+
     waiting: list[WaitingChildren] = []
     """Children with a waiting step, by reason, most first (empty from an API that does not
     say)."""

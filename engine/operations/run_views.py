@@ -205,6 +205,7 @@ def waiting_view(step: StepRecord, now: float | None = None) -> WaitingView | No
 def fanout_view(counts: Mapping[str, int], waiting: Iterable[WaitingGroup]) -> FanoutProgress:
     return FanoutProgress(
         **counts,
+        waiting_children=counts["pending"],
         waiting=[
             WaitingChildren(
                 reason=group.reason,

@@ -109,8 +109,14 @@ def _run_status(status: str | None) -> str | None:
         return None
     if status.upper() not in _STATUSES:
         known = ", ".join(sorted(_STATUSES))
+        hint = ""
+        if status.upper() in ("PENDING", "WAITING"):
+            # The fan-out's progress counts waiting children: they are RUNNING runs.
+            hint = "; no run is PENDING: a waiting child is RUNNING, marked `waiting`"
         raise _invalid_filter(
-            f"unknown run status {status!r}; one of {known} (any case)", "status", _STATUSES
+            f"unknown run status {status!r}; one of {known} (any case){hint}",
+            "status",
+            _STATUSES,
         )
     return status.upper()
 
@@ -543,7 +549,15 @@ class RunOperations:
             rows = rows[:limit]
             last = rows[-1]
             next_cursor = encode_cursor("children", [last.parent_vertex_id, last.item_index], scope)
-        return Page[RunSummary](items=[run_views.summary(r) for r in rows], next=next_cursor)
+        going = [r.id for r in rows if r.status == RunStatus.RUNNING.value]
+        held = await self._store.holding_a_step(going) if going else set()
+        items = [
+            run_views.summary(r).model_copy(
+                update={"waiting": r.id not in held} if r.id in going else {}
+            )
+            for r in rows
+        ]
+        return Page[RunSummary](items=items, next=next_cursor)
 
     @store_boundary
     async def logs(

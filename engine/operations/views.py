@@ -273,6 +273,9 @@ class RunSummary(View):
     error: ErrorView | None = None
     progress: ListProgress | None = None
     """Only in `GET /runs` pages (not children pages, not single runs)."""
+    waiting: bool | None = None
+    """Only in children pages, on a RUNNING child: true while no worker holds a step of it
+    (queued, parked or waiting to retry), false while one does."""
 
 
 class SubmitResult(View):
@@ -376,11 +379,23 @@ class StepView(View):
 
 
 class FanoutProgress(View):
-    """A run's children by status (all its SPAWNERs together)."""
+    """A run's children by status (all its SPAWNERs together). A child run is never PENDING:
+    until it ends it is RUNNING, either `running` (a worker holds one of its steps) or
+    `waitingChildren` (none does: queued, parked at a cap or breaker, or waiting to retry)."""
 
     total: int
-    pending: int
+    pending: int = Field(
+        deprecated=True,
+        description="Deprecated: the same count as `waitingChildren` under its old name (no "
+        "child run is PENDING; these are RUNNING children whose step waits).",
+    )
     running: int
+    """Children with a step held by a worker right now."""
+    waiting_children: int = Field(
+        0,
+        description="Children still RUNNING with no step held by a worker right now: queued, "
+        "parked or waiting to retry (`waiting` says why, by reason).",
+    )
     succeeded: int
     failed: int
     cancelled: int

@@ -523,6 +523,11 @@ class RunCatalogue(StoreCore):
             "cancelled": cancelled,
         }
 
+    async def holding_a_step(self, run_ids: Sequence[str]) -> set[str]:
+        """Which of `run_ids` have a step claimed by a worker right now."""
+        async with self._engines.read.connect() as conn:
+            return await fanout.holding_a_step(conn, run_ids)
+
     async def waiting_children(self, run_id: str) -> list[WaitingGroup]:
         """Children of `run_id` whose steps wait, grouped by reason (`schemas.waiting`)."""
         async with self._engines.read.connect() as conn:

@@ -280,6 +280,19 @@ def running_children_statement(run_id: str) -> Select[Any]:
     )
 
 
+async def holding_a_step(conn: AsyncConnection, run_ids: Sequence[str]) -> set[str]:
+    """Which of `run_ids` (a page of children) have a step claimed right now: the others among
+    the RUNNING ones wait (the same split as `running_children`, per child)."""
+    if not run_ids:
+        return set()
+    query = (
+        select(steps.c.run_id)
+        .where(steps.c.run_id.in_(run_ids), steps.c.status == StepStatus.RUNNING.value)
+        .distinct()
+    )
+    return {row.run_id for row in (await conn.execute(query)).all()}
+
+
 async def waiting_children(conn: AsyncConnection, run_id: str, now: float) -> list[WaitingGroup]:
     """Children of `run_id` still going with a waiting step at `now`, grouped by why they
     wait, most first (see `waiting_children_statement`)."""

@@ -453,6 +453,7 @@ async def test_run_detail_children_and_logs_of_a_fanout(working: Api) -> None:
         "total": 5,
         "pending": 0,
         "running": 0,
+        "waitingChildren": 0,
         "succeeded": 4,
         "failed": 1,
         "cancelled": 0,

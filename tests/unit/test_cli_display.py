@@ -90,10 +90,30 @@ def test_a_waiting_step_says_why_and_until_when() -> None:
     assert "(in 12 s)" in text
     assert (
         "997 of 2,000 children ended: 997 succeeded, 0 failed, 0 cancelled; 40 running, "
-        "963 pending" in text
+        "963 waiting" in text
     )
     assert "None" not in text
     assert "schemabridge runs watch r1" in text
+
+
+def test_the_fanout_line_says_waiting_as_the_monitor_does() -> None:
+    """The API's `waitingChildren` is read when sent (its deprecated `pending`, from an older
+    API, when not): the CLI's word is the monitor's, "waiting", never "pending"."""
+    fanout = {"total": 10, "pending": 7, "waitingChildren": 6, "running": 1, "succeeded": 3}
+    run = RunDetail.model_validate(
+        {
+            "id": "r1",
+            "workflow": "w",
+            "version": 1,
+            "tenantId": "default",
+            "status": "RUNNING",
+            "createdAt": NOW,
+            "fanout": fanout,
+        }
+    )
+    line = run_display.fanout_line(run.fanout)
+    assert line.endswith("1 running, 6 waiting"), line
+    assert "pending" not in line
 
 
 def quota_failed(message: str, tenant: str = "acme") -> RunDetail:

@@ -7,6 +7,9 @@ const STATUS = {
   PENDING: ["○", "pending"],
   READY: ["◔", "ready"],
   RUNNING: ["▶", "running"],
+  // Not a status the API has: a RUNNING child no worker holds a step of (children pages'
+  // `waiting`), as the fan-out bar counts it.
+  WAITING: ["◔", "waiting"],
   PARKED: ["‖", "parked"],
   SUCCEEDED: ["✓", "succeeded"],
   FAILED: ["✕", "failed"],

@@ -2,7 +2,7 @@
 // for one stretch: on a run, nodes are taller, and each layer moves down by the extra height of
 // the layers above it). Each vertex shows its id, its type, and — on a run, on a line of its
 // own — its step's status as an icon and a word (colour only repeats it), its attempts, and for
-// a SPAWNER its fan-out as a bar of succeeded / failed / running / pending children: a fan-out
+// a SPAWNER its fan-out as a bar of succeeded / failed / running / waiting children: a fan-out
 // of 100,000 is one bar, not 100,000 nodes. Given the room the drawing has, nodes are drawn
 // wider than laid out (up to MAX_NODE) where their texts need it and the room allows, at the
 // same scale; a text still too long for its node is cut to fit with an ellipsis, and both the
@@ -108,7 +108,8 @@ export function fanoutSegments(children, running = 0) {
     ["failed", children.failed],
     ["cancelled", children.cancelled],
     ["running", active],
-    ["pending", Math.max(0, children.total - ended - active)],
+    // Not started or between attempts: the API's `waitingChildren` (no child run is PENDING).
+    ["waiting", Math.max(0, children.total - ended - active)],
   ];
 }
 

@@ -6,7 +6,15 @@ import { fill, h } from "../dom.js";
 import { badge, duration, elapsed, errorSummary, shortId, time } from "../format.js";
 
 const PAGE = 50;
-const FILTERS = ["", "RUNNING", "FAILED", "SUCCEEDED", "CANCELLED"];
+// The statuses REST filters on; a waiting child is RUNNING, so "running" lists the fan-out
+// bar's running and waiting children together, each row saying which.
+const FILTERS = [
+  ["", "any status"],
+  ["RUNNING", "running or waiting"],
+  ["FAILED", "failed"],
+  ["SUCCEEDED", "succeeded"],
+  ["CANCELLED", "cancelled"],
+];
 
 export class ChildrenList {
   constructor(runId) {
@@ -31,7 +39,7 @@ export class ChildrenList {
           h(
             "select",
             { name: "child-status", onchange: (event) => this.filter(event.target.value) },
-            FILTERS.map((value) => h("option", { value }, value ? value.toLowerCase() : "any status")),
+            FILTERS.map(([value, label]) => h("option", { value }, label)),
           ),
         ),
       ),
@@ -76,7 +84,7 @@ export class ChildrenList {
         // cells side by side, each named by its `data-label`, and its error under them
         // (style.css, `row-blocks`).
         h("td", { "data-label": "Item" }, String(run.itemIndex)),
-        h("td", { "data-label": "Status" }, badge(run.status)),
+        h("td", { "data-label": "Status" }, badge(run.waiting ? "WAITING" : run.status)),
         h("td", { "data-label": "Run" }, h("a", { href: `#/runs/${encodeURIComponent(run.id)}`, class: "mono" }, shortId(run.id))),
         h("td", { "data-label": "Started" }, time(run.startedAt)),
         h("td", { "data-label": "Duration" }, duration(elapsed(run.startedAt, run.endedAt))),

@@ -1,4 +1,4 @@
-// A SPAWNER's fan-out: the bar of succeeded / failed / cancelled / running / pending children
+// A SPAWNER's fan-out: the bar of succeeded / failed / cancelled / running / waiting children
 // with the counts in words, and its long tail (child duration p50 / p95 / p99, the slowest
 // children and those running longest, each linked to its run).
 
