@@ -25,6 +25,7 @@ from engine.operations.action_views import (
     CancelResult,
     ReprocessResult,
     ResolveResult,
+    RetryPreview,
     RetryResult,
     StartOverResult,
 )
@@ -169,6 +170,23 @@ async def retry(run_id: str, ops: OperationsDep, caller: CallerDep) -> RetryResu
     has SUCCEEDED is retried (a batch would skip it): that run reopens its join and the steps
     after it run again, which `warnings` and `reopenedRun` say."""
     return await ops.actions.retry(run_id, actor=caller.actor, tenant=caller.tenant)
+
+
+@router.get(
+    "/runs/{run_id}/retry/preview",
+    response_model=RetryPreview,
+    responses=error_responses(
+        401, 404, 422, 503, codes={404: "No such run, or another tenant's (`run_not_found`)."}
+    ),
+    summary="What a retry of the run would do now, with its warnings, doing nothing",
+)
+async def retry_preview(run_id: str, ops: OperationsDep, caller: CallerDep) -> RetryPreview:
+    """Read-only and cheap (the retry's own checks, without its writes): what a confirm step
+    shows before `POST /runs/{id}/retry` — the FAILED steps that would run again, the joins
+    that would fail again at once (`stuckJoins`: reprocess the run instead), the ancestor
+    that would reopen and each open breaker the steps would meet. A run not FAILED answers
+    `retriable: false` with its status (the retry would answer 409 `run_not_failed`)."""
+    return await ops.actions.retry_preview(run_id, tenant=caller.tenant)
 
 
 @router.post(

@@ -54,6 +54,27 @@ class RetryResult(ActionResult):
     """How many of the run's children are FAILED (with `stuckJoins`)."""
 
 
+class RetryPreview(View):
+    """What `POST /runs/{id}/retry` would do now, read without doing it: what a confirm
+    dialog says before the operator clicks. The fields mean what `RetryResult`'s do."""
+
+    run_id: str
+    status: RunStatus
+    """The run's status now."""
+    retriable: bool
+    """False unless the run is FAILED (the retry would answer 409 `run_not_failed`)."""
+    steps_retried: int = 0
+    """FAILED steps that would run again."""
+    warnings: list[str] = []
+    """The retry's warnings, in its words and order, as they stand now."""
+    reopened_run: str | None = None
+    reopened_join: str | None = None
+    stuck_joins: list[str] = []
+    """Joins that would fail again at once: reprocess the run instead (its dead letters run
+    again and the joins reopen)."""
+    children_failed: int = 0
+
+
 class ResolveResult(ActionResult):
     vertex_id: str
 

@@ -25,6 +25,7 @@ from engine.operations.action_views import (
     CancelResult,
     ReprocessResult,
     ResolveResult,
+    RetryPreview,
     RetryResult,
     SkippedRun,
     SkipReason,
@@ -92,6 +93,35 @@ class OperatorActions:
             raise run_not_found(run_id) if state is None else _not_failed(run_id, state)
         await self._changed()
         steps = outcome.steps[run_id]
+        return RetryResult(
+            run_id=run_id,
+            action=Action.RETRY.value,
+            changed=True,
+            message=f"{steps} failed step{'' if steps == 1 else 's'} run again",
+            status=RunStatus.RUNNING.value,
+            **await self._retry_effects(run_id, outcome),
+        )
+
+    @store_boundary
+    async def retry_preview(self, run_id: str, *, tenant: str | None = None) -> RetryPreview:
+        """What `retry` would do now, with its warnings, changing nothing. Unknown (or
+        another tenant's): `NotFound(code="run_not_found")`; not FAILED: `retriable=False`."""
+        outcome = await self._runtime.store.retry_preview(run_id, tenant=tenant)
+        if run_id in outcome.refused:
+            state = outcome.refused[run_id]
+            if state is None:
+                raise run_not_found(run_id)
+            return RetryPreview(run_id=run_id, status=state, retriable=False)
+        return RetryPreview(
+            run_id=run_id,
+            status=RunStatus.FAILED.value,
+            retriable=True,
+            **await self._retry_effects(run_id, outcome),
+        )
+
+    async def _retry_effects(self, run_id: str, outcome: RetryOutcome) -> dict[str, Any]:
+        """What a retry of `run_id` sets off (done, or previewed), as `RetryResult` and
+        `RetryPreview` say it: the steps, the warnings, the join reopened, the stuck joins."""
         warnings = []
         reopened = outcome.reopens.get(run_id)
         if reopened is not None:
@@ -102,19 +132,14 @@ class OperatorActions:
         stuck = outcome.stuck.get(run_id)
         if stuck is not None:
             warnings.append(_stuck_words(run_id, stuck))
-        return RetryResult(
-            run_id=run_id,
-            action=Action.RETRY.value,
-            changed=True,
-            message=f"{steps} failed step{'' if steps == 1 else 's'} run again",
-            status=RunStatus.RUNNING.value,
-            steps_retried=steps,
-            warnings=[*warnings, *await self._called_warnings(outcome.called)],
-            reopened_run=None if reopened is None else reopened.run_id,
-            reopened_join=None if reopened is None else reopened.join,
-            stuck_joins=[] if stuck is None else stuck.joins,
-            children_failed=0 if stuck is None else stuck.children_failed,
-        )
+        return {
+            "steps_retried": outcome.steps[run_id],
+            "warnings": [*warnings, *await self._called_warnings(outcome.called)],
+            "reopened_run": None if reopened is None else reopened.run_id,
+            "reopened_join": None if reopened is None else reopened.join,
+            "stuck_joins": [] if stuck is None else stuck.joins,
+            "children_failed": 0 if stuck is None else stuck.children_failed,
+        }
 
     async def _called_warnings(self, called: Sequence[RetriedSteps]) -> list[str]:
         """The open breakers of the destinations the steps a retry made READY call (its

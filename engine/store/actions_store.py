@@ -174,8 +174,11 @@ class OperatorActionsStore(WorkQueue):
             for (tenant_id, name, version), vertices in called.items():
                 workflow = (await self.get_version(name, version, conn=conn)).workflow
                 outcome.called.append(RetriedSteps(tenant_id, workflow, frozenset(vertices)))
-            await recovery.reopen_parents(conn, reopened, now, self._workflow_reader(conn))
-            lines = [
+            resumed = await recovery.reopen_parents(
+                conn, reopened, now, self._workflow_reader(conn)
+            )
+            lines = await self._reopened_lines(conn, resumed, action, actor)
+            lines += [
                 action_line(
                     r,
                     action,
@@ -188,6 +191,48 @@ class OperatorActionsStore(WorkQueue):
             return outcome
 
         return await self._transaction(work)
+
+    async def retry_preview(self, run_id: str, *, tenant: str | None = None) -> RetryOutcome:
+        """What `retry_runs([run_id])` would do, read without changing anything (a confirm
+        dialog asks it first): `refused` as it would be, else the steps it would make READY
+        (`steps`, `called`), the ancestor it would reopen and the joins that would fail again
+        at once. The same checks as the retry's, so the preview says what the retry would."""
+        async with self._engines.read.connect() as conn:
+            outcome = RetryOutcome()
+            row = (await sql.run_states(conn, [run_id])).get(run_id)
+            if row is None or (tenant is not None and row.tenant_id != tenant):
+                outcome.refused[run_id] = None
+                return outcome
+            if row.status != RunStatus.FAILED.value:
+                outcome.refused[run_id] = row.status
+                return outcome
+            outcome.reopens = await self._reopens(conn, [row])
+            outcome.stuck = await retry_checks.stuck_joins(conn, [run_id])
+            failed = await sql.failed_vertices(conn, run_id)
+            outcome.steps = Counter({run_id: len(failed)})
+            version = await self.get_version(row.workflow_name, row.workflow_version, conn=conn)
+            outcome.called.append(RetriedSteps(row.tenant_id, version.workflow, frozenset(failed)))
+            return outcome
+
+    async def _reopened_lines(
+        self,
+        conn: AsyncConnection,
+        resumed: Sequence[tuple[str, str, int]],
+        action: Action,
+        actor: str,
+    ) -> list[LogLine]:
+        """A line in each parent's log saying what reopened its join (`reopen_parents`'
+        answer): otherwise its log shows the join fail, then run again, with no cause."""
+        lines = []
+        for parent, spawner, count in resumed:
+            join = retry_checks.join_of(await self._workflow_of_run(conn, parent), spawner)
+            children = "child" if count == 1 else "children"
+            message = (
+                f"{action.value.replace('_', ' ')} by {actor} of {count:,} FAILED {children} "
+                f"of {spawner!r}: the join {join!r} reopens"
+            )
+            lines.append(action_line(parent, action, actor, message, join))
+        return lines
 
     async def _reopens(
         self, conn: AsyncConnection, rows: Sequence[Any]

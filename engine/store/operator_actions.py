@@ -255,6 +255,14 @@ async def other_failed_steps(conn: AsyncConnection, run_id: str, step_id: int) -
 # ── retry ───────────────────────────────────────────────────────────────────────────────────
 
 
+async def failed_vertices(conn: AsyncConnection, run_id: str) -> list[str]:
+    """The vertices of `run_id`'s FAILED steps: what `ready_failed_steps` would make READY."""
+    query = select(steps.c.vertex_id).where(
+        steps.c.run_id == run_id, steps.c.status == StepStatus.FAILED.value
+    )
+    return [row.vertex_id for row in (await conn.execute(query)).all()]
+
+
 async def ready_failed_steps(
     conn: AsyncConnection, run_ids: Sequence[str], now: float
 ) -> dict[str, list[str]]:

@@ -126,24 +126,28 @@ async def reopen_parents(
     children: Sequence[Any],
     now: float,
     workflow_of: WorkflowOfRun,
-) -> None:
+) -> list[tuple[str, str, int]]:
     """Child runs that had ended FAILED run again because an operator retried or resolved
     them directly (rows with `parent_run_id` and `parent_vertex_id`; others are ignored): their
     spawners stop counting them as failed, joins that had closed reopen and the parents
     resume, and so on up to the root, as reprocessing does from above. One counter update per
-    spawner, however many of its children run again."""
+    spawner, however many of its children run again. Returns (parent, spawner, children) for
+    each spawner whose parent resumes: the caller says in the parent's log what reopened it."""
     per_parent: dict[str, Counter[str]] = {}
     for row in children:
         if row.parent_run_id is not None:
             per_parent.setdefault(row.parent_run_id, Counter())[row.parent_vertex_id] += 1
+    resumed: list[tuple[str, str, int]] = []
     for parent, spawners in sorted(per_parent.items()):
         workflow = await workflow_of(parent)
         reopened: list[str] = []
         for spawner_id, count in sorted(spawners.items()):
             if await reopen_join(conn, parent, workflow, spawner_id, failed=count):
                 reopened += [spawner_id, *descendants(workflow, spawner_id)]
+                resumed.append((parent, spawner_id, count))
         previous = await resume_run(conn, parent, reopened, now)
         await _reopen_ancestors(conn, parent, previous, now, workflow_of)
+    return resumed
 
 
 def descendants(workflow: Workflow, vertex_id: str) -> list[str]:

@@ -433,3 +433,65 @@ async def post_huge(url: str, path: str, key: str, size: int) -> tuple[int, byte
     finally:
         writer.close()
     return int(lines[0].split()[1]), body
+
+
+async def test_a_retry_preview_warns_before_and_changes_nothing(
+    api: Api, downstream: RunningDownstream
+) -> None:
+    """`GET /runs/{id}/retry/preview` answers, before any click, what the retry would: a join
+    that fails again at once with the retry's own words, the FAILED steps it would run. It
+    changes nothing (the run stays FAILED, no action logged, nothing sent); a run that is not
+    FAILED is not retriable; an unknown run, or another tenant's, is 404; it is documented."""
+    async with running_worker(api.runtime):
+        parent = await failed_fan_out(api.runtime, downstream, 2, failing={0})
+        sent = downstream.stats.total
+        async with client(api.url, api.admin_key) as http:
+            preview = await http.get(f"/runs/{parent}/retry/preview")
+            logged = await action_lines(api.runtime, parent)
+            retried = await http.post("/runs/retry", json={"ids": [parent]})
+            documented = (await http.get("/openapi.json")).json()["paths"]
+        async with client(api.url, api.globex_key) as http:
+            foreign = await http.get(f"/runs/{parent}/retry/preview")
+            unknown = await http.get("/runs/no-such-run/retry/preview")
+        # The retry ran the join, which failed again at once, as the preview had said.
+        assert (await wait_for_run(api.runtime, parent)).status == "FAILED"
+        assert downstream.stats.total == sent
+        async with client(api.url, api.admin_key) as http:
+            await http.post(f"/runs/{parent}/reprocess")
+            run = await wait_for_run(api.runtime, parent)
+            ended_preview = (await http.get(f"/runs/{parent}/retry/preview")).json()
+    assert logged == [], "the preview logs no action"
+    assert preview.status_code == 200, preview.text
+    said = preview.json()
+    assert (said["retriable"], said["status"], said["stepsRetried"]) == (True, "FAILED", 1)
+    assert (said["stuckJoins"], said["childrenFailed"]) == (["join"], 1)
+    assert said["warnings"] == [retried.json()["stuck"][0]["message"]]
+    assert (foreign.status_code, foreign.json()["code"]) == (404, "run_not_found")
+    assert (unknown.status_code, unknown.json()["code"]) == (404, "run_not_found")
+    assert "get" in documented["/runs/{run_id}/retry/preview"]
+    assert run.status == "SUCCEEDED"
+    assert (ended_preview["retriable"], ended_preview["status"]) == (False, "SUCCEEDED")
+    assert ended_preview["warnings"] == [] and ended_preview["stepsRetried"] == 0
+
+
+async def test_a_join_reopened_by_retried_children_says_so_in_its_log(
+    api: Api, downstream: RunningDownstream
+) -> None:
+    """A parent whose join failed on its FAILED children: retrying those children (a batch by
+    filter, as the monitor's "Retry all matching" sends it) reopens the join, and the parent's
+    log says who retried how many children of which spawner, on the join's line."""
+    async with running_worker(api.runtime):
+        parent = await failed_fan_out(api.runtime, downstream, 3, failing={0, 2})
+        before = await action_lines(api.runtime, parent)
+        async with client(api.url, api.admin_key) as http:
+            answer = await http.post(
+                "/runs/retry", json={"filter": {"parent": parent, "status": "FAILED"}}
+            )
+        assert len(answer.json()["retried"]) == 2, answer.text
+        await wait_for_run(api.runtime, parent)
+    lines = await action_lines(api.runtime, parent)
+    assert before == []
+    (line,) = lines
+    assert line["vertex_id"] == "join", line
+    assert line["message"].startswith("batch retry by key:"), line
+    assert line["message"].endswith("of 2 FAILED children of 'each': the join 'join' reopens")

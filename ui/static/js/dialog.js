@@ -21,8 +21,16 @@ function modal(title, body, buttons, { onClose } = {}) {
 
 /** Ask before doing something: resolves true when confirmed. A `note` (text or inline
  * nodes) is what the operator should know before confirming, in a warning box under `text`;
- * `noteBlocks` (paragraphs, lists) the same when it takes more than a sentence. */
-export function confirmAction({ title, text, note = null, noteBlocks = null, confirm = "Confirm", danger = false }) {
+ * `noteBlocks` (paragraphs, lists) the same when it takes more than a sentence. `dismiss` is
+ * the button that backs out: "Cancel" unless that would read as the action (cancelling a run).
+ */
+export async function confirmAction(options) {
+  return (await chooseAction(options)) === "ok";
+}
+
+/** `confirmAction`, resolving the value of the button pressed: "ok", "cancel" (Escape too),
+ * or that of a submit button the note holds (another action offered instead). */
+export function chooseAction({ title, text, note = null, noteBlocks = null, confirm = "Confirm", dismiss = "Cancel", danger = false }) {
   let warning = null;
   if (noteBlocks) warning = h("div", { class: "warning-box" }, noteBlocks);
   else if (note) warning = h("p", { class: "warning-box" }, "⚠ ", note);
@@ -31,10 +39,10 @@ export function confirmAction({ title, text, note = null, noteBlocks = null, con
       title,
       [h("p", {}, text), warning],
       [
-        h("button", { value: "cancel", type: "submit", class: "secondary" }, "Cancel"),
+        h("button", { value: "cancel", type: "submit", class: "secondary" }, dismiss),
         h("button", { value: "ok", type: "submit", class: danger ? "danger" : "primary", autofocus: true }, confirm),
       ],
-      { onClose: (value) => resolve(value === "ok") },
+      { onClose: (value) => resolve(value || "cancel") },
     );
   });
 }

@@ -3,33 +3,78 @@
 // warnings it gave (a retry's steps meeting an open breaker, joins that fail again at once).
 
 import { api } from "../api.js";
-import { confirmAction, editJson } from "../dialog.js";
+import { chooseAction, editJson } from "../dialog.js";
 import { announce, fill, h } from "../dom.js";
 import { plural } from "../format.js";
 import { SET_QUOTA_COMMAND, setQuotaCommand } from "../quota.js";
-import { warningsBox, withWarnings } from "../warnings.js";
+import { warningsBox, withCode, withWarnings } from "../warnings.js";
 
 function path(runId, action) {
   return `/runs/${encodeURIComponent(runId)}/${action}`;
 }
 
-/** Ask, send, say what the API answered (and, under it, each of its `warnings`: what the
- * action done sets off that the operator may not expect); true when it was sent (done or
- * refused: either way the page's view of the run may be stale), false when the operator
- * backed out. */
-async function perform(where, { name, title, text, note, confirm, danger, send, describe }) {
-  if (!(await confirmAction({ title, text, note, confirm, danger }))) return false;
+/** Ask (with what `preview()` says the action would set off, when it is given), send, say
+ * what the API answered (and, under it, each of its `warnings`: what the action done sets off
+ * that the operator may not expect); true when it was sent (done or refused: either way the
+ * page's view of the run may be stale), false when the operator backed out. A button of the
+ * preview's note may choose an action of `instead` (by its value) over this one. */
+async function perform(where, options) {
+  const { title, text, note, confirm, dismiss, danger, preview, instead = {} } = options;
+  // A preview the API cannot give (an older API, a refusal) leaves the dialog as it was.
+  const previewed = preview ? await preview().catch(() => null) : null;
+  const noteBlocks = previewed && note ? [h("p", {}, "⚠ ", note), previewed] : previewed;
+  const choice = await chooseAction({ title, text, note, noteBlocks, confirm, dismiss, danger });
+  // The button chosen in the note is the confirmation of the action it names.
+  const chosen = Object.hasOwn(instead, choice) ? instead[choice] : choice === "ok" ? options : null;
+  if (!chosen) return false;
+  await sendAndShow(where, chosen);
+  return true;
+}
+
+async function sendAndShow(where, { name, send, describe, warningsOf = (a) => a.warnings }) {
   try {
     const answer = await send();
+    const warnings = warningsOf(answer);
     const line = h("p", { class: "ok-box", role: "status" }, "✓ ", describe(answer));
-    fill(where, line, warningsBox(answer.warnings));
-    announce(withWarnings(line.textContent, answer.warnings), answer.warnings?.length ? "warning" : "ok");
+    fill(where, line, warningsBox(warnings));
+    announce(withWarnings(line.textContent, warnings), warnings?.length ? "warning" : "ok");
   } catch (error) {
     const line = h("p", { class: "error-box", role: "alert" }, `✕ ${name} refused: ${error.message} (${error.code})`);
     fill(where, line);
     announce(line.textContent, "error");
   }
-  return true;
+}
+
+/** A retry's warnings (answered, or previewed: `RetryResult` and `RetryPreview` say them in
+ * the same order: the ancestor reopened, the stuck joins, then each open breaker), the stuck
+ * joins' in the monitor's words: its own Reprocess button, not the CLI command. */
+function retryWarnings(answer) {
+  const warnings = [...(answer.warnings || [])];
+  if (answer.stuckJoins?.length) {
+    const at = answer.reopenedRun ? 1 : 0;
+    const one = answer.stuckJoins.length === 1;
+    const names = answer.stuckJoins.map((j) => `'${j}'`).join(", ");
+    const still = plural(answer.childrenFailed, "child is", "children are");
+    warnings[at] = `${one ? "its join" : "its joins"} ${names} ${one ? "fails" : "fail"} again at once: ${still} still FAILED; "Reprocess dead letters" runs them again and reopens ${one ? "it" : "them"}`;
+  }
+  return warnings;
+}
+
+/** What Retry's dialog says before the click, from the API's preview: each warning the retry
+ * would give and, when its joins would fail again at once, the Reprocess button instead
+ * (`offerReprocess`: not when the failure comes from the workflow or input, which a
+ * reprocess meets again; the fix note says so). */
+async function retryPreview(runId, offerReprocess) {
+  const preview = await api(path(runId, "retry/preview"));
+  const warnings = preview.retriable ? retryWarnings(preview) : [];
+  if (!warnings.length) return null;
+  return [
+    h("p", {}, h("strong", {}, "⚠ Before you retry:")),
+    h("ul", {}, warnings.map((w) => h("li", {}, withCode(w)))),
+    preview.stuckJoins.length && offerReprocess
+      ? h("p", {}, h("button", { type: "submit", value: "reprocess", class: "primary reprocess-instead" }, "Reprocess dead letters"), " instead")
+      : null,
+  ];
 }
 
 /** When a FAILED spawner's fan-out failed for its tenant's run quota, what Retry's dialog
@@ -113,6 +158,15 @@ export function actionBar(detail, result, done) {
       },
       label,
     );
+  const reprocess = {
+    name: "Reprocess",
+    title: "Reprocess the dead letters?",
+    text: `The ${plural(detail.fanout.failed, "FAILED child", "FAILED children")} run again; the join reopens.`,
+    note: fixNote(detail),
+    confirm: "Reprocess",
+    send: () => api(path(id, "reprocess"), { method: "POST" }),
+    describe: (a) => a.message,
+  };
   return h(
     "div",
     { class: "actions", role: "toolbar", "aria-label": "Operator actions" },
@@ -122,8 +176,11 @@ export function actionBar(detail, result, done) {
       text: "Its FAILED steps run again; completed steps keep their results.",
       note: quotaNote(detail) || fixNote(detail),
       confirm: "Retry",
+      preview: () => retryPreview(id, !fixNote(detail)),
+      instead: { reprocess },
       send: () => api(path(id, "retry"), { method: "POST" }),
       describe: (a) => a.message,
+      warningsOf: retryWarnings,
     }, "primary"),
     button("Start over", ended && !detail.parentRunId && detail.route !== "system", startOverWhyNot(detail), {
       name: "Start over",
@@ -134,20 +191,13 @@ export function actionBar(detail, result, done) {
       send: () => api(path(id, "start-over"), { method: "POST" }),
       describe: (a) => [a.message, " — ", h("a", { href: `#/runs/${encodeURIComponent(a.newRunId)}` }, "open the new run")],
     }),
-    button("Reprocess dead letters", deadLetters, "no failed child to reprocess", {
-      name: "Reprocess",
-      title: "Reprocess the dead letters?",
-      text: `The ${plural(detail.fanout.failed, "FAILED child", "FAILED children")} run again; the join reopens.`,
-      note: fixNote(detail),
-      confirm: "Reprocess",
-      send: () => api(path(id, "reprocess"), { method: "POST" }),
-      describe: (a) => a.message,
-    }),
+    button("Reprocess dead letters", deadLetters, "no failed child to reprocess", reprocess),
     button("Cancel", !ended, detail.status === "CANCELLED" ? "the run is already cancelled" : "the run has ended: only a running run can be cancelled", {
       name: "Cancel",
       title: "Cancel this run?",
       text: "The run and everything under it still going stop; this cannot be undone.",
       confirm: "Cancel the run",
+      dismiss: "Keep running",
       danger: true,
       send: () => api(path(id, "cancel"), { method: "POST" }),
       describe: (a) => a.message,
