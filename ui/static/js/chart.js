@@ -23,7 +23,9 @@ export function historyChart(series, windowS, nowS = Date.now() / 1000) {
     svg.append(s("text", { x: W / 2, y: H / 2, "text-anchor": "middle", class: "chart-empty" }, "collecting samples…"));
     return svg;
   }
-  const top = Math.max(1, ...points.map((p) => Math.max(p.limit, p.inFlight, p.cap)));
+  // Scaled to the lines drawn: the samples' limit and in flight, and the cap as it is now
+  // (the one dashed line); a cap lowered from 100 to 10 does not keep the axis at 100.
+  const top = Math.max(1, points[points.length - 1].cap, ...points.map((p) => Math.max(p.limit, p.inFlight)));
   // The span shown: from the first sample (at least the last minute) up to the whole window.
   const span = Math.min(windowS, Math.max(60, nowS - points[0].at));
   const start = nowS - span;

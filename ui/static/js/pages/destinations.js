@@ -9,12 +9,47 @@ import { count, plural, time } from "../format.js";
 import { historyChart } from "../chart.js";
 import { Poller } from "../live.js";
 
-function breaker(name, view) {
+function breaker(name, view, reset = null) {
   const icon = { closed: "●", open: "✕", half_open: "◐" }[view.state] || "?";
   const words = [`${name}: ${view.state.replace("_", "-")}`];
   if (view.failures) words.push(plural(view.failures, "failure"));
   if (view.state !== "closed" && view.secondsUntilHalfOpen) words.push(`half-open in ${Math.ceil(view.secondsUntilHalfOpen)} s`);
-  return h("li", { class: `breaker br-${view.state}` }, h("span", { "aria-hidden": "true" }, `${icon} `), words.join(", "), view.openedAt ? [" · opened ", time(view.openedAt)] : null);
+  return h(
+    "li",
+    { class: `breaker br-${view.state}` },
+    h("span", { "aria-hidden": "true" }, `${icon} `),
+    words.join(", "),
+    view.openedAt ? [" · opened ", time(view.openedAt)] : null,
+    view.state !== "closed" && reset ? [" ", reset] : null,
+  );
+}
+
+/** A Reset button for one layer of `destination`'s breakers, as REST closes them: `tenant`'s
+ * layer alone, or (no tenant) the global layer with every tenant's. Admins only: the API
+ * refuses others (403), which the result line says. */
+function resetButton(destination, tenant, refresh, result) {
+  const where = tenant === null ? "the global breaker and every tenant's" : `tenant ${tenant}'s breaker`;
+  const reset = async () => {
+    const ok = await confirmAction({
+      title: `Reset ${where} of ${destination}?`,
+      text: "It closes now, on every worker: calls go through again at once instead of waiting for it to half-open. Do it once the destination is fixed.",
+      confirm: "Reset the breaker",
+    });
+    if (!ok) return;
+    const query = tenant === null ? "" : `?tenant=${encodeURIComponent(tenant)}`;
+    try {
+      const answer = await api(`/destinations/${encodeURIComponent(destination)}/breakers/reset${query}`, { method: "POST" });
+      const closed = answer.closed.map((c) => (c.tenantId ? `tenant ${c.tenantId}` : c.layer));
+      const line = closed.length ? `✓ ${destination}: closed ${closed.join(", ")}.` : `✓ ${destination}: no breaker was open.`;
+      fill(result, h("p", { class: "ok-box", role: "status" }, line));
+      announce(line, "ok");
+      await refresh();
+    } catch (error) {
+      fill(result, h("p", { class: "error-box", role: "alert" }, `✕ Reset refused: ${error.message} (${error.code})`));
+    }
+  };
+  const label = tenant === null ? `Reset all breakers of ${destination}` : `Reset the breaker of tenant ${tenant} on ${destination}`;
+  return h("button", { type: "button", class: "secondary small-button", "aria-label": label, onclick: reset }, "Reset");
 }
 
 function capEditor(destination, refresh, result) {
@@ -38,8 +73,9 @@ function capEditor(destination, refresh, result) {
     if (!ok) return;
     try {
       await api(`/destinations/${key}/caps`, { method: "PUT", body: { maxConcurrency: cap, ratePerSecond: perSecond } });
-      fill(result, h("p", { class: "ok-box", role: "status" }, `✓ ${destination.destination} capped at ${cap}.`));
-      announce(`${destination.destination} capped at ${cap}.`, "ok");
+      const capped = `${destination.destination} capped at ${plural(cap, "call")} in flight${perSecond ? `, ${perSecond}/s` : ""}.`;
+      fill(result, h("p", { class: "ok-box", role: "status" }, `✓ ${capped}`));
+      announce(capped, "ok");
       await refresh();
     } catch (error) {
       fill(result, h("p", { class: "error-box", role: "alert" }, `✕ ${error.message}`));
@@ -105,7 +141,12 @@ export async function destinationsPage(main) {
                       ["Retry budget", `${d.retryTokens.toFixed(1)} tokens${d.retryAllowed ? "" : " (retries held)"}`],
                     ].map(([name, value]) => h("div", {}, h("dt", {}, name), h("dd", {}, value))),
                   ),
-                    h("ul", { class: "breakers" }, breaker("global", d.globalBreaker), Object.entries(d.tenantBreakers).map(([tenant, view]) => breaker(`tenant ${tenant}`, view))),
+                    h(
+                      "ul",
+                      { class: "breakers" },
+                      breaker("global", d.globalBreaker, resetButton(d.destination, null, refresh, result)),
+                      Object.entries(d.tenantBreakers).map(([tenant, view]) => breaker(`tenant ${tenant}`, view, resetButton(d.destination, tenant, refresh, result))),
+                    ),
                     capEditor(d, refresh, result),
                   ),
                   h("div", {}, historyChart(seriesOf.get(d.destination), history.windowS), h("p", { class: "chart-legend small" }, h("span", { class: "key-limit" }, "— limit"), " ", h("span", { class: "key-inflight" }, "— in flight"), " ", h("span", { class: "key-cap" }, "- - cap"))),

@@ -14,6 +14,7 @@ import { actionBar, actionBarKey, resolveStep } from "../run/actions.js";
 import { ChildrenList } from "../run/children.js";
 import { errorBox, holderLine, sentByAttempt, waitingLine } from "../run/errors.js";
 import { fanoutBar, fetchLongTail, longTailView } from "../run/fanout.js";
+import { retryAfter } from "../run/attempts.js";
 import { RunLog } from "../run/log.js";
 import { timeline } from "../run/timeline.js";
 import { RUNS, wholeId } from "../short_ids.js";
@@ -56,7 +57,7 @@ function headline(detail) {
 
 function historyTable(step) {
   if (!step.history.length) return null;
-  const columns = ["Execution", "Attempt", "At", "HTTP", "Took", "Next in"];
+  const columns = ["Execution", "Attempt", "At", "HTTP", "Took", "Retry after"];
   return h(
     "div",
     { class: "table-wrap" },
@@ -73,7 +74,7 @@ function historyTable(step) {
         // expanded) are a row of their own under it, as the error is on the runs list, so the
         // six columns keep to the panel's width. In a narrow panel each attempt is a block,
         // its cells named by their `data-label` (style.css, 'the attempts table').
-        step.history.map((a) => {
+        step.history.map((a, index) => {
           const failed = a.error || a.refused || (a.httpStatus ?? 0) >= 400;
           const tr = h(
             "tr",
@@ -83,7 +84,7 @@ function historyTable(step) {
             h("td", { "data-label": "At" }, time(a.at)),
             h("td", { "data-label": "HTTP" }, a.refused ? `refused: ${a.refused}` : a.httpStatus ? String(a.httpStatus) : "—"),
             h("td", { "data-label": "Took" }, a.durationMs === null || a.durationMs === undefined ? "—" : duration(a.durationMs / 1000)),
-            h("td", { "data-label": "Next in" }, a.retryInMs ? duration(a.retryInMs / 1000) : ""),
+            h("td", { "data-label": "Retry after" }, retryAfter(step.history, index)),
           );
           if (!a.error && !a.request) return tr;
           return [
