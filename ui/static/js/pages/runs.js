@@ -13,6 +13,7 @@ import { announce, fill, h, widthPercent } from "../dom.js";
 import { badge, breakable, count, duration, elapsed, errorSummary, exact, percent, plural, shortId, time } from "../format.js";
 import { Poller } from "../live.js";
 import { batchQuotaNote } from "../quota.js";
+import { retryAllButton } from "../retry_all.js";
 import { warningsBox, withWarnings } from "../warnings.js";
 
 const STATUSES = ["", "RUNNING", "FAILED", "SUCCEEDED", "CANCELLED"];
@@ -38,10 +39,15 @@ const ACTIVE = new Set(["RUNNING"]);
 const previous = [];
 
 function listPath(params, cursor) {
+  return `/runs${query({ ...listFilter(params), limit: PAGE_SIZE, cursor })}`;
+}
+
+/** The list's filter as `GET /runs` takes it (without paging). */
+function listFilter(params) {
   const since = RANGE_S[params.get("since")];
   const after = Number(params.get("after")) || null;
   const fromRange = since ? Math.floor(Date.now() / 1000 - since) : null;
-  return `/runs${query({
+  return {
     status: params.get("status"),
     workflow: params.get("workflow"),
     version: params.get("workflow") ? params.get("version") : null,
@@ -51,9 +57,7 @@ function listPath(params, cursor) {
     roots: params.get("children") === "1" ? "false" : "true",
     createdAfter: after && fromRange ? Math.max(after, fromRange) : after || fromRange,
     createdBefore: Number(params.get("before")) || null,
-    limit: PAGE_SIZE,
-    cursor,
-  })}`;
+  };
 }
 
 function progressCell(run) {
@@ -246,7 +250,15 @@ export async function runsPage(main, params) {
     h("div", { class: "page-head" }, h("h1", {}, "Runs"), live),
     filters(params),
     windowNote(params),
-    h("div", { class: "toolbar" }, retryButton, h("button", { type: "button", class: "secondary", onclick: selectFailed }, "Select failed on this page"), result),
+    h(
+      "div",
+      { class: "toolbar" },
+      retryButton,
+      h("button", { type: "button", class: "secondary", onclick: selectFailed }, "Select failed on this page"),
+      // A batch retries FAILED runs and has no `route` filter: elsewhere the count would differ.
+      ["", "FAILED"].includes(params.get("status") || "") && !params.get("route") ? retryAllButton(() => listFilter(params), result, async () => (await load(), poller.start())) : null,
+      result,
+    ),
     h(
       "div",
       { class: "table-wrap" },

@@ -1,0 +1,261 @@
+"""The monitor's operator tools in a real browser, against one `schemabridge serve --demo`
+(embedded store) for the module: a fan-out's bar, rows and filter say "waiting" as REST does;
+a breaker is reset from Destinations; Retry's dialog says, before the click, that a join
+would fail again at once and offers Reprocess instead; "Retry all matching" retries every
+page of a filter; the cancel dialog's buttons, the cap banner and the chart's scale."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator
+from typing import Any
+from urllib.parse import quote
+
+import pytest
+
+from tests.e2e.browser_harness import (
+    DemoServer,
+    chromium,
+    demo_on_sqlite,
+    eventually,
+    opened,
+    shoot,
+)
+from tests.e2e.test_ui_monitor import breaker_opening_run, confirm
+from tests.integration.operations_harness import fanout, items
+
+pytestmark = pytest.mark.slow
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[DemoServer]:
+    with demo_on_sqlite(tmp_path_factory, "ui-ops") as running:
+        yield running
+
+
+@pytest.fixture(scope="module")
+def browser(server: DemoServer) -> Iterator[Any]:
+    with chromium() as found:
+        yield found
+
+
+@pytest.fixture(autouse=True)
+def quick_downstream(server: DemoServer) -> Iterator[None]:
+    server.latency(0)
+    yield
+    server.latency(0)
+
+
+def caps(server: DemoServer) -> str:
+    return f"/destinations/{quote(server.downstream, safe='')}/caps"
+
+
+def failed_fan_out(server: DemoServer, tenant: str, n: int, failing: set[int]) -> str:
+    """A parent whose join FAILED because its children in `failing` were answered 400 (once:
+    run again, they succeed)."""
+    for workflow in reversed(fanout(server.downstream)):  # the child before its spawner
+        server.call("/workflows", workflow)
+    for index in failing:
+        server.script(f"/charge/{index}", {"status": 400, "body": {"error": "declined"}})
+    body = {"input": {"items": items(n)}, "tenantId": tenant}
+    run_id = str(server.call("/workflows/parent/runs", body)["id"])
+    assert server.wait_status(run_id, {"SUCCEEDED", "FAILED", "CANCELLED"}) == "FAILED"
+    assert server.call(f"/runs/{run_id}")["error"]["kind"] == "child_failures"
+    return run_id
+
+
+TENANT = "waiting"
+
+
+def test_the_fan_out_says_waiting_in_its_bar_rows_filter_and_rest(
+    server: DemoServer, browser: Any
+) -> None:
+    """Children that wait (for their tenant's rate) are RUNNING runs: the bar
+    counts them as "waiting" (REST's `waitingChildren`), their rows say "waiting" where a
+    child a worker holds says "running", the filter offers the statuses REST takes, and
+    REST's `status=PENDING` is refused with where to look instead."""
+    # The tenant's rate lets 3 GATEWAY steps a minute through: the other children wait.
+    server.call(f"/tenants/{TENANT}/limits", {"ratePerMinute": 3}, method="PUT")
+    server.latency(3_000)
+    body = {"input": {"batchSize": 8, "renewalDate": "2025-07-01"}, "tenantId": TENANT}
+    run_id = server.call("/workflows/nightly-subscription-renewals/runs", body)["id"]
+    try:
+
+        def waiting() -> bool:
+            fan = server.call(f"/runs/{run_id}")["fanout"]
+            return bool(fan["total"] == 8 and fan["waitingChildren"] >= 4)
+
+        eventually(waiting, what="children waiting behind the cap")
+        fan = server.call(f"/runs/{run_id}")["fanout"]
+        assert fan["pending"] == fan["waitingChildren"], "the deprecated name says the same"
+        rows = server.call(f"/runs/{run_id}/children?status=RUNNING")["items"]
+        assert any(r["waiting"] for r in rows), rows
+        assert all(isinstance(r["waiting"], bool) for r in rows), rows
+        refused = server.call(f"/runs/{run_id}/children?status=PENDING")
+        assert refused["code"] == "invalid_filter"
+        assert "a waiting child is RUNNING, marked `waiting`" in refused["message"]
+        with opened(browser, f"{server.ui}#/runs/{run_id}") as (page, _):
+            legend = page.locator(".fanout-block .legend")
+            legend.wait_for()
+            said = legend.inner_text()
+            assert re.search(r"waiting \d+", said) and "pending" not in said, said
+            page.locator(".children-table .badge.st-waiting").first.wait_for()
+            options = page.locator('select[name="child-status"] option').all_inner_texts()
+            assert options == [
+                "any status",
+                "running or waiting",
+                "failed",
+                "succeeded",
+                "cancelled",
+            ]
+            values = page.locator('select[name="child-status"] option').evaluate_all(
+                "(options) => options.map((o) => o.value)"
+            )
+            assert values == ["", "RUNNING", "FAILED", "SUCCEEDED", "CANCELLED"]
+            page.select_option('select[name="child-status"]', "RUNNING")
+            page.locator(".children-table .badge.st-waiting").first.wait_for()
+            words = page.locator(".children-table tbody .badge").all_inner_texts()
+            assert words and {w.split()[-1] for w in words} <= {"running", "waiting"}, words
+            shoot(page, "ops-fanout-waiting", narrow=False)
+    finally:
+        server.call(f"/runs/{run_id}/cancel", {})
+        server.call(f"/tenants/{TENANT}/limits", {"ratePerMinute": None}, method="PUT")
+
+
+def test_a_tenant_breaker_is_reset_from_destinations(server: DemoServer, browser: Any) -> None:
+    """An open tenant breaker has a Reset button: dismissed, nothing changes; confirmed, the
+    API closes that tenant's layer and the page says so, and the breaker reads closed."""
+    tenant, destination = "reset", "ui-ops-breaker"
+    breaker_opening_run(server, "ui-ops-breaker", tenant, destination)
+    with opened(browser, f"{server.ui}#/destinations") as (page, _):
+        card = page.locator(f'article.destination[data-destination="{destination}"]')
+        card.wait_for()
+        layer = card.locator("li.breaker", has_text=f"tenant {tenant}")
+        assert "open" in layer.inner_text()
+        reset = f"Reset the breaker of tenant {tenant} on {destination}"
+        card.get_by_role("button", name=reset).wait_for()
+        shoot(page, "ops-breaker-open", narrow=False)
+        card.get_by_role("button", name=reset).click()
+        dialog = page.locator("dialog.modal")
+        assert f"Reset tenant {tenant}'s breaker of {destination}?" in dialog.inner_text()
+        confirm(page, "Cancel")
+        listed = {d["destination"]: d for d in server.call("/destinations")["items"]}
+        assert listed[destination]["tenantBreakers"][tenant]["state"] == "open"
+        card.get_by_role("button", name=reset).click()
+        confirm(page, "Reset the breaker")
+        page.locator(".ok-box", has_text=f"{destination}: closed tenant {tenant}.").wait_for()
+        shoot(page, "ops-breaker-reset", narrow=False)
+    listed = {d["destination"]: d for d in server.call("/destinations")["items"]}
+    assert listed[destination]["tenantBreakers"].get(tenant, {"state": "closed"})["state"] == (
+        "closed"
+    )
+
+
+def test_retry_warns_of_a_stuck_join_before_the_click_and_offers_reprocess(
+    server: DemoServer, browser: Any
+) -> None:
+    """The join of the run failed because a child FAILED: Retry's dialog says, before
+    anything is sent, that the join would fail again at once, and offers the monitor's
+    Reprocess instead (no CLI command); choosing it reprocesses, and the run succeeds."""
+    run_id = failed_fan_out(server, "stuck", 3, failing={1})
+    with opened(browser, f"{server.ui}#/runs/{run_id}") as (page, _):
+        page.get_by_role("button", name="Retry", exact=True).click()
+        dialog = page.locator("dialog.modal")
+        warning = dialog.locator(".warning-box")
+        warning.wait_for()
+        said = warning.inner_text()
+        assert "its join 'join' fails again at once: 1 child is still FAILED" in said, said
+        assert "schemabridge" not in said, said
+        shoot(page, "ops-retry-stuck-dialog", narrow=False)
+        # Nothing was done: the dialog only read the preview.
+        assert server.run_status(run_id) == "FAILED"
+        dialog.get_by_role("button", name="Reprocess dead letters").click()
+        page.locator(
+            ".action-result .ok-box", has_text="1 dead-lettered child run again"
+        ).wait_for()
+        page.locator("h1 .badge", has_text="succeeded").wait_for(timeout=30_000)
+        shoot(page, "ops-retry-stuck-reprocessed", narrow=False)
+    log = server.call(f"/runs/{run_id}/logs?limit=500")["items"]
+    assert not [line for line in log if (line.get("data") or {}).get("action") == "retry"]
+
+
+def test_retry_all_matching_retries_every_page(server: DemoServer, browser: Any) -> None:
+    """A filter matching more FAILED runs than a page shows: "Retry all matching" says how
+    many in its dialog, retries them all by the filter, and shows the answer's counts."""
+    tenant = "retry-all"
+    server.call(caps(server), method="DELETE")
+    path = "/ops/retry-all"
+    server.call(
+        "/workflows",
+        {
+            "name": "ui-ops-retry-all",
+            "vertices": {
+                "call": {
+                    "type": "GATEWAY",
+                    "maxAutoRetries": 0,
+                    "config": {"url": f"{server.downstream}{path}", "retry": {"maxAttempts": 1}},
+                }
+            },
+        },
+    )
+    n = 55  # more than the page of 50
+    server.script(path, *[{"status": 400, "body": {"error": "bad"}}] * n)
+    ids = [
+        server.call("/workflows/ui-ops-retry-all/runs", {"input": {}, "tenantId": tenant})["id"]
+        for _ in range(n)
+    ]
+    for run_id in ids:
+        assert server.wait_status(run_id, {"FAILED", "SUCCEEDED"}) == "FAILED"
+    with opened(browser, f"{server.ui}#/runs?tenant={tenant}&status=FAILED") as (page, _):
+        page.locator("table.runs tbody tr").nth(49).wait_for()
+        page.get_by_role("button", name="Retry all matching…").click()
+        dialog = page.locator("dialog.modal")
+        dialog.wait_for()
+        assert f"Retry all {n} matching FAILED runs?" in dialog.inner_text()
+        shoot(page, "ops-retry-all-dialog", narrow=False)
+        confirm(page, f"Retry {n}")
+        page.locator(".batch-result .ok-box", has_text=f"Retried {n}, skipped 0.").wait_for()
+        shoot(page, "ops-retry-all-done", narrow=False)
+    for run_id in ids:
+        assert server.wait_status(run_id, {"SUCCEEDED", "FAILED"}) == "SUCCEEDED"
+
+
+def test_cancel_keeps_running_and_the_cap_says_its_rate(server: DemoServer, browser: Any) -> None:
+    """The cancel dialog's way back reads "Keep running" (not a second "Cancel") and keeps
+    the run going; a cap with a rate is said with both; the chart's scale follows the cap
+    down from the default 100."""
+    server.latency(4_000)
+    body = {"input": {"batchSize": 2, "renewalDate": "2025-07-01"}, "tenantId": "keep"}
+    run_id = server.call("/workflows/nightly-subscription-renewals/runs", body)["id"]
+    try:
+        with opened(browser, f"{server.ui}#/runs/{run_id}") as (page, _):
+            page.get_by_role("button", name="Cancel", exact=True).click()
+            buttons = page.locator("dialog.modal .modal-buttons button").all_inner_texts()
+            assert buttons == ["Keep running", "Cancel the run"], buttons
+            shoot(page, "ops-cancel-dialog", narrow=False)
+            confirm(page, "Keep running")
+            assert server.run_status(run_id) == "RUNNING"
+    finally:
+        server.call(f"/runs/{run_id}/cancel", {})
+    with opened(browser, f"{server.ui}#/destinations") as (page, _):
+        card = page.locator(f'article.destination[data-destination="{server.downstream}"]')
+        card.wait_for()
+        card.locator("input.cap-input").first.fill("10")
+        card.locator("input.cap-input").nth(1).fill("20")
+        card.get_by_role("button", name="Save").click()
+        confirm(page, "Set the cap")
+        page.locator(".ok-box", has_text="capped at 10 calls in flight, 20/s.").wait_for()
+        axis = card.locator("svg.chart text.chart-axis").first
+
+        def scaled_to_the_data_and_cap() -> bool:
+            # The axis's top is the highest line drawn: the samples' limit and in flight, and
+            # the cap now (10), never the default cap of 100 the older samples had.
+            history = server.call("/destinations/history")["series"]
+            (series,) = [x for x in history if x["destination"] == server.downstream]
+            drawn = max(max(p["limit"], p["inFlight"]) for p in series["points"])
+            return bool(axis.text_content() == f"{max(10, drawn):.0f}")
+
+        eventually(scaled_to_the_data_and_cap, what="the chart rescaled to the cap")
+        assert axis.text_content() != "100"
+        shoot(page, "ops-cap-rate", narrow=False)
+    server.call(caps(server), method="DELETE")
