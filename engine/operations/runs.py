@@ -13,7 +13,7 @@ import dataclasses
 import logging
 import math
 import uuid
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from engine.coordination.heartbeat import ServiceStatus, read_named_services
@@ -53,7 +53,13 @@ from engine.store.committed_changes import SERVING_TOPIC
 from engine.store.models import TERMINAL_RUN_STATUSES, RunRoute, RunStatus, StepStatus
 from engine.store.monitor import RunProgressRow
 from engine.store.operator_actions import run_not_found
-from engine.store.records import RunRecord, ServingRecord, StepRecord, VersionRecord
+from engine.store.records import (
+    RunHeader,
+    RunRecord,
+    ServingRecord,
+    StepRecord,
+    VersionRecord,
+)
 from engine.validation import validate_input
 from schemas.definitions import RESERVED_WORKFLOWS, SpawnerVertex
 from schemas.errors import (
@@ -549,15 +555,19 @@ class RunOperations:
             rows = rows[:limit]
             last = rows[-1]
             next_cursor = encode_cursor("children", [last.parent_vertex_id, last.item_index], scope)
+        return Page[RunSummary](items=[*await self._marked_waiting(rows)], next=next_cursor)
+
+    async def _marked_waiting(self, rows: Sequence[RunHeader | RunRecord]) -> Sequence[RunSummary]:
+        """`rows` (children) as summaries, each RUNNING one marked `waiting` unless a worker
+        holds a step of it: the fan-out bar's running / waiting split, child by child."""
         going = [r.id for r in rows if r.status == RunStatus.RUNNING.value]
         held = await self._store.holding_a_step(going) if going else set()
-        items = [
+        return [
             run_views.summary(r).model_copy(
                 update={"waiting": r.id not in held} if r.id in going else {}
             )
             for r in rows
         ]
-        return Page[RunSummary](items=items, next=next_cursor)
 
     @store_boundary
     async def logs(
@@ -614,11 +624,10 @@ class RunOperations:
             )
             for c in await store.slowest_children(run.id, vertex_id, limit)
         ]
+        oldest = await store.oldest_running_children(run.id, vertex_id, limit)
         running = [
-            ChildDuration(
-                run=run_views.summary(c), duration_s=max(0.0, now - (c.started_at or now))
-            )
-            for c in await store.oldest_running_children(run.id, vertex_id, limit)
+            ChildDuration(run=summary, duration_s=max(0.0, now - (c.started_at or now)))
+            for c, summary in zip(oldest, await self._marked_waiting(oldest), strict=True)
         ]
         p50, p95, p99 = (stats.percentiles.get(p) for p in (0.5, 0.95, 0.99))
         return LongTail(

@@ -274,8 +274,9 @@ class RunSummary(View):
     progress: ListProgress | None = None
     """Only in `GET /runs` pages (not children pages, not single runs)."""
     waiting: bool | None = None
-    """Only in children pages, on a RUNNING child: true while no worker holds a step of it
-    (queued, parked or waiting to retry), false while one does."""
+    """Only in children pages and a long tail's `runningLongest`, on a RUNNING child: true
+    while no worker holds a step of it (queued, parked or waiting to retry), false while one
+    does."""
 
 
 class SubmitResult(View):

@@ -116,6 +116,13 @@ def test_the_fan_out_says_waiting_in_its_bar_rows_filter_and_rest(
             page.locator(".children-table .badge.st-waiting").first.wait_for()
             words = page.locator(".children-table tbody .badge").all_inner_texts()
             assert words and {w.split()[-1] for w in words} <= {"running", "waiting"}, words
+            # The long tail's oldest RUNNING children say the same words as their rows (the
+            # children past the tenant's 3 calls a minute wait for the next minute).
+            tail = server.call(f"/runs/{run_id}/steps/renew/long-tail?limit=5")
+            assert any(child["run"]["waiting"] for child in tail["runningLongest"]), tail
+            page.locator(".running-longest li", has_text="waiting").first.wait_for()
+            said_tail = page.locator(".running-longest li").all_inner_texts()
+            assert all(re.search(r" (running|waiting) · ", line) for line in said_tail), said_tail
             shoot(page, "ops-fanout-waiting", narrow=False)
     finally:
         server.call(f"/runs/{run_id}/cancel", {})

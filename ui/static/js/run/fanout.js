@@ -37,11 +37,13 @@ export function fanoutBar(children, running) {
 
 function childLink(item) {
   const run = item.run;
+  // A RUNNING child no worker holds a step of is "waiting", as in the bar and the table.
+  const status = run.waiting ? "WAITING" : run.status;
   return h(
     "li",
     {},
     h("a", { href: `#/runs/${encodeURIComponent(run.id)}` }, `item ${run.itemIndex}`),
-    ` ${statusIcon(run.status)} ${statusWord(run.status)} · ${duration(item.durationS)} `,
+    ` ${statusIcon(status)} ${statusWord(status)} · ${duration(item.durationS)} `,
     h("span", { class: "mono muted" }, shortId(run.id)),
   );
 }
