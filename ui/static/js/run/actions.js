@@ -48,10 +48,11 @@ async function sendAndShow(where, { name, send, describe, warningsOf = (a) => a.
 /** A retry's warnings (answered, or previewed: `RetryResult` and `RetryPreview` say them in
  * the same order: the ancestor reopened, the stuck joins, then each open breaker), the stuck
  * joins' in the monitor's words: its own Reprocess button, not the CLI command. */
-function retryWarnings(answer) {
+function retryWarnings(answer, { stuck = true } = {}) {
   const warnings = [...(answer.warnings || [])];
   if (answer.stuckJoins?.length) {
     const at = answer.reopenedRun ? 1 : 0;
+    if (!stuck) return warnings.filter((_, index) => index !== at);
     const one = answer.stuckJoins.length === 1;
     const names = answer.stuckJoins.map((j) => `'${j}'`).join(", ");
     const still = plural(answer.childrenFailed, "child is", "children are");
@@ -63,10 +64,10 @@ function retryWarnings(answer) {
 /** What Retry's dialog says before the click, from the API's preview: each warning the retry
  * would give and, when its joins would fail again at once, the Reprocess button instead
  * (`offerReprocess`: not when the failure comes from the workflow or input, which a
- * reprocess meets again; the fix note says so). */
+ * reprocess meets again: the fix note says what to do, and the stuck joins go unsaid). */
 async function retryPreview(runId, offerReprocess) {
   const preview = await api(path(runId, "retry/preview"));
-  const warnings = preview.retriable ? retryWarnings(preview) : [];
+  const warnings = preview.retriable ? retryWarnings(preview, { stuck: offerReprocess }) : [];
   if (!warnings.length) return null;
   return [
     h("p", {}, h("strong", {}, "⚠ Before you retry:")),
