@@ -16,7 +16,7 @@ import shlex
 from admission.backend import AdmitCode, AdmitReply
 from admission.rate_limit import RateDecision, TenantRateLimited
 from schemas.errors import BreakerOpen, FailureKind, RetryRefused, StepFailure
-from schemas.waiting import WaitReason
+from schemas.waiting import BREAKER_IS_OPEN, WaitReason
 
 
 def raise_if_refused(
@@ -47,16 +47,17 @@ def breaker_failure(destination: str, tenant_id: str, reply: AdmitReply) -> Step
     where a second, frozen countdown would only contradict the live one."""
     layer, _, state = reply.blocking_layer.partition(":")
     what = (
-        "open: it refuses every call until it half-opens"
+        BREAKER_IS_OPEN
         if state == "open"
-        else "half-open with every probe permit in use: it refuses other calls until a probe ends"
+        else "is half-open with every probe permit in use: it refuses other calls until a probe "
+        "ends"
     )
     scope = f"tenant {tenant_id!r}" if layer == "tenant" else "all tenants"
     reset = f"schemabridge destinations reset-breaker {shlex.quote(destination)}"
     if layer == "tenant":
         reset += f" --tenant {shlex.quote(tenant_id)}"
     return BreakerOpen(
-        f"circuit open: the {layer} breaker of {destination!r} ({scope}) is {what} (once the "
+        f"circuit open: the {layer} breaker of {destination!r} ({scope}) {what} (once the "
         f"destination is fixed, close it with `{reset}`)",
         destination=destination,
         layer=layer,

@@ -44,9 +44,15 @@ def repeat_refusal(failure: StepFailure, counted: object, now: float) -> Breaker
 
 
 def park_delay(refusal: BreakerOpen, spread: float) -> float:
-    """Seconds to park behind `refusal`: until its Retry-After (probes let through), at least
-    `MIN_PARK_S`, plus up to `PARK_JITTER` of it (`spread` is random in [0, 1))."""
-    return max(MIN_PARK_S, refusal.retry_after_s or 0.0) * (1.0 + PARK_JITTER * spread)
+    """Seconds to park behind `refusal`: until its Retry-After, at least `MIN_PARK_S`. Behind
+    an open breaker that is exactly when it half-opens (so "half-open in N s" counted down to
+    the park's end is true); a short wait behind a half-open one (its probe permits taken)
+    gets up to `PARK_JITTER` more (`spread` is random in [0, 1)), so the children it refused
+    together spread out instead of asking again all at once, second after second."""
+    after = refusal.retry_after_s or 0.0
+    if after > MIN_PARK_S:
+        return after
+    return MIN_PARK_S * (1.0 + PARK_JITTER * spread)
 
 
 def park_message(refusal: BreakerOpen, counted_retries: int, allowed: int) -> str:

@@ -118,7 +118,8 @@ class WaitingGroup:
     reason: str
     children: int
     message: str
-    """One of their messages (the greatest: for redispatches, the furthest along)."""
+    """What is true of all of them: their message when they share it, else what their
+    messages share (`engine.store.children.common_message`), else empty."""
     until: float | None
     """The earliest time one of them is due again (None: running, waiting in-process)."""
 

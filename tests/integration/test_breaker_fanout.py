@@ -84,6 +84,7 @@ async def test_a_fan_out_outlives_an_outage_of_several_openings(backend: Backend
         )
         seen: set[float] = set()
         reasons: set[str] = set()
+        texts: set[str] = set()
         calls_while_down = None
         async with running_worker(runtime):
             # The downstream fails until its breaker has opened twice (the first trip and a
@@ -94,6 +95,7 @@ async def test_a_fan_out_outlives_an_outage_of_several_openings(backend: Backend
                 seen |= await openings(runtime, destination)
                 progress = await ops.runs.progress(run_id)
                 reasons |= {group.reason for group in progress.fanout.waiting}
+                texts |= {g.text for g in progress.fanout.waiting if g.reason == "breaker_open"}
                 if len(seen) >= 2 and calls_while_down is None:
                     calls_while_down = server.stats.total
                     server.config.fail_rate = 0.0
@@ -112,6 +114,11 @@ async def test_a_fan_out_outlives_an_outage_of_several_openings(backend: Backend
     # 4 dispatches each. Behind the breaker the downstream heard from a fraction of them.
     assert calls_while_down < children, calls_while_down
     assert "breaker_open" in reasons, reasons
+    # What the children summary says: the layer, the countdown and the way to close it.
+    assert any(
+        "the tenant breaker" in text and "half-open in" in text and "reset-breaker" in text
+        for text in texts
+    ), texts
 
 
 async def test_children_fail_only_after_max_auto_retries_plus_one_openings(

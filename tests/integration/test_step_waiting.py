@@ -16,6 +16,7 @@ from engine.operations import Operations
 from engine.operations.views import StepView
 from engine.runtime import Runtime
 from engine.store.records import LogLine
+from schemas.clock import FakeClock
 from schemas.definitions import Workflow
 from tests.conftest import Backend
 from tests.integration.engine_harness import running_worker, settings_for, start, wait_for_run
@@ -263,3 +264,33 @@ async def test_a_retry_wait_is_over_once_the_next_attempt_runs(
     assert during.status == "RUNNING" and during.waiting is None
     assert progress.status == "RUNNING" and progress.waiting is None
     assert done.status == "SUCCEEDED"
+
+
+async def test_children_whose_wait_is_over_are_not_said_to_wait(
+    backend: Backend, downstream: RunningDownstream
+) -> None:
+    """The children summary says only what is true now: a parked child whose time has come is
+    due (it waits for a worker, not for its old reason), so it is not counted any more."""
+    clock = FakeClock()
+    runtime = await Runtime.open(settings_for(backend, tenant_rate_per_minute=2), clock=clock)
+    ops = Operations(runtime)
+    try:
+        tenant = f"fan-{uuid.uuid4().hex[:8]}"  # a rate window of its own
+        run_id = await start(
+            runtime, workflows(downstream.url), {"items": items(5)}, tenant_id=tenant
+        )
+
+        async def three_waiting() -> list[object] | None:
+            groups = (await ops.runs.get(run_id)).fanout.waiting
+            return list(groups) if groups and groups[0].children == 3 else None
+
+        async with running_worker(runtime):
+            await eventually(three_waiting, "three children at the rate limit")
+        (group,) = (await ops.runs.progress(run_id)).fanout.waiting
+        assert group.until is not None
+        clock.advance(group.until - clock.now() + 0.1)  # no worker: they stay READY, due
+        after = await ops.runs.progress(run_id)
+    finally:
+        await runtime.close()
+    assert group.children == 3 and group.text == group.message
+    assert after.fanout.waiting == []

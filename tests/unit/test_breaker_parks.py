@@ -82,9 +82,10 @@ def test_an_opening_parks_a_step_only_for_a_bounded_time() -> None:
 @pytest.mark.parametrize(
     ("after_s", "spread", "expected"),
     [
-        (25.0, 0.0, 25.0),  # until probes are let through
-        (25.0, 0.5, 25.0 * (1 + PARK_JITTER / 2)),
+        (25.0, 0.0, 25.0),  # until it half-opens, exactly: the countdown shown is true
+        (25.0, 0.5, 25.0),
         (0.2, 0.0, MIN_PARK_S),  # half-open, every permit taken: never a spin
+        (0.2, 0.5, MIN_PARK_S * (1 + PARK_JITTER / 2)),  # spread out
         (0.0, 0.0, MIN_PARK_S),
     ],
 )
