@@ -12,7 +12,7 @@ import { drawGraph } from "../graph.js";
 import { Poller, throttle } from "../live.js";
 import { actionBar, actionBarKey, resolveStep } from "../run/actions.js";
 import { ChildrenList } from "../run/children.js";
-import { errorBox, sentByAttempt, waitingLine } from "../run/errors.js";
+import { childrenWaitingLine, errorBox, sentByAttempt, waitingLine } from "../run/errors.js";
 import { fanoutBar, fetchLongTail, longTailView } from "../run/fanout.js";
 import { RunLog } from "../run/log.js";
 import { timeline } from "../run/timeline.js";
@@ -258,7 +258,7 @@ export async function runPage(main, params, given) {
     fill(facts, headline(detail));
     drawActions();
     fill(runError, detail.status === "FAILED" ? errorBox(detail.error, { title: detail.error && detail.error.vertexId ? `Run failed at ${detail.error.vertexId}` : "Run failed" }) : null);
-    fill(waiting, detail.steps.map(waitingLine));
+    fill(waiting, [...detail.steps.map(waitingLine), childrenWaitingLine(detail)]);
     drawGraphAndPanel();
     fill(steps, stepsTable(detail, select));
     drawFanouts();
@@ -327,7 +327,7 @@ export async function runPage(main, params, given) {
     };
     drawGraphAndPanel();
     drawFanouts();
-    fill(waiting, detail.steps.map(waitingLine));
+    fill(waiting, [...detail.steps.map(waitingLine), childrenWaitingLine(detail)]);
     if (statusChanged) slowReload();
     tailReload();
     childReload();
