@@ -272,6 +272,30 @@ def test_runs_show_says_why_a_running_fanouts_children_wait() -> None:
     assert "waiting:" not in rendered(run_display.run_view(RunDetail.model_validate(ended), NOW))
 
 
+BREAKER = (
+    "circuit open: the tenant breaker of 'billing' (tenant 'acme') is open: it refuses every "
+    "call until it half-opens (once the destination is fixed, close it with `schemabridge "
+    "destinations reset-breaker billing --tenant acme`)"
+)
+
+
+def test_runs_show_counts_children_behind_a_breaker_down_to_its_half_open() -> None:
+    # It said the breaker "refuses every call until it half-opens", and not when that is.
+    waiting = [{"reason": "breaker_open", "children": 40, "message": BREAKER, "until": NOW + 12}]
+    fields = {
+        "id": "r1",
+        "workflow": "fan",
+        "version": 1,
+        "tenantId": "acme",
+        "status": "RUNNING",
+        "createdAt": NOW - 60,
+        "steps": [{"vertexId": "each", "type": "SPAWNER", "status": "PARKED"}],
+        "fanout": {"total": 40, "pending": 40, "waiting": waiting},
+    }
+    text = " ".join(rendered(run_display.run_view(RunDetail.model_validate(fields), NOW)).split())
+    assert f"40 children waiting: {BREAKER}; half-open in 12 s" in text, text
+
+
 def test_a_table_shows_a_control_character_escaped_on_its_own_line() -> None:
     """A tenant id the store took with a newline or a zero-width space in it (keys, tenants):
     one line per row, the characters written as escapes, printable text as it is."""
