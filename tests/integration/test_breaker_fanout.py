@@ -17,9 +17,9 @@ from demo.downstream import start_downstream
 from demo.downstream_state import DownstreamConfig
 from engine.operations import Operations
 from engine.runtime import Runtime
-from schemas.definitions import Workflow
 from tests.conftest import Backend
 from tests.integration.engine_harness import running_worker, settings_for, start, wait_for_run
+from tests.integration.test_breaker_reset_flow import fan_out
 
 TENANT_LAYER = BreakerConfig(threshold=5, reset_s=1.0, successes_to_close=2, max_probes=2)
 """The tenant layer of the defaults, but half-open after 1 s instead of 30 s."""
@@ -31,28 +31,6 @@ DELAYS = (0.3, 0.6, 1.2)
 LATENCY_MS = 1200
 """Each call takes a while, so a half-open trial's probes are in flight while the children
 parked behind the breaker come back and are refused again."""
-
-
-def fan_out(url: str, destination: str, max_auto_retries: int) -> list[Workflow]:
-    """parent: a spawner over `input` → merge; child: one attempt per dispatch."""
-    parent = {
-        "name": "outage",
-        "vertices": {
-            "each": {"type": "SPAWNER", "config": {"items": "{{ input }}", "workflow": "push"}},
-            "join": {"type": "MERGE", "dependsOn": ["each"]},
-        },
-    }
-    child = {
-        "name": "push",
-        "vertices": {
-            "call": {
-                "type": "GATEWAY",
-                "maxAutoRetries": max_auto_retries,
-                "config": {"url": url, "destination": destination, "retry": {"maxAttempts": 1}},
-            }
-        },
-    }
-    return [Workflow.model_validate(parent), Workflow.model_validate(child)]
 
 
 async def open_runtime(backend: Backend) -> Runtime:

@@ -20,7 +20,9 @@ from tests.integration.engine_harness import running_worker, settings_for, start
 CHILDREN = 8
 
 
-def fan_out(url: str, destination: str) -> list[Workflow]:
+def fan_out(url: str, destination: str, max_auto_retries: int = 0) -> list[Workflow]:
+    """parent: a spawner over `input` → merge; child: one call to `destination`, one attempt
+    per dispatch."""
     parent = {
         "name": "outage",
         "vertices": {
@@ -33,7 +35,7 @@ def fan_out(url: str, destination: str) -> list[Workflow]:
         "vertices": {
             "call": {
                 "type": "GATEWAY",
-                "maxAutoRetries": 0,
+                "maxAutoRetries": max_auto_retries,
                 "config": {"url": url, "destination": destination, "retry": {"maxAttempts": 1}},
             }
         },
