@@ -16,7 +16,7 @@ Works with `redis.asyncio.Redis` and `fakeredis.FakeAsyncRedis` alike, with or w
 from __future__ import annotations
 
 import functools
-from collections.abc import Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from enum import IntEnum
 from importlib import resources
@@ -35,6 +35,7 @@ _SCRIPT_PARTS: dict[str, tuple[str, ...]] = {
     "renew": ("lib_common", "renew"),
     "budget": ("lib_common", "lib_budget", "budget"),
     "reset": ("lib_common", "lib_breaker", "reset"),
+    "seed": ("seed",),
 }
 
 BudgetOp = Literal["success", "failure", "peek"]
@@ -231,7 +232,12 @@ def _earliest_hung(pipe: Pipeline, probes_key: str, now: float) -> None:
     pipe.zrangebyscore(probes_key, "-inf", repr(now), start=0, num=1, withscores=True)
 
 
-_GLOBAL_KEYS = (keys.DESTINATIONS_SET, keys.TENANTS_SET, keys.TENANT_RATE_LIMITS)
+_GLOBAL_KEYS = (
+    keys.DESTINATIONS_SET,
+    keys.TENANTS_SET,
+    keys.TENANT_RATE_LIMITS,
+    keys.SETTINGS_SEEDED,
+)
 
 
 class _KeyTable:
@@ -285,7 +291,9 @@ def _tenant_breaker_keys(destination: str, tenant_id: str) -> tuple[str, str]:
 _OP_WIDTH = 10
 
 
-def _encode(ops: Sequence[Op], now: float, config: AdmissionConfig) -> tuple[list[str], list[Arg]]:
+def _encode(
+    ops: Sequence[Op], now: float, config: AdmissionConfig, *, require_seeded: bool
+) -> tuple[list[str], list[Arg]]:
     table = _KeyTable()
     aimd = config.aimd
     args: list[Arg] = [
@@ -304,6 +312,7 @@ def _encode(ops: Sequence[Op], now: float, config: AdmissionConfig) -> tuple[lis
         repr(aimd.max_hold_s),
         repr(config.retry_budget.refill_per_s),
         "1" if aimd.slow_start else "0",
+        "1" if require_seeded else "0",
     ]
     for op in ops:
         if isinstance(op, AdmitOp):
@@ -392,6 +401,10 @@ class CoordinationBackend:
         self._redis = redis
         # register_script does no I/O; the script is loaded on its first EVALSHA miss.
         self._scripts = {name: redis.register_script(script_source(name)) for name in _SCRIPT_PARTS}
+        self.reseed: Callable[[], Awaitable[None]] | None = None
+        """Copies the operator settings back into a Redis that lost them (`Admission` sets
+        it when it has a database to copy from). While None, exchanges do not ask whether
+        Redis holds them: the configured defaults and what Redis holds decide."""
 
     async def admit(
         self,
@@ -434,9 +447,34 @@ class CoordinationBackend:
         """Apply `ops` in order, atomically, in one script call (see `lua/exchange.lua`)."""
         if not ops:
             return []
-        keys, args = _encode(ops, now, config)
+        reseed = self.reseed
+        keys, args = _encode(ops, now, config, require_seeded=reseed is not None)
         replies = await self._scripts["exchange"](keys=keys, args=args)
+        if reseed is not None and isinstance(replies, bytes | str):
+            # 'unseeded': the script did nothing. Copy the settings back, then send the batch
+            # again without the check (if the copy failed, `reseed` said so; defaults apply).
+            await reseed()
+            keys, args = _encode(ops, now, config, require_seeded=False)
+            replies = await self._scripts["exchange"](keys=keys, args=args)
         return [_decode(op, reply) for op, reply in zip(ops, replies, strict=True)]
+
+    async def seed(
+        self,
+        tenant_limits: Mapping[str, int],
+        caps: Mapping[str, tuple[int, float | None]],
+    ) -> tuple[int, int]:
+        """Write the settings Redis lacks (tenant limits, destination caps as
+        `(max_concurrency, rate_per_second)`) and mark them seeded, atomically; answers how
+        many tenant limits and caps were written (see `lua/seed.lua`)."""
+        args: list[Arg] = [len(tenant_limits)]
+        for tenant_id, limit in tenant_limits.items():
+            args += [tenant_id, limit]
+        for destination, (cap, rate) in caps.items():
+            args += [destination, cap, "" if rate is None else repr(rate)]
+        seed_keys = [keys.SETTINGS_SEEDED, keys.TENANT_RATE_LIMITS, keys.DESTINATIONS_SET]
+        seed_keys += [keys.destination_caps(destination) for destination in caps]
+        written = await self._scripts["seed"](keys=seed_keys, args=args)
+        return int(_text(written[0])), int(_text(written[1]))
 
     async def renew(
         self, leases: Sequence[tuple[str, str, str]], *, now: float, lease_s: float

@@ -69,6 +69,7 @@ from admission.rate_limit import (
 )
 from admission.refusals import raise_if_refused, wait_exhausted
 from admission.retry_budget import SharedRetryBudget
+from admission.seeding import Reseeder, SettingsSource
 from admission.ticket import CallOutcome, Ticket
 from admission.visibility import AdmissionSnapshot, TenantUsage, destination_state
 from admission.waiting import Backoff, SlotWaiters, Waiter, Wake
@@ -92,7 +93,9 @@ class Admission:
     open_redis(..., retries=False)`): its exchange script must not run twice.
     `caps_source`, if given, is asked once per destination and process for caps to copy
     into Redis; `tenant_limits` likewise once per tenant for its rate-limit override (the
-    durable copies live in the database; Redis holds the operative ones). `rng` seeds the
+    durable copies live in the database; Redis holds the operative ones). `settings`, if
+    given, is read whole when Redis has lost them all (a restart without its data), before
+    any admission decides with the defaults (`admission.seeding`). `rng` seeds the
     wait jitter (tests).
     """
 
@@ -104,6 +107,7 @@ class Admission:
         *,
         caps_source: CapsSource | None = None,
         tenant_limits: TenantLimitSource | None = None,
+        settings: SettingsSource | None = None,
         rng: random.Random | None = None,
     ) -> None:
         self.config = config or AdmissionConfig()
@@ -114,6 +118,9 @@ class Admission:
         self.budget = SharedRetryBudget(self.backend, clock, self.config.retry_budget)
         self._caps_source = caps_source
         self._tenant_limits = tenant_limits
+        self.reseeder = None if settings is None else Reseeder(self.backend, settings)
+        if self.reseeder is not None:
+            self.backend.reseed = self.reseeder.reseed
         self._loaded = LoadOnce()
         self._waiters = SlotWaiters()
         self._views = Views()

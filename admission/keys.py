@@ -86,3 +86,8 @@ TENANTS_SET = "sb:tenants"
 
 TENANT_RATE_LIMITS = "sb:tenant-rate-limits"
 """Hash tenant id → items allowed per window, overriding the configured default."""
+
+SETTINGS_SEEDED = "sb:settings-seeded"
+"""Set once the operator settings (tenant rate limits, destination caps) were copied from the
+database into this Redis. Absent: Redis lost them (a restart without its data) or never had
+them, and the exchange script refuses to apply defaults until they are copied back."""

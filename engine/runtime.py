@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import gc
 import logging
 from dataclasses import dataclass
@@ -129,6 +130,7 @@ class Runtime:
                 admission_config(settings),
                 caps_source=source,
                 tenant_limits=source,
+                settings=source,
             )
             keys = settings.secret_keys
             cipher = SecretCipher.from_setting(None if keys is None else keys.get_secret_value())
@@ -221,16 +223,24 @@ class Runtime:
         )
 
     def worker(
-        self, config: WorkerConfig | None = None, *, metrics: WorkerMetrics | None = None
+        self,
+        config: WorkerConfig | None = None,
+        *,
+        metrics: WorkerMetrics | None = None,
+        service: str | None = None,
     ) -> Worker:
-        """`metrics`: as `executor_deps` takes them (a service passes the ones it serves)."""
+        """`metrics`: as `executor_deps` takes them (a service passes the ones it serves);
+        `service`: the name its heartbeat beats under, recorded on the steps it claims."""
         from engine.execution.worker import Worker  # see the imports at the top
 
+        config = config or self.worker_config()
+        if service is not None:
+            config = dataclasses.replace(config, service=service)
         return Worker(
             self.store,
             self.executor_deps(metrics),
             self.wakeup,
-            config or self.worker_config(),
+            config,
             run_events=self.run_events,
             cancellations=self.cancellations,
         )
@@ -281,7 +291,7 @@ async def run_service(
     """Run a worker as a named service until `stop`: its presence (`run_presence`) and a
     graceful drain (docs/architecture.md, 'Graceful shutdown'). `metrics`: where its figures
     go (the ones its `/metrics` serves)."""
-    worker = runtime.worker(metrics=metrics)
+    worker = runtime.worker(metrics=metrics, service=service)
     async with asyncio.TaskGroup() as group:
         group.create_task(run_presence(runtime, service, stop), name="presence")
         await worker.run(stop)

@@ -187,6 +187,27 @@ class HttpDetail:
         return data
 
 
+@dataclass(frozen=True)
+class ChildCause:
+    """Why most of a join's failed children failed: the commonest error kind among the first
+    `read` FAILED children (all of them when `read` is their count), and how many had it."""
+
+    kind: str
+    count: int
+    read: int
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"kind": self.kind, "count": self.count, "read": self.read}
+
+
+FIX_FIRST_KINDS = frozenset(
+    {"invalid_input", "invalid_config", "expression_error", "too_many_items"}
+)
+"""Failures that come from the workflow or the run's input, not from a destination: running
+the same version with the same input again (retry, reprocess, start over) fails the same way.
+The workflow (or the input) must be fixed, published and a new run submitted."""
+
+
 class StepFailure(SchemaBridgeError):
     """A vertex failed. Raised by vertices, recorded by the engine as the step's error."""
 
@@ -199,12 +220,15 @@ class StepFailure(SchemaBridgeError):
         *,
         http: HttpDetail | None = None,
         retry_after_s: float | None = None,
+        child_cause: ChildCause | None = None,
     ) -> None:
         super().__init__(message)
         self.kind = kind
         self.http = http
         self.retry_after_s = retry_after_s
         """The destination asked us to wait at least this long (Retry-After)."""
+        self.child_cause = child_cause
+        """A `child_failures`' most common cause among the failed children read."""
 
     @property
     def wait_reason(self) -> WaitReason:
@@ -223,6 +247,8 @@ class StepFailure(SchemaBridgeError):
             data["http"] = self.http.as_dict()
         if self.retry_after_s is not None:
             data["retryAfterS"] = self.retry_after_s
+        if self.child_cause is not None:
+            data["childCause"] = self.child_cause.as_dict()
         return data
 
 

@@ -77,9 +77,34 @@ class Template:
         return before
 
 
+def json_type(value: Any) -> str:
+    """The JSON name of `value`'s type (object, array, string, number, boolean, null): what an
+    author wrote, never a Python name such as dict or int."""
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "boolean"
+    if isinstance(value, int | float):
+        return "number"
+    if isinstance(value, str):
+        return "string"
+    if isinstance(value, list | tuple):
+        return "array"
+    return "object"
+
+
 def _search(parsed: ParsedResult, context: dict[str, Any]) -> Any:
     try:
         return parsed.search(context)
+    except jmespath.exceptions.JMESPathTypeError as exc:
+        # jmespath names an array element's type as Python does ("int"): say the JSON name.
+        expected = " or ".join(str(t) for t in exc.expected_types)
+        reason = (
+            f"in function {exc.function_name}(), invalid type for value: "
+            f"{json.dumps(exc.current_value, ensure_ascii=False, default=str)}, expected "
+            f"{expected}, received: {json_type(exc.current_value)}"
+        )
+        raise ExpressionError(parsed.expression, reason) from exc
     except jmespath.exceptions.JMESPathError as exc:
         raise ExpressionError(parsed.expression, str(exc)) from exc
 

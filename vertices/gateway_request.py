@@ -12,7 +12,8 @@ Encoding rules:
   (`schemas.url_template`). A value in the path, query, fragment or `user:password@` is
   percent-encoded as one component, `/ ? # & = @ :` included, so run input cannot change
   which path is called, add query parameters or end the userinfo early; a value that would
-  make a path segment `.` or `..` fails the step with `invalid_config`. A value in the host
+  make a path segment `.` or `..`, and a null or empty path value (an empty segment, the
+  collection instead of the item), fail the step with `invalid_config`. A value in the host
   or port that could move the call to another host (`/ ? # @`, a backslash, whitespace; a
   port that is not digits) fails it with `invalid_config`; so does a value beside literal
   host text that is not one DNS label (a dot, `%`, a unicode dot form: it would add labels
@@ -185,10 +186,20 @@ def _expression_failure(exc: expressions.ExpressionError, where: str) -> StepFai
 
 
 def _render(value: Any, context: dict[str, Any], where: str) -> Any:
+    """`expressions.render`, walked here so that a failure names the JSON pointer of the
+    string that failed (`/config/body/total`), not only the field it is under."""
+    if isinstance(value, dict):
+        return {k: _render(v, context, f"{where}/{_escaped(k)}") for k, v in value.items()}
+    if isinstance(value, list):
+        return [_render(v, context, f"{where}/{i}") for i, v in enumerate(value)]
     try:
         return expressions.render(value, context)
     except expressions.ExpressionError as exc:
         raise _expression_failure(exc, where) from exc
+
+
+def _escaped(key: str) -> str:
+    return key.replace("~", "~0").replace("/", "~1")
 
 
 def _scalar_text(value: Any) -> str:
@@ -297,7 +308,7 @@ part of an IPv4 spelling starts with a digit) and that has no trailing dot. Poss
 miss (`127.1`) fails without backtracking."""
 
 
-def _render_url(text: str, context: dict[str, Any]) -> Any:
+def _render_url(text: str, context: dict[str, Any], vertex: str = "") -> Any:
     """The url's template rendered, each value written as the part of the URL it sits in
     requires, that part read from the template's literal text (`schemas.url_template`):
 
@@ -319,6 +330,10 @@ def _render_url(text: str, context: dict[str, Any]) -> Any:
 
     When the template writes the host literally, the rendered URL must still have that host
     (`_check_literal_host`): a backstop should a rule above miss a way to move it.
+
+    A path value that is null or empty is refused (`_empty_in_path`): it would call another
+    path than the author meant, silently — `DELETE /items/{{ input.id }}` without an id
+    deletes `/items/`, the whole collection, and a typo in an expression gives null.
     """
     if "{{" not in text:
         return text  # nothing to place: the common case pays one substring test
@@ -342,13 +357,15 @@ def _render_url(text: str, context: dict[str, Any]) -> Any:
                     in_label.append((len(before), len(before) + len(value), source))
                 return value
             encoded = quote(value, safe="")
-            if encoded and where is Place.PATH:
+            if where is Place.PATH:
+                if not encoded:
+                    raise _empty_in_path(source, vertex)
                 in_path.append((len(before), len(before) + len(encoded)))
             return encoded
 
         url = template.render_placed(context, place)
     except expressions.ExpressionError as exc:
-        raise _expression_failure(exc, "url") from exc
+        raise _expression_failure(exc, "/config/url") from exc
     _refuse_dot_segments(url, in_path)
     for start, end, source in in_label:
         _check_host_label(url, start, end, source)
@@ -389,6 +406,11 @@ def _check_head_value(where: Place, source: str, value: str) -> None:
         raise _head_error(where, source, what, allowed)
     if where is Place.HOST_LABEL and not value:
         raise _head_error(where, source, "is empty, which no host label can be", allowed)
+    if where is Place.PORT and not value:
+        # `https://h:/x` is the default port: a null would silently call another service.
+        raise _head_error(
+            where, source, "is empty (null), which would call the default port", allowed
+        )
 
 
 def _head_error(where: Place, source: str, what: str, allowed: str) -> StepFailure:
@@ -428,6 +450,18 @@ _HINTS = {
 }
 
 
+def _empty_in_path(source: str, vertex: str) -> StepFailure:
+    """`invalid_config` for a path value that is null or empty, before anything is sent."""
+    who = f"vertex {vertex!r}: " if vertex else ""
+    return _config_error(
+        f"{who}url: {{{{ {source} }}}} gave null or an empty string in the url path, which "
+        "would call another path (an empty segment) than the one meant; check the expression "
+        "(a misspelt name after `.output` or `input.` gives null) and the run's input, and "
+        "list an input field it reads in the inputSchema's `required` so that a run without "
+        "it is refused at submission"
+    )
+
+
 def _check_literal_host(url: str, layout: url_template.UrlLayout) -> None:
     """Fail when the template wrote its host literally and the rendered URL has another."""
     if layout.literal_host is None:
@@ -460,8 +494,8 @@ def _refuse_dot_segments(url: str, spans: list[tuple[int, int]]) -> None:
             )
 
 
-def _url(config: GatewayConfig, context: dict[str, Any]) -> str:
-    url = _render_url(config.url, context)
+def _url(config: GatewayConfig, context: dict[str, Any], vertex: str = "") -> str:
+    url = _render_url(config.url, context, vertex)
     if not isinstance(url, str):
         raise _config_error(f"url must evaluate to a string, got {type(url).__name__}")
     url = url.strip()
@@ -482,7 +516,7 @@ def _url(config: GatewayConfig, context: dict[str, Any]) -> str:
 
 
 def _headers(config: GatewayConfig, context: dict[str, Any]) -> dict[str, str]:
-    rendered = _render(config.headers, context, "headers")
+    rendered = _render(config.headers, context, "/config/headers")
     headers: dict[str, str] = {}
     for name, value in rendered.items():
         if value is None:
@@ -497,7 +531,7 @@ def _headers(config: GatewayConfig, context: dict[str, Any]) -> dict[str, str]:
 
 
 def _params(config: GatewayConfig, context: dict[str, Any]) -> list[tuple[str, str]]:
-    rendered = _render(config.query, context, "query")
+    rendered = _render(config.query, context, "/config/query")
     params: list[tuple[str, str]] = []
     for name, value in rendered.items():
         values = value if isinstance(value, list) else [value]
@@ -521,7 +555,7 @@ def is_json_media_type(content_type: str | None) -> bool:
 def _content(
     config: GatewayConfig, context: dict[str, Any], headers: dict[str, str]
 ) -> bytes | None:
-    body = _render(config.body, context, "body")
+    body = _render(config.body, context, "/config/body")
     if body is None:
         return None
     content_type = _header(headers, "Content-Type")
@@ -535,7 +569,7 @@ def _content(
 def build_request(config: GatewayConfig, ctx: StepContext) -> GatewayRequest:
     """Render and validate the call; raise StepFailure (`expression_error`/`invalid_config`)."""
     context = ctx.context
-    url = _url(config, context)
+    url = _url(config, context, ctx.vertex_id)
     headers = _headers(config, context)
     if _header(headers, IDEMPOTENCY_HEADER) is None:
         # The engine derives the key from run and vertex ids; the fallback keeps the same

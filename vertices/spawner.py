@@ -81,12 +81,13 @@ def items_of(config: SpawnerConfig, ctx: StepContext) -> list[Any]:
     try:
         items = expressions.render(config.items, ctx.context)
     except expressions.ExpressionError as exc:
-        raise StepFailure(FailureKind.EXPRESSION_ERROR, f"items: {exc}") from exc
+        raise StepFailure(FailureKind.EXPRESSION_ERROR, f"/config/items: {exc}") from exc
     if not isinstance(items, list):
-        kind = type(items).__name__ if items is not None else "null"
+        kind = expressions.json_type(items)
         raise StepFailure(
             FailureKind.INVALID_CONFIG,
-            f"items must evaluate to a list, got {kind}: check the expression {config.items!r}",
+            f"/config/items must evaluate to an array, got {kind}: check the expression "
+            f"{config.items!r}",
         )
     return items
 

@@ -3,7 +3,8 @@
 -- ask for while the previous batch is in flight, so a busy worker makes one round trip for
 -- many calls, and the state each batch touches is read once and written once.
 --
--- KEYS: 1 destinations set, 2 tenants set, 3 tenant limit overrides hash, then key groups
+-- KEYS: 1 destinations set, 2 tenants set, 3 tenant limit overrides hash, 4 the marker that
+--   the operator settings were copied into this Redis, then key groups
 --   destination group (8): slots zset, aimd hash, caps hash, destination rate zset,
 --                          global breaker hash, global probes zset, retry budget hash,
 --                          the destination's breaker-tenants set
@@ -12,7 +13,8 @@
 -- ARGV: 1 now, 2 initial limit, 3 min limit, 4 default cap, 5 backoff ratio,
 --       6 min utilization, 7-10 tenant breaker cfg, 11-14 global breaker cfg, 15 state ttl (ms),
 --       16 budget max tokens, 17 budget token ratio, 18 tenant window (s), 19 longest growth
---       hold after a cut (s), 20 budget refill per second, 21 slow start ('1' on), then
+--       hold after a cut (s), 20 budget refill per second, 21 slow start ('1' on), 22 settings
+--       required ('1': answer 'unseeded' without doing anything while KEYS[4] is absent), then
 --       operations of OP_WIDTH fields each:
 --   A (admit):  dest group, tenant group, token, lease_s, destination, tenant id,
 --               window key (0 = take no tenant item), flags ('r' = a retry: budget check;
@@ -21,7 +23,7 @@
 --   S (settle): dest group, tenant group, token, outcome, slot epoch, tenant id,
 --               Retry-After of the answer (s, 0 = none)
 --   T (take one tenant item): window key, member, tenant id, tenant default limit
--- Reply: one table per operation, in order, its last element the breaker transitions it made
+-- Reply: 'unseeded' (see ARGV 22), else one table per operation, in order, its last element the breaker transitions it made
 --   A: {code, epoch, in_flight, limit, hint_s, layer, t_probe, g_probe, used, limit, free,
 --       rate_capped, events, cap, rate, at_cap, opened_at}  (free: slots the limit leaves
 --       unused after this operation, negative when over it; rate_capped: the destination has
@@ -36,7 +38,7 @@
 --   T: {allowed, used, limit, wait_s, events}
 
 local OP_WIDTH = 10
-local FIRST_OP = 22
+local FIRST_OP = 23
 local now = tonumber(ARGV[1])
 local initial, min_limit = tonumber(ARGV[2]), tonumber(ARGV[3])
 local default_cap, backoff = tonumber(ARGV[4]), tonumber(ARGV[5])
@@ -48,6 +50,13 @@ local window_s = tonumber(ARGV[18])
 local max_hold_s = tonumber(ARGV[19])
 local budget_refill = tonumber(ARGV[20])
 local slow_start = ARGV[21] == '1'
+
+-- Caps and tenant rate limits are the operator's, stored in the database; Redis holds copies.
+-- A Redis that lost them (restarted without its data) must not decide with the defaults: the
+-- caller copies them back and sends the batch again. One EXISTS a batch.
+if ARGV[22] == '1' and redis.call('EXISTS', KEYS[4]) == 0 then
+  return 'unseeded'
+end
 
 -- ── state read once per batch, written once at the end ───────────────────────────────────
 

@@ -25,6 +25,7 @@ import socket
 from typing import TYPE_CHECKING, Any
 
 from api.cli.exit_codes import ExitCode
+from api.cli.problem_text import problem_line
 from api.cli.text import plural
 
 if TYPE_CHECKING:
@@ -125,9 +126,9 @@ def _problem_lines(details: dict[str, Any]) -> list[str]:
     lines = []
     for problem in problems:
         if isinstance(problem, dict):
-            pointer = problem.get("pointer") or "/"
-            where = f"{problem['in']} {pointer}" if problem.get("in") else pointer
-            lines.append(f"  {where}: {problem.get('message', '')}")
+            pointer, within = str(problem.get("pointer") or ""), str(problem.get("in") or "")
+            message, code = str(problem.get("message", "")), str(problem.get("code", ""))
+            lines.append(problem_line(pointer, message, code, within))
     return lines
 
 

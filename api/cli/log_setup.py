@@ -81,8 +81,9 @@ _CONSEQUENCES = {
         "workers poll the store instead of waiting for wake-ups until Redis answers"
     ),
     "database": (
-        "nothing is lost: results not yet recorded are retried, and steps whose claims "
-        "expire meanwhile run again once the database answers"
+        "finished results not yet recorded are kept and retried until shortly before their "
+        "steps' leases end; those still unrecorded then are given up, and their steps run "
+        "again (their calls are sent again) once the database answers"
     ),
 }
 
@@ -140,6 +141,10 @@ def fault_source(error: BaseException | None) -> str | None:
             if name in {"OperationalError", "InterfaceError", "TimeoutError", "DBAPIError"}:
                 return "database"
             if "Connection" in name or "CannotConnect" in name:
+                return "database"
+            if name == "InternalClientError" and "another operation" in str(cause):
+                # asyncpg's protocol state machine after the server dropped the connection
+                # mid-query (a pooled connection reused as PostgreSQL stops): an outage too.
                 return "database"
     for cause in _causes(error):
         if isinstance(cause, ConnectionError | TimeoutError):

@@ -34,6 +34,7 @@ from rich.live import Live
 from api.cli import demo_address, log_setup, run_live_display, usage
 from api.cli.database_option import DatabaseOption
 from api.cli.exit_codes import EXIT_FOR_REFUSAL, ExitCode
+from api.cli.problem_text import problem_line, split_first
 from api.cli.remote import read_json_value
 from api.cli.usage import fail
 from schemas.close_names import close_names, did_you_mean
@@ -160,9 +161,8 @@ def _problems(what: str, problems: Sequence[Problem], where: str = "") -> typer.
     count = f"{len(problems)} problem{'s' if len(problems) != 1 else ''}"
     console.print(f"[red]error:[/red] {count} in {what}; fix them and run again")
     for problem in problems:
-        source = where or problem.source
-        at = f"{source} {problem.pointer or '/'}" if source else problem.pointer or "/"
-        console.print(f"  {at}: {problem.message}", markup=False, highlight=False)
+        line = problem_line(problem.pointer, problem.message, problem.code, where or problem.source)
+        console.print(line, markup=False, highlight=False)
     return typer.Exit(ExitCode.USAGE)
 
 
@@ -171,10 +171,10 @@ def _by_workflow(problems: Sequence[Problem], workflows: Sequence[Workflow]) -> 
     name the workflow instead, as the files do."""
     named: list[Problem] = []
     for problem in problems:
-        index, _, rest = problem.pointer.removeprefix("/").partition("/")
+        index, rest = split_first(problem.pointer)
         if index.isdigit() and int(index) < len(workflows):
             name = workflows[int(index)].name
-            named.append(dataclasses.replace(problem, source=name, pointer=f"/{rest}"))
+            named.append(dataclasses.replace(problem, source=name, pointer=rest))
         else:
             named.append(problem)
     return named

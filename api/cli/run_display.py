@@ -24,7 +24,7 @@ from api.cli.text import (
     relative,
     show,
 )
-from schemas.errors import SET_QUOTA_COMMAND, FailureKind
+from schemas.errors import FIX_FIRST_KINDS, SET_QUOTA_COMMAND, FailureKind
 from schemas.waiting import wait_text
 
 if TYPE_CHECKING:
@@ -32,6 +32,7 @@ if TYPE_CHECKING:
         AttemptView,
         ErrorView,
         FanoutProgress,
+        HolderView,
         LogEntry,
         RunDetail,
         RunSummary,
@@ -106,6 +107,27 @@ def waiting_line(waiting: Waiting, now: float) -> str:
     return line
 
 
+def holder_line(holder: HolderView, lease_expires_at: float | None) -> str:
+    """Who holds a RUNNING step, whether it is alive and when a dead holder's step is taken
+    back: `held by worker w-1 (no heartbeat for 42 s: presumed dead); taken back when its
+    lease ends at 04:07:58`."""
+    who = f"worker {shown(holder.worker)}" if holder.worker else "a worker"
+    silent = "" if holder.silent_s is None else duration(holder.silent_s)
+    if holder.state == "alive":
+        state = f"alive, last heartbeat {silent} ago" if silent else "alive"
+    elif holder.state == "presumed_dead":
+        state = f"no heartbeat for {silent}: presumed dead" if silent else "presumed dead"
+    else:
+        state = "liveness unknown"
+    line = f"held by {who} ({state})"
+    if lease_expires_at is None:
+        return line
+    ends = clock(lease_expires_at)[:8]
+    if holder.state == "alive":
+        return f"{line}; its lease ends at {ends} unless renewed"
+    return f"{line}; taken back when its lease ends at {ends}"
+
+
 def step_attempts(step: StepView) -> str:
     """HTTP attempts for a GATEWAY that made some, else executions; redispatches noted."""
     count = len(step.history) if step.history else step.attempts
@@ -126,6 +148,8 @@ def step_detail(step: StepView, now: float) -> str:
         parts.append(counts_line(step.children))
     if step.waiting is not None:
         parts.append(waiting_line(step.waiting, now))
+    if step.holder is not None:
+        parts.append(holder_line(step.holder, step.lease_expires_at))
     return "; ".join(parts) or MISSING
 
 
@@ -312,13 +336,59 @@ def quota_fix(run: RunDetail) -> str | None:
     return None
 
 
+def fix_first(run: RunDetail) -> str | None:
+    """What a FAILED step of the run failed with when the workflow or the run's input caused
+    it (`FIX_FIRST_KINDS`), directly or as its failed children's commonest cause: running the
+    same version with the same input again cannot help. None otherwise."""
+    for step in run.steps:
+        error = step.error
+        if step.status != "FAILED" or error is None:
+            continue
+        if error.kind in FIX_FIRST_KINDS:
+            return error.kind
+        cause = error.child_cause
+        if cause is not None and cause.kind in FIX_FIRST_KINDS:  # a join's failed children
+            children = "child" if cause.count == 1 else "children"
+            return f"{cause.count:,} {children} {cause.kind}"
+    return None
+
+
+def fix_commands(run: RunDetail, what: str) -> list[str]:
+    """Fix, publish, submit anew: a retry, a reprocess and a start over all run the run's own
+    version (its pinned versions) with the same input, and fail the same way."""
+    if run.parent_run_id is not None:
+        return [
+            f"fix the workflow (or its parent's SPAWNER input): {what} fails the same way when "
+            "retried or reprocessed; publish it, then submit the root run's workflow anew",
+            f"schemabridge runs show {run.root_run_id or run.parent_run_id}",
+        ]
+    return [
+        f"fix the workflow (or the run's input): {what} fails the same way when retried, "
+        f"reprocessed or started over (v{run.version} again); publish it, then submit the "
+        "version publish prints",
+        "schemabridge workflows publish FILE",
+        f"schemabridge runs submit {shlex.quote(run.workflow)}@VERSION --input JSON",
+    ]
+
+
 def next_commands(run: RunDetail) -> list[str]:
-    """What an operator may do about the run, as commands to copy: reprocessing first when
-    children FAILED, a retry only when a failed step could succeed by running again, after
-    raising the tenant's quota when a fan-out failed for want of it."""
+    """What an operator may do about the run, as commands to copy: fixing the workflow first
+    when it (or the input) caused the failure, reprocessing first when children FAILED, a
+    retry only when a failed step could succeed by running again, after raising the tenant's
+    quota when a fan-out failed for want of it."""
     run_id = run.id
     if run.status == "FAILED":
         failed = [s for s in run.steps if s.status == "FAILED"]
+        what = fix_first(run)
+        if what is not None:
+            hints = fix_commands(run, what)
+            if run.fanout.failed:
+                hints.append(f"schemabridge runs children {run_id} --status FAILED")
+            hints += [
+                f"schemabridge runs resolve {run_id} {s.vertex_id} --output JSON"
+                for s in failed[:1]
+            ]
+            return [*hints, f"schemabridge runs logs {run_id}"]
         stuck = stuck_joins(run)
         hints = [f"schemabridge runs reprocess {run_id}"] if run.fanout.failed else []
         if len(stuck) < len(failed) or not failed:

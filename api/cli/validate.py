@@ -24,6 +24,7 @@ import typer
 from rich.console import Console
 from rich.text import Text
 
+from api.cli.problem_text import where
 from schemas.errors import Problem
 
 if TYPE_CHECKING:
@@ -257,11 +258,10 @@ def _print_text(results: list[FileResult]) -> None:
         if result.note:
             console.print(Text("  " + result.note, style="dim"))
         for problem in result.problems:
-            where = problem["pointer"] or "(document)"
             console.print(
                 Text.assemble(
                     "  ",
-                    (where, "cyan"),
+                    (where(problem["pointer"]), "cyan"),
                     "  ",
                     problem["message"],
                     (f"  [{problem['code']}]", "dim"),

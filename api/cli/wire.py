@@ -127,6 +127,12 @@ class SentRequestView(Wire):
     body_truncated: bool = False
 
 
+class ChildCauseView(Wire):
+    kind: str
+    count: int
+    read: int
+
+
 class ErrorView(Wire):
     kind: str
     message: str = ""
@@ -135,6 +141,7 @@ class ErrorView(Wire):
     body_excerpt: str | None = None
     attempts: int | None = None
     retry_after_s: float | None = None
+    child_cause: ChildCauseView | None = None
     request: SentRequestView | None = None
 
 
@@ -185,6 +192,15 @@ class Waiting(Wire):
     until: float | None = None
 
 
+class HolderView(Wire):
+    """Who holds a RUNNING step's claim and whether it is alive, when the API says so."""
+
+    worker: str | None = None
+    state: str = "unknown"
+    last_seen: float | None = None
+    silent_s: float | None = None
+
+
 class StepView(Wire):
     vertex_id: str
     type: str | None = None
@@ -197,6 +213,8 @@ class StepView(Wire):
     children: SpawnerCounts | None = None
     history: list[AttemptView] = []
     waiting: Waiting | None = None
+    lease_expires_at: float | None = None
+    holder: HolderView | None = None
 
 
 class WaitingChildren(Wire):

@@ -24,6 +24,7 @@ import typer
 
 from api.cli.client_errors import ApiFailure
 from api.cli.exit_codes import ExitCode
+from api.cli.problem_text import problem_line, split_first, where
 from api.cli.remote import (
     EXIT_CODES_HELP,
     ApiKeyOption,
@@ -116,7 +117,7 @@ def read_documents(files: list[Path]) -> tuple[list[Any], list[Origin]]:
 def _unreadable(path: Path, problems: list[Problem]) -> str:
     """A file's problems as `validate` says them: one line each, with its pointer."""
     head = f"{path}: {plural(len(problems), 'problem')}; nothing was published"
-    lines = [f"  {path}: {problem.pointer or '/'}: {problem.message}" for problem in problems]
+    lines = [problem_line(p.pointer, p.message, p.code, str(path)) for p in problems]
     return "\n".join([head, *lines])
 
 
@@ -127,12 +128,12 @@ def _located(failure: ApiFailure, origins: list[Origin]) -> ApiFailure:
         return failure
     lines = [f"{plural(len(problems), 'problem')} in the workflows given; nothing was published"]
     for problem in problems:
-        pointer = str(problem.get("pointer", ""))
-        head, _, rest = pointer.lstrip("/").partition("/")
-        where = pointer or "/"
+        pointer, within = str(problem.get("pointer", "")), ""
+        head, rest = split_first(pointer)
         if head.isdigit() and int(head) < len(origins):
-            where = f"{origins[int(head)]}: /{rest}"
-        lines.append(f"  {where}: {_files_named(str(problem.get('message', '')), origins)}")
+            pointer, within = rest, str(origins[int(head)])
+        message = _files_named(str(problem.get("message", "")), origins)
+        lines.append(problem_line(pointer, message, str(problem.get("code", "")), within))
     return ApiFailure("\n".join(lines), ExitCode.USAGE, status=failure.status, code=failure.code)
 
 
@@ -147,7 +148,7 @@ def _files_named(message: str, origins: list[Origin]) -> str:
         index = int(found[1])
         if index >= len(origins):
             return found[0]
-        return f"{origins[index]} at {found[2] or '/'}"
+        return f"{origins[index]} at {where(found[2] or '')}"
 
     return _IN_REQUEST.sub(file_of, message)
 

@@ -19,6 +19,12 @@ attempts, or for an admission slot, or claimed and about to send. So the cancel 
 - Not the only line: a message lost (Redis down, the listener reconnecting) is covered by the
   worker's lease renewal, which finds the claims that are gone every third of a lease.
 
+The same channel carries "these runs FAILED" (`announce_failed`, a body starting `failed `):
+a worker that records a step failure ending its run tells every worker, which stops that run's
+other steps before their next HTTP attempt and gives their claims back held, for the
+operator's retry (`engine.execution.stops.RUN_FAILED`). Only the run's own steps, not its
+children. No safety net backs it: a message lost lets those steps finish as they would have.
+
 The ids announced are the run cancelled and every cancelled run with cancelled children (see
 `engine.store.operator_actions.stopped_ids`); a step is covered when its run or its parent run
 is named, so a fan-out of any size costs one id.
@@ -37,6 +43,9 @@ import redis.asyncio as redis
 from engine.coordination import keys
 from engine.coordination.channel import ChannelOptions, PubSubChannel
 
+FAILED_PREFIX = "failed "
+"""Starts a failed-runs message (a run id has no space; an older process reading one takes
+`failed` for an unknown run id, which stops nothing)."""
 REMEMBERED = 10_000
 """Cancelled run ids a process remembers (far more than the cancels of the longest claim)."""
 
@@ -63,6 +72,7 @@ class Cancellations(PubSubChannel):
         self._heard: OrderedDict[str, float] = OrderedDict()
         """Run id → when it was heard of (monotonic), oldest first."""
         self._listeners: list[Listener] = []
+        self._failed_listeners: list[Listener] = []
 
     async def announce(self, run_ids: Iterable[str]) -> bool:
         """Tell this process's listeners at once, and every other process by one PUBLISH
@@ -74,6 +84,16 @@ class Cancellations(PubSubChannel):
         self._hear(ids)
         return await self._publish(" ".join(sorted(ids)).encode())
 
+    async def announce_failed(self, run_ids: Iterable[str]) -> bool:
+        """Tell this process's failed-run listeners at once, and every other process by one
+        PUBLISH (awaited); False when Redis could not be reached. Never raises for a
+        coordination failure."""
+        ids = frozenset(run_ids)
+        if not ids:
+            return True
+        self._tell(self._failed_listeners, ids)
+        return await self._publish((FAILED_PREFIX + " ".join(sorted(ids))).encode())
+
     def heard_since(self, run_ids: Iterable[str | None], since: float) -> bool:
         """Whether one of `run_ids` was heard of as cancelled at `since` (monotonic) or later."""
         for run_id in run_ids:
@@ -81,14 +101,18 @@ class Cancellations(PubSubChannel):
                 return True
         return False
 
-    @contextlib.contextmanager
-    def listening(self, listener: Listener) -> Iterator[None]:
+    def listening(self, listener: Listener) -> contextlib.AbstractContextManager[None]:
         """`listener` hears of every cancellation while the block lasts."""
-        self._listeners.append(listener)
-        try:
-            yield
-        finally:
-            self._listeners.remove(listener)
+        return _registered(self._listeners, listener)
+
+    def listening_failed(self, listener: Listener) -> contextlib.AbstractContextManager[None]:
+        """`listener` hears of every run announced FAILED while the block lasts."""
+        return _registered(self._failed_listeners, listener)
+
+    @staticmethod
+    def _tell(listeners: list[Listener], ids: frozenset[str]) -> None:
+        for listener in list(listeners):
+            listener(ids)
 
     def _hear(self, ids: frozenset[str]) -> None:
         now = time.monotonic()
@@ -101,6 +125,21 @@ class Cancellations(PubSubChannel):
             listener(ids)
 
     def _received(self, body: bytes) -> None:
-        ids = frozenset(body.decode().split())
+        text = body.decode()
+        if text.startswith(FAILED_PREFIX):
+            failed = frozenset(text.removeprefix(FAILED_PREFIX).split())
+            if failed:
+                self._tell(self._failed_listeners, failed)
+            return
+        ids = frozenset(text.split())
         if ids:
             self._hear(ids)
+
+
+@contextlib.contextmanager
+def _registered(listeners: list[Listener], listener: Listener) -> Iterator[None]:
+    listeners.append(listener)
+    try:
+        yield
+    finally:
+        listeners.remove(listener)

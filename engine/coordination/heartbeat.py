@@ -10,7 +10,9 @@ when it was last seen, instead of forgetting it. Services silent for `forget_aft
 7 days) are dropped from the set by the next beat of any service.
 
 Coordination failures never stop a service: a failed beat is logged and the next interval
-tries again. Missing a few beats at worst shows the service as down for a while.
+tries again; the first beat that works again after failures says so once, with how long the
+beats failed (the `api` has no listener that would tell). Missing a few beats at worst shows
+the service as down for a while.
 
 `read_services` reads the set plus one MGET of the heartbeat keys (no keyspace SCAN: the set is
 authoritative and SCAN cost grows with every admission key). A service is up when its key
@@ -32,6 +34,7 @@ import logging
 import math
 import os
 import time
+from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import cast
 
@@ -99,6 +102,8 @@ class Heartbeat:
         self._client = client
         self._clock = clock
         self._stopped = False
+        self._failing_since: float | None = None
+        """When the current run of failed beats began (monotonic); None while beats work."""
         # Serializes a beat with `stop()`, so a beat already in flight cannot re-create the key
         # right after `stop()` deleted it.
         self._lock = asyncio.Lock()
@@ -142,9 +147,19 @@ class Heartbeat:
                     await pipe.execute()
             except COORDINATION_ERRORS as error:
                 self.failures += 1
+                if self._failing_since is None:
+                    self._failing_since = time.monotonic()
                 logger.warning("heartbeat %s: Redis write failed, retrying: %s", self.key, error)
                 return False
             self.beats += 1
+            if self._failing_since is not None:
+                logger.info(
+                    "heartbeat %s works again after %.1f s of failed beats",
+                    self.key,
+                    time.monotonic() - self._failing_since,
+                    extra={"event": "redis.heartbeat_recovered"},
+                )
+                self._failing_since = None
             return True
 
     async def run(self, stop: asyncio.Event) -> None:
@@ -271,6 +286,32 @@ async def read_services(
         for name, raw, (_, score) in zip(names, raws, members, strict=True)
     ]
     return sorted(statuses, key=lambda status: status.name)
+
+
+async def read_named_services(
+    client: redis.Redis, clock: Clock, names: Iterable[str], *, ttl_s: float = DEFAULT_TTL_S
+) -> dict[str, ServiceStatus]:
+    """The services `names`, by name, judged by the rule `read_services` applies (one MGET of
+    their keys and a ZSCORE each, in one round trip; not ZMSCORE, which needs Redis 6.2): a
+    reader that needs a few services (the holders of a run's claims) does not read them all.
+    A name never heard of reads as down, never seen. Raises one of `COORDINATION_ERRORS` when
+    Redis is unreachable."""
+    wanted = sorted(set(names))
+    if not wanted:
+        return {}
+    async with client.pipeline(transaction=False) as pipe:
+        pipe.mget([keys.heartbeat(name) for name in wanted])
+        for name in wanted:
+            pipe.zscore(keys.SERVICES_SET, name)
+        replies = await pipe.execute()
+    # open_redis clients always return bytes (see `read_services`).
+    raws = cast(list[bytes | None], replies[0])
+    scores = cast(list[float | None], replies[1:])
+    now = clock.now()
+    return {
+        name: _status(name, raw, score, now, ttl_s)
+        for name, raw, score in zip(wanted, raws, scores, strict=True)
+    }
 
 
 class ServiceMonitor:

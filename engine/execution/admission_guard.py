@@ -257,12 +257,21 @@ class AdmissionGuard:
 @dataclass(frozen=True)
 class StoreSettingsSource:
     """Destination caps and tenant rate limits from the database (the durable copies), for
-    `Admission` (its `CapsSource` and `TenantLimitSource`)."""
+    `Admission` (its `CapsSource`, `TenantLimitSource` and `SettingsSource`)."""
 
     store: Store
 
     async def get_tenant_limit(self, tenant_id: str) -> int | None:
         return await self.store.get_tenant_rate(tenant_id)
+
+    async def all_tenant_limits(self) -> dict[str, int]:
+        return dict(await self.store.list_tenant_rates())
+
+    async def all_caps(self) -> dict[str, DestinationCaps]:
+        return {
+            destination: DestinationCaps(max_concurrency=cap, rate_per_second=rate)
+            for destination, cap, rate in await self.store.list_destination_caps()
+        }
 
     async def get_caps(self, destination: str) -> DestinationCaps | None:
         row = await self.store.get_destination_caps(destination)

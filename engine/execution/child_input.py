@@ -64,7 +64,11 @@ def _message(workflow: Workflow, step: ClaimedStep, run_input: Any) -> str:
     (worded as a submission's `invalid_input` problems are: the same describer)."""
     problems = validate_input(workflow, run_input)
     where = f"{workflow.name} v{step.workflow_version}"
-    fix = "; fix the SPAWNER's items or its input, then start the parent over"
+    # Not "start the parent over": a start over runs the same version with the same input.
+    fix = (
+        "; fix the SPAWNER's items or its input, publish the workflow and submit a new run "
+        "of the parent"
+    )
     if not problems:  # the describer found nothing the validator did: say so, not nothing
         return f"the child's input does not match the inputSchema of {where}{fix}"
     first = problems[0]

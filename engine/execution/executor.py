@@ -43,6 +43,7 @@ from engine.execution.admission_guard import (
     CoordinationDown,
 )
 from engine.execution.child_input import ChildInputs
+from engine.execution.stops import CLAIM_KEPT
 from engine.execution.worker_metrics import MeteredCalls, WorkerMetrics
 from engine.secret_cipher import SecretCipher
 from engine.store import ClaimLost, Store
@@ -273,7 +274,7 @@ async def _execute(
     except StepStopped as stopped:
         return _abandoned(step, stop, str(stopped), deps, log)
     except StepFailure as failure:
-        if stop is not None and stop.reason is not None:
+        if _claim_gone(stop):
             return _abandoned(step, stop, "its outcome is not recorded", deps, log)
         return _failed(step, vertex, failure, deps, log)
     except SQLAlchemyError as exc:
@@ -303,7 +304,7 @@ async def _execute(
         _log_crash(f"step {step.run_id}/{step.vertex_id} crashed", exc, log.redactor)
         crash = StepFailure(FailureKind.INTERNAL_ERROR, f"{type(exc).__name__}: {exc}")
         return _failed(step, vertex, crash, deps, log)
-    if stop is not None and stop.reason is not None:
+    if _claim_gone(stop):
         return _abandoned(step, stop, "its outcome is not recorded", deps, log)
     if isinstance(outcome, Parked):
         await log("info", f"parked: {outcome.reason}", {"delaySeconds": outcome.delay_s})
@@ -450,6 +451,14 @@ async def _gateway(
         return Parked(COORDINATION_RETRY_S, str(down), WaitReason.COORDINATION_UNAVAILABLE)
     finally:
         log.tenant_item_taken = guard.item_taken
+
+
+def _claim_gone(stop: StopSignal | None) -> bool:
+    """Stopped for a reason that took the step's claim (a cancel, a lost lease): its outcome
+    would be dropped. A step stopped because its run failed still holds its claim, so an
+    outcome it reached (the attempt on the wire answered) is recorded as usual."""
+    reason = stop.reason if stop is not None else None
+    return reason is not None and reason not in CLAIM_KEPT
 
 
 def _abandoned(

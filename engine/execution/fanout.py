@@ -10,6 +10,7 @@ from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from engine.execution import child_causes
 from engine.store import Store, UnknownWorkflow, pins
 from engine.store.children import CopiedChunk
 from engine.store.records import ChildRow, ClaimedStep, VersionRecord
@@ -94,7 +95,13 @@ async def run_merge(
     if spawner_id is None:
         raise StepFailure(FailureKind.INVALID_CONFIG, "a MERGE must depend on one SPAWNER")
     counts: merge.ChildCounts = await store.spawner_counts(step.run_id, spawner_id)
-    merge.check(vertex.config, counts)
+    try:
+        merge.check(vertex.config, counts)
+    except StepFailure as failure:
+        # Read only now, when the join fails: a join that holds pays nothing.
+        raise await child_causes.with_cause(
+            store, failure, step.run_id, spawner_id, counts.failed
+        ) from None
     writer = _OutputsWriter(store, step.run_id)
     after = -1
     for _ in range(counts.total // MERGE_PAGE + 2):

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import asyncio
 import time
+from collections import OrderedDict
 from collections.abc import Iterable
 from types import TracebackType
 from typing import Any, Protocol
@@ -27,6 +28,14 @@ from vertices.contract import StepStopped
 
 CANCELLED = "its run was cancelled"
 CLAIM_LOST = "its claim was lost (its lease expired; another worker may run it)"
+RUN_FAILED = "its run failed"
+"""Another step of the run failed it. Unlike a cancel, the claim is still the step's: an
+outcome it already has is recorded, and a step stopped before its next attempt is given back
+held (PENDING), so the operator's retry of the run runs it again."""
+CLAIM_KEPT = frozenset({RUN_FAILED})
+"""Stop reasons under which the step still holds its claim."""
+FAILED_REMEMBERED = 10_000
+"""Failed run ids a worker remembers, for steps whose claim was under way as it heard."""
 
 
 class CancelledRuns(Protocol):
@@ -92,6 +101,8 @@ class Stops:
     def __init__(self, cancelled: CancelledRuns | None) -> None:
         self._cancelled = cancelled
         self._held: dict[str, tuple[ClaimedStep, StepStop]] = {}
+        self._failed: OrderedDict[str, float] = OrderedDict()
+        """Run id → when this worker heard it failed (monotonic), oldest first."""
         self.stopped = 0
         """Steps stopped (each once)."""
 
@@ -108,6 +119,8 @@ class Stops:
         runs = (step.run_id, step.parent_run_id)
         if self._cancelled is not None and self._cancelled.heard_since(runs, claimed_since):
             self._stop(signal, CANCELLED)
+        elif self._failed.get(step.run_id, -1.0) >= claimed_since:
+            self._stop(signal, RUN_FAILED)
         return signal
 
     def signal(self, claim_token: str) -> StepStop | None:
@@ -125,6 +138,20 @@ class Stops:
         for step, signal in self._held.values():
             if step.run_id in run_ids or step.parent_run_id in run_ids:
                 self._stop(signal, CANCELLED)
+
+    def runs_failed(self, run_ids: frozenset[str]) -> None:
+        """Stop the steps of these runs, which another step failed (a listener of
+        `Cancellations`' failed runs). Not their children: a child run is a run of its own,
+        which goes on (it counts in its parent's join, reopened by a retry)."""
+        now = time.monotonic()
+        for run_id in run_ids:
+            self._failed[run_id] = now
+            self._failed.move_to_end(run_id)
+        while len(self._failed) > FAILED_REMEMBERED:
+            self._failed.popitem(last=False)
+        for step, signal in self._held.values():
+            if step.run_id in run_ids:
+                self._stop(signal, RUN_FAILED)
 
     def claims_lost(self, lost: dict[str, bool]) -> None:
         """Stop the steps whose claims are gone (token → whether the step was cancelled)."""

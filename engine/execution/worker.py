@@ -44,8 +44,9 @@ from typing import Any, Protocol
 from engine import payload_defaults
 from engine.coordination.redis_client import COORDINATION_ERRORS
 from engine.execution import executor, worker_metrics
-from engine.execution.stops import CancelledRuns, Stops
+from engine.execution.stops import CLAIM_KEPT, CancelledRuns, Stops
 from engine.store import Store
+from engine.store.queue import HELD_BACK
 from engine.store.records import (
     ClaimedStep,
     CompletionReport,
@@ -63,6 +64,12 @@ FLUSH_BATCH_MAX = 500
 ANALYZE_EVERY_S = 60.0
 """How often a worker refreshes the planner statistics of the queue tables (PostgreSQL)."""
 FLUSH_RETRY_LIMIT = 5
+"""Tries of a write that holds no claim (only the lines of abandoned steps)."""
+FLUSH_RETRY_MAX_PAUSE_S = 2.0
+"""Longest pause between two tries of recording a batch (the pause doubles from 0.1 s)."""
+RECORD_MARGIN_FRACTION = 1 / 6
+"""Results are retried until this fraction of the lease before their claims end (5 s of the
+default 30 s): room for the last try to commit before another worker may requeue the step."""
 CLAIM_GATHER_S = 0.05
 """Longest wait for half a batch of free slots before claiming fewer (deep queue only)."""
 ADMISSION_WAIT_SHOWN_S = 1.0
@@ -101,6 +108,12 @@ class Cancellations(CancelledRuns, Protocol):
         self, listener: Callable[[frozenset[str]], None]
     ) -> contextlib.AbstractContextManager[None]: ...
 
+    def listening_failed(
+        self, listener: Callable[[frozenset[str]], None]
+    ) -> contextlib.AbstractContextManager[None]: ...
+
+    async def announce_failed(self, run_ids: Iterable[str]) -> bool: ...
+
 
 Finished = tuple[StepResult | StepAbandoned, list[LogLine], str]
 """A step's end as the flusher takes it: its result (or that it was abandoned), its lines and
@@ -116,6 +129,10 @@ class WorkerConfig:
     shutdown_grace_s: float = 20.0
     payload_retention_s: float = payload_defaults.PAYLOAD_RETENTION_S
     """Payloads of runs that ended longer ago than this are deleted. Default 7 days."""
+    service: str | None = None
+    """The service id this worker's heartbeat beats under (`engine.runtime.run_service`),
+    recorded on the steps it claims (`claimed_by`) so that an operator can tell whether their
+    holder is alive; None for a worker that runs as no service (`schemabridge run`)."""
     payload_expiry_every_s: float = 60.0
     """How often the worker deletes expired payloads. Default a minute: retention counts in
     days, and a pass that finds nothing is one indexed read."""
@@ -172,6 +189,11 @@ class Worker:
         self._hurry = asyncio.Event()
         self._abandoned: list[str] = []
         """Claim tokens of steps cancelled mid-execution (given back when the worker stops)."""
+        self._leases: dict[str, float] = {}
+        """Per claim held, the store-clock time its lease surely lasts until (claimed or last
+        renewed then): a result that cannot be recorded is kept until shortly before it."""
+        self._recording: set[str] = set()
+        """Claim tokens in the batch the flusher is writing (their rows may be locked)."""
         self.stats = WorkerStats()
 
     @property
@@ -183,6 +205,9 @@ class Worker:
         with contextlib.ExitStack() as listening:
             if self._cancellations is not None:
                 listening.enter_context(self._cancellations.listening(self._stops.runs_cancelled))
+                listening.enter_context(
+                    self._cancellations.listening_failed(self._stops.runs_failed)
+                )
             await self._run(stop)
 
     async def _run(self, stop: asyncio.Event) -> None:
@@ -262,11 +287,14 @@ class Worker:
 
     async def _claim(self, wanted: int) -> list[ClaimedStep]:
         since = self._stops.now()
+        lease_until = self._deps.clock.now() + self._config.lease_s  # the store's is later
         try:
-            claimed = await self._store.claim(wanted, self._config.lease_s)
+            claimed = await self._store.claim(wanted, self._config.lease_s, self._config.service)
         except Exception:
             logger.exception("claim failed; retrying after the idle poll")
             return []
+        for step in claimed:
+            self._leases[step.claim_token] = lease_until
         self.stats.claims += 1
         self.stats.empty_claims += not claimed
         self.stats.claimed += len(claimed)
@@ -337,6 +365,7 @@ class Worker:
     def _release(self, claim_token: str) -> ClaimedStep | None:
         """The step is no longer held: its result is written, dropped, or left to its lease."""
         self._stops.end(claim_token)
+        self._leases.pop(claim_token, None)
         return self._in_flight.pop(claim_token, None)
 
     async def _flush(self, batch: list[Finished]) -> None:
@@ -344,20 +373,18 @@ class Worker:
         results = [result for result, _, _ in batch if not isinstance(result, StepAbandoned)]
         abandoned = [result for result, _, _ in batch if isinstance(result, StepAbandoned)]
         lines = [line for _, step_lines, _ in batch for line in step_lines]
-        report: CompletionReport | None = None
-        for attempt in range(FLUSH_RETRY_LIMIT):
-            try:
-                report = await self._store.complete(results, lines)
-                break
-            except Exception:
-                logger.exception("recording %d results failed (try %d)", len(results), attempt + 1)
-                await asyncio.sleep(min(2.0**attempt * 0.1, 2.0))
+        self._recording = {result.step.claim_token for result in results}
+        try:
+            report, results = await self._record(results, lines)
+        finally:
+            self._recording = set()
         for ended in [*results, *abandoned]:
             self._release(ended.step.claim_token)
         self._slot_freed.set()
         if report is None:
-            # Claims stay in place; their leases expire and the steps run again elsewhere.
             return
+        await self._stop_failed_runs(report)
+        await self._give_back_held([a for a in abandoned if a.reason in CLAIM_KEPT])
         now = self._deps.clock.now()
         self._drop_past_due(now)
         for result in results:
@@ -380,6 +407,90 @@ class Worker:
             await self._run_events.changed(report.changed_runs)
         if report.newly_ready:
             await self._wakeups.notify()
+
+    async def _stop_failed_runs(self, report: CompletionReport) -> None:
+        """A FAILED run starts no new attempt of its other steps, here or in another worker
+        (docs/architecture.md, 'Terminal failures')."""
+        failed = frozenset(run for run, status in report.finished_runs if status == "FAILED")
+        if not failed:
+            return
+        if self._cancellations is None:
+            self._stops.runs_failed(failed)
+        elif not await self._cancellations.announce_failed(failed):
+            logger.warning("could not tell other workers that %d runs failed", len(failed))
+
+    async def _give_back_held(self, stopped: list[StepAbandoned]) -> None:
+        """Steps stopped because their run failed still hold their claims: give them back at
+        once, held (PENDING) while the run stays FAILED, for the operator's retry to run."""
+        if not stopped:
+            return
+        try:
+            await self._store.give_back([a.step.claim_token for a in stopped], why=HELD_BACK)
+        except Exception as error:
+            # Their leases expire instead, and the reaper holds them back the same way.
+            logger.warning("could not give back %d claims (%s)", len(stopped), error)
+            return
+        await self._tell(a.step for a in stopped)
+
+    async def _record(
+        self, results: list[StepResult], lines: list[LogLine]
+    ) -> tuple[CompletionReport | None, list[StepResult]]:
+        """Write the results (and lines), trying again with a pause that doubles up to
+        `FLUSH_RETRY_MAX_PAUSE_S` while the database fails. A result is kept for as long as
+        its claim surely holds (until `RECORD_MARGIN_FRACTION` of the lease before it ends;
+        the renewer extends that while the database answers): a completed call then costs
+        no second call. Results whose claims are about to end are given up (released here:
+        their leases expire and the steps run again). Answers the report (None when nothing
+        was written) and the results it covers."""
+        margin = self._config.lease_s * RECORD_MARGIN_FRACTION
+        pending, tries, began = results, 0, time.monotonic()
+        while True:
+            try:
+                report = await self._store.complete(pending, lines)
+            except Exception:
+                tries += 1
+                now = self._deps.clock.now()
+                ends = [self._leases.get(r.step.claim_token, 0.0) - margin for r in pending]
+                keep_s = max(ends, default=now) - now
+                logger.exception(
+                    "recording %d results failed (try %d); retrying for up to %.0f s more",
+                    len(pending),
+                    tries,
+                    max(0.0, keep_s),
+                )
+                pause = min(0.1 * 2.0 ** (tries - 1), FLUSH_RETRY_MAX_PAUSE_S)
+                kept: list[StepResult] = []
+                given_up: list[StepResult] = []
+                for result, end in zip(pending, ends, strict=True):
+                    (kept if end > now + pause else given_up).append(result)
+                if given_up or (not pending and tries >= FLUSH_RETRY_LIMIT):
+                    self._give_up(given_up, tries)
+                    pending = kept
+                    if not pending:
+                        return None, []
+                await asyncio.sleep(pause)
+                continue
+            if tries:
+                logger.info(
+                    "recorded %d results after %d failed tries (%.1f s)",
+                    len(pending),
+                    tries,
+                    time.monotonic() - began,
+                )
+            return report, pending
+
+    def _give_up(self, results: list[StepResult], tries: int) -> None:
+        """Stop keeping results whose claims are about to end: the steps run again."""
+        for result in results:
+            self._release(result.step.claim_token)
+        if results:
+            logger.warning(
+                "gave up recording %d results after %d tries: their leases end within %.0f s; "
+                "once they do, the steps run again (their calls are sent again)",
+                len(results),
+                tries,
+                self._config.lease_s * RECORD_MARGIN_FRACTION + FLUSH_RETRY_MAX_PAUSE_S,
+            )
 
     def _count_finished(self, batch: list[Finished], report: CompletionReport) -> None:
         """The batch's steps in the worker's metrics, by vertex type and outcome: a few
@@ -412,6 +523,8 @@ class Worker:
     async def _renew(self) -> None:
         if self._in_flight:
             tokens = list(self._in_flight)
+            recording = set(self._recording)
+            lease_until = self._deps.clock.now() + self._config.lease_s
             renewed = await self._store.renew(tokens, self._config.lease_s)
             if renewed < len(tokens):
                 # Some claims are gone (cancelled, or expired), or were being recorded (on
@@ -419,11 +532,18 @@ class Worker:
                 # periods): it tells which, so a step whose cancel was not announced here
                 # (Redis down, a message lost) still sends nothing more.
                 try:
-                    self._stops.claims_lost(await self._store.lost_claims(tokens))
+                    lost = await self._store.lost_claims(tokens)
+                    self._stops.claims_lost(lost)
                 except Exception:
                     # A safety net's failure must not cost the admission waits' display;
                     # the next period reads again.
                     logger.exception("reading which claims are gone failed")
+                    lost, tokens = {}, []
+                # A row being recorded may have been skipped: its lease is not known renewed.
+                tokens = [t for t in tokens if t not in lost and t not in recording]
+            for token in tokens:
+                if token in self._leases:
+                    self._leases[token] = lease_until
         await self._show_admission_waits()
 
     async def _renew_slots(self) -> None:

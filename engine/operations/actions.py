@@ -428,6 +428,14 @@ def _stuck_words(run_id: str, stuck: StuckJoins) -> str:
     what, fails = ("join", "fails") if one else ("joins", "fail")
     n = stuck.children_failed
     still = f"{n} child is" if n == 1 else f"{n:,} children are"
+    if stuck.fix_first is not None:
+        # Reprocessing runs the children's version with the same input: it fails the same way.
+        return (
+            f"run {run_id}: its {what} {names} {fails} again at once: {still} still FAILED, "
+            f"most with {stuck.fix_first}, which a reprocess repeats too; fix the workflow (or "
+            "the input), publish it and submit a new run (`schemabridge workflows publish "
+            "FILE`, then `schemabridge runs submit NAME@VERSION --input JSON`)"
+        )
     return (
         f"run {run_id}: its {what} {names} {fails} again at once: {still} still FAILED; "
         f"reprocess run {run_id} (`schemabridge runs reprocess {run_id}`) to run "

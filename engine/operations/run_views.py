@@ -12,15 +12,19 @@ an operator's retry) starts where the attempt number starts again.
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
 from typing import Any
 
+from engine.coordination.heartbeat import ServiceStatus
 from engine.operations.submission import client_key
 from engine.operations.views import (
     UNKNOWN_KIND,
     AttemptView,
+    ChildCauseView,
     ErrorKind,
     ErrorView,
     FanoutProgress,
+    HolderView,
     LogEntry,
     RunDetail,
     RunProgress,
@@ -98,8 +102,18 @@ def error_view(error: Any, *, sent: bool = True) -> ErrorView | None:
         body_excerpt=_text(http.get("bodyExcerpt")),
         attempts=_int(http.get("attempts")),
         retry_after_s=_number(error.get("retryAfterS")),
+        child_cause=_child_cause(error.get("childCause")),
         request=sent_view(http.get("request")) if sent else None,
     )
+
+
+def _child_cause(value: Any) -> ChildCauseView | None:
+    if not isinstance(value, Mapping):
+        return None
+    count, read = _int(value.get("count")), _int(value.get("read"))
+    if count is None or read is None:
+        return None
+    return ChildCauseView(kind=_kind(value.get("kind")), count=count, read=read)
 
 
 def summary(run: RunRecord | RunHeader, *, sent: bool = False) -> RunSummary:
@@ -209,10 +223,48 @@ def fanout_view(
     )
 
 
+@dataclass(frozen=True)
+class Holders:
+    """What is known of the workers holding a run's RUNNING steps when it is read."""
+
+    statuses: Mapping[str, ServiceStatus] | None
+    """By service id (`read_named_services`); None when Redis did not answer."""
+    show_worker: bool
+    """Name them: False for a tenant key (docs/security.md, 'What a tenant key reads')."""
+    now: float
+
+
+def holder_view(step: StepRecord, holders: Holders | None) -> HolderView | None:
+    """Who holds a RUNNING step, and whether it is alive by its heartbeat (None: not RUNNING,
+    or nothing was read)."""
+    if step.status != StepStatus.RUNNING.value or holders is None:
+        return None
+    worker = step.claimed_by if holders.show_worker else None
+    status = None
+    if step.claimed_by is not None and holders.statuses is not None:
+        status = holders.statuses.get(step.claimed_by)
+    seen = None if status is None else status.last_seen
+    if status is None or seen is None:
+        # A holder whose heartbeat this Redis never saw is not known dead: with the embedded
+        # Redis a separate worker process beats into its own.
+        return HolderView(worker=worker, state="unknown")
+    return HolderView(
+        worker=worker,
+        state="alive" if status.up else "presumed_dead",
+        last_seen=seen,
+        silent_s=round(max(0.0, holders.now - seen), 1),
+    )
+
+
 def step_view(
-    step: StepRecord, workflow: Workflow, history: list[AttemptView], now: float | None = None
+    step: StepRecord,
+    workflow: Workflow,
+    history: list[AttemptView],
+    now: float | None = None,
+    holders: Holders | None = None,
 ) -> StepView:
     vertex = workflow.vertices.get(step.vertex_id)
+    running = step.status == StepStatus.RUNNING.value
     return StepView(
         vertex_id=step.vertex_id,
         type=None if vertex is None else vertex.type.value,
@@ -227,6 +279,8 @@ def step_view(
         ended_at=step.ended_at,
         children=_counts(step),
         waiting=waiting_view(step, now),
+        lease_expires_at=step.lease_expires_at if running else None,
+        holder=holder_view(step, holders),
         history=history,
     )
 
@@ -240,8 +294,10 @@ def detail(
     restarts: list[str],
     fanout: FanoutProgress,
     now: float | None = None,
+    holders: Holders | None = None,
 ) -> RunDetail:
-    """The whole view of one run (`now`: when it is read, which ends a past retry wait)."""
+    """The whole view of one run (`now`: when it is read, which ends a past retry wait;
+    `holders`: the liveness of its RUNNING steps' holders)."""
     by_vertex = histories(lines)
     return RunDetail(
         **summary(run, sent=True).model_dump(),
@@ -252,7 +308,7 @@ def detail(
         idempotency_key=client_key(run.idempotency_key),
         pinned_versions=run.pinned_versions,
         restarts=restarts,
-        steps=[step_view(s, workflow, by_vertex.get(s.vertex_id, []), now) for s in steps],
+        steps=[step_view(s, workflow, by_vertex.get(s.vertex_id, []), now, holders) for s in steps],
         fanout=fanout,
     )
 

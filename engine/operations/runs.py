@@ -10,11 +10,14 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import dataclasses
+import logging
 import math
 import uuid
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
+from engine.coordination.heartbeat import ServiceStatus, read_named_services
+from engine.coordination.redis_client import COORDINATION_ERRORS
 from engine.coordination.run_events import RunWatch
 from engine.operations import id_prefixes, routing, run_views, submission
 from engine.operations.boundary import store_boundary
@@ -47,10 +50,10 @@ from engine.store import UnknownWorkflow
 from engine.store.actions_store import no_step
 from engine.store.catalogue import QuotaExhausted
 from engine.store.committed_changes import SERVING_TOPIC
-from engine.store.models import TERMINAL_RUN_STATUSES, RunRoute, RunStatus
+from engine.store.models import TERMINAL_RUN_STATUSES, RunRoute, RunStatus, StepStatus
 from engine.store.monitor import RunProgressRow
 from engine.store.operator_actions import run_not_found
-from engine.store.records import RunRecord, ServingRecord, VersionRecord
+from engine.store.records import RunRecord, ServingRecord, StepRecord, VersionRecord
 from engine.validation import validate_input
 from schemas.definitions import RESERVED_WORKFLOWS, SpawnerVertex
 from schemas.errors import (
@@ -63,6 +66,8 @@ from schemas.tenant_ids import check_tenant_id
 
 if TYPE_CHECKING:
     from engine.runtime import Runtime
+
+logger = logging.getLogger(__name__)
 
 HISTORY_LINES = 5_000
 """The most recent step log lines a run's detail reads to assemble attempt histories."""
@@ -357,18 +362,43 @@ class RunOperations:
             raise run_not_found(run_id)
         return run
 
-    async def _detail(self, run: RunRecord) -> RunDetail:
+    async def _detail(self, run: RunRecord, tenant: str | None) -> RunDetail:
         store = self._store
         version = await store.get_version(run.workflow_name, run.workflow_version)
+        steps = await store.get_steps(run.id)
         return run_views.detail(
             run,
             version.workflow,
-            steps=await store.get_steps(run.id),
+            steps=steps,
             lines=await store.step_log_lines(run.id, limit=HISTORY_LINES),
             restarts=await store.restarts_of(run.id),
             fanout=await self._fanout(run.id),
             now=self._runtime.clock.now(),
+            holders=await self._holders(steps, show_worker=tenant is None),
         )
+
+    async def _holders(
+        self, steps: list[StepRecord], *, show_worker: bool
+    ) -> run_views.Holders | None:
+        """The heartbeats of the workers holding `steps` that are RUNNING, by the rule
+        `GET /services` applies; None when none is RUNNING (no Redis read). Redis not answering
+        leaves their state `unknown` rather than failing the read of the run."""
+        running = [s for s in steps if s.status == StepStatus.RUNNING.value]
+        if not running:
+            return None
+        names = {s.claimed_by for s in running if s.claimed_by is not None}
+        runtime = self._runtime
+        statuses: dict[str, ServiceStatus] | None = {}
+        if names:
+            ttl_s = float(runtime.settings.heartbeat_ttl_s)
+            try:
+                statuses = await read_named_services(
+                    runtime.redis, runtime.clock, names, ttl_s=ttl_s
+                )
+            except COORDINATION_ERRORS as error:
+                logger.warning("reading the heartbeats of steps' holders failed: %s", error)
+                statuses = None
+        return run_views.Holders(statuses, show_worker, runtime.clock.now())
 
     async def _fanout(self, run_id: str) -> FanoutProgress:
         store = self._store
@@ -380,7 +410,7 @@ class RunOperations:
     async def get(self, run_id: str, *, tenant: str | None = None) -> RunDetail:
         """The run with its steps, their attempt histories, its fan-out progress and the runs
         started over from it. Unknown (or another tenant's): `NotFound(code="run_not_found")`."""
-        return await self._detail(await self._run(run_id, tenant))
+        return await self._detail(await self._run(run_id, tenant), tenant)
 
     @store_boundary
     async def match_prefix(
@@ -447,7 +477,7 @@ class RunOperations:
                 await watch.wait(0.0)  # events until now are covered by this read
                 run = await self._run(run_id, tenant)
                 read_at = loop.time()
-        return await self._detail(run)
+        return await self._detail(run, tenant)
 
     # ── lists ───────────────────────────────────────────────────────────────────────────────
 

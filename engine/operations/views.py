@@ -200,6 +200,15 @@ ErrorKind = FailureKind | Literal["unknown"]
 """What an error's `kind` can be: a `FailureKind`, or `UNKNOWN_KIND`."""
 
 
+class ChildCauseView(View):
+    """A failed join's commonest cause among its FAILED children: `count` of the `read`
+    children read (the first 1,000 at most) failed with `kind`."""
+
+    kind: ErrorKind
+    count: int
+    read: int
+
+
 class ErrorView(View):
     """A structured failure (of a step, or of a run: then `vertexId` names the step)."""
 
@@ -211,6 +220,8 @@ class ErrorView(View):
     attempts: int | None = None
     """HTTP attempts the failing execution made."""
     retry_after_s: float | None = None
+    child_cause: ChildCauseView | None = None
+    """A `child_failures`: the commonest kind among the failed children (what to fix)."""
     request: SentRequestView | None = None
     """What the last failed attempt sent; None when the failure sent nothing (an expression
     error, an egress refusal, a breaker), was recorded before the engine kept it, and in run
@@ -324,6 +335,27 @@ class WaitingChildren(View):
     or the reason in words when their messages share nothing."""
 
 
+HolderState = Literal["alive", "presumed_dead", "unknown"]
+
+
+class HolderView(View):
+    """Who holds a RUNNING step's claim and whether it is alive (docs/architecture.md, 'Who
+    holds a step'), judged by the heartbeat rule `GET /services` applies."""
+
+    worker: str | None = None
+    """The holder's service id, as `GET /services` names it. None for a tenant key (a service
+    id is operational data, docs/security.md) and for a holder that runs as no service."""
+    state: HolderState
+    """`alive`: its heartbeat is at most the TTL old; `presumed_dead`: it is older, or gone
+    (the step is taken back when the lease ends); `unknown`: no named holder, a holder this
+    Redis never heard of (a worker beating into its own embedded Redis), or Redis did not
+    answer."""
+    last_seen: float | None = None
+    """Epoch seconds of its latest heartbeat; None if never seen (or `unknown`)."""
+    silent_s: float | None = None
+    """Seconds between its latest heartbeat and the read; None if never seen."""
+
+
 class StepView(View):
     vertex_id: str
     type: VertexType | None
@@ -342,6 +374,11 @@ class StepView(View):
     children: SpawnerCounts | None = None
     waiting: WaitingView | None = None
     """Why the step waits, while it does."""
+    lease_expires_at: float | None = None
+    """While RUNNING: when its claim's lease ends (epoch seconds) unless its holder renews it;
+    a dead holder's step is taken back then and runs again."""
+    holder: HolderView | None = None
+    """While RUNNING: who holds its claim, and whether that worker is alive."""
     history: list[AttemptView] = []
 
 

@@ -349,6 +349,25 @@ def waiting_children_statement(run_id: str, now: float) -> Select[Any]:
     )
 
 
+async def failed_children_errors(
+    conn: AsyncConnection, run_id: str, vertex_id: str, *, limit: int
+) -> list[Any]:
+    """The errors of a spawner's first `limit` FAILED children, in item order: a range of
+    `ix_run_parent_status_item` (parent, status, spawner, item), so the cost is the rows read,
+    never the fan-out's size."""
+    statement = (
+        select(runs.c.error)
+        .where(
+            runs.c.parent_run_id == run_id,
+            runs.c.status == RunStatus.FAILED.value,
+            runs.c.parent_vertex_id == vertex_id,
+        )
+        .order_by(runs.c.item_index)
+        .limit(limit)
+    )
+    return [row.error for row in (await conn.execute(statement)).all()]
+
+
 async def children_outputs(
     conn: AsyncConnection, run_id: str, vertex_id: str, *, after_index: int = -1, limit: int
 ) -> list[tuple[int, str, str | None]]:

@@ -26,7 +26,7 @@ from sqlalchemy import Float, bindparam, cast, func, literal, select, text, true
 from sqlalchemy.dialects.postgresql import ARRAY
 from sqlalchemy.ext.asyncio import AsyncConnection
 from sqlalchemy.sql import Select
-from sqlalchemy.types import BigInteger, String
+from sqlalchemy.types import BigInteger, String, Text
 
 from engine.store.dialect import SQLITE, Dialect, dialect_of
 from engine.store.models import Run, RunStatus, Step, StepStatus
@@ -105,6 +105,9 @@ def _claim_update(candidates: Any) -> Any:
             # `<batch>:<step id>`: the batch from `new_batch`, the id `claimed_step_ids` reads.
             claim_token=bindparam("b_batch", type_=String) + cast(steps.c.id, String),
             lease_expires_at=bindparam("b_lease_until", type_=Float),
+            # Who holds it, for an operator reading a RUNNING step: one more bound value in
+            # the same statement, not a statement of its own.
+            claimed_by=bindparam("b_worker", type_=Text),
             attempts=steps.c.attempts + 1,
             started_at=func.coalesce(steps.c.started_at, bindparam("b_now", type_=Float)),
             # It runs: whatever it waited for is over (docs/architecture.md, 'Why a step waits').
@@ -163,9 +166,18 @@ LATERAL subquery per tenant) instead of one statement per tenant: with 64 busy t
 was 65 round trips, holding its locks all along (bench/claims.py)."""
 
 
-def claim_params(now: float, lease_s: float, batch: str, limit: int) -> dict[str, Any]:
-    """The values a claim statement takes (`b_tenant` / `b_tenants` added for the shares)."""
-    return {"b_now": now, "b_lease_until": now + lease_s, "b_batch": batch, "b_limit": limit}
+def claim_params(
+    now: float, lease_s: float, batch: str, limit: int, worker: str | None = None
+) -> dict[str, Any]:
+    """The values a claim statement takes (`b_tenant` / `b_tenants` added for the shares);
+    `worker`: the claimer's service id, recorded as the steps' `claimed_by`."""
+    return {
+        "b_now": now,
+        "b_lease_until": now + lease_s,
+        "b_batch": batch,
+        "b_limit": limit,
+        "b_worker": worker,
+    }
 
 
 async def ready_tenants(conn: AsyncConnection, after: str | None = None) -> list[str]:
@@ -240,9 +252,11 @@ async def claim_rows(
     batch: str,
     *,
     tenants: list[str],
+    worker: str | None = None,
 ) -> list[Any]:
     """Claim up to `limit` due steps, an equal share for each of `tenants` (those whose turn
-    it is, see `TenantRing`), then filled from all tenants oldest first. Each row holds the
+    it is, see `TenantRing`), then filled from all tenants oldest first, `claimed_by` set to
+    `worker` (the claimer's service id). Each row holds the
     claimed step and what executing it needs from its run (`RUN_COLUMNS`)."""
     # PostgreSQL claims and reads the runs in the same statements (`_with_runs`); SQLite (no
     # LATERAL, no UPDATE in a WITH) claims a share per statement, then reads the runs. Its
@@ -250,7 +264,7 @@ async def claim_rows(
     at_once = dialect_of(conn).writes_several_tables_at_once
     claimed: list[Any] = []
     if tenants:
-        shares = claim_params(now, lease_s, batch, max(1, limit // len(tenants)))
+        shares = claim_params(now, lease_s, batch, max(1, limit // len(tenants)), worker)
         if at_once:
             claimed += (await conn.execute(SHARES_WITH_RUNS, shares | {"b_tenants": tenants})).all()
         else:
@@ -258,7 +272,7 @@ async def claim_rows(
                 share = shares | {"b_tenant": tenant_id}
                 claimed += (await conn.execute(TENANT_SHARE, share)).all()
     if len(claimed) < limit:
-        fill = claim_params(now, lease_s, batch, limit - len(claimed))
+        fill = claim_params(now, lease_s, batch, limit - len(claimed), worker)
         claimed += (await conn.execute(FILL_WITH_RUNS if at_once else FILL, fill)).all()
     if at_once or not claimed:
         return claimed
@@ -309,6 +323,7 @@ async def hold(conn: AsyncConnection, claimed: list[Any]) -> set[int]:
             .values(
                 status=status.value,
                 claim_token=None,
+                claimed_by=None,
                 lease_expires_at=None,
                 attempts=steps.c.attempts - 1,
             )

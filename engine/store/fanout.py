@@ -62,6 +62,11 @@ class FanoutStore(StoreCore):
         async with self._engines.read.connect() as conn:
             return fanout.counts_of(await fanout.read_counters(conn, run_id, vertex_id))
 
+    async def failed_children_errors(self, run_id: str, vertex_id: str, *, limit: int) -> list[Any]:
+        """The errors (as stored) of a spawner's first `limit` FAILED children."""
+        async with self._engines.read.connect() as conn:
+            return await fanout.failed_children_errors(conn, run_id, vertex_id, limit=limit)
+
     async def children_outputs(
         self, run_id: str, vertex_id: str, *, after_index: int = -1, limit: int = 1000
     ) -> list[tuple[int, str, str | None]]:

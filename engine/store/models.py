@@ -259,6 +259,9 @@ class Step(SQLModel, table=True):
     not_before: float = Field(sa_column=Column(Float, nullable=False))
     claim_token: str | None = Field(default=None, sa_column=Column(String(64)))
     lease_expires_at: float | None = Field(default=None, sa_column=Column(Float))
+    claimed_by: str | None = Field(default=None, sa_column=Column(Text))
+    """The service id (its heartbeat's name, `GET /services`) of the worker holding the claim;
+    set and cleared with `claim_token`, None for a claimer that runs as no named service."""
     created_at: float = Field(sa_column=Column(Float, nullable=False))
     started_at: float | None = Field(default=None, sa_column=Column(Float))
     ended_at: float | None = Field(default=None, sa_column=Column(Float))

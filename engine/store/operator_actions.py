@@ -112,6 +112,9 @@ class StuckJoins:
 
     joins: list[str]
     children_failed: int
+    fix_first: str | None = None
+    """The failed children's commonest error kind when it is one the workflow or the input
+    causes (`FIX_FIRST_KINDS`): then a reprocess fails the same way too."""
 
 
 @dataclass(frozen=True)
@@ -310,6 +313,7 @@ async def resolve_step(conn: AsyncConnection, step_id: int, output: Any, now: fl
             error=None,
             ended_at=now,
             claim_token=None,
+            claimed_by=None,
             lease_expires_at=None,
         )
     )
@@ -417,6 +421,7 @@ async def cancel_open_steps(conn: AsyncConnection, tree: CTE, now: float) -> int
             status=StepStatus.CANCELLED.value,
             ended_at=now,
             claim_token=None,
+            claimed_by=None,
             lease_expires_at=None,
             wait_reason=None,
             wait_message=None,

@@ -6,7 +6,8 @@ The store is both the source of truth and the work queue (docs/architecture.md,
 Claiming. Ready steps are claimed in batches by atomic statements (one for the tenants'
 shares and one for the fill, see `engine.store.claims`):
 
-    UPDATE step SET status='RUNNING', claim_token=<batch>||id, lease_expires_at=…
+    UPDATE step SET status='RUNNING', claim_token=<batch>||id, lease_expires_at=…,
+                    claimed_by=<the worker's service id>
     WHERE id IN (SELECT id FROM step WHERE status='READY' AND not_before <= now
                  [AND tenant_id = …] ORDER BY created_at, id LIMIT n
                  FOR UPDATE OF step SKIP LOCKED)
@@ -59,6 +60,7 @@ from engine.store.records import (
 from schemas.waiting import WAIT_MESSAGE_MAX_CHARS, WaitReason
 
 GIVEN_BACK = "claim given back: its worker stopped; step requeued"
+HELD_BACK = "claim given back: its run failed; the step waits for the run's retry"
 STRANDED = "step held back while its run was stopped released: the run was reopened"
 REOPENED_RECHECK_S = 600.0
 """How long after a run is reopened the reaper still looks for its held steps: far longer than
@@ -78,8 +80,11 @@ class WorkQueue(StoreCore):
 
     # ── the queue ───────────────────────────────────────────────────────────────────────────
 
-    async def claim(self, limit: int, lease_s: float) -> list[ClaimedStep]:
-        """Atomically claim up to `limit` due READY steps of RUNNING runs."""
+    async def claim(
+        self, limit: int, lease_s: float, worker: str | None = None
+    ) -> list[ClaimedStep]:
+        """Atomically claim up to `limit` due READY steps of RUNNING runs, recording `worker`
+        (the claimer's service id, as its heartbeat names it) as their holder."""
         now = self._clock.now()
         batch = claims.new_batch()
         ring = self._tenant_ring
@@ -88,7 +93,9 @@ class WorkQueue(StoreCore):
         # locks, and a failure before COMMIT must leave no step claimed by nobody.
         async with self._engines.write.begin() as conn:
             tenants = await ring.turn(conn, limit)
-            rows = await claims.claim_rows(conn, now, limit, lease_s, batch, tenants=tenants)
+            rows = await claims.claim_rows(
+                conn, now, limit, lease_s, batch, tenants=tenants, worker=worker
+            )
             ring.claimed(limit, len(rows))
             return await self._claimed(conn, rows)
 
@@ -222,15 +229,16 @@ class WorkQueue(StoreCore):
         async with self._engines.read.connect() as conn:
             return ids | {row.parent_run_id for row in (await conn.execute(query)).all()}
 
-    async def give_back(self, tokens: Iterable[str]) -> int:
+    async def give_back(self, tokens: Iterable[str], *, why: str = GIVEN_BACK) -> int:
         """Return the steps claimed with `tokens` (this worker's, abandoned mid-execution as it
-        stops) to READY at once instead of leaving their leases to expire (a stopped run's
-        step is held back as PENDING). Their attempts stay counted: a call may have been
-        sent. Returns how many were given back."""
+        stops, or because their run failed) to READY at once instead of leaving their leases
+        to expire (a stopped run's step is held back as PENDING); `why` is their log line.
+        Their attempts stay counted: a call may have been sent. Returns how many were given
+        back."""
         token_list = list(tokens)
         if not token_list:
             return 0
-        return len(await self._requeue(_held(token_list), GIVEN_BACK))
+        return len(await self._requeue(_held(token_list), why))
 
     async def requeue_expired(self) -> list[tuple[int, str, str]]:
         """Return RUNNING steps whose lease expired (their worker died) to READY.
@@ -274,6 +282,7 @@ class WorkQueue(StoreCore):
                     else_=StepStatus.PENDING.value,
                 ),
                 claim_token=None,
+                claimed_by=None,
                 lease_expires_at=None,
                 not_before=now,
                 wait_reason=None,

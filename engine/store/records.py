@@ -94,6 +94,8 @@ class StepRecord:
     ended_at: float | None
     claim_token: str | None = None
     lease_expires_at: float | None = None
+    claimed_by: str | None = None
+    """The service id of the worker holding the claim (RUNNING steps; None: no named holder)."""
     children_total: int | None = None
     children_succeeded: int = 0
     children_failed: int = 0

@@ -282,6 +282,7 @@ async def reopen_join(
                 error=None,
                 ended_at=None,
                 claim_token=None,
+                claimed_by=None,
                 lease_expires_at=None,
                 # It runs again from the start: redispatches and its tenant item anew.
                 auto_retries=0,

@@ -119,6 +119,7 @@ RELEASE = (
         wait_reason=bindparam("b_wait_reason", type_=steps.c.wait_reason.type),
         wait_message=bindparam("b_wait_message", type_=steps.c.wait_message.type),
         claim_token=None,
+        claimed_by=None,
         lease_expires_at=None,
     )
     .execution_options(deferred=True)
@@ -203,6 +204,7 @@ RELEASE_BATCH = text(
         wait_reason = v.wait_reason,
         wait_message = v.wait_message,
         claim_token = NULL,
+        claimed_by = NULL,
         lease_expires_at = NULL
     FROM unnest(
         CAST(:b_id AS BIGINT[]), CAST(:b_status AS VARCHAR[]), CAST(:b_output AS TEXT[]),

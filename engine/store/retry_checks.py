@@ -23,7 +23,7 @@ from engine.store.models import Run, RunStatus, Step, StepStatus
 from engine.store.operator_actions import StuckJoins, chunks, run_states
 from engine.store.recovery import MAX_DEPTH
 from schemas.definitions import MergeVertex, Workflow
-from schemas.errors import FailureKind
+from schemas.errors import FIX_FIRST_KINDS, FailureKind
 
 runs = Run.__table__  # type: ignore[attr-defined]
 steps = Step.__table__  # type: ignore[attr-defined]
@@ -71,6 +71,7 @@ async def stuck_joins(conn: AsyncConnection, run_ids: Sequence[str]) -> dict[str
     with those joins and how many of the run's children are FAILED (its spawners' count)."""
     joins: dict[str, list[str]] = {}
     failed_children: dict[str, int] = {}
+    fix_first: dict[str, str] = {}
     for chunk in chunks(run_ids):
         rows = await conn.execute(
             select(
@@ -93,8 +94,11 @@ async def stuck_joins(conn: AsyncConnection, run_ids: Sequence[str]) -> dict[str
             kind = (row.error or {}).get("kind")
             if row.status == StepStatus.FAILED.value and kind == FailureKind.CHILD_FAILURES:
                 joins.setdefault(row.run_id, []).append(row.vertex_id)
+                cause = (row.error or {}).get("childCause") or {}
+                if cause.get("kind") in FIX_FIRST_KINDS:
+                    fix_first[row.run_id] = str(cause["kind"])
     return {
-        run_id: StuckJoins(vertices, failed_children.get(run_id, 0))
+        run_id: StuckJoins(vertices, failed_children.get(run_id, 0), fix_first.get(run_id))
         for run_id, vertices in joins.items()
         if failed_children.get(run_id, 0) > 0
     }

@@ -76,6 +76,7 @@ class Code:
     UNKNOWN_CONTEXT = "unknown_context"
     UNKNOWN_VERTEX_REFERENCE = "unknown_vertex_reference"
     UNKNOWN_INPUT_FIELD = "unknown_input_field"
+    UNKNOWN_OUTPUT_FIELD = "unknown_output_field"
     NOT_ANCESTOR = "not_ancestor"
     ITEMS_NOT_EXPRESSION = "items_not_expression"
     ITEM_IN_ITEMS = "item_in_items"

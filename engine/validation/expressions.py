@@ -33,6 +33,7 @@ Rules (docs/authoring.md, "Expressions"):
 from __future__ import annotations
 
 import dataclasses
+import difflib
 import json
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -44,7 +45,8 @@ from jmespath.parser import ParsedResult
 from engine.validation.common import Code, did_you_mean, jmespath_path, pointer, quoted_list
 from engine.validation.graph import RawVertex, RawWorkflow
 from engine.validation.input_fields import input_field_problem
-from engine.validation.syntax_hints import Hint, hyphen_hint
+from engine.validation.output_paths import output_path_problem
+from engine.validation.syntax_hints import Hint, syntax_hint
 from engine.validation.url_head import url_head_problems
 from schemas.errors import Problem
 from schemas.expressions import (
@@ -63,6 +65,9 @@ from schemas.secret_names import SECRET_NAME, SECRET_NAME_RULE
 FUNCTIONS = function_signatures()
 """The functions the engine evaluates expressions with: a call to any other, or with another
 number of arguments, fails every run at that step, so it is refused here."""
+FUNCTION_CLOSENESS = 0.7
+"""`difflib` similarity a built-in must reach to be offered for an unknown function: stricter
+than for field names, where 0.6 offers floor for lower."""
 CONTEXT_NAMES = ("input", "vertices", "run", "item", "index", SECRETS_ROOT)
 RUN_FIELDS = ("id", "tenantId")
 SECRET_FIELDS = frozenset({"url", "headers", "query", "body"})
@@ -220,10 +225,10 @@ def _check_functions(site: _Site, part: ParsedResult) -> Iterator[Problem]:
     for name, count in function_calls(part):
         signature = FUNCTIONS.get(name)
         if signature is None:
-            hint = did_you_mean(name, FUNCTIONS) or f" The functions are {', '.join(FUNCTIONS)}."
             yield Problem(
                 site.at,
-                f"{shown} calls {name}(), which is not a function.{hint}",
+                f"{shown} calls {name}(), which is not a JMESPath built-in (the engine adds no "
+                f"functions).{_functions_near(name)}",
                 Code.UNKNOWN_FUNCTION,
             )
         elif not signature.accepts(count):
@@ -237,13 +242,24 @@ def _check_functions(site: _Site, part: ParsedResult) -> Iterator[Problem]:
             )
 
 
+def _functions_near(name: str) -> str:
+    """The built-ins `name` is a slip for, only when really close: `lenght` is `length`, but
+    `lower` is no slip for `floor` (it wants something JMESPath does not have), so then every
+    built-in is listed instead of a guess."""
+    near = difflib.get_close_matches(name, list(FUNCTIONS), n=3, cutoff=FUNCTION_CLOSENESS)
+    if near:
+        return f" Did you mean {quoted_list(near).replace(' and ', ' or ')}?"
+    return f" The built-ins are {', '.join(FUNCTIONS)}."
+
+
 def _arguments(count: int) -> str:
     return f"{count} argument{'' if count == 1 else 's'}"
 
 
 def _syntax_problem(wf: RawWorkflow, site: _Site, error: ExpressionError) -> Problem:
     shown = f"The expression {_shown(error.expression)}"
-    hint = hyphen_hint(error.expression, wf.vertices) or Hint("")
+    gateways = [v for v, vertex in wf.vertices.items() if vertex.type == "GATEWAY"]
+    hint = syntax_hint(error.expression, wf.vertices, gateways) or Hint("")
     if hint.instead:
         return Problem(site.at, f"{shown} {hint.text}.", hint.code)
     return Problem(
@@ -370,4 +386,4 @@ def _check_vertex_reference(
             f"{jmespath_path([*names[:2], 'output'])} ({fix}).",
             Code.UNKNOWN_CONTEXT,
         )
-    return None
+    return output_path_problem(site.at, shown, wf.vertices[target].type, names)

@@ -27,10 +27,9 @@ from typing import Any
 import networkx as nx
 
 from engine.validation.common import Code, Limits, did_you_mean, join, quoted_list
+from engine.validation.type_case import meant_type
 from schemas.definitions import RESERVED_WORKFLOWS
 from schemas.errors import Problem
-
-VERTEX_TYPES = frozenset({"GATEWAY", "SPAWNER", "MERGE"})
 
 
 @dataclass(frozen=True)
@@ -131,8 +130,8 @@ def _read_vertex(vid: str, raw: Any) -> RawVertex:
     depends_on = tuple(
         (i, d) for i, d in enumerate(deps if isinstance(deps, list) else []) if isinstance(d, str)
     )
-    known_type = vtype if isinstance(vtype, str) and vtype in VERTEX_TYPES else None
-    return RawVertex(vid, known_type, depends_on, raw.get("config"))
+    # "gateway" is read as GATEWAY: the schema reports the case, the rest is checked as meant.
+    return RawVertex(vid, meant_type(vtype), depends_on, raw.get("config"))
 
 
 # ── one workflow ────────────────────────────────────────────────────────────────────────────
@@ -241,17 +240,28 @@ def _rotate(cycle: list[str], order: dict[str, int]) -> list[str]:
     return cycle[start:] + cycle[:start]
 
 
+def _what_merge_depends_on(wf: RawWorkflow, deps: list[str], spawners: list[str]) -> str:
+    """What a MERGE without exactly one SPAWNER depends on, named: "none" alone would read as
+    if its dependsOn were empty when it names a GATEWAY."""
+    if spawners:
+        return f"{len(spawners)} SPAWNERs ({quoted_list(spawners)})"
+    if not deps:
+        return "nothing"
+    named = [f'{wf.vertices[d].type} "{d}"' for d in dict.fromkeys(deps)]
+    listed = named[0] if len(named) == 1 else ", ".join(named[:-1]) + " and " + named[-1]
+    return f"no SPAWNER, only on {listed}"
+
+
 def _merge_problems(wf: RawWorkflow, vertex: RawVertex) -> Iterator[Problem]:
     deps = [d for _, d in _first_entries(vertex)]
     spawners = [d for d in deps if d in wf.vertices and wf.vertices[d].type == "SPAWNER"]
     unclear = any(d not in wf.vertices or wf.vertices[d].type is None for d in deps)
     if len(spawners) != 1 and not (unclear and not spawners):
         at = wf.at("vertices", vertex.id, "dependsOn" if deps else "type")
-        found = f"{len(spawners)} ({quoted_list(spawners)})" if spawners else "none"
         yield Problem(
             at,
             f'MERGE "{vertex.id}" must depend on exactly one SPAWNER (the fan-out it joins); '
-            f"it depends on {found}.",
+            f"it depends on {_what_merge_depends_on(wf, deps, spawners)}.",
             Code.MERGE_SPAWNER,
         )
     config = vertex.config

@@ -23,9 +23,13 @@ from referencing.jsonschema import DRAFT202012
 
 from engine.validation.common import Code, did_you_mean, pointer, quoted_list, show
 from engine.validation.patterns import InputValidator, UnsafePattern, compiled, pattern_problems
+from engine.validation.type_case import with_types_fixed
 from schemas import loader
 from schemas.definitions import Workflow
 from schemas.errors import Problem
+
+ITEMS_PATTERN = "^\\{\\{[\\s\\S]*\\}\\}$"
+"""A SPAWNER's `items` when it is a string: one `{{ }}` expression and nothing around it."""
 
 PATTERN_HELP: dict[str, tuple[str, str]] = {
     "^[A-Za-z0-9][A-Za-z0-9_.-]{0,127}$": (
@@ -45,7 +49,7 @@ PATTERN_HELP: dict[str, tuple[str, str]] = {
         "URL",
         "an absolute http:// or https:// URL, or a string that starts with a {{ }} expression",
     ),
-    "^\\{\\{[\\s\\S]*\\}\\}$": (
+    ITEMS_PATTERN: (
         "items expression",
         "exactly one {{ }} expression that evaluates to a list, or a JSON array",
     ),
@@ -79,6 +83,11 @@ def schema_problems(data: Any) -> list[Problem]:
     problems: list[Problem] = []
     for error in loader.file_validator().iter_errors(data):
         problems.extend(_describe(error, None))
+    fixed = with_types_fixed(data)
+    if fixed is not None:
+        # The config of a "gateway" is checked as a GATEWAY's, in this same pass.
+        for error in loader.file_validator().iter_errors(fixed):
+            problems.extend(_describe(error, None))
     return _once_each(problems)
 
 
@@ -279,7 +288,8 @@ def _sentence(
         return f"{subject} must be a valid {name}; got {show(instance)}."
     if keyword == "pattern":
         rule = PATTERN_HELP.get(str(value), ("", f"a match for the pattern {value}"))[1]
-        return f"{subject} must be {rule}; got {show(instance)}."
+        around = _around_hint(instance) if value == ITEMS_PATTERN else ""
+        return f"{subject} must be {rule}; got {show(instance)}.{around}"
     sized = _size_sentence(keyword, value, subject, instance, error.schema)
     if sized:
         return sized
@@ -297,7 +307,21 @@ def _type_sentence(
     wanted = [value] if isinstance(value, str) else list(value)
     names = [_TYPE_NAMES.get(str(w), str(w)) for w in wanted]
     joined = ", ".join(names[:-1]) + " or " + names[-1] if len(names) > 1 else names[0]
+    if wanted == ["array"] and not isinstance(instance, dict | list) and instance is not None:
+        # `"successCodes": 200`: the one value, as the array it belongs in.
+        return f"{subject} must be an array, e.g. {show([instance])}; got {_json_type(instance)}."
     return f"{subject} must be {joined}, not {_json_type(instance)}."
+
+
+def _around_hint(instance: Any) -> str:
+    """For a string that is one `{{ }}` expression with text around it (`"{{ input.list }} "`,
+    refused where only an expression may stand): how to write it."""
+    if not isinstance(instance, str) or instance.count("{{") != 1:
+        return ""
+    start, end = instance.find("{{"), instance.find("}}")
+    if end < start or (start == 0 and end + 2 == len(instance)):
+        return ""
+    return f" Remove the text around the expression: write {show(instance[start : end + 2])}."
 
 
 def _size_sentence(

@@ -1,10 +1,14 @@
-"""What to do about an expression that does not compile because a name in it has a `-`.
+"""What to do about an expression that does not compile, for the mistakes JMESPath's own error
+leaves unexplained: a name with a `-`, a bare number in a comparison, arithmetic.
 
 JMESPath reads `vertices.paid-orders.output` as `vertices.paid`, then a `-` it has no use for
 ("Unknown token '-'"), or a number (`a-1`: "Unexpected token: -1"); neither says that such a
 name must be written in double quotes (`vertices."paid-orders"`, docs/authoring.md,
 'Expressions'). A secret's name cannot have a `-` at all, quoted or not (`SECRET_NAME`), so
 `secrets.crm-token` gets the naming rule instead.
+
+`[?qty > 1]` gives "invalid token": a JSON literal such as a number is written in backticks
+(`` [?qty > `1`] ``). `a + b` gives "Unknown token +": JMESPath has no arithmetic at all.
 """
 
 from __future__ import annotations
@@ -24,6 +28,11 @@ _HYPHENATED = re.compile(r"(?<![A-Za-z0-9_])[A-Za-z_][A-Za-z0-9_]*(?:-[A-Za-z0-9
 """A name with `-` in it, as written unquoted."""
 _AFTER_SECRETS = re.compile(rf"(?<![A-Za-z0-9_.\"]){SECRETS_ROOT}\s*\.\s*$")
 _AFTER_VERTICES = re.compile(r"(?<![A-Za-z0-9_.\"])vertices\s*\.\s*$")
+_AFTER_HEADERS = re.compile(
+    r"(?<![A-Za-z0-9_.\"])vertices\s*\.\s*(?:\"([^\"]+)\"|([A-Za-z0-9_-]+))"
+    r"\s*\.\s*output\s*\.\s*headers\s*\.\s*$"
+)
+"""Right after `vertices.<id>.output.headers.`: where a GATEWAY's response header name goes."""
 
 
 @dataclass(frozen=True)
@@ -36,9 +45,64 @@ class Hint:
     """True: the syntax error is beside the point (the name would be refused quoted too)."""
 
 
-def hyphen_hint(source: str, vertex_ids: Collection[str]) -> Hint | None:
+_COMPARED_NUMBER = re.compile(
+    r"(?<=[=<>])(\s*)(-?\d+(?:\.\d+)?)(?![\w.])|(?<![\w.\]`])(-?\d+(?:\.\d+)?)(?=\s*[=<>!])"
+)
+"""A number written bare right beside a comparison operator (either side)."""
+_ARITHMETIC = re.compile(r"[+/]|\s[-*]\s")
+
+
+def syntax_hint(
+    source: str, vertex_ids: Collection[str], gateways: Collection[str] = ()
+) -> Hint | None:
+    """The hint for `source` (an expression that does not compile), if one applies;
+    `gateways`: the ids of the GATEWAY vertices among `vertex_ids`."""
+    return (
+        hyphen_hint(source, vertex_ids, gateways) or number_hint(source) or arithmetic_hint(source)
+    )
+
+
+def number_hint(source: str) -> Hint | None:
+    """`[?qty > 1]`: numbers compared must be JSON literals, in backticks."""
+    stretches = list(_unquoted(source))
+    if not any(_COMPARED_NUMBER.search(text) for _, text in stretches):
+        return None
+    corrected, last = [], 0
+    for start, text in stretches:
+        corrected.append(source[last:start])
+        corrected.append(_COMPARED_NUMBER.sub(_backticked, text))
+        last = start + len(text)
+    corrected.append(source[last:])
+    fixed = "".join(corrected)
+    number = next(m for _, t in stretches if (m := _COMPARED_NUMBER.search(t)))
+    shown = (number.group(2) or number.group(3)).strip()
+    write = f": write {{{{ {fixed} }}}}" if _compiles(fixed) else ""
+    return Hint(f"; numbers are written in backticks (`{shown}`){write}")
+
+
+def _backticked(match: re.Match[str]) -> str:
+    if match.group(2) is not None:
+        return f"{match.group(1)}`{match.group(2)}`"
+    return f"`{match.group(3)}`"
+
+
+def arithmetic_hint(source: str) -> Hint | None:
+    """`a + b`, `a - b`, `a * 2`, `a / 2`: JMESPath cannot compute."""
+    if not any(_ARITHMETIC.search(text) for _, text in _unquoted(source)):
+        return None
+    return Hint(
+        "; JMESPath has no arithmetic (+, -, *, /): its only numeric functions are sum(), "
+        "avg(), abs(), ceil() and floor(), so compute other values before the run or in the "
+        "service you call"
+    )
+
+
+def hyphen_hint(
+    source: str, vertex_ids: Collection[str], gateways: Collection[str] = ()
+) -> Hint | None:
     """The hint for `source` (an expression that does not compile), when it has a name with
-    `-` outside quotes; None otherwise."""
+    `-` outside quotes; None otherwise. A response header name of one of `gateways` is
+    written in lower case, as the GATEWAY stores it (`output_paths` refuses any other)."""
     found = list(_hyphenated(source))
     if not found:
         return None
@@ -51,10 +115,15 @@ def hyphen_hint(source: str, vertex_ids: Collection[str]) -> Hint | None:
                 Code.INVALID_SECRET_REFERENCE,
                 instead=True,
             )
-    corrected = _quoted(source, found)
+    written = [(p, n, _header_name(source[:p], n, gateways)) for p, n in found]
+    corrected = _quoted(source, written)
     vertices = [n for p, n in found if _AFTER_VERTICES.search(source[:p])]
     if _compiles(corrected) and all(n in vertex_ids for n in vertices):
-        return Hint(f'; a name with "-" must be in double quotes: write {{{{ {corrected} }}}}')
+        lowered = any(n != w for _, n, w in written)
+        case = " (response header names are stored in lower case)" if lowered else ""
+        return Hint(
+            f'; a name with "-" must be in double quotes: write {{{{ {corrected} }}}}{case}'
+        )
     return Hint(f'; a name with "-" must be in double quotes, as in "{found[0][1]}"')
 
 
@@ -85,12 +154,22 @@ def _unquoted(source: str) -> Iterator[tuple[int, str]]:
         yield start, source[start:]
 
 
-def _quoted(source: str, found: list[tuple[int, str]]) -> str:
-    """`source` with each of the names `found` in double quotes."""
+def _header_name(before: str, name: str, gateways: Collection[str]) -> str:
+    """`name` as it is to be written after `before`: lower-cased where it is a response header
+    name of a GATEWAY (`Content-Type` would read null in every run)."""
+    match = _AFTER_HEADERS.search(before)
+    if match is not None and (match.group(1) or match.group(2)) in gateways:
+        return name.lower()
+    return name
+
+
+def _quoted(source: str, found: list[tuple[int, str, str]]) -> str:
+    """`source` with each of the names `found` (position, name, written as) in double
+    quotes."""
     out, last = [], 0
-    for position, name in found:
+    for position, name, written in found:
         out.append(source[last:position])
-        out.append(f'"{name}"')
+        out.append(f'"{written}"')
         last = position + len(name)
     out.append(source[last:])
     return "".join(out)

@@ -3,6 +3,11 @@
 - `Gate`: an HTTP service on loopback whose `/hold/NAME` answers only once the test opens the
   gate NAME, so a GATEWAY step calling it keeps its run RUNNING for as long as the test wants
   (no timing guesses);
+- `proxied`: a TCP proxy in front of PostgreSQL (`CuttableProxy`) that the test cuts (every
+  connection dropped, new ones refused) and restores on the same port: a database outage
+  under the processes that connect through it, the shared server never stopped;
+- `throwaway_redis`: a `redis-server` of the test's own on a free port, without persistence,
+  that the test stops and starts again (a Redis restart that loses every key);
 - `Proxy`: a TCP proxy in front of the API that the test switches between forwarding,
   answering `503` (as a load balancer does while the API behind it restarts) and closing every
   connection at once (`drop`), and whose `cut()` breaks the connections it carries (an event
@@ -13,16 +18,21 @@ Both run in threads of the test process and stop at the end of their `with` bloc
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import json
+import shutil
 import socket
 import subprocess
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections import Counter
+from collections.abc import AsyncIterator, Callable, Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal
+
+import pytest
 
 GATE_HOLD_S = 300.0
 """The longest a held request waits for its gate (a test that forgets to open it ends)."""
@@ -34,15 +44,19 @@ Mode = Literal["forward", "503", "drop"]
 
 
 class Gate:
-    """`GET /hold/NAME` answers `{"gate": NAME}` once `open(NAME)` was called."""
+    """`GET /hold/NAME` answers `{"gate": NAME}` once `open(NAME)` was called; `calls`
+    counts the requests of each path (a step sent twice shows as 2)."""
 
     def __init__(self) -> None:
         self._gates: dict[str, threading.Event] = {}
         self._lock = threading.Lock()
+        self.calls: Counter[str] = Counter()
         gate = self
 
         class Handler(BaseHTTPRequestHandler):
             def do_GET(self) -> None:
+                with gate._lock:
+                    gate.calls[self.path] += 1
                 name = self.path.rsplit("/", 1)[-1]
                 gate.event(name).wait(GATE_HOLD_S)
                 body = json.dumps({"gate": name}).encode()
@@ -229,3 +243,111 @@ class Follower:
         if self.process.poll() is None:
             self.process.kill()
             self.process.wait(timeout=30)
+
+
+class CuttableProxy:
+    """A loopback TCP proxy in front of PostgreSQL that can be cut (listener closed, every
+    connection through it dropped) and restored on the same port."""
+
+    def __init__(self, upstream_port: int) -> None:
+        self._upstream_port = upstream_port
+        self._server: asyncio.Server | None = None
+        self._writers: set[asyncio.StreamWriter] = set()
+        self.port = 0
+
+    async def start(self) -> None:
+        self._server = await asyncio.start_server(
+            self._serve, "127.0.0.1", self.port, reuse_address=True
+        )
+        self.port = int(self._server.sockets[0].getsockname()[1])
+
+    async def cut(self) -> None:
+        if self._server is not None:
+            self._server.close()
+            self._server = None
+        for writer in list(self._writers):
+            writer.transport.abort()
+        self._writers.clear()
+
+    async def _serve(self, client_r: asyncio.StreamReader, client_w: asyncio.StreamWriter) -> None:
+        try:
+            up_r, up_w = await asyncio.open_connection("127.0.0.1", self._upstream_port)
+        except OSError:
+            client_w.transport.abort()
+            return
+        self._writers |= {client_w, up_w}
+
+        async def pipe(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+            with contextlib.suppress(ConnectionError, OSError):
+                while data := await reader.read(65536):
+                    writer.write(data)
+                    await writer.drain()
+            writer.transport.abort()
+
+        await asyncio.gather(pipe(client_r, up_w), pipe(up_r, client_w))
+        self._writers -= {client_w, up_w}
+
+
+@contextlib.asynccontextmanager
+async def proxied(database_url: str) -> AsyncIterator[tuple[CuttableProxy, str]]:
+    proxy = CuttableProxy(5432)
+    await proxy.start()
+    try:
+        yield proxy, database_url.replace("127.0.0.1:5432", f"127.0.0.1:{proxy.port}")
+    finally:
+        await proxy.cut()
+
+
+@contextlib.contextmanager
+def throwaway_redis(port: int, tmp_path: Path) -> Iterator[subprocess.Popen[bytes]]:
+    """A `redis-server` of this test's own on `port`, without persistence: a restart loses
+    every key."""
+    binary = shutil.which("redis-server")
+    if binary is None:
+        pytest.skip("redis-server is not installed")
+    process = subprocess.Popen(
+        [binary, "--port", str(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no"],
+        cwd=tmp_path,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    try:
+        deadline = time.monotonic() + 30
+        while True:
+            with contextlib.suppress(OSError), socket.create_connection(("127.0.0.1", port), 1):
+                break
+            assert time.monotonic() < deadline, "redis-server did not start"
+            time.sleep(0.05)
+        yield process
+    finally:
+        process.kill()
+        process.wait(timeout=30)
+
+
+def fan_out(base: str) -> list[dict[str, Any]]:
+    """`fan`: a SPAWNER of `leaf` over `input.items`, each a 200 ms POST to the demo
+    downstream at `base`, and a MERGE of them."""
+    parent = {
+        "name": "fan",
+        "vertices": {
+            "each": {
+                "type": "SPAWNER",
+                "config": {"items": "{{ input.items }}", "workflow": "leaf"},
+            },
+            "join": {"type": "MERGE", "dependsOn": ["each"], "config": {}},
+        },
+    }
+    leaf = {
+        "name": "leaf",
+        "vertices": {
+            "call": {
+                "type": "GATEWAY",
+                "config": {
+                    "url": f"{base}/leaf/{{{{ index }}}}",
+                    "method": "POST",
+                    "headers": {"X-Demo-Sleep-Ms": "200"},
+                },
+            }
+        },
+    }
+    return [leaf, parent]

@@ -280,3 +280,112 @@ def test_following_a_fanout_says_why_its_children_wait(serve_api: Stack, workflo
     assert said in shown and fix in shown, shown
     serve_api.ok("runs", "cancel", run)
     serve_api.ok("tenants", "set-rate", tenant, "--reset")
+
+
+TYPED = "cli-hints-typed"
+TYPED_CHILD = "cli-hints-typed-item"
+NULL_ITEMS = "cli-hints-null-items"
+
+
+@pytest.fixture(scope="module")
+def author_mistakes(serve_api: Stack) -> None:
+    """Two authors' mistakes no run can get past: a SPAWNER input mixing text into a number
+    the child's inputSchema types (every child `invalid_input`), and `items` read from a
+    misspelt input name (null: the spawner's `invalid_config`)."""
+    path = serve_api.tmp / "cli-hints-mistakes.json"
+    url = serve_api.downstream + "/cli-hints/typed/{{ input.sku }}"
+    path.write_text(
+        json.dumps(
+            [
+                {
+                    "name": TYPED,
+                    "vertices": {
+                        "each": {
+                            "type": "SPAWNER",
+                            "config": {
+                                "items": "{{ input.lines }}",
+                                "workflow": TYPED_CHILD,
+                                "input": {"sku": "{{ item.sku }}", "qty": "qty={{ item.qty }}"},
+                            },
+                        },
+                        "join": {"type": "MERGE", "dependsOn": ["each"]},
+                    },
+                },
+                {
+                    "name": TYPED_CHILD,
+                    "inputSchema": {
+                        "type": "object",
+                        "required": ["sku", "qty"],
+                        "properties": {"sku": {"type": "string"}, "qty": {"type": "integer"}},
+                    },
+                    "vertices": {"ship": {"type": "GATEWAY", "config": {"url": url}}},
+                },
+                {
+                    "name": NULL_ITEMS,
+                    "vertices": {
+                        "each": {
+                            "type": "SPAWNER",
+                            "config": {"items": "{{ input.line }}", "workflow": TYPED_CHILD},
+                        },
+                        "join": {"type": "MERGE", "dependsOn": ["each"]},
+                    },
+                },
+            ]
+        )
+    )
+    serve_api.ok("workflows", "publish", str(path))
+
+
+def failed_run(stack: Stack, workflow: str, run_input: object) -> str:
+    waited = stack.cli(
+        "runs", "submit", workflow, "--input", json.dumps(run_input), "--wait", "-o", "json"
+    )
+    assert waited.returncode == 1, (waited.stdout, waited.stderr)
+    run = json.loads(waited.stdout)
+    assert run["status"] == "FAILED", run
+    return str(run["id"])
+
+
+def fix_hints(run: str, workflow: str, what: str) -> list[str]:
+    return [
+        f"fix the workflow (or the run's input): {what} fails the same way when retried, "
+        "reprocessed or started over (v1 again); publish it, then submit the version publish "
+        "prints",
+        "schemabridge workflows publish FILE",
+        f"schemabridge runs submit {workflow}@VERSION --input JSON",
+    ]
+
+
+def test_children_that_all_failed_invalid_input_lead_with_fixing_the_workflow(
+    serve_api: Stack, author_mistakes: None
+) -> None:
+    lines = [{"sku": f"s-{i}", "qty": i + 1} for i in range(4)]
+    run = failed_run(serve_api, TYPED, {"lines": lines})
+    shown = serve_api.json("runs", "show", run)
+    error = shown["error"]
+    assert error["kind"] == "child_failures"
+    assert error["childCause"] == {"kind": "invalid_input", "count": 4, "read": 4}
+    assert error["message"].startswith(
+        "4 of 4 children ended with a status not tolerated (4 invalid_input: "
+    ), error["message"]
+    assert error["message"].endswith(f"; see `schemabridge runs children {run} --status FAILED`")
+    hints = next_lines(serve_api.ok("runs", "show", run).stdout)
+    assert hints[:3] == fix_hints(run, TYPED, "4 children invalid_input"), hints
+    assert f"schemabridge runs reprocess {run}" not in hints
+    assert f"schemabridge runs retry {run}" not in hints
+    # The retry's warning says the same instead of "reprocess".
+    retried = serve_api.ok("runs", "retry", run)
+    assert "most with invalid_input, which a reprocess repeats too" in retried.stderr, retried
+    assert "`schemabridge runs reprocess" not in retried.stderr
+
+
+def test_items_that_evaluate_to_null_lead_with_fixing_the_workflow(
+    serve_api: Stack, author_mistakes: None
+) -> None:
+    run = failed_run(serve_api, NULL_ITEMS, {"lines": []})
+    shown = serve_api.ok("runs", "show", run).stdout
+    assert "failed step each: invalid_config" in shown, shown
+    hints = next_lines(shown)
+    assert hints[:3] == fix_hints(run, NULL_ITEMS, "invalid_config"), hints
+    assert f"schemabridge runs retry {run}" not in hints
+    assert f"schemabridge runs start-over {run}" not in hints

@@ -141,7 +141,7 @@ async def test_run_exit_codes(tmp_path: Path, downstream: RunningDownstream) -> 
     assert invalid_input.returncode == 2
     assert invalid_input.stderr.splitlines() == [
         "error: 1 problem in the input (the inputSchema of lookup); fix them and run again",
-        "  input /id: id must be an integer, not a string.",
+        "  input /id  id must be an integer, not a string.  [schema]",
     ]
 
     not_json = await asb("run", str(ok), "--input", "{nope", db=tmp_path / "d.db")
@@ -169,8 +169,8 @@ def test_run_checks_files_and_input_before_it_starts_anything(tmp_path: Path) ->
     assert bad_file.returncode == 2
     assert bad_file.stderr.splitlines() == [
         "error: 1 problem in the workflow files; fix them and run again",
-        f'  {typo} /vertices/lookup/type: type must be one of "GATEWAY", "SPAWNER" or '
-        '"MERGE"; got "GATEWAAY". Did you mean "GATEWAY"?',
+        f'  {typo} /vertices/lookup/type  type must be one of "GATEWAY", "SPAWNER" or '
+        '"MERGE"; got "GATEWAAY". Did you mean "GATEWAY"?  [schema]',
     ]
     bad_input = sb(
         "run",
@@ -183,7 +183,8 @@ def test_run_checks_files_and_input_before_it_starts_anything(tmp_path: Path) ->
     assert bad_input.returncode == 2
     assert bad_input.stderr.splitlines() == [
         "error: 1 problem in the input (the inputSchema of support-ticket); fix them and run again",
-        '  input /: The input is missing the required field "customerId".',
+        '  input (document)  The input is missing the required field "customerId".  '
+        "[missing_field]",
     ]
     assert not (tmp_path / "a.db").exists() and not (tmp_path / "b.db").exists()
     # A file is read once, so a pipe works as well as a file.
@@ -213,7 +214,7 @@ def test_run_checks_files_and_input_before_it_starts_anything(tmp_path: Path) ->
     assert refused.returncode == 2
     lines = refused.stderr.splitlines()
     assert lines[0] == "error: 2 problems in the workflows; fix them and run again"
-    assert lines[1].startswith("  support-ticket /vertices/lookup/config/url: Egress denied")
+    assert lines[1].startswith("  support-ticket /vertices/lookup/config/url  Egress denied")
 
 
 async def test_run_holds_calls_to_the_egress_policy(

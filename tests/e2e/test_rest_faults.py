@@ -17,12 +17,10 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import shutil
 import signal
 import socket
 import subprocess
 import time
-from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -32,6 +30,7 @@ import pytest
 from api.rest import create_app
 from demo.downstream import RunningDownstream
 from tests.conftest import Backend
+from tests.e2e.outage_harness import fan_out, proxied, throwaway_redis
 from tests.e2e.rest_harness import Service, process_env, service
 
 SUBMIT_ROUTE = "/workflows/{name}/runs"
@@ -82,33 +81,6 @@ def one_call(base: str) -> dict[str, Any]:
         "name": "one-call",
         "vertices": {"call": {"type": "GATEWAY", "config": {"url": f"{base}/one"}}},
     }
-
-
-def fan_out(base: str) -> list[dict[str, Any]]:
-    parent = {
-        "name": "fan",
-        "vertices": {
-            "each": {
-                "type": "SPAWNER",
-                "config": {"items": "{{ input.items }}", "workflow": "leaf"},
-            },
-            "join": {"type": "MERGE", "dependsOn": ["each"], "config": {}},
-        },
-    }
-    leaf = {
-        "name": "leaf",
-        "vertices": {
-            "call": {
-                "type": "GATEWAY",
-                "config": {
-                    "url": f"{base}/leaf/{{{{ index }}}}",
-                    "method": "POST",
-                    "headers": {"X-Demo-Sleep-Ms": "200"},
-                },
-            }
-        },
-    }
-    return [leaf, parent]
 
 
 async def _publish(url: str, documents: Any) -> None:
@@ -189,32 +161,6 @@ async def test_a_submission_resent_to_another_api_after_a_kill_makes_one_run(
 # ── Redis restarted during a fan-out ───────────────────────────────────────────────────────
 
 
-@contextlib.contextmanager
-def throwaway_redis(port: int, tmp_path: Path) -> Iterator[subprocess.Popen[bytes]]:
-    """A `redis-server` of this test's own on `port`, without persistence: a restart loses
-    every key."""
-    binary = shutil.which("redis-server")
-    if binary is None:
-        pytest.skip("redis-server is not installed")
-    process = subprocess.Popen(
-        [binary, "--port", str(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no"],
-        cwd=tmp_path,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    )
-    try:
-        deadline = time.monotonic() + 30
-        while True:
-            with contextlib.suppress(OSError), socket.create_connection(("127.0.0.1", port), 1):
-                break
-            assert time.monotonic() < deadline, "redis-server did not start"
-            time.sleep(0.05)
-        yield process
-    finally:
-        process.kill()
-        process.wait(timeout=30)
-
-
 async def test_a_fan_out_survives_a_redis_restart(
     pg_database_url: str, tmp_path: Path, downstream: RunningDownstream
 ) -> None:
@@ -259,59 +205,6 @@ async def test_a_fan_out_survives_a_redis_restart(
 
 
 # ── PostgreSQL unreachable ─────────────────────────────────────────────────────────────────
-
-
-class CuttableProxy:
-    """A loopback TCP proxy in front of PostgreSQL that can be cut (listener closed, every
-    connection through it dropped) and restored on the same port."""
-
-    def __init__(self, upstream_port: int) -> None:
-        self._upstream_port = upstream_port
-        self._server: asyncio.Server | None = None
-        self._writers: set[asyncio.StreamWriter] = set()
-        self.port = 0
-
-    async def start(self) -> None:
-        self._server = await asyncio.start_server(
-            self._serve, "127.0.0.1", self.port, reuse_address=True
-        )
-        self.port = int(self._server.sockets[0].getsockname()[1])
-
-    async def cut(self) -> None:
-        if self._server is not None:
-            self._server.close()
-            self._server = None
-        for writer in list(self._writers):
-            writer.transport.abort()
-        self._writers.clear()
-
-    async def _serve(self, client_r: asyncio.StreamReader, client_w: asyncio.StreamWriter) -> None:
-        try:
-            up_r, up_w = await asyncio.open_connection("127.0.0.1", self._upstream_port)
-        except OSError:
-            client_w.transport.abort()
-            return
-        self._writers |= {client_w, up_w}
-
-        async def pipe(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-            with contextlib.suppress(ConnectionError, OSError):
-                while data := await reader.read(65536):
-                    writer.write(data)
-                    await writer.drain()
-            writer.transport.abort()
-
-        await asyncio.gather(pipe(client_r, up_w), pipe(up_r, client_w))
-        self._writers -= {client_w, up_w}
-
-
-@contextlib.asynccontextmanager
-async def proxied(database_url: str) -> AsyncIterator[tuple[CuttableProxy, str]]:
-    proxy = CuttableProxy(5432)
-    await proxy.start()
-    try:
-        yield proxy, database_url.replace("127.0.0.1:5432", f"127.0.0.1:{proxy.port}")
-    finally:
-        await proxy.cut()
 
 
 async def test_postgresql_unreachable_for_ten_seconds_then_back(

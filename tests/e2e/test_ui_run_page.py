@@ -115,8 +115,9 @@ def test_a_finished_run_offers_no_cancel(server: DemoServer, browser: Any) -> No
 
 
 def test_cancel_is_withdrawn_when_a_live_run_ends(server: DemoServer, browser: Any) -> None:
-    """Opened while the run is going, Cancel is offered (and red); when the run succeeds
-    while the page is open (its events arrive over SSE) Cancel turns unavailable."""
+    """Opened while the run is going, Cancel is offered (and red) and its running step says
+    which worker holds it and that it is alive; when the run succeeds while the page is open
+    (its events arrive over SSE) Cancel turns unavailable."""
     server.latency(2_500)
     run_id = ticket(server, "live-end")
     with opened(browser, f"{server.ui}#/runs/{run_id}") as (page, _):
@@ -124,6 +125,13 @@ def test_cancel_is_withdrawn_when_a_live_run_ends(server: DemoServer, browser: A
         cancel = actions(page)["Cancel"]
         assert not cancel["disabled"] and cancel["focusable"], cancel
         assert cancel["background"] == RED, cancel
+        # Its RUNNING step names the worker holding it (the serve process's own, beating).
+        held = page.locator(".waiting .holder-line").first
+        held.wait_for()
+        assert re.search(r"is held by worker serve-\S+ \(alive\b", held.inner_text()), (
+            held.inner_text()
+        )
+        assert "lease ends at" in held.inner_text()
         shoot(page, "run-actions-live")
         server.latency(0)
         page.locator("h1 .badge", has_text="succeeded").wait_for(timeout=30_000)
@@ -717,3 +725,51 @@ def test_durations_pick_their_unit_after_rounding(server: DemoServer, browser: A
         "1 h",
         "1 h 30 min",
     ]
+
+
+def test_a_failure_from_the_workflow_says_to_fix_it_not_to_run_it_again(
+    server: DemoServer, browser: Any
+) -> None:
+    """Every child of a fan-out failed `invalid_input` (the SPAWNER writes text into a number
+    the child's inputSchema types): Retry's and Reprocess's dialogs say that running the
+    same version with the same input fails the same way, and what to do instead."""
+    child = {
+        "name": "ui-typed-item",
+        "inputSchema": {"type": "object", "properties": {"qty": {"type": "integer"}}},
+        "vertices": {"call": {"type": "GATEWAY", "config": {"url": f"{server.downstream}/x"}}},
+    }
+    parent = {
+        "name": "ui-typed",
+        "vertices": {
+            "each": {
+                "type": "SPAWNER",
+                "config": {
+                    "items": "{{ input.items }}",
+                    "workflow": "ui-typed-item",
+                    "input": {"qty": "qty={{ item }}"},
+                },
+            },
+            "join": {"type": "MERGE", "dependsOn": ["each"]},
+        },
+    }
+    server.call("/workflows", child)
+    server.call("/workflows", parent)
+    run_id = str(server.call("/workflows/ui-typed/runs", {"input": {"items": [1, 2]}})["id"])
+    assert server.wait_status(run_id, {"SUCCEEDED", "FAILED", "CANCELLED"}) == "FAILED"
+    expected = (
+        "⚠ 2 children of step join failed with invalid_input, which comes from the workflow or "
+        "the run's input: retrying, reprocessing or starting over runs version 1 with the same "
+        "input and fails the same way. Fix the workflow (or the input), publish it, then submit "
+        "a new run: schemabridge runs submit ui-typed@VERSION --input JSON."
+    )
+    with opened(browser, f"{server.ui}#/runs/{run_id}") as (page, _):
+        page.locator("h1 .badge", has_text="failed").wait_for()
+        for button in ("Retry", "Reprocess dead letters"):
+            page.get_by_role("button", name=button, exact=True).click()
+            dialog = page.locator("dialog.modal")
+            note = dialog.locator(".warning-box")
+            note.wait_for()
+            assert " ".join(note.inner_text().split()) == expected, button
+            dialog.get_by_role("button", name="Cancel", exact=True).click()
+            dialog.wait_for(state="detached")
+        assert server.run_status(run_id) == "FAILED"

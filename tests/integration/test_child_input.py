@@ -76,8 +76,8 @@ async def test_a_child_whose_input_the_schema_refuses_fails_and_its_siblings_run
     assert failed.error["kind"] == "invalid_input"
     assert failed.error["message"] == (
         "the child's input does not match the inputSchema of child v1: input /n: "
-        "n must be an integer, not a string; fix the SPAWNER's items or its input, then start "
-        "the parent over"
+        "n must be an integer, not a string; fix the SPAWNER's items or its input, publish "
+        "the workflow and submit a new run of the parent"
     )
     # Nothing was sent for "two": the downstream saw the two valid children only.
     assert sorted(r.path for r in downstream.stats.recent) == ["/c/1", "/c/3"]

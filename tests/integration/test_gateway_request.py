@@ -240,7 +240,7 @@ def _url(template: str, **input_: Any) -> str:
         ("http://h.example/n/{{ input.v }}", 7, "http://h.example/n/7"),
         ("http://h.example/n/{{ input.v }}", 2.5, "http://h.example/n/2.5"),
         ("http://h.example/n/{{ input.v }}", True, "http://h.example/n/true"),
-        ("http://h.example/n/{{ input.v }}", None, "http://h.example/n/"),
+        ("http://h.example/n?q={{ input.v }}", None, "http://h.example/n?q="),  # in a path: refused
         ("http://h.example/n/{{ input.v }}", {"a": [1]}, "http://h.example/n/%7B%22a%22%3A%5B1%5D%7D"),
         ("http://h.example/n/x-{{ input.v }}.json", "a/b", "http://h.example/n/x-a%2Fb.json"),
         ("http://h.example/s?q=..&r={{ input.v }}", "..", "http://h.example/s?q=..&r=.."),
@@ -311,7 +311,18 @@ def test_an_expression_error_in_the_url_names_the_field() -> None:
     with pytest.raises(StepFailure) as caught:
         _url("http://h.example/a/{{ input.[ }}")
     assert caught.value.kind is FailureKind.EXPRESSION_ERROR
-    assert caught.value.message.startswith("url: expression {{ input.[ }} failed")
+    assert caught.value.message.startswith("/config/url: expression {{ input.[ }} failed")
+
+
+def test_an_expression_error_in_the_body_names_its_pointer_and_json_types() -> None:
+    # The pointer of the failing string, not only "body"; jmespath's Python "int" as JSON.
+    body = {"ok": "{{ input.n }}", "a/b": [{"jbad": "{{ join(',', [input.n]) }}"}]}
+    with pytest.raises(StepFailure) as caught:
+        _build(body=body)
+    assert caught.value.kind is FailureKind.EXPRESSION_ERROR
+    message = caught.value.message
+    assert message.startswith("/config/body/a~1b/0/jbad: expression {{ join(',', [input.n]) }}")
+    assert message.endswith("received: number") and "int" not in message
 
 
 def test_a_dot_segment_before_trailing_spaces_is_refused() -> None:

@@ -111,6 +111,44 @@ async def test_a_dot_segment_is_refused_before_anything_is_sent(
     assert server.raw_paths == []
 
 
+@pytest.mark.parametrize(
+    ("path", "input_"),
+    [
+        ("/del/{{ input.id }}", {}),  # null: DELETE /del/ would hit the whole collection
+        ("/del/{{ input.id }}", {"id": ""}),
+        ("/customers/{{ input.id }}/orders", {}),  # a misspelt name gives null: /customers//orders
+        ("/customers/c{{ input.id }}/orders", {"id": None}),  # beside literal text too
+    ],
+)
+async def test_a_null_or_empty_path_value_is_refused_before_anything_is_sent(
+    server: Recorder, client: HttpClient, path: str, input_: dict[str, Any]
+) -> None:
+    with pytest.raises(StepFailure) as caught:
+        await call(client, server.base + path, **input_)
+    assert caught.value.kind is FailureKind.INVALID_CONFIG
+    message = caught.value.message
+    assert message.startswith("vertex 'call': url: {{ input.id }} gave null or an empty string")
+    assert "inputSchema's `required`" in message and "\n" not in message
+    assert server.raw_paths == []
+
+
+async def test_a_null_port_is_refused_not_sent_to_the_default_port(client: HttpClient) -> None:
+    with pytest.raises(StepFailure) as caught:
+        await call(client, "http://127.0.0.1:{{ input.port }}/x")
+    assert caught.value.kind is FailureKind.INVALID_CONFIG
+    assert "is empty (null)" in caught.value.message
+
+
+async def test_a_null_query_value_in_the_url_is_sent_empty(
+    server: Recorder, client: HttpClient
+) -> None:
+    """The documented choice: a value in the url's query string may be empty (`config.query`
+    is where a null drops the parameter)."""
+    output = await call(client, f"{server.base}/customers/7/orders?note={{{{ input.note }}}}")
+    assert output["body"]["query"] == {"note": [""]}
+    assert server.raw_paths == ["/customers/7/orders?note="]
+
+
 PASSWORD = "p#?/@%:%41 é"
 """Every character that ends or changes a URL's userinfo: unencoded, `#` `?` `/` cut it (the
 rest went to the wrong host as a path), `@` moved the host and `%41` arrived as `A`."""

@@ -18,7 +18,13 @@ import redis.asyncio as redis
 
 from engine import coordination
 from engine.coordination import keys
-from engine.coordination.heartbeat import Heartbeat, ServiceMonitor, ServiceStatus, read_services
+from engine.coordination.heartbeat import (
+    Heartbeat,
+    ServiceMonitor,
+    ServiceStatus,
+    read_named_services,
+    read_services,
+)
 from engine.settings import Settings
 from schemas.clock import FakeClock, SystemClock
 from tests.integration.scripts.helpers import (
@@ -178,6 +184,32 @@ async def test_an_expired_key_reads_as_down(client: redis.Redis, clock: FakeCloc
     assert not mine(await read_services(client, clock), service)[service].up
 
 
+async def test_named_services_read_as_every_service_does(
+    client: redis.Redis, clock: FakeClock
+) -> None:
+    """`read_named_services` (the holders of a run's steps) judges by the rule of
+    `read_services`: the same statuses for the names asked, and a name never heard of reads
+    as down, never seen."""
+    live, stale, gone, never = (unique(n) for n in ("live", "stale", "gone", "never"))
+    await Heartbeat(stale, client, clock, ttl_s=30.0).beat()
+    await Heartbeat(gone, client, clock).beat()
+    await client.delete(keys.heartbeat(gone))
+    clock.advance(31.0)
+    await Heartbeat(live, client, clock).beat()
+    named = await read_named_services(client, clock, [live, stale, gone, never], ttl_s=30.0)
+    every = mine(await read_services(client, clock, ttl_s=30.0), live, stale, gone)
+    assert {name: named[name] for name in every} == every
+    assert (named[live].up, named[stale].up, named[gone].up) == (True, False, False)
+    assert named[never] == ServiceStatus(never, up=False, pid=None, uptime_s=None, last_seen=None)
+    assert await read_named_services(client, clock, []) == {}
+
+
+async def test_named_services_against_an_unreachable_server(clock: FakeClock) -> None:
+    async with open_client(UNREACHABLE_REDIS_URL) as client:
+        with pytest.raises(coordination.COORDINATION_ERRORS):
+            await read_named_services(client, clock, ["w-1"])
+
+
 async def test_a_malformed_payload_reads_as_down(
     client: redis.Redis, clock: FakeClock, caplog: pytest.LogCaptureFixture
 ) -> None:
@@ -241,14 +273,19 @@ async def test_beats_survive_an_outage_and_resume(
     stop = asyncio.Event()
     try:
         server.connected = False
-        with caplog.at_level(logging.WARNING, logger="engine.coordination.heartbeat"):
+        with caplog.at_level(logging.INFO, logger="engine.coordination.heartbeat"):
             task = asyncio.create_task(heartbeat.run(stop))
             await wait_until(lambda: heartbeat.failures >= 2, what="failed beats")
-        assert not task.done(), "the loop keeps going through the outage"
-        assert "Redis write failed" in caplog.text
-        server.connected = True
-        await wait_until(lambda: heartbeat.beats >= 1, what="a beat after recovery")
+            assert not task.done(), "the loop keeps going through the outage"
+            assert "Redis write failed" in caplog.text
+            assert "works again" not in caplog.text
+            server.connected = True
+            await wait_until(lambda: heartbeat.beats >= 3, what="beats after recovery")
         assert await client.exists(keys.heartbeat("flaky")) == 1
+        # The recovery is said once (the api's only sign that Redis is back), not per beat.
+        recovered = [r.getMessage() for r in caplog.records if "works again" in r.getMessage()]
+        assert len(recovered) == 1, recovered
+        assert recovered[0].startswith("heartbeat heartbeat:flaky works again after ")
         stop.set()
         await asyncio.wait_for(task, 2.0)
     finally:

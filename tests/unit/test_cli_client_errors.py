@@ -103,17 +103,20 @@ def test_invalid_input_lists_every_problem_with_its_pointer() -> None:
         "message": "the input does not match",
         "details": {
             "problems": [
-                {"pointer": "/subject", "message": "must be a string"},
-                {"pointer": "", "message": "missing customerId"},
+                {"pointer": "/subject", "code": "input", "message": "must be a string"},
+                {"pointer": "", "code": "input", "message": "missing customerId", "in": "input"},
+                {"pointer": "/", "message": "the key named empty"},
             ]
         },
     }
     failure = response_failure(answer(422, body), URL)
     assert failure.exit_code is ExitCode.USAGE
+    # The root is "(document)" as `validate` says it: "/" is the member "" (RFC 6901).
     assert failure.message.splitlines() == [
         "the input does not match",
-        "  /subject: must be a string",
-        "  /: missing customerId",
+        "  /subject  must be a string  [input]",
+        "  input (document)  missing customerId  [input]",
+        "  /  the key named empty",
     ]
 
 

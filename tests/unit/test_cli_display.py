@@ -4,12 +4,13 @@ they wait — never "None" for a missing value."""
 from __future__ import annotations
 
 import io
+from collections.abc import Mapping
 
 import pytest
 from rich.console import Console
 
 from api.cli import remote, run_display
-from api.cli.text import duration, parse_since, plural, relative
+from api.cli.text import clock, duration, parse_since, plural, relative
 from api.cli.wire import RunDetail
 
 NOW = 1_800_000_000.0
@@ -361,3 +362,46 @@ def test_runs_show_without_a_request_or_body_says_only_what_there_is() -> None:
     bodiless = " ".join(failed_with({"method": "GET", "url": "https://api.example.com/x"}).split())
     assert "sent GET https://api.example.com/x" in bodiless
     assert "request body" not in bodiless and "headers " not in bodiless
+
+
+def held_run(holder: Mapping[str, object]) -> RunDetail:
+    """A RUNNING run whose one step is RUNNING, held as `holder` says, its lease ending at
+    NOW + 20."""
+    step = {
+        "vertexId": "charge",
+        "type": "GATEWAY",
+        "status": "RUNNING",
+        "attempts": 1,
+        "startedAt": NOW - 30,
+        "leaseExpiresAt": NOW + 20,
+        "holder": holder,
+    }
+    fields = {"id": "r1", "workflow": "one", "version": 1, "tenantId": "default"}
+    return RunDetail.model_validate(
+        fields | {"status": "RUNNING", "createdAt": NOW - 30, "steps": [step]}
+    )
+
+
+def test_runs_show_says_who_holds_a_running_step_and_whether_it_is_alive() -> None:
+    ends = clock(NOW + 20)[:8]
+    dead = {"worker": "w-1", "state": "presumed_dead", "lastSeen": NOW - 42, "silentS": 42.0}
+    text = rendered(run_display.run_view(held_run(dead), NOW))
+    assert (
+        f"held by worker w-1 (no heartbeat for 42 s: presumed dead); taken back when its "
+        f"lease ends at {ends}" in text
+    )
+    alive = {"worker": "w-2", "state": "alive", "lastSeen": NOW - 3, "silentS": 3.0}
+    text = rendered(run_display.run_view(held_run(alive), NOW))
+    assert f"held by worker w-2 (alive, last heartbeat 3.0 s ago); its lease ends at {ends}" in (
+        text
+    )
+    # A tenant key is not told which worker; Redis not answering.
+    hidden = {"worker": None, "state": "presumed_dead", "silentS": 42.0}
+    text = rendered(run_display.run_view(held_run(hidden), NOW))
+    assert "held by a worker (no heartbeat for 42 s: presumed dead)" in text
+    unknown = {"worker": "w-3", "state": "unknown"}
+    text = rendered(run_display.run_view(held_run(unknown), NOW))
+    assert f"held by worker w-3 (liveness unknown); taken back when its lease ends at {ends}" in (
+        text
+    )
+    assert "None" not in text

@@ -58,3 +58,22 @@ def test_wait_reasons_read_as_sentences_with_a_countdown() -> None:
     assert run_live_display.plural(1, "attempt") == "1 attempt"
     assert run_live_display.plural(2, "attempt") == "2 attempts"
     assert run_live_display.plural(2, "child", "children") == "2 children"
+
+
+def test_a_connection_broken_mid_query_as_postgresql_stops_is_the_outage() -> None:
+    """asyncpg's protocol error on a pooled connection that PostgreSQL dropped mid-query, as
+    SQLAlchemy raises it from a worker's claim: the one warning of the outage, no traceback."""
+    from asyncpg.exceptions import InternalClientError
+    from sqlalchemy.exc import InternalError
+
+    broken = InternalClientError("cannot switch to state 15; another operation (2) is in progress")
+    raised = InternalError("WITH claimed AS (UPDATE step ...)", {}, broken)
+    raised.__cause__ = broken
+    assert log_setup.fault_source(raised) == "database"
+    claim = record("claim failed; retrying after the idle poll", raised, logging.ERROR)
+    assert log_setup.OutageFilter().filter(claim)
+    assert claim.levelname == "WARNING" and claim.exc_info is None
+    assert claim.getMessage().startswith("database unreachable (InternalError: ")
+    assert "claim failed" in claim.getMessage()
+    # Another client error of asyncpg is a bug, not an outage: it keeps its traceback.
+    assert log_setup.fault_source(InternalClientError("unexpected message")) is None

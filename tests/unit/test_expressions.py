@@ -236,16 +236,62 @@ def test_an_unknown_function_is_named_with_the_closest_one() -> None:
     assert problem("{{ lenght(input.x) }}") == (
         "/vertices/second/config/body",
         "unknown_function",
-        "The expression {{ lenght(input.x) }} calls lenght(), which is not a function. Did you "
-        'mean "length"?',
+        "The expression {{ lenght(input.x) }} calls lenght(), which is not a JMESPath built-in "
+        '(the engine adds no functions). Did you mean "length"?',
+    )
+    _, _, message = problem("{{ sortby(input.x, &a) }}")
+    assert message.endswith('Did you mean "sort_by" or "sort"?')
+    # lower() is no slip for floor(): JMESPath has no such function, so no guess.
+    _, _, message = problem("{{ lower(input.x) }}")
+    assert "floor" not in message.split("built-ins are")[0]
+    assert message.startswith(
+        "The expression {{ lower(input.x) }} calls lower(), which is not a JMESPath built-in"
     )
     _, _, message = problem("{{ frobnicate(input.x) }}")
     assert message.endswith(
-        "The functions are abs, avg, ceil, contains, ends_with, floor, "
+        "The built-ins are abs, avg, ceil, contains, ends_with, floor, "
         "join, keys, length, map, max, max_by, merge, min, min_by, not_null, "
         "reverse, sort, sort_by, starts_with, sum, to_array, to_number, "
         "to_string, type, values."
     )
+
+
+@pytest.mark.parametrize(
+    ("body", "said"),
+    [
+        (
+            "{{ input.lines[?qty > 1].sku }}",
+            "numbers are written in backticks (`1`): write {{ input.lines[?qty > `1`].sku }}.",
+        ),
+        (
+            "{{ input.lines[?`0` < qty && qty <= 2.5] }}",
+            "(`2.5`): write {{ input.lines[?`0` < qty && qty <= `2.5`] }}.",
+        ),
+        ("{{ input.xs[?n == -1] }}", "(`-1`): write {{ input.xs[?n == `-1`] }}."),
+        ("{{ input.xs[?1 <= n] }}", "(`1`): write {{ input.xs[?`1` <= n] }}."),
+    ],
+)
+def test_a_bare_number_in_a_comparison_gets_its_backticks(body: str, said: str) -> None:
+    _, code, message = problem(body)
+    assert code == "expression_syntax"
+    assert message.endswith(said)
+
+
+@pytest.mark.parametrize(
+    "body",
+    ["{{ input.a + input.b }}", "{{ input.a - 1 }}", "{{ input.a * 2 }}", "{{ input.a / 2 }}"],
+)
+def test_arithmetic_is_said_to_be_missing_from_jmespath(body: str) -> None:
+    _, code, message = problem(body)
+    assert code == "expression_syntax"
+    assert "; JMESPath has no arithmetic (+, -, *, /): its only numeric functions are" in message
+
+
+def test_other_syntax_errors_get_no_number_or_arithmetic_hint() -> None:
+    _, _, message = problem("{{ input.lines[.sku }}")
+    assert "backticks" not in message and "arithmetic" not in message
+    _, _, message = problem("{{ input.lines['a' == `1` }}")
+    assert "backticks" not in message and "arithmetic" not in message
 
 
 def test_a_wrong_argument_count_shows_the_signature() -> None:
@@ -469,10 +515,10 @@ def test_item_and_index_belong_in_a_spawners_input_and_in_child_workflows() -> N
         ("{{ input.lists[index] }}", ["expression_syntax"]),
         ("{{ [index] }}", ["item_in_items"]),
         (
-            "{{ vertices.collect.output.a }}{{ vertices.collect.output.b }}",
+            "{{ vertices.collect.output.body.a }}{{ vertices.collect.output.body.b }}",
             ["items_not_expression"],
         ),
-        (" {{ vertices.collect.output.a }}", ["schema"]),
+        (" {{ vertices.collect.output.body.a }}", ["schema"]),
         (["{{ item }}"], ["item_in_items"]),
         ([1, "{{ input.x }}"], []),
     ],

@@ -181,8 +181,9 @@ def test_the_html_references_a_review_named_are_redacted() -> None:
         assert redactor.text(f"[{text}]") == f"[{REDACTED}]", text
     # A value ending in `&` takes the whole reference, not its `&` alone.
     assert Redactor(["tok-en&"]).text("tok-en&amp;!") == f"{REDACTED}!"
-    # What is not a reference of the character stays: no `;`, too many zeros, another name.
-    for text in ["Ab&#43 1", "Ab&#000000043;1", "Ab&plus;1"]:
+    # What is not a reference of the character stays: a `;`-less one read as another
+    # character, too many zeros, a name in the wrong case.
+    for text in ["Ab&#431", "Ab&#000000043;1", "Ab&PLUS;1"]:
         assert Redactor(["Ab+1"]).text(text) == text
 
 
@@ -197,8 +198,32 @@ def test_the_html_references_a_review_named_are_redacted() -> None:
         ("key" + "'" * 12 + "!", "key" + "&#x0000027;&#039;" * 6 + "&#x000000" * 500),
         # Backslashes as references beside their JSON escapes and the quote's reference.
         ("key" + '\\"' * 12 + "!", "key" + "&#92;&quot;\\\\&#34;" * 6 + "&#92;" * 300),
+        # Letters and digits as references and percent-encoded once or twice, then a miss.
+        ("key" + "a1" * 12 + "!", "key" + "&#97&#x31;%61%2531a&#49" * 4 + "&#x61" * 300),
+        # A `;` may end a reference or be the value's own `;`.
+        ("key" + ";" * 12 + "!", "key" + "&#59;&#59&semi;;" * 3 + "&#59" * 300 + "?"),
+        # `%` as itself, `%25`, `%2525` and `&percnt;`: a `%25` is also a `%` and `25`.
+        ("key%25" * 12 + "!", ("key%2525" + "%25" * 2 + "&percnt;25") * 3 + "%2525" * 300),
+        # Every name of `/` beside its re-encoded and JSON forms.
+        ("key" + "/" * 12 + "!", "key" + "&sol;&#47/%2F%252F\\/\\u002f" * 2 + "&sol" * 300),
+        # A non-ASCII character misdecoded (`Ã©`), replaced, or raw beside its first half.
+        ("key" + "é" * 12 + "!", "key" + "Ã©?\ufffd&#233" * 3 + "Ã" * 300),
+        # References escaped twice beside once, and `&amp;` runs that are neither.
+        ("key" + "'" * 12 + "!", "key" + "&amp;#39;&amp;apos;&#x27&amp;#x27" * 3 + "&amp;" * 300),
     ],
-    ids=["ampersands", "literal references", "zeros", "padded hex", "backslashes"],
+    ids=[
+        "ampersands",
+        "literal references",
+        "zeros",
+        "padded hex",
+        "backslashes",
+        "letters encoded",
+        "semicolons",
+        "percent signs",
+        "slashes",
+        "misdecoded",
+        "escaped twice",
+    ],
 )
 def test_html_references_are_matched_in_linear_time(value: str, hostile: str) -> None:
     redactor = Redactor([value])

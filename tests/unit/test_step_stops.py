@@ -11,7 +11,7 @@ import fakeredis
 import pytest
 
 from engine.coordination.cancellations import Cancellations
-from engine.execution.stops import CANCELLED, CLAIM_LOST, StepStop, Stops
+from engine.execution.stops import CANCELLED, CLAIM_LOST, RUN_FAILED, StepStop, Stops
 from engine.store.records import ClaimedStep
 from vertices.contract import StepStopped
 
@@ -127,3 +127,32 @@ async def test_a_swallowed_interruption_leaves_no_cancellation_behind() -> None:
     stop.stop(CANCELLED)
     assert await task == 0
     assert stop.reason == CANCELLED  # what the caller checks next
+
+
+async def test_a_failed_run_stops_its_own_steps_not_its_children() -> None:
+    """A child run goes on: it counts in its parent's join, which a retry reopens."""
+    heard = cancellations()
+    stops = Stops(heard)
+    since = stops.now()
+    own = stops.start(step("a", "failed-run"), claimed_since=since)
+    child = stops.start(step("b", "child-1", parent="failed-run"), claimed_since=since)
+    other = stops.start(step("c", "other-run"), claimed_since=since)
+    with heard.listening_failed(stops.runs_failed), heard.listening(stops.runs_cancelled):
+        assert await heard.announce_failed(["failed-run"])
+    assert (own.reason, child.reason, other.reason) == (RUN_FAILED, None, None)
+    # A claim that was under way as the failure was heard is stopped as it starts.
+    assert stops.start(step("d", "failed-run"), claimed_since=since).reason == RUN_FAILED
+    assert stops.start(step("e", "failed-run"), claimed_since=stops.now()).reason is None
+
+
+def test_a_failed_run_heard_from_another_process_stops_its_steps() -> None:
+    """The message another worker publishes; a cancellation's listener does not take it."""
+    heard = cancellations()
+    stops = Stops(heard)
+    held = stops.start(step("a", "r1"), claimed_since=stops.now())
+    cancelled: list[frozenset[str]] = []
+    with heard.listening_failed(stops.runs_failed), heard.listening(cancelled.append):
+        heard._received(b"failed r1 r2")
+    assert held.reason == RUN_FAILED
+    assert cancelled == []
+    assert not heard.heard_since(["r1", "failed"], 0.0)

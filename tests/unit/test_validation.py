@@ -257,12 +257,16 @@ def test_a_self_dependency_is_not_also_reported_as_a_cycle() -> None:
 @pytest.mark.parametrize(
     ("vertices", "expected"),
     [
-        ({"g": gateway(), "m": merge("g")}, "it depends on none."),
+        ({"g": gateway(), "m": merge("g")}, 'it depends on no SPAWNER, only on GATEWAY "g".'),
         (
             {"s1": spawner(), "s2": spawner(), "m": merge("s1", "s2")},
-            'it depends on 2 ("s1" and "s2").',
+            'it depends on 2 SPAWNERs ("s1" and "s2").',
         ),
-        ({"m": merge()}, "it depends on none."),
+        ({"m": merge()}, "it depends on nothing."),
+        (
+            {"g": gateway(), "h": gateway(), "m": merge("g", "h")},
+            'it depends on no SPAWNER, only on GATEWAY "g" and GATEWAY "h".',
+        ),
     ],
 )
 def test_a_merge_needs_exactly_one_spawner(vertices: dict[str, Any], expected: str) -> None:
@@ -455,3 +459,48 @@ def test_repeated_input_values_are_those_json_schema_counts_equal() -> None:
     values = [1, 1.0, True, {"a": 1, "b": 2}, {"b": 2, "a": 1}, "1", [1], [1.0], None, None]
     assert [p.pointer for p in validate_input(wf, values)] == ["/1", "/4", "/7", "/9"]
     assert validate_input(wf, [1, True, "1", [1], {"1": 1}, None, 0, False]) == []
+
+
+def test_a_wrong_case_type_is_said_and_the_vertex_checked_as_meant_in_one_pass() -> None:
+    bad_url = {"type": "gateway", "config": {"url": "127.0.0.1/b", "timeoutMs": 0}}
+    merged = {"type": "merge", "dependsOn": ["b"]}
+    document = [workflow("p", b=bad_url, fan=spawner(), j=merged), CHILD]
+    assert found(document) == [
+        ("/0/vertices/b/config/timeoutMs", "schema"),
+        ("/0/vertices/b/config/url", "schema"),
+        ("/0/vertices/b/type", "schema"),
+        ("/0/vertices/j/dependsOn", "merge_needs_one_spawner"),
+        ("/0/vertices/j/type", "schema"),
+    ]
+    with pytest.raises(DefinitionError) as caught:
+        parse_document(json.dumps(document))
+    said = {p.pointer: p.message for p in caught.value.problems}
+    assert said["/0/vertices/b/type"].endswith('got "gateway". Did you mean "GATEWAY"?')
+    assert 'only on GATEWAY "b"' in said["/0/vertices/j/dependsOn"]
+
+
+def problems_said(document: Any) -> dict[str, str]:
+    with pytest.raises(DefinitionError) as caught:
+        parse_document(json.dumps(document))
+    return {p.pointer: p.message for p in caught.value.problems}
+
+
+def test_a_single_value_where_an_array_belongs_is_shown_as_that_array() -> None:
+    said = problems_said(workflow(a=gateway(successCodes=200), b={**gateway(), "dependsOn": "a"}))
+    assert said["/vertices/a/config/successCodes"] == (
+        "successCodes must be an array, e.g. [200]; got an integer."
+    )
+    assert said["/vertices/b/dependsOn"] == 'dependsOn must be an array, e.g. ["a"]; got a string.'
+
+
+@pytest.mark.parametrize("items", ["{{ input.list }} ", "list: {{ input.list }}"])
+def test_items_with_text_around_its_expression_says_to_remove_it(items: str) -> None:
+    said = problems_said([workflow("p", fan=spawner(items=items)), CHILD])
+    assert said["/0/vertices/fan/config/items"].endswith(
+        'Remove the text around the expression: write "{{ input.list }}".'
+    )
+
+
+def test_a_url_with_text_before_its_expression_gets_no_items_hint() -> None:
+    said = problems_said(workflow(a=gateway(url=" {{ input.url }}")))
+    assert "Remove the text" not in said["/vertices/a/config/url"]

@@ -39,8 +39,10 @@ class Dag:
     """vertex id → the ids it depends on."""
 
 
-def _config(kind: str, deps: list[str]) -> dict[str, Any] | None:
+def _config(kind: str, deps: list[str], kinds: dict[str, str]) -> dict[str, Any] | None:
     ref = f'vertices."{deps[0]}".output' if deps else None
+    # A list from the first dependency, read where its kind of output has one.
+    listed = ".outputs" if deps and kinds[deps[0]] == "MERGE" else ".body.items"
     if kind == "GATEWAY":
         config: dict[str, Any] = {"url": URL, "method": "POST"}
         if ref:
@@ -48,7 +50,7 @@ def _config(kind: str, deps: list[str]) -> dict[str, Any] | None:
         return config
     if kind == "SPAWNER":
         return {
-            "items": "{{ " + ref + ".body.items }}" if ref else [{"id": 1}, {"id": 2}],
+            "items": "{{ " + ref + listed + " }}" if ref else [{"id": 1}, {"id": 2}],
             "workflow": "child",
             "input": {"id": "{{ item.id }}", "position": "{{ index }}"},
         }
@@ -81,7 +83,7 @@ def dags(draw: st.DrawFn) -> Dag:
         write_empty: bool = draw(st.booleans())  # `"dependsOn": []` and no dependsOn are alike
         if deps[vid] or write_empty:
             vertex["dependsOn"] = deps[vid]
-        config = _config(kinds[vid], deps[vid])
+        config = _config(kinds[vid], deps[vid], kinds)
         if config is not None:
             vertex["config"] = config
         elif draw(st.booleans()):

@@ -12,7 +12,7 @@ import { drawGraph } from "../graph.js";
 import { Poller, throttle } from "../live.js";
 import { actionBar, actionBarKey, resolveStep } from "../run/actions.js";
 import { ChildrenList } from "../run/children.js";
-import { childrenWaitingLine, errorBox, sentByAttempt, waitingLine } from "../run/errors.js";
+import { childrenWaitingLine, errorBox, holderLine, sentByAttempt, waitingLine } from "../run/errors.js";
 import { fanoutBar, fetchLongTail, longTailView } from "../run/fanout.js";
 import { RunLog } from "../run/log.js";
 import { timeline } from "../run/timeline.js";
@@ -123,6 +123,7 @@ function stepPanel(detail, step, result, reload) {
     h("h3", {}, `Step ${step.vertexId}`),
     h("dl", { class: "facts" }, facts.map(([name, value]) => h("div", {}, h("dt", {}, name), h("dd", {}, value)))),
     waitingLine(step),
+    holderLine(step),
     step.status === "FAILED"
       ? h("button", { type: "button", class: "primary", onclick: () => resolveStep(detail.id, step, result, reload) }, `Resolve ${step.vertexId}…`)
       : null,
@@ -258,7 +259,7 @@ export async function runPage(main, params, given) {
     fill(facts, headline(detail));
     drawActions();
     fill(runError, detail.status === "FAILED" ? errorBox(detail.error, { title: detail.error && detail.error.vertexId ? `Run failed at ${detail.error.vertexId}` : "Run failed" }) : null);
-    fill(waiting, [...detail.steps.map(waitingLine), childrenWaitingLine(detail)]);
+    fill(waiting, [...detail.steps.flatMap((step) => [waitingLine(step), holderLine(step)]), childrenWaitingLine(detail)]);
     drawGraphAndPanel();
     fill(steps, stepsTable(detail, select));
     drawFanouts();
@@ -327,7 +328,7 @@ export async function runPage(main, params, given) {
     };
     drawGraphAndPanel();
     drawFanouts();
-    fill(waiting, [...detail.steps.map(waitingLine), childrenWaitingLine(detail)]);
+    fill(waiting, [...detail.steps.flatMap((step) => [waitingLine(step), holderLine(step)]), childrenWaitingLine(detail)]);
     if (statusChanged) slowReload();
     tailReload();
     childReload();

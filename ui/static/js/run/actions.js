@@ -48,6 +48,34 @@ function quotaNote(detail) {
   ];
 }
 
+/** Failures the workflow or the run's input causes (the engine's FIX_FIRST_KINDS): running
+ * the same version with the same input again fails the same way. */
+const FIX_FIRST = new Set(["invalid_input", "invalid_config", "expression_error", "too_many_items"]);
+
+/** When the run failed for such a cause (a step's own, or most of a failed join's children's),
+ * what Retry's, Reprocess's and Start over's dialogs say first: fix, publish, submit anew, as
+ * `runs show` leads with it. */
+function fixNote(detail) {
+  for (const step of detail.steps) {
+    const error = step.status === "FAILED" ? step.error : null;
+    if (!error) continue;
+    const cause = error.childCause;
+    const what = FIX_FIRST.has(error.kind)
+      ? `Step ${step.vertexId} failed with ${error.kind}`
+      : cause && FIX_FIRST.has(cause.kind)
+        ? `${plural(cause.count, "child", "children")} of step ${step.vertexId} failed with ${cause.kind}`
+        : null;
+    if (what) {
+      return [
+        `${what}, which comes from the workflow or the run's input: retrying, reprocessing or starting over runs version ${detail.version} with the same input and fails the same way. Fix the workflow (or the input), publish it, then submit a new run: `,
+        h("code", {}, `schemabridge runs submit ${detail.workflow}@VERSION --input JSON`),
+        ".",
+      ];
+    }
+  }
+  return null;
+}
+
 /** Why Start over is unavailable (the API's refusals: start_over_child_run,
  * start_over_system_run, run_not_ended). */
 function startOverWhyNot(detail) {
@@ -61,7 +89,8 @@ function startOverWhyNot(detail) {
  * progress streams in. */
 export function actionBarKey(detail) {
   const quota = detail.steps.filter((s) => s.status === "FAILED" && s.error?.kind === "quota_exceeded").map((s) => [s.vertexId, s.error.message]);
-  return JSON.stringify([detail.id, detail.status, detail.fanout.failed, detail.parentRunId, detail.route, detail.tenantId, quota]);
+  const fix = detail.steps.filter((s) => s.status === "FAILED" && s.error).map((s) => [s.vertexId, s.error.kind, s.error.childCause?.kind, s.error.childCause?.count]);
+  return JSON.stringify([detail.id, detail.status, detail.fanout.failed, detail.parentRunId, detail.route, detail.tenantId, quota, fix]);
 }
 
 /** The action bar of `detail`; `done()` reloads the page after an action, refused ones too: a
@@ -91,7 +120,7 @@ export function actionBar(detail, result, done) {
       name: "Retry",
       title: "Retry this run?",
       text: "Its FAILED steps run again; completed steps keep their results.",
-      note: quotaNote(detail),
+      note: quotaNote(detail) || fixNote(detail),
       confirm: "Retry",
       send: () => api(path(id, "retry"), { method: "POST" }),
       describe: (a) => a.message,
@@ -100,6 +129,7 @@ export function actionBar(detail, result, done) {
       name: "Start over",
       title: "Start this run over?",
       text: "A new run starts with the same input, linked to this one.",
+      note: fixNote(detail),
       confirm: "Start over",
       send: () => api(path(id, "start-over"), { method: "POST" }),
       describe: (a) => [a.message, " — ", h("a", { href: `#/runs/${encodeURIComponent(a.newRunId)}` }, "open the new run")],
@@ -108,6 +138,7 @@ export function actionBar(detail, result, done) {
       name: "Reprocess",
       title: "Reprocess the dead letters?",
       text: `The ${plural(detail.fanout.failed, "FAILED child", "FAILED children")} run again; the join reopens.`,
+      note: fixNote(detail),
       confirm: "Reprocess",
       send: () => api(path(id, "reprocess"), { method: "POST" }),
       describe: (a) => a.message,

@@ -98,3 +98,28 @@ export function childrenWaitingLine(run) {
   if (others.length) line.append(h("span", { class: "muted" }, ` (others wait for: ${others.map((g) => g.reason).join(", ")})`));
   return line;
 }
+
+/** Who holds a RUNNING step (`holder`, `leaseExpiresAt`), whether it is alive by its
+ * heartbeat and when a dead holder's step is taken back: "held by worker w-1 (no heartbeat
+ * for 42 s: presumed dead); taken back when its lease ends at 04:07:58". */
+export function holderLine(step) {
+  const holder = step.holder;
+  if (!holder || step.status !== "RUNNING") return null;
+  const who = holder.worker ? `worker ${holder.worker}` : "a worker";
+  const silent = holder.silentS === null || holder.silentS === undefined ? "" : duration(holder.silentS);
+  let state = "liveness unknown";
+  if (holder.state === "alive") state = silent ? `alive, last heartbeat ${silent} ago` : "alive";
+  else if (holder.state === "presumed_dead") state = silent ? `no heartbeat for ${silent}: presumed dead` : "presumed dead";
+  let text = `${step.vertexId} is held by ${who} (${state})`;
+  if (step.leaseExpiresAt) {
+    const ends = clockTime(step.leaseExpiresAt);
+    text += holder.state === "alive" ? `; its lease ends at ${ends} unless renewed` : `; taken back when its lease ends at ${ends}`;
+  }
+  return h("p", { class: `holder-line holder-${holder.state}`, "data-vertex": step.vertexId }, h("span", { "aria-hidden": "true" }, holder.state === "presumed_dead" ? "⚠ " : "⚙ "), text);
+}
+
+/** The local time of day, HH:MM:SS. */
+function clockTime(epochS) {
+  const date = new Date(epochS * 1000);
+  return [date.getHours(), date.getMinutes(), date.getSeconds()].map((n) => String(n).padStart(2, "0")).join(":");
+}

@@ -1,0 +1,176 @@
+"""Who holds a RUNNING step, as `GET /runs/{id}` says it, on both backends: a real
+`schemabridge worker` subprocess claims a step and is killed with SIGKILL mid-call; the step's
+view names that worker (for an admin key; a tenant key is told a worker holds it, not which)
+and says it is presumed dead while its lease still runs; once the lease ends the reaper's
+requeue takes the step back and clears the holder; a live worker (a named service in this
+process, beating as `schemabridge worker` does) that claims it next reads as alive.
+
+On the embedded backend each process has its own Redis, so the killed worker's heartbeat was
+never visible here: its liveness reads `unknown` (a holder this Redis never heard of is not
+known dead), with no `lastSeen`."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import signal
+from collections.abc import AsyncIterator, Awaitable, Callable
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+
+from demo.downstream import RunningDownstream
+from engine.runtime import run_service
+from tests.conftest import Backend
+from tests.e2e.rest_runs_harness import Api, api_on
+from tests.integration.processes import start_worker, stop_worker, worker_env
+
+pytestmark = pytest.mark.slow
+
+HEARTBEAT = {"heartbeat_ttl_s": "2", "heartbeat_interval_s": "0.5"}
+"""Short heartbeats, in the API's process and the worker's: a killed worker reads as
+presumed dead 2 s after its last beat, long before its 15 s lease ends."""
+DOOMED_LEASE_S = "15"
+CALL_SLEEP_MS = "4000"
+
+
+def _workflow(base: str) -> dict[str, Any]:
+    call = {
+        "type": "GATEWAY",
+        "config": {
+            "url": f"{base}/held",
+            "method": "POST",
+            "headers": {"X-Demo-Sleep-Ms": CALL_SLEEP_MS},
+            "retry": {"maxAttempts": 1},
+        },
+    }
+    return {"name": "held", "vertices": {"call": call}}
+
+
+@contextlib.asynccontextmanager
+async def _service(api: Api, name: str) -> AsyncIterator[None]:
+    """A worker running as the named service `name` in this process, heartbeat and all."""
+    stop = asyncio.Event()
+    task = asyncio.create_task(run_service(api.runtime, name, stop), name=name)
+    try:
+        yield
+    finally:
+        stop.set()
+        async with asyncio.timeout(30):
+            await task
+
+
+async def _step(http: httpx.AsyncClient, run_id: str) -> dict[str, Any]:
+    answer = await http.get(f"/runs/{run_id}")
+    assert answer.status_code == 200, answer.text
+    (step,) = answer.json()["steps"]
+    return dict(step)
+
+
+async def _until(
+    read: Callable[[], Awaitable[dict[str, Any]]], done: Callable[[dict[str, Any]], bool]
+) -> dict[str, Any]:
+    """The first read `done` accepts (bounded: 60 s)."""
+    async with asyncio.timeout(60):
+        while not done(step := await read()):
+            await asyncio.sleep(0.1)
+    return step
+
+
+async def _killed_mid_call(backend: Backend, downstream: RunningDownstream, tmp_path: Path) -> None:
+    """A `schemabridge worker` named `doomed` claims the step, calls, and is SIGKILLed."""
+    env = worker_env(backend, tmp_path, lease_s=DOOMED_LEASE_S, **HEARTBEAT)
+    doomed = start_worker(env, "doomed", tmp_path / "doomed.log")
+    try:
+        async with asyncio.timeout(60):
+            while downstream.stats.total < 1:  # the call is under way
+                await asyncio.sleep(0.05)
+    finally:
+        killed = await asyncio.to_thread(stop_worker, doomed, signal.SIGKILL)
+    assert killed == -signal.SIGKILL
+
+
+ENDED = {"SUCCEEDED", "FAILED", "CANCELLED", "RESOLVED"}
+
+
+def _held_as(state: str) -> Callable[[dict[str, Any]], bool]:
+    """Its holder reads as `state`, or it ended (then the caller's assertions say so)."""
+
+    def found(step: dict[str, Any]) -> bool:
+        holder = step["holder"] or {}
+        return step["status"] in ENDED or (
+            step["status"] == "RUNNING" and holder.get("state") == state
+        )
+
+    return found
+
+
+def _ended(step: dict[str, Any]) -> bool:
+    return step["status"] in ENDED
+
+
+async def test_a_killed_workers_step_names_it_presumed_dead_until_taken_back(
+    backend: Backend, downstream: RunningDownstream, tmp_path: Path
+) -> None:
+    async with api_on(backend, worker=False, **HEARTBEAT) as api:
+        admin, tenant = api.http(api.admin), api.http(api.acme)
+        async with admin, tenant:
+            published = await admin.post("/workflows", json=_workflow(downstream.url))
+            assert published.status_code == 201, published.text
+            created = await tenant.post("/workflows/held/runs", json={"input": {}})
+            assert created.status_code == 201, created.text
+            run_id = created.json()["id"]
+            await _killed_mid_call(backend, downstream, tmp_path)
+
+            # Its beats were visible here only with a shared Redis.
+            dead = "presumed_dead" if backend.redis_url is not None else "unknown"
+            seen = await _until(lambda: _step(admin, run_id), _held_as(dead))
+            assert seen["status"] == "RUNNING", seen
+            assert seen["holder"]["worker"] == "doomed"
+            assert seen["leaseExpiresAt"] is not None
+            if backend.redis_url is not None:
+                assert seen["holder"]["lastSeen"] is not None
+                assert seen["holder"]["silentS"] >= 0
+            else:
+                assert seen["holder"]["lastSeen"] is None
+            told = await _step(tenant, run_id)
+            assert told["holder"]["worker"] is None  # operational data: not for a tenant
+            assert told["holder"]["state"] == dead
+            assert told["leaseExpiresAt"] == seen["leaseExpiresAt"]
+            (row,) = await api.runtime.store.get_steps(run_id)
+            assert row.claimed_by == "doomed"
+
+            # The reaper's requeue (bounded by the lease, 15 s) takes it back.
+            async with asyncio.timeout(60):
+                while not await api.runtime.store.requeue_expired():
+                    await asyncio.sleep(0.2)
+            back = await _step(admin, run_id)
+            assert back["status"] == "READY"
+            assert back["holder"] is None and back["leaseExpiresAt"] is None
+            (row,) = await api.runtime.store.get_steps(run_id)
+            assert row.claimed_by is None and row.claim_token is None
+
+            async with _service(api, "survivor"):
+                held = await _until(lambda: _step(admin, run_id), _held_as("alive"))
+                assert held["status"] == "RUNNING", held
+                assert held["holder"]["worker"] == "survivor"
+                assert held["holder"]["lastSeen"] is not None
+                ended = await _until(lambda: _step(admin, run_id), _ended)
+            assert ended["status"] == "SUCCEEDED"
+            assert ended["holder"] is None and ended["leaseExpiresAt"] is None
+            (row,) = await api.runtime.store.get_steps(run_id)
+            assert row.claimed_by is None
+
+
+async def test_the_step_view_is_documented(backend: Backend) -> None:
+    async with api_on(backend, worker=False) as api, api.http(api.admin) as http:
+        schema = (await http.get("/openapi.json")).json()["components"]["schemas"]
+    assert {"leaseExpiresAt", "holder"} <= set(schema["StepView"]["properties"])
+    assert {"worker", "state", "lastSeen", "silentS"} <= set(schema["HolderView"]["properties"])
+    assert schema["HolderView"]["properties"]["state"]["enum"] == [
+        "alive",
+        "presumed_dead",
+        "unknown",
+    ]

@@ -1,0 +1,65 @@
+"""Who holds a RUNNING step as the run views show it (`run_views.holder_view`): judged by the
+heartbeat rule of `GET /services` (`ServiceStatus.up`), the worker named for an admin and not
+for a tenant, `unknown` when Redis did not answer, no named worker holds it, or this Redis
+never heard of the holder."""
+
+from __future__ import annotations
+
+import dataclasses
+
+from engine.coordination.heartbeat import ServiceStatus
+from engine.operations.run_views import Holders, holder_view
+from engine.store.records import StepRecord
+from tests.unit.test_retry_wait_view import step as record
+
+NOW = 1_000.0
+
+
+def step(status: str = "RUNNING", claimed_by: str | None = "w-1") -> StepRecord:
+    return dataclasses.replace(
+        record(None, status), claim_token="b:1", lease_expires_at=NOW + 20, claimed_by=claimed_by
+    )
+
+
+def seen(up: bool, last_seen: float | None) -> dict[str, ServiceStatus]:
+    return {"w-1": ServiceStatus("w-1", up=up, pid=7, uptime_s=1.0, last_seen=last_seen)}
+
+
+def test_a_holder_whose_heartbeat_is_stale_is_presumed_dead() -> None:
+    view = holder_view(step(), Holders(seen(False, NOW - 42), show_worker=True, now=NOW))
+    assert view is not None
+    assert (view.worker, view.state, view.last_seen, view.silent_s) == (
+        "w-1",
+        "presumed_dead",
+        NOW - 42,
+        42.0,
+    )
+
+
+def test_a_live_holder_is_alive_and_a_tenant_is_not_told_which() -> None:
+    view = holder_view(step(), Holders(seen(True, NOW - 3), show_worker=False, now=NOW))
+    assert view is not None
+    assert (view.worker, view.state, view.silent_s) == (None, "alive", 3.0)
+
+
+def test_redis_not_answering_or_no_named_holder_is_unknown() -> None:
+    silent = holder_view(step(), Holders(None, show_worker=True, now=NOW))
+    assert silent is not None and (silent.worker, silent.state) == ("w-1", "unknown")
+    unnamed = holder_view(step(claimed_by=None), Holders({}, show_worker=True, now=NOW))
+    assert unnamed is not None and (unnamed.worker, unnamed.state) == (None, "unknown")
+
+
+def test_a_holder_this_redis_never_heard_of_is_unknown_not_dead() -> None:
+    # With the embedded Redis a separate worker process beats into a Redis of its own.
+    never = holder_view(step(), Holders(seen(False, None), show_worker=True, now=NOW))
+    assert never is not None and (never.worker, never.state, never.silent_s) == (
+        "w-1",
+        "unknown",
+        None,
+    )
+
+
+def test_only_a_running_step_has_a_holder() -> None:
+    holders = Holders(seen(True, NOW), show_worker=True, now=NOW)
+    assert holder_view(step(status="READY", claimed_by=None), holders) is None
+    assert holder_view(step(), None) is None
