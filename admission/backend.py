@@ -140,6 +140,9 @@ class AdmitReply:
     """The AIMD limit has reached the cap: the cap, not a limit cut by overload, bounds the
     destination's slots (a NO_SLOT then is the operator's pacing, not a struggling
     destination)."""
+    opened_at: float = 0.0
+    """BREAKER_BLOCKED: the blocking layer's stored `opened_at`, which names its current
+    opening (unchanged from open through half-open, new at every reopen)."""
 
 
 @dataclass(frozen=True)
@@ -368,6 +371,7 @@ def _decode(op: Op, reply: list[object]) -> Reply:
             cap=int(_text(reply[13])),
             rate_per_second=float(_text(reply[14])),
             at_cap=bool(reply[15]),
+            opened_at=float(_text(reply[16])),
         )
     if isinstance(op, SettleOp):
         return SettleReply(

@@ -11,10 +11,12 @@ subclass the engine turns into a delay too.
 
 from __future__ import annotations
 
+import shlex
+
 from admission.backend import AdmitCode, AdmitReply
 from admission.rate_limit import RateDecision, TenantRateLimited
 from schemas.errors import BreakerOpen, FailureKind, RetryRefused, StepFailure
-from schemas.waiting import WaitReason
+from schemas.waiting import BREAKER_IS_OPEN, WaitReason
 
 
 def raise_if_refused(
@@ -39,21 +41,28 @@ def raise_if_refused(
 
 def breaker_failure(destination: str, tenant_id: str, reply: AdmitReply) -> StepFailure:
     """The failure of a call a breaker blocked; the engine redispatches it once probes are let
-    through (`retry_after_s`). The message says no time: it is read later, as the step's error
-    or beside a redispatch's countdown to `until` (which the front doors count down), where a
-    second, frozen countdown would only contradict the live one."""
+    through (`retry_after_s`), counting one redispatch per opening (`opened_at`), not per
+    refusal. The message says no time: it is read later, as the step's error or beside a
+    wait's countdown to `until` (which the front doors count down as "half-open in N s"),
+    where a second, frozen countdown would only contradict the live one."""
     layer, _, state = reply.blocking_layer.partition(":")
     what = (
-        "open: it refuses every call until it half-opens"
+        BREAKER_IS_OPEN
         if state == "open"
-        else "half-open with every probe permit in use: it refuses other calls until a probe ends"
+        else "is half-open with every probe permit in use: it refuses other calls until a probe "
+        "ends"
     )
     scope = f"tenant {tenant_id!r}" if layer == "tenant" else "all tenants"
+    reset = f"schemabridge destinations reset-breaker {shlex.quote(destination)}"
+    if layer == "tenant":
+        reset += f" --tenant {shlex.quote(tenant_id)}"
     return BreakerOpen(
-        f"circuit open: the {layer} breaker of {destination!r} ({scope}) is {what}",
+        f"circuit open: the {layer} breaker of {destination!r} ({scope}) {what} (once the "
+        f"destination is fixed, close it with `{reset}`)",
         destination=destination,
         layer=layer,
         retry_after_s=max(0.0, reply.hint_s),
+        opened_at=reply.opened_at,
     )
 
 

@@ -264,17 +264,68 @@ class RetryRefused(StepFailure):
 class BreakerOpen(StepFailure):
     """A circuit breaker of the destination blocked the call (open, or half-open with every
     probe permit in use): an `external_overload`, redispatched once probes are let through
-    (`retry_after_s`)."""
+    (`retry_after_s`). `opened_at` names the breaker's opening: the engine counts one
+    redispatch per opening a step is refused under, and parks it without counting when the
+    same opening refuses it again (docs/architecture.md, 'Redispatch')."""
 
-    def __init__(self, message: str, *, destination: str, layer: str, retry_after_s: float) -> None:
+    def __init__(
+        self,
+        message: str,
+        *,
+        destination: str,
+        layer: str,
+        retry_after_s: float,
+        opened_at: float = 0.0,
+    ) -> None:
         super().__init__(FailureKind.EXTERNAL_OVERLOAD, message, retry_after_s=retry_after_s)
         self.destination = destination
         self.layer = layer
         """`tenant` or `global` (docs/architecture.md, 'Circuit breakers')."""
+        self.opened_at = opened_at
+        """The blocking layer's stored opening time (epoch seconds)."""
+
+    @property
+    def opening(self) -> BreakerOpening:
+        return BreakerOpening(self.layer, self.opened_at)
 
     @property
     def wait_reason(self) -> WaitReason:
         return WaitReason.BREAKER_OPEN
+
+    def as_dict(self) -> dict[str, Any]:
+        return super().as_dict() | {BREAKER_KEY: self.opening.as_dict()}
+
+
+BREAKER_KEY = "breaker"
+"""The key of a breaker refusal's opening in the step's stored error (`BreakerOpening`)."""
+
+
+@dataclass(frozen=True)
+class BreakerOpening:
+    """One opening of one breaker layer of the step's destination: the layer and its stored
+    `opened_at`. A step remembers the opening its last counted redispatch was refused under,
+    in its stored error (`BREAKER_KEY`), so a refusal by the same opening is not counted
+    again."""
+
+    layer: str
+    opened_at: float
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"layer": self.layer, "openedAt": self.opened_at}
+
+    @classmethod
+    def of_error(cls, error: Any) -> BreakerOpening | None:
+        """The opening a stored step error names, or None (no error, another failure, or an
+        error written before openings were recorded)."""
+        if not isinstance(error, dict):
+            return None
+        value = error.get(BREAKER_KEY)
+        if not isinstance(value, dict):
+            return None
+        layer, opened_at = value.get("layer"), value.get("openedAt")
+        if not isinstance(layer, str) or not isinstance(opened_at, int | float) or not opened_at:
+            return None
+        return cls(layer, float(opened_at))
 
 
 class StepDeferred(SchemaBridgeError):

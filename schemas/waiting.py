@@ -10,6 +10,7 @@ instead of showing a bar that does not move.
 
 from __future__ import annotations
 
+import math
 from enum import StrEnum
 
 
@@ -25,8 +26,10 @@ class WaitReason(StrEnum):
     PAYLOAD_STORE = "payload_store"
     """A SPAWNER found the payload store over its high-water mark; it parks 10 s."""
     BREAKER_OPEN = "breaker_open"
-    """A circuit breaker of the step's destination refused the call; the step is redispatched
-    once the breaker lets probes through."""
+    """A circuit breaker of the step's destination refused the call; the step runs again once
+    the breaker lets probes through. The first refusal by one opening of the breaker counts as
+    a redispatch (n of `maxAutoRetries`); a refusal by the same opening again parks the step
+    without counting (docs/architecture.md, 'Redispatch')."""
     REDISPATCH = "redispatch"
     """The destination was overloaded (a final 429/503, no admission slot in time, an exhausted
     retry budget); the step is redispatched n of `maxAutoRetries` times."""
@@ -53,3 +56,20 @@ class WaitReason(StrEnum):
 
 WAIT_MESSAGE_MAX_CHARS = 500
 """A recorded wait message is cut to this length (the reason is what clients switch on)."""
+
+
+BREAKER_IS_OPEN = "is open: it refuses every call until it half-opens"
+"""How a breaker refusal's message says the breaker is open (rather than half-open with every
+probe permit in use); `wait_text` then counts down to the half-open."""
+
+
+def wait_text(reason: str, message: str, until: float | None, now: float) -> str:
+    """What a person reads about one wait: its message, and for a breaker wait the countdown
+    it needs ("half-open in N s", or when a half-open breaker is asked again). The one wording
+    of the REST views' `text`, the CLI and the web monitor."""
+    if reason != WaitReason.BREAKER_OPEN or until is None:
+        return message
+    left = max(0, math.ceil(until - now))
+    if BREAKER_IS_OPEN in message:
+        return f"{message}; half-open in {left} s"
+    return f"{message}; asks again in {left} s"

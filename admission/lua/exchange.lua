@@ -25,10 +25,12 @@
 --   T (take one tenant item): window key, member, tenant id, tenant default limit
 -- Reply: 'unseeded' (see ARGV 22), else one table per operation, in order, its last element the breaker transitions it made
 --   A: {code, epoch, in_flight, limit, hint_s, layer, t_probe, g_probe, used, limit, free,
---       rate_capped, events, cap, rate, at_cap}  (free: slots the limit leaves unused after
---       this operation, negative when over it; rate_capped: the destination has a
---       ratePerSecond; cap, rate: its maxConcurrency and ratePerSecond (0: none); at_cap: the
---       AIMD limit has reached the cap, so the cap, not the limit, bounds the slots)
+--       rate_capped, events, cap, rate, at_cap, opened_at}  (free: slots the limit leaves
+--       unused after this operation, negative when over it; rate_capped: the destination has
+--       a ratePerSecond; cap, rate: its maxConcurrency and ratePerSecond (0: none); at_cap:
+--       the AIMD limit has reached the cap, so the cap, not the limit, bounds the slots;
+--       opened_at: with code 2, the blocking layer's stored opening time, which names the
+--       opening the refusal belongs to, the same while it is open and then half-open)
 --      code 1 granted, 2 breaker blocks, 3 no free slot, 4 destination rate, 5 retry budget
 --      exhausted, 6 tenant at its rate limit (used/limit of its window, hint = s until room)
 --   S: {old_limit, new_limit, epoch, cut, lease_held, budget_tokens, free, global breaker
@@ -164,10 +166,10 @@ end
 local function refusal(d, tenant, modes, flags, token, w, reply)
   local t_mode, t_wait, g_mode, g_wait = modes[1], modes[2], modes[3], modes[4]
   if g_mode == 'block' then
-    return reply(2, g_wait, 'global:' .. d.global.state, 0, 0)
+    return reply(2, g_wait, 'global:' .. d.global.state, 0, 0, 0, 0, d.global.opened_at)
   end
   if t_mode == 'block' then
-    return reply(2, t_wait, 'tenant:' .. tenant.state, 0, 0)
+    return reply(2, t_wait, 'tenant:' .. tenant.state, 0, 0, 0, 0, tenant.opened_at)
   end
   if string.find(flags, 'r', 1, true) and budget_of(d) <= budget_max / 2 then
     return reply(5, 0, '', 0, 0)
@@ -205,11 +207,11 @@ local function admit(op)
   bk_refresh(tenant, now)
   bk_refresh(d.global, now)
 
-  local function reply(code, hint, layer, t_probe, g_probe, used, tenant_limit)
+  local function reply(code, hint, layer, t_probe, g_probe, used, tenant_limit, opened_at)
     return {code, d.epoch, d.in_flight, num(d.limit), num(hint), layer, t_probe, g_probe,
       used or 0, tenant_limit or 0, free_slots(d), d.rate_per_s and 1 or 0,
       events_since(first_event), d.cap, num(d.rate_per_s or 0),
-      math.floor(d.limit) >= d.cap and 1 or 0}
+      math.floor(d.limit) >= d.cap and 1 or 0, num(opened_at or 0)}
   end
 
   local w = nil

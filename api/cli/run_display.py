@@ -25,6 +25,7 @@ from api.cli.text import (
     show,
 )
 from schemas.errors import FIX_FIRST_KINDS, SET_QUOTA_COMMAND, FailureKind
+from schemas.waiting import wait_text
 
 if TYPE_CHECKING:
     from api.cli.wire import (
@@ -73,16 +74,17 @@ def fanout_line(fanout: FanoutProgress) -> str:
     )
 
 
-def children_waiting_line(fanout: FanoutProgress) -> str | None:
-    """Why a fan-out's children wait, in one line: the most common reason, with its message
-    (the limit and how to raise it), and the other reasons by name; None when none waits.
+def children_waiting_line(fanout: FanoutProgress, now: float) -> str | None:
+    """Why a fan-out's children wait, in one line: the most common reason, with what is true
+    of all its children (the limit and how to raise it, the breaker and when it half-opens),
+    and the other reasons by name; None when none waits.
     `8 children waiting: tenant acme is at its rate limit (1000/1000 GATEWAY steps a
     minute); raise it with `schemabridge tenants set-rate acme N` …`."""
     if not fanout.waiting:
         return None
     first, *others = fanout.waiting  # the API sends them most first
     line = f"{plural(first.children, 'child', 'children')} waiting: "
-    line += first.message or f"({show(first.reason)})"
+    line += wait_text(first.reason, first.message, first.until, now) or f"({show(first.reason)})"
     if others:
         line += f" (others wait for: {', '.join(group.reason for group in others)})"
     return line
@@ -98,7 +100,8 @@ def counts_line(counts: SpawnerCounts) -> str:
 
 def waiting_line(waiting: Waiting, now: float) -> str:
     """Why a step waits (`waiting`, when the API sends it) as one line."""
-    line = f"waiting ({show(waiting.reason)})" + (f": {waiting.message}" if waiting.message else "")
+    text = wait_text(waiting.reason or "", waiting.message or "", waiting.until, now)
+    line = f"waiting ({show(waiting.reason)})" + (f": {text}" if text else "")
     if waiting.until is not None:
         line += f", until {clock(waiting.until)[:8]} ({relative(waiting.until, now)})"
     return line
@@ -266,17 +269,17 @@ def run_header(run: RunDetail, now: float) -> Table:
         pairs.append(("running for", run_duration(run, now)))
     pairs += _lineage(run, now)
     if run.fanout.total:
-        pairs.append(("fan-out", _fanout_field(run)))
+        pairs.append(("fan-out", _fanout_field(run, now)))
     if run.error is not None:
         pairs.append(("error", Text(error_line(run.error), style="red")))
     return _fields(pairs)
 
 
-def _fanout_field(run: RunDetail) -> Text:
+def _fanout_field(run: RunDetail, now: float) -> Text:
     """The fan-out's counts, and while the run goes on why its children wait (as `runs
     watch` says it), on a line of its own."""
     field = Text(fanout_line(run.fanout))
-    waiting = children_waiting_line(run.fanout) if run.ended_at is None else None
+    waiting = children_waiting_line(run.fanout, now) if run.ended_at is None else None
     if waiting is not None:
         field.append("\n")
         field.append(waiting, style="yellow")

@@ -31,6 +31,8 @@ from rich.progress import (
 )
 from rich.text import Text
 
+from schemas.waiting import wait_text
+
 if TYPE_CHECKING:
     from engine.operations.views import ErrorView, RunDetail, RunProgress, RunSummary, StepView
 
@@ -53,6 +55,8 @@ def describe_wait(reason: str, message: str, until: float | None, now: float) ->
         head, _, rest = message.partition(" after ")
         countdown = f" in {left} s" if left is not None else ""
         return f"{head}{countdown} after {rest}" if rest else f"{head}{countdown}"
+    if reason == "breaker_open":
+        return wait_text(reason, message, until, now)  # its countdown is in the wording
     text = message
     if reason == "tenant_rate_limit":
         text += "; or rerun with --tenant-rate N"

@@ -86,7 +86,7 @@ class Snapshot:
             )
         now = time.time()
         parts += [f"{vertex}: {waiting_line(w, now)}" for vertex, w in self.waiting.items()]
-        children = children_waiting_line(fanout)
+        children = children_waiting_line(fanout, now)
         if children is not None:
             parts.append(children)
         return "  ".join(parts)
@@ -137,7 +137,7 @@ class LiveView:
             Text(f"  {vertex}: {waiting_line(waiting, now)}", style="yellow")
             for vertex, waiting in self.snapshot.waiting.items()
         ]
-        children = children_waiting_line(fanout)
+        children = children_waiting_line(fanout, now)
         if children is not None:
             lines.append(Text(f"  {children}", style="yellow"))
         return Group(head, grid, *lines)

@@ -223,7 +223,7 @@ class WaitingChildren(Wire):
     reason: str
     children: int
     message: str = ""
-    """One of their messages: the limit and how to raise it."""
+    """What is true of all of them: the limit and how to raise it, the breaker, …"""
     until: float | None = None
 
 

@@ -34,7 +34,7 @@ from sqlalchemy.exc import TimeoutError as SATimeoutError
 
 from admission import Admission, DestinationPaced, TenantRateLimited
 from engine import payload_defaults
-from engine.execution import deploy_stage, fanout, merge_outputs, step_secrets
+from engine.execution import breaker_parks, deploy_stage, fanout, merge_outputs, step_secrets
 from engine.execution import step_rules as scheduler
 from engine.execution.admission_guard import (
     AdmissionGuard,
@@ -242,6 +242,7 @@ def _redacted(result: StepResult | StepAbandoned, redactor: Redactor) -> StepRes
             result,
             reason=redactor.text(result.reason),
             waiting=_redacted_waiting(result.waiting, redactor),
+            error=redactor.scrub(result.error),
         )
     return result
 
@@ -479,7 +480,23 @@ def _failed(
     failure: StepFailure,
     deps: ExecutorDeps,
     log: StepLog,
-) -> StepFailed:
+) -> StepFailed | StepParked:
+    allowed = vertex.max_auto_retries if vertex is not None else 0
+    repeat = breaker_parks.repeat_refusal(failure, step.breaker_opening, deps.clock.now())
+    if repeat is not None and step.auto_retries > 0:
+        # Refused again by the opening its last redispatch was counted under: wait for the
+        # breaker's probes without spending another (`engine.execution.breaker_parks`). No log
+        # line: a fan-out's children would write one each per second while it is half-open;
+        # the wait reason says it. The error stays, naming the opening for the next refusal.
+        message = breaker_parks.park_message(repeat, step.auto_retries, allowed)
+        return StepParked(
+            step,
+            deps.clock.now() + breaker_parks.park_delay(repeat, deps.rng.random()),
+            message,
+            log.tenant_item_taken,
+            Waiting(repeat.wait_reason, message),
+            error=repeat.as_dict(),
+        )
     retry_at = scheduler.redispatch_at(
         failure,
         max_auto_retries=vertex.max_auto_retries if vertex is not None else 0,

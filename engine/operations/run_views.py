@@ -41,7 +41,7 @@ from engine.store.models import TERMINAL_RUN_STATUSES, StepStatus
 from engine.store.records import RunHeader, RunRecord, StepRecord, WaitingGroup
 from schemas.definitions import Workflow
 from schemas.errors import FailureKind
-from schemas.waiting import WaitReason
+from schemas.waiting import WaitReason, wait_text
 
 _TERMINAL = frozenset(s.value for s in TERMINAL_RUN_STATUSES)
 _KINDS = frozenset(kind.value for kind in FailureKind)
@@ -199,10 +199,14 @@ def waiting_view(step: StepRecord, now: float | None = None) -> WaitingView | No
         until = step.not_before
         if now is not None and until <= now:
             return None
-    return WaitingView(reason=step.wait_reason, message=step.wait_message or "", until=until)
+    message = step.wait_message or ""
+    text = message if now is None else wait_text(step.wait_reason, message, until, now)
+    return WaitingView(reason=step.wait_reason, message=message, until=until, text=text)
 
 
-def fanout_view(counts: Mapping[str, int], waiting: Iterable[WaitingGroup]) -> FanoutProgress:
+def fanout_view(
+    counts: Mapping[str, int], waiting: Iterable[WaitingGroup], now: float
+) -> FanoutProgress:
     return FanoutProgress(
         **counts,
         waiting_children=counts["pending"],
@@ -212,6 +216,8 @@ def fanout_view(counts: Mapping[str, int], waiting: Iterable[WaitingGroup]) -> F
                 children=group.children,
                 message=group.message,
                 until=group.until,
+                text=wait_text(group.reason, group.message, group.until, now)
+                or f"({group.reason.replace('_', ' ')})",
             )
             for group in waiting
         ],

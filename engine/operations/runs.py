@@ -416,7 +416,7 @@ class RunOperations:
         store = self._store
         counts = await store.fanout_progress(run_id)
         waiting = await store.waiting_children(run_id) if counts["total"] else []
-        return run_views.fanout_view(counts, waiting)
+        return run_views.fanout_view(counts, waiting, self._runtime.clock.now())
 
     @store_boundary
     async def get(self, run_id: str, *, tenant: str | None = None) -> RunDetail:

@@ -319,6 +319,9 @@ class WaitingView(View):
     until: float | None = None
     """When the step is due again (epoch seconds): for `retry_backoff`, its next attempt;
     None while it waits for an admission slot."""
+    text: str = ""
+    """`message` with the countdown a person needs, as of the answer ("half-open in 12 s"
+    behind a breaker): what the CLI and the web monitor show (`schemas.waiting.wait_text`)."""
 
 
 class WaitingChildren(View):
@@ -327,9 +330,13 @@ class WaitingChildren(View):
     reason: WaitReason
     children: int
     message: str
-    """One of their messages."""
+    """What is true of every one of them: their message when they share it, else what their
+    messages share (`engine.store.children.common_message`), else empty."""
     until: float | None = None
     """The earliest time one of them is due again."""
+    text: str = ""
+    """`message` with its countdown to `until` as of the answer (`schemas.waiting.wait_text`),
+    or the reason in words when their messages share nothing."""
 
 
 HolderState = Literal["alive", "presumed_dead", "unknown"]

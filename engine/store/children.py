@@ -17,6 +17,7 @@ from PARKED to SUCCEEDED (`WHERE status = 'PARKED'`); the MERGE then becomes REA
 from __future__ import annotations
 
 import json
+import re
 import uuid
 from collections import Counter
 from collections.abc import Callable, Sequence
@@ -294,17 +295,42 @@ async def holding_a_step(conn: AsyncConnection, run_ids: Sequence[str]) -> set[s
 
 
 async def waiting_children(conn: AsyncConnection, run_id: str, now: float) -> list[WaitingGroup]:
-    """Children of `run_id` still going with a waiting step at `now`, grouped by why they
-    wait, most first (see `waiting_children_statement`)."""
+    """Children of `run_id` still going with a step that waits at `now`, grouped by why they
+    wait, most first (see `waiting_children_statement`), each with a message true of all."""
     return [
-        WaitingGroup(row.wait_reason, int(row.children), row.message or "", row.until)
+        WaitingGroup(
+            row.wait_reason,
+            int(row.children),
+            common_message(row.least or "", row.greatest or ""),
+            row.until,
+        )
         for row in (await conn.execute(waiting_children_statement(run_id, now))).all()
     ]
 
 
+_COUNTED = re.compile(r"^redispatch \d+/\d+ after ")
+"""How a redispatch's wait message starts (`engine.execution.executor.redispatch_message`)."""
+_PARKED = re.compile(r"; this opening already counted as redispatch \d+/\d+.*$")
+"""How a breaker park's wait message ends (`engine.execution.breaker_parks.park_message`)."""
+
+
+def common_message(least: str, greatest: str) -> str:
+    """A message true of every step of a group, from its least and greatest messages: the
+    message when they are the same; else the cause they share once the per-step counts are
+    taken off ("redispatch 2/3 after …", "… already counted as redispatch 1/3 …"); else empty
+    (front doors then name the reason). Never one step's count said of them all."""
+    if least == greatest:
+        return least
+    causes = {_PARKED.sub("", _COUNTED.sub("", m)) for m in (least, greatest)}
+    return causes.pop() if len(causes) == 1 else ""
+
+
 def waiting_children_statement(run_id: str, now: float) -> Select[Any]:
-    """Groups the waiting steps of `run_id`'s children still going by reason, most first;
-    a retry wait whose time (`not_before`) passed by `now` is over, so it is not counted.
+    """Groups the waiting steps of `run_id`'s children still going by reason, most first,
+    with their least and greatest messages. Only a wait still under way at `now` counts: a
+    READY step whose `not_before` has passed is due (it waits for a worker, not for its
+    reason, which is stale then), and so is a retry wait whose time has passed; a RUNNING
+    step waiting for an admission slot has no time and counts while it is RUNNING.
 
     The steps come from the partial index of the waiting ones (`ix_step_waiting`, its
     predicate repeated here so that SQLite uses it too), the children from their RUNNING
@@ -319,7 +345,8 @@ def waiting_children_statement(run_id: str, now: float) -> Select[Any]:
         select(
             steps.c.wait_reason,
             children.label("children"),
-            func.max(steps.c.wait_message).label("message"),
+            func.min(steps.c.wait_message).label("least"),
+            func.max(steps.c.wait_message).label("greatest"),
             func.min(case((dated, steps.c.not_before), else_=None)).label("until"),
         )
         .select_from(steps.join(runs, runs.c.id == steps.c.run_id))
@@ -328,10 +355,7 @@ def waiting_children_statement(run_id: str, now: float) -> Select[Any]:
             runs.c.parent_run_id == run_id,
             runs.c.status == RunStatus.RUNNING.value,
             steps.c.status.in_([StepStatus.READY.value, StepStatus.RUNNING.value]),
-            or_(
-                steps.c.wait_reason != WaitReason.RETRY_BACKOFF.value,
-                steps.c.not_before > bindparam("b_now", now, type_=Float),
-            ),
+            or_(~dated, steps.c.not_before > bindparam("b_now", now, type_=Float)),
         )
         .group_by(steps.c.wait_reason)
         .order_by(children.desc(), steps.c.wait_reason)

@@ -31,6 +31,7 @@ from sqlalchemy.types import BigInteger, String, Text
 from engine.store.dialect import SQLITE, Dialect, dialect_of
 from engine.store.models import Run, RunStatus, Step, StepStatus
 from engine.store.records import ClaimedStep
+from schemas.errors import BreakerOpening
 
 runs = Run.__table__  # type: ignore[attr-defined]
 steps = Step.__table__  # type: ignore[attr-defined]
@@ -87,6 +88,9 @@ STEP_COLUMNS = (
     steps.c.attempts,
     steps.c.auto_retries,
     steps.c.tenant_item_taken,
+    # The error of its last redispatch: a breaker refusal names the opening it was counted
+    # under (`ClaimedStep.breaker_opening`). Null for nearly every step, so cheap to return.
+    steps.c.error,
 )
 """What a claim returns of each step it claimed."""
 
@@ -388,5 +392,6 @@ def claimed_step(row: Any, outputs: dict[str, dict[str, Any]]) -> ClaimedStep:
         item_index=row.item_index,
         item=row.item,
         tenant_item_taken=row.tenant_item_taken,
+        breaker_opening=BreakerOpening.of_error(row.error),
         pinned_versions=row.pinned_versions,
     )

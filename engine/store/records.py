@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from schemas.definitions import Workflow
+from schemas.errors import BreakerOpening
 from schemas.waiting import WaitReason
 
 
@@ -119,7 +120,8 @@ class WaitingGroup:
     reason: str
     children: int
     message: str
-    """One of their messages (the greatest: for redispatches, the furthest along)."""
+    """What is true of all of them: their message when they share it, else what their
+    messages share (`engine.store.children.common_message`), else empty."""
     until: float | None
     """The earliest time one of them is due again (None: running, waiting in-process)."""
 
@@ -149,6 +151,9 @@ class ClaimedStep:
     """A child run's item when it differs from its input (see `Run.item`)."""
     tenant_item_taken: bool = False
     """An earlier execution took the step's item from its tenant's rate window."""
+    breaker_opening: BreakerOpening | None = None
+    """The breaker opening the step's last counted redispatch was refused under (from its
+    stored error): a refusal by the same opening parks it without counting another."""
     pinned_versions: dict[str, int] | None = None
     """The run tree's child workflow versions by name (see `engine.store.pins`); None on runs
     created before versions were pinned (their spawners start the latest version)."""
@@ -206,6 +211,9 @@ class StepParked:
     """This execution took the step's tenant item (kept for the next one)."""
     waiting: Waiting | None = None
     """Why it waits, as front doors show it (None: recorded without a reason)."""
+    error: dict[str, Any] | None = None
+    """The error the step keeps while parked (a breaker park keeps the refusal that names the
+    opening its redispatch was counted under); None clears it, as for every other park."""
 
 
 @dataclass(frozen=True)

@@ -325,7 +325,11 @@ def _release_row(result: StepResult, now: float) -> dict[str, Any]:
     elif isinstance(result, StepFailed):
         row |= {"b_status": StepStatus.FAILED.value, "b_error": result.error, "b_ended_at": now}
     elif isinstance(result, StepParked):
-        row |= {"b_status": StepStatus.READY.value, "b_not_before": result.not_before}
+        row |= {
+            "b_status": StepStatus.READY.value,
+            "b_not_before": result.not_before,
+            "b_error": result.error,
+        }
     elif isinstance(result, StepAwaitingChildren):
         row |= {"b_status": StepStatus.PARKED.value, "b_children_total": result.total}
     return row

@@ -768,3 +768,34 @@ def test_a_waiting_step_says_why(server: DemoServer, browser: Any) -> None:
     assert "s more" in text, "the page counts down to the next try"
     assert server.run_status(run_id) == "RUNNING"
     server.call("/runs/" + run_id + "/cancel", {}, method="POST")
+
+
+def test_children_behind_an_open_breaker_say_why_they_wait(
+    server: DemoServer, browser: Any
+) -> None:
+    """A fan-out whose children call a destination whose tenant breaker is open: they wait
+    (reason breaker_open), and the run page says so in the API's words, as `runs show` does:
+    which breaker, when it half-opens, and the command that closes it."""
+    tenant, destination = "fan-breaker", "ui-fan-breaker-dest"
+    breaker_opening_run(server, "ui-fan-breaker-open", tenant, destination)
+    call = {"url": f"{server.downstream}/ui-fan-breaker", "destination": destination}
+    child = {"type": "GATEWAY", "maxAutoRetries": 3, "config": call}
+    server.call("/workflows", {"name": "ui-fan-breaker-child", "vertices": {"call": child}})
+    spawn = {"items": "{{ input }}", "workflow": "ui-fan-breaker-child"}
+    parent = {
+        "each": {"type": "SPAWNER", "config": spawn},
+        "join": {"type": "MERGE", "dependsOn": ["each"]},
+    }
+    server.call("/workflows", {"name": "ui-fan-breaker", "vertices": parent})
+    body = {"input": [1, 2, 3, 4, 5], "tenantId": tenant}
+    run_id = str(server.call("/workflows/ui-fan-breaker/runs", body)["id"])
+    with opened(browser, f"{server.ui}#/runs/{run_id}") as (page, _):
+        line = page.locator('.waiting .waiting-line[data-children="breaker_open"]')
+        line.wait_for(timeout=30_000)
+        text = line.inner_text()
+        shoot(page, "run-children-breaker")
+    server.call("/runs/" + run_id + "/cancel", {}, method="POST")
+    assert re.match(r"◷ [1-5] child(ren)? waiting \(breaker_open\): ", text), text
+    assert f"the tenant breaker of '{destination}' (tenant '{tenant}') is open" in text, text
+    assert re.search(r"half-open in \d+ s", text), text
+    assert f"reset-breaker {destination} --tenant {tenant}" in text, text

@@ -19,7 +19,7 @@ from admission import (
     Ticket,
 )
 from schemas.clock import FakeClock
-from schemas.errors import FailureKind, StepFailure
+from schemas.errors import BreakerOpen, BreakerOpening, FailureKind, StepFailure
 
 Connect = Callable[[], Redis]
 DEST = "https://billing.example.com:443"
@@ -49,8 +49,8 @@ async def succeed(admission: Admission, tenant: str = "acme", times: int = 1) ->
         await (await admit(admission, tenant)).success()
 
 
-async def blocked(admission: Admission, tenant: str = "acme") -> StepFailure:
-    with pytest.raises(StepFailure) as caught:
+async def blocked(admission: Admission, tenant: str = "acme") -> BreakerOpen:
+    with pytest.raises(BreakerOpen) as caught:
         await admit(admission, tenant)
     assert caught.value.kind is FailureKind.EXTERNAL_OVERLOAD
     assert caught.value.redispatchable
@@ -66,20 +66,28 @@ async def layers(admission: Admission) -> tuple[BreakerState, dict[str, BreakerS
 # ── tenant layer ──────────────────────────────────────────────────────────────────────────
 
 
-async def test_five_consecutive_failures_open_the_tenant_layer(admission: Admission) -> None:
+async def test_five_consecutive_failures_open_the_tenant_layer(
+    admission: Admission, clock: FakeClock
+) -> None:
     await fail(admission, times=4)
     await succeed(admission)  # a success while closed resets the count
     await fail(admission, times=4)
     await succeed(admission, times=1)
     assert await layers(admission) == (BreakerState.CLOSED, {})
     await fail(admission, times=5)
+    opened = clock.now()
+    clock.advance(2)
     failure = await blocked(admission)
-    # When: `retry_after_s`, which a redispatch counts down; the message says no time of its own.
+    # When: `retry_after_s`, which a redispatch counts down; the message says no time of its own
+    # but names the command that closes the breaker by hand.
     assert failure.message == (
         f"circuit open: the tenant breaker of {DEST!r} (tenant 'acme') is open: it refuses every "
-        "call until it half-opens"
+        "call until it half-opens (once the destination is fixed, close it with "
+        f"`schemabridge destinations reset-breaker {DEST} --tenant acme`)"
     )
-    assert failure.retry_after_s == 30.0
+    assert failure.retry_after_s == 28.0
+    # The opening the refusal belongs to: the engine counts one redispatch per opening.
+    assert failure.opening == BreakerOpening("tenant", opened)
 
 
 async def test_an_open_tenant_layer_blocks_only_its_tenant(admission: Admission) -> None:
@@ -111,12 +119,15 @@ async def test_half_open_admits_only_the_configured_probes(
     admission: Admission, clock: FakeClock
 ) -> None:
     await fail(admission, times=5)
+    opened = clock.now()
     clock.advance(30)
     probes = [await admit(admission), await admit(admission)]
     failure = await blocked(admission)  # the tenant layer allows 2 probes at once
-    assert failure.message.endswith(
-        "is half-open with every probe permit in use: it refuses other calls until a probe ends"
+    assert "is half-open with every probe permit in use: it refuses other calls until a probe " in (
+        failure.message
     )
+    # Half-open is still the same opening: a step refused now was counted under it already.
+    assert failure.opening == BreakerOpening("tenant", opened)
     assert failure.retry_after_s == 1.0  # soon: probes answer in a call's time, not a lease
     await probes[0].ignore()  # an ignored probe gives its permit back, no verdict
     third = await admit(admission)
@@ -131,7 +142,9 @@ async def test_a_failed_probe_reopens_for_another_reset_period(
     await fail(admission, times=5)
     clock.advance(31)
     await (await admit(admission)).failure()
-    assert (await blocked(admission)).retry_after_s == 30.0  # reopened now, not at 0
+    reopened = await blocked(admission)
+    assert reopened.retry_after_s == 30.0  # reopened now, not at 0
+    assert reopened.opening == BreakerOpening("tenant", clock.now())  # a new opening
     clock.advance(30)
     await succeed(admission, times=2)
 

@@ -20,7 +20,9 @@ from tests.integration.engine_harness import running_worker, settings_for, start
 CHILDREN = 8
 
 
-def fan_out(url: str, destination: str) -> list[Workflow]:
+def fan_out(url: str, destination: str, max_auto_retries: int = 0) -> list[Workflow]:
+    """parent: a spawner over `input` → merge; child: one call to `destination`, one attempt
+    per dispatch."""
     parent = {
         "name": "outage",
         "vertices": {
@@ -33,7 +35,7 @@ def fan_out(url: str, destination: str) -> list[Workflow]:
         "vertices": {
             "call": {
                 "type": "GATEWAY",
-                "maxAutoRetries": 0,
+                "maxAutoRetries": max_auto_retries,
                 "config": {"url": url, "destination": destination, "retry": {"maxAttempts": 1}},
             }
         },
@@ -164,10 +166,9 @@ async def test_a_step_waiting_on_an_open_breaker_counts_down_once(
     assert (waiting.reason, waiting.message) == (
         "breaker_open",
         f"redispatch 1/1 after circuit open: the tenant breaker of {destination!r} (tenant "
-        "'default') is open: it refuses every call until it half-opens",
+        "'default') is open: it refuses every call until it half-opens (once the destination "
+        f"is fixed, close it with `schemabridge destinations reset-breaker {destination} "
+        "--tenant default`)",
     )
     [line] = waiting_lines(progress, now=waiting.until - 20.4)
-    assert line == (
-        f"call: redispatch 1/1 after circuit open: the tenant breaker of {destination!r} (tenant "
-        "'default') is open: it refuses every call until it half-opens (next try in 20 s)"
-    )
+    assert line == f"call: {waiting.message}; half-open in 21 s"

@@ -16,6 +16,7 @@ from engine.operations import Operations
 from engine.operations.views import StepView
 from engine.runtime import Runtime
 from engine.store.records import LogLine
+from schemas.clock import FakeClock
 from schemas.definitions import Workflow
 from tests.conftest import Backend
 from tests.integration.engine_harness import running_worker, settings_for, start, wait_for_run
@@ -105,29 +106,36 @@ async def test_a_redispatched_step_counts_its_redispatches_and_a_cancel_clears_i
     assert record.wait_reason is None
 
 
+async def three_children_at_the_rate_limit(runtime: Runtime, downstream: RunningDownstream) -> str:
+    """A fan-out of 5 children for a tenant of its own allowed 2 GATEWAY steps a minute (the
+    runtime's setting), run until 3 children wait at the limit; its id (the worker stopped)."""
+    ops = Operations(runtime)
+    tenant = f"fan-{uuid.uuid4().hex[:8]}"  # a rate window of its own
+    run_id = await start(runtime, workflows(downstream.url), {"items": items(5)}, tenant_id=tenant)
+
+    async def three_waiting() -> list[object] | None:
+        groups = (await ops.runs.get(run_id)).fanout.waiting
+        return list(groups) if groups and groups[0].children == 3 else None
+
+    async with running_worker(runtime):
+        await eventually(three_waiting, "three children at the rate limit")
+    return run_id
+
+
 async def test_a_fan_out_groups_its_waiting_children_by_reason(
     backend: Backend, downstream: RunningDownstream
 ) -> None:
     runtime = await Runtime.open(settings_for(backend, tenant_rate_per_minute=2))
     ops = Operations(runtime)
     try:
-        tenant = f"fan-{uuid.uuid4().hex[:8]}"  # a rate window of its own
-        run_id = await start(
-            runtime, workflows(downstream.url), {"items": items(5)}, tenant_id=tenant
-        )
-
-        async def three_waiting() -> list[object] | None:
-            groups = (await ops.runs.get(run_id)).fanout.waiting
-            return list(groups) if groups and groups[0].children == 3 else None
-
-        async with running_worker(runtime):
-            (group,) = await eventually(three_waiting, "three children at the rate limit")
-            progress = await ops.runs.progress(run_id)
+        run_id = await three_children_at_the_rate_limit(runtime, downstream)
+        progress = await ops.runs.progress(run_id)
+        (group,) = progress.fanout.waiting
     finally:
         await runtime.close()
-    assert group.reason == "tenant_rate_limit"  # type: ignore[attr-defined]
-    assert "(2/2 GATEWAY steps a minute)" in group.message  # type: ignore[attr-defined]
-    assert group.until is not None  # type: ignore[attr-defined]
+    assert group.reason == "tenant_rate_limit"
+    assert "(2/2 GATEWAY steps a minute)" in group.message
+    assert group.until is not None
     assert [g.reason for g in progress.fanout.waiting] == ["tenant_rate_limit"]
 
 
@@ -263,3 +271,23 @@ async def test_a_retry_wait_is_over_once_the_next_attempt_runs(
     assert during.status == "RUNNING" and during.waiting is None
     assert progress.status == "RUNNING" and progress.waiting is None
     assert done.status == "SUCCEEDED"
+
+
+async def test_children_whose_wait_is_over_are_not_said_to_wait(
+    backend: Backend, downstream: RunningDownstream
+) -> None:
+    """The children summary says only what is true now: a parked child whose time has come is
+    due (it waits for a worker, not for its old reason), so it is not counted any more."""
+    clock = FakeClock()
+    runtime = await Runtime.open(settings_for(backend, tenant_rate_per_minute=2), clock=clock)
+    ops = Operations(runtime)
+    try:
+        run_id = await three_children_at_the_rate_limit(runtime, downstream)
+        (group,) = (await ops.runs.progress(run_id)).fanout.waiting
+        assert group.until is not None
+        clock.advance(group.until - clock.now() + 0.1)  # no worker: they stay READY, due
+        after = await ops.runs.progress(run_id)
+    finally:
+        await runtime.close()
+    assert group.children == 3 and group.text == group.message
+    assert after.fanout.waiting == []

@@ -267,13 +267,9 @@ def test_a_batch_retry_says_why_it_spared_a_finished_runs_child() -> None:
     ]
 
 
-def test_runs_show_says_why_a_running_fanouts_children_wait() -> None:
-    # `runs watch` said it; `runs show` gave only the counts.
-    waiting = [
-        {"reason": "tenant_rate_limit", "children": 6, "message": RATE, "until": NOW + 3},
-        {"reason": "backpressure", "children": 2, "message": "the ready queue is deep"},
-    ]
-    fields = {
+def running_fan_out(fanout: dict[str, object]) -> dict[str, object]:
+    """A RUNNING fan-out run as `GET /runs/{id}` answers it, with `fanout`."""
+    return {
         "id": "r1",
         "workflow": "fan",
         "version": 1,
@@ -281,8 +277,17 @@ def test_runs_show_says_why_a_running_fanouts_children_wait() -> None:
         "status": "RUNNING",
         "createdAt": NOW - 60,
         "steps": [{"vertexId": "each", "type": "SPAWNER", "status": "PARKED"}],
-        "fanout": {"total": 1000, "running": 8, "succeeded": 992, "waiting": waiting},
+        "fanout": fanout,
     }
+
+
+def test_runs_show_says_why_a_running_fanouts_children_wait() -> None:
+    # `runs watch` said it; `runs show` gave only the counts.
+    waiting = [
+        {"reason": "tenant_rate_limit", "children": 6, "message": RATE, "until": NOW + 3},
+        {"reason": "backpressure", "children": 2, "message": "the ready queue is deep"},
+    ]
+    fields = running_fan_out({"total": 1000, "running": 8, "succeeded": 992, "waiting": waiting})
     text = rendered(run_display.run_view(RunDetail.model_validate(fields), NOW))
     said = f"6 children waiting: {RATE} (others wait for: backpressure)"
     assert said in " ".join(text.split()), text
@@ -291,6 +296,21 @@ def test_runs_show_says_why_a_running_fanouts_children_wait() -> None:
     assert lines[counts + 1].strip().startswith("6 children waiting: tenant acme"), text
     ended = {**fields, "status": "CANCELLED", "endedAt": NOW}
     assert "waiting:" not in rendered(run_display.run_view(RunDetail.model_validate(ended), NOW))
+
+
+BREAKER = (
+    "circuit open: the tenant breaker of 'billing' (tenant 'acme') is open: it refuses every "
+    "call until it half-opens (once the destination is fixed, close it with `schemabridge "
+    "destinations reset-breaker billing --tenant acme`)"
+)
+
+
+def test_runs_show_counts_children_behind_a_breaker_down_to_its_half_open() -> None:
+    # It said the breaker "refuses every call until it half-opens", and not when that is.
+    waiting = [{"reason": "breaker_open", "children": 40, "message": BREAKER, "until": NOW + 12}]
+    fields = running_fan_out({"total": 40, "pending": 40, "waiting": waiting})
+    text = " ".join(rendered(run_display.run_view(RunDetail.model_validate(fields), NOW)).split())
+    assert f"40 children waiting: {BREAKER}; half-open in 12 s" in text, text
 
 
 def test_a_table_shows_a_control_character_escaped_on_its_own_line() -> None:

@@ -12,7 +12,7 @@ import { drawGraph } from "../graph.js";
 import { Poller, throttle } from "../live.js";
 import { actionBar, actionBarKey, resolveStep } from "../run/actions.js";
 import { ChildrenList } from "../run/children.js";
-import { errorBox, holderLine, sentByAttempt, waitingLine } from "../run/errors.js";
+import { childrenWaitingLine, errorBox, holderLine, sentByAttempt, waitingLine } from "../run/errors.js";
 import { fanoutBar, fetchLongTail, longTailView } from "../run/fanout.js";
 import { retryAfter } from "../run/attempts.js";
 import { RunLog } from "../run/log.js";
@@ -260,7 +260,7 @@ export async function runPage(main, params, given) {
     fill(facts, headline(detail));
     drawActions();
     fill(runError, detail.status === "FAILED" ? errorBox(detail.error, { title: detail.error && detail.error.vertexId ? `Run failed at ${detail.error.vertexId}` : "Run failed" }) : null);
-    fill(waiting, detail.steps.flatMap((step) => [waitingLine(step), holderLine(step)]));
+    fill(waiting, [...detail.steps.flatMap((step) => [waitingLine(step), holderLine(step)]), childrenWaitingLine(detail)]);
     drawGraphAndPanel();
     fill(steps, stepsTable(detail, select));
     drawFanouts();
@@ -329,7 +329,7 @@ export async function runPage(main, params, given) {
     };
     drawGraphAndPanel();
     drawFanouts();
-    fill(waiting, detail.steps.flatMap((step) => [waitingLine(step), holderLine(step)]));
+    fill(waiting, [...detail.steps.flatMap((step) => [waitingLine(step), holderLine(step)]), childrenWaitingLine(detail)]);
     if (statusChanged) slowReload();
     tailReload();
     childReload();

@@ -76,11 +76,26 @@ export function waitingLine(step) {
   const parts = [`${step.vertexId} is waiting`];
   if (waiting.reason) parts.push(`(${waiting.reason})`);
   const line = h("p", { class: "waiting-line", "data-vertex": step.vertexId }, h("span", { "aria-hidden": "true" }, "◷ "), parts.join(" "));
-  if (waiting.message) line.append(": ", waiting.message);
-  if (waiting.until) {
+  // `text` is the API's wording (the message with its countdown, e.g. "half-open in 12 s").
+  const text = waiting.text || waiting.message;
+  if (text) line.append(": ", text);
+  if (waiting.until && waiting.reason !== "breaker_open") {
     const seconds = Math.max(0, Math.round(waiting.until - Date.now() / 1000));
     line.append(h("span", { class: "muted" }, ` — about ${seconds} s more`));
   }
+  return line;
+}
+
+/** Why a running fan-out's children wait, as `schemabridge runs show` says it: the most
+ * common reason with what is true of all those children (the API's `text`), then the others
+ * by name. Null when none waits or the run has ended. */
+export function childrenWaitingLine(run) {
+  const groups = (run.fanout && run.fanout.waiting) || [];
+  if (run.endedAt || (run.status && run.status !== "RUNNING") || groups.length === 0) return null;
+  const [first, ...others] = groups;
+  const count = `${first.children.toLocaleString("en-US")} ${first.children === 1 ? "child" : "children"} waiting`;
+  const line = h("p", { class: "waiting-line", "data-children": first.reason }, h("span", { "aria-hidden": "true" }, "◷ "), `${count} (${first.reason}): `, first.text || first.message || "");
+  if (others.length) line.append(h("span", { class: "muted" }, ` (others wait for: ${others.map((g) => g.reason).join(", ")})`));
   return line;
 }
 
