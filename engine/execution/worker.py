@@ -45,6 +45,7 @@ from engine import payload_defaults
 from engine.coordination.redis_client import COORDINATION_ERRORS
 from engine.execution import executor, worker_metrics
 from engine.execution.stops import CLAIM_KEPT, CancelledRuns, Stops
+from engine.operations.boundary import store_unreachable
 from engine.store import Store
 from engine.store.queue import HELD_BACK
 from engine.store.records import (
@@ -64,7 +65,9 @@ FLUSH_BATCH_MAX = 500
 ANALYZE_EVERY_S = 60.0
 """How often a worker refreshes the planner statistics of the queue tables (PostgreSQL)."""
 FLUSH_RETRY_LIMIT = 5
-"""Tries of a write that holds no claim (only the lines of abandoned steps)."""
+"""Tries of a write that holds no claim (only the lines of abandoned steps), or that the
+database refuses for what it holds rather than for an outage: the next try meets the same
+refusal, and the renewer would keep its leases, and so the flusher, held forever."""
 FLUSH_RETRY_MAX_PAUSE_S = 2.0
 """Longest pause between two tries of recording a batch (the pause doubles from 0.1 s)."""
 RECORD_MARGIN_FRACTION = 1 / 6
@@ -447,10 +450,12 @@ class Worker:
         while True:
             try:
                 report = await self._store.complete(pending, lines)
-            except Exception:
+            except Exception as error:
                 tries += 1
                 now = self._deps.clock.now()
                 ends = [self._leases.get(r.step.claim_token, 0.0) - margin for r in pending]
+                if not store_unreachable(error) and tries >= FLUSH_RETRY_LIMIT:
+                    ends = [now] * len(pending)  # refused, not an outage: give up all
                 keep_s = max(ends, default=now) - now
                 logger.exception(
                     "recording %d results failed (try %d); retrying for up to %.0f s more",
