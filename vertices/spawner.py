@@ -21,7 +21,7 @@ from schemas import expressions
 from schemas.definitions import SpawnerConfig
 from schemas.errors import FailureKind, StepFailure, set_quota_command
 from schemas.waiting import WaitReason
-from vertices.contract import AwaitingChildren, Parked, StepContext
+from vertices.contract import AwaitingChildren, Parked, StepContext, StepStopped
 
 BACKPRESSURE_PARK_S = 10.0
 """How long a spawner parks when the ready queue is too deep: 10 s, as documented for
@@ -143,6 +143,10 @@ async def execute(
             return parked
     created = 0
     for start in range(0, total, limits.batch_size):
+        if ctx.stop is not None and ctx.stop.reason is not None:
+            # Its run failed (or was cancelled): no more children. Those created run on; the
+            # run's retry re-attaches them and creates the rest, one child per item.
+            raise StepStopped(f"children {start:,} to {total - 1:,} of {total:,} not created")
         batch = list(child_specs(config, ctx, items, start, start + limits.batch_size))
         created += await port.create_children(total, batch)
     await ctx.log(
