@@ -433,8 +433,12 @@ class Admission:
         if self._caps_source is None:
             return
         caps = await self._caps_source.get_caps(destination)
+        # The database is the truth: caps it no longer has go from Redis too, so a copy that
+        # raced an operator's removal is undone within a refresh.
         if caps is not None:
             await self.caps.set_caps(destination, caps)
+        else:
+            await self.caps.delete_caps(destination)
 
     async def _load_tenant_limit(self, tenant_id: str) -> None:
         if self._tenant_limits is not None:
@@ -444,8 +448,7 @@ class Admission:
         if self._tenant_limits is None:
             return
         limit = await self._tenant_limits.get_tenant_limit(tenant_id)
-        if limit is not None:
-            await self.rate.set_limit(tenant_id, limit)
+        await self.rate.set_limit(tenant_id, limit)  # None: the database has none, nor Redis
 
     def _ticket(self, op: AdmitOp, epoch: int, *, probe: bool, handovers: int = 0) -> Ticket:
         return Ticket(

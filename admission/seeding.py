@@ -60,6 +60,20 @@ class Reseeder:
     def _finished(self, _: asyncio.Future[None]) -> None:
         self._running = None
 
+    async def _undo_removed(
+        self, limits: Mapping[str, int], caps: Mapping[str, DestinationCaps]
+    ) -> None:
+        """Read the settings again after the copy and remove from Redis what an operator
+        removed meanwhile. A removal writes the database, then Redis: one that landed between
+        the first read and the copy found nothing in Redis to remove, and the copy wrote it
+        back. A removal later than this read removes its own copy."""
+        now_limits = await self._source.all_tenant_limits()
+        now_caps = await self._source.all_caps()
+        for tenant_id in limits.keys() - now_limits.keys():
+            await self._backend.write_tenant_limit(tenant_id, None)
+        for destination in caps.keys() - now_caps.keys():
+            await self._backend.delete_caps(destination)
+
     async def _copy(self) -> None:
         try:
             limits = await self._source.all_tenant_limits()
@@ -67,6 +81,7 @@ class Reseeder:
             written = await self._backend.seed(
                 limits, {d: (c.max_concurrency, c.rate_per_second) for d, c in caps.items()}
             )
+            await self._undo_removed(limits, caps)
         except Exception as error:
             self._failed_at = time.monotonic()
             logger.warning(
