@@ -11,6 +11,12 @@ MAX_TENANT_CHARS = 200
 """The longest tenant id the store holds (its tenant columns are 200 characters)."""
 TENANT_ID_RULE = f"1 to {MAX_TENANT_CHARS} characters, without spaces at either end"
 """The rule in words, for refusals ("a tenant id is …")."""
+_SPACE = r"\t-\r\u001c-\u0020\u0085\u00a0\u1680\u2000-\u200a\u2028\u2029\u202f\u205f\u3000"
+"""Every character `str.strip` removes, spelt out: `\\s` means fewer of them in JSON
+Schema's and pydantic's regular expressions than in Python's."""
+TENANT_ID_PATTERN = rf"^[^{_SPACE}]([\s\S]*[^{_SPACE}])?$"
+"""The rule's ends as a regular expression, for the API's schema (its length is said apart):
+a client that generates ids from the schema then makes only ids the rule takes."""
 SHOWN_CHARS = 60
 """The most of a refused id a message quotes."""
 

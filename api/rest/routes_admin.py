@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Annotated
 
-from fastapi import APIRouter, Query
+from fastapi import APIRouter, Path, Query
 from pydantic import BaseModel, ConfigDict, Field
 from pydantic.alias_generators import to_camel
 
@@ -29,6 +29,20 @@ from engine.operations.settings_views import (
 )
 from engine.operations.views import View
 from schemas.errors import ApiError
+from schemas.tenant_ids import MAX_TENANT_CHARS, TENANT_ID_PATTERN, TENANT_ID_RULE
+
+TenantId = Annotated[
+    str,
+    Path(
+        description=f"The tenant's id: {TENANT_ID_RULE}.",
+        # In the schema only: the route refuses any other id itself, as `invalid_tenant`.
+        json_schema_extra={
+            "minLength": 1,
+            "maxLength": MAX_TENANT_CHARS,
+            "pattern": TENANT_ID_PATTERN,
+        },
+    ),
+]
 
 router = APIRouter(route_class=JsonBodyRoute)
 
@@ -240,7 +254,7 @@ async def list_tenants(ops: OperationsDep, _caller: AdminDep) -> TenantList:
     responses=error_responses(401, 403, 422, 503),
     summary="One tenant's rate limit, its use in the current window, and its quota",
 )
-async def get_tenant(tenant_id: str, ops: OperationsDep, caller: CallerDep) -> TenantView:
+async def get_tenant(tenant_id: TenantId, ops: OperationsDep, caller: CallerDep) -> TenantView:
     """Any id has settings (the defaults until an operator sets some). A tenant key reads its
     own tenant only (403 `forbidden` for another). An id no tenant can have (empty, spaces
     at either end, over 200 characters) is 422 `invalid_tenant`, `details.allowed` the rule."""
@@ -257,7 +271,7 @@ async def get_tenant(tenant_id: str, ops: OperationsDep, caller: CallerDep) -> T
     summary="Set a tenant's rate limit and run quota (null: back to the default)",
 )
 async def set_limits(
-    tenant_id: str, body: LimitsRequest, ops: OperationsDep, _caller: AdminDep
+    tenant_id: TenantId, body: LimitsRequest, ops: OperationsDep, _caller: AdminDep
 ) -> TenantView:
     """Answers the tenant's settings after the change. Each field is applied on its own and
     idempotently: a request refused half-way (503) may be sent again as it is. The id follows

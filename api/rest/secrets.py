@@ -22,7 +22,7 @@ from api.rest.deps import OperationsDep
 from api.rest.errors import error_responses, in_words
 from engine.operations.secrets import MAX_VALUE_CHARS, MIN_VALUE_CHARS, SHORT_VALUE_REASON
 from engine.operations.secrets_views import SecretList, SecretRef, StoredSecret
-from schemas.tenant_ids import MAX_TENANT_CHARS
+from schemas.tenant_ids import MAX_TENANT_CHARS, TENANT_ID_PATTERN
 
 router = APIRouter(tags=["secrets"], route_class=JsonBodyRoute)
 
@@ -30,7 +30,7 @@ NAME_PATTERN = in_words(
     r"^[A-Za-z_][A-Za-z0-9_]{0,127}$",
     "a letter or _, then up to 127 letters, digits or _ (as {{ secrets.NAME }} writes it)",
 )
-TENANT_PATTERN = in_words(r"^\S(.*\S)?$", "a tenant id without spaces at its ends")
+TENANT_PATTERN = in_words(TENANT_ID_PATTERN, "a tenant id without spaces at its ends")
 """No surrounding spaces (the operations refuse them too)."""
 
 SecretName = Annotated[

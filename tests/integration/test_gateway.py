@@ -168,9 +168,13 @@ async def test_a_string_body_with_a_text_content_type_is_sent_verbatim(
 @pytest.mark.parametrize(
     ("fields", "where", "expression"),
     [
-        ({"headers": {"X-A": "{{ length(input.missing) }}"}}, "headers", "length(input.missing)"),
-        ({"query": {"a": "{{ input.[ }}"}}, "query", "input.["),
-        ({"body": {"a": "{{ abs(input.text) }}"}}, "body", "abs(input.text)"),
+        (
+            {"headers": {"X-A": "{{ length(input.missing) }}"}},
+            "/config/headers/X-A:",
+            "length(input.missing)",
+        ),
+        ({"query": {"a": "{{ input.[ }}"}}, "/config/query/a:", "input.["),
+        ({"body": {"a": "{{ abs(input.text) }}"}}, "/config/body/a:", "abs(input.text)"),
     ],
 )
 async def test_expression_errors_name_the_expression(

@@ -487,6 +487,7 @@ async def test_a_fan_out_shows_its_progress_and_children(
     assert run.fanout.model_dump() == {
         "total": 12,
         "pending": 0,
+        "waiting_children": 0,
         "running": 0,
         "succeeded": 9,
         "failed": 3,
