@@ -63,17 +63,19 @@ class Template:
                 out.append(_format(_search(part, context)))
         return "".join(out)
 
-    def render_placed(self, context: dict[str, Any], place: Callable[[str, str], str]) -> str:
+    def render_placed(self, context: dict[str, Any], place: Callable[[str, str, bool], str]) -> str:
         """Render as text (even an `exact` template), each expression's formatted result
-        written as `place(text_before_it, formatted)` returns it: where a value lands can
-        change how it must be written (a URL percent-encodes a value in its path).
-        `text_before_it` is the rendered text so far, earlier placed values included."""
+        written as `place(text_before_it, formatted, is_null)` returns it: where a value lands
+        can change how it must be written (a URL percent-encodes a value in its path).
+        `text_before_it` is the rendered text so far, earlier placed values included; `is_null`
+        tells a null (formatted as "") from an empty string."""
         before = ""
         for part in self.parts:
             if isinstance(part, str):
                 before += part
             else:
-                before += place(before, _format(_search(part, context)))
+                value = _search(part, context)
+                before += place(before, _format(value), value is None)
         return before
 
 

@@ -12,14 +12,14 @@ Encoding rules:
   (`schemas.url_template`). A value in the path, query, fragment or `user:password@` is
   percent-encoded as one component, `/ ? # & = @ :` included, so run input cannot change
   which path is called, add query parameters or end the userinfo early; a value that would
-  make a path segment `.` or `..`, and a null or empty path value (an empty segment, the
-  collection instead of the item), fail the step with `invalid_config`. A value in the host
-  or port that could move the call to another host (`/ ? # @`, a backslash, whitespace; a
-  port that is not digits) fails it with `invalid_config`; so does a value beside literal
-  host text that is not one DNS label (a dot, `%`, a unicode dot form: it would add labels
-  to the domain the author wrote), and a literal host must still be the host after
-  rendering (`_render_url`). A url that is exactly one expression (a whole URL, e.g. a
-  pagination link), an expression that starts it (a base URL) and a host that is
+  make a path segment `.` or `..`, a null path value, and an empty one that leaves its
+  segment empty (the collection instead of the item), fail the step with `invalid_config`. A
+  value in the host or port that could move the call to another host (`/ ? # @`, a
+  backslash, whitespace; a port that is not digits) fails it with `invalid_config`; so does
+  a value beside literal host text that is not one DNS label (a dot, `%`, a unicode dot
+  form: it would add labels to the domain the author wrote), and a literal host must still
+  be the host after rendering (`_render_url`). A url that is exactly one expression (a whole
+  URL, e.g. a pagination link), an expression that starts it (a base URL) and a host that is
   expressions alone are where the author lets a value choose the host;
 * header and query values: strings as they are, numbers as written, booleans `true`/`false`,
   objects and lists as compact JSON; a null drops the entry; a query list repeats the name;
@@ -331,9 +331,11 @@ def _render_url(text: str, context: dict[str, Any], vertex: str = "") -> Any:
     When the template writes the host literally, the rendered URL must still have that host
     (`_check_literal_host`): a backstop should a rule above miss a way to move it.
 
-    A path value that is null or empty is refused (`_empty_in_path`): it would call another
-    path than the author meant, silently — `DELETE /items/{{ input.id }}` without an id
-    deletes `/items/`, the whole collection, and a typo in an expression gives null.
+    A path value that is null, or empty where it leaves its segment empty, is refused
+    (`_empty_in_path`): it would call another path than the author meant, silently —
+    `DELETE /items/{{ input.id }}` without an id deletes `/items/`, the whole collection, and
+    a typo in an expression gives null. An empty string beside literal text or another value
+    that fills the segment (`/{{ prefix }}{{ id }}`) is an optional part and is sent.
     """
     if "{{" not in text:
         return text  # nothing to place: the common case pays one substring test
@@ -345,9 +347,10 @@ def _render_url(text: str, context: dict[str, Any], vertex: str = "") -> Any:
         places = iter(layout.places)  # render_placed calls `place` once per expression, in order
         sources = iter(p.expression for p in template.parts if not isinstance(p, str))
         in_path: list[tuple[int, int]] = []
+        empty: list[tuple[int, str]] = []  # where a path value was null or empty, its source
         in_label: list[tuple[int, int, str]] = []
 
-        def place(before: str, value: str) -> str:
+        def place(before: str, value: str, null: bool) -> str:
             where, source = next(places), next(sources)
             if where in _AS_IS:
                 return value
@@ -358,14 +361,17 @@ def _render_url(text: str, context: dict[str, Any], vertex: str = "") -> Any:
                 return value
             encoded = quote(value, safe="")
             if where is Place.PATH:
+                if null:
+                    raise _empty_in_path(source, vertex)  # a misspelt name, most likely
                 if not encoded:
-                    raise _empty_in_path(source, vertex)
+                    empty.append((len(before), source))
                 in_path.append((len(before), len(before) + len(encoded)))
             return encoded
 
         url = template.render_placed(context, place)
     except expressions.ExpressionError as exc:
         raise _expression_failure(exc, "/config/url") from exc
+    _refuse_empty_segments(url, empty, vertex)
     _refuse_dot_segments(url, in_path)
     for start, end, source in in_label:
         _check_host_label(url, start, end, source)
@@ -448,6 +454,20 @@ _HINTS = {
     Place.HOST_LABEL: ", make the whole host one expression (https://{{ input.host }}/…) if "
     f"the input is meant to choose the host{_FOR_THE_PATH}",
 }
+
+
+def _refuse_empty_segments(url: str, empty: list[tuple[int, str]], vertex: str) -> None:
+    """Fail when an empty path value (at a place, from a source) left its segment empty."""
+    for at, source in empty:
+        if _segment_at(url, at) == "":
+            raise _empty_in_path(source, vertex)
+
+
+def _segment_at(url: str, at: int) -> str:
+    """The path segment of `url` that holds the position `at` (a path value's place)."""
+    start = url.rfind("/", 0, at) + 1
+    ends = [i for i in (url.find(c, at) for c in "/?#") if i != -1]
+    return url[start : min(ends, default=len(url))]
 
 
 def _empty_in_path(source: str, vertex: str) -> StepFailure:

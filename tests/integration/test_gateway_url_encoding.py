@@ -132,6 +132,26 @@ async def test_a_null_or_empty_path_value_is_refused_before_anything_is_sent(
     assert server.raw_paths == []
 
 
+@pytest.mark.parametrize(
+    ("path", "input_", "sent"),
+    [
+        (
+            "/customers/{{ input.a }}{{ input.id }}/orders",
+            {"a": "", "id": "7"},
+            "/customers/7/orders",
+        ),
+        ("/customers/c{{ input.id }}/orders", {"id": ""}, "/customers/c/orders"),
+    ],
+)
+async def test_an_empty_string_beside_what_fills_its_segment_is_sent(
+    server: Recorder, client: HttpClient, path: str, input_: dict[str, Any], sent: str
+) -> None:
+    """An optional part of a segment (a prefix or suffix left empty) is the author's to leave
+    empty; only a segment left empty, or a null (a misspelt name), is refused."""
+    await call(client, server.base + path, **input_)
+    assert server.raw_paths == [sent]
+
+
 async def test_a_null_port_is_refused_not_sent_to_the_default_port(client: HttpClient) -> None:
     with pytest.raises(StepFailure) as caught:
         await call(client, "http://127.0.0.1:{{ input.port }}/x")

@@ -62,16 +62,21 @@ def test_compile_marks_exact_templates_and_caches_them() -> None:
 
 
 def test_render_placed_lets_the_caller_write_each_value_given_the_text_before_it() -> None:
-    seen: list[tuple[str, str]] = []
+    seen: list[tuple[str, str, bool]] = []
 
-    def place(before: str, value: str) -> str:
-        seen.append((before, value))
+    def place(before: str, value: str, null: bool) -> str:
+        seen.append((before, value, null))
         return f"<{value}>"
 
     template = compile_template("a{{ input.n }}b{{ input.tags }}{{ input.missing }}")
     assert template.render_placed(CONTEXT, place) == 'a<3>b<["a","b"]><>'
-    # Formatted as `render` formats them; the text before includes earlier placed values.
-    assert seen == [("a", "3"), ("a<3>b", '["a","b"]'), ('a<3>b<["a","b"]>', "")]
+    # Formatted as `render` formats them; the text before includes earlier placed values; a
+    # null is told from an empty string.
+    assert seen == [
+        ("a", "3", False),
+        ("a<3>b", '["a","b"]', False),
+        ('a<3>b<["a","b"]>', "", True),
+    ]
     assert compile_template("{{ input.n }}").render_placed(CONTEXT, place) == "<3>"
 
 
