@@ -45,7 +45,6 @@ from engine import payload_defaults
 from engine.coordination.redis_client import COORDINATION_ERRORS
 from engine.execution import executor, worker_metrics
 from engine.execution.stops import CLAIM_KEPT, CancelledRuns, Stops
-from engine.operations.boundary import store_unreachable
 from engine.store import Store
 from engine.store.queue import HELD_BACK
 from engine.store.records import (
@@ -57,6 +56,7 @@ from engine.store.records import (
     StepParked,
     StepResult,
 )
+from engine.store.unreachable import store_unreachable
 from schemas.definitions import Workflow
 
 logger = logging.getLogger(__name__)

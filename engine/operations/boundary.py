@@ -12,35 +12,15 @@ import logging
 from collections.abc import Awaitable, Callable
 from typing import ParamSpec, TypeVar
 
-from sqlalchemy.exc import DBAPIError, InterfaceError, OperationalError
-from sqlalchemy.exc import TimeoutError as PoolTimeout
+from sqlalchemy.exc import DBAPIError
 
+from engine.store.unreachable import STORE_UNREACHABLE, store_unreachable
 from schemas.errors import Unavailable
 
 logger = logging.getLogger(__name__)
 
 P = ParamSpec("P")
 R = TypeVar("R")
-
-STORE_UNREACHABLE = (OperationalError, InterfaceError, PoolTimeout, OSError)
-"""What SQLAlchemy and the drivers raise when the database cannot be reached or answered: a
-refused or dropped connection, a database shutting down, an exhausted connection pool."""
-
-UNAVAILABLE_SQLSTATES = ("08", "53", "57P")
-"""SQLSTATE classes of a database that cannot serve the request now, whatever exception class
-the driver maps them to: connection exceptions, insufficient resources ("too many clients
-already", which SQLAlchemy's asyncpg dialect raises as a bare DBAPIError), operator
-intervention (shutting down, cannot connect now)."""
-
-
-def store_unreachable(exc: BaseException) -> bool:
-    """Whether `exc` says the database cannot be reached or cannot serve right now."""
-    if isinstance(exc, STORE_UNREACHABLE):
-        return True
-    if isinstance(exc, DBAPIError):
-        sqlstate = getattr(exc.orig, "sqlstate", None)
-        return isinstance(sqlstate, str) and sqlstate.startswith(UNAVAILABLE_SQLSTATES)
-    return False
 
 
 def store_boundary(operation: Callable[P, Awaitable[R]]) -> Callable[P, Awaitable[R]]:

@@ -12,9 +12,9 @@ import pytest
 from sqlalchemy import Integer, bindparam, text
 from sqlalchemy.exc import DBAPIError, IntegrityError, OperationalError
 
-from engine.operations.boundary import store_unreachable
 from engine.store import db
 from engine.store.direct import DirectStatements
+from engine.store.unreachable import store_unreachable
 
 INSERT = text("INSERT INTO tenant_quota (tenant_id, max_runs, used_runs) VALUES (:t, :m, 0)")
 COUNT = text("SELECT count(*) FROM tenant_quota WHERE max_runs >= :m").bindparams(
