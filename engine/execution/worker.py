@@ -37,6 +37,7 @@ import contextlib
 import heapq
 import logging
 import time
+from collections import Counter
 from collections.abc import Awaitable, Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
@@ -682,14 +683,20 @@ class Worker:
 
 
 def _log_failed_runs(results: list[StepResult], report: CompletionReport) -> None:
-    """One line per run this flush failed: what an operator acts on."""
+    """One line per run this flush failed, what an operator acts on; the children of one
+    parent that failed in the same flush share one line (a fan-out against a failing
+    destination would otherwise write a line per child: thousands)."""
     failed = {run_id for run_id, status in report.finished_runs if status == "FAILED"}
+    children: dict[str, list[StepFailed]] = {}
     for result in results:
         if isinstance(result, StepFailed) and result.retry_at is None:
             step = result.step
             if step.run_id not in failed:
                 continue
             failed.discard(step.run_id)
+            if step.parent_run_id is not None:
+                children.setdefault(step.parent_run_id, []).append(result)
+                continue
             kind = str(result.error.get("kind", "unknown"))
             logger.warning(
                 "run %s failed at %s: %s: %s",
@@ -704,6 +711,32 @@ def _log_failed_runs(results: list[StepResult], report: CompletionReport) -> Non
                     "kind": kind,
                 },
             )
+    for parent, ended in children.items():
+        _log_failed_children(parent, ended)
+
+
+def _log_failed_children(parent: str, ended: list[StepFailed]) -> None:
+    first = ended[0]
+    kinds = Counter(str(result.error.get("kind", "unknown")) for result in ended)
+    if len(ended) == 1:
+        what = f"child run {first.step.run_id} of run {parent} failed"
+    else:
+        what = f"{len(ended)} child runs of run {parent} failed"
+    logger.warning(
+        "%s (%s); the first at %s: %s",
+        what,
+        ", ".join(f"{count} {kind}" for kind, count in kinds.most_common()),
+        first.step.vertex_id,
+        str(first.error.get("message", ""))[:200],
+        extra={
+            "event": "run.failed",
+            "run_id": first.step.run_id,
+            "parent_run_id": parent,
+            "children_failed": len(ended),
+            "vertex": first.step.vertex_id,
+            "kind": str(first.error.get("kind", "unknown")),
+        },
+    )
 
 
 def runs_and_parents(changed: Iterable[ClaimedStep]) -> set[str]:
