@@ -20,7 +20,6 @@ from cryptography.fernet import Fernet
 from schemas.redaction import REDACTED
 from tests.e2e.browser_harness import (
     DemoServer,
-    chromium,
     opened,
     serve_demo,
     server_env,
@@ -144,12 +143,6 @@ def test_runs_show_says_what_was_sent(server: DemoServer, failed_run: str) -> No
     assert leaks(out + done.stderr) == []
     shown = json.loads(schemabridge(env, "runs", "show", failed_run, "-o", "json").stdout)
     assert shown["error"]["request"]["url"] == sent_url(server)
-
-
-@pytest.fixture(scope="module")
-def browser(server: DemoServer) -> Iterator[Any]:
-    with chromium() as found:
-        yield found
 
 
 def test_the_run_page_says_what_was_sent(server: DemoServer, failed_run: str, browser: Any) -> None:

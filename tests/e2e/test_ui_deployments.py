@@ -23,7 +23,6 @@ from tests.e2e.browser_harness import (
     DemoServer,
     assert_fits_a_phone,
     assert_wraps_between_words,
-    chromium,
     demo_on_sqlite,
     eventually,
     opened,
@@ -38,12 +37,6 @@ pytestmark = pytest.mark.slow
 def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[DemoServer]:
     with demo_on_sqlite(tmp_path_factory, "ui-deployments") as running:
         yield running
-
-
-@pytest.fixture(scope="module")
-def browser(server: DemoServer) -> Iterator[Any]:
-    with chromium() as found:
-        yield found
 
 
 def publish(server: DemoServer, name: str, *, failing: bool) -> None:

@@ -18,7 +18,6 @@ from tests.e2e.browser_harness import (
     SCREENSHOTS,
     WIDE,
     DemoServer,
-    chromium,
     demo_on_sqlite,
     opened,
     shoot,
@@ -32,12 +31,6 @@ pytestmark = pytest.mark.slow
 def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[DemoServer]:
     with demo_on_sqlite(tmp_path_factory, "ui-forms") as running:
         yield running
-
-
-@pytest.fixture(scope="module")
-def browser(server: DemoServer) -> Iterator[Any]:
-    with chromium() as found:
-        yield found
 
 
 # ── the editor ──────────────────────────────────────────────────────────────────────────────

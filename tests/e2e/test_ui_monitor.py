@@ -18,7 +18,6 @@ from tests.e2e.browser_harness import (
     NARROW,
     WIDE,
     DemoServer,
-    chromium,
     demo_on_sqlite,
     eventually,
     failed_long_vertex_run,
@@ -28,7 +27,7 @@ from tests.e2e.browser_harness import (
     ticket,
 )
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.usefixtures("quick_downstream")]
 
 HOSTILE_BODY = '<script>window.__pwned = 1</script><img src=x onerror="window.__pwned = 2">'
 
@@ -37,19 +36,6 @@ HOSTILE_BODY = '<script>window.__pwned = 1</script><img src=x onerror="window.__
 def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[DemoServer]:
     with demo_on_sqlite(tmp_path_factory, "ui") as running:
         yield running
-
-
-@pytest.fixture(scope="module")
-def browser(server: DemoServer) -> Iterator[Any]:
-    with chromium() as found:
-        yield found
-
-
-@pytest.fixture(autouse=True)
-def quick_downstream(server: DemoServer) -> Iterator[None]:
-    server.latency(0)
-    yield
-    server.latency(0)
 
 
 def reject_tickets(server: DemoServer, times: int = 1, raw: str | None = None) -> None:

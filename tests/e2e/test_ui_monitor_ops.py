@@ -15,7 +15,6 @@ import pytest
 
 from tests.e2e.browser_harness import (
     DemoServer,
-    chromium,
     demo_on_sqlite,
     eventually,
     opened,
@@ -24,26 +23,13 @@ from tests.e2e.browser_harness import (
 from tests.e2e.test_ui_monitor import breaker_opening_run, confirm
 from tests.integration.operations_harness import fanout, items
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.usefixtures("quick_downstream")]
 
 
 @pytest.fixture(scope="module")
 def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[DemoServer]:
     with demo_on_sqlite(tmp_path_factory, "ui-ops") as running:
         yield running
-
-
-@pytest.fixture(scope="module")
-def browser(server: DemoServer) -> Iterator[Any]:
-    with chromium() as found:
-        yield found
-
-
-@pytest.fixture(autouse=True)
-def quick_downstream(server: DemoServer) -> Iterator[None]:
-    server.latency(0)
-    yield
-    server.latency(0)
 
 
 def caps(server: DemoServer) -> str:

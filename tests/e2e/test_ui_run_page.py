@@ -20,7 +20,6 @@ from tests.e2e.browser_harness import (
     WIDE,
     DemoServer,
     assert_fits_a_phone,
-    chromium,
     demo_on_sqlite,
     eventually,
     failed_long_vertex_run,
@@ -29,26 +28,13 @@ from tests.e2e.browser_harness import (
     ticket,
 )
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.usefixtures("quick_downstream")]
 
 
 @pytest.fixture(scope="module")
 def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[DemoServer]:
     with demo_on_sqlite(tmp_path_factory, "ui-run-page") as running:
         yield running
-
-
-@pytest.fixture(scope="module")
-def browser(server: DemoServer) -> Iterator[Any]:
-    with chromium() as found:
-        yield found
-
-
-@pytest.fixture(autouse=True)
-def quick_downstream(server: DemoServer) -> Iterator[None]:
-    server.latency(0)
-    yield
-    server.latency(0)
 
 
 BUTTONS_JS = """(bar) => {
