@@ -293,7 +293,10 @@ class BreakerOpen(StepFailure):
         return WaitReason.BREAKER_OPEN
 
     def as_dict(self) -> dict[str, Any]:
-        return super().as_dict() | {BREAKER_KEY: self.opening.as_dict()}
+        # The destination beside the opening: a step waiting behind the breaker names it to
+        # the front doors (`BreakerRefusal.of_error`), which link to its Reset.
+        breaker = self.opening.as_dict() | {"destination": self.destination}
+        return super().as_dict() | {BREAKER_KEY: breaker}
 
 
 BREAKER_KEY = "breaker"
@@ -326,6 +329,31 @@ class BreakerOpening:
         if not isinstance(layer, str) or not isinstance(opened_at, int | float) or not opened_at:
             return None
         return cls(layer, float(opened_at))
+
+
+@dataclass(frozen=True)
+class BreakerRefusal:
+    """The breaker layer a step's stored breaker refusal names: its destination and layer
+    (`tenant` or `global`), what an operator resets (`schemabridge destinations reset-breaker
+    DESTINATION [--tenant T]`, `POST /destinations/{key}/breakers/reset[?tenant=T]`)."""
+
+    destination: str
+    layer: str
+
+    @classmethod
+    def of_error(cls, error: Any) -> BreakerRefusal | None:
+        """The breaker a stored step error names, or None (no error, another failure, or a
+        refusal recorded before errors named their destination)."""
+        value = error.get(BREAKER_KEY) if isinstance(error, dict) else None
+        if not isinstance(value, dict):
+            return None
+        destination, layer = value.get("destination"), value.get("layer")
+        if not isinstance(destination, str) or not destination or layer not in _LAYERS:
+            return None
+        return cls(destination, layer)
+
+
+_LAYERS = ("tenant", "global")
 
 
 class StepDeferred(SchemaBridgeError):

@@ -20,6 +20,7 @@ from engine.operations.submission import client_key
 from engine.operations.views import (
     UNKNOWN_KIND,
     AttemptView,
+    BreakerRef,
     ChildCauseView,
     ErrorKind,
     ErrorView,
@@ -40,7 +41,7 @@ from engine.store.listing import LogRecord
 from engine.store.models import TERMINAL_RUN_STATUSES, StepStatus
 from engine.store.records import RunHeader, RunRecord, StepRecord, WaitingGroup
 from schemas.definitions import Workflow
-from schemas.errors import FailureKind
+from schemas.errors import BreakerRefusal, FailureKind
 from schemas.waiting import WaitReason, wait_text
 
 _TERMINAL = frozenset(s.value for s in TERMINAL_RUN_STATUSES)
@@ -187,11 +188,15 @@ def _counts(step: StepRecord) -> SpawnerCounts | None:
 _WAITING_STATUSES = frozenset({StepStatus.READY.value, StepStatus.RUNNING.value})
 
 
-def waiting_view(step: StepRecord, now: float | None = None) -> WaitingView | None:
+def waiting_view(
+    step: StepRecord, now: float | None = None, tenant_id: str | None = None
+) -> WaitingView | None:
     """Why the step waits: only a READY step (parked, redispatched; due at `not_before`) or a
     RUNNING one (waiting in-process) waits; any other status has ended or holds. A RUNNING
     step's retry wait is due at its `not_before` too (written with the wait); after `now` it
-    is over: the next attempt runs, and its result or next wait rewrites the row."""
+    is over: the next attempt runs, and its result or next wait rewrites the row. Behind a
+    breaker, the breaker its stored refusal names (`tenant_id`: the run's, the tenant layer's
+    tenant)."""
     if step.wait_reason is None or step.status not in _WAITING_STATUSES:
         return None
     until = step.not_before if step.status == StepStatus.READY.value else None
@@ -201,7 +206,21 @@ def waiting_view(step: StepRecord, now: float | None = None) -> WaitingView | No
             return None
     message = step.wait_message or ""
     text = message if now is None else wait_text(step.wait_reason, message, until, now)
-    return WaitingView(reason=step.wait_reason, message=message, until=until, text=text)
+    breaker = None
+    if step.wait_reason == WaitReason.BREAKER_OPEN.value:
+        breaker = breaker_ref(BreakerRefusal.of_error(step.error), tenant_id)
+    return WaitingView(
+        reason=step.wait_reason, message=message, until=until, text=text, breaker=breaker
+    )
+
+
+def breaker_ref(refusal: BreakerRefusal | None, tenant_id: str | None) -> BreakerRef | None:
+    """The layer a breaker refusal names as the front doors link to it: a tenant layer with
+    its tenant (`tenant_id`, the refused step's), the global layer with none."""
+    if refusal is None or (refusal.layer == "tenant" and tenant_id is None):
+        return None
+    tenant = tenant_id if refusal.layer == "tenant" else None
+    return BreakerRef(destination=refusal.destination, tenant_id=tenant)
 
 
 def fanout_view(
@@ -218,6 +237,7 @@ def fanout_view(
                 until=group.until,
                 text=wait_text(group.reason, group.message, group.until, now)
                 or f"({group.reason.replace('_', ' ')})",
+                breaker=breaker_ref(group.breaker, group.tenant_id),
             )
             for group in waiting
         ],
@@ -263,6 +283,8 @@ def step_view(
     history: list[AttemptView],
     now: float | None = None,
     holders: Holders | None = None,
+    *,
+    tenant_id: str | None = None,
 ) -> StepView:
     vertex = workflow.vertices.get(step.vertex_id)
     running = step.status == StepStatus.RUNNING.value
@@ -279,7 +301,7 @@ def step_view(
         started_at=step.started_at,
         ended_at=step.ended_at,
         children=_counts(step),
-        waiting=waiting_view(step, now),
+        waiting=waiting_view(step, now, tenant_id),
         lease_expires_at=step.lease_expires_at if running else None,
         holder=holder_view(step, holders),
         history=history,
@@ -309,7 +331,12 @@ def detail(
         idempotency_key=client_key(run.idempotency_key),
         pinned_versions=run.pinned_versions,
         restarts=restarts,
-        steps=[step_view(s, workflow, by_vertex.get(s.vertex_id, []), now, holders) for s in steps],
+        steps=[
+            step_view(
+                s, workflow, by_vertex.get(s.vertex_id, []), now, holders, tenant_id=run.tenant_id
+            )
+            for s in steps
+        ],
         fanout=fanout,
     )
 
@@ -329,7 +356,7 @@ def progress(
                 vertex_id=s.vertex_id,
                 status=s.status,
                 children=_counts(s),
-                waiting=waiting_view(s, now),
+                waiting=waiting_view(s, now, run.tenant_id),
             )
             for s in steps
         ],

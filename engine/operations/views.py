@@ -21,6 +21,7 @@ from vertices.contract import TimeoutTier
 __all__ = [
     "UNKNOWN_KIND",
     "AttemptView",
+    "BreakerRef",
     "ChildDuration",
     "DeploymentIdMatches",
     "ErrorKind",
@@ -308,6 +309,16 @@ class AttemptView(View):
     """What the attempt sent, when it failed (an attempt that succeeded keeps nothing)."""
 
 
+class BreakerRef(View):
+    """A breaker layer an operator can reset: the destination, and the tenant whose layer it
+    is (None: the global layer). `POST /destinations/{destination}/breakers/reset` with
+    `?tenant=` that tenant closes it (`schemabridge destinations reset-breaker DESTINATION
+    [--tenant T]`); the web monitor links to the destination's Reset."""
+
+    destination: str
+    tenant_id: str | None = None
+
+
 class WaitingView(View):
     """Why a step waits (set while it waits, cleared when it runs or ends; docs/architecture.md,
     'Why a step waits')."""
@@ -322,6 +333,9 @@ class WaitingView(View):
     text: str = ""
     """`message` with the countdown a person needs, as of the answer ("half-open in 12 s"
     behind a breaker): what the CLI and the web monitor show (`schemas.waiting.wait_text`)."""
+    breaker: BreakerRef | None = None
+    """For `breaker_open`: the breaker layer that refused the step (None for a refusal
+    recorded before refusals named their destination)."""
 
 
 class WaitingChildren(View):
@@ -337,6 +351,9 @@ class WaitingChildren(View):
     text: str = ""
     """`message` with its countdown to `until` as of the answer (`schemas.waiting.wait_text`),
     or the reason in words when their messages share nothing."""
+    breaker: BreakerRef | None = None
+    """For `breaker_open`: the breaker layer that refuses them, when it is one for all of
+    them (their messages share it)."""
 
 
 HolderState = Literal["alive", "presumed_dead", "unknown"]

@@ -16,6 +16,7 @@ from PARKED to SUCCEEDED (`WHERE status = 'PARKED'`); the MERGE then becomes REA
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import re
 import uuid
@@ -53,6 +54,7 @@ from engine.store.models import (
 )
 from engine.store.records import ChildRow, ClaimedStep, VersionRecord, WaitingGroup
 from schemas.definitions import MergeConfig, MergeVertex, Workflow
+from schemas.errors import BreakerRefusal
 from schemas.waiting import WaitReason
 from vertices import merge
 
@@ -296,16 +298,28 @@ async def holding_a_step(conn: AsyncConnection, run_ids: Sequence[str]) -> set[s
 
 async def waiting_children(conn: AsyncConnection, run_id: str, now: float) -> list[WaitingGroup]:
     """Children of `run_id` still going with a step that waits at `now`, grouped by why they
-    wait, most first (see `waiting_children_statement`), each with a message true of all."""
-    return [
-        WaitingGroup(
-            row.wait_reason,
-            int(row.children),
-            common_message(row.least or "", row.greatest or ""),
-            row.until,
-        )
-        for row in (await conn.execute(waiting_children_statement(run_id, now))).all()
-    ]
+    wait, most first (see `waiting_children_statement`), each with a message true of all and,
+    behind a breaker they all share, that breaker."""
+    groups = []
+    for row in (await conn.execute(waiting_children_statement(run_id, now))).all():
+        message = common_message(row.least or "", row.greatest or "")
+        group = WaitingGroup(row.wait_reason, int(row.children), message, row.until)
+        if row.wait_reason == WaitReason.BREAKER_OPEN.value and message:
+            group = await _with_breaker(conn, group, row.sample)
+        groups.append(group)
+    return groups
+
+
+async def _with_breaker(conn: AsyncConnection, group: WaitingGroup, step_id: int) -> WaitingGroup:
+    """`group` with the breaker one of its steps (`step_id`) was refused by. A message they
+    share names one destination and layer (the refusal's words), so one step's stored refusal
+    is theirs all: one read by primary key, not one per child."""
+    query = select(steps.c.error, steps.c.tenant_id).where(steps.c.id == step_id)
+    row = (await conn.execute(query)).first()
+    if row is None:  # it ended between the two reads
+        return group
+    refusal = BreakerRefusal.of_error(row.error)
+    return dataclasses.replace(group, breaker=refusal, tenant_id=row.tenant_id)
 
 
 _COUNTED = re.compile(r"^redispatch \d+/\d+ after ")
@@ -348,6 +362,8 @@ def waiting_children_statement(run_id: str, now: float) -> Select[Any]:
             func.min(steps.c.wait_message).label("least"),
             func.max(steps.c.wait_message).label("greatest"),
             func.min(case((dated, steps.c.not_before), else_=None)).label("until"),
+            # One of the group's steps, to read its breaker refusal (`_with_breaker`).
+            func.min(steps.c.id).label("sample"),
         )
         .select_from(steps.join(runs, runs.c.id == steps.c.run_id))
         .where(

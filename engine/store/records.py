@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from schemas.definitions import Workflow
-from schemas.errors import BreakerOpening
+from schemas.errors import BreakerOpening, BreakerRefusal
 from schemas.waiting import WaitReason
 
 
@@ -124,6 +124,11 @@ class WaitingGroup:
     messages share (`engine.store.children.common_message`), else empty."""
     until: float | None
     """The earliest time one of them is due again (None: running, waiting in-process)."""
+    breaker: BreakerRefusal | None = None
+    """For `breaker_open` children whose messages share the breaker: the breaker layer (read
+    from one of their steps' stored refusal)."""
+    tenant_id: str | None = None
+    """That step's tenant (the tenant layer's)."""
 
 
 @dataclass(frozen=True)

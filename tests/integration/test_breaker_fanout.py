@@ -63,6 +63,7 @@ async def test_a_fan_out_outlives_an_outage_of_several_openings(backend: Backend
         seen: set[float] = set()
         reasons: set[str] = set()
         texts: set[str] = set()
+        breakers: set[tuple[str, str | None]] = set()
         calls_while_down = None
         async with running_worker(runtime):
             # The downstream fails until its breaker has opened twice (the first trip and a
@@ -74,6 +75,11 @@ async def test_a_fan_out_outlives_an_outage_of_several_openings(backend: Backend
                 progress = await ops.runs.progress(run_id)
                 reasons |= {group.reason for group in progress.fanout.waiting}
                 texts |= {g.text for g in progress.fanout.waiting if g.reason == "breaker_open"}
+                breakers |= {
+                    (g.breaker.destination, g.breaker.tenant_id)
+                    for g in progress.fanout.waiting
+                    if g.breaker is not None
+                }
                 if len(seen) >= 2 and calls_while_down is None:
                     calls_while_down = server.stats.total
                     server.config.fail_rate = 0.0
@@ -97,6 +103,8 @@ async def test_a_fan_out_outlives_an_outage_of_several_openings(backend: Backend
         "the tenant breaker" in text and "half-open in" in text and "reset-breaker" in text
         for text in texts
     ), texts
+    # And which breaker, as data: what the monitor links to the destination's Reset with.
+    assert breakers == {(destination, "default")}, breakers
 
 
 async def test_children_fail_only_after_max_auto_retries_plus_one_openings(

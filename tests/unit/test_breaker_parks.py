@@ -13,7 +13,7 @@ from engine.execution.breaker_parks import (
     park_message,
     repeat_refusal,
 )
-from schemas.errors import BreakerOpen, BreakerOpening, FailureKind, StepFailure
+from schemas.errors import BreakerOpen, BreakerOpening, BreakerRefusal, FailureKind, StepFailure
 
 OPENED = 1_700_000_000.123456
 
@@ -49,6 +49,27 @@ def test_the_opening_travels_through_the_stored_error_exactly() -> None:
 )
 def test_an_error_that_names_no_opening_reads_as_none(error: object) -> None:
     assert BreakerOpening.of_error(error) is None
+
+
+def test_the_stored_error_names_the_breaker_to_reset() -> None:
+    """A step waiting behind the breaker names it to the front doors (the monitor's link to
+    its Reset): the destination and the layer, read back from the stored error."""
+    assert BreakerRefusal.of_error(refusal().as_dict()) == BreakerRefusal("d", "tenant")
+    assert BreakerRefusal.of_error(refusal("global").as_dict()) == BreakerRefusal("d", "global")
+
+
+@pytest.mark.parametrize(
+    "error",
+    [
+        None,
+        {"kind": "external_overload", "message": "503"},
+        {"breaker": {"layer": "tenant", "openedAt": OPENED}},  # stored before it named one
+        {"breaker": {"layer": "tenant", "destination": ""}},
+        {"breaker": {"layer": "other", "destination": "d"}},
+    ],
+)
+def test_an_error_that_names_no_breaker_reads_as_none(error: object) -> None:
+    assert BreakerRefusal.of_error(error) is None
 
 
 def test_a_refusal_by_the_counted_opening_parks() -> None:
