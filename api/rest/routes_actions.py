@@ -21,6 +21,7 @@ from api.rest.body_shape import JsonBodyRoute
 from api.rest.deps import OperationsDep
 from api.rest.errors import error_responses
 from engine.operations.action_views import (
+    BatchRetryPreview,
     BatchRetryResult,
     CancelResult,
     ReprocessResult,
@@ -134,6 +135,46 @@ class BatchRetryRequest(_Body):
     )
 
 
+class BatchRetryPreviewRequest(_Body):
+    """The filter a batch retry would be sent with."""
+
+    filter: BatchFilter = Field(description="The runs a batch retry with it would take.")
+    limit: int = Field(
+        default=MAX_BATCH,
+        ge=1,
+        le=MAX_BATCH,
+        description=f"The batch's `limit` (1 … {MAX_BATCH}, by default the most one batch "
+        "takes): runs are counted up to it, and `truncated` says more match.",
+    )
+
+
+@router.post(
+    "/runs/retry/preview",
+    response_model=BatchRetryPreview,
+    responses=error_responses(
+        401,
+        422,
+        503,
+        codes={
+            422: "A filter a run list refuses (`invalid_filter`, naming its `parameter`), or "
+            "a body that does not fit (`invalid_request`)."
+        },
+    ),
+    summary="Count what a batch retry with a filter would take, retrying nothing",
+)
+async def batch_retry_preview(
+    body: BatchRetryPreviewRequest, ops: OperationsDep, caller: CallerDep
+) -> BatchRetryPreview:
+    """Read-only: what a confirm step says before `POST /runs/retry` with the same `filter`
+    and `limit` — `matching`, the runs it would take (counted in the database, up to
+    `limit`), `truncated` when more match, and `warnings`/`breakers`, each open breaker the
+    steps of those runs that would run again call. A tenant key counts its tenant's runs
+    only (a filter naming another tenant matches none)."""
+    return await ops.actions.batch_retry_preview(
+        body.filter.selection(), body.limit, tenant=caller.tenant
+    )
+
+
 @router.post(
     "/runs/retry",
     response_model=BatchRetryResult,
@@ -149,7 +190,9 @@ async def batch_retry(
     steps after it again (start over that run, or retry the child alone by id). `stuck`: the
     runs retried whose joins fail again at once, their children still FAILED. `warnings`: each
     open breaker of a destination the retried steps call, once however many runs call it
-    (when it half-opens, and the command that closes it)."""
+    (when it half-opens, and the command that closes it), and the same breakers as data in
+    `breakers` (destination, tenant: what `POST /destinations/{key}/breakers/reset` closes).
+    `POST /runs/retry/preview` counts what a filter would take first."""
     return await ops.actions.batch_retry(
         ids=body.ids,
         filter=None if body.filter is None else body.filter.selection(),
@@ -166,9 +209,12 @@ async def batch_retry(
     summary="Re-run the failed steps of a FAILED run (completed steps are kept)",
 )
 async def retry(run_id: str, ops: OperationsDep, caller: CallerDep) -> RetryResult:
-    """409 `run_not_failed` when the run is not FAILED. A dead-lettered child of a run that
-    has SUCCEEDED is retried (a batch would skip it): that run reopens its join and the steps
-    after it run again, which `warnings` and `reopenedRun` say."""
+    """409 `run_not_failed` when the run is not FAILED. Its FAILED steps run again
+    (`stepsRetried`), and so do the steps stopped when it failed (`stepsHeldBack`); `message`
+    says both. A dead-lettered child of a run that has SUCCEEDED is retried (a batch would
+    skip it): that run reopens its join and the steps after it run again, which `warnings`
+    and `reopenedRun` say. An open breaker the steps call is a warning, and in `breakers` as
+    data (destination, tenant: what `POST /destinations/{key}/breakers/reset` closes)."""
     return await ops.actions.retry(run_id, actor=caller.actor, tenant=caller.tenant)
 
 
@@ -182,9 +228,11 @@ async def retry(run_id: str, ops: OperationsDep, caller: CallerDep) -> RetryResu
 )
 async def retry_preview(run_id: str, ops: OperationsDep, caller: CallerDep) -> RetryPreview:
     """Read-only and cheap (the retry's own checks, without its writes): what a confirm step
-    shows before `POST /runs/{id}/retry` — the FAILED steps that would run again, the joins
-    that would fail again at once (`stuckJoins`: reprocess the run instead), the ancestor
-    that would reopen and each open breaker the steps would meet. A run not FAILED answers
+    shows before `POST /runs/{id}/retry` — the FAILED steps that would run again and the
+    steps stopped when the run failed (`stepsRetried`, `stepsHeldBack`, in words in
+    `message`), the joins that would fail again at once (`stuckJoins`: reprocess the run
+    instead), the ancestor that would reopen and each open breaker the steps would meet
+    (`warnings`, and `breakers` as data). A run not FAILED answers
     `retriable: false` with its status (the retry would answer 409 `run_not_failed`)."""
     return await ops.actions.retry_preview(run_id, tenant=caller.tenant)
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from enum import StrEnum
 
-from engine.operations.views import View
+from engine.operations.views import BreakerRef, View
 from engine.store.models import RunStatus
 from engine.store.operator_actions import Action
 
@@ -19,6 +19,18 @@ class SkipReason(StrEnum):
     PARENT_SUCCEEDED = "parent_succeeded"
     """A FAILED child whose retry would reopen the join of a run that had ended SUCCEEDED
     (and run the steps after it again)."""
+
+
+class BreakerWarning(BreakerRef):
+    """An open breaker layer the steps an action runs again call: they fail again at once,
+    sending nothing, until it half-opens. `message` is the warning's sentence (one of the
+    answer's `warnings`, naming the CLI command that closes it); `destination` and `tenantId`
+    (None: the global layer) name what `POST /destinations/{destination}/breakers/reset`
+    (`?tenant=` the tenant) closes."""
+
+    half_open_in_s: float
+    """Seconds until it half-opens, as of the answer."""
+    message: str
 
 
 class ActionResult(View):
@@ -36,11 +48,19 @@ class ActionResult(View):
 class RetryResult(ActionResult):
     steps_retried: int
     """FAILED steps that run again."""
+    steps_held_back: int = 0
+    """Steps stopped when the run failed that run again too: the run's other steps that were
+    due or running then, held back (docs/architecture.md, 'Terminal failures'). `message`
+    says both counts."""
     warnings: list[str] = []
     """What the retry sets off that the operator may not expect, in words and in this order: a
     join reopened (`reopenedRun`), joins that fail again at once (`stuckJoins`), then each
     open breaker of a destination the steps call (when it half-opens, and the command that
     closes it)."""
+    breakers: list[BreakerWarning] = []
+    """The open breakers among `warnings` as data, in the same order, each with its sentence:
+    what a front door needs to offer its own way to reset one (the web monitor links to the
+    destination's Reset)."""
     reopened_run: str | None = None
     """A child run's retry that came back into the join of an ancestor that had ended
     SUCCEEDED: that ancestor, which runs again from its join, so the steps after it run a
@@ -65,8 +85,17 @@ class RetryPreview(View):
     """False unless the run is FAILED (the retry would answer 409 `run_not_failed`)."""
     steps_retried: int = 0
     """FAILED steps that would run again."""
+    steps_held_back: int = 0
+    """Steps stopped when the run failed (held back) that would run again too."""
+    message: str = ""
+    """What the retry would run again, in the words its answer's `message` would use (empty
+    when the run is not retriable)."""
     warnings: list[str] = []
     """The retry's warnings, in its words and order, as they stand now."""
+    breakers: list[BreakerWarning] = []
+    """The open breakers among `warnings` as data, in the same order, each with its sentence:
+    what a front door needs to offer its own way to reset one (the web monitor links to the
+    destination's Reset)."""
     reopened_run: str | None = None
     reopened_join: str | None = None
     stuck_joins: list[str] = []
@@ -90,6 +119,10 @@ class ReprocessResult(ActionResult):
     warnings: list[str] = []
     """Why the children may fail again at once: an open breaker of a destination they call
     (when it half-opens, and the command that closes it)."""
+    breakers: list[BreakerWarning] = []
+    """The open breakers among `warnings` as data, in the same order, each with its sentence:
+    what a front door needs to offer its own way to reset one (the web monitor links to the
+    destination's Reset)."""
 
 
 class AbortedDeployment(View):
@@ -149,3 +182,31 @@ class BatchRetryResult(View):
     """Each open breaker of a destination the retried steps call, once per breaker layer
     however many runs call it (when it half-opens, and the command that closes it), as a
     single retry's `warnings` say it."""
+    breakers: list[BreakerWarning] = []
+    """The open breakers among `warnings` as data, in the same order, each with its sentence:
+    what a front door needs to offer its own way to reset one (the web monitor links to the
+    destination's Reset)."""
+
+
+class BatchRetryPreview(View):
+    """What `POST /runs/retry` with this filter would take, counted without retrying: what a
+    confirm step says before the operator sends the batch."""
+
+    matching: int
+    """The runs the filter matches (FAILED unless it names a status; root runs unless it
+    names a `parent` or sets `roots` false), counted up to `limit`: the runs the batch would
+    consider, newest first. Some may still be skipped (`parent_succeeded`, or retried by
+    someone else meanwhile)."""
+    limit: int
+    """The most runs the batch would consider (the request's `limit`)."""
+    truncated: bool = False
+    """More than `limit` runs match: the batch would take the newest `limit`, and answer
+    `truncated: true`."""
+    warnings: list[str] = []
+    """Each open breaker of a destination the steps of those runs that would run again call
+    (their FAILED steps and the steps held back when they failed), as the batch would say
+    it."""
+    breakers: list[BreakerWarning] = []
+    """The open breakers among `warnings` as data, in the same order, each with its sentence:
+    what a front door needs to offer its own way to reset one (the web monitor links to the
+    destination's Reset)."""

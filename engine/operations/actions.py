@@ -21,7 +21,9 @@ from typing import TYPE_CHECKING, Any
 from engine.operations.action_views import (
     AbortedDeployment,
     ActionResult,
+    BatchRetryPreview,
     BatchRetryResult,
+    BreakerWarning,
     CancelResult,
     ReprocessResult,
     ResolveResult,
@@ -38,6 +40,7 @@ from engine.operations.breaker_warnings import (
     destinations_of,
     open_breaker_warnings,
 )
+from engine.operations.runs import checked_filter
 from engine.operations.submission import Bound, check_value_limits
 from engine.operations.views import RunFilter
 from engine.store.actions_store import aborted_words
@@ -47,6 +50,7 @@ from engine.store.operator_actions import (
     RetriedSteps,
     RetryOutcome,
     StuckJoins,
+    retried_words,
     run_not_found,
 )
 from schemas.errors import InvalidRequest, WrongState
@@ -92,12 +96,10 @@ class OperatorActions:
             state = outcome.refused[run_id]
             raise run_not_found(run_id) if state is None else _not_failed(run_id, state)
         await self._changed()
-        steps = outcome.steps[run_id]
         return RetryResult(
             run_id=run_id,
             action=Action.RETRY.value,
             changed=True,
-            message=f"{steps} failed step{'' if steps == 1 else 's'} run again",
             status=RunStatus.RUNNING.value,
             **await self._retry_effects(run_id, outcome),
         )
@@ -121,7 +123,8 @@ class OperatorActions:
 
     async def _retry_effects(self, run_id: str, outcome: RetryOutcome) -> dict[str, Any]:
         """What a retry of `run_id` sets off (done, or previewed), as `RetryResult` and
-        `RetryPreview` say it: the steps, the warnings, the join reopened, the stuck joins."""
+        `RetryPreview` say it: the steps (FAILED, and held back when the run failed), the
+        warnings, the join reopened, the stuck joins."""
         warnings = []
         reopened = outcome.reopens.get(run_id)
         if reopened is not None:
@@ -132,16 +135,21 @@ class OperatorActions:
         stuck = outcome.stuck.get(run_id)
         if stuck is not None:
             warnings.append(_stuck_words(run_id, stuck))
+        breakers = await self._called_warnings(outcome.called)
+        failed, held = outcome.steps[run_id], outcome.held[run_id]
         return {
-            "steps_retried": outcome.steps[run_id],
-            "warnings": [*warnings, *await self._called_warnings(outcome.called)],
+            "steps_retried": failed,
+            "steps_held_back": held,
+            "message": retried_words(failed, held),
+            "warnings": [*warnings, *(breaker.message for breaker in breakers)],
+            "breakers": breakers,
             "reopened_run": None if reopened is None else reopened.run_id,
             "reopened_join": None if reopened is None else reopened.join,
             "stuck_joins": [] if stuck is None else stuck.joins,
             "children_failed": 0 if stuck is None else stuck.children_failed,
         }
 
-    async def _called_warnings(self, called: Sequence[RetriedSteps]) -> list[str]:
+    async def _called_warnings(self, called: Sequence[RetriedSteps]) -> list[BreakerWarning]:
         """The open breakers of the destinations the steps a retry made READY call (its
         outcome's `called`): one line per breaker layer, however many runs call it."""
         by_destination: dict[str, set[str]] = {}
@@ -163,7 +171,7 @@ class OperatorActions:
             found |= destinations_of((await store.get_version(name, number)).workflow)
         return run.tenant_id, found
 
-    async def _breaker_warnings(self, called: tuple[str, set[str]] | None) -> list[str]:
+    async def _breaker_warnings(self, called: tuple[str, set[str]] | None) -> list[BreakerWarning]:
         if called is None:
             return []
         tenant_id, destinations = called
@@ -265,10 +273,7 @@ class OperatorActions:
         is refused. Runs retried whose joins fail again at once are listed in `stuck`; each open
         breaker of a destination the retried steps call is one of `warnings`, however many
         runs call it."""
-        if not 1 <= limit <= MAX_BATCH:
-            raise InvalidRequest(
-                f"limit must be between 1 and {MAX_BATCH}, not {limit}", code="invalid_limit"
-            )
+        _check_limit(limit)
         if (ids is None) == (filter is None):
             raise InvalidRequest("give either ids or a filter", code="invalid_batch")
         if filter is not None:
@@ -283,13 +288,14 @@ class OperatorActions:
         outcome = await self._runtime.store.retry_runs(
             run_ids, actor=actor, tenant=tenant, action=Action.BATCH_RETRY, spare_finished=True
         )
-        warnings: list[str] = []
+        breakers: list[BreakerWarning] = []
         if outcome.retried:
             await self._changed()
-            warnings = await self._called_warnings(outcome.called)
+            breakers = await self._called_warnings(outcome.called)
         return BatchRetryResult(
             retried=outcome.retried,
-            warnings=warnings,
+            warnings=[breaker.message for breaker in breakers],
+            breakers=breakers,
             skipped=[_skipped(run_id, outcome) for run_id in run_ids if run_id in outcome.refused],
             truncated=truncated,
             stuck=[
@@ -309,15 +315,12 @@ class OperatorActions:
                 "a batch retry by filter needs the run listing (Operations wires it)",
                 code="filter_unsupported",
             )
-        if filter.status is None:
-            filter = dataclasses.replace(filter, status=RunStatus.FAILED.value)
         # `roots_only` left None is decided by the list below, as for `GET /runs`: a batch
         # must not act on runs its preview hid.
-        if tenant is not None and filter.tenant not in (None, tenant):
-            # Another tenant's runs read as not found: listing them would reveal their ids.
+        scoped = _batch_filter(filter, tenant)
+        if scoped is None:
             return [], False
-        if tenant is not None:
-            filter = dataclasses.replace(filter, tenant=tenant)
+        filter = scoped
         found: list[str] = []
         cursor: str | None = None
         for _ in range(math.ceil(limit / LIST_PAGE) + 1):
@@ -329,6 +332,32 @@ class OperatorActions:
         return found[:limit], len(found) > limit or cursor is not None
 
     @store_boundary
+    async def batch_retry_preview(
+        self, filter: RunFilter, limit: int = MAX_BATCH, *, tenant: str | None = None
+    ) -> BatchRetryPreview:
+        """What `batch_retry(filter=filter, limit=limit)` would take, counted without doing
+        it: the runs the filter matches (as the batch reads them: FAILED unless it names a
+        status, root runs as a list shows them, within `tenant`), up to `limit`, whether more
+        match, and the breaker warnings of the steps they would run again. One bounded count
+        and one read of those runs' FAILED and held steps (`OperatorActionsStore.
+        batch_retry_count`), where paging the list would read every run. Refused as the batch
+        is: `invalid_limit`, and `invalid_filter` for a filter a list refuses."""
+        _check_limit(limit)
+        scoped = _batch_filter(filter, tenant)
+        if scoped is None:
+            return BatchRetryPreview(matching=0, limit=limit)
+        selection = checked_filter(scoped)
+        count, called = await self._runtime.store.batch_retry_count(selection, limit=limit)
+        breakers = await self._called_warnings(called)
+        return BatchRetryPreview(
+            matching=min(count, limit),
+            limit=limit,
+            truncated=count > limit,
+            warnings=[breaker.message for breaker in breakers],
+            breakers=breakers,
+        )
+
+    @store_boundary
     async def reprocess(
         self, run_id: str, *, actor: str, tenant: str | None = None
     ) -> ReprocessResult:
@@ -337,10 +366,10 @@ class OperatorActions:
         None to revive: `changed=False`. A CANCELLED run: `WrongState(code="run_cancelled")`."""
         called = await self._children_destinations(run_id)
         outcome = await self._runtime.store.reprocess_run(run_id, actor=actor, tenant=tenant)
-        warnings: list[str] = []
+        breakers: list[BreakerWarning] = []
         if outcome.revived:
             await self._changed()
-            warnings = await self._breaker_warnings(called)
+            breakers = await self._breaker_warnings(called)
         plural = "" if outcome.revived == 1 else "ren"
         return ReprocessResult(
             run_id=run_id,
@@ -353,7 +382,8 @@ class OperatorActions:
             ),
             status=outcome.run_status,
             revived=outcome.revived,
-            warnings=warnings,
+            warnings=[breaker.message for breaker in breakers],
+            breakers=breakers,
         )
 
     @store_boundary
@@ -398,6 +428,26 @@ class OperatorActions:
                 serving_version=deployment.serving_version,
             ),
         )
+
+
+def _check_limit(limit: int) -> None:
+    if not 1 <= limit <= MAX_BATCH:
+        raise InvalidRequest(
+            f"limit must be between 1 and {MAX_BATCH}, not {limit}", code="invalid_limit"
+        )
+
+
+def _batch_filter(filter: RunFilter, tenant: str | None) -> RunFilter | None:
+    """`filter` as a batch retry reads it: FAILED runs unless it names a status, within
+    `tenant` when set. None when it names another tenant than `tenant`: it matches nothing,
+    since listing that tenant's runs would reveal their ids."""
+    if filter.status is None:
+        filter = dataclasses.replace(filter, status=RunStatus.FAILED.value)
+    if tenant is not None and filter.tenant not in (None, tenant):
+        return None
+    if tenant is not None:
+        filter = dataclasses.replace(filter, tenant=tenant)
+    return filter
 
 
 def _cancelled(runs: int, steps: int) -> str:

@@ -4,7 +4,9 @@ An open breaker refuses every call to its destination until it half-opens: steps
 while it is open fail again at once (`external_overload`, no request sent), and an operator
 who just fixed the destination would see the whole retry wasted. So `runs retry` and `runs
 reprocess` say so, naming when the breaker half-opens and the command that closes it now
-(`schemabridge destinations reset-breaker`).
+(`schemabridge destinations reset-breaker`), and give the layer as data (`breakers`: the
+destination and the tenant) for front doors that offer their own way to reset it (the web
+monitor's link to the destination's Reset).
 
 The destinations are those of the GATEWAY vertices of the workflows the retried steps belong
 to: a vertex's `destination`, else its url's `scheme://host:port` when that part holds no
@@ -21,6 +23,7 @@ from typing import TYPE_CHECKING
 
 from admission import BreakerConfig, BreakerState, LayerView
 from engine.coordination.redis_client import COORDINATION_ERRORS
+from engine.operations.action_views import BreakerWarning
 from schemas.definitions import GatewayConfig, GatewayVertex, Workflow
 from schemas.errors import StepFailure
 from schemas.url_template import url_layout
@@ -63,20 +66,23 @@ def _known_key(config: GatewayConfig) -> str | None:
 
 async def open_breaker_warnings(
     runtime: Runtime, destinations: Iterable[str], tenant_id: str
-) -> list[str]:
-    """One line per open breaker layer (the global one, or `tenant_id`'s) of `destinations`."""
+) -> list[BreakerWarning]:
+    """One warning per open breaker layer (the global one, or `tenant_id`'s) of
+    `destinations`."""
     return await breakers_called(
         runtime, {destination: {tenant_id} for destination in destinations}
     )
 
 
-async def breakers_called(runtime: Runtime, called: Mapping[str, Collection[str]]) -> list[str]:
-    """One line per open breaker layer of each destination of `called` (destination → the
+async def breakers_called(
+    runtime: Runtime, called: Mapping[str, Collection[str]]
+) -> list[BreakerWarning]:
+    """One warning per open breaker layer of each destination of `called` (destination → the
     tenants whose steps call it): its global layer once, then each tenant's. A batch retrying
     500 runs into one destination reads it once and warns once, not once per run."""
     config = runtime.admission.config
     now = runtime.clock.now()
-    lines: list[str] = []
+    lines: list[BreakerWarning] = []
     try:
         for destination in sorted(called):
             record = await runtime.admission.backend.read_destination(destination, now)
@@ -99,8 +105,10 @@ async def breakers_called(runtime: Runtime, called: Mapping[str, Collection[str]
 
 def _warning(
     destination: str, tenant: str | None, view: LayerView, now: float, breaker: BreakerConfig
-) -> str | None:
-    """The warning for one layer, if it is open (half-open lets probes through already)."""
+) -> BreakerWarning | None:
+    """The warning for one layer, if it is open (half-open lets probes through already): its
+    sentence, which names the CLI command (what the CLI prints), and the layer as data, which
+    the web monitor links to the destination's Reset with."""
     if view.effective(now, breaker) is not BreakerState.OPEN:
         return None
     wait_s = view.seconds_until_half_open(now, breaker)
@@ -110,8 +118,11 @@ def _warning(
         else (f"global breaker of {destination!r}")
     )
     option = f" --tenant {tenant}" if tenant else ""
-    return (
+    message = (
         f"the {which} is open: steps that call it fail again at once, sending nothing, until "
         f"it half-opens in {wait_s:.0f} s; once it is fixed, close it now with "
         f"`schemabridge destinations reset-breaker {destination}{option}`"
+    )
+    return BreakerWarning(
+        destination=destination, tenant_id=tenant, half_open_in_s=wait_s, message=message
     )

@@ -143,7 +143,7 @@ def _roots_only(selection: RunFilter) -> bool:
     return False
 
 
-def _checked_filter(selection: RunFilter) -> RunFilter:
+def checked_filter(selection: RunFilter) -> RunFilter:
     """`selection` checked, its status and route in the case the store keeps (`failed` is
     FAILED, `Serving` serving) and its `roots_only` decided (`_roots_only`): the filter every
     list and batch retry reads."""
@@ -513,7 +513,7 @@ class RunOperations:
         first — one more index written by every child a spawner creates and ends was not worth
         it — so a `parent` filter over a very large fan-out is better read with `children`."""
         check_limit(limit)
-        filter = _checked_filter(filter)
+        filter = checked_filter(filter)
         if tenant is not None:
             if filter.tenant not in (None, tenant):
                 return Page[RunSummary](items=[])

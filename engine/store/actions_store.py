@@ -15,13 +15,13 @@ from collections import Counter
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Any, TypeVar
 
-from sqlalchemy import insert
+from sqlalchemy import func, insert, or_, select
 from sqlalchemy.exc import DBAPIError
 from sqlalchemy.ext.asyncio import AsyncConnection
 
+from engine.store import listing, recovery, retry_checks
 from engine.store import operator_actions as sql
 from engine.store import operator_settings as settings_
-from engine.store import recovery, retry_checks
 from engine.store import results as results_
 from engine.store.children import EndedChild
 from engine.store.core import run_record, step_rows, steps
@@ -158,8 +158,10 @@ class OperatorActionsStore(WorkQueue):
             # The held steps after the runs: a claim that read a run as stopped holds its
             # steps back under a share lock of the run (`claims.hold`), so once this
             # transaction has the run's lock, every step held for it is PENDING here.
+            released: dict[str, list[str]] = {}
             for chunk in sql.chunks(sorted(reopened_ids)):
-                await recovery.release_held(conn, chunk, now)
+                released |= await recovery.release_held(conn, chunk, now)
+            outcome.held = Counter({r: len(vertices) for r, vertices in released.items()})
             outcome.retried = [r for r in candidates if r in reopened_ids]
             for run_id in set(candidates) - set(outcome.retried):  # retried concurrently
                 outcome.refused[run_id] = await sql.current_status(conn, run_id)
@@ -168,7 +170,9 @@ class OperatorActionsStore(WorkQueue):
             for run_id in outcome.retried:
                 row = states[run_id]
                 key = (row.tenant_id, row.workflow_name, row.workflow_version)
-                called.setdefault(key, set()).update(made_ready.get(run_id, ()))
+                called.setdefault(key, set()).update(
+                    made_ready.get(run_id, ()), released.get(run_id, ())
+                )
             # Read in the transaction (versions are cached, so mostly no read at all): once it
             # has committed, a lost database must not make a done retry answer "unavailable".
             for (tenant_id, name, version), vertices in called.items():
@@ -183,7 +187,9 @@ class OperatorActionsStore(WorkQueue):
                     r,
                     action,
                     actor,
-                    _retry_message(actor, outcome.steps[r], outcome.reopens.get(r)),
+                    _retry_message(
+                        actor, outcome.steps[r], outcome.held[r], outcome.reopens.get(r)
+                    ),
                 )
                 for r in outcome.retried
             ]
@@ -195,8 +201,8 @@ class OperatorActionsStore(WorkQueue):
     async def retry_preview(self, run_id: str, *, tenant: str | None = None) -> RetryOutcome:
         """What `retry_runs([run_id])` would do, read without changing anything (a confirm
         dialog asks it first): `refused` as it would be, else the steps it would make READY
-        (`steps`, `called`), the ancestor it would reopen and the joins that would fail again
-        at once. The same checks as the retry's, so the preview says what the retry would."""
+        (`steps`, `held`, `called`), the ancestor it would reopen and the joins that would fail
+        again at once. The same checks as the retry's, so the preview says what the retry would."""
         async with self._engines.read.connect() as conn:
             outcome = RetryOutcome()
             row = (await sql.run_states(conn, [run_id])).get(run_id)
@@ -209,10 +215,46 @@ class OperatorActionsStore(WorkQueue):
             outcome.reopens = await self._reopens(conn, [row])
             outcome.stuck = await retry_checks.stuck_joins(conn, [run_id])
             failed = await sql.failed_vertices(conn, run_id)
+            held = await sql.held_vertices(conn, run_id)
             outcome.steps = Counter({run_id: len(failed)})
+            outcome.held = Counter({run_id: len(held)})
             version = await self.get_version(row.workflow_name, row.workflow_version, conn=conn)
-            outcome.called.append(RetriedSteps(row.tenant_id, version.workflow, frozenset(failed)))
+            vertices = frozenset(failed) | frozenset(held)
+            outcome.called.append(RetriedSteps(row.tenant_id, version.workflow, vertices))
             return outcome
+
+    async def batch_retry_count(
+        self, selection: listing.RunFilter, *, limit: int
+    ) -> tuple[int, list[RetriedSteps]]:
+        """What a batch retry of the runs `selection` matches would take, read without
+        changing anything: how many match, counted up to `limit + 1` (one statement over at
+        most that many rows of the list's index range: more than `limit` says the batch would
+        be truncated), and the vertices of the FAILED and held steps of the newest `limit`,
+        by tenant and workflow version (what it would run again: its breaker warnings)."""
+        matching = listing.newest_matching(selection, limit + 1).subquery()
+        newest = listing.newest_matching(selection, limit).subquery()
+        vertices = (
+            select(
+                newest.c.tenant_id,
+                newest.c.workflow_name,
+                newest.c.workflow_version,
+                steps.c.vertex_id,
+            )
+            .select_from(newest.join(steps, steps.c.run_id == newest.c.id))
+            .where(or_(steps.c.status == StepStatus.FAILED.value, recovery.HELD))
+            .distinct()
+        )
+        async with self._engines.read.connect() as conn:
+            count = (await conn.execute(select(func.count()).select_from(matching))).scalar_one()
+            called: dict[tuple[str, str, int], set[str]] = {}
+            for row in (await conn.execute(vertices)).all():
+                key = (row.tenant_id, row.workflow_name, row.workflow_version)
+                called.setdefault(key, set()).add(row.vertex_id)
+            found = []
+            for (tenant_id, name, version), ids in sorted(called.items()):
+                workflow = (await self.get_version(name, version, conn=conn)).workflow
+                found.append(RetriedSteps(tenant_id, workflow, frozenset(ids)))
+        return int(count), found
 
     async def _reopened_lines(
         self,
@@ -512,9 +554,8 @@ def _check_resolvable(run: Any, step: Any, vertex_id: str) -> None:
         )
 
 
-def _retry_message(actor: str, steps_made_ready: int, reopens: ReopenedAncestor | None) -> str:
-    plural = "" if steps_made_ready == 1 else "s"
-    message = f"retry by {actor}: {steps_made_ready} failed step{plural} run again"
+def _retry_message(actor: str, failed: int, held: int, reopens: ReopenedAncestor | None) -> str:
+    message = f"retry by {actor}: {sql.retried_words(failed, held)}"
     if reopens is not None:
         message += (
             f"; run {reopens.run_id}, which had SUCCEEDED, runs again from its join "

@@ -27,6 +27,7 @@ from sqlalchemy.exc import DBAPIError
 from sqlalchemy.ext.asyncio import AsyncConnection
 from sqlalchemy.sql.expression import CTE
 
+from engine.store import recovery
 from engine.store.dialect import dialect_of
 from engine.store.models import Run, RunStatus, Step, StepStatus, TenantQuota
 from engine.store.records import DeploymentRecord, LogLine
@@ -75,6 +76,8 @@ class RetryOutcome:
     retried: list[str] = field(default_factory=list)
     steps: Counter[str] = field(default_factory=Counter)
     """FAILED steps made READY, by run."""
+    held: Counter[str] = field(default_factory=Counter)
+    """Steps held back when the run failed (`recovery.HELD`) made READY too, by run."""
     refused: dict[str, str | None] = field(default_factory=dict)
     reopens: dict[str, ReopenedAncestor] = field(default_factory=dict)
     """Runs whose retry reopens (retried) or would reopen (spared, and in `refused` as
@@ -89,7 +92,7 @@ class RetryOutcome:
 
 @dataclass(frozen=True)
 class RetriedSteps:
-    """The vertices of `workflow` whose FAILED steps a retry made READY in runs of
+    """The vertices of `workflow` whose FAILED or held steps a retry made READY in runs of
     `tenant_id`."""
 
     tenant_id: str
@@ -261,6 +264,23 @@ async def failed_vertices(conn: AsyncConnection, run_id: str) -> list[str]:
         steps.c.run_id == run_id, steps.c.status == StepStatus.FAILED.value
     )
     return [row.vertex_id for row in (await conn.execute(query)).all()]
+
+
+async def held_vertices(conn: AsyncConnection, run_id: str) -> list[str]:
+    """The vertices of `run_id`'s steps held back when it stopped (`recovery.HELD`, read from
+    `ix_step_held`): what `recovery.release_held` would make READY."""
+    query = select(steps.c.vertex_id).where(steps.c.run_id == run_id, recovery.HELD)
+    return [row.vertex_id for row in (await conn.execute(query)).all()]
+
+
+def retried_words(failed: int, held: int) -> str:
+    """What a retry runs again, as its answer, its preview and the run's log say it: "1
+    failed step run again", with ", and 2 steps stopped when the run failed" when it released
+    steps held back when the run failed."""
+    words = f"{failed} failed step{'' if failed == 1 else 's'} run again"
+    if held:
+        words += f", and {held} step{'' if held == 1 else 's'} stopped when the run failed"
+    return words
 
 
 async def ready_failed_steps(

@@ -207,18 +207,25 @@ HELD = (steps.c.status == StepStatus.PENDING.value) & (steps.c.deps_pending == 0
 """A step held back: PENDING with no dependency left, which only a stopped run's steps are."""
 
 
-async def release_held(conn: AsyncConnection, run_ids: Sequence[str], now: float) -> None:
+async def release_held(
+    conn: AsyncConnection, run_ids: Sequence[str], now: float
+) -> dict[str, list[str]]:
     """Steps held back while their runs were stopped become READY, and the runs, reopened,
     say when (`reopened_at`: the reaper looks at them again for a while, see
-    `WorkQueue.release_stranded`)."""
+    `WorkQueue.release_stranded`). Returns their vertex ids, by run (a retry says how many)."""
     ids = list(run_ids)
     await conn.execute(update(runs).where(runs.c.id.in_(ids)).values(reopened_at=now))
-    await conn.execute(
+    rows = await conn.execute(
         update(steps)
         .where(steps.c.run_id.in_(ids), HELD)
         # What such a step waited for (a redispatch written after its run stopped) is stale.
         .values(status=StepStatus.READY.value, not_before=now, wait_reason=None, wait_message=None)
+        .returning(steps.c.run_id, steps.c.vertex_id)
     )
+    released: dict[str, list[str]] = {}
+    for row in rows.all():
+        released.setdefault(row.run_id, []).append(row.vertex_id)
+    return released
 
 
 async def reopen_join(

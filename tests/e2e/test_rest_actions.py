@@ -261,10 +261,54 @@ async def test_batch_retry_by_ids_and_by_filter(api: Api, downstream: RunningDow
             "truncated": False,
             "stuck": [],
             "warnings": [],
+            "breakers": [],
         }
     async with client(api.url, api.acme_key) as http:
         mine = await http.post("/runs/retry", json={"filter": {"workflow": "chain"}})
         assert mine.status_code == 200 and mine.json()["retried"] == [second]
+
+
+async def test_a_batch_retry_preview_counts_what_a_filter_would_take(
+    api: Api, downstream: RunningDownstream
+) -> None:
+    """`POST /runs/retry/preview` counts the runs a batch retry with the same filter would
+    take (FAILED ones, unless it names a status), up to `limit`, and retries nothing. A tenant
+    key counts its own tenant's runs only: a filter naming another tenant counts none. A
+    filter a list refuses is refused the same way; the route is documented."""
+    acme = [await failed_chain(api.runtime, downstream, tenant_id="acme") for _ in range(2)]
+    globex = await failed_chain(api.runtime, downstream, tenant_id="globex")
+    running = await submit(api.runtime, [single(downstream.url)], {}, tenant_id="acme")
+    async with client(api.url, api.admin_key) as http:
+        everything = (await http.post("/runs/retry/preview", json={"filter": {}})).json()
+        capped = (await http.post("/runs/retry/preview", json={"filter": {}, "limit": 2})).json()
+        broken = await http.post("/runs/retry/preview", json={"filter": {"status": "BROKEN"}})
+        bodiless = await http.post("/runs/retry/preview", json={"limit": 5})
+        documented = (await http.get("/openapi.json")).json()["paths"]
+    async with client(api.url, api.acme_key) as http:
+        mine = (await http.post("/runs/retry/preview", json={"filter": {}})).json()
+        named = {"filter": {"tenant": "globex"}}
+        theirs = (await http.post("/runs/retry/preview", json=named)).json()
+    async with client(api.url, api.globex_key) as http:
+        globex_own = (await http.post("/runs/retry/preview", json={"filter": {}})).json()
+    assert everything == {
+        "matching": 3,
+        "limit": 10_000,
+        "truncated": False,
+        "warnings": [],
+        "breakers": [],
+    }
+    assert (capped["matching"], capped["limit"], capped["truncated"]) == (2, 2, True)
+    assert (broken.status_code, broken.json()["code"]) == (422, "invalid_filter")
+    assert (bodiless.status_code, bodiless.json()["code"]) == (422, "invalid_request")
+    assert (mine["matching"], mine["truncated"]) == (2, False)
+    assert theirs["matching"] == 0
+    assert globex_own["matching"] == 1
+    route = documented["/runs/retry/preview"]["post"]
+    assert {"200", "422"} <= set(route["responses"])
+    for run_id in [*acme, globex]:
+        assert (await wait_for_run(api.runtime, run_id)).status == "FAILED"
+        assert await action_lines(api.runtime, run_id) == [], "a preview retries nothing"
+    await cancel_all(api, [running])
 
 
 async def test_a_batch_by_filter_leaves_a_finished_runs_dead_letter_alone(
@@ -289,6 +333,7 @@ async def test_a_batch_by_filter_leaves_a_finished_runs_dead_letter_alone(
             "truncated": False,
             "stuck": [],
             "warnings": [],
+            "breakers": [],
         }
         # `rootsOnly`, the field's name before `roots`: older clients keep their meaning.
         wide = ({"roots": False}, {"rootsOnly": False}, {"rootsOnly": False, "roots": False})
@@ -464,6 +509,7 @@ async def test_a_retry_preview_warns_before_and_changes_nothing(
     assert preview.status_code == 200, preview.text
     said = preview.json()
     assert (said["retriable"], said["status"], said["stepsRetried"]) == (True, "FAILED", 1)
+    assert (said["stepsHeldBack"], said["message"]) == (0, "1 failed step run again")
     assert (said["stuckJoins"], said["childrenFailed"]) == (["join"], 1)
     assert said["warnings"] == [retried.json()["stuck"][0]["message"]]
     assert (foreign.status_code, foreign.json()["code"]) == (404, "run_not_found")

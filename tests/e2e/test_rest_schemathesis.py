@@ -39,7 +39,7 @@ from tests.e2e.rest_harness import serving
 
 MAX_EXAMPLES = 8
 """Per route (positive and negative cases drawn together) and caller, fewer where a route has
-fewer distinct requests: a few hundred requests in all (about 380 to the 49 routes, the
+fewer distinct requests: a few hundred requests in all (about 390 to the 50 routes, the
 deployment routes and `/deployment-ids` among them: 30 to 100 s on a loaded 2-core machine)."""
 DEADLINE_MS = 5_000
 """Per generated request (the machine may be loaded; the API answers in milliseconds)."""
@@ -49,6 +49,10 @@ SEMANTIC_422 = {
     "POST /workflows/{name}/runs": "the input is checked against the workflow's inputSchema",
     "POST /keys": "a key is for one tenant or is an admin key: exactly one of the two",
     "POST /runs/retry": "a batch names ids or a filter: exactly one of the two",
+    "POST /runs/retry/preview": (
+        "its filter is a run list's: a status any case of a run status, a version needs its "
+        "workflow, a parent's children are never roots (parent with roots=true)"
+    ),
     "GET /runs": (
         "a cursor is opaque: only one the API gave out is valid; a version needs its workflow; "
         "a parent's children are never roots (parent with roots=true)"

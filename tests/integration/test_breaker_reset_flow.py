@@ -12,6 +12,7 @@ import uuid
 from api.cli.run_live_display import waiting_lines
 from demo.downstream import RunningDownstream
 from engine.operations import Operations
+from engine.operations.views import BreakerRef, RunFilter
 from engine.runtime import Runtime
 from schemas.definitions import Workflow
 from tests.conftest import Backend
@@ -68,6 +69,14 @@ async def test_a_breaker_closed_by_hand_lets_the_reprocessed_children_succeed(
             warning
         )
         assert "half-opens in" in warning
+        # The same breaker as data, for a front door's own way to reset it (the monitor's link).
+        (breaker,) = retried.breakers
+        assert (breaker.destination, breaker.tenant_id, breaker.message) == (
+            destination,
+            "default",
+            warning,
+        )
+        assert 0 < breaker.half_open_in_s <= 30
         reprocessed = await ops.actions.reprocess(run_id, actor="test")
         # The same warning, but for its countdown: read a moment later, it may be a second less.
         countdown = re.compile(r"half-opens in \d+ s")
@@ -75,6 +84,10 @@ async def test_a_breaker_closed_by_hand_lets_the_reprocessed_children_succeed(
         assert [countdown.sub("…", w) for w in reprocessed.warnings] == [
             countdown.sub("…", warning)
         ]
+        assert [(b.destination, b.tenant_id) for b in reprocessed.breakers] == [
+            (destination, "default")
+        ]
+        assert [b.message for b in reprocessed.breakers] == reprocessed.warnings
 
         reset = await ops.settings.reset_breakers(destination)
         assert [(c.layer, c.tenant_id, c.was) for c in reset.closed] == [
@@ -97,7 +110,9 @@ async def test_a_batch_retry_warns_once_per_open_breaker_not_per_run(
 ) -> None:
     """Two tenants' fan-outs fail into one destination, 16 failures: both tenant breakers
     and the global one open. A batch retry of all 16 children says each open breaker once, as
-    the single retry words it; a batch that retries nothing says nothing."""
+    the single retry words it, and as data; a batch that retries nothing says nothing. Its
+    preview, asked first with the filter, counts the runs it takes and names the same
+    breakers; a tenant key's preview counts its tenant's runs and breakers only."""
     destination = f"brk-{uuid.uuid4().hex[:8]}"
     downstream.script([500] * (2 * CHILDREN), path="/outage")
     runtime = await Runtime.open(settings_for(backend))
@@ -112,6 +127,14 @@ async def test_a_batch_retry_warns_once_per_open_breaker_not_per_run(
             for run_id in parents:
                 assert (await wait_for_run(runtime, run_id)).status == "FAILED"
         children = [c.id for run_id in parents for c in await runtime.store.children(run_id)]
+        # The children are not roots: the filter asks for them by their workflow.
+        children_of = RunFilter(workflow="hit", roots_only=False)
+        preview = await ops.actions.batch_retry_preview(children_of)
+        capped = await ops.actions.batch_retry_preview(children_of, limit=5)
+        acme = await ops.actions.batch_retry_preview(children_of, tenant="acme")
+        elsewhere = await ops.actions.batch_retry_preview(
+            RunFilter(workflow="hit", roots_only=False, tenant="acme"), tenant="other"
+        )
         nothing = await ops.actions.batch_retry(ids=parents[:1], actor="test", tenant="other")
         batch = await ops.actions.batch_retry(ids=children, actor="test")
     finally:
@@ -129,6 +152,26 @@ async def test_a_batch_retry_warns_once_per_open_breaker_not_per_run(
         f"{tenant}`"
         for tenant in ("acme", "default")
     ]
+    assert [(b.destination, b.tenant_id) for b in batch.breakers] == [
+        (destination, None),
+        (destination, "acme"),
+        (destination, "default"),
+    ]
+    assert [b.message for b in batch.breakers] == batch.warnings
+    assert (preview.matching, preview.limit, preview.truncated) == (2 * CHILDREN, 10_000, False)
+    assert [countdown.sub("…", w) for w in preview.warnings] == [
+        countdown.sub("…", w) for w in batch.warnings
+    ]
+    assert [(b.destination, b.tenant_id) for b in preview.breakers] == [
+        (b.destination, b.tenant_id) for b in batch.breakers
+    ]
+    assert (capped.matching, capped.limit, capped.truncated) == (5, 5, True)
+    assert (acme.matching, acme.truncated) == (CHILDREN, False)
+    assert [(b.destination, b.tenant_id) for b in acme.breakers] == [
+        (destination, None),
+        (destination, "acme"),
+    ]
+    assert (elsewhere.matching, elsewhere.warnings, elsewhere.breakers) == (0, [], [])
 
 
 async def test_a_step_waiting_on_an_open_breaker_counts_down_once(
@@ -170,5 +213,6 @@ async def test_a_step_waiting_on_an_open_breaker_counts_down_once(
         f"is fixed, close it with `schemabridge destinations reset-breaker {destination} "
         "--tenant default`)",
     )
+    assert waiting.breaker == BreakerRef(destination=destination, tenant_id="default")
     [line] = waiting_lines(progress, now=waiting.until - 20.4)
     assert line == f"call: {waiting.message}; half-open in 21 s"

@@ -82,8 +82,16 @@ async def test_a_failed_run_stops_its_sibling_and_a_retry_completes_it(
         assert steps == {"slow": "PENDING", "bad": "FAILED"}, steps
         assert shown.status == "FAILED"
 
+        # The retry runs both, and says so: the failed step, and the one stopped with the run.
+        both = "1 failed step run again, and 1 step stopped when the run failed"
+        preview = await Operations(runtime).actions.retry_preview(run_id)
+        assert (preview.steps_retried, preview.steps_held_back) == (1, 1)
+        assert preview.message == both
         retried = await Operations(runtime).actions.retry(run_id, actor="cli")
         assert retried.changed
+        assert (retried.steps_retried, retried.steps_held_back) == (1, 1)
+        assert retried.message == both
+        assert f"retry by cli: {both}" in await messages(runtime, run_id)
         done = await wait_for_run(runtime, run_id, timeout_s=60)
     assert done.status == "SUCCEEDED", done.error
     assert {step.vertex_id: step.status for step in done.steps} == {
