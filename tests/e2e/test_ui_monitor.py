@@ -219,15 +219,34 @@ def breaker_opening_run(server: DemoServer, workflow: str, tenant: str, destinat
     return run_id
 
 
+def follow_reset_link(page: Any, link: Any, destination: str, tenant: str) -> None:
+    """Click a breaker's Reset link: the Destinations page opens at `destination`, marked,
+    with the Reset of `tenant`'s breaker in focus."""
+    href = f"#/destinations?destination={destination}&tenant={tenant}"
+    assert link.get_attribute("href") == href
+    link.click()
+    page.wait_for_url(f"**{href}")
+    page.locator(f'article.destination.wanted[data-destination="{destination}"]').wait_for()
+    reset = f"Reset the breaker of tenant {tenant} on {destination}"
+    eventually(
+        lambda: page.evaluate("document.activeElement.getAttribute('aria-label')") == reset,
+        10,
+        "the tenant's Reset in focus",
+    )
+
+
 def test_a_retry_into_an_open_breaker_shows_the_apis_warning(
     server: DemoServer, browser: Any
 ) -> None:
     """The run's Retry and the runs list's batch Retry are done, and say so; the warning the
     API answered with (the breaker the retried step calls is open, and the command that closes
-    it) follows, as a warning, its command as code."""
+    it) follows, as a warning, its command as code, and a link to that breaker's Reset on the
+    Destinations page, from the answer's `breakers` (no text parsed). The link opens the page
+    at the destination, its tenant's Reset in focus: Enter and a confirm close it."""
     tenant, destination = "breaker", "ui-breaker-dest"
     run_id = breaker_opening_run(server, "ui-breaker", tenant, destination)
     command = f"schemabridge destinations reset-breaker {destination} --tenant {tenant}"
+    href = f"#/destinations?destination={destination}&tenant={tenant}"
     opening = f"⚠ Warning: the tenant breaker of '{destination}' (tenant '{tenant}') is open: "
     with opened(browser, f"{server.ui}#/runs/{run_id}") as (page, _):
         page.get_by_role("button", name="Retry", exact=True).click()
@@ -240,6 +259,7 @@ def test_a_retry_into_an_open_breaker_shows_the_apis_warning(
         assert said.startswith(opening), said
         assert "steps that call it fail again at once, sending nothing" in said, said
         assert warning.locator("code").all_inner_texts() == [command]
+        assert warning.locator("a.reset-link").get_attribute("href") == href
         # The retried step met the breaker and FAILED again: the page shows it, the warning
         # stays.
         page.locator("h1 .badge", has_text="failed").wait_for()
@@ -261,8 +281,19 @@ def test_a_retry_into_an_open_breaker_shows_the_apis_warning(
         said = warning.inner_text()
         assert said.startswith(opening), said
         assert warning.locator("code").all_inner_texts() == [command]
+        link = warning.locator("a.reset-link")
         page.locator(f'tr[data-run="{run_id}"] .badge', has_text="failed").wait_for()
         shoot(page, "runs-batch-retry-breaker-warning")
+        follow_reset_link(page, link, destination, tenant)
+        note = page.locator(".wanted-note").inner_text()
+        assert f"the Reset of tenant {tenant}'s breaker is marked below" in note, note
+        shoot(page, "destinations-from-breaker-warning")
+        page.keyboard.press("Enter")
+        confirm(page, "Reset the breaker")
+        page.locator(".ok-box", has_text=f"{destination}: closed tenant {tenant}.").wait_for()
+    listed = {d["destination"]: d for d in server.call("/destinations")["items"]}
+    layers = listed[destination]["tenantBreakers"]
+    assert layers.get(tenant, {"state": "closed"})["state"] == "closed"
 
 
 def quota_failed_fan_out(server: DemoServer, tenant: str) -> str:
@@ -761,7 +792,8 @@ def test_children_behind_an_open_breaker_say_why_they_wait(
 ) -> None:
     """A fan-out whose children call a destination whose tenant breaker is open: they wait
     (reason breaker_open), and the run page says so in the API's words, as `runs show` does:
-    which breaker, when it half-opens, and the command that closes it."""
+    which breaker, when it half-opens, and the command that closes it; and links to that
+    breaker's Reset on the Destinations page (the API's `breaker`), which the link opens."""
     tenant, destination = "fan-breaker", "ui-fan-breaker-dest"
     breaker_opening_run(server, "ui-fan-breaker-open", tenant, destination)
     call = {"url": f"{server.downstream}/ui-fan-breaker", "destination": destination}
@@ -780,6 +812,10 @@ def test_children_behind_an_open_breaker_say_why_they_wait(
         line.wait_for(timeout=30_000)
         text = line.inner_text()
         shoot(page, "run-children-breaker")
+        link = line.locator("a.reset-link")
+        link.wait_for()
+        follow_reset_link(page, link, destination, tenant)
+        shoot(page, "destinations-from-children-breaker")
     server.call("/runs/" + run_id + "/cancel", {}, method="POST")
     assert re.match(r"◷ [1-5] child(ren)? waiting \(breaker_open\): ", text), text
     assert f"the tenant breaker of '{destination}' (tenant '{tenant}') is open" in text, text

@@ -174,7 +174,8 @@ def test_retry_warns_of_a_stuck_join_before_the_click_and_offers_reprocess(
 
 def test_retry_all_matching_retries_every_page(server: DemoServer, browser: Any) -> None:
     """A filter matching more FAILED runs than a page shows: "Retry all matching" says how
-    many in its dialog, retries them all by the filter, and shows the answer's counts."""
+    many in its dialog, as the API counts them (`POST /runs/retry/preview`, not the list
+    paged through), retries them all by the filter, and shows the answer's counts."""
     tenant = "retry-all"
     server.call(caps(server), method="DELETE")
     path = "/ops/retry-all"
@@ -201,16 +202,59 @@ def test_retry_all_matching_retries_every_page(server: DemoServer, browser: Any)
         assert server.wait_status(run_id, {"FAILED", "SUCCEEDED"}) == "FAILED"
     with opened(browser, f"{server.ui}#/runs?tenant={tenant}&status=FAILED") as (page, _):
         page.locator("table.runs tbody tr").nth(49).wait_for()
+        asked: list[str] = []
+        page.on("request", lambda request: asked.append(f"{request.method} {request.url}"))
         page.get_by_role("button", name="Retry all matching…").click()
         dialog = page.locator("dialog.modal")
         dialog.wait_for()
         assert f"Retry all {n} matching FAILED runs?" in dialog.inner_text()
+        assert [a for a in asked if "/runs" in a] == [f"POST {server.url}/runs/retry/preview"]
         shoot(page, "ops-retry-all-dialog", narrow=False)
         confirm(page, f"Retry {n}")
         page.locator(".batch-result .ok-box", has_text=f"Retried {n}, skipped 0.").wait_for()
         shoot(page, "ops-retry-all-done", narrow=False)
     for run_id in ids:
         assert server.wait_status(run_id, {"SUCCEEDED", "FAILED"}) == "SUCCEEDED"
+
+
+def test_a_retry_says_it_runs_the_steps_stopped_when_the_run_failed(
+    server: DemoServer, browser: Any
+) -> None:
+    """Two sibling calls: `slow` answered 500 first, waiting 3 s before its next attempt, and
+    `bad` answered 400 meanwhile, which fails the run. `slow` stops in its wait and its claim
+    is given back, held: Retry's dialog says, before the click, that it runs the failed step
+    and the one stopped when the run failed, and its answer says both; the run succeeds."""
+    base = f"{server.downstream}/ops/held"
+    slow = {"url": f"{base}/slow", "retry": {"maxAttempts": 3, "baseDelayMs": 3000}}
+    bad = {"url": f"{base}/bad", "retry": {"maxAttempts": 1}}
+    vertices = {
+        "slow": {"type": "GATEWAY", "maxAutoRetries": 0, "config": slow},
+        "bad": {"type": "GATEWAY", "maxAutoRetries": 0, "config": bad},
+    }
+    server.call("/workflows", {"name": "ui-ops-held", "vertices": vertices})
+    server.script("/ops/held/slow", {"status": 500})
+    server.script("/ops/held/bad", {"status": 400, "sleep_ms": 300})
+    body = {"input": {}, "tenantId": "held"}
+    run_id = str(server.call("/workflows/ui-ops-held/runs", body)["id"])
+    assert server.wait_status(run_id, {"FAILED", "SUCCEEDED"}) == "FAILED"
+
+    def held() -> bool:
+        steps = server.call(f"/runs/{run_id}")["steps"]
+        return {s["vertexId"]: s["status"] for s in steps} == {"slow": "PENDING", "bad": "FAILED"}
+
+    eventually(held, 30, "slow stopped and held back")
+    both = "1 failed step run again, and 1 step stopped when the run failed"
+    with opened(browser, f"{server.ui}#/runs/{run_id}") as (page, _):
+        page.get_by_role("button", name="Retry", exact=True).click()
+        dialog = page.locator("dialog.modal")
+        dialog.locator("p", has_text="stopped when the run failed").wait_for()
+        said = dialog.inner_text()
+        assert f"{both[0].upper()}{both[1:]}; completed steps keep their results." in said, said
+        shoot(page, "ops-retry-held-dialog", narrow=False)
+        confirm(page, "Retry")
+        page.locator(".action-result .ok-box", has_text=f"✓ {both}").wait_for()
+        page.locator("h1 .badge", has_text="succeeded").wait_for(timeout=30_000)
+        shoot(page, "ops-retry-held-done", narrow=False)
 
 
 def test_cancel_keeps_running_and_the_cap_says_its_rate(server: DemoServer, browser: Any) -> None:

@@ -1,31 +1,17 @@
 // "Retry all matching": a batch retry of every FAILED run the runs list's filter matches, not
 // only the page shown (1,790 failed children are 36 pages of 50). The dialog says how many
-// first, counted with the list's own filter, and the answer's retried and skipped follow.
+// first, as the API counts them for that filter (`POST /runs/retry/preview`: one count in the
+// database, not a page of ids at a time) with the breakers the retried steps would meet, and
+// the answer's retried and skipped follow.
 
-import { api, query } from "./api.js";
+import { api } from "./api.js";
 import { confirmAction } from "./dialog.js";
 import { announce, fill, h } from "./dom.js";
 import { count, plural, shortId } from "./format.js";
-import { warningsBox, withWarnings } from "./warnings.js";
+import { warningsBox, withCode, withWarnings } from "./warnings.js";
 
 /** The most runs one batch retry takes (the API's `limit` maximum). */
 const MAX_BATCH = 10_000;
-/** The longest page `GET /runs` gives: the count reads the ids 500 at a time. */
-const COUNT_PAGE = 500;
-
-/** FAILED runs `filter` (the list's query, as `GET /runs` takes it) matches, up to one past
- * what a batch can take: [count, more than a batch takes]. */
-async function countFailed(filter) {
-  let found = 0;
-  let cursor = null;
-  for (let page = 0; page <= MAX_BATCH / COUNT_PAGE; page++) {
-    const answer = await api(`/runs${query({ ...filter, status: "FAILED", limit: COUNT_PAGE, cursor })}`);
-    found += answer.items.length;
-    cursor = answer.next;
-    if (!cursor || found > MAX_BATCH) break;
-  }
-  return [Math.min(found, MAX_BATCH), found > MAX_BATCH];
-}
 
 /** The batch body's filter from the list's query (`roots` as the list sends it). */
 function batchFilter(filter) {
@@ -42,35 +28,38 @@ function batchFilter(filter) {
 export function retryAllButton(filterOf, result, done) {
   const button = h("button", { type: "button", class: "secondary retry-all" }, "Retry all matching…");
   button.addEventListener("click", async () => {
-    const filter = filterOf();
+    const filter = batchFilter(filterOf());
     button.disabled = true;
-    let counted;
+    let preview;
     try {
-      counted = await countFailed(filter);
+      preview = await api("/runs/retry/preview", { method: "POST", body: { filter, limit: MAX_BATCH } });
     } catch (error) {
       fill(result, h("p", { class: "error-box", role: "alert" }, `Could not count the runs: ${error.message}`));
       return;
     } finally {
       button.disabled = false;
     }
-    const [n, more] = counted;
+    const { matching: n, truncated: more } = preview;
     if (!n) {
       fill(result, h("p", { class: "ok-box" }, "No FAILED run matches these filters."));
       return;
     }
+    const cap = more ? h("p", {}, `⚠ More than ${count(MAX_BATCH)} match: one batch takes ${count(MAX_BATCH)}; retry again for the rest.`) : null;
+    const said = preview.warnings || [];
+    const warned = said.length ? [h("p", {}, h("strong", {}, "⚠ Before you retry:")), h("ul", {}, said.map((w) => h("li", {}, withCode(w))))] : [];
     const ok = await confirmAction({
       title: `Retry all ${plural(n, "matching FAILED run")}?`,
-      text: `The failed steps of ${more ? `the newest ${count(n)} of the FAILED runs` : `all ${plural(n, "FAILED run")}`} these filters match (every page, not only this one) run again; completed steps are kept.`,
-      note: more ? `More than ${count(MAX_BATCH)} match: one batch takes ${count(MAX_BATCH)}; retry again for the rest.` : null,
+      text: `The failed steps of ${more ? `the newest ${count(n)} of the FAILED runs` : `all ${plural(n, "FAILED run")}`} these filters match (every page, not only this one) run again, with the steps stopped when each failed; completed steps are kept.`,
+      noteBlocks: cap || warned.length ? [cap, warned] : null,
       confirm: `Retry ${count(n)}`,
     });
     if (!ok) return;
     try {
-      const answer = await api("/runs/retry", { method: "POST", body: { filter: batchFilter(filter), limit: n } });
+      const answer = await api("/runs/retry", { method: "POST", body: { filter, limit: n } });
       const skipped = answer.skipped.slice(0, 5).map((s) => `${shortId(s.runId)} (${s.reason})`);
       const text = `Retried ${count(answer.retried.length)}, skipped ${count(answer.skipped.length)}${skipped.length ? `: ${skipped.join(", ")}${answer.skipped.length > 5 ? ", …" : ""}` : ""}.`;
       const warnings = [...(answer.warnings || []), ...(answer.stuck || []).map((s) => s.message)];
-      fill(result, h("p", { class: "ok-box" }, text), warningsBox(warnings));
+      fill(result, h("p", { class: "ok-box" }, text), warningsBox(warnings, { breakers: answer.breakers }));
       announce(withWarnings(text, warnings), warnings.length ? "warning" : "ok");
     } catch (error) {
       fill(result, h("p", { class: "error-box", role: "alert" }, `Batch retry refused: ${error.message}`));

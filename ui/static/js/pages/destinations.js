@@ -1,6 +1,8 @@
 // Destinations: each one's AIMD limit, calls in flight, cap (editable), circuit breakers per
 // layer and retry budget, with a chart of the limit and in-flight calls over the last minutes:
-// the picture of admission at work.
+// the picture of admission at work. `#/destinations?destination=D&tenant=T` (the link a
+// breaker warning or wait gives) opens the page at D, marked, with the Reset of T's breaker
+// (without T: the global one's) in focus.
 
 import { api } from "../api.js";
 import { confirmAction } from "../dialog.js";
@@ -49,7 +51,7 @@ function resetButton(destination, tenant, refresh, result) {
     }
   };
   const label = tenant === null ? `Reset all breakers of ${destination}` : `Reset the breaker of tenant ${tenant} on ${destination}`;
-  return h("button", { type: "button", class: "secondary small-button", "aria-label": label, onclick: reset }, "Reset");
+  return h("button", { type: "button", class: "secondary small-button reset-breaker", "aria-label": label, "data-tenant": tenant ?? "", onclick: reset }, "Reset");
 }
 
 function capEditor(destination, refresh, result) {
@@ -105,24 +107,49 @@ function capEditor(destination, refresh, result) {
   );
 }
 
-export async function destinationsPage(main) {
+/** The article of `destination` in `list`, or null. */
+function articleOf(list, destination) {
+  return [...list.querySelectorAll("article.destination")].find((a) => a.dataset.destination === destination) || null;
+}
+
+/** The Reset of `tenant`'s layer (null: the global one) in `article`, or null: that layer is
+ * closed (a closed layer has no Reset). */
+function resetOf(article, tenant) {
+  return [...article.querySelectorAll("button.reset-breaker")].find((b) => b.dataset.tenant === (tenant ?? "")) || null;
+}
+
+/** What the page says of the destination a link opened it at, above the list. */
+function wantedNote(wanted, tenant, article, reset) {
+  const layer = tenant ? `tenant ${tenant}'s breaker` : "the global breaker";
+  if (!article) return h("p", { class: "warning-box wanted-note" }, `⚠ No destination ${wanted} here: admission has not seen a call to it.`);
+  if (!reset) return h("p", { class: "ok-box wanted-note" }, `✓ ${layer} of ${wanted} is not open now: nothing to reset.`);
+  return h("p", { class: "wanted-note" }, `${wanted}: the Reset of ${layer} is marked below.`);
+}
+
+export async function destinationsPage(main, params = new URLSearchParams()) {
   const live = h("span", { class: "live" });
   const result = h("div");
   const list = h("div", { class: "destinations" });
+  const wanted = params.get("destination");
+  const wantedTenant = params.get("tenant");
   const editing = () => list.contains(document.activeElement) && document.activeElement.tagName === "INPUT";
+  /** The focused element's aria-label inside the list, to put the focus back on its
+   * redrawn twin (a keyboard user on a Reset keeps it while the page updates). */
+  const focusedLabel = () => (list.contains(document.activeElement) ? document.activeElement.getAttribute("aria-label") : null);
 
   async function refresh() {
     const [found, history] = await Promise.all([api("/destinations"), api("/destinations/history")]);
     const seriesOf = new Map(history.series.map((series) => [series.destination, series]));
     if (!editing()) {
+      const focused = focusedLabel();
       fill(
         list,
         found.items.length
           ? found.items.map((d) =>
               h(
                 "article",
-                { class: "destination", "data-destination": d.destination },
-                h("h2", { class: "mono" }, d.destination),
+                { class: ["destination", d.destination === wanted ? "wanted" : null], "data-destination": d.destination },
+                h("h2", { class: "mono", tabindex: "-1" }, d.destination),
                 h(
                   "div",
                   { class: "dest-grid" },
@@ -155,6 +182,9 @@ export async function destinationsPage(main) {
             )
           : h("p", { class: "empty" }, "No destination yet: admission lists one once a GATEWAY calls it or a cap is set."),
       );
+      const article = wanted ? articleOf(list, wanted) : null;
+      if (article) resetOf(article, wantedTenant)?.classList.add("wanted-reset");
+      if (focused) [...list.querySelectorAll("[aria-label]")].find((e) => e.getAttribute("aria-label") === focused)?.focus();
     }
     return {
       running: true,
@@ -162,9 +192,23 @@ export async function destinationsPage(main) {
     };
   }
 
-  fill(main, h("div", { class: "page-head" }, h("h1", {}, "Destinations"), live), h("p", { class: "muted" }, "Admission per destination: the AIMD limit grows while calls succeed and is cut by overload; breakers stop calls to a failing destination."), result, list);
+  const note = h("div");
+  /** Opened from a breaker's link: scroll to its destination and put the focus on the Reset
+   * of its layer (or on the destination's name, when that layer is closed). */
+  function showWanted() {
+    const article = articleOf(list, wanted);
+    const reset = article ? resetOf(article, wantedTenant) : null;
+    fill(note, wantedNote(wanted, wantedTenant, article, reset));
+    if (!article) return;
+    article.scrollIntoView({ block: "start" });
+    (reset || article.querySelector("h2")).focus({ preventScroll: true });
+  }
+
+  fill(main, h("div", { class: "page-head" }, h("h1", {}, "Destinations"), live), h("p", { class: "muted" }, "Admission per destination: the AIMD limit grows while calls succeed and is cut by overload; breakers stop calls to a failing destination."), note, result, list);
   const poller = new Poller(refresh, { intervalMs: 2000, quietLimit: 30, indicator: live });
   await refresh();
+  // After the router's own focus on the page it moved to (it runs once this page is drawn).
+  if (wanted) setTimeout(showWanted, 0);
   poller.start();
   return () => poller.stop();
 }

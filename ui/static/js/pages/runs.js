@@ -229,7 +229,7 @@ export async function runsPage(main, params) {
       // Each open breaker the retried steps call (once, however many runs call it), then
       // each retried run whose joins fail again at once: the API says them in words.
       const warnings = [...(answer.warnings || []), ...(answer.stuck || []).map((s) => s.message)];
-      fill(result, h("p", { class: "ok-box" }, text), warningsBox(warnings));
+      fill(result, h("p", { class: "ok-box" }, text), warningsBox(warnings, { breakers: answer.breakers }));
       announce(withWarnings(text, warnings), warnings.length ? "warning" : "ok");
       selected.clear();
       toggle(null, false);

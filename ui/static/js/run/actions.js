@@ -1,6 +1,7 @@
 // The operator's buttons on a run: Retry, Start over, Reprocess dead letters, Cancel (and
 // Resolve, on a failed step). Each asks first and shows what the API answered, with the
-// warnings it gave (a retry's steps meeting an open breaker, joins that fail again at once).
+// warnings it gave (a retry's steps meeting an open breaker, with a link to its Reset on the
+// Destinations page; joins that fail again at once).
 
 import { api } from "../api.js";
 import { chooseAction, editJson } from "../dialog.js";
@@ -13,16 +14,19 @@ function path(runId, action) {
   return `/runs/${encodeURIComponent(runId)}/${action}`;
 }
 
-/** Ask (with what `preview()` says the action would set off, when it is given), send, say
- * what the API answered (and, under it, each of its `warnings`: what the action done sets off
- * that the operator may not expect); true when it was sent (done or refused: either way the
- * page's view of the run may be stale), false when the operator backed out. A button of the
- * preview's note may choose an action of `instead` (by its value) over this one. */
+/** Ask (with what `preview()` says the action would set off, when it is given: `{text,
+ * blocks}`, the dialog's sentence and its warnings), send, say what the API answered (and,
+ * under it, each of its `warnings`: what the action done sets off that the operator may not
+ * expect); true when it was sent (done or refused: either way the page's view of the run may
+ * be stale), false when the operator backed out. A button of the preview's note may choose an
+ * action of `instead` (by its value) over this one. */
 async function perform(where, options) {
-  const { title, text, note, confirm, dismiss, danger, preview, instead = {} } = options;
+  const { title, note, confirm, dismiss, danger, preview, instead = {} } = options;
   // A preview the API cannot give (an older API, a refusal) leaves the dialog as it was.
   const previewed = preview ? await preview().catch(() => null) : null;
-  const noteBlocks = previewed && note ? [h("p", {}, "⚠ ", note), previewed] : previewed;
+  const text = previewed?.text || options.text;
+  const blocks = previewed?.blocks || null;
+  const noteBlocks = blocks && note ? [h("p", {}, "⚠ ", note), blocks] : blocks;
   const choice = await chooseAction({ title, text, note, noteBlocks, confirm, dismiss, danger });
   // The button chosen in the note is the confirmation of the action it names.
   const chosen = Object.hasOwn(instead, choice) ? instead[choice] : choice === "ok" ? options : null;
@@ -36,7 +40,7 @@ async function sendAndShow(where, { name, send, describe, warningsOf = (a) => a.
     const answer = await send();
     const warnings = warningsOf(answer);
     const line = h("p", { class: "ok-box", role: "status" }, "✓ ", describe(answer));
-    fill(where, line, warningsBox(warnings));
+    fill(where, line, warningsBox(warnings, { breakers: answer.breakers }));
     announce(withWarnings(line.textContent, warnings), warnings?.length ? "warning" : "ok");
   } catch (error) {
     const line = h("p", { class: "error-box", role: "alert" }, `✕ ${name} refused: ${error.message} (${error.code})`);
@@ -61,21 +65,31 @@ function retryWarnings(answer, { stuck = true } = {}) {
   return warnings;
 }
 
-/** What Retry's dialog says before the click, from the API's preview: each warning the retry
- * would give and, when its joins would fail again at once, the Reprocess button instead
+/** What Retry's dialog says before the click, from the API's preview: what runs again (the
+ * failed steps, and the steps stopped when the run failed: its `message`), each warning the
+ * retry would give and, when its joins would fail again at once, the Reprocess button instead
  * (`offerReprocess`: not when the failure comes from the workflow or input, which a
  * reprocess meets again: the fix note says what to do, and the stuck joins go unsaid). */
 async function retryPreview(runId, offerReprocess) {
   const preview = await api(path(runId, "retry/preview"));
-  const warnings = preview.retriable ? retryWarnings(preview, { stuck: offerReprocess }) : [];
-  if (!warnings.length) return null;
-  return [
-    h("p", {}, h("strong", {}, "⚠ Before you retry:")),
-    h("ul", {}, warnings.map((w) => h("li", {}, withCode(w)))),
-    preview.stuckJoins.length && offerReprocess
-      ? h("p", {}, h("button", { type: "submit", value: "reprocess", class: "primary reprocess-instead" }, "Reprocess dead letters"), " instead")
-      : null,
-  ];
+  if (!preview.retriable) return null;
+  const text = preview.message ? `${capitalised(preview.message)}; completed steps keep their results.` : null;
+  const warnings = retryWarnings(preview, { stuck: offerReprocess });
+  if (!warnings.length) return { text, blocks: null };
+  return {
+    text,
+    blocks: [
+      h("p", {}, h("strong", {}, "⚠ Before you retry:")),
+      h("ul", {}, warnings.map((w) => h("li", {}, withCode(w)))),
+      preview.stuckJoins.length && offerReprocess
+        ? h("p", {}, h("button", { type: "submit", value: "reprocess", class: "primary reprocess-instead" }, "Reprocess dead letters"), " instead")
+        : null,
+    ],
+  };
+}
+
+function capitalised(text) {
+  return text.charAt(0).toUpperCase() + text.slice(1);
 }
 
 /** When a FAILED spawner's fan-out failed for its tenant's run quota, what Retry's dialog

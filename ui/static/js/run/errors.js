@@ -4,6 +4,7 @@
 
 import { h } from "../dom.js";
 import { duration } from "../format.js";
+import { resetLink } from "../warnings.js";
 
 export function errorBox(error, { title = "Error" } = {}) {
   if (!error) return null;
@@ -83,18 +84,24 @@ export function waitingLine(step) {
     const seconds = Math.max(0, Math.round(waiting.until - Date.now() / 1000));
     line.append(h("span", { class: "muted" }, ` — about ${seconds} s more`));
   }
+  // Behind a breaker the API names (`waiting.breaker`): its Reset, a click away.
+  const reset = resetLink(waiting.breaker);
+  if (reset) line.append(" ", reset);
   return line;
 }
 
 /** Why a running fan-out's children wait, as `schemabridge runs show` says it: the most
  * common reason with what is true of all those children (the API's `text`), then the others
- * by name. Null when none waits or the run has ended. */
+ * by name; behind one breaker (`breaker`), a link to its Reset. Null when none waits or the
+ * run has ended. */
 export function childrenWaitingLine(run) {
   const groups = (run.fanout && run.fanout.waiting) || [];
   if (run.endedAt || (run.status && run.status !== "RUNNING") || groups.length === 0) return null;
   const [first, ...others] = groups;
   const count = `${first.children.toLocaleString("en-US")} ${first.children === 1 ? "child" : "children"} waiting`;
   const line = h("p", { class: "waiting-line", "data-children": first.reason }, h("span", { "aria-hidden": "true" }, "◷ "), `${count} (${first.reason}): `, first.text || first.message || "");
+  const reset = resetLink(first.breaker);
+  if (reset) line.append(" ", reset);
   if (others.length) line.append(h("span", { class: "muted" }, ` (others wait for: ${others.map((g) => g.reason).join(", ")})`));
   return line;
 }
