@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 from urllib.parse import quote
 
 from api.cli.wire import (
+    BatchRetryPreview,
     BatchRetryResult,
     BreakersReset,
     CancelResult,
@@ -248,11 +249,24 @@ class ActionsApi:
         if ids is not None:
             body["ids"] = ids
         if selection is not None:
-            fields = {k: v for k, v in filter_params(selection).items() if v is not None}
-            body["filter"] = {**fields, "roots": selection.roots_only}
+            body["filter"] = _batch_filter(selection)
         if limit is not None:
             body["limit"] = limit
         return await self._session.fetch(BatchRetryResult, "POST", "/runs/retry", body=body)
+
+    async def batch_retry_preview(self, selection: RunQuery, limit: int) -> BatchRetryPreview:
+        """`POST /runs/retry/preview`: what a batch retry with `selection` would take, counted
+        by the API, retrying nothing."""
+        body = {"filter": _batch_filter(selection), "limit": limit}
+        return await self._session.fetch(
+            BatchRetryPreview, "POST", "/runs/retry/preview", body=body
+        )
+
+
+def _batch_filter(selection: RunQuery) -> dict[str, Any]:
+    """A batch retry's `filter` body from the CLI's run query (`roots` always said)."""
+    fields = {k: v for k, v in filter_params(selection).items() if v is not None}
+    return {**fields, "roots": selection.roots_only}
 
 
 class SettingsApi:

@@ -47,11 +47,13 @@ from api.cli.text import plural
 if TYPE_CHECKING:
     from api.cli.client import ApiClient
     from api.cli.wire import (
+        BatchRetryPreview,
         BatchRetryResult,
         CancelResult,
         ReprocessResult,
         ResolveResult,
         RetryResult,
+        RunQuery,
         SkippedRun,
         StartOverResult,
         Wire,
@@ -202,6 +204,14 @@ def retry(
     limit: Annotated[
         int, typer.Option(help="Batch: consider at most this many runs.", min=1, max=MAX_BATCH)
     ] = 1_000,
+    dry_run: Annotated[
+        bool,
+        typer.Option(
+            "--dry-run",
+            help="Batch by filter: count the runs it would take, and the open breakers their "
+            "steps would meet, retrying nothing.",
+        ),
+    ] = False,
     api_url: ApiUrlOption = DEFAULT_API_URL,
     api_key: ApiKeyOption = None,
     output: OutputOption = OutputFormat.TEXT,
@@ -214,9 +224,10 @@ def retry(
     reason; with none retried it says "nothing to retry" and why. A filter covers the root
     runs `runs list` shows, child runs too with --all. A FAILED child of a run that has
     SUCCEEDED is skipped (its retry would reopen that run's join and run the steps after it
-    again); naming it alone retries it, with a warning. Exit 1 when a RUN named is not
-    FAILED (or not found) or is skipped; a filter that matches nothing, or only runs it
-    skips, exits 0."""
+    again); naming it alone retries it, with a warning. --dry-run counts what a filter would
+    take first (the API counts it), retrying nothing. Exit 1 when a RUN named is not FAILED
+    (or not found) or is skipped; a filter that matches nothing, or only runs it skips, exits
+    0."""
     remote = Remote(api_url, api_key, output, debug)
     if roots and all_runs:
         fail("give --all (child runs too) or --roots (the default), not both", ExitCode.USAGE)
@@ -228,6 +239,8 @@ def retry(
             "give the runs to retry, or a filter such as --status FAILED --workflow W",
             ExitCode.USAGE,
         )
+    if dry_run and runs:
+        fail("--dry-run counts the runs of a filter: give a filter, not runs", ExitCode.USAGE)
     if runs and len(runs) == 1:
         _retry_one(remote, runs[0])
         return
@@ -240,6 +253,11 @@ def retry(
             since=since,
             roots_only=not all_runs,
         )
+
+    if dry_run and selection is not None:
+        asked = looked_for(status, workflow, tenant, since, all_runs)
+        _preview_batch(remote, selection, limit, asked)
+        return
 
     async def batch(api: ApiClient) -> BatchRetryResult:
         # Each RUN resolved first: a prefix that names no run, or several, ends the command
@@ -260,6 +278,29 @@ def retry(
     _print_batch(remote, outcome, filter_text, children_hidden=filtered and not all_runs)
     if runs and outcome.skipped:
         raise typer.Exit(ExitCode.FAILED)
+
+
+def _preview_batch(remote: Remote, selection: RunQuery, limit: int, filter_text: str) -> None:
+    """`runs retry FILTER --dry-run`: what the batch would take, as the API counts it, and on
+    stderr the open breakers its steps would meet."""
+
+    async def preview(api: ApiClient) -> BatchRetryPreview:
+        return await api.actions.batch_retry_preview(selection, limit)
+
+    answer = call(remote, preview, workflow=selection.workflow, system_workflows=True)
+    if remote.json:
+        print_json(dump(answer))
+    else:
+        console = stdout()
+        matched = plural(answer.matching, "run")
+        console.print(f"would retry {matched} ({filter_text}); nothing retried", markup=False)
+        if answer.truncated:
+            console.print(
+                f"more runs match than --limit {answer.limit:,}: the batch takes the newest "
+                f"{answer.limit:,}; run it again for the rest",
+                markup=False,
+            )
+    _warn(remote, answer.warnings)
 
 
 # ── resolve, start over, reprocess, cancel ──────────────────────────────────────────────────

@@ -360,6 +360,13 @@ class BatchRetryResult(Wire):
     warnings: list[str] = []
 
 
+class BatchRetryPreview(Wire):
+    matching: int
+    limit: int
+    truncated: bool = False
+    warnings: list[str] = []
+
+
 # ── settings ────────────────────────────────────────────────────────────────────────────────
 
 

@@ -6,6 +6,7 @@ and destinations."""
 from __future__ import annotations
 
 import json
+import re
 import time
 
 import pytest
@@ -168,7 +169,8 @@ def test_set_cap_without_a_change_or_a_cap_to_keep_is_a_usage_error(serve_api: S
 def test_a_batch_retry_into_an_open_breaker_warns_once(serve_api: Stack) -> None:
     """Six runs of one tenant fail on one destination and open its tenant breaker (five
     failures): a batch retry of all six says so in one line, not six, with the command that
-    closes it; in JSON the line is the answer's `warnings`."""
+    closes it; in JSON the line is the answer's `warnings`. `--dry-run` first counts the six
+    (the API's preview, capped by `--limit`) and says the same warning, retrying nothing."""
     tenant, destination, name = "brk-batch", "brk-batch-api", "cli-messages-brk"
     path = serve_api.tmp / "cli-messages-brk.json"
     call = {
@@ -183,7 +185,21 @@ def test_a_batch_retry_into_an_open_breaker_warns_once(serve_api: Stack) -> None
         failed = serve_api.cli("runs", "submit", name, "--tenant", tenant, "--wait")
         assert failed.returncode == 1, (failed.stdout, failed.stderr)
 
-    retried = serve_api.ok("runs", "retry", "--workflow", name, "--tenant", tenant)
+    asked = ("runs", "retry", "--workflow", name, "--tenant", tenant)
+    dry = serve_api.ok(*asked, "--dry-run")
+    looked = f"status FAILED, workflow {name}, tenant {tenant}"
+    assert dry.stdout == f"would retry 6 runs ({looked}); nothing retried\n", dry.stdout
+    capped = serve_api.ok(*asked, "--dry-run", "--limit", "4")
+    assert capped.stdout.splitlines() == [
+        f"would retry 4 runs ({looked}); nothing retried",
+        "more runs match than --limit 4: the batch takes the newest 4; run it again for the rest",
+    ], capped.stdout
+    counted = serve_api.json(*asked, "--dry-run")
+    assert (counted["matching"], counted["truncated"]) == (6, False)
+    refused = serve_api.cli("runs", "retry", "0123456789abcdef", "--dry-run")
+    assert refused.returncode == 2, (refused.stdout, refused.stderr)
+
+    retried = serve_api.ok(*asked)
     assert retried.stdout.startswith("retried 6 runs\n"), retried.stdout
     [warning] = retried.stderr.splitlines()
     assert warning.startswith(
@@ -192,6 +208,8 @@ def test_a_batch_retry_into_an_open_breaker_warns_once(serve_api: Stack) -> None
     assert warning.endswith(
         f"`schemabridge destinations reset-breaker {destination} --tenant {tenant}`"
     ), warning
+    countdown = re.compile(r"half-opens in \d+ s")
+    assert countdown.sub("…", dry.stderr) == countdown.sub("…", retried.stderr), dry.stderr
     for _ in range(60):  # the retried runs fail again at once, the breaker still open
         listed = serve_api.json("runs", "list", "--workflow", name, "--status", "FAILED")
         if len(listed["items"]) == 6:
