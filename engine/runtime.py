@@ -208,6 +208,8 @@ class Runtime:
                 backpressure_max_depth=s.backpressure_max_depth,
                 batch_size=s.spawn_batch,
                 max_items=s.max_fanout_items,
+                max_child_input_bytes=s.max_input_bytes,
+                max_fanout_input_bytes=s.max_fanout_input_bytes,
             ),
             max_response_bytes=s.max_response_bytes,
             max_nesting_depth=s.nesting_depth_limit,

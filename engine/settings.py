@@ -17,6 +17,7 @@ from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from engine import payload_defaults
 from schemas.json_depth import DEFAULT_MAX_NESTING_DEPTH, HARD_MAX_NESTING_DEPTH
+from vertices import fanout_limits
 from vertices.egress import LOOPBACK_ALLOW, EgressPolicy
 
 
@@ -163,6 +164,15 @@ class Settings(BaseSettings):
     )
     """Most children one SPAWNER step may start; more items fail the step with
     `too_many_items`. Default 1,000,000."""
+    max_fanout_input_bytes: int = Field(
+        default=fanout_limits.DEFAULT_MAX_FANOUT_INPUT_BYTES,
+        ge=1,
+        validation_alias=_env("MAX_FANOUT_INPUT_BYTES"),
+    )
+    """Most bytes of child inputs (compact JSON, UTF-8) one SPAWNER step may write in all; the
+    batch of children that would cross it is not written and the step fails with
+    `invalid_config` (each child's input is also held to `max_input_bytes`). Default 256 MiB
+    (docs/security.md, 'Input limits', says why)."""
     max_response_bytes: int = Field(
         default=1_048_576, ge=1, validation_alias=_env("MAX_RESPONSE_BYTES")
     )

@@ -116,7 +116,8 @@ class FailureKind(StrEnum):
     INVALID_RESPONSE = "invalid_response"
     """The destination answered with a body the step cannot use (too large, invalid JSON)."""
     INVALID_CONFIG = "invalid_config"
-    """A configuration value evaluated to something unusable (e.g. a non-list `items`)."""
+    """A configuration value evaluated to something unusable (e.g. a non-list `items`, or a
+    SPAWNER's child inputs over their size limits)."""
     SECRET_NOT_FOUND = "secret_not_found"
     """The step references a secret its tenant does not have (set it, then retry the run)."""
     SECRET_UNREADABLE = "secret_unreadable"

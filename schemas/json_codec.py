@@ -41,6 +41,21 @@ def dumps(value: Any) -> str:
     return text.decode()
 
 
+def dumps_sized(value: Any) -> tuple[str, int]:
+    """`value` as `dumps` writes it, and that text's size in UTF-8 bytes, counted on the
+    bytes orjson produced rather than by encoding the text again (a fan-out sizes every
+    child's input this way, on its way to the insert: `vertices.spawner`)."""
+    try:
+        raw = orjson.dumps(value)
+    except TypeError:
+        text = _stdlib_dumps(value)
+        return text, len(text.encode("utf-8", "surrogatepass"))
+    if b"null" in raw and _non_finite(value):
+        text = _stdlib_dumps(value)
+        return text, len(text.encode("utf-8", "surrogatepass"))
+    return raw.decode(), len(raw)
+
+
 def _stdlib_dumps(value: Any) -> str:
     return json.dumps(value, separators=(",", ":"), ensure_ascii=False)
 

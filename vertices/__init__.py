@@ -22,9 +22,10 @@ if TYPE_CHECKING:
         TimeoutTier,
         VertexOutcome,
     )
+    from vertices.fanout_limits import FanoutLimits
     from vertices.gateway import CallGuard, GatewayTimeouts
     from vertices.merge import ChildCounts, JoinState
-    from vertices.spawner import ChildSpec, FanoutLimits, FanoutPort
+    from vertices.spawner import ChildSpec, FanoutPort
 
 _HOME = {
     "AwaitingChildren": "contract",
@@ -38,7 +39,7 @@ _HOME = {
     "ChildCounts": "merge",
     "JoinState": "merge",
     "ChildSpec": "spawner",
-    "FanoutLimits": "spawner",
+    "FanoutLimits": "fanout_limits",
     "FanoutPort": "spawner",
 }
 

@@ -8,7 +8,12 @@ does not exist (a unique constraint, not a look-up), so a re-delivered or racing
 re-attaches the children that exist, whatever their status, and creates only the missing ones.
 
 Child inputs are rendered one batch at a time from the item list, which is never copied per
-child.
+child, and serialized here, once: the text goes to the insert as it is, and its size is what
+the two limits on what a fan-out writes count (docs/security.md, 'Input limits'). A child's
+input may be no larger than a submitted run's (`MAX_INPUT_BYTES`), and one fan-out's child
+inputs together no larger than `MAX_FANOUT_INPUT_BYTES`; a batch that would cross either
+fails the step before it is written, so the children of earlier batches stay and nothing is
+half-written.
 """
 
 from __future__ import annotations
@@ -17,18 +22,20 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from schemas import expressions
+from schemas import expressions, json_codec
 from schemas.definitions import SpawnerConfig
 from schemas.errors import FailureKind, StepFailure, set_quota_command
 from schemas.waiting import WaitReason
 from vertices.contract import AwaitingChildren, Parked, StepContext, StepStopped
+from vertices.fanout_limits import FanoutLimits
+
+__all__ = ["ChildSpec", "FanoutLimits", "FanoutPort", "child_specs", "execute", "items_of"]
 
 BACKPRESSURE_PARK_S = 10.0
 """How long a spawner parks when the ready queue is too deep: 10 s, as documented for
 `BACKPRESSURE_MAX_DEPTH` (docs/architecture.md, 'Backpressure and quotas')."""
 PAYLOAD_PARK_S = 10.0
 """How long a spawner parks while the payload store is over its high-water mark."""
-DEFAULT_BATCH = 500
 
 
 @dataclass(frozen=True)
@@ -36,9 +43,12 @@ class ChildSpec:
     """One child run to create."""
 
     index: int
-    input: Any
+    input_json: str
+    """The child's input as compact JSON text, as the store writes it."""
+    input_bytes: int
+    """The size of `input_json` in UTF-8 bytes."""
     item: Any
-    """Stored only when it differs from `input` (None otherwise)."""
+    """Stored only when it differs from the input (None otherwise)."""
 
 
 class FanoutPort(Protocol):
@@ -63,18 +73,6 @@ class FanoutPort(Protocol):
     async def create_children(self, total: int, batch: Sequence[ChildSpec]) -> int:
         """Create the children in `batch` that do not exist yet; returns how many were new."""
         ...
-
-
-DEFAULT_MAX_ITEMS = 1_000_000
-
-
-@dataclass(frozen=True)
-class FanoutLimits:
-    backpressure_max_depth: int = 10_000
-    batch_size: int = DEFAULT_BATCH
-    max_items: int = DEFAULT_MAX_ITEMS
-    """Most children one spawner step may start (`MAX_FANOUT_ITEMS`); more items fail the step
-    with `too_many_items` before any child is created."""
 
 
 def items_of(config: SpawnerConfig, ctx: StepContext) -> list[Any]:
@@ -108,20 +106,83 @@ def _quota_exceeded(tenant_id: str, missing: int, max_runs: int, used_runs: int)
 def child_specs(
     config: SpawnerConfig, ctx: StepContext, items: list[Any], start: int, stop: int
 ) -> Iterator[ChildSpec]:
-    """Render the child inputs of items[start:stop]."""
+    """Render the child inputs of items[start:stop], each serialized once (see the module
+    docstring)."""
     for index in range(start, min(stop, len(items))):
         item = items[index]
         if config.input is None:
-            yield ChildSpec(index, item, None)
-            continue
-        context = {**ctx.context, "item": item, "index": index}
-        try:
-            child_input = expressions.render(config.input, context)
-        except expressions.ExpressionError as exc:
-            raise StepFailure(
-                FailureKind.EXPRESSION_ERROR, f"input of item {index}: {exc}"
-            ) from exc
-        yield ChildSpec(index, child_input, item)
+            child_input, stored_item = item, None
+        else:
+            context = {**ctx.context, "item": item, "index": index}
+            try:
+                child_input = expressions.render(config.input, context)
+            except expressions.ExpressionError as exc:
+                raise StepFailure(
+                    FailureKind.EXPRESSION_ERROR, f"input of item {index}: {exc}"
+                ) from exc
+            stored_item = item
+        text, size = json_codec.dumps_sized(child_input)
+        yield ChildSpec(index, text, size, stored_item)
+
+
+def _child_input_too_large(pointer: str, index: int, size: int, limit: int) -> StepFailure:
+    return StepFailure(
+        FailureKind.INVALID_CONFIG,
+        f"{pointer}: the input of item {index:,} is {size:,} bytes as compact JSON, over "
+        f"the limit of {limit:,} a run's input has (SCHEMABRIDGE_MAX_INPUT_BYTES); pass large "
+        "values to children by reference (a URL or an id they fetch) rather than copying them "
+        "into every child's input, or raise SCHEMABRIDGE_MAX_INPUT_BYTES",
+    )
+
+
+def _fanout_too_large(
+    pointer: str, batch: Sequence[ChildSpec], written: int, limit: int, total: int
+) -> StepFailure:
+    """The failure of a batch whose inputs would take the fan-out's past `limit`, naming the
+    item that crosses it (read only now: a fan-out within its limit pays one sum a batch)."""
+    size, crossing = written, batch[-1]
+    for spec in batch:
+        size += spec.input_bytes
+        if size > limit:
+            crossing = spec
+            break
+    kept = (
+        f"children 0 to {batch[0].index - 1:,} exist and run on"
+        if batch[0].index
+        else "no child was created"
+    )
+    return StepFailure(
+        FailureKind.INVALID_CONFIG,
+        f"{pointer}: the children's inputs reach {size:,} bytes as compact JSON at item "
+        f"{crossing.index:,} of {total:,}, over the limit of {limit:,} per fan-out "
+        f"(SCHEMABRIDGE_MAX_FANOUT_INPUT_BYTES); {kept}. Copy less into each child's input "
+        "(pass large values by reference), split the items across several runs, or raise "
+        "SCHEMABRIDGE_MAX_FANOUT_INPUT_BYTES",
+    )
+
+
+def _checked_batch(
+    config: SpawnerConfig, batch: list[ChildSpec], written: int, limits: FanoutLimits, total: int
+) -> int:
+    """The bytes of `batch`'s child inputs; a StepFailure when one of them is over the child
+    input limit, or when they would take the fan-out's `written` bytes over its limit."""
+    size = 0
+    for spec in batch:
+        size += spec.input_bytes
+        if spec.input_bytes > limits.max_child_input_bytes:
+            raise _child_input_too_large(
+                _input_pointer(config), spec.index, spec.input_bytes, limits.max_child_input_bytes
+            )
+    if written + size > limits.max_fanout_input_bytes:
+        raise _fanout_too_large(
+            _input_pointer(config), batch, written, limits.max_fanout_input_bytes, total
+        )
+    return size
+
+
+def _input_pointer(config: SpawnerConfig) -> str:
+    """Where a child's input comes from: the spawner's `input`, else the item itself."""
+    return "/config/input" if config.input is not None else "/config/items"
 
 
 async def execute(
@@ -141,13 +202,16 @@ async def execute(
         parked = await _guards(port, limits, total - existing, ctx.tenant_id)
         if parked is not None:
             return parked
-    created = 0
+    created = written = 0
     for start in range(0, total, limits.batch_size):
         if ctx.stop is not None and ctx.stop.reason is not None:
             # Its run failed (or was cancelled): no more children. Those created run on; the
             # run's retry re-attaches them and creates the rest, one child per item.
             raise StepStopped(f"children {start:,} to {total - 1:,} of {total:,} not created")
         batch = list(child_specs(config, ctx, items, start, start + limits.batch_size))
+        # Every batch counts, re-attached children's too: a fan-out delivered again fails at
+        # the same item, whatever its first delivery created.
+        written += _checked_batch(config, batch, written, limits, total)
         created += await port.create_children(total, batch)
     await ctx.log(
         "info",

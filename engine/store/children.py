@@ -53,6 +53,7 @@ from engine.store.models import (
     TenantQuota,
 )
 from engine.store.records import ChildRow, ClaimedStep, VersionRecord, WaitingGroup
+from schemas import json_codec
 from schemas.definitions import MergeConfig, MergeVertex, Workflow
 from schemas.errors import BreakerRefusal
 from schemas.waiting import WaitReason
@@ -196,8 +197,12 @@ async def claim_is_live(conn: AsyncConnection, step: ClaimedStep, total: int) ->
 
 
 def _insert_runs_ignoring_duplicates(dialect: Dialect) -> Any:
+    """The children's INSERT. Their inputs arrive as JSON text (`b_input`), serialized once by
+    the spawner, which sized them on the way: bound as text, not through the column's JSON
+    type, which would serialize them again (PostgreSQL casts the text, checking it)."""
     return (
         dialect.insert(runs)
+        .values(input=dialect.json_from_bound_text("b_input"))
         .on_conflict_do_nothing(index_elements=["idempotency_key"])
         .returning(runs.c.id)
     )
@@ -225,7 +230,9 @@ async def insert_children(
                 "tenant_id": parent.tenant_id,
                 "status": RunStatus.RUNNING.value,
                 "timeout_tier": "process",
-                "input": spec.input,
+                "b_input": spec.input_json
+                if spec.input_json is not None
+                else json_codec.dumps(spec.input),
                 "item": spec.item,
                 "output": None,
                 "error": None,
@@ -246,7 +253,9 @@ async def insert_children(
         )
     if not rows:
         return 0
-    result = await conn.execute(_insert_runs_ignoring_duplicates(dialect_of(conn)), rows)
+    dialect = dialect_of(conn)
+    insert_runs = dialect.statement(_insert_runs_ignoring_duplicates)
+    result = await conn.execute(insert_runs, rows)
     created = [row.id for row in result.all()]
     if created:
         await conn.execute(insert(steps), [r for run_id in created for r in step_rows(run_id)])

@@ -50,6 +50,13 @@ class Dialect:
         value: Any = literal(text, Text)
         return cast(value, JSON) if self.is_postgresql else value
 
+    def json_from_bound_text(self, name: str) -> Any:
+        """A bound parameter `name` of JSON text for a JSON column, stored as it is: the
+        column's type would serialize the text again, as a JSON string (PostgreSQL checks
+        it)."""
+        value: Any = bindparam(name, type_=Text)
+        return cast(value, JSON) if self.is_postgresql else value
+
     @property
     def assembles_json(self) -> bool:
         """Whether the database can assemble JSON arrays itself (`string_agg`)."""

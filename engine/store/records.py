@@ -171,6 +171,9 @@ class ChildRow:
     index: int
     input: Any
     item: Any
+    input_json: str | None = None
+    """`input` already as JSON text (the spawner serialized it to size it): stored as it is,
+    and `input` is then not read. None: the store serializes `input`."""
 
 
 @dataclass(frozen=True)

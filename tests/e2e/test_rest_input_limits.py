@@ -159,4 +159,5 @@ def test_the_documented_defaults() -> None:
     assert (defaults.max_body_bytes, defaults.max_document_bytes) == (10 * 2**20, 2**20)
     assert (defaults.max_input_bytes, defaults.max_nesting_depth) == (256 * 2**10, 64)
     assert (defaults.max_vertices, defaults.max_fanout_items) == (500, 1_000_000)
+    assert defaults.max_fanout_input_bytes == 256 * 2**20
     assert defaults.max_response_bytes == 2**20

@@ -71,3 +71,13 @@ def test_invalid_json_raises_the_standard_decode_error() -> None:
 def test_unknown_types_raise_type_error_like_the_standard_library() -> None:
     with pytest.raises(TypeError):
         json_codec.dumps({"a": object()})
+
+
+@pytest.mark.parametrize(
+    "value", [*SAME_VALUES, {1: "a"}, {"n": 2**70}, {"x": math.nan}, {"s": "\ud800"}]
+)
+def test_dumps_sized_gives_the_text_of_dumps_and_its_size_in_utf8(value: Any) -> None:
+    """A fan-out sizes each child's input with it (on fast and fallback paths alike)."""
+    text, size = json_codec.dumps_sized(value)
+    assert text == json_codec.dumps(value)
+    assert size == len(text.encode("utf-8", "surrogatepass"))
