@@ -11,7 +11,10 @@ healthy and busy, which AIMD answers (a cut), while counting it as a failure wou
 destination off for a whole reset period (a 429 probe gives its permit back undecided). The
 tenant layer catches what only one tenant suffers (bad credentials, a per-account quota at the
 destination) without blocking the others; the global layer catches the destination being
-down for everyone.
+down for everyone. A failure the tenant layer does not count (it is open, or half-open and the
+call is none of its probes: the call was sent before the layer opened) is not counted in the
+global layer either, and a global probe permit it holds goes back undecided: otherwise one
+tenant's calls in flight when its layer opened would open the global layer for every tenant.
 
 The state machine of one layer, one function per transition in `lua/lib_breaker.lua`:
 

@@ -280,8 +280,18 @@ local function settle(op)
       redis.call('SADD', d.tenants_key, tenant_id)
       d.failing[tenant_id] = true
     end
-    bk_record(tenant, outcome == 'success', token, now)
-    bk_record(global, outcome == 'success', token, now)
+    local ok = outcome == 'success'
+    -- A failure its tenant's layer did not count (the layer was open, or half-open and the
+    -- call no probe of it: a call sent before the tenant's breaker opened) says nothing the
+    -- tenant layer has not said already, so it does not count in the global layer either:
+    -- else one tenant's calls in flight when its breaker opened would open the global layer
+    -- for every tenant. A global probe permit it holds goes back undecided, as an ignored
+    -- call's does. (docs/architecture.md, 'Circuit breakers'.)
+    if bk_record(tenant, ok, token, now) or ok then
+      bk_record(global, ok, token, now)
+    else
+      bk_release_probe(global, token)
+    end
   end
 
   -- The global breaker opening is itself an overload signal for the destination's limit (a

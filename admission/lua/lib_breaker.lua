@@ -101,7 +101,8 @@ end
 
 -- Record one outcome (ok = success). Closed: consecutive-failure count (a success resets
 -- it). Half-open: only the trial's own probes decide. Open: late outcomes of calls admitted
--- before it opened change nothing.
+-- before it opened change nothing. Returns whether the layer counted the outcome (closed, or
+-- one of its probes): false for a late outcome of a call sent before the layer opened.
 local function bk_record(L, ok, token, now)
   if L.state == 'closed' then
     if ok then
@@ -116,6 +117,7 @@ local function bk_record(L, ok, token, now)
         bk_trip(L, now)
       end
     end
+    return true
   elseif L.state == 'half_open' and redis.call('ZREM', L.z, token) == 1 then
     if not ok then
       bk_reopen(L, now)
@@ -126,7 +128,9 @@ local function bk_record(L, ok, token, now)
         bk_reclose(L)
       end
     end
+    return true
   end
+  return false
 end
 
 -- A probe that ends without an outcome (ignored) gives its permit back.

@@ -284,6 +284,93 @@ async def test_both_layers_record_every_outcome(admission: Admission, clock: Fak
     assert state.tenant_breakers["a"].failures == 4
 
 
+# ── one tenant's calls in flight cannot open the global layer ────────────────────────────
+
+
+def wide(connect: Connect, clock: FakeClock) -> Admission:
+    """Room for many calls in flight at once (a limit of 100, not the slow start's 10)."""
+    aimd = AimdConfig(initial_limit=100, slow_start=False)
+    return Admission(connect(), clock, AdmissionConfig(aimd=aimd))
+
+
+async def test_calls_in_flight_when_their_tenant_layer_opens_do_not_count_globally(
+    connect: Connect, clock: FakeClock
+) -> None:
+    """Tenant a has 40 calls under way when its destination starts failing them: its layer
+    opens at the 5th failure, and the 35 after it, sent before it opened, count in neither
+    layer. The global layer, at 5 failures of its 15, keeps letting tenant b through."""
+    admission = wide(connect, clock)
+    in_flight = [await admit(admission, "a", lease_s=300) for _ in range(40)]
+    for ticket in in_flight:
+        await ticket.failure()
+    (state,) = (await admission.snapshot()).destinations
+    assert state.tenant_breakers["a"].state is BreakerState.OPEN
+    assert (state.global_breaker.state, state.global_breaker.failures) == (BreakerState.CLOSED, 5)
+    await succeed(admission, "b", times=3)
+    await blocked(admission, "a")
+
+
+async def test_a_single_tenant_failing_at_a_slow_rate_still_opens_the_global_layer(
+    admission: Admission, clock: FakeClock
+) -> None:
+    """The destination fails everyone, but only tenant a calls it: its first 5 failures open
+    its layer, and then one failed probe every half-open trial counts in the global layer
+    too, until the 15th opens it for every tenant."""
+    await fail(admission, "a", times=5)
+    for trial in range(10):
+        assert (await layers(admission))[0] is BreakerState.CLOSED, trial
+        clock.advance(30)
+        await fail(admission, "a")  # the half-open trial's probe fails: reopened
+    assert (await layers(admission))[0] is BreakerState.OPEN
+    failure = await blocked(admission, "b")
+    assert "global breaker" in failure.message
+
+
+async def test_several_tenants_with_calls_in_flight_still_open_the_global_layer(
+    connect: Connect, clock: FakeClock
+) -> None:
+    """Four tenants, 8 calls each in flight, all failing: each tenant's first 5 failures count
+    in the global layer before its own layer opens, so the global layer opens at the 15th and
+    refuses a fifth tenant."""
+    admission = wide(connect, clock)
+    tickets = {t: [await admit(admission, t, lease_s=300) for _ in range(8)] for t in "abcd"}
+    for i in range(8):  # the tenants' failures interleaved, as they arrive from four fan-outs
+        for tenant in "abcd":
+            await tickets[tenant][i].failure()
+    (state,) = (await admission.snapshot()).destinations
+    assert state.global_breaker.state is BreakerState.OPEN
+    assert {t: layer.state for t, layer in state.tenant_breakers.items()} == dict.fromkeys(
+        "abcd", BreakerState.OPEN
+    )
+    failure = await blocked(admission, "e")
+    assert "global breaker" in failure.message and "all tenants" in failure.message
+
+
+async def test_a_global_probe_of_a_tenant_whose_layer_opened_meanwhile_decides_nothing(
+    connect: Connect, clock: FakeClock
+) -> None:
+    """The global layer is half-open; tenant a's call holds one of its 3 probe permits when a's
+    own layer opens (its calls sent before the global layer opened fail). The probe's failure
+    is then a's alone: its permit goes back undecided, and the other tenants' probes close the
+    global layer. Counted, it would have reopened it for another 60 s."""
+    admission = wide(connect, clock)
+    stale = [await admit(admission, "a", lease_s=300) for _ in range(5)]
+    for tenant in "cdefg":
+        await fail(admission, tenant, times=3)  # 15: the global layer opens
+    clock.advance(60)
+    probe = await admit(admission, "a", lease_s=300)
+    assert probe.probe
+    for ticket in stale:
+        await ticket.failure()  # a's layer opens; the global layer ignores non-probes
+    assert (await layers(admission))[1]["a"] is BreakerState.OPEN
+    await probe.failure()
+    assert (await layers(admission))[0] is BreakerState.HALF_OPEN
+    probes = [await admit(admission, "b") for _ in range(3)]  # a's permit was given back
+    for ticket in probes:
+        await ticket.success()
+    assert (await layers(admission))[0] is BreakerState.CLOSED
+
+
 async def test_transitions_are_logged_with_structured_fields(
     admission: Admission, clock: FakeClock, caplog: pytest.LogCaptureFixture
 ) -> None:
