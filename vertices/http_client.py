@@ -36,6 +36,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import ipaddress
+import os
 import socket
 import ssl
 from collections.abc import AsyncIterator, Sequence
@@ -245,14 +246,32 @@ def _chain(exc: BaseException) -> list[BaseException]:
 def transport_error_message(exc: BaseException) -> str:
     """One line for a transport failure, without aiohttp's connection-key noise: its
     "Cannot connect to host h:p ssl:default [...]" names the TLS context, which says nothing
-    to an operator; a refused certificate is still said to be one."""
+    to an operator; a refused certificate is still said to be one.
+
+    It becomes the step's error, which the run's tenant reads, so a failed connection says
+    why (`_connect_reason`) but never at which addresses: the host is named as the URL wrote
+    it. A name's addresses stay out of the step's error whether the egress policy admitted
+    it or refused it (docs/security.md, 'Where it is enforced')."""
     import aiohttp  # see the imports at the top
 
     if isinstance(exc, aiohttp.ClientConnectorCertificateError):
         return f"TLS certificate of {exc.host}:{exc.port} refused: {exc.certificate_error}"
     if isinstance(exc, aiohttp.ClientConnectorError):
-        return f"cannot connect to {exc.host}:{exc.port}: {exc.strerror or exc.os_error}"
+        return f"cannot connect to {exc.host}:{exc.port}: {_connect_reason(exc.os_error)}"
     return str(exc) or type(exc).__name__
+
+
+def _connect_reason(error: OSError) -> str:
+    """Why a connection failed, without the addresses it was tried at. asyncio words a failed
+    connect "Connect call failed ('10.0.3.7', 8080)", and a name with several addresses
+    "Multiple exceptions: …" listing each: from an admitted host pattern
+    (`*.svc.cluster.local`) a submitter choosing the host would read the network's layout
+    back. The error number's own text says the same without them."""
+    if isinstance(error, ssl.SSLError | socket.gaierror):
+        return error.strerror or str(error)  # a TLS failure, the resolver's answer: no address
+    if error.errno:
+        return os.strerror(error.errno)  # "Connection refused", "No route to host", …
+    return "no address the host resolves to accepted the connection"
 
 
 def classify_transport_error(exc: BaseException) -> TransportErrorKind | None:

@@ -3,6 +3,7 @@ admission hears of a refusal, and the socket factory's backstop. Real listeners 
 
 from __future__ import annotations
 
+import socket
 from collections.abc import AsyncIterator
 
 import pytest
@@ -10,7 +11,13 @@ import yarl
 
 from schemas.errors import FailureKind, StepFailure
 from tests.integration.egress_harness import Canary, ControlledResolver, canary
-from tests.integration.test_gateway import FAST, RecordingGuard, gateway_config, gateway_ctx
+from tests.integration.test_gateway import (
+    FAST,
+    LogRecorder,
+    RecordingGuard,
+    gateway_config,
+    gateway_ctx,
+)
 from vertices import gateway
 from vertices.egress import EgressDenied, EgressPolicy
 from vertices.http_client import HttpClient, build_http_client
@@ -78,6 +85,39 @@ async def test_a_host_pattern_admits_a_name_wherever_it_resolves(listener: Canar
     finally:
         await client.aclose()
     assert listener.connections == 1
+
+
+def _closed_port() -> int:
+    """A port nothing listens on (on every loopback address), for refused connections."""
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+@pytest.mark.parametrize("addresses", [["127.0.0.5"], ["127.0.0.5", "127.0.0.6"]])
+async def test_an_admitted_name_that_refuses_the_connection_keeps_its_addresses_hidden(
+    addresses: list[str],
+) -> None:
+    """The step's error (and the run's log lines, which the tenant reads too) name the host
+    as written, never the addresses its DNS gave: admitted by a pattern, a name chosen by the
+    submitter (`{{ input.host }}`) would otherwise map the internal network for them."""
+    dns = ControlledResolver({"billing.internal": addresses})
+    client = await _client(EgressPolicy.parse("*.internal, 127.0.0.0/8"), dns)
+    log = LogRecorder()
+    port = _closed_port()
+    config = gateway_config(f"http://billing.internal:{port}/", retry={"maxAttempts": 1})
+    try:
+        with pytest.raises(StepFailure) as caught:
+            await gateway.execute(config, gateway_ctx(log), client, FAST)
+    finally:
+        await client.aclose()
+    assert caught.value.kind is FailureKind.NETWORK_ERROR
+    # (Of several addresses, aiohttp tries each in turn and raises the last one's error.)
+    assert f"cannot connect to billing.internal:{port}: Connection refused" in (
+        caught.value.message
+    )
+    shown = [caught.value.message, *(message for _, message, _ in log.lines)]
+    assert not [text for text in shown if "127.0.0." in text], shown
 
 
 class _UrlCheckSkipped(EgressPolicy):
