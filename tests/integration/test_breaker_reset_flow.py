@@ -108,20 +108,22 @@ async def test_a_breaker_closed_by_hand_lets_the_reprocessed_children_succeed(
 async def test_a_batch_retry_warns_once_per_open_breaker_not_per_run(
     backend: Backend, downstream: RunningDownstream
 ) -> None:
-    """Two tenants' fan-outs fail into one destination, 16 failures: both tenant breakers
-    and the global one open. A batch retry of all 16 children says each open breaker once, as
-    the single retry words it, and as data; a batch that retries nothing says nothing. Its
-    preview, asked first with the filter, counts the runs it takes and names the same
-    breakers; a tenant key's preview counts its tenant's runs and breakers only."""
+    """Three tenants' fan-outs fail into one destination: each tenant's first 5 failures
+    count in the global layer too (after its own layer opens, none does), 15: the three tenant
+    breakers and the global one open. A batch retry of all 24 children says each open breaker
+    once, as the single retry words it, and as data; a batch that retries nothing says
+    nothing. Its preview, asked first with the filter, counts the runs it takes and names the
+    same breakers; a tenant key's preview counts its tenant's runs and breakers only."""
     destination = f"brk-{uuid.uuid4().hex[:8]}"
-    downstream.script([500] * (2 * CHILDREN), path="/outage")
+    tenants = ("default", "acme", "globex")
+    downstream.script([500] * (len(tenants) * CHILDREN), path="/outage")
     runtime = await Runtime.open(settings_for(backend))
     try:
         ops = Operations(runtime)
         workflows = fan_out(f"{downstream.url}/outage", destination)
         parents = [
             await start(runtime, workflows, list(range(CHILDREN)), tenant_id=tenant)
-            for tenant in ("default", "acme")
+            for tenant in tenants
         ]
         async with running_worker(runtime):
             for run_id in parents:
@@ -150,15 +152,20 @@ async def test_a_batch_retry_warns_once_per_open_breaker_not_per_run(
         f"the tenant breaker of {destination!r} (tenant {tenant!r}) is open: {fix}; once it is "
         f"fixed, close it now with `schemabridge destinations reset-breaker {destination} --tenant "
         f"{tenant}`"
-        for tenant in ("acme", "default")
+        for tenant in sorted(tenants)
     ]
     assert [(b.destination, b.tenant_id) for b in batch.breakers] == [
         (destination, None),
         (destination, "acme"),
         (destination, "default"),
+        (destination, "globex"),
     ]
     assert [b.message for b in batch.breakers] == batch.warnings
-    assert (preview.matching, preview.limit, preview.truncated) == (2 * CHILDREN, 10_000, False)
+    assert (preview.matching, preview.limit, preview.truncated) == (
+        len(tenants) * CHILDREN,
+        10_000,
+        False,
+    )
     assert [countdown.sub("…", w) for w in preview.warnings] == [
         countdown.sub("…", w) for w in batch.warnings
     ]
