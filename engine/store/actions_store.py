@@ -19,7 +19,7 @@ from sqlalchemy import func, insert, or_, select
 from sqlalchemy.exc import DBAPIError
 from sqlalchemy.ext.asyncio import AsyncConnection
 
-from engine.store import listing, recovery, retry_checks
+from engine.store import listing, recovery, reprocess_plan, retry_checks
 from engine.store import operator_actions as sql
 from engine.store import operator_settings as settings_
 from engine.store import results as results_
@@ -402,7 +402,9 @@ class OperatorActionsStore(WorkQueue):
         self, run_id: str, *, actor: str, tenant: str | None = None
     ) -> ReprocessOutcome:
         """The dead-lettered children of `run_id` run again, with those of nested fan-outs
-        under them; joins reopen up to the root (see `engine.store.recovery`). Refused for a
+        under them; joins reopen up to the root (see `engine.store.recovery`), which the
+        outcome names (`reopened`), and the logs say: the run's, with who did it and each run
+        that had ended and runs again, and each ancestor's whose join reopened. Refused for a
         CANCELLED run; none to revive is a no-op."""
 
         async def work(conn: AsyncConnection) -> ReprocessOutcome:
@@ -414,19 +416,52 @@ class OperatorActionsStore(WorkQueue):
                     state=run.status,
                     code="run_cancelled",
                 )
-
-            async def version_of(name: str, version: int) -> Workflow:
-                return (await self.get_version(name, version)).workflow
-
-            workflow_of = self._workflow_reader(conn)
-            revived = await recovery.reprocess(conn, run_id, now, workflow_of, version_of)
-            if revived:
-                message = f"reprocess by {actor}: {revived} dead-lettered children run again"
-                line = action_line(run_id, Action.REPROCESS, actor, message)
-                await results_.insert_logs(conn, [line], now)
-            return ReprocessOutcome(revived, await sql.current_status(conn, run_id))
+            done = await recovery.reprocess(
+                conn, run_id, now, self._workflow_reader(conn), self._version_reader()
+            )
+            if done.revived:
+                lines = [
+                    action_line(run_id, Action.REPROCESS, actor, _reprocess_message(actor, done))
+                ]
+                # An ancestor's log says what reopened its join, as a retry's does: otherwise
+                # it shows the join close, then run again, with no cause.
+                for join in done.reopened:
+                    if join.ancestor:
+                        name = retry_checks.join_of(join.workflow, join.spawner)
+                        said = (
+                            f"reprocess by {actor} of run {run_id} below: the join {name!r} reopens"
+                        )
+                        lines.append(action_line(join.run_id, Action.REPROCESS, actor, said, name))
+                await results_.insert_logs(conn, lines, now)
+            return ReprocessOutcome(
+                done.revived, await sql.current_status(conn, run_id), done.reopened
+            )
 
         return await self._transaction(work)
+
+    async def reprocess_preview(
+        self, run_id: str, *, tenant: str | None = None
+    ) -> ReprocessOutcome:
+        """What `reprocess_run(run_id)` would do, read without changing anything (a confirm
+        step asks it first; `engine.store.reprocess_plan`): `refused` the status of a run it
+        would refuse (CANCELLED), else the children it would revive and the joins it would
+        reopen. Unknown, or another tenant's: `NotFound(code="run_not_found")`."""
+        async with self._engines.read.connect() as conn:
+            row = await self._visible_run(conn, run_id, tenant)
+            if row.status == RunStatus.CANCELLED.value:
+                return ReprocessOutcome(0, row.status, refused=row.status)
+
+            async def workflow_of(run: str) -> Workflow:
+                return await self._workflow_of_run(conn, run)
+
+            planned = await reprocess_plan.plan(conn, run_id, workflow_of, self._version_reader())
+            return ReprocessOutcome(planned.revived, row.status, planned.reopened)
+
+    def _version_reader(self) -> recovery.WorkflowOfVersion:
+        async def version_of(name: str, version: int) -> Workflow:
+            return (await self.get_version(name, version)).workflow
+
+        return version_of
 
     # ── cancel ──────────────────────────────────────────────────────────────────────────────
 
@@ -557,11 +592,28 @@ def _check_resolvable(run: Any, step: Any, vertex_id: str) -> None:
 def _retry_message(actor: str, failed: int, held: int, reopens: ReopenedAncestor | None) -> str:
     message = f"retry by {actor}: {sql.retried_words(failed, held)}"
     if reopens is not None:
-        message += (
-            f"; run {reopens.run_id}, which had SUCCEEDED, runs again from its join "
-            f"{reopens.join!r}"
-        )
+        message += f"; {_reopened_clause(f'run {reopens.run_id}', reopens.join)}"
     return message
+
+
+def _reprocess_message(actor: str, done: recovery.Reprocessed) -> str:
+    """The reprocessed run's log line: who, how many children, and each run that had ended
+    SUCCEEDED and runs again, with the steps after its join that run a second time."""
+    message = f"reprocess by {actor}: {done.revived} dead-lettered children run again"
+    for join in done.reopened:
+        if join.ended == RunStatus.SUCCEEDED.value:
+            who = f"run {join.run_id}" if join.ancestor else "the run"
+            name = retry_checks.join_of(join.workflow, join.spawner)
+            message += f"; {_reopened_clause(who, name)}"
+            again = [vertex for vertex in join.again if vertex != name]
+            if again:
+                message += f" ({', '.join(again)} run a second time)"
+    return message
+
+
+def _reopened_clause(who: str, join: str) -> str:
+    """A run that had SUCCEEDED and runs again, as a retry's and a reprocess's log say it."""
+    return f"{who}, which had SUCCEEDED, runs again from its join {join!r}"
 
 
 def _restart_row(record: Any, version: Any, new_id: str, key: str, now: float) -> dict[str, Any]:

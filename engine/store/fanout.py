@@ -125,7 +125,7 @@ class FanoutStore(StoreCore):
             async def version_of(name: str, version: int) -> Workflow:
                 return (await self.get_version(name, version)).workflow
 
-            revived = await recovery.reprocess(conn, run_id, now, workflow_of, version_of)
+            revived = (await recovery.reprocess(conn, run_id, now, workflow_of, version_of)).revived
             if revived:
                 message = f"reprocess: {revived} dead-lettered children run again"
                 await results_.insert_logs(conn, [LogLine(run_id, "info", message)], now)

@@ -31,6 +31,7 @@ from engine.store import recovery
 from engine.store.dialect import dialect_of
 from engine.store.models import Run, RunStatus, Step, StepStatus, TenantQuota
 from engine.store.records import DeploymentRecord, LogLine
+from engine.store.recovery import JoinReopened
 from schemas.definitions import Workflow
 from schemas.errors import NotFound
 
@@ -139,6 +140,10 @@ class StartOverOutcome:
 class ReprocessOutcome:
     revived: int
     run_status: str
+    reopened: tuple[JoinReopened, ...] = ()
+    """The joins the reprocess reopened (`recovery.Reprocessed.reopened`)."""
+    refused: str | None = None
+    """A preview's only: the status of a run the reprocess would refuse (CANCELLED)."""
 
 
 @dataclass(frozen=True)

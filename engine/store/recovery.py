@@ -16,13 +16,18 @@ transaction, puts everything they affect back in a consistent state:
 
 An operator's retry or resolve of a dead letter itself comes back the same way from below
 (`reopen_parents`), one counter update per spawner for a whole batch of its children.
+
+A join that reopens after it had closed runs the steps after it again, calls included, and a
+run that had SUCCEEDED runs again: `reprocess` answers each join it reopened
+(`JoinReopened`), and `engine.store.reprocess_plan` tells the same before anything is done,
+by the rules below (`join_reopens`, `ran_before`, `resumes`) applied to what it reads.
 """
 
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Awaitable, Callable, Sequence
-from dataclasses import dataclass
+from collections.abc import Awaitable, Callable, Mapping, Sequence
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from sqlalchemy import select, update
@@ -39,6 +44,36 @@ MAX_DEPTH = 16
 
 WorkflowOfRun = Callable[[str], Awaitable[Workflow]]
 WorkflowOfVersion = Callable[[str, int], Awaitable[Workflow]]
+_DONE = frozenset(s.value for s in DONE_STEP_STATUSES)
+_ENDED = frozenset({RunStatus.FAILED.value, RunStatus.SUCCEEDED.value})
+
+
+@dataclass(frozen=True)
+class JoinReopened:
+    """A spawner whose join a reprocess reopens (or would): the run, and what runs again."""
+
+    run_id: str
+    spawner: str
+    workflow: Workflow
+    """The run's workflow (what the steps of `again` are)."""
+    again: tuple[str, ...] = ()
+    """The steps after the spawner that had ended and run again (the join itself included):
+    a GATEWAY among them sends its call a second time."""
+    ended: str | None = None
+    """The status the run had ended with when it runs again because of this (SUCCEEDED: a
+    finished run reopens); None when it was still going, or stays ended."""
+    ancestor: bool = False
+    """An ancestor's join, reopened because the reprocessed run below it runs again (else
+    the reprocessed run's own, or a nested fan-out's under it)."""
+
+
+@dataclass(frozen=True)
+class Reprocessed:
+    revived: int
+    """Child runs that run again, nested ones included."""
+    reopened: tuple[JoinReopened, ...] = ()
+    """The joins reopened: under the run first (nested fan-outs after their parent's), then
+    up the tree, the run's parent first."""
 
 
 async def reprocess(
@@ -47,15 +82,42 @@ async def reprocess(
     now: float,
     workflow_of: WorkflowOfRun,
     version_of: WorkflowOfVersion,
-) -> int:
+) -> Reprocessed:
     """Revive the dead letters under `run_id` and reopen what they affect (see the module
-    docstring). Returns how many child runs run again. `workflow_of` reads a run's workflow;
-    `version_of` a published version's (cached: children share a few versions)."""
+    docstring). Answers how many child runs run again and the joins that reopened.
+    `workflow_of` reads a run's workflow; `version_of` a published version's (cached: children
+    share a few versions)."""
     tree = _Tree(conn, now, workflow_of, version_of)
     revived, previous = await tree.revive_below(run_id, depth=0)
     if revived:
-        await _reopen_ancestors(conn, run_id, previous, now, workflow_of)
-    return revived
+        await _reopen_ancestors(conn, run_id, previous, now, workflow_of, found=tree.reopened)
+    return Reprocessed(revived, tuple(tree.reopened))
+
+
+def passes_up(previous: str | None) -> bool:
+    """Whether a run that runs again, having ended as `previous` (None: it was going), makes
+    its parent's spawner stop counting it, which may reopen that join in turn."""
+    return previous in _ENDED
+
+
+def join_reopens(spawner_status: str) -> bool:
+    """Whether children coming back reopen their spawner's join: one that had closed
+    (SUCCEEDED) opens again, one that FAILED runs again; one still going only counts."""
+    return spawner_status in {StepStatus.SUCCEEDED.value, StepStatus.FAILED.value}
+
+
+def ran_before(workflow: Workflow, spawner_id: str, statuses: Mapping[str, str]) -> tuple[str, ...]:
+    """The steps after `spawner_id` that had ended (`statuses`: vertex → status before) and
+    run again when its closed join reopens."""
+    return tuple(v for v in descendants(workflow, spawner_id) if statuses.get(v) in _DONE)
+
+
+def resumes(status: str, failed_at: str | None, reopened: Sequence[str]) -> bool:
+    """Whether a run that was `status` (FAILED at `failed_at`) runs again once the vertices
+    `reopened` are open again: one that SUCCEEDED does, one that FAILED at one of them does."""
+    return status == RunStatus.SUCCEEDED.value or (
+        status == RunStatus.FAILED.value and failed_at in reopened
+    )
 
 
 @dataclass
@@ -64,6 +126,7 @@ class _Tree:
     now: float
     workflow_of: WorkflowOfRun
     version_of: WorkflowOfVersion
+    reopened: list[JoinReopened] = field(default_factory=list)
 
     async def revive_below(self, run_id: str, *, depth: int) -> tuple[int, str | None]:
         """(children revived under `run_id`, the status `run_id` ended with if resumed)."""
@@ -72,9 +135,13 @@ class _Tree:
             return 0, None
         workflow = await self.workflow_of(run_id)
         reopened: list[str] = []
+        joins: list[JoinReopened] = []
         for spawner_id, count in sorted(Counter(row.parent_vertex_id for row in rows).items()):
-            if await reopen_join(self.conn, run_id, workflow, spawner_id, failed=count):
+            again = await reopen_join(self.conn, run_id, workflow, spawner_id, failed=count)
+            if again is not None:
                 reopened += [spawner_id, *descendants(workflow, spawner_id)]
+                joins.append(JoinReopened(run_id, spawner_id, workflow, again))
+        mark = len(self.reopened)
         revived = len(rows)
         if depth < MAX_DEPTH:
             for row in sorted(rows, key=lambda r: r.id):
@@ -84,7 +151,10 @@ class _Tree:
                 if any(isinstance(v, SpawnerVertex) for v in child.vertices.values()):
                     below, _ = await self.revive_below(row.id, depth=depth + 1)
                     revived += below
-        return revived, await resume_run(self.conn, run_id, reopened, self.now)
+        previous = await resume_run(self.conn, run_id, reopened, self.now)
+        # This run's joins before those of the children under it, which were found first.
+        self.reopened[mark:mark] = [replace(join, ended=previous) for join in joins]
+        return revived, previous
 
 
 async def _reopen_ancestors(
@@ -93,11 +163,14 @@ async def _reopen_ancestors(
     previous: str | None,
     now: float,
     workflow_of: WorkflowOfRun,
+    *,
+    found: list[JoinReopened] | None = None,
 ) -> None:
-    """`run_id` ended as `previous` and runs again: its parent must stop counting it."""
+    """`run_id` ended as `previous` and runs again: its parent must stop counting it. The
+    joins this reopens up the tree are added to `found`, when given."""
     child = run_id
     for _ in range(MAX_DEPTH):
-        if previous not in {RunStatus.FAILED.value, RunStatus.SUCCEEDED.value}:
+        if not passes_up(previous):
             return
         row = (
             await conn.execute(
@@ -108,7 +181,7 @@ async def _reopen_ancestors(
             return
         parent, spawner_id = row.parent_run_id, row.parent_vertex_id
         workflow = await workflow_of(parent)
-        reopens = await reopen_join(
+        again = await reopen_join(
             conn,
             parent,
             workflow,
@@ -116,8 +189,10 @@ async def _reopen_ancestors(
             failed=int(previous == RunStatus.FAILED.value),
             succeeded=int(previous == RunStatus.SUCCEEDED.value),
         )
-        reopened = [spawner_id, *descendants(workflow, spawner_id)] if reopens else []
+        reopened = [] if again is None else [spawner_id, *descendants(workflow, spawner_id)]
         previous = await resume_run(conn, parent, reopened, now)
+        if again is not None and found is not None:
+            found.append(JoinReopened(parent, spawner_id, workflow, again, previous, True))
         child = parent
 
 
@@ -142,7 +217,7 @@ async def reopen_parents(
         workflow = await workflow_of(parent)
         reopened: list[str] = []
         for spawner_id, count in sorted(spawners.items()):
-            if await reopen_join(conn, parent, workflow, spawner_id, failed=count):
+            if await reopen_join(conn, parent, workflow, spawner_id, failed=count) is not None:
                 reopened += [spawner_id, *descendants(workflow, spawner_id)]
                 resumed.append((parent, spawner_id, count))
         previous = await resume_run(conn, parent, reopened, now)
@@ -236,12 +311,14 @@ async def reopen_join(
     *,
     failed: int = 0,
     succeeded: int = 0,
-) -> bool:
+) -> tuple[str, ...] | None:
     """Take children that run again off the spawner's counters (`failed` that had failed,
     `succeeded` that had succeeded). If its join had closed (SUCCEEDED) open it again: the
     spawner goes back to PARKED and everything downstream to PENDING. A spawner that FAILED
     runs again (it re-attaches its children). A spawner still creating or waiting only needs
-    the counters. Returns True when the run must resume."""
+    the counters. Returns None when the join stays as it was, else the steps after the
+    spawner that had ended and run again (`ran_before`; none for a FAILED spawner): the run
+    must resume."""
     row = (
         await conn.execute(
             update(steps)
@@ -253,24 +330,24 @@ async def reopen_join(
             .returning(steps.c.status)
         )
     ).one()
+    if not join_reopens(row.status):
+        return None
     if row.status == StepStatus.FAILED.value:
         await conn.execute(
             update(steps)
             .where(steps.c.run_id == run_id, steps.c.vertex_id == spawner_id)
             .values(status=StepStatus.PENDING.value, error=None, ended_at=None)
         )
-        return True
-    if row.status != StepStatus.SUCCEEDED.value:
-        return False
+        return ()
     statuses = {
         r.vertex_id: r.status
         for r in await conn.execute(
             select(steps.c.vertex_id, steps.c.status).where(steps.c.run_id == run_id)
         )
     }
-    done = {s.value for s in DONE_STEP_STATUSES}
     reset = [spawner_id, *descendants(workflow, spawner_id)]
-    undone = sum(1 for v in reset if statuses.get(v) in done)
+    again = ran_before(workflow, spawner_id, statuses)
+    undone = 1 + len(again)  # the spawner, SUCCEEDED, and the steps after it that had ended
     await conn.execute(
         update(steps)
         .where(steps.c.run_id == run_id, steps.c.vertex_id == spawner_id)
@@ -281,7 +358,7 @@ async def reopen_join(
         pending = [
             d
             for d in set(workflow.vertices[vertex_id].depends_on)
-            if d in reset or statuses.get(d) not in done
+            if d in reset or statuses.get(d) not in _DONE
         ]
         await conn.execute(
             update(steps)
@@ -305,7 +382,7 @@ async def reopen_join(
         .where(runs.c.id == run_id)
         .values(steps_remaining=runs.c.steps_remaining + undone)
     )
-    return True
+    return again
 
 
 async def resume_run(
@@ -315,10 +392,7 @@ async def resume_run(
     its steps held back while it was stopped become READY. Returns the status it ended with
     when it was resumed (None when it was running, or stays ended)."""
     row = (await conn.execute(select(runs.c.status, runs.c.error).where(runs.c.id == run_id))).one()
-    failed_at = (row.error or {}).get("vertexId")
-    resumable = row.status == RunStatus.SUCCEEDED.value or (
-        row.status == RunStatus.FAILED.value and failed_at in reopened
-    )
+    resumable = resumes(row.status, (row.error or {}).get("vertexId"), reopened)
     if resumable:
         await conn.execute(
             update(runs)
