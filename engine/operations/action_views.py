@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from enum import StrEnum
 
-from engine.operations.views import BreakerRef, View
+from engine.operations.views import BreakerRef, RunSummary, View
 from engine.store.models import RunStatus
 from engine.store.operator_actions import Action
 
@@ -113,16 +113,82 @@ class StartOverResult(ActionResult):
     """The run that starts the old one over (the same one for every start over of it)."""
 
 
+class StepAgain(View):
+    """A step after a reopened join that had ended and runs again."""
+
+    vertex_id: str
+    type: str
+    """GATEWAY, SPAWNER, MERGE, …"""
+    destinations: list[str] = []
+    """The destinations a GATEWAY calls, as far as they are known before the call (a templated
+    host is not): each is called a second time."""
+
+
+class ReopenedJoin(View):
+    """A join a reprocess reopens (or would): a closed one opens again and the steps after it
+    that had ended run again; a FAILED spawner runs again."""
+
+    run_id: str
+    """The reprocessed run, a nested fan-out's run under it, or an ancestor above it (whose
+    join counts the reprocessed run, which runs again)."""
+    join: str
+    """Its MERGE vertex (the spawner when no MERGE joins it)."""
+    spawner: str
+    above: bool = False
+    """The join of an ancestor of the reprocessed run (it counts that run, which runs
+    again), not of the run or of a run under it."""
+    ended: RunStatus | None = None
+    """The status the run had ended with and runs again from (SUCCEEDED: a finished run
+    reopens); None when it was still going."""
+    steps_again: list[StepAgain] = []
+    """The steps after the join that had ended and run again, calls included."""
+
+
 class ReprocessResult(ActionResult):
     revived: int
     """Dead-lettered child runs that run again, nested ones included."""
     warnings: list[str] = []
-    """Why the children may fail again at once: an open breaker of a destination they call
+    """What the reprocess sets off that the operator may not expect, in words and in this
+    order: each run that had ended SUCCEEDED and runs again from its join, with the steps
+    after it that send their calls a second time (`reopenedJoins`; the words a retry uses for
+    the run it reopens); each other run whose steps after a join run again and call their
+    destinations; then each open breaker of a destination the children or those steps call
     (when it half-opens, and the command that closes it)."""
     breakers: list[BreakerWarning] = []
     """The open breakers among `warnings` as data, in the same order, each with its sentence:
     what a front door needs to offer its own way to reset one (the web monitor links to the
     destination's Reset)."""
+    reopened_run: str | None = None
+    """The first run that had ended SUCCEEDED and runs again from its join (the reprocessed
+    run itself, or an ancestor), as a retry's `reopenedRun`. None otherwise."""
+    reopened_join: str | None = None
+    """The join of `reopenedRun` that reopened."""
+    reopened_joins: list[ReopenedJoin] = []
+    """Every join the reprocess reopened: the run's own first, then nested fan-outs', then the
+    ancestors' up the tree."""
+
+
+class ReprocessPreview(View):
+    """What `POST /runs/{id}/reprocess` would do now, read without doing it: what a confirm
+    step says before the operator acts. The fields mean what `ReprocessResult`'s do."""
+
+    run_id: str
+    status: RunStatus
+    """The run's status now (SUCCEEDED with `revived` > 0: the reprocess reopens it)."""
+    reprocessable: bool
+    """False for a CANCELLED run (the reprocess would answer 409 `run_cancelled`)."""
+    revived: int = 0
+    """Dead-lettered children that would run again, nested ones included (0: the reprocess
+    would change nothing)."""
+    dead_letters: list[RunSummary] = []
+    """The run's own dead letters that would run again, the first 100 in item order."""
+    warnings: list[str] = []
+    """The reprocess's warnings, in its words and order, as they stand now."""
+    breakers: list[BreakerWarning] = []
+    """The open breakers among `warnings` as data, as `ReprocessResult.breakers`."""
+    reopened_run: str | None = None
+    reopened_join: str | None = None
+    reopened_joins: list[ReopenedJoin] = []
 
 
 class AbortedDeployment(View):

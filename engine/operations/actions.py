@@ -25,6 +25,8 @@ from engine.operations.action_views import (
     BatchRetryResult,
     BreakerWarning,
     CancelResult,
+    ReopenedJoin,
+    ReprocessPreview,
     ReprocessResult,
     ResolveResult,
     RetryPreview,
@@ -32,6 +34,7 @@ from engine.operations.action_views import (
     SkippedRun,
     SkipReason,
     StartOverResult,
+    StepAgain,
     StuckRun,
 )
 from engine.operations.boundary import store_boundary
@@ -40,6 +43,7 @@ from engine.operations.breaker_warnings import (
     destinations_of,
     open_breaker_warnings,
 )
+from engine.operations.run_views import summary
 from engine.operations.runs import checked_filter
 from engine.operations.submission import Bound, check_value_limits
 from engine.operations.views import RunFilter
@@ -53,6 +57,10 @@ from engine.store.operator_actions import (
     retried_words,
     run_not_found,
 )
+from engine.store.records import RunRecord
+from engine.store.recovery import JoinReopened
+from engine.store.retry_checks import join_of
+from schemas.definitions import VertexType
 from schemas.errors import InvalidRequest, WrongState
 
 if TYPE_CHECKING:
@@ -60,7 +68,8 @@ if TYPE_CHECKING:
     from engine.runtime import Runtime
 
 DEAD_LETTERS_READ = 100
-"""Dead-lettered children a reprocess reads for the destinations they call (a warning)."""
+"""Dead-lettered children a reprocess reads for the destinations they call (a warning), and
+its preview lists."""
 MAX_BATCH = 10_000
 """The most runs one batch retry considers (`limit` may not exceed it)."""
 LIST_PAGE = 500
@@ -128,10 +137,7 @@ class OperatorActions:
         warnings = []
         reopened = outcome.reopens.get(run_id)
         if reopened is not None:
-            warnings.append(
-                f"run {reopened.run_id} above it had SUCCEEDED and runs again from its join "
-                f"{reopened.join!r}: the steps after that join run a second time"
-            )
+            warnings.append(reopened_words(reopened.run_id, reopened.join))
         stuck = outcome.stuck.get(run_id)
         if stuck is not None:
             warnings.append(_stuck_words(run_id, stuck))
@@ -158,24 +164,43 @@ class OperatorActions:
                 by_destination.setdefault(destination, set()).add(retried.tenant_id)
         return await breakers_called(self._runtime, by_destination)
 
-    async def _children_destinations(self, run_id: str) -> tuple[str, set[str]] | None:
-        """(tenant, destinations) the run's dead-lettered children call (their first page:
-        a fan-out's children share a few workflows), read before a reprocess revives them."""
+    async def _dead_letters(self, run_id: str) -> tuple[str, list[RunRecord]] | None:
+        """(tenant, the first page of its dead-lettered children) of the run, read before a
+        reprocess revives them: what it revives, and the destinations they call (a fan-out's
+        children share a few workflows). None: no such run."""
         store = self._runtime.store
         run = await store.get_run(run_id)
         if run is None:
             return None
-        children = await store.children(run_id, status="FAILED", limit=DEAD_LETTERS_READ)
-        found: set[str] = set()
-        for name, number in {(c.workflow_name, c.workflow_version) for c in children}:
-            found |= destinations_of((await store.get_version(name, number)).workflow)
-        return run.tenant_id, found
+        return run.tenant_id, await store.children(run_id, status="FAILED", limit=DEAD_LETTERS_READ)
 
-    async def _breaker_warnings(self, called: tuple[str, set[str]] | None) -> list[BreakerWarning]:
-        if called is None:
-            return []
-        tenant_id, destinations = called
-        return await open_breaker_warnings(self._runtime, destinations, tenant_id)
+    async def _reprocess_effects(
+        self, dead: tuple[str, list[RunRecord]] | None, reopened: Sequence[JoinReopened]
+    ) -> dict[str, Any]:
+        """What a reprocess sets off (done, or previewed), as `ReprocessResult` and
+        `ReprocessPreview` say it: the joins reopened, the runs that had SUCCEEDED among them,
+        the warnings."""
+        joins = [_reopened_join(join) for join in reopened]
+        warnings = [words for join in joins if (words := _join_warning(join)) is not None]
+        first = next((j for j in joins if j.ended == RunStatus.SUCCEEDED), None)
+        breakers: list[BreakerWarning] = []
+        if dead is not None:
+            tenant_id, children = dead
+            store = self._runtime.store
+            called: set[str] = set()
+            for name, number in {(c.workflow_name, c.workflow_version) for c in children}:
+                called |= destinations_of((await store.get_version(name, number)).workflow)
+            for join in joins:
+                called.update(d for step in join.steps_again for d in step.destinations)
+            breakers = await open_breaker_warnings(self._runtime, called, tenant_id)
+            warnings += [breaker.message for breaker in breakers]
+        return {
+            "warnings": warnings,
+            "breakers": breakers,
+            "reopened_run": None if first is None else first.run_id,
+            "reopened_join": None if first is None else first.join,
+            "reopened_joins": joins,
+        }
 
     @store_boundary
     async def resolve(
@@ -362,14 +387,17 @@ class OperatorActions:
         self, run_id: str, *, actor: str, tenant: str | None = None
     ) -> ReprocessResult:
         """The dead-lettered (FAILED) children of the run run again, with the dead letters
-        of nested fan-outs under them; the joins they had closed reopen, up to the root.
+        of nested fan-outs under them; the joins they had closed reopen, up to the root: a run
+        that had SUCCEEDED runs again from its join, and the steps after it send their calls a
+        second time, which `warnings`, `reopenedRun` and `reopenedJoins` say (as a retry of a
+        child under a SUCCEEDED run does; `reprocess_preview` says it before).
         None to revive: `changed=False`. A CANCELLED run: `WrongState(code="run_cancelled")`."""
-        called = await self._children_destinations(run_id)
+        dead = await self._dead_letters(run_id)
         outcome = await self._runtime.store.reprocess_run(run_id, actor=actor, tenant=tenant)
-        breakers: list[BreakerWarning] = []
+        effects: dict[str, Any] = {}
         if outcome.revived:
             await self._changed()
-            breakers = await self._breaker_warnings(called)
+            effects = await self._reprocess_effects(dead, outcome.reopened)
         plural = "" if outcome.revived == 1 else "ren"
         return ReprocessResult(
             run_id=run_id,
@@ -382,8 +410,30 @@ class OperatorActions:
             ),
             status=outcome.run_status,
             revived=outcome.revived,
-            warnings=[breaker.message for breaker in breakers],
-            breakers=breakers,
+            **effects,
+        )
+
+    @store_boundary
+    async def reprocess_preview(
+        self, run_id: str, *, tenant: str | None = None
+    ) -> ReprocessPreview:
+        """What `reprocess` would do now, with its warnings, changing nothing: the children
+        it would revive, the joins it would reopen with the steps after them that would run
+        again and what they call, the runs that had SUCCEEDED and would run again. Unknown (or
+        another tenant's): `NotFound(code="run_not_found")`; CANCELLED: `reprocessable=False`."""
+        outcome = await self._runtime.store.reprocess_preview(run_id, tenant=tenant)
+        if outcome.refused is not None:
+            return ReprocessPreview(run_id=run_id, status=outcome.refused, reprocessable=False)
+        if not outcome.revived:
+            return ReprocessPreview(run_id=run_id, status=outcome.run_status, reprocessable=True)
+        dead = await self._dead_letters(run_id)
+        return ReprocessPreview(
+            run_id=run_id,
+            status=outcome.run_status,
+            reprocessable=True,
+            revived=outcome.revived,
+            dead_letters=[] if dead is None else [summary(child) for child in dead[1]],
+            **await self._reprocess_effects(dead, outcome.reopened),
         )
 
     @store_boundary
@@ -494,6 +544,72 @@ def _skipped(run_id: str, outcome: RetryOutcome) -> SkippedRun:
     )
 
 
+def reopened_words(
+    run_id: str,
+    join: str,
+    *,
+    above: bool = True,
+    ended: str | None = RunStatus.SUCCEEDED.value,
+    again: Sequence[str] = (),
+) -> str:
+    """A run that runs again from its join, which had closed, so the steps after it run a
+    second time: the one wording of a retry's and a reprocess's warnings (`above`: the run is
+    above the one acted on; `ended`: how it had ended, None: it was still going; `again`: the
+    steps that run again, as `_step_words` says them)."""
+    where = " above it" if above else ""
+    had = f" had {ended} and" if ended else ""
+    words = (
+        f"run {run_id}{where}{had} runs again from its join {join!r}: the steps after that "
+        "join run a second time"
+    )
+    return f"{words}: {', '.join(again)}" if again else words
+
+
+def _reopened_join(join: JoinReopened) -> ReopenedJoin:
+    name = join_of(join.workflow, join.spawner)
+    return ReopenedJoin(
+        run_id=join.run_id,
+        join=name,
+        spawner=join.spawner,
+        above=join.ancestor,
+        ended=join.ended,
+        steps_again=[
+            StepAgain(
+                vertex_id=vertex,
+                type=join.workflow.vertices[vertex].type,
+                destinations=sorted(destinations_of(join.workflow, [vertex])),
+            )
+            for vertex in join.again
+            if vertex != name
+        ],
+    )
+
+
+def _join_warning(join: ReopenedJoin) -> str | None:
+    """A reprocess's warning for a join it reopens: always for a run that had SUCCEEDED (a
+    finished run runs again, as a retry warns); for another run, when steps after the join
+    that had ended send their calls again."""
+    calls = [step for step in join.steps_again if step.type == VertexType.GATEWAY]
+    if join.ended != RunStatus.SUCCEEDED and not calls:
+        return None
+    return reopened_words(
+        join.run_id,
+        join.join,
+        above=join.above,
+        ended=join.ended,
+        again=[_step_words(step) for step in join.steps_again],
+    )
+
+
+def _step_words(step: StepAgain) -> str:
+    """`report (calls http://billing:8080)`: a step that runs again, and what it calls."""
+    if step.destinations:
+        return f"{step.vertex_id} (calls {', '.join(step.destinations)})"
+    if step.type == VertexType.GATEWAY:
+        return f"{step.vertex_id} (its call is sent again)"
+    return step.vertex_id
+
+
 def _stuck_words(run_id: str, stuck: StuckJoins) -> str:
     """Why retrying a run whose joins failed on FAILED children does not help, and what does:
     one sentence for a single retry's `warnings` and a batch's `stuck[].message`, which the
@@ -550,4 +666,4 @@ def _json_value(output: Any) -> Any:
         ) from exc
 
 
-__all__ = ["ActionResult", "OperatorActions"]
+__all__ = ["ActionResult", "OperatorActions", "reopened_words"]

@@ -250,3 +250,49 @@ async def succeeded_over_a_dead_letter(
     assert parent.status == "SUCCEEDED", parent.error
     (dead,) = await runtime.store.children(parent_id, status="FAILED")
     return parent_id, dead.id
+
+
+def reported_fan_out(base: str, tolerate: int) -> list[Workflow]:
+    """`fan_out`'s parent and child, with a MERGE that lets `tolerate` children fail and a
+    GATEWAY after it, `report`: one POST to /report, the partner's call a finished run sends
+    once."""
+    parent, child = fan_out(
+        base, {"tolerateChildFailures": ["FAILED"], "failureTolerance": {"maxFailures": tolerate}}
+    )
+    document = parent.model_dump(mode="json", by_alias=True, exclude_none=True)
+    document["vertices"]["report"] = {
+        "type": "GATEWAY",
+        "dependsOn": ["join"],
+        "config": {
+            "url": f"{base}/report",
+            "method": "POST",
+            "body": {"counts": "{{ vertices.join.output.counts }}"},
+            "retry": {"maxAttempts": 1},
+        },
+    }
+    return [Workflow.model_validate(document), child]
+
+
+async def succeeded_with_a_report(
+    runtime: Runtime, downstream: RunningDownstream, n: int, failing: set[int]
+) -> str:
+    """A `reported_fan_out` run of `n` children that SUCCEEDED, its MERGE tolerating the
+    children in `failing` (dead letters: answered 400 once, they succeed when run again), and
+    its report sent once. Needs a worker running."""
+    for index in failing:
+        downstream.script([400], path=f"/charge/{index}")
+    workflows = reported_fan_out(downstream.url, len(failing))
+    run_id = await submit(runtime, workflows, {"items": items(n)})
+    run = await wait_for_run(runtime, run_id, timeout_s=120)
+    assert run.status == "SUCCEEDED", run.error
+    assert requests_by_path(downstream)["/report"] == 1
+    return run_id
+
+
+def tolerant_nested(base: str) -> list[Workflow]:
+    """`nested`, its top MERGE letting one mid fail: a mid whose leaf failed is a dead letter
+    under a top that SUCCEEDED, with a FAILED leaf of its own."""
+    top, leaf, mid = nested(base)
+    document = top.model_dump(mode="json", by_alias=True, exclude_none=True)
+    document["vertices"]["join"]["config"] = TOLERANT
+    return [Workflow.model_validate(document), leaf, mid]
