@@ -24,6 +24,7 @@ from engine.operations.action_views import (
     BatchRetryPreview,
     BatchRetryResult,
     CancelResult,
+    ReprocessPreview,
     ReprocessResult,
     ResolveResult,
     RetryPreview,
@@ -293,8 +294,31 @@ async def start_over(run_id: str, ops: OperationsDep, caller: CallerDep) -> Star
     summary="Re-run the run's dead-lettered (FAILED) children; their joins reopen",
 )
 async def reprocess(run_id: str, ops: OperationsDep, caller: CallerDep) -> ReprocessResult:
-    """409 `run_cancelled` for a CANCELLED run; nothing to revive answers `changed: false`."""
+    """409 `run_cancelled` for a CANCELLED run; nothing to revive answers `changed: false`.
+    A run that had SUCCEEDED (its MERGE tolerated the dead letters) is reprocessed, as a
+    single retry of a child under it is: it runs again from its join, and the steps after
+    the join send their calls a second time, which `warnings`, `reopenedRun` and
+    `reopenedJoins` say (`GET /runs/{id}/reprocess/preview` says it before)."""
     return await ops.actions.reprocess(run_id, actor=caller.actor, tenant=caller.tenant)
+
+
+@router.get(
+    "/runs/{run_id}/reprocess/preview",
+    response_model=ReprocessPreview,
+    responses=error_responses(
+        401, 404, 422, 503, codes={404: "No such run, or another tenant's (`run_not_found`)."}
+    ),
+    summary="What a reprocess of the run would do now, with its warnings, doing nothing",
+)
+async def reprocess_preview(run_id: str, ops: OperationsDep, caller: CallerDep) -> ReprocessPreview:
+    """Read-only (the reprocess's own reads and rules, without its writes): what a confirm
+    step shows before `POST /runs/{id}/reprocess` — how many dead-lettered children would run
+    again (`revived`, nested fan-outs' included) and the run's own first 100
+    (`deadLetters`), each join that would reopen with the steps after it that would run
+    again and what they call (`reopenedJoins`), the run that had SUCCEEDED and would run
+    again (`reopenedRun`), and the warnings the reprocess would answer. A CANCELLED run
+    answers `reprocessable: false` (the reprocess would answer 409 `run_cancelled`)."""
+    return await ops.actions.reprocess_preview(run_id, tenant=caller.tenant)
 
 
 @router.post(

@@ -7,6 +7,7 @@ from enum import StrEnum
 from engine.operations.views import BreakerRef, RunSummary, View
 from engine.store.models import RunStatus
 from engine.store.operator_actions import Action
+from schemas.definitions import VertexType
 
 
 class SkipReason(StrEnum):
@@ -117,8 +118,7 @@ class StepAgain(View):
     """A step after a reopened join that had ended and runs again."""
 
     vertex_id: str
-    type: str
-    """GATEWAY, SPAWNER, MERGE, …"""
+    type: VertexType
     destinations: list[str] = []
     """The destinations a GATEWAY calls, as far as they are known before the call (a templated
     host is not): each is called a second time."""

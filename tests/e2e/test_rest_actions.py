@@ -23,11 +23,14 @@ from tests.integration.actions_harness import (
     action_lines,
     failed_chain,
     failed_fan_out,
+    requests_by_path,
     single,
     submit,
     succeeded_over_a_dead_letter,
+    succeeded_with_a_report,
 )
 from tests.integration.engine_harness import running_worker, settings_for, wait_for_run
+from vertices.gateway import destination_key
 
 
 @dataclass
@@ -198,6 +201,61 @@ async def test_reprocess_reruns_the_dead_letters(api: Api, downstream: RunningDo
             assert run.status == "SUCCEEDED"
             nothing = await http.post(f"/runs/{parent_id}/reprocess")
     assert nothing.status_code == 200 and nothing.json()["changed"] is False
+
+
+async def test_a_reprocess_of_a_succeeded_fan_out_is_previewed_and_warns(
+    api: Api, downstream: RunningDownstream
+) -> None:
+    """The integrator's case over HTTP: 500 children, 4 FAILED and tolerated, the run
+    SUCCEEDED and /report sent once. `GET /runs/{id}/reprocess/preview` says, changing and
+    sending nothing, which children run again, that the run reopens and that `report` calls
+    its destination again; `POST /runs/{id}/reprocess` answers the same warning (as a retry
+    says the run it reopens), the run's log says who did it, and /report is sent again."""
+    destination = destination_key(downstream.url, None)
+    async with running_worker(api.runtime):
+        parent = await succeeded_with_a_report(api.runtime, downstream, 500, {0, 41, 260, 499})
+        async with client(api.url, api.admin_key) as http:
+            preview = await http.get(f"/runs/{parent}/reprocess/preview")
+            assert requests_by_path(downstream)["/report"] == 1
+            logged = await action_lines(api.runtime, parent)
+            answer = await http.post(f"/runs/{parent}/reprocess")
+            documented = (await http.get("/openapi.json")).json()["paths"]
+        async with client(api.url, api.globex_key) as http:
+            foreign = await http.get(f"/runs/{parent}/reprocess/preview")
+        run = await wait_for_run(api.runtime, parent, timeout_s=60)
+    assert run.status == "SUCCEEDED" and requests_by_path(downstream)["/report"] == 2
+    assert logged == [], "the preview logs no action"
+    assert preview.status_code == 200, preview.text
+    said = preview.json()
+    assert (said["reprocessable"], said["status"], said["revived"]) == (True, "SUCCEEDED", 4)
+    assert [child["itemIndex"] for child in said["deadLetters"]] == [0, 41, 260, 499]
+    assert (said["reopenedRun"], said["reopenedJoin"]) == (parent, "join")
+    assert said["reopenedJoins"] == [
+        {
+            "runId": parent,
+            "join": "join",
+            "spawner": "each",
+            "above": False,
+            "ended": "SUCCEEDED",
+            "stepsAgain": [
+                {"vertexId": "report", "type": "GATEWAY", "destinations": [destination]}
+            ],
+        }
+    ]
+    warning = (
+        f"run {parent} had SUCCEEDED and runs again from its join 'join': the steps after that "
+        f"join run a second time: report (calls {destination})"
+    )
+    assert said["warnings"] == [warning]
+    assert answer.status_code == 200, answer.text
+    done = answer.json()
+    assert (done["revived"], done["warnings"], done["reopenedRun"]) == (4, [warning], parent)
+    assert done["reopenedJoins"] == said["reopenedJoins"]
+    (line,) = await action_lines(api.runtime, parent)
+    assert line["data"]["actor"].startswith("key:"), line
+    assert "the run, which had SUCCEEDED, runs again from its join 'join'" in line["message"]
+    assert (foreign.status_code, foreign.json()["code"]) == (404, "run_not_found")
+    assert "get" in documented["/runs/{run_id}/reprocess/preview"]
 
 
 async def test_a_child_run_refuses_a_start_over_saying_what_to_do(
