@@ -28,6 +28,7 @@ from api.cli.wire import (
     LogEntry,
     Page,
     PublishResult,
+    ReprocessPreview,
     ReprocessResult,
     ResolveResult,
     RetryResult,
@@ -232,6 +233,11 @@ class ActionsApi:
         """`POST /runs/{id}/reprocess` (409 `run_cancelled`)."""
         path = self._path(run_id, "reprocess")
         return await self._session.fetch(ReprocessResult, "POST", path)
+
+    async def reprocess_preview(self, run_id: str) -> ReprocessPreview:
+        """`GET /runs/{id}/reprocess/preview`: what a reprocess would do, doing nothing."""
+        path = self._path(run_id, "reprocess/preview")
+        return await self._session.fetch(ReprocessPreview, "GET", path)
 
     async def cancel(self, run_id: str) -> CancelResult:
         """`POST /runs/{id}/cancel` (409 `run_ended`)."""

@@ -8,6 +8,7 @@ repeating it is harmless (cancelling a cancelled run) is exit 0 and says so.
 
 from __future__ import annotations
 
+import sys
 from collections import Counter
 from typing import TYPE_CHECKING, Annotated
 
@@ -30,6 +31,7 @@ from api.cli.remote import (
     print_json,
     read_json_value,
     say,
+    stderr,
     stdout,
 )
 from api.cli.run_options import (
@@ -50,12 +52,14 @@ if TYPE_CHECKING:
         BatchRetryPreview,
         BatchRetryResult,
         CancelResult,
+        ReprocessPreview,
         ReprocessResult,
         ResolveResult,
         RetryResult,
         RunQuery,
         SkippedRun,
         StartOverResult,
+        StepAgain,
         Wire,
     )
 
@@ -366,22 +370,134 @@ def start_over(
         say(f"follow it: schemabridge runs watch {result.new_run_id}")
 
 
+SHOWN_DEAD_LETTERS = 10
+"""Dead letters a reprocess's preview lists by name (`runs children` lists them all)."""
+
+
 def reprocess(
     run_id: RunArgument,
+    preview: Annotated[
+        bool,
+        typer.Option(
+            "--preview", help="Only say what the reprocess would do (nothing is changed)."
+        ),
+    ] = False,
+    yes: Annotated[
+        bool,
+        typer.Option(
+            "--yes",
+            "-y",
+            help="Reprocess without asking, also when a run that had SUCCEEDED runs again.",
+        ),
+    ] = False,
     api_url: ApiUrlOption = DEFAULT_API_URL,
     api_key: ApiKeyOption = None,
     output: OutputOption = OutputFormat.TEXT,
     debug: DebugOption = False,
 ) -> None:
-    """Run a fan-out's dead-lettered (FAILED) children again; their joins reopen."""
+    """Run a fan-out's dead-lettered (FAILED) children again; their joins reopen.
+
+    It reads what the reprocess would do first (--preview prints only that). When a join
+    that had closed reopens and the steps after it run a second time — a run that had
+    SUCCEEDED (its MERGE tolerated the failures) runs again, and calls it had sent are sent
+    again — it says so and asks before acting; without a terminal to ask on, it acts only
+    with --yes (else exit 1, nothing done)."""
     remote = Remote(api_url, api_key, output, debug)
 
+    async def look(api: ApiClient) -> ReprocessPreview:
+        return await api.actions.reprocess_preview(await full_run_id(api, run_id))
+
+    seen = call(remote, look)
+    if preview:
+        _print_preview(remote, seen)
+        if not seen.reprocessable:
+            raise typer.Exit(ExitCode.FAILED)
+        return
+    if reopens_finished_work(seen) and not yes:
+        _confirm_reopening(seen)
+
     async def action(api: ApiClient) -> ReprocessResult:
-        return await api.actions.reprocess(await full_run_id(api, run_id))
+        return await api.actions.reprocess(seen.run_id)
 
     result = call(remote, action)
     _print(remote, result, f"run {result.run_id}: {result.message}; it is {result.status}")
     _warn(remote, result.warnings)
+
+
+def reopens_finished_work(preview: ReprocessPreview) -> bool:
+    """Whether the reprocess would run work again that had finished: a run that had
+    SUCCEEDED runs again, or steps after a join that had ended call their destinations a
+    second time (the cases the API's warnings name first, `reopenedJoins`)."""
+    return any(
+        join.ended == "SUCCEEDED" or any(step.type == "GATEWAY" for step in join.steps_again)
+        for join in preview.reopened_joins
+    )
+
+
+def preview_lines(preview: ReprocessPreview) -> list[str]:
+    """What a reprocess would do, in lines: the children it runs again (the first few by
+    name) and each join it reopens with the steps that run again and what they call."""
+    run = preview.run_id
+    if not preview.reprocessable:
+        return [f"run {run} is {preview.status}; its children are not run again"]
+    if not preview.revived:
+        return [f"run {run} ({preview.status}): no dead-lettered children to run again"]
+    children = plural(preview.revived, "dead-lettered child", "dead-lettered children")
+    lines = [f"run {run} ({preview.status}): a reprocess runs {children} again"]
+    shown = preview.dead_letters[:SHOWN_DEAD_LETTERS]
+    lines += [f"  {c.parent_vertex_id}[{c.item_index}]  {c.id}" for c in shown]
+    if preview.revived > len(shown):
+        more = preview.revived - len(shown)
+        lines.append(f"  … {more:,} more (schemabridge runs children {run} --status FAILED)")
+    for join in preview.reopened_joins:
+        where = "" if join.run_id == run else f" of run {join.run_id}"
+        had = f", which had {join.ended}," if join.ended else ""
+        line = f"the join {join.join!r}{where}{had} reopens"
+        steps = [_step_again(step) for step in join.steps_again]
+        lines.append(f"{line}: {', '.join(steps)} run again" if steps else line)
+    return lines
+
+
+def _step_again(step: StepAgain) -> str:
+    if step.destinations:
+        return f"{step.vertex_id} (calls {', '.join(step.destinations)})"
+    return step.vertex_id
+
+
+def _print_preview(remote: Remote, preview: ReprocessPreview) -> None:
+    """`--preview`: what the reprocess would do on stdout (`--output json`: the API's
+    answer), its warnings on stderr, as the reprocess would give them."""
+    if remote.json:
+        print_json(dump(preview))
+    else:
+        console = stdout()
+        for line in preview_lines(preview):
+            console.print(line, markup=False)
+    _warn(remote, preview.warnings)
+
+
+def _confirm_reopening(preview: ReprocessPreview) -> None:
+    """A reprocess that runs finished work again goes ahead only when the operator says
+    so: asked on a terminal (the preview shown first), else refused with what it would do
+    and how to go ahead (exit 1, nothing done)."""
+    run = preview.run_id
+    if not sys.stdin.isatty():
+        lines = [
+            f"error: run {run} was not reprocessed: it runs again work that had finished, "
+            f"and sends calls a second time; add --yes to reprocess it all the same "
+            f"(`schemabridge runs reprocess {run} --preview` shows what it would do)",
+            *(f"  {warning}" for warning in preview.warnings),
+        ]
+        for line in lines:
+            stderr().print(line, markup=False)
+        raise typer.Exit(ExitCode.FAILED)
+    for line in preview_lines(preview):
+        say(line)
+    for warning in preview.warnings:
+        say(f"warning: {warning}")
+    if not typer.confirm(f"reprocess run {run}?", default=False, err=True):
+        say(f"run {run} was not reprocessed")
+        raise typer.Exit(ExitCode.FAILED)
 
 
 def _warn(remote: Remote, warnings: list[str]) -> None:

@@ -320,9 +320,39 @@ class StartOverResult(ActionResult):
     new_run_id: str
 
 
+class StepAgain(Wire):
+    vertex_id: str
+    type: str
+    destinations: list[str] = []
+
+
+class ReopenedJoin(Wire):
+    run_id: str
+    join: str
+    spawner: str
+    above: bool = False
+    ended: str | None = None
+    steps_again: list[StepAgain] = []
+
+
 class ReprocessResult(ActionResult):
     revived: int
     warnings: list[str] = []
+    reopened_run: str | None = None
+    reopened_join: str | None = None
+    reopened_joins: list[ReopenedJoin] = []
+
+
+class ReprocessPreview(Wire):
+    run_id: str
+    status: str
+    reprocessable: bool
+    revived: int = 0
+    dead_letters: list[RunSummary] = []
+    warnings: list[str] = []
+    reopened_run: str | None = None
+    reopened_join: str | None = None
+    reopened_joins: list[ReopenedJoin] = []
 
 
 class AbortedDeployment(Wire):

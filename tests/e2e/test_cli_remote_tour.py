@@ -274,7 +274,11 @@ def test_reprocess_runs_dead_letters_again(stack: Stack, published: str) -> None
     assert re.search(
         rf"^renew\[3\]\s+{UUID}\s+FAILED\s+\S+ \S+\s+yes\s+http_error at charge", dead, re.M
     ), dead
-    revived = stack.ok("runs", "reprocess", parent)
+    # The run SUCCEEDED: its report, after the join, would be sent again. Without a terminal
+    # to ask on, the command says so and acts only with --yes.
+    refused = stack.cli("runs", "reprocess", parent)
+    assert_refused(refused, 1, f"run {parent} was not reprocessed", "add --yes", "report (calls")
+    revived = stack.ok("runs", "reprocess", parent, "--yes")
     assert f"run {parent}: 1 dead-lettered child run again" in revived.stdout
     assert stack.cli("runs", "watch", parent, "--timeout", "120").returncode == 0
     none_left = stack.ok("runs", "children", parent, "--status", "FAILED")
