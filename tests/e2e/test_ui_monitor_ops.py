@@ -1,8 +1,10 @@
 """The monitor's operator tools in a real browser, against one `schemabridge serve --demo`
 (embedded store) for the module: a fan-out's bar, rows and filter say "waiting" as REST does;
 a breaker is reset from Destinations; Retry's dialog says, before the click, that a join
-would fail again at once and offers Reprocess instead; "Retry all matching" retries every
-page of a filter; the cancel dialog's buttons, the cap banner and the chart's scale."""
+would fail again at once and offers Reprocess instead; Reprocess's dialog says, before the
+click, that a run which had SUCCEEDED runs again and which steps call their destinations a
+second time; "Retry all matching" retries every page of a filter; the cancel dialog's
+buttons, the cap banner and the chart's scale."""
 
 from __future__ import annotations
 
@@ -17,11 +19,13 @@ from tests.e2e.browser_harness import (
     DemoServer,
     demo_on_sqlite,
     eventually,
+    http_json,
     opened,
     shoot,
 )
 from tests.e2e.test_ui_monitor import breaker_opening_run, confirm
-from tests.integration.operations_harness import fanout, items
+from tests.integration.operations_harness import fanout, gateway, items
+from vertices.gateway import destination_key
 
 pytestmark = [pytest.mark.slow, pytest.mark.usefixtures("quick_downstream")]
 
@@ -170,6 +174,105 @@ def test_retry_warns_of_a_stuck_join_before_the_click_and_offers_reprocess(
         shoot(page, "ops-retry-stuck-reprocessed", narrow=False)
     log = server.call(f"/runs/{run_id}/logs?limit=500")["items"]
     assert not [line for line in log if (line.get("data") or {}).get("action") == "retry"]
+
+
+REPORT = "/ops/reprocess/report"
+
+
+def reports(server: DemoServer) -> int:
+    """The POSTs to /report the demo downstream has answered."""
+    stats = http_json(f"{server.downstream}/_stats")
+    return sum(1 for request in stats["recent"] if request["path"] == REPORT)
+
+
+def succeeded_with_a_report(server: DemoServer, n: int, failing: set[int]) -> str:
+    """A fan-out whose MERGE tolerated the children in `failing` (answered 400 once: dead
+    letters) and SUCCEEDED, then sent its report once: a GATEWAY after the join."""
+    parent = {
+        "name": "ui-reprocess-parent",
+        "vertices": {
+            "each": {
+                "type": "SPAWNER",
+                "config": {"items": "{{ input.items }}", "workflow": "ui-reprocess-child"},
+            },
+            "join": {
+                "type": "MERGE",
+                "dependsOn": ["each"],
+                "config": {
+                    "tolerateChildFailures": ["FAILED"],
+                    "failureTolerance": {"maxFailures": len(failing)},
+                },
+            },
+            "report": gateway(
+                f"{server.downstream}{REPORT}", "join", method="POST", retry={"maxAttempts": 1}
+            ),
+        },
+    }
+    child = {
+        "name": "ui-reprocess-child",
+        "vertices": {
+            "call": gateway(
+                f"{server.downstream}/ops/reprocess/{{{{ index }}}}",
+                method="POST",
+                retry={"maxAttempts": 1},
+            )
+        },
+    }
+    for workflow in (child, parent):
+        server.call("/workflows", workflow)
+    for index in failing:
+        server.script(f"/ops/reprocess/{index}", {"status": 400, "body": {"error": "declined"}})
+    run_id = str(
+        server.call("/workflows/ui-reprocess-parent/runs", {"input": {"items": items(n)}})["id"]
+    )
+    assert server.wait_status(run_id, {"SUCCEEDED", "FAILED", "CANCELLED"}) == "SUCCEEDED"
+    assert reports(server) == 1
+    return run_id
+
+
+def test_reprocess_says_before_the_click_that_a_finished_run_calls_again(
+    server: DemoServer, browser: Any
+) -> None:
+    """The run SUCCEEDED with 2 dead letters tolerated: Reprocess's dialog says, before
+    anything is sent, that the run runs again from its join and that `report` calls its
+    destination a second time; backing out changes nothing; confirmed, the answer says it
+    again, and the report is sent a second time."""
+    run_id = succeeded_with_a_report(server, 6, failing={1, 4})
+    destination = destination_key(server.downstream, None)
+    with opened(browser, f"{server.ui}#/runs/{run_id}") as (page, _):
+        reprocess = page.get_by_role("button", name="Reprocess dead letters")
+        reprocess.click()
+        dialog = page.locator("dialog.modal")
+        warning = dialog.locator(".warning-box")
+        warning.wait_for()
+        said = warning.inner_text()
+        assert "Before you reprocess 2 dead-lettered children" in said, said
+        assert (
+            f"run {run_id} had SUCCEEDED and runs again from its join 'join': the steps after "
+            f"that join run a second time: report (calls {destination})"
+        ) in said, said
+        assert dialog.locator("ul.steps-again li").all_inner_texts() == [
+            f"report calls {destination}"
+        ]
+        shoot(page, "ops-reprocess-reopen-dialog", narrow=False)
+        confirm(page, "Cancel")
+        assert server.run_status(run_id) == "SUCCEEDED" and reports(server) == 1
+
+        reprocess.click()
+        dialog.locator("ul.steps-again").wait_for()
+        confirm(page, "Reprocess")
+        page.locator(
+            ".action-result .ok-box", has_text="2 dead-lettered children run again"
+        ).wait_for()
+        page.locator(
+            ".action-result .warning-box", has_text=f"run {run_id} had SUCCEEDED and runs again"
+        ).wait_for()
+        page.locator("h1 .badge", has_text="succeeded").wait_for(timeout=30_000)
+        shoot(page, "ops-reprocess-reopened", narrow=False)
+    eventually(lambda: reports(server) == 2, what="the report sent a second time")
+    log = server.call(f"/runs/{run_id}/logs?limit=500")["items"]
+    (line,) = [line for line in log if (line.get("data") or {}).get("action") == "reprocess"]
+    assert "the run, which had SUCCEEDED, runs again from its join 'join'" in line["message"]
 
 
 def test_retry_all_matching_retries_every_page(server: DemoServer, browser: Any) -> None:

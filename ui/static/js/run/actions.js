@@ -1,7 +1,8 @@
 // The operator's buttons on a run: Retry, Start over, Reprocess dead letters, Cancel (and
 // Resolve, on a failed step). Each asks first and shows what the API answered, with the
 // warnings it gave (a retry's steps meeting an open breaker, with a link to its Reset on the
-// Destinations page; joins that fail again at once).
+// Destinations page; joins that fail again at once; a finished run reopened). Retry and
+// Reprocess read the API's preview first, so their dialogs say those warnings before the click.
 
 import { api } from "../api.js";
 import { chooseAction, editJson } from "../dialog.js";
@@ -92,6 +93,42 @@ function capitalised(text) {
   return text.charAt(0).toUpperCase() + text.slice(1);
 }
 
+/** Whether a join the reprocess reopens runs finished work again: its run had SUCCEEDED, or
+ * steps after it that had ended call their destinations a second time (what the API warns
+ * of first, and `runs reprocess` asks about). */
+function runsAgain(join) {
+  return join.ended === "SUCCEEDED" || join.stepsAgain.some((step) => step.type === "GATEWAY");
+}
+
+/** What Reprocess's dialog says before the click, from the API's preview: its warnings (a run
+ * that had SUCCEEDED runs again from its join, the steps after the join that send their calls
+ * a second time, an open breaker) and, when finished work runs again, those steps and what
+ * they call, one a line (`{text, blocks}`, as `perform` reads a preview). Nothing to warn of:
+ * the dialog as it was. */
+async function reprocessPreview(runId) {
+  const preview = await api(path(runId, "reprocess/preview"));
+  if (!preview.reprocessable || !preview.revived || !preview.warnings.length) return null;
+  const steps = preview.reopenedJoins.filter(runsAgain).flatMap((join) =>
+    join.stepsAgain.map((step) =>
+      h(
+        "li",
+        {},
+        h("code", {}, step.vertexId),
+        join.runId === runId ? "" : ` (run ${join.runId.slice(0, 8)})`,
+        step.destinations.length ? [" calls ", step.destinations.map((d, i) => [i ? ", " : "", h("code", {}, d)])] : "",
+      ),
+    ),
+  );
+  return {
+    text: null,
+    blocks: [
+      h("p", {}, h("strong", {}, `⚠ Before you reprocess ${plural(preview.revived, "dead-lettered child", "dead-lettered children")}:`)),
+      h("ul", {}, preview.warnings.map((w) => h("li", {}, withCode(w)))),
+      steps.length ? [h("p", {}, "Steps that run a second time:"), h("ul", { class: "steps-again" }, steps)] : null,
+    ],
+  };
+}
+
 /** When a FAILED spawner's fan-out failed for its tenant's run quota, what Retry's dialog
  * says first: the quota counts runs created, so a retry alone fails the same way until an
  * admin raises it — with the command the error names (`N` when an older API's does not), as
@@ -179,6 +216,7 @@ export function actionBar(detail, result, done) {
     text: `The ${plural(detail.fanout.failed, "FAILED child", "FAILED children")} run again; the join reopens.`,
     note: fixNote(detail),
     confirm: "Reprocess",
+    preview: () => reprocessPreview(id),
     send: () => api(path(id, "reprocess"), { method: "POST" }),
     describe: (a) => a.message,
   };
