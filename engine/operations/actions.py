@@ -76,6 +76,15 @@ LIST_PAGE = 500
 """Runs read per page when a batch retry resolves a filter (the largest page `list` gives)."""
 
 
+@dataclasses.dataclass(frozen=True)
+class _DeadLetters:
+    tenant_id: str
+    children: list[RunRecord]
+    """The first `DEAD_LETTERS_READ`, in item order."""
+    called: set[str]
+    """The destinations their workflows call."""
+
+
 class OperatorActions:
     """Operator actions on runs: retry, resolve, start over, batch retry, reprocess, cancel.
 
@@ -164,35 +173,36 @@ class OperatorActions:
                 by_destination.setdefault(destination, set()).add(retried.tenant_id)
         return await breakers_called(self._runtime, by_destination)
 
-    async def _dead_letters(self, run_id: str) -> tuple[str, list[RunRecord]] | None:
-        """(tenant, the first page of its dead-lettered children) of the run, read before a
-        reprocess revives them: what it revives, and the destinations they call (a fan-out's
-        children share a few workflows). None: no such run."""
+    async def _dead_letters(self, run_id: str) -> _DeadLetters | None:
+        """The run's first page of dead-lettered children and the destinations they call (a
+        fan-out's children share a few workflows), read before a reprocess revives them: once
+        it has committed, a lost database must not make a done reprocess answer
+        "unavailable". None: no such run."""
         store = self._runtime.store
         run = await store.get_run(run_id)
         if run is None:
             return None
-        return run.tenant_id, await store.children(run_id, status="FAILED", limit=DEAD_LETTERS_READ)
+        children = await store.children(run_id, status="FAILED", limit=DEAD_LETTERS_READ)
+        called: set[str] = set()
+        for name, number in {(c.workflow_name, c.workflow_version) for c in children}:
+            called |= destinations_of((await store.get_version(name, number)).workflow)
+        return _DeadLetters(run.tenant_id, children, called)
 
     async def _reprocess_effects(
-        self, dead: tuple[str, list[RunRecord]] | None, reopened: Sequence[JoinReopened]
+        self, dead: _DeadLetters | None, reopened: Sequence[JoinReopened]
     ) -> dict[str, Any]:
         """What a reprocess sets off (done, or previewed), as `ReprocessResult` and
         `ReprocessPreview` say it: the joins reopened, the runs that had SUCCEEDED among them,
-        the warnings."""
+        the warnings (the breakers' last: read in Redis, none when it cannot be read)."""
         joins = [_reopened_join(join) for join in reopened]
         warnings = [words for join in joins if (words := _join_warning(join)) is not None]
         first = next((j for j in joins if j.ended == RunStatus.SUCCEEDED), None)
         breakers: list[BreakerWarning] = []
         if dead is not None:
-            tenant_id, children = dead
-            store = self._runtime.store
-            called: set[str] = set()
-            for name, number in {(c.workflow_name, c.workflow_version) for c in children}:
-                called |= destinations_of((await store.get_version(name, number)).workflow)
+            called = set(dead.called)
             for join in joins:
                 called.update(d for step in join.steps_again for d in step.destinations)
-            breakers = await open_breaker_warnings(self._runtime, called, tenant_id)
+            breakers = await open_breaker_warnings(self._runtime, called, dead.tenant_id)
             warnings += [breaker.message for breaker in breakers]
         return {
             "warnings": warnings,
@@ -432,7 +442,7 @@ class OperatorActions:
             status=outcome.run_status,
             reprocessable=True,
             revived=outcome.revived,
-            dead_letters=[] if dead is None else [summary(child) for child in dead[1]],
+            dead_letters=[] if dead is None else [summary(child) for child in dead.children],
             **await self._reprocess_effects(dead, outcome.reopened),
         )
 
