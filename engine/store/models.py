@@ -188,6 +188,12 @@ class Run(SQLModel, table=True):
     """How a submitted run got its version (`RunRoute`): the serving version, a deployment's
     candidate, or the version the request pinned. None on child runs, start overs and runs
     created before routing existed."""
+    created_by: str | None = Field(default=None, sa_column=Column(String(200)))
+    """Who created the run, in the operator actions' words: `key:<id>` (the REST key that
+    submitted it, or that started it over or started the deployment a system run drives),
+    `demo` (authentication off), `cli` (`schemabridge run`). None on child runs (their root's
+    creator submitted the tree: `root_run_id` names it) and on runs created before it was
+    recorded (docs/security.md, 'Audit')."""
 
 
 class Step(SQLModel, table=True):
@@ -480,3 +486,61 @@ class Secret(SQLModel, table=True):
     """When the value was last set (a rotation re-encrypts without changing it)."""
     updated_by: str = Field(sa_column=Column(String(200), nullable=False))
     """Who last set the value: `key:<id>` for a REST API key, `cli`."""
+
+
+class AuditAction(StrEnum):
+    """What an `audit_event` records (docs/security.md, 'Audit'). Run-level operator actions
+    are not here: each run's log records them (`data.action`, `data.actor`)."""
+
+    WORKFLOW_PUBLISHED = "workflow.published"
+    SERVING_SET = "workflow.serving_set"
+    KEY_CREATED = "key.created"
+    KEY_REVOKED = "key.revoked"
+    QUOTA_SET = "tenant.quota_set"
+    QUOTA_RESET = "tenant.quota_reset"
+    RATE_SET = "tenant.rate_set"
+    RATE_RESET = "tenant.rate_reset"
+    CAPS_SET = "destination.caps_set"
+    CAPS_REMOVED = "destination.caps_removed"
+    SECRET_SET = "secret.set"
+    SECRET_DELETED = "secret.deleted"
+
+
+class AuditSubject(StrEnum):
+    """What kind of thing an audit event is about (its `subjectId` names which)."""
+
+    WORKFLOW = "workflow"
+    """`subjectId`: the workflow's name (the version is in `detail`)."""
+    API_KEY = "api_key"
+    """`subjectId`: the key's id."""
+    TENANT = "tenant"
+    DESTINATION = "destination"
+    SECRET = "secret"
+    """`subjectId`: `<tenant>/<NAME>` (a secret's name holds no `/`)."""
+
+
+class AuditEvent(SQLModel, table=True):
+    """One administrative change: who, when, what, to which thing. Append-only: written in
+    the transaction of the change it records, never updated or deleted, so it survives what
+    it is about (a deleted secret, a revoked key)."""
+
+    __tablename__ = "audit_event"
+    # `GET /audit` reads newest first by id, whole or filtered by one of these.
+    __table_args__ = (
+        Index("ix_audit_actor", "actor", "id"),
+        Index("ix_audit_action", "action", "id"),
+        Index("ix_audit_subject", "subject_kind", "subject_id", "id"),
+    )
+
+    id: int | None = Field(default=None, sa_column=_id_column())
+    at: float = Field(sa_column=Column(Float, nullable=False))
+    actor: str | None = Field(default=None, sa_column=Column(String(200)))
+    """`key:<id>`, `demo`, `cli`, `serve --demo`; None when the caller named nobody (only
+    code inside a process does: tests, benchmarks)."""
+    action: str = Field(sa_column=Column(String(64), nullable=False))
+    """An `AuditAction`."""
+    subject_kind: str = Field(sa_column=Column(String(32), nullable=False))
+    """An `AuditSubject`."""
+    subject_id: str = Field(sa_column=Column(String(400), nullable=False))
+    detail: Any = _json()
+    """What was set (a version, a quota, caps, a key's role…), never a secret's value."""
