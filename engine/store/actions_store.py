@@ -23,6 +23,7 @@ from engine.store import listing, recovery, reprocess_plan, retry_checks
 from engine.store import operator_actions as sql
 from engine.store import operator_settings as settings_
 from engine.store import results as results_
+from engine.store.catalogue import created_data, created_line
 from engine.store.children import EndedChild
 from engine.store.core import run_record, step_rows, steps
 from engine.store.models import TERMINAL_RUN_STATUSES, RunStatus, StepStatus
@@ -372,14 +373,18 @@ class OperatorActionsStore(WorkQueue):
                 raise QuotaExceeded(record.tenant_id, used_runs=used_runs, max_runs=max_runs)
             version = await self.get_version(record.workflow_name, record.workflow_version)
             new_id = str(uuid.uuid4())
-            if not await sql.insert_run_once(conn, _restart_row(record, version, new_id, key, now)):
+            if not await sql.insert_run_once(
+                conn, _restart_row(record, version, new_id, key, now, actor=actor)
+            ):
                 existing = await sql.run_id_by_key(conn, key)
                 return StartOverOutcome(str(existing), False, old.status)
             await sql.count_against_quota(conn, record.tenant_id)
             rows = step_rows(new_id, record.tenant_id, version.workflow, now)
             await conn.execute(insert(steps), rows)
             lines = [
-                LogLine(new_id, "info", f"run created ({version.name} v{version.version})"),
+                LogLine(
+                    new_id, "info", created_line(version, None, actor), data=created_data(actor)
+                ),
                 action_line(
                     new_id, Action.START_OVER, actor, f"started over by {actor} from run {run_id}"
                 ),
@@ -616,7 +621,9 @@ def _reopened_clause(who: str, join: str) -> str:
     return f"{who}, which had SUCCEEDED, runs again from its join {join!r}"
 
 
-def _restart_row(record: Any, version: Any, new_id: str, key: str, now: float) -> dict[str, Any]:
+def _restart_row(
+    record: Any, version: Any, new_id: str, key: str, now: float, *, actor: str
+) -> dict[str, Any]:
     return {
         "id": new_id,
         "workflow_name": record.workflow_name,
@@ -636,4 +643,5 @@ def _restart_row(record: Any, version: Any, new_id: str, key: str, now: float) -
         "root_run_id": new_id,
         "restarted_from": record.id,
         "pinned_versions": record.pinned_versions,
+        "created_by": actor,
     }

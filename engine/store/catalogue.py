@@ -10,8 +10,8 @@ from sqlalchemy import Float, Integer, bindparam, func, insert, select, text, up
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.ext.asyncio import AsyncConnection
 
+from engine.store import audit, deployment_rows, listing, pins
 from engine.store import children as fanout
-from engine.store import deployment_rows, listing, pins
 from engine.store import operator_settings as settings_
 from engine.store import results as results_
 from engine.store.core import (
@@ -31,6 +31,8 @@ from engine.store.dialect import dialect_of
 from engine.store.direct import DirectStatements
 from engine.store.listing import LogRecord, log_record
 from engine.store.models import (
+    AuditAction,
+    AuditSubject,
     RunRoute,
     RunStatus,
     TenantQuota,
@@ -96,13 +98,14 @@ CREATE_RUN_AT_ONCE = text(
             id, workflow_name, workflow_version, definition_hash, tenant_id, status,
             timeout_tier, input, output, error, steps_remaining, created_at, started_at,
             ended_at, idempotency_key, root_run_id, restarted_from, pinned_versions,
-            request_hash, route
+            request_hash, route, created_by
         )
         SELECT
             :id, :workflow_name, :workflow_version, :definition_hash, :tenant_id, :status,
             :timeout_tier, CAST(:input AS JSON), CAST(:output AS JSON), CAST(:error AS JSON),
             :steps_remaining, :created_at, :started_at, :ended_at, :idempotency_key,
-            :root_run_id, :restarted_from, CAST(:pinned_versions AS JSON), :request_hash, :route
+            :root_run_id, :restarted_from, CAST(:pinned_versions AS JSON), :request_hash, :route,
+            :created_by
         FROM allowed WHERE allowed.ok
         RETURNING id
     ), new_steps AS (
@@ -144,6 +147,8 @@ async def _create_run_at_once(
     workflow: Workflow,
     message: str,
     count_in_quota: bool,
+    *,
+    log_data: dict[str, Any] | None,
 ) -> bool:
     """Run `CREATE_RUN_AT_ONCE` for the run `row` of `workflow` (on asyncpg directly, see
     `engine.store.direct`); False when the tenant's quota had no run left (nothing written).
@@ -156,7 +161,7 @@ async def _create_run_at_once(
         "s_status": [r["status"] for r in rows],
         "s_deps_pending": [r["deps_pending"] for r in rows],
         "message": message,
-        "log_data": as_json(None),
+        "log_data": as_json(log_data),
         "count_in_quota": count_in_quota,
     }
     return bool(await direct.fetchval(CREATE_RUN_AT_ONCE, params))
@@ -165,21 +170,30 @@ async def _create_run_at_once(
 _JSON_COLUMNS = frozenset({"input", "output", "error", "pinned_versions"})
 
 
-def _created_message(version: VersionRecord, route: str | None) -> str:
+def created_line(version: VersionRecord, route: str | None, actor: str | None) -> str:
+    """The first line of a run's log: what was created, by whom (`actor`, in the operator
+    actions' words; left out when the caller named nobody) and how its version was chosen."""
     how = {
         RunRoute.SERVING.value: ", the serving version",
         RunRoute.CANDIDATE.value: ", a deployment's candidate",
         RunRoute.PINNED.value: ", as the request asked",
     }.get(route or "", "")
-    return f"run created ({version.name} v{version.version}{how})"
+    by = "" if actor is None else f" by {actor}"
+    return f"run created{by} ({version.name} v{version.version}{how})"
+
+
+def created_data(actor: str | None) -> dict[str, Any] | None:
+    """The data of a run's first log line: its creator, as operator actions' lines name
+    theirs (`actor`)."""
+    return None if actor is None else {"actor": actor}
 
 
 class RunCatalogue(StoreCore):
     """Workflows and runs: publish and read versions, create and read runs."""
 
-    async def publish(self, workflow: Workflow) -> VersionRecord:
+    async def publish(self, workflow: Workflow, *, actor: str | None = None) -> VersionRecord:
         """Store `workflow` as a new immutable version, unless the latest version is identical."""
-        ((record, _),) = await self.publish_all([workflow])
+        ((record, _),) = await self.publish_all([workflow], actor=actor)
         return record
 
     async def publish_all(
@@ -188,6 +202,7 @@ class RunCatalogue(StoreCore):
         *,
         by_content: bool = False,
         serve_as: str | None = None,
+        actor: str | None = None,
     ) -> list[tuple[VersionRecord, bool]]:
         """Publish `workflows` together, in one transaction (a parent is never stored without
         the child published with it). Returns (version, created) per workflow, in order: a
@@ -200,6 +215,9 @@ class RunCatalogue(StoreCore):
         deployment of that workflow is running (its routing is left alone); each decision is
         logged (`deployment_rows.serve_unless_deploying`).
 
+        Each version created is an audit event (`workflow.published`) of `actor` (who
+        publishes: `key:<id>`, `cli`, `serve --demo`), in the same transaction.
+
         Two publishers racing on a name collide on the (name, version) key; the loser runs its
         transaction again and then finds the winner's version."""
         for attempt in range(PUBLISH_ATTEMPTS):
@@ -208,6 +226,20 @@ class RunCatalogue(StoreCore):
                     published = [
                         await self._publish_one(conn, w, by_content=by_content) for w in workflows
                     ]
+                    for record, created in published:
+                        if created:
+                            await audit.append(
+                                conn,
+                                at=record.created_at,
+                                actor=actor,
+                                action=AuditAction.WORKFLOW_PUBLISHED,
+                                subject=AuditSubject.WORKFLOW,
+                                subject_id=record.name,
+                                detail={
+                                    "version": record.version,
+                                    "definitionHash": record.definition_hash,
+                                },
+                            )
                     if serve_as is not None:
                         for record, _ in published:
                             await deployment_rows.serve_unless_deploying(
@@ -292,6 +324,7 @@ class RunCatalogue(StoreCore):
         count_in_quota: bool = False,
         route: str | None = None,
         child_versions: Mapping[str, int] | None = None,
+        created_by: str | None = None,
     ) -> tuple[RunRecord, bool]:
         """Create a RUNNING root run with its steps (roots READY). Returns (run, created).
 
@@ -307,6 +340,8 @@ class RunCatalogue(StoreCore):
         every child workflow reachable through spawners, or for the workflows named in
         `child_versions` the version given there (`schemabridge run` pins what it has just
         published). `route` records how the submission chose `version` (`RunRoute`).
+        `created_by`: who submitted it (`key:<id>`, `demo`, `cli`), one more value of the
+        same INSERT, and named in the run's first log line.
         """
         if pinned_versions is None:
             pinned_versions = await self._resolve_pins(version.workflow, child_versions or {})
@@ -331,15 +366,19 @@ class RunCatalogue(StoreCore):
             "pinned_versions": pinned_versions,
             "request_hash": request_hash,
             "route": route,
+            "created_by": created_by,
             "output": None,
             "error": None,
             "ended_at": None,
         }
-        message = _created_message(version, route)
+        message = created_line(version, route, created_by)
+        log_data = created_data(created_by)
         try:
             direct = self._engines.direct
             if direct is not None:  # PostgreSQL: one statement, in autocommit
-                created = await _create_run_at_once(direct, row, workflow, message, count_in_quota)
+                created = await _create_run_at_once(
+                    direct, row, workflow, message, count_in_quota, log_data=log_data
+                )
                 # The statement refuses when its snapshot holds a quota row its UPDATE took
                 # nothing from, which is also the case of a row deleted while the UPDATE
                 # waited for its lock: no quota now is unlimited (as in a transaction, which
@@ -349,7 +388,7 @@ class RunCatalogue(StoreCore):
                         gone = await settings_.read_quota(conn, tenant_id) is None
                     if gone:
                         created = await _create_run_at_once(
-                            direct, row, workflow, message, count_in_quota
+                            direct, row, workflow, message, count_in_quota, log_data=log_data
                         )
                 if not created:
                     raise QuotaExhausted(f"tenant {tenant_id} has no runs left in its quota")
@@ -360,7 +399,9 @@ class RunCatalogue(StoreCore):
                     # Parameters apart from the statement: one compiled INSERT, cached.
                     await conn.execute(INSERT_RUN, row)
                     await conn.execute(INSERT_STEPS, step_rows(run_id, tenant_id, workflow, now))
-                    await results_.insert_logs(conn, [LogLine(run_id, "info", message)], now)
+                    await results_.insert_logs(
+                        conn, [LogLine(run_id, "info", message, data=log_data)], now
+                    )
         except IntegrityError:
             existing = None if idempotency_key is None else await self.run_by_key(idempotency_key)
             if existing is None:

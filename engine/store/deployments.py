@@ -20,13 +20,19 @@ from sqlalchemy import func, insert, select, update
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.ext.asyncio import AsyncConnection
 
+from engine.store import audit, listing, pins
 from engine.store import deployment_rows as rows_
-from engine.store import listing, pins
 from engine.store import results as results_
 from engine.store.actions_store import OperatorActionsStore
 from engine.store.catalogue import RunCatalogue
 from engine.store.core import UnknownWorkflow, step_rows, steps
-from engine.store.models import DeploymentStatus, RunRoute, RunStatus
+from engine.store.models import (
+    AuditAction,
+    AuditSubject,
+    DeploymentStatus,
+    RunRoute,
+    RunStatus,
+)
 from engine.store.operator_actions import Action, action_line
 from engine.store.records import (
     DeploymentRecord,
@@ -177,6 +183,19 @@ class DeploymentStore(RunCatalogue, OperatorActionsStore):
                     .values(**values)
                 )
             record = await rows_.serving_row(conn, name)
+            if record is not None and record.serving_version == version:
+                await audit.append(
+                    conn,
+                    at=now,
+                    actor=actor,
+                    action=AuditAction.SERVING_SET,
+                    subject=AuditSubject.WORKFLOW,
+                    subject_id=name,
+                    detail={
+                        "version": version,
+                        "was": None if current is None else current.serving_version,
+                    },
+                )
         if record is None or record.serving_version != version:
             raise running_deployment(name, None if record is None else record.deployment_id)
         logger.info(
@@ -331,6 +350,7 @@ class DeploymentStore(RunCatalogue, OperatorActionsStore):
                 root_run_id=run_id,
                 pinned_versions={},
                 route=RunRoute.SYSTEM.value,
+                created_by=spec.actor,
             )
         )
         await conn.execute(insert(steps), step_rows(run_id, SYSTEM_TENANT, system.workflow, now))
@@ -338,7 +358,8 @@ class DeploymentStore(RunCatalogue, OperatorActionsStore):
             f"run created ({system.name} v{system.version}): deployment {deployment_id} of "
             f"{spec.workflow} v{spec.candidate_version}, started by {spec.actor}"
         )
-        await results_.insert_logs(conn, [LogLine(run_id, "info", message)], now)
+        line = LogLine(run_id, "info", message, data={"actor": spec.actor})
+        await results_.insert_logs(conn, [line], now)
 
     async def deployment(self, deployment_id: str) -> DeploymentRecord | None:
         async with self._engines.read.connect() as conn:

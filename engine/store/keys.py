@@ -13,8 +13,9 @@ from typing import Any
 from sqlalchemy import bindparam, insert, select, update
 from sqlalchemy.ext.asyncio import AsyncConnection
 
+from engine.store import audit
 from engine.store.core import StoreCore
-from engine.store.models import ApiKey
+from engine.store.models import ApiKey, AuditAction, AuditSubject
 
 api_keys = ApiKey.__table__  # type: ignore[attr-defined]
 
@@ -49,6 +50,16 @@ def _record(row: Any) -> ApiKeyRecord:
     )
 
 
+def _described(record: ApiKeyRecord) -> dict[str, Any]:
+    """What an audit event says of a key (never its hash)."""
+    return {
+        "name": record.name,
+        "role": "admin" if record.tenant_id is None else "tenant",
+        "tenant": record.tenant_id,
+        "expiresAt": record.expires_at,
+    }
+
+
 async def _by_id(conn: AsyncConnection, key_id: str) -> ApiKeyRecord | None:
     row = (await conn.execute(select(api_keys).where(api_keys.c.id == key_id))).first()
     return None if row is None else _record(row)
@@ -57,9 +68,10 @@ async def _by_id(conn: AsyncConnection, key_id: str) -> ApiKeyRecord | None:
 class KeyStore(StoreCore):
     """The durable API keys."""
 
-    async def create_api_key(self, record: ApiKeyRecord) -> None:
-        """Insert `record`. Ids and hashes are unique: a collision raises the database's
-        IntegrityError (random ids and secrets make it practically impossible)."""
+    async def create_api_key(self, record: ApiKeyRecord, *, actor: str | None = None) -> None:
+        """Insert `record`, and its audit event (`key.created` by `actor`). Ids and hashes
+        are unique: a collision raises the database's IntegrityError (random ids and secrets
+        make it practically impossible)."""
         async with self._engines.write.begin() as conn:
             await conn.execute(
                 insert(api_keys).values(
@@ -71,6 +83,15 @@ class KeyStore(StoreCore):
                     expires_at=record.expires_at,
                     revoked_at=record.revoked_at,
                 )
+            )
+            await audit.append(
+                conn,
+                at=record.created_at,
+                actor=actor,
+                action=AuditAction.KEY_CREATED,
+                subject=AuditSubject.API_KEY,
+                subject_id=record.id,
+                detail=_described(record),
             )
 
     async def list_api_keys(self) -> list[ApiKeyRecord]:
@@ -85,13 +106,26 @@ class KeyStore(StoreCore):
             row = (await conn.execute(KEY_BY_HASH, {"token_hash": token_hash})).first()
         return None if row is None else _record(row)
 
-    async def revoke_api_key(self, key_id: str) -> ApiKeyRecord | None:
-        """Mark the key revoked now, unless it already is (the first revocation time stays).
-        Returns the key as it is afterwards, or None when there is no such key."""
+    async def revoke_api_key(self, key_id: str, *, actor: str | None = None) -> ApiKeyRecord | None:
+        """Mark the key revoked now, unless it already is (the first revocation time stays),
+        with its audit event (`key.revoked` by `actor`; none when it already was). Returns
+        the key as it is afterwards, or None when there is no such key."""
+        now = self._clock.now()
         async with self._engines.write.begin() as conn:
-            await conn.execute(
+            revoked = await conn.execute(
                 update(api_keys)
                 .where(api_keys.c.id == key_id, api_keys.c.revoked_at.is_(None))
-                .values(revoked_at=self._clock.now())
+                .values(revoked_at=now)
             )
-            return await _by_id(conn, key_id)
+            record = await _by_id(conn, key_id)
+            if revoked.rowcount == 1 and record is not None:
+                await audit.append(
+                    conn,
+                    at=now,
+                    actor=actor,
+                    action=AuditAction.KEY_REVOKED,
+                    subject=AuditSubject.API_KEY,
+                    subject_id=key_id,
+                    detail=_described(record),
+                )
+            return record

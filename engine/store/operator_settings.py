@@ -133,10 +133,15 @@ async def read_caps(conn: AsyncConnection, destination: str) -> tuple[int, float
     return None if row is None else (row.max_concurrency, row.rate_per_second)
 
 
-async def delete_caps(conn: AsyncConnection, destination: str) -> bool:
-    """Remove the destination's caps; False when it had none."""
-    result = await conn.execute(caps.delete().where(caps.c.destination == destination))
-    return bool(result.rowcount)
+async def delete_caps(conn: AsyncConnection, destination: str) -> tuple[int, float | None] | None:
+    """Remove the destination's caps; the caps it had, or None when it had none."""
+    statement = (
+        caps.delete()
+        .where(caps.c.destination == destination)
+        .returning(caps.c.max_concurrency, caps.c.rate_per_second)
+    )
+    row = (await conn.execute(statement)).first()
+    return None if row is None else (int(row.max_concurrency), row.rate_per_second)
 
 
 async def list_caps(conn: AsyncConnection) -> list[tuple[str, int, float | None]]:

@@ -52,6 +52,8 @@ class RunRecord:
     route: str | None = None
     """How a submission chose the version (`engine.store.models.RunRoute`); None on child
     runs, start overs and older runs."""
+    created_by: str | None = None
+    """Who created the run (`key:<id>`, `demo`, `cli`); None on child runs and older runs."""
 
 
 @dataclass(frozen=True)

@@ -14,9 +14,10 @@ from typing import Any
 from sqlalchemy import and_, delete, or_, select, update
 from sqlalchemy.ext.asyncio import AsyncConnection
 
+from engine.store import audit
 from engine.store.core import StoreCore
 from engine.store.dialect import dialect_of
-from engine.store.models import Secret
+from engine.store.models import AuditAction, AuditSubject, Secret
 
 secrets_table = Secret.__table__  # type: ignore[attr-defined]
 
@@ -69,8 +70,10 @@ class SecretStore(StoreCore):
     async def put_secret(
         self, tenant_id: str, name: str, ciphertext: str, *, actor: str
     ) -> tuple[SecretRecord, bool]:
-        """Store `ciphertext` as the tenant's secret `name`, replacing its value if it has one.
-        Returns the secret's metadata and whether it was created (False: replaced)."""
+        """Store `ciphertext` as the tenant's secret `name`, replacing its value if it has one,
+        with its audit event (`secret.set` by `actor`: `updated_by` keeps only the last
+        setter, the audit every one). Returns the secret's metadata and whether it was
+        created (False: replaced)."""
         now = self._clock.now()
         async with self._engines.write.begin() as conn:
             existed = await _metadata(conn, tenant_id, name) is not None
@@ -93,6 +96,15 @@ class SecretStore(StoreCore):
                 )
             )
             record = await _metadata(conn, tenant_id, name)
+            await audit.append(
+                conn,
+                at=now,
+                actor=actor,
+                action=AuditAction.SECRET_SET,
+                subject=AuditSubject.SECRET,
+                subject_id=audit.secret_subject(tenant_id, name),
+                detail={"tenant": tenant_id, "name": name, "created": not existed},
+            )
         if record is None:  # the row was written in this transaction
             raise RuntimeError(f"secret {tenant_id}/{name} vanished while being written")
         return record, not existed
@@ -105,11 +117,30 @@ class SecretStore(StoreCore):
         async with self._engines.read.connect() as conn:
             return [_record(row) for row in (await conn.execute(query)).all()]
 
-    async def delete_secret(self, tenant_id: str, name: str) -> bool:
-        """Delete the tenant's secret `name`; False when there was none."""
+    async def delete_secret(self, tenant_id: str, name: str, *, actor: str | None = None) -> bool:
+        """Delete the tenant's secret `name`, leaving an audit event (`secret.deleted` by
+        `actor`, with when it was created and last set, and by whom) that outlives it; False,
+        and no event, when there was none."""
         async with self._engines.write.begin() as conn:
-            result = await conn.execute(delete(secrets_table).where(_key(tenant_id, name)))
-        return bool(result.rowcount)
+            statement = delete(secrets_table).where(_key(tenant_id, name)).returning(*_METADATA)
+            row = (await conn.execute(statement)).first()
+            if row is not None:
+                await audit.append(
+                    conn,
+                    at=self._clock.now(),
+                    actor=actor,
+                    action=AuditAction.SECRET_DELETED,
+                    subject=AuditSubject.SECRET,
+                    subject_id=audit.secret_subject(tenant_id, name),
+                    detail={
+                        "tenant": tenant_id,
+                        "name": name,
+                        "createdAt": row.created_at,
+                        "updatedAt": row.updated_at,
+                        "updatedBy": row.updated_by,
+                    },
+                )
+        return row is not None
 
     async def read_secret_tokens(self, tenant_id: str, names: Collection[str]) -> dict[str, str]:
         """The ciphertexts of the tenant's secrets among `names` (missing names are absent)."""

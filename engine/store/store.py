@@ -4,7 +4,8 @@ Each role is a class of its own module: `WorkQueue` (claims, leases, results: th
 `FanoutStore` (child runs and payloads: the fan-out's), `RunCatalogue` (versions, runs, steps,
 logs), `OperatorActionsStore` (retry, resolve, start over, reprocess, cancel),
 `DeploymentStore` (serving versions, deployments), `OperatorSettingsStore` (caps, tenant
-limits, quotas), `KeyStore` (API keys), `SecretStore` (encrypted secrets), `MonitorStore` (a
+limits, quotas), `KeyStore` (API keys), `SecretStore` (encrypted secrets), `AuditStore` (the
+audit trail of administrative changes, which their writers append to), `MonitorStore` (a
 fan-out's long tail, the progress of listed runs) and `ProbeStore` (health and schema checks).
 Callers take the combined `Store`. Build with `Store.open`, end with `close`.
 """
@@ -12,6 +13,7 @@ Callers take the combined `Store`. Build with `Store.open`, end with `close`.
 from __future__ import annotations
 
 from engine.store.actions_store import OperatorActionsStore
+from engine.store.audit import AuditStore
 from engine.store.catalogue import RunCatalogue
 from engine.store.core import ClaimLost, UnknownWorkflow, definition_hash, stored_document
 from engine.store.deployments import DeploymentStore
@@ -33,6 +35,7 @@ class Store(
     OperatorSettingsStore,
     KeyStore,
     SecretStore,
+    AuditStore,
     ProbeStore,
     MonitorStore,
 ):

@@ -7,6 +7,7 @@ the store contract covers SQLite."""
 from __future__ import annotations
 
 import asyncio
+import json
 from typing import Any
 
 import pytest
@@ -38,7 +39,7 @@ RUN_COLUMNS = (
     "input IS NULL, input::text, output IS NULL, output::text, error IS NULL, error::text, "
     "steps_remaining, created_at, started_at, ended_at, idempotency_key, parent_run_id, "
     "parent_vertex_id, item_index, root_run_id, restarted_from, dlq_at, item IS NULL, "
-    "pinned_versions IS NULL, pinned_versions::text, request_hash, route"
+    "pinned_versions IS NULL, pinned_versions::text, request_hash, route, created_by"
 )
 STEP_COLUMNS = (
     "run_id, vertex_id, tenant_id, status, deps_pending, attempts, auto_retries, "
@@ -93,6 +94,7 @@ async def _every_kind_of_run(store: Store) -> Any:
             route="serving" if n else None,
             count_in_quota=bool(n % 2),
             restarted_from="00000000-0000-0000-0000-000000000000" if n == 4 else None,
+            created_by=f"key:{n:012d}" if n % 2 else None,
         )
     return (
         await _rows(store, f"SELECT {RUN_COLUMNS} FROM run ORDER BY id"),
@@ -112,6 +114,12 @@ async def test_every_kind_of_run_is_created_alike(
     created, steps, logs, quotas = at_once
     assert (len(created), len(steps), len(logs)) == (len(INPUTS), 4 * len(INPUTS), len(INPUTS))
     assert quotas == [("tenant-0", 1, 0)]
+    # Who submitted: one more value of the run's INSERT, and in its first log line's data.
+    creators = [f"key:{n:012d}" if n % 2 else None for n in range(len(INPUTS))]
+    assert [row[-1] for row in created] == creators
+    assert [json.loads(row[-1]) for row in logs] == [
+        None if c is None else {"actor": c} for c in creators
+    ]
 
 
 async def _quota_and_keys(store: Store) -> Any:
