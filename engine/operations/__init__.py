@@ -11,7 +11,7 @@ returns plain values and the view models of `engine.operations.views`, and refus
 Each group lives in its own module: `workflows`, `runs`, `actions` (operator actions),
 `deployments` (gradual deployments and serving versions),
 `settings` (destination caps, tenant limits and quotas, services), `keys` (API keys),
-`secrets` (encrypted values workflows reference),
+`secrets` (encrypted values workflows reference), `audit` (who changed what: the audit trail),
 `health` (database and Redis probes, schema revision), `metrics` (figures for monitoring) and
 `destination_history` (the recent AIMD limit and in-flight calls of every destination, sampled
 in this process).
@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     from engine.operations.actions import OperatorActions
+    from engine.operations.audit import AuditOperations
     from engine.operations.deployments import DeploymentOperations
     from engine.operations.destination_history import DestinationHistory
     from engine.operations.health import HealthOperations
@@ -87,6 +88,12 @@ class Operations:
         from engine.operations.secrets import SecretOperations
 
         return SecretOperations(self.runtime)
+
+    @cached_property
+    def audit(self) -> AuditOperations:
+        from engine.operations.audit import AuditOperations
+
+        return AuditOperations(self.runtime)
 
     @cached_property
     def health(self) -> HealthOperations:

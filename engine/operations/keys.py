@@ -133,11 +133,13 @@ class KeyOperations:
         admin: bool = False,
         name: str | None = None,
         expires_in_days: float | None = None,
+        actor: str | None = None,
     ) -> CreatedApiKey:
         """A new key for `tenant`, or an admin key (`admin=True`; exactly one of the two).
 
         `expires_in_days` (more than 0, at most 36,500) sets an expiry; None (the default):
         the key never expires. The answer carries the secret, which nothing can show again.
+        `actor` (who creates it: `key:<id>`, `cli`) is recorded in the audit (`key.created`).
         Refuses with `InvalidRequest(code="invalid_key")`."""
         _check_role(tenant, admin)
         _check_details(name, expires_in_days)
@@ -152,7 +154,7 @@ class KeyOperations:
             expires_at=None if expires_in_days is None else now + expires_in_days * SECONDS_PER_DAY,
             revoked_at=None,
         )
-        await self._runtime.store.create_api_key(record)
+        await self._runtime.store.create_api_key(record, actor=actor)
         return CreatedApiKey(key=secret, **_view(record, now).model_dump())
 
     @store_boundary
@@ -163,11 +165,12 @@ class KeyOperations:
         return ApiKeyList(items=[_view(record, now) for record in records])
 
     @store_boundary
-    async def revoke(self, key_id: str) -> ApiKeyView:
-        """Revoke a key now; it stops working at once everywhere. Revoking a revoked key
-        changes nothing (its first revocation time stays). Unknown id →
+    async def revoke(self, key_id: str, *, actor: str | None = None) -> ApiKeyView:
+        """Revoke a key now; it stops working at once everywhere. The audit records that
+        `actor` did it and when (`key.revoked`). Revoking a revoked key changes nothing (its
+        first revocation time stays, and no second event is written). Unknown id →
         `NotFound(code="key_not_found")`."""
-        record = await self._runtime.store.revoke_api_key(key_id)
+        record = await self._runtime.store.revoke_api_key(key_id, actor=actor)
         if record is None:
             raise NotFound(f"no API key with id {key_id!r}", code="key_not_found")
         if not await self._runtime.invalidations.announce(KEYS_TOPIC):

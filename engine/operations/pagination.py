@@ -63,6 +63,18 @@ def invalid_cursor(reason: str) -> InvalidRequest:
     )
 
 
+def invalid_filter(
+    message: str, parameter: str, accepted: frozenset[str] | None = None
+) -> InvalidRequest:
+    """`invalid_filter`, naming the filter's `parameter` (its name on the wire: the REST
+    query parameter, a batch retry's `filter` field) and, for a closed set, the values it
+    `accepted` (`details.parameter`, `details.accepted`), as `invalid_cursor` names its own."""
+    details: dict[str, Any] = {"parameter": parameter}
+    if accepted is not None:
+        details["accepted"] = sorted(accepted)
+    return InvalidRequest(message, code="invalid_filter", details=details)
+
+
 def decode_cursor(cursor: str, kind: str, scope: str) -> list[Any]:
     """The row keys a cursor carries, after checking it is intact and belongs to the list
     `kind` with `scope`; otherwise `InvalidRequest(code="invalid_cursor")`."""

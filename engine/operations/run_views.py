@@ -329,6 +329,7 @@ def detail(
         item=run.item,
         timeout_tier=run.timeout_tier,
         idempotency_key=client_key(run.idempotency_key),
+        created_by=run.created_by,
         pinned_versions=run.pinned_versions,
         restarts=restarts,
         steps=[

@@ -26,6 +26,7 @@ from engine.operations.pagination import (
     decode_cursor,
     encode_cursor,
     invalid_cursor,
+    invalid_filter,
     scope_digest,
 )
 from engine.operations.row_cache import RowCache, shared_row_cache
@@ -96,18 +97,6 @@ _ROUTES = frozenset(r.value for r in RunRoute)
 _TERMINAL = frozenset(s.value for s in TERMINAL_RUN_STATUSES)
 
 
-def _invalid_filter(
-    message: str, parameter: str, accepted: frozenset[str] | None = None
-) -> InvalidRequest:
-    """`invalid_filter`, naming the filter's `parameter` (its name on the wire: the REST
-    query parameter, a batch retry's `filter` field) and, for a closed set, the values it
-    `accepted` (`details.parameter`, `details.accepted`), as `invalid_cursor` names its own."""
-    details: dict[str, Any] = {"parameter": parameter}
-    if accepted is not None:
-        details["accepted"] = sorted(accepted)
-    return InvalidRequest(message, code="invalid_filter", details=details)
-
-
 def _run_status(status: str | None) -> str | None:
     """A status filter in the capitals the store keeps (`failed` is FAILED, as the CLI takes
     it), refused with the accepted ones when no run can be in it."""
@@ -119,7 +108,7 @@ def _run_status(status: str | None) -> str | None:
         if status.upper() in ("PENDING", "WAITING"):
             # The fan-out's progress counts waiting children: they are RUNNING runs.
             hint = "; no run is PENDING: a waiting child is RUNNING, marked `waiting`"
-        raise _invalid_filter(
+        raise invalid_filter(
             f"unknown run status {status!r}; one of {known} (any case){hint}",
             "status",
             _STATUSES,
@@ -135,7 +124,7 @@ def _roots_only(selection: RunFilter) -> bool:
     if selection.parent is None:
         return selection.roots_only is not False
     if selection.roots_only:
-        raise _invalid_filter(
+        raise invalid_filter(
             "a parent's children are never root runs: give parent without roots=true "
             "(roots=false, or no roots at all, lists its children)",
             "roots",
@@ -152,16 +141,16 @@ def checked_filter(selection: RunFilter) -> RunFilter:
     route = None if selection.route is None else selection.route.lower()
     if route is not None and route not in _ROUTES:
         known = ", ".join(sorted(_ROUTES))
-        raise _invalid_filter(
+        raise invalid_filter(
             f"unknown route {selection.route!r}; one of {known} (any case)", "route", _ROUTES
         )
     if selection.version is not None:
         if selection.workflow is None:
-            raise _invalid_filter(
+            raise invalid_filter(
                 "a version filter needs the workflow it is a version of", "version"
             )
         if isinstance(selection.version, bool) or selection.version < 1:
-            raise _invalid_filter(
+            raise invalid_filter(
                 f"a workflow version is 1 or more; got {selection.version!r}", "version"
             )
     for parameter, bound in (
@@ -169,7 +158,7 @@ def checked_filter(selection: RunFilter) -> RunFilter:
         ("createdBefore", selection.created_before),
     ):
         if bound is not None and not math.isfinite(bound):
-            raise _invalid_filter(
+            raise invalid_filter(
                 "createdAfter and createdBefore are finite epoch seconds", parameter
             )
     if (status, route, roots_only) == (selection.status, selection.route, selection.roots_only):
@@ -246,6 +235,7 @@ class RunOperations:
         version: int | None = None,
         synchronous: bool = False,
         child_versions: Mapping[str, int] | None = None,
+        actor: str | None = None,
     ) -> SubmitResult:
         """Start a run of `workflow` with `input`: of `version` when given, else of the
         version routing picks (the serving version, or a running deployment's candidate for its
@@ -269,11 +259,16 @@ class RunOperations:
         problems; the tenant's run quota used up `LimitReached(code="quota_exceeded")`; the
         ready queue at `submit_max_ready` `LimitReached(code="queue_full", retry_after_s=5)`.
 
+        `actor`: who submits it, in the operator actions' words (`key:<id>`, `demo`, `cli`),
+        stored as the run's `created_by` by the creating INSERT itself and named in its
+        first log line; every front door passes one (None: code that names nobody, tests).
+
         Idempotency: with an `idempotency_key` (scoped to the tenant), submitting the same
         request again returns the run the first submission created (`created` False), also
         when both race; the same key with another workflow, version, input or tenant is
         `IdempotencyConflict`. A repeated submission is answered even when a limit would
-        refuse a new one (it creates nothing).
+        refuse a new one (it creates nothing), and changes nothing of the run: its
+        `created_by` stays the first submitter's, whoever repeats it.
         """
         check_tenant_id(tenant_id)
         submission.check_key(idempotency_key)
@@ -311,6 +306,7 @@ class RunOperations:
                 count_in_quota=True,
                 route=route.value,
                 child_versions=child_versions,
+                created_by=actor,
             )
         except QuotaExhausted as exc:
             raise await self._quota_exceeded(tenant_id, str(exc)) from exc

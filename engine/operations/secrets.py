@@ -123,12 +123,13 @@ class SecretOperations:
         return SecretList(items=[_view(record) for record in records])
 
     @store_boundary
-    async def delete(self, tenant: str, name: str) -> SecretRef:
+    async def delete(self, tenant: str, name: str, *, actor: str | None = None) -> SecretRef:
         """Delete `tenant`'s secret `name`; runs that reference it fail with
-        `secret_not_found` from then on. Unknown → `NotFound(code="secret_not_found")`."""
+        `secret_not_found` from then on. The audit keeps that `actor` did it (`secret.deleted`).
+        Unknown → `NotFound(code="secret_not_found")`."""
         check_tenant(tenant)
         check_name(name)
-        if not await self._runtime.store.delete_secret(tenant, name):
+        if not await self._runtime.store.delete_secret(tenant, name, actor=actor):
             raise NotFound(f"tenant {tenant!r} has no secret {name!r}", code="secret_not_found")
         return SecretRef(tenant=tenant, name=name)
 

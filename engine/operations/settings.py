@@ -8,6 +8,9 @@ between the two writes, the operation is refused too (`coordination_unavailable`
 sent again: every setting is idempotent. Caps and tenant rate limits reach Redis before the
 store's transaction commits (the row locked), so concurrent changes leave both copies alike
 and a Redis failure leaves the stored setting as it was. Quotas live in the store only.
+
+Every change takes `actor` (who made it: `key:<id>`, `demo`, `cli`) and is an audit event
+written in the store's transaction of the change (docs/security.md, 'Audit').
 """
 
 from __future__ import annotations
@@ -94,7 +97,12 @@ class SettingsOperations:
 
     @store_boundary
     async def set_caps(
-        self, destination: str, max_concurrency: int, rate_per_second: float | None = None
+        self,
+        destination: str,
+        max_concurrency: int,
+        rate_per_second: float | None = None,
+        *,
+        actor: str | None = None,
     ) -> CapsView:
         """Cap a destination for every worker: at most `max_concurrency` calls in flight (≥ 1)
         and, if given, `rate_per_second` calls started per second (> 0); both are replaced.
@@ -102,7 +110,10 @@ class SettingsOperations:
         have (see `engine.operations.destination_keys`), and (`invalid_caps`) bounds out of
         range."""
         return await self.change_caps(
-            destination, max_concurrency=max_concurrency, rate_per_second=rate_per_second
+            destination,
+            max_concurrency=max_concurrency,
+            rate_per_second=rate_per_second,
+            actor=actor,
         )
 
     @store_boundary
@@ -112,6 +123,7 @@ class SettingsOperations:
         *,
         max_concurrency: int = UNSET,
         rate_per_second: float | None = UNSET,
+        actor: str | None = None,
     ) -> CapsView:
         """Change only the caps given (`rate_per_second=None` removes the rate) and keep the
         other as the destination has it, atomically: two changes of different caps at once
@@ -137,7 +149,9 @@ class SettingsOperations:
             with _coordination(f"the caps of {destination} were not changed"):
                 await self._runtime.admission.set_caps(destination, DestinationCaps(cap, rate))
 
-        merged = await self._runtime.store.change_destination_caps(destination, changes, apply)
+        merged = await self._runtime.store.change_destination_caps(
+            destination, changes, apply, actor=actor
+        )
         if merged is None:
             raise InvalidRequest(
                 f"{destination} has no caps of its own yet: give maxConcurrency with ratePerSecond",
@@ -147,7 +161,7 @@ class SettingsOperations:
         return CapsView(destination=destination, max_concurrency=cap, rate_per_second=rate)
 
     @store_boundary
-    async def remove_caps(self, destination: str) -> bool:
+    async def remove_caps(self, destination: str, *, actor: str | None = None) -> bool:
         """Remove a destination's caps, the durable copy and the one in Redis: the default cap
         applies again. True when it had caps; False when it had none (nothing to do). A key
         no call can have is refused (`invalid_destination`) unless caps are stored under it
@@ -157,7 +171,7 @@ class SettingsOperations:
         if stored is None:
             check_destination(destination)
         await self._require_coordination(f"removing the caps of {destination}")
-        await store.remove_destination_caps(destination)
+        await store.remove_destination_caps(destination, actor=actor)
         with _coordination(f"the caps of {destination} were removed from the store only"):
             operative = await self._runtime.admission.get_caps(destination)
             await self._runtime.admission.remove_caps(destination)
@@ -228,38 +242,44 @@ class SettingsOperations:
     # ── tenants ──────────────────────────────────────────────────────────────────────────
 
     @store_boundary
-    async def set_tenant_rate(self, tenant_id: str, per_minute: int) -> TenantRateView:
+    async def set_tenant_rate(
+        self, tenant_id: str, per_minute: int, *, actor: str | None = None
+    ) -> TenantRateView:
         """Limit a tenant to `per_minute` GATEWAY steps a minute (≥ 1; each step counted once
         however many attempts it takes), for every worker at once (`invalid_rate` below 1)."""
         check_tenant_id(tenant_id)
         _whole(per_minute, 1, "the rate per minute", "invalid_rate")
-        await self._apply_tenant_rate(tenant_id, per_minute)
+        await self._apply_tenant_rate(tenant_id, per_minute, actor)
         return await self._rate_view(tenant_id, per_minute)
 
     @store_boundary
-    async def reset_tenant_rate(self, tenant_id: str) -> TenantRateView:
+    async def reset_tenant_rate(
+        self, tenant_id: str, *, actor: str | None = None
+    ) -> TenantRateView:
         """Remove a tenant's rate limit: the default (`TENANT_RATE_PER_MINUTE`) applies again.
         Idempotent: a tenant without one is left as it is."""
         check_tenant_id(tenant_id)
-        await self._apply_tenant_rate(tenant_id, None)
+        await self._apply_tenant_rate(tenant_id, None, actor)
         return await self._rate_view(tenant_id, None)
 
     @store_boundary
-    async def set_quota(self, tenant_id: str, max_runs: int) -> QuotaView:
+    async def set_quota(
+        self, tenant_id: str, max_runs: int, *, actor: str | None = None
+    ) -> QuotaView:
         """Let a tenant create `max_runs` runs (≥ 0): root runs submitted and started over
         take one each as they are created, and a spawner checks it before a fan-out, whose
         children take one each. Changing an existing quota keeps its count of runs used
         (`invalid_quota` below 0)."""
         check_tenant_id(tenant_id)
         _whole(max_runs, 0, "the quota", "invalid_quota")
-        return _quota_view(*await self._runtime.store.set_quota(tenant_id, max_runs))
+        return _quota_view(*await self._runtime.store.set_quota(tenant_id, max_runs, actor=actor))
 
     @store_boundary
-    async def reset_quota(self, tenant_id: str) -> bool:
+    async def reset_quota(self, tenant_id: str, *, actor: str | None = None) -> bool:
         """Remove a tenant's run quota: unlimited again, and its count of runs used restarts
         from 0 if a quota is set later. True when it had one; False when it had none."""
         check_tenant_id(tenant_id)
-        return await self._runtime.store.reset_quota(tenant_id)
+        return await self._runtime.store.reset_quota(tenant_id, actor=actor)
 
     @store_boundary
     async def tenants(self) -> list[TenantView]:
@@ -315,7 +335,9 @@ class SettingsOperations:
                 code="coordination_unavailable",
             )
 
-    async def _apply_tenant_rate(self, tenant_id: str, per_minute: int | None) -> None:
+    async def _apply_tenant_rate(
+        self, tenant_id: str, per_minute: int | None, actor: str | None
+    ) -> None:
         """Store the tenant's rate limit and write it to Redis while its row is locked
         (`store.change_tenant_rate`): concurrent changes leave both copies alike, and Redis
         failing rolls the stored change back."""
@@ -325,7 +347,7 @@ class SettingsOperations:
             with _coordination(f"the rate limit of tenant {tenant_id} was not changed"):
                 await self._runtime.admission.set_tenant_limit(tenant_id, limit)
 
-        await self._runtime.store.change_tenant_rate(tenant_id, per_minute, apply)
+        await self._runtime.store.change_tenant_rate(tenant_id, per_minute, apply, actor=actor)
 
     async def _rate_view(self, tenant_id: str, stored: int | None) -> TenantRateView:
         """`stored`, the durable limit (None: none), wins over Redis's copy: it is the one

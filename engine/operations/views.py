@@ -438,6 +438,13 @@ class RunDetail(RunSummary):
     timeout_tier: TimeoutTier
     idempotency_key: str | None = None
     """The key the run was submitted with (a child's is derived from its parent)."""
+    created_by: str | None = None
+    """Who created the run, in the words operator actions' log lines use: `key:<id>` (the
+    REST API key that submitted it, started it over or started the deployment a system run
+    drives), `demo` (authentication off), `cli` (`schemabridge run`). None on a child run
+    (its root's creator submitted the tree: read `rootRunId`) and on runs created before it
+    was recorded. Shown to every key that may read the run, as its log shows operator
+    actions' actors (docs/security.md, 'What a tenant key reads')."""
     pinned_versions: dict[str, int] | None = None
     restarts: list[str] = []
     """Runs started over from this one, oldest first (`restarted_from` links back)."""

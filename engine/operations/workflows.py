@@ -161,7 +161,9 @@ class WorkflowOperations:
         return problems, [graph.sketch(document) for document in drafts]
 
     @store_boundary
-    async def publish(self, documents: Documents) -> list[PublishResult]:
+    async def publish(
+        self, documents: Documents, *, actor: str | None = None
+    ) -> list[PublishResult]:
         """Validate `documents` and store each workflow as a new immutable version, all in one
         transaction; a workflow identical to its latest version keeps that version
         (`created` False). One result per workflow, in the order given. Publishing moves no
@@ -171,8 +173,10 @@ class WorkflowOperations:
         (`serving`, `serving_version`) and, when not, how to make it (`serving_hint`).
 
         Invalid documents raise `DefinitionError` with every problem (nothing is stored).
+        Each version created is an audit event (`workflow.published`) of `actor`, who
+        publishes (`key:<id>`, `cli`; docs/security.md, 'Audit').
         """
-        return await self._publish(documents, serve_as=None)
+        return await self._publish(documents, serve_as=None, actor=actor)
 
     @store_boundary
     async def publish_serving(self, documents: Documents, *, actor: str) -> list[PublishResult]:
@@ -183,13 +187,15 @@ class WorkflowOperations:
         Only for `serve --demo`, which publishes its examples at a new downstream address on
         every start and must then run them; anything else moves traffic through a deployment
         or an explicit `deployments.set_serving`."""
-        return await self._publish(documents, serve_as=actor)
+        return await self._publish(documents, serve_as=actor, actor=actor)
 
-    async def _publish(self, documents: Documents, *, serve_as: str | None) -> list[PublishResult]:
+    async def _publish(
+        self, documents: Documents, *, serve_as: str | None, actor: str | None
+    ) -> list[PublishResult]:
         problems, workflows = await self._problems(documents)
         if problems:
             raise DefinitionError(problems)
-        published = await self._runtime.store.publish_all(workflows, serve_as=serve_as)
+        published = await self._runtime.store.publish_all(workflows, serve_as=serve_as, actor=actor)
         # Read after the commit, one primary-key read per workflow (a publish is rare): what
         # serves as the answer is sent, a switch racing the publish included. It reports;
         # it decides nothing.
