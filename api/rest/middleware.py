@@ -147,15 +147,38 @@ def _route_template(scope: Scope) -> str:
     return path if isinstance(path, str) else UNMATCHED_ROUTE
 
 
+RUN_ID_STATE = "run_id"
+REPLAYED_STATE = "replayed"
+"""Where a submission leaves the run it created or replayed, for its access-log line."""
+
+
+def note_submission(state: Any, run_id: str, *, replayed: bool) -> None:
+    """Name in this request's access-log line the run a submission created, or the one it
+    answered again for a repeated `Idempotency-Key` (`replayed`): the line alone then says
+    which key made which run, and that a replay made none."""
+    setattr(state, RUN_ID_STATE, run_id)
+    setattr(state, REPLAYED_STATE, replayed)
+
+
+def client_address(scope: Scope) -> str | None:
+    """The address of the peer that sent the request, as the server saw the connection. The
+    server trusts no `X-Forwarded-For` (`api.rest.server`), so behind a proxy or a load
+    balancer this is the proxy's address (docs/security.md, 'Audit')."""
+    client = scope.get("client")
+    return None if not client else str(client[0])
+
+
 class RequestObserver:
     """Around every HTTP request: time it, report it to `observe` (the latency histogram),
     write one JSON access-log line (`ts`, `method`, `route`, `path`, `status`,
-    `duration_ms`, `key_id`), and answer an exception that escaped the routes with 500
-    `internal_error` (its traceback logged here, never sent).
+    `duration_ms`, `key_id`, `client`; a submission's also `run_id` and `replayed`), and
+    answer an exception that escaped the routes with 500 `internal_error` (its traceback
+    logged here, never sent).
 
     `key_id` is what the authentication dependency left in the request's state (None when
-    the request was not authenticated). Each line carries whether it is `notable`, for the
-    filter of `--access-log changes`."""
+    the request was not authenticated); `client` the peer's address (`client_address`), so
+    a burst of refused keys from one address can be told from many clients' mistakes. Each
+    line carries whether it is `notable`, for the filter of `--access-log changes`."""
 
     def __init__(self, app: ASGIApp, observe: Observe | None = None) -> None:
         self.app = app
@@ -206,7 +229,11 @@ class RequestObserver:
             "status": status,
             "duration_ms": round(seconds * 1000, 3),
             "key_id": state.get("key_id"),
+            "client": client_address(scope),
         }
+        if RUN_ID_STATE in state:
+            line[RUN_ID_STATE] = state[RUN_ID_STATE]
+            line[REPLAYED_STATE] = state.get(REPLAYED_STATE)
         # `notable` lets `--access-log changes` (api.cli.log_setup) keep only these lines.
         mark = {"notable": notable(scope["method"], status, seconds, streamed=streamed)}
         access_logger.info(json.dumps(line), extra=mark)

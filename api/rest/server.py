@@ -81,6 +81,10 @@ class ApiServer:
             http="httptools",
             log_config=None,  # the process configured logging; the access log is the app's
             access_log=False,
+            # uvicorn would believe X-Forwarded-For from 127.0.0.1 (or FORWARDED_ALLOW_IPS):
+            # any local process could then write the client address of the access log. No
+            # setting of ours trusts a proxy, so the address is always the connection's peer.
+            proxy_headers=False,
             timeout_graceful_shutdown=max(1, round(self.grace_s)),
         )
         server = self._server = _Uvicorn(config, self._ready)

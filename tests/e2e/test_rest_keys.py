@@ -213,8 +213,18 @@ async def test_access_log_names_the_key(api: Api, caplog: pytest.LogCaptureFixtu
         ("/keys", 401, None),
     ]
     for line in lines:
-        assert set(line) == {"ts", "method", "route", "path", "status", "duration_ms", "key_id"}
+        assert set(line) == {
+            "ts",
+            "method",
+            "route",
+            "path",
+            "status",
+            "duration_ms",
+            "key_id",
+            "client",
+        }
         assert line["method"] == "GET" and line["duration_ms"] >= 0
+        assert line["client"] == "127.0.0.1"
 
 
 @pytest.fixture
