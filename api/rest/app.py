@@ -23,6 +23,7 @@ from contextlib import AbstractAsyncContextManager
 from fastapi import APIRouter, Depends, FastAPI
 
 from api.rest import (
+    audit,
     body_shape,
     keys,
     monitoring,
@@ -67,6 +68,7 @@ DEFAULT_ROUTERS: tuple[APIRouter, ...] = (
     routes_actions.router,
     sse.router,
     routes_admin.router,
+    audit.router,
 )
 
 

@@ -35,12 +35,13 @@ class KeyRequest(BaseModel):
     responses=error_responses(401, 403, 422, 503),
     summary="Create an API key (its secret is in this answer only)",
 )
-async def create_key(body: KeyRequest, ops: OperationsDep, _caller: AdminDep) -> CreatedApiKey:
+async def create_key(body: KeyRequest, ops: OperationsDep, caller: AdminDep) -> CreatedApiKey:
     return await ops.keys.create(
         tenant=body.tenant,
         admin=body.admin,
         name=body.name,
         expires_in_days=body.expires_in_days,
+        actor=caller.actor,
     )
 
 
@@ -60,5 +61,5 @@ async def list_keys(ops: OperationsDep, _caller: AdminDep) -> ApiKeyList:
     responses=error_responses(401, 403, 404, 503),
     summary="Revoke an API key (at once, on every API process)",
 )
-async def revoke_key(key_id: str, ops: OperationsDep, _caller: AdminDep) -> ApiKeyView:
-    return await ops.keys.revoke(key_id)
+async def revoke_key(key_id: str, ops: OperationsDep, caller: AdminDep) -> ApiKeyView:
+    return await ops.keys.revoke(key_id, actor=caller.actor)

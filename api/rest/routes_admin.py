@@ -167,10 +167,12 @@ async def destinations_history(
     summary="Cap a destination (every worker, at once)",
     description=DESTINATION_KEY,
 )
-async def set_caps(key: str, body: CapsRequest, ops: OperationsDep, _caller: AdminDep) -> CapsView:
+async def set_caps(key: str, body: CapsRequest, ops: OperationsDep, caller: AdminDep) -> CapsView:
     """422 `invalid_destination` for a key no call can have (the answer says which key was
     meant), `invalid_caps` for bounds out of range."""
-    return await ops.settings.set_caps(key, body.max_concurrency, body.rate_per_second)
+    return await ops.settings.set_caps(
+        key, body.max_concurrency, body.rate_per_second, actor=caller.actor
+    )
 
 
 @router.patch(
@@ -181,16 +183,14 @@ async def set_caps(key: str, body: CapsRequest, ops: OperationsDep, _caller: Adm
     summary="Change some of a destination's caps, keeping the others (every worker, at once)",
     description=DESTINATION_KEY,
 )
-async def change_caps(
-    key: str, body: CapsChange, ops: OperationsDep, _caller: AdminDep
-) -> CapsView:
+async def change_caps(key: str, body: CapsChange, ops: OperationsDep, caller: AdminDep) -> CapsView:
     """Answers the caps after the change. Each change is merged into the stored caps in one
     step: two changes of different caps at once both survive. 422 `caps_not_set` for a rate
     alone on a destination without caps of its own (give `maxConcurrency` too),
     `invalid_caps` for nothing to change or bounds out of range, `invalid_destination` for
     a key no call can have."""
     changes = {name: getattr(body, name) for name in body.model_fields_set}
-    return await ops.settings.change_caps(key, **changes)
+    return await ops.settings.change_caps(key, **changes, actor=caller.actor)
 
 
 @router.delete(
@@ -201,8 +201,9 @@ async def change_caps(
     summary="Remove a destination's caps: the default cap applies again",
     description=DESTINATION_KEY,
 )
-async def remove_caps(key: str, ops: OperationsDep, _caller: AdminDep) -> CapsRemoved:
-    return CapsRemoved(destination=key, removed=await ops.settings.remove_caps(key))
+async def remove_caps(key: str, ops: OperationsDep, caller: AdminDep) -> CapsRemoved:
+    removed = await ops.settings.remove_caps(key, actor=caller.actor)
+    return CapsRemoved(destination=key, removed=removed)
 
 
 @router.post(
@@ -271,23 +272,23 @@ async def get_tenant(tenant_id: TenantId, ops: OperationsDep, caller: CallerDep)
     summary="Set a tenant's rate limit and run quota (null: back to the default)",
 )
 async def set_limits(
-    tenant_id: TenantId, body: LimitsRequest, ops: OperationsDep, _caller: AdminDep
+    tenant_id: TenantId, body: LimitsRequest, ops: OperationsDep, caller: AdminDep
 ) -> TenantView:
     """Answers the tenant's settings after the change. Each field is applied on its own and
     idempotently: a request refused half-way (503) may be sent again as it is. The id follows
     a submission's `tenantId` rule: any other is 422 `invalid_tenant` (`details.allowed`
     says the rule) and nothing is stored."""
-    given = body.model_fields_set
+    given, actor = body.model_fields_set, caller.actor
     if "rate_per_minute" in given:
         if body.rate_per_minute is None:
-            await ops.settings.reset_tenant_rate(tenant_id)
+            await ops.settings.reset_tenant_rate(tenant_id, actor=actor)
         else:
-            await ops.settings.set_tenant_rate(tenant_id, body.rate_per_minute)
+            await ops.settings.set_tenant_rate(tenant_id, body.rate_per_minute, actor=actor)
     if "max_runs" in given:
         if body.max_runs is None:
-            await ops.settings.reset_quota(tenant_id)
+            await ops.settings.reset_quota(tenant_id, actor=actor)
         else:
-            await ops.settings.set_quota(tenant_id, body.max_runs)
+            await ops.settings.set_quota(tenant_id, body.max_runs, actor=actor)
     return await ops.settings.tenant(tenant_id)
 
 

@@ -22,7 +22,7 @@ from __future__ import annotations
 
 from typing import Annotated, Any
 
-from fastapi import APIRouter, Header, Path, Query, Response, status
+from fastapi import APIRouter, Header, Path, Query, Request, Response, status
 from fastapi.responses import JSONResponse
 
 from api.rest.auth import Caller, CallerDep
@@ -30,6 +30,7 @@ from api.rest.body_shape import JsonBodyRoute
 from api.rest.deps import ContextDep, OperationsDep
 from api.rest.errors import ErrorBody, error_responses
 from api.rest.id_prefix_params import MatchLimit, prefix_query
+from api.rest.middleware import note_submission
 from api.rest.run_models import (
     RunCancelledDetails,
     RunCancelledError,
@@ -202,6 +203,7 @@ async def submit(
     *,
     name: Annotated[str, Path(description="The workflow's name.", max_length=200)],
     body: SubmitRequest,
+    request: Request,
     response: Response,
     ops: OperationsDep,
     context: ContextDep,
@@ -239,7 +241,9 @@ async def submit(
         idempotency_key=idempotency_key,
         version=body.version,
         synchronous=wait,
+        actor=caller.actor,
     )
+    note_submission(request.state, result.run.id, replayed=not result.created)
     url = run_url(result.run.id)
     response.headers["Location"] = url
     if wait:

@@ -55,7 +55,7 @@ SystemQuery = Annotated[
     summary="Publish a workflow (or a list) as new immutable versions",
 )
 async def publish(
-    documents: Documents, response: Response, ops: OperationsDep, _caller: AdminDep
+    documents: Documents, response: Response, ops: OperationsDep, caller: AdminDep
 ) -> PublishResult | list[PublishResult]:
     """201 when this publish created a version (of any workflow given), 200 when every
     workflow was identical to its latest version. A single document answers a single result,
@@ -66,7 +66,7 @@ async def publish(
     switches to it (`POST /workflows/{name}/serving`). Each result says which: `serving`
     (this version serves now), `servingVersion` (the one that does) and, when it is not this
     one, a `hint` saying how to make it serve."""
-    results = await ops.workflows.publish(documents)
+    results = await ops.workflows.publish(documents, actor=caller.actor)
     if not any(result.created for result in results):
         response.status_code = status.HTTP_200_OK
     return results if isinstance(documents, list) else results[0]

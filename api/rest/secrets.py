@@ -128,6 +128,6 @@ async def list_secrets(
     summary="Delete a secret (runs that reference it then fail with secret_not_found)",
 )
 async def delete_secret(
-    name: SecretName, tenant: Tenant, ops: OperationsDep, _caller: AdminDep
+    name: SecretName, tenant: Tenant, ops: OperationsDep, caller: AdminDep
 ) -> SecretRef:
-    return await ops.secrets.delete(tenant, name)
+    return await ops.secrets.delete(tenant, name, actor=caller.actor)

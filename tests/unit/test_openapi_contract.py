@@ -18,7 +18,14 @@ from api.rest import create_app
 from engine.operations.action_views import SkipReason
 from engine.operations.views import UNKNOWN_KIND
 from engine.settings import Settings
-from engine.store.models import DeploymentStatus, RunRoute, RunStatus, StepStatus
+from engine.store.models import (
+    AuditAction,
+    AuditSubject,
+    DeploymentStatus,
+    RunRoute,
+    RunStatus,
+    StepStatus,
+)
 from engine.store.operator_actions import Action
 from schemas.definitions import VertexType
 from schemas.errors import FailureKind
@@ -54,6 +61,8 @@ def _schemas(document: dict[str, Any]) -> dict[str, Any]:
         DeploymentStatus,
         BreakerState,
         Layer,
+        AuditAction,
+        AuditSubject,
     ],
 )
 def test_each_enum_is_the_codes_own_set(document: dict[str, Any], enum: Any) -> None:
@@ -78,6 +87,8 @@ def test_each_enum_is_the_codes_own_set(document: dict[str, Any], enum: Any) -> 
         ("RetryResult", "status", "RunStatus"),
         ("RetryResult", "action", "Action"),
         ("DeploymentView", "status", "DeploymentStatus"),
+        ("AuditEventView", "action", "AuditAction"),
+        ("AuditEventView", "subjectKind", "AuditSubject"),
         ("BreakerView", "state", "BreakerState"),
         ("ClosedBreakerView", "layer", "Layer"),
         ("ErrorView", "kind", "FailureKind"),

@@ -1,0 +1,85 @@
+"""`/audit`: the audit trail of administrative changes (admin keys only; docs/security.md,
+'Audit'): who published a version, created or revoked a key, set a tenant's limits or a
+destination's caps, set or deleted a secret, switched a serving version. Newest first, in
+pages with cursors as `/runs` has them, filtered by actor, action or subject."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+from fastapi import APIRouter, Query
+
+from api.rest.auth import AdminDep
+from api.rest.body_shape import JsonBodyRoute
+from api.rest.deps import OperationsDep
+from api.rest.errors import error_responses
+from engine.operations.audit_views import AuditAction, AuditEventView, AuditFilter, AuditSubject
+from engine.operations.pagination import MAX_LIMIT
+from engine.operations.views import Page
+
+router = APIRouter(tags=["audit"], route_class=JsonBodyRoute)
+
+_ACTIONS = ", ".join(a.value for a in AuditAction)
+_SUBJECTS = ", ".join(s.value for s in AuditSubject)
+
+
+@router.get(
+    "/audit",
+    response_model=Page[AuditEventView],
+    responses=error_responses(
+        401,
+        403,
+        422,
+        503,
+        codes={
+            422: "An action or subject kind no event has, or `subjectId` without "
+            "`subjectKind` (`invalid_filter`: `details.parameter` names it, "
+            "`details.accepted` lists the values it takes), or a cursor this list did not "
+            "give out (`invalid_cursor`)."
+        },
+    ),
+    summary="List administrative changes (who did what, when), newest first",
+)
+async def list_audit(
+    *,
+    ops: OperationsDep,
+    _caller: AdminDep,
+    actor: Annotated[
+        str | None,
+        Query(max_length=200, description="Only this actor's changes: `key:<id>`, `cli`, …"),
+    ] = None,
+    action: Annotated[
+        str | None, Query(max_length=64, description=f"Only this action: {_ACTIONS}.")
+    ] = None,
+    subject_kind: Annotated[
+        str | None,
+        Query(alias="subjectKind", max_length=32, description=f"One of {_SUBJECTS}."),
+    ] = None,
+    subject_id: Annotated[
+        str | None,
+        Query(
+            alias="subjectId",
+            max_length=400,
+            description="Needs `subjectKind`: a workflow's name, a key's id, a tenant id, a "
+            "destination key, or `<tenant>/<NAME>` for a secret.",
+        ),
+    ] = None,
+    limit: Annotated[
+        int,
+        Query(
+            ge=1,
+            le=MAX_LIMIT,
+            description=f"Events in this page, at most {MAX_LIMIT}; `next` continues the list.",
+        ),
+    ] = 50,
+    cursor: Annotated[
+        str | None, Query(description="The `next` of the previous page.", max_length=2_000)
+    ] = None,
+) -> Page[AuditEventView]:
+    """Each event was written in the transaction of its change, so it is there exactly when
+    the change is, and it stays when its subject goes (a deleted secret, a revoked key).
+    Operator actions on runs are in each run's log (`GET /runs/{id}/logs`), not here."""
+    selection = AuditFilter(
+        actor=actor, action=action, subject_kind=subject_kind, subject_id=subject_id
+    )
+    return await ops.audit.list(selection, limit=limit, cursor=cursor)
