@@ -18,6 +18,7 @@ import typer
 from pydantic import ValidationError
 
 from api.cli import admin as cli_admin
+from api.cli import audit as cli_audit
 from api.cli import deployments as cli_deployments
 from api.cli import keys as cli_keys
 from api.cli import run as cli_run
@@ -110,3 +111,4 @@ app.add_typer(cli_runs.runs_app, name="runs")
 app.add_typer(cli_workflows.workflows_app, name="workflows")
 app.add_typer(cli_deployments.deployments_app, name="deployments")
 app.add_typer(cli_secrets.secrets_app, name="secrets")
+app.add_typer(cli_audit.audit_app, name="audit")

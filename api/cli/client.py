@@ -6,7 +6,7 @@
         await api.actions.retry(page.items[0].id)
 
 Its groups mirror the operations layer's (`workflows`, `runs`, `actions`, `settings`,
-`deployments`;
+`deployments`, `audit`;
 `api.cli.client_routes`) and answer the API's JSON as the models of `api.cli.wire` (the
 views' fields, under the same names; unknown fields are kept, so a newer server does not break
 an older CLI). Every refusal, and every way of not reaching the API, is an `ApiFailure` with
@@ -26,6 +26,7 @@ import httpx
 from api.cli.client_errors import ApiFailure
 from api.cli.client_routes import (
     ActionsApi,
+    AuditApi,
     DeploymentsApi,
     RunsApi,
     SettingsApi,
@@ -52,6 +53,7 @@ class ApiClient:
         self.actions = ActionsApi(self.session)
         self.settings = SettingsApi(self.session)
         self.deployments = DeploymentsApi(self.session)
+        self.audit = AuditApi(self.session)
 
     @property
     def api_url(self) -> str:

@@ -1,5 +1,6 @@
 """The REST API's routes as typed calls, one class per group of the operations layer
-(`workflows`, `runs`, `actions`, `settings`, `deployments`), each over an `ApiSession`.
+(`workflows`, `runs`, `actions`, `settings`, `deployments`, `audit`), each over an
+`ApiSession`.
 
 A method names its route in its docstring; it answers the route's answer as an
 `api.cli.wire` model and leaves refusals to the session's error mapping (`ApiFailure`).
@@ -14,6 +15,8 @@ from typing import TYPE_CHECKING, Any, TypeVar
 from urllib.parse import quote
 
 from api.cli.wire import (
+    AuditEventView,
+    AuditQuery,
     BatchRetryPreview,
     BatchRetryResult,
     BreakersReset,
@@ -273,6 +276,25 @@ def _batch_filter(selection: RunQuery) -> dict[str, Any]:
     """A batch retry's `filter` body from the CLI's run query (`roots` always said)."""
     fields = {k: v for k, v in filter_params(selection).items() if v is not None}
     return {**fields, "roots": selection.roots_only}
+
+
+class AuditApi:
+    def __init__(self, session: ApiSession) -> None:
+        self._session = session
+
+    async def list(
+        self, selection: AuditQuery, *, limit: int = 50, cursor: str | None = None
+    ) -> Page[AuditEventView]:
+        """`GET /audit` (admin): one page of administrative changes, newest first."""
+        params = {
+            "actor": selection.actor,
+            "action": selection.action,
+            "subjectKind": selection.subject_kind,
+            "subjectId": selection.subject_id,
+            "limit": limit,
+            "cursor": cursor,
+        }
+        return await self._session.fetch(Page[AuditEventView], "GET", "/audit", params=params)
 
 
 class SettingsApi:

@@ -34,6 +34,13 @@ if TYPE_CHECKING:
 console = Console(stderr=True)
 T = TypeVar("T")
 
+CLI_ACTOR = "cli"
+"""Who a command acting on the database directly (and `schemabridge run`) is, in the words
+operator actions' logs use (`key:<id>` over REST, `demo` with authentication off): what the
+changes it makes record as their actor (a secret's `updated_by`, an audit event, a run's
+`created_by`). The database cannot tell which person ran it: the operating system's
+accounts and the shell's history can."""
+
 
 def with_operations(action: Callable[[Operations], Awaitable[T]]) -> T:
     """Run `action` on a runtime of this process's settings (see the module docstring)."""

@@ -13,7 +13,7 @@ from typing import Annotated
 
 import typer
 
-from api.cli.direct import console, with_operations
+from api.cli.direct import CLI_ACTOR, console, with_operations
 from api.cli.direct import utc_time as _time
 from api.cli.remote import OutputFormat, OutputOption, render, stdout, table
 
@@ -41,7 +41,7 @@ def create(
         raise typer.BadParameter("give --tenant TENANT or --admin (exactly one)")
     created = with_operations(
         lambda ops: ops.keys.create(
-            tenant=tenant, admin=admin, name=name, expires_in_days=expires_in_days
+            tenant=tenant, admin=admin, name=name, expires_in_days=expires_in_days, actor=CLI_ACTOR
         )
     )
     scope = "admin key" if created.tenant is None else f"key for tenant {created.tenant}"
@@ -93,7 +93,7 @@ def list_keys(
 @keys_app.command("revoke")
 def revoke(key_id: Annotated[str, typer.Argument(help="The key's id (see `keys list`).")]) -> None:
     """Revoke a key: it stops working at once, on every API process."""
-    revoked = with_operations(lambda ops: ops.keys.revoke(key_id))
+    revoked = with_operations(lambda ops: ops.keys.revoke(key_id, actor=CLI_ACTOR))
     console.print(f"revoked key {revoked.id} at {_time(revoked.revoked_at)}")
     if _api_processes_unreachable():
         from engine.operations.keys import KEY_CACHE_MAX_AGE_S  # the CLI starts without it

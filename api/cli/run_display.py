@@ -255,13 +255,20 @@ ROUTE_WORDS = {
 """How a run got its version (`route`), as `runs show` says it."""
 
 
+def _created(run: RunDetail, now: float) -> str:
+    """When the run was created, and by whom when the API says (`createdBy`: a child's is
+    its root's submitter, so none is shown)."""
+    by = f" by {run.created_by}" if run.created_by else ""
+    return f"{moment(run.created_at, now)}{by}"
+
+
 def run_header(run: RunDetail, now: float) -> Table:
     route = f" ({ROUTE_WORDS.get(run.route, run.route)})" if run.route else ""
     pairs: list[tuple[str, str | Text]] = [
         ("workflow", f"{run.workflow} v{run.version}{route}"),
         ("status", status_text(run.status)),
         ("tenant", run.tenant_id),
-        ("created", moment(run.created_at, now)),
+        ("created", _created(run, now)),
     ]
     if run.ended_at is not None:
         pairs.append(("ended", f"{moment(run.ended_at, now)}, after {run_duration(run, now)}"))

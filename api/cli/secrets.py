@@ -18,7 +18,7 @@ from typing import Annotated
 
 import typer
 
-from api.cli.direct import console, utc_time, with_operations
+from api.cli.direct import CLI_ACTOR, console, utc_time, with_operations
 from api.cli.exit_codes import ExitCode
 from api.cli.remote import OutputFormat, OutputOption, render, stdout, table
 
@@ -27,7 +27,6 @@ secrets_app = typer.Typer(
     no_args_is_help=True,
 )
 
-CLI_ACTOR = "cli"
 READ_LIMIT_CHARS = 64 * 1024
 """More than any acceptable value (the operations refuse what is too long with the limit)."""
 
@@ -114,7 +113,7 @@ def delete_secret(
     tenant: Annotated[str, typer.Option(help="The tenant it belongs to.")],
 ) -> None:
     """Delete a secret; runs that reference it fail with secret_not_found from then on."""
-    deleted = with_operations(lambda ops: ops.secrets.delete(tenant, name))
+    deleted = with_operations(lambda ops: ops.secrets.delete(tenant, name, actor=CLI_ACTOR))
     console.print(f"deleted secret {deleted.name} of tenant {deleted.tenant}", highlight=False)
 
 

@@ -250,6 +250,8 @@ class FanoutProgress(Wire):
 class RunDetail(RunSummary):
     output: Any = None
     idempotency_key: str | None = None
+    created_by: str | None = None
+    """None from an API before it was recorded, and on child runs."""
     restarts: list[str] = []
     steps: list[StepView] = []
     fanout: FanoutProgress = FanoutProgress()
@@ -472,6 +474,29 @@ class TenantView(Wire):
     tenant_id: str
     rate: TenantRateView
     quota: QuotaView | None = None
+
+
+# ── audit ───────────────────────────────────────────────────────────────────────────────────
+
+
+@dataclass(frozen=True)
+class AuditQuery:
+    """Which audit events a list covers (the API's filter); set fields AND."""
+
+    actor: str | None = None
+    action: str | None = None
+    subject_kind: str | None = None
+    subject_id: str | None = None
+
+
+class AuditEventView(Wire):
+    id: int
+    at: float
+    actor: str | None = None
+    action: str
+    subject_kind: str
+    subject_id: str
+    detail: dict[str, Any] | None = None
 
 
 # ── deployments ─────────────────────────────────────────────────────────────────────────────

@@ -10,7 +10,7 @@ import pytest
 from api.cli import wire
 from api.cli.run_options import STATUSES
 from api.rest.routes_admin import CapsRemoved
-from engine.operations import action_views, deployment_views, settings_views, views
+from engine.operations import action_views, audit_views, deployment_views, settings_views, views
 from engine.store.models import RunStatus
 
 MIRRORS: list[tuple[type[wire.Wire], type[pydantic.BaseModel]]] = [
@@ -69,6 +69,7 @@ MIRRORS: list[tuple[type[wire.Wire], type[pydantic.BaseModel]]] = [
     (wire.DeploymentView, deployment_views.DeploymentView),
     (wire.DeploymentChange, deployment_views.DeploymentChange),
     (wire.ServingView, deployment_views.ServingView),
+    (wire.AuditEventView, audit_views.AuditEventView),
 ]
 
 NOT_YET_SERVED = {(wire.StepView, "waiting"), (wire.StepProgress, "waiting")}
