@@ -761,3 +761,13 @@ def test_a_failure_from_the_workflow_says_to_fix_it_not_to_run_it_again(
             dialog.get_by_role("button", name="Cancel", exact=True).click()
             dialog.wait_for(state="detached")
         assert server.run_status(run_id) == "FAILED"
+
+
+def test_the_header_says_who_created_the_run(server: DemoServer, browser: Any) -> None:
+    """`createdBy` beside the creation time: with `serve --demo` (authentication off) every
+    run is `demo`'s."""
+    run_id = ticket(server, "who created it", wait=True)
+    with opened(browser, f"{server.ui}#/runs/{run_id}") as (page, _):
+        fact = page.locator(".run-facts > div").filter(has=page.locator("dt", has_text="Created"))
+        fact.locator(".run-created-by").wait_for()
+        assert fact.locator("dd").inner_text().endswith("· by demo"), fact.inner_text()

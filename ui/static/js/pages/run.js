@@ -37,7 +37,8 @@ function headline(detail) {
     ["Run", h("span", { class: "mono", title: detail.id }, detail.id)],
     ["Version", [`v${detail.version}`, detail.route ? h("span", { class: "muted run-route" }, ` · ${ROUTE_WORDS[detail.route] || detail.route}`) : null]],
     ["Tenant", detail.tenantId],
-    ["Created", time(detail.createdAt)],
+    // Who submitted it (a key's id, `cli`, `demo`); a child's is its root's submitter.
+    ["Created", detail.createdBy ? [time(detail.createdAt), h("span", { class: "muted run-created-by" }, ` · by ${detail.createdBy}`)] : time(detail.createdAt)],
     ["Ended", time(detail.endedAt)],
     ["Duration", duration(elapsed(detail.startedAt, detail.endedAt))],
   ];
