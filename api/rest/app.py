@@ -179,7 +179,11 @@ def create_app(
         redoc_url=None,
     )
     app.state.schemabridge = context
-    install_error_handlers(app, extra_models=sse.EVENT_MODELS if sse.router in routers else ())
+    install_error_handlers(
+        app,
+        extra_models=sse.EVENT_MODELS if sse.router in routers else (),
+        routes=[route for router in routers for route in router.routes],
+    )
     for router in routers:
         body_shape.require_json_body_routes(router.routes)
         app.include_router(router)

@@ -53,9 +53,11 @@ from fastapi.routing import APIRoute
 from pydantic import BaseModel, Field
 from pydantic.json_schema import models_json_schema
 from starlette.exceptions import HTTPException
+from starlette.routing import BaseRoute
 
 from api.rest import body_shape
 from api.rest.query_params import UNKNOWN_CODE as UNKNOWN_QUERY_CODE
+from api.rest.route_errors import operation_statuses
 from api.rest.route_inputs import PROBED
 from engine.operations.id_prefixes import PREFIX_PATTERN
 from engine.validation.common import pointer
@@ -291,43 +293,66 @@ UNFIT_DESCRIPTION = (
 )
 
 
-def _document_errors(operation: dict[str, Any], *, checks_query: bool) -> None:
+BODY_UNFIT_DESCRIPTION = (
+    "A body nested past `SCHEMABRIDGE_MAX_NESTING_DEPTH` (`too_deep`), or with a key written "
+    "twice in one object (`duplicate_key`), each with `details.problems`."
+)
+_ANSWER_DESCRIPTIONS: dict[int, str] = {
+    400: "Not JSON (`invalid_json`).",
+    415: "A body sent without `Content-Type: application/json` (`unsupported_media_type`).",
+    422: UNFIT_DESCRIPTION,
+    500: "A bug (`internal_error`).",
+}
+
+
+def _described(answer: dict[str, Any], needed: str, mark: str) -> None:
+    """Append `needed` to `answer`'s description unless it already names `mark`."""
+    said = answer.get("description") or ""
+    if said in _GENERIC_422:
+        said = ""
+    if mark not in said:
+        answer["description"] = f"{said} {needed}".strip()
+
+
+def _document_errors(operation: dict[str, Any], statuses: set[int]) -> None:
+    """Declare on `operation` each of `statuses` it does not declare (`ErrorBody`, described
+    by `COMMON_CODES` or `_ANSWER_DESCRIPTIONS`), and put `ErrorBody` where FastAPI put its
+    own 422 schema."""
     answers: dict[str, Any] = operation.setdefault("responses", {})
     error = {"content": {"application/json": {"schema": {"$ref": ERROR_SCHEMA_REF}}}}
-    # Every route whose query parameters the app-wide `RouteInputs` checks can answer 422: it
-    # refuses an unknown or repeated one. The probed routes take any query string.
-    if checks_query:
-        answers.setdefault("422", dict(error))
-    for status, answer in answers.items():
+    for status in sorted(statuses):
+        description = COMMON_CODES.get(status) or _ANSWER_DESCRIPTIONS.get(status, "")
+        answers.setdefault(str(status), {"description": description, **error})
+    for answer in answers.values():
         content = answer.get("content", {}).get("application/json", {})
         if content.get("schema", {}).get("$ref", "").endswith("/HTTPValidationError"):
             content["schema"] = {"$ref": ERROR_SCHEMA_REF}
-        if status == "422" and answer.get("description") in _GENERIC_422:
-            answer["description"] = UNFIT_DESCRIPTION
-        elif status == "422" and UNKNOWN_QUERY_CODE not in answer.get("description", ""):
-            answer["description"] += " " + UNFIT_DESCRIPTION
-    if "requestBody" in operation:
-        answers.setdefault("400", {"description": "Not JSON (`invalid_json`).", **error})
-        answers.setdefault(
-            "415",
-            {
-                "description": "A body sent without `Content-Type: application/json` "
-                "(`unsupported_media_type`).",
-                **error,
-            },
-        )
-    answers.setdefault("500", {"description": "A bug (`internal_error`).", **error})
+    unfit = answers.get("422")
+    if unfit is not None and 422 in statuses:
+        _described(unfit, UNFIT_DESCRIPTION, UNKNOWN_QUERY_CODE)
+        if "requestBody" in operation:
+            _described(unfit, BODY_UNFIT_DESCRIPTION, body_shape.DUPLICATE_KEY_CODE)
 
 
-def errors_in_openapi(schema: dict[str, Any]) -> dict[str, Any]:
+def errors_in_openapi(
+    schema: dict[str, Any], statuses: dict[tuple[str, str], set[int]] | None = None
+) -> dict[str, Any]:
     """`schema` (an OpenAPI document) with the answers errors really get: FastAPI's own 422
-    schema replaced by `ErrorBody`, 422 (`invalid_request`, `unknown_query_parameter`) on
-    every route but the probed ones (`route_inputs.PROBED`, which take any query string),
-    500 `internal_error` on every route, and 400 `invalid_json` and 415
-    `unsupported_media_type` on the routes with a body."""
+    schema replaced by `ErrorBody`, and on each operation the error statuses its route answers
+    whatever its own code does (`statuses`, by path and method, from
+    `api.rest.route_errors.operation_statuses`; left out: 500 everywhere, 422 on every route
+    but the probed ones, 400, 413, 415 and 422 on those with a body): 400 `invalid_json`, 401
+    `unauthorized`, 403 `forbidden`, 413 `body_too_large`, 415 `unsupported_media_type`, 422
+    (`invalid_request`, `unknown_query_parameter`; `too_deep` and `duplicate_key` with a
+    body), 500 `internal_error`, 503."""
     for path, path_item in schema.get("paths", {}).items():
-        for operation in path_item.values():
-            _document_errors(operation, checks_query=path not in PROBED)
+        for method, operation in path_item.items():
+            found = (statuses or {}).get((path, method))
+            if found is None:
+                found = {500} | ({422} if path not in PROBED else set())
+                if "requestBody" in operation:
+                    found |= {400, 413, 415, 422}
+            _document_errors(operation, found)
     schemas = schema.setdefault("components", {}).setdefault("schemas", {})
     for name in _FASTAPI_VALIDATION_SCHEMAS:
         schemas.pop(name, None)
@@ -347,9 +372,16 @@ def models_in_openapi(schema: dict[str, Any], models: Sequence[type[BaseModel]])
         schemas.setdefault(name, definition)
 
 
-def install_error_handlers(app: FastAPI, extra_models: Sequence[type[BaseModel]] = ()) -> None:
+def install_error_handlers(
+    app: FastAPI,
+    extra_models: Sequence[type[BaseModel]] = (),
+    routes: Sequence[BaseRoute] = (),
+) -> None:
     """Answer every error of `app` as JSON (see the module docstring), and say so in its
-    OpenAPI document, with `extra_models` in its components (see `models_in_openapi`)."""
+    OpenAPI document, with `extra_models` in its components (see `models_in_openapi`) and on
+    each operation the refusals its route is built with (`api.rest.route_errors`): `routes`
+    are the routers' routes (an app holds an included router's routes wrapped, in some FastAPI
+    releases), and the app's own are read too."""
     app.add_exception_handler(RequestValidationError, _on_validation)
     app.add_exception_handler(HTTPException, _on_http)
     app.add_exception_handler(ApiError, _on_api)
@@ -365,7 +397,8 @@ def install_error_handlers(app: FastAPI, extra_models: Sequence[type[BaseModel]]
                     version=app.version,
                     description=app.description,
                     routes=app.routes,
-                )
+                ),
+                operation_statuses([*routes, *app.routes]),
             )
             models_in_openapi(document, extra_models)
             app.openapi_schema = document

@@ -8,6 +8,7 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+import re
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -167,3 +168,28 @@ async def test_default_limit_is_ten_mebibytes(tmp_path: Path) -> None:
         async with client(running.url) as http:
             small = await http.post("/keys", json={"admin": True})
         assert small.status_code == 201
+
+
+async def test_every_route_that_takes_a_body_answers_413_and_documents_it(served: Served) -> None:
+    """Walks /openapi.json: each operation with a `requestBody` refuses a body over the limit
+    with 413 `body_too_large`, the status its `responses` declare (a client generated from the
+    document must know the answer it gets)."""
+    over = json.dumps({"pad": "x" * LIMIT}).encode()
+    headers = {"content-type": "application/json"}
+    refused: list[str] = []
+    async with client(served.url) as http:
+        document = (await http.get("/openapi.json")).json()
+        for path, path_item in document["paths"].items():
+            for method, operation in path_item.items():
+                if "requestBody" not in operation:
+                    continue
+                url = re.sub(r"\{[^}]+\}", "x", path)
+                answer = await http.request(method.upper(), url, content=over, headers=headers)
+                label = f"{method.upper()} {path}"
+                assert answer.status_code == 413, (label, answer.text)
+                assert answer.json()["code"] == "body_too_large", label
+                assert "413" in operation["responses"], f"{label} answers 413 undocumented"
+                assert "body_too_large" in operation["responses"]["413"]["description"], label
+                refused.append(label)
+    assert len(refused) >= 12, refused
+    assert "POST /runs/{run_id}/steps/{vertex_id}/resolve" in refused

@@ -11,10 +11,13 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from fastapi.routing import APIRoute
 from pydantic.alias_generators import to_camel
 
 from admission.breaker import BreakerState, Layer
 from api.rest import create_app
+from api.rest.app import DEFAULT_ROUTERS
+from api.rest.auth import admin_caller
 from engine.operations.action_views import SkipReason
 from engine.operations.views import UNKNOWN_KIND
 from engine.settings import Settings
@@ -230,3 +233,63 @@ def test_no_description_names_a_field_in_snake_case(document: dict[str, Any]) ->
         if to_camel(word) != word and to_camel(word) in fields
     ]
     assert not wrong, wrong
+
+
+BODY_REFUSALS = {
+    "400": "invalid_json",
+    "401": "unauthorized",
+    "413": "body_too_large",
+    "415": "unsupported_media_type",
+    "422": "duplicate_key",
+}
+"""What every route that takes a body can answer about it, and a code each description names."""
+
+
+def _operations(document: dict[str, Any]) -> list[tuple[str, dict[str, Any]]]:
+    return [
+        (f"{method.upper()} {path}", operation)
+        for path, path_item in document["paths"].items()
+        for method, operation in path_item.items()
+    ]
+
+
+def test_every_route_documents_the_refusals_it_is_built_with(document: dict[str, Any]) -> None:
+    """The refusals that come from what a route is made of (a body, a key, the operations),
+    not from its own code, are documented on every route that has them: each operation with
+    a `requestBody` declares 400, 401, 413, 415 and 422 (`too_deep`, `duplicate_key`), each
+    that needs a key 401 and 503, every one 500; each as an `ErrorBody`."""
+    missing: list[tuple[str, str]] = []
+    with_body = 0
+    for label, operation in _operations(document):
+        answers = operation["responses"]
+        needed = {"500": "internal_error"}
+        if "requestBody" in operation:
+            with_body += 1
+            needed |= BODY_REFUSALS
+        if operation.get("security"):
+            needed |= {"401": "unauthorized", "503": "not_ready"}
+        for status, code in needed.items():
+            if code not in answers.get(status, {}).get("description", ""):
+                missing.append((label, status))
+        if "requestBody" in operation and "too_deep" not in answers["422"]["description"]:
+            missing.append((label, "422 too_deep"))
+    assert not missing, missing
+    assert with_body >= 12
+
+
+def test_admin_routes_document_403(document: dict[str, Any]) -> None:
+    """A tenant key on an admin route is a 403 `forbidden`, read from the route's own
+    dependencies (`route_errors.route_statuses`), not from a list each route keeps."""
+    admin_routes = [
+        route
+        for router in DEFAULT_ROUTERS
+        for route in router.routes
+        if isinstance(route, APIRoute)
+        and route.include_in_schema
+        and admin_caller in {dep.call for dep in route.dependant.dependencies}
+    ]
+    assert len(admin_routes) >= 10
+    for route in admin_routes:
+        for method in route.methods or ():
+            answers = document["paths"][route.path_format][method.lower()]["responses"]
+            assert "403" in answers, (method, route.path_format)
