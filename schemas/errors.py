@@ -24,6 +24,7 @@
     │   │   └── UnknownWorkflow       no such published workflow or version
     │   │                             (`engine.store.core`; also a LookupError)
     │   ├── WrongState                the run or step is not in a state the action accepts
+    │   │   └── RunCancelled              the run is CANCELLED (`runId`, `state`)
     │   ├── IdempotencyConflict       the idempotency key was used with another request
     │   ├── InvalidRequest            the request itself is wrong (input, cursor, filter)
     │   ├── LimitReached              a quota or the ready queue's high-water mark
@@ -409,6 +410,19 @@ class WrongState(OperationError):
     def __init__(self, message: str, *, state: str, code: str | None = None) -> None:
         super().__init__(message, code=code, details={"state": state})
         self.state = state
+
+
+class RunCancelled(WrongState):
+    """The run is CANCELLED, so the action (resolve, reprocess) does not apply: `details` are
+    `runId` and `state` ("CANCELLED"), the fields every `run_cancelled` has, `?wait=true`'s
+    (a run cancelled while the request waited) included."""
+
+    code = "run_cancelled"
+
+    def __init__(self, message: str, *, run_id: str) -> None:
+        super().__init__(message, state="CANCELLED", code=self.code)
+        self.details["runId"] = run_id
+        self.run_id = run_id
 
 
 class IdempotencyConflict(OperationError):

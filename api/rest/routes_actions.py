@@ -19,7 +19,8 @@ from pydantic_core import PydanticCustomError
 from api.rest.auth import CallerDep
 from api.rest.body_shape import JsonBodyRoute
 from api.rest.deps import OperationsDep
-from api.rest.errors import error_responses
+from api.rest.errors import ErrorBody, error_responses
+from api.rest.run_models import RunCancelledError
 from engine.operations.action_views import (
     BatchRetryPreview,
     BatchRetryResult,
@@ -37,9 +38,13 @@ from engine.operations.views import RunFilter
 router = APIRouter(tags=["operator actions"], route_class=JsonBodyRoute)
 
 
-def _action_errors(conflicts: str, not_found: str = "") -> dict[int | str, dict[str, Any]]:
-    """The answers of an action on one run: `conflicts` says its 409 codes."""
-    return error_responses(
+def _action_errors(
+    conflicts: str, not_found: str = "", *, cancelled: bool = False
+) -> dict[int | str, dict[str, Any]]:
+    """The answers of an action on one run: `conflicts` says its 409 codes; `cancelled`: one
+    of them is `run_cancelled`, whose body is a `RunCancelledError` (its `details` as every
+    `run_cancelled` has them: `runId`, `state`)."""
+    answers = error_responses(
         401,
         404,
         409,
@@ -50,6 +55,9 @@ def _action_errors(conflicts: str, not_found: str = "") -> dict[int | str, dict[
             409: conflicts + " (`details.state`: the run's or step's state).",
         },
     )
+    if cancelled:
+        answers[409]["model"] = RunCancelledError | ErrorBody
+    return answers
 
 
 class _Body(BaseModel):
@@ -245,6 +253,7 @@ async def retry_preview(run_id: str, ops: OperationsDep, caller: CallerDep) -> R
         "The run is CANCELLED (`run_cancelled`), the step is not FAILED (`step_not_failed`) "
         "or was resolved with another output (`step_already_resolved`)",
         "; a vertex the run does not have (`step_not_found`)",
+        cancelled=True,
     ),
     summary="Supply the output of a FAILED step; the run continues",
 )
@@ -289,7 +298,8 @@ async def start_over(run_id: str, ops: OperationsDep, caller: CallerDep) -> Star
     response_model=ReprocessResult,
     responses=_action_errors(
         "The run is CANCELLED (`run_cancelled`, as `?wait=true` answers for a run cancelled "
-        "while it waited)"
+        "while it waited)",
+        cancelled=True,
     ),
     summary="Re-run the run's dead-lettered (FAILED) children; their joins reopen",
 )

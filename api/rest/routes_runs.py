@@ -91,13 +91,13 @@ def _tenant_of(caller: Caller, requested: str | None) -> str:
     return caller.tenant
 
 
-def _outcome(detail: RunDetail, *, created: bool) -> JSONResponse | RunOutcome:
+def _outcome(detail: RunDetail, *, created: bool) -> JSONResponse:
     """The answer of `?wait=true` once the wait is over; `created`: whether this request
     created the run (False: it replayed an `Idempotency-Key`)."""
     url = run_url(detail.id)
     summary = RunSummary(**{k: getattr(detail, k) for k in RunSummary.model_fields})
     if detail.status == RunStatus.SUCCEEDED:
-        return RunOutcome(
+        outcome = RunOutcome(
             id=detail.id,
             url=url,
             created=created,
@@ -105,6 +105,10 @@ def _outcome(detail: RunDetail, *, created: bool) -> JSONResponse | RunOutcome:
             output=detail.output,
             run=summary,
         )
+        # Always 200, whether this request created the run or not: answered here rather than
+        # through the route's `response_model`, which is the 201's (`SubmittedRun`) alone.
+        body = outcome.model_dump(mode="json", by_alias=True)
+        return JSONResponse(body, status_code=200, headers={"Location": url})
     common: dict[str, Any] = {"run_id": detail.id, "url": url, "created": created}
     answer: RunFailedError | RunCancelledError | RunStillRunningError
     if detail.status == RunStatus.FAILED:
@@ -119,7 +123,9 @@ def _outcome(detail: RunDetail, *, created: bool) -> JSONResponse | RunOutcome:
         answer = RunCancelledError(
             code="run_cancelled",
             message=f"run {detail.id} was cancelled",
-            details=RunCancelledDetails(**common, status=RunStatus.CANCELLED),
+            details=RunCancelledDetails(
+                **common, state=RunStatus.CANCELLED, status=RunStatus.CANCELLED
+            ),
         )
         status_code = 409
     else:
@@ -135,6 +141,11 @@ def _outcome(detail: RunDetail, *, created: bool) -> JSONResponse | RunOutcome:
 
 
 SUBMIT_ANSWERS: dict[int | str, dict[str, Any]] = {
+    201: {
+        "model": SubmittedRun,
+        "description": "This request created the run (`created` true); with `?wait=true` a "
+        "run that ends is never a 201: its outcome is one of the statuses below.",
+    },
     200: {
         "model": SubmittedRun | RunOutcome,
         "description": "Without `?wait=true`: the run this `Idempotency-Key` and request "
@@ -174,7 +185,8 @@ SUBMIT_ANSWERS: dict[int | str, dict[str, Any]] = {
         "(`idempotency_conflict`, `details.runId` the run the key names: an `ErrorBody`); or, "
         "with `?wait=true`, the run was CANCELLED while the request waited (`run_cancelled`: "
         "a `RunCancelledError`). `run_cancelled` is also what the operator actions answer for "
-        "a CANCELLED run (resolve, reprocess): it says the run is CANCELLED, in both.",
+        "a CANCELLED run (resolve, reprocess): it says the run is CANCELLED, in both, with the "
+        "same `details` (`runId`, `state`; `url` and `created` only here).",
     },
     502: {
         "model": RunFailedError,
@@ -195,7 +207,7 @@ SUBMIT_ANSWERS: dict[int | str, dict[str, Any]] = {
 @router.post(
     "/workflows/{name}/runs",
     status_code=status.HTTP_201_CREATED,
-    response_model=SubmittedRun | RunOutcome,
+    response_model=SubmittedRun,
     responses=SUBMIT_ANSWERS,
     summary="Start a run of a workflow (optionally waiting for its end)",
 )
@@ -226,7 +238,7 @@ async def submit(
             "tier, so one that times out still fails the run within the wait."
         ),
     ] = False,
-) -> SubmittedRun | RunOutcome | JSONResponse:
+) -> SubmittedRun | JSONResponse:
     """201 with the new run's id and URL (`Location` too); 200 for a repeated submission
     (`created` false). With `?wait=true`, once the run ends or the wait does: 200
     `RunOutcome` (SUCCEEDED), 502 `run_failed`, 409 `run_cancelled`, 504
@@ -249,11 +261,7 @@ async def submit(
     if wait:
         timeout_s = context.settings.timeout_gateway_ms / 1000 + SYNC_WAIT_GRACE_S
         detail = await ops.runs.wait(result.run.id, timeout_s, tenant=caller.tenant)
-        answer = _outcome(detail, created=result.created)
-        if isinstance(answer, JSONResponse):
-            return answer
-        response.status_code = status.HTTP_200_OK
-        return answer
+        return _outcome(detail, created=result.created)
     if not result.created:
         response.status_code = status.HTTP_200_OK
     return SubmittedRun(id=result.run.id, url=url, created=result.created, run=result.run)

@@ -111,8 +111,30 @@ class RunFailedDetails(_WaitDetails):
     error: ErrorView | None = Field(description="The run's error (null: none was recorded).")
 
 
-class RunCancelledDetails(_WaitDetails):
-    status: Literal[RunStatus.CANCELLED]
+class RunCancelledDetails(BaseModel):
+    """The `details` of every `run_cancelled`: `runId` and `state`, from an operator action
+    (resolve, reprocess) as from `?wait=true`; `url`, `created` and `status` only from
+    `?wait=true`."""
+
+    model_config = ConfigDict(alias_generator=to_camel, populate_by_name=True)
+
+    run_id: str = Field(description="The CANCELLED run.")
+    state: Literal[RunStatus.CANCELLED] = Field(
+        description="The run's state, as every 409 names it in `details.state`."
+    )
+    url: str | None = Field(
+        default=None,
+        description="Only from `?wait=true`: where the run is read (also the `Location` header).",
+    )
+    created: bool | None = Field(
+        default=None, description="Only from `?wait=true`: " + CREATED_DESCRIPTION
+    )
+    status: Literal[RunStatus.CANCELLED] | None = Field(
+        default=None,
+        deprecated=True,
+        description="Deprecated, only from `?wait=true`: the same as `state`, under the name "
+        "`?wait=true`'s other outcomes use.",
+    )
 
 
 class RunStillRunningDetails(_WaitDetails):
@@ -128,7 +150,9 @@ class RunFailedError(BaseModel):
 
 
 class RunCancelledError(BaseModel):
-    """409 of `?wait=true`: the run was CANCELLED while the request waited."""
+    """409 `run_cancelled`: the run is CANCELLED. From `?wait=true` it was cancelled while
+    the request waited; from an operator action (resolve, reprocess) the action does not
+    apply to a CANCELLED run. One `details` shape either way (`RunCancelledDetails`)."""
 
     code: Literal["run_cancelled"]
     message: str

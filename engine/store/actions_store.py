@@ -42,7 +42,7 @@ from engine.store.queue import MAX_NESTING, WorkQueue
 from engine.store.records import CompletionReport, DeploymentRecord, LogLine
 from schemas.close_names import close_names, did_you_mean
 from schemas.definitions import RESERVED_WORKFLOWS, Workflow
-from schemas.errors import NotFound, QuotaExceeded, WrongState
+from schemas.errors import NotFound, QuotaExceeded, RunCancelled, WrongState
 
 
 def no_step(run_id: str, vertex_id: str, steps_: Sequence[str]) -> NotFound:
@@ -416,10 +416,8 @@ class OperatorActionsStore(WorkQueue):
             now = self._clock.now()
             run = await self._visible_run(conn, run_id, tenant)
             if run.status == RunStatus.CANCELLED.value:
-                raise WrongState(
-                    f"run {run_id} is CANCELLED; its children are not run again",
-                    state=run.status,
-                    code="run_cancelled",
+                raise RunCancelled(
+                    f"run {run_id} is CANCELLED; its children are not run again", run_id=run.id
                 )
             done = await recovery.reprocess(
                 conn, run_id, now, self._workflow_reader(conn), self._version_reader()
@@ -579,7 +577,7 @@ def _check_restartable(old: Any) -> None:
 
 def _check_resolvable(run: Any, step: Any, vertex_id: str) -> None:
     if run.status == RunStatus.CANCELLED.value:
-        raise WrongState(f"run {run.id} is CANCELLED", state=run.status, code="run_cancelled")
+        raise RunCancelled(f"run {run.id} is CANCELLED", run_id=run.id)
     if step.status == StepStatus.RESOLVED.value:
         raise WrongState(
             f"step {vertex_id} was already resolved with another output",

@@ -14,6 +14,7 @@ from urllib.parse import urlsplit
 import pytest
 
 from api.rest import borrowed_runtime, create_app
+from api.rest.run_models import RunCancelledError
 from demo.downstream import RunningDownstream
 from engine.operations import Operations
 from engine.runtime import Runtime
@@ -117,6 +118,25 @@ async def test_resolve_supplies_the_output_and_the_run_goes_on(
         assert other.json()["code"] == "step_already_resolved"
     (line,) = await action_lines(api.runtime, run_id)
     assert line["data"]["action"] == "resolve" and line["data"]["actor"].startswith("key:")
+
+
+async def test_a_cancelled_run_is_run_cancelled_with_the_details_wait_answers(
+    api: Api, downstream: RunningDownstream
+) -> None:
+    """Resolve and reprocess answer a CANCELLED run with `run_cancelled` and the `details`
+    every `run_cancelled` has (`runId`, `state`: `?wait=true`'s model, its extras optional)."""
+    run_id = await submit(api.runtime, [single(downstream.url)], {})  # no worker: RUNNING
+    await api.ops.actions.cancel(run_id, actor="test")
+    async with client(api.url, api.admin_key) as http:
+        answers = [
+            await http.post(f"/runs/{run_id}/steps/call/resolve", json={"output": 1}),
+            await http.post(f"/runs/{run_id}/reprocess"),
+        ]
+    for answer in answers:
+        assert answer.status_code == 409, answer.text
+        assert answer.json()["code"] == "run_cancelled"
+        assert answer.json()["details"] == {"runId": run_id, "state": "CANCELLED"}
+        RunCancelledError.model_validate(answer.json())
 
 
 async def test_a_resolved_output_is_bounded_like_a_gateways_kept_response(

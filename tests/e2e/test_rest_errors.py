@@ -528,6 +528,11 @@ OWN_ERROR_MODELS = {
     # `?wait=true`'s outcomes: their own models, `code` a constant (a 409 may also be an
     # `idempotency_conflict`, an ErrorBody).
     ("/workflows/{name}/runs", "409"): ["#/components/schemas/RunCancelledError", ERROR_REF],
+    ("/runs/{run_id}/steps/{vertex_id}/resolve", "409"): [
+        "#/components/schemas/RunCancelledError",
+        ERROR_REF,
+    ],
+    ("/runs/{run_id}/reprocess", "409"): ["#/components/schemas/RunCancelledError", ERROR_REF],
     ("/workflows/{name}/runs", "502"): ["#/components/schemas/RunFailedError"],
     ("/workflows/{name}/runs", "504"): ["#/components/schemas/RunStillRunningError"],
 }

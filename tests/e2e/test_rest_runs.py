@@ -302,6 +302,7 @@ async def test_wait_answers_409_run_cancelled_with_created(api: Api) -> None:
     body = assert_error(answer, 409, "run_cancelled")
     assert body["details"] == {
         "runId": run_id,
+        "state": "CANCELLED",
         "url": f"/runs/{run_id}",
         "created": True,
         "status": "CANCELLED",

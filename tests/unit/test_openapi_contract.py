@@ -135,6 +135,9 @@ def _refs(answer: dict[str, Any]) -> list[str]:
 def test_each_wait_outcome_is_documented_with_its_own_model(document: dict[str, Any]) -> None:
     answers, schemas = _submit(document), _schemas(document)
     assert _refs(answers["200"]) == [REF + "SubmittedRun", REF + "RunOutcome"]
+    # A `?wait=true` that SUCCEEDED is a 200 whether or not this request created the run: a
+    # 201 is only ever the run submitted without a wait.
+    assert _refs(answers["201"]) == [REF + "SubmittedRun"]
     assert {"created", "status"} <= set(schemas["RunOutcome"]["required"])
     assert "output" in schemas["RunOutcome"]["properties"]
     assert "created" in schemas["SubmittedRun"]["required"]
@@ -150,7 +153,8 @@ def test_each_wait_outcome_is_documented_with_its_own_model(document: dict[str, 
         assert schemas[model]["properties"]["details"]["$ref"] == REF + details
         fields = schemas[details]["properties"]
         assert {"runId", "url", "created", "status"} <= set(fields), details
-        assert fields["status"]["const"] == run_status
+        status_options = fields["status"].get("anyOf", [fields["status"]])
+        assert run_status in [option.get("const") for option in status_options], details
     assert "proxy" in answers["502"]["description"] and "proxy" in answers["504"]["description"]
     assert "idempotency_conflict" in answers["409"]["description"]
     assert schemas["RunFailedDetails"]["properties"]["error"]["anyOf"][0]["$ref"] == (
@@ -293,3 +297,36 @@ def test_admin_routes_document_403(document: dict[str, Any]) -> None:
         for method in route.methods or ():
             answers = document["paths"][route.path_format][method.lower()]["responses"]
             assert "403" in answers, (method, route.path_format)
+
+
+def _error_models(document: dict[str, Any]) -> dict[str, set[str]]:
+    """By error `code`: the `details` schemas the document gives it, over every answer of
+    every operation whose model fixes its `code` (`const`)."""
+    schemas = _schemas(document)
+    found: dict[str, set[str]] = {}
+    for _, operation in _operations(document):
+        for answer in operation["responses"].values():
+            schema = answer.get("content", {}).get("application/json", {}).get("schema", {})
+            for option in schema.get("anyOf", [schema]):
+                model = schemas.get(option.get("$ref", "").removeprefix(REF), {})
+                code = model.get("properties", {}).get("code", {}).get("const")
+                if code is not None:
+                    details = model["properties"]["details"]
+                    found.setdefault(code, set()).add(details.get("$ref", str(details)))
+    return found
+
+
+def test_one_error_code_has_one_details_shape(document: dict[str, Any]) -> None:
+    """An error code is answered with one `details` model wherever it comes from: a client
+    reads `run_cancelled`'s `details.runId` and `details.state` whether `?wait=true`, resolve
+    or reprocess answered it."""
+    found = _error_models(document)
+    assert {code: refs for code, refs in found.items() if len(refs) != 1} == {}
+    assert found["run_cancelled"] == {REF + "RunCancelledDetails"}
+    cancelled = _schemas(document)["RunCancelledDetails"]
+    assert set(cancelled["required"]) == {"runId", "state"}
+    assert cancelled["properties"]["status"].get("deprecated") is True
+    paths = document["paths"]
+    for path in ("/runs/{run_id}/steps/{vertex_id}/resolve", "/runs/{run_id}/reprocess"):
+        refs = _refs(paths[path]["post"]["responses"]["409"])
+        assert REF + "RunCancelledError" in refs, path
