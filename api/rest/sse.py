@@ -1,8 +1,10 @@
 """`GET /runs/{id}/events`: server-sent events of a run's status and progress, so clients need
 not poll.
 
+    retry: 3000                once, before the first event: how long to wait before
+                               reconnecting (ms)
     event: progress            whenever the run's status, a step's status or the fan-out
-    id: 1                      counters changed (the first event is the run as it is now)
+    id: 1767225600123456       counters changed (the first event is the run as it is now)
     data: {RunProgress}
 
     : heartbeat                a comment every `HEARTBEAT_S` while nothing changed
@@ -20,6 +22,15 @@ on an idle run reads it once per `FALLBACK_S`. It lasts at most `MAX_STREAM_S`; 
 wants more reconnects. An unknown run (or another tenant's) is a 404 before the stream starts; a
 refusal while streaming (the database unreachable) ends it with `event: error` and the error
 body, and so does the stream's key being revoked or expiring (checked every `KEY_CHECK_S`).
+
+Reconnecting: every event's `data` is the whole run as it is then, never a change to apply, and
+every connection starts with the run as it is now. So a client that reconnects (after
+`MAX_STREAM_S`, a proxy's cut, a restart) loses nothing and replays nothing: it shows each
+event as the current state, and drops none by its id. Ids still mean something across
+connections (`EventIds`): each is the time it was sent in epoch microseconds, and past the
+`Last-Event-ID` the client sends (what `EventSource` sends by itself when it reconnects), so
+they increase over a client's connections, to any API process, whatever its clock. The `retry:`
+hint (`RECONNECT_MS`) is what an `EventSource` waits before it reconnects.
 """
 
 from __future__ import annotations
@@ -28,10 +39,11 @@ import asyncio
 import contextlib
 import json
 import math
-from collections.abc import AsyncIterator
+import time
+from collections.abc import AsyncIterator, Callable
 from typing import Annotated, Any, Protocol
 
-from fastapi import APIRouter, Path
+from fastapi import APIRouter, Header, Path
 from fastapi.responses import StreamingResponse
 from starlette.types import Receive, Scope, Send
 
@@ -59,6 +71,12 @@ KEY_ENDED = "the API key that opened this stream was revoked or has expired"
 KEY_CHECK_S = 5.0
 """A stream asks whether its key is still live at most this often (a look-up costs what a
 request's authentication costs)."""
+RECONNECT_MS = 3_000
+"""The `retry:` sent before the first event: how long a client waits before it reconnects a
+stream that ended without `end` or broke (an `EventSource` reads it; others may)."""
+MAX_EVENT_ID_CHARS = 40
+"""A `Last-Event-ID` longer than this is not one of ours: it is ignored, as any other value
+that is not a whole number."""
 EVENT_MODELS = (RunProgress,)
 """The models of the events' `data`: listed in the OpenAPI components by the app, since no
 route answers them as JSON (FastAPI would leave them out)."""
@@ -68,6 +86,31 @@ class RunWatch(Protocol):
     """What a stream needs of `Operations.runs.watch`'s watch."""
 
     async def wait(self, timeout_s: float) -> bool: ...
+
+
+class EventIds:
+    """The ids of one stream's events: the time each is sent, in epoch microseconds, always
+    past the previous one and past `last_seen` (the `Last-Event-ID` the client reconnected
+    with), so a client sees them increase over all its connections even when it reconnects
+    to an API process whose clock is behind the last one's. An id orders events; it names no
+    event to resume from: each connection starts with the run as it is (module docstring)."""
+
+    def __init__(self, now: Callable[[], float], last_seen: int | None = None) -> None:
+        self._now = now
+        self._last = last_seen or 0
+
+    def next(self) -> int:
+        self._last = max(int(self._now() * 1_000_000), self._last + 1)
+        return self._last
+
+
+def last_event_id(header: str | None) -> int | None:
+    """The `Last-Event-ID` a client sent, when it is one of ours (a whole number); None for
+    none or anything else (a stream by another server: ignored, not refused)."""
+    if header is None or len(header) > MAX_EVENT_ID_CHARS:
+        return None
+    text = header.strip()
+    return int(text) if text.isdigit() else None
 
 
 def event(name: str, data: Any, event_id: int | None = None) -> str:
@@ -92,17 +135,22 @@ async def progress_events(
     min_read_s: float = MIN_READ_S,
     heartbeat_s: float = HEARTBEAT_S,
     max_s: float = MAX_STREAM_S,
+    ids: EventIds | None = None,
+    reconnect_ms: int = RECONNECT_MS,
 ) -> AsyncIterator[str]:
-    """The stream's text, starting from `first` (the run as read before the answer began);
-    `watch` is the run's, opened before `first` was read, so no change since goes unseen.
-    `key_live`: whether the key that opened the stream is still live, asked at most every
-    `key_check_s` (between events and heartbeats), so a key revoked mid-stream ends it within
-    about `key_check_s` with `event: error` (401)."""
+    """The stream's text, starting from `first` (the run as read before the answer began),
+    after the `retry:` hint (`reconnect_ms`); `watch` is the run's, opened before `first` was
+    read, so no change since goes unseen. `key_live`: whether the key that opened the stream
+    is still live, asked at most every `key_check_s` (between events and heartbeats), so a key
+    revoked mid-stream ends it within about `key_check_s` with `event: error` (401). `ids`
+    numbers the events (default: from the system clock, no `Last-Event-ID`)."""
     loop = asyncio.get_running_loop()
+    ids = ids or EventIds(time.time)
     deadline = loop.time() + max_s
     current = first
-    sent = 1
-    yield event("progress", _as_data(current), sent)
+    # In the first event's block: a block of its own, with no data, would reach some
+    # clients as an event of no name.
+    yield f"retry: {reconnect_ms}\n" + event("progress", _as_data(current), ids.next())
     read_at = spoke_at = loop.time()
     # Each turn reads the run (at most one per min_read_s) or says a heartbeat.
     turns = math.ceil(max_s / min_read_s) + math.ceil(max_s / heartbeat_s) + 1
@@ -119,7 +167,7 @@ async def progress_events(
                 yield event("error", error_body("unauthorized", KEY_ENDED))
                 return
         if current.ended:
-            yield event("end", _as_data(current), sent + 1)
+            yield event("end", _as_data(current), ids.next())
             return
         now = loop.time()
         if now >= deadline:
@@ -143,8 +191,7 @@ async def progress_events(
             return
         read_at = loop.time()
         if latest != current and not latest.ended:
-            sent += 1
-            yield event("progress", _as_data(latest), sent)
+            yield event("progress", _as_data(latest), ids.next())
             spoke_at = read_at
         current = latest
 
@@ -170,10 +217,12 @@ class WatchedStream(StreamingResponse):
     responses={
         200: {
             "content": {MEDIA_TYPE: {"schema": {"type": "string"}}},
-            "description": "Server-sent events: `progress` (data: a `RunProgress`, "
+            "description": "Server-sent events: `retry:` (ms to wait before reconnecting) "
+            "first, then `progress` (data: a `RunProgress`, "
             "#/components/schemas/RunProgress) when something changed, `: heartbeat` comments, "
             "`end` (data: the last `RunProgress`) once the run has ended, or `error` (data: an "
-            "`ErrorBody`) when the run can no longer be read.",
+            "`ErrorBody`) when the run can no longer be read. `progress` and `end` have an "
+            "`id:` that increases across connections.",
         },
         **error_responses(401, 404, 422, 503),
     },
@@ -184,7 +233,25 @@ async def run_events(
     ops: OperationsDep,
     caller: CallerDep,
     key_live: LiveKeyDep,
+    last_seen: Annotated[
+        str | None,
+        Header(
+            alias="Last-Event-ID",
+            description="The `id` of the last event seen, on a reconnect (`EventSource` sends "
+            "it by itself): the new stream's ids continue past it. Its first event is still "
+            "the run as it is now. A value that is not a whole number is ignored.",
+        ),
+    ] = None,
 ) -> StreamingResponse:
+    """Follow a run until it ends: `progress` events, each the whole run as it is then (not a
+    change), then `end`; a `: heartbeat` comment every 15 s while nothing changes.
+
+    Reconnecting: a stream lasts at most an hour, and a proxy or a restart may cut it sooner.
+    Reconnect after the `retry:` the stream starts with (3 s), sending the last `id:` seen as
+    `Last-Event-ID`. A connection always starts with the run as it is now, so nothing is lost
+    while disconnected: treat every event as the full current state and drop none by its id
+    (the ids increase across connections, to any API process, but name nothing to resume
+    from). A stream that ended with `end` or `error` is not reconnected."""
     # The watch opens before the first read: a change landing during that read (a worker's
     # claim, a cancel) wakes it, rather than waiting for the fallback read.
     with contextlib.ExitStack() as opening:
@@ -206,6 +273,8 @@ async def run_events(
             min_read_s=MIN_READ_S,
             heartbeat_s=HEARTBEAT_S,
             max_s=MAX_STREAM_S,
+            ids=EventIds(ops.runtime.clock.now, last_event_id(last_seen)),
+            reconnect_ms=RECONNECT_MS,
         ),
         media_type=MEDIA_TYPE,
         headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"},

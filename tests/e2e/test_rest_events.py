@@ -180,6 +180,53 @@ async def test_a_key_revoked_mid_stream_ends_the_stream(
     assert_error(after, 401, "unauthorized")
 
 
+# ── reconnecting ───────────────────────────────────────────────────────────────────────────
+
+
+async def first_block(
+    http: httpx.AsyncClient, path: str, headers: dict[str, str] | None = None
+) -> list[str]:
+    """The lines of the stream at `path` up to its first blank line (the first event)."""
+    block: list[str] = []
+    async with http.stream("GET", path, headers=headers, timeout=STREAM_TIMEOUT_S) as answer:
+        assert answer.status_code == 200, await answer.aread()
+        lines = answer.aiter_lines()
+        for _ in range(MAX_LINES):
+            line = await anext(lines, None)
+            if not line:
+                break
+            block.append(line)
+    return block
+
+
+def _field(block: list[str], name: str) -> str:
+    [value] = [line.removeprefix(f"{name}: ") for line in block if line.startswith(f"{name}: ")]
+    return value
+
+
+async def test_a_reconnect_gets_the_snapshot_with_ids_past_the_last_one_seen(
+    idle: Api, quick: None
+) -> None:
+    """Every stream starts with the `retry:` hint and the run as it is, its event ids the
+    time they were sent; one opened with `Last-Event-ID` (ahead of this process's clock, as
+    after a reconnect from a process whose clock is ahead) numbers its events past it, and
+    still starts with the whole run. A `Last-Event-ID` that is not ours is ignored."""
+    async with idle.http(idle.admin) as http:
+        run_id = (await http.post("/workflows/stuck/runs", json={})).json()["id"]
+        path = f"/runs/{run_id}/events"
+        first = await first_block(http, path)
+        ahead = int(_field(first, "id")) + 10**12
+        again = await first_block(http, path, {"Last-Event-ID": str(ahead)})
+        foreign = await first_block(http, path, {"Last-Event-ID": "not-ours"})
+    for block in (first, again, foreign):
+        assert block[0] == f"retry: {sse.RECONNECT_MS}", block
+        assert _field(block, "event") == "progress"
+        snapshot = json.loads(_field(block, "data"))
+        assert (snapshot["id"], snapshot["status"]) == (run_id, "RUNNING")
+    assert int(_field(again, "id")) == ahead + 1
+    assert int(_field(first, "id")) <= int(_field(foreign, "id")) < ahead
+
+
 # ── an idle run: reads at the fallback rate only ───────────────────────────────────────────
 
 

@@ -117,9 +117,17 @@ def test_an_error_kind_is_a_failure_kind_or_unknown(document: dict[str, Any]) ->
 def test_the_event_streams_data_has_its_schema(document: dict[str, Any]) -> None:
     progress = _schemas(document)["RunProgress"]
     assert {"id", "status", "ended", "steps", "fanout"} <= set(progress["properties"])
-    answer = document["paths"]["/runs/{run_id}/events"]["get"]["responses"]["200"]
+    operation = document["paths"]["/runs/{run_id}/events"]["get"]
+    answer = operation["responses"]["200"]
     assert "text/event-stream" in answer["content"]
     assert "#/components/schemas/RunProgress" in answer["description"]
+    # How to reconnect is part of the contract: the `retry:` hint, `Last-Event-ID`, and that
+    # every event is the whole run (a client must not drop one by its id).
+    assert "retry:" in answer["description"]
+    assert "Reconnecting" in operation["description"]
+    assert "full current state" in operation["description"]
+    [header] = [p for p in operation["parameters"] if p["in"] == "header"]
+    assert header["name"] == "Last-Event-ID" and not header.get("required")
 
 
 def _submit(document: dict[str, Any]) -> dict[str, Any]:
