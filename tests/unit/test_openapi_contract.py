@@ -19,7 +19,7 @@ from api.rest import create_app
 from api.rest.app import DEFAULT_ROUTERS
 from api.rest.auth import admin_caller
 from engine.operations.action_views import SkipReason
-from engine.operations.views import UNKNOWN_KIND
+from engine.operations.views import EPOCH_SECONDS, UNKNOWN_KIND, is_time_field
 from engine.settings import Settings
 from engine.store.models import (
     AuditAction,
@@ -338,3 +338,20 @@ def test_one_error_code_has_one_details_shape(document: dict[str, Any]) -> None:
     for path in ("/runs/{run_id}/steps/{vertex_id}/resolve", "/runs/{run_id}/reprocess"):
         refs = _refs(paths[path]["post"]["responses"]["409"])
         assert REF + "RunCancelledError" in refs, path
+
+
+def test_every_time_in_an_answer_says_it_is_epoch_seconds(document: dict[str, Any]) -> None:
+    """Every `…At` (and `at`, `until`, `notBefore`, `lastSeen`) of every schema says what it
+    is: a client generated from the document must not guess milliseconds or ISO text."""
+    times = [
+        (model, name, field.get("description", ""))
+        for model, schema in _schemas(document).items()
+        for name, field in schema.get("properties", {}).items()
+        if is_time_field(name)
+    ]
+    assert len(times) >= 34
+    unsaid = [(model, name) for model, name, said in times if EPOCH_SECONDS not in said]
+    assert not unsaid, unsaid
+    # What a field says of itself stays, before the unit.
+    serving = _schemas(document)["ServingView"]["properties"]["updatedAt"]["description"]
+    assert serving.startswith("When the serving version was last set")
