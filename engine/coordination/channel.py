@@ -273,7 +273,10 @@ class PubSubChannel:
 
     def _died(self, role: str, error: Exception, backoff_s: float) -> None:
         """Log a task's death: a warning, except for the listener's further deaths in an
-        outage already told (one warning an outage, not one a retry)."""
+        outage already told (one warning an outage, not one a retry). The error itself is
+        among the record's arguments, so a process's outage filter (`api.cli.log_setup`) sees
+        a Redis outage in it and makes it part of that outage's one line: each channel's
+        listener (wake-ups, cancellations, run events, row changes) dies of the same outage."""
         text = f"{type(error).__name__}: {error}"
         if role == "listener":
             if self._listener_lost_at is not None:
@@ -287,11 +290,12 @@ class PubSubChannel:
                 return
             self._listener_lost_at = asyncio.get_running_loop().time()
         self._logger.warning(
-            "%s %s on %s died (%s); restarting in %.2f s, polling until then",
+            "%s %s on %s died (%s: %s); restarting in %.2f s, polling until then",
             self.what,
             role,
             self.channel,
-            text,
+            type(error).__name__,
+            error,
             backoff_s,
         )
 

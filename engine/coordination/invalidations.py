@@ -162,10 +162,13 @@ class Invalidations:
 
     def _report(self, error: BaseException) -> None:
         if not self._failing:
+            # The error itself as an argument, even one without words: a process's outage
+            # filter (`api.cli.log_setup`) reads the outage from it.
             logger.warning(
-                "row change tokens: Redis did not answer (%s); copies of rows are not used "
+                "row change tokens: Redis did not answer (%s: %s); copies of rows are not used "
                 "until it does",
-                type(error).__name__ if not str(error) else error,
+                type(error).__name__,
+                error,
             )
         self._failing = True
 

@@ -130,7 +130,9 @@ class DestinationHistory:
                 failing = False
             except OperationError as error:
                 if not failing:
-                    logger.warning("destination history: a sample failed: %s", error.message)
+                    # The error as the argument: its cause (Redis down) makes the record part
+                    # of the outage's one line in a process's log (`api.cli.log_setup`).
+                    logger.warning("destination history: a sample failed: %s", error)
                 failing = True
             try:
                 await asyncio.wait_for(stop.wait(), self.interval_s)

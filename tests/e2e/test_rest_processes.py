@@ -10,6 +10,8 @@ import signal
 import socket
 import sqlite3
 import subprocess
+import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -17,6 +19,7 @@ import httpx
 
 from engine.store import db
 from tests.conftest import Backend
+from tests.e2e.outage_harness import throwaway_redis
 from tests.e2e.rest_harness import ROOT, SCHEMABRIDGE, process_env, service
 from vertices.egress import ALLOW_ENV
 
@@ -195,3 +198,58 @@ def test_worker_serves_health_beside_its_marker(backend: Backend, tmp_path: Path
         assert worker.stop(signal.SIGTERM) == 0
     assert not (tmp_path / "health" / "w1").exists()
     assert "Traceback" not in worker.stderr()
+
+
+def _free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return int(probe.getsockname()[1])
+
+
+def _until(condition: Callable[[], bool], what: str, timeout_s: float = 60.0) -> None:
+    deadline = time.monotonic() + timeout_s
+    while not condition():
+        assert time.monotonic() < deadline, f"timed out waiting for {what}"
+        time.sleep(0.2)
+
+
+def test_a_redis_outage_is_one_warning_line_of_an_api(tmp_path: Path) -> None:
+    """The README's promise, for an api process: its Redis stopped and started again, every
+    part that uses Redis meets the outage (the heartbeat, beating every second here, the
+    wake-up and cancellation listeners, the destinations' history sampler), and the log has
+    one warning for it, then says when each part works again (info)."""
+    port = _free_port()
+    backend = Backend(
+        "throwaway", f"sqlite+aiosqlite:///{tmp_path / 'sb.db'}", f"redis://127.0.0.1:{port}/0"
+    )
+    env = process_env(backend, tmp_path, heartbeat_interval_s="1")
+    assert sb("db", "upgrade", env=env).returncode == 0
+    with (
+        throwaway_redis(port, tmp_path) as redis_server,
+        service(["api", "--port", "0", "--access-log", "off"], env, tmp_path / "api.log") as api,
+    ):
+        url = api.wait_for_url()
+        redis_server.kill()
+        redis_server.wait(timeout=30)
+        failing: list[bool] = []
+
+        def seen_down_for_a_while() -> bool:
+            failing.append(get(f"{url}/health").status_code == 503)
+            return len(failing) >= 15 and all(failing[-15:])  # 3 s and more of it
+
+        _until(seen_down_for_a_while, "the outage to last 3 s")
+        with throwaway_redis(port, tmp_path):
+            _until(
+                lambda: "heartbeat" in api.stderr() and "works again" in api.stderr(),
+                "the heartbeat to work again",
+            )
+            _until(
+                lambda: api.stderr().count("listening again") >= 2,
+                "the listeners to subscribe again",
+            )
+            assert api.stop(signal.SIGTERM) == 0
+    log = api.stderr()
+    warnings = [line for line in log.splitlines() if " WARNING " in line]
+    assert len(warnings) == 1, "\n".join(warnings)
+    assert "redis unreachable" in warnings[0] and "further failures" in warnings[0]
+    assert "Traceback" not in log
