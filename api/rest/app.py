@@ -21,6 +21,8 @@ from collections.abc import AsyncIterator, Callable, Sequence
 from contextlib import AbstractAsyncContextManager
 
 from fastapi import APIRouter, Depends, FastAPI
+from fastapi.routing import APIRoute
+from pydantic.alias_generators import to_camel
 
 from api.rest import (
     audit,
@@ -70,6 +72,34 @@ DEFAULT_ROUTERS: tuple[APIRouter, ...] = (
     routes_admin.router,
     audit.router,
 )
+
+
+NAMED_OPERATIONS = {
+    "submit": "submitRun",
+    "retry": "retryRun",
+    "retry_preview": "previewRetry",
+    "resolve": "resolveStep",
+    "start_over": "startOverRun",
+    "reprocess": "reprocessRun",
+    "cancel": "cancelRun",
+    "publish": "publishWorkflows",
+    "validate": "validateWorkflows",
+    "preview": "previewWorkflows",
+    "long_tail": "getLongTail",
+    "run_events": "streamRunEvents",
+    "health": "getHealth",
+    "metrics": "getMetrics",
+    "worker_metrics": "getWorkerMetrics",
+}
+"""The operationIds of the routes whose function's name is a bare verb; any other's is its
+function's name in camelCase (`list_runs` → `listRuns`)."""
+
+
+def operation_id(route: APIRoute) -> str:
+    """A route's OpenAPI `operationId`: readable (`submitRun`, `listRuns`, `getRun`), for the
+    method names of a client generated from the document (FastAPI's own would be
+    `submit_workflows__name__runs_post`)."""
+    return NAMED_OPERATIONS.get(route.name) or to_camel(route.name)
 
 
 def opened_runtime(settings: Settings) -> RuntimeFactory:
@@ -177,6 +207,7 @@ def create_app(
         dependencies=[Depends(RouteInputs())],
         docs_url=None,  # served by docs_pages, with their scripts: a CDN may be out of reach
         redoc_url=None,
+        generate_unique_id_function=operation_id,
     )
     app.state.schemabridge = context
     install_error_handlers(

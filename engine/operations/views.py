@@ -248,8 +248,12 @@ class ErrorView(View):
     vertex_id: str | None = None
     http_status: int | None = None
     body_excerpt: str | None = None
-    attempts: int | None = None
-    """HTTP attempts the failing execution made."""
+    attempts: int | None = Field(
+        default=None,
+        description="HTTP attempts the failing execution made (its first call and the "
+        "in-process retries after it): not the step's executions, which are the step's own "
+        "`attempts`; the last of them is its `history[].attempt`.",
+    )
     retry_after_s: float | None = None
     child_cause: ChildCauseView | None = None
     """A `child_failures`: the commonest kind among the failed children (what to fix)."""
@@ -321,10 +325,15 @@ class SubmitResult(View):
 class AttemptView(View):
     """One HTTP attempt (or an attempt admission refused) of a step, from its log."""
 
-    execution: int
-    """Which execution of the step (1 = the first claim; redispatches and re-runs add one)."""
-    attempt: int
-    """The attempt's number within its execution."""
+    execution: int = Field(
+        description="Which execution of the step made this attempt: 1 for the first claim, "
+        "one more for each redispatch, lease recovery or re-run (the step's `attempts` counts "
+        "them)."
+    )
+    attempt: int = Field(
+        description="The HTTP attempt's number within its execution: 1 for the first call, "
+        "then its in-process retries (a failed execution's last is its error's `attempts`)."
+    )
     at: float
     level: str
     message: str
@@ -413,9 +422,16 @@ class StepView(View):
     """GATEWAY, SPAWNER, MERGE or (a `gradual_deploy` run's) DEPLOY_STAGE; None if the version
     no longer has the vertex."""
     status: StepStatus
-    attempts: int
-    """Executions started (claims), including redispatches and lease recoveries."""
-    auto_retries: int
+    attempts: int = Field(
+        description="Executions of the step started (claims), including redispatches and "
+        "lease recoveries: not HTTP attempts. Each execution makes one or more HTTP attempts "
+        "(`history[].execution` and `history[].attempt`; a failure's `error.attempts` is how "
+        "many its execution made)."
+    )
+    auto_retries: int = Field(
+        description="Redispatches after an `external_overload` so far (at most the vertex's "
+        "`maxAutoRetries`): each starts an execution, so they are counted in `attempts` too."
+    )
     output: Any = None
     error: ErrorView | None = None
     not_before: float
@@ -538,7 +554,8 @@ class LongTail(View):
 
 class LogEntry(View):
     id: int
-    """Increasing; pass the last one seen as `after` to read on."""
+    """Increasing; pass the last one seen as `cursor` (`GET /runs/{id}/logs?cursor=`) to read
+    on."""
     at: float
     level: str
     message: str
