@@ -91,7 +91,7 @@ def filter_params(selection: RunQuery) -> dict[str, Any]:
         "workflow": selection.workflow,
         "version": selection.version,
         "status": selection.status,
-        "tenant": selection.tenant,
+        "tenantId": selection.tenant,
         "parent": selection.parent,
         "createdAfter": selection.created_after,
         "createdBefore": selection.created_before,
@@ -337,7 +337,7 @@ class SettingsApi:
         """`POST /destinations/{key}/breakers/reset`: close its open breakers (404
         `destination_not_found` for a key no call has reached)."""
         path = f"/destinations/{segment(destination)}/breakers/reset"
-        params = {} if tenant is None else {"tenant": tenant}
+        params = {} if tenant is None else {"tenantId": tenant}
         return await self._session.fetch(BreakersReset, "POST", path, params=params)
 
     async def tenants(self) -> Page[TenantView]:

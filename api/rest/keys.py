@@ -2,30 +2,41 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from fastapi import APIRouter, status
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 from pydantic.alias_generators import to_camel
 
 from api.rest.auth import AdminDep
 from api.rest.body_shape import JsonBodyRoute
 from api.rest.deps import OperationsDep
 from api.rest.errors import error_responses
+from api.rest.renamed import renamed_fields
 from engine.operations.keys_views import ApiKeyList, ApiKeyView, CreatedApiKey
 
 router = APIRouter(tags=["keys"], route_class=JsonBodyRoute)
 
 
 class KeyRequest(BaseModel):
-    """A key for one tenant (`tenant`) or an admin key (`admin: true`): exactly one."""
+    """A key for one tenant (`tenantId`) or an admin key (`admin: true`): exactly one."""
 
     model_config = ConfigDict(extra="forbid", alias_generator=to_camel, populate_by_name=True)
 
-    tenant: str | None = Field(default=None, description="The tenant the key acts for.")
+    tenant_id: str | None = Field(
+        default=None,
+        description="The tenant the key acts for (`tenant`, its old name, is still taken).",
+    )
     admin: bool = Field(default=False, description="An admin key: every tenant, admin routes.")
     name: str | None = Field(default=None, description="A label for operators.")
     expires_in_days: float | None = Field(
         default=None, description="Days until the key stops working; omitted: never."
     )
+
+    @model_validator(mode="before")
+    @classmethod
+    def _renamed(cls, data: Any) -> Any:
+        return renamed_fields(data)
 
 
 @router.post(
@@ -37,7 +48,7 @@ class KeyRequest(BaseModel):
 )
 async def create_key(body: KeyRequest, ops: OperationsDep, caller: AdminDep) -> CreatedApiKey:
     return await ops.keys.create(
-        tenant=body.tenant,
+        tenant=body.tenant_id,
         admin=body.admin,
         name=body.name,
         expires_in_days=body.expires_in_days,

@@ -20,6 +20,7 @@ from api.rest.auth import CallerDep
 from api.rest.body_shape import JsonBodyRoute
 from api.rest.deps import OperationsDep
 from api.rest.errors import ErrorBody, error_responses
+from api.rest.renamed import renamed_fields
 from api.rest.run_models import RunCancelledError
 from engine.operations.action_views import (
     BatchRetryPreview,
@@ -87,7 +88,9 @@ class BatchFilter(_Body):
     workflow: str | None = None
     version: int | None = Field(default=None, ge=1)
     status: str | None = None
-    tenant: str | None = None
+    tenant_id: str | None = Field(
+        default=None, description="Only this tenant's (`tenant`, its old name, is still taken)."
+    )
     parent: str | None = Field(default=None, description="Only the children of this run.")
     created_after: float | None = Field(default=None, description="Epoch seconds, inclusive.")
     created_before: float | None = Field(default=None, description="Epoch seconds, exclusive.")
@@ -103,6 +106,7 @@ class BatchFilter(_Body):
     def _roots_only_is_roots(cls, data: Any) -> Any:
         """`rootsOnly`, the field's name until `roots` replaced it, still works (deprecated,
         not in the schema): clients and CLIs written for it keep their meaning."""
+        data = renamed_fields(data)
         if not isinstance(data, dict):
             return data
         for old in ("rootsOnly", "roots_only"):
@@ -122,7 +126,7 @@ class BatchFilter(_Body):
             workflow=self.workflow,
             version=self.version,
             status=self.status,
-            tenant=self.tenant,
+            tenant=self.tenant_id,
             parent=self.parent,
             created_after=self.created_after,
             created_before=self.created_before,

@@ -18,6 +18,7 @@ from api.rest.auth import AdminDep, CallerDep
 from api.rest.body_shape import JsonBodyRoute
 from api.rest.deps import OperationsDep
 from api.rest.errors import error_responses
+from api.rest.renamed import OLD_TENANT_PARAMETER, one_of
 from engine.operations.destination_history import DestinationHistoryView
 from engine.operations.settings import MAX_SETTING
 from engine.operations.settings_views import (
@@ -218,20 +219,25 @@ async def reset_breakers(
     key: str,
     ops: OperationsDep,
     _caller: AdminDep,
-    tenant: Annotated[
+    tenant_id: Annotated[
         str | None,
         Query(
+            alias="tenantId",
             description="Close only this tenant's layer (left out: the global layer and "
             "every tenant's).",
             max_length=200,
         ),
+    ] = None,
+    tenant: Annotated[
+        str | None, Query(max_length=200, deprecated=True, description=OLD_TENANT_PARAMETER)
     ] = None,
 ) -> BreakersReset:
     """For a destination that is fixed: steps retried now call it at once instead of failing
     on its open breaker until the reset timeout. Answers the layers closed (empty: none was
     open). 404 `destination_not_found` for a key no call has reached, 422 for a tenant id
     that cannot be one."""
-    return await ops.settings.reset_breakers(key, tenant)
+    chosen = one_of(tenant_id, tenant, name="tenantId", old_name="tenant")
+    return await ops.settings.reset_breakers(key, chosen)
 
 
 # ── tenants ────────────────────────────────────────────────────────────────────────────────

@@ -31,6 +31,7 @@ from api.rest.deps import ContextDep, OperationsDep
 from api.rest.errors import ErrorBody, error_responses
 from api.rest.id_prefix_params import MatchLimit, prefix_query
 from api.rest.middleware import note_submission
+from api.rest.renamed import OLD_TENANT_PARAMETER, one_of
 from api.rest.run_models import (
     RunCancelledDetails,
     RunCancelledError,
@@ -290,7 +291,12 @@ async def list_runs(
     workflow: Annotated[str | None, Query(max_length=200)] = None,
     version: Annotated[int | None, Query(ge=1, description="Needs `workflow`.")] = None,
     status_: Annotated[str | None, Query(alias="status", max_length=20)] = None,
-    tenant: Annotated[str | None, Query(max_length=200)] = None,
+    tenant_id: Annotated[
+        str | None, Query(alias="tenantId", max_length=200, description="Only this tenant's.")
+    ] = None,
+    tenant: Annotated[
+        str | None, Query(max_length=200, deprecated=True, description=OLD_TENANT_PARAMETER)
+    ] = None,
     parent: Annotated[str | None, Query(max_length=64, description="Children of this run.")] = None,
     created_after: Annotated[
         float | None, Query(alias="createdAfter", description="Epoch seconds, inclusive.")
@@ -330,12 +336,12 @@ async def list_runs(
     of the same filter acts on: one fan-out's children do not bury a tenant's runs.
     `roots=false` lists every run; `parent` lists that run's children (newest first; in
     item order, `GET /runs/{id}/children`). Another tenant's runs never appear for a tenant
-    key; a `tenant` naming another answers an empty page."""
+    key; a `tenantId` naming another answers an empty page."""
     selection = RunFilter(
         workflow=workflow,
         version=version,
         status=status_,
-        tenant=tenant,
+        tenant=one_of(tenant_id, tenant, name="tenantId", old_name="tenant"),
         parent=parent,
         created_after=created_after,
         created_before=created_before,

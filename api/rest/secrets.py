@@ -10,16 +10,17 @@ secrets rotate` (docs/security.md, 'Rotating the encryption key').
 
 from __future__ import annotations
 
-from typing import Annotated
+from typing import Annotated, Any
 
 from fastapi import APIRouter, Path, Query, Response, status
-from pydantic import AfterValidator, BaseModel, ConfigDict, Field
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, model_validator
 from pydantic_core import PydanticCustomError
 
 from api.rest.auth import AdminDep
 from api.rest.body_shape import JsonBodyRoute
 from api.rest.deps import OperationsDep
 from api.rest.errors import error_responses, in_words
+from api.rest.renamed import OLD_TENANT_PARAMETER, one_of, renamed_fields, required
 from engine.operations.secrets import MAX_VALUE_CHARS, MIN_VALUE_CHARS, SHORT_VALUE_REASON
 from engine.operations.secrets_views import SecretList, SecretRef, StoredSecret
 from schemas.tenant_ids import MAX_TENANT_CHARS, TENANT_ID_PATTERN
@@ -40,13 +41,25 @@ SecretName = Annotated[
         description="The secret's name, as workflows write it: `{{ secrets.NAME }}`.",
     ),
 ]
-Tenant = Annotated[
-    str,
+TenantQuery = Annotated[
+    str | None,
     Query(
+        alias="tenantId",
         min_length=1,
         max_length=MAX_TENANT_CHARS,
         pattern=TENANT_PATTERN,
         description="The tenant the secret belongs to.",
+    ),
+]
+OldTenantQuery = Annotated[
+    str | None,
+    Query(
+        alias="tenant",
+        min_length=1,
+        max_length=MAX_TENANT_CHARS,
+        pattern=TENANT_PATTERN,
+        deprecated=True,
+        description=OLD_TENANT_PARAMETER,
     ),
 ]
 
@@ -62,13 +75,15 @@ def _long_enough(value: str) -> str:
 class SecretRequest(BaseModel):
     """A secret's value for one tenant."""
 
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", populate_by_name=True)
 
-    tenant: str = Field(
+    tenant_id: str = Field(
+        alias="tenantId",
         min_length=1,
         max_length=MAX_TENANT_CHARS,
         pattern=TENANT_PATTERN,
-        description="The tenant whose runs may use the secret.",
+        description="The tenant whose runs may use the secret (`tenant`, its old name, is "
+        "still taken).",
     )
     value: Annotated[str, AfterValidator(_long_enough)] = Field(
         max_length=MAX_VALUE_CHARS,
@@ -76,6 +91,11 @@ class SecretRequest(BaseModel):
         # Checked by `_long_enough` (for its message); still documented as a bound.
         json_schema_extra={"minLength": MIN_VALUE_CHARS},
     )
+
+    @model_validator(mode="before")
+    @classmethod
+    def _renamed(cls, data: Any) -> Any:
+        return renamed_fields(data)
 
 
 @router.put(
@@ -94,7 +114,7 @@ async def set_secret(
     ops: OperationsDep,
     caller: AdminDep,
 ) -> StoredSecret:
-    stored = await ops.secrets.set(body.tenant, name, body.value, actor=caller.actor)
+    stored = await ops.secrets.set(body.tenant_id, name, body.value, actor=caller.actor)
     response.status_code = status.HTTP_201_CREATED if stored.created else status.HTTP_200_OK
     return stored
 
@@ -108,17 +128,19 @@ async def set_secret(
 async def list_secrets(
     ops: OperationsDep,
     _caller: AdminDep,
-    tenant: Annotated[
+    tenant_id: Annotated[
         str | None,
         Query(
+            alias="tenantId",
             min_length=1,
             max_length=MAX_TENANT_CHARS,
             pattern=TENANT_PATTERN,
             description="Only this tenant's secrets.",
         ),
     ] = None,
+    tenant: OldTenantQuery = None,
 ) -> SecretList:
-    return await ops.secrets.list(tenant)
+    return await ops.secrets.list(one_of(tenant_id, tenant, name="tenantId", old_name="tenant"))
 
 
 @router.delete(
@@ -128,6 +150,12 @@ async def list_secrets(
     summary="Delete a secret (runs that reference it then fail with secret_not_found)",
 )
 async def delete_secret(
-    name: SecretName, tenant: Tenant, ops: OperationsDep, caller: AdminDep
+    name: SecretName,
+    ops: OperationsDep,
+    caller: AdminDep,
+    tenant_id: TenantQuery = None,
+    tenant: OldTenantQuery = None,
 ) -> SecretRef:
-    return await ops.secrets.delete(tenant, name, actor=caller.actor)
+    """`tenantId` is required (or `tenant`, its deprecated name): 422 without either."""
+    chosen = one_of(tenant_id, tenant, name="tenantId", old_name="tenant")
+    return await ops.secrets.delete(required(chosen, name="tenantId"), name, actor=caller.actor)

@@ -93,12 +93,12 @@ def _refuse(pointer: str, message: str) -> InvalidRequest:
 
 def _check_role(tenant: str | None, admin: bool) -> None:
     if admin and tenant is not None:
-        raise _refuse("/tenant", "a key is bound to one tenant or to the admin role, not both")
+        raise _refuse("/tenantId", "a key is bound to one tenant or to the admin role, not both")
     if not admin and tenant is None:
-        raise _refuse("/tenant", "give the tenant the key acts for, or make it an admin key")
+        raise _refuse("/tenantId", "give the tenant the key acts for, or make it an admin key")
     if tenant is not None and not is_tenant_id(tenant):
         raise _refuse(
-            "/tenant",
+            "/tenantId",
             f"a tenant id is {TENANT_ID_RULE}",
         )
 

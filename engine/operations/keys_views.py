@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from typing import Literal
 
+from pydantic import Field
+
 from engine.operations.views import View
 
 KeyRole = Literal["admin", "tenant"]
@@ -18,8 +20,9 @@ class ApiKeyView(View):
     name: str | None
     role: KeyRole
     """`admin`: every tenant and the admin routes; `tenant`: one tenant's runs only."""
-    tenant: str | None
-    """The tenant of a tenant key; None for an admin key."""
+    tenant: str | None = Field(alias="tenantId")
+    """The tenant of a tenant key; None for an admin key (`tenantId` on the wire, as every
+    tenant is)."""
     created_at: float
     """Epoch seconds."""
     expires_at: float | None

@@ -66,7 +66,7 @@ def check_name(name: str) -> None:
 def check_tenant(tenant: str) -> None:
     if not is_tenant_id(tenant):
         raise _refuse(
-            "/tenant",
+            "/tenantId",
             f"a tenant id is {TENANT_ID_RULE}",
         )
 

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pydantic import Field
+
 from engine.operations.views import View
 
 
@@ -10,8 +12,8 @@ class SecretView(View):
 
     name: str
     """What workflows write as `{{ secrets.NAME }}`."""
-    tenant: str
-    """The tenant whose runs can use it."""
+    tenant: str = Field(alias="tenantId")
+    """The tenant whose runs can use it (`tenantId` on the wire, as every tenant is)."""
     created_at: float
     """Epoch seconds."""
     updated_at: float
@@ -36,7 +38,7 @@ class SecretList(View):
 class SecretRef(View):
     """Which secret: its tenant and name."""
 
-    tenant: str
+    tenant: str = Field(alias="tenantId")
     name: str
 
 

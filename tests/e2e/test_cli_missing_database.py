@@ -182,7 +182,7 @@ def test_an_existing_database_works_as_before(tmp_path: Path) -> None:
     created = ok("secrets", "set", "CRM_TOKEN", "--tenant", "acme", stdin=VALUE)
     assert "created secret CRM_TOKEN" in created.stderr
     [item] = json.loads(ok("secrets", "list", "--json").stdout)
-    assert (item["tenant"], item["name"]) == ("acme", "CRM_TOKEN")
+    assert (item["tenantId"], item["name"]) == ("acme", "CRM_TOKEN")
     assert "re-encrypted 1 secrets" in ok("secrets", "rotate").stderr
     deleted = ok("secrets", "delete", "CRM_TOKEN", "--tenant", "acme")
     assert "deleted secret CRM_TOKEN" in deleted.stderr

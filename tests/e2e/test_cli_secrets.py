@@ -49,7 +49,7 @@ def test_set_list_delete(env: dict[str, str], tmp_path: Path) -> None:
     listed = sb(env, "list", "--json")
     assert listed.returncode == 0, listed.stderr
     [item] = json.loads(listed.stdout)
-    assert (item["tenant"], item["name"], item["updatedBy"]) == ("acme", "CRM_TOKEN", "cli")
+    assert (item["tenantId"], item["name"], item["updatedBy"]) == ("acme", "CRM_TOKEN", "cli")
     table = sb(env, "list")
     header, row = table.stdout.splitlines()  # piped: plain columns, as every list prints
     assert header.split() == [

@@ -332,7 +332,7 @@ async def test_batch_retry_by_ids_and_by_filter(api: Api, downstream: RunningDow
     await cancel_all(api, [acme, running])
     second = await failed_chain(api.runtime, downstream, tenant_id="acme")
     async with client(api.url, api.globex_key) as http:
-        others = await http.post("/runs/retry", json={"filter": {"tenant": "acme"}})
+        others = await http.post("/runs/retry", json={"filter": {"tenantId": "acme"}})
         assert others.json() == {
             "retried": [],
             "skipped": [],
@@ -342,7 +342,13 @@ async def test_batch_retry_by_ids_and_by_filter(api: Api, downstream: RunningDow
             "breakers": [],
         }
     async with client(api.url, api.acme_key) as http:
-        mine = await http.post("/runs/retry", json={"filter": {"workflow": "chain"}})
+        # `tenant`, the filter's old name for `tenantId`, is still taken (deprecated)
+        both = {"tenant": "acme", "tenantId": "globex"}
+        conflict = await http.post("/runs/retry", json={"filter": both})
+        assert conflict.status_code == 422, conflict.text
+        assert "give only `tenantId`" in conflict.json()["message"]
+        old_name = {"workflow": "chain", "tenant": "acme"}
+        mine = await http.post("/runs/retry", json={"filter": old_name})
         assert mine.status_code == 200 and mine.json()["retried"] == [second]
 
 

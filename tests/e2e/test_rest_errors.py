@@ -319,7 +319,7 @@ async def test_what_the_monitor_and_the_cli_send_is_declared(url: str) -> None:
     lists' filters, cursors, lookups, `?system=true`, `?limit=5`) is one its route takes."""
     run_id = str(uuid.uuid4())
     every_filter = (
-        "workflow=w&version=1&status=FAILED&route=serving&tenant=acme&parent=p&roots=false"
+        "workflow=w&version=1&status=FAILED&route=serving&tenantId=acme&parent=p&roots=false"
         "&createdAfter=1&createdBefore=2&limit=50"
     )
     async with client(url) as http:

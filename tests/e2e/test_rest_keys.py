@@ -68,12 +68,13 @@ async def test_admin_creates_lists_and_revokes_keys(api: Api) -> None:
     api.clock.advance(1)  # listed oldest first: the admin key, then this one
     async with client(api.url, api.admin_key) as http:
         created = await http.post(
-            "/keys", json={"tenant": "acme", "name": "acme prod", "expiresInDays": 30}
+            "/keys", json={"tenantId": "acme", "name": "acme prod", "expiresInDays": 30}
         )
         assert created.status_code == 201, created.text
         body = created.json()
         assert body["key"].startswith("sbk_")
-        assert (body["role"], body["tenant"], body["name"], body["state"]) == (
+        assert "tenant" not in body  # the answer says `tenantId` only
+        assert (body["role"], body["tenantId"], body["name"], body["state"]) == (
             "tenant",
             "acme",
             "acme prod",
@@ -99,12 +100,18 @@ async def test_admin_creates_lists_and_revokes_keys(api: Api) -> None:
 
 async def test_admin_key_creation_refusals(api: Api) -> None:
     async with client(api.url, api.admin_key) as http:
-        both = await http.post("/keys", json={"tenant": "acme", "admin": True})
+        both = await http.post("/keys", json={"tenantId": "acme", "admin": True})
         neither = await http.post("/keys", json={})
+        # `tenant`, the old name of `tenantId`, is still taken (a deprecated alias)
+        renamed = await http.post("/keys", json={"tenant": "acme", "name": "old client"})
+        conflict = await http.post("/keys", json={"tenant": "acme", "tenantId": "globex"})
         bad_days = await http.post("/keys", json={"admin": True, "expiresInDays": -3})
         unknown_field = await http.post("/keys", json={"admin": True, "role": "root"})
         missing = await http.delete("/keys/000000000000")
         listed = await http.get("/keys")
+    assert renamed.status_code == 201 and renamed.json()["tenantId"] == "acme"
+    assert conflict.status_code == 422 and conflict.json()["code"] == "invalid_request"
+    assert "give only `tenantId`" in conflict.json()["message"]
     for refused in (both, neither, bad_days):
         assert refused.status_code == 422
         assert refused.json()["code"] == "invalid_key"
@@ -117,7 +124,7 @@ async def test_admin_key_creation_refusals(api: Api) -> None:
     assert unknown_field.json()["details"]["problems"][0]["pointer"] == "/role"
     assert missing.status_code == 404
     assert missing.json()["code"] == "key_not_found"
-    assert len(listed.json()["items"]) == 1, "nothing was created by the refused requests"
+    assert len(listed.json()["items"]) == 2, "the refused requests created nothing"
 
 
 @pytest.mark.parametrize(

@@ -52,7 +52,7 @@ def test_create_list_revoke(env: dict[str, str]) -> None:
     listed = sb(env, "list", "--json")
     assert listed.returncode == 0, listed.stderr
     keys = json.loads(listed.stdout)
-    assert [(k["role"], k["tenant"], k["name"]) for k in keys] == [
+    assert [(k["role"], k["tenantId"], k["name"]) for k in keys] == [
         ("admin", None, "ops"),
         ("tenant", "acme", None),
     ]

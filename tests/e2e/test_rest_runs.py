@@ -386,7 +386,10 @@ async def test_list_filters_and_cursor_pagination(api: Api) -> None:
             params = {"limit": 2, "cursor": page["next"]}
         by_workflow = (await http.get("/runs", params={"workflow": "two"})).json()["items"]
         by_version = (await http.get("/runs", params={"workflow": "one", "version": 1})).json()
-        by_tenant = (await http.get("/runs", params={"tenant": "globex"})).json()["items"]
+        by_tenant = (await http.get("/runs", params={"tenantId": "globex"})).json()["items"]
+        # `tenant`, the old name of `tenantId`, still works (deprecated in OpenAPI)
+        by_old_name = (await http.get("/runs", params={"tenant": "globex"})).json()["items"]
+        both = await http.get("/runs", params={"tenant": "globex", "tenantId": "acme"})
         running = (await http.get("/runs", params={"status": "RUNNING", "roots": True})).json()
         future = (await http.get("/runs", params={"createdAfter": 4_000_000_000})).json()
         past = (await http.get("/runs", params={"createdBefore": 1})).json()
@@ -395,6 +398,8 @@ async def test_list_filters_and_cursor_pagination(api: Api) -> None:
     assert len(by_workflow) == 2 and {r["workflow"] for r in by_workflow} == {"two"}
     assert len(by_version["items"]) == 4
     assert {r["tenantId"] for r in by_tenant} == {"globex"} and len(by_tenant) == 2
+    assert by_old_name == by_tenant
+    assert_error(both, 422, "invalid_request")
     assert len(running["items"]) == 6
     assert future["items"] == [] and past["items"] == []
 
@@ -414,7 +419,7 @@ async def test_list_refusals_limits_and_cursors(api: Api) -> None:
             "text": await http.get("/runs", params={"limit": "many"}),
             "tampered": await http.get("/runs", params={"cursor": tampered}),
             "garbage": await http.get("/runs", params={"cursor": "%%%not-a-cursor"}),
-            "other filter": await http.get("/runs", params={"cursor": cursor, "tenant": "x"}),
+            "other filter": await http.get("/runs", params={"cursor": cursor, "tenantId": "x"}),
             "status": await http.get("/runs", params={"status": "DONE"}),
             "version alone": await http.get("/runs", params={"version": 1}),
             "time": await http.get("/runs", params={"createdAfter": "yesterday"}),

@@ -55,7 +55,8 @@ SEMANTIC_422 = {
     ),
     "GET /runs": (
         "a cursor is opaque: only one the API gave out is valid; a version needs its workflow; "
-        "a parent's children are never roots (parent with roots=true)"
+        "a parent's children are never roots (parent with roots=true); `tenantId` and its "
+        "deprecated name `tenant` must agree"
     ),
     "GET /runs/{run_id}/children": "a cursor is opaque: only one the API gave out is valid",
     "GET /runs/{run_id}/logs": "a cursor is opaque: only one the API gave out is valid",
@@ -66,6 +67,14 @@ SEMANTIC_422 = {
     ),
     "DELETE /destinations/{key}/caps": "a destination key must be one a call can have",
     "POST /workflows/{name}/deployments": "stages must rise in weight and end at 100",
+    "GET /secrets": "`tenantId` and its deprecated name `tenant` must agree",
+    "DELETE /secrets/{name}": (
+        "the tenant is required under one of its names, `tenantId` or the deprecated `tenant`, "
+        "and the two must agree"
+    ),
+    "POST /destinations/{key}/breakers/reset": (
+        "`tenantId` and its deprecated name `tenant` must agree"
+    ),
 }
 """Routes whose schema-valid requests may be refused with 422, and why."""
 ACCEPTED = ["2xx", "401", "403", "404", "409", "429"]

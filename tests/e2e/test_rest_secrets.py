@@ -56,43 +56,66 @@ async def test_admin_sets_lists_replaces_and_deletes(
     caplog.set_level(logging.INFO)
     answers = []
     async with client(api.url, api.admin_key) as http:
-        created = await http.put("/secrets/CRM_TOKEN", json={"tenant": "acme", "value": VALUE})
-        replaced = await http.put("/secrets/CRM_TOKEN", json={"tenant": "acme", "value": VALUE})
+        created = await http.put("/secrets/CRM_TOKEN", json={"tenantId": "acme", "value": VALUE})
+        replaced = await http.put("/secrets/CRM_TOKEN", json={"tenantId": "acme", "value": VALUE})
         listed = await http.get("/secrets")
-        scoped = await http.get("/secrets", params={"tenant": "globex"})
-        deleted = await http.delete("/secrets/CRM_TOKEN", params={"tenant": "acme"})
-        again = await http.delete("/secrets/CRM_TOKEN", params={"tenant": "acme"})
+        scoped = await http.get("/secrets", params={"tenantId": "globex"})
+        deleted = await http.delete("/secrets/CRM_TOKEN", params={"tenantId": "acme"})
+        again = await http.delete("/secrets/CRM_TOKEN", params={"tenantId": "acme"})
         answers = [created, replaced, listed, scoped, deleted, again]
     assert created.status_code == 201, created.text
     body = created.json()
-    assert (body["name"], body["tenant"], body["created"]) == ("CRM_TOKEN", "acme", True)
+    assert (body["name"], body["tenantId"], body["created"]) == ("CRM_TOKEN", "acme", True)
     assert body["updatedBy"] == f"key:{api.admin_id}"
     assert replaced.status_code == 200 and replaced.json()["created"] is False
     assert listed.status_code == 200
-    assert [(s["tenant"], s["name"]) for s in listed.json()["items"]] == [("acme", "CRM_TOKEN")]
+    assert [(s["tenantId"], s["name"]) for s in listed.json()["items"]] == [("acme", "CRM_TOKEN")]
     assert set(listed.json()["items"][0]) == {
         "name",
-        "tenant",
+        "tenantId",
         "createdAt",
         "updatedAt",
         "updatedBy",
     }
     assert scoped.json() == {"items": []}
-    assert deleted.status_code == 200 and deleted.json() == {"tenant": "acme", "name": "CRM_TOKEN"}
+    assert deleted.status_code == 200
+    assert deleted.json() == {"tenantId": "acme", "name": "CRM_TOKEN"}
     assert again.status_code == 404 and again.json()["code"] == "secret_not_found"
     shown = [answer.text for answer in answers] + [r.getMessage() for r in caplog.records]
     assert [text for text in shown if VALUE in text] == []
     assert {line["route"] for line in access_lines(caplog.records)} >= {"/secrets/{name}"}
 
 
+async def test_the_old_name_tenant_is_still_taken(api: Api) -> None:
+    """`tenant`, the old name of `tenantId`, in a body and in a query string (deprecated):
+    clients written before the rename keep working; answers say `tenantId` only."""
+    async with client(api.url, api.admin_key) as http:
+        created = await http.put("/secrets/CRM_TOKEN", json={"tenant": "acme", "value": VALUE})
+        scoped = await http.get("/secrets", params={"tenant": "acme"})
+        both = await http.get("/secrets", params={"tenant": "acme", "tenantId": "globex"})
+        missing = await http.delete("/secrets/CRM_TOKEN")
+        deleted = await http.delete("/secrets/CRM_TOKEN", params={"tenant": "acme"})
+    assert created.status_code == 201 and created.json()["tenantId"] == "acme"
+    assert "tenant" not in created.json()
+    assert [s["tenantId"] for s in scoped.json()["items"]] == ["acme"]
+    assert both.status_code == 422 and both.json()["details"]["problems"][0]["pointer"] == (
+        "/tenant"
+    )
+    assert missing.status_code == 422
+    assert missing.json()["details"]["problems"][0]["pointer"] == "/tenantId"
+    assert deleted.status_code == 200 and deleted.json()["tenantId"] == "acme"
+
+
 @pytest.mark.parametrize(
     ("path", "body", "pointer"),
     [
-        ("/secrets/CRM_TOKEN", {"tenant": "acme", "value": "short"}, "/value"),
-        ("/secrets/crm-token", {"tenant": "acme", "value": VALUE}, "/name"),
-        ("/secrets/CRM_TOKEN", {"tenant": " acme", "value": VALUE}, "/tenant"),
-        ("/secrets/CRM_TOKEN", {"tenant": "acme", "value": VALUE, "extra": 1}, "/extra"),
-        ("/secrets/CRM_TOKEN", {"value": VALUE}, "/tenant"),
+        ("/secrets/CRM_TOKEN", {"tenantId": "acme", "value": "short"}, "/value"),
+        ("/secrets/crm-token", {"tenantId": "acme", "value": VALUE}, "/name"),
+        ("/secrets/CRM_TOKEN", {"tenantId": " acme", "value": VALUE}, "/tenantId"),
+        ("/secrets/CRM_TOKEN", {"tenant": " acme", "value": VALUE}, "/tenantId"),
+        ("/secrets/CRM_TOKEN", {"tenantId": "acme", "value": VALUE, "extra": 1}, "/extra"),
+        ("/secrets/CRM_TOKEN", {"value": VALUE}, "/tenantId"),
+        ("/secrets/CRM_TOKEN", {"tenant": "a", "tenantId": "b", "value": VALUE}, ""),
     ],
 )
 async def test_invalid_requests_are_422_and_never_echo_the_value(
@@ -114,9 +137,9 @@ async def test_invalid_requests_are_422_and_never_echo_the_value(
 
 async def test_only_admin_keys_manage_secrets(api: Api) -> None:
     requests = [
-        ("PUT", "/secrets/CRM_TOKEN", {"json": {"tenant": "acme", "value": VALUE}}),
+        ("PUT", "/secrets/CRM_TOKEN", {"json": {"tenantId": "acme", "value": VALUE}}),
         ("GET", "/secrets", {}),
-        ("DELETE", "/secrets/CRM_TOKEN", {"params": {"tenant": "acme"}}),
+        ("DELETE", "/secrets/CRM_TOKEN", {"params": {"tenantId": "acme"}}),
     ]
     async with client(api.url) as anonymous, client(api.url, api.tenant_key) as tenant:
         for method, path, extra in requests:
@@ -131,7 +154,7 @@ async def test_only_admin_keys_manage_secrets(api: Api) -> None:
 async def test_without_a_key_setting_is_503_saying_how_to_make_one(backend: Backend) -> None:
     async for api in _serve(backend, None):
         async with client(api.url, api.admin_key) as http:
-            answer = await http.put("/secrets/CRM_TOKEN", json={"tenant": "acme", "value": VALUE})
+            answer = await http.put("/secrets/CRM_TOKEN", json={"tenantId": "acme", "value": VALUE})
             listed = await http.get("/secrets")
         assert answer.status_code == 503
         assert answer.json()["code"] == "secret_key_missing"

@@ -52,7 +52,7 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[DemoServer]:
 @pytest.fixture(scope="module")
 def failed_run(server: DemoServer) -> str:
     """A run whose POST the downstream answered 422: its id."""
-    stored = server.call("/secrets/TOKEN", {"tenant": TENANT, "value": SECRET}, method="PUT")
+    stored = server.call("/secrets/TOKEN", {"tenantId": TENANT, "value": SECRET}, method="PUT")
     assert stored["name"] == "TOKEN", stored
     published = server.call(
         "/workflows",
@@ -115,7 +115,7 @@ def test_the_run_detail_says_what_was_sent(server: DemoServer, failed_run: str) 
     assert step["error"]["httpStatus"] == 422
     assert step["history"][-1]["request"] == step["error"]["request"]
     # Lists read summaries: the record stays in the run's detail.
-    listed = server.call(f"/runs?tenant={TENANT}")["items"]
+    listed = server.call(f"/runs?tenantId={TENANT}")["items"]
     assert [run["error"].get("request") for run in listed] == [None]
 
 
@@ -123,7 +123,7 @@ def test_no_answer_about_the_run_shows_the_secret(server: DemoServer, failed_run
     for path in (
         f"/runs/{failed_run}",
         f"/runs/{failed_run}/logs",
-        f"/runs?tenant={TENANT}",
+        f"/runs?tenantId={TENANT}",
     ):
         answer = text_of(f"{server.url}{path}")
         assert leaks(answer) == [], path

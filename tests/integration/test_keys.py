@@ -141,11 +141,11 @@ async def test_a_key_with_its_prefix_changed_does_not_authenticate(ops: Operatio
 @pytest.mark.parametrize(
     ("request_", "pointer"),
     [
-        ({}, "/tenant"),
-        ({"tenant": "acme", "admin": True}, "/tenant"),
-        ({"tenant": ""}, "/tenant"),
-        ({"tenant": " acme"}, "/tenant"),
-        ({"tenant": "t" * 201}, "/tenant"),
+        ({}, "/tenantId"),
+        ({"tenant": "acme", "admin": True}, "/tenantId"),
+        ({"tenant": ""}, "/tenantId"),
+        ({"tenant": " acme"}, "/tenantId"),
+        ({"tenant": "t" * 201}, "/tenantId"),
         ({"admin": True, "name": ""}, "/name"),
         ({"admin": True, "name": "n" * 201}, "/name"),
         ({"admin": True, "expires_in_days": 0}, "/expiresInDays"),

@@ -355,3 +355,57 @@ def test_every_time_in_an_answer_says_it_is_epoch_seconds(document: dict[str, An
     # What a field says of itself stays, before the unit.
     serving = _schemas(document)["ServingView"]["properties"]["updatedAt"]["description"]
     assert serving.startswith("When the serving version was last set")
+
+
+def test_a_tenant_is_tenant_id_everywhere(document: dict[str, Any]) -> None:
+    """One name for one concept: a tenant is `tenantId` in every body, answer and query
+    string; `tenant`, its old name, is taken only as a query parameter marked deprecated
+    (and, not in the schema, in bodies)."""
+    named_tenant = [
+        model
+        for model, schema in _schemas(document).items()
+        if "tenant" in schema.get("properties", {})
+    ]
+    assert named_tenant == []
+    old_parameters = []
+    for label, operation in _operations(document):
+        names = {p["name"]: p for p in operation.get("parameters", []) if p["in"] == "query"}
+        if "tenant" in names:
+            assert names["tenant"].get("deprecated") is True, label
+            assert "tenantId" in names, label
+            old_parameters.append(label)
+    assert sorted(old_parameters) == [
+        "DELETE /secrets/{name}",
+        "GET /runs",
+        "GET /secrets",
+        "POST /destinations/{key}/breakers/reset",
+    ]
+    for model in ("KeyRequest", "SecretRequest", "BatchFilter", "ApiKeyView", "SecretView"):
+        assert "tenantId" in _schemas(document)[model]["properties"], model
+
+
+def test_operation_ids_are_readable_and_unique(document: dict[str, Any]) -> None:
+    """A client generated from the document names its methods by operationId: `submitRun`,
+    `listRuns`, not `submit_workflows__name__runs_post`."""
+    ids = {label: operation["operationId"] for label, operation in _operations(document)}
+    assert len(set(ids.values())) == len(ids)
+    assert [i for i in ids.values() if not re.fullmatch(r"[a-z]+(?:[A-Z][a-z]*)*", i)] == []
+    assert ids["POST /workflows/{name}/runs"] == "submitRun"
+    assert ids["GET /runs"] == "listRuns"
+    assert ids["GET /runs/{run_id}"] == "getRun"
+
+
+def test_attempts_and_executions_are_told_apart(document: dict[str, Any]) -> None:
+    """A step's `attempts` counts executions (claims), an error's `attempts` the HTTP attempts
+    of one execution, and a history entry has both numbers: each description says which."""
+    schemas = _schemas(document)
+    step = schemas["StepView"]["properties"]["attempts"]["description"]
+    error = schemas["ErrorView"]["properties"]["attempts"]["description"]
+    execution = schemas["AttemptView"]["properties"]["execution"]["description"]
+    attempt = schemas["AttemptView"]["properties"]["attempt"]["description"]
+    assert "Executions" in step and "not HTTP attempts" in step
+    assert "HTTP attempts the failing execution made" in error and "not the step's" in error
+    assert "execution" in execution and "`attempts`" in execution
+    assert "HTTP attempt" in attempt and "in-process retries" in attempt
+    logs = document["paths"]["/runs/{run_id}/logs"]["get"]
+    assert [p["name"] for p in logs["parameters"] if p["in"] == "query"] == ["limit", "cursor"]

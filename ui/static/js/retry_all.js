@@ -16,7 +16,7 @@ const MAX_BATCH = 10_000;
 /** The batch body's filter from the list's query (`roots` as the list sends it). */
 function batchFilter(filter) {
   const body = { status: "FAILED" };
-  for (const name of ["workflow", "version", "tenant", "parent", "createdAfter", "createdBefore"]) {
+  for (const name of ["workflow", "version", "tenantId", "parent", "createdAfter", "createdBefore"]) {
     if (filter[name] !== null && filter[name] !== undefined && filter[name] !== "") body[name] = name === "version" ? Number(filter[name]) : filter[name];
   }
   if (filter.roots !== undefined && filter.roots !== null) body.roots = filter.roots === "true" || filter.roots === true;

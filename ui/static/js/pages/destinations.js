@@ -38,7 +38,7 @@ function resetButton(destination, tenant, refresh, result) {
       confirm: "Reset the breaker",
     });
     if (!ok) return;
-    const query = tenant === null ? "" : `?tenant=${encodeURIComponent(tenant)}`;
+    const query = tenant === null ? "" : `?tenantId=${encodeURIComponent(tenant)}`;
     try {
       const answer = await api(`/destinations/${encodeURIComponent(destination)}/breakers/reset${query}`, { method: "POST" });
       const closed = answer.closed.map((c) => (c.tenantId ? `tenant ${c.tenantId}` : c.layer));

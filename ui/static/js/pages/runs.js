@@ -52,7 +52,7 @@ function listFilter(params) {
     workflow: params.get("workflow"),
     version: params.get("workflow") ? params.get("version") : null,
     route: params.get("route"),
-    tenant: params.get("tenant"),
+    tenantId: params.get("tenant"),
     // "false" to include child runs: the API lists root runs when roots is left out.
     roots: params.get("children") === "1" ? "false" : "true",
     createdAfter: after && fromRange ? Math.max(after, fromRange) : after || fromRange,
