@@ -20,7 +20,8 @@ an outage that fails both versions alike is not blamed on the candidate, and
 `max_failure_ratio = 0` makes the check purely relative to the serving version.
 
 Failure ratio = FAILED / (SUCCEEDED + FAILED) among root runs (each version's latest
-`JUDGED_RUNS`); a run an operator cancelled
+`JUDGED_RUNS`), where the candidate's FAILED include the submissions routed to it that its
+inputSchema refused (`VersionCounts.refused`: a 422, no run); a run an operator cancelled
 says nothing about the version and is left out; a child run counts through its root, whose
 MERGE decides whether the children's failures fail it. Pure: the engine reads the counts
 (`engine.execution.deploy_stage`) and records the decision.
@@ -92,6 +93,10 @@ class VersionCounts:
     succeeded: int = 0
     failed: int = 0
     cancelled: int = 0
+    refused: int = 0
+    """Of `runs` and `failed`: submissions the version's inputSchema refused (a 422: no run
+    exists). Counted as failed runs: a client whose request the candidate refuses got an
+    error where the serving version would have run it."""
 
     @property
     def finished(self) -> int:
@@ -109,6 +114,7 @@ class VersionCounts:
             "succeeded": self.succeeded,
             "failed": self.failed,
             "cancelled": self.cancelled,
+            "refused": self.refused,
             "finished": self.finished,
             "failureRatio": self.failure_ratio,
         }
@@ -132,6 +138,14 @@ class Figures:
             "stageElapsedSeconds": round(self.stage_elapsed_s, 3),
             "threshold": threshold(policy, self.serving),
         }
+
+
+def refused_words(refused: int) -> str:
+    """ " (3 refused by the candidate's inputSchema)": how every view says that some of the
+    candidate's failed runs are submissions it refused; "" when none were."""
+    if not refused:
+        return ""
+    return f" ({refused} refused by the candidate's inputSchema)"
 
 
 def threshold(policy: RollbackPolicy, serving: VersionCounts) -> float:
@@ -171,8 +185,8 @@ def decide(
     limit = threshold(policy, figures.serving)
     if judged and ratio is not None and ratio > limit:
         return RollBack(
-            f"the candidate failed {candidate.failed} of its {candidate.finished} finished runs "
-            f"(ratio {ratio:.3f} > threshold {limit:.3f})"
+            f"the candidate failed {candidate.failed} of its {candidate.finished} finished runs"
+            f"{refused_words(candidate.refused)} (ratio {ratio:.3f} > threshold {limit:.3f})"
         )
     waiting = []
     if figures.stage_runs < stage.min_runs:

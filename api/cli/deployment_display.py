@@ -90,6 +90,12 @@ def _past(deployment: DeploymentView) -> str:
     return f"new runs went back to v{d.serving_version}"
 
 
+def candidate_runs(figures: VersionFigures) -> str:
+    """ "12", or "12 (4 refused)" when some were submissions its inputSchema refused."""
+    refused = f" ({figures.refused:,} refused)" if figures.refused else ""
+    return f"{figures.runs:,}{refused}"
+
+
 def deployments_table(items: Sequence[DeploymentView], now: float) -> Table:
     rows: list[list[str | Text]] = [
         [
@@ -100,7 +106,7 @@ def deployments_table(items: Sequence[DeploymentView], now: float) -> Table:
             status_text(d.status),
             where(d),
             weight_now(d),
-            f"{d.candidate.runs:,}",
+            candidate_runs(d.candidate),
             ratio(d.candidate.failure_ratio),
             relative(d.created_at, now),
         ]
@@ -138,6 +144,19 @@ def figures_table(deployment: DeploymentView) -> Table:
     return table(
         headers,
         [row("candidate", deployment.candidate), row("serving", deployment.serving)],
+    )
+
+
+def refused_line(deployment: DeploymentView) -> str | None:
+    """What the candidate's figures hold that no run list shows: the submissions its
+    inputSchema refused (answered 422, no run), each counted as a failed run."""
+    refused = deployment.candidate.refused
+    if not refused:
+        return None
+    return (
+        f"{refused:,} refused by the candidate's inputSchema: submissions routed to "
+        f"v{deployment.candidate_version} that v{deployment.serving_version} accepts were "
+        "answered 422 invalid_input (no run); each counts as a failed run of the candidate"
     )
 
 
@@ -247,9 +266,16 @@ def deployment_view(deployment: DeploymentView, now: float) -> Group:
     ]
     if d.ended_at is not None:
         lines.append(Text(f"ended {exact(d.ended_at)} ({relative(d.ended_at, now)})"))
-    lines += [Text(stages_line(d)), Text(policy_line(d)), Text(""), figures_table(d), Text("")]
+    lines += [Text(stages_line(d)), Text(policy_line(d)), Text(""), figures_table(d)]
+    refused = refused_line(d)
+    lines += [Text(refused)] if refused else []
+    lines.append(Text(""))
+    refusals = f" ({d.candidate.refused:,} of them refused)" if d.candidate.refused else ""
     lines.append(
-        Text(f"exposure: {plural(d.exposure, 'run')} went to the candidate v{d.candidate_version}")
+        Text(
+            f"exposure: {plural(d.exposure, 'run')} went to the candidate "
+            f"v{d.candidate_version}{refusals}"
+        )
     )
     lines.append(Text(f"  list them: {runs_command(d.candidate, d.workflow)}"))
     ended = rollback_lines(d)

@@ -248,6 +248,7 @@ class FanoutProgress(Wire):
 
 
 class RunDetail(RunSummary):
+    input: Any = None
     output: Any = None
     idempotency_key: str | None = None
     created_by: str | None = None
@@ -320,6 +321,7 @@ class ResolveResult(ActionResult):
 
 class StartOverResult(ActionResult):
     new_run_id: str
+    warnings: list[str] = []
 
 
 class StepAgain(Wire):
@@ -527,6 +529,8 @@ class VersionFigures(Wire):
     finished: int
     failure_ratio: float | None = None
     runs_url: str
+    refused: int = 0
+    """Of `runs` and `failed`: submissions the candidate's inputSchema refused (no run)."""
 
 
 class TimelineEvent(Wire):

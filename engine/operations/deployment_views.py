@@ -84,6 +84,13 @@ class VersionFigures(View):
     failure_ratio: float | None
     runs_url: str
     """Those runs in the run list (`GET /runs` with the filter)."""
+    refused: int = Field(
+        default=0,
+        description="Of `runs` and `failed`: submissions routed to the candidate that its "
+        "inputSchema refused (a 422 `invalid_input` while the serving version accepts the "
+        "input), each counted as a failed run of the candidate. No run exists for them, so "
+        "`runsUrl` does not list them. Always 0 for the serving version.",
+    )
 
 
 class StageView(View):
@@ -148,7 +155,8 @@ class DeploymentView(View):
     candidate: VersionFigures
     serving: VersionFigures
     exposure: int
-    """Runs the candidate received from this deployment (the blast radius of a rollback)."""
+    """Runs the candidate received from this deployment (the blast radius of a rollback),
+    the submissions its inputSchema refused included (`candidate.refused`)."""
     run_id: str
     """The `gradual_deploy` run that drives it (visible in the run list)."""
     created_at: float
@@ -171,13 +179,17 @@ class DeploymentView(View):
         default=None,
         description="Only on a single deployment's answer (`GET /deployments/{id}`), while it "
         "runs: why its stage holds, as of the stage's latest check (e.g. \"stage holds "
-        '(3/20 runs, 41.0 s more)"); null when it does not hold or has ended.',
+        '(3/20 runs, 41.0 s more)"), led by "no worker is alive: nothing runs …" while no '
+        "worker's heartbeat is fresh (`GET /services`' rule); null when it does not hold or "
+        "has ended.",
     )
     warnings: list[str] = Field(
         default_factory=list,
         description="Only on the answer to a start: what may keep the deployment from "
-        "progressing although it started (e.g. the workflow runs mostly as a SPAWNER's child, "
-        "whose version its parent pins).",
+        "progressing or from a verdict on evidence although it started: the workflow runs "
+        "mostly as a SPAWNER's child (whose version its parent pins), the candidate's "
+        "inputSchema refuses recent inputs of the serving version, the policy needs no "
+        "finished run, the version was rolled back before, no worker is alive.",
     )
     # Decided here, not in the clients: from the status alone they read an old promotion as
     # "the candidate now serves" long after another version replaced it.
@@ -245,6 +257,7 @@ def _figures(counts: deploy.VersionCounts, version: int, url: str) -> VersionFig
         finished=counts.finished,
         failure_ratio=counts.failure_ratio,
         runs_url=url,
+        refused=counts.refused,
     )
 
 

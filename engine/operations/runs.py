@@ -67,6 +67,7 @@ from schemas.errors import (
     IdempotencyConflict,
     InvalidRequest,
     LimitReached,
+    Problem,
     QuotaExceeded,
 )
 from schemas.tenant_ids import check_tenant_id
@@ -279,16 +280,12 @@ class RunOperations:
         digest = submission.request_hash(workflow, version, input, tenant_id)  # JSON or refused
         run_id = str(uuid.uuid4())
         key = None if idempotency_key is None else submission.stored_key(tenant_id, idempotency_key)
-        record, route = await self._routed(workflow, version, key or run_id)
+        record, route, serving = await self._routed(workflow, version, key or run_id)
         for name, child_version in (child_versions or {}).items():
             await self._version(name, child_version)  # unknown: not found
         problems = validate_input(record.workflow, input)
         if problems:
-            raise InvalidRequest(
-                f"the input does not match the inputSchema of {workflow}",
-                code="invalid_input",
-                problems=problems,
-            )
+            raise await self._input_refused(record, route, serving, input, problems)
         if key is not None:
             existing = await self._store.run_by_key(key)
             if existing is not None:
@@ -326,22 +323,55 @@ class RunOperations:
 
     async def _routed(
         self, workflow: str, version: int | None, sticky_key: str
-    ) -> tuple[VersionRecord, RunRoute]:
-        """The version a submission gets and how it was chosen (the routing row when the
-        request names no version, kept in memory under its change token;
-        versions themselves are cached)."""
+    ) -> tuple[VersionRecord, RunRoute, ServingRecord | None]:
+        """The version a submission gets, how it was chosen and the routing row that chose it
+        (None: the request named the version, or the workflow has no routing row). The row
+        is kept in memory under its change token; versions themselves are cached."""
         if workflow in RESERVED_WORKFLOWS:
             raise InvalidRequest(
                 f"{workflow} is a system workflow: the engine starts its runs itself",
                 code="system_workflow",
             )
         if version is not None:
-            return await self._version(workflow, version), RunRoute.PINNED
+            return await self._version(workflow, version), RunRoute.PINNED, None
         serving = await self._serving.get(workflow, lambda: self._store.serving(workflow))
         if serving is None:  # no routing row (published before routing existed): the latest
-            return await self._version(workflow, None), RunRoute.SERVING
+            return await self._version(workflow, None), RunRoute.SERVING, None
         chosen, route = routing.choose(serving, sticky_key)
-        return await self._version(workflow, chosen), route
+        return await self._version(workflow, chosen), route, serving
+
+    async def _input_refused(
+        self,
+        record: VersionRecord,
+        route: RunRoute,
+        serving: ServingRecord | None,
+        run_input: Any,
+        problems: list[Problem],
+    ) -> InvalidRequest:
+        """The refusal of an input `record`'s inputSchema refuses, naming the version (the same
+        request may be routed to another). Routed to a running deployment's candidate while
+        the serving version accepts the input, the refusal is the candidate's doing: it is
+        counted on the deployment (a failed run of the candidate, `count_refusal`: one UPDATE,
+        in this path only) and the message says so. An input both versions refuse is the
+        client's mistake and counts for neither."""
+        name, number = record.name, record.version
+        message = f"the input does not match the inputSchema of {name} v{number}"
+        details: dict[str, Any] = {"workflow": name, "version": number}
+        deployment_id = None if serving is None else serving.deployment_id
+        if route is RunRoute.CANDIDATE and serving is not None and deployment_id is not None:
+            details["deploymentId"] = deployment_id
+            message += (
+                f", the candidate of deployment {deployment_id}, which routed this request to it"
+            )
+            baseline = await self._version(name, serving.serving_version)
+            if validate_input(baseline.workflow, run_input):
+                message += f" (v{serving.serving_version}, the serving version, refuses it too)"
+            elif await self._store.count_refusal(deployment_id):
+                message += (
+                    f"; v{serving.serving_version}, the serving version, accepts it, so the "
+                    f"deployment counts this refusal as a failed run of v{number}"
+                )
+        return InvalidRequest(message, code="invalid_input", problems=problems, details=details)
 
     async def _version(self, workflow: str, version: int | None) -> VersionRecord:
         if version is not None and (isinstance(version, bool) or version < 1):

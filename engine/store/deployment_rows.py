@@ -20,6 +20,7 @@ from sqlalchemy.ext.asyncio import AsyncConnection
 from engine.store.dialect import dialect_of
 from engine.store.models import Deployment, DeploymentStatus, Run, WorkflowServing
 from engine.store.records import DeploymentRecord, ServingRecord, StatusCounts
+from schemas.errors import WrongState
 
 runs = Run.__table__  # type: ignore[attr-defined]
 serving = WorkflowServing.__table__  # type: ignore[attr-defined]
@@ -43,8 +44,10 @@ def serving_record(row: Any) -> ServingRecord:
 
 
 def deployment_record(mapping: Mapping[Any, Any]) -> DeploymentRecord:
+    """A row of `deployment` (or the dict a start inserts, which leaves the counters to their
+    defaults)."""
     fields = DeploymentRecord.__dataclass_fields__
-    return DeploymentRecord(**{name: mapping[name] for name in fields})
+    return DeploymentRecord(**{name: mapping[name] for name in fields if name in mapping})
 
 
 SERVING_ROW = select(serving).where(serving.c.name == bindparam("name"))
@@ -124,6 +127,50 @@ async def deployment_row(
     return None if row is None else deployment_record(row._mapping)
 
 
+async def driven_by(conn: AsyncConnection, run_id: str) -> DeploymentRecord | None:
+    """The deployment (in any status) whose `gradual_deploy` run is `run_id`, if any."""
+    row = (await conn.execute(select(deployments).where(deployments.c.run_id == run_id))).first()
+    return None if row is None else deployment_record(row._mapping)
+
+
+def deployment_run_refusal(
+    run_id: str, state: str, record: DeploymentRecord | None, action: str
+) -> WrongState:
+    """The refusal of an operator action (`action`: "retry", "resolve", "start over",
+    "reprocess") on the `gradual_deploy` run that drives (or drove) deployment `record`: its
+    steps are the deployment's stage checks, so retrying or resolving one would rewrite the
+    record of the deployment's verdict (its end, its stage outcome) without changing the
+    deployment. 409 `deployment_run`, `details.deploymentId`; the message names what to do on
+    the deployment instead. A batch retry skips such a run in the same words."""
+    if record is None:
+        what, instead = "a deployment", "start a new deployment"
+    else:
+        what = (
+            f"deployment {record.id} ({record.workflow_name} v{record.candidate_version} over "
+            f"v{record.serving_version})"
+        )
+        new = f"`schemabridge deployments start {record.workflow_name} --version VERSION`"
+        if record.status == RUNNING:
+            instead = (
+                f"act on the deployment: `schemabridge deployments abort {record.id}` or "
+                f"`schemabridge deployments rollback {record.id}` "
+                f"(POST /deployments/{record.id}/abort or /rollback)"
+            )
+        else:
+            instead = (
+                f"the deployment has ended ({record.status}); to deploy again, start a new "
+                f"deployment ({new}), which begins at stage 1"
+            )
+    refusal = WrongState(
+        f"run {run_id} is the engine's own run driving {what}: a {action} would rewrite the "
+        f"record of the deployment's stages without changing the deployment; {instead}",
+        state=state,
+        code="deployment_run",
+    )
+    refusal.details["deploymentId"] = None if record is None else record.id
+    return refusal
+
+
 async def running_driven_by(conn: AsyncConnection, run_id: str) -> DeploymentRecord | None:
     """The RUNNING deployment whose `gradual_deploy` run is `run_id`, if any."""
     query = select(deployments).where(
@@ -184,6 +231,9 @@ async def set_stage(
         .values(
             stage_index=to_index,
             stage_started_at=now,
+            # The counter as it is at this commit, not as `record` read it: a refusal counted
+            # meanwhile belongs to the stage that ends.
+            refused_before_stage=deployments.c.candidate_refused,
             timeline=[*record.timeline, event],
         )
     )
@@ -249,6 +299,18 @@ async def end(
     return True
 
 
+async def count_refusal(conn: AsyncConnection, deployment_id: str) -> bool:
+    """A submission routed to the candidate of RUNNING deployment `deployment_id` was refused
+    by the candidate's inputSchema: count it on the deployment's row (one UPDATE by primary
+    key; nothing when the deployment has ended meanwhile, which the result says)."""
+    counted = await conn.execute(
+        update(deployments)
+        .where(deployments.c.id == deployment_id, deployments.c.status == RUNNING)
+        .values(candidate_refused=deployments.c.candidate_refused + 1)
+    )
+    return counted.rowcount == 1
+
+
 async def version_counts(
     conn: AsyncConnection,
     name: str,
@@ -288,6 +350,45 @@ async def version_counts(
         by_status={status: int(n) for status, n, _ in rows},
         since_stage=sum(int(s or 0) for _, _, s in rows),
     )
+
+
+async def latest_rolled_back(
+    conn: AsyncConnection, name: str, version: int
+) -> DeploymentRecord | None:
+    """The latest deployment of `name` whose candidate `version` was rolled back (by the
+    engine's verdict or an operator), if any: a few rows of `ix_deployment_workflow_created`
+    (one row per deployment ever started: small)."""
+    query = (
+        select(deployments)
+        .where(
+            deployments.c.workflow_name == name,
+            deployments.c.candidate_version == version,
+            deployments.c.status == DeploymentStatus.ROLLED_BACK.value,
+        )
+        .order_by(deployments.c.created_at.desc())
+        .limit(1)
+    )
+    row = (await conn.execute(query)).first()
+    return None if row is None else deployment_record(row._mapping)
+
+
+async def recent_root_inputs(
+    conn: AsyncConnection, name: str, version: int, *, limit: int
+) -> list[Any]:
+    """The inputs of the latest `limit` root runs of `name` v`version`, newest first: inputs
+    that version accepted (a submission's input is checked before its run exists). One range
+    of `ix_run_roots_workflow_version_created`, read newest first with a LIMIT."""
+    query = (
+        select(runs.c.input)
+        .where(
+            runs.c.workflow_name == name,
+            runs.c.workflow_version == version,
+            runs.c.parent_run_id.is_(None),
+        )
+        .order_by(runs.c.created_at.desc())
+        .limit(limit)
+    )
+    return list((await conn.execute(query)).scalars())
 
 
 async def next_deployment_start(conn: AsyncConnection, record: DeploymentRecord) -> float | None:

@@ -107,18 +107,25 @@ async def _counts(
         until=None if running else record.ended_at,
         latest=recent,
     )
+    refused = record.candidate_refused
     return DeploymentCounts(
-        version_counts(candidate), version_counts(serving), candidate.since_stage, until
+        version_counts(candidate, refused=refused),
+        version_counts(serving),
+        candidate.since_stage + max(0, refused - record.refused_before_stage),
+        until,
     )
 
 
-def version_counts(counts: StatusCounts) -> VersionCounts:
+def version_counts(counts: StatusCounts, *, refused: int = 0) -> VersionCounts:
+    """A version's runs by outcome, with `refused` submissions (its inputSchema refused them:
+    no run exists) counted as failed runs (`VersionCounts.refused` says how many)."""
     by_status = counts.by_status
     return VersionCounts(
-        runs=sum(by_status.values()),
+        runs=sum(by_status.values()) + refused,
         succeeded=by_status.get(RunStatus.SUCCEEDED.value, 0),
-        failed=by_status.get(RunStatus.FAILED.value, 0),
+        failed=by_status.get(RunStatus.FAILED.value, 0) + refused,
         cancelled=by_status.get(RunStatus.CANCELLED.value, 0),
+        refused=refused,
     )
 
 
@@ -145,6 +152,21 @@ class SpawningParent:
     references: list[int | None]
     """The child version each of its spawners names (None: unversioned, pinned at the root
     to the child's serving version)."""
+
+
+@dataclass(frozen=True)
+class RerunFacts:
+    """What an operator's retry or start over of a run would run again, and what became of
+    that version: is it still routed new runs, was it rolled back."""
+
+    workflow: str
+    version: int
+    route: str | None
+    parent_run_id: str | None
+    serving: ServingRecord | None
+    """The workflow's routing row now (None: it has none)."""
+    rolled_back: DeploymentRecord | None
+    """The latest deployment that rolled `version` back (None: none did)."""
 
 
 class DeploymentStore(RunCatalogue, OperatorActionsStore):
@@ -226,6 +248,41 @@ class DeploymentStore(RunCatalogue, OperatorActionsStore):
             if pinned:
                 found.append(SpawningParent(parent, version, sorted(pinned, key=lambda v: v or 0)))
         return found
+
+    async def rerun_facts(self, run_id: str) -> RerunFacts | None:
+        """The version run `run_id` runs again when retried or started over, with the
+        workflow's routing row and the latest deployment that rolled that version back (a
+        few small reads, for an operator's action or its preview). None: no such run."""
+        columns = (
+            results_.runs.c.workflow_name,
+            results_.runs.c.workflow_version,
+            results_.runs.c.route,
+            results_.runs.c.parent_run_id,
+        )
+        async with self._engines.read.connect() as conn:
+            query = select(*columns).where(results_.runs.c.id == run_id)
+            run = (await conn.execute(query)).first()
+            if run is None:
+                return None
+            name, version = run.workflow_name, run.workflow_version
+            return RerunFacts(
+                workflow=name,
+                version=version,
+                route=run.route,
+                parent_run_id=run.parent_run_id,
+                serving=await rows_.serving_row(conn, name),
+                rolled_back=await rows_.latest_rolled_back(conn, name, version),
+            )
+
+    async def latest_rolled_back(self, name: str, version: int) -> DeploymentRecord | None:
+        """The latest deployment that rolled `name` v`version` back, if any."""
+        async with self._engines.read.connect() as conn:
+            return await rows_.latest_rolled_back(conn, name, version)
+
+    async def recent_inputs(self, name: str, version: int, *, limit: int) -> list[Any]:
+        """The inputs of the latest `limit` root runs of `name` v`version` (accepted by it)."""
+        async with self._engines.read.connect() as conn:
+            return await rows_.recent_root_inputs(conn, name, version, limit=limit)
 
     # ── deployments ─────────────────────────────────────────────────────────────────────────
 
@@ -409,6 +466,13 @@ class DeploymentStore(RunCatalogue, OperatorActionsStore):
         async with self._engines.read.connect() as conn:
             return await _counts(conn, record, recent)
 
+    async def count_refusal(self, deployment_id: str) -> bool:
+        """Count a submission the candidate of RUNNING deployment `deployment_id` refused
+        (its inputSchema): a failed run of the candidate in the deployment's figures. One
+        UPDATE, only in a refusal's path; False when the deployment had ended."""
+        async with self._engines.write.begin() as conn:
+            return await rows_.count_refusal(conn, deployment_id)
+
     async def enter_stage(
         self, record: DeploymentRecord, to_index: int, event: dict[str, Any]
     ) -> bool:
@@ -496,5 +560,6 @@ __all__: Sequence[str] = [
     "DeploymentCounts",
     "DeploymentSpec",
     "DeploymentStore",
+    "RerunFacts",
     "version_counts",
 ]

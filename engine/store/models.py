@@ -380,6 +380,13 @@ class Deployment(SQLModel, table=True):
     """How it ended: {reason, actor?, figures?}."""
     timeline: Any = _json(nullable=False)
     """Stage changes and the end, oldest first: [{at, event, stage, weight, ...}]."""
+    candidate_refused: int = Field(default=0, sa_column=_counter_column())
+    """Submissions routed to the candidate that its inputSchema refused (a 422 creates no
+    run): each counts as a failed run of the candidate (docs/architecture.md, 'The
+    verdict')."""
+    refused_before_stage: int = Field(default=0, sa_column=_counter_column())
+    """`candidate_refused` when the stage in force began: the stage's refusals are the
+    difference."""
 
 
 class RunLog(SQLModel, table=True):

@@ -300,6 +300,10 @@ class DeploymentRecord:
     ended_at: float | None
     outcome: dict[str, Any] | None
     timeline: list[dict[str, Any]]
+    candidate_refused: int = 0
+    """Submissions routed to the candidate that its inputSchema refused (no run exists)."""
+    refused_before_stage: int = 0
+    """`candidate_refused` when the stage in force began."""
 
 
 @dataclass(frozen=True)

@@ -85,8 +85,22 @@ def test_figures_and_policies_round_trip_as_stored() -> None:
         "succeeded": 3,
         "failed": 1,
         "cancelled": 0,
+        "refused": 0,
         "finished": 4,
         "failureRatio": 0.25,
     }
     assert shown["stageElapsedSeconds"] == 1.235 and shown["threshold"] == 0.05
     assert VersionCounts().failure_ratio is None
+
+
+def test_refusals_are_failed_runs_and_the_verdict_says_how_many() -> None:
+    """Submissions the candidate's inputSchema refused count in `failed` (and `runs`): a
+    candidate refusing what clients send rolls back, its reason saying so."""
+    refusing = VersionCounts(runs=10, failed=10, refused=10)
+    assert (refusing.finished, refusing.failure_ratio) == (10, 1.0)
+    decision = decide(STAGE, POLICY, figures(refusing, runs=10, elapsed=0), 5)
+    assert isinstance(decision, RollBack)
+    assert decision.reason == (
+        "the candidate failed 10 of its 10 finished runs (10 refused by the candidate's "
+        "inputSchema) (ratio 1.000 > threshold 0.050)"
+    )

@@ -81,7 +81,7 @@ function listRow(d) {
     h("td", {}, badge(d.status)),
     h("td", { class: "stage-cell" }, stageText(d)),
     h("td", { class: "weight-cell" }, weightNow(d)),
-    h("td", {}, plural(d.candidate.runs, "run"), h("span", { class: "muted" }, ` · ratio ${ratio(d.candidate.failureRatio)}`)),
+    h("td", {}, plural(d.candidate.runs, "run"), d.candidate.refused ? ` (${count(d.candidate.refused)} refused)` : null, h("span", { class: "muted" }, ` · ratio ${ratio(d.candidate.failureRatio)}`)),
     h("td", {}, time(d.createdAt)),
   );
 }
@@ -128,6 +128,15 @@ export async function deploymentsPage(main) {
 
 // ── one deployment ──────────────────────────────────────────────────────────────────────────
 
+/** Why a running deployment's stage holds, as of its latest check, in the API's words — and
+ * first of all when no worker is alive, so nothing runs at all (the page would otherwise
+ * read "running · live" over a deployment that cannot move). */
+function holdingLine(d) {
+  if (!d.holding) return null;
+  const stalled = d.holding.startsWith("no worker is alive");
+  return h("p", { class: stalled ? "deploy-holding error-box" : "deploy-holding muted", role: stalled ? "alert" : null }, stalled ? "⚠ " : "", d.holding);
+}
+
 function facts(pairs) {
   return h("dl", { class: "facts" }, pairs.map(([term, value]) => h("div", {}, h("dt", {}, term), h("dd", {}, value))));
 }
@@ -151,6 +160,19 @@ function stagesList(d) {
         stage.startedAt ? h("span", { class: "small muted" }, "began ", time(stage.startedAt)) : null,
       );
     }),
+  );
+}
+
+/** The submissions the candidate's inputSchema refused (422, no run: no list shows them),
+ * which its figures count as failed runs; null when there were none. */
+export function refusedNote(d) {
+  const refused = d.candidate.refused;
+  if (!refused) return null;
+  return h(
+    "p",
+    { class: "refused-note" },
+    h("strong", {}, `${count(refused)} refused by the candidate's inputSchema`),
+    `: submissions routed to v${d.candidateVersion} that v${d.servingVersion} accepts were answered 422 invalid_input (no run); each counts as a failed run of the candidate.`,
   );
 }
 
@@ -197,7 +219,7 @@ function exposureSection(d) {
     "section",
     { class: "exposure panel-section", "aria-labelledby": "exposure-title" },
     h("h2", { id: "exposure-title" }, "Exposure"),
-    h("p", { class: "exposure-figure" }, h("strong", {}, plural(d.exposure, "run")), ` went to the candidate v${d.candidateVersion}`, d.status === "RUNNING" ? " so far." : "."),
+    h("p", { class: "exposure-figure" }, h("strong", {}, plural(d.exposure, "run")), ` went to the candidate v${d.candidateVersion}`, d.candidate.refused ? ` (${count(d.candidate.refused)} of them refused)` : "", d.status === "RUNNING" ? " so far." : "."),
     h("p", {}, h("a", { href: runsLink(d.candidate), class: "exposure-link" }, `Show the runs v${d.candidateVersion} received`)),
   );
 }
@@ -304,6 +326,7 @@ export async function deploymentPage(main, params, given) {
       ),
       actions(d, result, reload),
       result,
+      holdingLine(d),
       facts([
         ["Workflow", workflowLink(d.workflow)],
         ["Candidate", workflowLink(d.workflow, d.candidateVersion)],
@@ -320,6 +343,7 @@ export async function deploymentPage(main, params, given) {
       h("p", { class: "muted small policy-line" }, policyLine(d)),
       h("h2", {}, "Runs by version"),
       figuresTable(d),
+      refusedNote(d),
       exposureSection(d),
       h("h2", {}, "Timeline"),
       timelineList(d),
@@ -333,7 +357,7 @@ export async function deploymentPage(main, params, given) {
     return {
       running: d.status === "RUNNING",
       ended: d.status !== "RUNNING",
-      signature: JSON.stringify([d.status, d.stage, d.candidate, d.serving, d.timeline.length]),
+      signature: JSON.stringify([d.status, d.stage, d.candidate, d.serving, d.timeline.length, d.holding]),
     };
   }
 
