@@ -129,11 +129,13 @@ def holder_line(holder: HolderView, lease_expires_at: float | None) -> str:
 
 
 def step_attempts(step: StepView) -> str:
-    """HTTP attempts for a GATEWAY that made some, else executions; redispatches noted."""
+    """HTTP attempts for a GATEWAY that made some, else executions; redispatches noted. A
+    deployment's stage step runs once a check, parking in between: its executions are
+    checks, not attempts at something that failed."""
     count = len(step.history) if step.history else step.attempts
     if count == 0:
         return MISSING
-    text = plural(count, "attempt")
+    text = plural(count, "check" if step.type == "DEPLOY_STAGE" else "attempt")
     if step.auto_retries:
         text += f", {plural(step.auto_retries, 'redispatch', 'redispatches')}"
     return text
@@ -378,12 +380,36 @@ def fix_commands(run: RunDetail, what: str) -> list[str]:
     ]
 
 
+def deployment_run_commands(run: RunDetail) -> list[str]:
+    """The engine's own run of a deployment refuses retry, resolve, start over and reprocess
+    (409 `deployment_run`): what an operator does is act on its deployment."""
+    given = run.input if isinstance(run.input, dict) else {}
+    deployment = given.get("deploymentId")
+    if not isinstance(deployment, str):
+        return [f"schemabridge runs logs {run.id}"]
+    hints = [f"schemabridge deployments show {deployment}"]
+    if run.status == "RUNNING":
+        hints += [
+            f"schemabridge deployments abort {deployment}",
+            f"schemabridge deployments rollback {deployment}",
+        ]
+    else:
+        workflow = given.get("workflow")
+        if isinstance(workflow, str):  # a new deployment (of a fixed version) starts at stage 1
+            hints.append(
+                f"schemabridge deployments start {shlex.quote(workflow)} --version VERSION"
+            )
+    return [*hints, f"schemabridge runs logs {run.id}"]
+
+
 def next_commands(run: RunDetail) -> list[str]:
     """What an operator may do about the run, as commands to copy: fixing the workflow first
     when it (or the input) caused the failure, reprocessing first when children FAILED, a
     retry only when a failed step could succeed by running again, after raising the tenant's
     quota when a fan-out failed for want of it."""
     run_id = run.id
+    if run.route == "system":
+        return deployment_run_commands(run)
     if run.status == "FAILED":
         failed = [s for s in run.steps if s.status == "FAILED"]
         what = fix_first(run)

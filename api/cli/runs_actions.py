@@ -276,7 +276,7 @@ def retry(
         remote,
         batch,
         workflow=selection.workflow if selection else None,
-        system_workflows=True,  # a failed gradual_deploy run can be retried
+        system_workflows=True,  # a typo's fix may name gradual_deploy (a batch skips its runs)
     )
     filter_text = looked_for(status, workflow, tenant, since, all_runs) if filtered else None
     _print_batch(remote, outcome, filter_text, children_hidden=filtered and not all_runs)
@@ -366,6 +366,7 @@ def start_over(
 
     result = call(remote, action)
     _print(remote, result, f"run {result.run_id}: {result.message}")
+    _warn(remote, result.warnings)  # e.g. the version it repeats was rolled back
     if not remote.json:
         say(f"follow it: schemabridge runs watch {result.new_run_id}")
 

@@ -198,7 +198,8 @@ async def batch_retry(
     body: BatchRetryRequest, ops: OperationsDep, caller: CallerDep
 ) -> BatchRetryResult:
     """Answers the runs retried and those skipped, each with the reason a single retry would
-    have refused it (`run_not_found`, `run_not_failed`) and its state, or `parent_succeeded`:
+    have refused it (`run_not_found`, `run_not_failed`, `deployment_run` for a deployment's
+    own `gradual_deploy` run) and its state, or `parent_succeeded`:
     a FAILED child whose retry would reopen the join of a run that has SUCCEEDED and run the
     steps after it again (start over that run, or retry the child alone by id). `stuck`: the
     runs retried whose joins fail again at once, their children still FAILED. `warnings`: each
@@ -218,16 +219,23 @@ async def batch_retry(
 @router.post(
     "/runs/{run_id}/retry",
     response_model=RetryResult,
-    responses=_action_errors("The run is not FAILED (`run_not_failed`)"),
+    responses=_action_errors(
+        "The run is not FAILED (`run_not_failed`) or is a deployment's own `gradual_deploy` "
+        "run (`deployment_run`)"
+    ),
     summary="Re-run the failed steps of a FAILED run (completed steps are kept)",
 )
 async def retry(run_id: str, ops: OperationsDep, caller: CallerDep) -> RetryResult:
-    """409 `run_not_failed` when the run is not FAILED. Its FAILED steps run again
-    (`stepsRetried`), and so do the steps stopped when it failed (`stepsHeldBack`); `message`
-    says both. A dead-lettered child of a run that has SUCCEEDED is retried (a batch would
-    skip it): that run reopens its join and the steps after it run again, which `warnings`
-    and `reopenedRun` say. An open breaker the steps call is a warning, and in `breakers` as
-    data (destination, tenant: what `POST /destinations/{key}/breakers/reset` closes)."""
+    """409 `run_not_failed` when the run is not FAILED; `deployment_run` (with
+    `details.deploymentId`) for a deployment's own `gradual_deploy` run, whose stage checks a
+    retry would rewrite: abort or roll back the deployment, or start a new one. Its FAILED
+    steps run again (`stepsRetried`), and so do the steps stopped when it failed
+    (`stepsHeldBack`); `message` says both. A dead-lettered child of a run that has SUCCEEDED
+    is retried (a batch would skip it): that run reopens its join and the steps after it run
+    again, which `warnings` and `reopenedRun` say. A run of a version a deployment rolled back
+    (or that no longer serves) runs that version again: `warnings` says so. An open breaker
+    the steps call is a warning, and in `breakers` as data (destination, tenant: what
+    `POST /destinations/{key}/breakers/reset` closes)."""
     return await ops.actions.retry(run_id, actor=caller.actor, tenant=caller.tenant)
 
 
@@ -244,9 +252,11 @@ async def retry_preview(run_id: str, ops: OperationsDep, caller: CallerDep) -> R
     shows before `POST /runs/{id}/retry` — the FAILED steps that would run again and the
     steps stopped when the run failed (`stepsRetried`, `stepsHeldBack`, in words in
     `message`), the joins that would fail again at once (`stuckJoins`: reprocess the run
-    instead), the ancestor that would reopen and each open breaker the steps would meet
-    (`warnings`, and `breakers` as data). A run not FAILED answers
-    `retriable: false` with its status (the retry would answer 409 `run_not_failed`)."""
+    instead), the ancestor that would reopen, a version rolled back that it would run again,
+    and each open breaker the steps would meet (`warnings`, and `breakers` as data). A run not
+    FAILED answers `retriable: false` with its status (the retry would answer 409
+    `run_not_failed`); so does a deployment's `gradual_deploy` run, with the refusal's
+    sentence (409 `deployment_run`) in `warnings`."""
     return await ops.actions.retry_preview(run_id, tenant=caller.tenant)
 
 
@@ -254,8 +264,9 @@ async def retry_preview(run_id: str, ops: OperationsDep, caller: CallerDep) -> R
     "/runs/{run_id}/steps/{vertex_id}/resolve",
     response_model=ResolveResult,
     responses=_action_errors(
-        "The run is CANCELLED (`run_cancelled`), the step is not FAILED (`step_not_failed`) "
-        "or was resolved with another output (`step_already_resolved`)",
+        "The run is CANCELLED (`run_cancelled`) or a deployment's own `gradual_deploy` run "
+        "(`deployment_run`), the step is not FAILED (`step_not_failed`) or was resolved with "
+        "another output (`step_already_resolved`)",
         "; a vertex the run does not have (`step_not_found`)",
         cancelled=True,
     ),
@@ -277,7 +288,7 @@ async def resolve(
     responses={
         **_action_errors(
             "The run has not ended (`run_not_ended`), is a deployment's `gradual_deploy` run "
-            "(`start_over_system_run`) or a child run of a fan-out (`start_over_child_run`)"
+            "(`deployment_run`) or a child run of a fan-out (`start_over_child_run`)"
         ),
         **error_responses(
             429,
@@ -290,10 +301,13 @@ async def resolve(
     summary="Start an ended run over as a new run with the same input",
 )
 async def start_over(run_id: str, ops: OperationsDep, caller: CallerDep) -> StartOverResult:
-    """409 `run_not_ended` while it runs, `start_over_system_run` for a deployment's own
-    `gradual_deploy` run (start a new deployment instead), `start_over_child_run` for a child
-    run of a fan-out (retry it, or start over its parent), each with `details.state`. Starting
-    the same run over again answers the run the first time created (`changed: false`)."""
+    """409 `run_not_ended` while it runs, `deployment_run` for a deployment's own
+    `gradual_deploy` run (act on the deployment, or start a new one), `start_over_child_run`
+    for a child run of a fan-out (retry it, or start over its parent), each with
+    `details.state`. Starting the same run over again answers the run the first time created
+    (`changed: false`). The new run runs the old run's version, always: `warnings` says so
+    when a deployment rolled it back or it no longer serves (to run the input on the serving
+    version, submit it anew)."""
     return await ops.actions.start_over(run_id, actor=caller.actor, tenant=caller.tenant)
 
 
@@ -302,17 +316,18 @@ async def start_over(run_id: str, ops: OperationsDep, caller: CallerDep) -> Star
     response_model=ReprocessResult,
     responses=_action_errors(
         "The run is CANCELLED (`run_cancelled`, as `?wait=true` answers for a run cancelled "
-        "while it waited)",
+        "while it waited) or a deployment's own `gradual_deploy` run (`deployment_run`)",
         cancelled=True,
     ),
     summary="Re-run the run's dead-lettered (FAILED) children; their joins reopen",
 )
 async def reprocess(run_id: str, ops: OperationsDep, caller: CallerDep) -> ReprocessResult:
-    """409 `run_cancelled` for a CANCELLED run; nothing to revive answers `changed: false`.
-    A run that had SUCCEEDED (its MERGE tolerated the dead letters) is reprocessed, as a
-    single retry of a child under it is: it runs again from its join, and the steps after
-    the join send their calls a second time, which `warnings`, `reopenedRun` and
-    `reopenedJoins` say (`GET /runs/{id}/reprocess/preview` says it before)."""
+    """409 `run_cancelled` for a CANCELLED run, `deployment_run` for a deployment's own
+    `gradual_deploy` run; nothing to revive answers `changed: false`. A run that had
+    SUCCEEDED (its MERGE tolerated the dead letters) is reprocessed, as a single retry of a
+    child under it is: it runs again from its join, and the steps after the join send their
+    calls a second time, which `warnings`, `reopenedRun` and `reopenedJoins` say
+    (`GET /runs/{id}/reprocess/preview` says it before)."""
     return await ops.actions.reprocess(run_id, actor=caller.actor, tenant=caller.tenant)
 
 

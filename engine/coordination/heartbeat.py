@@ -52,6 +52,15 @@ DEFAULT_INTERVAL_S = 10.0
 DEFAULT_TTL_S = 30.0
 DEFAULT_FORGET_AFTER_S = 7 * 24 * 3600.0
 DEFAULT_POLL_INTERVAL_MS = 15_000
+API_SERVICE_PREFIX = "api-"
+"""The start of the service id of a `schemabridge api` process (`api-<host>-<port>`), the one
+kind of service that runs no worker."""
+
+
+def is_worker_service(name: str) -> bool:
+    """Whether the service `name` runs a worker: every service but an API process does
+    (`schemabridge worker`, `serve`)."""
+    return not name.startswith(API_SERVICE_PREFIX)
 
 
 def process_age_s() -> float:

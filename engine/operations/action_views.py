@@ -20,6 +20,9 @@ class SkipReason(StrEnum):
     PARENT_SUCCEEDED = "parent_succeeded"
     """A FAILED child whose retry would reopen the join of a run that had ended SUCCEEDED
     (and run the steps after it again)."""
+    DEPLOYMENT_RUN = "deployment_run"
+    """The engine's own `gradual_deploy` run of a deployment: the code a single retry would
+    refuse it with (act on the deployment instead)."""
 
 
 class BreakerWarning(BreakerRef):
@@ -55,9 +58,10 @@ class RetryResult(ActionResult):
     says both counts."""
     warnings: list[str] = []
     """What the retry sets off that the operator may not expect, in words and in this order: a
-    join reopened (`reopenedRun`), joins that fail again at once (`stuckJoins`), then each
-    open breaker of a destination the steps call (when it half-opens, and the command that
-    closes it)."""
+    join reopened (`reopenedRun`), joins that fail again at once (`stuckJoins`), the run's
+    version rolled back by a deployment or no longer serving (the retry runs it again), then
+    each open breaker of a destination the steps call (when it half-opens, and the command
+    that closes it)."""
     breakers: list[BreakerWarning] = []
     """The open breakers among `warnings` as data, in the same order, each with its sentence:
     what a front door needs to offer its own way to reset one (the web monitor links to the
@@ -83,7 +87,9 @@ class RetryPreview(View):
     status: RunStatus
     """The run's status now."""
     retriable: bool
-    """False unless the run is FAILED (the retry would answer 409 `run_not_failed`)."""
+    """False unless the run is FAILED (the retry would answer 409 `run_not_failed`), and for
+    a deployment's own `gradual_deploy` run (409 `deployment_run`, whose sentence is then
+    the one of `warnings`)."""
     steps_retried: int = 0
     """FAILED steps that would run again."""
     steps_held_back: int = 0
@@ -112,6 +118,10 @@ class ResolveResult(ActionResult):
 class StartOverResult(ActionResult):
     new_run_id: str
     """The run that starts the old one over (the same one for every start over of it)."""
+    warnings: list[str] = []
+    """What the start over repeats that the operator may not expect: a version a deployment
+    rolled back, or one that no longer serves (a start over always runs the old run's
+    version; to run the input on the serving version, submit it anew)."""
 
 
 class StepAgain(View):

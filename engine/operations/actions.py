@@ -43,6 +43,7 @@ from engine.operations.breaker_warnings import (
     destinations_of,
     open_breaker_warnings,
 )
+from engine.operations.deployment_warnings import rerun_warning
 from engine.operations.run_views import summary
 from engine.operations.runs import checked_filter
 from engine.operations.submission import Bound, check_value_limits
@@ -110,6 +111,8 @@ class OperatorActions:
         is RUNNING again. A dead-lettered child comes back into its parent's join. Not FAILED:
         `WrongState(code="run_not_failed")`."""
         outcome = await self._runtime.store.retry_runs([run_id], actor=actor, tenant=tenant)
+        if run_id in outcome.engine_owned:
+            raise outcome.engine_owned[run_id]
         if run_id in outcome.refused:
             state = outcome.refused[run_id]
             raise run_not_found(run_id) if state is None else _not_failed(run_id, state)
@@ -122,11 +125,25 @@ class OperatorActions:
             **await self._retry_effects(run_id, outcome),
         )
 
+    async def _rerun_warnings(self, run_id: str, action: str) -> list[str]:
+        """The warning that `action` repeats a version a deployment rolled back (or that no
+        longer serves), as every front door says it (`rerun_warning`)."""
+        warning = rerun_warning(action, await self._runtime.store.rerun_facts(run_id))
+        return [] if warning is None else [warning]
+
     @store_boundary
     async def retry_preview(self, run_id: str, *, tenant: str | None = None) -> RetryPreview:
         """What `retry` would do now, with its warnings, changing nothing. Unknown (or
         another tenant's): `NotFound(code="run_not_found")`; not FAILED: `retriable=False`."""
         outcome = await self._runtime.store.retry_preview(run_id, tenant=tenant)
+        if run_id in outcome.engine_owned:  # the retry's refusal, said before the click
+            refusal = outcome.engine_owned[run_id]
+            return RetryPreview(
+                run_id=run_id,
+                status=refusal.state,
+                retriable=False,
+                warnings=[refusal.message],
+            )
         if run_id in outcome.refused:
             state = outcome.refused[run_id]
             if state is None:
@@ -150,6 +167,7 @@ class OperatorActions:
         stuck = outcome.stuck.get(run_id)
         if stuck is not None:
             warnings.append(_stuck_words(run_id, stuck))
+        warnings += await self._rerun_warnings(run_id, "retry")
         breakers = await self._called_warnings(outcome.called)
         failed, held = outcome.steps[run_id], outcome.held[run_id]
         return {
@@ -265,8 +283,9 @@ class OperatorActions:
         parent; retry it, or start over the parent).
         Idempotent: starting the same run over again answers the run the first time
         created (`changed=False`). A deployment's `gradual_deploy` run is refused
-        (`WrongState(code="start_over_system_run")` with its state: start a new
-        deployment)."""
+        (`WrongState(code="deployment_run")` with its state and `deploymentId`: act on the
+        deployment, or start a new one). It always runs the old run's version: `warnings`
+        says so when a deployment rolled that version back or it no longer serves."""
         outcome = await self._runtime.store.start_over(run_id, actor=actor, tenant=tenant)
         if outcome.created:
             await self._runtime.wakeup.notify()
@@ -283,6 +302,7 @@ class OperatorActions:
             ),
             status=outcome.old_status,
             new_run_id=outcome.new_run_id,
+            warnings=await self._rerun_warnings(run_id, "start over"),
         )
 
     @store_boundary
@@ -533,6 +553,14 @@ def _skipped(run_id: str, outcome: RetryOutcome) -> SkippedRun:
     refused with, or `parent_succeeded`."""
     state = outcome.refused[run_id]
     reopens = outcome.reopens.get(run_id)
+    engine_owned = outcome.engine_owned.get(run_id)
+    if engine_owned is not None:
+        return SkippedRun(
+            run_id=run_id,
+            reason=SkipReason.DEPLOYMENT_RUN,
+            state=state,
+            message=engine_owned.message,
+        )
     if state is None:
         missing = run_not_found(run_id)
         return SkippedRun(run_id=run_id, reason=SkipReason.RUN_NOT_FOUND, message=missing.message)

@@ -19,7 +19,7 @@ from sqlalchemy import func, insert, or_, select
 from sqlalchemy.exc import DBAPIError
 from sqlalchemy.ext.asyncio import AsyncConnection
 
-from engine.store import listing, recovery, reprocess_plan, retry_checks
+from engine.store import deployment_rows, listing, recovery, reprocess_plan, retry_checks
 from engine.store import operator_actions as sql
 from engine.store import operator_settings as settings_
 from engine.store import results as results_
@@ -140,6 +140,9 @@ class OperatorActionsStore(WorkQueue):
                 row = states.get(run_id)
                 if row is None or (tenant is not None and row.tenant_id != tenant):
                     outcome.refused[run_id] = None
+                elif row.workflow_name in RESERVED_WORKFLOWS:
+                    outcome.refused[run_id] = row.status
+                    outcome.engine_owned[run_id] = await _engine_run_refusal(conn, row, "retry")
                 elif row.status != RunStatus.FAILED.value:
                     outcome.refused[run_id] = row.status
                 else:
@@ -209,6 +212,10 @@ class OperatorActionsStore(WorkQueue):
             row = (await sql.run_states(conn, [run_id])).get(run_id)
             if row is None or (tenant is not None and row.tenant_id != tenant):
                 outcome.refused[run_id] = None
+                return outcome
+            if row.workflow_name in RESERVED_WORKFLOWS:
+                outcome.refused[run_id] = row.status
+                outcome.engine_owned[run_id] = await _engine_run_refusal(conn, row, "retry")
                 return outcome
             if row.status != RunStatus.FAILED.value:
                 outcome.refused[run_id] = row.status
@@ -305,6 +312,7 @@ class OperatorActionsStore(WorkQueue):
         async def work(conn: AsyncConnection) -> ResolveOutcome:
             now = self._clock.now()
             run = await self._visible_run(conn, run_id, tenant)
+            await _refuse_engine_run(conn, run, "resolve")
             step = await sql.step_for_update(conn, run_id, vertex_id)
             if step is None:
                 raise no_step(run_id, vertex_id, await sql.vertex_ids(conn, run_id))
@@ -356,17 +364,9 @@ class OperatorActionsStore(WorkQueue):
             existing = await sql.run_id_by_key(conn, key)
             if existing is not None:
                 return StartOverOutcome(existing, False, old.status)
+            await _refuse_engine_run(conn, old, "start over")
             _check_restartable(old)
             record = run_record(await sql.whole_run(conn, run_id))
-            if record.workflow_name in RESERVED_WORKFLOWS:
-                # Its stages judge one deployment, which ended or is driven by this run. The
-                # request is well formed; this run refuses the action (409, as a wrong state).
-                raise WrongState(
-                    f"run {run_id} is a {record.workflow_name} system run, which cannot be "
-                    "started over; start a new deployment instead",
-                    state=old.status,
-                    code="start_over_system_run",
-                )
             quota = await settings_.read_quota(conn, record.tenant_id)
             if quota is not None and quota[1] >= quota[0]:
                 max_runs, used_runs = quota
@@ -415,6 +415,7 @@ class OperatorActionsStore(WorkQueue):
         async def work(conn: AsyncConnection) -> ReprocessOutcome:
             now = self._clock.now()
             run = await self._visible_run(conn, run_id, tenant)
+            await _refuse_engine_run(conn, run, "reprocess")
             if run.status == RunStatus.CANCELLED.value:
                 raise RunCancelled(
                     f"run {run_id} is CANCELLED; its children are not run again", run_id=run.id
@@ -546,6 +547,22 @@ def aborted_words(record: DeploymentRecord) -> str:
         f"it drove, is aborted: v{record.candidate_version} gets no new runs, "
         f"v{record.serving_version} serves"
     )
+
+
+async def _engine_run_refusal(conn: AsyncConnection, row: Any, action: str) -> WrongState:
+    """The refusal of `action` on the engine's own run `row` (a `gradual_deploy` run), naming
+    the deployment it drives (`deployment_rows.deployment_run_refusal`)."""
+    record = await deployment_rows.driven_by(conn, row.id)
+    return deployment_rows.deployment_run_refusal(row.id, row.status, record, action)
+
+
+async def _refuse_engine_run(conn: AsyncConnection, row: Any, action: str) -> None:
+    """Refuse `action` on a `gradual_deploy` run: its steps are a deployment's stage checks,
+    whose record an operator's retry, resolve, start over or reprocess would rewrite (its end
+    time, a stage "resolved") without changing the deployment. Cancel stays: it aborts the
+    deployment, which is what it says."""
+    if row.workflow_name in RESERVED_WORKFLOWS:
+        raise await _engine_run_refusal(conn, row, action)
 
 
 def _ended(run_id: str, status: str) -> WrongState:

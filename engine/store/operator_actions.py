@@ -33,7 +33,7 @@ from engine.store.models import Run, RunStatus, Step, StepStatus, TenantQuota
 from engine.store.records import DeploymentRecord, LogLine
 from engine.store.recovery import JoinReopened
 from schemas.definitions import Workflow
-from schemas.errors import NotFound
+from schemas.errors import NotFound, WrongState
 
 runs = Run.__table__  # type: ignore[attr-defined]
 steps = Step.__table__  # type: ignore[attr-defined]
@@ -89,6 +89,9 @@ class RetryOutcome:
     """The steps that run again, by tenant and workflow version: a thousand runs of one
     workflow are one entry, so what they call (an open breaker's warning) is looked up once,
     not per run."""
+    engine_owned: dict[str, WrongState] = field(default_factory=dict)
+    """Runs refused (and in `refused`) because they are the engine's own `gradual_deploy`
+    runs: the refusal a retry of each alone answers (`deployment_run`)."""
 
 
 @dataclass(frozen=True)

@@ -244,9 +244,18 @@ async def test_the_system_workflow_is_the_engines_own(api: Api) -> None:
         cancelled = await http.post(f"/runs/{deployment['runId']}/cancel")
         assert cancelled.status_code == 200, cancelled.text
         shown = (await http.get(f"/deployments/{deployment['id']}")).json()
-        start_over = await http.post(f"/runs/{deployment['runId']}/start-over")
-        refused = assert_error(start_over, 409, "start_over_system_run")
-        assert refused["details"] == {"state": "CANCELLED"}, refused
+        # Its record is the deployment's: the run actions are refused, pointing at it.
+        run = f"/runs/{deployment['runId']}"
+        for path in ("start-over", "retry", "reprocess", "steps/stage-1/resolve"):
+            body = {"output": {}} if path.endswith("resolve") else None
+            answer = await http.post(f"{run}/{path}", json=body)
+            refused = assert_error(answer, 409, "deployment_run")
+            expected = {"state": "CANCELLED", "deploymentId": deployment["id"]}
+            assert refused["details"] == expected, refused
+        preview = (await http.get(f"{run}/retry/preview")).json()
+        assert not preview["retriable"] and "engine's own run" in preview["warnings"][0]
+        batch = await http.post("/runs/retry", json={"ids": [deployment["runId"]]})
+        assert [s["reason"] for s in batch.json()["skipped"]] == ["deployment_run"]
     assert shown["status"] == "ABORTED" and shown["weight"] is None
 
 

@@ -260,15 +260,20 @@ def abort_on_its_page(server: DemoServer, page: Any, deployment_id: str) -> None
 
 def drive_run(page: Any, drives_text: str) -> Any:
     """On the page of a deployment's own run: its link to the deployment (returned), its
-    route, and no Start over — the API refuses to start the engine's own run over
-    (start_over_system_run) — with a tooltip saying what to do instead."""
+    route, and none of Retry, Start over, Reprocess or Resolve — the API refuses them on the
+    engine's own run (deployment_run: they would rewrite the deployment's record) — but a
+    note saying to act on the deployment, linking to it."""
     drives = page.locator("a.drives-deployment")
     drives.wait_for()
     assert drives.inner_text() == drives_text
     assert page.locator(".run-route").inner_text() == " · the engine's own run"
-    start_over = page.get_by_role("button", name="Start over", exact=True)
-    assert start_over.is_disabled()
-    assert "start a new deployment" in (start_over.get_attribute("title") or "")
+    bar = page.get_by_role("toolbar", name="Operator actions")
+    note = bar.locator(".deployment-run-note")
+    assert "Act on its deployment instead" in note.inner_text()
+    assert note.get_by_role("link").get_attribute("href") == drives.get_attribute("href")
+    for label in ("Retry", "Start over", "Reprocess dead letters"):
+        assert bar.get_by_role("button", name=label, exact=True).count() == 0
+    assert page.get_by_role("button", name=re.compile("^Resolve ")).count() == 0
     return drives
 
 
@@ -348,6 +353,49 @@ def test_a_failing_candidate_is_rolled_back_and_shows_its_exposure(
         page.locator("p.window-note").get_by_role("button", name="Show any time").click()
         page.locator("p.window-note").wait_for(state="detached")
         assert "after=" not in page.url and "route=candidate" in page.url
+
+
+def test_a_candidate_refusing_the_input_shows_its_refusals(
+    server: DemoServer, browser: Any
+) -> None:
+    publish(server, "ui-strict", failing=False)
+    strict = {
+        "name": "ui-strict",
+        "inputSchema": {"required": ["priority"]},
+        "vertices": {"call": {"type": "GATEWAY", "config": {"url": f"{server.downstream}/o"}}},
+    }
+    assert server.call("/workflows", strict)["version"] == 3
+    started = server.call(
+        "/workflows/ui-strict/deployments",
+        {
+            "version": 3,
+            "stages": [{"weight": 50, "minRuns": 1000}, {"weight": 100}],
+            "rollback": {"minFinishedRuns": 3},
+            "checkIntervalSeconds": 0.2,
+        },
+    )
+    answers = [server.call("/workflows/ui-strict/runs", {"input": {}}) for _ in range(20)]
+    refused = [a for a in answers if a.get("code") == "invalid_input"]
+    assert len(refused) >= 3 and "ui-strict v3" in refused[0]["message"]
+    deployment_id = started["id"]
+    eventually(
+        lambda: server.call(f"/deployments/{deployment_id}")["status"] == "ROLLED_BACK",
+        60,
+        "the refusing candidate is rolled back",
+    )
+    count = server.call(f"/deployments/{deployment_id}")["candidate"]["refused"]
+    assert count == len(refused)
+    with opened(browser, f"{server.ui}#/deployments/{deployment_id}") as (page, _):
+        note = page.locator(".refused-note")
+        note.wait_for()
+        assert note.inner_text().startswith(f"{count} refused by the candidate's inputSchema: ")
+        assert f"({count} of them refused)" in page.locator(".exposure-figure").inner_text()
+        reason = page.locator(".outcome-reason").inner_text()
+        assert "refused by the candidate's inputSchema" in reason
+    with opened(browser, f"{server.ui}#/deployments") as (page, _):
+        row = page.locator(f'tr[data-deployment="{deployment_id}"]')
+        row.wait_for()
+        assert f"({count} refused)" in row.inner_text()
 
 
 def test_an_unknown_deployment_says_so(server: DemoServer, browser: Any) -> None:

@@ -76,15 +76,30 @@ async def test_a_failing_candidate_is_rolled_back_during_the_first_stage(
         ("stage-1", "FAILED"),
         ("stage-2", "PENDING"),
     ]
-    # Retrying the failed system run cannot revive the deployment: the stage fails again.
-    await env.ops.actions.retry(ended.run_id, actor="key:ops")
-    retried = await env.ops.runs.wait(ended.run_id, 15)
-    assert retried.status == "FAILED" and retried.error is not None
-    assert retried.error.message == run.error.message
-    with pytest.raises(WrongState) as start_over:
-        await env.ops.actions.start_over(ended.run_id, actor="key:ops")
-    assert start_over.value.code == "start_over_system_run"
-    assert start_over.value.details == {"state": "FAILED"}
+    # Operator actions on the engine's own run would rewrite the rollback's record: refused,
+    # pointing at the deployment; the run keeps its end and its stage's outcome.
+    ops = env.ops.actions
+    actions = {
+        "retry": ops.retry(ended.run_id, actor="key:ops"),
+        "resolve": ops.resolve(ended.run_id, "stage-1", {}, actor="key:ops"),
+        "start over": ops.start_over(ended.run_id, actor="key:ops"),
+        "reprocess": ops.reprocess(ended.run_id, actor="key:ops"),
+    }
+    for action, refused in actions.items():
+        with pytest.raises(WrongState) as refusal:
+            await refused
+        assert refusal.value.code == "deployment_run"
+        assert refusal.value.details == {"state": "FAILED", "deploymentId": ended.id}
+        assert f"a {action} would rewrite the record" in refusal.value.message
+        assert "start a new deployment" in refusal.value.message
+    preview = await ops.retry_preview(ended.run_id)
+    assert not preview.retriable and "deployment_run" not in preview.warnings[0]
+    assert preview.warnings[0].startswith(f"run {ended.run_id} is the engine's own run")
+    batch = await ops.batch_retry(ids=[ended.run_id], actor="key:ops")
+    assert batch.retried == [] and [s.reason for s in batch.skipped] == ["deployment_run"]
+    after_actions = await env.ops.runs.get(ended.run_id)
+    assert (after_actions.status, after_actions.ended_at) == ("FAILED", run.ended_at)
+    assert [s.status for s in after_actions.steps] == ["FAILED", "PENDING"]
     assert (await env.ops.deployments.get(ended.id)).status == "ROLLED_BACK"
     # From the rollback on, every new run gets the serving version.
     after = await env.wave("orders", 20, prefix="after")

@@ -10,7 +10,7 @@ import { fill, h } from "../dom.js";
 import { badge, duration, elapsed, errorSummary, shortId, time } from "../format.js";
 import { drawGraph } from "../graph.js";
 import { Poller, throttle } from "../live.js";
-import { actionBar, actionBarKey, resolveStep } from "../run/actions.js";
+import { actionBar, actionBarKey, isDeploymentRun, resolveStep } from "../run/actions.js";
 import { ChildrenList } from "../run/children.js";
 import { childrenWaitingLine, errorBox, holderLine, sentByAttempt, waitingLine } from "../run/errors.js";
 import { fanoutBar, fetchLongTail, longTailView } from "../run/fanout.js";
@@ -126,7 +126,7 @@ function stepPanel(detail, step, result, reload) {
     h("dl", { class: "facts" }, facts.map(([name, value]) => h("div", {}, h("dt", {}, name), h("dd", {}, value)))),
     waitingLine(step),
     holderLine(step),
-    step.status === "FAILED"
+    step.status === "FAILED" && !isDeploymentRun(detail)
       ? h("button", { type: "button", class: "primary", onclick: () => resolveStep(detail.id, step, result, reload) }, `Resolve ${step.vertexId}…`)
       : null,
     errorBox(step.error, { title: `Error of ${step.vertexId}` }),

@@ -173,12 +173,23 @@ function fixNote(detail) {
   return null;
 }
 
-/** Why Start over is unavailable (the API's refusals: start_over_child_run,
- * start_over_system_run, run_not_ended). */
+/** Why Start over is unavailable (the API's refusals: start_over_child_run, run_not_ended). */
 function startOverWhyNot(detail) {
   if (detail.parentRunId) return "a child run cannot be started over alone";
-  if (detail.route === "system") return "the engine's own run (a deployment's): start a new deployment instead";
   return "the run has not ended";
+}
+
+/** The engine's own run of a deployment (route "system"): the API refuses retry, resolve,
+ * start over and reprocess on it (409 deployment_run: they would rewrite the record of the
+ * deployment's stages), so the bar offers none of them, and says where to act instead. */
+export function isDeploymentRun(detail) {
+  return detail.route === "system";
+}
+
+function deploymentNote(detail) {
+  const id = detail.input && detail.input.deploymentId;
+  const link = id ? h("a", { href: `#/deployments/${encodeURIComponent(id)}` }, "its deployment") : "its deployment";
+  return h("p", { class: "small muted deployment-run-note" }, "The engine's own run: its steps are a deployment's stage checks. Act on ", link, " instead (abort, roll back, or start a new deployment); cancelling this run aborts the deployment.");
 }
 
 /** What the action bar of `detail` shows, as a string: the page redraws the bar only when
@@ -220,10 +231,12 @@ export function actionBar(detail, result, done) {
     send: () => api(path(id, "reprocess"), { method: "POST" }),
     describe: (a) => a.message,
   };
+  const engineOwned = isDeploymentRun(detail);
   return h(
     "div",
     { class: "actions", role: "toolbar", "aria-label": "Operator actions" },
-    button("Retry", detail.status === "FAILED", "only a FAILED run can be retried", {
+    engineOwned ? deploymentNote(detail) : null,
+    engineOwned ? null : button("Retry", detail.status === "FAILED", "only a FAILED run can be retried", {
       name: "Retry",
       title: "Retry this run?",
       text: "Its FAILED steps run again; completed steps keep their results.",
@@ -235,7 +248,7 @@ export function actionBar(detail, result, done) {
       describe: (a) => a.message,
       warningsOf: retryWarnings,
     }, "primary"),
-    button("Start over", ended && !detail.parentRunId && detail.route !== "system", startOverWhyNot(detail), {
+    engineOwned ? null : button("Start over", ended && !detail.parentRunId, startOverWhyNot(detail), {
       name: "Start over",
       title: "Start this run over?",
       text: "A new run starts with the same input, linked to this one.",
@@ -244,7 +257,7 @@ export function actionBar(detail, result, done) {
       send: () => api(path(id, "start-over"), { method: "POST" }),
       describe: (a) => [a.message, " — ", h("a", { href: `#/runs/${encodeURIComponent(a.newRunId)}` }, "open the new run")],
     }),
-    button("Reprocess dead letters", deadLetters, "no failed child to reprocess", reprocess),
+    engineOwned ? null : button("Reprocess dead letters", deadLetters, "no failed child to reprocess", reprocess),
     button("Cancel", !ended, detail.status === "CANCELLED" ? "the run is already cancelled" : "the run has ended: only a running run can be cancelled", {
       name: "Cancel",
       title: "Cancel this run?",

@@ -1,0 +1,158 @@
+"""What a deployment's start, its view and an operator's re-run of an old version warn about,
+in one set of words for every front door (REST, the CLI, the monitor) (docs/architecture.md,
+'Versions and deployments').
+
+A start is never refused for these: each is a reason the deployment may not do what the
+operator expects (it will not progress, it will judge nothing, it repeats a version that
+failed before, its candidate refuses what clients send), said in the answer's `warnings`.
+"""
+
+from __future__ import annotations
+
+import shlex
+from collections.abc import Sequence
+from datetime import UTC, datetime
+from typing import TYPE_CHECKING, Any
+
+from engine.coordination.heartbeat import is_worker_service, read_services
+from engine.coordination.redis_client import COORDINATION_ERRORS
+from engine.store.deployments import RerunFacts
+from engine.store.models import RunRoute
+from engine.store.records import DeploymentRecord
+from engine.validation import validate_input
+from schemas.definitions import Workflow
+
+if TYPE_CHECKING:
+    from engine.operations.deployment_views import RollbackSpec, StageSpec
+    from engine.runtime import Runtime
+
+INPUTS_CHECKED = 50
+"""The serving version's latest accepted inputs a start checks against the candidate's
+inputSchema: one bounded read of an index range, and enough to catch a field every client
+omits (a rare shape can be missed: it is a warning, not a proof)."""
+
+NO_WORKER = (
+    "no worker is alive: nothing runs — not the candidate's runs, not the serving version's, "
+    "not the stage's checks — so the deployment cannot progress until one starts "
+    "(`schemabridge worker`; `schemabridge services` lists them)"
+)
+"""The hold reason of a running deployment, and a start's warning, while every worker's
+heartbeat is stale (`GET /services`' rule)."""
+
+
+def at(epoch_s: float) -> str:
+    """A time in messages: UTC, to the second."""
+    return datetime.fromtimestamp(epoch_s, UTC).strftime("%Y-%m-%d %H:%M:%SZ")
+
+
+async def workers_alive(runtime: Runtime) -> bool | None:
+    """Whether a worker is alive by its heartbeat, the rule of `GET /services` (up while its
+    latest beat is at most `HEARTBEAT_TTL_S` old; an `api-…` service runs no worker). None
+    when it cannot be told: Redis does not answer, or no service ever beat here (a process
+    that runs no service, or the embedded Redis, which another process's heartbeats never
+    reach)."""
+    try:
+        statuses = await read_services(
+            runtime.redis, runtime.clock, ttl_s=float(runtime.settings.heartbeat_ttl_s)
+        )
+    except COORDINATION_ERRORS:
+        return None
+    if not statuses:
+        return None
+    return any(status.up and is_worker_service(status.name) for status in statuses)
+
+
+def no_evidence_warning(stages: Sequence[StageSpec], rollback: RollbackSpec) -> str | None:
+    """A policy that lets the candidate pass without a finished run: `minFinishedRuns` 0 means
+    every check may judge it on nothing (a ratio of no runs is never over the threshold), and
+    with no minimum of runs or time either it is promoted at its first check."""
+    if rollback.min_finished_runs > 0:
+        return None
+    instant = all(s.min_runs == 0 and s.min_duration_seconds == 0 for s in stages)
+    return (
+        "the rollback policy needs no finished run (minFinishedRuns 0): the candidate can pass "
+        "every stage without a single run judged"
+        + (
+            ", and with no stage's minimum runs or duration it becomes the serving version at "
+            "its first check, whatever it does"
+            if instant
+            else ""
+        )
+        + "; give --min-finished (minFinishedRuns) at least 1 for a verdict on evidence"
+    )
+
+
+def redeploy_warning(version: int, rolled_back: DeploymentRecord | None) -> str | None:
+    """Deploying a version a deployment rolled back before: what happened then."""
+    if rolled_back is None or rolled_back.ended_at is None:
+        return None
+    outcome = rolled_back.outcome or {}
+    by = outcome.get("actor")
+    who = " by the engine's verdict" if by == "engine" else f" by {by}" if by else ""
+    reason = outcome.get("reason")
+    return (
+        f"v{version} was rolled back{who} in deployment {rolled_back.id} at "
+        f"{at(rolled_back.ended_at)}"
+        + (f" ({reason})" if reason else "")
+        + "; this deployment starts it again at stage 1: make sure what failed is fixed"
+    )
+
+
+def input_warning(
+    workflow: str,
+    candidate: Workflow,
+    candidate_version: int,
+    serving_version: int,
+    inputs: Sequence[Any],
+) -> str | None:
+    """The recent inputs of the serving version (`inputs`: it accepted them) that the
+    candidate's inputSchema refuses: the same requests routed to the candidate would be
+    refused 422 and count as failed runs of the candidate."""
+    if candidate.input_schema is None or not inputs:
+        return None
+    refused = [problems for problems in (validate_input(candidate, i) for i in inputs) if problems]
+    if not refused:
+        return None
+    first = refused[0][0]
+    where = first.pointer or "/"
+    return (
+        f"v{candidate_version}'s inputSchema refuses {len(refused)} of the {len(inputs)} latest "
+        f"inputs v{serving_version} accepted (e.g. at {where}: {first.message}): such requests "
+        f"routed to v{candidate_version} are refused 422 invalid_input and each counts as a "
+        f"failed run of the candidate, which rolls it back; publish a version of {workflow} that "
+        "accepts them, or make clients send what it needs first"
+    )
+
+
+def rerun_warning(action: str, facts: RerunFacts | None) -> str | None:
+    """What an operator's `action` ("retry", "start over") runs again when the run's version
+    was rolled back by a deployment, or (for a run routed to it, not one that pinned it) no
+    longer serves: the action repeats that version, never the serving one. The same words in
+    the action's answer, the retry's preview, the CLI and the monitor."""
+    if facts is None:
+        return None
+    name, version = facts.workflow, facts.version
+    serving = facts.serving
+    serving_now = None if serving is None else serving.serving_version
+    if serving is not None and version in (serving.serving_version, serving.candidate_version):
+        return None  # it serves (or is being deployed again): routing runs it too
+    rolled = facts.rolled_back
+    if rolled is not None and rolled.ended_at is not None:
+        said = (
+            f"v{version} of {name} was rolled back by deployment {rolled.id} at "
+            f"{at(rolled.ended_at)}; this {action} runs v{version} again"
+        )
+    elif facts.route in (RunRoute.SERVING.value, RunRoute.CANDIDATE.value) and serving_now:
+        said = f"v{version} of {name} no longer serves; this {action} runs v{version} again"
+    else:
+        return None
+    if serving_now is None or serving_now == version:
+        return said
+    if facts.parent_run_id is not None:
+        return f"{said} (a child run keeps the version its root pinned)"
+    submit = f"schemabridge runs submit {shlex.quote(name)} --input JSON"
+    return (
+        f"{said}, not the serving v{serving_now}: a {action} always repeats the run's own "
+        f"version; to run this input on v{serving_now}, submit it anew without a version "
+        f"(`{submit}`)"
+    )

@@ -1,0 +1,87 @@
+"""The words of a deployment's warnings that need no database: a policy that judges nothing,
+and what a retry or start over of an old version repeats (engine.operations.deployment_warnings;
+the rest is tests/integration/test_deployment_warnings.py)."""
+
+from __future__ import annotations
+
+from engine.operations.deployment_views import RollbackSpec, StageSpec
+from engine.operations.deployment_warnings import (
+    at,
+    no_evidence_warning,
+    rerun_warning,
+)
+from engine.store.deployments import RerunFacts
+from engine.store.records import DeploymentRecord, ServingRecord
+
+BARE = [StageSpec(weight=w, min_runs=0, min_duration_seconds=0) for w in (10, 100)]
+
+
+def test_a_policy_without_any_minimum_promotes_at_the_first_check() -> None:
+    said = no_evidence_warning(BARE, RollbackSpec(min_finished_runs=0))
+    assert said is not None
+    assert "it becomes the serving version at its first check, whatever it does" in said
+    assert no_evidence_warning(BARE, RollbackSpec(min_finished_runs=1)) is None
+    held = [StageSpec(weight=100, min_runs=5, min_duration_seconds=0)]
+    partly = no_evidence_warning(held, RollbackSpec(min_finished_runs=0))
+    assert partly is not None and "first check" not in partly
+
+
+def serving(version: int, candidate: int | None = None) -> ServingRecord:
+    return ServingRecord("orders", version, candidate, 10.0 if candidate else 0.0, None, 0.0, None)
+
+
+def rolled_back(version: int) -> DeploymentRecord:
+    return DeploymentRecord(
+        id="d-1",
+        workflow_name="orders",
+        serving_version=1,
+        candidate_version=version,
+        status="ROLLED_BACK",
+        stages=[],
+        rollback={},
+        check_interval_s=5.0,
+        stage_index=0,
+        stage_started_at=0.0,
+        run_id="r",
+        created_at=0.0,
+        created_by="test",
+        ended_at=86_400.0,
+        outcome=None,
+        timeline=[],
+    )
+
+
+def facts(
+    version: int,
+    now: ServingRecord | None,
+    rolled: DeploymentRecord | None = None,
+    *,
+    route: str | None = "candidate",
+    parent: str | None = None,
+) -> RerunFacts:
+    return RerunFacts("orders", version, route, parent, now, rolled)
+
+
+def test_a_rerun_of_a_rolled_back_version_names_the_deployment_and_the_way_out() -> None:
+    said = rerun_warning("start over", facts(2, serving(1), rolled_back(2)))
+    assert said == (
+        f"v2 of orders was rolled back by deployment d-1 at {at(86_400.0)}; this start over "
+        "runs v2 again, not the serving v1: a start over always repeats the run's own "
+        "version; to run this input on v1, submit it anew without a version "
+        "(`schemabridge runs submit orders --input JSON`)"
+    )
+    assert at(86_400.0) == "1970-01-02 00:00:00Z"
+    child = rerun_warning("retry", facts(2, serving(1), rolled_back(2), route=None, parent="p"))
+    assert child is not None and child.endswith("(a child run keeps the version its root pinned)")
+
+
+def test_a_rerun_of_what_routing_gives_anyway_says_nothing() -> None:
+    assert rerun_warning("retry", facts(1, serving(1))) is None
+    # Being deployed again: the candidate of a running deployment is routed runs.
+    assert rerun_warning("retry", facts(2, serving(1, candidate=2), rolled_back(2))) is None
+    # A version the request pinned was asked for; one that never served and never rolled
+    # back is no news either.
+    assert rerun_warning("retry", facts(3, serving(1), route="pinned")) is None
+    assert rerun_warning("retry", None) is None
+    gone = rerun_warning("retry", facts(1, serving(2), route="serving"))
+    assert gone is not None and gone.startswith("v1 of orders no longer serves; this retry")
