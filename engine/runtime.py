@@ -19,7 +19,7 @@ import redis.asyncio as redis
 from admission import Admission, AdmissionConfig, AimdConfig, TenantRateConfig
 from engine import coordination
 from engine.coordination.cancellations import Cancellations
-from engine.coordination.heartbeat import Heartbeat
+from engine.coordination.heartbeat import API_SERVICE_PREFIX, Heartbeat
 from engine.coordination.invalidations import Invalidations
 from engine.coordination.run_events import RunEvents
 from engine.coordination.wakeup import Wakeup
@@ -268,6 +268,13 @@ def settle_heap() -> None:
     gc.freeze()
     _, gen1, gen2 = gc.get_threshold()
     gc.set_threshold(GC_GEN0_THRESHOLD, gen1, gen2)
+
+
+def api_service_name(host: str, port: int) -> str:
+    """The service id of a `schemabridge api` process: by host and port, as several may run
+    on one machine; its prefix tells readers of heartbeats that it runs no worker
+    (`engine.coordination.heartbeat.is_worker_service`)."""
+    return f"{API_SERVICE_PREFIX}{host}-{port}"
 
 
 async def run_presence(runtime: Runtime, service: str, stop: asyncio.Event) -> None:

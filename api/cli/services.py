@@ -323,7 +323,7 @@ def worker(
 async def _serve_api(settings: Settings, server: ApiServer) -> None:
     from api.rest import borrowed_runtime, create_app
     from engine.lifecycle import ServiceLifecycle
-    from engine.runtime import run_presence
+    from engine.runtime import api_service_name, run_presence
 
     lifecycle = ServiceLifecycle()
     with lifecycle:
@@ -331,7 +331,7 @@ async def _serve_api(settings: Settings, server: ApiServer) -> None:
         try:
             app = create_app(settings, runtime_factory=borrowed_runtime(runtime))
             # Named by host and port: several api processes may run on one machine.
-            service = f"api-{socket.gethostname()}-{server.port}"
+            service = api_service_name(socket.gethostname(), server.port)
             stop = lifecycle.stop_event
             async with asyncio.TaskGroup() as group:
                 group.create_task(_announce(server, "api", settings), name="announce")

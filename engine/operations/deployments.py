@@ -33,6 +33,14 @@ from engine.operations.deployment_views import (
     deployment_view,
     serving_view,
 )
+from engine.operations.deployment_warnings import (
+    INPUTS_CHECKED,
+    NO_WORKER,
+    input_warning,
+    no_evidence_warning,
+    redeploy_warning,
+    workers_alive,
+)
 from engine.operations.pagination import check_limit
 from engine.operations.views import DeploymentIdMatches
 from engine.operations.workflows import not_found as workflow_not_found
@@ -203,8 +211,27 @@ class DeploymentOperations:
             raise workflow_not_found(workflow, version) from exc
         await self._runtime.wakeup.notify()
         view = await self._view(record)
-        warning = child_warning(workflow, version, await self._store.spawning_parents(workflow))
-        return view if warning is None else view.model_copy(update={"warnings": [warning]})
+        said = [
+            child_warning(workflow, version, await self._store.spawning_parents(workflow)),
+            await self._input_warning(record),
+            no_evidence_warning(stages, rollback),
+            redeploy_warning(version, await self._store.latest_rolled_back(workflow, version)),
+            NO_WORKER if await workers_alive(self._runtime) is False else None,
+        ]
+        warnings = [warning for warning in said if warning is not None]
+        return view.model_copy(update={"warnings": warnings}) if warnings else view
+
+    async def _input_warning(self, record: DeploymentRecord) -> str | None:
+        """Whether the candidate's inputSchema refuses recent inputs the serving version
+        accepted (its latest `INPUTS_CHECKED` root runs': one bounded read)."""
+        name = record.workflow_name
+        candidate = await self._store.get_version(name, record.candidate_version)
+        if candidate.workflow.input_schema is None:
+            return None
+        inputs = await self._store.recent_inputs(name, record.serving_version, limit=INPUTS_CHECKED)
+        return input_warning(
+            name, candidate.workflow, record.candidate_version, record.serving_version, inputs
+        )
 
     @store_boundary
     async def get(self, deployment_id: str) -> DeploymentView:
@@ -219,11 +246,17 @@ class DeploymentOperations:
     async def _holding(self, record: DeploymentRecord) -> str | None:
         """The waiting message of the `gradual_deploy` run's stage step, which its latest check
         wrote (`engine.execution.deploy_stage`): the same words `runs show` gives that step. A
-        run of one step a stage: a small read, done only for one deployment, not for lists."""
+        run of one step a stage: a small read, done only for one deployment, not for lists.
+        While no worker is alive (`workers_alive`), that first: no check runs, so the step's
+        message is as old as the last one."""
+        checked = None
         for step in await self._store.get_steps(record.run_id):
             if step.wait_reason == WaitReason.DEPLOYMENT_STAGE.value and step.wait_message:
-                return step.wait_message
-        return None
+                checked = step.wait_message
+                break
+        if await workers_alive(self._runtime) is False:
+            return NO_WORKER if checked is None else f"{NO_WORKER}; its last check: {checked}"
+        return checked
 
     @store_boundary
     async def match_prefix(self, prefix: str, *, limit: int = 5) -> DeploymentIdMatches:

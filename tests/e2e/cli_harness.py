@@ -17,7 +17,7 @@ import os
 import subprocess
 import sys
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -45,6 +45,8 @@ class Stack:
     """The services' environment (their database and Redis): for `keys` and `db`."""
     downstream: str
     tmp: Path
+    services: dict[str, Service] = field(default_factory=dict)
+    """The stack's processes by name (`api`, each worker's), for a test that stops one."""
 
     def cli(
         self,
@@ -161,8 +163,9 @@ def serve_stack(tmp: Path) -> Iterator[Stack]:
 
 
 @contextlib.contextmanager
-def cluster_stack(tmp: Path) -> Iterator[Stack]:
-    """`schemabridge api` and two workers on a fresh PostgreSQL database and Redis."""
+def cluster_stack(tmp: Path, workers: tuple[str, ...] = ("w1", "w2")) -> Iterator[Stack]:
+    """`schemabridge api` and `workers` (two by default) on a fresh PostgreSQL database and
+    Redis."""
     require_service("PostgreSQL", "127.0.0.1", 5432)
     require_service("Redis", "127.0.0.1", 6379)
     import redis
@@ -179,15 +182,18 @@ def cluster_stack(tmp: Path) -> Iterator[Stack]:
         assert upgraded.returncode == 0, upgraded.stderr
         key = _admin_key(env)
         worker = ["worker", "--log-level", "warning", "--name"]
-        with (
-            _downstream(tmp) as downstream,
-            service(["api", "--port", "0", "--no-access-log"], env, tmp / "api.log") as api,
-            service([*worker, "w1"], env, tmp / "w1.log") as w1,
-            service([*worker, "w2"], env, tmp / "w2.log") as w2,
-        ):
+        with contextlib.ExitStack() as running:
+            downstream = running.enter_context(_downstream(tmp))
+            api_args = ["api", "--port", "0", "--no-access-log"]
+            api = running.enter_context(service(api_args, env, tmp / "api.log"))
+            started = {"api": api}
+            for name in workers:
+                started[name] = running.enter_context(
+                    service([*worker, name], env, tmp / f"{name}.log")
+                )
             url = api.wait_for_url()
-            yield Stack("cluster", url, key, env, downstream, tmp)
-            _stopped([api, w1, w2])
+            yield Stack("cluster", url, key, env, downstream, tmp, started)
+            _stopped(list(started.values()))
     finally:
         asyncio.run(_drop_pg_database(name))
         coordination.flushdb()

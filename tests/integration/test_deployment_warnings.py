@@ -1,0 +1,154 @@
+"""What a deployment's start and view warn about, and what an operator's retry or start over of
+a run of an old version says it repeats (docs/architecture.md, 'Versions and deployments'),
+through the operations layer on both backends, with a real worker and the demo downstream."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import AsyncIterator
+
+import pytest
+
+from demo.downstream import RunningDownstream
+from engine.coordination.heartbeat import Heartbeat
+from engine.operations.deployment_views import RollbackSpec, StageSpec
+from engine.operations.deployment_warnings import at
+from tests.conftest import Backend
+from tests.integration.deploy_harness import Deploying, deploying, version_doc
+
+HOLD = [StageSpec(weight=10, min_runs=1000), StageSpec(weight=100)]
+
+
+@pytest.fixture
+async def env(backend: Backend) -> AsyncIterator[Deploying]:
+    async with deploying(backend) as deploying_env:
+        yield deploying_env
+
+
+async def test_a_retry_or_start_over_of_a_rolled_back_version_says_it_runs_it_again(
+    env: Deploying, downstream: RunningDownstream
+) -> None:
+    await env.publish(
+        version_doc("orders", downstream.url),
+        version_doc("orders", downstream.url, fails=True),
+    )
+    stages = [StageSpec(weight=50, min_runs=5, min_duration_seconds=0), StageSpec(weight=100)]
+    started = await env.start("orders", 2, stages, RollbackSpec(min_finished_runs=3))
+    ended = await env.drive(started, "orders", wave=8, advance_s=1)
+    assert ended.status == "ROLLED_BACK" and ended.ended_at is not None
+    failed = next(r for r in env.submitted if r.version == 2)
+    ended_at = re.escape(at(ended.ended_at))
+    said = (
+        f"v2 of orders was rolled back by deployment {ended.id} at {ended_at}; this ACTION "
+        "runs v2 again, not the serving v1: a ACTION always repeats the run's own version; "
+        "to run this input on v1, submit it anew without a version "
+        r"\(`schemabridge runs submit orders --input JSON`\)"
+    )
+
+    preview = await env.ops.actions.retry_preview(failed.id)
+    retried = await env.ops.actions.retry(failed.id, actor="key:ops")
+    await env.ops.runs.wait(failed.id, 15)
+    restarted = await env.ops.actions.start_over(failed.id, actor="key:ops")
+
+    for answer, action in ((preview, "retry"), (retried, "retry"), (restarted, "start over")):
+        assert any(re.fullmatch(said.replace("ACTION", action), w) for w in answer.warnings), (
+            answer.warnings
+        )
+    # A run of the serving version says nothing of the kind.
+    healthy = next(r for r in env.submitted if r.version == 1)
+    assert (await env.ops.actions.start_over(healthy.id, actor="key:ops")).warnings == []
+
+
+async def test_a_retry_of_a_version_that_no_longer_serves_says_so(
+    env: Deploying, downstream: RunningDownstream
+) -> None:
+    await env.publish(
+        version_doc("orders", downstream.url, fails=True), version_doc("orders", downstream.url)
+    )
+    (old,) = await env.wave("orders", 1)
+    await env.ops.deployments.set_serving("orders", 2, actor="key:ops")
+
+    preview = await env.ops.actions.retry_preview(old.id)
+
+    assert preview.retriable
+    assert preview.warnings[0].startswith(
+        "v1 of orders no longer serves; this retry runs v1 again, not the serving v2"
+    )
+    # A run that pinned its version asked for it: nothing to warn about.
+    pinned = (await env.ops.runs.submit("orders", {}, version=1)).run
+    await env.ops.runs.wait(pinned.id, 15)
+    assert (await env.ops.actions.retry_preview(pinned.id)).warnings == []
+
+
+async def test_a_start_warns_of_what_will_keep_it_from_a_sound_verdict(
+    env: Deploying, downstream: RunningDownstream
+) -> None:
+    serving = {**version_doc("orders", downstream.url), "inputSchema": {"type": "object"}}
+    strict = {
+        **version_doc("orders", downstream.url, note="-v2"),
+        "inputSchema": {"type": "object", "required": ["priority"]},
+    }
+    await env.publish(serving, strict)
+    await env.wave("orders", 3)  # v1 accepts {} from every client
+
+    # Judged on nothing (minFinishedRuns 0); its stages hold for runs, so it stays to be
+    # rolled back below (a start with no minimum at all: tests/unit/test_deployment_warnings.py).
+    first = await env.start("orders", 2, HOLD, RollbackSpec(min_finished_runs=0))
+
+    assert first.warnings[0].startswith(
+        "v2's inputSchema refuses 3 of the 3 latest inputs v1 accepted (e.g. at /: "
+    )
+    assert 'missing the required field "priority"' in first.warnings[0]
+    assert first.warnings[1] == (
+        "the rollback policy needs no finished run (minFinishedRuns 0): the candidate can pass "
+        "every stage without a single run judged; give --min-finished (minFinishedRuns) at "
+        "least 1 for a verdict on evidence"
+    )
+    rolled = await env.ops.deployments.rollback(first.id, actor="key:ops")
+    assert rolled.deployment.ended_at is not None
+
+    env.clock.advance(1)
+    again = await env.start("orders", 2, HOLD, RollbackSpec())
+
+    assert len(again.warnings) == 2  # the input, and the rollback before
+    assert again.warnings[1].startswith(
+        f"v2 was rolled back by key:ops in deployment {first.id} at "
+    )
+    assert again.warnings[1].endswith(
+        "(rolled back by key:ops); this deployment starts it again at stage 1: make sure what "
+        "failed is fixed"
+    )
+
+
+async def test_no_worker_alive_is_a_warning_and_the_hold_reason(
+    env: Deploying, downstream: RunningDownstream
+) -> None:
+    await env.publish(
+        version_doc("orders", downstream.url), version_doc("orders", downstream.url, note="-v2")
+    )
+    runtime = env.runtime
+
+    async def beat(name: str) -> None:
+        heartbeat = Heartbeat(name, runtime.redis, env.clock, interval_s=1, ttl_s=30)
+        await heartbeat.beat()
+
+    await beat("worker-a")
+    await beat("api-host-8000")
+    alive = await env.start("orders", 2, HOLD, RollbackSpec())
+    assert alive.warnings == []
+    assert (await env.ops.deployments.abort(alive.id, actor="key:ops")).changed
+
+    env.clock.advance(60)  # both beats stale: the worker is down …
+    await beat("api-host-8000")  # … and only the API process beats
+    stalled = await env.start("orders", 2, HOLD, RollbackSpec())
+
+    assert stalled.warnings == [
+        "no worker is alive: nothing runs — not the candidate's runs, not the serving "
+        "version's, not the stage's checks — so the deployment cannot progress until one "
+        "starts (`schemabridge worker`; `schemabridge services` lists them)"
+    ]
+    shown = await env.ops.deployments.get(stalled.id)
+    assert shown.holding is not None and shown.holding.startswith("no worker is alive: ")
+    await beat("worker-b")
+    holding = (await env.ops.deployments.get(stalled.id)).holding
+    assert holding is None or not holding.startswith("no worker is alive")
