@@ -175,10 +175,28 @@ class RollBack:
 Decision = Hold | Pass | RollBack
 
 
+def judged_text(candidate: VersionCounts, limit: float, against: str = ", threshold") -> str:
+    """The candidate's failure ratio against the threshold, with the counts behind it:
+    "failure ratio 0.250 (1 failed of 4 finished), threshold 0.050" (`against` joins the
+    two: " within threshold" once it passed)."""
+    if candidate.failure_ratio is None:
+        return f"no finished run yet, threshold {limit:.3f}"
+    return (
+        f"failure ratio {candidate.failure_ratio:.3f} ({candidate.failed} failed of "
+        f"{candidate.finished} finished){against} {limit:.3f}"
+    )
+
+
 def decide(
-    stage: Stage, policy: RollbackPolicy, figures: Figures, check_interval_s: float
+    stage: Stage,
+    policy: RollbackPolicy,
+    figures: Figures,
+    check_interval_s: float,
+    *,
+    number: int = 1,
 ) -> Decision:
-    """What a stage's check decides from `figures` (see the module)."""
+    """What a stage's check decides from `figures` (see the module); `number` is the stage's
+    (1-based), which its reasons name."""
     candidate = figures.candidate
     judged = candidate.finished >= policy.min_finished_runs
     ratio = candidate.failure_ratio
@@ -196,8 +214,11 @@ def decide(
         waiting.append(f"{remaining_s:.1f} s more")
     if not judged:
         waiting.append(f"{candidate.finished}/{policy.min_finished_runs} finished runs")
+    # "passed" and "waiting", never "held"/"holds": an operator read "stage held" (it
+    # passed) as "the stage is holding" (it waits).
     if not waiting:
-        shown = "none" if ratio is None else f"{ratio:.3f}"
-        return Pass(f"stage held; failure ratio {shown} within threshold {limit:.3f}")
+        return Pass(f"stage {number} passed: {judged_text(candidate, limit, ' within threshold')}")
     delay = check_interval_s if remaining_s <= 0 else min(check_interval_s, remaining_s)
-    return Hold(delay, f"stage holds ({', '.join(waiting)})")
+    return Hold(
+        delay, f"waiting at stage {number}: {', '.join(waiting)}; {judged_text(candidate, limit)}"
+    )

@@ -23,9 +23,11 @@ or a step racing an operator's abort, never both apply.
 
 from __future__ import annotations
 
+import logging
 from typing import Any
 
 from engine.store import Store
+from engine.store.deployment_log import figures_text, log_event
 from engine.store.deployments import DeploymentCounts, stage_event
 from engine.store.models import DeploymentStatus
 from engine.store.records import ClaimedStep, DeploymentRecord
@@ -34,7 +36,9 @@ from schemas.definitions import GRADUAL_DEPLOY, DeployStageVertex, Workflow
 from schemas.errors import FailureKind, StepFailure
 from schemas.waiting import WaitReason
 from vertices import deploy
-from vertices.contract import Parked, Succeeded, VertexOutcome
+from vertices.contract import LogFn, Parked, Succeeded, VertexOutcome
+
+logger = logging.getLogger(__name__)
 
 CHANGE_ATTEMPTS = 5
 """Reads of a deployment a check makes when it keeps changing under it (each lost
@@ -72,9 +76,14 @@ def stage_vertex(stage: int) -> str:
 
 
 async def run_stage(
-    store: Store, step: ClaimedStep, vertex: DeployStageVertex, clock: Clock
+    store: Store,
+    step: ClaimedStep,
+    vertex: DeployStageVertex,
+    clock: Clock,
+    log: LogFn,
 ) -> VertexOutcome:
-    """Execute one check of a stage (see the module)."""
+    """Execute one check of a stage (see the module). A change it makes (a stage passed, the
+    promotion, a rollback) is written to the run's log with `log` and to the process log."""
     run_input = step.run_input if isinstance(step.run_input, dict) else {}
     deployment_id = run_input.get("deploymentId")
     index = vertex.config.stage - 1
@@ -96,7 +105,7 @@ async def run_stage(
                 FailureKind.INTERNAL_ERROR,
                 f"deployment {record.id} has {len(record.stages)} stages, not {index + 1}",
             )
-        outcome = await _check(store, record, index, clock)
+        outcome = await _check(store, record, index, clock, log)
         if outcome is not None:
             return outcome
     return Parked(
@@ -107,7 +116,7 @@ async def run_stage(
 
 
 async def _check(
-    store: Store, record: DeploymentRecord, index: int, clock: Clock
+    store: Store, record: DeploymentRecord, index: int, clock: Clock, log: LogFn
 ) -> VertexOutcome | None:
     """One decision on `record` as read; None when a change was lost (read again)."""
     if record.status == DeploymentStatus.SUCCEEDED.value:
@@ -130,7 +139,7 @@ async def _check(
     policy = deploy.RollbackPolicy.from_dict(record.rollback)
     counts = await store.deployment_counts(record, recent=deploy.JUDGED_RUNS)
     figures = _figures(counts, record, now)
-    decision = deploy.decide(stage, policy, figures, record.check_interval_s)
+    decision = deploy.decide(stage, policy, figures, record.check_interval_s, number=index + 1)
     if isinstance(decision, deploy.Hold):
         return Parked(decision.delay_s, decision.reason, WaitReason.DEPLOYMENT_STAGE)
     summary = figures.as_dict(policy)
@@ -146,6 +155,7 @@ async def _check(
         }
         if not await store.end_deployment(record, DeploymentStatus.ROLLED_BACK, outcome):
             return None
+        await _rolled_back(record, index, decision.reason, summary, exposure=exposure, log=log)
         ended = await store.deployment(record.id)
         raise StepFailure(FailureKind.DEPLOYMENT_ENDED, ended_message(ended or record))
     output = {"stage": index + 1, "weight": stage.weight, "verdict": decision.reason, **summary}
@@ -160,7 +170,67 @@ async def _check(
     else:
         event = stage_event(index + 1, _weight(record, index + 1), now, note=decision.reason)
         changed = await store.enter_stage(record, index + 1, event)
-    return Succeeded(output) if changed else None
+    if not changed:
+        return None
+    await _passed(record, index, decision.reason, summary, log)
+    return Succeeded(output)
+
+
+async def _passed(
+    record: DeploymentRecord, index: int, reason: str, summary: dict[str, Any], log: LogFn
+) -> None:
+    """Say that stage `index` passed (committed): the next stage's weight, or the promotion."""
+    name, candidate = record.workflow_name, record.candidate_version
+    last = index == len(record.stages) - 1
+    if last:
+        what = (
+            f"promoted: {name} v{candidate} now serves every new run (was "
+            f"v{record.serving_version})"
+        )
+    else:
+        weight = _weight(record, index + 1)
+        what = f"stage {index + 2} begins: v{candidate} gets {weight:g} % of new runs"
+    await log("info", f"{reason}; {what}", summary)
+    log_event(
+        logger,
+        logging.INFO,
+        "promoted" if last else "stage_passed",
+        f"deployment {record.id} of {name}: {reason}; {what}",
+        record,
+        stage=index + 1,
+        actor="engine",
+        figures=summary,
+        weight=None if last else _weight(record, index + 1),
+    )
+
+
+async def _rolled_back(
+    record: DeploymentRecord,
+    index: int,
+    reason: str,
+    summary: dict[str, Any],
+    *,
+    exposure: int,
+    log: LogFn,
+) -> None:
+    """Say that the engine rolled the candidate back at stage `index` (committed)."""
+    what = (
+        f"rolled back at stage {index + 1}: {reason}; v{record.serving_version} serves every "
+        f"new run again; exposure {exposure} runs went to v{record.candidate_version}"
+    )
+    await log("warning", what, {**summary, "exposure": exposure})
+    log_event(
+        logger,
+        logging.WARNING,
+        "rolled_back",
+        f"deployment {record.id} of {record.workflow_name} v{record.candidate_version} {what} "
+        f"(v{record.candidate_version}: {figures_text(summary)})",
+        record,
+        stage=index + 1,
+        actor="engine",
+        figures=summary,
+        exposure=exposure,
+    )
 
 
 def _figures(counts: DeploymentCounts, record: DeploymentRecord, now: float) -> deploy.Figures:

@@ -374,7 +374,7 @@ async def _dispatch(
     if isinstance(vertex, MergeVertex):
         return Succeeded(await fanout.run_merge(deps.store, step, workflow, vertex))
     if isinstance(vertex, DeployStageVertex):
-        return await deploy_stage.run_stage(deps.store, step, vertex, deps.clock)
+        return await deploy_stage.run_stage(deps.store, step, vertex, deps.clock, log)
     raise StepFailure(FailureKind.INTERNAL_ERROR, f"unknown vertex type {vertex!r}")
 
 

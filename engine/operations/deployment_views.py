@@ -121,7 +121,8 @@ class OutcomeView(View):
 
     reason: str
     actor: str | None = None
-    """`engine` for a verdict of its own, else who stopped it (`key:<id>`, `cli`, `demo`)."""
+    """`engine` for a verdict of its own, else who stopped it (`key:<id> (<key name>)`, or
+    `key:<id>` for a key without a name; `demo` with authentication off)."""
     stage: int | None = None
     figures: dict[str, Any] | None = None
     """What the deciding check saw: `candidate` and `serving` (runs, succeeded, failed,
@@ -178,18 +179,20 @@ class DeploymentView(View):
     holding: str | None = Field(
         default=None,
         description="Only on a single deployment's answer (`GET /deployments/{id}`), while it "
-        "runs: why its stage holds, as of the stage's latest check (e.g. \"stage holds "
-        '(3/20 runs, 41.0 s more)"), led by "no worker is alive: nothing runs …" while no '
-        "worker's heartbeat is fresh (`GET /services`' rule); null when it does not hold or "
-        "has ended.",
+        "runs: what its stage waits for, as of the stage's latest check, with the candidate's "
+        'failure ratio so far (e.g. "waiting at stage 1: 3/20 runs, 41.0 s more; failure '
+        'ratio 0.000 (0 failed of 3 finished), threshold 0.050"), led by "no worker is alive: '
+        "nothing runs …\" while no worker's heartbeat is fresh (`GET /services`' rule); null "
+        "when it does not wait or has ended.",
     )
     warnings: list[str] = Field(
         default_factory=list,
-        description="Only on the answer to a start: what may keep the deployment from "
-        "progressing or from a verdict on evidence although it started: the workflow runs "
-        "mostly as a SPAWNER's child (whose version its parent pins), the candidate's "
-        "inputSchema refuses recent inputs of the serving version, the policy needs no "
-        "finished run, the version was rolled back before, no worker is alive.",
+        description="On the answer to a start, and on a single deployment's answer while it "
+        "runs: what may keep the deployment from progressing or from a verdict on evidence "
+        "although it started: the workflow runs mostly as a SPAWNER's child (whose version its "
+        "parent pins); on the start only: the candidate's inputSchema refuses recent inputs of "
+        "the serving version, the policy needs no finished run, the version was rolled back "
+        "before, no worker is alive.",
     )
     # Decided here, not in the clients: from the status alone they read an old promotion as
     # "the candidate now serves" long after another version replaced it.

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import builtins
 import itertools
+import logging
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
@@ -45,6 +46,7 @@ from engine.operations.pagination import check_limit
 from engine.operations.views import DeploymentIdMatches
 from engine.operations.workflows import not_found as workflow_not_found
 from engine.store import UnknownWorkflow
+from engine.store.deployment_log import figures_text, log_event
 from engine.store.deployments import DeploymentSpec, SpawningParent
 from engine.store.models import DeploymentStatus
 from engine.store.records import DeploymentRecord
@@ -57,6 +59,10 @@ if TYPE_CHECKING:
 
 MAX_STAGES = 10
 MAX_ID_CHARS = 36
+MAX_REASON_CHARS = 500
+"""The longest reason an operator may give for an abort or a rollback by hand."""
+
+logger = logging.getLogger(__name__)
 
 
 def deployment_not_found(deployment_id: str) -> NotFound:
@@ -98,6 +104,22 @@ def stage_problems(stages: Sequence[StageSpec], check_interval_s: float) -> list
             )
         )
     return problems
+
+
+def stop_reason(reason: str | None) -> str | None:
+    """An operator's reason for an abort or a rollback, on one line (None: none given).
+    Longer than `MAX_REASON_CHARS`: `InvalidRequest(code="invalid_reason")`."""
+    if reason is None:
+        return None
+    if not isinstance(reason, str):
+        raise InvalidRequest("a reason is text", code="invalid_reason")
+    flat = " ".join(reason.split())
+    if len(flat) > MAX_REASON_CHARS:
+        raise InvalidRequest(
+            f"the reason has {len(flat)} characters; give at most {MAX_REASON_CHARS}",
+            code="invalid_reason",
+        )
+    return flat or None
 
 
 def child_warning(workflow: str, version: int, parents: Sequence[SpawningParent]) -> str | None:
@@ -211,8 +233,22 @@ class DeploymentOperations:
             raise workflow_not_found(workflow, version) from exc
         await self._runtime.wakeup.notify()
         view = await self._view(record)
+        first = stages[0]
+        log_event(
+            logger,
+            logging.INFO,
+            "started",
+            f"deployment {record.id} of {workflow} started by {actor}: v{version} gets "
+            f"{first.weight:g} % of new runs (v{record.serving_version} the rest), stages "
+            + " → ".join(f"{s.weight:g} %" for s in stages),
+            record,
+            stage=1,
+            actor=actor,
+            weight=first.weight,
+            stages=len(stages),
+        )
         said = [
-            child_warning(workflow, version, await self._store.spawning_parents(workflow)),
+            await self._child_warning(record),
             await self._input_warning(record),
             no_evidence_warning(stages, rollback),
             redeploy_warning(version, await self._store.latest_rolled_back(workflow, version)),
@@ -233,15 +269,26 @@ class DeploymentOperations:
             name, candidate.workflow, record.candidate_version, record.serving_version, inputs
         )
 
+    async def _child_warning(self, record: DeploymentRecord) -> str | None:
+        parents = await self._store.spawning_parents(record.workflow_name)
+        return child_warning(record.workflow_name, record.candidate_version, parents)
+
     @store_boundary
     async def get(self, deployment_id: str) -> DeploymentView:
         """A deployment with its stages, figures, exposure and timeline, and while it runs why
-        its stage holds (`holding`)."""
+        its stage waits (`holding`) and what may keep it there (`warnings`: the start's
+        warning that parents pin the workflow, said again while it runs, not only once)."""
         record = await self._record(deployment_id)
         view = await self._view(record)
         if view.status != DeploymentStatus.RUNNING.value:
             return view
-        return view.model_copy(update={"holding": await self._holding(record)})
+        warning = await self._child_warning(record)
+        return view.model_copy(
+            update={
+                "holding": await self._holding(record),
+                "warnings": [] if warning is None else [warning],
+            }
+        )
 
     async def _holding(self, record: DeploymentRecord) -> str | None:
         """The waiting message of the `gradual_deploy` run's stage step, which its latest check
@@ -290,30 +337,39 @@ class DeploymentOperations:
         return await self._views(await self._store.deployments_of(None, limit=limit))
 
     @store_boundary
-    async def abort(self, deployment_id: str, *, actor: str) -> DeploymentChange:
+    async def abort(
+        self, deployment_id: str, *, actor: str, reason: str | None = None
+    ) -> DeploymentChange:
         """Stop a RUNNING deployment: the candidate's weight drops to 0, nothing is promoted,
         its `gradual_deploy` run is cancelled; runs already on the candidate finish on it.
-        Already ABORTED: nothing to do (`changed` False); SUCCEEDED or ROLLED_BACK:
-        `WrongState(code="deployment_ended")`."""
-        return await self._stop(deployment_id, DeploymentStatus.ABORTED, actor)
+        `reason`, the operator's words (at most `MAX_REASON_CHARS`), goes into the outcome,
+        the timeline and the logs. Already ABORTED: nothing to do (`changed` False);
+        SUCCEEDED or ROLLED_BACK: `WrongState(code="deployment_ended")`."""
+        return await self._stop(deployment_id, DeploymentStatus.ABORTED, actor, reason)
 
     @store_boundary
-    async def rollback(self, deployment_id: str, *, actor: str) -> DeploymentChange:
+    async def rollback(
+        self, deployment_id: str, *, actor: str, reason: str | None = None
+    ) -> DeploymentChange:
         """Roll a RUNNING deployment back by hand: as `abort`, but it ends ROLLED_BACK (the
         candidate was found wanting) with the figures at that moment. Already ROLLED_BACK:
         `changed` False; SUCCEEDED or ABORTED: `WrongState(code="deployment_ended")`."""
-        return await self._stop(deployment_id, DeploymentStatus.ROLLED_BACK, actor)
+        return await self._stop(deployment_id, DeploymentStatus.ROLLED_BACK, actor, reason)
 
     async def _stop(
-        self, deployment_id: str, status: DeploymentStatus, actor: str
+        self, deployment_id: str, status: DeploymentStatus, actor: str, reason: str | None
     ) -> DeploymentChange:
+        reason = stop_reason(reason)
         await self._record(deployment_id)  # unknown: not found
-        record, changed = await self._store.stop_deployment(deployment_id, status, actor=actor)
+        record, changed = await self._store.stop_deployment(
+            deployment_id, status, actor=actor, reason=reason
+        )
         if record is None:
             raise deployment_not_found(deployment_id)
         verb = "aborted" if status is DeploymentStatus.ABORTED else "rolled back"
         if changed:
             await self._runtime.run_events.changed([record.run_id])  # cancelled with it
+            self._log_stop(record, verb, actor, reason)
         if not changed and record.status != status.value:
             raise WrongState(
                 f"deployment {deployment_id} has already ended ({record.status}); it cannot be "
@@ -329,6 +385,28 @@ class DeploymentOperations:
         )
         return DeploymentChange(
             changed=changed, message=message, deployment=await self._view(record)
+        )
+
+    @staticmethod
+    def _log_stop(record: DeploymentRecord, verb: str, actor: str, reason: str | None) -> None:
+        outcome = record.outcome or {}
+        figures = outcome.get("figures")
+        stage = int(outcome.get("stage", record.stage_index + 1))
+        shown = figures_text(figures)
+        log_event(
+            logger,
+            logging.WARNING,
+            "rolled_back" if record.status == DeploymentStatus.ROLLED_BACK.value else "aborted",
+            f"deployment {record.id} of {record.workflow_name} v{record.candidate_version} "
+            f"{verb} by hand at stage {stage} by {actor}"
+            + (f": {reason}" if reason else "")
+            + f"; v{record.candidate_version} gets no new runs, v{record.serving_version} serves"
+            + (f" (v{record.candidate_version}: {shown})" if shown else ""),
+            record,
+            stage=stage,
+            actor=actor,
+            figures=figures,
+            reason=reason,
         )
 
     # ── serving versions ────────────────────────────────────────────────────────────────────

@@ -318,9 +318,11 @@ def detail(
     fanout: FanoutProgress,
     now: float | None = None,
     holders: Holders | None = None,
+    deployment_id: str | None = None,
 ) -> RunDetail:
     """The whole view of one run (`now`: when it is read, which ends a past retry wait;
-    `holders`: the liveness of its RUNNING steps' holders)."""
+    `holders`: the liveness of its RUNNING steps' holders; `deployment_id`: the deployment it
+    belongs to)."""
     by_vertex = histories(lines)
     return RunDetail(
         **summary(run, sent=True).model_dump(),
@@ -339,6 +341,7 @@ def detail(
             for s in steps
         ],
         fanout=fanout,
+        deployment_id=deployment_id,
     )
 
 

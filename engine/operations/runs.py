@@ -413,7 +413,21 @@ class RunOperations:
             fanout=await self._fanout(run.id),
             now=self._runtime.clock.now(),
             holders=await self._holders(steps, show_worker=tenant is None),
+            deployment_id=await self._deployment_of(run),
         )
+
+    async def _deployment_of(self, run: RunRecord) -> str | None:
+        """The deployment `run` belongs to (see `RunDetail.deployment_id`): a candidate's is
+        read from the deployments (a run records only its route), a `gradual_deploy` run's is
+        in its input."""
+        if run.route == RunRoute.CANDIDATE.value:
+            return await self._store.candidate_deployment(
+                run.workflow_name, run.workflow_version, run.created_at
+            )
+        if run.route == RunRoute.SYSTEM.value and isinstance(run.input, dict):
+            found = run.input.get("deploymentId")
+            return found if isinstance(found, str) else None
+        return None
 
     async def _holders(
         self, steps: list[StepRecord], *, show_worker: bool

@@ -496,6 +496,10 @@ class RunDetail(RunSummary):
     """Runs started over from this one, oldest first (`restarted_from` links back)."""
     steps: list[StepView] = []
     fanout: FanoutProgress
+    deployment_id: str | None = None
+    """The deployment the run belongs to: the one whose candidate it was routed to (route
+    `candidate`), or the one a `gradual_deploy` run drives (`GET /deployments/{id}`, admin
+    keys); None for any other run."""
 
 
 class StepProgress(View):

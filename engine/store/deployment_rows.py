@@ -17,6 +17,7 @@ from typing import Any
 from sqlalchemy import Integer, bindparam, case, func, select, update
 from sqlalchemy.ext.asyncio import AsyncConnection
 
+from engine.store.deployment_log import figures_text, log_event
 from engine.store.dialect import dialect_of
 from engine.store.models import Deployment, DeploymentStatus, Run, WorkflowServing
 from engine.store.records import DeploymentRecord, ServingRecord, StatusCounts
@@ -205,10 +206,30 @@ async def abort_stopped(
     """End the RUNNING deployment `record`, whose `gradual_deploy` run stopped (failed or
     cancelled), ABORTED with `reason`: the candidate's weight 0, nothing promoted. False
     when it had ended meanwhile."""
-    outcome: dict[str, Any] = {"reason": reason, "actor": actor, "stage": record.stage_index + 1}
+    stage = record.stage_index + 1
+    outcome: dict[str, Any] = {"reason": reason, "actor": actor, "stage": stage}
     if figures is not None:
         outcome["figures"] = figures
-    return await end(conn, record, DeploymentStatus.ABORTED, now, outcome, same_stage=False)
+    if not await end(conn, record, DeploymentStatus.ABORTED, now, outcome, same_stage=False):
+        return False
+    # Logged here, the one place both ways of ending it pass (a cancel's transaction, a failed
+    # run's flush), just before they commit.
+    shown = figures_text(figures)
+    log_event(
+        logger,
+        logging.WARNING,
+        "aborted",
+        f"deployment {record.id} of {record.workflow_name} v{record.candidate_version} aborted "
+        f"at stage {stage}: {reason}; v{record.candidate_version} gets no new runs, "
+        f"v{record.serving_version} serves"
+        + (f" (v{record.candidate_version}: {shown})" if shown else ""),
+        record,
+        stage=stage,
+        actor=actor,
+        figures=figures,
+        reason=reason,
+    )
+    return True
 
 
 async def set_stage(

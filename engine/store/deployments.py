@@ -372,7 +372,13 @@ class DeploymentStore(RunCatalogue, OperatorActionsStore):
             # leaves no new version of the system workflow behind.
             version, _ = await self._publish_one(conn, system, by_content=True)
             await self._insert_system_run(
-                conn, version, spec, run_id=run_id, deployment_id=deployment_id, now=now
+                conn,
+                version,
+                spec,
+                run_id=run_id,
+                deployment_id=deployment_id,
+                serving_version=current.serving_version,
+                now=now,
             )
         return row, version
 
@@ -384,6 +390,7 @@ class DeploymentStore(RunCatalogue, OperatorActionsStore):
         *,
         run_id: str,
         deployment_id: str,
+        serving_version: int,
         now: float,
     ) -> None:
         run_input = {
@@ -411,9 +418,14 @@ class DeploymentStore(RunCatalogue, OperatorActionsStore):
             )
         )
         await conn.execute(insert(steps), step_rows(run_id, SYSTEM_TENANT, system.workflow, now))
+        # The workflow being deployed first: "gradual_deploy v3" beside "tickets v4" read
+        # as if v3 were a version of the deployed workflow.
+        stages = len(system.workflow.vertices)
         message = (
-            f"run created ({system.name} v{system.version}): deployment {deployment_id} of "
-            f"{spec.workflow} v{spec.candidate_version}, started by {spec.actor}"
+            f"run created: deployment {deployment_id} of {spec.workflow} "
+            f"v{spec.candidate_version} (over the serving v{serving_version}), started by "
+            f"{spec.actor}; this run ({system.name} v{system.version}, the engine's own "
+            f"workflow) drives its {stages} stage{'s' if stages != 1 else ''}"
         )
         line = LogLine(run_id, "info", message, data={"actor": spec.actor})
         await results_.insert_logs(conn, [line], now)
@@ -421,6 +433,25 @@ class DeploymentStore(RunCatalogue, OperatorActionsStore):
     async def deployment(self, deployment_id: str) -> DeploymentRecord | None:
         async with self._engines.read.connect() as conn:
             return await rows_.deployment_row(conn, deployment_id)
+
+    async def candidate_deployment(
+        self, workflow: str, version: int, created_at: float
+    ) -> str | None:
+        """The deployment that routed a run of `workflow` v`version` created at `created_at`
+        to its candidate (a run whose route is `candidate`): the latest deployment of the
+        workflow begun no later than the run, if `version` is its candidate (one runs at a
+        time, and a candidate's window ends where the next deployment begins). One read of
+        `ix_deployment_workflow_created`; None when no deployment fits."""
+        table = rows_.deployments
+        query = (
+            select(table.c.id, table.c.candidate_version)
+            .where(table.c.workflow_name == workflow, table.c.created_at <= created_at)
+            .order_by(table.c.created_at.desc(), table.c.id.desc())
+            .limit(1)
+        )
+        async with self._engines.read.connect() as conn:
+            row = (await conn.execute(query)).first()
+        return None if row is None or row.candidate_version != version else str(row.id)
 
     async def deployment_ids_in_range(
         self, low: str, high: str | None, *, limit: int = 10
@@ -492,12 +523,17 @@ class DeploymentStore(RunCatalogue, OperatorActionsStore):
             )
 
     async def stop_deployment(
-        self, deployment_id: str, status: DeploymentStatus, *, actor: str
+        self,
+        deployment_id: str,
+        status: DeploymentStatus,
+        *,
+        actor: str,
+        reason: str | None = None,
     ) -> tuple[DeploymentRecord | None, bool]:
-        """An operator's abort (ABORTED) or rollback (ROLLED_BACK): the candidate's weight
-        drops to 0 and the `gradual_deploy` run is cancelled, in one transaction. Returns the
-        deployment as it is afterwards (None: unknown) and whether this call ended it (False:
-        it had already ended)."""
+        """An operator's abort (ABORTED) or rollback (ROLLED_BACK), with the operator's own
+        `reason` if any: the candidate's weight drops to 0 and the `gradual_deploy` run is
+        cancelled, in one transaction. Returns the deployment as it is afterwards (None:
+        unknown) and whether this call ended it (False: it had already ended)."""
 
         async def work(conn: AsyncConnection) -> tuple[DeploymentRecord | None, bool]:
             now = self._clock.now()
@@ -505,15 +541,18 @@ class DeploymentStore(RunCatalogue, OperatorActionsStore):
             if record is None or record.status != DeploymentStatus.RUNNING.value:
                 return record, False
             verb = "aborted" if status is DeploymentStatus.ABORTED else "rolled back"
+            # Not "aborted by …": every reader puts the verb before the reason already.
+            why = f"stopped by {actor}" + (f": {reason}" if reason else "")
             outcome = {
-                "reason": f"{verb} by {actor}",
+                "reason": why,
                 "actor": actor,
                 "stage": record.stage_index + 1,
                 "figures": await self._window_figures(conn, record),
             }
             if not await rows_.end(conn, record, status, now, outcome, same_stage=False):
                 return await rows_.deployment_row(conn, deployment_id), False
-            await self._cancel_system_run(conn, record, actor, f"deployment {verb} by {actor}")
+            said = f"deployment {verb} by {actor}" + (f": {reason}" if reason else "")
+            await self._cancel_system_run(conn, record, actor, said)
             return await rows_.deployment_row(conn, deployment_id), True
 
         return await self._transaction(work)

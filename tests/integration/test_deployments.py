@@ -236,14 +236,15 @@ async def test_abort_and_manual_rollback(env: Deploying, downstream: RunningDown
     stages = [StageSpec(weight=50, min_runs=1000), StageSpec(weight=100)]
     first = await env.start("orders", 2, stages, RollbackSpec())
     await env.wave("orders", 6)
-    # `deployments show` says why the stage holds, in the words `runs show` gives its step.
+    # `deployments show` says what the stage waits for, in the words `runs show` gives its
+    # step, with the failure ratio so far.
     held = await env.checked(first, 1)
-    assert held.holding is not None and held.holding.startswith("stage holds (")
-    assert "/1000 runs" in held.holding
+    assert held.holding is not None and held.holding.startswith("waiting at stage 1: ")
+    assert "/1000 runs" in held.holding and "threshold 0.050" in held.holding
     aborted = await env.ops.deployments.abort(first.id, actor="key:ops")
     assert aborted.changed and aborted.deployment.status == "ABORTED"
     assert aborted.deployment.weight is None and aborted.deployment.outcome is not None
-    assert aborted.deployment.outcome.reason == "aborted by key:ops"
+    assert aborted.deployment.outcome.reason == "stopped by key:ops"
     assert aborted.deployment.exposure == sum(r.version == 2 for r in env.submitted)
     assert (await env.ops.runs.get(first.run_id)).status == "CANCELLED"
     assert (await env.ops.deployments.get(first.id)).holding is None  # ended: holds nothing

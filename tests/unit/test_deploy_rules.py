@@ -104,3 +104,22 @@ def test_refusals_are_failed_runs_and_the_verdict_says_how_many() -> None:
         "the candidate failed 10 of its 10 finished runs (10 refused by the candidate's "
         "inputSchema) (ratio 1.000 > threshold 0.050)"
     )
+
+
+def test_the_reasons_say_passed_or_waiting_with_the_ratio_so_far() -> None:
+    """ "stage held" read as "the stage is holding" when it meant passed: a hold says what the
+    stage waits for and how the candidate fares so far, a pass that the stage passed."""
+    waiting = decide(STAGE, POLICY, figures(counts(3, 1), runs=4, elapsed=20), 5.0, number=2)
+    assert isinstance(waiting, Hold)
+    assert waiting.reason == (
+        "waiting at stage 2: 4/20 runs, 40.0 s more, 4/10 finished runs; "
+        "failure ratio 0.250 (1 failed of 4 finished), threshold 0.050"
+    )
+    nothing = decide(STAGE, POLICY, figures(VersionCounts(runs=2)), 5.0)
+    assert isinstance(nothing, Hold) and nothing.reason.startswith("waiting at stage 1: ")
+    assert nothing.reason.endswith("; no finished run yet, threshold 0.050")
+    passed = decide(STAGE, POLICY, figures(counts(30, 1), runs=31, elapsed=60), 5.0, number=3)
+    assert isinstance(passed, Pass)
+    assert passed.reason == (
+        "stage 3 passed: failure ratio 0.032 (1 failed of 31 finished) within threshold 0.050"
+    )
