@@ -39,11 +39,28 @@ class Caller:
     tenant: str | None
     """A tenant key's tenant: pass it as the operations' `tenant=` scope. None for admins."""
     admin: bool
+    name: str | None = None
+    """The key's name, if it was given one (`keys create --name`)."""
 
     @property
     def actor(self) -> str:
         """Who did it, for operator actions' logs: `key:<id>`, or `demo`."""
         return "demo" if self == DEMO_CALLER else f"key:{self.key_id}"
+
+    @property
+    def named_actor(self) -> str:
+        """`actor` with the key's name when it has one, `key:410577f5e3b5 (release-bot)`:
+        what a deployment records as who started or stopped it, which people read in its
+        timeline and the logs (a bare key id says nothing without `keys list`)."""
+        if self.name is None or self == DEMO_CALLER:
+            return self.actor
+        name = " ".join(self.name.split())
+        if len(name) > NAME_SHOWN_CHARS:  # the recorded actor fits its column (200)
+            name = name[: NAME_SHOWN_CHARS - 1] + "…"
+        return f"{self.actor} ({name})"
+
+
+NAME_SHOWN_CHARS = 60
 
 
 DEMO_CALLER = Caller(key_id="demo", tenant=None, admin=True)
@@ -85,7 +102,7 @@ async def authenticate(ops: Operations, secret: str | None) -> Caller:
     key = await ops.keys.authenticate(secret)
     if key is None:
         raise _unauthorized(UNKNOWN_KEY)
-    return Caller(key_id=key.id, tenant=key.tenant, admin=key.role == "admin")
+    return Caller(key_id=key.id, tenant=key.tenant, admin=key.role == "admin", name=key.name)
 
 
 async def current_caller(

@@ -33,7 +33,8 @@ try to read it as JSON. Where pydantic's words would not say how to fix the body
 does: no body at all (`body_missing`) shows the body the route takes, and a field the model
 does not have (`extra_forbidden`) offers its close field names, or lists them. A run route's
 404 `run_not_found` for an id shaped as a prefix of one (the 8 hex digits the monitor and the
-CLI show) points to `GET /run-ids?prefix=`, which finds the whole id (`run_prefix_pointer`).
+CLI show) points to `GET /run-ids?prefix=`, which finds the whole id (`run_prefix_pointer`); a
+deployment route's 404 `deployment_not_found` points to `GET /deployment-ids?prefix=` alike.
 """
 
 from __future__ import annotations
@@ -242,20 +243,23 @@ async def _on_operation(request: Request, error: Exception) -> JSONResponse:
     message = error.message
     if error.code == "run_not_found":
         message += run_prefix_pointer(request.path_params.get("run_id"))
+    elif error.code == "deployment_not_found":
+        message += run_prefix_pointer(request.path_params.get("deployment_id"), "deployment")
     return error_response(status, error.code, message, error.details, headers)
 
 
-def run_prefix_pointer(given: object) -> str:
+def run_prefix_pointer(given: object, kind: str = "run") -> str:
     """What a run route's 404 adds when the id in its path is a prefix of one rather than a
     whole id (the CLI and the monitor take 8 hex digits; the routes under `/runs/` do not):
-    the route that finds the run it starts. Empty for a whole id or anything else."""
+    the route that finds the run it starts. Empty for a whole id or anything else. `kind`
+    "deployment": the same for a deployment route, pointing to `/deployment-ids`."""
     if not isinstance(given, str) or is_whole_id(given):
         return ""
     if not re.fullmatch(PREFIX_PATTERN, given):
         return ""
     return (
-        f"; a run route needs the whole id: GET /run-ids?prefix={given} lists the runs whose "
-        "id starts with it"
+        f"; a {kind} route needs the whole id: GET /{kind}-ids?prefix={given} lists the "
+        f"{kind}s whose id starts with it"
     )
 
 

@@ -4,8 +4,10 @@ needs any key).
 `POST /workflows/{name}/deployments` starts moving new runs to a candidate version stage by
 stage; `GET /workflows/{name}/deployments`, `GET /deployments` (every workflow's) and
 `GET /deployments/{id}` show its stage, weight,
-per-version figures, exposure and timeline; `POST /deployments/{id}/abort|rollback` stop it;
-`GET /deployment-ids?prefix=` resolves the short ids the monitor shows.
+per-version figures, exposure and timeline; `POST /deployments/{id}/abort|rollback` stop it
+(optional body `{"reason"}`); `GET /deployment-ids?prefix=` resolves the short ids the monitor
+shows, and a 404 for such a short id in a path points to it. Who starts or stops a deployment
+is recorded as the key's id with its name (`key:<id> (<name>)`).
 `POST /workflows/{name}/serving` switches the serving version by hand (logged with the key).
 A second deployment of a workflow while one runs is a 409 `deployment_running`; stages that
 cannot work a 422 `invalid_deployment` with the problems.
@@ -33,6 +35,7 @@ from engine.operations.deployment_views import (
     ServingView,
     StageSpec,
 )
+from engine.operations.deployments import MAX_REASON_CHARS
 from engine.operations.pagination import MAX_LIMIT
 from engine.operations.views import DeploymentIdMatches, View
 
@@ -57,7 +60,9 @@ class DeploymentRequest(View):
 
     model_config = _FORBID
 
-    version: int = Field(ge=1, description="The candidate: a published version.")
+    # Strict: `"1"` is a 422, as on every other front door (the CLI's `--version` is an int);
+    # pydantic's lax mode read it as 1 and started a deployment.
+    version: int = Field(ge=1, strict=True, description="The candidate: a published version.")
     stages: list[StageBody] | None = Field(
         default=None,
         min_length=1,
@@ -76,7 +81,22 @@ class DeploymentRequest(View):
 class ServingRequest(View):
     model_config = _FORBID
 
-    version: int = Field(ge=1, description="A published version: new runs get it at once.")
+    version: int = Field(
+        ge=1, strict=True, description="A published version: new runs get it at once."
+    )
+
+
+class StopRequest(View):
+    """An abort or a rollback by hand; the body may be left out."""
+
+    model_config = _FORBID
+
+    reason: str | None = Field(
+        default=None,
+        max_length=MAX_REASON_CHARS,
+        description="Why (optional): shown in the deployment's outcome and timeline, in the "
+        "log of its run and in the process log, with who did it.",
+    )
 
 
 class DeploymentList(View):
@@ -106,7 +126,7 @@ async def start_deployment(
     view = await ops.deployments.start(
         name,
         body.version,
-        actor=caller.actor,
+        actor=caller.named_actor,
         stages=body.stages,
         rollback=body.rollback,
         check_interval_s=body.check_interval_seconds,
@@ -179,28 +199,37 @@ async def get_deployment(
 @router.post(
     "/deployments/{deployment_id}/abort",
     response_model=DeploymentChange,
-    responses=error_responses(401, 403, 404, 409, 503),
+    responses=error_responses(401, 403, 404, 409, 413, 422, 503),
     summary="Abort a deployment: the candidate gets no new runs, nothing is promoted",
 )
 async def abort_deployment(
-    deployment_id: DeploymentId, ops: OperationsDep, caller: AdminDep
+    deployment_id: DeploymentId,
+    ops: OperationsDep,
+    caller: AdminDep,
+    body: StopRequest | None = None,
 ) -> DeploymentChange:
     """Runs already on the candidate finish on it. 409 `deployment_ended` once it ended
-    otherwise; an aborted one answers `changed` false."""
-    return await ops.deployments.abort(deployment_id, actor=caller.actor)
+    otherwise; an aborted one answers `changed` false. Optional body `{"reason": "…"}`."""
+    reason = None if body is None else body.reason
+    return await ops.deployments.abort(deployment_id, actor=caller.named_actor, reason=reason)
 
 
 @router.post(
     "/deployments/{deployment_id}/rollback",
     response_model=DeploymentChange,
-    responses=error_responses(401, 403, 404, 409, 503),
+    responses=error_responses(401, 403, 404, 409, 413, 422, 503),
     summary="Roll a deployment back by hand",
 )
 async def rollback_deployment(
-    deployment_id: DeploymentId, ops: OperationsDep, caller: AdminDep
+    deployment_id: DeploymentId,
+    ops: OperationsDep,
+    caller: AdminDep,
+    body: StopRequest | None = None,
 ) -> DeploymentChange:
-    """As abort, but it ends ROLLED_BACK with the figures at that moment."""
-    return await ops.deployments.rollback(deployment_id, actor=caller.actor)
+    """As abort, but it ends ROLLED_BACK with the figures at that moment. Optional body
+    `{"reason": "…"}`."""
+    reason = None if body is None else body.reason
+    return await ops.deployments.rollback(deployment_id, actor=caller.named_actor, reason=reason)
 
 
 @router.get(

@@ -202,6 +202,10 @@ REFUSALS: list[tuple[dict[str, Any], int, str]] = [
     ({"version": 2, "rollback": {"maxFailureRatio": 2}}, 422, "invalid_request"),
     ({"version": 2, "stages": STAGES, "surprise": 1}, 422, "invalid_request"),
     ({"version": 2, "checkIntervalSeconds": 0}, 422, "invalid_request"),
+    # A version is a JSON integer: "2" was read as 2 and started a deployment.
+    ({"version": "2"}, 422, "invalid_request"),
+    ({"version": 2.0}, 422, "invalid_request"),
+    ({"version": True}, 422, "invalid_request"),
 ]
 
 
@@ -227,6 +231,12 @@ async def test_deployment_refusals_create_nothing(api: Api) -> None:
             404,
             "workflow_not_found",
         )
+        assert_error(
+            await http.post("/workflows/orders/serving", json={"version": "2"}),
+            422,
+            "invalid_request",
+        )
+        assert (await http.get("/workflows/orders/serving")).json()["servingVersion"] == 1
 
 
 async def test_the_system_workflow_is_the_engines_own(api: Api) -> None:
@@ -335,6 +345,8 @@ async def test_deploying_a_spawners_child_warns_that_parents_pin_it(api: Api) ->
             assert (await http.post("/workflows", json=document)).status_code == 201
         answer = await http.post("/workflows/orders/deployments", json={"version": 3})
         shown = (await http.get(f"/deployments/{answer.json()['id']}")).json()
+        await http.post(f"/deployments/{answer.json()['id']}/abort")
+        ended = (await http.get(f"/deployments/{answer.json()['id']}")).json()
     assert answer.status_code == 201, answer.text  # a warning, not a refusal
     (warning,) = answer.json()["warnings"]
     assert warning.startswith(
@@ -342,7 +354,9 @@ async def test_deploying_a_spawners_child_warns_that_parents_pin_it(api: Api) ->
     ), warning
     assert "moves only the runs submitted to orders directly" in warning
     assert "publish the parent with `orders@3` in its SPAWNER and deploy the parent" in warning
-    assert shown["warnings"] == [], "the answer to the start says it, once"
+    # Said for as long as it runs: later, "waiting at stage 1 (0/20 runs…)" alone looked stuck.
+    assert shown["warnings"] == [warning]
+    assert ended["warnings"] == [], "once it has ended nothing keeps it waiting"
 
 
 async def test_a_publish_while_a_deployment_runs_says_what_routes_its_version(api: Api) -> None:
@@ -368,3 +382,59 @@ async def test_a_publish_while_a_deployment_runs_says_what_routes_its_version(ap
         "gives v3 50 % of them. Once that deployment has ended, deploy it: "
         "`schemabridge deployments start orders --version 4`"
     )
+
+
+async def test_a_stop_says_who_and_why(api: Api) -> None:
+    deployment = await start(api)
+    path = f"/deployments/{deployment['id']}"
+    admin_id = next(k.id for k in (await api.ops.keys.list()).items if k.name == "admin")
+    async with api.http(api.admin) as http:
+        too_long = await http.post(f"{path}/abort", json={"reason": "x" * 501})
+        unknown = await http.post(f"{path}/rollback", json={"why": "slow"})
+        not_text = await http.post(f"{path}/abort", json={"reason": 5})
+        aborted = await http.post(f"{path}/abort", json={"reason": "p99 doubled on EU"})
+    for refused in (too_long, unknown, not_text):
+        assert_error(refused, 422, "invalid_request")
+    assert aborted.status_code == 200, aborted.text
+    shown = aborted.json()["deployment"]
+    # The key's name beside its id: "key:410577f5e3b5" alone says nothing without `keys list`.
+    actor = f"key:{admin_id} (admin)"
+    assert shown["createdBy"] == shown["outcome"]["actor"] == actor
+    assert shown["outcome"]["reason"] == f"stopped by {actor}: p99 doubled on EU"
+    assert shown["timeline"][-1]["note"] == shown["outcome"]["reason"]
+
+
+async def test_a_short_deployment_id_points_to_the_route_that_finds_it(api: Api) -> None:
+    deployment = await start(api)
+    short = deployment["id"][:8]
+    async with api.http(api.admin) as http:
+        answers = [
+            await http.get(f"/deployments/{short}"),
+            await http.post(f"/deployments/{short}/abort"),
+            await http.post(f"/deployments/{short.upper()}/rollback"),
+        ]
+        whole = await http.get("/deployments/00000000-0000-0000-0000-000000000000")
+        found = (await http.get("/deployment-ids", params={"prefix": short})).json()
+    for answer, given in zip(answers, (short, short, short.upper()), strict=True):
+        body = assert_error(answer, 404, "deployment_not_found")
+        assert body["message"] == (
+            f"no deployment '{given}'; a deployment route needs the whole id: GET "
+            f"/deployment-ids?prefix={given} lists the deployments whose id starts with it"
+        )
+    assert "deployment-ids" not in assert_error(whole, 404, "deployment_not_found")["message"]
+    assert found["ids"] == [deployment["id"]]
+
+
+async def test_a_candidate_run_names_its_deployment(api: Api) -> None:
+    deployment = await start(api)
+    runs = await submit(api, 30)
+    candidate = next(r for r in runs if r["route"] == "candidate")
+    serving = next(r for r in runs if r["route"] == "serving")
+    async with api.http(api.acme) as http:
+        seen = (await http.get(f"/runs/{candidate['id']}")).json()
+        other = (await http.get(f"/runs/{serving['id']}")).json()
+    assert (seen["route"], seen["deploymentId"]) == ("candidate", deployment["id"])
+    assert other["deploymentId"] is None
+    async with api.http(api.admin) as http:
+        system = (await http.get(f"/runs/{deployment['runId']}")).json()
+    assert system["deploymentId"] == deployment["id"]
