@@ -411,15 +411,19 @@ class DeploymentsApi:
         path = f"/deployments/{segment(deployment_id)}"
         return await self._session.fetch(DeploymentView, "GET", path)
 
-    async def abort(self, deployment_id: str) -> DeploymentChange:
-        """`POST /deployments/{id}/abort` (409 `deployment_ended`)."""
+    async def abort(self, deployment_id: str, reason: str | None = None) -> DeploymentChange:
+        """`POST /deployments/{id}/abort` (409 `deployment_ended`), with the operator's
+        `reason` if given."""
         path = f"/deployments/{segment(deployment_id)}/abort"
-        return await self._session.fetch(DeploymentChange, "POST", path)
+        body = None if reason is None else {"reason": reason}
+        return await self._session.fetch(DeploymentChange, "POST", path, body=body)
 
-    async def rollback(self, deployment_id: str) -> DeploymentChange:
-        """`POST /deployments/{id}/rollback` (409 `deployment_ended`)."""
+    async def rollback(self, deployment_id: str, reason: str | None = None) -> DeploymentChange:
+        """`POST /deployments/{id}/rollback` (409 `deployment_ended`), with the operator's
+        `reason` if given."""
         path = f"/deployments/{segment(deployment_id)}/rollback"
-        return await self._session.fetch(DeploymentChange, "POST", path)
+        body = None if reason is None else {"reason": reason}
+        return await self._session.fetch(DeploymentChange, "POST", path, body=body)
 
     async def serving(self, workflow: str) -> ServingView:
         """`GET /workflows/{name}/serving`."""

@@ -14,7 +14,7 @@ from rich.console import Group
 from rich.text import Text
 
 from api.cli.remote import table
-from api.cli.text import MISSING, clock, duration, exact, plural, relative
+from api.cli.text import MISSING, clock, duration, exact, plural, relative, zone
 
 if TYPE_CHECKING:
     from rich.table import Table
@@ -175,16 +175,24 @@ def runs_command(figures: VersionFigures, workflow: str) -> str:
     return " ".join(parts)
 
 
-def _counts(label: str, figures: dict[str, Any]) -> str:
+def _counts(label: str, figures: dict[str, Any], when: str) -> str:
     failed = figures.get("failed", 0)
     finished = figures.get("finished", 0)
     runs = figures.get("runs", 0)
     return (
         f"{label}: {failed:,} failed of {finished:,} finished "
-        # The figures the deciding check saw: the exposure counts runs routed after it too.
+        # The figures the deciding check (or the stop) saw: the exposure counts runs routed
+        # after it too.
         f"(ratio {ratio(figures.get('failureRatio'))}; {plural(int(runs), 'run')} in all "
-        "when it decided)"
+        f"{when})"
     )
+
+
+def decided_by_engine(deployment: DeploymentView) -> bool:
+    """Whether a check's verdict ended the deployment (its figures are what "it decided"
+    on), rather than a person's abort or rollback (the figures of the moment it stopped)."""
+    outcome = deployment.outcome
+    return outcome is not None and outcome.actor == "engine"
 
 
 def rollback_lines(deployment: DeploymentView) -> list[str]:
@@ -193,15 +201,18 @@ def rollback_lines(deployment: DeploymentView) -> list[str]:
     if outcome is None:
         return []
     at = f" at stage {outcome.stage}" if outcome.stage is not None else ""
-    by = f" ({outcome.actor})" if outcome.actor else ""
+    # The actor once: a stop by hand's reason names who did it already ("stopped by key:…").
+    by = f" ({outcome.actor})" if outcome.actor and outcome.actor not in outcome.reason else ""
     verb = deployment.status.lower().replace("_", " ")
     lines = [f"{verb}{at}{by}: {outcome.reason}"]
     figures = outcome.figures or {}
     candidate, serving = figures.get("candidate"), figures.get("serving")
+    when = "when it decided" if decided_by_engine(deployment) else "when it was stopped"
     if isinstance(candidate, dict):
-        lines.append(f"  {_counts(f'candidate v{deployment.candidate_version}', candidate)}")
+        label = f"candidate v{deployment.candidate_version}"
+        lines.append(f"  {_counts(label, candidate, when)}")
     if isinstance(serving, dict):
-        lines.append(f"  {_counts(f'serving v{deployment.serving_version}', serving)}")
+        lines.append(f"  {_counts(f'serving v{deployment.serving_version}', serving, when)}")
     if isinstance(figures.get("threshold"), int | float):
         lines.append(f"  threshold {figures['threshold']:.3f}")
     if isinstance(figures.get("stageRuns"), int):
@@ -212,7 +223,8 @@ def rollback_lines(deployment: DeploymentView) -> list[str]:
 def timeline_table(events: Sequence[TimelineEvent]) -> Table:
     rows: list[list[str | Text]] = [
         [
-            f"{exact(e.at)[:10]} {clock(e.at)}",
+            # Labelled as every other time the CLI prints (`exact`): local, with its zone.
+            f"{exact(e.at)[:10]} {clock(e.at)} {zone(e.at)}",
             e.event,
             str(e.stage),
             MISSING if e.weight is None else percent(e.weight),
@@ -261,6 +273,8 @@ def deployment_view(deployment: DeploymentView, now: float) -> Group:
     if d.holding:
         # What keeps the stage from passing (its latest check): runs, time, finished runs.
         lines.append(Text(d.holding))
+    # Said while it runs, not only by `start`: a child workflow's deployment waits for ever.
+    lines += [Text(f"warning: {warning}", style="yellow") for warning in d.warnings]
     lines += [
         Text(f"started {exact(d.created_at)} ({relative(d.created_at, now)}) by {d.created_by}"),
     ]

@@ -7,7 +7,8 @@ stage, `--max-failure-ratio`, `--margin` and `--min-finished` the rollback polic
 left out takes the API's defaults. A second deployment of a workflow while one runs is exit 1
 (a 409, with the running one's id), stages that cannot work exit 2, in one line each. `show`,
 `abort` and `rollback` take the deployment's id or a unique prefix of it, 8 hex digits or more
-(the monitor's short id: `api.cli.id_prefixes`).
+(the monitor's short id: `api.cli.id_prefixes`); `abort` and `rollback` take an optional
+`--reason TEXT`, recorded with who did it.
 """
 
 from __future__ import annotations
@@ -150,7 +151,11 @@ def start(
     ] = None,
     min_duration: Annotated[
         str | None,
-        typer.Option(help="How long each stage holds at least: 60s, 5m, 1h (60s).", metavar="SPAN"),
+        typer.Option(
+            help="How long each stage holds at least: a span, 60s, 5m, 1h; a bare number is "
+            "seconds (60s).",
+            metavar="SPAN",
+        ),
     ] = None,
     max_failure_ratio: Annotated[
         float | None,
@@ -271,6 +276,16 @@ def show(
     render(stdout(), deployment_view(found, time.time()))
 
 
+ReasonOption = Annotated[
+    str | None,
+    typer.Option(
+        help="Why (optional): shown with who did it in the deployment's outcome and timeline, "
+        "its run's log and the API's log.",
+        metavar="TEXT",
+    ),
+]
+
+
 def _stopped(remote: Remote, change: DeploymentChange) -> None:
     if remote.json:
         print_json(dump(change))
@@ -286,6 +301,7 @@ def _stopped(remote: Remote, change: DeploymentChange) -> None:
 @deployments_app.command("abort", epilog=EXIT_CODES_HELP)
 def abort(
     deployment_id: DeploymentArgument,
+    reason: ReasonOption = None,
     api_url: ApiUrlOption = DEFAULT_API_URL,
     api_key: ApiKeyOption = None,
     output: OutputOption = OutputFormat.TEXT,
@@ -297,7 +313,7 @@ def abort(
     remote = Remote(api_url, api_key, output, debug)
 
     async def action(api: ApiClient) -> DeploymentChange:
-        return await api.deployments.abort(await full_deployment_id(api, deployment_id))
+        return await api.deployments.abort(await full_deployment_id(api, deployment_id), reason)
 
     _stopped(remote, call(remote, action))
 
@@ -305,6 +321,7 @@ def abort(
 @deployments_app.command("rollback", epilog=EXIT_CODES_HELP)
 def rollback(
     deployment_id: DeploymentArgument,
+    reason: ReasonOption = None,
     api_url: ApiUrlOption = DEFAULT_API_URL,
     api_key: ApiKeyOption = None,
     output: OutputOption = OutputFormat.TEXT,
@@ -315,6 +332,6 @@ def rollback(
     remote = Remote(api_url, api_key, output, debug)
 
     async def action(api: ApiClient) -> DeploymentChange:
-        return await api.deployments.rollback(await full_deployment_id(api, deployment_id))
+        return await api.deployments.rollback(await full_deployment_id(api, deployment_id), reason)
 
     _stopped(remote, call(remote, action))

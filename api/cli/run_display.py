@@ -277,6 +277,9 @@ def run_header(run: RunDetail, now: float) -> Table:
     else:
         pairs.append(("running for", run_duration(run, now)))
     pairs += _lineage(run, now)
+    if run.deployment_id is not None:
+        shown = f"{run.deployment_id}: schemabridge deployments show {run.deployment_id}"
+        pairs.append(("deployment", shown))
     if run.fanout.total:
         pairs.append(("fan-out", _fanout_field(run, now)))
     if run.error is not None:

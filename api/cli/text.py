@@ -67,6 +67,11 @@ def exact(at: float) -> str:
     return datetime.fromtimestamp(at, UTC).astimezone().strftime("%Y-%m-%d %H:%M:%S %Z")
 
 
+def zone(at: float) -> str:
+    """The local time zone's abbreviation at `at`: "UTC", "CEST"."""
+    return datetime.fromtimestamp(at, UTC).astimezone().strftime("%Z")
+
+
 def clock(at: float) -> str:
     """The local time of day with milliseconds (log lines): "04:07:58.404"."""
     moment = datetime.fromtimestamp(at, UTC).astimezone()

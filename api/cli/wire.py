@@ -256,6 +256,7 @@ class RunDetail(RunSummary):
     restarts: list[str] = []
     steps: list[StepView] = []
     fanout: FanoutProgress = FanoutProgress()
+    deployment_id: str | None = None
 
 
 class StepProgress(Wire):
@@ -574,9 +575,9 @@ class DeploymentView(Wire):
     superseded: bool = False
     """Ended, and the version it left serving no longer serves (the API decides)."""
     holding: str | None = None
-    """While it runs, why its stage holds (only on a single deployment's answer)."""
+    """While it runs, what its stage waits for (only on a single deployment's answer)."""
     warnings: list[str] = []
-    """Only on the answer to a start."""
+    """On the answer to a start, and on a single deployment's answer while it runs."""
 
 
 class DeploymentChange(Wire):

@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import re
 import shlex
+import subprocess
 import time
 from typing import Any
 
@@ -17,6 +18,7 @@ import pytest
 
 from api.cli.text import exact
 from tests.e2e.cli_harness import Stack, assert_refused
+from tests.e2e.rest_harness import ROOT, SCHEMABRIDGE
 from tests.integration.operations_harness import single, spawner_of
 
 UUID = r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}"
@@ -110,9 +112,28 @@ def test_a_healthy_candidate_is_promoted_and_serves(stack: Stack) -> None:
         shown,
         re.M,
     ), shown
-    assert re.search(r"^succeeded at stage 1 \(engine\): stage held", shown, re.M), shown
+    assert re.search(r"^succeeded at stage 1 \(engine\): stage 1 passed: ", shown, re.M), shown
     assert "stage 1 of 1 (100 %); the candidate v2 now serves: it gets every new run" in shown
     assert "None" not in shown
+    # The process log says it started and that v2 now serves, as its run's log does.
+    log = (stack.tmp / "serve.log").read_text(encoding="utf-8")
+    started_line = (
+        rf"INFO +serve\S*: deployment {deployment_id} of dep-healthy started by key:\w+ \(e2e\): "
+    )
+    assert re.search(started_line, log), log
+    promoted = re.search(
+        rf"INFO +serve\S*: deployment {deployment_id} of dep-healthy: .*$", log, re.M
+    )
+    assert promoted and "promoted: dep-healthy v2 now serves every new run (was v1)" in (
+        promoted.group(0)
+    ), log
+    assert f"deployment_id={deployment_id}" in promoted.group(0)
+    assert "actor=engine" in promoted.group(0) and "threshold=0.05" in promoted.group(0)
+    said = stack.ok("runs", "logs", done["runId"]).stdout
+    assert (
+        f"run created: deployment {deployment_id} of dep-healthy v2 (over the serving v1)" in said
+    )
+    assert "promoted: dep-healthy v2 now serves every new run (was v1)" in said, said
     table = stack.ok("deployments", "list", "dep-healthy").stdout
     assert re.search(
         rf"^{deployment_id}\s+dep-healthy\s+v2\s+v1\s+SUCCEEDED\s+stage 1 of 1 \(100 %\)\s+"
@@ -181,7 +202,13 @@ def test_deploying_a_spawners_child_warns_that_its_parent_pins_it(stack: Stack) 
         started.stderr
     )
     assert "warning" not in started.stdout
+    # Said again by `show` while it waits: later, "waiting at stage 1: 0/1000 runs" looked stuck.
+    shown = stack.ok("deployments", "show", deployment_id).stdout
+    assert "warning: dep-child is a SPAWNER's child in the serving version of dep-parent v1" in (
+        shown
+    ), shown
     stack.ok("deployments", "abort", deployment_id)
+    assert "warning" not in stack.ok("deployments", "show", deployment_id).stdout
 
 
 def test_a_failing_candidate_is_rolled_back_with_its_exposure(stack: Stack) -> None:
@@ -217,8 +244,17 @@ def test_a_failing_candidate_is_rolled_back_with_its_exposure(stack: Stack) -> N
     assert re.search(
         r"^rolled back at stage 1 \(engine\): the candidate failed \d+ of", shown, re.M
     )
-    assert re.search(r"\s+started\s+1\s+50 %\s", shown), shown
-    assert re.search(r"\s+rolled_back\s+1\s", shown), shown
+    # Times labelled with their zone, as everywhere else the CLI prints one.
+    stamp = r"\d{4}-\d\d-\d\d \d\d:\d\d:\d\d\.\d{3} [A-Z][A-Za-z0-9+-]*"
+    assert re.search(rf"^\s*{stamp}\s+started\s+1\s+50 %\s", shown, re.M), shown
+    assert re.search(rf"^\s*{stamp}\s+rolled_back\s+1\s", shown, re.M), shown
+    rolled = re.search(
+        rf"WARNING serve\S*: deployment {deployment_id} of dep-broken v2 .*$",
+        (stack.tmp / "serve.log").read_text(encoding="utf-8"),
+        re.M,
+    )
+    assert rolled and " rolled back at stage 1: the candidate failed " in rolled.group(0)
+    assert "actor=engine" in rolled.group(0) and "failure_ratio=1.0" in rolled.group(0)
     assert "None" not in shown
     command = re.search(r"list them: (schemabridge runs list .*)$", shown, re.M)
     assert command, shown
@@ -227,6 +263,9 @@ def test_a_failing_candidate_is_rolled_back_with_its_exposure(stack: Stack) -> N
     assert {r["id"] for r in listed["items"]} == on_candidate
     one = stack.ok("runs", "show", sorted(on_candidate)[0]).stdout
     assert re.search(r"^workflow\s+dep-broken v2 \(a deployment's candidate\)$", one, re.M), one
+    assert re.search(
+        rf"^deployment\s+{deployment_id}: schemabridge deployments show {deployment_id}$", one, re.M
+    ), one
     table = stack.ok("deployments", "list", "dep-broken").stdout
     assert re.search(
         rf"^{deployment_id}\s+dep-broken\s+v2\s+v1\s+ROLLED_BACK\s+stage 1 of 2 \(50 %\)\s+0 %\s",
@@ -260,8 +299,15 @@ def test_abort_and_manual_rollback(stack: Stack) -> None:
         rf"^{first}\s+dep-abort\s+v2\s+v1\s+RUNNING\s+stage 1 of 4 \(10 %\)\s+10 %\s", table, re.M
     ), table
 
-    aborted = stack.ok("deployments", "abort", first[:8])
+    aborted = stack.ok("deployments", "abort", first[:8], "--reason", "p99 doubled on EU")
     assert aborted.stdout == f"deployment {first} aborted: dep-abort v2 gets no new runs\n"
+    said = stack.ok("deployments", "show", first).stdout
+    # Who and why, once ("aborted at stage 1 (key:X): aborted by key:X" said nothing more).
+    assert re.search(
+        r"^aborted at stage 1: stopped by key:(\w+) \(e2e\): p99 doubled on EU$", said, re.M
+    ), said
+    assert "when it was stopped" in said and "when it decided" not in said
+    assert re.search(r"\saborted\s+1\s+-\s+stopped by key:\w+ \(e2e\): p99 doubled", said)
     assert f"exposure: 0 runs went to v2; details: schemabridge deployments show {first}" in (
         aborted.stderr
     )
@@ -282,7 +328,8 @@ def test_abort_and_manual_rollback(stack: Stack) -> None:
     )
     rolled = stack.json("deployments", "show", second)
     assert rolled["status"] == "ROLLED_BACK"
-    assert rolled["outcome"]["reason"].startswith("rolled back by key:")
+    assert rolled["outcome"]["reason"].startswith("stopped by key:")
+    assert rolled["createdBy"].endswith(" (e2e)")
     assert stack.json("workflows", "serving", "dep-abort")["servingVersion"] == 1
 
 
@@ -459,3 +506,26 @@ def test_deployments_need_an_admin_key(stack: Stack) -> None:
     # A prefix is resolved by an admin-only route too: a tenant key learns no deployment id.
     refused = stack.cli("deployments", "show", "0123abcd", key=created.stdout.strip())
     assert_refused(refused, 4, "the API refused the request")
+
+
+def test_the_help_says_what_a_span_is() -> None:
+    """`--min-duration 10` is 10 s: the help says so beside the spans it takes."""
+    shown = subprocess.run(
+        [SCHEMABRIDGE, "deployments", "start", "--help"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=True,
+    ).stdout
+    words = " ".join(shown.replace("│", " ").split())
+    assert "60s, 5m, 1h; a bare number is seconds (60s)" in words, shown
+    shown = subprocess.run(
+        [SCHEMABRIDGE, "deployments", "abort", "--help"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=True,
+    ).stdout
+    assert "--reason" in shown, shown

@@ -1,0 +1,119 @@
+"""What `schemabridge deployments show` prints of a deployment's end and timeline: times
+labelled with their zone, a stop by hand said once (who, why, "when it was stopped"), an
+engine's verdict with "when it decided", and the warnings of a running deployment."""
+
+from __future__ import annotations
+
+import io
+import os
+import time
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+from rich.console import Console
+
+from api.cli.deployment_display import deployment_view, rollback_lines, timeline_table
+from api.cli.wire import DeploymentView
+
+AT = 1_777_860_884.159
+"""2026-05-04 02:14:44.159 UTC: 04:14:44 in Paris (CEST)."""
+FIGURES = {"runs": 3, "succeeded": 3, "failed": 0, "cancelled": 0, "finished": 3}
+
+
+def rendered(renderable: object) -> str:
+    console = Console(file=io.StringIO(), width=240, color_system=None)
+    console.print(renderable)
+    assert isinstance(console.file, io.StringIO)
+    return console.file.getvalue()
+
+
+def deployment(**changes: Any) -> DeploymentView:
+    figures = {**FIGURES, "running": 0, "failureRatio": 0.0, "runsUrl": "/runs?workflow=t"}
+    body: dict[str, Any] = {
+        "id": "5b0c7e2d-0000-4000-8000-000000000000",
+        "workflow": "tickets",
+        "status": "RUNNING",
+        "candidateVersion": 4,
+        "servingVersion": 3,
+        "stage": 1,
+        "weight": 10,
+        "stages": [{"stage": 1, "weight": 10, "minRuns": 20, "minDurationSeconds": 60}],
+        "rollback": {"maxFailureRatio": 0.05, "minFinishedRuns": 20},
+        "threshold": 0.05,
+        "checkIntervalSeconds": 5,
+        "candidate": {"version": 4, **figures},
+        "serving": {"version": 3, **figures},
+        "exposure": 3,
+        "runId": "9092de5d-0000-4000-8000-000000000000",
+        "createdAt": AT,
+        "createdBy": "key:410577f5e3b5 (release-bot)",
+        "timeline": [{"at": AT, "event": "started", "stage": 1, "weight": 10}],
+        **changes,
+    }
+    return DeploymentView.model_validate(body)
+
+
+@pytest.fixture
+def paris() -> Iterator[None]:
+    before = os.environ.get("TZ")
+    os.environ["TZ"] = "Europe/Paris"
+    time.tzset()
+    try:
+        yield
+    finally:
+        if before is None:
+            del os.environ["TZ"]
+        else:
+            os.environ["TZ"] = before
+        time.tzset()
+
+
+def test_timeline_times_say_their_zone(paris: None) -> None:
+    shown = rendered(timeline_table(deployment().timeline))
+    assert "2026-05-04 04:14:44.159 CEST" in shown, shown
+
+
+def test_a_stop_by_hand_is_said_once_with_the_figures_of_the_moment() -> None:
+    actor = "key:410577f5e3b5 (release-bot)"
+    stopped = deployment(
+        status="ABORTED",
+        outcome={
+            "reason": f"stopped by {actor}: p99 doubled",
+            "actor": actor,
+            "stage": 1,
+            "figures": {"candidate": {**FIGURES, "failureRatio": 0.0}},
+        },
+    )
+    lines = rollback_lines(stopped)
+    assert lines[0] == f"aborted at stage 1: stopped by {actor}: p99 doubled"
+    assert lines[1].endswith("(ratio 0.000; 3 runs in all when it was stopped)")
+
+
+def test_an_engine_verdict_keeps_who_decided_and_when() -> None:
+    rolled = deployment(
+        status="ROLLED_BACK",
+        outcome={
+            "reason": "the candidate failed 3 of its 3 finished runs",
+            "actor": "engine",
+            "stage": 1,
+            "figures": {"candidate": {**FIGURES, "failureRatio": 1.0}, "threshold": 0.05},
+        },
+    )
+    lines = rollback_lines(rolled)
+    assert (
+        lines[0] == "rolled back at stage 1 (engine): the candidate failed 3 of its 3 finished runs"
+    )
+    assert lines[1].endswith("(ratio 1.000; 3 runs in all when it decided)")
+
+
+def test_a_running_deployment_shows_what_it_waits_for_and_its_warnings() -> None:
+    waiting = "waiting at stage 1: 0/20 runs; no finished run yet, threshold 0.050"
+    shown = rendered(
+        deployment_view(
+            deployment(holding=waiting, warnings=["tickets is a SPAWNER's child …"]),
+            AT + 60,
+        )
+    )
+    assert waiting in shown
+    assert "warning: tickets is a SPAWNER's child …" in shown
