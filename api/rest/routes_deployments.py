@@ -15,10 +15,11 @@ cannot work a 422 `invalid_deployment` with the problems.
 
 from __future__ import annotations
 
-from typing import Annotated
+from typing import Annotated, Any
 
 from fastapi import APIRouter, Path, Query, Response, status
-from pydantic import ConfigDict, Field
+from pydantic import BeforeValidator, ConfigDict, Field
+from pydantic_core import PydanticCustomError
 
 from api.rest.auth import AdminDep, CallerDep
 from api.rest.body_shape import JsonBodyRoute
@@ -46,6 +47,22 @@ DeploymentId = Annotated[str, Path(description="The deployment's id.", max_lengt
 _FORBID = ConfigDict(extra="forbid")
 
 
+def _json_integer(value: Any) -> Any:
+    """A version as JSON writes an integer: `"1"` (and `true`) were read as 1 and started a
+    deployment. A number without a fraction (`2.0`) is an integer to JSON Schema, so it is
+    taken, as the published schema says."""
+    if isinstance(value, str | bool):
+        raise PydanticCustomError(
+            "int_type",
+            "Input should be a valid integer (a JSON number), not {kind}",
+            {"kind": "text" if isinstance(value, str) else "true or false"},
+        )
+    return value
+
+
+Version = Annotated[int, BeforeValidator(_json_integer)]
+
+
 class StageBody(StageSpec):
     model_config = _FORBID
 
@@ -60,9 +77,7 @@ class DeploymentRequest(View):
 
     model_config = _FORBID
 
-    # Strict: `"1"` is a 422, as on every other front door (the CLI's `--version` is an int);
-    # pydantic's lax mode read it as 1 and started a deployment.
-    version: int = Field(ge=1, strict=True, description="The candidate: a published version.")
+    version: Version = Field(ge=1, description="The candidate: a published version.")
     stages: list[StageBody] | None = Field(
         default=None,
         min_length=1,
@@ -81,9 +96,7 @@ class DeploymentRequest(View):
 class ServingRequest(View):
     model_config = _FORBID
 
-    version: int = Field(
-        ge=1, strict=True, description="A published version: new runs get it at once."
-    )
+    version: Version = Field(ge=1, description="A published version: new runs get it at once.")
 
 
 class StopRequest(View):

@@ -204,8 +204,8 @@ REFUSALS: list[tuple[dict[str, Any], int, str]] = [
     ({"version": 2, "checkIntervalSeconds": 0}, 422, "invalid_request"),
     # A version is a JSON integer: "2" was read as 2 and started a deployment.
     ({"version": "2"}, 422, "invalid_request"),
-    ({"version": 2.0}, 422, "invalid_request"),
     ({"version": True}, 422, "invalid_request"),
+    ({"version": 2.5}, 422, "invalid_request"),
 ]
 
 
