@@ -12,7 +12,9 @@ from __future__ import annotations
 import re
 import time
 from collections.abc import Callable, Iterator
+from datetime import datetime
 from typing import Any
+from zoneinfo import ZoneInfo
 
 import pytest
 
@@ -127,7 +129,7 @@ def test_an_old_promotion_reads_in_the_past_once_another_version_serves(
         assert page.locator(".weight-now").inner_text() == "superseded (v3 serves)"
         note = page.locator(".weight-note").inner_text().strip()
         assert re.fullmatch(
-            r"— v2 served from \d{4}-\d\d-\d\d \d\d:\d\d:\d\d\.\d{3} until another version "
+            r"— v2 served from \d{4}-\d\d-\d\d \d\d:\d\d:\d\d\.\d{3} UTC until another version "
             r"replaced it",
             note,
         ), note
@@ -157,6 +159,15 @@ def test_the_deploy_form_warns_when_parents_pin_the_workflow(
         follow.click()
         page.wait_for_url("**#/deployments/*")
         deployment_id = page.url.rsplit("/", 1)[1]
+        # The deployment's page keeps saying it while the stage waits: without it, "0/1000
+        # runs" for ever read as stuck.
+        kept = page.locator(".deploy-warnings")
+        kept.wait_for()
+        assert " ".join(kept.inner_text().split()).startswith(
+            "⚠ Warning: ui-child is a SPAWNER's child in the serving version of ui-parent v1"
+        )
+        page.locator(".deploy-holding", has_text="waiting at stage 1: 0/1000 runs").wait_for()
+        shoot(page, "deployment-child-warning")
     assert server.call(f"/deployments/{deployment_id}")["status"] == "RUNNING"
     server.call(f"/deployments/{deployment_id}/abort", {})
 
@@ -244,17 +255,21 @@ def abort_on_its_page(server: DemoServer, page: Any, deployment_id: str) -> None
     confirm(page, "Cancel")
     assert server.call(f"/deployments/{deployment_id}")["status"] == "RUNNING"
     page.get_by_role("button", name="Abort").click()
-    confirm(page, "Abort the deployment")
+    page.get_by_label("Reason (optional)").fill("p99 doubled on EU")
+    shoot(page, "deployment-abort-reason", narrow=False)
+    page.keyboard.press("Enter")  # in the field: confirms, as the button would
     page.locator(".ok-box", has_text=f"deployment {deployment_id} aborted").wait_for()
     page.locator("h1 .badge", has_text="aborted").wait_for()
     assert page.get_by_role("button", name="Abort").is_disabled()
     assert page.locator(".live button").count() == 0  # no Resume updates: it has ended
     assert page.locator(".weight-now").inner_text() == "0 %"
     assert page.locator(".weight-note").inner_text().strip() == "— new runs go back to v1"
-    assert [
-        e.split(" · ")[0].split(" ", 2)[-1]
-        for e in page.locator(".deploy-timeline li").all_inner_texts()
-    ] == ["started", "aborted"]
+    assert page.locator(".deploy-timeline li strong").all_inner_texts() == ["started", "aborted"]
+    aborted = page.locator(".deploy-timeline li").last.inner_text()
+    assert re.search(r" — stopped by \S+: p99 doubled on EU$", aborted), aborted
+    outcome = page.locator("section.outcome").inner_text()
+    assert "p99 doubled on EU" in outcome and "when it was stopped" in outcome, outcome
+    assert "when it decided" not in outcome
     shoot(page, "deployment-aborted")
 
 
@@ -275,6 +290,29 @@ def drive_run(page: Any, drives_text: str) -> Any:
         assert bar.get_by_role("button", name=label, exact=True).count() == 0
     assert page.get_by_role("button", name=re.compile("^Resolve ")).count() == 0
     return drives
+
+
+def assert_labelled_in_paris(page: Any, at: float) -> None:
+    """The timeline's first time is local (the page's zone: Paris) and says its zone, where
+    it showed a bare "03:54:44.159" that read as UTC."""
+    local = datetime.fromtimestamp(at, ZoneInfo("Europe/Paris"))
+    offset = local.utcoffset()
+    assert offset is not None
+    # As the browser writes it: milliseconds cut, not rounded; the zone in en-US words.
+    expected = (
+        f"{local:%Y-%m-%d %H:%M:%S}.{int(at * 1000) % 1000:03d} "
+        f"GMT+{int(offset.total_seconds() // 3600)}"
+    )
+    shown = page.locator(".deploy-timeline li time").first.inner_text()
+    assert shown == expected, (shown, expected)
+
+
+def assert_names_its_deployment(page: Any, deployment_id: str) -> None:
+    """A candidate's run page links the deployment that routed it to its candidate."""
+    link = page.locator("a.candidate-deployment")
+    assert link.inner_text() == f"deployment {deployment_id[:8]}"
+    assert link.get_attribute("href") == f"#/deployments/{deployment_id}"
+    shoot(page, "candidate-run", narrow=False)
 
 
 def test_a_failing_candidate_is_rolled_back_and_shows_its_exposure(
@@ -303,8 +341,10 @@ def test_a_failing_candidate_is_rolled_back_and_shows_its_exposure(
         "the candidate is rolled back",
     )
     ended = server.call(f"/deployments/{deployment_id}")
-    with opened(browser, f"{server.ui}#/deployments/{deployment_id}") as (page, _):
+    paris = {"timezone_id": "Europe/Paris", "locale": "en-US"}
+    with opened(browser, f"{server.ui}#/deployments/{deployment_id}", **paris) as (page, _):
         page.locator("h1 .badge", has_text="rolled back").wait_for()
+        assert_labelled_in_paris(page, ended["timeline"][0]["at"])
         exposure = page.locator(".exposure-figure").inner_text()
         assert (exposure, ended["exposure"]) == (
             f"{len(on_candidate)} runs went to the candidate v2.",
@@ -349,6 +389,7 @@ def test_a_failing_candidate_is_rolled_back_and_shows_its_exposure(
         shoot(page, "deployment-exposed-runs")
         rows.first.get_by_role("link").click()
         page.locator(".run-route", has_text="a deployment's candidate").wait_for()
+        assert_names_its_deployment(page, deployment_id)
         page.go_back()
         page.locator("p.window-note").get_by_role("button", name="Show any time").click()
         page.locator("p.window-note").wait_for(state="detached")

@@ -13,6 +13,7 @@ from typing import Any
 
 import pytest
 
+from api.cli.text import parse_duration
 from tests.e2e.browser_harness import (
     NARROW,
     SCREENSHOTS,
@@ -118,7 +119,21 @@ OUT_OF_RANGE = [
     ("#deploy-min-finished", "3.5", "✕ Finished runs before judging: 3.5 is not a whole number"),
     ("#deploy-stages", "0, 100", "✕ Stages: 0 is not over 0 and at most 100"),
     ("#deploy-stages", "1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 100", "✕ Stages: 11 weights, at most 10"),
-    ("#deploy-min-duration", "9999999", "✕ Seconds per stage: 9999999 is not from 0 to 2,592,000"),
+    (
+        "#deploy-min-duration",
+        "9999999",
+        "✕ Time per stage: 9999999 is not from 0 to 2,592,000 seconds",
+    ),
+    (
+        "#deploy-min-duration",
+        "31d",
+        "✕ Time per stage: 31d (2,678,400 s) is not from 0 to 2,592,000 seconds",
+    ),
+    (
+        "#deploy-min-duration",
+        "soon",
+        '✕ Time per stage: "soon" is not a duration: seconds (90) or a span (60s, 5m, 2h, 1d)',
+    ),
 ]
 """A field, a value the API refuses, what the form says of it (the limits are the API's)."""
 
@@ -157,10 +172,38 @@ def test_the_deploy_form_checks_whole_numbers_and_ranges_before_sending(
         assert sent == []  # every one refused in the browser
 
         page.fill("#deploy-stages", "50, 100")
-        page.fill("#deploy-min-duration", "60")
+        # The span the CLI's --min-duration takes ("30s" was "not a number" here).
+        page.fill("#deploy-min-duration", "30s")
         dialog.get_by_role("button", name="Deploy v2").click()
         page.wait_for_url("**#/deployments/*")
+        deployment_id = page.url.rsplit("/", 1)[1]
     assert len(sent) == 1
+    stages = server.call(f"/deployments/{deployment_id}")["stages"]
+    assert [s["minDurationSeconds"] for s in stages] == [30, 30]
+    server.call(f"/deployments/{deployment_id}/abort", {})
+
+
+SPANS = ["90", "30s", "5m", "1h", "2 h", "1.5m", "1d", "1w", "10 sec", "3MIN", " 60 ", "0"]
+NOT_SPANS = ["soon", "-5", "5x", "", "m", "1.5.2s", "5 minutes"]
+
+
+def test_the_form_reads_a_span_by_the_clis_rule(server: DemoServer, browser: Any) -> None:
+    """One rule at both front doors: the form's parser answers what `--min-duration` does."""
+    with opened(browser, f"{server.ui}#/workflows") as (page, _):
+        read = page.evaluate(
+            """async (texts) => {
+                const { parseSpan } = await import("./js/format.js");
+                return texts.map((text) => {
+                    try { return parseSpan(text); } catch (error) { return error.message; }
+                });
+            }""",
+            [*SPANS, *NOT_SPANS],
+        )
+    assert read[: len(SPANS)] == [parse_duration(text) for text in SPANS]
+    for text, said in zip(NOT_SPANS, read[len(SPANS) :], strict=True):
+        with pytest.raises(ValueError, match="is not a duration"):
+            parse_duration(text)
+        assert isinstance(said, str) and "is not a duration" in said, (text, said)
 
 
 def test_a_refusal_from_the_api_is_said_once_with_the_fields_label(

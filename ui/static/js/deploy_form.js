@@ -6,8 +6,9 @@
 import { api } from "./api.js";
 import { FIELDS, labelOf, outside, publishedLimits } from "./deploy_limits.js";
 import { h } from "./dom.js";
+import { parseSpan } from "./format.js";
 
-const DEFAULTS = { stages: "10, 25, 50, 100", minRuns: "20", minDuration: "60", maxFailureRatio: "0.05", margin: "", minFinished: "20" };
+const DEFAULTS = { stages: "10, 25, 50, 100", minRuns: "20", minDuration: "60s", maxFailureRatio: "0.05", margin: "", minFinished: "20" };
 
 function field(id, label, value, help, attrs = {}) {
   const input = h("input", { id, name: id, value, inputmode: "decimal", autocomplete: "off", "aria-describedby": `${id}-help`, ...attrs });
@@ -26,6 +27,21 @@ export function deploymentBody(version, values, limits = null) {
     if (why) throw new Error(`${label}: ${shown} ${why}`);
     return value;
   };
+  // A span as the CLI's --min-duration takes it (60s, 5m, 1h; a bare number is seconds).
+  const span = (text, key) => {
+    const { label } = FIELDS[key];
+    const shown = String(text).trim();
+    let seconds;
+    try {
+      seconds = parseSpan(shown);
+    } catch (error) {
+      throw new Error(`${label}: ${error.message}`);
+    }
+    const why = outside(seconds, limits && limits[key]);
+    const inSeconds = shown === String(seconds) ? "" : ` (${seconds.toLocaleString("en")} s)`;
+    if (why) throw new Error(`${label}: ${shown}${inSeconds} ${why} seconds`);
+    return seconds;
+  };
   const weights = String(values.stages)
     .split(",")
     .map((part) => part.trim().replace(/%$/, ""))
@@ -34,7 +50,7 @@ export function deploymentBody(version, values, limits = null) {
   if (!weights.length) throw new Error("Stages: give at least one weight, e.g. 10, 50, 100");
   if (limits && limits.stageCount !== undefined && weights.length > limits.stageCount) throw new Error(`Stages: ${weights.length} weights, at most ${limits.stageCount}`);
   const minRuns = number(values.minRuns, "minRuns");
-  const minDurationSeconds = number(values.minDuration, "minDuration");
+  const minDurationSeconds = span(values.minDuration, "minDuration");
   const rollback = {
     maxFailureRatio: number(values.maxFailureRatio, "maxFailureRatio"),
     minFinishedRuns: number(values.minFinished, "minFinished"),
@@ -62,7 +78,7 @@ export function deployForm(name, version, serving) {
     const inputs = {
       stages: field("deploy-stages", "Stages (weights in %, rising to 100)", DEFAULTS.stages, "The share of new runs the candidate gets at each stage."),
       minRuns: field("deploy-min-runs", "Runs per stage", DEFAULTS.minRuns, "A stage ends only after the candidate received this many runs…", { inputmode: "numeric" }),
-      minDuration: field("deploy-min-duration", "Seconds per stage", DEFAULTS.minDuration, "…and after this long."),
+      minDuration: field("deploy-min-duration", "Time per stage", DEFAULTS.minDuration, "…and after this long: 60s, 5m, 1h (a bare number is seconds).", { inputmode: "text" }),
       maxFailureRatio: field("deploy-max-failure-ratio", "Maximum failure ratio", DEFAULTS.maxFailureRatio, "Over this share of FAILED runs the candidate rolls back by itself (0 to 1)."),
       margin: field("deploy-margin", "Margin over serving (optional)", DEFAULTS.margin, `Or over v${serving}'s own failure ratio plus this, if higher.`),
       minFinished: field("deploy-min-finished", "Finished runs before judging", DEFAULTS.minFinished, "The candidate is judged once this many of its runs have finished.", { inputmode: "numeric" }),

@@ -9,7 +9,7 @@ import { api } from "./api.js";
 export const FIELDS = {
   stages: { label: "Stages", schema: "StageBody", property: "weight" },
   minRuns: { label: "Runs per stage", schema: "StageBody", property: "minRuns" },
-  minDuration: { label: "Seconds per stage", schema: "StageBody", property: "minDurationSeconds" },
+  minDuration: { label: "Time per stage", schema: "StageBody", property: "minDurationSeconds" },
   maxFailureRatio: { label: "Maximum failure ratio", schema: "RollbackBody", property: "maxFailureRatio" },
   margin: { label: "Margin over serving", schema: "RollbackBody", property: "marginOverServing" },
   minFinished: { label: "Finished runs before judging", schema: "RollbackBody", property: "minFinishedRuns" },

@@ -70,14 +70,52 @@ export function exact(epochS) {
   );
 }
 
-/** A <time> element: relative text, exact local time on hover and in `datetime`. */
+/** The browser's time zone at that moment, as the browser abbreviates it ("UTC", "CEST",
+ * "GMT+2"), or "" if it has none to give. */
+export function zoneName(epochS) {
+  const parts = new Intl.DateTimeFormat(undefined, { timeZoneName: "short" }).formatToParts(new Date(epochS * 1000));
+  const zone = parts.find((part) => part.type === "timeZoneName");
+  return zone ? zone.value : "";
+}
+
+/** `exact` with its zone, "2026-05-04 03:54:44.159 GMT+2": an exact time shown as text is
+ * labelled (the CLI prints its times with their zone too), so no one reads local time as
+ * UTC or the other way round. */
+export function exactZoned(epochS) {
+  const zone = zoneName(epochS);
+  return zone ? `${exact(epochS)} ${zone}` : exact(epochS);
+}
+
+/** A <time> element: relative text, exact local time (with its zone) on hover and in
+ * `datetime`. */
 export function time(epochS) {
   if (epochS === null || epochS === undefined) return h("span", { class: "muted" }, "—");
   return h(
     "time",
-    { datetime: new Date(epochS * 1000).toISOString(), title: exact(epochS) },
+    { datetime: new Date(epochS * 1000).toISOString(), title: exactZoned(epochS) },
     relative(epochS),
   );
+}
+
+// The CLI's rule (api/cli/text.py: `_SPAN`, `_SPAN_S`, `parse_duration`), written again here.
+const SPAN = /^\s*(\d+(?:\.\d+)?)\s*(s|sec|m|min|h|d|w)\s*$/i;
+const SPAN_S = { s: 1, sec: 1, m: 60, min: 60, h: 3600, d: 86400, w: 604800 };
+const SECONDS = /^\s*[+-]?(\d+\.?\d*|\.\d+)(e[+-]?\d+)?\s*$/i;
+
+/** A span of time as the CLI reads one: seconds ("90") or a number with a unit (60s, 5m,
+ * 2h, 1d; also sec, min, w), in seconds. Throws an Error saying what is accepted, in the
+ * CLI's words. */
+export function parseSpan(text) {
+  const given = String(text ?? "");
+  let seconds;
+  if (SECONDS.test(given)) seconds = Number(given);
+  else {
+    const span = SPAN.exec(given);
+    if (!span) throw new Error(`"${given}" is not a duration: seconds (90) or a span (60s, 5m, 2h, 1d)`);
+    seconds = Number(span[1]) * SPAN_S[span[2].toLowerCase()];
+  }
+  if (!(seconds >= 0) || seconds === Infinity) throw new Error(`"${given}" is not a duration: it is 0 or more seconds`);
+  return seconds;
 }
 
 /** 0.42 → "420 ms", 75 → "1 min 15 s". Each unit is chosen after rounding, so 9.98 reads

@@ -6,9 +6,10 @@
 import { api } from "../api.js";
 import { confirmAction } from "../dialog.js";
 import { announce, fill, h } from "../dom.js";
-import { badge, breakable, count, duration, exact, plural, ratio, shortId, time } from "../format.js";
+import { badge, breakable, count, duration, exactZoned, plural, ratio, shortId, time } from "../format.js";
 import { Poller } from "../live.js";
 import { DEPLOYMENTS, wholeId } from "../short_ids.js";
+import { warningsBox } from "../warnings.js";
 
 const LIST_SIZE = 50;
 
@@ -38,7 +39,7 @@ function weightNow(d) {
 function weightNote(d) {
   if (d.superseded) {
     // The weight beside it already says which version serves now.
-    const past = d.status === "SUCCEEDED" && d.endedAt ? `v${d.candidateVersion} served from ${exact(d.endedAt)}` : `new runs went back to v${d.servingVersion}`;
+    const past = d.status === "SUCCEEDED" && d.endedAt ? `v${d.candidateVersion} served from ${exactZoned(d.endedAt)}` : `new runs went back to v${d.servingVersion}`;
     return ` — ${past} until another version replaced it`;
   }
   if (d.status === "SUCCEEDED") return ` — v${d.candidateVersion} now serves: it gets every new run`;
@@ -224,9 +225,10 @@ function exposureSection(d) {
   );
 }
 
-function figureLine(label, f) {
+/** `when`: "when it decided" (a check's verdict) or "when it was stopped" (by hand). */
+function figureLine(label, f, when) {
   if (!f) return null;
-  return h("li", {}, `${label}: ${count(f.failed)} failed of ${plural(f.finished, "finished run")} (ratio ${ratio(f.failureRatio)}; ${plural(f.runs, "run")} in all when it decided)`);
+  return h("li", {}, `${label}: ${count(f.failed)} failed of ${plural(f.finished, "finished run")} (ratio ${ratio(f.failureRatio)}; ${plural(f.runs, "run")} in all ${when})`);
 }
 
 function outcomeSection(d) {
@@ -235,6 +237,7 @@ function outcomeSection(d) {
   const rolled = d.status === "ROLLED_BACK";
   const figures = o.figures || {};
   const title = { ROLLED_BACK: "Rolled back", ABORTED: "Aborted", SUCCEEDED: "Promoted" }[d.status] || d.status;
+  const when = o.actor === "engine" ? "when it decided" : "when it was stopped";
   return h(
     "section",
     { class: ["outcome", rolled ? "error-box" : d.status === "SUCCEEDED" ? "ok-box" : "outcome-neutral"], "aria-labelledby": "outcome-title" },
@@ -243,8 +246,8 @@ function outcomeSection(d) {
     h(
       "ul",
       { class: "outcome-figures" },
-      figureLine(`candidate v${d.candidateVersion}`, figures.candidate),
-      figureLine(`serving v${d.servingVersion}`, figures.serving),
+      figureLine(`candidate v${d.candidateVersion}`, figures.candidate, when),
+      figureLine(`serving v${d.servingVersion}`, figures.serving, when),
       typeof figures.threshold === "number" ? h("li", {}, `threshold ${ratio(figures.threshold)}`) : null,
       typeof figures.stageRuns === "number" ? h("li", {}, `${plural(figures.stageRuns, "run")} of the candidate in the stage`) : null,
     ),
@@ -261,7 +264,7 @@ function timelineList(d) {
       h(
         "li",
         { class: `tl-${e.event}` },
-        h("time", { datetime: new Date(e.at * 1000).toISOString() }, exact(e.at)),
+        h("time", { datetime: new Date(e.at * 1000).toISOString() }, exactZoned(e.at)),
         " ",
         h("strong", {}, EVENT_WORDS[e.event] || e.event),
         ` · stage ${e.stage}`,
@@ -274,17 +277,21 @@ function timelineList(d) {
 
 async function stop(where, d, action, done) {
   const abort = action === "abort";
+  const reason = h("input", { id: "stop-reason", name: "reason", maxlength: "500", autocomplete: "off" });
+  const fields = [h("label", { for: "stop-reason" }, "Reason (optional)"), reason, h("span", { class: "small muted" }, "Shown with your key in the deployment's outcome, timeline and logs.")];
   const ok = await confirmAction({
     title: abort ? "Abort this deployment?" : "Roll this deployment back?",
     text: abort
       ? `v${d.candidateVersion} gets no new runs and is not promoted; v${d.servingVersion} keeps serving. Runs already on v${d.candidateVersion} finish on it.`
       : `v${d.candidateVersion} gets no new runs and the deployment ends ROLLED_BACK with today's figures. Runs already on v${d.candidateVersion} finish on it.`,
+    fields,
     confirm: abort ? "Abort the deployment" : "Roll back",
     danger: true,
   });
   if (!ok) return;
+  const why = reason.value.trim();
   try {
-    const answer = await api(`/deployments/${encodeURIComponent(d.id)}/${action}`, { method: "POST" });
+    const answer = await api(`/deployments/${encodeURIComponent(d.id)}/${action}`, { method: "POST", body: why ? { reason: why } : undefined });
     const line = h("p", { class: "ok-box", role: "status" }, `✓ ${answer.message}`);
     await done();
     fill(where, line);
@@ -326,7 +333,10 @@ export async function deploymentPage(main, params, given) {
       ),
       actions(d, result, reload),
       result,
-      holdingLine(d),
+      // While it runs: what its stage waits for, and what may keep it waiting (the start's
+      // warning, said again: a child workflow's deployment otherwise looks stuck).
+      d.status === "RUNNING" ? holdingLine(d) : null,
+      d.status === "RUNNING" ? warningsBox(d.warnings, { className: "deploy-warnings" }) : null,
       facts([
         ["Workflow", workflowLink(d.workflow)],
         ["Candidate", workflowLink(d.workflow, d.candidateVersion)],

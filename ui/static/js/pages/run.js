@@ -32,10 +32,17 @@ const ROUTE_WORDS = {
   system: "the engine's own run",
 };
 
+/** A candidate's deployment (the API's `deploymentId`), linked to its page. */
+function candidateOf(detail) {
+  if (detail.route !== "candidate" || !detail.deploymentId) return null;
+  const link = h("a", { href: `#/deployments/${encodeURIComponent(detail.deploymentId)}`, class: "candidate-deployment mono" }, `deployment ${shortId(detail.deploymentId)}`);
+  return h("span", { class: "muted" }, " (", link, ")");
+}
+
 function headline(detail) {
   const facts = [
     ["Run", h("span", { class: "mono", title: detail.id }, detail.id)],
-    ["Version", [`v${detail.version}`, detail.route ? h("span", { class: "muted run-route" }, ` · ${ROUTE_WORDS[detail.route] || detail.route}`) : null]],
+    ["Version", [`v${detail.version}`, detail.route ? h("span", { class: "muted run-route" }, ` · ${ROUTE_WORDS[detail.route] || detail.route}`) : null, candidateOf(detail)]],
     ["Tenant", detail.tenantId],
     // Who submitted it (a key's id, `cli`, `demo`); a child's is its root's submitter.
     ["Created", detail.createdBy ? [time(detail.createdAt), h("span", { class: "muted run-created-by" }, ` · by ${detail.createdBy}`)] : time(detail.createdAt)],
