@@ -30,7 +30,7 @@ from collections.abc import Callable
 
 from api.rest.body_depth import _too_deep_at
 from engine.operations.submission import check_input_limits
-from engine.validation.patterns import InputValidator
+from engine.validation.patterns import input_validator
 from vertices.gateway_response import Answer, parse_body
 
 PATTERN = "^(a+)+$"
@@ -51,7 +51,7 @@ def main() -> None:
     parser.add_argument("--max-re-s", type=float, default=2.0)
     args = parser.parse_args()
     schema = {"type": "string", "pattern": PATTERN}
-    validator = InputValidator(schema)
+    validator = input_validator(schema)
     backtracking = re.compile(PATTERN)
     print(f"machine: {platform.machine()}, {os.cpu_count()} cores; load {os.getloadavg()[0]:.2f}")
     print()

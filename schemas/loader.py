@@ -15,6 +15,8 @@ from typing import Any, cast
 
 from jsonschema import Draft202012Validator
 
+from schemas.crawled_validator import crawled_validator
+
 SCHEMA_RESOURCE = "workflow.schema.json"
 """File name of the schema inside the `schemas` package."""
 
@@ -45,7 +47,11 @@ def file_validator() -> Draft202012Validator:
     References to the draft 2020-12 meta-schema (used by `inputSchema`) resolve from the
     registry bundled with `jsonschema`, never over the network. Formats are asserted so that
     an `inputSchema` with an invalid `pattern` regex is refused here, not when a run starts.
+    Its registry is crawled once (`schemas.crawled_validator`): checking an `inputSchema`
+    against the meta-schema costs the same for every sub-schema, whatever the document's size.
     """
-    return Draft202012Validator(
-        _shared_schema(), format_checker=Draft202012Validator.FORMAT_CHECKER
+    return crawled_validator(
+        Draft202012Validator,
+        _shared_schema(),
+        format_checker=Draft202012Validator.FORMAT_CHECKER,
     )

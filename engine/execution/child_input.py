@@ -22,7 +22,7 @@ from jsonschema.protocols import Validator
 
 from engine.store.records import ClaimedStep
 from engine.validation import validate_input
-from engine.validation.patterns import InputValidator
+from engine.validation.patterns import input_validator
 from schemas.definitions import Vertex, Workflow
 from schemas.errors import FailureKind, StepFailure
 
@@ -52,7 +52,7 @@ class ChildInputs:
         if key in self.validators:
             return self.validators[key]
         schema = workflow.input_schema
-        validator = None if schema is None else InputValidator(schema)
+        validator = None if schema is None else input_validator(schema)
         if len(self.validators) >= VALIDATORS_CACHED:
             self.validators.clear()
         self.validators[key] = validator

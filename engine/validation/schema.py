@@ -22,7 +22,7 @@ from referencing.exceptions import Unresolvable
 from referencing.jsonschema import DRAFT202012
 
 from engine.validation.common import Code, did_you_mean, pointer, quoted_list, show
-from engine.validation.patterns import InputValidator, UnsafePattern, compiled, pattern_problems
+from engine.validation.patterns import UnsafePattern, compiled, input_validator, pattern_problems
 from engine.validation.type_case import with_types_fixed
 from schemas import loader
 from schemas.definitions import Workflow
@@ -98,7 +98,7 @@ def instance_problems(schema: dict[str, Any], data: Any, whole: str) -> list[Pro
     """
     problems: list[Problem] = []
     try:
-        for error in InputValidator(schema).iter_errors(data):
+        for error in input_validator(schema).iter_errors(data):
             problems.extend(_describe(error, whole))
     except (Unresolvable, UnsafePattern) as exc:  # refused at authoring time; a backstop
         problems.append(Problem("", f"The schema cannot be applied: {exc}.", Code.INPUT))
@@ -117,7 +117,8 @@ def input_schema_problems(workflow: dict[str, Any], base: str) -> list[Problem]:
 
     Only references inside the schema itself are allowed (SchemaBridge never fetches schemas
     over the network), and each must resolve. References below a nested `$id` are relative to
-    that `$id` and are left to the meta-schema.
+    that `$id` and are left to the meta-schema; one that resolves to nothing in the schema is
+    never fetched either (`schemas.crawled_validator`): the input check reports it.
     """
     schema = workflow.get("inputSchema")
     if not isinstance(schema, dict):

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import http.server
 import json
+import threading
 from typing import Any
 
 import pytest
@@ -407,6 +409,40 @@ def test_local_references_in_the_input_schema_work() -> None:
     [wf] = parse_document(json.dumps({**workflow(a=gateway()), "inputSchema": input_schema}))
     assert validate_input(wf, {"a": 1}) == []
     assert [p.pointer for p in validate_input(wf, {"a": "x"})] == ["/a"]
+
+
+def test_a_reference_below_a_nested_id_is_never_fetched() -> None:
+    # jsonschema's default registry fetches an unknown http(s) URI with urllib, from the
+    # process that checks the input: the API process, at each submission, wherever the
+    # workflow's author pointed it (the egress policy never sees that call).
+    fetched: list[str] = []
+
+    class Schemas(http.server.BaseHTTPRequestHandler):
+        def do_GET(self) -> None:
+            fetched.append(self.path)
+            self.send_response(200)
+            self.send_header("Content-Type", "application/json")
+            self.end_headers()
+            self.wfile.write(b'{"type": "integer"}')
+
+        def log_message(self, *args: Any) -> None:
+            pass
+
+    server = http.server.HTTPServer(("127.0.0.1", 0), Schemas)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        base = f"http://127.0.0.1:{server.server_address[1]}/schemas/"
+        input_schema = {"properties": {"a": {"$id": base, "$ref": "number.json"}}}
+        [wf] = parse_document(json.dumps({**workflow(a=gateway()), "inputSchema": input_schema}))
+        problems = validate_input(wf, {"a": "x"})
+    finally:
+        server.shutdown()
+        server.server_close()
+        thread.join(timeout=5)
+    assert fetched == []
+    assert [(p.pointer, p.code) for p in problems] == [("", "input")]
+    assert "cannot be applied" in problems[0].message
 
 
 def test_text_that_is_not_valid_unicode_is_refused() -> None:
