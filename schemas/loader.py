@@ -13,9 +13,11 @@ from functools import lru_cache
 from importlib import resources
 from typing import Any, cast
 
-from jsonschema import Draft202012Validator
+from jsonschema import Draft202012Validator, validators
+from jsonschema.protocols import Validator
 
-from schemas.crawled_validator import crawled_validator
+from schemas.linear_keywords import enum, unique_items
+from schemas.pinned_validator import pinned, pinned_validator
 
 SCHEMA_RESOURCE = "workflow.schema.json"
 """File name of the schema inside the `schemas` package."""
@@ -40,18 +42,21 @@ def _shared_schema() -> dict[str, Any]:
 
 
 @lru_cache(maxsize=1)
-def file_validator() -> Draft202012Validator:
+def file_validator() -> Validator:
     """Validator for a whole workflow file: one workflow document or a list of them.
 
-    Built once; `Draft202012Validator` is safe to share because validation does not mutate it.
-    References to the draft 2020-12 meta-schema (used by `inputSchema`) resolve from the
-    registry bundled with `jsonschema`, never over the network. Formats are asserted so that
-    an `inputSchema` with an invalid `pattern` regex is refused here, not when a run starts.
-    Its registry is crawled once (`schemas.crawled_validator`): checking an `inputSchema`
-    against the meta-schema costs the same for every sub-schema, whatever the document's size.
+    Built once; it is safe to share because validation does not mutate it. References to the
+    draft 2020-12 meta-schema (used by `inputSchema`) resolve from the registry bundled with
+    `jsonschema`, never over the network, crawled once (`schemas.pinned_validator`): checking
+    an `inputSchema` against the meta-schema costs the same for every sub-schema. Formats are
+    asserted so that an `inputSchema` with an invalid `pattern` regex is refused here, not
+    when a run starts. `uniqueItems` and `enum` are linear in the array they check
+    (`schemas.linear_keywords`), and the class stays this one inside the meta-schema, whose
+    `$schema` would otherwise give jsonschema's own.
     """
-    return crawled_validator(
-        Draft202012Validator,
-        _shared_schema(),
-        format_checker=Draft202012Validator.FORMAT_CHECKER,
+    cls = pinned(
+        validators.extend(  # type: ignore[no-untyped-call]
+            Draft202012Validator, {"uniqueItems": unique_items, "enum": enum}
+        )
     )
+    return pinned_validator(cls, _shared_schema(), format_checker=cls.FORMAT_CHECKER)

@@ -25,6 +25,7 @@ from engine.validation import validate_input
 from engine.validation.patterns import input_validator
 from schemas.definitions import Vertex, Workflow
 from schemas.errors import FailureKind, StepFailure
+from schemas.schema_work import TooMuchWork, at_most
 
 VALIDATORS_CACHED = 1_024
 """Workflow versions whose compiled inputSchema a worker keeps."""
@@ -43,7 +44,7 @@ class ChildInputs:
         if step.parent_run_id is None or vertex.depends_on:
             return  # a root run's input was checked on submission; a later step's by its first
         validator = self._validator(workflow, step.workflow_version)
-        if validator is None or validator.is_valid(step.run_input):
+        if validator is None or _valid(validator, step.run_input):
             return
         raise StepFailure(FailureKind.INVALID_INPUT, _message(workflow, step, step.run_input))
 
@@ -57,6 +58,16 @@ class ChildInputs:
             self.validators.clear()
         self.validators[key] = validator
         return validator
+
+
+def _valid(validator: Validator, run_input: Any) -> bool:
+    """Whether `validator` accepts `run_input`; False when checking it takes more work than
+    an input check may (`_message` then says so)."""
+    try:
+        with at_most():
+            return validator.is_valid(run_input)
+    except TooMuchWork:
+        return False
 
 
 def _message(workflow: Workflow, step: ClaimedStep, run_input: Any) -> str:

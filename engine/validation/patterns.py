@@ -28,8 +28,10 @@ from jsonschema import Draft202012Validator, ValidationError, validators
 from jsonschema.protocols import Validator
 
 from engine.validation.common import Code, pointer, show
-from schemas.crawled_validator import crawled_validator
 from schemas.errors import Problem
+from schemas.linear_keywords import enum, unique_items
+from schemas.pinned_validator import pinned, pinned_validator
+from schemas.schema_work import counted, spend
 
 _OPTIONS = re2.Options()
 _OPTIONS.log_errors = False  # a refused pattern is our problem to report, not stderr noise
@@ -67,6 +69,7 @@ def _pattern_properties(
         return
     for pattern, subschema in patterns.items():
         matcher = compiled(pattern)
+        spend(len(instance))  # every name against every pattern
         for key, value in instance.items():
             if matcher.search(key):
                 yield from validator.descend(value, subschema, path=key, schema_path=pattern)
@@ -79,6 +82,7 @@ def _additional_properties(
         return
     properties = schema.get("properties", {})
     matchers = [compiled(p) for p in schema.get("patternProperties", {})]
+    spend(len(instance) * len(matchers))  # every name against every pattern
     extras = sorted(
         (
             name
@@ -96,22 +100,32 @@ def _additional_properties(
         yield ValidationError(f"Additional properties are not allowed ({joined} {verb} unexpected)")
 
 
-InputValidator: type[Validator] = validators.extend(  # type: ignore[no-untyped-call]
-    Draft202012Validator,
-    {
-        "pattern": _pattern,
-        "patternProperties": _pattern_properties,
-        "additionalProperties": _additional_properties,
-    },
+InputValidator: type[Validator] = pinned(
+    validators.extend(  # type: ignore[no-untyped-call]
+        Draft202012Validator,
+        counted(
+            {
+                **Draft202012Validator.VALIDATORS,
+                "pattern": _pattern,
+                "patternProperties": _pattern_properties,
+                "additionalProperties": _additional_properties,
+                "uniqueItems": unique_items,
+                "enum": enum,
+            }
+        ),
+    )
 )
-"""Draft 2020-12, with every pattern matched by RE2; build one with `input_validator`."""
+"""Draft 2020-12, with every pattern matched by RE2, `uniqueItems` and `enum` in linear time
+(`schemas.linear_keywords`), every keyword counted against the running
+`schemas.schema_work.at_most`, and never another class whatever a sub-schema's
+`$schema` says (`schemas.pinned_validator`). Build one with `input_validator`."""
 
 
 def input_validator(schema: Any) -> Validator:
     """An `InputValidator` for `schema`, its `$ref`s resolved in a registry crawled once and
-    never fetched (`schemas.crawled_validator`): a lookup of an `$anchor` costs the same
+    never fetched (`schemas.pinned_validator`): a lookup of an `$anchor` costs the same
     whatever the schema's size, for every item of an input."""
-    return crawled_validator(InputValidator, schema)
+    return pinned_validator(InputValidator, schema)
 
 
 def pattern_problems(schema: Any, at: tuple[str | int, ...], base: str) -> list[Problem]:

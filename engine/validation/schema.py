@@ -21,12 +21,20 @@ from referencing import Registry
 from referencing.exceptions import Unresolvable
 from referencing.jsonschema import DRAFT202012
 
-from engine.validation.common import Code, did_you_mean, pointer, quoted_list, show
+from engine.validation.common import (
+    Code,
+    did_you_mean,
+    pointer,
+    quoted_list,
+    show,
+)
 from engine.validation.patterns import UnsafePattern, compiled, input_validator, pattern_problems
 from engine.validation.type_case import with_types_fixed
 from schemas import loader
 from schemas.definitions import Workflow
 from schemas.errors import Problem
+from schemas.linear_keywords import same_key
+from schemas.schema_work import MAX_CHECK_WORK, TooMuchWork, at_most, spend
 
 ITEMS_PATTERN = "^\\{\\{[\\s\\S]*\\}\\}$"
 """A SPAWNER's `items` when it is a string: one `{{ }}` expression and nothing around it."""
@@ -98,11 +106,23 @@ def instance_problems(schema: dict[str, Any], data: Any, whole: str) -> list[Pro
     """
     problems: list[Problem] = []
     try:
-        for error in input_validator(schema).iter_errors(data):
-            problems.extend(_describe(error, whole))
+        with at_most():
+            for error in input_validator(schema).iter_errors(data):
+                problems.extend(_describe(error, whole))
     except (Unresolvable, UnsafePattern) as exc:  # refused at authoring time; a backstop
         problems.append(Problem("", f"The schema cannot be applied: {exc}.", Code.INPUT))
+    except TooMuchWork:
+        return [Problem("", _too_much_work(whole), Code.INPUT)]
     return _once_each(problems)
+
+
+def _too_much_work(whole: str) -> str:
+    return (
+        f"{whole} is too costly to check against the inputSchema: it takes more than "
+        f"{MAX_CHECK_WORK:,} steps (a recursive schema with unevaluatedProperties, for one, "
+        "checks each level of nesting again for every level above it). Send a smaller or "
+        "flatter input, or simplify the schema."
+    )
 
 
 def _once_each(problems: list[Problem]) -> list[Problem]:
@@ -118,7 +138,7 @@ def input_schema_problems(workflow: dict[str, Any], base: str) -> list[Problem]:
     Only references inside the schema itself are allowed (SchemaBridge never fetches schemas
     over the network), and each must resolve. References below a nested `$id` are relative to
     that `$id` and are left to the meta-schema; one that resolves to nothing in the schema is
-    never fetched either (`schemas.crawled_validator`): the input check reports it.
+    never fetched either (`schemas.pinned_validator`): the input check reports it.
     """
     schema = workflow.get("inputSchema")
     if not isinstance(schema, dict):
@@ -241,6 +261,7 @@ def _unknown(
     matchers = [compiled(p) for p in schema.get("patternProperties", {})]
     owner = _object_name(error, whole)
     instance = error.instance if isinstance(error.instance, dict) else {}
+    spend(len(instance) * len(matchers))
     for key in instance:
         if key in allowed or any(m.search(key) for m in matchers):
             continue
@@ -357,7 +378,7 @@ def _repeated(items: list[Any], path: list[str | int], whole: str | None) -> Ite
     subject = _subject(path, whole)
     first: dict[Any, int] = {}
     for index, item in enumerate(items):
-        seen = first.setdefault(_same_key(item), index)
+        seen = first.setdefault(same_key(item), index)
         if seen != index:
             yield Problem(
                 pointer(*path, index),
@@ -365,20 +386,6 @@ def _repeated(items: list[Any], path: list[str | int], whole: str | None) -> Ite
                 "this entry.",
                 Code.SCHEMA,
             )
-
-
-def _same_key(value: Any) -> Any:
-    """A hashable key equal for the JSON values JSON Schema counts as equal (1 and 1.0, objects
-    in any key order; true and 1 not), so duplicates are found in one pass over any array."""
-    if isinstance(value, bool) or value is None or isinstance(value, str):
-        return (type(value).__name__, value)
-    if isinstance(value, (int, float)):
-        return ("number", int(value) if float(value).is_integer() else value)
-    if isinstance(value, list):
-        return ("array", tuple(_same_key(v) for v in value))
-    if isinstance(value, dict):
-        return ("object", tuple(sorted((k, _same_key(v)) for k, v in value.items())))
-    return ("other", repr(value))
 
 
 # ── typed models ────────────────────────────────────────────────────────────────────────────

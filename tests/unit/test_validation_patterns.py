@@ -105,3 +105,24 @@ def test_compiled_patterns_are_cached_and_refusals_explain() -> None:
     assert compiled("^x+$") is compiled("^x+$")
     with pytest.raises(UnsafePattern, match="invalid perl operator"):
         compiled("(?=a)")
+
+
+def test_a_sub_schema_naming_its_dialect_is_matched_by_re2_too() -> None:
+    # jsonschema gives a sub-schema with its own `$schema` its own validator class, whose
+    # `pattern` is Python's `re`: 22 characters of input took 0.3 s, each more doubles it.
+    dialect = "https://json-schema.org/draft/2020-12/schema"
+    workflow = _published(
+        {
+            "type": "object",
+            "properties": {
+                "name": {"$schema": dialect, "type": "string", "pattern": EVIL},
+                "alias": {"$ref": "#/$defs/alias"},
+            },
+            "$defs": {
+                "alias": {"$schema": "http://json-schema.org/draft-07/schema#", "pattern": EVIL}
+            },
+        }
+    )
+    hostile = "a" * 100_000 + "!"
+    problems = validate_input(workflow, {"name": hostile, "alias": hostile})
+    assert [p.pointer for p in problems] == ["/alias", "/name"]
