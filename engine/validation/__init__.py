@@ -34,7 +34,7 @@ from engine.validation import expressions as validation_expressions
 from engine.validation import graph as validation_graph
 from engine.validation import json_text as validation_json
 from engine.validation import schema as validation_schema
-from engine.validation.common import Limits
+from engine.validation.common import Limits, bounded_hints
 from engine.validation.json_text import deep_pointer, duplicate_key_summary, loads_checked
 from schemas.definitions import Workflow
 from schemas.errors import DefinitionError, Problem
@@ -139,8 +139,19 @@ def check_documents(
     """Like `parse_documents`, but report per document instead of raising.
 
     A document whose own checks pass still reports problems caused by the others it was
-    validated with (a duplicate workflow name is reported on the later document).
+    validated with (a duplicate workflow name is reported on the later document). The
+    "did you mean" hints of all of them share one bound (`common.bounded_hints`).
     """
+    with bounded_hints():
+        return _check_documents(documents, settings, known_workflows, egress)
+
+
+def _check_documents(
+    documents: Sequence[tuple[str, bytes | str]],
+    settings: Settings | None,
+    known_workflows: Collection[str],
+    egress: EgressPolicy | None,
+) -> ValidationReport:
     limits = Limits.from_settings(settings)
     reports = [DocumentReport(source) for source, _ in documents]
     found: list[tuple[DocumentReport, validation_graph.RawWorkflow, dict[str, Any]]] = []

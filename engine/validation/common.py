@@ -9,7 +9,9 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
+from contextvars import ContextVar
 from dataclasses import dataclass
 from typing import Any
 
@@ -117,18 +119,52 @@ def jmespath_path(names: Iterable[str]) -> str:
     return ".".join(n if _BARE.fullmatch(n) else json.dumps(n, ensure_ascii=False) for n in names)
 
 
+MOST_LISTED = 20
+"""Names a message lists before it says how many more there are: an inputSchema closed on a
+thousand properties would otherwise repeat all of them in the message of every unknown name
+an input or an expression reads."""
+
+
 def quoted_list(names: Iterable[str]) -> str:
-    """`"a", "b" and "c"`."""
+    """`"a", "b" and "c"`; past `MOST_LISTED` names, `"a", …, "t" and 230 more`."""
     items = [f'"{n}"' for n in names]
     if len(items) <= 1:
         return "".join(items)
+    if len(items) > MOST_LISTED:
+        return ", ".join(items[:MOST_LISTED]) + f" and {len(items) - MOST_LISTED:,} more"
     return ", ".join(items[:-1]) + " and " + items[-1]
+
+
+HINT_COMPARISONS = 10_000
+"""Names one check (`check_documents`, an input check) may compare for "did you mean" hints.
+One comparison of similar names costs up to ~100 µs (difflib), so without a bound a document or
+an input reading thousands of unknown names, each against a thousand candidates, took minutes.
+A typical document's few slips against its 500 vertices use a few thousand; past the bound the
+problems are still reported, without a hint."""
+
+_HINTS_LEFT: ContextVar[list[int] | None] = ContextVar("hint_comparisons_left", default=None)
+
+
+@contextmanager
+def bounded_hints(comparisons: int = HINT_COMPARISONS) -> Iterator[None]:
+    """Bound the comparisons of the `did_you_mean` calls made inside."""
+    token = _HINTS_LEFT.set([comparisons])
+    try:
+        yield
+    finally:
+        _HINTS_LEFT.reset(token)
 
 
 def did_you_mean(name: str, candidates: Iterable[str], *, any_case: bool = False) -> str:
     """` Did you mean "x"?` when a candidate is close to `name` (`any_case`: compared in
-    lower case, offered as written), else ""."""
+    lower case, offered as written), else "" (also when the running `bounded_hints` has not
+    enough comparisons left for these candidates)."""
     fold = str.lower if any_case else str
     offered = {fold(candidate): candidate for candidate in candidates}
+    left = _HINTS_LEFT.get()
+    if left is not None:
+        if left[0] < len(offered):
+            return ""
+        left[0] -= len(offered)
     matches = close_names(fold(name), offered)
     return f' Did you mean "{offered[matches[0]]}"?' if matches else ""

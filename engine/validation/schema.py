@@ -23,6 +23,7 @@ from referencing.jsonschema import DRAFT202012
 
 from engine.validation.common import (
     Code,
+    bounded_hints,
     did_you_mean,
     pointer,
     quoted_list,
@@ -106,7 +107,7 @@ def instance_problems(schema: dict[str, Any], data: Any, whole: str) -> list[Pro
     """
     problems: list[Problem] = []
     try:
-        with at_most():
+        with at_most(), bounded_hints():
             for error in input_validator(schema).iter_errors(data):
                 problems.extend(_describe(error, whole))
     except (Unresolvable, UnsafePattern) as exc:  # refused at authoring time; a backstop

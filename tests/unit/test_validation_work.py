@@ -129,3 +129,46 @@ def test_an_input_too_costly_to_check_is_refused_with_one_problem() -> None:
     [problem] = validate_input(workflow, deep)
     assert (problem.pointer, problem.code) == ("", "input")
     assert "too costly to check" in problem.message
+
+
+CLOSED = {
+    "type": "object",
+    "additionalProperties": False,
+    "properties": {f"field_{i}": {"type": "string"} for i in range(900)},
+}
+"""An input schema closed on 900 names alike enough that difflib compares each in full."""
+
+
+def test_hints_for_unknown_input_names_are_bounded() -> None:
+    # Each unknown name was compared with all 900 (about 30 ms each), and each message
+    # listed all 900.
+    workflow = published(CLOSED)
+
+    def check(n: int) -> None:
+        problems = validate_input(workflow, {f"fiel_{i}": "x" for i in range(n)})
+        assert [p.code for p in problems] == ["unknown_field"] * n
+        assert all(len(p.message) < 1_000 for p in problems)
+
+    assert per_item(check, 100, 300) < 2_000
+
+
+def test_hints_for_unknown_names_an_expression_reads_are_bounded() -> None:
+    def check(n: int) -> None:
+        body = [f"{{{{ input.fiel_{i} }}}}" for i in range(n)]
+        text = json.dumps(
+            {
+                "name": "x",
+                "inputSchema": CLOSED,
+                "vertices": {
+                    "v": {
+                        "type": "GATEWAY",
+                        "config": {"url": "https://a.example/x", "method": "POST", "body": body},
+                    }
+                },
+            }
+        )
+        problems = check_documents([("d", text)]).problems
+        assert [p.code for p in problems] == ["unknown_input_field"] * n
+        assert all(len(p.message) < 1_000 for p in problems)
+
+    assert per_item(check, 100, 300) < 5_000
