@@ -148,6 +148,14 @@ class Settings(BaseSettings):
     """Largest accepted workflow document. Default 1 MiB."""
     max_vertices: int = Field(default=500, ge=1, validation_alias=_env("MAX_VERTICES"))
     """Most vertices in one workflow. Default 500."""
+    max_subschemas: int = Field(default=1_000, ge=1, validation_alias=_env("MAX_SUBSCHEMAS"))
+    """Most sub-schemas in the inputSchemas of one workflow document, all its workflows
+    together (each inputSchema and every schema inside it). Default 1,000."""
+    max_expressions: int = Field(
+        default=10_000, ge=1, validation_alias=_env("MAX_EXPRESSIONS")
+    )
+    """Most `{{ }}` expressions in the vertices of one workflow document, all its workflows
+    together. Default 10,000."""
     max_nesting_depth: int = Field(
         default=DEFAULT_MAX_NESTING_DEPTH, ge=1, validation_alias=_env("MAX_NESTING_DEPTH")
     )

@@ -93,7 +93,7 @@ def read_documents(files: list[Path]) -> tuple[list[Any], list[Origin]]:
     # The server checks sizes and depth against its own settings, which this process may not
     # share: here only what reading the file can tell (syntax, encoding, a key written twice,
     # which json.loads would collapse to its last value before the server could see it).
-    limits = Limits(sys.maxsize, sys.maxsize, HARD_MAX_NESTING_DEPTH)
+    limits = Limits(sys.maxsize, sys.maxsize, HARD_MAX_NESTING_DEPTH, sys.maxsize, sys.maxsize)
     documents: list[Any] = []
     origins: list[Origin] = []
     for path in files:

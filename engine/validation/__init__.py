@@ -4,7 +4,8 @@ This is the one entry point the CLI, the REST API and the engine use before anyt
 or run (docs/authoring.md, 'Validation'). The phases, each in its own module:
 
 1. `validation_json`: size limit, UTF-8, nesting depth, JSON syntax, duplicate keys; then
-   the vertex count (a workflow over `max_vertices` stops its document here);
+   `validation_sizes`: the vertices of each workflow, the sub-schemas of the inputSchemas and
+   the expressions of the document (one over its limit stops the document here);
 2. `validation_schema`: workflow.schema.json (draft 2020-12), then the pydantic models;
 3. `validation_graph`: dependsOn targets, self-dependencies, cycles, MERGE ↔ SPAWNER, child
    workflows, duplicate names and spawn loops across the documents validated together;
@@ -34,6 +35,7 @@ from engine.validation import expressions as validation_expressions
 from engine.validation import graph as validation_graph
 from engine.validation import json_text as validation_json
 from engine.validation import schema as validation_schema
+from engine.validation import sizes as validation_sizes
 from engine.validation.common import Limits, bounded_hints
 from engine.validation.json_text import deep_pointer, duplicate_key_summary, loads_checked
 from schemas.definitions import Workflow
@@ -158,7 +160,7 @@ def _check_documents(
     for report, (source, raw) in zip(reports, documents, strict=True):
         loaded = validation_json.load(raw, limits)
         report.problems.extend(loaded.problems)
-        too_big = validation_graph.size_problems(loaded.data, limits) if loaded.parsed else []
+        too_big = validation_sizes.size_problems(loaded.data, limits) if loaded.parsed else []
         report.problems.extend(too_big)
         if loaded.parsed and not too_big:
             report.problems.extend(validation_schema.schema_problems(loaded.data))

@@ -30,6 +30,10 @@ class Limits:
     """Most vertices in one workflow."""
     max_nesting_depth: int
     """Most nested arrays/objects, counting the outermost one as depth 1."""
+    max_subschemas: int
+    """Most sub-schemas in the inputSchemas of one document."""
+    max_expressions: int
+    """Most `{{ }}` expressions in the vertices of one document."""
 
     @classmethod
     def from_settings(cls, settings: Settings | None) -> Limits:
@@ -40,11 +44,15 @@ class Limits:
                 max_document_bytes=int(fields["max_document_bytes"].default),
                 max_vertices=int(fields["max_vertices"].default),
                 max_nesting_depth=int(fields["max_nesting_depth"].default),
+                max_subschemas=int(fields["max_subschemas"].default),
+                max_expressions=int(fields["max_expressions"].default),
             )
         return cls(
             max_document_bytes=settings.max_document_bytes,
             max_vertices=settings.max_vertices,
             max_nesting_depth=settings.nesting_depth_limit,
+            max_subschemas=settings.max_subschemas,
+            max_expressions=settings.max_expressions,
         )
 
 
@@ -54,6 +62,9 @@ class Code:
     TOO_LARGE = "too_large"
     TOO_DEEP = "too_deep"
     TOO_MANY_VERTICES = "too_many_vertices"
+    TOO_MANY_SUBSCHEMAS = "too_many_subschemas"
+    TOO_MANY_EXPRESSIONS = "too_many_expressions"
+    EXPRESSION_TOO_LONG = "expression_too_long"
     NOT_UTF8 = "not_utf8"
     BINARY = "binary"
     SYNTAX = "json_syntax"

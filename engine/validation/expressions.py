@@ -1,7 +1,7 @@
 """Phase 4 of validation: the `{{ }}` expressions in every vertex's `config`.
 
 Each string value inside `config` (recursively; object keys are never templates) is compiled
-with `schemas.expressions.compile_template`, the same code that renders it at run time, so a
+with `schemas.expressions.parse_template`, the same code that renders it at run time, so a
 string that passes here compiles there. Then the JMESPath syntax tree of every expression is
 walked (`schemas.expressions.root_paths`) to find the names it reads from the run context
 (`input`, `vertices`, `run`, `item`, `index`, `secrets`). Only names evaluated against the
@@ -53,10 +53,10 @@ from schemas.expressions import (
     SECRETS_ROOT,
     ExpressionError,
     Template,
-    compile_template,
     expressions_in,
     function_calls,
     function_signatures,
+    parse_template,
     root_paths,
     secret_name,
 )
@@ -70,6 +70,10 @@ FUNCTION_CLOSENESS = 0.7
 than for field names, where 0.6 offers floor for lower."""
 CONTEXT_NAMES = ("input", "vertices", "run", "item", "index", SECRETS_ROOT)
 RUN_FIELDS = ("id", "tenantId")
+MAX_EXPRESSION_CHARS = 16_384
+"""Longest expression (between its braces) a document may hold. Parsing one costs about 5 µs
+a character, and what JMESPath keeps of the last 128 it parsed (its own cache, in the API
+process that validates) grows with their length; no expression needs this much."""
 SECRET_FIELDS = frozenset({"url", "headers", "query", "body"})
 """The GATEWAY config fields where `secrets` may be read."""
 
@@ -135,7 +139,7 @@ def _compile(text: str) -> Template | ExpressionError:
                 f"`{legacy}` is not a JSON literal; write a string as 'text' (or `\"text\"`)",
             )
     try:
-        return compile_template(text)
+        return parse_template(text)
     except ExpressionError as exc:
         return exc
     except RecursionError:
@@ -188,10 +192,14 @@ def _syntax_reason(error: ExpressionError) -> str:
 
 
 def _check_string(wf: RawWorkflow, vertex: RawVertex, site: _Site, text: str) -> list[Problem]:
+    sources = expressions_in(text)
+    too_long = [source for source in sources if len(source) > MAX_EXPRESSION_CHARS]
+    if too_long:  # not parsed at all: parsing, hints and checks all grow with the length
+        return [_too_long(site, source) for source in too_long]
     # Each expression on its own first, so every broken one in the string is reported.
     broken = [
         error
-        for source in expressions_in(text)
+        for source in sources
         if isinstance(error := _compile("{{ " + source + " }}"), ExpressionError)
     ]
     compiled = _compile(text) if not broken else broken[0]
@@ -217,6 +225,16 @@ def _check_string(wf: RawWorkflow, vertex: RawVertex, site: _Site, text: str) ->
                 if problem is not None:
                     problems.append(problem)
     return problems
+
+
+def _too_long(site: _Site, source: str) -> Problem:
+    return Problem(
+        site.at,
+        f"The expression {{{{ {source[:60]}… }}}} is {len(source):,} characters long; the limit is "
+        f"{MAX_EXPRESSION_CHARS:,}. Compute the value in an earlier step, or split it into "
+        "several expressions.",
+        Code.EXPRESSION_TOO_LONG,
+    )
 
 
 def _check_functions(site: _Site, part: ParsedResult) -> Iterator[Problem]:

@@ -26,7 +26,7 @@ from typing import Any
 
 import networkx as nx
 
-from engine.validation.common import Code, Limits, did_you_mean, join, quoted_list
+from engine.validation.common import Code, did_you_mean, join, quoted_list
 from engine.validation.type_case import meant_type
 from schemas.definitions import RESERVED_WORKFLOWS
 from schemas.errors import Problem
@@ -135,25 +135,6 @@ def _read_vertex(vid: str, raw: Any) -> RawVertex:
 
 
 # ── one workflow ────────────────────────────────────────────────────────────────────────────
-
-
-def size_problems(data: Any, limits: Limits) -> list[Problem]:
-    """Workflows of a parsed file with more vertices than allowed (checked before the rest)."""
-    problems = []
-    for base, obj in workflow_objects(data):
-        vertices = obj.get("vertices")
-        count = len(vertices) if isinstance(vertices, dict) else 0
-        if count > limits.max_vertices:
-            problems.append(
-                Problem(
-                    join(base, "vertices"),
-                    f"The workflow has {count:,} vertices; the limit is "
-                    f"{limits.max_vertices:,} (split it with a SPAWNER and a child workflow, or "
-                    "raise SCHEMABRIDGE_MAX_VERTICES).",
-                    Code.TOO_MANY_VERTICES,
-                )
-            )
-    return problems
 
 
 def workflow_problems(wf: RawWorkflow) -> list[Problem]:

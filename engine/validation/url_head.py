@@ -19,8 +19,8 @@ from schemas.errors import Problem
 from schemas.expressions import (
     SECRETS_ROOT,
     ExpressionError,
-    compile_template,
     expression_spans,
+    parse_template,
     secret_name,
 )
 from schemas.url_template import HEAD, url_layout
@@ -38,7 +38,7 @@ def url_head_problems(wf: RawWorkflow, vertex: RawVertex) -> Iterator[Problem]:
         if not source.startswith(SECRETS_ROOT):
             continue  # not `secrets.NAME` (and not compiled again: it may hold a legacy literal)
         try:
-            [part] = compile_template("{{ " + source + " }}").parts
+            [part] = parse_template("{{ " + source + " }}").parts
         except ExpressionError:
             continue  # reported as a syntax problem
         # Other reads of secrets are refused by the expression phase already.

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 from typing import Any
 
 import pytest
@@ -14,6 +15,7 @@ from schemas.errors import DefinitionError
 from schemas.expressions import (
     ExpressionError,
     compile_template,
+    expression_spans,
     expressions_in,
     render,
     root_paths,
@@ -53,6 +55,16 @@ def test_render_keeps_the_type_of_a_whole_expression_and_formats_otherwise(
 def test_render_walks_objects_and_lists_but_not_keys() -> None:
     value = {"{{ input.n }}": ["{{ item.id }}", 1, None], "b": {"c": "#{{ run.id }}"}}
     assert render(value, CONTEXT) == {"{{ input.n }}": [7, 1, None], "b": {"c": "#r1"}}
+
+
+@given(st.text(alphabet="{} a}", max_size=24))
+def test_expressions_are_found_where_the_regex_of_the_language_finds_them(text: str) -> None:
+    # `{{(.*?)}}` (dotall) defines where an expression is; the finder reads it with two
+    # str.find a match, where the regex rescanned the text from every unmatched "{{".
+    regex = re.compile(r"\{\{(.*?)\}\}", re.DOTALL)
+    spans = [(m.start(), m.end(), m.group(1).strip()) for m in regex.finditer(text)]
+    assert expression_spans(text) == spans
+    assert expressions_in(text) == [source for _, _, source in spans]
 
 
 def test_compile_marks_exact_templates_and_caches_them() -> None:
