@@ -29,6 +29,13 @@ GAP_Y = 64.0
 MARGIN = 24.0
 SWEEPS = 8
 """Barycenter sweeps (each one down and one up); small graphs settle in two or three."""
+MOST_ORDERED_EDGES = 5_000
+"""Edges past which layers keep the document's order: each sweep costs the edges (times
+log V), and a graph that large cannot be read for its crossings anyway. A workflow's 500
+vertices can depend on each other 100,000 times within 1 MiB."""
+MOST_SKETCHED = 500
+"""Vertices a sketch draws (the first ones written): a draft may be larger than anything
+publication accepts (`MAX_VERTICES`, 500 by default), up to the REST body limit."""
 
 Layers = list[list[str]]
 DRAFT_VERSION = 0
@@ -88,20 +95,37 @@ def _reordered(layer: list[str], neighbours: dict[str, list[str]], pos: dict[str
 
 
 def _crossings(layers: Layers, graph: nx.DiGraph) -> int:
-    """Pairs of edges between the same two adjacent layers that cross."""
+    """Pairs of edges between the same two adjacent layers that cross: (a, b) and (c, d), by
+    position in their layers, with a < c and b > d. Sorted by (a, b), those are the pairs out
+    of order in b, counted with a Fenwick tree: O(E log V) (comparing every pair of edges was
+    O(E²): two layers of 80 vertices, each depending on all of the first, took 24 s)."""
     index = {v: i for layer in layers for i, v in enumerate(layer)}
     total = 0
     for upper, lower in itertools.pairwise(layers):
         below = set(lower)
-        edges = [(index[u], index[v]) for u in upper for v in graph.successors(u) if v in below]
-        total += sum(
-            1 for i, (a, b) in enumerate(edges) for c, d in edges[i + 1 :] if (a - c) * (b - d) < 0
+        edges = sorted(
+            (index[u], index[v]) for u in upper for v in graph.successors(u) if v in below
         )
+        tree = [0] * (len(lower) + 1)  # edges seen so far, by the position they end at
+        for seen, (_, b) in enumerate(edges):
+            at_most_b = 0
+            i = b + 1
+            while i > 0:
+                at_most_b += tree[i]
+                i -= i & -i
+            total += seen - at_most_b  # edges before this one that end further right
+            i = b + 1
+            while i <= len(lower):
+                tree[i] += 1
+                i += i & -i
     return total
 
 
 def order_layers(graph: nx.DiGraph, layers: Layers) -> Layers:
-    """`layers` reordered to reduce edge crossings (bounded barycenter sweeps)."""
+    """`layers` reordered to reduce edge crossings (bounded barycenter sweeps); as they are
+    past `MOST_ORDERED_EDGES`."""
+    if graph.number_of_edges() > MOST_ORDERED_EDGES:
+        return [list(layer) for layer in layers]
     best = [list(layer) for layer in layers]
     best_crossings = _crossings(best, graph)
     current = [list(layer) for layer in layers]
@@ -148,13 +172,15 @@ def _text(value: Any) -> str | None:
 def sketch(document: Any) -> GraphView:
     """The graph of a draft document as written, however invalid: whatever is not a vertex
     object is left out, a dependency on an unknown vertex (or on itself) is dropped, cycles
-    share a layer, an unknown type is shown as written (or "?"). Its version is
-    `DRAFT_VERSION`."""
+    share a layer, an unknown type is shown as written (or "?"), and vertices past the first
+    `MOST_SKETCHED` are left out. Its version is `DRAFT_VERSION`."""
     raw = document if isinstance(document, Mapping) else {}
     found = raw.get("vertices")
     written = found if isinstance(found, Mapping) else {}
     vertices: dict[str, _Vertex] = {}
     for vertex_id, vertex in written.items():
+        if len(vertices) == MOST_SKETCHED:
+            break
         if not isinstance(vertex, Mapping):
             continue
         depends = vertex.get("dependsOn")
