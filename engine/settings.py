@@ -151,9 +151,7 @@ class Settings(BaseSettings):
     max_subschemas: int = Field(default=1_000, ge=1, validation_alias=_env("MAX_SUBSCHEMAS"))
     """Most sub-schemas in the inputSchemas of one workflow document, all its workflows
     together (each inputSchema and every schema inside it). Default 1,000."""
-    max_expressions: int = Field(
-        default=10_000, ge=1, validation_alias=_env("MAX_EXPRESSIONS")
-    )
+    max_expressions: int = Field(default=10_000, ge=1, validation_alias=_env("MAX_EXPRESSIONS"))
     """Most `{{ }}` expressions in the vertices of one workflow document, all its workflows
     together. Default 10,000."""
     max_nesting_depth: int = Field(
