@@ -19,9 +19,6 @@ from engine.operations.views import Page
 
 router = APIRouter(tags=["audit"], route_class=JsonBodyRoute)
 
-_ACTIONS = ", ".join(a.value for a in AuditAction)
-_SUBJECTS = ", ".join(s.value for s in AuditSubject)
-
 
 @router.get(
     "/audit",
@@ -32,10 +29,9 @@ _SUBJECTS = ", ".join(s.value for s in AuditSubject)
         422,
         503,
         codes={
-            422: "An action or subject kind no event has, or `subjectId` without "
-            "`subjectKind` (`invalid_filter`: `details.parameter` names it, "
-            "`details.accepted` lists the values it takes), or a cursor this list did not "
-            "give out (`invalid_cursor`)."
+            422: "An action or subject kind not in its enum (`invalid_request`), "
+            "`subjectId` without `subjectKind` (`invalid_filter`: `details.parameter` names "
+            "it), or a cursor this list did not give out (`invalid_cursor`)."
         },
     ),
     summary="List administrative changes (who did what, when), newest first",
@@ -48,12 +44,10 @@ async def list_audit(
         str | None,
         Query(max_length=200, description="Only this actor's changes: `key:<id>`, `cli`, …"),
     ] = None,
-    action: Annotated[
-        str | None, Query(max_length=64, description=f"Only this action: {_ACTIONS}.")
-    ] = None,
+    action: Annotated[AuditAction | None, Query(description="Only this action.")] = None,
     subject_kind: Annotated[
-        str | None,
-        Query(alias="subjectKind", max_length=32, description=f"One of {_SUBJECTS}."),
+        AuditSubject | None,
+        Query(alias="subjectKind", description="Only changes of this kind of thing."),
     ] = None,
     subject_id: Annotated[
         str | None,
@@ -80,6 +74,9 @@ async def list_audit(
     the change is, and it stays when its subject goes (a deleted secret, a revoked key).
     Operator actions on runs are in each run's log (`GET /runs/{id}/logs`), not here."""
     selection = AuditFilter(
-        actor=actor, action=action, subject_kind=subject_kind, subject_id=subject_id
+        actor=actor,
+        action=None if action is None else action.value,
+        subject_kind=None if subject_kind is None else subject_kind.value,
+        subject_id=subject_id,
     )
     return await ops.audit.list(selection, limit=limit, cursor=cursor)

@@ -75,6 +75,9 @@ SEMANTIC_422 = {
     "POST /destinations/{key}/breakers/reset": (
         "`tenantId` and its deprecated name `tenant` must agree"
     ),
+    "GET /audit": (
+        "a cursor is opaque: only one the API gave out is valid; a subjectId needs its subjectKind"
+    ),
 }
 """Routes whose schema-valid requests may be refused with 422, and why."""
 ACCEPTED = ["2xx", "401", "403", "404", "409", "429"]
