@@ -1,8 +1,8 @@
 """a deployment counts the submissions its candidate's inputSchema refused
 
-Revision ID: 0018
-Revises: 0017
-Create Date: 2026-12-08 08:00:00.000000
+Revision ID: 0019
+Revises: 0018
+Create Date: 2026-12-05 04:00:00.000000
 
 A submission routed to a deployment's candidate that the candidate's inputSchema refuses (a
 422) creates no run, so the deployment's figures, read from its runs, never saw it: a
@@ -18,8 +18,8 @@ from __future__ import annotations
 import sqlalchemy as sa
 from alembic import op
 
-revision = "0018"
-down_revision = "0017"
+revision = "0019"
+down_revision = "0018"
 branch_labels = None
 depends_on = None
 
