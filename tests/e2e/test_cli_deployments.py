@@ -374,7 +374,7 @@ def test_the_system_workflow_is_not_offered_as_a_users(stack: Stack) -> None:
     stack.ok("deployments", "abort", deployment)
     # Its run refuses a start over (a refusal, exit 1, not a usage error) and says instead.
     refused = stack.cli("runs", "start-over", shown["runId"])
-    assert_refused(refused, 1, "start a new deployment instead", "(it is CANCELLED)")
+    assert_refused(refused, 1, "start a new deployment (", deployment, "(it is CANCELLED)")
     assert len(refused.stderr.splitlines()) == 1, refused.stderr
 
 
