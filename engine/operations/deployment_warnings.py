@@ -90,6 +90,10 @@ def redeploy_warning(version: int, rolled_back: DeploymentRecord | None) -> str 
     by = outcome.get("actor")
     who = " by the engine's verdict" if by == "engine" else f" by {by}" if by else ""
     reason = outcome.get("reason")
+    stopped = f"stopped by {by}"
+    if by and isinstance(reason, str) and reason.startswith(stopped):
+        # An operator's stop already names the operator above; keep only their own words.
+        reason = reason[len(stopped) :].removeprefix(": ") or None
     return (
         f"v{version} was rolled back{who} in deployment {rolled_back.id} at "
         f"{at(rolled_back.ended_at)}"

@@ -115,8 +115,7 @@ async def test_a_start_warns_of_what_will_keep_it_from_a_sound_verdict(
         f"v2 was rolled back by key:ops in deployment {first.id} at "
     )
     assert again.warnings[1].endswith(
-        "(rolled back by key:ops); this deployment starts it again at stage 1: make sure what "
-        "failed is fixed"
+        "Z; this deployment starts it again at stage 1: make sure what failed is fixed"
     )
 
 

@@ -8,6 +8,7 @@ from engine.operations.deployment_views import RollbackSpec, StageSpec
 from engine.operations.deployment_warnings import (
     at,
     no_evidence_warning,
+    redeploy_warning,
     rerun_warning,
 )
 from engine.store.deployments import RerunFacts
@@ -30,7 +31,7 @@ def serving(version: int, candidate: int | None = None) -> ServingRecord:
     return ServingRecord("orders", version, candidate, 10.0 if candidate else 0.0, None, 0.0, None)
 
 
-def rolled_back(version: int) -> DeploymentRecord:
+def rolled_back(version: int, outcome: dict[str, str] | None = None) -> DeploymentRecord:
     return DeploymentRecord(
         id="d-1",
         workflow_name="orders",
@@ -46,7 +47,7 @@ def rolled_back(version: int) -> DeploymentRecord:
         created_at=0.0,
         created_by="test",
         ended_at=86_400.0,
-        outcome=None,
+        outcome=outcome,
         timeline=[],
     )
 
@@ -85,3 +86,21 @@ def test_a_rerun_of_what_routing_gives_anyway_says_nothing() -> None:
     assert rerun_warning("retry", None) is None
     gone = rerun_warning("retry", facts(1, serving(2), route="serving"))
     assert gone is not None and gone.startswith("v1 of orders no longer serves; this retry")
+
+
+def test_a_redeploy_names_who_rolled_back_once_and_keeps_their_reason() -> None:
+    again = "; this deployment starts it again at stage 1: make sure what failed is fixed"
+    by_hand = rolled_back(2, {"actor": "key:ops", "reason": "stopped by key:ops"})
+    assert redeploy_warning(2, by_hand) == (
+        f"v2 was rolled back by key:ops in deployment d-1 at {at(86_400.0)}" + again
+    )
+    said = rolled_back(2, {"actor": "key:ops", "reason": "stopped by key:ops: p99 doubled"})
+    assert redeploy_warning(2, said) == (
+        f"v2 was rolled back by key:ops in deployment d-1 at {at(86_400.0)} (p99 doubled)" + again
+    )
+    verdict = rolled_back(2, {"actor": "engine", "reason": "error rate 40% > 5% at stage 1"})
+    assert redeploy_warning(2, verdict) == (
+        f"v2 was rolled back by the engine's verdict in deployment d-1 at {at(86_400.0)} "
+        "(error rate 40% > 5% at stage 1)" + again
+    )
+    assert redeploy_warning(2, None) is None
