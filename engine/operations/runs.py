@@ -285,7 +285,17 @@ class RunOperations:
             await self._version(name, child_version)  # unknown: not found
         problems = validate_input(record.workflow, input)
         if problems:
-            raise await self._input_refused(record, route, serving, input, problems)
+            refusal, ended = await self._input_refused(record, route, serving, input, problems)
+            if not ended:
+                raise refusal
+            # The candidate's deployment ended while this request was routed to it: the
+            # routing row as it is now decides, read from the store (once).
+            record, route, serving = await self._routed(
+                workflow, version, key or run_id, fresh=True
+            )
+            problems = validate_input(record.workflow, input)
+            if problems:
+                raise (await self._input_refused(record, route, serving, input, problems))[0]
         if key is not None:
             existing = await self._store.run_by_key(key)
             if existing is not None:
@@ -322,11 +332,12 @@ class RunOperations:
         return QuotaExceeded(tenant_id, used_runs=used_runs, max_runs=max_runs)
 
     async def _routed(
-        self, workflow: str, version: int | None, sticky_key: str
+        self, workflow: str, version: int | None, sticky_key: str, *, fresh: bool = False
     ) -> tuple[VersionRecord, RunRoute, ServingRecord | None]:
         """The version a submission gets, how it was chosen and the routing row that chose it
         (None: the request named the version, or the workflow has no routing row). The row
-        is kept in memory under its change token; versions themselves are cached."""
+        is kept in memory under its change token (`fresh`: read from the store instead);
+        versions themselves are cached."""
         if workflow in RESERVED_WORKFLOWS:
             raise InvalidRequest(
                 f"{workflow} is a system workflow: the engine starts its runs itself",
@@ -334,7 +345,11 @@ class RunOperations:
             )
         if version is not None:
             return await self._version(workflow, version), RunRoute.PINNED, None
-        serving = await self._serving.get(workflow, lambda: self._store.serving(workflow))
+        serving = await (
+            self._store.serving(workflow)
+            if fresh
+            else self._serving.get(workflow, lambda: self._store.serving(workflow))
+        )
         if serving is None:  # no routing row (published before routing existed): the latest
             return await self._version(workflow, None), RunRoute.SERVING, None
         chosen, route = routing.choose(serving, sticky_key)
@@ -347,16 +362,18 @@ class RunOperations:
         serving: ServingRecord | None,
         run_input: Any,
         problems: list[Problem],
-    ) -> InvalidRequest:
+    ) -> tuple[InvalidRequest, bool]:
         """The refusal of an input `record`'s inputSchema refuses, naming the version (the same
-        request may be routed to another). Routed to a running deployment's candidate while
-        the serving version accepts the input, the refusal is the candidate's doing: it is
-        counted on the deployment (a failed run of the candidate, `count_refusal`: one UPDATE,
-        in this path only) and the message says so. An input both versions refuse is the
-        client's mistake and counts for neither."""
+        request may be routed to another), and whether the deployment that routed it to its
+        candidate has ended meanwhile (then the caller routes it again). Routed to a running
+        deployment's candidate while the serving version accepts the input, the refusal is
+        the candidate's doing: it is counted on the deployment (a failed run of the candidate,
+        `count_refusal`: one UPDATE, in this path only) and the message says so. An input both
+        versions refuse is the client's mistake and counts for neither."""
         name, number = record.name, record.version
         message = f"the input does not match the inputSchema of {name} v{number}"
         details: dict[str, Any] = {"workflow": name, "version": number}
+        ended = False
         deployment_id = None if serving is None else serving.deployment_id
         if route is RunRoute.CANDIDATE and serving is not None and deployment_id is not None:
             details["deploymentId"] = deployment_id
@@ -371,7 +388,10 @@ class RunOperations:
                     f"; v{serving.serving_version}, the serving version, accepts it, so the "
                     f"deployment counts this refusal as a failed run of v{number}"
                 )
-        return InvalidRequest(message, code="invalid_input", problems=problems, details=details)
+            else:
+                ended = True
+        refusal = InvalidRequest(message, code="invalid_input", problems=problems, details=details)
+        return refusal, ended
 
     async def _version(self, workflow: str, version: int | None) -> VersionRecord:
         if version is not None and (isinstance(version, bool) or version < 1):

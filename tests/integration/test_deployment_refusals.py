@@ -12,6 +12,7 @@ import pytest
 
 from demo.downstream import RunningDownstream
 from engine.operations.deployment_views import RollbackSpec, StageSpec
+from engine.store.models import RunRoute
 from schemas.errors import InvalidRequest
 from tests.conftest import Backend
 from tests.integration.actions_harness import statements
@@ -137,3 +138,31 @@ async def test_a_refusal_costs_a_statement_only_when_a_candidate_refused_it(
     added = [s for s in sent if s not in routing and not s.upper().startswith("BEGIN")]
     assert len(added) == 1 and added[0].startswith("UPDATE deployment SET candidate_refused")
     assert (await env.ops.deployments.get(started.id)).candidate.refused == 2
+
+
+async def test_a_refusal_routed_by_a_deployment_that_ended_meanwhile_routes_again(
+    env: Deploying, downstream: RunningDownstream, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A submission read the routing row while the deployment ran, and the deployment rolled
+    back before its refusal was counted: it is not refused by a version no longer deployed,
+    the serving version (which accepts the input) runs it."""
+    await env.publish(version_doc("tickets", downstream.url), strict(downstream.url))
+    stages = [StageSpec(weight=100, min_runs=1000)]
+    started = await env.start("tickets", 2, stages, RollbackSpec())
+    store = env.runtime.store
+    stale = await store.serving("tickets")
+    assert stale is not None and stale.candidate_version == 2
+    await env.ops.deployments.rollback(started.id, actor="key:ops")
+    reads = []
+    fresh_read = store.serving
+
+    async def stale_once(name: str) -> Any:
+        reads.append(name)
+        return stale if len(reads) == 1 else await fresh_read(name)
+
+    monkeypatch.setattr(store, "serving", stale_once)
+    result = await env.ops.runs.submit("tickets", {}, idempotency_key="raced")
+
+    assert reads == ["tickets", "tickets"]  # the stale row, then the store's
+    assert (result.run.version, result.run.route) == (1, RunRoute.SERVING)
+    assert (await env.ops.deployments.get(started.id)).candidate.refused == 0
