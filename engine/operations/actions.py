@@ -49,6 +49,7 @@ from engine.operations.runs import checked_filter
 from engine.operations.submission import Bound, check_value_limits
 from engine.operations.views import RunFilter
 from engine.store.actions_store import aborted_words
+from engine.store.deployments import RerunFacts
 from engine.store.models import RunStatus
 from engine.store.operator_actions import (
     Action,
@@ -110,6 +111,9 @@ class OperatorActions:
         the tenant rate item anew, attempts still counting); completed steps are kept; the run
         is RUNNING again. A dead-lettered child comes back into its parent's join. Not FAILED:
         `WrongState(code="run_not_failed")`."""
+        # Read before the retry, which it does not change: once the retry has committed, a
+        # lost database must not make it answer "unavailable" (as `_dead_letters`).
+        facts = await self._runtime.store.rerun_facts(run_id)
         outcome = await self._runtime.store.retry_runs([run_id], actor=actor, tenant=tenant)
         if run_id in outcome.engine_owned:
             raise outcome.engine_owned[run_id]
@@ -122,14 +126,8 @@ class OperatorActions:
             action=Action.RETRY.value,
             changed=True,
             status=RunStatus.RUNNING.value,
-            **await self._retry_effects(run_id, outcome),
+            **await self._retry_effects(run_id, outcome, facts),
         )
-
-    async def _rerun_warnings(self, run_id: str, action: str) -> list[str]:
-        """The warning that `action` repeats a version a deployment rolled back (or that no
-        longer serves), as every front door says it (`rerun_warning`)."""
-        warning = rerun_warning(action, await self._runtime.store.rerun_facts(run_id))
-        return [] if warning is None else [warning]
 
     @store_boundary
     async def retry_preview(self, run_id: str, *, tenant: str | None = None) -> RetryPreview:
@@ -149,17 +147,21 @@ class OperatorActions:
             if state is None:
                 raise run_not_found(run_id)
             return RetryPreview(run_id=run_id, status=state, retriable=False)
+        facts = await self._runtime.store.rerun_facts(run_id)
         return RetryPreview(
             run_id=run_id,
             status=RunStatus.FAILED.value,
             retriable=True,
-            **await self._retry_effects(run_id, outcome),
+            **await self._retry_effects(run_id, outcome, facts),
         )
 
-    async def _retry_effects(self, run_id: str, outcome: RetryOutcome) -> dict[str, Any]:
+    async def _retry_effects(
+        self, run_id: str, outcome: RetryOutcome, facts: RerunFacts | None
+    ) -> dict[str, Any]:
         """What a retry of `run_id` sets off (done, or previewed), as `RetryResult` and
         `RetryPreview` say it: the steps (FAILED, and held back when the run failed), the
-        warnings, the join reopened, the stuck joins."""
+        warnings (`facts`: the run's version, read before the retry), the join reopened, the
+        stuck joins."""
         warnings = []
         reopened = outcome.reopens.get(run_id)
         if reopened is not None:
@@ -167,7 +169,7 @@ class OperatorActions:
         stuck = outcome.stuck.get(run_id)
         if stuck is not None:
             warnings.append(_stuck_words(run_id, stuck))
-        warnings += await self._rerun_warnings(run_id, "retry")
+        warnings += _rerun_warnings("retry", facts)
         breakers = await self._called_warnings(outcome.called)
         failed, held = outcome.steps[run_id], outcome.held[run_id]
         return {
@@ -286,6 +288,7 @@ class OperatorActions:
         (`WrongState(code="deployment_run")` with its state and `deploymentId`: act on the
         deployment, or start a new one). It always runs the old run's version: `warnings`
         says so when a deployment rolled that version back or it no longer serves."""
+        facts = await self._runtime.store.rerun_facts(run_id)  # before: see `retry`
         outcome = await self._runtime.store.start_over(run_id, actor=actor, tenant=tenant)
         if outcome.created:
             await self._runtime.wakeup.notify()
@@ -302,7 +305,7 @@ class OperatorActions:
             ),
             status=outcome.old_status,
             new_run_id=outcome.new_run_id,
-            warnings=await self._rerun_warnings(run_id, "start over"),
+            warnings=_rerun_warnings("start over", facts),
         )
 
     @store_boundary
@@ -508,6 +511,13 @@ class OperatorActions:
                 serving_version=deployment.serving_version,
             ),
         )
+
+
+def _rerun_warnings(action: str, facts: RerunFacts | None) -> list[str]:
+    """The warning that `action` repeats a version a deployment rolled back (or that no
+    longer serves), as every front door says it (`rerun_warning`)."""
+    warning = rerun_warning(action, facts)
+    return [] if warning is None else [warning]
 
 
 def _check_limit(limit: int) -> None:

@@ -5,7 +5,8 @@ through the operations layer on both backends, with a real worker and the demo d
 from __future__ import annotations
 
 import re
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable, Callable
+from typing import Any
 
 import pytest
 
@@ -151,3 +152,46 @@ async def test_no_worker_alive_is_a_warning_and_the_hold_reason(
     await beat("worker-b")
     holding = (await env.ops.deployments.get(stalled.id)).holding
     assert holding is None or not holding.startswith("no worker is alive")
+
+
+async def test_a_done_retry_or_start_over_still_warns_when_the_database_is_lost_after(
+    env: Deploying, downstream: RunningDownstream, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The warning's facts are read before the action: once it has committed, a database
+    lost before the answer must not turn a done retry or start over into "unavailable"."""
+    await env.publish(
+        version_doc("orders", downstream.url, fails=True), version_doc("orders", downstream.url)
+    )
+    (old,) = await env.wave("orders", 1)
+    await env.ops.deployments.set_serving("orders", 2, actor="key:ops")
+    store = env.runtime.store
+    read_facts, retry_runs, start_over = store.rerun_facts, store.retry_runs, store.start_over
+    lost = False
+
+    async def facts_unless_lost(run_id: str) -> Any:
+        if lost:
+            raise ConnectionRefusedError("the database went away after the commit")
+        return await read_facts(run_id)
+
+    def then_lost(action: Callable[..., Awaitable[Any]]) -> Callable[..., Awaitable[Any]]:
+        async def committed(*args: Any, **kwargs: Any) -> Any:
+            nonlocal lost
+            done = await action(*args, **kwargs)
+            lost = True
+            return done
+
+        return committed
+
+    monkeypatch.setattr(store, "rerun_facts", facts_unless_lost)
+    monkeypatch.setattr(store, "retry_runs", then_lost(retry_runs))
+    monkeypatch.setattr(store, "start_over", then_lost(start_over))
+    said = "v1 of orders no longer serves; this ACTION runs v1 again, not the serving v2"
+
+    retried = await env.ops.actions.retry(old.id, actor="key:ops")
+    lost = False
+    await env.ops.runs.wait(old.id, 15)
+    restarted = await env.ops.actions.start_over(old.id, actor="key:ops")
+
+    assert retried.changed and retried.warnings[0].startswith(said.replace("ACTION", "retry"))
+    assert restarted.changed
+    assert restarted.warnings[0].startswith(said.replace("ACTION", "start over"))
