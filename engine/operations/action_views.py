@@ -271,8 +271,9 @@ class BatchRetryPreview(View):
     matching: int
     """The runs the filter matches (FAILED unless it names a status; root runs unless it
     names a `parent` or sets `roots` false), counted up to `limit`: the runs the batch would
-    consider, newest first. Some may still be skipped (`parent_succeeded`, or retried by
-    someone else meanwhile)."""
+    consider, newest first. A deployment's own `gradual_deploy` runs are not counted: the
+    batch skips them (`deployment_run`) beside its `limit`. Some may still be skipped
+    (`parent_succeeded`, or retried by someone else meanwhile)."""
     limit: int
     """The most runs the batch would consider (the request's `limit`)."""
     truncated: bool = False

@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import math
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -62,7 +61,7 @@ from engine.store.operator_actions import (
 from engine.store.records import RunRecord
 from engine.store.recovery import JoinReopened
 from engine.store.retry_checks import join_of
-from schemas.definitions import VertexType
+from schemas.definitions import RESERVED_WORKFLOWS, VertexType
 from schemas.errors import InvalidRequest, WrongState
 
 if TYPE_CHECKING:
@@ -324,13 +323,14 @@ class OperatorActions:
         `roots_only=True` refused as the list refuses it; within `tenant` when
         set: a filter naming another tenant matches nothing), newest first, at most `limit`
         (1 … 10,000). Runs not FAILED, unknown or of another tenant are skipped with the
-        reason the single retry would give; so is a child whose retry would reopen the join
-        of a run that has ended SUCCEEDED (`parent_succeeded`: the steps after that join
-        would run again, a finished run's calls sent twice; the single `retry` of it by id
-        still does it). Exactly one of `ids` and `filter` is required; more ids than `limit`
-        is refused. Runs retried whose joins fail again at once are listed in `stuck`; each open
-        breaker of a destination the retried steps call is one of `warnings`, however many
-        runs call it."""
+        reason the single retry would give, and so are a deployment's `gradual_deploy` runs
+        (`deployment_run`; a filter takes them beside its `limit`, not in it), and a child
+        whose retry would reopen the join of a run that has ended SUCCEEDED
+        (`parent_succeeded`: the steps after that join would run again, a finished run's
+        calls sent twice; the single `retry` of it by id still does it). Exactly one of
+        `ids` and `filter` is required; more ids than `limit` is refused. Runs retried whose
+        joins fail again at once are listed in `stuck`; each open breaker of a destination
+        the retried steps call is one of `warnings`, however many runs call it."""
         _check_limit(limit)
         if (ids is None) == (filter is None):
             raise InvalidRequest("give either ids or a filter", code="invalid_batch")
@@ -367,7 +367,9 @@ class OperatorActions:
         self, filter: RunFilter, limit: int, tenant: str | None
     ) -> tuple[list[str], bool]:
         """The ids of up to `limit` runs the filter matches, newest first, and whether more
-        matched."""
+        matched. A deployment's `gradual_deploy` runs among them are taken beside the `limit`,
+        not counted in it: the retry skips them (`deployment_run`), and the preview, which
+        the monitor's confirm passes its count of as `limit`, does not count them."""
         if self._runs is None:
             raise InvalidRequest(
                 "a batch retry by filter needs the run listing (Operations wires it)",
@@ -380,14 +382,19 @@ class OperatorActions:
             return [], False
         filter = scoped
         found: list[str] = []
+        counted = 0
         cursor: str | None = None
-        for _ in range(math.ceil(limit / LIST_PAGE) + 1):
+        while True:  # each page moves the cursor on: the list ends, or `limit` is reached
             page = await self._runs.list(filter, limit=LIST_PAGE, cursor=cursor)
-            found += [item.id for item in page.items]
+            for item in page.items:
+                engine_run = item.workflow in RESERVED_WORKFLOWS
+                if counted == limit and not engine_run:
+                    return found, True
+                found.append(item.id)
+                counted += not engine_run
             cursor = page.next
-            if cursor is None or len(found) >= limit:
-                break
-        return found[:limit], len(found) > limit or cursor is not None
+            if cursor is None:
+                return found, False
 
     @store_boundary
     async def batch_retry_preview(
@@ -395,11 +402,12 @@ class OperatorActions:
     ) -> BatchRetryPreview:
         """What `batch_retry(filter=filter, limit=limit)` would take, counted without doing
         it: the runs the filter matches (as the batch reads them: FAILED unless it names a
-        status, root runs as a list shows them, within `tenant`), up to `limit`, whether more
-        match, and the breaker warnings of the steps they would run again. One bounded count
-        and one read of those runs' FAILED and held steps (`OperatorActionsStore.
-        batch_retry_count`), where paging the list would read every run. Refused as the batch
-        is: `invalid_limit`, and `invalid_filter` for a filter a list refuses."""
+        status, root runs as a list shows them, within `tenant`; not the `gradual_deploy`
+        runs it skips beside its `limit`), up to `limit`, whether more match, and the
+        breaker warnings of the steps they would run again. One bounded count and one read
+        of those runs' FAILED and held steps (`OperatorActionsStore.batch_retry_count`),
+        where paging the list would read every run. Refused as the batch is:
+        `invalid_limit`, and `invalid_filter` for a filter a list refuses."""
         _check_limit(limit)
         scoped = _batch_filter(filter, tenant)
         if scoped is None:

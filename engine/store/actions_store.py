@@ -238,9 +238,12 @@ class OperatorActionsStore(WorkQueue):
         changing anything: how many match, counted up to `limit + 1` (one statement over at
         most that many rows of the list's index range: more than `limit` says the batch would
         be truncated), and the vertices of the FAILED and held steps of the newest `limit`,
-        by tenant and workflow version (what it would run again: its breaker warnings)."""
-        matching = listing.newest_matching(selection, limit + 1).subquery()
-        newest = listing.newest_matching(selection, limit).subquery()
+        by tenant and workflow version (what it would run again: its breaker warnings). A
+        deployment's `gradual_deploy` runs are left out: the batch skips them
+        (`deployment_run`) and takes them beside its `limit`, not in it."""
+        retriable = listing.runs.c.workflow_name.not_in(RESERVED_WORKFLOWS)
+        matching = listing.newest_matching(selection, limit + 1).where(retriable).subquery()
+        newest = listing.newest_matching(selection, limit).where(retriable).subquery()
         vertices = (
             select(
                 newest.c.tenant_id,

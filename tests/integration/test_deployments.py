@@ -12,6 +12,7 @@ from sqlalchemy import update
 from demo.downstream import RunningDownstream
 from engine.operations import Operations, routing, submission
 from engine.operations.deployment_views import RollbackSpec, StageSpec
+from engine.operations.views import RunFilter
 from engine.runtime import Runtime
 from engine.store.models import Run
 from schemas.clock import FakeClock
@@ -105,6 +106,16 @@ async def test_a_failing_candidate_is_rolled_back_during_the_first_stage(
     after = await env.wave("orders", 20, prefix="after")
     assert {(r.version, r.route) for r in after} == {(1, "serving")}
     assert (await env.ops.deployments.serving("orders")).candidate_version is None
+    # "Retry all matching": the preview counts the candidate's FAILED runs, not the engine's
+    # own run, and the batch sent with that count as its `limit` (what the monitor's confirm
+    # sends) retries them all and skips the engine's run beside them.
+    counted = await ops.batch_retry_preview(RunFilter())
+    assert (counted.matching, counted.truncated) == (len(candidate_runs), False)
+    every = await ops.batch_retry(filter=RunFilter(), limit=counted.matching, actor="key:ops")
+    assert sorted(every.retried) == sorted(r.id for r in candidate_runs)
+    assert [(s.run_id, s.reason) for s in every.skipped] == [(ended.run_id, "deployment_run")]
+    for retried in candidate_runs:
+        await env.ops.runs.wait(retried.id, 15)
 
 
 async def test_a_healthy_candidate_reaches_every_stage_and_becomes_serving(
