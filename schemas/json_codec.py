@@ -32,28 +32,30 @@ import orjson
 
 def dumps(value: Any) -> str:
     """`value` as compact JSON text (see the module docstring for what falls back)."""
-    try:
-        text = orjson.dumps(value)
-    except TypeError:  # orjson.JSONEncodeError is a TypeError
-        return _stdlib_dumps(value)
-    if b"null" in text and _non_finite(value):
-        return _stdlib_dumps(value)
-    return text.decode()
+    encoded = _encoded(value)
+    return encoded.decode() if isinstance(encoded, bytes) else encoded
 
 
 def dumps_sized(value: Any) -> tuple[str, int]:
     """`value` as `dumps` writes it, and that text's size in UTF-8 bytes, counted on the
     bytes orjson produced rather than by encoding the text again (a fan-out sizes every
     child's input this way, on its way to the insert: `vertices.spawner`)."""
+    encoded = _encoded(value)
+    if isinstance(encoded, bytes):
+        return encoded.decode(), len(encoded)
+    return encoded, len(encoded.encode("utf-8", "surrogatepass"))
+
+
+def _encoded(value: Any) -> bytes | str:
+    """orjson's UTF-8 bytes, or `json`'s text where orjson refuses `value` or would write a
+    non-finite float as `null`: the one choice `dumps` and `dumps_sized` both make."""
     try:
         raw = orjson.dumps(value)
-    except TypeError:
-        text = _stdlib_dumps(value)
-        return text, len(text.encode("utf-8", "surrogatepass"))
+    except TypeError:  # orjson.JSONEncodeError is a TypeError
+        return _stdlib_dumps(value)
     if b"null" in raw and _non_finite(value):
-        text = _stdlib_dumps(value)
-        return text, len(text.encode("utf-8", "surrogatepass"))
-    return raw.decode(), len(raw)
+        return _stdlib_dumps(value)
+    return raw
 
 
 def _stdlib_dumps(value: Any) -> str:
