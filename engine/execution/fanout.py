@@ -52,7 +52,7 @@ class StoreFanoutPort:
         return await self.store.get_quota(self.step.tenant_id)
 
     async def create_children(self, total: int, batch: Sequence[ChildSpec]) -> int:
-        rows = [ChildRow(spec.index, None, spec.item, spec.input_json) for spec in batch]
+        rows = [ChildRow(spec.index, spec.input_json, spec.item) for spec in batch]
         created = await self.store.create_children(self.step, self.child, total, rows)
         if created and self.notify is not None:
             await self.notify()  # idle workers start the new children now, not at their poll

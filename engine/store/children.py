@@ -53,7 +53,6 @@ from engine.store.models import (
     TenantQuota,
 )
 from engine.store.records import ChildRow, ClaimedStep, VersionRecord, WaitingGroup
-from schemas import json_codec
 from schemas.definitions import MergeConfig, MergeVertex, Workflow
 from schemas.errors import BreakerRefusal
 from schemas.waiting import WaitReason
@@ -230,9 +229,7 @@ async def insert_children(
                 "tenant_id": parent.tenant_id,
                 "status": RunStatus.RUNNING.value,
                 "timeout_tier": "process",
-                "b_input": spec.input_json
-                if spec.input_json is not None
-                else json_codec.dumps(spec.input),
+                "b_input": spec.input_json,
                 "item": spec.item,
                 "output": None,
                 "error": None,

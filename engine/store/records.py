@@ -171,11 +171,10 @@ class ChildRow:
     """One child run to insert (built by the spawner from an item)."""
 
     index: int
-    input: Any
+    input_json: str
+    """The child's input as compact JSON text, stored as it is: the spawner serialized it
+    once, to size it (`vertices.spawner`)."""
     item: Any
-    input_json: str | None = None
-    """`input` already as JSON text (the spawner serialized it to size it): stored as it is,
-    and `input` is then not read. None: the store serializes `input`."""
 
 
 @dataclass(frozen=True)

@@ -213,11 +213,11 @@ async def test_cancel_during_the_fan_out_stops_the_spawner(
     run_id = await submit(runtime, [parent, child], {"items": items(20)})
     (spawner,) = await runtime.store.claim(1, lease_s=60)
     version = await runtime.store.get_version("child")
-    first = [ChildRow(i, {}, None) for i in range(10)]
+    first = [ChildRow(i, "{}", None) for i in range(10)]
     assert await runtime.store.create_children(spawner, version, 20, first) == 10
     result = await ops.actions.cancel(run_id, actor="cli")
     assert result.runs_cancelled == 11
-    rest = [ChildRow(i, {}, None) for i in range(10, 20)]
+    rest = [ChildRow(i, "{}", None) for i in range(10, 20)]
     with pytest.raises(ClaimLost):
         await runtime.store.create_children(spawner, version, 20, rest)
     assert await runtime.store.existing_children(run_id, "each") == 10

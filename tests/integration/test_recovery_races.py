@@ -91,7 +91,8 @@ async def _fan_out(store: Store, n: int) -> tuple[str, ClaimedStep]:
     (spawner,) = await store.claim(1, lease_s=60)
     from engine.store.records import ChildRow
 
-    await store.create_children(spawner, child, n, [ChildRow(i, {"i": i}, None) for i in range(n)])
+    rows = [ChildRow(i, f'{{"i":{i}}}', None) for i in range(n)]
+    await store.create_children(spawner, child, n, rows)
     await store.complete([StepAwaitingChildren(spawner, n)])
     return run.id, spawner
 
