@@ -76,6 +76,15 @@ def test_an_anchor_reference_costs_the_same_whatever_the_size_of_the_input_schem
     assert extra < 100 * defs  # the schema crawled once per check, not once per item
 
 
+def test_a_versions_input_schema_is_compiled_once_for_all_its_inputs() -> None:
+    # Building a validator crawls the whole schema (about 30 calls a sub-schema). A version's
+    # schema is one object for the life of the store, so only its first check pays that: a
+    # submission's check then costs what its input does, not what its schema holds.
+    workflow = published({"type": "object", "properties": {f"p{i}": {} for i in range(500)}})
+    assert validate_input(workflow, {}) == []
+    assert calls(lambda: validate_input(workflow, {"p1": "a"})) < 1_000
+
+
 def test_unique_items_costs_one_pass_whatever_the_items() -> None:
     # Objects do not sort, nor do numbers mixed with strings: jsonschema then compared every
     # item with every other one (5,000 objects: 12.5 million comparisons, 70 s).
