@@ -131,25 +131,26 @@ class _Walk:
     async def above(self, run_id: str, previous: str | None) -> None:
         """The ancestors' joins `run_id` running again would reopen (`recovery.
         _reopen_ancestors`' walk)."""
-        child = run_id
+        if not passes_up(previous):
+            return
+        row = await _run(self.conn, run_id)
         for _ in range(MAX_DEPTH):
-            if not passes_up(previous):
-                return
-            row = await _run(self.conn, child)
             if row.parent_run_id is None:
                 return
             parent, spawner_id = row.parent_run_id, row.parent_vertex_id
             workflow = await self.workflow_of(parent)
             again = _reopen(workflow, spawner_id, await _statuses(self.conn, parent))
             reopened = [] if again is None else [spawner_id, *descendants(workflow, spawner_id)]
-            above = await _run(self.conn, parent)
-            ended = (above.error or {}).get("vertexId")
-            previous = str(above.status) if resumes(above.status, ended, reopened) else None
+            # The parent's row decides here whether it resumes, and is the next level's child.
+            row = await _run(self.conn, parent)
+            ended = (row.error or {}).get("vertexId")
+            previous = str(row.status) if resumes(row.status, ended, reopened) else None
             if again is not None:
                 self.reopened.append(
                     JoinReopened(parent, spawner_id, workflow, again, previous, ancestor=True)
                 )
-            child = parent
+            if not passes_up(previous):
+                return
 
 
 def _reopen(
