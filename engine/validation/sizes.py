@@ -7,8 +7,9 @@ here, with one problem per bound at the place where it was passed:
 
 - vertices per workflow (`max_vertices`): the graph phase's work;
 - sub-schemas in the inputSchemas of the document (`max_subschemas`): each is checked
-  against the draft 2020-12 meta-schema, about 0.6 ms of jsonschema apiece, so that 3 bytes
-  (`{},`) cost as much as a whole vertex: 3,000 of them held an API process for 10 s;
+  against the draft 2020-12 meta-schema, 0.3 to 0.9 ms of jsonschema apiece (3,000 took 1
+  to 3 s, by the machine's load), so that 3 bytes (`{},`) cost about as much as a whole
+  vertex and the 350,000 of a 1 MiB document would hold an API process for minutes;
 - `{{ }}` expressions in the vertices of the document (`max_expressions`): each is parsed
   and checked, 50 to 100 µs apiece (a 1 MiB document holds 200,000 `{{a}}`).
 
