@@ -10,7 +10,9 @@ on: a failed child counts as one in its join (docs/authoring.md, 'SPAWNER: fan-o
 Checked there rather than while the spawner creates its children: a fan-out of 100,000 items
 stays one cheap insert after another, and the checks are spread over the workers that run the
 children. Each worker compiles a version's schema once (versions are immutable); checking a
-valid input with a compiled validator costs 20-80 µs, a fresh one about twice that.
+valid input with a compiled validator costs 20-80 µs, while compiling one crawls the whole
+schema (`schemas.pinned_validator`): about 30 µs for a schema of two properties, 7 ms for
+one of 1,001 sub-schemas.
 """
 
 from __future__ import annotations
