@@ -137,12 +137,15 @@ an input or an expression reads."""
 
 
 def quoted_list(names: Iterable[str]) -> str:
-    """`"a", "b" and "c"`; past `MOST_LISTED` names, `"a", …, "t" and 230 more`."""
-    items = [f'"{n}"' for n in names]
+    """`"a", "b" and "c"`; past `MOST_LISTED` names, `"a", …, "t" and 230 more` (only the
+    names shown are quoted: a message per unknown name costs the same for a thousand)."""
+    listed = list(names)
+    more = len(listed) - MOST_LISTED
+    items = [f'"{n}"' for n in listed[:MOST_LISTED]]
+    if more > 0:
+        return ", ".join(items) + f" and {more:,} more"
     if len(items) <= 1:
         return "".join(items)
-    if len(items) > MOST_LISTED:
-        return ", ".join(items[:MOST_LISTED]) + f" and {len(items) - MOST_LISTED:,} more"
     return ", ".join(items[:-1]) + " and " + items[-1]
 
 
@@ -168,13 +171,18 @@ def bounded_hints(comparisons: int = HINT_COMPARISONS) -> Iterator[None]:
 
 def did_you_mean(name: str, candidates: Iterable[str], *, any_case: bool = False) -> str:
     """` Did you mean "x"?` when a candidate is close to `name` (`any_case`: compared in
-    lower case, offered as written), else "" (also when the running `bounded_hints` has not
-    enough comparisons left for these candidates)."""
+    lower case, offered as written), else "" (also past the running `bounded_hints`: once a
+    call finds too few comparisons left for its candidates, no later call offers a hint)."""
+    left = _HINTS_LEFT.get()
+    if left is not None and left[0] <= 0:
+        return ""  # past the bound: the candidates are not even read
     fold = str.lower if any_case else str
     offered = {fold(candidate): candidate for candidate in candidates}
-    left = _HINTS_LEFT.get()
     if left is not None:
         if left[0] < len(offered):
+            # Spent: else each later unknown name would still fold its thousand candidates
+            # only to be refused.
+            left[0] = 0
             return ""
         left[0] -= len(offered)
     matches = close_names(fold(name), offered)

@@ -281,14 +281,17 @@ def _unknown(
 ) -> Iterator[Problem]:
     schema = error.schema if isinstance(error.schema, dict) else {}
     allowed = list(schema.get("properties", {}))
+    known = set(allowed)
+    # Once per error, not once per unknown name: an input may hold thousands of them.
+    listed = f" Allowed fields: {quoted_list(allowed)}."
     matchers = [compiled(p) for p in schema.get("patternProperties", {})]
     owner = _object_name(error, whole)
     instance = error.instance if isinstance(error.instance, dict) else {}
     spend(len(instance) * len(matchers))
     for key in instance:
-        if key in allowed or any(m.search(key) for m in matchers):
+        if key in known or any(m.search(key) for m in matchers):
             continue
-        hint = did_you_mean(key, allowed) or f" Allowed fields: {quoted_list(allowed)}."
+        hint = did_you_mean(key, allowed) or listed
         message = f'Unknown field "{key}" in {_lower_first(owner)}.{hint}'
         yield Problem(pointer(*path, key), message, Code.UNKNOWN_FIELD)
 

@@ -15,6 +15,7 @@ from collections.abc import Callable
 from typing import Any
 
 from engine.validation import check_documents, parse_document, validate_input
+from engine.validation.schema import instance_problems
 from schemas.definitions import Workflow
 
 
@@ -159,6 +160,40 @@ def test_hints_for_unknown_input_names_are_bounded() -> None:
         assert all(len(p.message) < 1_000 for p in problems)
 
     assert per_item(check, 100, 300) < 2_000
+
+
+class Counted(str):
+    """A name whose comparisons, hashing and formatting are Python calls, so that `calls` sees
+    work done once per allowed name (over plain strings a comprehension is one call)."""
+
+    def __eq__(self, other: object) -> bool:
+        return str.__eq__(self, other)
+
+    def __hash__(self) -> int:
+        return str.__hash__(self)
+
+    def __str__(self) -> str:
+        return str.__str__(self)
+
+    def __format__(self, spec: str) -> str:
+        return str.__format__(self, spec)
+
+
+def test_an_unknown_input_name_costs_the_same_whatever_the_names_allowed() -> None:
+    # Each unknown name was looked up in a list of the allowed names, quoted all of them for
+    # its message and, past the hints' bound, still folded them all only to offer no hint:
+    # 20,000 unknown names (a 249 KB input) against 1,000 allowed took 7.6 s.
+    schema = {
+        "type": "object",
+        "additionalProperties": False,
+        "properties": {Counted(f"field_{i}"): {"type": "string"} for i in range(900)},
+    }
+
+    def check(n: int) -> None:
+        problems = instance_problems(schema, {f"x{i}": "x" for i in range(n)}, "The input")
+        assert [p.code for p in problems] == ["unknown_field"] * n
+
+    assert per_item(check, 100, 300) < 100
 
 
 def test_hints_for_unknown_names_an_expression_reads_are_bounded() -> None:
