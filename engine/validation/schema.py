@@ -107,9 +107,18 @@ def instance_problems(schema: dict[str, Any], data: Any, whole: str) -> list[Pro
     `whole` names the instance in messages about its root (e.g. "The input").
     """
     problems: list[Problem] = []
+    described: set[tuple[tuple[str | int, ...], int]] = set()
     try:
         with at_most(), bounded_hints():
             for error in _validator_of(schema).iter_errors(data):
+                if error.validator == "required":
+                    # jsonschema raises one `required` error per missing field, and `_missing`
+                    # words every missing field of the object from the first: the others
+                    # would only repeat it, M missing fields costing M x M.
+                    key = (tuple(error.absolute_path), id(error.schema))
+                    if key in described:
+                        continue
+                    described.add(key)
                 problems.extend(_describe(error, whole))
     except (Unresolvable, UnsafePattern) as exc:  # refused at authoring time; a backstop
         problems.append(Problem("", f"The schema cannot be applied: {exc}.", Code.INPUT))

@@ -162,6 +162,20 @@ def test_hints_for_unknown_input_names_are_bounded() -> None:
     assert per_item(check, 100, 300) < 2_000
 
 
+def test_each_missing_required_field_costs_one_problem() -> None:
+    # jsonschema raises one `required` error per missing field, and each was worded with every
+    # missing field of its object, duplicates dropped at the end: an input `{}` against 2,000
+    # required fields took 39 s.
+    def check(n: int) -> None:
+        schema = {"type": "object", "required": [f"f{i}" for i in range(n)]}
+        problems = instance_problems(schema, {}, "The input")
+        assert [p.message for p in problems] == [
+            f'The input is missing the required field "f{i}".' for i in range(n)
+        ]
+
+    assert per_item(check, 100, 300) < 200
+
+
 class Counted(str):
     """A name whose comparisons, hashing and formatting are Python calls, so that `calls` sees
     work done once per allowed name (over plain strings a comprehension is one call)."""
