@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from contextvars import ContextVar
 from dataclasses import dataclass
@@ -136,10 +136,11 @@ thousand properties would otherwise repeat all of them in the message of every u
 an input or an expression reads."""
 
 
-def quoted_list(names: Iterable[str]) -> str:
-    """`"a", "b" and "c"`; past `MOST_LISTED` names, `"a", …, "t" and 230 more` (only the
-    names shown are quoted: a message per unknown name costs the same for a thousand)."""
-    listed = list(names)
+def quoted_list(names: Iterable[Any]) -> str:
+    """`"a", "b" and "c"`; past `MOST_LISTED` names, `"a", …, "t" and 230 more`. Only the
+    names shown are turned into text, and a sequence is not copied: a message per unknown
+    name, or per value outside an `enum`, costs the same whatever the names allowed."""
+    listed = names if isinstance(names, Sequence) else list(names)
     more = len(listed) - MOST_LISTED
     items = [f'"{n}"' for n in listed[:MOST_LISTED]]
     if more > 0:

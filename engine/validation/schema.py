@@ -334,7 +334,8 @@ def _sentence(
             if isinstance(instance, str)
             else ""
         )
-        options = quoted_list(str(v) for v in value).replace(" and ", " or ")
+        # quoted_list writes each value shown as str(v) would, and only the 20 it shows.
+        options = quoted_list(value).replace(" and ", " or ")
         return f"{subject} must be one of {options}; got {show(instance)}.{hint}"
     if keyword == "const":
         return f"{subject} must be {show(value)}."
