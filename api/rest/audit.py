@@ -13,8 +13,8 @@ from api.rest.auth import AdminDep
 from api.rest.body_shape import JsonBodyRoute
 from api.rest.deps import OperationsDep
 from api.rest.errors import error_responses
+from api.rest.page_params import Cursor, page_limit
 from engine.operations.audit_views import AuditAction, AuditEventView, AuditFilter, AuditSubject
-from engine.operations.pagination import MAX_LIMIT
 from engine.operations.views import Page
 
 router = APIRouter(tags=["audit"], route_class=JsonBodyRoute)
@@ -58,17 +58,8 @@ async def list_audit(
             "destination key, or `<tenant>/<NAME>` for a secret.",
         ),
     ] = None,
-    limit: Annotated[
-        int,
-        Query(
-            ge=1,
-            le=MAX_LIMIT,
-            description=f"Events in this page, at most {MAX_LIMIT}; `next` continues the list.",
-        ),
-    ] = 50,
-    cursor: Annotated[
-        str | None, Query(description="The `next` of the previous page.", max_length=2_000)
-    ] = None,
+    limit: Annotated[int, page_limit("Events")] = 50,
+    cursor: Cursor = None,
 ) -> Page[AuditEventView]:
     """Each event was written in the transaction of its change, so it is there exactly when
     the change is, and it stays when its subject goes (a deleted secret, a revoked key).

@@ -31,6 +31,7 @@ from api.rest.deps import ContextDep, OperationsDep
 from api.rest.errors import ErrorBody, error_responses
 from api.rest.id_prefix_params import MatchLimit, prefix_query
 from api.rest.middleware import note_submission
+from api.rest.page_params import Cursor, page_limit
 from api.rest.renamed import OLD_TENANT_PARAMETER, one_of
 from api.rest.run_models import (
     RunCancelledDetails,
@@ -69,10 +70,6 @@ second tier)."""
 router = APIRouter(tags=["runs"], route_class=JsonBodyRoute)
 
 RunId = Annotated[str, Path(description="The run's id.", max_length=64)]
-Cursor = Annotated[
-    str | None,
-    Query(description="The `next` of the previous page.", max_length=2_000),
-]
 
 
 def run_url(run_id: str) -> str:
@@ -321,14 +318,7 @@ async def list_runs(
             "deployment's share), pinned or system.",
         ),
     ] = None,
-    limit: Annotated[
-        int,
-        Query(
-            ge=1,
-            le=MAX_LIMIT,
-            description=f"Runs in this page, at most {MAX_LIMIT}; `next` continues the list.",
-        ),
-    ] = 50,
+    limit: Annotated[int, page_limit("Runs")] = 50,
     cursor: Cursor = None,
 ) -> Page[RunSummary]:
     """Root runs by default, as `schemabridge runs list`, the monitor and a batch retry by
