@@ -39,6 +39,9 @@ from engine.operations.views import RunFilter
 router = APIRouter(tags=["operator actions"], route_class=JsonBodyRoute)
 
 
+RUN_NOT_FOUND = "No such run, or another tenant's (`run_not_found`)"
+
+
 def _action_errors(
     conflicts: str, not_found: str = "", *, cancelled: bool = False
 ) -> dict[int | str, dict[str, Any]]:
@@ -52,13 +55,19 @@ def _action_errors(
         422,
         503,
         codes={
-            404: "No such run, or another tenant's (`run_not_found`)" + not_found + ".",
+            404: RUN_NOT_FOUND + not_found + ".",
             409: conflicts + " (`details.state`: the run's or step's state).",
         },
     )
     if cancelled:
         answers[409]["model"] = RunCancelledError | ErrorBody
     return answers
+
+
+def _preview_errors() -> dict[int | str, dict[str, Any]]:
+    """The answers of an action's read-only preview: a preview says in its answer what the
+    action would refuse, so only a run it cannot read is refused (404)."""
+    return error_responses(401, 404, 422, 503, codes={404: RUN_NOT_FOUND + "."})
 
 
 class _Body(BaseModel):
@@ -242,9 +251,7 @@ async def retry(run_id: str, ops: OperationsDep, caller: CallerDep) -> RetryResu
 @router.get(
     "/runs/{run_id}/retry/preview",
     response_model=RetryPreview,
-    responses=error_responses(
-        401, 404, 422, 503, codes={404: "No such run, or another tenant's (`run_not_found`)."}
-    ),
+    responses=_preview_errors(),
     summary="What a retry of the run would do now, with its warnings, doing nothing",
 )
 async def retry_preview(run_id: str, ops: OperationsDep, caller: CallerDep) -> RetryPreview:
@@ -334,9 +341,7 @@ async def reprocess(run_id: str, ops: OperationsDep, caller: CallerDep) -> Repro
 @router.get(
     "/runs/{run_id}/reprocess/preview",
     response_model=ReprocessPreview,
-    responses=error_responses(
-        401, 404, 422, 503, codes={404: "No such run, or another tenant's (`run_not_found`)."}
-    ),
+    responses=_preview_errors(),
     summary="What a reprocess of the run would do now, with its warnings, doing nothing",
 )
 async def reprocess_preview(run_id: str, ops: OperationsDep, caller: CallerDep) -> ReprocessPreview:
