@@ -59,7 +59,6 @@ from starlette.routing import BaseRoute
 from api.rest import body_shape
 from api.rest.query_params import UNKNOWN_CODE as UNKNOWN_QUERY_CODE
 from api.rest.route_errors import operation_statuses
-from api.rest.route_inputs import PROBED
 from engine.operations.id_prefixes import PREFIX_PATTERN
 from engine.validation.common import pointer
 from schemas.close_names import close_names, did_you_mean
@@ -339,24 +338,19 @@ def _document_errors(operation: dict[str, Any], statuses: set[int]) -> None:
 
 
 def errors_in_openapi(
-    schema: dict[str, Any], statuses: dict[tuple[str, str], set[int]] | None = None
+    schema: dict[str, Any], statuses: dict[tuple[str, str], set[int]]
 ) -> dict[str, Any]:
     """`schema` (an OpenAPI document) with the answers errors really get: FastAPI's own 422
     schema replaced by `ErrorBody`, and on each operation the error statuses its route answers
     whatever its own code does (`statuses`, by path and method, from
-    `api.rest.route_errors.operation_statuses`; left out: 500 everywhere, 422 on every route
-    but the probed ones, 400, 413, 415 and 422 on those with a body): 400 `invalid_json`, 401
-    `unauthorized`, 403 `forbidden`, 413 `body_too_large`, 415 `unsupported_media_type`, 422
-    (`invalid_request`, `unknown_query_parameter`; `too_deep` and `duplicate_key` with a
-    body), 500 `internal_error`, 503."""
+    `api.rest.route_errors.operation_statuses`): 400 `invalid_json`, 401 `unauthorized`, 403
+    `forbidden`, 413 `body_too_large`, 415 `unsupported_media_type`, 422 (`invalid_request`,
+    `unknown_query_parameter`; `too_deep` and `duplicate_key` with a body), 500
+    `internal_error`, 503."""
     for path, path_item in schema.get("paths", {}).items():
         for method, operation in path_item.items():
-            found = (statuses or {}).get((path, method))
-            if found is None:
-                found = {500} | ({422} if path not in PROBED else set())
-                if "requestBody" in operation:
-                    found |= {400, 413, 415, 422}
-            _document_errors(operation, found)
+            # Every operation is one of the routes `statuses` was read from; 500 is any's.
+            _document_errors(operation, statuses.get((path, method), {500}))
     schemas = schema.setdefault("components", {}).setdefault("schemas", {})
     for name in _FASTAPI_VALIDATION_SCHEMAS:
         schemas.pop(name, None)

@@ -15,7 +15,7 @@ out of the OpenAPI document (the `/docs` and `/redoc` pages, the `/` redirect) a
 a browser, whose links may carry any query string, and so may the probes' and scrapers'
 (`/health`, `/metrics`): their query strings are not checked at all (neither by name nor for
 a repeated parameter: they read none, so none is dropped), and their OpenAPI declares no 422
-(`api.rest.errors.errors_in_openapi`). Starlette's own
+(`api.rest.route_errors`). Starlette's own
 routes (`/openapi.json`, the mounted monitor and docs assets) do not run the app's
 dependencies at all. A route's path is its own: no router is included with a prefix here.
 """
