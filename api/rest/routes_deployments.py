@@ -126,7 +126,7 @@ def deployment_url(deployment_id: str) -> str:
     "/workflows/{name}/deployments",
     status_code=status.HTTP_201_CREATED,
     response_model=DeploymentView,
-    responses=error_responses(401, 403, 404, 409, 413, 422, 503),
+    responses=error_responses(401, 403, 404, 409, 422, 503),
     summary="Start a gradual deployment of a version (automatic rollback)",
 )
 async def start_deployment(
@@ -212,7 +212,7 @@ async def get_deployment(
 @router.post(
     "/deployments/{deployment_id}/abort",
     response_model=DeploymentChange,
-    responses=error_responses(401, 403, 404, 409, 413, 422, 503),
+    responses=error_responses(401, 403, 404, 409, 503),
     summary="Abort a deployment: the candidate gets no new runs, nothing is promoted",
 )
 async def abort_deployment(
@@ -230,7 +230,7 @@ async def abort_deployment(
 @router.post(
     "/deployments/{deployment_id}/rollback",
     response_model=DeploymentChange,
-    responses=error_responses(401, 403, 404, 409, 413, 422, 503),
+    responses=error_responses(401, 403, 404, 409, 503),
     summary="Roll a deployment back by hand",
 )
 async def rollback_deployment(

@@ -155,7 +155,6 @@ SUBMIT_ANSWERS: dict[int | str, dict[str, Any]] = {
         401,
         403,
         404,
-        413,
         422,
         429,
         503,

@@ -50,7 +50,7 @@ SystemQuery = Annotated[
             "model": PublishResult | list[PublishResult],
             "description": "Every workflow was identical to its latest version: that one.",
         },
-        **error_responses(401, 403, 413, 422, 503),
+        **error_responses(401, 403, 422, 503),
     },
     summary="Publish a workflow (or a list) as new immutable versions",
 )
@@ -75,7 +75,7 @@ async def publish(
 @router.post(
     "/workflows/validate",
     response_model=ValidationReport,
-    responses=error_responses(401, 413, 422, 503),
+    responses=error_responses(401, 422, 503),
     summary="Validate workflow documents without publishing them",
 )
 async def validate(
@@ -92,7 +92,7 @@ async def validate(
 @router.post(
     "/workflows/preview",
     response_model=PreviewReport,
-    responses=error_responses(401, 413, 422, 503),
+    responses=error_responses(401, 422, 503),
     summary="Validate workflow documents and lay out their graphs, without publishing",
 )
 async def preview(documents: Documents, ops: OperationsDep, _caller: CallerDep) -> PreviewReport:
