@@ -386,9 +386,8 @@ def fix_commands(run: RunDetail, what: str) -> list[str]:
 def deployment_run_commands(run: RunDetail) -> list[str]:
     """The engine's own run of a deployment refuses retry, resolve, start over and reprocess
     (409 `deployment_run`): what an operator does is act on its deployment."""
-    given = run.input if isinstance(run.input, dict) else {}
-    deployment = given.get("deploymentId")
-    if not isinstance(deployment, str):
+    deployment = run.deployment_id
+    if deployment is None:
         return [f"schemabridge runs logs {run.id}"]
     hints = [f"schemabridge deployments show {deployment}"]
     if run.status == "RUNNING":
@@ -397,7 +396,7 @@ def deployment_run_commands(run: RunDetail) -> list[str]:
             f"schemabridge deployments rollback {deployment}",
         ]
     else:
-        workflow = given.get("workflow")
+        workflow = run.input.get("workflow") if isinstance(run.input, dict) else None
         if isinstance(workflow, str):  # a new deployment (of a fixed version) starts at stage 1
             hints.append(
                 f"schemabridge deployments start {shlex.quote(workflow)} --version VERSION"

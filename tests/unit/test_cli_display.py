@@ -158,6 +158,43 @@ def test_a_fanout_over_its_quota_suggests_raising_it_before_the_retry() -> None:
     ]
 
 
+def deployment_run(status: str, deployment_id: str | None) -> RunDetail:
+    """A deployment's own `gradual_deploy` run (route `system`) of `tickets`, as the API
+    answers it: the deployment it drives in `deploymentId`."""
+    return RunDetail.model_validate(
+        {
+            "id": "r1",
+            "workflow": "gradual_deploy",
+            "version": 1,
+            "tenantId": "default",
+            "status": status,
+            "route": "system",
+            "createdAt": NOW - 90,
+            "input": {"workflow": "tickets", "candidateVersion": 2},
+            "deploymentId": deployment_id,
+        }
+    )
+
+
+def test_a_deployment_run_points_at_its_deployment_not_at_run_actions() -> None:
+    """The API refuses run actions on a deployment's own run: the commands are the
+    deployment's, named by the `deploymentId` the API gives."""
+    assert run_display.next_commands(deployment_run("RUNNING", "d1")) == [
+        "schemabridge deployments show d1",
+        "schemabridge deployments abort d1",
+        "schemabridge deployments rollback d1",
+        "schemabridge runs logs r1",
+    ]
+    assert run_display.next_commands(deployment_run("FAILED", "d1")) == [
+        "schemabridge deployments show d1",
+        "schemabridge deployments start tickets --version VERSION",
+        "schemabridge runs logs r1",
+    ]
+    assert run_display.next_commands(deployment_run("FAILED", None)) == [
+        "schemabridge runs logs r1"
+    ]
+
+
 def fanout_progress(waiting: list[dict[str, object]]) -> dict[str, object]:
     """A RUNNING fan-out of 1,000 children, 992 ended, with `waiting` (the API's JSON)."""
     return {
