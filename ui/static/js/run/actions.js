@@ -187,7 +187,7 @@ export function isDeploymentRun(detail) {
 }
 
 function deploymentNote(detail) {
-  const id = detail.input && detail.input.deploymentId;
+  const id = detail.deploymentId;
   const link = id ? h("a", { href: `#/deployments/${encodeURIComponent(id)}` }, "its deployment") : "its deployment";
   return h("p", { class: "small muted deployment-run-note" }, "The engine's own run: its steps are a deployment's stage checks. Act on ", link, " instead (abort, roll back, or start a new deployment); cancelling this run aborts the deployment.");
 }
