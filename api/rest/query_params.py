@@ -18,8 +18,8 @@ the caller would never know half the filter was dropped. Refusing says so, with 
 
 from __future__ import annotations
 
-from collections import Counter
-from collections.abc import Sequence
+from collections import Counter, deque
+from collections.abc import Iterator, Sequence
 
 from fastapi.dependencies.models import Dependant
 from fastapi.exceptions import RequestValidationError
@@ -33,13 +33,20 @@ from schemas.errors import ApiError
 UNKNOWN_CODE = "unknown_query_parameter"
 
 
+def dependants(dependant: Dependant) -> Iterator[Dependant]:
+    """`dependant` and every dependency under it, breadth first (in declaration order)."""
+    pending = deque([dependant])
+    while pending:
+        current = pending.popleft()
+        yield current
+        pending.extend(current.dependencies)
+
+
 def declared_names(dependant: Dependant) -> tuple[str, ...]:
     """The query parameters a route reads (their names on the wire: aliases), in declaration
     order: its own and those of every dependency it has, a query model's fields each."""
     names: dict[str, None] = {}
-    pending = [dependant]
-    while pending:
-        current = pending.pop(0)
+    for current in dependants(dependant):
         for field in current.query_params:
             model = field.field_info.annotation
             if isinstance(model, type) and issubclass(model, BaseModel):
@@ -47,7 +54,6 @@ def declared_names(dependant: Dependant) -> tuple[str, ...]:
                     names[info.alias or name] = None
             else:
                 names[field.alias] = None
-        pending.extend(current.dependencies)
     return tuple(names)
 
 

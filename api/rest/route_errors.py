@@ -23,35 +23,24 @@ what it does not say.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator, Sequence
-from typing import Any
+from collections.abc import Sequence
 
-from fastapi.dependencies.models import Dependant
 from fastapi.routing import APIRoute
 from starlette.routing import BaseRoute
 
 from api.rest.auth import admin_caller, current_caller
 from api.rest.deps import operations
+from api.rest.query_params import dependants
 from api.rest.route_inputs import PROBED
 
 BODY_STATUSES = (400, 401, 413, 415, 422)
 """What any route that takes a body may answer about it (401: a body without a live key)."""
 
 
-def _calls(dependant: Dependant) -> Iterator[Callable[..., Any] | None]:
-    pending = [dependant]
-    for _ in range(10_000):  # a route's dependency tree is a few dozen nodes
-        if not pending:
-            return
-        current = pending.pop()
-        yield current.call
-        pending.extend(current.dependencies)
-
-
 def route_statuses(route: APIRoute) -> set[int]:
     """The error statuses `route` can answer whatever its own code does (see the module
     docstring)."""
-    calls = set(_calls(route.dependant))
+    calls = {current.call for current in dependants(route.dependant)}
     statuses = {500}
     if route.body_field is not None:
         statuses.update(BODY_STATUSES)
