@@ -18,6 +18,7 @@ from admission.breaker import BreakerState, Layer
 from api.rest import create_app
 from api.rest.app import DEFAULT_ROUTERS
 from api.rest.auth import admin_caller
+from api.rest.route_errors import route_statuses
 from engine.operations.action_views import SkipReason
 from engine.operations.views import EPOCH_SECONDS, UNKNOWN_KIND, is_time_field
 from engine.settings import Settings
@@ -302,6 +303,9 @@ def test_admin_routes_document_403(document: dict[str, Any]) -> None:
     ]
     assert len(admin_routes) >= 10
     for route in admin_routes:
+        # From the dependencies alone: the routes' own `responses` still list 401 and 403,
+        # so the document would show them even if route_statuses lost them.
+        assert {401, 403} <= route_statuses(route), route.path_format
         for method in route.methods or ():
             answers = document["paths"][route.path_format][method.lower()]["responses"]
             assert "403" in answers, (method, route.path_format)
