@@ -14,8 +14,10 @@ import asyncio
 import contextlib
 import json
 import os
+import re
 import subprocess
 import sys
+import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -34,6 +36,10 @@ from tests.e2e.rest_harness import ROOT, SCHEMABRIDGE, Service, process_env, ser
 
 DEMO_PORT_IN_EXAMPLES = "http://127.0.0.1:8765"
 CLI_TIMEOUT_S = 180.0
+UUID = r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}"
+HOLDING = ["--min-runs", "1000", "--min-duration", "1h"]
+"""`deployments start` options of a stage that holds for the whole test: the deployment stays
+where it started."""
 
 
 @dataclass
@@ -102,6 +108,26 @@ def assert_refused(result: subprocess.CompletedProcess[str], exit_code: int, *ne
     for needle in needles:
         assert needle in result.stderr, (needle, result.stderr)
     return result.stderr
+
+
+def started_id(stdout: str) -> str:
+    """The id of the deployment `deployments start` said it started."""
+    found = re.search(rf"^deployment ({UUID}) started: ", stdout, re.M)
+    assert found, stdout
+    return found.group(1)
+
+
+def wait_for_deployment(
+    stack: Stack, deployment_id: str, status: str, timeout_s: float = 60
+) -> Any:
+    """`deployments show --output json` once the deployment has `status`."""
+    deadline = time.monotonic() + timeout_s
+    shown = stack.json("deployments", "show", deployment_id)
+    while shown["status"] != status and time.monotonic() < deadline:
+        time.sleep(0.2)
+        shown = stack.json("deployments", "show", deployment_id)
+    assert shown["status"] == status, shown
+    return shown
 
 
 def write_examples(directory: Path, downstream: str) -> list[Path]:

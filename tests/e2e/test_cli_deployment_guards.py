@@ -9,18 +9,21 @@ from __future__ import annotations
 
 import json
 import re
-import time
 from collections.abc import Iterator
 from typing import Any
 
 import httpx
 import pytest
 
-from tests.e2e.cli_harness import Stack, assert_refused, cluster_stack
+from tests.e2e.cli_harness import (
+    HOLDING,
+    Stack,
+    assert_refused,
+    cluster_stack,
+    started_id,
+    wait_for_deployment,
+)
 from tests.integration.operations_harness import single
-
-UUID = r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}"
-HOLDING = ["--min-runs", "1000", "--min-duration", "1h"]
 
 
 @pytest.fixture(scope="module")
@@ -46,22 +49,6 @@ def post_runs(stack: Stack, name: str, count: int, prefix: str) -> list[httpx.Re
             )
             for index in range(count)
         ]
-
-
-def started_id(stdout: str) -> str:
-    found = re.search(rf"^deployment ({UUID}) started: ", stdout, re.M)
-    assert found, stdout
-    return found.group(1)
-
-
-def wait_for(stack: Stack, deployment_id: str, status: str, timeout_s: float = 60) -> Any:
-    deadline = time.monotonic() + timeout_s
-    shown = stack.json("deployments", "show", deployment_id)
-    while shown["status"] != status and time.monotonic() < deadline:
-        time.sleep(0.2)
-        shown = stack.json("deployments", "show", deployment_id)
-    assert shown["status"] == status, shown
-    return shown
 
 
 def test_a_candidate_refusing_the_input_is_seen_and_rolled_back(stack: Stack) -> None:
@@ -94,7 +81,7 @@ def test_a_candidate_refusing_the_input_is_seen_and_rolled_back(stack: Stack) ->
     message = refused[0]["message"]
     assert message.startswith("the input does not match the inputSchema of tickets v2, ")
     assert f"the candidate of deployment {deployment}" in message
-    ended = wait_for(stack, deployment, "ROLLED_BACK")
+    ended = wait_for_deployment(stack, deployment, "ROLLED_BACK")
     assert ended["candidate"]["refused"] >= 10 and ended["stage"] == 1
     shown = stack.ok("deployments", "show", deployment).stdout
     assert re.search(r"^\d+ refused by the candidate's inputSchema: ", shown, re.M), shown

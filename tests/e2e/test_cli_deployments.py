@@ -10,21 +10,23 @@ import json
 import re
 import shlex
 import subprocess
-import time
 from typing import Any
 
 import httpx
 import pytest
 
 from api.cli.text import exact
-from tests.e2e.cli_harness import Stack, assert_refused
+from tests.e2e.cli_harness import (
+    HOLDING,
+    Stack,
+    assert_refused,
+    started_id,
+    wait_for_deployment,
+)
 from tests.e2e.rest_harness import ROOT, SCHEMABRIDGE
 from tests.integration.operations_harness import single, spawner_of
 
-UUID = r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}"
 QUICK = ["--min-runs", "0", "--min-duration", "0", "--min-finished", "0"]
-HOLDING = ["--min-runs", "1000", "--min-duration", "1h"]
-"""A stage that holds for the whole test: the deployment stays where it started."""
 
 
 @pytest.fixture(scope="module")
@@ -53,22 +55,6 @@ def submit(stack: Stack, name: str, count: int) -> list[dict[str, Any]]:
         answers = [http.post(f"/workflows/{name}/runs", json={"input": {}}) for _ in range(count)]
     assert all(a.status_code == 201 for a in answers), [a.text for a in answers]
     return [a.json()["run"] for a in answers]
-
-
-def started_id(result: str) -> str:
-    found = re.search(rf"^deployment ({UUID}) started: ", result, re.M)
-    assert found, result
-    return found.group(1)
-
-
-def wait_for(stack: Stack, deployment_id: str, status: str, timeout_s: float = 60) -> Any:
-    deadline = time.monotonic() + timeout_s
-    shown = stack.json("deployments", "show", deployment_id)
-    while shown["status"] != status and time.monotonic() < deadline:
-        time.sleep(0.2)
-        shown = stack.json("deployments", "show", deployment_id)
-    assert shown["status"] == status, shown
-    return shown
 
 
 def test_publishing_a_later_version_says_it_does_not_serve_yet(stack: Stack) -> None:
@@ -102,7 +88,7 @@ def test_a_healthy_candidate_is_promoted_and_serves(stack: Stack) -> None:
     deployment_id = started_id(started.stdout)
     assert "dep-healthy v2 gets 100 % of new runs (v1 the rest); stages 100 %" in started.stdout
     assert f"follow it: schemabridge deployments show {deployment_id}" in started.stderr
-    done = wait_for(stack, deployment_id, "SUCCEEDED")
+    done = wait_for_deployment(stack, deployment_id, "SUCCEEDED")
     assert done["weight"] is None and done["outcome"]["actor"] == "engine"
     assert [e["event"] for e in done["timeline"]] == ["started", "succeeded"]
     assert stack.json("workflows", "serving", "dep-healthy")["servingVersion"] == 2
@@ -150,7 +136,7 @@ def promote(stack: Stack, name: str, version: int) -> str:
         *QUICK, "--check-interval", "0.2",
     )  # fmt: skip
     deployment_id = started_id(started.stdout)
-    wait_for(stack, deployment_id, "SUCCEEDED")
+    wait_for_deployment(stack, deployment_id, "SUCCEEDED")
     return deployment_id
 
 
@@ -221,7 +207,7 @@ def test_a_failing_candidate_is_rolled_back_with_its_exposure(stack: Stack) -> N
     runs = submit(stack, "dep-broken", 24)
     on_candidate = {r["id"] for r in runs if r["version"] == 2}
     assert len(on_candidate) >= 3, "the 50 % stage sent some runs to the candidate"
-    ended = wait_for(stack, deployment_id, "ROLLED_BACK")
+    ended = wait_for_deployment(stack, deployment_id, "ROLLED_BACK")
     assert ended["weight"] is None and ended["outcome"]["actor"] == "engine"
     assert ended["exposure"] == len(on_candidate) == ended["candidate"]["runs"]
     assert {r["version"] for r in submit(stack, "dep-broken", 5)} == {1}
@@ -390,7 +376,7 @@ def test_cancelling_a_deployments_run_names_the_deployment_it_aborts(stack: Stac
         f"run {run} cancelled; deployment {deployment} (dep-cancel v2), which it drove, is "
         "aborted: v2 gets no new runs, v1 serves\n"
     )
-    assert wait_for(stack, deployment, "ABORTED")["weight"] is None
+    assert wait_for_deployment(stack, deployment, "ABORTED")["weight"] is None
     again = stack.json("runs", "cancel", run)
     assert (again["changed"], again["abortedDeployment"]) == (False, None)
     log = stack.ok("runs", "logs", run).stdout
