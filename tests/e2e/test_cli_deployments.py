@@ -9,7 +9,6 @@ from __future__ import annotations
 import json
 import re
 import shlex
-import subprocess
 from typing import Any
 
 import httpx
@@ -23,7 +22,6 @@ from tests.e2e.cli_harness import (
     started_id,
     wait_for_deployment,
 )
-from tests.e2e.rest_harness import ROOT, SCHEMABRIDGE
 from tests.integration.operations_harness import single, spawner_of
 
 QUICK = ["--min-runs", "0", "--min-duration", "0", "--min-finished", "0"]
@@ -494,24 +492,10 @@ def test_deployments_need_an_admin_key(stack: Stack) -> None:
     assert_refused(refused, 4, "the API refused the request")
 
 
-def test_the_help_says_what_a_span_is() -> None:
+def test_the_help_says_what_a_span_is(stack: Stack) -> None:
     """`--min-duration 10` is 10 s: the help says so beside the spans it takes."""
-    shown = subprocess.run(
-        [SCHEMABRIDGE, "deployments", "start", "--help"],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=True,
-    ).stdout
+    shown = stack.ok("deployments", "start", "--help").stdout
     words = " ".join(shown.replace("│", " ").split())
     assert "60s, 5m, 1h; a bare number is seconds (60s)" in words, shown
-    shown = subprocess.run(
-        [SCHEMABRIDGE, "deployments", "abort", "--help"],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=True,
-    ).stdout
+    shown = stack.ok("deployments", "abort", "--help").stdout
     assert "--reason" in shown, shown
