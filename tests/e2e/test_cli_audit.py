@@ -6,29 +6,13 @@ refused the audit (exit 4, as every 403)."""
 from __future__ import annotations
 
 import json
-import subprocess
 import uuid
 
 from tests.e2e.cli_harness import Stack, assert_refused, write_examples
-from tests.e2e.rest_harness import SCHEMABRIDGE
-
-
-def direct(stack: Stack, *args: str) -> subprocess.CompletedProcess[str]:
-    """A command on the stack's database directly (`keys`)."""
-    done = subprocess.run(
-        [SCHEMABRIDGE, *args],
-        env=stack.env,
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=False,
-    )
-    assert done.returncode == 0, done.stderr
-    return done
 
 
 def admin_id(stack: Stack) -> str:
-    keys = json.loads(direct(stack, "keys", "list", "--json").stdout)
+    keys = json.loads(stack.ok("keys", "list", "--json").stdout)
     return str(next(k["id"] for k in keys if k["name"] == "e2e"))
 
 
@@ -48,7 +32,7 @@ def test_audit_list_shows_changes_and_their_actor(serve_api: Stack) -> None:
     stack = serve_api
     tenant = f"audit-{uuid.uuid4().hex[:8]}"
     stack.ok("tenants", "set-quota", tenant, "12")
-    made = direct(stack, "keys", "create", "--tenant", tenant, "--name", "audit")
+    made = stack.ok("keys", "create", "--tenant", tenant, "--name", "audit")
 
     events = stack.json("audit", "list", "--subject-kind", "tenant", "--subject", tenant)
     assert [(e["action"], e["actor"], e["detail"]) for e in events["items"]] == [
