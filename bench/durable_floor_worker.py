@@ -379,16 +379,12 @@ class FloorWorker:
             await self.side.execute(self.sql.renew_spawn, parent, token, self.config.lease_s)
 
 
-async def _connect(dsn: str) -> asyncpg.Connection:
-    return await asyncpg.connect(dsn)
-
-
 async def serve(config: WorkerConfig) -> None:
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, stop.set)
-    conn, side, spawner = [await _connect(config.dsn) for _ in range(3)]
+    conn, side, spawner = [await asyncpg.connect(config.dsn) for _ in range(3)]
     connector = aiohttp.TCPConnector(limit=config.in_flight)
     session = aiohttp.ClientSession(
         connector=connector, timeout=aiohttp.ClientTimeout(total=CALL_TIMEOUT_S)
