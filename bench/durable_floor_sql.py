@@ -26,6 +26,7 @@ def ddl(schema: str) -> str:
     """The schema and its two tables. One partial index serves the claim (READY children by
     id, the order they were spawned in); a full index on status would be written by every
     claim and result."""
+    Statements(schema)  # validates the name, as `drop` does: it is written into the SQL
     return f"""
     CREATE SCHEMA {schema};
     CREATE TABLE {schema}.parent (
