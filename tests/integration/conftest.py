@@ -2,8 +2,12 @@
 
 from __future__ import annotations
 
+from collections.abc import AsyncIterator
+
 import pytest
 
+from tests.conftest import Backend
+from tests.integration.deploy_harness import Deploying, deploying
 from tests.integration.scripts.helpers import BACKENDS
 
 
@@ -15,3 +19,11 @@ def coord_url(request: pytest.FixtureRequest) -> str | None:
         return None
     url: str = request.getfixturevalue("redis_url")
     return url
+
+
+@pytest.fixture
+async def env(backend: Backend) -> AsyncIterator[Deploying]:
+    """A runtime on a `FakeClock` with a worker, for the deployment tests
+    (tests/integration/deploy_harness.py)."""
+    async with deploying(backend) as deploying_env:
+        yield deploying_env

@@ -5,7 +5,6 @@ verdict'). On both backends, with a real worker and the demo downstream."""
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
 from typing import Any
 
 import pytest
@@ -14,18 +13,11 @@ from demo.downstream import RunningDownstream
 from engine.operations.deployment_views import RollbackSpec, StageSpec
 from engine.store.models import RunRoute
 from schemas.errors import InvalidRequest
-from tests.conftest import Backend
 from tests.integration.actions_harness import statements
-from tests.integration.deploy_harness import Deploying, deploying, version_doc
+from tests.integration.deploy_harness import Deploying, version_doc
 
 NEEDS_PRIORITY = {"type": "object", "required": ["priority"]}
 BATCHES = 20
-
-
-@pytest.fixture
-async def env(backend: Backend) -> AsyncIterator[Deploying]:
-    async with deploying(backend) as deploying_env:
-        yield deploying_env
 
 
 def strict(base: str, note: str = "-v2") -> dict[str, Any]:

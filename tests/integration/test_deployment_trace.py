@@ -9,7 +9,6 @@ deployment a candidate's run belongs to."""
 from __future__ import annotations
 
 import logging
-from collections.abc import AsyncIterator
 from typing import Any
 
 import pytest
@@ -17,15 +16,8 @@ import pytest
 from demo.downstream import RunningDownstream
 from engine.operations.deployment_views import RollbackSpec, StageSpec
 from schemas.errors import InvalidRequest
-from tests.conftest import Backend
-from tests.integration.deploy_harness import Deploying, deploying, version_doc
+from tests.integration.deploy_harness import Deploying, version_doc
 from tests.integration.operations_harness import spawner_of
-
-
-@pytest.fixture
-async def env(backend: Backend) -> AsyncIterator[Deploying]:
-    async with deploying(backend) as deploying_env:
-        yield deploying_env
 
 
 def events(caplog: pytest.LogCaptureFixture) -> list[logging.LogRecord]:

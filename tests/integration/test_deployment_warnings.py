@@ -5,7 +5,7 @@ through the operations layer on both backends, with a real worker and the demo d
 from __future__ import annotations
 
 import re
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 import pytest
@@ -14,16 +14,9 @@ from demo.downstream import RunningDownstream
 from engine.coordination.heartbeat import Heartbeat
 from engine.operations.deployment_views import RollbackSpec, StageSpec
 from engine.operations.deployment_warnings import at
-from tests.conftest import Backend
-from tests.integration.deploy_harness import Deploying, deploying, version_doc
+from tests.integration.deploy_harness import Deploying, version_doc
 
 HOLD = [StageSpec(weight=10, min_runs=1000), StageSpec(weight=100)]
-
-
-@pytest.fixture
-async def env(backend: Backend) -> AsyncIterator[Deploying]:
-    async with deploying(backend) as deploying_env:
-        yield deploying_env
 
 
 async def test_a_retry_or_start_over_of_a_rolled_back_version_says_it_runs_it_again(

@@ -4,8 +4,6 @@ injected clock for the stages' durations (no sleeping)."""
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
-
 import pytest
 from sqlalchemy import update
 
@@ -18,7 +16,7 @@ from engine.store.models import Run
 from schemas.clock import FakeClock
 from schemas.errors import InvalidRequest, NotFound, WrongState
 from tests.conftest import Backend
-from tests.integration.deploy_harness import Deploying, deploying, version_doc
+from tests.integration.deploy_harness import Deploying, version_doc
 from tests.integration.engine_harness import running_worker, settings_for, wait_for_run
 from tests.integration.operations_harness import ended, fanout, items, single
 
@@ -28,12 +26,6 @@ WAVES = 30
 KEYS = 150
 """Submissions of the routing test (the share over 1,000 keys is tests/unit/test_routing.py's:
 routing there is the same function, without a database round trip per key)."""
-
-
-@pytest.fixture
-async def env(backend: Backend) -> AsyncIterator[Deploying]:
-    async with deploying(backend) as deploying_env:
-        yield deploying_env
 
 
 async def test_a_failing_candidate_is_rolled_back_during_the_first_stage(
