@@ -39,8 +39,9 @@ from tests.e2e.rest_harness import serving
 
 MAX_EXAMPLES = 8
 """Per route (positive and negative cases drawn together) and caller, fewer where a route has
-fewer distinct requests: a few hundred requests in all (about 390 to the 50 routes, the
-deployment routes and `/deployment-ids` among them: 30 to 100 s on a loaded 2-core machine)."""
+fewer distinct requests: a few hundred requests in all (418 to the 54 routes per caller, the
+deployment routes, `/deployment-ids` and `/audit` among them: 31 s for both callers on a
+2-core machine at load 7)."""
 DEADLINE_MS = 5_000
 """Per generated request (the machine may be loaded; the API answers in milliseconds)."""
 START_TIMEOUT_S = 60.0
