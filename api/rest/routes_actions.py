@@ -153,7 +153,8 @@ class BatchRetryRequest(_Body):
         ge=1,
         le=MAX_BATCH,
         description=f"The most runs considered (1 … {MAX_BATCH}); more ids are refused, a "
-        "filter matching more answers `truncated: true`.",
+        "filter matching more answers `truncated: true`. A filter's deployment runs "
+        "(`gradual_deploy`) are skipped beside the limit, not counted in it.",
     )
 
 
@@ -351,7 +352,9 @@ async def reprocess_preview(run_id: str, ops: OperationsDep, caller: CallerDep) 
     (`deadLetters`), each join that would reopen with the steps after it that would run
     again and what they call (`reopenedJoins`), the run that had SUCCEEDED and would run
     again (`reopenedRun`), and the warnings the reprocess would answer. A CANCELLED run
-    answers `reprocessable: false` (the reprocess would answer 409 `run_cancelled`)."""
+    answers `reprocessable: false` (the reprocess would answer 409 `run_cancelled`), and so
+    does a deployment's `gradual_deploy` run, with the refusal in `warnings` (409
+    `deployment_run`)."""
     return await ops.actions.reprocess_preview(run_id, tenant=caller.tenant)
 
 

@@ -186,7 +186,8 @@ class ReprocessPreview(View):
     status: RunStatus
     """The run's status now (SUCCEEDED with `revived` > 0: the reprocess reopens it)."""
     reprocessable: bool
-    """False for a CANCELLED run (the reprocess would answer 409 `run_cancelled`)."""
+    """False for a CANCELLED run (the reprocess would answer 409 `run_cancelled`) and for a
+    deployment's `gradual_deploy` run (409 `deployment_run`, its words in `warnings`)."""
     revived: int = 0
     """Dead-lettered children that would run again, nested ones included (0: the reprocess
     would change nothing)."""

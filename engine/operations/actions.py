@@ -461,10 +461,16 @@ class OperatorActions:
         """What `reprocess` would do now, with its warnings, changing nothing: the children
         it would revive, the joins it would reopen with the steps after them that would run
         again and what they call, the runs that had SUCCEEDED and would run again. Unknown (or
-        another tenant's): `NotFound(code="run_not_found")`; CANCELLED: `reprocessable=False`."""
+        another tenant's): `NotFound(code="run_not_found")`; CANCELLED, or a deployment's
+        `gradual_deploy` run (its refusal in `warnings`): `reprocessable=False`."""
         outcome = await self._runtime.store.reprocess_preview(run_id, tenant=tenant)
-        if outcome.refused is not None:
-            return ReprocessPreview(run_id=run_id, status=outcome.refused, reprocessable=False)
+        if outcome.refused is not None:  # the reprocess's refusal, said before the click
+            return ReprocessPreview(
+                run_id=run_id,
+                status=outcome.refused,
+                reprocessable=False,
+                warnings=[] if outcome.refusal is None else [outcome.refusal],
+            )
         if not outcome.revived:
             return ReprocessPreview(run_id=run_id, status=outcome.run_status, reprocessable=True)
         dead = await self._dead_letters(run_id)

@@ -451,10 +451,14 @@ class OperatorActionsStore(WorkQueue):
     ) -> ReprocessOutcome:
         """What `reprocess_run(run_id)` would do, read without changing anything (a confirm
         step asks it first; `engine.store.reprocess_plan`): `refused` the status of a run it
-        would refuse (CANCELLED), else the children it would revive and the joins it would
-        reopen. Unknown, or another tenant's: `NotFound(code="run_not_found")`."""
+        would refuse (CANCELLED; a `gradual_deploy` run, with the refusal's words), else the
+        children it would revive and the joins it would reopen. Unknown, or another
+        tenant's: `NotFound(code="run_not_found")`."""
         async with self._engines.read.connect() as conn:
             row = await self._visible_run(conn, run_id, tenant)
+            if row.workflow_name in RESERVED_WORKFLOWS:
+                said = await _engine_run_refusal(conn, row, "reprocess")
+                return ReprocessOutcome(0, row.status, refused=row.status, refusal=said.message)
             if row.status == RunStatus.CANCELLED.value:
                 return ReprocessOutcome(0, row.status, refused=row.status)
 

@@ -146,7 +146,11 @@ class ReprocessOutcome:
     reopened: tuple[JoinReopened, ...] = ()
     """The joins the reprocess reopened (`recovery.Reprocessed.reopened`)."""
     refused: str | None = None
-    """A preview's only: the status of a run the reprocess would refuse (CANCELLED)."""
+    """A preview's only: the status of a run the reprocess would refuse (CANCELLED, or a
+    deployment's `gradual_deploy` run)."""
+    refusal: str | None = None
+    """A preview's only: the reprocess's refusal in its words, when it has some beyond the
+    status (a `gradual_deploy` run's names its deployment)."""
 
 
 @dataclass(frozen=True)

@@ -9,8 +9,8 @@ from sqlalchemy import update
 
 from demo.downstream import RunningDownstream
 from engine.operations import Operations, routing, submission
-from engine.operations.deployment_views import RollbackSpec, StageSpec
-from engine.operations.views import RunFilter
+from engine.operations.deployment_views import DeploymentView, RollbackSpec, StageSpec
+from engine.operations.views import RunDetail, RunFilter
 from engine.runtime import Runtime
 from engine.store.models import Run
 from schemas.clock import FakeClock
@@ -69,8 +69,29 @@ async def test_a_failing_candidate_is_rolled_back_during_the_first_stage(
         ("stage-1", "FAILED"),
         ("stage-2", "PENDING"),
     ]
-    # Operator actions on the engine's own run would rewrite the rollback's record: refused,
-    # pointing at the deployment; the run keeps its end and its stage's outcome.
+    await operator_actions_are_refused(env, ended, run)
+    ops = env.ops.actions
+    # From the rollback on, every new run gets the serving version.
+    after = await env.wave("orders", 20, prefix="after")
+    assert {(r.version, r.route) for r in after} == {(1, "serving")}
+    assert (await env.ops.deployments.serving("orders")).candidate_version is None
+    # "Retry all matching": the preview counts the candidate's FAILED runs, not the engine's
+    # own run, and the batch sent with that count as its `limit` (what the monitor's confirm
+    # sends) retries them all and skips the engine's run beside them.
+    counted = await ops.batch_retry_preview(RunFilter())
+    assert (counted.matching, counted.truncated) == (len(candidate_runs), False)
+    every = await ops.batch_retry(filter=RunFilter(), limit=counted.matching, actor="key:ops")
+    assert sorted(every.retried) == sorted(r.id for r in candidate_runs)
+    assert [(s.run_id, s.reason) for s in every.skipped] == [(ended.run_id, "deployment_run")]
+    for retried in candidate_runs:
+        await env.ops.runs.wait(retried.id, 15)
+
+
+async def operator_actions_are_refused(
+    env: Deploying, ended: DeploymentView, run: RunDetail
+) -> None:
+    """Operator actions on the engine's own run would rewrite the rollback's record: refused,
+    pointing at the deployment; the run keeps its end and its stage's outcome."""
     ops = env.ops.actions
     actions = {
         "retry": ops.retry(ended.run_id, actor="key:ops"),
@@ -88,26 +109,15 @@ async def test_a_failing_candidate_is_rolled_back_during_the_first_stage(
     preview = await ops.retry_preview(ended.run_id)
     assert not preview.retriable and "deployment_run" not in preview.warnings[0]
     assert preview.warnings[0].startswith(f"run {ended.run_id} is the engine's own run")
+    before = await ops.reprocess_preview(ended.run_id)
+    assert (before.reprocessable, before.status, before.revived) == (False, "FAILED", 0)
+    assert before.warnings == [preview.warnings[0].replace("a retry", "a reprocess")]
     batch = await ops.batch_retry(ids=[ended.run_id], actor="key:ops")
     assert batch.retried == [] and [s.reason for s in batch.skipped] == ["deployment_run"]
     after_actions = await env.ops.runs.get(ended.run_id)
     assert (after_actions.status, after_actions.ended_at) == ("FAILED", run.ended_at)
     assert [s.status for s in after_actions.steps] == ["FAILED", "PENDING"]
     assert (await env.ops.deployments.get(ended.id)).status == "ROLLED_BACK"
-    # From the rollback on, every new run gets the serving version.
-    after = await env.wave("orders", 20, prefix="after")
-    assert {(r.version, r.route) for r in after} == {(1, "serving")}
-    assert (await env.ops.deployments.serving("orders")).candidate_version is None
-    # "Retry all matching": the preview counts the candidate's FAILED runs, not the engine's
-    # own run, and the batch sent with that count as its `limit` (what the monitor's confirm
-    # sends) retries them all and skips the engine's run beside them.
-    counted = await ops.batch_retry_preview(RunFilter())
-    assert (counted.matching, counted.truncated) == (len(candidate_runs), False)
-    every = await ops.batch_retry(filter=RunFilter(), limit=counted.matching, actor="key:ops")
-    assert sorted(every.retried) == sorted(r.id for r in candidate_runs)
-    assert [(s.run_id, s.reason) for s in every.skipped] == [(ended.run_id, "deployment_run")]
-    for retried in candidate_runs:
-        await env.ops.runs.wait(retried.id, 15)
 
 
 async def test_a_healthy_candidate_reaches_every_stage_and_becomes_serving(
