@@ -101,6 +101,11 @@ class Code:
     RESERVED_WORKFLOW = "reserved_workflow"
 
 
+DATA_KEYWORDS = frozenset({"const", "enum", "default", "examples"})
+"""JSON Schema keywords whose values are instance data, not sub-schemas: a walk of a schema
+skips them (a `$ref` or `pattern` key there means nothing)."""
+
+
 def pointer(*parts: str | int) -> str:
     """Join `parts` into an RFC 6901 JSON pointer (`~` → `~0`, `/` → `~1`)."""
     return "".join("/" + str(p).replace("~", "~0").replace("/", "~1") for p in parts)

@@ -27,7 +27,7 @@ import re2
 from jsonschema import Draft202012Validator, ValidationError, validators
 from jsonschema.protocols import Validator
 
-from engine.validation.common import Code, pointer, show
+from engine.validation.common import DATA_KEYWORDS, Code, pointer, show
 from schemas.errors import Problem
 from schemas.linear_keywords import enum, unique_items
 from schemas.pinned_validator import pinned, pinned_validator
@@ -35,7 +35,6 @@ from schemas.schema_work import counted, spend
 
 _OPTIONS = re2.Options()
 _OPTIONS.log_errors = False  # a refused pattern is our problem to report, not stderr noise
-_DATA_KEYWORDS = frozenset({"const", "enum", "default", "examples"})
 
 
 class UnsafePattern(ValueError):
@@ -158,7 +157,7 @@ def pattern_problems(schema: Any, at: tuple[str | int, ...], base: str) -> list[
                 problems.append(
                     Problem(base + pointer(*where), _message(pattern, exc), Code.UNSAFE_PATTERN)
                 )
-        stack.extend(((*path, k), v) for k, v in node.items() if k not in _DATA_KEYWORDS)
+        stack.extend(((*path, k), v) for k, v in node.items() if k not in DATA_KEYWORDS)
     if has_pattern_properties:
         problems.extend(
             Problem(base + pointer(*where), _UNEVALUATED, Code.UNSAFE_PATTERN)

@@ -23,6 +23,7 @@ from referencing.exceptions import Unresolvable
 from referencing.jsonschema import DRAFT202012
 
 from engine.validation.common import (
+    DATA_KEYWORDS,
     Code,
     bounded_hints,
     did_you_mean,
@@ -189,12 +190,8 @@ def input_schema_problems(workflow: dict[str, Any], base: str) -> list[Problem]:
             problem = _unresolvable(resolver, ref)
             if problem:
                 problems.append(Problem(base + pointer(*path, "$ref"), problem, Code.SCHEMA))
-        stack.extend(((*path, k), v) for k, v in node.items() if k not in _DATA_KEYWORDS)
+        stack.extend(((*path, k), v) for k, v in node.items() if k not in DATA_KEYWORDS)
     return problems
-
-
-_DATA_KEYWORDS = frozenset({"const", "enum", "default", "examples"})
-"""Keywords whose values are instance data, not subschemas: a `$ref` key there means nothing."""
 
 
 def _unresolvable(resolver: Any, ref: str) -> str | None:
