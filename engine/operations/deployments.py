@@ -46,7 +46,7 @@ from engine.operations.pagination import check_limit
 from engine.operations.views import DeploymentIdMatches
 from engine.operations.workflows import not_found as workflow_not_found
 from engine.store import UnknownWorkflow
-from engine.store.deployment_log import figures_text, log_event
+from engine.store.deployment_log import log_event, routing_after
 from engine.store.deployments import DeploymentSpec, SpawningParent
 from engine.store.models import DeploymentStatus
 from engine.store.records import DeploymentRecord
@@ -392,7 +392,6 @@ class DeploymentOperations:
         outcome = record.outcome or {}
         figures = outcome.get("figures")
         stage = int(outcome.get("stage", record.stage_index + 1))
-        shown = figures_text(figures)
         log_event(
             logger,
             logging.WARNING,
@@ -400,8 +399,7 @@ class DeploymentOperations:
             f"deployment {record.id} of {record.workflow_name} v{record.candidate_version} "
             f"{verb} by hand at stage {stage} by {actor}"
             + (f": {reason}" if reason else "")
-            + f"; v{record.candidate_version} gets no new runs, v{record.serving_version} serves"
-            + (f" (v{record.candidate_version}: {shown})" if shown else ""),
+            + f"; {routing_after(record, figures)}",
             record,
             stage=stage,
             actor=actor,

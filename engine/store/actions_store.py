@@ -26,6 +26,7 @@ from engine.store import results as results_
 from engine.store.catalogue import created_data, created_line
 from engine.store.children import EndedChild
 from engine.store.core import run_record, step_rows, steps
+from engine.store.deployment_log import routing_after
 from engine.store.models import TERMINAL_RUN_STATUSES, RunStatus, StepStatus
 from engine.store.operator_actions import (
     Action,
@@ -551,8 +552,7 @@ def aborted_words(record: DeploymentRecord) -> str:
     hear that a deployment ended with it."""
     return (
         f"deployment {record.id} ({record.workflow_name} v{record.candidate_version}), which "
-        f"it drove, is aborted: v{record.candidate_version} gets no new runs, "
-        f"v{record.serving_version} serves"
+        f"it drove, is aborted: {routing_after(record)}"
     )
 
 

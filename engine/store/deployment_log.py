@@ -1,10 +1,11 @@
 """One structured process-log line per deployment lifecycle event (docs/architecture.md,
 'Exposure, abort and rollback'): started, a stage passed, promoted, rolled back (by the engine
-or by hand), aborted. Each is logged once, by the process that made the change, after the
-change committed, with the codebase's logging style: a sentence for a person and the fields a
-log shipper filters on (`event` `deployment.<what>`, `deployment_id`, `workflow`,
-`candidate_version`, `serving_version`, `stage`, `actor`, and when a check's figures decided
-it, `runs`, `failed`, `finished`, `failure_ratio`, `threshold`)."""
+or by hand), aborted. Each is logged once, by the process that made the change, when it
+commits (an abort whose run stopped: just before, in the transaction that ends both), with the
+codebase's logging style: a sentence for a person and the fields a log shipper filters on
+(`event` `deployment.<what>`, `deployment_id`, `workflow`, `candidate_version`,
+`serving_version`, `stage`, `actor`, and when a check's figures decided it, `runs`, `failed`,
+`finished`, `failure_ratio`, `threshold`)."""
 
 from __future__ import annotations
 
@@ -28,6 +29,16 @@ def figure_fields(figures: dict[str, Any] | None) -> dict[str, Any]:
         "threshold": figures.get("threshold"),
     }
     return {key: value for key, value in fields.items() if value is not None}
+
+
+def routing_after(record: DeploymentRecord, figures: dict[str, Any] | None = None) -> str:
+    """How a deployment that ended without promoting leaves routing, in the words every line
+    of it uses: "v4 gets no new runs, v3 serves", then the candidate's figures if any."""
+    candidate = record.candidate_version
+    shown = figures_text(figures)
+    return f"v{candidate} gets no new runs, v{record.serving_version} serves" + (
+        f" (v{candidate}: {shown})" if shown else ""
+    )
 
 
 def figures_text(figures: dict[str, Any] | None) -> str:

@@ -17,7 +17,7 @@ from typing import Any
 from sqlalchemy import Integer, bindparam, case, func, select, update
 from sqlalchemy.ext.asyncio import AsyncConnection
 
-from engine.store.deployment_log import figures_text, log_event
+from engine.store.deployment_log import log_event, routing_after
 from engine.store.dialect import dialect_of
 from engine.store.models import Deployment, DeploymentStatus, Run, WorkflowServing
 from engine.store.records import DeploymentRecord, ServingRecord, StatusCounts
@@ -214,15 +214,12 @@ async def abort_stopped(
         return False
     # Logged here, the one place both ways of ending it pass (a cancel's transaction, a failed
     # run's flush), just before they commit.
-    shown = figures_text(figures)
     log_event(
         logger,
         logging.WARNING,
         "aborted",
         f"deployment {record.id} of {record.workflow_name} v{record.candidate_version} aborted "
-        f"at stage {stage}: {reason}; v{record.candidate_version} gets no new runs, "
-        f"v{record.serving_version} serves"
-        + (f" (v{record.candidate_version}: {shown})" if shown else ""),
+        f"at stage {stage}: {reason}; {routing_after(record, figures)}",
         record,
         stage=stage,
         actor=actor,
