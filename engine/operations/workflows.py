@@ -2,11 +2,15 @@
 
 from __future__ import annotations
 
+import asyncio
 import builtins
+import contextvars
 import dataclasses
+import functools
 import json
-from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any
+from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from engine.operations import graph
 from engine.operations.boundary import store_boundary
@@ -33,6 +37,13 @@ Documents = dict[str, Any] | list[dict[str, Any]]
 """One workflow document, or a list of them (a parent with the child workflows it starts)."""
 SOURCE = "request"
 """How problems name the documents an operation was given."""
+CHECK_THREADS = 2
+"""Threads per process that check and lay out workflow documents, off the event loop: a
+document near the limits costs seconds of CPU (docs/security.md, 'Bounded work'), which on
+the loop would hold every other request of the process, every tenant's. Two at once; more
+wait their turn, so a burst of them cannot take more than that share of the process."""
+
+T = TypeVar("T")
 
 
 def not_found(name: str, version: int | None = None, meant: Sequence[str] = ()) -> NotFound:
@@ -103,6 +114,15 @@ class WorkflowOperations:
 
     def __init__(self, runtime: Runtime) -> None:
         self._runtime = runtime
+        self._checks = ThreadPoolExecutor(CHECK_THREADS, thread_name_prefix="workflow-check")
+
+    async def _off_loop(self, work: Callable[..., T], *args: Any, **kwargs: Any) -> T:
+        """`work(*args, **kwargs)` on a check thread (`CHECK_THREADS`), in this task's
+        context (the checks' work bounds are context variables). The loop serves other
+        requests meanwhile: the thread takes the GIL in turns with it."""
+        context = contextvars.copy_context()
+        call = functools.partial(context.run, work, *args, **kwargs)
+        return await asyncio.get_running_loop().run_in_executor(self._checks, call)
 
     async def _problems(self, documents: Documents) -> tuple[list[Problem], list[Workflow]]:
         try:
@@ -110,7 +130,8 @@ class WorkflowOperations:
         except DefinitionError as exc:
             return exc.problems, []
         known = [w.name for w in await self._runtime.store.workflow_summaries()]
-        report = check_documents(
+        report = await self._off_loop(
+            check_documents,
             [(SOURCE, text)],
             settings=self._runtime.settings,
             known_workflows=known,
@@ -158,7 +179,7 @@ class WorkflowOperations:
         problems can be pointed at on it), in the order given. Nothing is stored."""
         problems, _ = await self._problems(documents)
         drafts = documents if isinstance(documents, list) else [documents]
-        return problems, [graph.sketch(document) for document in drafts]
+        return problems, await self._off_loop(lambda: [graph.sketch(d) for d in drafts])
 
     @store_boundary
     async def publish(
@@ -275,4 +296,4 @@ class WorkflowOperations:
         """The DAG of a version (the latest when `version` is None) laid out in layers, with
         every vertex's position (see `engine.operations.graph`)."""
         record = await self._version(name, version)
-        return graph.layout(record.workflow, record.version)
+        return await self._off_loop(graph.layout, record.workflow, record.version)
