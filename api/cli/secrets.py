@@ -120,7 +120,7 @@ def delete_secret(
 @secrets_app.command("rotate")
 def rotate() -> None:
     """Re-encrypt every secret under the first key of SCHEMABRIDGE_SECRET_KEYS."""
-    result = with_operations(lambda ops: ops.secrets.rotate())
+    result = with_operations(lambda ops: ops.secrets.rotate(actor=CLI_ACTOR))
     console.print(
         f"re-encrypted {result.rotated} secrets under the first key (id {result.key_id})",
         highlight=False,

@@ -218,7 +218,7 @@ async def remove_caps(key: str, ops: OperationsDep, caller: AdminDep) -> CapsRem
 async def reset_breakers(
     key: str,
     ops: OperationsDep,
-    _caller: AdminDep,
+    caller: AdminDep,
     tenant_id: Annotated[
         str | None,
         Query(
@@ -237,7 +237,7 @@ async def reset_breakers(
     open). 404 `destination_not_found` for a key no call has reached, 422 for a tenant id
     that cannot be one."""
     chosen = one_of(tenant_id, tenant, name="tenantId", old_name="tenant")
-    return await ops.settings.reset_breakers(key, chosen)
+    return await ops.settings.reset_breakers(key, chosen, actor=caller.actor)
 
 
 # ── tenants ────────────────────────────────────────────────────────────────────────────────

@@ -134,9 +134,10 @@ class SecretOperations:
         return SecretRef(tenant=tenant, name=name)
 
     @store_boundary
-    async def rotate(self) -> RotationResult:
+    async def rotate(self, *, actor: str | None = None) -> RotationResult:
         """Re-encrypt every secret under the first configured key (after a new key was put
-        first in `SCHEMABRIDGE_SECRET_KEYS`); secrets no key decrypts are left and listed."""
+        first in `SCHEMABRIDGE_SECRET_KEYS`); secrets no key decrypts are left and listed.
+        The audit keeps that `actor` re-encrypted each one (`secret.rotated`)."""
         cipher = self._runtime.secret_cipher
         cipher.check()
 
@@ -146,6 +147,8 @@ class SecretOperations:
             except SecretUnreadable:
                 return None
 
-        rotated, unreadable = await self._runtime.store.rotate_secrets(rotate)
+        rotated, unreadable = await self._runtime.store.rotate_secrets(
+            rotate, actor=actor, key_id=cipher.key_ids[0]
+        )
         refs = [SecretRef(tenant=tenant, name=name) for tenant, name in unreadable]
         return RotationResult(rotated=rotated, key_id=cipher.key_ids[0], unreadable=refs)

@@ -16,9 +16,12 @@ written in the store's transaction of the change (docs/security.md, 'Audit').
 from __future__ import annotations
 
 import contextlib
+import logging
 import math
 from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
+
+from sqlalchemy.exc import DBAPIError
 
 from admission import DestinationCaps
 from engine.coordination.heartbeat import read_services
@@ -35,12 +38,16 @@ from engine.operations.settings_views import (
     TenantRateView,
     TenantView,
 )
+from engine.store.models import AuditAction, AuditSubject
+from engine.store.unreachable import STORE_UNREACHABLE, store_unreachable
 from schemas.close_names import close_names, did_you_mean
 from schemas.errors import InvalidRequest, NotFound, Unavailable
 from schemas.tenant_ids import check_tenant_id
 
 if TYPE_CHECKING:
     from engine.runtime import Runtime
+
+logger = logging.getLogger(__name__)
 
 
 @contextlib.contextmanager
@@ -177,13 +184,17 @@ class SettingsOperations:
             await self._runtime.admission.remove_caps(destination)
         return stored is not None or operative is not None
 
-    async def reset_breakers(self, destination: str, tenant_id: str | None = None) -> BreakersReset:
+    async def reset_breakers(
+        self, destination: str, tenant_id: str | None = None, *, actor: str | None = None
+    ) -> BreakersReset:
         """Close the destination's open or half-open breakers for every worker at once (the
         global layer and every tenant layer, or only `tenant_id`'s tenant layer), once the
         destination is fixed: retried steps then call it now, not after the reset timeout.
         Answers what was closed (nothing: all were closed already). A destination admission
         never saw is `destination_not_found`, a key no call can have `invalid_destination`
-        (as for caps: `check_destination`); Redis down, `coordination_unavailable`."""
+        (as for caps: `check_destination`); Redis down, `coordination_unavailable`.
+        Closing any is an audit event of `actor` (`destination.breakers_reset`), written
+        after Redis changed: a database down then is logged, not answered (the reset held)."""
         check_destination(destination)
         if tenant_id is not None:
             check_tenant_id(tenant_id)
@@ -199,7 +210,7 @@ class SettingsOperations:
                 "(`schemabridge destinations list` shows the known ones)",
                 code="destination_not_found",
             )
-        return BreakersReset(
+        reset = BreakersReset(
             destination=destination,
             tenant_id=tenant_id,
             closed=[
@@ -207,6 +218,30 @@ class SettingsOperations:
                 for c in closed
             ],
         )
+        if reset.closed:
+            await self._audit_reset(reset, actor)
+        return reset
+
+    async def _audit_reset(self, reset: BreakersReset, actor: str | None) -> None:
+        closed = [c.model_dump(mode="json", by_alias=True) for c in reset.closed]
+        try:
+            await self._runtime.store.append_alone(
+                actor=actor,
+                action=AuditAction.BREAKERS_RESET,
+                subject=AuditSubject.DESTINATION,
+                subject_id=reset.destination,
+                detail={"tenantId": reset.tenant_id, "closed": closed},
+            )
+        except (*STORE_UNREACHABLE, DBAPIError) as exc:
+            if not store_unreachable(exc):
+                raise
+            logger.error(
+                "the breakers of %s were closed by %s, but the audit event could not be "
+                "written (database unavailable: %s)",
+                reset.destination,
+                actor,
+                exc,
+            )
 
     @store_boundary
     async def destinations(self) -> list[DestinationView]:

@@ -1,7 +1,8 @@
 """The audit trail: one append-only row per administrative change (docs/security.md, 'Audit').
 
 `append` is called by the store's own writers inside the transaction of the change it
-records, so an event exists exactly when its change committed, and it outlives what it is
+records, so an event exists exactly when its change committed (a change outside the store, a
+breaker reset in Redis, is recorded just after it, `append_alone`), and it outlives what it is
 about (a deleted secret, a revoked key). Nothing updates or deletes an event. `AuditStore`
 reads them newest first, filtered by actor, action or subject, a keyset page at a time.
 """
@@ -77,6 +78,29 @@ def secret_subject(tenant_id: str, name: str) -> str:
 
 class AuditStore(StoreCore):
     """Reads the audit trail (writers append in their own transactions)."""
+
+    async def append_alone(
+        self,
+        *,
+        actor: str | None,
+        action: AuditAction,
+        subject: AuditSubject,
+        subject_id: str,
+        detail: Mapping[str, Any] | None = None,
+    ) -> None:
+        """Record a change made outside the store (a breaker reset lives in Redis), in a
+        transaction of its own, after the change: the one kind of event that can be missing
+        when the database fails at that moment (the caller logs it)."""
+        async with self._engines.write.begin() as conn:
+            await append(
+                conn,
+                at=self._clock.now(),
+                actor=actor,
+                action=action,
+                subject=subject,
+                subject_id=subject_id,
+                detail=detail,
+            )
 
     async def audit_page(
         self, query: AuditFilter, *, before_id: int | None, limit: int

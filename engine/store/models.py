@@ -511,6 +511,10 @@ class AuditAction(StrEnum):
     CAPS_REMOVED = "destination.caps_removed"
     SECRET_SET = "secret.set"
     SECRET_DELETED = "secret.deleted"
+    SECRET_ROTATED = "secret.rotated"
+    """Re-encrypted under the first key (`detail.keyId`) by `secrets rotate`."""
+    BREAKERS_RESET = "destination.breakers_reset"
+    """Open or half-open breakers closed by hand (`detail.closed`: each layer and what it was)."""
 
 
 class AuditSubject(StrEnum):

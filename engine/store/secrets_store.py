@@ -153,13 +153,15 @@ class SecretStore(StoreCore):
             return {row.name: row.ciphertext for row in (await conn.execute(query)).all()}
 
     async def rotate_secrets(
-        self, rotate: Callable[[str], str | None]
+        self, rotate: Callable[[str], str | None], *, actor: str | None, key_id: str
     ) -> tuple[int, list[tuple[str, str]]]:
         """Replace every ciphertext by `rotate(ciphertext)`, `ROTATE_BATCH` secrets per
         transaction. `rotate` returns None for a token it cannot read: that secret is left as
         it is and listed. A secret set again while the batch was being re-encrypted keeps its
-        new value (the update only replaces the ciphertext that was read). Returns how many
-        were re-encrypted and the (tenant, name) of those left."""
+        new value (the update only replaces the ciphertext that was read). Each secret
+        re-encrypted is an audit event (`secret.rotated` by `actor`, under `key_id`) in its
+        batch's transaction. Returns how many were re-encrypted and the (tenant, name) of
+        those left."""
         rotated, unreadable = 0, list[tuple[str, str]]()
         after: tuple[str, str] | None = None
         while True:
@@ -195,4 +197,14 @@ class SecretStore(StoreCore):
                         .values(ciphertext=token)
                     )
                     rotated += result.rowcount
+                    if result.rowcount:
+                        await audit.append(
+                            conn,
+                            at=self._clock.now(),
+                            actor=actor,
+                            action=AuditAction.SECRET_ROTATED,
+                            subject=AuditSubject.SECRET,
+                            subject_id=audit.secret_subject(row.tenant_id, row.name),
+                            detail={"keyId": key_id},
+                        )
             after = (rows[-1].tenant_id, rows[-1].name)

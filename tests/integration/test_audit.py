@@ -5,6 +5,7 @@ first with filters and cursors. Time is a `FakeClock`."""
 
 from __future__ import annotations
 
+import logging
 from collections.abc import AsyncIterator
 from typing import Any
 
@@ -209,6 +210,69 @@ async def test_a_deleted_secret_leaves_its_history(ops: Operations) -> None:
     assert [e[4]["created"] for e in found[1:]] == [False, True]
     assert value not in repr(found)
     assert (await ops.secrets.list("acme")).items == []
+
+
+async def test_a_rotation_records_each_secret_it_re_encrypted(ops: Operations) -> None:
+    await ops.secrets.set("acme", "CRM_TOKEN", "s3cret-value-1234", actor=ADMIN)
+    await ops.secrets.set("globex", "ERP_TOKEN", "s3cret-value-5678", actor=ADMIN)
+    rotated = await ops.secrets.rotate(actor="cli")
+
+    assert rotated.rotated == 2
+    found = await events(ops, action="secret.rotated")
+    assert sorted(found) == [
+        ("cli", "secret.rotated", "secret", "acme/CRM_TOKEN", {"keyId": rotated.key_id}),
+        ("cli", "secret.rotated", "secret", "globex/ERP_TOKEN", {"keyId": rotated.key_id}),
+    ]
+
+
+async def test_a_breaker_reset_by_hand_records_what_it_closed(ops: Operations) -> None:
+    destination = "https://billing.example.com:443"
+    admission = ops.runtime.admission
+    for _ in range(5):  # the tenant layer's threshold: acme's layer opens
+        ticket = await admission.admit(destination, "acme", wait_timeout_s=0, lease_s=30)
+        await ticket.failure()
+
+    reset = await ops.settings.reset_breakers(destination, actor=ADMIN)
+    assert [(c.layer, c.tenant_id) for c in reset.closed] == [("tenant", "acme")]
+    again = await ops.settings.reset_breakers(destination, actor=OTHER)
+    assert again.closed == []  # nothing closed: no event
+
+    assert await events(ops, subject_kind="destination") == [
+        (
+            ADMIN,
+            "destination.breakers_reset",
+            "destination",
+            destination,
+            {"tenantId": None, "closed": [{"layer": "tenant", "tenantId": "acme", "was": "open"}]},
+        )
+    ]
+
+
+async def test_a_breaker_reset_holds_when_its_event_cannot_be_written(
+    ops: Operations, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    """The reset happened in Redis before the event is written: a database gone at that
+    moment does not turn it into an error the operator would act on again; it is logged."""
+    destination = "https://billing.example.com:443"
+    for _ in range(5):
+        ticket = await ops.runtime.admission.admit(
+            destination, "acme", wait_timeout_s=0, lease_s=30
+        )
+        await ticket.failure()
+
+    async def database_gone(**_: Any) -> None:
+        raise ConnectionRefusedError("the database went away")
+
+    monkeypatch.setattr(ops.runtime.store, "append_alone", database_gone)
+    with caplog.at_level(logging.ERROR, logger="engine.operations.settings"):
+        reset = await ops.settings.reset_breakers(destination, actor=ADMIN)
+
+    assert [c.tenant_id for c in reset.closed] == ["acme"]
+    said = [r.getMessage() for r in caplog.records if r.name == "engine.operations.settings"]
+    assert said == [
+        f"the breakers of {destination} were closed by {ADMIN}, but the audit event could not "
+        "be written (database unavailable: the database went away)"
+    ]
 
 
 async def test_a_change_rolled_back_leaves_no_event(ops: Operations) -> None:
