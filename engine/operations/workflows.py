@@ -39,7 +39,7 @@ SOURCE = "request"
 """How problems name the documents an operation was given."""
 CHECK_THREADS = 2
 """Threads per process that check and lay out workflow documents, off the event loop: a
-document near the limits costs seconds of CPU (docs/security.md, 'Bounded work'), which on
+document near the limits costs seconds of CPU (docs/security.md, 'Input limits'), which on
 the loop would hold every other request of the process, every tenant's. Two at once; more
 wait their turn, so a burst of them cannot take more than that share of the process."""
 
