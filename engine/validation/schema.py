@@ -153,8 +153,9 @@ def _too_much_work(whole: str) -> str:
     return (
         f"{whole} is too costly to check against the inputSchema: it takes more than "
         f"{MAX_CHECK_WORK:,} steps (a recursive schema with unevaluatedProperties, for one, "
-        "checks each level of nesting again for every level above it). Send a smaller or "
-        "flatter input, or simplify the schema."
+        "checks each level of nesting again for every level above it; many sub-schemas "
+        "each refusing a large input, for another). Send a smaller or flatter input, or "
+        "simplify the schema."
     )
 
 
