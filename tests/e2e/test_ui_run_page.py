@@ -771,3 +771,25 @@ def test_the_header_says_who_created_the_run(server: DemoServer, browser: Any) -
         fact = page.locator(".run-facts > div").filter(has=page.locator("dt", has_text="Created"))
         fact.locator(".run-created-by").wait_for()
         assert fact.locator("dd").inner_text().endswith("· by demo"), fact.inner_text()
+
+
+def test_the_log_says_in_which_zone_its_times_are(server: DemoServer, browser: Any) -> None:
+    """A log line shows its clock time alone; the heading names the zone (the page's: Paris,
+    in December GMT+1) and each line's title is its full time with that zone, as every time
+    the monitor shows as text. Before, a bare "07:18:10.867" read as UTC or as local."""
+    run_id = ticket(server, "zoned", wait=True)
+    first = server.call(f"/runs/{run_id}/logs")["items"][0]["at"]
+    paris = {"timezone_id": "Europe/Paris", "locale": "en-US"}
+    with opened(browser, f"{server.ui}#/runs/{run_id}", **paris) as (page, _):
+        page.locator(".log li").first.wait_for()
+        zone = page.evaluate(
+            "(at) => new Intl.DateTimeFormat(undefined, {timeZoneName: 'short'})"
+            ".formatToParts(new Date(at * 1000)).find((p) => p.type === "
+            "'timeZoneName').value",
+            first,
+        )
+        assert zone.startswith("GMT+")
+        assert page.locator("#log-title").inner_text() == f"Log · times in {zone}"
+        line = page.locator(".log li time").first
+        assert line.get_attribute("title").endswith(f" {zone}")
+        assert line.get_attribute("title").endswith(f"{line.inner_text()} {zone}")

@@ -2,7 +2,7 @@
 
 import { api, query } from "../api.js";
 import { h } from "../dom.js";
-import { exact } from "../format.js";
+import { exact, exactZoned, zoneName } from "../format.js";
 
 const PAGE = 200;
 
@@ -12,7 +12,11 @@ export class RunLog {
     this.after = null;
     this.list = h("ol", { class: "log", "aria-label": "Run log" });
     this.more = h("button", { type: "button", class: "secondary", hidden: true, onclick: () => this.load() }, "Load more");
-    this.element = h("section", { "aria-labelledby": "log-title" }, h("h2", { id: "log-title" }, "Log"), this.list, this.more);
+    // Each line shows its clock time only; the heading says in which zone (and each line's
+    // title its full time with its zone), as every other time the monitor shows as text.
+    const zone = zoneName(Date.now() / 1000);
+    const heading = h("h2", { id: "log-title" }, "Log", zone ? h("span", { class: "log-zone" }, ` · times in ${zone}`) : null);
+    this.element = h("section", { "aria-labelledby": "log-title" }, heading, this.list, this.more);
   }
 
   async load() {
@@ -22,7 +26,7 @@ export class RunLog {
         h(
           "li",
           { class: `log-${line.level}` },
-          h("time", { title: exact(line.at), datetime: new Date(line.at * 1000).toISOString() }, exact(line.at).slice(11)),
+          h("time", { title: exactZoned(line.at), datetime: new Date(line.at * 1000).toISOString() }, exact(line.at).slice(11)),
           " ",
           h("span", { class: "log-level" }, line.level),
           line.vertexId ? h("span", { class: "log-vertex" }, ` ${line.vertexId}`) : null,
