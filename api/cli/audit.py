@@ -15,6 +15,8 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
+from api.cli.client_errors import ApiFailure
+from api.cli.exit_codes import ExitCode
 from api.cli.remote import (
     EXIT_CODES_HELP,
     ApiKeyOption,
@@ -24,12 +26,14 @@ from api.cli.remote import (
     OutputOption,
     Remote,
     call,
+    fail,
     print_page,
     table,
 )
 from api.cli.run_options import CursorOption
 from api.cli.target import DEFAULT_API_URL
 from api.cli.text import exact, excerpt, relative
+from schemas.close_names import close_names, did_you_mean
 
 if TYPE_CHECKING:
     from rich.table import Table
@@ -43,9 +47,53 @@ audit_app = typer.Typer(
     epilog=EXIT_CODES_HELP,
 )
 
+ACTIONS = (
+    "workflow.published",
+    "workflow.serving_set",
+    "key.created",
+    "key.revoked",
+    "tenant.quota_set",
+    "tenant.quota_reset",
+    "tenant.rate_set",
+    "tenant.rate_reset",
+    "destination.caps_set",
+    "destination.caps_removed",
+    "secret.set",
+    "secret.deleted",
+)
+"""The audit's actions (`engine.store.models.AuditAction`, which a unit test holds this to):
+what a refused `--action` is compared with for its "did you mean"."""
+SUBJECT_KINDS = ("workflow", "api_key", "tenant", "destination", "secret")
+"""The kinds of subject (`AuditSubject`), as `ACTIONS`."""
+
 MAX_EVENTS = 10_000
 """The most events one `audit list` reads (20 pages of the API's 500)."""
 DETAIL_CHARS = 120
+
+
+def option_refusal(failure: ApiFailure, action: str | None, kind: str | None) -> ApiFailure:
+    """The API's refusal of `--action` or `--subject-kind` (a 422 whose problem points at
+    `/action` or `/subjectKind`, listing its enum) in the words of the option, with the
+    value it was probably meant to be: the user typed an option, not a query parameter."""
+    pointers = {p.get("pointer") for p in failure.details.get("problems", [])}
+    known: tuple[str, ...]
+    if "/action" in pointers and action is not None:
+        given, known = action, ACTIONS
+        said = f"--action {action!r} is not an audit action"
+    elif "/subjectKind" in pointers and kind is not None:
+        given, known = kind, SUBJECT_KINDS
+        said = f"--subject-kind {kind!r} is not a kind of subject"
+    else:
+        return failure
+    meant = did_you_mean(close_names(given, known))
+    message = f"{said}; {meant}" if meant else f"{said}: one of {', '.join(known)}"
+    return ApiFailure(
+        message,
+        failure.exit_code,
+        status=failure.status,
+        code=failure.code,
+        details=failure.details,
+    )
 
 
 def events_table(events: list[AuditEventView], now: float) -> Table:
@@ -110,6 +158,13 @@ def list_events(
 ) -> None:
     """List administrative changes, newest first: when, who, what, to which thing."""
     remote = Remote(api_url, api_key, output, debug)
+    if subject is not None and subject_kind is None:
+        # The API's rule (a subject id is unique only within its kind), said with the options.
+        fail(
+            f"--subject needs --subject-kind, the kind of thing {subject!r} is: "
+            f"{', '.join(SUBJECT_KINDS)}",
+            ExitCode.USAGE,
+        )
 
     async def action_(api: ApiClient) -> Page[AuditEventView]:
         # With the client: the models load only for the commands that call the API.
@@ -119,11 +174,14 @@ def list_events(
         selection = AuditQuery(
             actor=actor, action=action, subject_kind=subject_kind, subject_id=subject
         )
-        return await collect_pages(
-            lambda size, after: api.audit.list(selection, limit=size, cursor=after),
-            limit,
-            cursor,
-        )
+        try:
+            return await collect_pages(
+                lambda size, after: api.audit.list(selection, limit=size, cursor=after),
+                limit,
+                cursor,
+            )
+        except ApiFailure as failure:
+            raise option_refusal(failure, action, subject_kind) from failure
 
     events = call(remote, action_)
     now = time.time()

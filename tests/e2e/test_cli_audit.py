@@ -48,4 +48,17 @@ def test_audit_list_shows_changes_and_their_actor(serve_api: Stack) -> None:
 
     tenant_key = made.stdout.strip()
     assert_refused(stack.cli("audit", "list", key=tenant_key), 4, "admin key")
-    assert_refused(stack.cli("audit", "list", "--subject", tenant), 2, "subjectKind")
+    # The API's rule, said with the options the user typed, not the query's parameter names.
+    assert_refused(
+        stack.cli("audit", "list", "--subject", tenant), 2, "--subject needs --subject-kind"
+    )
+    assert_refused(
+        stack.cli("audit", "list", "--action", "key.revokd"),
+        2,
+        "--action 'key.revokd' is not an audit action; did you mean 'key.revoked'",
+    )
+    assert_refused(
+        stack.cli("audit", "list", "--subject-kind", "secrets"),
+        2,
+        "--subject-kind 'secrets' is not a kind of subject; did you mean 'secret'?",
+    )
