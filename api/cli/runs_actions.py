@@ -286,18 +286,21 @@ def retry(
 
 def _preview_batch(remote: Remote, selection: RunQuery, limit: int, filter_text: str) -> None:
     """`runs retry FILTER --dry-run`: what the batch would take, as the API counts it, and on
-    stderr the open breakers its steps would meet."""
+    stderr the open breakers its steps would meet. A `--workflow` no run matched because none
+    is published is refused with the name meant, as the batch itself refuses it."""
 
     async def preview(api: ApiClient) -> BatchRetryPreview:
-        return await api.actions.batch_retry_preview(selection, limit)
+        answer = await api.actions.batch_retry_preview(selection, limit)
+        if selection.workflow and not answer.matching:
+            await hints.require_workflow(api, selection.workflow)
+        return answer
 
     answer = call(remote, preview, workflow=selection.workflow, system_workflows=True)
     if remote.json:
         print_json(dump(answer))
     else:
         console = stdout()
-        matched = plural(answer.matching, "run")
-        console.print(f"would retry {matched} ({filter_text}); nothing retried", markup=False)
+        console.print(dry_run_line(answer, selection.status, filter_text), markup=False)
         if answer.truncated:
             console.print(
                 f"more runs match than --limit {answer.limit:,}: the batch takes the newest "
@@ -305,6 +308,20 @@ def _preview_batch(remote: Remote, selection: RunQuery, limit: int, filter_text:
                 markup=False,
             )
     _warn(remote, answer.warnings)
+
+
+def dry_run_line(answer: BatchRetryPreview, status: str | None, filter_text: str) -> str:
+    """The first line of `--dry-run`. The API counts the runs the filter matches; a batch
+    retries only the FAILED ones, so a filter on another status would retry none of them
+    (each skipped as not FAILED): "would retry 3 runs" would be untrue."""
+    matched = plural(answer.matching, "run")
+    if (status or "FAILED").upper() == "FAILED":
+        return f"would retry {matched} ({filter_text}); nothing retried"
+    verb = "matches" if answer.matching == 1 else "match"
+    return (
+        f"would retry no run: {matched} {verb} ({filter_text}), and a retry takes FAILED runs "
+        "only (the batch would skip them as not FAILED); nothing retried"
+    )
 
 
 # ── resolve, start over, reprocess, cancel ──────────────────────────────────────────────────

@@ -220,6 +220,26 @@ def test_a_batch_retry_into_an_open_breaker_warns_once(serve_api: Stack) -> None
     assert [w.split(":")[0] for w in answer["warnings"]] == [warning.split(":")[1].strip()]
 
 
+def test_a_dry_run_says_what_a_batch_would_not_retry(serve_api: Stack, workflow: str) -> None:
+    """`--dry-run` is held to what the batch does: a filter on SUCCEEDED runs counts them but
+    retries none (a batch skips them as not FAILED), and a misspelt `--workflow` is refused
+    with the name meant, as the batch refuses it, rather than read as "0 runs"."""
+    tenant = "dry-run-said"
+    serve_api.ok("runs", "submit", workflow, "--tenant", tenant, "--wait")
+    asked = ("runs", "retry", "--workflow", workflow, "--tenant", tenant, "--dry-run")
+    succeeded = serve_api.ok(*asked, "--status", "SUCCEEDED")
+    assert succeeded.stdout == (
+        f"would retry no run: 1 run matches (status SUCCEEDED, workflow {workflow}, tenant "
+        f"{tenant}), and a retry takes FAILED runs only (the batch would skip them as not "
+        "FAILED); nothing retried\n"
+    ), succeeded.stdout
+    failed = serve_api.ok(*asked)
+    assert failed.stdout.startswith("would retry 0 runs (status FAILED"), failed.stdout
+
+    typo = serve_api.cli("runs", "retry", "--workflow", "cli-messages-pnig", "--dry-run")
+    assert_refused(typo, 1, "no published workflow 'cli-messages-pnig'; did you mean", workflow)
+
+
 # ── services ───────────────────────────────────────────────────────────────────────────────
 
 
