@@ -276,12 +276,29 @@ def show(
     render(stdout(), deployment_view(found, time.time()))
 
 
+MAX_REASON_CHARS = 500
+"""The longest reason the API takes (`engine.operations.deployments.MAX_REASON_CHARS`, which a
+unit test holds this to)."""
+
+
+def checked_reason(reason: str | None) -> str | None:
+    """`--reason` on one line, as the deployment records it (None when it is blank), refused
+    here when too long: the API's refusal would name its body's `/reason`, not the option."""
+    if reason is None:
+        return None
+    flat = " ".join(reason.split())
+    if len(flat) > MAX_REASON_CHARS:
+        raise typer.BadParameter(f"{len(flat):,} characters; give at most {MAX_REASON_CHARS}")
+    return flat or None
+
+
 ReasonOption = Annotated[
     str | None,
     typer.Option(
         help="Why (optional): shown with who did it in the deployment's outcome and timeline, "
-        "its run's log and the API's log.",
+        f"its run's log and the API's log; at most {MAX_REASON_CHARS} characters.",
         metavar="TEXT",
+        callback=checked_reason,
     ),
 ]
 

@@ -23,3 +23,20 @@ def test_set_rate_says_what_is_missing_or_too_much(
     assert result.exit_code == 2
     text = " ".join(result.output.split())  # rich wraps the usage panel
     assert said in text and not_said not in text
+
+
+def test_a_reason_too_long_names_the_option_before_anything_is_sent() -> None:
+    """The API's own refusal would name its body's `/reason`; the option is what was typed.
+    The limit is the API's, counted on the reason as it is recorded, on one line."""
+    from api.cli.deployments import MAX_REASON_CHARS, checked_reason
+    from engine.operations import deployments
+
+    assert MAX_REASON_CHARS == deployments.MAX_REASON_CHARS
+    too_long = ["deployments", "abort", "12345678", "--reason", "x" * 501]
+    result = CliRunner().invoke(app, [*too_long, "--api-url", "http://127.0.0.1:1"])
+    assert result.exit_code == 2
+    text = " ".join(result.output.split())
+    assert "Invalid value for '--reason': 501 characters; give at most 500" in text, text
+    assert checked_reason(" canary\n  slow ") == "canary slow"
+    assert checked_reason("   ") is None
+    assert checked_reason(" ".join(["x"] * 250)) == " ".join(["x"] * 250)  # 499 on one line
