@@ -391,6 +391,10 @@ def start_over(
 SHOWN_DEAD_LETTERS = 10
 """Dead letters a reprocess's preview lists by name (`runs children` lists them all)."""
 
+RETRY_INSTEAD = "its own failed steps run again with `schemabridge runs retry {run}`"
+"""What a FAILED run with no dead letter to reprocess needs instead: a reprocess runs only a
+fan-out's failed children, so a run that failed at one of its own steps waits for a retry."""
+
 
 def reprocess(
     run_id: RunArgument,
@@ -440,6 +444,8 @@ def reprocess(
     result = call(remote, action)
     _print(remote, result, f"run {result.run_id}: {result.message}; it is {result.status}")
     _warn(remote, result.warnings)
+    if not result.changed and result.status == "FAILED" and not remote.json:
+        say(RETRY_INSTEAD.format(run=result.run_id))
 
 
 def reopens_finished_work(preview: ReprocessPreview) -> bool:
@@ -459,7 +465,8 @@ def preview_lines(preview: ReprocessPreview) -> list[str]:
     if not preview.reprocessable:
         return [f"run {run} is {preview.status}; its children are not run again"]
     if not preview.revived:
-        return [f"run {run} ({preview.status}): no dead-lettered children to run again"]
+        line = f"run {run} ({preview.status}): no dead-lettered children to run again"
+        return [line, RETRY_INSTEAD.format(run=run)] if preview.status == "FAILED" else [line]
     children = plural(preview.revived, "dead-lettered child", "dead-lettered children")
     lines = [f"run {run} ({preview.status}): a reprocess runs {children} again"]
     shown = preview.dead_letters[:SHOWN_DEAD_LETTERS]
@@ -472,7 +479,8 @@ def preview_lines(preview: ReprocessPreview) -> list[str]:
         had = f", which had {join.ended}," if join.ended else ""
         line = f"the join {join.join!r}{where}{had} reopens"
         steps = [_step_again(step) for step in join.steps_again]
-        lines.append(f"{line}: {', '.join(steps)} run again" if steps else line)
+        verb = "runs" if len(steps) == 1 else "run"
+        lines.append(f"{line}: {', '.join(steps)} {verb} again" if steps else line)
     return lines
 
 

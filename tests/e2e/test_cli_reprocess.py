@@ -135,7 +135,7 @@ def test_preview_says_what_would_run_again_and_does_nothing(
     assert re.fullmatch(r"  each\[3\]  [0-9a-f-]{36}", lines[1]), lines
     assert re.fullmatch(r"  each\[8\]  [0-9a-f-]{36}", lines[2]), lines
     assert lines[3] == (
-        f"the join 'join', which had SUCCEEDED, reopens: report (calls {destination}) run again"
+        f"the join 'join', which had SUCCEEDED, reopens: report (calls {destination}) runs again"
     )
     assert shown.stderr == (
         f"warning: run {run} had SUCCEEDED and runs again from its join 'join': the steps after "
@@ -202,6 +202,17 @@ def test_a_join_that_failed_is_reprocessed_without_asking(serve_api: Stack, work
     waited = serve_api.cli("runs", "submit", PARENT, "--input", run_input, "--wait", "-o", "json")
     assert waited.returncode == 1, waited.stderr
     run = json.loads(waited.stdout)["id"]
+    # A dead letter failed at its own step: nothing under it to reprocess; a retry it needs.
+    child = serve_api.json("runs", "children", run, "--status", "FAILED")["items"][0]["id"]
+    retry = f"its own failed steps run again with `schemabridge runs retry {child}`"
+    previewed = serve_api.ok("runs", "reprocess", child, "--preview")
+    assert previewed.stdout.splitlines() == [
+        f"run {child} (FAILED): no dead-lettered children to run again",
+        retry,
+    ], previewed.stdout
+    unchanged = serve_api.ok("runs", "reprocess", child)
+    assert unchanged.stdout.startswith(f"run {child}: no dead-lettered children"), unchanged.stdout
+    assert unchanged.stderr == f"{retry}\n", unchanged.stderr
     done = serve_api.ok("runs", "reprocess", run)
     assert done.stdout.startswith(f"run {run}: 3 dead-lettered children run again")
     assert "warning" not in done.stderr
