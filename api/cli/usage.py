@@ -103,7 +103,7 @@ def install_help_types() -> None:
 def _show_usage_error(self: UsageError, file: IO[Any] | None = None) -> None:
     """A usage error as one line: the problem, the fix click suggests ("Did you mean
     'list'?") and where the help is, instead of click's usage block and message."""
-    where = self.ctx.command_path if self.ctx is not None else "schemabridge"
+    where = self.ctx.command_path if self.ctx is not None else _command_path_given()
     message = _in_our_words(self.format_message().strip().replace("\n", " "), self)
     option = getattr(self, "option_name", None)
     if option in _CLIENT_OPTIONS and self.ctx is not None and self.ctx.parent is None:
@@ -121,6 +121,25 @@ def _show_usage_error(self: UsageError, file: IO[Any] | None = None) -> None:
     elif groups:
         message += f" Did you mean `{where} GROUP {name}`, GROUP one of {', '.join(groups)}?"
     stderr().print(f"error: {message} (see `{where} --help`)", markup=False)
+
+
+def _command_path_given() -> str:
+    """The command the command line names (`schemabridge deployments abort`), for a usage
+    error click raises without a context: an option given no value ("Option '--reason'
+    requires an argument") is the command's, whose --help is the one to read."""
+    from api.cli import app  # the tree of commands, only when such an error is shown
+
+    command = typer.main.get_command(app)
+    path = ["schemabridge"]
+    for arg in sys.argv[1:]:
+        if arg.startswith("-"):
+            continue  # a global option before the command (`--debug`)
+        sub = getattr(command, "commands", {}).get(arg)
+        if sub is None:
+            break
+        command = sub
+        path.append(arg)
+    return " ".join(path)
 
 
 _NOT_ONE_OF = re.compile(

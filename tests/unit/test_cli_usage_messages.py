@@ -40,3 +40,23 @@ def test_a_reason_too_long_names_the_option_before_anything_is_sent() -> None:
     assert checked_reason(" canary\n  slow ") == "canary slow"
     assert checked_reason("   ") is None
     assert checked_reason(" ".join(["x"] * 250)) == " ".join(["x"] * 250)  # 499 on one line
+
+
+@pytest.mark.parametrize(
+    ("arguments", "where"),
+    [
+        (["deployments", "abort", "12345678", "--reason"], "schemabridge deployments abort"),
+        (["--debug", "audit", "list", "--actor"], "schemabridge audit list"),
+        (["runs", "list", "--limit"], "schemabridge runs list"),
+    ],
+)
+def test_an_option_given_no_value_points_at_its_commands_help(
+    arguments: list[str], where: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Click raises "requires an argument" without the command's context: the help named is
+    still the command's, read from the command line, not the program's."""
+    monkeypatch.setattr("sys.argv", ["schemabridge", *arguments])
+    result = CliRunner().invoke(app, arguments)
+    assert result.exit_code == 2
+    text = " ".join(result.output.split())
+    assert f"requires an argument. (see `{where} --help`)" in text, text
