@@ -296,6 +296,28 @@ def test_a_retry_into_an_open_breaker_shows_the_apis_warning(
     assert layers.get(tenant, {"state": "closed"})["state"] == "closed"
 
 
+def test_the_retry_dialog_links_the_reset_of_the_breaker_it_warns_of(
+    server: DemoServer, browser: Any
+) -> None:
+    """Retry's dialog says the open breaker before the click (the API's preview) with the
+    same Reset link as the answer's warning, from the preview's `breakers`; followed, the
+    link takes the dialog away with it (as Cancel: nothing is retried) and opens the
+    Destinations page at that breaker's Reset."""
+    tenant, destination = "breaker-dialog", "ui-breaker-dialog-dest"
+    run_id = breaker_opening_run(server, "ui-breaker-dialog", tenant, destination)
+    command = f"schemabridge destinations reset-breaker {destination} --tenant {tenant}"
+    with opened(browser, f"{server.ui}#/runs/{run_id}") as (page, _):
+        page.get_by_role("button", name="Retry", exact=True).click()
+        previewed = page.locator("dialog.modal .warning-box")
+        link = previewed.locator("a.reset-link")
+        link.wait_for()
+        assert previewed.locator("code").all_inner_texts() == [command]
+        shoot(page, "run-retry-dialog-breaker-link")
+        follow_reset_link(page, link, destination, tenant)
+        assert page.locator("dialog").count() == 0
+    assert server.run_status(run_id) == "FAILED"
+
+
 def quota_failed_fan_out(server: DemoServer, tenant: str) -> str:
     """A fan-out of 3 children submitted for `tenant`, FAILED because its run quota is used
     up (set it first); its id."""
@@ -811,6 +833,7 @@ def test_children_behind_an_open_breaker_say_why_they_wait(
         line = page.locator('.waiting .waiting-line[data-children="breaker_open"]')
         line.wait_for(timeout=30_000)
         text = line.inner_text()
+        codes = line.locator("code").all_inner_texts()
         shoot(page, "run-children-breaker")
         link = line.locator("a.reset-link")
         link.wait_for()
@@ -821,3 +844,6 @@ def test_children_behind_an_open_breaker_say_why_they_wait(
     assert f"the tenant breaker of '{destination}' (tenant '{tenant}') is open" in text, text
     assert re.search(r"half-open in \d+ s", text), text
     assert f"reset-breaker {destination} --tenant {tenant}" in text, text
+    # The command as code, as in the warnings, not between raw backticks.
+    assert codes == [f"schemabridge destinations reset-breaker {destination} --tenant {tenant}"]
+    assert "`" not in text, text

@@ -15,6 +15,11 @@ function modal(title, body, buttons, { onClose } = {}) {
     if (onClose) onClose(dialog.returnValue);
     dialog.remove();
   });
+  // A link in it (a breaker's Reset, on the Destinations page) leaves the page: the dialog,
+  // modal over it, goes too, as Cancel, so the page the link opens is not hidden under it.
+  dialog.addEventListener("click", (event) => {
+    if (event.target.closest("a[href]")) dialog.close("cancel");
+  });
   dialog.showModal();
   return dialog;
 }

@@ -8,7 +8,7 @@ import { api } from "./api.js";
 import { confirmAction } from "./dialog.js";
 import { announce, fill, h } from "./dom.js";
 import { count, plural, shortId } from "./format.js";
-import { warningsBox, withCode, withWarnings } from "./warnings.js";
+import { warningNodes, warningsBox, withWarnings } from "./warnings.js";
 
 /** The most runs one batch retry takes (the API's `limit` maximum). */
 const MAX_BATCH = 10_000;
@@ -46,7 +46,7 @@ export function retryAllButton(filterOf, result, done) {
     }
     const cap = more ? h("p", {}, `⚠ More than ${count(MAX_BATCH)} match: one batch takes ${count(MAX_BATCH)}; retry again for the rest.`) : null;
     const said = preview.warnings || [];
-    const warned = said.length ? [h("p", {}, h("strong", {}, "⚠ Before you retry:")), h("ul", {}, said.map((w) => h("li", {}, withCode(w))))] : [];
+    const warned = said.length ? [h("p", {}, h("strong", {}, "⚠ Before you retry:")), h("ul", {}, said.map((w) => h("li", {}, warningNodes(w, preview.breakers))))] : [];
     const ok = await confirmAction({
       title: `Retry all ${plural(n, "matching FAILED run")}?`,
       text: `The failed steps of ${more ? `the newest ${count(n)} of the FAILED runs` : `all ${plural(n, "FAILED run")}`} these filters match (every page, not only this one) run again, with the steps stopped when each failed; completed steps are kept.`,

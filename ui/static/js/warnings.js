@@ -34,8 +34,9 @@ export function resetLink(breaker) {
 }
 
 /** A warning's nodes: its text (with code), then the Reset link of the breaker among
- * `breakers` whose sentence it is (the API gives both, so no text is parsed here). */
-function said(warning, breakers) {
+ * `breakers` whose sentence it is (the API gives both, so no text is parsed here). The
+ * answers' warning boxes and the previews in the action dialogs say them alike. */
+export function warningNodes(warning, breakers) {
   const breaker = (breakers || []).find((b) => b.message === warning);
   return breaker ? [withCode(warning), " ", resetLink(breaker)] : withCode(warning);
 }
@@ -56,13 +57,13 @@ export function warningsBox(warnings, { className = null, breakers = [] } = {}) 
   if (!given.length) return null;
   const classes = ["warning-box", "action-warnings", className];
   if (given.length === 1) {
-    return h("p", { class: classes }, h("strong", {}, "⚠ Warning: "), said(given[0], breakers));
+    return h("p", { class: classes }, h("strong", {}, "⚠ Warning: "), warningNodes(given[0], breakers));
   }
   return h(
     "div",
     { class: classes },
     h("p", {}, h("strong", {}, `⚠ ${given.length} warnings:`)),
-    h("ul", {}, given.map((warning) => h("li", {}, said(warning, breakers)))),
+    h("ul", {}, given.map((warning) => h("li", {}, warningNodes(warning, breakers)))),
   );
 }
 

@@ -9,7 +9,7 @@ import { chooseAction, editJson } from "../dialog.js";
 import { announce, fill, h } from "../dom.js";
 import { plural } from "../format.js";
 import { SET_QUOTA_COMMAND, setQuotaCommand } from "../quota.js";
-import { warningsBox, withCode, withWarnings } from "../warnings.js";
+import { warningNodes, warningsBox, withWarnings } from "../warnings.js";
 
 function path(runId, action) {
   return `/runs/${encodeURIComponent(runId)}/${action}`;
@@ -81,7 +81,7 @@ async function retryPreview(runId, offerReprocess) {
     text,
     blocks: [
       h("p", {}, h("strong", {}, "⚠ Before you retry:")),
-      h("ul", {}, warnings.map((w) => h("li", {}, withCode(w)))),
+      h("ul", {}, warnings.map((w) => h("li", {}, warningNodes(w, preview.breakers)))),
       preview.stuckJoins.length && offerReprocess
         ? h("p", {}, h("button", { type: "submit", value: "reprocess", class: "primary reprocess-instead" }, "Reprocess dead letters"), " instead")
         : null,
@@ -123,7 +123,7 @@ async function reprocessPreview(runId) {
     text: null,
     blocks: [
       h("p", {}, h("strong", {}, `⚠ Before you reprocess ${plural(preview.revived, "dead-lettered child", "dead-lettered children")}:`)),
-      h("ul", {}, preview.warnings.map((w) => h("li", {}, withCode(w)))),
+      h("ul", {}, preview.warnings.map((w) => h("li", {}, warningNodes(w, preview.breakers)))),
       steps.length ? [h("p", {}, "Steps that run a second time:"), h("ul", { class: "steps-again" }, steps)] : null,
     ],
   };

@@ -4,7 +4,7 @@
 
 import { h } from "../dom.js";
 import { duration } from "../format.js";
-import { resetLink } from "../warnings.js";
+import { resetLink, withCode } from "../warnings.js";
 
 export function errorBox(error, { title = "Error" } = {}) {
   if (!error) return null;
@@ -78,8 +78,9 @@ export function waitingLine(step) {
   if (waiting.reason) parts.push(`(${waiting.reason})`);
   const line = h("p", { class: "waiting-line", "data-vertex": step.vertexId }, h("span", { "aria-hidden": "true" }, "◷ "), parts.join(" "));
   // `text` is the API's wording (the message with its countdown, e.g. "half-open in 12 s").
+  // Its commands in `backticks` as code, as the warnings show them.
   const text = waiting.text || waiting.message;
-  if (text) line.append(": ", text);
+  if (text) line.append(": ", ...withCode(text));
   if (waiting.until && waiting.reason !== "breaker_open") {
     const seconds = Math.max(0, Math.round(waiting.until - Date.now() / 1000));
     line.append(h("span", { class: "muted" }, ` — about ${seconds} s more`));
@@ -99,7 +100,7 @@ export function childrenWaitingLine(run) {
   if (run.endedAt || (run.status && run.status !== "RUNNING") || groups.length === 0) return null;
   const [first, ...others] = groups;
   const count = `${first.children.toLocaleString("en-US")} ${first.children === 1 ? "child" : "children"} waiting`;
-  const line = h("p", { class: "waiting-line", "data-children": first.reason }, h("span", { "aria-hidden": "true" }, "◷ "), `${count} (${first.reason}): `, first.text || first.message || "");
+  const line = h("p", { class: "waiting-line", "data-children": first.reason }, h("span", { "aria-hidden": "true" }, "◷ "), `${count} (${first.reason}): `, ...withCode(first.text || first.message || ""));
   const reset = resetLink(first.breaker);
   if (reset) line.append(" ", reset);
   if (others.length) line.append(h("span", { class: "muted" }, ` (others wait for: ${others.map((g) => g.reason).join(", ")})`));
