@@ -283,7 +283,7 @@ async function stop(where, d, action, done) {
     title: abort ? "Abort this deployment?" : "Roll this deployment back?",
     text: abort
       ? `v${d.candidateVersion} gets no new runs and is not promoted; v${d.servingVersion} keeps serving. Runs already on v${d.candidateVersion} finish on it.`
-      : `v${d.candidateVersion} gets no new runs and the deployment ends ROLLED_BACK with today's figures. Runs already on v${d.candidateVersion} finish on it.`,
+      : `v${d.candidateVersion} gets no new runs and the deployment ends ROLLED_BACK with its figures as they are now. Runs already on v${d.candidateVersion} finish on it.`,
     fields,
     confirm: abort ? "Abort the deployment" : "Roll back",
     danger: true,
