@@ -313,6 +313,10 @@ def test_the_retry_dialog_links_the_reset_of_the_breaker_it_warns_of(
         link.wait_for()
         assert previewed.locator("code").all_inner_texts() == [command]
         shoot(page, "run-retry-dialog-breaker-link")
+        page.set_viewport_size({"width": 390, "height": 844})  # a phone: the link wraps inside
+        box, at = previewed.bounding_box(), link.bounding_box()
+        assert box and at and at["x"] + at["width"] <= box["x"] + box["width"], (box, at)
+        page.set_viewport_size(WIDE)
         follow_reset_link(page, link, destination, tenant)
         assert page.locator("dialog").count() == 0
     assert server.run_status(run_id) == "FAILED"
