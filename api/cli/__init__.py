@@ -42,7 +42,7 @@ app = typer.Typer(
     pretty_exceptions_enable=False,
 )
 usage.install_help_types()
-usage.install_one_line_usage_errors()
+usage.install_one_line_usage_errors(app)
 
 
 def _version(value: bool) -> None:

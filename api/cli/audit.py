@@ -42,7 +42,8 @@ if TYPE_CHECKING:
     from api.cli.wire import AuditEventView, Page
 
 audit_app = typer.Typer(
-    help="Who changed what: versions, serving, keys, tenant limits, caps, secrets (admin key).",
+    help="Who changed what: versions, serving, keys, tenant limits, caps, breaker resets, "
+    "secrets (admin key).",
     no_args_is_help=True,
     epilog=EXIT_CODES_HELP,
 )
@@ -58,8 +59,10 @@ ACTIONS = (
     "tenant.rate_reset",
     "destination.caps_set",
     "destination.caps_removed",
+    "destination.breakers_reset",
     "secret.set",
     "secret.deleted",
+    "secret.rotated",
 )
 """The audit's actions (`engine.store.models.AuditAction`, which a unit test holds this to):
 what a refused `--action` is compared with for its "did you mean"."""

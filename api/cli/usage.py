@@ -100,10 +100,10 @@ def install_help_types() -> None:
     typer_core.TyperArgument._usage_display_name = _argument_usage_name  # type: ignore[method-assign]
 
 
-def _show_usage_error(self: UsageError, file: IO[Any] | None = None) -> None:
+def _show_usage_error(self: UsageError, root: typer.Typer, file: IO[Any] | None = None) -> None:
     """A usage error as one line: the problem, the fix click suggests ("Did you mean
     'list'?") and where the help is, instead of click's usage block and message."""
-    where = self.ctx.command_path if self.ctx is not None else _command_path_given()
+    where = self.ctx.command_path if self.ctx is not None else _command_path_given(root)
     message = _in_our_words(self.format_message().strip().replace("\n", " "), self)
     option = getattr(self, "option_name", None)
     if option in _CLIENT_OPTIONS and self.ctx is not None and self.ctx.parent is None:
@@ -123,13 +123,11 @@ def _show_usage_error(self: UsageError, file: IO[Any] | None = None) -> None:
     stderr().print(f"error: {message} (see `{where} --help`)", markup=False)
 
 
-def _command_path_given() -> str:
+def _command_path_given(root: typer.Typer) -> str:
     """The command the command line names (`schemabridge deployments abort`), for a usage
     error click raises without a context: an option given no value ("Option '--reason'
     requires an argument") is the command's, whose --help is the one to read."""
-    from api.cli import app  # the tree of commands, only when such an error is shown
-
-    command = typer.main.get_command(app)
+    command = typer.main.get_command(root)
     path = ["schemabridge"]
     for arg in sys.argv[1:]:
         if arg.startswith("-"):
@@ -203,10 +201,15 @@ _CLIENT_OPTIONS = {"--api-url": "SCHEMABRIDGE_API_URL", "--api-key": "SCHEMABRID
 """The REST client's options, which each command takes, not the program."""
 
 
-def install_one_line_usage_errors() -> None:
+def install_one_line_usage_errors(root: typer.Typer) -> None:
     """Make every usage error (an unknown command or option, a missing argument, a value
-    out of range) one line on stderr, still exit 2."""
-    UsageError.show = _show_usage_error  # type: ignore[method-assign]
+    out of range) one line on stderr, still exit 2; `root` is the program's tree of
+    commands, which names the command of an error click raises without a context."""
+
+    def show(self: UsageError, file: IO[Any] | None = None) -> None:
+        _show_usage_error(self, root, file)
+
+    UsageError.show = show  # type: ignore[method-assign]
 
 
 def _leaves(error: BaseException) -> list[BaseException]:
