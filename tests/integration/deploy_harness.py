@@ -44,6 +44,13 @@ class Deploying:
         for document in documents:
             await self.ops.workflows.publish(document)
 
+    async def publish_orders(self, base: str, *, candidate_fails: bool = False) -> None:
+        """v1 of `orders`, which succeeds against the demo downstream at `base`, and a v2 to
+        deploy: one that also succeeds, or with `candidate_fails` one whose every run fails."""
+        note = "" if candidate_fails else "-v2"
+        candidate = version_doc("orders", base, fails=candidate_fails, note=note)
+        await self.publish(version_doc("orders", base), candidate)
+
     async def start(
         self,
         workflow: str,

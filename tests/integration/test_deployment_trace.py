@@ -34,9 +34,7 @@ async def test_a_promotion_is_logged_and_said_in_its_runs_log(
     env: Deploying, downstream: RunningDownstream, caplog: pytest.LogCaptureFixture
 ) -> None:
     caplog.set_level(logging.INFO)
-    await env.publish(
-        version_doc("orders", downstream.url), version_doc("orders", downstream.url, note="-v2")
-    )
+    await env.publish_orders(downstream.url)
     stages = [
         StageSpec(weight=50, min_runs=3, min_duration_seconds=30),
         StageSpec(weight=100, min_runs=3, min_duration_seconds=30),
@@ -99,10 +97,7 @@ async def test_an_automatic_rollback_is_logged_with_its_figures(
     env: Deploying, downstream: RunningDownstream, caplog: pytest.LogCaptureFixture
 ) -> None:
     caplog.set_level(logging.INFO)
-    await env.publish(
-        version_doc("orders", downstream.url),
-        version_doc("orders", downstream.url, fails=True),
-    )
+    await env.publish_orders(downstream.url, candidate_fails=True)
     stages = [StageSpec(weight=10, min_runs=10, min_duration_seconds=60), StageSpec(weight=100)]
     started = await env.start("orders", 2, stages, RollbackSpec(min_finished_runs=5))
     ended = await env.drive(started, "orders", wave=10, advance_s=1)
@@ -130,9 +125,7 @@ async def test_a_stop_by_hand_says_who_and_why_once(
     env: Deploying, downstream: RunningDownstream, caplog: pytest.LogCaptureFixture
 ) -> None:
     caplog.set_level(logging.INFO)
-    await env.publish(
-        version_doc("orders", downstream.url), version_doc("orders", downstream.url, note="-v2")
-    )
+    await env.publish_orders(downstream.url)
     stages = [StageSpec(weight=50, min_runs=1000), StageSpec(weight=100)]
     actor = "key:410577f5e3b5 (release-bot)"
     first = await env.start("orders", 2, stages, RollbackSpec())
@@ -206,9 +199,7 @@ async def test_a_child_workflows_deployment_keeps_saying_why_it_waits(
 async def test_a_candidate_run_names_its_deployment(
     env: Deploying, downstream: RunningDownstream
 ) -> None:
-    await env.publish(
-        version_doc("orders", downstream.url), version_doc("orders", downstream.url, note="-v2")
-    )
+    await env.publish_orders(downstream.url)
     stages = [StageSpec(weight=50, min_runs=1000), StageSpec(weight=100)]
     first = await env.start("orders", 2, stages, RollbackSpec())
     early = await env.wave("orders", 20, prefix="first")

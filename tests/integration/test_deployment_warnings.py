@@ -22,10 +22,7 @@ HOLD = [StageSpec(weight=10, min_runs=1000), StageSpec(weight=100)]
 async def test_a_retry_or_start_over_of_a_rolled_back_version_says_it_runs_it_again(
     env: Deploying, downstream: RunningDownstream
 ) -> None:
-    await env.publish(
-        version_doc("orders", downstream.url),
-        version_doc("orders", downstream.url, fails=True),
-    )
+    await env.publish_orders(downstream.url, candidate_fails=True)
     stages = [StageSpec(weight=50, min_runs=5, min_duration_seconds=0), StageSpec(weight=100)]
     started = await env.start("orders", 2, stages, RollbackSpec(min_finished_runs=3))
     ended = await env.drive(started, "orders", wave=8, advance_s=1)
@@ -116,9 +113,7 @@ async def test_a_start_warns_of_what_will_keep_it_from_a_sound_verdict(
 async def test_no_worker_alive_is_a_warning_and_the_hold_reason(
     env: Deploying, downstream: RunningDownstream
 ) -> None:
-    await env.publish(
-        version_doc("orders", downstream.url), version_doc("orders", downstream.url, note="-v2")
-    )
+    await env.publish_orders(downstream.url)
     runtime = env.runtime
 
     async def beat(name: str) -> None:

@@ -31,10 +31,7 @@ routing there is the same function, without a database round trip per key)."""
 async def test_a_failing_candidate_is_rolled_back_during_the_first_stage(
     env: Deploying, downstream: RunningDownstream
 ) -> None:
-    await env.publish(
-        version_doc("orders", downstream.url),
-        version_doc("orders", downstream.url, fails=True),
-    )
+    await env.publish_orders(downstream.url, candidate_fails=True)
     stages = [StageSpec(weight=10, min_runs=10, min_duration_seconds=60), StageSpec(weight=100)]
     rollback = RollbackSpec(max_failure_ratio=0.05, min_finished_runs=5)
     started = await env.start("orders", 2, stages, rollback)
@@ -123,9 +120,7 @@ async def operator_actions_are_refused(
 async def test_a_healthy_candidate_reaches_every_stage_and_becomes_serving(
     env: Deploying, downstream: RunningDownstream
 ) -> None:
-    await env.publish(
-        version_doc("orders", downstream.url), version_doc("orders", downstream.url, note="-v2")
-    )
+    await env.publish_orders(downstream.url)
     stages = [
         StageSpec(weight=50, min_runs=3, min_duration_seconds=30),
         StageSpec(weight=100, min_runs=3, min_duration_seconds=30),
@@ -243,9 +238,7 @@ async def test_routing_is_sticky_and_follows_the_weight(backend: Backend) -> Non
 
 
 async def test_abort_and_manual_rollback(env: Deploying, downstream: RunningDownstream) -> None:
-    await env.publish(
-        version_doc("orders", downstream.url), version_doc("orders", downstream.url, note="-v2")
-    )
+    await env.publish_orders(downstream.url)
     stages = [StageSpec(weight=50, min_runs=1000), StageSpec(weight=100)]
     first = await env.start("orders", 2, stages, RollbackSpec())
     await env.wave("orders", 6)
@@ -361,9 +354,7 @@ async def test_system_workflow_versions_are_found_by_content(
 ) -> None:
     """Each start stores the gradual_deploy of its number of stages once: a start with a
     shape seen before runs the version stored then."""
-    await env.publish(
-        version_doc("orders", downstream.url), version_doc("orders", downstream.url, note="-v2")
-    )
+    await env.publish_orders(downstream.url)
     store = env.runtime.store
     versions = []
     for shape in [2, 4, 2, 4, 3]:
