@@ -10,6 +10,7 @@ spells `TIMEOUT_COLLECT_MS`, `BACKPRESSURE_MAX_DEPTH`, `POLL_INTERVAL_MS`, …
 
 from __future__ import annotations
 
+import ipaddress
 from pathlib import Path
 
 from pydantic import AliasChoices, Field, SecretStr, field_validator
@@ -18,7 +19,7 @@ from pydantic_settings import BaseSettings, SettingsConfigDict
 from engine import payload_defaults
 from schemas.json_depth import DEFAULT_MAX_NESTING_DEPTH, HARD_MAX_NESTING_DEPTH
 from vertices import fanout_limits
-from vertices.egress import LOOPBACK_ALLOW, EgressPolicy
+from vertices.egress import LOOPBACK_ALLOW, EgressPolicy, IPNetwork
 
 
 def _env(name: str) -> AliasChoices:
@@ -31,6 +32,56 @@ MAX_WORKER_CONCURRENCY = 4096
 (executing, and executed but not yet recorded), and renewing or giving back its claims binds
 two values per claim in one statement: 8,192 claims x 2 stays well under the 32,766 values
 SQLite and asyncpg accept. More throughput comes from more worker processes."""
+
+
+TRUSTED_PROXIES_FORMAT = (
+    "Each entry is an address (10.1.2.3, fd00::1) or a CIDR network (10.0.0.0/8, fd00::/8) "
+    "of your proxies, separated by commas; empty trusts none."
+)
+
+
+def parse_trusted_proxies(text: str) -> tuple[IPNetwork, ...]:
+    """The networks of `SCHEMABRIDGE_TRUSTED_PROXIES` (an address is its /32 or /128).
+    Every bad entry is named in one ValueError. `*` and /0 networks are refused: with every
+    peer trusted, any client would choose the address it is logged with."""
+    networks: list[IPNetwork] = []
+    problems: list[str] = []
+    for entry in (part.strip() for part in text.split(",")):
+        if not entry:
+            continue
+        parsed = _trusted_proxy(entry)
+        if isinstance(parsed, str):
+            problems.append(parsed)
+        else:
+            networks.append(parsed)
+    if problems:
+        raise ValueError(
+            f"the trusted-proxy list has {len(problems)} bad "
+            f"entr{'y' if len(problems) == 1 else 'ies'}: "
+            f"{'; '.join(problems)}. {TRUSTED_PROXIES_FORMAT}"
+        )
+    return tuple(networks)
+
+
+def _trusted_proxy(entry: str) -> IPNetwork | str:
+    """`entry` as a network, or what is wrong with it."""
+    if entry == "*":
+        return "'*' (every peer) is not accepted: any client could then set its own address"
+    # IPv4 or IPv6 by its spelling, so that a bad prefix length is named as such.
+    kind = ipaddress.IPv6Network if ":" in entry else ipaddress.IPv4Network
+    try:
+        network = kind(entry)
+    except ipaddress.NetmaskValueError as error:
+        return f"'{entry}' has a bad prefix length ({error})"
+    except ValueError:
+        try:
+            loose = kind(entry, strict=False)
+        except ValueError:
+            return f"'{entry}' is not an address or a CIDR network"
+        return f"'{entry}' has host bits set (did you mean {loose}?)"
+    if network.prefixlen == 0:
+        return f"'{entry}' trusts every peer: any client could then set its own address"
+    return network
 
 
 DEFAULT_DATABASE_URL = "sqlite+aiosqlite:///./schemabridge.db"
@@ -210,11 +261,23 @@ class Settings(BaseSettings):
     health_timeout_s: float = Field(default=2.0, gt=0, validation_alias=_env("HEALTH_TIMEOUT_S"))
     """How long `/health` (and each source of `/metrics`) waits for the database and Redis
     before reporting them failing. Default 2 s."""
+    trusted_proxies: str = Field(default="", validation_alias=_env("TRUSTED_PROXIES"))
+    """The reverse proxies and load balancers whose `X-Forwarded-For` the HTTP servers (`api`,
+    `serve`, a worker's `--health-port`) believe: addresses and CIDR networks, IPv4 or IPv6,
+    separated by commas (docs/security.md, 'The access log'). The client is then the
+    right-most address of that header that is not a trusted proxy, for a connection from a
+    trusted proxy only. Default: none (the client is always the connection's peer)."""
 
     @field_validator("egress_allow")
     @classmethod
     def _check_egress_allow(cls, value: str) -> str:
         EgressPolicy.parse(value)  # every bad entry named at start, not at the first call
+        return value
+
+    @field_validator("trusted_proxies")
+    @classmethod
+    def _check_trusted_proxies(cls, value: str) -> str:
+        parse_trusted_proxies(value)  # refused at start, naming every bad entry
         return value
 
     @property
@@ -223,6 +286,10 @@ class Settings(BaseSettings):
         Every reader of JSON takes its limit from here, so one setting means the same
         everywhere."""
         return min(self.max_nesting_depth, HARD_MAX_NESTING_DEPTH)
+
+    def trusted_proxy_networks(self) -> tuple[IPNetwork, ...]:
+        """The networks of `trusted_proxies` (empty: no proxy is trusted)."""
+        return parse_trusted_proxies(self.trusted_proxies)
 
     def egress_policy(self) -> EgressPolicy:
         """The egress policy of `egress_allow`."""
