@@ -236,7 +236,12 @@ def _listen(host: str, port: int, settings: Settings) -> ApiServer:
     from api.rest import ApiServer
 
     try:
-        return ApiServer(host, port, grace_s=settings.shutdown_grace_s)
+        return ApiServer(
+            host,
+            port,
+            grace_s=settings.shutdown_grace_s,
+            trusted_proxies=settings.trusted_proxy_networks(),
+        )
     except OSError as error:
         raise CannotStart(
             f"cannot listen on {host}:{port}: {error.strerror or error}; pick another with "

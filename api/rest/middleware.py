@@ -161,9 +161,10 @@ def note_submission(state: Any, run_id: str, *, replayed: bool) -> None:
 
 
 def client_address(scope: Scope) -> str | None:
-    """The address of the peer that sent the request, as the server saw the connection. The
-    server trusts no `X-Forwarded-For` (`api.rest.server`), so behind a proxy or a load
-    balancer this is the proxy's address (docs/security.md, 'Audit')."""
+    """The address of the client that sent the request: the connection's peer, or, when that
+    peer is a trusted proxy (`SCHEMABRIDGE_TRUSTED_PROXIES`), the right-most address of its
+    `X-Forwarded-For` that is not a trusted proxy (`api.rest.server`). Behind a proxy that is
+    not trusted, this is the proxy's address (docs/security.md, 'The access log')."""
     client = scope.get("client")
     return None if not client else str(client[0])
 

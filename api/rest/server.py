@@ -6,6 +6,11 @@ the app until the service's stop event is set, then lets in-flight requests fini
 `grace_s` and runs the app's lifespan shutdown. uvicorn's own signal handling is switched off:
 the process's `engine.lifecycle.ServiceLifecycle` turns SIGINT/SIGTERM into the stop event,
 for the API and the workers beside it alike.
+
+The client address of a request (`scope["client"]`, which the access log writes) is the
+connection's peer, unless that peer is one of `trusted_proxies`: then it is the right-most
+address of `X-Forwarded-For` that is not a trusted proxy, as uvicorn's `ProxyHeadersMiddleware`
+reads it (docs/security.md, 'The access log').
 """
 
 from __future__ import annotations
@@ -13,10 +18,12 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import socket
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 
 import uvicorn
 from fastapi import FastAPI
+
+from vertices.egress import IPNetwork
 
 
 class _Uvicorn(uvicorn.Server):
@@ -55,14 +62,23 @@ class ApiServer:
     """A listening socket on `host:port`, then uvicorn serving an app on it.
 
     Raises OSError when the address cannot be bound (in use, not local). `grace_s` (default
-    20 s) bounds how long in-flight requests may take once the stop is requested."""
+    20 s) bounds how long in-flight requests may take once the stop is requested.
+    `trusted_proxies`: the peers whose `X-Forwarded-For` is believed (default none)."""
 
-    def __init__(self, host: str, port: int, *, grace_s: float = 20.0) -> None:
+    def __init__(
+        self,
+        host: str,
+        port: int,
+        *,
+        grace_s: float = 20.0,
+        trusted_proxies: Sequence[IPNetwork] = (),
+    ) -> None:
         self._socket = _bind(host, port)
         self.port: int = self._socket.getsockname()[1]
         self.url = _url(host, self.port)
         """The address it listens on, with the real port."""
         self.grace_s = grace_s
+        self.trusted_proxies = tuple(trusted_proxies)
         self._ready = asyncio.Event()
         self._server: _Uvicorn | None = None
 
@@ -81,10 +97,12 @@ class ApiServer:
             http="httptools",
             log_config=None,  # the process configured logging; the access log is the app's
             access_log=False,
-            # uvicorn would believe X-Forwarded-For from 127.0.0.1 (or FORWARDED_ALLOW_IPS):
-            # any local process could then write the client address of the access log. No
-            # setting of ours trusts a proxy, so the address is always the connection's peer.
-            proxy_headers=False,
+            # Only the proxies named (SCHEMABRIDGE_TRUSTED_PROXIES), never uvicorn's default
+            # (127.0.0.1, or FORWARDED_ALLOW_IPS): any local process could otherwise write the
+            # client address of the access log. uvicorn walks X-Forwarded-For from the right
+            # and takes the first address that is not a trusted proxy.
+            proxy_headers=bool(self.trusted_proxies),
+            forwarded_allow_ips=[str(network) for network in self.trusted_proxies],
             timeout_graceful_shutdown=max(1, round(self.grace_s)),
         )
         server = self._server = _Uvicorn(config, self._ready)

@@ -25,6 +25,7 @@ from fastapi import FastAPI
 
 from api.rest import ApiServer
 from api.rest.middleware import ACCESS_LOGGER
+from engine.settings import parse_trusted_proxies
 from tests.conftest import Backend
 
 READY_TIMEOUT_S = 20.0
@@ -35,9 +36,11 @@ PROCESS_READY_TIMEOUT_S = 60.0
 
 
 @contextlib.asynccontextmanager
-async def serving(app: FastAPI) -> AsyncIterator[str]:
-    """Serve `app` on 127.0.0.1 (a free port) until the block ends; yields its URL."""
-    server = ApiServer("127.0.0.1", 0, grace_s=1.0)
+async def serving(app: FastAPI, *, trusted_proxies: str = "") -> AsyncIterator[str]:
+    """Serve `app` on 127.0.0.1 (a free port) until the block ends; yields its URL.
+    `trusted_proxies`: as `SCHEMABRIDGE_TRUSTED_PROXIES` says them (default none)."""
+    proxies = parse_trusted_proxies(trusted_proxies)
+    server = ApiServer("127.0.0.1", 0, grace_s=1.0, trusted_proxies=proxies)
     stop = asyncio.Event()
     async with asyncio.TaskGroup() as group:
         group.create_task(server.serve(app, stop), name="test-http")

@@ -84,7 +84,8 @@ async def test_the_client_address_is_the_peer_whatever_a_header_says(
     api: Api, caplog: pytest.LogCaptureFixture
 ) -> None:
     """A refused key is logged with the address it came from, so a burst of them can be
-    alerted on; `X-Forwarded-For` is not believed (no setting trusts a proxy)."""
+    alerted on; `X-Forwarded-For` is not believed (by default no proxy is trusted,
+    tests/e2e/test_trusted_proxies.py)."""
     spoofed = {"X-Forwarded-For": "203.0.113.9", "Forwarded": "for=203.0.113.9"}
     with caplog.at_level(logging.INFO, logger="api.rest.access"):
         async with client(api.url, "sbk_wrong") as http:
