@@ -368,3 +368,11 @@ def deployment_view(
         serving_version_now=serving_now,
         superseded=None not in (left, serving_now) and left != serving_now,
     )
+
+
+def started_view(record: DeploymentRecord) -> DeploymentView:
+    """The view of a deployment its start has just written (`record`): no run routed yet, and
+    the serving version the start read in its own transaction. No read: once a start has
+    committed, its answer must not depend on the database still answering."""
+    none = deploy.VersionCounts()
+    return deployment_view(record, DeploymentCounts(none, none, 0), record.serving_version)

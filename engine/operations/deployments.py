@@ -16,7 +16,10 @@ import builtins
 import itertools
 import logging
 from collections.abc import Sequence
-from typing import TYPE_CHECKING
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from sqlalchemy.exc import DBAPIError
 
 from engine.execution.deploy_stage import gradual_deploy_workflow
 from engine.operations import id_prefixes
@@ -33,6 +36,7 @@ from engine.operations.deployment_views import (
     StageSpec,
     deployment_view,
     serving_view,
+    started_view,
 )
 from engine.operations.deployment_warnings import (
     INPUTS_CHECKED,
@@ -50,7 +54,8 @@ from engine.store.deployment_log import log_event, routing_after
 from engine.store.deployments import DeploymentSpec, SpawningParent
 from engine.store.models import DeploymentStatus
 from engine.store.records import DeploymentRecord
-from schemas.definitions import RESERVED_WORKFLOWS
+from engine.store.unreachable import STORE_UNREACHABLE, store_unreachable
+from schemas.definitions import RESERVED_WORKFLOWS, Workflow
 from schemas.errors import InvalidRequest, NotFound, Problem, WrongState
 from schemas.waiting import WaitReason
 
@@ -137,6 +142,21 @@ def child_warning(workflow: str, version: int, parents: Sequence[SpawningParent]
         f"directly and with none it stays in stage 1; to move the children, publish the "
         f"parent with `{workflow}@{version}` in its SPAWNER and deploy the parent"
     )
+
+
+@dataclass(frozen=True)
+class StartFacts:
+    """What a deployment's start warns about, read before it commits (the start changes none
+    of it): the workflows whose SPAWNERs pin the deployed one, the candidate's definition,
+    the serving version and its latest accepted inputs, the candidate's latest rollback,
+    whether a worker is alive."""
+
+    parents: list[SpawningParent]
+    candidate: Workflow
+    serving_version: int | None
+    inputs: list[Any]
+    rolled_back: DeploymentRecord | None
+    workers_alive: bool | None
 
 
 class DeploymentOperations:
@@ -227,12 +247,14 @@ class DeploymentOperations:
             check_interval_s=float(check_interval_s),
             actor=actor,
         )
+        # Read before the start, which does not change them: once it has committed, a lost
+        # database must not make it answer "unavailable" (as `OperatorActions.retry`).
+        facts = await self._start_facts(workflow, version)
         try:
             record = await self._store.start_deployment(spec, gradual_deploy_workflow(len(stages)))
         except UnknownWorkflow as exc:
             raise workflow_not_found(workflow, version) from exc
         await self._runtime.wakeup.notify()
-        view = await self._view(record)
         first = stages[0]
         log_event(
             logger,
@@ -247,27 +269,68 @@ class DeploymentOperations:
             weight=first.weight,
             stages=len(stages),
         )
+        inputs = facts.inputs
+        if record.serving_version != facts.serving_version:
+            inputs = await self._inputs_after(record, facts.candidate)
         said = [
-            await self._child_warning(record),
-            await self._input_warning(record),
+            child_warning(workflow, version, facts.parents),
+            input_warning(workflow, facts.candidate, version, record.serving_version, inputs),
             no_evidence_warning(stages, rollback),
-            redeploy_warning(version, await self._store.latest_rolled_back(workflow, version)),
-            NO_WORKER if await workers_alive(self._runtime) is False else None,
+            redeploy_warning(version, facts.rolled_back),
+            NO_WORKER if facts.workers_alive is False else None,
         ]
         warnings = [warning for warning in said if warning is not None]
+        view = started_view(record)
         return view.model_copy(update={"warnings": warnings}) if warnings else view
 
-    async def _input_warning(self, record: DeploymentRecord) -> str | None:
-        """Whether the candidate's inputSchema refuses recent inputs the serving version
-        accepted (its latest `INPUTS_CHECKED` root runs': one bounded read)."""
-        name = record.workflow_name
-        candidate = await self._store.get_version(name, record.candidate_version)
-        if candidate.workflow.input_schema is None:
-            return None
-        inputs = await self._store.recent_inputs(name, record.serving_version, limit=INPUTS_CHECKED)
-        return input_warning(
-            name, candidate.workflow, record.candidate_version, record.serving_version, inputs
+    async def _start_facts(self, workflow: str, version: int) -> StartFacts:
+        """What a start of `workflow` v`version` warns about, read before it. Unknown
+        workflow or version: `NotFound(code="workflow_not_found")`."""
+        try:
+            candidate = (await self._store.get_version(workflow, version)).workflow
+        except UnknownWorkflow as exc:
+            raise workflow_not_found(workflow, version) from exc
+        serving = await self._store.serving(workflow)
+        serving_version = None if serving is None else serving.serving_version
+        return StartFacts(
+            parents=await self._store.spawning_parents(workflow),
+            candidate=candidate,
+            serving_version=serving_version,
+            inputs=await self._recent_inputs(workflow, candidate, serving_version),
+            rolled_back=await self._store.latest_rolled_back(workflow, version),
+            workers_alive=await workers_alive(self._runtime),
         )
+
+    async def _recent_inputs(
+        self, workflow: str, candidate: Workflow, serving_version: int | None
+    ) -> builtins.list[Any]:
+        """The serving version's latest `INPUTS_CHECKED` accepted inputs, which the
+        candidate's inputSchema is checked against (one bounded read; none without a schema)."""
+        if candidate.input_schema is None or serving_version is None:
+            return []
+        return await self._store.recent_inputs(workflow, serving_version, limit=INPUTS_CHECKED)
+
+    async def _inputs_after(
+        self, record: DeploymentRecord, candidate: Workflow
+    ) -> builtins.list[Any]:
+        """The inputs to check when a switch of the serving version raced the start (those
+        read before were another version's): read after the commit, and none when the
+        database cannot be reached, since the deployment has started and must answer so."""
+        try:
+            return await self._recent_inputs(
+                record.workflow_name, candidate, record.serving_version
+            )
+        except (*STORE_UNREACHABLE, DBAPIError) as exc:
+            if not store_unreachable(exc):
+                raise
+            logger.warning(
+                "deployment %s started; its candidate's inputSchema was not checked against "
+                "v%d's recent inputs: the database cannot be reached: %s",
+                record.id,
+                record.serving_version,
+                exc,
+            )
+            return []
 
     async def _child_warning(self, record: DeploymentRecord) -> str | None:
         parents = await self._store.spawning_parents(record.workflow_name)

@@ -4,9 +4,10 @@ through the operations layer on both backends, with a real worker and the demo d
 
 from __future__ import annotations
 
+import dataclasses
 import re
 from collections.abc import Awaitable, Callable
-from typing import Any
+from typing import Any, NoReturn
 
 import pytest
 
@@ -14,6 +15,9 @@ from demo.downstream import RunningDownstream
 from engine.coordination.heartbeat import Heartbeat
 from engine.operations.deployment_views import RollbackSpec, StageSpec
 from engine.operations.deployment_warnings import at
+from engine.store.deployments import DeploymentSpec
+from engine.store.records import DeploymentRecord
+from schemas.definitions import Workflow
 from tests.integration.deploy_harness import Deploying, version_doc
 
 HOLD = [StageSpec(weight=10, min_runs=1000), StageSpec(weight=100)]
@@ -183,3 +187,109 @@ async def test_a_done_retry_or_start_over_still_warns_when_the_database_is_lost_
     assert retried.changed and retried.warnings[0].startswith(said.replace("ACTION", "retry"))
     assert restarted.changed
     assert restarted.warnings[0].startswith(said.replace("ACTION", "start over"))
+
+
+class _Unreachable:
+    """An engine whose database went away: every connection is refused."""
+
+    def connect(self) -> NoReturn:
+        raise ConnectionRefusedError("the database went away after the commit")
+
+    begin = connect
+
+
+def _lost_after_start(
+    env: Deploying,
+    monkeypatch: pytest.MonkeyPatch,
+    before: Callable[[], Awaitable[Any]],
+    *,
+    lose: bool = True,
+) -> Callable[[], None]:
+    """Make the store's `start_deployment` run `before()`, commit, then (with `lose`) lose
+    the database, every read and write refused, until the returned function is called."""
+    store = env.runtime.store
+    start, engines = store.start_deployment, store._engines
+
+    async def started_then_lost(spec: DeploymentSpec, system: Workflow) -> DeploymentRecord:
+        await before()
+        record = await start(spec, system)
+        if not lose:
+            return record
+        lost = _Unreachable()
+        monkeypatch.setattr(store, "_engines", dataclasses.replace(engines, read=lost, write=lost))
+        return record
+
+    monkeypatch.setattr(store, "start_deployment", started_then_lost)
+    return lambda: monkeypatch.setattr(store, "_engines", engines)
+
+
+async def _nothing() -> None:
+    return None
+
+
+async def test_a_started_deployment_says_so_when_the_database_is_lost_after(
+    env: Deploying, downstream: RunningDownstream, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The start's warnings are read before it, and its answer is the row it wrote: once it
+    has committed, a database lost before the answer must not turn a started deployment into
+    "unavailable" (the operator's start sent again would be refused: one is running)."""
+    serving = {**version_doc("orders", downstream.url), "inputSchema": {"type": "object"}}
+    strict = {
+        **version_doc("orders", downstream.url, note="-v2"),
+        "inputSchema": {"type": "object", "required": ["priority"]},
+    }
+    await env.publish(serving, strict)
+    await env.wave("orders", 3)
+    found = _lost_after_start(env, monkeypatch, _nothing)
+
+    started = await env.start("orders", 2, HOLD, RollbackSpec())
+
+    assert (started.status, started.stage, started.weight) == ("RUNNING", 1, 10)
+    assert (started.serving_version, started.serving_version_now, started.candidate.runs) == (
+        1,
+        1,
+        0,
+    )
+    assert len(started.warnings) == 1
+    assert started.warnings[0].startswith("v2's inputSchema refuses 3 of the 3 latest inputs v1")
+    found()
+    shown = await env.ops.deployments.get(started.id)
+    assert (shown.status, shown.run_id) == ("RUNNING", started.run_id)
+
+
+@pytest.mark.parametrize("lost", [False, True], ids=["found", "lost"])
+async def test_a_serving_switch_racing_the_start_checks_the_inputs_of_the_new_one(
+    env: Deploying, downstream: RunningDownstream, monkeypatch: pytest.MonkeyPatch, lost: bool
+) -> None:
+    """The inputs read before the start are the serving version's then: when a switch
+    commits in between, those of the version the deployment runs against are read after
+    it, and when the database is lost by then the start answers without that warning."""
+    schema = {"inputSchema": {"type": "object"}}
+    await env.publish(
+        {**version_doc("orders", downstream.url), **schema},
+        {
+            **version_doc("orders", downstream.url, note="-v2"),
+            "inputSchema": {"type": "object", "required": ["priority"]},
+        },
+        {**version_doc("orders", downstream.url, note="-v3"), **schema},
+    )
+    await env.ops.deployments.set_serving("orders", 3, actor="key:ops")
+    await env.wave("orders", 2, prefix="v3")
+    await env.ops.deployments.set_serving("orders", 1, actor="key:ops")
+    await env.wave("orders", 3, prefix="v1")
+
+    async def switch() -> None:
+        await env.runtime.store.set_serving("orders", 3, actor="key:ops")
+
+    _lost_after_start(env, monkeypatch, switch, lose=lost)
+
+    started = await env.start("orders", 2, HOLD, RollbackSpec())
+
+    assert (started.status, started.serving_version) == ("RUNNING", 3)
+    if lost:
+        assert started.warnings == []
+    else:
+        assert len(started.warnings) == 1
+        assert started.warnings[0].startswith(
+            "v2's inputSchema refuses 2 of the 2 latest inputs v3 accepted"
+        )
