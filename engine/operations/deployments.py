@@ -47,9 +47,11 @@ from engine.operations.deployment_warnings import (
     workers_alive,
 )
 from engine.operations.pagination import check_limit
+from engine.operations.row_cache import RowCache, shared_row_cache
 from engine.operations.views import DeploymentIdMatches
 from engine.operations.workflows import not_found as workflow_not_found
 from engine.store import UnknownWorkflow
+from engine.store.committed_changes import SERVING_TOPIC
 from engine.store.deployment_log import log_event, routing_after
 from engine.store.deployments import DeploymentSpec, SpawningParent
 from engine.store.models import DeploymentStatus
@@ -66,6 +68,10 @@ MAX_STAGES = 10
 MAX_ID_CHARS = 36
 MAX_REASON_CHARS = 500
 """The longest reason an operator may give for an abort or a rollback by hand."""
+PARENTS_CACHE_MAX_AGE_S = 5.0
+"""Kept spawning parents are read again after this long (what a routing change whose token
+Redis did not take costs, as for the routing rows submissions keep)."""
+PARENTS_CACHE_MAX_ROWS = 1_000
 
 logger = logging.getLogger(__name__)
 
@@ -165,6 +171,16 @@ class DeploymentOperations:
     def __init__(self, runtime: Runtime) -> None:
         self._runtime = runtime
         self._store = runtime.store
+        self._parents: RowCache[builtins.list[SpawningParent]] = shared_row_cache(
+            runtime,
+            SERVING_TOPIC,
+            max_age_s=PARENTS_CACHE_MAX_AGE_S,
+            max_rows=PARENTS_CACHE_MAX_ROWS,
+        )
+        """The spawning parents of each deployed workflow, kept under the routing rows' change
+        token (`engine.operations.row_cache`): they follow from the serving versions alone
+        (versions are immutable), and a running deployment's view, polled every few seconds,
+        says them again; reading them walks every serving version's definition."""
 
     async def _view(
         self, record: DeploymentRecord, serving_now: dict[str, int | None] | None = None
@@ -293,7 +309,7 @@ class DeploymentOperations:
         serving = await self._store.serving(workflow)
         serving_version = None if serving is None else serving.serving_version
         return StartFacts(
-            parents=await self._store.spawning_parents(workflow),
+            parents=await self._spawning_parents(workflow),
             candidate=candidate,
             serving_version=serving_version,
             inputs=await self._recent_inputs(workflow, candidate, serving_version),
@@ -333,8 +349,13 @@ class DeploymentOperations:
             return []
 
     async def _child_warning(self, record: DeploymentRecord) -> str | None:
-        parents = await self._store.spawning_parents(record.workflow_name)
+        parents = await self._spawning_parents(record.workflow_name)
         return child_warning(record.workflow_name, record.candidate_version, parents)
+
+    async def _spawning_parents(self, workflow: str) -> builtins.list[SpawningParent]:
+        """`Store.spawning_parents`, as kept while no routing row changed."""
+        parents = await self._parents.get(workflow, lambda: self._store.spawning_parents(workflow))
+        return [] if parents is None else parents
 
     @store_boundary
     async def get(self, deployment_id: str) -> DeploymentView:

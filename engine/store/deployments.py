@@ -232,8 +232,9 @@ class DeploymentStore(RunCatalogue, OperatorActionsStore):
     async def spawning_parents(self, name: str) -> list[SpawningParent]:
         """The other workflows whose serving version has a SPAWNER of `name`, by name: their
         runs pin `name`'s version at the root, so a deployment of `name` never routes them.
-        Reads every workflow's serving version (cached once read): a deployment's start, not
-        a hot path."""
+        Reads every workflow's serving version and walks each one's definition (cached once
+        read): a few ms at 1,000 workflows (bench/results-deploy.md), so a caller that asks
+        often keeps the answer while no routing row changes (it depends on nothing else)."""
         async with self._engines.read.connect() as conn:
             serving_now = await rows_.serving_versions(conn)
         found = []

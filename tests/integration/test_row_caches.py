@@ -1,9 +1,10 @@
 """The rows an API process keeps in memory, seen from two runtimes ("two processes") on one
 database and one Redis: API keys (`KeyOperations.authenticate`), refused on the very next call
-after a revocation anywhere, and by the clock at expiry; and the routing rows of submissions
+after a revocation anywhere, and by the clock at expiry; the routing rows of submissions
 (`RunOperations.submit`), current on the very next submission after whatever change another
-process commits (an operator's switch, a deployment's start). Nothing is kept with the
-embedded Redis, which no other process reaches."""
+process commits (an operator's switch, a deployment's start); and what follows from them, the
+workflows that spawn a deployed one (`DeploymentOperations.get`'s warning). Nothing is kept
+with the embedded Redis, which no other process reaches."""
 
 from __future__ import annotations
 
@@ -24,7 +25,7 @@ from engine.runtime import Runtime
 from schemas.clock import Clock, FakeClock, SystemClock
 from tests.conftest import Backend
 from tests.integration.engine_harness import settings_for
-from tests.integration.operations_harness import single
+from tests.integration.operations_harness import single, spawner_of
 from tests.integration.scripts.helpers import unique
 
 
@@ -187,6 +188,67 @@ async def test_with_the_embedded_redis_every_submission_reads_its_routing_row(
         reads = counting(runtime, "serving")
         for _ in range(3):
             await ops.runs.submit("orders", {})
+        assert reads[0] == 3
+    finally:
+        await runtime.close()
+
+
+HOLD = [StageSpec(weight=10, min_runs=1000), StageSpec(weight=100)]
+
+
+async def parents_said(ops: Operations, deployment_id: str) -> str | None:
+    """The spawning parents a running deployment's view names (None: none)."""
+    view = await ops.deployments.get(deployment_id)
+    assert view.status == "RUNNING"
+    said = [w for w in view.warnings if w.startswith("orders is a SPAWNER's child")]
+    return None if not said else said[0].split(" in the serving version of ")[1].split(":")[0]
+
+
+@pytest.mark.parametrize("backend", ["server"], indirect=True)
+async def test_a_deployments_view_names_its_parents_as_another_process_changes_them(
+    two: tuple[Operations, Operations, FakeClock],
+) -> None:
+    """A running deployment's view, polled every few seconds, keeps which workflows spawn the
+    deployed one while no routing row changes (they depend on nothing else), and names them
+    anew on the next poll after another process commits a change."""
+    api, operator, _ = two
+    for url in ("http://127.0.0.1:9/v1", "http://127.0.0.1:9/v2"):
+        await operator.workflows.publish(single("orders", url))
+    started = await operator.deployments.start(
+        "orders", 2, actor="test", stages=HOLD, rollback=RollbackSpec()
+    )
+    reads = counting(api.runtime, "spawning_parents")
+    assert await parents_said(api, started.id) is None
+    assert await parents_said(api, started.id) is None
+    assert reads[0] == 1, "kept"
+
+    await operator.workflows.publish(spawner_of("parent", "orders"))  # its v1 serves at once
+    assert await parents_said(api, started.id) == "parent v1"
+    await operator.workflows.publish(single("parent", "http://127.0.0.1:9/p"))  # v2: not served
+    assert await parents_said(api, started.id) == "parent v1"
+    assert reads[0] == 2
+
+    await operator.deployments.set_serving("parent", 2, actor="test")
+    assert await parents_said(api, started.id) is None
+    assert reads[0] == 3
+
+
+@pytest.mark.parametrize("backend", ["embedded"], indirect=True)
+async def test_with_the_embedded_redis_every_deployment_view_reads_its_parents(
+    backend: Backend,
+) -> None:
+    runtime = await Runtime.open(settings_for(backend))
+    try:
+        ops = Operations(runtime)
+        for url in ("http://127.0.0.1:9/v1", "http://127.0.0.1:9/v2"):
+            await ops.workflows.publish(single("orders", url))
+        await ops.workflows.publish(spawner_of("parent", "orders"))
+        started = await ops.deployments.start(
+            "orders", 2, actor="test", stages=HOLD, rollback=RollbackSpec()
+        )
+        reads = counting(runtime, "spawning_parents")
+        for _ in range(3):
+            assert await parents_said(ops, started.id) == "parent v1"
         assert reads[0] == 3
     finally:
         await runtime.close()
