@@ -7,7 +7,13 @@ feed timestamps instead of sleeping (docs/architecture.md, 'Injected time').
 from __future__ import annotations
 
 import time
+from datetime import UTC, datetime
 from typing import Protocol
+
+
+def utc_moment(epoch_s: float) -> str:
+    """A time as messages say it: UTC, to the second ("2026-12-05 09:31:07Z")."""
+    return datetime.fromtimestamp(epoch_s, UTC).strftime("%Y-%m-%d %H:%M:%SZ")
 
 
 class Clock(Protocol):

@@ -92,8 +92,13 @@ def list_keys(
 
 @keys_app.command("revoke")
 def revoke(key_id: Annotated[str, typer.Argument(help="The key's id (see `keys list`).")]) -> None:
-    """Revoke a key: it stops working at once, on every API process."""
+    """Revoke a key: it stops working at once, on every API process (a key revoked already:
+    says when and by whom, exit 0)."""
     revoked = with_operations(lambda ops: ops.keys.revoke(key_id, actor=CLI_ACTOR))
+    if not revoked.changed:
+        # Nothing to do, as a cancel of a cancelled run: said as such, not as a new revocation.
+        console.print(revoked.message, soft_wrap=True, highlight=False, markup=False)
+        return
     console.print(f"revoked key {revoked.id} at {_time(revoked.revoked_at)}")
     if _api_processes_unreachable():
         from engine.operations.keys import KEY_CACHE_MAX_AGE_S  # the CLI starts without it

@@ -13,7 +13,7 @@ from api.rest.body_shape import JsonBodyRoute
 from api.rest.deps import OperationsDep
 from api.rest.errors import error_responses
 from api.rest.renamed import renamed_fields
-from engine.operations.keys_views import ApiKeyList, ApiKeyView, CreatedApiKey
+from engine.operations.keys_views import ApiKeyList, CreatedApiKey, RevokedApiKey
 
 router = APIRouter(tags=["keys"], route_class=JsonBodyRoute)
 
@@ -68,9 +68,12 @@ async def list_keys(ops: OperationsDep, _caller: AdminDep) -> ApiKeyList:
 
 @router.delete(
     "/keys/{key_id}",
-    response_model=ApiKeyView,
+    response_model=RevokedApiKey,
     responses=error_responses(401, 403, 404, 503),
     summary="Revoke an API key (at once, on every API process)",
 )
-async def revoke_key(key_id: str, ops: OperationsDep, caller: AdminDep) -> ApiKeyView:
+async def revoke_key(key_id: str, ops: OperationsDep, caller: AdminDep) -> RevokedApiKey:
+    """Revoke the key. A key revoked already answers 200 too, with `changed: false`, its
+    first `revokedAt` and `revokedBy` (nothing is done), as every action with nothing to do
+    answers."""
     return await ops.keys.revoke(key_id, actor=caller.actor)

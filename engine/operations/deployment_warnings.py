@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import shlex
 from collections.abc import Sequence
-from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
 from engine.coordination.heartbeat import is_worker_service, read_services
@@ -20,6 +19,7 @@ from engine.store.deployments import RerunFacts
 from engine.store.models import RunRoute
 from engine.store.records import DeploymentRecord
 from engine.validation import validate_input
+from schemas.clock import utc_moment
 from schemas.definitions import Workflow
 
 if TYPE_CHECKING:
@@ -38,11 +38,6 @@ NO_WORKER = (
 )
 """The hold reason of a running deployment, and a start's warning, while every worker's
 heartbeat is stale (`GET /services`' rule)."""
-
-
-def at(epoch_s: float) -> str:
-    """A time in messages: UTC, to the second."""
-    return datetime.fromtimestamp(epoch_s, UTC).strftime("%Y-%m-%d %H:%M:%SZ")
 
 
 async def workers_alive(runtime: Runtime) -> bool | None:
@@ -96,7 +91,7 @@ def redeploy_warning(version: int, rolled_back: DeploymentRecord | None) -> str 
         reason = reason[len(stopped) :].removeprefix(": ") or None
     return (
         f"v{version} was rolled back{who} in deployment {rolled_back.id} at "
-        f"{at(rolled_back.ended_at)}"
+        f"{utc_moment(rolled_back.ended_at)}"
         + (f" ({reason})" if reason else "")
         + "; this deployment starts it again at stage 1: make sure what failed is fixed"
     )
@@ -144,7 +139,7 @@ def rerun_warning(action: str, facts: RerunFacts | None) -> str | None:
     if rolled is not None and rolled.ended_at is not None:
         said = (
             f"v{version} of {name} was rolled back by deployment {rolled.id} at "
-            f"{at(rolled.ended_at)}; this {action} runs v{version} again"
+            f"{utc_moment(rolled.ended_at)}; this {action} runs v{version} again"
         )
     elif facts.route in (RunRoute.SERVING.value, RunRoute.CANDIDATE.value) and serving_now:
         said = f"v{version} of {name} no longer serves; this {action} runs v{version} again"

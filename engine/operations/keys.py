@@ -24,9 +24,16 @@ import secrets
 from typing import TYPE_CHECKING
 
 from engine.operations.boundary import store_boundary
-from engine.operations.keys_views import ApiKeyList, ApiKeyView, CreatedApiKey, KeyState
+from engine.operations.keys_views import (
+    ApiKeyList,
+    ApiKeyView,
+    CreatedApiKey,
+    KeyState,
+    RevokedApiKey,
+)
 from engine.operations.row_cache import RowCache, shared_row_cache
-from engine.store.keys import ApiKeyRecord
+from engine.store.keys import ApiKeyRecord, KeyRevocation
+from schemas.clock import utc_moment
 from schemas.errors import InvalidRequest, NotFound, Problem
 from schemas.tenant_ids import TENANT_ID_RULE, is_tenant_id
 
@@ -116,6 +123,16 @@ def _check_details(name: str | None, expires_in_days: float | None) -> None:
         )
 
 
+def _revocation_message(revocation: KeyRevocation) -> str:
+    """'key … revoked', or 'key … was already revoked at … by …' (the time in UTC)."""
+    record = revocation.record
+    if revocation.changed:
+        return f"key {record.id} revoked"
+    when = utc_moment(record.revoked_at) if record.revoked_at is not None else "an unknown time"
+    by = f" by {revocation.revoked_by}" if revocation.revoked_by else ""
+    return f"key {record.id} was already revoked at {when}{by}: nothing to do"
+
+
 class KeyOperations:
     """API keys: create, list, revoke, authenticate."""
 
@@ -165,15 +182,16 @@ class KeyOperations:
         return ApiKeyList(items=[_view(record, now) for record in records])
 
     @store_boundary
-    async def revoke(self, key_id: str, *, actor: str | None = None) -> ApiKeyView:
+    async def revoke(self, key_id: str, *, actor: str | None = None) -> RevokedApiKey:
         """Revoke a key now; it stops working at once everywhere. The audit records that
-        `actor` did it and when (`key.revoked`). Revoking a revoked key changes nothing (its
-        first revocation time stays, and no second event is written). Unknown id →
-        `NotFound(code="key_not_found")`."""
-        record = await self._runtime.store.revoke_api_key(key_id, actor=actor)
-        if record is None:
+        `actor` did it and when (`key.revoked`). Revoking a revoked key changes nothing
+        (`changed` False: its first revocation time and actor stay, no second event is
+        written). Unknown id → `NotFound(code="key_not_found")`."""
+        revocation = await self._runtime.store.revoke_api_key(key_id, actor=actor)
+        if revocation is None:
             raise NotFound(f"no API key with id {key_id!r}", code="key_not_found")
-        if not await self._runtime.invalidations.announce(KEYS_TOPIC):
+        # A key revoked already was announced when it was revoked: nothing to tell.
+        if revocation.changed and not await self._runtime.invalidations.announce(KEYS_TOPIC):
             # Redis did not take the new token: API processes may still hold the key.
             # Return once their copies are too old to use, so that "revoked" holds then.
             logger.warning(
@@ -183,7 +201,13 @@ class KeyOperations:
                 KEY_CACHE_MAX_AGE_S,
             )
             await asyncio.sleep(KEY_CACHE_MAX_AGE_S)
-        return _view(record, self._runtime.clock.now())
+        view = _view(revocation.record, self._runtime.clock.now())
+        return RevokedApiKey(
+            **view.model_dump(),
+            changed=revocation.changed,
+            revoked_by=revocation.revoked_by,
+            message=_revocation_message(revocation),
+        )
 
     @store_boundary
     async def authenticate(self, secret: str) -> ApiKeyView | None:

@@ -41,6 +41,17 @@ class CreatedApiKey(ApiKeyView):
     shown again."""
 
 
+class RevokedApiKey(ApiKeyView):
+    """A key after a revocation: `changed` False when it was revoked already (nothing was
+    done; `revokedAt` is its first revocation)."""
+
+    changed: bool
+    revoked_by: str | None
+    """Who revoked it (`key:<id>`, `cli`), as the audit says; None when unknown."""
+    message: str
+    """What happened, in words."""
+
+
 class ApiKeyList(View):
     """Every key, oldest first, revoked and expired ones included."""
 

@@ -38,6 +38,19 @@ class ApiKeyRecord:
     revoked_at: float | None
 
 
+@dataclass(frozen=True)
+class KeyRevocation:
+    """What `revoke_api_key` did to a key."""
+
+    record: ApiKeyRecord
+    """The key as it is afterwards."""
+    changed: bool
+    """False: it was revoked already (nothing was written)."""
+    revoked_by: str | None
+    """The actor of its revocation (of the first one when it was revoked already); None when
+    unknown (revoked without an actor)."""
+
+
 def _record(row: Any) -> ApiKeyRecord:
     return ApiKeyRecord(
         id=row.id,
@@ -63,6 +76,23 @@ def _described(record: ApiKeyRecord) -> dict[str, Any]:
 async def _by_id(conn: AsyncConnection, key_id: str) -> ApiKeyRecord | None:
     row = (await conn.execute(select(api_keys).where(api_keys.c.id == key_id))).first()
     return None if row is None else _record(row)
+
+
+async def _revoker(conn: AsyncConnection, key_id: str) -> str | None:
+    """Who revoked the key, as its audit event says (None: no actor was recorded)."""
+    events = audit.audit_events
+    query = (
+        select(events.c.actor)
+        .where(
+            events.c.subject_kind == AuditSubject.API_KEY.value,
+            events.c.subject_id == key_id,
+            events.c.action == AuditAction.KEY_REVOKED.value,
+        )
+        .order_by(events.c.id.desc())
+        .limit(1)
+    )
+    actor: str | None = (await conn.execute(query)).scalar()
+    return actor
 
 
 class KeyStore(StoreCore):
@@ -106,10 +136,13 @@ class KeyStore(StoreCore):
             row = (await conn.execute(KEY_BY_HASH, {"token_hash": token_hash})).first()
         return None if row is None else _record(row)
 
-    async def revoke_api_key(self, key_id: str, *, actor: str | None = None) -> ApiKeyRecord | None:
+    async def revoke_api_key(
+        self, key_id: str, *, actor: str | None = None
+    ) -> KeyRevocation | None:
         """Mark the key revoked now, unless it already is (the first revocation time stays),
         with its audit event (`key.revoked` by `actor`; none when it already was). Returns
-        the key as it is afterwards, or None when there is no such key."""
+        the key as it is afterwards and whether this call revoked it, or None when there is
+        no such key."""
         now = self._clock.now()
         async with self._engines.write.begin() as conn:
             revoked = await conn.execute(
@@ -118,14 +151,17 @@ class KeyStore(StoreCore):
                 .values(revoked_at=now)
             )
             record = await _by_id(conn, key_id)
-            if revoked.rowcount == 1 and record is not None:
-                await audit.append(
-                    conn,
-                    at=now,
-                    actor=actor,
-                    action=AuditAction.KEY_REVOKED,
-                    subject=AuditSubject.API_KEY,
-                    subject_id=key_id,
-                    detail=_described(record),
-                )
-            return record
+            if record is None:
+                return None
+            if revoked.rowcount != 1:
+                return KeyRevocation(record, False, await _revoker(conn, key_id))
+            await audit.append(
+                conn,
+                at=now,
+                actor=actor,
+                action=AuditAction.KEY_REVOKED,
+                subject=AuditSubject.API_KEY,
+                subject_id=key_id,
+                detail=_described(record),
+            )
+            return KeyRevocation(record, True, actor)

@@ -93,9 +93,13 @@ async def test_admin_creates_lists_and_revokes_keys(api: Api) -> None:
         assert revoked.status_code == 200
         assert revoked.json()["state"] == "revoked"
         assert revoked.json()["revokedAt"] is not None
+        assert revoked.json()["changed"] is True
         again = await http.delete(f"/keys/{body['id']}")
-        assert again.status_code == 200
+        assert again.status_code == 200  # nothing to do: 200, as a cancel of a cancelled run
         assert again.json()["revokedAt"] == revoked.json()["revokedAt"]
+        assert again.json()["changed"] is False
+        assert again.json()["revokedBy"] == revoked.json()["revokedBy"] is not None
+        assert "was already revoked at" in again.json()["message"]
 
 
 async def test_admin_key_creation_refusals(api: Api) -> None:

@@ -76,6 +76,13 @@ def test_create_list_revoke(env: dict[str, str]) -> None:
     after = json.loads(sb(env, "list", "--json").stdout)
     assert [k["state"] for k in after] == ["revoked", "live"]
 
+    # Again: nothing to do, said plainly (when, by whom), exit 0 as for a cancelled run.
+    again = sb(env, "revoke", keys[0]["id"])
+    assert again.returncode == 0, again.stderr
+    assert again.stderr.strip().startswith(f"key {keys[0]['id']} was already revoked at ")
+    assert again.stderr.strip().endswith(" by cli: nothing to do")
+    assert "revoked key" not in again.stderr and "note:" not in again.stderr
+
 
 @pytest.mark.parametrize(
     ("args", "needle"),
@@ -116,8 +123,11 @@ def test_a_revocation_that_cannot_reach_the_api_processes_says_so(
     assert revoked.returncode == 0, revoked.stderr
     assert "SCHEMABRIDGE_REDIS_URL is not set here" in revoked.stderr
     assert "keep keys in memory for up to 5 s" in revoked.stderr
-    told = sb({**env, "SCHEMABRIDGE_REDIS_URL": redis_url}, "revoke", key_id)
+    assert sb(env, "create", "--admin").returncode == 0
+    other_id = json.loads(sb(env, "list", "--json").stdout)[1]["id"]
+    told = sb({**env, "SCHEMABRIDGE_REDIS_URL": redis_url}, "revoke", other_id)
     assert told.returncode == 0 and "note:" not in told.stderr
+    assert f"revoked key {other_id}" in told.stderr
 
 
 def test_a_revocation_redis_does_not_take_waits_and_says_why(env: dict[str, str]) -> None:

@@ -14,9 +14,9 @@ import pytest
 from demo.downstream import RunningDownstream
 from engine.coordination.heartbeat import Heartbeat
 from engine.operations.deployment_views import RollbackSpec, StageSpec
-from engine.operations.deployment_warnings import at
 from engine.store.deployments import DeploymentSpec
 from engine.store.records import DeploymentRecord
+from schemas.clock import utc_moment
 from schemas.definitions import Workflow
 from tests.integration.deploy_harness import Deploying, version_doc
 
@@ -32,7 +32,7 @@ async def test_a_retry_or_start_over_of_a_rolled_back_version_says_it_runs_it_ag
     ended = await env.drive(started, "orders", wave=8, advance_s=1)
     assert ended.status == "ROLLED_BACK" and ended.ended_at is not None
     failed = next(r for r in env.submitted if r.version == 2)
-    ended_at = re.escape(at(ended.ended_at))
+    ended_at = re.escape(utc_moment(ended.ended_at))
     said = (
         f"v2 of orders was rolled back by deployment {ended.id} at {ended_at}; this ACTION "
         "runs v2 again, not the serving v1: a ACTION always repeats the run's own version; "

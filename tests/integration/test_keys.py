@@ -11,7 +11,7 @@ import pytest
 from engine.operations import Operations
 from engine.operations.keys import KEY_PREFIX
 from engine.runtime import Runtime
-from schemas.clock import FakeClock
+from schemas.clock import FakeClock, utc_moment
 from schemas.errors import InvalidRequest, NotFound
 from tests.conftest import Backend
 from tests.integration.engine_harness import settings_for
@@ -93,10 +93,26 @@ async def test_revoked_key_stops_authenticating_at_once(ops: Operations, clock: 
 
 async def test_revoking_twice_keeps_the_first_time(ops: Operations, clock: FakeClock) -> None:
     created = await ops.keys.create(admin=True)
-    first = await ops.keys.revoke(created.id)
+    first = await ops.keys.revoke(created.id, actor="key:first")
+    assert (first.changed, first.revoked_by) == (True, "key:first")
+    assert first.message == f"key {created.id} revoked"
     clock.advance(60)
-    again = await ops.keys.revoke(created.id)
+    again = await ops.keys.revoke(created.id, actor="cli")
     assert again.revoked_at == first.revoked_at
+    # Nothing to do, said as such: when, and by whom (the first revoker, not this caller).
+    assert (again.changed, again.revoked_by) == (False, "key:first")
+    when = utc_moment(first.revoked_at or 0)
+    assert again.message == (
+        f"key {created.id} was already revoked at {when} by key:first: nothing to do"
+    )
+
+
+async def test_revoking_twice_without_a_known_revoker_says_when_only(ops: Operations) -> None:
+    created = await ops.keys.create(admin=True)
+    await ops.keys.revoke(created.id)  # no actor recorded
+    again = await ops.keys.revoke(created.id, actor="cli")
+    assert (again.changed, again.revoked_by) == (False, None)
+    assert again.message.endswith("Z: nothing to do") and " by " not in again.message
 
 
 async def test_revoking_an_unknown_key_is_not_found(ops: Operations) -> None:

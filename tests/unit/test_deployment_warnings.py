@@ -6,14 +6,16 @@ from __future__ import annotations
 
 from engine.operations.deployment_views import RollbackSpec, StageSpec
 from engine.operations.deployment_warnings import (
-    at,
     no_evidence_warning,
     redeploy_warning,
     rerun_warning,
 )
 from engine.store.deployments import RerunFacts
 from engine.store.records import DeploymentRecord, ServingRecord
+from schemas.clock import utc_moment
 
+ENDED = utc_moment(86_400.0)
+"""When the rolled-back deployments of these tests ended, as messages say it."""
 BARE = [StageSpec(weight=w, min_runs=0, min_duration_seconds=0) for w in (10, 100)]
 
 
@@ -66,12 +68,12 @@ def facts(
 def test_a_rerun_of_a_rolled_back_version_names_the_deployment_and_the_way_out() -> None:
     said = rerun_warning("start over", facts(2, serving(1), rolled_back(2)))
     assert said == (
-        f"v2 of orders was rolled back by deployment d-1 at {at(86_400.0)}; this start over "
+        f"v2 of orders was rolled back by deployment d-1 at {ENDED}; this start over "
         "runs v2 again, not the serving v1: a start over always repeats the run's own "
         "version; to run this input on v1, submit it anew without a version "
         "(`schemabridge runs submit orders --input JSON`)"
     )
-    assert at(86_400.0) == "1970-01-02 00:00:00Z"
+    assert utc_moment(86_400.0) == "1970-01-02 00:00:00Z"
     child = rerun_warning("retry", facts(2, serving(1), rolled_back(2), route=None, parent="p"))
     assert child is not None and child.endswith("(a child run keeps the version its root pinned)")
 
@@ -92,15 +94,15 @@ def test_a_redeploy_names_who_rolled_back_once_and_keeps_their_reason() -> None:
     again = "; this deployment starts it again at stage 1: make sure what failed is fixed"
     by_hand = rolled_back(2, {"actor": "key:ops", "reason": "stopped by key:ops"})
     assert redeploy_warning(2, by_hand) == (
-        f"v2 was rolled back by key:ops in deployment d-1 at {at(86_400.0)}" + again
+        f"v2 was rolled back by key:ops in deployment d-1 at {ENDED}" + again
     )
     said = rolled_back(2, {"actor": "key:ops", "reason": "stopped by key:ops: p99 doubled"})
     assert redeploy_warning(2, said) == (
-        f"v2 was rolled back by key:ops in deployment d-1 at {at(86_400.0)} (p99 doubled)" + again
+        f"v2 was rolled back by key:ops in deployment d-1 at {ENDED} (p99 doubled)" + again
     )
     verdict = rolled_back(2, {"actor": "engine", "reason": "error rate 40% > 5% at stage 1"})
     assert redeploy_warning(2, verdict) == (
-        f"v2 was rolled back by the engine's verdict in deployment d-1 at {at(86_400.0)} "
+        f"v2 was rolled back by the engine's verdict in deployment d-1 at {ENDED} "
         "(error rate 40% > 5% at stage 1)" + again
     )
     assert redeploy_warning(2, None) is None
