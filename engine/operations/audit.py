@@ -29,6 +29,8 @@ if TYPE_CHECKING:
     from engine.runtime import Runtime
 
 _ACTIONS = frozenset(a.value for a in AuditAction)
+_OLD_TENANT_NAME = frozenset({AuditSubject.API_KEY.value, AuditSubject.SECRET.value})
+"""Subjects whose events named the tenant `tenant` in `detail` before it became `tenantId`."""
 _SUBJECTS = frozenset(s.value for s in AuditSubject)
 CURSOR_KIND = "audit"
 
@@ -55,6 +57,16 @@ def _checked(selection: AuditFilter) -> AuditFilter:
             "subjectId",
         )
     return selection
+
+
+def _detail(subject_kind: str, detail: Any) -> Any:
+    """`detail` under today's names: events of keys and secrets written before the rename say
+    `tenant` (the trail is append-only, so they are renamed as they are read, in place)."""
+    if subject_kind not in _OLD_TENANT_NAME or not isinstance(detail, dict):
+        return detail
+    if "tenant" not in detail or "tenantId" in detail:
+        return detail
+    return {("tenantId" if name == "tenant" else name): value for name, value in detail.items()}
 
 
 def _before(keys: list[Any]) -> int:
@@ -100,7 +112,7 @@ class AuditOperations:
                 action=AuditAction(row.action),
                 subject_kind=AuditSubject(row.subject_kind),
                 subject_id=row.subject_id,
-                detail=row.detail,
+                detail=_detail(row.subject_kind, row.detail),
             )
             for row in rows
         ]

@@ -68,7 +68,7 @@ def _described(record: ApiKeyRecord) -> dict[str, Any]:
     return {
         "name": record.name,
         "role": "admin" if record.tenant_id is None else "tenant",
-        "tenant": record.tenant_id,
+        "tenantId": record.tenant_id,
         "expiresAt": record.expires_at,
     }
 

@@ -103,7 +103,7 @@ class SecretStore(StoreCore):
                 action=AuditAction.SECRET_SET,
                 subject=AuditSubject.SECRET,
                 subject_id=audit.secret_subject(tenant_id, name),
-                detail={"tenant": tenant_id, "name": name, "created": not existed},
+                detail={"tenantId": tenant_id, "name": name, "created": not existed},
             )
         if record is None:  # the row was written in this transaction
             raise RuntimeError(f"secret {tenant_id}/{name} vanished while being written")
@@ -133,7 +133,7 @@ class SecretStore(StoreCore):
                     subject=AuditSubject.SECRET,
                     subject_id=audit.secret_subject(tenant_id, name),
                     detail={
-                        "tenant": tenant_id,
+                        "tenantId": tenant_id,
                         "name": name,
                         "createdAt": row.created_at,
                         "updatedAt": row.updated_at,

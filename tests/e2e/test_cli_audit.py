@@ -39,7 +39,7 @@ def test_audit_list_shows_changes_and_their_actor(serve_api: Stack) -> None:
         ("tenant.quota_set", f"key:{admin_id(stack)}", {"maxRuns": 12})
     ]
     created = stack.json("audit", "list", "--action", "key.created", "--actor", "cli")["items"]
-    assert any(e["detail"]["tenant"] == tenant for e in created)
+    assert any(e["detail"]["tenantId"] == tenant for e in created)
 
     table = stack.ok("audit", "list", "--subject-kind", "tenant", "--subject", tenant).stdout
     header, row = table.splitlines()

@@ -14,7 +14,7 @@ from cryptography.fernet import Fernet
 
 from demo.downstream import RunningDownstream
 from engine.operations import Operations
-from engine.operations.audit_views import AuditFilter
+from engine.operations.audit_views import AuditAction, AuditFilter, AuditSubject
 from engine.runtime import Runtime
 from schemas.clock import FakeClock
 from schemas.errors import InvalidRequest, NotFound
@@ -139,10 +139,45 @@ async def test_key_creation_and_revocation_record_their_actor_once(
     assert page.items[0].detail == {
         "name": "acme ci",
         "role": "tenant",
-        "tenant": "acme",
+        "tenantId": "acme",  # the product's one name for a tenant
         "expiresAt": None,
     }
     assert created.key not in repr(page.items)
+
+
+@pytest.mark.parametrize(
+    ("action", "subject", "subject_id", "stored"),
+    [
+        (
+            AuditAction.KEY_CREATED,
+            AuditSubject.API_KEY,
+            "0c0c0c0c0c0c",
+            {"name": None, "role": "tenant", "tenant": "acme", "expiresAt": None},
+        ),
+        (
+            AuditAction.SECRET_SET,
+            AuditSubject.SECRET,
+            "acme/CRM_TOKEN",
+            {"tenant": "acme", "name": "CRM_TOKEN", "created": True},
+        ),
+    ],
+)
+async def test_events_stored_with_the_old_tenant_name_read_as_tenant_id(
+    ops: Operations,
+    action: AuditAction,
+    subject: AuditSubject,
+    subject_id: str,
+    stored: dict[str, Any],
+) -> None:
+    # Rows written before details said `tenantId` are never rewritten (the trail is
+    # append-only): they are read under the one name.
+    await ops.runtime.store.append_alone(
+        actor=ADMIN, action=action, subject=subject, subject_id=subject_id, detail=stored
+    )
+    (event,) = (await ops.audit.list()).items
+    expected = {("tenantId" if k == "tenant" else k): v for k, v in stored.items()}
+    assert event.detail == expected
+    assert list(event.detail or {}) == list(expected)  # in the order it was written
 
 
 async def test_tenant_limits_and_destination_caps_record_their_actor(ops: Operations) -> None:
@@ -207,6 +242,7 @@ async def test_a_deleted_secret_leaves_its_history(ops: Operations) -> None:
         (ADMIN, "secret.set"),
     ]
     assert found[0][4]["updatedBy"] == OTHER
+    assert {e[4]["tenantId"] for e in found} == {"acme"} and "tenant" not in found[0][4]
     assert [e[4]["created"] for e in found[1:]] == [False, True]
     assert value not in repr(found)
     assert (await ops.secrets.list("acme")).items == []
