@@ -32,6 +32,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from schemas.durations import duration
+
 JUDGED_RUNS = 10_000
 """A check judges each version on its latest runs, at most this many (the candidate's at least
 as many as its stage's minimum runs): a bounded read whatever the window holds, and more than
@@ -211,7 +213,7 @@ def decide(
         waiting.append(f"{figures.stage_runs}/{stage.min_runs} runs")
     remaining_s = stage.min_duration_s - figures.stage_elapsed_s
     if remaining_s > 0:
-        waiting.append(f"{remaining_s:.1f} s more")
+        waiting.append(f"{duration(remaining_s)} more")
     if not judged:
         waiting.append(f"{candidate.finished}/{policy.min_finished_runs} finished runs")
     # "passed" and "waiting", never "held"/"holds": an operator read "stage held" (it

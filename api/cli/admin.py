@@ -40,8 +40,9 @@ from api.cli.remote import (
     table,
 )
 from api.cli.target import DEFAULT_API_URL
-from api.cli.text import MISSING, duration, plural, relative
+from api.cli.text import MISSING, plural, relative
 from schemas.close_names import close_names, did_you_mean
+from schemas.durations import duration
 
 if TYPE_CHECKING:
     from api.cli.client import ApiClient

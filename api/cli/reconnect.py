@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 
 from api.cli.client_errors import ApiFailure
 from api.cli.exit_codes import ExitCode
-from api.cli.text import duration
+from schemas.durations import duration
 
 DEFAULT_WINDOW_S = 60.0
 """How long a follower keeps trying to get the API back, by default (`--reconnect-for`)."""

@@ -17,13 +17,13 @@ from api.cli.remote import shown, status_text, table
 from api.cli.text import (
     MISSING,
     clock,
-    duration,
     excerpt,
     moment,
     plural,
     relative,
     show,
 )
+from schemas.durations import duration
 from schemas.errors import FIX_FIRST_KINDS, SET_QUOTA_COMMAND, FailureKind
 from schemas.waiting import wait_text
 

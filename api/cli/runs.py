@@ -55,8 +55,8 @@ from api.cli.run_options import (
     split_version,
 )
 from api.cli.target import DEFAULT_API_URL
-from api.cli.text import duration
 from api.cli.watch import StillRunning, follow, outcome_code, outcome_line, still_running_line
+from schemas.durations import duration
 
 if TYPE_CHECKING:
     from api.cli.client import ApiClient

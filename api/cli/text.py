@@ -1,6 +1,6 @@
 """Words and numbers as the command line prints them: counts with their noun ("1 attempt",
-"2 attempts"), times exact and relative, durations, excerpts, and "-" for a value that is not
-there (never "None")."""
+"2 attempts"), times exact and relative, excerpts, and "-" for a value that is not there (never
+"None"). Durations are `schemas.durations.duration`, which the engine's reasons use too."""
 
 from __future__ import annotations
 
@@ -26,24 +26,6 @@ def show(value: Any) -> str:
     if value is None or value == "":
         return MISSING
     return str(value)
-
-
-def duration(seconds: float) -> str:
-    """A duration for people: 19 ms, 4.2 s, 3 min 12 s, 2 h 5 min, 3 d 2 h."""
-    if seconds < 0:
-        seconds = 0.0
-    if seconds < 1:
-        return f"{seconds * 1000:.0f} ms"
-    if seconds < 60:
-        return f"{seconds:.1f} s" if seconds < 10 else f"{seconds:.0f} s"
-    minutes, secs = divmod(round(seconds), 60)
-    if minutes < 60:
-        return f"{minutes} min {secs} s" if secs else f"{minutes} min"
-    hours, minutes = divmod(minutes, 60)
-    if hours < 48:
-        return f"{hours} h {minutes} min" if minutes else f"{hours} h"
-    days, hours = divmod(hours, 24)
-    return f"{days} d {hours} h" if hours else f"{days} d"
 
 
 def _coarse(seconds: float) -> str:

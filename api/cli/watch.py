@@ -33,7 +33,8 @@ from api.cli.reconnect import Reconnect
 from api.cli.remote import say, status_text
 from api.cli.run_display import children_waiting_line, error_line, waiting_line
 from api.cli.run_options import ENDED
-from api.cli.text import clock, duration
+from api.cli.text import clock
+from schemas.durations import duration
 
 if TYPE_CHECKING:
     from api.cli.client import ApiClient

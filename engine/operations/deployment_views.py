@@ -180,7 +180,7 @@ class DeploymentView(View):
         default=None,
         description="Only on a single deployment's answer (`GET /deployments/{id}`), while it "
         "runs: what its stage waits for, as of the stage's latest check, with the candidate's "
-        'failure ratio so far (e.g. "waiting at stage 1: 3/20 runs, 41.0 s more; failure '
+        'failure ratio so far (e.g. "waiting at stage 1: 3/20 runs, 41 s more; failure '
         'ratio 0.000 (0 failed of 3 finished), threshold 0.050"), led by "no worker is alive: '
         "nothing runs …\" while no worker's heartbeat is fresh (`GET /services`' rule); null "
         "when it does not wait or has ended.",

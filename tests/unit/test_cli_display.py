@@ -10,8 +10,9 @@ import pytest
 from rich.console import Console
 
 from api.cli import remote, run_display
-from api.cli.text import clock, duration, parse_since, plural, relative
+from api.cli.text import clock, parse_since, plural, relative
 from api.cli.wire import RunDetail
+from schemas.durations import duration
 
 NOW = 1_800_000_000.0
 

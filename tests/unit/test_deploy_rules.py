@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 import pytest
 
 from vertices.deploy import (
@@ -35,7 +37,7 @@ def test_a_failing_candidate_rolls_back_as_soon_as_enough_runs_have_finished() -
     # Early in the stage (3 of 20 runs, 5 s of 60): too few finished to judge yet.
     early = decide(STAGE, POLICY, figures(counts(0, 3), runs=3, elapsed=5), 2.0)
     assert isinstance(early, Hold) and early.delay_s == 2.0
-    assert "3/10 finished runs" in early.reason and "55.0 s more" in early.reason
+    assert "3/10 finished runs" in early.reason and "55 s more" in early.reason
     # Ten finished, all failed: rolled back mid-stage, without waiting for its end.
     verdict = decide(STAGE, POLICY, figures(counts(0, 10, running=2), runs=12, elapsed=8), 2.0)
     assert isinstance(verdict, RollBack)
@@ -112,7 +114,7 @@ def test_the_reasons_say_passed_or_waiting_with_the_ratio_so_far() -> None:
     waiting = decide(STAGE, POLICY, figures(counts(3, 1), runs=4, elapsed=20), 5.0, number=2)
     assert isinstance(waiting, Hold)
     assert waiting.reason == (
-        "waiting at stage 2: 4/20 runs, 40.0 s more, 4/10 finished runs; "
+        "waiting at stage 2: 4/20 runs, 40 s more, 4/10 finished runs; "
         "failure ratio 0.250 (1 failed of 4 finished), threshold 0.050"
     )
     nothing = decide(STAGE, POLICY, figures(VersionCounts(runs=2)), 5.0)
@@ -123,3 +125,17 @@ def test_the_reasons_say_passed_or_waiting_with_the_ratio_so_far() -> None:
     assert passed.reason == (
         "stage 3 passed: failure ratio 0.032 (1 failed of 31 finished) within threshold 0.050"
     )
+
+
+@pytest.mark.parametrize(
+    ("min_duration_s", "elapsed_s", "said"),
+    [(600.0, 300.0, "5 min more"), (600.0, 348.0, "4 min 12 s more"), (60.0, 51.5, "8.5 s more")],
+)
+def test_a_stage_s_wait_is_said_as_a_duration(
+    min_duration_s: float, elapsed_s: float, said: str
+) -> None:
+    # "300.0 s more" made operators do the arithmetic: the wait reads as `show` prints spans.
+    stage = dataclasses.replace(STAGE, min_duration_s=min_duration_s)
+    waiting = decide(stage, POLICY, figures(counts(3, 0), runs=3, elapsed=elapsed_s), 5.0)
+    assert isinstance(waiting, Hold)
+    assert f", {said}, " in waiting.reason, waiting.reason
