@@ -93,38 +93,19 @@ function capitalised(text) {
   return text.charAt(0).toUpperCase() + text.slice(1);
 }
 
-/** Whether a join the reprocess reopens runs finished work again: its run had SUCCEEDED, or
- * steps after it that had ended call their destinations a second time (what the API warns
- * of first, and `runs reprocess` asks about). */
-function runsAgain(join) {
-  return join.ended === "SUCCEEDED" || join.stepsAgain.some((step) => step.type === "GATEWAY");
-}
-
 /** What Reprocess's dialog says before the click, from the API's preview: its warnings (a run
  * that had SUCCEEDED runs again from its join, the steps after the join that send their calls
- * a second time, an open breaker) and, when finished work runs again, those steps and what
- * they call, one a line (`{text, blocks}`, as `perform` reads a preview). Nothing to warn of:
- * the dialog as it was. */
+ * a second time and what they call, an open breaker), as `{text, blocks}` (`perform` reads a
+ * preview so). The warnings name each step already: listing them again under it said every
+ * step twice. Nothing to warn of: the dialog as it was. */
 async function reprocessPreview(runId) {
   const preview = await api(path(runId, "reprocess/preview"));
   if (!preview.reprocessable || !preview.revived || !preview.warnings.length) return null;
-  const steps = preview.reopenedJoins.filter(runsAgain).flatMap((join) =>
-    join.stepsAgain.map((step) =>
-      h(
-        "li",
-        {},
-        h("code", {}, step.vertexId),
-        join.runId === runId ? "" : ` (run ${join.runId.slice(0, 8)})`,
-        step.destinations.length ? [" calls ", step.destinations.map((d, i) => [i ? ", " : "", h("code", {}, d)])] : "",
-      ),
-    ),
-  );
   return {
     text: null,
     blocks: [
       h("p", {}, h("strong", {}, `⚠ Before you reprocess ${plural(preview.revived, "dead-lettered child", "dead-lettered children")}:`)),
       h("ul", {}, preview.warnings.map((w) => h("li", {}, warningNodes(w, preview.breakers)))),
-      steps.length ? [h("p", {}, "Steps that run a second time:"), h("ul", { class: "steps-again" }, steps)] : null,
     ],
   };
 }
