@@ -161,6 +161,20 @@ def refused_line(deployment: DeploymentView) -> str | None:
     )
 
 
+def runs_line(deployment: DeploymentView) -> str:
+    """How to list the runs the candidate received, or, when every submission routed to it
+    was refused (no run exists for a refusal), that there is none: the command's list would
+    be empty with no reason given."""
+    candidate = deployment.candidate
+    if candidate.refused and candidate.runs == candidate.refused:
+        return (
+            f"no run to list: the {plural(candidate.refused, 'submission')} routed to "
+            f"v{candidate.version} {'was' if candidate.refused == 1 else 'were all'} refused by "
+            "its inputSchema, and a refused submission does not become a run"
+        )
+    return f"list them: {runs_command(candidate, deployment.workflow)}"
+
+
 def runs_command(figures: VersionFigures, workflow: str) -> str:
     """The `runs list` command that lists the runs behind `figures` (its `runsUrl`: the
     version, how it was routed, and since when)."""
@@ -292,7 +306,7 @@ def deployment_view(deployment: DeploymentView, now: float) -> Group:
             f"v{d.candidate_version}{refusals}"
         )
     )
-    lines.append(Text(f"  list them: {runs_command(d.candidate, d.workflow)}"))
+    lines.append(Text(f"  {runs_line(d)}"))
     ended = rollback_lines(d)
     if ended:
         lines += [Text(""), *(Text(line) for line in ended)]

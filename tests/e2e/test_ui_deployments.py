@@ -431,6 +431,17 @@ def test_a_candidate_refusing_the_input_shows_its_refusals(
         note.wait_for()
         assert note.inner_text().startswith(f"{count} refused by the candidate's inputSchema: ")
         assert f"({count} of them refused)" in page.locator(".exposure-figure").inner_text()
+        # Every submission v3 received was refused: no run to list, said instead of a link
+        # to an empty list.
+        assert page.locator(".exposure-link").count() == 0
+        none = page.locator(".exposure-none").inner_text()
+        assert none == (
+            f"v3 received no run: the {count} submissions routed to it were all refused by its "
+            "inputSchema, and a refused submission does not become a run."
+        ), none
+        candidate = page.locator('table.figures tr[data-role="candidate"]')
+        assert candidate.get_by_role("link").count() == 0
+        assert "no run: all refused" in candidate.inner_text()
         reason = page.locator(".outcome-reason").inner_text()
         assert "refused by the candidate's inputSchema" in reason
     with opened(browser, f"{server.ui}#/deployments") as (page, _):

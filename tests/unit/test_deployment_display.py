@@ -117,3 +117,21 @@ def test_a_running_deployment_shows_what_it_waits_for_and_its_warnings() -> None
     )
     assert waiting in shown
     assert "warning: tickets is a SPAWNER's child …" in shown
+
+
+def test_a_candidate_that_received_only_refusals_has_no_runs_to_list() -> None:
+    # Every submission routed to v4 was refused (422, no run): a `runs list` of v4 would be
+    # empty, so `show` says why instead of giving the command.
+    refused = {**FIGURES, "runs": 5, "succeeded": 0, "failed": 5, "finished": 5, "refused": 5}
+    figures = {"running": 0, "failureRatio": 1.0, "runsUrl": "/runs?workflow=t"}
+    shown = rendered(
+        deployment_view(deployment(candidate={"version": 4, **refused, **figures}), AT)
+    )
+    assert "list them:" not in shown, shown
+    assert (
+        "  no run to list: the 5 submissions routed to v4 were all refused by its inputSchema, "
+        "and a refused submission does not become a run"
+    ) in shown, shown
+    some = {**refused, "runs": 6, "succeeded": 1, "finished": 6}
+    shown = rendered(deployment_view(deployment(candidate={"version": 4, **some, **figures}), AT))
+    assert "list them: schemabridge runs list --workflow tickets --version 4" in shown, shown

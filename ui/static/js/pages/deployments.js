@@ -189,7 +189,7 @@ function figuresTable(d) {
       h("td", {}, count(f.cancelled)),
       h("td", {}, count(f.running)),
       h("td", { class: f.failureRatio > d.threshold ? "over" : null }, ratio(f.failureRatio)),
-      h("td", {}, h("a", { href: runsLink(f) }, `runs of v${f.version}`)),
+      h("td", {}, onlyRefused(f) ? h("span", { class: "muted" }, "no run: all refused") : h("a", { href: runsLink(f) }, `runs of v${f.version}`)),
     );
   return h(
     "div",
@@ -221,8 +221,23 @@ function exposureSection(d) {
     { class: "exposure panel-section", "aria-labelledby": "exposure-title" },
     h("h2", { id: "exposure-title" }, "Exposure"),
     h("p", { class: "exposure-figure" }, h("strong", {}, plural(d.exposure, "run")), ` went to the candidate v${d.candidateVersion}`, d.candidate.refused ? ` (${count(d.candidate.refused)} of them refused)` : "", d.status === "RUNNING" ? " so far." : "."),
-    h("p", {}, h("a", { href: runsLink(d.candidate), class: "exposure-link" }, `Show the runs v${d.candidateVersion} received`)),
+    exposureRuns(d),
   );
+}
+
+/** Whether every submission routed to the version was refused by its inputSchema: a refusal
+ * becomes no run, so a link to its runs would open an empty list. */
+function onlyRefused(figures) {
+  return figures.refused > 0 && figures.runs === figures.refused;
+}
+
+/** The link to the runs the candidate received, or, when it received only refusals, why
+ * there is none to show (as `deployments show` says it). */
+function exposureRuns(d) {
+  const c = d.candidate;
+  if (!onlyRefused(c)) return h("p", {}, h("a", { href: runsLink(c), class: "exposure-link" }, `Show the runs v${d.candidateVersion} received`));
+  const what = c.refused === 1 ? "the 1 submission routed to it was refused" : `the ${count(c.refused)} submissions routed to it were all refused`;
+  return h("p", { class: "exposure-none" }, `v${d.candidateVersion} received no run: ${what} by its inputSchema, and a refused submission does not become a run.`);
 }
 
 /** `when`: "when it decided" (a check's verdict) or "when it was stopped" (by hand). */
