@@ -7,6 +7,7 @@ without it the server case is skipped with the reason.
 
 from __future__ import annotations
 
+import logging
 import os
 import socket
 import uuid
@@ -18,6 +19,7 @@ import pytest
 import redis.asyncio
 from hypothesis import settings
 
+from api.cli import log_setup
 from demo.downstream import RunningDownstream, start_downstream
 from vertices.egress import ALLOW_ENV, LOOPBACK_ALLOW
 
@@ -30,6 +32,29 @@ os.environ[ALLOW_ENV] = LOOPBACK_ALLOW
 # example failed a parsing test once on a machine busy with other suites.
 settings.register_profile("schemabridge", deadline=None)
 settings.load_profile("schemabridge")
+
+
+@pytest.fixture(autouse=True)
+def _process_logging_put_back() -> Iterator[None]:
+    """A test that runs a command in this process sets the process's logging up
+    (`log_setup.configure`: a root handler whose outage filter turns a database error into
+    one WARNING, library levels, the access log's handler). Take that down after the test,
+    or a later test of the same process sees its records rewritten: a `caplog` at ERROR then
+    caught nothing (`test_audit`'s breaker reset, after `tests/unit` in one process)."""
+    touched = [logging.getLogger(), *map(logging.getLogger, log_setup.QUIET_LOGGERS)]
+    access = logging.getLogger(log_setup.ACCESS_LOGGER)
+    levels = [(logger, logger.level) for logger in (*touched, access)]
+    access_state = (access.propagate, list(access.handlers))
+    yield
+    root = logging.getLogger()
+    for handler in list(root.handlers):
+        # pytest's own capture handlers come and go around each phase: leave those.
+        if type(handler).__module__ == log_setup.__name__:
+            root.removeHandler(handler)
+    for logger, level in levels:
+        logger.setLevel(level)
+    access.propagate, access.handlers[:] = access_state[0], access_state[1]
+
 
 PG_ADMIN_DSN = os.environ.get(
     "SCHEMABRIDGE_TEST_PG", "postgresql://postgres@127.0.0.1:5432/postgres"
