@@ -18,17 +18,14 @@ from __future__ import annotations
 
 import math
 import os
+import re
 from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from urllib.parse import parse_qs, unquote, urlsplit
 
-from alembic import command
-from alembic.config import Config
-from alembic.migration import MigrationContext
-from alembic.script import ScriptDirectory
-from sqlalchemy import event
+from sqlalchemy import column, event, inspect, select, table
 from sqlalchemy.engine import URL, Connection, make_url
 from sqlalchemy.exc import ArgumentError
 from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
@@ -38,6 +35,9 @@ from engine.store.direct import DirectStatements
 from engine.store.sqlite_connections import SqliteConnections
 from engine.store.sqlite_cursor import DEFERRED
 from schemas import json_codec
+
+if TYPE_CHECKING:
+    from alembic.config import Config
 
 SQLITE_BUSY_TIMEOUT_MS = 30_000
 SQLITE_JOIN_MARGIN_S = 5.0
@@ -379,14 +379,28 @@ def create_engines(database_url: str, *, pool_size: int = 20) -> Engines:
     return Engines(write=engine, read=reads, dialect=POSTGRESQL, shared_pool=True, direct=direct)
 
 
+MIGRATIONS = resources.files("engine.store") / "migrations"
+_REVISION_FILE = re.compile(r"^(\d{4})_\w+\.py$")
+"""A migration's file: its revision id (four digits, one more than the one before) and what
+it does. Alembic's own chain (`revision`, `down_revision`) says the same, which
+tests/unit/test_migration_files.py checks."""
+_VERSION_TABLE = table("alembic_version", column("version_num"))
+
+
 def alembic_config() -> Config:
     """An Alembic config pointing at the packaged migrations."""
+    # Alembic is imported where a migration runs, not at start: it costs a command or a
+    # service ~0.1-0.2 s, and only `db upgrade` and the embedded store's creation need it.
+    from alembic.config import Config
+
     config = Config()
-    config.set_main_option("script_location", str(resources.files("engine.store") / "migrations"))
+    config.set_main_option("script_location", str(MIGRATIONS))
     return config
 
 
 def _upgrade(connection: Connection, revision: str) -> None:
+    from alembic import command
+
     config = alembic_config()
     config.attributes["connection"] = connection
     command.upgrade(config, revision)
@@ -398,22 +412,25 @@ async def upgrade(engines: Engines, revision: str = "head") -> None:
         await conn.run_sync(_upgrade, revision)
 
 
+def known_revisions() -> set[str]:
+    """Every migration this code ships, by the names of its files (`_REVISION_FILE`): read
+    without Alembic, since every command and service checks the schema as it opens."""
+    names = (entry.name for entry in (MIGRATIONS / "versions").iterdir())
+    return {found.group(1) for found in map(_REVISION_FILE.match, names) if found}
+
+
 def head_revision() -> str:
     """The newest migration this code ships (what `upgrade` brings a database to)."""
-    head = ScriptDirectory.from_config(alembic_config()).get_current_head()
-    if head is None:  # only a broken package has no migrations at all
+    known = known_revisions()
+    if not known:  # only a broken package has no migrations at all
         raise RuntimeError("the packaged migrations have no head revision")
-    return head
-
-
-def known_revisions() -> set[str]:
-    """Every migration this code ships."""
-    script = ScriptDirectory.from_config(alembic_config())
-    return {revision.revision for revision in script.walk_revisions()}
+    return max(known)
 
 
 def _current(connection: Connection) -> str | None:
-    return MigrationContext.configure(connection).get_current_revision()
+    if not inspect(connection).has_table(_VERSION_TABLE.name):
+        return None
+    return connection.execute(select(_VERSION_TABLE.c.version_num)).scalar()
 
 
 async def current_revision(engines: Engines) -> str | None:
