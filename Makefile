@@ -37,7 +37,9 @@ demo-run: $(STAMP)
 ## slowest tests are listed at the end, to see where the suite's time goes. The project's
 ## bytecode is compiled first: where PYTHONDONTWRITEBYTECODE is set (CI's machine) every
 ## `schemabridge` process a test starts would otherwise compile the sources anew (~1 s each).
-TEST_WORKERS ?= 3
+## Four on this 2-core machine: most tests wait on processes, sockets and timers, so three used
+## 0.9 of the 2 cores; six finished sooner still but timing tests then failed under the load.
+TEST_WORKERS ?= 4
 SOURCES = schemas engine vertices admission api ui demo
 
 test: $(STAMP)
