@@ -4,9 +4,9 @@ change: the parents that pin the workflow and whether a worker is alive.
     python -m bench.deploy_reads --backend postgresql --workflows 1000 --window 1000
     python -m bench.deploy_reads --backend sqlite --workflows 1000 --window 1000
 
-A fresh database (PostgreSQL: `deployreads_bench`, created and dropped here; SQLite: a file in
-a temporary directory) gets `--workflows` published workflows of `--vertices` GATEWAY steps
-each (`--parents` of them with a SPAWNER of `orders` instead of their first step), `orders`
+A fresh database (PostgreSQL: one created and dropped here, as `bench.deploy_counts`; SQLite:
+a file in a temporary directory) gets `--workflows` published workflows of `--vertices` GATEWAY
+steps each (`--parents` of them with a SPAWNER of `orders` instead of their first step), `orders`
 v1 and v2, a RUNNING deployment of v2 (no worker runs: it stays in stage 1) and `--window`
 root runs of `orders` in its window (one in ten on the candidate, as `bench.deploy_counts`).
 `--services` heartbeats are written to the Redis of `--redis` (the services set there is read
@@ -27,19 +27,13 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import contextlib
 import json
-import os
-import tempfile
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
-from pathlib import Path
+from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
 
-import asyncpg
-
-from bench.common import PG_ADMIN, percentile
-from bench.deploy_counts import fill
+from bench.common import percentile
+from bench.deploy_counts import database, fill, load
 from engine.coordination.heartbeat import Heartbeat
 from engine.operations import Operations
 from engine.operations.deployment_views import StageSpec
@@ -47,36 +41,8 @@ from engine.operations.deployment_warnings import workers_alive
 from engine.runtime import Runtime
 from engine.settings import Settings
 
-PG_DATABASE = "deployreads_bench"
 PUBLISH_BATCH = 100
 """Workflows per publish (one transaction each)."""
-
-
-def load() -> list[float]:
-    return [round(x, 2) for x in os.getloadavg()]
-
-
-@contextlib.asynccontextmanager
-async def database(backend: str) -> AsyncIterator[str]:
-    """A fresh database's SQLAlchemy URL, removed on exit."""
-    if backend == "sqlite":
-        with tempfile.TemporaryDirectory() as directory:
-            yield f"sqlite+aiosqlite:///{Path(directory) / 'bench.db'}"
-        return
-    conn = await asyncpg.connect(PG_ADMIN)
-    try:
-        await conn.execute(f'DROP DATABASE IF EXISTS "{PG_DATABASE}" WITH (FORCE)')
-        await conn.execute(f'CREATE DATABASE "{PG_DATABASE}"')
-    finally:
-        await conn.close()
-    try:
-        yield f"postgresql+asyncpg://postgres@127.0.0.1:5432/{PG_DATABASE}"
-    finally:
-        conn = await asyncpg.connect(PG_ADMIN)
-        try:
-            await conn.execute(f'DROP DATABASE IF EXISTS "{PG_DATABASE}" WITH (FORCE)')
-        finally:
-            await conn.close()
 
 
 def document(index: int, vertices: int, parent: bool) -> dict[str, Any]:
