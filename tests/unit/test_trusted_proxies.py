@@ -5,6 +5,9 @@ and CIDR networks, IPv4 and IPv6, separated by commas; every bad entry named at 
 from __future__ import annotations
 
 import ipaddress
+import tomllib
+from importlib import metadata
+from pathlib import Path
 
 import pytest
 from pydantic import ValidationError
@@ -69,3 +72,18 @@ def test_by_default_no_proxy_is_trusted(monkeypatch: pytest.MonkeyPatch) -> None
     monkeypatch.delenv("SCHEMABRIDGE_TRUSTED_PROXIES", raising=False)
     monkeypatch.delenv("TRUSTED_PROXIES", raising=False)
     assert Settings().trusted_proxy_networks() == ()
+
+
+def _release(version: str) -> tuple[int, ...]:
+    return tuple(int(part) for part in version.split(".")[:2])
+
+
+def test_the_uvicorn_required_reads_the_header_as_the_docs_say() -> None:
+    # The parsing is uvicorn's: CIDR networks match from 0.31 (before, every entry, an address
+    # too as it is passed, "127.0.0.1/32", was a literal no peer matched: nothing trusted), and
+    # several X-Forwarded-For headers are one list from 0.49 (0.31-0.47 read the last only,
+    # 0.48 none): an install the requirement allows must behave as docs/security.md says.
+    pyproject = tomllib.loads((Path(__file__).parents[2] / "pyproject.toml").read_text())
+    (required,) = [d for d in pyproject["project"]["dependencies"] if d.startswith("uvicorn")]
+    assert _release(required.removeprefix("uvicorn>=")) >= (0, 49), required
+    assert _release(metadata.version("uvicorn")) >= _release(required.removeprefix("uvicorn>="))
