@@ -3,9 +3,12 @@
 from __future__ import annotations
 
 import dataclasses
+import re
+from pathlib import Path
 
 import pytest
 
+from schemas.durations import duration
 from vertices.deploy import (
     Figures,
     Hold,
@@ -139,3 +142,19 @@ def test_a_stage_s_wait_is_said_as_a_duration(
     waiting = decide(stage, POLICY, figures(counts(3, 0), runs=3, elapsed=elapsed_s), 5.0)
     assert isinstance(waiting, Hold)
     assert f", {said}, " in waiting.reason, waiting.reason
+
+
+def test_the_docs_quote_a_stage_s_wait_as_decide_says_it() -> None:
+    # Operators match what they read against the docs' examples of `holding`: each is led by
+    # "waiting at stage N" and says its span as `duration` does ("41 s", never "41.0 s").
+    root = Path(__file__).parents[2]
+    quoted = [
+        wait
+        for doc in (root / "README.md", *(root / "docs").glob("*.md"))
+        for wait in re.findall(r'"((?:waiting at )?stage [^"]*?\d s more[^"]*)"', doc.read_text())
+    ]
+    assert quoted, "the docs give an example of a stage's wait"
+    for wait in quoted:
+        assert re.match(r"waiting at stage \d+: ", wait), wait
+        span = re.search(r"([\d.]+) s more", wait)
+        assert span is not None and f"{span.group(1)} s" == duration(float(span.group(1))), wait
