@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 from cryptography.fernet import Fernet
-from sqlalchemy import inspect
+from sqlalchemy import inspect, text
 
 from engine.store import db
 from tests.conftest import Backend
@@ -160,6 +160,34 @@ def test_a_database_behind_head_is_refused_and_not_upgraded(
     create = sb(tmp_path, url, "keys", "create", "--admin")
     schema_refused(create, "at revision 0008")
     assert _schema(url)[0] == "0008"
+
+
+def test_a_database_a_newer_release_migrated_is_refused_as_such(
+    backend: Backend, tmp_path: Path
+) -> None:
+    # The check reads the shipped revisions from the migrations' file names: one past them
+    # (a newer release's) is named as unknown, and its fix is that release, not an upgrade.
+    url = backend.database_url
+    assert sb(tmp_path, url, "db", "upgrade").returncode == 0
+    newer = f"{int(db.head_revision()) + 1:04d}"
+
+    async def stamp() -> None:
+        engines = db.create_engines(url)
+        try:
+            async with engines.write.begin() as conn:
+                stamped = text("UPDATE alembic_version SET version_num = :newer")
+                await conn.execute(stamped, {"newer": newer})
+        finally:
+            await engines.dispose()
+
+    asyncio.run(stamp())
+    done = sb(tmp_path, url, "keys", "list")
+    assert done.returncode == 2 and done.stdout == "", (done.stdout, done.stderr)
+    assert (
+        f"the database schema is at revision {newer}, which this SchemaBridge does not know "
+        f"(it ships up to {db.head_revision()}): a newer release migrated it; run that release"
+    ) in done.stderr, done.stderr
+    assert _schema(url)[0] == newer
 
 
 def test_an_existing_database_works_as_before(tmp_path: Path) -> None:
