@@ -36,6 +36,13 @@ def test_counts_times_and_spans() -> None:
         "3 min 12 s",
         "2 h 5 min",
     ]
+    # A value that rounds up to the next unit is said in that unit (a stage's "59.6 s more").
+    assert [duration(0.9996), duration(9.96), duration(59.6), duration(3_599.7)] == [
+        "1.0 s",
+        "10 s",
+        "1 min",
+        "1 h",
+    ]
     assert [relative(NOW - 400, NOW), relative(NOW + 12, NOW), relative(NOW, NOW)] == [
         "6 min ago",
         "in 12 s",
