@@ -16,6 +16,7 @@ import typer
 from api.cli.direct import CLI_ACTOR, console, with_operations
 from api.cli.direct import utc_time as _time
 from api.cli.remote import OutputFormat, OutputOption, render, stdout, table
+from schemas.clock import utc_moment
 
 keys_app = typer.Typer(
     help="REST API keys (on the database directly; the secret is shown once).",
@@ -99,7 +100,9 @@ def revoke(key_id: Annotated[str, typer.Argument(help="The key's id (see `keys l
         # Nothing to do, as a cancel of a cancelled run: said as such, not as a new revocation.
         console.print(revoked.message, soft_wrap=True, highlight=False, markup=False)
         return
-    console.print(f"revoked key {revoked.id} at {_time(revoked.revoked_at)}")
+    # In UTC to the second, as the message of a key revoked already says it.
+    when = "" if revoked.revoked_at is None else f" at {utc_moment(revoked.revoked_at)}"
+    console.print(f"revoked key {revoked.id}{when}")
     if _api_processes_unreachable():
         from engine.operations.keys import KEY_CACHE_MAX_AGE_S  # the CLI starts without it
 

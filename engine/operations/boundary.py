@@ -12,9 +12,7 @@ import logging
 from collections.abc import Awaitable, Callable
 from typing import ParamSpec, TypeVar
 
-from sqlalchemy.exc import DBAPIError
-
-from engine.store.unreachable import STORE_UNREACHABLE, store_unreachable
+from engine.store.unreachable import STORE_ERRORS, store_unreachable
 from schemas.errors import Unavailable
 
 logger = logging.getLogger(__name__)
@@ -33,7 +31,7 @@ def store_boundary(operation: Callable[P, Awaitable[R]]) -> Callable[P, Awaitabl
     async def guarded(*args: P.args, **kwargs: P.kwargs) -> R:
         try:
             return await operation(*args, **kwargs)
-        except (*STORE_UNREACHABLE, DBAPIError) as exc:
+        except STORE_ERRORS as exc:
             if not store_unreachable(exc):
                 raise
             logger.warning("%s: database unavailable: %s", operation.__qualname__, exc)

@@ -19,8 +19,6 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from sqlalchemy.exc import DBAPIError
-
 from engine.execution.deploy_stage import gradual_deploy_workflow
 from engine.operations import id_prefixes
 from engine.operations.boundary import store_boundary
@@ -56,7 +54,7 @@ from engine.store.deployment_log import log_event, routing_after
 from engine.store.deployments import DeploymentSpec, SpawningParent
 from engine.store.models import DeploymentStatus
 from engine.store.records import DeploymentRecord
-from engine.store.unreachable import STORE_UNREACHABLE, store_unreachable
+from engine.store.unreachable import STORE_ERRORS, store_unreachable
 from schemas.definitions import RESERVED_WORKFLOWS, Workflow
 from schemas.errors import InvalidRequest, NotFound, Problem, WrongState
 from schemas.waiting import WaitReason
@@ -336,7 +334,7 @@ class DeploymentOperations:
             return await self._recent_inputs(
                 record.workflow_name, candidate, record.serving_version
             )
-        except (*STORE_UNREACHABLE, DBAPIError) as exc:
+        except STORE_ERRORS as exc:
             if not store_unreachable(exc):
                 raise
             logger.warning(

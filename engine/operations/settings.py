@@ -21,8 +21,6 @@ import math
 from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
 
-from sqlalchemy.exc import DBAPIError
-
 from admission import DestinationCaps
 from engine.coordination.heartbeat import read_services
 from engine.coordination.redis_client import COORDINATION_ERRORS, redis_ok
@@ -39,7 +37,7 @@ from engine.operations.settings_views import (
     TenantView,
 )
 from engine.store.models import AuditAction, AuditSubject
-from engine.store.unreachable import STORE_UNREACHABLE, store_unreachable
+from engine.store.unreachable import STORE_ERRORS, store_unreachable
 from schemas.close_names import close_names, did_you_mean
 from schemas.errors import InvalidRequest, NotFound, Unavailable
 from schemas.tenant_ids import check_tenant_id
@@ -232,7 +230,7 @@ class SettingsOperations:
                 subject_id=reset.destination,
                 detail={"tenantId": reset.tenant_id, "closed": closed},
             )
-        except (*STORE_UNREACHABLE, DBAPIError) as exc:
+        except STORE_ERRORS as exc:
             if not store_unreachable(exc):
                 raise
             logger.error(

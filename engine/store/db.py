@@ -16,6 +16,7 @@ Migrations are Alembic's, run programmatically on an open connection (`upgrade`)
 
 from __future__ import annotations
 
+import functools
 import math
 import os
 import re
@@ -412,11 +413,13 @@ async def upgrade(engines: Engines, revision: str = "head") -> None:
         await conn.run_sync(_upgrade, revision)
 
 
-def known_revisions() -> set[str]:
+@functools.cache
+def known_revisions() -> frozenset[str]:
     """Every migration this code ships, by the names of its files (`_REVISION_FILE`): read
-    without Alembic, since every command and service checks the schema as it opens."""
+    without Alembic, since every command and service checks the schema as it opens, and once
+    a process (the schema check asks for them and for the head)."""
     names = (entry.name for entry in (MIGRATIONS / "versions").iterdir())
-    return {found.group(1) for found in map(_REVISION_FILE.match, names) if found}
+    return frozenset(found.group(1) for found in map(_REVISION_FILE.match, names) if found)
 
 
 def head_revision() -> str:

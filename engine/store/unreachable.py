@@ -11,6 +11,10 @@ STORE_UNREACHABLE = (OperationalError, InterfaceError, PoolTimeout, OSError)
 """What SQLAlchemy and the drivers raise when the database cannot be reached or answered: a
 refused or dropped connection, a database shutting down, an exhausted connection pool."""
 
+STORE_ERRORS = (*STORE_UNREACHABLE, DBAPIError)
+"""What to catch where a lost database must not fail the caller; then `store_unreachable` tells
+an outage (handled) from any other error of the driver (raised again)."""
+
 UNAVAILABLE_SQLSTATES = ("08", "53", "57P")
 """SQLSTATE classes of a database that cannot serve the request now, whatever exception class
 the driver maps them to: connection exceptions, insufficient resources ("too many clients
