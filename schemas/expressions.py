@@ -15,12 +15,16 @@ import json
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from functools import lru_cache
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import jmespath
 import jmespath.exceptions
 from jmespath import functions as jmespath_functions
 from jmespath.parser import ParsedResult
+from jmespath.visitor import TreeInterpreter
+
+if TYPE_CHECKING:
+    from jmespath.visitor import _TreeNode
 
 from schemas.errors import SchemaBridgeError
 
@@ -91,6 +95,50 @@ def json_type(value: Any) -> str:
     if isinstance(value, list | tuple):
         return "array"
     return "object"
+
+
+_INTERPRETER = TreeInterpreter()
+"""One interpreter for every search: `ParsedResult.search` builds a new one per call, and with
+it a new cache of visit methods (2.9 % of the embedded default's CPU per fan-out child). It
+keeps no state between visits beyond that cache."""
+
+
+class Expression(ParsedResult):
+    """A compiled expression. One that reads a plain chain of fields (`item.id`, `input`) is
+    read by walking the context's objects, without the tree interpreter: the templates of a fan-out's
+    children are mostly such chains. The walk reads a field as the interpreter does
+    (`value.get`), so a field of anything that is not an object, or of a null, is null."""
+
+    def __init__(self, expression: str, parsed: _TreeNode) -> None:
+        super().__init__(expression, parsed)
+        self.fields = _field_chain(parsed)
+
+    def search(self, value: Any, options: Any = None) -> Any:
+        if options is not None:
+            return super().search(value, options)
+        if self.fields is None:
+            return _INTERPRETER.visit(self.parsed, value)
+        try:
+            for name in self.fields:
+                value = value.get(name)
+        except AttributeError:  # not an object, or null: as the interpreter's own field visit
+            return None
+        return value
+
+
+def _field_chain(node: _TreeNode) -> tuple[str, ...] | None:
+    """The field names `node` reads one after another, or None when it does anything else."""
+    if node["type"] == "field":
+        return (node["value"],)
+    if node["type"] != "subexpression":
+        return None
+    names: list[str] = []
+    for child in node["children"]:
+        chain = _field_chain(child)
+        if chain is None:
+            return None
+        names += chain
+    return tuple(names)
 
 
 def _search(parsed: ParsedResult, context: dict[str, Any]) -> Any:
@@ -213,7 +261,8 @@ def parse_template(text: str) -> Template:
         if not source:
             raise ExpressionError(source, "empty expression")
         try:
-            parts.append(jmespath.compile(source))
+            compiled = jmespath.compile(source)
+            parts.append(Expression(compiled.expression, compiled.parsed))
         except jmespath.exceptions.JMESPathError as exc:
             raise ExpressionError(source, _syntax_reason(exc)) from exc
         pos = end

@@ -6,6 +6,7 @@ import json
 import re
 from typing import Any
 
+import jmespath
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -65,6 +66,39 @@ def test_expressions_are_found_where_the_regex_of_the_language_finds_them(text: 
     spans = [(m.start(), m.end(), m.group(1).strip()) for m in regex.finditer(text)]
     assert expression_spans(text) == spans
     assert expressions_in(text) == [source for _, _, source in spans]
+
+
+JSON_VALUES = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.text(max_size=3),
+    lambda inner: (
+        st.lists(inner, max_size=3)
+        | st.dictionaries(st.sampled_from(["a", "b", "c"]), inner, max_size=3)
+    ),
+    max_leaves=12,
+)
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    context=st.dictionaries(st.sampled_from(["a", "b", "c"]), JSON_VALUES, max_size=3),
+    path=st.lists(st.sampled_from(["a", "b", "c"]), min_size=1, max_size=4),
+    tail=st.sampled_from(["", "[0]", " | length(@)", "[*].a"]),
+)
+def test_a_field_chain_reads_what_jmespath_reads(
+    context: dict[str, Any], path: list[str], tail: str
+) -> None:
+    """Chains of fields are walked without the interpreter (`Expression`), anything else goes
+    through it: both must give JMESPath's own answer, errors included."""
+    source = ".".join(path) + tail
+    template = compile_template("{{ " + source + " }}")
+    assert (template.parts[0].fields is None) == bool(tail)  # type: ignore[union-attr]
+    try:
+        expected = jmespath.search(source, context)
+    except jmespath.exceptions.JMESPathError:
+        with pytest.raises(ExpressionError):
+            template.render(context)
+        return
+    assert template.render(context) == expected
 
 
 def test_compile_marks_exact_templates_and_caches_them() -> None:
