@@ -156,8 +156,14 @@ def test_retry_warns_of_a_stuck_join_before_the_click_and_offers_reprocess(
     Reprocess instead (no CLI command); choosing it reprocesses, and the run succeeds."""
     run_id = failed_fan_out(server, "stuck", 3, failing={1})
     with opened(browser, f"{server.ui}#/runs/{run_id}") as (page, _):
-        page.get_by_role("button", name="Retry", exact=True).click()
+        # Reprocess's own dialog says what runs again, its verb agreeing with one child.
+        page.get_by_role("button", name="Reprocess dead letters").click()
         dialog = page.locator("dialog.modal")
+        said = dialog.locator("form > p").first.inner_text()
+        assert said == "The 1 FAILED child runs again; the join reopens.", said
+        confirm(page, "Cancel")
+        dialog.wait_for(state="detached")
+        page.get_by_role("button", name="Retry", exact=True).click()
         warning = dialog.locator(".warning-box")
         warning.wait_for()
         said = warning.inner_text()
@@ -247,6 +253,8 @@ def test_reprocess_says_before_the_click_that_a_finished_run_calls_again(
         warning.wait_for()
         said = warning.inner_text()
         assert "Before you reprocess 2 dead-lettered children" in said, said
+        text = dialog.locator("form > p").first.inner_text()
+        assert text == "The 2 FAILED children run again; the join reopens.", text
         assert (
             f"run {run_id} had SUCCEEDED and runs again from its join 'join': the steps after "
             f"that join run a second time: report (calls {destination})"

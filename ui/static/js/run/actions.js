@@ -205,7 +205,7 @@ export function actionBar(detail, result, done) {
   const reprocess = {
     name: "Reprocess",
     title: "Reprocess the dead letters?",
-    text: `The ${plural(detail.fanout.failed, "FAILED child", "FAILED children")} run again; the join reopens.`,
+    text: `The ${plural(detail.fanout.failed, "FAILED child runs", "FAILED children run")} again; the join reopens.`,
     note: fixNote(detail),
     confirm: "Reprocess",
     preview: () => reprocessPreview(id),
