@@ -166,13 +166,41 @@ def runs_line(deployment: DeploymentView) -> str:
     was refused (no run exists for a refusal), that there is none: the command's list would
     be empty with no reason given."""
     candidate = deployment.candidate
-    if candidate.refused and candidate.runs == candidate.refused:
-        return (
-            f"no run to list: the {plural(candidate.refused, 'submission')} routed to "
-            f"v{candidate.version} {'was' if candidate.refused == 1 else 'were all'} refused by "
-            "its inputSchema, and a refused submission does not become a run"
-        )
+    if only_refused(candidate):
+        # The exposure line above says how many were refused: this says what follows.
+        return "no run to list: a refused submission does not become a run"
     return f"list them: {runs_command(candidate, deployment.workflow)}"
+
+
+def only_refused(figures: VersionFigures) -> bool:
+    """Whether every submission routed to the version was refused by its inputSchema (no run
+    exists for a refusal)."""
+    return bool(figures.refused) and figures.runs == figures.refused
+
+
+def exposure_line(deployment: DeploymentView) -> str:
+    """How many runs went to the candidate or, once its inputSchema refused some of them, how
+    many submissions were routed to it, of which how many became runs: `exposure` counts the
+    refusals too, and "13 runs went to it" read wrong when none of the 13 became a run. As
+    the monitor's deployment page says it."""
+    d = deployment
+    refused = d.candidate.refused
+    if not refused:
+        return f"exposure: {plural(d.exposure, 'run')} went to the candidate v{d.candidate_version}"
+    routed = (
+        f"exposure: {plural(d.exposure, 'submission')} {'was' if d.exposure == 1 else 'were'} "
+        f"routed to the candidate v{d.candidate_version}"
+    )
+    if only_refused(d.candidate):
+        return routed + (
+            " and refused by its inputSchema"
+            if refused == 1
+            else ", all refused by its inputSchema"
+        )
+    became = d.exposure - refused
+    runs = "1 became a run" if became == 1 else f"{became:,} became runs"
+    were = "was" if refused == 1 else "were"
+    return f"{routed}: {runs}, {refused:,} {were} refused by its inputSchema"
 
 
 def runs_command(figures: VersionFigures, workflow: str) -> str:
@@ -299,13 +327,7 @@ def deployment_view(deployment: DeploymentView, now: float) -> Group:
     refused = refused_line(d)
     lines += [Text(refused)] if refused else []
     lines.append(Text(""))
-    refusals = f" ({d.candidate.refused:,} of them refused)" if d.candidate.refused else ""
-    lines.append(
-        Text(
-            f"exposure: {plural(d.exposure, 'run')} went to the candidate "
-            f"v{d.candidate_version}{refusals}"
-        )
-    )
+    lines.append(Text(exposure_line(d)))
     lines.append(Text(f"  {runs_line(d)}"))
     ended = rollback_lines(d)
     if ended:

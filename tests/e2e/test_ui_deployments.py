@@ -430,24 +430,67 @@ def test_a_candidate_refusing_the_input_shows_its_refusals(
         note = page.locator(".refused-note")
         note.wait_for()
         assert note.inner_text().startswith(f"{count} refused by the candidate's inputSchema: ")
-        assert f"({count} of them refused)" in page.locator(".exposure-figure").inner_text()
+        # The exposure counts the refusals, which never became runs: it says submissions.
+        figure = page.locator(".exposure-figure").inner_text()
+        assert figure == (
+            f"{count} submissions were routed to the candidate v3, all refused by its inputSchema."
+        ), figure
         # Every submission v3 received was refused: no run to list, said instead of a link
-        # to an empty list.
+        # to an empty list (why, not the figures above again).
         assert page.locator(".exposure-link").count() == 0
         none = page.locator(".exposure-none").inner_text()
-        assert none == (
-            f"v3 received no run: the {count} submissions routed to it were all refused by its "
-            "inputSchema, and a refused submission does not become a run."
-        ), none
+        assert none == "v3 received no run: a refused submission does not become a run.", none
         candidate = page.locator('table.figures tr[data-role="candidate"]')
         assert candidate.get_by_role("link").count() == 0
         assert "no run: all refused" in candidate.inner_text()
         reason = page.locator(".outcome-reason").inner_text()
         assert "refused by the candidate's inputSchema" in reason
+        shoot(page, "deployment-all-refused")
+
+        # Some refused, one refused: the same page with the candidate's figures changed.
+        with_candidate(page, deployment_id, runs=13, refused=3)
+        assert figure_and_link(page) == (
+            "13 submissions were routed to the candidate v3: 10 became runs, 3 were refused "
+            "by its inputSchema.",
+            "Show the runs v3 received",
+        )
+        with_candidate(page, deployment_id, runs=2, refused=1)
+        assert figure_and_link(page) == (
+            "2 submissions were routed to the candidate v3: 1 became a run, 1 was refused by "
+            "its inputSchema.",
+            "Show the runs v3 received",
+        )
+        with_candidate(page, deployment_id, runs=1, refused=1)
+        assert figure_and_link(page) == (
+            "1 submission was routed to the candidate v3 and refused by its inputSchema.",
+            "v3 received no run: a refused submission does not become a run.",
+        )
     with opened(browser, f"{server.ui}#/deployments") as (page, _):
         row = page.locator(f'tr[data-deployment="{deployment_id}"]')
         row.wait_for()
         assert f"({count} refused)" in row.inner_text()
+
+
+def with_candidate(page: Any, deployment_id: str, *, runs: int, refused: int) -> None:
+    """Reload the deployment's page with its candidate routed `runs` submissions (its
+    exposure), `refused` of them refused by its inputSchema."""
+    pattern = f"**/deployments/{deployment_id}"
+
+    def changed(route: Any) -> None:
+        answer = route.fetch().json()
+        candidate = {**answer["candidate"], "runs": runs, "refused": refused}
+        route.fulfill(json={**answer, "candidate": candidate, "exposure": runs})
+
+    page.unroute(pattern)
+    page.route(pattern, changed)
+    page.reload()
+    page.locator(".exposure-figure", has_text=f"{runs:,} submission").wait_for()
+
+
+def figure_and_link(page: Any) -> tuple[str, str]:
+    """The exposure figure, and the link to the candidate's runs or why there is none."""
+    said = page.locator(".exposure-figure").inner_text()
+    return said, page.locator(".exposure-link, .exposure-none").inner_text()
 
 
 def test_an_unknown_deployment_says_so(server: DemoServer, browser: Any) -> None:

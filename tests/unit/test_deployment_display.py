@@ -128,10 +128,42 @@ def test_a_candidate_that_received_only_refusals_has_no_runs_to_list() -> None:
         deployment_view(deployment(candidate={"version": 4, **refused, **figures}), AT)
     )
     assert "list them:" not in shown, shown
-    assert (
-        "  no run to list: the 5 submissions routed to v4 were all refused by its inputSchema, "
-        "and a refused submission does not become a run"
-    ) in shown, shown
+    assert "  no run to list: a refused submission does not become a run\n" in shown, shown
     some = {**refused, "runs": 6, "succeeded": 1, "finished": 6}
     shown = rendered(deployment_view(deployment(candidate={"version": 4, **some, **figures}), AT))
     assert "list them: schemabridge runs list --workflow tickets --version 4" in shown, shown
+
+
+def exposure(runs: int, refused: int) -> list[str]:
+    """The exposure line and the one under it of a deployment whose candidate v4 was routed
+    `runs` submissions, `refused` of them refused by its inputSchema."""
+    counts = {"runs": runs, "succeeded": runs - refused, "failed": refused, "refused": refused}
+    figures = {**counts, "cancelled": 0, "finished": runs, "running": 0, "failureRatio": 0.5}
+    candidate = {"version": 4, **figures, "runsUrl": "/runs?workflow=t"}
+    shown = rendered(deployment_view(deployment(candidate=candidate, exposure=runs), AT))
+    lines = shown.splitlines()
+    at = next(i for i, line in enumerate(lines) if line.startswith("exposure: "))
+    return lines[at : at + 2]
+
+
+def test_the_exposure_says_runs_or_the_submissions_refused_and_agrees_with_one() -> None:
+    # `exposure` counts the submissions the candidate refused, which never became runs:
+    # "13 runs went to the candidate (13 of them refused)" said runs that do not exist.
+    assert exposure(3, 0)[0] == "exposure: 3 runs went to the candidate v4"
+    assert exposure(1, 0)[0] == "exposure: 1 run went to the candidate v4"
+    assert exposure(13, 3)[0] == (
+        "exposure: 13 submissions were routed to the candidate v4: 10 became runs, "
+        "3 were refused by its inputSchema"
+    )
+    assert exposure(2, 1)[0] == (
+        "exposure: 2 submissions were routed to the candidate v4: 1 became a run, "
+        "1 was refused by its inputSchema"
+    )
+    assert exposure(13, 13) == [
+        "exposure: 13 submissions were routed to the candidate v4, all refused by its inputSchema",
+        "  no run to list: a refused submission does not become a run",
+    ]
+    assert exposure(1, 1) == [
+        "exposure: 1 submission was routed to the candidate v4 and refused by its inputSchema",
+        "  no run to list: a refused submission does not become a run",
+    ]

@@ -220,9 +220,24 @@ function exposureSection(d) {
     "section",
     { class: "exposure panel-section", "aria-labelledby": "exposure-title" },
     h("h2", { id: "exposure-title" }, "Exposure"),
-    h("p", { class: "exposure-figure" }, h("strong", {}, plural(d.exposure, "run")), ` went to the candidate v${d.candidateVersion}`, d.candidate.refused ? ` (${count(d.candidate.refused)} of them refused)` : "", d.status === "RUNNING" ? " so far." : "."),
+    h("p", { class: "exposure-figure" }, exposureFigure(d)),
     exposureRuns(d),
   );
+}
+
+/** How many runs went to the candidate or, once its inputSchema refused some of them, how
+ * many submissions were routed to it, of which how many became runs: `exposure` counts the
+ * refusals too, and "13 runs went to it" read wrong when none of the 13 became a run. What
+ * follows (`exposureRuns`) says the consequence, not these figures again. As `deployments
+ * show` says it. */
+function exposureFigure(d) {
+  const c = d.candidate;
+  const to = ` the candidate v${d.candidateVersion}${d.status === "RUNNING" ? " so far" : ""}`;
+  if (!c.refused) return [h("strong", {}, plural(d.exposure, "run")), ` went to${to}.`];
+  const routed = [h("strong", {}, plural(d.exposure, "submission")), ` ${d.exposure === 1 ? "was" : "were"} routed to${to}`];
+  if (onlyRefused(c)) return [...routed, c.refused === 1 ? " and refused by its inputSchema." : ", all refused by its inputSchema."];
+  const became = d.exposure - c.refused;
+  return [...routed, `: ${became === 1 ? "1 became a run" : `${count(became)} became runs`}, ${count(c.refused)} ${c.refused === 1 ? "was" : "were"} refused by its inputSchema.`];
 }
 
 /** Whether every submission routed to the version was refused by its inputSchema: a refusal
@@ -232,12 +247,11 @@ function onlyRefused(figures) {
 }
 
 /** The link to the runs the candidate received, or, when it received only refusals, why
- * there is none to show (as `deployments show` says it). */
+ * there is none to show (as `deployments show` says it); the figure above says how many. */
 function exposureRuns(d) {
   const c = d.candidate;
   if (!onlyRefused(c)) return h("p", {}, h("a", { href: runsLink(c), class: "exposure-link" }, `Show the runs v${d.candidateVersion} received`));
-  const what = c.refused === 1 ? "the 1 submission routed to it was refused" : `the ${count(c.refused)} submissions routed to it were all refused`;
-  return h("p", { class: "exposure-none" }, `v${d.candidateVersion} received no run: ${what} by its inputSchema, and a refused submission does not become a run.`);
+  return h("p", { class: "exposure-none" }, `v${d.candidateVersion} received no run: a refused submission does not become a run.`);
 }
 
 /** `when`: "when it decided" (a check's verdict) or "when it was stopped" (by hand). */
