@@ -465,25 +465,44 @@ def test_a_candidate_refusing_the_input_shows_its_refusals(
             "1 submission was routed to the candidate v3 and refused by its inputSchema.",
             "v3 received no run: a refused submission does not become a run.",
         )
+        # The policy's verb agrees with a single finished run too.
+        with_changed(
+            page,
+            deployment_id,
+            lambda answer: {**answer, "rollback": {**answer["rollback"], "minFinishedRuns": 1}},
+        )
+        policy = page.locator(".policy-line", has_text="judged once 1 run")
+        assert "judged once 1 run of the candidate has finished;" in policy.inner_text()
     with opened(browser, f"{server.ui}#/deployments") as (page, _):
         row = page.locator(f'tr[data-deployment="{deployment_id}"]')
         row.wait_for()
         assert f"({count} refused)" in row.inner_text()
 
 
-def with_candidate(page: Any, deployment_id: str, *, runs: int, refused: int) -> None:
-    """Reload the deployment's page with its candidate routed `runs` submissions (its
-    exposure), `refused` of them refused by its inputSchema."""
+Answer = dict[str, Any]
+
+
+def with_changed(page: Any, deployment_id: str, change: Callable[[Answer], Answer]) -> None:
+    """Reload the deployment's page with the API's answer for it as `change` makes it."""
     pattern = f"**/deployments/{deployment_id}"
 
     def changed(route: Any) -> None:
-        answer = route.fetch().json()
-        candidate = {**answer["candidate"], "runs": runs, "refused": refused}
-        route.fulfill(json={**answer, "candidate": candidate, "exposure": runs})
+        route.fulfill(json=change(route.fetch().json()))
 
     page.unroute(pattern)
     page.route(pattern, changed)
     page.reload()
+
+
+def with_candidate(page: Any, deployment_id: str, *, runs: int, refused: int) -> None:
+    """Reload the deployment's page with its candidate routed `runs` submissions (its
+    exposure), `refused` of them refused by its inputSchema."""
+
+    def change(answer: Answer) -> Answer:
+        candidate = {**answer["candidate"], "runs": runs, "refused": refused}
+        return {**answer, "candidate": candidate, "exposure": runs}
+
+    with_changed(page, deployment_id, change)
     page.locator(".exposure-figure", has_text=f"{runs:,} submission").wait_for()
 
 

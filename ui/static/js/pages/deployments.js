@@ -212,7 +212,7 @@ function policyLine(d) {
     p.marginOverServing === null || p.marginOverServing === undefined
       ? ""
       : ` or the serving version's ratio + ${p.marginOverServing}, whichever is higher (threshold now ${ratio(d.threshold)})`;
-  return `Rolls back when the candidate's failure ratio exceeds ${p.maxFailureRatio}${margin}, judged once ${plural(p.minFinishedRuns, "run")} of the candidate have finished; checked every ${duration(d.checkIntervalSeconds)}.`;
+  return `Rolls back when the candidate's failure ratio exceeds ${p.maxFailureRatio}${margin}, judged once ${plural(p.minFinishedRuns, "run")} of the candidate ${p.minFinishedRuns === 1 ? "has" : "have"} finished; checked every ${duration(d.checkIntervalSeconds)}.`;
 }
 
 function exposureSection(d) {
