@@ -446,6 +446,12 @@ def test_a_candidate_refusing_the_input_shows_its_refusals(
         reason = page.locator(".outcome-reason").inner_text()
         assert "refused by the candidate's inputSchema" in reason
         shoot(page, "deployment-all-refused")
+        # Its "no run: all refused" in the runs column stays inside the table on a phone.
+        for width in sorted({*WIDTHS, 390}):
+            page.set_viewport_size({"width": width, "height": 844})
+            fit = page.evaluate(FIT_JS, ["table.figures", "caption, th, td"])
+            assert_fits_a_phone(fit, width)
+        page.set_viewport_size({"width": 1280, "height": 800})
 
         # Some refused, one refused: the same page with the candidate's figures changed.
         with_candidate(page, deployment_id, runs=13, refused=3)
