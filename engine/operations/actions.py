@@ -439,13 +439,13 @@ class OperatorActions:
         if outcome.revived:
             await self._changed()
             effects = await self._reprocess_effects(dead, outcome.reopened)
-        plural = "" if outcome.revived == 1 else "ren"
+        children = "child runs" if outcome.revived == 1 else "children run"
         return ReprocessResult(
             run_id=run_id,
             action=Action.REPROCESS.value,
             changed=outcome.revived > 0,
             message=(
-                f"{outcome.revived} dead-lettered child{plural} run again"
+                f"{outcome.revived} dead-lettered {children} again"
                 if outcome.revived
                 else "no dead-lettered children to run again"
             ),

@@ -121,7 +121,7 @@ def test_retrying_such_a_join_says_to_reprocess(serve_api: Stack, workflows: Non
     assert again["error"]["kind"] == "child_failures"
 
     revived = serve_api.ok("runs", "reprocess", run)
-    assert f"run {run}: 1 dead-lettered child run again" in revived.stdout
+    assert f"run {run}: 1 dead-lettered child runs again" in revived.stdout
 
 
 def test_retrying_several_such_runs_says_it_for_each(serve_api: Stack, workflows: None) -> None:

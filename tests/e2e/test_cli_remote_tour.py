@@ -279,7 +279,7 @@ def test_reprocess_runs_dead_letters_again(stack: Stack, published: str) -> None
     refused = stack.cli("runs", "reprocess", parent)
     assert_refused(refused, 1, f"run {parent} was not reprocessed", "add --yes", "report (calls")
     revived = stack.ok("runs", "reprocess", parent, "--yes")
-    assert f"run {parent}: 1 dead-lettered child run again" in revived.stdout
+    assert f"run {parent}: 1 dead-lettered child runs again" in revived.stdout
     assert stack.cli("runs", "watch", parent, "--timeout", "120").returncode == 0
     none_left = stack.ok("runs", "children", parent, "--status", "FAILED")
     assert f"run {parent} has no children in status FAILED" in none_left.stderr

@@ -174,7 +174,7 @@ def test_retry_warns_of_a_stuck_join_before_the_click_and_offers_reprocess(
         assert server.run_status(run_id) == "FAILED"
         dialog.get_by_role("button", name="Reprocess dead letters").click()
         page.locator(
-            ".action-result .ok-box", has_text="1 dead-lettered child run again"
+            ".action-result .ok-box", has_text="1 dead-lettered child runs again"
         ).wait_for()
         page.locator("h1 .badge", has_text="succeeded").wait_for(timeout=30_000)
         shoot(page, "ops-retry-stuck-reprocessed", narrow=False)
