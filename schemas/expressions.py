@@ -105,8 +105,8 @@ keeps no state between visits beyond that cache."""
 
 class Expression(ParsedResult):
     """A compiled expression. One that reads a plain chain of fields (`item.id`, `input`) is
-    read by walking the context's objects, without the tree interpreter: the templates of a fan-out's
-    children are mostly such chains. The walk reads a field as the interpreter does
+    read by walking the context's objects, without the tree interpreter: the templates of a
+    fan-out's children are mostly such chains. The walk reads a field as the interpreter does
     (`value.get`), so a field of anything that is not an object, or of a null, is null."""
 
     def __init__(self, expression: str, parsed: _TreeNode) -> None:
