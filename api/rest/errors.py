@@ -39,6 +39,7 @@ deployment route's 404 `deployment_not_found` points to `GET /deployment-ids?pre
 
 from __future__ import annotations
 
+import json
 import logging
 import math
 import re
@@ -60,6 +61,7 @@ from api.rest import body_shape
 from api.rest.query_params import UNKNOWN_CODE as UNKNOWN_QUERY_CODE
 from api.rest.route_errors import operation_statuses
 from engine.operations.id_prefixes import PREFIX_PATTERN
+from engine.validation import json_text
 from engine.validation.common import pointer
 from schemas.close_names import close_names, did_you_mean
 from schemas.errors import ApiError, DefinitionError, LimitReached, OperationError, Refusal
@@ -171,9 +173,17 @@ def _unknown_field(route: APIRoute | None, loc: Sequence[Any]) -> str | None:
     return f"{name!r} is not a field here; {hint}"
 
 
+_UNION_MEMBER = re.compile(r"[a-z_-]+\[.*\]")
+"""How pydantic names the member of a union (`dict[str,any]`, `list[dict[str,any]]`) in an
+error's location: a type, not a place in the request, so it is no part of the pointer."""
+
+_JSON_TYPE_WORDS = {"a valid dictionary": "a JSON object", "a valid list": "a JSON array"}
+
+
 def _validation_problem(error: dict[str, Any], route: APIRoute | None) -> dict[str, Any]:
     loc: Sequence[Any] = error.get("loc", ())
     where, rest = (str(loc[0]), loc[1:]) if loc else ("body", ())
+    rest = [part for part in rest if not (isinstance(part, str) and _UNION_MEMBER.fullmatch(part))]
     message = str(error.get("msg", "invalid value"))
     code = str(error.get("type", "invalid"))
     if code == "string_pattern_mismatch":
@@ -188,19 +198,64 @@ def _validation_problem(error: dict[str, Any], route: APIRoute | None) -> dict[s
     return {"pointer": pointer(*rest), "code": code, "message": message, "in": where}
 
 
+def _deepest_members(errors: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """`errors` without those of a union's members that the value is not even shaped like,
+    when another member matched its shape and failed inside it: `[1]` for "an object or a
+    list of objects" is a list whose item 0 is wrong, not also "not an object"."""
+    deeper: dict[tuple[Any, ...], set[str]] = {}
+    for error in errors:
+        loc = tuple(error.get("loc", ()))
+        for at, part in enumerate(loc):
+            if isinstance(part, str) and _UNION_MEMBER.fullmatch(part) and at + 1 < len(loc):
+                deeper.setdefault(loc[:at], set()).add(part)
+    kept = []
+    for error in errors:
+        loc = tuple(error.get("loc", ()))
+        member = next(
+            (
+                at
+                for at, part in enumerate(loc)
+                if isinstance(part, str) and _UNION_MEMBER.fullmatch(part)
+            ),
+            None,
+        )
+        if member is not None and loc[:member] in deeper and member + 1 == len(loc):
+            continue  # this member failed at the value itself; another got inside it
+        kept.append(error)
+    return kept
+
+
+def _merged(problems: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """`problems` with those of one place said once: a value that matches no member of a
+    union is one problem ("should be a JSON object or a JSON array"), not one per member."""
+    by_place: dict[tuple[str, str], dict[str, Any]] = {}
+    for problem in problems:
+        place = (problem["in"], problem["pointer"])
+        message = str(problem["message"])
+        for python, json_words in _JSON_TYPE_WORDS.items():
+            message = message.replace(python, json_words)
+        if place not in by_place:
+            by_place[place] = problem | {"message": message}
+            continue
+        kept = by_place[place]
+        extra = message.removeprefix("Input should be ")
+        if extra != message and kept["message"].startswith("Input should be "):
+            kept["message"] += f" or {extra}"
+        else:
+            kept["message"] += f"; {message}"
+    return list(by_place.values())
+
+
 async def _on_validation(request: Request, error: Exception) -> JSONResponse:
     if not isinstance(error, RequestValidationError):  # registered for that class only
         raise error
     errors = list(error.errors())
     for item in errors:
         if item.get("type") == "json_invalid":
-            reason = (item.get("ctx") or {}).get("error", "")
-            position = item.get("loc", ("body", "?"))[-1]
-            message = f"the request body is not valid JSON ({reason} at character {position})"
-            return error_response(400, "invalid_json", message)
+            return error_response(400, "invalid_json", _json_syntax(item, error.body))
     route = request.scope.get("route")
     route = route if isinstance(route, APIRoute) else None
-    problems = [_validation_problem(item, route) for item in errors]
+    problems = _merged([_validation_problem(item, route) for item in _deepest_members(errors)])
     first = problems[0] if problems else {"pointer": "", "message": "invalid request", "in": ""}
     where = f"{first['in']} {first['pointer'] or '/'}".strip()
     others = len(problems) - 1
@@ -210,6 +265,19 @@ async def _on_validation(request: Request, error: Exception) -> JSONResponse:
     return error_response(
         422, "invalid_request", f"{where}: {first['message']}{more}", {"problems": problems}
     )
+
+
+def _json_syntax(item: dict[str, Any], body: Any) -> str:
+    """`invalid_json`'s message: what is wrong and where, by line and column of the body
+    (FastAPI names a character offset) when FastAPI kept the body's text."""
+    reason = str((item.get("ctx") or {}).get("error", "invalid JSON"))
+    position = item.get("loc", ("body", "?"))[-1]
+    if isinstance(body, bytes):
+        body = body.decode("utf-8", "replace")
+    if not isinstance(body, str) or not isinstance(position, int):
+        return f"the request body is not valid JSON ({reason} at character {position})"
+    syntax = json_text.syntax_reason(body, json.JSONDecodeError(reason, body, position))
+    return f"the request body is not valid JSON: {syntax}"
 
 
 async def _on_http(request: Request, error: Exception) -> JSONResponse:

@@ -209,12 +209,31 @@ def _parse(text: str) -> Loaded:
 
 
 def _syntax_message(text: str, exc: json.JSONDecodeError) -> str:
+    return f"The document is not valid JSON: {syntax_reason(text, exc)}"
+
+
+def syntax_reason(text: str, exc: json.JSONDecodeError) -> str:
+    """What is wrong with `text` and where (`exc` is what parsing it raised), with the likely
+    cause when it is a common one: a comma after the last item, or a text cut short. The
+    command line and the REST API's `invalid_json` say it in these words alike."""
+    where = f"line {exc.lineno}, column {exc.colno}"
     hint = ""
     # A string left open always runs to the end: JSON strings cannot span lines.
     if exc.pos >= len(text.rstrip()) or exc.msg.startswith("Unterminated string"):
-        hint = " The document ends too early: is the file truncated?"
-    where = f"line {exc.lineno}, column {exc.colno}"
-    return f"The document is not valid JSON: {exc.msg} ({where}).{hint}"
+        hint = " The document ends too early: was it cut short?"
+    elif _after_trailing_comma(text, exc.pos):
+        hint = (
+            f" The `{text[exc.pos]}` there follows a comma: JSON allows none after the last "
+            "item, so remove that comma."
+        )
+    return f"{exc.msg} ({where}).{hint}"
+
+
+def _after_trailing_comma(text: str, position: int) -> bool:
+    """Whether the parser stopped at a `}` or `]` that follows a comma (blanks between)."""
+    if position >= len(text) or text[position] not in "}]":
+        return False
+    return text[:position].rstrip().endswith(",")
 
 
 def _tree_problems(data: Any) -> list[Problem]:

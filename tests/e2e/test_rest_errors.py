@@ -236,6 +236,38 @@ async def test_malformed_json_is_400_invalid_json(url: str, body: bytes) -> None
     assert "not valid JSON" in _is_error(answer, 400, "invalid_json")["message"]
 
 
+@pytest.mark.parametrize(
+    ("body", "said"),
+    [
+        (
+            b'{"name": "a",\n "tags": [1, 2,],\n "count": 1}',
+            "Expecting value (line 2, column 16). The `]` there follows a comma: JSON allows "
+            "none after the last item, so remove that comma.",
+        ),
+        (
+            b'{"name": "a",\n}',
+            "Expecting property name enclosed in double quotes (line 2, column 1). The `}` "
+            "there follows a comma: JSON allows none after the last item, so remove that comma.",
+        ),
+        (
+            b'{"name": "a", "count": 1',
+            "Expecting ',' delimiter (line 1, column 25). The document ends too early: was it "
+            "cut short?",
+        ),
+    ],
+)
+async def test_malformed_json_says_where_by_line_and_column_and_the_likely_cause(
+    url: str, body: bytes, said: str
+) -> None:
+    """As the command line says it of a file (engine.validation.json_text.syntax_reason)."""
+    async with client(url) as http:
+        answer = await http.post(
+            "/probe/items", content=body, headers={"content-type": "application/json"}
+        )
+    message = _is_error(answer, 400, "invalid_json")["message"]
+    assert message == f"the request body is not valid JSON: {said}"
+
+
 async def test_body_and_parameter_validation_is_422_with_pointers(url: str) -> None:
     async with client(url) as http:
         wrong_body = await http.post("/probe/items", json={"name": 3, "extra": 1})

@@ -212,5 +212,11 @@ async def test_unknown_names_versions_and_malformed_requests(api: Api) -> None:
         body = assert_error(answer, 422, "invalid_request")
         assert body["details"]["problems"][0]["in"] == "path"
     assert_error(malformed, 400, "invalid_json")
-    assert_error(wrong_type, 422, "invalid_request")
-    assert_error(wrong_items, 422, "invalid_request")
+    # Said of the request, in JSON's words: never pydantic's names of the union's members.
+    body = assert_error(wrong_type, 422, "invalid_request")
+    assert body["message"] == "body /: Input should be a JSON object or a JSON array"
+    assert [(p["pointer"], p["code"]) for p in body["details"]["problems"]] == [("", "dict_type")]
+    # A list whose items are wrong: each item is named, not also "the body is not an object".
+    body = assert_error(wrong_items, 422, "invalid_request")
+    assert body["message"] == "body /0: Input should be a JSON object; 1 more problem in details"
+    assert [p["pointer"] for p in body["details"]["problems"]] == ["/0", "/1"]

@@ -34,14 +34,24 @@ def test_truncated_json_says_so() -> None:
     text = json.dumps(VALID, indent=2)
     problem = only_problem(text[: len(text) // 2])
     assert problem.code == "json_syntax"
-    assert "is the file truncated?" in problem.message
+    assert "was it cut short?" in problem.message
     assert "line " in problem.message
 
 
 def test_an_empty_file() -> None:
     problem = only_problem(b"")
     assert problem.code == "json_syntax"
-    assert "truncated" in problem.message
+    assert "cut short" in problem.message
+
+
+def test_a_comma_after_the_last_item_is_named() -> None:
+    problem = only_problem('{\n  "name": "ok",\n  "vertices": {},\n}\n')
+    assert problem.code == "json_syntax"
+    assert problem.message == (
+        "The document is not valid JSON: Expecting property name enclosed in double quotes "
+        "(line 4, column 1). The `}` there follows a comma: JSON allows none after the last "
+        "item, so remove that comma."
+    )
 
 
 def test_a_document_over_the_byte_limit_is_refused_before_parsing() -> None:
