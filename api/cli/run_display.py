@@ -129,13 +129,32 @@ def holder_line(holder: HolderView, lease_expires_at: float | None) -> str:
 
 
 def step_attempts(step: StepView) -> str:
-    """HTTP attempts for a GATEWAY that made some, else executions; redispatches noted. A
-    deployment's stage step runs once a check, parking in between: its executions are
-    checks, not attempts at something that failed."""
-    count = len(step.history) if step.history else step.attempts
-    if count == 0:
+    """HTTP attempts for a GATEWAY that made some, with its executions when there were more
+    than one (the monitor's "Executions"); executions otherwise; attempts that admission
+    refused before calling noted; redispatches noted.
+
+    Both counts matter when they differ: an execution whose worker was killed mid-call left no
+    attempt in the log though the downstream may have had the call ("1 attempt in 2
+    executions"), and a GATEWAY refused by admission (Redis out, say) made no call at all
+    ("13 executions, 13 refused before calling"). A deployment's stage step runs once a
+    check, parking in between: its executions are checks, not attempts that failed."""
+    executions = max(step.attempts, step.history[-1].execution if step.history else 0)
+    calls = sum(1 for attempt in step.history if attempt.refused is None)
+    refused = len(step.history) - calls
+    if calls:
+        text = plural(calls, "attempt")
+        if executions > 1:
+            text += f" in {plural(executions, 'execution')}"
+    elif executions == 0:
         return MISSING
-    text = plural(count, "check" if step.type == "DEPLOY_STAGE" else "attempt")
+    elif step.type == "DEPLOY_STAGE":
+        text = plural(executions, "check")
+    elif step.type == "GATEWAY":
+        text = plural(executions, "execution")
+    else:
+        text = plural(executions, "attempt")
+    if refused:
+        text += f", {refused:,} refused before calling"
     if step.auto_retries:
         text += f", {plural(step.auto_retries, 'redispatch', 'redispatches')}"
     return text

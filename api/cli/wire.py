@@ -175,6 +175,8 @@ class AttemptView(Wire):
     at: float
     level: str
     message: str
+    refused: str | None = None
+    """The kind of refusal when admission refused the attempt before any call was made."""
 
 
 class SpawnerCounts(Wire):

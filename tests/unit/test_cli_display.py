@@ -470,3 +470,38 @@ def test_runs_show_says_who_holds_a_running_step_and_whether_it_is_alive() -> No
         text
     )
     assert "None" not in text
+
+
+def attempts_of(step: Mapping[str, object]) -> str:
+    """What `runs show`'s ATTEMPTS column says of a step shaped as `step` (a GATEWAY)."""
+    fields = {"vertexId": "charge", "type": "GATEWAY", "status": "SUCCEEDED"} | dict(step)
+    run = RunDetail.model_validate(
+        {"id": "r1", "workflow": "one", "version": 1, "tenantId": "default", "status": "RUNNING"}
+        | {"createdAt": NOW - 30, "steps": [fields]}
+    )
+    return run_display.step_attempts(run.steps[0])
+
+
+def attempt(execution: int, number: int, refused: str | None = None) -> dict[str, object]:
+    line = {"execution": execution, "attempt": number, "at": NOW, "level": "info"}
+    return line | {"message": "POST … → 200", "refused": refused}
+
+
+def test_the_attempts_column_says_executions_when_they_differ_from_calls() -> None:
+    """The monitor counts executions, the log counts HTTP attempts: `runs show` says both
+    when they differ, so that neither hides a call (a tour read "1 attempt" where REST said
+    2: the worker of the first execution was killed mid-call and logged nothing)."""
+    assert attempts_of({"attempts": 1, "history": [attempt(1, 1)]}) == "1 attempt"
+    assert attempts_of({"attempts": 1, "history": [attempt(1, 1), attempt(1, 2)]}) == "2 attempts"
+    killed = {"attempts": 2, "history": [attempt(1, 1)]}
+    assert attempts_of(killed) == "1 attempt in 2 executions"
+    retried = {"attempts": 2, "history": [attempt(1, 1), attempt(2, 1)]}
+    assert attempts_of(retried) == "2 attempts in 2 executions"
+    # Refused by admission before any call (Redis out, say): executions, not attempts.
+    assert attempts_of({"attempts": 13}) == "13 executions"
+    refused = [attempt(n, 1, "coordination_unavailable") for n in range(1, 4)]
+    assert attempts_of({"attempts": 3, "history": refused}) == (
+        "3 executions, 3 refused before calling"
+    )
+    assert attempts_of({"attempts": 1, "type": "MERGE"}) == "1 attempt"
+    assert attempts_of({"attempts": 0, "status": "READY"}) == run_display.MISSING
