@@ -91,6 +91,69 @@ def test_a_key_written_twice_is_shown_at_its_line_and_blocks_publishing(
         assert page.get_by_role("button", name="Publish").is_disabled()
 
 
+CYCLE = {
+    "name": "ed-cycle",
+    "vertices": {
+        "a": {"type": "GATEWAY", "config": {"url": "http://127.0.0.1:9/a"}},
+        "c": {"type": "GATEWAY", "dependsOn": ["d"], "config": {"url": "http://127.0.0.1:9/c"}},
+        "d": {"type": "GATEWAY", "dependsOn": ["c"], "config": {"url": "http://127.0.0.1:9/d"}},
+        "f": {"type": "GATEWAY", "config": {"url": "http://127.0.0.1:9/f"}},
+    },
+}
+"""c and d wait for each other; a and f, laid out beside them in one layer, for nothing."""
+
+EDGES_JS = """() => [...document.querySelectorAll('svg.dag .edge')].map((edge) => {
+  const nodes = [...document.querySelectorAll('svg.dag .node')].map((node) => {
+    const box = node.querySelector('.node-box');
+    return { id: node.dataset.vertex, x: +box.getAttribute('x'), y: +box.getAttribute('y'),
+             w: +box.getAttribute('width'), h: +box.getAttribute('height') };
+  });
+  const length = edge.getTotalLength();
+  const inside = [];
+  for (let i = 0; i <= 100; i++) {
+    const p = edge.getPointAtLength((length * i) / 100);
+    for (const n of nodes) {
+      if (p.x > n.x + 1 && p.x < n.x + n.w - 1 && p.y > n.y + 1 && p.y < n.y + n.h - 1) {
+        inside.push(n.id);
+      }
+    }
+  }
+  const end = edge.getPointAtLength(length);
+  const ends = nodes.filter((n) => end.x >= n.x - 1 && end.x <= n.x + n.w + 1
+    && end.y >= n.y - 1 && end.y <= n.y + n.h + 1).map((n) => n.id);
+  return { edge: edge.dataset.edge, cycle: edge.classList.contains('cycle'),
+           inside: [...new Set(inside)], ends };
+})"""
+"""Each edge of the drawn graph: the nodes any point of it lies inside (an edge drawn through
+a node hides behind it and seems to come from elsewhere), and the nodes its arrowhead's tip
+touches."""
+
+
+def test_every_vertex_of_a_cycle_is_marked_and_its_edges_drawn_around_the_nodes(
+    server: DemoServer, browser: Any
+) -> None:
+    with opened(browser, f"{server.ui}#/editor") as (page, _):
+        page.locator(".editor-state.ok").wait_for()
+        page.fill("#document", json.dumps(CYCLE, indent=2))
+        page.locator("figcaption", has_text="ed-cycle").wait_for()
+        problem = page.locator('.problem[data-pointer="/vertices/c/dependsOn/0"]')
+        assert "(cycle)" in problem.inner_text()
+        marked = {
+            vertex: "has-problem"
+            in (page.locator(f'svg.dag .node[data-vertex="{vertex}"]').get_attribute("class") or "")
+            for vertex in "acdf"
+        }
+        assert marked == {"a": False, "c": True, "d": True, "f": False}
+        label = page.locator('svg.dag .node[data-vertex="d"]').get_attribute("aria-label")
+        assert label == "d, GATEWAY; 1 problem"
+        edges = sorted(page.evaluate(EDGES_JS), key=lambda e: e["edge"])
+        assert edges == [
+            {"edge": "c→d", "cycle": True, "inside": [], "ends": ["d"]},
+            {"edge": "d→c", "cycle": True, "inside": [], "ends": ["c"]},
+        ]
+        shoot(page, "editor-cycle")
+
+
 # ── the Deploy form ─────────────────────────────────────────────────────────────────────────
 
 

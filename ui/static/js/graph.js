@@ -99,6 +99,71 @@ function widened(view, steps, problems, room) {
   return { w: wide, width, x: new Map(view.nodes.map((n) => [n.id, width / 2 + (n.x - view.width / 2) * spread])) };
 }
 
+/** An edge between layers: from the bottom of `a` (at `y1`) to the top of `b` (at `y2`). */
+function downwards(a, b, y1, y2) {
+  const mid = (y1 + y2) / 2;
+  return `M ${a.x} ${y1} C ${a.x} ${mid}, ${b.x} ${mid}, ${b.x} ${y2 - 1}`;
+}
+
+/** How far an edge inside a layer bows out of it: 3/4 of this at its peak, which stays in
+ * the margin the layout leaves above the first layer and below the last. */
+const BOW = 26;
+
+/**
+ * An edge inside one layer (only a draft's cycle puts both ends of an edge in a layer: its
+ * vertices share one). Drawn straight from side to side it would run through the nodes
+ * between, and an edge back along the same line would hide behind its ends. So an edge to the
+ * right bows over the layer, from the top of `a` to the top of `b`, and one to the left bows
+ * under it, bottom to bottom: a two-vertex cycle is a loop. Each end is a quarter of the node
+ * off its centre, apart from the centre where edges from other layers meet it.
+ */
+function sideways(a, b, top, height, w) {
+  const right = b.x > a.x ? 1 : -1;
+  const [x1, x2] = [a.x + (right * w) / 4, b.x - (right * w) / 4];
+  const [y1, y2] = right > 0 ? [top(a), top(b)] : [top(a) + height, top(b) + height];
+  const bow = right > 0 ? -BOW : BOW;
+  return `M ${x1} ${y1} C ${x1} ${y1 + bow}, ${x2} ${y2 + bow}, ${x2} ${y2}`;
+}
+
+/**
+ * Each vertex of `view` that is on a cycle → every vertex of its cycle (its strongly connected
+ * component of more than one vertex, found by Tarjan's algorithm); empty on a DAG. A draft's
+ * cycle problem names one of its vertices; none of them can ever start, so each is marked.
+ */
+export function cycleMembers(view) {
+  const next = new Map(view.nodes.map((n) => [n.id, []]));
+  for (const edge of view.edges) if (next.has(edge.source) && next.has(edge.target)) next.get(edge.source).push(edge.target);
+  const index = new Map();
+  const low = new Map();
+  const stack = [];
+  const onStack = new Set();
+  const members = new Map();
+  const visit = (v) => {
+    index.set(v, index.size);
+    low.set(v, index.get(v));
+    stack.push(v);
+    onStack.add(v);
+    for (const u of next.get(v)) {
+      if (!index.has(u)) {
+        visit(u);
+        low.set(v, Math.min(low.get(v), low.get(u)));
+      } else if (onStack.has(u)) low.set(v, Math.min(low.get(v), index.get(u)));
+    }
+    if (low.get(v) !== index.get(v)) return;
+    const component = [];
+    let u;
+    do {
+      u = stack.pop();
+      onStack.delete(u);
+      component.push(u);
+    } while (u !== v);
+    if (component.length > 1) for (const member of component) members.set(member, component);
+  };
+  // A sketch has at most 500 vertices: recursion that deep is safe.
+  for (const v of next.keys()) if (!index.has(v)) visit(v);
+  return members;
+}
+
 /** The fan-out bar's segments, in drawing order: [name, count]. */
 export function fanoutSegments(children, running = 0) {
   const ended = children.succeeded + children.failed + children.cancelled;
@@ -176,28 +241,31 @@ export function drawGraph(view, { steps = new Map(), running = new Map(), proble
     s(
       "defs",
       {},
-      s(
-        "marker",
-        { id: `${id}-arrow`, viewBox: "0 0 10 10", refX: "9", refY: "5", markerWidth: "7", markerHeight: "7", orient: "auto-start-reverse" },
-        s("path", { d: "M 0 0 L 10 5 L 0 10 z", class: "arrow" }),
+      ["arrow", "arrow-cycle"].map((name) =>
+        s(
+          "marker",
+          { id: `${id}-${name}`, viewBox: "0 0 10 10", refX: "9", refY: "5", markerWidth: "7", markerHeight: "7", orient: "auto-start-reverse" },
+          s("path", { d: "M 0 0 L 10 5 L 0 10 z", class: name === "arrow" ? "arrow" : "arrow cycle" }),
+        ),
       ),
     ),
   );
   const byId = new Map(view.nodes.map((n) => [n.id, at(n)]));
-  const middle = (node) => top(node) + (hgt + extra(node)) / 2;
+  const cycles = cycleMembers(view);
   for (const edge of view.edges) {
     const a = byId.get(edge.source);
     const b = byId.get(edge.target);
     if (!a || !b) continue;
-    const y1 = top(a) + hgt + extra(a);
-    const y2 = top(b);
-    const upward = y2 <= y1;
-    const mid = (y1 + y2) / 2;
-    const [ya, yb] = [middle(a), middle(b)];
-    const d = upward
-      ? `M ${a.x + w / 2} ${ya} C ${a.x + w / 2 + 40} ${ya}, ${b.x + w / 2 + 40} ${yb}, ${b.x + w / 2} ${yb}`
-      : `M ${a.x} ${y1} C ${a.x} ${mid}, ${b.x} ${mid}, ${b.x} ${y2 - 1}`;
-    svg.append(s("path", { d, class: "edge", "marker-end": `url(#${id}-arrow)` }));
+    const d = a.y === b.y ? sideways(a, b, top, hgt + extra(a), w) : downwards(a, b, top(a) + hgt + extra(a), top(b));
+    const looped = (cycles.get(edge.source) || []).includes(edge.target);
+    svg.append(
+      s("path", {
+        d,
+        class: ["edge", looped && "cycle"],
+        "data-edge": `${edge.source}→${edge.target}`,
+        "marker-end": `url(#${id}-${looped ? "arrow-cycle" : "arrow"})`,
+      }),
+    );
   }
   for (const node of view.nodes.map(at)) {
     const step = steps.get(node.id);

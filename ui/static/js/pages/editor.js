@@ -6,7 +6,7 @@
 import { api } from "../api.js";
 import { confirmAction } from "../dialog.js";
 import { announce, fill, h } from "../dom.js";
-import { drawGraph } from "../graph.js";
+import { cycleMembers, drawGraph } from "../graph.js";
 import { DuplicateKeyError, JsonSyntaxError, locate, parseWithPositions } from "../jsontext.js";
 import { warningsBox, withWarnings } from "../warnings.js";
 
@@ -36,6 +36,20 @@ export function vertexOf(pointer, isList) {
   const index = isList ? Number(parts.shift()) : 0;
   if (parts[0] === "vertices" && parts.length > 1) return [index, parts[1]];
   return [index, null];
+}
+
+/** `problems` (vertex id → its problems) with a cycle's problem on every vertex of the cycle:
+ * the API names the cycle at one of its vertices, but none of them can ever start. */
+export function onWholeCycles(problems, cycles) {
+  for (const [vertex, found] of [...problems]) {
+    for (const problem of found.filter((p) => p.code === "cycle")) {
+      for (const member of cycles.get(vertex) || []) {
+        const theirs = problems.get(member) || [];
+        if (!theirs.includes(problem)) problems.set(member, [...theirs, problem]);
+      }
+    }
+  }
+  return problems;
 }
 
 /** Whether a published version serves new runs, as the API said (`serving`; nothing from an
@@ -182,6 +196,7 @@ export async function editorPage(main, params) {
           const [i, vertex] = key.split(/:(.*)/s);
           if (Number(i) === index) problems.set(vertex, found);
         }
+        onWholeCycles(problems, cycleMembers(graph));
         return h("figure", {}, h("figcaption", {}, graph.name || `document ${index}`), graph.nodes.length ? drawGraph(graph, { problems }) : h("p", { class: "muted" }, "No vertices to draw."));
       }),
     );
