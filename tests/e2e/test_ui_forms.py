@@ -287,3 +287,37 @@ def test_a_refusal_from_the_api_is_said_once_with_the_fields_label(
         )
         assert "/stages/" not in said
         shoot(page, "deploy-form-api-refusal", narrow=False)
+
+
+# ── the start of a run ──────────────────────────────────────────────────────────────────────
+
+
+def test_a_problem_with_the_whole_input_is_said_as_the_clis_are(
+    server: DemoServer, browser: Any
+) -> None:
+    """The API's pointer "" is the whole document, written "(document)" as the CLI writes it:
+    "/" would be the member named "" (RFC 6901)."""
+    document = {
+        "name": "forms-input",
+        "inputSchema": {
+            "type": "object",
+            "required": ["customerId"],
+            "properties": {"customerId": {"type": "string"}},
+        },
+        "vertices": {"call": {"type": "GATEWAY", "config": {"url": f"{server.downstream}/orders"}}},
+    }
+    assert server.call("/workflows", document)["version"] == 1
+    with opened(browser, f"{server.ui}#/workflows/forms-input") as (page, seen):
+        seen.allowed_errors.append("422")  # the refusal the test provokes
+        page.fill("#run-input", "{}")
+        page.get_by_role("button", name="Start a run of v1").click()
+        state = page.locator(".error-box")
+        state.wait_for()
+        said = state.inner_text()
+        assert ' — (document): The input is missing the required field "customerId"' in said
+        assert "/:" not in said
+        shoot(page, "start-run-whole-input")
+        # The Deploy form's refusals name a pointer that is no field of its as written too.
+        assert page.evaluate("async () => (await import('./js/deploy_limits.js')).labelOf('')") == (
+            "(document)"
+        )

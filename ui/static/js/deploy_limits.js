@@ -3,6 +3,7 @@
 // one place, the API's models (engine/operations/deployment_views.py).
 
 import { api } from "./api.js";
+import { pointerText } from "./format.js";
 
 /** Each field: its label in messages, and the property of the API's body it fills (its
  * schema in /openapi.json: `StageBody` for every stage, `RollbackBody`). */
@@ -63,5 +64,5 @@ export function labelOf(pointer) {
   const property = parts[parts.length - 1];
   const schema = parts[1] === "stages" ? "StageBody" : parts[1] === "rollback" ? "RollbackBody" : null;
   const found = Object.values(FIELDS).find((f) => f.schema === schema && f.property === property);
-  return found ? found.label : pointer || "/";
+  return found ? found.label : pointerText(pointer);
 }

@@ -161,6 +161,16 @@ export function ratio(value) {
   return value === null || value === undefined ? "—" : Number(value).toFixed(3);
 }
 
+/** The whole document, as people read a JSON pointer: the CLI's `(document)` (its
+ * api/cli/problem_text.py). In RFC 6901 "/" is the member named "", not the root, and an
+ * empty pointer is one nobody would see. */
+export const ROOT_POINTER = "(document)";
+
+/** A JSON pointer for people: as written, but the whole document's "" as `ROOT_POINTER`. */
+export function pointerText(pointer) {
+  return pointer || ROOT_POINTER;
+}
+
 export function percent(part, whole) {
   if (!whole) return 0;
   return (100 * part) / whole;

@@ -6,6 +6,7 @@
 import { api } from "../api.js";
 import { confirmAction } from "../dialog.js";
 import { announce, fill, h } from "../dom.js";
+import { pointerText } from "../format.js";
 import { cycleMembers, drawGraph } from "../graph.js";
 import { DuplicateKeyError, JsonSyntaxError, locate, parseWithPositions } from "../jsontext.js";
 import { warningsBox, withWarnings } from "../warnings.js";
@@ -142,7 +143,7 @@ export async function editorPage(main, params) {
           { type: "button", class: "link", onclick: () => selectLine(line) },
           h("span", { class: "problem-line" }, `line ${line}`),
           " · ",
-          h("code", {}, problem.pointer || "/"),
+          h("code", {}, pointerText(problem.pointer)),
         ),
         ` — ${problem.message} `,
         h("span", { class: "muted" }, `(${problem.code})`),

@@ -6,7 +6,7 @@ import { api } from "../api.js";
 import { setParams } from "../app.js";
 import { deployForm } from "../deploy_form.js";
 import { fill, h } from "../dom.js";
-import { breakable, time } from "../format.js";
+import { breakable, pointerText, time } from "../format.js";
 import { drawGraph } from "../graph.js";
 import { DuplicateKeyError, JsonSyntaxError, parseWithPositions } from "../jsontext.js";
 
@@ -66,7 +66,7 @@ function startForm(name, version, document) {
           });
           location.hash = `#/runs/${encodeURIComponent(answer.id)}`;
         } catch (error) {
-          const problems = (error.details.problems || []).map((p) => `${p.pointer || "/"}: ${p.message}`);
+          const problems = (error.details.problems || []).map((p) => `${pointerText(p.pointer)}: ${p.message}`);
           state.textContent = `✕ ${error.message}${problems.length ? ` — ${problems.join("; ")}` : ""}`;
           state.className = "error-box";
         }
