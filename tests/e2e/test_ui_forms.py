@@ -154,6 +154,34 @@ def test_every_vertex_of_a_cycle_is_marked_and_its_edges_drawn_around_the_nodes(
         shoot(page, "editor-cycle")
 
 
+def test_problems_are_listed_in_the_order_they_are_written(
+    server: DemoServer, browser: Any
+) -> None:
+    # The API sorts by pointer: /vertices/a/type, /vertices/m/dependsOn/0, /vertices/z/...
+    text = """{
+  "name": "ed-order",
+  "vertices": {
+    "z": {"type": "GATEWAY", "config": {"url": "127.0.0.1/z"}},
+    "m": {"type": "GATEWAY", "dependsOn": ["ghost"], "config": {"url": "http://127.0.0.1:9/m"}},
+    "a": {"type": "gateway", "config": {"url": "127.0.0.1/a"}}
+  }
+}"""
+    with opened(browser, f"{server.ui}#/editor") as (page, _):
+        page.locator(".editor-state.ok").wait_for()
+        page.fill("#document", text)
+        page.locator("figcaption", has_text="ed-order").wait_for()
+        listed = [
+            (p.get_attribute("data-line"), p.get_attribute("data-pointer"))
+            for p in page.locator(".problem").all()
+        ]
+        assert listed == [
+            ("4", "/vertices/z/config/url"),
+            ("5", "/vertices/m/dependsOn/0"),
+            ("6", "/vertices/a/type"),  # before its url: further left on the line
+            ("6", "/vertices/a/config/url"),
+        ]
+
+
 # ── the Deploy form ─────────────────────────────────────────────────────────────────────────
 
 

@@ -74,6 +74,16 @@ function servingHint(result) {
   return box;
 }
 
+/** `problems` each with where its pointer is in the text (`locate`: its line and offset, or its
+ * closest written ancestor's), in the order they are written: by line, then column (the API
+ * sorts them by pointer, and "/vertices/b" may be written after "/vertices/c"). One found
+ * nowhere in the text (a parse mid-edit) goes last; ties keep the API's order. */
+function inTextOrder(problems, positions) {
+  const located = problems.map((problem) => ({ problem, where: positions ? locate(positions, problem.pointer) : null }));
+  const at = ({ where }) => (where ? [where.line, where.start] : [Number.MAX_SAFE_INTEGER, 0]);
+  return located.sort((a, b) => at(a)[0] - at(b)[0] || at(a)[1] - at(b)[1]);
+}
+
 export async function editorPage(main, params) {
   const area = h("textarea", { id: "document", class: "code editor-text", spellcheck: "false", wrap: "off", "aria-describedby": "editor-state" });
   const gutter = h("pre", { class: "gutter", "aria-hidden": "true" });
@@ -126,8 +136,7 @@ export async function editorPage(main, params) {
   function showProblems(problems, isList) {
     problemLines = new Map();
     const byVertex = new Map();
-    const items = problems.map((problem) => {
-      const where = current ? locate(current.positions, problem.pointer) : null;
+    const items = inTextOrder(problems, current && current.positions).map(({ problem, where }) => {
       const line = where ? where.line : 1;
       problemLines.set(line, true);
       const [index, vertex] = vertexOf(problem.pointer, isList);
