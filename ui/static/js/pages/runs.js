@@ -34,6 +34,8 @@ const ROUTES = [
 ];
 const PAGE_SIZE = 50;
 const ACTIVE = new Set(["RUNNING"]);
+/** The class of the progress bar of a run that ended without succeeding. */
+const ENDED_BARS = { FAILED: "failed", CANCELLED: "cancelled" };
 
 /** Earlier pages' cursors, so "Previous" works without the API paging backwards. */
 const previous = [];
@@ -60,13 +62,29 @@ function listFilter(params) {
   };
 }
 
+/**
+ * How full a run's bar is, in percent: its steps done of all, as its words say. While it runs,
+ * a fan-out under way counts as the share of its children that ended (a 100,000-child step
+ * would otherwise hold the bar still for an hour). An ended run's bar is its steps alone: a
+ * failed or cancelled run's children all ended does not make it done ("2/4 steps · 12/12
+ * children" is half full, not full).
+ */
+export function progressShare(status, progress) {
+  const children = progress.children;
+  const ended = children ? children.succeeded + children.failed + children.cancelled : 0;
+  const underWay = ACTIVE.has(status) && children && ended < children.total ? ended / children.total : 0;
+  return Math.min(100, percent(progress.stepsDone + underWay, progress.steps));
+}
+
 function progressCell(run) {
   const progress = run.progress;
   if (!progress) return h("td", { class: "muted" }, "—");
   const children = progress.children;
   const ended = children ? children.succeeded + children.failed + children.cancelled : 0;
-  const share = children ? percent(ended, children.total) : percent(progress.stepsDone, progress.steps);
-  const bar = h("span", { class: "mini-bar", "aria-hidden": "true" }, widthPercent(h("span", { class: "mini-fill" }), share));
+  const filled = widthPercent(h("span", { class: "mini-fill" }), progressShare(run.status, progress));
+  // Coloured as its status badge is (the badge and the words say it too): a failed run's bar
+  // red, a cancelled one's grey, never the colour of a run under way or done.
+  const bar = h("span", { class: ["mini-bar", ENDED_BARS[run.status]], "aria-hidden": "true" }, filled);
   const words = [`${progress.stepsDone}/${progress.steps} steps`];
   if (children) {
     words.push(`${count(ended)}/${count(children.total)} children`);

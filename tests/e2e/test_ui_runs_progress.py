@@ -1,0 +1,105 @@
+"""The runs list's progress bars, in a real browser against `schemabridge serve --demo`: a bar
+says what its figures say. Its list is the API's answer as written here (`GET /runs` answered
+by the page's route), so each case is exact and at hand: a fan-out that failed with all its
+children ended, a cancelled one, one under way, a plain run done. Every page fails its test on
+a JavaScript or console error, or on a request off loopback."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+from tests.e2e.browser_harness import DemoServer, demo_on_sqlite, opened, shoot
+
+pytestmark = pytest.mark.slow
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[DemoServer]:
+    with demo_on_sqlite(tmp_path_factory, "ui-runs-progress") as running:
+        yield running
+
+
+def run(n: int, workflow: str, status: str, progress: dict[str, Any]) -> dict[str, Any]:
+    """A run as `GET /runs` lists it."""
+    ended = None if status == "RUNNING" else 1_700_000_001.0
+    return {
+        "id": f"0000000{n}-aaaa-4000-8000-000000000000",
+        "workflow": workflow,
+        "version": 1,
+        "tenantId": "default",
+        "status": status,
+        "createdAt": 1_700_000_000.0,
+        "startedAt": 1_700_000_000.0,
+        "endedAt": ended,
+        "progress": progress,
+    }
+
+
+def children(succeeded: int, failed: int, cancelled: int, total: int = 12) -> dict[str, int]:
+    return {"total": total, "succeeded": succeeded, "failed": failed, "cancelled": cancelled}
+
+
+LISTED = {
+    "items": [
+        run(
+            1, "batch-failed", "FAILED", {"steps": 4, "stepsDone": 2, "children": children(9, 3, 0)}
+        ),
+        run(
+            2,
+            "batch-cancelled",
+            "CANCELLED",
+            {"steps": 2, "stepsDone": 0, "children": children(0, 0, 12)},
+        ),
+        run(
+            3,
+            "batch-running",
+            "RUNNING",
+            {"steps": 3, "stepsDone": 1, "children": children(6, 0, 0)},
+        ),
+        run(4, "plain-done", "SUCCEEDED", {"steps": 2, "stepsDone": 2}),
+    ],
+    "nextCursor": None,
+}
+
+BARS_JS = """() => [...document.querySelectorAll('tr[data-run]')].map((row) => {
+  const bar = row.querySelector('.mini-bar');
+  const fill = bar.querySelector('.mini-fill');
+  return { words: row.querySelector('.progress-cell').textContent,
+           full: Math.round(100 * fill.getBoundingClientRect().width / bar.clientWidth),
+           fill: getComputedStyle(fill).backgroundColor };
+})"""
+"""Each row's progress words, how full its bar is (percent of its track) and the fill's colour."""
+
+
+def test_a_bar_is_as_full_as_the_runs_steps_and_coloured_as_its_status(
+    server: DemoServer, browser: Any
+) -> None:
+    with opened(browser, f"{server.ui}#/runs") as (page, _):
+        page.route("**/runs?*", lambda route: route.fulfill(json=LISTED))
+        page.reload()
+        page.locator("tr[data-run] .progress-cell").first.wait_for()
+        bars = page.evaluate(BARS_JS)
+        colours = page.evaluate(
+            "() => { const s = getComputedStyle(document.documentElement);"
+            " return ['--bad', '--off', '--accent'].map((v) => s.getPropertyValue(v).trim()); }"
+        )
+        shoot(page, "runs-progress", widths=(390,))
+    rgb = [rgb_of(c) for c in colours]
+    bad, off, accent = rgb
+    assert [(b["words"], b["full"], b["fill"]) for b in bars] == [
+        ("2/4 steps · 12/12 children · 3 failed", 50, bad),
+        ("0/2 steps · 12/12 children", 0, off),
+        # Under way: one step done, and half of the fan-out's children ended.
+        ("1/3 steps · 6/12 children", 50, accent),
+        ("2/2 steps", 100, accent),
+    ]
+
+
+def rgb_of(hex_colour: str) -> str:
+    """ "#b42318" → "rgb(180, 35, 24)", as getComputedStyle says a colour."""
+    value = hex_colour.lstrip("#")
+    red, green, blue = (int(value[i : i + 2], 16) for i in (0, 2, 4))
+    return f"rgb({red}, {green}, {blue})"
