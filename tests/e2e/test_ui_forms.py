@@ -342,8 +342,11 @@ def test_a_problem_with_the_whole_input_is_said_as_the_clis_are(
         state = page.locator(".error-box")
         state.wait_for()
         said = state.inner_text()
-        assert ' — (document): The input is missing the required field "customerId"' in said
         assert "/:" not in said
+        # One problem a line, each ending its own sentence (joined, ".; " ran them together).
+        assert state.locator("li").all_inner_texts() == [
+            '(document): The input is missing the required field "customerId".'
+        ]
         shoot(page, "start-run-whole-input")
         # The Deploy form's refusals name a pointer that is no field of its as written too.
         assert page.evaluate("async () => (await import('./js/deploy_limits.js')).labelOf('')") == (

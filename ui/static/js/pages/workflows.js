@@ -66,8 +66,9 @@ function startForm(name, version, document) {
           });
           location.hash = `#/runs/${encodeURIComponent(answer.id)}`;
         } catch (error) {
-          const problems = (error.details.problems || []).map((p) => `${pointerText(p.pointer)}: ${p.message}`);
-          state.textContent = `✕ ${error.message}${problems.length ? ` — ${problems.join("; ")}` : ""}`;
+          // One problem a line: joined into the message, each one's full stop ran into the next.
+          const problems = (error.details.problems || []).map((p) => h("li", {}, `${pointerText(p.pointer)}: ${p.message}`));
+          fill(state, h("p", {}, `✕ ${error.message}`), problems.length ? h("ul", { class: "problems" }, problems) : null);
           state.className = "error-box";
         }
       },
