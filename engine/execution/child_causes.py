@@ -44,8 +44,11 @@ async def with_cause(
     others = read - count
     more = f", {others:,} other" if others else ""
     example = _short(first.get(kind, ""))
+    # One child's message said of many reads as if they all failed alike (the same URL).
+    if example:
+        example = f", e.g. {example}" if count > 1 else f": {example}"
     message = (
-        f"{failure.message} ({among}{count:,} {kind}{': ' + example if example else ''}{more}); "
+        f"{failure.message} ({among}{count:,} {kind}{example}{more}); "
         f"see `schemabridge runs children {run_id} --status FAILED`"
     )
     return StepFailure(

@@ -366,7 +366,7 @@ def test_children_that_all_failed_invalid_input_lead_with_fixing_the_workflow(
     assert error["kind"] == "child_failures"
     assert error["childCause"] == {"kind": "invalid_input", "count": 4, "read": 4}
     assert error["message"].startswith(
-        "4 of 4 children ended with a status not tolerated (4 invalid_input: "
+        "4 of 4 children ended with a status not tolerated (4 invalid_input, e.g. "
     ), error["message"]
     assert error["message"].endswith(f"; see `schemabridge runs children {run} --status FAILED`")
     hints = next_lines(serve_api.ok("runs", "show", run).stdout)

@@ -70,7 +70,7 @@ async def test_the_join_names_the_commonest_cause_of_its_failed_children(
     error = run.error
     assert error.kind == "child_failures"
     assert error.message.startswith(
-        "4 of 5 children ended with a status not tolerated (3 invalid_config: vertex 'call': "
+        "4 of 5 children ended with a status not tolerated (3 invalid_config, e.g. vertex 'call': "
         "url: {{ item.id }} gave null or an empty string in the url path"
     ), error.message
     # One child's message, cut short on one line: the count by kind is what matters.
@@ -94,7 +94,7 @@ async def test_past_the_read_limit_it_says_how_many_it_read(
     """A 100,000-child fan-out reads 1,000 failed children, not all: here 2 of 4."""
     monkeypatch.setattr(child_causes, "READ_AT_MOST", 2)
     run = await failed_join(runtime, downstream)
-    assert "(of the first 2 failed: 2 invalid_config: vertex 'call'" in run.error.message
+    assert "(of the first 2 failed: 2 invalid_config, e.g. vertex 'call'" in run.error.message
     assert ", 1 other" not in run.error.message
     cause = run.error.child_cause
     assert cause is not None and (cause.count, cause.read) == (2, 2)
