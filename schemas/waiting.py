@@ -73,3 +73,20 @@ def wait_text(reason: str, message: str, until: float | None, now: float) -> str
     if BREAKER_IS_OPEN in message:
         return f"{message}; half-open in {left} s"
     return f"{message}; asks again in {left} s"
+
+
+HELD_WAITS: dict[str, str] = {
+    WaitReason.ADMISSION_WAIT: "waiting for an admission slot",
+    WaitReason.RETRY_BACKOFF: "waiting to retry a call",
+}
+"""Waits inside a step's execution, by the words front doors use for them. A worker holds
+such a step, so its child counts as running (`FanoutProgress.running`), not among the
+waiting children: the counts say how many of the running ones wait so ("23 running (15 of
+them waiting for an admission slot)"), the same words in the CLI and the web monitor
+(ui/static/js/waits.js)."""
+
+
+def reason_words(reason: str) -> str:
+    """A wait reason as a person reads it where its message is missing: the words of a held
+    wait, else the code's words ("tenant_rate_limit" reads "tenant rate limit")."""
+    return HELD_WAITS.get(reason, reason.replace("_", " "))

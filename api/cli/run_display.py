@@ -25,7 +25,7 @@ from api.cli.text import (
 )
 from schemas.durations import duration
 from schemas.errors import FIX_FIRST_KINDS, SET_QUOTA_COMMAND, FailureKind
-from schemas.waiting import wait_text
+from schemas.waiting import HELD_WAITS, reason_words, wait_text
 
 if TYPE_CHECKING:
     from api.cli.wire import (
@@ -40,6 +40,7 @@ if TYPE_CHECKING:
         SpawnerCounts,
         StepView,
         Waiting,
+        WaitingChildren,
     )
 
 BODY_EXCERPT_CHARS = 300
@@ -64,29 +65,54 @@ def run_duration(run: RunSummary, now: float) -> str:
 
 def fanout_line(fanout: FanoutProgress) -> str:
     """The fan-out in one line: how many children ended, how (succeeded, failed,
-    cancelled), and how many are running or waiting."""
+    cancelled), and how many are running or waiting; of the running ones, how many wait
+    inside their call (`HELD_WAITS`), so that "0 waiting" never contradicts the line below
+    saying that children wait for an admission slot."""
     ended = fanout.succeeded + fanout.failed + fanout.cancelled
     return (
         f"{ended:,} of {plural(fanout.total, 'child', 'children')} ended: "
         f"{fanout.succeeded:,} succeeded, {fanout.failed:,} failed, "
-        f"{fanout.cancelled:,} cancelled; {fanout.running:,} running, "
+        f"{fanout.cancelled:,} cancelled; {running_words(fanout)}, "
         f"{fanout.waiting_count:,} waiting"
     )
+
+
+def running_words(fanout: FanoutProgress) -> str:
+    """`23 running (15 of them waiting for an admission slot)`: the running children and,
+    of them, those whose held step waits inside its call, by reason."""
+    held = [g for g in fanout.waiting if g.reason in HELD_WAITS]
+    words = f"{fanout.running:,} running"
+    if not held:
+        return words
+    return f"{words} ({', '.join(_held_words(g, i == 0) for i, g in enumerate(held))})"
+
+
+def _held_words(group: WaitingChildren, first: bool) -> str:
+    return f"{group.children:,}{' of them' if first else ''} {HELD_WAITS[group.reason]}"
 
 
 def children_waiting_line(fanout: FanoutProgress, now: float) -> str | None:
     """Why a fan-out's children wait, in one line: the most common reason, with what is true
     of all its children (the limit and how to raise it, the breaker and when it half-opens),
-    and the other reasons by name; None when none waits.
+    and the other reasons in words; None when none waits.
     `8 children waiting: tenant acme is at its rate limit (1000/1000 GATEWAY steps a
-    minute); raise it with `schemabridge tenants set-rate acme N` …`."""
+    minute); raise it with `schemabridge tenants set-rate acme N` …`. Children waiting
+    inside their call are running ones, and said so: `15 running children waiting for an
+    admission slot of https://… (its limit is reached)`."""
     if not fanout.waiting:
         return None
     first, *others = fanout.waiting  # the API sends them most first
-    line = f"{plural(first.children, 'child', 'children')} waiting: "
-    line += wait_text(first.reason, first.message, first.until, now) or f"({show(first.reason)})"
+    text = wait_text(first.reason, first.message, first.until, now)
+    if first.reason in HELD_WAITS:
+        words = HELD_WAITS[first.reason]
+        who = plural(first.children, "running child", "running children")
+        line = f"{who} {text}" if text.startswith(words) else f"{who} {words}: {text}"
+        line = line.removesuffix(": ")
+    else:
+        line = f"{plural(first.children, 'child', 'children')} waiting: "
+        line += text or reason_words(first.reason)
     if others:
-        line += f" (others wait for: {', '.join(group.reason for group in others)})"
+        line += f" (others wait for: {', '.join(reason_words(g.reason) for g in others)})"
     return line
 
 
@@ -174,6 +200,25 @@ def step_detail(step: StepView, now: float) -> str:
     return "; ".join(parts) or MISSING
 
 
+def step_status(step: StepView) -> Text:
+    """A step's status as the STATUS column shows it. A SPAWNER PARKED while its children go
+    on, with no wait of its own (`waiting`: backpressure, the payload store), is healthy: it
+    reads "waiting for its children (1 of 24 ended)", styled as RUNNING, never as a park at a
+    cap or a breaker (the API keeps PARKED; the web monitor says it the same way)."""
+    counts = step.children
+    if (
+        step.type == "SPAWNER"
+        and step.status == "PARKED"
+        and step.waiting is None
+        and counts is not None
+        and counts.succeeded + counts.failed + counts.cancelled < counts.total
+    ):
+        ended = counts.succeeded + counts.failed + counts.cancelled
+        words = f"waiting for its children ({ended:,} of {counts.total:,} ended)"
+        return Text(words, style=status_text("RUNNING").style)
+    return status_text(step.status)
+
+
 def steps_table(steps: Sequence[StepView], now: float) -> Table:
     rows: list[list[str | Text]] = []
     for step in steps:
@@ -184,7 +229,7 @@ def steps_table(steps: Sequence[StepView], now: float) -> Table:
             [
                 step.vertex_id,
                 show(step.type),
-                status_text(step.status),
+                step_status(step),
                 step_attempts(step),
                 took,
                 step_detail(step, now),

@@ -31,7 +31,7 @@ from api.cli.client_errors import ApiFailure
 from api.cli.exit_codes import ExitCode
 from api.cli.reconnect import Reconnect
 from api.cli.remote import say, status_text
-from api.cli.run_display import children_waiting_line, error_line, waiting_line
+from api.cli.run_display import children_waiting_line, error_line, running_words, waiting_line
 from api.cli.run_options import ENDED
 from api.cli.text import clock
 from schemas.durations import duration
@@ -83,7 +83,7 @@ class Snapshot:
             ended = fanout.succeeded + fanout.failed + fanout.cancelled
             parts.append(
                 f"children {ended:,}/{fanout.total:,} ({fanout.failed:,} failed, "
-                f"{fanout.running:,} running)"
+                f"{running_words(fanout)})"
             )
         now = time.time()
         parts += [f"{vertex}: {waiting_line(w, now)}" for vertex, w in self.waiting.items()]
@@ -131,7 +131,7 @@ class LiveView:
                 "children",
                 ProgressBar(total=fanout.total, completed=ended, width=30),
                 f"{ended:,}/{fanout.total:,}  {fanout.failed:,} failed, "
-                f"{fanout.running:,} running, {fanout.waiting_count:,} waiting",
+                f"{running_words(fanout)}, {fanout.waiting_count:,} waiting",
             )
         now = time.time()
         lines = [

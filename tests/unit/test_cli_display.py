@@ -246,7 +246,7 @@ def test_a_watch_says_why_children_wait() -> None:
     shown = rendered(live.render())
     assert "6 children waiting: tenant acme is at its rate limit" in shown
     one = Snapshot.of(fanout_progress([{"reason": "breaker_open", "children": 1}]))
-    assert one.summary().endswith("  1 child waiting: (breaker_open)")
+    assert one.summary().endswith("  1 child waiting: breaker open")
     assert "waiting" not in Snapshot.of(fanout_progress([])).summary()
 
 
@@ -341,6 +341,57 @@ def test_runs_show_says_why_a_running_fanouts_children_wait() -> None:
     assert lines[counts + 1].strip().startswith("6 children waiting: tenant acme"), text
     ended = {**fields, "status": "CANCELLED", "endedAt": NOW}
     assert "waiting:" not in rendered(run_display.run_view(RunDetail.model_validate(ended), NOW))
+
+
+ADMISSION = "waiting for an admission slot of http://127.0.0.1:48927 (its limit is reached)"
+
+
+def test_children_waiting_for_an_admission_slot_are_said_to_be_running() -> None:
+    # "15 running, 0 waiting" above "15 children waiting: waiting for an admission slot …":
+    # a child whose step waits for an admission slot is running (a worker holds its step).
+    waiting = [{"reason": "admission_wait", "children": 15, "message": ADMISSION}]
+    fields = running_fan_out({"total": 24, "running": 23, "failed": 1, "waiting": waiting})
+    text = " ".join(rendered(run_display.run_view(RunDetail.model_validate(fields), NOW)).split())
+    assert "23 running (15 of them waiting for an admission slot), 0 waiting" in text, text
+    assert f"15 running children {ADMISSION}" in text, text
+    assert "15 children waiting" not in text, text
+    assert "admission_wait" not in text, text
+    from api.cli.watch import LiveView, Snapshot
+
+    progress = fanout_progress(waiting)
+    line = Snapshot.of(progress).summary()
+    assert "(0 failed, 8 running (15 of them waiting for an admission slot))" in line, line
+    live = LiveView("run r1 (fan v1)", 0.0)
+    live.snapshot = Snapshot.of(progress)
+    shown = " ".join(rendered(live.render()).split())
+    assert "8 running (15 of them waiting for an admission slot), 0 waiting" in shown, shown
+    both = [*waiting, {"reason": "retry_backoff", "children": 2, "message": ""}]
+    fanout = RunDetail.model_validate(
+        running_fan_out({"total": 24, "running": 23, "waiting": both})
+    )
+    assert run_display.running_words(fanout.fanout) == (
+        "23 running (15 of them waiting for an admission slot, 2 waiting to retry a call)"
+    )
+
+
+def test_a_spawner_parked_for_its_children_says_it_waits_for_them() -> None:
+    # A healthy fan-out's spawner read "PARKED", which users take for stuck.
+    counts = {"total": 24, "succeeded": 0, "failed": 1, "cancelled": 0}
+    fields = running_fan_out({"total": 24, "running": 23, "failed": 1})
+    fields["steps"] = [
+        {"vertexId": "fan", "type": "SPAWNER", "status": "PARKED", "children": counts},
+        {"vertexId": "join", "type": "MERGE", "status": "PENDING"},
+    ]
+    table = rendered(run_display.steps_table(RunDetail.model_validate(fields).steps, NOW))
+    row = next(line for line in table.splitlines() if line.startswith("fan"))
+    assert "waiting for its children (1 of 24 ended)" in row, table
+    assert "PARKED" not in row, table
+    # A spawner parked by backpressure (its own `waiting`) is parked, and says why.
+    park = {"reason": "backpressure", "message": "the ready queue is deep"}
+    fields["steps"][0]["waiting"] = park  # type: ignore[index]
+    table = rendered(run_display.steps_table(RunDetail.model_validate(fields).steps, NOW))
+    row = next(line for line in table.splitlines() if line.startswith("fan"))
+    assert "PARKED" in row and "waiting (backpressure)" in row, table
 
 
 BREAKER = (
