@@ -11,6 +11,9 @@ const STATUS = {
   // `waiting`), as the fan-out bar counts it.
   WAITING: ["◔", "waiting"],
   PARKED: ["‖", "parked"],
+  // Not a status the API has: a SPAWNER PARKED while its children run (waits.js
+  // `shownStatus`), healthy, unlike a park at a cap, a breaker or backpressure.
+  AWAITING_CHILDREN: ["▶", "waiting for its children"],
   SUCCEEDED: ["✓", "succeeded"],
   FAILED: ["✕", "failed"],
   RESOLVED: ["✎", "resolved"],

@@ -10,6 +10,7 @@
 
 import { h, s } from "./dom.js";
 import { count, plural, statusIcon, statusWord } from "./format.js";
+import { heldNote, shownStatus } from "./waits.js";
 
 let graphs = 0;
 const FANOUT_EXTRA = 22;
@@ -58,7 +59,8 @@ function typeLine(node) {
 
 /** The status line of a step on a run. */
 function statusLine(step) {
-  let line = `${statusIcon(step.status)} ${statusWord(step.status)}`;
+  const status = shownStatus(step);
+  let line = `${statusIcon(status)} ${statusWord(status)}`;
   if (step.attempts > 1) line += ` · ×${step.attempts}`;
   if (step.autoRetries) line += ` · ↻${step.autoRetries}`;
   return line;
@@ -193,7 +195,7 @@ function fanoutBar(x, y, width, children, running) {
 
 function nodeLabel(node, step, problems) {
   const parts = [`${node.id}, ${typeLine(node)}`];
-  if (step) parts.push(statusWord(step.status));
+  if (step) parts.push(statusWord(shownStatus(step)));
   if (step && step.attempts > 1) parts.push(plural(step.attempts, "attempt"));
   if (step && step.children) {
     const c = step.children;
@@ -270,7 +272,7 @@ export function drawGraph(view, { steps = new Map(), running = new Map(), proble
   for (const node of view.nodes.map(at)) {
     const step = steps.get(node.id);
     const found = problems.get(node.id) || [];
-    const status = step ? step.status.toLowerCase() : "none";
+    const status = step ? shownStatus(step).toLowerCase() : "none";
     const x = node.x - w / 2;
     const y = top(node);
     const room = w - 2 * PAD;
@@ -323,12 +325,16 @@ export function drawGraph(view, { steps = new Map(), running = new Map(), proble
 }
 
 /** The legend of the fan-out bar's colours (each also named in words). */
-export function fanoutLegend(children, running = 0) {
+/** The legend of a fan-out bar; `groups` (the API's `fanout.waiting`, when they are this
+ * spawner's) say how many of the running children wait inside their call, so that "waiting 0"
+ * never reads against a banner of children waiting for an admission slot. */
+export function fanoutLegend(children, running = 0, groups = []) {
   return h(
     "ul",
     { class: "legend" },
-    fanoutSegments(children, running).map(([name, n]) =>
-      h("li", {}, h("span", { class: `swatch seg-${name}`, "aria-hidden": "true" }), `${name} ${count(n)}`),
-    ),
+    fanoutSegments(children, running).map(([name, n]) => {
+      const note = name === "running" && n ? heldNote(groups) : "";
+      return h("li", {}, h("span", { class: `swatch seg-${name}`, "aria-hidden": "true" }), `${name} ${count(n)}`, note ? ` (${note})` : null);
+    }),
   );
 }

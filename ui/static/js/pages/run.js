@@ -18,6 +18,7 @@ import { retryAfter } from "../run/attempts.js";
 import { RunLog } from "../run/log.js";
 import { timeline } from "../run/timeline.js";
 import { RUNS, wholeId } from "../short_ids.js";
+import { childrenEnded, shownStatus } from "../waits.js";
 
 const ENDED_CHECK_MS = 10_000;
 
@@ -115,10 +116,17 @@ function historyTable(step) {
   );
 }
 
+/** A step's status badge; a SPAWNER waiting for its children says how many ended. */
+function stepBadge(step) {
+  const status = shownStatus(step);
+  if (status !== "AWAITING_CHILDREN") return badge(status);
+  return h("span", {}, badge(status), h("span", { class: "muted" }, ` (${childrenEnded(step.children)})`));
+}
+
 function stepPanel(detail, step, result, reload) {
   if (!step) return h("p", { class: "muted" }, "Select a step on the graph or in the list.");
   const facts = [
-    ["Status", badge(step.status)],
+    ["Status", stepBadge(step)],
     ["Type", step.type || "?"],
     ["Executions", String(step.attempts)],
     ["Auto-retries", String(step.autoRetries)],
@@ -163,7 +171,7 @@ function stepsTable(detail, select) {
             { class: step.status === "FAILED" ? "row-failed" : null },
             h("td", { class: "step-id" }, h("button", { type: "button", class: "link", title: step.vertexId, onclick: () => select(step.vertexId) }, step.vertexId)),
             h("td", { "data-label": "Type" }, step.type || "?"),
-            h("td", { "data-label": "Status" }, badge(step.status)),
+            h("td", { "data-label": "Status" }, stepBadge(step)),
             h("td", { "data-label": "Executions" }, String(step.attempts)),
             h("td", { "data-label": "Duration" }, duration(elapsed(step.startedAt, step.endedAt))),
             h("td", { class: "error-line" }, errorSummary(step.error)),
@@ -244,7 +252,7 @@ export async function runPage(main, params, given) {
           "section",
           { class: "fanout-section", "data-vertex": step.vertexId, "aria-label": `Fan-out of ${step.vertexId}` },
           h("h2", {}, `Fan-out of ${step.vertexId}`),
-          fanoutBar(step.children, runningOf(step.vertexId)),
+          fanoutBar(step.children, runningOf(step.vertexId), runningOf(step.vertexId) ? detail.fanout.waiting : []),
           tails.get(step.vertexId),
         );
       });

@@ -5,6 +5,7 @@
 import { h } from "../dom.js";
 import { duration } from "../format.js";
 import { resetLink, withCode } from "../warnings.js";
+import { childrenWaitingText, reasonWords } from "../waits.js";
 
 export function errorBox(error, { title = "Error" } = {}) {
   if (!error) return null;
@@ -99,11 +100,11 @@ export function childrenWaitingLine(run) {
   const groups = (run.fanout && run.fanout.waiting) || [];
   if (run.endedAt || (run.status && run.status !== "RUNNING") || groups.length === 0) return null;
   const [first, ...others] = groups;
-  const count = `${first.children.toLocaleString("en-US")} ${first.children === 1 ? "child" : "children"} waiting`;
-  const line = h("p", { class: "waiting-line", "data-children": first.reason }, h("span", { "aria-hidden": "true" }, "◷ "), `${count} (${first.reason}): `, ...withCode(first.text || first.message || ""));
+  // Children waiting inside their call are running ones, and said so (waits.js), in words.
+  const line = h("p", { class: "waiting-line", "data-children": first.reason }, h("span", { "aria-hidden": "true" }, "◷ "), ...withCode(childrenWaitingText(first)));
   const reset = resetLink(first.breaker);
   if (reset) line.append(" ", reset);
-  if (others.length) line.append(h("span", { class: "muted" }, ` (others wait for: ${others.map((g) => g.reason).join(", ")})`));
+  if (others.length) line.append(h("span", { class: "muted" }, ` (others wait for: ${others.map((g) => reasonWords(g.reason)).join(", ")})`));
   return line;
 }
 

@@ -7,7 +7,7 @@ import { fill, h, widthPercent } from "../dom.js";
 import { count, duration, percent, plural, shortId, statusIcon, statusWord } from "../format.js";
 import { fanoutLegend, fanoutSegments } from "../graph.js";
 
-export function fanoutBar(children, running) {
+export function fanoutBar(children, running, groups = []) {
   const ended = children.succeeded + children.failed + children.cancelled;
   const share = percent(ended, children.total);
   const bar = h("div", {
@@ -31,7 +31,7 @@ export function fanoutBar(children, running) {
       ` — ${count(ended)} of ${plural(children.total, "child", "children")} ended`,
     ),
     bar,
-    fanoutLegend(children, running),
+    fanoutLegend(children, running, groups),
   );
 }
 

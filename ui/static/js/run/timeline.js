@@ -9,6 +9,7 @@
 
 import { h, s } from "../dom.js";
 import { duration, exact, plural, statusIcon, statusWord } from "../format.js";
+import { shownStatus } from "../waits.js";
 
 /** Where a drawing puts things: its width, where the bars start, a row's height, a label's
  * longest length and the top of its text and of its bar within the row. */
@@ -36,9 +37,10 @@ function draw(detail, steps, nowS, at) {
   });
   steps.forEach((step, i) => {
     const y = i * at.row + 4;
-    const status = step.status.toLowerCase();
+    const display = shownStatus(step);
+    const status = display.toLowerCase();
     const stepEnd = step.endedAt ?? nowS;
-    const label = `${statusIcon(step.status)} ${step.vertexId}`;
+    const label = `${statusIcon(display)} ${step.vertexId}`;
     // A long id is shortened to fit beside (or above) the bars; its tooltip names it whole.
     const shown = label.length > at.chars ? `${label.slice(0, at.chars - 1)}…` : label;
     svg.append(s("text", { x: 4, y: y + at.text, class: "tl-label" }, shown, shown === label ? null : s("title", {}, step.vertexId)));
@@ -54,7 +56,7 @@ function draw(detail, steps, nowS, at) {
       s(
         "title",
         {},
-        `${step.vertexId}: ${statusWord(step.status)}, ${duration(stepEnd - step.startedAt)} (${exact(step.startedAt)} → ${step.endedAt ? exact(step.endedAt) : "now"})`,
+        `${step.vertexId}: ${statusWord(display)}, ${duration(stepEnd - step.startedAt)} (${exact(step.startedAt)} → ${step.endedAt ? exact(step.endedAt) : "now"})`,
       ),
     );
     svg.append(bar);

@@ -1,0 +1,62 @@
+"""The web monitor's words for waits (ui/static/js/waits.js), run in Node: they say what the
+CLI says (schemas/waiting.py, api/cli/run_display.py) — running children waiting for an
+admission slot are running ones, a spawner waiting for its children is not "parked"."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+from typing import Any
+
+import pytest
+
+import ui
+from schemas.waiting import HELD_WAITS
+
+NODE = shutil.which("node")
+pytestmark = pytest.mark.skipif(NODE is None, reason="needs Node.js")
+WAITS = (ui.STATIC_DIR / "js" / "waits.js").as_uri()
+ADMISSION = "waiting for an admission slot of http://127.0.0.1:48927 (its limit is reached)"
+
+
+def js(expression: str) -> Any:
+    """The value of `expression`, with waits.js's exports in scope, as JSON."""
+    script = f"import * as w from {json.dumps(WAITS)};\nconsole.log(JSON.stringify({expression}));"
+    assert NODE is not None
+    done = subprocess.run(
+        [NODE, "--input-type=module", "-e", script],
+        capture_output=True,
+        text=True,
+        timeout=30,
+        check=True,
+    )
+    return json.loads(done.stdout)
+
+
+def test_the_monitor_names_held_waits_as_the_cli_does() -> None:
+    assert js("w.HELD_WAITS") == HELD_WAITS
+
+
+def test_children_waiting_for_an_admission_slot_are_running_ones() -> None:
+    group = {"reason": "admission_wait", "children": 15, "message": ADMISSION}
+    groups = json.dumps([group])
+    assert js(f"w.runningWords(23, {groups})") == (
+        "23 running (15 of them waiting for an admission slot)"
+    )
+    assert js(f"w.childrenWaitingText({json.dumps(group)})") == f"15 running children {ADMISSION}"
+    rate = {"reason": "tenant_rate_limit", "children": 8, "message": ""}
+    assert (
+        js(f"w.childrenWaitingText({json.dumps(rate)})") == "8 children waiting: tenant rate limit"
+    )
+
+
+def test_a_spawner_parked_for_its_children_waits_for_them() -> None:
+    counts = {"total": 24, "succeeded": 0, "failed": 1, "cancelled": 0}
+    spawner = {"type": "SPAWNER", "status": "PARKED", "children": counts}
+    assert js(f"w.shownStatus({json.dumps(spawner)})") == "AWAITING_CHILDREN"
+    assert js(f"w.childrenEnded({json.dumps(counts)})") == "1 of 24 ended"
+    parked = {**spawner, "waiting": {"reason": "backpressure"}}
+    assert js(f"w.shownStatus({json.dumps(parked)})") == "PARKED"
+    gateway = {"type": "GATEWAY", "status": "PARKED", "waiting": {"reason": "breaker_open"}}
+    assert js(f"w.shownStatus({json.dumps(gateway)})") == "PARKED"

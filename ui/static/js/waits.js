@@ -1,0 +1,64 @@
+// How waits read, the same words as the CLI (schemas/waiting.py `HELD_WAITS`, `reason_words`;
+// api/cli/run_display.py): children whose running step waits inside its call are running ones
+// (a worker holds the step), and a SPAWNER PARKED while its children run waits for them.
+// Pure functions of the API's views, no DOM.
+
+/** Waits inside a step's execution: its child counts as running, not among the waiting. */
+export const HELD_WAITS = {
+  admission_wait: "waiting for an admission slot",
+  retry_backoff: "waiting to retry a call",
+};
+
+const n = (value) => Number(value).toLocaleString("en-US");
+
+/** A wait reason in words where its message is missing ("tenant_rate_limit" → "tenant rate
+ * limit"), never the raw code. */
+export function reasonWords(reason) {
+  return HELD_WAITS[reason] || String(reason || "").replaceAll("_", " ");
+}
+
+/** The running children that wait inside their call, by reason: "15 of them waiting for an
+ * admission slot", or "" when none does. `groups`: the API's `fanout.waiting`. */
+export function heldNote(groups) {
+  const held = (groups || []).filter((g) => HELD_WAITS[g.reason]);
+  return held.map((g, i) => `${n(g.children)}${i === 0 ? " of them" : ""} ${HELD_WAITS[g.reason]}`).join(", ");
+}
+
+/** The running count with its held waits: "23 running (15 of them waiting for an admission
+ * slot)", as `schemabridge runs show` says it. */
+export function runningWords(running, groups) {
+  const note = heldNote(groups);
+  return note ? `${n(running)} running (${note})` : `${n(running)} running`;
+}
+
+/** One group of waiting children as the banner says it: "15 running children waiting for
+ * an admission slot of …" (held waits), else "8 children waiting: <what is true of all>".
+ * `text`: the API's wording (message with its countdown). */
+export function childrenWaitingText(group) {
+  const text = group.text || group.message || "";
+  const held = HELD_WAITS[group.reason];
+  if (held) {
+    const who = `${n(group.children)} running ${group.children === 1 ? "child" : "children"}`;
+    if (text.startsWith(held)) return `${who} ${text}`;
+    return text ? `${who} ${held}: ${text}` : `${who} ${held}`;
+  }
+  const who = `${n(group.children)} ${group.children === 1 ? "child" : "children"} waiting`;
+  return `${who}: ${text || reasonWords(group.reason)}`;
+}
+
+/** The status a step is shown with: a SPAWNER PARKED with no reason to wait of its own
+ * (`waiting`: backpressure, payload store) while its children go on is healthy and
+ * "waiting for its children" (AWAITING_CHILDREN, not an API status); any other PARKED stays
+ * parked. */
+export function shownStatus(step) {
+  const c = step.children;
+  if (step.type === "SPAWNER" && step.status === "PARKED" && !step.waiting && c && c.total) {
+    return c.succeeded + c.failed + c.cancelled < c.total ? "AWAITING_CHILDREN" : step.status;
+  }
+  return step.status;
+}
+
+/** "1 of 24 ended", of a spawner's children (`children`: its counts). */
+export function childrenEnded(c) {
+  return `${n(c.succeeded + c.failed + c.cancelled)} of ${n(c.total)} ended`;
+}
