@@ -200,6 +200,11 @@ def step_detail(step: StepView, now: float) -> str:
     return "; ".join(parts) or MISSING
 
 
+RESOLVED_WORDS = "resolved by operator"
+"""A RESOLVED step's TOOK: its `ended_at` is when an operator resolved it, so its span is
+mostly the wait for the operator, not a call (ui/static/js/waits.js says the same)."""
+
+
 def step_status(step: StepView) -> Text:
     """A step's status as the STATUS column shows it. A SPAWNER PARKED while its children go
     on, with no wait of its own (`waiting`: backpressure, the payload store), is healthy: it
@@ -223,7 +228,9 @@ def steps_table(steps: Sequence[StepView], now: float) -> Table:
     rows: list[list[str | Text]] = []
     for step in steps:
         took = MISSING
-        if step.started_at is not None:
+        if step.status == "RESOLVED":
+            took = RESOLVED_WORDS  # its end is the operator's act, not a call's
+        elif step.started_at is not None:
             took = duration((step.ended_at or now) - step.started_at)
         rows.append(
             [

@@ -292,7 +292,13 @@ class RunSummary(View):
     tenant_id: str
     status: RunStatus
     created_at: float
-    started_at: float | None = None
+    started_at: float | None = Field(
+        None,
+        description="When the run last started: its creation, or the latest time an operator "
+        "made it run again (retry, resolve, reprocess, a child's retry resuming its parent). "
+        "`endedAt - startedAt` is the work of that latest run, never the time it sat FAILED "
+        "before the operator acted; `createdAt` keeps when it was first created.",
+    )
     ended_at: float | None = None
     parent_run_id: str | None = None
     parent_vertex_id: str | None = None
@@ -436,8 +442,18 @@ class StepView(View):
     error: ErrorView | None = None
     not_before: float
     created_at: float
-    started_at: float | None = None
-    ended_at: float | None = None
+    started_at: float | None = Field(
+        None,
+        description="When the step's latest execution was claimed; a retry clears it, so "
+        "the next claim stamps its own.",
+    )
+    ended_at: float | None = Field(
+        None,
+        description="When the step ended. A RESOLVED step's is when the operator resolved "
+        "it: `endedAt - startedAt` is then its failed execution plus the wait for the "
+        "operator, not a call's duration, and front doors show it as resolved by an operator "
+        "rather than as a duration.",
+    )
     children: SpawnerCounts | None = None
     waiting: WaitingView | None = None
     """Why the step waits, while it does."""
@@ -536,8 +552,10 @@ class ChildDuration(View):
 class LongTail(View):
     """The long tail of one SPAWNER's fan-out: how its children's durations spread, the
     slowest ended ones and the ones running longest. Durations are a child's `endedAt -
-    startedAt` (creation to end, queueing included), of SUCCEEDED and FAILED children;
-    percentiles are nearest-rank; None while no child has ended."""
+    startedAt` (latest start to end, queueing included), of SUCCEEDED and FAILED children;
+    percentiles are nearest-rank; None while no child has ended. A child run again by an
+    operator (retry, reprocess) starts anew then (`RunSummary.startedAt`), so its duration is
+    its latest run's, not its time as a dead letter."""
 
     run_id: str
     vertex_id: str

@@ -158,7 +158,7 @@ class OperatorActionsStore(WorkQueue):
             # Steps before runs: the order a worker's flush locks them in.
             made_ready = await sql.ready_failed_steps(conn, candidates, now)
             outcome.steps = Counter({r: len(vertices) for r, vertices in made_ready.items()})
-            reopened = await sql.reopen_failed_runs(conn, candidates)
+            reopened = await sql.reopen_failed_runs(conn, candidates, now)
             reopened_ids = {row.id for row in reopened}
             # The held steps after the runs: a claim that read a run as stopped holds its
             # steps back under a share lock of the run (`claims.hold`), so once this
@@ -346,7 +346,7 @@ class OperatorActionsStore(WorkQueue):
         if others:
             await sql.point_error_at(conn, run.id, others[0].vertex_id, others[0].error)
             return
-        await sql.resume_resolved_run(conn, run.id)
+        await sql.resume_resolved_run(conn, run.id, now)
         # Before its end is counted again (in `_settle`), the parent stops counting it failed.
         await recovery.reopen_parents(conn, [run], now, self._workflow_reader(conn))
         await recovery.release_held(conn, [run.id], now)

@@ -323,16 +323,26 @@ async def ready_failed_steps(
     return made_ready
 
 
-async def reopen_failed_runs(conn: AsyncConnection, run_ids: Sequence[str]) -> list[Any]:
-    """FAILED runs among `run_ids` run again (a dead letter stops being one). Returns (id,
-    parent_run_id, parent_vertex_id) of each; the status guard makes concurrent retries
-    reopen each run once."""
+async def reopen_failed_runs(
+    conn: AsyncConnection, run_ids: Sequence[str], now: float
+) -> list[Any]:
+    """FAILED runs among `run_ids` run again (a dead letter stops being one), started anew at
+    `now`: a run's duration is its latest run's, not the time it sat FAILED before an
+    operator acted (as `ready_failed_steps` does for steps). Returns (id, parent_run_id,
+    parent_vertex_id) of each; the status guard makes concurrent retries reopen each run
+    once."""
     reopened: list[Any] = []
     for chunk in chunks(run_ids):
         rows = await conn.execute(
             update(runs)
             .where(runs.c.id.in_(chunk), runs.c.status == RunStatus.FAILED.value)
-            .values(status=RunStatus.RUNNING.value, error=None, ended_at=None, dlq_at=None)
+            .values(
+                status=RunStatus.RUNNING.value,
+                error=None,
+                started_at=now,
+                ended_at=None,
+                dlq_at=None,
+            )
             .returning(runs.c.id, runs.c.parent_run_id, runs.c.parent_vertex_id)
         )
         reopened += rows.all()
@@ -359,12 +369,15 @@ async def resolve_step(conn: AsyncConnection, step_id: int, output: Any, now: fl
     )
 
 
-async def resume_resolved_run(conn: AsyncConnection, run_id: str) -> bool:
-    """A FAILED run whose last failed step was resolved runs again; True when it did."""
+async def resume_resolved_run(conn: AsyncConnection, run_id: str, now: float) -> bool:
+    """A FAILED run whose last failed step was resolved runs again, started anew at `now`
+    (as `reopen_failed_runs`); True when it did."""
     result = await conn.execute(
         update(runs)
         .where(runs.c.id == run_id, runs.c.status == RunStatus.FAILED.value)
-        .values(status=RunStatus.RUNNING.value, error=None, ended_at=None, dlq_at=None)
+        .values(
+            status=RunStatus.RUNNING.value, error=None, started_at=now, ended_at=None, dlq_at=None
+        )
     )
     return bool(result.rowcount == 1)
 

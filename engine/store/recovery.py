@@ -251,7 +251,15 @@ async def revive_dead_letters(conn: AsyncConnection, run_id: str, now: float) ->
                     runs.c.status == RunStatus.FAILED.value,
                     runs.c.dlq_at.is_not(None),
                 )
-                .values(status=RunStatus.RUNNING.value, dlq_at=None, error=None, ended_at=None)
+                # Started anew: a child's duration is its latest run's, not its time as a
+                # dead letter (`operator_actions.reopen_failed_runs`).
+                .values(
+                    status=RunStatus.RUNNING.value,
+                    dlq_at=None,
+                    error=None,
+                    started_at=now,
+                    ended_at=None,
+                )
                 .returning(
                     runs.c.id,
                     runs.c.parent_vertex_id,
@@ -401,6 +409,7 @@ async def resume_run(
                 status=RunStatus.RUNNING.value,
                 error=None,
                 output=None,
+                started_at=now,  # its duration is its latest run's, as a retried run's
                 ended_at=None,
                 dlq_at=None,
             )

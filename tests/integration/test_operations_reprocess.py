@@ -7,6 +7,8 @@ the tree `engine.store.recovery` changes)."""
 
 from __future__ import annotations
 
+import asyncio
+import time
 from collections.abc import AsyncIterator
 
 import pytest
@@ -184,3 +186,26 @@ async def test_the_preview_of_a_cancelled_or_unknown_run(
     await ops.actions.cancel(cancelled, actor="cli")
     said = await ops.actions.reprocess_preview(cancelled)
     assert (said.reprocessable, said.status, said.revived) == (False, "CANCELLED", 0)
+
+
+async def test_a_reprocessed_child_starts_anew_and_its_wait_is_not_its_duration(
+    ops: Operations, runtime: Runtime, downstream: RunningDownstream
+) -> None:
+    """After a reprocess the long tail listed the revived children as the slowest, at the
+    minutes they sat FAILED: a child (and its parent) run again start anew, so `endedAt -
+    startedAt` is the latest run's work."""
+    gap_s = 1.5
+    async with running_worker(runtime):
+        parent = await failed_fan_out(runtime, downstream, 4, failing={1})
+        (dead,) = await runtime.store.children(parent, status="FAILED", limit=10)
+        await asyncio.sleep(gap_s)  # the operator's wait
+        acted = time.time()
+        await ops.actions.reprocess(parent, actor="cli")
+        await wait_for_run(runtime, parent)
+        child = await runtime.store.get_run(dead.id)
+        run = await runtime.store.get_run(parent)
+    assert child is not None and run is not None
+    assert child.started_at is not None and child.started_at >= acted - 0.01, child
+    assert run.started_at is not None and run.started_at >= acted - 0.01, run
+    tail = await ops.runs.long_tail(parent, "each", limit=5)
+    assert tail.max_s is not None and tail.max_s < gap_s, tail

@@ -394,6 +394,23 @@ def test_a_spawner_parked_for_its_children_says_it_waits_for_them() -> None:
     assert "PARKED" in row and "waiting (backpressure)" in row, table
 
 
+def test_a_resolved_step_says_it_was_resolved_not_how_long_it_took() -> None:
+    # Its end is when the operator resolved it: "2 min 2 s" read as the call's duration.
+    fields = running_fan_out({"total": 0})
+    fields["steps"] = [
+        {
+            "vertexId": "lookup",
+            "type": "GATEWAY",
+            "status": "RESOLVED",
+            "startedAt": NOW - 122,
+            "endedAt": NOW,
+        }
+    ]
+    table = rendered(run_display.steps_table(RunDetail.model_validate(fields).steps, NOW))
+    row = next(line for line in table.splitlines() if line.startswith("lookup"))
+    assert "resolved by operator" in row and "2 min" not in row, table
+
+
 BREAKER = (
     "circuit open: the tenant breaker of 'billing' (tenant 'acme') is open: it refuses every "
     "call until it half-opens (once the destination is fixed, close it with `schemabridge "

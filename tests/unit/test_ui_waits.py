@@ -60,3 +60,9 @@ def test_a_spawner_parked_for_its_children_waits_for_them() -> None:
     assert js(f"w.shownStatus({json.dumps(parked)})") == "PARKED"
     gateway = {"type": "GATEWAY", "status": "PARKED", "waiting": {"reason": "breaker_open"}}
     assert js(f"w.shownStatus({json.dumps(gateway)})") == "PARKED"
+
+
+def test_a_resolved_step_reads_as_resolved_not_as_a_duration() -> None:
+    from api.cli.run_display import RESOLVED_WORDS
+
+    assert js("w.RESOLVED_WORDS") == RESOLVED_WORDS == "resolved by operator"

@@ -58,6 +58,10 @@ export function shownStatus(step) {
   return step.status;
 }
 
+/** What a RESOLVED step shows for its duration (its end is the operator's act, not a
+ * call's): the CLI's `RESOLVED_WORDS`. */
+export const RESOLVED_WORDS = "resolved by operator";
+
 /** "1 of 24 ended", of a spawner's children (`children`: its counts). */
 export function childrenEnded(c) {
   return `${n(c.succeeded + c.failed + c.cancelled)} of ${n(c.total)} ended`;

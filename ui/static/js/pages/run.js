@@ -18,7 +18,7 @@ import { retryAfter } from "../run/attempts.js";
 import { RunLog } from "../run/log.js";
 import { timeline } from "../run/timeline.js";
 import { RUNS, wholeId } from "../short_ids.js";
-import { childrenEnded, shownStatus } from "../waits.js";
+import { childrenEnded, RESOLVED_WORDS, shownStatus } from "../waits.js";
 
 const ENDED_CHECK_MS = 10_000;
 
@@ -116,6 +116,14 @@ function historyTable(step) {
   );
 }
 
+/** How long a step took. A RESOLVED step's end is when an operator resolved it, so its span
+ * is mostly the wait for the operator, not a call: it says so instead of a duration (the
+ * API's `StepView.endedAt`; `schemabridge runs show` says the same). */
+function stepDuration(step) {
+  if (step.status === "RESOLVED") return RESOLVED_WORDS;
+  return duration(elapsed(step.startedAt, step.endedAt));
+}
+
 /** A step's status badge; a SPAWNER waiting for its children says how many ended. */
 function stepBadge(step) {
   const status = shownStatus(step);
@@ -131,7 +139,7 @@ function stepPanel(detail, step, result, reload) {
     ["Executions", String(step.attempts)],
     ["Auto-retries", String(step.autoRetries)],
     ["Started", time(step.startedAt)],
-    ["Duration", duration(elapsed(step.startedAt, step.endedAt))],
+    ["Duration", stepDuration(step)],
   ];
   if (["READY", "PARKED"].includes(step.status) && step.notBefore > Date.now() / 1000) facts.push(["Not before", time(step.notBefore)]);
   return h(
@@ -173,7 +181,7 @@ function stepsTable(detail, select) {
             h("td", { "data-label": "Type" }, step.type || "?"),
             h("td", { "data-label": "Status" }, stepBadge(step)),
             h("td", { "data-label": "Executions" }, String(step.attempts)),
-            h("td", { "data-label": "Duration" }, duration(elapsed(step.startedAt, step.endedAt))),
+            h("td", { "data-label": "Duration" }, stepDuration(step)),
             h("td", { class: "error-line" }, errorSummary(step.error)),
           ),
         ),

@@ -9,7 +9,7 @@
 
 import { h, s } from "../dom.js";
 import { duration, exact, plural, statusIcon, statusWord } from "../format.js";
-import { shownStatus } from "../waits.js";
+import { RESOLVED_WORDS, shownStatus } from "../waits.js";
 
 /** Where a drawing puts things: its width, where the bars start, a row's height, a label's
  * longest length and the top of its text and of its bar within the row. */
@@ -44,10 +44,13 @@ function draw(detail, steps, nowS, at) {
     // A long id is shortened to fit beside (or above) the bars; its tooltip names it whole.
     const shown = label.length > at.chars ? `${label.slice(0, at.chars - 1)}…` : label;
     svg.append(s("text", { x: 4, y: y + at.text, class: "tl-label" }, shown, shown === label ? null : s("title", {}, step.vertexId)));
+    // A RESOLVED step's span is mostly the wait for the operator: a mark where it was
+    // resolved, not a bar as long as that wait.
+    const resolved = step.status === "RESOLVED" && step.endedAt;
     const bar = s("rect", {
-      x: x(step.startedAt),
+      x: resolved ? x(stepEnd) - 1 : x(step.startedAt),
       y: y + at.bar,
-      width: Math.max(2, x(stepEnd) - x(step.startedAt)),
+      width: resolved ? 2 : Math.max(2, x(stepEnd) - x(step.startedAt)),
       height: 14,
       rx: 2,
       class: `tl-bar st-${status}`,
@@ -56,7 +59,9 @@ function draw(detail, steps, nowS, at) {
       s(
         "title",
         {},
-        `${step.vertexId}: ${statusWord(display)}, ${duration(stepEnd - step.startedAt)} (${exact(step.startedAt)} → ${step.endedAt ? exact(step.endedAt) : "now"})`,
+        resolved
+          ? `${step.vertexId}: ${RESOLVED_WORDS} at ${exact(step.endedAt)}`
+          : `${step.vertexId}: ${statusWord(display)}, ${duration(stepEnd - step.startedAt)} (${exact(step.startedAt)} → ${step.endedAt ? exact(step.endedAt) : "now"})`,
       ),
     );
     svg.append(bar);
