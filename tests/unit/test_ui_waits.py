@@ -66,3 +66,12 @@ def test_a_resolved_step_reads_as_resolved_not_as_a_duration() -> None:
     from api.cli.run_display import RESOLVED_WORDS
 
     assert js("w.RESOLVED_WORDS") == RESOLVED_WORDS == "resolved by operator"
+
+
+def test_the_long_tail_says_which_children_it_counts() -> None:
+    # "100 % — 12 of 12 children ended" beside "child durations (0 ended)" of a cancelled
+    # fan-out: the long tail counts the children that succeeded or failed, and says so.
+    heading = js('w.longTailHeading({"ended": 0})')
+    assert heading == "Long tail — durations of the 0 children that succeeded or failed"
+    assert "ended" not in heading
+    assert js('w.longTailHeading({"ended": 1})').endswith("the 1 child that succeeded or failed")

@@ -66,3 +66,11 @@ export const RESOLVED_WORDS = "resolved by operator";
 export function childrenEnded(c) {
   return `${n(c.succeeded + c.failed + c.cancelled)} of ${n(c.total)} ended`;
 }
+
+/** The long tail's heading. Its figures are of the children that succeeded or failed (a
+ * cancelled child's span says when it was stopped, not how long its work took), while the
+ * fan-out's "N of M ended" counts cancelled ones too: the heading says which it counts. */
+export function longTailHeading(tail) {
+  const which = tail.ended === 1 ? "child that succeeded or failed" : "children that succeeded or failed";
+  return `Long tail — durations of the ${n(tail.ended)} ${which}`;
+}

@@ -6,6 +6,7 @@ import { api } from "../api.js";
 import { fill, h, widthPercent } from "../dom.js";
 import { count, duration, percent, plural, shortId, statusIcon, statusWord } from "../format.js";
 import { fanoutLegend, fanoutSegments } from "../graph.js";
+import { longTailHeading } from "../waits.js";
 
 export function fanoutBar(children, running, groups = []) {
   const ended = children.succeeded + children.failed + children.cancelled;
@@ -59,10 +60,10 @@ export function longTailView(tail) {
   return h(
     "div",
     { class: "long-tail" },
-    h("h4", {}, `Long tail — child durations (${count(tail.ended)} ended)`),
+    h("h4", {}, longTailHeading(tail)),
     tail.ended
       ? h("dl", { class: "stats" }, stats.map(([name, value]) => h("div", {}, h("dt", {}, name), h("dd", {}, duration(value)))))
-      : h("p", { class: "muted" }, "No child has ended yet."),
+      : h("p", { class: "muted" }, "No child has succeeded or failed yet."),
     h(
       "div",
       { class: "tail-lists" },
