@@ -793,3 +793,48 @@ def test_the_log_says_in_which_zone_its_times_are(server: DemoServer, browser: A
         line = page.locator(".log li time").first
         assert line.get_attribute("title").endswith(f" {zone}")
         assert line.get_attribute("title").endswith(f"{line.inner_text()} {zone}")
+
+
+def test_a_healthy_fan_out_waits_for_its_children_and_a_cancelled_one_counts_its_tail(
+    server: DemoServer, browser: Any
+) -> None:
+    """A spawner whose children run read "‖ parked" in yellow, as if stuck: it reads
+    "waiting for its children (N of M ended)". Once cancelled, the long tail says it counts
+    the children that succeeded or failed, not another "ended" against "12 of 12 ended"."""
+    from pathlib import Path
+
+    shots = Path("/tmp/fanview-shots")
+    shots.mkdir(exist_ok=True)
+    items = [{"id": i, "name": f"item-{i}"} for i in range(12)]
+    server.script("/items", {"body": {"items": items}})
+    for held in range(12):
+        server.script(f"/billing/subscriptions/{held}/charges", {"sleep_ms": 8_000})
+    body = {"input": {"batchSize": 12, "renewalDate": "2025-07-01"}, "tenantId": "waits"}
+    run_id = str(server.call("/workflows/nightly-subscription-renewals/runs", body)["id"])
+
+    def fanout() -> dict[str, int]:
+        return dict(server.call(f"/runs/{run_id}")["fanout"] or {})
+
+    try:
+        eventually(lambda: fanout().get("total") == 12, what="twelve children")
+        with opened(browser, f"{server.ui}#/runs/{run_id}") as (page, _):
+            renew = page.locator(".dag .node", has_text="renew")
+            renew.locator(".node-status", has_text="waiting for its children").wait_for()
+            assert "parked" not in (renew.text_content() or "")
+            row = page.locator("table.steps tr", has_text="renew")
+            assert "waiting for its children (0 of 12 ended)" in (row.text_content() or "")
+            for width in (1280, 390):
+                page.set_viewport_size({"width": width, "height": 800})
+                page.screenshot(path=str(shots / f"fanout-running-{width}.png"), full_page=True)
+    finally:
+        server.call(f"/runs/{run_id}/cancel", {})
+    eventually(lambda: fanout().get("cancelled") == 12, what="twelve children cancelled")
+    with opened(browser, f"{server.ui}#/runs/{run_id}") as (page, _):
+        tail = page.locator(".long-tail h4")
+        tail.wait_for()
+        assert tail.text_content() == (
+            "Long tail — durations of the 0 children that succeeded or failed"
+        )
+        for width in (1280, 390):
+            page.set_viewport_size({"width": width, "height": 800})
+            page.screenshot(path=str(shots / f"fanout-cancelled-{width}.png"), full_page=True)
