@@ -477,7 +477,10 @@ class FanoutProgress(View):
         "child run is PENDING; these are RUNNING children whose step waits).",
     )
     running: int
-    """Children with a step held by a worker right now."""
+    """Children with a step held by a worker right now, including those whose held step
+    waits inside its call (for an admission slot, or to retry a call): `waiting` lists
+    them too, under `admission_wait` and `retry_backoff`, and front doors say "23 running
+    (15 of them waiting for an admission slot)"."""
     waiting_children: int = Field(
         0,
         description="Children still RUNNING with no step held by a worker right now: queued, "
