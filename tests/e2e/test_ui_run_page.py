@@ -838,3 +838,50 @@ def test_a_healthy_fan_out_waits_for_its_children_and_a_cancelled_one_counts_its
         for width in (1280, 390):
             page.set_viewport_size({"width": width, "height": 800})
             page.screenshot(path=str(shots / f"fanout-cancelled-{width}.png"), full_page=True)
+
+
+def test_children_waiting_for_an_admission_slot_are_counted_as_running(
+    server: DemoServer, browser: Any
+) -> None:
+    """A cap of 1 and slow calls: the other children's steps run and wait for the slot. The
+    banner said "5 children waiting (admission_wait)" above a legend "running 6 · waiting 0";
+    both now say they are running children waiting for an admission slot."""
+    from pathlib import Path
+
+    shots = Path("/tmp/fanview-shots")
+    shots.mkdir(exist_ok=True)
+    destination = "ui-admission-dest"
+    server.script("/ui-admission", *[{"sleep_ms": 20_000}] * 6)
+    call = {"url": f"{server.downstream}/ui-admission", "destination": destination}
+    child = {"type": "GATEWAY", "maxAutoRetries": 3, "config": call}
+    server.call("/workflows", {"name": "ui-admission-child", "vertices": {"call": child}})
+    spawn = {"items": "{{ input }}", "workflow": "ui-admission-child"}
+    parent = {
+        "each": {"type": "SPAWNER", "config": spawn},
+        "join": {"type": "MERGE", "dependsOn": ["each"]},
+    }
+    server.call("/workflows", {"name": "ui-admission", "vertices": parent})
+    server.call(f"/destinations/{destination}/caps", {"maxConcurrency": 1}, method="PUT")
+    body = {"input": [1, 2, 3, 4, 5, 6], "tenantId": "admission"}
+    run_id = str(server.call("/workflows/ui-admission/runs", body)["id"])
+
+    def admission_waits() -> int:
+        groups = server.call(f"/runs/{run_id}")["fanout"]["waiting"]
+        return sum(g["children"] for g in groups if g["reason"] == "admission_wait")
+
+    try:
+        eventually(lambda: admission_waits() > 0, what="children waiting for a slot", timeout_s=25)
+        with opened(browser, f"{server.ui}#/runs/{run_id}") as (page, _):
+            line = page.locator('.waiting .waiting-line[data-children="admission_wait"]')
+            line.wait_for()
+            text = line.inner_text()
+            legend = page.locator(".fanout-section .legend").inner_text()
+            for width in (1280, 390):
+                page.set_viewport_size({"width": width, "height": 800})
+                page.screenshot(path=str(shots / f"fanout-admission-{width}.png"), full_page=True)
+    finally:
+        server.call(f"/runs/{run_id}/cancel", {})
+        server.call(f"/destinations/{destination}/caps", None, method="DELETE")
+    assert re.match(r"◷ \d running child(ren)? waiting for an admission slot of ", text), text
+    assert "admission_wait" not in text, text
+    assert re.search(r"running \d \(\d of them waiting for an admission slot\)", legend), legend
