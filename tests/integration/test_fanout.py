@@ -123,6 +123,15 @@ async def test_tolerance_table(
     dead = await runtime.store.children(run_id, status="FAILED")
     assert sorted(c.item_index for c in dead) == sorted(failing)
     assert all(c.dlq_at is not None for c in dead)
+    # A child that succeeded logs its call, not also its run's success (its status says it,
+    # and that line was a quarter of a child's rows); a failed one says why it failed.
+    for child in await runtime.store.children(run_id):
+        said = [line["message"] for line in await runtime.store.run_logs(child.id)]
+        assert "run succeeded" not in said, said
+        assert any(m.startswith("POST ") for m in said), said
+        assert any(m.startswith("run failed") for m in said) == (child.status == "FAILED"), said
+    parent_said = [line["message"] for line in await runtime.store.run_logs(run_id)]
+    assert ("run succeeded" in parent_said) == (expected == "SUCCEEDED"), parent_said
     # The join's log line is for people; its counts, for tools, are the line's data.
     [joined] = await _joined_lines(runtime, run_id)
     ok, bad = 10 - len(failing), len(failing)
