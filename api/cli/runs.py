@@ -30,6 +30,7 @@ from api.cli.remote import (
     Remote,
     call,
     dump,
+    fail,
     print_json,
     print_json_line,
     print_page,
@@ -87,6 +88,16 @@ def submit(
         str | None,
         typer.Option("--input", help="The run's input: JSON text or @file.json.", metavar="JSON"),
     ] = None,
+    version: Annotated[
+        int | None,
+        typer.Option(
+            "--version",
+            help="The version to run (as NAME@VERSION); default: the serving version, as a "
+            "running deployment routes it.",
+            metavar="N",
+            min=1,
+        ),
+    ] = None,
     tenant: Annotated[
         str | None, typer.Option(help="The tenant the run is for (default: default).")
     ] = None,
@@ -114,7 +125,10 @@ def submit(
         # silently ignored, and the user meant to wait.
         raise typer.BadParameter("only bounds --wait; add --wait", param_hint="--timeout")
     remote = Remote(api_url, api_key, output, debug)
-    name, version = split_version(workflow)
+    name, pinned = split_version(workflow)
+    if version is not None and pinned is not None and version != pinned:
+        fail(f"{workflow} and --version {version} disagree", ExitCode.USAGE)
+    version = version if version is not None else pinned
     run_input = {} if input is None else read_json_value(input, "--input")
     following: list[str] = []  # the run, once submitted (what Ctrl-C says goes on)
 
