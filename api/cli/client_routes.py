@@ -34,6 +34,7 @@ from api.cli.wire import (
     ReprocessPreview,
     ReprocessResult,
     ResolveResult,
+    RetryPreview,
     RetryResult,
     RunDetail,
     RunIdMatches,
@@ -221,6 +222,11 @@ class ActionsApi:
     async def retry(self, run_id: str) -> RetryResult:
         """`POST /runs/{id}/retry` (409 `run_not_failed`)."""
         return await self._session.fetch(RetryResult, "POST", self._path(run_id, "retry"))
+
+    async def retry_preview(self, run_id: str) -> RetryPreview:
+        """`GET /runs/{id}/retry/preview`: what a retry would run again, retrying nothing."""
+        path = self._path(run_id, "retry/preview")
+        return await self._session.fetch(RetryPreview, "GET", path)
 
     async def resolve(self, run_id: str, vertex_id: str, output: Any) -> ResolveResult:
         """`POST /runs/{id}/steps/{vertex}/resolve` with the step's output."""

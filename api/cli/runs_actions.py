@@ -55,6 +55,7 @@ if TYPE_CHECKING:
         ReprocessPreview,
         ReprocessResult,
         ResolveResult,
+        RetryPreview,
         RetryResult,
         RunQuery,
         SkippedRun,
@@ -164,6 +165,37 @@ def _retry_one(remote: Remote, given: str) -> None:
     _warn(remote, result.warnings)
 
 
+def _preview_one(remote: Remote, given: str) -> None:
+    """`runs retry RUN --dry-run`: what the retry would run again (the API's preview, which
+    the web monitor's confirm step shows too) on stdout, its warnings on stderr as the retry
+    would give them; exit 1 when the retry would be refused, as it would exit."""
+
+    async def look(api: ApiClient) -> RetryPreview:
+        return await api.actions.retry_preview(await full_run_id(api, given))
+
+    preview = call(remote, look)
+    if remote.json:
+        print_json(dump(preview))
+    else:
+        stdout().print(retry_preview_line(preview), markup=False)
+    _warn(remote, preview.warnings)
+    if not preview.retriable:
+        raise typer.Exit(ExitCode.FAILED)
+
+
+def retry_preview_line(preview: RetryPreview) -> str:
+    """What `runs retry RUN --dry-run` says the retry would do, in the retry's own words."""
+    run = preview.run_id
+    if preview.retriable:
+        return (
+            f"run {run} ({preview.status}): a retry would have {preview.message}; nothing retried"
+        )
+    if preview.status != "FAILED":
+        return f"run {run} is {preview.status}: a retry takes FAILED runs only; nothing retried"
+    # A FAILED run the retry refuses (a deployment's own run): the warning says why.
+    return f"run {run} (FAILED): a retry would be refused; nothing retried"
+
+
 def _print_batch(
     remote: Remote, outcome: BatchRetryResult, filter_text: str | None, children_hidden: bool
 ) -> None:
@@ -212,8 +244,9 @@ def retry(
         bool,
         typer.Option(
             "--dry-run",
-            help="Batch by filter: count the runs it would take, and the open breakers their "
-            "steps would meet, retrying nothing.",
+            help="Retry nothing: with one RUN, say what its retry would run again and its "
+            "warnings; with a filter, count the runs it would take, and the open breakers "
+            "their steps would meet.",
         ),
     ] = False,
     api_url: ApiUrlOption = DEFAULT_API_URL,
@@ -229,7 +262,8 @@ def retry(
     runs `runs list` shows, child runs too with --all. A FAILED child of a run that has
     SUCCEEDED is skipped (its retry would reopen that run's join and run the steps after it
     again); naming it alone retries it, with a warning. --dry-run counts what a filter would
-    take first (the API counts it), retrying nothing. Exit 1 when a RUN named is not FAILED
+    take first (the API counts it), or says what one RUN's retry would run again, retrying
+    nothing. Exit 1 when a RUN named is not FAILED
     (or not found) or is skipped; a filter that matches nothing, or only runs it skips, exits
     0."""
     remote = Remote(api_url, api_key, output, debug)
@@ -243,8 +277,15 @@ def retry(
             "give the runs to retry, or a filter such as --status FAILED --workflow W",
             ExitCode.USAGE,
         )
+    if dry_run and runs and len(runs) == 1:
+        _preview_one(remote, runs[0])
+        return
     if dry_run and runs:
-        fail("--dry-run counts the runs of a filter: give a filter, not runs", ExitCode.USAGE)
+        fail(
+            "--dry-run takes one RUN (what its retry would run again) or a filter, not "
+            "several runs",
+            ExitCode.USAGE,
+        )
     if runs and len(runs) == 1:
         _retry_one(remote, runs[0])
         return

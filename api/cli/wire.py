@@ -318,6 +318,20 @@ class RetryResult(ActionResult):
     children_failed: int = 0
 
 
+class RetryPreview(Wire):
+    run_id: str
+    status: str
+    retriable: bool
+    steps_retried: int = 0
+    steps_held_back: int = 0
+    message: str = ""
+    warnings: list[str] = []
+    reopened_run: str | None = None
+    reopened_join: str | None = None
+    stuck_joins: list[str] = []
+    children_failed: int = 0
+
+
 class ResolveResult(ActionResult):
     vertex_id: str
 

@@ -111,7 +111,7 @@ def test_an_optional_argument_is_named_without_brackets(serve_api: Stack, workfl
 
 def test_a_rate_given_as_digits_is_set(serve_api: Stack) -> None:
     assert serve_api.ok("tenants", "set-rate", "digits", "1,200").stdout.strip() == (
-        "tenant digits: 1200 calls per minute"
+        "tenant digits: 1,200 GATEWAY steps a minute"
     )
     assert serve_api.ok("tenants", "set-quota", "digits", "0").stdout.strip() == (
         "tenant digits: quota 0 runs"
@@ -196,7 +196,7 @@ def test_a_batch_retry_into_an_open_breaker_warns_once(serve_api: Stack) -> None
     ], capped.stdout
     counted = serve_api.json(*asked, "--dry-run")
     assert (counted["matching"], counted["truncated"]) == (6, False)
-    refused = serve_api.cli("runs", "retry", "0123456789abcdef", "--dry-run")
+    refused = serve_api.cli("runs", "retry", "0123456789abcdef", "0123456789abcdee", "--dry-run")
     assert refused.returncode == 2, (refused.stdout, refused.stderr)
 
     retried = serve_api.ok(*asked)

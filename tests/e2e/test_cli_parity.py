@@ -13,6 +13,7 @@ import pytest
 from tests.e2e.cli_harness import Stack, assert_refused
 
 NAME = "cli-parity-ping"
+FAILING = "cli-parity-fail"
 
 
 def publish(stack: Stack, name: str, path: str) -> None:
@@ -55,3 +56,44 @@ def test_an_unknown_version_is_refused_as_rest_refuses_it(serve_api: Stack, vers
     assert_refused(disagree, 2, f"{versions}@1 and --version 2 disagree")
     below = serve_api.cli("runs", "submit", versions, "--version", "0")
     assert below.returncode == 2 and "No such option" not in below.stderr, below.stderr
+
+
+def test_a_dry_run_of_one_run_says_what_its_retry_would_run_again(
+    serve_api: Stack, versions: str
+) -> None:
+    url = serve_api.downstream + "/cli-parity/fail?status=500"
+    call = {"url": url, "retry": {"maxAttempts": 1}}
+    document = {
+        "name": FAILING,
+        "vertices": {"ping": {"type": "GATEWAY", "maxAutoRetries": 0, "config": call}},
+    }
+    file = serve_api.tmp / f"{FAILING}.json"
+    file.write_text(json.dumps(document))
+    serve_api.ok("workflows", "publish", str(file))
+    failed = serve_api.cli("runs", "submit", FAILING, "--wait")
+    assert failed.returncode == 1, (failed.stdout, failed.stderr)
+    listed = serve_api.json("runs", "list", "--workflow", FAILING, "--status", "FAILED")
+    run_id = listed["items"][0]["id"]
+
+    dry = serve_api.ok("runs", "retry", run_id[:8], "--dry-run")
+    assert dry.stdout == (
+        f"run {run_id} (FAILED): a retry would have 1 failed step run again; nothing retried\n"
+    ), dry.stdout
+    preview = httpx.get(
+        f"{serve_api.url}/runs/{run_id}/retry/preview",
+        headers={"Authorization": f"Bearer {serve_api.admin_key}"},
+    ).json()
+    assert serve_api.json("runs", "retry", run_id, "--dry-run") == preview
+    assert serve_api.json("runs", "show", run_id)["status"] == "FAILED"  # nothing retried
+
+    succeeded = serve_api.cli("runs", "submit", versions, "--wait")
+    assert succeeded.returncode == 0, (succeeded.stdout, succeeded.stderr)
+    done = serve_api.json("runs", "list", "--workflow", versions, "--status", "SUCCEEDED")
+    done_id = done["items"][0]["id"]
+    refused = serve_api.cli("runs", "retry", done_id, "--dry-run")
+    assert refused.returncode == 1, (refused.stdout, refused.stderr)
+    assert refused.stdout == (
+        f"run {done_id} is SUCCEEDED: a retry takes FAILED runs only; nothing retried\n"
+    )
+    several = serve_api.cli("runs", "retry", run_id, done_id, "--dry-run")
+    assert_refused(several, 2, "--dry-run takes one RUN")

@@ -39,6 +39,7 @@ MIRRORS: list[tuple[type[wire.Wire], type[pydantic.BaseModel]]] = [
     (wire.IdMatches, views.IdMatches),
     (wire.DeploymentIdMatches, views.DeploymentIdMatches),
     (wire.RetryResult, action_views.RetryResult),
+    (wire.RetryPreview, action_views.RetryPreview),
     (wire.ResolveResult, action_views.ResolveResult),
     (wire.StartOverResult, action_views.StartOverResult),
     (wire.ReprocessResult, action_views.ReprocessResult),
