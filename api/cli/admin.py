@@ -435,7 +435,7 @@ def show_tenant(
     grid = Table.grid(padding=(0, 2))
     grid.add_column(style="bold")
     grid.add_column()
-    grid.add_row("rate limit", f"{_tenant_rate(view)}: GATEWAY steps a minute")
+    grid.add_row("rate limit", f"{_tenant_rate(view)}: {RATE_UNIT}")
     grid.add_row("this window", f"{view.rate.used:,} used of {view.rate.per_minute:,}")
     grid.add_row("run quota", _quota(view))
     if view.quota is not None:
@@ -458,7 +458,10 @@ def whole_number(value: str, least: int, what: str) -> int:
     return number
 
 
-RATE_RULE = "a rate is a positive whole number of GATEWAY steps per minute, such as 600"
+RATE_UNIT = "GATEWAY steps a minute"
+"""A tenant's rate, in the README's words: each GATEWAY step is counted once, however many
+attempts and redispatches it takes."""
+RATE_RULE = f"a rate is a positive whole number of {RATE_UNIT}, such as 600"
 QUOTA_RULE = "a quota is a whole number of runs, 0 or more, such as 500"
 
 
@@ -468,7 +471,7 @@ def set_rate(
     per_minute: Annotated[
         str | None,
         typer.Argument(
-            help="GATEWAY steps per minute, a positive whole number (omit with --reset).",
+            help="GATEWAY steps a minute, a positive whole number (omit with --reset).",
             metavar="PER_MINUTE",
             show_default=False,
         ),
@@ -479,27 +482,49 @@ def set_rate(
     output: OutputOption = OutputFormat.TEXT,
     debug: DebugOption = False,
 ) -> None:
-    """Override one tenant's rate limit (GATEWAY steps per minute), for every worker at once.
+    """Override one tenant's rate limit (GATEWAY steps a minute), for every worker at once.
 
     The default is TENANT_RATE_PER_MINUTE (1,000)."""
     if per_minute is not None and reset:
-        raise typer.BadParameter("give a rate per minute, or --reset, not both")
+        raise typer.BadParameter(f"give a rate ({RATE_UNIT}), or --reset, not both")
     if per_minute is None and not reset:
         raise typer.BadParameter(
-            "give the rate: GATEWAY steps per minute (e.g. 600), or --reset for the default"
+            f"give the rate: {RATE_UNIT} (e.g. 600), or --reset for the default"
         )
     rate = None if per_minute is None else whole_number(per_minute, 1, RATE_RULE)
     remote = Remote(api_url, api_key, output, debug)
-    view = call(remote, lambda api: api.settings.set_limits(tenant, rate_per_minute=rate))
+    view = call(remote, lambda api: _set_limits(api, tenant, rate_per_minute=rate))
     if remote.json:
         print_json(dump(view))
     elif reset:
         stdout().print(
-            f"tenant {tenant}: default rate limit ({view.rate.per_minute:,} calls per minute)",
+            f"tenant {tenant}: default rate limit ({view.rate.per_minute:,} {RATE_UNIT})",
             markup=False,
         )
     else:
-        stdout().print(f"tenant {tenant}: {rate} calls per minute", markup=False)
+        stdout().print(f"tenant {tenant}: {view.rate.per_minute:,} {RATE_UNIT}", markup=False)
+
+
+async def _set_limits(api: ApiClient, tenant: str, **limits: int | None) -> TenantView:
+    """`PUT /tenants/{id}/limits`, with a note on stderr when `tenant` was not known before
+    (no runs, API keys or settings, not seen by the rate limiter: what `tenants list`
+    lists): a typo would otherwise make a tenant silently. Not refused: a limit may well be
+    set before a tenant's first run."""
+    known = [view.tenant_id for view in (await api.settings.tenants()).items]
+    view = await api.settings.set_limits(tenant, **limits)
+    if tenant not in known:
+        say(new_tenant_note(tenant, known))
+    return view
+
+
+def new_tenant_note(tenant: str, known: list[str]) -> str:
+    """The line saying `tenant` is new, with the known tenants it may have been meant to be."""
+    close = close_names(tenant, known)
+    meant = f"; {did_you_mean(close)}" if close else ""
+    return (
+        f"note: {tenant} is a new tenant: it had no runs, API keys or settings before this"
+        f"{meant} (`schemabridge tenants list` shows the known ones)"
+    )
 
 
 @tenants_app.command("set-quota", epilog=EXIT_CODES_HELP, context_settings=NUMBERS)
@@ -521,11 +546,11 @@ def set_quota(
     """Set a tenant's run quota (checked at submission and by spawners before a fan-out)."""
     quota = whole_number(max_runs, 0, QUOTA_RULE)
     remote = Remote(api_url, api_key, output, debug)
-    view = call(remote, lambda api: api.settings.set_limits(tenant, max_runs=quota))
+    view = call(remote, lambda api: _set_limits(api, tenant, max_runs=quota))
     if remote.json:
         print_json(dump(view))
     else:
-        stdout().print(f"tenant {tenant}: quota {quota} runs", markup=False)
+        stdout().print(f"tenant {tenant}: quota {plural(quota, 'run')}", markup=False)
 
 
 @tenants_app.command("reset-quota", epilog=EXIT_CODES_HELP)

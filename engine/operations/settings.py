@@ -281,7 +281,7 @@ class SettingsOperations:
         """Limit a tenant to `per_minute` GATEWAY steps a minute (≥ 1; each step counted once
         however many attempts it takes), for every worker at once (`invalid_rate` below 1)."""
         check_tenant_id(tenant_id)
-        _whole(per_minute, 1, "the rate per minute", "invalid_rate")
+        _whole(per_minute, 1, "the rate (GATEWAY steps a minute)", "invalid_rate")
         await self._apply_tenant_rate(tenant_id, per_minute, actor)
         return await self._rate_view(tenant_id, per_minute)
 

@@ -88,7 +88,7 @@ def test_workflows_are_published_and_read(stack: Stack, published: str) -> None:
 def test_a_2000_item_fan_out_is_watched_to_its_end(stack: Stack, published: str) -> None:
     # The default tenant rate (1,000 GATEWAY steps a minute) would hold 4,000 calls for minutes.
     raised = stack.ok("tenants", "set-rate", "default", "1000000")
-    assert "tenant default: 1000000 calls per minute" in raised.stdout
+    assert "tenant default: 1,000,000 GATEWAY steps a minute" in raised.stdout
     run_input = '{"batchSize": 2000, "renewalDate": "2026-12-01"}'
     run_id = submit(stack, "nightly-subscription-renewals", run_input)
 

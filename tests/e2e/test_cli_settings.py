@@ -56,7 +56,7 @@ def test_a_quota_and_a_rate_are_set_shown_and_reset(serve_api: Stack) -> None:
         == "tenant acme: quota 10 runs"
     )
     assert stack.ok("tenants", "set-rate", "acme", "120").stdout.strip() == (
-        "tenant acme: 120 calls per minute"
+        "tenant acme: 120 GATEWAY steps a minute"
     )
     shown = stack.json("tenants", "show", "acme")
     assert shown["quota"] == {"maxRuns": 10, "usedRuns": 0, "runsLeft": 10}
@@ -70,16 +70,37 @@ def test_a_quota_and_a_rate_are_set_shown_and_reset(serve_api: Stack) -> None:
     reset = stack.ok("tenants", "reset-quota", "acme")
     assert reset.stdout.strip() == "tenant acme: quota removed; runs are unlimited"
     default = stack.ok("tenants", "set-rate", "acme", "--reset")
-    assert default.stdout.strip() == "tenant acme: default rate limit (1,000 calls per minute)"
+    assert default.stdout.strip() == (
+        "tenant acme: default rate limit (1,000 GATEWAY steps a minute)"
+    )
     text = stack.ok("tenants", "show", "acme").stdout
     assert re.search(r"^rate limit\s+1,000/min \(default\): GATEWAY steps a minute$", text, re.M)
     assert re.search(r"^run quota\s+unlimited$", text, re.M), text
 
 
+def test_a_rate_for_a_tenant_not_known_says_new_tenant_and_the_name_meant(
+    serve_api: Stack,
+) -> None:
+    """A typo of a known tenant is not refused (a limit may come before a tenant's first
+    run), but it is said: "new tenant", with the known name it is close to."""
+    stack = serve_api
+    stack.ok("tenants", "set-quota", "globex", "10")
+    typo = stack.ok("tenants", "set-rate", "globx", "5000")
+    assert typo.stdout.strip() == "tenant globx: 5,000 GATEWAY steps a minute"
+    assert "globx is a new tenant" in typo.stderr, typo.stderr
+    assert "did you mean 'globex'?" in typo.stderr, typo.stderr
+    again = stack.ok("tenants", "set-rate", "globx", "600")
+    assert "new tenant" not in again.stderr, again.stderr
+    single = stack.ok("tenants", "set-quota", "globex", "1")
+    assert single.stdout.strip() == "tenant globex: quota 1 run"
+    assert "new tenant" not in single.stderr, single.stderr
+
+
 def test_values_the_api_refuses_are_usage_errors(serve_api: Stack) -> None:
     assert_refused(serve_api.cli("tenants", "set-quota", " ", "5"), 2, "tenant id")
     both = serve_api.cli("tenants", "set-rate", "acme", "5", "--reset")
-    assert both.returncode == 2 and "give a rate per minute, or --reset" in both.stderr
+    assert both.returncode == 2
+    assert "give a rate (GATEWAY steps a minute), or --reset" in both.stderr
     assert "Traceback" not in both.stderr
 
 

@@ -12,8 +12,12 @@ from api.cli import app
 @pytest.mark.parametrize(
     ("arguments", "said", "not_said"),
     [
-        (["default"], "give the rate: GATEWAY steps per minute", "not both"),
-        (["default", "5", "--reset"], "give a rate per minute, or --reset, not both", "e.g."),
+        (["default"], "give the rate: GATEWAY steps a minute", "not both"),
+        (
+            ["default", "5", "--reset"],
+            "give a rate (GATEWAY steps a minute), or --reset, not both",
+            "e.g.",
+        ),
     ],
 )
 def test_set_rate_says_what_is_missing_or_too_much(
