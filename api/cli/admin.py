@@ -101,7 +101,7 @@ def _breakers(view: DestinationView) -> str:
 
 
 def _budget(view: DestinationView) -> str:
-    tokens = f"{view.retry_tokens:.0f} tokens"
+    tokens = plural(round(view.retry_tokens), "token")
     return tokens if view.retry_allowed else f"{tokens}, retries held"
 
 

@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 
 from api.cli.client_errors import ApiFailure
 from api.cli.exit_codes import ExitCode
+from api.cli.text import plural
 from schemas.durations import duration
 
 DEFAULT_WINDOW_S = 60.0
@@ -80,8 +81,8 @@ class Reconnect:
         lasted = 0.0 if self.lost_at is None else self.clock() - self.lost_at
         reason = failure.message.splitlines()[0]
         return ApiFailure(
-            f"gave up after {self.attempts} tries in {duration(lasted)} to get the API back "
-            f"({reason}); the run goes on: `{resume}`",
+            f"gave up after {plural(self.attempts, 'try', 'tries')} in {duration(lasted)} to "
+            f"get the API back ({reason}); the run goes on: `{resume}`",
             ExitCode.UNREACHABLE,
             status=failure.status,
             code=failure.code,

@@ -21,6 +21,7 @@ import typer
 from api.cli.direct import CLI_ACTOR, console, utc_time, with_operations
 from api.cli.exit_codes import ExitCode
 from api.cli.remote import OutputFormat, OutputOption, render, stdout, table
+from api.cli.text import plural
 
 secrets_app = typer.Typer(
     help="Secrets workflows reference as {{ secrets.NAME }} (encrypted; values never shown).",
@@ -122,15 +123,17 @@ def rotate() -> None:
     """Re-encrypt every secret under the first key of SCHEMABRIDGE_SECRET_KEYS."""
     result = with_operations(lambda ops: ops.secrets.rotate(actor=CLI_ACTOR))
     console.print(
-        f"re-encrypted {result.rotated} secrets under the first key (id {result.key_id})",
+        f"re-encrypted {plural(result.rotated, 'secret')} under the first key (id {result.key_id})",
         highlight=False,
     )
     if result.unreadable:
         names = ", ".join(f"{ref.tenant}/{ref.name}" for ref in result.unreadable)
+        count = len(result.unreadable)
+        they, them = ("it was", "it") if count == 1 else ("they were", "them")
         console.print(
-            f"error: no configured key decrypts {len(result.unreadable)} secrets, left as "
-            f"they were: {names} (add the key they were encrypted with after the first one, "
-            "or set them again)",
+            f"error: no configured key decrypts {plural(count, 'secret')}, left unchanged: "
+            f"{names} (add the key {they} encrypted with after the first one, or set "
+            f"{them} again)",
             markup=False,
             soft_wrap=True,
         )

@@ -120,7 +120,21 @@ def test_rotate_to_a_new_key(env: dict[str, str]) -> None:
     stale = sb(env, "rotate", keys=old)
     assert stale.returncode == 1
     assert "no configured key decrypts 2 secrets" in stale.stderr
+    assert "add the key they were encrypted with" in stale.stderr
     assert "acme/CRM_TOKEN, globex/CRM_TOKEN" in stale.stderr
+
+
+def test_rotate_counts_one_secret_in_the_singular(env: dict[str, str]) -> None:
+    old = env["SCHEMABRIDGE_SECRET_KEYS"]
+    new = Fernet.generate_key().decode()
+    assert sb(env, "set", "CRM_TOKEN", "--tenant", "acme", stdin=VALUE).returncode == 0
+    rotated = sb(env, "rotate", keys=f"{new},{old}")
+    assert rotated.returncode == 0, rotated.stderr
+    assert "re-encrypted 1 secret under the first key (id " in rotated.stderr
+    stale = sb(env, "rotate", keys=old)
+    assert stale.returncode == 1
+    assert "no configured key decrypts 1 secret, left unchanged: acme/CRM_TOKEN" in stale.stderr
+    assert "add the key it was encrypted with" in stale.stderr
 
 
 @pytest.mark.parametrize("command", [["worker"], ["api", "--port", "0"], ["serve", "--port", "0"]])

@@ -573,3 +573,13 @@ def test_the_attempts_column_says_executions_when_they_differ_from_calls() -> No
     )
     assert attempts_of({"attempts": 1, "type": "MERGE"}) == "1 attempt"
     assert attempts_of({"attempts": 0, "status": "READY"}) == run_display.MISSING
+
+
+def test_a_retry_budget_of_one_token_is_singular() -> None:
+    from api.cli.admin import _budget
+    from api.cli.wire import DestinationView
+
+    one = DestinationView.model_construct(retry_tokens=1.0, retry_allowed=True)
+    assert _budget(one) == "1 token"
+    held = DestinationView.model_construct(retry_tokens=0.2, retry_allowed=False)
+    assert _budget(held) == "0 tokens, retries held"

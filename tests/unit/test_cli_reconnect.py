@@ -76,3 +76,11 @@ def test_the_warning_names_the_reason_and_the_window() -> None:
     assert policy.lost_line(DOWN) == (
         "warning: cannot reach the API: connection refused; reconnecting for up to 1 min"
     )
+
+
+def test_one_try_is_counted_in_the_singular() -> None:
+    clock = Clock()
+    policy = Reconnect(window_s=0, clock=clock)
+    assert policy.delay_after(DOWN) is None
+    gave_up = policy.gave_up(DOWN, "schemabridge runs watch r")
+    assert gave_up.message.startswith("gave up after 1 try in "), gave_up.message
