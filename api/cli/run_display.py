@@ -126,11 +126,17 @@ def counts_line(counts: SpawnerCounts) -> str:
 
 def waiting_line(waiting: Waiting, now: float) -> str:
     """Why a step waits (`waiting`, when the API sends it) as one line."""
-    text = wait_text(waiting.reason or "", waiting.message or "", waiting.until, now)
+    message = waiting.message or ""
+    text = wait_text(waiting.reason or "", message, waiting.until, now)
     line = f"waiting ({show(waiting.reason)})" + (f": {text}" if text else "")
-    if waiting.until is not None:
-        line += f", until {clock(waiting.until)[:8]} ({relative(waiting.until, now)})"
-    return line
+    if waiting.until is None:
+        return line
+    at = clock(waiting.until)[:8]
+    if text != message:
+        # The wording has its countdown already (a breaker's "half-open in 13 s"): a second
+        # one, rounded the other way, would read as another wait.
+        return f"{line} (at {at})"
+    return f"{line}, until {at} ({relative(waiting.until, now)})"
 
 
 def holder_line(holder: HolderView, lease_expires_at: float | None) -> str:

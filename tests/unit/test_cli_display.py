@@ -583,3 +583,19 @@ def test_a_retry_budget_of_one_token_is_singular() -> None:
     assert _budget(one) == "1 token"
     held = DestinationView.model_construct(retry_tokens=0.2, retry_allowed=False)
     assert _budget(held) == "0 tokens, retries held"
+
+
+def test_a_breaker_wait_counts_down_once() -> None:
+    from api.cli.text import clock
+    from api.cli.wire import Waiting
+
+    waiting = Waiting(reason="breaker_open", message=BREAKER, until=NOW + 12.4)
+    line = run_display.waiting_line(waiting, NOW)
+    assert line == (
+        f"waiting (breaker_open): {BREAKER}; half-open in 13 s (at {clock(NOW + 12.4)[:8]})"
+    )
+    assert line.count(" in 1") == 1, line
+    rate = Waiting(reason="tenant_rate_limit", message="at its rate limit", until=NOW + 12)
+    assert run_display.waiting_line(rate, NOW).endswith(
+        f"at its rate limit, until {clock(NOW + 12)[:8]} (in 12 s)"
+    )
