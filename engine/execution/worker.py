@@ -45,6 +45,7 @@ from typing import Any, Protocol
 from engine import payload_defaults
 from engine.coordination.redis_client import COORDINATION_ERRORS
 from engine.execution import executor, worker_metrics
+from engine.execution.log_text import log_excerpt
 from engine.execution.stops import CLAIM_KEPT, CancelledRuns, Stops
 from engine.store import Store
 from engine.store.queue import HELD_BACK
@@ -703,7 +704,7 @@ def _log_failed_runs(results: list[StepResult], report: CompletionReport) -> Non
                 step.run_id,
                 step.vertex_id,
                 kind,
-                str(result.error.get("message", ""))[:200],
+                log_excerpt(str(result.error.get("message", ""))),
                 extra={
                     "event": "run.failed",
                     "run_id": step.run_id,
@@ -727,7 +728,7 @@ def _log_failed_children(parent: str, ended: list[StepFailed]) -> None:
         what,
         ", ".join(f"{count} {kind}" for kind, count in kinds.most_common()),
         first.step.vertex_id,
-        str(first.error.get("message", ""))[:200],
+        log_excerpt(str(first.error.get("message", ""))),
         extra={
             "event": "run.failed",
             "run_id": first.step.run_id,

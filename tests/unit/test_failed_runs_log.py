@@ -41,3 +41,40 @@ def test_a_root_gets_a_line_and_a_parents_children_share_one(
     ]
     grouped = caplog.records[1]
     assert grouped.__dict__["children_failed"] == 6 and grouped.__dict__["parent_run_id"] == "p1"
+
+
+RUN_ID = "472b5d71-ca72-44f0-9a1e-3c5b7d2e8f10"
+JOIN_FAILED = (
+    "12 of 40 children failed, more than the join tolerates (0) (of the first 1,000 failed: "
+    "12 http_status: POST http://billing:8080/charge answered 503 Service Unavailable: "
+    + "upstream overloaded, " * 6
+    + f"retry later); see `schemabridge runs children {RUN_ID} --status FAILED`"
+)
+
+
+def test_a_long_message_keeps_its_closing_hint_whole(caplog: pytest.LogCaptureFixture) -> None:
+    """The worker's line once cut the message at 200 characters, mid-id: "see `schemabridge
+    runs children 472b5d71-ca72-44". The hint stays whole; the cause before it is cut."""
+    result = StepFailed(
+        step("join", "r1", None), {"kind": "child_failures", "message": JOIN_FAILED}
+    )
+    report = CompletionReport(finished_runs=[("r1", "FAILED")])
+    with caplog.at_level(logging.WARNING, logger="engine.execution.worker"):
+        _log_failed_runs([result], report)
+    line = caplog.records[0].getMessage()
+    quoted = line.split("child_failures: ", 1)[1]
+    assert len(quoted) <= 200, quoted
+    assert quoted.endswith(f"…; see `schemabridge runs children {RUN_ID} --status FAILED`")
+    assert quoted.startswith("12 of 40 children failed")
+
+
+def test_a_cut_never_falls_inside_a_quoted_command() -> None:
+    from engine.execution.log_text import log_excerpt
+
+    command = f"`schemabridge runs children {RUN_ID} --status FAILED`"
+    text = f"the children failed; see {command} and then {'more words ' * 20}"
+    cut = log_excerpt(text, limit=60)
+    assert cut == "the children failed; see…", cut
+    assert log_excerpt("short; see `x`") == "short; see `x`"
+    assert log_excerpt("a " * 150, limit=10) == "a a a a a…"
+    assert log_excerpt("alpha beta gamma", limit=12) == "alpha beta…"

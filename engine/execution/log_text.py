@@ -1,0 +1,35 @@
+"""A step's error message as a worker's log line quotes it: bounded, and never cut inside the
+command a message ends with (`…; see `schemabridge runs children <run id> --status FAILED``).
+A run id cut mid-way would be copied by an operator and name no run, or another one."""
+
+from __future__ import annotations
+
+LOG_MESSAGE_CHARS = 200
+"""The most characters of a step's error message one log line quotes."""
+
+
+def log_excerpt(message: str, limit: int = LOG_MESSAGE_CHARS) -> str:
+    """`message` on one line in at most `limit` characters. When it must be cut, a closing
+    hint (the part after the last "; " that quotes a command in backticks) is kept whole and
+    the text before it is cut instead; any cut falls between words, never inside a quoted
+    command, and ends with "…"."""
+    flat = " ".join(message.split())
+    if len(flat) <= limit:
+        return flat
+    head, separator, hint = flat.rpartition("; ")
+    if separator and hint.count("`") >= 2 and len(hint) <= limit // 2:
+        return f"{_cut(head, limit - len(hint) - len(separator))}{separator}{hint}"
+    return _cut(flat, limit)
+
+
+def _cut(text: str, limit: int) -> str:
+    """`text` cut to at most `limit` characters with "…": between words, and before a quoted
+    command the cut would fall in (an odd number of backticks before the cut)."""
+    if len(text) <= limit:
+        return text
+    cut = text[: max(limit - 1, 0)]
+    if cut.count("`") % 2:
+        cut = cut[: cut.rindex("`")]
+    elif " " in cut and not text[len(cut)].isspace():
+        cut = cut[: cut.rindex(" ")]
+    return cut.rstrip(" ;:,(") + "…"
