@@ -328,3 +328,24 @@ def test_cited_sections_are_read_across_lines_and_comment_markers() -> None:
         ("architecture", "Redis keys"),
         ("authoring", "Validation"),
     ]
+
+
+def test_the_readme_names_every_status_of_the_rest_error_table() -> None:
+    """The README's list of the REST API's error statuses is what an operator reads when an
+    answer surprises them (a 415 to `curl -d` without a Content-Type): every status of the
+    table in `api.rest.errors` is in it."""
+    import api.rest.errors
+
+    table = re.findall(r"^\|[^|]+\|\s*(\d{3})\s*\|", api.rest.errors.__doc__ or "", re.M)
+    readme = " ".join((ROOT / "README.md").read_text(encoding="utf-8").split())
+    listed = readme.split("The REST API answers JSON, errors included", 1)[1].split("Every time")[0]
+    missing = sorted({status for status in table if status not in listed})
+    assert table and not missing, f"README's error statuses lack {missing}"
+
+
+def test_the_readme_says_where_a_candidate_run_names_its_deployment() -> None:
+    """`deploymentId` is in a single run's answer only (lists and the submission answer give
+    the route): the README must not promise it on every run."""
+    readme = " ".join((ROOT / "README.md").read_text(encoding="utf-8").split())
+    sentence = readme.split("a candidate's run names its deployment", 1)[1][:200]
+    assert "GET /runs/{id}" in sentence, sentence
