@@ -265,6 +265,19 @@ class BatchRetryResult(View):
     destination's Reset)."""
 
 
+class FixFirstRuns(View):
+    """Runs a batch retry would take that failed with one error kind the workflow or the
+    run's input causes (`invalid_input`, `invalid_config`, `expression_error`,
+    `too_many_items`: a step's own, or most of a failed join's children's): retrying runs the
+    same version with the same input, so they fail the same way at once."""
+
+    kind: str
+    count: int
+    """How many of the runs the batch would take failed so."""
+    run_ids: list[str]
+    """The newest of them, at most 10 (`count` says how many there are)."""
+
+
 class BatchRetryPreview(View):
     """What `POST /runs/retry` with this filter would take, counted without retrying: what a
     confirm step says before the operator sends the batch."""
@@ -281,10 +294,17 @@ class BatchRetryPreview(View):
     """More than `limit` runs match: the batch would take the newest `limit`, and answer
     `truncated: true`."""
     warnings: list[str] = []
-    """Each open breaker of a destination the steps of those runs that would run again call
-    (their FAILED steps and the steps held back when they failed), as the batch would say
-    it."""
+    """What the batch would set off that the operator may not expect, in this order: first,
+    when some of those runs failed for a cause the workflow or their input makes, one
+    sentence saying how many, with which kinds and the newest run ids, and that they would
+    fail the same way at once (fix the workflow first: `fixFirst`); then each open breaker of
+    a destination the steps of those runs that would run again call (their FAILED steps and
+    the steps held back when they failed), as the batch would say it."""
     breakers: list[BreakerWarning] = []
     """The open breakers among `warnings` as data, in the same order, each with its sentence:
     what a front door needs to offer its own way to reset one (the web monitor links to the
     destination's Reset)."""
+    fix_first: list[FixFirstRuns] = []
+    """The runs among those the batch would take (all of them, not a sample) that would fail
+    the same way at once, by error kind, most runs first: the first of `warnings` says
+    them."""

@@ -24,6 +24,7 @@ from engine.operations.action_views import (
     BatchRetryResult,
     BreakerWarning,
     CancelResult,
+    FixFirstRuns,
     ReopenedJoin,
     ReprocessPreview,
     ReprocessResult,
@@ -406,21 +407,30 @@ class OperatorActions:
         runs it skips beside its `limit`), up to `limit`, whether more match, and the
         breaker warnings of the steps they would run again. One bounded count and one read
         of those runs' FAILED and held steps (`OperatorActionsStore.batch_retry_count`),
-        where paging the list would read every run. Refused as the batch is:
+        where paging the list would read every run; and which of those runs failed for a cause
+        the workflow or their input makes (they fail the same way at once: the first warning
+        says so, with `fixFirst`). Refused as the batch is:
         `invalid_limit`, and `invalid_filter` for a filter a list refuses."""
         _check_limit(limit)
         scoped = _batch_filter(filter, tenant)
         if scoped is None:
             return BatchRetryPreview(matching=0, limit=limit)
         selection = checked_filter(scoped)
-        count, called = await self._runtime.store.batch_retry_count(selection, limit=limit)
-        breakers = await self._called_warnings(called)
+        counted = await self._runtime.store.batch_retry_count(selection, limit=limit)
+        breakers = await self._called_warnings(counted.called)
+        matching = min(counted.count, limit)
+        truncated = counted.count > limit
+        fix_first = _fix_first_groups(counted.fix_first)
+        # The cause a retry cannot fix leads, as `runs show` and the monitor's single-run
+        # dialogs lead with it: a closed breaker would not help those runs.
+        lead = [] if not fix_first else [_fix_first_words(counted.fix_first, matching, truncated)]
         return BatchRetryPreview(
-            matching=min(count, limit),
+            matching=matching,
             limit=limit,
-            truncated=count > limit,
-            warnings=[breaker.message for breaker in breakers],
+            truncated=truncated,
+            warnings=[*lead, *(breaker.message for breaker in breakers)],
             breakers=breakers,
+            fix_first=fix_first,
         )
 
     @store_boundary
@@ -693,6 +703,50 @@ def _stuck_words(run_id: str, stuck: StuckJoins) -> str:
         f"run {run_id}: its {what} {names} {fails} again at once: {still} still FAILED; "
         f"reprocess run {run_id} (`schemabridge runs reprocess {run_id}`) to run "
         f"{'it' if n == 1 else 'them'} again and reopen the {what}"
+    )
+
+
+FIX_FIRST_SHOWN = 10
+"""Run ids a batch retry's preview names of the runs that would fail the same way (in its
+warning, and per kind in `fixFirst`): the newest; the counts say how many there are."""
+
+
+def _fix_first_groups(kinds: dict[str, str]) -> list[FixFirstRuns]:
+    """The runs (newest first, with the kind each failed with) grouped by kind, most runs
+    first (then by kind, so the answer is stable)."""
+    by_kind: dict[str, list[str]] = {}
+    for run_id, kind in kinds.items():
+        by_kind.setdefault(kind, []).append(run_id)
+    ordered = sorted(by_kind.items(), key=lambda item: (-len(item[1]), item[0]))
+    return [
+        FixFirstRuns(kind=kind, count=len(ids), run_ids=ids[:FIX_FIRST_SHOWN])
+        for kind, ids in ordered
+    ]
+
+
+def _fix_first_words(kinds: dict[str, str], matching: int, truncated: bool) -> str:
+    """The batch preview's first warning: how many of the runs it would take fail the same
+    way at once and why, what to do instead (the single run's advice: fix, publish, submit
+    anew), and the newest of them by id. Printed as it is by the CLI, shown by the monitor."""
+    groups = _fix_first_groups(kinds)
+    n = len(kinds)
+    if truncated:
+        of = f"the newest {matching:,} runs the batch takes"
+    else:
+        of = f"the {matching:,} {'run' if matching == 1 else 'runs'}"
+    if len(groups) == 1:
+        with_what = groups[0].kind
+    else:
+        with_what = " / ".join(f"{group.kind} ({group.count:,})" for group in groups)
+    they = "it fails" if n == 1 else "they fail"
+    shown = list(kinds)[:FIX_FIRST_SHOWN]
+    more = f" and {n - len(shown):,} more" if n > len(shown) else ""
+    return (
+        f"{n:,} of {of} failed with {with_what}, from the workflow or the runs' input: "
+        f"retrying runs the same workflow version with the same input, so {they} the "
+        "same way at once. Fix the workflow (or the input), publish it, then submit new runs "
+        "(`schemabridge workflows publish FILE`, then `schemabridge runs submit NAME@VERSION "
+        f"--input JSON`); {'run' if n == 1 else 'runs'}: {', '.join(shown)}{more}"
     )
 
 

@@ -30,6 +30,7 @@ from engine.store.deployment_log import routing_after
 from engine.store.models import TERMINAL_RUN_STATUSES, RunStatus, StepStatus
 from engine.store.operator_actions import (
     Action,
+    BatchRetryCount,
     CancelOutcome,
     ReopenedAncestor,
     ReprocessOutcome,
@@ -234,14 +235,16 @@ class OperatorActionsStore(WorkQueue):
 
     async def batch_retry_count(
         self, selection: listing.RunFilter, *, limit: int
-    ) -> tuple[int, list[RetriedSteps]]:
+    ) -> BatchRetryCount:
         """What a batch retry of the runs `selection` matches would take, read without
         changing anything: how many match, counted up to `limit + 1` (one statement over at
         most that many rows of the list's index range: more than `limit` says the batch would
-        be truncated), and the vertices of the FAILED and held steps of the newest `limit`,
-        by tenant and workflow version (what it would run again: its breaker warnings). A
-        deployment's `gradual_deploy` runs are left out: the batch skips them
-        (`deployment_run`) and takes them beside its `limit`, not in it."""
+        be truncated), the vertices of the FAILED and held steps of the newest `limit`, by
+        tenant and workflow version (what it would run again: its breaker warnings), and
+        which of those runs failed for a cause the workflow or the input makes (one statement
+        over the same runs' FAILED steps: their retry fails the same way). A deployment's
+        `gradual_deploy` runs are left out: the batch skips them (`deployment_run`) and takes
+        them beside its `limit`, not in it."""
         retriable = listing.runs.c.workflow_name.not_in(RESERVED_WORKFLOWS)
         matching = listing.newest_matching(selection, limit + 1).where(retriable).subquery()
         newest = listing.newest_matching(selection, limit).where(retriable).subquery()
@@ -266,7 +269,8 @@ class OperatorActionsStore(WorkQueue):
             for (tenant_id, name, version), ids in sorted(called.items()):
                 workflow = (await self.get_version(name, version, conn=conn)).workflow
                 found.append(RetriedSteps(tenant_id, workflow, frozenset(ids)))
-        return int(count), found
+            fix_first = await retry_checks.fix_first_runs(conn, newest)
+        return BatchRetryCount(int(count), found, fix_first)
 
     async def _reopened_lines(
         self,

@@ -118,10 +118,17 @@ def _conditions(selection: RunFilter) -> list[ColumnElement[bool]]:
 
 
 def newest_matching(selection: RunFilter, limit: int) -> Select[Any]:
-    """The newest `limit` runs `selection` matches (id, tenant, workflow and version), in the
-    order and index range of `runs_page`: the runs a batch retry by filter takes."""
+    """The newest `limit` runs `selection` matches (id, tenant, workflow, version and when
+    created), in the order and index range of `runs_page`: the runs a batch retry by filter
+    takes."""
     return (
-        select(runs.c.id, runs.c.tenant_id, runs.c.workflow_name, runs.c.workflow_version)
+        select(
+            runs.c.id,
+            runs.c.tenant_id,
+            runs.c.workflow_name,
+            runs.c.workflow_version,
+            runs.c.created_at,
+        )
         .where(*_conditions(selection))
         .order_by(runs.c.created_at.desc(), runs.c.id.desc())
         .limit(limit)

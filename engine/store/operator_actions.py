@@ -105,6 +105,21 @@ class RetriedSteps:
 
 
 @dataclass(frozen=True)
+class BatchRetryCount:
+    """What a batch retry by filter would take, read without retrying
+    (`OperatorActionsStore.batch_retry_count`)."""
+
+    count: int
+    """The runs the filter matches, counted up to the batch's `limit + 1`."""
+    called: list[RetriedSteps]
+    """The steps the newest `limit` would run again, by tenant and workflow version."""
+    fix_first: dict[str, str]
+    """Those of the newest `limit` with a FAILED step whose error kind the workflow or the
+    input causes (`FIX_FIRST_KINDS`, its own or its failed children's commonest): their
+    retry fails the same way at once. Run id to kind, newest first."""
+
+
+@dataclass(frozen=True)
 class ReopenedAncestor:
     """The ancestor run, ended SUCCEEDED, whose join a retry of a child below it reopens."""
 

@@ -9,6 +9,9 @@
 * A run whose MERGE failed because children FAILED fails again at once when retried, since
   those children are still FAILED: `stuck_joins` finds such joins, so the answer can say to
   reprocess the run instead.
+* A run that failed for a cause the workflow or its input makes (`FIX_FIRST_KINDS`) fails the
+  same way when retried, the same version running on the same input: `fix_first_runs` finds
+  such runs among a batch's, so its preview can say to fix the workflow first.
 """
 
 from __future__ import annotations
@@ -16,7 +19,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from sqlalchemy import or_, select
+from sqlalchemy import Subquery, or_, select
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from engine.store.models import Run, RunStatus, Step, StepStatus
@@ -102,3 +105,30 @@ async def stuck_joins(conn: AsyncConnection, run_ids: Sequence[str]) -> dict[str
         for run_id, vertices in joins.items()
         if failed_children.get(run_id, 0) > 0
     }
+
+
+async def fix_first_runs(conn: AsyncConnection, newest: Subquery) -> dict[str, str]:
+    """The runs of `newest` (`listing.newest_matching`'s rows) with a FAILED step whose error
+    kind the workflow or the input causes (`FIX_FIRST_KINDS`): its own kind, or, for a join
+    that failed on children, their commonest one (`childCause`, which `runs show` and the
+    monitor lead with too). Run id to that kind (a run's first such step by vertex id),
+    newest run first. One statement over those runs' FAILED steps, the kinds read in the
+    database rather than every error loaded."""
+    error = steps.c.error
+    kind = error["kind"].as_string()
+    cause = error[("childCause", "kind")].as_string()
+    fix_first = sorted(FIX_FIRST_KINDS)
+    rows = await conn.execute(
+        select(newest.c.id, kind.label("kind"), cause.label("cause"))
+        .select_from(newest.join(steps, steps.c.run_id == newest.c.id))
+        .where(
+            steps.c.status == StepStatus.FAILED.value,
+            or_(kind.in_(fix_first), cause.in_(fix_first)),
+        )
+        .order_by(newest.c.created_at.desc(), newest.c.id.desc(), steps.c.vertex_id)
+    )
+    found: dict[str, str] = {}
+    for row in rows.all():
+        if row.id not in found:
+            found[row.id] = row.kind if row.kind in FIX_FIRST_KINDS else row.cause
+    return found

@@ -194,6 +194,28 @@ async def failed_runs(runtime: Runtime, n: int) -> list[str]:
     return ids
 
 
+async def failed_with(runtime: Runtime, kinds: list[str], name: str = "kinds") -> list[str]:
+    """One run of a one-step workflow per kind of `kinds`, its step failed terminally with
+    that error kind (driven through the store): the runs' ids, in the order of `kinds`, each
+    created after the one before (the last is the newest)."""
+    await runtime.store.publish(single("http://127.0.0.1:1", name=name))
+    version = await runtime.store.get_version(name)
+    ids: list[str] = []
+    for _ in kinds:
+        before = runtime.clock.now()
+        while runtime.clock.now() == before:  # bounded: the clock moves on
+            await asyncio.sleep(0.001)
+        ids += await runtime.store.create_runs(version, [{}])
+    kind_of = dict(zip(ids, kinds, strict=True))
+    claimed = await runtime.store.claim(len(kinds), lease_s=120)
+    assert sorted(step.run_id for step in claimed) == sorted(ids)
+    failures = {"kind": "", "message": "failed by the test"}
+    await runtime.store.complete(
+        [StepFailed(step, {**failures, "kind": kind_of[step.run_id]}) for step in claimed]
+    )
+    return ids
+
+
 def nested(base: str, leaf_sleep_ms: int = 0) -> list[Workflow]:
     """top spawns mids (one per `input.groups` item), each mid spawns leaves (one per item of
     its `leaves`); a leaf POSTs to /leaf, answered after `leaf_sleep_ms`."""

@@ -27,6 +27,7 @@ from tests.integration.actions_harness import (
     failed_chain,
     failed_fan_out,
     failed_runs,
+    failed_with,
     nested,
     requests_by_path,
     single,
@@ -574,6 +575,48 @@ async def test_retries_say_which_joins_fail_again_at_once(
         single_result = await ops.actions.retry(first, actor="cli")
     assert (single_result.stuck_joins, single_result.children_failed) == (["join"], 2)
     assert single_result.warnings == [stuck.message]
+
+
+async def test_a_batch_preview_says_which_runs_fail_the_same_way_again(
+    ops: Operations, runtime: Runtime
+) -> None:
+    """The tour: a batch took a run that failed with invalid_config and said nothing, and it
+    failed again at once. The preview names the runs whose failure a retry cannot fix (the
+    workflow or the input caused it), grouped by kind, and leads its warnings with them; a run
+    that failed on its destination is not among them. The batch still retries them all."""
+    config, http, expression, second = await failed_with(
+        runtime, ["invalid_config", "http_error", "expression_error", "invalid_config"]
+    )
+    kinds = RunFilter(workflow="kinds")
+    preview = await ops.actions.batch_retry_preview(kinds)
+    newest = await ops.actions.batch_retry_preview(kinds, limit=1)
+    assert preview.matching == 4
+    assert [(g.kind, g.count, sorted(g.run_ids)) for g in preview.fix_first] == [
+        ("invalid_config", 2, sorted([config, second])),
+        ("expression_error", 1, [expression]),
+    ]
+    (warning,) = preview.warnings
+    assert warning.startswith(
+        "3 of the 4 runs failed with invalid_config (2) / expression_error (1), from the "
+        "workflow or the runs' input: retrying runs the same workflow version with the same "
+        "input, so they fail the same way at once. Fix the workflow (or the input), publish "
+        "it, then submit new runs (`schemabridge workflows publish FILE`, then `schemabridge "
+        "runs submit NAME@VERSION --input JSON`); runs: "
+    )
+    named = warning.rsplit("runs: ", 1)[1].split(", ")
+    assert sorted(named) == sorted([config, expression, second]) and http not in warning
+    # The newest run only: the batch with that limit takes it alone.
+    assert (newest.matching, newest.truncated) == (1, True)
+    assert [(g.kind, g.run_ids) for g in newest.fix_first] == [("invalid_config", [second])]
+    assert newest.warnings == [
+        "1 of the newest 1 runs the batch takes failed with invalid_config, from the workflow "
+        "or the runs' input: retrying runs the same workflow version with the same input, so "
+        "it fails the same way at once. Fix the workflow (or the input), publish it, then "
+        "submit new runs (`schemabridge workflows publish FILE`, then `schemabridge runs "
+        f"submit NAME@VERSION --input JSON`); run: {second}"
+    ]
+    batch = await ops.actions.batch_retry(filter=kinds, actor="cli")
+    assert sorted(batch.retried) == sorted([config, http, expression, second])
 
 
 # ── reprocess ───────────────────────────────────────────────────────────────────────────────
