@@ -24,6 +24,7 @@ from tests.integration.actions_harness import (
     action_lines,
     failed_chain,
     failed_fan_out,
+    failed_with,
     requests_by_path,
     single,
     submit,
@@ -380,6 +381,7 @@ async def test_a_batch_retry_preview_counts_what_a_filter_would_take(
         "truncated": False,
         "warnings": [],
         "breakers": [],
+        "fixFirst": [],
     }
     assert (capped["matching"], capped["limit"], capped["truncated"]) == (2, 2, True)
     assert (broken.status_code, broken.json()["code"]) == (422, "invalid_filter")
@@ -393,6 +395,31 @@ async def test_a_batch_retry_preview_counts_what_a_filter_would_take(
         assert (await wait_for_run(api.runtime, run_id)).status == "FAILED"
         assert await action_lines(api.runtime, run_id) == [], "a preview retries nothing"
     await cancel_all(api, [running])
+
+
+async def test_a_batch_retry_preview_warns_of_runs_that_fail_the_same_way(api: Api) -> None:
+    """The tour: "Retry all matching" retried a run that failed with invalid_config, which
+    failed again at once, and its preview had said nothing. Of a batch matching that run and
+    one that failed on its destination (http_error), the preview warns of exactly the first,
+    as data too; the batch itself still retries both."""
+    config, http = await failed_with(api.runtime, ["invalid_config", "http_error"])
+    body = {"filter": {"workflow": "kinds", "status": "FAILED"}}
+    async with client(api.url, api.admin_key) as http_client:
+        answer = await http_client.post("/runs/retry/preview", json=body)
+        assert answer.status_code == 200, answer.text
+        preview = answer.json()
+        batch = (await http_client.post("/runs/retry", json=body)).json()
+    assert preview["matching"] == 2
+    assert preview["fixFirst"] == [{"kind": "invalid_config", "count": 1, "runIds": [config]}]
+    assert preview["warnings"] == [
+        "1 of the 2 runs failed with invalid_config, from the workflow or the runs' input: "
+        "retrying runs the same workflow version with the same input, so it fails the same way "
+        "at once. Fix the workflow (or the input), publish it, then submit new runs "
+        "(`schemabridge workflows publish FILE`, then `schemabridge runs submit NAME@VERSION "
+        f"--input JSON`); run: {config}"
+    ]
+    assert http not in preview["warnings"][0]
+    assert sorted(batch["retried"]) == sorted([config, http])
 
 
 async def test_a_batch_by_filter_leaves_a_finished_runs_dead_letter_alone(
