@@ -197,11 +197,16 @@ def retry_preview_line(preview: RetryPreview) -> str:
 
 
 def _print_batch(
-    remote: Remote, outcome: BatchRetryResult, filter_text: str | None, children_hidden: bool
+    remote: Remote,
+    outcome: BatchRetryResult,
+    filter_text: str | None,
+    children_hidden: bool,
+    fix_first: str | None = None,
 ) -> None:
-    """A batch retry's answer, and on stderr the server's line for each run whose joins fail
-    again and for each open breaker the retried steps call (in JSON they are the answer's
-    `stuck` and `warnings`)."""
+    """A batch retry's answer, and on stderr the server's line for the runs that fail the
+    same way at once (`fix_first`, its preview's), for each run whose joins fail again and
+    for each open breaker the retried steps call (in JSON they are the answer's `stuck` and
+    `warnings`)."""
     if remote.json:
         print_json(dump(outcome))
     else:
@@ -210,6 +215,7 @@ def _print_batch(
             console.print(line, markup=False)
         if children_hidden and not (outcome.retried or outcome.skipped):
             console.print("(child runs are retried with --all)", markup=False)
+    _warn(remote, [fix_first] if fix_first else [])
     _warn(remote, [stuck.message for stuck in outcome.stuck if stuck.message])
     _warn(remote, outcome.warnings)
 
@@ -245,7 +251,8 @@ def retry(
         typer.Option(
             "--dry-run",
             help="Retry nothing: with one RUN, say what its retry would run again and its "
-            "warnings; with a filter, count the runs it would take, and the open breakers "
+            "warnings; with a filter, count the runs it would take, those that would fail the "
+            "same way at once (the workflow or their input caused it), and the open breakers "
             "their steps would meet.",
         ),
     ] = False,
@@ -263,7 +270,9 @@ def retry(
     SUCCEEDED is skipped (its retry would reopen that run's join and run the steps after it
     again); naming it alone retries it, with a warning. --dry-run counts what a filter would
     take first (the API counts it), or says what one RUN's retry would run again, retrying
-    nothing. Exit 1 when a RUN named is not FAILED
+    nothing. A filter's runs that failed because of the workflow or their input
+    (invalid_config, expression_error, ...) fail the same way at once: the dry run and the
+    batch warn of them first, with the fix. Exit 1 when a RUN named is not FAILED
     (or not found) or is skipped; a filter that matches nothing, or only runs it skips, exits
     0."""
     remote = Remote(api_url, api_key, output, debug)
@@ -304,30 +313,38 @@ def retry(
         _preview_batch(remote, selection, limit, asked)
         return
 
-    async def batch(api: ApiClient) -> BatchRetryResult:
+    async def batch(api: ApiClient) -> tuple[BatchRetryResult, str | None]:
         # Each RUN resolved first: a prefix that names no run, or several, ends the command
         # before anything is retried, as a whole id the API does not know would not.
         ids = [await full_run_id(api, given) for given in runs] if runs else None
+        fix_first = None
+        if selection is not None and not remote.json:
+            # Read before the retry, which clears the errors it is read from: the runs that
+            # fail again the same way at once, as the monitor's dialog warns of them first.
+            fix_first = fix_first_warning(await api.actions.batch_retry_preview(selection, limit))
         outcome = await api.actions.batch_retry(ids=ids, selection=selection, limit=limit)
         if selection and selection.workflow and not (outcome.retried or outcome.skipped):
             await hints.require_workflow(api, selection.workflow)
-        return outcome
+        return outcome, fix_first
 
-    outcome = call(
+    outcome, fix_first = call(
         remote,
         batch,
         workflow=selection.workflow if selection else None,
         system_workflows=True,  # a typo's fix may name gradual_deploy (a batch skips its runs)
     )
     filter_text = looked_for(status, workflow, tenant, since, all_runs) if filtered else None
-    _print_batch(remote, outcome, filter_text, children_hidden=filtered and not all_runs)
+    _print_batch(
+        remote, outcome, filter_text, children_hidden=filtered and not all_runs, fix_first=fix_first
+    )
     if runs and outcome.skipped:
         raise typer.Exit(ExitCode.FAILED)
 
 
 def _preview_batch(remote: Remote, selection: RunQuery, limit: int, filter_text: str) -> None:
     """`runs retry FILTER --dry-run`: what the batch would take, as the API counts it, and on
-    stderr the open breakers its steps would meet. A `--workflow` no run matched because none
+    stderr its warnings (the runs that would fail the same way at once, then the open
+    breakers its steps would meet). A `--workflow` no run matched because none
     is published is refused with the name meant, as the batch itself refuses it."""
 
     async def preview(api: ApiClient) -> BatchRetryPreview:
@@ -349,6 +366,12 @@ def _preview_batch(remote: Remote, selection: RunQuery, limit: int, filter_text:
                 markup=False,
             )
     _warn(remote, answer.warnings)
+
+
+def fix_first_warning(preview: BatchRetryPreview) -> str | None:
+    """The preview's sentence about the runs that fail the same way at once (the workflow
+    or their input caused it), which leads its warnings when it has any such runs."""
+    return preview.warnings[0] if preview.fix_first and preview.warnings else None
 
 
 def dry_run_line(answer: BatchRetryPreview, status: str | None, filter_text: str) -> str:

@@ -411,11 +411,20 @@ class BatchRetryResult(Wire):
     warnings: list[str] = []
 
 
+class FixFirstRuns(Wire):
+    kind: str
+    count: int
+    run_ids: list[str] = []
+
+
 class BatchRetryPreview(Wire):
     matching: int
     limit: int
     truncated: bool = False
     warnings: list[str] = []
+    fix_first: list[FixFirstRuns] = []
+    """Runs that would fail the same way at once, by kind (an older API sends none): the
+    first of `warnings` says them."""
 
 
 # ── settings ────────────────────────────────────────────────────────────────────────────────

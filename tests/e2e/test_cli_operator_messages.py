@@ -163,6 +163,57 @@ def test_set_cap_without_a_change_or_a_cap_to_keep_is_a_usage_error(serve_api: S
     assert "caps-none" not in [d["destination"] for d in listed], "nothing was stored"
 
 
+# ── failures a retry repeats ───────────────────────────────────────────────────────────────
+
+
+def test_a_batch_retry_warns_of_runs_that_fail_the_same_way(serve_api: Stack) -> None:
+    """The tour: a batch retry took a run whose SPAWNER failed with invalid_config (its
+    `items` read from a misspelt input name) and one that failed on its destination; the
+    first failed again at once, and nothing had said so. `--dry-run` warns of exactly that
+    run, with the fix, and so does the batch (which still retries both)."""
+    tenant, spawn, child, call = "fix-first", "cli-fix-spawn", "cli-fix-child", "cli-fix-http"
+    url = serve_api.downstream + "/cli-messages/fix-first?status=400"
+    gateway = {"type": "GATEWAY", "config": {"url": url, "retry": {"maxAttempts": 1}}}
+    documents = [
+        {"name": child, "vertices": {"call": gateway}},
+        {"name": call, "vertices": {"call": gateway}},
+        {
+            "name": spawn,
+            "vertices": {
+                "each": {
+                    "type": "SPAWNER",
+                    "config": {"items": "{{ input.line }}", "workflow": child},
+                },
+                "join": {"type": "MERGE", "dependsOn": ["each"]},
+            },
+        },
+    ]
+    path = serve_api.tmp / "cli-fix-first.json"
+    path.write_text(json.dumps(documents))
+    serve_api.ok("workflows", "publish", str(path))
+    for name, run_input in ((spawn, '{"lines": [1]}'), (call, "{}")):
+        asked = ("runs", "submit", name, "--tenant", tenant, "--input", run_input, "--wait")
+        failed = serve_api.cli(*asked)
+        assert failed.returncode == 1, (failed.stdout, failed.stderr)
+    listed = serve_api.json("runs", "list", "--tenant", tenant, "--status", "FAILED")["items"]
+    (config,) = [run["id"] for run in listed if run["workflow"] == spawn]
+    warning = (
+        "warning: 1 of the 2 runs failed with invalid_config, from the workflow or the runs' "
+        "input: retrying runs the same workflow version with the same input, so it fails the "
+        "same way at once. Fix the workflow (or the input), publish it, then submit new runs "
+        "(`schemabridge workflows publish FILE`, then `schemabridge runs submit "
+        f"NAME@VERSION --input JSON`); run: {config}"
+    )
+    dry = serve_api.ok("runs", "retry", "--tenant", tenant, "--dry-run")
+    said = " ".join(dry.stderr.split())  # rich may wrap the line
+    assert said == warning, dry.stderr
+    counted = serve_api.json("runs", "retry", "--tenant", tenant, "--dry-run")
+    assert counted["fixFirst"] == [{"kind": "invalid_config", "count": 1, "runIds": [config]}]
+    batch = serve_api.ok("runs", "retry", "--tenant", tenant)
+    assert " ".join(batch.stderr.split()) == warning, batch.stderr
+    assert batch.stdout.splitlines()[0] == "retried 2 runs", batch.stdout
+
+
 # ── open breakers ────────────────────────────────────────────────────────────────────────────
 
 
