@@ -333,6 +333,57 @@ def test_retry_all_matching_retries_every_page(server: DemoServer, browser: Any)
         assert server.wait_status(run_id, {"SUCCEEDED", "FAILED"}) == "SUCCEEDED"
 
 
+def test_retry_all_matching_leads_with_the_runs_that_fail_the_same_way(
+    server: DemoServer, browser: Any
+) -> None:
+    """The tour: "Retry all matching" took a run whose SPAWNER failed with invalid_config and
+    said nothing, and the run failed again at once. Its dialog now leads, before the confirm
+    button, with that run (a link to it) and the fix, as a run's own Retry dialog does; the
+    run that failed on its destination (http_error) is not named. Confirmed, both retry."""
+    tenant, path = "retry-all-fix", "/ops/retry-all-fix"
+    call = {"url": f"{server.downstream}{path}", "retry": {"maxAttempts": 1}}
+    gateway_step = {"type": "GATEWAY", "maxAutoRetries": 0, "config": call}
+    server.call("/workflows", {"name": "ui-ops-fix-child", "vertices": {"call": gateway_step}})
+    server.call("/workflows", {"name": "ui-ops-fix-http", "vertices": {"call": gateway_step}})
+    each = {
+        "type": "SPAWNER",
+        "config": {"items": "{{ input.line }}", "workflow": "ui-ops-fix-child"},
+    }
+    spawn = {"each": each, "join": {"type": "MERGE", "dependsOn": ["each"]}}
+    server.call("/workflows", {"name": "ui-ops-fix-spawn", "vertices": spawn})
+    server.script(path, {"status": 400, "body": {"error": "bad"}})
+    body = {"input": {"lines": [1]}, "tenantId": tenant}
+    config = server.call("/workflows/ui-ops-fix-spawn/runs", body)["id"]
+    http = server.call("/workflows/ui-ops-fix-http/runs", {"input": {}, "tenantId": tenant})["id"]
+    for run_id in (config, http):
+        assert server.wait_status(run_id, {"FAILED", "SUCCEEDED"}) == "FAILED"
+    with opened(browser, f"{server.ui}#/runs?tenant={tenant}&status=FAILED") as (page, _):
+        page.locator("table.runs tbody tr").nth(1).wait_for()
+        page.get_by_role("button", name="Retry all matching…").click()
+        dialog = page.locator("dialog.modal")
+        dialog.wait_for()
+        lead = dialog.locator(".warning-box .fix-first")
+        said = " ".join(lead.inner_text().split())
+        assert said.startswith(
+            "⚠ Fix the workflow first: 1 of the 2 runs failed with invalid_config, from the "
+            "workflow or the runs' input: retrying runs the same workflow version with the "
+            "same input, so it fails the same way at once. Fix the workflow (or the input), "
+            "publish it, then submit new runs"
+        ), said
+        assert config in said and http not in dialog.inner_text()
+        link = dialog.locator(".fix-first-runs a")
+        assert link.get_attribute("href") == f"#/runs/{config}"
+        # Said before the confirm button: the warning box comes first in the dialog's order.
+        order = dialog.evaluate(
+            "d => d.querySelector('.fix-first').compareDocumentPosition("
+            "[...d.querySelectorAll('button')].find(b => b.textContent === 'Retry 2'))"
+        )
+        assert order & 4, order  # Node.DOCUMENT_POSITION_FOLLOWING
+        shoot(page, "ops-retry-all-fix-first", narrow=False)
+        confirm(page, "Retry 2")
+        page.locator(".batch-result .ok-box", has_text="Retried 2, skipped 0.").wait_for()
+
+
 def test_a_retry_says_it_runs_the_steps_stopped_when_the_run_failed(
     server: DemoServer, browser: Any
 ) -> None:

@@ -1,14 +1,16 @@
 // "Retry all matching": a batch retry of every FAILED run the runs list's filter matches, not
 // only the page shown (1,790 failed children are 36 pages of 50). The dialog says how many
 // first, as the API counts them for that filter (`POST /runs/retry/preview`: one count in the
-// database, not a page of ids at a time) with the breakers the retried steps would meet, and
-// the answer's retried and skipped follow.
+// database, not a page of ids at a time), leading with the runs that would fail the same way
+// at once (the workflow or their input caused their failure: `fixFirst`, as a run's own
+// Retry dialog leads with fixing the workflow), then the breakers the retried steps would
+// meet; the answer's retried and skipped follow.
 
 import { api } from "./api.js";
 import { confirmAction } from "./dialog.js";
 import { announce, fill, h } from "./dom.js";
 import { count, plural, shortId } from "./format.js";
-import { warningNodes, warningsBox, withWarnings } from "./warnings.js";
+import { warningNodes, warningsBox, withCode, withWarnings } from "./warnings.js";
 
 /** The most runs one batch retry takes (the API's `limit` maximum). */
 const MAX_BATCH = 10_000;
@@ -21,6 +23,22 @@ function batchFilter(filter) {
   }
   if (filter.roots !== undefined && filter.roots !== null) body.roots = filter.roots === "true" || filter.roots === true;
   return body;
+}
+
+/** The preview's runs that would fail the same way at once, said first: the API's sentence
+ * (which leads its `warnings`), then each kind's newest runs as links to open them. */
+function fixFirstBlocks(preview) {
+  const groups = preview.fixFirst || [];
+  if (!groups.length || !(preview.warnings || []).length) return [];
+  const runs = (group) => [
+    `${group.kind}: `,
+    group.runIds.map((id, i) => [i ? ", " : "", h("a", { href: `#/runs/${encodeURIComponent(id)}`, class: "mono" }, shortId(id))]),
+    group.count > group.runIds.length ? ` and ${count(group.count - group.runIds.length)} more` : "",
+  ];
+  return [
+    h("p", { class: "fix-first" }, h("strong", {}, "⚠ Fix the workflow first: "), withCode(preview.warnings[0])),
+    h("ul", { class: "fix-first-runs" }, groups.map((group) => h("li", {}, runs(group)))),
+  ];
 }
 
 /** The button; `filterOf()` is the list's current filter, `done()` reloads the list. Only a
@@ -45,12 +63,14 @@ export function retryAllButton(filterOf, result, done) {
       return;
     }
     const cap = more ? h("p", {}, `⚠ More than ${count(MAX_BATCH)} match: one batch takes ${count(MAX_BATCH)}; retry again for the rest.`) : null;
-    const said = preview.warnings || [];
+    const fixFirst = fixFirstBlocks(preview);
+    // The fix-first sentence leads the API's warnings: said above, not again below.
+    const said = (preview.warnings || []).slice(fixFirst.length ? 1 : 0);
     const warned = said.length ? [h("p", {}, h("strong", {}, "⚠ Before you retry:")), h("ul", {}, said.map((w) => h("li", {}, warningNodes(w, preview.breakers))))] : [];
     const ok = await confirmAction({
       title: `Retry all ${plural(n, "matching FAILED run")}?`,
       text: `The failed steps of ${more ? `the newest ${count(n)} of the FAILED runs` : `all ${plural(n, "FAILED run")}`} these filters match (every page, not only this one) run again, with the steps stopped when each failed; completed steps are kept.`,
-      noteBlocks: cap || warned.length ? [cap, warned] : null,
+      noteBlocks: cap || fixFirst.length || warned.length ? [...fixFirst, cap, warned] : null,
       confirm: `Retry ${count(n)}`,
     });
     if (!ok) return;
