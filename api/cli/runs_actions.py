@@ -279,22 +279,10 @@ def retry(
     if roots and all_runs:
         fail("give --all (child runs too) or --roots (the default), not both", ExitCode.USAGE)
     filtered = any(v is not None for v in (status, workflow, tenant, since)) or all_runs or roots
-    if runs and filtered:
-        fail("give runs or a filter (--status, --workflow, ...), not both", ExitCode.USAGE)
-    if not runs and not filtered:
-        fail(
-            "give the runs to retry, or a filter such as --status FAILED --workflow W",
-            ExitCode.USAGE,
-        )
-    if dry_run and runs and len(runs) == 1:
+    _check_retry_arguments(runs, filtered=filtered, dry_run=dry_run)
+    if dry_run and runs:
         _preview_one(remote, runs[0])
         return
-    if dry_run and runs:
-        fail(
-            "--dry-run takes one RUN (what its retry would run again) or a filter, not "
-            "several runs",
-            ExitCode.USAGE,
-        )
     if runs and len(runs) == 1:
         _retry_one(remote, runs[0])
         return
@@ -339,6 +327,23 @@ def retry(
     )
     if runs and outcome.skipped:
         raise typer.Exit(ExitCode.FAILED)
+
+
+def _check_retry_arguments(runs: list[str] | None, *, filtered: bool, dry_run: bool) -> None:
+    """Runs or a filter, one of the two; a dry run of one RUN or of a filter."""
+    if runs and filtered:
+        fail("give runs or a filter (--status, --workflow, ...), not both", ExitCode.USAGE)
+    if not runs and not filtered:
+        fail(
+            "give the runs to retry, or a filter such as --status FAILED --workflow W",
+            ExitCode.USAGE,
+        )
+    if dry_run and runs and len(runs) > 1:
+        fail(
+            "--dry-run takes one RUN (what its retry would run again) or a filter, not "
+            "several runs",
+            ExitCode.USAGE,
+        )
 
 
 def _preview_batch(remote: Remote, selection: RunQuery, limit: int, filter_text: str) -> None:
