@@ -134,11 +134,13 @@ def _unwritable(path: str, why: str) -> StartupRefused:
 
 
 def _reason(error: BaseException) -> str:
-    """The driver's own first line, without SQLAlchemy's wrapping."""
+    """The driver's own first line, without SQLAlchemy's wrapping, nor its closing full stop:
+    the caller goes on after it with "; …" (redis-py ends its "Connection refused.")."""
     inner = error.orig if isinstance(error, DBAPIError) and error.orig is not None else error
-    text = str(inner).strip().splitlines()
-    if text:
-        return text[0]
+    lines = str(inner).strip().splitlines()
+    first = lines[0].rstrip().removesuffix(".") if lines else ""
+    if first:
+        return first
     if isinstance(inner, TimeoutError):  # asyncpg's connect timeout says nothing itself
         return "the server did not answer in time (connect_timeout in the URL sets how long)"
     return type(inner).__name__

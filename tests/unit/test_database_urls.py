@@ -296,3 +296,15 @@ def test_a_missing_default_sqlite_file_is_named_as_the_default(
         check_database_url(DEFAULT_DATABASE_URL, create=False)
     expected = f"{tmp_path / 'schemabridge.db'} (SCHEMABRIDGE_DATABASE_URL's default): "
     assert expected in str(refused.value)
+
+
+def test_a_redis_error_is_one_sentence_before_what_to_do() -> None:
+    from redis.exceptions import ConnectionError as RedisConnectionError
+
+    from engine.operations.startup import redis_unreachable
+
+    settings = Settings(redis_url="redis://127.0.0.1:1/0")
+    error = RedisConnectionError("Error 111 connecting to 127.0.0.1:1. Connection refused.")
+    message = redis_unreachable(settings, error).message
+    assert "Connection refused; start it" in message
+    assert ".;" not in message
