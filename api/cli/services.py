@@ -232,7 +232,9 @@ def _check_secret_keys(settings: Settings) -> None:
         raise CannotStart(problem)
 
 
-def _listen(host: str, port: int, settings: Settings) -> ApiServer:
+def _listen(host: str, port: int, settings: Settings, *, option: str = "--port") -> ApiServer:
+    """The server on `host:port`, or `CannotStart` naming `option`, the command's own option
+    for that port (a worker's is `--health-port`)."""
     from api.rest import ApiServer
 
     try:
@@ -245,7 +247,7 @@ def _listen(host: str, port: int, settings: Settings) -> ApiServer:
     except OSError as error:
         raise CannotStart(
             f"cannot listen on {host}:{port}: {error.strerror or error}; pick another with "
-            "--port (0: a free one)"
+            f"{option} (0: a free one)"
         ) from None
 
 
@@ -316,7 +318,11 @@ def worker(
 
     def start() -> Coroutine[Any, Any, None]:
         _check_secret_keys(settings)
-        health = None if health_port is None else _listen(health_host, health_port, settings)
+        health = (
+            None
+            if health_port is None
+            else _listen(health_host, health_port, settings, option="--health-port")
+        )
         return _serve_worker(settings, service, health)
 
     _run(start, settings, database)
