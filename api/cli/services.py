@@ -8,6 +8,10 @@
   examples and the demo downstream, with authentication off.
 - `worker`: claims and executes steps; `--health-port` serves `/health` and `/metrics` beside it.
 
+A separate `api` or `worker` on PostgreSQL refuses to start without `SCHEMABRIDGE_REDIS_URL`
+(exit 2): the embedded Redis lives in one process, so it would coordinate with nothing. On
+SQLite it starts with a warning (tests run workers that way beside one file).
+
 Each prints the URL it listens on once it accepts requests (port 0: a free port, and the URL
 names it), and stops gracefully on SIGINT/SIGTERM (engine/lifecycle.py): the health marker and
 the heartbeat go first, in-flight requests and steps finish within
@@ -221,6 +225,42 @@ def _ready(service: str, settings: Settings, url: str | None = None) -> None:
     )
 
 
+def _shares_store(settings: Settings) -> bool:
+    """Whether the store is a database server (PostgreSQL), which other processes share by
+    nature; an SQLite file is most often one process's own."""
+    return settings.database_url.split(":", 1)[0].startswith("postgres")
+
+
+def _require_shared_redis(role: str, settings: Settings) -> None:
+    """Refuse (exit 2, one line) a separate `worker` or `api` process on PostgreSQL with no
+    `SCHEMABRIDGE_REDIS_URL`: its embedded Redis would live in it alone, so the admission
+    (caps, breakers, tenant rates), the cancellations and the heartbeats it keeps would
+    never reach the other processes of the store it shares, and nothing would say so."""
+    if settings.redis_url is not None or not _shares_store(settings):
+        return
+    raise usage.fail(
+        f"a separate {role} process on PostgreSQL needs the Redis the other processes use: "
+        "set SCHEMABRIDGE_REDIS_URL (e.g. redis://127.0.0.1:6379/0); without it the "
+        "embedded Redis is this process's alone, so its caps, breakers, tenant rates and "
+        "cancellations would be its own and `schemabridge services` would not see it "
+        "(everything in one process: `schemabridge serve`)"
+    )
+
+
+def _warn_private_redis(role: str, settings: Settings) -> None:
+    """On SQLite a separate `worker` or `api` process may start with the embedded Redis (a
+    test, a laptop), but it coordinates with nothing: say so once it is ready."""
+    if settings.redis_url is not None:
+        return
+    logging.getLogger("schemabridge.service").warning(
+        "redis embedded: this %s's caps, breakers, tenant rates, cancellations and heartbeat "
+        "are its own, seen by no other process; set SCHEMABRIDGE_REDIS_URL to share them "
+        "with the other processes, or run `schemabridge serve` for everything in one process",
+        role,
+        extra={"event": "service.redis_embedded"},
+    )
+
+
 def _check_secret_keys(settings: Settings) -> None:
     """Refuse to start with a malformed `SCHEMABRIDGE_SECRET_KEYS`: every secret would fail
     later, one step at a time. No key at all is fine (secrets are then unavailable, and the
@@ -269,6 +309,7 @@ async def _serve_worker(settings: Settings, name: str, health: ApiServer | None 
     lifecycle = ServiceLifecycle()
     with lifecycle:
         runtime = await _opened(settings, health)
+        _warn_private_redis("worker", settings)
         metrics = WorkerMetrics()
         settle_heap()
         try:
@@ -310,11 +351,13 @@ def worker(
 
     Claims and executes steps until SIGINT/SIGTERM, then drains in-flight steps and exits 0.
     Workers share the work through the same SCHEMABRIDGE_DATABASE_URL and
-    SCHEMABRIDGE_REDIS_URL. With --health-port it also serves GET /health (the database and
+    SCHEMABRIDGE_REDIS_URL (on PostgreSQL it refuses to start without the latter). With
+    --health-port it also serves GET /health (the database and
     Redis answer) and GET /metrics (its own figures, with an admin key) and prints that URL."""
     service = name or f"worker-{socket.gethostname()}-{os.getpid()}"
     _logging(service, log_level, log_format)
     settings = _settings(concurrency, database)
+    _require_shared_redis("worker", settings)
 
     def start() -> Coroutine[Any, Any, None]:
         _check_secret_keys(settings)
@@ -339,6 +382,7 @@ async def _serve_api(settings: Settings, server: ApiServer) -> None:
     lifecycle = ServiceLifecycle()
     with lifecycle:
         runtime = await _opened(settings, server, migrate=False)  # refuses a schema not at head
+        _warn_private_redis("api", settings)
         try:
             app = create_app(settings, runtime_factory=borrowed_runtime(runtime))
             # Named by host and port: several api processes may run on one machine.
@@ -369,11 +413,13 @@ def api(
 
     Never migrates: refuses to start (exit 1) on a database whose schema is not this code's
     head revision, or an SQLite file that does not exist; run 'schemabridge db upgrade' first.
+    On PostgreSQL it needs SCHEMABRIDGE_REDIS_URL, the workers' Redis (exit 2 without it).
     Prints the URL once it accepts requests; stops gracefully on SIGINT/SIGTERM."""
     # Every request by default: in production the log is shipped, and read elsewhere.
     chosen = _access_log(access_log, no_access_log, log_setup.AccessLog.ALL)
     _logging("api", log_level, log_format, access_log=chosen)
     settings = _settings(None, database)
+    _require_shared_redis("api", settings)
 
     def start() -> Coroutine[Any, Any, None]:
         _check_secret_keys(settings)

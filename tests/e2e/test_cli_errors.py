@@ -170,9 +170,14 @@ def test_run_typed_for_runs_names_the_runs_command(tmp_path: Path, sqlite: str) 
     [["serve", "--port", "0"], ["api", "--port", "0"], ["worker"]],
     ids=["serve", "api", "worker"],
 )
-def test_services_refuse_to_start_in_one_line(command: list[str]) -> None:
+def test_services_refuse_to_start_in_one_line(
+    command: list[str], request: pytest.FixtureRequest
+) -> None:
     url = f"postgresql+asyncpg://postgres@127.0.0.1:{free_port()}/sb"
-    one_line(sb(*command, database=url), 1, "cannot use the database")
+    # A separate process on PostgreSQL needs the shared Redis before anything else
+    # (test_service_redis.py); given one, the database that does not answer is what it says.
+    redis = None if command[0] == "serve" else request.getfixturevalue("redis_url")
+    one_line(sb(*command, database=url, redis=redis), 1, "cannot use the database")
     one_line(sb(*command, database="mysql+aiomysql://u@h/db"), 1, "unsupported database scheme")
 
 

@@ -74,8 +74,9 @@ def test_api_refuses_a_database_a_newer_release_migrated(tmp_path: Path) -> None
     _assert_one_line_refusal(result, "9999", "newer release")
 
 
-def test_api_refuses_an_unreachable_database(tmp_path: Path) -> None:
-    backend = Backend("down", "postgresql+asyncpg://postgres@127.0.0.1:1/none", None)
+def test_api_refuses_an_unreachable_database(tmp_path: Path, redis_url: str) -> None:
+    # With the shared Redis an api on PostgreSQL needs (test_service_redis.py).
+    backend = Backend("down", "postgresql+asyncpg://postgres@127.0.0.1:1/none", redis_url)
     result = sb("api", "--port", "0", env=process_env(backend, tmp_path))
     _assert_one_line_refusal(result, "cannot use the database", "127.0.0.1:1")
 
