@@ -19,7 +19,7 @@ import redis.asyncio as redis
 from admission import Admission, AdmissionConfig, AimdConfig, TenantRateConfig
 from engine import coordination
 from engine.coordination.cancellations import Cancellations
-from engine.coordination.heartbeat import API_SERVICE_PREFIX, Heartbeat
+from engine.coordination.heartbeat import API_SERVICE_PREFIX, Heartbeat, Namesake, read_namesake
 from engine.coordination.invalidations import Invalidations
 from engine.coordination.run_events import RunEvents
 from engine.coordination.wakeup import Wakeup
@@ -275,6 +275,13 @@ def api_service_name(host: str, port: int) -> str:
     on one machine; its prefix tells readers of heartbeats that it runs no worker
     (`engine.coordination.heartbeat.is_worker_service`)."""
     return f"{API_SERVICE_PREFIX}{host}-{port}"
+
+
+async def live_namesake(runtime: Runtime, service: str) -> Namesake | None:
+    """Another process's live heartbeat under `service`, read before this one beats under it
+    (`engine.coordination.heartbeat.read_namesake`)."""
+    ttl_s = float(runtime.settings.heartbeat_ttl_s)
+    return await read_namesake(runtime.redis, runtime.clock, service, ttl_s=ttl_s)
 
 
 async def run_presence(runtime: Runtime, service: str, stop: asyncio.Event) -> None:

@@ -313,6 +313,7 @@ async def _serve_worker(settings: Settings, name: str, health: ApiServer | None 
         metrics = WorkerMetrics()
         settle_heap()
         try:
+            await _check_name(runtime, name, health)
             async with asyncio.TaskGroup() as group:
                 if health is not None:
                     app = create_health_app(settings, runtime, metrics)
@@ -323,6 +324,46 @@ async def _serve_worker(settings: Settings, name: str, health: ApiServer | None 
                 await run_service(runtime, name, lifecycle.stop_event, metrics=metrics)
         finally:
             await runtime.close()
+
+
+async def _check_name(runtime: Runtime, name: str, health: ApiServer | None) -> None:
+    """Before a worker beats under `name`: refuse it when a live process of this machine
+    beats under it already (two workers under one name look like one, and the first to stop
+    would have hidden the other); take it over, saying so, from one that is gone (a restart
+    right after a crash, whose beat lives on up to the TTL); warn when it is another
+    machine's, whose process cannot be looked at from here."""
+    from engine.runtime import live_namesake
+
+    found = await live_namesake(runtime, name)
+    if found is None:
+        return
+    log = logging.getLogger("schemabridge.service")
+    where = f"pid {found.pid}" + (f" on {found.host}" if found.host else "")
+    if found.alive_here():
+        if health is not None:
+            health.close()
+        raise CannotStart(
+            f"a worker named {name} is running here already ({where}, last heartbeat "
+            f"{found.silent_s:g} s ago); give this one another --name, or stop that one first"
+        )
+    if found.host == socket.gethostname():
+        log.info(
+            "worker %s: taking over the name from %s, which is gone (its heartbeat was %g s old)",
+            name,
+            where,
+            found.silent_s,
+            extra={"event": "service.name_taken_over"},
+        )
+        return
+    log.warning(
+        "worker %s: %s beat under this name %g s ago; if it is alive, both look like one "
+        "worker to `schemabridge services` and to the steps they hold: give each worker its "
+        "own --name",
+        name,
+        where,
+        found.silent_s,
+        extra={"event": "service.name_shared"},
+    )
 
 
 def worker(

@@ -1,13 +1,21 @@
 """Service liveness in Redis: each service beats, a monitor reads the beats.
 
-A `Heartbeat` writes `heartbeat:<service>` = `{"pid", "uptime", "timestamp", "started"}` (JSON;
-`started` is when the process started and `timestamp` when it beat, epoch seconds by the
-injected clock; `uptime` the seconds between them, kept for readers older than `started`)
+A `Heartbeat` writes `heartbeat:<service>` = `{"pid", "uptime", "timestamp", "started", "host",
+"instance"}` (JSON; `started` is when the process started and `timestamp` when it beat, epoch
+seconds by the injected clock; `uptime` the seconds between them, kept for readers older than
+`started`; `host` the machine's name and `instance` a token of this process alone)
 every `interval_s` (default 10 s) with a TTL of `ttl_s` (default 30 s, three missed beats), and
 records the service in the sorted set `sb:services` (score = the beat's timestamp). If the
 service stops beating the key expires; the set still names it, so readers report it down, with
 when it was last seen, instead of forgetting it. Services silent for `forget_after_s` (default
 7 days) are dropped from the set by the next beat of any service.
+
+A name is one process's at a time, but nothing stops a second process from being started
+under the name of a live one (a mistake) or of one killed a moment ago (a restart, whose
+predecessor's beat lives on up to the TTL). So a process deletes the key on `stop()` only while
+it holds its own `instance` (a WATCHed read, then the delete), never the live namesake's beat;
+and `read_namesake` tells a starting process whose beat is there before its own, for it to
+refuse (the same host, that pid alive as the process that beat) or warn.
 
 Coordination failures never stop a service: a failed beat is logged and the next interval
 tries again; the first beat that works again after failures says so once, with how long the
@@ -33,7 +41,9 @@ import json
 import logging
 import math
 import os
+import socket
 import time
+import uuid
 from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import cast
@@ -63,9 +73,58 @@ def is_worker_service(name: str) -> bool:
     return not name.startswith(API_SERVICE_PREFIX)
 
 
+@dataclass(frozen=True)
+class Namesake:
+    """Another process's live beat under the name a process is about to beat under."""
+
+    pid: int
+    host: str | None
+    """None in a beat written before `host` was."""
+    started: float | None
+    silent_s: float
+    """Seconds since it beat, by the reader's clock."""
+
+    def alive_here(self) -> bool:
+        """Whether it is a live process of this machine: the same host, and its pid running
+        a process that started when the beat says (a reused pid started later)."""
+        if self.host != socket.gethostname() or self.pid == os.getpid():
+            return False
+        try:
+            created = psutil.Process(self.pid).create_time()
+        except psutil.Error:
+            return False
+        return self.started is None or abs(created - self.started) < 2.0
+
+
 def process_age_s() -> float:
     """Seconds since this process started, by the system's own record of its start."""
     return max(0.0, time.time() - psutil.Process().create_time())
+
+
+async def read_namesake(
+    client: redis.Redis, clock: Clock, service: str, *, ttl_s: float = DEFAULT_TTL_S
+) -> Namesake | None:
+    """The live beat under the name `service` that a process about to beat under it finds
+    (None: none, a stale one, or Redis not answering: a check, not a gate)."""
+    key = keys.heartbeat(service)
+    try:
+        raw = cast(bytes | None, await client.get(key))
+    except COORDINATION_ERRORS as error:
+        logger.warning("heartbeat %s: reading it before the first beat failed: %s", key, error)
+        return None
+    payload = _parse_payload(service, raw)
+    if payload is None or raw is None:
+        return None
+    silent_s = clock.now() - payload["timestamp"]
+    if silent_s > ttl_s:
+        return None
+    host = json.loads(raw).get("host")
+    return Namesake(
+        pid=int(payload["pid"]),
+        host=host if isinstance(host, str) else None,
+        started=payload.get("started"),
+        silent_s=round(max(0.0, silent_s), 1),
+    )
 
 
 class Heartbeat:
@@ -104,6 +163,9 @@ class Heartbeat:
         self.started_at = clock.now() - process_age_s() if started_at is None else started_at
         """When the service's process started: what its uptime counts from."""
         self.forget_after_s = forget_after_s
+        self.host = socket.gethostname()
+        self.instance = uuid.uuid4().hex
+        """This process's token in the key: `stop()` deletes only a key that holds it."""
         self.beats = 0
         """Successful beats so far."""
         self.failures = 0
@@ -130,7 +192,7 @@ class Heartbeat:
             ttl_s=float(settings.heartbeat_ttl_s),
         )
 
-    def payload(self) -> dict[str, float | int]:
+    def payload(self) -> dict[str, float | int | str]:
         """The JSON object a beat writes now."""
         now = self._clock.now()
         return {
@@ -138,6 +200,8 @@ class Heartbeat:
             "uptime": round(now - self.started_at, 3),
             "timestamp": now,
             "started": self.started_at,
+            "host": self.host,
+            "instance": self.instance,
         }
 
     async def beat(self) -> bool:
@@ -185,11 +249,12 @@ class Heartbeat:
 
     async def stop(self) -> None:
         """Stop beating and delete the key, so monitors see the service down at once rather
-        than after the TTL. If Redis is unreachable the key simply expires."""
+        than after the TTL; only while it is this process's own (`instance`): a namesake's
+        live beat stays. If Redis is unreachable the key simply expires."""
         async with self._lock:
             self._stopped = True
             try:
-                await self._client.delete(self.key)
+                await self._delete_own()
             except COORDINATION_ERRORS as error:
                 logger.warning(
                     "heartbeat %s: delete failed, the key expires in %s s: %s",
@@ -197,6 +262,30 @@ class Heartbeat:
                     self.ttl_s,
                     error,
                 )
+
+    async def _delete_own(self) -> None:
+        """DEL the key if it holds this `instance`, in one script (atomic: a namesake's beat
+        cannot land between the read and the delete); a key that is not ours stays."""
+        kept = await self._client.eval(_DELETE_OWN, 1, self.key, self.instance)
+        if kept == -1:
+            logger.warning(
+                "heartbeat %s: left in place, another process beats under this name",
+                self.key,
+                extra={"event": "service.name_shared"},
+            )
+
+
+_DELETE_OWN = """
+local raw = redis.call('GET', KEYS[1])
+if not raw then return 0 end
+if string.find(raw, '"instance": "' .. ARGV[1] .. '"', 1, true) then
+  return redis.call('DEL', KEYS[1])
+end
+return -1
+"""
+"""Deletes `heartbeat:<service>` only when its payload holds the caller's `instance` (the
+token is a uuid's hex, so a plain substring of the JSON `json.dumps` writes identifies it):
+1 deleted, 0 already gone, -1 another process's."""
 
 
 @dataclass(frozen=True)

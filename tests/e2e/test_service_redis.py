@@ -1,18 +1,24 @@
 """Separate `worker` and `api` processes and the Redis they coordinate through (real
 subprocesses): on PostgreSQL, which other processes share by nature, one without
 `SCHEMABRIDGE_REDIS_URL` is refused, as its embedded Redis would be its alone; on SQLite it
-starts, saying so; and a refusal to listen names the option of the command that was run."""
+starts, saying so; a refusal to listen names the option of the command that was run; and a
+name is one live worker's: a second one under it is refused, a restart after a crash is not."""
 
 from __future__ import annotations
 
+import asyncio
 import signal
 import socket
+import time
 from pathlib import Path
 
 import pytest
+import redis.asyncio as redis
 
+from engine.coordination.heartbeat import read_services
+from schemas.clock import SystemClock
 from tests.conftest import Backend
-from tests.e2e.rest_harness import process_env, service
+from tests.e2e.rest_harness import PROCESS_READY_TIMEOUT_S, Service, process_env, service
 from tests.e2e.test_cli_errors import free_port, one_line
 from tests.e2e.test_cli_run import run_cli
 
@@ -53,3 +59,64 @@ def test_a_health_port_in_use_names_the_workers_option(tmp_path: Path) -> None:
         )
     line = one_line(result, 1, f"cannot listen on 127.0.0.1:{port}")
     assert line.endswith("pick another with --health-port (0: a free one)"), line
+
+
+def _wait_beating(worker: Service, redis_url: str, name: str = "w1") -> None:
+    """Until the worker printed its `ready` line (it serves no URL without --health-port) and
+    its first heartbeat, which follows, reads as up."""
+    deadline = time.monotonic() + PROCESS_READY_TIMEOUT_S
+    while " ready: " not in worker.stdout() or not _services(redis_url).get(name):
+        assert worker.process.poll() is None, worker.stderr()
+        assert time.monotonic() < deadline, f"not ready: {worker.stderr()}"
+        time.sleep(0.05)
+
+
+def _services(redis_url: str) -> dict[str, bool]:
+    """Whether each service is up, as `schemabridge services` reads it (`read_services`)."""
+
+    async def read() -> dict[str, bool]:
+        client = redis.Redis.from_url(redis_url)
+        try:
+            return {s.name: s.up for s in await read_services(client, SystemClock())}
+        finally:
+            await client.aclose()
+
+    return asyncio.run(read())
+
+
+def _cli_env(env: dict[str, str]) -> dict[str, str]:
+    return {k: v for k, v in env.items() if k.startswith("SCHEMABRIDGE_")}
+
+
+def test_a_second_worker_under_a_live_ones_name_is_refused(tmp_path: Path, redis_url: str) -> None:
+    """Two workers named alike on one machine look like one, and the first to stop hid the
+    other; the second is refused in one line, and the first stays up."""
+    backend = Backend("shared", f"sqlite+aiosqlite:///{tmp_path / 'sb.db'}", redis_url)
+    env = process_env(backend, tmp_path)
+    assert run_cli(("db", "upgrade"), _cli_env(env)).returncode == 0
+    with service(["worker", "--name", "w1"], env, tmp_path / "first.log") as first:
+        _wait_beating(first, redis_url)
+        second = run_cli(("worker", "--name", "w1"), _cli_env(env))
+        line = one_line(second, 1, "a worker named w1 is running here already")
+        assert f"pid {first.process.pid}" in line and "another --name" in line, line
+        assert _services(redis_url)["w1"], "the live worker still reads as up"
+        assert first.stop(signal.SIGTERM) == 0
+    assert not _services(redis_url)["w1"]
+
+
+def test_a_worker_restarted_at_once_after_a_crash_takes_its_name_back(
+    tmp_path: Path, redis_url: str
+) -> None:
+    """The README's restart: kill -9, then the same name at once, while the dead one's beat
+    lives on up to the TTL: it starts, says it takes the name over, and reads as up."""
+    backend = Backend("shared", f"sqlite+aiosqlite:///{tmp_path / 'sb.db'}", redis_url)
+    env = process_env(backend, tmp_path)
+    assert run_cli(("db", "upgrade"), _cli_env(env)).returncode == 0
+    with service(["worker", "--name", "w1"], env, tmp_path / "dead.log") as dead:
+        _wait_beating(dead, redis_url)
+        dead.kill()
+    with service(["worker", "--name", "w1"], env, tmp_path / "again.log") as again:
+        _wait_beating(again, redis_url)
+        assert "taking over the name from pid" in again.stderr(), again.stderr()
+        assert _services(redis_url)["w1"]
+        assert again.stop(signal.SIGTERM) == 0

@@ -9,6 +9,8 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+import os
+import socket
 import time
 from collections.abc import AsyncIterator
 
@@ -23,6 +25,7 @@ from engine.coordination.heartbeat import (
     ServiceMonitor,
     ServiceStatus,
     read_named_services,
+    read_namesake,
     read_services,
 )
 from engine.settings import Settings
@@ -69,6 +72,8 @@ async def test_beat_writes_the_payload_with_a_ttl(client: redis.Redis, clock: Fa
         "uptime": 14.5,
         "timestamp": clock.now(),
         "started": started,
+        "host": socket.gethostname(),
+        "instance": heartbeat.instance,
     }
     assert 29_000 < await client.pttl(keys.heartbeat(service)) <= 30_000
     assert await client.zscore(keys.SERVICES_SET, service) == clock.now()
@@ -356,3 +361,35 @@ def test_monitor_from_settings_uses_poll_interval() -> None:
     settings = Settings(poll_interval_ms=15_000, heartbeat_ttl_s=30)
     monitor = ServiceMonitor.from_settings(client, FakeClock(), settings)
     assert (monitor.poll_interval_ms, monitor.ttl_s) == (15_000, 30.0)
+
+
+async def test_a_process_stopping_leaves_its_namesakes_live_beat(
+    client: redis.Redis, clock: FakeClock
+) -> None:
+    """Two processes beat under one name (a mistake): the one that stops deletes the key
+    only while it holds its own beat, so the other does not read as down."""
+    service = unique("worker")
+    live, second = Heartbeat(service, client, clock), Heartbeat(service, client, clock)
+    assert live.instance != second.instance
+    await second.beat()
+    await live.beat()  # the latest beat is the live one's
+    await second.stop()
+    status = mine(await read_services(client, clock), service)[service]
+    assert status.up, "the live namesake's beat is kept"
+    await live.stop()
+    assert await client.exists(keys.heartbeat(service)) == 0, "its own beat goes"
+
+
+async def test_a_starting_process_reads_a_live_namesake(
+    client: redis.Redis, clock: FakeClock
+) -> None:
+    service = unique("worker")
+    assert await read_namesake(client, clock, service) is None
+    await Heartbeat(service, client, clock, pid=os.getpid(), ttl_s=30.0).beat()
+    clock.advance(2.0)
+    found = await read_namesake(client, clock, service, ttl_s=30.0)
+    assert found is not None
+    assert (found.pid, found.host, found.silent_s) == (os.getpid(), socket.gethostname(), 2.0)
+    assert not found.alive_here(), "this very process is not another one"
+    clock.advance(29.0)
+    assert await read_namesake(client, clock, service, ttl_s=30.0) is None, "stale: gone"
