@@ -19,8 +19,12 @@ What it gives:
   or Redis not answering — a fault the engine expects and rides out — is shown once, as one
   warning without a traceback saying what was lost and what the engine does about it; the
   same outage's later records are counted, not shown, until the dependency has been quiet for
-  `OUTAGE_QUIET_S`; the next outage is told again, with the count of the last one. `--debug`
-  (or `--log-level debug`) shows every record with its traceback.
+  `OUTAGE_QUIET_S`; the next outage is told again, with the count of the last one. What it
+  says the process does meanwhile is the process's (`configure`'s `role`: an `api` has no
+  results to keep), and the error is its driver's first line, never SQLAlchemy's SQL text
+  or link. A process that probes a dependency after its outage says once it works again
+  (`outage_since`, `end_outage`: the `api`, which has no other sign). `--debug` (or
+  `--log-level debug`) shows every record with its traceback.
 """
 
 from __future__ import annotations
@@ -28,6 +32,7 @@ from __future__ import annotations
 import json
 import logging
 import os
+import re
 import sys
 import time
 from collections.abc import Iterator
@@ -86,6 +91,22 @@ _CONSEQUENCES = {
         "again (their calls are sent again) once the database answers"
     ),
 }
+
+_API_CONSEQUENCES = {
+    "redis": _CONSEQUENCES["redis"],
+    "database": (
+        "requests that need the database are answered 503 (store_unavailable) until it "
+        "answers again; nothing already stored is lost"
+    ),
+}
+"""What an `api` process does meanwhile: it answers requests, and keeps no results."""
+_SQL_DETAIL = re.compile(
+    r"\s*(\[SQL: .*?\]|\[parameters: .*?\]|\(Background on this error at: [^)]*\))"
+    r"|\((?:sqlalchemy|asyncpg)\.[\w.]+\) |<class '[\w.]+'>: ",
+    re.S,
+)
+"""The parts SQLAlchemy adds to a driver's error: the statement, its parameters, its link,
+and the class names it puts before the driver's words."""
 
 
 def log_format(value: str | None) -> LogFormat:
@@ -160,13 +181,37 @@ def _record_error(record: logging.LogRecord) -> BaseException | None:
 
 
 class OutageFilter(logging.Filter):
-    """Collapses the records of one database or Redis outage into one warning line."""
+    """Collapses the records of one database or Redis outage into one warning line.
 
-    def __init__(self, *, clock: Any = time.monotonic) -> None:
+    `consequences`: what the process does meanwhile, by source (default: a worker's)."""
+
+    def __init__(
+        self, *, clock: Any = time.monotonic, consequences: dict[str, str] | None = None
+    ) -> None:
         super().__init__()
         self._clock = clock
+        self._consequences = consequences or _CONSEQUENCES
         self._last_seen: dict[str, float] = {}
         self._suppressed: dict[str, int] = {}
+        self._since: dict[str, float] = {}
+        """When each outage told and not yet ended (`end`) began, by source."""
+
+    def since(self, source: str) -> float | None:
+        """When the outage of `source` (`database`, `redis`) began by the filter's clock, if
+        one was told and has not ended (`end`, or quiet for `OUTAGE_QUIET_S`)."""
+        began = self._since.get(source)
+        last = self._last_seen.get(source)
+        if began is None or last is None or self._clock() - last >= OUTAGE_QUIET_S:
+            return None
+        return began
+
+    def end(self, source: str) -> float | None:
+        """`source` answers again: its next failure is a new outage, told again. Returns how
+        long the outage lasted (None: there was none to end)."""
+        began = self.since(source)
+        self._since.pop(source, None)
+        self._last_seen.pop(source, None)
+        return None if began is None else self._clock() - began
 
     def filter(self, record: logging.LogRecord) -> bool:
         if record.levelno < logging.WARNING:
@@ -180,11 +225,13 @@ class OutageFilter(logging.Filter):
         if last is not None and now - last < OUTAGE_QUIET_S:
             self._suppressed[source] = self._suppressed.get(source, 0) + 1
             return False
+        self._since[source] = now
         error = _record_error(record)
         reason = _first_line(error) if error is not None else ""
         earlier = self._suppressed.pop(source, 0)
+        message = _SQL_DETAIL.sub("", record.getMessage()).strip()
         record.msg = (
-            f"{source} unreachable ({reason}); {record.getMessage()}; {_CONSEQUENCES[source]}"
+            f"{source} unreachable ({reason}); {message}; {self._consequences[source]}"
             f"; further failures of this outage are not logged"
             + (f" (the last outage had {earlier} more)" if earlier else "")
         )
@@ -197,7 +244,7 @@ class OutageFilter(logging.Filter):
 
 
 def _first_line(error: BaseException) -> str:
-    lines = str(error).strip().splitlines()
+    lines = _SQL_DETAIL.sub("", str(error)).strip().splitlines()
     return f"{type(error).__name__}: {lines[0]}" if lines else type(error).__name__
 
 
@@ -256,6 +303,36 @@ class _Stderr(logging.StreamHandler):  # type: ignore[type-arg]
         super().emit(record)
 
 
+def _installed() -> OutageFilter | None:
+    """The outage filter `configure` put on the root handler (None: none, `--debug`)."""
+    for handler in logging.getLogger().handlers:
+        for found in handler.filters:
+            if isinstance(found, OutageFilter):
+                return found
+    return None
+
+
+def outage_since(source: str) -> float | None:
+    """When the outage of `source` the log told (and has not ended) began, by
+    `time.monotonic`; None when there is none, or `configure` installed no outage filter."""
+    outages = _installed()
+    return None if outages is None else outages.since(source)
+
+
+def end_outage(source: str, logger: logging.Logger) -> None:
+    """Say once (info) that `source` works again after the outage the log told, which ends
+    it: its next failure is told again."""
+    outages = _installed()
+    lasted = None if outages is None else outages.end(source)
+    if lasted is not None:
+        logger.info(
+            "%s works again after %.1f s",
+            source,
+            lasted,
+            extra={"event": f"{source}.recovered"},
+        )
+
+
 def configure(
     service: str,
     *,
@@ -263,14 +340,16 @@ def configure(
     fmt: LogFormat = "text",
     access_log: AccessLog = AccessLog.OFF,
     debug: bool = False,
+    role: Literal["api", "worker"] = "worker",
 ) -> None:
     """Set up the process's logging once: the root handler on stderr in `fmt`, the outage
-    filter (off with `debug`), quiet libraries, and the REST access log (JSON, on stderr:
-    every request, the notable ones, or none)."""
+    filter (off with `debug`) telling what a process of `role` does meanwhile (`worker`: any
+    process that runs one, `serve` and `run` included), quiet libraries, and the REST access
+    log (JSON, on stderr: every request, the notable ones, or none)."""
     handler = _Stderr()
     handler.setFormatter(JsonFormatter(service) if fmt == "json" else TextFormatter(service))
     if not debug and level != "debug":
-        handler.addFilter(OutageFilter())
+        handler.addFilter(OutageFilter(consequences=_API_CONSEQUENCES if role == "api" else None))
     root = logging.getLogger()
     for old in list(root.handlers):
         root.removeHandler(old)

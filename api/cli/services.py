@@ -30,7 +30,7 @@ import socket
 import traceback
 from collections.abc import Callable, Coroutine
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any, Literal
 
 import typer
 from rich.rule import Rule
@@ -119,13 +119,19 @@ def _logging(
     fmt: str | None,
     *,
     access_log: log_setup.AccessLog = log_setup.AccessLog.OFF,
+    role: Literal["api", "worker"] = "worker",
 ) -> None:
     try:
         chosen = log_setup.log_format(fmt)
     except ValueError as error:
         raise usage.fail(f"{error} (SCHEMABRIDGE_LOG_FORMAT)") from None
     log_setup.configure(
-        service, level=level, fmt=chosen, access_log=access_log, debug=usage.OPTIONS.debug
+        service,
+        level=level,
+        fmt=chosen,
+        access_log=access_log,
+        debug=usage.OPTIONS.debug,
+        role=role,
     )
 
 
@@ -432,6 +438,7 @@ async def _serve_api(settings: Settings, server: ApiServer) -> None:
             async with asyncio.TaskGroup() as group:
                 group.create_task(_announce(server, "api", settings), name="announce")
                 group.create_task(run_presence(runtime, service, stop), name="presence")
+                group.create_task(_report_recovery(runtime, stop), name="recovery")
                 try:
                     await server.serve(app, stop)
                 finally:
@@ -439,6 +446,27 @@ async def _serve_api(settings: Settings, server: ApiServer) -> None:
         finally:
             server.close()
             await runtime.close()
+
+
+RECOVERY_PROBE_S = 2.0
+"""How often an `api` whose log told a database outage probes the database."""
+
+
+async def _report_recovery(runtime: Runtime, stop: asyncio.Event) -> None:
+    """While the log has told a database outage, probe the database every
+    `RECOVERY_PROBE_S` and say once when it works again: an `api` has no results to record
+    and no claims to make, so nothing else would (a worker's recorder says it its way)."""
+    from engine.operations.health import HealthOperations
+
+    health = HealthOperations(runtime)
+    service_log = logging.getLogger("schemabridge.service")
+    while not stop.is_set():
+        if log_setup.outage_since("database") is not None:
+            report = await health.check(timeout_s=RECOVERY_PROBE_S)
+            if "database" not in report.failing:
+                log_setup.end_outage("database", service_log)
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(stop.wait(), RECOVERY_PROBE_S)
 
 
 def api(
@@ -458,7 +486,7 @@ def api(
     Prints the URL once it accepts requests; stops gracefully on SIGINT/SIGTERM."""
     # Every request by default: in production the log is shipped, and read elsewhere.
     chosen = _access_log(access_log, no_access_log, log_setup.AccessLog.ALL)
-    _logging("api", log_level, log_format, access_log=chosen)
+    _logging("api", log_level, log_format, access_log=chosen, role="api")
     settings = _settings(None, database)
     _require_shared_redis("api", settings)
 

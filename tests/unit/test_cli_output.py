@@ -77,3 +77,42 @@ def test_a_connection_broken_mid_query_as_postgresql_stops_is_the_outage() -> No
     assert "claim failed" in claim.getMessage()
     # Another client error of asyncpg is a bug, not an outage: it keeps its traceback.
     assert log_setup.fault_source(InternalClientError("unexpected message")) is None
+
+
+def test_an_apis_database_outage_says_what_an_api_does_without_sql() -> None:
+    """An api keeps no results: its warning says requests are answered 503; and neither
+    process shows SQLAlchemy's statement, parameters, link or class names."""
+    from asyncpg.exceptions import ConnectionDoesNotExistError
+    from sqlalchemy.exc import InterfaceError
+
+    closed = ConnectionDoesNotExistError("connection was closed in the middle of operation")
+    raised = InterfaceError("SELECT destination_cap.destination FROM destination_cap", {}, closed)
+    assert "[SQL: SELECT destination_cap" in str(raised)  # what SQLAlchemy adds
+    for consequences, says in ((log_setup._API_CONSEQUENCES, "answered 503"), (None, "leases")):
+        caps = logging.LogRecord(
+            "engine", logging.WARNING, __file__, 1, "reading caps failed: %s", (raised,), None
+        )
+        assert log_setup.OutageFilter(consequences=consequences).filter(caps)
+        message = caps.getMessage()
+        assert message.startswith(
+            "database unreachable (InterfaceError: connection was closed in the middle of "
+            "operation); reading caps failed: connection was closed"
+        ), message
+        assert says in message, message
+        assert "[SQL:" not in message and "sqlalche.me" not in message, message
+        assert "(sqlalchemy." not in message and "<class" not in message, message
+    assert "not yet recorded" not in log_setup._API_CONSEQUENCES["database"]
+
+
+def test_an_outage_ended_by_a_probe_is_said_once_and_the_next_one_told_again() -> None:
+    now = [0.0]
+    outages = log_setup.OutageFilter(clock=lambda: now[0])
+    down = RedisConnectionError("Connection refused")
+    assert outages.since("redis") is None
+    assert outages.filter(record("beat failed", down))
+    now[0] += 5.0
+    assert not outages.filter(record("beat failed", down))
+    assert outages.since("redis") == 0.0
+    assert outages.end("redis") == 5.0
+    assert outages.end("redis") is None, "said once"
+    assert outages.filter(record("beat failed", down)), "the next outage is told again"
