@@ -253,6 +253,10 @@ class Holders:
     show_worker: bool
     """Name them: False for a tenant key (docs/security.md, 'What a tenant key reads')."""
     now: float
+    lease_s: float | None = None
+    """The claim lease (`Settings.lease_s`, the same in every process): a claim last renewed
+    (its lease's end less this) before the live heartbeat's process started is not that
+    process's. None: not judged."""
 
 
 def holder_view(step: StepRecord, holders: Holders | None) -> HolderView | None:
@@ -269,12 +273,35 @@ def holder_view(step: StepRecord, holders: Holders | None) -> HolderView | None:
         # A holder whose heartbeat this Redis never saw is not known dead: with the embedded
         # Redis a separate worker process beats into its own.
         return HolderView(worker=worker, state="unknown")
+    renewed = _renewed_before_start(step, status, holders.lease_s)
+    if renewed is not None:
+        # A process killed and restarted at once under the same name: the live beat is its
+        # successor's, which never held this claim; the holder was last seen renewing it.
+        return HolderView(
+            worker=worker,
+            state="presumed_dead",
+            last_seen=renewed,
+            silent_s=round(max(0.0, holders.now - renewed), 1),
+        )
     return HolderView(
         worker=worker,
         state="alive" if status.up else "presumed_dead",
         last_seen=seen,
         silent_s=round(max(0.0, holders.now - seen), 1),
     )
+
+
+def _renewed_before_start(
+    step: StepRecord, status: ServiceStatus, lease_s: float | None
+) -> float | None:
+    """When the claim of `step` was last renewed, if that was before the process beating
+    under its holder's name started (so another process, now gone, held it); else None."""
+    if not status.up or status.started_at is None or lease_s is None:
+        return None
+    if step.lease_expires_at is None:
+        return None
+    renewed = step.lease_expires_at - lease_s
+    return renewed if renewed < status.started_at else None
 
 
 def step_view(

@@ -470,7 +470,9 @@ class RunOperations:
             except COORDINATION_ERRORS as error:
                 logger.warning("reading the heartbeats of steps' holders failed: %s", error)
                 statuses = None
-        return run_views.Holders(statuses, show_worker, runtime.clock.now())
+        return run_views.Holders(
+            statuses, show_worker, runtime.clock.now(), lease_s=runtime.settings.lease_s
+        )
 
     async def _fanout(self, run_id: str) -> FanoutProgress:
         store = self._store

@@ -63,3 +63,27 @@ def test_only_a_running_step_has_a_holder() -> None:
     holders = Holders(seen(True, NOW), show_worker=True, now=NOW)
     assert holder_view(step(status="READY", claimed_by=None), holders) is None
     assert holder_view(step(), None) is None
+
+
+def test_a_holder_restarted_at_once_under_its_name_is_presumed_dead() -> None:
+    """kill -9, then the same name at once: the live beat is the new process's, started after
+    the claim was last renewed (its lease's end less the lease), so the holder is gone."""
+    lease_s = 30.0
+    renewed = NOW + 20 - lease_s  # step()'s lease ends at NOW + 20
+    restarted = {
+        "w-1": ServiceStatus(
+            "w-1", up=True, pid=8, uptime_s=1.0, last_seen=NOW - 0.8, started_at=renewed + 5
+        )
+    }
+    view = holder_view(step(), Holders(restarted, show_worker=True, now=NOW, lease_s=lease_s))
+    assert view is not None
+    assert (view.worker, view.state, view.last_seen, view.silent_s) == (
+        "w-1",
+        "presumed_dead",
+        renewed,
+        10.0,
+    )
+    # The same process renewing its own claim is alive (it started before it claimed).
+    own = {"w-1": dataclasses.replace(restarted["w-1"], started_at=renewed - 60)}
+    alive = holder_view(step(), Holders(own, show_worker=True, now=NOW, lease_s=lease_s))
+    assert alive is not None and alive.state == "alive"
