@@ -22,6 +22,7 @@ import httpx
 import pytest
 
 from demo.downstream import RunningDownstream
+from engine.coordination.heartbeat import read_named_services
 from engine.runtime import run_service
 from tests.conftest import Backend
 from tests.e2e.rest_runs_harness import Api, api_on
@@ -174,3 +175,39 @@ async def test_the_step_view_is_documented(backend: Backend) -> None:
         "presumed_dead",
         "unknown",
     ]
+
+
+async def test_a_worker_restarted_at_once_under_its_name_leaves_its_step_presumed_dead(
+    redis_url: str, pg_database_url: str, downstream: RunningDownstream, tmp_path: Path
+) -> None:
+    """The README's restart: kill -9, then the same name at once. The live beat under the name
+    is the new process's, which never held the step: the step's holder is presumed dead,
+    not alive, while the dead one's lease runs."""
+    backend = Backend("server", pg_database_url, redis_url)
+    async with (
+        api_on(backend, worker=False, lease_s=DOOMED_LEASE_S, **HEARTBEAT) as api,
+        api.http(api.admin) as admin,
+    ):
+        published = await admin.post("/workflows", json=_workflow(downstream.url))
+        assert published.status_code == 201, published.text
+        created = await admin.post("/workflows/held/runs", json={"input": {}})
+        assert created.status_code == 201, created.text
+        run_id = created.json()["id"]
+        await _killed_mid_call(backend, downstream, tmp_path)
+        env = worker_env(backend, tmp_path, lease_s=DOOMED_LEASE_S, **HEARTBEAT)
+        again = start_worker(env, "doomed", tmp_path / "again.log")
+        try:
+            async with asyncio.timeout(60):  # until the new process beats under the name
+                while True:
+                    statuses = await read_named_services(
+                        api.runtime.redis, api.runtime.clock, ["doomed"], ttl_s=2
+                    )
+                    if statuses["doomed"].up and statuses["doomed"].pid == again.pid:
+                        break
+                    await asyncio.sleep(0.1)
+            step = await _step(admin, run_id)
+            assert step["status"] == "RUNNING", step
+            assert step["holder"]["worker"] == "doomed"
+            assert step["holder"]["state"] == "presumed_dead", step
+        finally:
+            assert await asyncio.to_thread(stop_worker, again) == 0
