@@ -59,6 +59,7 @@ if TYPE_CHECKING:
         RetryResult,
         RunQuery,
         SkippedRun,
+        SkippedRuns,
         StartOverResult,
         StepAgain,
         Wire,
@@ -379,14 +380,47 @@ def fix_first_warning(preview: BatchRetryPreview) -> str | None:
     return preview.warnings[0] if preview.fix_first and preview.warnings else None
 
 
+PREVIEW_SKIP_WORDS = {
+    **SKIP_WORDS,
+    "parent_succeeded": "under a SUCCEEDED run (their retry would reopen a finished run's "
+    "join; name one alone to retry it)",
+}
+"""A batch retry's skip reasons as its dry run says them: it names no run, so the reason
+says what to do instead."""
+
+
+def preview_skip_counts(skipped: list[SkippedRuns]) -> str:
+    """The runs a dry run counts as skipped, by reason, most first: `under a SUCCEEDED run
+    (...)` for one reason, `3 under a SUCCEEDED run (...), 1 not FAILED (1 RUNNING)` for
+    several."""
+    by_reason: dict[str, Counter[str]] = {}
+    for group in skipped:
+        by_reason.setdefault(group.reason, Counter())[group.state or ""] += group.count
+    parts = []
+    for reason, states in sorted(by_reason.items(), key=lambda item: -item[1].total()):
+        words = PREVIEW_SKIP_WORDS.get(reason, reason)
+        if reason == "run_not_failed":
+            known = [(state, n) for state, n in states.most_common() if state]
+            words += f" ({', '.join(f'{n:,} {state}' for state, n in known)})" if known else ""
+        parts.append(words if len(by_reason) == 1 else f"{states.total():,} {words}")
+    return ", ".join(parts)
+
+
 def dry_run_line(answer: BatchRetryPreview, status: str | None, filter_text: str) -> str:
-    """The first line of `--dry-run`. The API counts the runs the filter matches; a batch
-    retries only the FAILED ones, so a filter on another status would retry none of them
-    (each skipped as not FAILED): "would retry 3 runs" would be untrue."""
-    matched = plural(answer.matching, "run")
+    """The first line of `--dry-run`: the runs the batch would retry, as the API counts them,
+    then those it would skip, by reason. A filter on another status than FAILED retries none
+    of its runs (each skipped as not FAILED): "would retry 3 runs" would be untrue."""
+    skipped = sum(group.count for group in answer.skipped)
     if (status or "FAILED").upper() == "FAILED":
-        return f"would retry {matched} ({filter_text}); nothing retried"
-    verb = "matches" if answer.matching == 1 else "match"
+        line = f"would retry {plural(answer.matching, 'run')} ({filter_text})"
+        if skipped:
+            verb = "is" if skipped == 1 else "are"
+            line += f"; {skipped:,} matched {verb} skipped: {preview_skip_counts(answer.skipped)}"
+        return f"{line}; nothing retried"
+    # An older API counts them in `matching`, and skips none.
+    considered = answer.matching + skipped
+    matched = plural(considered, "run")
+    verb = "matches" if considered == 1 else "match"
     return (
         f"would retry no run: {matched} {verb} ({filter_text}), and a retry takes FAILED runs "
         "only (the batch would skip them as not FAILED); nothing retried"

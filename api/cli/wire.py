@@ -417,8 +417,18 @@ class FixFirstRuns(Wire):
     run_ids: list[str] = []
 
 
+class SkippedRuns(Wire):
+    reason: str
+    state: str | None = None
+    count: int
+    message: str = ""
+
+
 class BatchRetryPreview(Wire):
     matching: int
+    skipped: list[SkippedRuns] = []
+    """The runs the batch would skip, by reason (an older API sends none, and counts them in
+    `matching`)."""
     limit: int
     truncated: bool = False
     warnings: list[str] = []

@@ -278,16 +278,35 @@ class FixFirstRuns(View):
     """The newest of them, at most 10 (`count` says how many there are)."""
 
 
+class SkippedRuns(View):
+    """Runs a batch retry would skip, counted by reason and state: `SkippedRun`'s `reason`
+    and `state` (`parent_succeeded` for FAILED children under a run that has SUCCEEDED,
+    `run_not_failed` for the runs of another status a filter names), and `message` the
+    reason in the batch's words, with what to do instead."""
+
+    reason: SkipReason
+    state: RunStatus | None = None
+    count: int
+    message: str = ""
+
+
 class BatchRetryPreview(View):
     """What `POST /runs/retry` with this filter would take, counted without retrying: what a
     confirm step says before the operator sends the batch."""
 
     matching: int
-    """The runs the filter matches (FAILED unless it names a status; root runs unless it
-    names a `parent` or sets `roots` false), counted up to `limit`: the runs the batch would
-    consider, newest first. A deployment's own `gradual_deploy` runs are not counted: the
-    batch skips them (`deployment_run`) beside its `limit`. Some may still be skipped
-    (`parent_succeeded`, or retried by someone else meanwhile)."""
+    """The runs the batch would retry: of those the filter matches (FAILED unless it names a
+    status; root runs unless it names a `parent` or sets `roots` false), the newest `limit`
+    the batch would consider, less those it would skip (`skipped`). A deployment's own
+    `gradual_deploy` runs are not counted: the batch skips them (`deployment_run`) beside its
+    `limit`. `matching` plus the counts of `skipped` is the runs the batch would consider
+    (the `limit` that makes it consider these same runs); some may still be retried by
+    someone else meanwhile, or be a FAILED child of a FAILED run under a SUCCEEDED one (the
+    batch skips it too, `parent_succeeded`; the count looks at a run's parent only)."""
+    skipped: list[SkippedRuns] = []
+    """The runs among those the batch would consider that it would skip, by reason and
+    state, most first: FAILED children under a run that has SUCCEEDED (`parent_succeeded`),
+    runs not FAILED (`run_not_failed`, a filter naming another status)."""
     limit: int
     """The most runs the batch would consider (the request's `limit`)."""
     truncated: bool = False

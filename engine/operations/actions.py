@@ -32,6 +32,7 @@ from engine.operations.action_views import (
     RetryPreview,
     RetryResult,
     SkippedRun,
+    SkippedRuns,
     SkipReason,
     StartOverResult,
     StepAgain,
@@ -53,6 +54,7 @@ from engine.store.deployments import RerunFacts
 from engine.store.models import RunStatus
 from engine.store.operator_actions import (
     Action,
+    BatchRetryCount,
     RetriedSteps,
     RetryOutcome,
     StuckJoins,
@@ -404,8 +406,10 @@ class OperatorActions:
         """What `batch_retry(filter=filter, limit=limit)` would take, counted without doing
         it: the runs the filter matches (as the batch reads them: FAILED unless it names a
         status, root runs as a list shows them, within `tenant`; not the `gradual_deploy`
-        runs it skips beside its `limit`), up to `limit`, whether more match, and the
-        breaker warnings of the steps they would run again. One bounded count and one read
+        runs it skips beside its `limit`), the newest `limit` of them counted as the batch
+        would take them (`matching`) or skip them (`skipped`: runs not FAILED, FAILED
+        children under a SUCCEEDED run, by reason), whether more match, and the breaker
+        warnings of the steps the taken ones would run again. One bounded count and one read
         of those runs' FAILED and held steps (`OperatorActionsStore.batch_retry_count`),
         where paging the list would read every run; and which of those runs failed for a cause
         the workflow or their input makes (they fail the same way at once: the first warning
@@ -418,7 +422,7 @@ class OperatorActions:
         selection = checked_filter(scoped)
         counted = await self._runtime.store.batch_retry_count(selection, limit=limit)
         breakers = await self._called_warnings(counted.called)
-        matching = min(counted.count, limit)
+        matching = counted.taking
         truncated = counted.count > limit
         fix_first = _fix_first_groups(counted.fix_first)
         # The cause a retry cannot fix leads, as `runs show` and the monitor's single-run
@@ -426,6 +430,7 @@ class OperatorActions:
         lead = [] if not fix_first else [_fix_first_words(counted.fix_first, matching, truncated)]
         return BatchRetryPreview(
             matching=matching,
+            skipped=_skipped_counts(counted),
             limit=limit,
             truncated=truncated,
             warnings=[*lead, *(breaker.message for breaker in breakers)],
@@ -580,6 +585,40 @@ def _not_failed(run_id: str, state: str) -> WrongState:
         state=state,
         code="run_not_failed",
     )
+
+
+UNDER_SUCCEEDED_WORDS = (
+    "a run above them has SUCCEEDED: retrying these children would reopen its join and run "
+    "the steps after it again; start over that run to run it all again, or retry one of "
+    "them alone by its id if that is really wanted"
+)
+"""Why a batch retry's preview says it would skip FAILED children (`parent_succeeded`): the
+batch's own words for each (`_skipped`), for runs it counts rather than names."""
+
+
+def _skipped_counts(counted: BatchRetryCount) -> list[SkippedRuns]:
+    """The runs a batch retry's preview counts that the batch would skip, by reason and
+    state, most first, each with the batch's words for it."""
+    found = [
+        SkippedRuns(
+            reason=SkipReason.RUN_NOT_FAILED,
+            state=state,
+            count=n,
+            message=f"only a FAILED run can be retried; these are {state}",
+        )
+        for state, n in counted.not_failed.items()
+        if n
+    ]
+    if counted.under_succeeded:
+        found.append(
+            SkippedRuns(
+                reason=SkipReason.PARENT_SUCCEEDED,
+                state=RunStatus.FAILED.value,
+                count=counted.under_succeeded,
+                message=UNDER_SUCCEEDED_WORDS,
+            )
+        )
+    return sorted(found, key=lambda skipped: -skipped.count)
 
 
 def _skipped(run_id: str, outcome: RetryOutcome) -> SkippedRun:

@@ -15,7 +15,7 @@ from collections import Counter
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Any, TypeVar
 
-from sqlalchemy import func, insert, or_, select
+from sqlalchemy import case, func, insert, or_, select
 from sqlalchemy.exc import DBAPIError
 from sqlalchemy.ext.asyncio import AsyncConnection
 
@@ -247,20 +247,57 @@ class OperatorActionsStore(WorkQueue):
         them beside its `limit`, not in it."""
         retriable = listing.runs.c.workflow_name.not_in(RESERVED_WORKFLOWS)
         matching = listing.newest_matching(selection, limit + 1).where(retriable).subquery()
-        newest = listing.newest_matching(selection, limit).where(retriable).subquery()
-        vertices = (
+        newest = (
+            listing.newest_matching(selection, limit)
+            .where(retriable)
+            .add_columns(listing.runs.c.status, listing.runs.c.parent_run_id)
+            .subquery()
+        )
+        failed = newest.c.status == RunStatus.FAILED.value
+        spared = retry_checks.under_succeeded(newest.c.parent_run_id)
+        # The batch skips the runs not FAILED and the FAILED ones under a SUCCEEDED run; the
+        # rest is what it would take, and what its warnings are read from.
+        skips = select(
+            newest.c.status, case((failed & spared, 1), else_=0).label("spared")
+        ).subquery()
+        taken = (
             select(
+                newest.c.id,
                 newest.c.tenant_id,
                 newest.c.workflow_name,
                 newest.c.workflow_version,
+                newest.c.created_at,
+                newest.c.parent_run_id,
+            )
+            .where(failed, ~spared)
+            .subquery()
+        )
+        vertices = (
+            select(
+                taken.c.tenant_id,
+                taken.c.workflow_name,
+                taken.c.workflow_version,
                 steps.c.vertex_id,
             )
-            .select_from(newest.join(steps, steps.c.run_id == newest.c.id))
+            .select_from(taken.join(steps, steps.c.run_id == taken.c.id))
             .where(or_(steps.c.status == StepStatus.FAILED.value, recovery.HELD))
             .distinct()
         )
         async with self._engines.read.connect() as conn:
             count = (await conn.execute(select(func.count()).select_from(matching))).scalar_one()
+            grouped = await conn.execute(
+                select(skips.c.status, skips.c.spared, func.count().label("n")).group_by(
+                    skips.c.status, skips.c.spared
+                )
+            )
+            taking, under_succeeded, not_failed = 0, 0, Counter[str]()
+            for row in grouped.all():
+                if row.status != RunStatus.FAILED.value:
+                    not_failed[row.status] += int(row.n)
+                elif row.spared:
+                    under_succeeded += int(row.n)
+                else:
+                    taking += int(row.n)
             called: dict[tuple[str, str, int], set[str]] = {}
             for row in (await conn.execute(vertices)).all():
                 key = (row.tenant_id, row.workflow_name, row.workflow_version)
@@ -269,8 +306,15 @@ class OperatorActionsStore(WorkQueue):
             for (tenant_id, name, version), ids in sorted(called.items()):
                 workflow = (await self.get_version(name, version, conn=conn)).workflow
                 found.append(RetriedSteps(tenant_id, workflow, frozenset(ids)))
-            fix_first = await retry_checks.fix_first_runs(conn, newest)
-        return BatchRetryCount(int(count), found, fix_first)
+            fix_first = await retry_checks.fix_first_runs(conn, taken)
+        return BatchRetryCount(
+            int(count),
+            found,
+            fix_first,
+            taking=taking,
+            under_succeeded=under_succeeded,
+            not_failed=dict(not_failed),
+        )
 
     async def _reopened_lines(
         self,

@@ -117,6 +117,14 @@ class BatchRetryCount:
     """Those of the newest `limit` with a FAILED step whose error kind the workflow or the
     input causes (`FIX_FIRST_KINDS`, its own or its failed children's commonest): their
     retry fails the same way at once. Run id to kind, newest first."""
+    taking: int = 0
+    """Of the newest `limit`, the runs the batch would retry: FAILED, and under no run that
+    has ended SUCCEEDED (what `called` and `fix_first` are read from)."""
+    under_succeeded: int = 0
+    """Of the newest `limit`, the FAILED runs the batch would skip because their retry would
+    reopen the join of a run that has ended SUCCEEDED (`parent_succeeded`)."""
+    not_failed: dict[str, int] = field(default_factory=dict)
+    """Of the newest `limit`, the runs not FAILED (the batch skips them), by status."""
 
 
 @dataclass(frozen=True)

@@ -19,7 +19,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from sqlalchemy import Subquery, or_, select
+from sqlalchemy import ColumnElement, Exists, Subquery, exists, or_, select
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from engine.store.models import Run, RunStatus, Step, StepStatus
@@ -57,6 +57,20 @@ async def succeeded_ancestors(conn: AsyncConnection, rows: Sequence[Any]) -> dic
                 above[run_id] = (row.parent_vertex_id, row.parent_run_id)
         frontier = above
     return found
+
+
+def under_succeeded(parent_run_id: ColumnElement[Any]) -> Exists:
+    """True for a run (by its `parent_run_id` column) whose parent has ended SUCCEEDED: its
+    retry would reopen that run's join (`succeeded_ancestors`' first level). One EXISTS on
+    the parent's row, a primary-key read, so a preview counts the children a batch would
+    skip in the statement that counts its runs. The walk's further levels (a FAILED parent
+    under a SUCCEEDED run, only under a join that tolerated a nested failure) are not
+    followed: nesting the test per level makes a statement PostgreSQL plans out of memory
+    and SQLite cannot parse."""
+    parent = runs.alias()
+    return exists().where(
+        parent.c.id == parent_run_id, parent.c.status == RunStatus.SUCCEEDED.value
+    )
 
 
 def join_of(workflow: Workflow, spawner_id: str) -> str:

@@ -171,6 +171,20 @@ def test_a_batch_by_filter_retries_what_runs_list_shows(serve_api: Stack, workfl
     both = assert_refused(serve_api.cli("runs", "retry", "--roots", "--all"), 2)
     assert "give --all (child runs too) or --roots (the default), not both" in both
     assert "--roots" not in serve_api.ok("runs", "retry", "--help").stdout
+    # The dry run counts what the batch takes: the child is skipped, not "would retry 1 run".
+    dry = serve_api.ok(
+        "runs", "retry", "--status", "FAILED", "--tenant", tenant, "--all", "--dry-run"
+    )
+    assert dry.stdout == (
+        f"would retry 0 runs (status FAILED, tenant {tenant}, child runs too); 1 matched is "
+        "skipped: under a SUCCEEDED run (their retry would reopen a finished run's join; name "
+        "one alone to retry it); nothing retried\n"
+    ), dry.stdout
+    counted = serve_api.json(
+        "runs", "retry", "--status", "FAILED", "--tenant", tenant, "--all", "--dry-run"
+    )
+    assert counted["matching"] == 0
+    assert [(s["reason"], s["count"]) for s in counted["skipped"]] == [("parent_succeeded", 1)]
     wider = serve_api.ok("runs", "retry", "--status", "FAILED", "--tenant", tenant, "--all")
     assert f"  {child}  parent_succeeded: run {parent} above it has SUCCEEDED" in wider.stdout
     assert f"start over run {parent}" in wider.stdout, wider.stdout

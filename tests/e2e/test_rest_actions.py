@@ -377,6 +377,7 @@ async def test_a_batch_retry_preview_counts_what_a_filter_would_take(
         globex_own = (await http.post("/runs/retry/preview", json={"filter": {}})).json()
     assert everything == {
         "matching": 3,
+        "skipped": [],
         "limit": 10_000,
         "truncated": False,
         "warnings": [],
@@ -449,6 +450,17 @@ async def test_a_batch_by_filter_leaves_a_finished_runs_dead_letter_alone(
         # `rootsOnly`, the field's name before `roots`: older clients keep their meaning.
         wide = ({"roots": False}, {"rootsOnly": False}, {"rootsOnly": False, "roots": False})
         for selection in (*wide, {"parent": parent}):
+            # The preview counts what the batch takes: none, the child skipped, and why.
+            preview = await http.post("/runs/retry/preview", json={"filter": selection})
+            assert preview.status_code == 200, (selection, preview.text)
+            assert preview.json()["matching"] == 0, preview.text
+            (counted,) = preview.json()["skipped"]
+            assert (counted["reason"], counted["state"], counted["count"]) == (
+                "parent_succeeded",
+                "FAILED",
+                1,
+            )
+            assert "a run above them has SUCCEEDED" in counted["message"], counted
             wider = await http.post("/runs/retry", json={"filter": selection})
             assert wider.status_code == 200, (selection, wider.text)
             (skipped,) = wider.json()["skipped"]

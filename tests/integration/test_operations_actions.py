@@ -511,6 +511,39 @@ async def test_batch_retry_by_filter_covers_root_runs_as_the_list_shows_them(
         assert [(s.run_id, s.reason) for s in again.skipped] == [(child_id, "parent_succeeded")]
 
 
+async def test_a_batch_preview_counts_only_the_runs_the_batch_takes(
+    ops: Operations, runtime: Runtime, downstream: RunningDownstream
+) -> None:
+    """The tour: `--dry-run` said "would retry 3 runs" of FAILED children the batch then
+    skipped, all 3 under a SUCCEEDED run. The preview counts what the batch takes, and the
+    runs it would skip by reason."""
+    root = await failed_chain(runtime, downstream)
+    async with running_worker(runtime):
+        parent_id, child_id = await succeeded_over_a_dead_letter(runtime, downstream)
+    wide = await ops.actions.batch_retry_preview(RunFilter(roots_only=False))
+    assert wide.matching == 1 and not wide.truncated
+    assert [(s.reason, s.state, s.count) for s in wide.skipped] == [
+        ("parent_succeeded", "FAILED", 1)
+    ]
+    assert "a run above them has SUCCEEDED" in wide.skipped[0].message
+    under = await ops.actions.batch_retry_preview(RunFilter(parent=parent_id))
+    assert (under.matching, [s.count for s in under.skipped]) == (0, [1])
+    assert under.warnings == [] and under.breakers == []
+    # A limit counts the runs the batch considers, skipped ones too, newest first: the
+    # child (newer) is the one considered.
+    newest = await ops.actions.batch_retry_preview(RunFilter(roots_only=False), limit=1)
+    assert (newest.matching, [s.count for s in newest.skipped], newest.truncated) == (0, [1], True)
+    ended = await ops.actions.batch_retry_preview(RunFilter(status="SUCCEEDED"))
+    assert ended.matching == 0
+    assert [(s.reason, s.state, s.count) for s in ended.skipped] == [
+        ("run_not_failed", "SUCCEEDED", 1)
+    ]
+    # What the batch then does, as the preview said it.
+    done = await ops.actions.batch_retry(filter=RunFilter(roots_only=False), actor="cli")
+    assert done.retried == [root]
+    assert [(s.run_id, s.reason) for s in done.skipped] == [(child_id, "parent_succeeded")]
+
+
 async def test_batch_retry_spares_a_dead_letter_of_a_succeeded_run(
     ops: Operations, runtime: Runtime, downstream: RunningDownstream
 ) -> None:

@@ -52,6 +52,7 @@ MIRRORS: list[tuple[type[wire.Wire], type[pydantic.BaseModel]]] = [
     (wire.StuckRun, action_views.StuckRun),
     (wire.BatchRetryResult, action_views.BatchRetryResult),
     (wire.BatchRetryPreview, action_views.BatchRetryPreview),
+    (wire.SkippedRuns, action_views.SkippedRuns),
     (wire.FixFirstRuns, action_views.FixFirstRuns),
     (wire.CapsView, settings_views.CapsView),
     (wire.CapsRemoved, CapsRemoved),

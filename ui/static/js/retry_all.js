@@ -41,6 +41,24 @@ function fixFirstBlocks(preview) {
   ];
 }
 
+/** The batch's skip reasons as the dialog says them (the CLI's dry run says them so too). */
+const SKIP_WORDS = {
+  parent_succeeded: "under a SUCCEEDED run (their retry would reopen a finished run's join; name one alone to retry it)",
+  run_not_failed: "not FAILED",
+};
+
+/** The preview's runs the batch would skip, by reason: "3 matched are skipped: under a
+ * SUCCEEDED run (…)"; null when none. */
+function skippedText(preview) {
+  const groups = preview.skipped || [];
+  const total = groups.reduce((sum, group) => sum + group.count, 0);
+  if (!total) return null;
+  const byReason = new Map();
+  for (const group of groups) byReason.set(group.reason, (byReason.get(group.reason) || 0) + group.count);
+  const reasons = [...byReason].sort((a, b) => b[1] - a[1]).map(([reason, n]) => (byReason.size === 1 ? "" : `${count(n)} `) + (SKIP_WORDS[reason] || reason));
+  return `${count(total)} matched ${total === 1 ? "is" : "are"} skipped: ${reasons.join(", ")}`;
+}
+
 /** The button; `filterOf()` is the list's current filter, `done()` reloads the list. Only a
  * list of any status or of FAILED runs offers it: a batch retry retries FAILED runs only. */
 export function retryAllButton(filterOf, result, done) {
@@ -58,8 +76,13 @@ export function retryAllButton(filterOf, result, done) {
       button.disabled = false;
     }
     const { matching: n, truncated: more } = preview;
+    const skippedNote = skippedText(preview);
+    // The batch considers the runs it takes and those it skips: sent as its `limit`, it
+    // considers these same runs.
+    const considered = n + (preview.skipped || []).reduce((sum, group) => sum + group.count, 0);
     if (!n) {
-      fill(result, h("p", { class: "ok-box" }, "No FAILED run matches these filters."));
+      const none = skippedNote ? `Nothing to retry: ${skippedNote}.` : "No FAILED run matches these filters.";
+      fill(result, h("p", { class: "ok-box" }, none), warningsBox(preview.warnings || [], { breakers: preview.breakers }));
       return;
     }
     const cap = more ? h("p", {}, `⚠ More than ${count(MAX_BATCH)} match: one batch takes ${count(MAX_BATCH)}; retry again for the rest.`) : null;
@@ -70,12 +93,12 @@ export function retryAllButton(filterOf, result, done) {
     const ok = await confirmAction({
       title: `Retry all ${plural(n, "matching FAILED run")}?`,
       text: `The failed steps of ${more ? `the newest ${count(n)} of the FAILED runs` : `all ${plural(n, "FAILED run")}`} these filters match (every page, not only this one) run again, with the steps stopped when each failed; completed steps are kept.`,
-      noteBlocks: cap || fixFirst.length || warned.length ? [...fixFirst, cap, warned] : null,
+      noteBlocks: cap || skippedNote || fixFirst.length || warned.length ? [...fixFirst, skippedNote ? h("p", {}, `⚠ ${skippedNote}.`) : null, cap, warned] : null,
       confirm: `Retry ${count(n)}`,
     });
     if (!ok) return;
     try {
-      const answer = await api("/runs/retry", { method: "POST", body: { filter, limit: n } });
+      const answer = await api("/runs/retry", { method: "POST", body: { filter, limit: considered } });
       const skipped = answer.skipped.slice(0, 5).map((s) => `${shortId(s.runId)} (${s.reason})`);
       const text = `Retried ${count(answer.retried.length)}, skipped ${count(answer.skipped.length)}${skipped.length ? `: ${skipped.join(", ")}${answer.skipped.length > 5 ? ", …" : ""}` : ""}.`;
       const warnings = [...(answer.warnings || []), ...(answer.stuck || []).map((s) => s.message)];
