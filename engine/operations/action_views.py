@@ -256,9 +256,11 @@ class BatchRetryResult(View):
     stuck: list[StuckRun] = []
     """Runs retried whose joins fail again at once, in the order of `retried`."""
     warnings: list[str] = []
-    """Each open breaker of a destination the retried steps call, once per breaker layer
-    however many runs call it (when it half-opens, and the command that closes it), as a
-    single retry's `warnings` say it."""
+    """First, for each workflow version of the runs retried that a deployment rolled back
+    (or that no longer serves), once however many of its runs were retried, that the retry
+    runs it again; then each open breaker of a destination the retried steps call, once per
+    breaker layer however many runs call it (when it half-opens, and the command that
+    closes it): as a single retry's `warnings` say them."""
     breakers: list[BreakerWarning] = []
     """The open breakers among `warnings` as data, in the same order, each with its sentence:
     what a front door needs to offer its own way to reset one (the web monitor links to the
@@ -316,7 +318,9 @@ class BatchRetryPreview(View):
     """What the batch would set off that the operator may not expect, in this order: first,
     when some of those runs failed for a cause the workflow or their input makes, one
     sentence saying how many, with which kinds and the newest run ids, and that they would
-    fail the same way at once (fix the workflow first: `fixFirst`); then each open breaker of
+    fail the same way at once (fix the workflow first: `fixFirst`); then, for each workflow
+    version of those runs that a deployment rolled back (or that no longer serves), once,
+    that the batch runs it again, as the batch would say it; then each open breaker of
     a destination the steps of those runs that would run again call (their FAILED steps and
     the steps held back when they failed), as the batch would say it."""
     breakers: list[BreakerWarning] = []

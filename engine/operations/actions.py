@@ -51,13 +51,15 @@ from engine.operations.submission import Bound, check_value_limits
 from engine.operations.views import RunFilter
 from engine.store.actions_store import aborted_words
 from engine.store.deployments import RerunFacts
-from engine.store.models import RunStatus
+from engine.store.models import RunRoute, RunStatus
 from engine.store.operator_actions import (
     Action,
     BatchRetryCount,
+    RerunGroup,
     RetriedSteps,
     RetryOutcome,
     StuckJoins,
+    group_reruns,
     retried_words,
     run_not_found,
 )
@@ -346,16 +348,23 @@ class OperatorActions:
             )
         else:
             run_ids, truncated = list(dict.fromkeys(ids or ())), False
-        outcome = await self._runtime.store.retry_runs(
+        # Read before the retry, as `retry` reads its run's: a few reads per version.
+        store = self._runtime.store
+        versions = await store.run_versions(run_ids, tenant=tenant)
+        facts = await store.rerun_facts_of(group_reruns(versions.values()))
+        outcome = await store.retry_runs(
             run_ids, actor=actor, tenant=tenant, action=Action.BATCH_RETRY, spare_finished=True
         )
         breakers: list[BreakerWarning] = []
+        rerun: list[str] = []
         if outcome.retried:
             await self._changed()
             breakers = await self._called_warnings(outcome.called)
+            retried = group_reruns(versions[r] for r in outcome.retried if r in versions)
+            rerun = _batch_rerun_warnings(retried, facts)
         return BatchRetryResult(
             retried=outcome.retried,
-            warnings=[breaker.message for breaker in breakers],
+            warnings=[*rerun, *(breaker.message for breaker in breakers)],
             breakers=breakers,
             skipped=[_skipped(run_id, outcome) for run_id in run_ids if run_id in outcome.refused],
             truncated=truncated,
@@ -428,12 +437,14 @@ class OperatorActions:
         # The cause a retry cannot fix leads, as `runs show` and the monitor's single-run
         # dialogs lead with it: a closed breaker would not help those runs.
         lead = [] if not fix_first else [_fix_first_words(counted.fix_first, matching, truncated)]
+        facts = await self._runtime.store.rerun_facts_of(counted.versions)
+        rerun = _batch_rerun_warnings(counted.versions, facts)
         return BatchRetryPreview(
             matching=matching,
             skipped=_skipped_counts(counted),
             limit=limit,
             truncated=truncated,
-            warnings=[*lead, *(breaker.message for breaker in breakers)],
+            warnings=[*lead, *rerun, *(breaker.message for breaker in breakers)],
             breakers=breakers,
             fix_first=fix_first,
         )
@@ -547,6 +558,23 @@ def _rerun_warnings(action: str, facts: RerunFacts | None) -> list[str]:
     longer serves), as every front door says it (`rerun_warning`)."""
     warning = rerun_warning(action, facts)
     return [] if warning is None else [warning]
+
+
+def _batch_rerun_warnings(groups: Sequence[RerunGroup], facts: Sequence[RerunFacts]) -> list[str]:
+    """A batch retry's warnings that it repeats a version a deployment rolled back (or that
+    no longer serves): one per workflow version of `groups` (the runs retried, or that its
+    preview counts), in a single retry's words. `facts`: `rerun_facts_of` each version, read
+    before the retry (its routing row, its rollback), of these groups or more."""
+    known = {(fact.workflow, fact.version): fact for fact in facts}
+    warnings = []
+    for group in groups:
+        fact = known.get((group.workflow, group.version))
+        if fact is None:
+            continue
+        route = RunRoute.SERVING.value if group.routed else None
+        of_group = dataclasses.replace(fact, route=route, parent_run_id=group.parent_run_id)
+        warnings += _rerun_warnings("retry", of_group)
+    return warnings
 
 
 def _check_limit(limit: int) -> None:

@@ -15,7 +15,7 @@ from collections import Counter
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Any, TypeVar
 
-from sqlalchemy import case, func, insert, or_, select
+from sqlalchemy import ColumnElement, case, func, insert, or_, select
 from sqlalchemy.exc import DBAPIError
 from sqlalchemy.ext.asyncio import AsyncConnection
 
@@ -27,13 +27,14 @@ from engine.store.catalogue import created_data, created_line
 from engine.store.children import EndedChild
 from engine.store.core import run_record, step_rows, steps
 from engine.store.deployment_log import routing_after
-from engine.store.models import TERMINAL_RUN_STATUSES, RunStatus, StepStatus
+from engine.store.models import TERMINAL_RUN_STATUSES, RunRoute, RunStatus, StepStatus
 from engine.store.operator_actions import (
     Action,
     BatchRetryCount,
     CancelOutcome,
     ReopenedAncestor,
     ReprocessOutcome,
+    RerunGroup,
     ResolveOutcome,
     RetriedSteps,
     RetryOutcome,
@@ -45,6 +46,40 @@ from engine.store.records import CompletionReport, DeploymentRecord, LogLine
 from schemas.close_names import close_names, did_you_mean
 from schemas.definitions import RESERVED_WORKFLOWS, Workflow
 from schemas.errors import NotFound, QuotaExceeded, RunCancelled, WrongState
+
+ROUTED = (RunRoute.SERVING.value, RunRoute.CANDIDATE.value)
+"""The routes of runs submitted to whatever version served (not pinned to theirs)."""
+
+
+async def rerun_groups(
+    conn: AsyncConnection, source: Any, *conditions: ColumnElement[bool]
+) -> list[RerunGroup]:
+    """The workflow versions of the runs of `source` (the runs table or a subquery of its
+    rows, with `route` and `parent_run_id`) that match `conditions`: one grouped statement,
+    a row per version, by name and version."""
+    routed = func.max(case((source.c.route.in_(ROUTED), 1), else_=0))
+    query = (
+        select(
+            source.c.workflow_name,
+            source.c.workflow_version,
+            routed.label("routed"),
+            func.count().label("runs"),
+            func.count(source.c.parent_run_id).label("children"),
+            func.min(source.c.parent_run_id).label("parent"),
+        )
+        .where(*conditions)
+        .group_by(source.c.workflow_name, source.c.workflow_version)
+        .order_by(source.c.workflow_name, source.c.workflow_version)
+    )
+    return [
+        RerunGroup(
+            row.workflow_name,
+            row.workflow_version,
+            bool(row.routed),
+            row.parent if row.children == row.runs else None,
+        )
+        for row in (await conn.execute(query)).all()
+    ]
 
 
 def no_step(run_id: str, vertex_id: str, steps_: Sequence[str]) -> NotFound:
@@ -250,7 +285,7 @@ class OperatorActionsStore(WorkQueue):
         newest = (
             listing.newest_matching(selection, limit)
             .where(retriable)
-            .add_columns(listing.runs.c.status, listing.runs.c.parent_run_id)
+            .add_columns(listing.runs.c.status, listing.runs.c.parent_run_id, listing.runs.c.route)
             .subquery()
         )
         failed = newest.c.status == RunStatus.FAILED.value
@@ -268,6 +303,7 @@ class OperatorActionsStore(WorkQueue):
                 newest.c.workflow_version,
                 newest.c.created_at,
                 newest.c.parent_run_id,
+                newest.c.route,
             )
             .where(failed, ~spared)
             .subquery()
@@ -307,6 +343,7 @@ class OperatorActionsStore(WorkQueue):
                 workflow = (await self.get_version(name, version, conn=conn)).workflow
                 found.append(RetriedSteps(tenant_id, workflow, frozenset(ids)))
             fix_first = await retry_checks.fix_first_runs(conn, taken)
+            versions = await rerun_groups(conn, taken)
         return BatchRetryCount(
             int(count),
             found,
@@ -314,6 +351,7 @@ class OperatorActionsStore(WorkQueue):
             taking=taking,
             under_succeeded=under_succeeded,
             not_failed=dict(not_failed),
+            versions=versions,
         )
 
     async def _reopened_lines(

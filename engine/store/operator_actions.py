@@ -105,6 +105,35 @@ class RetriedSteps:
 
 
 @dataclass(frozen=True)
+class RerunGroup:
+    """The runs of one workflow version a batch retry would run again, as its rolled-back
+    warning needs them (`DeploymentStore.rerun_facts_of`)."""
+
+    workflow: str
+    version: int
+    routed: bool
+    """Some of them were routed to the version (serving or candidate), not pinned to it."""
+    parent_run_id: str | None
+    """One of their parents when they are all child runs; None when any is a root run."""
+
+
+def group_reruns(runs: Iterable[RerunGroup]) -> list[RerunGroup]:
+    """Runs' versions (`DeploymentStore.run_versions`' values: a group of one each) as one
+    group per workflow version, by name and version: routed when any run is, a parent only
+    when every run is a child."""
+    groups: dict[tuple[str, int], RerunGroup] = {}
+    for run in runs:
+        key = (run.workflow, run.version)
+        seen = groups.get(key)
+        if seen is None:
+            groups[key] = run
+            continue
+        parent = None if None in (seen.parent_run_id, run.parent_run_id) else seen.parent_run_id
+        groups[key] = RerunGroup(run.workflow, run.version, seen.routed or run.routed, parent)
+    return [groups[key] for key in sorted(groups)]
+
+
+@dataclass(frozen=True)
 class BatchRetryCount:
     """What a batch retry by filter would take, read without retrying
     (`OperatorActionsStore.batch_retry_count`)."""
@@ -125,6 +154,8 @@ class BatchRetryCount:
     reopen the join of a run that has ended SUCCEEDED (`parent_succeeded`)."""
     not_failed: dict[str, int] = field(default_factory=dict)
     """Of the newest `limit`, the runs not FAILED (the batch skips them), by status."""
+    versions: list[RerunGroup] = field(default_factory=list)
+    """The workflow versions of the runs the batch would take, one entry each."""
 
 
 @dataclass(frozen=True)

@@ -14,6 +14,7 @@ import pytest
 from demo.downstream import RunningDownstream
 from engine.coordination.heartbeat import Heartbeat
 from engine.operations.deployment_views import RollbackSpec, StageSpec
+from engine.operations.views import RunFilter
 from engine.store.deployments import DeploymentSpec
 from engine.store.records import DeploymentRecord
 from schemas.clock import utc_moment
@@ -52,6 +53,44 @@ async def test_a_retry_or_start_over_of_a_rolled_back_version_says_it_runs_it_ag
     # A run of the serving version says nothing of the kind.
     healthy = next(r for r in env.submitted if r.version == 1)
     assert (await env.ops.actions.start_over(healthy.id, actor="key:ops")).warnings == []
+
+
+async def test_a_batch_retry_of_a_rolled_back_version_says_it_once(
+    env: Deploying, downstream: RunningDownstream
+) -> None:
+    """The tour: `runs retry ID1 ID2` and `runs retry --status FAILED --workflow W` of runs of a
+    rolled-back version answered `warnings: []`, where a retry of one of them warns. The
+    batch and its preview say it once for the version, however many of its runs they take."""
+    await env.publish_orders(downstream.url, candidate_fails=True)
+    stages = [StageSpec(weight=50, min_runs=5, min_duration_seconds=0), StageSpec(weight=100)]
+    started = await env.start("orders", 2, stages, RollbackSpec(min_finished_runs=3))
+    ended = await env.drive(started, "orders", wave=8, advance_s=1)
+    assert ended.status == "ROLLED_BACK" and ended.ended_at is not None
+    failed = [r.id for r in env.submitted if r.version == 2]
+    for run_id in failed:
+        assert (await env.ops.runs.wait(run_id, 15)).status == "FAILED"
+    assert len(failed) >= 2
+    said = (
+        f"v2 of orders was rolled back by deployment {ended.id} at "
+        f"{utc_moment(ended.ended_at)}; this retry runs v2 again, not the serving v1"
+    )
+    selection = RunFilter(workflow="orders")
+
+    preview = await env.ops.actions.batch_retry_preview(selection)
+    assert preview.matching == len(failed)
+    assert [w.startswith(said) for w in preview.warnings] == [True], preview.warnings
+    by_ids = await env.ops.actions.batch_retry(failed[:2], actor="key:ops")
+    assert sorted(by_ids.retried) == sorted(failed[:2])
+    assert [w.startswith(said) for w in by_ids.warnings] == [True], by_ids.warnings
+    for run_id in failed[:2]:
+        await env.ops.runs.wait(run_id, 15)
+    by_filter = await env.ops.actions.batch_retry(filter=selection, actor="key:ops")
+    assert sorted(by_filter.retried) == sorted(failed)
+    assert [w.startswith(said) for w in by_filter.warnings] == [True], by_filter.warnings
+    # The serving version's runs warn of nothing of the kind.
+    healthy = [r.id for r in env.submitted if r.version == 1]
+    served = await env.ops.actions.batch_retry(healthy, actor="key:ops")
+    assert served.warnings == [], served
 
 
 async def test_a_retry_of_a_version_that_no_longer_serves_says_so(
