@@ -463,3 +463,52 @@ def test_cancel_keeps_running_and_the_cap_says_its_rate(server: DemoServer, brow
         assert axis.text_content() != "100"
         shoot(page, "ops-cap-rate", narrow=False)
     server.call(caps(server), method="DELETE")
+
+
+def test_retry_all_matching_says_the_runs_the_batch_skips(server: DemoServer, browser: Any) -> None:
+    """The tour: the preview counted a FAILED child of a SUCCEEDED fan-out that the batch
+    then skipped. The dialog counts the runs the batch takes, says the skipped one and why
+    (in the batch's words), and the batch, sent the runs considered as its `limit`, retries
+    the one and skips the other, as said."""
+    tenant, path = "retry-all-skips", "/ops/retry-all-skips"
+    call = {"url": f"{server.downstream}{path}/{{{{ index }}}}", "retry": {"maxAttempts": 1}}
+    step = {"type": "GATEWAY", "maxAutoRetries": 0, "config": call}
+    server.call("/workflows", {"name": "ui-ops-skips-child", "vertices": {"call": step}})
+    tolerant = {
+        "type": "MERGE",
+        "dependsOn": ["each"],
+        "config": {"tolerateChildFailures": ["FAILED"], "failureTolerance": {"maxFailures": 1}},
+    }
+    each = {
+        "type": "SPAWNER",
+        "config": {"items": "{{ input.items }}", "workflow": "ui-ops-skips-child"},
+    }
+    server.call(
+        "/workflows", {"name": "ui-ops-skips", "vertices": {"each": each, "join": tolerant}}
+    )
+    server.script(f"{path}/1", {"status": 400, "body": {"error": "declined"}})
+    body = {"input": {"items": items(2)}, "tenantId": tenant}
+    parent = str(server.call("/workflows/ui-ops-skips/runs", body)["id"])
+    assert server.wait_status(parent, {"SUCCEEDED", "FAILED", "CANCELLED"}) == "SUCCEEDED"
+    lone = {**step, "config": {**call, "url": f"{server.downstream}{path}/root"}}
+    server.call("/workflows", {"name": "ui-ops-skips-root", "vertices": {"call": lone}})
+    server.script(f"{path}/root", {"status": 400, "body": {"error": "bad"}})
+    alone = {"input": {}, "tenantId": tenant}
+    root = str(server.call("/workflows/ui-ops-skips-root/runs", alone)["id"])
+    assert server.wait_status(root, {"FAILED", "SUCCEEDED"}) == "FAILED"
+    assert server.call(f"/runs/{root}")["error"]["kind"] == "http_error"
+    url = f"{server.ui}#/runs?tenant={tenant}&status=FAILED&children=1"
+    with opened(browser, url) as (page, _):
+        page.locator("table.runs tbody tr").nth(1).wait_for()
+        page.get_by_role("button", name="Retry all matching…").click()
+        dialog = page.locator("dialog.modal")
+        dialog.wait_for()
+        said = " ".join(dialog.inner_text().split())
+        assert "Retry all 1 matching FAILED run?" in said, said
+        assert (
+            "1 matched is skipped: under a SUCCEEDED run (their retry would reopen a finished "
+            "run's join; name one alone to retry it)."
+        ) in said, said
+        confirm(page, "Retry 1")
+        page.locator(".batch-result .ok-box", has_text="Retried 1, skipped 1").wait_for()
+    assert server.call(f"/runs/{parent}")["status"] == "SUCCEEDED"
