@@ -1,9 +1,10 @@
 """Service liveness in Redis: each service beats, a monitor reads the beats.
 
 A `Heartbeat` writes `heartbeat:<service>` = `{"pid", "uptime", "timestamp", "started", "host",
-"instance"}` (JSON; `started` is when the process started and `timestamp` when it beat, epoch
-seconds by the injected clock; `uptime` the seconds between them, kept for readers older than
-`started`; `host` the machine's name and `instance` a token of this process alone)
+"instance", "lease"}` (JSON; `started` is when the process started and `timestamp` when it beat,
+epoch seconds by the injected clock; `uptime` the seconds between them, kept for readers older
+than `started`; `host` the machine's name and `instance` a token of this process alone; `lease`
+its own claim lease, `SCHEMABRIDGE_LEASE_S`, when it was given one)
 every `interval_s` (default 10 s) with a TTL of `ttl_s` (default 30 s, three missed beats), and
 records the service in the sorted set `sb:services` (score = the beat's timestamp). If the
 service stops beating the key expires; the set still names it, so readers report it down, with
@@ -13,7 +14,7 @@ when it was last seen, instead of forgetting it. Services silent for `forget_aft
 A name is one process's at a time, but nothing stops a second process from being started
 under the name of a live one (a mistake) or of one killed a moment ago (a restart, whose
 predecessor's beat lives on up to the TTL). So a process deletes the key on `stop()` only while
-it holds its own `instance` (a WATCHed read, then the delete), never the live namesake's beat;
+it holds its own `instance` (read and deleted in one Lua script), never the live namesake's beat;
 and `read_namesake` tells a starting process whose beat is there before its own, for it to
 refuse (the same host, that pid alive as the process that beat) or warn.
 
@@ -164,6 +165,7 @@ class Heartbeat:
         pid: int | None = None,
         forget_after_s: float = DEFAULT_FORGET_AFTER_S,
         started_at: float | None = None,
+        lease_s: float | None = None,
     ) -> None:
         if not service:
             raise ValueError("a heartbeat needs a service name")
@@ -180,6 +182,9 @@ class Heartbeat:
         self.started_at = clock.now() - process_age_s() if started_at is None else started_at
         """When the service's process started: what its uptime counts from."""
         self.forget_after_s = forget_after_s
+        self.lease_s = lease_s
+        """The claim lease this process renews its claims by: a reader judging whether a claim
+        is this process's reads it here, not from its own settings, which may differ."""
         self.host = socket.gethostname()
         self.instance = uuid.uuid4().hex
         """This process's token in the key: `stop()` deletes only a key that holds it."""
@@ -200,19 +205,21 @@ class Heartbeat:
     def from_settings(
         cls, service: str, client: redis.Redis, clock: Clock, settings: Settings
     ) -> Heartbeat:
-        """A heartbeat with `heartbeat_interval_s` and `heartbeat_ttl_s` from `settings`."""
+        """A heartbeat with `heartbeat_interval_s`, `heartbeat_ttl_s` and `lease_s` from
+        `settings`."""
         return cls(
             service,
             client,
             clock,
             interval_s=settings.heartbeat_interval_s,
             ttl_s=float(settings.heartbeat_ttl_s),
+            lease_s=float(settings.lease_s),
         )
 
     def payload(self) -> dict[str, float | int | str]:
         """The JSON object a beat writes now."""
         now = self._clock.now()
-        return {
+        body: dict[str, float | int | str] = {
             "pid": self.pid,
             "uptime": round(now - self.started_at, 3),
             "timestamp": now,
@@ -220,6 +227,9 @@ class Heartbeat:
             "host": self.host,
             "instance": self.instance,
         }
+        if self.lease_s is not None:
+            body["lease"] = self.lease_s
+        return body
 
     async def beat(self) -> bool:
         """Write the key once. Returns False (and logs) when Redis is unreachable or after
@@ -322,6 +332,9 @@ class ServiceStatus:
     started_at: float | None = None
     """Epoch seconds its process started; None when the key is gone or its payload is older
     than the field."""
+    lease_s: float | None = None
+    """The claim lease its process renews by (`Heartbeat.lease_s`); None when the key is gone,
+    or its payload has none (older, or a process given none)."""
 
     def as_dict(self) -> dict[str, object]:
         """JSON-ready form for the API: `{name, status: "up"|"down", pid, uptime, lastSeen,
@@ -348,6 +361,8 @@ def _parse_payload(name: str, raw: bytes | None) -> dict[str, float] | None:
         }
         if data.get("started") is not None:  # absent from heartbeats written before it
             parsed["started"] = float(data["started"])
+        if data.get("lease") is not None:  # likewise
+            parsed["lease"] = float(data["lease"])
         return parsed
     except (ValueError, TypeError, KeyError) as error:
         logger.warning(
@@ -375,6 +390,7 @@ def _status(
         uptime_s=round(max(0.0, uptime), 3),
         last_seen=beat,
         started_at=started,
+        lease_s=payload.get("lease"),
     )
 
 

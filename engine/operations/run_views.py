@@ -254,8 +254,9 @@ class Holders:
     """Name them: False for a tenant key (docs/security.md, 'What a tenant key reads')."""
     now: float
     lease_s: float | None = None
-    """The claim lease (`Settings.lease_s`, the same in every process): a claim last renewed
-    (its lease's end less this) before the live heartbeat's process started is not that
+    """The claim lease (`Settings.lease_s`) of the reading process, for a holder whose
+    heartbeat does not say its own (`ServiceStatus.lease_s`): a claim last renewed (its
+    lease's end less the lease) before the live heartbeat's process started is not that
     process's. None: not judged."""
 
 
@@ -295,7 +296,10 @@ def _renewed_before_start(
     step: StepRecord, status: ServiceStatus, lease_s: float | None
 ) -> float | None:
     """When the claim of `step` was last renewed, if that was before the process beating
-    under its holder's name started (so another process, now gone, held it); else None."""
+    under its holder's name started (so another process, now gone, held it); else None. The
+    lease is the holder's own when its heartbeat says it: a reader's longer one would date
+    a live holder's renewal before it started."""
+    lease_s = status.lease_s if status.lease_s is not None else lease_s
     if not status.up or status.started_at is None or lease_s is None:
         return None
     if step.lease_expires_at is None:

@@ -260,6 +260,27 @@ async def test_from_settings_takes_interval_and_ttl(client: redis.Redis, clock: 
     assert (heartbeat.interval_s, heartbeat.ttl_s) == (2.0, 7.0)
 
 
+async def test_a_beat_says_the_lease_its_process_renews_claims_by(
+    client: redis.Redis, clock: FakeClock
+) -> None:
+    """A reader judges whether a claim is the beating process's by that process's lease, not
+    its own setting, which may differ (run_views.holder_view)."""
+    service = unique("worker")
+    settings = Settings(lease_s=6.0)
+    await Heartbeat.from_settings(service, client, clock, settings).beat()
+    raw = await client.get(keys.heartbeat(service))
+    assert raw is not None and json.loads(raw)["lease"] == 6.0
+    assert mine(await read_services(client, clock), service)[service].lease_s == 6.0
+    named = await read_named_services(client, clock, [service])
+    assert named[service].lease_s == 6.0
+    # A heartbeat given no lease writes none, and reads as None.
+    other = unique("worker")
+    await Heartbeat(other, client, clock).beat()
+    raw = await client.get(keys.heartbeat(other))
+    assert raw is not None and "lease" not in json.loads(raw)
+    assert mine(await read_services(client, clock), other)[other].lease_s is None
+
+
 def test_an_interval_at_or_above_the_ttl_is_refused() -> None:
     client = fakeredis.FakeAsyncRedis(server=fakeredis.FakeServer())
     with pytest.raises(ValueError, match="below the TTL"):

@@ -87,3 +87,22 @@ def test_a_holder_restarted_at_once_under_its_name_is_presumed_dead() -> None:
     own = {"w-1": dataclasses.replace(restarted["w-1"], started_at=renewed - 60)}
     alive = holder_view(step(), Holders(own, show_worker=True, now=NOW, lease_s=lease_s))
     assert alive is not None and alive.state == "alive"
+
+
+def test_a_holder_is_judged_by_its_own_lease_when_its_heartbeat_says_it() -> None:
+    """The worker renews by its SCHEMABRIDGE_LEASE_S (6 s), the reader's is 30 s: by the
+    reader's, the live worker's last renewal (NOW + 20 - 6) would date before it started
+    (NOW + 10) and read it presumed dead; by the lease its heartbeat says, it is alive."""
+    started = NOW + 10
+    live = {
+        "w-1": ServiceStatus(
+            "w-1", up=True, pid=8, uptime_s=1.0, last_seen=NOW, started_at=started, lease_s=6.0
+        )
+    }
+    view = holder_view(step(), Holders(live, show_worker=True, now=NOW, lease_s=30.0))
+    assert view is not None and view.state == "alive", view
+    # A heartbeat without its lease (an older process) is judged by the reader's.
+    older = {"w-1": dataclasses.replace(live["w-1"], lease_s=None)}
+    judged = holder_view(step(), Holders(older, show_worker=True, now=NOW, lease_s=30.0))
+    assert judged is not None and judged.state == "presumed_dead", judged
+    assert judged.last_seen == NOW + 20 - 30.0
