@@ -797,10 +797,12 @@ def _fix_first_words(kinds: dict[str, str], matching: int, truncated: bool) -> s
     anew), and the newest of them by id. Printed as it is by the CLI, shown by the monitor."""
     groups = _fix_first_groups(kinds)
     n = len(kinds)
-    if truncated:
-        of = f"the newest {matching:,} runs the batch takes"
+    if truncated and matching == 1:
+        head = "The newest run, the one the batch takes,"
+    elif truncated:
+        head = f"{n:,} of the newest {matching:,} runs the batch takes"
     else:
-        of = f"the {matching:,} {'run' if matching == 1 else 'runs'}"
+        head = f"{n:,} of the {matching:,} {'run' if matching == 1 else 'runs'}"
     if len(groups) == 1:
         with_what = groups[0].kind
     else:
@@ -809,7 +811,7 @@ def _fix_first_words(kinds: dict[str, str], matching: int, truncated: bool) -> s
     shown = list(kinds)[:FIX_FIRST_SHOWN]
     more = f" and {n - len(shown):,} more" if n > len(shown) else ""
     return (
-        f"{n:,} of {of} failed with {with_what}, from the workflow or the runs' input: "
+        f"{head} failed with {with_what}, from the workflow or the runs' input: "
         f"retrying runs the same workflow version with the same input, so {they} the "
         "same way at once. Fix the workflow (or the input), publish it, then submit new runs "
         "(`schemabridge workflows publish FILE`, then `schemabridge runs submit NAME@VERSION "

@@ -6,6 +6,7 @@ a JavaScript or console error, or on a request off loopback."""
 
 from __future__ import annotations
 
+import time
 from collections.abc import Iterator
 from typing import Any
 
@@ -103,3 +104,24 @@ def rgb_of(hex_colour: str) -> str:
     value = hex_colour.lstrip("#")
     red, green, blue = (int(value[i : i + 2], 16) for i in (0, 2, 4))
     return f"rgb({red}, {green}, {blue})"
+
+
+def test_the_list_shows_when_each_run_was_created_as_it_sorts_and_filters(
+    server: DemoServer, browser: Any
+) -> None:
+    """A rerun starts anew (its `startedAt`), but the list is sorted and filtered by creation:
+    a "Started" column then showed a retried run "2 min ago" among old rows and outside its
+    own "since" filter. The column and the filter say Created, and show `createdAt`."""
+    now = time.time()
+    rerun = run(5, "retried", "RUNNING", {"steps": 2, "stepsDone": 1})
+    rerun |= {"createdAt": now - 3 * 86_400, "startedAt": now - 60, "endedAt": None}
+    with opened(browser, f"{server.ui}#/runs") as (page, _):
+        page.route("**/runs?*", lambda route: route.fulfill(json={"items": [rerun]}))
+        page.reload()
+        page.locator("tr[data-run]").first.wait_for()
+        headers = page.locator("table.runs thead th").all_inner_texts()
+        cells = page.locator("tr[data-run] td").all_inner_texts()
+        since = page.locator("label", has=page.locator("select[name=since]")).inner_text()
+    assert headers[5] == "Created", headers
+    assert cells[5] == "3 d ago", cells
+    assert since.startswith("Created"), since

@@ -642,7 +642,8 @@ async def test_a_batch_preview_says_which_runs_fail_the_same_way_again(
     assert (newest.matching, newest.truncated) == (1, True)
     assert [(g.kind, g.run_ids) for g in newest.fix_first] == [("invalid_config", [second])]
     assert newest.warnings == [
-        "1 of the newest 1 runs the batch takes failed with invalid_config, from the workflow "
+        "The newest run, the one the batch takes, failed with invalid_config, from the "
+        "workflow "
         "or the runs' input: retrying runs the same workflow version with the same input, so "
         "it fails the same way at once. Fix the workflow (or the input), publish it, then "
         "submit new runs (`schemabridge workflows publish FILE`, then `schemabridge runs "

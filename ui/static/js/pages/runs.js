@@ -110,7 +110,9 @@ function row(run, selected, onToggle) {
     h("td", {}, link),
     h("td", {}, workflow),
     h("td", {}, breakable(run.tenantId)),
-    h("td", {}, time(run.startedAt ?? run.createdAt)),
+    // Created, as the list is sorted and filtered: a rerun starts anew (its startedAt), and a
+    // "Started" column then disagreed with the "since" filter and the order.
+    h("td", {}, time(run.createdAt)),
     h("td", {}, duration(elapsed(run.startedAt, run.endedAt))),
     progressCell(run),
   ];
@@ -143,7 +145,7 @@ function filters(params) {
     h("label", {}, "Version", h("input", { name: "version", value: params.get("version") || "", placeholder: "any", inputmode: "numeric", size: "4", onchange: submit })),
     select("route", "Version chosen by", ROUTES),
     text("tenant", "Tenant", "any tenant"),
-    select("since", "Started", RANGES),
+    select("since", "Created", RANGES),
     h("label", { class: "check" }, h("input", { type: "checkbox", name: "children", checked: params.get("children") === "1", onchange: submit }), "include child runs"),
     h("button", { type: "submit", class: "secondary" }, "Apply"),
   );
@@ -287,7 +289,7 @@ export async function runsPage(main, params) {
         h(
           "thead",
           {},
-          h("tr", {}, ["", "Status", "Run", "Workflow", "Tenant", "Started", "Duration", "Progress"].map((t) => h("th", { scope: "col" }, t))),
+          h("tr", {}, ["", "Status", "Run", "Workflow", "Tenant", "Created", "Duration", "Progress"].map((t) => h("th", { scope: "col" }, t))),
         ),
         body,
       ),
