@@ -211,7 +211,7 @@ def test_an_existing_database_works_as_before(tmp_path: Path) -> None:
     assert "created secret CRM_TOKEN" in created.stderr
     [item] = json.loads(ok("secrets", "list", "--json").stdout)
     assert (item["tenantId"], item["name"]) == ("acme", "CRM_TOKEN")
-    assert "re-encrypted 1 secrets" in ok("secrets", "rotate").stderr
+    assert "re-encrypted 1 secret under" in ok("secrets", "rotate").stderr
     deleted = ok("secrets", "delete", "CRM_TOKEN", "--tenant", "acme")
     assert "deleted secret CRM_TOKEN" in deleted.stderr
     assert sorted(p.name for p in tmp_path.glob("*.db")) == ["sb.db"]
