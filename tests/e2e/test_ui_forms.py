@@ -8,6 +8,7 @@ console error, or on a request off loopback."""
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Iterator
 from typing import Any
 
@@ -318,6 +319,41 @@ def test_a_refusal_from_the_api_is_said_once_with_the_fields_label(
 
 
 # ── the start of a run ──────────────────────────────────────────────────────────────────────
+
+
+def test_the_start_form_fills_in_the_required_fields_of_the_input(
+    server: DemoServer, browser: Any
+) -> None:
+    """The form starts from the inputSchema's required fields with blank values of their
+    types, and names them, instead of `{}` and a refusal (a tour's first run)."""
+    document = {
+        "name": "forms-skeleton",
+        "inputSchema": {
+            "type": "object",
+            "required": ["customerId", "count", "options"],
+            "properties": {
+                "customerId": {"type": "string"},
+                "count": {"type": "integer", "minimum": 0},
+                "options": {
+                    "type": "object",
+                    "required": ["mode"],
+                    "properties": {"mode": {"enum": ["fast", "slow"]}},
+                },
+                "note": {"type": "string"},
+            },
+        },
+        "vertices": {"call": {"type": "GATEWAY", "config": {"url": f"{server.downstream}/orders"}}},
+    }
+    assert server.call("/workflows", document)["version"] == 1
+    with opened(browser, f"{server.ui}#/workflows/forms-skeleton") as (page, _):
+        field = page.locator("#run-input")
+        field.wait_for()
+        prefilled = json.loads(field.input_value())
+        said = page.locator(".start-form p.muted").inner_text()
+        page.get_by_role("button", name="Start a run of v1").click()
+        page.wait_for_url(re.compile(r".*#/runs/[0-9a-f-]{36}$"))
+    assert prefilled == {"customerId": "", "count": 0, "options": {"mode": "fast"}}
+    assert "it needs customerId (string), count (integer), options (object)" in said, said
 
 
 def test_a_problem_with_the_whole_input_is_said_as_the_clis_are(

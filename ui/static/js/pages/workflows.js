@@ -7,6 +7,7 @@ import { setParams } from "../app.js";
 import { deployForm } from "../deploy_form.js";
 import { fill, h } from "../dom.js";
 import { breakable, pointerText, time } from "../format.js";
+import { requiredFields, skeleton } from "../input_skeleton.js";
 import { drawGraph } from "../graph.js";
 import { DuplicateKeyError, JsonSyntaxError, parseWithPositions } from "../jsontext.js";
 
@@ -41,10 +42,16 @@ export async function workflowsPage(main) {
 
 function startForm(name, version, document) {
   const input = h("textarea", { id: "run-input", class: "code", rows: "6", spellcheck: "false" });
-  input.value = "{}";
+  const blank = skeleton(document.inputSchema);
+  input.value = Object.keys(blank).length ? JSON.stringify(blank, null, 2) : "{}";
   const tenant = h("input", { id: "run-tenant", name: "tenant", value: "default" });
   const state = h("p", { role: "status" });
-  const example = document.inputSchema ? "The input must match the workflow's inputSchema." : "";
+  const needs = requiredFields(document.inputSchema);
+  const example = !document.inputSchema
+    ? ""
+    : needs
+      ? `The input must match the workflow's inputSchema; it needs ${needs} (filled in below with blank values to replace).`
+      : "The input must match the workflow's inputSchema.";
   const form = h(
     "form",
     {
