@@ -381,22 +381,15 @@ async def reopen_failed_runs(
     conn: AsyncConnection, run_ids: Sequence[str], now: float
 ) -> list[Any]:
     """FAILED runs among `run_ids` run again (a dead letter stops being one), started anew at
-    `now`: a run's duration is its latest run's, not the time it sat FAILED before an
-    operator acted (as `ready_failed_steps` does for steps). Returns (id, parent_run_id,
-    parent_vertex_id) of each; the status guard makes concurrent retries reopen each run
-    once."""
+    `now` (`recovery.running_again`, as `ready_failed_steps` does for steps). Returns (id,
+    parent_run_id, parent_vertex_id) of each; the status guard makes concurrent retries
+    reopen each run once."""
     reopened: list[Any] = []
     for chunk in chunks(run_ids):
         rows = await conn.execute(
             update(runs)
             .where(runs.c.id.in_(chunk), runs.c.status == RunStatus.FAILED.value)
-            .values(
-                status=RunStatus.RUNNING.value,
-                error=None,
-                started_at=now,
-                ended_at=None,
-                dlq_at=None,
-            )
+            .values(recovery.running_again(now))
             .returning(runs.c.id, runs.c.parent_run_id, runs.c.parent_vertex_id)
         )
         reopened += rows.all()
@@ -429,9 +422,7 @@ async def resume_resolved_run(conn: AsyncConnection, run_id: str, now: float) ->
     result = await conn.execute(
         update(runs)
         .where(runs.c.id == run_id, runs.c.status == RunStatus.FAILED.value)
-        .values(
-            status=RunStatus.RUNNING.value, error=None, started_at=now, ended_at=None, dlq_at=None
-        )
+        .values(recovery.running_again(now))
     )
     return bool(result.rowcount == 1)
 

@@ -237,6 +237,21 @@ def descendants(workflow: Workflow, vertex_id: str) -> list[str]:
     return [v for v in workflow.vertices if v in found]
 
 
+def running_again(now: float) -> dict[str, Any]:
+    """The columns of a run an operator's action (or a child's) makes run again: RUNNING, its
+    error, end and dead letter cleared, started anew at `now`, so that its duration is its
+    latest run's, not the time it sat FAILED before the action. Every reopening writes these
+    (`operator_actions.reopen_failed_runs`, `resume_resolved_run`, `revive_dead_letters`,
+    `resume_run`)."""
+    return {
+        "status": RunStatus.RUNNING.value,
+        "error": None,
+        "started_at": now,
+        "ended_at": None,
+        "dlq_at": None,
+    }
+
+
 async def revive_dead_letters(conn: AsyncConnection, run_id: str, now: float) -> list[Any]:
     """Dead-lettered children of `run_id` run again: same run ids and keys; their FAILED steps
     and the steps held back when they failed become READY. Returns (id, parent_vertex_id,
@@ -251,15 +266,7 @@ async def revive_dead_letters(conn: AsyncConnection, run_id: str, now: float) ->
                     runs.c.status == RunStatus.FAILED.value,
                     runs.c.dlq_at.is_not(None),
                 )
-                # Started anew: a child's duration is its latest run's, not its time as a
-                # dead letter (`operator_actions.reopen_failed_runs`).
-                .values(
-                    status=RunStatus.RUNNING.value,
-                    dlq_at=None,
-                    error=None,
-                    started_at=now,
-                    ended_at=None,
-                )
+                .values(running_again(now))
                 .returning(
                     runs.c.id,
                     runs.c.parent_vertex_id,
@@ -403,16 +410,7 @@ async def resume_run(
     resumable = resumes(row.status, (row.error or {}).get("vertexId"), reopened)
     if resumable:
         await conn.execute(
-            update(runs)
-            .where(runs.c.id == run_id)
-            .values(
-                status=RunStatus.RUNNING.value,
-                error=None,
-                output=None,
-                started_at=now,  # its duration is its latest run's, as a retried run's
-                ended_at=None,
-                dlq_at=None,
-            )
+            update(runs).where(runs.c.id == run_id).values(running_again(now) | {"output": None})
         )
     if resumable or row.status == RunStatus.RUNNING.value:
         await release_held(conn, [run_id], now)
