@@ -249,6 +249,7 @@ def test_a_batch_retry_into_an_open_breaker_warns_once(serve_api: Stack) -> None
     assert (counted["matching"], counted["truncated"]) == (6, False)
     refused = serve_api.cli("runs", "retry", "0123456789abcdef", "0123456789abcdee", "--dry-run")
     assert refused.returncode == 2, (refused.stdout, refused.stderr)
+    assert "--dry-run takes one RUN" in refused.stderr, refused.stderr
 
     retried = serve_api.ok(*asked)
     assert retried.stdout.startswith("retried 6 runs\n"), retried.stdout

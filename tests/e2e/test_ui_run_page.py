@@ -801,10 +801,6 @@ def test_a_healthy_fan_out_waits_for_its_children_and_a_cancelled_one_counts_its
     """A spawner whose children run read "‖ parked" in yellow, as if stuck: it reads
     "waiting for its children (N of M ended)". Once cancelled, the long tail says it counts
     the children that succeeded or failed, not another "ended" against "12 of 12 ended"."""
-    from pathlib import Path
-
-    shots = Path("/tmp/fanview-shots")
-    shots.mkdir(exist_ok=True)
     items = [{"id": i, "name": f"item-{i}"} for i in range(12)]
     server.script("/items", {"body": {"items": items}})
     for held in range(12):
@@ -823,9 +819,7 @@ def test_a_healthy_fan_out_waits_for_its_children_and_a_cancelled_one_counts_its
             assert "parked" not in (renew.text_content() or "")
             row = page.locator("table.steps tr", has_text="renew")
             assert "waiting for its children (0 of 12 ended)" in (row.text_content() or "")
-            for width in (1280, 390):
-                page.set_viewport_size({"width": width, "height": 800})
-                page.screenshot(path=str(shots / f"fanout-running-{width}.png"), full_page=True)
+            shoot(page, "fanout-running", widths=(390,))
     finally:
         server.call(f"/runs/{run_id}/cancel", {})
     eventually(lambda: fanout().get("cancelled") == 12, what="twelve children cancelled")
@@ -835,9 +829,7 @@ def test_a_healthy_fan_out_waits_for_its_children_and_a_cancelled_one_counts_its
         assert tail.text_content() == (
             "Long tail — durations of the 0 children that succeeded or failed"
         )
-        for width in (1280, 390):
-            page.set_viewport_size({"width": width, "height": 800})
-            page.screenshot(path=str(shots / f"fanout-cancelled-{width}.png"), full_page=True)
+        shoot(page, "fanout-cancelled", widths=(390,))
 
 
 def test_children_waiting_for_an_admission_slot_are_counted_as_running(
@@ -846,10 +838,6 @@ def test_children_waiting_for_an_admission_slot_are_counted_as_running(
     """A cap of 1 and slow calls: the other children's steps run and wait for the slot. The
     banner said "5 children waiting (admission_wait)" above a legend "running 6 · waiting 0";
     both now say they are running children waiting for an admission slot."""
-    from pathlib import Path
-
-    shots = Path("/tmp/fanview-shots")
-    shots.mkdir(exist_ok=True)
     destination = "ui-admission-dest"
     server.script("/ui-admission", *[{"sleep_ms": 20_000}] * 6)
     call = {"url": f"{server.downstream}/ui-admission", "destination": destination}
@@ -876,9 +864,7 @@ def test_children_waiting_for_an_admission_slot_are_counted_as_running(
             line.wait_for()
             text = line.inner_text()
             legend = page.locator(".fanout-section .legend").inner_text()
-            for width in (1280, 390):
-                page.set_viewport_size({"width": width, "height": 800})
-                page.screenshot(path=str(shots / f"fanout-admission-{width}.png"), full_page=True)
+            shoot(page, "fanout-admission", widths=(390,))
     finally:
         server.call(f"/runs/{run_id}/cancel", {})
         server.call(f"/destinations/{destination}/caps", None, method="DELETE")

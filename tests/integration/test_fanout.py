@@ -125,7 +125,9 @@ async def test_tolerance_table(
     assert all(c.dlq_at is not None for c in dead)
     # A child that succeeded logs its call, not also its run's success (its status says it,
     # and that line was a quarter of a child's rows); a failed one says why it failed.
-    for child in await runtime.store.children(run_id):
+    children = await runtime.store.children(run_id)
+    assert len(children) == 10
+    for child in children:
         said = [line["message"] for line in await runtime.store.run_logs(child.id)]
         assert "run succeeded" not in said, said
         assert any(m.startswith("POST ") for m in said), said

@@ -29,5 +29,5 @@ def test_every_migration_file_is_named_by_its_revision_after_the_one_before() ->
 def test_only_migrations_and_the_package_marker_are_in_versions() -> None:
     # A file named otherwise would be a migration the schema check cannot see.
     names = {e.name for e in (db.MIGRATIONS / "versions").iterdir() if e.name.endswith(".py")}
-    unnamed = {n for n in names if n != "__init__.py" and n[:4] not in db.known_revisions()}
+    unnamed = {n for n in names if n != "__init__.py" and not db._REVISION_FILE.match(n)}
     assert unnamed == set()
