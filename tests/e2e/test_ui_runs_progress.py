@@ -125,3 +125,20 @@ def test_the_list_shows_when_each_run_was_created_as_it_sorts_and_filters(
     assert headers[5] == "Created", headers
     assert cells[5] == "3 d ago", cells
     assert since.startswith("Created"), since
+
+
+def test_leaving_a_page_cancels_the_dialog_opened_on_it(server: DemoServer, browser: Any) -> None:
+    """A tour opened "Retry all matching…", went to a run's page, and found the dialog still
+    modal over it, offering to retry what was no longer shown."""
+    with opened(browser, f"{server.ui}#/runs") as (page, _):
+        page.locator("table.runs").wait_for()
+        answer = page.evaluate_handle(
+            "() => import('./js/dialog.js').then((m) => { window.asked = m.confirmAction("
+            "{ title: 'Retry all?', text: 'They run again.', confirm: 'Retry' }); })"
+        )
+        answer.dispose()
+        page.locator("dialog[open]").wait_for()
+        page.evaluate("() => { location.hash = '#/workflows'; }")
+        page.locator("table.workflows").wait_for()
+        assert page.locator("dialog").count() == 0
+        assert page.evaluate("() => window.asked") is False  # cancelled, not confirmed

@@ -77,6 +77,9 @@ async function render() {
   // top); the first page keeps the browser's own start, so Tab reaches the skip link first.
   const movedPage = shownPath !== null && shownPath !== path;
   shownPath = path;
+  // A dialog asks about the page it was opened on: leaving that page cancels it, or it would
+  // stay modal over the next page, offering an action on what is no longer shown.
+  if (movedPage) for (const open of document.querySelectorAll("dialog[open]")) open.close("cancel");
   const mine = ++generation;
   try {
     const stop = (await page(main, params, ...args)) || null;
