@@ -52,7 +52,8 @@ async def test_a_retry_or_start_over_of_a_rolled_back_version_says_it_runs_it_ag
         )
     # A run of the serving version says nothing of the kind.
     healthy = next(r for r in env.submitted if r.version == 1)
-    assert (await env.ops.actions.start_over(healthy.id, actor="key:ops")).warnings == []
+    again = await env.ops.actions.start_over(healthy.id, actor="key:ops")
+    assert again.changed and again.warnings == [], again
 
 
 async def test_a_batch_retry_of_a_rolled_back_version_says_it_once(
@@ -87,9 +88,13 @@ async def test_a_batch_retry_of_a_rolled_back_version_says_it_once(
     by_filter = await env.ops.actions.batch_retry(filter=selection, actor="key:ops")
     assert sorted(by_filter.retried) == sorted(failed)
     assert [w.startswith(said) for w in by_filter.warnings] == [True], by_filter.warnings
-    # The serving version's runs warn of nothing of the kind.
-    healthy = [r.id for r in env.submitted if r.version == 1]
-    served = await env.ops.actions.batch_retry(healthy, actor="key:ops")
+    # The same runs, once their version serves again, are retried without a word of it: the
+    # batch above warned on them, so only the serving version differs.
+    for run_id in failed:
+        assert (await env.ops.runs.wait(run_id, 15)).status == "FAILED"
+    await env.ops.deployments.set_serving("orders", 2, actor="key:ops")
+    served = await env.ops.actions.batch_retry(failed, actor="key:ops")
+    assert sorted(served.retried) == sorted(failed), served
     assert served.warnings == [], served
 
 
@@ -110,8 +115,9 @@ async def test_a_retry_of_a_version_that_no_longer_serves_says_so(
     )
     # A run that pinned its version asked for it: nothing to warn about.
     pinned = (await env.ops.runs.submit("orders", {}, version=1)).run
-    await env.ops.runs.wait(pinned.id, 15)
-    assert (await env.ops.actions.retry_preview(pinned.id)).warnings == []
+    assert (await env.ops.runs.wait(pinned.id, 15)).status == "FAILED"
+    asked = await env.ops.actions.retry_preview(pinned.id)
+    assert asked.retriable and asked.warnings == [], asked
 
 
 async def test_a_start_warns_of_what_will_keep_it_from_a_sound_verdict(
