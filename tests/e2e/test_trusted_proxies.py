@@ -88,15 +88,23 @@ async def test_the_client_is_the_right_most_untrusted_hop_of_a_trusted_peer(
     assert await logged_client(trusted, headers, caplog) == expected
 
 
-@pytest.mark.parametrize(("trusted", "scheme"), [("127.0.0.1", "https"), ("10.0.0.0/8", "http")])
-async def test_a_trusted_peer_s_forwarded_proto_is_the_scheme_of_a_redirect(
-    trusted: str, scheme: str
-) -> None:
-    """The one reader of the scheme: a path's trailing-slash redirect, an absolute URL."""
+async def redirected_to(trusted: str) -> str:
+    """Where a trailing-slash redirect (the one reader of the scheme, an absolute URL) sends a
+    request from 127.0.0.1 that says `X-Forwarded-Proto: https`, to a server trusting
+    `trusted`."""
     async with serving(observed_app(), trusted_proxies=trusted) as url, client(url) as http:
         moved = await http.get("/ping/", headers={"X-Forwarded-Proto": "https"})
     assert moved.status_code == 307, moved.text
-    assert moved.headers["location"].startswith(f"{scheme}://127.0.0.1:"), moved.headers
+    location: str = moved.headers["location"]
+    return location
+
+
+async def test_a_trusted_peer_s_forwarded_proto_is_the_scheme_of_a_redirect() -> None:
+    assert (await redirected_to("127.0.0.1")).startswith("https://127.0.0.1:")
+
+
+async def test_an_untrusted_peer_s_forwarded_proto_is_ignored() -> None:
+    assert (await redirected_to("10.0.0.0/8")).startswith("http://127.0.0.1:")
 
 
 def test_api_and_serve_believe_the_proxies_the_setting_names(tmp_path: Path) -> None:
