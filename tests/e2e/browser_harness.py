@@ -26,6 +26,7 @@ import pytest
 from bench.browser import CHROMIUM, CHROMIUM_ARGS
 from tests.conftest import IN_CI
 from tests.e2e.rest_harness import Service
+from tests.integration.operations_harness import two_versions
 
 SCREENSHOTS = Path(__file__).resolve().parent / "screenshots"
 WIDE = {"width": 1280, "height": 800}
@@ -219,6 +220,14 @@ class DemoServer:
     def call(self, path: str, body: Any = None, method: str | None = None) -> Any:
         """A JSON call to the API (the test acting as a client, not through the page)."""
         return http_json(f"{self.url}{path}", body, method)
+
+    def publish_versions(self, name: str, *, failing: bool) -> None:
+        """`two_versions` of `name` on the demo downstream's /orders, published as v1 and v2."""
+        for version, document in enumerate(
+            two_versions(name, f"{self.downstream}/orders", failing=failing), start=1
+        ):
+            answer = self.call("/workflows", document)
+            assert answer["version"] == version, answer
 
     def script(self, path: str, *answers: Any) -> None:
         """Queue answers of the demo downstream for `path` (each used once)."""

@@ -87,6 +87,12 @@ class Stack:
         """`cli ARGS --output json`, parsed."""
         return json.loads(self.ok(*args, "--output", "json", **kwargs).stdout)
 
+    def publish(self, document: dict[str, Any], note: str) -> subprocess.CompletedProcess[str]:
+        """`workflows publish` of `document` from a file named by its name and `note`."""
+        path = self.tmp / f"{document['name']}-{note}.json"
+        path.write_text(json.dumps(document), encoding="utf-8")
+        return self.ok("workflows", "publish", str(path))
+
     def downstream_script(self, path: str, responses: list[Any]) -> None:
         """Queue answers for one path of the demo downstream (`POST /_script`)."""
         with httpx.Client(trust_env=False, timeout=10) as http:

@@ -7,7 +7,6 @@ show` says why nothing moves."""
 
 from __future__ import annotations
 
-import json
 import re
 from collections.abc import Iterator
 from typing import Any
@@ -32,12 +31,6 @@ def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
         yield running
 
 
-def publish(stack: Stack, document: dict[str, Any], note: str) -> None:
-    path = stack.tmp / f"{document['name']}-{note}.json"
-    path.write_text(json.dumps(document), encoding="utf-8")
-    stack.ok("workflows", "publish", str(path))
-
-
 def post_runs(stack: Stack, name: str, count: int, prefix: str) -> list[httpx.Response]:
     headers = {"Authorization": f"Bearer {stack.admin_key}"}
     with httpx.Client(base_url=stack.url, headers=headers, trust_env=False, timeout=30) as http:
@@ -53,9 +46,9 @@ def post_runs(stack: Stack, name: str, count: int, prefix: str) -> list[httpx.Re
 
 def test_a_candidate_refusing_the_input_is_seen_and_rolled_back(stack: Stack) -> None:
     url = f"{stack.downstream}/tickets"
-    publish(stack, single("tickets", url, description="v1"), "v1")
+    stack.publish(single("tickets", url, description="v1"), "v1")
     strict = {**single("tickets", url, description="v2"), "inputSchema": {"required": ["priority"]}}
-    publish(stack, strict, "v2")
+    stack.publish(strict, "v2")
     assert all(a.status_code == 201 for a in post_runs(stack, "tickets", 3, "before"))
 
     started = stack.ok(
@@ -106,8 +99,8 @@ def test_a_candidate_refusing_the_input_is_seen_and_rolled_back(stack: Stack) ->
 
 def test_a_start_while_no_worker_is_alive_warns_and_shows_why_it_holds(stack: Stack) -> None:
     url = f"{stack.downstream}/idle"
-    publish(stack, single("idle", url, description="v1"), "v1")
-    publish(stack, single("idle", url, description="v2"), "v2")
+    stack.publish(single("idle", url, description="v1"), "v1")
+    stack.publish(single("idle", url, description="v2"), "v2")
     alive = stack.ok("deployments", "start", "idle", "--version", "2", *HOLDING)
     assert "no worker is alive" not in alive.stderr
     stack.ok("deployments", "abort", started_id(alive.stdout))

@@ -6,7 +6,6 @@ second deployment, and the refusals in one line with their exit codes."""
 
 from __future__ import annotations
 
-import json
 import re
 import shlex
 from typing import Any
@@ -22,7 +21,7 @@ from tests.e2e.cli_harness import (
     started_id,
     wait_for_deployment,
 )
-from tests.integration.operations_harness import single, spawner_of
+from tests.integration.operations_harness import single, spawner_of, two_versions
 
 QUICK = ["--min-runs", "0", "--min-duration", "0", "--min-finished", "0"]
 
@@ -34,17 +33,14 @@ def stack(serve_api: Stack) -> Stack:
 
 def publish(stack: Stack, name: str, url: str, note: str) -> tuple[str, str]:
     """`workflows publish` of a one-call workflow; its stdout and stderr."""
-    path = stack.tmp / f"{name}-{note}.json"
-    path.write_text(json.dumps(single(name, url, description=note)), encoding="utf-8")
-    published = stack.ok("workflows", "publish", str(path))
+    published = stack.publish(single(name, url, description=note), note)
     return published.stdout, published.stderr
 
 
-def two_versions(stack: Stack, name: str, *, failing: bool = False) -> None:
-    """v1 calls the demo downstream; v2 too, answered 404 (a final failure) if `failing`."""
-    publish(stack, name, f"{stack.downstream}/orders", "v1")
-    query = "?status=404" if failing else ""
-    publish(stack, name, f"{stack.downstream}/orders{query}", "v2")
+def published_versions(stack: Stack, name: str, *, failing: bool = False) -> None:
+    """`two_versions` of `name` on the demo downstream, published through the CLI."""
+    for document in two_versions(name, f"{stack.downstream}/orders", failing=failing):
+        stack.publish(document, document["description"])
 
 
 def submit(stack: Stack, name: str, count: int) -> list[dict[str, Any]]:
@@ -78,7 +74,7 @@ def test_publishing_a_later_version_says_it_does_not_serve_yet(stack: Stack) -> 
 
 
 def test_a_healthy_candidate_is_promoted_and_serves(stack: Stack) -> None:
-    two_versions(stack, "dep-healthy")
+    published_versions(stack, "dep-healthy")
     started = stack.ok(
         "deployments", "start", "dep-healthy", "--version", "2", "--stages", "100",
         *QUICK, "--check-interval", "0.2",
@@ -139,7 +135,7 @@ def promote(stack: Stack, name: str, version: int) -> str:
 
 
 def test_an_old_deployment_says_its_outcome_was_superseded(stack: Stack) -> None:
-    two_versions(stack, "dep-history")
+    published_versions(stack, "dep-history")
     publish(stack, "dep-history", f"{stack.downstream}/orders", "v3")
     publish(stack, "dep-history", f"{stack.downstream}/orders", "v4")
     first = promote(stack, "dep-history", 2)
@@ -171,10 +167,8 @@ def test_an_old_deployment_says_its_outcome_was_superseded(stack: Stack) -> None
 
 
 def test_deploying_a_spawners_child_warns_that_its_parent_pins_it(stack: Stack) -> None:
-    two_versions(stack, "dep-child")
-    path = stack.tmp / "dep-parent.json"
-    path.write_text(json.dumps(spawner_of("dep-parent", "dep-child")), encoding="utf-8")
-    stack.ok("workflows", "publish", str(path))
+    published_versions(stack, "dep-child")
+    stack.publish(spawner_of("dep-parent", "dep-child"), "v1")
     started = stack.ok(
         "deployments", "start", "dep-child", "--version", "2", "--stages", "100", *HOLDING
     )
@@ -196,7 +190,7 @@ def test_deploying_a_spawners_child_warns_that_its_parent_pins_it(stack: Stack) 
 
 
 def test_a_failing_candidate_is_rolled_back_with_its_exposure(stack: Stack) -> None:
-    two_versions(stack, "dep-broken", failing=True)
+    published_versions(stack, "dep-broken", failing=True)
     started = stack.ok(
         "deployments", "start", "dep-broken", "--version", "2", "--stages", "50,100",
         *HOLDING, "--max-failure-ratio", "0.1", "--min-finished", "3", "--check-interval", "0.2",
@@ -259,7 +253,7 @@ def test_a_failing_candidate_is_rolled_back_with_its_exposure(stack: Stack) -> N
 
 
 def test_abort_and_manual_rollback(stack: Stack) -> None:
-    two_versions(stack, "dep-abort")
+    published_versions(stack, "dep-abort")
     first = started_id(
         stack.ok(
             "deployments", "start", "dep-abort", "--version", "2", *HOLDING, "--margin", "0.02"
@@ -318,7 +312,7 @@ def test_abort_and_manual_rollback(stack: Stack) -> None:
 
 
 def test_a_second_deployment_is_refused(stack: Stack) -> None:
-    two_versions(stack, "dep-twice")
+    published_versions(stack, "dep-twice")
     first = started_id(
         stack.ok("deployments", "start", "dep-twice", "--version", "2", *HOLDING).stdout
     )
@@ -337,7 +331,7 @@ def test_a_second_deployment_is_refused(stack: Stack) -> None:
 
 
 def test_the_system_workflow_is_not_offered_as_a_users(stack: Stack) -> None:
-    two_versions(stack, "dep-system")
+    published_versions(stack, "dep-system")
     started = stack.ok("deployments", "start", "dep-system", "--version", "2", *HOLDING)
     deployment = started_id(started.stdout)
     listed = (
@@ -365,7 +359,7 @@ def test_the_system_workflow_is_not_offered_as_a_users(stack: Stack) -> None:
 def test_cancelling_a_deployments_run_names_the_deployment_it_aborts(stack: Stack) -> None:
     """The run monitor and `runs cancel` offer to cancel the `gradual_deploy` run: the answer
     says which deployment ended with it, and what now serves."""
-    two_versions(stack, "dep-cancel")
+    published_versions(stack, "dep-cancel")
     started = stack.ok("deployments", "start", "dep-cancel", "--version", "2", *HOLDING)
     deployment = started_id(started.stdout)
     run = stack.json("deployments", "show", deployment)["runId"]
@@ -384,7 +378,7 @@ def test_cancelling_a_deployments_run_names_the_deployment_it_aborts(stack: Stac
 @pytest.fixture(scope="module")
 def refusing(stack: Stack) -> Stack:
     """The stack with dep-refusals v1 and v2 published."""
-    two_versions(stack, "dep-refusals")
+    published_versions(stack, "dep-refusals")
     return stack
 
 

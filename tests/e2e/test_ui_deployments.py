@@ -30,7 +30,7 @@ from tests.e2e.browser_harness import (
     opened,
     shoot,
 )
-from tests.integration.operations_harness import spawner_of
+from tests.integration.operations_harness import single, spawner_of
 
 pytestmark = pytest.mark.slow
 
@@ -39,23 +39,6 @@ pytestmark = pytest.mark.slow
 def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[DemoServer]:
     with demo_on_sqlite(tmp_path_factory, "ui-deployments") as running:
         yield running
-
-
-def publish(server: DemoServer, name: str, *, failing: bool) -> None:
-    """v1 calls the demo downstream; v2 too, answered 404 (a final failure) if `failing`."""
-    for version, query in ((1, ""), (2, "?status=404" if failing else "")):
-        document = {
-            "name": name,
-            "description": f"version {version}",
-            "vertices": {
-                "call": {
-                    "type": "GATEWAY",
-                    "config": {"url": f"{server.downstream}/orders{query}", "method": "GET"},
-                }
-            },
-        }
-        answer = server.call("/workflows", document)
-        assert answer["version"] == version, answer
 
 
 def submit(
@@ -74,7 +57,7 @@ def confirm(page: Any, label: str) -> None:
 def test_a_deployment_started_from_the_deploy_button_is_seen_and_aborted(
     server: DemoServer, browser: Any
 ) -> None:
-    publish(server, "ui-orders", failing=False)
+    server.publish_versions("ui-orders", failing=False)
     with opened(browser, f"{server.ui}#/workflows/ui-orders?v=1") as (page, watch):
         watch.allowed_errors.append("status of 422")  # the stages refused on purpose
         deployment_id = deploy_from_the_form(server, page)
@@ -112,11 +95,7 @@ def test_an_old_promotion_reads_in_the_past_once_another_version_serves(
     server: DemoServer, browser: Any
 ) -> None:
     promoted = promote(server, "ui-history")
-    document = {
-        "name": "ui-history",
-        "description": "version 3",
-        "vertices": {"call": {"type": "GATEWAY", "config": {"url": f"{server.downstream}/orders"}}},
-    }
+    document = single("ui-history", f"{server.downstream}/orders", description="v3")
     assert server.call("/workflows", document)["version"] == 3
     server.call("/workflows/ui-history/serving", {"version": 3})
     with opened(browser, f"{server.ui}#/deployments") as (page, _):
@@ -140,7 +119,7 @@ def test_an_old_promotion_reads_in_the_past_once_another_version_serves(
 def test_the_deploy_form_warns_when_parents_pin_the_workflow(
     server: DemoServer, browser: Any
 ) -> None:
-    publish(server, "ui-child", failing=False)
+    server.publish_versions("ui-child", failing=False)
     parent = spawner_of("ui-parent", "ui-child")
     assert server.call("/workflows", parent)["version"] == 1
     with opened(browser, f"{server.ui}#/workflows/ui-child?v=2") as (page, _):
@@ -174,7 +153,7 @@ def test_the_deploy_form_warns_when_parents_pin_the_workflow(
 
 def promote(server: DemoServer, name: str) -> str:
     """A deployment of `name` v2 in one stage that holds for nothing: promoted at once. Its id."""
-    publish(server, name, failing=False)
+    server.publish_versions(name, failing=False)
     started = server.call(
         f"/workflows/{name}/deployments",
         {
@@ -318,7 +297,7 @@ def assert_names_its_deployment(page: Any, deployment_id: str) -> None:
 def test_a_failing_candidate_is_rolled_back_and_shows_its_exposure(
     server: DemoServer, browser: Any
 ) -> None:
-    publish(server, "ui-broken", failing=True)
+    server.publish_versions("ui-broken", failing=True)
     started = server.call(
         "/workflows/ui-broken/deployments",
         {
@@ -399,11 +378,10 @@ def test_a_failing_candidate_is_rolled_back_and_shows_its_exposure(
 def test_a_candidate_refusing_the_input_shows_its_refusals(
     server: DemoServer, browser: Any
 ) -> None:
-    publish(server, "ui-strict", failing=False)
+    server.publish_versions("ui-strict", failing=False)
     strict = {
-        "name": "ui-strict",
+        **single("ui-strict", f"{server.downstream}/o"),
         "inputSchema": {"required": ["priority"]},
-        "vertices": {"call": {"type": "GATEWAY", "config": {"url": f"{server.downstream}/o"}}},
     }
     assert server.call("/workflows", strict)["version"] == 3
     started = server.call(
@@ -557,7 +535,7 @@ def test_an_ended_deployment_says_so_and_stops_reading_it(server: DemoServer, br
     """A deployment aborted elsewhere while its page is open has ended for good: the page says
     so, offers no Resume updates (there is nothing to resume) and reads it no more; opened
     afresh, an ended deployment says the same."""
-    publish(server, "ui-ending", failing=False)
+    server.publish_versions("ui-ending", failing=False)
     started = server.call(
         "/workflows/ui-ending/deployments",
         {"version": 2, "stages": [{"weight": 50, "minRuns": 1000}, {"weight": 100}]},

@@ -24,7 +24,6 @@ from tests.e2e.browser_harness import (
     opened,
     shoot,
 )
-from tests.e2e.test_ui_deployments import publish  # v1 and v2 calling the demo downstream
 
 pytestmark = pytest.mark.slow
 
@@ -235,7 +234,7 @@ def test_the_deploy_form_checks_whole_numbers_and_ranges_before_sending(
 ) -> None:
     from playwright.sync_api import expect  # after the harness found Chromium
 
-    publish(server, "forms-ranges", failing=False)
+    server.publish_versions("forms-ranges", failing=False)
     with opened(browser, f"{server.ui}#/workflows/forms-ranges?v=2") as (page, _):
         sent: list[str] = []
 
@@ -303,7 +302,7 @@ def test_a_refusal_from_the_api_is_said_once_with_the_fields_label(
 ) -> None:
     """A server that publishes no limits (an older one, or /openapi.json turned off): the
     form sends what it cannot check and says the API's refusal once, by the field's label."""
-    publish(server, "forms-refusal", failing=False)
+    server.publish_versions("forms-refusal", failing=False)
     with opened(browser, f"{server.ui}#/workflows/forms-refusal?v=2") as (page, found):
         found.allowed_errors += ["status of 404", "status of 422"]  # /openapi.json; the refusal
         page.route("**/openapi.json", lambda route: route.fulfill(status=404, body="{}"))

@@ -1,5 +1,6 @@
 """Workflow documents and waits shared by the operations tests (they act as users: every
-read and write goes through `engine.operations`)."""
+read and write goes through `engine.operations`), and the one home of the workflow documents
+the other tests build too (the e2e tests publish these through the API and the CLI)."""
 
 from __future__ import annotations
 
@@ -25,6 +26,15 @@ def gateway(url: str, *depends_on: str, **config: Any) -> dict[str, Any]:
 def single(name: str, url: str, **workflow: Any) -> dict[str, Any]:
     """A workflow of one GATEWAY call."""
     return {"name": name, "vertices": {"call": gateway(url)}, **workflow}
+
+
+def two_versions(name: str, url: str, *, failing: bool = False) -> list[dict[str, Any]]:
+    """v1 and v2 of `name` (descriptions "v1" and "v2"), each one GATEWAY call to `url` on
+    the demo downstream; v2's answered 404 (a final failure) when `failing`."""
+    return [
+        single(name, url, description="v1"),
+        single(name, url + ("?status=404" if failing else ""), description="v2"),
+    ]
 
 
 def spawner_of(name: str, child: str) -> dict[str, Any]:
