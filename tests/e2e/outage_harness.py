@@ -21,16 +21,17 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
+import math
 import shutil
 import socket
 import subprocess
 import threading
 import time
 from collections import Counter
-from collections.abc import AsyncIterator, Callable, Iterator
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, TypeVar
 
 import pytest
 
@@ -38,6 +39,7 @@ GATE_HOLD_S = 300.0
 """The longest a held request waits for its gate (a test that forgets to open it ends)."""
 WAIT_S = 120.0
 """The longest a test waits for a condition (a loaded machine starts processes slowly)."""
+Found = TypeVar("Found")
 BUFFER = 65_536
 
 Mode = Literal["forward", "503", "drop"]
@@ -211,6 +213,27 @@ def wait_until(condition: Callable[[], bool], what: str, timeout_s: float = WAIT
             return
         time.sleep(0.05)
     raise AssertionError(f"timed out waiting for {what}")
+
+
+async def until(
+    check: Callable[[], Awaitable[Found]],
+    what: str,
+    timeout_s: float = WAIT_S,
+    interval_s: float = 0.2,
+) -> Found:
+    """Poll the async `check` until it returns something true, and return that; fail naming
+    `what` after `timeout_s` or `timeout_s / interval_s + 1` checks, whichever comes first
+    (the deadline also cuts a check that hangs)."""
+    checks = math.ceil(timeout_s / interval_s) + 1
+    try:
+        async with asyncio.timeout(timeout_s):
+            for _ in range(checks):
+                if found := await check():
+                    return found
+                await asyncio.sleep(interval_s)
+    except TimeoutError:
+        pass
+    raise AssertionError(f"timed out after {timeout_s} s waiting for {what}")
 
 
 class Follower:

@@ -6,25 +6,13 @@ link, then one info line once the database works again."""
 from __future__ import annotations
 
 import asyncio
-import time
 from pathlib import Path
 
 import httpx
 
 from tests.conftest import Backend
-from tests.e2e.outage_harness import proxied
+from tests.e2e.outage_harness import proxied, until
 from tests.e2e.rest_harness import process_env, schemabridge, service
-
-WAIT_S = 120.0
-
-
-async def _until(check: object, what: str) -> None:
-    deadline = time.monotonic() + WAIT_S
-    while time.monotonic() < deadline:
-        if await check():  # type: ignore[operator]
-            return
-        await asyncio.sleep(0.2)
-    raise AssertionError(f"timed out waiting for {what}")
 
 
 async def test_an_api_tells_a_database_outage_in_its_words_and_when_it_is_over(
@@ -45,13 +33,13 @@ async def test_an_api_tells_a_database_outage_in_its_words_and_when_it_is_over(
                     answer = await http.get("/workflows")
                     return answer.status_code == 503 and " WARNING " in api.stderr()
 
-                await _until(refused, "a 503 and the outage's warning")
+                await until(refused, "a 503 and the outage's warning")
                 await proxy.start()
 
                 async def back() -> bool:
                     return "database works again after" in api.stderr()
 
-                await _until(back, "the api saying the database works again")
+                await until(back, "the api saying the database works again")
                 assert (await http.get("/workflows")).status_code == 200
     log = api.stderr()
     warnings = [line for line in log.splitlines() if " WARNING " in line]

@@ -20,13 +20,12 @@ from typing import Any
 import httpx
 
 from tests.conftest import Backend
-from tests.e2e.outage_harness import gate, proxied
+from tests.e2e.outage_harness import gate, proxied, until
 from tests.e2e.rest_harness import process_env, schemabridge, service
 
 RUNS = 8
 """Fewer than admission's initial limit of a destination's slots (10): all are under way at once."""
 OUTAGE_S = 10.0
-WAIT_S = 120.0
 
 
 def held(gate_url: str) -> dict[str, Any]:
@@ -36,15 +35,6 @@ def held(gate_url: str) -> dict[str, Any]:
             "call": {"type": "GATEWAY", "config": {"url": gate_url + "/hold/{{ input.n }}"}}
         },
     }
-
-
-async def _until(check: Any, what: str) -> Any:
-    deadline = time.monotonic() + WAIT_S
-    while time.monotonic() < deadline:
-        if found := await check():
-            return found
-        await asyncio.sleep(0.2)
-    raise AssertionError(f"timed out waiting for {what}")
 
 
 async def _outage_under_a_worker(
@@ -78,7 +68,7 @@ async def _outage_under_a_worker(
                     async def all_called() -> bool:
                         return len(downstream.calls) == RUNS
 
-                    await _until(all_called, f"the worker calling {RUNS} held requests")
+                    await until(all_called, f"the worker calling {RUNS} held requests")
                     await proxy.cut()
                     cut_at = time.monotonic()
                     for n in range(RUNS):  # the calls end while the database is away
@@ -91,7 +81,7 @@ async def _outage_under_a_worker(
                         statuses = [run["status"] for run in runs]
                         return statuses if "RUNNING" not in statuses else None
 
-                    assert await _until(all_ended, "every run ending") == ["SUCCEEDED"] * RUNS
+                    assert await until(all_ended, "every run ending") == ["SUCCEEDED"] * RUNS
     return dict(downstream.calls), worker_log.read_text(encoding="utf-8")
 
 
