@@ -24,7 +24,7 @@ from tests.integration.actions_harness import (
     action_lines,
     failed_chain,
     failed_fan_out,
-    failed_with,
+    failed_runs,
     requests_by_path,
     single,
     submit,
@@ -403,7 +403,7 @@ async def test_a_batch_retry_preview_warns_of_runs_that_fail_the_same_way(api: A
     failed again at once, and its preview had said nothing. Of a batch matching that run and
     one that failed on its destination (http_error), the preview warns of exactly the first,
     as data too; the batch itself still retries both."""
-    config, http = await failed_with(api.runtime, ["invalid_config", "http_error"])
+    config, http = await failed_runs(api.runtime, ["invalid_config", "http_error"])
     body = {"filter": {"workflow": "kinds", "status": "FAILED"}}
     async with client(api.url, api.admin_key) as http_client:
         answer = await http_client.post("/runs/retry/preview", json=body)

@@ -27,7 +27,6 @@ from tests.integration.actions_harness import (
     failed_chain,
     failed_fan_out,
     failed_runs,
-    failed_with,
     nested,
     requests_by_path,
     single,
@@ -420,7 +419,7 @@ async def test_start_over_refusals(
 async def test_batch_retry_of_a_thousand_failed_runs_in_one_call(
     ops: Operations, runtime: Runtime, downstream: RunningDownstream
 ) -> None:
-    failed = await failed_runs(runtime, 1000)
+    failed = await failed_runs(runtime, ["http_error"] * 1000, name="bulk")
     running = [await submit(runtime, [single(downstream.url)], {}) for _ in range(2)]
     asked = [*failed[:500], "missing-1", *running, failed[0], *failed[500:], "missing-2"]
     with statements(runtime) as sent:
@@ -469,7 +468,7 @@ async def test_batch_retry_respects_the_tenant_and_its_arguments(
 
 
 async def test_batch_retry_by_filter(ops: Operations, runtime: Runtime) -> None:
-    failed = await failed_runs(runtime, 7)
+    failed = await failed_runs(runtime, ["http_error"] * 7, name="bulk")
     result = await ops.actions.batch_retry(filter=RunFilter(workflow="bulk"), limit=5, actor="cli")
     assert len(result.retried) == 5 and result.truncated
     assert set(result.retried) <= set(failed)
@@ -617,7 +616,7 @@ async def test_a_batch_preview_says_which_runs_fail_the_same_way_again(
     failed again at once. The preview names the runs whose failure a retry cannot fix (the
     workflow or the input caused it), grouped by kind, and leads its warnings with them; a run
     that failed on its destination is not among them. The batch still retries them all."""
-    config, http, expression, second = await failed_with(
+    config, http, expression, second = await failed_runs(
         runtime, ["invalid_config", "http_error", "expression_error", "invalid_config"]
     )
     kinds = RunFilter(workflow="kinds")

@@ -59,7 +59,7 @@ async def test_operator_actions_and_a_deployment_abort_wake_the_watches(
     runtime = await Runtime.open(settings_for(backend))
     ops = Operations(runtime)
     try:
-        retried, resolved, batch, ended, _ = await failed_runs(runtime, 5)
+        retried, resolved, batch, ended, _ = await failed_runs(runtime, ["http_error"] * 5)
         async with woken(runtime, retried):
             await ops.actions.retry(retried, actor="test")
         async with woken(runtime, resolved):
