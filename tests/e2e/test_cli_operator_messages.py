@@ -12,6 +12,7 @@ import time
 import pytest
 
 from tests.e2e.cli_harness import Stack, assert_refused
+from tests.integration.actions_harness import fix_first_warning
 
 WORKFLOW = "cli-messages-ping"
 
@@ -197,12 +198,8 @@ def test_a_batch_retry_warns_of_runs_that_fail_the_same_way(serve_api: Stack) ->
         assert failed.returncode == 1, (failed.stdout, failed.stderr)
     listed = serve_api.json("runs", "list", "--tenant", tenant, "--status", "FAILED")["items"]
     (config,) = [run["id"] for run in listed if run["workflow"] == spawn]
-    warning = (
-        "warning: 1 of the 2 runs failed with invalid_config, from the workflow or the runs' "
-        "input: retrying runs the same workflow version with the same input, so it fails the "
-        "same way at once. Fix the workflow (or the input), publish it, then submit new runs "
-        "(`schemabridge workflows publish FILE`, then `schemabridge runs submit "
-        f"NAME@VERSION --input JSON`); run: {config}"
+    warning = "warning: " + fix_first_warning(
+        "1 of the 2 runs failed with invalid_config", [config]
     )
     dry = serve_api.ok("runs", "retry", "--tenant", tenant, "--dry-run")
     said = " ".join(dry.stderr.split())  # rich may wrap the line

@@ -25,6 +25,7 @@ from tests.integration.actions_harness import (
     failed_chain,
     failed_fan_out,
     failed_runs,
+    fix_first_warning,
     requests_by_path,
     single,
     submit,
@@ -413,11 +414,7 @@ async def test_a_batch_retry_preview_warns_of_runs_that_fail_the_same_way(api: A
     assert preview["matching"] == 2
     assert preview["fixFirst"] == [{"kind": "invalid_config", "count": 1, "runIds": [config]}]
     assert preview["warnings"] == [
-        "1 of the 2 runs failed with invalid_config, from the workflow or the runs' input: "
-        "retrying runs the same workflow version with the same input, so it fails the same way "
-        "at once. Fix the workflow (or the input), publish it, then submit new runs "
-        "(`schemabridge workflows publish FILE`, then `schemabridge runs submit NAME@VERSION "
-        f"--input JSON`); run: {config}"
+        fix_first_warning("1 of the 2 runs failed with invalid_config", [config])
     ]
     assert http not in preview["warnings"][0]
     assert sorted(batch["retried"]) == sorted([config, http])

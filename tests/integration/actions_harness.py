@@ -7,7 +7,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 from collections import Counter
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from typing import Any
 
 from sqlalchemy import event
@@ -207,6 +207,20 @@ async def failed_runs(runtime: Runtime, kinds: list[str], name: str = "kinds") -
         [StepFailed(step, {**failures, "kind": kind_of[step.run_id]}) for step in claimed]
     )
     return ids
+
+
+def fix_first_warning(counted: str, run_ids: Sequence[str]) -> str:
+    """The batch retry preview's first warning (its `fixFirst` in words), the tests' one copy
+    of that wording: `counted` says how many runs failed with what ("1 of the 2 runs failed
+    with invalid_config"), `run_ids` are the runs it names, in its order."""
+    one = len(run_ids) == 1
+    return (
+        f"{counted}, from the workflow or the runs' input: retrying runs the same workflow "
+        f"version with the same input, so {'it fails' if one else 'they fail'} the same way at "
+        "once. Fix the workflow (or the input), publish it, then submit new runs (`schemabridge "
+        "workflows publish FILE`, then `schemabridge runs submit NAME@VERSION --input JSON`); "
+        f"{'run' if one else 'runs'}: {', '.join(run_ids)}"
+    )
 
 
 def nested(base: str, leaf_sleep_ms: int = 0) -> list[Workflow]:

@@ -27,6 +27,7 @@ from tests.integration.actions_harness import (
     failed_chain,
     failed_fan_out,
     failed_runs,
+    fix_first_warning,
     nested,
     requests_by_path,
     single,
@@ -628,25 +629,17 @@ async def test_a_batch_preview_says_which_runs_fail_the_same_way_again(
         ("expression_error", 1, [expression]),
     ]
     (warning,) = preview.warnings
-    assert warning.startswith(
-        "3 of the 4 runs failed with invalid_config (2) / expression_error (1), from the "
-        "workflow or the runs' input: retrying runs the same workflow version with the same "
-        "input, so they fail the same way at once. Fix the workflow (or the input), publish "
-        "it, then submit new runs (`schemabridge workflows publish FILE`, then `schemabridge "
-        "runs submit NAME@VERSION --input JSON`); runs: "
-    )
     named = warning.rsplit("runs: ", 1)[1].split(", ")
     assert sorted(named) == sorted([config, expression, second]) and http not in warning
+    counted = "3 of the 4 runs failed with invalid_config (2) / expression_error (1)"
+    assert warning == fix_first_warning(counted, named)
     # The newest run only: the batch with that limit takes it alone.
     assert (newest.matching, newest.truncated) == (1, True)
     assert [(g.kind, g.run_ids) for g in newest.fix_first] == [("invalid_config", [second])]
     assert newest.warnings == [
-        "The newest run, the one the batch takes, failed with invalid_config, from the "
-        "workflow "
-        "or the runs' input: retrying runs the same workflow version with the same input, so "
-        "it fails the same way at once. Fix the workflow (or the input), publish it, then "
-        "submit new runs (`schemabridge workflows publish FILE`, then `schemabridge runs "
-        f"submit NAME@VERSION --input JSON`); run: {second}"
+        fix_first_warning(
+            "The newest run, the one the batch takes, failed with invalid_config", [second]
+        )
     ]
     batch = await ops.actions.batch_retry(filter=kinds, actor="cli")
     assert sorted(batch.retried) == sorted([config, http, expression, second])
