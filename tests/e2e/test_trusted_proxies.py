@@ -141,11 +141,15 @@ def test_without_the_setting_a_process_logs_the_peer(tmp_path: Path) -> None:
         ("*", "'*' (every peer) is not accepted: any client could then set its own address"),
     ],
 )
-@pytest.mark.parametrize("command", ["api", "serve"])
+@pytest.mark.parametrize(
+    "command",
+    [["api", "--port", "0"], ["serve", "--port", "0"], ["worker", "--health-port", "0"]],
+    ids=["api", "serve", "worker"],
+)
 def test_a_malformed_list_refuses_to_start_in_one_line(
-    command: str, value: str, problem: str, tmp_path: Path
+    command: list[str], value: str, problem: str, tmp_path: Path
 ) -> None:
-    refused = schemabridge(embedded_env(tmp_path, trusted_proxies=value), command, "--port", "0")
+    refused = schemabridge(embedded_env(tmp_path, trusted_proxies=value), *command)
     assert refused.returncode == ExitCode.USAGE, (refused.stdout, refused.stderr)
     lines = [line for line in refused.stderr.splitlines() if line.strip()]
     assert lines == [

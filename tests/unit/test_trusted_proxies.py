@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 from pydantic import ValidationError
 
-from engine.settings import Settings, parse_trusted_proxies
+from engine.settings import TRUSTED_PROXIES_FORMAT, Settings, parse_trusted_proxies
 
 
 def test_addresses_and_networks_of_both_families() -> None:
@@ -66,6 +66,47 @@ def test_the_setting_is_read_and_refused_at_start(monkeypatch: pytest.MonkeyPatc
     monkeypatch.setenv("SCHEMABRIDGE_TRUSTED_PROXIES", "10.0.0.0/33")
     with pytest.raises(ValidationError, match="SCHEMABRIDGE_TRUSTED_PROXIES"):
         Settings()
+
+
+@pytest.fixture
+def unset(monkeypatch: pytest.MonkeyPatch) -> pytest.MonkeyPatch:
+    """Neither spelling of the setting in the environment."""
+    monkeypatch.delenv("SCHEMABRIDGE_TRUSTED_PROXIES", raising=False)
+    monkeypatch.delenv("TRUSTED_PROXIES", raising=False)
+    return monkeypatch
+
+
+@pytest.mark.parametrize("variable", ["SCHEMABRIDGE_TRUSTED_PROXIES", "TRUSTED_PROXIES"])
+@pytest.mark.parametrize(
+    ("value", "networks"),
+    [
+        ("10.20.0.0/24, fd00:20::/64,192.0.2.7", ["10.20.0.0/24", "fd00:20::/64", "192.0.2.7/32"]),
+        ("", []),
+        (" , ", []),
+    ],
+    ids=["valid", "empty", "blank"],
+)
+def test_the_settings_object_reads_either_spelling(
+    unset: pytest.MonkeyPatch, variable: str, value: str, networks: list[str]
+) -> None:
+    unset.setenv(variable, value)
+    assert [str(network) for network in Settings().trusted_proxy_networks()] == networks
+
+
+@pytest.mark.parametrize("variable", ["SCHEMABRIDGE_TRUSTED_PROXIES", "TRUSTED_PROXIES"])
+@pytest.mark.parametrize("value", ["proxy.internal", "10.0.0.0/33", "10.0.0.1;10.0.0.2", "*"])
+def test_a_malformed_value_is_refused_naming_the_setting_and_valid_values(
+    unset: pytest.MonkeyPatch, variable: str, value: str
+) -> None:
+    unset.setenv(variable, value)
+    with pytest.raises(ValidationError) as refused:
+        Settings()
+    (problem,) = refused.value.errors()
+    # The CLI prints this as `schemabridge: invalid setting LOC: MSG` (api.cli.main), one line.
+    assert problem["loc"] == ("SCHEMABRIDGE_TRUSTED_PROXIES",)
+    assert "\n" not in problem["msg"]
+    assert f"'{value}'" in problem["msg"] and TRUSTED_PROXIES_FORMAT in problem["msg"]
+    assert "10.0.0.0/8" in TRUSTED_PROXIES_FORMAT  # an example of a valid value
 
 
 def test_by_default_no_proxy_is_trusted(monkeypatch: pytest.MonkeyPatch) -> None:
