@@ -18,12 +18,10 @@ import pytest
 from api.cli.exit_codes import ExitCode
 from tests.conftest import Backend
 from tests.e2e.rest_harness import process_env, schemabridge, service, upgraded
+from tests.integration.operations_harness import single
 
 UNREACHABLE = "http://127.0.0.1:9/never"
-DOCUMENT = {
-    "name": "quiet",
-    "vertices": {"call": {"type": "GATEWAY", "config": {"url": UNREACHABLE}}},
-}
+DOCUMENT = single("quiet", UNREACHABLE)
 
 
 def embedded_env(tmp_path: Path, **settings: str) -> dict[str, str]:

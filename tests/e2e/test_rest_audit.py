@@ -17,11 +17,9 @@ from engine.runtime import Runtime
 from tests.conftest import Backend
 from tests.e2e.rest_harness import access_lines, client, serving
 from tests.integration.engine_harness import settings_for
+from tests.integration.operations_harness import single
 
-DOCUMENT = {
-    "name": "audited",
-    "vertices": {"call": {"type": "GATEWAY", "config": {"url": "http://127.0.0.1:9/never"}}},
-}
+DOCUMENT = single("audited", "http://127.0.0.1:9/never")
 
 
 @dataclass

@@ -32,6 +32,7 @@ from demo.downstream import RunningDownstream
 from tests.conftest import Backend
 from tests.e2e.outage_harness import fan_out, proxied, throwaway_redis
 from tests.e2e.rest_harness import Service, process_env, service
+from tests.integration.operations_harness import single
 
 SUBMIT_ROUTE = "/workflows/{name}/runs"
 pytestmark = pytest.mark.skipif(
@@ -77,10 +78,7 @@ async def _eventually(check: Any, what: str, timeout_s: float = STEP_TIMEOUT_S) 
 
 
 def one_call(base: str) -> dict[str, Any]:
-    return {
-        "name": "one-call",
-        "vertices": {"call": {"type": "GATEWAY", "config": {"url": f"{base}/one"}}},
-    }
+    return single("one-call", f"{base}/one")
 
 
 async def _publish(url: str, documents: Any) -> None:
