@@ -59,6 +59,20 @@ class Caller:
             name = name[: NAME_SHOWN_CHARS - 1] + "…"
         return f"{self.actor} ({name})"
 
+    def own_tenant(self, named: str | None, acting: str) -> str | None:
+        """`named` (a request's tenant filter or `tenantId`) when this caller may name it. A
+        tenant key naming another tenant is a 403 `tenant_forbidden`: it names a tenant it
+        knows is not its own, so saying so reveals nothing, where an empty answer would read
+        as "that tenant has no runs". `acting`: what the key does, "reads" or "submits for"."""
+        if self.tenant is None or named is None or named == self.tenant:
+            return named
+        raise ApiError(
+            403,
+            "tenant_forbidden",
+            f"this key {acting} tenant {self.tenant!r} only, not {named!r}: leave the "
+            "tenant out, or use an admin key",
+        )
+
 
 NAME_SHOWN_CHARS = 60
 
@@ -95,10 +109,36 @@ def key_from_headers(authorization: str | None, api_key: str | None) -> str | No
     return api_key
 
 
-async def authenticate(ops: Operations, secret: str | None) -> Caller:
-    """The caller whose key `secret` is; 401 `unauthorized` without a live key."""
+def no_key_message(authorization: str | None) -> str:
+    """Why a request carries no key: an `Authorization` header without the Bearer scheme (a
+    bare key, or `Token …`, `Basic …`) is the usual mistake, so it is named; the header's
+    value is never repeated, since it may be the key itself."""
+    scheme, credentials = get_authorization_scheme_param(authorization)
+    if not authorization or not authorization.strip():
+        return NO_KEY
+    if not credentials and scheme.lower() == "bearer":
+        return "the Authorization header names the Bearer scheme but no key after it"
+    if not credentials:
+        return (
+            "the Authorization header has no scheme: send 'Authorization: Bearer <key>' "
+            "(or 'X-API-Key: <key>')"
+        )
+    if scheme.lower() != "bearer":
+        shown = scheme if scheme.isalpha() and len(scheme) <= 20 else "another"
+        return (
+            f"the Authorization header uses the {shown!r} scheme: send "
+            "'Authorization: Bearer <key>' (or 'X-API-Key: <key>')"
+        )
+    return NO_KEY
+
+
+async def authenticate(
+    ops: Operations, secret: str | None, authorization: str | None = None
+) -> Caller:
+    """The caller whose key `secret` is; 401 `unauthorized` without a live key.
+    `authorization`: the request's header, to say what was wrong with it when it gave none."""
     if not secret:
-        raise _unauthorized(NO_KEY)
+        raise _unauthorized(no_key_message(authorization))
     key = await ops.keys.authenticate(secret)
     if key is None:
         raise _unauthorized(UNKNOWN_KEY)
@@ -122,10 +162,9 @@ async def current_caller(
         else:
             # The dependencies declare the two schemes in OpenAPI; the key is read as the gate
             # and a stream's check read it (`key_from_headers`), so all three agree.
-            secret = key_from_headers(
-                request.headers.get("authorization"), request.headers.get("x-api-key")
-            )
-            caller = await authenticate(ops, secret)
+            authorization = request.headers.get("authorization")
+            secret = key_from_headers(authorization, request.headers.get("x-api-key"))
+            caller = await authenticate(ops, secret, authorization)
     # For the access log (api.rest.middleware.RequestObserver reads it after the answer).
     request.state.key_id = caller.key_id
     return caller

@@ -16,7 +16,7 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 from pydantic.alias_generators import to_camel
 from pydantic_core import PydanticCustomError
 
-from api.rest.auth import CallerDep
+from api.rest.auth import Caller, CallerDep
 from api.rest.body_shape import JsonBodyRoute
 from api.rest.deps import OperationsDep
 from api.rest.errors import ErrorBody, error_responses
@@ -40,6 +40,7 @@ router = APIRouter(tags=["operator actions"], route_class=JsonBodyRoute)
 
 
 RUN_NOT_FOUND = "No such run, or another tenant's (`run_not_found`)"
+TENANT_FORBIDDEN = "A tenant key's filter names another tenant (`tenant_forbidden`)."
 
 
 def _action_errors(
@@ -171,16 +172,24 @@ class BatchRetryPreviewRequest(_Body):
     )
 
 
+def _selection(batch: BatchFilter, caller: Caller) -> RunFilter:
+    """The filter's runs, once a tenant key's filter is known to name only its own tenant."""
+    caller.own_tenant(batch.tenant_id, "retries runs of")
+    return batch.selection()
+
+
 @router.post(
     "/runs/retry/preview",
     response_model=BatchRetryPreview,
     responses=error_responses(
         401,
+        403,
         422,
         503,
         codes={
+            403: TENANT_FORBIDDEN,
             422: "A filter a run list refuses (`invalid_filter`, naming its `parameter`), or "
-            "a body that does not fit (`invalid_request`)."
+            "a body that does not fit (`invalid_request`).",
         },
     ),
     summary="Count what a batch retry with a filter would take, retrying nothing",
@@ -192,16 +201,16 @@ async def batch_retry_preview(
     and `limit` — `matching`, the runs it would take (counted in the database, up to
     `limit`), `truncated` when more match, and `warnings`/`breakers`, each open breaker the
     steps of those runs that would run again call. A tenant key counts its tenant's runs
-    only (a filter naming another tenant matches none)."""
+    only (a filter naming another tenant is a 403 `tenant_forbidden`)."""
     return await ops.actions.batch_retry_preview(
-        body.filter.selection(), body.limit, tenant=caller.tenant
+        _selection(body.filter, caller), body.limit, tenant=caller.tenant
     )
 
 
 @router.post(
     "/runs/retry",
     response_model=BatchRetryResult,
-    responses=error_responses(401, 422, 503),
+    responses=error_responses(401, 403, 422, 503, codes={403: TENANT_FORBIDDEN}),
     summary="Retry many FAILED runs at once, by ids or by a filter",
 )
 async def batch_retry(
@@ -219,7 +228,7 @@ async def batch_retry(
     `POST /runs/retry/preview` counts what a filter would take first."""
     return await ops.actions.batch_retry(
         ids=body.ids,
-        filter=None if body.filter is None else body.filter.selection(),
+        filter=None if body.filter is None else _selection(body.filter, caller),
         limit=body.limit,
         actor=caller.actor,
         tenant=caller.tenant,

@@ -57,7 +57,6 @@ from engine.operations.views import (
     RunStatus,
     RunSummary,
 )
-from schemas.errors import ApiError
 
 SYNC_WAIT_GRACE_S = 2.0
 """How much longer than `TIMEOUT_GATEWAY_MS` a `?wait=true` waits. A call that times out uses
@@ -78,15 +77,7 @@ def run_url(run_id: str) -> str:
 
 
 def _tenant_of(caller: Caller, requested: str | None) -> str:
-    if caller.tenant is None:
-        return requested or "default"
-    if requested not in (None, caller.tenant):
-        raise ApiError(
-            403,
-            "tenant_forbidden",
-            f"this key submits for tenant {caller.tenant!r} only, not {requested!r}",
-        )
-    return caller.tenant
+    return caller.own_tenant(requested, "submits for") or caller.tenant or "default"
 
 
 def _outcome(detail: RunDetail, *, created: bool) -> JSONResponse:
@@ -269,13 +260,15 @@ async def submit(
     response_model=Page[RunSummary],
     responses=error_responses(
         401,
+        403,
         422,
         503,
         codes={
+            403: "A tenant key's `tenantId` names another tenant (`tenant_forbidden`).",
             422: "A filter no run can match (`invalid_filter`: `details.parameter` names it, "
             "`details.accepted` lists the values a status or route takes), or a cursor this "
             "list did not give out (`invalid_cursor`), or `parent` with `roots=true` (a "
-            "parent's children are never root runs)."
+            "parent's children are never root runs).",
         },
     ),
     summary="List runs (root runs unless roots=false), newest first, with filters and cursors",
@@ -325,12 +318,14 @@ async def list_runs(
     of the same filter acts on: one fan-out's children do not bury a tenant's runs.
     `roots=false` lists every run; `parent` lists that run's children (newest first; in
     item order, `GET /runs/{id}/children`). Another tenant's runs never appear for a tenant
-    key; a `tenantId` naming another answers an empty page."""
+    key; a `tenantId` naming another is a 403 `tenant_forbidden`."""
     selection = RunFilter(
         workflow=workflow,
         version=version,
         status=status_,
-        tenant=one_of(tenant_id, tenant, name="tenantId", old_name="tenant"),
+        tenant=caller.own_tenant(
+            one_of(tenant_id, tenant, name="tenantId", old_name="tenant"), "reads"
+        ),
         parent=parent,
         created_after=created_after,
         created_before=created_before,

@@ -359,8 +359,9 @@ async def test_a_batch_retry_preview_counts_what_a_filter_would_take(
 ) -> None:
     """`POST /runs/retry/preview` counts the runs a batch retry with the same filter would
     take (FAILED ones, unless it names a status), up to `limit`, and retries nothing. A tenant
-    key counts its own tenant's runs only: a filter naming another tenant counts none. A
-    filter a list refuses is refused the same way; the route is documented."""
+    key counts its own tenant's runs only: a filter naming another tenant is refused (403
+    `tenant_forbidden`), for the preview and the batch alike. A filter a list refuses is
+    refused the same way; the route is documented."""
     acme = [await failed_chain(api.runtime, downstream, tenant_id="acme") for _ in range(2)]
     globex = await failed_chain(api.runtime, downstream, tenant_id="globex")
     running = await submit(api.runtime, [single(downstream.url)], {}, tenant_id="acme")
@@ -373,7 +374,8 @@ async def test_a_batch_retry_preview_counts_what_a_filter_would_take(
     async with client(api.url, api.acme_key) as http:
         mine = (await http.post("/runs/retry/preview", json={"filter": {}})).json()
         named = {"filter": {"tenant": "globex"}}
-        theirs = (await http.post("/runs/retry/preview", json=named)).json()
+        theirs = await http.post("/runs/retry/preview", json=named)
+        retry_theirs = await http.post("/runs/retry", json=named)
     async with client(api.url, api.globex_key) as http:
         globex_own = (await http.post("/runs/retry/preview", json={"filter": {}})).json()
     assert everything == {
@@ -389,10 +391,13 @@ async def test_a_batch_retry_preview_counts_what_a_filter_would_take(
     assert (broken.status_code, broken.json()["code"]) == (422, "invalid_filter")
     assert (bodiless.status_code, bodiless.json()["code"]) == (422, "invalid_request")
     assert (mine["matching"], mine["truncated"]) == (2, False)
-    assert theirs["matching"] == 0
+    for refused in (theirs, retry_theirs):
+        assert (refused.status_code, refused.json()["code"]) == (403, "tenant_forbidden")
+        assert "not 'globex'" in refused.json()["message"]
     assert globex_own["matching"] == 1
     route = documented["/runs/retry/preview"]["post"]
-    assert {"200", "422"} <= set(route["responses"])
+    assert {"200", "403", "422"} <= set(route["responses"])
+    assert "403" in documented["/runs/retry"]["post"]["responses"]
     for run_id in [*acme, globex]:
         assert (await wait_for_run(api.runtime, run_id)).status == "FAILED"
         assert await action_lines(api.runtime, run_id) == [], "a preview retries nothing"

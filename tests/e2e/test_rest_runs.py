@@ -554,7 +554,8 @@ async def test_tenants_see_and_submit_only_their_own_runs(api: Api) -> None:
         other = await acme.post("/workflows/one/runs", json={"tenantId": "globex"})
         theirs = (await globex.post("/workflows/one/runs", json={})).json()
         acme_list = (await acme.get("/runs", params={"limit": 500})).json()["items"]
-        acme_asks_globex = (await acme.get("/runs", params={"tenant": "globex"})).json()
+        acme_asks_globex = await acme.get("/runs", params={"tenantId": "globex"})
+        acme_asks_itself = await acme.get("/runs", params={"tenantId": "acme"})
         globex_list = (await globex.get("/runs")).json()["items"]
         reads = [
             await globex.get(f"/runs/{mine['id']}"),
@@ -572,7 +573,11 @@ async def test_tenants_see_and_submit_only_their_own_runs(api: Api) -> None:
     assert_error(other, 403, "tenant_forbidden")
     assert {r["tenantId"] for r in acme_list} == {"acme"} and len(acme_list) == 2
     assert theirs["id"] not in {r["id"] for r in acme_list}
-    assert acme_asks_globex["items"] == []
+    # Naming another tenant is refused in words, not answered with a page that reads as
+    # "globex has no runs"; naming its own tenant is the same list as naming none.
+    assert_error(acme_asks_globex, 403, "tenant_forbidden")
+    assert "reads tenant 'acme' only, not 'globex'" in acme_asks_globex.json()["message"]
+    assert [r["id"] for r in acme_asks_itself.json()["items"]] == [r["id"] for r in acme_list]
     assert [r["id"] for r in globex_list] == [theirs["id"]]
     for answer in reads:
         assert_error(answer, 404, "run_not_found")
