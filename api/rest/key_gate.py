@@ -71,11 +71,10 @@ class KeyGate:
         if not _carries_body(scope, headers):
             await self.app(scope, receive, send)
             return
-        secret = key_from_headers(
-            _text(headers.get(b"authorization")), _text(headers.get(b"x-api-key"))
-        )
+        authorization = _text(headers.get(b"authorization"))
+        secret = key_from_headers(authorization, _text(headers.get(b"x-api-key")))
         try:
-            caller = await authenticate(ops, secret)
+            caller = await authenticate(ops, secret, authorization)
         except ApiError as refused:
             await send_error(send, refused.status, refused.code, str(refused))
             return

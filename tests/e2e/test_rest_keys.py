@@ -152,6 +152,33 @@ async def test_no_key_or_an_unknown_key_is_401(api: Api, headers: dict[str, str]
     assert len((await api.ops.keys.list()).items) == 1, "no key was created"
 
 
+@pytest.mark.parametrize(
+    ("authorization", "says"),
+    [
+        (None, "an API key is required: send 'Authorization: Bearer <key>'"),
+        ("{key}", "the Authorization header has no scheme: send 'Authorization: Bearer <key>'"),
+        ("Token {key}", "the Authorization header uses the 'Token' scheme: send 'Authoriz"),
+        ("Basic dXNlcjpwYXNz", "the Authorization header uses the 'Basic' scheme"),
+        ("Bearer", "names the Bearer scheme but no key after it"),
+    ],
+)
+async def test_a_key_sent_without_the_bearer_scheme_is_named(
+    api: Api, authorization: str | None, says: str
+) -> None:
+    """The usual mistake, a key in `Authorization` without "Bearer", is said as such (the
+    header's value never repeated: it is the key), on a route with a body as without."""
+    headers = (
+        {} if authorization is None else {"Authorization": authorization.format(key=api.admin_key)}
+    )
+    async with client(api.url) as http:
+        for method, path in (("GET", "/keys"), ("POST", "/keys")):
+            answer = await http.request(method, path, headers=headers, json={"admin": True})
+            assert answer.status_code == 401, (method, path)
+            assert says in answer.json()["message"], answer.json()
+            assert api.admin_key not in answer.text
+    assert len((await api.ops.keys.list()).items) == 1, "no key was created"
+
+
 async def test_both_headers_are_accepted(api: Api) -> None:
     async with client(api.url) as http:
         bearer = await http.get("/keys", headers={"Authorization": f"Bearer {api.admin_key}"})
