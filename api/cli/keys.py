@@ -57,7 +57,8 @@ def list_keys(
     as_json: Annotated[bool, typer.Option("--json", help="The same as --output json.")] = False,
     output: OutputOption = OutputFormat.TEXT,
 ) -> None:
-    """List keys: id, name, role or tenant, created, expires, revoked (never a secret)."""
+    """List keys: id, name, role or tenant, state (live, expired, revoked), created, expires,
+    revoked (never a secret)."""
     listed = with_operations(lambda ops: ops.keys.list())
     if as_json or output is OutputFormat.JSON:
         print(json.dumps(listed.model_dump(by_alias=True)["items"], indent=2), flush=True)
@@ -81,13 +82,16 @@ def list_keys(
             key.id,
             key.name or "-",
             "admin" if key.tenant is None else f"tenant {key.tenant}",
+            key.state,
             _time(key.created_at),
             _time(key.expires_at),
             _time(key.revoked_at),
         ]
         for key in listed.items
     ]
-    headers = ["ID", "NAME", "ROLE", "CREATED (UTC)", "EXPIRES (UTC)", "REVOKED (UTC)"]
+    # STATE first of the times: whether the key works now, which an expiry in the past
+    # only implies (REST's `state`).
+    headers = ["ID", "NAME", "ROLE", "STATE", "CREATED (UTC)", "EXPIRES (UTC)", "REVOKED (UTC)"]
     render(stdout(), table(headers, rows))
 
 

@@ -53,7 +53,12 @@ async def test_revocation_holds_at_once_and_secrets_are_shown_once(
         assert api.stop() == 0
         printed = api.stdout() + api.stderr()
 
-    listed = cli(env, "list", "--json").stdout + cli(env, "list").stdout
+    table = cli(env, "list").stdout
+    listed = cli(env, "list", "--json").stdout + table
+    # Whether each key works now is a column of its own, as REST's `state`.
+    rows = {line.split()[0]: line.split() for line in table.splitlines() if line.strip()}
+    assert "STATE" in rows["ID"]
+    assert rows[identifier][rows["ID"].index("STATE") + 1] == "revoked"  # ROLE is two words
     dump = await dump_database(backend.database_url)
     for key in (secret, admin):
         assert hits(dump, key) == []
