@@ -56,6 +56,12 @@ def error_line(error: ErrorView | None) -> str:
     return f"{error.kind}{where}{message}"
 
 
+def ran_again(run: RunSummary) -> bool:
+    """Whether an operator (or a child's retry) made the run run again: its `started_at` moved
+    past its creation, and its duration counts from then, not from `created`."""
+    return run.started_at is not None and run.started_at > run.created_at + 0.001
+
+
 def run_duration(run: RunSummary, now: float) -> str:
     start = run.started_at or run.created_at
     if run.ended_at is not None:
@@ -349,10 +355,19 @@ def run_header(run: RunDetail, now: float) -> Table:
         ("tenant", run.tenant_id),
         ("created", _created(run, now)),
     ]
+    again = ran_again(run)
+    since = " since it ran again" if again else ""
+    if again:
+        pairs.append(("ran again", moment(run.started_at or run.created_at, now)))
     if run.ended_at is not None:
-        pairs.append(("ended", f"{moment(run.ended_at, now)}, after {run_duration(run, now)}"))
+        pairs.append(
+            ("ended", f"{moment(run.ended_at, now)}, after {run_duration(run, now)}{since}")
+        )
     else:
-        pairs.append(("running for", run_duration(run, now)))
+        start = run.started_at or run.created_at
+        pairs.append(
+            ("running for", f"{duration(now - start)}{since}" if again else run_duration(run, now))
+        )
     pairs += _lineage(run, now)
     if run.deployment_id is not None:
         shown = f"{run.deployment_id}: schemabridge deployments show {run.deployment_id}"

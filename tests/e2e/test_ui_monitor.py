@@ -267,10 +267,19 @@ def test_a_retry_into_an_open_breaker_shows_the_apis_warning(
         # stays.
         page.locator("h1 .badge", has_text="failed").wait_for()
         assert warning.is_visible()
-        # The refusal's wait is said as a duration, not as the float the API carries.
-        retry_after = page.locator(".error-box dt", has_text="Retry after").first
+        # Its duration is the retry's, so the page says when it ran again and that the
+        # duration counts from then (created → ended is longer).
+        facts = page.locator(".run-facts")
+        facts.locator("dt", has_text="Ran again").wait_for()
+        duration_dd = facts.locator("dt", has_text="Duration").locator(
+            "xpath=following-sibling::dd[1]"
+        )
+        assert duration_dd.inner_text().endswith("since it ran again"), duration_dd.inner_text()
+        # The refusal's wait is said as a duration, not as the float the API carries, and
+        # as of the failure, not as a countdown.
+        retry_after = page.locator(".error-box dt", has_text="Asked to wait").first
         said_after = retry_after.locator("xpath=following-sibling::dd[1]").inner_text()
-        assert re.fullmatch(r"\d+(\.\d)? s", said_after), said_after
+        assert re.fullmatch(r"\d+(\.\d)? s, when it failed", said_after), said_after
         shoot(page, "run-retry-breaker-warning")
     assert server.run_status(run_id) == "FAILED"
     with opened(browser, f"{server.ui}#/runs?tenant={tenant}") as (page, _):

@@ -411,6 +411,39 @@ def test_a_resolved_step_says_it_was_resolved_not_how_long_it_took() -> None:
     assert "resolved by operator" in row and "2 min" not in row, table
 
 
+def test_a_run_made_to_run_again_says_when_its_duration_counts_from() -> None:
+    # Created 3 min before it ended, retried 65 ms before: "after 65 ms" alone contradicts the
+    # times beside it, so the header says when it ran again and that the duration counts
+    # from then; a run never reopened keeps the plain line.
+    base = {
+        "id": "r1",
+        "workflow": "ticket",
+        "version": 2,
+        "tenantId": "acme",
+        "status": "SUCCEEDED",
+        "createdAt": NOW - 180,
+        "endedAt": NOW,
+        "steps": [],
+    }
+    again = rendered(
+        run_display.run_header(RunDetail.model_validate({**base, "startedAt": NOW - 0.065}), NOW)
+    )
+    first = rendered(
+        run_display.run_header(RunDetail.model_validate({**base, "startedAt": NOW - 180}), NOW)
+    )
+    assert "ran again" in again and "after 65 ms since it ran again" in again, again
+    assert "ran again" not in first and "after 3 min" in first, first
+    running = rendered(
+        run_display.run_header(
+            RunDetail.model_validate(
+                {**base, "status": "RUNNING", "endedAt": None, "startedAt": NOW - 2}
+            ),
+            NOW,
+        )
+    )
+    assert "2.0 s since it ran again" in running and "so far" not in running, running
+
+
 BREAKER = (
     "circuit open: the tenant breaker of 'billing' (tenant 'acme') is open: it refuses every "
     "call until it half-opens (once the destination is fixed, close it with `schemabridge "

@@ -40,6 +40,17 @@ function candidateOf(detail) {
   return h("span", { class: "muted" }, " (", link, ")");
 }
 
+/** Whether an operator (or a child's retry) made the run run again: its `startedAt` moved past
+ * its creation, and its duration counts from then (the time it sat FAILED is not work). */
+function againAt(detail) {
+  return detail.startedAt !== null && detail.startedAt !== undefined && detail.startedAt > detail.createdAt + 0.001;
+}
+
+/** "Ran again" beside "Created", so a duration shorter than created → ended says why. */
+function ranAgain(detail) {
+  return againAt(detail) ? [["Ran again", time(detail.startedAt)]] : [];
+}
+
 function headline(detail) {
   const facts = [
     ["Run", h("span", { class: "mono", title: detail.id }, detail.id)],
@@ -47,8 +58,9 @@ function headline(detail) {
     ["Tenant", detail.tenantId],
     // Who submitted it (a key's id, `cli`, `demo`); a child's is its root's submitter.
     ["Created", detail.createdBy ? [time(detail.createdAt), h("span", { class: "muted run-created-by" }, ` · by ${detail.createdBy}`)] : time(detail.createdAt)],
+    ...ranAgain(detail),
     ["Ended", time(detail.endedAt)],
-    ["Duration", duration(elapsed(detail.startedAt, detail.endedAt))],
+    ["Duration", [duration(elapsed(detail.startedAt, detail.endedAt)), againAt(detail) ? h("span", { class: "muted" }, " since it ran again") : null]],
   ];
   if (detail.parentRunId) {
     facts.push(["Parent", [h("a", { href: `#/runs/${encodeURIComponent(detail.parentRunId)}` }, shortId(detail.parentRunId)), ` · ${detail.parentVertexId} item ${detail.itemIndex}`]]);

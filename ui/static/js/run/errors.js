@@ -14,7 +14,9 @@ export function errorBox(error, { title = "Error" } = {}) {
     ["Step", error.vertexId],
     ["HTTP status", error.httpStatus],
     ["Attempts", error.attempts],
-    ["Retry after", error.retryAfterS ? duration(error.retryAfterS) : null],
+    // The wait the refusal asked for (a downstream's Retry-After, a breaker's cool-down) as of
+    // the failure: said so, or a run that ended long ago reads as if it were counting down.
+    ["Asked to wait", error.retryAfterS ? `${duration(error.retryAfterS)}, when it failed` : null],
   ].filter(([, value]) => value !== null && value !== undefined && value !== "");
   return h(
     "section",
