@@ -238,6 +238,15 @@ def follow_reset_link(page: Any, link: Any, destination: str, tenant: str) -> No
     )
 
 
+def assert_said_ran_again(page: Any) -> None:
+    """A run made to run again: its duration is the latest run's, so the page says when it
+    ran again and that the duration counts from then (created → ended is longer)."""
+    facts = page.locator(".run-facts")
+    facts.locator("dt", has_text="Ran again").wait_for()
+    said = facts.locator("dt", has_text="Duration").locator("xpath=following-sibling::dd[1]")
+    assert said.inner_text().endswith("since it ran again"), said.inner_text()
+
+
 def test_a_retry_into_an_open_breaker_shows_the_apis_warning(
     server: DemoServer, browser: Any
 ) -> None:
@@ -267,14 +276,7 @@ def test_a_retry_into_an_open_breaker_shows_the_apis_warning(
         # stays.
         page.locator("h1 .badge", has_text="failed").wait_for()
         assert warning.is_visible()
-        # Its duration is the retry's, so the page says when it ran again and that the
-        # duration counts from then (created → ended is longer).
-        facts = page.locator(".run-facts")
-        facts.locator("dt", has_text="Ran again").wait_for()
-        duration_dd = facts.locator("dt", has_text="Duration").locator(
-            "xpath=following-sibling::dd[1]"
-        )
-        assert duration_dd.inner_text().endswith("since it ran again"), duration_dd.inner_text()
+        assert_said_ran_again(page)
         # The refusal's wait is said as a duration, not as the float the API carries, and
         # as of the failure, not as a countdown.
         retry_after = page.locator(".error-box dt", has_text="Asked to wait").first
