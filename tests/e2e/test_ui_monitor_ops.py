@@ -323,7 +323,9 @@ def test_retry_all_matching_retries_every_page(server: DemoServer, browser: Any)
         page.get_by_role("button", name="Retry all matching…").click()
         dialog = page.locator("dialog.modal")
         dialog.wait_for()
-        assert f"Retry all {n} matching FAILED runs?" in dialog.inner_text()
+        said = " ".join(dialog.inner_text().split())
+        assert f"Retry all {n} matching FAILED runs?" in said, said
+        assert f"The failed steps of all {n} FAILED runs these filters match" in said, said
         assert [a for a in asked if "/runs" in a] == [f"POST {server.url}/runs/retry/preview"]
         shoot(page, "ops-retry-all-dialog", narrow=False)
         confirm(page, f"Retry {n}")
@@ -504,7 +506,9 @@ def test_retry_all_matching_says_the_runs_the_batch_skips(server: DemoServer, br
         dialog = page.locator("dialog.modal")
         dialog.wait_for()
         said = " ".join(dialog.inner_text().split())
-        assert "Retry all 1 matching FAILED run?" in said, said
+        # One run is "the 1", not "all 1"; many are "all 55" (above).
+        assert "Retry the 1 matching FAILED run?" in said, said
+        assert "The failed steps of the 1 FAILED run these filters match" in said, said
         assert (
             "1 matched is skipped: under a SUCCEEDED run (their retry would reopen a finished "
             "run's join; name one alone to retry it)."

@@ -59,6 +59,11 @@ function skippedText(preview) {
   return `${count(total)} matched ${total === 1 ? "is" : "are"} skipped: ${reasons.join(", ")}`;
 }
 
+/** "all 12 matching FAILED runs", but "the 1 matching FAILED run": "all" of one reads wrong. */
+function everyOf(n, noun) {
+  return `${n === 1 ? "the" : "all"} ${plural(n, noun)}`;
+}
+
 /** The button; `filterOf()` is the list's current filter, `done()` reloads the list. Only a
  * list of any status or of FAILED runs offers it: a batch retry retries FAILED runs only. */
 export function retryAllButton(filterOf, result, done) {
@@ -91,8 +96,8 @@ export function retryAllButton(filterOf, result, done) {
     const said = (preview.warnings || []).slice(fixFirst.length ? 1 : 0);
     const warned = said.length ? [h("p", {}, h("strong", {}, "⚠ Before you retry:")), h("ul", {}, said.map((w) => h("li", {}, warningNodes(w, preview.breakers))))] : [];
     const ok = await confirmAction({
-      title: `Retry all ${plural(n, "matching FAILED run")}?`,
-      text: `The failed steps of ${more ? `the newest ${count(n)} of the FAILED runs` : `all ${plural(n, "FAILED run")}`} these filters match (every page, not only this one) run again, with the steps stopped when each failed; completed steps are kept.`,
+      title: `Retry ${everyOf(n, "matching FAILED run")}?`,
+      text: `The failed steps of ${more ? `the newest ${count(n)} of the FAILED runs` : everyOf(n, "FAILED run")} these filters match (every page, not only this one) run again, with the steps stopped when each failed; completed steps are kept.`,
       noteBlocks: cap || skippedNote || fixFirst.length || warned.length ? [...fixFirst, skippedNote ? h("p", {}, `⚠ ${skippedNote}.`) : null, cap, warned] : null,
       confirm: `Retry ${count(n)}`,
     });
