@@ -347,11 +347,34 @@ def _created(run: RunDetail, now: float) -> str:
     return f"{moment(run.created_at, now)}{by}"
 
 
+def tolerated_words(run: RunDetail) -> str | None:
+    """ "3 of 100 children failed (tolerated)": a run that SUCCEEDED although children of it
+    failed or were cancelled (its MERGE tolerated them), which its status alone hides; the
+    monitor's run page says the same. None for any other run."""
+    fanout = run.fanout
+    if run.status != "SUCCEEDED" or not fanout.failed + fanout.cancelled:
+        return None
+    of = plural(fanout.total, "child", "children")
+    if not fanout.failed:
+        return f"{fanout.cancelled:,} of {of} cancelled (tolerated)"
+    cancelled = f", {fanout.cancelled:,} cancelled" if fanout.cancelled else ""
+    return f"{fanout.failed:,} of {of} failed{cancelled} (tolerated)"
+
+
+def _status(run: RunDetail) -> Text:
+    """The run's status, and after it, in yellow, the children its join tolerated failing."""
+    text = status_text(run.status)
+    tolerated = tolerated_words(run)
+    if tolerated is not None:
+        text.append(f" — {tolerated}", style="yellow")
+    return text
+
+
 def run_header(run: RunDetail, now: float) -> Table:
     route = f" ({ROUTE_WORDS.get(run.route, run.route)})" if run.route else ""
     pairs: list[tuple[str, str | Text]] = [
         ("workflow", f"{run.workflow} v{run.version}{route}"),
-        ("status", status_text(run.status)),
+        ("status", _status(run)),
         ("tenant", run.tenant_id),
         ("created", _created(run, now)),
     ]
@@ -531,8 +554,11 @@ def next_commands(run: RunDetail) -> list[str]:
         return hints
     if run.status == "RUNNING":
         return [f"schemabridge runs watch {run_id}", f"schemabridge runs cancel {run_id}"]
-    if run.fanout.failed:
-        return [f"schemabridge runs reprocess {run_id}"]
+    if run.fanout.failed:  # tolerated by its join: which ones, then run them again
+        return [
+            f"schemabridge runs children {run_id} --status FAILED",
+            f"schemabridge runs reprocess {run_id}",
+        ]
     return []
 
 

@@ -109,6 +109,29 @@ def test_a_join_failed_by_its_children_leads_with_reprocess(
     assert f"schemabridge runs retry {run}" not in hints, "a retry fails the join again at once"
 
 
+def test_a_join_that_tolerated_a_failed_child_says_so_beside_succeeded(
+    serve_api: Stack, workflows: None
+) -> None:
+    """A fan-out whose MERGE tolerated a failed child SUCCEEDED: `runs show` says beside its
+    status that a child failed, tolerated (the status alone read as if all went well), and
+    leads its commands with listing those children; a run whose children all succeeded
+    says nothing more."""
+    run_input = json.dumps({"codes": ["200", "422", "200"]})
+    run = str(serve_api.json("runs", "submit", TOLERANT, "--input", run_input, "--wait")["id"])
+    shown = serve_api.ok("runs", "show", run).stdout
+    assert re.search(r"^status\s+SUCCEEDED — 1 of 3 children failed \(tolerated\)$", shown, re.M), (
+        shown
+    )
+    assert next_lines(shown) == [
+        f"schemabridge runs children {run} --status FAILED",
+        f"schemabridge runs reprocess {run}",
+    ]
+    clean = json.dumps({"codes": ["200", "200"]})
+    whole = str(serve_api.json("runs", "submit", TOLERANT, "--input", clean, "--wait")["id"])
+    said = serve_api.ok("runs", "show", whole).stdout
+    assert re.search(r"^status\s+SUCCEEDED$", said, re.M), said
+
+
 def test_retrying_such_a_join_says_to_reprocess(serve_api: Stack, workflows: None) -> None:
     run = str(failed_fanout(serve_api)["id"])
     retried = serve_api.ok("runs", "retry", run)

@@ -516,3 +516,54 @@ def test_retry_all_matching_says_the_runs_the_batch_skips(server: DemoServer, br
         confirm(page, "Retry 1")
         page.locator(".batch-result .ok-box", has_text="Retried 1, skipped 1").wait_for()
     assert server.call(f"/runs/{parent}")["status"] == "SUCCEEDED"
+
+
+def test_a_run_whose_join_tolerated_failed_children_says_so(
+    server: DemoServer, browser: Any
+) -> None:
+    """The tour: a fan-out whose MERGE tolerated 3 failed children of 10 SUCCEEDED and read
+    green everywhere. Its page says so beside the badge, in the warning colour, with a link
+    that opens its children filtered to the failed ones; its row in the runs list has a bar
+    in the warning colour and says the failures were tolerated."""
+    tenant, path = "tolerated", "/ops/tolerated"
+    call = {"url": f"{server.downstream}{path}/{{{{ index }}}}", "retry": {"maxAttempts": 1}}
+    step = {"type": "GATEWAY", "maxAutoRetries": 0, "config": call}
+    server.call("/workflows", {"name": "ui-tolerated-child", "vertices": {"call": step}})
+    tolerant = {
+        "type": "MERGE",
+        "dependsOn": ["each"],
+        "config": {"tolerateChildFailures": ["FAILED"], "failureTolerance": {"maxFailures": 3}},
+    }
+    each = {
+        "type": "SPAWNER",
+        "config": {"items": "{{ input.items }}", "workflow": "ui-tolerated-child"},
+    }
+    server.call(
+        "/workflows", {"name": "ui-tolerated", "vertices": {"each": each, "join": tolerant}}
+    )
+    failing = (1, 4, 7)
+    for index in failing:
+        server.script(f"{path}/{index}", {"status": 400, "body": {"error": "declined"}})
+    body = {"input": {"items": items(10)}, "tenantId": tenant}
+    run_id = str(server.call("/workflows/ui-tolerated/runs", body)["id"])
+    assert server.wait_status(run_id, {"SUCCEEDED", "FAILED", "CANCELLED"}) == "SUCCEEDED"
+    with opened(browser, f"{server.ui}#/runs/{run_id}") as (page, _):
+        note = page.locator(".tolerated-note")
+        note.wait_for()
+        said = " ".join(note.inner_text().split())
+        assert said == (
+            "⚠ Succeeded — 3 of 10 children failed (tolerated). Show the failed children"
+        ), said
+        shoot(page, "ops-tolerated-run")
+        note.get_by_role("link", name="Show the failed children").click()
+        rows = page.locator("table.children-table tbody tr")
+        eventually(lambda: rows.count() == len(failing), what="the failed children alone")
+        assert page.locator("select[name=child-status]").input_value() == "FAILED"
+        shown = [rows.nth(i).locator("td").first.inner_text() for i in range(len(failing))]
+        assert sorted(int(item) for item in shown) == list(failing), shown
+    with opened(browser, f"{server.ui}#/runs?tenant={tenant}") as (page, _):
+        cell = page.locator(f"table.runs tr[data-run='{run_id}'] .progress-cell")
+        cell.wait_for()
+        assert cell.locator(".mini-bar.tolerated").count() == 1
+        assert "3 failed (tolerated)" in cell.inner_text()
+        shoot(page, "ops-tolerated-list")

@@ -7,7 +7,7 @@
 
 import { api, stream } from "../api.js";
 import { fill, h } from "../dom.js";
-import { badge, duration, elapsed, errorSummary, shortId, time } from "../format.js";
+import { badge, count, duration, elapsed, errorSummary, plural, shortId, time } from "../format.js";
 import { drawGraph } from "../graph.js";
 import { Poller, throttle } from "../live.js";
 import { actionBar, actionBarKey, isDeploymentRun, resolveStep } from "../run/actions.js";
@@ -74,6 +74,24 @@ function headline(detail) {
     facts.push(["Started over as", detail.restarts.map((id, i) => [i ? ", " : "", h("a", { href: `#/runs/${encodeURIComponent(id)}` }, shortId(id))])]);
   }
   return h("dl", { class: "facts run-facts" }, facts.map(([name, value]) => h("div", {}, h("dt", {}, name), h("dd", {}, value))));
+}
+
+/** A run that SUCCEEDED although some of its children failed or were cancelled (its MERGE
+ * tolerated them): said beside its green badge in the warning colour, or an operator never
+ * notices them, with a link to those children ("succeeded — 3 of 100 children failed
+ * (tolerated)"; `runs show` says the same). */
+function toleratedNote(detail) {
+  const { total, failed, cancelled } = detail.fanout;
+  if (detail.status !== "SUCCEEDED" || !(failed + cancelled)) return null;
+  const of = plural(total, "child", "children");
+  const how = failed ? `${count(failed)} of ${of} failed${cancelled ? `, ${count(cancelled)} cancelled` : ""}` : `${count(cancelled)} of ${of} cancelled`;
+  const href = `#/runs/${encodeURIComponent(detail.id)}?children=${failed ? "FAILED" : "CANCELLED"}`;
+  return h(
+    "p",
+    { class: "tolerated-note", role: "note" },
+    `⚠ Succeeded — ${how} (tolerated). `,
+    h("a", { href }, `Show the ${failed ? "failed" : "cancelled"} children`),
+  );
 }
 
 function historyTable(step) {
@@ -230,6 +248,7 @@ export async function runPage(main, params, given) {
   let actionsKey = null;
   const facts = h("div");
   const runError = h("div");
+  const tolerated = h("div");
   const waiting = h("div", { class: "waiting" });
   const graphBox = h("div", { class: "graph-box" });
   const panel = h("div", { class: "panel" });
@@ -237,7 +256,8 @@ export async function runPage(main, params, given) {
   const fanouts = h("div");
   const tails = new Map();
   const waterfall = h("div");
-  const children = new ChildrenList(runId);
+  // `?children=FAILED` (the tolerated note's link) opens the children filtered by that status.
+  const children = new ChildrenList(runId, params.get("children") || "");
   const log = new RunLog(runId);
   const io = h("div");
 
@@ -295,6 +315,7 @@ export async function runPage(main, params, given) {
     fill(title, `${detail.workflow} `, h("span", { class: "muted" }, `v${detail.version} `), badge(detail.status));
     fill(facts, headline(detail));
     drawActions();
+    fill(tolerated, toleratedNote(detail));
     fill(runError, detail.status === "FAILED" ? errorBox(detail.error, { title: detail.error && detail.error.vertexId ? `Run failed at ${detail.error.vertexId}` : "Run failed" }) : null);
     fill(waiting, [...detail.steps.flatMap((step) => [waitingLine(step), holderLine(step)]), childrenWaitingLine(detail)]);
     drawGraphAndPanel();
@@ -416,6 +437,7 @@ export async function runPage(main, params, given) {
     facts,
     actions,
     result,
+    tolerated,
     runError,
     waiting,
     h("div", { class: "run-grid" }, h("section", { class: "graph-section", "aria-label": "Graph" }, graphBox), h("section", { class: "panel-section", "aria-label": "Selected step" }, panel)),
@@ -431,6 +453,7 @@ export async function runPage(main, params, given) {
   const loads = [log.load(), loadTails(firstTails)];
   if (hasChildren()) loads.push(children.load());
   await Promise.all(loads);
+  if (params.get("children") && hasChildren()) childrenBox.scrollIntoView({ block: "start" });
   if (isEnded()) watchEnded();
   else follow();
   return () => {

@@ -84,13 +84,17 @@ function progressCell(run) {
   const filled = widthPercent(h("span", { class: "mini-fill" }), progressShare(run.status, progress));
   // Coloured as its status badge is (the badge and the words say it too): a failed run's bar
   // red, a cancelled one's grey, never the colour of a run under way or done.
-  const bar = h("span", { class: ["mini-bar", ENDED_BARS[run.status]], "aria-hidden": "true" }, filled);
+  // A run that SUCCEEDED with children failed or cancelled (its join tolerated them) is
+  // marked in the warning colour, as on its page: a green bar would hide them.
+  const tolerated = run.status === "SUCCEEDED" && children && children.failed + children.cancelled > 0;
+  const bar = h("span", { class: ["mini-bar", tolerated ? "tolerated" : ENDED_BARS[run.status]], "aria-hidden": "true" }, filled);
   const words = [`${progress.stepsDone}/${progress.steps} steps`];
   if (children) {
     words.push(`${count(ended)}/${count(children.total)} children`);
-    if (children.failed) words.push(`${count(children.failed)} failed`);
+    if (children.failed) words.push(`${count(children.failed)} failed${tolerated ? " (tolerated)" : ""}`);
+    if (tolerated && children.cancelled) words.push(`${count(children.cancelled)} cancelled (tolerated)`);
   }
-  return h("td", { class: "progress-cell" }, bar, h("span", { class: "small" }, words.join(" · ")));
+  return h("td", { class: "progress-cell", title: tolerated ? words.join(" · ") : null }, bar, h("span", { class: "small" }, words.join(" · ")));
 }
 
 function row(run, selected, onToggle) {

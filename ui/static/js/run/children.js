@@ -17,9 +17,9 @@ const FILTERS = [
 ];
 
 export class ChildrenList {
-  constructor(runId) {
+  constructor(runId, status = "") {
     this.runId = runId;
-    this.status = "";
+    this.status = FILTERS.some(([value]) => value === status) ? status : "";
     this.cursor = null;
     this.previous = [];
     this.page = { items: [], next: null };
@@ -39,7 +39,7 @@ export class ChildrenList {
           h(
             "select",
             { name: "child-status", onchange: (event) => this.filter(event.target.value) },
-            FILTERS.map(([value, label]) => h("option", { value }, label)),
+            FILTERS.map(([value, label]) => h("option", { value, selected: value === this.status }, label)),
           ),
         ),
       ),
