@@ -528,6 +528,57 @@ def test_the_workflows_page_leaves_the_system_workflow_out(
         page.locator("svg").first.wait_for()
 
 
+def version_page(page: Any) -> dict[str, Any]:
+    """What the workflow page shows: its version (in the heading), that version's role, the
+    notes of other versions, and each version's role in the list and in the picker."""
+    page.locator(".versions li").first.wait_for()
+    return {
+        "heading": " ".join(page.locator("h1").inner_text().split()),
+        "others": page.locator(".other-version").all_inner_texts(),
+        "listed": [
+            " ".join(text.split()[:2]) for text in page.locator(".versions li").all_inner_texts()
+        ],
+        "picker": page.locator(".page-head select option").all_inner_texts(),
+    }
+
+
+def test_the_workflow_page_opens_on_the_version_that_serves(
+    server: DemoServer, browser: Any
+) -> None:
+    """The tour: the page opened on the latest version, a deployment's candidate getting 10 %
+    of new runs (later rolled back), as if it were the one new runs get. It opens on the
+    serving version, names the candidate with a link to it, and labels each version's role:
+    serving, candidate 10 %, then rolled back once its deployment was."""
+    name = "ui-opens-serving"
+    publish(server, name, failing=False)
+    stages = [{"weight": 10, "minRuns": 1000}, {"weight": 100}]
+    started = server.call(f"/workflows/{name}/deployments", {"version": 2, "stages": stages})
+    with opened(browser, f"{server.ui}#/workflows/{name}") as (page, _):
+        shown = version_page(page)
+        assert shown == {
+            "heading": f"{name} v1 serving",
+            "others": ["v2 is a deployment's candidate: it gets 10 % of new runs. Open v2"],
+            "listed": ["v2 candidate", "v1 serving"],
+            "picker": ["v2 (candidate 10 %)", "v1 (serving)"],
+        }, shown
+        assert "10 %" in page.locator(".versions li[data-version='2']").inner_text()
+        shoot(page, "workflow-opens-serving")
+        page.get_by_role("link", name="Open v2").click()
+        page.locator("h1", has_text="v2").wait_for()
+        assert " ".join(page.locator("h1").inner_text().split()) == f"{name} v2 candidate 10 %"
+        server.call(f"/deployments/{started['id']}/rollback", {"reason": "tour"}, method="POST")
+        page.goto(f"{server.ui}#/workflows/{name}")
+        page.locator("h1", has_text="v1").wait_for()
+        shown = version_page(page)
+        assert shown == {
+            "heading": f"{name} v1 serving",
+            "others": ["v2, the latest (rolled back), does not serve. Open v2"],
+            "listed": ["v2 rolled", "v1 serving"],
+            "picker": ["v2 (rolled back)", "v1 (serving)"],
+        }, shown
+        shoot(page, "workflow-opens-serving-rolled-back")
+
+
 ENDED_WORDS = "○ deployment ended · it no longer changes"
 
 

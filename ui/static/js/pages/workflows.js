@@ -92,15 +92,54 @@ function startForm(name, version, document) {
   return form;
 }
 
+/** The versions that ended a deployment rolled back or aborted (the newest deployment of each
+ * says), unless one serves or is a candidate now. Deployments are an admin's to read: for
+ * another key the page goes without these labels. */
+async function stoppedVersions(name) {
+  let list;
+  try {
+    list = await api(`/workflows/${encodeURIComponent(name)}/deployments?limit=100`);
+  } catch {
+    return new Map();
+  }
+  const stopped = new Map();
+  for (const d of list.items) {
+    if (!stopped.has(d.candidateVersion)) stopped.set(d.candidateVersion, d.status);
+  }
+  for (const [version, status] of stopped) if (!STOPPED_WORDS[status]) stopped.delete(version);
+  return stopped;
+}
+
+const STOPPED_WORDS = { ROLLED_BACK: "rolled back", ABORTED: "deployment aborted" };
+
+/** Each version's role for new runs: [word, class, title], or null for a version with none. */
+function roleOf(version, serving, stopped) {
+  if (version === serving.servingVersion) return ["serving", "serving-badge", "New runs get this version"];
+  if (serving.deploymentId && version === serving.candidateVersion) {
+    return [`candidate ${serving.candidateWeight} %`, "candidate-badge", `A deployment's candidate: it gets ${serving.candidateWeight} % of new runs`];
+  }
+  const status = stopped.get(version);
+  return status ? [STOPPED_WORDS[status], "stopped-badge", "Its deployment ended without it serving: it gets no new runs"] : null;
+}
+
 export async function workflowPage(main, params, name) {
-  const versions = await api(`/workflows/${encodeURIComponent(name)}/versions`);
-  const chosen = Number(params.get("v")) || versions.items[0].version;
-  const [graph, detail, serving] = await Promise.all([
+  const [versions, serving, stopped] = await Promise.all([
+    api(`/workflows/${encodeURIComponent(name)}/versions`),
+    api(`/workflows/${encodeURIComponent(name)}/serving`),
+    stoppedVersions(name),
+  ]);
+  // The page opens on the version new runs get, not the latest: that may be a candidate
+  // getting a share of them, or a version rolled back. The others are one click away.
+  const chosen = Number(params.get("v")) || serving.servingVersion || versions.items[0].version;
+  const [graph, detail] = await Promise.all([
     api(`/workflows/${encodeURIComponent(name)}/versions/${chosen}/graph`),
     api(`/workflows/${encodeURIComponent(name)}/versions/${chosen}`),
-    api(`/workflows/${encodeURIComponent(name)}/serving`),
   ]);
-  const servingBadge = (version) => (version === serving.servingVersion ? h("span", { class: "serving-badge", title: "New runs get this version" }, "serving") : null);
+  const role = (version) => roleOf(version, serving, stopped);
+  const roleBadge = (version) => {
+    const found = role(version);
+    return found ? h("span", { class: ["role-badge", found[1]], title: found[2] }, found[0]) : null;
+  };
   const picker = h(
     "label",
     {},
@@ -108,14 +147,14 @@ export async function workflowPage(main, params, name) {
     h(
       "select",
       { onchange: (event) => setParams({ v: event.target.value }) },
-      versions.items.map((v) => h("option", { value: String(v.version), selected: v.version === chosen }, `v${v.version}${v.version === serving.servingVersion ? " (serving)" : ""}`)),
+      versions.items.map((v) => h("option", { value: String(v.version), selected: v.version === chosen }, `v${v.version}${role(v.version) ? ` (${role(v.version)[0]})` : ""}`)),
     ),
   );
   fill(
     main,
     h("p", { class: "crumbs" }, h("a", { href: "#/workflows" }, "Workflows"), " / ", name),
-    h("div", { class: "page-head" }, h("h1", {}, name, h("span", { class: "muted" }, ` v${chosen}`), servingBadge(chosen)), picker),
-    deploySection(name, chosen, serving),
+    h("div", { class: "page-head" }, h("h1", {}, name, h("span", { class: "muted" }, ` v${chosen}`), roleBadge(chosen)), picker),
+    deploySection(name, chosen, serving, otherVersionsNote(name, chosen, serving, versions.items[0].version, role)),
     detail.document.description ? h("p", {}, detail.document.description) : null,
     h("p", { class: "muted" }, "Published ", time(detail.createdAt), ` · hash ${detail.definitionHash.slice(0, 12)}`),
     h("section", { "aria-label": "Graph" }, drawGraph(graph)),
@@ -130,7 +169,7 @@ export async function workflowPage(main, params, name) {
         h(
           "ul",
           { class: "versions" },
-          versions.items.map((v) => h("li", {}, h("a", { href: `#/workflows/${encodeURIComponent(name)}?v=${v.version}` }, `v${v.version}`), " ", servingBadge(v.version), " · ", time(v.createdAt), ` · ${v.definitionHash.slice(0, 12)}`)),
+          versions.items.map((v) => h("li", { "data-version": String(v.version) }, h("a", { href: `#/workflows/${encodeURIComponent(name)}?v=${v.version}` }, `v${v.version}`), " ", roleBadge(v.version), " · ", time(v.createdAt), ` · ${v.definitionHash.slice(0, 12)}`)),
         ),
         h("p", {}, h("a", { href: `#/runs?workflow=${encodeURIComponent(name)}` }, "Runs of this workflow"), " · ", h("a", { href: `#/runs?workflow=${encodeURIComponent(name)}&version=${chosen}` }, `runs of v${chosen}`)),
         h("p", {}, h("a", { href: `#/editor?from=${encodeURIComponent(name)}&v=${chosen}` }, "Edit a copy in the editor")),
@@ -140,8 +179,25 @@ export async function workflowPage(main, params, name) {
   );
 }
 
-/** Where the version stands for traffic, and the Deploy button when it can be deployed. */
-function deploySection(name, version, serving) {
+/** On the serving version's page, the versions an operator may look for instead, each a link:
+ * the candidate of a running deployment, and the latest version when it is another. */
+function otherVersionsNote(name, chosen, serving, latest, role) {
+  if (chosen !== serving.servingVersion) return null;
+  const link = (version) => h("a", { href: `#/workflows/${encodeURIComponent(name)}?v=${version}` }, `Open v${version}`);
+  const lines = [];
+  if (serving.deploymentId && serving.candidateVersion !== chosen) {
+    lines.push([`v${serving.candidateVersion} is a deployment's candidate: it gets ${serving.candidateWeight} % of new runs. `, link(serving.candidateVersion)]);
+  }
+  if (latest !== chosen && latest !== serving.candidateVersion) {
+    const what = role(latest) ? ` (${role(latest)[0]})` : "";
+    lines.push([`v${latest}, the latest${what}, does not serve. `, link(latest)]);
+  }
+  return lines.map((line) => h("p", { class: "other-version" }, line));
+}
+
+/** Where the version stands for traffic (and `others`, the other versions to look at), and
+ * the Deploy button when it can be deployed. */
+function deploySection(name, version, serving, others) {
   const running = serving.deploymentId;
   let text;
   if (running && serving.candidateVersion === version) {
@@ -168,5 +224,5 @@ function deploySection(name, version, serving) {
     },
     `Deploy v${version}…`,
   );
-  return h("div", { class: "deploy-bar" }, h("p", { class: "deploy-state-line" }, text), button);
+  return h("div", { class: "deploy-bar" }, h("div", {}, h("p", { class: "deploy-state-line" }, text), others), button);
 }
