@@ -199,21 +199,22 @@ export function errorSummary(error) {
  * they would otherwise push the other columns of a list off a phone's screen. */
 const LONG_PART = 20;
 
-/** A name (a workflow's, a service's) as nodes a line may break between only after a "-",
- * "_" or "." (a `<wbr>` there: a browser breaks at none of them by itself after an
- * underscore or a dot, nor after a hyphen before a digit), never inside a word; a part
- * longer than `LONG_PART` characters is a `.long-part` span, which may break anywhere (as
- * any part may on the smallest phones: style.css). The text is unchanged: copied, it has no
- * extra characters. */
+/** A name (a workflow's, a service's) as a span a line may break in only after a "-", "_" or
+ * "." (a `<wbr>` there: a browser breaks at none of them by itself after an underscore or a
+ * dot, nor after a hyphen before a digit), never inside a word. Each part is a span of its
+ * own: on the smallest phones a part wider than its column ends in an ellipsis rather than
+ * break ("fan-ou" / "t"), the whole name in the span's title (style.css); elsewhere a part
+ * longer than `LONG_PART` characters (`.long-part`) may break anywhere. The text is
+ * unchanged: copied, it has no extra characters. */
 export function breakable(name) {
   const nodes = [];
   String(name)
     .split(/(?<=[-_.])/)
     .forEach((part, index) => {
       if (index) nodes.push(h("wbr"));
-      nodes.push(part.length > LONG_PART ? h("span", { class: "long-part" }, part) : part);
+      nodes.push(h("span", { class: ["name-part", part.length > LONG_PART ? "long-part" : null] }, part));
     });
-  return nodes;
+  return h("span", { class: "name", title: String(name) }, nodes);
 }
 
 export function shortId(id) {
