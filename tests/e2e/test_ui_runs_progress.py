@@ -9,6 +9,7 @@ from __future__ import annotations
 import time
 from collections.abc import Iterator
 from typing import Any
+from urllib.parse import parse_qs, urlsplit
 
 import pytest
 
@@ -111,10 +112,13 @@ def test_the_list_shows_when_each_run_was_created_as_it_sorts_and_filters(
 ) -> None:
     """A rerun starts anew (its `startedAt`), but the list is sorted and filtered by creation:
     a "Started" column then showed a retried run "2 min ago" among old rows and outside its
-    own "since" filter. The column and the filter say Created, and show `createdAt`."""
+    own "since" filter. The column and the filter say Created, and show `createdAt`; the
+    filter chosen, the list asks `GET /runs` for the runs created since then
+    (`createdAfter`), not started."""
     now = time.time()
     rerun = run(5, "retried", "RUNNING", {"steps": 2, "stepsDone": 1})
     rerun |= {"createdAt": now - 3 * 86_400, "startedAt": now - 60, "endedAt": None}
+    asked: list[str] = []
     with opened(browser, f"{server.ui}#/runs") as (page, _):
         page.route("**/runs?*", lambda route: route.fulfill(json={"items": [rerun]}))
         page.reload()
@@ -122,9 +126,33 @@ def test_the_list_shows_when_each_run_was_created_as_it_sorts_and_filters(
         headers = page.locator("table.runs thead th").all_inner_texts()
         cells = page.locator("tr[data-run] td").all_inner_texts()
         since = page.locator("label", has=page.locator("select[name=since]")).inner_text()
+        page.on("request", lambda request: asked.append(request.url))
+        before = time.time()
+        page.select_option("select[name=since]", "24h")
+        page.wait_for_url("**since=24h*")
+        # Wait (through the page's own clock, so its requests are heard) for a list request
+        # that names when: the newest one is the new filter's.
+        for _ in range(100):
+            if any("createdAfter" in q for q in runs_queries(asked)):
+                break
+            page.wait_for_timeout(100)
+        after = time.time()
     assert headers[5] == "Created", headers
     assert cells[5] == "3 d ago", cells
     assert since.startswith("Created"), since
+    assert runs_queries(asked), asked
+    query = runs_queries(asked)[-1]
+    assert "createdAfter" in query, query
+    assert "startedAfter" not in query, query
+    (created_after,) = query["createdAfter"]
+    # The page's clock minus a day, read between the choice and the request (whole seconds).
+    assert before - 86_400 - 1 <= float(created_after) <= after - 86_400, (query, before, after)
+
+
+def runs_queries(urls: list[str]) -> list[dict[str, list[str]]]:
+    """The query of each `GET /runs?…` among `urls` (a list's page, not a run's)."""
+    found = [urlsplit(url) for url in urls]
+    return [parse_qs(url.query) for url in found if url.path == "/runs" and url.query]
 
 
 def test_leaving_a_page_cancels_the_dialog_opened_on_it(server: DemoServer, browser: Any) -> None:
