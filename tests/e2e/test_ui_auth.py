@@ -15,19 +15,28 @@ from tests.e2e.rest_harness import SCHEMABRIDGE, Service
 pytestmark = pytest.mark.slow
 
 
-@pytest.fixture(scope="module")
-def secured(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, str]]:
-    workdir = tmp_path_factory.mktemp("auth")
-    env = server_env(workdir, f"sqlite+aiosqlite:///{workdir / 'sb.db'}")
-    subprocess.run([SCHEMABRIDGE, "db", "upgrade"], env=env, check=True, capture_output=True)
+def _key(env: dict[str, str], *scope: str) -> str:
     created = subprocess.run(
-        [SCHEMABRIDGE, "keys", "create", "--admin", "--name", "ui"],
+        [SCHEMABRIDGE, "keys", "create", *scope, "--name", "ui"],
         env=env,
         check=True,
         capture_output=True,
         text=True,
     )
-    key = created.stdout.strip().splitlines()[-1]
+    return created.stdout.strip().splitlines()[-1]
+
+
+TENANT_KEY: dict[str, str] = {}
+"""The secured server's tenant key (acme), once the module's server has made it."""
+
+
+@pytest.fixture(scope="module")
+def secured(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, str]]:
+    workdir = tmp_path_factory.mktemp("auth")
+    env = server_env(workdir, f"sqlite+aiosqlite:///{workdir / 'sb.db'}")
+    subprocess.run([SCHEMABRIDGE, "db", "upgrade"], env=env, check=True, capture_output=True)
+    key = _key(env, "--admin")
+    TENANT_KEY["acme"] = _key(env, "--tenant", "acme")
     service = Service(["serve", "--port", "0", "--no-access-log"], env, workdir / "serve.log")
     try:
         yield service.wait_for_url(), key
@@ -63,6 +72,30 @@ def test_the_page_asks_for_a_key_and_keeps_it_in_the_tab(
         page.get_by_role("link", name="Services").click()
         page.locator("tbody tr td.mono").first.wait_for()  # no second prompt: the key is kept
         assert page.locator("dialog.modal").count() == 0
+
+
+def test_a_tenant_key_refused_an_admin_page_can_give_way_to_another_key(
+    secured: tuple[str, str], browser: Any
+) -> None:
+    """The key is kept for the tab: a tenant key on an admin page (Deployments, 403) offers
+    another key right there, and the page loads with it."""
+    url, admin_key = secured
+    with opened(browser, f"{url}/ui/#/deployments") as (page, watch):
+        watch.allowed_errors.extend(["status of 401", "status of 403"])
+        dialog = page.locator("dialog.modal")
+        dialog.get_by_role("heading", name="API key needed").wait_for()
+        page.fill("#api-key", TENANT_KEY["acme"])
+        dialog.get_by_role("button", name="Use this key").click()
+        refused = page.locator(".error-box", has_text="this route needs an admin key")
+        refused.wait_for()
+        shoot(page, "admin-page-tenant-key", narrow=False)
+        refused.get_by_role("button", name="Use another key…").click()
+        dialog.get_by_role("heading", name="API key needed").wait_for()
+        page.fill("#api-key", admin_key)
+        dialog.get_by_role("button", name="Use this key").click()
+        page.get_by_role("heading", name="Deployments").wait_for()
+        assert page.locator(".error-box").count() == 0
+        assert page.evaluate("sessionStorage.getItem('schemabridge.apiKey')") == admin_key
 
 
 def test_the_api_reference_renders_with_no_way_out(secured: tuple[str, str], browser: Any) -> None:

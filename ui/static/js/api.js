@@ -26,6 +26,12 @@ export function storedKey() {
   return sessionStorage.getItem(KEY_STORAGE);
 }
 
+/** Send `key` from now on (the operator chose another one, e.g. an admin key after a tenant
+ * key was refused an admin page). */
+export function useKey(key) {
+  sessionStorage.setItem(KEY_STORAGE, key);
+}
+
 export function forgetKey() {
   sessionStorage.removeItem(KEY_STORAGE);
 }
@@ -57,7 +63,7 @@ async function authorised(send) {
     if (storedKey() !== sentWith) continue; // another request got a new key meanwhile
     const key = await keyFromOperator();
     if (!key) return response;
-    sessionStorage.setItem(KEY_STORAGE, key);
+    useKey(key);
   }
   return send();
 }

@@ -1,7 +1,7 @@
 // The monitor's shell: a hash router (#/runs, #/runs/<id>, #/workflows/<name>, …) whose
 // filters live in the URL so a view can be shared, and the API-key prompt.
 
-import { ApiError, onKeyNeeded } from "./api.js";
+import { ApiError, onKeyNeeded, useKey } from "./api.js";
 import { askForKey } from "./dialog.js";
 import { fill, h } from "./dom.js";
 import { deploymentPage, deploymentsPage } from "./pages/deployments.js";
@@ -51,7 +51,22 @@ export function setParams(params, { replace = false } = {}) {
 
 export function showError(where, error) {
   const text = error instanceof ApiError ? `${error.message} (${error.code})` : String(error && error.message ? error.message : error);
-  fill(where, h("div", { class: "error-box", role: "alert" }, h("strong", {}, "Could not load this page: "), text));
+  fill(where, h("div", { class: "error-box", role: "alert" }, h("strong", {}, "Could not load this page: "), text, otherKey(error)));
+}
+
+/** A page the key may not see (a tenant key on an admin page, 403) or a key that stopped
+ * working (401, the prompt cancelled): the key is kept for the tab, so without this the only
+ * way to another key was a new tab. */
+function otherKey(error) {
+  if (!(error instanceof ApiError) || (error.status !== 401 && error.status !== 403)) return null;
+  const button = h("button", { type: "button", class: "secondary other-key" }, "Use another key…");
+  button.addEventListener("click", async () => {
+    const key = await askForKey();
+    if (!key) return;
+    useKey(key);
+    render();
+  });
+  return h("p", {}, button);
 }
 
 async function render() {
