@@ -550,7 +550,7 @@ def test_the_workflow_page_opens_on_the_version_that_serves(
     serving version, names the candidate with a link to it, and labels each version's role:
     serving, candidate 10 %, then rolled back once its deployment was."""
     name = "ui-opens-serving"
-    publish(server, name, failing=False)
+    server.publish_versions(name, failing=False)
     stages = [{"weight": 10, "minRuns": 1000}, {"weight": 100}]
     started = server.call(f"/workflows/{name}/deployments", {"version": 2, "stages": stages})
     with opened(browser, f"{server.ui}#/workflows/{name}") as (page, _):
