@@ -11,6 +11,7 @@ rate below 1), 4 the API unreachable or the key refused.
 from __future__ import annotations
 
 import re
+import shlex
 import time
 from typing import TYPE_CHECKING, Annotated, Any
 
@@ -493,7 +494,9 @@ def set_rate(
         )
     rate = None if per_minute is None else whole_number(per_minute, 1, RATE_RULE)
     remote = Remote(api_url, api_key, output, debug)
-    view = call(remote, lambda api: _set_limits(api, tenant, rate_per_minute=rate))
+    # A reset sets nothing there is to undo.
+    undo = None if reset else f"schemabridge tenants set-rate {shlex.quote(tenant)} --reset"
+    view = call(remote, lambda api: _set_limits(api, tenant, undo, rate_per_minute=rate))
     if remote.json:
         print_json(dump(view))
     elif reset:
@@ -505,25 +508,29 @@ def set_rate(
         stdout().print(f"tenant {tenant}: {view.rate.per_minute:,} {RATE_UNIT}", markup=False)
 
 
-async def _set_limits(api: ApiClient, tenant: str, **limits: int | None) -> TenantView:
+async def _set_limits(
+    api: ApiClient, tenant: str, undo: str | None, **limits: int | None
+) -> TenantView:
     """`PUT /tenants/{id}/limits`, with a note on stderr when `tenant` was not known before
     (no runs, API keys or settings, not seen by the rate limiter: what `tenants list`
     lists): a typo would otherwise make a tenant silently. Not refused: a limit may well be
-    set before a tenant's first run."""
+    set before a tenant's first run. `undo` is the command that removes the limit set."""
     known = [view.tenant_id for view in (await api.settings.tenants()).items]
     view = await api.settings.set_limits(tenant, **limits)
     if tenant not in known:
-        say(new_tenant_note(tenant, known))
+        say(new_tenant_note(tenant, known, undo))
     return view
 
 
-def new_tenant_note(tenant: str, known: list[str]) -> str:
-    """The line saying `tenant` is new, with the known tenants it may have been meant to be."""
+def new_tenant_note(tenant: str, known: list[str], undo: str | None) -> str:
+    """The line saying `tenant` is new, with the known tenants it may have been meant to be
+    and the command that undoes the change (the limit is applied all the same)."""
     close = close_names(tenant, known)
     meant = f"; {did_you_mean(close)}" if close else ""
+    then = f"; the limit is set: `{undo}` undoes it" if undo else ""
     return (
         f"note: {tenant} is a new tenant: it had no runs, API keys or settings before this"
-        f"{meant} (`schemabridge tenants list` shows the known ones)"
+        f"{meant} (`schemabridge tenants list` shows the known ones){then}"
     )
 
 
@@ -546,7 +553,8 @@ def set_quota(
     """Set a tenant's run quota (checked at submission and by spawners before a fan-out)."""
     quota = whole_number(max_runs, 0, QUOTA_RULE)
     remote = Remote(api_url, api_key, output, debug)
-    view = call(remote, lambda api: _set_limits(api, tenant, max_runs=quota))
+    undo = f"schemabridge tenants reset-quota {shlex.quote(tenant)}"
+    view = call(remote, lambda api: _set_limits(api, tenant, undo, max_runs=quota))
     if remote.json:
         print_json(dump(view))
     else:

@@ -96,6 +96,29 @@ def test_a_rate_for_a_tenant_not_known_says_new_tenant_and_the_name_meant(
     assert "new tenant" not in single.stderr, single.stderr
 
 
+def test_a_limit_for_a_new_tenant_names_the_command_that_undoes_it(serve_api: Stack) -> None:
+    """The limit of a typo is applied all the same: the note names the exact command that
+    removes it, and that command leaves the typo unknown again."""
+    stack = serve_api
+
+    def known() -> list[str]:
+        return [tenant["tenantId"] for tenant in stack.json("tenants", "list")["items"]]
+
+    stack.ok("tenants", "set-quota", "initech", "10")
+    for command, undo in [
+        (["set-rate", "initek", "5000"], "schemabridge tenants set-rate initek --reset"),
+        (["set-quota", "initek", "5"], "schemabridge tenants reset-quota initek"),
+    ]:
+        typo = stack.ok("tenants", *command)
+        assert "did you mean 'initech'?" in typo.stderr, typo.stderr
+        assert typo.stderr.rstrip().endswith(f"the limit is set: `{undo}` undoes it"), typo.stderr
+        assert "initek" in known()
+        stack.ok(*undo.split()[1:])
+        assert "initek" not in known()
+    reset = stack.ok("tenants", "set-rate", "initeck", "--reset")
+    assert "undoes" not in reset.stderr, reset.stderr
+
+
 def test_values_the_api_refuses_are_usage_errors(serve_api: Stack) -> None:
     assert_refused(serve_api.cli("tenants", "set-quota", " ", "5"), 2, "tenant id")
     both = serve_api.cli("tenants", "set-rate", "acme", "5", "--reset")
