@@ -64,8 +64,10 @@ async def with_fix(
         return amended(failure, RUNS_FIX)
     if failure.code == "deployment_not_found":
         return amended(failure, DEPLOYMENTS_FIX)
-    if failure.code != "workflow_not_found" or workflow is None or failure.details.get("meant"):
-        return failure  # (the API has said which names were meant)
+    if failure.code != "workflow_not_found" or workflow is None:
+        return failure
+    if failure.details.get("meant") or failure.details.get("versions"):
+        return failure  # (the API has said which names were meant, or which versions exist)
     try:
         page = await api.workflows.list(system=system)
     except ApiFailure:

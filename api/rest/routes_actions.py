@@ -43,6 +43,13 @@ RUN_NOT_FOUND = "No such run, or another tenant's (`run_not_found`)"
 TENANT_FORBIDDEN = "A tenant key's filter names another tenant (`tenant_forbidden`)."
 
 
+UNPUBLISHED_FILTER = (
+    "The filter names a workflow, or a version of it, that was never published "
+    "(`workflow_not_found`: close names in `details.meant`, or the workflow's versions in "
+    "`details.versions`): no run could match it."
+)
+
+
 def _action_errors(
     conflicts: str, not_found: str = "", *, cancelled: bool = False
 ) -> dict[int | str, dict[str, Any]]:
@@ -184,10 +191,12 @@ def _selection(batch: BatchFilter, caller: Caller) -> RunFilter:
     responses=error_responses(
         401,
         403,
+        404,
         422,
         503,
         codes={
             403: TENANT_FORBIDDEN,
+            404: UNPUBLISHED_FILTER,
             422: "A filter a run list refuses (`invalid_filter`, naming its `parameter`), or "
             "a body that does not fit (`invalid_request`).",
         },
@@ -210,7 +219,9 @@ async def batch_retry_preview(
 @router.post(
     "/runs/retry",
     response_model=BatchRetryResult,
-    responses=error_responses(401, 403, 422, 503, codes={403: TENANT_FORBIDDEN}),
+    responses=error_responses(
+        401, 403, 404, 422, 503, codes={403: TENANT_FORBIDDEN, 404: UNPUBLISHED_FILTER}
+    ),
     summary="Retry many FAILED runs at once, by ids or by a filter",
 )
 async def batch_retry(

@@ -49,6 +49,7 @@ from engine.operations.run_views import summary
 from engine.operations.runs import checked_filter
 from engine.operations.submission import Bound, check_value_limits
 from engine.operations.views import RunFilter
+from engine.operations.workflows import require_published
 from engine.store.actions_store import aborted_words
 from engine.store.deployments import RerunFacts
 from engine.store.models import RunRoute, RunStatus
@@ -340,6 +341,7 @@ class OperatorActions:
         if (ids is None) == (filter is None):
             raise InvalidRequest("give either ids or a filter", code="invalid_batch")
         if filter is not None:
+            await self._require_workflow(filter)
             run_ids, truncated = await self._matching(filter, limit, tenant)
         elif ids is not None and len(ids) > limit:
             raise InvalidRequest(
@@ -374,6 +376,15 @@ class OperatorActions:
                 if run_id in outcome.stuck
             ],
         )
+
+    async def _require_workflow(self, filter: RunFilter) -> None:
+        """A filter's workflow, and its version, must have been published: the batch and its
+        preview refuse one that never was (`workflow_not_found`, naming what exists) rather
+        than answer 0 runs. The filter is checked first, so a version without its workflow
+        or below 1 stays `invalid_filter`."""
+        checked_filter(filter)
+        if filter.workflow is not None:
+            await require_published(self._runtime.store, filter.workflow, filter.version)
 
     async def _matching(
         self, filter: RunFilter, limit: int, tenant: str | None
@@ -425,6 +436,7 @@ class OperatorActions:
         says so, with `fixFirst`). Refused as the batch is:
         `invalid_limit`, and `invalid_filter` for a filter a list refuses."""
         _check_limit(limit)
+        await self._require_workflow(filter)
         scoped = _batch_filter(filter, tenant)
         if scoped is None:
             return BatchRetryPreview(matching=0, limit=limit)

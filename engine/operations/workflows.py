@@ -68,6 +68,39 @@ async def unknown_workflow(store: Store, name: str, version: int | None = None) 
     return not_found(name, version, close_names(name, names))
 
 
+def version_spans(versions: Sequence[int]) -> str:
+    """Sorted version numbers in few words: `1 to 3`, `1 to 3, 5` (versions run 1, 2, 3, … in
+    practice, so this is one span)."""
+    spans: list[list[int]] = []
+    for number in versions:
+        if spans and number == spans[-1][1] + 1:
+            spans[-1][1] = number
+        else:
+            spans.append([number, number])
+    return ", ".join(str(a) if a == b else f"{a} to {b}" for a, b in spans)
+
+
+async def require_published(store: Store, name: str, version: int | None = None) -> None:
+    """Refuse (`workflow_not_found`) a run filter naming a workflow, or a version of it, that
+    was never published: no run can match it, and "0 runs" would hide the typo. The refusal
+    of a version names the versions there are (in the message and `details.versions`)."""
+    numbers = sorted(row[1] for row in await store.list_versions(name))
+    if not numbers:
+        raise await unknown_workflow(store, name)
+    if version is None or version in numbers:
+        return
+    there = (
+        f"its only version is {numbers[0]}"
+        if len(numbers) == 1
+        else f"its versions are {version_spans(numbers)}"
+    )
+    raise NotFound(
+        f"workflow {name!r} has no version {version}; {there}",
+        code="workflow_not_found",
+        details={"versions": numbers},
+    )
+
+
 def serving_hint(name: str, version: int, serving: ServingRecord | None) -> str | None:
     """None when `version` of `name` serves new runs (or no routing row says otherwise);
     else the sentence saying which version serves and how to make this one serve. Written

@@ -289,6 +289,17 @@ def test_a_dry_run_says_what_a_batch_would_not_retry(serve_api: Stack, workflow:
     assert_refused(typo, 1, "no published workflow 'cli-messages-pnig'; did you mean", workflow)
 
 
+def test_a_batch_retry_of_a_version_never_published_is_refused(
+    serve_api: Stack, workflow: str
+) -> None:
+    """`--workflow W@99` names no version that exists: the dry run and the batch refuse it in
+    one line naming the versions there are, as an unknown workflow name is refused."""
+    for dry_run in (["--dry-run"], []):
+        refused = serve_api.cli("runs", "retry", "--workflow", f"{workflow}@99", *dry_run)
+        said = assert_refused(refused, 1)
+        assert said == f"error: workflow '{workflow}' has no version 99; its only version is 1\n"
+
+
 # ── services ───────────────────────────────────────────────────────────────────────────────
 
 

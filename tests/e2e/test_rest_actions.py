@@ -354,6 +354,30 @@ async def test_batch_retry_by_ids_and_by_filter(api: Api, downstream: RunningDow
         assert mine.status_code == 200 and mine.json()["retried"] == [second]
 
 
+async def test_a_batch_retry_of_a_version_never_published_is_refused(
+    api: Api, downstream: RunningDownstream
+) -> None:
+    """A filter naming a version (or workflow) never published matches no run ever: the
+    batch and its preview answer 404 `workflow_not_found` naming the versions there are,
+    not "0 runs", and document it."""
+    await failed_chain(api.runtime, downstream)
+    missing = {"filter": {"workflow": "chain", "version": 99}}
+    async with client(api.url, api.admin_key) as http:
+        answers = [await http.post(path, json=missing) for path in BATCH_PATHS]
+        documented = (await http.get("/openapi.json")).json()["paths"]
+    for path, answer in zip(BATCH_PATHS, answers, strict=True):
+        assert answer.status_code == 404, (path, answer.text)
+        assert answer.json() == {
+            "code": "workflow_not_found",
+            "message": "workflow 'chain' has no version 99; its only version is 1",
+            "details": {"versions": [1]},
+        }
+        assert "workflow_not_found" in documented[path]["post"]["responses"]["404"]["description"]
+
+
+BATCH_PATHS = ("/runs/retry/preview", "/runs/retry")
+
+
 async def test_a_batch_retry_preview_counts_what_a_filter_would_take(
     api: Api, downstream: RunningDownstream
 ) -> None:

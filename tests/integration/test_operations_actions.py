@@ -478,6 +478,38 @@ async def test_batch_retry_by_filter(ops: Operations, runtime: Runtime) -> None:
     assert not rest.truncated and rest.skipped == []
 
 
+async def test_a_batch_filter_on_a_workflow_or_version_never_published_is_refused(
+    ops: Operations, runtime: Runtime
+) -> None:
+    """A typo in the filter's workflow or version matches no run ever: the batch and its
+    preview refuse it naming what exists, rather than answer 0 runs."""
+    failed = await failed_runs(runtime, ["http_error"], name="bulk")
+    await runtime.store.publish(single("http://127.0.0.1:2", name="bulk"))  # version 2
+    for selection, message, details in [
+        (
+            RunFilter(workflow="bulk", version=99),
+            "workflow 'bulk' has no version 99; its versions are 1 to 2",
+            {"versions": [1, 2]},
+        ),
+        (
+            RunFilter(workflow="blk"),
+            "no published workflow 'blk'; did you mean 'bulk'?",
+            {"meant": ["bulk"]},
+        ),
+    ]:
+        with pytest.raises(NotFound) as previewed:
+            await ops.actions.batch_retry_preview(selection)
+        with pytest.raises(NotFound) as retried:
+            await ops.actions.batch_retry(filter=selection, actor="cli")
+        for refused in (previewed, retried):
+            assert (refused.value.code, str(refused.value)) == ("workflow_not_found", message)
+            assert refused.value.details == details
+    assert await runtime.store.count_runs("FAILED") == 1
+    pinned = RunFilter(workflow="bulk", version=1)
+    assert (await ops.actions.batch_retry_preview(pinned)).matching == 1
+    assert (await ops.actions.batch_retry(filter=pinned, actor="cli")).retried == failed
+
+
 async def test_batch_retry_by_filter_stays_within_the_tenant(
     ops: Operations, runtime: Runtime, downstream: RunningDownstream
 ) -> None:
