@@ -165,7 +165,33 @@ def _in_our_words(message: str, error: UsageError) -> str:
         what = "a whole number" if found["kind"] == "integer" else "a number"
         shown = "" if given is None else f" {given!r}"
         return f"{found['option']}{shown}: give {what}"
+    found = _OUT_OF_BOUNDS.match(message)
+    param = getattr(error, "param", None)
+    if found is not None and param is not None:
+        given = _given(found["option"])
+        shown = "" if given is None else f" {given!r}"
+        return f"{found['option']}{shown}: give {_bounded_number(param)}"
     return message.replace(": Value error, ", ": ")
+
+
+_OUT_OF_BOUNDS = re.compile(
+    r"Invalid value for '(?P<option>[^']+)'(?: / '[^']+')*: "
+    r"Input should be (?:greater|less) than (?:or equal to )?\S+$"
+)
+
+
+def _bounded_number(param: Any) -> str:
+    """What an option's `min`/`max` let it take, in words ("a whole number, 1 or more"),
+    rather than the one bound pydantic's message names."""
+    low, high = getattr(param, "min", None), getattr(param, "max", None)
+    descriptor = getattr(param, "type_descriptor", None)
+    whole = getattr(descriptor, "annotation", int) is not float
+    what = "a whole number" if whole else "a number"
+    if low is not None and high is not None:
+        return f"{what} from {low} to {high}"
+    if low is not None:
+        return f"{what}, {low} or more"
+    return f"{what}, at most {high}"
 
 
 def _takes_option(command: Any, option: str) -> bool:

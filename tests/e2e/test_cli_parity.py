@@ -54,8 +54,13 @@ def test_an_unknown_version_is_refused_as_rest_refuses_it(serve_api: Stack, vers
     assert_refused(refused, 1, answer.json()["message"])
     disagree = serve_api.cli("runs", "submit", f"{versions}@1", "--version", "2")
     assert_refused(disagree, 2, f"{versions}@1 and --version 2 disagree")
-    below = serve_api.cli("runs", "submit", versions, "--version", "0")
-    assert below.returncode == 2 and "No such option" not in below.stderr, below.stderr
+    for below in ("0", "-1"):
+        refused = serve_api.cli("runs", "submit", versions, "--version", below)
+        said = assert_refused(refused, 2)
+        assert said == (
+            f"error: --version '{below}': give a whole number, 1 or more "
+            "(see `schemabridge runs submit --help`)\n"
+        ), said
 
 
 def test_a_dry_run_of_one_run_says_what_its_retry_would_run_again(

@@ -64,3 +64,31 @@ def test_an_option_given_no_value_points_at_its_commands_help(
     assert result.exit_code == 2
     text = " ".join(result.output.split())
     assert f"requires an argument. (see `{where} --help`)" in text, text
+
+
+@pytest.mark.parametrize(
+    ("arguments", "said"),
+    [
+        (
+            ["runs", "submit", "w", "--version", "0"],
+            "--version '0': give a whole number, 1 or more",
+        ),
+        (["runs", "list", "--limit", "0"], "--limit '0': give a whole number from 1 to 10000"),
+        (["serve", "--port", "70000"], "--port '70000': give a whole number from 0 to 65535"),
+        (
+            ["destinations", "set-cap", "erp", "--rate", "0"],
+            "--rate '0': give a number, 0.001 or more",
+        ),
+    ],
+)
+def test_a_number_out_of_bounds_says_what_the_option_takes(
+    arguments: list[str], said: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Not pydantic's "Input should be greater than or equal to 1", which names one bound:
+    the option, the value given and every bound it has, on one line."""
+    monkeypatch.setattr("sys.argv", ["schemabridge", *arguments])  # where the value is read
+    result = CliRunner().invoke(app, arguments)
+    assert result.exit_code == 2
+    text = " ".join(result.output.split())
+    assert text.startswith(f"error: {said} (see `schemabridge "), text
+    assert "Input should be" not in text, text
