@@ -17,8 +17,6 @@ if TYPE_CHECKING:
 
 MAX_LIST = 10_000
 """The most rows one list command prints."""
-MAX_BATCH = 10_000
-"""The most runs one batch retry considers (the API's bound)."""
 STATUSES = ("RUNNING", "SUCCEEDED", "FAILED", "CANCELLED")
 """The statuses a run can be in: runs are created RUNNING (none is ever PENDING)."""
 ENDED = frozenset({"SUCCEEDED", "FAILED", "CANCELLED"})

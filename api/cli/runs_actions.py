@@ -35,7 +35,6 @@ from api.cli.remote import (
     stdout,
 )
 from api.cli.run_options import (
-    MAX_BATCH,
     RunArgument,
     SinceOption,
     StatusOption,
@@ -45,6 +44,7 @@ from api.cli.run_options import (
 )
 from api.cli.target import DEFAULT_API_URL
 from api.cli.text import plural
+from schemas.batch_limits import DEFAULT_BATCH, MAX_BATCH
 
 if TYPE_CHECKING:
     from api.cli.client import ApiClient
@@ -246,7 +246,7 @@ def retry(
     ] = False,
     limit: Annotated[
         int, typer.Option(help="Batch: consider at most this many runs.", min=1, max=MAX_BATCH)
-    ] = 1_000,
+    ] = DEFAULT_BATCH,
     dry_run: Annotated[
         bool,
         typer.Option(

@@ -33,8 +33,8 @@ from engine.operations.action_views import (
     RetryResult,
     StartOverResult,
 )
-from engine.operations.actions import MAX_BATCH
 from engine.operations.views import RunFilter
+from schemas.batch_limits import DEFAULT_BATCH, MAX_BATCH
 
 router = APIRouter(tags=["operator actions"], route_class=JsonBodyRoute)
 
@@ -157,10 +157,11 @@ class BatchRetryRequest(_Body):
     ids: list[str] | None = Field(default=None, description="The runs to retry.")
     filter: BatchFilter | None = Field(default=None, description="Retry the runs it matches.")
     limit: int = Field(
-        default=1000,
+        default=DEFAULT_BATCH,
         ge=1,
         le=MAX_BATCH,
-        description=f"The most runs considered (1 … {MAX_BATCH}); more ids are refused, a "
+        description=f"The most runs considered (1 … {MAX_BATCH}, {DEFAULT_BATCH} by default); "
+        "more ids are refused, a "
         "filter matching more answers `truncated: true`. A filter's deployment runs "
         "(`gradual_deploy`) are skipped beside the limit, not counted in it.",
     )
@@ -171,11 +172,11 @@ class BatchRetryPreviewRequest(_Body):
 
     filter: BatchFilter = Field(description="The runs a batch retry with it would take.")
     limit: int = Field(
-        default=MAX_BATCH,
+        default=DEFAULT_BATCH,
         ge=1,
         le=MAX_BATCH,
-        description=f"The batch's `limit` (1 … {MAX_BATCH}, by default the most one batch "
-        "takes): runs are counted up to it, and `truncated` says more match.",
+        description=f"The batch's `limit` (1 … {MAX_BATCH}, by default {DEFAULT_BATCH}, as "
+        "the batch's own): runs are counted up to it, and `truncated` says more match.",
     )
 
 

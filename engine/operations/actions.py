@@ -67,6 +67,7 @@ from engine.store.operator_actions import (
 from engine.store.records import RunRecord
 from engine.store.recovery import JoinReopened
 from engine.store.retry_checks import join_of
+from schemas.batch_limits import DEFAULT_BATCH, MAX_BATCH
 from schemas.definitions import RESERVED_WORKFLOWS, VertexType
 from schemas.errors import InvalidRequest, WrongState
 
@@ -77,8 +78,6 @@ if TYPE_CHECKING:
 DEAD_LETTERS_READ = 100
 """Dead-lettered children a reprocess reads for the destinations they call (a warning), and
 its preview lists."""
-MAX_BATCH = 10_000
-"""The most runs one batch retry considers (`limit` may not exceed it)."""
 LIST_PAGE = 500
 """Runs read per page when a batch retry resolves a filter (the largest page `list` gives)."""
 
@@ -318,7 +317,7 @@ class OperatorActions:
         self,
         ids: Sequence[str] | None = None,
         filter: RunFilter | None = None,
-        limit: int = 1000,
+        limit: int = DEFAULT_BATCH,
         *,
         actor: str,
         tenant: str | None = None,
@@ -421,7 +420,7 @@ class OperatorActions:
 
     @store_boundary
     async def batch_retry_preview(
-        self, filter: RunFilter, limit: int = MAX_BATCH, *, tenant: str | None = None
+        self, filter: RunFilter, limit: int = DEFAULT_BATCH, *, tenant: str | None = None
     ) -> BatchRetryPreview:
         """What `batch_retry(filter=filter, limit=limit)` would take, counted without doing
         it: the runs the filter matches (as the batch reads them: FAILED unless it names a

@@ -11,6 +11,7 @@ import time
 
 import pytest
 
+from schemas.batch_limits import DEFAULT_BATCH
 from tests.e2e.cli_harness import Stack, assert_refused
 from tests.integration.actions_harness import fix_first_warning
 
@@ -287,6 +288,13 @@ def test_a_dry_run_says_what_a_batch_would_not_retry(serve_api: Stack, workflow:
 
     typo = serve_api.cli("runs", "retry", "--workflow", "cli-messages-pnig", "--dry-run")
     assert_refused(typo, 1, "no published workflow 'cli-messages-pnig'; did you mean", workflow)
+
+
+def test_a_dry_run_counts_up_to_the_limit_the_batch_takes(serve_api: Stack, workflow: str) -> None:
+    """Without --limit, the dry run and the batch consider the same number of runs: the one
+    default the API's batch and preview take too."""
+    previewed = serve_api.json("runs", "retry", "--workflow", workflow, "--dry-run")
+    assert previewed["limit"] == DEFAULT_BATCH
 
 
 def test_a_batch_retry_of_a_version_never_published_is_refused(

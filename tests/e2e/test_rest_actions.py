@@ -18,6 +18,7 @@ from api.rest.run_models import RunCancelledError
 from demo.downstream import RunningDownstream
 from engine.operations import Operations
 from engine.runtime import Runtime
+from schemas.batch_limits import DEFAULT_BATCH
 from tests.conftest import Backend
 from tests.e2e.rest_harness import client, serving
 from tests.integration.actions_harness import (
@@ -394,7 +395,8 @@ async def test_a_batch_retry_preview_counts_what_a_filter_would_take(
         capped = (await http.post("/runs/retry/preview", json={"filter": {}, "limit": 2})).json()
         broken = await http.post("/runs/retry/preview", json={"filter": {"status": "BROKEN"}})
         bodiless = await http.post("/runs/retry/preview", json={"limit": 5})
-        documented = (await http.get("/openapi.json")).json()["paths"]
+        openapi = (await http.get("/openapi.json")).json()
+        documented = openapi["paths"]
     async with client(api.url, api.acme_key) as http:
         mine = (await http.post("/runs/retry/preview", json={"filter": {}})).json()
         named = {"filter": {"tenant": "globex"}}
@@ -405,7 +407,7 @@ async def test_a_batch_retry_preview_counts_what_a_filter_would_take(
     assert everything == {
         "matching": 3,
         "skipped": [],
-        "limit": 10_000,
+        "limit": DEFAULT_BATCH,  # the batch's own default: it counts what the batch takes
         "truncated": False,
         "warnings": [],
         "breakers": [],
@@ -422,6 +424,9 @@ async def test_a_batch_retry_preview_counts_what_a_filter_would_take(
     route = documented["/runs/retry/preview"]["post"]
     assert {"200", "403", "422"} <= set(route["responses"])
     assert "403" in documented["/runs/retry"]["post"]["responses"]
+    bodies = openapi["components"]["schemas"]
+    for body in ("BatchRetryRequest", "BatchRetryPreviewRequest"):
+        assert bodies[body]["properties"]["limit"]["default"] == DEFAULT_BATCH, body
     for run_id in [*acme, globex]:
         assert (await wait_for_run(api.runtime, run_id)).status == "FAILED"
         assert await action_lines(api.runtime, run_id) == [], "a preview retries nothing"
