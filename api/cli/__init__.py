@@ -98,9 +98,9 @@ def main() -> None:
 
 app.command(name="validate")(cli_validate.validate)
 app.command(name="run")(cli_run.run)
-app.command(name="serve")(cli_services.serve)
-app.command(name="api")(cli_services.api)
-app.command(name="worker")(cli_services.worker)
+app.command(name="serve", epilog=cli_services.SERVICE_EXIT_CODES_HELP)(cli_services.serve)
+app.command(name="api", epilog=cli_services.SERVICE_EXIT_CODES_HELP)(cli_services.api)
+app.command(name="worker", epilog=cli_services.SERVICE_EXIT_CODES_HELP)(cli_services.worker)
 app.command(name="demo-downstream")(cli_services.demo_downstream)
 app.command(name="services", epilog=EXIT_CODES_HELP)(cli_admin.services)
 app.add_typer(cli_services.db_app, name="db")

@@ -37,6 +37,7 @@ from rich.rule import Rule
 
 from api.cli import demo_address, log_setup, usage
 from api.cli.database_option import DatabaseOption, named_by
+from api.cli.exit_codes import ExitCode, exit_code_for
 
 if TYPE_CHECKING:
     from api.rest import ApiServer
@@ -46,8 +47,15 @@ if TYPE_CHECKING:
 console = usage.stderr()
 db_app = typer.Typer(help="Database maintenance.", no_args_is_help=True)
 
-EXIT_REFUSED = 1
-"""The service cannot start (schema behind, address in use, database unreachable)."""
+EXIT_REFUSED = ExitCode.FAILED
+"""The service cannot start because something else holds what it needs: its port, or its
+worker --name. A setting that cannot work is `ExitCode.USAGE` (2), a database or Redis that
+does not answer `ExitCode.UNREACHABLE` (4), as for every command (`api.cli.exit_codes`)."""
+SERVICE_EXIT_CODES_HELP = (
+    "Exit codes: 0 stopped by SIGINT/SIGTERM; 1 refused to start: its port, or its --name, "
+    "in use; 2 usage or a setting that cannot work (a malformed URL or key, a schema not at "
+    "head, an SQLite file that does not exist); 4 the database or Redis does not answer."
+)
 EXAMPLES_DIR = Path(__file__).resolve().parents[2] / "examples"
 
 
@@ -56,7 +64,12 @@ Port = Annotated[int, typer.Option(min=0, max=65535, metavar="PORT", help="Port 
 
 
 class CannotStart(Exception):
-    """A service refuses to start; the message is the one line shown to the operator."""
+    """A service refuses to start; the message is the one line shown to the operator, and
+    `exit_code` the documented code of its kind (`EXIT_REFUSED` unless told)."""
+
+    def __init__(self, message: str, exit_code: int = EXIT_REFUSED) -> None:
+        super().__init__(message)
+        self.exit_code = exit_code
 
 
 LogLevel = Annotated[
@@ -158,9 +171,9 @@ def _run(
     start: Callable[[], Coroutine[Any, Any, None]], settings: Settings, database: str | None
 ) -> None:
     """Run the service `start()` builds; a refusal to start (`CannotStart`, or a database or
-    Redis problem a user can fix, raised building it or running it) is one line and exit
-    code 1, never a traceback. `database`: the `--database` given, if one was (the refusal
-    names it rather than the setting)."""
+    Redis problem a user can fix, raised building it or running it) is one line and the exit
+    code of its kind (`SERVICE_EXIT_CODES_HELP`), never a traceback. `database`: the
+    `--database` given, if one was (the refusal names it rather than the setting)."""
     from engine.operations.startup import explain
 
     try:
@@ -173,7 +186,7 @@ def _run(
             runner.run(start())
     except CannotStart as refusal:
         console.print(f"[red]error:[/red] {named_by(str(refusal), database)}")
-        raise typer.Exit(EXIT_REFUSED) from None
+        raise typer.Exit(refusal.exit_code) from None
     except Exception as error:
         refused = explain(error, settings)
         if refused is None:
@@ -181,7 +194,7 @@ def _run(
         if usage.OPTIONS.debug:
             traceback.print_exception(error)
         console.print(f"[red]error:[/red] {named_by(refused.message, database)}")
-        raise typer.Exit(EXIT_REFUSED) from None
+        raise typer.Exit(exit_code_for(refused)) from None
 
 
 async def _open(settings: Settings, *, migrate: bool = True) -> Runtime:
@@ -194,7 +207,7 @@ async def _open(settings: Settings, *, migrate: bool = True) -> Runtime:
     try:
         return await open_runtime(settings, migrate=migrate, create=migrate)
     except StartupRefused as refused:
-        raise CannotStart(refused.message) from None
+        raise CannotStart(refused.message, exit_code_for(refused)) from None
 
 
 async def _opened(settings: Settings, server: ApiServer | None, *, migrate: bool = True) -> Runtime:
@@ -275,7 +288,7 @@ def _check_secret_keys(settings: Settings) -> None:
 
     problem = malformed_keys(settings)
     if problem is not None:
-        raise CannotStart(problem)
+        raise CannotStart(problem, ExitCode.USAGE)
 
 
 def _listen(host: str, port: int, settings: Settings, *, option: str = "--port") -> ApiServer:
@@ -480,7 +493,7 @@ def api(
 ) -> None:
     """Run the REST API alone (any number of them, beside worker processes).
 
-    Never migrates: refuses to start (exit 1) on a database whose schema is not this code's
+    Never migrates: refuses to start (exit 2) on a database whose schema is not this code's
     head revision, or an SQLite file that does not exist; run 'schemabridge db upgrade' first.
     On PostgreSQL it needs SCHEMABRIDGE_REDIS_URL, the workers' Redis (exit 2 without it).
     Prints the URL once it accepts requests; stops gracefully on SIGINT/SIGTERM."""
@@ -518,9 +531,13 @@ def _read_examples(examples: Path) -> list[tuple[str, str]]:
         files = sorted(p for p in examples.glob("*.json") if not p.name.endswith(".input.json"))
         documents = [(str(path), path.read_text(encoding="utf-8")) for path in files]
     except OSError as error:
-        raise CannotStart(f"cannot read the examples in {examples}: {error}") from None
+        raise CannotStart(
+            f"cannot read the examples in {examples}: {error}", ExitCode.USAGE
+        ) from None
     if not documents:
-        raise CannotStart(f"no example workflows in {examples}; give --examples DIR")
+        raise CannotStart(
+            f"no example workflows in {examples}; give --examples DIR", ExitCode.USAGE
+        )
     return documents
 
 
@@ -536,7 +553,7 @@ async def _publish_examples(
     try:
         workflows = parse_documents(documents)
     except Exception as error:
-        raise CannotStart(f"the example workflows are not valid: {error}") from None
+        raise CannotStart(f"the example workflows are not valid: {error}", ExitCode.USAGE) from None
     from engine.operations import Operations
 
     # Published again on each start: the same versions while the downstream keeps its port,
@@ -584,14 +601,16 @@ async def _serve_all(
     with lifecycle:
         async with contextlib.AsyncExitStack() as stack:
             stack.callback(server.close)
-            runtime = await _open(settings)
-            stack.push_async_callback(runtime.close)
             downstream_url = None
             if demo is not None and demo_port is not None:
+                # The port the user chose is checked before the database is opened (and
+                # migrated, which takes time): a port taken is said at once.
                 downstream_url = await stack.enter_async_context(
                     demo_address.on_port(demo_port, CannotStart)
                 )
-            elif demo is not None:
+            runtime = await _open(settings)
+            stack.push_async_callback(runtime.close)
+            if demo is not None and downstream_url is None:
                 preferred = await demo_address.remembered_port(runtime, _example_names(demo))
                 downstream_url = await stack.enter_async_context(
                     demo_address.started(preferred, "examples")

@@ -126,11 +126,10 @@ def test_a_redis_url_schemabridge_cannot_use(
 ) -> None:
     """Empty, without a scheme, the wrong scheme, a database that is not a number: one line
     naming the forms that work and how to use the embedded Redis, before anything starts
-    (exit 2 from `run`, 1 from a service that refuses to start, as for a database URL)."""
+    (exit 2, a setting that cannot work, from `run` and a service alike)."""
     args = [*command, str(workflow)] if command == ["run"] else command
-    code = 2 if command == ["run"] else 1
     line = one_line(
-        sb(*args, database=sqlite, redis=url), code, "redis://", "unset SCHEMABRIDGE_REDIS_URL"
+        sb(*args, database=sqlite, redis=url), 2, "redis://", "unset SCHEMABRIDGE_REDIS_URL"
     )
     assert "internal error" not in line and ":pw@" not in line
 
@@ -177,8 +176,10 @@ def test_services_refuse_to_start_in_one_line(
     # A separate process on PostgreSQL needs the shared Redis before anything else
     # (test_service_redis.py); given one, the database that does not answer is what it says.
     redis = None if command[0] == "serve" else request.getfixturevalue("redis_url")
-    one_line(sb(*command, database=url, redis=redis), 1, "cannot use the database")
-    one_line(sb(*command, database="mysql+aiomysql://u@h/db"), 1, "unsupported database scheme")
+    # The exit codes of every command: 4 a database that does not answer, 2 a setting that
+    # cannot work (as `db upgrade` and `keys` below).
+    one_line(sb(*command, database=url, redis=redis), 4, "cannot use the database")
+    one_line(sb(*command, database="mysql+aiomysql://u@h/db"), 2, "unsupported database scheme")
 
 
 def test_db_upgrade_keys_and_validate(tmp_path: Path, sqlite: str) -> None:

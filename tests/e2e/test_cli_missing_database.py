@@ -55,9 +55,8 @@ def refused(result: subprocess.CompletedProcess[str], code: int, path: Path) -> 
     return lines[0]
 
 
-# Exit 2 from `keys` and `secrets`, as for their other settings refused (a PostgreSQL database
-# that does not exist, a directory that cannot be written); 1 from `api`, as for every refusal
-# to start.
+# Exit 2 from `keys`, `secrets` and `api`, as for their other settings refused (a PostgreSQL
+# database that does not exist, a directory that cannot be written).
 COMMANDS = [
     pytest.param(["keys", "list"], "", 2, id="keys-list"),
     pytest.param(["keys", "create", "--admin"], "", 2, id="keys-create"),
@@ -68,7 +67,7 @@ COMMANDS = [
         ["secrets", "delete", "CRM_TOKEN", "--tenant", "acme"], "", 2, id="secrets-delete"
     ),
     pytest.param(["secrets", "rotate"], "", 2, id="secrets-rotate"),
-    pytest.param(["api", "--port", "0"], "", 1, id="api"),
+    pytest.param(["api", "--port", "0"], "", 2, id="api"),
 ]
 
 

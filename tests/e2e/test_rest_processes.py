@@ -36,8 +36,12 @@ def get(url: str, **kwargs: str) -> httpx.Response:
         return http.get(url, headers=kwargs)
 
 
-def _assert_one_line_refusal(result: subprocess.CompletedProcess[str], *needles: str) -> str:
-    assert result.returncode == 1, (result.stdout, result.stderr)
+def _assert_one_line_refusal(
+    result: subprocess.CompletedProcess[str], code: int, *needles: str
+) -> str:
+    """One line, exit `code`: 2 a database it cannot use as it is, 4 one that does not
+    answer, 1 a port someone else holds."""
+    assert result.returncode == code, (result.stdout, result.stderr)
     lines = [line for line in result.stderr.splitlines() if line.strip()]
     assert len(lines) == 1, result.stderr
     assert "Traceback" not in result.stderr
@@ -53,7 +57,7 @@ def test_api_refuses_a_database_never_migrated(backend: Backend, tmp_path: Path)
     if sqlite_file is not None:
         sqlite_file.touch()
     result = sb("api", "--port", "0", env=process_env(backend, tmp_path))
-    line = _assert_one_line_refusal(result, "schemabridge db upgrade", HEAD)
+    line = _assert_one_line_refusal(result, 2, "schemabridge db upgrade", HEAD)
     assert "never migrated" in line
 
 
@@ -61,7 +65,7 @@ def test_api_refuses_a_database_behind_head(backend: Backend, tmp_path: Path) ->
     env = process_env(backend, tmp_path)
     assert sb("db", "upgrade", "0008", env=env).returncode == 0
     result = sb("api", "--port", "0", env=env)
-    _assert_one_line_refusal(result, "0008", HEAD, "schemabridge db upgrade")
+    _assert_one_line_refusal(result, 2, "0008", HEAD, "schemabridge db upgrade")
 
 
 def test_api_refuses_a_database_a_newer_release_migrated(tmp_path: Path) -> None:
@@ -71,14 +75,14 @@ def test_api_refuses_a_database_a_newer_release_migrated(tmp_path: Path) -> None
     with sqlite3.connect(database) as conn:
         conn.execute("UPDATE alembic_version SET version_num = '9999'")
     result = sb("api", "--port", "0", env=env)
-    _assert_one_line_refusal(result, "9999", "newer release")
+    _assert_one_line_refusal(result, 2, "9999", "newer release")
 
 
 def test_api_refuses_an_unreachable_database(tmp_path: Path, redis_url: str) -> None:
     # With the shared Redis an api on PostgreSQL needs (test_service_redis.py).
     backend = Backend("down", "postgresql+asyncpg://postgres@127.0.0.1:1/none", redis_url)
     result = sb("api", "--port", "0", env=process_env(backend, tmp_path))
-    _assert_one_line_refusal(result, "cannot use the database", "127.0.0.1:1")
+    _assert_one_line_refusal(result, 4, "cannot use the database", "127.0.0.1:1")
 
 
 def test_api_refuses_an_address_in_use(tmp_path: Path) -> None:
@@ -86,7 +90,9 @@ def test_api_refuses_an_address_in_use(tmp_path: Path) -> None:
     with socket.create_server(("127.0.0.1", 0)) as taken:
         port = taken.getsockname()[1]
         result = sb("api", "--port", str(port), env=process_env(backend, tmp_path))
-    _assert_one_line_refusal(result, f"cannot listen on 127.0.0.1:{port}", "--port (0: a free one)")
+    _assert_one_line_refusal(
+        result, 1, f"cannot listen on 127.0.0.1:{port}", "--port (0: a free one)"
+    )
 
 
 def test_api_serves_an_upgraded_database_and_stops_on_sigterm(

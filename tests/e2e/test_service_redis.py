@@ -61,6 +61,30 @@ def test_a_health_port_in_use_names_the_workers_option(tmp_path: Path) -> None:
     assert line.endswith("pick another with --health-port (0: a free one)"), line
 
 
+def test_a_worker_refuses_to_start_with_the_exit_code_its_help_documents(
+    tmp_path: Path,
+) -> None:
+    """1 a health port another process holds, 4 a Redis that does not answer (a closed
+    loopback port), 2 a Redis URL that cannot work, as `worker --help` says; and the port,
+    checked before anything connects, is what a worker given both a taken port and a dead
+    Redis says."""
+    database = {"SCHEMABRIDGE_DATABASE_URL": f"sqlite+aiosqlite:///{tmp_path / 'sb.db'}"}
+    dead_redis = f"redis://127.0.0.1:{free_port()}/0"
+    down = {**database, "SCHEMABRIDGE_REDIS_URL": dead_redis}
+    with socket.create_server(("127.0.0.1", 0)) as taken:
+        port = taken.getsockname()[1]
+        in_use = run_cli(("worker", "--health-port", str(port)), database)
+        both = run_cli(("worker", "--health-port", str(port)), down)
+    for refused in (in_use, both):
+        one_line(refused, 1, f"cannot listen on 127.0.0.1:{port}", "--health-port")
+    one_line(run_cli(("worker",), down), 4, f"cannot reach Redis at {dead_redis}")
+    malformed = {**database, "SCHEMABRIDGE_REDIS_URL": "http://127.0.0.1:6379/0"}
+    one_line(run_cli(("worker",), malformed), 2, "does not start with redis://")
+    documented = " ".join(run_cli(("worker", "--help"), {}).stdout.split())
+    assert "1 refused to start: its port, or its --name, in use" in documented, documented
+    assert "4 the database or Redis does not answer" in documented, documented
+
+
 def _wait_beating(worker: Service, redis_url: str, name: str = "w1") -> None:
     """Until the worker printed its `ready` line (it serves no URL without --health-port) and
     its first heartbeat, which follows, reads as up."""

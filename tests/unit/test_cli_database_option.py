@@ -28,7 +28,7 @@ def test_database_option_wins_and_is_named_in_the_refusal(
     monkeypatch.setenv("SCHEMABRIDGE_DATABASE_URL", f"sqlite:///{from_setting}")
     monkeypatch.delenv("SCHEMABRIDGE_REDIS_URL", raising=False)
     result = CliRunner().invoke(app, [*command, "--database", f"sqlite:///{from_option}"])
-    assert result.exit_code == 1, result.output
+    assert result.exit_code == 2, result.output  # a setting that cannot work
     text = " ".join(result.output.split())
     assert f"cannot open the SQLite database {from_option}" in text
     assert str(from_setting) not in text
