@@ -4,7 +4,10 @@ from __future__ import annotations
 
 import json
 import logging
+from collections.abc import Iterator
+from typing import Literal
 
+import pytest
 from redis.exceptions import ConnectionError as RedisConnectionError
 
 from api.cli import log_setup, run_live_display
@@ -101,7 +104,43 @@ def test_an_apis_database_outage_says_what_an_api_does_without_sql() -> None:
         assert says in message, message
         assert "[SQL:" not in message and "sqlalche.me" not in message, message
         assert "(sqlalchemy." not in message and "<class" not in message, message
-    assert "not yet recorded" not in log_setup._API_CONSEQUENCES["database"]
+
+
+@pytest.fixture
+def restored_logging() -> Iterator[None]:
+    """The process's logging as it was, after a test that ran `log_setup.configure`."""
+    root, access = logging.getLogger(), logging.getLogger(log_setup.ACCESS_LOGGER)
+    quiet = {name: logging.getLogger(name).level for name in log_setup.QUIET_LOGGERS}
+    saved = (root.handlers[:], root.level, access.handlers[:], access.level, access.propagate)
+    yield
+    root.handlers[:], root.level, access.handlers[:], access.level, access.propagate = saved
+    for name, level in quiet.items():
+        logging.getLogger(name).setLevel(level)
+
+
+@pytest.mark.parametrize(
+    ("role", "said", "not_said"),
+    [("api", "answered 503", "not yet recorded"), ("worker", "not yet recorded", "503")],
+)
+def test_a_process_says_what_its_role_does_during_a_database_outage(
+    role: Literal["api", "worker"],
+    said: str,
+    not_said: str,
+    capsys: pytest.CaptureFixture[str],
+    restored_logging: None,
+) -> None:
+    """`configure(role=...)` installs the outage warning of that role: an api, which keeps no
+    results, never promises to keep unrecorded ones; a worker says what it keeps."""
+    from asyncpg.exceptions import ConnectionDoesNotExistError
+    from sqlalchemy.exc import InterfaceError
+
+    closed = ConnectionDoesNotExistError("connection was closed in the middle of operation")
+    raised = InterfaceError("SELECT 1", {}, closed)
+    log_setup.configure(f"{role}-1", role=role)
+    logging.getLogger("engine").warning("reading caps failed", exc_info=raised)
+    (line,) = capsys.readouterr().err.splitlines()
+    assert "database unreachable (InterfaceError: " in line, line
+    assert said in line and not_said not in line, line
 
 
 def test_an_outage_ended_by_a_probe_is_said_once_and_the_next_one_told_again() -> None:
