@@ -204,18 +204,25 @@ def exposure_line(deployment: DeploymentView) -> str:
 
 
 def runs_command(figures: VersionFigures, workflow: str) -> str:
-    """The `runs list` command that lists the runs behind `figures` (its `runsUrl`: the
-    version, how it was routed, and since when)."""
+    """The `runs list` command that lists exactly the runs behind `figures` (its `runsUrl`:
+    the version, how it was routed, and the window: from the deployment's start until the
+    next deployment of the workflow began, once there is one). Without the end, a later
+    deployment of the same version added its runs to the list."""
     query = parse_qs(urlsplit(figures.runs_url).query)
     parts = ["schemabridge runs list", f"--workflow {workflow}", f"--version {figures.version}"]
     if query.get("route"):
         parts.append(f"--route {query['route'][0]}")
-    after = query.get("createdAfter")
-    if after:
-        # Whole seconds, rounded down: the list starts no later than the deployment did.
-        since = datetime.fromtimestamp(int(float(after[0])), UTC).isoformat()
-        parts.append(f"--since {since}")
+    for parameter, option in (("createdAfter", "--since"), ("createdBefore", "--until")):
+        found = query.get(parameter)
+        if found:
+            parts.append(f"{option} {moment(float(found[0]))}")
     return " ".join(parts)
+
+
+def moment(at: float) -> str:
+    """An epoch time as ISO UTC to the microsecond (whole seconds would take in the runs of
+    another deployment begun or ended within the same second)."""
+    return datetime.fromtimestamp(at, UTC).isoformat()
 
 
 def _counts(label: str, figures: dict[str, Any], when: str) -> str:

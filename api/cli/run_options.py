@@ -63,6 +63,14 @@ SinceOption = Annotated[
         metavar="WHEN",
     ),
 ]
+UntilOption = Annotated[
+    str | None,
+    typer.Option(
+        help="Only runs created before: a span back from now (90s, 15m, 2h) or an ISO date or "
+        "time (exclusive; with --since, a window such as a deployment's).",
+        metavar="WHEN",
+    ),
+]
 CursorOption = Annotated[
     str | None, typer.Option(help="Continue a previous list where it stopped.")
 ]
@@ -101,6 +109,7 @@ def run_filter(
     roots_only: bool,
     version: int | None = None,
     route: str | None = None,
+    until: str | None = None,
 ) -> RunQuery:
     """The filter the list and batch options describe (exit 2 for a `version` without a
     workflow, or one that contradicts NAME@VERSION, and for an unknown `route`)."""
@@ -114,18 +123,26 @@ def run_filter(
     version = version if version is not None else pinned
     if route is not None and route.lower() not in ROUTES:
         fail(f"unknown route {route!r}; one of {', '.join(ROUTES)}", ExitCode.USAGE)
-    created_after = None
-    if since is not None:
-        try:
-            created_after = parse_since(since, time.time())
-        except ValueError as error:
-            fail(f"--since {error}", ExitCode.USAGE)
+    created_after = _moment("--since", since)
+    created_before = _moment("--until", until)
     return RunQuery(
         workflow=name,
         version=version,
         status=checked_status(status),
         tenant=tenant,
         created_after=created_after,
+        created_before=created_before,
         roots_only=roots_only,
         route=None if route is None else route.lower(),
     )
+
+
+def _moment(option: str, value: str | None) -> float | None:
+    """`--since` or `--until` as epoch seconds (exit 2, in one line, for what is neither a span
+    nor an ISO date or time)."""
+    if value is None:
+        return None
+    try:
+        return parse_since(value, time.time())
+    except ValueError as error:
+        fail(f"{option} {error}", ExitCode.USAGE)

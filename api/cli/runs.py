@@ -50,6 +50,7 @@ from api.cli.run_options import (
     StatusOption,
     TenantOption,
     TimeoutOption,
+    UntilOption,
     WorkflowOption,
     checked_status,
     run_filter,
@@ -219,6 +220,7 @@ def list_runs(
     ] = None,
     tenant: TenantOption = None,
     since: SinceOption = None,
+    until: UntilOption = None,
     limit: Annotated[
         int,
         typer.Option(
@@ -247,6 +249,7 @@ def list_runs(
         workflow=workflow,
         tenant=tenant,
         since=since,
+        until=until,
         roots_only=not all_runs,
         version=version,
         route=route,

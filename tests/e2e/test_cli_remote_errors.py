@@ -236,6 +236,7 @@ def test_usage_errors(serve_api: Stack) -> None:
     pending = serve_api.cli("runs", "list", "--status", "PENDING")
     assert_refused(pending, 2, "unknown status 'PENDING'")
     assert_refused(serve_api.cli("runs", "list", "--since", "soon"), 2, "--since 'soon'")
+    assert_refused(serve_api.cli("runs", "list", "--until", "soon"), 2, "--until 'soon'")
     assert_refused(serve_api.cli("runs", "submit", "w@0"), 2, "the version after @")
     # Without --wait nothing waits: a --timeout there was meant for a wait the user forgot.
     unbounded = serve_api.cli("runs", "submit", "w", "--timeout", "5")
