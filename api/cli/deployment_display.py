@@ -97,6 +97,34 @@ def candidate_runs(figures: VersionFigures) -> str:
     return f"{figures.runs:,}{refused}"
 
 
+END_EVENTS = {"ROLLED_BACK": "the rollback", "SUCCEEDED": "the promotion", "ABORTED": "the abort"}
+
+
+def end_event(deployment: DeploymentView) -> str:
+    """ "the rollback", "the promotion", "the abort": the moment an ended deployment's figures
+    were recorded."""
+    return END_EVENTS.get(deployment.status, "the end")
+
+
+def figures_at_end(deployment: DeploymentView) -> dict[str, Any] | None:
+    """The candidate's figures an ended deployment recorded when it ended (None: running, or
+    none recorded): what decided it, which retries of its runs afterwards do not change, where
+    the view's `candidate` is the runs as they are now."""
+    if deployment.status == "RUNNING" or deployment.outcome is None:
+        return None
+    found = (deployment.outcome.figures or {}).get("candidate")
+    return found if isinstance(found, dict) else None
+
+
+def ratio_column(deployment: DeploymentView) -> str:
+    """The list's FAILURE RATIO: an ended deployment's at its end ("0.333 at the rollback"),
+    not the ratio now, which an operator's retries of the failed runs rewrite."""
+    at_end = figures_at_end(deployment)
+    if at_end is None:
+        return ratio(deployment.candidate.failure_ratio)
+    return f"{ratio(at_end.get('failureRatio'))} at {end_event(deployment)}"
+
+
 def deployments_table(items: Sequence[DeploymentView], now: float) -> Table:
     rows: list[list[str | Text]] = [
         [
@@ -108,7 +136,7 @@ def deployments_table(items: Sequence[DeploymentView], now: float) -> Table:
             where(d),
             weight_now(d),
             candidate_runs(d.candidate),
-            ratio(d.candidate.failure_ratio),
+            ratio_column(d),
             relative(d.created_at, now),
         ]
         for d in items
@@ -146,6 +174,21 @@ def figures_table(deployment: DeploymentView) -> Table:
         headers,
         [row("candidate", deployment.candidate), row("serving", deployment.serving)],
     )
+
+
+def figures_now_line(deployment: DeploymentView) -> str | None:
+    """Over an ended deployment's table: its figures are the runs as they are now, which
+    retries since its end may have changed, unlike those it ended on (said with them)."""
+    d = deployment
+    if d.status == "RUNNING":
+        return None
+    event = end_event(d)
+    line = f"runs by version now, after any retries since {event}"
+    at_end = figures_at_end(d)
+    if at_end is None:
+        return line + ":"
+    failed, finished = int(at_end.get("failed", 0)), int(at_end.get("finished", 0))
+    return f"{line} (at {event}: {failed:,} of {finished:,} finished failed):"
 
 
 def refused_line(deployment: DeploymentView) -> str | None:
@@ -330,7 +373,10 @@ def deployment_view(deployment: DeploymentView, now: float) -> Group:
     ]
     if d.ended_at is not None:
         lines.append(Text(f"ended {exact(d.ended_at)} ({relative(d.ended_at, now)})"))
-    lines += [Text(stages_line(d)), Text(policy_line(d)), Text(""), figures_table(d)]
+    lines += [Text(stages_line(d)), Text(policy_line(d)), Text("")]
+    now_line = figures_now_line(d)
+    lines += [Text(now_line)] if now_line else []
+    lines.append(figures_table(d))
     refused = refused_line(d)
     lines += [Text(refused)] if refused else []
     lines.append(Text(""))

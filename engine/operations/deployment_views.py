@@ -125,8 +125,9 @@ class OutcomeView(View):
     `key:<id>` for a key without a name; `demo` with authentication off)."""
     stage: int | None = None
     figures: dict[str, Any] | None = None
-    """What the deciding check saw: `candidate` and `serving` (runs, succeeded, failed,
-    cancelled, finished, failureRatio), `threshold`, `stageRuns`."""
+    """What the deciding check (or the stop) saw, recorded when the deployment ended and never
+    changed after: `candidate` and `serving` (runs, succeeded, failed, cancelled, finished,
+    failureRatio), and for a check's verdict `threshold`, `stageRuns`."""
 
 
 class DeploymentView(View):
@@ -154,6 +155,8 @@ class DeploymentView(View):
     """The failure ratio the candidate may not exceed, as of now."""
     check_interval_seconds: float
     candidate: VersionFigures
+    """The runs as they are now: once the deployment has ended, an operator's retries change
+    them; `outcome.figures` keeps those it ended on."""
     serving: VersionFigures
     exposure: int
     """Runs the candidate received from this deployment (the blast radius of a rollback),

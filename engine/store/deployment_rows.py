@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Collection, Mapping
+from dataclasses import dataclass
 from typing import Any
 
 from sqlalchemy import Integer, bindparam, case, func, select, update
@@ -19,9 +20,17 @@ from sqlalchemy.ext.asyncio import AsyncConnection
 
 from engine.store.deployment_log import log_event, routing_after
 from engine.store.dialect import dialect_of
-from engine.store.models import Deployment, DeploymentStatus, Run, WorkflowServing
+from engine.store.models import (
+    Deployment,
+    DeploymentStatus,
+    Run,
+    RunRoute,
+    RunStatus,
+    WorkflowServing,
+)
 from engine.store.records import DeploymentRecord, ServingRecord, StatusCounts
 from schemas.errors import WrongState
+from vertices.deploy import VersionCounts
 
 runs = Run.__table__  # type: ignore[attr-defined]
 serving = WorkflowServing.__table__  # type: ignore[attr-defined]
@@ -190,7 +199,9 @@ async def end_driven_by(
     record = await running_driven_by(conn, run_id)
     if record is None:
         return None
-    ended = await abort_stopped(conn, record, now, reason=reason, actor=actor)
+    # The figures at the end, as every other end records them: retries change the runs later.
+    figures = await window_figures(conn, record)
+    ended = await abort_stopped(conn, record, now, reason=reason, actor=actor, figures=figures)
     return record if ended else None
 
 
@@ -315,6 +326,78 @@ async def end(
         .values(**values)
     )
     return True
+
+
+@dataclass(frozen=True)
+class DeploymentCounts:
+    """The runs a deployment routed: the candidate's since it began (up to the next
+    deployment of the workflow, once it has ended: no run is routed to a candidate between
+    the two), the serving version's over the same time (until it ended), and how many of the
+    candidate's began in the stage in force. Bounded counts (`recent`) cover each version's
+    most recent runs only."""
+
+    candidate: VersionCounts
+    serving: VersionCounts
+    stage_runs: int
+    candidate_until: float | None = None
+    """The end of the candidate's window (None: open)."""
+
+
+async def window_counts(
+    conn: AsyncConnection, record: DeploymentRecord, recent: int | None = None
+) -> DeploymentCounts:
+    running = record.status == DeploymentStatus.RUNNING.value
+    until = None if running else await next_deployment_start(conn, record)
+    candidate_latest = None
+    if recent is not None:
+        # Enough to see the stage's minimum runs however many that is.
+        candidate_latest = max(recent, int(record.stages[record.stage_index]["minRuns"]))
+    candidate = await version_counts(
+        conn,
+        record.workflow_name,
+        record.candidate_version,
+        route=RunRoute.CANDIDATE.value,
+        since=record.created_at,
+        until=until,
+        stage_since=record.stage_started_at,
+        latest=candidate_latest,
+    )
+    serving = await version_counts(
+        conn,
+        record.workflow_name,
+        record.serving_version,
+        route=RunRoute.SERVING.value,
+        since=record.created_at,
+        until=None if running else record.ended_at,
+        latest=recent,
+    )
+    refused = record.candidate_refused
+    return DeploymentCounts(
+        counts_of(candidate, refused=refused),
+        counts_of(serving),
+        candidate.since_stage + max(0, refused - record.refused_before_stage),
+        until,
+    )
+
+
+def counts_of(counts: StatusCounts, *, refused: int = 0) -> VersionCounts:
+    """A version's runs by outcome, with `refused` submissions (its inputSchema refused them:
+    no run exists) counted as failed runs (`VersionCounts.refused` says how many)."""
+    by_status = counts.by_status
+    return VersionCounts(
+        runs=sum(by_status.values()) + refused,
+        succeeded=by_status.get(RunStatus.SUCCEEDED.value, 0),
+        failed=by_status.get(RunStatus.FAILED.value, 0) + refused,
+        cancelled=by_status.get(RunStatus.CANCELLED.value, 0),
+        refused=refused,
+    )
+
+
+async def window_figures(conn: AsyncConnection, record: DeploymentRecord) -> dict[str, Any]:
+    """Every run of `record`'s window by version and outcome, as an outcome records them: what
+    the deployment's figures were when it ended, kept while retries change the runs later."""
+    counts = await window_counts(conn, record)
+    return {"candidate": counts.candidate.as_dict(), "serving": counts.serving.as_dict()}
 
 
 async def count_refusal(conn: AsyncConnection, deployment_id: str) -> bool:

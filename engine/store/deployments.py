@@ -26,6 +26,7 @@ from engine.store import results as results_
 from engine.store.actions_store import ROUTED, OperatorActionsStore
 from engine.store.catalogue import RunCatalogue
 from engine.store.core import UnknownWorkflow, step_rows, steps
+from engine.store.deployment_rows import DeploymentCounts
 from engine.store.models import (
     AuditAction,
     AuditSubject,
@@ -38,12 +39,10 @@ from engine.store.records import (
     DeploymentRecord,
     LogLine,
     ServingRecord,
-    StatusCounts,
     VersionRecord,
 )
 from schemas.definitions import Workflow
 from schemas.errors import WrongState
-from vertices.deploy import VersionCounts
 
 logger = logging.getLogger(__name__)
 
@@ -62,71 +61,6 @@ class DeploymentSpec:
     rollback: dict[str, Any]
     check_interval_s: float
     actor: str
-
-
-@dataclass(frozen=True)
-class DeploymentCounts:
-    """The runs a deployment routed: the candidate's since it began (up to the next
-    deployment of the workflow, once it has ended: no run is routed to a candidate between
-    the two), the serving version's over the same time (until it ended), and how many of the
-    candidate's began in the stage in force. Bounded counts (`recent`) cover each version's
-    most recent runs only."""
-
-    candidate: VersionCounts
-    serving: VersionCounts
-    stage_runs: int
-    candidate_until: float | None = None
-    """The end of the candidate's window (None: open)."""
-
-
-async def _counts(
-    conn: AsyncConnection, record: DeploymentRecord, recent: int | None = None
-) -> DeploymentCounts:
-    running = record.status == DeploymentStatus.RUNNING.value
-    until = None if running else await rows_.next_deployment_start(conn, record)
-    candidate_latest = None
-    if recent is not None:
-        # Enough to see the stage's minimum runs however many that is.
-        candidate_latest = max(recent, int(record.stages[record.stage_index]["minRuns"]))
-    candidate = await rows_.version_counts(
-        conn,
-        record.workflow_name,
-        record.candidate_version,
-        route=RunRoute.CANDIDATE.value,
-        since=record.created_at,
-        until=until,
-        stage_since=record.stage_started_at,
-        latest=candidate_latest,
-    )
-    serving = await rows_.version_counts(
-        conn,
-        record.workflow_name,
-        record.serving_version,
-        route=RunRoute.SERVING.value,
-        since=record.created_at,
-        until=None if running else record.ended_at,
-        latest=recent,
-    )
-    refused = record.candidate_refused
-    return DeploymentCounts(
-        version_counts(candidate, refused=refused),
-        version_counts(serving),
-        candidate.since_stage + max(0, refused - record.refused_before_stage),
-        until,
-    )
-
-
-def version_counts(counts: StatusCounts, *, refused: int = 0) -> VersionCounts:
-    """A version's runs by outcome, with `refused` submissions (its inputSchema refused them:
-    no run exists) counted as failed runs (`VersionCounts.refused` says how many)."""
-    by_status = counts.by_status
-    return VersionCounts(
-        runs=sum(by_status.values()) + refused,
-        succeeded=by_status.get(RunStatus.SUCCEEDED.value, 0),
-        failed=by_status.get(RunStatus.FAILED.value, 0) + refused,
-        cancelled=by_status.get(RunStatus.CANCELLED.value, 0),
-        refused=refused,
-    )
 
 
 def running_deployment(workflow: str, deployment_id: str | None) -> WrongState:
@@ -548,7 +482,7 @@ class DeploymentStore(RunCatalogue, OperatorActionsStore):
         one (a read as long as the window), or with `recent` each version's `recent` latest
         (the candidate's at least as many as its stage's minimum runs): a bounded read."""
         async with self._engines.read.connect() as conn:
-            return await _counts(conn, record, recent)
+            return await rows_.window_counts(conn, record, recent)
 
     async def count_refusal(self, deployment_id: str) -> bool:
         """Count a submission the candidate of RUNNING deployment `deployment_id` refused
@@ -621,8 +555,7 @@ class DeploymentStore(RunCatalogue, OperatorActionsStore):
     async def _window_figures(
         self, conn: AsyncConnection, record: DeploymentRecord
     ) -> dict[str, Any]:
-        counts = await _counts(conn, record)
-        return {"candidate": counts.candidate.as_dict(), "serving": counts.serving.as_dict()}
+        return await rows_.window_figures(conn, record)
 
     async def _after_cancel(
         self, conn: AsyncConnection, run_id: str, actor: str
@@ -653,5 +586,4 @@ __all__: Sequence[str] = [
     "DeploymentSpec",
     "DeploymentStore",
     "RerunFacts",
-    "version_counts",
 ]

@@ -294,6 +294,23 @@ def assert_names_its_deployment(page: Any, deployment_id: str) -> None:
     shoot(page, "candidate-run", narrow=False)
 
 
+def assert_says_the_figures_at_the_rollback(
+    server: DemoServer, page: Any, ended: dict[str, Any]
+) -> None:
+    """The page's table is the runs now (retries since change them), with what the rollback
+    saw said beside it, as it was; the list gives the ratio the rollback decided on."""
+    figures = ended["outcome"]["figures"]["candidate"]
+    page.goto(f"{server.ui}#/deployments/{ended['id']}")
+    assert page.locator("table.figures caption").inner_text() == (
+        "Runs of each version since the deployment began — now, after any retries since "
+        f"the rollback (at the rollback: {figures['failed']} of {figures['finished']} "
+        "finished failed)"
+    )
+    page.goto(f"{server.ui}#/deployments")
+    ratio = page.locator(f'tr[data-deployment="{ended["id"]}"] .list-ratio')
+    assert ratio.inner_text() == " · ratio 1.000 at the rollback"
+
+
 def test_a_failing_candidate_is_rolled_back_and_shows_its_exposure(
     server: DemoServer, browser: Any
 ) -> None:
@@ -373,6 +390,7 @@ def test_a_failing_candidate_is_rolled_back_and_shows_its_exposure(
         page.locator("p.window-note").get_by_role("button", name="Show any time").click()
         page.locator("p.window-note").wait_for(state="detached")
         assert "after=" not in page.url and "route=candidate" in page.url
+        assert_says_the_figures_at_the_rollback(server, page, ended)
 
 
 def test_a_candidate_refusing_the_input_shows_its_refusals(

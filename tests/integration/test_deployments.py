@@ -443,6 +443,10 @@ async def test_a_failed_gradual_deploy_run_ends_its_deployment(
     assert ended.outcome is not None and ended.outcome.actor == "engine"
     assert ended.outcome.reason.startswith("its gradual_deploy run failed at stage-1: ")
     assert "no deployment 'gone' for this run" in ended.outcome.reason
+    # The figures at its end, as every other end records them: later retries change the runs.
+    figures = ended.outcome.figures
+    assert figures is not None and figures["candidate"]["runs"] == 0, figures
+    assert figures["serving"]["runs"] == 0, figures
     assert [e.event for e in ended.timeline][-1] == "aborted"
     assert (serving.serving_version, serving.candidate_version) == (1, None)
     assert (serving.candidate_weight, serving.deployment_id) == (0, None)

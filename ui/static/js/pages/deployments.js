@@ -70,6 +70,27 @@ export function runsLink(figures) {
   return `#/runs?${wanted.toString()}`;
 }
 
+const END_EVENTS = { ROLLED_BACK: "the rollback", SUCCEEDED: "the promotion", ABORTED: "the abort" };
+
+/** "the rollback", "the promotion", "the abort": when an ended deployment recorded its figures. */
+function endEvent(d) {
+  return END_EVENTS[d.status] || "the end";
+}
+
+/** The candidate's figures an ended deployment recorded when it ended (null: running, or none
+ * recorded): what decided it. `d.candidate` is the runs as they are now, which an operator's
+ * retries of the failed runs rewrite ("rolled back … ratio 0.000"). As `deployments list`. */
+function figuresAtEnd(d) {
+  if (d.status === "RUNNING" || !d.outcome || !d.outcome.figures) return null;
+  const found = d.outcome.figures.candidate;
+  return found && typeof found === "object" ? found : null;
+}
+
+function ratioNote(d) {
+  const atEnd = figuresAtEnd(d);
+  return atEnd ? ` · ratio ${ratio(atEnd.failureRatio)} at ${endEvent(d)}` : ` · ratio ${ratio(d.candidate.failureRatio)}`;
+}
+
 // ── the list ────────────────────────────────────────────────────────────────────────────────
 
 function listRow(d) {
@@ -82,7 +103,7 @@ function listRow(d) {
     h("td", {}, badge(d.status)),
     h("td", { class: "stage-cell" }, stageText(d)),
     h("td", { class: "weight-cell" }, weightNow(d)),
-    h("td", {}, plural(d.candidate.runs, "run"), d.candidate.refused ? ` (${count(d.candidate.refused)} refused)` : null, h("span", { class: "muted" }, ` · ratio ${ratio(d.candidate.failureRatio)}`)),
+    h("td", {}, plural(d.candidate.runs, "run"), d.candidate.refused ? ` (${count(d.candidate.refused)} refused)` : null, h("span", { class: "muted list-ratio" }, ratioNote(d))),
     h("td", {}, time(d.createdAt)),
   );
 }
@@ -197,11 +218,21 @@ function figuresTable(d) {
     h(
       "table",
       { class: "figures" },
-      h("caption", {}, "Runs of each version since the deployment began"),
+      h("caption", {}, figuresCaption(d)),
       h("thead", {}, h("tr", {}, ["Version", "Runs", "Succeeded", "Failed", "Cancelled", "Running", "Failure ratio", ""].map((t) => h("th", { scope: "col" }, t)))),
       h("tbody", {}, row("candidate", d.candidate), row("serving", d.serving)),
     ),
   );
+}
+
+/** The table's caption: once the deployment has ended its rows are the runs now, which
+ * retries since the end may have changed, beside the figures it ended on. */
+function figuresCaption(d) {
+  const base = "Runs of each version since the deployment began";
+  if (d.status === "RUNNING") return base;
+  const atEnd = figuresAtEnd(d);
+  const then = atEnd ? ` (at ${endEvent(d)}: ${count(atEnd.failed || 0)} of ${count(atEnd.finished || 0)} finished failed)` : "";
+  return `${base} — now, after any retries since ${endEvent(d)}${then}`;
 }
 
 /** The rollback policy, with the threshold it gives now when it depends on the serving
