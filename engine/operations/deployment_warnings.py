@@ -78,23 +78,58 @@ def no_evidence_warning(stages: Sequence[StageSpec], rollback: RollbackSpec) -> 
 
 
 def redeploy_warning(version: int, rolled_back: DeploymentRecord | None) -> str | None:
-    """Deploying a version a deployment rolled back before: what happened then."""
+    """Deploying a version whose latest deployment outcome was a rollback (not one a later
+    promotion or serving of it superseded: `DeploymentStore.latest_rolled_back`): what
+    happened then. "make sure what failed is fixed" only when runs had failed: an operator's
+    rollback with none failed was a choice, not a failure."""
     if rolled_back is None or rolled_back.ended_at is None:
         return None
     outcome = rolled_back.outcome or {}
     by = outcome.get("actor")
-    who = " by the engine's verdict" if by == "engine" else f" by {by}" if by else ""
     reason = outcome.get("reason")
     stopped = f"stopped by {by}"
     if by and isinstance(reason, str) and reason.startswith(stopped):
         # An operator's stop already names the operator above; keep only their own words.
         reason = reason[len(stopped) :].removeprefix(": ") or None
+    failed = failed_then(rolled_back)
+    then = "" if by == "engine" else _failures_then(failed)
+    again = "; this deployment starts it again at stage 1"
+    if by == "engine" or not by or failed:
+        again += ": make sure what failed is fixed"
     return (
-        f"v{version} was rolled back{who} in deployment {rolled_back.id} at "
-        f"{utc_moment(rolled_back.ended_at)}"
+        f"v{version} was rolled back{rolled_back_by(rolled_back)} in deployment "
+        f"{rolled_back.id} at {utc_moment(rolled_back.ended_at)}"
         + (f" ({reason})" if reason else "")
-        + "; this deployment starts it again at stage 1: make sure what failed is fixed"
+        + then
+        + again
     )
+
+
+def rolled_back_by(rolled_back: DeploymentRecord) -> str:
+    """ " by the engine's verdict", " manually by key:…" (an operator's rollback), or "" when
+    the deployment recorded no actor."""
+    by = (rolled_back.outcome or {}).get("actor")
+    if by == "engine":
+        return " by the engine's verdict"
+    return f" manually by {by}" if by else ""
+
+
+def failed_then(rolled_back: DeploymentRecord) -> int | None:
+    """How many of the candidate's runs had failed when it was rolled back (None: no figures
+    were recorded)."""
+    figures = (rolled_back.outcome or {}).get("figures")
+    candidate = figures.get("candidate") if isinstance(figures, dict) else None
+    if not isinstance(candidate, dict):
+        return None
+    return int(candidate.get("failed", 0))
+
+
+def _failures_then(failed: int | None) -> str:
+    if failed is None:
+        return ""
+    if failed == 0:
+        return ", with none of its runs failed"
+    return f", when {failed} of its runs had failed"
 
 
 def input_warning(
@@ -137,8 +172,11 @@ def rerun_warning(action: str, facts: RerunFacts | None) -> str | None:
         return None  # it serves (or is being deployed again): routing runs it too
     rolled = facts.rolled_back
     if rolled is not None and rolled.ended_at is not None:
+        # The engine's verdict reads "by deployment …"; an operator's names them, as manual.
+        by = rolled_back_by(rolled)
+        who = f"{by} in" if by.startswith(" manually") else " by"
         said = (
-            f"v{version} of {name} was rolled back by deployment {rolled.id} at "
+            f"v{version} of {name} was rolled back{who} deployment {rolled.id} at "
             f"{utc_moment(rolled.ended_at)}; this {action} runs v{version} again"
         )
     elif facts.route in (RunRoute.SERVING.value, RunRoute.CANDIDATE.value) and serving_now:

@@ -15,12 +15,15 @@ from collections.abc import Collection, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from sqlalchemy import Integer, bindparam, case, func, select, update
+from sqlalchemy import Integer, and_, bindparam, case, func, or_, select, update
 from sqlalchemy.ext.asyncio import AsyncConnection
 
+from engine.store.audit import audit_events
 from engine.store.deployment_log import log_event, routing_after
 from engine.store.dialect import dialect_of
 from engine.store.models import (
+    AuditAction,
+    AuditSubject,
     Deployment,
     DeploymentStatus,
     Run,
@@ -457,8 +460,10 @@ async def latest_rolled_back(
     conn: AsyncConnection, name: str, version: int
 ) -> DeploymentRecord | None:
     """The latest deployment of `name` whose candidate `version` was rolled back (by the
-    engine's verdict or an operator), if any: a few rows of `ix_deployment_workflow_created`
-    (one row per deployment ever started: small)."""
+    engine's verdict or an operator), unless that version served after it: a later deployment
+    promoted it, began while it served, or a serving switch (audited) made it serve — then
+    the rollback is history, not what became of the version. A few rows of
+    `ix_deployment_workflow_created` and of the workflow's audit events (both small)."""
     query = (
         select(deployments)
         .where(
@@ -470,7 +475,48 @@ async def latest_rolled_back(
         .limit(1)
     )
     row = (await conn.execute(query)).first()
-    return None if row is None else deployment_record(row._mapping)
+    if row is None:
+        return None
+    rolled = deployment_record(row._mapping)
+    if await _served_after(conn, name, version, rolled):
+        return None
+    return rolled
+
+
+async def _served_after(
+    conn: AsyncConnection, name: str, version: int, rolled: DeploymentRecord
+) -> bool:
+    """Whether `name` v`version` served after deployment `rolled` rolled it back."""
+    later = (
+        select(deployments.c.id)
+        .where(
+            deployments.c.workflow_name == name,
+            deployments.c.created_at > rolled.created_at,
+            or_(
+                deployments.c.serving_version == version,
+                and_(
+                    deployments.c.candidate_version == version,
+                    deployments.c.status == DeploymentStatus.SUCCEEDED.value,
+                ),
+            ),
+        )
+        .limit(1)
+    )
+    if (await conn.execute(later)).first() is not None:
+        return True
+    current = await serving_row(conn, name)
+    if current is not None and current.serving_version == version:
+        return True
+    switches = select(audit_events.c.detail).where(
+        audit_events.c.subject_kind == AuditSubject.WORKFLOW.value,
+        audit_events.c.subject_id == name,
+        audit_events.c.action == AuditAction.SERVING_SET.value,
+        audit_events.c.at >= (rolled.ended_at or rolled.created_at),
+    )
+    return any(
+        isinstance(detail, dict) and detail.get("version") == version
+        for detail in (await conn.execute(switches)).scalars()
+    )
 
 
 async def recent_root_inputs(

@@ -152,11 +152,46 @@ async def test_a_start_warns_of_what_will_keep_it_from_a_sound_verdict(
 
     assert len(again.warnings) == 2  # the input, and the rollback before
     assert again.warnings[1].startswith(
-        f"v2 was rolled back by key:ops in deployment {first.id} at "
+        f"v2 was rolled back manually by key:ops in deployment {first.id} at "
     )
+    # Stopped by hand with no run failed: nothing to fix, and none asked.
     assert again.warnings[1].endswith(
-        "Z; this deployment starts it again at stage 1: make sure what failed is fixed"
-    )
+        "Z, with none of its runs failed; this deployment starts it again at stage 1"
+    ), again.warnings[1]
+
+
+async def test_a_rollback_later_superseded_by_the_version_serving_is_not_warned_of(
+    env: Deploying, downstream: RunningDownstream
+) -> None:
+    """The tour: `deployments start ticket --version 3` warned that v3 was rolled back in a
+    deployment although a later one promoted v3 and it served. A later deployment that
+    promoted it, or began while it served, or a serving switch to it, supersedes the
+    rollback, for a start as for a retry's warning (one store read)."""
+    await env.publish_orders(downstream.url)
+    first = await env.start("orders", 2, HOLD, RollbackSpec())
+    await env.ops.deployments.rollback(first.id, actor="key:ops")
+    assert await env.runtime.store.latest_rolled_back("orders", 2) is not None
+
+    env.clock.advance(1)
+    quick = [StageSpec(weight=100, min_runs=0, min_duration_seconds=0)]
+    promoted = await env.start("orders", 2, quick, RollbackSpec(min_finished_runs=0))
+    promoted = await env.checked(promoted, 1)
+    assert promoted.status == "SUCCEEDED", promoted
+    env.clock.advance(1)
+    await env.ops.deployments.set_serving("orders", 1, actor="key:ops")
+
+    env.clock.advance(1)
+    again = await env.start("orders", 2, HOLD, RollbackSpec())
+    assert not any("rolled back" in w for w in again.warnings), again.warnings
+    assert await env.runtime.store.latest_rolled_back("orders", 2) is None
+
+    # A rollback after it served is news again; a switch to the version after that is not.
+    await env.ops.deployments.rollback(again.id, actor="key:ops")
+    assert (await env.runtime.store.latest_rolled_back("orders", 2)) is not None
+    env.clock.advance(1)
+    await env.ops.deployments.set_serving("orders", 2, actor="key:ops")
+    await env.ops.deployments.set_serving("orders", 1, actor="key:ops")
+    assert await env.runtime.store.latest_rolled_back("orders", 2) is None
 
 
 async def test_no_worker_alive_is_a_warning_and_the_hold_reason(

@@ -4,6 +4,8 @@ the rest is tests/integration/test_deployment_warnings.py)."""
 
 from __future__ import annotations
 
+from typing import Any
+
 from engine.operations.deployment_views import RollbackSpec, StageSpec
 from engine.operations.deployment_warnings import (
     no_evidence_warning,
@@ -33,7 +35,7 @@ def serving(version: int, candidate: int | None = None) -> ServingRecord:
     return ServingRecord("orders", version, candidate, 10.0 if candidate else 0.0, None, 0.0, None)
 
 
-def rolled_back(version: int, outcome: dict[str, str] | None = None) -> DeploymentRecord:
+def rolled_back(version: int, outcome: dict[str, Any] | None = None) -> DeploymentRecord:
     return DeploymentRecord(
         id="d-1",
         workflow_name="orders",
@@ -92,13 +94,21 @@ def test_a_rerun_of_what_routing_gives_anyway_says_nothing() -> None:
 
 def test_a_redeploy_names_who_rolled_back_once_and_keeps_their_reason() -> None:
     again = "; this deployment starts it again at stage 1: make sure what failed is fixed"
+    # A rollback by hand is said to be manual; with no figures recorded nothing is claimed of
+    # what failed.
     by_hand = rolled_back(2, {"actor": "key:ops", "reason": "stopped by key:ops"})
     assert redeploy_warning(2, by_hand) == (
-        f"v2 was rolled back by key:ops in deployment d-1 at {ENDED}" + again
+        f"v2 was rolled back manually by key:ops in deployment d-1 at {ENDED}; this "
+        "deployment starts it again at stage 1"
     )
-    said = rolled_back(2, {"actor": "key:ops", "reason": "stopped by key:ops: p99 doubled"})
+    failing = {"candidate": {"runs": 9, "failed": 3, "finished": 8}}
+    said = rolled_back(
+        2,
+        {"actor": "key:ops", "reason": "stopped by key:ops: p99 doubled", "figures": failing},
+    )
     assert redeploy_warning(2, said) == (
-        f"v2 was rolled back by key:ops in deployment d-1 at {ENDED} (p99 doubled)" + again
+        f"v2 was rolled back manually by key:ops in deployment d-1 at {ENDED} (p99 doubled), "
+        "when 3 of its runs had failed" + again
     )
     verdict = rolled_back(2, {"actor": "engine", "reason": "error rate 40% > 5% at stage 1"})
     assert redeploy_warning(2, verdict) == (
@@ -106,3 +116,19 @@ def test_a_redeploy_names_who_rolled_back_once_and_keeps_their_reason() -> None:
         "(error rate 40% > 5% at stage 1)" + again
     )
     assert redeploy_warning(2, None) is None
+
+
+def test_a_manual_rollback_with_nothing_failed_asks_to_fix_nothing() -> None:
+    """The tour: "v3 was rolled back by key:… make sure what failed is fixed" of a rollback by
+    hand with 0 failures."""
+    calm = {"candidate": {"runs": 4, "failed": 0, "finished": 4}}
+    record = rolled_back(3, {"actor": "key:ops", "reason": "stopped by key:ops", "figures": calm})
+    assert redeploy_warning(3, record) == (
+        f"v3 was rolled back manually by key:ops in deployment d-1 at {ENDED}, with none of "
+        "its runs failed; this deployment starts it again at stage 1"
+    )
+    said = rerun_warning("retry", facts(3, serving(1), record))
+    assert said is not None and said.startswith(
+        f"v3 of orders was rolled back manually by key:ops in deployment d-1 at {ENDED}; "
+        "this retry runs v3 again"
+    ), said
