@@ -18,6 +18,7 @@ from typing import Any
 from sqlalchemy import Integer, and_, bindparam, case, func, or_, select, update
 from sqlalchemy.ext.asyncio import AsyncConnection
 
+from engine.store import audit
 from engine.store.audit import audit_events
 from engine.store.deployment_log import log_event, routing_after
 from engine.store.dialect import dialect_of
@@ -323,11 +324,29 @@ async def end(
             "updated_at": now,
             "updated_by": f"deployment:{record.id}",
         }
-    await conn.execute(
+    routed = await conn.execute(
         update(serving)
         .where(serving.c.name == record.workflow_name, serving.c.deployment_id == record.id)
         .values(**values)
     )
+    if status is DeploymentStatus.SUCCEEDED and routed.rowcount == 1:
+        # A promotion switches the serving version as `workflows serving` does: the same
+        # audit event, by the deployment (the routing row's `updated_by`). An abort or a
+        # rollback leaves the serving version as it was, so it writes none.
+        await audit.append(
+            conn,
+            at=now,
+            actor=f"deployment:{record.id}",
+            action=AuditAction.SERVING_SET,
+            subject=AuditSubject.WORKFLOW,
+            subject_id=record.workflow_name,
+            detail={
+                "version": record.candidate_version,
+                "was": record.serving_version,
+                "deploymentId": record.id,
+                "startedBy": record.created_by,
+            },
+        )
     return True
 
 

@@ -6,6 +6,7 @@ worker: the deployment stays in its first stage, which is all routing and the ro
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import AsyncIterator
 from typing import Any
 
@@ -438,3 +439,57 @@ async def test_a_candidate_run_names_its_deployment(api: Api) -> None:
     async with api.http(api.admin) as http:
         system = (await http.get(f"/runs/{deployment['runId']}")).json()
     assert system["deploymentId"] == deployment["id"]
+
+
+async def test_a_promotion_is_audited_as_a_serving_switch(backend: Backend) -> None:
+    """`GET /audit` answers who changed the serving version, also when a deployment's verdict
+    did it (the tour found no row for a promotion): the admin switch's action, by the
+    deployment, with its id and who started it; a rollback leaves the serving version, and
+    writes none."""
+    quick = [{"weight": 100, "minRuns": 0, "minDurationSeconds": 0}]
+    async with api_on(backend, worker=True) as served, served.http(served.admin) as http:
+        for note in ("v1", "v2", "v3"):
+            answer = await http.post(
+                "/workflows", json=single("orders", UNREACHABLE, description=note)
+            )
+            assert answer.status_code == 201, answer.text
+        body = {
+            "stages": quick,
+            "rollback": {"minFinishedRuns": 0},
+            "checkIntervalSeconds": 0.1,
+        }
+        started = await http.post("/workflows/orders/deployments", json={"version": 2, **body})
+        promoted = await wait_until_ended(http, started.json()["id"])
+        held = await http.post(
+            "/workflows/orders/deployments", json={"version": 3, "stages": STAGES}
+        )
+        await http.post(f"/deployments/{held.json()['id']}/rollback")
+        switched = await http.post("/workflows/orders/serving", json={"version": 1})
+        assert switched.status_code == 200, switched.text
+        page = await http.get(
+            "/audit", params={"action": "workflow.serving_set", "subjectId": "orders",
+                              "subjectKind": "workflow"},
+        )  # fmt: skip
+    assert promoted["status"] == "SUCCEEDED", promoted
+    events = page.json()["items"]
+    assert [(e["actor"], e["detail"]["version"]) for e in events] == [
+        (switched.json()["updatedBy"], 1),
+        (f"deployment:{promoted['id']}", 2),
+    ], events
+    assert events[1]["detail"] == {
+        "version": 2,
+        "was": 1,
+        "deploymentId": promoted["id"],
+        "startedBy": promoted["createdBy"],
+    }
+    assert events[1]["at"] == promoted["endedAt"]
+
+
+async def wait_until_ended(http: Any, deployment_id: str) -> dict[str, Any]:
+    """The deployment once it has ended (bounded: 200 reads, 0.05 s apart)."""
+    for _ in range(200):
+        found: dict[str, Any] = (await http.get(f"/deployments/{deployment_id}")).json()
+        if found["status"] != "RUNNING":
+            return found
+        await asyncio.sleep(0.05)
+    raise AssertionError(f"deployment {deployment_id} still running")
