@@ -216,11 +216,16 @@ def start(
         print_json(dump(started))
         return
     weights = " → ".join(percent(s.weight) for s in started.stages)
-    share = percent(candidate_share(started))
+    weight = candidate_share(started)
+    # At 100 % there is no rest to give the serving version.
+    rest = (
+        f"all of them: v{started.serving_version} gets none while it runs"
+        if weight >= 100
+        else f"v{started.serving_version} the rest"
+    )
     stdout().print(
         f"deployment {started.id} started: {started.workflow} v{started.candidate_version} "
-        f"gets {share} of new runs (v{started.serving_version} the rest); "
-        f"stages {weights}",
+        f"gets {percent(weight)} of new runs ({rest}); stages {weights}",
         markup=False,
     )
     for warning in started.warnings:  # started, but it may not progress: say why

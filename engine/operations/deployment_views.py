@@ -225,6 +225,14 @@ class ServingView(View):
     )
 
 
+def rest_words(weight: float, serving_version: int, rest: str = "the rest") -> str:
+    """What the serving version gets beside a candidate's `weight`: " (v1 the rest)" (`rest`),
+    or at 100 % (where there is no rest) " (all of them: v1 gets none while it runs)"."""
+    if weight >= 100:
+        return f" (all of them: v{serving_version} gets none while it runs)"
+    return f" (v{serving_version} {rest})"
+
+
 def serving_view(record: ServingRecord) -> ServingView:
     return ServingView(
         workflow=record.name,

@@ -33,6 +33,7 @@ from engine.operations.deployment_views import (
     ServingView,
     StageSpec,
     deployment_view,
+    rest_words,
     serving_view,
     started_view,
 )
@@ -275,8 +276,8 @@ class DeploymentOperations:
             logging.INFO,
             "started",
             f"deployment {record.id} of {workflow} started by {actor}: v{version} gets "
-            f"{first.weight:g} % of new runs (v{record.serving_version} the rest), stages "
-            + " → ".join(f"{s.weight:g} %" for s in stages),
+            f"{first.weight:g} % of new runs{rest_words(first.weight, record.serving_version)}, "
+            "stages " + " → ".join(f"{s.weight:g} %" for s in stages),
             record,
             stage=1,
             actor=actor,

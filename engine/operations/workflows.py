@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 from engine.operations import graph
 from engine.operations.boundary import store_boundary
+from engine.operations.deployment_views import rest_words
 from engine.operations.views import (
     GraphView,
     PublishResult,
@@ -113,7 +114,8 @@ def serving_hint(name: str, version: int, serving: ServingRecord | None) -> str 
     if serving.deployment_id is not None and serving.candidate_version == version:
         return (
             f"{name} v{version} is not serving yet: deployment {serving.deployment_id} gives "
-            f"it {serving.candidate_weight:g} % of new runs (v{now} gets the rest), and it "
+            f"it {serving.candidate_weight:g} % of new runs"
+            f"{rest_words(serving.candidate_weight, now, 'gets the rest')}, and it "
             "serves them all once the deployment promotes it"
         )
     deploy = (

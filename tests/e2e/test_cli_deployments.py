@@ -80,7 +80,12 @@ def test_a_healthy_candidate_is_promoted_and_serves(stack: Stack) -> None:
         *QUICK, "--check-interval", "0.2",
     )  # fmt: skip
     deployment_id = started_id(started.stdout)
-    assert "dep-healthy v2 gets 100 % of new runs (v1 the rest); stages 100 %" in started.stdout
+    # At 100 % there is no rest for v1 (the tour: "(v1 the rest)").
+    assert (
+        "dep-healthy v2 gets 100 % of new runs (all of them: v1 gets none while it runs); "
+        "stages 100 %"
+    ) in started.stdout, started.stdout
+    assert "the rest" not in started.stdout
     assert f"follow it: schemabridge deployments show {deployment_id}" in started.stderr
     done = wait_for_deployment(stack, deployment_id, "SUCCEEDED")
     assert done["weight"] is None and done["outcome"]["actor"] == "engine"
