@@ -176,12 +176,24 @@ def figures_table(deployment: DeploymentView) -> Table:
     )
 
 
+def holding_line(deployment: DeploymentView, now: float) -> str:
+    """ "stage check at 15:29:21 CET (12 s ago): waiting at stage 1: 2/3 runs, …": the stage
+    check's own figures, with when it was taken (the table's are of now); the message alone
+    when the time is not known."""
+    d = deployment
+    at = d.holding_checked_at
+    if at is None or d.holding is None:
+        return d.holding or ""
+    return f"stage check at {clock(at)} {zone(at)} ({relative(at, now)}): {d.holding}"
+
+
 def figures_now_line(deployment: DeploymentView) -> str | None:
-    """Over an ended deployment's table: its figures are the runs as they are now, which
-    retries since its end may have changed, unlike those it ended on (said with them)."""
+    """Over the table: its figures are the runs as they are now — while it runs, not the
+    stage check's (said above with its time); once ended, after any retries since its end,
+    unlike those it ended on (said with them)."""
     d = deployment
     if d.status == "RUNNING":
-        return None
+        return "runs by version now:" if d.holding_checked_at is not None else None
     event = end_event(d)
     line = f"runs by version now, after any retries since {event}"
     at_end = figures_at_end(d)
@@ -364,8 +376,9 @@ def deployment_view(deployment: DeploymentView, now: float) -> Group:
         Text(f"{where(d)}; {share(d)}"),
     ]
     if d.holding:
-        # What keeps the stage from passing (its latest check): runs, time, finished runs.
-        lines.append(Text(d.holding))
+        # What keeps the stage from passing, as of its latest check (runs, time, finished
+        # runs): said with when that check was taken, since the table below is of now.
+        lines.append(Text(holding_line(d, now)))
     # Said while it runs, not only by `start`: a child workflow's deployment waits for ever.
     lines += [Text(f"warning: {warning}", style="yellow") for warning in d.warnings]
     lines += [

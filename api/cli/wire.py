@@ -611,6 +611,8 @@ class DeploymentView(Wire):
     """Ended, and the version it left serving no longer serves (the API decides)."""
     holding: str | None = None
     """While it runs, what its stage waits for (only on a single deployment's answer)."""
+    holding_checked_at: float | None = None
+    """When the stage check `holding` reports was taken (None: not known)."""
     warnings: list[str] = []
     """On the answer to a start, and on a single deployment's answer while it runs."""
 

@@ -188,6 +188,12 @@ class DeploymentView(View):
         "nothing runs …\" while no worker's heartbeat is fresh (`GET /services`' rule); null "
         "when it does not wait or has ended.",
     )
+    holding_checked_at: float | None = Field(
+        default=None,
+        description="When the stage's latest check, which `holding` reports, was taken (epoch "
+        "seconds; null when `holding` is, or the time is not known): its figures are those of "
+        "that moment, and `candidate` and `serving` those of now.",
+    )
     warnings: list[str] = Field(
         default_factory=list,
         description="On the answer to a start, and on a single deployment's answer while it "

@@ -366,27 +366,32 @@ class DeploymentOperations:
         if view.status != DeploymentStatus.RUNNING.value:
             return view
         warning = await self._child_warning(record)
+        holding, checked_at = await self._holding(record)
         return view.model_copy(
             update={
-                "holding": await self._holding(record),
+                "holding": holding,
+                "holding_checked_at": checked_at,
                 "warnings": [] if warning is None else [warning],
             }
         )
 
-    async def _holding(self, record: DeploymentRecord) -> str | None:
+    async def _holding(self, record: DeploymentRecord) -> tuple[str | None, float | None]:
         """The waiting message of the `gradual_deploy` run's stage step, which its latest check
-        wrote (`engine.execution.deploy_stage`): the same words `runs show` gives that step. A
-        run of one step a stage: a small read, done only for one deployment, not for lists.
-        While no worker is alive (`workers_alive`), that first: no check runs, so the step's
-        message is as old as the last one."""
-        checked = None
+        wrote (`engine.execution.deploy_stage`): the same words `runs show` gives that step,
+        and when that check was taken (its "parked: …" log line; None: not known), since its
+        figures are older than the view's. A run of one step a stage: small reads, done only
+        for one deployment, not for lists. While no worker is alive (`workers_alive`), that
+        first: no check runs, so the step's message is as old as the last one."""
+        checked = checked_at = None
         for step in await self._store.get_steps(record.run_id):
             if step.wait_reason == WaitReason.DEPLOYMENT_STAGE.value and step.wait_message:
                 checked = step.wait_message
+                checked_at = await self._store.latest_log_at(record.run_id, step.vertex_id)
                 break
         if await workers_alive(self._runtime) is False:
-            return NO_WORKER if checked is None else f"{NO_WORKER}; its last check: {checked}"
-        return checked
+            said = NO_WORKER if checked is None else f"{NO_WORKER}; its last check: {checked}"
+            return said, checked_at
+        return checked, checked_at
 
     @store_boundary
     async def match_prefix(self, prefix: str, *, limit: int = 5) -> DeploymentIdMatches:

@@ -511,6 +511,19 @@ class RunCatalogue(StoreCore):
         async with self._engines.read.connect() as conn:
             return [dict(r._mapping) for r in (await conn.execute(query)).all()]
 
+    async def latest_log_at(self, run_id: str, vertex_id: str) -> float | None:
+        """When the latest log line of `run_id`'s step `vertex_id` was written (None: none):
+        read newest first along `ix_run_log_run`, one row."""
+        query = (
+            select(logs.c.at)
+            .where(logs.c.run_id == run_id, logs.c.vertex_id == vertex_id)
+            .order_by(logs.c.id.desc())
+            .limit(1)
+        )
+        async with self._engines.read.connect() as conn:
+            found = (await conn.execute(query)).scalar()
+        return None if found is None else float(found)
+
     async def count_runs(self, status: str | None = None) -> int:
         query = select(func.count()).select_from(runs)
         if status is not None:

@@ -145,7 +145,16 @@ def test_the_deploy_form_warns_when_parents_pin_the_workflow(
         assert " ".join(kept.inner_text().split()).startswith(
             "⚠ Warning: ui-child is a SPAWNER's child in the serving version of ui-parent v1"
         )
-        page.locator(".deploy-holding", has_text="waiting at stage 1: 0/1000 runs").wait_for()
+        holding = page.locator(".deploy-holding", has_text="waiting at stage 1: 0/1000 runs")
+        holding.wait_for()
+        # The check's figures come with when it was taken; the table is of now.
+        assert holding.inner_text().startswith("Stage check "), holding.inner_text()
+        assert holding.locator(".holding-checked time").count() == 1
+        assert (
+            page.locator("table.figures caption")
+            .inner_text()
+            .endswith(" — now (the stage check above is of its own time)")
+        )
         shoot(page, "deployment-child-warning")
     assert server.call(f"/deployments/{deployment_id}")["status"] == "RUNNING"
     server.call(f"/deployments/{deployment_id}/abort", {})

@@ -156,7 +156,9 @@ export async function deploymentsPage(main) {
 function holdingLine(d) {
   if (!d.holding) return null;
   const stalled = d.holding.startsWith("no worker is alive");
-  return h("p", { class: stalled ? "deploy-holding error-box" : "deploy-holding muted", role: stalled ? "alert" : null }, stalled ? "⚠ " : "", d.holding);
+  // The check's own figures, with when it was taken: the table below is of now.
+  const when = d.holdingCheckedAt ? h("span", { class: "holding-checked" }, "Stage check ", time(d.holdingCheckedAt), ": ") : null;
+  return h("p", { class: stalled ? "deploy-holding error-box" : "deploy-holding muted", role: stalled ? "alert" : null }, stalled ? "⚠ " : "", when, d.holding);
 }
 
 function facts(pairs) {
@@ -229,7 +231,7 @@ function figuresTable(d) {
  * retries since the end may have changed, beside the figures it ended on. */
 function figuresCaption(d) {
   const base = "Runs of each version since the deployment began";
-  if (d.status === "RUNNING") return base;
+  if (d.status === "RUNNING") return d.holdingCheckedAt ? `${base} — now (the stage check above is of its own time)` : base;
   const atEnd = figuresAtEnd(d);
   const then = atEnd ? ` (at ${endEvent(d)}: ${count(atEnd.failed || 0)} of ${count(atEnd.finished || 0)} finished failed)` : "";
   return `${base} — now, after any retries since ${endEvent(d)}${then}`;
@@ -427,7 +429,7 @@ export async function deploymentPage(main, params, given) {
     return {
       running: d.status === "RUNNING",
       ended: d.status !== "RUNNING",
-      signature: JSON.stringify([d.status, d.stage, d.candidate, d.serving, d.timeline.length, d.holding]),
+      signature: JSON.stringify([d.status, d.stage, d.candidate, d.serving, d.timeline.length, d.holding, d.holdingCheckedAt]),
     };
   }
 
