@@ -114,6 +114,27 @@ def test_an_old_promotion_reads_in_the_past_once_another_version_serves(
         ), note
         assert "now serves" not in page.locator("main").inner_text()
         shoot(page, "deployment-superseded", narrow=False)
+        assert_says_until_when_each_version_served(server, page, promoted)
+
+
+def assert_says_until_when_each_version_served(
+    server: DemoServer, page: Any, promoted: str
+) -> None:
+    """A version that served before is "not serving now", never "does not serve yet" (the
+    tour), with until when: v1 until v2's promotion, v2 until the switch to v3."""
+    ended = server.call(f"/deployments/{promoted}")["endedAt"]
+    switched = server.call("/workflows/ui-history/serving")["updatedAt"]
+    for version, until in ((1, ended), (2, switched)):
+        page.goto(f"{server.ui}#/workflows/ui-history?v={version}")
+        line = page.locator(".deploy-state-line", has_text=f"v{version} served until ")
+        line.wait_for()
+        assert line.inner_text().endswith(
+            "; not serving now: new runs get v3 until a deployment moves them."
+        ), line.inner_text()
+        stamp = line.locator("time.served-until").get_attribute("datetime") or ""
+        assert abs(datetime.fromisoformat(stamp).timestamp() - until) < 0.001, (stamp, until)
+        assert "yet" not in line.inner_text()
+    shoot(page, "workflow-served-until", narrow=False)
 
 
 def test_the_deploy_form_warns_when_parents_pin_the_workflow(

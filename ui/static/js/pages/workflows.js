@@ -1,12 +1,12 @@
 // Workflows: the published ones, each one's versions (the serving one marked), a version's
 // graph and document, a form to start a run of it, and a Deploy button that starts a gradual
-// deployment of a version that does not serve yet.
+// deployment of a version that does not serve now.
 
 import { api } from "../api.js";
 import { setParams } from "../app.js";
 import { deployForm } from "../deploy_form.js";
 import { fill, h } from "../dom.js";
-import { breakable, pointerText, time } from "../format.js";
+import { breakable, exactZoned, pointerText, time } from "../format.js";
 import { requiredFields, skeleton } from "../input_skeleton.js";
 import { drawGraph } from "../graph.js";
 import { DuplicateKeyError, JsonSyntaxError, parseWithPositions } from "../jsontext.js";
@@ -92,22 +92,67 @@ function startForm(name, version, document) {
   return form;
 }
 
-/** The versions that ended a deployment rolled back or aborted (the newest deployment of each
- * says), unless one serves or is a candidate now. Deployments are an admin's to read: for
- * another key the page goes without these labels. */
-async function stoppedVersions(name) {
-  let list;
+/** The workflow's latest deployments, newest first (null: not readable). Deployments are an
+ * admin's to read: for another key the page goes without what they tell. */
+async function deploymentsOf(name) {
   try {
-    list = await api(`/workflows/${encodeURIComponent(name)}/deployments?limit=100`);
+    return (await api(`/workflows/${encodeURIComponent(name)}/deployments?limit=100`)).items;
   } catch {
-    return new Map();
+    return null;
   }
+}
+
+/** The versions that ended a deployment rolled back or aborted (the newest deployment of each
+ * says), unless one serves or is a candidate now. */
+function stoppedVersions(items) {
   const stopped = new Map();
-  for (const d of list.items) {
+  for (const d of items || []) {
     if (!stopped.has(d.candidateVersion)) stopped.set(d.candidateVersion, d.status);
   }
   for (const [version, status] of stopped) if (!STOPPED_WORDS[status]) stopped.delete(version);
   return stopped;
+}
+
+/** The workflow's serving switches, newest first (`workflow.serving_set`: an admin's switch,
+ * a promotion); null when the audit cannot be read (an admin's, as deployments are). */
+async function servingSwitchesOf(name) {
+  const query = new URLSearchParams({ action: "workflow.serving_set", subjectKind: "workflow", subjectId: name, limit: "100" });
+  try {
+    return (await api(`/audit?${query}`)).items;
+  } catch {
+    return null;
+  }
+}
+
+/** Which versions served before, and until when: `served`, the first version (it served at
+ * once), each deployment's baseline and promoted candidate, each switch's version and the one
+ * it replaced; `until`, for a version whose latest known change ended its serving (a switch
+ * or a promotion of another replaced it), that moment — never guessed: a version whose
+ * latest known change started it, and that does not serve now, has none. Null when the
+ * deployments cannot be read (nothing is known either way). */
+function servingHistory(deployments, switches) {
+  if (deployments === null) return null;
+  const served = new Set([1]);
+  const latest = new Map(); // version → [at, "start" | "end"]
+  const note = (version, at, kind) => {
+    served.add(version);
+    const known = latest.get(version);
+    if (at && (!known || at > known[0])) latest.set(version, [at, kind]);
+  };
+  for (const d of deployments) {
+    note(d.servingVersion, d.createdAt, "start"); // it served when the deployment began
+    if (d.status === "SUCCEEDED") {
+      note(d.candidateVersion, d.endedAt, "start");
+      note(d.servingVersion, d.endedAt, "end");
+    }
+  }
+  for (const e of switches || []) {
+    const detail = e.detail || {};
+    if (typeof detail.version === "number") note(detail.version, e.at, "start");
+    if (typeof detail.was === "number" && detail.was !== detail.version) note(detail.was, e.at, "end");
+  }
+  const until = new Map([...latest].filter(([, [, kind]]) => kind === "end").map(([v, [at]]) => [v, at]));
+  return { served, until };
 }
 
 const STOPPED_WORDS = { ROLLED_BACK: "rolled back", ABORTED: "deployment aborted" };
@@ -123,11 +168,13 @@ function roleOf(version, serving, stopped) {
 }
 
 export async function workflowPage(main, params, name) {
-  const [versions, serving, stopped] = await Promise.all([
+  const [versions, serving, deployments, switches] = await Promise.all([
     api(`/workflows/${encodeURIComponent(name)}/versions`),
     api(`/workflows/${encodeURIComponent(name)}/serving`),
-    stoppedVersions(name),
+    deploymentsOf(name),
+    servingSwitchesOf(name),
   ]);
+  const stopped = stoppedVersions(deployments);
   // The page opens on the version new runs get, not the latest: that may be a candidate
   // getting a share of them, or a version rolled back. The others are one click away.
   const chosen = Number(params.get("v")) || serving.servingVersion || versions.items[0].version;
@@ -154,7 +201,7 @@ export async function workflowPage(main, params, name) {
     main,
     h("p", { class: "crumbs" }, h("a", { href: "#/workflows" }, "Workflows"), " / ", name),
     h("div", { class: "page-head" }, h("h1", {}, name, h("span", { class: "muted" }, ` v${chosen}`), roleBadge(chosen)), picker),
-    deploySection(name, chosen, serving, otherVersionsNote(name, chosen, serving, versions.items[0].version, role)),
+    deploySection(name, chosen, serving, otherVersionsNote(name, chosen, serving, versions.items[0].version, role), servingHistory(deployments, switches)),
     detail.document.description ? h("p", {}, detail.document.description) : null,
     h("p", { class: "muted" }, "Published ", time(detail.createdAt), ` · hash ${detail.definitionHash.slice(0, 12)}`),
     h("section", { "aria-label": "Graph" }, drawGraph(graph)),
@@ -195,9 +242,21 @@ function otherVersionsNote(name, chosen, serving, latest, role) {
   return lines.map((line) => h("p", { class: "other-version" }, line));
 }
 
+/** Why a version gets no new runs while no deployment runs: "yet" only for one that never
+ * served, as far as `history` (`servingHistory`) tells; one that did is "not serving now",
+ * "served until …" when a promotion of another ended it. */
+function notServingText(version, serving, history) {
+  const rest = `new runs get v${serving.servingVersion} until a deployment moves them.`;
+  if (history === null) return `v${version} does not serve now: ${rest}`;
+  if (!history.served.has(version)) return `v${version} does not serve yet: ${rest}`;
+  const until = history.until.get(version);
+  if (until) return [`v${version} served until `, h("time", { class: "served-until", datetime: new Date(until * 1000).toISOString() }, exactZoned(until)), `; not serving now: ${rest}`];
+  return `v${version} served before; not serving now: ${rest}`;
+}
+
 /** Where the version stands for traffic (and `others`, the other versions to look at), and
  * the Deploy button when it can be deployed. */
-function deploySection(name, version, serving, others) {
+function deploySection(name, version, serving, others, history) {
   const running = serving.deploymentId;
   let text;
   if (running && serving.candidateVersion === version) {
@@ -207,7 +266,7 @@ function deploySection(name, version, serving, others) {
   } else if (running) {
     text = [`v${version} does not serve (v${serving.servingVersion} does). A deployment of v${serving.candidateVersion} is running; one at a time. `, h("a", { href: `#/deployments/${encodeURIComponent(running)}` }, "Open it")];
   } else {
-    text = `v${version} does not serve yet: new runs get v${serving.servingVersion} until a deployment moves them.`;
+    text = notServingText(version, serving, history);
   }
   const deployable = !running && version !== serving.servingVersion;
   const button = h(
