@@ -190,9 +190,9 @@ class DeploymentView(View):
     )
     holding_checked_at: float | None = Field(
         default=None,
-        description="When the stage's latest check, which `holding` reports, was taken (epoch "
-        "seconds; null when `holding` is, or the time is not known): its figures are those of "
-        "that moment, and `candidate` and `serving` those of now.",
+        description="When the stage's latest check, which `holding` reports, was taken (null "
+        "when `holding` is, or the time is not known): its figures are those of that moment, "
+        "and `candidate` and `serving` those of now.",
     )
     warnings: list[str] = Field(
         default_factory=list,
@@ -205,6 +205,25 @@ class DeploymentView(View):
     )
     # Decided here, not in the clients: from the status alone they read an old promotion as
     # "the candidate now serves" long after another version replaced it.
+
+
+class DeploymentPreview(View):
+    """What a start with the same body would do and warn about, started nothing
+    (`POST /workflows/{name}/deployments/preview`)."""
+
+    workflow: str
+    candidate_version: int
+    serving_version: int
+    """The version the candidate's share would be taken from."""
+    first_weight: float
+    """Percent of new runs the candidate would get from the start."""
+    summary: str
+    """The start in words: "v3 would get 10 % of new runs (v2 the rest), stages 10 % → …"."""
+    warnings: list[str] = Field(
+        default_factory=list,
+        description="The warnings the start would answer with (see `DeploymentView.warnings`),"
+        " said before anything starts.",
+    )
 
 
 class DeploymentChange(View):
