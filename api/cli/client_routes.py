@@ -25,6 +25,7 @@ from api.cli.wire import (
     CapsView,
     DeploymentChange,
     DeploymentIdMatches,
+    DeploymentPreview,
     DeploymentView,
     DestinationView,
     GraphView,
@@ -387,15 +388,24 @@ class DeploymentsApi:
     ) -> DeploymentView:
         """`POST /workflows/{name}/deployments` (409 `deployment_running`, 422
         `invalid_deployment`); left out: the API's defaults."""
-        body: dict[str, Any] = {"version": version}
-        if stages is not None:
-            body["stages"] = stages
-        if rollback:
-            body["rollback"] = rollback
-        if check_interval_s is not None:
-            body["checkIntervalSeconds"] = check_interval_s
+        body = _start_body(version, stages, rollback, check_interval_s)
         path = f"/workflows/{segment(workflow)}/deployments"
         return await self._session.fetch(DeploymentView, "POST", path, body=body)
+
+    async def start_preview(
+        self,
+        workflow: str,
+        version: int,
+        *,
+        stages: builtins.list[dict[str, Any]] | None = None,
+        rollback: dict[str, Any] | None = None,
+        check_interval_s: float | None = None,
+    ) -> DeploymentPreview:
+        """`POST /workflows/{name}/deployments/preview`: what `start` with the same arguments
+        would do and warn about (refused alike), starting nothing."""
+        body = _start_body(version, stages, rollback, check_interval_s)
+        path = f"/workflows/{segment(workflow)}/deployments/preview"
+        return await self._session.fetch(DeploymentPreview, "POST", path, body=body)
 
     async def list(self, workflow: str | None = None, *, limit: int = 20) -> Page[DeploymentView]:
         """`GET /workflows/{name}/deployments`, or `GET /deployments` (every workflow's),
@@ -440,3 +450,20 @@ class DeploymentsApi:
         """`POST /workflows/{name}/serving` (admin; 409 `deployment_running`)."""
         path = f"/workflows/{segment(workflow)}/serving"
         return await self._session.fetch(ServingView, "POST", path, body={"version": version})
+
+
+def _start_body(
+    version: int,
+    stages: builtins.list[dict[str, Any]] | None,
+    rollback: dict[str, Any] | None,
+    check_interval_s: float | None,
+) -> dict[str, Any]:
+    """A deployment start's body (its preview's too); left out: the API's defaults."""
+    body: dict[str, Any] = {"version": version}
+    if stages is not None:
+        body["stages"] = stages
+    if rollback:
+        body["rollback"] = rollback
+    if check_interval_s is not None:
+        body["checkIntervalSeconds"] = check_interval_s
+    return body

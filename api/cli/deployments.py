@@ -49,7 +49,7 @@ from api.cli.text import parse_duration, plural
 
 if TYPE_CHECKING:
     from api.cli.client import ApiClient
-    from api.cli.wire import DeploymentChange, DeploymentView
+    from api.cli.wire import DeploymentChange, DeploymentPreview, DeploymentView
 
 deployments_app = typer.Typer(
     help="Gradual deployments of workflow versions on the REST API (admin): start, list, "
@@ -179,6 +179,13 @@ def start(
         float | None,
         typer.Option(help="Seconds between the checks of a stage (5).", min=0.1, max=300),
     ] = None,
+    dry_run: Annotated[
+        bool,
+        typer.Option(
+            "--dry-run",
+            help="Say what the start would do and warn about (refused alike), start nothing.",
+        ),
+    ] = False,
     api_url: ApiUrlOption = DEFAULT_API_URL,
     api_key: ApiKeyOption = None,
     output: OutputOption = OutputFormat.TEXT,
@@ -187,9 +194,9 @@ def start(
     """Start a gradual deployment of a version: new runs move to it stage by stage, and it
     rolls back by itself when it fails more than allowed.
 
-    Exit 0 started, 1 refused (another deployment of the workflow runs, the version is
-    unknown or already serving), 2 stages or thresholds that cannot work, 4 API unreachable
-    or key refused."""
+    Exit 0 started (or, with --dry-run, would start), 1 refused (another deployment of the
+    workflow runs, the version is unknown or already serving), 2 stages or thresholds that
+    cannot work, 4 API unreachable or key refused."""
     remote = Remote(api_url, api_key, output, debug)
     stage_list = stages_body(stages, min_runs, min_duration)
     rollback = {
@@ -198,6 +205,9 @@ def start(
         "minFinishedRuns": min_finished,
     }
     policy = {name: value for name, value in rollback.items() if value is not None}
+    if dry_run:
+        _preview(remote, workflow, version, stage_list, policy, check_interval, stages)
+        return
 
     async def action(api: ApiClient) -> DeploymentView:
         try:
@@ -231,6 +241,38 @@ def start(
     for warning in started.warnings:  # started, but it may not progress: say why
         say(f"warning: {warning}")
     say(f"follow it: schemabridge deployments show {started.id}")
+
+
+def _preview(
+    remote: Remote,
+    workflow: str,
+    version: int,
+    stage_list: list[dict[str, Any]] | None,
+    policy: dict[str, Any],
+    check_interval: float | None,
+    stages: str | None,
+) -> None:
+    """`start --dry-run`: the start's words and warnings, with nothing started."""
+
+    async def action(api: ApiClient) -> DeploymentPreview:
+        try:
+            return await api.deployments.start_preview(
+                workflow,
+                version,
+                stages=stage_list,
+                rollback=policy,
+                check_interval_s=check_interval,
+            )
+        except ApiFailure as failure:
+            raise _one_line(failure, stages) from None
+
+    preview = call(remote, action, workflow=workflow)
+    if remote.json:
+        print_json(dump(preview))
+        return
+    stdout().print(f"dry run, nothing started: {preview.summary}", markup=False)
+    for warning in preview.warnings:
+        say(f"warning: {warning}")
 
 
 @deployments_app.command("list", epilog=EXIT_CODES_HELP)

@@ -617,6 +617,17 @@ class DeploymentView(Wire):
     """On the answer to a start, and on a single deployment's answer while it runs."""
 
 
+class DeploymentPreview(Wire):
+    """What a start would do, started nothing (`POST …/deployments/preview`)."""
+
+    workflow: str
+    candidate_version: int
+    serving_version: int
+    first_weight: float
+    summary: str
+    warnings: list[str] = []
+
+
 class DeploymentChange(Wire):
     changed: bool
     message: str

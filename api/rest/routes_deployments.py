@@ -31,6 +31,7 @@ from engine.operations.deployment_views import (
     MAX_CHECK_INTERVAL_S,
     MIN_CHECK_INTERVAL_S,
     DeploymentChange,
+    DeploymentPreview,
     DeploymentView,
     RollbackSpec,
     ServingView,
@@ -146,6 +147,28 @@ async def start_deployment(
     )
     response.headers["Location"] = deployment_url(view.id)
     return view
+
+
+@router.post(
+    "/workflows/{name}/deployments/preview",
+    response_model=DeploymentPreview,
+    responses=error_responses(401, 403, 404, 409, 422, 503),
+    summary="What a deployment's start would do and warn about, starting nothing",
+)
+async def preview_deployment(
+    name: Name, body: DeploymentRequest, ops: OperationsDep, _caller: AdminDep
+) -> DeploymentPreview:
+    """The same body as the start, and the same refusals (409 `deployment_running`,
+    `candidate_is_serving`; 404 `workflow_not_found`; 422 `invalid_deployment`); answers the
+    share the candidate would get and the start's `warnings` (a version rolled back before,
+    an inputSchema that refuses recent inputs, …), so a confirm step says them first."""
+    return await ops.deployments.start_preview(
+        name,
+        body.version,
+        stages=body.stages,
+        rollback=body.rollback,
+        check_interval_s=body.check_interval_seconds,
+    )
 
 
 @router.get(

@@ -28,6 +28,7 @@ from engine.operations.deployment_views import (
     MAX_CHECK_INTERVAL_S,
     MIN_CHECK_INTERVAL_S,
     DeploymentChange,
+    DeploymentPreview,
     DeploymentView,
     RollbackSpec,
     ServingView,
@@ -52,7 +53,12 @@ from engine.operations.workflows import not_found as workflow_not_found
 from engine.store import UnknownWorkflow
 from engine.store.committed_changes import SERVING_TOPIC
 from engine.store.deployment_log import log_event, routing_after
-from engine.store.deployments import DeploymentSpec, SpawningParent
+from engine.store.deployments import (
+    DeploymentSpec,
+    SpawningParent,
+    candidate_is_serving,
+    running_deployment,
+)
 from engine.store.models import DeploymentStatus
 from engine.store.records import DeploymentRecord
 from engine.store.unreachable import STORE_ERRORS, store_unreachable
@@ -164,6 +170,28 @@ class StartFacts:
     workers_alive: bool | None
 
 
+def _start_warnings(
+    workflow: str,
+    version: int,
+    facts: StartFacts,
+    *,
+    stages: Sequence[StageSpec],
+    rollback: RollbackSpec,
+    serving_version: int,
+    inputs: Sequence[Any],
+) -> list[str]:
+    """What a start of `workflow` v`version` warns about, from what was read before it; the
+    start and its preview say the same."""
+    said = [
+        child_warning(workflow, version, facts.parents),
+        input_warning(workflow, facts.candidate, version, serving_version, list(inputs)),
+        no_evidence_warning(stages, rollback),
+        redeploy_warning(version, facts.rolled_back),
+        NO_WORKER if facts.workers_alive is False else None,
+    ]
+    return [warning for warning in said if warning is not None]
+
+
 class DeploymentOperations:
     """Deployments and serving versions."""
 
@@ -231,18 +259,7 @@ class DeploymentOperations:
         back by itself when the candidate fails more than `rollback` allows (default: a
         failure ratio over 0.05 once 20 runs have finished). From the answer the candidate
         gets the first stage's weight. Refusals: see the module."""
-        self._check_workflow(workflow)
-        stages = list(DEFAULT_STAGES if stages is None else stages)
-        rollback = rollback or RollbackSpec()
-        problems = stage_problems(stages, check_interval_s)
-        if problems:
-            raise InvalidRequest(
-                "the deployment's stages cannot work: " + "; ".join(p.message for p in problems),
-                code="invalid_deployment",
-                problems=problems,
-            )
-        if isinstance(version, bool) or not isinstance(version, int) or version < 1:
-            raise workflow_not_found(workflow, version)
+        stages, rollback = self._checked(workflow, version, stages, rollback, check_interval_s)
         spec = DeploymentSpec(
             workflow=workflow,
             candidate_version=version,
@@ -287,16 +304,83 @@ class DeploymentOperations:
         inputs = facts.inputs
         if record.serving_version != facts.serving_version:
             inputs = await self._inputs_after(record, facts.candidate)
-        said = [
-            child_warning(workflow, version, facts.parents),
-            input_warning(workflow, facts.candidate, version, record.serving_version, inputs),
-            no_evidence_warning(stages, rollback),
-            redeploy_warning(version, facts.rolled_back),
-            NO_WORKER if facts.workers_alive is False else None,
-        ]
-        warnings = [warning for warning in said if warning is not None]
+        warnings = _start_warnings(
+            workflow,
+            version,
+            facts,
+            stages=stages,
+            rollback=rollback,
+            serving_version=record.serving_version,
+            inputs=inputs,
+        )
         view = started_view(record)
         return view.model_copy(update={"warnings": warnings}) if warnings else view
+
+    @store_boundary
+    async def start_preview(
+        self,
+        workflow: str,
+        version: int,
+        *,
+        stages: Sequence[StageSpec] | None = None,
+        rollback: RollbackSpec | None = None,
+        check_interval_s: float = DEFAULT_CHECK_INTERVAL_S,
+    ) -> DeploymentPreview:
+        """What `start` with the same arguments would refuse (raised alike) or warn about,
+        starting nothing: a confirm step says the warnings before the candidate gets a run,
+        not after. A start that races a change of the serving version may still differ."""
+        stages, rollback = self._checked(workflow, version, stages, rollback, check_interval_s)
+        facts = await self._start_facts(workflow, version)
+        current = await self._store.serving(workflow)
+        if current is None:
+            raise workflow_not_found(workflow, version)
+        if current.deployment_id is not None:
+            raise running_deployment(workflow, current.deployment_id)
+        if current.serving_version == version:
+            raise candidate_is_serving(workflow, version)
+        warnings = _start_warnings(
+            workflow,
+            version,
+            facts,
+            stages=stages,
+            rollback=rollback,
+            serving_version=current.serving_version,
+            inputs=facts.inputs,
+        )
+        first = stages[0].weight
+        return DeploymentPreview(
+            workflow=workflow,
+            candidate_version=version,
+            serving_version=current.serving_version,
+            first_weight=first,
+            summary=f"v{version} would get {first:g} % of new runs"
+            f"{rest_words(first, current.serving_version)}, stages "
+            + " → ".join(f"{s.weight:g} %" for s in stages),
+            warnings=warnings,
+        )
+
+    def _checked(
+        self,
+        workflow: str,
+        version: int,
+        stages: Sequence[StageSpec] | None,
+        rollback: RollbackSpec | None,
+        check_interval_s: float,
+    ) -> tuple[builtins.list[StageSpec], RollbackSpec]:
+        """The stages and policy a start uses (the defaults filled in), once they can work;
+        refusals as `start`'s."""
+        self._check_workflow(workflow)
+        stage_list = list(DEFAULT_STAGES if stages is None else stages)
+        problems = stage_problems(stage_list, check_interval_s)
+        if problems:
+            raise InvalidRequest(
+                "the deployment's stages cannot work: " + "; ".join(p.message for p in problems),
+                code="invalid_deployment",
+                problems=problems,
+            )
+        if isinstance(version, bool) or not isinstance(version, int) or version < 1:
+            raise workflow_not_found(workflow, version)
+        return stage_list, rollback or RollbackSpec()
 
     async def _start_facts(self, workflow: str, version: int) -> StartFacts:
         """What a start of `workflow` v`version` warns about, read before it. Unknown

@@ -76,6 +76,16 @@ def running_deployment(workflow: str, deployment_id: str | None) -> WrongState:
     return refusal
 
 
+def candidate_is_serving(workflow: str, version: int) -> WrongState:
+    """A deployment of the version that serves already."""
+    return WrongState(
+        f"{workflow} v{version} is already the serving version; publish a new version and "
+        "deploy that",
+        state="serving",
+        code="candidate_is_serving",
+    )
+
+
 @dataclass(frozen=True)
 class SpawningParent:
     """A workflow whose serving version starts another as a SPAWNER's child."""
@@ -316,12 +326,7 @@ class DeploymentStore(RunCatalogue, OperatorActionsStore):
             if current.deployment_id is not None:
                 raise running_deployment(spec.workflow, current.deployment_id)
             if current.serving_version == spec.candidate_version:
-                raise WrongState(
-                    f"{spec.workflow} v{spec.candidate_version} is already the serving "
-                    "version; publish a new version and deploy that",
-                    state="serving",
-                    code="candidate_is_serving",
-                )
+                raise candidate_is_serving(spec.workflow, spec.candidate_version)
             row = {
                 "id": deployment_id,
                 "workflow_name": spec.workflow,

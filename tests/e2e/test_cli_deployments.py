@@ -174,6 +174,15 @@ def test_an_old_deployment_says_its_outcome_was_superseded(stack: Stack) -> None
 def test_deploying_a_spawners_child_warns_that_its_parent_pins_it(stack: Stack) -> None:
     published_versions(stack, "dep-child")
     stack.publish(spawner_of("dep-parent", "dep-child"), "v1")
+    # --dry-run says the start and its warnings first, and starts nothing.
+    dry = stack.ok(
+        "deployments", "start", "dep-child", "--version", "2", "--stages", "100", "--dry-run"
+    )
+    assert dry.stdout.startswith(
+        "dry run, nothing started: v2 would get 100 % of new runs (all of them"
+    ), dry.stdout
+    assert "warning: dep-child is a SPAWNER's child" in dry.stderr, dry.stderr
+    assert "no deployments of dep-child" in stack.ok("deployments", "list", "dep-child").stderr
     started = stack.ok(
         "deployments", "start", "dep-child", "--version", "2", "--stages", "100", *HOLDING
     )

@@ -215,6 +215,9 @@ async def test_deployment_refusals_create_nothing(api: Api) -> None:
         for body, status, code in REFUSALS:
             answer = await http.post("/workflows/orders/deployments", json=body)
             assert_error(answer, status, code)
+            # The preview refuses alike, so a confirm step never offers a start that fails.
+            preview = await http.post("/workflows/orders/deployments/preview", json=body)
+            assert_error(preview, status, code)
         assert (await http.get("/workflows/orders/deployments")).json()["items"] == []
         assert (await http.get("/runs", params={"workflow": "gradual_deploy"})).json() == {
             "items": [],
@@ -358,6 +361,37 @@ async def test_deploying_a_spawners_child_warns_that_parents_pin_it(api: Api) ->
     # Said for as long as it runs: later, "waiting at stage 1 (0/20 runs…)" alone looked stuck.
     assert shown["warnings"] == [warning]
     assert ended["warnings"] == [], "once it has ended nothing keeps it waiting"
+
+
+async def test_a_start_preview_says_the_starts_warnings_and_starts_nothing(api: Api) -> None:
+    """`POST …/deployments/preview`: the start's share and warnings before anything starts
+    (the monitor's Deploy form says them first); refused alike while a deployment runs."""
+    body = {"version": 2, "stages": [{"weight": 25, "minRuns": 1000}, {"weight": 100}]}
+    async with api.http(api.acme) as http:
+        tenant = await http.post("/workflows/orders/deployments/preview", json=body)
+    async with api.http(api.admin) as http:
+        parent = await http.post("/workflows", json=spawner_of("orders-parent", "orders"))
+        assert parent.status_code == 201, parent.text
+        preview = await http.post("/workflows/orders/deployments/preview", json=body)
+        none_yet = (await http.get("/workflows/orders/deployments")).json()["items"]
+        started = (await http.post("/workflows/orders/deployments", json=body)).json()
+        running = await http.post("/workflows/orders/deployments/preview", json={"version": 3})
+        await http.post(f"/deployments/{started['id']}/abort")
+        serving = await http.post("/workflows/orders/deployments/preview", json={"version": 1})
+    assert preview.status_code == 200, preview.text
+    answer = preview.json()
+    assert none_yet == [], "a preview starts nothing"
+    assert (answer["candidateVersion"], answer["servingVersion"], answer["firstWeight"]) == (
+        2,
+        1,
+        25,
+    )
+    assert answer["summary"] == "v2 would get 25 % of new runs (v1 the rest), stages 25 % → 100 %"
+    assert answer["warnings"] == started["warnings"] and len(answer["warnings"]) == 1
+    assert "orders is a SPAWNER's child" in answer["warnings"][0]
+    assert_error(running, 409, "deployment_running")
+    assert_error(tenant, 403, "forbidden")
+    assert_error(serving, 409, "candidate_is_serving")
 
 
 async def test_a_publish_while_a_deployment_runs_says_what_routes_its_version(api: Api) -> None:

@@ -147,16 +147,21 @@ def test_the_deploy_form_warns_when_parents_pin_the_workflow(
         page.get_by_role("button", name="Deploy v2…").click()
         dialog = page.locator("dialog.deploy-dialog")
         page.fill("#deploy-min-runs", "1000")
-        dialog.get_by_role("button", name="Deploy v2").click()
+        dialog.get_by_role("button", name="Deploy v2", exact=True).click()
+        # Said before anything starts (the start's preview); the second press starts it.
         warning = dialog.locator(".deploy-warning")
         warning.wait_for()
         text = " ".join(warning.inner_text().split())
-        assert text.startswith("Deployment started. ui-child is a SPAWNER's child"), text
+        assert text.startswith("⚠ Before you deploy: ui-child is a SPAWNER's child"), text
         assert "ui-parent v1" in text and "`ui-child@2`" in text
         shoot(page, "deploy-form-warning", narrow=False)
-        follow = dialog.get_by_role("button", name="Follow the deployment")
-        assert page.evaluate("document.activeElement.textContent") == "Follow the deployment"
-        follow.click()
+        assert server.call("/workflows/ui-child/deployments")["items"] == [], "none started"
+        # A changed field asks again: the warning goes, the button is Deploy again.
+        page.fill("#deploy-min-runs", "999")
+        assert warning.count() == 0
+        page.fill("#deploy-min-runs", "1000")
+        dialog.get_by_role("button", name="Deploy v2", exact=True).click()
+        dialog.get_by_role("button", name="Deploy v2 anyway").click()
         page.wait_for_url("**#/deployments/*")
         deployment_id = page.url.rsplit("/", 1)[1]
         # The deployment's page keeps saying it while the stage waits: without it, "0/1000

@@ -70,8 +70,9 @@ export function refusalText(error) {
 }
 
 /** Open the form for `name` v`version` (serving: the version new runs get now). Resolves the
- * deployment the API started, or null when cancelled; a start the API warns about keeps the
- * dialog open with the warning until it is closed. */
+ * deployment the API started, or null when cancelled. What the start would warn about is said
+ * first (its preview), and a second press starts it; a warning only the start answers keeps
+ * the dialog open until it is closed. */
 export function deployForm(name, version, serving) {
   publishedLimits(); // asked now, so Deploy does not wait for it
   return new Promise((resolve) => {
@@ -87,6 +88,10 @@ export function deployForm(name, version, serving) {
     const submit = h("button", { type: "submit", class: "primary" }, `Deploy v${version}`);
     const cancel = h("button", { type: "button", class: "secondary", onclick: () => dialog.close("cancel") }, "Cancel");
     let started = null;
+    // The body the operator was warned about (and the warnings): pressing Deploy again with it
+    // unchanged starts the deployment; changing a field asks again.
+    let warnedFor = null;
+    let warned = [];
     // A refusal is said under the fields: on a short screen the dialog scrolls, and someone
     // who pressed Enter in the first field would not see it (role=alert reads it out anyway).
     const refuse = (text) => {
@@ -94,6 +99,13 @@ export function deployForm(name, version, serving) {
       state.className = "deploy-state error-box";
       state.scrollIntoView({ block: "nearest" });
     };
+    function warnBefore(warnings) {
+      state.className = "deploy-state deploy-warning";
+      state.replaceChildren(h("strong", {}, "⚠ Before you deploy: "), warnings.join(" "));
+      submit.textContent = `Deploy v${version} anyway`;
+      submit.disabled = false;
+      state.scrollIntoView({ block: "nearest" });
+    }
     // Started, but it may not progress (e.g. parents pin the workflow's version): the dialog
     // stays open with the API's warning until the operator has read it and follows it.
     function showWarnings(warnings) {
@@ -119,10 +131,24 @@ export function deployForm(name, version, serving) {
             return;
           }
           submit.disabled = true;
+          const path = `/workflows/${encodeURIComponent(name)}/deployments`;
           try {
-            started = await api(`/workflows/${encodeURIComponent(name)}/deployments`, { method: "POST", body });
-            if (started.warnings && started.warnings.length) {
-              showWarnings(started.warnings);
+            // What the start would warn about is said before it starts (a version rolled back
+            // before, an inputSchema that refuses recent inputs): the second press starts it.
+            const asked = JSON.stringify(body);
+            if (warnedFor !== asked) {
+              const preview = await api(`${path}/preview`, { method: "POST", body });
+              if (preview.warnings && preview.warnings.length) {
+                warnBefore(preview.warnings);
+                warned = preview.warnings;
+                warnedFor = asked;
+                return;
+              }
+            }
+            started = await api(path, { method: "POST", body });
+            const fresh = (started.warnings || []).filter((warning) => !warned.includes(warning));
+            if (fresh.length) {
+              showWarnings(fresh);
               return;
             }
             dialog.close("ok");
@@ -141,6 +167,8 @@ export function deployForm(name, version, serving) {
           oninput: () => {
             state.textContent = "";
             state.className = "deploy-state";
+            submit.textContent = `Deploy v${version}`;
+            warnedFor = null;
           },
         },
         Object.values(inputs),
