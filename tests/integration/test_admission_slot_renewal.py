@@ -176,16 +176,18 @@ async def test_a_slot_handed_over_is_not_lost_while_its_record_is_on_its_way(
 async def test_a_worker_keeps_its_calls_slots_past_their_first_lease(
     backend: Backend, downstream: RunningDownstream, caplog: pytest.LogCaptureFixture
 ) -> None:
-    """A destination that takes one call at a time and two steps whose calls take 3.5 s, in
-    a worker whose lease is 1 s: the first call's slot is renewed while it runs, so the
-    second call waits for it instead of being admitted once a second lease would have
-    ended. Without the renewal the downstream would see both calls at once."""
+    """A destination that takes one call at a time and two steps whose calls take 5 s, in a
+    worker whose lease is 2 s: the first call's slot is renewed while it runs, so the second
+    call waits for it instead of being admitted once a second lease would have ended.
+    Without the renewal the downstream would see both calls at once. (A 1 s lease failed
+    once under a CI run sharing the machine with other work: a renewal two thirds of a
+    second late lost the slot, which is what a lease is for.)"""
     runtime = await Runtime.open(settings_for(backend))
     try:
         await Operations(runtime).settings.set_caps(destination_key(downstream.url, None), 1)
-        workflow = single_call(downstream.url, sleep_ms=3500)
+        workflow = single_call(downstream.url, sleep_ms=5000)
         run_ids = await create_runs(runtime, workflow, 2)
-        config = WorkerConfig(concurrency=4, claim_batch=4, lease_s=1.0, idle_poll_s=0.05)
+        config = WorkerConfig(concurrency=4, claim_batch=4, lease_s=2.0, idle_poll_s=0.05)
         async with running_worker(runtime, config):
             for run_id in run_ids:
                 assert (await wait_for_run(runtime, run_id, timeout_s=40)).status == "SUCCEEDED"
