@@ -80,6 +80,7 @@ SKIP_WORDS = {
     "run_not_failed": "not FAILED",
     "run_not_found": "not found",
     "parent_succeeded": "under a SUCCEEDED run",
+    "started_over": "started over (look at the new run)",
 }
 """A batch retry's skip reasons (the API's codes) as its summary line says them."""
 
@@ -142,7 +143,7 @@ def batch_lines(result: BatchRetryResult, filter_text: str | None = None) -> lis
             f"{skip_counts(result.skipped)}"
         ]
     for run in result.skipped:
-        if run.reason == "parent_succeeded" and run.message:
+        if run.reason in ("parent_succeeded", "started_over") and run.message:
             # The reason alone would not say what to do instead: the API's sentence does.
             lines.append(f"  {run.run_id}  {run.reason}: {run.message}")
             continue
@@ -193,7 +194,8 @@ def retry_preview_line(preview: RetryPreview) -> str:
         )
     if preview.status != "FAILED":
         return f"run {run} is {preview.status}: a retry takes FAILED runs only; nothing retried"
-    # A FAILED run the retry refuses (a deployment's own run): the warning says why.
+    # A FAILED run the retry refuses (a deployment's own run, a run started over): the
+    # warning says why.
     return f"run {run} (FAILED): a retry would be refused; nothing retried"
 
 
@@ -384,6 +386,8 @@ PREVIEW_SKIP_WORDS = {
     **SKIP_WORDS,
     "parent_succeeded": "under a SUCCEEDED run (their retry would reopen a finished run's "
     "join; name one alone to retry it)",
+    "started_over": "started over (their retry would send their calls a second time, beside "
+    "the new runs'; look at those)",
 }
 """A batch retry's skip reasons as its dry run says them: it names no run, so the reason
 says what to do instead."""

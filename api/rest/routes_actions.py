@@ -230,7 +230,8 @@ async def batch_retry(
 ) -> BatchRetryResult:
     """Answers the runs retried and those skipped, each with the reason a single retry would
     have refused it (`run_not_found`, `run_not_failed`, `deployment_run` for a deployment's
-    own `gradual_deploy` run) and its state, or `parent_succeeded`:
+    own `gradual_deploy` run, `started_over` for a run started over: its `message` names the
+    new run) and its state, or `parent_succeeded`:
     a FAILED child whose retry would reopen the join of a run that has SUCCEEDED and run the
     steps after it again (start over that run, or retry the child alone by id). `stuck`: the
     runs retried whose joins fail again at once, their children still FAILED. `warnings`: each
@@ -251,8 +252,9 @@ async def batch_retry(
     "/runs/{run_id}/retry",
     response_model=RetryResult,
     responses=_action_errors(
-        "The run is not FAILED (`run_not_failed`) or is a deployment's own `gradual_deploy` "
-        "run (`deployment_run`)"
+        "The run is not FAILED (`run_not_failed`), is a deployment's own `gradual_deploy` "
+        "run (`deployment_run`), or was started over, or is under a run that was "
+        "(`started_over`, `details.newRunId` and `newRunStatus`: look at that run)"
     ),
     summary="Re-run the failed steps of a FAILED run (completed steps are kept)",
 )
@@ -294,8 +296,8 @@ async def retry_preview(run_id: str, ops: OperationsDep, caller: CallerDep) -> R
     response_model=ResolveResult,
     responses=_action_errors(
         "The run is CANCELLED (`run_cancelled`) or a deployment's own `gradual_deploy` run "
-        "(`deployment_run`), the step is not FAILED (`step_not_failed`) or was resolved with "
-        "another output (`step_already_resolved`)",
+        "(`deployment_run`), the run was started over (`started_over`), the step is not FAILED "
+        "(`step_not_failed`) or was resolved with another output (`step_already_resolved`)",
         "; a vertex the run does not have (`step_not_found`)",
         cancelled=True,
     ),
@@ -345,7 +347,8 @@ async def start_over(run_id: str, ops: OperationsDep, caller: CallerDep) -> Star
     response_model=ReprocessResult,
     responses=_action_errors(
         "The run is CANCELLED (`run_cancelled`, as `?wait=true` answers for a run cancelled "
-        "while it waited) or a deployment's own `gradual_deploy` run (`deployment_run`)",
+        "while it waited), a deployment's own `gradual_deploy` run (`deployment_run`) or a "
+        "run that was started over (`started_over`)",
         cancelled=True,
     ),
     summary="Re-run the run's dead-lettered (FAILED) children; their joins reopen",

@@ -23,6 +23,10 @@ class SkipReason(StrEnum):
     DEPLOYMENT_RUN = "deployment_run"
     """The engine's own `gradual_deploy` run of a deployment: the code a single retry would
     refuse it with (act on the deployment instead)."""
+    STARTED_OVER = "started_over"
+    """A FAILED run that was started over (or is under a root run that was): the code a
+    single retry would refuse it with (its steps' calls would be sent twice; `message` names
+    the new run to look at instead)."""
 
 
 class BreakerWarning(BreakerRef):
@@ -88,8 +92,9 @@ class RetryPreview(View):
     """The run's status now."""
     retriable: bool
     """False unless the run is FAILED (the retry would answer 409 `run_not_failed`), and for
-    a deployment's own `gradual_deploy` run (409 `deployment_run`, whose sentence is then
-    the one of `warnings`)."""
+    a deployment's own `gradual_deploy` run (409 `deployment_run`) and a run that was started
+    over, or is under a root run that was (409 `started_over`): the refusal's sentence is then
+    the one of `warnings`."""
     steps_retried: int = 0
     """FAILED steps that would run again."""
     steps_held_back: int = 0
@@ -224,7 +229,8 @@ class CancelResult(ActionResult):
 
 class SkippedRun(View):
     """A run a batch action left alone, and why: `reason` is the code the single action
-    would have refused it with (`run_not_found`, `run_not_failed`), or `parent_succeeded`
+    would have refused it with (`run_not_found`, `run_not_failed`, `deployment_run`,
+    `started_over`), or `parent_succeeded`
     for a FAILED child whose retry would reopen the join of a run that had ended SUCCEEDED
     (and run the steps after it again); `state` its status; `message` the reason in words,
     with what to do instead."""

@@ -121,6 +121,8 @@ class OperatorActions:
         outcome = await self._runtime.store.retry_runs([run_id], actor=actor, tenant=tenant)
         if run_id in outcome.engine_owned:
             raise outcome.engine_owned[run_id]
+        if run_id in outcome.started_over:
+            raise outcome.started_over[run_id]
         if run_id in outcome.refused:
             state = outcome.refused[run_id]
             raise run_not_found(run_id) if state is None else _not_failed(run_id, state)
@@ -138,8 +140,8 @@ class OperatorActions:
         """What `retry` would do now, with its warnings, changing nothing. Unknown (or
         another tenant's): `NotFound(code="run_not_found")`; not FAILED: `retriable=False`."""
         outcome = await self._runtime.store.retry_preview(run_id, tenant=tenant)
-        if run_id in outcome.engine_owned:  # the retry's refusal, said before the click
-            refusal = outcome.engine_owned[run_id]
+        refusal = outcome.engine_owned.get(run_id) or outcome.started_over.get(run_id)
+        if refusal is not None:  # the retry's refusal, said before the click
             return RetryPreview(
                 run_id=run_id,
                 status=refusal.state,
@@ -635,6 +637,15 @@ UNDER_SUCCEEDED_WORDS = (
 batch's own words for each (`_skipped`), for runs it counts rather than names."""
 
 
+STARTED_OVER_WORDS = (
+    "these runs (or the runs above them) were started over: retrying them would run their "
+    "steps and send their calls a second time, beside the new runs'; look at the new runs "
+    "instead (a run can be retried only while nobody has started it over)"
+)
+"""Why a batch retry's preview says it would skip FAILED runs that were started over
+(`started_over`), for runs it counts rather than names."""
+
+
 def _skipped_counts(counted: BatchRetryCount) -> list[SkippedRuns]:
     """The runs a batch retry's preview counts that the batch would skip, by reason and
     state, most first, each with the batch's words for it."""
@@ -648,6 +659,15 @@ def _skipped_counts(counted: BatchRetryCount) -> list[SkippedRuns]:
         for state, n in counted.not_failed.items()
         if n
     ]
+    if counted.started_over:
+        found.append(
+            SkippedRuns(
+                reason=SkipReason.STARTED_OVER,
+                state=RunStatus.FAILED.value,
+                count=counted.started_over,
+                message=STARTED_OVER_WORDS,
+            )
+        )
     if counted.under_succeeded:
         found.append(
             SkippedRuns(
@@ -672,6 +692,14 @@ def _skipped(run_id: str, outcome: RetryOutcome) -> SkippedRun:
             reason=SkipReason.DEPLOYMENT_RUN,
             state=state,
             message=engine_owned.message,
+        )
+    started_over = outcome.started_over.get(run_id)
+    if started_over is not None:
+        return SkippedRun(
+            run_id=run_id,
+            reason=SkipReason.STARTED_OVER,
+            state=state,
+            message=started_over.message,
         )
     if state is None:
         missing = run_not_found(run_id)

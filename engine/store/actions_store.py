@@ -19,7 +19,7 @@ from sqlalchemy import ColumnElement, case, func, insert, or_, select
 from sqlalchemy.exc import DBAPIError
 from sqlalchemy.ext.asyncio import AsyncConnection
 
-from engine.store import deployment_rows, listing, recovery, reprocess_plan, retry_checks
+from engine.store import deployment_rows, listing, recovery, reprocess_plan, restarts, retry_checks
 from engine.store import operator_actions as sql
 from engine.store import operator_settings as settings_
 from engine.store import results as results_
@@ -184,6 +184,7 @@ class OperatorActionsStore(WorkQueue):
                     outcome.refused[run_id] = row.status
                 else:
                     candidates.append(run_id)
+            candidates = await _spare_started_over(conn, [states[r] for r in candidates], outcome)
             outcome.reopens = await self._reopens(conn, [states[r] for r in candidates])
             if spare_finished:
                 for run_id in outcome.reopens:
@@ -257,6 +258,8 @@ class OperatorActionsStore(WorkQueue):
             if row.status != RunStatus.FAILED.value:
                 outcome.refused[run_id] = row.status
                 return outcome
+            if not await _spare_started_over(conn, [row], outcome):
+                return outcome
             outcome.reopens = await self._reopens(conn, [row])
             outcome.stuck = await retry_checks.stuck_joins(conn, [run_id])
             failed = await sql.failed_vertices(conn, run_id)
@@ -285,15 +288,23 @@ class OperatorActionsStore(WorkQueue):
         newest = (
             listing.newest_matching(selection, limit)
             .where(retriable)
-            .add_columns(listing.runs.c.status, listing.runs.c.parent_run_id, listing.runs.c.route)
+            .add_columns(
+                listing.runs.c.status,
+                listing.runs.c.parent_run_id,
+                listing.runs.c.route,
+                listing.runs.c.root_run_id,
+            )
             .subquery()
         )
         failed = newest.c.status == RunStatus.FAILED.value
         spared = retry_checks.under_succeeded(newest.c.parent_run_id)
-        # The batch skips the runs not FAILED and the FAILED ones under a SUCCEEDED run; the
-        # rest is what it would take, and what its warnings are read from.
+        restarted = restarts.root_started_over(newest.c.id, newest.c.root_run_id)
+        # The batch skips the runs not FAILED, the FAILED ones started over (2) and those under
+        # a SUCCEEDED run (1); the rest is what it would take, and what its warnings are read
+        # from.
         skips = select(
-            newest.c.status, case((failed & spared, 1), else_=0).label("spared")
+            newest.c.status,
+            case((failed & restarted, 2), (failed & spared, 1), else_=0).label("spared"),
         ).subquery()
         taken = (
             select(
@@ -305,7 +316,7 @@ class OperatorActionsStore(WorkQueue):
                 newest.c.parent_run_id,
                 newest.c.route,
             )
-            .where(failed, ~spared)
+            .where(failed, ~spared, ~restarted)
             .subquery()
         )
         vertices = (
@@ -327,9 +338,12 @@ class OperatorActionsStore(WorkQueue):
                 )
             )
             taking, under_succeeded, not_failed = 0, 0, Counter[str]()
+            started_over = 0
             for row in grouped.all():
                 if row.status != RunStatus.FAILED.value:
                     not_failed[row.status] += int(row.n)
+                elif row.spared == 2:
+                    started_over += int(row.n)
                 elif row.spared:
                     under_succeeded += int(row.n)
                 else:
@@ -350,6 +364,7 @@ class OperatorActionsStore(WorkQueue):
             fix_first,
             taking=taking,
             under_succeeded=under_succeeded,
+            started_over=started_over,
             not_failed=dict(not_failed),
             versions=versions,
         )
@@ -403,6 +418,7 @@ class OperatorActionsStore(WorkQueue):
             now = self._clock.now()
             run = await self._visible_run(conn, run_id, tenant)
             await _refuse_engine_run(conn, run, "resolve")
+            await restarts.refuse_started_over(conn, run, "resolve")
             step = await sql.step_for_update(conn, run_id, vertex_id)
             if step is None:
                 raise no_step(run_id, vertex_id, await sql.vertex_ids(conn, run_id))
@@ -506,6 +522,7 @@ class OperatorActionsStore(WorkQueue):
             now = self._clock.now()
             run = await self._visible_run(conn, run_id, tenant)
             await _refuse_engine_run(conn, run, "reprocess")
+            await restarts.refuse_started_over(conn, run, "reprocess")
             if run.status == RunStatus.CANCELLED.value:
                 raise RunCancelled(
                     f"run {run_id} is CANCELLED; its children are not run again", run_id=run.id
@@ -545,6 +562,10 @@ class OperatorActionsStore(WorkQueue):
             row = await self._visible_run(conn, run_id, tenant)
             if row.workflow_name in RESERVED_WORKFLOWS:
                 said = await _engine_run_refusal(conn, row, "reprocess")
+                return ReprocessOutcome(0, row.status, refused=row.status, refusal=said.message)
+            found = (await restarts.started_over(conn, [row])).get(row.id)
+            if found is not None:
+                said = restarts.started_over_refusal(row.id, row.status, found, "reprocess")
                 return ReprocessOutcome(0, row.status, refused=row.status, refusal=said.message)
             if row.status == RunStatus.CANCELLED.value:
                 return ReprocessOutcome(0, row.status, refused=row.status)
@@ -656,6 +677,21 @@ async def _refuse_engine_run(conn: AsyncConnection, row: Any, action: str) -> No
     deployment, which is what it says."""
     if row.workflow_name in RESERVED_WORKFLOWS:
         raise await _engine_run_refusal(conn, row, action)
+
+
+async def _spare_started_over(
+    conn: AsyncConnection, rows: Sequence[Any], outcome: RetryOutcome
+) -> list[str]:
+    """The ids of the FAILED runs of `rows` a retry may take: not those whose root was started
+    over (their steps and calls would run twice), which go to `outcome.refused` and
+    `outcome.started_over` with their refusal."""
+    found = await restarts.started_over(conn, rows)
+    for run_id, start in found.items():
+        outcome.refused[run_id] = RunStatus.FAILED.value
+        outcome.started_over[run_id] = restarts.started_over_refusal(
+            run_id, RunStatus.FAILED.value, start, "retry"
+        )
+    return [row.id for row in rows if row.id not in found]
 
 
 def _ended(run_id: str, status: str) -> WrongState:

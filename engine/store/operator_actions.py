@@ -92,6 +92,9 @@ class RetryOutcome:
     engine_owned: dict[str, WrongState] = field(default_factory=dict)
     """Runs refused (and in `refused`) because they are the engine's own `gradual_deploy`
     runs: the refusal a retry of each alone answers (`deployment_run`)."""
+    started_over: dict[str, WrongState] = field(default_factory=dict)
+    """FAILED runs refused (and in `refused`) because they, or the root run above them, were
+    started over: the refusal a retry of each alone answers (`started_over`)."""
 
 
 @dataclass(frozen=True)
@@ -152,6 +155,9 @@ class BatchRetryCount:
     under_succeeded: int = 0
     """Of the newest `limit`, the FAILED runs the batch would skip because their retry would
     reopen the join of a run that has ended SUCCEEDED (`parent_succeeded`)."""
+    started_over: int = 0
+    """Of the newest `limit`, the FAILED runs the batch would skip because they (or the root
+    run above them) were started over (`started_over`)."""
     not_failed: dict[str, int] = field(default_factory=dict)
     """Of the newest `limit`, the runs not FAILED (the batch skips them), by status."""
     versions: list[RerunGroup] = field(default_factory=list)
@@ -268,12 +274,13 @@ _RUN_COLUMNS = (
     runs.c.workflow_version,
     runs.c.parent_run_id,
     runs.c.parent_vertex_id,
+    runs.c.root_run_id,
 )
 
 
 async def run_states(conn: AsyncConnection, run_ids: Sequence[str]) -> dict[str, Any]:
     """(id, status, tenant_id, workflow_name, workflow_version, parent_run_id,
-    parent_vertex_id) of the runs that exist."""
+    parent_vertex_id, root_run_id) of the runs that exist."""
     found: dict[str, Any] = {}
     for chunk in chunks(run_ids):
         rows = await conn.execute(select(*_RUN_COLUMNS).where(runs.c.id.in_(chunk)))

@@ -496,6 +496,25 @@ def test_an_ended_run_shows_what_an_operator_did_elsewhere(
         page.locator(".live", has_text="run ended").wait_for()
 
 
+def test_a_run_started_over_offers_no_retry(server: DemoServer, browser: Any) -> None:
+    """The tour: a FAILED run started over was retried from its page too, and its calls went
+    out twice. Its Retry is disabled, its title naming the new run (the API refuses it, 409
+    `started_over`); Start over stays, answering the run it created."""
+    reject_next_ticket(server)
+    run_id = ticket(server, "started-over", wait=True)
+    new_id = server.call(f"/runs/{run_id}/start-over", {})["newRunId"]
+    with opened(browser, f"{server.ui}#/runs/{run_id}") as (page, _):
+        page.locator("h1 .badge", has_text="failed").wait_for()
+        retry = actions(page)["Retry"]
+        assert retry["disabled"] and not retry["focusable"], retry
+        assert retry["title"].startswith(f"started over as run {new_id[:8]}: look at"), retry
+        assert actions(page)["Start over"]["disabled"] is False
+        page.get_by_role("button", name="open-ticket", exact=True).first.click()
+        page.locator(".step-panel h3", has_text="Step open-ticket").wait_for()
+        assert page.locator(".step-panel button", has_text="Resolve").count() == 0
+        shoot(page, "run-actions-started-over", narrow=False)
+
+
 def test_a_refused_action_shows_the_run_as_it_is(server: DemoServer, browser: Any) -> None:
     """Someone retried the run first: the page's Retry is refused (409 with the run's
     state) and the page redraws the run as the API has it at once, not at its next look

@@ -45,6 +45,7 @@ function fixFirstBlocks(preview) {
 const SKIP_WORDS = {
   parent_succeeded: "under a SUCCEEDED run (their retry would reopen a finished run's join; name one alone to retry it)",
   run_not_failed: "not FAILED",
+  started_over: "started over (their retry would send their calls a second time, beside the new runs'; look at those)",
 };
 
 /** The preview's runs the batch would skip, by reason: "3 matched are skipped: under a

@@ -179,7 +179,8 @@ function stepPanel(detail, step, result, reload) {
     h("dl", { class: "facts" }, facts.map(([name, value]) => h("div", {}, h("dt", {}, name), h("dd", {}, value)))),
     waitingLine(step),
     holderLine(step),
-    step.status === "FAILED" && !isDeploymentRun(detail)
+    // A run started over is not resolved (409 started_over: the new run sends the calls).
+    step.status === "FAILED" && !isDeploymentRun(detail) && !detail.restarts.length
       ? h("button", { type: "button", class: "primary", onclick: () => resolveStep(detail.id, step, result, reload) }, `Resolve ${step.vertexId}…`)
       : null,
     errorBox(step.error, { title: `Error of ${step.vertexId}` }),

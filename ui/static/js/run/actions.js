@@ -7,7 +7,7 @@
 import { api } from "../api.js";
 import { chooseAction, editJson } from "../dialog.js";
 import { announce, fill, h } from "../dom.js";
-import { plural } from "../format.js";
+import { plural, shortId } from "../format.js";
 import { SET_QUOTA_COMMAND, setQuotaCommand } from "../quota.js";
 import { warningNodes, warningsBox, withWarnings } from "../warnings.js";
 
@@ -160,6 +160,13 @@ function startOverWhyNot(detail) {
   return "the run has not ended";
 }
 
+/** Why Retry and Reprocess are unavailable on a run that was started over (the API refuses
+ * them, 409 started_over: the new run already sends its calls); null when it was not. */
+function startedOverWhy(detail) {
+  const latest = detail.restarts[detail.restarts.length - 1];
+  return latest ? `started over as run ${shortId(latest)}: look at that run; a run can be retried only while nobody has started it over` : null;
+}
+
 /** The engine's own run of a deployment (route "system"): the API refuses retry, resolve,
  * start over and reprocess on it (409 deployment_run: they would rewrite the record of the
  * deployment's stages), so the bar offers none of them, and says where to act instead. */
@@ -179,7 +186,7 @@ function deploymentNote(detail) {
 export function actionBarKey(detail) {
   const quota = detail.steps.filter((s) => s.status === "FAILED" && s.error?.kind === "quota_exceeded").map((s) => [s.vertexId, s.error.message]);
   const fix = detail.steps.filter((s) => s.status === "FAILED" && s.error).map((s) => [s.vertexId, s.error.kind, s.error.childCause?.kind, s.error.childCause?.count]);
-  return JSON.stringify([detail.id, detail.status, detail.fanout.failed, detail.parentRunId, detail.route, detail.tenantId, quota, fix]);
+  return JSON.stringify([detail.id, detail.status, detail.fanout.failed, detail.parentRunId, detail.route, detail.tenantId, detail.restarts, quota, fix]);
 }
 
 /** The action bar of `detail`; `done()` reloads the page after an action, refused ones too: a
@@ -213,11 +220,12 @@ export function actionBar(detail, result, done) {
     describe: (a) => a.message,
   };
   const engineOwned = isDeploymentRun(detail);
+  const restarted = startedOverWhy(detail);
   return h(
     "div",
     { class: "actions", role: "toolbar", "aria-label": "Operator actions" },
     engineOwned ? deploymentNote(detail) : null,
-    engineOwned ? null : button("Retry", detail.status === "FAILED", "only a FAILED run can be retried", {
+    engineOwned ? null : button("Retry", detail.status === "FAILED" && !restarted, restarted || "only a FAILED run can be retried", {
       name: "Retry",
       title: "Retry this run?",
       text: "Its FAILED steps run again; completed steps keep their results.",
@@ -238,7 +246,7 @@ export function actionBar(detail, result, done) {
       send: () => api(path(id, "start-over"), { method: "POST" }),
       describe: (a) => [a.message, " — ", h("a", { href: `#/runs/${encodeURIComponent(a.newRunId)}` }, "open the new run")],
     }),
-    engineOwned ? null : button("Reprocess dead letters", deadLetters, "no failed child to reprocess", reprocess),
+    engineOwned ? null : button("Reprocess dead letters", deadLetters && !restarted, restarted || "no failed child to reprocess", reprocess),
     button("Cancel", !ended, detail.status === "CANCELLED" ? "the run is already cancelled" : "the run has ended: only a running run can be cancelled", {
       name: "Cancel",
       title: "Cancel this run?",

@@ -1,0 +1,122 @@
+"""Runs an operator started over, and why a retry, resolve or reprocess of them is refused:
+part of `engine.store` (the operator actions read these in their transactions).
+
+A start over creates a new run of the same version with the same input (`restarted_from`
+names the old one), which makes every call of the old run again. Running the old run on too
+(a retry of its FAILED steps, a resolve that lets it go on, a reprocess of its dead letters,
+the retry of a child under it that reopens its join) would send those calls a second time,
+beside the new run's: so once a run is started over, those actions refuse it and its
+descendants (409 `started_over`), naming the new run and its status, as a second start over
+of it names that run (`start_over_next`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass
+from typing import Any
+
+from sqlalchemy import ColumnElement, Exists, exists, func, select
+from sqlalchemy.ext.asyncio import AsyncConnection
+
+from engine.store.models import Run, RunStatus
+from engine.store.operator_actions import chunks
+from schemas.errors import WrongState
+
+runs = Run.__table__  # type: ignore[attr-defined]
+
+STARTED_OVER = "started_over"
+"""The code of the refusal (and a batch retry's skip reason)."""
+
+
+_DONE = {"retry": "retried", "resolve": "resolved", "reprocess": "reprocessed"}
+
+
+@dataclass(frozen=True)
+class StartedOver:
+    """The start over of a run's root: `root_id` (the run itself, or the root run above it)
+    was started over as `new_run_id`, which is `new_status` now."""
+
+    root_id: str
+    new_run_id: str
+    new_status: str
+
+
+def root_of(row: Any) -> str:
+    """The root run of a run's row (`id`, `root_run_id`): only a root run is started over,
+    and a retry below it can reopen its joins."""
+    return str(row.root_run_id or row.id)
+
+
+async def started_over(conn: AsyncConnection, rows: Iterable[Any]) -> dict[str, StartedOver]:
+    """For each run of `rows` (with `id` and `root_run_id`) whose root was started over, that
+    start over: the first run `restarted_from` it (the one its idempotency key names). One
+    indexed read (`ix_run_restarted_from`) per `ID_CHUNK` roots."""
+    roots = {row.id: root_of(row) for row in rows}
+    found: dict[str, Any] = {}
+    for chunk in chunks(sorted(set(roots.values()))):
+        query = (
+            select(runs.c.id, runs.c.status, runs.c.restarted_from)
+            .where(runs.c.restarted_from.in_(chunk))
+            .order_by(runs.c.created_at, runs.c.id)
+        )
+        for row in (await conn.execute(query)).all():
+            found.setdefault(row.restarted_from, row)
+    return {
+        run_id: StartedOver(root, str(found[root].id), str(found[root].status))
+        for run_id, root in roots.items()
+        if root in found
+    }
+
+
+def root_started_over(run_id: ColumnElement[Any], root_run_id: ColumnElement[Any]) -> Exists:
+    """True for a run (by its `id` and `root_run_id` columns) whose root was started over:
+    an EXISTS on the partial index of `restarted_from`, so a batch preview counts them in the
+    statement that counts its runs."""
+    new = runs.alias()
+    return exists().where(new.c.restarted_from == func.coalesce(root_run_id, run_id))
+
+
+def start_over_next(new_run_id: str, new_status: str) -> str:
+    """What an operator can do about the run a start over created, by its status: the advice
+    a second start over and the refusals below give."""
+    if new_status == RunStatus.FAILED.value:
+        return (
+            f"retry it (`schemabridge runs retry {new_run_id}`) or start it over "
+            f"(`schemabridge runs start-over {new_run_id}`)"
+        )
+    if new_status == RunStatus.CANCELLED.value:
+        return f"start it over (`schemabridge runs start-over {new_run_id}`) to run the input again"
+    if new_status == RunStatus.SUCCEEDED.value:
+        return "it has done the work"
+    return f"it is still going (`schemabridge runs watch {new_run_id}`)"
+
+
+def started_over_refusal(run_id: str, state: str, found: StartedOver, action: str) -> WrongState:
+    """The refusal of `action` ("retry", "resolve", "reprocess") on `run_id` (in `state`),
+    whose root `found` names was started over. 409 `started_over`, `details`: `state`,
+    `startedOverRun` (the run started over: `run_id` or its root), `newRunId`,
+    `newRunStatus`."""
+    new, status = found.new_run_id, found.new_status
+    if found.root_id == run_id:
+        which = f"run {run_id} was started over"
+    else:
+        which = f"run {run_id} is under run {found.root_id}, which was started over"
+    refusal = WrongState(
+        f"{which} as run {new}, {status}: a {action} would run its steps and send their "
+        f"calls a second time, beside that run's. Look at run {new} instead: "
+        f"{start_over_next(new, status)}. A run can be {_DONE.get(action, action)} only "
+        "while nobody has started it over",
+        state=state,
+        code=STARTED_OVER,
+    )
+    refusal.details.update(startedOverRun=found.root_id, newRunId=new, newRunStatus=status)
+    return refusal
+
+
+async def refuse_started_over(conn: AsyncConnection, row: Any, action: str) -> None:
+    """Refuse `action` on the run of `row` (`id`, `status`, `root_run_id`) when its root was
+    started over."""
+    found = (await started_over(conn, [row])).get(row.id)
+    if found is not None:
+        raise started_over_refusal(row.id, row.status, found, action)

@@ -1,0 +1,83 @@
+"""A run that was started over, over real HTTP (uvicorn on loopback), on both backends: its
+retry is a 409 `started_over` naming the new run and its status, its retry preview and
+reprocess preview say so, a batch retry (by ids, by filter) and its preview skip it, and its
+reprocess is refused the same way."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
+
+import pytest
+
+from api.rest import borrowed_runtime, create_app
+from demo.downstream import RunningDownstream
+from engine.operations import Operations
+from engine.runtime import Runtime
+from tests.conftest import Backend
+from tests.e2e.rest_harness import client, serving
+from tests.integration.actions_harness import failed_chain, requests_by_path
+from tests.integration.engine_harness import running_worker, settings_for, wait_for_run
+
+
+@dataclass
+class Api:
+    url: str
+    runtime: Runtime
+    admin_key: str
+
+
+@pytest.fixture
+async def api(backend: Backend) -> AsyncIterator[Api]:
+    runtime = await Runtime.open(settings_for(backend))
+    admin = await Operations(runtime).keys.create(admin=True)
+    app = create_app(runtime.settings, runtime_factory=borrowed_runtime(runtime), auth=True)
+    try:
+        async with serving(app) as url:
+            yield Api(url, runtime, admin.key)
+    finally:
+        await runtime.close()
+
+
+async def test_every_retry_of_a_run_started_over_is_refused(
+    api: Api, downstream: RunningDownstream
+) -> None:
+    old = await failed_chain(api.runtime, downstream)
+    async with client(api.url, api.admin_key) as http:
+        started = await http.post(f"/runs/{old}/start-over")
+        new = started.json()["newRunId"]
+        async with running_worker(api.runtime):
+            assert (await wait_for_run(api.runtime, new)).status == "SUCCEEDED"
+        sent = requests_by_path(downstream)
+
+        retry = await http.post(f"/runs/{old}/retry")
+        assert retry.status_code == 409, retry.text
+        body = retry.json()
+        assert body["code"] == "started_over"
+        assert body["details"] == {
+            "state": "FAILED",
+            "startedOverRun": old,
+            "newRunId": new,
+            "newRunStatus": "SUCCEEDED",
+        }
+        assert f"started over as run {new}, SUCCEEDED" in body["message"]
+
+        preview = (await http.get(f"/runs/{old}/retry/preview")).json()
+        assert (preview["retriable"], preview["warnings"]) == (False, [body["message"]])
+
+        by_ids = (await http.post("/runs/retry", json={"ids": [old]})).json()
+        assert by_ids["retried"] == []
+        assert [(s["reason"], s["message"]) for s in by_ids["skipped"]] == [
+            ("started_over", body["message"])
+        ]
+        counted = (await http.post("/runs/retry/preview", json={"filter": {}})).json()
+        assert counted["matching"] == 0
+        assert [(s["reason"], s["count"]) for s in counted["skipped"]] == [("started_over", 1)]
+        by_filter = (await http.post("/runs/retry", json={"filter": {}})).json()
+        assert [s["reason"] for s in by_filter["skipped"]] == ["started_over"]
+
+        reprocess = await http.post(f"/runs/{old}/reprocess")
+        assert (reprocess.status_code, reprocess.json()["code"]) == (409, "started_over")
+        looked = (await http.get(f"/runs/{old}/reprocess/preview")).json()
+        assert looked["reprocessable"] is False
+    assert requests_by_path(downstream) == sent
