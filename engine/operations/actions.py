@@ -66,6 +66,7 @@ from engine.store.operator_actions import (
 )
 from engine.store.records import RunRecord
 from engine.store.recovery import JoinReopened
+from engine.store.restarts import start_over_next
 from engine.store.retry_checks import join_of
 from schemas.batch_limits import DEFAULT_BATCH, MAX_BATCH
 from schemas.definitions import RESERVED_WORKFLOWS, VertexType
@@ -307,7 +308,7 @@ class OperatorActions:
             message=(
                 f"started over as run {outcome.new_run_id}"
                 if outcome.created
-                else f"already started over as run {outcome.new_run_id}"
+                else already_started_over(outcome.new_run_id, outcome.new_status)
             ),
             status=outcome.old_status,
             new_run_id=outcome.new_run_id,
@@ -571,6 +572,15 @@ def _rerun_warnings(action: str, facts: RerunFacts | None) -> list[str]:
     longer serves), as every front door says it (`rerun_warning`)."""
     warning = rerun_warning(action, facts)
     return [] if warning is None else [warning]
+
+
+def already_started_over(new_run_id: str, new_status: str) -> str:
+    """A second start over's answer: the run the first created and its status, and what to do
+    when that run did not succeed either (`start_over_next`)."""
+    words = f"already started over as run {new_run_id}, {new_status}"
+    if new_status in (RunStatus.FAILED.value, RunStatus.CANCELLED.value):
+        words += f": {start_over_next(new_run_id, new_status)}"
+    return words
 
 
 def _batch_rerun_warnings(groups: Sequence[RerunGroup], facts: Sequence[RerunFacts]) -> list[str]:

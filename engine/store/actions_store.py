@@ -469,7 +469,7 @@ class OperatorActionsStore(WorkQueue):
             old = await self._visible_run(conn, run_id, tenant)
             existing = await sql.run_id_by_key(conn, key)
             if existing is not None:
-                return StartOverOutcome(existing, False, old.status)
+                return await _started_before(conn, existing, old.status)
             await _refuse_engine_run(conn, old, "start over")
             _check_restartable(old)
             record = run_record(await sql.whole_run(conn, run_id))
@@ -483,7 +483,7 @@ class OperatorActionsStore(WorkQueue):
                 conn, _restart_row(record, version, new_id, key, now, actor=actor)
             ):
                 existing = await sql.run_id_by_key(conn, key)
-                return StartOverOutcome(str(existing), False, old.status)
+                return await _started_before(conn, str(existing), old.status)
             await sql.count_against_quota(conn, record.tenant_id)
             rows = step_rows(new_id, record.tenant_id, version.workflow, now)
             await conn.execute(insert(steps), rows)
@@ -677,6 +677,12 @@ async def _refuse_engine_run(conn: AsyncConnection, row: Any, action: str) -> No
     deployment, which is what it says."""
     if row.workflow_name in RESERVED_WORKFLOWS:
         raise await _engine_run_refusal(conn, row, action)
+
+
+async def _started_before(conn: AsyncConnection, new_id: str, old_status: str) -> StartOverOutcome:
+    """A start over of a run already started over as `new_id`: that run, with its status now
+    (the answer says whether to look there or act on it)."""
+    return StartOverOutcome(new_id, False, old_status, await sql.current_status(conn, new_id))
 
 
 async def _spare_started_over(

@@ -197,6 +197,8 @@ class StartOverOutcome:
     new_run_id: str
     created: bool
     old_status: str
+    new_status: str = RunStatus.RUNNING.value
+    """The new run's status now (RUNNING when this call created it)."""
 
 
 @dataclass(frozen=True)

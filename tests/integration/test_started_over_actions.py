@@ -123,3 +123,36 @@ async def test_runs_under_a_run_started_over_are_not_run_again(
     assert [(s.reason, s.count) for s in wide.skipped] == [("started_over", 2)]
     child_after = await runtime.store.get_run(child.id)
     assert child_after is not None and child_after.status == "FAILED"
+
+
+async def test_a_second_start_over_names_the_new_run_and_its_status(
+    ops: Operations, runtime: Runtime, downstream: RunningDownstream
+) -> None:
+    old_id = await failed_chain(runtime, downstream)
+    new_id = (await ops.actions.start_over(old_id, actor="cli")).new_run_id
+    again = await ops.actions.start_over(old_id, actor="cli")
+    assert (again.changed, again.message) == (
+        False,
+        f"already started over as run {new_id}, RUNNING",
+    )
+    await ops.actions.cancel(new_id, actor="cli")
+    cancelled = await ops.actions.start_over(old_id, actor="cli")
+    assert cancelled.message == (
+        f"already started over as run {new_id}, CANCELLED: start it over "
+        f"(`schemabridge runs start-over {new_id}`) to run the input again"
+    )
+
+
+async def test_a_second_start_over_of_a_run_whose_new_run_failed_says_what_to_do(
+    ops: Operations, runtime: Runtime, downstream: RunningDownstream
+) -> None:
+    old_id = await failed_chain(runtime, downstream)
+    new_id = (await ops.actions.start_over(old_id, actor="cli")).new_run_id
+    downstream.script([400], path="/b/1")
+    async with running_worker(runtime):
+        assert (await wait_for_run(runtime, new_id)).status == "FAILED"
+    again = await ops.actions.start_over(old_id, actor="cli")
+    assert again.message == (
+        f"already started over as run {new_id}, FAILED: retry it (`schemabridge runs retry "
+        f"{new_id}`) or start it over (`schemabridge runs start-over {new_id}`)"
+    )
