@@ -80,9 +80,28 @@ SKIP_WORDS = {
     "run_not_failed": "not FAILED",
     "run_not_found": "not found",
     "parent_succeeded": "under a SUCCEEDED run",
-    "started_over": "started over (look at the new run)",
+    "started_over": "started over",
+    "deployment_run": "a deployment's own run",
 }
 """A batch retry's skip reasons (the API's codes) as its summary line says them."""
+
+SKIPPED_RUN_WORDS = {
+    "run_not_failed": "not FAILED (it is {state}), not retried",
+    "run_not_found": "not found",
+    "deployment_run": "a deployment's own run, not retried (act on its deployment)",
+}
+"""Why a batch retry left one run alone, as its line says it: the API's `reason` is a code
+for scripts, and its `state` alone read as the reason ("deployment_run: FAILED")."""
+
+
+def skipped_run_words(run: SkippedRun) -> str:
+    """One skipped run's reason in words: the short ones above, else the API's sentence
+    (which says what to do instead: a run above has SUCCEEDED, the run was started over),
+    else the code as it came (a reason this CLI does not know yet)."""
+    words = SKIPPED_RUN_WORDS.get(run.reason)
+    if words is not None and (run.state or "{state}" not in words):
+        return words.format(state=run.state)
+    return run.message or run.reason
 
 
 def looked_for(
@@ -142,13 +161,7 @@ def batch_lines(result: BatchRetryResult, filter_text: str | None = None) -> lis
             f"nothing to retry: {matched} matched ({filter_text}), all skipped: "
             f"{skip_counts(result.skipped)}"
         ]
-    for run in result.skipped:
-        if run.reason in ("parent_succeeded", "started_over") and run.message:
-            # The reason alone would not say what to do instead: the API's sentence does.
-            lines.append(f"  {run.run_id}  {run.reason}: {run.message}")
-            continue
-        state = f" (it is {run.state})" if run.state else ""
-        lines.append(f"  {run.run_id}  {run.reason}{state}")
+    lines += [f"  {run.run_id}  {skipped_run_words(run)}" for run in result.skipped]
     if result.truncated:
         lines.append("more runs matched than --limit; run the command again for the rest")
     return lines

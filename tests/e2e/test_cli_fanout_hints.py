@@ -209,11 +209,11 @@ def test_a_batch_by_filter_retries_what_runs_list_shows(serve_api: Stack, workfl
     assert counted["matching"] == 0
     assert [(s["reason"], s["count"]) for s in counted["skipped"]] == [("parent_succeeded", 1)]
     wider = serve_api.ok("runs", "retry", "--status", "FAILED", "--tenant", tenant, "--all")
-    assert f"  {child}  parent_succeeded: run {parent} above it has SUCCEEDED" in wider.stdout
+    assert f"  {child}  run {parent} above it has SUCCEEDED" in wider.stdout
     assert f"start over run {parent}" in wider.stdout, wider.stdout
     named = serve_api.cli("runs", "retry", child, parent)
     assert named.returncode == 1, (named.stdout, named.stderr)
-    assert f"{child}  parent_succeeded" in named.stdout
+    assert f"{child}  run {parent} above it has SUCCEEDED" in named.stdout
     assert serve_api.json("runs", "show", parent)["status"] == "SUCCEEDED"
     alone = serve_api.ok("runs", "retry", child)
     assert (

@@ -199,8 +199,8 @@ def test_batch_retry_prints_retried_and_skipped(stack: Stack, published: str) ->
     assert skipped.stdout.splitlines()[0] == (
         "nothing to retry: the 2 runs given were skipped: 1 not FAILED (1 SUCCEEDED), 1 not found"
     )
-    assert f"{ok}  run_not_failed (it is SUCCEEDED)" in skipped.stdout
-    assert "no-such-run  run_not_found" in skipped.stdout
+    assert f"{ok}  not FAILED (it is SUCCEEDED), not retried" in skipped.stdout
+    assert "no-such-run  not found" in skipped.stdout
 
     # A filter with nothing to retry says what it looked for (it printed `retried 0 runs`).
     none = stack.ok(
@@ -219,7 +219,7 @@ def test_batch_retry_prints_retried_and_skipped(stack: Stack, published: str) ->
     assert only_skipped.stdout.splitlines() == [
         "nothing to retry: 1 run matched (status SUCCEEDED, workflow support-ticket, "
         f"tenant {tenant}), all skipped: 1 not FAILED (1 SUCCEEDED)",
-        f"  {ok}  run_not_failed (it is SUCCEEDED)",
+        f"  {ok}  not FAILED (it is SUCCEEDED), not retried",
     ]
 
 

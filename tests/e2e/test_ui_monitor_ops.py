@@ -514,7 +514,14 @@ def test_retry_all_matching_says_the_runs_the_batch_skips(server: DemoServer, br
             "run's join; name one alone to retry it)."
         ) in said, said
         confirm(page, "Retry 1")
-        page.locator(".batch-result .ok-box", has_text="Retried 1, skipped 1").wait_for()
+        done = page.locator(".batch-result .ok-box", has_text="Retried 1, skipped 1")
+        done.wait_for()
+        # The skipped child in words, not its code with its state ("parent_succeeded: FAILED").
+        (child,) = server.call(f"/runs/{parent}/children?status=FAILED")["items"]
+        assert done.inner_text() == (
+            f"Retried 1, skipped 1: {child['id'][:8]}: under a SUCCEEDED run, not retried "
+            "(retry it alone to reopen that run's join)."
+        )
     assert server.call(f"/runs/{parent}")["status"] == "SUCCEEDED"
 
 

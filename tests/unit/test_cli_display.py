@@ -277,7 +277,7 @@ def test_a_batch_retry_with_nothing_to_retry_says_why() -> None:
     assert lines[0] == (
         f"nothing to retry: 4 runs matched (status FAILED, workflow W), all skipped: {counts}"
     )
-    assert lines[1:3] == ["  r1  run_not_failed (it is RUNNING)", "  r2  run_not_found"]
+    assert lines[1:3] == ["  r1  not FAILED (it is RUNNING), not retried", "  r2  not found"]
     assert batch_lines(skipped)[0] == f"nothing to retry: the 4 runs given were skipped: {counts}"
     # Some retried: the skipped runs' line counts their reasons too.
     mixed = BatchRetryResult.model_validate(
@@ -287,7 +287,7 @@ def test_a_batch_retry_with_nothing_to_retry_says_why() -> None:
         "retried 1 run",
         "  r5",
         "skipped 1 run: 1 not found",
-        "  r2  run_not_found",
+        "  r2  not found",
     ]
 
 
@@ -308,7 +308,38 @@ def test_a_batch_retry_says_why_it_spared_a_finished_runs_child() -> None:
         "retried 1 run",
         "  r1",
         "skipped 1 run: 1 under a SUCCEEDED run (1 FAILED)",
-        f"  c1  parent_succeeded: {why}",
+        f"  c1  {why}",
+    ]
+
+
+def test_a_batch_retry_says_why_it_skipped_a_run_in_words() -> None:
+    """The tour: "57328cef (deployment_run: FAILED)" read as if FAILED were the reason. Each
+    skipped run's line says why in words; the code stays the API's (`--format json`)."""
+    from api.cli.runs_actions import batch_lines
+    from api.cli.wire import BatchRetryResult
+
+    started_over = "run s1 was started over as run n1, SUCCEEDED: a retry would run its steps"
+    result = BatchRetryResult.model_validate(
+        {
+            "retried": [],
+            "skipped": [
+                {"runId": "d1", "reason": "deployment_run", "state": "FAILED", "message": "m"},
+                {
+                    "runId": "s1",
+                    "reason": "started_over",
+                    "state": "FAILED",
+                    "message": started_over,
+                },
+                {"runId": "x1", "reason": "a_new_reason", "state": "FAILED"},
+            ],
+        }
+    )
+    assert batch_lines(result) == [
+        "nothing to retry: the 3 runs given were skipped: 1 a deployment's own run (1 FAILED), "
+        "1 started over (1 FAILED), 1 a_new_reason (1 FAILED)",
+        "  d1  a deployment's own run, not retried (act on its deployment)",
+        f"  s1  {started_over}",
+        "  x1  a_new_reason",
     ]
 
 

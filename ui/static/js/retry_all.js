@@ -48,6 +48,20 @@ const SKIP_WORDS = {
   started_over: "started over (their retry would send their calls a second time, beside the new runs'; look at those)",
 };
 
+/** Why the batch skipped one run, in words: "57328cef: a deployment's own run, not retried".
+ * The API's `reason` is a code for scripts; with the state beside it ("deployment_run:
+ * FAILED") the state read as the reason. The CLI says them in the same words. */
+export function skippedRunText(skipped) {
+  const words = {
+    run_not_failed: skipped.state ? `not FAILED (it is ${skipped.state}), not retried` : null,
+    run_not_found: "not found",
+    deployment_run: "a deployment's own run, not retried (act on its deployment)",
+    parent_succeeded: "under a SUCCEEDED run, not retried (retry it alone to reopen that run's join)",
+    started_over: "started over, not retried (look at its new run)",
+  }[skipped.reason];
+  return `${shortId(skipped.runId)}: ${words || skipped.message || skipped.reason}`;
+}
+
 /** The preview's runs the batch would skip, by reason: "3 matched are skipped: under a
  * SUCCEEDED run (…)"; null when none. */
 function skippedText(preview) {
@@ -105,8 +119,8 @@ export function retryAllButton(filterOf, result, done) {
     if (!ok) return;
     try {
       const answer = await api("/runs/retry", { method: "POST", body: { filter, limit: considered } });
-      const skipped = answer.skipped.slice(0, 5).map((s) => `${shortId(s.runId)} (${s.reason})`);
-      const text = `Retried ${count(answer.retried.length)}, skipped ${count(answer.skipped.length)}${skipped.length ? `: ${skipped.join(", ")}${answer.skipped.length > 5 ? ", …" : ""}` : ""}.`;
+      const skipped = answer.skipped.slice(0, 5).map(skippedRunText);
+      const text = `Retried ${count(answer.retried.length)}, skipped ${count(answer.skipped.length)}${skipped.length ? `: ${skipped.join("; ")}${answer.skipped.length > 5 ? "; …" : ""}` : ""}.`;
       const warnings = [...(answer.warnings || []), ...(answer.stuck || []).map((s) => s.message)];
       fill(result, h("p", { class: "ok-box" }, text), warningsBox(warnings, { breakers: answer.breakers }));
       announce(withWarnings(text, warnings), warnings.length ? "warning" : "ok");

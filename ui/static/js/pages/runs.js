@@ -13,7 +13,7 @@ import { announce, fill, h, widthPercent } from "../dom.js";
 import { badge, breakable, count, duration, elapsed, errorSummary, exact, percent, plural, shortId, time } from "../format.js";
 import { Poller } from "../live.js";
 import { batchQuotaNote } from "../quota.js";
-import { retryAllButton } from "../retry_all.js";
+import { retryAllButton, skippedRunText } from "../retry_all.js";
 import { warningsBox, withWarnings } from "../warnings.js";
 
 const STATUSES = ["", "RUNNING", "FAILED", "SUCCEEDED", "CANCELLED"];
@@ -248,8 +248,8 @@ export async function runsPage(main, params) {
     if (!ok) return;
     try {
       const answer = await api("/runs/retry", { method: "POST", body: { ids } });
-      const skipped = answer.skipped.map((s) => `${shortId(s.runId)} (${s.reason}${s.state ? `: ${s.state}` : ""})`);
-      const text = `Retried ${answer.retried.length}, skipped ${answer.skipped.length}${skipped.length ? `: ${skipped.join(", ")}` : ""}.`;
+      const skipped = answer.skipped.map(skippedRunText);
+      const text = `Retried ${answer.retried.length}, skipped ${answer.skipped.length}${skipped.length ? `: ${skipped.join("; ")}` : ""}.`;
       // Each open breaker the retried steps call (once, however many runs call it), then
       // each retried run whose joins fail again at once: the API says them in words.
       const warnings = [...(answer.warnings || []), ...(answer.stuck || []).map((s) => s.message)];
