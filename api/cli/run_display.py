@@ -494,8 +494,15 @@ def fix_commands(run: RunDetail, what: str) -> list[str]:
         f"reprocessed or started over (v{run.version} again); publish it, then submit the "
         "version publish prints",
         "schemabridge workflows publish FILE",
-        f"schemabridge runs submit {shlex.quote(run.workflow)}@VERSION --input JSON",
+        f"schemabridge runs submit {shlex.quote(run.workflow)}@VERSION"
+        f"{tenant_option(run.tenant_id)} --input JSON",
     ]
+
+
+def tenant_option(tenant_id: str) -> str:
+    """` --tenant acme` for a run of a tenant other than the default: an admin key's `runs
+    submit` without it runs under `default`, not the run's tenant."""
+    return "" if tenant_id == "default" else f" --tenant {shlex.quote(tenant_id)}"
 
 
 def deployment_run_commands(run: RunDetail) -> list[str]:

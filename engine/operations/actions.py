@@ -44,7 +44,7 @@ from engine.operations.breaker_warnings import (
     destinations_of,
     open_breaker_warnings,
 )
-from engine.operations.deployment_warnings import rerun_warning
+from engine.operations.deployment_warnings import SEVERAL_TENANTS, rerun_warning
 from engine.operations.run_views import summary
 from engine.operations.runs import checked_filter
 from engine.operations.submission import Bound, check_value_limits
@@ -595,7 +595,12 @@ def _batch_rerun_warnings(groups: Sequence[RerunGroup], facts: Sequence[RerunFac
         if fact is None:
             continue
         route = RunRoute.SERVING.value if group.routed else None
-        of_group = dataclasses.replace(fact, route=route, parent_run_id=group.parent_run_id)
+        of_group = dataclasses.replace(
+            fact,
+            route=route,
+            parent_run_id=group.parent_run_id,
+            tenant_id=group.tenant_id or SEVERAL_TENANTS,
+        )
         warnings += _rerun_warnings("retry", of_group)
     return warnings
 

@@ -158,6 +158,22 @@ def input_warning(
     )
 
 
+DEFAULT_TENANT = "default"
+"""The tenant a submission without one is for (an admin key's, `runs submit` without
+`--tenant`)."""
+SEVERAL_TENANTS = "TENANT"
+"""`RerunFacts.tenant_id` of a batch's runs of several tenants: the command names the option
+for the operator to fill in, each run's own."""
+
+
+def _tenant_option(tenant_id: str | None) -> str:
+    """` --tenant acme` for a run of a tenant other than the default: without it the command
+    submits under the admin key's `default` tenant, not the run's."""
+    if tenant_id is None or tenant_id == DEFAULT_TENANT:
+        return ""
+    return f" --tenant {shlex.quote(tenant_id)}"
+
+
 def rerun_warning(action: str, facts: RerunFacts | None) -> str | None:
     """What an operator's `action` ("retry", "start over") runs again when the run's version
     was rolled back by a deployment, or (for a run routed to it, not one that pinned it) no
@@ -187,7 +203,8 @@ def rerun_warning(action: str, facts: RerunFacts | None) -> str | None:
         return said
     if facts.parent_run_id is not None:
         return f"{said} (a child run keeps the version its root pinned)"
-    submit = f"schemabridge runs submit {shlex.quote(name)} --input JSON"
+    tenant = _tenant_option(facts.tenant_id)
+    submit = f"schemabridge runs submit {shlex.quote(name)}{tenant} --input JSON"
     return (
         f"{said}, not the serving v{serving_now}: a {action} always repeats the run's own "
         f"version; to run this input on v{serving_now}, submit it anew without a version "

@@ -55,8 +55,8 @@ async def rerun_groups(
     conn: AsyncConnection, source: Any, *conditions: ColumnElement[bool]
 ) -> list[RerunGroup]:
     """The workflow versions of the runs of `source` (the runs table or a subquery of its
-    rows, with `route` and `parent_run_id`) that match `conditions`: one grouped statement,
-    a row per version, by name and version."""
+    rows, with `route`, `parent_run_id` and `tenant_id`) that match `conditions`: one grouped
+    statement, a row per version, by name and version."""
     routed = func.max(case((source.c.route.in_(ROUTED), 1), else_=0))
     query = (
         select(
@@ -66,6 +66,8 @@ async def rerun_groups(
             func.count().label("runs"),
             func.count(source.c.parent_run_id).label("children"),
             func.min(source.c.parent_run_id).label("parent"),
+            func.min(source.c.tenant_id).label("tenant"),
+            func.max(source.c.tenant_id).label("last_tenant"),
         )
         .where(*conditions)
         .group_by(source.c.workflow_name, source.c.workflow_version)
@@ -77,6 +79,7 @@ async def rerun_groups(
             row.workflow_version,
             bool(row.routed),
             row.parent if row.children == row.runs else None,
+            row.tenant if row.tenant == row.last_tenant else None,
         )
         for row in (await conn.execute(query)).all()
     ]

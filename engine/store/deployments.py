@@ -111,6 +111,9 @@ class RerunFacts:
     """The workflow's routing row now (None: it has none)."""
     rolled_back: DeploymentRecord | None
     """The latest deployment that rolled `version` back (None: none did)."""
+    tenant_id: str | None = None
+    """The run's tenant, which a submission of its input anew must name (None: the runs are
+    of several tenants)."""
 
 
 class DeploymentStore(RunCatalogue, OperatorActionsStore):
@@ -203,6 +206,7 @@ class DeploymentStore(RunCatalogue, OperatorActionsStore):
             results_.runs.c.workflow_version,
             results_.runs.c.route,
             results_.runs.c.parent_run_id,
+            results_.runs.c.tenant_id,
         )
         async with self._engines.read.connect() as conn:
             query = select(*columns).where(results_.runs.c.id == run_id)
@@ -217,6 +221,7 @@ class DeploymentStore(RunCatalogue, OperatorActionsStore):
                 parent_run_id=run.parent_run_id,
                 serving=await rows_.serving_row(conn, name),
                 rolled_back=await rows_.latest_rolled_back(conn, name, version),
+                tenant_id=run.tenant_id,
             )
 
     async def run_versions(
@@ -224,7 +229,7 @@ class DeploymentStore(RunCatalogue, OperatorActionsStore):
     ) -> dict[str, RerunGroup]:
         """The workflow version of each of `run_ids` known (within `tenant` when set), as
         a batch retry's rolled-back warning needs it (`group_reruns` makes a batch's groups
-        of them): one read of five small columns per chunk of ids."""
+        of them): one read of six small columns per chunk of ids."""
         runs = results_.runs
         columns = (
             runs.c.id,
@@ -232,6 +237,7 @@ class DeploymentStore(RunCatalogue, OperatorActionsStore):
             runs.c.workflow_version,
             runs.c.route,
             runs.c.parent_run_id,
+            runs.c.tenant_id,
         )
         found: dict[str, RerunGroup] = {}
         async with self._engines.read.connect() as conn:
@@ -245,6 +251,7 @@ class DeploymentStore(RunCatalogue, OperatorActionsStore):
                         row.workflow_version,
                         row.route in ROUTED,
                         row.parent_run_id,
+                        row.tenant_id,
                     )
         return found
 
@@ -267,6 +274,7 @@ class DeploymentStore(RunCatalogue, OperatorActionsStore):
                         parent_run_id=group.parent_run_id,
                         serving=serving[name],
                         rolled_back=await rows_.latest_rolled_back(conn, name, version),
+                        tenant_id=group.tenant_id,
                     )
                 )
         return found

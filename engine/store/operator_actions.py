@@ -118,12 +118,14 @@ class RerunGroup:
     """Some of them were routed to the version (serving or candidate), not pinned to it."""
     parent_run_id: str | None
     """One of their parents when they are all child runs; None when any is a root run."""
+    tenant_id: str | None = None
+    """Their tenant when they all have one; None when they are of several tenants."""
 
 
 def group_reruns(runs: Iterable[RerunGroup]) -> list[RerunGroup]:
     """Runs' versions (`DeploymentStore.run_versions`' values: a group of one each) as one
     group per workflow version, by name and version: routed when any run is, a parent only
-    when every run is a child."""
+    when every run is a child, a tenant only when every run has that one."""
     groups: dict[tuple[str, int], RerunGroup] = {}
     for run in runs:
         key = (run.workflow, run.version)
@@ -132,7 +134,10 @@ def group_reruns(runs: Iterable[RerunGroup]) -> list[RerunGroup]:
             groups[key] = run
             continue
         parent = None if None in (seen.parent_run_id, run.parent_run_id) else seen.parent_run_id
-        groups[key] = RerunGroup(run.workflow, run.version, seen.routed or run.routed, parent)
+        tenant = seen.tenant_id if seen.tenant_id == run.tenant_id else None
+        groups[key] = RerunGroup(
+            run.workflow, run.version, seen.routed or run.routed, parent, tenant
+        )
     return [groups[key] for key in sorted(groups)]
 
 

@@ -780,6 +780,18 @@ def test_a_failure_from_the_workflow_says_to_fix_it_not_to_run_it_again(
             dialog.get_by_role("button", name="Cancel", exact=True).click()
             dialog.wait_for(state="detached")
         assert server.run_status(run_id) == "FAILED"
+    # A run of another tenant: the command names it (an admin key submits under "default").
+    body = {"input": {"items": [1, 2]}, "tenantId": "acme"}
+    acme = str(server.call("/workflows/ui-typed/runs", body)["id"])
+    assert server.wait_status(acme, {"SUCCEEDED", "FAILED", "CANCELLED"}) == "FAILED"
+    with opened(browser, f"{server.ui}#/runs/{acme}") as (page, _):
+        page.locator("h1 .badge", has_text="failed").wait_for()
+        page.get_by_role("button", name="Retry", exact=True).click()
+        note = page.locator("dialog.modal .warning-box")
+        note.wait_for()
+        assert " ".join(note.inner_text().split()) == expected.replace(
+            "ui-typed@VERSION --input", "ui-typed@VERSION --tenant acme --input"
+        )
 
 
 def test_the_header_says_who_created_the_run(server: DemoServer, browser: Any) -> None:

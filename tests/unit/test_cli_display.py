@@ -663,3 +663,22 @@ def test_a_breaker_wait_counts_down_once() -> None:
     assert run_display.waiting_line(rate, NOW).endswith(
         f"at its rate limit, until {clock(NOW + 12)[:8]} (in 12 s)"
     )
+
+
+def test_the_fix_first_hint_submits_under_the_runs_tenant() -> None:
+    """`runs show` of a run that failed for its input says to submit anew: with an admin key
+    that runs under `default` unless the command names the run's tenant."""
+    for tenant, option in (("default", ""), ("acme", " --tenant acme"), ("a b", " --tenant 'a b'")):
+        run = RunDetail.model_validate(
+            {
+                "id": "r1",
+                "workflow": "tickets",
+                "version": 3,
+                "tenantId": tenant,
+                "status": "FAILED",
+                "createdAt": NOW - 90,
+            }
+        )
+        assert run_display.fix_commands(run, "step a")[-1] == (
+            f"schemabridge runs submit tickets@VERSION{option} --input JSON"
+        )

@@ -4,6 +4,7 @@ the rest is tests/integration/test_deployment_warnings.py)."""
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Any
 
 from engine.operations.deployment_views import RollbackSpec, StageSpec
@@ -132,3 +133,16 @@ def test_a_manual_rollback_with_nothing_failed_asks_to_fix_nothing() -> None:
         f"v3 of orders was rolled back manually by key:ops in deployment d-1 at {ENDED}; "
         "this retry runs v3 again"
     ), said
+
+
+def test_the_way_out_names_a_tenant_other_than_the_default() -> None:
+    """An admin key's `runs submit` without `--tenant` runs under `default`: the command in
+    the warning names the run's own tenant, quoted for a shell."""
+    base = facts(2, serving(1), rolled_back(2))
+    for tenant, option in ((None, ""), ("default", ""), ("acme", " --tenant acme")):
+        said = rerun_warning("retry", dataclasses.replace(base, tenant_id=tenant))
+        assert said is not None and said.endswith(
+            f"(`schemabridge runs submit orders{option} --input JSON`)"
+        ), said
+    odd = rerun_warning("retry", dataclasses.replace(base, tenant_id="a b"))
+    assert odd is not None and "--tenant 'a b' --input JSON" in odd

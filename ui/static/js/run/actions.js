@@ -146,7 +146,8 @@ function fixNote(detail) {
     if (what) {
       return [
         `${what}, which comes from the workflow or the run's input: retrying, reprocessing or starting over runs version ${detail.version} with the same input and fails the same way. Fix the workflow (or the input), publish it, then submit a new run: `,
-        h("code", {}, `schemabridge runs submit ${detail.workflow}@VERSION --input JSON`),
+        // An admin key's submission without --tenant runs under "default", not the run's tenant.
+        h("code", {}, `schemabridge runs submit ${detail.workflow}@VERSION${detail.tenantId === "default" ? "" : ` --tenant ${detail.tenantId}`} --input JSON`),
         ".",
       ];
     }
