@@ -336,6 +336,7 @@ ROUTE_WORDS = {
     "candidate": "a deployment's candidate",
     "pinned": "named by the submission",
     "system": "the engine's own run",
+    "start_over": "as the run it starts over",
 }
 """How a run got its version (`route`), as `runs show` says it."""
 

@@ -96,7 +96,7 @@ def checked_status(value: str | None) -> str | None:
     return upper
 
 
-ROUTES = ("serving", "candidate", "pinned", "system")
+ROUTES = ("serving", "candidate", "pinned", "system", "start_over")
 """How a run got its version (the API's `route`)."""
 
 

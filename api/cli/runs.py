@@ -214,7 +214,7 @@ def list_runs(
         str | None,
         typer.Option(
             help="Only runs whose version was chosen so: serving, candidate (a deployment's "
-            "share), pinned (the submission named it) or system.",
+            "share), pinned (the submission named it), system or start_over.",
             metavar="ROUTE",
         ),
     ] = None,

@@ -64,7 +64,7 @@ class RunQuery:
     client always sends which (`client_routes.RunsApi.list`), so the filter means the same
     to any API version."""
     route: str | None = None
-    """How the runs got their version: serving, candidate, pinned or system."""
+    """How the runs got their version: serving, candidate, pinned, system or start_over."""
 
 
 # ── workflows ───────────────────────────────────────────────────────────────────────────────

@@ -307,7 +307,7 @@ async def list_runs(
         Query(
             max_length=20,
             description="Only runs whose version was chosen so: serving, candidate (a "
-            "deployment's share), pinned or system.",
+            "deployment's share), pinned, system or start_over (an operator's start over).",
         ),
     ] = None,
     limit: Annotated[int, page_limit("Runs")] = 50,

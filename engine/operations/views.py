@@ -309,8 +309,10 @@ class RunSummary(View):
     """When the run (a child) became a dead letter; None once it is reprocessed."""
     route: RunRoute | None = None
     """How a submission chose `version`: `serving`, `candidate` (a deployment's share),
-    `pinned` (the request named it) or `system` (a run the engine started); None on child
-    runs (their version was fixed when their root was created) and start overs."""
+    `pinned` (the request named it), `system` (a run the engine started) or `start_over` (an
+    operator's start over: the version of the run it repeats, `restartedFrom`; a deployment
+    does not count it); None on child runs (their version was fixed when their root was
+    created) and on start overs made before `start_over` was recorded."""
     error: ErrorView | None = None
     progress: ListProgress | None = None
     """Only in `GET /runs` pages (not children pages, not single runs)."""

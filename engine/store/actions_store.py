@@ -492,7 +492,10 @@ class OperatorActionsStore(WorkQueue):
             await conn.execute(insert(steps), rows)
             lines = [
                 LogLine(
-                    new_id, "info", created_line(version, None, actor), data=created_data(actor)
+                    new_id,
+                    "info",
+                    created_line(version, RunRoute.START_OVER.value, actor),
+                    data=created_data(actor),
                 ),
                 action_line(
                     new_id, Action.START_OVER, actor, f"started over by {actor} from run {run_id}"
@@ -795,6 +798,10 @@ def _restart_row(
         "idempotency_key": key,
         "root_run_id": new_id,
         "restarted_from": record.id,
+        # Its version is the old run's, whatever routing would give now: recorded as such, so
+        # a running deployment's stage checks (which count `candidate` and `serving` runs) do
+        # not take an operator's start over for a new submission.
+        "route": RunRoute.START_OVER.value,
         "pinned_versions": record.pinned_versions,
         "created_by": actor,
     }

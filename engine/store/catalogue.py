@@ -177,6 +177,7 @@ def created_line(version: VersionRecord, route: str | None, actor: str | None) -
         RunRoute.SERVING.value: ", the serving version",
         RunRoute.CANDIDATE.value: ", a deployment's candidate",
         RunRoute.PINNED.value: ", as the request asked",
+        RunRoute.START_OVER.value: ", the version of the run started over",
     }.get(route or "", "")
     by = "" if actor is None else f" by {actor}"
     return f"run created{by} ({version.name} v{version.version}{how})"

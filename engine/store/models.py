@@ -186,8 +186,9 @@ class Run(SQLModel, table=True):
     another request is told apart from a retry of the same one."""
     route: str | None = Field(default=None, sa_column=Column(String(16)))
     """How a submitted run got its version (`RunRoute`): the serving version, a deployment's
-    candidate, or the version the request pinned. None on child runs, start overs and runs
-    created before routing existed."""
+    candidate, the version the request pinned, or the one of the run a start over repeats.
+    None on child runs and runs created before routing existed (and start overs made before
+    `start_over` was recorded)."""
     created_by: str | None = Field(default=None, sa_column=Column(String(200)))
     """Who created the run, in the operator actions' words: `key:<id>` (the REST key that
     submitted it, or that started it over or started the deployment a system run drives),
@@ -296,6 +297,10 @@ class RunRoute(StrEnum):
     """The request named the version."""
     SYSTEM = "system"
     """A system run the engine started itself (a deployment's `gradual_deploy`)."""
+    START_OVER = "start_over"
+    """An operator's start over: the version of the run it repeats (`restarted_from`), not
+    one routing chose, so a deployment does not count it among its candidate's or serving
+    version's submissions."""
 
 
 class DeploymentStatus(StrEnum):

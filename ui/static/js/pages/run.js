@@ -31,6 +31,7 @@ const ROUTE_WORDS = {
   candidate: "a deployment's candidate",
   pinned: "named by the submission",
   system: "the engine's own run",
+  start_over: "as the run it starts over",
 };
 
 /** A candidate's deployment (the API's `deploymentId`), linked to its page. */

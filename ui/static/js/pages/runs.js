@@ -31,6 +31,7 @@ const ROUTES = [
   ["candidate", "a deployment's candidate"],
   ["pinned", "named by the submission"],
   ["system", "the engine's own"],
+  ["start_over", "a start over"],
 ];
 const PAGE_SIZE = 50;
 const ACTIVE = new Set(["RUNNING"]);
