@@ -1,0 +1,81 @@
+"""What the command line tells an operator about a run that was started over: real
+subprocesses against `schemabridge serve` (an admin key), the run failing on the demo
+downstream's real 422. `runs retry` refuses it (one line naming the new run, its status and
+what to do), `--dry-run` says so, a batch skips it in words, and a second `start-over` names
+the new run's status."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from tests.e2e.cli_harness import Stack, assert_refused
+
+WORKFLOW = "cli-started-over"
+
+
+@pytest.fixture(scope="module")
+def workflow(serve_api: Stack) -> str:
+    url = serve_api.downstream + "/cli-started-over/call?status={{ input.code }}"
+    document = {"name": WORKFLOW, "vertices": {"call": {"type": "GATEWAY", "config": {"url": url}}}}
+    serve_api.publish(document, "v1")
+    return WORKFLOW
+
+
+def failed(stack: Stack, tenant: str) -> str:
+    """A run of the workflow answered 422: FAILED (`submit --wait`, JSON)."""
+    run_input = json.dumps({"code": "422"})
+    waited = stack.cli(
+        "runs", "submit", WORKFLOW, "--input", run_input, "--tenant", tenant, "--wait",
+        "-o", "json",
+    )  # fmt: skip
+    assert waited.returncode == 1, (waited.stdout, waited.stderr)
+    run = json.loads(waited.stdout)
+    assert run["status"] == "FAILED", run
+    return str(run["id"])
+
+
+def test_a_run_started_over_is_not_retried_from_the_command_line(
+    serve_api: Stack, workflow: str
+) -> None:
+    tenant = "cli-started-over"
+    old = failed(serve_api, tenant)
+    new = serve_api.json("runs", "start-over", old)["newRunId"]
+    assert serve_api.cli("runs", "watch", new, "--timeout", "60").returncode == 1  # FAILED too
+
+    again = serve_api.ok("runs", "start-over", old)
+    assert (
+        f"already started over as run {new}, FAILED: retry it (`schemabridge runs retry {new}`) "
+        f"or start it over (`schemabridge runs start-over {new}`)"
+    ) in again.stdout, again.stdout
+
+    refused = assert_refused(
+        serve_api.cli("runs", "retry", old),
+        1,
+        f"run {old} was started over as run {new}, FAILED: a retry would run its steps",
+        f"Look at run {new} instead: retry it",
+        "A run can be retried only while nobody has started it over",
+    )
+    assert len(refused.splitlines()) == 1, refused
+
+    dry = serve_api.cli("runs", "retry", old, "--dry-run")
+    assert dry.returncode == 1, (dry.stdout, dry.stderr)
+    assert dry.stdout == f"run {old} (FAILED): a retry would be refused; nothing retried\n"
+    assert f"was started over as run {new}, FAILED" in dry.stderr, dry.stderr
+
+    counted = serve_api.ok(
+        "runs", "retry", "--status", "FAILED", "--workflow", WORKFLOW, "--tenant", tenant,
+        "--dry-run",
+    )  # fmt: skip
+    assert counted.stdout.splitlines()[0] == (
+        f"would retry 1 run (status FAILED, workflow {WORKFLOW}, tenant {tenant}); 1 matched is "
+        "skipped: started over (their retry would send their calls a second time, beside the "
+        "new runs'; look at those); nothing retried"
+    ), counted.stdout
+
+    batch = serve_api.cli("runs", "retry", old, new)
+    assert "Traceback" not in batch.stderr
+    lines = batch.stdout.splitlines()
+    assert lines[:3] == ["retried 1 run", f"  {new}", "skipped 1 run: 1 started over (1 FAILED)"]
+    assert lines[3].startswith(f"  {old}  run {old} was started over as run {new}, FAILED"), lines
