@@ -535,6 +535,10 @@ def next_commands(run: RunDetail) -> list[str]:
     run_id = run.id
     if run.route == "system":
         return deployment_run_commands(run)
+    if run.restarts:
+        # Started over: the API refuses its retry, resolve and reprocess (409 started_over,
+        # the new run sends the calls again); the new run is where to look.
+        return [f"schemabridge runs show {run.restarts[-1]}", f"schemabridge runs logs {run_id}"]
     if run.status == "FAILED":
         failed = [s for s in run.steps if s.status == "FAILED"]
         what = fix_first(run)

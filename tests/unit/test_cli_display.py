@@ -682,3 +682,23 @@ def test_the_fix_first_hint_submits_under_the_runs_tenant() -> None:
         assert run_display.fix_commands(run, "step a")[-1] == (
             f"schemabridge runs submit tickets@VERSION{option} --input JSON"
         )
+
+
+def test_a_run_started_over_points_at_the_new_run_not_at_a_retry() -> None:
+    """The API refuses the retry, resolve and reprocess of a run that was started over
+    (409 `started_over`): `runs show` offers the new run instead of commands it refuses."""
+    run = RunDetail.model_validate(
+        {
+            "id": "r1",
+            "workflow": "tickets",
+            "version": 1,
+            "tenantId": "default",
+            "status": "FAILED",
+            "createdAt": NOW - 90,
+            "restarts": ["n1"],
+        }
+    )
+    assert run_display.next_commands(run) == [
+        "schemabridge runs show n1",
+        "schemabridge runs logs r1",
+    ]
