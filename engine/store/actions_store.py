@@ -165,7 +165,8 @@ class OperatorActionsStore(WorkQueue):
         """FAILED runs among `run_ids` run their FAILED steps again (and the steps held back
         when they failed); completed steps are kept. A retried child run stops being a dead
         letter: its parent's counters, join and status follow (see `recovery.reopen_parents`).
-        Runs not FAILED, unknown or of another tenant are refused, not errors. With
+        Runs not FAILED, unknown or of another tenant are refused, not errors, and so are
+        FAILED runs started over, or under a root run that was (`outcome.started_over`). With
         `spare_finished`, so is a child whose retry would reopen the join of an ancestor that
         had ended SUCCEEDED (`outcome.reopens` says which); without it, it is retried and
         `outcome.reopens` says what it reopened."""
@@ -421,13 +422,13 @@ class OperatorActionsStore(WorkQueue):
             now = self._clock.now()
             run = await self._visible_run(conn, run_id, tenant)
             await _refuse_engine_run(conn, run, "resolve")
-            await restarts.refuse_started_over(conn, run, "resolve")
             step = await sql.step_for_update(conn, run_id, vertex_id)
             if step is None:
                 raise no_step(run_id, vertex_id, await sql.vertex_ids(conn, run_id))
             if step.status == StepStatus.RESOLVED.value and step.output == output:
                 return ResolveOutcome(False, run.status)
             _check_resolvable(run, step, vertex_id)
+            await restarts.refuse_started_over(conn, run, "resolve")
             await sql.resolve_step(conn, step.id, output, now)
             tx = results_.Tx(conn, now, CompletionReport())
             if run.status == RunStatus.FAILED.value:
@@ -528,7 +529,6 @@ class OperatorActionsStore(WorkQueue):
             now = self._clock.now()
             run = await self._visible_run(conn, run_id, tenant)
             await _refuse_engine_run(conn, run, "reprocess")
-            await restarts.refuse_started_over(conn, run, "reprocess")
             if run.status == RunStatus.CANCELLED.value:
                 raise RunCancelled(
                     f"run {run_id} is CANCELLED; its children are not run again", run_id=run.id
@@ -537,6 +537,9 @@ class OperatorActionsStore(WorkQueue):
                 conn, run_id, now, self._workflow_reader(conn), self._version_reader()
             )
             if done.revived:
+                # Refused only when it would run something (raising rolls the revival back):
+                # with no dead letter it is the no-op it always was.
+                await restarts.refuse_started_over(conn, run, "reprocess")
                 lines = [
                     action_line(run_id, Action.REPROCESS, actor, _reprocess_message(actor, done))
                 ]
@@ -569,10 +572,6 @@ class OperatorActionsStore(WorkQueue):
             if row.workflow_name in RESERVED_WORKFLOWS:
                 said = await _engine_run_refusal(conn, row, "reprocess")
                 return ReprocessOutcome(0, row.status, refused=row.status, refusal=said.message)
-            found = (await restarts.started_over(conn, [row])).get(row.id)
-            if found is not None:
-                said = restarts.started_over_refusal(row.id, row.status, found, "reprocess")
-                return ReprocessOutcome(0, row.status, refused=row.status, refusal=said.message)
             if row.status == RunStatus.CANCELLED.value:
                 return ReprocessOutcome(0, row.status, refused=row.status)
 
@@ -580,6 +579,10 @@ class OperatorActionsStore(WorkQueue):
                 return await self._workflow_of_run(conn, run)
 
             planned = await reprocess_plan.plan(conn, run_id, workflow_of, self._version_reader())
+            found = (await restarts.started_over(conn, [row])).get(row.id)
+            if planned.revived and found is not None:  # as the reprocess: only when it acts
+                said = restarts.started_over_refusal(row.id, row.status, found, "reprocess")
+                return ReprocessOutcome(0, row.status, refused=row.status, refusal=said.message)
             return ReprocessOutcome(planned.revived, row.status, planned.reopened)
 
     def _version_reader(self) -> recovery.WorkflowOfVersion:

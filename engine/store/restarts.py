@@ -6,8 +6,9 @@ names the old one), which makes every call of the old run again. Running the old
 (a retry of its FAILED steps, a resolve that lets it go on, a reprocess of its dead letters,
 the retry of a child under it that reopens its join) would send those calls a second time,
 beside the new run's: so once a run is started over, those actions refuse it and its
-descendants (409 `started_over`), naming the new run and its status, as a second start over
-of it names that run (`start_over_next`).
+descendants (409 `started_over`; a reprocess only when it has dead letters to revive, else it
+stays a no-op), naming the new run and its status, as a second start over of it names that
+run (`start_over_next`).
 """
 
 from __future__ import annotations

@@ -87,6 +87,9 @@ async def test_a_run_started_over_is_not_retried(
     with pytest.raises(WrongState) as resolve:
         await ops.actions.resolve(old_id, "b", {"status": 200}, actor="cli")
     assert resolve.value.code == "started_over"
+    # With no dead letter to revive, a reprocess does nothing and says so, as before.
+    nothing = await ops.actions.reprocess(old_id, actor="cli")
+    assert (nothing.changed, nothing.revived) == (False, 0)
 
     async with running_worker(runtime):
         old = await runtime.store.get_run(old_id)
