@@ -222,8 +222,10 @@ async def submit(
         bool,
         Query(
             description="Wait up to the gateway tier (`TIMEOUT_GATEWAY_MS`, 15 s) and "
-            f"{SYNC_WAIT_GRACE_S:g} s more for the run's end; its GATEWAY calls run under that "
-            "tier, so one that times out still fails the run within the wait."
+            f"{SYNC_WAIT_GRACE_S:g} s more for the run's end. Each of its GATEWAY calls is "
+            "bounded by that tier, so a call that times out on its last attempt fails the run "
+            "within the wait (502); one with attempts left is retried after the answer, a 504 "
+            "`run_still_running`, and the run goes on."
         ),
     ] = False,
 ) -> SubmittedRun | JSONResponse:
