@@ -14,7 +14,8 @@ left out takes the API's defaults. A second deployment of a workflow while one r
 from __future__ import annotations
 
 import time
-from typing import TYPE_CHECKING, Annotated, Any
+from collections.abc import Awaitable, Callable
+from typing import TYPE_CHECKING, Annotated, Any, TypeVar
 
 import typer
 
@@ -50,6 +51,8 @@ from api.cli.text import parse_duration, plural
 if TYPE_CHECKING:
     from api.cli.client import ApiClient
     from api.cli.wire import DeploymentChange, DeploymentPreview, DeploymentView
+
+T = TypeVar("T")
 
 deployments_app = typer.Typer(
     help="Gradual deployments of workflow versions on the REST API (admin): start, list, "
@@ -205,23 +208,23 @@ def start(
         "minFinishedRuns": min_finished,
     }
     policy = {name: value for name, value in rollback.items() if value is not None}
+    body: dict[str, Any] = {
+        "stages": stage_list,
+        "rollback": policy,
+        "check_interval_s": check_interval,
+    }
     if dry_run:
-        _preview(remote, workflow, version, stage_list, policy, check_interval, stages)
+        preview = _asked(
+            remote,
+            workflow,
+            stages,
+            lambda api: api.deployments.start_preview(workflow, version, **body),
+        )
+        _say_preview(remote, preview)
         return
-
-    async def action(api: ApiClient) -> DeploymentView:
-        try:
-            return await api.deployments.start(
-                workflow,
-                version,
-                stages=stage_list,
-                rollback=policy,
-                check_interval_s=check_interval,
-            )
-        except ApiFailure as failure:
-            raise _one_line(failure, stages) from None
-
-    started = call(remote, action, workflow=workflow)
+    started = _asked(
+        remote, workflow, stages, lambda api: api.deployments.start(workflow, version, **body)
+    )
     if remote.json:
         print_json(dump(started))
         return
@@ -243,30 +246,25 @@ def start(
     say(f"follow it: schemabridge deployments show {started.id}")
 
 
-def _preview(
+def _asked(
     remote: Remote,
     workflow: str,
-    version: int,
-    stage_list: list[dict[str, Any]] | None,
-    policy: dict[str, Any],
-    check_interval: float | None,
     stages: str | None,
-) -> None:
-    """`start --dry-run`: the start's words and warnings, with nothing started."""
+    ask: Callable[[ApiClient], Awaitable[T]],
+) -> T:
+    """`ask`'s answer; a refusal in one line that names the option at fault (`_one_line`)."""
 
-    async def action(api: ApiClient) -> DeploymentPreview:
+    async def action(api: ApiClient) -> T:
         try:
-            return await api.deployments.start_preview(
-                workflow,
-                version,
-                stages=stage_list,
-                rollback=policy,
-                check_interval_s=check_interval,
-            )
+            return await ask(api)
         except ApiFailure as failure:
             raise _one_line(failure, stages) from None
 
-    preview = call(remote, action, workflow=workflow)
+    return call(remote, action, workflow=workflow)
+
+
+def _say_preview(remote: Remote, preview: DeploymentPreview) -> None:
+    """`start --dry-run`: the start's words and warnings, with nothing started."""
     if remote.json:
         print_json(dump(preview))
         return
