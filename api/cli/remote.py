@@ -243,14 +243,14 @@ def read_json_value(value: str, option: str) -> Any:
     from engine.validation import duplicate_key_summary, loads_checked
 
     try:
-        parsed, duplicates = loads_checked(text)
+        parsed, problems = loads_checked(text)
     except RecursionError:  # thousands of levels: the parser gives up before any limit is asked
         fail(f"{source} nests arrays and objects too deeply to read", ExitCode.USAGE)
     except ValueError as error:  # JSONDecodeError, or an integer of more than 4,300 digits
         hint = " (a file is given as @path)" if not value.startswith("@") else ""
         fail(f"{source} is not valid JSON: {error}{hint}", ExitCode.USAGE)
-    if duplicates:
-        fail(duplicate_key_summary(source, duplicates), ExitCode.USAGE)
+    if problems:  # a key written twice, or text that is not Unicode
+        fail(duplicate_key_summary(source, problems), ExitCode.USAGE)
     return parsed
 
 

@@ -12,11 +12,17 @@ the body rather than repeat pydantic's words.
   takes (on the wire: aliases), for a "did you mean".
 - A key written twice in one object: `json.loads` keeps the last value without a word (a
   workflow's `"method": "POST", "method": "DELETE"` would publish as DELETE, a run input's
-  `"amount": 1, "amount": 100` run with 100). `refuse_duplicate_keys` answers 422
+  `"amount": 1, "amount": 100` run with 100). `refuse_body_problems` answers 422
   `duplicate_key` with each key's pointer, on every route that takes a JSON body, as the
-  validator does for a workflow file. The body is parsed once: every route of the API is a
-  `JsonBodyRoute`, whose request (`JsonBodyRequest`) parses with `loads_checked` when FastAPI
-  asks for the JSON, and keeps the duplicates it found for `refuse_duplicate_keys`.
+  validator does for a workflow file.
+- A string or key with an unpaired UTF-16 surrogate (`"\\ud800"`): JSON's escapes allow it,
+  Unicode does not, and no UTF-8 encoder takes it (an input's hash, the database, an answer
+  quoting it). `refuse_body_problems` answers 422 `not_utf8` with its pointer, before any
+  route sees it, as the validator does for a workflow file.
+
+The body is parsed once: every route of the API is a `JsonBodyRoute`, whose request
+(`JsonBodyRequest`) parses with `loads_checked` when FastAPI asks for the JSON, and keeps the
+problems it found for `refuse_body_problems`.
 """
 
 from __future__ import annotations
@@ -39,6 +45,7 @@ from schemas.errors import ApiError, Problem
 JSON_MEDIA = "application/json"
 UNSUPPORTED_CODE = "unsupported_media_type"
 DUPLICATE_KEY_CODE = "duplicate_key"
+NOT_UTF8_CODE = "not_utf8"
 _UNIONS = (typing.Union, types.UnionType)
 _SEQUENCES = (list, tuple, set, frozenset, Sequence)
 
@@ -71,7 +78,8 @@ async def refuse_non_json(request: Request, route: APIRoute) -> None:
 
 class JsonBodyRequest(Request):
     """A request whose JSON body is parsed once, by `loads_checked`, which also finds the keys
-    written twice: FastAPI's own parse (`json`) and `refuse_duplicate_keys` share it."""
+    written twice and the unpaired surrogates: FastAPI's own parse (`json`) and
+    `refuse_body_problems` share it."""
 
     _checked: tuple[Any, list[Problem]] | None = None
 
@@ -79,8 +87,9 @@ class JsonBodyRequest(Request):
         return (await self.checked_json())[0]
 
     async def checked_json(self) -> tuple[Any, list[Problem]]:
-        """The body's JSON value and its `duplicate_key` problems, parsed on the first call
-        (raising what `json.loads` raises, again on each call, as `Request.json` does)."""
+        """The body's JSON value and its `not_utf8` and `duplicate_key` problems, parsed on
+        the first call (raising what `json.loads` raises, again on each call, as
+        `Request.json` does)."""
         if self._checked is None:
             self._checked = loads_checked(await self.body())
         return self._checked
@@ -114,12 +123,14 @@ def require_json_body_routes(routes: Iterable[BaseRoute]) -> None:
             )
 
 
-async def refuse_duplicate_keys(request: Request, route: APIRoute) -> None:
-    """422 `duplicate_key` for a JSON body with a key written twice in one object, each in
-    `details.problems` (`pointer` at the key, `code` `duplicate_key`, `in` body). FastAPI has
-    parsed the body before the app's dependencies run, with `loads_checked`
-    (`JsonBodyRequest`): the problems are read from that parse, and only a body with a
-    duplicate is walked."""
+async def refuse_body_problems(request: Request, route: APIRoute) -> None:
+    """422 for a JSON body that parses but holds what no route may take, each place in
+    `details.problems` (`pointer`, `code`, `message`, `in` body): a string or key with an
+    unpaired UTF-16 surrogate (`"\\ud800"`, code `not_utf8`, said first: no UTF-8 encoder
+    takes it, so hashing, storing or quoting it failed deep in a route as a 500), or else a
+    key written twice in one object (`duplicate_key`). FastAPI has parsed the body before the
+    app's dependencies run, with `loads_checked` (`JsonBodyRequest`): the problems are read
+    from that parse, and only a body that may hold one is walked."""
     if route.body_field is None or not is_json(request.headers.get("content-type")):
         return
     if not await request.body():
@@ -132,11 +143,12 @@ async def refuse_duplicate_keys(request: Request, route: APIRoute) -> None:
         return  # not JSON at all: FastAPI's parse of the same body reports it
     if not problems:
         return
+    refused = [p for p in problems if p.code == NOT_UTF8_CODE] or problems
     raise ApiError(
         422,
-        DUPLICATE_KEY_CODE,
-        duplicate_key_summary("body", problems),
-        {"problems": [{**problem.as_dict(), "in": "body"} for problem in problems]},
+        refused[0].code,
+        duplicate_key_summary("body", refused),
+        {"problems": [{**problem.as_dict(), "in": "body"} for problem in refused]},
     )
 
 

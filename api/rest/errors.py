@@ -14,6 +14,7 @@ error. Never HTML, never a traceback.
 | a body without a JSON `Content-Type`      | 415    | `unsupported_media_type`  |
 | body or parameters do not fit the route   | 422    | `invalid_request`         |
 | a key written twice in one body object    | 422    | `duplicate_key`           |
+| a body string with a lone UTF-16 surrogate | 422    | `not_utf8`                |
 | a query parameter the route does not take | 422    | `unknown_query_parameter` |
 | body over `SCHEMABRIDGE_MAX_BODY_BYTES`   | 413    | `body_too_large`          |
 | no key, or an unknown/revoked/expired     | 401    | `unauthorized`            |
@@ -368,6 +369,10 @@ BODY_UNFIT_DESCRIPTION = (
     "A body nested past `SCHEMABRIDGE_MAX_NESTING_DEPTH` (`too_deep`), or with a key written "
     "twice in one object (`duplicate_key`), each with `details.problems`."
 )
+NOT_UNICODE_DESCRIPTION = (
+    "A body string or key holding an unpaired UTF-16 surrogate such as `\\ud800` "
+    "(`not_utf8`, its pointer in `details.problems`)."
+)
 _ANSWER_DESCRIPTIONS: dict[int, str] = {
     400: "Not JSON (`invalid_json`).",
     415: "A body sent without `Content-Type: application/json` (`unsupported_media_type`).",
@@ -403,6 +408,7 @@ def _document_errors(operation: dict[str, Any], statuses: set[int]) -> None:
         _described(unfit, UNFIT_DESCRIPTION, UNKNOWN_QUERY_CODE)
         if "requestBody" in operation:
             _described(unfit, BODY_UNFIT_DESCRIPTION, body_shape.DUPLICATE_KEY_CODE)
+            _described(unfit, NOT_UNICODE_DESCRIPTION, body_shape.NOT_UTF8_CODE)
 
 
 def errors_in_openapi(
@@ -413,7 +419,7 @@ def errors_in_openapi(
     whatever its own code does (`statuses`, by path and method, from
     `api.rest.route_errors.operation_statuses`): 400 `invalid_json`, 401 `unauthorized`, 403
     `forbidden`, 413 `body_too_large`, 415 `unsupported_media_type`, 422 (`invalid_request`,
-    `unknown_query_parameter`; `too_deep` and `duplicate_key` with a body), 500
+    `unknown_query_parameter`; `too_deep`, `duplicate_key` and `not_utf8` with a body), 500
     `internal_error`, 503."""
     for path, path_item in schema.get("paths", {}).items():
         for method, operation in path_item.items():

@@ -6,7 +6,8 @@ own parameters and body are validated (FastAPI solves an app's dependencies firs
 2. a query parameter given twice: 422 `invalid_request` (`api.rest.query_params`);
 3. a body that is not JSON on a route that takes one: 415 `unsupported_media_type`
    (`api.rest.body_shape`);
-4. a JSON body with a key written twice in one object: 422 `duplicate_key`
+4. a JSON body with a string or key holding an unpaired UTF-16 surrogate: 422 `not_utf8`,
+   or else one with a key written twice in one object: 422 `duplicate_key`
    (`api.rest.body_shape`), whichever route it is sent to.
 
 What each route declares is read once, from its FastAPI dependant, on its first request, and
@@ -73,4 +74,4 @@ class RouteInputs:
             # else a page or a probed route: it reads no query parameter, so none is dropped
         if isinstance(route, APIRoute):
             await body_shape.refuse_non_json(request, route)
-            await body_shape.refuse_duplicate_keys(request, route)
+            await body_shape.refuse_body_problems(request, route)

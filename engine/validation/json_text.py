@@ -160,11 +160,24 @@ def _pairs(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
     return marked
 
 
+_SURROGATE_ESCAPE = re.compile(r"\\u[dD][89a-fA-F]")
+_SURROGATE_ESCAPE_BYTES = re.compile(rb"\\u[dD][89a-fA-F]")
+"""A `\\uD800`-`\\uDFFF` escape: the only way a lone surrogate gets into a string parsed from
+bytes (UTF-8 cannot encode one). A pair, or an escaped backslash before `u`, matches too, and only
+costs the walk that then finds nothing."""
+_TEXT_PROBLEMS = frozenset({Code.DUPLICATE_KEY, Code.NOT_UTF8})
+
+
 def loads_checked(text: str | bytes) -> tuple[Any, list[Problem]]:
     """`json.loads(text)` (raising what it raises), with a `duplicate_key` problem for each key
-    written twice in one object, pointing at the key: for JSON that enters anywhere but a
-    workflow file (a REST body, a CLI option), whose other checks have their own places."""
-    found = False
+    written twice in one object, pointing at the key, and a `not_utf8` problem for each string
+    or key holding an unpaired UTF-16 surrogate (`"\\ud800"`), which no UTF-8 encoder takes:
+    for JSON that enters anywhere but a workflow file (a REST body, a CLI option), whose other
+    checks have their own places."""
+    if isinstance(text, bytes):
+        found = _SURROGATE_ESCAPE_BYTES.search(text) is not None
+    else:  # text from elsewhere (argv) may also hold a surrogate itself, not escaped
+        found = _SURROGATE_ESCAPE.search(text) is not None or not _is_unicode(text)
 
     def pairs(items: list[tuple[str, Any]]) -> dict[str, Any]:
         nonlocal found
@@ -177,14 +190,14 @@ def loads_checked(text: str | bytes) -> tuple[Any, list[Problem]]:
     data = json.loads(text, object_pairs_hook=pairs)
     if not found:  # the common case: no walk over the value
         return data, []
-    problems = [p for p in _tree_problems(data) if p.code == Code.DUPLICATE_KEY]
+    problems = [p for p in _tree_problems(data) if p.code in _TEXT_PROBLEMS]
     return data, sorted(problems)
 
 
 def duplicate_key_summary(where: str, problems: list[Problem]) -> str:
-    """One line for `problems` (`duplicate_key`, from `loads_checked`) of the JSON `where`
-    names (`body`, `--input`, a file's path): the first key's pointer and message, and how
-    many more. The REST API and the command line say it in these words alike."""
+    """One line for `problems` (`not_utf8` or `duplicate_key`, from `loads_checked`) of the
+    JSON `where` names (`body`, `--input`, a file's path): the first one's pointer and
+    message, and how many more. The REST API and the command line say it in these words alike."""
     first = problems[0]
     more = f" (and {len(problems) - 1} more)" if len(problems) > 1 else ""
     return f"{where} {first.pointer or '/'}: {first.message}{more}"
@@ -244,20 +257,21 @@ def _tree_problems(data: Any) -> list[Problem]:
         at, node = stack.pop()
         if isinstance(node, str):
             if not _is_unicode(node):
-                problems.append(_problem(Code.NOT_UTF8, _SURROGATE_MESSAGE, at))
+                problems.append(_problem(Code.NOT_UTF8, _SURROGATE_MESSAGE, _shown(at)))
         elif isinstance(node, dict):
             for key in getattr(node, "duplicates", ()):
                 problems.append(
                     _problem(
                         Code.DUPLICATE_KEY,
-                        f'The key "{key}" appears more than once in this object; '
+                        f'The key "{_shown(key)}" appears more than once in this object; '
                         "keep only one (JSON readers silently drop all but the last).",
-                        at + pointer(key),
+                        _shown(at + pointer(key)),
                     )
                 )
             for key, value in node.items():
                 if not _is_unicode(key):
-                    problems.append(_problem(Code.NOT_UTF8, _SURROGATE_MESSAGE, at))
+                    message = _SURROGATE_MESSAGE.replace("This text", "This key")
+                    problems.append(_problem(Code.NOT_UTF8, message, _shown(at + pointer(key))))
                 stack.append((at + pointer(key), value))
         elif isinstance(node, list):
             stack.extend((at + pointer(i), v) for i, v in enumerate(node))
@@ -268,6 +282,12 @@ _SURROGATE_MESSAGE = (
     "This text holds an unpaired UTF-16 surrogate (such as \\ud800), which is not valid "
     "Unicode; remove it or write the whole character."
 )
+
+
+def _shown(text: str) -> str:
+    """`text` with each unpaired surrogate written as its escape (`\\ud800`): a pointer or
+    key that holds one could not be said in UTF-8 (an answer, a terminal) otherwise."""
+    return text.encode("utf-8", "backslashreplace").decode("utf-8")
 
 
 def _is_unicode(text: str) -> bool:

@@ -1,0 +1,114 @@
+"""A body whose text is not what JSON over HTTP allows is refused, with where it is, by every
+REST route that takes a body, over real HTTP on both backends, before any route runs: a string
+or key with an unpaired UTF-16 surrogate (`"\\ud800"`, 422 `not_utf8`), which reached the
+routes and failed there as a 500 (an input's hash, the database, an answer quoting it).
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
+from typing import Any
+
+import httpx
+import pytest
+
+from api.rest import borrowed_runtime, create_app
+from engine.operations import Operations
+from engine.operations.views import RunFilter
+from engine.runtime import Runtime
+from tests.conftest import Backend
+from tests.e2e.rest_harness import client, serving
+from tests.integration.engine_harness import settings_for
+
+_JSON = {"content-type": "application/json"}
+
+_PLAIN = {
+    "name": "plain",
+    "vertices": {"v": {"type": "GATEWAY", "config": {"url": "https://api.example.com/"}}},
+}
+
+_SURROGATE = "This text holds an unpaired UTF-16 surrogate (such as \\ud800)"
+
+
+@dataclass
+class Served:
+    http: httpx.AsyncClient
+    ops: Operations
+
+
+@pytest.fixture
+async def served(backend: Backend) -> AsyncIterator[Served]:
+    settings = settings_for(backend)
+    runtime = await Runtime.open(settings)
+    app = create_app(settings, runtime_factory=borrowed_runtime(runtime), auth=False)
+    try:
+        async with serving(app) as url, client(url) as http:
+            ops = Operations(runtime)
+            await ops.workflows.publish(_PLAIN)
+            yield Served(http, ops)
+    finally:
+        await runtime.close()
+
+
+def _refused(answer: httpx.Response, status: int, code: str) -> dict[str, Any]:
+    assert answer.status_code == status, answer.text
+    body: dict[str, Any] = answer.json()
+    assert body["code"] == code, body
+    assert set(body) == {"code", "message", "details"}, body
+    return body
+
+
+def _not_unicode(answer: httpx.Response) -> list[str]:
+    """The pointers of a 422 `not_utf8`, each problem said in the same words."""
+    body = _refused(answer, 422, "not_utf8")
+    problems = body["details"]["problems"]
+    assert {(p["code"], p["in"]) for p in problems} == {("not_utf8", "body")}
+    assert all(p["message"].startswith(("This text", "This key")) for p in problems), problems
+    assert body["message"].startswith(f"body {problems[0]['pointer']}: ")
+    return [p["pointer"] for p in problems]
+
+
+@pytest.mark.parametrize(
+    ("path", "body", "at"),
+    [
+        ("/workflows/plain/runs", rb'{"input": {"id": "x\ud800"}}', "/input/id"),
+        ("/runs/r1/steps/v/resolve", rb'{"output": "a\ud800"}', "/output"),
+        ("/keys", rb'{"tenantId": "t", "name": "a\ud800"}', "/name"),
+        ("/runs/retry", rb'{"ids": ["a\ud800"]}', "/ids/0"),
+        ("/runs/retry", rb'{"filter": {"workflow": "a\udfff"}}', "/filter/workflow"),
+        ("/workflows", rb'{"name": "a\ud800", "vertices": {}}', "/name"),
+    ],
+)
+async def test_a_lone_surrogate_is_422_not_utf8_at_its_pointer(
+    served: Served, path: str, body: bytes, at: str
+) -> None:
+    answer = await served.http.post(path, content=body, headers=_JSON)
+    assert _not_unicode(answer) == [at]
+    assert _SURROGATE in answer.json()["message"]
+    assert (await served.ops.runs.list(RunFilter())).items == []
+    assert [w.name for w in await served.ops.workflows.list()] == ["plain"]
+
+
+async def test_a_key_with_a_lone_surrogate_is_pointed_at_escaped(served: Served) -> None:
+    # The key and the value under it: each pointer shows the surrogate as its escape, since
+    # an answer holding the surrogate itself could not be written as UTF-8.
+    body = rb'{"input": {"k\ud800": "v\udc00", "pair": "\ud83d\ude00"}}'
+    answer = await served.http.post("/workflows/plain/runs", content=body, headers=_JSON)
+    assert _not_unicode(answer) == ["/input/k\\ud800", "/input/k\\ud800"]
+    said = [p["message"][:8] for p in answer.json()["details"]["problems"]]
+    assert sorted(said) == ["This key", "This tex"]
+
+
+async def test_a_surrogate_pair_or_an_escaped_backslash_is_taken(served: Served) -> None:
+    body = rb'{"input": {"smile": "\ud83d\ude00", "path": "C:\\ud800"}}'
+    answer = await served.http.post("/workflows/plain/runs", content=body, headers=_JSON)
+    assert answer.status_code == 201, answer.text
+    run = await served.ops.runs.get(answer.json()["id"])
+    assert run.input == {"smile": "\U0001f600", "path": "C:\\ud800"}
+
+
+async def test_a_surrogate_is_said_before_a_key_written_twice(served: Served) -> None:
+    body = rb'{"input": {"a": 1, "a": 2, "b": "\ud800"}}'
+    answer = await served.http.post("/workflows/plain/runs", content=body, headers=_JSON)
+    assert _not_unicode(answer) == ["/input/b"]
