@@ -33,6 +33,7 @@ from engine.operations.action_views import (
     RetryResult,
     StartOverResult,
 )
+from engine.operations.pagination import MAX_INTEGER
 from engine.operations.views import RunFilter
 from schemas.batch_limits import DEFAULT_BATCH, MAX_BATCH
 
@@ -103,7 +104,7 @@ class BatchFilter(_Body):
     `parent` is given or `roots` is false."""
 
     workflow: str | None = None
-    version: int | None = Field(default=None, ge=1)
+    version: int | None = Field(default=None, ge=1, le=MAX_INTEGER)
     status: str | None = None
     tenant_id: str | None = Field(
         default=None, description="Only this tenant's (`tenant`, its old name, is still taken)."

@@ -38,7 +38,7 @@ from engine.operations.deployment_views import (
     StageSpec,
 )
 from engine.operations.deployments import MAX_REASON_CHARS
-from engine.operations.pagination import MAX_LIMIT
+from engine.operations.pagination import MAX_INTEGER, MAX_LIMIT
 from engine.operations.views import DeploymentIdMatches, View
 
 router = APIRouter(tags=["deployments"], route_class=JsonBodyRoute)
@@ -78,7 +78,9 @@ class DeploymentRequest(View):
 
     model_config = _FORBID
 
-    version: Version = Field(ge=1, description="The candidate: a published version.")
+    version: Version = Field(
+        ge=1, le=MAX_INTEGER, description="The candidate: a published version."
+    )
     stages: list[StageBody] | None = Field(
         default=None,
         min_length=1,
@@ -97,7 +99,9 @@ class DeploymentRequest(View):
 class ServingRequest(View):
     model_config = _FORBID
 
-    version: Version = Field(ge=1, description="A published version: new runs get it at once.")
+    version: Version = Field(
+        ge=1, le=MAX_INTEGER, description="A published version: new runs get it at once."
+    )
 
 
 class StopRequest(View):

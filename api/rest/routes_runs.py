@@ -44,7 +44,7 @@ from api.rest.run_models import (
     SubmitRequest,
     SubmittedRun,
 )
-from engine.operations.pagination import MAX_LIMIT
+from engine.operations.pagination import MAX_INTEGER, MAX_LIMIT
 from engine.operations.runs import MAX_LONG_TAIL
 from engine.operations.views import (
     UNKNOWN_KIND,
@@ -280,7 +280,9 @@ async def list_runs(
     ops: OperationsDep,
     caller: CallerDep,
     workflow: Annotated[str | None, Query(max_length=200)] = None,
-    version: Annotated[int | None, Query(ge=1, description="Needs `workflow`.")] = None,
+    version: Annotated[
+        int | None, Query(ge=1, le=MAX_INTEGER, description="Needs `workflow`.")
+    ] = None,
     status_: Annotated[str | None, Query(alias="status", max_length=20)] = None,
     tenant_id: Annotated[
         str | None, Query(alias="tenantId", max_length=200, description="Only this tenant's.")

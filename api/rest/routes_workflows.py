@@ -22,6 +22,7 @@ from api.rest.run_models import (
     VersionList,
     WorkflowList,
 )
+from engine.operations.pagination import MAX_INTEGER
 from engine.operations.views import GraphView, PublishResult, VersionDetail
 
 router = APIRouter(tags=["workflows"], route_class=JsonBodyRoute)
@@ -31,7 +32,7 @@ Documents = Annotated[
     Body(description="One workflow document, or a list (a parent with the child workflows)."),
 ]
 Name = Annotated[str, Path(description="The workflow's name.", max_length=200)]
-Version = Annotated[int, Path(description="A published version (1 or more).", ge=1)]
+Version = Annotated[int, Path(description="A published version (1 or more).", ge=1, le=MAX_INTEGER)]
 SystemQuery = Annotated[
     bool,
     Query(

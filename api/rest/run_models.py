@@ -12,6 +12,7 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 from pydantic.alias_generators import to_camel
 from pydantic_core import PydanticCustomError
 
+from engine.operations.pagination import MAX_INTEGER
 from engine.operations.views import (
     ErrorView,
     GraphView,
@@ -41,6 +42,7 @@ class SubmitRequest(_Body):
     version: int | None = Field(
         default=None,
         ge=1,
+        le=MAX_INTEGER,
         description=(
             "The workflow version to run; default: its serving version (the first one "
             "published, or the one a deployment or `POST /workflows/{name}/serving` made serve),"

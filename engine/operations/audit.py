@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any
 from engine.operations.audit_views import AuditEventView, AuditFilter
 from engine.operations.boundary import store_boundary
 from engine.operations.pagination import (
+    MAX_ROW_ID,
     check_limit,
     decode_cursor,
     encode_cursor,
@@ -71,8 +72,8 @@ def _detail(subject_kind: str, detail: Any) -> Any:
 
 def _before(keys: list[Any]) -> int:
     match keys:
-        case [int() as event_id] if not isinstance(event_id, bool):
-            return event_id
+        case [int() as event_id] if not isinstance(event_id, bool) and 0 <= event_id <= MAX_ROW_ID:
+            return event_id  # in the id range: the digest is no secret, the keys any caller's
     raise invalid_cursor("it was altered")
 
 

@@ -24,6 +24,12 @@ from schemas.errors import InvalidRequest
 
 MAX_LIMIT = 500
 """The largest page any list serves."""
+MAX_ROW_ID = 2**63 - 1
+"""The largest row id the store can hold (SQLite's INTEGER, PostgreSQL's bigint): a cursor
+past it is refused, not sent to the database, whose driver cannot even bind it."""
+MAX_INTEGER = 2**31 - 1
+"""The largest value of an integer column (a version, an item index: PostgreSQL's integer),
+for the parameters that name one."""
 CURSOR_VERSION = 1
 _DIGEST_CHARS = 16
 

@@ -22,6 +22,8 @@ from engine.coordination.run_events import RunWatch
 from engine.operations import id_prefixes, routing, run_views, submission
 from engine.operations.boundary import store_boundary
 from engine.operations.pagination import (
+    MAX_INTEGER,
+    MAX_ROW_ID,
     check_limit,
     decode_cursor,
     encode_cursor,
@@ -168,16 +170,20 @@ def checked_filter(selection: RunFilter) -> RunFilter:
 
 
 def _run_key(keys: list[Any]) -> tuple[float, str]:
+    # A cursor's check digest is no secret: its keys are any caller's, so each is checked to
+    # be what the database can compare (a finite float, an id it holds), never a 500 there.
     match keys:
         case [int() | float() as created_at, str() as run_id] if not isinstance(created_at, bool):
-            return float(created_at), run_id
+            if abs(created_at) <= MAX_ROW_ID:  # NaN and infinity are not either
+                return float(created_at), run_id
     raise invalid_cursor("it was altered")
 
 
 def _child_key(keys: list[Any]) -> tuple[str, int]:
     match keys:
         case [str() as vertex_id, int() as index] if not isinstance(index, bool):
-            return vertex_id, index
+            if 0 <= index <= MAX_INTEGER:
+                return vertex_id, index
     raise invalid_cursor("it was altered")
 
 
@@ -198,11 +204,10 @@ def _list_progress(row: RunProgressRow | None) -> ListProgress | None:
 def _log_after(after: int | str | None) -> int:
     if after is None:
         return 0
-    if isinstance(after, str) and after.isdecimal():
-        return int(after)
-    if isinstance(after, int) and not isinstance(after, bool) and after >= 0:
-        return after
-    raise invalid_cursor(f"it is the id of a log line (0 or more); got {after!r}")
+    line = int(after) if isinstance(after, str) and after.isascii() and after.isdigit() else after
+    if isinstance(line, int) and not isinstance(line, bool) and 0 <= line <= MAX_ROW_ID:
+        return line
+    raise invalid_cursor(f"it is the id of a log line (0 to {MAX_ROW_ID}); got {after!r}")
 
 
 class RunOperations:

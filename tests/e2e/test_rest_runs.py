@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import json
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from typing import Any
@@ -15,6 +16,7 @@ import pytest
 from jsonschema import Draft202012Validator
 
 from demo.downstream import RunningDownstream
+from engine.operations.pagination import encode_cursor
 from engine.operations.views import RunFilter
 from tests.conftest import Backend
 from tests.e2e.rest_runs_harness import Api, api_on, assert_error
@@ -645,3 +647,64 @@ async def test_answers_fit_the_documented_schemas(working: Api) -> None:
         for method, operation in operations.items():
             if path.startswith(("/workflows", "/runs")):
                 assert {"401", "500"} <= set(operation["responses"]), (method, path)
+
+
+BIGINT_MAX = 2**63 - 1
+INTEGER_MAX = 2**31 - 1
+
+
+async def test_numbers_past_what_the_database_holds_are_422_not_500(api: Api) -> None:
+    """A log cursor, a version filter or a version in a path past the database's integer
+    range (SQLite's 64 bits, PostgreSQL's bigint and integer columns) is refused with the code
+    its malformed values get, never sent to the database (an OverflowError there was a 500)."""
+    async with api.http(api.admin) as http:
+        run_id = (await http.post("/workflows/one/runs", json={})).json()["id"]
+        logs = f"/runs/{run_id}/logs"
+        last = await http.get(logs, params={"cursor": str(BIGINT_MAX)})
+        for cursor in (str(BIGINT_MAX + 1), "9" * 20):
+            body = assert_error(
+                await http.get(logs, params={"cursor": cursor}), 422, "invalid_cursor"
+            )
+            assert body["details"] == {"parameter": "cursor"}
+            assert str(BIGINT_MAX) in body["message"], body
+        for version in (INTEGER_MAX + 1, BIGINT_MAX + 1, 10**30):
+            listed = await http.get("/runs", params={"workflow": "one", "version": version})
+            body = assert_error(listed, 422, "invalid_request")
+            assert body["details"]["problems"][0]["pointer"] == "/version", body
+            shown = await http.get(f"/workflows/one/versions/{version}")
+            assert_error(shown, 422, "invalid_request")
+        top = await http.get("/runs", params={"workflow": "one", "version": INTEGER_MAX})
+    assert last.status_code == 200 and last.json()["items"] == [], last.text
+    assert top.status_code == 200 and top.json()["items"] == [], top.text
+
+
+def _forged(cursor: str, keys: list[Any]) -> str:
+    """`cursor` with other row keys and a check digest that fits them: the digest is no
+    secret, so any caller can make one."""
+    body = json.loads(base64.urlsafe_b64decode(cursor + "=" * (-len(cursor) % 4)))
+    return encode_cursor(body["k"], keys, body["s"])
+
+
+async def test_a_cursor_forged_past_the_database_range_is_invalid_cursor(api: Api) -> None:
+    async with api.http(api.admin) as http:
+        for _ in range(2):
+            run_id = (await http.post("/workflows/one/runs", json={})).json()["id"]
+        await http.post("/keys", json={"tenantId": "acme"})
+        await http.post("/keys", json={"tenantId": "acme"})
+        runs = (await http.get("/runs", params={"limit": 1})).json()["next"]
+        audit = (await http.get("/audit", params={"limit": 1})).json()["next"]
+        assert runs and audit
+        forged = {
+            "/runs": [
+                _forged(runs, [10**30, run_id]),
+                _forged(runs, [float("inf"), run_id]),
+                _forged(runs, [float("nan"), run_id]),
+            ],
+            "/audit": [_forged(audit, [BIGINT_MAX + 1]), _forged(audit, [-(10**30)])],
+        }
+        for path, cursors in forged.items():
+            for cursor in cursors:
+                answer = await http.get(path, params={"cursor": cursor})
+                assert_error(answer, 422, "invalid_cursor")
+        fits = await http.get("/runs", params={"cursor": _forged(runs, [BIGINT_MAX, run_id])})
+    assert fits.status_code == 200, fits.text
