@@ -10,7 +10,7 @@ error. Never HTML, never a traceback.
 | ----------------------------------------- | ------ | ------------------------- |
 | no route for the path                     | 404    | `not_found`               |
 | the route exists, not with this method    | 405    | `method_not_allowed`      |
-| the body is not JSON at all               | 400    | `invalid_json`            |
+| the body is not JSON (RFC 8259) at all    | 400    | `invalid_json`            |
 | a body without a JSON `Content-Type`      | 415    | `unsupported_media_type`  |
 | body or parameters do not fit the route   | 422    | `invalid_request`         |
 | a key written twice in one body object    | 422    | `duplicate_key`           |
@@ -28,7 +28,11 @@ CONFLICT 409, INVALID 422, LIMITED 429 (with `Retry-After` when the error has
 error's traceback is logged on the server, never sent.
 
 Malformed JSON is a 400, not a 422: the body could not be read as JSON at all, so there is
-nothing to point at; 422 means "JSON, but not what this route takes". A body sent as another
+nothing to point at; 422 means "JSON, but not what this route takes". Not JSON either, though
+Python's parser would take them or fail without a position, and said with the token and its
+line and column all the same (`engine.validation.json_text.NotJson`): bytes that are not
+UTF-8, `NaN` and `Infinity`, a number no 64-bit float holds (`1e400`), an integer of more
+digits than Python reads (4,300). A body sent as another
 type (curl's `-d` sends form data) is a 415 (`api.rest.body_shape`): FastAPI would not even
 try to read it as JSON. Where pydantic's words would not say how to fix the body, the message
 does: no body at all (`body_missing`) shows the body the route takes, and a field the model

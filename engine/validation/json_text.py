@@ -13,7 +13,9 @@ Order matters, cheapest and most protective first:
 from __future__ import annotations
 
 import json
+import math
 import re
+import sys
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
@@ -161,21 +163,104 @@ def _pairs(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
 
 
 _SURROGATE_ESCAPE = re.compile(r"\\u[dD][89a-fA-F]")
-_SURROGATE_ESCAPE_BYTES = re.compile(rb"\\u[dD][89a-fA-F]")
 """A `\\uD800`-`\\uDFFF` escape: the only way a lone surrogate gets into a string parsed from
 bytes (UTF-8 cannot encode one). A pair, or an escaped backslash before `u`, matches too, and only
 costs the walk that then finds nothing."""
 _TEXT_PROBLEMS = frozenset({Code.DUPLICATE_KEY, Code.NOT_UTF8})
 
 
+class NotJson(json.JSONDecodeError):
+    """Text `json.loads` would take, or fail on with no position, that is not JSON (RFC 8259):
+    bytes that are not UTF-8, `NaN` and `Infinity`, a number no float holds (`1e400`), an
+    integer longer than Python reads (`sys.get_int_max_str_digits`). Raised by
+    `loads_checked` with what the token is and where, as a `json.JSONDecodeError`, so every
+    reader of its errors says it as it says a syntax error."""
+
+
+class _Refused(ValueError):
+    """A token a parse hook refused; `loads_checked` finds where it is."""
+
+    def __init__(self, token: str, message: str) -> None:
+        super().__init__(message)
+        self.token, self.message = token, message
+
+
+_BARE_TOKEN = re.compile(
+    r'"[^"\\]*(?:\\.[^"\\]*)*"|-?(?:Infinity|NaN)|-?\d+(?:\.\d+)?(?:[eE][+-]?\d+)?'
+)
+"""A JSON string (skipped), or a number or constant outside strings."""
+
+
+def _constant(name: str) -> Any:
+    raise _Refused(name, f"{name} is not a JSON value; write a number or a string instead")
+
+
+def _finite(token: str) -> float:
+    value = float(token)
+    if math.isinf(value):
+        raise _Refused(
+            token,
+            f"the number {_cut(token)} is out of range: a JSON number here must fit a 64-bit "
+            "float, at most about 1.8e308",
+        )
+    return value
+
+
+def _cut(token: str) -> str:
+    return token if len(token) <= 24 else f"{token[:12]}…{token[-6:]} ({len(token):,} characters)"
+
+
+def _decoded(raw: bytes) -> str:
+    """`raw` as UTF-8 text (a leading byte order mark dropped, as `json.loads` drops it), or
+    `NotJson` saying which byte is not UTF-8 and where."""
+    if raw.startswith(_UTF16_BOMS):
+        raise NotJson("the text is UTF-16; JSON text must be UTF-8", raw.decode("latin-1"), 0)
+    body = raw.removeprefix(_UTF8_BOM)
+    try:
+        return body.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        text = body.decode("utf-8", "replace")
+        at = len(body[: exc.start].decode("utf-8"))
+        message = (
+            f"byte 0x{body[exc.start]:02x} at byte offset {exc.start + len(raw) - len(body)} is "
+            "not UTF-8; JSON text must be UTF-8"
+        )
+        raise NotJson(message, text, at) from None
+
+
+def _refused_at(text: str, refused: _Refused) -> NotJson:
+    """`refused` as a `NotJson` at the first token outside strings that it names."""
+    for match in _BARE_TOKEN.finditer(text):
+        if match.group() == refused.token:
+            return NotJson(refused.message, text, match.start())
+    return NotJson(refused.message, text, 0)  # not reached: the parser read the token there
+
+
+def _too_long_at(text: str, error: ValueError) -> NotJson:
+    """An integer past `sys.get_int_max_str_digits`, which `json.loads` refuses with no
+    position, as a `NotJson` at the first one."""
+    limit = sys.get_int_max_str_digits()
+    for match in _BARE_TOKEN.finditer(text):
+        digits = match.group().lstrip("-")
+        if digits.isdigit() and limit and len(digits) > limit:
+            message = (
+                f"the number {match.group()[:12]}… has {len(digits):,} digits, more than the "
+                f"{limit:,} an integer may have here; send it as a string"
+            )
+            return NotJson(message, text, match.start())
+    return NotJson(str(error), text, 0)
+
+
 def loads_checked(text: str | bytes) -> tuple[Any, list[Problem]]:
-    """`json.loads(text)` (raising what it raises), with a `duplicate_key` problem for each key
-    written twice in one object, pointing at the key, and a `not_utf8` problem for each string
-    or key holding an unpaired UTF-16 surrogate (`"\\ud800"`), which no UTF-8 encoder takes:
-    for JSON that enters anywhere but a workflow file (a REST body, a CLI option), whose other
-    checks have their own places."""
+    """`json.loads(text)` (raising what it raises, and `NotJson` for what it would take that
+    is not JSON, see there), with a `duplicate_key` problem for each key written twice in one
+    object, pointing at the key, and a `not_utf8` problem for each string or key holding an
+    unpaired UTF-16 surrogate (`"\\ud800"`), which no UTF-8 encoder takes: for JSON that
+    enters anywhere but a workflow file (a REST body, a CLI option), whose other checks have
+    their own places."""
     if isinstance(text, bytes):
-        found = _SURROGATE_ESCAPE_BYTES.search(text) is not None
+        text = _decoded(text)  # holds no surrogate itself: the UTF-8 decoder refuses them
+        found = _SURROGATE_ESCAPE.search(text) is not None
     else:  # text from elsewhere (argv) may also hold a surrogate itself, not escaped
         found = _SURROGATE_ESCAPE.search(text) is not None or not _is_unicode(text)
 
@@ -187,7 +272,16 @@ def loads_checked(text: str | bytes) -> tuple[Any, list[Problem]]:
         found = True
         return _pairs(items)
 
-    data = json.loads(text, object_pairs_hook=pairs)
+    try:
+        data = json.loads(
+            text, object_pairs_hook=pairs, parse_constant=_constant, parse_float=_finite
+        )
+    except _Refused as refused:
+        raise _refused_at(text, refused) from None
+    except json.JSONDecodeError:
+        raise
+    except ValueError as error:  # an integer of more digits than Python reads
+        raise _too_long_at(text, error) from None
     if not found:  # the common case: no walk over the value
         return data, []
     problems = [p for p in _tree_problems(data) if p.code in _TEXT_PROBLEMS]

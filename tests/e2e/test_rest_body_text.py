@@ -1,7 +1,10 @@
 """A body whose text is not what JSON over HTTP allows is refused, with where it is, by every
 REST route that takes a body, over real HTTP on both backends, before any route runs: a string
 or key with an unpaired UTF-16 surrogate (`"\\ud800"`, 422 `not_utf8`), which reached the
-routes and failed there as a 500 (an input's hash, the database, an answer quoting it).
+routes and failed there as a 500 (an input's hash, the database, an answer quoting it); bytes
+that are not UTF-8, an integer longer than Python reads, `NaN`, `Infinity` and `1e400` (400
+`invalid_json`, with the token and its line and column, as a syntax error is said), which were
+a vague 400 `bad_request` or a 422 `invalid_input` with no place.
 """
 
 from __future__ import annotations
@@ -112,3 +115,89 @@ async def test_a_surrogate_is_said_before_a_key_written_twice(served: Served) ->
     body = rb'{"input": {"a": 1, "a": 2, "b": "\ud800"}}'
     answer = await served.http.post("/workflows/plain/runs", content=body, headers=_JSON)
     assert _not_unicode(answer) == ["/input/b"]
+
+
+_NOT_JSON = "the request body is not valid JSON: "
+
+
+@pytest.mark.parametrize(
+    ("body", "said"),
+    [
+        (
+            b'{"input": {"name": "caf\xe9"}}',
+            "byte 0xe9 at byte offset 23 is not UTF-8; JSON text must be UTF-8 "
+            "(line 1, column 24).",
+        ),
+        (
+            b"\xef\xbb\xbf" + b'{"input":\n {"name": "\xe9"}}',
+            "byte 0xe9 at byte offset 24 is not UTF-8; JSON text must be UTF-8 "
+            "(line 2, column 12).",
+        ),
+        ('{"input": {}}'.encode("utf-16"), "the text is UTF-16; JSON text must be UTF-8"),
+        (
+            b'{"input": {"n":\n  ' + b"7" * 5000 + b"}}",
+            "the number 777777777777\u2026 has 5,000 digits, more than the 4,300 an integer may "
+            "have here; send it as a string (line 2, column 3).",
+        ),
+    ],
+)
+async def test_bytes_that_are_not_utf8_or_a_number_too_long_are_400_invalid_json(
+    served: Served, body: bytes, said: str
+) -> None:
+    for path in ("/workflows/plain/runs", "/keys", "/runs/r1/steps/v/resolve"):
+        answer = await served.http.post(path, content=body, headers=_JSON)
+        message = _refused(answer, 400, "invalid_json")["message"]
+        assert message.startswith(_NOT_JSON + said), message
+    assert (await served.ops.runs.list(RunFilter())).items == []
+
+
+@pytest.mark.parametrize(
+    ("token", "said"),
+    [
+        (b"NaN", "NaN is not a JSON value; write a number or a string instead"),
+        (b"Infinity", "Infinity is not a JSON value; write a number or a string instead"),
+        (b"-Infinity", "-Infinity is not a JSON value; write a number or a string instead"),
+        (
+            b"1e400",
+            "the number 1e400 is out of range: a JSON number here must fit a 64-bit float, "
+            "at most about 1.8e308",
+        ),
+        (
+            b"-" + b"9" * 400 + b".5",
+            "the number -99999999999\u20269999.5 (403 characters) is out of range",
+        ),
+    ],
+)
+async def test_a_number_json_does_not_have_is_400_invalid_json_where_it_is(
+    served: Served, token: bytes, said: str
+) -> None:
+    # The same token inside a string earlier on is text, not the number: the position is the
+    # number's.
+    text = token.decode()
+    body = b'{"input": {"label": "' + token + b'",\n  "amount": ' + token + b"}}"
+    where = "(line 2, column 13)."
+    answers = [
+        await served.http.post("/workflows/plain/runs", content=body, headers=_JSON),
+        await served.http.post(
+            "/runs/r1/steps/v/resolve",
+            content=b'{"output": {"label": "' + token + b'",\n  "amount": ' + token + b"}}",
+            headers=_JSON,
+        ),
+        await served.http.post(
+            "/runs/retry", content=body.replace(b"input", b"ids"), headers=_JSON
+        ),
+    ]
+    for answer in answers:
+        message = _refused(answer, 400, "invalid_json")["message"]
+        assert message.startswith(_NOT_JSON + said), message
+        assert message.endswith(where), message
+        assert text[:12] in message
+    assert (await served.ops.runs.list(RunFilter())).items == []
+
+
+async def test_numbers_json_has_are_taken(served: Served) -> None:
+    body = b'{"input": {"big": ' + b"9" * 4300 + b', "small": 1e-400, "top": 1.7e308}}'
+    answer = await served.http.post("/workflows/plain/runs", content=body, headers=_JSON)
+    assert answer.status_code == 201, answer.text
+    run = await served.ops.runs.get(answer.json()["id"])
+    assert run.input == {"big": int("9" * 4300), "small": 0.0, "top": 1.7e308}
