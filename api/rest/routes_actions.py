@@ -94,6 +94,11 @@ class ResolveRequest(_Body):
         # `Any` alone would make the field optional with None; an absent output is a mistake,
         # an explicit null a legitimate output.
         if isinstance(data, dict) and "output" not in data:
+            if any(key != "output" for key in data):
+                # Most likely `output` misspelt: the unknown key is refused (extra="forbid")
+                # at its pointer with the close field names, not hidden behind "'output' is
+                # required"; this stand-in never reaches the route, as that key fails the body.
+                return {**data, "output": None}
             raise PydanticCustomError("missing", "'output' is required (null is a valid output)")
         return data
 

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import uuid
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from urllib.parse import urlsplit
@@ -691,3 +692,23 @@ async def test_a_join_reopened_by_retried_children_says_so_in_its_log(
     assert line["vertex_id"] == "join", line
     assert line["message"].startswith("batch retry by key:"), line
     assert line["message"].endswith("of 2 FAILED children of 'each': the join 'join' reopens")
+
+
+async def test_resolve_names_a_misspelt_output_field(api: Api) -> None:
+    """A resolve body without `output` but with another key names that key, with the close
+    field name, as every other body's unknown field is named; without any key, it says
+    `output` is required. The body is refused before the route looks for the run."""
+    path = f"/runs/{uuid.uuid4()}/steps/v/resolve"
+    async with client(api.url, api.admin_key) as http:
+        misspelt = await http.post(path, json={"outptu": {}})
+        unrelated = await http.post(path, json={"value": 1})
+        empty = await http.post(path, json={})
+    body = misspelt.json()
+    assert misspelt.status_code == 422 and body["code"] == "invalid_request", body
+    assert body["message"] == "body /outptu: 'outptu' is not a field here; did you mean 'output'?"
+    assert [(p["pointer"], p["code"]) for p in body["details"]["problems"]] == [
+        ("/outptu", "extra_forbidden")
+    ]
+    said = unrelated.json()["message"]
+    assert said == "body /value: 'value' is not a field here; the fields here are output", said
+    assert empty.json()["message"] == "body /: 'output' is required (null is a valid output)"
