@@ -68,6 +68,7 @@ SEMANTIC_422 = {
     ),
     "DELETE /destinations/{key}/caps": "a destination key must be one a call can have",
     "POST /workflows/{name}/deployments": "stages must rise in weight and end at 100",
+    "POST /workflows/{name}/deployments/preview": "stages must rise in weight and end at 100",
     "GET /secrets": "`tenantId` and its deprecated name `tenant` must agree",
     "DELETE /secrets/{name}": (
         "the tenant is required under one of its names, `tenantId` or the deprecated `tenant`, "

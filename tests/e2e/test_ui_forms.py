@@ -268,7 +268,11 @@ def test_the_deploy_form_checks_whole_numbers_and_ranges_before_sending(
         dialog.get_by_role("button", name="Deploy v2").click()
         page.wait_for_url("**#/deployments/*")
         deployment_id = page.url.rsplit("/", 1)[1]
-    assert len(sent) == 1
+    # The start's preview (nothing to warn of here), then the start itself.
+    assert [url.rsplit("/workflows/forms-ranges/", 1)[1] for url in sent] == [
+        "deployments/preview",
+        "deployments",
+    ]
     stages = server.call(f"/deployments/{deployment_id}")["stages"]
     assert [s["minDurationSeconds"] for s in stages] == [30, 30]
     server.call(f"/deployments/{deployment_id}/abort", {})

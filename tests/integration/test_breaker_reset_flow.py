@@ -14,6 +14,7 @@ from demo.downstream import RunningDownstream
 from engine.operations import Operations
 from engine.operations.views import BreakerRef, RunFilter
 from engine.runtime import Runtime
+from schemas.batch_limits import DEFAULT_BATCH
 from schemas.definitions import Workflow
 from tests.conftest import Backend
 from tests.integration.engine_harness import running_worker, settings_for, start, wait_for_run
@@ -163,7 +164,7 @@ async def test_a_batch_retry_warns_once_per_open_breaker_not_per_run(
     assert [b.message for b in batch.breakers] == batch.warnings
     assert (preview.matching, preview.limit, preview.truncated) == (
         len(tenants) * CHILDREN,
-        10_000,
+        DEFAULT_BATCH,
         False,
     )
     assert [countdown.sub("…", w) for w in preview.warnings] == [

@@ -71,6 +71,7 @@ MIRRORS: list[tuple[type[wire.Wire], type[pydantic.BaseModel]]] = [
     (wire.OutcomeView, deployment_views.OutcomeView),
     (wire.DeploymentView, deployment_views.DeploymentView),
     (wire.DeploymentChange, deployment_views.DeploymentChange),
+    (wire.DeploymentPreview, deployment_views.DeploymentPreview),
     (wire.ServingView, deployment_views.ServingView),
     (wire.AuditEventView, audit_views.AuditEventView),
 ]
