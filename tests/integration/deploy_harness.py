@@ -99,14 +99,26 @@ class Deploying:
         await eventually(looked_at, timeout_s=15)
         return await self.ops.deployments.get(deployment.id)
 
+    async def run_ended(self, run_id: str) -> None:
+        """Wait until the run `run_id` has ended (its status and its log are final)."""
+
+        async def ended() -> bool:
+            run = await self.ops.runs.get(run_id)
+            return run.status in ("SUCCEEDED", "FAILED", "CANCELLED")
+
+        await eventually(ended, timeout_s=15)
+
     async def drive(
         self, deployment: DeploymentView, workflow: str, wave: int, advance_s: float
     ) -> DeploymentView:
         """Waves of `wave` runs, each followed by a check `advance_s` later, until the
-        deployment ends."""
+        deployment ends, and then its `gradual_deploy` run: the deployment's row changes in
+        the stage step's execution, the run's log lines when the step's result is recorded
+        (a moment later, longer on a loaded machine)."""
         current = deployment
         for _ in range(WAVES_MAX):
             if current.status != "RUNNING":
+                await self.run_ended(current.run_id)
                 return current
             await self.wave(workflow, wave)
             current = await self.checked(current, advance_s)

@@ -74,8 +74,17 @@ async def test_a_failed_run_stops_its_sibling_and_a_retry_completes_it(
         await wait_until(slow_stopped, timeout_s=60)
         sent = requests_by_path(downstream)
         assert sent == {"/slow": 1, "/bad": 1}, sent
+        stopped = "step stopped: its run failed; attempt 2/3 not sent"
+        given_back = "claim given back: its run failed; the step waits for the run's retry"
+
+        async def said() -> bool:
+            # The give-back's line is written with its flush, a moment after the call stops.
+            found = await messages(runtime, run_id)
+            return stopped in found and given_back in found
+
+        await wait_until(said, timeout_s=30)
         lines = await messages(runtime, run_id)
-        assert "step stopped: its run failed; attempt 2/3 not sent" in lines, lines
+        assert stopped in lines, lines
         assert "claim given back: its run failed; the step waits for the run's retry" in lines
         shown = await Operations(runtime).runs.get(run_id)
         steps = {step.vertex_id: step.status for step in shown.steps}
