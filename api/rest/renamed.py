@@ -2,8 +2,7 @@
 
 One concept has one name in every body, answer and query string: a tenant is `tenantId`
 (as in a submission, a run and `/tenants`). Keys, secrets, the batch-retry filter, `GET /runs`
-and a breaker reset said `tenant` until then; requests may still say it (a submission's body
-too, as the README promises of every body):
+and a breaker reset said `tenant` until then; requests may still say it:
 
 - in a body, `renamed_fields` (a model's `mode="before"` validator) moves an old name to the
   new one (not in the schema: the body's schema shows the new name only);

@@ -12,7 +12,6 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 from pydantic.alias_generators import to_camel
 from pydantic_core import PydanticCustomError
 
-from api.rest.renamed import renamed_fields
 from engine.operations.pagination import MAX_INTEGER
 from engine.operations.views import (
     ErrorView,
@@ -38,8 +37,7 @@ class SubmitRequest(_Body):
         default=None,
         min_length=1,
         max_length=MAX_TENANT_CHARS,
-        description=f"The tenant the run is for: {TENANT_ID_RULE} (`tenant`, its old name, is "
-        "still taken).",
+        description=f"The tenant the run is for: {TENANT_ID_RULE}.",
     )
     version: int | None = Field(
         default=None,
@@ -56,10 +54,7 @@ class SubmitRequest(_Body):
     @classmethod
     def _input_is_wrapped(cls, data: Any) -> Any:
         """A body that is the input itself (the sample input files are) gets the one fix that
-        helps, not one "extra inputs" error per field of the input. `tenant`, the old name
-        of `tenantId` that keys, secrets and a batch retry's filter still take, is taken here
-        too (`api.rest.renamed`)."""
-        data = renamed_fields(data)
+        helps, not one "extra inputs" error per field of the input."""
         if isinstance(data, dict) and "input" not in data:
             known = {name for name in cls.model_fields} | {to_camel(n) for n in cls.model_fields}
             unknown = sorted(str(key) for key in data if key not in known)

@@ -708,27 +708,3 @@ async def test_a_cursor_forged_past_the_database_range_is_invalid_cursor(api: Ap
                 assert_error(answer, 422, "invalid_cursor")
         fits = await http.get("/runs", params={"cursor": _forged(runs, [BIGINT_MAX, run_id])})
     assert fits.status_code == 200, fits.text
-
-
-async def test_a_submission_takes_tenant_the_old_name_of_tenant_id(api: Api) -> None:
-    """As keys, secrets and a batch retry's filter take it: the run is for that tenant, the
-    answer says `tenantId`; both names with different values are refused, not settled."""
-    async with api.http(api.admin) as http:
-        renamed = await http.post("/workflows/one/runs", json={"tenant": "globex", "input": {}})
-        alone = await http.post("/workflows/one/runs", json={"tenant": "default"})
-        same = await http.post(
-            "/workflows/one/runs", json={"tenant": "globex", "tenantId": "globex"}
-        )
-        both = await http.post("/workflows/one/runs", json={"tenant": "acme", "tenantId": "globex"})
-    async with api.http(api.acme) as http:
-        other = await http.post("/workflows/one/runs", json={"tenant": "globex", "input": {}})
-    assert renamed.status_code == 201, renamed.text
-    assert renamed.json()["run"]["tenantId"] == "globex" and "tenant" not in renamed.json()["run"]
-    assert alone.status_code == 201 and alone.json()["run"]["tenantId"] == "default", alone.text
-    assert same.status_code == 201 and same.json()["run"]["tenantId"] == "globex", same.text
-    problem = assert_error(both, 422, "invalid_request")["details"]["problems"][0]
-    assert problem["code"] == "renamed_conflict", problem
-    assert "give only `tenantId`" in problem["message"]
-    assert_error(other, 403, "tenant_forbidden")
-    tenants = sorted(run.tenant_id for run in (await api.ops.runs.list(RunFilter())).items)
-    assert tenants == ["default", "globex", "globex"]
