@@ -674,24 +674,15 @@ def _skipped_counts(counted: BatchRetryCount) -> list[SkippedRuns]:
         for state, n in counted.not_failed.items()
         if n
     ]
-    if counted.started_over:
-        found.append(
-            SkippedRuns(
-                reason=SkipReason.STARTED_OVER,
-                state=RunStatus.FAILED.value,
-                count=counted.started_over,
-                message=STARTED_OVER_WORDS,
-            )
+    # FAILED runs the batch skips for what lies around them, not for their state.
+    found += [
+        SkippedRuns(reason=reason, state=RunStatus.FAILED.value, count=n, message=words)
+        for reason, n, words in (
+            (SkipReason.STARTED_OVER, counted.started_over, STARTED_OVER_WORDS),
+            (SkipReason.PARENT_SUCCEEDED, counted.under_succeeded, UNDER_SUCCEEDED_WORDS),
         )
-    if counted.under_succeeded:
-        found.append(
-            SkippedRuns(
-                reason=SkipReason.PARENT_SUCCEEDED,
-                state=RunStatus.FAILED.value,
-                count=counted.under_succeeded,
-                message=UNDER_SUCCEEDED_WORDS,
-            )
-        )
+        if n
+    ]
     return sorted(found, key=lambda skipped: -skipped.count)
 
 
