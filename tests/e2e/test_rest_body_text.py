@@ -10,48 +10,22 @@ a vague 400 `bad_request` or a 422 `invalid_input` with no place.
 from __future__ import annotations
 
 from collections.abc import AsyncIterator
-from dataclasses import dataclass
 from typing import Any
 
 import httpx
 import pytest
 
-from api.rest import borrowed_runtime, create_app
-from engine.operations import Operations
 from engine.operations.views import RunFilter
-from engine.runtime import Runtime
 from tests.conftest import Backend
-from tests.e2e.rest_harness import client, serving
-from tests.integration.engine_harness import settings_for
-
-_JSON = {"content-type": "application/json"}
-
-_PLAIN = {
-    "name": "plain",
-    "vertices": {"v": {"type": "GATEWAY", "config": {"url": "https://api.example.com/"}}},
-}
+from tests.e2e.rest_body_harness import JSON, Served, plain_api
 
 _SURROGATE = "This text holds an unpaired UTF-16 surrogate (such as \\ud800)"
 
 
-@dataclass
-class Served:
-    http: httpx.AsyncClient
-    ops: Operations
-
-
 @pytest.fixture
 async def served(backend: Backend) -> AsyncIterator[Served]:
-    settings = settings_for(backend)
-    runtime = await Runtime.open(settings)
-    app = create_app(settings, runtime_factory=borrowed_runtime(runtime), auth=False)
-    try:
-        async with serving(app) as url, client(url) as http:
-            ops = Operations(runtime)
-            await ops.workflows.publish(_PLAIN)
-            yield Served(http, ops)
-    finally:
-        await runtime.close()
+    async with plain_api(backend) as api:
+        yield api
 
 
 def _refused(answer: httpx.Response, status: int, code: str) -> dict[str, Any]:
@@ -86,7 +60,7 @@ def _not_unicode(answer: httpx.Response) -> list[str]:
 async def test_a_lone_surrogate_is_422_not_utf8_at_its_pointer(
     served: Served, path: str, body: bytes, at: str
 ) -> None:
-    answer = await served.http.post(path, content=body, headers=_JSON)
+    answer = await served.http.post(path, content=body, headers=JSON)
     assert _not_unicode(answer) == [at]
     assert _SURROGATE in answer.json()["message"]
     assert (await served.ops.runs.list(RunFilter())).items == []
@@ -97,7 +71,7 @@ async def test_a_key_with_a_lone_surrogate_is_pointed_at_escaped(served: Served)
     # The key and the value under it: each pointer shows the surrogate as its escape, since
     # an answer holding the surrogate itself could not be written as UTF-8.
     body = rb'{"input": {"k\ud800": "v\udc00", "pair": "\ud83d\ude00"}}'
-    answer = await served.http.post("/workflows/plain/runs", content=body, headers=_JSON)
+    answer = await served.http.post("/workflows/plain/runs", content=body, headers=JSON)
     assert _not_unicode(answer) == ["/input/k\\ud800", "/input/k\\ud800"]
     said = [p["message"][:8] for p in answer.json()["details"]["problems"]]
     assert sorted(said) == ["This key", "This tex"]
@@ -105,7 +79,7 @@ async def test_a_key_with_a_lone_surrogate_is_pointed_at_escaped(served: Served)
 
 async def test_a_surrogate_pair_or_an_escaped_backslash_is_taken(served: Served) -> None:
     body = rb'{"input": {"smile": "\ud83d\ude00", "path": "C:\\ud800"}}'
-    answer = await served.http.post("/workflows/plain/runs", content=body, headers=_JSON)
+    answer = await served.http.post("/workflows/plain/runs", content=body, headers=JSON)
     assert answer.status_code == 201, answer.text
     run = await served.ops.runs.get(answer.json()["id"])
     assert run.input == {"smile": "\U0001f600", "path": "C:\\ud800"}
@@ -113,11 +87,11 @@ async def test_a_surrogate_pair_or_an_escaped_backslash_is_taken(served: Served)
 
 async def test_a_surrogate_is_said_before_a_key_written_twice(served: Served) -> None:
     body = rb'{"input": {"a": 1, "a": 2, "b": "\ud800"}}'
-    answer = await served.http.post("/workflows/plain/runs", content=body, headers=_JSON)
+    answer = await served.http.post("/workflows/plain/runs", content=body, headers=JSON)
     assert _not_unicode(answer) == ["/input/b"]
 
 
-_NOT_JSON = "the request body is not valid JSON: "
+_NOTJSON = "the request body is not valid JSON: "
 
 
 @pytest.mark.parametrize(
@@ -145,9 +119,9 @@ async def test_bytes_that_are_not_utf8_or_a_number_too_long_are_400_invalid_json
     served: Served, body: bytes, said: str
 ) -> None:
     for path in ("/workflows/plain/runs", "/keys", "/runs/r1/steps/v/resolve"):
-        answer = await served.http.post(path, content=body, headers=_JSON)
+        answer = await served.http.post(path, content=body, headers=JSON)
         message = _refused(answer, 400, "invalid_json")["message"]
-        assert message.startswith(_NOT_JSON + said), message
+        assert message.startswith(_NOTJSON + said), message
     assert (await served.ops.runs.list(RunFilter())).items == []
 
 
@@ -177,19 +151,17 @@ async def test_a_number_json_does_not_have_is_400_invalid_json_where_it_is(
     body = b'{"input": {"label": "' + token + b'",\n  "amount": ' + token + b"}}"
     where = "(line 2, column 13)."
     answers = [
-        await served.http.post("/workflows/plain/runs", content=body, headers=_JSON),
+        await served.http.post("/workflows/plain/runs", content=body, headers=JSON),
         await served.http.post(
             "/runs/r1/steps/v/resolve",
             content=b'{"output": {"label": "' + token + b'",\n  "amount": ' + token + b"}}",
-            headers=_JSON,
+            headers=JSON,
         ),
-        await served.http.post(
-            "/runs/retry", content=body.replace(b"input", b"ids"), headers=_JSON
-        ),
+        await served.http.post("/runs/retry", content=body.replace(b"input", b"ids"), headers=JSON),
     ]
     for answer in answers:
         message = _refused(answer, 400, "invalid_json")["message"]
-        assert message.startswith(_NOT_JSON + said), message
+        assert message.startswith(_NOTJSON + said), message
         assert message.endswith(where), message
         assert text[:12] in message
     assert (await served.ops.runs.list(RunFilter())).items == []
@@ -197,7 +169,7 @@ async def test_a_number_json_does_not_have_is_400_invalid_json_where_it_is(
 
 async def test_numbers_json_has_are_taken(served: Served) -> None:
     body = b'{"input": {"big": ' + b"9" * 4300 + b', "small": 1e-400, "top": 1.7e308}}'
-    answer = await served.http.post("/workflows/plain/runs", content=body, headers=_JSON)
+    answer = await served.http.post("/workflows/plain/runs", content=body, headers=JSON)
     assert answer.status_code == 201, answer.text
     run = await served.ops.runs.get(answer.json()["id"])
     assert run.input == {"big": int("9" * 4300), "small": 0.0, "top": 1.7e308}

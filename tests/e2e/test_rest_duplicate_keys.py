@@ -7,53 +7,28 @@ runs, so nothing is stored (`json.loads` would keep the last value without a wor
 from __future__ import annotations
 
 from collections.abc import AsyncIterator
-from dataclasses import dataclass
 from typing import Any
 
 import httpx
 import pytest
 from fastapi import APIRouter
 
-from api.rest import body_shape, borrowed_runtime, create_app
-from engine.operations import Operations
+from api.rest import body_shape, create_app
 from engine.operations.views import RunFilter
-from engine.runtime import Runtime
 from engine.settings import Settings
 from engine.validation import loads_checked
 from schemas.errors import Problem
 from tests.conftest import Backend
-from tests.e2e.rest_harness import client, serving
-from tests.integration.engine_harness import settings_for
-
-_JSON = {"content-type": "application/json"}
+from tests.e2e.rest_body_harness import JSON, Served, plain_api
 
 _TWO_METHODS = b"""{"name": "twice", "vertices": {"call": {"type": "GATEWAY",
   "config": {"url": "https://api.example.com/", "method": "POST", "method": "DELETE"}}}}"""
 
-_PLAIN = {
-    "name": "plain",
-    "vertices": {"v": {"type": "GATEWAY", "config": {"url": "https://api.example.com/"}}},
-}
-
-
-@dataclass
-class Served:
-    http: httpx.AsyncClient
-    ops: Operations
-
 
 @pytest.fixture
 async def served(backend: Backend) -> AsyncIterator[Served]:
-    settings = settings_for(backend)
-    runtime = await Runtime.open(settings)
-    app = create_app(settings, runtime_factory=borrowed_runtime(runtime), auth=False)
-    try:
-        async with serving(app) as url, client(url) as http:
-            ops = Operations(runtime)
-            await ops.workflows.publish(_PLAIN)
-            yield Served(http, ops)
-    finally:
-        await runtime.close()
+    async with plain_api(backend) as api:
+        yield api
 
 
 def _duplicates(answer: httpx.Response) -> list[str]:
@@ -67,7 +42,7 @@ def _duplicates(answer: httpx.Response) -> list[str]:
 
 @pytest.mark.parametrize("path", ["/workflows", "/workflows/validate", "/workflows/preview"])
 async def test_a_workflow_with_a_key_twice_is_refused(served: Served, path: str) -> None:
-    answer = await served.http.post(path, content=_TWO_METHODS, headers=_JSON)
+    answer = await served.http.post(path, content=_TWO_METHODS, headers=JSON)
     assert _duplicates(answer) == ["/vertices/call/config/method"]
     message = answer.json()["message"]
     assert message.startswith("body /vertices/call/config/method: ")
@@ -77,7 +52,7 @@ async def test_a_workflow_with_a_key_twice_is_refused(served: Served, path: str)
 
 async def test_in_a_list_each_duplicate_is_pointed_at(served: Served) -> None:
     listed = b"[" + _TWO_METHODS + b", " + _TWO_METHODS.replace(b"twice", b"again") + b"]"
-    answer = await served.http.post("/workflows", content=listed, headers=_JSON)
+    answer = await served.http.post("/workflows", content=listed, headers=JSON)
     assert _duplicates(answer) == [
         "/0/vertices/call/config/method",
         "/1/vertices/call/config/method",
@@ -87,7 +62,7 @@ async def test_in_a_list_each_duplicate_is_pointed_at(served: Served) -> None:
 
 async def test_a_run_input_with_a_key_twice_is_refused(served: Served) -> None:
     body = b'{"input": {"amount": 1, "amount": 100}}'
-    answer = await served.http.post("/workflows/plain/runs", content=body, headers=_JSON)
+    answer = await served.http.post("/workflows/plain/runs", content=body, headers=JSON)
     assert _duplicates(answer) == ["/input/amount"]
     assert (await served.ops.runs.list(RunFilter())).items == []
 
@@ -95,13 +70,13 @@ async def test_a_run_input_with_a_key_twice_is_refused(served: Served) -> None:
 async def test_a_resolved_output_with_a_key_twice_is_refused(served: Served) -> None:
     # Refused before the route looks for the run: the body is wrong whatever the run is.
     body = b'{"output": {"status": 200, "status": 500}}'
-    answer = await served.http.post("/runs/r1/steps/v/resolve", content=body, headers=_JSON)
+    answer = await served.http.post("/runs/r1/steps/v/resolve", content=body, headers=JSON)
     assert _duplicates(answer) == ["/output/status"]
 
 
 async def test_the_same_key_in_different_objects_is_not_a_duplicate(served: Served) -> None:
     body = b'{"input": {"a": {"k": 1}, "b": {"k": 2}, "c": [{"k": 3}, {"k": 4}]}}'
-    answer = await served.http.post("/workflows/plain/runs", content=body, headers=_JSON)
+    answer = await served.http.post("/workflows/plain/runs", content=body, headers=JSON)
     assert answer.status_code == 201, answer.text
     run = await served.ops.runs.get(answer.json()["id"])
     assert run.input == {"a": {"k": 1}, "b": {"k": 2}, "c": [{"k": 3}, {"k": 4}]}
@@ -113,7 +88,7 @@ async def test_other_refusals_of_a_body_come_first(served: Served) -> None:
         "/workflows", content=_TWO_METHODS, headers={"content-type": "text/plain"}
     )
     assert (form.status_code, form.json()["code"]) == (415, "unsupported_media_type")
-    broken = await served.http.post("/workflows", content=_TWO_METHODS[:-1], headers=_JSON)
+    broken = await served.http.post("/workflows", content=_TWO_METHODS[:-1], headers=JSON)
     assert (broken.status_code, broken.json()["code"]) == (400, "invalid_json")
 
 
@@ -127,10 +102,10 @@ async def test_a_body_is_parsed_once(served: Served, monkeypatch: pytest.MonkeyP
 
     monkeypatch.setattr(body_shape, "loads_checked", counted)
     body = b'{"input": {"amount": 1}}'
-    answer = await served.http.post("/workflows/plain/runs", content=body, headers=_JSON)
+    answer = await served.http.post("/workflows/plain/runs", content=body, headers=JSON)
     assert answer.status_code == 201, answer.text
     twice = b'{"input": {"amount": 1, "amount": 100}}'
-    refused = await served.http.post("/workflows/plain/runs", content=twice, headers=_JSON)
+    refused = await served.http.post("/workflows/plain/runs", content=twice, headers=JSON)
     assert _duplicates(refused) == ["/input/amount"]
     assert parsed == [body, twice]
 

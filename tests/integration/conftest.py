@@ -6,8 +6,11 @@ from collections.abc import AsyncIterator
 
 import pytest
 
+from engine.operations import Operations
+from engine.runtime import Runtime
 from tests.conftest import Backend
 from tests.integration.deploy_harness import Deploying, deploying
+from tests.integration.engine_harness import settings_for
 from tests.integration.scripts.helpers import BACKENDS
 
 
@@ -27,3 +30,17 @@ async def env(backend: Backend) -> AsyncIterator[Deploying]:
     (tests/integration/deploy_harness.py)."""
     async with deploying(backend) as deploying_env:
         yield deploying_env
+
+
+@pytest.fixture
+async def runtime(backend: Backend) -> AsyncIterator[Runtime]:
+    """A runtime on the test's backend, closed after it (no worker: a test starts its own)."""
+    runtime = await Runtime.open(settings_for(backend))
+    yield runtime
+    await runtime.close()
+
+
+@pytest.fixture
+def ops(runtime: Runtime) -> Operations:
+    """The operations layer over `runtime`."""
+    return Operations(runtime)

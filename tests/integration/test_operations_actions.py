@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import AsyncIterator
 
 import pytest
 
@@ -36,19 +35,6 @@ from tests.integration.actions_harness import (
     succeeded_over_a_dead_letter,
 )
 from tests.integration.engine_harness import running_worker, settings_for, wait_for_run
-
-
-@pytest.fixture
-async def runtime(backend: Backend) -> AsyncIterator[Runtime]:
-    runtime = await Runtime.open(settings_for(backend))
-    yield runtime
-    await runtime.close()
-
-
-@pytest.fixture
-def ops(runtime: Runtime) -> Operations:
-    return Operations(runtime)
-
 
 # ── retry ───────────────────────────────────────────────────────────────────────────────────
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 import contextlib
 import time
 from collections import Counter
-from collections.abc import AsyncIterator, Iterable, Iterator
+from collections.abc import Iterable, Iterator
 
 import pytest
 
@@ -18,7 +18,6 @@ from engine.runtime import Runtime
 from engine.store import ClaimLost
 from engine.store.records import ChildRow, StepAwaitingChildren, StepSucceeded
 from schemas.errors import NotFound, WrongState
-from tests.conftest import Backend
 from tests.integration.actions_harness import (
     action_lines,
     failed_chain,
@@ -30,19 +29,7 @@ from tests.integration.actions_harness import (
     submit,
     wait_until,
 )
-from tests.integration.engine_harness import running_worker, settings_for, wait_for_run
-
-
-@pytest.fixture
-async def runtime(backend: Backend) -> AsyncIterator[Runtime]:
-    runtime = await Runtime.open(settings_for(backend))
-    yield runtime
-    await runtime.close()
-
-
-@pytest.fixture
-def ops(runtime: Runtime) -> Operations:
-    return Operations(runtime)
+from tests.integration.engine_harness import running_worker, wait_for_run
 
 
 @contextlib.contextmanager

@@ -3,7 +3,6 @@ column of run lists, the destinations' history and the editor's preview. Both ba
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
 from typing import Any
 
 import pytest
@@ -17,23 +16,10 @@ from engine.operations.views import RunFilter
 from engine.runtime import Runtime
 from engine.store.models import Run
 from schemas.errors import InvalidRequest, NotFound, Unavailable
-from tests.conftest import Backend
-from tests.integration.engine_harness import running_worker, settings_for
+from tests.integration.engine_harness import running_worker
 from tests.integration.operations_harness import ended, eventually, fanout, items
 
 runs = Run.__table__  # type: ignore[attr-defined]
-
-
-@pytest.fixture
-async def runtime(backend: Backend) -> AsyncIterator[Runtime]:
-    runtime = await Runtime.open(settings_for(backend))
-    yield runtime
-    await runtime.close()
-
-
-@pytest.fixture
-def ops(runtime: Runtime) -> Operations:
-    return Operations(runtime)
 
 
 async def set_durations(runtime: Runtime, parent: str, seconds_by_index: dict[int, float]) -> None:

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import AsyncIterator
 
 import pytest
 
@@ -18,7 +17,6 @@ from engine.operations import Operations
 from engine.operations.actions import reopened_words
 from engine.runtime import Runtime
 from schemas.errors import NotFound
-from tests.conftest import Backend
 from tests.integration.actions_harness import (
     action_lines,
     failed_fan_out,
@@ -29,21 +27,8 @@ from tests.integration.actions_harness import (
     succeeded_with_a_report,
     tolerant_nested,
 )
-from tests.integration.engine_harness import running_worker, settings_for, wait_for_run
+from tests.integration.engine_harness import running_worker, wait_for_run
 from vertices.gateway import destination_key
-
-
-@pytest.fixture
-async def runtime(backend: Backend) -> AsyncIterator[Runtime]:
-    runtime = await Runtime.open(settings_for(backend))
-    yield runtime
-    await runtime.close()
-
-
-@pytest.fixture
-def ops(runtime: Runtime) -> Operations:
-    return Operations(runtime)
-
 
 FAILING = {3, 97, 250, 499}
 

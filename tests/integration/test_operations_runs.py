@@ -4,7 +4,6 @@ layer, on both backends, with real workers against the demo downstream on loopba
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
@@ -29,18 +28,6 @@ from tests.integration.operations_harness import ended, fanout, gateway, items, 
 
 UNREACHABLE = "http://127.0.0.1:9/never"
 """A URL no run in these tests reaches: without a worker its run stays RUNNING."""
-
-
-@pytest.fixture
-async def runtime(backend: Backend) -> AsyncIterator[Runtime]:
-    runtime = await Runtime.open(settings_for(backend))
-    yield runtime
-    await runtime.close()
-
-
-@pytest.fixture
-def ops(runtime: Runtime) -> Operations:
-    return Operations(runtime)
 
 
 async def run_count(ops: Operations, **selection: Any) -> int:

@@ -5,8 +5,6 @@ Real store (both backends), real workers, the demo downstream on loopback."""
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
-
 import pytest
 
 from demo.downstream import RunningDownstream
@@ -14,25 +12,12 @@ from engine.operations import Operations
 from engine.operations.views import RunFilter
 from engine.runtime import Runtime
 from schemas.errors import WrongState
-from tests.conftest import Backend
 from tests.integration.actions_harness import (
     failed_chain,
     failed_fan_out,
     requests_by_path,
 )
-from tests.integration.engine_harness import running_worker, settings_for, wait_for_run
-
-
-@pytest.fixture
-async def runtime(backend: Backend) -> AsyncIterator[Runtime]:
-    runtime = await Runtime.open(settings_for(backend))
-    yield runtime
-    await runtime.close()
-
-
-@pytest.fixture
-def ops(runtime: Runtime) -> Operations:
-    return Operations(runtime)
+from tests.integration.engine_harness import running_worker, wait_for_run
 
 
 async def test_a_run_started_over_is_not_retried(
