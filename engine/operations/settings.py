@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING, Any
 
 from admission import DestinationCaps
 from engine.coordination.heartbeat import read_services
-from engine.coordination.redis_client import COORDINATION_ERRORS, redis_ok
+from engine.coordination.redis_client import COMMAND_TIMEOUT_S, COORDINATION_ERRORS, redis_ok
 from engine.operations.boundary import store_boundary
 from engine.operations.destination_keys import check_destination
 from engine.operations.settings_views import (
@@ -360,8 +360,10 @@ class SettingsOperations:
     # ── internals ────────────────────────────────────────────────────────────────────────
 
     async def _require_coordination(self, what: str) -> None:
-        """Refuse before anything is written when Redis does not answer."""
-        if not await redis_ok(self._runtime.admission_redis):
+        """Refuse before anything is written when Redis does not answer. The probe gets the
+        time any command gets: the first one on a client also connects, and a 1 s probe
+        refused operators' changes on a loaded host with Redis up."""
+        if not await redis_ok(self._runtime.admission_redis, timeout_s=COMMAND_TIMEOUT_S):
             raise Unavailable(
                 f"{what}: Redis cannot be reached; nothing was changed, send it again once "
                 "Redis is back",
