@@ -270,10 +270,13 @@ class ActionsApi:
             body["limit"] = limit
         return await self._session.fetch(BatchRetryResult, "POST", "/runs/retry", body=body)
 
-    async def batch_retry_preview(self, selection: RunQuery, limit: int) -> BatchRetryPreview:
-        """`POST /runs/retry/preview`: what a batch retry with `selection` would take, counted
-        by the API, retrying nothing."""
-        body = {"filter": _batch_filter(selection), "limit": limit}
+    async def batch_retry_preview(
+        self, selection: RunQuery | None, limit: int, *, ids: list[str] | None = None
+    ) -> BatchRetryPreview:
+        """`POST /runs/retry/preview`: what a batch retry with `selection` (or of `ids`)
+        would take, counted by the API, retrying nothing."""
+        chosen = {"ids": ids} if selection is None else {"filter": _batch_filter(selection)}
+        body = {**chosen, "limit": limit}
         return await self._session.fetch(
             BatchRetryPreview, "POST", "/runs/retry/preview", body=body
         )

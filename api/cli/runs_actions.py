@@ -267,9 +267,9 @@ def retry(
         typer.Option(
             "--dry-run",
             help="Retry nothing: with one RUN, say what its retry would run again and its "
-            "warnings; with a filter, count the runs it would take, those that would fail the "
-            "same way at once (the workflow or their input caused it), and the open breakers "
-            "their steps would meet.",
+            "warnings; with several RUNs or a filter, count the runs it would take and skip, "
+            "those that would fail the same way at once (the workflow or their input caused "
+            "it), and the open breakers their steps would meet.",
         ),
     ] = False,
     api_url: ApiUrlOption = DEFAULT_API_URL,
@@ -284,9 +284,9 @@ def retry(
     reason; with none retried it says "nothing to retry" and why. A filter covers the root
     runs `runs list` shows, child runs too with --all. A FAILED child of a run that has
     SUCCEEDED is skipped (its retry would reopen that run's join and run the steps after it
-    again); naming it alone retries it, with a warning. --dry-run counts what a filter would
-    take first (the API counts it), or says what one RUN's retry would run again, retrying
-    nothing. A filter's runs that failed because of the workflow or their input
+    again); naming it alone retries it, with a warning. --dry-run counts what several RUNs
+    or a filter would take first (the API counts it), or says what one RUN's retry would run
+    again, retrying nothing. A filter's runs that failed because of the workflow or their input
     (invalid_config, expression_error, ...) fail the same way at once: the dry run and the
     batch warn of them first, with the fix. Exit 1 when a RUN named is not FAILED
     (or not found) or is skipped; a filter that matches nothing, or only runs it skips, exits
@@ -296,8 +296,11 @@ def retry(
         fail("give --all (child runs too) or --roots (the default), not both", ExitCode.USAGE)
     filtered = any(v is not None for v in (status, workflow, tenant, since)) or all_runs or roots
     _check_retry_arguments(runs, filtered=filtered, dry_run=dry_run)
-    if dry_run and runs:
+    if dry_run and runs and len(runs) == 1:
         _preview_one(remote, runs[0])
+        return
+    if dry_run and runs:
+        _preview_runs(remote, runs, limit)
         return
     if runs and len(runs) == 1:
         _retry_one(remote, runs[0])
@@ -346,18 +349,12 @@ def retry(
 
 
 def _check_retry_arguments(runs: list[str] | None, *, filtered: bool, dry_run: bool) -> None:
-    """Runs or a filter, one of the two; a dry run of one RUN or of a filter."""
+    """Runs or a filter, one of the two."""
     if runs and filtered:
         fail("give runs or a filter (--status, --workflow, ...), not both", ExitCode.USAGE)
     if not runs and not filtered:
         fail(
             "give the runs to retry, or a filter such as --status FAILED --workflow W",
-            ExitCode.USAGE,
-        )
-    if dry_run and runs and len(runs) > 1:
-        fail(
-            "--dry-run takes one RUN (what its retry would run again) or a filter, not "
-            "several runs",
             ExitCode.USAGE,
         )
 
@@ -389,6 +386,26 @@ def _preview_batch(remote: Remote, selection: RunQuery, limit: int, filter_text:
     _warn(remote, answer.warnings)
 
 
+def _preview_runs(remote: Remote, given: list[str], limit: int) -> None:
+    """`runs retry RUN RUN… --dry-run`: what the batch of these runs would retry and skip,
+    as the API counts it, and on stderr its warnings, as `_preview_batch` says a filter's.
+    Exit 1 when it would skip some, as the batch would exit."""
+
+    async def preview(api: ApiClient) -> BatchRetryPreview:
+        ids = [await full_run_id(api, run) for run in given]
+        return await api.actions.batch_retry_preview(None, limit, ids=ids)
+
+    answer = call(remote, preview)
+    if remote.json:
+        print_json(dump(answer))
+    else:
+        line = dry_run_line(answer, None, f"of {len(given):,} named", "named")
+        stdout().print(line, markup=False)
+    _warn(remote, answer.warnings)
+    if answer.skipped:
+        raise typer.Exit(ExitCode.FAILED)
+
+
 def fix_first_warning(preview: BatchRetryPreview) -> str | None:
     """The preview's sentence about the runs that fail the same way at once (the workflow
     or their input caused it), which leads its warnings when it has any such runs."""
@@ -401,6 +418,7 @@ PREVIEW_SKIP_WORDS = {
     "join; name one alone to retry it)",
     "started_over": "started over (their retry would send their calls a second time, beside "
     "the new runs'; look at those)",
+    "deployment_run": "deployments' own runs (act on their deployments)",
 }
 """A batch retry's skip reasons as its dry run says them: it names no run, so the reason
 says what to do instead."""
@@ -423,16 +441,20 @@ def preview_skip_counts(skipped: list[SkippedRuns]) -> str:
     return ", ".join(parts)
 
 
-def dry_run_line(answer: BatchRetryPreview, status: str | None, filter_text: str) -> str:
+def dry_run_line(
+    answer: BatchRetryPreview, status: str | None, filter_text: str, chosen: str = "matched"
+) -> str:
     """The first line of `--dry-run`: the runs the batch would retry, as the API counts them,
-    then those it would skip, by reason. A filter on another status than FAILED retries none
+    then those it would skip, by reason (`chosen`: how the runs were chosen, "matched" by a
+    filter or "named"). A filter on another status than FAILED retries none
     of its runs (each skipped as not FAILED): "would retry 3 runs" would be untrue."""
     skipped = sum(group.count for group in answer.skipped)
     if (status or "FAILED").upper() == "FAILED":
         line = f"would retry {plural(answer.matching, 'run')} ({filter_text})"
         if skipped:
             verb = "is" if skipped == 1 else "are"
-            line += f"; {skipped:,} matched {verb} skipped: {preview_skip_counts(answer.skipped)}"
+            reasons = preview_skip_counts(answer.skipped)
+            line += f"; {skipped:,} {chosen} {verb} skipped: {reasons}"
         return f"{line}; nothing retried"
     # An older API counts them in `matching`, and skips none.
     considered = answer.matching + skipped

@@ -174,15 +174,21 @@ class BatchRetryRequest(_Body):
 
 
 class BatchRetryPreviewRequest(_Body):
-    """The filter a batch retry would be sent with."""
+    """What a batch retry would be sent with: exactly one of `ids` and `filter`."""
 
-    filter: BatchFilter = Field(description="The runs a batch retry with it would take.")
+    ids: list[str] | None = Field(
+        default=None, description="The runs a batch retry of these ids would consider."
+    )
+    filter: BatchFilter | None = Field(
+        default=None, description="The runs a batch retry with it would take."
+    )
     limit: int = Field(
         default=DEFAULT_BATCH,
         ge=1,
         le=MAX_BATCH,
         description=f"The batch's `limit` (1 … {MAX_BATCH}, by default {DEFAULT_BATCH}, as "
-        "the batch's own): runs are counted up to it, and `truncated` says more match.",
+        "the batch's own): runs are counted up to it, and `truncated` says more match; "
+        "more ids are refused.",
     )
 
 
@@ -204,22 +210,26 @@ def _selection(batch: BatchFilter, caller: Caller) -> RunFilter:
         codes={
             403: TENANT_FORBIDDEN,
             404: UNPUBLISHED_FILTER,
-            422: "A filter a run list refuses (`invalid_filter`, naming its `parameter`), or "
-            "a body that does not fit (`invalid_request`).",
+            422: "A filter a run list refuses (`invalid_filter`, naming its `parameter`), "
+            "neither or both of `ids` and `filter` (`invalid_batch`), more ids than `limit` "
+            "(`too_many_runs`), or a body that does not fit (`invalid_request`).",
         },
     ),
-    summary="Count what a batch retry with a filter would take, retrying nothing",
+    summary="Count what a batch retry by ids or a filter would take, retrying nothing",
 )
 async def batch_retry_preview(
     body: BatchRetryPreviewRequest, ops: OperationsDep, caller: CallerDep
 ) -> BatchRetryPreview:
-    """Read-only: what a confirm step says before `POST /runs/retry` with the same `filter`
-    and `limit` — `matching`, the runs it would take (counted in the database, up to
+    """Read-only: what a confirm step says before `POST /runs/retry` with the same `ids` or
+    `filter` and `limit` — `matching`, the runs it would take (counted in the database, up to
     `limit`), `truncated` when more match, and `warnings`/`breakers`, each open breaker the
     steps of those runs that would run again call. A tenant key counts its tenant's runs
     only (a filter naming another tenant is a 403 `tenant_forbidden`)."""
     return await ops.actions.batch_retry_preview(
-        _selection(body.filter, caller), body.limit, tenant=caller.tenant
+        None if body.filter is None else _selection(body.filter, caller),
+        body.limit,
+        ids=body.ids,
+        tenant=caller.tenant,
     )
 
 

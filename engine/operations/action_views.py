@@ -289,8 +289,9 @@ class FixFirstRuns(View):
 class SkippedRuns(View):
     """Runs a batch retry would skip, counted by reason and state: `SkippedRun`'s `reason`
     and `state` (`parent_succeeded` for FAILED children under a run that has SUCCEEDED,
-    `run_not_failed` for the runs of another status a filter names), and `message` the
-    reason in the batch's words, with what to do instead."""
+    `run_not_failed` for the runs of another status a filter or the ids name; of a batch by
+    ids, `run_not_found` and `deployment_run`, without a state), and `message` the reason in
+    the batch's words, with what to do instead."""
 
     reason: SkipReason
     state: RunStatus | None = None
@@ -299,8 +300,8 @@ class SkippedRuns(View):
 
 
 class BatchRetryPreview(View):
-    """What `POST /runs/retry` with this filter would take, counted without retrying: what a
-    confirm step says before the operator sends the batch."""
+    """What `POST /runs/retry` with this filter (or these ids) would take, counted without
+    retrying: what a confirm step says before the operator sends the batch."""
 
     matching: int
     """The runs the batch would retry: of those the filter matches (FAILED unless it names a
@@ -310,11 +311,14 @@ class BatchRetryPreview(View):
     `limit`. `matching` plus the counts of `skipped` is the runs the batch would consider
     (the `limit` that makes it consider these same runs); some may still be retried by
     someone else meanwhile, or be a FAILED child of a FAILED run under a SUCCEEDED one (the
-    batch skips it too, `parent_succeeded`; the count looks at a run's parent only)."""
+    batch skips it too, `parent_succeeded`; the count looks at a run's parent only). Of a
+    batch by ids: the FAILED runs among them it would retry."""
     skipped: list[SkippedRuns] = []
     """The runs among those the batch would consider that it would skip, by reason and
     state, most first: FAILED children under a run that has SUCCEEDED (`parent_succeeded`),
-    runs not FAILED (`run_not_failed`, a filter naming another status)."""
+    runs not FAILED (`run_not_failed`, a filter naming another status), runs started over
+    (`started_over`); of a batch by ids, also the ids no run has (`run_not_found`) and
+    deployments' own runs (`deployment_run`)."""
     limit: int
     """The most runs the batch would consider (the request's `limit`)."""
     truncated: bool = False

@@ -339,19 +339,13 @@ class OperatorActions:
         `ids` and `filter` is required; more ids than `limit` is refused. Runs retried whose
         joins fail again at once are listed in `stuck`; each open breaker of a destination
         the retried steps call is one of `warnings`, however many runs call it."""
-        _check_limit(limit)
-        if (ids is None) == (filter is None):
-            raise InvalidRequest("give either ids or a filter", code="invalid_batch")
-        if filter is not None:
+        chosen = _batch_ids(ids, filter, limit)
+        if chosen is not None:
+            run_ids, truncated = chosen, False
+        else:
+            assert filter is not None  # `_batch_ids` refused neither or both
             await self._require_workflow(filter)
             run_ids, truncated = await self._matching(filter, limit, tenant)
-        elif ids is not None and len(ids) > limit:
-            raise InvalidRequest(
-                f"{len(ids)} runs asked for, more than the limit of {limit}",
-                code="too_many_runs",
-            )
-        else:
-            run_ids, truncated = list(dict.fromkeys(ids or ())), False
         # Read before the retry, as `retry` reads its run's: a few reads per version.
         store = self._runtime.store
         versions = await store.run_versions(run_ids, tenant=tenant)
@@ -378,6 +372,25 @@ class OperatorActions:
                 if run_id in outcome.stuck
             ],
         )
+
+    async def _count_batch(
+        self,
+        ids: Sequence[str] | None,
+        filter: RunFilter | None,
+        limit: int,
+        tenant: str | None,
+    ) -> BatchRetryCount | None:
+        """What the batch of `ids` or `filter` would take (`batch_retry_preview`), after the
+        batch's own refusals; None when a filter names another tenant than `tenant`."""
+        run_ids = _batch_ids(ids, filter, limit)
+        if run_ids is not None:
+            return await self._runtime.store.batch_retry_count_of(run_ids, tenant=tenant)
+        assert filter is not None  # `_batch_ids` refused neither or both
+        await self._require_workflow(filter)
+        scoped = _batch_filter(filter, tenant)
+        if scoped is None:
+            return None
+        return await self._runtime.store.batch_retry_count(checked_filter(scoped), limit=limit)
 
     async def _require_workflow(self, filter: RunFilter) -> None:
         """A filter's workflow, and its version, must have been published: the batch and its
@@ -423,7 +436,12 @@ class OperatorActions:
 
     @store_boundary
     async def batch_retry_preview(
-        self, filter: RunFilter, limit: int = DEFAULT_BATCH, *, tenant: str | None = None
+        self,
+        filter: RunFilter | None = None,
+        limit: int = DEFAULT_BATCH,
+        *,
+        ids: Sequence[str] | None = None,
+        tenant: str | None = None,
     ) -> BatchRetryPreview:
         """What `batch_retry(filter=filter, limit=limit)` would take, counted without doing
         it: the runs the filter matches (as the batch reads them: FAILED unless it names a
@@ -435,15 +453,14 @@ class OperatorActions:
         of those runs' FAILED and held steps (`OperatorActionsStore.batch_retry_count`),
         where paging the list would read every run; and which of those runs failed for a cause
         the workflow or their input makes (they fail the same way at once: the first warning
-        says so, with `fixFirst`). Refused as the batch is:
-        `invalid_limit`, and `invalid_filter` for a filter a list refuses."""
-        _check_limit(limit)
-        await self._require_workflow(filter)
-        scoped = _batch_filter(filter, tenant)
-        if scoped is None:
+        says so, with `fixFirst`). With `ids` instead of a filter, what
+        `batch_retry(ids=ids)` would do: the runs it names, those unknown to `tenant` and a
+        deployment's own runs among the skipped. Refused as the batch is:
+        `invalid_limit`, `invalid_batch`, `too_many_runs`, and `invalid_filter` for a filter a
+        list refuses."""
+        counted = await self._count_batch(ids, filter, limit, tenant)
+        if counted is None:
             return BatchRetryPreview(matching=0, limit=limit)
-        selection = checked_filter(scoped)
-        counted = await self._runtime.store.batch_retry_count(selection, limit=limit)
         breakers = await self._called_warnings(counted.called)
         matching = counted.taking
         truncated = counted.count > limit
@@ -605,6 +622,22 @@ def _batch_rerun_warnings(groups: Sequence[RerunGroup], facts: Sequence[RerunFac
     return warnings
 
 
+def _batch_ids(ids: Sequence[str] | None, filter: RunFilter | None, limit: int) -> list[str] | None:
+    """A batch's (or its preview's) `ids`, each once, or None when it has a filter instead:
+    refused unless exactly one is given (`invalid_batch`), and more ids than `limit`
+    (`too_many_runs`) or a `limit` out of bounds (`invalid_limit`)."""
+    _check_limit(limit)
+    if (ids is None) == (filter is None):
+        raise InvalidRequest("give either ids or a filter", code="invalid_batch")
+    if ids is None:
+        return None
+    if len(ids) > limit:
+        raise InvalidRequest(
+            f"{len(ids)} runs asked for, more than the limit of {limit}", code="too_many_runs"
+        )
+    return list(dict.fromkeys(ids))
+
+
 def _check_limit(limit: int) -> None:
     if not 1 <= limit <= MAX_BATCH:
         raise InvalidRequest(
@@ -652,6 +685,15 @@ UNDER_SUCCEEDED_WORDS = (
 batch's own words for each (`_skipped`), for runs it counts rather than names."""
 
 
+NOT_FOUND_WORDS = "no run has these ids (or they are another tenant's)"
+"""A batch retry preview's words for the ids it would skip as `run_not_found`."""
+
+DEPLOYMENT_RUN_WORDS = (
+    "these are deployments' own runs: a retry would rewrite the record of their stages; act "
+    "on their deployments instead"
+)
+"""A batch retry preview's words for the ids it would skip as `deployment_run`."""
+
 STARTED_OVER_WORDS = (
     "these runs (or the runs above them) were started over: retrying them would run their "
     "steps and send their calls a second time, beside the new runs'; look at the new runs "
@@ -680,6 +722,15 @@ def _skipped_counts(counted: BatchRetryCount) -> list[SkippedRuns]:
         for reason, n, words in (
             (SkipReason.STARTED_OVER, counted.started_over, STARTED_OVER_WORDS),
             (SkipReason.PARENT_SUCCEEDED, counted.under_succeeded, UNDER_SUCCEEDED_WORDS),
+        )
+        if n
+    ]
+    # Of a batch by ids: the ids no run (of the caller's tenant) has, and deployments' runs.
+    found += [
+        SkippedRuns(reason=reason, state=state, count=n, message=words)
+        for reason, state, n, words in (
+            (SkipReason.RUN_NOT_FOUND, None, counted.unknown, NOT_FOUND_WORDS),
+            (SkipReason.DEPLOYMENT_RUN, None, counted.engine_owned, DEPLOYMENT_RUN_WORDS),
         )
         if n
     ]

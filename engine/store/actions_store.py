@@ -10,6 +10,7 @@ of `schemas.errors` from inside the transaction, which rolls it back.
 
 from __future__ import annotations
 
+import dataclasses
 import uuid
 from collections import Counter
 from collections.abc import Awaitable, Callable, Sequence
@@ -289,17 +290,37 @@ class OperatorActionsStore(WorkQueue):
         them beside its `limit`, not in it."""
         retriable = listing.runs.c.workflow_name.not_in(RESERVED_WORKFLOWS)
         matching = listing.newest_matching(selection, limit + 1).where(retriable).subquery()
-        newest = (
-            listing.newest_matching(selection, limit)
-            .where(retriable)
-            .add_columns(
-                listing.runs.c.status,
-                listing.runs.c.parent_run_id,
-                listing.runs.c.route,
-                listing.runs.c.root_run_id,
-            )
-            .subquery()
+        return await self._retry_count(
+            listing.newest_matching(selection, limit).where(retriable), matching
         )
+
+    async def batch_retry_count_of(
+        self, run_ids: Sequence[str], *, tenant: str | None
+    ) -> BatchRetryCount:
+        """What a batch retry of `run_ids` (within `tenant` when set) would take, read as
+        `batch_retry_count` reads a filter's: besides, the ids it would skip as unknown (or of
+        another tenant) and as a deployment's own `gradual_deploy` runs."""
+        ids = list(dict.fromkeys(run_ids))
+        chosen = listing.runs_by_id(ids, tenant)
+        async with self._engines.read.connect() as conn:
+            names = chosen.with_only_columns(listing.runs.c.workflow_name)
+            found = (await conn.execute(names)).scalars().all()
+        engine_owned = sum(name in RESERVED_WORKFLOWS for name in found)
+        retriable = chosen.where(listing.runs.c.workflow_name.not_in(RESERVED_WORKFLOWS))
+        counted = await self._retry_count(retriable, retriable.subquery())
+        return dataclasses.replace(
+            counted, unknown=len(ids) - len(found), engine_owned=engine_owned
+        )
+
+    async def _retry_count(self, chosen: Any, matching: Any) -> BatchRetryCount:
+        """`batch_retry_count`'s reads, of the runs `chosen` selects (at most the batch's
+        `limit`), `matching` the subquery whose rows are counted as the runs matched."""
+        newest = chosen.add_columns(
+            listing.runs.c.status,
+            listing.runs.c.parent_run_id,
+            listing.runs.c.route,
+            listing.runs.c.root_run_id,
+        ).subquery()
         failed = newest.c.status == RunStatus.FAILED.value
         spared = retry_checks.under_succeeded(newest.c.parent_run_id)
         restarted = restarts.root_started_over(newest.c.id, newest.c.root_run_id)

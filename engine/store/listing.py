@@ -9,6 +9,7 @@ cursor, never after it). The indexes each order reads are declared on `engine.st
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -117,18 +118,31 @@ def _conditions(selection: RunFilter) -> list[ColumnElement[bool]]:
     return found
 
 
+def _batch_columns() -> Select[Any]:
+    """The columns of a run a batch retry reads first (id, tenant, workflow, version and
+    when created)."""
+    return select(
+        runs.c.id,
+        runs.c.tenant_id,
+        runs.c.workflow_name,
+        runs.c.workflow_version,
+        runs.c.created_at,
+    )
+
+
+def runs_by_id(run_ids: Sequence[str], tenant: str | None) -> Select[Any]:
+    """The runs of `run_ids` (within `tenant` when set), as `newest_matching` reads them: the
+    runs a batch retry by ids takes."""
+    query = _batch_columns().where(runs.c.id.in_(run_ids))
+    return query if tenant is None else query.where(runs.c.tenant_id == tenant)
+
+
 def newest_matching(selection: RunFilter, limit: int) -> Select[Any]:
     """The newest `limit` runs `selection` matches (id, tenant, workflow, version and when
     created), in the order and index range of `runs_page`: the runs a batch retry by filter
     takes."""
     return (
-        select(
-            runs.c.id,
-            runs.c.tenant_id,
-            runs.c.workflow_name,
-            runs.c.workflow_version,
-            runs.c.created_at,
-        )
+        _batch_columns()
         .where(*_conditions(selection))
         .order_by(runs.c.created_at.desc(), runs.c.id.desc())
         .limit(limit)

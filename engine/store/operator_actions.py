@@ -143,7 +143,7 @@ def group_reruns(runs: Iterable[RerunGroup]) -> list[RerunGroup]:
 
 @dataclass(frozen=True)
 class BatchRetryCount:
-    """What a batch retry by filter would take, read without retrying
+    """What a batch retry by filter or by ids would take, read without retrying
     (`OperatorActionsStore.batch_retry_count`)."""
 
     count: int
@@ -167,6 +167,12 @@ class BatchRetryCount:
     """Of the newest `limit`, the runs not FAILED (the batch skips them), by status."""
     versions: list[RerunGroup] = field(default_factory=list)
     """The workflow versions of the runs the batch would take, one entry each."""
+    unknown: int = 0
+    """Of the ids a batch by ids names, those no run of the caller's tenant has
+    (`run_not_found`)."""
+    engine_owned: int = 0
+    """Of the ids a batch by ids names, a deployment's own `gradual_deploy` runs
+    (`deployment_run`)."""
 
 
 @dataclass(frozen=True)

@@ -100,5 +100,12 @@ def test_a_dry_run_of_one_run_says_what_its_retry_would_run_again(
     assert refused.stdout == (
         f"run {done_id} is SUCCEEDED: a retry takes FAILED runs only; nothing retried\n"
     )
-    several = serve_api.cli("runs", "retry", run_id, done_id, "--dry-run")
-    assert_refused(several, 2, "--dry-run takes one RUN")
+    # Several runs: the batch's preview of them, which skips the SUCCEEDED one (exit 1, as
+    # the batch of them would exit).
+    several = serve_api.cli("runs", "retry", run_id[:8], done_id, "--dry-run")
+    assert several.returncode == 1, (several.stdout, several.stderr)
+    assert several.stdout == (
+        "would retry 1 run (of 2 named); 1 named is skipped: not FAILED (1 SUCCEEDED); "
+        "nothing retried\n"
+    ), several.stdout
+    assert serve_api.json("runs", "show", run_id)["status"] == "FAILED"  # nothing retried

@@ -396,6 +396,10 @@ async def test_a_batch_retry_preview_counts_what_a_filter_would_take(
         documented = openapi["paths"]
     async with client(api.url, api.acme_key) as http:
         mine = (await http.post("/runs/retry/preview", json={"filter": {}})).json()
+        # By ids, as the monitor's "Retry selected" asks: another tenant's id is unknown.
+        picked = {"ids": [acme[0], running, globex]}
+        by_ids = (await http.post("/runs/retry/preview", json=picked)).json()
+        both = await http.post("/runs/retry/preview", json={**picked, "filter": {}})
         named = {"filter": {"tenant": "globex"}}
         theirs = await http.post("/runs/retry/preview", json=named)
         retry_theirs = await http.post("/runs/retry", json=named)
@@ -412,8 +416,14 @@ async def test_a_batch_retry_preview_counts_what_a_filter_would_take(
     }
     assert (capped["matching"], capped["limit"], capped["truncated"]) == (2, 2, True)
     assert (broken.status_code, broken.json()["code"]) == (422, "invalid_filter")
-    assert (bodiless.status_code, bodiless.json()["code"]) == (422, "invalid_request")
+    assert (bodiless.status_code, bodiless.json()["code"]) == (422, "invalid_batch")
     assert (mine["matching"], mine["truncated"]) == (2, False)
+    assert by_ids["matching"] == 1
+    assert sorted((s["reason"], s.get("state"), s["count"]) for s in by_ids["skipped"]) == [
+        ("run_not_failed", "RUNNING", 1),
+        ("run_not_found", None, 1),
+    ]
+    assert (both.status_code, both.json()["code"]) == (422, "invalid_batch")
     for refused in (theirs, retry_theirs):
         assert (refused.status_code, refused.json()["code"]) == (403, "tenant_forbidden")
         assert "not 'globex'" in refused.json()["message"]

@@ -51,8 +51,9 @@ SEMANTIC_422 = {
     "POST /keys": "a key is for one tenant or is an admin key: exactly one of the two",
     "POST /runs/retry": "a batch names ids or a filter: exactly one of the two",
     "POST /runs/retry/preview": (
-        "its filter is a run list's: a status any case of a run status, a version needs its "
-        "workflow, a parent's children are never roots (parent with roots=true)"
+        "it names ids or a filter, exactly one of the two, as the batch does; its filter is a "
+        "run list's: a status any case of a run status, a version needs its workflow, a "
+        "parent's children are never roots (parent with roots=true)"
     ),
     "GET /runs": (
         "a cursor is opaque: only one the API gave out is valid; a version needs its workflow; "

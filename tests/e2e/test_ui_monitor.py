@@ -195,7 +195,11 @@ def test_batch_retry_reports_retried_and_skipped(server: DemoServer, browser: An
         for run_id in [*failed, succeeded]:
             page.locator(f'tr[data-run="{run_id}"] input[type="checkbox"]').check()
         page.get_by_role("button", name="Retry selected (4)").click()
-        confirm(page, "Retry")
+        # The dialog says what the batch skips before the click (its preview of these ids),
+        # and its button the runs it retries.
+        dialog = page.locator("dialog.modal")
+        dialog.locator("p", has_text="1 selected is skipped: not FAILED").wait_for()
+        confirm(page, "Retry 3")
         result = page.locator(".batch-result .ok-box")
         result.wait_for()
         assert result.inner_text() == (
@@ -248,6 +252,17 @@ def assert_said_ran_again(page: Any) -> None:
     assert said.inner_text().endswith("since it ran again"), said.inner_text()
 
 
+def retry_selected_once_warned(page: Any, opening: str) -> None:
+    """Press "Retry selected (1)": its dialog says the open breaker before the click (the
+    API's preview of the selected ids), as the answer says it after; then confirm."""
+    page.get_by_role("button", name="Retry selected (1)").click()
+    before = page.locator("dialog.modal li", has_text="is open: ")
+    before.wait_for()
+    assert before.inner_text().startswith(opening.removeprefix("⚠ Warning: ")), before
+    shoot(page, "runs-batch-retry-dialog-breaker")
+    confirm(page, "Retry")
+
+
 def test_a_retry_into_an_open_breaker_shows_the_apis_warning(
     server: DemoServer, browser: Any
 ) -> None:
@@ -287,8 +302,7 @@ def test_a_retry_into_an_open_breaker_shows_the_apis_warning(
     assert server.run_status(run_id) == "FAILED"
     with opened(browser, f"{server.ui}#/runs?tenant={tenant}") as (page, _):
         page.locator(f'tr[data-run="{run_id}"] input[type="checkbox"]').check()
-        page.get_by_role("button", name="Retry selected (1)").click()
-        confirm(page, "Retry")
+        retry_selected_once_warned(page, opening)
         result = page.locator(".batch-result .ok-box")
         result.wait_for()
         assert result.inner_text() == "Retried 1, skipped 0."

@@ -80,6 +80,16 @@ async def test_a_batch_retry_of_a_rolled_back_version_says_it_once(
     preview = await env.ops.actions.batch_retry_preview(selection)
     assert preview.matching == len(failed)
     assert [w.startswith(said) for w in preview.warnings] == [True], preview.warnings
+    # The monitor's "Retry selected" says it before the operator confirms: the preview of
+    # the ids it sends, the deployment's own run and an unknown id among them skipped.
+    asked = [*failed[:2], ended.run_id, "no-such-run"]
+    before = await env.ops.actions.batch_retry_preview(ids=asked)
+    assert before.matching == 2 and not before.truncated
+    assert [w.startswith(said) for w in before.warnings] == [True], before.warnings
+    assert sorted((s.reason, s.count) for s in before.skipped) == [
+        ("deployment_run", 1),
+        ("run_not_found", 1),
+    ]
     by_ids = await env.ops.actions.batch_retry(failed[:2], actor="key:ops")
     assert sorted(by_ids.retried) == sorted(failed[:2])
     assert [w.startswith(said) for w in by_ids.warnings] == [True], by_ids.warnings

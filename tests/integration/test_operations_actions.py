@@ -562,6 +562,44 @@ async def test_a_batch_preview_counts_only_the_runs_the_batch_takes(
     assert [(s.run_id, s.reason) for s in done.skipped] == [(child_id, "parent_succeeded")]
 
 
+async def test_a_batch_preview_by_ids_counts_what_the_batch_of_those_ids_does(
+    ops: Operations, runtime: Runtime, downstream: RunningDownstream
+) -> None:
+    """The monitor's "Retry selected" sends ids, not a filter: its preview of them counts
+    the runs the batch of the same ids retries and skips, by reason, within the tenant."""
+    mine = await failed_chain(runtime, downstream, tenant_id="acme")
+    theirs = await failed_chain(runtime, downstream, tenant_id="globex")
+    async with running_worker(runtime):
+        parent_id, child_id = await succeeded_over_a_dead_letter(
+            runtime, downstream, tenant_id="acme"
+        )
+    asked = [mine, parent_id, child_id, theirs, "missing", mine]
+    preview = await ops.actions.batch_retry_preview(ids=asked, tenant="acme")
+    assert (preview.matching, preview.truncated, preview.limit) == (1, False, 1000)
+    assert sorted((s.reason, s.state, s.count) for s in preview.skipped) == [
+        ("parent_succeeded", "FAILED", 1),
+        ("run_not_failed", "SUCCEEDED", 1),
+        ("run_not_found", None, 2),
+    ]
+    for kwargs, code in [
+        ({}, "invalid_batch"),
+        ({"ids": [mine], "filter": RunFilter()}, "invalid_batch"),
+        ({"ids": [mine, "x"], "limit": 1}, "too_many_runs"),
+        ({"ids": [mine], "limit": 0}, "invalid_limit"),
+    ]:
+        with pytest.raises(InvalidRequest) as refused:
+            await ops.actions.batch_retry_preview(**kwargs)  # type: ignore[arg-type]
+        assert refused.value.code == code, kwargs
+    done = await ops.actions.batch_retry(asked, actor="key:a", tenant="acme")
+    assert done.retried == [mine]
+    assert sorted(s.reason for s in done.skipped) == [
+        "parent_succeeded",
+        "run_not_failed",
+        "run_not_found",
+        "run_not_found",
+    ]
+
+
 async def test_batch_retry_spares_a_dead_letter_of_a_succeeded_run(
     ops: Operations, runtime: Runtime, downstream: RunningDownstream
 ) -> None:

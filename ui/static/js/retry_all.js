@@ -46,6 +46,8 @@ const SKIP_WORDS = {
   parent_succeeded: "under a SUCCEEDED run (their retry would reopen a finished run's join; name one alone to retry it)",
   run_not_failed: "not FAILED",
   started_over: "started over (their retry would send their calls a second time, beside the new runs'; look at those)",
+  run_not_found: "not found",
+  deployment_run: "deployments' own runs (act on their deployments)",
 };
 
 /** Why the batch skipped one run, in words: "57328cef: a deployment's own run, not retried".
@@ -63,15 +65,28 @@ export function skippedRunText(skipped) {
 }
 
 /** The preview's runs the batch would skip, by reason: "3 matched are skipped: under a
- * SUCCEEDED run (…)"; null when none. */
-function skippedText(preview) {
+ * SUCCEEDED run (…)" (`considered`: "matched" by a filter, or "selected"); null when none. */
+function skippedText(preview, considered) {
   const groups = preview.skipped || [];
   const total = groups.reduce((sum, group) => sum + group.count, 0);
   if (!total) return null;
   const byReason = new Map();
   for (const group of groups) byReason.set(group.reason, (byReason.get(group.reason) || 0) + group.count);
   const reasons = [...byReason].sort((a, b) => b[1] - a[1]).map(([reason, n]) => (byReason.size === 1 ? "" : `${count(n)} `) + (SKIP_WORDS[reason] || reason));
-  return `${count(total)} matched ${total === 1 ? "is" : "are"} skipped: ${reasons.join(", ")}`;
+  return `${count(total)} ${considered} ${total === 1 ? "is" : "are"} skipped: ${reasons.join(", ")}`;
+}
+
+/** What a batch retry's confirm dialog says first, from its preview (`POST
+ * /runs/retry/preview`): the runs that would fail the same way at once, those the batch would
+ * skip, `extra` (a note of the caller's), then the other warnings (a version rolled back, an
+ * open breaker). Empty when the preview has nothing to say. */
+export function previewBlocks(preview, considered, extra = null) {
+  const skippedNote = skippedText(preview, considered);
+  const fixFirst = fixFirstBlocks(preview);
+  // The fix-first sentence leads the API's warnings: said above, not again below.
+  const said = (preview.warnings || []).slice(fixFirst.length ? 1 : 0);
+  const warned = said.length ? [h("p", {}, h("strong", {}, "⚠ Before you retry:")), h("ul", {}, said.map((w) => h("li", {}, warningNodes(w, preview.breakers))))] : [];
+  return [...fixFirst, skippedNote ? h("p", {}, `⚠ ${skippedNote}.`) : null, extra, ...warned].filter(Boolean);
 }
 
 /** "all 12 matching FAILED runs", but "the 1 matching FAILED run": "all" of one reads wrong. */
@@ -96,7 +111,7 @@ export function retryAllButton(filterOf, result, done) {
       button.disabled = false;
     }
     const { matching: n, truncated: more } = preview;
-    const skippedNote = skippedText(preview);
+    const skippedNote = skippedText(preview, "matched");
     // The batch considers the runs it takes and those it skips: sent as its `limit`, it
     // considers these same runs.
     const considered = n + (preview.skipped || []).reduce((sum, group) => sum + group.count, 0);
@@ -106,14 +121,11 @@ export function retryAllButton(filterOf, result, done) {
       return;
     }
     const cap = more ? h("p", {}, `⚠ More than ${count(MAX_BATCH)} match: one batch takes ${count(MAX_BATCH)}; retry again for the rest.`) : null;
-    const fixFirst = fixFirstBlocks(preview);
-    // The fix-first sentence leads the API's warnings: said above, not again below.
-    const said = (preview.warnings || []).slice(fixFirst.length ? 1 : 0);
-    const warned = said.length ? [h("p", {}, h("strong", {}, "⚠ Before you retry:")), h("ul", {}, said.map((w) => h("li", {}, warningNodes(w, preview.breakers))))] : [];
+    const notes = previewBlocks(preview, "matched", cap);
     const ok = await confirmAction({
       title: `Retry ${everyOf(n, "matching FAILED run")}?`,
       text: `The failed steps of ${more ? `the newest ${count(n)} of the FAILED runs` : everyOf(n, "FAILED run")} these filters match (every page, not only this one) run again, with the steps stopped when each failed; completed steps are kept.`,
-      noteBlocks: cap || skippedNote || fixFirst.length || warned.length ? [...fixFirst, skippedNote ? h("p", {}, `⚠ ${skippedNote}.`) : null, cap, warned] : null,
+      noteBlocks: notes.length ? notes : null,
       confirm: `Retry ${count(n)}`,
     });
     if (!ok) return;

@@ -13,7 +13,7 @@ import { announce, fill, h, widthPercent } from "../dom.js";
 import { badge, breakable, count, duration, elapsed, errorSummary, exact, percent, plural, shortId, time } from "../format.js";
 import { Poller } from "../live.js";
 import { batchQuotaNote } from "../quota.js";
-import { retryAllButton, skippedRunText } from "../retry_all.js";
+import { previewBlocks, retryAllButton, skippedRunText } from "../retry_all.js";
 import { warningsBox, withWarnings } from "../warnings.js";
 
 const STATUSES = ["", "RUNNING", "FAILED", "SUCCEEDED", "CANCELLED"];
@@ -237,14 +237,29 @@ export async function runsPage(main, params) {
 
   async function batchRetry() {
     const ids = [...selected];
+    // What the batch of these ids would set off, said before the operator confirms, as
+    // "Retry all matching" says it: runs that would fail the same way, runs it would skip, a
+    // version a deployment rolled back, an open breaker (the API's preview of the same ids).
+    let preview;
+    try {
+      preview = await api("/runs/retry/preview", { method: "POST", body: { ids } });
+    } catch (error) {
+      fill(result, h("p", { class: "error-box", role: "alert" }, `Could not check the selected runs: ${error.message}`));
+      return;
+    }
+    if (!preview.matching) {
+      fill(result, h("div", { class: "ok-box" }, h("p", {}, "Nothing to retry among the selected runs."), ...previewBlocks(preview, "selected")));
+      return;
+    }
     // Runs whose fan-out failed for their tenant's quota fail again until an admin raises
-    // it: said before the operator confirms (the others are retried all the same).
-    const noteBlocks = await batchQuotaNote(page.items.filter((run) => selected.has(run.id)));
+    // it (the others are retried all the same).
+    const quota = await batchQuotaNote(page.items.filter((run) => selected.has(run.id)));
+    const noteBlocks = [...(quota || []), ...previewBlocks(preview, "selected")];
     const ok = await confirmAction({
       title: `Retry ${plural(ids.length, "run")}?`,
       text: "The failed steps of each FAILED run run again; completed steps are kept. Runs that are not FAILED are skipped.",
-      noteBlocks,
-      confirm: "Retry",
+      noteBlocks: noteBlocks.length ? noteBlocks : null,
+      confirm: preview.matching === ids.length ? "Retry" : `Retry ${count(preview.matching)}`,
     });
     if (!ok) return;
     try {
