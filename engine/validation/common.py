@@ -98,6 +98,7 @@ class Code:
     INPUT = "input"
     EGRESS_DENIED = "egress_denied"
     UNSAFE_PATTERN = "unsafe_pattern"
+    UNSATISFIABLE_SCHEMA = "unsatisfiable_schema"
     RESERVED_WORKFLOW = "reserved_workflow"
 
 

@@ -32,6 +32,7 @@ from engine.validation.common import (
     show,
 )
 from engine.validation.patterns import UnsafePattern, compiled, input_validator, pattern_problems
+from engine.validation.satisfiable import unsatisfiable_problems
 from engine.validation.type_case import with_types_fixed
 from schemas import loader
 from schemas.definitions import Workflow
@@ -167,7 +168,8 @@ def _once_each(problems: list[Problem]) -> list[Problem]:
 
 def input_schema_problems(workflow: dict[str, Any], base: str) -> list[Problem]:
     """`$ref`s and patterns of a workflow's inputSchema that would fail when a run's input is
-    checked (patterns: see `engine.validation.patterns`).
+    checked (patterns: see `engine.validation.patterns`), and the parts of it no value can
+    match (`engine.validation.satisfiable`).
 
     Only references inside the schema itself are allowed (SchemaBridge never fetches schemas
     over the network), and each must resolve. References below a nested `$id` are relative to
@@ -178,6 +180,7 @@ def input_schema_problems(workflow: dict[str, Any], base: str) -> list[Problem]:
     if not isinstance(schema, dict):
         return []
     problems = pattern_problems(schema, ("inputSchema",), base)
+    problems += unsatisfiable_problems(schema, ("inputSchema",), base)
     resolver = Registry().with_resource("", DRAFT202012.create_resource(schema)).resolver("")
     stack: list[tuple[tuple[str | int, ...], Any]] = [(("inputSchema",), schema)]
     while stack:

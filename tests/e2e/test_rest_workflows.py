@@ -134,6 +134,20 @@ async def test_invalid_workflow_lists_every_problem_and_stores_nothing(api: Api)
     assert listed.json()["items"] == [], "nothing is published from an invalid request"
 
 
+async def test_an_input_schema_no_input_can_match_is_refused_at_publication(api: Api) -> None:
+    impossible = {"type": "object", "properties": {"n": {"minimum": 5, "maximum": 2}}}
+    async with api.http(api.admin) as http:
+        refused = await http.post("/workflows", json=single("never", URL, inputSchema=impossible))
+        listed = await http.get("/workflows")
+    [problem] = assert_error(refused, 422, "invalid_workflow")["details"]["problems"]
+    assert (problem["pointer"], problem["code"]) == (
+        "/inputSchema/properties/n/minimum",
+        "unsatisfiable_schema",
+    )
+    assert "lower minimum or raise maximum" in problem["message"]
+    assert listed.json()["items"] == []
+
+
 async def test_validate_reports_without_publishing(api: Api) -> None:
     async with api.http(api.acme) as http:
         good = await http.post("/workflows/validate", json=single("one", URL))

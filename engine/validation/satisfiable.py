@@ -1,0 +1,274 @@
+"""Parts of an `inputSchema` that no value can ever match (`unsatisfiable_schema`).
+
+An inputSchema that refuses every input publishes a workflow none of whose runs can be
+submitted; one whose sub-schema refuses every value makes that field impossible to send. Either
+is a mistake, never an intention, so it is refused when the workflow is published, at the
+keyword to change. This is a bounded set of local checks, each comparing keywords of one
+sub-schema, not a satisfiability solver. It catches:
+
+- `"enum": []`;
+- a lower bound above its upper bound: `minLength` > `maxLength`, `minItems` > `maxItems`,
+  `minProperties` > `maxProperties`, `minContains` > `maxContains`, and the tightest of
+  `minimum`/`exclusiveMinimum` against the tightest of `maximum`/`exclusiveMaximum` (equal
+  bounds when either is exclusive); more distinct `required` names than `maxProperties`;
+- a `const`, or every value of an `enum`, of a JSON type the sibling `type` does not allow;
+- a schema that refuses everything (`false`, or `"not"` holding a schema that accepts
+  everything: `{}`, `true`, only annotations) where it cannot mean "this field must be
+  absent": as a member of `allOf`, as the schema of a name listed in the sibling `required`
+  (pointed at the `required` entry), or as the whole inputSchema.
+
+`false` and `{"not": {}}` as the schema of an optional property are the usual way to forbid
+that property, so they are left alone there.
+
+Sub-schemas are reached through `properties`, `patternProperties`, `additionalProperties`,
+`items`, `prefixItems`, `contains`, `allOf`, `anyOf`, `oneOf`, `then`, `else`,
+`propertyNames`, `dependentSchemas`, `unevaluatedItems`, `unevaluatedProperties` and every
+entry of `$defs` (and `definitions`), so a definition a `$ref` uses is checked where it is
+written. Not caught: anything that needs a `$ref` followed (a required property whose `$ref`
+leads to `false`), an `anyOf`/`oneOf` none of whose branches can match, bounds that leave room
+only for non-integers under `"type": "integer"`, `multipleOf`, `pattern` or `format` against
+other keywords, a `const` or `enum` value against bounds or `pattern`, and the inside of `not`
+and `if` (an impossible schema there changes what the schema accepts, it does not refuse all).
+`"type": []` is refused by the draft 2020-12 meta-schema already. Each sub-schema is visited
+once, and each check is linear in the keywords it reads, so the cost follows the document's
+size (bounded by `max_subschemas` beforehand).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Any, TypeGuard
+
+from jsonschema import Draft202012Validator
+
+from engine.validation.common import Code, pointer, quoted_list, show
+from schemas.errors import Problem
+
+Path = tuple[str | int, ...]
+
+_ONE_SCHEMA = (
+    "additionalProperties",
+    "items",
+    "contains",
+    "then",
+    "else",
+    "propertyNames",
+    "unevaluatedItems",
+    "unevaluatedProperties",
+)
+"""Keywords whose value is one sub-schema that a value must match for the schema to pass (in
+some case): an impossible one there is a mistake. `not` and `if` are left out (see above)."""
+_LIST_OF_SCHEMAS = ("allOf", "anyOf", "oneOf", "prefixItems")
+_MAP_OF_SCHEMAS = ("properties", "patternProperties", "dependentSchemas", "$defs", "definitions")
+
+_ANNOTATIONS = frozenset(
+    {
+        "$comment",
+        "$id",
+        "$anchor",
+        "$schema",
+        "$defs",
+        "definitions",
+        "title",
+        "description",
+        "default",
+        "examples",
+        "deprecated",
+        "readOnly",
+        "writeOnly",
+    }
+)
+"""Keywords that assert nothing: a schema holding only these accepts every value. `format` is
+not among them: it would assert with a format checker, and a check here must never refuse a
+schema that some value matches."""
+
+
+@dataclass(frozen=True)
+class _Pair:
+    """A lower bound and the upper bound it must not exceed, on one kind of value."""
+
+    low: str
+    high: str
+    noun: str
+    """What the bounds constrain, as the message names it (`string`, `array`, …)."""
+    fix: str
+
+
+_PAIRS = (
+    _Pair("minLength", "maxLength", "string", "lower minLength or raise maxLength"),
+    _Pair("minItems", "maxItems", "array", "lower minItems or raise maxItems"),
+    _Pair("minProperties", "maxProperties", "object", "lower minProperties or raise maxProperties"),
+    _Pair("minContains", "maxContains", "array", "lower minContains or raise maxContains"),
+)
+
+_TYPES = Draft202012Validator.TYPE_CHECKER
+_TYPE_NAMES = frozenset({"array", "boolean", "integer", "null", "number", "object", "string"})
+
+
+def unsatisfiable_problems(schema: Any, at: Path, base: str) -> list[Problem]:
+    """A problem for every part of `schema` (an inputSchema found at `base` + `at`) that no
+    value can match, as the module's docstring lists them."""
+    problems: list[Problem] = []
+    if _refuses_all(schema):
+        where = (*at, "not") if isinstance(schema, dict) else at
+        problems.append(_problem(where, base, _refuses_all_message(schema, "the inputSchema")))
+    stack: list[tuple[Path, Any]] = [(at, schema)]
+    while stack:
+        path, node = stack.pop()
+        if not isinstance(node, dict):
+            continue
+        problems.extend(_problem(where, base, text) for where, text in _node_problems(path, node))
+        stack.extend(_subschemas(path, node))
+    return problems
+
+
+def _problem(where: Path, base: str, message: str) -> Problem:
+    return Problem(base + pointer(*where), message, Code.UNSATISFIABLE_SCHEMA)
+
+
+def _subschemas(path: Path, node: dict[str, Any]) -> Iterator[tuple[Path, Any]]:
+    for key in _ONE_SCHEMA:
+        if key in node:
+            yield (*path, key), node[key]
+    for key in _LIST_OF_SCHEMAS:
+        if isinstance(node.get(key), list):
+            yield from (((*path, key, i), v) for i, v in enumerate(node[key]))
+    for key in _MAP_OF_SCHEMAS:
+        if isinstance(node.get(key), dict):
+            yield from (((*path, key, name), v) for name, v in node[key].items())
+
+
+def _node_problems(path: Path, node: dict[str, Any]) -> Iterator[tuple[Path, str]]:
+    """(where, message) for each impossible combination of `node`'s own keywords."""
+    if node.get("enum") == []:
+        message = (
+            "enum is empty, so no value can match this schema: list the values it accepts, "
+            "or remove enum."
+        )
+        yield (*path, "enum"), message
+    for pair in _PAIRS:
+        low, high = node.get(pair.low), node.get(pair.high)
+        if _is_number(low) and _is_number(high) and low > high:
+            message = (
+                f"{pair.low} {low} is greater than {pair.high} {high}, so no {pair.noun} can "
+                f"match this schema: {pair.fix}."
+            )
+            yield (*path, pair.low), message
+    yield from _range_problems(path, node)
+    yield from _required_problems(path, node)
+    yield from _type_problems(path, node)
+    allof = node.get("allOf")
+    for index, member in enumerate(allof if isinstance(allof, list) else []):
+        if _refuses_all(member):
+            where = (*path, "allOf", index, *(("not",) if isinstance(member, dict) else ()))
+            yield where, _refuses_all_message(member, f"allOf[{index}]")
+
+
+def _range_problems(path: Path, node: dict[str, Any]) -> Iterator[tuple[Path, str]]:
+    """The tightest lower bound of a number against the tightest upper one."""
+    lows = [k for k in ("minimum", "exclusiveMinimum") if _is_number(node.get(k))]
+    highs = [k for k in ("maximum", "exclusiveMaximum") if _is_number(node.get(k))]
+    if not lows or not highs:
+        return
+    # At equal values the exclusive bound is the tighter one: it is listed last, and max/min
+    # keep the first of equals, hence the reversed order for the lower bound.
+    low = max(reversed(lows), key=lambda k: node[k])
+    high = min(reversed(highs), key=lambda k: node[k])
+    low_value, high_value = node[low], node[high]
+    exclusive = low.startswith("exclusive") or high.startswith("exclusive")
+    if low_value > high_value:
+        why = f"{low} {low_value} is greater than {high} {high_value}"
+    elif low_value == high_value and exclusive:
+        why = f"{low} {low_value} and {high} {high_value} leave nothing between them"
+    else:
+        return
+    yield (*path, low), f"{why}, so no number can match this schema: lower {low} or raise {high}."
+
+
+def _required_problems(path: Path, node: dict[str, Any]) -> Iterator[tuple[Path, str]]:
+    required = node.get("required")
+    if not isinstance(required, list):
+        return
+    names = [name for name in required if isinstance(name, str)]
+    most = node.get("maxProperties")
+    if _is_number(most) and len(set(names)) > most:
+        message = (
+            f"required lists {len(set(names))} properties but maxProperties is {most}, so no "
+            "object can match this schema: raise maxProperties or require fewer properties."
+        )
+        yield (*path, "required"), message
+    properties = node.get("properties")
+    if not isinstance(properties, dict):
+        return
+    for index, name in enumerate(required):
+        if isinstance(name, str) and _refuses_all(properties.get(name, True)):
+            message = (
+                f"{show(name)} is required, but its schema (properties/{name}) accepts no "
+                "value, so no object can match this schema: remove it from required, or give "
+                "it a schema its values match."
+            )
+            yield (*path, "required", index), message
+
+
+def _type_problems(path: Path, node: dict[str, Any]) -> Iterator[tuple[Path, str]]:
+    """A `const`, or every value of an `enum`, that the sibling `type` refuses."""
+    allowed = _allowed_types(node.get("type"))
+    if allowed is None:
+        return
+    types = quoted_list(allowed).replace(" and ", " or ")
+    if "const" in node and not _of_type(node["const"], allowed):
+        message = (
+            f"const {show(node['const'])} is not of type {types}, so no value can match this "
+            "schema: change const or type."
+        )
+        yield (*path, "const"), message
+    values = node.get("enum")
+    if isinstance(values, list) and values and not any(_of_type(v, allowed) for v in values):
+        message = (
+            f"No value of enum is of type {types}, so no value can match this schema: change "
+            "the values of enum or type."
+        )
+        yield (*path, "enum"), message
+
+
+def _allowed_types(value: Any) -> list[str] | None:
+    """The type names `value` (a `type` keyword) allows; None when it is absent or malformed
+    (the meta-schema reports a malformed one)."""
+    names = [value] if isinstance(value, str) else value
+    if not isinstance(names, list) or not names:
+        return None
+    if not all(isinstance(n, str) and n in _TYPE_NAMES for n in names):
+        return None
+    return names
+
+
+def _of_type(value: Any, types: list[str]) -> bool:
+    return any(_TYPES.is_type(value, name) for name in types)
+
+
+def _refuses_all(schema: Any) -> bool:
+    """`false`, or a schema with a `not` that accepts everything (`{}`, `true`, annotations
+    only): a schema that refuses every value whatever its other keywords say."""
+    if schema is False:
+        return True
+    if not isinstance(schema, dict) or "not" not in schema:
+        return False
+    inner = schema["not"]
+    return inner is True or (isinstance(inner, dict) and set(inner) <= _ANNOTATIONS)
+
+
+def _refuses_all_message(schema: Any, subject: str) -> str:
+    if schema is False:
+        return (
+            f"{subject} is false, which no value matches, so nothing can match this schema: "
+            "remove it."
+        )
+    return (
+        f"not holds a schema that accepts every value, so {subject} refuses every value: "
+        "remove not, or put inside it the schema of the values to refuse."
+    )
+
+
+def _is_number(value: Any) -> TypeGuard[int | float]:
+    return isinstance(value, int | float) and not isinstance(value, bool)
