@@ -48,6 +48,21 @@ class RetryPolicy(_Model):
     """`full`: each wait is uniform in [0, computed wait]. Default none."""
 
 
+MIN_TIMEOUT_MS = 100
+"""The smallest `timeoutMs` a workflow may be published with (workflow.schema.json's
+`minimum`). One attempt's timeout covers the DNS lookup, the TCP and TLS handshakes (several
+round trips to a destination that is, by the egress policy, a public address) and reading the
+whole answer; below 100 ms even a nearby service misses it on ordinary jitter, and a timeout
+is overload to admission: it cuts the destination's limit and feeds its breakers for every
+workflow calling it. 100 ms still lets a fast service in the same region answer (peers set
+coarser floors: AWS Step Functions' TimeoutSeconds starts at 1 s), and stays below the
+300 ms the tests give a call that must time out."""
+
+LOADED_MIN_TIMEOUT_MS = 1
+"""The smallest `timeoutMs` the model accepts: versions published before `MIN_TIMEOUT_MS`
+existed are stored with it and must still load and run; only publication holds the floor."""
+
+
 class GatewayConfig(_Model):
     """One outbound HTTP call. String values may hold `{{ }}` expressions."""
 
@@ -56,7 +71,7 @@ class GatewayConfig(_Model):
     headers: dict[str, Any] = Field(default_factory=dict)
     query: dict[str, Any] = Field(default_factory=dict)
     body: Any = None
-    timeout_ms: int | None = Field(default=None, ge=1, le=600_000)
+    timeout_ms: int | None = Field(default=None, ge=LOADED_MIN_TIMEOUT_MS, le=600_000)
     """Per-vertex timeout; default: the run's timeout tier (collect 60 s, process 30 s)."""
     destination: str | None = None
     """Admission key; default: the URL's scheme://host:port."""

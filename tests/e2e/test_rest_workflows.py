@@ -148,6 +148,19 @@ async def test_an_input_schema_no_input_can_match_is_refused_at_publication(api:
     assert listed.json()["items"] == []
 
 
+async def test_a_timeout_no_http_call_can_meet_is_refused_at_publication(api: Api) -> None:
+    hasty = single("hasty", URL)
+    hasty["vertices"]["call"]["config"]["timeoutMs"] = 1
+    async with api.http(api.admin) as http:
+        refused = await http.post("/workflows", json=hasty)
+    [problem] = assert_error(refused, 422, "invalid_workflow")["details"]["problems"]
+    assert problem == {
+        "pointer": "/vertices/call/config/timeoutMs",
+        "code": "schema",
+        "message": "timeoutMs must be at least 100; got 1.",
+    }
+
+
 async def test_validate_reports_without_publishing(api: Api) -> None:
     async with api.http(api.acme) as http:
         good = await http.post("/workflows/validate", json=single("one", URL))

@@ -171,6 +171,25 @@ def test_schema_messages_are_plain_sentences_with_pointers() -> None:
     assert got["/vertices/b/config/workflow"].startswith("workflow must be a workflow name")
 
 
+def test_a_timeout_too_short_for_any_http_call_is_refused() -> None:
+    got = messages(workflow(a=gateway(timeoutMs=1), b=gateway(timeoutMs=99), c=gateway()))
+    assert got == {
+        "/vertices/a/config/timeoutMs": "timeoutMs must be at least 100; got 1.",
+        "/vertices/b/config/timeoutMs": "timeoutMs must be at least 100; got 99.",
+    }
+    [published] = parse_document(json.dumps(workflow(a=gateway(timeoutMs=100))))
+    assert isinstance(published.vertices["a"], GatewayVertex)
+    assert published.vertices["a"].config.timeout_ms == 100
+
+
+def test_a_version_stored_with_a_shorter_timeout_still_loads() -> None:
+    # Published before the floor: the store builds its model without the schema, so it loads
+    # and runs as it did.
+    stored = Workflow.model_validate(workflow(a=gateway(timeoutMs=1)))
+    assert isinstance(stored.vertices["a"], GatewayVertex)
+    assert stored.vertices["a"].config.timeout_ms == 1
+
+
 def test_a_value_close_to_one_of_the_allowed_ones_is_offered_in_its_own_case() -> None:
     got = messages(
         workflow(
