@@ -17,6 +17,7 @@ from pydantic import AliasChoices, Field, SecretStr, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from engine import payload_defaults
+from schemas.definitions import MAX_TIMEOUT_MS, MIN_TIMEOUT_MS
 from schemas.json_depth import DEFAULT_MAX_NESTING_DEPTH, HARD_MAX_NESTING_DEPTH
 from vertices import fanout_limits
 from vertices.egress import LOOPBACK_ALLOW, EgressPolicy, IPNetwork
@@ -104,11 +105,28 @@ class Settings(BaseSettings):
     redis_url: str | None = Field(default=None, validation_alias=_env("REDIS_URL"))
     """Redis URL for coordination; default None = the embedded in-process fakeredis."""
 
-    timeout_collect_ms: int = Field(default=60_000, validation_alias=_env("TIMEOUT_COLLECT_MS"))
+    # The tiers hold the bounds a vertex's own `timeoutMs` is published with: 0 or a
+    # negative number would time every call out before it is sent.
+    timeout_collect_ms: int = Field(
+        default=60_000,
+        ge=MIN_TIMEOUT_MS,
+        le=MAX_TIMEOUT_MS,
+        validation_alias=_env("TIMEOUT_COLLECT_MS"),
+    )
     """GATEWAY timeout in a run that feeds a spawner. Default 60 s."""
-    timeout_process_ms: int = Field(default=30_000, validation_alias=_env("TIMEOUT_PROCESS_MS"))
+    timeout_process_ms: int = Field(
+        default=30_000,
+        ge=MIN_TIMEOUT_MS,
+        le=MAX_TIMEOUT_MS,
+        validation_alias=_env("TIMEOUT_PROCESS_MS"),
+    )
     """GATEWAY timeout inside a child run (and any other run). Default 30 s."""
-    timeout_gateway_ms: int = Field(default=15_000, validation_alias=_env("TIMEOUT_GATEWAY_MS"))
+    timeout_gateway_ms: int = Field(
+        default=15_000,
+        ge=MIN_TIMEOUT_MS,
+        le=MAX_TIMEOUT_MS,
+        validation_alias=_env("TIMEOUT_GATEWAY_MS"),
+    )
     """GATEWAY timeout meant for a run behind a synchronous REST wait; no front door gives a
     run this tier yet. Default 15 s."""
 

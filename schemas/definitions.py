@@ -58,6 +58,9 @@ workflow calling it. 100 ms still lets a fast service in the same region answer 
 coarser floors: AWS Step Functions' TimeoutSeconds starts at 1 s), and stays below the
 300 ms the tests give a call that must time out."""
 
+MAX_TIMEOUT_MS = 600_000
+"""The largest `timeoutMs` (10 minutes), and of the timeout tiers' settings."""
+
 LOADED_MIN_TIMEOUT_MS = 1
 """The smallest `timeoutMs` the model accepts: versions published before `MIN_TIMEOUT_MS`
 existed are stored with it and must still load and run; only publication holds the floor."""
@@ -71,7 +74,7 @@ class GatewayConfig(_Model):
     headers: dict[str, Any] = Field(default_factory=dict)
     query: dict[str, Any] = Field(default_factory=dict)
     body: Any = None
-    timeout_ms: int | None = Field(default=None, ge=LOADED_MIN_TIMEOUT_MS, le=600_000)
+    timeout_ms: int | None = Field(default=None, ge=LOADED_MIN_TIMEOUT_MS, le=MAX_TIMEOUT_MS)
     """Per-vertex timeout; default: the run's timeout tier (collect 60 s, process 30 s)."""
     destination: str | None = None
     """Admission key; default: the URL's scheme://host:port."""
