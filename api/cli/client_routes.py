@@ -43,6 +43,7 @@ from api.cli.wire import (
     RunSummary,
     ServiceView,
     ServingView,
+    StartOverPreview,
     StartOverResult,
     SubmitResult,
     TenantView,
@@ -238,6 +239,11 @@ class ActionsApi:
         """`POST /runs/{id}/start-over` (409 `run_not_ended`)."""
         path = self._path(run_id, "start-over")
         return await self._session.fetch(StartOverResult, "POST", path)
+
+    async def start_over_preview(self, run_id: str) -> StartOverPreview:
+        """`GET /runs/{id}/start-over/preview`: what a start over would do, starting nothing."""
+        path = self._path(run_id, "start-over/preview")
+        return await self._session.fetch(StartOverPreview, "GET", path)
 
     async def reprocess(self, run_id: str) -> ReprocessResult:
         """`POST /runs/{id}/reprocess` (409 `run_cancelled`)."""

@@ -60,6 +60,7 @@ if TYPE_CHECKING:
         RunQuery,
         SkippedRun,
         SkippedRuns,
+        StartOverPreview,
         StartOverResult,
         StepAgain,
         Wire,
@@ -512,13 +513,25 @@ def resolve(
 
 def start_over(
     run_id: RunArgument,
+    dry_run: Annotated[
+        bool,
+        typer.Option(
+            "--dry-run",
+            help="Start nothing: say what the start over would do (the version it runs, or "
+            "the run an earlier one made, or why it would be refused) and its warnings.",
+        ),
+    ] = False,
     api_url: ApiUrlOption = DEFAULT_API_URL,
     api_key: ApiKeyOption = None,
     output: OutputOption = OutputFormat.TEXT,
     debug: DebugOption = False,
 ) -> None:
-    """Start an ended run over as a new run with the same input (the same one each time)."""
+    """Start an ended run over as a new run with the same input (the same one each time).
+    --dry-run says what it would do first; exit 1 when it would start nothing."""
     remote = Remote(api_url, api_key, output, debug)
+    if dry_run:
+        _preview_start_over(remote, run_id)
+        return
 
     async def action(api: ApiClient) -> StartOverResult:
         return await api.actions.start_over(await full_run_id(api, run_id))
@@ -528,6 +541,24 @@ def start_over(
     _warn(remote, result.warnings)  # e.g. the version it repeats was rolled back
     if not remote.json:
         say(f"follow it: schemabridge runs watch {result.new_run_id}")
+
+
+def _preview_start_over(remote: Remote, given: str) -> None:
+    """`runs start-over RUN --dry-run`: the API's preview on stdout, its warnings on stderr
+    as the start over would give them; exit 1 when it would start no new run."""
+
+    async def look(api: ApiClient) -> StartOverPreview:
+        return await api.actions.start_over_preview(await full_run_id(api, given))
+
+    preview = call(remote, look)
+    if remote.json:
+        print_json(dump(preview))
+    else:
+        line = f"run {preview.run_id} ({preview.status}): {preview.message}; nothing started"
+        stdout().print(line, markup=False)
+    _warn(remote, preview.warnings)
+    if not preview.startable:
+        raise typer.Exit(ExitCode.FAILED)
 
 
 SHOWN_DEAD_LETTERS = 10

@@ -341,6 +341,15 @@ class StartOverResult(ActionResult):
     warnings: list[str] = []
 
 
+class StartOverPreview(Wire):
+    run_id: str
+    status: str
+    startable: bool
+    new_run_id: str | None = None
+    message: str = ""
+    warnings: list[str] = []
+
+
 class StepAgain(Wire):
     vertex_id: str
     type: str

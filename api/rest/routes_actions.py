@@ -31,6 +31,7 @@ from engine.operations.action_views import (
     ResolveResult,
     RetryPreview,
     RetryResult,
+    StartOverPreview,
     StartOverResult,
 )
 from engine.operations.pagination import MAX_INTEGER
@@ -356,6 +357,26 @@ async def start_over(run_id: str, ops: OperationsDep, caller: CallerDep) -> Star
     when a deployment rolled it back or it no longer serves (to run the input on the serving
     version, submit it anew)."""
     return await ops.actions.start_over(run_id, actor=caller.actor, tenant=caller.tenant)
+
+
+@router.get(
+    "/runs/{run_id}/start-over/preview",
+    response_model=StartOverPreview,
+    responses=_preview_errors(),
+    summary="What a start over of the run would do now, with its warnings, doing nothing",
+)
+async def start_over_preview(
+    run_id: str, ops: OperationsDep, caller: CallerDep
+) -> StartOverPreview:
+    """Read-only (the start over's own checks, without its writes): what a confirm step shows
+    before `POST /runs/{id}/start-over` — `startable` with the version the new run would run
+    (`message`) and the warnings the start over would answer (a version a deployment rolled
+    back, or that no longer serves, runs again). A run started over before answers
+    `startable: false` with the run that start over created (`newRunId`: a start over now
+    answers it); a start over that would be refused (`run_not_ended`, `deployment_run`,
+    `start_over_child_run`) answers `startable: false` with the refusal's sentence in
+    `message`."""
+    return await ops.actions.start_over_preview(run_id, tenant=caller.tenant)
 
 
 @router.post(

@@ -207,6 +207,28 @@ class ReprocessPreview(View):
     reopened_joins: list[ReopenedJoin] = []
 
 
+class StartOverPreview(View):
+    """What `POST /runs/{id}/start-over` would do now, read without doing it: what a confirm
+    step says before the operator acts. The fields mean what `StartOverResult`'s do."""
+
+    run_id: str
+    status: RunStatus
+    """The run's status now."""
+    startable: bool
+    """True when a start over now would create a new run. False when one was created before
+    (`newRunId`: a start over answers that run) and when the start over would be refused (a
+    run not ended, a child run, a deployment's own run: the refusal's sentence in
+    `message`)."""
+    new_run_id: str | None = None
+    """The run an earlier start over created."""
+    message: str = ""
+    """What the start over would answer, in its words: the new run it would make (of which
+    version), the run an earlier one created, or its refusal."""
+    warnings: list[str] = []
+    """The start over's warnings, in its words, as they stand now (a version a deployment
+    rolled back, or that no longer serves, runs again)."""
+
+
 class AbortedDeployment(View):
     """A deployment aborted because the `gradual_deploy` run that drove it was cancelled."""
 

@@ -34,6 +34,7 @@ from engine.operations.action_views import (
     SkippedRun,
     SkippedRuns,
     SkipReason,
+    StartOverPreview,
     StartOverResult,
     StepAgain,
     StuckRun,
@@ -312,6 +313,40 @@ class OperatorActions:
             ),
             status=outcome.old_status,
             new_run_id=outcome.new_run_id,
+            warnings=_rerun_warnings("start over", facts),
+        )
+
+    @store_boundary
+    async def start_over_preview(
+        self, run_id: str, *, tenant: str | None = None
+    ) -> StartOverPreview:
+        """What `start_over` would do now, with its warnings, changing nothing. Unknown (or
+        another tenant's): `NotFound(code="run_not_found")`; a start over it would refuse, or
+        one done before: `startable=False`, saying which."""
+        store = self._runtime.store
+        try:
+            before = await store.start_over_preview(run_id, tenant=tenant)
+        except WrongState as refused:
+            return StartOverPreview(
+                run_id=run_id, status=refused.state, startable=False, message=refused.message
+            )
+        if before is not None:
+            return StartOverPreview(
+                run_id=run_id,
+                status=before.old_status,
+                startable=False,
+                new_run_id=before.new_run_id,
+                message=already_started_over(before.new_run_id, before.new_status),
+            )
+        facts = await store.rerun_facts(run_id)
+        record = await store.get_run(run_id)
+        if record is None:
+            raise run_not_found(run_id)
+        return StartOverPreview(
+            run_id=run_id,
+            status=record.status,
+            startable=True,
+            message=f"would start a new run of v{record.workflow_version} with the same input",
             warnings=_rerun_warnings("start over", facts),
         )
 

@@ -312,6 +312,22 @@ class OperatorActionsStore(WorkQueue):
             counted, unknown=len(ids) - len(found), engine_owned=engine_owned
         )
 
+    async def start_over_preview(
+        self, run_id: str, *, tenant: str | None = None
+    ) -> StartOverOutcome | None:
+        """What `start_over` would answer now, changing nothing: the run an earlier start
+        over created (`created=False`), or None when it would create one. Its refusals are
+        raised as `start_over` raises them, from the same checks (the quota's aside: a
+        preview says the run could start; the start over itself counts it)."""
+        async with self._engines.read.connect() as conn:
+            old = await self._visible_run(conn, run_id, tenant)
+            existing = await sql.run_id_by_key(conn, start_over_key(run_id))
+            if existing is not None:
+                return await _started_before(conn, existing, old.status)
+            await _refuse_engine_run(conn, old, "start over")
+            _check_restartable(old)
+        return None
+
     async def _retry_count(self, chosen: Any, matching: Any) -> BatchRetryCount:
         """`batch_retry_count`'s reads, of the runs `chosen` selects (at most the batch's
         `limit`), `matching` the subquery whose rows are counted as the runs matched."""

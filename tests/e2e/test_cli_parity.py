@@ -5,6 +5,8 @@ subprocesses against `schemabridge serve` (an admin key)."""
 
 from __future__ import annotations
 
+import re
+
 import json
 
 import httpx
@@ -100,6 +102,19 @@ def test_a_dry_run_of_one_run_says_what_its_retry_would_run_again(
     assert refused.stdout == (
         f"run {done_id} is SUCCEEDED: a retry takes FAILED runs only; nothing retried\n"
     )
+    # A start over's dry run: what it would start, starting nothing, as the API's preview.
+    ahead = serve_api.ok("runs", "start-over", done_id[:8], "--dry-run")
+    assert re.fullmatch(
+        rf"run {done_id} \(SUCCEEDED\): would start a new run of v\d+ with the same input; "
+        r"nothing started\n",
+        ahead.stdout,
+    ), ahead.stdout
+    looked = httpx.get(
+        f"{serve_api.url}/runs/{done_id}/start-over/preview",
+        headers={"Authorization": f"Bearer {serve_api.admin_key}"},
+    ).json()
+    assert serve_api.json("runs", "start-over", done_id, "--dry-run") == looked
+    assert looked["startable"] and serve_api.json("runs", "show", done_id)["restarts"] == []
     # Several runs: the batch's preview of them, which skips the SUCCEEDED one (exit 1, as
     # the batch of them would exit).
     several = serve_api.cli("runs", "retry", run_id[:8], done_id, "--dry-run")

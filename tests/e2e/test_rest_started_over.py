@@ -1,6 +1,7 @@
 """A run that was started over, over real HTTP (uvicorn on loopback), on both backends: its
 retry is a 409 `started_over` naming the new run and its status, its retry preview says so,
-and a batch retry (by ids, by filter) and its preview skip it."""
+and a batch retry (by ids, by filter) and its preview skip it; the start over's own preview
+says what it would do before, and the run it made after."""
 
 from __future__ import annotations
 
@@ -43,8 +44,21 @@ async def test_every_retry_of_a_run_started_over_is_refused(
 ) -> None:
     old = await failed_chain(api.runtime, downstream)
     async with client(api.url, api.admin_key) as http:
+        ahead = (await http.get(f"/runs/{old}/start-over/preview")).json()
+        assert ahead == {
+            "runId": old,
+            "status": "FAILED",
+            "startable": True,
+            "newRunId": None,
+            "message": "would start a new run of v1 with the same input",
+            "warnings": [],
+        }
         started = await http.post(f"/runs/{old}/start-over")
         new = started.json()["newRunId"]
+        again = (await http.get(f"/runs/{old}/start-over/preview")).json()
+        assert (again["startable"], again["newRunId"]) == (False, new)
+        unknown = await http.get("/runs/no-such-run/start-over/preview")
+        assert (unknown.status_code, unknown.json()["code"]) == (404, "run_not_found")
         async with running_worker(api.runtime):
             assert (await wait_for_run(api.runtime, new)).status == "SUCCEEDED"
         sent = requests_by_path(downstream)

@@ -44,9 +44,21 @@ async def test_a_retry_or_start_over_of_a_rolled_back_version_says_it_runs_it_ag
     preview = await env.ops.actions.retry_preview(failed.id)
     retried = await env.ops.actions.retry(failed.id, actor="key:ops")
     await env.ops.runs.wait(failed.id, 15)
+    # The monitor's Start over dialog says it before the click: the start over's preview.
+    before = await env.ops.actions.start_over_preview(failed.id)
+    assert (before.startable, before.new_run_id) == (True, None), before
+    assert before.message == "would start a new run of v2 with the same input"
     restarted = await env.ops.actions.start_over(failed.id, actor="key:ops")
+    after = await env.ops.actions.start_over_preview(failed.id)
+    assert (after.startable, after.new_run_id, after.warnings) == (
+        False,
+        restarted.new_run_id,
+        [],
+    ), after
+    assert after.message.startswith(f"already started over as run {restarted.new_run_id}")
 
-    for answer, action in ((preview, "retry"), (retried, "retry"), (restarted, "start over")):
+    answers = ((preview, "retry"), (retried, "retry"), (before, "start over"))
+    for answer, action in (*answers, (restarted, "start over")):
         assert any(re.fullmatch(said.replace("ACTION", action), w) for w in answer.warnings), (
             answer.warnings
         )

@@ -364,6 +364,27 @@ async def test_concurrent_start_overs_create_one_run(
     assert await runtime.store.count_runs() == 2
 
 
+async def test_a_start_over_preview_says_its_refusals_and_changes_nothing(
+    ops: Operations, runtime: Runtime, downstream: RunningDownstream
+) -> None:
+    """What the Start over dialog reads first: a running run, a child run and another
+    tenant's run are said as the start over would refuse them, and nothing is created."""
+    running = await submit(runtime, [single(downstream.url)], {}, tenant_id="acme")
+    refused = await ops.actions.start_over_preview(running, tenant="acme")
+    assert (refused.startable, refused.status) == (False, "RUNNING"), refused
+    assert refused.message == f"run {running} is RUNNING; only an ended run can be started over"
+    async with running_worker(runtime):
+        parent_id, child_id = await succeeded_over_a_dead_letter(runtime, downstream)
+    child = await ops.actions.start_over_preview(child_id)
+    assert not child.startable and f"start over its parent {parent_id}" in child.message
+    with pytest.raises(NotFound) as unknown:
+        await ops.actions.start_over_preview(running, tenant="globex")
+    assert unknown.value.code == "run_not_found"
+    ready = await ops.actions.start_over_preview(parent_id)
+    assert (ready.startable, ready.status, ready.warnings) == (True, "SUCCEEDED", [])
+    assert await runtime.store.count_runs() == 1 + 1 + 3, "a preview creates no run"
+
+
 async def test_start_over_refusals(
     ops: Operations, runtime: Runtime, downstream: RunningDownstream
 ) -> None:

@@ -42,6 +42,7 @@ MIRRORS: list[tuple[type[wire.Wire], type[pydantic.BaseModel]]] = [
     (wire.RetryPreview, action_views.RetryPreview),
     (wire.ResolveResult, action_views.ResolveResult),
     (wire.StartOverResult, action_views.StartOverResult),
+    (wire.StartOverPreview, action_views.StartOverPreview),
     (wire.ReprocessResult, action_views.ReprocessResult),
     (wire.ReprocessPreview, action_views.ReprocessPreview),
     (wire.ReopenedJoin, action_views.ReopenedJoin),
