@@ -53,6 +53,7 @@ if TYPE_CHECKING:
     from api.cli.client import ApiClient
     from api.cli.wire import (
         GraphView,
+        Page,
         PublishResult,
         ServingView,
         VersionDetail,
@@ -240,18 +241,40 @@ def versions(
     output: OutputOption = OutputFormat.TEXT,
     debug: DebugOption = False,
 ) -> None:
-    """Every version of a workflow, newest first."""
+    """Every version of a workflow, newest first, with the one new runs get (SERVES)."""
     remote = Remote(api_url, api_key, output, debug)
-    found = call(remote, lambda api: api.workflows.versions(name), workflow=name)
+
+    async def action(api: ApiClient) -> tuple[Page[VersionSummary], ServingView]:
+        return await api.workflows.versions(name), await api.deployments.serving(name)
+
+    found, serving = call(remote, action, workflow=name)
 
     def rows(items: list[VersionSummary]) -> Table:
         now = time.time()
         return table(
-            ["VERSION", "HASH", "PUBLISHED"],
-            [[f"v{v.version}", v.definition_hash[:12], moment(v.created_at, now)] for v in items],
+            ["VERSION", "SERVES", "HASH", "PUBLISHED"],
+            [
+                [
+                    f"v{v.version}",
+                    serving_role(serving, v.version) or MISSING,
+                    v.definition_hash[:12],
+                    moment(v.created_at, now),
+                ]
+                for v in items
+            ],
         )
 
     print_page(remote, found, rows, f"{name} has no versions")
+
+
+def serving_role(serving: ServingView, version: int) -> str | None:
+    """What `version` is to new runs: "serving", "candidate (10 %)" while a deployment
+    routes some to it, else None."""
+    if version == serving.serving_version:
+        return "serving"
+    if version == serving.candidate_version:
+        return f"candidate ({serving.candidate_weight * 100:g} %)"
+    return None
 
 
 def graph_table(graph: GraphView) -> Any:
@@ -274,7 +297,11 @@ def graph_table(graph: GraphView) -> Any:
 @workflows_app.command("show", epilog=EXIT_CODES_HELP)
 def show(
     workflow: Annotated[
-        str, typer.Argument(help="NAME (the latest version) or NAME@VERSION.", metavar="NAME[@V]")
+        str,
+        typer.Argument(
+            help="NAME (the latest version, which may not be the one serving) or NAME@VERSION.",
+            metavar="NAME[@V]",
+        ),
     ],
     api_url: ApiUrlOption = DEFAULT_API_URL,
     api_key: ApiKeyOption = None,
@@ -285,11 +312,12 @@ def show(
     remote = Remote(api_url, api_key, output, debug)
     name, version = split_version(workflow)
 
-    async def action(api: ApiClient) -> tuple[VersionDetail, GraphView]:
+    async def action(api: ApiClient) -> tuple[VersionDetail, GraphView, ServingView]:
         detail = await api.workflows.get(name, version)
-        return detail, await api.workflows.graph(name, detail.version)
+        graph = await api.workflows.graph(name, detail.version)
+        return detail, graph, await api.deployments.serving(name)
 
-    detail, graph = call(remote, action, workflow=name)
+    detail, graph, serving = call(remote, action, workflow=name)
     if remote.json:
         print_json(dump(detail))
         return
@@ -299,6 +327,12 @@ def show(
         f"{detail.name} v{detail.version}  published {published}  "
         f"sha256 {detail.definition_hash[:12]}",
         markup=False,
+    )
+    # The latest version is not always the one new runs get: say which is.
+    role = serving_role(serving, detail.version)
+    said = f"v{serving.serving_version} serves new runs"
+    console.print(
+        f"{role}" if role == "serving" else f"{role or 'not serving'}: {said}", markup=False
     )
     console.print(f"graph: {plural(len(graph.nodes), 'vertex', 'vertices')}", markup=False)
     render(console, graph_table(graph))

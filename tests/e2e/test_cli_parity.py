@@ -5,9 +5,8 @@ subprocesses against `schemabridge serve` (an admin key)."""
 
 from __future__ import annotations
 
-import re
-
 import json
+import re
 
 import httpx
 import pytest
@@ -43,6 +42,19 @@ def test_submit_runs_the_version_given(serve_api: Stack, versions: str) -> None:
     assert f"({versions} v2, tenant default)" in text.stdout, text.stdout
     same = serve_api.json("runs", "submit", f"{versions}@2", "--version", "2")
     assert same["run"]["version"] == 2
+
+
+def test_the_version_that_serves_is_said_beside_the_latest(serve_api: Stack, versions: str) -> None:
+    """The tour: `workflows show NAME` showed the latest version (v2) with no word that v1
+    is the one new runs get, and `workflows versions` had no such column."""
+    listed = serve_api.ok("workflows", "versions", versions).stdout
+    assert re.search(r"^v2\s+-\s+[0-9a-f]{12}\s", listed, re.M), listed
+    assert re.search(r"^v1\s+serving\s+[0-9a-f]{12}\s", listed, re.M), listed
+    latest = serve_api.ok("workflows", "show", versions).stdout.splitlines()
+    assert latest[0].startswith(f"{versions} v2 "), latest
+    assert latest[1] == "not serving: v1 serves new runs", latest
+    first = serve_api.ok("workflows", "show", f"{versions}@1").stdout.splitlines()
+    assert first[1] == "serving", first
 
 
 def test_an_unknown_version_is_refused_as_rest_refuses_it(serve_api: Stack, versions: str) -> None:

@@ -78,7 +78,9 @@ def test_workflows_are_published_and_read(stack: Stack, published: str) -> None:
     assert "unchanged" in again.stdout and "published" not in again.stdout
 
     assert re.search(
-        r"^v1\s+[0-9a-f]{12}\s", stack.ok("workflows", "versions", "support-ticket").stdout, re.M
+        r"^v1\s+serving\s+[0-9a-f]{12}\s",
+        stack.ok("workflows", "versions", "support-ticket").stdout,
+        re.M,
     )
 
     pinned = stack.json("workflows", "show", "support-ticket@1")
