@@ -48,7 +48,6 @@ import json
 import logging
 import math
 import re
-import uuid
 from collections.abc import Sequence
 from typing import Any
 
@@ -65,7 +64,7 @@ from starlette.routing import BaseRoute
 from api.rest import body_shape
 from api.rest.query_params import UNKNOWN_CODE as UNKNOWN_QUERY_CODE
 from api.rest.route_errors import operation_statuses
-from engine.operations.id_prefixes import PREFIX_PATTERN
+from engine.operations.id_prefixes import reads_as_prefix
 from engine.validation import json_text
 from engine.validation.common import pointer
 from schemas.close_names import close_names, did_you_mean
@@ -325,22 +324,12 @@ def run_prefix_pointer(given: object, kind: str = "run") -> str:
     whole id (the CLI and the monitor take 8 hex digits; the routes under `/runs/` do not):
     the route that finds the run it starts. Empty for a whole id or anything else. `kind`
     "deployment": the same for a deployment route, pointing to `/deployment-ids`."""
-    if not isinstance(given, str) or is_whole_id(given):
-        return ""
-    if not re.fullmatch(PREFIX_PATTERN, given):
+    if not reads_as_prefix(given):
         return ""
     return (
         f"; a {kind} route needs the whole id: GET /{kind}-ids?prefix={given} lists the "
         f"{kind}s whose id starts with it"
     )
-
-
-def is_whole_id(given: str) -> bool:
-    """Whether `given` has a run id's shape (a canonical UUID, as the store writes ids)."""
-    try:
-        return str(uuid.UUID(given)) == given
-    except ValueError:
-        return False
 
 
 async def _on_definition(request: Request, error: Exception) -> JSONResponse:

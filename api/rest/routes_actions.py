@@ -115,7 +115,11 @@ class BatchFilter(_Body):
     tenant_id: str | None = Field(
         default=None, description="Only this tenant's (`tenant`, its old name, is still taken)."
     )
-    parent: str | None = Field(default=None, description="Only the children of this run.")
+    parent: str | None = Field(
+        default=None,
+        description="Only the children of this run, by its whole id (a prefix is a 422 "
+        "`invalid_filter`: `GET /run-ids?prefix=` finds the whole id).",
+    )
     created_after: float | None = Field(default=None, description="Epoch seconds, inclusive.")
     created_before: float | None = Field(default=None, description="Epoch seconds, exclusive.")
     roots: bool | None = Field(

@@ -270,7 +270,8 @@ async def submit(
             422: "A filter no run can match (`invalid_filter`: `details.parameter` names it, "
             "`details.accepted` lists the values a status or route takes), or a cursor this "
             "list did not give out (`invalid_cursor`), or `parent` with `roots=true` (a "
-            "parent's children are never root runs).",
+            "parent's children are never root runs), or a `parent` that is a prefix of a run's "
+            "id rather than the whole id (`invalid_filter`: `GET /run-ids?prefix=` finds it).",
         },
     ),
     summary="List runs (root runs unless roots=false), newest first, with filters and cursors",
@@ -290,7 +291,14 @@ async def list_runs(
     tenant: Annotated[
         str | None, Query(max_length=200, deprecated=True, description=OLD_TENANT_PARAMETER)
     ] = None,
-    parent: Annotated[str | None, Query(max_length=64, description="Children of this run.")] = None,
+    parent: Annotated[
+        str | None,
+        Query(
+            max_length=64,
+            description="Children of this run, by its whole id as `GET /runs/{id}` takes it "
+            "(a prefix is a 422: `GET /run-ids?prefix=` finds the whole id).",
+        ),
+    ] = None,
     created_after: Annotated[
         float | None, Query(alias="createdAfter", description="Epoch seconds, inclusive.")
     ] = None,

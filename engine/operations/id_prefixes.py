@@ -14,6 +14,8 @@ character plus one" because under a linguistic collation (`en_US.UTF-8`) punctua
 
 from __future__ import annotations
 
+import re
+import uuid
 from dataclasses import dataclass
 
 from schemas.errors import InvalidRequest
@@ -50,6 +52,23 @@ def _laid_out(digits: str) -> str:
         parts.append(digits[start:end])
         start = end
     return "-".join(parts)
+
+
+def is_whole_id(given: str) -> bool:
+    """Whether `given` has an id's shape: a canonical UUID, as the store writes ids."""
+    try:
+        return str(uuid.UUID(given)) == given
+    except ValueError:
+        return False
+
+
+def reads_as_prefix(given: object) -> bool:
+    """Whether `given` reads as a prefix of an id (what `prefix_range` takes) rather than a
+    whole id: the 8 hex digits the monitor shows, or an id written otherwise than the store
+    writes it (upper case, without its hyphens), which only a prefix lookup finds."""
+    if not isinstance(given, str) or is_whole_id(given):
+        return False
+    return re.fullmatch(PREFIX_PATTERN, given) is not None
 
 
 def check_limit(limit: int) -> int:

@@ -135,11 +135,26 @@ def _roots_only(selection: RunFilter) -> bool:
     return False
 
 
+def _check_parent(parent: str | None) -> None:
+    """Refuse a `parent` that reads as a prefix of a run's id (the 8 characters the monitor
+    shows): no run's id equals it, so it would select nothing, and an empty list reads as
+    "that run has no children". Like the routes under `/runs/{id}`, the filter takes the
+    whole id, and the refusal says how to find it."""
+    if id_prefixes.reads_as_prefix(parent):
+        raise invalid_filter(
+            f"parent takes a run's whole id, as GET /runs/{{id}} does; {parent!r} reads as a "
+            f"prefix of one: GET /run-ids?prefix={parent} lists the runs whose id starts "
+            "with it",
+            "parent",
+        )
+
+
 def checked_filter(selection: RunFilter) -> RunFilter:
     """`selection` checked, its status and route in the case the store keeps (`failed` is
     FAILED, `Serving` serving) and its `roots_only` decided (`_roots_only`): the filter every
     list and batch retry reads."""
     roots_only = _roots_only(selection)
+    _check_parent(selection.parent)
     status = _run_status(selection.status)
     route = None if selection.route is None else selection.route.lower()
     if route is not None and route not in _ROUTES:

@@ -532,6 +532,33 @@ async def test_the_list_shows_root_runs_unless_roots_is_false(working: Api) -> N
     assert [r["id"] for r in second.json()["items"]] == [run_id]
 
 
+async def test_a_parent_filter_refuses_a_prefix_of_the_id(api: Api) -> None:
+    """`parent` takes the whole id, as `GET /runs/{id}` does: the 8 characters the monitor
+    shows (or an id in capitals) are a 422 naming the lookup that finds the whole id, in a
+    list and in a batch retry and its preview, never an empty page that reads as "no
+    children". The same for a tenant key whatever run starts with it: nothing is resolved,
+    so nothing of another tenant's runs shows."""
+    async with api.http(api.acme) as acme, api.http(api.globex) as globex:
+        run_id = (await acme.post("/workflows/one/runs", json={})).json()["id"]
+        short = run_id[:8]
+        whole = await acme.get("/runs", params={"parent": run_id})
+        refused = [
+            await acme.get("/runs", params={"parent": short}),
+            await acme.get("/runs", params={"parent": run_id.upper()}),
+            await acme.post("/runs/retry", json={"filter": {"parent": short}}),
+            await acme.post("/runs/retry/preview", json={"filter": {"parent": short}}),
+            await globex.get("/runs", params={"parent": short}),
+        ]
+        other_tenant = await globex.get("/runs", params={"parent": run_id})
+    assert whole.status_code == 200 and whole.json()["items"] == []  # it has no children
+    for answer in refused:
+        body = assert_error(answer, 422, "invalid_filter")
+        assert body["details"] == {"parameter": "parent"}
+        assert "whole id" in body["message"] and "GET /run-ids?prefix=" in body["message"]
+    assert f"GET /run-ids?prefix={short} " in refused[0].json()["message"]
+    assert other_tenant.status_code == 200 and other_tenant.json()["items"] == []
+
+
 async def test_unknown_runs_are_404(api: Api) -> None:
     async with api.http(api.admin) as http:
         answers = [

@@ -615,6 +615,7 @@ async def test_each_list_filter(
         RunFilter(created_after=float("nan")),
         RunFilter(created_before=float("inf")),
         RunFilter(parent="a-run", roots_only=True),  # a run's children are never roots
+        RunFilter(parent="3F2A9C1E"),  # a prefix of an id: the filter takes whole ids
     ],
 )
 async def test_an_invalid_filter_is_refused(ops: Operations, selection: RunFilter) -> None:
