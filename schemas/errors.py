@@ -41,6 +41,7 @@ from __future__ import annotations
 
 import re
 import shlex
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any
@@ -426,13 +427,26 @@ class RunCancelled(WrongState):
 
 
 class IdempotencyConflict(OperationError):
-    """The idempotency key already names a run submitted with a different request."""
+    """The idempotency key already names a run submitted with a different request. `differs`
+    names the parts of the request that differ (`workflow`, `version`, `input`, `tenantId`;
+    `details.differs`), `input_pointer` where the input first does (`details.inputPointer`):
+    names and pointers only, never an input's values."""
 
     code = "idempotency_conflict"
     refusal = Refusal.CONFLICT
 
-    def __init__(self, message: str, *, run_id: str) -> None:
-        super().__init__(message, details={"runId": run_id})
+    def __init__(
+        self,
+        message: str,
+        *,
+        run_id: str,
+        differs: Sequence[str] = (),
+        input_pointer: str | None = None,
+    ) -> None:
+        details: dict[str, Any] = {"runId": run_id, "differs": list(differs)}
+        if input_pointer is not None:
+            details["inputPointer"] = input_pointer
+        super().__init__(message, details=details)
         self.run_id = run_id
 
 

@@ -170,7 +170,10 @@ SUBMIT_ANSWERS: dict[int | str, dict[str, Any]] = {
     409: {
         "model": RunCancelledError | ErrorBody,
         "description": "The same `Idempotency-Key` with another request "
-        "(`idempotency_conflict`, `details.runId` the run the key names: an `ErrorBody`); or, "
+        "(`idempotency_conflict`, an `ErrorBody`: `details.runId` the run the key names, "
+        "`details.differs` what differs from the request that created it — `workflow`, "
+        "`version` (named where the first left it out counts), `input` — and "
+        "`details.inputPointer` where the input first differs, never its values); or, "
         "with `?wait=true`, the run was CANCELLED while the request waited (`run_cancelled`: "
         "a `RunCancelledError`). `run_cancelled` is also what the operator actions answer for "
         "a CANCELLED run (resolve, reprocess): it says the run is CANCELLED, in both, with the "
@@ -215,7 +218,8 @@ async def submit(
             min_length=1,
             max_length=256,
             description="The same key and request again: the same run (200); another "
-            "request: 409 `idempotency_conflict`. Scoped to the tenant.",
+            "request: 409 `idempotency_conflict`, naming what differs (`details.differs`). "
+            "Scoped to the tenant.",
         ),
     ] = None,
     wait: Annotated[

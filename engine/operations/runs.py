@@ -297,6 +297,7 @@ class RunOperations:
         submission.check_input_limits(
             input, max_bytes=settings.max_input_bytes, max_depth=settings.nesting_depth_limit
         )
+        request = submission.Request(workflow, version, input, tenant_id)
         digest = submission.request_hash(workflow, version, input, tenant_id)  # JSON or refused
         run_id = str(uuid.uuid4())
         key = None if idempotency_key is None else submission.stored_key(tenant_id, idempotency_key)
@@ -319,7 +320,7 @@ class RunOperations:
         if key is not None:
             existing = await self._store.run_by_key(key)
             if existing is not None:
-                return self._repeated(existing, digest, idempotency_key)
+                return self._repeated(existing, request, digest, idempotency_key)
         await self._gauge.check()
         try:
             run, created = await self._store.create_run(
@@ -338,7 +339,7 @@ class RunOperations:
         except QuotaExhausted as exc:
             raise await self._quota_exceeded(tenant_id, str(exc)) from exc
         if not created:
-            return self._repeated(run, digest, idempotency_key)
+            return self._repeated(run, request, digest, idempotency_key)
         await self._runtime.wakeup.notify()
         return SubmitResult(run=run_views.summary(run), created=True)
 
@@ -422,13 +423,26 @@ class RunOperations:
             raise await unknown_workflow(self._store, workflow, version) from exc
 
     @staticmethod
-    def _repeated(run: RunRecord, digest: str, key: str | None) -> SubmitResult:
-        if run.request_hash != digest:
-            raise IdempotencyConflict(
-                f"idempotency key {key!r} was used for another request (run {run.id})",
-                run_id=run.id,
-            )
-        return SubmitResult(run=run_views.summary(run), created=False)
+    def _repeated(
+        run: RunRecord, request: submission.Request, digest: str, key: str | None
+    ) -> SubmitResult:
+        """The answer to a request whose key already names `run`: that run when the request
+        is the same, else `IdempotencyConflict` naming what differs (never an input's
+        values: only where the input first differs), so the client knows which of its
+        requests changed, e.g. a version named where the first request left it to routing."""
+        if run.request_hash == digest:
+            return SubmitResult(run=run_views.summary(run), created=False)
+        found = submission.difference(run, request)
+        message = f"idempotency key {key!r} was used for another request (run {run.id})"
+        if found.phrases:
+            *most, last = found.phrases
+            message += f"; this one differs in {', '.join(most) + ' and ' if most else ''}{last}"
+        raise IdempotencyConflict(
+            f"{message}: send it with a new key, or repeat the first request to get its run",
+            run_id=run.id,
+            differs=found.parts,
+            input_pointer=found.input_pointer,
+        )
 
     # ── one run ─────────────────────────────────────────────────────────────────────────────
 

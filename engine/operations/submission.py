@@ -10,7 +10,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from engine.store import Store
+from engine.store.records import RunRecord
 from engine.validation import deep_pointer, nesting_exceeds
+from engine.validation.common import pointer
 from schemas.clock import Clock
 from schemas.definitions import SpawnerVertex, Workflow
 from schemas.errors import InvalidRequest, LimitReached, Problem
@@ -96,6 +98,100 @@ def request_hash(workflow: str, version: int | None, run_input: Any, tenant_id: 
     latest), the input and the tenant. The same key with another hash is another request."""
     request = {"workflow": workflow, "version": version, "input": run_input, "tenant": tenant_id}
     return hashlib.sha256(canonical_json(request, "the input").encode()).hexdigest()
+
+
+MAX_POINTER_CHARS = 200
+"""The longest input pointer a conflict names (an input's keys may be long)."""
+
+
+@dataclass(frozen=True)
+class Request:
+    """What a submission asks for: the parts `request_hash` covers."""
+
+    workflow: str
+    version: int | None
+    """The version it names; None: it left the version to routing."""
+    input: Any
+    tenant_id: str
+
+
+@dataclass(frozen=True)
+class Difference:
+    """Which parts of a request differ from those of the request an idempotency key was first
+    sent with: their wire names (`workflow`, `version`, `input`, `tenantId`), a phrase for
+    each, and where the input first differs (a JSON pointer). No value of the input is
+    named: it may hold secrets."""
+
+    parts: tuple[str, ...]
+    phrases: tuple[str, ...]
+    input_pointer: str | None = None
+
+
+def first_version(run: RunRecord) -> tuple[bool, int | None]:
+    """Whether the hash `run`'s row keeps tells the version the request that created it
+    named, and that version (None: it named none, routing chose)."""
+    for version in (None, run.workflow_version):
+        if run.request_hash == request_hash(run.workflow_name, version, run.input, run.tenant_id):
+            return True, version
+    return False, None
+
+
+def difference(run: RunRecord, request: Request) -> Difference:
+    """How `request` differs from the one that created `run` (which has the same key), read
+    from the run's own fields: its workflow, tenant and input, and the version that request
+    named (`first_version`). Empty when none differs as far as the row tells."""
+    found: list[tuple[str, str]] = []
+    if run.workflow_name != request.workflow:
+        found.append(("workflow", f"the workflow ({request.workflow}, not {run.workflow_name})"))
+    known, named = first_version(run)
+    if known and named != request.version:
+        found.append(("version", _version_phrase(named, request.version, run.workflow_version)))
+    input_at = None
+    if not _same(run.input, request.input):
+        input_at = input_difference(run.input, request.input)
+        found.append(("input", f"the input (first at {input_at})" if input_at else "the input"))
+    if run.tenant_id != request.tenant_id:
+        found.append(("tenantId", "the tenant (tenantId)"))
+    if not found and not known:  # the hash differs and nothing else does: the version must
+        found.append(("version", "the version (named, or left out, unlike the first time)"))
+    return Difference(
+        tuple(part for part, _ in found), tuple(phrase for _, phrase in found), input_at
+    )
+
+
+def _version_phrase(named: int | None, version: int | None, got: int) -> str:
+    if named is None:
+        return f"the version (v{version} named; the first request named none and got v{got})"
+    if version is None:
+        return f"the version (none named; the first request named v{named})"
+    return f"the version (v{version}, not v{named})"
+
+
+def input_difference(first: Any, second: Any) -> str:
+    """The JSON pointer of the first place (keys in sorted order) where two inputs differ:
+    a key one of them lacks, an item past the end of the shorter list, or a value of
+    another type or JSON text; "" when they differ as a whole. Cut at `MAX_POINTER_CHARS`."""
+    found = _difference_at(first, second, "")
+    return found if len(found) <= MAX_POINTER_CHARS else found[:MAX_POINTER_CHARS] + "…"
+
+
+def _same(first: Any, second: Any) -> bool:
+    return canonical_json(first, "the input") == canonical_json(second, "the input")
+
+
+def _difference_at(first: Any, second: Any, at: str) -> str:
+    if isinstance(first, dict) and isinstance(second, dict):
+        for key in sorted(first.keys() | second.keys()):
+            if key not in first or key not in second:
+                return at + pointer(key)
+            if not _same(first[key], second[key]):
+                return _difference_at(first[key], second[key], at + pointer(key))
+    elif isinstance(first, list) and isinstance(second, list):
+        for index, (one, other) in enumerate(zip(first, second, strict=False)):
+            if not _same(one, other):
+                return _difference_at(one, other, at + pointer(index))
+        return at + pointer(min(len(first), len(second)))
+    return at
 
 
 def stored_key(tenant_id: str, key: str) -> str:

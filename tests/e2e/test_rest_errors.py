@@ -68,7 +68,9 @@ async def _boom() -> None:
 REFUSALS: dict[str, Exception] = {
     "not-found": NotFound("no run r1", code="run_not_found"),
     "wrong-state": WrongState("run r1 is RUNNING", state="RUNNING"),
-    "conflict": IdempotencyConflict("key k1 names another request", run_id="r1"),
+    "conflict": IdempotencyConflict(
+        "key k1 names another request", run_id="r1", differs=["input"], input_pointer="/day"
+    ),
     "invalid": InvalidRequest(
         "bad input", problems=[Problem("/input/day", "must be a date", code="format")]
     ),
@@ -516,7 +518,7 @@ async def test_operation_refusals_map_by_category(
     if which == "wrong-state":
         assert body["details"] == {"state": "RUNNING"}
     if which == "conflict":
-        assert body["details"] == {"runId": "r1"}
+        assert body["details"] == {"runId": "r1", "differs": ["input"], "inputPointer": "/day"}
     if which == "invalid":
         assert body["details"]["problems"] == [
             {"pointer": "/input/day", "code": "format", "message": "must be a date"}

@@ -139,7 +139,40 @@ async def test_idempotency_key_same_request_same_run_other_request_409(api: Api)
     assert again.json()["created"] is False
     assert again.headers["Location"] == first.headers["Location"]
     body = assert_error(other, 409, "idempotency_conflict")
-    assert body["details"]["runId"] == first.json()["id"]
+    assert body["details"] == {
+        "runId": first.json()["id"],
+        "differs": ["input"],
+        "inputPointer": "/n",
+    }
+    assert "differs in the input (first at /n)" in body["message"]
+
+
+async def test_a_conflict_names_the_version_named_where_the_first_left_it_out(
+    api: Api,
+) -> None:
+    """The serving version named explicitly is another request than the version left out
+    (the first is pinned, the second follows the serving version): the 409 says so, and
+    names where the input differs without any of its values."""
+    headers = {"Idempotency-Key": "order-18"}
+    secret = {"customer": {"id": "c-1", "card": "4111-1111"}}
+    async with api.http(api.acme) as http:
+        first = await http.post("/workflows/one/runs", json={"input": secret}, headers=headers)
+        pinned = await http.post(
+            "/workflows/one/runs", json={"input": secret, "version": 1}, headers=headers
+        )
+        changed = {"customer": {"id": "c-2", "card": "4111-2222"}}
+        both = await http.post(
+            "/workflows/one/runs", json={"input": changed, "version": 1}, headers=headers
+        )
+    assert first.status_code == 201, first.text
+    body = assert_error(pinned, 409, "idempotency_conflict")
+    assert body["details"] == {"runId": first.json()["id"], "differs": ["version"]}
+    assert "the version (v1 named; the first request named none and got v1)" in body["message"]
+    body = assert_error(both, 409, "idempotency_conflict")
+    assert body["details"]["differs"] == ["version", "input"]
+    assert body["details"]["inputPointer"] == "/customer/card"
+    for value in ("c-1", "c-2", "4111"):
+        assert value not in both.text
 
 
 async def test_twenty_concurrent_identical_submissions_make_one_run(api: Api) -> None:

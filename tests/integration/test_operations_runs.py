@@ -146,17 +146,30 @@ async def test_the_same_key_and_request_return_the_same_run(ops: Operations) -> 
 
 
 @pytest.mark.parametrize(
-    "other",
+    ("other", "differs", "words"),
     [
-        {"workflow": "one", "input": {"a": 2}},
-        {"workflow": "one", "input": {"a": 1}, "version": 1},
-        {"workflow": "two", "input": {"a": 1}},
+        ({"workflow": "one", "input": {"a": 2}}, ["input"], "differs in the input (first at /a)"),
+        (
+            {"workflow": "one", "input": {"a": 1}, "version": 1},
+            ["version"],
+            "the version (v1 named; the first request named none and got v1)",
+        ),
+        ({"workflow": "two", "input": {"a": 1}}, ["workflow"], "the workflow (two, not one)"),
+        (
+            {"workflow": "two", "input": {"b": 1}, "version": 1},
+            ["workflow", "version", "input"],
+            "(two, not one), the version (v1 named; the first request named none and got v1) "
+            "and the input (first at /a)",
+        ),
     ],
-    ids=["other-input", "pinned-version", "other-workflow"],
+    ids=["other-input", "pinned-version", "other-workflow", "all-three"],
 )
 async def test_the_same_key_with_another_request_conflicts(
-    ops: Operations, other: dict[str, Any]
+    ops: Operations, other: dict[str, Any], differs: list[str], words: str
 ) -> None:
+    """The conflict names what differs from the request that created the key's run, in its
+    message and in `details.differs`: a version named where the first request left it to
+    routing counts, even the version routing gave it."""
     await ops.workflows.publish([single("one", UNREACHABLE), single("two", UNREACHABLE)])
     first = await ops.runs.submit("one", {"a": 1}, idempotency_key="k")
     with pytest.raises(IdempotencyConflict) as conflict:
@@ -166,7 +179,34 @@ async def test_the_same_key_with_another_request_conflicts(
     assert conflict.value.code == "idempotency_conflict"
     assert conflict.value.refusal is Refusal.CONFLICT
     assert conflict.value.run_id == first.run.id == conflict.value.details["runId"]
+    assert conflict.value.details["differs"] == differs
+    assert words in conflict.value.message, conflict.value.message
     assert await run_count(ops) == 1
+
+
+async def test_a_conflict_points_into_the_input_without_its_values(ops: Operations) -> None:
+    """Where the input first differs is named by its pointer, never by its values (an input
+    may carry secrets); a version named the first time and left out the second differs."""
+    await ops.workflows.publish(single("one", UNREACHABLE))
+    first_input = {"customer": {"id": "c-1", "token": "tok-first"}, "items": [1, 2]}
+    await ops.runs.submit("one", first_input, idempotency_key="k", version=1)
+    with pytest.raises(IdempotencyConflict) as nested:
+        await ops.runs.submit(
+            "one",
+            {"customer": {"id": "c-2", "token": "tok-second"}, "items": [1, 2]},
+            idempotency_key="k",
+            version=1,
+        )
+    with pytest.raises(IdempotencyConflict) as longer:
+        await ops.runs.submit("one", {**first_input, "items": [1, 2, 3]}, idempotency_key="k")
+    assert nested.value.details["differs"] == ["input"]
+    assert nested.value.details["inputPointer"] == "/customer/id"
+    assert "the input (first at /customer/id)" in nested.value.message
+    for secret in ("c-1", "c-2", "tok-first", "tok-second"):
+        assert secret not in nested.value.message
+    assert longer.value.details["differs"] == ["version", "input"]
+    assert longer.value.details["inputPointer"] == "/items/2"
+    assert "the version (none named; the first request named v1)" in longer.value.message
 
 
 async def test_keys_are_scoped_to_the_tenant(ops: Operations) -> None:

@@ -8,7 +8,12 @@ import re
 import pytest
 
 from api.cli.id_prefixes import is_prefix, is_short_prefix
-from engine.operations.id_prefixes import PREFIX_PATTERN, PrefixRange, prefix_range
+from engine.operations.id_prefixes import (
+    PREFIX_PATTERN,
+    PrefixRange,
+    prefix_range,
+    reads_as_prefix,
+)
 from schemas.errors import InvalidRequest
 
 
@@ -87,3 +92,22 @@ def test_the_cli_resolves_what_reads_as_a_prefix(given: str, resolved: bool) -> 
 )
 def test_a_prefix_too_short_is_told_apart(given: str, short: bool) -> None:
     assert is_short_prefix(given) is short
+
+
+@pytest.mark.parametrize(
+    ("given", "prefix"),
+    [
+        ("3f2a9c1e", True),
+        ("3f2a9c1e-9a0b", True),
+        ("3F2A9C1E-9A0B-4C1D-8E2F-0123456789AB", True),  # an id, but not as ids are written
+        ("3f2a9c1e9a0b4c1d8e2f0123456789ab", True),
+        ("3f2a9c1e-9a0b-4c1d-8e2f-0123456789ab", False),  # a whole id
+        ("3f2a9c1", False),  # too short to be resolved
+        ("a-run", False),
+        (None, False),
+    ],
+)
+def test_a_filter_tells_a_prefix_from_a_whole_id(given: str | None, prefix: bool) -> None:
+    """What a `parent` filter refuses as a prefix (and what a run route's 404 points to the
+    lookup for): only what the lookup would resolve, not any id it cannot be."""
+    assert reads_as_prefix(given) is prefix
