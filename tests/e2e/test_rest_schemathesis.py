@@ -53,12 +53,13 @@ SEMANTIC_422 = {
     "POST /runs/retry/preview": (
         "it names ids or a filter, exactly one of the two, as the batch does; its filter is a "
         "run list's: a status any case of a run status, a version needs its workflow, a "
-        "parent's children are never roots (parent with roots=true)"
+        "parent's children are never roots (parent with roots=true), a parent is a whole id "
+        "(a prefix of one is refused)"
     ),
     "GET /runs": (
         "a cursor is opaque: only one the API gave out is valid; a version needs its workflow; "
-        "a parent's children are never roots (parent with roots=true); `tenantId` and its "
-        "deprecated name `tenant` must agree"
+        "a parent's children are never roots (parent with roots=true); a parent is a whole "
+        "id (a prefix of one is refused); `tenantId` and its deprecated name `tenant` must agree"
     ),
     "GET /runs/{run_id}/children": "a cursor is opaque: only one the API gave out is valid",
     "GET /runs/{run_id}/logs": "a cursor is opaque: only one the API gave out is valid",
