@@ -377,6 +377,33 @@ def root_paths(parsed: ParsedResult) -> list[list[str]]:
     return found
 
 
+def where_path_stops(text: str, context: dict[str, Any]) -> str | None:
+    """Why a template that is one expression reading a chain of fields (`{{ vertices.fetch
+    .output.body.orders }}`) evaluated to null, in words: the first field along it that is
+    missing ("vertices.fetch.output.body has no field 'orders'; its fields are: id, rows"), or
+    not an object ("vertices.fetch.output.body is a string, not an object"). None for any
+    other template, or when the chain reaches its end (the value itself is null)."""
+    template = compile_template(text)
+    part = template.parts[0] if template.exact else None
+    fields = getattr(part, "fields", None)
+    if not fields:
+        return None
+    value: Any = context
+    for depth, name in enumerate(fields):
+        where = ".".join(fields[:depth]) or "the context"
+        if not isinstance(value, dict):
+            return f"{where} is {_a(json_type(value))}, not an object"
+        if name not in value:
+            known = ", ".join(sorted(str(key) for key in value)[:10]) or "none"
+            return f"{where} has no field {name!r}; its fields are: {known}"
+        value = value[name]
+    return None
+
+
+def _a(kind: str) -> str:
+    return f"an {kind}" if kind[0] in "aeiou" else f"a {kind}"
+
+
 def _chain(node: dict[str, Any]) -> list[dict[str, Any]]:
     """The node as a flat list of steps, each applied to the result of the previous one."""
     elements: list[dict[str, Any]] = []

@@ -82,10 +82,14 @@ def items_of(config: SpawnerConfig, ctx: StepContext) -> list[Any]:
         raise StepFailure(FailureKind.EXPRESSION_ERROR, f"/config/items: {exc}") from exc
     if not isinstance(items, list):
         kind = expressions.json_type(items)
+        # Where a chain of fields stops says whether the expression or the data is wrong (a
+        # downstream that answered HTML leaves a string where the items were looked for).
+        stops = expressions.where_path_stops(config.items, ctx.context) if items is None else None
         raise StepFailure(
             FailureKind.INVALID_CONFIG,
-            f"/config/items must evaluate to an array, got {kind}: check the expression "
-            f"{config.items!r}",
+            f"/config/items must evaluate to an array, got {kind}"
+            + (f" ({stops})" if stops else "")
+            + f": check the expression {config.items!r}",
         )
     return items
 

@@ -34,7 +34,6 @@ from __future__ import annotations
 
 import dataclasses
 import difflib
-import json
 from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
@@ -46,7 +45,7 @@ from engine.validation.common import Code, did_you_mean, jmespath_path, pointer,
 from engine.validation.graph import RawVertex, RawWorkflow
 from engine.validation.input_fields import input_field_problem
 from engine.validation.output_paths import output_path_problem
-from engine.validation.syntax_hints import Hint, syntax_hint
+from engine.validation.syntax_hints import Hint, legacy_literal, syntax_hint
 from engine.validation.url_head import url_head_problems
 from schemas.errors import Problem
 from schemas.expressions import (
@@ -132,7 +131,7 @@ def _strings(wf: RawWorkflow, vertex: RawVertex) -> Iterator[tuple[_Site, str]]:
 
 def _compile(text: str) -> Template | ExpressionError:
     for source in expressions_in(text):
-        legacy = _legacy_literal(source)
+        legacy = legacy_literal(source)
         if legacy is not None:
             return ExpressionError(
                 source,
@@ -144,39 +143,6 @@ def _compile(text: str) -> Template | ExpressionError:
         return exc
     except RecursionError:
         return ExpressionError(text.strip("{} "), "it is nested too deeply to parse")
-
-
-def _legacy_literal(source: str) -> str | None:
-    """The first backtick literal in `source` that is not JSON, if any.
-
-    JMESPath still accepts such literals as strings but warns (`PendingDeprecationWarning`) and
-    caches the result, so whether the warning shows depends on what was compiled before. The
-    validator decides up front instead, mirroring the lexer's quoting rules: `'raw'`,
-    `"identifier"` and `` `literal` ``, each with backslash escapes.
-    """
-    position, end = 0, len(source)
-    while position < end:
-        quote = source[position]
-        if quote not in "'\"`":
-            position += 1
-            continue
-        close = position + 1
-        while close < end and source[close] != quote:
-            close += 2 if source[close] == "\\" else 1
-        if quote == "`" and close < end:
-            lexeme = source[position + 1 : close].replace("\\`", "`")
-            if not _is_json(lexeme):
-                return lexeme
-        position = close + 1
-    return None
-
-
-def _is_json(text: str) -> bool:
-    try:
-        json.loads(text)
-    except (ValueError, RecursionError):
-        return False
-    return True
 
 
 def _syntax_reason(error: ExpressionError) -> str:

@@ -13,6 +13,7 @@ name must be written in double quotes (`vertices."paid-orders"`, docs/authoring.
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import Collection, Iterator
 from dataclasses import dataclass
@@ -176,8 +177,45 @@ def _quoted(source: str, found: list[tuple[int, str, str]]) -> str:
 
 
 def _compiles(source: str) -> bool:
+    # A hint never suggests a backtick literal JMESPath only warns about (and the warning,
+    # raised once per text it caches, would depend on what was compiled before).
+    if legacy_literal(source) is not None:
+        return False
     try:
         jmespath.compile(source)
     except (jmespath_exceptions.JMESPathError, RecursionError):
+        return False
+    return True
+
+
+def legacy_literal(source: str) -> str | None:
+    """The first backtick literal in `source` that is not JSON, if any.
+
+    JMESPath still accepts such literals as strings but warns (`PendingDeprecationWarning`) and
+    caches the result, so whether the warning shows depends on what was compiled before. The
+    validator decides up front instead, mirroring the lexer's quoting rules: `'raw'`,
+    `"identifier"` and `` `literal` ``, each with backslash escapes.
+    """
+    position, end = 0, len(source)
+    while position < end:
+        quote = source[position]
+        if quote not in "'\"`":
+            position += 1
+            continue
+        close = position + 1
+        while close < end and source[close] != quote:
+            close += 2 if source[close] == "\\" else 1
+        if quote == "`" and close < end:
+            lexeme = source[position + 1 : close].replace("\\`", "`")
+            if not _is_json(lexeme):
+                return lexeme
+        position = close + 1
+    return None
+
+
+def _is_json(text: str) -> bool:
+    try:
+        json.loads(text)
+    except (ValueError, RecursionError):
         return False
     return True

@@ -20,6 +20,7 @@ from schemas.expressions import (
     expressions_in,
     render,
     root_paths,
+    where_path_stops,
 )
 
 CONTEXT = {
@@ -588,3 +589,29 @@ _jmespath_text = st.text(
 @given(_jmespath_text)
 def test_arbitrary_expression_text_gives_problems_not_crashes(source: str) -> None:
     codes(chain("{{ " + source + " }}"))
+
+
+@pytest.mark.parametrize(
+    ("text", "context", "said"),
+    [
+        ("{{ input.a.b }}", {"input": {"a": 3}}, "input.a is a number, not an object"),
+        ("{{ input.a.b }}", {"input": {"a": [1]}}, "input.a is an array, not an object"),
+        (
+            "{{ input.x }}",
+            {"input": {"b": 1, "a": 2}},
+            "input has no field 'x'; its fields are: a, b",
+        ),
+        (
+            "{{ nothing }}",
+            {"input": {}},
+            "the context has no field 'nothing'; its fields are: input",
+        ),
+        ("{{ input.a }}", {"input": {"a": None}}, None),  # the value itself is null
+        ("{{ length(input.a) }}", {"input": {}}, None),  # not a chain of fields
+        ("id-{{ input.a }}", {"input": {}}, None),  # not one whole expression
+    ],
+)
+def test_where_a_chain_of_fields_stops(
+    text: str, context: dict[str, Any], said: str | None
+) -> None:
+    assert where_path_stops(text, context) == said
