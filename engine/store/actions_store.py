@@ -10,6 +10,7 @@ of `schemas.errors` from inside the transaction, which rolls it back.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import uuid
 from collections import Counter
@@ -105,6 +106,18 @@ CONFLICT_ATTEMPTS = 3
 _TERMINAL = {s.value for s in TERMINAL_RUN_STATUSES}
 
 
+class _StartedOverMeanwhile(Exception):
+    """A retry found, under its runs' roots' locks, a start over that committed after it had
+    checked them: it is rolled back and tried again, which spares those runs."""
+
+
+async def _check_started_over_meanwhile(conn: AsyncConnection, rows: Sequence[Any]) -> None:
+    """Raise `_StartedOverMeanwhile` when a run of `rows` (retried in this transaction) was
+    started over since the retry checked it (`restarts.started_over_meanwhile`)."""
+    if await restarts.started_over_meanwhile(conn, rows):
+        raise _StartedOverMeanwhile
+
+
 def start_over_key(run_id: str) -> str:
     """The idempotency key of the run that starts `run_id` over (one per old run)."""
     return f"start-over:{run_id}"
@@ -127,8 +140,20 @@ class OperatorActionsStore(WorkQueue):
         async with self._engines.write.begin() as conn:
             return await work(conn)
 
-    async def _visible_run(self, conn: AsyncConnection, run_id: str, tenant: str | None) -> Any:
-        row = await sql.run_state(conn, run_id)
+    async def _sparing_started_over(
+        self, work: Callable[[AsyncConnection], Awaitable[T]], *, tries: int
+    ) -> T:
+        """`_transaction(work)`, run again when `work` met a start over that committed after
+        it had checked its runs (`_StartedOverMeanwhile`), at most `tries` times in all."""
+        for _ in range(tries - 1):
+            with contextlib.suppress(_StartedOverMeanwhile):
+                return await self._transaction(work)
+        return await self._transaction(work)
+
+    async def _visible_run(
+        self, conn: AsyncConnection, run_id: str, tenant: str | None, *, lock: bool = False
+    ) -> Any:
+        row = await sql.run_state(conn, run_id, lock=lock)
         if row is None or (tenant is not None and row.tenant_id != tenant):
             raise sql.run_not_found(run_id)
         return row
@@ -228,6 +253,9 @@ class OperatorActionsStore(WorkQueue):
             resumed = await recovery.reopen_parents(
                 conn, reopened, now, self._workflow_reader(conn)
             )
+            # Last, under the roots' locks: a start over that committed since the check above
+            # (PostgreSQL) rolls this back, and the next try spares its run.
+            await _check_started_over_meanwhile(conn, [states[r] for r in outcome.retried])
             lines = await self._reopened_lines(conn, resumed, action, actor)
             lines += [
                 action_line(
@@ -243,7 +271,9 @@ class OperatorActionsStore(WorkQueue):
             await results_.insert_logs(conn, lines, now)
             return outcome
 
-        return await self._transaction(work)
+        # Each try that meets a new start over finds one more of `ids` started over for good,
+        # so one more try than there are runs always ends.
+        return await self._sparing_started_over(work, tries=len(ids) + 1)
 
     async def retry_preview(self, run_id: str, *, tenant: str | None = None) -> RetryOutcome:
         """What `retry_runs([run_id])` would do, read without changing anything (a confirm
@@ -465,7 +495,6 @@ class OperatorActionsStore(WorkQueue):
             if step.status == StepStatus.RESOLVED.value and step.output == output:
                 return ResolveOutcome(False, run.status)
             _check_resolvable(run, step, vertex_id)
-            await restarts.refuse_started_over(conn, run, "resolve")
             await sql.resolve_step(conn, step.id, output, now)
             tx = results_.Tx(conn, now, CompletionReport())
             if run.status == RunStatus.FAILED.value:
@@ -476,6 +505,8 @@ class OperatorActionsStore(WorkQueue):
             line = action_line(run_id, Action.RESOLVE, actor, message, vertex_id)
             await results_.insert_logs(conn, [line], now)
             await self._settle(tx)
+            # Last, under the root's lock (`restarts`): the refusal rolls the resolve back.
+            await restarts.refuse_started_over(conn, run, "resolve")
             return ResolveOutcome(True, await sql.current_status(conn, run_id))
 
         return await self._transaction(work)
@@ -507,7 +538,10 @@ class OperatorActionsStore(WorkQueue):
 
         async def work(conn: AsyncConnection) -> StartOverOutcome:
             now = self._clock.now()
-            old = await self._visible_run(conn, run_id, tenant)
+            # Locked first, before anything is read: a retry, resolve or reprocess of it (or
+            # of a run under it) that committed first is read here as it left the run, and
+            # one that commits later finds this start over (`engine.store.restarts`).
+            old = await self._visible_run(conn, run_id, tenant, lock=True)
             existing = await sql.run_id_by_key(conn, key)
             if existing is not None:
                 return await _started_before(conn, existing, old.status)

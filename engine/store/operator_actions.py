@@ -7,10 +7,13 @@ run. Lists of ids are sent in chunks of `ID_CHUNK` (a bound parameter each, well
 databases' limits). A cancel finds a run's descendants with one recursive query over
 `parent_run_id` instead of sending their ids at all.
 
-Lock order. A worker recording results locks step rows (in id order) before run rows; the
-actions that may meet such a flush take their locks in the same order (steps, then runs), so
-the two wait for each other instead of deadlocking. Where PostgreSQL still reports a
-deadlock or a serialization failure, the action's transaction is run again (see
+Lock order. A worker recording results locks step rows (in id order) before run rows, and a
+child run before its parent's spawner step and run, so a root run last; the actions that may
+meet such a flush take their locks in the same order (steps, then runs, the root last), so
+the two wait for each other instead of deadlocking. A retry, resolve or reprocess ends by
+locking the root run to read again whether it was started over, and a start over locks the
+run it repeats first, its only existing row (`engine.store.restarts`). Where PostgreSQL still
+reports a deadlock or a serialization failure, the action's transaction is run again (see
 `rolled_back_by_conflict`).
 """
 
@@ -301,9 +304,13 @@ async def run_states(conn: AsyncConnection, run_ids: Sequence[str]) -> dict[str,
     return found
 
 
-async def run_state(conn: AsyncConnection, run_id: str) -> Any:
-    """The run's row as `run_states` reads it, or None."""
-    return (await run_states(conn, [run_id])).get(run_id)
+async def run_state(conn: AsyncConnection, run_id: str, *, lock: bool = False) -> Any:
+    """The run's row as `run_states` reads it, or None; with `lock`, locked until the
+    transaction ends (read as the latest commit left it, once a holder's lock is gone)."""
+    if not lock:
+        return (await run_states(conn, [run_id])).get(run_id)
+    query = select(*_RUN_COLUMNS).where(runs.c.id == run_id).with_for_update()
+    return (await conn.execute(query)).first()
 
 
 async def whole_run(conn: AsyncConnection, run_id: str) -> Any:

@@ -9,11 +9,20 @@ beside the new run's: so once a run is started over, those actions refuse it and
 descendants (409 `started_over`; a reprocess only when it has dead letters to revive, else it
 stays a no-op), naming the new run and its status, as a second start over of it names that
 run (`start_over_next`).
+
+Each of them checks, then writes: on PostgreSQL (at READ COMMITTED) a start over and a retry
+of the same run committed at once would each pass its check. The root run's row serialises
+them. A start over locks it first (it is the only row of the old run tree it locks, and a
+flush holding it waits for nothing the start over holds). The other actions lock it last
+(`lock_roots`), after their other rows, in the order a worker's flush locks them (steps,
+then runs, up to the root), and only then read the start overs again (`started_over`): one
+committed before that, or waiting on the lock, is found, and one that comes later finds the
+run as the action left it (RUNNING: `run_not_ended`). SQLite runs one writer at a time.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -115,9 +124,33 @@ def started_over_refusal(run_id: str, state: str, found: StartedOver, action: st
     return refusal
 
 
+async def lock_roots(conn: AsyncConnection, rows: Iterable[Any]) -> None:
+    """Lock the rows of the root runs of `rows` (with `id` and `root_run_id`) until the
+    transaction ends, in id order (a batch's roots as concurrent batches take them), so that
+    no start over of them commits meanwhile and one that already did is read after it. Taken
+    after the action's other locks: a worker's flush takes a root last too."""
+    roots = sorted({root_of(row) for row in rows})
+    for chunk in chunks(roots):
+        locking = select(runs.c.id).where(runs.c.id.in_(chunk)).order_by(runs.c.id)
+        await conn.execute(locking.with_for_update())
+
+
+async def started_over_meanwhile(
+    conn: AsyncConnection, rows: Sequence[Any]
+) -> dict[str, StartedOver]:
+    """`started_over(rows)` read again once their roots are locked (`lock_roots`), at the end
+    of an action that checked them before its writes: a start over that committed since that
+    check is found here, before the action commits."""
+    if not rows:
+        return {}
+    await lock_roots(conn, rows)
+    return await started_over(conn, rows)
+
+
 async def refuse_started_over(conn: AsyncConnection, row: Any, action: str) -> None:
     """Refuse `action` on the run of `row` (`id`, `status`, `root_run_id`) when its root was
-    started over."""
-    found = (await started_over(conn, [row])).get(row.id)
+    started over. Called once the action has written (the refusal rolls it back): its root is
+    locked first (`started_over_meanwhile`)."""
+    found = (await started_over_meanwhile(conn, [row])).get(row.id)
     if found is not None:
         raise started_over_refusal(row.id, row.status, found, action)
