@@ -346,6 +346,24 @@ def assert_says_the_figures_at_the_rollback(
     assert ratio.inner_text() == " · ratio 1.000 at the rollback"
 
 
+def start_over_says_the_rollback_first(page: Any, deployment_id: str) -> None:
+    """A candidate's FAILED run's page names its deployment, and its Start over dialog
+    says, before the click, that v2 was rolled back and that the new run runs it again (the
+    start over's preview); backing out starts nothing."""
+    page.locator(".run-route", has_text="a deployment's candidate").wait_for()
+    assert_names_its_deployment(page, deployment_id)
+    button = page.get_by_role("button", name="Start over")
+    eventually(button.is_enabled, 20, "the run to end")
+    button.click()
+    dialog = page.locator("dialog.modal")
+    warning = dialog.locator("li", has_text="was rolled back by deployment")
+    warning.wait_for()
+    assert "this start over runs v2 again" in warning.inner_text()
+    assert "Would start a new run of v2 with the same input" in dialog.inner_text()
+    shoot(page, "start-over-dialog-rolled-back")
+    dialog.get_by_role("button", name="Cancel").click()
+
+
 def test_a_failing_candidate_is_rolled_back_and_shows_its_exposure(
     server: DemoServer, browser: Any
 ) -> None:
@@ -419,8 +437,7 @@ def test_a_failing_candidate_is_rolled_back_and_shows_its_exposure(
         assert re.search(r"\bv2\b", rows.first.inner_text())
         shoot(page, "deployment-exposed-runs")
         rows.first.get_by_role("link").click()
-        page.locator(".run-route", has_text="a deployment's candidate").wait_for()
-        assert_names_its_deployment(page, deployment_id)
+        start_over_says_the_rollback_first(page, deployment_id)
         page.go_back()
         page.locator("p.window-note").get_by_role("button", name="Show any time").click()
         page.locator("p.window-note").wait_for(state="detached")

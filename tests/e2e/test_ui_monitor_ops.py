@@ -574,3 +574,31 @@ def test_a_run_whose_join_tolerated_failed_children_says_so(
         assert cell.locator(".mini-bar.tolerated").count() == 1
         assert "3 failed (tolerated)" in cell.inner_text()
         shoot(page, "ops-tolerated-list")
+
+
+def test_a_childs_retry_under_a_root_started_over_says_the_refusal_first(
+    server: DemoServer, browser: Any
+) -> None:
+    """The tour: a FAILED child's Retry dialog promised "Its FAILED steps run again" when its
+    root had been started over, and the click was refused (409 `started_over`). The dialog
+    now says the refusal before the click (the retry's preview), and the root's own Start
+    over dialog says which run an earlier start over made."""
+    parent = failed_fan_out(server, "refused-child", 3, {1})
+    new_id = server.call(f"/runs/{parent}/start-over", {})["newRunId"]
+    child = server.call(f"/runs/{parent}/children?status=FAILED")["items"][0]["id"]
+    with opened(browser, f"{server.ui}#/runs/{child}") as (page, _):
+        page.locator("h1 .badge", has_text="failed").wait_for()
+        page.get_by_role("button", name="Retry", exact=True).click()
+        dialog = page.locator("dialog.modal")
+        dialog.locator("p", has_text="This retry would be refused.").wait_for()
+        refused = dialog.locator(".refused-note").inner_text()
+        assert f"started over as run {new_id}" in refused, refused
+        shoot(page, "ops-child-retry-refused-first", narrow=False)
+        dialog.get_by_role("button", name="Cancel").click()
+        page.goto(f"{server.ui}#/runs/{parent}")
+        page.locator("h1 .badge", has_text="failed").wait_for()
+        page.get_by_role("button", name="Start over").click()
+        again = page.locator("dialog.modal")
+        again.locator("p", has_text=f"Already started over as run {new_id}").wait_for()
+        again.get_by_role("button", name="Cancel").click()
+    assert server.call(f"/runs/{child}")["status"] == "FAILED"  # nothing was sent

@@ -1,8 +1,9 @@
 // The operator's buttons on a run: Retry, Start over, Reprocess dead letters, Cancel (and
 // Resolve, on a failed step). Each asks first and shows what the API answered, with the
 // warnings it gave (a retry's steps meeting an open breaker, with a link to its Reset on the
-// Destinations page; joins that fail again at once; a finished run reopened). Retry and
-// Reprocess read the API's preview first, so their dialogs say those warnings before the click.
+// Destinations page; joins that fail again at once; a finished run reopened). Retry, Start
+// over and Reprocess read the API's preview first, so their dialogs say those warnings (or
+// the API's refusal) before the click.
 
 import { api } from "../api.js";
 import { chooseAction, editJson } from "../dialog.js";
@@ -73,6 +74,9 @@ function retryWarnings(answer, { stuck = true } = {}) {
  * reprocess meets again: the fix note says what to do, and the stuck joins go unsaid). */
 async function retryPreview(runId, offerReprocess) {
   const preview = await api(path(runId, "retry/preview"));
+  // A FAILED run the API would refuse (its root was started over, a deployment's own run):
+  // the dialog says the refusal, not a retry that will not happen.
+  if (!preview.retriable && preview.warnings?.length) return refusedPreview("retry", preview.warnings[0]);
   if (!preview.retriable) return null;
   const text = preview.message ? `${capitalised(preview.message)}; completed steps keep their results.` : null;
   const warnings = retryWarnings(preview, { stuck: offerReprocess });
@@ -86,6 +90,29 @@ async function retryPreview(runId, offerReprocess) {
         ? h("p", {}, h("button", { type: "submit", value: "reprocess", class: "primary reprocess-instead" }, "Reprocess dead letters"), " instead")
         : null,
     ],
+  };
+}
+
+/** A dialog's words for an action the API would refuse, with its sentence. */
+function refusedPreview(action, sentence) {
+  return {
+    text: `This ${action} would be refused.`,
+    blocks: [h("p", { class: "refused-note" }, h("strong", {}, "⚠ "), sentence)],
+  };
+}
+
+/** What Start over's dialog says before the click, from the API's preview: the version the
+ * new run runs and the start over's warnings (that version was rolled back by a deployment,
+ * or no longer serves); the run an earlier start over made (a start over answers it); or
+ * the refusal. */
+async function startOverPreview(runId) {
+  const preview = await api(path(runId, "start-over/preview"));
+  if (!preview.startable && !preview.newRunId) return refusedPreview("start over", preview.message);
+  const text = `${capitalised(preview.message)}${preview.startable ? ", linked to this one." : "."}`;
+  if (!preview.warnings.length) return { text, blocks: null };
+  return {
+    text,
+    blocks: [h("p", {}, h("strong", {}, "⚠ Before you start over:")), h("ul", {}, preview.warnings.map((w) => h("li", {}, warningNodes(w))))],
   };
 }
 
@@ -244,6 +271,7 @@ export function actionBar(detail, result, done) {
       text: "A new run starts with the same input, linked to this one.",
       note: fixNote(detail),
       confirm: "Start over",
+      preview: () => startOverPreview(id),
       send: () => api(path(id, "start-over"), { method: "POST" }),
       describe: (a) => [a.message, " — ", h("a", { href: `#/runs/${encodeURIComponent(a.newRunId)}` }, "open the new run")],
     }),
