@@ -3,7 +3,8 @@
 All files are validated together, so a parent workflow and the child workflow its SPAWNER
 starts may sit in separate files. A file named `X.input.json` is a run input, not a workflow:
 when `X.json` is validated in the same call, the input is checked against the inputSchema of
-the first workflow in `X.json`; otherwise it is skipped.
+the first workflow in `X.json`; otherwise it is skipped. What is published cannot be seen
+from here: a SPAWNER's child workflow in none of the files is a note, not a problem.
 
 Exit status: 0 every file is valid, 1 some file is invalid, 2 usage error or unreadable file
 (missing, a directory, no permission). `--format json` prints one JSON document, described in
@@ -60,6 +61,8 @@ class FileResult:
     """"workflow" or "input" (a run input checked against its workflow's inputSchema)."""
     workflows: list[str] = field(default_factory=list)
     problems: list[dict[str, str]] = field(default_factory=list)
+    notes: list[dict[str, str]] = field(default_factory=list)
+    """What validation could not decide offline (a child workflow that may be published)."""
     note: str = ""
 
     def as_dict(self) -> dict[str, Any]:
@@ -70,6 +73,8 @@ class FileResult:
             "workflows": self.workflows,
             "problems": self.problems,
         }
+        if self.notes:
+            data["notes"] = self.notes
         if self.note:
             data["note"] = self.note
         return data
@@ -158,8 +163,9 @@ def _validate_paths(paths: list[Path], settings: Settings) -> list[FileResult]:
     workflow_paths = [p for p in contents if not p.name.endswith(INPUT_SUFFIX)]
     from engine import validation  # networkx and jsonschema: only when validating
 
+    # No store here: a child workflow none of the files holds may be published or not.
     report = validation.check_documents(
-        [(_name(p), contents[p]) for p in workflow_paths], settings=settings
+        [(_name(p), contents[p]) for p in workflow_paths], settings=settings, known_workflows=None
     )
     for path, document in zip(workflow_paths, report.documents, strict=True):
         status = Status.VALID if document.valid else Status.INVALID
@@ -168,6 +174,7 @@ def _validate_paths(paths: list[Path], settings: Settings) -> list[FileResult]:
             status,
             workflows=[w.name for w in document.workflows],
             problems=[_problem_dict(p) for p in document.problems],
+            notes=[_problem_dict(p) for p in document.notes],
         )
     by_file = {p.resolve(): d for p, d in zip(workflow_paths, report.documents, strict=True)}
     for path, raw in contents.items():
@@ -257,6 +264,17 @@ def _print_text(results: list[FileResult]) -> None:
         console.print(line)
         if result.note:
             console.print(Text("  " + result.note, style="dim"))
+        for note in result.notes:
+            console.print(
+                Text.assemble(
+                    "  ",
+                    (where(note["pointer"]), "cyan"),
+                    "  ",
+                    ("note: ", "yellow"),
+                    note["message"],
+                    (f"  [{note['code']}]", "dim"),
+                )
+            )
         for problem in result.problems:
             console.print(
                 Text.assemble(

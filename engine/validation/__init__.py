@@ -65,6 +65,9 @@ class DocumentReport:
     source: str
     workflows: list[Workflow] = field(default_factory=list)
     problems: list[Problem] = field(default_factory=list)
+    notes: list[Problem] = field(default_factory=list)
+    """What the checks could not decide and do not fail the document for (offline: a child
+    workflow that may be published)."""
 
     @property
     def valid(self) -> bool:
@@ -135,7 +138,7 @@ def check_documents(
     documents: Sequence[tuple[str, bytes | str]],
     *,
     settings: Settings | None = None,
-    known_workflows: Collection[str] = (),
+    known_workflows: Collection[str] | None = (),
     egress: EgressPolicy | None = None,
 ) -> ValidationReport:
     """Like `parse_documents`, but report per document instead of raising.
@@ -143,6 +146,8 @@ def check_documents(
     A document whose own checks pass still reports problems caused by the others it was
     validated with (a duplicate workflow name is reported on the later document). The
     "did you mean" hints of all of them share one bound (`common.bounded_hints`).
+    `known_workflows` None: the caller cannot see what is published (offline), so a child
+    workflow outside these documents is a note of its document, not a problem.
     """
     with bounded_hints():
         return _check_documents(documents, settings, known_workflows, egress)
@@ -151,7 +156,7 @@ def check_documents(
 def _check_documents(
     documents: Sequence[tuple[str, bytes | str]],
     settings: Settings | None,
-    known_workflows: Collection[str],
+    known_workflows: Collection[str] | None,
     egress: EgressPolicy | None,
 ) -> ValidationReport:
     limits = Limits.from_settings(settings)
@@ -174,8 +179,7 @@ def _check_documents(
         report.problems.extend(validation_expressions.expression_problems(wf))
         if egress is not None:
             report.problems.extend(validation_egress.egress_problems(wf, egress))
-    for wf, problem in validation_graph.batch_problems([wf for _, wf, _ in found], known_workflows):
-        owner[id(wf)].problems.append(problem)
+    _check_across([wf for _, wf, _ in found], owner, known_workflows)
 
     # Typed models only for documents without problems: they are what callers get back.
     for report, wf, obj in found:
@@ -188,9 +192,24 @@ def _check_documents(
     for report in reports:
         stamped = {dataclasses.replace(p, source=report.source) for p in report.problems}
         report.problems = sorted(stamped)
+        report.notes = sorted({dataclasses.replace(p, source=report.source) for p in report.notes})
         if report.problems:
             report.workflows = []
     return ValidationReport(reports)
+
+
+def _check_across(
+    workflows: list[validation_graph.RawWorkflow],
+    owner: dict[int, DocumentReport],
+    known_workflows: Collection[str] | None,
+) -> None:
+    """The problems between `workflows` (and, offline, the notes), each added to the report
+    of the document its workflow is in (`owner`, by the workflow's id)."""
+    for wf, problem in validation_graph.batch_problems(workflows, known_workflows):
+        owner[id(wf)].problems.append(problem)
+    if known_workflows is None:
+        for wf, note in validation_graph.unseen_children(workflows):
+            owner[id(wf)].notes.append(note)
 
 
 def spawned_workflows(

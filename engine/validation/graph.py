@@ -263,9 +263,12 @@ def _merge_problems(wf: RawWorkflow, vertex: RawVertex) -> Iterator[Problem]:
 
 
 def batch_problems(
-    workflows: list[RawWorkflow], known_workflows: Collection[str]
+    workflows: list[RawWorkflow], known_workflows: Collection[str] | None
 ) -> list[tuple[RawWorkflow, Problem]]:
-    """Problems between workflows validated together, each with the workflow it is in."""
+    """Problems between workflows validated together, each with the workflow it is in.
+
+    `known_workflows` None: what is published cannot be seen (offline validation), so a
+    child workflow outside the batch is not a problem here but one of `unseen_children`."""
     problems: list[tuple[RawWorkflow, Problem]] = []
     first_by_name: dict[str, RawWorkflow] = {}
     for wf in workflows:
@@ -280,8 +283,9 @@ def batch_problems(
             problems.append((wf, Problem(wf.at("name"), message, Code.DUPLICATE_WORKFLOW)))
         else:
             first_by_name[wf.name] = wf
-    known = {k.split("@", 1)[0] for k in known_workflows}
-    problems.extend(_child_problems(workflows, set(first_by_name), known))
+    if known_workflows is not None:
+        known = {k.split("@", 1)[0] for k in known_workflows}
+        problems.extend(_child_problems(workflows, set(first_by_name), known))
     problems.extend(_workflow_cycle_problems(workflows, first_by_name))
     return problems
 
@@ -318,6 +322,28 @@ def _child_problems(
                     Code.UNKNOWN_WORKFLOW,
                 ),
             )
+
+
+def unseen_children(workflows: list[RawWorkflow]) -> list[tuple[RawWorkflow, Problem]]:
+    """Notes, not problems, for SPAWNERs whose child workflow is not among `workflows` when
+    what is published cannot be seen: the child may well be published, so only the server
+    can tell, and the note says how to ask it."""
+    batch = {wf.name for wf in workflows if wf.name is not None}
+    notes: list[tuple[RawWorkflow, Problem]] = []
+    for wf in workflows:
+        for vertex, child in _spawners(wf):
+            if child in batch or child in RESERVED_WORKFLOWS:
+                continue
+            message = (
+                f'SPAWNER "{vertex.id}" starts workflow "{child}", which is not among the '
+                "documents given, and offline validation cannot see published workflows: "
+                f"`schemabridge workflows versions {child} --api-url URL` says whether the "
+                "server has it, or validate its file with this one."
+                f"{did_you_mean(child, batch)}"
+            )
+            pointer = wf.at("vertices", vertex.id, "config", "workflow")
+            notes.append((wf, Problem(pointer, message, Code.UNKNOWN_WORKFLOW)))
+    return notes
 
 
 def _workflow_cycle_problems(

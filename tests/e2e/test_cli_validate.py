@@ -80,7 +80,6 @@ EXPECTED: dict[str, list[tuple[str, str]]] = {
         ("/0/vertices/fan/config/items", "item_in_items"),
     ],
     "truncated.json": [("", "json_syntax")],
-    "unknown-child-workflow.json": [("/vertices/fan/config/workflow", "unknown_workflow")],
     "unknown-dependency.json": [("/vertices/store/dependsOn/0", "unknown_dependency")],
     "unknown-field.json": [
         ("/vertices/fetch/config", "missing_field"),
@@ -209,11 +208,31 @@ def test_a_parent_and_its_child_in_separate_files(tmp_path: Path) -> None:
     code, report = run_json("parent.json", "child.json", cwd=tmp_path)
     assert code == 0, report
 
+
+def test_a_child_in_no_file_is_a_note_offline(tmp_path: Path) -> None:
+    """Offline, a child workflow none of the files holds may be published: the parent is
+    valid, with a note that says so and how to ask the server, never "not published"."""
+    parent, _ = json.loads((EXAMPLES / "order-export.json").read_text())
+    (tmp_path / "parent.json").write_text(json.dumps(parent))
+
     code, report = invoke_json(tmp_path / "parent.json")
-    assert code == 1
-    assert pointers(report["files"][0]) == [
-        ("/vertices/export-each/config/workflow", "unknown_workflow")
-    ]
+    assert code == 0
+    [file_report] = report["files"]
+    assert file_report["status"] == "valid" and file_report["problems"] == []
+    [note] = file_report["notes"]
+    assert (note["pointer"], note["code"]) == (
+        "/vertices/export-each/config/workflow",
+        "unknown_workflow",
+    )
+    assert "not among the documents given" in note["message"]
+    assert "offline validation cannot see published workflows" in note["message"]
+    assert "`schemabridge workflows versions export-order --api-url URL`" in note["message"]
+    assert "nor published" not in note["message"]
+
+    code, text = invoke("validate", tmp_path / "parent.json")
+    assert code == 0
+    assert "parent.json: OK" in text
+    assert "  /vertices/export-each/config/workflow  note: SPAWNER" in text
 
 
 def test_unreadable_files_exit_2_and_the_others_are_still_checked(tmp_path: Path) -> None:

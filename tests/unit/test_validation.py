@@ -337,6 +337,27 @@ def test_a_child_workflow_may_be_already_published(known: Any) -> None:
     assert parse_document(document, known_workflows=known)
 
 
+def test_a_child_workflow_no_document_holds_is_a_note_when_publication_is_unseen() -> None:
+    """Offline (`known_workflows=None`) the child may be published: a note, not a problem;
+    a caller that sees what is published (even nothing) still gets the problem."""
+    document = [("parent.json", json.dumps(workflow("parent", s=spawner("child@2"))))]
+    offline = check_documents(document, known_workflows=None)
+    assert offline.valid and [w.name for w in offline.workflows] == ["parent"]
+    [note] = offline.documents[0].notes
+    assert (note.source, note.pointer, note.code) == (
+        "parent.json",
+        "/vertices/s/config/workflow",
+        "unknown_workflow",
+    )
+    assert "offline validation cannot see published workflows" in note.message
+    assert "nor published" not in note.message
+    online = check_documents(document, known_workflows=[])
+    assert [(p.pointer, p.code) for p in online.problems] == [
+        ("/vertices/s/config/workflow", "unknown_workflow")
+    ]
+    assert online.documents[0].notes == []
+
+
 def test_spawned_workflows_names_every_child_as_far_as_the_documents_parse() -> None:
     parent = workflow("parent", s=spawner("child@2"), t=spawner("other"), m=merge("s", "t"))
     broken = ("broken.json", '{"name": "x", "vertices": {')
