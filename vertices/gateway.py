@@ -395,13 +395,18 @@ def _failure(
     attempts: int,
     redactor: Redactor,
     sent: SentRequest | None = None,
+    *,
+    success_codes: list[int] | None = None,
 ) -> StepFailure:
     """The step's failure after its last attempt (its body excerpt redacted by `redactor`),
-    with what the attempt `sent`."""
+    with what the attempt `sent`; `success_codes`: the vertex's own list, if it has one."""
     plural = "attempt" if attempts == 1 else "attempts"
     # The failure's kind is its code, shown beside the message: the message says only what
     # happened ("GET …: no answer within 300 ms", not "GET …: timeout: no answer …").
     what = attempt.error if attempt.failure is not None and attempt.error else _describe(attempt)
+    if attempt.failure is None and attempt.answer is not None and success_codes is not None:
+        # Else "200 OK" reads as a success: the answer failed only by the vertex's own list.
+        what += f" is not in successCodes {success_codes}"
     message = f"{request.method} {request.url_for_log}: {what} ({attempts} {plural})"
     answer = attempt.answer
     if answer is None:
@@ -562,7 +567,14 @@ async def execute(
                 # "While the bucket is low, failures are not retried": the last answer is the
                 # step's failure (a 500 stays a terminal http_error), not a redispatchable
                 # refusal. The refusal is in the log line above.
-                raise _failure(request, previous, number - 1, ctx.redactor, sent) from refused
+                raise _failure(
+                    request,
+                    previous,
+                    number - 1,
+                    ctx.redactor,
+                    sent,
+                    success_codes=config.success_codes,
+                ) from refused
             raise
         previous = attempt
         if attempt.operator_detail is not None:
@@ -579,7 +591,9 @@ async def execute(
             await _log_attempt(
                 ctx, "error", request, attempt, position=position, final=final, sent=sent
             )
-            raise _failure(request, attempt, number, ctx.redactor, sent)
+            raise _failure(
+                request, attempt, number, ctx.redactor, sent, success_codes=config.success_codes
+            )
         if _stop_reason(ctx.stop) is not None:
             # Stopped while this attempt was on the wire: no wait is announced for a retry
             # that will not come.

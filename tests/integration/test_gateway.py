@@ -320,6 +320,8 @@ async def test_success_codes_replace_2xx(downstream: RunningDownstream, client: 
         await gateway.execute(created, gateway_ctx(), client, FAST)
     assert caught.value.kind is FailureKind.HTTP_ERROR
     assert downstream.stats.total == 2  # a non-success 201 is final at once
+    # "201 Created" alone reads as a success: the message says why it is not one.
+    assert str(caught.value).endswith(": 201 Created is not in successCodes [200] (1 attempt)")
 
 
 async def test_a_redirect_is_an_answer_not_followed(
