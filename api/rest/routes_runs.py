@@ -20,6 +20,7 @@ behind a proxy tells the API's 502 and 504 from the proxy's by their `code`.
 
 from __future__ import annotations
 
+import re
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Header, Path, Query, Request, Response, status
@@ -44,6 +45,7 @@ from api.rest.run_models import (
     SubmitRequest,
     SubmittedRun,
 )
+from engine.operations import Operations
 from engine.operations.pagination import MAX_INTEGER, MAX_LIMIT
 from engine.operations.runs import MAX_LONG_TAIL
 from engine.operations.views import (
@@ -57,6 +59,7 @@ from engine.operations.views import (
     RunStatus,
     RunSummary,
 )
+from schemas.errors import NotFound
 
 SYNC_WAIT_GRACE_S = 2.0
 """How much longer than `TIMEOUT_GATEWAY_MS` a `?wait=true` waits. A call that times out uses
@@ -153,7 +156,8 @@ SUBMIT_ANSWERS: dict[int | str, dict[str, Any]] = {
             403: "The key is a tenant key and `tenantId` names another tenant "
             "(`tenant_forbidden`).",
             404: "No such published workflow, or no such version of it (`workflow_not_found`; "
-            "close names in `details.meant`).",
+            "close names in `details.meant`; for a name written `workflow@N` whose workflow is "
+            'published, the message says to send `"version": N` in the body).',
             422: "The input is not what the workflow's inputSchema takes (`invalid_input`, "
             "with `details.problems`), is over `SCHEMABRIDGE_MAX_INPUT_BYTES` "
             "(`input_too_large`) or nested too deep (`input_too_deep`, or `too_deep` for the "
@@ -240,15 +244,18 @@ async def submit(
     `Idempotency-Key`) and `Location`. Every refusal, with its code, is listed under
     Responses; a used-up quota is raised by an admin with `PUT /tenants/{id}/limits`."""
     tenant_id = _tenant_of(caller, body.tenant_id)
-    result = await ops.runs.submit(
-        name,
-        body.input,
-        tenant_id=tenant_id,
-        idempotency_key=idempotency_key,
-        version=body.version,
-        synchronous=wait,
-        actor=caller.actor,
-    )
+    try:
+        result = await ops.runs.submit(
+            name,
+            body.input,
+            tenant_id=tenant_id,
+            idempotency_key=idempotency_key,
+            version=body.version,
+            synchronous=wait,
+            actor=caller.actor,
+        )
+    except NotFound as refused:
+        raise await _version_in_name(ops, name, refused) from None
     note_submission(request.state, result.run.id, replayed=not result.created)
     url = run_url(result.run.id)
     response.headers["Location"] = url
@@ -259,6 +266,30 @@ async def submit(
     if not result.created:
         response.status_code = status.HTTP_200_OK
     return SubmittedRun(id=result.run.id, url=url, created=result.created, run=result.run)
+
+
+_NAME_AT_VERSION = re.compile(r"(?P<name>.+)@(?P<version>[1-9][0-9]{0,8})")
+"""A name written `workflow@N`, as the command line takes it: over REST the version goes in
+the body."""
+
+
+async def _version_in_name(ops: Operations, name: str, refused: NotFound) -> NotFound:
+    """`refused`, or, when `name` is `workflow@N` and that workflow is published, a refusal
+    that says how to run version N over REST (a did-you-mean alone does not)."""
+    written = _NAME_AT_VERSION.fullmatch(name)
+    if refused.code != "workflow_not_found" or written is None:
+        return refused
+    workflow, version = written["name"], int(written["version"])
+    try:
+        await ops.workflows.versions(workflow)
+    except NotFound:
+        return refused
+    return NotFound(
+        f"no published workflow {name!r}; to run version {version} of {workflow!r}, POST "
+        f'/workflows/{workflow}/runs with "version": {version} in the body',
+        code=refused.code,
+        details=refused.details,
+    )
 
 
 @router.get(

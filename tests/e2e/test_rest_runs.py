@@ -198,6 +198,8 @@ async def test_submit_refusals(api: Api) -> None:
     async with api.http(api.admin) as http:
         unknown = await http.post("/workflows/nope/runs", json={})
         no_version = await http.post("/workflows/one/runs", json={"version": 9})
+        at_version = await http.post("/workflows/one@1/runs", json={})
+        at_unknown = await http.post("/workflows/nope@1/runs", json={})
         bad_input = await http.post("/workflows/typed/runs", json={"input": {}})
         malformed = await http.post(
             "/workflows/one/runs", content=b"{nope", headers={"Content-Type": "application/json"}
@@ -211,6 +213,12 @@ async def test_submit_refusals(api: Api) -> None:
         )
     assert_error(unknown, 404, "workflow_not_found")
     assert_error(no_version, 404, "workflow_not_found")
+    # `one@1`, as the command line takes it: over REST the version goes in the body.
+    assert assert_error(at_version, 404, "workflow_not_found")["message"] == (
+        "no published workflow 'one@1'; to run version 1 of 'one', POST /workflows/one/runs "
+        'with "version": 1 in the body'
+    )
+    assert "in the body" not in assert_error(at_unknown, 404, "workflow_not_found")["message"]
     problems = assert_error(bad_input, 422, "invalid_input")["details"]["problems"]
     assert problems and all("pointer" in p and p["code"] for p in problems)
     assert_error(malformed, 400, "invalid_json")
