@@ -85,19 +85,32 @@ class Reseeder:
         except Exception as error:
             self._failed_at = time.monotonic()
             logger.warning(
-                "Redis holds no operator settings and copying them from the database failed "
-                "(%s); the default tenant rate and caps apply until the next try in %g s",
+                "%s, and copying them from the database failed (%s); what Redis holds, else "
+                "the default tenant rate and caps, applies until the next try in %g s",
+                UNSEEDED,
                 error,
                 RETRY_S,
             )
             return
         self._failed_at = None
         self.copies += 1
-        logger.info(
-            "Redis held no operator settings (new, or restarted without its data): copied "
-            "them from the database before admitting (%d tenant rate limits and %d "
-            "destination caps stored, %d of them missing from Redis)",
-            len(limits),
-            len(caps),
-            sum(written),
-        )
+        logger.info("%s", copied_line(len(limits), len(caps), written))
+
+
+UNSEEDED = (
+    "Redis has not been given the operator settings since it started (new, or restarted "
+    "without its data)"
+)
+"""What the missing marker tells, and no more: Redis may hold some settings all the same (an
+operator's change written since it started, a copy another process made in part)."""
+
+
+def copied_line(limits: int, caps: int, written: tuple[int, int]) -> str:
+    """The log line of a copy: of the `limits` tenant rate limits and `caps` destination caps
+    stored, how many Redis lacked (`written`), so it never says Redis held none and some."""
+    limits_written, caps_written = written
+    return (
+        f"{UNSEEDED}; before admitting, copied from the database the ones it lacked: "
+        f"{limits_written} of {limits} tenant rate limit{'' if limits == 1 else 's'} and "
+        f"{caps_written} of {caps} destination cap{'' if caps == 1 else 's'}"
+    )

@@ -140,10 +140,12 @@ async def test_settings_are_copied_back_before_the_defaults_apply(
         limited, second_refused = await _takes_after_restart(store, tmp_path, copy_back=True)
     assert limited == 0  # no item waited on the default rate
     assert second_refused  # the cap of 1 held, not the default of 100
-    copied = [r.getMessage() for r in caplog.records if "copied them" in r.getMessage()]
+    copied = [
+        r.getMessage() for r in caplog.records if "copied from the database" in r.getMessage()
+    ]
     # Once as the first Redis started empty, once after the restart; never per admission.
     assert len(copied) == 2, copied
-    assert "(1 tenant rate limits and 1 destination caps stored, 2 of them missing" in copied[1]
+    assert copied[1].endswith(": 1 of 1 tenant rate limit and 1 of 1 destination cap")
 
 
 async def test_without_a_copy_the_restart_would_undo_them(store: Store, tmp_path: Path) -> None:
@@ -228,5 +230,7 @@ async def test_no_child_waits_on_the_default_rate_after_a_redis_restart(
     assert len(children) == items
     waited = [line for lines in logs for line in lines if "at its rate limit" in line["message"]]
     assert waited == []
-    copies = [line for line in worker_log.read_text().splitlines() if "copied them" in line]
+    copies = [
+        line for line in worker_log.read_text().splitlines() if "copied from the database" in line
+    ]
     assert len(copies) == 2, copies  # the first Redis, then the restarted one
