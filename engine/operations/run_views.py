@@ -85,20 +85,22 @@ def sent_view(sent: Any) -> SentRequestView | None:
     )
 
 
-def error_view(error: Any, *, sent: bool = True) -> ErrorView | None:
+def error_view(error: Any, *, sent: bool = True, vertex_id: str | None = None) -> ErrorView | None:
     """A stored error (`StepFailure.as_dict()`, plus `vertexId` on a run) as a view; anything
     else stored there is shown as its text. `sent=False` leaves out what the request sent:
-    lists and progress streams carry an error per run, and read only its summary."""
+    lists and progress streams carry an error per run, and read only its summary.
+    `vertex_id`: the step the error is stored on, whose error has no `vertexId` of its own:
+    a step's error names its vertex as the run's error does."""
     if error is None:
         return None
     if not isinstance(error, Mapping):
-        return ErrorView(kind=UNKNOWN_KIND, message=str(error))
+        return ErrorView(kind=UNKNOWN_KIND, message=str(error), vertex_id=vertex_id)
     http = error.get("http")
     http = http if isinstance(http, Mapping) else {}
     return ErrorView(
         kind=_kind(error.get("kind")),
         message=str(error.get("message", "")),
-        vertex_id=_text(error.get("vertexId")),
+        vertex_id=_text(error.get("vertexId")) or vertex_id,
         http_status=_int(http.get("status")),
         body_excerpt=_text(http.get("bodyExcerpt")),
         attempts=_int(http.get("attempts")),
@@ -326,7 +328,7 @@ def step_view(
         attempts=step.attempts,
         auto_retries=step.auto_retries,
         output=step.output,
-        error=error_view(step.error),
+        error=error_view(step.error, vertex_id=step.vertex_id),
         not_before=step.not_before,
         created_at=step.created_at,
         started_at=step.started_at,

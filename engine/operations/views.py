@@ -241,7 +241,7 @@ class ChildCauseView(View):
 
 
 class ErrorView(View):
-    """A structured failure (of a step, or of a run: then `vertexId` names the step)."""
+    """A structured failure, of a step or of a run; `vertexId` names the step in both."""
 
     kind: ErrorKind
     message: str = ""

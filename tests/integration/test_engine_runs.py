@@ -79,6 +79,9 @@ async def test_a_4xx_fails_the_run_with_http_details(
     assert run.error.vertex_id == "call"
     assert run.error.kind == "http_error"
     assert run.error.http_status == 404
+    # The step's own error names its vertex as the run's does (GET /runs/{id} shows both).
+    [failed] = [s for s in run.steps if s.error is not None]
+    assert failed.error is not None and failed.error.vertex_id == "call"
     steps = {s.vertex_id: s for s in await runtime.store.get_steps(run_id)}
     assert steps["after"].status == "PENDING"
     assert downstream.stats.total == 1
