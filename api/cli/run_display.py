@@ -481,6 +481,14 @@ def fix_first(run: RunDetail) -> str | None:
     return None
 
 
+def fix_first_line(run: RunDetail) -> str | None:
+    """The sentence `runs show` leads its next commands with when the workflow or the input
+    caused the failure (`fix_first`), for a retry's dry run to lead with too; None
+    otherwise."""
+    what = fix_first(run)
+    return None if what is None else fix_commands(run, what)[0]
+
+
 def fix_commands(run: RunDetail, what: str) -> list[str]:
     """Fix, publish, submit anew: a retry, a reprocess and a start over all run the run's own
     version (its pinned versions) with the same input, and fail the same way."""

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from api.cli import hints
+from api.cli import hints, run_display
 from api.cli.client_errors import ApiFailure
 from api.cli.exit_codes import ExitCode
 from api.cli.id_prefixes import full_run_id
@@ -184,15 +184,23 @@ def _retry_one(remote: Remote, given: str) -> None:
 def _preview_one(remote: Remote, given: str) -> None:
     """`runs retry RUN --dry-run`: what the retry would run again (the API's preview, which
     the web monitor's confirm step shows too) on stdout, its warnings on stderr as the retry
-    would give them; exit 1 when the retry would be refused, as it would exit."""
+    would give them; exit 1 when the retry would be refused, as it would exit. A run the
+    workflow or its input made fail leads with the sentence `runs show` says it with: the
+    retry would fail the same way."""
 
-    async def look(api: ApiClient) -> RetryPreview:
-        return await api.actions.retry_preview(await full_run_id(api, given))
+    async def look(api: ApiClient) -> tuple[RetryPreview, str | None]:
+        run_id = await full_run_id(api, given)
+        preview = await api.actions.retry_preview(run_id)
+        fix = None
+        if preview.status == "FAILED" and not remote.json:
+            fix = run_display.fix_first_line(await api.runs.get(run_id))
+        return preview, fix
 
-    preview = call(remote, look)
+    preview, fix = call(remote, look)
     if remote.json:
         print_json(dump(preview))
     else:
+        _warn(remote, [fix] if fix else [])
         stdout().print(retry_preview_line(preview), markup=False)
     _warn(remote, preview.warnings)
     if not preview.retriable:

@@ -426,3 +426,6 @@ def test_items_that_evaluate_to_null_lead_with_fixing_the_workflow(
     assert hints[:3] == fix_hints(run, NULL_ITEMS, "invalid_config"), hints
     assert f"schemabridge runs retry {run}" not in hints
     assert f"schemabridge runs start-over {run}" not in hints
+    # The retry's dry run leads with the same sentence: the retry would fail the same way.
+    dry = serve_api.ok("runs", "retry", run, "--dry-run")
+    assert dry.stderr.splitlines()[0] == f"warning: {hints[0]}", dry.stderr
