@@ -349,3 +349,18 @@ def test_the_readme_says_where_a_candidate_run_names_its_deployment() -> None:
     readme = " ".join((ROOT / "README.md").read_text(encoding="utf-8").split())
     sentence = readme.split("a candidate's run names its deployment", 1)[1][:200]
     assert "GET /runs/{id}" in sentence, sentence
+
+
+def test_a_step_never_sent_again_needs_both_retry_settings() -> None:
+    """`maxAutoRetries: 0` stops only the engine's redispatches: the GATEWAY's in-process
+    retries (`retry.maxAttempts`, 4 by default) still send the call again after a 5xx or a
+    timeout. Where the guide and the reference advise 0 for a side effect, they say
+    `maxAttempts` 1 as well."""
+    from schemas import loader
+
+    guide = " ".join((ROOT / "docs" / "authoring.md").read_text(encoding="utf-8").split())
+    advice = guide.split("`maxAutoRetries` (default 3", 1)[1].split("Any other failure", 1)[0]
+    assert "`maxAutoRetries: 0`" in advice and '"maxAttempts": 1' in advice, advice
+    vertex = loader.workflow_schema()["$defs"]["vertex"]["properties"]
+    described = vertex["maxAutoRetries"]["description"]
+    assert "maxAutoRetries 0 and retry.maxAttempts 1" in described, described
