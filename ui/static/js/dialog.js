@@ -61,6 +61,7 @@ export function chooseAction({ title, text, note = null, noteBlocks = null, fiel
 /** Ask for an API key (the API answered 401): resolves the key, or null. */
 export function askForKey() {
   return new Promise((resolve) => {
+    const use = h("button", { value: "ok", type: "submit", class: "primary" }, "Use this key");
     const input = h("input", {
       type: "password",
       id: "api-key",
@@ -68,6 +69,12 @@ export function askForKey() {
       autocomplete: "off",
       required: true,
       placeholder: "sbk_…",
+      // Enter would submit with the form's first button, Cancel: it uses the key instead.
+      onkeydown: (event) => {
+        if (event.key !== "Enter") return;
+        event.preventDefault();
+        use.form.requestSubmit(use);
+      },
     });
     modal(
       "API key needed",
@@ -78,7 +85,7 @@ export function askForKey() {
       ],
       [
         h("button", { value: "cancel", type: "submit", class: "secondary", formnovalidate: true }, "Cancel"),
-        h("button", { value: "ok", type: "submit", class: "primary" }, "Use this key"),
+        use,
       ],
       { onClose: (value) => resolve(value === "ok" && input.value.trim() ? input.value.trim() : null) },
     );

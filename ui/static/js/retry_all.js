@@ -100,6 +100,9 @@ export function retryAllButton(filterOf, result, done) {
   const button = h("button", { type: "button", class: "secondary retry-all" }, "Retry all matching…");
   button.addEventListener("click", async () => {
     const filter = batchFilter(filterOf());
+    // Disabled while the runs are counted, the button loses the focus; it gets it back, so
+    // the dialog returns the focus to it when it closes (not to <body>).
+    const focused = document.activeElement === button;
     button.disabled = true;
     let preview;
     try {
@@ -109,6 +112,7 @@ export function retryAllButton(filterOf, result, done) {
       return;
     } finally {
       button.disabled = false;
+      if (focused) button.focus();
     }
     const { matching: n, truncated: more } = preview;
     const skippedNote = skippedText(preview, "matched");

@@ -43,9 +43,13 @@ function resetButton(destination, tenant, refresh, result) {
       const answer = await api(`/destinations/${encodeURIComponent(destination)}/breakers/reset${query}`, { method: "POST" });
       const closed = answer.closed.map((c) => (c.tenantId ? `tenant ${c.tenantId}` : c.layer));
       const line = closed.length ? `✓ ${destination}: closed ${closed.join(", ")}.` : `✓ ${destination}: no breaker was open.`;
-      fill(result, h("p", { class: "ok-box", role: "status" }, line));
+      const said = h("p", { class: "ok-box", role: "status", tabindex: "-1" }, line);
+      fill(result, said);
       announce(line, "ok");
       await refresh();
+      // A closed layer has no Reset: the button that had the focus is gone, and a keyboard
+      // user would be left on <body>. The answer takes the focus instead.
+      if (document.activeElement === document.body || !document.activeElement) said.focus();
     } catch (error) {
       fill(result, h("p", { class: "error-box", role: "alert" }, `✕ Reset refused: ${error.message} (${error.code})`));
     }
