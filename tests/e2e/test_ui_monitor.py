@@ -207,6 +207,10 @@ def test_batch_retry_reports_retried_and_skipped(server: DemoServer, browser: An
         )
         for run_id in failed:
             page.locator(f'tr[data-run="{run_id}"] .badge', has_text="succeeded").wait_for()
+            # Its duration is the rerun's, and says so (the tour read 24 ms as the whole run).
+            again = page.locator(f'tr[data-run="{run_id}"] .ran-again')
+            assert again.inner_text().strip() == "since it ran again"
+        assert page.locator(f'tr[data-run="{succeeded}"] .ran-again').count() == 0
         shoot(page, "runs-batch-retry")
 
 
@@ -511,6 +515,11 @@ def test_cancel_a_running_fan_out(server: DemoServer, browser: Any) -> None:
         assert re.fullmatch(r"✓ cancelled with 40 runs under it \(\d+ steps\)", done.inner_text())
         page.locator("h1 .badge", has_text="cancelled").wait_for()
         shoot(page, "run-cancelled")
+        # The list says its children were cancelled (the tour read "40/40 children" as done).
+        page.goto(f"{server.ui}#/runs?tenant=cancel")
+        cell = page.locator(f'tr[data-run="{run_id}"] .progress-cell')
+        cell.wait_for()
+        assert "· 40 cancelled" in cell.inner_text(), cell.inner_text()
     assert server.run_status(run_id) == "CANCELLED"
 
 

@@ -93,9 +93,22 @@ function progressCell(run) {
   if (children) {
     words.push(`${count(ended)}/${count(children.total)} children`);
     if (children.failed) words.push(`${count(children.failed)} failed${tolerated ? " (tolerated)" : ""}`);
-    if (tolerated && children.cancelled) words.push(`${count(children.cancelled)} cancelled (tolerated)`);
+    // Cancelled children are said on any run (a cancelled run's "500/500 children" read as done).
+    if (children.cancelled) words.push(`${count(children.cancelled)} cancelled${tolerated ? " (tolerated)" : ""}`);
   }
   return h("td", { class: "progress-cell", title: tolerated ? words.join(" · ") : null }, bar, h("span", { class: "small" }, words.join(" · ")));
+}
+
+/** The run's duration, of its latest run: after a retry (or a resolve, a reprocess) the
+ * 24 ms of the rerun, which read as the whole run's time, says so, as the run's page does. */
+function durationCell(run) {
+  const again = run.startedAt !== null && run.startedAt !== undefined && run.startedAt > run.createdAt + 0.001;
+  return h(
+    "td",
+    { title: again ? `since it ran again at ${new Date(run.startedAt * 1000).toLocaleString()}` : null },
+    duration(elapsed(run.startedAt, run.endedAt)),
+    again ? h("span", { class: "small muted ran-again" }, " since it ran again") : null,
+  );
 }
 
 function row(run, selected, onToggle) {
@@ -118,7 +131,7 @@ function row(run, selected, onToggle) {
     // Created, as the list is sorted and filtered: a rerun starts anew (its startedAt), and a
     // "Started" column then disagreed with the "since" filter and the order.
     h("td", {}, time(run.createdAt)),
-    h("td", {}, duration(elapsed(run.startedAt, run.endedAt))),
+    durationCell(run),
     progressCell(run),
   ];
   const tr = h("tr", { class: failed ? "row-failed" : null, "data-run": run.id }, cells);
