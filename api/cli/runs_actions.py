@@ -517,6 +517,7 @@ def resolve(
 
     result = call(remote, action)
     _print(remote, result, f"run {result.run_id}: {result.message}")
+    _warn(remote, result.warnings)  # e.g. a run above that had SUCCEEDED runs again
 
 
 def start_over(

@@ -334,6 +334,9 @@ class RetryPreview(Wire):
 
 class ResolveResult(ActionResult):
     vertex_id: str
+    warnings: list[str] = []
+    reopened_run: str | None = None
+    reopened_join: str | None = None
 
 
 class StartOverResult(ActionResult):

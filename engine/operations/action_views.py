@@ -118,6 +118,16 @@ class RetryPreview(View):
 
 class ResolveResult(ActionResult):
     vertex_id: str
+    warnings: list[str] = []
+    """What the resolve sets off that the operator may not expect: the last FAILED step of a
+    child run resolved, the child comes back into its parent's join, as a retry of it does;
+    when that reopens the join of a run above that had ended SUCCEEDED, the retry's sentence
+    for it, with the steps after the join that run a second time and what they call."""
+    reopened_run: str | None = None
+    """The run above that had ended SUCCEEDED and runs again from its join (`reopenedJoin`),
+    so the steps after it run a second time, as a retry's `reopenedRun`. None otherwise."""
+    reopened_join: str | None = None
+    """The MERGE of `reopenedRun` that reopened."""
 
 
 class StartOverResult(ActionResult):

@@ -258,7 +258,10 @@ class OperatorActions:
         again is a no-op). An output larger than `max_response_bytes` as compact JSON (what a
         GATEWAY step keeps of a response) or nested past `nesting_depth_limit`:
         `InvalidRequest(code="output_too_large" / "output_too_deep")`, before the run is
-        read."""
+        read. A child run's last FAILED step resolved brings it back into its parent's join,
+        as a retry of it does: when that reopens a run above that had ended SUCCEEDED,
+        `warnings` (a retry's words, with the steps that run again), `reopenedRun` and
+        `reopenedJoin` say so."""
         value = _json_value(output)
         settings = self._runtime.settings
         check_value_limits(
@@ -269,6 +272,10 @@ class OperatorActions:
         )
         if outcome.changed:
             await self._changed()
+        # A child whose last FAILED step is resolved comes back into its parent's join, as a
+        # retried one does: a run above that had SUCCEEDED runs the steps after it again.
+        joins = [_reopened_join(join) for join in outcome.reopened]
+        finished = next((j for j in joins if j.ended == RunStatus.SUCCEEDED), None)
         return ResolveResult(
             run_id=run_id,
             action=Action.RESOLVE.value,
@@ -280,6 +287,9 @@ class OperatorActions:
             ),
             status=outcome.run_status,
             vertex_id=vertex_id,
+            warnings=[words for join in joins if (words := _join_warning(join)) is not None],
+            reopened_run=None if finished is None else finished.run_id,
+            reopened_join=None if finished is None else finished.join,
         )
 
     @store_boundary

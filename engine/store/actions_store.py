@@ -497,33 +497,48 @@ class OperatorActionsStore(WorkQueue):
             _check_resolvable(run, step, vertex_id)
             await sql.resolve_step(conn, step.id, output, now)
             tx = results_.Tx(conn, now, CompletionReport())
+            reopened: list[recovery.JoinReopened] = []
+            lines: list[LogLine] = []
             if run.status == RunStatus.FAILED.value:
-                await self._resume_if_clear(conn, run, step.id, now)
+                resumed = await self._resume_if_clear(conn, run, step.id, now, reopened)
+                lines += await self._reopened_lines(conn, resumed, Action.RESOLVE, actor)
+                lines += _further_up_lines(run_id, resumed, reopened, Action.RESOLVE, actor)
             workflow = await self._workflow_of_run(conn, run_id)
             await results_.steps_done(tx, [results_.DoneStep(run_id, vertex_id, workflow, output)])
-            message = f"step {vertex_id} resolved by {actor} with an operator-supplied output"
-            line = action_line(run_id, Action.RESOLVE, actor, message, vertex_id)
-            await results_.insert_logs(conn, [line], now)
+            message = _resolve_message(vertex_id, actor, reopened)
+            lines.insert(0, action_line(run_id, Action.RESOLVE, actor, message, vertex_id))
+            await results_.insert_logs(conn, lines, now)
             await self._settle(tx)
             # Last, under the root's lock (`restarts`): the refusal rolls the resolve back.
             await restarts.refuse_started_over(conn, run, "resolve")
-            return ResolveOutcome(True, await sql.current_status(conn, run_id))
+            status = await sql.current_status(conn, run_id)
+            return ResolveOutcome(True, status, tuple(reopened))
 
         return await self._transaction(work)
 
     async def _resume_if_clear(
-        self, conn: AsyncConnection, run: Any, step_id: int, now: float
-    ) -> None:
+        self,
+        conn: AsyncConnection,
+        run: Any,
+        step_id: int,
+        now: float,
+        found: list[recovery.JoinReopened],
+    ) -> list[tuple[str, str, int]]:
         """A FAILED run resumes once its last FAILED step is resolved; otherwise it stays
-        FAILED and shows the error of a step that still is."""
+        FAILED and shows the error of a step that still is. Answers `reopen_parents`' (the
+        parents' joins that reopened), and adds every join it reopened up the tree to
+        `found`."""
         others = await sql.other_failed_steps(conn, run.id, step_id)
         if others:
             await sql.point_error_at(conn, run.id, others[0].vertex_id, others[0].error)
-            return
+            return []
         await sql.resume_resolved_run(conn, run.id, now)
         # Before its end is counted again (in `_settle`), the parent stops counting it failed.
-        await recovery.reopen_parents(conn, [run], now, self._workflow_reader(conn))
+        resumed = await recovery.reopen_parents(
+            conn, [run], now, self._workflow_reader(conn), found=found
+        )
         await recovery.release_held(conn, [run.id], now)
+        return resumed
 
     # ── start over ──────────────────────────────────────────────────────────────────────────
 
@@ -822,6 +837,37 @@ def _check_resolvable(run: Any, step: Any, vertex_id: str) -> None:
             state=step.status,
             code="step_not_failed",
         )
+
+
+def _resolve_message(vertex_id: str, actor: str, reopened: Sequence[recovery.JoinReopened]) -> str:
+    """The resolved run's log line: who, and (as a retry's says it) the run above that had
+    ended SUCCEEDED and runs again from its join."""
+    message = f"step {vertex_id} resolved by {actor} with an operator-supplied output"
+    finished = next((j for j in reopened if j.ended == RunStatus.SUCCEEDED.value), None)
+    if finished is not None:
+        join = retry_checks.join_of(finished.workflow, finished.spawner)
+        message += f"; {_reopened_clause(f'run {finished.run_id}', join)}"
+    return message
+
+
+def _further_up_lines(
+    run_id: str,
+    resumed: Sequence[tuple[str, str, int]],
+    reopened: Sequence[recovery.JoinReopened],
+    action: Action,
+    actor: str,
+) -> list[LogLine]:
+    """A line in the log of each ancestor above the parents (`resumed`, which
+    `_reopened_lines` tells) whose join reopened because `run_id` below runs again, in the
+    words a reprocess uses for such an ancestor."""
+    parents = {parent for parent, _, _ in resumed}
+    lines = []
+    for join in reopened:
+        if join.run_id not in parents:
+            name = retry_checks.join_of(join.workflow, join.spawner)
+            said = f"{action.value} by {actor} of run {run_id} below: the join {name!r} reopens"
+            lines.append(action_line(join.run_id, action, actor, said, name))
+    return lines
 
 
 def _retry_message(actor: str, failed: int, held: int, reopens: ReopenedAncestor | None) -> str:

@@ -204,6 +204,10 @@ class ResolveOutcome:
     run_status: str
     """The run's status after the resolve (RUNNING, SUCCEEDED, or FAILED when another of its
     steps is still FAILED)."""
+    reopened: tuple[JoinReopened, ...] = ()
+    """The joins of runs above it that reopened: a child run whose last FAILED step is
+    resolved comes back into its parent's join, as a retried one does (the parent's first,
+    then up the tree); a run that had ended SUCCEEDED runs the steps after it again."""
 
 
 @dataclass(frozen=True)

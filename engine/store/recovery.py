@@ -201,13 +201,17 @@ async def reopen_parents(
     children: Sequence[Any],
     now: float,
     workflow_of: WorkflowOfRun,
+    *,
+    found: list[JoinReopened] | None = None,
 ) -> list[tuple[str, str, int]]:
     """Child runs that had ended FAILED run again because an operator retried or resolved
     them directly (rows with `parent_run_id` and `parent_vertex_id`; others are ignored): their
     spawners stop counting them as failed, joins that had closed reopen and the parents
     resume, and so on up to the root, as reprocessing does from above. One counter update per
     spawner, however many of its children run again. Returns (parent, spawner, children) for
-    each spawner whose parent resumes: the caller says in the parent's log what reopened it."""
+    each spawner whose parent resumes: the caller says in the parent's log what reopened it.
+    Every join this reopens, the parents' and those further up, is added to `found` when it
+    is given (`ancestor` set: each is above the runs acted on), with the steps that run again."""
     per_parent: dict[str, Counter[str]] = {}
     for row in children:
         if row.parent_run_id is not None:
@@ -216,12 +220,17 @@ async def reopen_parents(
     for parent, spawners in sorted(per_parent.items()):
         workflow = await workflow_of(parent)
         reopened: list[str] = []
+        joins: list[JoinReopened] = []
         for spawner_id, count in sorted(spawners.items()):
-            if await reopen_join(conn, parent, workflow, spawner_id, failed=count) is not None:
+            again = await reopen_join(conn, parent, workflow, spawner_id, failed=count)
+            if again is not None:
                 reopened += [spawner_id, *descendants(workflow, spawner_id)]
                 resumed.append((parent, spawner_id, count))
+                joins.append(JoinReopened(parent, spawner_id, workflow, again, ancestor=True))
         previous = await resume_run(conn, parent, reopened, now)
-        await _reopen_ancestors(conn, parent, previous, now, workflow_of)
+        if found is not None:
+            found += [replace(join, ended=previous) for join in joins]
+        await _reopen_ancestors(conn, parent, previous, now, workflow_of, found=found)
     return resumed
 
 

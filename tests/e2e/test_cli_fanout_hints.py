@@ -222,6 +222,40 @@ def test_a_batch_by_filter_retries_what_runs_list_shows(serve_api: Stack, workfl
     ) in alone.stderr, alone.stderr
 
 
+def test_resolving_a_finished_runs_dead_letter_warns_that_the_run_reopens(
+    serve_api: Stack, workflows: None
+) -> None:
+    """`runs resolve` of the tolerated FAILED child of a SUCCEEDED fan-out: the parent runs
+    again from its join, which the CLI says on stderr as `runs retry` of that child does (in
+    JSON, the answer's `warnings` and `reopenedRun` only)."""
+    tenant = "hints-resolve"
+    run_input = json.dumps({"codes": ["200", "422"]})
+    parents = [
+        serve_api.json(
+            "runs", "submit", TOLERANT, "--input", run_input, "--tenant", tenant, "--wait"
+        )
+        for _ in range(2)
+    ]
+    children = []
+    for parent in parents:
+        assert parent["status"] == "SUCCEEDED", parent
+        listed = serve_api.json("runs", "children", parent["id"], "--status", "FAILED")
+        children.append(str(listed["items"][0]["id"]))
+    said = serve_api.ok("runs", "resolve", children[0], "call", "--output", '{"status": 200}')
+    assert f"run {children[0]}: step call resolved; the run is SUCCEEDED" in said.stdout
+    assert (
+        f"warning: run {parents[0]['id']} above it had SUCCEEDED and runs again from its join "
+        "'join': the steps after that join run a second time"
+    ) in said.stderr.splitlines(), said.stderr
+    scripted = serve_api.ok(
+        "runs", "resolve", children[1], "call", "--output", "{}", "--format", "json"
+    )
+    assert scripted.stderr == "", scripted.stderr
+    as_json = json.loads(scripted.stdout)
+    assert (as_json["reopenedRun"], as_json["reopenedJoin"]) == (parents[1]["id"], "join")
+    assert len(as_json["warnings"]) == 1, as_json
+
+
 def test_a_step_refused_with_a_non_retryable_status_was_not_retried(
     serve_api: Stack, workflows: None
 ) -> None:

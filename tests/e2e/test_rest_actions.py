@@ -528,6 +528,43 @@ async def test_a_batch_by_filter_leaves_a_finished_runs_dead_letter_alone(
         await wait_for_run(api.runtime, parent)
 
 
+async def test_resolving_a_finished_runs_dead_letter_says_the_run_reopens(
+    api: Api, downstream: RunningDownstream
+) -> None:
+    """The tour over HTTP: `POST /runs/{child}/steps/call/resolve` on the tolerated FAILED
+    child of a fan-out that had SUCCEEDED reopens the parent's join and sends its report
+    again; the answer says so as the child's retry would (the retry preview the monitor's
+    Resolve dialog reads first says it before), and the parent's log says who did it."""
+    destination = destination_key(downstream.url, None)
+    async with running_worker(api.runtime):
+        parent = await succeeded_with_a_report(api.runtime, downstream, 3, {1})
+        (dead,) = await api.runtime.store.children(parent, status="FAILED")
+        async with client(api.url, api.admin_key) as http:
+            preview = await http.get(f"/runs/{dead.id}/retry/preview")
+            answer = await http.post(
+                f"/runs/{dead.id}/steps/call/resolve", json={"output": {"status": 200}}
+            )
+            await wait_for_run(api.runtime, parent)
+            logs = (await http.get(f"/runs/{parent}/logs", params={"limit": 500})).json()
+    assert preview.json()["reopenedRun"] == parent, preview.text
+    assert answer.status_code == 200, answer.text
+    said = answer.json()
+    assert (said["status"], said["reopenedRun"], said["reopenedJoin"]) == (
+        "SUCCEEDED",
+        parent,
+        "join",
+    )
+    assert said["warnings"] == [
+        f"run {parent} above it had SUCCEEDED and runs again from its join 'join': the steps "
+        f"after that join run a second time: report (calls {destination})"
+    ]
+    assert preview.json()["warnings"][0] in said["warnings"][0], "the retry's sentence"
+    (line,) = [e for e in logs["items"] if (e.get("data") or {}).get("action") == "resolve"]
+    assert line["data"]["actor"].startswith("key:"), line
+    assert "of 1 FAILED child of 'each': the join 'join' reopens" in line["message"]
+    assert requests_by_path(downstream)["/report"] == 2
+
+
 async def test_a_batch_retry_says_which_joins_fail_again(
     api: Api, downstream: RunningDownstream
 ) -> None:

@@ -33,8 +33,10 @@ from tests.integration.actions_harness import (
     statements,
     submit,
     succeeded_over_a_dead_letter,
+    succeeded_with_a_report,
 )
 from tests.integration.engine_harness import running_worker, settings_for, wait_for_run
+from vertices.gateway import destination_key
 
 # ── retry ───────────────────────────────────────────────────────────────────────────────────
 
@@ -322,6 +324,44 @@ async def test_resolving_a_dead_letter_ends_it_succeeded_for_the_join(
     assert downstream.stats.total == 4  # nothing called again
     child = await runtime.store.get_run(dead.id)
     assert child is not None and (child.status, child.dlq_at) == ("SUCCEEDED", None)
+    # The parent had FAILED at its join: nothing it had finished runs again.
+    assert (result.warnings, result.reopened_run, result.reopened_join) == ([], None, None)
+    (line,) = await action_lines(runtime, parent_id)
+    assert line["message"] == "resolve by cli of 1 FAILED child of 'each': the join 'join' reopens"
+
+
+async def test_resolving_the_dead_letter_of_a_succeeded_run_reopens_it_and_says_so(
+    ops: Operations, runtime: Runtime, downstream: RunningDownstream
+) -> None:
+    """The tour: the FAILED child of a run that had SUCCEEDED (its MERGE tolerated it),
+    resolved, brings the child back into the parent's join, which reopens, and the parent's
+    `report` is sent again: the answer says so as a single retry of that child does
+    (`warnings`, `reopenedRun`, `reopenedJoin`), naming the step that runs again, and the
+    parent's log says who reopened it."""
+    destination = destination_key(downstream.url, None)
+    async with running_worker(runtime):
+        parent_id = await succeeded_with_a_report(runtime, downstream, 3, failing={1})
+        (dead,) = await runtime.store.children(parent_id, status="FAILED")
+        result = await ops.actions.resolve(dead.id, "call", {"body": "by hand"}, actor="cli")
+        parent = await wait_for_run(runtime, parent_id)
+    assert (result.changed, result.status) == (True, "SUCCEEDED")
+    assert (result.reopened_run, result.reopened_join) == (parent_id, "join")
+    assert result.warnings == [
+        f"run {parent_id} above it had SUCCEEDED and runs again from its join 'join': the "
+        f"steps after that join run a second time: report (calls {destination})"
+    ]
+    assert parent.status == "SUCCEEDED", parent.error
+    join = next(s for s in await runtime.store.get_steps(parent_id) if s.vertex_id == "join")
+    assert join.output["counts"]["succeeded"] == 3
+    assert requests_by_path(downstream)["/report"] == 2
+    (line,) = await action_lines(runtime, parent_id)
+    assert line["data"] == {"action": "resolve", "actor": "cli"}
+    assert line["message"] == "resolve by cli of 1 FAILED child of 'each': the join 'join' reopens"
+    (own,) = await action_lines(runtime, dead.id)
+    assert own["message"] == (
+        f"step call resolved by cli with an operator-supplied output; run {parent_id}, which "
+        "had SUCCEEDED, runs again from its join 'join'"
+    )
 
 
 # ── start over ──────────────────────────────────────────────────────────────────────────────
