@@ -185,24 +185,26 @@ def test_retry_warns_of_a_stuck_join_before_the_click_and_offers_reprocess(
     assert not [line for line in log if (line.get("data") or {}).get("action") == "retry"]
 
 
-REPORT = "/ops/reprocess/report"
-
-
-def reports(server: DemoServer) -> int:
-    """The POSTs to /report the demo downstream has answered."""
+def reports(server: DemoServer, ops: str = "reprocess") -> int:
+    """The POSTs to the report of `succeeded_with_a_report(ops=ops)`'s runs the demo
+    downstream has answered."""
     stats = http_json(f"{server.downstream}/_stats")
-    return sum(1 for request in stats["recent"] if request["path"] == REPORT)
+    return sum(1 for request in stats["recent"] if request["path"] == f"/ops/{ops}/report")
 
 
-def succeeded_with_a_report(server: DemoServer, n: int, failing: set[int]) -> str:
+def succeeded_with_a_report(
+    server: DemoServer, n: int, failing: set[int], ops: str = "reprocess"
+) -> str:
     """A fan-out whose MERGE tolerated the children in `failing` (answered 400 once: dead
-    letters) and SUCCEEDED, then sent its report once: a GATEWAY after the join."""
+    letters) and SUCCEEDED, then sent its report once: a GATEWAY after the join. `ops` names
+    its workflows (`ui-<ops>-parent`, `ui-<ops>-child`) and paths (`/ops/<ops>/…`), one per
+    test, so each counts its own reports."""
     parent = {
-        "name": "ui-reprocess-parent",
+        "name": f"ui-{ops}-parent",
         "vertices": {
             "each": {
                 "type": "SPAWNER",
-                "config": {"items": "{{ input.items }}", "workflow": "ui-reprocess-child"},
+                "config": {"items": "{{ input.items }}", "workflow": f"ui-{ops}-child"},
             },
             "join": {
                 "type": "MERGE",
@@ -213,15 +215,18 @@ def succeeded_with_a_report(server: DemoServer, n: int, failing: set[int]) -> st
                 },
             },
             "report": gateway(
-                f"{server.downstream}{REPORT}", "join", method="POST", retry={"maxAttempts": 1}
+                f"{server.downstream}/ops/{ops}/report",
+                "join",
+                method="POST",
+                retry={"maxAttempts": 1},
             ),
         },
     }
     child = {
-        "name": "ui-reprocess-child",
+        "name": f"ui-{ops}-child",
         "vertices": {
             "call": gateway(
-                f"{server.downstream}/ops/reprocess/{{{{ index }}}}",
+                f"{server.downstream}/ops/{ops}/{{{{ index }}}}",
                 method="POST",
                 retry={"maxAttempts": 1},
             )
@@ -230,12 +235,12 @@ def succeeded_with_a_report(server: DemoServer, n: int, failing: set[int]) -> st
     for workflow in (child, parent):
         server.call("/workflows", workflow)
     for index in failing:
-        server.script(f"/ops/reprocess/{index}", {"status": 400, "body": {"error": "declined"}})
+        server.script(f"/ops/{ops}/{index}", {"status": 400, "body": {"error": "declined"}})
     run_id = str(
-        server.call("/workflows/ui-reprocess-parent/runs", {"input": {"items": items(n)}})["id"]
+        server.call(f"/workflows/ui-{ops}-parent/runs", {"input": {"items": items(n)}})["id"]
     )
     assert server.wait_status(run_id, {"SUCCEEDED", "FAILED", "CANCELLED"}) == "SUCCEEDED"
-    assert reports(server) == 1
+    assert reports(server, ops) == 1
     return run_id
 
 
@@ -289,6 +294,44 @@ def test_reprocess_says_before_the_click_that_a_finished_run_calls_again(
     log = server.call(f"/runs/{run_id}/logs?limit=500")["items"]
     (line,) = [line for line in log if (line.get("data") or {}).get("action") == "reprocess"]
     assert "the run, which had SUCCEEDED, runs again from its join 'join'" in line["message"]
+
+
+def test_resolve_says_before_the_click_that_a_finished_run_above_runs_again(
+    server: DemoServer, browser: Any
+) -> None:
+    """The tour: the tolerated FAILED child of a run that had SUCCEEDED, resolved from its
+    page, reopened the parent's join and sent its report again, said nowhere. Resolve's
+    dialog says it before the click (the child's retry preview: resolving its last FAILED
+    step brings it back into the join as a retry would); backing out changes nothing;
+    confirmed, the answer's warning says it again, and the parent's log names the resolve."""
+    parent = succeeded_with_a_report(server, 3, failing={1}, ops="resolve")
+    (child,) = server.call(f"/runs/{parent}/children?status=FAILED")["items"]
+    reopens = (
+        f"run {parent} above it had SUCCEEDED and runs again from its join 'join': the steps "
+        "after that join run a second time"
+    )
+    with opened(browser, f"{server.ui}#/runs/{child['id']}") as (page, _):
+        resolve = page.get_by_role("button", name="Resolve call…")
+        resolve.click()
+        dialog = page.locator("dialog.modal")
+        warning = dialog.locator(".warning-box")
+        warning.wait_for()
+        said = warning.inner_text()
+        assert said.startswith("⚠ Before you resolve: ") and reopens in said, said
+        shoot(page, "ops-resolve-reopen-dialog", narrow=False)
+        confirm(page, "Cancel")
+        dialog.wait_for(state="detached")
+        assert server.run_status(parent) == "SUCCEEDED" and reports(server, "resolve") == 1
+
+        resolve.click()
+        warning.wait_for()
+        confirm(page, "Resolve")
+        page.locator(".ok-box", has_text="step call resolved").wait_for()
+        page.locator(".warning-box", has_text=reopens).wait_for()
+    eventually(lambda: reports(server, "resolve") == 2, what="the report sent a second time")
+    log = server.call(f"/runs/{parent}/logs?limit=500")["items"]
+    (line,) = [line for line in log if (line.get("data") or {}).get("action") == "resolve"]
+    assert "of 1 FAILED child of 'each': the join 'join' reopens" in line["message"], line
 
 
 def test_retry_all_matching_retries_every_page(server: DemoServer, browser: Any) -> None:

@@ -94,8 +94,9 @@ export function askForKey() {
 }
 
 /** Edit a JSON value; the confirm button works only while the text parses. Resolves
- * {value} or null when cancelled. */
-export function editJson({ title, help, initial = "null", confirm = "Send" }) {
+ * {value} or null when cancelled. A `note` (text or inline nodes) is what the operator should
+ * know before sending, in a warning box under `help`, as `chooseAction` shows its note. */
+export function editJson({ title, help, initial = "null", confirm = "Send", note = null }) {
   return new Promise((resolve) => {
     const area = h("textarea", { id: "json-value", class: "code", rows: "12", spellcheck: "false" });
     area.value = initial;
@@ -119,7 +120,7 @@ export function editJson({ title, help, initial = "null", confirm = "Send" }) {
     check();
     modal(
       title,
-      [h("p", {}, help), h("label", { for: "json-value" }, "Output (JSON)"), area, state],
+      [h("p", {}, help), note ? h("p", { class: "warning-box" }, "⚠ ", note) : null, h("label", { for: "json-value" }, "Output (JSON)"), area, state],
       [h("button", { value: "cancel", type: "submit", class: "secondary", formnovalidate: true }, "Cancel"), ok],
       { onClose: (value) => resolve(value === "ok" && parsed ? parsed : null) },
     );

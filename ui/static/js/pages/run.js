@@ -182,7 +182,7 @@ function stepPanel(detail, step, result, reload) {
     holderLine(step),
     // A run started over is not resolved (409 started_over: the new run sends the calls).
     step.status === "FAILED" && !isDeploymentRun(detail) && !detail.restarts.length
-      ? h("button", { type: "button", class: "primary", onclick: () => resolveStep(detail.id, step, result, reload) }, `Resolve ${step.vertexId}…`)
+      ? h("button", { type: "button", class: "primary", onclick: () => resolveStep(detail, step, result, reload) }, `Resolve ${step.vertexId}…`)
       : null,
     errorBox(step.error, { title: `Error of ${step.vertexId}` }),
     historyTable(step),

@@ -289,25 +289,39 @@ export function actionBar(detail, result, done) {
   );
 }
 
-/** Resolve a FAILED step with an output the operator types (checked as JSON first). */
-export async function resolveStep(runId, step, result, done) {
+/** What Resolve's dialog says before the click, or null: resolving the last FAILED step of a
+ * child run brings it back into its parent's join, as a retry of it does, so when that reopens
+ * a run above that had ended SUCCEEDED (the steps after its join run a second time), the retry
+ * preview of the child run says it (`reopenedRun`, its first warning). A preview the API
+ * cannot give leaves the dialog as it was. */
+async function resolveWarning(detail, step) {
+  const othersFailed = detail.steps.some((s) => s.status === "FAILED" && s.vertexId !== step.vertexId);
+  if (!detail.parentRunId || detail.status !== "FAILED" || othersFailed) return null;
+  const preview = await api(path(detail.id, "retry/preview")).catch(() => null);
+  return preview?.reopenedRun && preview.warnings?.length ? preview.warnings[0] : null;
+}
+
+/** Resolve a FAILED step of the run `detail` with an output the operator types (checked as
+ * JSON first), saying first, and in the answer's warnings after, when it reopens a finished
+ * run above. */
+export async function resolveStep(detail, step, result, done) {
+  const warning = await resolveWarning(detail, step);
   const edited = await editJson({
     title: `Resolve ${step.vertexId}`,
     help: "The step becomes RESOLVED with this output and the run continues. Its dependants read it as the step's output.",
     initial: JSON.stringify({ status: 200, body: {} }, null, 2),
     confirm: "Resolve",
+    note: warning ? [h("strong", {}, "Before you resolve: "), warningNodes(warning)] : null,
   });
   if (!edited) return;
-  try {
-    const answer = await api(`/runs/${encodeURIComponent(runId)}/steps/${encodeURIComponent(step.vertexId)}/resolve`, {
-      method: "POST",
-      body: { output: edited.value },
-    });
-    fill(result, h("p", { class: "ok-box", role: "status" }, `✓ ${answer.message}`));
-    announce(answer.message, "ok");
-    await done();
-  } catch (error) {
-    fill(result, h("p", { class: "error-box", role: "alert" }, `✕ Resolve refused: ${error.message} (${error.code})`));
-    await done();
-  }
+  await sendAndShow(result, {
+    name: "Resolve",
+    send: () =>
+      api(`/runs/${encodeURIComponent(detail.id)}/steps/${encodeURIComponent(step.vertexId)}/resolve`, {
+        method: "POST",
+        body: { output: edited.value },
+      }),
+    describe: (a) => a.message,
+  });
+  await done();
 }
