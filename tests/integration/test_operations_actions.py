@@ -12,7 +12,7 @@ import pytest
 from demo.downstream import RunningDownstream
 from engine.execution import step_rules
 from engine.operations import Operations
-from engine.operations.actions import OperatorActions
+from engine.operations.actions import OperatorActions, reopened_words
 from engine.operations.views import RunFilter
 from engine.runtime import Runtime
 from engine.store.records import StepFailed
@@ -27,6 +27,7 @@ from tests.integration.actions_harness import (
     failed_fan_out,
     failed_runs,
     fix_first_warning,
+    items,
     nested,
     requests_by_path,
     single,
@@ -34,6 +35,7 @@ from tests.integration.actions_harness import (
     submit,
     succeeded_over_a_dead_letter,
     succeeded_with_a_report,
+    tolerant_nested,
 )
 from tests.integration.engine_harness import running_worker, settings_for, wait_for_run
 from vertices.gateway import destination_key
@@ -362,6 +364,38 @@ async def test_resolving_the_dead_letter_of_a_succeeded_run_reopens_it_and_says_
         f"step call resolved by cli with an operator-supplied output; run {parent_id}, which "
         "had SUCCEEDED, runs again from its join 'join'"
     )
+
+
+async def test_resolving_a_nested_dead_letter_says_the_finished_run_above_reopens(
+    ops: Operations, runtime: Runtime, downstream: RunningDownstream
+) -> None:
+    """A leaf FAILED under a mid that FAILED, under a top whose MERGE tolerated the mid and
+    SUCCEEDED: resolving the leaf reopens the mid's join and the top's. The answer names the
+    top, as the leaf's retry preview does (what the monitor's Resolve dialog reads), and
+    both logs say the resolve reopened their join."""
+    downstream.script([400], path="/leaf")
+    async with running_worker(runtime):
+        top = await submit(
+            runtime,
+            tolerant_nested(downstream.url),
+            {"groups": [{"leaves": items(2)}, {"leaves": items(2)}]},
+        )
+        assert (await wait_for_run(runtime, top)).status == "SUCCEEDED"
+        (mid,) = await runtime.store.children(top, status="FAILED")
+        (leaf,) = await runtime.store.children(mid.id, status="FAILED")
+        preview = await ops.actions.retry_preview(leaf.id)
+        result = await ops.actions.resolve(leaf.id, "call", {"ok": True}, actor="cli")
+        assert (await wait_for_run(runtime, top)).status == "SUCCEEDED"
+    assert (preview.reopened_run, preview.reopened_join) == (top, "join")
+    assert (result.reopened_run, result.reopened_join) == (top, "join")
+    assert result.warnings == [reopened_words(top, "join")]
+    (mid_line,) = await action_lines(runtime, mid.id)
+    assert mid_line["message"] == (
+        "resolve by cli of 1 FAILED child of 'leaves': the join 'join' reopens"
+    )
+    (top_line,) = await action_lines(runtime, top)
+    assert top_line["message"] == f"resolve by cli of run {leaf.id} below: the join 'join' reopens"
+    assert top_line["data"] == {"action": "resolve", "actor": "cli"}
 
 
 # ── start over ──────────────────────────────────────────────────────────────────────────────
