@@ -328,7 +328,11 @@ async def resolve(
     run_id: str, vertex_id: str, body: ResolveRequest, ops: OperationsDep, caller: CallerDep
 ) -> ResolveResult:
     """404 `step_not_found` for a vertex the run does not have; 409 `step_not_failed`, or
-    `step_already_resolved` for another output (the same output again changes nothing)."""
+    `step_already_resolved` for another output (the same output again changes nothing).
+    Resolving the last FAILED step of a child run brings it back into its parent's join, as
+    its retry would: when that reopens a run that had ended SUCCEEDED, `warnings`,
+    `reopenedRun` and `reopenedJoin` say that the steps after the join run again
+    (`GET /runs/{child}/retry/preview` says it before)."""
     return await ops.actions.resolve(
         run_id, vertex_id, body.output, actor=caller.actor, tenant=caller.tenant
     )
