@@ -3,7 +3,7 @@
 // warnings it gave (a retry's steps meeting an open breaker, with a link to its Reset on the
 // Destinations page; joins that fail again at once; a finished run reopened). Retry, Start
 // over and Reprocess read the API's preview first, so their dialogs say those warnings (or
-// the API's refusal) before the click.
+// the API's refusal) before the click; so does Resolve, when it would reopen a finished run.
 
 import { api } from "../api.js";
 import { chooseAction, editJson } from "../dialog.js";
