@@ -46,6 +46,7 @@ from api.cli.remote import (
 from api.cli.run_options import split_version
 from api.cli.target import DEFAULT_API_URL
 from api.cli.text import MISSING, moment, plural, relative
+from api.cli.validate import INPUT_SUFFIX
 
 if TYPE_CHECKING:
     from rich.table import Table
@@ -167,9 +168,16 @@ def publish(
 ) -> None:
     """Publish workflows as new immutable versions (identical content keeps its version).
 
-    Every document of every file goes in one request: all are published, or none."""
+    Every document of every file goes in one request: all are published, or none. Files
+    named *.input.json are run inputs, as `validate` reads them: left out, with a note."""
     remote = Remote(api_url, api_key, output, debug)
-    documents, origins = read_documents(files)
+    workflows = [path for path in files if not path.name.endswith(INPUT_SUFFIX)]
+    if not workflows:
+        fail("no workflow file among those given: only run inputs (*.input.json)", ExitCode.USAGE)
+    for path in files:
+        if path.name.endswith(INPUT_SUFFIX):
+            say(f"left out {path}: a run input (*{INPUT_SUFFIX}), not a workflow")
+    documents, origins = read_documents(workflows)
 
     async def action(api: ApiClient) -> list[PublishResult]:
         try:

@@ -136,3 +136,20 @@ def test_a_dry_run_of_one_run_says_what_its_retry_would_run_again(
         "nothing retried\n"
     ), several.stdout
     assert serve_api.json("runs", "show", run_id)["status"] == "FAILED"  # nothing retried
+
+
+def test_publish_leaves_run_inputs_out_as_validate_does(serve_api: Stack) -> None:
+    """The tour: `workflows publish examples/*.json` sent the `*.input.json` files as
+    workflows (19 problems), where `validate examples/*.json` reads them as run inputs."""
+    name = "cli-parity-inputs"
+    workflow = serve_api.tmp / f"{name}.json"
+    call = {"type": "GATEWAY", "config": {"url": serve_api.downstream + "/cli-parity/in"}}
+    workflow.write_text(json.dumps({"name": name, "vertices": {"ping": call}}))
+    run_input = serve_api.tmp / f"{name}.input.json"
+    run_input.write_text('{"customer": 7}')
+    done = serve_api.ok("workflows", "publish", str(workflow), str(run_input))
+    assert re.search(rf"^{name}\s+v1\s+published", done.stdout, re.M), done.stdout
+    said = " ".join(done.stderr.split())
+    assert f"left out {run_input}: a run input (*.input.json), not a workflow" in said, said
+    only = serve_api.cli("workflows", "publish", str(run_input))
+    assert_refused(only, 2, "no workflow file among those given: only run inputs")
