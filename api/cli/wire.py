@@ -15,7 +15,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Generic, TypeVar
 
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel, ConfigDict, Field
 from pydantic.alias_generators import to_camel
 
 T = TypeVar("T")
@@ -429,6 +429,12 @@ class FixFirstRuns(Wire):
     run_ids: list[str] = []
 
 
+class StuckRuns(Wire):
+    count: int = 0
+    run_ids: list[str] = []
+    message: str | None = None
+
+
 class SkippedRuns(Wire):
     reason: str
     state: str | None = None
@@ -447,6 +453,9 @@ class BatchRetryPreview(Wire):
     fix_first: list[FixFirstRuns] = []
     """Runs that would fail the same way at once, by kind (an older API sends none): the
     first of `warnings` says them."""
+    stuck: StuckRuns = Field(default_factory=StuckRuns)
+    """Runs whose joins would fail again at once (an older API sends none): one of
+    `warnings` says them."""
 
 
 # ── settings ────────────────────────────────────────────────────────────────────────────────

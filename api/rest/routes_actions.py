@@ -227,9 +227,11 @@ async def batch_retry_preview(
 ) -> BatchRetryPreview:
     """Read-only: what a confirm step says before `POST /runs/retry` with the same `ids` or
     `filter` and `limit` — `matching`, the runs it would take (counted in the database, up to
-    `limit`), `truncated` when more match, and `warnings`/`breakers`, each open breaker the
-    steps of those runs that would run again call. A tenant key counts its tenant's runs
-    only (a filter naming another tenant is a 403 `tenant_forbidden`)."""
+    `limit`), `truncated` when more match, `fixFirst` and `stuck`, those of them that would
+    fail the same way at once or whose joins would (reprocess those instead), and
+    `warnings`/`breakers`, which say those and each open breaker the steps of those runs that
+    would run again call. A tenant key counts its tenant's runs only (a filter naming another
+    tenant is a 403 `tenant_forbidden`)."""
     return await ops.actions.batch_retry_preview(
         None if body.filter is None else _selection(body.filter, caller),
         body.limit,

@@ -318,6 +318,19 @@ class FixFirstRuns(View):
     """The newest of them, at most 10 (`count` says how many there are)."""
 
 
+class StuckRuns(View):
+    """The runs a batch retry would take whose joins would fail again at once: their
+    children are still FAILED, and a retry does not run them (what the batch then lists in
+    `stuck`, run by run). Reprocessing a run's dead letters runs them again instead."""
+
+    count: int = 0
+    """How many of the runs the batch would take (all of them, not a sample)."""
+    run_ids: list[str] = []
+    """The newest of them, at most 10 (`count` says how many there are)."""
+    message: str | None = None
+    """The sentence of `warnings` that says them (None when there are none)."""
+
+
 class SkippedRuns(View):
     """Runs a batch retry would skip, counted by reason and state: `SkippedRun`'s `reason`
     and `state` (`parent_succeeded` for FAILED children under a run that has SUCCEEDED,
@@ -360,11 +373,14 @@ class BatchRetryPreview(View):
     """What the batch would set off that the operator may not expect, in this order: first,
     when some of those runs failed for a cause the workflow or their input makes, one
     sentence saying how many, with which kinds and the newest run ids, and that they would
-    fail the same way at once (fix the workflow first: `fixFirst`); then, for each workflow
-    version of those runs that a deployment rolled back (or that no longer serves), once,
-    that the batch runs it again, as the batch would say it; then each open breaker of
-    a destination the steps of those runs that would run again call (their FAILED steps and
-    the steps held back when they failed), as the batch would say it."""
+    fail the same way at once (fix the workflow first: `fixFirst`); then, when some of those
+    runs have joins that would fail again at once, one sentence saying how many, the newest
+    run ids and that "Reprocess dead letters" (`schemabridge runs reprocess RUN`) runs their
+    children again instead (`stuck`); then, for each workflow version of those runs that a
+    deployment rolled back (or that no longer serves), once, that the batch runs it again,
+    as the batch would say it; then each open breaker of a destination the steps of those
+    runs that would run again call (their FAILED steps and the steps held back when they
+    failed), as the batch would say it."""
     breakers: list[BreakerWarning] = []
     """The open breakers among `warnings` as data, in the same order, each with its sentence:
     what a front door needs to offer its own way to reset one (the web monitor links to the
@@ -373,3 +389,6 @@ class BatchRetryPreview(View):
     """The runs among those the batch would take (all of them, not a sample) that would fail
     the same way at once, by error kind, most runs first: the first of `warnings` says
     them."""
+    stuck: StuckRuns = StuckRuns()
+    """The runs among those the batch would take whose joins would fail again at once (the
+    batch's `stuck`, counted before it): one of `warnings` says them."""

@@ -38,6 +38,7 @@ from engine.operations.action_views import (
     StartOverResult,
     StepAgain,
     StuckRun,
+    StuckRuns,
 )
 from engine.operations.boundary import store_boundary
 from engine.operations.breaker_warnings import (
@@ -513,6 +514,11 @@ class OperatorActions:
         # The cause a retry cannot fix leads, as `runs show` and the monitor's single-run
         # dialogs lead with it: a closed breaker would not help those runs.
         lead = [] if not fix_first else [_fix_first_words(counted.fix_first, matching, truncated)]
+        # Next the joins a retry leaves failed (their children are still FAILED), which the
+        # batch would list in `stuck` only once it had retried them.
+        stuck = _stuck_runs(counted.stuck, matching, truncated)
+        if stuck.message is not None:
+            lead.append(stuck.message)
         facts = await self._runtime.store.rerun_facts_of(counted.versions)
         rerun = _batch_rerun_warnings(counted.versions, facts)
         return BatchRetryPreview(
@@ -523,6 +529,7 @@ class OperatorActions:
             warnings=[*lead, *rerun, *(breaker.message for breaker in breakers)],
             breakers=breakers,
             fix_first=fix_first,
+            stuck=stuck,
         )
 
     @store_boundary
@@ -932,32 +939,74 @@ def _fix_first_groups(kinds: dict[str, str]) -> list[FixFirstRuns]:
     ]
 
 
+def _of_the_batch(n: int, matching: int, truncated: bool) -> str:
+    """The subject of a batch preview's sentence about `n` of the `matching` runs the batch
+    would take: "3 of the 40 runs", "3 of the newest 1,000 runs the batch takes", "All 3
+    runs" ("1 of the 1 run" reads as a slip)."""
+    if truncated and matching == 1:
+        return "The newest run, the one the batch takes,"
+    if truncated:
+        return f"{n:,} of the newest {matching:,} runs the batch takes"
+    if n == matching:
+        return "The run" if n == 1 else f"All {n:,} runs"
+    return f"{n:,} of the {matching:,} {'run' if matching == 1 else 'runs'}"
+
+
+def _named_runs(run_ids: Sequence[str]) -> str:
+    """`runs: a, b and 3 more`: the first `FIX_FIRST_SHOWN` of `run_ids` (newest first)."""
+    shown = list(run_ids)[:FIX_FIRST_SHOWN]
+    more = f" and {len(run_ids) - len(shown):,} more" if len(run_ids) > len(shown) else ""
+    return f"{'run' if len(run_ids) == 1 else 'runs'}: {', '.join(shown)}{more}"
+
+
 def _fix_first_words(kinds: dict[str, str], matching: int, truncated: bool) -> str:
     """The batch preview's first warning: how many of the runs it would take fail the same
     way at once and why, what to do instead (the single run's advice: fix, publish, submit
     anew), and the newest of them by id. Printed as it is by the CLI, shown by the monitor."""
     groups = _fix_first_groups(kinds)
     n = len(kinds)
-    if truncated and matching == 1:
-        head = "The newest run, the one the batch takes,"
-    elif truncated:
-        head = f"{n:,} of the newest {matching:,} runs the batch takes"
-    else:
-        head = f"{n:,} of the {matching:,} {'run' if matching == 1 else 'runs'}"
+    head = _of_the_batch(n, matching, truncated)
     if len(groups) == 1:
         with_what = groups[0].kind
     else:
         with_what = " / ".join(f"{group.kind} ({group.count:,})" for group in groups)
     they = "it fails" if n == 1 else "they fail"
-    shown = list(kinds)[:FIX_FIRST_SHOWN]
-    more = f" and {n - len(shown):,} more" if n > len(shown) else ""
     return (
         f"{head} failed with {with_what}, from the workflow or the runs' input: "
         f"retrying runs the same workflow version with the same input, so {they} the "
         "same way at once. Fix the workflow (or the input), publish it, then submit new runs "
         "(`schemabridge workflows publish FILE`, then `schemabridge runs submit NAME@VERSION "
-        f"--input JSON`); {'run' if n == 1 else 'runs'}: {', '.join(shown)}{more}"
+        f"--input JSON`); {_named_runs(list(kinds))}"
     )
+
+
+def _stuck_runs(stuck: dict[str, bool], matching: int, truncated: bool) -> StuckRuns:
+    """The batch preview's runs whose joins would fail again at once (`stuck`: run id to
+    whether a reprocess fails the same way too, newest first), with the one sentence that
+    says them: how many, why a retry does not help, what does (the single retry's advice,
+    "Reprocess dead letters" on each), and the newest of them by id."""
+    if not stuck:
+        return StuckRuns()
+    n, repeated = len(stuck), sum(stuck.values())
+    one = n == 1
+    head = _of_the_batch(n, matching, truncated)
+    message = (
+        f"{head} {'has a join that fails' if one else 'have joins that fail'} again at once: "
+        f"the children {'it' if one else 'they'} failed on are still FAILED, and a retry does "
+        f'not run them. "Reprocess dead letters" on {"it" if one else "each"} (`schemabridge '
+        "runs reprocess RUN`) runs those children again and reopens the join instead"
+    )
+    if repeated:
+        # Those children failed on the workflow or their input: reprocessing repeats it.
+        their = "its" if one else "their"
+        whose = f"{their} children" if repeated == n else f"the children of {repeated:,} of them"
+        message += (
+            f"; but {whose} failed from the workflow or the input, which a reprocess repeats "
+            "too: fix the workflow first"
+        )
+    ids = list(stuck)
+    message += f"; {_named_runs(ids)}"
+    return StuckRuns(count=n, run_ids=ids[:FIX_FIRST_SHOWN], message=message)
 
 
 def _stuck(run_id: str, stuck: StuckJoins) -> StuckRun:

@@ -313,11 +313,12 @@ class OperatorActionsStore(WorkQueue):
         changing anything: how many match, counted up to `limit + 1` (one statement over at
         most that many rows of the list's index range: more than `limit` says the batch would
         be truncated), the vertices of the FAILED and held steps of the newest `limit`, by
-        tenant and workflow version (what it would run again: its breaker warnings), and
-        which of those runs failed for a cause the workflow or the input makes (one statement
-        over the same runs' FAILED steps: their retry fails the same way). A deployment's
-        `gradual_deploy` runs are left out: the batch skips them (`deployment_run`) and takes
-        them beside its `limit`, not in it."""
+        tenant and workflow version (what it would run again: its breaker warnings), which
+        of those runs failed for a cause the workflow or the input makes (one statement over
+        the same runs' FAILED steps: their retry fails the same way), and which have joins
+        that would fail again at once (one grouped statement over the same runs' steps, the
+        rule of the batch's `stuck`). A deployment's `gradual_deploy` runs are left out: the
+        batch skips them (`deployment_run`) and takes them beside its `limit`, not in it."""
         retriable = listing.runs.c.workflow_name.not_in(RESERVED_WORKFLOWS)
         matching = listing.newest_matching(selection, limit + 1).where(retriable).subquery()
         return await self._retry_count(
@@ -428,6 +429,7 @@ class OperatorActionsStore(WorkQueue):
                 workflow = (await self.get_version(name, version, conn=conn)).workflow
                 found.append(RetriedSteps(tenant_id, workflow, frozenset(ids)))
             fix_first = await retry_checks.fix_first_runs(conn, taken)
+            stuck = await retry_checks.stuck_runs(conn, taken)
             versions = await rerun_groups(conn, taken)
         return BatchRetryCount(
             int(count),
@@ -438,6 +440,7 @@ class OperatorActionsStore(WorkQueue):
             started_over=started_over,
             not_failed=dict(not_failed),
             versions=versions,
+            stuck=stuck,
         )
 
     async def _reopened_lines(

@@ -176,6 +176,10 @@ class BatchRetryCount:
     engine_owned: int = 0
     """Of the ids a batch by ids names, a deployment's own `gradual_deploy` runs
     (`deployment_run`)."""
+    stuck: dict[str, bool] = field(default_factory=dict)
+    """Of the runs the batch would take, those whose joins would fail again at once (their
+    children are still FAILED: the batch's `stuck`), newest first; run id to whether a
+    reprocess fails the same way too (their children's cause is in `FIX_FIRST_KINDS`)."""
 
 
 @dataclass(frozen=True)

@@ -8,7 +8,8 @@
   batch can leave such children alone and a single retry can say what it reopened.
 * A run whose MERGE failed because children FAILED fails again at once when retried, since
   those children are still FAILED: `stuck_joins` finds such joins, so the answer can say to
-  reprocess the run instead.
+  reprocess the run instead. `stuck_runs` reads the same rule as one grouped statement over
+  a batch's runs, so its preview can say how many of them would be stuck.
 * A run that failed for a cause the workflow or its input makes (`FIX_FIRST_KINDS`) fails the
   same way when retried, the same version running on the same input: `fix_first_runs` finds
   such runs among a batch's, so its preview can say to fix the workflow first.
@@ -19,7 +20,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from sqlalchemy import ColumnElement, Exists, Subquery, exists, or_, select
+from sqlalchemy import ColumnElement, Exists, Subquery, case, exists, func, or_, select
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from engine.store.models import Run, RunStatus, Step, StepStatus
@@ -119,6 +120,32 @@ async def stuck_joins(conn: AsyncConnection, run_ids: Sequence[str]) -> dict[str
         for run_id, vertices in joins.items()
         if failed_children.get(run_id, 0) > 0
     }
+
+
+async def stuck_runs(conn: AsyncConnection, newest: Subquery) -> dict[str, bool]:
+    """The runs of `newest` (`listing.newest_matching`'s rows) whose joins would fail again
+    at once if retried, by `stuck_joins`' rule: a FAILED step that failed on children
+    (`child_failures`) and FAILED children counted on the run's spawners. Run id to whether
+    a reprocess fails the same way too (a failed join's `childCause` is one of
+    `FIX_FIRST_KINDS`), newest run first. One grouped statement over those runs' FAILED
+    steps and spawners, so a preview of 10,000 runs reads no run alone."""
+    error = steps.c.error
+    failed_join = (steps.c.status == StepStatus.FAILED.value) & (
+        error["kind"].as_string() == FailureKind.CHILD_FAILURES.value
+    )
+    repeated = failed_join & error[("childCause", "kind")].as_string().in_(sorted(FIX_FIRST_KINDS))
+    rows = await conn.execute(
+        select(newest.c.id, func.max(case((repeated, 1), else_=0)).label("repeated"))
+        .select_from(newest.join(steps, steps.c.run_id == newest.c.id))
+        .where(or_(failed_join, steps.c.children_failed > 0))
+        .group_by(newest.c.id, newest.c.created_at)
+        .having(
+            func.max(case((failed_join, 1), else_=0)) == 1,
+            func.sum(func.coalesce(steps.c.children_failed, 0)) > 0,
+        )
+        .order_by(newest.c.created_at.desc(), newest.c.id.desc())
+    )
+    return {row.id: bool(row.repeated) for row in rows.all()}
 
 
 async def fix_first_runs(conn: AsyncConnection, newest: Subquery) -> dict[str, str]:

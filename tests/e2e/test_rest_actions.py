@@ -413,6 +413,7 @@ async def test_a_batch_retry_preview_counts_what_a_filter_would_take(
         "warnings": [],
         "breakers": [],
         "fixFirst": [],
+        "stuck": {"count": 0, "runIds": [], "message": None},
     }
     assert (capped["matching"], capped["limit"], capped["truncated"]) == (2, 2, True)
     assert (broken.status_code, broken.json()["code"]) == (422, "invalid_filter")
@@ -459,6 +460,38 @@ async def test_a_batch_retry_preview_warns_of_runs_that_fail_the_same_way(api: A
     ]
     assert http not in preview["warnings"][0]
     assert sorted(batch["retried"]) == sorted([config, http])
+
+
+async def test_a_batch_retry_preview_names_the_runs_whose_joins_fail_again(
+    api: Api, downstream: RunningDownstream
+) -> None:
+    """The tour: the monitor's batch dialogs read `POST /runs/retry/preview`, which answered
+    `warnings: []` for a fan-out whose join fails again at once; the batch then listed it in
+    `stuck`. By filter and by ids, the preview says it first, as data and in a sentence."""
+    chain = await failed_chain(api.runtime, downstream)
+    async with running_worker(api.runtime):
+        fan_out = await failed_fan_out(api.runtime, downstream, 3, failing={1})
+    by_filter = {"filter": {"status": "FAILED"}}
+    async with client(api.url, api.admin_key) as http:
+        answers = [
+            await http.post("/runs/retry/preview", json=body)
+            for body in (by_filter, {"ids": [chain, fan_out]})
+        ]
+        batch = (await http.post("/runs/retry", json=by_filter)).json()
+    for answer in answers:
+        assert answer.status_code == 200, answer.text
+        preview = answer.json()
+        assert preview["matching"] == 2
+        stuck = preview["stuck"]
+        assert (stuck["count"], stuck["runIds"]) == (1, [fan_out])
+        assert preview["warnings"] == [stuck["message"]]
+        assert stuck["message"].startswith("1 of the 2 runs has a join that fails again at once")
+        assert (
+            '"Reprocess dead letters" on it (`schemabridge runs reprocess RUN`)'
+            in (stuck["message"])
+        )
+        assert stuck["message"].endswith(f"; run: {fan_out}")
+    assert [stuck["runId"] for stuck in batch["stuck"]] == [fan_out]
 
 
 async def test_a_batch_by_filter_leaves_a_finished_runs_dead_letter_alone(

@@ -183,6 +183,49 @@ async def failed_fan_out(
     return run_id
 
 
+def unaddressed_fan_out(base: str) -> list[Workflow]:
+    """`fan_out`'s shape, its children's url taken from their item's `id`: an item without
+    one leaves the url path empty, so its child fails `invalid_config`, a cause the workflow
+    makes (a reprocess fails it the same way)."""
+    parent = Workflow.model_validate(
+        {
+            "name": "unaddressed",
+            "vertices": {
+                "each": {
+                    "type": "SPAWNER",
+                    "config": {"items": "{{ input.items }}", "workflow": "unaddressed_child"},
+                },
+                "join": {"type": "MERGE", "dependsOn": ["each"]},
+            },
+        }
+    )
+    child = Workflow.model_validate(
+        {
+            "name": "unaddressed_child",
+            "vertices": {
+                "call": {
+                    "type": "GATEWAY",
+                    "config": {"url": f"{base}/c/{{{{ item.id }}}}", "retry": {"maxAttempts": 1}},
+                }
+            },
+        }
+    )
+    return [parent, child]
+
+
+async def failed_unaddressed_fan_out(
+    runtime: Runtime, downstream: RunningDownstream, n: int
+) -> str:
+    """An `unaddressed_fan_out` run whose join failed because its `n` children failed
+    `invalid_config` (its `childCause`). Needs a worker running."""
+    run_id = await submit(runtime, unaddressed_fan_out(downstream.url), {"items": [{}] * n})
+    run = await wait_for_run(runtime, run_id)
+    assert run.status == "FAILED" and run.error.vertex_id == "join"
+    assert run.error.child_cause is not None, run.error
+    assert run.error.child_cause.kind == "invalid_config", run.error
+    return run_id
+
+
 async def failed_runs(runtime: Runtime, kinds: list[str], name: str = "kinds") -> list[str]:
     """One run of a one-step workflow `name` per kind of `kinds`, its step failed terminally
     with that error kind (driven through the store): the runs' ids, in the order of `kinds`,

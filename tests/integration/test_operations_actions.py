@@ -26,6 +26,7 @@ from tests.integration.actions_harness import (
     failed_chain,
     failed_fan_out,
     failed_runs,
+    failed_unaddressed_fan_out,
     fix_first_warning,
     items,
     nested,
@@ -794,6 +795,66 @@ async def test_a_batch_preview_says_which_runs_fail_the_same_way_again(
     ]
     batch = await ops.actions.batch_retry(filter=kinds, actor="cli")
     assert sorted(batch.retried) == sorted([config, http, expression, second])
+
+
+def stuck_warning(counted: str, run_ids: list[str], repeated: str | None = None) -> str:
+    """The batch retry preview's sentence about the runs whose joins would fail again at once
+    (its `stuck` in words): `counted` says how many ("2 of the 3 runs have joins that fail"),
+    `repeated` whose children failed from the workflow, `run_ids` the runs it names."""
+    one = len(run_ids) == 1
+    said = (
+        f"{counted} again at once: the children {'it' if one else 'they'} failed on are still "
+        f'FAILED, and a retry does not run them. "Reprocess dead letters" on '
+        f"{'it' if one else 'each'} (`schemabridge runs reprocess RUN`) runs those children "
+        "again and reopens the join instead"
+    )
+    if repeated is not None:
+        said += (
+            f"; but {repeated} failed from the workflow or the input, which a reprocess "
+            "repeats too: fix the workflow first"
+        )
+    return f"{said}; {'run' if one else 'runs'}: {', '.join(run_ids)}"
+
+
+async def test_a_batch_preview_says_which_runs_joins_fail_again_at_once(
+    ops: Operations, runtime: Runtime, downstream: RunningDownstream
+) -> None:
+    """The tour: "Retry all matching" and "Retry selected" said nothing of the runs whose
+    joins fail again at once (their children still FAILED), which the batch then listed in
+    `stuck`. The preview, by filter and by ids, counts them and names them as the batch
+    does, and says that reprocessing their dead letters is what runs the children again (not
+    for a join whose children failed from the workflow: a reprocess repeats that)."""
+    chain = await failed_chain(runtime, downstream)
+    async with running_worker(runtime):
+        dead = await failed_fan_out(runtime, downstream, 4, failing={0, 2})
+        broken = await failed_unaddressed_fan_out(runtime, downstream, 2)
+    roots = RunFilter()
+    preview = await ops.actions.batch_retry_preview(roots)
+    assert preview.matching == 3
+    assert (preview.stuck.count, preview.stuck.run_ids) == (2, [broken, dead])
+    # The runs that fail the same way lead; the stuck joins come next.
+    assert [(g.kind, g.run_ids) for g in preview.fix_first] == [("invalid_config", [broken])]
+    assert preview.warnings[1:] == [preview.stuck.message]
+    assert preview.stuck.message == stuck_warning(
+        "2 of the 3 runs have joins that fail",
+        [broken, dead],
+        repeated="the children of 1 of them",
+    )
+    newest = await ops.actions.batch_retry_preview(roots, limit=1)
+    assert newest.stuck.run_ids == [broken] and newest.truncated
+    assert newest.stuck.message == stuck_warning(
+        "The newest run, the one the batch takes, has a join that fails",
+        [broken],
+        repeated="its children",
+    )
+    # "Retry selected": the ids named, the chain's run not stuck.
+    selected = await ops.actions.batch_retry_preview(ids=[dead, chain])
+    assert (selected.stuck.count, selected.stuck.run_ids) == (1, [dead])
+    assert selected.warnings == [stuck_warning("1 of the 2 runs has a join that fails", [dead])]
+    assert selected.fix_first == []
+    batch = await ops.actions.batch_retry(filter=roots, actor="cli")
+    assert sorted(batch.retried) == sorted([chain, dead, broken])
+    assert [stuck.run_id for stuck in batch.stuck] == preview.stuck.run_ids
 
 
 # ── reprocess ───────────────────────────────────────────────────────────────────────────────

@@ -55,6 +55,7 @@ MIRRORS: list[tuple[type[wire.Wire], type[pydantic.BaseModel]]] = [
     (wire.BatchRetryPreview, action_views.BatchRetryPreview),
     (wire.SkippedRuns, action_views.SkippedRuns),
     (wire.FixFirstRuns, action_views.FixFirstRuns),
+    (wire.StuckRuns, action_views.StuckRuns),
     (wire.CapsView, settings_views.CapsView),
     (wire.CapsRemoved, CapsRemoved),
     (wire.BreakerView, settings_views.BreakerView),
