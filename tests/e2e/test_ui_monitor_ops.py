@@ -185,6 +185,37 @@ def test_retry_warns_of_a_stuck_join_before_the_click_and_offers_reprocess(
     assert not [line for line in log if (line.get("data") or {}).get("action") == "retry"]
 
 
+def test_retry_all_matching_says_which_joins_fail_again_at_once(
+    server: DemoServer, browser: Any
+) -> None:
+    """The tour: "Retry all matching" said nothing of a run whose join would fail again at
+    once (its child still FAILED), and the batch then retried it for nothing. Its dialog
+    says it before the confirm button, in the API's sentence, with a link to the run, whose
+    page has Reprocess dead letters; cancelled, nothing is retried."""
+    tenant = "stuck-batch"
+    run_id = failed_fan_out(server, tenant, 3, failing={1})
+    with opened(browser, f"{server.ui}#/runs?tenant={tenant}&status=FAILED") as (page, _):
+        page.locator("table.runs tbody tr").first.wait_for()
+        page.get_by_role("button", name="Retry all matching…").click()
+        dialog = page.locator("dialog.modal")
+        dialog.wait_for()
+        said = " ".join(dialog.locator(".warning-box .stuck-joins").inner_text().split())
+        assert said.startswith(
+            "⚠ Reprocess instead: The run has a join that fails again at once: the children "
+            'it failed on are still FAILED, and a retry does not run them. "Reprocess dead '
+            'letters" on it (schemabridge runs reprocess RUN) runs those children again and '
+            "reopens the join instead"
+        ), said
+        # Said once: not again among the other warnings.
+        assert dialog.inner_text().count("fails again at once") == 1
+        link = dialog.locator(".stuck-runs a")
+        assert link.get_attribute("href") == f"#/runs/{run_id}"
+        shoot(page, "ops-retry-all-stuck", narrow=False)
+        confirm(page, "Cancel")
+        dialog.wait_for(state="detached")
+    assert server.run_status(run_id) == "FAILED"
+
+
 def reports(server: DemoServer, ops: str = "reprocess") -> int:
     """The POSTs to the report of `succeeded_with_a_report(ops=ops)`'s runs the demo
     downstream has answered."""

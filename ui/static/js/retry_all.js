@@ -3,8 +3,9 @@
 // first, as the API counts them for that filter (`POST /runs/retry/preview`: one count in the
 // database, not a page of ids at a time), leading with the runs that would fail the same way
 // at once (the workflow or their input caused their failure: `fixFirst`, as a run's own
-// Retry dialog leads with fixing the workflow), then the breakers the retried steps would
-// meet; the answer's retried and skipped follow.
+// Retry dialog leads with fixing the workflow), then the runs whose joins would fail again at
+// once (their children still FAILED: `stuck`, reprocess them instead), then the breakers the
+// retried steps would meet; the answer's retried and skipped follow.
 
 import { api } from "./api.js";
 import { confirmAction } from "./dialog.js";
@@ -30,14 +31,30 @@ function batchFilter(filter) {
 function fixFirstBlocks(preview) {
   const groups = preview.fixFirst || [];
   if (!groups.length || !(preview.warnings || []).length) return [];
-  const runs = (group) => [
-    `${group.kind}: `,
-    group.runIds.map((id, i) => [i ? ", " : "", h("a", { href: `#/runs/${encodeURIComponent(id)}`, class: "mono" }, shortId(id))]),
-    group.count > group.runIds.length ? ` and ${count(group.count - group.runIds.length)} more` : "",
-  ];
+  const runs = (group) => [`${group.kind}: `, runLinks(group.runIds, group.count)];
   return [
     h("p", { class: "fix-first" }, h("strong", {}, "⚠ Fix the workflow first: "), withCode(preview.warnings[0])),
     h("ul", { class: "fix-first-runs" }, groups.map((group) => h("li", {}, runs(group)))),
+  ];
+}
+
+/** The links of `runIds` (the newest of `total` runs): "1a2b3c4d, 5e6f7a8b and 3 more". */
+function runLinks(runIds, total) {
+  return [
+    runIds.map((id, i) => [i ? ", " : "", h("a", { href: `#/runs/${encodeURIComponent(id)}`, class: "mono" }, shortId(id))]),
+    total > runIds.length ? ` and ${count(total - runIds.length)} more` : "",
+  ];
+}
+
+/** The preview's runs whose joins would fail again at once (`stuck`): the API's sentence
+ * (one of its `warnings`), then their newest runs as links, each run's page having the
+ * Reprocess dead letters button that runs its children again. */
+function stuckBlocks(preview) {
+  const stuck = preview.stuck;
+  if (!stuck || !stuck.count || !(preview.warnings || []).includes(stuck.message)) return [];
+  return [
+    h("p", { class: "stuck-joins" }, h("strong", {}, "⚠ Reprocess instead: "), withCode(stuck.message)),
+    h("p", { class: "stuck-runs" }, "Reprocess dead letters from each run's page: ", runLinks(stuck.runIds, stuck.count), "."),
   ];
 }
 
@@ -77,16 +94,19 @@ function skippedText(preview, considered) {
 }
 
 /** What a batch retry's confirm dialog says first, from its preview (`POST
- * /runs/retry/preview`): the runs that would fail the same way at once, those the batch would
- * skip, `extra` (a note of the caller's), then the other warnings (a version rolled back, an
- * open breaker). Empty when the preview has nothing to say. */
+ * /runs/retry/preview`): the runs that would fail the same way at once, the runs whose joins
+ * would, those the batch would skip, `extra` (a note of the caller's), then the other
+ * warnings (a version rolled back, an open breaker). Empty when the preview has nothing to
+ * say. */
 export function previewBlocks(preview, considered, extra = null) {
   const skippedNote = skippedText(preview, considered);
   const fixFirst = fixFirstBlocks(preview);
-  // The fix-first sentence leads the API's warnings: said above, not again below.
-  const said = (preview.warnings || []).slice(fixFirst.length ? 1 : 0);
+  const stuck = stuckBlocks(preview);
+  // The fix-first sentence leads the API's warnings, the stuck joins' has its own block:
+  // said above, not again below.
+  const said = (preview.warnings || []).slice(fixFirst.length ? 1 : 0).filter((w) => !stuck.length || w !== preview.stuck.message);
   const warned = said.length ? [h("p", {}, h("strong", {}, "⚠ Before you retry:")), h("ul", {}, said.map((w) => h("li", {}, warningNodes(w, preview.breakers))))] : [];
-  return [...fixFirst, skippedNote ? h("p", {}, `⚠ ${skippedNote}.`) : null, extra, ...warned].filter(Boolean);
+  return [...fixFirst, ...stuck, skippedNote ? h("p", {}, `⚠ ${skippedNote}.`) : null, extra, ...warned].filter(Boolean);
 }
 
 /** "all 12 matching FAILED runs", but "the 1 matching FAILED run": "all" of one reads wrong. */
