@@ -99,7 +99,9 @@ class Runtime:
         clock = clock or SystemClock()
         async with contextlib.AsyncExitStack() as opened:
             # Whatever was opened is closed again if a later part fails to open.
-            store = await Store.open(settings.database_url, clock, migrate=migrate)
+            store = await Store.open(
+                settings.database_url, clock, migrate=migrate, pooler=settings.database_pooler
+            )
             opened.push_async_callback(store.close)
             client = await coordination.open_redis(settings)
             opened.push_async_callback(coordination.close_redis, client)

@@ -17,6 +17,7 @@ from pydantic import AliasChoices, Field, SecretStr, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from engine import payload_defaults
+from engine.store.pooler import POOLERS, Pooler
 from schemas.definitions import MAX_TIMEOUT_MS, MIN_TIMEOUT_MS
 from schemas.json_depth import DEFAULT_MAX_NESTING_DEPTH, HARD_MAX_NESTING_DEPTH
 from vertices import fanout_limits
@@ -102,6 +103,11 @@ class Settings(BaseSettings):
     which query parameters are taken). The explicit `sqlite+aiosqlite://` and
     `postgresql+asyncpg://` work too; these are the drivers every form runs on
     (`engine.store.db.normalise_url`)."""
+    database_pooler: Pooler = Field(default="none", validation_alias=_env("DATABASE_POOLER"))
+    """What stands between the processes and PostgreSQL: `none` (a direct connection, or
+    PgBouncer in session mode) or `transaction` (PgBouncer in transaction mode: asyncpg's
+    prepared statements are then unnamed, kept on no server connection;
+    `engine.store.pooler`). Default `none`."""
     redis_url: str | None = Field(default=None, validation_alias=_env("REDIS_URL"))
     """Redis URL for coordination; default None = the embedded in-process fakeredis."""
 
@@ -285,6 +291,17 @@ class Settings(BaseSettings):
     separated by commas (docs/security.md, 'The access log'). The client is then the
     right-most address of that header that is not a trusted proxy, for a connection from a
     trusted proxy only. Default: none (the client is always the connection's peer)."""
+
+    @field_validator("database_pooler", mode="before")
+    @classmethod
+    def _check_database_pooler(cls, value: object) -> object:
+        chosen = value.strip().lower() if isinstance(value, str) else value
+        if chosen not in POOLERS:
+            raise ValueError(
+                f"give none (PostgreSQL directly, or PgBouncer in session mode) or "
+                f"transaction (PgBouncer in transaction mode), not {value!r}"
+            )
+        return chosen
 
     @field_validator("egress_allow")
     @classmethod

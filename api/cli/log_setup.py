@@ -90,6 +90,13 @@ _CONSEQUENCES = {
         "steps' leases end; those still unrecorded then are given up, and their steps run "
         "again (their calls are sent again) once the database answers"
     ),
+    # The database behind a transaction pooler the settings do not name (`fault_source`).
+    "pooler": (
+        "until then statements fail at random, each failure taken as an outage: finished "
+        "results not yet recorded are kept and retried until shortly before their steps' "
+        "leases end; those still unrecorded then are given up, and their steps run again "
+        "(their calls are sent again)"
+    ),
 }
 
 _API_CONSEQUENCES = {
@@ -97,6 +104,10 @@ _API_CONSEQUENCES = {
     "database": (
         "requests that need the database are answered 503 (store_unavailable) until it "
         "answers again; nothing already stored is lost"
+    ),
+    "pooler": (
+        "until then statements fail at random: requests they fail are answered 503 "
+        "(store_unavailable), and /health is not ok"
     ),
 }
 """What an `api` process does meanwhile: it answers requests, and keeps no results."""
@@ -152,7 +163,10 @@ def _causes(error: BaseException | None) -> Iterator[BaseException]:
 
 def fault_source(error: BaseException | None) -> str | None:
     """`redis` or `database` when `error` (or what caused it) says that dependency did not
-    answer; None for any other error (a bug keeps its traceback)."""
+    answer, `pooler` when the database is behind a transaction pooler the settings do not
+    name (`engine.store.pooler`); None for any other error (a bug keeps its traceback)."""
+    if error is not None and _pooler_hint(error) is not None:
+        return "pooler"
     for cause in _causes(error):
         module = type(cause).__module__
         if module.startswith("redis"):
@@ -171,6 +185,14 @@ def fault_source(error: BaseException | None) -> str | None:
         if isinstance(cause, ConnectionError | TimeoutError):
             return "database"
     return None
+
+
+def _pooler_hint(error: BaseException) -> str | None:
+    # Imported here: the rule is the store's, and a command that never logs an error must
+    # not pay for importing it.
+    from engine.operations.startup import pooler_hint
+
+    return pooler_hint(error)
 
 
 def _record_error(record: logging.LogRecord) -> BaseException | None:
@@ -231,7 +253,7 @@ class OutageFilter(logging.Filter):
         earlier = self._suppressed.pop(source, 0)
         message = _SQL_DETAIL.sub("", record.getMessage()).strip()
         record.msg = (
-            f"{source} unreachable ({reason}); {message}; {self._consequences[source]}"
+            f"{_what_failed(source, error)} ({reason}); {message}; {self._consequences[source]}"
             f"; further failures of this outage are not logged"
             + (f" (the last outage had {earlier} more)" if earlier else "")
         )
@@ -239,8 +261,16 @@ class OutageFilter(logging.Filter):
         record.exc_info = None
         record.exc_text = None
         record.levelno, record.levelname = logging.WARNING, "WARNING"
-        record.__dict__.setdefault("event", f"{source}.unreachable")
+        record.__dict__.setdefault(
+            "event", "database.pooler" if source == "pooler" else f"{source}.unreachable"
+        )
         return True
+
+
+def _what_failed(source: str, error: BaseException | None) -> str:
+    """How an outage's line begins: the dependency that failed, or for `pooler` the fix."""
+    hint = _pooler_hint(error) if source == "pooler" and error is not None else None
+    return hint or f"{source} unreachable"
 
 
 def _first_line(error: BaseException) -> str:

@@ -701,8 +701,8 @@ def db_upgrade(
     from engine.settings import Settings
 
     settings = Settings()
-    check_database_url(settings.database_url)
-    asyncio.run(upgrade_database(settings.database_url, revision))
+    check_database_url(settings.database_url, pooler=settings.database_pooler)
+    asyncio.run(upgrade_database(settings.database_url, revision, pooler=settings.database_pooler))
     console.print(f"database {mask_url(settings.database_url)} upgraded to {revision}")
 
 

@@ -96,4 +96,10 @@ class HealthOperations:
         except Exception as error:  # any failure to answer is "failing", whatever the driver
             logger.warning("health: the database did not answer: %r", error)
             return False
+        # A ping may succeed between statements that fail at random behind a transaction
+        # pooler: the database is failing while they do (`engine.store.pooler`).
+        mismatch = self._runtime.store.pooler_mismatch()
+        if mismatch is not None:
+            logger.warning("health: statements fail behind a pooler: %r", mismatch)
+            return False
         return True

@@ -7,11 +7,15 @@ and must work before anything else of the runtime can (no Redis, no schema yet).
 from __future__ import annotations
 
 from engine.store import db
+from engine.store.pooler import Pooler
 
 
-async def upgrade_database(database_url: str, revision: str = "head") -> None:
-    """Apply the migrations up to `revision` (default: this code's head). Idempotent."""
-    engines = db.create_engines(database_url)
+async def upgrade_database(
+    database_url: str, revision: str = "head", *, pooler: Pooler = "none"
+) -> None:
+    """Apply the migrations up to `revision` (default: this code's head). Idempotent.
+    `pooler`: `SCHEMABRIDGE_DATABASE_POOLER` (`engine.store.pooler`)."""
+    engines = db.create_engines(database_url, pooler=pooler)
     try:
         await db.upgrade(engines, revision)
     finally:

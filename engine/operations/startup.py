@@ -26,6 +26,7 @@ from sqlalchemy.exc import ArgumentError, DBAPIError, NoSuchModuleError, SQLAlch
 from engine.coordination.redis_client import COORDINATION_ERRORS, close_redis, open_redis
 from engine.settings import DEFAULT_DATABASE_URL, Settings
 from engine.store.db import DatabaseURLError, normalise_url, redact, sqlite_file
+from engine.store.pooler import POOLER_HINT, Pooler, pooler_mismatch
 from schemas.clock import Clock
 from schemas.errors import OperationError, Refusal
 
@@ -61,14 +62,15 @@ def mask_url(url: str) -> str:
     return parsed.render_as_string(hide_password=True)
 
 
-def check_database_url(url: str, *, create: bool = True) -> None:
+def check_database_url(url: str, *, create: bool = True, pooler: Pooler = "none") -> None:
     """Refuse a database URL SchemaBridge cannot use, before anything connects. `create`
     False: the command reads or changes an existing database, so an SQLite file that does not
     exist is refused too (SQLite would create it empty: a misspelt path would show an empty
     database and leave a stray file behind). A PostgreSQL server never creates a database;
-    one that is missing is refused when it answers (`explain`)."""
+    one that is missing is refused when it answers (`explain`). `pooler`: what
+    `SCHEMABRIDGE_DATABASE_POOLER` says (a transaction pooler refuses `options`)."""
     try:
-        parsed = normalise_url(url)
+        parsed = normalise_url(url, pooler)
     except DatabaseURLError as error:
         raise StartupRefused(
             f"{error} (SCHEMABRIDGE_DATABASE_URL)",
@@ -178,6 +180,13 @@ def _certificate_missing(error: BaseException) -> bool:
     )
 
 
+def pooler_hint(error: BaseException) -> str | None:
+    """What to do when `error` says the database is behind a transaction pooler that
+    `SCHEMABRIDGE_DATABASE_POOLER` does not name (`engine.store.pooler`); None otherwise. The
+    front doors' logging tells this fault by it."""
+    return POOLER_HINT if pooler_mismatch(error) else None
+
+
 def explain(error: BaseException, settings: Settings) -> StartupRefused | None:
     """The refusal a user should read for `error` (raised while opening or using the
     database or Redis of `settings`), or None when it is not one of theirs."""
@@ -192,7 +201,7 @@ def explain(error: BaseException, settings: Settings) -> StartupRefused | None:
     url = settings.database_url
     if isinstance(error, ArgumentError | NoSuchModuleError | ModuleNotFoundError | ValueError):
         try:
-            check_database_url(url)
+            check_database_url(url, pooler=settings.database_pooler)
             check_redis_url(settings.redis_url)
         except StartupRefused as refused:
             return refused
@@ -203,27 +212,43 @@ def explain(error: BaseException, settings: Settings) -> StartupRefused | None:
         reason = _reason(error)
         if "unable to open database file" in reason or "readonly database" in reason:
             return _unwritable(make_url(url).database or url, reason)
-        if _certificate_missing(error):
-            return StartupRefused(
-                f"cannot use the database {mask_url(url)}: {reason}; sslmode=verify-ca and "
-                "verify-full check the server's certificate against that file: put its CA "
-                "certificate there (or name one in PGSSLROOTCERT), or use sslmode=require to "
-                "encrypt without checking",
-                code="database_certificate_missing",
-                refusal=Refusal.INVALID,
-            )
-        if _database_missing(error):
-            return StartupRefused(
-                f"cannot use the database {mask_url(url)}: {reason}; create it (e.g. "
-                "`createdb`) or fix SCHEMABRIDGE_DATABASE_URL",
-                code="database_missing",
-                refusal=Refusal.INVALID,
-            )
+        invalid = _invalid_database(error, url, reason)
+        if invalid is not None:
+            return invalid
         return StartupRefused(
             f"cannot use the database {mask_url(url)}: {reason}; check "
             "SCHEMABRIDGE_DATABASE_URL and that the server is running",
             code="store_unavailable",
             refusal=Refusal.UNAVAILABLE,
+        )
+    return None
+
+
+def _invalid_database(error: BaseException, url: str, reason: str) -> StartupRefused | None:
+    """The refusal for a database that answers but cannot be used as the settings say."""
+    if _certificate_missing(error):
+        return StartupRefused(
+            f"cannot use the database {mask_url(url)}: {reason}; sslmode=verify-ca and "
+            "verify-full check the server's certificate against that file: put its CA "
+            "certificate there (or name one in PGSSLROOTCERT), or use sslmode=require to "
+            "encrypt without checking",
+            code="database_certificate_missing",
+            refusal=Refusal.INVALID,
+        )
+    hint = pooler_hint(error)
+    if hint is not None:
+        # A setting that cannot work as it is (exit 2), not a database that is down.
+        return StartupRefused(
+            f"cannot use the database {mask_url(url)}: {reason}; {hint}",
+            code="database_pooler",
+            refusal=Refusal.INVALID,
+        )
+    if _database_missing(error):
+        return StartupRefused(
+            f"cannot use the database {mask_url(url)}: {reason}; create it (e.g. "
+            "`createdb`) or fix SCHEMABRIDGE_DATABASE_URL",
+            code="database_missing",
+            refusal=Refusal.INVALID,
         )
     return None
 
@@ -283,7 +308,7 @@ async def open_runtime(
     process that does not migrate must not run on tables it does not know, nor create them."""
     from engine.runtime import Runtime  # see the imports at the top
 
-    check_database_url(settings.database_url, create=create)
+    check_database_url(settings.database_url, create=create, pooler=settings.database_pooler)
     check_redis_url(settings.redis_url)
     if probe_redis and settings.redis_url is not None:
         # Before the runtime: its wake-up listener would otherwise report the outage first.

@@ -22,6 +22,7 @@ from engine.store.models import (
     StepStatus,
     WorkflowVersion,
 )
+from engine.store.pooler import Pooler
 from engine.store.records import (
     ClaimedStep,
     RunRecord,
@@ -89,8 +90,17 @@ class StoreCore:
         self._tenant_ring = claims.TenantRing()
 
     @classmethod
-    async def open(cls, database_url: str, clock: Clock, *, migrate: bool = True) -> Self:
-        engines = db.create_engines(database_url)
+    async def open(
+        cls,
+        database_url: str,
+        clock: Clock,
+        *,
+        migrate: bool = True,
+        pooler: Pooler = "none",
+    ) -> Self:
+        """The store on `database_url`, migrated to head unless `migrate` is False; `pooler`:
+        what stands between it and PostgreSQL (`engine.store.pooler`)."""
+        engines = db.create_engines(database_url, pooler=pooler)
         if migrate:
             try:
                 await db.upgrade(engines)

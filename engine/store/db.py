@@ -33,6 +33,7 @@ from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
 
 from engine.store.dialect import POSTGRESQL, SQLITE, Dialect
 from engine.store.direct import DirectStatements
+from engine.store.pooler import POOLER_SETTING, Pooler, PoolerWatch
 from engine.store.sqlite_connections import SqliteConnections
 from engine.store.sqlite_cursor import DEFERRED
 from schemas import json_codec
@@ -58,6 +59,9 @@ class Engines:
     """What opens the SQLite engines' connections (None on PostgreSQL)."""
     direct: DirectStatements | None = None
     """PostgreSQL: the hottest single statements on asyncpg itself (`engine.store.direct`)."""
+    pooler_watch: PoolerWatch | None = None
+    """PostgreSQL without a pooler setting: whether statements fail as they do behind a
+    transaction pooler (`engine.store.pooler`)."""
 
     async def dispose(self) -> None:
         """Close every pooled connection and, on SQLite, wait for their worker threads (and
@@ -187,7 +191,7 @@ class DatabaseURLError(ValueError):
         self.code = code
 
 
-def normalise_url(database_url: str) -> URL:
+def normalise_url(database_url: str, pooler: Pooler = "none") -> URL:
     """`database_url` as the SQLAlchemy URL of the async driver SchemaBridge uses.
 
     Takes the forms users have at hand, as libpq, psql, Heroku and Docker images write them:
@@ -197,10 +201,10 @@ def normalise_url(database_url: str) -> URL:
     query parameters, which `connect_options` translates (and this URL then lacks those it
     moves to asyncpg's keyword arguments). Any other driver or database is refused:
     SchemaBridge runs on these two only."""
-    return connect_options(database_url)[0]
+    return connect_options(database_url, pooler)[0]
 
 
-def connect_options(database_url: str) -> tuple[URL, dict[str, Any]]:
+def connect_options(database_url: str, pooler: Pooler = "none") -> tuple[URL, dict[str, Any]]:
     """`normalise_url`'s URL, and the keyword arguments asyncpg.connect needs that a URL
     cannot carry (`create_async_engine(connect_args=...)`; empty on SQLite).
 
@@ -209,7 +213,11 @@ def connect_options(database_url: str) -> tuple[URL, dict[str, Any]]:
     the query is checked here instead: libpq's `sslmode` becomes asyncpg's `ssl` (same
     values), `connect_timeout` its `timeout` (seconds), `application_name` and `options`
     (`-c name=value ...`) its `server_settings`; the parameters asyncpg takes as they are
-    (`_PASSED_THROUGH`) stay in the URL, and anything else is refused naming them all."""
+    (`_PASSED_THROUGH`) stay in the URL, and anything else is refused naming them all.
+
+    `pooler` `transaction` (PgBouncer in transaction mode, `engine.store.pooler`): asyncpg's
+    statement cache is turned off, and `options` is refused, since such a pooler does not
+    carry settings to the server (PgBouncer refuses the connection)."""
     try:
         url = make_url(database_url)
     except (ArgumentError, ValueError):  # a bad port is a ValueError
@@ -232,7 +240,18 @@ def connect_options(database_url: str) -> tuple[URL, dict[str, Any]]:
         )
     if driver != "postgresql+asyncpg":
         return url.set(drivername=driver), {}
+    if pooler == "transaction" and "options" in url.query:
+        raise _refuse(
+            url,
+            f"options with {POOLER_SETTING}=transaction",
+            "a transaction pooler does not carry settings to the server; set them on the "
+            "role or the database instead (ALTER ROLE ... SET name = value)",
+        )
     url, kwargs = _postgresql_query(url)  # its messages show the scheme the user wrote
+    if pooler == "transaction":
+        # Every statement unnamed, its Parse sent again with each Bind: nothing is left
+        # on a server connection between transactions (`engine.store.pooler`).
+        kwargs["statement_cache_size"] = 0
     return url.set(drivername=driver), kwargs
 
 
@@ -268,6 +287,12 @@ def _refuse(url: URL, what: str, fix: str) -> DatabaseURLError:
 
 def _postgresql_query(url: URL) -> tuple[URL, dict[str, Any]]:
     for name, value in url.query.items():
+        if name == "statement_cache_size":
+            raise _refuse(
+                url,
+                "statement_cache_size",
+                f"for PgBouncer in transaction mode set {POOLER_SETTING}=transaction instead",
+            )
         if name in _SSL_FILES:
             raise _refuse(
                 url,
@@ -348,9 +373,10 @@ def redact(url: str) -> str:
     return f"{scheme}://{userinfo.partition(':')[0]}:***@{host}"
 
 
-def create_engines(database_url: str, *, pool_size: int = 20) -> Engines:
-    """Build the engines for `database_url` (any form `normalise_url` takes)."""
-    url, connect_args = connect_options(database_url)
+def create_engines(database_url: str, *, pool_size: int = 20, pooler: Pooler = "none") -> Engines:
+    """Build the engines for `database_url` (any form `normalise_url` takes); `pooler` says
+    what stands between them and PostgreSQL (`SCHEMABRIDGE_DATABASE_POOLER`)."""
+    url, connect_args = connect_options(database_url, pooler)
     if url.get_backend_name() == "sqlite":
         connections = _sqlite_connections(url)
         return Engines(
@@ -376,8 +402,31 @@ def create_engines(database_url: str, *, pool_size: int = 20) -> Engines:
     # Setting the isolation level of an asyncpg connection is local (no round trip): a
     # read checks a connection out of the same pool in autocommit, and it goes back reset.
     reads = engine.execution_options(isolation_level="AUTOCOMMIT")
-    direct = DirectStatements(reads)
-    return Engines(write=engine, read=reads, dialect=POSTGRESQL, shared_pool=True, direct=direct)
+    watch = None
+    if pooler == "none":
+        # Told nothing, the store still notices the statements a transaction pooler breaks,
+        # so that the operator is told the fix (`engine.store.pooler`).
+        watch = PoolerWatch()
+        event.listen(engine.sync_engine, "handle_error", _noting(watch))
+    direct = DirectStatements(reads, watch)
+    return Engines(
+        write=engine,
+        read=reads,
+        dialect=POSTGRESQL,
+        shared_pool=True,
+        direct=direct,
+        pooler_watch=watch,
+    )
+
+
+def _noting(watch: PoolerWatch) -> Any:
+    """A `handle_error` listener that shows `watch` every error a statement raises (it is
+    called only on errors: a statement that succeeds costs nothing more)."""
+
+    def note(context: Any) -> None:
+        watch.note(context.original_exception)
+
+    return note
 
 
 MIGRATIONS = resources.files("engine.store") / "migrations"

@@ -30,6 +30,8 @@ from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 from sqlalchemy.sql.compiler import SQLCompiler
 from sqlalchemy.sql.elements import ClauseElement
 
+from engine.store.pooler import PoolerWatch
+
 _CONNECTION_ENDED = ("08", "57P")
 """SQLSTATE classes after which the server has ended (or is ending) the connection."""
 
@@ -43,8 +45,9 @@ class _Compiled:
 class DirectStatements:
     """Runs statements on the asyncpg connections of `engine` (PostgreSQL, autocommit)."""
 
-    def __init__(self, engine: AsyncEngine) -> None:
+    def __init__(self, engine: AsyncEngine, pooler_watch: PoolerWatch | None = None) -> None:
         self._engine = engine
+        self._pooler_watch = pooler_watch
         self._compiled: dict[int, tuple[ClauseElement, _Compiled]] = {}
 
     @property
@@ -56,7 +59,8 @@ class DirectStatements:
         """The first column of the first row of `statement` with `params`, in autocommit."""
         compiled = self._compile(statement)
         args = [params[name] for name in compiled.names]
-        async with self._engine.connect() as conn, _translated(conn, compiled.sql):
+        watch = self._pooler_watch
+        async with self._engine.connect() as conn, _translated(conn, compiled.sql, watch):
             driver = (await conn.get_raw_connection()).driver_connection
             assert driver is not None  # checked out, so open
             return await driver.fetchval(compiled.sql, *args)
@@ -74,13 +78,18 @@ class DirectStatements:
 
 
 @contextlib.asynccontextmanager
-async def _translated(conn: AsyncConnection, sql: str) -> AsyncIterator[None]:
-    """asyncpg's errors as the SQLAlchemy exceptions the store handles."""
+async def _translated(
+    conn: AsyncConnection, sql: str, pooler_watch: PoolerWatch | None
+) -> AsyncIterator[None]:
+    """asyncpg's errors as the SQLAlchemy exceptions the store handles (and shown to
+    `pooler_watch`, as the engine's own statements' errors are)."""
     try:
         yield
     except asyncpg.IntegrityConstraintViolationError as error:
         raise exc.IntegrityError(sql, None, error) from error
     except asyncpg.PostgresError as error:
+        if pooler_watch is not None:
+            pooler_watch.note(error)
         # Its SQLSTATE travels along (`orig`): the boundary tells "cannot serve now" by it.
         if str(getattr(error, "sqlstate", "")).startswith(_CONNECTION_ENDED):
             await conn.invalidate()

@@ -36,6 +36,13 @@ class ProbeStore(StoreCore):
         async with self._engines.read.connect() as conn:
             await conn.execute(select(literal(1)))
 
+    def pooler_mismatch(self) -> BaseException | None:
+        """The last statement error of the past minute that says a transaction pooler stands
+        before the database while `SCHEMABRIDGE_DATABASE_POOLER` says none
+        (`engine.store.pooler`); None when there was none."""
+        watch = self._engines.pooler_watch
+        return None if watch is None else watch.recent()
+
     async def schema_revision(self) -> SchemaRevision:
         current = await db.current_revision(self._engines)
         return SchemaRevision(

@@ -7,6 +7,8 @@ from __future__ import annotations
 from sqlalchemy.exc import DBAPIError, InterfaceError, OperationalError
 from sqlalchemy.exc import TimeoutError as PoolTimeout
 
+from engine.store.pooler import pooler_mismatch
+
 STORE_UNREACHABLE = (OperationalError, InterfaceError, PoolTimeout, OSError)
 """What SQLAlchemy and the drivers raise when the database cannot be reached or answered: a
 refused or dropped connection, a database shutting down, an exhausted connection pool."""
@@ -23,8 +25,13 @@ intervention (shutting down, cannot connect now)."""
 
 
 def store_unreachable(exc: BaseException) -> bool:
-    """Whether `exc` says the database cannot be reached or cannot serve right now."""
+    """Whether `exc` says the database cannot be reached or cannot serve right now. A
+    transaction pooler met without `SCHEMABRIDGE_DATABASE_POOLER` counts (statements fail
+    at random until the setting is made, `engine.store.pooler`): a worker keeps its results
+    and writes them again rather than giving them up at once."""
     if isinstance(exc, STORE_UNREACHABLE):
+        return True
+    if pooler_mismatch(exc):
         return True
     if isinstance(exc, DBAPIError):
         sqlstate = getattr(exc.orig, "sqlstate", None)
