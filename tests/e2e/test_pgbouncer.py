@@ -76,7 +76,9 @@ async def test_a_fan_out_runs_through_pgbouncer_in_transaction_mode(
                 run_id = answer.json()["id"]
 
                 async def ended() -> str | None:
-                    status = (await http.get(f"/runs/{run_id}")).json()["status"]
+                    run = await http.get(f"/runs/{run_id}")
+                    assert run.status_code == 200, run.text  # never a 503 from the database
+                    status = run.json()["status"]
                     return None if status == "RUNNING" else str(status)
 
                 assert await until(ended, "the fan-out ending", timeout_s=240) == "SUCCEEDED"
