@@ -95,14 +95,34 @@ export function exactZoned(epochS) {
 }
 
 /** A <time> element: relative text, exact local time (with its zone) on hover and in
- * `datetime`. */
+ * `datetime`. Its `data-at` lets a live page's clock (`tickTimes`) move the text on. */
 export function time(epochS) {
   if (epochS === null || epochS === undefined) return h("span", { class: "muted" }, "—");
   return h(
     "time",
-    { datetime: new Date(epochS * 1000).toISOString(), title: exactZoned(epochS) },
+    { datetime: new Date(epochS * 1000).toISOString(), title: exactZoned(epochS), "data-at": String(epochS) },
     relative(epochS),
   );
+}
+
+/** How long something took: fixed text once it ended; while it goes on (`endedAt` null) a
+ * span whose `data-since` (its start) lets a live page's clock (`tickTimes`) count on. */
+export function liveDuration(startedAt, endedAt, nowS = Date.now() / 1000) {
+  const text = duration(elapsed(startedAt, endedAt, nowS));
+  if (startedAt === null || startedAt === undefined || (endedAt !== null && endedAt !== undefined)) return text;
+  return h("span", { class: "live-duration", "data-since": String(startedAt) }, text);
+}
+
+function setText(el, text) {
+  if (el.textContent !== text) el.textContent = text;
+}
+
+/** One tick of a live page's clock: the relative times (`time`) and the durations still
+ * going (`liveDuration`) under `root` read as of `nowS`. Only their text changes, so a tick
+ * costs a few text nodes however large the page is. */
+export function tickTimes(root, nowS = Date.now() / 1000) {
+  for (const el of root.querySelectorAll("time[data-at]")) setText(el, relative(Number(el.dataset.at), nowS));
+  for (const el of root.querySelectorAll("[data-since]")) setText(el, duration(Math.max(0, nowS - Number(el.dataset.since))));
 }
 
 // The CLI's rule (api/cli/text.py: `_SPAN`, `_SPAN_S`, `parse_duration`), written again here.

@@ -4,6 +4,7 @@
 // except on a list page, where new work can appear at any time: there it keeps looking, slowly.
 
 import { h } from "./dom.js";
+import { tickTimes } from "./format.js";
 
 const MIN_INTERVAL_MS = 1000;
 
@@ -153,4 +154,36 @@ export function throttle(fn, ms) {
       }, wait);
     }
   };
+}
+
+/** A live page's clock: once a second (not while the tab is hidden) the relative times and
+ * running durations under `root` move on (`tickTimes`: text nodes only), then `onTick()`
+ * redraws what is drawn against now (a timeline's scale). The page's data comes from its
+ * stream or poller; this only keeps what was read from reading as if no time passed. */
+export class Ticker {
+  constructor(root, { intervalMs = 1000, onTick = null } = {}) {
+    this.root = root;
+    this.intervalMs = intervalMs;
+    this.onTick = onTick;
+    this.timer = null;
+  }
+
+  get running() {
+    return this.timer !== null;
+  }
+
+  start() {
+    if (this.timer === null) this.timer = setInterval(() => this.tick(), this.intervalMs);
+  }
+
+  stop() {
+    clearInterval(this.timer);
+    this.timer = null;
+  }
+
+  tick() {
+    if (document.hidden) return;
+    tickTimes(this.root);
+    if (this.onTick) this.onTick();
+  }
 }

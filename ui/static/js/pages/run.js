@@ -3,13 +3,15 @@
 // and the operator's buttons. While it runs it follows `/runs/{id}/events` (server-sent
 // events); if the stream cannot be opened it polls once every two seconds instead. Once it
 // ended it still looks every ten seconds: an operator may retry, resolve or reprocess it from
-// the CLI or another tab, and the page must not go on saying it failed.
+// the CLI or another tab, and the page must not go on saying it failed. While it runs a clock
+// ticks once a second, so its relative times and durations go on as time passes between
+// events.
 
 import { api, stream } from "../api.js";
 import { fill, h } from "../dom.js";
-import { badge, count, duration, elapsed, errorSummary, plural, shortId, time } from "../format.js";
+import { badge, count, duration, errorSummary, liveDuration, plural, shortId, tickTimes, time } from "../format.js";
 import { drawGraph } from "../graph.js";
-import { Poller, throttle } from "../live.js";
+import { Poller, throttle, Ticker } from "../live.js";
 import { actionBar, actionBarKey, isDeploymentRun, resolveStep } from "../run/actions.js";
 import { ChildrenList } from "../run/children.js";
 import { childrenWaitingLine, errorBox, holderLine, sentByAttempt, waitingLine } from "../run/errors.js";
@@ -61,7 +63,7 @@ function headline(detail) {
     ["Created", detail.createdBy ? [time(detail.createdAt), h("span", { class: "muted run-created-by" }, ` · by ${detail.createdBy}`)] : time(detail.createdAt)],
     ...ranAgain(detail),
     ["Ended", time(detail.endedAt)],
-    ["Duration", [duration(elapsed(detail.startedAt, detail.endedAt)), againAt(detail) ? h("span", { class: "muted" }, " since it ran again") : null]],
+    ["Duration", [liveDuration(detail.startedAt, detail.endedAt), againAt(detail) ? h("span", { class: "muted" }, " since it ran again") : null]],
   ];
   if (detail.parentRunId) {
     facts.push(["Parent", [h("a", { href: `#/runs/${encodeURIComponent(detail.parentRunId)}` }, shortId(detail.parentRunId)), ` · ${detail.parentVertexId} item ${detail.itemIndex}`]]);
@@ -152,7 +154,7 @@ function historyTable(step) {
  * API's `StepView.endedAt`; `schemabridge runs show` says the same). */
 function stepDuration(step) {
   if (step.status === "RESOLVED") return RESOLVED_WORDS;
-  return duration(elapsed(step.startedAt, step.endedAt));
+  return liveDuration(step.startedAt, step.endedAt);
 }
 
 /** A step's status badge; a SPAWNER waiting for its children says how many ended. */
@@ -313,6 +315,18 @@ export async function runPage(main, params, given) {
     if (again) again.focus();
   }
 
+  // While the run goes on, its relative times and durations move on once a second, and the
+  // timeline, drawn up to now, is drawn again; it stops when the run ended.
+  const ticker = new Ticker(main, {
+    onTick: () => {
+      if (!isEnded() && detail.steps.some((step) => step.startedAt && !step.endedAt)) fill(waterfall, timeline(detail));
+    },
+  });
+  function keepTime() {
+    if (isEnded() || controller.signal.aborted) ticker.stop();
+    else ticker.start();
+  }
+
   function drawAll() {
     fill(title, `${detail.workflow} `, h("span", { class: "muted" }, `v${detail.version} `), badge(detail.status));
     fill(facts, headline(detail));
@@ -325,6 +339,7 @@ export async function runPage(main, params, given) {
     drawFanouts();
     fill(waterfall, timeline(detail));
     fill(io, h("details", {}, h("summary", {}, "Input"), json(detail.input)), detail.output !== null ? h("details", { open: detail.status === "SUCCEEDED" }, h("summary", {}, "Output"), json(detail.output)) : null);
+    keepTime();
   }
 
   async function loadTails(requested = requestTails(detail)) {
@@ -353,10 +368,13 @@ export async function runPage(main, params, given) {
   let endedTimer = null;
   function watchEnded() {
     stopped = true;
+    ticker.stop();
     poller.show("ended");
     clearTimeout(endedTimer);
     endedTimer = setTimeout(async () => {
       if (controller.signal.aborted || !isEnded()) return;
+      // "Ended just now" goes on reading right at each look, without a clock of its own.
+      ticker.tick();
       if (!document.hidden) {
         try {
           const fresh = await api(`/runs/${encodeURIComponent(runId)}`);
@@ -389,6 +407,9 @@ export async function runPage(main, params, given) {
     drawGraphAndPanel();
     drawFanouts();
     fill(waiting, [...detail.steps.flatMap((step) => [waitingLine(step), holderLine(step)]), childrenWaitingLine(detail)]);
+    keepTime();
+    // What was just drawn reads as of now: the rest of the page too, not as of the last tick.
+    tickTimes(main);
     if (statusChanged) slowReload();
     tailReload();
     childReload();
@@ -462,6 +483,7 @@ export async function runPage(main, params, given) {
     stopped = true;
     clearTimeout(endedTimer);
     controller.abort();
+    ticker.stop();
     poller.stop();
   };
 }

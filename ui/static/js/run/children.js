@@ -3,7 +3,7 @@
 
 import { api, query } from "../api.js";
 import { fill, h } from "../dom.js";
-import { badge, duration, elapsed, errorSummary, shortId, time } from "../format.js";
+import { badge, errorSummary, liveDuration, shortId, time } from "../format.js";
 
 const PAGE = 50;
 // The statuses REST filters on; a waiting child is RUNNING, so "running" lists the fan-out
@@ -87,7 +87,7 @@ export class ChildrenList {
         h("td", { "data-label": "Status" }, badge(run.waiting ? "WAITING" : run.status)),
         h("td", { "data-label": "Run" }, h("a", { href: `#/runs/${encodeURIComponent(run.id)}`, class: "mono" }, shortId(run.id))),
         h("td", { "data-label": "Started" }, time(run.startedAt)),
-        h("td", { "data-label": "Duration" }, duration(elapsed(run.startedAt, run.endedAt))),
+        h("td", { "data-label": "Duration" }, liveDuration(run.startedAt, run.endedAt)),
         h("td", { class: "error-line" }, errorSummary(run.error)),
       ),
     );
