@@ -1,6 +1,7 @@
 """The run page of a live run in a real browser, against one `schemabridge serve --demo`
 (embedded store) for the module: its times move on between the run's events (the page's
-clock is Playwright's, moved by the test)."""
+clock is Playwright's, moved by the test), every section counts the same children as the
+fan-out's bar, and the long tail never says "running" beside "running 0"."""
 
 from __future__ import annotations
 
@@ -13,6 +14,7 @@ import pytest
 from tests.e2e.browser_harness import (
     DemoServer,
     demo_on_sqlite,
+    eventually,
     opened,
     shoot,
     ticket,
@@ -82,3 +84,102 @@ def test_a_live_run_s_times_move_on_between_its_events(server: DemoServer, brows
     assert seconds(after["axis"].removeprefix("+")) >= 15, (before, after)
     assert seconds(after["step"]) >= 15, (before, after)
     assert seconds(after["panel"]) >= 15, (before, after)
+
+
+COUNTS_JS = """() => {
+  const row = [...document.querySelectorAll('table.steps tbody tr')]
+    .find((r) => r.querySelector('.step-id').textContent === 'renew');
+  return {
+    graph: document.querySelector('g.node[data-vertex="renew"] .node-fanout').textContent,
+    section: document.querySelector('.fanout-section .fanout-figures').textContent,
+    steps: row.textContent,
+    tail: document.querySelector('.long-tail .read-at')?.textContent ?? null,
+    children: document.querySelector('.children .filters .read-at')?.textContent ?? null,
+  };
+}"""
+"""What each section of the run page says of the spawner renew's children, read at once."""
+
+
+def test_every_section_counts_the_children_the_fan_out_counts(
+    server: DemoServer, browser: Any
+) -> None:
+    """The tour: in one capture the graph said 311/500, the Fan-out section "311 of 500
+    ended" and the Steps table "269 of 500 ended". Children end one by one while the page is
+    open: the spawner's row in the Steps table counts what its node and its Fan-out section
+    count, and the sections read on their own (the long tail, the page of children) say when
+    they were read."""
+    items = [{"id": i, "name": f"item-{i}"} for i in range(12)]
+    server.script("/items", {"body": {"items": items}})
+    for i in range(12):
+        server.script(f"/billing/subscriptions/{i}/charges", {"sleep_ms": 2_000 + 600 * i})
+    body = {"input": {"batchSize": 12, "renewalDate": "2025-07-01"}, "tenantId": "counts"}
+    run_id = str(server.call("/workflows/nightly-subscription-renewals/runs", body)["id"])
+    try:
+        eventually(
+            lambda: server.call(f"/runs/{run_id}")["fanout"]["total"] == 12, what="12 children"
+        )
+        with opened(browser, f"{server.ui}#/runs/{run_id}") as (page, _):
+            page.locator(".live", has_text="live").wait_for()
+            ended = "() => Number(document.querySelector('.fanout')?.ariaValueNow) >= 8"
+            page.wait_for_function(ended, timeout=30_000)
+            shown = page.evaluate(COUNTS_JS)
+            shoot(page, "run-live-counts")
+        assert server.run_status(run_id) == "RUNNING"
+    finally:
+        server.call(f"/runs/{run_id}/cancel", {})
+    done = re.fullmatch(r"(\d+)/12", shown["graph"])
+    assert done, shown
+    assert f" {done.group(1)} of 12 children ended" in shown["section"], shown
+    assert f"({done.group(1)} of 12 ended)" in shown["steps"], shown
+    assert shown["tail"] and shown["tail"].startswith("Read "), shown
+    assert shown["children"] and shown["children"].startswith("Read "), shown
+
+
+HELD_JS = """() => {
+  const legend = document.querySelector('.fanout-section .legend')?.textContent ?? '';
+  const tail = [...document.querySelectorAll('.running-longest li')].map((li) => li.textContent);
+  return { legend, tail };
+}"""
+
+
+def test_the_long_tail_never_says_running_beside_running_0(
+    server: DemoServer, browser: Any
+) -> None:
+    """The tour: "Running longest" listed "item 255 ▶ running" beside a bar saying "running
+    0". Two children hold slow calls, the others wait for their tenant's rate (3 calls a
+    minute, the parent's first call one of them); once the two calls end every child waits.
+    The page's clock is stopped, so the long tail's next turn never comes: what it listed as
+    running is read again as soon as the bar says no child is running, and it says
+    "waiting" as the bar does."""
+    tenant = "held-tail"
+    server.call(f"/tenants/{tenant}/limits", {"ratePerMinute": 3}, method="PUT")
+    server.latency(6_000)
+    body = {"input": {"batchSize": 5, "renewalDate": "2025-07-01"}, "tenantId": tenant}
+    run_id = str(server.call("/workflows/nightly-subscription-renewals/runs", body)["id"])
+
+    def fanout() -> dict[str, Any]:
+        return dict(server.call(f"/runs/{run_id}")["fanout"])
+
+    try:
+        eventually(lambda: fanout()["running"] > 0, what="children held in their calls")
+        with opened(browser, "about:blank") as (page, _):
+            page.clock.install()
+            page.goto(f"{server.ui}#/runs/{run_id}")
+            page.locator(".running-longest li", has_text=" running · ").first.wait_for()
+            page.clock.pause_at(page.evaluate("() => Date.now() / 1000") + 0.5)
+            eventually(lambda: fanout()["running"] == 0, what="the held calls ended")
+            agreed = """() => {
+              const legend = document.querySelector('.fanout-section .legend').textContent;
+              const lines = [...document.querySelectorAll('.running-longest li')];
+              return /running 0(?!\\d)/.test(legend)
+                && lines.length > 0 && lines.every((li) => li.textContent.includes(' waiting · '));
+            }"""
+            try:
+                page.wait_for_function(agreed, timeout=15_000)
+            except Exception as error:
+                raise AssertionError(page.evaluate(HELD_JS)) from error
+            shoot(page, "run-live-tail-waiting")
+    finally:
+        server.latency(0)
+        server.call(f"/runs/{run_id}/cancel", {})
+        server.call(f"/tenants/{tenant}/limits", {"ratePerMinute": None}, method="PUT")

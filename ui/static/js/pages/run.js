@@ -5,7 +5,8 @@
 // ended it still looks every ten seconds: an operator may retry, resolve or reprocess it from
 // the CLI or another tab, and the page must not go on saying it failed. While it runs a clock
 // ticks once a second, so its relative times and durations go on as time passes between
-// events.
+// events; every section that counts children draws from the same progress snapshot, and the
+// ones read on their own (the long tail, a page of children) say when they were read.
 
 import { api, stream } from "../api.js";
 import { fill, h } from "../dom.js";
@@ -15,7 +16,7 @@ import { Poller, throttle, Ticker } from "../live.js";
 import { actionBar, actionBarKey, isDeploymentRun, resolveStep } from "../run/actions.js";
 import { ChildrenList } from "../run/children.js";
 import { childrenWaitingLine, errorBox, holderLine, sentByAttempt, waitingLine } from "../run/errors.js";
-import { fanoutBar, fetchLongTail, longTailView } from "../run/fanout.js";
+import { fanoutBar, fetchLongTail, longTailView, tailContradicts } from "../run/fanout.js";
 import { retryAfter } from "../run/attempts.js";
 import { RunLog } from "../run/log.js";
 import { timeline } from "../run/timeline.js";
@@ -192,6 +193,12 @@ function stepPanel(detail, step, result, reload) {
   );
 }
 
+/** What the steps table shows of `detail`, as a string: the table is drawn anew only when it
+ * changes (its running durations tick by themselves). */
+function stepsKey(detail) {
+  return JSON.stringify(detail.steps.map((s) => [s.vertexId, s.status, s.attempts, s.startedAt, s.endedAt, s.children, Boolean(s.waiting), errorSummary(s.error)]));
+}
+
 function stepsTable(detail, select) {
   return h(
     "div",
@@ -259,6 +266,7 @@ export async function runPage(main, params, given) {
   const steps = h("div");
   const fanouts = h("div");
   const tails = new Map();
+  const tailData = new Map(); // the long tail last read of each spawner
   const waterfall = h("div");
   // `?children=FAILED` (the tolerated note's link) opens the children filtered by that status.
   const children = new ChildrenList(runId, params.get("children") || "");
@@ -285,6 +293,19 @@ export async function runPage(main, params, given) {
     const room = graphBox.clientWidth; // the graph's box, before it is drawn anew
     fill(graphBox, drawGraph(graph, { steps: byVertex, running, selected, onSelect: select, room }));
     fill(panel, stepPanel(detail, byVertex.get(selected), result, reload));
+  }
+
+  let shownSteps = null;
+  /** The steps table, from the snapshot the graph and the fan-out sections draw (a spawner's
+   * row counts the children its bar counts), drawn anew only when it changed; the step
+   * button that had the focus gets it back. */
+  function drawSteps() {
+    const key = stepsKey(detail);
+    if (key === shownSteps) return;
+    shownSteps = key;
+    const focused = steps.contains(document.activeElement) ? document.activeElement.title : null;
+    fill(steps, stepsTable(detail, select));
+    if (focused) [...steps.querySelectorAll("button")].find((b) => b.title === focused)?.focus();
   }
 
   function drawFanouts() {
@@ -335,7 +356,7 @@ export async function runPage(main, params, given) {
     fill(runError, detail.status === "FAILED" ? errorBox(detail.error, { title: detail.error && detail.error.vertexId ? `Run failed at ${detail.error.vertexId}` : "Run failed" }) : null);
     fill(waiting, [...detail.steps.flatMap((step) => [waitingLine(step), holderLine(step)]), childrenWaitingLine(detail)]);
     drawGraphAndPanel();
-    fill(steps, stepsTable(detail, select));
+    drawSteps();
     drawFanouts();
     fill(waterfall, timeline(detail));
     fill(io, h("details", {}, h("summary", {}, "Input"), json(detail.input)), detail.output !== null ? h("details", { open: detail.status === "SUCCEEDED" }, h("summary", {}, "Output"), json(detail.output)) : null);
@@ -346,6 +367,7 @@ export async function runPage(main, params, given) {
     await Promise.all(
       [...requested].map(async ([vertexId, tail]) => {
         const data = await tail;
+        tailData.set(vertexId, data);
         if (tails.has(vertexId)) fill(tails.get(vertexId), longTailView(data));
       }),
     );
@@ -387,11 +409,30 @@ export async function runPage(main, params, given) {
     }, ENDED_CHECK_MS);
   }
   const slowReload = throttle(() => reload().catch(() => {}), 1000);
-  const tailReload = throttle(() => loadTails().catch(() => {}), 5000);
-  const childReload = throttle(() => {
+  // The long tail and the first page of children are read together, so the two sections
+  // read on their own say the same moment (each says when).
+  const sideReload = throttle(() => {
+    loadTails().catch(() => {});
     if (children.onFirstPage) children.load().catch(() => {});
-  }, 3000);
+  }, 5000);
   const logFollow = throttle(() => log.load().catch(() => {}), 2000);
+
+  // A long tail that says what the live counts make impossible ("running" beside "running
+  // 0") is read again at once, not at its next turn: once per change of those counts, one
+  // read at a time, so a tail read just after the counts cannot make it read on a loop.
+  let tailCheck = null;
+  let checkedFor = null;
+  function checkTails() {
+    const counts = JSON.stringify([detail.fanout.running, detail.fanout.waitingChildren]);
+    if (tailCheck || counts === checkedFor) return;
+    if (![...tailData.values()].some((tail) => tailContradicts(tail, detail.fanout))) return;
+    checkedFor = counts;
+    tailCheck = loadTails()
+      .catch(() => {})
+      .finally(() => {
+        tailCheck = null;
+      });
+  }
 
   function applyProgress(progress) {
     const statusChanged = progress.status !== detail.status || progress.steps.some((p) => detail.steps.find((s) => s.vertexId === p.vertexId)?.status !== p.status);
@@ -404,15 +445,17 @@ export async function runPage(main, params, given) {
         return p ? { ...step, status: p.status, children: p.children ?? step.children, waiting: "waiting" in p ? p.waiting : step.waiting } : step;
       }),
     };
+    // Every section that counts children draws from this one snapshot.
     drawGraphAndPanel();
+    drawSteps();
     drawFanouts();
     fill(waiting, [...detail.steps.flatMap((step) => [waitingLine(step), holderLine(step)]), childrenWaitingLine(detail)]);
     keepTime();
     // What was just drawn reads as of now: the rest of the page too, not as of the last tick.
     tickTimes(main);
     if (statusChanged) slowReload();
-    tailReload();
-    childReload();
+    checkTails();
+    sideReload();
     logFollow();
   }
 

@@ -22,6 +22,9 @@ export class ChildrenList {
     this.status = FILTERS.some(([value]) => value === status) ? status : "";
     this.cursor = null;
     this.previous = [];
+    this.readAt = null;
+    // The rows are read on their own, less often than the fan-out's bar moves: say when.
+    this.readLabel = h("span", { class: "muted read-at" });
     this.page = { items: [], next: null };
     this.body = h("tbody");
     this.pager = h("div", { class: "pager" });
@@ -42,6 +45,7 @@ export class ChildrenList {
             FILTERS.map(([value, label]) => h("option", { value, selected: value === this.status }, label)),
           ),
         ),
+        this.readLabel,
       ),
       h(
         "div",
@@ -67,6 +71,7 @@ export class ChildrenList {
   async load() {
     const path = `/runs/${encodeURIComponent(this.runId)}/children${query({ status: this.status, limit: PAGE, cursor: this.cursor })}`;
     this.page = await api(path);
+    this.readAt = Date.now() / 1000;
     this.draw();
     return this.page;
   }
@@ -100,6 +105,7 @@ export class ChildrenList {
       h("span", { class: "muted page-range" }, first ? `items ${first.itemIndex} … ${last.itemIndex}` : ""),
       h("button", { type: "button", class: "secondary", disabled: !this.page.next, onclick: () => this.forward() }, "Next →"),
     );
+    fill(this.readLabel, "Read ", time(this.readAt));
   }
 
   async forward() {

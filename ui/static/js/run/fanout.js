@@ -1,10 +1,11 @@
 // A SPAWNER's fan-out: the bar of succeeded / failed / cancelled / running / waiting children
 // with the counts in words, and its long tail (child duration p50 / p95 / p99, the slowest
-// children and those running longest, each linked to its run).
+// children and the unfinished ones that started first, each linked to its run and saying
+// whether it runs or waits, as the bar counts it).
 
 import { api } from "../api.js";
 import { fill, h, widthPercent } from "../dom.js";
-import { count, duration, percent, plural, shortId, statusIcon, statusWord } from "../format.js";
+import { count, duration, percent, plural, shortId, statusIcon, statusWord, time } from "../format.js";
 import { fanoutLegend, fanoutSegments } from "../graph.js";
 import { longTailHeading } from "../waits.js";
 
@@ -36,17 +37,34 @@ export function fanoutBar(children, running, groups = []) {
   );
 }
 
-function childLink(item) {
+/** A child of the long tail. A running one's time is counted on from when the tail was read
+ * (`readAt`, the page's clock) by a live page's ticks, not frozen at the read. */
+function childLink(item, readAt = null) {
   const run = item.run;
   // A RUNNING child no worker holds a step of is "waiting", as in the bar and the table.
   const status = run.waiting ? "WAITING" : run.status;
+  const going = run.status === "RUNNING" && readAt !== null;
   return h(
     "li",
     {},
     h("a", { href: `#/runs/${encodeURIComponent(run.id)}` }, `item ${run.itemIndex}`),
-    ` ${statusIcon(status)} ${statusWord(status)} · ${duration(item.durationS)} `,
+    ` ${statusIcon(status)} ${statusWord(status)} · `,
+    going ? h("span", { class: "live-duration", "data-since": String(readAt - item.durationS) }, duration(item.durationS)) : duration(item.durationS),
+    " ",
     h("span", { class: "mono muted" }, shortId(run.id)),
   );
+}
+
+/** Whether a long tail read earlier says of its children what the fan-out's live counts
+ * (`fanout`, the run's progress read since) make impossible: a child held by a worker while
+ * none is running now, or waiting while none waits; or more of either than there are. The
+ * page then reads the tail again rather than show "running" beside "running 0". */
+export function tailContradicts(tail, fanout) {
+  if (!tail || !fanout) return false;
+  const listed = tail.runningLongest.filter((item) => item.run.status === "RUNNING");
+  const held = listed.filter((item) => item.run.waiting === false).length;
+  const waiting = listed.filter((item) => item.run.waiting === true).length;
+  return held > fanout.running || waiting > (fanout.waitingChildren ?? fanout.pending ?? 0);
 }
 
 export function longTailView(tail) {
@@ -61,18 +79,23 @@ export function longTailView(tail) {
     "div",
     { class: "long-tail" },
     h("h4", {}, longTailHeading(tail)),
+    // Read on its own, less often than the bar above moves: it says when, so its figures are
+    // not read as contradicting the bar's.
+    tail.readAt ? h("p", { class: "read-at muted" }, "Read ", time(tail.readAt), "; the bar above is live.") : null,
     tail.ended
       ? h("dl", { class: "stats" }, stats.map(([name, value]) => h("div", {}, h("dt", {}, name), h("dd", {}, duration(value)))))
       : h("p", { class: "muted" }, "No child has succeeded or failed yet."),
     h(
       "div",
       { class: "tail-lists" },
-      h("div", {}, h("h5", {}, "Slowest children"), tail.slowest.length ? h("ol", { class: "slowest" }, tail.slowest.map(childLink)) : h("p", { class: "muted" }, "None yet.")),
-      h("div", {}, h("h5", {}, "Running longest"), tail.runningLongest.length ? h("ol", { class: "running-longest" }, tail.runningLongest.map(childLink)) : h("p", { class: "muted" }, "None running.")),
+      h("div", {}, h("h5", {}, "Slowest children"), tail.slowest.length ? h("ol", { class: "slowest" }, tail.slowest.map((item) => childLink(item))) : h("p", { class: "muted" }, "None yet.")),
+      h("div", {}, h("h5", {}, "Running or waiting longest"), tail.runningLongest.length ? h("ol", { class: "running-longest" }, tail.runningLongest.map((item) => childLink(item, tail.readAt ?? null))) : h("p", { class: "muted" }, "None running or waiting.")),
     ),
   );
 }
 
-export function fetchLongTail(runId, vertexId) {
-  return api(`/runs/${encodeURIComponent(runId)}/steps/${encodeURIComponent(vertexId)}/long-tail?limit=5`);
+/** The long tail of one spawner, stamped with when its answer came (`readAt`, epoch s). */
+export async function fetchLongTail(runId, vertexId) {
+  const tail = await api(`/runs/${encodeURIComponent(runId)}/steps/${encodeURIComponent(vertexId)}/long-tail?limit=5`);
+  return { ...tail, readAt: Date.now() / 1000 };
 }
