@@ -35,8 +35,10 @@ export function currentRoute() {
   return { path, params: new URLSearchParams(search) };
 }
 
-/** Change the query of the current page (kept in the URL, so it can be shared). */
-export function setParams(params, { replace = false } = {}) {
+/** Change the query of the current page (kept in the URL, so it can be shared). `render:
+ * false` only records it (a history entry all the same): the page already shows it, and
+ * Back draws the page anew from the URL as any hash change does. */
+export function setParams(params, { replace = false, render: draw = true } = {}) {
   const { path } = currentRoute();
   const search = new URLSearchParams();
   for (const [name, value] of Object.entries(params)) {
@@ -44,9 +46,10 @@ export function setParams(params, { replace = false } = {}) {
   }
   const text = search.toString();
   const next = `#${path}${text ? `?${text}` : ""}`;
+  if (!draw && next === location.hash) return;
   if (replace) history.replaceState(null, "", next);
   else history.pushState(null, "", next);
-  render();
+  if (draw) render();
 }
 
 export function showError(where, error) {

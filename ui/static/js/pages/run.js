@@ -268,8 +268,9 @@ export async function runPage(main, params, given) {
   const tails = new Map();
   const tailData = new Map(); // the long tail last read of each spawner
   const waterfall = h("div");
-  // `?children=FAILED` (the tolerated note's link) opens the children filtered by that status.
-  const children = new ChildrenList(runId, params.get("children") || "");
+  // `?children=FAILED` (the tolerated note's link) opens the children filtered by that status,
+  // `&cursor=` at that page: the list keeps both in the URL as it is paged and filtered.
+  const children = new ChildrenList(runId, params.get("children") || "", params.get("cursor"));
   const log = new RunLog(runId);
   const io = h("div");
 
@@ -519,7 +520,7 @@ export async function runPage(main, params, given) {
   const loads = [log.load(), loadTails(firstTails)];
   if (hasChildren()) loads.push(children.load());
   await Promise.all(loads);
-  if (params.get("children") && hasChildren()) childrenBox.scrollIntoView({ block: "start" });
+  if ((params.get("children") || params.get("cursor")) && hasChildren()) childrenBox.scrollIntoView({ block: "start" });
   if (isEnded()) watchEnded();
   else follow();
   return () => {

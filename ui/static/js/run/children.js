@@ -1,7 +1,10 @@
 // A run's children, a page at a time (keyset cursors: page 2,000 of a 100,000-child fan-out
-// costs what page 1 does), filtered by status.
+// costs what page 1 does), filtered by status. The filter and the page's cursor are in the
+// run page's URL (`?children=FAILED&cursor=…`): Back from a child lands on the same page of
+// the same filter, and "the failed children of run X" is a link.
 
-import { api, query } from "../api.js";
+import { api, ApiError, query } from "../api.js";
+import { currentRoute, setParams } from "../app.js";
 import { fill, h } from "../dom.js";
 import { badge, errorSummary, liveDuration, shortId, time } from "../format.js";
 
@@ -16,12 +19,19 @@ const FILTERS = [
   ["CANCELLED", "cancelled"],
 ];
 
+// The cursors of the pages paged through, per run and filter, page 1's (null) first: the
+// page is drawn anew from its URL on Back, and "← Previous" still knows the page before.
+const trails = new Map();
+
 export class ChildrenList {
-  constructor(runId, status = "") {
+  constructor(runId, status = "", cursor = null) {
     this.runId = runId;
     this.status = FILTERS.some(([value]) => value === status) ? status : "";
-    this.cursor = null;
-    this.previous = [];
+    this.cursor = cursor || null;
+    const trail = trails.get(this.trailKey) || [];
+    const at = trail.indexOf(this.cursor);
+    // A cursor from a shared link (no trail): "← Previous" goes back to page 1.
+    this.previous = at >= 0 ? trail.slice(0, at) : this.cursor === null ? [] : [null];
     this.readAt = null;
     // The rows are read on their own, less often than the fan-out's bar moves: say when.
     this.readLabel = h("span", { class: "muted read-at" });
@@ -61,16 +71,38 @@ export class ChildrenList {
     );
   }
 
+  get trailKey() {
+    return `${this.runId} ${this.status}`;
+  }
+
+  /** Put the filter and the cursor in the URL (a history entry, so Back returns here) without
+   * drawing the run page anew: this list loads the page itself. */
+  remember() {
+    trails.set(this.trailKey, [...this.previous, this.cursor]);
+    const params = Object.fromEntries(currentRoute().params);
+    setParams({ ...params, children: this.status, cursor: this.cursor }, { render: false });
+  }
+
   async filter(status) {
     this.status = status;
     this.cursor = null;
     this.previous = [];
+    this.remember();
     await this.load();
   }
 
   async load() {
     const path = `/runs/${encodeURIComponent(this.runId)}/children${query({ status: this.status, limit: PAGE, cursor: this.cursor })}`;
-    this.page = await api(path);
+    try {
+      this.page = await api(path);
+    } catch (error) {
+      // A cursor edited in the URL, or of another filter: page 1 rather than no run page.
+      if (!(error instanceof ApiError) || error.code !== "invalid_cursor" || this.cursor === null) throw error;
+      this.cursor = null;
+      this.previous = [];
+      setParams({ ...Object.fromEntries(currentRoute().params), cursor: null }, { replace: true, render: false });
+      return this.load();
+    }
     this.readAt = Date.now() / 1000;
     this.draw();
     return this.page;
@@ -111,11 +143,13 @@ export class ChildrenList {
   async forward() {
     this.previous.push(this.cursor);
     this.cursor = this.page.next;
+    this.remember();
     await this.load();
   }
 
   async back() {
     this.cursor = this.previous.pop() ?? null;
+    this.remember();
     await this.load();
   }
 }
