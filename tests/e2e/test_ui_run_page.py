@@ -530,7 +530,7 @@ def test_a_refused_action_shows_the_run_as_it_is(server: DemoServer, browser: An
         page.get_by_role("button", name="Retry", exact=True).click()
         dialog = page.locator("dialog.modal")
         dialog.wait_for()
-        page.clock.pause_at(page.evaluate("() => Date.now()") + 1)
+        page.clock.pause_at(page.evaluate("() => Date.now() / 1000") + 0.001)
         server.call(f"/runs/{run_id}/retry", {})
         eventually(lambda: server.run_status(run_id) == "SUCCEEDED", what="the retry to finish")
         dialog.get_by_role("button", name="Retry", exact=True).click()
