@@ -350,11 +350,16 @@ def reset_breaker(
     if not reset.closed:
         which = f"the tenant breaker of {tenant}" if tenant else "every breaker"
         stdout().print(f"{destination}: {which} was closed already", markup=False)
-        return
     for closed in reset.closed:
         layer = f"tenant breaker ({closed.tenant_id})" if closed.tenant_id else "global breaker"
         was = closed.was.replace("_", "-")
         stdout().print(f"{destination}: {layer} closed (was {was})", markup=False)
+    if reset.steps_released:
+        waiting = plural(reset.steps_released, "step")
+        stdout().print(
+            f"{destination}: {waiting} waiting behind its breakers released: they run now",
+            markup=False,
+        )
 
 
 # ── tenants ──────────────────────────────────────────────────────────────────────────────────

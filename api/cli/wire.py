@@ -482,6 +482,7 @@ class BreakersReset(Wire):
     destination: str
     tenant_id: str | None = None
     closed: list[ClosedBreakerView]
+    steps_released: int = 0
 
 
 class BreakerView(Wire):

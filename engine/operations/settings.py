@@ -191,8 +191,10 @@ class SettingsOperations:
         Answers what was closed (nothing: all were closed already). A destination admission
         never saw is `destination_not_found`, a key no call can have `invalid_destination`
         (as for caps: `check_destination`); Redis down, `coordination_unavailable`.
-        Closing any is an audit event of `actor` (`destination.breakers_reset`), written
-        after Redis changed: a database down then is logged, not answered (the reset held)."""
+        The steps waiting behind those breakers become claimable at once and the workers are
+        woken (`steps_released`: how many). Closing any is an audit event of `actor`
+        (`destination.breakers_reset`), written after Redis changed: a database down then is
+        logged, not answered (the reset held)."""
         check_destination(destination)
         if tenant_id is not None:
             check_tenant_id(tenant_id)
@@ -215,10 +217,33 @@ class SettingsOperations:
                 ClosedBreakerView(layer=c.layer.value, tenant_id=c.tenant_id, was=c.was.value)
                 for c in closed
             ],
+            steps_released=await self._release_parks(destination, tenant_id),
         )
         if reset.closed:
             await self._audit_reset(reset, actor)
         return reset
+
+    async def _release_parks(self, destination: str, tenant_id: str | None) -> int:
+        """The steps waiting behind the breakers just closed run now, not at their redispatch
+        or park's end (a reset says the destination is fixed), even when every layer was
+        closed already (they may still wait out a park taken while it was open); the workers
+        are woken to claim them. A database down then is logged, not answered: the reset
+        held, and the steps run at their own time."""
+        try:
+            released = await self._runtime.store.release_breaker_parks(destination, tenant_id)
+        except STORE_ERRORS as exc:
+            if not store_unreachable(exc):
+                raise
+            logger.error(
+                "the breakers of %s were closed, but the steps waiting behind them could not "
+                "be released (database unavailable: %s); they run at their own time",
+                destination,
+                exc,
+            )
+            return 0
+        if released:
+            await self._runtime.wakeup.notify()
+        return released
 
     async def _audit_reset(self, reset: BreakersReset, actor: str | None) -> None:
         closed = [c.model_dump(mode="json", by_alias=True) for c in reset.closed]

@@ -64,6 +64,9 @@ class BreakersReset(View):
     tenant_id: str | None = None
     """Only this tenant's layer was asked for; None: the global layer and every tenant's."""
     closed: list[ClosedBreakerView]
+    steps_released: int = 0
+    """Steps that waited behind these breakers (redispatched or parked after a refusal) and
+    are claimable now instead of at their own time."""
 
 
 class DestinationView(View):

@@ -57,6 +57,7 @@ from engine.store.records import (
     StepResult,
     StepSucceeded,
 )
+from schemas.errors import BREAKER_KEY
 from schemas.waiting import WAIT_MESSAGE_MAX_CHARS, WaitReason
 
 GIVEN_BACK = "claim given back: its worker stopped; step requeued"
@@ -217,6 +218,44 @@ class WorkQueue(StoreCore):
                 return False
             await results_.insert_logs(conn, lines, self._clock.now())
         return True
+
+    async def release_breaker_parks(self, destination: str, tenant_id: str | None) -> int:
+        """Make the steps waiting behind a breaker of `destination` claimable now: an operator
+        closed it (`Admission.reset_breakers`), and its waiting steps would otherwise wait out
+        their redispatch or park. Only `tenant_id`'s steps behind its tenant layer when given
+        (the global layer stays as it was); None: every tenant's, behind either layer. Their
+        `not_before` becomes now and their wait reason is cleared, so no front door says the
+        breaker is open any more; their error stays (it names the opening they counted).
+        One statement over the steps that wait (`ix_step_waiting`), none of them claimed, so
+        no claim or lease changes. Returns how many it released."""
+        now = self._clock.now()
+        where = [
+            steps.c.status == StepStatus.READY.value,
+            steps.c.wait_reason == WaitReason.BREAKER_OPEN.value,
+            # The partial index's predicate and a range of its column: SQLite then reads the
+            # waiting steps from `ix_step_waiting` rather than every step.
+            steps.c.wait_reason.is_not(None),
+            steps.c.run_id >= "",
+            steps.c.not_before > now,
+            steps.c.error[(BREAKER_KEY, "destination")].as_string() == destination,
+        ]
+        if tenant_id is not None:
+            where += [
+                steps.c.tenant_id == tenant_id,
+                steps.c.error[(BREAKER_KEY, "layer")].as_string() == "tenant",
+            ]
+        # Rows locked right now are skipped, so the statement never waits for a lock (and
+        # needs no lock order): such a row is being claimed or written by its owner.
+        parked = select(steps.c.id).where(*where).with_for_update(skip_locked=True)
+        statement = (
+            update(steps)
+            .where(
+                steps.c.id.in_(parked.scalar_subquery()), steps.c.status == StepStatus.READY.value
+            )
+            .values(not_before=now, wait_reason=None, wait_message=None)
+        )
+        async with self._engines.write.begin() as conn:
+            return (await conn.execute(statement)).rowcount
 
     async def with_parents(self, run_ids: Iterable[str]) -> set[str]:
         """`run_ids` and the parents of those that are child runs (one read by primary key)."""

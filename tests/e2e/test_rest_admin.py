@@ -77,6 +77,7 @@ async def test_an_admin_closes_a_destinations_open_breakers(api: Api) -> None:
             "destination": key,
             "tenantId": "acme",
             "closed": [{"layer": "tenant", "tenantId": "acme", "was": "open"}],
+            "stepsReleased": 0,
         }
         every = await http.post(breakers_path(key))
         assert every.json()["closed"] == [{"layer": "tenant", "tenantId": "globex", "was": "open"}]

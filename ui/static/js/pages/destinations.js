@@ -42,7 +42,8 @@ function resetButton(destination, tenant, refresh, result) {
     try {
       const answer = await api(`/destinations/${encodeURIComponent(destination)}/breakers/reset${query}`, { method: "POST" });
       const closed = answer.closed.map((c) => (c.tenantId ? `tenant ${c.tenantId}` : c.layer));
-      const line = closed.length ? `✓ ${destination}: closed ${closed.join(", ")}.` : `✓ ${destination}: no breaker was open.`;
+      const released = answer.stepsReleased ? ` ${answer.stepsReleased.toLocaleString("en-US")} ${answer.stepsReleased === 1 ? "step" : "steps"} waiting behind it released: they run now.` : "";
+      const line = (closed.length ? `✓ ${destination}: closed ${closed.join(", ")}.` : `✓ ${destination}: no breaker was open.`) + released;
       const said = h("p", { class: "ok-box", role: "status", tabindex: "-1" }, line);
       fill(result, said);
       announce(line, "ok");
