@@ -224,6 +224,7 @@ class StepFailure(SchemaBridgeError):
         http: HttpDetail | None = None,
         retry_after_s: float | None = None,
         child_cause: ChildCause | None = None,
+        wait_cause: str | None = None,
     ) -> None:
         super().__init__(message)
         self.kind = kind
@@ -232,6 +233,11 @@ class StepFailure(SchemaBridgeError):
         """The destination asked us to wait at least this long (Retry-After)."""
         self.child_cause = child_cause
         """A `child_failures`' most common cause among the failed children read."""
+        self.wait_cause = wait_cause
+        """What the destination did, in words true of every step it answered so ("https://…
+        answered 429 Too Many Requests, Retry-After 7 s"): a redispatch's wait leads with it,
+        so a fan-out's children redispatched for it share it (`message` names each one's
+        URL). Not stored in the error: it is the wait message's."""
 
     @property
     def wait_reason(self) -> WaitReason:

@@ -63,13 +63,24 @@ BREAKER_IS_OPEN = "is open: it refuses every call until it half-opens"
 probe permit in use); `wait_text` then counts down to the half-open."""
 
 
+_NEXT_TRY = frozenset({WaitReason.RETRY_BACKOFF, WaitReason.REDISPATCH})
+"""Waits whose `until` is the next try of the call: their text says when ("next in N s")."""
+
+
 def wait_text(reason: str, message: str, until: float | None, now: float) -> str:
     """What a person reads about one wait: its message, and for a breaker wait the countdown
-    it needs ("half-open in N s", or when a half-open breaker is asked again). The one wording
-    of the REST views' `text`, the CLI and the web monitor."""
-    if reason != WaitReason.BREAKER_OPEN or until is None:
+    it needs ("half-open in N s", or when a half-open breaker is asked again), for a retry or
+    a redispatch when the call goes again ("next in N s": a fan-out's group of them, when the
+    first of them does). The one wording of the REST views' `text`, the CLI and the web
+    monitor."""
+    if until is None:
         return message
     left = max(0, math.ceil(until - now))
+    if reason in _NEXT_TRY:
+        # A retry's or a redispatch's next try; a group's `until` is its earliest.
+        return f"{message}; next in {left} s" if message else message
+    if reason != WaitReason.BREAKER_OPEN:
+        return message
     if BREAKER_IS_OPEN in message:
         return f"{message}; half-open in {left} s"
     return f"{message}; asks again in {left} s"

@@ -420,8 +420,15 @@ def _failure(
         request=sent,
     )
     kind = attempt.failure or gateway_retry.failure_kind_for_status(answer.status)
-    retry_after = attempt.retry_after_s if kind is FailureKind.EXTERNAL_OVERLOAD else None
-    return StepFailure(kind, message, http=detail, retry_after_s=retry_after)
+    if kind is not FailureKind.EXTERNAL_OVERLOAD:
+        return StepFailure(kind, message, http=detail)
+    return StepFailure(
+        kind,
+        message,
+        http=detail,
+        retry_after_s=attempt.retry_after_s,
+        wait_cause=f"{request.destination} {_answered(attempt)}",
+    )
 
 
 async def _log_attempt(
@@ -472,11 +479,30 @@ def _not_retryable(attempt: _Attempt) -> str:
     return f"{attempt.status} is not retryable"
 
 
+def _answered(attempt: _Attempt) -> str:
+    """What the destination did, in words true of every call it answered so: "answered 429
+    Too Many Requests, Retry-After 7 s", or the failure ("timeout: no answer within …")."""
+    if attempt.answer is None:
+        return _describe(attempt)
+    answered = f"answered {_describe(attempt)}"
+    if attempt.retry_after_s is not None:
+        answered += f", Retry-After {attempt.retry_after_s:.3g} s"
+    return answered
+
+
+RETRY_WAIT_WORDS = "waiting to retry a call to"
+"""How a wait before the next attempt starts (the words of `schemas.waiting.HELD_WAITS`)."""
+
+
 def _retry_message(request: GatewayRequest, attempt: _Attempt, position: tuple[int, int]) -> str:
-    """What a wait before the next attempt is for (`position`: the next attempt's number, of)."""
+    """What a wait before the next attempt is for (`position`: the next attempt's number, of).
+    What the destination answered comes first and the call's own URL and count last, so a
+    fan-out's children waiting for one destination share their messages' start, which their
+    group says of them all (`engine.store.children.common_message`)."""
     number, max_attempts = position
+    call = f"{request.method} {request.url_for_log}"
     return (
-        f"retrying {request.method} {request.url_for_log} after {_describe(attempt)} "
+        f"{RETRY_WAIT_WORDS} {request.destination}: {_answered(attempt)}; retrying {call} "
         f"(attempt {number}/{max_attempts})"
     )
 

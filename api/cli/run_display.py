@@ -114,6 +114,9 @@ def children_waiting_line(fanout: FanoutProgress, now: float) -> str | None:
         who = plural(first.children, "running child", "running children")
         line = f"{who} {text}" if text.startswith(words) else f"{who} {words}: {text}"
         line = line.removesuffix(": ")
+    elif text.startswith("waiting "):
+        # A wait that says its own "waiting …" (a redispatch after an answer) reads on.
+        line = f"{plural(first.children, 'child', 'children')} {text}"
     else:
         line = f"{plural(first.children, 'child', 'children')} waiting: "
         line += text or reason_words(first.reason)

@@ -543,8 +543,19 @@ def rate_limit_message(tenant_id: str, used: int, limit: int) -> str:
     )
 
 
+REDISPATCH_WORDS = "waiting to be sent again (redispatch) after"
+"""How a redispatch's wait starts when the failure says what the destination did."""
+
+
 def redispatch_message(failure: StepFailure, step: ClaimedStep, vertex: Vertex | None) -> str:
     """`redispatch n/max after <why>`: the redispatch this is, of how many the vertex allows
-    (front doors add the countdown to `until`)."""
+    (front doors add the countdown to `until`). Led by what the destination did when the
+    failure says it (`wait_cause`, "waiting to be sent again (redispatch) after https://…
+    answered 503 Service Unavailable; redispatch 1/3 after GET https://…/7: …"): the words a
+    fan-out's children redispatched for it share come first, their own URL and count last,
+    so their group says what they share (`engine.store.children.common_message`)."""
     allowed = vertex.max_auto_retries if vertex is not None else 0
-    return f"redispatch {step.auto_retries + 1}/{allowed} after {failure.message}"
+    counted = f"redispatch {step.auto_retries + 1}/{allowed} after {failure.message}"
+    if failure.wait_cause is None:
+        return counted
+    return f"{REDISPATCH_WORDS} {failure.wait_cause}; {counted}"

@@ -307,7 +307,8 @@ async def waiting_children(conn: AsyncConnection, run_id: str, now: float) -> li
     wait, most first (see `waiting_children_statement`), each with a message true of all and,
     behind a breaker they all share, that breaker."""
     groups = []
-    for row in (await conn.execute(waiting_children_statement(run_id, now))).all():
+    statement = waiting_children_statement(run_id, now, dialect_of(conn))
+    for row in (await conn.execute(statement)).all():
         message = common_message(row.least or "", row.greatest or "")
         group = WaitingGroup(row.wait_reason, int(row.children), message, row.until)
         if row.wait_reason == WaitReason.BREAKER_OPEN.value and message:
@@ -334,18 +335,59 @@ _PARKED = re.compile(r"; this opening already counted as redispatch \d+/\d+.*$")
 """How a breaker park's wait message ends (`engine.execution.breaker_parks.park_message`)."""
 
 
+_CLAUSE_ENDS = ("; ", ", ")
+"""Where a message's leading words may be cut from the rest (`shared_start`)."""
+_PAIRS = (("(", ")"), ("[", "]"))
+_QUOTES = ("'", "`")
+
+
+def _closed(head: str) -> bool:
+    """Whether `head` closes every bracket and quote it opens."""
+    return all(head.count(o) == head.count(c) for o, c in _PAIRS) and all(
+        head.count(q) % 2 == 0 for q in _QUOTES
+    )
+
+
+def shared_start(least: str, greatest: str) -> str:
+    """The leading clauses `least` and `greatest` share, cut where both go on with "; " or
+    ", " (or where the shorter ends and the other goes on so), with its brackets and quotes
+    closed; empty when none. Every string between the two in byte order starts with what
+    they share, so it is true of every message of a group whose least and greatest they
+    are: the waits that lead with what the destination did and end with each call's own URL
+    and count (a retry wait, a redispatch after an answer) share that much when they wait
+    for one destination's same answer."""
+    same = 0
+    for a, b in zip(least, greatest, strict=False):
+        if a != b:
+            break
+        same += 1
+    for cut in range(same, 0, -1):
+        # How each goes on after the cut ("" where one ends there: the other goes on).
+        goes_on = {least[cut : cut + 2], greatest[cut : cut + 2]} - {""}
+        if len(goes_on) == 1 and goes_on <= set(_CLAUSE_ENDS) and _closed(least[:cut]):
+            return least[:cut]
+    return ""
+
+
 def common_message(least: str, greatest: str) -> str:
     """A message true of every step of a group, from its least and greatest messages: the
-    message when they are the same; else the cause they share once the per-step counts are
-    taken off ("redispatch 2/3 after …", "… already counted as redispatch 1/3 …"); else empty
-    (front doors then name the reason). Never one step's count said of them all."""
+    message when they are the same; else the leading clauses they share (`shared_start`:
+    what the destination answered, before each step's URL and count); else the cause they
+    share once the per-step counts are taken off ("redispatch 2/3 after …", "… already
+    counted as redispatch 1/3 …"); else empty (front doors then name the reason). Never one
+    step's count said of them all."""
     if least == greatest:
         return least
+    shared = shared_start(least, greatest)
+    if shared:
+        return shared
     causes = {_PARKED.sub("", _COUNTED.sub("", m)) for m in (least, greatest)}
     return causes.pop() if len(causes) == 1 else ""
 
 
-def waiting_children_statement(run_id: str, now: float) -> Select[Any]:
+def waiting_children_statement(
+    run_id: str, now: float, dialect: Dialect | None = None
+) -> Select[Any]:
     """Groups the waiting steps of `run_id`'s children still going by reason, most first,
     with their least and greatest messages. Only a wait still under way at `now` counts: a
     READY step whose `not_before` has passed is due (it waits for a worker, not for its
@@ -355,18 +397,25 @@ def waiting_children_statement(run_id: str, now: float) -> Select[Any]:
     The steps come from the partial index of the waiting ones (`ix_step_waiting`, its
     predicate repeated here so that SQLite uses it too), the children from their RUNNING
     ones (`ix_run_parent_status_item`): neither reads the fan-out's finished children.
+
+    The least and greatest messages are in byte order (PostgreSQL's "C" collation; SQLite's
+    default), whatever the database's collation: what they share at their start is then
+    shared by every message between them (`shared_start`).
     """
     dated = or_(
         steps.c.status == StepStatus.READY.value,
         steps.c.wait_reason == WaitReason.RETRY_BACKOFF.value,
     )
     children = func.count(func.distinct(steps.c.run_id))
+    message: Any = steps.c.wait_message
+    if dialect is not None and dialect.is_postgresql:
+        message = message.collate("C")
     return (
         select(
             steps.c.wait_reason,
             children.label("children"),
-            func.min(steps.c.wait_message).label("least"),
-            func.max(steps.c.wait_message).label("greatest"),
+            func.min(message).label("least"),
+            func.max(message).label("greatest"),
             func.min(case((dated, steps.c.not_before), else_=None)).label("until"),
             # One of the group's steps, to read its breaker refusal (`_with_breaker`).
             func.min(steps.c.id).label("sample"),

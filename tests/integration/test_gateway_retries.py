@@ -306,8 +306,15 @@ async def test_each_wait_between_attempts_is_told_after_its_attempt_is_logged(
     assert [(wait, lines) for wait, _, lines in told] == [(0.05, 1), (2.0, 2)]
     assert [wait for wait, _, _ in told] == sleep.waits
     url = downstream.url.rstrip("/")
-    assert told[0][1] == f"retrying GET {url} after 503 Service Unavailable (attempt 2/3)"
-    assert told[1][1].endswith("(attempt 3/3)")
+    assert told[0][1] == (
+        f"waiting to retry a call to {url}: answered 503 Service Unavailable; retrying GET "
+        f"{url} (attempt 2/3)"
+    )
+    # What the destination answered leads, with its Retry-After; the call and count end it.
+    assert told[1][1] == (
+        f"waiting to retry a call to {url}: answered 503 Service Unavailable, Retry-After 2 s; "
+        f"retrying GET {url} (attempt 3/3)"
+    )
     told.clear()
     await gateway.execute(config, ctx, client, FAST, sleep=sleep)
     assert told == []

@@ -51,6 +51,20 @@ def test_children_waiting_for_an_admission_slot_are_running_ones() -> None:
     )
 
 
+def test_children_waiting_after_an_answer_say_it_as_the_cli_does() -> None:
+    """A wait that says "waiting …" itself reads on from the count, in the banner as in `runs
+    show` (api/cli/run_display.py): no "waiting: waiting"."""
+    redispatch = (
+        "waiting to be sent again (redispatch) after https://api:443 answered 503 Service "
+        "Unavailable; next in 4 s"
+    )
+    group = {"reason": "redispatch", "children": 327, "message": "", "text": redispatch}
+    assert js(f"w.childrenWaitingText({json.dumps(group)})") == f"327 children {redispatch}"
+    retry = "waiting to retry a call to https://api:443: answered 429 Too Many Requests"
+    held = {"reason": "retry_backoff", "children": 64, "message": retry}
+    assert js(f"w.childrenWaitingText({json.dumps(held)})") == f"64 running children {retry}"
+
+
 def test_a_spawner_parked_for_its_children_waits_for_them() -> None:
     counts = {"total": 24, "succeeded": 0, "failed": 1, "cancelled": 0}
     spawner = {"type": "SPAWNER", "status": "PARKED", "children": counts}

@@ -5,11 +5,13 @@ from __future__ import annotations
 
 import pytest
 
-from engine.store.children import common_message
+from engine.store.children import common_message, shared_start
 from schemas.waiting import BREAKER_IS_OPEN, wait_text
 
 OPEN = f"circuit open: the tenant breaker of 'd' (tenant 'acme') {BREAKER_IS_OPEN}"
 HALF = "circuit open: the tenant breaker of 'd' (tenant 'acme') is half-open with every probe"
+RETRY = "waiting to retry a call to https://api:443: answered 429 Too Many Requests"
+REDISPATCH = "waiting to be sent again (redispatch) after https://api:443 answered 503 Service"
 
 
 @pytest.mark.parametrize(
@@ -31,6 +33,11 @@ HALF = "circuit open: the tenant breaker of 'd' (tenant 'acme') is half-open wit
             105,
             "tenant t is at its rate limit",
         ),
+        # A retry's or a redispatch's next try (a group's first); no words, no countdown.
+        ("retry_backoff", RETRY, 102.5, f"{RETRY}; next in 3 s"),
+        ("redispatch", REDISPATCH, 142, f"{REDISPATCH}; next in 42 s"),
+        ("redispatch", "", 142, ""),
+        ("retry_backoff", RETRY, None, RETRY),
     ],
 )
 def test_a_breaker_wait_counts_down_to_its_half_open(
@@ -51,9 +58,58 @@ def test_a_breaker_wait_counts_down_to_its_half_open(
         ),
         (f"redispatch 1/3 after {OPEN}", f"redispatch 2/3 after {HALF}", ""),  # nothing shared
         ("redispatch 1/3 after HTTP 503", "redispatch 2/3 after HTTP 429", ""),
+        # What the destination answered leads; each child's URL and count end it.
+        (
+            f"{RETRY}, Retry-After 7 s; retrying GET https://api:443/1 (attempt 2/4)",
+            f"{RETRY}, Retry-After 7 s; retrying GET https://api:443/9 (attempt 3/4)",
+            f"{RETRY}, Retry-After 7 s",
+        ),
+        (  # two Retry-Afters: only what precedes them
+            f"{RETRY}, Retry-After 12 s; retrying GET https://api:443/1 (attempt 2/4)",
+            f"{RETRY}, Retry-After 7 s; retrying GET https://api:443/9 (attempt 2/4)",
+            RETRY,
+        ),
+        (
+            f"{REDISPATCH} Unavailable; redispatch 1/3 after GET https://api:443/1: 503 …",
+            f"{REDISPATCH} Unavailable; redispatch 2/3 after GET https://api:443/7: 503 …",
+            f"{REDISPATCH} Unavailable",
+        ),
+        (  # two destinations: nothing
+            "waiting to retry a call to https://a:443: answered 429; retrying GET https://a:443",
+            "waiting to retry a call to https://b:443: answered 429; retrying GET https://b:443",
+            "",
+        ),
     ],
 )
 def test_a_group_says_only_what_all_its_children_share(
     least: str, greatest: str, expected: str
 ) -> None:
     assert common_message(least, greatest) == expected
+
+
+@pytest.mark.parametrize(
+    ("least", "greatest", "expected"),
+    [
+        ("a; b", "a; c", "a"),
+        ("a", "a; c", "a"),  # the least ends where the greatest goes on with a clause
+        ("ab", "ac", ""),  # no clause shared
+        ("f(x, y); 1", "f(x, y); 2", "f(x, y)"),
+        ("f(x, y1); 1", "f(x, y2); 2", ""),  # never a cut inside brackets
+        ("'a, b'; 1", "'a, c'; 1", ""),  # nor inside quotes
+    ],
+)
+def test_a_shared_start_is_whole_clauses(least: str, greatest: str, expected: str) -> None:
+    assert shared_start(least, greatest) == expected
+
+
+def test_every_message_between_the_least_and_greatest_starts_with_what_they_share() -> None:
+    """The group reads only its least and greatest messages (in byte order): what their
+    start shares is true of every message sorted between them."""
+    messages = sorted(
+        f"{RETRY}, Retry-After 7 s; retrying GET https://api:443/{item} (attempt {n}/4)"
+        for item in (1, 22, 3, 100)
+        for n in (2, 3)
+    )
+    shared = shared_start(messages[0], messages[-1])
+    assert shared == f"{RETRY}, Retry-After 7 s"
+    assert all(m.startswith(shared) for m in messages)

@@ -32,7 +32,9 @@ export function runningWords(running, groups) {
 }
 
 /** One group of waiting children as the banner says it: "15 running children waiting for
- * an admission slot of …" (held waits), else "8 children waiting: <what is true of all>".
+ * an admission slot of …" (held waits), "327 children waiting to be sent again (redispatch)
+ * after …" (a wait that says "waiting …" itself), else "8 children waiting: <what is true of
+ * all>".
  * `text`: the API's wording (message with its countdown). */
 export function childrenWaitingText(group) {
   const text = group.text || group.message || "";
@@ -42,8 +44,10 @@ export function childrenWaitingText(group) {
     if (text.startsWith(held)) return `${who} ${text}`;
     return text ? `${who} ${held}: ${text}` : `${who} ${held}`;
   }
-  const who = `${n(group.children)} ${group.children === 1 ? "child" : "children"} waiting`;
-  return `${who}: ${text || reasonWords(group.reason)}`;
+  const children = `${n(group.children)} ${group.children === 1 ? "child" : "children"}`;
+  // A wait that says its own "waiting …" (a redispatch after an answer) reads on from the count.
+  if (text.startsWith("waiting ")) return `${children} ${text}`;
+  return `${children} waiting: ${text || reasonWords(group.reason)}`;
 }
 
 /** The status a step is shown with: a SPAWNER PARKED with no reason to wait of its own
