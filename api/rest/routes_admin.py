@@ -233,9 +233,10 @@ async def reset_breakers(
     ] = None,
 ) -> BreakersReset:
     """For a destination that is fixed: steps retried now call it at once instead of failing
-    on its open breaker until the reset timeout. Answers the layers closed (empty: none was
-    open). 404 `destination_not_found` for a key no call has reached, 422 for a tenant id
-    that cannot be one."""
+    on its open breaker until the reset timeout, and the steps waiting behind what it closed
+    run at once (`stepsReleased`). Answers the layers closed (empty: none was open). 404
+    `destination_not_found` for a key no call has reached, 422 for a tenant id that cannot
+    be one."""
     chosen = one_of(tenant_id, tenant, name="tenantId", old_name="tenant")
     return await ops.settings.reset_breakers(key, chosen, actor=caller.actor)
 
