@@ -7,6 +7,13 @@
   default); it migrates the database, as a single-process install expects. `--demo` adds the
   examples and the demo downstream, with authentication off.
 - `worker`: claims and executes steps; `--health-port` serves `/health` and `/metrics` beside it.
+  On PostgreSQL it never migrates either, and refuses a schema not at head as `api` does (the
+  database is shared: `schemabridge db upgrade` migrates it, before the processes roll); on an
+  SQLite file it migrates, as `serve` does.
+
+A process that migrates (`db upgrade`, `serve`, `run`, a worker on SQLite) logs the revisions
+it moved the schema from and to; on PostgreSQL it holds an advisory lock meanwhile, so two
+starting at once take turns.
 
 A separate `api` or `worker` on PostgreSQL refuses to start without `SCHEMABRIDGE_REDIS_URL`
 (exit 2): the embedded Redis lives in one process, so it would coordinate with nothing. On
@@ -327,7 +334,11 @@ async def _serve_worker(settings: Settings, name: str, health: ApiServer | None 
 
     lifecycle = ServiceLifecycle()
     with lifecycle:
-        runtime = await _opened(settings, health)
+        # On PostgreSQL, as an api: other processes share the database, and a worker of a
+        # new release migrating it under them (a rolling upgrade) would change their schema
+        # unasked; `db upgrade` does it, first. An SQLite file is most often its own.
+        migrate = not _shares_store(settings)
+        runtime = await _opened(settings, health, migrate=migrate)
         _warn_private_redis("worker", settings)
         metrics = WorkerMetrics()
         settle_heap()
@@ -411,7 +422,9 @@ def worker(
 
     Claims and executes steps until SIGINT/SIGTERM, then drains in-flight steps and exits 0.
     Workers share the work through the same SCHEMABRIDGE_DATABASE_URL and
-    SCHEMABRIDGE_REDIS_URL (on PostgreSQL it refuses to start without the latter). With
+    SCHEMABRIDGE_REDIS_URL (on PostgreSQL it refuses to start without the latter). On
+    PostgreSQL it never migrates: it refuses (exit 2) a database whose schema is not this
+    code's head revision; run 'schemabridge db upgrade' first. An SQLite file it migrates. With
     --health-port it also serves GET /health (the database and
     Redis answer) and GET /metrics (its own figures, with an admin key) and prints that URL."""
     service = name or f"worker-{socket.gethostname()}-{os.getpid()}"
@@ -695,15 +708,23 @@ def db_upgrade(
     revision: Annotated[str, typer.Argument(help="Target revision.")] = "head",
 ) -> None:
     """Apply the database migrations (SCHEMABRIDGE_DATABASE_URL: sqlite:///path.db or
-    postgresql://user@host:5432/db) up to REVISION."""
+    postgresql://user@host:5432/db) up to REVISION.
+
+    Run it before starting or upgrading `api` and `worker` processes on PostgreSQL: they never
+    migrate. Prints the revisions it went from and to; waits for another process migrating
+    the same PostgreSQL database."""
     from engine.operations.schema import upgrade_database
     from engine.operations.startup import check_database_url, mask_url
     from engine.settings import Settings
 
     settings = Settings()
     check_database_url(settings.database_url, pooler=settings.database_pooler)
-    asyncio.run(upgrade_database(settings.database_url, revision, pooler=settings.database_pooler))
-    console.print(f"database {mask_url(settings.database_url)} upgraded to {revision}")
+    migrated = asyncio.run(
+        upgrade_database(settings.database_url, revision, pooler=settings.database_pooler)
+    )
+    console.print(
+        f"database {mask_url(settings.database_url)} upgraded to {revision}: {migrated.line()}"
+    )
 
 
 # ── demo downstream ─────────────────────────────────────────────────────────────────────────

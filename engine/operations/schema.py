@@ -12,11 +12,12 @@ from engine.store.pooler import Pooler
 
 async def upgrade_database(
     database_url: str, revision: str = "head", *, pooler: Pooler = "none"
-) -> None:
-    """Apply the migrations up to `revision` (default: this code's head). Idempotent.
+) -> db.Migrated:
+    """Apply the migrations up to `revision` (default: this code's head). Idempotent; waits
+    for another process migrating the same PostgreSQL database (`db.upgrade`).
     `pooler`: `SCHEMABRIDGE_DATABASE_POOLER` (`engine.store.pooler`)."""
     engines = db.create_engines(database_url, pooler=pooler)
     try:
-        await db.upgrade(engines, revision)
+        return await db.upgrade(engines, revision)
     finally:
         await engines.dispose()

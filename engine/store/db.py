@@ -11,12 +11,14 @@ transaction around a read pays a BEGIN and a ROLLBACK round trip for nothing: at
 COMMITTED every statement takes its own snapshot anyway, in a transaction or not. (A read
 that needs one snapshot over several statements, or a lock, uses `write.begin()`.)
 
-Migrations are Alembic's, run programmatically on an open connection (`upgrade`).
+Migrations are Alembic's, run programmatically on an open connection (`upgrade`), one
+process at a time on PostgreSQL (an advisory lock), each that moved the schema logged.
 """
 
 from __future__ import annotations
 
 import functools
+import logging
 import math
 import os
 import re
@@ -26,7 +28,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 from urllib.parse import parse_qs, unquote, urlsplit
 
-from sqlalchemy import column, event, inspect, select, table
+from sqlalchemy import column, event, func, inspect, select, table
 from sqlalchemy.engine import URL, Connection, make_url
 from sqlalchemy.exc import ArgumentError
 from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
@@ -40,6 +42,8 @@ from schemas import json_codec
 
 if TYPE_CHECKING:
     from alembic.config import Config
+
+logger = logging.getLogger(__name__)
 
 SQLITE_BUSY_TIMEOUT_MS = 30_000
 SQLITE_JOIN_MARGIN_S = 5.0
@@ -448,18 +452,61 @@ def alembic_config() -> Config:
     return config
 
 
-def _upgrade(connection: Connection, revision: str) -> None:
+MIGRATION_LOCK_KEY = 0x5CB0_D0B1_6E55
+"""The PostgreSQL advisory lock `upgrade` holds for its transaction (any 64-bit number no
+other lock of the database uses; it spells nothing): processes that migrate one database at
+once take turns, and the later one finds the schema at head instead of creating the same
+tables and failing on PostgreSQL's catalog (`pg_type_typname_nsp_index`)."""
+
+
+@dataclass(frozen=True)
+class Migrated:
+    """What `upgrade` did: the database's revision before and after (None: never migrated)."""
+
+    before: str | None
+    after: str | None
+
+    @property
+    def moved(self) -> bool:
+        return self.before != self.after
+
+    def line(self) -> str:
+        """One line for an operator, e.g. "from 0017 to 0019"."""
+        before = "empty (never migrated)" if self.before is None else self.before
+        return f"from {before} to {self.after}" if self.moved else f"at {self.after} already"
+
+
+def _upgrade(connection: Connection, revision: str) -> Migrated:
     from alembic import command
 
+    before = _current(connection)
     config = alembic_config()
     config.attributes["connection"] = connection
     command.upgrade(config, revision)
+    return Migrated(before, _current(connection))
 
 
-async def upgrade(engines: Engines, revision: str = "head") -> None:
-    """Apply migrations up to `revision` (idempotent)."""
+async def upgrade(engines: Engines, revision: str = "head") -> Migrated:
+    """Apply migrations up to `revision` (idempotent), in one transaction that on PostgreSQL
+    holds `MIGRATION_LOCK_KEY` (SQLite's `BEGIN IMMEDIATE` serialises the file's writers
+    already). A migration that moved the schema is logged, once, with both revisions."""
     async with engines.write.begin() as conn:
-        await conn.run_sync(_upgrade, revision)
+        if engines.dialect.is_postgresql:
+            # Transaction-scoped: released by the COMMIT, or the ROLLBACK of a failed
+            # migration, or the server when a process dies holding it.
+            await conn.execute(select(func.pg_advisory_xact_lock(MIGRATION_LOCK_KEY)))
+        migrated = await conn.run_sync(_upgrade, revision)
+    if migrated.moved:
+        logger.info(
+            "migrated the database schema %s",
+            migrated.line(),
+            extra={
+                "event": "schema.migrated",
+                "from_revision": migrated.before,
+                "to_revision": migrated.after,
+            },
+        )
+    return migrated
 
 
 @functools.cache

@@ -195,6 +195,8 @@ def test_serve_without_demo_needs_keys(tmp_path: Path) -> None:
 
 def test_worker_serves_health_beside_its_marker(backend: Backend, tmp_path: Path) -> None:
     env = process_env(backend, tmp_path)
+    # As an operator does: on PostgreSQL a worker never migrates (an SQLite file it would).
+    assert sb("db", "upgrade", env=env).returncode == 0
     args = ["worker", "--name", "w1", "--health-port", "0", "--log-level", "warning"]
     with service(args, env, tmp_path / "worker.log") as worker:
         url = worker.wait_for_url()
@@ -204,6 +206,43 @@ def test_worker_serves_health_beside_its_marker(backend: Backend, tmp_path: Path
         assert worker.stop(signal.SIGTERM) == 0
     assert not (tmp_path / "health" / "w1").exists()
     assert "Traceback" not in worker.stderr()
+
+
+def test_a_worker_on_postgresql_refuses_a_database_behind_as_the_api_does(
+    pg_database_url: str, redis_url: str, tmp_path: Path
+) -> None:
+    """A worker of a new release, started before `db upgrade` (a rolling upgrade), must not
+    migrate the database the other processes share under them: it refuses, with the api's
+    line and exit code, and the schema stays where it was."""
+    env = process_env(Backend("server", pg_database_url, redis_url), tmp_path)
+    assert sb("db", "upgrade", "0017", env=env).returncode == 0
+    worker = sb("worker", "--name", "w1", env=env)
+    line = _assert_one_line_refusal(worker, 2, "0017", HEAD, "schemabridge db upgrade")
+    assert line == _assert_one_line_refusal(sb("api", "--port", "0", env=env), 2)
+    upgraded = sb("db", "upgrade", env=env)
+    assert f"from 0017 to {HEAD}" in upgraded.stderr, "the worker left the schema at 0017"
+
+
+def test_a_process_that_migrates_says_from_which_revision_to_which(
+    pg_database_url: str, redis_url: str, tmp_path: Path
+) -> None:
+    """`serve` migrates, on PostgreSQL too (one process, the laptop's command): one log line
+    says it, with both revisions. A worker on an SQLite file migrates it and says the same."""
+    env = process_env(Backend("server", pg_database_url, redis_url), tmp_path)
+    assert sb("db", "upgrade", "0017", env=env).returncode == 0
+    with service(["serve", "--port", "0"], env, tmp_path / "serve.log") as serve:
+        serve.wait_for_url()
+        assert serve.stop(signal.SIGTERM) == 0
+    said = f"migrated the database schema from 0017 to {HEAD}"
+    assert serve.stderr().count(said) == 1, serve.stderr()
+    embedded = Backend("embedded", f"sqlite+aiosqlite:///{tmp_path / 'sb.db'}", None)
+    env = process_env(embedded, tmp_path)
+    assert sb("db", "upgrade", "0017", env=env).returncode == 0
+    args = ["worker", "--name", "w1", "--health-port", "0"]
+    with service(args, env, tmp_path / "worker.log") as worker:
+        worker.wait_for_url()
+        assert worker.stop(signal.SIGTERM) == 0
+    assert worker.stderr().count(said) == 1, worker.stderr()
 
 
 def _free_port() -> int:
