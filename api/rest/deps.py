@@ -7,10 +7,11 @@ lifespan (which opens the `Runtime` and builds the `Operations` on it); routes t
 
 from __future__ import annotations
 
+import asyncio
 from dataclasses import dataclass, field
 from typing import Annotated
 
-from fastapi import Depends, Request
+from fastapi import Depends, FastAPI, Request
 
 from api.rest.metrics import ApiMetrics
 from engine.operations import Operations
@@ -34,6 +35,17 @@ class ApiContext:
     starts new documents with a call to it); None otherwise."""
     worker_metrics: WorkerMetrics | None = None
     """The figures of the worker in this process (`serve`, a worker's health port)."""
+    stopping: asyncio.Event = field(default_factory=asyncio.Event)
+    """Set when the server serving the app stops (`stop_streams`): the open event streams
+    end, telling their clients to reconnect, instead of holding the drain for its grace."""
+
+
+def stop_streams(app: FastAPI) -> None:
+    """Tell `app`'s open event streams to end: its server stops. Any other app (no
+    `ApiContext`) has none."""
+    context = getattr(app.state, "schemabridge", None)
+    if isinstance(context, ApiContext):
+        context.stopping.set()
 
 
 async def api_context(request: Request) -> ApiContext:

@@ -3,7 +3,8 @@
 `ApiServer` binds its socket when built (port 0: the system picks a free one, and `url` names
 the real port), so an address in use fails at once, before anything else starts. `serve` runs
 the app until the service's stop event is set, then lets in-flight requests finish within
-`grace_s` and runs the app's lifespan shutdown. uvicorn's own signal handling is switched off:
+`grace_s` (an event stream is told to end at once: `api.rest.deps.stop_streams`) and runs the
+app's lifespan shutdown. uvicorn's own signal handling is switched off:
 the process's `engine.lifecycle.ServiceLifecycle` turns SIGINT/SIGTERM into the stop event,
 for the API and the workers beside it alike.
 
@@ -18,20 +19,25 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import socket
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 
 import uvicorn
 from fastapi import FastAPI
 
+from api.rest.deps import stop_streams
 from vertices.egress import IPNetwork
 
 
 class _Uvicorn(uvicorn.Server):
-    """uvicorn without signal handlers, telling when it accepts connections."""
+    """uvicorn without signal handlers, telling when it accepts connections, and calling
+    `stopping` when it stops, once it no longer accepts any."""
 
-    def __init__(self, config: uvicorn.Config, ready: asyncio.Event) -> None:
+    def __init__(
+        self, config: uvicorn.Config, ready: asyncio.Event, stopping: Callable[[], None]
+    ) -> None:
         super().__init__(config)
         self._ready = ready
+        self._stopping = stopping
 
     @contextlib.contextmanager
     def capture_signals(self) -> Iterator[None]:
@@ -41,6 +47,17 @@ class _Uvicorn(uvicorn.Server):
         await super().startup(sockets)
         if self.started:
             self._ready.set()
+
+    async def shutdown(self, sockets: list[socket.socket] | None = None) -> None:
+        # uvicorn waits for every response in progress, up to the grace, before the app's
+        # lifespan ends: an event stream lasts as long as it is watched, so it would hold
+        # the whole grace and then be cancelled with a traceback. Told here, the streams
+        # end at once; the listener is closed first, so a client reconnecting at once is
+        # refused (or sent to another api) rather than served by this one again.
+        for server in self.servers:
+            server.close()
+        self._stopping()
+        await super().shutdown(sockets)
 
 
 def _bind(host: str, port: int) -> socket.socket:
@@ -105,7 +122,7 @@ class ApiServer:
             forwarded_allow_ips=[str(network) for network in self.trusted_proxies],
             timeout_graceful_shutdown=max(1, round(self.grace_s)),
         )
-        server = self._server = _Uvicorn(config, self._ready)
+        server = self._server = _Uvicorn(config, self._ready, lambda: stop_streams(app))
         try:
             async with asyncio.TaskGroup() as group:
                 serving = group.create_task(server.serve(sockets=[self._socket]), name="http")

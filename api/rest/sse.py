@@ -12,6 +12,9 @@ not poll.
     event: end                 once, when the run has ended; then the stream closes
     data: {RunProgress}
 
+    : the server is stopping;  when the API process stops (SIGTERM, a rolling restart): the
+      reconnect                stream closes, and the client reconnects (to another process)
+
 The stream does not poll: it holds a watch of the run (`Operations.runs.watch`: the run events
 workers and operator actions publish through Redis), opened before its first read so that a
 change landing during that read is not lost, and reads the run through
@@ -19,7 +22,9 @@ change landing during that read is not lost, and reads the run through
 it changed — at most every `MIN_READ_S`, however busy the run — and every `FALLBACK_S` anyway,
 since an event can be lost (Redis down): a lost event costs latency, never an update. A stream
 on an idle run reads it once per `FALLBACK_S`. It lasts at most `MAX_STREAM_S`; a client that
-wants more reconnects. An unknown run (or another tenant's) is a 404 before the stream starts; a
+wants more reconnects, and so does one whose API process stops: the stream ends at once
+with a comment saying so (`STOPPING`), rather than hold the server's drain for its grace. An
+unknown run (or another tenant's) is a 404 before the stream starts; a
 refusal while streaming (the database unreachable) ends it with `event: error` and the error
 body, and so does the stream's key being revoked or expiring (checked every `KEY_CHECK_S`).
 
@@ -49,7 +54,7 @@ from starlette.types import Receive, Scope, Send
 
 from api.rest.auth import CallerDep, KeyCheck, LiveKeyDep
 from api.rest.body_shape import JsonBodyRoute
-from api.rest.deps import OperationsDep
+from api.rest.deps import ContextDep, OperationsDep
 from api.rest.errors import error_body, error_responses
 from engine.operations import Operations
 from engine.operations.views import RunProgress
@@ -77,6 +82,9 @@ stream that ended without `end` or broke (an `EventSource` reads it; others may)
 MAX_EVENT_ID_CHARS = 40
 """A `Last-Event-ID` longer than this is not one of ours: it is ignored, as any other value
 that is not a whole number."""
+STOPPING = ": the server is stopping; reconnect\n\n"
+"""The last text of a stream whose API process stops: a comment, which every client skips;
+the stream then closes without `end`, so the client reconnects, as after `MAX_STREAM_S`."""
 EVENT_MODELS = (RunProgress,)
 """The models of the events' `data`: listed in the OpenAPI components by the app, since no
 route answers them as JSON (FastAPI would leave them out)."""
@@ -123,6 +131,32 @@ def _as_data(progress: RunProgress) -> dict[str, Any]:
     return progress.model_dump(mode="json", by_alias=True)
 
 
+async def _key_ended(key_live: KeyCheck) -> str | None:
+    """The `error` event that ends a stream whose key is no longer live (or whose keys
+    cannot be read), None while it is."""
+    try:
+        live = await key_live()
+    except OperationError as exc:  # the keys cannot be read: as a failed run read
+        return event("error", error_body(exc.code, exc.message, exc.details))
+    return None if live else event("error", error_body("unauthorized", KEY_ENDED))
+
+
+async def _wait(watch: RunWatch, timeout_s: float, stopping: asyncio.Event | None) -> bool:
+    """`watch.wait(timeout_s)`, cut short (False) when `stopping` is set."""
+    if stopping is None:
+        return await watch.wait(timeout_s)
+    if stopping.is_set():
+        return False
+    changed = asyncio.ensure_future(watch.wait(timeout_s))
+    stopped = asyncio.ensure_future(stopping.wait())
+    try:
+        await asyncio.wait((changed, stopped), return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        changed.cancel()
+        stopped.cancel()
+    return changed.done() and not changed.cancelled() and changed.result()
+
+
 async def progress_events(
     ops: Operations,
     first: RunProgress,
@@ -137,13 +171,15 @@ async def progress_events(
     max_s: float = MAX_STREAM_S,
     ids: EventIds | None = None,
     reconnect_ms: int = RECONNECT_MS,
+    stopping: asyncio.Event | None = None,
 ) -> AsyncIterator[str]:
     """The stream's text, starting from `first` (the run as read before the answer began),
     after the `retry:` hint (`reconnect_ms`); `watch` is the run's, opened before `first` was
     read, so no change since goes unseen. `key_live`: whether the key that opened the stream
     is still live, asked at most every `key_check_s` (between events and heartbeats), so a key
     revoked mid-stream ends it within about `key_check_s` with `event: error` (401). `ids`
-    numbers the events (default: from the system clock, no `Last-Event-ID`)."""
+    numbers the events (default: from the system clock, no `Last-Event-ID`). `stopping`: set
+    when the API process stops; the stream then ends at once with `STOPPING`."""
     loop = asyncio.get_running_loop()
     ids = ids or EventIds(time.time)
     deadline = loop.time() + max_s
@@ -158,13 +194,9 @@ async def progress_events(
     for _ in range(turns):
         if key_live is not None and loop.time() - key_checked_at >= key_check_s:
             key_checked_at = loop.time()
-            try:
-                live = await key_live()
-            except OperationError as exc:  # the keys cannot be read: as a failed run read
-                yield event("error", error_body(exc.code, exc.message, exc.details))
-                return
-            if not live:
-                yield event("error", error_body("unauthorized", KEY_ENDED))
+            ended = await _key_ended(key_live)
+            if ended is not None:
+                yield ended
                 return
         if current.ended:
             yield event("end", _as_data(current), ids.next())
@@ -173,7 +205,10 @@ async def progress_events(
         if now >= deadline:
             return
         wait_s = min(read_at + fallback_s, spoke_at + heartbeat_s, deadline) - now
-        changed = await watch.wait(max(0.0, wait_s))
+        changed = await _wait(watch, max(0.0, wait_s), stopping)
+        if stopping is not None and stopping.is_set():
+            yield STOPPING
+            return
         if not changed and loop.time() - read_at < fallback_s:
             if loop.time() >= deadline:
                 return
@@ -230,7 +265,9 @@ class WatchedStream(StreamingResponse):
 )
 async def run_events(
     run_id: Annotated[str, Path(description="The run's id.", max_length=64)],
+    *,
     ops: OperationsDep,
+    context: ContextDep,
     caller: CallerDep,
     key_live: LiveKeyDep,
     last_seen: Annotated[
@@ -275,6 +312,7 @@ async def run_events(
             max_s=MAX_STREAM_S,
             ids=EventIds(ops.runtime.clock.now, last_event_id(last_seen)),
             reconnect_ms=RECONNECT_MS,
+            stopping=context.stopping,
         ),
         media_type=MEDIA_TYPE,
         headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"},

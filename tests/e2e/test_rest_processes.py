@@ -20,6 +20,7 @@ from engine.store import db
 from tests.conftest import Backend
 from tests.e2e.outage_harness import throwaway_redis, wait_until
 from tests.e2e.rest_harness import ROOT, SCHEMABRIDGE, process_env, service
+from tests.integration.operations_harness import single
 from vertices.egress import ALLOW_ENV
 
 HEAD = db.head_revision()
@@ -243,6 +244,37 @@ def test_a_process_that_migrates_says_from_which_revision_to_which(
         worker.wait_for_url()
         assert worker.stop(signal.SIGTERM) == 0
     assert worker.stderr().count(said) == 1, worker.stderr()
+
+
+def test_an_api_stopping_ends_its_event_streams_at_once(tmp_path: Path) -> None:
+    """SIGTERM with a client on a run's event stream (`runs watch`, the monitor): the stream
+    ends at once with a comment telling the client to reconnect, and the api exits well
+    within its 20 s grace, with nothing logged as an error. It held the whole grace, then
+    cancelled the stream with two ERROR records and a traceback."""
+    backend = Backend("embedded", f"sqlite+aiosqlite:///{tmp_path / 'sb.db'}", None)
+    env = process_env(backend, tmp_path, auth="off")
+    assert sb("db", "upgrade", env=env).returncode == 0
+    with service(["api", "--port", "0"], env, tmp_path / "api.log") as api:
+        url = api.wait_for_url()
+        with httpx.Client(base_url=url, trust_env=False, timeout=30) as http:
+            # No worker runs here: the run stays unended, so only the stop ends its stream.
+            published = http.post("/workflows", json=single("idle", "http://127.0.0.1:9/x"))
+            assert published.status_code in (200, 201), published.text
+            run = http.post("/workflows/idle/runs", json={"input": {}})
+            assert run.status_code == 201, run.text
+            with http.stream("GET", f"/runs/{run.json()['id']}/events") as events:
+                lines = events.iter_lines()
+                assert next(line for line in lines if line.startswith("event:")).endswith(
+                    "progress"
+                )
+                api.process.send_signal(signal.SIGTERM)
+                # A bound on the exit, far under the grace: not a measure of speed.
+                assert api.process.wait(timeout=10) == 0
+                rest = list(lines)
+    assert ": the server is stopping; reconnect" in rest, rest
+    assert not any(line.startswith("event:") for line in rest), "no `end`: the client reconnects"
+    log = api.stderr()
+    assert "Traceback" not in log and "ERROR" not in log, log
 
 
 def _free_port() -> int:
