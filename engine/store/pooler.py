@@ -18,8 +18,9 @@ statements and SQLAlchemy's cache of statement descriptions stays usable. (Namin
 uniquely instead, `prepared_statement_name_func`, leaves every statement prepared on a server
 connection for good, and asyncpg closes them in a round trip of its own that the pooler may
 send to another server: the next Bind then misses its statement.) The store keeps nothing else
-on a session: no LISTEN/NOTIFY (wake-ups go through Redis), no advisory locks, no temporary
-tables, no SET outside a transaction; its locks are row locks of one transaction.
+on a session: no LISTEN/NOTIFY (wake-ups go through Redis), no session advisory locks (a
+migration's is its transaction's), no temporary tables, no SET outside a transaction; its
+locks are row locks and that advisory lock, each of one transaction.
 """
 
 from __future__ import annotations
