@@ -1,37 +1,36 @@
 """Parts of an `inputSchema` that no value can ever match (`unsatisfiable_schema`).
 
 An inputSchema that refuses every input publishes a workflow none of whose runs can be
-submitted; one whose sub-schema refuses every value makes that field impossible to send. Either
-is a mistake, never an intention, so it is refused when the workflow is published, at the
-keyword to change. This is a bounded set of local checks, each comparing keywords of one
-sub-schema, not a satisfiability solver. It catches:
+submitted; a required field whose schema refuses every value does the same. Either is a
+mistake, never an intention, so it is refused when the workflow is published, at the keyword
+to change. This is a bounded set of local checks, each comparing keywords of one sub-schema,
+not a satisfiability solver, and it must never refuse a schema that some value matches. It
+catches, in a schema every input must match:
 
 - `"enum": []`;
-- a lower bound above its upper bound: `minLength` > `maxLength`, `minItems` > `maxItems`,
-  `minProperties` > `maxProperties`, `minContains` > `maxContains`, and the tightest of
-  `minimum`/`exclusiveMinimum` against the tightest of `maximum`/`exclusiveMaximum` (equal
-  bounds when either is exclusive); more distinct `required` names than `maxProperties`;
+- under a `type` that allows only the kind of value they bound, a lower bound above its upper
+  bound: `minLength` > `maxLength` (strings), `minItems` > `maxItems` and `minContains` >
+  `maxContains` (arrays), `minProperties` > `maxProperties` and more distinct `required` names
+  than `maxProperties` (objects), and the tightest of `minimum`/`exclusiveMinimum` against the
+  tightest of `maximum`/`exclusiveMaximum` (numbers; equal bounds when either is exclusive).
+  Without such a `type` a value of another kind matches: `{"minLength": 5, "maxLength": 2}`
+  accepts every number;
 - a `const`, or every value of an `enum`, of a JSON type the sibling `type` does not allow;
 - a schema that refuses everything (`false`, or `"not"` holding a schema that accepts
-  everything: `{}`, `true`, only annotations) where it cannot mean "this field must be
-  absent": as a member of `allOf`, as the schema of a name listed in the sibling `required`
-  (pointed at the `required` entry), or as the whole inputSchema.
+  everything: `{}`, `true`, only annotations).
 
-`false` and `{"not": {}}` as the schema of an optional property are the usual way to forbid
-that property, so they are left alone there.
-
-Sub-schemas are reached through `properties`, `patternProperties`, `additionalProperties`,
-`items`, `prefixItems`, `contains`, `allOf`, `anyOf`, `oneOf`, `then`, `else`,
-`propertyNames`, `dependentSchemas`, `unevaluatedItems`, `unevaluatedProperties` and every
-entry of `$defs` (and `definitions`), so a definition a `$ref` uses is checked where it is
-written. Not caught: anything that needs a `$ref` followed (a required property whose `$ref`
-leads to `false`), an `anyOf`/`oneOf` none of whose branches can match, bounds that leave room
-only for non-integers under `"type": "integer"`, `multipleOf`, `pattern` or `format` against
-other keywords, a `const` or `enum` value against bounds or `pattern`, and the inside of `not`
-and `if` (an impossible schema there changes what the schema accepts, it does not refuse all).
-`"type": []` is refused by the draft 2020-12 meta-schema already. Each sub-schema is visited
-once, and each check is linear in the keywords it reads, so the cost follows the document's
-size (bounded by `max_subschemas` beforehand).
+The schemas every input must match are the inputSchema itself, each member of its `allOf`,
+and the schema of each property its `required` lists, recursively; an `anyOf` or a `oneOf`
+is refused when every one of its branches fails one of the checks above on its own keywords.
+An impossible schema anywhere else only narrows what is accepted, and is often meant to: an
+optional property's `false` forbids it, `"items": {"enum": []}` allows only the empty array,
+`additionalProperties`/`patternProperties` forbid names, `then`/`else`/`not`/`if` change what
+applies. Not caught either: anything that needs a `$ref` followed, bounds that leave room only
+for non-integers under `"type": "integer"`, `multipleOf`, `pattern` or `format` against other
+keywords, and a `const` or `enum` value against bounds or `pattern`. `"type": []` is refused by
+the draft 2020-12 meta-schema already. Each sub-schema is visited once, and each check is
+linear in the keywords it reads, so the cost follows the document's size (bounded by
+`max_subschemas` beforehand).
 """
 
 from __future__ import annotations
@@ -46,21 +45,6 @@ from engine.validation.common import Code, pointer, quoted_list, show
 from schemas.errors import Problem
 
 Path = tuple[str | int, ...]
-
-_ONE_SCHEMA = (
-    "additionalProperties",
-    "items",
-    "contains",
-    "then",
-    "else",
-    "propertyNames",
-    "unevaluatedItems",
-    "unevaluatedProperties",
-)
-"""Keywords whose value is one sub-schema that a value must match for the schema to pass (in
-some case): an impossible one there is a mistake. `not` and `if` are left out (see above)."""
-_LIST_OF_SCHEMAS = ("allOf", "anyOf", "oneOf", "prefixItems")
-_MAP_OF_SCHEMAS = ("properties", "patternProperties", "dependentSchemas", "$defs", "definitions")
 
 _ANNOTATIONS = frozenset(
     {
@@ -91,7 +75,8 @@ class _Pair:
     low: str
     high: str
     noun: str
-    """What the bounds constrain, as the message names it (`string`, `array`, …)."""
+    """What the bounds constrain, as the message names it (`string`, `array`, …), and the
+    JSON type a sibling `type` must limit values to for the bounds to refuse every value."""
     fix: str
 
 
@@ -101,6 +86,8 @@ _PAIRS = (
     _Pair("minProperties", "maxProperties", "object", "lower minProperties or raise maxProperties"),
     _Pair("minContains", "maxContains", "array", "lower minContains or raise maxContains"),
 )
+
+_NUMBERS = frozenset({"number", "integer"})
 
 _TYPES = Draft202012Validator.TYPE_CHECKER
 _TYPE_NAMES = frozenset({"array", "boolean", "integer", "null", "number", "object", "string"})
@@ -119,7 +106,8 @@ def unsatisfiable_problems(schema: Any, at: Path, base: str) -> list[Problem]:
         if not isinstance(node, dict):
             continue
         problems.extend(_problem(where, base, text) for where, text in _node_problems(path, node))
-        stack.extend(_subschemas(path, node))
+        problems.extend(_problem(where, base, text) for where, text in _branch_problems(path, node))
+        stack.extend(_musts(path, node))
     return problems
 
 
@@ -127,16 +115,36 @@ def _problem(where: Path, base: str, message: str) -> Problem:
     return Problem(base + pointer(*where), message, Code.UNSATISFIABLE_SCHEMA)
 
 
-def _subschemas(path: Path, node: dict[str, Any]) -> Iterator[tuple[Path, Any]]:
-    for key in _ONE_SCHEMA:
-        if key in node:
-            yield (*path, key), node[key]
-    for key in _LIST_OF_SCHEMAS:
-        if isinstance(node.get(key), list):
-            yield from (((*path, key, i), v) for i, v in enumerate(node[key]))
-    for key in _MAP_OF_SCHEMAS:
-        if isinstance(node.get(key), dict):
-            yield from (((*path, key, name), v) for name, v in node[key].items())
+def _musts(path: Path, node: dict[str, Any]) -> Iterator[tuple[Path, Any]]:
+    """The sub-schemas of `node` every value it accepts matches too: its `allOf` members,
+    and the schemas of the properties its `required` lists."""
+    allof = node.get("allOf")
+    yield from (
+        ((*path, "allOf", i), v) for i, v in enumerate(allof if isinstance(allof, list) else [])
+    )
+    properties, required = node.get("properties"), node.get("required")
+    if isinstance(properties, dict) and isinstance(required, list):
+        for name in dict.fromkeys(n for n in required if isinstance(n, str) and n in properties):
+            yield (*path, "properties", name), properties[name]
+
+
+def _branch_problems(path: Path, node: dict[str, Any]) -> Iterator[tuple[Path, str]]:
+    """An `anyOf` or `oneOf` none of whose branches any value can match."""
+    for key in ("anyOf", "oneOf"):
+        branches = node.get(key)
+        if isinstance(branches, list) and branches and all(map(_impossible, branches)):
+            message = (
+                f"every branch of {key} refuses every value on its own, so no value can "
+                f"match this schema: fix a branch (each is refused for the reasons above)."
+            )
+            yield (*path, key), message
+
+
+def _impossible(schema: Any) -> bool:
+    """Whether `schema` fails one of the checks on its own keywords."""
+    if _refuses_all(schema):
+        return True
+    return isinstance(schema, dict) and next(_node_problems((), schema), None) is not None
 
 
 def _node_problems(path: Path, node: dict[str, Any]) -> Iterator[tuple[Path, str]]:
@@ -149,6 +157,8 @@ def _node_problems(path: Path, node: dict[str, Any]) -> Iterator[tuple[Path, str
         yield (*path, "enum"), message
     for pair in _PAIRS:
         low, high = node.get(pair.low), node.get(pair.high)
+        if not _only(node, {pair.noun}):
+            continue  # a value of another kind matches whatever these bounds say
         if _is_number(low) and _is_number(high) and low > high:
             message = (
                 f"{pair.low} {low} is greater than {pair.high} {high}, so no {pair.noun} can "
@@ -167,6 +177,8 @@ def _node_problems(path: Path, node: dict[str, Any]) -> Iterator[tuple[Path, str
 
 def _range_problems(path: Path, node: dict[str, Any]) -> Iterator[tuple[Path, str]]:
     """The tightest lower bound of a number against the tightest upper one."""
+    if not _only(node, _NUMBERS):
+        return
     lows = [k for k in ("minimum", "exclusiveMinimum") if _is_number(node.get(k))]
     highs = [k for k in ("maximum", "exclusiveMaximum") if _is_number(node.get(k))]
     if not lows or not highs:
@@ -192,7 +204,7 @@ def _required_problems(path: Path, node: dict[str, Any]) -> Iterator[tuple[Path,
         return
     names = [name for name in required if isinstance(name, str)]
     most = node.get("maxProperties")
-    if _is_number(most) and len(set(names)) > most:
+    if _only(node, {"object"}) and _is_number(most) and len(set(names)) > most:
         message = (
             f"required lists {len(set(names))} properties but maxProperties is {most}, so no "
             "object can match this schema: raise maxProperties or require fewer properties."
@@ -241,6 +253,12 @@ def _allowed_types(value: Any) -> list[str] | None:
     if not all(isinstance(n, str) and n in _TYPE_NAMES for n in names):
         return None
     return names
+
+
+def _only(node: dict[str, Any], kinds: set[str] | frozenset[str]) -> bool:
+    """Whether `node`'s `type` limits its values to `kinds`."""
+    allowed = _allowed_types(node.get("type"))
+    return allowed is not None and set(allowed) <= kinds
 
 
 def _of_type(value: Any, types: list[str]) -> bool:

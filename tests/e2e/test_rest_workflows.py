@@ -135,7 +135,8 @@ async def test_invalid_workflow_lists_every_problem_and_stores_nothing(api: Api)
 
 
 async def test_an_input_schema_no_input_can_match_is_refused_at_publication(api: Api) -> None:
-    impossible = {"type": "object", "properties": {"n": {"minimum": 5, "maximum": 2}}}
+    n = {"type": "integer", "minimum": 5, "maximum": 2}
+    impossible = {"type": "object", "required": ["n"], "properties": {"n": n}}
     async with api.http(api.admin) as http:
         refused = await http.post("/workflows", json=single("never", URL, inputSchema=impossible))
         listed = await http.get("/workflows")

@@ -35,17 +35,32 @@ def _messages(input_schema: Any) -> list[str]:
     [
         ({"enum": []}, "/inputSchema/enum"),
         ({"type": "string", "minLength": 5, "maxLength": 2}, "/inputSchema/minLength"),
-        ({"minimum": 5, "maximum": 2}, "/inputSchema/minimum"),
-        ({"minimum": 2.5, "maximum": 2}, "/inputSchema/minimum"),
-        ({"exclusiveMinimum": 2, "maximum": 2}, "/inputSchema/exclusiveMinimum"),
-        ({"minimum": 2, "exclusiveMaximum": 2}, "/inputSchema/minimum"),
-        ({"exclusiveMinimum": 3, "exclusiveMaximum": 3}, "/inputSchema/exclusiveMinimum"),
+        ({"type": "number", "minimum": 5, "maximum": 2}, "/inputSchema/minimum"),
+        ({"type": "integer", "minimum": 2.5, "maximum": 2}, "/inputSchema/minimum"),
+        ({"type": "number", "exclusiveMinimum": 2, "maximum": 2}, "/inputSchema/exclusiveMinimum"),
+        (
+            {"type": ["integer", "number"], "minimum": 2, "exclusiveMaximum": 2},
+            "/inputSchema/minimum",
+        ),
+        (
+            {"type": "number", "exclusiveMinimum": 3, "exclusiveMaximum": 3},
+            "/inputSchema/exclusiveMinimum",
+        ),
         # The tightest lower bound is the one named.
-        ({"minimum": 1, "exclusiveMinimum": 4, "maximum": 3}, "/inputSchema/exclusiveMinimum"),
-        ({"minItems": 3, "maxItems": 1}, "/inputSchema/minItems"),
-        ({"minProperties": 3, "maxProperties": 1}, "/inputSchema/minProperties"),
-        ({"contains": {}, "minContains": 2, "maxContains": 1}, "/inputSchema/minContains"),
-        ({"required": ["a", "b", "c"], "maxProperties": 2}, "/inputSchema/required"),
+        (
+            {"type": "number", "minimum": 1, "exclusiveMinimum": 4, "maximum": 3},
+            "/inputSchema/exclusiveMinimum",
+        ),
+        ({"type": "array", "minItems": 3, "maxItems": 1}, "/inputSchema/minItems"),
+        ({"type": "object", "minProperties": 3, "maxProperties": 1}, "/inputSchema/minProperties"),
+        (
+            {"type": "array", "contains": {}, "minContains": 2, "maxContains": 1},
+            "/inputSchema/minContains",
+        ),
+        (
+            {"type": "object", "required": ["a", "b", "c"], "maxProperties": 2},
+            "/inputSchema/required",
+        ),
         (
             {"type": "object", "required": ["x", "a"], "properties": {"a": False}},
             "/inputSchema/required/1",
@@ -70,29 +85,25 @@ def test_a_schema_no_value_can_match_is_refused_at_its_keyword(schema: Any, poin
     ("schema", "pointer"),
     [
         (
-            {"type": "object", "properties": {"age": {"minimum": 18, "maximum": 3}}},
+            {
+                "type": "object",
+                "required": ["age"],
+                "properties": {"age": {"type": "integer", "minimum": 18, "maximum": 3}},
+            },
             "/inputSchema/properties/age/minimum",
         ),
-        ({"type": "array", "items": {"enum": []}}, "/inputSchema/items/enum"),
-        ({"prefixItems": [{}, {"type": "null", "const": 0}]}, "/inputSchema/prefixItems/1/const"),
-        ({"anyOf": [{"type": "string"}, {"enum": []}]}, "/inputSchema/anyOf/1/enum"),
         (
-            {"patternProperties": {"^x": {"minLength": 2, "maxLength": 1}}},
-            "/inputSchema/patternProperties/^x/minLength",
+            {"allOf": [{"required": ["p"], "properties": {"p": {"enum": []}}}]},
+            "/inputSchema/allOf/0/properties/p/enum",
         ),
-        (
-            {"additionalProperties": {"minItems": 2, "maxItems": 0}},
-            "/inputSchema/additionalProperties/minItems",
-        ),
-        (
-            {"$defs": {"d": {"minProperties": 2, "maxProperties": 1}}, "$ref": "#/$defs/d"},
-            "/inputSchema/$defs/d/minProperties",
-        ),
+        ({"anyOf": [{"enum": []}, False, {"not": {}}]}, "/inputSchema/anyOf"),
+        ({"oneOf": [{"type": "string", "minLength": 2, "maxLength": 1}]}, "/inputSchema/oneOf"),
         (
             {
+                "required": ["p"],
                 "properties": {
                     "p": {"type": "object", "required": ["q"], "properties": {"q": False}}
-                }
+                },
             },
             "/inputSchema/properties/p/required/0",
         ),
@@ -118,6 +129,18 @@ def test_nested_schemas_are_checked_too(schema: dict[str, Any], pointer: str) ->
         {"type": "integer", "const": 1.0},
         {"type": "number", "enum": [True, "x", 3]},
         {"enum": [None]},
+        # Bounds of one kind of value without a type limiting values to it: another kind
+        # matches (a string matches {"minimum": 5, "maximum": 2}).
+        {"minimum": 5, "maximum": 2},
+        {"type": ["string", "null"], "minLength": 5, "maxLength": 2},
+        {"required": ["a", "b", "c"], "maxProperties": 2},
+        # Impossible schemas where they only narrow what is accepted (the review's cases).
+        {"anyOf": [{"type": "string"}, {"type": "number", "minimum": 5, "maximum": 1}]},
+        {"type": "object", "properties": {"legacy": {"enum": []}}},
+        {"type": "object", "additionalProperties": {"enum": []}},
+        {"patternProperties": {"^x": {"type": "string", "minLength": 2, "maxLength": 1}}},
+        {"type": "array", "items": {"enum": []}},
+        {"$defs": {"d": {"type": "object", "minProperties": 2, "maxProperties": 1}}},
         # A `not` that refuses something, and impossible schemas where they only change what
         # `not` and `if` accept.
         {"not": {"type": "null"}},
@@ -133,10 +156,11 @@ def test_schemas_some_value_matches_are_accepted(schema: dict[str, Any]) -> None
 def test_every_impossible_part_is_reported_in_one_pass() -> None:
     schema = {
         "type": "object",
-        "required": ["a"],
+        "required": ["a", "b"],
         "properties": {
             "a": {"type": "string", "minLength": 9, "maxLength": 1},
             "b": {"type": "integer", "minimum": 10, "maximum": 0},
+            "c": {"type": "integer", "minimum": 10, "maximum": 0},  # optional: left alone
         },
         "allOf": [{"enum": []}],
     }
@@ -160,6 +184,8 @@ def test_the_message_says_why_and_what_to_change() -> None:
         'const 3 is not of type "string", so no value can match this schema: change const or type.'
     )
     assert all("\n" not in m for m in _messages({"not": {}, "enum": [], "minimum": 1}))
+    [branches] = _messages({"anyOf": [{"enum": []}, False]})
+    assert branches.startswith("every branch of anyOf refuses every value on its own")
 
 
 def test_type_without_any_type_was_already_refused_by_the_meta_schema() -> None:
