@@ -16,7 +16,8 @@ transport's own timeouts only bound connecting and each read. After an attempt:
   request that cannot be sent → `invalid_config`.
 
 Every attempt is written to the run log (status, duration, error, the wait before the next;
-a failed one with what it sent, which the step's failure carries too: vertices/gateway_sent.py);
+a failed one with what it sent, which the step's failure carries too: vertices/gateway_sent.py,
+and the start of the answer's body, as the step's failure keeps it);
 before each wait between attempts the step tells `ctx.retry_wait`, so the engine can show the
 wait and the attempts so far while it lasts (docs/architecture.md, 'Why a step waits').
 Admission plugs in through `CallGuard`, called around every attempt.
@@ -445,7 +446,8 @@ async def _log_attempt(
     """`final`: the answer ends the step although attempts were left (a 4xx other than 408
     and 429, an error that would come back the same): the line says it is not retried, so
     "attempt 1/4" is not read as three more to come. `sent`: what a failed attempt sent
-    (never given for one that succeeded)."""
+    (never given for one that succeeded); with it, the start of the answer's body, if one
+    came."""
     number, max_attempts = position
     duration_ms = round(attempt.duration_s * 1000, 1)
     counted = f"attempt {number}/{max_attempts}"
@@ -469,6 +471,11 @@ async def _log_attempt(
     }
     if sent is not None:
         data["request"] = sent.as_dict()
+        if attempt.answer is not None and (answered := excerpt(attempt.answer, ctx.redactor)):
+            # The answer's start, bounded and redacted as the step's error keeps it: what the
+            # destination said ("database connection pool exhausted") on every failed attempt,
+            # not only on the last one, whose answer the step's error keeps.
+            data["bodyExcerpt"] = answered
     await ctx.log(level, message, data)
 
 

@@ -269,9 +269,17 @@ def _fields(pairs: Sequence[tuple[str, str | Text]]) -> Table:
     return grid
 
 
+ATTEMPT_BODY_CHARS = 160
+"""Most characters of a failed attempt's answer `runs show` prints under it (one line)."""
+
+
 def attempt_line(attempt: AttemptView) -> str:
-    """An attempt: execution.attempt, its time and its log message."""
-    return f"{attempt.execution}.{attempt.attempt}  {clock(attempt.at)}  {attempt.message}"
+    """An attempt: execution.attempt, its time and its log message; under a failed one, the
+    start of what the destination answered (control characters escaped: it is its text)."""
+    line = f"{attempt.execution}.{attempt.attempt}  {clock(attempt.at)}  {attempt.message}"
+    if attempt.body_excerpt:
+        line += f"\n    answered: {shown(excerpt(attempt.body_excerpt, ATTEMPT_BODY_CHARS))}"
+    return line
 
 
 def sent_lines(sent: SentRequestView) -> list[tuple[str, str | Text]]:
@@ -311,7 +319,8 @@ def failed_step(step: StepView) -> RenderableType:
     if error.request is not None:
         pairs += sent_lines(error.request)
     if step.history:
-        pairs.append(("attempts", "\n".join(attempt_line(a) for a in step.history)))
+        # A Text: an answer's "[…]" is its text, never read as markup.
+        pairs.append(("attempts", Text("\n".join(attempt_line(a) for a in step.history))))
     title = Text(f"failed step {step.vertex_id}: {error.kind}", style="bold red")
     return Group(title, _fields(pairs))
 

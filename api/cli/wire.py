@@ -177,6 +177,8 @@ class AttemptView(Wire):
     message: str
     refused: str | None = None
     """The kind of refusal when admission refused the attempt before any call was made."""
+    body_excerpt: str | None = None
+    """The start of the answer's body when the attempt failed on an answer."""
 
 
 class SpawnerCounts(Wire):

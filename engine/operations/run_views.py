@@ -3,7 +3,7 @@ assembled from the run's log.
 
 Attempts are not stored as rows: the GATEWAY writes one log line per HTTP attempt (data:
 `attempt`, `maxAttempts`, `status`, `durationMs`, `error`, `retryInMs`, and `request` when
-the attempt failed) and one per attempt
+the attempt failed, with `bodyExcerpt` when it failed on an answer) and one per attempt
 admission refused (data: `attempt`, `kind`, `error`), with the step's vertex id. A step's
 history is those lines in order; a new execution (a redispatch, a re-run after a lost lease,
 an operator's retry) starts where the attempt number starts again.
@@ -157,6 +157,7 @@ def _attempt(line: LogRecord, execution: int, number: int) -> AttemptView:
         retry_in_ms=_int(data.get("retryInMs")),
         refused=_kind(data["kind"]) if refused else None,
         request=sent_view(data.get("request")),
+        body_excerpt=_text(data.get("bodyExcerpt")),
     )
 
 

@@ -354,6 +354,14 @@ class AttemptView(View):
     """Set when admission refused the attempt: the failure kind it counted as."""
     request: SentRequestView | None = None
     """What the attempt sent, when it failed (an attempt that succeeded keeps nothing)."""
+    body_excerpt: str | None = Field(
+        default=None,
+        description="The start of the answer's body when the attempt failed on an answer (an "
+        "error status, an unusable body): at most 500 characters, the step's secrets shown as "
+        "`***`, as the step error's `bodyExcerpt` keeps the last one. None when the attempt "
+        "succeeded, got no answer (a timeout, an I/O error), was refused by admission, the "
+        "body was empty, or it was recorded before the engine kept it.",
+    )
 
 
 class BreakerRef(View):

@@ -2,7 +2,9 @@
 answers 422 to a POST that carries a secret in a header, the query and the body, and a long
 body with markup in it. The REST run detail, `schemabridge runs show` and the monitor's run
 page each show the method, the URL and the body's excerpt (cut, and said so), and none of
-them, nor the run's log, shows the secret."""
+them, nor the run's log, shows the secret. A step answered 500 twice with the destination's
+words (and the secret in them) keeps each attempt's answer in its history: the REST run
+detail and `runs show` say it with each attempt, the secret shown as `***`."""
 
 from __future__ import annotations
 
@@ -163,3 +165,57 @@ def test_the_run_page_says_what_was_sent(server: DemoServer, failed_run: str, br
         assert "cut: the first 500 characters of" in panel.locator(".body-cut").inner_text()
         assert leaks(page.content()) == []
         shoot(page, "run-sent-request")
+
+
+POOL_EXHAUSTED = "database connection pool exhausted"
+
+
+@pytest.fixture(scope="module")
+def answered_run(server: DemoServer, failed_run: str) -> str:
+    """A run whose GET the downstream answered 500 twice, naming the key it was sent: its id
+    (`failed_run` stored the tenant's secret)."""
+    path = "/sent/pool"
+    call = {
+        "url": f"{server.downstream}{path}",
+        "headers": {"X-Api-Key": "{{ secrets.TOKEN }}"},
+        "retry": {"maxAttempts": 2, "baseDelayMs": 10},
+    }
+    vertex = {"type": "GATEWAY", "maxAutoRetries": 0, "config": call}
+    server.call("/workflows", {"name": "answered", "vertices": {"read-orders": vertex}})
+    server.script(
+        path,
+        {"status": 500, "raw": f"{POOL_EXHAUSTED} (key {SECRET})"},
+        {"status": 500, "raw": "[bold]still[/bold] down"},
+    )
+    answer = server.call("/workflows/answered/runs?wait=true", {"input": {}, "tenantId": TENANT})
+    run_id = str(answer["details"]["runId"])
+    assert server.run_status(run_id) == "FAILED"
+    return run_id
+
+
+def test_the_run_detail_says_what_each_attempt_was_answered(
+    server: DemoServer, answered_run: str
+) -> None:
+    (step,) = server.call(f"/runs/{answered_run}")["steps"]
+    history = [(a["attempt"], a["httpStatus"], a["bodyExcerpt"]) for a in step["history"]]
+    assert history == [
+        (1, 500, f"{POOL_EXHAUSTED} (key {REDACTED})"),
+        (2, 500, "[bold]still[/bold] down"),
+    ]
+    assert step["error"]["bodyExcerpt"] == "[bold]still[/bold] down"
+    for path in (f"/runs/{answered_run}", f"/runs/{answered_run}/logs"):
+        assert leaks(text_of(f"{server.url}{path}")) == [], path
+
+
+def test_runs_show_says_what_each_attempt_was_answered(
+    server: DemoServer, answered_run: str
+) -> None:
+    env = {**os.environ, "SCHEMABRIDGE_API_URL": server.url}
+    env.pop("SCHEMABRIDGE_API_KEY", None)
+    done = schemabridge(env, "runs", "show", answered_run)
+    assert done.returncode == 0, done.stderr
+    out = done.stdout
+    assert f"answered: {POOL_EXHAUSTED} (key {REDACTED})" in out, out
+    # The answer's brackets are its text, not markup the terminal ate.
+    assert "answered: [bold]still[/bold] down" in out, out
+    assert leaks(out + done.stderr) == []

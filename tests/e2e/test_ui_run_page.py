@@ -309,10 +309,16 @@ def test_the_attempts_table_fits_a_phone(
         server.call(f"/runs/{run_id}/cancel", {})
 
 
+POOL_EXHAUSTED = "database connection pool exhausted"
+LONG_ANSWER = "<i>upstream</i> " + "timeout waiting for a connection; " * 8
+"""Over the 120 characters an attempt's answer shows on its line, with markup in it."""
+
+
 def test_each_failed_attempt_shows_what_it_sent(server: DemoServer, browser: Any) -> None:
-    """A step whose two attempts were answered 500: each attempt's row is followed by what it
-    sent, the method and URL in sight, the header names and the body's start once expanded,
-    all as text (markup in the body stays text)."""
+    """A step whose two attempts were answered 500: each attempt's row is followed by what
+    the destination answered (a short answer on its line, a long one cut there and whole once
+    expanded) and by what it sent, the method and URL in sight, the header names and the
+    body's start once expanded, all as text (markup in the bodies stays text)."""
     name, path = "ui-run-page-sent", "/run-page/sent"
     call = {
         "url": f"{server.downstream}{path}",
@@ -323,7 +329,7 @@ def test_each_failed_attempt_shows_what_it_sent(server: DemoServer, browser: Any
     }
     vertex = {"type": "GATEWAY", "maxAutoRetries": 0, "config": call}
     server.call("/workflows", {"name": name, "vertices": {"post-order": vertex}})
-    server.script(path, *[{"status": 500, "body": {"error": "down"}}] * 2)
+    server.script(path, {"status": 500, "raw": POOL_EXHAUSTED}, {"status": 500, "raw": LONG_ANSWER})
     answer = server.call(f"/workflows/{name}/runs", {"input": {}, "tenantId": "sent"})
     run_id = str(answer["id"])
     assert server.wait_status(run_id, {"FAILED", "SUCCEEDED"}) == "FAILED"
@@ -342,6 +348,19 @@ def test_each_failed_attempt_shows_what_it_sent(server: DemoServer, browser: Any
         assert "x-order" in headers.lower(), headers
         assert page.locator("main b").count() == 0
         assert not sent.nth(0).locator(".attempt-request-body").is_visible()
+        answered = page.locator("table.attempts .attempt-answer")
+        assert answered.count() == 2
+        first = answered.nth(0).inner_text().strip()
+        assert first == f"Answered: {POOL_EXHAUSTED}", first
+        cut = answered.nth(1).locator("summary").inner_text().strip()
+        assert cut.startswith("Answered: <i>upstream</i> timeout") and cut.endswith("…"), cut
+        assert answered.nth(1).locator(".attempt-answer-text").get_attribute("title") == LONG_ANSWER
+        whole = answered.nth(1).locator(".attempt-answer-body")
+        assert not whole.is_visible()  # until expanded
+        answered.nth(1).locator("summary").click()
+        whole.wait_for()
+        assert whole.inner_text().strip() == LONG_ANSWER.strip()
+        assert page.locator("main i").count() == 0
         fit = page.evaluate(FIT_JS, ["table.attempts", "th, td"])
         assert fit["table"] <= fit["box"], {k: v for k, v in fit.items() if k != "cells"}
         shoot(page, "run-attempts-sent")

@@ -253,3 +253,59 @@ async def test_a_retry_the_budget_refuses_keeps_the_last_answer_and_what_it_sent
     http = caught.value.http
     assert http is not None and http.status == 500
     assert http.request is not None and http.request.body_excerpt == '"plain"'
+
+
+# ── what each failed attempt was answered ───────────────────────────────────────────────────
+
+POOL_EXHAUSTED = "database connection pool exhausted"
+
+
+async def test_each_failed_attempt_keeps_the_start_of_its_answer(
+    downstream: RunningDownstream, client: HttpClient
+) -> None:
+    """Every failed attempt's line keeps what the destination answered, not only the last one
+    (which the step's error keeps): a 500 and a 502 with other words; an empty answer, a
+    success and an attempt that got no answer keep none."""
+    downstream.script(
+        [
+            {"status": 500, "raw": POOL_EXHAUSTED},
+            {"status": 502, "raw": "bad gateway: upstream reset"},
+            {"status": 503, "raw": ""},
+            200,
+        ]
+    )
+    log = LogRecorder()
+    config = gateway_config(downstream.url, method="POST", body={"n": 1})
+    await gateway.execute(config, gateway_ctx(log), client, FAST, sleep=RecordingSleep(real=False))
+    assert log.field("status") == [500, 502, 503, 200]
+    answered = [data.get("bodyExcerpt") for _, _, data in log.lines]
+    assert answered == [POOL_EXHAUSTED, "bad gateway: upstream reset", None, None]
+    async with canary("127.0.0.1") as closed:
+        url = f"{closed.url}/gone"
+    log = LogRecorder()
+    with pytest.raises(StepFailure):
+        await gateway.execute(
+            gateway_config(url, retry={"maxAttempts": 1}), gateway_ctx(log), client, FAST
+        )
+    assert "request" in log.lines[0][2] and "bodyExcerpt" not in log.lines[0][2]
+
+
+async def test_an_attempts_answer_is_bounded_and_redacted_as_the_errors(
+    downstream: RunningDownstream, client: HttpClient
+) -> None:
+    """The secret straddles the excerpt's bound in a long answer: each attempt's line keeps
+    the same excerpt the step's error keeps, redacted before the cut, never the whole body."""
+    pad = "p" * (EXCERPT_CHARS - len(POOL_EXHAUSTED) - 5)
+    body = f"{POOL_EXHAUSTED}{pad}{SECRET}" + "z" * 3000
+    downstream.script([{"status": 500, "raw": body}] * 2)
+    log = LogRecorder()
+    config = gateway_config(downstream.url, retry={"maxAttempts": 2})
+    with pytest.raises(StepFailure) as caught:
+        await gateway.execute(
+            config, secret_ctx(log), client, FAST, sleep=RecordingSleep(real=False)
+        )
+    assert caught.value.http is not None
+    kept = caught.value.http.body_excerpt
+    assert kept.startswith(POOL_EXHAUSTED + pad + REDACTED) and len(kept) == EXCERPT_CHARS
+    assert [data["bodyExcerpt"] for _, _, data in log.lines] == [kept, kept]
+    assert not any(SECRET[:n] in kept for n in range(4, len(SECRET) + 1))

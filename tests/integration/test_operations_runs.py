@@ -363,6 +363,8 @@ async def test_the_detail_of_a_failed_run(
         (1, 2, 200, "info"),
     ]
     assert flaky.history[0].retry_in_ms is not None and flaky.history[1].retry_in_ms is None
+    # What the 503 answered is kept with it; the success keeps nothing of its body.
+    assert [a.body_excerpt for a in flaky.history] == ['{"error":"demo answer 503"}', None]
     assert all(a.duration_ms is not None and a.message for a in flaky.history)
     missing = steps["missing"]
     assert missing.error is not None and missing.error.http_status == 404
@@ -370,6 +372,31 @@ async def test_the_detail_of_a_failed_run(
     assert [(a.attempt, a.http_status) for a in missing.history] == [(1, 404)]
     assert steps["after"].history == [] and steps["after"].started_at is None
     assert run.fanout.total == 0 and run.restarts == []
+
+
+async def test_each_attempt_of_the_history_says_what_it_was_answered(
+    ops: Operations, runtime: Runtime, downstream: RunningDownstream
+) -> None:
+    """A step answered 500 twice with the destination's words, the second past the excerpt's
+    bound: each attempt of its stored history keeps the start of its own answer, bounded as
+    the step's error keeps the last one."""
+    pool = "database connection pool exhausted"
+    long = "connection refused by replica; " * 40
+    downstream.script([{"status": 500, "raw": pool}, {"status": 500, "raw": long}], path="/db")
+    call = gateway(f"{downstream.url}/db", retry={"maxAttempts": 2, "baseDelayMs": 1})
+    await ops.workflows.publish({"name": "pool", "vertices": {"call": call}})
+    submitted = await ops.runs.submit("pool", {})
+    async with running_worker(runtime):
+        run = await ended(ops, submitted.run.id)
+    (step,) = run.steps
+    assert run.status == "FAILED" and step.error is not None
+    assert step.error.body_excerpt == long[:500]
+    assert [(a.attempt, a.http_status, a.body_excerpt) for a in step.history] == [
+        (1, 500, pool),
+        (2, 500, long[:500]),
+    ]
+    wire = run.model_dump(mode="json", by_alias=True)["steps"][0]["history"]
+    assert [a["bodyExcerpt"] for a in wire] == [pool, long[:500]]
 
 
 async def test_attempt_histories_count_executions(

@@ -15,7 +15,7 @@ import { drawGraph } from "../graph.js";
 import { Poller, throttle, Ticker } from "../live.js";
 import { actionBar, actionBarKey, isDeploymentRun, resolveStep } from "../run/actions.js";
 import { ChildrenList } from "../run/children.js";
-import { childrenWaitingLine, errorBox, holderLine, sentByAttempt, waitingLine } from "../run/errors.js";
+import { answerByAttempt, childrenWaitingLine, errorBox, holderLine, sentByAttempt, waitingLine } from "../run/errors.js";
 import { fanoutBar, fetchLongTail, longTailView, tailContradicts } from "../run/fanout.js";
 import { retryAfter } from "../run/attempts.js";
 import { RunLog } from "../run/log.js";
@@ -112,10 +112,11 @@ function historyTable(step) {
       h(
         "tbody",
         {},
-        // An attempt's error (a URL, a host, an exception: long, without spaces) and what a
-        // failed attempt sent ("Sent: POST https://…", its header names and body's start once
-        // expanded) are a row of their own under it, as the error is on the runs list, so the
-        // six columns keep to the panel's width. In a narrow panel each attempt is a block,
+        // An attempt's error (a URL, a host, an exception: long, without spaces), what the
+        // destination answered a failed attempt (the start of its body) and what it sent
+        // ("Sent: POST https://…", its header names and body's start once expanded) are a
+        // row of their own under it, as the error is on the runs list, so the six columns
+        // keep to the panel's width. In a narrow panel each attempt is a block,
         // its cells named by their `data-label` (style.css, 'the attempts table').
         step.history.map((a, index) => {
           const failed = a.error || a.refused || (a.httpStatus ?? 0) >= 400;
@@ -129,7 +130,7 @@ function historyTable(step) {
             h("td", { "data-label": "Took" }, a.durationMs === null || a.durationMs === undefined ? "—" : duration(a.durationMs / 1000)),
             h("td", { "data-label": "Retry after" }, retryAfter(step.history, index)),
           );
-          if (!a.error && !a.request) return tr;
+          if (!a.error && !a.request && !a.bodyExcerpt) return tr;
           return [
             tr,
             h(
@@ -140,6 +141,7 @@ function historyTable(step) {
                 "td",
                 { colspan: String(columns.length - 1), class: "attempt-more" },
                 a.error ? h("div", { class: "error-line" }, "✕ ", a.error) : null,
+                answerByAttempt(a.bodyExcerpt),
                 sentByAttempt(a.request),
               ),
             ),

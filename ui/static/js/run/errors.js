@@ -73,6 +73,22 @@ export function sentByAttempt(sent) {
   return h("details", { class: "attempt-sent" }, h("summary", { class: "attempt-sent-line" }, line), more);
 }
 
+/** Characters of a failed attempt's answer shown on its line; the rest once expanded. */
+const ANSWER_LINE_CHARS = 120;
+
+/** What the destination answered a failed attempt (`history[].bodyExcerpt`, itself at most
+ * 500 characters), for its line in the attempts table: "Answered: database connection pool
+ * exhausted" in sight, a longer answer cut on the line (whole in its title) and whole in a
+ * <pre> once expanded. Shown as text, never as HTML. */
+export function answerByAttempt(body) {
+  if (!body) return null;
+  const flat = body.replace(/\s+/g, " ").trim();
+  const short = flat.length > ANSWER_LINE_CHARS ? `${flat.slice(0, ANSWER_LINE_CHARS - 1)}…` : flat;
+  const line = [h("strong", {}, "Answered: "), h("code", { class: "attempt-answer-text", title: body }, short)];
+  if (short === body) return h("p", { class: "attempt-answer attempt-answer-line" }, line);
+  return h("details", { class: "attempt-answer" }, h("summary", { class: "attempt-answer-line" }, line), h("pre", { class: "body-excerpt attempt-answer-body" }, body));
+}
+
 /** The "why is this waiting" line of a step, when the API says (`waiting`). */
 export function waitingLine(step) {
   const waiting = step.waiting;
