@@ -26,7 +26,7 @@ from redis.asyncio import Redis
 from redis.asyncio.client import Pipeline
 
 from admission import keys
-from admission.breaker import BreakerConfig, BreakerState, LayerView
+from admission.breaker import PROBE_HUNG, BreakerConfig, BreakerState, LayerView
 from admission.config import AdmissionConfig, RetryBudgetConfig, TenantRateConfig
 from admission.ticket import CallOutcome
 
@@ -94,6 +94,9 @@ class SettleOp:
     slot_epoch: int
     retry_after_s: float = 0.0
     """The answer's Retry-After (0: none): a cut holds AIMD growth until then."""
+    cause: str = ""
+    """What a failure was (`breaker_cause`: "HTTP 500", "timeout"): a breaker layer it opens
+    keeps it, so its refusals can say what the destination had been answering."""
 
 
 @dataclass(frozen=True)
@@ -143,6 +146,9 @@ class AdmitReply:
     opened_at: float = 0.0
     """BREAKER_BLOCKED: the blocking layer's stored `opened_at`, which names its current
     opening (unchanged from open through half-open, new at every reopen)."""
+    cause: str = ""
+    """BREAKER_BLOCKED: the failure that opened the blocking layer ("HTTP 500", "timeout",
+    `PROBE_HUNG`; "" if unknown: it opened before causes were kept)."""
 
 
 @dataclass(frozen=True)
@@ -207,7 +213,7 @@ def _breaker_args(config: BreakerConfig) -> list[str | float | int]:
 
 def _layer_view(fields: list[object], probes: int, hung: list[tuple[bytes, float]]) -> LayerView:
     """`hung`: the earliest probe permit whose lease has ended, if any (ZRANGEBYSCORE)."""
-    state, failures, opened_at, successes = fields
+    state, failures, opened_at, successes, cause = fields
     if state is None:
         return LayerView.closed()
     view = LayerView(
@@ -216,12 +222,14 @@ def _layer_view(fields: list[object], probes: int, hung: list[tuple[bytes, float
         float(_text(opened_at or 0)),
         int(float(_text(successes or 0))),
         probes,
+        _text(cause or ""),
     )
     if view.state is BreakerState.HALF_OPEN and hung:
         # A hung probe is a failure: the layer reopened when its lease ended, and reopening
         # gives back every permit and ends the trial (`bk_reopen`).
+        opened = float(hung[0][1])
         return replace(
-            view, state=BreakerState.OPEN, opened_at=float(hung[0][1]), successes=0, probes=0
+            view, state=BreakerState.OPEN, opened_at=opened, successes=0, probes=0, cause=PROBE_HUNG
         )
     return view
 
@@ -338,7 +346,7 @@ def _encode(
                 op.slot_epoch,
                 op.tenant_id,
                 repr(float(op.retry_after_s)),
-                "-",
+                op.cause,
                 0,
             ]
         else:
@@ -372,6 +380,7 @@ def _decode(op: Op, reply: list[object]) -> Reply:
             rate_per_second=float(_text(reply[14])),
             at_cap=bool(reply[15]),
             opened_at=float(_text(reply[16])),
+            cause=_text(reply[17]) if len(reply) > 17 else "",
         )
     if isinstance(op, SettleOp):
         return SettleReply(
@@ -609,7 +618,7 @@ class CoordinationBackend:
         """A consistent-enough read of one destination's state (two pipelined round trips)."""
         live = f"({now!r}"
         glob = keys.breaker_global(destination)
-        fields = ["state", "failures", "opened_at", "successes"]
+        fields = ["state", "failures", "opened_at", "successes", "cause"]
         async with self._redis.pipeline(transaction=False) as pipe:
             pipe.hmget(keys.aimd(destination), ["limit", "epoch", "hold_until"])
             pipe.zcount(keys.slots(destination), live, "+inf")

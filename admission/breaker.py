@@ -34,6 +34,9 @@ The state machine of one layer, one function per transition in `lua/lib_breaker.
   failure, so no breaker stays half-open forever behind a stuck call.
 - In half-open only the probes' own outcomes count; in open, late outcomes of calls admitted
   before it opened change nothing.
+- Opening (trip, reopen), a layer keeps its `cause`: what the failure that opened it was, as
+  its settlement named it (`breaker_cause`: "HTTP 500", "timeout"), so a refusal can say what
+  the destination had been answering rather than only "circuit open".
 
 The machine runs inside Redis scripts rather than as Python read-then-write: every worker
 checks and records concurrently, and a failure storm (the moment a breaker matters) is
@@ -43,6 +46,7 @@ states, the decoding of transitions for logs, and the read-only view used for vi
 
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass
 from enum import StrEnum
 
@@ -117,6 +121,8 @@ class LayerView:
     """Probe successes so far in the current half-open trial."""
     probes: int
     """Probe permits currently held."""
+    cause: str = ""
+    """What the failure that last opened it was (`breaker_cause`); "" if unknown."""
 
     @classmethod
     def closed(cls) -> LayerView:
@@ -145,3 +151,36 @@ class ClosedBreaker:
     """The tenant of a tenant layer; None for the global layer."""
     was: BreakerState
     """`OPEN` or `HALF_OPEN`: the state it was closed from."""
+
+
+PROBE_HUNG = "probe_hung"
+"""The cause of a layer reopened because a half-open probe's lease ended without an answer."""
+
+_CAUSE_WORDS = {
+    "timeout": "a timeout",
+    "network_error": "an I/O error",
+    "invalid_response": "an unusable answer",
+    PROBE_HUNG: "a probe that got no answer within its lease",
+}
+
+
+def breaker_cause(status: int | None, error_kind: str | None) -> str:
+    """What a failed call was, as a breaker layer it opens keeps it: its error kind when it
+    has one ("timeout"), else its status ("HTTP 500"); "" when neither is known."""
+    if error_kind:
+        return error_kind
+    return f"HTTP {status}" if status is not None else ""
+
+
+def cause_words(cause: str) -> str:
+    """A layer's `cause` as a person reads it: "an HTTP 500", "a timeout"."""
+    return _CAUSE_WORDS.get(cause, f"an {cause}" if cause.startswith("HTTP ") else cause)
+
+
+def opened_by(cause: str, opened_at: float) -> str:
+    """How a refusal says what opened its layer: "opened by an HTTP 500 at 19:01:12 UTC";
+    "" when the cause is unknown (a layer opened before causes were kept)."""
+    if not cause:
+        return ""
+    at = f" at {time.strftime('%H:%M:%S', time.gmtime(opened_at))} UTC" if opened_at else ""
+    return f"opened by {cause_words(cause)}{at}"

@@ -465,7 +465,7 @@ class Admission:
         )
 
     def _settle(
-        self, ticket: Ticket, outcome: CallOutcome, retry_after_s: float
+        self, ticket: Ticket, outcome: CallOutcome, retry_after_s: float, cause: str = ""
     ) -> Awaitable[None]:
         """Queue the settlement and hand the slot over *now* (not a scheduling step later,
         when the returned awaitable first runs): every loop iteration between a call's answer
@@ -478,6 +478,7 @@ class Admission:
             outcome,
             ticket.epoch,
             retry_after_s,
+            cause,
         )
         answer = self.batcher.enqueue(op)
         overload = outcome in {CallOutcome.THROTTLED, CallOutcome.OVERLOAD}

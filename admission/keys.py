@@ -63,7 +63,7 @@ DESTINATIONS_SET = "sb:destinations"
 
 
 def breaker_state(layer_prefix: str) -> str:
-    """Hash `{state, failures, opened_at, successes}` of one breaker layer.
+    """Hash `{state, failures, opened_at, successes, cause}` of one breaker layer.
 
     `layer_prefix` is `breaker_tenant(...)` or `breaker_global(...)`, so the key stays inside
     the operator contract's `cb:tenant:{key}:{tenantId}:*` / `cb:global:{key}:*` namespaces.

@@ -14,6 +14,7 @@ from __future__ import annotations
 import shlex
 
 from admission.backend import AdmitCode, AdmitReply
+from admission.breaker import opened_by
 from admission.rate_limit import RateDecision, TenantRateLimited
 from schemas.errors import BreakerOpen, FailureKind, RetryRefused, StepFailure
 from schemas.waiting import BREAKER_IS_OPEN, WaitReason
@@ -44,7 +45,11 @@ def breaker_failure(destination: str, tenant_id: str, reply: AdmitReply) -> Step
     through (`retry_after_s`), counting one redispatch per opening (`opened_at`), not per
     refusal. The message says no time: it is read later, as the step's error or beside a
     wait's countdown to `until` (which the front doors count down as "half-open in N s"),
-    where a second, frozen countdown would only contradict the live one."""
+    where a second, frozen countdown would only contradict the live one. It says what opened
+    the layer when the layer kept it ("circuit open (opened by an HTTP 500 at 19:01:12 UTC):
+    …", a clock time, not a countdown), first, so that a failed child, a join's summary (which cuts
+    a child's message) and the run's error name what the destination had been answering,
+    not only that a breaker refused."""
     layer, _, state = reply.blocking_layer.partition(":")
     what = (
         BREAKER_IS_OPEN
@@ -53,11 +58,13 @@ def breaker_failure(destination: str, tenant_id: str, reply: AdmitReply) -> Step
         "ends"
     )
     scope = f"tenant {tenant_id!r}" if layer == "tenant" else "all tenants"
+    cause = opened_by(reply.cause, reply.opened_at)
+    opened = f"circuit open ({cause})" if cause else "circuit open"
     reset = f"schemabridge destinations reset-breaker {shlex.quote(destination)}"
     if layer == "tenant":
         reset += f" --tenant {shlex.quote(tenant_id)}"
     return BreakerOpen(
-        f"circuit open: the {layer} breaker of {destination!r} ({scope}) {what} (once the "
+        f"{opened}: the {layer} breaker of {destination!r} ({scope}) {what} (once the "
         f"destination is fixed, close it with `{reset}`)",
         destination=destination,
         layer=layer,

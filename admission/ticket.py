@@ -36,7 +36,7 @@ class TicketAlreadySettled(SchemaBridgeError, RuntimeError):
     code = "ticket_already_settled"
 
 
-SettleFn = Callable[["Ticket", CallOutcome, float], Awaitable[None]]
+SettleFn = Callable[["Ticket", CallOutcome, float, str], Awaitable[None]]
 RenewFn = Callable[["Ticket", float], Awaitable[bool]]
 
 
@@ -108,9 +108,13 @@ class Ticket:
     async def ignore(self) -> None:
         await self.settle(CallOutcome.IGNORE)
 
-    async def settle(self, outcome: CallOutcome, *, retry_after_s: float = 0.0) -> None:
+    async def settle(
+        self, outcome: CallOutcome, *, retry_after_s: float = 0.0, cause: str = ""
+    ) -> None:
         """Settle with `outcome` (exactly once). `retry_after_s`: the destination's
-        Retry-After on this answer, if any (a cut it causes also holds AIMD growth)."""
+        Retry-After on this answer, if any (a cut it causes also holds AIMD growth). `cause`:
+        what a failure was ("HTTP 500", `admission.breaker.breaker_cause`), kept by a breaker
+        layer it opens."""
         if self._outcome is not None:
             raise TicketAlreadySettled(
                 f"ticket {self.token} for {self.destination!r} was already settled as "
@@ -119,7 +123,7 @@ class Ticket:
         self._outcome = outcome
         # The settle function does its immediate part (queueing, hand-over) when called; the
         # awaitable it returns is shielded, so a cancelled step still gives its slot back.
-        await asyncio.shield(self._settle_fn(self, outcome, retry_after_s))
+        await asyncio.shield(self._settle_fn(self, outcome, retry_after_s, cause))
 
     async def renew(self, lease_s: float | None = None) -> bool:
         """Extend the lease to `lease_s` (default: the original lease) from now.

@@ -8,7 +8,7 @@ from typing import Any
 
 from admission.aimd import Aimd, slots
 from admission.backend import DestinationRecord
-from admission.breaker import BreakerConfig, BreakerState, LayerView
+from admission.breaker import BreakerConfig, BreakerState, LayerView, cause_words
 from admission.config import AdmissionConfig
 from admission.retry_budget import RetryBudget
 
@@ -29,6 +29,9 @@ class LayerStatus:
     """Epoch seconds of the latest opening; None if it never opened."""
     seconds_until_half_open: float
     """0 unless open."""
+    opened_by: str | None = None
+    """What the failure that last opened it was, in words ("an HTTP 500", "a timeout"); None
+    when it is closed or opened before causes were kept."""
 
     @classmethod
     def of(cls, view: LayerView, now: float, config: BreakerConfig) -> LayerStatus:
@@ -39,6 +42,9 @@ class LayerStatus:
             probes=view.probes,
             opened_at=view.opened_at or None,
             seconds_until_half_open=view.seconds_until_half_open(now, config),
+            opened_by=cause_words(view.cause)
+            if view.cause and view.state is not BreakerState.CLOSED
+            else None,
         )
 
     @property

@@ -21,16 +21,18 @@
 --               'h' = a hand-over: record the call, which has started, without checks),
 --               tenant default limit
 --   S (settle): dest group, tenant group, token, outcome, slot epoch, tenant id,
---               Retry-After of the answer (s, 0 = none)
+--               Retry-After of the answer (s, 0 = none), cause (what a failure was, e.g.
+--               "HTTP 500": kept by a breaker layer it opens; "" for a success)
 --   T (take one tenant item): window key, member, tenant id, tenant default limit
 -- Reply: 'unseeded' (see ARGV 22), else one table per operation, in order, its last element the breaker transitions it made
 --   A: {code, epoch, in_flight, limit, hint_s, layer, t_probe, g_probe, used, limit, free,
---       rate_capped, events, cap, rate, at_cap, opened_at}  (free: slots the limit leaves
+--       rate_capped, events, cap, rate, at_cap, opened_at, cause}  (free: slots the limit leaves
 --       unused after this operation, negative when over it; rate_capped: the destination has
 --       a ratePerSecond; cap, rate: its maxConcurrency and ratePerSecond (0: none); at_cap:
 --       the AIMD limit has reached the cap, so the cap, not the limit, bounds the slots;
 --       opened_at: with code 2, the blocking layer's stored opening time, which names the
---       opening the refusal belongs to, the same while it is open and then half-open)
+--       opening the refusal belongs to, the same while it is open and then half-open;
+--       cause: with code 2, the failure that opened the blocking layer, "" if unknown)
 --      code 1 granted, 2 breaker blocks, 3 no free slot, 4 destination rate, 5 retry budget
 --      exhausted, 6 tenant at its rate limit (used/limit of its window, hint = s until room)
 --   S: {old_limit, new_limit, epoch, cut, lease_held, budget_tokens, free, global breaker
@@ -166,10 +168,12 @@ end
 local function refusal(d, tenant, modes, flags, token, w, reply)
   local t_mode, t_wait, g_mode, g_wait = modes[1], modes[2], modes[3], modes[4]
   if g_mode == 'block' then
-    return reply(2, g_wait, 'global:' .. d.global.state, 0, 0, 0, 0, d.global.opened_at)
+    return reply(2, g_wait, 'global:' .. d.global.state, 0, 0, 0, 0, d.global.opened_at,
+      d.global.cause)
   end
   if t_mode == 'block' then
-    return reply(2, t_wait, 'tenant:' .. tenant.state, 0, 0, 0, 0, tenant.opened_at)
+    return reply(2, t_wait, 'tenant:' .. tenant.state, 0, 0, 0, 0, tenant.opened_at,
+      tenant.cause)
   end
   if string.find(flags, 'r', 1, true) and budget_of(d) <= budget_max / 2 then
     return reply(5, 0, '', 0, 0)
@@ -207,11 +211,11 @@ local function admit(op)
   bk_refresh(tenant, now)
   bk_refresh(d.global, now)
 
-  local function reply(code, hint, layer, t_probe, g_probe, used, tenant_limit, opened_at)
+  local function reply(code, hint, layer, t_probe, g_probe, used, tenant_limit, opened_at, cause)
     return {code, d.epoch, d.in_flight, num(d.limit), num(hint), layer, t_probe, g_probe,
       used or 0, tenant_limit or 0, free_slots(d), d.rate_per_s and 1 or 0,
       events_since(first_event), d.cap, num(d.rate_per_s or 0),
-      math.floor(d.limit) >= d.cap and 1 or 0, num(opened_at or 0)}
+      math.floor(d.limit) >= d.cap and 1 or 0, num(opened_at or 0), cause or ''}
   end
 
   local w = nil
@@ -260,6 +264,7 @@ local function settle(op)
   local token, outcome = ARGV[op + 3], ARGV[op + 4]
   local slot_epoch, tenant_id = tonumber(ARGV[op + 5]), ARGV[op + 6]
   local retry_after = tonumber(ARGV[op + 7]) or 0
+  local cause = ARGV[op + 8] or ''
   local global = d.global
   local first_event = #EVENTS + 1
 
@@ -287,8 +292,8 @@ local function settle(op)
     -- else one tenant's calls in flight when its breaker opened would open the global layer
     -- for every tenant. A global probe permit it holds goes back undecided, as an ignored
     -- call's does. (docs/architecture.md, 'Circuit breakers'.)
-    if bk_record(tenant, ok, token, now) or ok then
-      bk_record(global, ok, token, now)
+    if bk_record(tenant, ok, token, now, cause) or ok then
+      bk_record(global, ok, token, now, cause)
     else
       bk_release_probe(global, token)
     end

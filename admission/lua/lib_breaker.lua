@@ -1,7 +1,9 @@
 -- Layered circuit breakers: the state machine (see admission/breaker.py for the table).
 -- One function per transition; every transition is appended to EVENTS as
 -- "layer:from:to" so Python can log it. State per layer:
---   hash  <prefix>:state  = {state, failures, opened_at, successes}
+--   hash  <prefix>:state  = {state, failures, opened_at, successes, cause}
+--   (cause: what the failure that last opened it was, as the settlement named it, e.g.
+--   "HTTP 500" or "timeout"; "probe_hung" for a probe whose lease ended; "" if unknown)
 --   zset  <prefix>:probes = half-open probe permits (member = token, score = lease expiry)
 
 local EVENTS = {}
@@ -10,13 +12,14 @@ local HALF_OPEN_RETRY_S = 1
 
 -- cfg = {threshold, reset_s, successes_to_close, max_probes}
 local function bk_load(name, hkey, zkey, cfg)
-  local v = redis.call('HMGET', hkey, 'state', 'failures', 'opened_at', 'successes')
+  local v = redis.call('HMGET', hkey, 'state', 'failures', 'opened_at', 'successes', 'cause')
   return {
     name = name, h = hkey, z = zkey, cfg = cfg, dirty = false,
     state = v[1] or 'closed',
     failures = tonumber(v[2]) or 0,
     opened_at = tonumber(v[3]) or 0,
     successes = tonumber(v[4]) or 0,
+    cause = v[5] or '',
   }
 end
 
@@ -26,10 +29,11 @@ local function bk_move(L, to)
   L.dirty = true
 end
 
--- closed -> open: `threshold` consecutive failures.
-local function bk_trip(L, now)
+-- closed -> open: `threshold` consecutive failures, the last of them `cause`.
+local function bk_trip(L, now, cause)
   bk_move(L, 'open')
   L.opened_at = now
+  L.cause = cause
   L.failures = 0
   L.successes = 0
 end
@@ -50,10 +54,12 @@ local function bk_reclose(L)
   redis.call('DEL', L.z)
 end
 
--- half_open -> open: a probe failed at `at`, or hung until its lease ended at `at`.
-local function bk_reopen(L, at)
+-- half_open -> open: a probe failed at `at` (with `cause`), or hung until its lease ended
+-- at `at`.
+local function bk_reopen(L, at, cause)
   bk_move(L, 'open')
   L.opened_at = at
+  L.cause = cause
   L.successes = 0
   redis.call('DEL', L.z)
 end
@@ -62,6 +68,7 @@ end
 -- probe permits start afresh; a probe still under way settles as a late outcome.
 local function bk_force_close(L)
   bk_move(L, 'closed')
+  L.cause = ''
   L.failures = 0
   L.successes = 0
   redis.call('DEL', L.z)
@@ -74,7 +81,7 @@ local function bk_refresh(L, now)
   if L.state == 'half_open' then
     local hung = redis.call('ZRANGEBYSCORE', L.z, '-inf', num(now), 'WITHSCORES', 'LIMIT', 0, 1)
     if hung[2] then
-      bk_reopen(L, tonumber(hung[2]))
+      bk_reopen(L, tonumber(hung[2]), 'probe_hung')
     end
   end
   if L.state == 'open' and now - L.opened_at >= L.cfg.reset_s then
@@ -103,7 +110,8 @@ end
 -- it). Half-open: only the trial's own probes decide. Open: late outcomes of calls admitted
 -- before it opened change nothing. Returns whether the layer counted the outcome (closed, or
 -- one of its probes): false for a late outcome of a call sent before the layer opened.
-local function bk_record(L, ok, token, now)
+-- `cause`: what a failure was ("HTTP 500", "timeout"), kept if it opens the layer.
+local function bk_record(L, ok, token, now, cause)
   if L.state == 'closed' then
     if ok then
       if L.failures > 0 then
@@ -114,13 +122,13 @@ local function bk_record(L, ok, token, now)
       L.failures = L.failures + 1
       L.dirty = true
       if L.failures >= L.cfg.threshold then
-        bk_trip(L, now)
+        bk_trip(L, now, cause)
       end
     end
     return true
   elseif L.state == 'half_open' and redis.call('ZREM', L.z, token) == 1 then
     if not ok then
-      bk_reopen(L, now)
+      bk_reopen(L, now, cause)
     else
       L.successes = L.successes + 1
       L.dirty = true
@@ -143,7 +151,7 @@ end
 local function bk_save(L, ttl_ms)
   if L.dirty then
     redis.call('HSET', L.h, 'state', L.state, 'failures', num(L.failures),
-      'opened_at', num(L.opened_at), 'successes', num(L.successes))
+      'opened_at', num(L.opened_at), 'successes', num(L.successes), 'cause', L.cause)
     redis.call('PEXPIRE', L.h, ttl_ms)
   end
 end

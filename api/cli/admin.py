@@ -87,11 +87,13 @@ def _rate(view: DestinationView) -> str:
 
 
 def _breaker(breaker: BreakerView) -> str:
-    """A breaker layer in a few words: closed, closed (2 failures), open (half-open in 12 s)."""
+    """A breaker layer in a few words: closed, closed (2 failures), open (half-open in 12 s),
+    and what opened it when the API says (open after an HTTP 500, half-open in 12 s)."""
+    after = f" after {breaker.opened_by}" if breaker.opened_by else ""
     if breaker.state == "open":
-        return f"open (half-open in {duration(breaker.seconds_until_half_open)})"
+        return f"open{after} (half-open in {duration(breaker.seconds_until_half_open)})"
     if breaker.state == "half_open":
-        return f"half-open ({plural(breaker.probes, 'probe')} out)"
+        return f"half-open{after} ({plural(breaker.probes, 'probe')} out)"
     return f"closed ({plural(breaker.failures, 'failure')})" if breaker.failures else "closed"
 
 

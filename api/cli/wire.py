@@ -492,6 +492,7 @@ class BreakerView(Wire):
     failures: int = 0
     probes: int = 0
     seconds_until_half_open: float = 0.0
+    opened_by: str | None = None
 
 
 class DestinationView(Wire):

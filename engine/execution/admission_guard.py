@@ -38,6 +38,7 @@ from typing import Protocol
 from redis.exceptions import ResponseError
 
 from admission import Admission, CallOutcome, DestinationCaps, DestinationPaced, Ticket
+from admission.breaker import breaker_cause
 from engine.coordination.redis_client import COORDINATION_ERRORS
 from engine.store import Store
 from schemas.errors import StepDeferred, StepFailure
@@ -241,7 +242,14 @@ class AdmissionGuard:
         if self.tickets is not None:
             self.tickets.drop(ticket)
         try:
-            await ticket.settle(outcome_of(status, error_kind), retry_after_s=retry_after_s or 0.0)
+            outcome = outcome_of(status, error_kind)
+            # What the failure was, kept by a breaker layer it opens (its refusals say it).
+            failed = outcome in {CallOutcome.FAILURE, CallOutcome.OVERLOAD}
+            await ticket.settle(
+                outcome,
+                retry_after_s=retry_after_s or 0.0,
+                cause=breaker_cause(status, error_kind) if failed else "",
+            )
         except COORDINATION_ERRORS:
             logger.warning(
                 "could not settle the admission slot of a call to %s; its lease will expire",

@@ -22,6 +22,7 @@ from collections.abc import Collection, Iterable, Mapping
 from typing import TYPE_CHECKING
 
 from admission import BreakerConfig, BreakerState, LayerView
+from admission.breaker import cause_words
 from engine.coordination.redis_client import COORDINATION_ERRORS
 from engine.operations.action_views import BreakerWarning
 from schemas.definitions import GatewayConfig, GatewayVertex, Workflow
@@ -118,9 +119,11 @@ def _warning(
         else (f"global breaker of {destination!r}")
     )
     option = f" --tenant {tenant}" if tenant else ""
+    # What opened it, when the layer kept it: what the destination had been answering.
+    cause = f" (opened by {cause_words(view.cause)})" if view.cause else ""
     message = (
-        f"the {which} is open: steps that call it fail again at once, sending nothing, until "
-        f"it half-opens in {wait_s:.0f} s; once it is fixed, close it now with "
+        f"the {which} is open{cause}: steps that call it fail again at once, sending nothing, "
+        f"until it half-opens in {wait_s:.0f} s; once it is fixed, close it now with "
         f"`schemabridge destinations reset-breaker {destination}{option}`"
     )
     return BreakerWarning(

@@ -3,6 +3,8 @@ limits and quotas, services. camelCase on the wire, like every `View`."""
 
 from __future__ import annotations
 
+from pydantic import Field
+
 from admission import DestinationState, LayerStatus
 from admission.aimd import slots
 from admission.breaker import BreakerState, Layer
@@ -33,6 +35,13 @@ class BreakerView(View):
     opened_at: float | None = None
     """Epoch seconds of the latest opening; None if it never opened."""
     seconds_until_half_open: float = 0.0
+    opened_by: str | None = Field(
+        default=None,
+        description="While the layer is open or half-open, what the failure that opened it "
+        "was, in words: 'an HTTP 500', 'a timeout', 'an I/O error', 'an unusable answer', 'a "
+        "probe that got no answer within its lease'. None when closed, or when it opened "
+        "before the engine kept it.",
+    )
 
     @classmethod
     def of(cls, status: LayerStatus) -> BreakerView:
@@ -43,6 +52,7 @@ class BreakerView(View):
             probes=status.probes,
             opened_at=status.opened_at,
             seconds_until_half_open=status.seconds_until_half_open,
+            opened_by=status.opened_by,
         )
 
 

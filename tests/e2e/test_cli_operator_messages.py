@@ -256,7 +256,8 @@ def test_a_batch_retry_into_an_open_breaker_warns_once(serve_api: Stack) -> None
     assert retried.stdout.startswith("retried 6 runs\n"), retried.stdout
     [warning] = retried.stderr.splitlines()
     assert warning.startswith(
-        f"warning: the tenant breaker of {destination!r} (tenant {tenant!r}) is open: "
+        f"warning: the tenant breaker of {destination!r} (tenant {tenant!r}) is open (opened by "
+        "an HTTP 500): "
     ), warning
     assert warning.endswith(
         f"`schemabridge destinations reset-breaker {destination} --tenant {tenant}`"

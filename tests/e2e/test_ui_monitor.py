@@ -233,12 +233,17 @@ def breaker_opening_run(server: DemoServer, workflow: str, tenant: str, destinat
 
 def follow_reset_link(page: Any, link: Any, destination: str, tenant: str) -> None:
     """Click a breaker's Reset link: the Destinations page opens at `destination`, marked,
-    with the Reset of `tenant`'s breaker in focus."""
+    with the Reset of `tenant`'s breaker in focus, and its open breaker says what opened it
+    (the 500s of `breaker_opening_run`)."""
     href = f"#/destinations?destination={destination}&tenant={tenant}"
     assert link.get_attribute("href") == href
     link.click()
     page.wait_for_url(f"**{href}")
-    page.locator(f'article.destination.wanted[data-destination="{destination}"]').wait_for()
+    article = page.locator(f'article.destination.wanted[data-destination="{destination}"]')
+    article.wait_for()
+    cause = article.locator(".breaker-cause").first
+    cause.wait_for()
+    assert cause.inner_text().strip() == "after an HTTP 500", cause.inner_text()
     reset = f"Reset the breaker of tenant {tenant} on {destination}"
     eventually(
         lambda: page.evaluate("document.activeElement.getAttribute('aria-label')") == reset,
@@ -260,7 +265,7 @@ def retry_selected_once_warned(page: Any, opening: str) -> None:
     """Press "Retry selected (1)": its dialog says the open breaker before the click (the
     API's preview of the selected ids), as the answer says it after; then confirm."""
     page.get_by_role("button", name="Retry selected (1)").click()
-    before = page.locator("dialog.modal li", has_text="is open: ")
+    before = page.locator("dialog.modal li", has_text="is open (opened by ")
     before.wait_for()
     assert before.inner_text().startswith(opening.removeprefix("⚠ Warning: ")), before
     shoot(page, "runs-batch-retry-dialog-breaker")
@@ -279,7 +284,10 @@ def test_a_retry_into_an_open_breaker_shows_the_apis_warning(
     run_id = breaker_opening_run(server, "ui-breaker", tenant, destination)
     command = f"schemabridge destinations reset-breaker {destination} --tenant {tenant}"
     href = f"#/destinations?destination={destination}&tenant={tenant}"
-    opening = f"⚠ Warning: the tenant breaker of '{destination}' (tenant '{tenant}') is open: "
+    opening = (
+        f"⚠ Warning: the tenant breaker of '{destination}' (tenant '{tenant}') is open (opened "
+        "by an HTTP 500): "
+    )
     with opened(browser, f"{server.ui}#/runs/{run_id}") as (page, _):
         page.get_by_role("button", name="Retry", exact=True).click()
         confirm(page, "Retry")

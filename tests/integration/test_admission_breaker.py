@@ -4,6 +4,7 @@ real Redis, with a FakeClock."""
 from __future__ import annotations
 
 import logging
+import time
 from collections.abc import Callable
 
 import pytest
@@ -428,6 +429,48 @@ async def test_a_429_probe_gives_its_permit_back_without_deciding(
 
 
 # ── closed by an operator ─────────────────────────────────────────────────────────────────
+
+
+def at_clock(at: float) -> str:
+    return time.strftime("%H:%M:%S", time.gmtime(at))
+
+
+async def breaker_causes(admission: Admission) -> dict[str, str | None]:
+    (state,) = (await admission.snapshot()).destinations
+    causes = {tenant: layer.opened_by for tenant, layer in state.tenant_breakers.items()}
+    return {"global": state.global_breaker.opened_by, **causes}
+
+
+async def test_a_refusal_says_what_opened_its_layer(admission: Admission, clock: FakeClock) -> None:
+    """Each opening keeps what its failure was, as the settlement named it: the trip's last
+    failure, a failed probe's, a hung probe's; the refusals and the visibility say it, an
+    operator's close forgets it."""
+    for _ in range(5):
+        await (await admit(admission)).settle(CallOutcome.FAILURE, cause="HTTP 500")
+    opened = clock.now()
+    failure = await blocked(admission)
+    assert failure.message.startswith(
+        f"circuit open (opened by an HTTP 500 at {at_clock(opened)} UTC): the tenant breaker "
+    )
+    assert await breaker_causes(admission) == {"global": None, "acme": "an HTTP 500"}
+    clock.advance(31)
+    await (await admit(admission)).settle(CallOutcome.OVERLOAD, cause="timeout")
+    reopened = await blocked(admission)
+    assert reopened.message.startswith(
+        f"circuit open (opened by a timeout at {at_clock(clock.now())} UTC): "
+    )
+    clock.advance(30)
+    await admit(admission, lease_s=5)  # probes that never answer
+    await admit(admission, lease_s=5)
+    clock.advance(6)
+    hung = await blocked(admission)
+    assert hung.message.startswith(
+        "circuit open (opened by a probe that got no answer within its lease at "
+    )
+    await admission.reset_breakers(DEST)
+    await fail(admission, times=5)  # failures that name no cause (an older worker's)
+    assert (await blocked(admission)).message.startswith("circuit open: the tenant breaker")
+    assert await breaker_causes(admission) == {"global": None, "acme": None}
 
 
 async def test_an_operator_closes_open_breakers_at_once(

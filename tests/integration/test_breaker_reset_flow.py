@@ -65,7 +65,16 @@ async def test_a_breaker_closed_by_hand_lets_the_reprocessed_children_succeed(
         children = await runtime.store.children(run_id)
         retried = await ops.actions.retry(children[0].id, actor="test")
         (warning,) = retried.warnings
-        assert f"tenant breaker of {destination!r} (tenant 'default') is open" in warning
+        # What opened it is said, not only that it is open: what the destination answered.
+        assert (
+            f"tenant breaker of {destination!r} (tenant 'default') is open (opened by an HTTP "
+            "500)" in warning
+        )
+        (view,) = [d for d in await ops.settings.destinations() if d.destination == destination]
+        assert view.tenant_breakers["default"].opened_by == "an HTTP 500"
+        assert view.model_dump(by_alias=True)["tenantBreakers"]["default"]["openedBy"] == (
+            "an HTTP 500"
+        )
         assert f"`schemabridge destinations reset-breaker {destination} --tenant default`" in (
             warning
         )
@@ -146,11 +155,12 @@ async def test_a_batch_retry_warns_once_per_open_breaker_not_per_run(
     assert sorted(batch.retried) == sorted(children)
     countdown = re.compile(r"half-opens in \d+ s")
     fix = "steps that call it fail again at once, sending nothing, until it half-opens in … s"
+    opened = "is open (opened by an HTTP 500)"
     assert [countdown.sub("half-opens in … s", w) for w in batch.warnings] == [
-        f"the global breaker of {destination!r} is open: {fix}; once it is fixed, close it now "
+        f"the global breaker of {destination!r} {opened}: {fix}; once it is fixed, close it now "
         f"with `schemabridge destinations reset-breaker {destination}`"
     ] + [
-        f"the tenant breaker of {destination!r} (tenant {tenant!r}) is open: {fix}; once it is "
+        f"the tenant breaker of {destination!r} (tenant {tenant!r}) {opened}: {fix}; once it is "
         f"fixed, close it now with `schemabridge destinations reset-breaker {destination} --tenant "
         f"{tenant}`"
         for tenant in sorted(tenants)
@@ -186,8 +196,9 @@ async def test_a_step_waiting_on_an_open_breaker_counts_down_once(
     backend: Backend, downstream: RunningDownstream
 ) -> None:
     """Five failures open the tenant breaker; a later run's call is refused and waits for its
-    redispatch. What it waits for says no time; the one countdown is the front doors', to
-    `until` (the CLI's live display here)."""
+    redispatch. What it waits for says what opened the breaker (a 500, at its clock time)
+    but counts nothing down; the one countdown is the front doors', to `until` (the CLI's
+    live display here)."""
     destination = f"brk-{uuid.uuid4().hex[:8]}"
     # The breaker hears of a failure as the call is settled, which may be after its run has
     # ended: the runs go on until one is refused, each a 500 until then.
@@ -214,13 +225,15 @@ async def test_a_step_waiting_on_an_open_breaker_counts_down_once(
         await runtime.close()
     waiting = progress.steps[0].waiting
     assert waiting is not None and waiting.until is not None
-    assert (waiting.reason, waiting.message) == (
-        "breaker_open",
-        f"redispatch 1/1 after circuit open: the tenant breaker of {destination!r} (tenant "
-        "'default') is open: it refuses every call until it half-opens (once the destination "
-        f"is fixed, close it with `schemabridge destinations reset-breaker {destination} "
-        "--tenant default`)",
+    assert waiting.reason == "breaker_open"
+    expected = (
+        "redispatch 1/1 after circuit open (opened by an HTTP 500 at HH:MM:SS UTC): the tenant "
+        f"breaker of {destination!r} (tenant 'default') is open: it refuses every call until "
+        "it half-opens (once the destination is fixed, close it with "
+        f"`schemabridge destinations reset-breaker {destination} --tenant default`)"
     )
+    pattern = re.escape(expected).replace("HH:MM:SS", r"\d\d:\d\d:\d\d")
+    assert re.fullmatch(pattern, waiting.message), waiting.message
     assert waiting.breaker == BreakerRef(destination=destination, tenant_id="default")
     [line] = waiting_lines(progress, now=waiting.until - 20.4)
     assert line == f"call: {waiting.message}; half-open in 21 s"

@@ -9,9 +9,9 @@ from collections.abc import Mapping
 import pytest
 from rich.console import Console
 
-from api.cli import remote, run_display
+from api.cli import admin, remote, run_display
 from api.cli.text import clock, parse_since, plural, relative
-from api.cli.wire import RunDetail
+from api.cli.wire import BreakerView, RunDetail
 from schemas.durations import duration
 
 NOW = 1_800_000_000.0
@@ -702,3 +702,24 @@ def test_a_run_started_over_points_at_the_new_run_not_at_a_retry() -> None:
         "schemabridge runs show n1",
         "schemabridge runs logs r1",
     ]
+
+
+@pytest.mark.parametrize(
+    ("breaker", "said"),
+    [
+        (
+            {"state": "open", "secondsUntilHalfOpen": 12, "openedBy": "an HTTP 500"},
+            "open after an HTTP 500 (half-open in 12 s)",
+        ),
+        (
+            {"state": "half_open", "probes": 1, "openedBy": "a timeout"},
+            "half-open after a timeout (1 probe out)",
+        ),
+        ({"state": "open", "secondsUntilHalfOpen": 12}, "open (half-open in 12 s)"),
+    ],
+)
+def test_destinations_list_says_what_opened_a_breaker(
+    breaker: dict[str, object], said: str
+) -> None:
+    """`destinations list` names what opened an open layer when the API says (`openedBy`)."""
+    assert admin._breaker(BreakerView.model_validate(breaker)) == said

@@ -21,7 +21,7 @@ function breaker(name, view, reset = null) {
     { class: `breaker br-${view.state}` },
     h("span", { "aria-hidden": "true" }, `${icon} `),
     words.join(", "),
-    view.openedAt ? [" · opened ", time(view.openedAt)] : null,
+    view.openedAt ? [" · opened ", time(view.openedAt), view.openedBy ? h("span", { class: "breaker-cause" }, ` after ${view.openedBy}`) : null] : null,
     view.state !== "closed" && reset ? [" ", reset] : null,
   );
 }
