@@ -11,10 +11,12 @@ spells `TIMEOUT_COLLECT_MS`, `BACKPRESSURE_MAX_DEPTH`, `POLL_INTERVAL_MS`, …
 from __future__ import annotations
 
 import ipaddress
+import json
 from pathlib import Path
+from typing import Annotated
 
 from pydantic import AliasChoices, Field, SecretStr, field_validator
-from pydantic_settings import BaseSettings, SettingsConfigDict
+from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
 from engine import payload_defaults
 from engine.store.pooler import POOLERS, Pooler
@@ -86,6 +88,23 @@ def _trusted_proxy(entry: str) -> IPNetwork | str:
     return network
 
 
+def comma_list(value: object) -> object:
+    """A list setting as the environment gives it: `5, 10, 20` (as the README writes the
+    defaults) or JSON, `[5, 10, 20]`; anything else is left to the field's type. A JSON
+    list that does not parse is a ValueError, said as the setting's one line."""
+    if not isinstance(value, str):
+        return value
+    text = value.strip()
+    if text.startswith("["):
+        try:
+            return json.loads(text)
+        except json.JSONDecodeError as error:
+            raise ValueError(
+                f"not a JSON list ({error.msg}); write numbers separated by commas, e.g. 5,10,20"
+            ) from None
+    return [part.strip() for part in text.split(",") if part.strip()]
+
+
 DEFAULT_DATABASE_URL = "sqlite+aiosqlite:///./schemabridge.db"
 """The store when SCHEMABRIDGE_DATABASE_URL is not set: a file in the working directory."""
 
@@ -149,10 +168,13 @@ class Settings(BaseSettings):
     shutdown_grace_s: float = Field(default=20.0, ge=0, validation_alias=_env("SHUTDOWN_GRACE_S"))
     """How long in-flight steps may finish on SIGTERM before being abandoned. Default 20 s."""
 
-    redispatch_delays_s: tuple[float, ...] = Field(
+    # NoDecode: pydantic-settings would read a list from the environment as JSON only, and
+    # `5,10,20` would be a SettingsError traceback; `comma_list` takes both spellings.
+    redispatch_delays_s: Annotated[tuple[float, ...], NoDecode] = Field(
         default=(5.0, 10.0, 20.0), validation_alias=_env("REDISPATCH_DELAYS_S")
     )
-    """Minimum waits before redispatches of an `external_overload` step. Default 5, 10, 20 s."""
+    """Minimum waits before redispatches of an `external_overload` step, separated by commas
+    (`5,10,20`) or as a JSON list (`[5, 10, 20]`). Default 5, 10, 20 s."""
 
     admission_enabled: bool = Field(default=True, validation_alias=_env("ADMISSION_ENABLED"))
     """AIMD admission, breakers, retry budget and tenant rate limits around GATEWAY calls.
@@ -302,6 +324,11 @@ class Settings(BaseSettings):
                 f"transaction (PgBouncer in transaction mode), not {value!r}"
             )
         return chosen
+
+    @field_validator("redispatch_delays_s", mode="before")
+    @classmethod
+    def _split_redispatch_delays(cls, value: object) -> object:
+        return comma_list(value)
 
     @field_validator("egress_allow")
     @classmethod

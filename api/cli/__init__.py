@@ -11,6 +11,7 @@ the fix; `--debug` adds the traceback.
 
 from __future__ import annotations
 
+import re
 import sys
 from typing import Annotated
 
@@ -84,13 +85,42 @@ def main() -> None:
     except ValidationError as error:
         if error.title != "Settings":
             usage.report(error)
-        for problem in error.errors():
-            name = ".".join(str(part) for part in problem["loc"]).upper()
-            message = str(problem["msg"]).removeprefix("Value error, ")
-            typer.echo(f"schemabridge: invalid setting {name}: {message}", err=True)
+        for line in invalid_settings(error):
+            typer.echo(f"schemabridge: {line}", err=True)
         sys.exit(ExitCode.USAGE)
     except Exception as error:
-        usage.report(error)
+        unreadable = unreadable_setting(error)
+        if unreadable is None:
+            usage.report(error)
+        typer.echo(f"schemabridge: {unreadable}", err=True)
+        sys.exit(ExitCode.USAGE)
+
+
+def invalid_settings(error: ValidationError) -> list[str]:
+    """One `invalid setting NAME: …` line per setting `Settings` refused; an entry of a list
+    setting is named by its place (`entry 2: …`) in its setting's line."""
+    problems: dict[str, list[str]] = {}
+    for problem in error.errors():
+        name, *place = (str(part) for part in problem["loc"])
+        message = str(problem["msg"]).removeprefix("Value error, ")
+        if place and place[0].isdigit():
+            message = f"entry {int(place[0]) + 1}: {message}"
+        problems.setdefault(name.upper(), []).append(message)
+    return [f"invalid setting {name}: {'; '.join(said)}" for name, said in problems.items()]
+
+
+def unreadable_setting(error: BaseException) -> str | None:
+    """`invalid setting NAME: …` when `error` is pydantic-settings failing to read a value
+    before validation (its message names the field, the cause says why), else None. Looked up
+    among the loaded modules: a command that reads no settings never imports the package
+    (tests/unit/test_cli_startup.py), and then no error of it can have been raised."""
+    settings_package = sys.modules.get("pydantic_settings")
+    if settings_package is None or not isinstance(error, settings_package.SettingsError):
+        return None
+    found = re.search(r'field "(\w+)"', str(error))
+    name = f"SCHEMABRIDGE_{found.group(1).upper()}" if found else "(unknown)"
+    cause = error.__cause__
+    return f"invalid setting {name}: {cause or error}"
 
 
 # ── command registration ────────────────────────────────────────────────────────────────────

@@ -1,0 +1,88 @@
+"""Settings as an operator writes them in the environment: a list as the README spells it
+(`5, 10, 20`), and a value that cannot be read said in one line with exit code 2, never a
+pydantic-settings traceback."""
+
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+
+import pytest
+from pydantic_settings import BaseSettings, SettingsError
+
+import api.cli
+from engine.settings import Settings
+
+EXAMPLE = next((Path(__file__).resolve().parents[2] / "examples").glob("*.json"))
+
+
+@pytest.fixture
+def clean(monkeypatch: pytest.MonkeyPatch) -> pytest.MonkeyPatch:
+    """No SCHEMABRIDGE_ setting, nor bare alias, from the environment the tests run in,
+    except the test suite's own (SCHEMABRIDGE_TEST_*)."""
+    for name in list(os.environ):
+        upper = name.upper()
+        if upper.startswith("SCHEMABRIDGE_") and not upper.startswith("SCHEMABRIDGE_TEST_"):
+            monkeypatch.delenv(name)
+    monkeypatch.delenv("REDISPATCH_DELAYS_S", raising=False)
+    return monkeypatch
+
+
+def run_main(monkeypatch: pytest.MonkeyPatch, *args: str) -> int:
+    """`schemabridge ARGS…` in this process, through `main` as the console script runs it;
+    the exit code."""
+    monkeypatch.setattr(sys, "argv", ["schemabridge", *args])
+    with pytest.raises(SystemExit) as exited:
+        api.cli.main()
+    code = exited.value.code
+    return code if isinstance(code, int) else 1
+
+
+@pytest.mark.parametrize(
+    ("variable", "value"),
+    [
+        ("SCHEMABRIDGE_REDISPATCH_DELAYS_S", "5, 10, 20"),
+        ("SCHEMABRIDGE_REDISPATCH_DELAYS_S", "5,10,20"),
+        ("SCHEMABRIDGE_REDISPATCH_DELAYS_S", "[5, 10, 20]"),
+        ("REDISPATCH_DELAYS_S", "5,10,20"),
+    ],
+)
+def test_a_list_setting_takes_commas_as_the_readme_writes_it_or_json(
+    clean: pytest.MonkeyPatch, variable: str, value: str
+) -> None:
+    clean.setenv(variable, value)
+    assert Settings().redispatch_delays_s == (5.0, 10.0, 20.0)
+
+
+@pytest.mark.parametrize(
+    ("value", "said"),
+    [
+        ("[5, 10", "not a JSON list"),
+        ("5,ten", "entry 2: Input should be a valid number"),
+    ],
+)
+def test_a_list_setting_that_cannot_be_read_is_one_line_and_exit_2(
+    clean: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], value: str, said: str
+) -> None:
+    clean.setenv("SCHEMABRIDGE_REDISPATCH_DELAYS_S", value)
+    assert run_main(clean, "validate", str(EXAMPLE)) == 2
+    (line,) = capsys.readouterr().err.splitlines()
+    assert line.startswith("schemabridge: invalid setting SCHEMABRIDGE_REDISPATCH_DELAYS_S: ")
+    assert said in line, line
+
+
+def test_a_value_pydantic_settings_cannot_read_is_named_in_one_line(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    class Listed(BaseSettings):
+        ports: list[int] = []
+
+    monkeypatch.setenv("PORTS", "[80,")
+    with pytest.raises(SettingsError) as unreadable:
+        Listed()
+    line = api.cli.unreadable_setting(unreadable.value)
+    assert line is not None
+    assert line.startswith("invalid setting SCHEMABRIDGE_PORTS: Expecting "), line
+    assert "\n" not in line
+    assert api.cli.unreadable_setting(ValueError("not a setting")) is None
