@@ -10,8 +10,10 @@ spells `TIMEOUT_COLLECT_MS`, `BACKPRESSURE_MAX_DEPTH`, `POLL_INTERVAL_MS`, …
 
 from __future__ import annotations
 
+import difflib
 import ipaddress
 import json
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Annotated
 
@@ -25,10 +27,16 @@ from schemas.json_depth import DEFAULT_MAX_NESTING_DEPTH, HARD_MAX_NESTING_DEPTH
 from vertices import fanout_limits
 from vertices.egress import LOOPBACK_ALLOW, EgressPolicy, IPNetwork
 
+ENV_PREFIX = "SCHEMABRIDGE_"
+TEST_ENV_PREFIX = "SCHEMABRIDGE_TEST_"
+"""Reserved for the test suite's own variables (`SCHEMABRIDGE_TEST_REDIS`,
+`SCHEMABRIDGE_TEST_PG`): no setting is named so, and `unknown_env_names` passes them over, so
+processes a test starts with its environment are not refused."""
+
 
 def _env(name: str) -> AliasChoices:
     """Accept `SCHEMABRIDGE_<NAME>` and the bare `<NAME>` (the operator contract's spelling)."""
-    return AliasChoices(f"SCHEMABRIDGE_{name}", name)
+    return AliasChoices(f"{ENV_PREFIX}{name}", name)
 
 
 MAX_WORKER_CONCURRENCY = 4096
@@ -362,3 +370,36 @@ class Settings(BaseSettings):
         downstream needs (`serve --demo`, `run --demo-downstream`), and nothing else should."""
         allow = ",".join(part for part in (self.egress_allow, LOOPBACK_ALLOW) if part)
         return self.model_copy(update={"egress_allow": allow})
+
+
+def setting_env_names() -> frozenset[str]:
+    """The `SCHEMABRIDGE_<NAME>` spelling of every setting."""
+    names: set[str] = set()
+    for field in Settings.model_fields.values():
+        alias = field.validation_alias
+        choices = alias.choices if isinstance(alias, AliasChoices) else ()
+        names.update(c for c in choices if isinstance(c, str) and c.startswith(ENV_PREFIX))
+    return frozenset(names)
+
+
+SIMILAR_NAME_CUTOFF = 0.8
+"""How alike (difflib's ratio, the part after the prefix) an unknown name must be to a known
+one to be taken for a misspelling of it: DATABSE_URL is (0.96), LOG_LEVEL is not LOG_FORMAT."""
+
+
+def unknown_env_names(names: Iterable[str], known: frozenset[str]) -> list[tuple[str, str | None]]:
+    """The names among `names` (an environment's) that start with `SCHEMABRIDGE_`, in any
+    case as pydantic-settings reads them, yet are none of `known` nor reserved for tests
+    (`TEST_ENV_PREFIX`), each with the known name it is a likely misspelling of (None: like
+    none). A misspelt setting is otherwise ignored in silence, and its default used."""
+    stems = {name.removeprefix(ENV_PREFIX): name for name in known}
+    unknown: list[tuple[str, str | None]] = []
+    for name in sorted(names):
+        upper = name.upper()
+        if not upper.startswith(ENV_PREFIX) or upper.startswith(TEST_ENV_PREFIX) or upper in known:
+            continue
+        close = difflib.get_close_matches(
+            upper.removeprefix(ENV_PREFIX), list(stems), n=1, cutoff=SIMILAR_NAME_CUTOFF
+        )
+        unknown.append((name, stems[close[0]] if close else None))
+    return unknown

@@ -44,9 +44,11 @@ accounts and the shell's history can."""
 
 def with_operations(action: Callable[[Operations], Awaitable[T]]) -> T:
     """Run `action` on a runtime of this process's settings (see the module docstring)."""
+    from api.cli.environment import load_settings
     from engine.operations import Operations
     from engine.operations.startup import open_runtime
-    from engine.settings import Settings
+
+    settings = load_settings()
 
     async def run() -> T:
         # Redis need not answer these commands: its listeners' complaints (a wake-up listener
@@ -59,7 +61,7 @@ def with_operations(action: Callable[[Operations], Awaitable[T]]) -> T:
             # as an empty database ("no keys") and leave a stray file behind. migrate=False:
             # an empty database (a fresh `createdb`) or an old one is refused, not migrated
             # behind the operator's back by a command that only reads.
-            runtime = await open_runtime(Settings(), migrate=False, create=False, probe_redis=False)
+            runtime = await open_runtime(settings, migrate=False, create=False, probe_redis=False)
             try:
                 return await action(Operations(runtime))
             finally:

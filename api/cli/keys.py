@@ -66,11 +66,11 @@ def list_keys(
     if not listed.items:
         # The first thing a user with authentication on needs here is how to make one; the
         # database is named in case it is not the one meant (a variable unset or misspelt).
+        from api.cli.environment import load_settings
         from engine.operations.startup import mask_url
-        from engine.settings import Settings
 
         console.print(
-            f"no keys yet in {mask_url(Settings().database_url)}: `schemabridge keys create "
+            f"no keys yet in {mask_url(load_settings().database_url)}: `schemabridge keys create "
             "--admin` (or --tenant T) makes one",
             soft_wrap=True,
             highlight=False,
@@ -123,6 +123,6 @@ def revoke(key_id: Annotated[str, typer.Argument(help="The key's id (see `keys l
 def _api_processes_unreachable() -> bool:
     """True when this process has no Redis server to announce a revocation on (API
     processes keep keys in memory only with one; whether they have one, it cannot tell)."""
-    from engine.settings import Settings
+    from api.cli.environment import load_settings
 
-    return Settings().redis_url is None
+    return load_settings().redis_url is None

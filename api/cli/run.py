@@ -473,11 +473,11 @@ def run(
     Exit code: 0 SUCCEEDED, 1 FAILED or CANCELLED, 2 invalid workflow, input or settings,
     3 still running at --timeout, 4 database or Redis unreachable, 130 interrupted.
     """
-    from engine.settings import Settings
+    from api.cli.environment import load_settings
     from schemas.definitions import RESERVED_WORKFLOWS
 
     log_setup.configure("run", level=log_level, debug=usage.OPTIONS.debug)
-    settings = Settings()
+    settings = load_settings()
     updates: dict[str, Any] = {}
     if database is not None:
         updates["database_url"] = database

@@ -156,7 +156,8 @@ def _logging(
 
 
 def _settings(concurrency: int | None, database: str | None = None) -> Settings:
-    from engine.settings import MAX_WORKER_CONCURRENCY, Settings
+    from api.cli.environment import load_settings
+    from engine.settings import MAX_WORKER_CONCURRENCY
 
     if concurrency is not None and not 1 <= concurrency <= MAX_WORKER_CONCURRENCY:
         # A worker at 0 would start and never claim a step; past the maximum its lease
@@ -165,7 +166,7 @@ def _settings(concurrency: int | None, database: str | None = None) -> Settings:
             f"--concurrency {concurrency}: give a number of steps in flight from 1 to "
             f"{MAX_WORKER_CONCURRENCY}; for more, start more worker processes"
         )
-    settings = Settings()
+    settings = load_settings()
     updates: dict[str, Any] = {}
     if concurrency is not None:
         updates["worker_concurrency"] = concurrency
@@ -713,11 +714,11 @@ def db_upgrade(
     Run it before starting or upgrading `api` and `worker` processes on PostgreSQL: they never
     migrate. Prints the revisions it went from and to; waits for another process migrating
     the same PostgreSQL database."""
+    from api.cli.environment import load_settings
     from engine.operations.schema import upgrade_database
     from engine.operations.startup import check_database_url, mask_url
-    from engine.settings import Settings
 
-    settings = Settings()
+    settings = load_settings()
     check_database_url(settings.database_url, pooler=settings.database_pooler)
     migrated = asyncio.run(
         upgrade_database(settings.database_url, revision, pooler=settings.database_pooler)

@@ -111,11 +111,11 @@ def validate(
 
 
 def _settings() -> Settings:
-    from engine.settings import Settings
+    from api.cli.environment import load_settings
 
     # A setting the environment gets wrong is one line per setting, exit 2: `api.cli.main`
     # says it the way every command does.
-    return Settings()
+    return load_settings()
 
 
 def _unique(files: list[Path]) -> list[Path]:

@@ -182,6 +182,26 @@ def test_services_refuse_to_start_in_one_line(
     one_line(sb(*command, database="mysql+aiomysql://u@h/db"), 2, "unsupported database scheme")
 
 
+@pytest.mark.parametrize(
+    "command",
+    [["serve", "--port"], ["api", "--port"], ["worker", "--health-port"]],
+    ids=["serve", "api", "worker"],
+)
+def test_services_refuse_a_misspelt_setting_naming_the_one_meant(
+    command: list[str], sqlite: str
+) -> None:
+    # Ignored, the worker used the default SQLite file beside the shared Redis, and was
+    # healthy; the suite's own SCHEMABRIDGE_TEST_* passes. The port is taken, so a service
+    # that did not check its settings first ends at once too (exit 1), not at a timeout.
+    env = {"SCHEMABRIDGE_DATABSE_URL": sqlite, "SCHEMABRIDGE_TEST_REDIS": "redis://x/0"}
+    with socket.create_server(("127.0.0.1", 0)) as taken:
+        port = str(taken.getsockname()[1])
+        line = one_line(run_cli((*command, port), env), 2)
+    assert line == (
+        "error: unknown setting SCHEMABRIDGE_DATABSE_URL: did you mean SCHEMABRIDGE_DATABASE_URL?"
+    )
+
+
 def test_db_upgrade_keys_and_validate(tmp_path: Path, sqlite: str) -> None:
     one_line(sb("db", "upgrade", database="nonsense"), 2, "is not a URL")
     unreachable = f"postgresql+asyncpg://postgres@127.0.0.1:{free_port()}/sb"

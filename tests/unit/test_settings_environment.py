@@ -12,6 +12,7 @@ import pytest
 from pydantic_settings import BaseSettings, SettingsError
 
 import api.cli
+from api.cli import environment
 from engine.settings import Settings
 
 EXAMPLE = next((Path(__file__).resolve().parents[2] / "examples").glob("*.json"))
@@ -86,3 +87,47 @@ def test_a_value_pydantic_settings_cannot_read_is_named_in_one_line(
     assert line.startswith("invalid setting SCHEMABRIDGE_PORTS: Expecting "), line
     assert "\n" not in line
     assert api.cli.unreadable_setting(ValueError("not a setting")) is None
+
+
+def test_a_misspelt_setting_is_refused_naming_the_one_meant(
+    clean: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # Ignored, it left the default SQLite file in use beside a shared Redis, in silence.
+    clean.setenv("SCHEMABRIDGE_DATABSE_URL", "postgresql://sb@db.internal/sb")
+    assert run_main(clean, "validate", str(EXAMPLE)) == 2
+    (line,) = capsys.readouterr().err.splitlines()
+    assert line == (
+        "error: unknown setting SCHEMABRIDGE_DATABSE_URL: did you mean SCHEMABRIDGE_DATABASE_URL?"
+    )
+
+
+def test_a_name_like_no_setting_is_warned_about_once_and_the_command_runs(
+    clean: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    clean.setattr(environment, "_warned", set())
+    clean.setenv("SCHEMABRIDGE_NIGHTLY_BUILD", "1")
+    assert run_main(clean, "validate", str(EXAMPLE)) == 0
+    environment.load_settings()  # read again by the same process: no second warning
+    (line,) = capsys.readouterr().err.splitlines()
+    assert line.startswith("warning: SCHEMABRIDGE_NIGHTLY_BUILD is not a setting; ignored"), line
+
+
+@pytest.mark.parametrize(
+    "name",
+    [
+        "SCHEMABRIDGE_TEST_REDIS",  # the test suite's own (tests/conftest.py)
+        "SCHEMABRIDGE_TEST_ANYTHING",
+        "SCHEMABRIDGE_LOG_FORMAT",  # read by the command line itself
+        "SCHEMABRIDGE_API_KEY",
+        "schemabridge_database_url",  # a setting in another case, as pydantic reads it
+        "DATABSE_URL",  # bare names belong to anyone
+    ],
+)
+def test_the_tests_names_the_clis_own_and_bare_names_pass(
+    clean: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], name: str
+) -> None:
+    clean.setattr(environment, "_warned", set())
+    value = "text" if name.endswith("FORMAT") else "sqlite:///sb.db" if "url" in name else "x"
+    clean.setenv(name, value)
+    environment.load_settings()
+    assert capsys.readouterr().err == ""
