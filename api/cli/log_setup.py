@@ -288,13 +288,13 @@ class TextFormatter(logging.Formatter):
 
     def __init__(self, service: str) -> None:
         super().__init__()
-        self._service = service
+        self.service = service
 
     def format(self, record: logging.LogRecord) -> str:
         stamp = datetime.fromtimestamp(record.created, UTC).isoformat(timespec="milliseconds")
         message = record.getMessage().replace("\n", " ")
         extras = " ".join(f"{k}={v}" for k, v in _extras(record).items() if v is not None)
-        line = f"{stamp.replace('+00:00', 'Z')} {record.levelname:<7} {self._service}: {message}"
+        line = f"{stamp.replace('+00:00', 'Z')} {record.levelname:<7} {self.service}: {message}"
         if extras:
             line += f" [{extras}]"
         if record.exc_info:
@@ -308,13 +308,13 @@ class JsonFormatter(logging.Formatter):
 
     def __init__(self, service: str) -> None:
         super().__init__()
-        self._service = service
+        self.service = service
 
     def format(self, record: logging.LogRecord) -> str:
         body: dict[str, Any] = {
             "ts": datetime.fromtimestamp(record.created, UTC).isoformat(timespec="milliseconds"),
             "level": record.levelname.lower(),
-            "service": self._service,
+            "service": self.service,
             "event": getattr(record, "event", None) or record.name,
             "message": record.getMessage(),
             "logger": record.name,
@@ -361,6 +361,14 @@ def end_outage(source: str, logger: logging.Logger) -> None:
             lasted,
             extra={"event": f"{source}.recovered"},
         )
+
+
+def name_service(service: str) -> None:
+    """Name the process `service` in every line `configure` set up from now on: an `api` is
+    named by the port it listens on, known once it is bound, after logging began."""
+    for handler in logging.getLogger().handlers:
+        if isinstance(handler.formatter, TextFormatter | JsonFormatter):
+            handler.formatter.service = service
 
 
 def configure(

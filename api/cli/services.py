@@ -453,17 +453,19 @@ async def _serve_api(settings: Settings, server: ApiServer) -> None:
     from engine.lifecycle import ServiceLifecycle
     from engine.runtime import api_service_name, run_presence
 
+    # Named by host and port: several api processes may run on one machine. Its log lines
+    # and ready line carry the name its heartbeat and marker have, from here on.
+    service = api_service_name(socket.gethostname(), server.port)
+    log_setup.name_service(service)
     lifecycle = ServiceLifecycle()
     with lifecycle:
         runtime = await _opened(settings, server, migrate=False)  # refuses a schema not at head
         _warn_private_redis("api", settings)
         try:
             app = create_app(settings, runtime_factory=borrowed_runtime(runtime))
-            # Named by host and port: several api processes may run on one machine.
-            service = api_service_name(socket.gethostname(), server.port)
             stop = lifecycle.stop_event
             async with asyncio.TaskGroup() as group:
-                group.create_task(_announce(server, "api", settings), name="announce")
+                group.create_task(_announce(server, service, settings), name="announce")
                 group.create_task(run_presence(runtime, service, stop), name="presence")
                 group.create_task(_report_recovery(runtime, stop), name="recovery")
                 try:
@@ -513,6 +515,7 @@ def api(
     Prints the URL once it accepts requests; stops gracefully on SIGINT/SIGTERM."""
     # Every request by default: in production the log is shipped, and read elsewhere.
     chosen = _access_log(access_log, no_access_log, log_setup.AccessLog.ALL)
+    # "api" until it listens: its name has the port (`_serve_api`), 0 picks one.
     _logging("api", log_level, log_format, access_log=chosen, role="api")
     settings = _settings(None, database)
     _require_shared_redis("api", settings)

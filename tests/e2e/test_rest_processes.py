@@ -104,7 +104,8 @@ def test_api_serves_an_upgraded_database_and_stops_on_sigterm(
     created = sb("keys", "create", "--admin", env=env)
     assert created.returncode == 0, created.stderr
     key = created.stdout.strip()
-    with service(["api", "--port", "0"], env, tmp_path / "api.log") as api:
+    args = ["api", "--port", "0", "--log-format", "json"]
+    with service(args, env, tmp_path / "api.log") as api:
         url = api.wait_for_url()
         assert url.startswith("http://127.0.0.1:") and not url.endswith(":0")
         assert get(f"{url}/health").json() == {"status": "ok"}
@@ -121,6 +122,13 @@ def test_api_serves_an_upgraded_database_and_stops_on_sigterm(
     assert "Traceback" not in log
     # The access log: one JSON object a line.
     assert '"route": "/keys", "path": "/keys", "status": 401' in log
+    # Its ready line and its log name it as its heartbeat and marker do: two api processes
+    # are told apart in shipped logs.
+    assert api.stdout().startswith(f"{name} ready: pid "), api.stdout()
+    records = [json.loads(line) for line in log.splitlines() if line.startswith("{")]
+    named = [record for record in records if "service" in record]  # not the access log's
+    assert "service.ready" in [record["event"] for record in named], named
+    assert {record["service"] for record in named} == {name}, named
 
 
 def test_serve_demo_prints_its_url_with_auth_off(tmp_path: Path) -> None:
