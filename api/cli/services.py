@@ -252,18 +252,14 @@ def _ready(service: str, settings: Settings, url: str | None = None) -> None:
     )
 
 
-def _shares_store(settings: Settings) -> bool:
-    """Whether the store is a database server (PostgreSQL), which other processes share by
-    nature; an SQLite file is most often one process's own."""
-    return settings.database_url.split(":", 1)[0].startswith("postgres")
-
-
 def _require_shared_redis(role: str, settings: Settings) -> None:
     """Refuse (exit 2, one line) a separate `worker` or `api` process on PostgreSQL with no
     `SCHEMABRIDGE_REDIS_URL`: its embedded Redis would live in it alone, so the admission
     (caps, breakers, tenant rates), the cancellations and the heartbeats it keeps would
     never reach the other processes of the store it shares, and nothing would say so."""
-    if settings.redis_url is not None or not _shares_store(settings):
+    from engine.operations.startup import shares_store
+
+    if settings.redis_url is not None or not shares_store(settings.database_url):
         return
     raise usage.fail(
         f"a separate {role} process on PostgreSQL needs the Redis the other processes use: "

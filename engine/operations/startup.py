@@ -19,7 +19,7 @@ from urllib.parse import urlsplit
 
 from asyncpg.exceptions import ClientConfigurationError, InvalidCatalogNameError
 from redis.connection import parse_url
-from redis.exceptions import RedisError
+from redis.exceptions import RedisError, ResponseError
 from sqlalchemy.engine import make_url
 from sqlalchemy.exc import ArgumentError, DBAPIError, NoSuchModuleError, SQLAlchemyError
 
@@ -88,10 +88,27 @@ def check_database_url(url: str, *, create: bool = True, pooler: Pooler = "none"
         raise _unwritable(parsed.database or str(path), "its directory does not exist")
 
 
-def check_redis_url(url: str | None) -> None:
+def shares_store(database_url: str) -> bool:
+    """Whether the store is a database server (PostgreSQL), which other processes share by
+    nature; an SQLite file is most often one process's own."""
+    return database_url.split(":", 1)[0].startswith("postgres")
+
+
+def _redis_fix(database_url: str) -> str:
+    """The end of the advice about a Redis URL that fails, as fits the process: on a shared
+    store (PostgreSQL) the fix is the Redis the other processes use (a separate `worker` or
+    `api` refuses the embedded one, and any other process would coordinate with nothing
+    through it); on SQLite the embedded Redis is a way out too."""
+    if shares_store(database_url):
+        return " (the Redis every process of this database shares)"
+    return ", or unset SCHEMABRIDGE_REDIS_URL to use the embedded Redis (one process only)"
+
+
+def check_redis_url(url: str | None, database_url: str) -> None:
     """Refuse a Redis URL redis-py cannot use (None: the embedded Redis), before anything
     connects: redis-py's own complaint is a ValueError that would read as an internal error,
-    and a database that is not a number it ignores (db 0, shared with whatever uses it)."""
+    and a database that is not a number it ignores (db 0, shared with whatever uses it).
+    `database_url`: the store, which decides the fix offered (`_redis_fix`)."""
     if url is None:
         return
     try:
@@ -106,8 +123,7 @@ def check_redis_url(url: str | None) -> None:
             reason = "it does not start with redis://, rediss:// or unix://"
         raise StartupRefused(
             f"the Redis URL is {shown}: {reason}; give redis://host:6379/0 (rediss:// for "
-            "TLS, unix:///path/to/redis.sock), or unset SCHEMABRIDGE_REDIS_URL to use the "
-            "embedded Redis (one process only)",
+            f"TLS, unix:///path/to/redis.sock){_redis_fix(database_url)}",
             code="invalid_redis_url",
             refusal=Refusal.INVALID,
         ) from None
@@ -202,12 +218,12 @@ def explain(error: BaseException, settings: Settings) -> StartupRefused | None:
     if isinstance(error, ArgumentError | NoSuchModuleError | ModuleNotFoundError | ValueError):
         try:
             check_database_url(url, pooler=settings.database_pooler)
-            check_redis_url(settings.redis_url)
+            check_redis_url(settings.redis_url, url)
         except StartupRefused as refused:
             return refused
         return None
     if isinstance(error, RedisError):
-        return redis_unreachable(settings, error)
+        return redis_refusal(settings, error)
     if isinstance(error, SQLAlchemyError | OSError | sqlite3.Error):
         reason = _reason(error)
         if "unable to open database file" in reason or "readonly database" in reason:
@@ -253,11 +269,23 @@ def _invalid_database(error: BaseException, url: str, reason: str) -> StartupRef
     return None
 
 
-def redis_unreachable(settings: Settings, error: BaseException) -> StartupRefused:
+def redis_refusal(settings: Settings, error: BaseException) -> StartupRefused:
+    """The refusal for a Redis error at start: a database number the server does not have
+    is a setting to fix (`invalid`, exit 2: waiting never helps); anything else a Redis that
+    does not answer (`unavailable`). The fix offered fits the store (`_redis_fix`)."""
     where = mask_url(settings.redis_url) if settings.redis_url else "the embedded Redis"
+    if isinstance(error, ResponseError) and "DB index is out of range" in str(error):
+        database = urlsplit(settings.redis_url or "").path.lstrip("/")
+        return StartupRefused(
+            f"cannot use Redis at {where}: {_reason(error)}, the server has no database "
+            f"{database}; give one it has in SCHEMABRIDGE_REDIS_URL (0 to 15 unless its "
+            "`databases` setting allows more)",
+            code="invalid_redis_url",
+            refusal=Refusal.INVALID,
+        )
     return StartupRefused(
-        f"cannot reach Redis at {where}: {_reason(error)}; start it, fix "
-        "SCHEMABRIDGE_REDIS_URL, or unset it to use the embedded one (one process only)",
+        f"cannot reach Redis at {where}: {_reason(error)}; start it or fix "
+        f"SCHEMABRIDGE_REDIS_URL{_redis_fix(settings.database_url)}",
         code="coordination_unavailable",
         refusal=Refusal.UNAVAILABLE,
     )
@@ -309,14 +337,14 @@ async def open_runtime(
     from engine.runtime import Runtime  # see the imports at the top
 
     check_database_url(settings.database_url, create=create, pooler=settings.database_pooler)
-    check_redis_url(settings.redis_url)
+    check_redis_url(settings.redis_url, settings.database_url)
     if probe_redis and settings.redis_url is not None:
         # Before the runtime: its wake-up listener would otherwise report the outage first.
         client = await open_redis(settings, retries=False)
         try:
             await asyncio.wait_for(client.ping(), REDIS_PROBE_TIMEOUT_S)
         except COORDINATION_ERRORS as error:
-            raise redis_unreachable(settings, error) from error
+            raise redis_refusal(settings, error) from error
         finally:
             await close_redis(client)
     try:

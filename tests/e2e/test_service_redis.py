@@ -33,6 +33,17 @@ def test_a_separate_process_on_postgresql_needs_the_shared_redis(command: list[s
     assert result.stdout == ""
 
 
+def test_a_worker_on_postgresql_is_not_told_to_use_the_embedded_redis() -> None:
+    # It would refuse it (above): the advice is the shared Redis. Redis is probed first, so
+    # the database need not answer.
+    database = f"postgresql+asyncpg://postgres@127.0.0.1:{free_port()}/sb"
+    dead_redis = f"redis://127.0.0.1:{free_port()}/0"
+    result = run_cli(("worker", "--database", database), {"SCHEMABRIDGE_REDIS_URL": dead_redis})
+    line = one_line(result, 4, f"cannot reach Redis at {dead_redis}")
+    assert "embedded" not in line and "unset" not in line, line
+    assert "the Redis every process of this database shares" in line, line
+
+
 def test_a_worker_on_sqlite_with_the_embedded_redis_says_it_coordinates_with_nothing(
     tmp_path: Path,
 ) -> None:
@@ -80,6 +91,9 @@ def test_a_worker_refuses_to_start_with_the_exit_code_its_help_documents(
     one_line(run_cli(("worker",), down), 4, f"cannot reach Redis at {dead_redis}")
     malformed = {**database, "SCHEMABRIDGE_REDIS_URL": "http://127.0.0.1:6379/0"}
     one_line(run_cli(("worker",), malformed), 2, "does not start with redis://")
+    # A database number the server does not have is a setting to fix, not an outage.
+    no_such_db = {**database, "SCHEMABRIDGE_REDIS_URL": "redis://127.0.0.1:6379/99"}
+    one_line(run_cli(("worker",), no_such_db), 2, "the server has no database 99")
     documented = " ".join(run_cli(("worker", "--help"), {}).stdout.split())
     assert "1 refused to start: its port, or its --name, in use" in documented, documented
     assert "4 the database or Redis does not answer" in documented, documented

@@ -11,7 +11,13 @@ import asyncpg
 import pytest
 from sqlalchemy.engine import make_url
 
-from engine.operations.startup import StartupRefused, check_database_url, explain, mask_url
+from engine.operations.startup import (
+    StartupRefused,
+    check_database_url,
+    check_redis_url,
+    explain,
+    mask_url,
+)
 from engine.settings import DEFAULT_DATABASE_URL, Settings
 from engine.store.db import (
     DatabaseURLError,
@@ -301,10 +307,50 @@ def test_a_missing_default_sqlite_file_is_named_as_the_default(
 def test_a_redis_error_is_one_sentence_before_what_to_do() -> None:
     from redis.exceptions import ConnectionError as RedisConnectionError
 
-    from engine.operations.startup import redis_unreachable
+    from engine.operations.startup import redis_refusal
 
     settings = Settings(redis_url="redis://127.0.0.1:1/0")
     error = RedisConnectionError("Error 111 connecting to 127.0.0.1:1. Connection refused.")
-    message = redis_unreachable(settings, error).message
+    message = redis_refusal(settings, error).message
     assert "Connection refused; start it" in message
     assert ".;" not in message
+
+
+def test_a_redis_error_offers_the_embedded_redis_only_where_the_process_may_use_it() -> None:
+    """A separate worker or api on PostgreSQL refuses the embedded Redis (exit 2): telling
+    it to unset SCHEMABRIDGE_REDIS_URL sent the operator from one refusal to another."""
+    from redis.exceptions import ConnectionError as RedisConnectionError
+
+    from engine.operations.startup import redis_refusal
+
+    error = RedisConnectionError("Error 111 connecting to 127.0.0.1:1. Connection refused.")
+    redis_url = "redis://127.0.0.1:1/0"
+    on_postgresql = Settings(database_url="postgresql://sb@db/sb", redis_url=redis_url)
+    refused = redis_refusal(on_postgresql, error)
+    assert refused.refusal is Refusal.UNAVAILABLE
+    assert "embedded" not in refused.message and "unset" not in refused.message
+    assert refused.message.endswith(
+        "start it or fix SCHEMABRIDGE_REDIS_URL (the Redis every process of this database shares)"
+    ), refused.message
+    on_sqlite = Settings(database_url="sqlite:///sb.db", redis_url=redis_url)
+    assert "or unset SCHEMABRIDGE_REDIS_URL to use the embedded Redis" in (
+        redis_refusal(on_sqlite, error).message
+    )
+    with pytest.raises(StartupRefused) as malformed:
+        check_redis_url("http://127.0.0.1:6379/0", "postgresql://sb@db/sb")
+    assert "embedded" not in str(malformed.value), malformed.value
+
+
+def test_a_redis_database_the_server_does_not_have_is_a_setting_to_fix() -> None:
+    from redis.exceptions import ResponseError
+
+    from engine.operations.startup import redis_refusal
+
+    settings = Settings(redis_url="redis://127.0.0.1:6379/99")
+    refused = redis_refusal(settings, ResponseError("DB index is out of range"))
+    assert refused.refusal is Refusal.INVALID  # exit 2, not 4: waiting never helps
+    assert refused.message == (
+        "cannot use Redis at redis://127.0.0.1:6379/99: DB index is out of range, the server "
+        "has no database 99; give one it has in SCHEMABRIDGE_REDIS_URL (0 to 15 unless its "
+        "`databases` setting allows more)"
+    )
