@@ -100,13 +100,22 @@ class ServiceLifecycle:
             self._run_callback(callback)
 
     def handle_signal(self, sig: signal.Signals) -> None:
-        """The installed handler: first signal stops, second forces a fast exit."""
+        """The installed handler: the first signal stops; the second sets `force_event` and
+        gives the signals back to their default handling, so a third ends the process at once.
+        The second does not shorten the drain, and its line says so."""
         self.signals_received += 1
         if self.signals_received == 1:
             self.request_stop(f"received {sig.name}")
             return
         if not self.forced:
-            logger.warning("received %s again: cancelling in-flight work now", sig.name)
+            # The drain is bounded by the grace period alone (docs/architecture.md, 'Graceful
+            # shutdown'): the line says so, and what ends it sooner.
+            logger.warning(
+                "received %s again: in-flight work still has the rest of the grace period "
+                "(SCHEMABRIDGE_SHUTDOWN_GRACE_S) to finish; a third signal ends the process "
+                "at once, without giving its claims back",
+                sig.name,
+            )
             self.force_event.set()
             self.request_stop(f"received {sig.name} twice")
             # From now on the default dispositions apply: a third signal is not ignored.

@@ -62,9 +62,11 @@ async def test_handlers_are_installed_on_the_loop_and_restored() -> None:
     assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
 
 
-async def test_a_second_signal_forces_and_restores_default_handling() -> None:
+async def test_a_second_signal_forces_and_restores_default_handling(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
     life = ServiceLifecycle()
-    with life:
+    with life, caplog.at_level(logging.WARNING, logger="engine.lifecycle"):
         life.handle_signal(signal.SIGTERM)
         assert life.stopping
         assert not life.forced
@@ -77,3 +79,8 @@ async def test_a_second_signal_forces_and_restores_default_handling() -> None:
         assert signal.getsignal(signal.SIGTERM) is signal.SIG_DFL, "a third signal kills"
         life.handle_signal(signal.SIGTERM)  # a late callback already queued: harmless
     assert life.signals_received == 3
+    # The drain does not watch force_event (it lasts up to the grace period): the line said
+    # "cancelling in-flight work now" and the worker then waited its whole grace period.
+    (said,) = [record.getMessage() for record in caplog.records]
+    assert said.startswith("received SIGINT again: in-flight work still has the rest of the ")
+    assert "cancel" not in said and "a third signal ends the process at once" in said
