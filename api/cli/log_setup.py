@@ -112,12 +112,14 @@ _API_CONSEQUENCES = {
 }
 """What an `api` process does meanwhile: it answers requests, and keeps no results."""
 _SQL_DETAIL = re.compile(
-    r"\s*(\[SQL: .*?\]|\[parameters: .*?\]|\(Background on this error at: [^)]*\))"
-    r"|\((?:sqlalchemy|asyncpg)\.[\w.]+\) |<class '[\w.]+'>: ",
+    r"\s*(\[SQL: |\[parameters: |\(Background on this error at: ).*",
     re.S,
 )
-"""The parts SQLAlchemy adds to a driver's error: the statement, its parameters, its link,
-and the class names it puts before the driver's words."""
+"""What SQLAlchemy appends to a driver's error, from its first mark to the end: the
+statement, its parameters (claim tokens among them) and its link. Cut there, not matched to
+a closing bracket: a statement holds brackets of its own (`ANY ($2::VARCHAR[])`)."""
+_CLASS_PREFIX = re.compile(r"\((?:sqlalchemy|asyncpg)\.[\w.]+\) |<class '[\w.]+'>: ")
+"""The class names SQLAlchemy puts before the driver's words."""
 
 
 def log_format(value: str | None) -> LogFormat:
@@ -251,7 +253,7 @@ class OutageFilter(logging.Filter):
         error = _record_error(record)
         reason = _first_line(error) if error is not None else ""
         earlier = self._suppressed.pop(source, 0)
-        message = _SQL_DETAIL.sub("", record.getMessage()).strip()
+        message = _without_sql(record.getMessage(), error)
         record.msg = (
             f"{_what_failed(source, error)} ({reason}); {message}; {self._consequences[source]}"
             f"; further failures of this outage are not logged"
@@ -273,9 +275,27 @@ def _what_failed(source: str, error: BaseException | None) -> str:
     return hint or f"{source} unreachable"
 
 
+def _driver_line(error: BaseException) -> str:
+    """The first line of the driver's own message: of the exception SQLAlchemy wraps
+    (`orig`) when it wrapped one, never the statement, parameters or link it adds."""
+    orig = getattr(error, "orig", None) if hasattr(error, "statement") else None
+    text = _SQL_DETAIL.sub("", str(orig if isinstance(orig, BaseException) else error))
+    lines = _CLASS_PREFIX.sub("", text).strip().splitlines()
+    return lines[0].strip() if lines else ""
+
+
 def _first_line(error: BaseException) -> str:
-    lines = _SQL_DETAIL.sub("", str(error)).strip().splitlines()
-    return f"{type(error).__name__}: {lines[0]}" if lines else type(error).__name__
+    line = _driver_line(error)
+    return f"{type(error).__name__}: {line}" if line else type(error).__name__
+
+
+def _without_sql(message: str, error: BaseException | None) -> str:
+    """A record's message with each SQLAlchemy error it quotes (`%s` of the error) said as
+    its driver's line, and anything else from SQLAlchemy's first mark on cut."""
+    for cause in _causes(error):
+        if hasattr(cause, "statement"):
+            message = message.replace(str(cause), _driver_line(cause))
+    return _CLASS_PREFIX.sub("", _SQL_DETAIL.sub("", message)).strip()
 
 
 def _extras(record: logging.LogRecord) -> dict[str, Any]:

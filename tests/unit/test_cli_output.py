@@ -106,6 +106,36 @@ def test_an_apis_database_outage_says_what_an_api_does_without_sql() -> None:
         assert "(sqlalchemy." not in message and "<class" not in message, message
 
 
+def test_an_outage_warning_never_shows_a_statement_with_brackets_nor_its_claim_tokens() -> None:
+    """A lease renewal's statement holds brackets of its own (`ANY ($2::VARCHAR[])`), which
+    ended SQLAlchemy's `[SQL: …]` early: the warning showed the rest of the statement and the
+    parameters, claim tokens among them, cut mid-statement. Only the driver's line is told,
+    whether the record quotes the error (`%s`) or carries it (`exc_info`)."""
+    from asyncpg.exceptions import InterfaceError as DriverInterfaceError
+    from sqlalchemy.exc import InterfaceError
+
+    statement = (
+        "UPDATE step SET lease_until=$1::TIMESTAMP WITH TIME ZONE "
+        "WHERE step.id = ANY ($3::VARCHAR[])\n AND step.claim_token = ANY ($2::VARCHAR[])"
+    )
+    params = ("2026-12-05T19:00:00", ["5c70e1f2:18651", "5c70e1f3:18652"], ["s1", "s2"])
+    raised = InterfaceError(statement, params, DriverInterfaceError("connection is closed"))
+    assert "[parameters: " in str(raised) and "sqlalche.me" in str(raised)  # what it adds
+    quoted = logging.LogRecord(
+        "engine", logging.WARNING, __file__, 1, "could not renew leases: %s", (raised,), None
+    )
+    carried = record("could not renew leases", raised, logging.ERROR)
+    for said in (quoted, carried):
+        assert log_setup.OutageFilter().filter(said)
+        message = said.getMessage()
+        assert message.startswith(
+            "database unreachable (InterfaceError: connection is closed); could not renew leases"
+        ), message
+        for leaked in ("claim_token", "VARCHAR", "5c70e1f2", "[SQL", "[parameters", "sqlalche"):
+            assert leaked not in message, message
+        assert "\n" not in message, message
+
+
 @pytest.fixture
 def restored_logging() -> Iterator[None]:
     """The process's logging as it was, after a test that ran `log_setup.configure`."""
