@@ -348,7 +348,9 @@ async def _serve_worker(settings: Settings, name: str, health: ApiServer | None 
                     group.create_task(_announce(health, name, settings), name="announce")
                 else:
                     _ready(name, settings)
-                await run_service(runtime, name, lifecycle.stop_event, metrics=metrics)
+                stop = lifecycle.stop_event
+                group.create_task(_report_recovery(runtime, stop), name="recovery")
+                await run_service(runtime, name, stop, metrics=metrics)
         finally:
             await runtime.close()
 
@@ -474,13 +476,15 @@ async def _serve_api(settings: Settings, server: ApiServer) -> None:
 
 
 RECOVERY_PROBE_S = 2.0
-"""How often an `api` whose log told a database outage probes the database."""
+"""How often a service (`api`, `worker`, `serve`) whose log told a database outage probes
+the database."""
 
 
 async def _report_recovery(runtime: Runtime, stop: asyncio.Event) -> None:
     """While the log has told a database outage, probe the database every
-    `RECOVERY_PROBE_S` and say once when it works again: an `api` has no results to record
-    and no claims to make, so nothing else would (a worker's recorder says it its way)."""
+    `RECOVERY_PROBE_S` and say once when it works again ("database works again after N s"),
+    the line every service gives: an `api` has no results to record and no claims to make,
+    and a worker's recorder tells only of the results it kept, so nothing else would."""
     from engine.operations.health import HealthOperations
 
     health = HealthOperations(runtime)
@@ -641,9 +645,11 @@ async def _serve_all(
                 worker_metrics=metrics,  # one process: its /metrics has the worker's too
             )
             async with asyncio.TaskGroup() as group:
-                group.create_task(server.serve(app, lifecycle.stop_event), name="http")
+                stop = lifecycle.stop_event
+                group.create_task(server.serve(app, stop), name="http")
                 group.create_task(_announce(server, service, settings), name="announce")
-                await run_service(runtime, service, lifecycle.stop_event, metrics=metrics)
+                group.create_task(_report_recovery(runtime, stop), name="recovery")
+                await run_service(runtime, service, stop, metrics=metrics)
 
 
 def serve(

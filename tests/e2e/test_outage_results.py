@@ -82,6 +82,12 @@ async def _outage_under_a_worker(
                         return statuses if "RUNNING" not in statuses else None
 
                     assert await until(all_ended, "every run ending") == ["SUCCEEDED"] * RUNS
+
+                    async def said_back() -> bool:
+                        return "database works again after" in worker_log.read_text("utf-8")
+
+                    # As an api says it: the worker said the outage began, it says it ended.
+                    await until(said_back, "the worker saying the database works again")
     return dict(downstream.calls), worker_log.read_text(encoding="utf-8")
 
 
@@ -93,6 +99,8 @@ async def test_results_finished_during_an_outage_are_recorded_once_it_ends(
     assert "database unreachable" in log, log  # the outage was seen...
     assert re.search(r"recorded \d+ results after \d+ failed tries", log), log
     assert "gave up recording" not in log and "requeued" not in log, log
+    recovered = [line for line in log.splitlines() if "database works again after" in line]
+    assert len(recovered) == 1 and " INFO " in recovered[0], log
     # ...as one warning line per outage, never a traceback (a claim failing as well).
     assert "Traceback" not in log and " ERROR " not in log, log
 
