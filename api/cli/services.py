@@ -327,6 +327,7 @@ async def _serve_worker(settings: Settings, name: str, health: ApiServer | None 
     from api.rest import create_health_app
     from engine.lifecycle import ServiceLifecycle
     from engine.operations.metrics import WorkerMetrics
+    from engine.operations.startup import shares_store
     from engine.runtime import run_service, settle_heap
 
     lifecycle = ServiceLifecycle()
@@ -334,7 +335,7 @@ async def _serve_worker(settings: Settings, name: str, health: ApiServer | None 
         # On PostgreSQL, as an api: other processes share the database, and a worker of a
         # new release migrating it under them (a rolling upgrade) would change their schema
         # unasked; `db upgrade` does it, first. An SQLite file is most often its own.
-        migrate = not _shares_store(settings)
+        migrate = not shares_store(settings.database_url)
         runtime = await _opened(settings, health, migrate=migrate)
         _warn_private_redis("worker", settings)
         metrics = WorkerMetrics()
