@@ -128,11 +128,14 @@ async def lock_roots(conn: AsyncConnection, rows: Iterable[Any]) -> None:
     """Lock the rows of the root runs of `rows` (with `id` and `root_run_id`) until the
     transaction ends, in id order (a batch's roots as concurrent batches take them), so that
     no start over of them commits meanwhile and one that already did is read after it. Taken
-    after the action's other locks: a worker's flush takes a root last too."""
+    after the action's other locks: a worker's flush takes a root last too. On PostgreSQL the
+    lock is FOR KEY SHARE: it conflicts with the start over's FOR UPDATE, which is all it is
+    for, and not with the plain UPDATEs of a worker's flush or of another retry, which could
+    otherwise wait on it in a cycle."""
     roots = sorted({root_of(row) for row in rows})
     for chunk in chunks(roots):
         locking = select(runs.c.id).where(runs.c.id.in_(chunk)).order_by(runs.c.id)
-        await conn.execute(locking.with_for_update())
+        await conn.execute(locking.with_for_update(read=True, key_share=True))
 
 
 async def started_over_meanwhile(
