@@ -93,7 +93,7 @@ def test_a_bar_is_as_full_as_the_runs_steps_and_coloured_as_its_status(
     bad, off, accent = rgb
     assert [(b["words"], b["full"], b["fill"]) for b in bars] == [
         ("2/4 steps · 12/12 children · 3 failed", 50, bad),
-        ("0/2 steps · 12/12 children", 0, off),
+        ("0/2 steps · 12/12 children · 12 cancelled", 0, off),
         # Under way: one step done, and half of the fan-out's children ended.
         ("1/3 steps · 6/12 children", 50, accent),
         ("2/2 steps", 100, accent),
