@@ -86,5 +86,8 @@ def pgbouncer(pool_size: int) -> Iterator[int]:
 
 
 def through(database_url: str, port: int) -> str:
-    """`database_url` (the test PostgreSQL's) through the PgBouncer on `port`."""
+    """`database_url` (the test PostgreSQL's) through the PgBouncer on `port`. Refuses a URL
+    that does not name the PostgreSQL the PgBouncer fronts: the test would then run straight
+    against PostgreSQL and prove nothing about the pooler."""
+    assert "127.0.0.1:5432" in database_url, f"not the PgBouncer's PostgreSQL: {database_url}"
     return database_url.replace("127.0.0.1:5432", f"127.0.0.1:{port}")

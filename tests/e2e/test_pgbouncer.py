@@ -111,13 +111,26 @@ async def test_a_fan_out_runs_through_pgbouncer_in_transaction_mode(
 
 
 async def _leave_a_statement_on_the_server(port: int, name: str) -> None:
-    """What another asyncpg client does through the same PgBouncer: its first statement is
-    prepared as `__asyncpg_stmt_1__`, and stays on the server connection."""
-    client = await asyncpg.connect(f"postgresql://postgres@127.0.0.1:{port}/{name}")
+    """What other asyncpg clients do through the same PgBouncer: their statements are
+    prepared as `__asyncpg_stmt_1__`, `__asyncpg_stmt_2__`, … and stay on the server
+    connection. The first 256 names are left there (by a simple query, so this client's own
+    statements leave nothing), whichever of them the process under test prepares first."""
+    client = await asyncpg.connect(
+        f"postgresql://postgres@127.0.0.1:{port}/{name}", statement_cache_size=0
+    )
     try:
-        assert await client.fetchval("SELECT 1") == 1
+        names = (f"__asyncpg_stmt_{i:x}__" for i in range(1, LEFT_STATEMENTS + 1))
+        # The server connection may hold them from a former call (PgBouncer keeps it), or
+        # not (it closes one whose client left mid-transaction): the same either way.
+        await client.execute(
+            ";".join(["DEALLOCATE ALL", *(f"PREPARE {n} AS SELECT 1" for n in names)])
+        )
     finally:
         await client.close()
+
+
+LEFT_STATEMENTS = 256
+"""Statement names another client leaves on the one server connection."""
 
 
 async def test_without_the_setting_api_and_worker_refuse_to_start_naming_it(
