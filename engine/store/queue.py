@@ -70,6 +70,13 @@ MAX_NESTING = 16
 """Fan-outs nest (a child can spawn); joins cascade upwards at most this deep per commit."""
 
 
+RELEASE_BATCH = 1_000
+"""Parked steps a breaker reset releases per transaction (`release_breaker_parks`)."""
+MAX_RELEASE_BATCHES = 1_000
+"""The most batches one reset releases: a million steps, the most children one fan-out may
+start; a bound on the loop. Steps past it run at their own time, as before the reset."""
+
+
 class WorkQueue(StoreCore):
     """The store as the work queue: claim, renew, requeue, complete."""
 
@@ -226,8 +233,8 @@ class WorkQueue(StoreCore):
         (the global layer stays as it was); None: every tenant's, behind either layer. Their
         `not_before` becomes now and their wait reason is cleared, so no front door says the
         breaker is open any more; their error stays (it names the opening they counted).
-        One statement over the steps that wait (`ix_step_waiting`), none of them claimed, so
-        no claim or lease changes. Returns how many it released."""
+        Statements over the steps that wait (`ix_step_waiting`), `RELEASE_BATCH` at a time,
+        none of them claimed, so no claim or lease changes. Returns how many it released."""
         now = self._clock.now()
         where = [
             steps.c.status == StepStatus.READY.value,
@@ -245,8 +252,12 @@ class WorkQueue(StoreCore):
                 steps.c.error[(BREAKER_KEY, "layer")].as_string() == "tenant",
             ]
         # Rows locked right now are skipped, so the statement never waits for a lock (and
-        # needs no lock order): such a row is being claimed or written by its owner.
-        parked = select(steps.c.id).where(*where).with_for_update(skip_locked=True)
+        # needs no lock order): such a row is being claimed or written by its owner. A batch
+        # at a time, each its own short transaction: a 100,000-child fan-out's parked steps
+        # are not all locked at once inside the operator's request.
+        parked = (
+            select(steps.c.id).where(*where).limit(RELEASE_BATCH).with_for_update(skip_locked=True)
+        )
         statement = (
             update(steps)
             .where(
@@ -254,8 +265,14 @@ class WorkQueue(StoreCore):
             )
             .values(not_before=now, wait_reason=None, wait_message=None)
         )
-        async with self._engines.write.begin() as conn:
-            return (await conn.execute(statement)).rowcount
+        released = 0
+        for _ in range(MAX_RELEASE_BATCHES):  # each batch moves its steps out of `where`
+            async with self._engines.write.begin() as conn:
+                count = (await conn.execute(statement)).rowcount
+            released += count
+            if count < RELEASE_BATCH:
+                break
+        return released
 
     async def with_parents(self, run_ids: Iterable[str]) -> set[str]:
         """`run_ids` and the parents of those that are child runs (one read by primary key)."""

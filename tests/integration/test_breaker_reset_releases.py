@@ -14,6 +14,7 @@ import pytest
 from demo.downstream import RunningDownstream
 from engine.operations import Operations
 from engine.runtime import Runtime
+from engine.store import queue
 from schemas.clock import FakeClock
 from schemas.definitions import Workflow
 from tests.conftest import Backend
@@ -43,11 +44,21 @@ async def parked_children(ops: Operations, run_id: str, children: int) -> str:
     raise AssertionError(f"the children of {run_id} never all waited on the breaker: {groups}")
 
 
-@pytest.mark.parametrize("tenant", ["default", None], ids=["tenant-layer", "every-layer"])
+@pytest.mark.parametrize(
+    ("tenant", "batch"),
+    [("default", 1_000), (None, 1_000), ("default", 5)],
+    ids=["tenant-layer", "every-layer", "in-batches-of-5"],
+)
 async def test_a_breaker_reset_runs_the_children_waiting_behind_it(
-    backend: Backend, downstream: RunningDownstream, tenant: str | None
+    backend: Backend,
+    downstream: RunningDownstream,
+    tenant: str | None,
+    batch: int,
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    """The tenant layer's reset (`--tenant default`), or the destination's (every layer)."""
+    """The tenant layer's reset (`--tenant default`), or the destination's (every layer);
+    released a batch at a time (5 here: three transactions for the 12)."""
+    monkeypatch.setattr(queue, "RELEASE_BATCH", batch)
     destination = f"brk-{uuid.uuid4().hex[:8]}"  # the embedded Redis is shared
     downstream.script([500] * 5, path="/outage")  # five failures open the tenant breaker
     clock = FakeClock()
