@@ -13,6 +13,7 @@ from __future__ import annotations
 import difflib
 import ipaddress
 import json
+import re
 from collections.abc import Iterable
 from pathlib import Path
 from typing import Annotated
@@ -29,6 +30,12 @@ from vertices.egress import LOOPBACK_ALLOW, EgressPolicy, IPNetwork
 
 ENV_PREFIX = "SCHEMABRIDGE_"
 TEST_ENV_PREFIX = "SCHEMABRIDGE_TEST_"
+SERVICE_LINK = re.compile(
+    r"SCHEMABRIDGE_(SERVICE_HOST|SERVICE_PORT(_\w+)?|PORT(_\d+_(TCP|UDP|SCTP)(_(PROTO|PORT|ADDR))?)?)"
+)
+"""The variables Kubernetes gives every pod for a Service named `schemabridge` (its host and
+ports: `SCHEMABRIDGE_SERVICE_HOST`, `SCHEMABRIDGE_PORT_8000_TCP`, …): no setting, and not a
+mistake to warn of."""
 """Reserved for the test suite's own variables (`SCHEMABRIDGE_TEST_REDIS`,
 `SCHEMABRIDGE_TEST_PG`): no setting is named so, and `unknown_env_names` passes them over, so
 processes a test starts with its environment are not refused."""
@@ -390,13 +397,16 @@ one to be taken for a misspelling of it: DATABSE_URL is (0.96), LOG_LEVEL is not
 def unknown_env_names(names: Iterable[str], known: frozenset[str]) -> list[tuple[str, str | None]]:
     """The names among `names` (an environment's) that start with `SCHEMABRIDGE_`, in any
     case as pydantic-settings reads them, yet are none of `known` nor reserved for tests
-    (`TEST_ENV_PREFIX`), each with the known name it is a likely misspelling of (None: like
-    none). A misspelt setting is otherwise ignored in silence, and its default used."""
+    (`TEST_ENV_PREFIX`) nor a Kubernetes service link (`SERVICE_LINK`), each with the known
+    name it is a likely misspelling of (None: like none). A misspelt setting is otherwise
+    ignored in silence, and its default used."""
     stems = {name.removeprefix(ENV_PREFIX): name for name in known}
     unknown: list[tuple[str, str | None]] = []
     for name in sorted(names):
         upper = name.upper()
         if not upper.startswith(ENV_PREFIX) or upper.startswith(TEST_ENV_PREFIX) or upper in known:
+            continue
+        if SERVICE_LINK.fullmatch(upper):
             continue
         close = difflib.get_close_matches(
             upper.removeprefix(ENV_PREFIX), list(stems), n=1, cutoff=SIMILAR_NAME_CUTOFF

@@ -121,6 +121,13 @@ def test_a_name_like_no_setting_is_warned_about_once_and_the_command_runs(
         "SCHEMABRIDGE_API_KEY",
         "schemabridge_database_url",  # a setting in another case, as pydantic reads it
         "DATABSE_URL",  # bare names belong to anyone
+        # What Kubernetes gives every pod for a Service named schemabridge.
+        "SCHEMABRIDGE_SERVICE_HOST",
+        "SCHEMABRIDGE_SERVICE_PORT",
+        "SCHEMABRIDGE_SERVICE_PORT_HTTP",
+        "SCHEMABRIDGE_PORT",
+        "SCHEMABRIDGE_PORT_8000_TCP",
+        "SCHEMABRIDGE_PORT_8000_TCP_ADDR",
     ],
 )
 def test_the_tests_names_the_clis_own_and_bare_names_pass(
