@@ -634,13 +634,11 @@ class OperatorActionsStore(WorkQueue):
                 ]
                 # An ancestor's log says what reopened its join, as a retry's does: otherwise
                 # it shows the join close, then run again, with no cause.
-                for join in done.reopened:
-                    if join.ancestor:
-                        name = retry_checks.join_of(join.workflow, join.spawner)
-                        said = (
-                            f"reprocess by {actor} of run {run_id} below: the join {name!r} reopens"
-                        )
-                        lines.append(action_line(join.run_id, Action.REPROCESS, actor, said, name))
+                lines += [
+                    _below_line(run_id, join, Action.REPROCESS, actor)
+                    for join in done.reopened
+                    if join.ancestor
+                ]
                 await results_.insert_logs(conn, lines, now)
             return ReprocessOutcome(
                 done.revived, await sql.current_status(conn, run_id), done.reopened
@@ -864,13 +862,17 @@ def _further_up_lines(
     `_reopened_lines` tells) whose join reopened because `run_id` below runs again, in the
     words a reprocess uses for such an ancestor."""
     parents = {parent for parent, _, _ in resumed}
-    lines = []
-    for join in reopened:
-        if join.run_id not in parents:
-            name = retry_checks.join_of(join.workflow, join.spawner)
-            said = f"{action.value} by {actor} of run {run_id} below: the join {name!r} reopens"
-            lines.append(action_line(join.run_id, action, actor, said, name))
-    return lines
+    return [
+        _below_line(run_id, join, action, actor) for join in reopened if join.run_id not in parents
+    ]
+
+
+def _below_line(run_id: str, join: recovery.JoinReopened, action: Action, actor: str) -> LogLine:
+    """The line in an ancestor's log saying its join reopens because `run_id`, below it, runs
+    again by `actor`'s `action` (a reprocess, a resolve)."""
+    name = retry_checks.join_of(join.workflow, join.spawner)
+    said = f"{action.value} by {actor} of run {run_id} below: the join {name!r} reopens"
+    return action_line(join.run_id, action, actor, said, name)
 
 
 def _retry_message(actor: str, failed: int, held: int, reopens: ReopenedAncestor | None) -> str:
