@@ -14,7 +14,7 @@ from sqlalchemy import event
 
 from demo.downstream import RunningDownstream
 from engine.runtime import Runtime
-from engine.store.records import ClaimedStep, StepFailed
+from engine.store.records import ClaimedStep, RunRecord, StepFailed
 from schemas.definitions import Workflow
 from tests.integration.engine_harness import running_worker, start, wait_for_run
 
@@ -368,3 +368,20 @@ def tolerant_nested(base: str) -> list[Workflow]:
     document = top.model_dump(mode="json", by_alias=True, exclude_none=True)
     document["vertices"]["join"]["config"] = TOLERANT
     return [Workflow.model_validate(document), leaf, mid]
+
+
+async def succeeded_over_a_failed_mid(
+    runtime: Runtime, downstream: RunningDownstream
+) -> tuple[str, RunRecord]:
+    """(top, mid): a run of `tolerant_nested` whose first leaf call answered 400: a mid
+    FAILED (its leaf failed), under a top whose MERGE tolerated it and SUCCEEDED. Needs a
+    worker running."""
+    downstream.script([400], path="/leaf")
+    top = await submit(
+        runtime,
+        tolerant_nested(downstream.url),
+        {"groups": [{"leaves": items(2)}, {"leaves": items(2)}]},
+    )
+    assert (await wait_for_run(runtime, top)).status == "SUCCEEDED"
+    (mid,) = await runtime.store.children(top, status="FAILED")
+    return top, mid

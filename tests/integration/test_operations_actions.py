@@ -28,15 +28,14 @@ from tests.integration.actions_harness import (
     failed_runs,
     failed_unaddressed_fan_out,
     fix_first_warning,
-    items,
     nested,
     requests_by_path,
     single,
     statements,
     submit,
     succeeded_over_a_dead_letter,
+    succeeded_over_a_failed_mid,
     succeeded_with_a_report,
-    tolerant_nested,
 )
 from tests.integration.engine_harness import running_worker, settings_for, wait_for_run
 from vertices.gateway import destination_key
@@ -374,15 +373,8 @@ async def test_resolving_a_nested_dead_letter_says_the_finished_run_above_reopen
     SUCCEEDED: resolving the leaf reopens the mid's join and the top's. The answer names the
     top, as the leaf's retry preview does (what the monitor's Resolve dialog reads), and
     both logs say the resolve reopened their join."""
-    downstream.script([400], path="/leaf")
     async with running_worker(runtime):
-        top = await submit(
-            runtime,
-            tolerant_nested(downstream.url),
-            {"groups": [{"leaves": items(2)}, {"leaves": items(2)}]},
-        )
-        assert (await wait_for_run(runtime, top)).status == "SUCCEEDED"
-        (mid,) = await runtime.store.children(top, status="FAILED")
+        top, mid = await succeeded_over_a_failed_mid(runtime, downstream)
         (leaf,) = await runtime.store.children(mid.id, status="FAILED")
         preview = await ops.actions.retry_preview(leaf.id)
         result = await ops.actions.resolve(leaf.id, "call", {"ok": True}, actor="cli")

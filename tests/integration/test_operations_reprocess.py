@@ -20,12 +20,11 @@ from schemas.errors import NotFound
 from tests.integration.actions_harness import (
     action_lines,
     failed_fan_out,
-    items,
     requests_by_path,
     single,
     submit,
+    succeeded_over_a_failed_mid,
     succeeded_with_a_report,
-    tolerant_nested,
 )
 from tests.integration.engine_harness import running_worker, wait_for_run
 from vertices.gateway import destination_key
@@ -118,15 +117,8 @@ async def test_nested_dead_letters_reopen_every_join_the_preview_names(
     mid reopens the top above it (the retry's "above it" words, and a line in the top's
     log); reprocessing the top revives the mid and its leaf, reopening both joins. Each time
     the preview named what the reprocess then reopened."""
-    downstream.script([400], path="/leaf")
     async with running_worker(runtime):
-        top = await submit(
-            runtime,
-            tolerant_nested(downstream.url),
-            {"groups": [{"leaves": items(2)}, {"leaves": items(2)}]},
-        )
-        assert (await wait_for_run(runtime, top)).status == "SUCCEEDED"
-        (mid,) = await runtime.store.children(top, status="FAILED")
+        top, mid = await succeeded_over_a_failed_mid(runtime, downstream)
         downstream.script([400], path="/leaf")
         preview = await ops.actions.reprocess_preview(mid.id)
         result = await ops.actions.reprocess(mid.id, actor="cli")
