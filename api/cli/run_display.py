@@ -148,10 +148,11 @@ def waiting_line(waiting: Waiting, now: float) -> str:
     return f"{line}, until {at} ({relative(waiting.until, now)})"
 
 
-def holder_line(holder: HolderView, lease_expires_at: float | None) -> str:
+def holder_line(holder: HolderView, lease_expires_at: float | None, now: float) -> str:
     """Who holds a RUNNING step, whether it is alive and when a dead holder's step is taken
     back: `held by worker w-1 (no heartbeat for 42 s: presumed dead); taken back when its
-    lease ends at 04:07:58`."""
+    lease ends at 04:07:58`. A lease that has ended already is said so, with what takes the
+    step back: a worker's next claim, so none may be running."""
     who = f"worker {shown(holder.worker)}" if holder.worker else "a worker"
     silent = "" if holder.silent_s is None else duration(holder.silent_s)
     if holder.state == "alive":
@@ -166,6 +167,13 @@ def holder_line(holder: HolderView, lease_expires_at: float | None) -> str:
     ends = clock(lease_expires_at)[:8]
     if holder.state == "alive":
         return f"{line}; its lease ends at {ends} unless renewed"
+    if lease_expires_at <= now:
+        # The tour read "taken back when its lease ends at 18:59:11" at 19:05, with no worker
+        # alive to take it: the lease is over, and only a running worker claims the step.
+        return (
+            f"{line}; its lease ended at {ends}: the next worker to claim takes it back "
+            "(`schemabridge services` lists the workers alive; start one if none is)"
+        )
     return f"{line}; taken back when its lease ends at {ends}"
 
 
@@ -211,7 +219,7 @@ def step_detail(step: StepView, now: float) -> str:
     if step.waiting is not None:
         parts.append(waiting_line(step.waiting, now))
     if step.holder is not None:
-        parts.append(holder_line(step.holder, step.lease_expires_at))
+        parts.append(holder_line(step.holder, step.lease_expires_at, now))
     return "; ".join(parts) or MISSING
 
 

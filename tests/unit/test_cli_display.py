@@ -602,6 +602,12 @@ def test_runs_show_says_who_holds_a_running_step_and_whether_it_is_alive() -> No
         text
     )
     assert "None" not in text
+    # Its lease over and nothing has taken it back: no worker may be running (the tour).
+    later = rendered(run_display.run_view(held_run(dead), NOW + 60))
+    assert (
+        f"presumed dead); its lease ended at {ends}: the next worker to claim takes it back "
+        "(`schemabridge services` lists the workers alive; start one if none is)"
+    ) in " ".join(later.split()), later
 
 
 def attempts_of(step: Mapping[str, object]) -> str:
