@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import dataclasses
 import re
+import time
 from collections.abc import Awaitable, Callable
 from typing import Any, NoReturn
 
@@ -232,7 +233,10 @@ async def test_no_worker_alive_is_a_warning_and_the_hold_reason(
     assert alive.warnings == []
     assert (await env.ops.deployments.abort(alive.id, actor="key:ops")).changed
 
-    env.clock.advance(60)  # both beats stale: the worker is down …
+    # Both beats stale: the worker is down … Past the wall clock too: the test's clock starts
+    # in 2023, so a worker of another test beating into the same Redis now would read as
+    # alive, from the future (the full run of 2026-12-05 20:44 met one).
+    env.clock.advance(max(60.0, time.time() + 3_600 - env.clock.now()))
     await beat("api-host-8000")  # … and only the API process beats
     stalled = await env.start("orders", 2, HOLD, RollbackSpec())
 
