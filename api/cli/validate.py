@@ -183,6 +183,18 @@ def _validate_paths(paths: list[Path], settings: Settings) -> list[FileResult]:
     return [results[p] for p in paths]
 
 
+def _finding_line(finding: dict[str, str], label: str | tuple[str, str]) -> Text:
+    """One problem or note of a file as its text line: where, `label`, the message, the code."""
+    return Text.assemble(
+        "  ",
+        (where(finding["pointer"]), "cyan"),
+        "  ",
+        label,
+        finding["message"],
+        (f"  [{finding['code']}]", "dim"),
+    )
+
+
 def _problem_dict(problem: Problem) -> dict[str, str]:
     return {"pointer": problem.pointer, "code": problem.code, "message": problem.message}
 
@@ -265,26 +277,9 @@ def _print_text(results: list[FileResult]) -> None:
         if result.note:
             console.print(Text("  " + result.note, style="dim"))
         for note in result.notes:
-            console.print(
-                Text.assemble(
-                    "  ",
-                    (where(note["pointer"]), "cyan"),
-                    "  ",
-                    ("note: ", "yellow"),
-                    note["message"],
-                    (f"  [{note['code']}]", "dim"),
-                )
-            )
+            console.print(_finding_line(note, ("note: ", "yellow")))
         for problem in result.problems:
-            console.print(
-                Text.assemble(
-                    "  ",
-                    (where(problem["pointer"]), "cyan"),
-                    "  ",
-                    problem["message"],
-                    (f"  [{problem['code']}]", "dim"),
-                )
-            )
+            console.print(_finding_line(problem, ""))
     summary = _summary(results)
     parts = [f"{summary[s.value]} {s.value}" for s in Status if summary[s.value]]
     console.print(Text(f"{summary['files']} file(s): {', '.join(parts)}", style="bold"))
