@@ -8,6 +8,7 @@ from __future__ import annotations
 import asyncio
 import time
 import uuid
+from typing import Any
 
 from api.cli.run_display import children_waiting_line
 from demo.downstream import RunningDownstream
@@ -63,21 +64,33 @@ async def waiting_group(ops: Operations, run_id: str, reason: str) -> WaitingChi
     raise AssertionError(f"the children of {run_id} never all waited for {reason}: {groups}")
 
 
-async def test_children_redispatched_after_a_429_say_what_was_answered(
-    backend: Backend, downstream: RunningDownstream
-) -> None:
+async def waited_for(
+    backend: Backend, downstream: RunningDownstream, reason: str, **throttling: Any
+) -> tuple[str, Any, Any]:
+    """(destination, group, progress): a fan-out of CHILDREN answered 429 (`throttling`:
+    `throttled`'s attempts and retry_after) until they all wait for `reason`, then cancelled.
+    Redispatches wait 60 s, so the group is read while they wait."""
     destination = f"words-{uuid.uuid4().hex[:8]}"  # the embedded Redis is shared
     runtime = await Runtime.open(settings_for(backend, redispatch_delays_s=(60.0,)))
     try:
         ops = Operations(runtime)
-        workflows = throttled(f"{downstream.url}/busy", destination, attempts=1, retry_after=7)
+        workflows = throttled(f"{downstream.url}/busy", destination, **throttling)
         run_id = await start(runtime, workflows, list(range(CHILDREN)))
         async with running_worker(runtime):
-            group = await waiting_group(ops, run_id, "redispatch")
+            group = await waiting_group(ops, run_id, reason)
             progress = await ops.runs.progress(run_id)
             await ops.actions.cancel(run_id, actor="test")
     finally:
         await runtime.close()
+    return destination, group, progress
+
+
+async def test_children_redispatched_after_a_429_say_what_was_answered(
+    backend: Backend, downstream: RunningDownstream
+) -> None:
+    destination, group, progress = await waited_for(
+        backend, downstream, "redispatch", attempts=1, retry_after=7
+    )
     words = (
         f"waiting to be sent again (redispatch) after {destination} answered 429 Too Many "
         "Requests, Retry-After 7 s"
@@ -92,18 +105,9 @@ async def test_children_redispatched_after_a_429_say_what_was_answered(
 async def test_children_waiting_to_retry_a_429_say_what_was_answered(
     backend: Backend, downstream: RunningDownstream
 ) -> None:
-    destination = f"words-{uuid.uuid4().hex[:8]}"
-    runtime = await Runtime.open(settings_for(backend))
-    try:
-        ops = Operations(runtime)
-        workflows = throttled(f"{downstream.url}/busy", destination, attempts=2, retry_after=25)
-        run_id = await start(runtime, workflows, list(range(CHILDREN)))
-        async with running_worker(runtime):
-            group = await waiting_group(ops, run_id, "retry_backoff")
-            progress = await ops.runs.progress(run_id)
-            await ops.actions.cancel(run_id, actor="test")
-    finally:
-        await runtime.close()
+    destination, group, progress = await waited_for(
+        backend, downstream, "retry_backoff", attempts=2, retry_after=25
+    )
     words = (
         f"waiting to retry a call to {destination}: answered 429 Too Many Requests, "
         "Retry-After 25 s"
