@@ -47,7 +47,7 @@ from schemas.definitions import GatewayConfig
 from schemas.errors import FailureKind, HttpDetail, RetryRefused, SentRequest, StepFailure
 from schemas.json_depth import DEFAULT_MAX_NESTING_DEPTH
 from schemas.redaction import Redactor
-from schemas.waiting import WaitReason
+from schemas.waiting import HELD_WAITS, WaitReason
 from vertices import gateway_retry
 from vertices.contract import StepContext, StepStopped, StopSignal, Succeeded, TimeoutTier
 from vertices.egress import EgressDenied
@@ -497,8 +497,9 @@ def _answered(attempt: _Attempt) -> str:
     return answered
 
 
-RETRY_WAIT_WORDS = "waiting to retry a call to"
-"""How a wait before the next attempt starts (the words of `schemas.waiting.HELD_WAITS`)."""
+RETRY_WAIT_WORDS = f"{HELD_WAITS[WaitReason.RETRY_BACKOFF]} to"
+"""How a wait before the next attempt starts: the front doors' words for it
+(`schemas.waiting.HELD_WAITS`), then its destination."""
 
 
 def _retry_message(request: GatewayRequest, attempt: _Attempt, position: tuple[int, int]) -> str:
