@@ -680,7 +680,8 @@ def _batch_ids(ids: Sequence[str] | None, filter: RunFilter | None, limit: int) 
     (`too_many_runs`) or a `limit` out of bounds (`invalid_limit`)."""
     _check_limit(limit)
     if (ids is None) == (filter is None):
-        raise InvalidRequest("give either ids or a filter", code="invalid_batch")
+        given = "both ids and a filter were given" if ids is not None else "neither was given"
+        raise InvalidRequest(f"give either ids or a filter: {given}", code="invalid_batch")
     if ids is None:
         return None
     if len(ids) > limit:

@@ -425,6 +425,8 @@ async def test_a_batch_retry_preview_counts_what_a_filter_would_take(
         ("run_not_found", None, 1),
     ]
     assert (both.status_code, both.json()["code"]) == (422, "invalid_batch")
+    assert both.json()["message"] == "give either ids or a filter: both ids and a filter were given"
+    assert bodiless.json()["message"] == "give either ids or a filter: neither was given"
     for refused in (theirs, retry_theirs):
         assert (refused.status_code, refused.json()["code"]) == (403, "tenant_forbidden")
         assert "not 'globex'" in refused.json()["message"]
