@@ -26,7 +26,13 @@ from redis.asyncio import Redis
 from redis.asyncio.client import Pipeline
 
 from admission import keys
-from admission.breaker import PROBE_HUNG, BreakerConfig, BreakerState, LayerView
+from admission.breaker import (
+    PROBE_HUNG,
+    BreakerConfig,
+    BreakerState,
+    LayerView,
+    scoped_tenant,
+)
 from admission.config import AdmissionConfig, RetryBudgetConfig, TenantRateConfig
 from admission.ticket import CallOutcome
 
@@ -83,6 +89,14 @@ class AdmitOp:
     handover: bool = False
     """Record a call that already started on a slot handed over in this process (see
     `admission.handover`): no checks, the slot and the tenant item are taken as they are."""
+    breaker_scope: str = ""
+    """The calls of a deployment's candidate (`workflow@vN`): their tenant breaker layer is
+    their own (`scoped_tenant`); "" for every other call."""
+
+    @property
+    def breaker_tenant(self) -> str:
+        """The id of the tenant breaker layer this call goes through."""
+        return scoped_tenant(self.tenant_id, self.breaker_scope)
 
 
 @dataclass(frozen=True)
@@ -97,6 +111,12 @@ class SettleOp:
     cause: str = ""
     """What a failure was (`breaker_cause`: "HTTP 500", "timeout"): a breaker layer it opens
     keeps it, so its refusals can say what the destination had been answering."""
+    breaker_scope: str = ""
+    """As `AdmitOp.breaker_scope`: the tenant layer the call was admitted through."""
+
+    @property
+    def breaker_tenant(self) -> str:
+        return scoped_tenant(self.tenant_id, self.breaker_scope)
 
 
 @dataclass(frozen=True)
@@ -327,7 +347,7 @@ def _encode(
             row: list[Arg] = [
                 "A",
                 table.destination(op.destination),
-                table.tenant_breaker(op.destination, op.tenant_id),
+                table.tenant_breaker(op.destination, op.breaker_tenant),
                 op.token,
                 repr(op.lease_s),
                 op.destination,
@@ -340,11 +360,12 @@ def _encode(
             row = [
                 "S",
                 table.destination(op.destination),
-                table.tenant_breaker(op.destination, op.tenant_id),
+                table.tenant_breaker(op.destination, op.breaker_tenant),
                 op.token,
                 op.outcome.value,
                 op.slot_epoch,
-                op.tenant_id,
+                # (the script names the layer's tenant in the destination's visibility set)
+                op.breaker_tenant,
                 repr(float(op.retry_after_s)),
                 op.cause,
                 0,

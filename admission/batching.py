@@ -163,7 +163,14 @@ class ExchangeBatcher:
     def _give_back_slot(self, op: AdmitOp, epoch: int) -> None:
         """Settle `op`'s slot as `ignore` in the next exchange (nothing said about the
         destination; a token Redis never granted releases nothing)."""
-        settle = SettleOp(op.destination, op.tenant_id, op.token, CallOutcome.IGNORE, epoch)
+        settle = SettleOp(
+            op.destination,
+            op.tenant_id,
+            op.token,
+            CallOutcome.IGNORE,
+            epoch,
+            breaker_scope=op.breaker_scope,
+        )
         future: asyncio.Future[Reply] = asyncio.get_running_loop().create_future()
         # Nobody awaits it: retrieve its outcome so a failure is not reported as unhandled
         # (the lease then expires on its own).

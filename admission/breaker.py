@@ -153,6 +153,22 @@ class ClosedBreaker:
     """`OPEN` or `HALF_OPEN`: the state it was closed from."""
 
 
+def scoped_tenant(tenant_id: str, scope: str) -> str:
+    """The id a tenant layer is kept under: the tenant's own, or with a `scope` (the calls of
+    a deployment's candidate: `workflow@vN`) a layer of its own, `tenant/workflow@vN`
+    (docs/architecture.md, 'Circuit breakers'). A candidate's failing calls then open that
+    layer, not the one the serving version's calls of the same tenant go through."""
+    return f"{tenant_id}/{scope}" if scope else tenant_id
+
+
+def candidate_layer_of(layer_tenant: str) -> str | None:
+    """The tenant whose deployment candidate's layer `layer_tenant` is (`scoped_tenant`'s
+    `tenant/workflow@vN`), or None when it is not of that form."""
+    tenant, _, scope = layer_tenant.rpartition("/")
+    name, _, version = scope.rpartition("@v")
+    return tenant if tenant and name and version.isdigit() else None
+
+
 PROBE_HUNG = "probe_hung"
 """The cause of a layer reopened because a half-open probe's lease ended without an answer."""
 

@@ -79,6 +79,11 @@ logger = logging.getLogger(__name__)
 
 LIMIT_RAISES_LOGGED_EVERY_S = 60.0
 """A destination's limit raises are logged at most this often, unless it has doubled."""
+LEASE_LOST_LOGGED_EVERY_S = 10.0
+"""At most one "settled after its slot lease expired" (or "Redis held no lease") line per
+destination this often; the calls in between are counted into the next line. A worker frozen
+past its leases (SIGSTOP, a paused VM) wakes with every call it had in flight settling at once:
+one line each was a flood of identical warnings."""
 MAX_HANDOVERS = 4
 """A slot is handed over locally at most this many times in a row, then it goes back through
 Redis, where waiters of other processes can take it: hand-overs must not let one process keep
@@ -131,6 +136,9 @@ class Admission:
         """Slots handed from a finished call to a waiting one in this process."""
         self._limit_logged: dict[str, tuple[float, float]] = {}
         """Per destination, the limit this process last logged and when (see `_log_limit`)."""
+        self._lease_lost_logged: dict[str, tuple[float, int]] = {}
+        """Per destination, when a lost lease was last logged and how many were not since
+        (see `_log_lease_lost`)."""
         # Public for tests and benchmarks (its `exchanges` counts script calls).
         self.batcher = ExchangeBatcher(
             lambda ops: self.backend.exchange(ops, self._clock.now(), self.config)
@@ -150,6 +158,7 @@ class Admission:
         lease_s: float | None = None,
         take_item: bool = False,
         retry: bool = False,
+        breaker_scope: str = "",
     ) -> Ticket:
         """Wait for permission to call `destination` for `tenant_id`.
 
@@ -158,6 +167,9 @@ class Admission:
         the call also takes one item from the tenant's rate window, in the same atomic step
         (a step's first attempt does). `retry`: the call is a retry (in-process or a
         redispatch) and goes only while the destination's retry budget allows.
+        `breaker_scope`: the call is a deployment candidate's (`workflow@vN`): its tenant
+        breaker layer is one of its own (`admission.breaker.scoped_tenant`), so the
+        candidate's failures never open the layer the serving version's calls go through.
 
         Raises `StepFailure(EXTERNAL_OVERLOAD)` if a breaker blocks the call, the retry
         budget refuses it or no slot frees up in time (its subclass `DestinationPaced` when
@@ -180,6 +192,7 @@ class Admission:
             take_item=take_item,
             retry=retry,
             tenant_default_limit=self.rate.default_limit(tenant_id),
+            breaker_scope=breaker_scope,
         )
         return await self._admit_waiting(op, wait_timeout_s)
 
@@ -207,7 +220,13 @@ class Admission:
                             waiter = None
                         return self._granted(op, reply)
                     refused = True
-                    raise_if_refused(destination, op.tenant_id, reply, self.rate.config.delay_s)
+                    raise_if_refused(
+                        destination,
+                        op.tenant_id,
+                        reply,
+                        self.rate.config.delay_s,
+                        breaker_scope=op.breaker_scope,
+                    )
                     refused = False
                     head_pause, polls = self._head_pause(reply, polls), polls + 1
                 if waiter is None:
@@ -278,7 +297,7 @@ class Admission:
         return reply
 
     def _saw_admit(self, op: AdmitOp, reply: AdmitReply) -> None:
-        self._log_transitions(op.destination, op.tenant_id, reply.events)
+        self._log_transitions(op.destination, op.breaker_tenant, reply.events)
         took_item = op.take_item and reply.code in {AdmitCode.GRANTED, AdmitCode.TENANT_LIMITED}
         # (global layer closed, tenant layer closed) as far as this reply tells: the global
         # layer is checked first, so a tenant-layer refusal means the global one passed.
@@ -288,9 +307,10 @@ class Admission:
             breakers = (not reply.global_probe, not reply.tenant_probe)
         elif reply.code is AdmitCode.BREAKER_BLOCKED:
             breakers = (False, None) if reply.blocking_layer.startswith("global") else (True, False)
+        # (A candidate's call is keyed by its own layer's id: it is never handed a slot.)
         self._views.saw_admit(
             op.destination,
-            op.tenant_id,
+            op.breaker_tenant,
             free_slots=reply.free_slots,
             epoch=reply.epoch,
             rate_capped=reply.rate_capped,
@@ -462,6 +482,7 @@ class Admission:
             settle=self._settle,
             renew=self._renew,
             lease_until=self._clock.now() + op.lease_s,
+            breaker_scope=op.breaker_scope,
         )
 
     def _settle(
@@ -479,6 +500,7 @@ class Admission:
             ticket.epoch,
             retry_after_s,
             cause,
+            ticket.breaker_scope,
         )
         answer = self.batcher.enqueue(op)
         overload = outcome in {CallOutcome.THROTTLED, CallOutcome.OVERLOAD}
@@ -504,7 +526,7 @@ class Admission:
         # The limit may have grown: let the slots it leaves unused be taken now (one waiter
         # was woken above already).
         self._waiters.notify(ticket.destination, reply.free_slots - 1)
-        self._log_transitions(ticket.destination, ticket.tenant_id, reply.events)
+        self._log_transitions(ticket.destination, ticket.breaker_tenant, reply.events)
         self._log_settle(ticket, outcome, reply)
 
     def _settle_answered(self, ticket: Ticket, overload: bool, done: asyncio.Future[Reply]) -> None:
@@ -519,7 +541,7 @@ class Admission:
         if isinstance(reply, SettleReply):
             self._views.saw_settle(
                 ticket.destination,
-                ticket.tenant_id,
+                ticket.breaker_tenant,
                 free_slots=reply.free_slots,
                 epoch=reply.epoch,
                 breakers=(reply.global_state == "closed", reply.tenant_state == "closed"),
@@ -528,13 +550,14 @@ class Admission:
     def _hand_over(self, ended: Ticket) -> bool:
         """Give the slot of a call that just succeeded to a waiter of the same destination
         and tenant, without a round trip (see `admission.handover`). True if it was."""
-        if ended.probe or ended.handovers >= MAX_HANDOVERS:
+        if ended.probe or ended.handovers >= MAX_HANDOVERS or ended.breaker_scope:
             return False
         view = self._views.get(ended.destination)
 
         def accepts(request: AdmitOp) -> bool:
             return (
                 request.tenant_id == ended.tenant_id
+                and not request.breaker_scope
                 and not request.retry
                 and view.allows(request.tenant_id, request.take_item)
             )
@@ -581,7 +604,7 @@ class Admission:
             elif ticket.outcome is None:
                 live.append(ticket)
         replies = await self.backend.renew(
-            [(t.destination, t.tenant_id, t.token) for t in live], now=now, lease_s=lease_s
+            [(t.destination, t.breaker_tenant, t.token) for t in live], now=now, lease_s=lease_s
         )
         renewed = {id(t) for t, ok in zip(live, replies, strict=True) if ok}
         for ticket in live:
@@ -597,21 +620,36 @@ class Admission:
         if not reply.lease_held:
             # Either the call outlived its lease, or Redis lost the record (a restart without
             # persistence, or a hand-over whose record failed): say which.
-            expired = self._clock.now() >= ticket.lease_until
-            logger.warning(
-                "call to %s settled %s",
-                ticket.destination,
-                "after its slot lease expired (not renewed in time, or lease_s too short)"
-                if expired
-                else "but Redis held no lease for it (Redis lost its state, or the slot's "
-                "record was never written)",
-                extra={
-                    "event": "admission.lease_lost",
-                    "destination": ticket.destination,
-                    "expired": expired,
-                },
-            )
+            self._log_lease_lost(ticket)
         self._log_limit(ticket, outcome, reply)
+
+    def _log_lease_lost(self, ticket: Ticket) -> None:
+        """Log a call that settled without its lease, aggregated per destination
+        (`LEASE_LOST_LOGGED_EVERY_S`)."""
+        now = self._clock.now()
+        logged_at, unlogged = self._lease_lost_logged.get(ticket.destination, (None, 0))
+        if logged_at is not None and now - logged_at < LEASE_LOST_LOGGED_EVERY_S:
+            self._lease_lost_logged[ticket.destination] = (logged_at, unlogged + 1)
+            return
+        self._lease_lost_logged[ticket.destination] = (now, 0)
+        expired = now >= ticket.lease_until
+        more = f" (and {unlogged} more calls to it since the last such line)" if unlogged else ""
+        logger.warning(
+            "call to %s settled %s%s; further ones are counted into one line every %g s",
+            ticket.destination,
+            "after its slot lease expired (not renewed in time, or lease_s too short)"
+            if expired
+            else "but Redis held no lease for it (Redis lost its state, or the slot's "
+            "record was never written)",
+            more,
+            LEASE_LOST_LOGGED_EVERY_S,
+            extra={
+                "event": "admission.lease_lost",
+                "destination": ticket.destination,
+                "expired": expired,
+                "unlogged": unlogged,
+            },
+        )
 
     def _log_limit(self, ticket: Ticket, outcome: CallOutcome, reply: SettleReply) -> None:
         """Log every cut (INFO), but aggregate the raises (DEBUG): a raise is logged only once

@@ -14,20 +14,27 @@ from __future__ import annotations
 import shlex
 
 from admission.backend import AdmitCode, AdmitReply
-from admission.breaker import opened_by
+from admission.breaker import opened_by, scoped_tenant
 from admission.rate_limit import RateDecision, TenantRateLimited
 from schemas.errors import BreakerOpen, FailureKind, RetryRefused, StepFailure
 from schemas.waiting import BREAKER_IS_OPEN, WaitReason
 
 
 def raise_if_refused(
-    destination: str, tenant_id: str, reply: AdmitReply, tenant_delay_s: float
+    destination: str,
+    tenant_id: str,
+    reply: AdmitReply,
+    tenant_delay_s: float,
+    *,
+    breaker_scope: str = "",
 ) -> None:
     """Raise for a refusal that waiting for a slot cannot cure: an open breaker or an
     exhausted retry budget (`StepFailure(EXTERNAL_OVERLOAD)`), or a full tenant window
-    (`TenantRateLimited`). Return for the others (no slot, the destination's rate)."""
+    (`TenantRateLimited`). Return for the others (no slot, the destination's rate).
+    `breaker_scope`: a deployment candidate's calls, whose tenant layer is their own
+    (`scoped_tenant`)."""
     if reply.code is AdmitCode.BREAKER_BLOCKED:
-        raise breaker_failure(destination, tenant_id, reply)
+        raise breaker_failure(destination, tenant_id, reply, breaker_scope)
     if reply.code is AdmitCode.RETRY_BUDGET:
         raise RetryRefused(
             f"retry budget of {destination!r} is exhausted: not retrying now (retries resume "
@@ -40,7 +47,9 @@ def raise_if_refused(
         raise TenantRateLimited(tenant_id, decision)
 
 
-def breaker_failure(destination: str, tenant_id: str, reply: AdmitReply) -> StepFailure:
+def breaker_failure(
+    destination: str, tenant_id: str, reply: AdmitReply, breaker_scope: str = ""
+) -> StepFailure:
     """The failure of a call a breaker blocked; the engine redispatches it once probes are let
     through (`retry_after_s`), counting one redispatch per opening (`opened_at`), not per
     refusal. The message says no time: it is read later, as the step's error or beside a
@@ -58,11 +67,13 @@ def breaker_failure(destination: str, tenant_id: str, reply: AdmitReply) -> Step
         "ends"
     )
     scope = f"tenant {tenant_id!r}" if layer == "tenant" else "all tenants"
+    if layer == "tenant" and breaker_scope:
+        scope += f", the calls of the deployment candidate {breaker_scope} only"
     cause = opened_by(reply.cause, reply.opened_at)
     opened = f"circuit open ({cause})" if cause else "circuit open"
     reset = f"schemabridge destinations reset-breaker {shlex.quote(destination)}"
     if layer == "tenant":
-        reset += f" --tenant {shlex.quote(tenant_id)}"
+        reset += f" --tenant {shlex.quote(scoped_tenant(tenant_id, breaker_scope))}"
     return BreakerOpen(
         f"{opened}: the {layer} breaker of {destination!r} ({scope}) {what} (once the "
         f"destination is fixed, close it with `{reset}`)",

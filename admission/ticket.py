@@ -8,6 +8,7 @@ from enum import StrEnum
 from types import TracebackType
 from typing import Any
 
+from admission.breaker import scoped_tenant
 from schemas.errors import SchemaBridgeError
 
 
@@ -69,9 +70,14 @@ class Ticket:
         renew: RenewFn,
         handovers: int = 0,
         lease_until: float = float("inf"),
+        breaker_scope: str = "",
     ) -> None:
         self.destination = destination
         self.tenant_id = tenant_id
+        self.breaker_scope = breaker_scope
+        """A deployment candidate's calls (`AdmitOp.breaker_scope`); "" for the others."""
+        self.breaker_tenant = scoped_tenant(tenant_id, breaker_scope)
+        """The id of the tenant breaker layer the call went through."""
         self.token = token
         """Unique id of the slot lease (also the probe permit's id)."""
         self.epoch = epoch

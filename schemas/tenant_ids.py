@@ -17,6 +17,12 @@ Schema's and pydantic's regular expressions than in Python's."""
 TENANT_ID_PATTERN = rf"^[^{_SPACE}]([\s\S]*[^{_SPACE}])?$"
 """The rule's ends as a regular expression, for the API's schema (its length is said apart):
 a client that generates ids from the schema then makes only ids the rule takes."""
+SYSTEM_TENANT = "system"
+"""The tenant of the engine's own runs (a deployment's `gradual_deploy` run): reserved, so no
+API key acts for it and no submission creates a run in it. A key for it would list every
+deployment's run, read its input and cancel it, which aborts the deployment: an admin's
+action, done with a tenant key."""
+
 SHOWN_CHARS = 60
 """The most of a refused id a message quotes."""
 
@@ -24,6 +30,17 @@ SHOWN_CHARS = 60
 def is_tenant_id(value: object) -> bool:
     """Whether `value` is a tenant id (see `TENANT_ID_RULE`)."""
     return isinstance(value, str) and 0 < len(value) <= MAX_TENANT_CHARS and value == value.strip()
+
+
+def reserved_words(tenant_id: str) -> str | None:
+    """Why `tenant_id` cannot be acted for (a key's tenant, a submission's), None when it
+    can: only `SYSTEM_TENANT` is reserved."""
+    if tenant_id != SYSTEM_TENANT:
+        return None
+    return (
+        f"{SYSTEM_TENANT!r} is the tenant of the engine's own runs (deployments' "
+        "gradual_deploy runs), reserved: choose another tenant id"
+    )
 
 
 def check_tenant_id(value: str) -> str:

@@ -79,7 +79,9 @@ def wait_text(reason: str, message: str, until: float | None, now: float) -> str
     if reason in _NEXT_TRY:
         # A retry's or a redispatch's next try; a group's `until` is its earliest.
         return f"{message}; next in {left} s" if message else message
-    if reason != WaitReason.BREAKER_OPEN:
+    if reason != WaitReason.BREAKER_OPEN or not message:
+        # No words (a group of children that share none): the front doors name the reason;
+        # a countdown alone ("17 children waiting: ; asks again in 1 s") reads as cut off.
         return message
     if BREAKER_IS_OPEN in message:
         return f"{message}; half-open in {left} s"

@@ -37,11 +37,18 @@ from typing import Protocol
 
 from redis.exceptions import ResponseError
 
-from admission import Admission, CallOutcome, DestinationCaps, DestinationPaced, Ticket
+from admission import (
+    Admission,
+    CallOutcome,
+    DestinationCaps,
+    DestinationPaced,
+    TenantRateLimited,
+    Ticket,
+)
 from admission.breaker import breaker_cause
 from engine.coordination.redis_client import COORDINATION_ERRORS
 from engine.store import Store
-from schemas.errors import StepDeferred, StepFailure
+from schemas.errors import BreakerOpen, RetryRefused, StepDeferred, StepFailure
 
 logger = logging.getLogger(__name__)
 
@@ -53,6 +60,32 @@ REFUSED = "refused"
 """An attempt's outcome (`AttemptMeter`) when admission said no before anything was sent."""
 ADMISSION_UNAVAILABLE = "admission_unavailable"
 """An attempt's outcome when Redis did not answer admission (nothing was sent)."""
+
+BREAKER_OPEN = "breaker_open"
+"""A refusal's reason (`refusal_reason`): a breaker layer of the destination is open (or
+half-open with every probe permit in use)."""
+RETRY_BUDGET = "retry_budget"
+"""A refusal's reason: the destination's retry budget let no retry through."""
+TENANT_RATE = "tenant_rate"
+"""A refusal's reason: the tenant's window of GATEWAY steps a minute is full."""
+DESTINATION_CAP = "destination_cap"
+"""A refusal's reason: the destination's own cap (`maxConcurrency`, `ratePerSecond`) held the
+call for the whole admission wait."""
+NO_SLOT = "no_slot"
+"""A refusal's reason: no slot within the admission wait at the AIMD limit overload cut."""
+
+
+def refusal_reason(error: BaseException) -> str:
+    """Why admission refused a call, as the `reason` label of its refusal."""
+    if isinstance(error, BreakerOpen):
+        return BREAKER_OPEN
+    if isinstance(error, RetryRefused):
+        return RETRY_BUDGET
+    if isinstance(error, TenantRateLimited):
+        return TENANT_RATE
+    if isinstance(error, DestinationPaced):
+        return DESTINATION_CAP
+    return NO_SLOT
 
 
 class CoordinationDown(StepDeferred):
@@ -92,6 +125,8 @@ class AttemptMeter(Protocol):
     def attempt(
         self, destination: str, status: int | None, error_kind: str | None, duration_s: float
     ) -> None: ...
+
+    def refusal(self, destination: str, reason: str) -> None: ...
 
 
 @dataclass
@@ -176,6 +211,9 @@ class AdmissionGuard:
     claim_token: str = ""
     meter: AttemptMeter | None = None
     """Where every attempt, and every refusal, is counted (None: nowhere)."""
+    breaker_scope: str = ""
+    """A deployment candidate's run (`candidate_scope`): its calls go through a tenant
+    breaker layer of their own; "" for every other run."""
     _ticket: Ticket | None = field(default=None, init=False)
     _attempts: int = field(default=0, init=False)
 
@@ -199,12 +237,13 @@ class AdmissionGuard:
                 # The step's item: once per step, not again on each redispatch.
                 take_item=not self.item_taken,
                 retry=retry or (first and self.redispatch),
+                breaker_scope=self.breaker_scope,
             )
             self.item_taken = True  # admitted: the item (if it was still due) went with it
             if self.tickets is not None:
                 self.tickets.hold(self._ticket, timeout_s)
         except DestinationPaced as paced:
-            self._count(destination, REFUSED)
+            self._refused(destination, paced)
             if not first:
                 # An in-process retry has an answer already: parking would start the step's
                 # attempts over, so it fails as an overload (a redispatch) as it always did.
@@ -217,9 +256,9 @@ class AdmissionGuard:
         except COORDINATION_ERRORS as exc:
             self._count(destination, ADMISSION_UNAVAILABLE)
             raise CoordinationDown(f"admission unavailable: {type(exc).__name__}: {exc}") from exc
-        except (StepFailure, StepDeferred):
+        except (StepFailure, StepDeferred) as refused:
             # An open breaker, the retry budget, no slot in time, the tenant's window.
-            self._count(destination, REFUSED)
+            self._refused(destination, refused)
             raise
         finally:
             if self.waits is not None:
@@ -260,6 +299,27 @@ class AdmissionGuard:
     def _count(self, destination: str, outcome: str) -> None:
         if self.meter is not None:
             self.meter.attempt(destination, None, outcome, 0.0)
+
+    def _refused(self, destination: str, error: BaseException) -> None:
+        if self.meter is not None:
+            self.meter.attempt(destination, None, REFUSED, 0.0)
+            self.meter.refusal(destination, refusal_reason(error))
+
+
+def candidate_scope(route: str | None, workflow: str, version: int) -> str:
+    """The breaker scope of a run's calls: `workflow@vN` for a run a deployment routed to its
+    candidate, "" for every other run.
+
+    A candidate that fails (a wrong path, a bad body: answered 500) would otherwise open its
+    tenant's breaker of the destination it shares with the serving version, and the serving
+    version's runs, the traffic a gradual deployment exists to protect, would be refused
+    with it for the whole reset period: the candidate's share of traffic would become all
+    of it. With a layer of its own, its failures open only that layer (and count in the
+    global layer only until it opens, as any tenant layer's do), so the serving version's
+    calls go on and the verdict judges the candidate on its own failures. Child runs are
+    not routed (they run their pinned versions) and are not scoped.
+    """
+    return f"{workflow}@v{version}" if route == "candidate" else ""
 
 
 @dataclass(frozen=True)

@@ -7,8 +7,13 @@ counts the runs it routed and lets `vertices.deploy.decide` judge them:
 
 * hold → the step parks until the next check (a durable timer: `not_before`);
 * roll back → the deployment ends ROLLED_BACK with the figures (the candidate's weight drops
-  to 0 in the same transaction) and the step fails with `deployment_ended`, so the run is
-  FAILED and says why;
+  to 0 in the same transaction) and the step succeeds with the verdict (`outcome`
+  `rolled_back`), the later stages at once as not run, so the run is SUCCEEDED: it did its
+  job. A FAILED run waits for an operator, and nothing here does (every operator action
+  refuses it): FAILED would put a deployment that worked as designed among the failures an
+  operator's dashboards and "Retry all matching" count, beside the candidate's own FAILED
+  runs, which are the failures to look at. The deployment's status, ROLLED_BACK, says how
+  it went; a run drive that broke (a stage step's error) still fails it;
 * pass → the deployment moves to the next stage (its weight and clock) in one transaction and
   the step succeeds; after the last stage the candidate becomes the serving version and the
   deployment SUCCEEDED.
@@ -121,6 +126,10 @@ async def _check(
     """One decision on `record` as read; None when a change was lost (read again)."""
     if record.status == DeploymentStatus.SUCCEEDED.value:
         return Succeeded(_passed_output(record, index))
+    if record.status == DeploymentStatus.ROLLED_BACK.value and record.outcome is not None:
+        # The engine's verdict (its stage step executed again) or a later stage after it. (A
+        # rollback by hand cancels the run: no stage step runs after it.)
+        return Succeeded(rolled_back_output(record, index))
     if record.status != DeploymentStatus.RUNNING.value:
         raise StepFailure(FailureKind.DEPLOYMENT_ENDED, ended_message(record))
     if record.stage_index > index:
@@ -157,7 +166,7 @@ async def _check(
             return None
         await _rolled_back(record, index, decision.reason, summary, exposure=exposure, log=log)
         ended = await store.deployment(record.id)
-        raise StepFailure(FailureKind.DEPLOYMENT_ENDED, ended_message(ended or record))
+        return Succeeded(rolled_back_output(ended or record, index, figures=summary))
     output = {"stage": index + 1, "weight": stage.weight, "verdict": decision.reason, **summary}
     if index == len(record.stages) - 1:
         outcome = {
@@ -254,6 +263,26 @@ def _passed_output(record: DeploymentRecord, index: int) -> dict[str, Any]:
         "verdict": "stage already passed",
         "deployment": record.status,
     }
+
+
+def rolled_back_output(
+    record: DeploymentRecord, index: int, *, figures: dict[str, Any] | None = None
+) -> dict[str, Any]:
+    """The output of stage `index` of a deployment the engine rolled back: the verdict at the
+    stage that judged it (`outcome` `rolled_back`), `not_run` at the stages after it."""
+    outcome = record.outcome or {}
+    judged = outcome.get("stage") == index + 1
+    output: dict[str, Any] = {
+        "stage": index + 1,
+        "weight": _weight(record, index),
+        "outcome": "rolled_back" if judged else "not_run",
+        "verdict": ended_message(record) if judged else f"not run: {ended_message(record)}",
+        "deployment": record.status,
+    }
+    if judged:
+        output.update(figures or outcome.get("figures") or {})
+        output["exposure"] = outcome.get("exposure")
+    return output
 
 
 def ended_message(record: DeploymentRecord) -> str:

@@ -41,8 +41,10 @@ from engine.execution.admission_guard import (
     AdmissionTickets,
     AdmissionWaits,
     CoordinationDown,
+    candidate_scope,
 )
 from engine.execution.child_input import ChildInputs
+from engine.execution.step_memory import StepMemory
 from engine.execution.stops import CLAIM_KEPT
 from engine.execution.worker_metrics import MeteredCalls, WorkerMetrics
 from engine.secret_cipher import SecretCipher
@@ -88,7 +90,9 @@ logger = logging.getLogger(__name__)
 STORE_RETRY_S = 1.0
 """How soon a step interrupted by a transient store error runs again."""
 STORE_RETRY_LIMIT = 10
-"""Executions after which a step still hitting store errors fails visibly."""
+"""Transient store errors in a row (in one worker, `StepMemory`) at which a step fails
+visibly; not its executions, which a long outage of Redis counts up by one every few
+seconds."""
 COORDINATION_RETRY_S = 2.0
 """How soon a step whose admission could not reach Redis runs again."""
 SECRET_NAMES_CACHED = 4_096
@@ -203,6 +207,9 @@ class ExecutorDeps:
     """The inputSchemas child runs are checked against, compiled once per version."""
     metrics: WorkerMetrics = field(default_factory=WorkerMetrics)
     """Counts and times the GATEWAY attempts (and, at the worker's flush, the steps)."""
+    step_memory: StepMemory = field(default_factory=StepMemory)
+    """What the steps' earlier executions in this worker left: store errors in a row, the
+    outage whose park line was written."""
 
 
 async def execute(
@@ -220,6 +227,8 @@ async def execute(
         changed=deps.run_changed,
     )
     result = await _execute(step, workflow, deps, log, stop)
+    if not isinstance(result, StepParked):
+        deps.step_memory.forget(step.step_id)
     # The lines a retry wait wrote already are not written again.
     unwritten = log.lines[log.written :] if log.written else log.lines
     if not log.redactor:
@@ -278,7 +287,7 @@ async def _execute(
             return _abandoned(step, stop, "its outcome is not recorded", deps, log)
         return _failed(step, vertex, failure, deps, log)
     except SQLAlchemyError as exc:
-        if _transient(exc) and step.attempts < STORE_RETRY_LIMIT:
+        if _transient(exc) and deps.step_memory.store_error(step.step_id) < STORE_RETRY_LIMIT:
             # A deadlock, a lost connection, an exhausted pool: not the step's fault. Park it
             # briefly so it runs again; if even that cannot be recorded, its lease expires.
             logger.warning(
@@ -307,17 +316,26 @@ async def _execute(
     if _claim_gone(stop):
         return _abandoned(step, stop, "its outcome is not recorded", deps, log)
     if isinstance(outcome, Parked):
-        await log("info", f"parked: {outcome.reason}", {"delaySeconds": outcome.delay_s})
-        return StepParked(
-            step,
-            deps.clock.now() + outcome.delay_s,
-            outcome.reason,
-            log.tenant_item_taken,
-            Waiting(outcome.code, outcome.reason),
-        )
+        return await _parked(step, outcome, deps, log)
     if isinstance(outcome, contract.AwaitingChildren):
         return StepAwaitingChildren(step, outcome.total)
     return StepSucceeded(step, outcome.output)
+
+
+async def _parked(
+    step: ClaimedStep, outcome: Parked, deps: ExecutorDeps, log: StepLog
+) -> StepParked:
+    """The step waits; its run's log says why, except again for an outage its last execution
+    here said already (`StepMemory.parked`)."""
+    if deps.step_memory.parked(step.step_id, outcome.code):
+        await log("info", f"parked: {outcome.reason}", {"delaySeconds": outcome.delay_s})
+    return StepParked(
+        step,
+        deps.clock.now() + outcome.delay_s,
+        outcome.reason,
+        log.tenant_item_taken,
+        Waiting(outcome.code, outcome.reason),
+    )
 
 
 def _log_crash(message: str, exc: BaseException, redactor: Redactor) -> None:
@@ -424,6 +442,7 @@ async def _gateway(
         tickets=deps.admission_tickets,
         claim_token=step.claim_token,
         meter=deps.metrics,
+        breaker_scope=candidate_scope(step.route, step.workflow_name, step.workflow_version),
     )
     try:
         return await gateway.execute(

@@ -200,6 +200,7 @@ class Worker:
         self._recording: set[str] = set()
         """Claim tokens in the batch the flusher is writing (their rows may be locked)."""
         self.stats = WorkerStats()
+        deps.metrics.watch(lambda: len(self._in_flight), config.concurrency)
 
     @property
     def in_flight(self) -> int:
@@ -615,7 +616,12 @@ class Worker:
         requeued = await self._store.requeue_expired()
         if requeued:
             self.stats.requeued += len(requeued)
-            logger.warning("requeued %d steps whose lease expired", len(requeued))
+            self._deps.metrics.leases_expired(len(requeued))
+            logger.warning(
+                "requeued %d steps whose lease expired",
+                len(requeued),
+                extra={"event": "step.lease_expired", "steps": len(requeued)},
+            )
             await self._wakeups.notify()
             await self._tell_requeued(requeued)
         # The first look, as the worker starts, covers every run: a step stranded while no

@@ -15,10 +15,22 @@ process, one worker). Series:
   went out and ended in a way that says something about the destination (what admission does
   not ignore, `admission_guard.outcome_of`): refused, cancelled and unsendable attempts are
   counted above, not timed.
+- `schemabridge_admission_refusals_total{destination,reason}`: the attempts counted `refused`
+  above, by why admission said no: `breaker_open`, `retry_budget`, `tenant_rate`,
+  `destination_cap` or `no_slot` (`admission_guard.refusal_reason`), so an alert tells an
+  open breaker from a tenant at its rate limit.
 - `schemabridge_steps_finished_total{vertex_type,outcome}`: the steps this worker finished,
   counted as each flush records them: `succeeded`, `failed` (for good), `redispatched`,
   `parked`, `awaiting_children` (a SPAWNER whose children run), `abandoned` (its run was
   cancelled under it) and `dropped` (recorded too late: its claim had expired).
+
+- `schemabridge_expired_leases_total`: the steps this worker's reaper took back because their
+  lease expired (the worker that held them died or stalled): they run again, their calls are
+  sent again. Counted by whichever worker reaps, so summed over workers it is the engine's.
+
+- `schemabridge_worker_steps_in_flight` and `schemabridge_worker_concurrency`: the steps the
+  worker holds now, read at scrape time, and how many it may hold (`--concurrency`): their
+  ratio says whether workers are saturated (more workers) or idle (the queue is elsewhere).
 
 Labels stay bounded: a destination is an admission key (a vertex's `destination`, else its
 URL's `scheme://host:port`), so there are as many as admission keeps state for; past
@@ -35,7 +47,7 @@ from collections import Counter as Tally
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
-from prometheus_client import CollectorRegistry, Counter, Histogram
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 
 from admission import CallOutcome
 from engine.execution.admission_guard import outcome_of
@@ -111,21 +123,52 @@ class WorkerMetrics:
             buckets=ATTEMPT_BUCKETS_S,
             registry=self.registry,
         )
+        self.refusals = Counter(
+            "schemabridge_admission_refusals",
+            "GATEWAY attempts admission refused before sending, by destination and reason.",
+            ["destination", "reason"],
+            registry=self.registry,
+        )
         self.steps = Counter(
             "schemabridge_steps_finished",
             "Steps this worker finished, by vertex type and outcome.",
             ["vertex_type", "outcome"],
             registry=self.registry,
         )
+        self.expired = Counter(
+            "schemabridge_expired_leases",
+            "Steps this worker took back because their lease expired (their worker died or "
+            "stalled); they run again.",
+            registry=self.registry,
+        )
+        self.in_flight = Gauge(
+            "schemabridge_worker_steps_in_flight",
+            "Steps this worker holds now (claimed and not yet recorded).",
+            registry=self.registry,
+        )
+        self.concurrency = Gauge(
+            "schemabridge_worker_concurrency",
+            "Steps this worker may hold at once (--concurrency).",
+            registry=self.registry,
+        )
         self._records: dict[tuple[str, int | None, str | None], _Record] = {}
         self._destinations: set[str] = set()
         self._overflow: dict[tuple[int | None, str | None], _Record] = {}
         self._step_children: dict[tuple[str, str], Callable[[float], None]] = {}
+        self._refusal_children: dict[tuple[str, str], Callable[[], None]] = {}
 
     @property
-    def collectors(self) -> tuple[Counter, Histogram, Counter]:
+    def collectors(self) -> tuple[Counter | Gauge | Histogram, ...]:
         """What another registry registers to serve these series too (`serve`'s API)."""
-        return (self.attempts, self.attempt_seconds, self.steps)
+        return (
+            self.attempts,
+            self.attempt_seconds,
+            self.refusals,
+            self.steps,
+            self.expired,
+            self.in_flight,
+            self.concurrency,
+        )
 
     def attempt(
         self, destination: str, status: int | None, error_kind: str | None, duration_s: float
@@ -141,9 +184,16 @@ class WorkerMetrics:
         if observe is not None:
             observe(duration_s)
 
-    def _resolve(self, destination: str, status: int | None, error_kind: str | None) -> _Record:
+    def _label(self, destination: str) -> str:
+        """`destination` as a label value: itself while it is one of the first
+        `MAX_DESTINATIONS` seen, else `OTHER_DESTINATION`."""
         if destination in self._destinations or len(self._destinations) < MAX_DESTINATIONS:
             self._destinations.add(destination)
+            return destination
+        return OTHER_DESTINATION
+
+    def _resolve(self, destination: str, status: int | None, error_kind: str | None) -> _Record:
+        if self._label(destination) == destination:
             record = self._children(destination, status, error_kind)
             self._records[(destination, status, error_kind)] = record
             return record
@@ -159,6 +209,25 @@ class WorkerMetrics:
         if not _timed(status, error_kind):
             return (counter.inc, None)
         return (counter.inc, self.attempt_seconds.labels(label).observe)
+
+    def refusal(self, destination: str, reason: str) -> None:
+        """Count why admission refused one attempt (already counted `refused` by
+        `attempt`); destinations past `MAX_DESTINATIONS` share `OTHER_DESTINATION`."""
+        label = self._label(destination)
+        inc = self._refusal_children.get((label, reason))
+        if inc is None:
+            inc = self.refusals.labels(label, reason).inc
+            self._refusal_children[(label, reason)] = inc
+        inc()
+
+    def watch(self, in_flight: Callable[[], int], concurrency: int) -> None:
+        """The worker these figures are of: its steps in flight are read at each scrape."""
+        self.in_flight.set_function(in_flight)
+        self.concurrency.set(concurrency)
+
+    def leases_expired(self, steps: int) -> None:
+        """Count the steps one reap took back from expired leases."""
+        self.expired.inc(steps)
 
     def steps_finished(self, finished: Iterable[tuple[str, str]]) -> None:
         """Count a flush's steps, given as (vertex type, outcome): one `inc` per distinct

@@ -321,8 +321,9 @@ def _syntax_message(text: str, exc: json.JSONDecodeError) -> str:
 
 def syntax_reason(text: str, exc: json.JSONDecodeError) -> str:
     """What is wrong with `text` and where (`exc` is what parsing it raised), with the likely
-    cause when it is a common one: a comma after the last item, or a text cut short. The
-    command line and the REST API's `invalid_json` say it in these words alike."""
+    cause when it is a common one: a comma after the last item, a text cut short, or single
+    quotes. `validate`, the command line's JSON options (`--input`, `--output`) and the REST
+    API's `invalid_json` say it in these words alike."""
     where = f"line {exc.lineno}, column {exc.colno}"
     hint = ""
     # A string left open always runs to the end: JSON strings cannot span lines.
@@ -333,6 +334,9 @@ def syntax_reason(text: str, exc: json.JSONDecodeError) -> str:
             f" The `{text[exc.pos]}` there follows a comma: JSON allows none after the last "
             "item, so remove that comma."
         )
+    elif text[exc.pos : exc.pos + 1] == "'":
+        # Python's and JavaScript's habit, and a shell's quotes swapped: `"{'a': 1}"`.
+        hint = ' JSON writes strings and names in double quotes ("), not single ones.'
     return f"{exc.msg} ({where}).{hint}"
 
 

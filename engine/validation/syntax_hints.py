@@ -1,5 +1,5 @@
 """What to do about an expression that does not compile, for the mistakes JMESPath's own error
-leaves unexplained: a name with a `-`, a bare number in a comparison, arithmetic.
+leaves unexplained: a name with a `-`, a bare number in a comparison or a default, arithmetic.
 
 JMESPath reads `vertices.paid-orders.output` as `vertices.paid`, then a `-` it has no use for
 ("Unknown token '-'"), or a number (`a-1`: "Unexpected token: -1"); neither says that such a
@@ -7,8 +7,9 @@ name must be written in double quotes (`vertices."paid-orders"`, docs/authoring.
 'Expressions'). A secret's name cannot have a `-` at all, quoted or not (`SECRET_NAME`), so
 `secrets.crm-token` gets the naming rule instead.
 
-`[?qty > 1]` gives "invalid token": a JSON literal such as a number is written in backticks
-(`` [?qty > `1`] ``). `a + b` gives "Unknown token +": JMESPath has no arithmetic at all.
+`[?qty > 1]` and `input.status || 200` give "invalid token": a JSON literal such as a number
+is written in backticks (`` [?qty > `1`] ``, `` input.status || `200` ``). `a + b` gives
+"Unknown token +": JMESPath has no arithmetic at all.
 """
 
 from __future__ import annotations
@@ -47,9 +48,10 @@ class Hint:
 
 
 _COMPARED_NUMBER = re.compile(
-    r"(?<=[=<>])(\s*)(-?\d+(?:\.\d+)?)(?![\w.])|(?<![\w.\]`])(-?\d+(?:\.\d+)?)(?=\s*[=<>!])"
+    r"(?<=[=<>|&])(\s*)(-?\d+(?:\.\d+)?)(?![\w.])|(?<![\w.\]`])(-?\d+(?:\.\d+)?)(?=\s*[=<>!|&])"
 )
-"""A number written bare right beside a comparison operator (either side)."""
+"""A number written bare right beside a comparison or a logical operator (either side):
+`qty > 1`, and the default of `input.status || 200`."""
 _ARITHMETIC = re.compile(r"[+/]|\s[-*]\s")
 
 
@@ -64,7 +66,8 @@ def syntax_hint(
 
 
 def number_hint(source: str) -> Hint | None:
-    """`[?qty > 1]`: numbers compared must be JSON literals, in backticks."""
+    """`[?qty > 1]`, `input.status || 200`: numbers compared or given as a default must be
+    JSON literals, in backticks."""
     stretches = list(_unquoted(source))
     if not any(_COMPARED_NUMBER.search(text) for _, text in stretches):
         return None
