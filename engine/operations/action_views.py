@@ -95,6 +95,10 @@ class RetryPreview(View):
     a deployment's own `gradual_deploy` run (409 `deployment_run`) and a run that was started
     over, or is under a root run that was (409 `started_over`): the refusal's sentence is then
     the one of `warnings`."""
+    new_run_id: str | None = None
+    """When the retry would be refused because the run, or the root run above it, was
+    started over (409 `started_over`): the run that start over made, where to look
+    instead (the refusal's `details.newRunId`)."""
     steps_retried: int = 0
     """FAILED steps that would run again."""
     steps_held_back: int = 0
@@ -114,6 +118,10 @@ class RetryPreview(View):
     """Joins that would fail again at once: reprocess the run instead (its dead letters run
     again and the joins reopen)."""
     children_failed: int = 0
+    fix_first: str | None = None
+    """When the run failed for a cause the workflow or its input makes: the sentence a
+    front door leads with (the retry would fail the same way at once; fix the workflow,
+    publish, submit anew), the run's `fixFirst` (`GET /runs/{id}`). None otherwise."""
 
 
 class ResolveResult(ActionResult):

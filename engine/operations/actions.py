@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from engine.operations.action_views import (
@@ -47,6 +47,7 @@ from engine.operations.breaker_warnings import (
     open_breaker_warnings,
 )
 from engine.operations.deployment_warnings import SEVERAL_TENANTS, rerun_warning
+from engine.operations.fix_first import FailedCause, fix_first_words, run_fix_first_words
 from engine.operations.run_views import summary
 from engine.operations.runs import checked_filter
 from engine.operations.submission import Bound, check_value_limits
@@ -150,6 +151,7 @@ class OperatorActions:
                 status=refusal.state,
                 retriable=False,
                 warnings=[refusal.message],
+                new_run_id=refusal.details.get("newRunId"),
             )
         if run_id in outcome.refused:
             state = outcome.refused[run_id]
@@ -157,11 +159,43 @@ class OperatorActions:
                 raise run_not_found(run_id)
             return RetryPreview(run_id=run_id, status=state, retriable=False)
         facts = await self._runtime.store.rerun_facts(run_id)
+        errors = outcome.failed_errors.get(run_id, {})
+        fix_first = None if facts is None else await self._fix_first(run_id, facts, errors)
         return RetryPreview(
             run_id=run_id,
             status=RunStatus.FAILED.value,
             retriable=True,
+            fix_first=fix_first,
             **await self._retry_effects(run_id, outcome, facts),
+        )
+
+    async def _fix_first(
+        self, run_id: str, facts: RerunFacts, errors: Mapping[str, Any]
+    ) -> str | None:
+        """The fix-first warning of the run's retry (`fix_first_words`), as `GET /runs/{id}`
+        says it: its steps and graph are read only when there is one, for the steps an
+        operator resolved upstream of a FAILED one (a run started over is refused before)."""
+        causes = [FailedCause.of(vertex, error) for vertex, error in errors.items()]
+        child_run = facts.parent_run_id is not None
+        said = fix_first_words(
+            causes,
+            workflow=facts.workflow,
+            version=facts.version,
+            tenant_id=facts.tenant_id,
+            child_run=child_run,
+            run_id=run_id,
+        )
+        if said is None or child_run:
+            return said
+        store = self._runtime.store
+        return run_fix_first_words(
+            await store.get_steps(run_id),
+            (await store.get_version(facts.workflow, facts.version)).workflow,
+            version=facts.version,
+            tenant_id=facts.tenant_id,
+            run_id=run_id,
+            child_run=False,
+            started_over=False,
         )
 
     async def _retry_effects(
@@ -334,13 +368,13 @@ class OperatorActions:
         """What `start_over` would do now, with its warnings, changing nothing. Unknown (or
         another tenant's): `NotFound(code="run_not_found")`; a start over it would refuse, or
         one done before: `startable=False`, saying which."""
-        store = self._runtime.store
         try:
-            before = await store.start_over_preview(run_id, tenant=tenant)
+            look = await self._runtime.store.start_over_preview(run_id, tenant=tenant)
         except WrongState as refused:
             return StartOverPreview(
                 run_id=run_id, status=refused.state, startable=False, message=refused.message
             )
+        before = look.before
         if before is not None:
             return StartOverPreview(
                 run_id=run_id,
@@ -349,16 +383,12 @@ class OperatorActions:
                 new_run_id=before.new_run_id,
                 message=already_started_over(before.new_run_id, before.new_status),
             )
-        facts = await store.rerun_facts(run_id)
-        record = await store.get_run(run_id)
-        if record is None:
-            raise run_not_found(run_id)
         return StartOverPreview(
             run_id=run_id,
-            status=record.status,
+            status=look.status,
             startable=True,
-            message=f"would start a new run of v{record.workflow_version} with the same input",
-            warnings=_rerun_warnings("start over", facts),
+            message=f"would start a new run of v{look.version} with the same input",
+            warnings=_rerun_warnings("start over", look.facts),
         )
 
     @store_boundary

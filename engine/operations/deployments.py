@@ -50,6 +50,7 @@ from engine.operations.pagination import check_limit
 from engine.operations.row_cache import RowCache, shared_row_cache
 from engine.operations.views import DeploymentIdMatches
 from engine.operations.workflows import not_found as workflow_not_found
+from engine.operations.workflows import unknown_workflow
 from engine.store import UnknownWorkflow
 from engine.store.committed_changes import SERVING_TOPIC
 from engine.store.deployment_log import log_event, routing_after
@@ -285,7 +286,7 @@ class DeploymentOperations:
         try:
             record = await self._store.start_deployment(spec, gradual_deploy_workflow(len(stages)))
         except UnknownWorkflow as exc:
-            raise workflow_not_found(workflow, version) from exc
+            raise await unknown_workflow(self._store, workflow, version, users_only=True) from exc
         await self._runtime.wakeup.notify()
         first = stages[0]
         log_event(
@@ -333,7 +334,7 @@ class DeploymentOperations:
         facts = await self._start_facts(workflow, version)
         current = await self._store.serving(workflow)
         if current is None:
-            raise workflow_not_found(workflow, version)
+            raise await unknown_workflow(self._store, workflow, version, users_only=True)
         if current.deployment_id is not None:
             raise running_deployment(workflow, current.deployment_id)
         if current.serving_version == version:
@@ -388,7 +389,7 @@ class DeploymentOperations:
         try:
             candidate = (await self._store.get_version(workflow, version)).workflow
         except UnknownWorkflow as exc:
-            raise workflow_not_found(workflow, version) from exc
+            raise await unknown_workflow(self._store, workflow, version, users_only=True) from exc
         serving = await self._store.serving(workflow)
         serving_version = None if serving is None else serving.serving_version
         return StartFacts(
@@ -498,7 +499,7 @@ class DeploymentOperations:
             try:
                 await self._store.get_version(workflow)
             except UnknownWorkflow as exc:
-                raise workflow_not_found(workflow) from exc
+                raise await unknown_workflow(self._store, workflow, users_only=True) from exc
         return await self._views(await self._store.deployments_of(workflow, limit=limit))
 
     @store_boundary
@@ -605,5 +606,5 @@ class DeploymentOperations:
         try:
             record = await self._store.set_serving(workflow, version, actor=actor)
         except UnknownWorkflow as exc:
-            raise workflow_not_found(workflow, version) from exc
+            raise await unknown_workflow(self._store, workflow, version, users_only=True) from exc
         return serving_view(record)

@@ -11,6 +11,8 @@ import asyncio
 import logging
 from typing import TYPE_CHECKING, Literal
 
+from pydantic import ConfigDict
+
 from engine.coordination.redis_client import redis_ok
 from engine.operations.views import View
 
@@ -24,6 +26,9 @@ Dependency = Literal["database", "redis"]
 
 class HealthReport(View):
     """`status` is `ok` when nothing is failing, else `unavailable`."""
+
+    # `GET /health` leaves `failing` out when it is empty (`{"status": "ok"}`): not required.
+    model_config = ConfigDict(json_schema_serialization_defaults_required=False)
 
     status: Literal["ok", "unavailable"]
     failing: list[Dependency] = []

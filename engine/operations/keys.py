@@ -34,8 +34,9 @@ from engine.operations.keys_views import (
 from engine.operations.row_cache import RowCache, shared_row_cache
 from engine.store.keys import ApiKeyRecord, KeyRevocation
 from schemas.clock import utc_moment
+from schemas.close_names import close_names, did_you_mean
 from schemas.errors import InvalidRequest, NotFound, Problem
-from schemas.tenant_ids import TENANT_ID_RULE, is_tenant_id
+from schemas.tenant_ids import SYSTEM_TENANT, TENANT_ID_RULE, is_tenant_id, reserved_words
 
 if TYPE_CHECKING:
     from engine.runtime import Runtime
@@ -108,6 +109,9 @@ def _check_role(tenant: str | None, admin: bool) -> None:
             "/tenantId",
             f"a tenant id is {TENANT_ID_RULE}",
         )
+    reserved = None if tenant is None else reserved_words(tenant)
+    if reserved is not None:
+        raise _refuse("/tenantId", reserved)
 
 
 def _check_details(name: str | None, expires_in_days: float | None) -> None:
@@ -181,6 +185,21 @@ class KeyOperations:
         now = self._runtime.clock.now()
         return ApiKeyList(items=[_view(record, now) for record in records])
 
+    async def _unknown_key(self, key_id: str) -> NotFound:
+        """The refusal of an id no key has, naming the keys it may have been meant for: the
+        one whose id it starts (a short id copied from elsewhere) or those close to it (a
+        typo), and the command that lists them."""
+        ids = [record.id for record in await self._runtime.store.list_api_keys()]
+        given = key_id.strip().lower()
+        started = [known for known in ids if given and known.startswith(given)]
+        meant = started if len(started) == 1 else close_names(given, ids)
+        hint = did_you_mean(meant) or "`schemabridge keys list` shows the keys' ids"
+        return NotFound(
+            f"no API key with id {key_id!r}; {hint}",
+            code="key_not_found",
+            details={"meant": meant},
+        )
+
     @store_boundary
     async def revoke(self, key_id: str, *, actor: str | None = None) -> RevokedApiKey:
         """Revoke a key now; it stops working at once everywhere. The audit records that
@@ -189,7 +208,7 @@ class KeyOperations:
         written). Unknown id → `NotFound(code="key_not_found")`."""
         revocation = await self._runtime.store.revoke_api_key(key_id, actor=actor)
         if revocation is None:
-            raise NotFound(f"no API key with id {key_id!r}", code="key_not_found")
+            raise await self._unknown_key(key_id)
         # A key revoked already was announced when it was revoked: nothing to tell.
         if revocation.changed and not await self._runtime.invalidations.announce(KEYS_TOPIC):
             # Redis did not take the new token: API processes may still hold the key.
@@ -220,6 +239,16 @@ class KeyOperations:
             token_hash, lambda: self._runtime.store.find_api_key(token_hash)
         )
         if record is None:
+            return None
+        if record.tenant_id == SYSTEM_TENANT:
+            # Made before the tenant was reserved: it would act on the engine's own runs.
+            logger.warning(
+                "API key %s is for the reserved tenant %r and is refused; revoke it "
+                "(`schemabridge keys revoke %s`)",
+                record.id,
+                SYSTEM_TENANT,
+                record.id,
+            )
             return None
         view = _view(record, self._runtime.clock.now())
         return view if view.state == "live" else None

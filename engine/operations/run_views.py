@@ -11,11 +11,12 @@ an operator's retry) starts where the attempt number starts again.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from engine.coordination.heartbeat import ServiceStatus
+from engine.operations.fix_first import run_fix_first_words
 from engine.operations.submission import client_key
 from engine.operations.views import (
     UNKNOWN_KIND,
@@ -38,7 +39,7 @@ from engine.operations.views import (
     WaitingView,
 )
 from engine.store.listing import LogRecord
-from engine.store.models import TERMINAL_RUN_STATUSES, StepStatus
+from engine.store.models import TERMINAL_RUN_STATUSES, RunStatus, StepStatus
 from engine.store.records import RunHeader, RunRecord, StepRecord, WaitingGroup
 from schemas.definitions import Workflow
 from schemas.errors import BreakerRefusal, FailureKind
@@ -119,9 +120,11 @@ def _child_cause(value: Any) -> ChildCauseView | None:
     return ChildCauseView(kind=_kind(value.get("kind")), count=count, read=read)
 
 
-def summary(run: RunRecord | RunHeader, *, sent: bool = False) -> RunSummary:
+def summary(
+    run: RunRecord | RunHeader, *, sent: bool = False, started_over_as: str | None = None
+) -> RunSummary:
     """A run as lists show it (`sent`: with what its error's request sent, as one run's
-    detail shows it)."""
+    detail shows it; `started_over_as`: the run its start over made, read by the caller)."""
     return RunSummary(
         id=run.id,
         workflow=run.workflow_name,
@@ -136,6 +139,7 @@ def summary(run: RunRecord | RunHeader, *, sent: bool = False) -> RunSummary:
         item_index=run.item_index,
         root_run_id=run.root_run_id,
         restarted_from=run.restarted_from,
+        started_over_as=started_over_as,
         dlq_at=run.dlq_at,
         route=run.route,
         error=error_view(run.error, sent=sent),
@@ -353,13 +357,18 @@ def detail(
     now: float | None = None,
     holders: Holders | None = None,
     deployment_id: str | None = None,
+    root_started_over_as: str | None = None,
 ) -> RunDetail:
     """The whole view of one run (`now`: when it is read, which ends a past retry wait;
     `holders`: the liveness of its RUNNING steps' holders; `deployment_id`: the deployment it
-    belongs to)."""
+    belongs to; `root_started_over_as`: for a child, the run a start over of its root made)."""
     by_vertex = histories(lines)
+    steps = list(steps)
+    # The first of `restarts`: the run the start over's idempotency key names, as a list page
+    # and a retry's refusal name it.
+    started_over_as = restarts[0] if restarts else root_started_over_as
     return RunDetail(
-        **summary(run, sent=True).model_dump(),
+        **summary(run, sent=True, started_over_as=started_over_as).model_dump(),
         input=run.input,
         output=run.output,
         item=run.item,
@@ -376,6 +385,24 @@ def detail(
         ],
         fanout=fanout,
         deployment_id=deployment_id,
+        fix_first=run_fix_first(run, steps, workflow, started_over=started_over_as is not None),
+    )
+
+
+def run_fix_first(
+    run: RunRecord, steps: Sequence[StepRecord], workflow: Workflow, *, started_over: bool
+) -> str | None:
+    """The fix-first warning of a FAILED run (`run_fix_first_words`), None for any other."""
+    if run.status != RunStatus.FAILED.value:
+        return None
+    return run_fix_first_words(
+        steps,
+        workflow,
+        version=run.workflow_version,
+        tenant_id=run.tenant_id,
+        run_id=run.id,
+        child_run=run.parent_run_id is not None,
+        started_over=started_over,
     )
 
 

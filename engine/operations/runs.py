@@ -48,7 +48,7 @@ from engine.operations.views import (
     SubmitResult,
 )
 from engine.operations.workflows import not_found as workflow_not_found
-from engine.operations.workflows import unknown_workflow
+from engine.operations.workflows import require_published, unknown_workflow
 from engine.store import UnknownWorkflow
 from engine.store.actions_store import no_step
 from engine.store.catalogue import QuotaExhausted
@@ -64,6 +64,8 @@ from engine.store.records import (
     VersionRecord,
 )
 from engine.validation import validate_input
+from schemas.clock import utc_moment
+from schemas.close_names import close_names, did_you_mean
 from schemas.definitions import RESERVED_WORKFLOWS, SpawnerVertex
 from schemas.errors import (
     IdempotencyConflict,
@@ -72,7 +74,7 @@ from schemas.errors import (
     Problem,
     QuotaExceeded,
 )
-from schemas.tenant_ids import check_tenant_id
+from schemas.tenant_ids import TENANT_ID_RULE, check_tenant_id, reserved_words
 
 if TYPE_CHECKING:
     from engine.runtime import Runtime
@@ -111,8 +113,10 @@ def _run_status(status: str | None) -> str | None:
         if status.upper() in ("PENDING", "WAITING"):
             # The fan-out's progress counts waiting children: they are RUNNING runs.
             hint = "; no run is PENDING: a waiting child is RUNNING, marked `waiting`"
+        meant = did_you_mean(close_names(status.upper(), sorted(_STATUSES)))
+        typo = f" ({meant})" if meant else ""
         raise invalid_filter(
-            f"unknown run status {status!r}; one of {known} (any case){hint}",
+            f"unknown run status {status!r}{typo}; one of {known} (any case){hint}",
             "status",
             _STATUSES,
         )
@@ -159,8 +163,12 @@ def checked_filter(selection: RunFilter) -> RunFilter:
     route = None if selection.route is None else selection.route.lower()
     if route is not None and route not in _ROUTES:
         known = ", ".join(sorted(_ROUTES))
+        meant = did_you_mean(close_names(route, sorted(_ROUTES)))
+        typo = f" ({meant})" if meant else ""
         raise invalid_filter(
-            f"unknown route {selection.route!r}; one of {known} (any case)", "route", _ROUTES
+            f"unknown route {selection.route!r}{typo}; one of {known} (any case)",
+            "route",
+            _ROUTES,
         )
     if selection.version is not None:
         if selection.workflow is None:
@@ -179,6 +187,17 @@ def checked_filter(selection: RunFilter) -> RunFilter:
             raise invalid_filter(
                 "createdAfter and createdBefore are finite epoch seconds", parameter
             )
+    after, before = selection.created_after, selection.created_before
+    if after is not None and before is not None and after > before:
+        # Swapped bounds match nothing: said, not answered with an empty page that reads as
+        # "no run in that window". Equal bounds are an empty window, not a mistake.
+        raise invalid_filter(
+            f"createdAfter ({utc_moment(after)}) is later than createdBefore "
+            f"({utc_moment(before)}): no run is "
+            "created in between; were they swapped? createdAfter is the window's start "
+            "(inclusive), createdBefore its end (exclusive)",
+            "createdBefore",
+        )
     if (status, route, roots_only) == (selection.status, selection.route, selection.roots_only):
         return selection
     return dataclasses.replace(selection, status=status, route=route, roots_only=roots_only)
@@ -292,6 +311,11 @@ class RunOperations:
         `created_by` stays the first submitter's, whoever repeats it.
         """
         check_tenant_id(tenant_id)
+        reserved = reserved_words(tenant_id)
+        if reserved is not None:
+            raise InvalidRequest(
+                reserved, code="invalid_tenant", details={"allowed": TENANT_ID_RULE}
+            )
         submission.check_key(idempotency_key)
         settings = self._runtime.settings
         submission.check_input_limits(
@@ -458,6 +482,9 @@ class RunOperations:
         store = self._store
         version = await store.get_version(run.workflow_name, run.workflow_version)
         steps = await store.get_steps(run.id)
+        under = None
+        if run.root_run_id is not None:  # a child: what a start over of its root made
+            under = (await store.started_over_as({run.id: run.root_run_id})).get(run.id)
         return run_views.detail(
             run,
             version.workflow,
@@ -468,6 +495,7 @@ class RunOperations:
             now=self._runtime.clock.now(),
             holders=await self._holders(steps, show_worker=tenant is None),
             deployment_id=await self._deployment_of(run),
+            root_started_over_as=under,
         )
 
     async def _deployment_of(self, run: RunRecord) -> str | None:
@@ -602,7 +630,10 @@ class RunOperations:
         `next` continues the same list: runs created meanwhile never push a row into the next
         page twice or make one skip. `limit` is 1 to 500 (`invalid_limit`); a cursor of
         another list or filter, or an altered one, is `invalid_cursor`. The filter's status
-        and route are taken in any case (`failed` is FAILED).
+        and route are taken in any case (`failed` is FAILED). A `workflow` (or its `version`)
+        never published is `workflow_not_found`, as a batch retry by the filter refuses it,
+        never an empty page that hides the typo; it is looked up only when the first page
+        is empty, so a list that finds runs costs nothing more.
 
         Every filter reads one index range, except `parent`: the children of one run are
         indexed in item order (`children` reads them so, at any fan-out size), not newest
@@ -617,16 +648,34 @@ class RunOperations:
         scope = scope_digest("runs", dataclasses.asdict(filter))
         after = None if cursor is None else _run_key(decode_cursor(cursor, "runs", scope))
         rows = await self._store.runs_page(filter, after=after, limit=limit + 1)
+        if not rows and cursor is None:
+            await self._require_workflow(filter)
         next_cursor = None
         if len(rows) > limit:
             rows = rows[:limit]
             next_cursor = encode_cursor("runs", [rows[-1].created_at, rows[-1].id], scope)
-        progress = await self._store.runs_progress([r.id for r in rows])
+        ids = [r.id for r in rows]
+        progress = await self._store.runs_progress(ids)
+        # One indexed read for the page, so that a FAILED run already started over (or a
+        # child under one) reads as handled (a retry of it is refused), not as one more
+        # failure to retry.
+        started_over = await self._store.started_over_as(
+            {r.id: r.root_run_id or r.id for r in rows}
+        )
         items = [
-            run_views.summary(r).model_copy(update={"progress": _list_progress(progress.get(r.id))})
+            run_views.summary(r, started_over_as=started_over.get(r.id)).model_copy(
+                update={"progress": _list_progress(progress.get(r.id))}
+            )
             for r in rows
         ]
         return Page[RunSummary](items=items, next=next_cursor)
+
+    async def _require_workflow(self, filter: RunFilter) -> None:
+        """Refuse a filter naming a workflow, or a version of it, never published. The
+        engine's own workflows are left alone: `gradual_deploy` is published with the first
+        deployment, and a filter on it before then is "no runs", not a typo."""
+        if filter.workflow is not None and filter.workflow not in RESERVED_WORKFLOWS:
+            await require_published(self._store, filter.workflow, filter.version)
 
     @store_boundary
     async def children(

@@ -22,6 +22,7 @@ from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
 
 from admission import DestinationCaps
+from admission.breaker import candidate_layer_of
 from engine.coordination.heartbeat import read_services
 from engine.coordination.redis_client import COMMAND_TIMEOUT_S, COORDINATION_ERRORS, redis_ok
 from engine.operations.boundary import store_boundary
@@ -190,7 +191,8 @@ class SettingsOperations:
         destination is fixed: retried steps then call it now, not after the reset timeout.
         Answers what was closed (nothing: all were closed already). A destination admission
         never saw is `destination_not_found`, a key no call can have `invalid_destination`
-        (as for caps: `check_destination`); Redis down, `coordination_unavailable`.
+        (as for caps: `check_destination`), a `tenant_id` no tenant has (nothing closed)
+        `tenant_not_found`; Redis down, `coordination_unavailable`.
         The steps waiting behind those breakers become claimable at once and the workers are
         woken (`steps_released`: how many). Closing any is an audit event of `actor`
         (`destination.breakers_reset`), written after Redis changed: a database down then is
@@ -210,6 +212,8 @@ class SettingsOperations:
                 "(`schemabridge destinations list` shows the known ones)",
                 code="destination_not_found",
             )
+        if tenant_id is not None and not closed:
+            await self._require_known_tenant(destination, tenant_id)
         reset = BreakersReset(
             destination=destination,
             tenant_id=tenant_id,
@@ -222,6 +226,25 @@ class SettingsOperations:
         if reset.closed:
             await self._audit_reset(reset, actor)
         return reset
+
+    async def _require_known_tenant(self, destination: str, tenant_id: str) -> None:
+        """A tenant layer found closed of a tenant the engine does not know (no runs, API
+        keys or settings, never seen by the rate limiter: what `tenants` lists) is a typo's,
+        not a closed breaker: "closed already" would send the operator away while the
+        tenant meant still waits behind its open breaker. `tenant_not_found`, naming the
+        known tenants close to it."""
+        known = [view.tenant_id for view in await self.tenants()]
+        if tenant_id in known or candidate_layer_of(tenant_id) in known:
+            return
+        close = close_names(tenant_id, known)
+        meant = f"; {did_you_mean(close)}" if close else ""
+        raise NotFound(
+            f"no tenant {tenant_id!r} is known (no runs, API keys or settings), so no call of "
+            f"it has reached {destination} and it has no breaker there{meant} "
+            "(`schemabridge tenants list` names the known tenants)",
+            code="tenant_not_found",
+            details={"tenantId": tenant_id, "meant": close},
+        )
 
     async def _release_parks(self, destination: str, tenant_id: str | None) -> int:
         """The steps waiting behind the breakers just closed run now, not at their redispatch

@@ -83,13 +83,18 @@ def describe_times(schema: dict[str, Any], model: type[BaseModel]) -> None:
 
 class View(BaseModel):
     """Base of every view: immutable, camelCase on the wire, snake_case in Python; its times
-    are described as epoch seconds in its JSON schema (`describe_times`)."""
+    are described as epoch seconds in its JSON schema (`describe_times`). An answer carries
+    every field of its view, null or empty when there is nothing to say, so its JSON schema
+    lists every field as required (`json_schema_serialization_defaults_required`): a client
+    generated from OpenAPI reads `next`, `endedAt` or `error` as present and maybe null, not
+    as maybe absent. A view whose answer leaves a field out says so in its own config."""
 
     model_config = ConfigDict(
         frozen=True,
         alias_generator=to_camel,
         populate_by_name=True,
         json_schema_extra=describe_times,
+        json_schema_serialization_defaults_required=True,
     )
 
 
@@ -305,6 +310,13 @@ class RunSummary(View):
     item_index: int | None = None
     root_run_id: str | None = None
     restarted_from: str | None = None
+    started_over_as: str | None = None
+    """The run an operator's start over of this one made (its `restartedFrom` names this
+    run), or for a child run the one a start over of its root made; None while nobody started
+    it (or its root) over. A retry, resolve or reprocess of it is refused then (409
+    `started_over`, naming that run): look at the new run instead. Read in `GET /runs` pages
+    and a run's detail only: None in a submission's answer and on children pages, which do
+    not read it."""
     dlq_at: float | None = None
     """When the run (a child) became a dead letter; None once it is reprocessed."""
     route: RunRoute | None = None
@@ -529,6 +541,35 @@ class RunDetail(RunSummary):
     """The deployment the run belongs to: the one whose candidate it was routed to (route
     `candidate`), or the one a `gradual_deploy` run drives (`GET /deployments/{id}`, admin
     keys); None for any other run."""
+    fix_first: str | None = None
+    """When the run FAILED for a cause the workflow or its input makes (a step's error kind
+    `invalid_input`, `invalid_config`, `expression_error` or `too_many_items`, or a failed
+    join's children's commonest): the sentence its retry, reprocess and start over lead with
+    (they would fail the same way; a start over is offered instead when a step an operator
+    resolved upstream of the failure may be the cause) and what to do instead, as the retry's
+    preview answers it. None otherwise."""
+
+    def as_progress(self) -> RunProgress:
+        """The run as its progress stream shows it, from what was read already: what a
+        `?wait=true` that ran out of time answers, so a client learns why without a second
+        call."""
+        return RunProgress(
+            id=self.id,
+            status=self.status,
+            ended=self.status != RunStatus.RUNNING,
+            ended_at=self.ended_at,
+            error=self.error,
+            steps=[
+                StepProgress(
+                    vertex_id=step.vertex_id,
+                    status=step.status,
+                    children=step.children,
+                    waiting=step.waiting,
+                )
+                for step in self.steps
+            ],
+            fanout=self.fanout,
+        )
 
 
 class StepProgress(View):

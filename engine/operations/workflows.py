@@ -59,14 +59,42 @@ def not_found(name: str, version: int | None = None, meant: Sequence[str] = ()) 
     )
 
 
-async def unknown_workflow(store: Store, name: str, version: int | None = None) -> NotFound:
-    """`not_found`, with the published workflows close to `name` when none has that name (one
-    read of the names, on this refusal only). Front doors that add a fix of their own add none
-    when `details["meant"]` is there."""
-    names = [s.name for s in await store.workflow_summaries()]  # the engine's own too
+async def unknown_workflow(
+    store: Store, name: str, version: int | None = None, *, users_only: bool = False
+) -> NotFound:
+    """`not_found`, with the published workflows close to `name` when none has that name, or
+    the versions of `name` when it has no `version` (one or two reads, on this refusal only).
+    The close names include the engine's own workflows unless `users_only` (what a deployment
+    or a serving version is asked of: the engine's own are never deployed). Front doors that
+    add a fix of their own add none when `details["meant"]` or `details["versions"]` is
+    there."""
+    names = [
+        s.name
+        for s in await store.workflow_summaries()
+        if not (users_only and s.name in RESERVED_WORKFLOWS)
+    ]
     if name in names:  # the workflow is there: its version is not
-        return not_found(name, version)
+        numbers = sorted(row[1] for row in await store.list_versions(name))
+        if version is None or not numbers:
+            return not_found(name, version)
+        return no_version(name, version, numbers)
     return not_found(name, version, close_names(name, names))
+
+
+def no_version(name: str, version: int, numbers: Sequence[int]) -> NotFound:
+    """`workflow_not_found` for a `version` of `name` never published, naming the versions
+    there are (`numbers`, sorted) in the message and `details.versions`: what a submission, a
+    version's read and a run filter naming it all answer."""
+    there = (
+        f"its only version is {numbers[0]}"
+        if len(numbers) == 1
+        else f"its versions are {version_spans(numbers)}"
+    )
+    return NotFound(
+        f"workflow {name!r} has no version {version}; {there}",
+        code="workflow_not_found",
+        details={"versions": list(numbers)},
+    )
 
 
 def version_spans(versions: Sequence[int]) -> str:
@@ -90,16 +118,7 @@ async def require_published(store: Store, name: str, version: int | None = None)
         raise await unknown_workflow(store, name)
     if version is None or version in numbers:
         return
-    there = (
-        f"its only version is {numbers[0]}"
-        if len(numbers) == 1
-        else f"its versions are {version_spans(numbers)}"
-    )
-    raise NotFound(
-        f"workflow {name!r} has no version {version}; {there}",
-        code="workflow_not_found",
-        details={"versions": numbers},
-    )
+    raise no_version(name, version, numbers)
 
 
 def serving_hint(name: str, version: int, serving: ServingRecord | None) -> str | None:

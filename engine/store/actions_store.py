@@ -40,6 +40,7 @@ from engine.store.operator_actions import (
     ResolveOutcome,
     RetriedSteps,
     RetryOutcome,
+    StartOverLook,
     StartOverOutcome,
     action_line,
 )
@@ -297,7 +298,9 @@ class OperatorActionsStore(WorkQueue):
                 return outcome
             outcome.reopens = await self._reopens(conn, [row])
             outcome.stuck = await retry_checks.stuck_joins(conn, [run_id])
-            failed = await sql.failed_vertices(conn, run_id)
+            errors = await sql.failed_errors(conn, run_id)
+            failed = list(errors)
+            outcome.failed_errors = {run_id: errors}
             held = await sql.held_vertices(conn, run_id)
             outcome.steps = Counter({run_id: len(failed)})
             outcome.held = Counter({run_id: len(held)})
@@ -343,21 +346,22 @@ class OperatorActionsStore(WorkQueue):
             counted, unknown=len(ids) - len(found), engine_owned=engine_owned
         )
 
-    async def start_over_preview(
-        self, run_id: str, *, tenant: str | None = None
-    ) -> StartOverOutcome | None:
+    async def start_over_preview(self, run_id: str, *, tenant: str | None = None) -> StartOverLook:
         """What `start_over` would answer now, changing nothing: the run an earlier start
-        over created (`created=False`), or None when it would create one. Its refusals are
-        raised as `start_over` raises them, from the same checks (the quota's aside: a
-        preview says the run could start; the start over itself counts it)."""
+        over created (`before`, `created=False`), or the version the new run would run and
+        what became of it (`facts`, as `rerun_facts` reads them). Its refusals are raised as
+        `start_over` raises them, from the same checks (the quota's aside: a preview says the
+        run could start; the start over itself counts it). The run's row is read once."""
         async with self._engines.read.connect() as conn:
             old = await self._visible_run(conn, run_id, tenant)
             existing = await sql.run_id_by_key(conn, start_over_key(run_id))
             if existing is not None:
-                return await _started_before(conn, existing, old.status)
+                before = await _started_before(conn, existing, old.status)
+                return StartOverLook(old.status, old.workflow_version, before=before)
             await _refuse_engine_run(conn, old, "start over")
             _check_restartable(old)
-        return None
+            facts = await deployment_rows.rerun_facts_of(conn, old)
+        return StartOverLook(old.status, old.workflow_version, facts=facts)
 
     async def _retry_count(self, chosen: Any, matching: Any) -> BatchRetryCount:
         """`batch_retry_count`'s reads, of the runs `chosen` selects (at most the batch's

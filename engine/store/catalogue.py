@@ -10,7 +10,7 @@ from sqlalchemy import Float, Integer, bindparam, func, insert, select, text, up
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.ext.asyncio import AsyncConnection
 
-from engine.store import audit, deployment_rows, listing, pins
+from engine.store import audit, deployment_rows, listing, pins, restarts
 from engine.store import children as fanout
 from engine.store import operator_settings as settings_
 from engine.store import results as results_
@@ -625,6 +625,17 @@ class RunCatalogue(StoreCore):
         """Ids of the runs started over from `run_id`, oldest first."""
         async with self._engines.read.connect() as conn:
             return await listing.restarts_of(conn, run_id)
+
+    async def started_over_as(self, roots: Mapping[str, str]) -> dict[str, str]:
+        """For each run of `roots` (run id → its root run's id, itself for a root run) whose
+        root an operator started over, the id of the run that start over made (what a retry's
+        409 `started_over` names, for the run or a child under it): one indexed read for a
+        list's page."""
+        if not roots:
+            return {}
+        async with self._engines.read.connect() as conn:
+            found = await restarts.new_runs(conn, roots.values())
+        return {run_id: str(found[root].id) for run_id, root in roots.items() if root in found}
 
     async def log_page(self, run_id: str, *, after: int = 0, limit: int = 200) -> list[LogRecord]:
         """Up to `limit` log lines of `run_id` with ids above `after`, in order."""

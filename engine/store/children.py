@@ -198,11 +198,15 @@ async def claim_is_live(conn: AsyncConnection, step: ClaimedStep, total: int) ->
 def _insert_runs_ignoring_duplicates(dialect: Dialect) -> Any:
     """The children's INSERT. Their inputs arrive as JSON text (`b_input`), serialized once by
     the spawner, which sized them on the way: bound as text, not through the column's JSON
-    type, which would serialize them again (PostgreSQL casts the text, checking it)."""
+    type, which would serialize them again (PostgreSQL casts the text, checking it).
+
+    The conflict names no target: a child's id is derived from its key, so two racing
+    deliveries collide on both unique indexes, and PostgreSQL raises a conflict on an index
+    that is not an arbiter instead of skipping the row."""
     return (
         dialect.insert(runs)
         .values(input=dialect.json_from_bound_text("b_input"))
-        .on_conflict_do_nothing(index_elements=["idempotency_key"])
+        .on_conflict_do_nothing()
         .returning(runs.c.id)
     )
 

@@ -345,6 +345,7 @@ RUN_COLUMNS = (
     runs.c.item,
     runs.c.status.label("run_status"),
     runs.c.pinned_versions,
+    runs.c.route,
 )
 """What executing a claimed step needs from its run (its status for the stopped-run check)."""
 
@@ -394,4 +395,5 @@ def claimed_step(row: Any, outputs: dict[str, dict[str, Any]]) -> ClaimedStep:
         tenant_item_taken=row.tenant_item_taken,
         breaker_opening=BreakerOpening.of_error(row.error),
         pinned_versions=row.pinned_versions,
+        route=row.route,
     )

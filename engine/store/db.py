@@ -28,7 +28,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 from urllib.parse import parse_qs, unquote, urlsplit
 
-from sqlalchemy import column, event, func, inspect, select, table
+from sqlalchemy import column, event, func, inspect, select, table, text
 from sqlalchemy.engine import URL, Connection, make_url
 from sqlalchemy.exc import ArgumentError
 from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
@@ -48,6 +48,14 @@ logger = logging.getLogger(__name__)
 SQLITE_BUSY_TIMEOUT_MS = 30_000
 SQLITE_JOIN_MARGIN_S = 5.0
 """How much longer than the busy timeout disposing waits for a connection's worker thread."""
+IDLE_IN_TRANSACTION_TIMEOUT_MS = 10_000
+"""PostgreSQL ends a session of ours left idle inside a transaction this long (server setting
+`idle_in_transaction_session_timeout`), releasing its row locks. A process frozen mid-transaction
+(SIGSTOP, a VM paused, a swap storm) would otherwise hold them until it wakes: the locks on a
+fan-out's parent step stall every other worker's results, and the reaper's requeue of the frozen
+worker's steps waits on them too. Our transactions never idle that long between statements. A
+URL that sets the parameter itself (`options=-c idle_in_transaction_session_timeout=...`) keeps
+its value; behind a transaction pooler PgBouncer's own `idle_transaction_timeout` does this."""
 
 
 @dataclass(frozen=True)
@@ -377,6 +385,20 @@ def redact(url: str) -> str:
     return f"{scheme}://{userinfo.partition(':')[0]}:***@{host}"
 
 
+IDLE_SETTING = "idle_in_transaction_session_timeout"
+
+
+def _bound_idle_transactions(dbapi_connection: Any, _record: Any) -> None:
+    """Set `IDLE_IN_TRANSACTION_TIMEOUT_MS` on a new connection (a SET, not a startup
+    parameter: a session pooler such as PgBouncer refuses startup parameters it does not know,
+    and carries a session's SET)."""
+    cursor = dbapi_connection.cursor()
+    cursor.execute(f"SET {IDLE_SETTING} = {int(IDLE_IN_TRANSACTION_TIMEOUT_MS)}")
+    cursor.close()
+    # The driver's adapter ran it in a transaction of its own: a rollback would undo it.
+    dbapi_connection.commit()
+
+
 def create_engines(database_url: str, *, pool_size: int = 20, pooler: Pooler = "none") -> Engines:
     """Build the engines for `database_url` (any form `normalise_url` takes); `pooler` says
     what stands between them and PostgreSQL (`SCHEMABRIDGE_DATABASE_POOLER`)."""
@@ -412,6 +434,8 @@ def create_engines(database_url: str, *, pool_size: int = 20, pooler: Pooler = "
         # so that the operator is told the fix (`engine.store.pooler`).
         watch = PoolerWatch()
         event.listen(engine.sync_engine, "handle_error", _noting(watch))
+        if IDLE_SETTING not in connect_args.get("server_settings", {}):
+            event.listen(engine.sync_engine, "connect", _bound_idle_transactions)
     direct = DirectStatements(reads, watch)
     return Engines(
         write=engine,
@@ -495,6 +519,10 @@ async def upgrade(engines: Engines, revision: str = "head") -> Migrated:
             # Transaction-scoped: released by the COMMIT, or the ROLLBACK of a failed
             # migration, or the server when a process dies holding it.
             await conn.execute(select(func.pg_advisory_xact_lock(MIGRATION_LOCK_KEY)))
+            # A migration is one transaction an operator started on purpose: the bound on idle
+            # transactions every connection sets (`IDLE_IN_TRANSACTION_TIMEOUT_MS`) must not
+            # end it half-way because the migrating process was slow between two statements.
+            await conn.execute(text(f"SET LOCAL {IDLE_SETTING} = 0"))
         migrated = await conn.run_sync(_upgrade, revision)
     if migrated.moved:
         logger.info(

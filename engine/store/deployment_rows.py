@@ -32,6 +32,7 @@ from engine.store.models import (
     RunStatus,
     WorkflowServing,
 )
+from engine.store.operator_actions import RerunFacts
 from engine.store.records import DeploymentRecord, ServingRecord, StatusCounts
 from schemas.errors import WrongState
 from vertices.deploy import VersionCounts
@@ -566,3 +567,19 @@ async def next_deployment_start(conn: AsyncConnection, record: DeploymentRecord)
     )
     found = (await conn.execute(query)).scalar()
     return None if found is None else float(found)
+
+
+async def rerun_facts_of(conn: AsyncConnection, run: Any) -> RerunFacts:
+    """What running `run` (a row with its workflow, version, route, parent and tenant) again
+    would run: its version, the workflow's routing row and the latest deployment that rolled
+    that version back."""
+    name, version = run.workflow_name, run.workflow_version
+    return RerunFacts(
+        workflow=name,
+        version=version,
+        route=run.route,
+        parent_run_id=run.parent_run_id,
+        serving=await serving_row(conn, name),
+        rolled_back=await latest_rolled_back(conn, name, version),
+        tenant_id=run.tenant_id,
+    )

@@ -34,7 +34,7 @@ from engine.store.models import (
     RunRoute,
     RunStatus,
 )
-from engine.store.operator_actions import Action, RerunGroup, action_line, chunks
+from engine.store.operator_actions import Action, RerunFacts, RerunGroup, action_line, chunks
 from engine.store.records import (
     DeploymentRecord,
     LogLine,
@@ -43,11 +43,10 @@ from engine.store.records import (
 )
 from schemas.definitions import Workflow
 from schemas.errors import WrongState
+from schemas.tenant_ids import SYSTEM_TENANT
 
 logger = logging.getLogger(__name__)
 
-SYSTEM_TENANT = "system"
-"""The tenant of the engine's own runs (a tenant key never sees them)."""
 PUBLISH_ATTEMPTS = 3
 
 
@@ -96,24 +95,6 @@ class SpawningParent:
     references: list[int | None]
     """The child version each of its spawners names (None: unversioned, pinned at the root
     to the child's serving version)."""
-
-
-@dataclass(frozen=True)
-class RerunFacts:
-    """What an operator's retry or start over of a run would run again, and what became of
-    that version: is it still routed new runs, was it rolled back."""
-
-    workflow: str
-    version: int
-    route: str | None
-    parent_run_id: str | None
-    serving: ServingRecord | None
-    """The workflow's routing row now (None: it has none)."""
-    rolled_back: DeploymentRecord | None
-    """The latest deployment that rolled `version` back (None: none did)."""
-    tenant_id: str | None = None
-    """The run's tenant, which a submission of its input anew must name (None: the runs are
-    of several tenants)."""
 
 
 class DeploymentStore(RunCatalogue, OperatorActionsStore):
@@ -213,16 +194,7 @@ class DeploymentStore(RunCatalogue, OperatorActionsStore):
             run = (await conn.execute(query)).first()
             if run is None:
                 return None
-            name, version = run.workflow_name, run.workflow_version
-            return RerunFacts(
-                workflow=name,
-                version=version,
-                route=run.route,
-                parent_run_id=run.parent_run_id,
-                serving=await rows_.serving_row(conn, name),
-                rolled_back=await rows_.latest_rolled_back(conn, name, version),
-                tenant_id=run.tenant_id,
-            )
+            return await rows_.rerun_facts_of(conn, run)
 
     async def run_versions(
         self, run_ids: Sequence[str], *, tenant: str | None = None

@@ -33,7 +33,7 @@ from sqlalchemy.sql.expression import CTE
 from engine.store import recovery
 from engine.store.dialect import dialect_of
 from engine.store.models import Run, RunStatus, Step, StepStatus, TenantQuota
-from engine.store.records import DeploymentRecord, LogLine
+from engine.store.records import DeploymentRecord, LogLine, ServingRecord
 from engine.store.recovery import JoinReopened
 from schemas.definitions import Workflow
 from schemas.errors import NotFound, WrongState
@@ -98,6 +98,9 @@ class RetryOutcome:
     started_over: dict[str, WrongState] = field(default_factory=dict)
     """FAILED runs refused (and in `refused`) because they, or the root run above them, were
     started over: the refusal a retry of each alone answers (`started_over`)."""
+    failed_errors: dict[str, dict[str, Any]] = field(default_factory=dict)
+    """A preview's only: the errors of the run's FAILED steps, by vertex (what its fix-first
+    warning reads)."""
 
 
 @dataclass(frozen=True)
@@ -108,6 +111,24 @@ class RetriedSteps:
     tenant_id: str
     workflow: Workflow
     vertices: frozenset[str]
+
+
+@dataclass(frozen=True)
+class RerunFacts:
+    """What an operator's retry or start over of a run would run again, and what became of
+    that version: is it still routed new runs, was it rolled back."""
+
+    workflow: str
+    version: int
+    route: str | None
+    parent_run_id: str | None
+    serving: ServingRecord | None
+    """The workflow's routing row now (None: it has none)."""
+    rolled_back: DeploymentRecord | None
+    """The latest deployment that rolled `version` back (None: none did)."""
+    tenant_id: str | None = None
+    """The run's tenant, which a submission of its input anew must name (None: the runs are
+    of several tenants)."""
 
 
 @dataclass(frozen=True)
@@ -224,6 +245,20 @@ class StartOverOutcome:
 
 
 @dataclass(frozen=True)
+class StartOverLook:
+    """What a start over of a run would do now, read without doing it (one read of the
+    run's row): the start over made before (`before`: a start over answers its run), else
+    the run's status and what the new run would run (`facts`: its version and what became
+    of it)."""
+
+    status: str
+    version: int
+    """The run's workflow version: the one a new run would run."""
+    before: StartOverOutcome | None = None
+    facts: RerunFacts | None = None
+
+
+@dataclass(frozen=True)
 class ReprocessOutcome:
     revived: int
     run_status: str
@@ -299,12 +334,13 @@ _RUN_COLUMNS = (
     runs.c.parent_run_id,
     runs.c.parent_vertex_id,
     runs.c.root_run_id,
+    runs.c.route,
 )
 
 
 async def run_states(conn: AsyncConnection, run_ids: Sequence[str]) -> dict[str, Any]:
     """(id, status, tenant_id, workflow_name, workflow_version, parent_run_id,
-    parent_vertex_id, root_run_id) of the runs that exist."""
+    parent_vertex_id, root_run_id, route) of the runs that exist."""
     found: dict[str, Any] = {}
     for chunk in chunks(run_ids):
         rows = await conn.execute(select(*_RUN_COLUMNS).where(runs.c.id.in_(chunk)))
@@ -359,12 +395,13 @@ async def other_failed_steps(conn: AsyncConnection, run_id: str, step_id: int) -
 # ── retry ───────────────────────────────────────────────────────────────────────────────────
 
 
-async def failed_vertices(conn: AsyncConnection, run_id: str) -> list[str]:
-    """The vertices of `run_id`'s FAILED steps: what `ready_failed_steps` would make READY."""
-    query = select(steps.c.vertex_id).where(
+async def failed_errors(conn: AsyncConnection, run_id: str) -> dict[str, dict[str, Any]]:
+    """The errors of `run_id`'s FAILED steps, by vertex: what `ready_failed_steps` would make
+    READY, and what a retry's fix-first warning reads."""
+    query = select(steps.c.vertex_id, steps.c.error).where(
         steps.c.run_id == run_id, steps.c.status == StepStatus.FAILED.value
     )
-    return [row.vertex_id for row in (await conn.execute(query)).all()]
+    return {row.vertex_id: row.error or {} for row in (await conn.execute(query)).all()}
 
 
 async def held_vertices(conn: AsyncConnection, run_id: str) -> list[str]:

@@ -164,6 +164,9 @@ class ClaimedStep:
     pinned_versions: dict[str, int] | None = None
     """The run tree's child workflow versions by name (see `engine.store.pins`); None on runs
     created before versions were pinned (their spawners start the latest version)."""
+    route: str | None = None
+    """How the run got its version (`Run.route`; None on child runs): a deployment
+    candidate's run (`candidate`) calls through breaker layers of its own."""
 
 
 @dataclass(frozen=True)

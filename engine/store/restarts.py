@@ -26,7 +26,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from sqlalchemy import ColumnElement, Exists, exists, func, select
+from sqlalchemy import ColumnElement, Exists, Select, exists, func, select
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from engine.store.models import Run, RunStatus
@@ -58,20 +58,32 @@ def root_of(row: Any) -> str:
     return str(row.root_run_id or row.id)
 
 
+async def new_runs(conn: AsyncConnection, run_ids: Iterable[str]) -> dict[str, Any]:
+    """For each of `run_ids` that was started over, the run its start over made (`id`,
+    `status`): the first run `restarted_from` it, the one its idempotency key names. One
+    indexed read (`ix_run_restarted_from`) per `ID_CHUNK` ids."""
+    found: dict[str, Any] = {}
+    for chunk in chunks(sorted(set(run_ids))):
+        for row in (await conn.execute(new_runs_statement(chunk))).all():
+            found.setdefault(row.restarted_from, row)
+    return found
+
+
+def new_runs_statement(run_ids: Sequence[str]) -> Select[Any]:
+    """The runs started over from `run_ids`, oldest first: a range of `ix_run_restarted_from`
+    per id (the index is partial, and `IN` implies the `IS NOT NULL` it holds)."""
+    return (
+        select(runs.c.id, runs.c.status, runs.c.restarted_from)
+        .where(runs.c.restarted_from.in_(list(run_ids)))
+        .order_by(runs.c.created_at, runs.c.id)
+    )
+
+
 async def started_over(conn: AsyncConnection, rows: Iterable[Any]) -> dict[str, StartedOver]:
     """For each run of `rows` (with `id` and `root_run_id`) whose root was started over, that
-    start over: the first run `restarted_from` it (the one its idempotency key names). One
-    indexed read (`ix_run_restarted_from`) per `ID_CHUNK` roots."""
+    start over (`new_runs` of the roots)."""
     roots = {row.id: root_of(row) for row in rows}
-    found: dict[str, Any] = {}
-    for chunk in chunks(sorted(set(roots.values()))):
-        query = (
-            select(runs.c.id, runs.c.status, runs.c.restarted_from)
-            .where(runs.c.restarted_from.in_(chunk))
-            .order_by(runs.c.created_at, runs.c.id)
-        )
-        for row in (await conn.execute(query)).all():
-            found.setdefault(row.restarted_from, row)
+    found = await new_runs(conn, roots.values())
     return {
         run_id: StartedOver(root, str(found[root].id), str(found[root].status))
         for run_id, root in roots.items()
