@@ -42,6 +42,7 @@ from api.rest.body_depth import BodyDepthLimit
 from api.rest.deps import ApiContext
 from api.rest.docs_pages import mount_docs
 from api.rest.errors import install_error_handlers
+from api.rest.head_requests import HeadAsGet
 from api.rest.key_gate import KeyGate
 from api.rest.metrics import ApiMetrics
 from api.rest.middleware import BodyLimit, RequestObserver
@@ -222,6 +223,8 @@ def create_app(
     if monitor:
         ui.mount_monitor(app)
     # Added last = outermost: the observer sees (and logs) the body limit's refusals too.
+    # Innermost: every other layer sees (and logs) the request's own method.
+    app.add_middleware(HeadAsGet)
     # Added first, so it runs inside BodyLimit: what it collects is already bounded.
     app.add_middleware(BodyDepthLimit, max_depth=settings.nesting_depth_limit)
     app.add_middleware(BodyLimit, max_bytes=settings.max_body_bytes)

@@ -1,10 +1,10 @@
 """Who is calling: the API key of a request, as the `Caller` routes act for.
 
-A key is sent as `Authorization: Bearer <key>` or `X-API-Key: <key>` (Bearer wins when both
-are sent). `Operations.keys.authenticate` checks it on every request (from memory while a
-revocation would reach this process at once), so a revoked or expired key is refused at once by
-every API process. No key, or an unknown, revoked or expired
-one: 401 `unauthorized` (all alike). A tenant key on an admin route: 403 `forbidden`.
+A key is sent as `Authorization: Bearer <key>` or `X-API-Key: <key>` (both, with two different
+keys: 401, `key_from_headers`). `Operations.keys.authenticate` checks it on every request (from
+memory while a revocation would reach this process at once), so a revoked or expired key is
+refused at once by every API process. No key, or an unknown, revoked or expired one: 401
+`unauthorized` (all alike). A tenant key on an admin route: 403 `forbidden`.
 
 Routes take `CallerDep` (any live key) or `AdminDep` (an admin key). A tenant key's caller
 has `tenant` set: routes pass it as the `tenant=` scope of the operations, so another
@@ -100,11 +100,30 @@ def _unauthorized(message: str) -> ApiError:
     return ApiError(401, "unauthorized", message)
 
 
+TWO_KEYS = (
+    "the request sends two different keys, one in 'Authorization: Bearer' and one in "
+    "'X-API-Key': send only one"
+)
+
+
+BEARER_IN_API_KEY = (
+    "the X-API-Key header takes the key alone, without 'Bearer': send 'X-API-Key: <key>' "
+    "(or 'Authorization: Bearer <key>')"
+)
+
+
 def key_from_headers(authorization: str | None, api_key: str | None) -> str | None:
-    """The key a request sends: a Bearer credential wins over `X-API-Key` (another scheme in
-    `Authorization` is ignored, as FastAPI's `HTTPBearer(auto_error=False)` does)."""
+    """The key a request sends, as a Bearer credential or as `X-API-Key` (another scheme in
+    `Authorization` is ignored, as FastAPI's `HTTPBearer(auto_error=False)` does). Two
+    different keys are refused with 401: using either would act as a caller the client may
+    not have meant, and hide the misconfiguration that sent both. `X-API-Key: Bearer <key>`
+    (the two headers' forms mixed) is refused saying so, not as an unknown key."""
+    if api_key is not None and api_key[:7].lower() == "bearer ":
+        raise _unauthorized(BEARER_IN_API_KEY)
     scheme, credentials = get_authorization_scheme_param(authorization)
     if scheme.lower() == "bearer" and credentials:
+        if api_key and api_key != credentials:
+            raise _unauthorized(TWO_KEYS)
         return credentials
     return api_key
 

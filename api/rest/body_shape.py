@@ -8,6 +8,10 @@ the body rather than repeat pydantic's words.
   first, saying which header to send.
 - No body at all: `needs_body` says so with the shape the route takes, from its body model's
   fields (`{"input": {...}, "tenantId": "...", "version": 1}`) or the body's description.
+- A body, or a value in it, that is not the object its model takes (`[]`, `null`, `"x"`):
+  `object_at` shows the object wanted, where pydantic said "Input should be a valid
+  dictionary or object to extract fields from" (on a run's submission, "Input" read as the
+  run's input).
 - A field the body model does not have: `fields_at` gives the names the model at that place
   takes (on the wire: aliases), for a "did you mean".
 - A key written twice in one object: `json.loads` keeps the last value without a word (a
@@ -37,6 +41,7 @@ from typing import Any
 from fastapi import Request, Response
 from fastapi.routing import APIRoute
 from pydantic import BaseModel
+from pydantic_core import PydanticCustomError
 from starlette.routing import BaseRoute
 
 from engine.validation import duplicate_key_summary, loads_checked
@@ -229,10 +234,37 @@ def needs_body(route: APIRoute | None) -> str:
     if model is None:
         what = (field.field_info.description or "").rstrip(".")
         return "the request needs a JSON body" + (f": {what[:1].lower()}{what[1:]}" if what else "")
+    return f"the request needs a JSON body: {_shown(model)}"
+
+
+def object_at(route: APIRoute | None, path: Sequence[str | int]) -> str | None:
+    """The object the route's body takes at `path`, shown as `_shown` shows it, or None
+    where the body is not a model there: for a refusal of a value that is not an object."""
+    if route is None or route.body_field is None:
+        return None
+    annotation = route.body_field.field_info.annotation
+    for key in path:
+        annotation = _step(annotation, key)
+    model = _model(annotation)
+    return None if model is None else _shown(model)
+
+
+def _shown(model: type[BaseModel]) -> str:
+    """`{"input": {...}, "tenantId": "...", "version": 1} (input required)`: each field with
+    a value of its type, and the required ones named."""
     fields = model.model_fields.items()
     shown = ", ".join(
         f'"{info.alias or name}": {_placeholder(info.annotation)}' for name, info in fields
     )
     required = [info.alias or name for name, info in fields if info.is_required()]
     needed = f" ({', '.join(required)} required)" if required else ""
-    return f"the request needs a JSON body: {{{shown}}}{needed}"
+    return f"{{{shown}}}{needed}"
+
+
+def not_wrapped(code: str, keys: Sequence[str], rest: str) -> PydanticCustomError:
+    """The refusal of a body that is the value meant for one of its fields (a run's input, a
+    step's output), sent without that field around it: its keys named (the first three), then
+    `rest`, which says where the value goes (`'of a resolve: the step's output goes …'`)."""
+    named = ", ".join(sorted(keys)[:3]) + (", ..." if len(keys) > 3 else "")
+    are = "is not a field" if len(keys) == 1 else "are not fields"
+    return PydanticCustomError(code, "{named} {are} " + rest, {"named": named, "are": are})

@@ -24,8 +24,9 @@ error. Never HTML, never a traceback.
 
 An `OperationError` keeps its own `code`; its `refusal` gives the status: NOT_FOUND 404,
 CONFLICT 409, INVALID 422, LIMITED 429 (with `Retry-After` when the error has
-`retry_after_s`), UNAVAILABLE 503. A `DefinitionError` lists every problem. An unexpected
-error's traceback is logged on the server, never sent.
+`retry_after_s`), UNAVAILABLE 503 (always with `Retry-After`: `UNAVAILABLE_RETRY_AFTER_S`).
+A `DefinitionError` lists every problem. An unexpected error's traceback is logged on the
+server, never sent.
 
 Malformed JSON is a 400, not a 422: the body could not be read as JSON at all, so there is
 nothing to point at; 422 means "JSON, but not what this route takes". Not JSON either, though
@@ -81,6 +82,18 @@ REFUSAL_STATUS: dict[Refusal, int] = {
 }
 """How an `OperationError`'s category is answered."""
 
+UNAVAILABLE_RETRY_AFTER_S: dict[str, int] = {"not_ready": 1}
+"""The `Retry-After` (seconds) of a 503 by its code: a process starting or stopping
+(`not_ready`) is soon replaced by one that answers (the next request reaches another process
+behind a load balancer), so 1 s; any other code, `UNAVAILABLE_DEFAULT_RETRY_AFTER_S`. Every
+503 says when to come back, as HTTP asks of it: a client that retries on 503 needs no guess,
+and one that honours `Retry-After` does not hammer a database that is coming back."""
+
+UNAVAILABLE_DEFAULT_RETRY_AFTER_S = 5
+"""The `Retry-After` of a 503 whose code `UNAVAILABLE_RETRY_AFTER_S` does not name (the
+database or Redis not answering): about the time a failover or a restart takes to begin
+answering, and the longest pause of the CLI's own reconnection (`api.cli.reconnect`)."""
+
 HTTP_CODES: dict[int, str] = {
     400: "bad_request",
     401: "unauthorized",
@@ -117,6 +130,10 @@ class ErrorBody(BaseModel):
     )
 
 
+RUN_NOT_FOUND = "No such run, or another tenant's (`run_not_found`)"
+"""What a run route's 404 says: another tenant's run is answered exactly as one that does not
+exist; an id that reads as a prefix of one is told to `GET /run-ids?prefix=`."""
+
 COMMON_CODES: dict[int, str] = {
     401: "No key, or an unknown, revoked or expired one (`unauthorized`).",
     403: "A tenant key on an admin route (`forbidden`).",
@@ -128,7 +145,7 @@ COMMON_CODES: dict[int, str] = {
     429: "A limit refuses the work for now (`queue_full`, with `Retry-After`).",
     503: "The database or Redis did not answer (`store_unavailable`, "
     "`coordination_unavailable`), or the API is starting or stopping (`not_ready`); nothing "
-    "was changed.",
+    "was changed. Always with `Retry-After` (seconds): send the same request again then.",
 }
 """What each status means on any route that declares it, with its codes: a route's own codes
 are said in its `responses` (the set of codes grows with the API, so `code` is documented per
@@ -149,6 +166,13 @@ def error_responses(
         if description:
             answers[status]["description"] = description
     return answers
+
+
+def run_read_responses(codes: dict[int, str] | None = None) -> dict[int | str, dict[str, Any]]:
+    """`error_responses` of a route that reads one run (its page, children, logs, events, an
+    action's preview): 401, 404 `RUN_NOT_FOUND`, 422, 503; `codes` adds or replaces what a
+    status says."""
+    return error_responses(401, 404, 422, 503, codes={404: RUN_NOT_FOUND + ".", **(codes or {})})
 
 
 def error_body(code: str, message: str, details: dict[str, Any] | None = None) -> dict[str, Any]:
@@ -177,11 +201,38 @@ def _unknown_field(route: APIRoute | None, loc: Sequence[Any]) -> str | None:
     return f"{name!r} is not a field here; {hint}"
 
 
+def _not_an_object(route: APIRoute | None, path: Sequence[Any], given: Any) -> str | None:
+    """The refusal of a value that is not the object its model takes, with that object."""
+    shape = body_shape.object_at(route, path)
+    if shape is None:
+        return None
+    what = "the body" if not path else repr(str(path[-1]))
+    return f"{what} must be a JSON object, not {_json_kind(given)}: {shape}"
+
+
+def _json_kind(value: Any) -> str:
+    """What a JSON value is, in JSON's words: `an array`, `a string`, `null`, …"""
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "a boolean"
+    if isinstance(value, int | float):
+        return "a number"
+    if isinstance(value, str):
+        return "a string"
+    return "an array" if isinstance(value, list) else "an object"
+
+
 _UNION_MEMBER = re.compile(r"[a-z_-]+\[.*\]")
 """How pydantic names the member of a union (`dict[str,any]`, `list[dict[str,any]]`) in an
 error's location: a type, not a place in the request, so it is no part of the pointer."""
 
-_JSON_TYPE_WORDS = {"a valid dictionary": "a JSON object", "a valid list": "a JSON array"}
+_JSON_TYPE_WORDS = {
+    "a valid dictionary or object to extract fields from": "a JSON object",
+    "a valid dictionary": "a JSON object",
+    "a valid list": "a JSON array",
+}
+"""pydantic's words for a type, in JSON's; the longest first, as one holds another."""
 
 
 def _validation_problem(error: dict[str, Any], route: APIRoute | None) -> dict[str, Any]:
@@ -199,7 +250,24 @@ def _validation_problem(error: dict[str, Any], route: APIRoute | None) -> dict[s
         code, message = "body_missing", body_shape.needs_body(route)
     elif code == "extra_forbidden" and where == "body" and rest:
         message = _unknown_field(route, loc) or message
+    elif code == "model_attributes_type" and where == "body":
+        message = _not_an_object(route, rest, error.get("input")) or message
+    elif code.endswith("_parsing") and where == "query" and rest:
+        # "Input should be a valid number" alone does not say which number: the parameter's
+        # own description does ("Epoch seconds, inclusive." for `createdAfter=yesterday`).
+        described = _query_description(route, str(rest[0]))
+        message = f"{message} ({described})" if described else message
     return {"pointer": pointer(*rest), "code": code, "message": message, "in": where}
+
+
+def _query_description(route: APIRoute | None, name: str) -> str | None:
+    """The OpenAPI description of `route`'s query parameter `name`, without its full stop."""
+    if route is None:
+        return None
+    for param in route.dependant.query_params:
+        if name in {param.alias, param.name} and param.field_info.description:
+            return param.field_info.description.rstrip(".")
+    return None
 
 
 def _deepest_members(errors: list[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -293,7 +361,9 @@ async def _on_http(request: Request, error: Exception) -> JSONResponse:
     if status == 404 and message == "Not Found":
         message = f"no route for {request.url.path}"
     elif status == 405 and message == "Method Not Allowed":
-        message = f"{request.url.path} does not accept {request.method}"
+        allowed = {k.lower(): v for k, v in (error.headers or {}).items()}.get("allow")
+        takes = f"; it takes {allowed}" if allowed else ""
+        message = f"{request.url.path} does not accept {request.method}{takes}"
     return error_response(status, code, message, headers=dict(error.headers or {}))
 
 
@@ -310,6 +380,9 @@ async def _on_operation(request: Request, error: Exception) -> JSONResponse:
     headers: dict[str, str] = {}
     if isinstance(error, LimitReached) and error.retry_after_s is not None:
         headers["Retry-After"] = str(max(1, math.ceil(error.retry_after_s)))
+    if error.refusal is Refusal.UNAVAILABLE:
+        retry_s = UNAVAILABLE_RETRY_AFTER_S.get(error.code, UNAVAILABLE_DEFAULT_RETRY_AFTER_S)
+        headers["Retry-After"] = str(retry_s)
     status = REFUSAL_STATUS[error.refusal]
     message = error.message
     if error.code == "run_not_found":
@@ -374,6 +447,22 @@ _ANSWER_DESCRIPTIONS: dict[int, str] = {
 }
 
 
+RETRY_AFTER_HEADERS: dict[str, dict[str, Any]] = {
+    "429": {
+        "description": "Seconds to wait before sending the request again, when waiting helps "
+        "(`queue_full`); absent when only a change of limits does (`quota_exceeded`).",
+        "schema": {"type": "integer", "minimum": 1},
+    },
+    "503": {
+        "description": "Seconds to wait before sending the same request again (always "
+        "present: 1 while the process starts or stops, 5 while the database or Redis does "
+        "not answer).",
+        "schema": {"type": "integer", "minimum": 1},
+    },
+}
+"""The `Retry-After` header of each status that has one, as OpenAPI declares it."""
+
+
 def _described(answer: dict[str, Any], needed: str, mark: str) -> None:
     """Append `needed` to `answer`'s description unless it already names `mark`."""
     said = answer.get("description") or ""
@@ -392,6 +481,10 @@ def _document_errors(operation: dict[str, Any], statuses: set[int]) -> None:
     for status in sorted(statuses):
         description = COMMON_CODES.get(status) or _ANSWER_DESCRIPTIONS.get(status, "")
         answers.setdefault(str(status), {"description": description, **error})
+    for code, header in RETRY_AFTER_HEADERS.items():
+        body = answers.get(code, {}).get("content", {}).get("application/json", {})
+        if body.get("schema", {}).get("$ref") == ERROR_SCHEMA_REF:  # not /health's report
+            answers[code].setdefault("headers", {"Retry-After": header})
     for answer in answers.values():
         content = answer.get("content", {}).get("application/json", {})
         if content.get("schema", {}).get("$ref", "").endswith("/HTTPValidationError"):

@@ -72,8 +72,8 @@ class KeyGate:
             await self.app(scope, receive, send)
             return
         authorization = _text(headers.get(b"authorization"))
-        secret = key_from_headers(authorization, _text(headers.get(b"x-api-key")))
         try:
+            secret = key_from_headers(authorization, _text(headers.get(b"x-api-key")))
             caller = await authenticate(ops, secret, authorization)
         except ApiError as refused:
             await send_error(send, refused.status, refused.code, str(refused))

@@ -4,7 +4,8 @@ Each app has its own `CollectorRegistry` (never the process-global one), so two 
 process (a test, `serve`) never mix their series. Series:
 
 - `schemabridge_http_request_duration_seconds{method,route,status}`: histogram; `route` is the
-  route template (`/keys/{key_id}`), `<unmatched>` when no route matched.
+  route template (`/keys/{key_id}`), `<unmatched>` when no route matched. An event stream
+  (`/runs/{run_id}/events`) is timed to its first byte: it lasts as long as it is watched.
 - `schemabridge_runs{status}`, `schemabridge_ready_steps`: from the database.
 - `schemabridge_admission_limit{destination}`, `schemabridge_admission_in_flight{destination}`,
   `schemabridge_admission_cap{destination}`,
@@ -165,7 +166,8 @@ class ApiMetrics:
         self.registry = CollectorRegistry()
         self.requests = Histogram(
             "schemabridge_http_request_duration_seconds",
-            "HTTP request latency by route template and status.",
+            "HTTP request latency by route template and status (an event stream: the time to "
+            "its first byte).",
             ["method", "route", "status"],
             registry=self.registry,
         )

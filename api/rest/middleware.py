@@ -19,11 +19,9 @@ from typing import Any
 from starlette.exceptions import HTTPException
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+from api.access_names import ACCESS_FIELDS, ACCESS_LOGGER
 from api.rest.errors import INTERNAL_ERROR_MESSAGE, error_body
 from engine.operations.row_cache import request_scope
-
-ACCESS_LOGGER = "api.rest.access"
-"""The logger of the access log: one JSON object per request, as the record's message."""
 
 UNMATCHED_ROUTE = "<unmatched>"
 """The route label of a request no route matched (its path is not used as a label: any
@@ -170,7 +168,8 @@ def client_address(scope: Scope) -> str | None:
 
 
 class RequestObserver:
-    """Around every HTTP request: time it, report it to `observe` (the latency histogram),
+    """Around every HTTP request: time it, report it to `observe` (the latency histogram: an
+    event stream's time to its first byte, not how long it was watched),
     write one JSON access-log line (`ts`, `method`, `route`, `path`, `status`,
     `duration_ms`, `key_id`, `client`; a submission's also `run_id` and `replayed`), and
     answer an exception that escaped the routes with 500 `internal_error` (its traceback
@@ -193,12 +192,14 @@ class RequestObserver:
         state: dict[str, Any] = scope.setdefault("state", {})
         status: int | None = None
         streamed = False
+        answered: float | None = None
 
         async def observing_send(message: Message) -> None:
-            nonlocal status, streamed
+            nonlocal status, streamed, answered
             if message["type"] == "http.response.start":
                 status = int(message["status"])
                 streamed = _streams(message)
+                answered = time.perf_counter()
             await send(message)
 
         try:
@@ -211,15 +212,26 @@ class RequestObserver:
             status = 500
             await send_error(send, 500, "internal_error", INTERNAL_ERROR_MESSAGE)
         finally:
-            seconds = time.perf_counter() - began
-            self._record(scope, state, status or 500, seconds, streamed=streamed)
+            ended = time.perf_counter()
+            # An event stream lasts as long as its client watches (up to an hour): its
+            # latency is the time to its first byte, else every watcher of the monitor would
+            # look like a slow request to a latency alert.
+            latency = (answered if streamed and answered is not None else ended) - began
+            self._record(scope, state, status or 500, ended - began, latency, streamed=streamed)
 
     def _record(
-        self, scope: Scope, state: dict[str, Any], status: int, seconds: float, *, streamed: bool
+        self,
+        scope: Scope,
+        state: dict[str, Any],
+        status: int,
+        seconds: float,
+        latency: float,
+        *,
+        streamed: bool,
     ) -> None:
         route = _route_template(scope)
         if self.observe is not None:
-            self.observe(scope["method"], route, status, seconds)
+            self.observe(scope["method"], route, status, latency)
         if not access_logger.isEnabledFor(logging.INFO):  # --access-log off: no line to build
             return
         line = {
@@ -236,5 +248,10 @@ class RequestObserver:
             line[RUN_ID_STATE] = state[RUN_ID_STATE]
             line[REPLAYED_STATE] = state.get(REPLAYED_STATE)
         # `notable` lets `--access-log changes` (api.cli.log_setup) keep only these lines.
-        mark = {"notable": notable(scope["method"], status, seconds, streamed=streamed)}
-        access_logger.info(json.dumps(line), extra=mark)
+        # `access` is the line as data, for a formatter that adds the process's own fields
+        # (`api.cli.log_setup.AccessFormatter`); the message stays the line as JSON.
+        extra = {
+            "notable": notable(scope["method"], status, seconds, streamed=streamed),
+            ACCESS_FIELDS: line,
+        }
+        access_logger.info(json.dumps(line), extra=extra)

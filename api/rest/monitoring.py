@@ -1,6 +1,7 @@
-"""`GET /health` (open to everyone: load balancers and orchestrators call it) and
-`GET /metrics` (Prometheus text; an admin key, since it names destinations and tenants). A
-worker's health port serves `/health` and its own `/metrics` (`worker_metrics_router`)."""
+"""`GET /health` (open to everyone: load balancers and orchestrators call it; `HEAD /health`
+too, as every GET route: `api.rest.head_requests`) and `GET /metrics` (Prometheus text; an
+admin key, since it names destinations and tenants). A worker's health port serves `/health`
+and its own `/metrics` (`worker_metrics_router`)."""
 
 from __future__ import annotations
 

@@ -19,6 +19,12 @@ a repeated parameter: they read none, so none is dropped), and their OpenAPI dec
 (`api.rest.route_errors`). Starlette's own
 routes (`/openapi.json`, the mounted monitor and docs assets) do not run the app's
 dependencies at all. A route's path is its own: no router is included with a prefix here.
+
+A query string is refused only once the request has shown a live key, on a route that needs
+one: without it the answer is 401, as for a body (`api.rest.key_gate`), not a 422 telling
+anyone who reaches the port which parameters the route takes; a tenant key on an admin route
+is told 403, as the route would tell it, before what is wrong with its query string or body;
+with a key, the access log names the key of the refused request.
 """
 
 from __future__ import annotations
@@ -26,9 +32,14 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from fastapi import Request
+from fastapi.dependencies.models import Dependant
+from fastapi.exceptions import RequestValidationError
 from fastapi.routing import APIRoute
 
 from api.rest import body_shape, query_params
+from api.rest.auth import admin_caller, current_caller
+from api.rest.deps import ApiContext
+from schemas.errors import ApiError
 
 PROBED = frozenset({"/health", "/metrics"})
 """Routes that monitoring probes and scrapers call, whose configurations may add a query
@@ -41,6 +52,35 @@ class Declared:
 
     query: tuple[str, ...] | None
     """The query parameters it reads; None: any (a page, not in the OpenAPI document)."""
+    keyed: bool = False
+    """It needs a key (its dependencies include `auth.current_caller`)."""
+    admin: bool = False
+    """It needs an admin key (its dependencies include `auth.admin_caller`)."""
+
+
+def _needs(dependant: Dependant, call: object) -> bool:
+    """Whether `call` is among the dependencies of `dependant`, at any depth."""
+    return any(
+        dependency.call is call or _needs(dependency, call) for dependency in dependant.dependencies
+    )
+
+
+async def _caller_first(request: Request, declared: Declared) -> None:
+    """Before a query string is refused: 401 without a live key, 403 for a tenant key on an
+    admin route, else the caller's key id left for the access log (`auth.current_caller` and
+    `auth.admin_caller`, as the route would have run them). A key that cannot be checked now
+    (the store unreachable) leaves the refusal as it is."""
+    context = getattr(request.app.state, "schemabridge", None)
+    if not isinstance(context, ApiContext) or not context.auth or context.operations is None:
+        return
+    try:
+        caller = await current_caller(request, context, context.operations, None, None)
+    except ApiError:
+        raise
+    except Exception:  # the route's refusal stands; its own authentication reports outages
+        return
+    if declared.admin:
+        await admin_caller(caller)
 
 
 class RouteInputs:
@@ -57,7 +97,11 @@ class RouteInputs:
         if found is None:
             names = query_params.declared_names(route.dependant)
             any_query = not route.include_in_schema or route.path in PROBED
-            found = Declared(None if any_query else names)
+            found = Declared(
+                None if any_query else names,
+                keyed=_needs(route.dependant, current_caller),
+                admin=_needs(route.dependant, admin_caller),
+            )
             self._routes[id(route)] = found
         return found
 
@@ -68,10 +112,22 @@ class RouteInputs:
             query = request.query_params
             if not isinstance(route, APIRoute):
                 query_params.refuse_repeated(query)
-            elif (names := self.declared(route).query) is not None:
-                query_params.refuse_unknown(request.method, route.path, names, query)
-                query_params.refuse_repeated(query)
+            elif (declared := self.declared(route)).query is not None:
+                try:
+                    query_params.refuse_unknown(request.method, route.path, declared.query, query)
+                    query_params.refuse_repeated(query)
+                except (ApiError, RequestValidationError):
+                    if declared.keyed:
+                        await _caller_first(request, declared)
+                    raise
             # else a page or a probed route: it reads no query parameter, so none is dropped
         if isinstance(route, APIRoute):
-            await body_shape.refuse_non_json(request, route)
-            await body_shape.refuse_body_problems(request, route)
+            try:
+                await body_shape.refuse_non_json(request, route)
+                await body_shape.refuse_body_problems(request, route)
+            except (ApiError, RequestValidationError):
+                # The key gate checked the key before the body; an admin route's own check
+                # comes first too, as for a query string.
+                if (declared := self.declared(route)).admin:
+                    await _caller_first(request, declared)
+                raise

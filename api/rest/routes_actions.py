@@ -17,9 +17,9 @@ from pydantic.alias_generators import to_camel
 from pydantic_core import PydanticCustomError
 
 from api.rest.auth import Caller, CallerDep
-from api.rest.body_shape import JsonBodyRoute
+from api.rest.body_shape import JsonBodyRoute, not_wrapped
 from api.rest.deps import OperationsDep
-from api.rest.errors import ErrorBody, error_responses
+from api.rest.errors import RUN_NOT_FOUND, ErrorBody, error_responses, run_read_responses
 from api.rest.renamed import renamed_fields
 from api.rest.run_models import RunCancelledError
 from engine.operations.action_views import (
@@ -37,11 +37,11 @@ from engine.operations.action_views import (
 from engine.operations.pagination import MAX_INTEGER
 from engine.operations.views import RunFilter
 from schemas.batch_limits import DEFAULT_BATCH, MAX_BATCH
+from schemas.close_names import close_names
 
 router = APIRouter(tags=["operator actions"], route_class=JsonBodyRoute)
 
 
-RUN_NOT_FOUND = "No such run, or another tenant's (`run_not_found`)"
 TENANT_FORBIDDEN = "A tenant key's filter names another tenant (`tenant_forbidden`)."
 
 
@@ -50,25 +50,27 @@ UNPUBLISHED_FILTER = (
     "(`workflow_not_found`: close names in `details.meant`, or the workflow's versions in "
     "`details.versions`): no run could match it."
 )
+BATCH_REFUSALS = (
+    "A filter a run list refuses (`invalid_filter`, naming its `parameter`), neither or "
+    "both of `ids` and `filter` (`invalid_batch`), more ids than `limit` (`too_many_runs`), "
+    "or a body that does not fit (`invalid_request`)."
+)
 
 
 def _action_errors(
-    conflicts: str, not_found: str = "", *, cancelled: bool = False
+    conflicts: str, not_found: str = "", *, cancelled: bool = False, invalid: str = ""
 ) -> dict[int | str, dict[str, Any]]:
     """The answers of an action on one run: `conflicts` says its 409 codes; `cancelled`: one
     of them is `run_cancelled`, whose body is a `RunCancelledError` (its `details` as every
-    `run_cancelled` has them: `runId`, `state`)."""
-    answers = error_responses(
-        401,
-        404,
-        409,
-        422,
-        503,
-        codes={
-            404: RUN_NOT_FOUND + not_found + ".",
-            409: conflicts + " (`details.state`: the run's or step's state).",
-        },
-    )
+    `run_cancelled` has them: `runId`, `state`); `invalid`: what its 422 says, when not the
+    common words."""
+    codes = {
+        404: RUN_NOT_FOUND + not_found + ".",
+        409: conflicts + " (`details.state`: the run's or step's state).",
+    }
+    if invalid:
+        codes[422] = invalid
+    answers = error_responses(401, 404, 409, 422, 503, codes=codes)
     if cancelled:
         answers[409]["model"] = RunCancelledError | ErrorBody
     return answers
@@ -77,7 +79,7 @@ def _action_errors(
 def _preview_errors() -> dict[int | str, dict[str, Any]]:
     """The answers of an action's read-only preview: a preview says in its answer what the
     action would refuse, so only a run it cannot read is refused (404)."""
-    return error_responses(401, 404, 422, 503, codes={404: RUN_NOT_FOUND + "."})
+    return run_read_responses()
 
 
 class _Body(BaseModel):
@@ -95,10 +97,19 @@ class ResolveRequest(_Body):
         # `Any` alone would make the field optional with None; an absent output is a mistake,
         # an explicit null a legitimate output.
         if isinstance(data, dict) and "output" not in data:
-            if any(key != "output" for key in data):
-                # Most likely `output` misspelt: the unknown key is refused (extra="forbid")
-                # at its pointer with the close field names, not hidden behind "'output' is
-                # required"; this stand-in never reaches the route, as that key fails the body.
+            keys = [str(key) for key in data]
+            if keys and not any(close_names(key, ["output"]) for key in keys):
+                # None of them is `output` misspelt: the body is the output itself (what a
+                # step answered, `{"status": 200, ...}`), which goes under `output`.
+                raise not_wrapped(
+                    "output_not_wrapped",
+                    keys,
+                    'of a resolve: the step\'s output goes under "output", as in {"output": {...}}',
+                )
+            if keys:
+                # `output` misspelt: the unknown key is refused (extra="forbid") at its pointer
+                # with the close field name, not hidden behind "'output' is required"; this
+                # stand-in never reaches the route, as that key fails the body.
                 return {**data, "output": None}
             raise PydanticCustomError("missing", "'output' is required (null is a valid output)")
         return data
@@ -215,9 +226,7 @@ def _selection(batch: BatchFilter, caller: Caller) -> RunFilter:
         codes={
             403: TENANT_FORBIDDEN,
             404: UNPUBLISHED_FILTER,
-            422: "A filter a run list refuses (`invalid_filter`, naming its `parameter`), "
-            "neither or both of `ids` and `filter` (`invalid_batch`), more ids than `limit` "
-            "(`too_many_runs`), or a body that does not fit (`invalid_request`).",
+            422: BATCH_REFUSALS,
         },
     ),
     summary="Count what a batch retry by ids or a filter would take, retrying nothing",
@@ -244,7 +253,12 @@ async def batch_retry_preview(
     "/runs/retry",
     response_model=BatchRetryResult,
     responses=error_responses(
-        401, 403, 404, 422, 503, codes={403: TENANT_FORBIDDEN, 404: UNPUBLISHED_FILTER}
+        401,
+        403,
+        404,
+        422,
+        503,
+        codes={403: TENANT_FORBIDDEN, 404: UNPUBLISHED_FILTER, 422: BATCH_REFUSALS},
     ),
     summary="Retry many FAILED runs at once, by ids or by a filter",
 )
@@ -323,6 +337,9 @@ async def retry_preview(run_id: str, ops: OperationsDep, caller: CallerDep) -> R
         "(`step_not_failed`) or was resolved with another output (`step_already_resolved`)",
         "; a vertex the run does not have (`step_not_found`)",
         cancelled=True,
+        invalid='The body is not `{"output": ...}` (`invalid_request`, with '
+        "`details.problems`; a body that is the output itself, not wrapped in `output`: the "
+        "problem's code is `output_not_wrapped`).",
     ),
     summary="Supply the output of a FAILED step; the run continues",
 )

@@ -235,8 +235,9 @@ async def reset_breakers(
     """For a destination that is fixed: steps retried now call it at once instead of failing
     on its open breaker until the reset timeout, and the steps waiting behind what it closed
     run at once (`stepsReleased`). Answers the layers closed (empty: none was open). 404
-    `destination_not_found` for a key no call has reached, 422 for a tenant id that cannot
-    be one."""
+    `destination_not_found` for a key no call has reached and `tenant_not_found` for a
+    tenant no run, key or setting has (with the close ones in `details.meant`), 422 for a
+    tenant id that cannot be one."""
     chosen = one_of(tenant_id, tenant, name="tenantId", old_name="tenant")
     return await ops.settings.reset_breakers(key, chosen, actor=caller.actor)
 
@@ -259,15 +260,31 @@ async def list_tenants(ops: OperationsDep, _caller: AdminDep) -> TenantList:
     "/tenants/{tenant_id}",
     tags=["tenants"],
     response_model=TenantView,
-    responses=error_responses(401, 403, 422, 503),
+    responses=error_responses(
+        401,
+        403,
+        422,
+        503,
+        codes={
+            403: "A tenant key naming another tenant than its own (`tenant_forbidden`).",
+            422: "An id no tenant can have (`invalid_tenant`, `details.allowed` the rule).",
+        },
+    ),
     summary="One tenant's rate limit, its use in the current window, and its quota",
 )
 async def get_tenant(tenant_id: TenantId, ops: OperationsDep, caller: CallerDep) -> TenantView:
     """Any id has settings (the defaults until an operator sets some). A tenant key reads its
-    own tenant only (403 `forbidden` for another). An id no tenant can have (empty, spaces
-    at either end, over 200 characters) is 422 `invalid_tenant`, `details.allowed` the rule."""
+    own tenant only (403 `tenant_forbidden` for another, as every route that a tenant key
+    may call answers a tenant it names that is not its own; `forbidden` is an admin route's).
+    An id no tenant can have (empty, spaces at either end, over 200 characters) is 422
+    `invalid_tenant`, `details.allowed` the rule."""
     if caller.tenant is not None and caller.tenant != tenant_id:
-        raise ApiError(403, "forbidden", "a tenant key can read its own tenant only")
+        raise ApiError(
+            403,
+            "tenant_forbidden",
+            f"this key reads tenant {caller.tenant!r} only, not {tenant_id!r}: read "
+            f"/tenants/{caller.tenant}, or use an admin key",
+        )
     return await ops.settings.tenant(tenant_id)
 
 

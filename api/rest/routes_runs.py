@@ -29,7 +29,7 @@ from fastapi.responses import JSONResponse
 from api.rest.auth import Caller, CallerDep
 from api.rest.body_shape import JsonBodyRoute
 from api.rest.deps import ContextDep, OperationsDep
-from api.rest.errors import ErrorBody, error_responses
+from api.rest.errors import RUN_NOT_FOUND, ErrorBody, error_responses, run_read_responses
 from api.rest.id_prefix_params import MatchLimit, prefix_query
 from api.rest.middleware import note_submission
 from api.rest.page_params import Cursor, page_limit
@@ -56,6 +56,7 @@ from engine.operations.views import (
     RunDetail,
     RunFilter,
     RunIdMatches,
+    RunProgress,
     RunStatus,
     RunSummary,
 )
@@ -72,6 +73,24 @@ second tier)."""
 router = APIRouter(tags=["runs"], route_class=JsonBodyRoute)
 
 RunId = Annotated[str, Path(description="The run's id.", max_length=64)]
+
+STATUS_FILTER = Query(
+    alias="status",
+    max_length=20,
+    description="Only runs in this status: "
+    + ", ".join(status.value for status in RunStatus)
+    + " (any case). Another value is a 422 `invalid_filter` whose `details.accepted` lists "
+    "these.",
+)
+"""The `status` filter of a run list and of a run's children."""
+
+LOCATION = {
+    "Location": {
+        "description": "Where the run is read (`/runs/{id}`), as the body's `url`.",
+        "schema": {"type": "string"},
+    }
+}
+"""The header every answer naming a submitted run carries."""
 
 
 def run_url(run_id: str) -> str:
@@ -121,10 +140,12 @@ def _outcome(detail: RunDetail, *, created: bool) -> JSONResponse:
         )
         status_code = 409
     else:
+        progress = detail.as_progress()
         answer = RunStillRunningError(
             code="run_still_running",
-            message=f"run {detail.id} has not ended yet; it goes on: read it at {url}",
-            details=RunStillRunningDetails(**common, status=RunStatus.RUNNING),
+            message=f"run {detail.id} has not ended yet{_why_waiting(progress)}; it goes on: "
+            f"read it at {url}",
+            details=RunStillRunningDetails(**common, status=RunStatus.RUNNING, progress=progress),
         )
         status_code = 504
     # Serialised by its model, so the body is what /openapi.json says it is.
@@ -132,14 +153,28 @@ def _outcome(detail: RunDetail, *, created: bool) -> JSONResponse:
     return JSONResponse(body, status_code=status_code, headers={"Location": url})
 
 
+def _why_waiting(progress: RunProgress) -> str:
+    """ " (step call waits: tenant acme is at its rate limit …)": the first waiting step's
+    reason, or its children's, in words; empty when nothing says the run waits."""
+    for step in progress.steps:
+        if step.waiting is not None:
+            return f" (step {step.vertex_id} waits: {step.waiting.text or step.waiting.message})"
+    for children in progress.fanout.waiting:
+        words = children.text or children.message or children.reason.value
+        return f" ({children.children:,} children wait: {words})"
+    return ""
+
+
 SUBMIT_ANSWERS: dict[int | str, dict[str, Any]] = {
     201: {
         "model": SubmittedRun,
+        "headers": LOCATION,
         "description": "This request created the run (`created` true); with `?wait=true` a "
         "run that ends is never a 201: its outcome is one of the statuses below.",
     },
     200: {
         "model": SubmittedRun | RunOutcome,
+        "headers": LOCATION,
         "description": "Without `?wait=true`: the run this `Idempotency-Key` and request "
         "created before (`SubmittedRun`, `created` false). With `?wait=true`: the run "
         "SUCCEEDED (`RunOutcome`, with its output; `created` says whether this request "
@@ -185,15 +220,19 @@ SUBMIT_ANSWERS: dict[int | str, dict[str, Any]] = {
     },
     502: {
         "model": RunFailedError,
+        "headers": LOCATION,
         "description": "With `?wait=true`: the run FAILED (`run_failed`; `details.error` its "
         "error: `kind`, `vertexId`, `httpStatus`, `bodyExcerpt`, …). The body's `code` tells "
         "this 502 from one a proxy in front of the API answers.",
     },
     504: {
         "model": RunStillRunningError,
+        "headers": LOCATION,
         "description": "With `?wait=true`: the run had not ended when the wait did "
-        "(`run_still_running`); it goes on: read it at `details.url` (`Location`). The "
-        "body's `code` tells this 504 from a proxy's gateway timeout.",
+        "(`run_still_running`); it goes on: read it at `details.url` (`Location`). "
+        "`details.progress` says why it had not ended (`steps[].waiting`: the tenant's rate "
+        "limit, an open breaker, a retry's backoff, with `until`). The body's `code` tells "
+        "this 504 from a proxy's gateway timeout.",
     },
 }
 """What `POST /workflows/{name}/runs` answers, each status with its codes."""
@@ -298,10 +337,15 @@ async def _version_in_name(ops: Operations, name: str, refused: NotFound) -> Not
     responses=error_responses(
         401,
         403,
+        404,
         422,
         503,
         codes={
             403: "A tenant key's `tenantId` names another tenant (`tenant_forbidden`).",
+            404: "`workflow` names a workflow, or `version` a version of it, that was never "
+            "published (`workflow_not_found`: close names in `details.meant`, or the "
+            "workflow's versions in `details.versions`), as `POST /runs/retry` with that "
+            "filter answers: no run could match it.",
             422: "A filter no run can match (`invalid_filter`: `details.parameter` names it, "
             "`details.accepted` lists the values a status or route takes), or a cursor this "
             "list did not give out (`invalid_cursor`), or `parent` with `roots=true` (a "
@@ -315,11 +359,18 @@ async def list_runs(
     *,
     ops: OperationsDep,
     caller: CallerDep,
-    workflow: Annotated[str | None, Query(max_length=200)] = None,
+    workflow: Annotated[
+        str | None,
+        Query(
+            max_length=200,
+            description="Only runs of this workflow (a name never published is a 404 "
+            "`workflow_not_found`, with the close names).",
+        ),
+    ] = None,
     version: Annotated[
         int | None, Query(ge=1, le=MAX_INTEGER, description="Needs `workflow`.")
     ] = None,
-    status_: Annotated[str | None, Query(alias="status", max_length=20)] = None,
+    status_: Annotated[str | None, STATUS_FILTER] = None,
     tenant_id: Annotated[
         str | None, Query(alias="tenantId", max_length=200, description="Only this tenant's.")
     ] = None,
@@ -405,7 +456,7 @@ async def match_run_ids(
 @router.get(
     "/runs/{run_id}",
     response_model=RunDetail,
-    responses=error_responses(401, 404, 422, 503),
+    responses=run_read_responses(),
     summary="A run with its steps, errors, attempt histories and fan-out progress",
 )
 async def get_run(run_id: RunId, ops: OperationsDep, caller: CallerDep) -> RunDetail:
@@ -415,17 +466,12 @@ async def get_run(run_id: RunId, ops: OperationsDep, caller: CallerDep) -> RunDe
 @router.get(
     "/runs/{run_id}/children",
     response_model=Page[RunSummary],
-    responses=error_responses(
-        401,
-        404,
-        422,
-        503,
-        codes={
-            404: "No such run, or another tenant's (`run_not_found`).",
+    responses=run_read_responses(
+        {
             422: "An unknown status (`invalid_filter`: `details.parameter` names it, "
             "`details.accepted` lists the statuses), or a cursor this list did not give out "
             "(`invalid_cursor`).",
-        },
+        }
     ),
     summary="A run's children in item order (cursor pagination)",
 )
@@ -434,8 +480,10 @@ async def list_children(
     run_id: RunId,
     ops: OperationsDep,
     caller: CallerDep,
-    status_: Annotated[str | None, Query(alias="status", max_length=20)] = None,
-    limit: Annotated[int, Query(ge=1, le=MAX_LIMIT)] = 100,
+    status_: Annotated[str | None, STATUS_FILTER] = None,
+    limit: Annotated[
+        int, Query(ge=1, le=MAX_LIMIT, description="Children in this page; `next` continues.")
+    ] = 100,
     cursor: Cursor = None,
 ) -> Page[RunSummary]:
     return await ops.runs.children(
@@ -446,7 +494,13 @@ async def list_children(
 @router.get(
     "/runs/{run_id}/steps/{vertex_id}/long-tail",
     response_model=LongTail,
-    responses=error_responses(401, 404, 422, 503),
+    responses=run_read_responses(
+        {
+            404: RUN_NOT_FOUND + ", or a vertex the run does not have (`step_not_found`: "
+            "`details.steps` the run's steps, `details.meant` the close names).",
+            422: "The vertex is a GATEWAY or a MERGE, not a SPAWNER (`not_a_spawner`).",
+        }
+    ),
     summary="A fan-out's long tail: child duration percentiles, slowest and oldest running",
 )
 async def long_tail(
@@ -467,7 +521,12 @@ async def long_tail(
 @router.get(
     "/runs/{run_id}/logs",
     response_model=Page[LogEntry],
-    responses=error_responses(401, 404, 422, 503),
+    responses=run_read_responses(
+        {
+            422: "A `cursor` that is not a log line's id, a whole number 0 to 2^63 - 1 "
+            "(`invalid_cursor`, `details.parameter`).",
+        }
+    ),
     summary="A run's log lines, oldest first (cursor pagination)",
 )
 async def list_logs(

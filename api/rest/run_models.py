@@ -10,12 +10,13 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 from pydantic.alias_generators import to_camel
-from pydantic_core import PydanticCustomError
 
+from api.rest.body_shape import not_wrapped
 from engine.operations.pagination import MAX_INTEGER
 from engine.operations.views import (
     ErrorView,
     GraphView,
+    RunProgress,
     RunStatus,
     RunSummary,
     VersionSummary,
@@ -57,15 +58,13 @@ class SubmitRequest(_Body):
         helps, not one "extra inputs" error per field of the input."""
         if isinstance(data, dict) and "input" not in data:
             known = {name for name in cls.model_fields} | {to_camel(n) for n in cls.model_fields}
-            unknown = sorted(str(key) for key in data if key not in known)
+            unknown = [str(key) for key in data if key not in known]
             if unknown:
-                named = ", ".join(unknown[:3]) + (", ..." if len(unknown) > 3 else "")
-                are = "is not a field" if len(unknown) == 1 else "are not fields"
-                raise PydanticCustomError(
+                raise not_wrapped(
                     "input_not_wrapped",
-                    '{named} {are} of a submission: the run\'s input goes under "input", as '
-                    'in {"input": {...}, "tenantId": "..."}',
-                    {"named": named, "are": are},
+                    unknown,
+                    'of a submission: the run\'s input goes under "input", as in '
+                    '{"input": {...}, "tenantId": "..."}',
                 )
         return data
 
@@ -94,7 +93,7 @@ class RunOutcome(_Body):
     url: str = Field(description="Where the run is read (also the `Location` header).")
     created: bool = Field(description=CREATED_DESCRIPTION)
     status: Literal[RunStatus.SUCCEEDED]
-    output: Any = None
+    output: Any = Field(description="The run's output: one entry per sink, by vertex id.")
     run: RunSummary
 
 
@@ -141,6 +140,12 @@ class RunCancelledDetails(BaseModel):
 
 class RunStillRunningDetails(_WaitDetails):
     status: Literal[RunStatus.RUNNING]
+    progress: RunProgress = Field(
+        description="The run as it was when the wait ended, as `GET /runs/{id}/events` sends "
+        "it: each step's status and, while a step waits, why and until when "
+        "(`steps[].waiting`: the tenant's rate limit, an open breaker, a retry's backoff, …), "
+        "and the fan-out's counters. The message names the first waiting step's reason too."
+    )
 
 
 class RunFailedError(BaseModel):

@@ -55,7 +55,7 @@ from starlette.types import Receive, Scope, Send
 from api.rest.auth import CallerDep, KeyCheck, LiveKeyDep
 from api.rest.body_shape import JsonBodyRoute
 from api.rest.deps import ContextDep, OperationsDep
-from api.rest.errors import error_body, error_responses
+from api.rest.errors import error_body, run_read_responses
 from engine.operations import Operations
 from engine.operations.views import RunProgress
 from schemas.errors import OperationError
@@ -259,7 +259,7 @@ class WatchedStream(StreamingResponse):
             "`ErrorBody`) when the run can no longer be read. `progress` and `end` have an "
             "`id:` that increases across connections.",
         },
-        **error_responses(401, 404, 422, 503),
+        **run_read_responses(),
     },
     summary="Server-sent events of a run's status and progress until it ends",
 )
