@@ -13,6 +13,7 @@ from __future__ import annotations
 import re
 import shlex
 import time
+from collections.abc import Sequence
 from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
@@ -180,11 +181,14 @@ def show_destination(
     remote = Remote(api_url, api_key, output, debug)
     views = call(remote, lambda api: api.settings.destinations()).items
     if destination is not None:
+        known = [view.destination for view in views]
         views = [view for view in views if view.destination == destination]
         if not views:
+            meant = did_you_mean(close_names(destination, known))
             fail(
-                f"no destination {destination!r}: admission has not seen it and it has no cap "
-                "(`schemabridge destinations list` names the known ones)",
+                f"no destination {destination!r}: admission has not seen it and it has no cap"
+                f"{f'; {meant}' if meant else ''} (`schemabridge destinations list` names the "
+                "known ones)",
                 ExitCode.FAILED,
             )
     if remote.json:
@@ -418,9 +422,14 @@ async def _tenant_and_note(api: ApiClient, tenant: str) -> tuple[TenantView, str
     runs = await api.runs.list(RunQuery(tenant=tenant), limit=1)
     if runs.items:
         return view, f"tenant {tenant} has no settings of its own: the defaults shown apply"
+    try:  # a typo's tenant is named, as `tenants set-rate`'s note names it (admin keys)
+        known = [seen.tenant_id for seen in (await api.settings.tenants()).items]
+    except ApiFailure:
+        known = []
+    meant = did_you_mean(close_names(tenant, [t for t in known if t != tenant]))
     return view, (
-        f"tenant {tenant} has no runs and no settings yet: the defaults shown apply "
-        "(`schemabridge tenants list` names the tenants seen)"
+        f"tenant {tenant} has no runs and no settings yet: the defaults shown apply"
+        f"{f'; {meant}' if meant else ''} (`schemabridge tenants list` names the tenants seen)"
     )
 
 
@@ -455,6 +464,28 @@ def show_tenant(
 NUMBERS = {"ignore_unknown_options": True}
 """Context settings of a command whose argument is a number: "-5" reaches the command as the
 value it is (to be refused with what the value must be), not as an option click lacks."""
+
+
+def refuse_options(command: str, options: Sequence[str], *values: str | None) -> None:
+    """An argument of a `NUMBERS` command that is a misspelt option (`--rest` for `--reset`)
+    is refused as click refuses one elsewhere, with the `options` of the command meant: it
+    would otherwise be taken as the tenant (a rate set for a tenant named "--rest") or as
+    the number. A negative number ("-5") is left to the check that says what it must be."""
+    for value in values:
+        if value is None or not value.startswith("-") or _NUMBER.fullmatch(value):
+            continue
+        meant = did_you_mean(close_names(value, [*options, *_CLIENT_OPTIONS]))
+        fail(
+            f"No such option: {value}{f'. {meant[:1].upper()}{meant[1:]}' if meant else ''} "
+            f"(see `schemabridge tenants {command} --help`)",
+            ExitCode.USAGE,
+        )
+
+
+_CLIENT_OPTIONS = ("--api-url", "--api-key", "--output", "--debug", "--help")
+
+
+_NUMBER = re.compile(r"-?\d+(\.\d*)?")
 
 
 def whole_number(value: str, least: int, what: str) -> int:
@@ -493,6 +524,7 @@ def set_rate(
     """Override one tenant's rate limit (GATEWAY steps a minute), for every worker at once.
 
     The default is TENANT_RATE_PER_MINUTE (1,000)."""
+    refuse_options("set-rate", ["--reset"], tenant, per_minute)
     if per_minute is not None and reset:
         raise typer.BadParameter(f"give a rate ({RATE_UNIT}), or --reset, not both")
     if per_minute is None and not reset:
@@ -558,6 +590,7 @@ def set_quota(
     debug: DebugOption = False,
 ) -> None:
     """Set a tenant's run quota (checked at submission and by spawners before a fan-out)."""
+    refuse_options("set-quota", [], tenant, max_runs)
     quota = whole_number(max_runs, 0, QUOTA_RULE)
     remote = Remote(api_url, api_key, output, debug)
     undo = f"schemabridge tenants reset-quota {shlex.quote(tenant)}"

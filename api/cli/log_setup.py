@@ -7,7 +7,10 @@ What it gives:
   (`time level service: message key=value…`), never wrapped, for a person; `json`, one object
   a line with stable keys — `ts` (ISO 8601, UTC), `level`, `service`, `event`, `message`,
   `logger`, then what the record carries (`run_id`, `vertex`, `destination`, `tenant_id`, …)
-  — for a log shipper. The REST access log is JSON in both (it always was).
+  — for a log shipper. The REST access log is JSON in both (it always was); in `json` it
+  begins with the same `ts`, `level`, `service`, `event` (`http.request`), `message`
+  (`GET /runs 200`) and `logger` (`AccessFormatter`), so a shipper reads every line of a
+  process alike and tells two api processes' requests apart.
 - **An access log as chosen** (`--access-log`, `SCHEMABRIDGE_ACCESS_LOG`): every request
   (`all`), only the notable ones (`changes`: not a GET or HEAD, an error, a slow GET; the mark
   is the middleware's, `api.rest.middleware.notable`), or none (`off`).
@@ -15,6 +18,8 @@ What it gives:
   per-call admission debug) is held at `warning`; what an operator acts on (a run failed, a
   breaker opened or closed, a destination's limit cut, a lease requeued, a shutdown step) is
   logged by the engine at `info` or above.
+- **Every line in the format chosen**: Python's warnings go through the log
+  (`logging.captureWarnings`, the `py.warnings` logger), not raw onto stderr.
 - **One line per outage, not one per call** (`OutageFilter`): a record caused by the database
   or Redis not answering — a fault the engine expects and rides out — is shown once, as one
   warning without a traceback saying what was lost and what the engine does about it; the
@@ -39,6 +44,8 @@ from collections.abc import Iterator
 from datetime import UTC, datetime
 from enum import StrEnum
 from typing import Any, Literal
+
+from api.access_names import ACCESS_FIELDS, ACCESS_LOGGER
 
 LogFormat = Literal["text", "json"]
 FORMATS: tuple[LogFormat, ...] = ("text", "json")
@@ -74,8 +81,6 @@ class AccessLog(StrEnum):
 
 OUTAGE_QUIET_S = 30.0
 """A dependency without a failure for this long is back: its next failure is a new outage."""
-ACCESS_LOGGER = "api.rest.access"
-"""The REST API's access log (one JSON object a line, see `api.rest.middleware`)."""
 QUIET_LOGGERS = ("alembic", "aiohttp.access", "uvicorn.access", "uvicorn.error", "asyncio")
 """Libraries whose `info` is noise to an operator: only their warnings show."""
 _RESERVED = frozenset(vars(logging.makeLogRecord({}))) | {"message", "asctime", "service"}
@@ -345,6 +350,37 @@ class JsonFormatter(logging.Formatter):
         return json.dumps(body, default=str)
 
 
+ACCESS_EVENT = "http.request"
+"""The `event` of every access-log line."""
+
+
+class AccessFormatter(logging.Formatter):
+    """The access log's line: `ts`, `level`, `service`, `event`, `message`, `logger` as
+    every JSON line has them, then the request's own fields (`method`, `route`, `path`,
+    `status`, `duration_ms`, `key_id`, `client`, …). A record without them (not the
+    middleware's) is its message as it is."""
+
+    def __init__(self, service: str) -> None:
+        super().__init__()
+        self.service = service
+
+    def format(self, record: logging.LogRecord) -> str:
+        fields = getattr(record, ACCESS_FIELDS, None)
+        if not isinstance(fields, dict):
+            return record.getMessage()
+        stamp = datetime.fromtimestamp(record.created, UTC).isoformat(timespec="milliseconds")
+        body: dict[str, Any] = {
+            "ts": fields.get("ts", stamp),
+            "level": record.levelname.lower(),
+            "service": self.service,
+            "event": ACCESS_EVENT,
+            "message": f"{fields.get('method')} {fields.get('path')} {fields.get('status')}",
+            "logger": record.name,
+        }
+        body.update((k, v) for k, v in fields.items() if k not in body)
+        return json.dumps(body, default=str)
+
+
 class _Stderr(logging.StreamHandler):  # type: ignore[type-arg]
     """Writes to whatever `sys.stderr` is now (a live display may have redirected it)."""
 
@@ -386,8 +422,8 @@ def end_outage(source: str, logger: logging.Logger) -> None:
 def name_service(service: str) -> None:
     """Name the process `service` in every line `configure` set up from now on: an `api` is
     named by the port it listens on, known once it is bound, after logging began."""
-    for handler in logging.getLogger().handlers:
-        if isinstance(handler.formatter, TextFormatter | JsonFormatter):
+    for handler in (*logging.getLogger().handlers, *logging.getLogger(ACCESS_LOGGER).handlers):
+        if isinstance(handler.formatter, TextFormatter | JsonFormatter | AccessFormatter):
             handler.formatter.service = service
 
 
@@ -413,6 +449,9 @@ def configure(
         root.removeHandler(old)
     root.addHandler(handler)
     root.setLevel(logging.DEBUG if debug else level.upper())
+    # Python writes a warning (a library's deprecation, SQLAlchemy's SAWarning) as raw lines
+    # on stderr, which a shipper of JSON logs cannot parse: log it as a record instead.
+    logging.captureWarnings(True)
     for name in QUIET_LOGGERS:
         logging.getLogger(name).setLevel(max(logging.WARNING, root.level))
     access = logging.getLogger(ACCESS_LOGGER)
@@ -421,7 +460,10 @@ def configure(
     for old in list(access.handlers):
         access.removeHandler(old)
     raw = _Stderr()
-    raw.setFormatter(logging.Formatter("%(message)s"))
+    # For a person (`text`) the request's own fields are enough, and keep the line short.
+    raw.setFormatter(
+        AccessFormatter(service) if fmt == "json" else logging.Formatter("%(message)s")
+    )
     if access_log is AccessLog.CHANGES:
         raw.addFilter(NotableOnly())
     access.addHandler(raw)

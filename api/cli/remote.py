@@ -241,6 +241,7 @@ def read_json_value(value: str, option: str) -> Any:
             reason = getattr(error, "strerror", None) or str(error)
             fail(f"cannot read {option} file {path}: {reason}", ExitCode.USAGE)
     from engine.validation import duplicate_key_summary, loads_checked
+    from engine.validation.json_text import syntax_reason
 
     try:
         parsed, problems = loads_checked(text)
@@ -248,7 +249,9 @@ def read_json_value(value: str, option: str) -> Any:
         fail(f"{source} nests arrays and objects too deeply to read", ExitCode.USAGE)
     except ValueError as error:  # JSONDecodeError, or an integer of more than 4,300 digits
         hint = " (a file is given as @path)" if not value.startswith("@") else ""
-        fail(f"{source} is not valid JSON: {error}{hint}", ExitCode.USAGE)
+        # In the words `validate` and the REST API use: line and column, and the likely cause.
+        reason = syntax_reason(text, error) if isinstance(error, json.JSONDecodeError) else error
+        fail(f"{source} is not valid JSON: {reason}{hint}", ExitCode.USAGE)
     if problems:  # a key written twice, or text that is not Unicode
         fail(duplicate_key_summary(source, problems), ExitCode.USAGE)
     return parsed

@@ -13,6 +13,7 @@ from rich.console import Group, RenderableType
 from rich.table import Table
 from rich.text import Text
 
+from api.cli.id_prefixes import MIN_PREFIX_DIGITS
 from api.cli.remote import shown, status_text, table
 from api.cli.text import (
     MISSING,
@@ -24,7 +25,7 @@ from api.cli.text import (
     show,
 )
 from schemas.durations import duration
-from schemas.errors import FIX_FIRST_KINDS, SET_QUOTA_COMMAND, FailureKind
+from schemas.errors import SET_QUOTA_COMMAND, FailureKind
 from schemas.waiting import HELD_WAITS, reason_words, wait_text
 
 if TYPE_CHECKING:
@@ -484,44 +485,18 @@ def quota_fix(run: RunDetail) -> str | None:
     return None
 
 
-def fix_first(run: RunDetail) -> str | None:
-    """What a FAILED step of the run failed with when the workflow or the run's input caused
-    it (`FIX_FIRST_KINDS`), directly or as its failed children's commonest cause: running the
-    same version with the same input again cannot help. None otherwise."""
-    for step in run.steps:
-        error = step.error
-        if step.status != "FAILED" or error is None:
-            continue
-        if error.kind in FIX_FIRST_KINDS:
-            return error.kind
-        cause = error.child_cause
-        if cause is not None and cause.kind in FIX_FIRST_KINDS:  # a join's failed children
-            children = "child" if cause.count == 1 else "children"
-            return f"{cause.count:,} {children} {cause.kind}"
-    return None
-
-
-def fix_first_line(run: RunDetail) -> str | None:
-    """The sentence `runs show` leads its next commands with when the workflow or the input
-    caused the failure (`fix_first`), for a retry's dry run to lead with too; None
-    otherwise."""
-    what = fix_first(run)
-    return None if what is None else fix_commands(run, what)[0]
-
-
-def fix_commands(run: RunDetail, what: str) -> list[str]:
-    """Fix, publish, submit anew: a retry, a reprocess and a start over all run the run's own
-    version (its pinned versions) with the same input, and fail the same way."""
+def fix_commands(run: RunDetail, fix: str) -> list[str]:
+    """Fix, publish, submit anew, led by the API's fix-first warning (`fix`): a retry, a
+    reprocess and a start over all run the run's own version (its pinned versions) with the
+    same input, and fail the same way; but a start over first when the warning offers it (a
+    step resolved upstream of the failure: its output, which the retry keeps, may be the
+    cause; the server decides, from the workflow's graph)."""
     if run.parent_run_id is not None:
-        return [
-            f"fix the workflow (or its parent's SPAWNER input): {what} fails the same way when "
-            "retried or reprocessed; publish it, then submit the root run's workflow anew",
-            f"schemabridge runs show {run.root_run_id or run.parent_run_id}",
-        ]
+        return [fix, f"schemabridge runs show {run.root_run_id or run.parent_run_id}"]
+    start_over = f"schemabridge runs start-over {run.id}"
     return [
-        f"fix the workflow (or the run's input): {what} fails the same way when retried, "
-        f"reprocessed or started over (v{run.version} again); publish it, then submit the "
-        "version publish prints",
+        fix,
+        *([start_over] if f"`{start_over}`" in fix else []),
         "schemabridge workflows publish FILE",
         f"schemabridge runs submit {shlex.quote(run.workflow)}@VERSION"
         f"{tenant_option(run.tenant_id)} --input JSON",
@@ -569,9 +544,8 @@ def next_commands(run: RunDetail) -> list[str]:
         return [f"schemabridge runs show {run.restarts[-1]}", f"schemabridge runs logs {run_id}"]
     if run.status == "FAILED":
         failed = [s for s in run.steps if s.status == "FAILED"]
-        what = fix_first(run)
-        if what is not None:
-            hints = fix_commands(run, what)
+        if run.fix_first is not None:
+            hints = fix_commands(run, run.fix_first)
             if run.fanout.failed:
                 hints.append(f"schemabridge runs children {run_id} --status FAILED")
             hints += [
@@ -602,12 +576,23 @@ def next_commands(run: RunDetail) -> list[str]:
     return []
 
 
+def listed_status(run: RunSummary) -> Text:
+    """A run's status in a list; a run started over (or a child under a root started over)
+    names the run that start over made (a short id the commands take), so a FAILED one reads
+    as handled: its retry is refused."""
+    shown_status = status_text(run.status)
+    if run.started_over_as is not None:
+        what = "root started over" if run.parent_run_id else "started over"
+        shown_status.append(f" ({what} as {run.started_over_as[:MIN_PREFIX_DIGITS]})")
+    return shown_status
+
+
 def runs_table(runs: Sequence[RunSummary], now: float) -> Table:
     rows: list[list[str | Text]] = [
         [
             run.id,
             f"{run.workflow} v{run.version}",
-            status_text(run.status),
+            listed_status(run),
             run.tenant_id,
             relative(run.created_at, now),
             run_duration(run, now),

@@ -31,7 +31,7 @@ from rich.progress import (
 )
 from rich.text import Text
 
-from schemas.waiting import wait_text
+from schemas.waiting import reason_words, wait_text
 
 if TYPE_CHECKING:
     from engine.operations.views import ErrorView, RunDetail, RunProgress, RunSummary, StepView
@@ -56,8 +56,10 @@ def describe_wait(reason: str, message: str, until: float | None, now: float) ->
         countdown = f" in {left} s" if left is not None else ""
         return f"{head}{countdown} after {rest}" if rest else f"{head}{countdown}"
     if reason == "breaker_open":
-        return wait_text(reason, message, until, now)  # its countdown is in the wording
-    text = message
+        # Its countdown is in the wording; a group of children that share no words gets the
+        # reason's own ("breaker open"), not a line ending in ": ".
+        return wait_text(reason, message, until, now) or reason_words(reason)
+    text = message or reason_words(reason)
     if reason == "tenant_rate_limit":
         text += "; or rerun with --tenant-rate N"
     if left is not None:

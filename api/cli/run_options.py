@@ -11,6 +11,7 @@ import typer
 from api.cli.exit_codes import ExitCode
 from api.cli.remote import fail
 from api.cli.text import parse_since
+from schemas.close_names import close_names, did_you_mean
 
 if TYPE_CHECKING:
     from api.cli.wire import RunQuery
@@ -92,7 +93,9 @@ def checked_status(value: str | None) -> str | None:
         return None
     upper = value.upper()
     if upper not in STATUSES:
-        fail(f"unknown status {value!r}; one of {', '.join(STATUSES)}", ExitCode.USAGE)
+        meant = did_you_mean(close_names(upper, STATUSES))
+        typo = f" ({meant})" if meant else ""
+        fail(f"unknown status {value!r}{typo}; one of {', '.join(STATUSES)}", ExitCode.USAGE)
     return upper
 
 
@@ -112,7 +115,8 @@ def run_filter(
     until: str | None = None,
 ) -> RunQuery:
     """The filter the list and batch options describe (exit 2 for a `version` without a
-    workflow, or one that contradicts NAME@VERSION, and for an unknown `route`)."""
+    workflow, or one that contradicts NAME@VERSION, for an unknown `route`, and for a
+    `since` later than `until`)."""
     from api.cli.wire import RunQuery
 
     name, pinned = split_version(workflow) if workflow else (None, None)
@@ -122,9 +126,18 @@ def run_filter(
         fail(f"--workflow {workflow} and --version {version} disagree", ExitCode.USAGE)
     version = version if version is not None else pinned
     if route is not None and route.lower() not in ROUTES:
-        fail(f"unknown route {route!r}; one of {', '.join(ROUTES)}", ExitCode.USAGE)
+        meant = did_you_mean(close_names(route.lower(), ROUTES))
+        typo = f" ({meant})" if meant else ""
+        fail(f"unknown route {route!r}{typo}; one of {', '.join(ROUTES)}", ExitCode.USAGE)
     created_after = _moment("--since", since)
     created_before = _moment("--until", until)
+    if created_after is not None and created_before is not None and created_after > created_before:
+        # Said in the options' words, as the API would refuse the window in its parameters'.
+        fail(
+            f"--since {since} is later than --until {until}: no run is created in between; "
+            "were they swapped? --since is the window's start, --until its end",
+            ExitCode.USAGE,
+        )
     return RunQuery(
         workflow=name,
         version=version,

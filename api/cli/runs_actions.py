@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from api.cli import hints, run_display
+from api.cli import hints
 from api.cli.client_errors import ApiFailure
 from api.cli.exit_codes import ExitCode
 from api.cli.id_prefixes import full_run_id
@@ -188,19 +188,14 @@ def _preview_one(remote: Remote, given: str) -> None:
     workflow or its input made fail leads with the sentence `runs show` says it with: the
     retry would fail the same way."""
 
-    async def look(api: ApiClient) -> tuple[RetryPreview, str | None]:
-        run_id = await full_run_id(api, given)
-        preview = await api.actions.retry_preview(run_id)
-        fix = None
-        if preview.status == "FAILED" and not remote.json:
-            fix = run_display.fix_first_line(await api.runs.get(run_id))
-        return preview, fix
+    async def look(api: ApiClient) -> RetryPreview:
+        return await api.actions.retry_preview(await full_run_id(api, given))
 
-    preview, fix = call(remote, look)
+    preview = call(remote, look)
     if remote.json:
         print_json(dump(preview))
     else:
-        _warn(remote, [fix] if fix else [])
+        _warn(remote, [preview.fix_first] if preview.fix_first else [])
         stdout().print(retry_preview_line(preview), markup=False)
     _warn(remote, preview.warnings)
     if not preview.retriable:
@@ -564,6 +559,8 @@ def _preview_start_over(remote: Remote, given: str) -> None:
         print_json(dump(preview))
     else:
         line = f"run {preview.run_id} ({preview.status}): {preview.message}; nothing started"
+        if not preview.startable and preview.new_run_id is None:
+            line = f"{preview.message}; nothing started"  # the refusal names the run itself
         stdout().print(line, markup=False)
     _warn(remote, preview.warnings)
     if not preview.startable:

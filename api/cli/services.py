@@ -110,6 +110,16 @@ ServeAccessLogOption = Annotated[
     str | None,
     typer.Option(metavar=ACCESS_LOG_METAVAR, help=ACCESS_LOG_HELP + "changes.", show_default=False),
 ]
+WorkerAccessLogOption = Annotated[
+    str | None,
+    typer.Option(
+        metavar=ACCESS_LOG_METAVAR,
+        help="Requests to the health port (--health-port) the JSON access log writes on "
+        "stderr: all, changes (errors, and all but GET and HEAD) or off; default "
+        "SCHEMABRIDGE_ACCESS_LOG, else changes.",
+        show_default=False,
+    ),
+]
 NoAccessLogOption = Annotated[
     bool,
     # Hidden: the spelling from before --access-log took a value; scripts still use it.
@@ -417,6 +427,7 @@ def worker(
     database: DatabaseOption = None,
     log_level: LogLevel = log_setup.Level.INFO,
     log_format: LogFormatOption = None,
+    access_log: WorkerAccessLogOption = None,
 ) -> None:
     """Run a worker process (several, on several machines, to scale out).
 
@@ -426,9 +437,13 @@ def worker(
     PostgreSQL it never migrates: it refuses (exit 2) a database whose schema is not this
     code's head revision; run 'schemabridge db upgrade' first. An SQLite file it migrates. With
     --health-port it also serves GET /health (the database and
-    Redis answer) and GET /metrics (its own figures, with an admin key) and prints that URL."""
+    Redis answer) and GET /metrics (its own figures, with an admin key) and prints that URL;
+    --access-log says which of those requests its access log writes."""
     service = name or f"worker-{socket.gethostname()}-{os.getpid()}"
-    _logging(service, log_level, log_format)
+    # `changes` by default: a scraper refused (a wrong key) or failing is logged, the
+    # successful scrapes and probes every few seconds are not.
+    chosen = _access_log(access_log, False, log_setup.AccessLog.CHANGES)
+    _logging(service, log_level, log_format, access_log=chosen)
     settings = _settings(concurrency, database)
     _require_shared_redis("worker", settings)
 

@@ -22,6 +22,7 @@ import re
 import sys
 import traceback
 from dataclasses import dataclass
+from difflib import SequenceMatcher
 from pathlib import Path
 from typing import IO, Any, NoReturn, get_args, get_origin
 
@@ -171,7 +172,25 @@ def _in_our_words(message: str, error: UsageError) -> str:
         given = _given(found["option"])
         shown = "" if given is None else f" {given!r}"
         return f"{found['option']}{shown}: give {_bounded_number(param)}"
+    found = _POSSIBLE_OPTIONS.search(message)
+    if found is not None:
+        # click's "(Possible options: --status)" said as a misspelt command is: "Did you
+        # mean 'list'?"
+        meant = _closest_first(getattr(error, "option_name", ""), found["options"].split(","))
+        options = " or ".join(f"'{option}'" for option in meant)
+        return f"{message[: found.start()].rstrip()}. Did you mean {options}?"
     return message.replace(": Value error, ", ": ")
+
+
+def _closest_first(given: str, options: list[str]) -> list[str]:
+    """`options` (click lists them alphabetically) with the closest to `given` first:
+    `--timout` is offered '--timeout' before '--input' and '--output'."""
+    stripped = [option.strip() for option in options]
+    return sorted(stripped, key=lambda option: -SequenceMatcher(None, given, option).ratio())
+
+
+_POSSIBLE_OPTIONS = re.compile(r"\(Possible options: (?P<options>[^)]+)\)$")
+"""click's suggestion for a misspelt option."""
 
 
 _OUT_OF_BOUNDS = re.compile(

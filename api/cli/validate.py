@@ -271,8 +271,10 @@ def _print_text(results: list[FileResult]) -> None:
             noun = "input for" if result.kind == "input" else "workflows:"
             line.append(f" ({noun} {', '.join(result.workflows)})", style="dim")
         elif result.problems and result.status is Status.INVALID:
-            count = len(result.problems)
-            line.append(f" ({count} problem{'s' if count > 1 else ''})")
+            count, notes = len(result.problems), len(result.notes)
+            # The notes are listed with the problems: counted apart, so the lines add up.
+            also = f", {notes} note{'s' if notes > 1 else ''}" if notes else ""
+            line.append(f" ({count} problem{'s' if count > 1 else ''}{also})")
         console.print(line)
         if result.note:
             console.print(Text("  " + result.note, style="dim"))

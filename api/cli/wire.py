@@ -159,6 +159,8 @@ class RunSummary(Wire):
     item_index: int | None = None
     root_run_id: str | None = None
     restarted_from: str | None = None
+    started_over_as: str | None = None
+    """None from an API before it was answered, as from a run nobody started over."""
     dlq_at: float | None = None
     route: str | None = None
     error: ErrorView | None = None
@@ -261,6 +263,8 @@ class RunDetail(RunSummary):
     steps: list[StepView] = []
     fanout: FanoutProgress = FanoutProgress()
     deployment_id: str | None = None
+    fix_first: str | None = None
+    """The fix-first warning (None: none, or from an API before it answered it)."""
 
 
 class StepProgress(Wire):
@@ -324,6 +328,7 @@ class RetryPreview(Wire):
     run_id: str
     status: str
     retriable: bool
+    new_run_id: str | None = None
     steps_retried: int = 0
     steps_held_back: int = 0
     message: str = ""
@@ -332,6 +337,7 @@ class RetryPreview(Wire):
     reopened_join: str | None = None
     stuck_joins: list[str] = []
     children_failed: int = 0
+    fix_first: str | None = None
 
 
 class ResolveResult(ActionResult):
