@@ -98,11 +98,19 @@ async function render() {
   // A dialog asks about the page it was opened on: leaving that page cancels it, or it would
   // stay modal over the next page, offering an action on what is no longer shown.
   if (movedPage) for (const open of document.querySelectorAll("dialog[open]")) open.close("cancel");
+  // The page left goes at once, as on the first load: it stayed in sight under the next
+  // page's URL and tab until that page had read the API (seconds on a slow link), its
+  // buttons live, so a Retry pressed then acted on the run left, not the one opened.
+  if (movedPage) fill(main, h("p", { class: "muted page-loading", role: "status" }, "Loading…"));
   const mine = ++generation;
   try {
     const stop = (await page(main, params, ...args)) || null;
-    if (mine === generation) cleanup = stop;
-    else if (stop) stop(); // another page was asked for meanwhile
+    if (mine === generation) {
+      cleanup = stop;
+      // A page may have rewritten its URL (a short id made whole): the page shown is that
+      // one, or its next redraw (a filter, Back) would count as a move and flash "Loading…".
+      shownPath = currentRoute().path;
+    } else if (stop) stop(); // another page was asked for meanwhile
   } catch (error) {
     if (mine === generation) showError(main, error);
   }

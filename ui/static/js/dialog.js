@@ -36,15 +36,15 @@ export async function confirmAction(options) {
 /** `confirmAction`, resolving the value of the button pressed: "ok", "cancel" (Escape too),
  * or that of a submit button the note holds (another action offered instead). `fields`
  * (nodes: an optional input the action takes) go under `text`; Enter in one of their inputs
- * confirms. */
+ * confirms. `confirm: null`: no confirm button (the action cannot work; `dismiss` alone). */
 export function chooseAction({ title, text, note = null, noteBlocks = null, fields = null, confirm = "Confirm", dismiss = "Cancel", danger = false }) {
   let warning = null;
   if (noteBlocks) warning = h("div", { class: "warning-box" }, noteBlocks);
   else if (note) warning = h("p", { class: "warning-box" }, "⚠ ", note);
-  const ok = h("button", { value: "ok", type: "submit", class: danger ? "danger" : "primary", autofocus: true }, confirm);
+  const ok = confirm === null ? null : h("button", { value: "ok", type: "submit", class: danger ? "danger" : "primary", autofocus: true }, confirm);
   // Enter in a field would submit with the form's first button, Cancel: it confirms instead.
   const confirmOnEnter = (event) => {
-    if (event.key !== "Enter" || event.target.tagName !== "INPUT") return;
+    if (!ok || event.key !== "Enter" || event.target.tagName !== "INPUT") return;
     event.preventDefault();
     ok.form.requestSubmit(ok);
   };
@@ -52,7 +52,7 @@ export function chooseAction({ title, text, note = null, noteBlocks = null, fiel
     modal(
       title,
       [h("p", {}, text), fields ? h("div", { class: "modal-fields", onkeydown: confirmOnEnter }, fields) : null, warning],
-      [h("button", { value: "cancel", type: "submit", class: "secondary" }, dismiss), ok],
+      [h("button", { value: "cancel", type: "submit", class: "secondary", autofocus: !ok }, dismiss), ok],
       { onClose: (value) => resolve(value || "cancel") },
     );
   });

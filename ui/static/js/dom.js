@@ -62,3 +62,14 @@ export function announce(text, kind = "info") {
   line.className = `announce announce-${kind}`;
   line.textContent = text;
 }
+
+/** Give `el` (an action's answer) the focus when the focus was lost: the button a keyboard
+ * user pressed was disabled or drawn anew by the action, which leaves the focus on <body>
+ * (the next Tab starts again at the top of the page). A focus still somewhere is kept. */
+export function focusIfLost(el) {
+  if (!el || !el.isConnected) return;
+  const at = document.activeElement;
+  if (at && at !== document.body && at.isConnected) return;
+  el.setAttribute("tabindex", "-1");
+  el.focus();
+}

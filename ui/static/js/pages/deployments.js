@@ -5,7 +5,7 @@
 
 import { api } from "../api.js";
 import { confirmAction } from "../dialog.js";
-import { announce, fill, h } from "../dom.js";
+import { announce, fill, focusIfLost, h } from "../dom.js";
 import { badge, breakable, count, duration, exactZoned, plural, ratio, shortId, time } from "../format.js";
 import { Poller } from "../live.js";
 import { DEPLOYMENTS, wholeId } from "../short_ids.js";
@@ -358,6 +358,8 @@ async function stop(where, d, action, done) {
     await done();
     fill(where, line);
     announce(line.textContent, "ok");
+    // The page is drawn anew with Abort and Roll back disabled: the answer takes the focus.
+    focusIfLost(line);
   } catch (error) {
     const line = h("p", { class: "error-box", role: "alert" }, `✕ ${abort ? "Abort" : "Rollback"} refused: ${error.message}${error.code ? ` (${error.code})` : ""}`);
     fill(where, line);

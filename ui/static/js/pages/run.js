@@ -15,7 +15,7 @@ import { drawGraph } from "../graph.js";
 import { Poller, throttle, Ticker } from "../live.js";
 import { actionBar, actionBarKey, isDeploymentRun, resolveStep } from "../run/actions.js";
 import { ChildrenList } from "../run/children.js";
-import { answerByAttempt, childrenWaitingLine, errorBox, holderLine, sentByAttempt, waitingLine } from "../run/errors.js";
+import { answerByAttempt, childrenWaitingLine, endedLeasesKey, errorBox, holderLine, sentByAttempt, waitingLine } from "../run/errors.js";
 import { fanoutBar, fetchLongTail, longTailView, tailContradicts } from "../run/fanout.js";
 import { retryAfter } from "../run/attempts.js";
 import { RunLog } from "../run/log.js";
@@ -344,8 +344,18 @@ export async function runPage(main, params, given) {
   const ticker = new Ticker(main, {
     onTick: () => {
       if (!isEnded() && detail.steps.some((step) => step.startedAt && !step.endedAt)) fill(waterfall, timeline(detail));
+      // A dead holder's lease ends while nothing of the run changes: its line says so then.
+      if (endedLeasesKey(detail) !== leasesDrawn) {
+        drawWaiting();
+        drawGraphAndPanel();
+      }
     },
   });
+  let leasesDrawn = "";
+  function drawWaiting() {
+    leasesDrawn = endedLeasesKey(detail);
+    fill(waiting, [...detail.steps.flatMap((step) => [waitingLine(step), holderLine(step)]), childrenWaitingLine(detail)]);
+  }
   function keepTime() {
     if (isEnded() || controller.signal.aborted) ticker.stop();
     else ticker.start();
@@ -357,7 +367,7 @@ export async function runPage(main, params, given) {
     drawActions();
     fill(tolerated, toleratedNote(detail));
     fill(runError, detail.status === "FAILED" ? errorBox(detail.error, { title: detail.error && detail.error.vertexId ? `Run failed at ${detail.error.vertexId}` : "Run failed" }) : null);
-    fill(waiting, [...detail.steps.flatMap((step) => [waitingLine(step), holderLine(step)]), childrenWaitingLine(detail)]);
+    drawWaiting();
     drawGraphAndPanel();
     drawSteps();
     drawFanouts();
@@ -452,7 +462,7 @@ export async function runPage(main, params, given) {
     drawGraphAndPanel();
     drawSteps();
     drawFanouts();
-    fill(waiting, [...detail.steps.flatMap((step) => [waitingLine(step), holderLine(step)]), childrenWaitingLine(detail)]);
+    drawWaiting();
     keepTime();
     // What was just drawn reads as of now: the rest of the page too, not as of the last tick.
     tickTimes(main);

@@ -1,15 +1,15 @@
 // Runs: a table of runs, newest first, with filters in the URL (status, workflow and version,
 // how the version was chosen, tenant, time range, children shown or not; a deployment's link
 // adds its exact window), cursor paging, FAILED rows marked with their error's
-// one-line summary, and a batch Retry of the selected runs that reports retried and skipped,
-// and warns of what the API says the retried runs meet (an open breaker, joins that fail
-// again at once); first, it says which selected runs' tenants are over their run quota,
-// with the fix.
+// one-line summary (and, once started over, a link to the run that start over made), and a
+// batch Retry of the selected runs that reports retried and skipped, and warns of what the
+// API says the retried runs meet (an open breaker, joins that fail again at once); first, it
+// says which selected runs' tenants are over their run quota, with the fix.
 
-import { api, query } from "../api.js";
+import { api, ApiError, query } from "../api.js";
 import { currentRoute, setParams } from "../app.js";
 import { confirmAction } from "../dialog.js";
-import { announce, fill, h, widthPercent } from "../dom.js";
+import { announce, fill, focusIfLost, h, widthPercent } from "../dom.js";
 import { badge, breakable, count, duration, elapsed, errorSummary, exact, percent, plural, shortId, time } from "../format.js";
 import { Poller } from "../live.js";
 import { batchQuotaNote } from "../quota.js";
@@ -111,6 +111,25 @@ function durationCell(run) {
   );
 }
 
+/** A run an operator started over (or a child under a root run started over): a link to the
+ * run that start over made, beside its status. A FAILED one is handled (its retry is refused:
+ * 409 started_over), not one more to retry. */
+function startedOverLink(run) {
+  if (!run.startedOverAs) return null;
+  const [what, whole] = run.parentRunId ? ["root started over", "Its root run was started over"] : ["started over", "Started over"];
+  return h(
+    "a",
+    { class: "started-over", href: `#/runs/${encodeURIComponent(run.startedOverAs)}`, title: `${whole} as run ${run.startedOverAs}: look at that run; this one is not retried` },
+    h("span", { "aria-hidden": "true" }, "↻ "),
+    `${what} as ${shortId(run.startedOverAs)}`,
+  );
+}
+
+/** FAILED and nobody started it over: what "Select failed" picks (a batch skips the others). */
+function retriable(run) {
+  return run.status === "FAILED" && !run.startedOverAs;
+}
+
 function row(run, selected, onToggle) {
   const failed = run.status === "FAILED";
   const box = h("input", {
@@ -124,7 +143,7 @@ function row(run, selected, onToggle) {
   if (run.parentRunId) workflow.push(h("span", { class: "small muted" }, ` · item ${run.itemIndex}`));
   const cells = [
     h("td", {}, box),
-    h("td", {}, badge(run.status)),
+    h("td", { class: "status-cell" }, badge(run.status), startedOverLink(run)),
     h("td", {}, link),
     h("td", {}, workflow),
     h("td", {}, breakable(run.tenantId)),
@@ -239,12 +258,22 @@ export async function runsPage(main, params) {
   }
 
   async function load() {
-    page = await api(listPath(params, cursor));
+    try {
+      page = await api(listPath(params, cursor));
+    } catch (error) {
+      // A workflow filter nothing was published as (a typo): said where the rows go, the
+      // filters kept above it to fix it, rather than the whole page replaced by the error.
+      if (!(error instanceof ApiError) || error.code !== "workflow_not_found") throw error;
+      page = { items: [], next: null };
+      selected.clear();
+      fill(body, h("tr", {}, h("td", { colspan: "8", class: "empty error-line" }, error.message)));
+      return { running: false, signature: error.message };
+    }
     for (const id of [...selected]) if (!page.items.some((r) => r.id === id)) selected.delete(id);
     draw();
     return {
       running: page.items.some((r) => ACTIVE.has(r.status)),
-      signature: JSON.stringify(page.items.map((r) => [r.id, r.status, r.progress])),
+      signature: JSON.stringify(page.items.map((r) => [r.id, r.status, r.progress, r.startedOverAs])),
     };
   }
 
@@ -288,13 +317,15 @@ export async function runsPage(main, params) {
       toggle(null, false);
       await load();
       poller.start();
+      // "Retry selected" is disabled now that nothing is selected: the answer takes the focus.
+      focusIfLost(result.firstElementChild);
     } catch (error) {
       fill(result, h("p", { class: "error-box", role: "alert" }, `Batch retry refused: ${error.message}`));
     }
   }
 
   function selectFailed() {
-    for (const run of page.items) if (run.status === "FAILED") toggle(run.id, true);
+    for (const run of page.items) if (retriable(run)) toggle(run.id, true);
     draw();
   }
 
@@ -307,7 +338,7 @@ export async function runsPage(main, params) {
       "div",
       { class: "toolbar" },
       retryButton,
-      h("button", { type: "button", class: "secondary", onclick: selectFailed }, "Select failed on this page"),
+      h("button", { type: "button", class: "secondary", onclick: selectFailed, title: "The FAILED runs on this page that nobody started over (a retry skips those)" }, "Select failed on this page"),
       // A batch retries FAILED runs and has no `route` filter: elsewhere the count would differ.
       ["", "FAILED"].includes(params.get("status") || "") && !params.get("route") ? retryAllButton(() => listFilter(params), result, async () => (await load(), poller.start())) : null,
       result,

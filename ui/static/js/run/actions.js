@@ -7,10 +7,10 @@
 
 import { api } from "../api.js";
 import { chooseAction, editJson } from "../dialog.js";
-import { announce, fill, h } from "../dom.js";
+import { announce, fill, focusIfLost, h } from "../dom.js";
 import { plural, shortId } from "../format.js";
 import { SET_QUOTA_COMMAND, setQuotaCommand } from "../quota.js";
-import { warningNodes, warningsBox, withWarnings } from "../warnings.js";
+import { warningNodes, warningsBox, withCode, withWarnings } from "../warnings.js";
 
 function path(runId, action) {
   return `/runs/${encodeURIComponent(runId)}/${action}`;
@@ -26,6 +26,12 @@ async function perform(where, options) {
   const { title, note, confirm, dismiss, danger, preview, instead = {} } = options;
   // A preview the API cannot give (an older API, a refusal) leaves the dialog as it was.
   const previewed = preview ? await preview().catch(() => null) : null;
+  if (previewed?.refused) {
+    // The API would refuse the action: the dialog says why and offers only what can work
+    // (the blocks' links, e.g. to the run a start over made, and Close), no button for it.
+    await chooseAction({ title, text: previewed.text, noteBlocks: previewed.blocks, confirm: null, dismiss: "Close" });
+    return false;
+  }
   const text = previewed?.text || options.text;
   const blocks = previewed?.blocks || null;
   const noteBlocks = blocks && note ? [h("p", {}, "⚠ ", note), blocks] : blocks;
@@ -76,7 +82,7 @@ async function retryPreview(runId, offerReprocess) {
   const preview = await api(path(runId, "retry/preview"));
   // A FAILED run the API would refuse (its root was started over, a deployment's own run):
   // the dialog says the refusal, not a retry that will not happen.
-  if (!preview.retriable && preview.warnings?.length) return refusedPreview("retry", preview.warnings[0]);
+  if (!preview.retriable && preview.warnings?.length) return refusedPreview("retry", preview.warnings[0], preview.newRunId);
   if (!preview.retriable) return null;
   const text = preview.message ? `${capitalised(preview.message)}; completed steps keep their results.` : null;
   const warnings = retryWarnings(preview, { stuck: offerReprocess });
@@ -93,22 +99,32 @@ async function retryPreview(runId, offerReprocess) {
   };
 }
 
-/** A dialog's words for an action the API would refuse, with its sentence. */
-function refusedPreview(action, sentence) {
+/** A dialog's words for an action the API would refuse (or, `text` given, answer without
+ * doing anything), with its sentence (its commands as code) and, when it names one, a link to
+ * the run to look at instead (`newRunId`: the run a start over made). */
+function refusedPreview(action, sentence, newRunId = null, text = `This ${action} would be refused.`) {
   return {
-    text: `This ${action} would be refused.`,
-    blocks: [h("p", { class: "refused-note" }, h("strong", {}, "⚠ "), sentence)],
+    refused: true,
+    text,
+    blocks: [
+      h("p", { class: "refused-note" }, h("strong", {}, "⚠ "), withCode(sentence)),
+      newRunId ? h("p", { class: "refused-instead" }, h("a", { href: `#/runs/${encodeURIComponent(newRunId)}` }, `Open run ${shortId(newRunId)}`), " (the run that start over made)") : null,
+    ],
   };
 }
 
 /** What Start over's dialog says before the click, from the API's preview: the version the
  * new run runs and the start over's warnings (that version was rolled back by a deployment,
- * or no longer serves); the run an earlier start over made (a start over answers it); or
- * the refusal. */
+ * or no longer serves); or the refusal. A run started over already: the run that start over
+ * made, a link to it and Close, no Start over button (the API would answer that run again and
+ * start nothing: the tour read the button as a second new run). */
 async function startOverPreview(runId) {
   const preview = await api(path(runId, "start-over/preview"));
-  if (!preview.startable && !preview.newRunId) return refusedPreview("start over", preview.message);
-  const text = `${capitalised(preview.message)}${preview.startable ? ", linked to this one." : "."}`;
+  if (!preview.startable && preview.newRunId) {
+    return refusedPreview("start over", capitalised(preview.message), preview.newRunId, "Another start over would start nothing.");
+  }
+  if (!preview.startable) return refusedPreview("start over", preview.message);
+  const text = `${capitalised(preview.message)}, linked to this one.`;
   if (!preview.warnings.length) return { text, blocks: null };
   return {
     text,
@@ -153,33 +169,12 @@ function quotaNote(detail) {
   ];
 }
 
-/** Failures the workflow or the run's input causes (the engine's FIX_FIRST_KINDS): running
- * the same version with the same input again fails the same way. */
-const FIX_FIRST = new Set(["invalid_input", "invalid_config", "expression_error", "too_many_items"]);
-
-/** When the run failed for such a cause (a step's own, or most of a failed join's children's),
- * what Retry's, Reprocess's and Start over's dialogs say first: fix, publish, submit anew, as
- * `runs show` leads with it. */
+/** When the run failed for a cause the workflow or its input makes (a step's own, or most of
+ * a failed join's children's), what Retry's, Reprocess's and Start over's dialogs say first:
+ * the API's sentence (`fixFirst`: fix, publish, submit anew), the one `runs show` and `runs
+ * retry --dry-run` lead with. */
 function fixNote(detail) {
-  for (const step of detail.steps) {
-    const error = step.status === "FAILED" ? step.error : null;
-    if (!error) continue;
-    const cause = error.childCause;
-    const what = FIX_FIRST.has(error.kind)
-      ? `Step ${step.vertexId} failed with ${error.kind}`
-      : cause && FIX_FIRST.has(cause.kind)
-        ? `${plural(cause.count, "child", "children")} of step ${step.vertexId} failed with ${cause.kind}`
-        : null;
-    if (what) {
-      return [
-        `${what}, which comes from the workflow or the run's input: retrying, reprocessing or starting over runs version ${detail.version} with the same input and fails the same way. Fix the workflow (or the input), publish it, then submit a new run: `,
-        // An admin key's submission without --tenant runs under "default", not the run's tenant.
-        h("code", {}, `schemabridge runs submit ${detail.workflow}@VERSION${detail.tenantId === "default" ? "" : ` --tenant ${detail.tenantId}`} --input JSON`),
-        ".",
-      ];
-    }
-  }
-  return null;
+  return detail.fixFirst ? withCode(capitalised(detail.fixFirst)) : null;
 }
 
 /** Why Start over is unavailable (the API's refusals: start_over_child_run, run_not_ended). */
@@ -213,7 +208,7 @@ function deploymentNote(detail) {
  * progress streams in. */
 export function actionBarKey(detail) {
   const quota = detail.steps.filter((s) => s.status === "FAILED" && s.error?.kind === "quota_exceeded").map((s) => [s.vertexId, s.error.message]);
-  const fix = detail.steps.filter((s) => s.status === "FAILED" && s.error).map((s) => [s.vertexId, s.error.kind, s.error.childCause?.kind, s.error.childCause?.count]);
+  const fix = detail.fixFirst || null;
   return JSON.stringify([detail.id, detail.status, detail.fanout.failed, detail.parentRunId, detail.route, detail.tenantId, detail.restarts, quota, fix]);
 }
 
@@ -232,7 +227,10 @@ export function actionBar(detail, result, done) {
         disabled: !enabled,
         title: enabled ? null : why,
         onclick: async () => {
-          if (await perform(result, options)) await done();
+          if (!(await perform(result, options))) return;
+          await done();
+          // Retry disables Retry, Cancel disables Cancel: the answer takes the focus then.
+          focusIfLost(result.firstElementChild);
         },
       },
       label,
@@ -324,4 +322,6 @@ export async function resolveStep(detail, step, result, done) {
     describe: (a) => a.message,
   });
   await done();
+  // The step's panel is drawn anew without its Resolve button: the answer takes the focus.
+  focusIfLost(result.firstElementChild);
 }

@@ -23,7 +23,9 @@ export function errorBox(error, { title = "Error" } = {}) {
     { class: "error-box", "aria-label": title },
     h("h3", {}, "✕ ", title),
     h("dl", { class: "facts" }, facts.map(([name, value]) => [h("dt", {}, name), h("dd", { class: name === "HTTP status" ? "http-status" : null }, String(value))])),
-    error.message ? h("p", { class: "error-message" }, error.message) : null,
+    // The commands the engine's sentence quotes in `backticks` (a breaker's reset, a quota's
+    // raise) as code, as the warnings and waiting lines show them: not backticks to copy.
+    error.message ? h("p", { class: "error-message" }, withCode(error.message)) : null,
     error.bodyExcerpt ? [h("h4", {}, "Response body (excerpt)"), h("pre", { class: "body-excerpt" }, error.bodyExcerpt)] : null,
     sentRequest(error.request),
   );
@@ -127,9 +129,12 @@ export function childrenWaitingLine(run) {
 }
 
 /** Who holds a RUNNING step (`holder`, `leaseExpiresAt`), whether it is alive by its
- * heartbeat and when a dead holder's step is taken back: "held by worker w-1 (no heartbeat
- * for 42 s: presumed dead); taken back when its lease ends at 04:07:58". */
-export function holderLine(step) {
+ * heartbeat and when a dead holder's step is taken back, in the words of `runs show`
+ * (api/cli/run_display.py `holder_line`): "held by worker w-1 (no heartbeat for 42 s:
+ * presumed dead); taken back when its lease ends at 04:07:58", and once that time has passed
+ * (`now`, epoch seconds), that the lease ended and the next worker's claim takes it back: a
+ * dead holder's step waits for a running worker. */
+export function holderLine(step, now = Date.now() / 1000) {
   const holder = step.holder;
   if (!holder || step.status !== "RUNNING") return null;
   const who = holder.worker ? `worker ${holder.worker}` : "a worker";
@@ -140,9 +145,22 @@ export function holderLine(step) {
   let text = `${step.vertexId} is held by ${who} (${state})`;
   if (step.leaseExpiresAt) {
     const ends = clockTime(step.leaseExpiresAt);
-    text += holder.state === "alive" ? `; its lease ends at ${ends} unless renewed` : `; taken back when its lease ends at ${ends}`;
+    if (holder.state === "alive") text += `; its lease ends at ${ends} unless renewed`;
+    else if (leaseEnded(step, now)) text += `; its lease ended at ${ends}: the next worker to claim takes it back (\`schemabridge services\` lists the workers alive; start one if none is)`;
+    else text += `; taken back when its lease ends at ${ends}`;
   }
-  return h("p", { class: `holder-line holder-${holder.state}`, "data-vertex": step.vertexId }, h("span", { "aria-hidden": "true" }, holder.state === "presumed_dead" ? "⚠ " : "⚙ "), text);
+  return h("p", { class: `holder-line holder-${holder.state}`, "data-vertex": step.vertexId }, h("span", { "aria-hidden": "true" }, holder.state === "presumed_dead" ? "⚠ " : "⚙ "), ...withCode(text));
+}
+
+/** Whether the lease of a step a holder not known alive holds has ended by `now`. */
+function leaseEnded(step, now) {
+  return step.holder?.state !== "alive" && step.leaseExpiresAt && step.leaseExpiresAt <= now;
+}
+
+/** The RUNNING steps whose holder's lease has ended by `now`, as a string: a page draws its
+ * holder lines again when this changes (a lease ends while nothing else does). */
+export function endedLeasesKey(detail, now = Date.now() / 1000) {
+  return detail.steps.filter((step) => step.status === "RUNNING" && leaseEnded(step, now)).map((step) => step.vertexId).join(",");
 }
 
 /** The local time of day, HH:MM:SS. */
