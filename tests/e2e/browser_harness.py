@@ -312,6 +312,22 @@ def eventually(condition: Callable[[], bool], timeout_s: float = 30.0, what: str
     raise AssertionError(f"not within {timeout_s} s: {what}")
 
 
+def pause_clock(page: Any) -> None:
+    """Stop the page's installed clock now. `pause_at` takes a time ahead of the page's: one
+    read a moment before can be behind by then on a loaded host ("Cannot fast-forward to the
+    past"), so the time asked is a second ahead, and asked again, a few times, if still
+    behind. A timer falling due in that second fires at the jump, before the test's next
+    step, as it would have a moment earlier."""
+    for _ in range(5):
+        try:
+            page.clock.pause_at(page.evaluate("() => Date.now() / 1000") + 1.0)
+            return
+        except Exception as refused:
+            if "to the past" not in str(refused):
+                raise
+    raise AssertionError("the page's clock ran ahead of every pause asked for")
+
+
 def clean_screenshots() -> None:
     if SCREENSHOTS.exists():
         shutil.rmtree(SCREENSHOTS)

@@ -434,7 +434,7 @@ def refusing(stack: Stack) -> Stack:
         (
             ["deployments", "start", "dep-refusals", "--version", "9"],
             1,
-            "`schemabridge workflows versions dep-refusals` lists its versions",
+            "workflow 'dep-refusals' has no version 9; its versions are 1 to 2",
         ),
         (["deployments", "start", "dep-refusals", "--version", "1"], 1, "serving"),
         (
@@ -469,8 +469,7 @@ def refusing(stack: Stack) -> Stack:
         (
             ["workflows", "serving", "dep-refusals", "9"],
             1,
-            "no published workflow 'dep-refusals' version 9; "
-            "`schemabridge workflows versions dep-refusals` lists its versions",
+            "workflow 'dep-refusals' has no version 9; its versions are 1 to 2",
         ),
         (
             ["workflows", "serving", "dep-refusls"],
@@ -478,6 +477,11 @@ def refusing(stack: Stack) -> Stack:
             "did you mean 'dep-refusals'",
         ),
         (["runs", "list", "--version", "2"], 2, "--version needs --workflow"),
+        (
+            ["runs", "list", "--since", "2026-12-06T05:00", "--until", "2026-12-06T04:00"],
+            2,
+            "--since 2026-12-06T05:00 is later than --until 2026-12-06T04:00",
+        ),
         (["runs", "list", "--workflow", "w@1", "--version", "2"], 2, "disagree"),
         (["runs", "list", "--workflow", "w", "--route", "sideways"], 2, "unknown route"),
     ],

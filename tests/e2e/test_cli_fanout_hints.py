@@ -419,9 +419,10 @@ def failed_run(stack: Stack, workflow: str, run_input: object) -> str:
 
 def fix_hints(run: str, workflow: str, what: str) -> list[str]:
     return [
-        f"fix the workflow (or the run's input): {what} fails the same way when retried, "
-        "reprocessed or started over (v1 again); publish it, then submit the version publish "
-        "prints",
+        f"{what}, which comes from the workflow or the run's input: retrying, reprocessing "
+        "or starting over runs v1 with the same input and fails the same way. Fix the workflow "
+        "(or the input) first, publish it, then submit a new run (`schemabridge runs submit "
+        f"{workflow}@VERSION --input JSON`)",
         "schemabridge workflows publish FILE",
         f"schemabridge runs submit {workflow}@VERSION --input JSON",
     ]
@@ -441,7 +442,8 @@ def test_children_that_all_failed_invalid_input_lead_with_fixing_the_workflow(
     ), error["message"]
     assert error["message"].endswith(f"; see `schemabridge runs children {run} --status FAILED`")
     hints = next_lines(serve_api.ok("runs", "show", run).stdout)
-    assert hints[:3] == fix_hints(run, TYPED, "4 children invalid_input"), hints
+    what = "4 children of step join failed with invalid_input"
+    assert hints[:3] == fix_hints(run, TYPED, what), hints
     assert f"schemabridge runs reprocess {run}" not in hints
     assert f"schemabridge runs retry {run}" not in hints
     # The retry's warning says the same instead of "reprocess".
@@ -457,7 +459,7 @@ def test_items_that_evaluate_to_null_lead_with_fixing_the_workflow(
     shown = serve_api.ok("runs", "show", run).stdout
     assert "failed step each: invalid_config" in shown, shown
     hints = next_lines(shown)
-    assert hints[:3] == fix_hints(run, NULL_ITEMS, "invalid_config"), hints
+    assert hints[:3] == fix_hints(run, NULL_ITEMS, "step each failed with invalid_config"), hints
     assert f"schemabridge runs retry {run}" not in hints
     assert f"schemabridge runs start-over {run}" not in hints
     # The retry's dry run leads with the same sentence: the retry would fail the same way.

@@ -135,11 +135,10 @@ def test_unknown_workflows_and_steps(serve_api: Stack, workflow: str, failed: st
         # (another module's workflows may share this `serve`: a second name may be offered)
         said = assert_refused(serve_api.cli(*command), 1, f"did you mean '{workflow}'")
         assert said.count("did you mean") == 1, said  # the API's hint, not the CLI's as well
-    assert_refused(
-        serve_api.cli("workflows", "show", f"{workflow}@9"),
-        1,
-        f"`schemabridge workflows versions {workflow}` lists its versions",
-    )
+    # A version never published: the API's line names the versions there are (as a run
+    # filter's does), so the CLI adds no command of its own.
+    said = assert_refused(serve_api.cli("workflows", "show", f"{workflow}@9"), 1)
+    assert said == f"error: workflow '{workflow}' has no version 9; its only version is 1\n"
     assert_refused(serve_api.cli("runs", "show", "no-such-run"), 1, "`schemabridge runs list`")
     # A filter naming a workflow that does not exist is refused, not "no runs".
     for command in (["runs", "list"], ["runs", "retry", "--status", "FAILED"]):
@@ -224,6 +223,8 @@ def test_usage_errors(serve_api: Stack) -> None:
     assert_refused(
         typo, 2, "No such option: --statuss", "--status", "`schemabridge runs list --help`"
     )
+    # Said as a misspelt command's fix is (the tour read "(Possible options: --status)").
+    assert "error: No such option: --statuss. Did you mean '--status'? (see" in typo.stderr
     command = serve_api.cli("runs", "lsit")
     assert_refused(command, 2, "No such command 'lsit'. Did you mean 'list'")
     assert_refused(serve_api.cli("runs", "show"), 2, "Missing argument 'RUN'")
@@ -232,6 +233,11 @@ def test_usage_errors(serve_api: Stack) -> None:
     assert_refused(serve_api.cli("runs", "retry"), 2, "give the runs to retry, or a filter")
     assert_refused(serve_api.cli("runs", "retry", "a", "--status", "FAILED"), 2, "not both")
     assert_refused(serve_api.cli("runs", "list", "--status", "DONE"), 2, "unknown status 'DONE'")
+    # A typo of one is named (the tour's 'FAILD').
+    faild = serve_api.cli("runs", "list", "--status", "FAILD")
+    assert_refused(faild, 2, "unknown status 'FAILD' (did you mean 'FAILED'?); one of RUNNING")
+    candidat = serve_api.cli("runs", "list", "--route", "candidat")
+    assert_refused(candidat, 2, "unknown route 'candidat' (did you mean 'candidate'?); one of")
     # No run is ever PENDING (runs are created RUNNING): the filter does not offer it.
     pending = serve_api.cli("runs", "list", "--status", "PENDING")
     assert_refused(pending, 2, "unknown status 'PENDING'")

@@ -47,6 +47,12 @@ def test_a_key_no_call_can_have_is_refused(serve_api: Stack) -> None:
     assert_refused(bad, 2, "can never match a call", "'http://127.0.0.1:8765'")
     unknown = serve_api.cli("destinations", "show", "nowhere")
     assert_refused(unknown, 1, "no destination 'nowhere'")
+    # A typo of a known one is named (the tour's http://127.0.0.1:4861 for …:48611).
+    serve_api.ok("destinations", "set-cap", "billing-eu", "--max-concurrency", "3")
+    typo = serve_api.cli("destinations", "show", "biling-eu")
+    # (Another test of this module's stack may have made a destination as close, named after.)
+    assert_refused(typo, 1, "no destination 'biling-eu'", "did you mean 'billing-eu'")
+    serve_api.ok("destinations", "remove-cap", "billing-eu")
 
 
 def test_a_quota_and_a_rate_are_set_shown_and_reset(serve_api: Stack) -> None:

@@ -79,3 +79,34 @@ def test_a_run_started_over_is_not_retried_from_the_command_line(
     lines = batch.stdout.splitlines()
     assert lines[:3] == ["retried 1 run", f"  {new}", "skipped 1 run: 1 started over (1 FAILED)"]
     assert lines[3].startswith(f"  {old}  run {old} was started over as run {new}, FAILED"), lines
+
+
+def test_a_start_over_dry_run_of_a_running_run_names_it_once(
+    serve_api: Stack, workflow: str
+) -> None:
+    """The tour read "run X (RUNNING): run X is RUNNING; only an ended run can be started
+    over; nothing started": the refusal names the run already, so the line says it once."""
+    serve_api.downstream_script("/cli-started-over/call", [{"status": 200, "sleep_ms": 8_000}])
+    run_input = json.dumps({"code": "200"})
+    running = serve_api.json("runs", "submit", WORKFLOW, "--input", run_input)["id"]
+    dry = serve_api.cli("runs", "start-over", running, "--dry-run")
+    assert dry.returncode == 1, (dry.stdout, dry.stderr)
+    assert dry.stdout == (
+        f"run {running} is RUNNING; only an ended run can be started over; nothing started\n"
+    ), dry.stdout
+    assert serve_api.cli("runs", "watch", running, "--timeout", "60").returncode == 0
+
+
+def test_runs_list_says_which_failures_were_started_over(serve_api: Stack, workflow: str) -> None:
+    """A FAILED run already started over read as any other failure in `runs list`: its
+    status says the run its start over made (a short id `runs show` takes), and a failure
+    nobody started over says nothing more."""
+    tenant = "cli-started-over-list"
+    old, other = failed(serve_api, tenant), failed(serve_api, tenant)
+    new = serve_api.json("runs", "start-over", old)["newRunId"]
+    listed = serve_api.ok("runs", "list", "--tenant", tenant, "--status", "FAILED").stdout
+    rows = {line.split()[0]: line for line in listed.splitlines()[1:]}
+    assert f" FAILED (started over as {new[:8]}) " in rows[old], listed
+    assert " FAILED " in rows[other] and "started over" not in rows[other], listed
+    assert serve_api.ok("runs", "show", new[:8]).stdout.count(old) >= 1
+    assert serve_api.json("runs", "list", "--tenant", tenant)["items"][-1]["startedOverAs"] == new

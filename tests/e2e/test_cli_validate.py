@@ -235,6 +235,19 @@ def test_a_child_in_no_file_is_a_note_offline(tmp_path: Path) -> None:
     assert "  /vertices/export-each/config/workflow  note: SPAWNER" in text
 
 
+def test_an_invalid_files_count_says_its_notes_apart(tmp_path: Path) -> None:
+    """A note is listed among the problems (`note:`): "INVALID (1 problem)" over two lines
+    read as a miscount, so the notes are counted too."""
+    parent, _ = json.loads((EXAMPLES / "order-export.json").read_text())
+    parent["vertices"]["export-each"]["dependson"] = []
+    (tmp_path / "parent.json").write_text(json.dumps(parent))
+
+    code, text = invoke("validate", tmp_path / "parent.json")
+    assert code == 1
+    assert "parent.json: INVALID (1 problem, 1 note)" in text, text
+    assert "  /vertices/export-each/config/workflow  note: SPAWNER" in text
+
+
 def test_unreadable_files_exit_2_and_the_others_are_still_checked(tmp_path: Path) -> None:
     (tmp_path / "folder.json").mkdir()
     valid = EXAMPLES / "support-ticket.json"

@@ -777,9 +777,11 @@ async def test_a_join_reopened_by_retried_children_says_so_in_its_log(
 
 
 async def test_resolve_names_a_misspelt_output_field(api: Api) -> None:
-    """A resolve body without `output` but with another key names that key, with the close
-    field name, as every other body's unknown field is named; without any key, it says
-    `output` is required. The body is refused before the route looks for the run."""
+    """A resolve body without `output` but with a key close to it names that key, with the
+    close field name, as every other body's unknown field is named; with keys none of which
+    is close (the output itself, `{"status": 200}`), it says the output goes under `output`;
+    without any key, that `output` is required. The body is refused before the route looks
+    for the run."""
     path = f"/runs/{uuid.uuid4()}/steps/v/resolve"
     async with client(api.url, api.admin_key) as http:
         misspelt = await http.post(path, json={"outptu": {}})
@@ -791,6 +793,11 @@ async def test_resolve_names_a_misspelt_output_field(api: Api) -> None:
     assert [(p["pointer"], p["code"]) for p in body["details"]["problems"]] == [
         ("/outptu", "extra_forbidden")
     ]
+    # Keys none of which is `output` misspelt: the output itself, sent unwrapped.
     said = unrelated.json()["message"]
-    assert said == "body /value: 'value' is not a field here; the fields here are output", said
+    assert said == (
+        'body /: value is not a field of a resolve: the step\'s output goes under "output", '
+        'as in {"output": {...}}'
+    ), said
+    assert [p["code"] for p in unrelated.json()["details"]["problems"]] == ["output_not_wrapped"]
     assert empty.json()["message"] == "body /: 'output' is required (null is a valid output)"

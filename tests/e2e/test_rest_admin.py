@@ -90,6 +90,26 @@ async def test_an_admin_closes_a_destinations_open_breakers(api: Api) -> None:
         await (await api.runtime.admission.admit(key, tenant, wait_timeout_s=0)).success()
 
 
+async def test_a_breaker_reset_for_a_misspelt_tenant_says_so(api: Api) -> None:
+    """The tour: `reset-breaker KEY --tenant acm` answered "the tenant breaker of acm was
+    closed already" (200, nothing closed), and the operator moved on while acme's breaker
+    stayed open. A tenant no run, key or setting names is a 404 naming the close ones; a
+    known tenant whose breaker is closed is still "closed already"."""
+    key = f"http://brk-{uuid.uuid4().hex[:8]}:8080"
+    await open_breakers(api, key, "acme", 5)
+    async with client(api.url, api.admin_key) as http:
+        typo = await http.post(breakers_path(key), params={"tenantId": "acm"})
+        assert typo.status_code == 404, typo.text
+        body = typo.json()
+        assert body["code"] == "tenant_not_found", body
+        assert "did you mean 'acme'?" in body["message"], body
+        assert body["details"] == {"tenantId": "acm", "meant": ["acme"]}, body
+        meant = await http.post(breakers_path(key), params={"tenantId": "acme"})
+        assert meant.json()["closed"] == [{"layer": "tenant", "tenantId": "acme", "was": "open"}]
+        again = await http.post(breakers_path(key), params={"tenantId": "acme"})
+        assert again.status_code == 200 and again.json()["closed"] == [], again.text
+
+
 async def test_caps_set_and_removed_under_an_encoded_key(api: Api) -> None:
     key = "http://billing:8080"
     async with client(api.url, api.admin_key) as http:
@@ -215,8 +235,14 @@ async def test_a_tenant_key_reads_its_own_tenant_only(api: Api) -> None:
     async with client(api.url, api.acme_key) as http:
         own = await http.get("/tenants/acme")
         assert own.status_code == 200 and own.json()["tenantId"] == "acme"
+        # Another tenant is refused as every route a tenant key may call refuses a tenant
+        # it names that is not its own (`tenant_forbidden`, as GET /runs?tenantId=globex),
+        # saying which one it may read; `forbidden` is an admin route's.
+        other = await http.get("/tenants/globex")
+        assert other.status_code == 403, other.text
+        assert other.json()["code"] == "tenant_forbidden", other.text
+        assert "/tenants/acme" in other.json()["message"]
         for method, path, body in [
-            ("GET", "/tenants/globex", None),
             ("GET", "/tenants", None),
             ("PUT", "/tenants/acme/limits", {"maxRuns": 1000}),
             ("GET", "/destinations", None),

@@ -7,6 +7,7 @@ answers."""
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import uuid
 from collections.abc import AsyncIterator
@@ -77,6 +78,8 @@ REFUSALS: dict[str, Exception] = {
     "queue-full": LimitReached("the ready queue is full", code="queue_full", retry_after_s=4.2),
     "quota": LimitReached("tenant acme has no runs left", code="quota_exceeded"),
     "unavailable": Unavailable("the database is down", code="store_unavailable"),
+    "redis-down": Unavailable("Redis is down", code="coordination_unavailable"),
+    "not-ready": Unavailable("the API is starting or stopping; try again", code="not_ready"),
     "definition": DefinitionError(
         [
             Problem("/vertices/a/dependsOn/0", "unknown vertex 'x'", code="unknown_dependency"),
@@ -223,10 +226,13 @@ async def test_unknown_path_is_404_json(url: str) -> None:
 
 
 async def test_wrong_method_is_405_json_with_allow(url: str) -> None:
+    """The methods the path takes are in `Allow` and in the message's one line too: a client
+    that logs the body alone is told what to send instead."""
     async with client(url) as http:
         answer = await http.put("/health")
-    _is_error(answer, 405, "method_not_allowed")
+    body = _is_error(answer, 405, "method_not_allowed")
     assert answer.headers["allow"] == "GET"
+    assert body["message"] == "/health does not accept PUT; it takes GET"
 
 
 @pytest.mark.parametrize("body", [b"{not json", b'{"name": "a",}', b"[1, 2", b"\xff\xfe"])
@@ -255,6 +261,11 @@ async def test_malformed_json_is_400_invalid_json(url: str, body: bytes) -> None
             b'{"name": "a", "count": 1',
             "Expecting ',' delimiter (line 1, column 25). The document ends too early: was it "
             "cut short?",
+        ),
+        (
+            b"{'name': 'a', 'count': 1}",
+            "Expecting property name enclosed in double quotes (line 1, column 2). JSON writes "
+            'strings and names in double quotes ("), not single ones.',
         ),
     ],
 )
@@ -357,6 +368,9 @@ async def test_what_the_monitor_and_the_cli_send_is_declared(url: str) -> None:
         "&createdAfter=1&createdBefore=2&limit=50"
     )
     async with client(url) as http:
+        # `w` is published: a run list's filter on a workflow never published is a 404
+        published = await http.post("/workflows", json=single("w", "http://127.0.0.1:9/w"))
+        assert published.status_code == 201, published.text
         for path in (
             f"/runs?{every_filter}",
             "/runs?roots=true&limit=50",
@@ -437,6 +451,34 @@ async def test_an_empty_body_is_422_showing_the_body_the_route_takes(url: str) -
     )
 
 
+async def test_a_body_that_is_not_an_object_shows_the_object_the_route_takes(url: str) -> None:
+    """Not pydantic's "Input should be a valid dictionary or object to extract fields from",
+    whose "Input" a submission's author reads as the run's input."""
+    submit = "/workflows/support-ticket/runs"
+    async with client(url) as http:
+        listed = await http.post(submit, json=[{"count": 1}])
+        null = await http.post(
+            submit, content=b"null", headers={"Content-Type": "application/json"}
+        )
+        text = await http.post("/probe/items", json="a")
+        inner = await http.post("/runs/retry", json={"filter": []})
+    shape = '{"input": {...}, "tenantId": "...", "version": 1}'
+    for answer, kind in ((listed, "an array"), (null, "null")):
+        body = _is_error(answer, 422, "invalid_request")
+        said = f"the body must be a JSON object, not {kind}: {shape}"
+        assert body["message"] == f"body /: {said}"
+        assert body["details"]["problems"] == [
+            {"in": "body", "pointer": "", "code": "model_attributes_type", "message": said}
+        ]
+    assert _is_error(text, 422, "invalid_request")["message"] == (
+        'body /: the body must be a JSON object, not a string: {"name": "...", "count": 1} '
+        "(name, count required)"
+    )
+    message = _is_error(inner, 422, "invalid_request")["message"]
+    assert message.startswith("body /filter: 'filter' must be a JSON object, not an array: {")
+    assert "extract fields" not in message
+
+
 async def test_an_unknown_body_field_is_offered_the_close_field_names(url: str) -> None:
     async with client(url) as http:
         tenant = await http.post(
@@ -474,6 +516,7 @@ async def test_status_and_route_filters_take_any_case(url: str) -> None:
         children = await http.get(f"/runs/{run_id}/children?status=failed")
         retried = await http.post("/runs/retry", json={"filter": {"status": "failed"}})
         unknown = await http.get("/runs?status=flailed")
+        sideways = await http.get("/runs?route=candidat")
     for status, answer in listed.items():
         assert answer.status_code == 200, (status, answer.text)
         assert [run["id"] for run in answer.json()["items"]] == [run_id], status
@@ -482,7 +525,12 @@ async def test_status_and_route_filters_take_any_case(url: str) -> None:
     assert retried.status_code == 200 and retried.json()["retried"] == []
     refused = _is_error(unknown, 422, "invalid_filter")
     assert refused["message"] == (
-        "unknown run status 'flailed'; one of CANCELLED, FAILED, RUNNING, SUCCEEDED (any case)"
+        "unknown run status 'flailed' (did you mean 'FAILED'?); one of CANCELLED, FAILED, "
+        "RUNNING, SUCCEEDED (any case)"
+    )
+    assert _is_error(sideways, 422, "invalid_filter")["message"] == (
+        "unknown route 'candidat' (did you mean 'candidate'?); one of candidate, pinned, "
+        "serving, start_over, system (any case)"
     )
     # The parameter and the values it takes, as `invalid_cursor` names its parameter.
     assert refused["details"] == {
@@ -501,6 +549,8 @@ async def test_status_and_route_filters_take_any_case(url: str) -> None:
         ("queue-full", 429, "queue_full"),
         ("quota", 429, "quota_exceeded"),
         ("unavailable", 503, "store_unavailable"),
+        ("redis-down", 503, "coordination_unavailable"),
+        ("not-ready", 503, "not_ready"),
     ],
 )
 async def test_operation_refusals_map_by_category(
@@ -513,6 +563,11 @@ async def test_operation_refusals_map_by_category(
     if which == "queue-full":
         assert answer.headers["retry-after"] == "5"  # 4.2 s, rounded up
         assert body["details"] == {"retryAfterS": 4.2}
+    elif status == 503:
+        # Every 503 says when to come back: a process starting or stopping is replaced
+        # within a second, a database or Redis outage is asked again after 5 s.
+        assert answer.headers["retry-after"] == ("1" if code == "not_ready" else "5")
+        assert body["details"] == {}
     else:
         assert "retry-after" not in answer.headers
     if which == "wrong-state":
@@ -616,3 +671,78 @@ async def test_openapi_declares_error_answers_for_every_route(url: str) -> None:
     created = key_routes["post"]["responses"]["201"]["content"]["application/json"]["schema"]
     assert created["$ref"].endswith("/CreatedApiKey")
     assert "422" in document["paths"]["/probe/refuse/{which}"]["get"]["responses"]
+
+
+async def test_every_get_route_answers_head_as_its_get_without_the_body(
+    authed: tuple[str, str, str],
+) -> None:
+    """HEAD is GET without the body (RFC 9110, 9.3.2): an uptime monitor probing `HEAD /runs`
+    was told 405 and read the API as down. Same status, type and length, the key checked the
+    same way; a streamed answer (a run's events) ends at once."""
+    url, admin, tenant = authed
+    as_admin = {"Authorization": f"Bearer {admin}"}
+    async with client(url) as http:
+        published = await http.post("/workflows", json=single("head", NOWHERE), headers=as_admin)
+        assert published.status_code == 201, published.text
+        run = await http.post("/workflows/head/runs", json={"input": {}}, headers=as_admin)
+        run_id = run.json()["id"]
+        for path, key in (
+            ("/runs?limit=5", admin),
+            ("/workflows/head", admin),
+            (f"/runs/{run_id}", admin),
+            (f"/runs/{run_id}", tenant),  # another tenant's run: 404, as for GET
+            ("/runs", None),  # no key: 401
+            ("/destinations", tenant),  # an admin route: 403
+            ("/health", None),
+        ):
+            headers = {} if key is None else {"Authorization": f"Bearer {key}"}
+            got = await http.get(path, headers=headers)
+            head = await http.head(path, headers=headers)
+            assert (head.status_code, head.content) == (got.status_code, b""), path
+            for header in ("content-type", "content-length"):
+                assert head.headers[header] == got.headers[header], (path, header)
+        refused = await http.head(f"/runs/{run_id}/retry", headers=as_admin)  # POST only
+        assert (refused.status_code, refused.headers["allow"]) == (405, "POST")
+        streamed = await asyncio.wait_for(
+            http.head(f"/runs/{run_id}/events", headers=as_admin), timeout=10
+        )
+        assert (streamed.status_code, streamed.content) == (200, b"")
+        assert streamed.headers["content-type"].startswith("text/event-stream")
+
+
+async def test_a_query_without_a_live_key_is_401_whatever_the_query(
+    authed: tuple[str, str, str], caplog: pytest.LogCaptureFixture
+) -> None:
+    """As for a body: a request without a live key is told 401, not which query parameters
+    the route takes; with a key, the query gets its 422 (a tenant key on an admin route its
+    403), and the access log names the key (it said `key_id` null). A public route still
+    takes any query string."""
+    url, admin, tenant = authed
+    queries = ("/runs?statsu=FAILED", "/runs?status=FAILED&status=RUNNING", "/keys?zz=1")
+    for key in (None, "sbk_wrong"):
+        for path in queries:
+            async with client(url, key) as http:
+                answer = await http.get(path)
+            _is_error(answer, 401, "unauthorized")
+    tenant_id = await _key_id(url, tenant)
+    with caplog.at_level(logging.INFO):
+        async with client(url, tenant) as http:
+            _is_error(await http.get(queries[0]), 422, "unknown_query_parameter")
+            _is_error(await http.get(queries[1]), 422, "invalid_request")
+            # An admin route tells a tenant key it may not use it, whatever its query or body.
+            _is_error(await http.get(queries[2]), 403, "forbidden")
+            text = {"content-type": "text/plain"}
+            _is_error(await http.post("/keys", content=b"admin", headers=text), 403, "forbidden")
+            twice = b'{"admin": true, "admin": false}'
+            as_json = {"content-type": "application/json"}
+            _is_error(await http.post("/keys", content=twice, headers=as_json), 403, "forbidden")
+    logged = [(line["status"], line["key_id"]) for line in access_lines(caplog.records)]
+    assert logged == [(422, tenant_id)] * 2 + [(403, tenant_id)] * 3, logged
+    async with client(url, admin) as http:
+        _is_error(
+            await http.post("/keys", content=b"admin", headers=text), 415, "unsupported_media_type"
+        )
+    async with client(url, admin) as http:
+        _is_error(await http.get(queries[2]), 422, "unknown_query_parameter")
+    async with client(url) as http:
+        assert (await http.get("/health?full=1")).status_code == 200

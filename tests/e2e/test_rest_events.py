@@ -231,12 +231,13 @@ async def test_a_reconnect_gets_the_snapshot_with_ids_past_the_last_one_seen(
 
 
 async def hold_stream(http: httpx.AsyncClient, path: str, seconds: float) -> int:
-    """Read the stream at `path` for `seconds`; the heartbeats seen."""
+    """Read the stream at `path` for `seconds` from its answer's start (a loaded machine may
+    take a while to answer five requests at once); the heartbeats seen."""
     heartbeats = 0
     loop = asyncio.get_running_loop()
-    deadline = loop.time() + seconds
     async with http.stream("GET", path, timeout=STREAM_TIMEOUT_S) as answer:
         assert answer.status_code == 200
+        deadline = loop.time() + seconds
         lines = answer.aiter_lines()
         for _ in range(MAX_LINES):
             line = await anext(lines, None)

@@ -89,10 +89,13 @@ async def silent_listener() -> AsyncIterator[int]:
 
 
 async def test_healthy_is_200_ok(backend: Backend) -> None:
+    """`GET /health`, and `HEAD /health` as uptime monitors probe it: the same status."""
     async with api_on(settings_for(backend), migrate=True) as url, client(url) as http:
         answer = await http.get("/health")
+        head = await http.head("/health")
     assert answer.status_code == 200
     assert answer.json() == {"status": "ok"}
+    assert head.status_code == 200 and head.content == b""
 
 
 async def test_stopped_redis_is_503_naming_redis(tmp_path: Path) -> None:
@@ -118,8 +121,10 @@ async def test_unreachable_database_is_503_naming_the_database() -> None:
     settings = Settings(database_url=UNREACHABLE_PG, health_timeout_s=1.0)
     async with api_on(settings) as url, client(url) as http:
         answer = await http.get("/health")
+        head = await http.head("/health")
     assert answer.status_code == 503
     assert answer.json() == {"status": "unavailable", "failing": ["database"]}
+    assert head.status_code == 503
 
 
 async def test_both_down_names_both() -> None:

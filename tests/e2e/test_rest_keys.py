@@ -179,16 +179,55 @@ async def test_a_key_sent_without_the_bearer_scheme_is_named(
     assert len((await api.ops.keys.list()).items) == 1, "no key was created"
 
 
+async def test_a_key_sent_in_x_api_key_with_the_bearer_scheme_is_named(api: Api) -> None:
+    """`X-API-Key: Bearer <key>`, the two headers' forms mixed, was "the API key is unknown,
+    revoked or expired" of a live key: it is said as the mistake it is, the key not repeated."""
+    async with client(api.url) as http:
+        for method, path in (("GET", "/keys"), ("POST", "/keys")):
+            headers = {"X-API-Key": f"Bearer {api.admin_key}"}
+            answer = await http.request(method, path, headers=headers, json={"admin": True})
+            assert answer.status_code == 401, (method, path)
+            assert answer.json()["message"] == (
+                "the X-API-Key header takes the key alone, without 'Bearer': send "
+                "'X-API-Key: <key>' (or 'Authorization: Bearer <key>')"
+            )
+            assert api.admin_key not in answer.text
+    assert len((await api.ops.keys.list()).items) == 1, "no key was created"
+
+
 async def test_both_headers_are_accepted(api: Api) -> None:
     async with client(api.url) as http:
         bearer = await http.get("/keys", headers={"Authorization": f"Bearer {api.admin_key}"})
         header = await http.get("/keys", headers={"X-API-Key": api.admin_key})
-        # Bearer wins when both are sent.
-        both = await http.get(
+        # Both headers with the same key are one key.
+        same = await http.get(
             "/keys",
-            headers={"Authorization": f"Bearer {api.admin_key}", "X-API-Key": "sbk_wrong"},
+            headers={"Authorization": f"Bearer {api.admin_key}", "X-API-Key": api.admin_key},
         )
-    assert [bearer.status_code, header.status_code, both.status_code] == [200, 200, 200]
+    assert [bearer.status_code, header.status_code, same.status_code] == [200, 200, 200]
+
+
+async def test_two_different_keys_are_refused_whichever_is_live(api: Api) -> None:
+    """Acting as either key could act as a caller the client did not mean (a proxy adding its
+    own header, a client configured twice): 401 naming the two headers, with a body or
+    without, and the key itself never repeated."""
+    tenant = await api.ops.keys.create(tenant="acme", name="acme")
+    pairs = [
+        (api.admin_key, "sbk_wrong"),
+        ("sbk_wrong", api.admin_key),
+        (tenant.key, api.admin_key),
+    ]
+    async with client(api.url) as http:
+        for bearer, header in pairs:
+            headers = {"Authorization": f"Bearer {bearer}", "X-API-Key": header}
+            for answer in (
+                await http.get("/runs", headers=headers),
+                await http.post("/workflows/validate", headers=headers, json={}),
+            ):
+                assert answer.status_code == 401, answer.text
+                assert answer.json()["code"] == "unauthorized"
+                assert "two different keys" in answer.json()["message"]
+                assert api.admin_key not in answer.text and tenant.key not in answer.text
 
 
 async def test_revoked_key_is_refused_on_the_next_request(api: Api) -> None:

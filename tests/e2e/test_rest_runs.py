@@ -409,6 +409,29 @@ async def test_wait_answers_504_in_time_and_the_run_goes_on(impatient: Api) -> N
     assert finished.status == "SUCCEEDED"
 
 
+async def test_a_504_says_why_the_run_had_not_ended(impatient: Api) -> None:
+    """Tenant acme may make one GATEWAY call a minute and has made it: its next run waits for
+    the rate window, and the 504 of its `?wait=true` says so (the step, the reason, when it
+    goes on) in `details.progress` and the message, so the client need not ask again."""
+    await impatient.ops.settings.set_tenant_rate("acme", 1)
+    async with impatient.http(impatient.acme) as http:
+        first = await http.post("/workflows/ok/runs?wait=true", json={})
+        assert first.status_code == 200, first.text
+        answer = await http.post("/workflows/ok/runs?wait=true", json={})
+    body = assert_error(answer, 504, "run_still_running")
+    progress = body["details"]["progress"]
+    assert (progress["id"], progress["status"], progress["ended"]) == (
+        body["details"]["runId"],
+        "RUNNING",
+        False,
+    )
+    (step,) = progress["steps"]
+    assert step["vertexId"] == "call"
+    assert step["waiting"]["reason"] == "tenant_rate_limit"
+    assert step["waiting"]["until"] > 0
+    assert "step call waits: tenant acme is at its rate limit" in body["message"]
+
+
 # ── reads ───────────────────────────────────────────────────────────────────────────────────
 
 
@@ -466,14 +489,28 @@ async def test_list_refusals_limits_and_cursors(api: Api) -> None:
             "status": await http.get("/runs", params={"status": "DONE"}),
             "version alone": await http.get("/runs", params={"version": 1}),
             "time": await http.get("/runs", params={"createdAfter": "yesterday"}),
+            "swapped": await http.get(
+                "/runs", params={"createdAfter": 1_796_520_500, "createdBefore": 1_796_520_400}
+            ),
         }
     for name in ("negative", "huge", "text", "time"):
         body = assert_error(answers[name], 422, "invalid_request")
         assert body["details"]["problems"][0]["in"] == "query", name
+    # A value that does not parse is told what the parameter takes, not only its type.
+    said = answers["time"].json()["message"]
+    assert said.endswith("(Epoch seconds, inclusive)"), said
     for name in ("tampered", "garbage", "other filter"):
         assert_error(answers[name], 422, "invalid_cursor")
     for name in ("status", "version alone"):
         assert_error(answers[name], 422, "invalid_filter")
+    # A window whose start is after its end matches nothing: said, not an empty page.
+    swapped = assert_error(answers["swapped"], 422, "invalid_filter")
+    assert swapped["details"] == {"parameter": "createdBefore"}
+    assert "swapped" in swapped["message"]
+    # The bounds as times a person reads, not epoch seconds in exponent form (1.79652e+09).
+    assert swapped["message"].startswith(
+        "createdAfter (2026-12-06 01:28:20Z) is later than createdBefore (2026-12-06 01:26:40Z)"
+    ), swapped["message"]
 
 
 async def test_run_detail_children_and_logs_of_a_fanout(working: Api) -> None:
@@ -598,6 +635,49 @@ async def test_a_parent_filter_refuses_a_prefix_of_the_id(api: Api) -> None:
         assert "whole id" in body["message"] and "GET /run-ids?prefix=" in body["message"]
     assert f"GET /run-ids?prefix={short} " in refused[0].json()["message"]
     assert other_tenant.status_code == 200 and other_tenant.json()["items"] == []
+
+
+async def test_a_workflow_filter_nothing_was_published_as_is_404(api: Api) -> None:
+    """A `workflow` filter no published workflow has, or a `version` of it never published,
+    is the 404 `workflow_not_found` a batch retry by the same filter answers (the close names,
+    or the versions there are), never an empty page that reads as "no runs"; a published
+    workflow with no runs of the caller's is an empty page. Workflow names are no tenant's,
+    so a tenant key is told the same."""
+    await api.ops.workflows.publish(single("two", NOWHERE))
+    async with api.http(api.acme) as acme:
+        await acme.post("/workflows/one/runs", json={})
+        typo = await acme.get("/runs", params={"workflow": "onee"})
+        version = await acme.get("/runs", params={"workflow": "one", "version": 9})
+        batch = await acme.post("/runs/retry/preview", json={"filter": {"workflow": "onee"}})
+        no_runs = await acme.get("/runs", params={"workflow": "two"})
+        some = await acme.get("/runs", params={"workflow": "one", "version": 1})
+    body = assert_error(typo, 404, "workflow_not_found")
+    assert body == batch.json()
+    assert "did you mean 'one'?" in body["message"] and body["details"]["meant"] == ["one"]
+    assert assert_error(version, 404, "workflow_not_found")["details"] == {"versions": [1]}
+    assert no_runs.status_code == 200 and no_runs.json()["items"] == []
+    assert some.status_code == 200 and len(some.json()["items"]) == 1
+
+
+async def test_a_version_never_published_is_told_with_the_versions_there_are(api: Api) -> None:
+    """A version of a published workflow that does not exist is one answer wherever it is
+    named, a submission, a version's read, its graph, a run list and a batch retry's filter:
+    `workflow_not_found` naming the versions there are, in the message and in
+    `details.versions`, so an integrator is told which version to send."""
+    async with api.http(api.acme) as acme:
+        answers = [
+            await acme.post("/workflows/one/runs", json={"input": {}, "version": 9}),
+            await acme.get("/workflows/one/versions/9"),
+            await acme.get("/workflows/one/versions/9/graph"),
+            await acme.get("/runs", params={"workflow": "one", "version": 9}),
+            await acme.post(
+                "/runs/retry/preview", json={"filter": {"workflow": "one", "version": 9}}
+            ),
+        ]
+    for answer in answers:
+        body = assert_error(answer, 404, "workflow_not_found")
+        assert body["message"] == "workflow 'one' has no version 9; its only version is 1"
+        assert body["details"] == {"versions": [1]}
 
 
 async def test_unknown_runs_are_404(api: Api) -> None:
@@ -743,7 +823,9 @@ async def test_numbers_past_what_the_database_holds_are_422_not_500(api: Api) ->
             assert_error(shown, 422, "invalid_request")
         top = await http.get("/runs", params={"workflow": "one", "version": INTEGER_MAX})
     assert last.status_code == 200 and last.json()["items"] == [], last.text
-    assert top.status_code == 200 and top.json()["items"] == [], top.text
+    # The largest version the column holds reaches the database: a version never published
+    # (a typo the list no longer answers with an empty page).
+    assert assert_error(top, 404, "workflow_not_found")["details"]["versions"] == [1]
 
 
 def _forged(cursor: str, keys: list[Any]) -> str:

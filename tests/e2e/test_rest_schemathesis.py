@@ -45,6 +45,9 @@ deployment routes, `/deployment-ids` and `/audit` among them: 31 s for both call
 DEADLINE_MS = 5_000
 """Per generated request (the machine may be loaded; the API answers in milliseconds)."""
 START_TIMEOUT_S = 60.0
+SCHEMA_TIMEOUT_S = 60.0
+"""For the first GET of /openapi.json, which builds the document (schemathesis allows 10 s: a
+CI run at load 8 took longer)."""
 SEMANTIC_422 = {
     "POST /workflows": "a workflow is checked as a graph with expressions, beyond its JSON shape",
     "POST /workflows/{name}/runs": "the input is checked against the workflow's inputSchema",
@@ -179,7 +182,9 @@ def _exercise(operation: Any, url: str, headers: dict[str, str]) -> tuple[int, l
 def test_every_route_keeps_to_its_documented_answers(
     served: ServedInThread, with_key: bool
 ) -> None:
-    schema = schemathesis.openapi.from_url(f"{served.url}/openapi.json", config=CONFIG)
+    schema = schemathesis.openapi.from_url(
+        f"{served.url}/openapi.json", config=CONFIG, timeout=SCHEMA_TIMEOUT_S
+    )
     headers = {"Authorization": f"Bearer {served.admin_key}"} if with_key else {}
     failures: list[str] = []
     operations = [result.ok() for result in schema.get_all_operations()]
@@ -224,7 +229,9 @@ def test_the_checks_catch_a_route_that_ignores_its_authentication(tmp_path: Path
     thread.start()
     try:
         assert ready.wait(START_TIMEOUT_S), "the careless app did not start"
-        schema = schemathesis.openapi.from_url(f"{url[0]}/openapi.json", config=CONFIG)
+        schema = schemathesis.openapi.from_url(
+            f"{url[0]}/openapi.json", config=CONFIG, timeout=SCHEMA_TIMEOUT_S
+        )
         [operation] = [result.ok() for result in schema.get_all_operations()]
         _, failures = _exercise(operation, url[0], {"Authorization": "Bearer made-up"})
     finally:

@@ -94,3 +94,35 @@ async def test_every_retry_of_a_run_started_over_is_refused(
         reprocess = await http.post(f"/runs/{old}/reprocess")
         assert (reprocess.status_code, reprocess.json()["changed"]) == (200, False)
     assert requests_by_path(downstream) == sent
+
+
+async def test_run_lists_name_the_run_a_start_over_made(
+    api: Api, downstream: RunningDownstream
+) -> None:
+    """A FAILED run already started over read as any other failure in `GET /runs`: only the
+    new run linked the two (`restartedFrom`). The old one names the new one (`startedOverAs`)
+    in the list and in its detail, null on any other run, as the answer model says: a field
+    always sent, so required, and nullable."""
+    old = await failed_chain(api.runtime, downstream)
+    other = await failed_chain(api.runtime, downstream)
+    async with client(api.url, api.admin_key) as http:
+        new = (await http.post(f"/runs/{old}/start-over")).json()["newRunId"]
+        listed = (await http.get("/runs")).json()["items"]
+        failed = (await http.get("/runs", params={"status": "FAILED"})).json()["items"]
+        detail = (await http.get(f"/runs/{old}")).json()
+        new_detail = (await http.get(f"/runs/{new}")).json()
+        document = (await http.get("/openapi.json")).json()
+    assert [(r["id"], r["startedOverAs"], r["restartedFrom"]) for r in listed] == [
+        (new, None, old),
+        (other, None, None),
+        (old, new, None),
+    ]
+    assert [(r["id"], r["startedOverAs"]) for r in failed] == [(other, None), (old, new)]
+    assert (detail["startedOverAs"], detail["restarts"]) == (new, [new])
+    assert new_detail["startedOverAs"] is None
+    summary = document["components"]["schemas"]["RunSummary"]
+    assert "startedOverAs" in summary["required"]
+    assert summary["properties"]["startedOverAs"]["anyOf"] == [
+        {"type": "string"},
+        {"type": "null"},
+    ]

@@ -274,6 +274,9 @@ def abort_on_its_page(server: DemoServer, page: Any, deployment_id: str) -> None
     page.keyboard.press("Enter")  # in the field: confirms, as the button would
     page.locator(".ok-box", has_text=f"deployment {deployment_id} aborted").wait_for()
     page.locator("h1 .badge", has_text="aborted").wait_for()
+    # Abort is disabled on the page drawn anew: its answer has the focus, not <body>.
+    focused = "() => document.activeElement.matches('.action-result .ok-box')"
+    eventually(lambda: page.evaluate(focused), 5, "the answer to take the focus")
     assert page.get_by_role("button", name="Abort").is_disabled()
     assert page.locator(".live button").count() == 0  # no Resume updates: it has ended
     assert page.locator(".weight-now").inner_text() == "0 %"

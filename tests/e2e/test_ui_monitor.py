@@ -205,6 +205,10 @@ def test_batch_retry_reports_retried_and_skipped(server: DemoServer, browser: An
         assert result.inner_text() == (
             f"Retried 3, skipped 1: {succeeded[:8]}: not FAILED (it is SUCCEEDED), not retried."
         )
+        # "Retry selected" is disabled once nothing is selected: the focus it had goes to the
+        # answer, not to <body> (the tour: the next Tab started at the top of the page).
+        focused = "() => document.activeElement.matches('.batch-result .ok-box')"
+        eventually(lambda: page.evaluate(focused), 5, "the answer to take the focus")
         for run_id in failed:
             page.locator(f'tr[data-run="{run_id}"] .badge', has_text="succeeded").wait_for()
             # Its duration is the rerun's, and says so (the tour read 24 ms as the whole run).
@@ -451,6 +455,20 @@ def test_batch_retry_of_runs_failed_otherwise_has_no_quota_note(
         dialog.get_by_role("button", name="Retry", exact=True).wait_for()
         assert dialog.locator(".warning-box").count() == 0
         confirm(page, "Cancel")
+
+
+def test_a_workflow_filter_typo_is_said_in_the_list_with_the_filters_kept(
+    server: DemoServer, browser: Any
+) -> None:
+    """`GET /runs` refuses a workflow nothing was published as (404 `workflow_not_found`,
+    with the close names): the list says it where its rows go, and the filters stay to fix
+    it, rather than the whole page giving way to the error."""
+    with opened(browser, f"{server.ui}#/runs?workflow=support-tickt") as (page, watch):
+        watch.allowed_errors.append("status of 404")  # the list's refusal, on purpose
+        said = page.locator("td.empty", has_text="no published workflow 'support-tickt'")
+        said.wait_for()
+        assert "did you mean 'support-ticket'?" in said.inner_text()
+        assert page.locator("form input[name=workflow]").input_value() == "support-tickt"
 
 
 def test_the_runs_list_shows_a_run_submitted_after_it_opened(
@@ -840,6 +858,26 @@ def test_a_run_opens_from_the_short_id_the_monitor_shows(server: DemoServer, bro
         links = page.locator("ul.id-matches a")
         assert links.all_inner_texts() == ids
         assert links.first.get_attribute("href") == f"#/runs/{ids[0]}"
+
+
+REDRAWN_JS = """() => new Promise((resolve) => {
+  // A redraw of the page shown (as a filter or Back on it makes): what it shows at once.
+  addEventListener("hashchange", () => resolve(document.getElementById("main").innerText),
+    { once: true });
+  dispatchEvent(new HashChangeEvent("hashchange"));
+})"""
+
+
+def test_a_run_opened_by_its_short_id_redraws_in_place(server: DemoServer, browser: Any) -> None:
+    """The page rewrites a short id's URL to the whole id; a later redraw of that same page
+    is no move to another page: the run stays in sight (no "Loading…" flash, no dialog
+    closed, no focus moved)."""
+    run_id = ticket(server, tenant="short-redraw", wait=True)
+    with opened(browser, f"{server.ui}#/runs/{run_id[:8]}") as (page, _):
+        page.locator("h1 .badge", has_text="succeeded").wait_for()
+        assert page.evaluate("location.hash") == f"#/runs/{run_id}"
+        shown = page.evaluate(REDRAWN_JS)
+        assert "Loading…" not in shown and run_id in shown, shown
 
 
 def test_a_waiting_step_says_why(server: DemoServer, browser: Any) -> None:

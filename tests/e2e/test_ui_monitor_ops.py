@@ -684,12 +684,27 @@ def test_a_childs_retry_under_a_root_started_over_says_the_refusal_first(
         dialog.locator("p", has_text="This retry would be refused.").wait_for()
         refused = dialog.locator(".refused-note").inner_text()
         assert f"started over as run {new_id}" in refused, refused
+        # It offers only what can work: no Retry the API would refuse, a link to the run
+        # the start over made, and Close (focused).
+        buttons = [b.inner_text() for b in dialog.locator("button").all()]
+        assert buttons == ["Close"], buttons
+        assert dialog.evaluate("d => document.activeElement.textContent") == "Close"
+        link = dialog.get_by_role("link", name=f"Open run {new_id[:8]}")
+        assert link.get_attribute("href") == f"#/runs/{new_id}"
         shoot(page, "ops-child-retry-refused-first", narrow=False)
-        dialog.get_by_role("button", name="Cancel").click()
+        dialog.get_by_role("button", name="Close").click()
+        dialog.wait_for(state="detached")
+        page.get_by_role("button", name="Retry", exact=True).click()
+        page.locator("dialog.modal").get_by_role("link", name=f"Open run {new_id[:8]}").click()
+        page.wait_for_url(f"**#/runs/{new_id}")
+        page.locator("dialog.modal").wait_for(state="detached")
         page.goto(f"{server.ui}#/runs/{parent}")
+        # The new run's page failed too: wait for the parent's own id, not for a badge the
+        # page being left may still show (a full run failed here on the new run's dialog).
+        page.get_by_text(parent, exact=True).first.wait_for()
         page.locator("h1 .badge", has_text="failed").wait_for()
         page.get_by_role("button", name="Start over").click()
         again = page.locator("dialog.modal")
         again.locator("p", has_text=f"Already started over as run {new_id}").wait_for()
-        again.get_by_role("button", name="Cancel").click()
+        again.get_by_role("button", name="Close").click()
     assert server.call(f"/runs/{child}")["status"] == "FAILED"  # nothing was sent

@@ -13,6 +13,8 @@ from typing import Any
 
 import pytest
 
+from api.cli.run_display import holder_line
+from api.cli.wire import HolderView
 from tests.e2e.browser_harness import (
     FIT_JS,
     LONG_VERTEX,
@@ -24,6 +26,7 @@ from tests.e2e.browser_harness import (
     eventually,
     failed_long_vertex_run,
     opened,
+    pause_clock,
     shoot,
     ticket,
 )
@@ -126,6 +129,50 @@ def test_cancel_is_withdrawn_when_a_live_run_ends(server: DemoServer, browser: A
         assert cancel["disabled"] and not cancel["focusable"], cancel
         assert cancel["background"] != RED, cancel
         shoot(page, "run-actions-live-ended")
+
+
+def test_a_dead_holders_line_says_when_its_lease_has_ended(
+    server: DemoServer, browser: Any
+) -> None:
+    """The holder line of a step whose worker is presumed dead said "taken back when its
+    lease ends at T" after T too, when only the next worker's claim takes the step back. It
+    now says what `runs show` says (`holder_line`), before the lease ends and, without a
+    reload, once it has (the API's answer is edited: a holder presumed dead whose lease ends
+    3 s after the page opens)."""
+    server.latency(20_000)
+    run_id = ticket(server, "dead-holder")
+    ends = time.time() + 3
+    holder = {"worker": "w-gone", "state": "presumed_dead", "lastSeen": None, "silentS": 42}
+
+    def dead(route: Any) -> None:
+        answer = route.fetch().json()
+        for step in answer["steps"]:
+            if step["status"] == "RUNNING":
+                step.update(holder=holder, leaseExpiresAt=ends)
+        route.fulfill(json=answer)
+
+    def cli_words(vertex: str, now: float) -> str:
+        said = holder_line(HolderView.model_validate(holder), ends, now)
+        return f"{vertex} is {said}".replace("`", "")
+
+    try:
+        with opened(browser, f"{server.ui}#/runs/{run_id}") as (page, _):
+            page.route(f"**/runs/{run_id}", dead)
+            page.reload()
+            line = page.locator(".waiting .holder-line").first
+            line.wait_for()
+            vertex = line.get_attribute("data-vertex")
+            before = line.inner_text().removeprefix("⚠ ")
+            assert before == cli_words(vertex, ends - 1), before
+            assert "taken back when its lease ends at" in before
+            eventually(lambda: "lease ended" in line.inner_text(), timeout_s=10, what="ended")
+            after = line.inner_text().removeprefix("⚠ ")
+            assert after == cli_words(vertex, ends + 1), after
+            assert "taken back when" not in page.locator("main").inner_text()
+            assert line.locator("code").inner_text() == "schemabridge services"
+            shoot(page, "run-dead-holder-lease-ended", narrow=False)
+    finally:
+        server.latency(0)
 
 
 def test_the_focused_action_keeps_the_focus_while_the_run_progresses(
@@ -518,7 +565,9 @@ def test_an_ended_run_shows_what_an_operator_did_elsewhere(
 def test_a_run_started_over_offers_no_retry(server: DemoServer, browser: Any) -> None:
     """The tour: a FAILED run started over was retried from its page too, and its calls went
     out twice. Its Retry is disabled, its title naming the new run (the API refuses it, 409
-    `started_over`); Start over stays, answering the run it created."""
+    `started_over`); Start over stays, answering the run it created: its dialog says that
+    another start over starts nothing and links that run, with Close and no Start over
+    button (a later tour read "Start over" there as a second new run)."""
     reject_next_ticket(server)
     run_id = ticket(server, "started-over", wait=True)
     new_id = server.call(f"/runs/{run_id}/start-over", {})["newRunId"]
@@ -528,10 +577,86 @@ def test_a_run_started_over_offers_no_retry(server: DemoServer, browser: Any) ->
         assert retry["disabled"] and not retry["focusable"], retry
         assert retry["title"].startswith(f"started over as run {new_id[:8]}: look at"), retry
         assert actions(page)["Start over"]["disabled"] is False
+        page.get_by_role("button", name="Start over").click()
+        dialog = page.locator("dialog.modal")
+        dialog.locator("p", has_text="Another start over would start nothing.").wait_for()
+        assert f"Already started over as run {new_id}" in dialog.inner_text()
+        assert [b.inner_text() for b in dialog.locator("button").all()] == ["Close"]
+        link = dialog.get_by_role("link", name=f"Open run {new_id[:8]}")
+        assert link.get_attribute("href") == f"#/runs/{new_id}"
+        shoot(page, "run-start-over-again", narrow=False)
+        dialog.get_by_role("button", name="Close").click()
+        dialog.wait_for(state="detached")
         page.get_by_role("button", name="open-ticket", exact=True).first.click()
         page.locator(".step-panel h3", has_text="Step open-ticket").wait_for()
         assert page.locator(".step-panel button", has_text="Resolve").count() == 0
         shoot(page, "run-actions-started-over", narrow=False)
+
+
+FOCUSED_JS = "() => [document.activeElement.tagName, document.activeElement.className]"
+"""Where the keyboard's focus is: the element's tag and classes."""
+
+
+def answer_focused(page: Any) -> None:
+    """The action's answer (its ✓ line) gets the focus once the page is drawn anew."""
+
+    def focused() -> bool:
+        return bool(page.evaluate(FOCUSED_JS) == ["P", "ok-box"])
+
+    eventually(focused, 5, "the answer to take the focus (not <body>)")
+
+
+def test_the_answer_to_a_keyboard_action_takes_the_focus(server: DemoServer, browser: Any) -> None:
+    """The tour: Retry pressed with Enter and confirmed left the focus on <body> (Retry was
+    disabled and drawn anew once the run ran again), and Resolve's did too (the step's panel
+    is drawn anew without it): the next Tab started at the top of the page. The answer
+    takes the focus now, so the keyboard user stays where they acted."""
+    reject_next_ticket(server)
+    retried = ticket(server, "focus-retry", wait=True)
+    reject_next_ticket(server)
+    resolved = ticket(server, "focus-resolve", wait=True)
+    with opened(browser, f"{server.ui}#/runs/{retried}") as (page, _):
+        page.locator("h1 .badge", has_text="failed").wait_for()
+        page.get_by_role("button", name="Retry", exact=True).focus()
+        page.keyboard.press("Enter")
+        page.locator("dialog.modal").wait_for()
+        page.keyboard.press("Enter")  # the dialog's Retry has the focus
+        page.locator(".action-result .ok-box", has_text="run again").wait_for()
+        answer_focused(page)
+    with opened(browser, f"{server.ui}#/runs/{resolved}") as (page, _):
+        page.get_by_role("button", name="Resolve open-ticket…").focus()
+        page.keyboard.press("Enter")
+        page.locator("#json-value").fill('{"status": 201, "body": {}}')
+        page.locator("dialog.modal").get_by_role("button", name="Resolve", exact=True).focus()
+        page.keyboard.press("Enter")
+        page.locator(".action-result .ok-box", has_text="resolved").wait_for()
+        page.locator("h1 .badge", has_text="succeeded").wait_for()
+        answer_focused(page)
+
+
+SHOWN_ON_LEAVING_JS = """(next) => new Promise((resolve) => {
+  // Run after the router's own listener (registered first): what the page shows the moment
+  // the next page is asked for, before that page has read anything from the API.
+  addEventListener("hashchange", () => resolve(document.getElementById("main").innerText),
+    { once: true });
+  location.hash = next;
+})"""
+
+
+def test_the_run_left_goes_at_once(server: DemoServer, browser: Any) -> None:
+    """The tour: a run opened from another run's page (a child, the run a start over made)
+    showed, on a slow link, the run left, its Retry live, under the new run's URL until the
+    new run was read: a Retry pressed then retried the run left. That page goes at once now,
+    "Loading…" in its place until the run opened is drawn."""
+    reject_next_ticket(server)
+    left = ticket(server, "page-left", wait=True)
+    asked = ticket(server, "page-asked", wait=True)
+    with opened(browser, f"{server.ui}#/runs/{left}") as (page, _):
+        page.locator("h1 .badge", has_text="failed").wait_for()
+        shown = page.evaluate(SHOWN_ON_LEAVING_JS, f"#/runs/{asked}")
+        assert shown.strip() == "Loading…", shown
+        page.get_by_text(asked, exact=True).first.wait_for()
+        page.locator("h1 .badge", has_text="succeeded").wait_for()
 
 
 def test_a_refused_action_shows_the_run_as_it_is(server: DemoServer, browser: Any) -> None:
@@ -549,7 +674,7 @@ def test_a_refused_action_shows_the_run_as_it_is(server: DemoServer, browser: An
         page.get_by_role("button", name="Retry", exact=True).click()
         dialog = page.locator("dialog.modal")
         dialog.wait_for()
-        page.clock.pause_at(page.evaluate("() => Date.now() / 1000") + 0.001)
+        pause_clock(page)
         server.call(f"/runs/{run_id}/retry", {})
         eventually(lambda: server.run_status(run_id) == "SUCCEEDED", what="the retry to finish")
         dialog.get_by_role("button", name="Retry", exact=True).click()
@@ -600,6 +725,26 @@ def test_retry_says_to_raise_the_quota_a_fan_out_failed_for(
         dialog = page.locator("dialog.modal")
         dialog.wait_for()
         assert dialog.locator(".warning-box").count() == 0
+
+
+def test_the_error_box_shows_the_command_it_names_as_code(server: DemoServer, browser: Any) -> None:
+    """The tour: a step's error naming the command that fixes it (a breaker's reset, here a
+    tenant quota's raise) showed it between literal backticks in the error boxes, where the
+    warnings and waiting lines show such commands as code. The boxes show it as code too."""
+    tenant = "error-code"
+    server.call(f"/tenants/{tenant}/limits", {"maxRuns": 2}, method="PUT")  # the parent is one
+    body = {"input": {"batchSize": 3, "renewalDate": "2025-07-01"}, "tenantId": tenant}
+    run_id = str(server.call("/workflows/nightly-subscription-renewals/runs", body)["id"])
+    assert server.wait_status(run_id, {"SUCCEEDED", "FAILED", "CANCELLED"}) == "FAILED"
+    message = server.call(f"/runs/{run_id}")["error"]["message"]
+    command = f"schemabridge tenants set-quota {tenant} 4"
+    assert f"`{command}`" in message, message
+    with opened(browser, f"{server.ui}#/runs/{run_id}") as (page, _):
+        said = page.locator(".error-box .error-message").first
+        said.wait_for()
+        assert "`" not in said.inner_text(), said.inner_text()
+        assert said.locator("code").all_inner_texts() == [command]
+        shoot(page, "run-error-command-as-code", narrow=False)
 
 
 def test_the_live_toggle_says_it_is_about_updates(server: DemoServer, browser: Any) -> None:
@@ -784,9 +929,15 @@ def test_a_failure_from_the_workflow_says_to_fix_it_not_to_run_it_again(
     assert server.wait_status(run_id, {"SUCCEEDED", "FAILED", "CANCELLED"}) == "FAILED"
     expected = (
         "⚠ 2 children of step join failed with invalid_input, which comes from the workflow or "
-        "the run's input: retrying, reprocessing or starting over runs version 1 with the same "
-        "input and fails the same way. Fix the workflow (or the input), publish it, then submit "
-        "a new run: schemabridge runs submit ui-typed@VERSION --input JSON."
+        "the run's input: retrying, reprocessing or starting over runs v1 with the same input "
+        "and fails the same way. Fix the workflow (or the input) first, publish it, then submit "
+        "a new run (schemabridge runs submit ui-typed@VERSION --input JSON)"
+    )
+    # The API's sentence, which `runs show` and `runs retry --dry-run` lead with too.
+    fix_first = server.call(f"/runs/{run_id}")["fixFirst"]
+    assert server.call(f"/runs/{run_id}/retry/preview")["fixFirst"] == fix_first
+    assert expected.replace("(schemabridge", "(`schemabridge").replace("JSON)", "JSON`)") == (
+        f"⚠ {fix_first}"
     )
     with opened(browser, f"{server.ui}#/runs/{run_id}") as (page, _):
         page.locator("h1 .badge", has_text="failed").wait_for()
@@ -796,6 +947,7 @@ def test_a_failure_from_the_workflow_says_to_fix_it_not_to_run_it_again(
             note = dialog.locator(".warning-box")
             note.wait_for()
             assert " ".join(note.inner_text().split()) == expected, button
+            shoot(page, f"run-fix-first-{button.split()[0].lower()}", narrow=False)
             dialog.get_by_role("button", name="Cancel", exact=True).click()
             dialog.wait_for(state="detached")
         assert server.run_status(run_id) == "FAILED"

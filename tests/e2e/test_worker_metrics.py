@@ -7,6 +7,7 @@ api's. On both backends."""
 from __future__ import annotations
 
 import asyncio
+import json
 import signal
 import time
 from collections.abc import AsyncIterator
@@ -109,6 +110,13 @@ async def test_a_worker_serves_its_attempts_latency_and_steps(
     assert health.json() == {"status": "ok"}
     assert (anonymous.status_code, anonymous.json()["code"]) == (401, "unauthorized")
     assert (tenant.status_code, tenant.json()["code"]) == (403, "forbidden")
+    # Its access log (`changes` by default) names the refused scrapes, not the good ones: a
+    # scraper with a wrong key is seen in the worker's own log.
+    access = [json.loads(line) for line in worker.stderr().splitlines() if '"route"' in line]
+    assert [(a["method"], a["path"], a["status"]) for a in access] == [
+        ("GET", "/metrics", 401),
+        ("GET", "/metrics", 403),
+    ], worker.stderr()
 
     destination = downstream.url  # the admission key: scheme://host:port
     attempts = "schemabridge_gateway_attempts_total"

@@ -81,6 +81,16 @@ class Deploying:
             assert detail.status in TERMINAL, f"run {run.id} still {detail.status}"
         return runs
 
+    async def candidate_run(self, workflow: str, *, most: int = 64) -> RunSummary:
+        """Submit runs until one is routed to the candidate. A run's place is a hash of the
+        deployment's random id, so a fixed wave can miss a candidate by chance (1 in 256
+        for eight runs at weight 50); `most` runs at 50 miss with odds of 2^-64."""
+        for _ in range(most):
+            (run,) = await self.wave(workflow, 1)
+            if run.route == "candidate":
+                return run
+        raise AssertionError(f"none of {most} runs of {workflow} was routed to the candidate")
+
     async def checked(self, deployment: DeploymentView, advance_s: float) -> DeploymentView:
         """Move the clock by `advance_s`, then wait until the deployment's stage step has been
         checked at the new time (parked for later, or the deployment changed)."""

@@ -30,6 +30,7 @@ from admission import (
     RetryBudgetConfig,
     Ticket,
     TicketAlreadySettled,
+    controller,
 )
 from admission.aimd import slots
 from admission.refusals import DestinationPaced
@@ -540,3 +541,25 @@ async def test_slots_of_a_sigkilled_process_come_back_when_their_leases_end(
             await ticket.success()
     finally:
         await client.aclose()
+
+
+async def test_calls_settling_after_their_leases_are_one_line_not_one_each(
+    connect: Connect, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A worker frozen past its leases (SIGSTOP) wakes with all its calls settling at once:
+    one warning says so, the others are counted into the next line, not logged one each."""
+    clock = FakeClock()
+    admission = make(connect, clock)
+    tickets = [await admission.admit(DEST, "t", wait_timeout_s=0, lease_s=10) for _ in range(10)]
+    clock.advance(60)  # frozen: nothing renewed
+    with caplog.at_level(logging.WARNING, logger="admission.controller"):
+        for ticket in tickets[:9]:
+            await ticket.success()
+        lost = [r for r in caplog.records if getattr(r, "event", "") == "admission.lease_lost"]
+        assert len(lost) == 1
+        assert "after its slot lease expired" in lost[0].getMessage()
+        clock.advance(controller.LEASE_LOST_LOGGED_EVERY_S)
+        await tickets[9].success()
+    lost = [r for r in caplog.records if getattr(r, "event", "") == "admission.lease_lost"]
+    assert len(lost) == 2
+    assert "and 8 more calls to it since the last such line" in lost[1].getMessage()

@@ -76,7 +76,9 @@ async def test_a_breaker_reset_runs_the_children_waiting_behind_it(
             waiters = renamed(fan_out(f"{downstream.url}/fixed", destination, 2), "waiters")
             run_id = await start(runtime, waiters, list(range(CHILDREN)))
             before = await parked_children(ops, run_id, CHILDREN)
-            # Another tenant's reset releases nothing of this tenant's.
+            # Another tenant's reset releases nothing of this tenant's (a tenant the engine
+            # knows: one it does not is refused as a typo's).
+            await ops.settings.set_tenant_rate("other", 100)
             other = await ops.settings.reset_breakers(destination, "other")
             still = await parked_children(ops, run_id, CHILDREN)
             reset = await ops.settings.reset_breakers(destination, tenant)

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 from sqlalchemy import text
-from sqlalchemy.engine import make_url
+from sqlalchemy.engine import Connection, make_url
 
 from engine.operations.startup import StartupRefused, open_runtime
 from engine.settings import Settings
@@ -133,3 +133,78 @@ async def test_verify_full_without_a_root_certificate_names_the_file(
     assert refused.code == "database_certificate_missing"
     assert f"{tmp_path}/.postgresql/root.crt" in message and "createdb" not in message
     assert "sslmode=require" in message and "secret" not in message
+
+
+@pytest.mark.product_idle_bound
+async def test_every_connection_bounds_idle_transactions(pg_database_url: str) -> None:
+    """A process frozen mid-transaction (SIGSTOP past its lease) must not hold its row locks
+    until it wakes: its session is ended after `IDLE_IN_TRANSACTION_TIMEOUT_MS`. A URL that
+    sets the parameter keeps its own value."""
+    engines = db.create_engines(pg_database_url)
+    own = db.create_engines(
+        plain(pg_database_url, options="-c idle_in_transaction_session_timeout=4321")
+    )
+    try:
+        show = text("SELECT current_setting('idle_in_transaction_session_timeout')")
+        async with engines.read.connect() as conn:
+            assert (await conn.execute(show)).scalar_one() == "10s"
+        async with engines.write.begin() as conn:
+            assert (await conn.execute(show)).scalar_one() == "10s"
+        async with own.read.connect() as conn:
+            assert (await conn.execute(show)).scalar_one() == "4321ms"
+    finally:
+        await engines.dispose()
+        await own.dispose()
+
+
+async def test_a_frozen_transaction_releases_its_locks(
+    pg_database_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Another connection's write to the row a frozen transaction locked goes through once the
+    idle timeout ends that session, not when (if ever) the frozen process wakes."""
+    monkeypatch.setattr(db, "IDLE_IN_TRANSACTION_TIMEOUT_MS", 300)
+    frozen = db.create_engines(pg_database_url)
+    other = db.create_engines(pg_database_url)
+    try:
+        async with other.write.begin() as conn:
+            await conn.execute(text("CREATE TABLE t (id int PRIMARY KEY, n int)"))
+            await conn.execute(text("INSERT INTO t VALUES (1, 0)"))
+        held = await frozen.write.connect()
+        await held.begin()
+        await held.execute(text("UPDATE t SET n = n + 1 WHERE id = 1"))  # locks the row, idles
+        started = time.monotonic()
+        async with other.write.begin() as conn:
+            update = conn.execute(text("UPDATE t SET n = n + 10 WHERE id = 1"))
+            await asyncio.wait_for(update, timeout=15)
+        assert time.monotonic() - started < 15
+        with contextlib.suppress(Exception):
+            await held.close()
+        async with other.read.connect() as conn:
+            assert (await conn.execute(text("SELECT n FROM t"))).scalar_one() == 10
+    finally:
+        await frozen.dispose()
+        await other.dispose()
+
+
+async def test_a_slow_migration_is_not_ended_as_an_idle_transaction(
+    pg_database_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A migrating process starved of CPU between two statements looks idle in its transaction
+    to the server; the bound on idle transactions must not end the migration half-way (CI
+    met it on a loaded machine: 'terminating connection due to idle-in-transaction timeout'
+    on a CREATE INDEX)."""
+    monkeypatch.setattr(db, "IDLE_IN_TRANSACTION_TIMEOUT_MS", 100)
+    upgrade_at_once = db._upgrade
+
+    def upgrade_slowly(connection: Connection, revision: str) -> db.Migrated:
+        time.sleep(0.5)  # the process stalls inside the migration's transaction
+        return upgrade_at_once(connection, revision)
+
+    monkeypatch.setattr(db, "_upgrade", upgrade_slowly)
+    engines = db.create_engines(pg_database_url)
+    try:
+        migrated = await db.upgrade(engines)
+        assert migrated.after == db.head_revision()
+        assert await db.current_revision(engines) == db.head_revision()
+    finally:
+        await engines.dispose()

@@ -52,20 +52,27 @@ async def test_a_failing_candidate_is_rolled_back_during_the_first_stage(
     figures = ended.outcome.figures or {}
     assert figures["threshold"] == 0.05 and figures["candidate"]["failureRatio"] == 1.0
     assert figures["serving"]["failed"] == 0
-    # The system run failed with the verdict, visible like any run.
+    # The system run did its job: it ends SUCCEEDED with the verdict as its stage's output
+    # (a FAILED run would wait for an operator, and be counted among the failures beside the
+    # candidate's own); the later stage is not run. The deployment says it rolled back.
     run = await env.ops.runs.get(ended.run_id)
     assert (run.workflow, run.status, run.tenant_id, run.route) == (
         "gradual_deploy",
-        "FAILED",
+        "SUCCEEDED",
         "system",
         "system",
     )
-    assert run.error is not None and run.error.kind == "deployment_ended"
-    assert "rolled back at stage 1" in run.error.message
+    assert run.error is None
     assert [(s.vertex_id, s.status) for s in run.steps] == [
-        ("stage-1", "FAILED"),
-        ("stage-2", "PENDING"),
+        ("stage-1", "SUCCEEDED"),
+        ("stage-2", "SUCCEEDED"),
     ]
+    judged, after_it = (s.output for s in run.steps)
+    assert judged["outcome"] == "rolled_back" and judged["deployment"] == "ROLLED_BACK"
+    assert "rolled back at stage 1" in judged["verdict"]
+    assert judged["exposure"] == ended.exposure and judged["threshold"] == 0.05
+    assert after_it["outcome"] == "not_run" and after_it["verdict"].startswith("not run: ")
+    assert await env.run_count(workflow="gradual_deploy", status="FAILED") == 0
     await operator_actions_are_refused(env, ended, run)
     ops = env.ops.actions
     # From the rollback on, every new run gets the serving version.
@@ -79,7 +86,7 @@ async def test_a_failing_candidate_is_rolled_back_during_the_first_stage(
     assert (counted.matching, counted.truncated) == (len(candidate_runs), False)
     every = await ops.batch_retry(filter=RunFilter(), limit=counted.matching, actor="key:ops")
     assert sorted(every.retried) == sorted(r.id for r in candidate_runs)
-    assert [(s.run_id, s.reason) for s in every.skipped] == [(ended.run_id, "deployment_run")]
+    assert every.skipped == []
     for retried in candidate_runs:
         await env.ops.runs.wait(retried.id, 15)
 
@@ -100,20 +107,20 @@ async def operator_actions_are_refused(
         with pytest.raises(WrongState) as refusal:
             await refused
         assert refusal.value.code == "deployment_run"
-        assert refusal.value.details == {"state": "FAILED", "deploymentId": ended.id}
+        assert refusal.value.details == {"state": run.status, "deploymentId": ended.id}
         assert f"a {action} would rewrite the record" in refusal.value.message
         assert "start a new deployment" in refusal.value.message
     preview = await ops.retry_preview(ended.run_id)
     assert not preview.retriable and "deployment_run" not in preview.warnings[0]
     assert preview.warnings[0].startswith(f"run {ended.run_id} is the engine's own run")
     before = await ops.reprocess_preview(ended.run_id)
-    assert (before.reprocessable, before.status, before.revived) == (False, "FAILED", 0)
+    assert (before.reprocessable, before.status, before.revived) == (False, run.status, 0)
     assert before.warnings == [preview.warnings[0].replace("a retry", "a reprocess")]
     batch = await ops.batch_retry(ids=[ended.run_id], actor="key:ops")
     assert batch.retried == [] and [s.reason for s in batch.skipped] == ["deployment_run"]
     after_actions = await env.ops.runs.get(ended.run_id)
-    assert (after_actions.status, after_actions.ended_at) == ("FAILED", run.ended_at)
-    assert [s.status for s in after_actions.steps] == ["FAILED", "PENDING"]
+    assert (after_actions.status, after_actions.ended_at) == (run.status, run.ended_at)
+    assert [s.status for s in after_actions.steps] == [s.status for s in run.steps]
     assert (await env.ops.deployments.get(ended.id)).status == "ROLLED_BACK"
 
 
@@ -325,9 +332,21 @@ async def test_refusals_of_a_deployment_that_cannot_work(env: Deploying) -> None
     await env.publish(single("orders", UNREACHABLE), single("orders", UNREACHABLE, description="2"))
     with pytest.raises(NotFound) as unknown:
         await env.start("orders", 9, [StageSpec(weight=100)], RollbackSpec())
+    # Told as every front door tells an unknown version: with the versions there are.
     assert unknown.value.code == "workflow_not_found"
-    with pytest.raises(NotFound):
-        await env.start("ghost", 1, [StageSpec(weight=100)], RollbackSpec())
+    assert unknown.value.details == {"versions": [1, 2]}
+    assert "workflow 'orders' has no version 9" in unknown.value.message
+    with pytest.raises(NotFound) as preview:
+        await env.ops.deployments.start_preview(
+            "orders", 9, stages=[StageSpec(weight=100)], rollback=RollbackSpec()
+        )
+    assert preview.value.details == {"versions": [1, 2]}
+    with pytest.raises(NotFound) as ghost:
+        await env.start("ordres", 1, [StageSpec(weight=100)], RollbackSpec())
+    assert ghost.value.details == {"meant": ["orders"]}
+    with pytest.raises(NotFound) as listed:
+        await env.ops.deployments.list("ordres")
+    assert listed.value.details == {"meant": ["orders"]}
     falling = [StageSpec(weight=50), StageSpec(weight=20), StageSpec(weight=90)]
     with pytest.raises(InvalidRequest) as invalid:
         await env.start("orders", 2, falling, RollbackSpec())

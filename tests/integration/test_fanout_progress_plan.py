@@ -1,6 +1,7 @@
 """A fan-out's progress reads its waiting and running children from small indexes, never the
 step of every child (at 100,000 children the join over every child's step was most of a
-`GET /runs/{id}`: bench/results-api.md, 'The fan-out progress of GET /runs/{id}').
+`GET /runs/{id}`: bench/results-api.md, 'The fan-out progress of GET /runs/{id}'); a run
+list reads its page's start overs from a partial index, never every run.
 
 SQLite decides from the query's shape alone, so its plan is checked here; PostgreSQL chooses
 by its statistics (the benchmark shows its plan at 100,000 children)."""
@@ -12,7 +13,7 @@ from pathlib import Path
 from sqlalchemy import Select, text
 from sqlalchemy.dialects import sqlite
 
-from engine.store import children, db
+from engine.store import children, db, restarts
 
 
 async def _plan(database: Path, statement: Select[object]) -> list[str]:
@@ -39,4 +40,14 @@ async def test_running_children_read_only_the_children_still_going(tmp_path: Pat
     assert any(
         "INDEX ix_run_parent_status_item (parent_run_id=? AND status=?)" in line for line in plan
     ), plan
+    assert not any(line.startswith("SCAN") for line in plan), plan
+
+
+async def test_a_pages_start_overs_are_read_from_the_restarted_from_index(
+    tmp_path: Path,
+) -> None:
+    """A run list reads which of its page's runs were started over in one statement: a range
+    of the partial index `ix_run_restarted_from` per run, never every run."""
+    plan = await _plan(tmp_path / "sb.db", restarts.new_runs_statement(["a", "b"]))
+    assert any("INDEX ix_run_restarted_from (restarted_from=?)" in line for line in plan), plan
     assert not any(line.startswith("SCAN") for line in plan), plan

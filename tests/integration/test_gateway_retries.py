@@ -64,8 +64,10 @@ async def test_429_with_retry_after_2_waits_two_seconds(
     assert result.output["status"] == 200
     assert sleep.waits == [2.0]
     [gap] = gaps(downstream.stats.arrivals())
-    # The wait plus one answer and one request, with room for a loaded host.
-    assert 1.995 <= gap < 3.5
+    # The server saw the wait: no second request sooner than Retry-After. No upper bound: the
+    # wait asked for is exact above, and a wall-clock bound only measures the host (a CI run
+    # under load once saw 14.8 s between the two arrivals).
+    assert gap >= 1.995
 
 
 async def test_retry_after_is_capped_at_30_seconds(
@@ -97,13 +99,12 @@ async def test_the_1_2_4_progression_with_a_shrunk_base(
     await gateway.execute(config, gateway_ctx(), client, FAST, sleep=sleep)
     assert sleep.waits == [0.05, 0.1, 0.2]
     for gap, wait in zip(gaps(downstream.stats.arrivals()), sleep.waits, strict=True):
-        # The server sees the waits, plus one round trip's overhead (up to 0.5 s on a loaded
-        # host).
-        assert wait - 0.005 <= gap < wait + 0.5
+        # The server sees every wait (never a request sooner); the waits asked for are exact.
+        assert gap >= wait - 0.005
 
 
 @pytest.mark.slow
-async def test_the_real_1_second_base_spans_about_7_seconds(
+async def test_the_real_1_second_base_spans_at_least_7_seconds(
     downstream: RunningDownstream, client: HttpClient
 ) -> None:
     downstream.script([503, 503, 503, 200])
@@ -114,11 +115,11 @@ async def test_the_real_1_second_base_spans_about_7_seconds(
     elapsed = time.monotonic() - started
     assert sleep.waits == [1.0, 2.0, 4.0]
     server_gaps = gaps(downstream.stats.arrivals())
-    # Each gap is its wait plus a round trip's overhead, with room for a loaded host; below
-    # the next wait's length, so a progression other than 1-2-4 still fails.
+    # The server sees each wait of the 1-2-4 progression (never a request sooner); the waits
+    # asked for are exact above, and a wall-clock upper bound would measure only the host.
     for gap, wait in zip(server_gaps, [1.0, 2.0, 4.0], strict=True):
-        assert wait - 0.005 <= gap < wait + 0.75
-    assert 7.0 <= elapsed < 9.5
+        assert gap >= wait - 0.005
+    assert elapsed >= 7.0
 
 
 async def test_400_is_final_after_one_attempt(
@@ -189,7 +190,9 @@ async def test_a_final_500_is_an_http_error(
 async def test_a_hang_past_the_timeout_is_a_timeout(
     downstream: RunningDownstream, client: HttpClient
 ) -> None:
-    config = gateway_config(downstream.url, query={"sleep_ms": 5000}, timeoutMs=300)
+    # 800 ms, not less: the downstream runs on this test's event loop, and on a loaded host a
+    # shorter timeout could end an attempt before its request reached the handler at all.
+    config = gateway_config(downstream.url, query={"sleep_ms": 60_000}, timeoutMs=800)
     sleep, log = RecordingSleep(real=True), LogRecorder()
     started = time.monotonic()
     with pytest.raises(StepFailure) as caught:
@@ -199,13 +202,14 @@ async def test_a_hang_past_the_timeout_is_a_timeout(
     assert failure.kind is FailureKind.TIMEOUT
     assert failure.http is not None
     assert (failure.http.status, failure.http.attempts) == (None, 4)
-    assert "300 ms" in failure.message
+    assert "800 ms" in failure.message
     assert sleep.waits == [0.01, 0.02, 0.04]
-    # Four attempts of 300 ms and 70 ms of waits: at least 1.27 s. Each attempt was cut at its
-    # timeout, far from the answer's 5 s (the bound leaves room for a loaded machine).
-    assert 1.2 <= elapsed < 4.5
-    assert all(300 <= ms < 2_500 for ms in log.field("durationMs")), log.field("durationMs")
-    assert log.field("error") == ["no answer within 300 ms"] * 4
+    # Four attempts of 800 ms and 70 ms of waits: at least 3.27 s. Each attempt was cut at its
+    # timeout, far from the answer's 60 s: the upper bounds leave a loaded host (which can stall
+    # a process for seconds) a wide margin and still fail an attempt that waited for the answer.
+    assert 3.2 <= elapsed < 40.0
+    assert all(800 <= ms < 20_000 for ms in log.field("durationMs")), log.field("durationMs")
+    assert log.field("error") == ["no answer within 800 ms"] * 4
     # The server counts a request when its handler starts and records an outcome when it ends:
     # on a loaded host the last request may reach its handler just after we gave up on it, and
     # its handler learn of the closed connection seconds later (CI at load 9 took over 5 s).

@@ -9,10 +9,12 @@ from collections.abc import AsyncIterator
 import pytest
 
 from engine.operations import Operations
-from engine.operations.keys import KEY_PREFIX
+from engine.operations.keys import KEY_PREFIX, hash_secret
 from engine.runtime import Runtime
+from engine.store.keys import ApiKeyRecord
 from schemas.clock import FakeClock, utc_moment
 from schemas.errors import InvalidRequest, NotFound
+from schemas.tenant_ids import SYSTEM_TENANT
 from tests.conftest import Backend
 from tests.integration.engine_harness import settings_for
 
@@ -121,6 +123,31 @@ async def test_revoking_an_unknown_key_is_not_found(ops: Operations) -> None:
     assert refused.value.code == "key_not_found"
 
 
+async def test_revoking_a_short_or_misspelt_key_id_names_the_key_meant(
+    ops: Operations,
+) -> None:
+    """The tour: `keys revoke 34682be7` (the start of an id, as run ids are given) and a
+    typo of an id answered "no API key with id '…'" and nothing more. The refusal names the
+    key meant, or the command that lists the ids."""
+    created = await ops.keys.create(admin=True)
+    with pytest.raises(NotFound) as short:
+        await ops.keys.revoke(created.id[:8])
+    assert short.value.message == (
+        f"no API key with id {created.id[:8]!r}; did you mean {created.id!r}?"
+    )
+    assert short.value.details == {"meant": [created.id]}
+    typo = created.id[:-1] + ("0" if created.id[-1] != "0" else "1")
+    with pytest.raises(NotFound) as misspelt:
+        await ops.keys.revoke(typo)
+    assert f"did you mean {created.id!r}?" in misspelt.value.message
+    with pytest.raises(NotFound) as unknown:
+        await ops.keys.revoke("zzzz")
+    assert unknown.value.message == (
+        "no API key with id 'zzzz'; `schemabridge keys list` shows the keys' ids"
+    )
+    assert (await ops.keys.list()).items[-1].revoked_at is None  # nothing was revoked
+
+
 async def test_key_expires_at_its_time(ops: Operations, clock: FakeClock) -> None:
     created = await ops.keys.create(tenant="acme", expires_in_days=2)
     assert created.expires_at == clock.now() + 2 * DAY_S
@@ -162,6 +189,7 @@ async def test_a_key_with_its_prefix_changed_does_not_authenticate(ops: Operatio
         ({"tenant": ""}, "/tenantId"),
         ({"tenant": " acme"}, "/tenantId"),
         ({"tenant": "t" * 201}, "/tenantId"),
+        ({"tenant": "system"}, "/tenantId"),  # the engine's own runs' tenant
         ({"admin": True, "name": ""}, "/name"),
         ({"admin": True, "name": "n" * 201}, "/name"),
         ({"admin": True, "expires_in_days": 0}, "/expiresInDays"),
@@ -179,3 +207,27 @@ async def test_invalid_keys_are_refused_and_nothing_is_stored(
     assert refused.value.code == "invalid_key"
     assert [p["pointer"] for p in refused.value.details["problems"]] == [pointer]
     assert (await ops.keys.list()).items == []
+
+
+async def test_a_key_stored_for_the_engines_own_tenant_does_not_authenticate(
+    ops: Operations, clock: FakeClock
+) -> None:
+    """A key for tenant `system` (made before the tenant was reserved, or written to the
+    table by hand) would list every deployment's `gradual_deploy` run and cancel it, which
+    aborts the deployment: an admin's action with a tenant key. It is refused like an unknown
+    key, and the refusal of its creation says why."""
+    secret = KEY_PREFIX + "s" * 43
+    record = ApiKeyRecord(
+        id="5y5735000000",
+        token_hash=hash_secret(secret),
+        name=None,
+        tenant_id=SYSTEM_TENANT,
+        created_at=clock.now(),
+        expires_at=None,
+        revoked_at=None,
+    )
+    await ops.runtime.store.create_api_key(record, actor=None)
+    assert await ops.keys.authenticate(secret) is None
+    with pytest.raises(InvalidRequest) as refused:
+        await ops.keys.create(tenant=SYSTEM_TENANT)
+    assert "reserved" in refused.value.message

@@ -19,6 +19,9 @@ from engine.store import (
 )
 from tests.conftest import Backend
 
+# Never migrated: these tests run the migrations themselves.
+pytestmark = pytest.mark.blank_database
+
 
 def _diff(connection: Connection) -> list[Any]:
     context = MigrationContext.configure(connection)

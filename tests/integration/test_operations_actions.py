@@ -5,6 +5,7 @@ loopback where runs execute. Cancel has its own module (test_operations_cancel.p
 from __future__ import annotations
 
 import asyncio
+import re
 import time
 
 import pytest
@@ -230,6 +231,52 @@ async def test_resolve_continues_the_run_with_the_given_output(
     assert line["vertex_id"] == "b"
 
 
+def read_after(base: str) -> Workflow:
+    """a → b, b's url read from a's answer: a's resolve without that `body` fails b with
+    invalid_config, which a start over (a answering for real) does not repeat."""
+    return Workflow.model_validate(
+        {
+            "name": "read_after",
+            "vertices": {
+                "a": {
+                    "type": "GATEWAY",
+                    "config": {"url": f"{base}/a", "retry": {"maxAttempts": 1}},
+                },
+                "b": {
+                    "type": "GATEWAY",
+                    "dependsOn": ["a"],
+                    "config": {"url": "{{ vertices.a.output.body.next }}"},
+                },
+            },
+        }
+    )
+
+
+async def test_a_failure_after_a_resolve_is_not_said_to_fail_again_on_a_start_over(
+    ops: Operations, runtime: Runtime, downstream: RunningDownstream
+) -> None:
+    """The tour: a resolve whose output lacked the `body` the next step read failed that
+    step with invalid_config, and `runs show` said retrying, reprocessing "or starting
+    over" fails the same way; the start over ran a again and succeeded. The warning now
+    names the resolved step and offers the start over, in the run and the retry preview."""
+    downstream.script([400], path="/a")
+    run_id = await submit(runtime, [read_after(downstream.url)], {})
+    async with running_worker(runtime):
+        assert (await wait_for_run(runtime, run_id)).status == "FAILED"
+        await ops.actions.resolve(run_id, "a", {"status": 200}, actor="cli")
+        run = await wait_for_run(runtime, run_id)
+    assert (run.status, run.error.vertex_id, run.error.kind) == ("FAILED", "b", "invalid_config")
+    said = (
+        "step b failed with invalid_config, which comes from the workflow, the run's input or "
+        "the output step a was resolved with: retrying or reprocessing runs v1 on that output "
+        f"and fails the same way. Start over (`schemabridge runs start-over {run_id}`) to run "
+        "a again; or, if the workflow (or the input) is at fault, fix it first, publish it, "
+        "then submit a new run (`schemabridge runs submit read_after@VERSION --input JSON`)"
+    )
+    assert (await ops.runs.get(run_id)).fix_first == said
+    assert (await ops.actions.retry_preview(run_id)).fix_first == said
+
+
 async def test_resolve_is_idempotent_for_the_same_output_only(
     ops: Operations, runtime: Runtime, downstream: RunningDownstream
 ) -> None:
@@ -450,6 +497,29 @@ async def test_a_start_over_preview_says_its_refusals_and_changes_nothing(
     ready = await ops.actions.start_over_preview(parent_id)
     assert (ready.startable, ready.status, ready.warnings) == (True, "SUCCEEDED", [])
     assert await runtime.store.count_runs() == 1 + 1 + 3, "a preview creates no run"
+
+
+RUN_ROW_READ = re.compile(r"FROM run\b.*\bWHERE run\.id (=|IN)", re.DOTALL)
+"""A statement that reads a run's row by its id (not the start over's key lookup)."""
+
+
+async def test_a_start_over_preview_reads_the_run_once(
+    ops: Operations, runtime: Runtime, downstream: RunningDownstream
+) -> None:
+    """The Start over dialog's preview read the run's row three times (its checks, the
+    version's facts, the version again): one read serves all three."""
+    old_id = await failed_chain(runtime, downstream)
+    with statements(runtime) as sent:
+        preview = await ops.actions.start_over_preview(old_id)
+    assert (preview.startable, preview.status) == (True, "FAILED"), preview
+    assert preview.message == "would start a new run of v1 with the same input"
+    reads = [s for s in sent if RUN_ROW_READ.search(s)]
+    assert len(reads) == 1, reads
+    await ops.actions.start_over(old_id, actor="cli")
+    with statements(runtime) as sent_again:
+        again = await ops.actions.start_over_preview(old_id)
+    assert (again.startable, again.status) == (False, "FAILED") and again.new_run_id, again
+    assert len([s for s in sent_again if RUN_ROW_READ.search(s)]) <= 2, sent_again
 
 
 async def test_start_over_refusals(

@@ -113,6 +113,7 @@ async def test_submit_checks_the_input_against_the_input_schema(ops: Operations)
     [
         ({"tenant_id": ""}, "invalid_tenant"),
         ({"tenant_id": "t" * 201}, "invalid_tenant"),
+        ({"tenant_id": "system"}, "invalid_tenant"),  # the engine's own runs' tenant
         ({"idempotency_key": ""}, "invalid_idempotency_key"),
         ({"idempotency_key": "k" * 257}, "invalid_idempotency_key"),
         ({"input": {"when": object()}}, "invalid_input"),
@@ -188,12 +189,13 @@ async def test_a_conflict_points_into_the_input_without_its_values(ops: Operatio
     """Where the input first differs is named by its pointer, never by its values (an input
     may carry secrets); a version named the first time and left out the second differs."""
     await ops.workflows.publish(single("one", UNREACHABLE))
-    first_input = {"customer": {"id": "c-1", "token": "tok-first"}, "items": [1, 2]}
+    # Values no run id can contain (a uuid is hex and dashes): "c-1" once matched one.
+    first_input = {"customer": {"id": "cust-one", "token": "tok-first"}, "items": [1, 2]}
     await ops.runs.submit("one", first_input, idempotency_key="k", version=1)
     with pytest.raises(IdempotencyConflict) as nested:
         await ops.runs.submit(
             "one",
-            {"customer": {"id": "c-2", "token": "tok-second"}, "items": [1, 2]},
+            {"customer": {"id": "cust-two", "token": "tok-second"}, "items": [1, 2]},
             idempotency_key="k",
             version=1,
         )
@@ -202,7 +204,7 @@ async def test_a_conflict_points_into_the_input_without_its_values(ops: Operatio
     assert nested.value.details["differs"] == ["input"]
     assert nested.value.details["inputPointer"] == "/customer/id"
     assert "the input (first at /customer/id)" in nested.value.message
-    for secret in ("c-1", "c-2", "tok-first", "tok-second"):
+    for secret in ("cust-one", "cust-two", "tok-first", "tok-second"):
         assert secret not in nested.value.message
     assert longer.value.details["differs"] == ["version", "input"]
     assert longer.value.details["inputPointer"] == "/items/2"

@@ -28,6 +28,9 @@ from schemas.errors import Unavailable
 from tests.conftest import PG_ADMIN_DSN, Backend
 from tests.integration.engine_harness import settings_for
 
+# Never migrated: these tests fail migrations and open databases that have none.
+pytestmark = pytest.mark.blank_database
+
 WAIT_TIMEOUT_S = 10.0
 UNREACHABLE_TRIES = 10
 """Each try left a worker thread running after `Runtime.close` about 6 times in 10 before the

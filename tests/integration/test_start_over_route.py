@@ -20,9 +20,8 @@ async def test_a_start_over_of_a_candidates_run_is_not_a_new_candidate_submissio
     null, deploymentId: null`, as if nobody knew how it got v2."""
     await env.publish_orders(downstream.url)
     started = await env.start("orders", 2, HOLD, RollbackSpec(min_finished_runs=1000))
-    runs = await env.wave("orders", 8)
-    routed = next(r for r in runs if r.version == 2)
-    assert routed.route == "candidate"
+    routed = await env.candidate_run("orders")
+    assert routed.version == 2
     record = await env.runtime.store.deployment(started.id)
     assert record is not None
     before = await env.runtime.store.deployment_counts(record)

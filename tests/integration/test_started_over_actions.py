@@ -16,6 +16,7 @@ from tests.integration.actions_harness import (
     failed_chain,
     failed_fan_out,
     requests_by_path,
+    statements,
 )
 from tests.integration.engine_harness import running_worker, wait_for_run
 
@@ -82,6 +83,39 @@ async def test_a_run_started_over_is_not_retried(
     assert requests_by_path(downstream) == sent  # nothing was sent a second time
 
 
+async def test_run_lists_name_the_run_a_start_over_made(
+    ops: Operations, runtime: Runtime, downstream: RunningDownstream
+) -> None:
+    """The tour: a FAILED run already started over read as one more failure in the list, and
+    "Select failed" picked it for a retry that skips it. A page names on it the run its start
+    over made (`startedOverAs`), read for the whole page at once, and its detail says the
+    same; the new run and a failure nobody started over name none."""
+    old_id = await failed_chain(runtime, downstream)
+    other_id = await failed_chain(runtime, downstream)
+    new_id = (await ops.actions.start_over(old_id, actor="cli")).new_run_id
+
+    with statements(runtime) as sent:
+        page = await ops.runs.list(RunFilter(), limit=10)
+    assert {run.id: run.started_over_as for run in page.items} == {
+        old_id: new_id,
+        other_id: None,
+        new_id: None,
+    }
+    assert len([s for s in sent if "restarted_from IN" in s]) == 1, sent
+    # Page by page (one run each, newest first), the started-over run keeps its new run.
+    paged: dict[str, str | None] = {}
+    cursor = None
+    for _ in range(4):
+        one = await ops.runs.list(RunFilter(), limit=1, cursor=cursor)
+        paged.update({run.id: run.started_over_as for run in one.items})
+        if (cursor := one.next) is None:
+            break
+    assert paged == {old_id: new_id, other_id: None, new_id: None}
+
+    assert (await ops.runs.get(old_id)).started_over_as == new_id
+    assert (await ops.runs.get(new_id)).started_over_as is None
+
+
 async def test_runs_under_a_run_started_over_are_not_run_again(
     ops: Operations, runtime: Runtime, downstream: RunningDownstream
 ) -> None:
@@ -111,6 +145,13 @@ async def test_runs_under_a_run_started_over_are_not_run_again(
     assert [(s.reason, s.count) for s in wide.skipped] == [("started_over", 2)]
     child_after = await runtime.store.get_run(child.id)
     assert child_after is not None and child_after.status == "FAILED"
+    # Lists and the child's detail name the run its root's start over made, as the refusal
+    # does: a FAILED child there is handled, not one more to select for a retry.
+    children = await ops.runs.list(RunFilter(parent=parent_id, status="FAILED"))
+    assert [(r.id, r.started_over_as) for r in children.items] == [(child.id, new_id)]
+    assert (await ops.runs.get(child.id)).started_over_as == new_id
+    others = await ops.runs.list(RunFilter(roots_only=False))
+    assert {r.id: r.started_over_as for r in others.items}[new_id] is None
 
 
 async def test_a_second_start_over_names_the_new_run_and_its_status(

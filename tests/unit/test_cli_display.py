@@ -11,7 +11,7 @@ from rich.console import Console
 
 from api.cli import admin, remote, run_display
 from api.cli.text import clock, parse_since, plural, relative
-from api.cli.wire import BreakerView, RunDetail
+from api.cli.wire import BreakerView, RunDetail, RunSummary
 from schemas.durations import duration
 
 NOW = 1_800_000_000.0
@@ -690,6 +690,46 @@ def test_the_fix_first_hint_submits_under_the_runs_tenant() -> None:
         )
 
 
+def test_the_fix_first_hints_offer_a_start_over_when_the_warning_does() -> None:
+    """A step an operator resolved upstream of the failure may be the cause (its output
+    lacked what the next step reads): the server's warning offers a start over, which runs it
+    again, and `runs show` lists that command after it; a warning that does not offer it (a
+    resolve elsewhere in the run, which the server reads from the graph) gets none."""
+    error = {"kind": "invalid_config", "message": "url is null", "vertexId": "b"}
+    offered = (
+        "step b failed with invalid_config, which comes from the workflow, the run's input or "
+        "the output step a was resolved with: … Start over (`schemabridge runs start-over r1`) "
+        "to run a again; …"
+    )
+    not_offered = "step b failed with invalid_config, which comes from the workflow …"
+    shown = []
+    for fix in (offered, not_offered):
+        run = RunDetail.model_validate(
+            {
+                "id": "r1",
+                "workflow": "tickets",
+                "version": 3,
+                "tenantId": "default",
+                "status": "FAILED",
+                "createdAt": NOW - 90,
+                "error": error,
+                "fixFirst": fix,
+                "steps": [
+                    {"vertexId": "a", "type": "GATEWAY", "status": "RESOLVED"},
+                    {"vertexId": "b", "type": "GATEWAY", "status": "FAILED", "error": error},
+                ],
+            }
+        )
+        shown.append(run_display.next_commands(run)[1:3])
+    assert shown == [
+        ["schemabridge runs start-over r1", "schemabridge workflows publish FILE"],
+        [
+            "schemabridge workflows publish FILE",
+            "schemabridge runs submit tickets@VERSION --input JSON",
+        ],
+    ]
+
+
 def test_a_run_started_over_points_at_the_new_run_not_at_a_retry() -> None:
     """The API refuses the retry, resolve and reprocess of a run that was started over
     (409 `started_over`): `runs show` offers the new run instead of commands it refuses."""
@@ -729,3 +769,18 @@ def test_destinations_list_says_what_opened_a_breaker(
 ) -> None:
     """`destinations list` names what opened an open layer when the API says (`openedBy`)."""
     assert admin._breaker(BreakerView.model_validate(breaker)) == said
+
+
+def test_a_list_names_the_run_a_start_over_made_for_a_run_and_for_a_child() -> None:
+    """A FAILED run started over reads as handled in `runs list`; so does a child under a root
+    run started over (its retry is refused the same way), said as its root's."""
+    base = {"workflow": "w", "version": 1, "tenantId": "t", "status": "FAILED", "createdAt": 0}
+    root = RunSummary.model_validate({**base, "id": "r" * 36, "startedOverAs": "abcdef0123"})
+    child = RunSummary.model_validate(
+        {**base, "id": "c" * 36, "parentRunId": "r" * 36, "startedOverAs": "abcdef0123"}
+    )
+    alone = RunSummary.model_validate({**base, "id": "a" * 36})
+    said = [run_display.listed_status(run).plain for run in (root, child, alone)]
+    assert said[0].endswith(" (started over as abcdef01)"), said
+    assert said[1].endswith(" (root started over as abcdef01)"), said
+    assert "started over" not in said[2], said

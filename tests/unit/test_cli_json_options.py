@@ -41,3 +41,39 @@ def test_unreadable_json_is_one_line(
     err = capsys.readouterr().err
     assert err.startswith(f"error: {option} {said}")
     assert "Traceback" not in err
+
+
+@pytest.mark.parametrize(("option", "read"), READERS)
+@pytest.mark.parametrize(
+    ("text", "said"),
+    [
+        (
+            '{"count": 2',
+            "Expecting ',' delimiter (line 1, column 12). The document ends too early: was it "
+            "cut short?",
+        ),
+        (
+            '{"count": 2,}',
+            "Expecting property name enclosed in double quotes (line 1, column 13). The `}` "
+            "there follows a comma: JSON allows none after the last item, so remove that comma.",
+        ),
+        (
+            "{'count': 2}",
+            "Expecting property name enclosed in double quotes (line 1, column 2). JSON writes "
+            'strings and names in double quotes ("), not single ones.',
+        ),
+    ],
+)
+def test_a_syntax_error_is_said_as_validate_says_it(
+    option: str,
+    read: Callable[[str], Any],
+    text: str,
+    said: str,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    # Line and column, and the likely cause: not the parser's "(char 11)" alone.
+    with pytest.raises(typer.Exit) as ended:
+        read(text)
+    assert ended.value.exit_code == 2
+    err = capsys.readouterr().err
+    assert err == f"error: {option} is not valid JSON: {said} (a file is given as @path)\n"

@@ -58,6 +58,12 @@ def test_wait_reasons_read_as_sentences_with_a_countdown() -> None:
     assert run_live_display.describe_wait("admission_wait", "waiting for a slot", None, 0) == (
         "waiting for a slot"
     )
+    # A group of children that share no words (some refused while the breaker was open, some
+    # half-open) is named by its reason, not by a line ending in ": ".
+    assert run_live_display.describe_wait("breaker_open", "", 104, 100) == "breaker open"
+    assert run_live_display.describe_wait("tenant_rate_limit", "", None, 0) == (
+        "tenant rate limit; or rerun with --tenant-rate N"
+    )
     assert run_live_display.plural(1, "attempt") == "1 attempt"
     assert run_live_display.plural(2, "attempt") == "2 attempts"
     assert run_live_display.plural(2, "child", "children") == "2 children"
@@ -185,3 +191,56 @@ def test_an_outage_ended_by_a_probe_is_said_once_and_the_next_one_told_again() -
     assert outages.end("redis") == 5.0
     assert outages.end("redis") is None, "said once"
     assert outages.filter(record("beat failed", down)), "the next outage is told again"
+
+
+async def test_an_access_line_has_the_fields_of_every_json_line(
+    capsys: pytest.CaptureFixture[str], restored_logging: None
+) -> None:
+    """A log shipper reads an access line as it reads any other JSON line of the process: with
+    `ts`, `level`, `service` (which api answered: two on one host are told apart), `event`,
+    `message` and `logger`, besides the request's own fields."""
+    from starlette.types import Message, Receive, Scope, Send
+
+    from api.rest.middleware import RequestObserver
+
+    async def app(scope: Scope, receive: Receive, send: Send) -> None:
+        await send({"type": "http.response.start", "status": 404, "headers": []})
+        await send({"type": "http.response.body", "body": b"{}"})
+
+    async def receive() -> Message:
+        return {"type": "http.request", "body": b""}
+
+    async def send(message: Message) -> None:
+        return None
+
+    log_setup.configure("api", fmt="json", access_log=log_setup.AccessLog.ALL, role="api")
+    log_setup.name_service("api-host-8001")  # as `api` does once its port is bound
+    scope: Scope = {"type": "http", "method": "GET", "path": "/runs/r-1", "headers": []}
+    await RequestObserver(app)(scope, receive, send)
+    (line,) = capsys.readouterr().err.splitlines()
+    logged = json.loads(line)
+    assert list(logged)[:6] == ["ts", "level", "service", "event", "message", "logger"], logged
+    assert logged["level"] == "info" and logged["logger"] == log_setup.ACCESS_LOGGER, logged
+    assert logged["service"] == "api-host-8001", logged
+    assert logged["event"] == "http.request" and logged["message"] == "GET /runs/r-1 404"
+    assert (logged["method"], logged["path"], logged["status"]) == ("GET", "/runs/r-1", 404)
+    assert isinstance(logged["duration_ms"], float), logged
+
+
+def test_a_python_warning_is_a_log_line_of_the_chosen_format(
+    capsys: pytest.CaptureFixture[str], restored_logging: None
+) -> None:
+    """A library's warning (SQLAlchemy's `SAWarning`, a `RuntimeWarning`) is written by Python
+    as two raw lines on stderr, which a shipper of `--log-format json` cannot parse: it goes
+    through the log, as one JSON line, instead."""
+    import warnings
+
+    log_setup.configure("worker-1", fmt="json")
+    with warnings.catch_warnings():
+        warnings.simplefilter("always")
+        warnings.warn("pool overflow is deprecated", UserWarning, stacklevel=1)
+    lines = capsys.readouterr().err.splitlines()
+    assert len(lines) == 1, lines
+    logged = json.loads(lines[0])
+    assert logged["level"] == "warning" and logged["service"] == "worker-1", logged
+    assert "UserWarning: pool overflow is deprecated" in logged["message"], logged

@@ -92,3 +92,12 @@ def test_a_number_out_of_bounds_says_what_the_option_takes(
     text = " ".join(result.output.split())
     assert text.startswith(f"error: {said} (see `schemabridge "), text
     assert "Input should be" not in text, text
+
+
+def test_a_misspelt_option_is_offered_the_closest_option_first() -> None:
+    """click lists its guesses alphabetically: `--timout` read "Did you mean '--input' or
+    '--output' or '--timeout'?", the one meant last."""
+    result = CliRunner().invoke(app, ["run", "w.json", "--timout", "3"])
+    assert result.exit_code == 2
+    text = " ".join(result.output.split())
+    assert "No such option: --timout. Did you mean '--timeout' or " in text, text

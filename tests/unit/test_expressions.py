@@ -321,6 +321,12 @@ def test_an_unknown_function_is_named_with_the_closest_one() -> None:
         ),
         ("{{ input.xs[?n == -1] }}", "(`-1`): write {{ input.xs[?n == `-1`] }}."),
         ("{{ input.xs[?1 <= n] }}", "(`1`): write {{ input.xs[?`1` <= n] }}."),
+        # a default, and a value chosen by a condition
+        ("{{ input.status || 200 }}", "(`200`): write {{ input.status || `200` }}."),
+        (
+            "{{ input.fail && 500 || 200 }}",
+            "(`500`): write {{ input.fail && `500` || `200` }}.",
+        ),
     ],
 )
 def test_a_bare_number_in_a_comparison_gets_its_backticks(body: str, said: str) -> None:

@@ -131,6 +131,48 @@ def test_the_event_streams_data_has_its_schema(document: dict[str, Any]) -> None
     assert header["name"] == "Last-Event-ID" and not header.get("required")
 
 
+OPTIONAL_IN_ANSWERS = {
+    "HealthReport": {"failing"},  # `GET /health` says `{"status": "ok"}` alone
+    "MonitorConfig": {"demoDownstream"},  # the monitor's, not a client's
+    "RunCancelledDetails": {"url", "created", "status"},  # only from `?wait=true`
+}
+"""The fields an answer may leave out, by model: every other field of every answer is sent,
+null or empty when there is nothing to say."""
+
+
+def _answer_models(document: dict[str, Any]) -> set[str]:
+    """The component schemas an answer (a route's response, or an event's data) can hold."""
+    schemas, found = _schemas(document), set()
+    todo: list[Any] = [document["paths"], schemas["RunProgress"]]
+    for _ in range(100_000):
+        if not todo:
+            break
+        node = todo.pop()
+        if isinstance(node, list):
+            todo.extend(node)
+        elif isinstance(node, dict):
+            if "requestBody" in node:
+                node = {k: v for k, v in node.items() if k != "requestBody"}
+            ref = node.get("$ref")
+            if isinstance(ref, str) and ref.startswith(REF) and ref[len(REF) :] not in found:
+                found.add(ref[len(REF) :])
+                todo.append(schemas[ref[len(REF) :]])
+            todo.extend(v for k, v in node.items() if k not in ("$ref", "parameters"))
+    return found
+
+
+def test_answer_models_require_every_field_they_always_send(document: dict[str, Any]) -> None:
+    """A client generated from OpenAPI reads a field that is not `required` as maybe absent
+    (`Unset | None | str` for a page's `next`): every field an answer always sends is
+    required, nullable where it may be null."""
+    schemas, models = _schemas(document), _answer_models(document)
+    assert {"RunSummary", "RunDetail", "Page_RunSummary_", "RunOutcome", "TenantView"} <= models
+    for name in sorted(models):
+        schema = schemas[name]
+        left_out = set(schema.get("properties", {})) - set(schema.get("required", []))
+        assert left_out <= OPTIONAL_IN_ANSWERS.get(name, set()), (name, sorted(left_out))
+
+
 def _submit(document: dict[str, Any]) -> dict[str, Any]:
     answers: dict[str, Any] = document["paths"]["/workflows/{name}/runs"]["post"]["responses"]
     return answers
@@ -189,6 +231,18 @@ def test_every_submission_refusal_is_listed(document: dict[str, Any]) -> None:
         assert code in said["422"], code
     assert "queue_full" in said["429"] and "quota_exceeded" in said["429"]
     assert "413" in answers and "503" in answers
+
+
+def test_a_batch_retry_documents_the_refusals_of_its_preview(document: dict[str, Any]) -> None:
+    """`POST /runs/retry` refuses what its preview refuses, with the same codes; and `GET
+    /runs` refuses the unpublished workflow filter the batch refuses."""
+    for path in ("/runs/retry", "/runs/retry/preview"):
+        answers = document["paths"][path]["post"]["responses"]
+        for code in ("invalid_filter", "invalid_batch", "too_many_runs", "invalid_request"):
+            assert code in answers["422"]["description"], (path, code)
+        assert "workflow_not_found" in answers["404"]["description"], path
+    listed = document["paths"]["/runs"]["get"]["responses"]
+    assert "workflow_not_found" in listed["404"]["description"]
 
 
 def test_the_probed_routes_claim_no_422(document: dict[str, Any]) -> None:
@@ -309,6 +363,67 @@ def test_admin_routes_document_403(document: dict[str, Any]) -> None:
         for method in route.methods or ():
             answers = document["paths"][route.path_format][method.lower()]["responses"]
             assert "403" in answers, (method, route.path_format)
+
+
+@pytest.mark.parametrize(
+    ("path", "method", "status", "codes"),
+    [
+        ("/runs/{run_id}", "get", "404", ["run_not_found", "another tenant's"]),
+        ("/runs/{run_id}/events", "get", "404", ["run_not_found", "another tenant's"]),
+        ("/runs/{run_id}/logs", "get", "404", ["run_not_found", "another tenant's"]),
+        ("/runs/{run_id}/logs", "get", "422", ["invalid_cursor"]),
+        (
+            "/runs/{run_id}/steps/{vertex_id}/long-tail",
+            "get",
+            "404",
+            ["run_not_found", "step_not_found"],
+        ),
+        ("/runs/{run_id}/steps/{vertex_id}/long-tail", "get", "422", ["not_a_spawner"]),
+        ("/tenants/{tenant_id}", "get", "403", ["tenant_forbidden"]),
+        ("/tenants/{tenant_id}", "get", "422", ["invalid_tenant"]),
+    ],
+)
+def test_the_routes_a_tenant_reads_name_their_own_codes(
+    document: dict[str, Any], path: str, method: str, status: str, codes: list[str]
+) -> None:
+    """What a tenant's client branches on is in the route's own `responses`, not only the
+    generic words of a status (which named `workflow_not_found` on a run's 404, and an
+    admin route's `forbidden` on `GET /tenants/{id}`, which a tenant key may call)."""
+    description = document["paths"][path][method]["responses"][status]["description"]
+    for code in codes:
+        assert code in description, (path, status, description)
+    if status == "403":
+        assert "admin route" not in description, description
+
+
+def test_the_headers_a_client_acts_on_are_declared(document: dict[str, Any]) -> None:
+    """A generated client reads `Retry-After` on every 503 (and a 429's, when waiting helps)
+    and `Location` on a submission's answers from the document, not from the prose."""
+    for path, method, operation in (
+        (path, method, operation)
+        for path, operations in document["paths"].items()
+        for method, operation in operations.items()
+    ):
+        answers = operation["responses"]
+        if path != "/health" and "503" in answers:
+            assert "Retry-After" in answers["503"].get("headers", {}), (method, path)
+        if "429" in answers:
+            assert "Retry-After" in answers["429"].get("headers", {}), (method, path)
+    submitted = _submit(document)
+    for status in ("200", "201", "502", "504"):
+        assert "Location" in submitted[status].get("headers", {}), status
+
+
+@pytest.mark.parametrize("path", ["/runs", "/runs/{run_id}/children"])
+def test_a_run_lists_filters_say_what_they_take(document: dict[str, Any], path: str) -> None:
+    """A status filter is a string (any case), so its values are said in its description;
+    every filter of a run list has one."""
+    parameters = {p["name"]: p for p in document["paths"][path]["get"]["parameters"]}
+    for name, parameter in parameters.items():
+        if name != "run_id":
+            assert parameter.get("description"), (path, name)
+    for status in RunStatus:
+        assert status.value in parameters["status"]["description"], status
 
 
 def _error_models(document: dict[str, Any]) -> dict[str, set[str]]:

@@ -54,6 +54,16 @@ def test_a_comma_after_the_last_item_is_named() -> None:
     )
 
 
+def test_single_quotes_are_named() -> None:
+    problem = only_problem("{'name': 'ok', 'vertices': {}}")
+    assert problem.code == "json_syntax"
+    assert problem.message == (
+        "The document is not valid JSON: Expecting property name enclosed in double quotes "
+        '(line 1, column 2). JSON writes strings and names in double quotes ("), not single '
+        "ones."
+    )
+
+
 def test_a_document_over_the_byte_limit_is_refused_before_parsing() -> None:
     huge = b'{"name": "' + b"x" * (50 * 1024 * 1024) + b'"}'
     problem = only_problem(huge)

@@ -27,6 +27,9 @@ REDISPATCH = "waiting to be sent again (redispatch) after https://api:443 answer
         ("breaker_open", OPEN, 90, f"{OPEN}; half-open in 0 s"),  # late: never negative
         ("breaker_open", HALF, 101, f"{HALF}; asks again in 1 s"),
         ("breaker_open", OPEN, None, OPEN),  # no time known: no countdown
+        # A group whose children share no words (one refused while the breaker was open,
+        # another while half-open): no countdown alone, the front doors name the reason.
+        ("breaker_open", "", 101, ""),
         (
             "tenant_rate_limit",
             "tenant t is at its rate limit",

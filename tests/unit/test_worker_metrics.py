@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 from redis.exceptions import ConnectionError as RedisConnectionError
 
-from admission import AdmissionConfig, TenantRateLimited
+from admission import AdmissionConfig, DestinationPaced, TenantRateLimited
 from admission.rate_limit import RateDecision
 from engine.execution import worker_metrics
 from engine.execution.admission_guard import (
@@ -19,11 +19,12 @@ from engine.execution.admission_guard import (
     CoordinationDown,
 )
 from engine.execution.worker_metrics import WorkerMetrics, outcome_class
-from schemas.errors import BreakerOpen
+from schemas.errors import BreakerOpen, FailureKind, RetryRefused, StepFailure
 
 ATTEMPTS = "schemabridge_gateway_attempts_total"
 SECONDS = "schemabridge_gateway_attempt_duration_seconds_count"
 STEPS = "schemabridge_steps_finished_total"
+REFUSALS = "schemabridge_admission_refusals_total"
 
 
 def _value(metrics: WorkerMetrics, name: str, **labels: str) -> float | None:
@@ -117,3 +118,87 @@ async def test_the_guard_counts_a_refusal(
         await guard.before_attempt("d", retry=False, timeout_s=30)
     assert _value(metrics, ATTEMPTS, destination="d", outcome=outcome) == 1
     assert _value(metrics, SECONDS, destination="d") is None, "nothing was sent"
+
+
+@pytest.mark.parametrize(
+    ("error", "reason"),
+    [
+        (BreakerOpen("open", destination="d", layer="tenant", retry_after_s=1.0), "breaker_open"),
+        (RetryRefused("budget"), "retry_budget"),
+        (TenantRateLimited("t", RateDecision(False, 1.0, 5, 5, 1.0)), "tenant_rate"),
+        (DestinationPaced("cap", "waiting for the cap"), "destination_cap"),
+        (StepFailure(FailureKind.EXTERNAL_OVERLOAD, "no slot"), "no_slot"),
+    ],
+)
+async def test_a_refusal_is_counted_by_its_reason(error: Exception, reason: str) -> None:
+    """An alert on an open breaker, or on a tenant at its rate limit, needs to tell them
+    apart: both are `refused` attempts, and only the reason says which."""
+    metrics = WorkerMetrics()
+    guard = AdmissionGuard(Refusing(error), "t", 1.0, meter=metrics)  # type: ignore[arg-type]
+    with pytest.raises(type(error)):
+        await guard.before_attempt("d", retry=False, timeout_s=30)
+    assert _value(metrics, ATTEMPTS, destination="d", outcome=REFUSED) == 1
+    assert _value(metrics, REFUSALS, destination="d", reason=reason) == 1
+    counted = [
+        sample
+        for family in metrics.registry.collect()
+        for sample in family.samples
+        if sample.name == REFUSALS
+    ]
+    assert len(counted) == 1, counted
+
+
+def test_refusals_past_the_destination_bound_share_one_series(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(worker_metrics, "MAX_DESTINATIONS", 1)
+    metrics = WorkerMetrics()
+    for destination in ("a", "b", "c"):
+        metrics.refusal(destination, "tenant_rate")
+    assert _value(metrics, REFUSALS, destination="a", reason="tenant_rate") == 1
+    assert _value(metrics, REFUSALS, destination="<other>", reason="tenant_rate") == 2
+
+
+class _Reaped:
+    """The two reads of a reap: two steps whose lease expired, nothing stranded."""
+
+    async def requeue_expired(self) -> list[tuple[int, str, str]]:
+        return [(1, "run-1", "a"), (2, "run-2", "a")]
+
+    async def release_stranded(self, *, every_run: bool) -> list[tuple[int, str, str]]:
+        return []
+
+
+class _Wakeups:
+    async def notify(self) -> None:
+        return None
+
+
+async def test_steps_taken_back_from_expired_leases_are_counted() -> None:
+    """A worker killed while it held steps shows as the steps another worker takes back when
+    their leases end: the series an alert on dying workers reads."""
+    from types import SimpleNamespace
+
+    from engine.execution.worker import Worker, WorkerConfig
+
+    metrics = WorkerMetrics()
+    deps = SimpleNamespace(metrics=metrics)
+    worker = Worker(_Reaped(), deps, _Wakeups(), WorkerConfig())  # type: ignore[arg-type]
+    await worker._reap()
+    assert _value(metrics, "schemabridge_expired_leases_total") == 2
+
+
+def test_a_workers_steps_in_flight_are_read_at_scrape_time() -> None:
+    """Whether workers are saturated (add workers) or idle (the queue waits on something
+    else): the steps a worker holds against how many it may hold."""
+    from types import SimpleNamespace
+
+    from engine.execution.worker import Worker, WorkerConfig
+
+    metrics = WorkerMetrics()
+    deps = SimpleNamespace(metrics=metrics)
+    worker = Worker(_Reaped(), deps, _Wakeups(), WorkerConfig(concurrency=8))  # type: ignore[arg-type]
+    assert _value(metrics, "schemabridge_worker_concurrency") == 8
+    assert _value(metrics, "schemabridge_worker_steps_in_flight") == 0
+    worker._in_flight.update({"claim-1": None, "claim-2": None})  # type: ignore[dict-item]
+    assert _value(metrics, "schemabridge_worker_steps_in_flight") == 2
