@@ -47,9 +47,17 @@ export function setParams(params, { replace = false, render: draw = true } = {})
   const text = search.toString();
   const next = `#${path}${text ? `?${text}` : ""}`;
   if (!draw && next === location.hash) return;
-  if (replace) history.replaceState(null, "", next);
+  if (replace) replaceUrl(next);
   else history.pushState(null, "", next);
   if (draw) render();
+}
+
+/** Replace the URL without a history entry or a redraw (a short id made whole). The page
+ * shown is then that URL's: a redraw of it before the page has finished loading (a filter,
+ * Back) is no move to another page, so it must not flash "Loading…". */
+export function replaceUrl(hash) {
+  history.replaceState(null, "", hash);
+  shownPath = currentRoute().path;
 }
 
 export function showError(where, error) {
@@ -105,12 +113,8 @@ async function render() {
   const mine = ++generation;
   try {
     const stop = (await page(main, params, ...args)) || null;
-    if (mine === generation) {
-      cleanup = stop;
-      // A page may have rewritten its URL (a short id made whole): the page shown is that
-      // one, or its next redraw (a filter, Back) would count as a move and flash "Loading…".
-      shownPath = currentRoute().path;
-    } else if (stop) stop(); // another page was asked for meanwhile
+    if (mine === generation) cleanup = stop;
+    else if (stop) stop(); // another page was asked for meanwhile
   } catch (error) {
     if (mine === generation) showError(main, error);
   }

@@ -3,6 +3,7 @@
 // `GET /deployment-ids`) before it loads.
 
 import { ApiError, api, query } from "./api.js";
+import { replaceUrl } from "./app.js";
 import { fill, h } from "./dom.js";
 
 const ID_CHARS = 36;
@@ -33,6 +34,6 @@ export async function wholeId(main, params, given, kind) {
   }
   const [id] = found.ids;
   const search = params.toString();
-  history.replaceState(null, "", `#/${kind.path}/${encodeURIComponent(id)}${search ? `?${search}` : ""}`);
+  replaceUrl(`#/${kind.path}/${encodeURIComponent(id)}${search ? `?${search}` : ""}`);
   return id;
 }
