@@ -222,7 +222,11 @@ async def test_a_local_release_wakes_a_waiter_at_once(connect: Connect) -> None:
     await admission.set_caps(DEST, DestinationCaps(max_concurrency=1))
     holder = await admission.admit(DEST, "t", wait_timeout_s=0)
     waiter = asyncio.create_task(admission.admit(DEST, "t", wait_timeout_s=5))
-    await asyncio.sleep(0.01)
+    # The waiter queues once its first admit is refused (a Redis round trip): a release
+    # before that wakes nobody, and the waiter then sleeps its 10 s poll.
+    async with asyncio.timeout(5):
+        while not admission._waiters.waiting(DEST):
+            await asyncio.sleep(0.001)
     assert not waiter.done()
     await holder.success()
     async with asyncio.timeout(4):
@@ -534,8 +538,10 @@ async def test_slots_of_a_sigkilled_process_come_back_when_their_leases_end(
         with pytest.raises(StepFailure, match="admission wait exhausted"):
             await admission.admit(DEST, "t", wait_timeout_s=0)  # still held by the dead one
         started = time.monotonic()
-        tickets = [await admission.admit(DEST, "t", wait_timeout_s=10) for _ in range(2)]
-        assert time.monotonic() - started < 8  # the 4 s leases, not the 10 s wait
+        # A wait far longer than the 4 s leases: the slots come back when the leases end (a
+        # lease that never ended would exhaust the wait), with a stalled host's margin.
+        tickets = [await admission.admit(DEST, "t", wait_timeout_s=30) for _ in range(2)]
+        assert time.monotonic() - started < 25
         assert (await admission.snapshot()).destinations[0].in_flight == 2
         for ticket in tickets:
             await ticket.success()

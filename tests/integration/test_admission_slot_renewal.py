@@ -150,7 +150,11 @@ async def test_a_slot_handed_over_is_not_lost_while_its_record_is_on_its_way(
     waiter = asyncio.create_task(
         admission.admit(DEST, "acme", wait_timeout_s=5, lease_s=STEP_LEASE_S)
     )
-    await asyncio.sleep(0.2)
+    # Queued once its first admit was refused (a Redis round trip, no fixed time on a loaded
+    # host): only then is the slot handed to it.
+    async with asyncio.timeout(5):
+        while not admission._waiters.waiting(DEST):
+            await asyncio.sleep(0.001)
     exchange = admission.backend.exchange
     landed = asyncio.Event()
 

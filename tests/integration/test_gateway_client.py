@@ -61,23 +61,23 @@ async def test_a_request_and_its_answer(downstream: RunningDownstream, client: H
 async def test_a_read_timeout_fires(downstream: RunningDownstream, client: HttpClient) -> None:
     started = time.monotonic()
     with pytest.raises(TimeoutError) as caught:
-        await call(client, downstream.url, params=[("sleep_ms", "5000")], timeout_s=0.3)
-    # Room for a loaded host past the 0.3 s timeout, still far from the answer's 5 s.
-    assert 0.25 <= time.monotonic() - started < 3.0
+        await call(client, downstream.url, params=[("sleep_ms", "60000")], timeout_s=0.3)
+    # Room for a stalled host past the 0.3 s timeout, still far from the answer's 60 s.
+    assert 0.25 <= time.monotonic() - started < 20.0
     assert classify_transport_error(caught.value) is TransportErrorKind.TIMEOUT
 
 
 async def test_waiting_for_a_pooled_connection_times_out(downstream: RunningDownstream) -> None:
     http = build_http_client(max_connections=1)
     try:
-        # The hog holds the only connection (8 s, cancelled below) far longer than the bound
-        # on the pool wait, which leaves a loaded host room past the 0.3 s timeout.
-        hog = asyncio.create_task(call(http, downstream.url, params=[("sleep_ms", "8000")]))
+        # The hog holds the only connection (60 s, cancelled below) far longer than the bound
+        # on the pool wait, which leaves a stalled host room past the 0.3 s timeout.
+        hog = asyncio.create_task(call(http, downstream.url, params=[("sleep_ms", "60000")]))
         await wait_until(lambda: downstream.stats.in_flight == 1)
         started = time.monotonic()
         with pytest.raises(TimeoutError) as caught:
             await call(http, downstream.url, timeout_s=0.3)
-        assert time.monotonic() - started < 3.0
+        assert time.monotonic() - started < 20.0
         assert classify_transport_error(caught.value) is TransportErrorKind.TIMEOUT
         hog.cancel()
         with pytest.raises(asyncio.CancelledError):

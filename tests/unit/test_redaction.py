@@ -230,7 +230,7 @@ def test_html_references_are_matched_in_linear_time(value: str, hostile: str) ->
     text = hostile * 50
     started = time.perf_counter()
     assert redactor.text(text) == text
-    assert time.perf_counter() - started < 2.0
+    assert time.perf_counter() - started < 10.0  # linear; backtracking took 13 s or more
     assert redactor.text(f"<{html.escape(value)}>") == f"<{REDACTED}>"
     assert redactor.text(f"<{_numeric(value, '&#x{:06x};')}>") == f"<{REDACTED}>"
 
@@ -250,7 +250,7 @@ def test_a_long_run_of_backslashes_is_matched_in_linear_time() -> None:
     text = "\\" * 20_000 + "tail-y"
     started = time.perf_counter()
     assert redactor.text(text) == text
-    assert time.perf_counter() - started < 2.0
+    assert time.perf_counter() - started < 10.0  # linear; backtracking took 13 s or more
     assert redactor.text("\\" * 24 + "tail-x") == REDACTED
 
 
@@ -267,7 +267,7 @@ def test_backslashes_before_an_escapable_character_are_matched_in_linear_time(
     hostile = "key" + pair * 11 + "\\" * 9 + "x"
     started = time.perf_counter()
     assert redactor.text(hostile) == hostile
-    assert time.perf_counter() - started < 2.0
+    assert time.perf_counter() - started < 10.0  # linear; backtracking took 13 s or more
     # Every JSON spelling of the value is still found, whatever the nesting.
     for form in (value, json.dumps(value), json.dumps(json.dumps(value))):
         shown = redactor.text(f"<{form}>")
