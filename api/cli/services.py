@@ -465,7 +465,7 @@ def worker(
 async def _serve_api(settings: Settings, server: ApiServer) -> None:
     from api.rest import borrowed_runtime, create_app
     from engine.lifecycle import ServiceLifecycle
-    from engine.runtime import api_service_name, run_presence
+    from engine.runtime import api_service_name, run_presence, settle_heap
 
     # Named by host and port: several api processes may run on one machine. Its log lines
     # and ready line carry the name its heartbeat and marker have, from here on.
@@ -477,6 +477,9 @@ async def _serve_api(settings: Settings, server: ApiServer) -> None:
         _warn_private_redis("api", settings)
         try:
             app = create_app(settings, runtime_factory=borrowed_runtime(runtime))
+            # As a worker does: the start-up heap out of the collector's reach, or its first
+            # full collections (about 100 ms each) stall the first seconds of answers.
+            settle_heap()
             stop = lifecycle.stop_event
             async with asyncio.TaskGroup() as group:
                 group.create_task(_announce(server, service, settings), name="announce")
