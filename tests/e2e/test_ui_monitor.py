@@ -860,6 +860,38 @@ def test_a_run_opens_from_the_short_id_the_monitor_shows(server: DemoServer, bro
         assert links.first.get_attribute("href") == f"#/runs/{ids[0]}"
 
 
+def test_a_short_id_left_before_its_lookup_answers_keeps_the_page_moved_to(
+    server: DemoServer, browser: Any
+) -> None:
+    """A short id's lookup answered after the user had moved to another page: the page left
+    rewrote the URL to its run (and drew its list of matches over the next page). The URL
+    and the page moved to stay."""
+    run_id = ticket(server, tenant="short-left", wait=True)
+    held: list[Any] = []
+    with opened(browser, f"{server.ui}#/workflows") as (page, _):
+        page.get_by_role("heading", name="Workflows", exact=True).wait_for()
+
+        # A function of its own: Playwright cannot wrap a builtin such as `held.append`.
+        def hold(route: Any) -> None:
+            held.append(route)
+
+        page.route("**/run-ids?*", hold)
+        page.evaluate(f"location.hash = '#/runs/{run_id[:8]}'")
+        page.wait_for_function("() => document.querySelector('#main .page-loading') !== null")
+        for _ in range(200):  # the lookup reaches the route (bounded: 10 s)
+            if held:
+                break
+            page.wait_for_timeout(50)
+        assert held, "the short id's lookup was never sent"
+        page.evaluate("location.hash = '#/workflows'")
+        page.get_by_role("heading", name="Workflows", exact=True).wait_for()
+        with page.expect_response("**/run-ids?*"):
+            held[0].continue_()
+        page.wait_for_timeout(300)  # the page left's code runs on after its answer
+        assert page.evaluate("location.hash") == "#/workflows"
+        assert page.get_by_role("heading", name="Workflows", exact=True).is_visible()
+
+
 REDRAWN_JS = """() => new Promise((resolve) => {
   // A redraw of the page shown (as a filter or Back on it makes): what it shows at once, and
   // whether that is the move-to-another-page placeholder (the first load's "Loading…" in the

@@ -3,7 +3,7 @@
 // `GET /deployment-ids`) before it loads.
 
 import { ApiError, api, query } from "./api.js";
-import { replaceUrl } from "./app.js";
+import { currentRoute, replaceUrl } from "./app.js";
 import { fill, h } from "./dom.js";
 
 const ID_CHARS = 36;
@@ -15,10 +15,13 @@ export const DEPLOYMENTS = { path: "deployments", lookup: "/deployment-ids", nou
 /** The whole id `given` names on a page of `kind` (RUNS, DEPLOYMENTS): itself, or the one id
  * that starts with it, which then replaces it in the URL (what a reload or a shared link
  * names). No id starts with it: `<noun>_not_found`. Several do: the page lists them and
- * this answers null. */
+ * this answers null; null too when the user left the page before the lookup answered. */
 export async function wholeId(main, params, given, kind) {
   if (given.length >= ID_CHARS || !SHORT_ID.test(given)) return given;
   const found = await api(`${kind.lookup}${query({ prefix: given, limit: 5 })}`);
+  // A user who moved on meanwhile keeps the page they asked for: this page draws nothing
+  // and leaves the URL alone (its render is discarded).
+  if (currentRoute().path !== `/${kind.path}/${given}`) return null;
   if (found.ids.length === 0) {
     throw new ApiError(404, { code: `${kind.noun}_not_found`, message: `no ${kind.noun} id starts with ${given}` });
   }
