@@ -19,3 +19,10 @@ def close_names(name: str, candidates: Iterable[str]) -> list[str]:
 def did_you_mean(meant: Sequence[str]) -> str:
     """`did you mean 'a' or 'b'?`, or "" when nothing was close."""
     return f"did you mean {' or '.join(repr(m) for m in meant)}?" if meant else ""
+
+
+def typo_clause(name: str, candidates: Iterable[str]) -> str:
+    """` (did you mean 'a'?)` for a message that goes on after the name, or "" when nothing
+    in `candidates` is close to `name`."""
+    meant = did_you_mean(close_names(name, candidates))
+    return f" ({meant})" if meant else ""

@@ -11,7 +11,7 @@ import typer
 from api.cli.exit_codes import ExitCode
 from api.cli.remote import fail
 from api.cli.text import parse_since
-from schemas.close_names import close_names, did_you_mean
+from schemas.close_names import typo_clause
 
 if TYPE_CHECKING:
     from api.cli.wire import RunQuery
@@ -93,8 +93,7 @@ def checked_status(value: str | None) -> str | None:
         return None
     upper = value.upper()
     if upper not in STATUSES:
-        meant = did_you_mean(close_names(upper, STATUSES))
-        typo = f" ({meant})" if meant else ""
+        typo = typo_clause(upper, STATUSES)
         fail(f"unknown status {value!r}{typo}; one of {', '.join(STATUSES)}", ExitCode.USAGE)
     return upper
 
@@ -126,8 +125,7 @@ def run_filter(
         fail(f"--workflow {workflow} and --version {version} disagree", ExitCode.USAGE)
     version = version if version is not None else pinned
     if route is not None and route.lower() not in ROUTES:
-        meant = did_you_mean(close_names(route.lower(), ROUTES))
-        typo = f" ({meant})" if meant else ""
+        typo = typo_clause(route.lower(), ROUTES)
         fail(f"unknown route {route!r}{typo}; one of {', '.join(ROUTES)}", ExitCode.USAGE)
     created_after = _moment("--since", since)
     created_before = _moment("--until", until)

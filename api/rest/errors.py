@@ -207,20 +207,7 @@ def _not_an_object(route: APIRoute | None, path: Sequence[Any], given: Any) -> s
     if shape is None:
         return None
     what = "the body" if not path else repr(str(path[-1]))
-    return f"{what} must be a JSON object, not {_json_kind(given)}: {shape}"
-
-
-def _json_kind(value: Any) -> str:
-    """What a JSON value is, in JSON's words: `an array`, `a string`, `null`, …"""
-    if value is None:
-        return "null"
-    if isinstance(value, bool):
-        return "a boolean"
-    if isinstance(value, int | float):
-        return "a number"
-    if isinstance(value, str):
-        return "a string"
-    return "an array" if isinstance(value, list) else "an object"
+    return f"{what} must be a JSON object, not {json_text.json_kind(given)}: {shape}"
 
 
 _UNION_MEMBER = re.compile(r"[a-z_-]+\[.*\]")

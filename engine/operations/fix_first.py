@@ -16,6 +16,7 @@ from typing import Any
 
 from engine.store.models import StepStatus
 from engine.store.records import StepRecord
+from engine.store.recovery import descendants
 from schemas.definitions import Workflow
 from schemas.errors import FIX_FIRST_KINDS
 
@@ -104,9 +105,7 @@ def run_fix_first_words(
     a step it resolved is upstream of a FAILED one."""
     failed = [s for s in steps if s.status == StepStatus.FAILED.value]
     resolved = [s.vertex_id for s in steps if s.status == StepStatus.RESOLVED.value]
-    if child_run or started_over or not resolved:
-        resolved = []
-    else:
+    if not (child_run or started_over):
         resolved = resolved_upstream(workflow, (s.vertex_id for s in failed), resolved)
     return fix_first_words(
         (FailedCause.of(s.vertex_id, s.error) for s in failed),
@@ -125,15 +124,10 @@ def resolved_upstream(
     """The vertices of `resolved` that a FAILED vertex of `failed` depends on, directly or not:
     only their output can be the cause of the failure (a resolve elsewhere in the run is no
     reason to offer a start over, which sends every call of the run again)."""
-    upstream: set[str] = set()
-    frontier = [vertex for vertex in failed if vertex in workflow.vertices]
-    while frontier:  # bounded: each vertex joins `upstream` once
-        vertex = frontier.pop()
-        for dependency in workflow.vertices[vertex].depends_on:
-            if dependency not in upstream and dependency in workflow.vertices:
-                upstream.add(dependency)
-                frontier.append(dependency)
-    return sorted(upstream.intersection(resolved))
+    failing = set(failed)
+    return sorted(
+        vertex for vertex in set(resolved) if failing.intersection(descendants(workflow, vertex))
+    )
 
 
 def _submit(workflow: str, tenant_id: str | None) -> str:

@@ -65,7 +65,7 @@ from engine.store.records import (
 )
 from engine.validation import validate_input
 from schemas.clock import utc_moment
-from schemas.close_names import close_names, did_you_mean
+from schemas.close_names import typo_clause
 from schemas.definitions import RESERVED_WORKFLOWS, SpawnerVertex
 from schemas.errors import (
     IdempotencyConflict,
@@ -113,8 +113,7 @@ def _run_status(status: str | None) -> str | None:
         if status.upper() in ("PENDING", "WAITING"):
             # The fan-out's progress counts waiting children: they are RUNNING runs.
             hint = "; no run is PENDING: a waiting child is RUNNING, marked `waiting`"
-        meant = did_you_mean(close_names(status.upper(), sorted(_STATUSES)))
-        typo = f" ({meant})" if meant else ""
+        typo = typo_clause(status.upper(), sorted(_STATUSES))
         raise invalid_filter(
             f"unknown run status {status!r}{typo}; one of {known} (any case){hint}",
             "status",
@@ -163,8 +162,7 @@ def checked_filter(selection: RunFilter) -> RunFilter:
     route = None if selection.route is None else selection.route.lower()
     if route is not None and route not in _ROUTES:
         known = ", ".join(sorted(_ROUTES))
-        meant = did_you_mean(close_names(route, sorted(_ROUTES)))
-        typo = f" ({meant})" if meant else ""
+        typo = typo_clause(route, sorted(_ROUTES))
         raise invalid_filter(
             f"unknown route {selection.route!r}{typo}; one of {known} (any case)",
             "route",

@@ -421,3 +421,19 @@ def deep_pointer(value: Any, max_depth: int) -> str | None:
 
 def _children(node: dict[str, Any] | list[Any]) -> Iterator[tuple[str | int, Any]]:
     return iter(node.items()) if isinstance(node, dict) else enumerate(node)
+
+
+def json_kind(value: Any) -> str:
+    """What a parsed JSON value is, in JSON's words: `null`, `a boolean`, `an integer`, `a
+    number`, `a string`, `an array` or `an object`."""
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "a boolean"
+    if isinstance(value, int):
+        return "an integer"
+    if isinstance(value, float):
+        return "a number"
+    if isinstance(value, str):
+        return "a string"
+    return "an array" if isinstance(value, list) else "an object"

@@ -31,6 +31,7 @@ from engine.validation.common import (
     quoted_list,
     show,
 )
+from engine.validation.json_text import json_kind
 from engine.validation.patterns import UnsafePattern, compiled, input_validator, pattern_problems
 from engine.validation.satisfiable import unsatisfiable_problems
 from engine.validation.type_case import with_types_fixed
@@ -211,22 +212,6 @@ def _unresolvable(resolver: Any, ref: str) -> str | None:
     return None
 
 
-def _json_type(value: Any) -> str:
-    if value is None:
-        return "null"
-    if isinstance(value, bool):
-        return "a boolean"
-    if isinstance(value, int):
-        return "an integer"
-    if isinstance(value, float):
-        return "a number"
-    if isinstance(value, str):
-        return "a string"
-    if isinstance(value, list):
-        return "an array"
-    return "an object"
-
-
 def _subject(path: Sequence[str | int], whole: str | None = None) -> str:
     """How a message names the value at `path`; `whole` names the root (None: a workflow file)."""
     if not path:
@@ -361,15 +346,15 @@ def _type_sentence(
     if not path and whole is None:
         return (
             "The document must be a workflow (a JSON object) or a list of workflows, "
-            f"not {_json_type(instance)}."
+            f"not {json_kind(instance)}."
         )
     wanted = [value] if isinstance(value, str) else list(value)
     names = [_TYPE_NAMES.get(str(w), str(w)) for w in wanted]
     joined = ", ".join(names[:-1]) + " or " + names[-1] if len(names) > 1 else names[0]
     if wanted == ["array"] and not isinstance(instance, dict | list) and instance is not None:
         # `"successCodes": 200`: the one value, as the array it belongs in.
-        return f"{subject} must be an array, e.g. {show([instance])}; got {_json_type(instance)}."
-    return f"{subject} must be {joined}, not {_json_type(instance)}."
+        return f"{subject} must be an array, e.g. {show([instance])}; got {json_kind(instance)}."
+    return f"{subject} must be {joined}, not {json_kind(instance)}."
 
 
 def _around_hint(instance: Any) -> str:

@@ -18,6 +18,14 @@ READERS: list[tuple[str, Callable[[str], Any]]] = [
 ]
 
 
+def _refused(read: Callable[[str], Any], text: str, capsys: pytest.CaptureFixture[str]) -> str:
+    """What the option reader printed refusing `text`, once it exited with the usage code."""
+    with pytest.raises(typer.Exit) as ended:
+        read(text)
+    assert ended.value.exit_code == 2
+    return capsys.readouterr().err
+
+
 @pytest.mark.parametrize(("option", "read"), READERS)
 @pytest.mark.parametrize(
     ("text", "said"),
@@ -35,10 +43,7 @@ def test_unreadable_json_is_one_line(
     said: str,
     capsys: pytest.CaptureFixture[str],
 ) -> None:
-    with pytest.raises(typer.Exit) as ended:
-        read(text)
-    assert ended.value.exit_code == 2
-    err = capsys.readouterr().err
+    err = _refused(read, text, capsys)
     assert err.startswith(f"error: {option} {said}")
     assert "Traceback" not in err
 
@@ -72,8 +77,5 @@ def test_a_syntax_error_is_said_as_validate_says_it(
     capsys: pytest.CaptureFixture[str],
 ) -> None:
     # Line and column, and the likely cause: not the parser's "(char 11)" alone.
-    with pytest.raises(typer.Exit) as ended:
-        read(text)
-    assert ended.value.exit_code == 2
-    err = capsys.readouterr().err
+    err = _refused(read, text, capsys)
     assert err == f"error: {option} is not valid JSON: {said} (a file is given as @path)\n"
