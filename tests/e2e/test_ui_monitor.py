@@ -912,7 +912,9 @@ def test_a_run_opened_by_its_short_id_redraws_in_place(server: DemoServer, brows
     with opened(browser, f"{server.ui}#/runs/{run_id[:8]}") as (page, _):
         # At once after the rewrite, while the page may still be reading the run: the URL
         # names the page shown from then on, not once the page has finished loading.
-        page.wait_for_function(f"location.hash === '#/runs/{run_id}'")
+        # A function, not an expression: Playwright evaluates a bare expression with eval,
+        # which the monitor's Content-Security-Policy (script-src 'self') refuses.
+        page.wait_for_function("want => location.hash === want", arg=f"#/runs/{run_id}")
         early = page.evaluate(REDRAWN_JS)
         page.locator("h1 .badge", has_text="succeeded").wait_for()
         shown = page.evaluate(REDRAWN_JS)
