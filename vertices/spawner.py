@@ -2,7 +2,8 @@
 
 The vertex decides; the engine writes. `execute` evaluates `items`, runs the guards before the
 first child (tenant quota, ready-queue backpressure, payload-store pressure), then hands the
-children to the engine's `FanoutPort` in batches. Each child's identity is derived from
+children to the engine's `FanoutPort` in batches (`batch_bounds`: a small first one, so the
+first children start while the rest are written). Each child's identity is derived from
 (parent run id, spawner vertex id, item index), and the store creates a child only if that key
 does not exist (a unique constraint, not a look-up), so a re-delivered or racing spawner
 re-attaches the children that exist, whatever their status, and creates only the missing ones.
@@ -29,13 +30,26 @@ from schemas.waiting import WaitReason
 from vertices.contract import AwaitingChildren, Parked, StepContext, StepStopped
 from vertices.fanout_limits import FanoutLimits
 
-__all__ = ["ChildSpec", "FanoutLimits", "FanoutPort", "child_specs", "execute", "items_of"]
+__all__ = [
+    "ChildSpec",
+    "FanoutLimits",
+    "FanoutPort",
+    "batch_bounds",
+    "child_specs",
+    "execute",
+    "items_of",
+]
 
 BACKPRESSURE_PARK_S = 10.0
 """How long a spawner parks when the ready queue is too deep: 10 s, as documented for
 `BACKPRESSURE_MAX_DEPTH` (docs/architecture.md, 'Backpressure and quotas')."""
 PAYLOAD_PARK_S = 10.0
 """How long a spawner parks while the payload store is over its high-water mark."""
+FIRST_BATCH = 64
+"""Children in a fan-out's first batch when its `batch_size` is larger. No child starts before
+its batch commits, and a batch of 500 takes about 70 ms to write on PostgreSQL; the batches
+after the first double up to `batch_size`, so the first children call out while the rest are
+written (bench/RESULTS.md, 'Time to the first call')."""
 
 
 @dataclass(frozen=True)
@@ -207,12 +221,12 @@ async def execute(
         if parked is not None:
             return parked
     created = written = 0
-    for start in range(0, total, limits.batch_size):
+    for start, end in batch_bounds(total, limits.batch_size):
         if ctx.stop is not None and ctx.stop.reason is not None:
             # Its run failed (or was cancelled): no more children. Those created run on; the
             # run's retry re-attaches them and creates the rest, one child per item.
             raise StepStopped(f"children {start:,} to {total - 1:,} of {total:,} not created")
-        batch = list(child_specs(config, ctx, items, start, start + limits.batch_size))
+        batch = list(child_specs(config, ctx, items, start, end))
         # Every batch counts, re-attached children's too: a fan-out delivered again fails at
         # the same item, whatever its first delivery created.
         written += _checked_batch(config, batch, written, limits, total)
@@ -223,6 +237,16 @@ async def execute(
         {"total": total, "created": created},
     )
     return AwaitingChildren(total)
+
+
+def batch_bounds(total: int, batch_size: int) -> Iterator[tuple[int, int]]:
+    """The `[start, end)` item ranges a fan-out of `total` writes, one transaction each: the
+    first of at most `FIRST_BATCH` items, each next one twice the last, up to `batch_size`."""
+    start, size = 0, min(batch_size, FIRST_BATCH)
+    while start < total:
+        end = min(total, start + size)
+        yield start, end
+        start, size = end, min(batch_size, 2 * size)
 
 
 async def _guards(

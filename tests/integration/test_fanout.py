@@ -257,6 +257,28 @@ def _waiting_of(steps: list[StepRecord], vertex_id: str) -> tuple[str, str, floa
     return None if waiting is None else (waiting.reason, waiting.message, waiting.until or 0.0)
 
 
+async def test_a_fan_out_writes_a_small_first_batch_then_doubles(
+    runtime: Runtime, downstream: RunningDownstream, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """No child starts before its batch commits, so the first batch is small (64): the first
+    children call out while the rest are written. The batches after it double up to
+    SPAWN_BATCH (500), and every item gets its one child."""
+    step = await _spawner_step(runtime, downstream.url, 1200)
+    version = await runtime.store.get_version("parent")
+    written: list[int] = []
+    create = runtime.store.create_children
+
+    async def recorded(spawner: Any, child: Any, total: int, rows: list[Any]) -> int:
+        written.append(len(rows))
+        return await create(spawner, child, total, rows)
+
+    monkeypatch.setattr(runtime.store, "create_children", recorded)
+    result, _ = await executor.execute(step, version.workflow, runtime.executor_deps())
+    assert isinstance(result, StepAwaitingChildren) and result.total == 1200
+    assert written == [64, 128, 256, 500, 252]
+    assert await runtime.store.existing_children(step.run_id, "each") == 1200
+
+
 @pytest.fixture
 async def clocked(backend: Backend) -> AsyncIterator[tuple[Runtime, FakeClock]]:
     clock = FakeClock()
