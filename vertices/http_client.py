@@ -127,6 +127,17 @@ class HttpClient:
     def is_closed(self) -> bool:
         return self._closed
 
+    @property
+    def is_open(self) -> bool:
+        """Whether the session is built (`open`, or the first request, built it)."""
+        return self._session is not None
+
+    def open(self) -> None:
+        """Build the session now rather than at the first request: its TLS context loads the
+        system's CA certificates, about 20 ms during which the event loop serves nobody, and
+        a worker would otherwise pay it on its first call, with an admission slot held."""
+        self._open()
+
     def _open(self) -> aiohttp.ClientSession:
         if self._closed:
             raise RuntimeError("the HTTP client is closed")

@@ -208,6 +208,7 @@ class Worker:
 
     async def run(self, stop: asyncio.Event) -> None:
         self._deps.admission_tickets.renewed_by(self._config.lease_s)
+        self._deps.http.open()  # before the first claim, not on the first call
         with contextlib.ExitStack() as listening:
             if self._cancellations is not None:
                 listening.enter_context(self._cancellations.listening(self._stops.runs_cancelled))
