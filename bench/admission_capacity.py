@@ -28,7 +28,10 @@ The driver opens its own `Runtime` on the same database and Redis and samples
 * `requests`, `r429`, `share429` — what the downstream answered (goal ≤ 5 % 429s);
 * `children` — children by status (goal: all SUCCEEDED);
 * `limit` — the AIMD limit's mean / min / max after the first second, and `cuts`;
-* `ds_in_flight_mean` — the downstream's mean in-flight count (its busy share x capacity).
+* `ds_in_flight_mean` — the downstream's mean in-flight count (its busy share x capacity);
+* `first_call_s`, `last_answer_s` — when the downstream saw the first call arrive and the
+  last one answered, in seconds after the submission (what `wall_s` spends before any slot
+  is busy, and after the last).
 
 `adapt` also prints the 429 share per 1 s window after the drop, when it first / for good
 falls under 2 % (goal within 10 s), and how long the limit takes to reach 80 % of the new
@@ -58,6 +61,7 @@ from bench.admission_common import (
     DownstreamControl,
     StatusPoller,
     Tracer,
+    call_span,
     child_workflow,
     downstream_process,
     fresh_backend,
@@ -147,7 +151,7 @@ async def once(args: argparse.Namespace, ratio: float | None) -> dict[str, Any]:
             profiling = None
             if args.profile_s > 0:
                 profiling = asyncio.create_task(profile(fleet.pids, 3.0, args.profile_s, tag))
-            started = time.perf_counter()
+            started, submitted_at = time.perf_counter(), time.time()
             run_id = await as_user.submit(ops, parent, items(args.children))
             status = await wait_for_run(poller, runtime.store, run_id, args.timeout, label=label)
             wall = time.perf_counter() - started
@@ -164,6 +168,7 @@ async def once(args: argparse.Namespace, ratio: float | None) -> dict[str, Any]:
             stats = await control.stats(recent=MAX_RECENT)
             result["ds_max_concurrent"] = stats["maxConcurrent"]
             result["slot_turnaround"] = slot_turnaround(stats["recent"])
+            result |= call_span(stats["recent"], submitted_at)
             result["loadavg_before"] = load_before
             result["loadavg_after"] = loadavg()
             result["foreign_workers_at_end"] = len(other_benchmarks())

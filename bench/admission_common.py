@@ -795,6 +795,22 @@ def summarize_profile(paths: Sequence[Path], top: int = 12) -> dict[str, Any]:
 # ── slot turnaround ────────────────────────────────────────────────────────────────────────
 
 
+def call_span(records: Sequence[dict[str, Any]], submitted_at: float) -> dict[str, Any]:
+    """When the downstream saw the run's first call arrive and its last call answered, in
+    seconds after the submission (`time.time()` at `submitted_at`), from its request records:
+    the start-up the run pays before any slot is busy (submission, the spawner's first batch,
+    a claim, admission) and what it pays after the last answer (the join, the status poll)."""
+    answered = [r for r in records if r.get("outcome") == "200"]
+    if not answered:
+        return {}
+    first = min(float(r["t"]) for r in answered)
+    last = max(float(r["t"]) + float(r["durationMs"]) / 1000 for r in answered)
+    return {
+        "first_call_s": round(first - submitted_at, 3),
+        "last_answer_s": round(last - submitted_at, 3),
+    }
+
+
 def slot_turnaround(records: Sequence[dict[str, Any]]) -> dict[str, Any]:
     """How long a downstream slot stays empty between one call's answer and the next call's
     arrival, from the downstream's own request records (arrival `t`, `durationMs`).

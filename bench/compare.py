@@ -182,6 +182,8 @@ async def engine_capacity(children: int) -> dict[str, Any]:
         "limit": result.get("limit"),
         "ds_in_flight_mean": result.get("ds_in_flight_mean"),
         "slot_turnaround": result.get("slot_turnaround"),
+        "first_call_s": result.get("first_call_s"),
+        "last_answer_s": result.get("last_answer_s"),
         "loadavg_1m": result["loadavg_before"][0],
     }
 
@@ -305,6 +307,9 @@ def summary(workload: str, pairs: list[Pair]) -> dict[str, Any]:
         for side in ("plain", "engine"):
             gaps = [getattr(p, side)["slot_turnaround"].get("mean_ms") for p in mine]
             out[f"{side}_median_slot_gap_ms"] = statistics.median(g or 0.0 for g in gaps)
+        firsts = [p.engine["first_call_s"] for p in mine if p.engine.get("first_call_s")]
+        if firsts:
+            out["engine_median_first_call_s"] = statistics.median(firsts)
     else:
         out["engine_median_cpu_ms_per_child"] = statistics.median(
             p.engine["cpu_ms_per_child"] for p in mine
