@@ -104,9 +104,10 @@ def run_fix_first_words(
     its FAILED steps' errors; a root run not started over yet is offered the start over when
     a step it resolved is upstream of a FAILED one."""
     failed = [s for s in steps if s.status == StepStatus.FAILED.value]
-    resolved = [s.vertex_id for s in steps if s.status == StepStatus.RESOLVED.value]
+    resolved: list[str] = []
     if not (child_run or started_over):
-        resolved = resolved_upstream(workflow, (s.vertex_id for s in failed), resolved)
+        mine = [s.vertex_id for s in steps if s.status == StepStatus.RESOLVED.value]
+        resolved = resolved_upstream(workflow, (s.vertex_id for s in failed), mine)
     return fix_first_words(
         (FailedCause.of(s.vertex_id, s.error) for s in failed),
         workflow=workflow.name,
