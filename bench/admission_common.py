@@ -795,16 +795,26 @@ def summarize_profile(paths: Sequence[Path], top: int = 12) -> dict[str, Any]:
 # ── slot turnaround ────────────────────────────────────────────────────────────────────────
 
 
+def held_slots(records: Sequence[dict[str, Any]]) -> list[tuple[float, float]]:
+    """(arrival, answer) of each call that held a downstream slot, from its request records
+    (arrival `t`, `durationMs`): the answered-200 ones (a 429 is answered at once)."""
+    return [
+        (float(r["t"]), float(r["t"]) + float(r["durationMs"]) / 1000)
+        for r in records
+        if r.get("outcome") == "200"
+    ]
+
+
 def call_span(records: Sequence[dict[str, Any]], submitted_at: float) -> dict[str, Any]:
     """When the downstream saw the run's first call arrive and its last call answered, in
     seconds after the submission (`time.time()` at `submitted_at`), from its request records:
     the start-up the run pays before any slot is busy (submission, the spawner's first batch,
     a claim, admission) and what it pays after the last answer (the join, the status poll)."""
-    answered = [r for r in records if r.get("outcome") == "200"]
-    if not answered:
+    held = held_slots(records)
+    if not held:
         return {}
-    first = min(float(r["t"]) for r in answered)
-    last = max(float(r["t"]) + float(r["durationMs"]) / 1000 for r in answered)
+    first = min(arrival for arrival, _ in held)
+    last = max(answer for _, answer in held)
     return {
         "first_call_s": round(first - submitted_at, 3),
         "last_answer_s": round(last - submitted_at, 3),
@@ -822,12 +832,8 @@ def slot_turnaround(records: Sequence[dict[str, Any]]) -> dict[str, Any]:
     with no freed slot waiting (the ramp-up) are not gaps. Little's law ties it to the mean
     occupancy: busy slots ≈ limit x latency / (latency + mean gap)."""
     events: list[tuple[float, int]] = []
-    for record in records:
-        if record.get("outcome") != "200":
-            continue
-        start = float(record["t"])
-        events.append((start, 1))
-        events.append((start + float(record["durationMs"]) / 1000, 0))
+    for arrival, answer in held_slots(records):
+        events += [(arrival, 1), (answer, 0)]
     events.sort()  # an answer (0) before an arrival (1) at the same instant
     freed: list[float] = []
     head = 0
