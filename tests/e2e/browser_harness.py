@@ -367,3 +367,24 @@ def failed_long_vertex_run(server: DemoServer, workflow: str, tenant: str) -> st
     run_id = str(answer["id"])
     assert server.wait_status(run_id, {"FAILED", "SUCCEEDED"}) == "FAILED"
     return run_id
+
+
+BUTTONS_JS = """(bar) => {
+  const found = [...bar.querySelectorAll("button")].map((b) => {
+    const style = getComputedStyle(b);
+    b.focus();
+    return {
+      label: b.textContent, disabled: b.disabled, title: b.title,
+      background: style.backgroundColor, color: style.color, border: style.borderColor,
+      focusable: document.activeElement === b,
+    };
+  });
+  document.activeElement.blur();
+  return found;
+}"""
+"""Each operator action as the page shows it, and whether it can take the focus."""
+
+
+def actions(page: Any) -> dict[str, dict[str, Any]]:
+    bar = page.get_by_role("toolbar", name="Operator actions")
+    return {b["label"]: b for b in bar.evaluate(BUTTONS_JS)}

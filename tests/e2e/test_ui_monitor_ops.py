@@ -9,6 +9,7 @@ buttons, the cap banner and the chart's scale."""
 from __future__ import annotations
 
 import re
+import time
 from collections.abc import Iterator
 from typing import Any
 from urllib.parse import quote
@@ -17,10 +18,12 @@ import pytest
 
 from tests.e2e.browser_harness import (
     DemoServer,
+    actions,
     demo_on_sqlite,
     eventually,
     http_json,
     opened,
+    pause_clock,
     shoot,
 )
 from tests.e2e.test_ui_monitor import breaker_opening_run, confirm
@@ -671,14 +674,21 @@ def test_a_childs_retry_under_a_root_started_over_says_the_refusal_first(
     server: DemoServer, browser: Any
 ) -> None:
     """The tour: a FAILED child's Retry dialog promised "Its FAILED steps run again" when its
-    root had been started over, and the click was refused (409 `started_over`). The dialog
-    now says the refusal before the click (the retry's preview), and the root's own Start
-    over dialog says which run an earlier start over made."""
+    root had been started over, and the click was refused (409 `started_over`). A page read
+    before the start over says the refusal in the dialog, before the click (the retry's
+    preview); at its next look the page offers no Retry, Reprocess or Resolve the API would
+    refuse, names the run the start over made, and the root's own Start over dialog says
+    which run that was."""
     parent = failed_fan_out(server, "refused-child", 3, {1})
-    new_id = server.call(f"/runs/{parent}/start-over", {})["newRunId"]
     child = server.call(f"/runs/{parent}/children?status=FAILED")["items"][0]["id"]
-    with opened(browser, f"{server.ui}#/runs/{child}") as (page, _):
+    with opened(browser, "about:blank") as (page, _):
+        page.clock.install(time=time.time())
+        page.goto(f"{server.ui}#/runs/{child}")
         page.locator("h1 .badge", has_text="failed").wait_for()
+        assert actions(page)["Retry"]["disabled"] is False
+        # The page's next look (every 10 s for an ended run) waits for the clock.
+        pause_clock(page)
+        new_id = server.call(f"/runs/{parent}/start-over", {})["newRunId"]
         page.get_by_role("button", name="Retry", exact=True).click()
         dialog = page.locator("dialog.modal")
         dialog.locator("p", has_text="This retry would be refused.").wait_for()
@@ -694,10 +704,19 @@ def test_a_childs_retry_under_a_root_started_over_says_the_refusal_first(
         shoot(page, "ops-child-retry-refused-first", narrow=False)
         dialog.get_by_role("button", name="Close").click()
         dialog.wait_for(state="detached")
-        page.get_by_role("button", name="Retry", exact=True).click()
-        page.locator("dialog.modal").get_by_role("link", name=f"Open run {new_id[:8]}").click()
-        page.wait_for_url(f"**#/runs/{new_id}")
-        page.locator("dialog.modal").wait_for(state="detached")
+        # The next look: the child is under a root started over.
+        page.clock.run_for(11_000)
+        root_link = page.locator(".run-facts a", has_text=new_id[:8])
+        root_link.wait_for()
+        assert root_link.get_attribute("href") == f"#/runs/{new_id}"
+        assert "Root started over as" in page.locator(".run-facts").inner_text()
+        bar = actions(page)
+        words = f"its root run was started over as run {new_id[:8]}: look at that run"
+        assert bar["Retry"]["disabled"] and bar["Retry"]["title"].startswith(words), bar
+        page.get_by_role("button", name="call", exact=True).first.click()
+        page.locator(".step-panel h3", has_text="Step call").wait_for()
+        assert page.locator(".step-panel button", has_text="Resolve").count() == 0
+        shoot(page, "ops-child-under-root-started-over", narrow=False)
         page.goto(f"{server.ui}#/runs/{parent}")
         # The new run's page failed too: wait for the parent's own id, not for a badge the
         # page being left may still show (a full run failed here on the new run's dialog).

@@ -21,6 +21,7 @@ from tests.e2e.browser_harness import (
     NARROW,
     WIDE,
     DemoServer,
+    actions,
     assert_fits_a_phone,
     demo_on_sqlite,
     eventually,
@@ -40,28 +41,8 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[DemoServer]:
         yield running
 
 
-BUTTONS_JS = """(bar) => {
-  const found = [...bar.querySelectorAll("button")].map((b) => {
-    const style = getComputedStyle(b);
-    b.focus();
-    return {
-      label: b.textContent, disabled: b.disabled, title: b.title,
-      background: style.backgroundColor, color: style.color, border: style.borderColor,
-      focusable: document.activeElement === b,
-    };
-  });
-  document.activeElement.blur();
-  return found;
-}"""
-"""Each operator action as the page shows it, and whether it can take the focus."""
-
 RED = "rgb(180, 35, 24)"
 """--bad, the colour of a button that destroys something."""
-
-
-def actions(page: Any) -> dict[str, dict[str, Any]]:
-    bar = page.get_by_role("toolbar", name="Operator actions")
-    return {b["label"]: b for b in bar.evaluate(BUTTONS_JS)}
 
 
 def test_a_finished_run_offers_no_cancel(server: DemoServer, browser: Any) -> None:

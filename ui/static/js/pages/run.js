@@ -76,6 +76,9 @@ function headline(detail) {
   if (detail.restartedFrom) facts.push(["Started over from", h("a", { href: `#/runs/${encodeURIComponent(detail.restartedFrom)}` }, shortId(detail.restartedFrom))]);
   if (detail.restarts.length) {
     facts.push(["Started over as", detail.restarts.map((id, i) => [i ? ", " : "", h("a", { href: `#/runs/${encodeURIComponent(id)}` }, shortId(id))])]);
+  } else if (detail.startedOverAs) {
+    // A child under a root run started over: its actions are refused, the new run is the one to look at.
+    facts.push(["Root started over as", h("a", { href: `#/runs/${encodeURIComponent(detail.startedOverAs)}` }, shortId(detail.startedOverAs))]);
   }
   return h("dl", { class: "facts run-facts" }, facts.map(([name, value]) => h("div", {}, h("dt", {}, name), h("dd", {}, value))));
 }
@@ -185,8 +188,9 @@ function stepPanel(detail, step, result, reload) {
     h("dl", { class: "facts" }, facts.map(([name, value]) => h("div", {}, h("dt", {}, name), h("dd", {}, value)))),
     waitingLine(step),
     holderLine(step),
-    // A run started over is not resolved (409 started_over: the new run sends the calls).
-    step.status === "FAILED" && !isDeploymentRun(detail) && !detail.restarts.length
+    // A run started over (or under a root that was) is not resolved (409 started_over: the
+    // new run sends the calls).
+    step.status === "FAILED" && !isDeploymentRun(detail) && !detail.startedOverAs
       ? h("button", { type: "button", class: "primary", onclick: () => resolveStep(detail, step, result, reload) }, `Resolve ${step.vertexId}…`)
       : null,
     errorBox(step.error, { title: `Error of ${step.vertexId}` }),

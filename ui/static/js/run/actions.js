@@ -183,11 +183,14 @@ function startOverWhyNot(detail) {
   return "the run has not ended";
 }
 
-/** Why Retry and Reprocess are unavailable on a run that was started over (the API refuses
- * them, 409 started_over: the new run already sends its calls); null when it was not. */
+/** Why Retry, Reprocess and Resolve are unavailable on a run that was started over, or that
+ * is under a root run that was (the API refuses them, 409 started_over: the new run already
+ * sends its calls); null when neither was. */
 function startedOverWhy(detail) {
-  const latest = detail.restarts[detail.restarts.length - 1];
-  return latest ? `started over as run ${shortId(latest)}: look at that run; a run can be retried only while nobody has started it over` : null;
+  const newRun = detail.startedOverAs;
+  if (!newRun) return null;
+  const which = detail.restarts.length ? "started over" : "its root run was started over";
+  return `${which} as run ${shortId(newRun)}: look at that run; a run can be retried only while nobody has started it over`;
 }
 
 /** The engine's own run of a deployment (route "system"): the API refuses retry, resolve,
@@ -209,7 +212,7 @@ function deploymentNote(detail) {
 export function actionBarKey(detail) {
   const quota = detail.steps.filter((s) => s.status === "FAILED" && s.error?.kind === "quota_exceeded").map((s) => [s.vertexId, s.error.message]);
   const fix = detail.fixFirst || null;
-  return JSON.stringify([detail.id, detail.status, detail.fanout.failed, detail.parentRunId, detail.route, detail.tenantId, detail.restarts, quota, fix]);
+  return JSON.stringify([detail.id, detail.status, detail.fanout.failed, detail.parentRunId, detail.route, detail.tenantId, detail.startedOverAs, quota, fix]);
 }
 
 /** The action bar of `detail`; `done()` reloads the page after an action, refused ones too: a
