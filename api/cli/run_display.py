@@ -371,16 +371,24 @@ def _created(run: RunDetail, now: float) -> str:
 
 def tolerated_words(run: RunDetail) -> str | None:
     """ "3 of 100 children failed (tolerated)": a run that SUCCEEDED although children of it
-    failed or were cancelled (its MERGE tolerated them), which its status alone hides; the
-    monitor's run page says the same. None for any other run."""
+    failed or were cancelled (its MERGE tolerated them, or an operator resolved its MERGE:
+    "(join resolved by an operator)"), which its status alone hides; the monitor's run page
+    says the same. None for any other run."""
     fanout = run.fanout
     if run.status != "SUCCEEDED" or not fanout.failed + fanout.cancelled:
         return None
     of = plural(fanout.total, "child", "children")
+    how = "join resolved by an operator" if join_resolved(run) else "tolerated"
     if not fanout.failed:
-        return f"{fanout.cancelled:,} of {of} cancelled (tolerated)"
+        return f"{fanout.cancelled:,} of {of} cancelled ({how})"
     cancelled = f", {fanout.cancelled:,} cancelled" if fanout.cancelled else ""
-    return f"{fanout.failed:,} of {of} failed{cancelled} (tolerated)"
+    return f"{fanout.failed:,} of {of} failed{cancelled} ({how})"
+
+
+def join_resolved(run: RunDetail) -> bool:
+    """Whether an operator resolved a MERGE of the run: its join did not tolerate the
+    children that failed, somebody gave it an output instead."""
+    return any(step.type == "MERGE" and step.status == "RESOLVED" for step in run.steps)
 
 
 def _status(run: RunDetail) -> Text:

@@ -8,6 +8,7 @@ buttons, the cap banner and the chart's scale."""
 
 from __future__ import annotations
 
+import json
 import re
 import time
 from collections.abc import Iterator
@@ -727,3 +728,35 @@ def test_a_childs_retry_under_a_root_started_over_says_the_refusal_first(
         again.locator("p", has_text=f"Already started over as run {new_id}").wait_for()
         again.get_by_role("button", name="Close").click()
     assert server.call(f"/runs/{child}")["status"] == "FAILED"  # nothing was sent
+
+
+def test_resolving_a_failed_join_starts_from_a_joins_output_and_says_who_closed_it(
+    server: DemoServer, browser: Any
+) -> None:
+    """The tour: Resolve of a FAILED join offered a GATEWAY's answer (`status`, `body`), sent
+    as offered; the steps after the join read nothing from it, and the run then read
+    "children failed (tolerated)" although this join tolerates none. The editor starts from
+    a join's output, the spawner's counts and `outputs`, and the SUCCEEDED run says its join
+    was resolved by an operator."""
+    parent = failed_fan_out(server, "resolved-join", 3, {1})
+    with opened(browser, f"{server.ui}#/runs/{parent}") as (page, _):
+        page.locator("h1 .badge", has_text="failed").wait_for()
+        page.get_by_role("button", name="join", exact=True).first.click()
+        page.get_by_role("button", name="Resolve join…").click()
+        dialog = page.locator("dialog.modal")
+        offered = json.loads(dialog.locator("#json-value").input_value())
+        counts = {"total": 3, "succeeded": 2, "failed": 1, "cancelled": 0, "pending": 0}
+        assert offered == {"counts": counts, "outputs": []}, offered
+        assert "the join's output: counts, and outputs" in dialog.inner_text()
+        shoot(page, "ops-resolve-join-dialog", narrow=False)
+        confirm(page, "Resolve")
+        page.locator("h1 .badge", has_text="succeeded").wait_for()
+        note = page.locator(".tolerated-note")
+        said = " ".join(note.inner_text().split())
+        assert said == (
+            "⚠ Succeeded — 1 of 3 children failed (join resolved by an operator). "
+            "Show the failed children"
+        ), said
+    detail = server.call(f"/runs/{parent}")
+    join = next(s for s in detail["steps"] if s["vertexId"] == "join")
+    assert (join["status"], join["output"]) == ("RESOLVED", {"counts": counts, "outputs": []})

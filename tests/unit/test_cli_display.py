@@ -784,3 +784,21 @@ def test_a_list_names_the_run_a_start_over_made_for_a_run_and_for_a_child() -> N
     assert said[0].endswith(" (started over as abcdef01)"), said
     assert said[1].endswith(" (root started over as abcdef01)"), said
     assert "started over" not in said[2], said
+
+
+def test_a_join_an_operator_resolved_is_not_said_to_have_tolerated_its_children() -> None:
+    # The tour: after `runs resolve RUN join`, `runs show` said "1 of 3 children failed
+    # (tolerated)" of a join that tolerates none; the operator closed it.
+    fields = running_fan_out({"total": 3, "succeeded": 2, "failed": 1})
+    fields["status"] = "SUCCEEDED"
+    fields["steps"] = [
+        {"vertexId": "each", "type": "SPAWNER", "status": "SUCCEEDED"},
+        {"vertexId": "join", "type": "MERGE", "status": "RESOLVED"},
+    ]
+    resolved = RunDetail.model_validate(fields)
+    assert run_display.tolerated_words(resolved) == (
+        "1 of 3 children failed (join resolved by an operator)"
+    )
+    fields["steps"][1]["status"] = "SUCCEEDED"  # type: ignore[index]
+    tolerated = RunDetail.model_validate(fields)
+    assert run_display.tolerated_words(tolerated) == "1 of 3 children failed (tolerated)"

@@ -84,19 +84,21 @@ function headline(detail) {
 }
 
 /** A run that SUCCEEDED although some of its children failed or were cancelled (its MERGE
- * tolerated them): said beside its green badge in the warning colour, or an operator never
- * notices them, with a link to those children ("succeeded — 3 of 100 children failed
- * (tolerated)"; `runs show` says the same). */
+ * tolerated them, or an operator resolved its MERGE): said beside its green badge in the
+ * warning colour, or an operator never notices them, with a link to those children
+ * ("succeeded — 3 of 100 children failed (tolerated)"; `runs show` says the same). */
 function toleratedNote(detail) {
   const { total, failed, cancelled } = detail.fanout;
   if (detail.status !== "SUCCEEDED" || !(failed + cancelled)) return null;
   const of = plural(total, "child", "children");
-  const how = failed ? `${count(failed)} of ${of} failed${cancelled ? `, ${count(cancelled)} cancelled` : ""}` : `${count(cancelled)} of ${of} cancelled`;
+  const what = failed ? `${count(failed)} of ${of} failed${cancelled ? `, ${count(cancelled)} cancelled` : ""}` : `${count(cancelled)} of ${of} cancelled`;
+  const resolved = detail.steps.some((s) => s.type === "MERGE" && s.status === "RESOLVED");
+  const how = resolved ? "join resolved by an operator" : "tolerated";
   const href = `#/runs/${encodeURIComponent(detail.id)}?children=${failed ? "FAILED" : "CANCELLED"}`;
   return h(
     "p",
     { class: "tolerated-note", role: "note" },
-    `⚠ Succeeded — ${how} (tolerated). `,
+    `⚠ Succeeded — ${what} (${how}). `,
     h("a", { href }, `Show the ${failed ? "failed" : "cancelled"} children`),
   );
 }

@@ -302,15 +302,37 @@ async function resolveWarning(detail, step) {
   return preview?.reopenedRun && preview.warnings?.length ? preview.warnings[0] : null;
 }
 
+/** What Resolve's editor starts with, and says of it: the shape the step's dependants read
+ * from its output. A GATEWAY's is an answer (`status`, `body`); a MERGE's its children's
+ * `counts` (its spawner's, when the run has one) and their `outputs` in item order (a GATEWAY
+ * answer there made the steps after the join read nothing, and send that on). */
+function resolveTemplate(detail, step) {
+  const readAs = "The step becomes RESOLVED with this output and the run continues.";
+  if (step.type === "MERGE") {
+    const spawners = detail.steps.filter((s) => s.type === "SPAWNER" && s.children);
+    const { total, succeeded, failed, cancelled } = spawners.length === 1 ? spawners[0].children : detail.fanout;
+    const counts = { total, succeeded, failed, cancelled, pending: total - succeeded - failed - cancelled };
+    return {
+      initial: { counts, outputs: [] },
+      help: `${readAs} Its dependants read it as the join's output: counts, and outputs (one per child in item order, null for a child that did not succeed).`,
+    };
+  }
+  if (step.type === "GATEWAY") {
+    return { initial: { status: 200, body: {} }, help: `${readAs} Its dependants read it as the call's answer: status and body.` };
+  }
+  return { initial: {}, help: `${readAs} Its dependants read it as the step's output.` };
+}
+
 /** Resolve a FAILED step of the run `detail` with an output the operator types (checked as
  * JSON first), saying first, and in the answer's warnings after, when it reopens a finished
  * run above. */
 export async function resolveStep(detail, step, result, done) {
   const warning = await resolveWarning(detail, step);
+  const template = resolveTemplate(detail, step);
   const edited = await editJson({
     title: `Resolve ${step.vertexId}`,
-    help: "The step becomes RESOLVED with this output and the run continues. Its dependants read it as the step's output.",
-    initial: JSON.stringify({ status: 200, body: {} }, null, 2),
+    help: template.help,
+    initial: JSON.stringify(template.initial, null, 2),
     confirm: "Resolve",
     note: warning ? [h("strong", {}, "Before you resolve: "), warningNodes(warning)] : null,
   });
