@@ -154,14 +154,30 @@ def summary(run: RunDetail, failed_children: list[RunSummary]) -> str:
     if run.status == "SUCCEEDED":
         lines.append(_output_line(run.output))
     elif run.error is not None:
-        lines += _failure_lines(run, run.error)
+        lines += _failure_lines(run, _listed_below(run, run.error, failed_children))
     for child in failed_children:
         error = child.error
         what = f"{error.kind}: {error.message}" if error is not None else child.status
         lines.append(f"  failed child #{child.item_index} ({child.id}): {_one_line(what)}")
     if len(failed_children) == FIRST_FAILURES and fanout.failed > FIRST_FAILURES:
-        lines.append(f"  … and {fanout.failed - FIRST_FAILURES} more failed children")
+        lines.append(
+            f"  … and {fanout.failed - FIRST_FAILURES} more failed children (list them with "
+            f"`schemabridge runs children {run.id} --status FAILED` against a "
+            "`schemabridge serve` on this database)"
+        )
     return "\n".join(lines)
+
+
+def _listed_below(run: RunDetail, error: ErrorView, failed_children: list[RunSummary]) -> ErrorView:
+    """`error` without the `runs children` command a join's message ends with, when the
+    summary lists those children itself: that command asks a running API, which a
+    `schemabridge run` has not (against the default URL it could not connect)."""
+    from engine.execution.child_causes import children_hint
+
+    hint = children_hint(run.id)
+    if not failed_children or not error.message.endswith(hint):
+        return error
+    return error.model_copy(update={"message": error.message.removesuffix(hint)})
 
 
 def _one_line(text: str, limit: int = 200) -> str:

@@ -15,6 +15,12 @@ READ_AT_MOST = 1000
 _MESSAGE_CHARS = 160
 
 
+def children_hint(run_id: str) -> str:
+    """What a `child_failures` message ends with: where an operator lists those children (a
+    command of a running API; `schemabridge run`, which has none, lists them itself)."""
+    return f"; see `schemabridge runs children {run_id} --status FAILED`"
+
+
 class FailedChildren(Protocol):
     async def failed_children_errors(
         self, run_id: str, vertex_id: str, *, limit: int
@@ -47,10 +53,7 @@ async def with_cause(
     # One child's message said of many reads as if they all failed alike (the same URL).
     if example:
         example = f", e.g. {example}" if count > 1 else f": {example}"
-    message = (
-        f"{failure.message} ({among}{count:,} {kind}{example}{more}); "
-        f"see `schemabridge runs children {run_id} --status FAILED`"
-    )
+    message = f"{failure.message} ({among}{count:,} {kind}{example}{more}){children_hint(run_id)}"
     return StepFailure(
         FailureKind.CHILD_FAILURES, message, child_cause=ChildCause(kind, count, read)
     )

@@ -16,6 +16,7 @@ from engine.operations import Operations
 from engine.operations.deployment_views import ServingView
 from engine.runtime import Runtime
 from engine.settings import Settings
+from tests.integration.operations_harness import fanout, items
 from vertices.egress import ALLOW_ENV, LOOPBACK_ALLOW
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -420,3 +421,35 @@ async def test_run_finds_a_child_workflow_published_in_its_database(
         "is published in"
     ]
     assert await _latest_versions(empty) == {}
+
+
+async def test_a_failed_fan_out_lists_its_failed_children_itself(
+    tmp_path: Path, downstream: RunningDownstream
+) -> None:
+    """The tour: a fan-out `schemabridge run` failed at its join said "see `schemabridge runs
+    children RUN --status FAILED`", a command for a running API, which a local run has not
+    (against the default URL: "cannot reach the SchemaBridge API"). The summary lists the
+    first failed children itself, so the message ends without that command, and says how
+    to list the rest."""
+    parent, child = fanout(downstream.url)
+    (tmp_path / "parent.json").write_text(json.dumps(parent))
+    (tmp_path / "child.json").write_text(json.dumps(child))
+    files = (str(tmp_path / "parent.json"), str(tmp_path / "child.json"), "--workflow", "parent")
+    one = json.dumps({"items": items(3, failing={1})})
+    failed = await asb("run", *files, "--input", one, db=tmp_path / "f.db")
+    assert failed.returncode == 1, failed.stderr
+    lines = failed.stdout.splitlines()
+    assert "  kind:     child_failures" in lines, failed.stdout
+    message = next(line for line in lines if line.startswith("  message:  "))
+    said = f"(1 http_error: POST {downstream.url}/charge/1: 400 Bad Request (1 attempt))"
+    assert message.endswith(said), message
+    assert "schemabridge runs children" not in failed.stdout
+    assert [line[:19] for line in lines if "failed child" in line] == ["  failed child #1 ("]
+
+    five = json.dumps({"items": items(5, failing={0, 1, 2, 3, 4})})
+    many = await asb("run", *files, "--input", five, db=tmp_path / "g.db")
+    run_id = many.stdout.split()[2]
+    assert many.stdout.splitlines()[-1] == (
+        f"  … and 2 more failed children (list them with `schemabridge runs children {run_id} "
+        "--status FAILED` against a `schemabridge serve` on this database)"
+    ), many.stdout

@@ -733,14 +733,22 @@ def test_a_childs_retry_under_a_root_started_over_says_the_refusal_first(
 def test_resolving_a_failed_join_starts_from_a_joins_output_and_says_who_closed_it(
     server: DemoServer, browser: Any
 ) -> None:
-    """The tour: Resolve of a FAILED join offered a GATEWAY's answer (`status`, `body`), sent
-    as offered; the steps after the join read nothing from it, and the run then read
-    "children failed (tolerated)" although this join tolerates none. The editor starts from
-    a join's output, the spawner's counts and `outputs`, and the SUCCEEDED run says its join
-    was resolved by an operator."""
+    """The tour: a FAILED join's error told a web user to run `schemabridge runs children`;
+    it links the failed children. Resolve of a FAILED join offered a GATEWAY's answer
+    (`status`, `body`), sent as offered; the steps after the join read nothing from it, and
+    the run then read "children failed (tolerated)" although this join tolerates none. The
+    editor starts from a join's output, the spawner's counts and `outputs`, and the
+    SUCCEEDED run says its join was resolved by an operator."""
     parent = failed_fan_out(server, "resolved-join", 3, {1})
     with opened(browser, f"{server.ui}#/runs/{parent}") as (page, _):
         page.locator("h1 .badge", has_text="failed").wait_for()
+        # The join's sentence links the failed children, not the CLI's command for them.
+        message = page.locator(".error-box .error-message").first
+        said = message.inner_text()
+        assert said.endswith("(1 attempt)). Show the failed children"), said
+        assert "schemabridge runs children" not in said, said
+        link = message.get_by_role("link", name="Show the failed children")
+        assert link.get_attribute("href") == f"#/runs/{parent}?children=FAILED"
         page.get_by_role("button", name="join", exact=True).first.click()
         page.get_by_role("button", name="Resolve join…").click()
         dialog = page.locator("dialog.modal")

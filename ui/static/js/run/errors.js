@@ -25,10 +25,23 @@ export function errorBox(error, { title = "Error" } = {}) {
     h("dl", { class: "facts" }, facts.map(([name, value]) => [h("dt", {}, name), h("dd", { class: name === "HTTP status" ? "http-status" : null }, String(value))])),
     // The commands the engine's sentence quotes in `backticks` (a breaker's reset, a quota's
     // raise) as code, as the warnings and waiting lines show them: not backticks to copy.
-    error.message ? h("p", { class: "error-message" }, withCode(error.message)) : null,
+    error.message ? errorMessage(error) : null,
     error.bodyExcerpt ? [h("h4", {}, "Response body (excerpt)"), h("pre", { class: "body-excerpt" }, error.bodyExcerpt)] : null,
     sentRequest(error.request),
   );
+}
+
+/** The command a join's `child_failures` message ends with: the CLI's way to list the failed
+ * children, which the page does itself. */
+const CHILDREN_HINT = /; see `schemabridge runs children (\S+) --status FAILED`$/;
+
+/** The error's sentence; a join's, with a link to its run's failed children in place of the
+ * CLI command it ends with (the monitor's reader has the list a click away). */
+function errorMessage(error) {
+  const hint = error.kind === "child_failures" ? CHILDREN_HINT.exec(error.message) : null;
+  if (!hint) return h("p", { class: "error-message" }, withCode(error.message));
+  const href = `#/runs/${encodeURIComponent(hint[1])}?children=FAILED`;
+  return h("p", { class: "error-message" }, withCode(error.message.slice(0, hint.index)), ". ", h("a", { href, class: "failed-children" }, "Show the failed children"));
 }
 
 /** What the failed call sent (`error.request`): "Sent: POST https://…", the names of the
