@@ -828,6 +828,24 @@ def test_the_pages_work_by_keyboard(server: DemoServer, browser: Any) -> None:
         page.get_by_role("heading", name="Step open-ticket").wait_for()
 
 
+def test_a_focused_vertex_keeps_the_focus_while_the_run_progresses(
+    server: DemoServer, browser: Any
+) -> None:
+    """A full run failed the keyboard test above: the page drew the graph anew (the run's
+    end arrived) between the vertex taking the focus and Enter, and the focus was on <body>.
+    A keyboard user lost their place at every progress of a live run."""
+    server.latency(1_500)
+    run_id = ticket(server, tenant="graph-focus")
+    with opened(browser, f"{server.ui}#/runs/{run_id}") as (page, _):
+        node = page.locator('svg.dag .node[data-vertex="open-ticket"]')
+        node.wait_for()
+        node.focus()
+        page.locator("h1 .badge", has_text="succeeded").wait_for()
+        assert page.evaluate("() => document.activeElement.dataset.vertex") == "open-ticket"
+        page.keyboard.press("Enter")
+        page.get_by_role("heading", name="Step open-ticket").wait_for()
+
+
 def test_unknown_pages_and_runs_say_so(server: DemoServer, browser: Any) -> None:
     with opened(browser, f"{server.ui}#/nowhere") as (page, watch):
         page.get_by_role("heading", name="Not found").wait_for()

@@ -300,7 +300,10 @@ export async function runPage(main, params, given) {
     const byVertex = new Map(detail.steps.map((step) => [step.vertexId, step]));
     const running = new Map(spawners().map((step) => [step.vertexId, runningOf(step.vertexId)]));
     const room = graphBox.clientWidth; // the graph's box, before it is drawn anew
+    // A keyboard user's vertex keeps the focus: the graph is drawn anew at each progress.
+    const focused = graphBox.contains(document.activeElement) ? document.activeElement.dataset.vertex : null;
     fill(graphBox, drawGraph(graph, { steps: byVertex, running, selected, onSelect: select, room }));
+    if (focused) [...graphBox.querySelectorAll(".node")].find((node) => node.dataset.vertex === focused)?.focus();
     fill(panel, stepPanel(detail, byVertex.get(selected), result, reload));
   }
 
