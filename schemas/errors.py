@@ -190,6 +190,12 @@ class HttpDetail:
         return data
 
 
+def children_hint(run_id: str) -> str:
+    """What a `child_failures` message ends with: where an operator lists those children (a
+    command of a running API; `schemabridge run`, which has none, lists them itself)."""
+    return f"; see `schemabridge runs children {run_id} --status FAILED`"
+
+
 @dataclass(frozen=True)
 class ChildCause:
     """Why most of a join's failed children failed: the commonest error kind among the first

@@ -31,6 +31,7 @@ from rich.progress import (
 )
 from rich.text import Text
 
+from schemas.errors import children_hint
 from schemas.waiting import reason_words, wait_text
 
 if TYPE_CHECKING:
@@ -172,8 +173,6 @@ def _listed_below(run: RunDetail, error: ErrorView, failed_children: list[RunSum
     """`error` without the `runs children` command a join's message ends with, when the
     summary lists those children itself: that command asks a running API, which a
     `schemabridge run` has not (against the default URL it could not connect)."""
-    from engine.execution.child_causes import children_hint
-
     hint = children_hint(run.id)
     if not failed_children or not error.message.endswith(hint):
         return error

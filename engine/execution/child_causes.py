@@ -8,17 +8,11 @@ from collections import Counter
 from collections.abc import Mapping
 from typing import Any, Protocol
 
-from schemas.errors import ChildCause, FailureKind, StepFailure
+from schemas.errors import ChildCause, FailureKind, StepFailure, children_hint
 
 READ_AT_MOST = 1000
 """Failed children read for the cause: enough for the commonest kind to show."""
 _MESSAGE_CHARS = 160
-
-
-def children_hint(run_id: str) -> str:
-    """What a `child_failures` message ends with: where an operator lists those children (a
-    command of a running API; `schemabridge run`, which has none, lists them itself)."""
-    return f"; see `schemabridge runs children {run_id} --status FAILED`"
 
 
 class FailedChildren(Protocol):
