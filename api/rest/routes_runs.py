@@ -368,7 +368,12 @@ async def list_runs(
         ),
     ] = None,
     version: Annotated[
-        int | None, Query(ge=1, le=MAX_INTEGER, description="Needs `workflow`.")
+        int | None,
+        Query(
+            ge=1,
+            le=MAX_INTEGER,
+            description="Only runs of this version of `workflow`, which it needs.",
+        ),
     ] = None,
     status_: Annotated[str | None, STATUS_FILTER] = None,
     tenant_id: Annotated[

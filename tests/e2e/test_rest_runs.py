@@ -492,16 +492,30 @@ async def test_list_refusals_limits_and_cursors(api: Api) -> None:
             "status": await http.get("/runs", params={"status": "DONE"}),
             "version alone": await http.get("/runs", params={"version": 1}),
             "time": await http.get("/runs", params={"createdAfter": "yesterday"}),
+            "wait": await http.post(
+                "/workflows/nope/runs", params={"wait": "maybe"}, json={"input": {}}
+            ),
             "swapped": await http.get(
                 "/runs", params={"createdAfter": 1_796_520_500, "createdBefore": 1_796_520_400}
             ),
         }
-    for name in ("negative", "huge", "text", "time"):
+    for name in ("negative", "huge", "text", "time", "wait"):
         body = assert_error(answers[name], 422, "invalid_request")
         assert body["details"]["problems"][0]["in"] == "query", name
-    # A value that does not parse is told what the parameter takes, not only its type.
-    said = answers["time"].json()["message"]
-    assert said.endswith("(Epoch seconds, inclusive)"), said
+    # A value that does not parse is told what the parameter takes, not only its type, and
+    # in a reminder: the first clause of the parameter's description (a new user's tour read
+    # `wait`'s whole paragraph there).
+    said = {name: answers[name].json()["message"] for name in answers}
+    assert said["time"] == (
+        "query /createdAfter: should be a number, not 'yesterday' (Epoch seconds, inclusive)"
+    )
+    assert said["text"] == (
+        "query /limit: should be a whole number, not 'many' (Runs in this page, at most 500)"
+    )
+    assert said["wait"] == "query /wait: should be true or false, not 'maybe'"
+    # A bound as a bound, not pydantic's "Input should be greater than or equal to 1".
+    assert said["negative"] == "query /limit: should be at least 1, not '-1'"
+    assert said["huge"] == "query /limit: should be at most 500, not '1000000000'"
     for name in ("tampered", "garbage", "other filter"):
         assert_error(answers[name], 422, "invalid_cursor")
     for name in ("status", "version alone"):
