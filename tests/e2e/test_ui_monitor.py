@@ -218,6 +218,28 @@ def test_batch_retry_reports_retried_and_skipped(server: DemoServer, browser: An
         shoot(page, "runs-batch-retry")
 
 
+def test_a_batch_retry_with_nothing_to_retry_is_not_said_in_green(
+    server: DemoServer, browser: Any
+) -> None:
+    """The tour: "Retry selected" of a SUCCEEDED run, and "Retry all matching" of a filter no
+    FAILED run matches, answered "Nothing to retry…" in the green box of a done action.
+    Nothing was done: both say it in the warning colour."""
+    succeeded = ticket(server, tenant="nothing-batch", wait=True)
+    with opened(browser, f"{server.ui}#/runs?tenant=nothing-batch") as (page, _):
+        page.locator(f'tr[data-run="{succeeded}"] input[type="checkbox"]').check()
+        page.get_by_role("button", name="Retry selected (1)").click()
+        said = page.locator(".batch-result .nothing-to-retry")
+        said.wait_for()
+        assert said.evaluate("e => e.matches('.warning-box') && !e.matches('.ok-box')")
+        assert said.inner_text().startswith("Nothing to retry among the selected runs.")
+        assert page.locator(".batch-result .ok-box").count() == 0
+        page.get_by_role("button", name="Retry all matching…").click()
+        none = page.locator(".nothing-to-retry", has_text="No FAILED run matches these filters.")
+        none.wait_for()
+        assert none.evaluate("e => e.matches('.warning-box') && !e.matches('.ok-box')")
+        shoot(page, "runs-nothing-to-retry", narrow=False)
+
+
 def breaker_opening_run(server: DemoServer, workflow: str, tenant: str, destination: str) -> str:
     """A run of `tenant` whose one call to `destination` is answered 500 five times (its
     in-process retries, 10 ms apart): it FAILED, and the tenant breaker of `destination`

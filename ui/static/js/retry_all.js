@@ -141,7 +141,8 @@ export function retryAllButton(filterOf, result, done) {
     const considered = n + (preview.skipped || []).reduce((sum, group) => sum + group.count, 0);
     if (!n) {
       const none = skippedNote ? `Nothing to retry: ${skippedNote}.` : "No FAILED run matches these filters.";
-      fill(result, h("p", { class: "ok-box" }, none), warningsBox(preview.warnings || [], { breakers: preview.breakers }));
+      // Nothing happened: said in the warning colour, not the green of a done action.
+      fill(result, h("p", { class: "warning-box nothing-to-retry", role: "status" }, none), warningsBox(preview.warnings || [], { breakers: preview.breakers }));
       return;
     }
     const cap = more ? h("p", {}, `⚠ More than ${count(MAX_BATCH)} match: one batch takes ${count(MAX_BATCH)}; retry again for the rest.`) : null;

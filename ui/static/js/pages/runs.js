@@ -290,7 +290,8 @@ export async function runsPage(main, params) {
       return;
     }
     if (!preview.matching) {
-      fill(result, h("div", { class: "ok-box" }, h("p", {}, "Nothing to retry among the selected runs."), ...previewBlocks(preview, "selected")));
+      // Nothing happened: said in the warning colour, not the green of a done action.
+      fill(result, h("div", { class: "warning-box nothing-to-retry", role: "status" }, h("p", {}, "Nothing to retry among the selected runs."), ...previewBlocks(preview, "selected")));
       return;
     }
     // Runs whose fan-out failed for their tenant's quota fail again until an admin raises
