@@ -720,7 +720,8 @@ def cancel(
     output: OutputOption = OutputFormat.TEXT,
     debug: DebugOption = False,
 ) -> None:
-    """Cancel a run and every run under it still going (a run already ended: exit 1)."""
+    """Cancel a run and every run under it still going (a run that SUCCEEDED or FAILED:
+    exit 1; one already cancelled: exit 0, said so)."""
     remote = Remote(api_url, api_key, output, debug)
 
     async def action(api: ApiClient) -> CancelResult:
