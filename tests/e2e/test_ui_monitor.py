@@ -794,6 +794,21 @@ def test_destinations_show_admission_and_take_a_cap(server: DemoServer, browser:
             arg=server.downstream,
             timeout=30_000,
         )
+        # The tour: a rate of 0 was refused in words that read as a statement, and the
+        # page's next look emptied the field. The rule is said, and what was typed stays.
+        rate = card.get_by_label(f"calls per second of {server.downstream}")
+        rate.fill("0")
+        card.get_by_role("button", name="Save").click()
+        page.locator(".error-box", has_text="Calls per second must be more than 0").wait_for()
+        # The page's next look draws the list anew: wait for a new element in its place.
+        card.evaluate("e => { e.seenBefore = true; }")
+        page.wait_for_function(
+            """destination => [...document.querySelectorAll("article.destination")]
+                .some(e => e.dataset.destination === destination && !e.seenBefore)""",
+            arg=server.downstream,
+        )
+        assert rate.input_value() == "0"
+        rate.fill("")
         card.locator("input.cap-input").first.fill("7")
         card.get_by_role("button", name="Save").click()
         confirm(page, "Set the cap")

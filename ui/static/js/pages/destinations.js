@@ -73,7 +73,7 @@ function capEditor(destination, refresh, result) {
     }
     const perSecond = rate.value === "" ? null : Number(rate.value);
     if (perSecond !== null && !(perSecond > 0)) {
-      fill(result, h("p", { class: "error-box", role: "alert" }, "✕ Calls per second is above 0 (or empty: no limit)."));
+      fill(result, h("p", { class: "error-box", role: "alert" }, "✕ Calls per second must be more than 0 (0 would let no call through); leave it empty for no limit."));
       return;
     }
     const ok = await confirmAction({ title: `Cap ${destination.destination}?`, text: `At most ${plural(cap, "call")} in flight${perSecond ? ` and ${perSecond} a second` : ""}, on every worker at once.`, confirm: "Set the cap" });
@@ -147,6 +147,9 @@ export async function destinationsPage(main, params = new URLSearchParams()) {
     const seriesOf = new Map(history.series.map((series) => [series.destination, series]));
     if (!editing()) {
       const focused = focusedLabel();
+      // What an operator typed and has not saved survives the redraw: a Save refused for
+      // its value took the focus off the field, and the next look emptied it.
+      const typed = new Map([...list.querySelectorAll("input")].filter((i) => i.value !== i.defaultValue).map((i) => [i.getAttribute("aria-label"), i.value]));
       fill(
         list,
         found.items.length
@@ -189,6 +192,9 @@ export async function destinationsPage(main, params = new URLSearchParams()) {
       );
       const article = wanted ? articleOf(list, wanted) : null;
       if (article) resetOf(article, wantedTenant)?.classList.add("wanted-reset");
+      for (const input of list.querySelectorAll("input")) {
+        if (typed.has(input.getAttribute("aria-label"))) input.value = typed.get(input.getAttribute("aria-label"));
+      }
       if (focused) [...list.querySelectorAll("[aria-label]")].find((e) => e.getAttribute("aria-label") === focused)?.focus();
     }
     return {
