@@ -54,6 +54,22 @@ async def require_workflow(api: ApiClient, name: str) -> None:
     await api.workflows.versions(name)
 
 
+async def unknown_tenant(api: ApiClient, tenant: str) -> list[str]:
+    """What an empty list filtered by `tenant` adds when no such tenant is known (no runs, API
+    keys or settings: `tenants list`), with the known ones it may have been meant to be: a
+    typo must not read as "no runs" alone. Nothing when it is known, or when the key may not
+    list tenants (a tenant key's filter is its own tenant)."""
+    try:
+        known = [view.tenant_id for view in (await api.settings.tenants()).items]
+    except ApiFailure:
+        return []
+    if tenant in known:
+        return []
+    close = close_names(tenant, known)
+    fix = did_you_mean(close) if close else "`schemabridge tenants list` shows the known ones"
+    return [f"no tenant {tenant!r} is known ({fix})"]
+
+
 async def with_fix(
     api: ApiClient, failure: ApiFailure, workflow: str | None, *, system: bool = False
 ) -> ApiFailure:

@@ -255,6 +255,8 @@ def list_runs(
         route=route,
     )
 
+    unknown_tenant: list[str] = []
+
     async def action(api: ApiClient) -> Page[RunSummary]:
         from api.cli.client_routes import collect_pages  # with the client: see call()
 
@@ -263,11 +265,14 @@ def list_runs(
         )
         if not found.items and selection.workflow:
             await hints.require_workflow(api, selection.workflow)
+        if not found.items and selection.tenant:
+            unknown_tenant.extend(await hints.unknown_tenant(api, selection.tenant))
         return found
 
     # The engine's own runs are listed too: a typo's fix may name gradual_deploy.
     runs = call(remote, action, workflow=selection.workflow, system_workflows=True)
     empty = "no runs" + ("" if all_runs else " (child runs are shown with --all)")
+    empty = "; ".join([empty, *unknown_tenant])
     print_page(remote, runs, lambda items: run_display.runs_table(items, time.time()), empty)
 
 

@@ -253,3 +253,22 @@ def test_debug_shows_the_traceback(serve_api: Stack) -> None:
     result = serve_api.cli("runs", "show", "no-such-run", "--debug")
     assert result.returncode == 1
     assert "Traceback" in result.stderr and "error: no run 'no-such-run'" in result.stderr
+
+
+def test_an_unknown_tenant_filter_is_said_beside_no_runs(serve_api: Stack) -> None:
+    """A new user's tour: `runs list --tenant defualt` answered "no runs" alone, where `tenants
+    set-rate defualt` names 'default'. An empty list filtered by a tenant nobody knows says so,
+    with the known tenant it may have meant; a known tenant with no runs is "no runs"."""
+    serve_api.ok("tenants", "set-rate", "hints-acme", "600")  # known, without runs
+    known = serve_api.ok("runs", "list", "--tenant", "hints-acme")
+    assert known.stderr.strip() == "no runs (child runs are shown with --all)"
+    typo = serve_api.ok("runs", "list", "--tenant", "hints-acmee")
+    assert typo.stderr.strip() == (
+        "no runs (child runs are shown with --all); no tenant 'hints-acmee' is known "
+        "(did you mean 'hints-acme'?)"
+    )
+    far = serve_api.ok("runs", "list", "--tenant", "zzz-nobody-qq", "--all")
+    assert far.stderr.strip() == (
+        "no runs; no tenant 'zzz-nobody-qq' is known (`schemabridge tenants list` shows the "
+        "known ones)"
+    )
