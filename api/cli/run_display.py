@@ -26,6 +26,7 @@ from api.cli.text import (
 )
 from schemas.durations import duration
 from schemas.errors import SET_QUOTA_COMMAND, FailureKind
+from schemas.message_excerpt import message_excerpt
 from schemas.waiting import HELD_WAITS, reason_words, wait_text
 
 if TYPE_CHECKING:
@@ -53,7 +54,8 @@ def error_line(error: ErrorView | None) -> str:
     if error is None:
         return MISSING
     where = f" at {error.vertex_id}" if error.vertex_id else ""
-    message = f": {excerpt(error.message, 160)}" if error.message else ""
+    # As a log line quotes it (200 characters): room for a closing command with a whole id.
+    message = f": {message_excerpt(error.message)}" if error.message else ""
     return f"{error.kind}{where}{message}"
 
 

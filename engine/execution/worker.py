@@ -45,7 +45,6 @@ from typing import Any, Protocol
 from engine import payload_defaults
 from engine.coordination.redis_client import COORDINATION_ERRORS
 from engine.execution import executor, worker_metrics
-from engine.execution.log_text import log_excerpt
 from engine.execution.stops import CLAIM_KEPT, CancelledRuns, Stops
 from engine.store import Store
 from engine.store.queue import HELD_BACK
@@ -60,6 +59,7 @@ from engine.store.records import (
 )
 from engine.store.unreachable import store_unreachable
 from schemas.definitions import Workflow
+from schemas.message_excerpt import message_excerpt
 
 logger = logging.getLogger(__name__)
 
@@ -711,7 +711,7 @@ def _log_failed_runs(results: list[StepResult], report: CompletionReport) -> Non
                 step.run_id,
                 step.vertex_id,
                 kind,
-                log_excerpt(str(result.error.get("message", ""))),
+                message_excerpt(str(result.error.get("message", ""))),
                 extra={
                     "event": "run.failed",
                     "run_id": step.run_id,
@@ -735,7 +735,7 @@ def _log_failed_children(parent: str, ended: list[StepFailed]) -> None:
         what,
         ", ".join(f"{count} {kind}" for kind, count in kinds.most_common()),
         first.step.vertex_id,
-        log_excerpt(str(first.error.get("message", ""))),
+        message_excerpt(str(first.error.get("message", ""))),
         extra={
             "event": "run.failed",
             "run_id": first.step.run_id,

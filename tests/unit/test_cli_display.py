@@ -802,3 +802,18 @@ def test_a_join_an_operator_resolved_is_not_said_to_have_tolerated_its_children(
     fields["steps"][1]["status"] = "SUCCEEDED"  # type: ignore[index]
     tolerated = RunDetail.model_validate(fields)
     assert run_display.tolerated_words(tolerated) == "1 of 3 children failed (tolerated)"
+
+
+def test_a_listed_error_keeps_the_command_it_ends_with_whole() -> None:
+    # The tour: the ERROR column of `runs list` ended in "see `schemabridg…`", a command no
+    # one can copy. The message is cut before its closing command instead.
+    command = (
+        "see `schemabridge runs children 3f2a9c1e-0000-4000-8000-000000000000 --status FAILED`"
+    )
+    message = "1 of 400 children ended with a status not tolerated (" + "x " * 120 + "); " + command
+    error = RunDetail.model_validate(
+        {**running_fan_out({"total": 1}), "error": {"kind": "child_failures", "message": message}}
+    ).error
+    line = run_display.error_line(error)
+    assert line.endswith(f"…; {command}"), line
+    assert len(line) <= len("child_failures: ") + 200, line

@@ -69,12 +69,12 @@ def test_a_long_message_keeps_its_closing_hint_whole(caplog: pytest.LogCaptureFi
 
 
 def test_a_cut_never_falls_inside_a_quoted_command() -> None:
-    from engine.execution.log_text import log_excerpt
+    from schemas.message_excerpt import message_excerpt
 
     command = f"`schemabridge runs children {RUN_ID} --status FAILED`"
     text = f"the children failed; see {command} and then {'more words ' * 20}"
-    cut = log_excerpt(text, limit=60)
+    cut = message_excerpt(text, limit=60)
     assert cut == "the children failed; see…", cut
-    assert log_excerpt("short; see `x`") == "short; see `x`"
-    assert log_excerpt("a " * 150, limit=10) == "a a a a a…"
-    assert log_excerpt("alpha beta gamma", limit=12) == "alpha beta…"
+    assert message_excerpt("short; see `x`") == "short; see `x`"
+    assert message_excerpt("a " * 150, limit=10) == "a a a a a…"
+    assert message_excerpt("alpha beta gamma", limit=12) == "alpha beta…"

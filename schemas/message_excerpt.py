@@ -1,6 +1,7 @@
-"""A step's error message as a worker's log line quotes it: bounded, and never cut inside the
-command a message ends with (`…; see `schemabridge runs children <run id> --status FAILED``).
-A run id cut mid-way would be copied by an operator and name no run, or another one."""
+"""An error message on one bounded line, as a worker's log line and the CLI's run lists quote
+it: never cut inside the command a message ends with (`…; see `schemabridge runs children
+<run id> --status FAILED``). A run id or a command cut mid-way would be copied by an operator
+and name no run, or another one."""
 
 from __future__ import annotations
 
@@ -8,7 +9,7 @@ LOG_MESSAGE_CHARS = 200
 """The most characters of a step's error message one log line quotes."""
 
 
-def log_excerpt(message: str, limit: int = LOG_MESSAGE_CHARS) -> str:
+def message_excerpt(message: str, limit: int = LOG_MESSAGE_CHARS) -> str:
     """`message` on one line in at most `limit` characters. When it must be cut, a closing
     hint (the part after the last "; " that quotes a command in backticks) is kept whole and
     the text before it is cut instead; any cut falls between words, never inside a quoted
