@@ -26,6 +26,13 @@ function batchFilter(filter) {
   return body;
 }
 
+/** The API's sentence as the page says it: without the run ids it ends with (`; runs: a, b
+ * and 3 more`: the links below it name them) and without the CLI's commands in parentheses
+ * (the button the sentence names, or the editor, does it here). */
+function forThePage(message) {
+  return message.replace(/; runs?: [0-9a-f-]+(?:, [0-9a-f-]+)*(?: and [\d,]+ more)?$/, "").replace(/ \(`schemabridge [^`]*`(?:, then `schemabridge [^`]*`)*\)/g, "");
+}
+
 /** The preview's runs that would fail the same way at once, said first: the API's sentence
  * (which leads its `warnings`), then each kind's newest runs as links to open them. */
 function fixFirstBlocks(preview) {
@@ -33,7 +40,7 @@ function fixFirstBlocks(preview) {
   if (!groups.length || !(preview.warnings || []).length) return [];
   const runs = (group) => [`${group.kind}: `, runLinks(group.runIds, group.count)];
   return [
-    h("p", { class: "fix-first" }, h("strong", {}, "⚠ Fix the workflow first: "), withCode(preview.warnings[0])),
+    h("p", { class: "fix-first" }, h("strong", {}, "⚠ Fix the workflow first: "), withCode(forThePage(preview.warnings[0]))),
     h("ul", { class: "fix-first-runs" }, groups.map((group) => h("li", {}, runs(group)))),
   ];
 }
@@ -53,18 +60,19 @@ function stuckBlocks(preview) {
   const stuck = preview.stuck;
   if (!stuck || !stuck.count || !(preview.warnings || []).includes(stuck.message)) return [];
   return [
-    h("p", { class: "stuck-joins" }, h("strong", {}, "⚠ Reprocess instead: "), withCode(stuck.message)),
+    h("p", { class: "stuck-joins" }, h("strong", {}, "⚠ Reprocess instead: "), withCode(forThePage(stuck.message))),
     h("p", { class: "stuck-runs" }, "Reprocess dead letters from each run's page: ", runLinks(stuck.runIds, stuck.count), "."),
   ];
 }
 
-/** The batch's skip reasons as the dialog says them (the CLI's dry run says them so too). */
+/** The batch's skip reasons as the dialog says them of one run (`one`) or of several (the
+ * CLI's dry run says them so too). */
 const SKIP_WORDS = {
-  parent_succeeded: "under a SUCCEEDED run (their retry would reopen a finished run's join; name one alone to retry it)",
-  run_not_failed: "not FAILED",
-  started_over: "started over (their retry would send their calls a second time, beside the new runs'; look at those)",
-  run_not_found: "not found",
-  deployment_run: "deployments' own runs (act on their deployments)",
+  parent_succeeded: (one) => (one ? "under a SUCCEEDED run (its retry would reopen a finished run's join; name it alone to retry it)" : "under a SUCCEEDED run (their retry would reopen a finished run's join; name one alone to retry it)"),
+  run_not_failed: () => "not FAILED",
+  started_over: (one) => (one ? "started over (its retry would send its calls a second time, beside the new run's; look at that one)" : "started over (their retry would send their calls a second time, beside the new runs'; look at those)"),
+  run_not_found: () => "not found",
+  deployment_run: (one) => (one ? "a deployment's own run (act on its deployment)" : "deployments' own runs (act on their deployments)"),
 };
 
 /** Why the batch skipped one run, in words: "57328cef: a deployment's own run, not retried".
@@ -89,7 +97,7 @@ function skippedText(preview, considered) {
   if (!total) return null;
   const byReason = new Map();
   for (const group of groups) byReason.set(group.reason, (byReason.get(group.reason) || 0) + group.count);
-  const reasons = [...byReason].sort((a, b) => b[1] - a[1]).map(([reason, n]) => (byReason.size === 1 ? "" : `${count(n)} `) + (SKIP_WORDS[reason] || reason));
+  const reasons = [...byReason].sort((a, b) => b[1] - a[1]).map(([reason, n]) => (byReason.size === 1 ? "" : `${count(n)} `) + (SKIP_WORDS[reason] ? SKIP_WORDS[reason](n === 1) : reason));
   return `${count(total)} ${considered} ${total === 1 ? "is" : "are"} skipped: ${reasons.join(", ")}`;
 }
 
