@@ -250,6 +250,10 @@ def set_cap(
     rate: Annotated[
         float | None,
         typer.Option(
+            "--rate",
+            # The API's name for it (ratePerSecond), which a user reading GET /destinations
+            # types (a new user's tour; click's typo guess does not reach it).
+            "--rate-per-second",
             min=0.001,
             help="Calls started per second at most (left out: the current rate stays).",
             metavar="PER_SECOND",

@@ -161,17 +161,17 @@ def _in_our_words(message: str, error: UsageError) -> str:
         listed = ", ".join(choices[:-1]) + f" or {choices[-1]}" if len(choices) > 1 else choices[0]
         return f"{found['option']} {found['value']}: give {listed}"
     found = _NOT_A_NUMBER.match(message)
+    param = getattr(error, "param", None)
     if found is not None:
-        given = _given(found["option"])
+        option, given = _given(found["option"], param)
         what = "a whole number" if found["kind"] == "integer" else "a number"
         shown = "" if given is None else f" {given!r}"
-        return f"{found['option']}{shown}: give {what}"
+        return f"{option}{shown}: give {what}"
     found = _OUT_OF_BOUNDS.match(message)
-    param = getattr(error, "param", None)
     if found is not None and param is not None:
-        given = _given(found["option"])
+        option, given = _given(found["option"], param)
         shown = "" if given is None else f" {given!r}"
-        return f"{found['option']}{shown}: give {_bounded_number(param)}"
+        return f"{option}{shown}: give {_bounded_number(param)}"
     found = _POSSIBLE_OPTIONS.search(message)
     if found is not None:
         # click's "(Possible options: --status)" said as a misspelt command is: "Did you
@@ -217,16 +217,19 @@ def _takes_option(command: Any, option: str) -> bool:
     return any(option in getattr(param, "opts", ()) for param in getattr(command, "params", ()))
 
 
-def _given(option: str) -> str | None:
-    """What the command line gave `option` (click's error does not keep it); None when it
-    is not there as `--option VALUE` or `--option=VALUE` (an environment variable)."""
+def _given(option: str, param: Any) -> tuple[str, str | None]:
+    """The name the command line gave `option` under (one of `param`'s names: `--rate` is
+    also `--rate-per-second`) and what it gave it (click's error keeps neither); the value
+    None when it is not there as `--option VALUE` or `--option=VALUE` (an environment
+    variable)."""
     args = sys.argv[1:]
-    for index, arg in enumerate(args):
-        if arg == option and index + 1 < len(args):
-            return args[index + 1]
-        if arg.startswith(option + "="):
-            return arg.partition("=")[2]
-    return None
+    for name in getattr(param, "opts", None) or [option]:
+        for index, arg in enumerate(args):
+            if arg == name and index + 1 < len(args):
+                return name, args[index + 1]
+            if arg.startswith(name + "="):
+                return name, arg.partition("=")[2]
+    return option, None
 
 
 def _groups_with(error: UsageError) -> tuple[list[str], str]:
