@@ -580,7 +580,10 @@ def reprocess(
     preview: Annotated[
         bool,
         typer.Option(
-            "--preview", help="Only say what the reprocess would do (nothing is changed)."
+            "--dry-run",
+            # Its first name, kept: retry and start-over call the same thing --dry-run.
+            "--preview",
+            help="Only say what the reprocess would do (nothing is changed).",
         ),
     ] = False,
     yes: Annotated[
@@ -598,7 +601,7 @@ def reprocess(
 ) -> None:
     """Run a fan-out's dead-lettered (FAILED) children again; their joins reopen.
 
-    It reads what the reprocess would do first (--preview prints only that). When a join
+    It reads what the reprocess would do first (--dry-run prints only that). When a join
     that had closed reopens and the steps after it run a second time — a run that had
     SUCCEEDED (its MERGE tolerated the failures) runs again, and calls it had sent are sent
     again — it says so and asks before acting; without a terminal to ask on, it acts only
@@ -670,7 +673,7 @@ def _step_again(step: StepAgain) -> str:
 
 
 def _print_preview(remote: Remote, preview: ReprocessPreview) -> None:
-    """`--preview`: what the reprocess would do on stdout (`--output json`: the API's
+    """`--dry-run`: what the reprocess would do on stdout (`--output json`: the API's
     answer), its warnings on stderr, as the reprocess would give them."""
     if remote.json:
         print_json(dump(preview))
@@ -690,7 +693,7 @@ def _confirm_reopening(preview: ReprocessPreview) -> None:
         lines = [
             f"error: run {run} was not reprocessed: it runs again work that had finished, "
             f"and sends calls a second time; add --yes to reprocess it all the same "
-            f"(`schemabridge runs reprocess {run} --preview` shows what it would do)",
+            f"(`schemabridge runs reprocess {run} --dry-run` shows what it would do)",
             *(f"  {warning}" for warning in preview.warnings),
         ]
         for line in lines:

@@ -128,7 +128,7 @@ def test_preview_says_what_would_run_again_and_does_nothing(
 ) -> None:
     run = succeeded_over_dead_letters(serve_api, "preview")
     sent = reports(serve_api)
-    shown = serve_api.ok("runs", "reprocess", run, "--preview")
+    shown = serve_api.ok("runs", "reprocess", run, "--dry-run")
     destination = serve_api.downstream
     lines = shown.stdout.splitlines()
     assert lines[0] == f"run {run} (SUCCEEDED): a reprocess runs 2 dead-lettered children again"
@@ -141,6 +141,7 @@ def test_preview_says_what_would_run_again_and_does_nothing(
         f"warning: run {run} had SUCCEEDED and runs again from its join 'join': the steps after "
         f"that join run a second time: report (calls {destination})\n"
     )
+    # --preview, its first name, is still taken (retry and start-over call it --dry-run).
     as_json = serve_api.json("runs", "reprocess", run, "--preview")
     assert (as_json["revived"], as_json["reopenedRun"]) == (2, run)
     assert as_json["reopenedJoins"][0]["stepsAgain"][0]["vertexId"] == "report"
@@ -159,7 +160,7 @@ def test_without_a_terminal_only_yes_reprocesses_a_finished_run(
         1,
         f"error: run {run} was not reprocessed: it runs again work that had finished",
         "add --yes to reprocess it all the same",
-        f"`schemabridge runs reprocess {run} --preview`",
+        f"`schemabridge runs reprocess {run} --dry-run`",
         f"  run {run} had SUCCEEDED and runs again from its join 'join'",
         f"report (calls {serve_api.downstream})",
     )
@@ -205,7 +206,7 @@ def test_a_join_that_failed_is_reprocessed_without_asking(serve_api: Stack, work
     # A dead letter failed at its own step: nothing under it to reprocess; a retry it needs.
     child = serve_api.json("runs", "children", run, "--status", "FAILED")["items"][0]["id"]
     retry = f"its own failed steps run again with `schemabridge runs retry {child}`"
-    previewed = serve_api.ok("runs", "reprocess", child, "--preview")
+    previewed = serve_api.ok("runs", "reprocess", child, "--dry-run")
     assert previewed.stdout.splitlines() == [
         f"run {child} (FAILED): no dead-lettered children to run again",
         retry,
