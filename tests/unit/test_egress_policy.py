@@ -12,6 +12,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from schemas.errors import FailureKind
+from vertices import egress
 from vertices.egress import (
     EgressConfigError,
     EgressDenied,
@@ -264,3 +265,22 @@ def test_every_bad_entry_is_named_in_one_error() -> None:
 def test_parsing_round_trips_through_entries(entries: list[str]) -> None:
     policy = EgressPolicy.parse(",".join(entries))
     assert EgressPolicy.parse(",".join(policy.entries)) == policy
+
+
+def test_a_hosts_answer_is_kept_per_policy_and_bounded(monkeypatch: pytest.MonkeyPatch) -> None:
+    """`check_host` keeps its answer by host (a fan-out asks it of one host per child): the
+    same refusal a second time, another policy's own answer, and at most a bound of hosts."""
+    default = EgressPolicy()
+    for _ in range(2):
+        with pytest.raises(EgressDenied, match=r"127\.0\.0\.1 is loopback"):
+            default.check_url("http://127.0.0.1:8080/x")
+    admitting = default.extended("127.0.0.0/8")
+    admitting.check_url("http://127.0.0.1:8080/x")  # its own answer, not the default's
+    with pytest.raises(EgressDenied, match=r"127\.0\.0\.1 is loopback"):
+        default.check_url("http://127.0.0.1:8080/x")
+    monkeypatch.setattr(egress, "_REFUSALS_KEPT", 3)
+    bounded = EgressPolicy()
+    for last in range(1, 8):
+        with pytest.raises(EgressDenied):
+            bounded.check_host(f"10.0.0.{last}")
+        assert len(bounded._refusals) <= 3
