@@ -9,12 +9,15 @@ from schemas.errors import InvalidRequest
 
 MAX_TENANT_CHARS = 200
 """The longest tenant id the store holds (its tenant columns are 200 characters)."""
-TENANT_ID_RULE = f"1 to {MAX_TENANT_CHARS} characters, without spaces at either end"
-"""The rule in words, for refusals ("a tenant id is …")."""
+TENANT_ID_RULE = f"1 to {MAX_TENANT_CHARS} characters, without spaces at either end or any '/'"
+"""The rule in words, for refusals ("a tenant id is …"). No '/': a tenant's settings are
+addressed by a path (`/tenants/{id}/limits`), where a '/' ends the id whatever its encoding,
+and a secret by `<tenant>/<NAME>` (a new user's tour made tenant 'team/a', whose runs went
+through and whose quota no command could then set)."""
 _SPACE = r"\t-\r\u001c-\u0020\u0085\u00a0\u1680\u2000-\u200a\u2028\u2029\u202f\u205f\u3000"
 """Every character `str.strip` removes, spelt out: `\\s` means fewer of them in JSON
 Schema's and pydantic's regular expressions than in Python's."""
-TENANT_ID_PATTERN = rf"^[^{_SPACE}]([\s\S]*[^{_SPACE}])?$"
+TENANT_ID_PATTERN = rf"^[^{_SPACE}/]([^/]*[^{_SPACE}/])?$"
 """The rule's ends as a regular expression, for the API's schema (its length is said apart):
 a client that generates ids from the schema then makes only ids the rule takes."""
 SYSTEM_TENANT = "system"
@@ -29,7 +32,12 @@ SHOWN_CHARS = 60
 
 def is_tenant_id(value: object) -> bool:
     """Whether `value` is a tenant id (see `TENANT_ID_RULE`)."""
-    return isinstance(value, str) and 0 < len(value) <= MAX_TENANT_CHARS and value == value.strip()
+    return (
+        isinstance(value, str)
+        and 0 < len(value) <= MAX_TENANT_CHARS
+        and value == value.strip()
+        and "/" not in value
+    )
 
 
 def reserved_words(tenant_id: str) -> str | None:

@@ -31,7 +31,7 @@ NAME_PATTERN = in_words(
     r"^[A-Za-z_][A-Za-z0-9_]{0,127}$",
     "a letter or _, then up to 127 letters, digits or _ (as {{ secrets.NAME }} writes it)",
 )
-TENANT_PATTERN = in_words(TENANT_ID_PATTERN, "a tenant id without spaces at its ends")
+TENANT_PATTERN = in_words(TENANT_ID_PATTERN, "a tenant id without spaces at its ends or any '/'")
 """No surrounding spaces (the operations refuse them too)."""
 
 SecretName = Annotated[

@@ -211,7 +211,7 @@ async def test_tenant_limits_set_then_back_to_the_default(api: Api) -> None:
 
 @pytest.mark.parametrize("tenant", [" acme", "acme ", "t" * 201])
 async def test_an_id_no_tenant_can_have_is_refused_with_the_rule(api: Api, tenant: str) -> None:
-    allowed = "1 to 200 characters, without spaces at either end"
+    allowed = "1 to 200 characters, without spaces at either end or any '/'"
     async with client(api.url, api.admin_key) as http:
         path = f"/tenants/{quote(tenant, safe='')}"
         for refused in (
@@ -229,6 +229,19 @@ async def test_an_id_no_tenant_can_have_is_refused_with_the_rule(api: Api, tenan
         submitted = await http.post("/workflows/anything/runs", json={"tenantId": tenant})
         assert submitted.status_code == 422, submitted.text
         assert submitted.json()["code"] in ("invalid_tenant", "invalid_request")
+
+
+async def test_a_key_for_a_tenant_id_with_a_slash_is_refused(api: Api) -> None:
+    """A new user's tour made a key for tenant 'team/a': its runs went through, and no route
+    could then reach the tenant's settings (`/tenants/team/a/limits` is no route, whatever the
+    encoding of its '/'). The key is refused with the rule."""
+    async with client(api.url, api.admin_key) as http:
+        refused = await http.post("/keys", json={"tenantId": "team/a"})
+        submitted = await http.post("/workflows/anything/runs", json={"tenantId": "team/a"})
+    assert refused.status_code == 422, refused.text
+    assert "or any '/'" in refused.json()["message"]
+    assert submitted.status_code == 422, submitted.text
+    assert submitted.json()["code"] in ("invalid_tenant", "invalid_request")
 
 
 async def test_a_tenant_key_reads_its_own_tenant_only(api: Api) -> None:

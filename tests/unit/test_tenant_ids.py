@@ -27,6 +27,10 @@ SAMPLES = [
     "\u2028a",
     "\t",
     "",
+    "team/a",
+    "/a",
+    "a/",
+    "/",
 ]
 
 
@@ -47,3 +51,12 @@ def test_an_id_with_a_space_at_an_end_is_refused_with_the_rule() -> None:
         check_tenant_id(" ¼»¥ï")
     assert caught.value.code == "invalid_tenant"
     assert "without spaces at either end" in str(caught.value)
+
+
+def test_an_id_with_a_slash_is_refused_with_the_rule() -> None:
+    # A new user's tour: tenant 'team/a' ran, and no command could then reach its settings
+    # (`/tenants/team/a/limits` is no route, whatever the encoding of its '/').
+    with pytest.raises(InvalidRequest) as caught:
+        check_tenant_id("team/a")
+    assert caught.value.code == "invalid_tenant"
+    assert "or any '/'" in str(caught.value)
