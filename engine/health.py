@@ -14,13 +14,11 @@ is the cross-machine liveness signal, the marker is only the local, container-le
 from __future__ import annotations
 
 import os
-import re
 from pathlib import Path
 from types import TracebackType
 
 from engine.settings import Settings
-
-_SERVICE_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,127}")
+from schemas.service_names import service_name_problem
 
 
 class HealthMarker:
@@ -31,11 +29,9 @@ class HealthMarker:
     """
 
     def __init__(self, service: str, health_dir: Path) -> None:
-        if not _SERVICE_NAME.fullmatch(service):
-            raise ValueError(
-                f"service name {service!r} cannot name a health marker file; use letters, "
-                "digits, '.', '_' or '-' (at most 128 characters, not starting with '.')"
-            )
+        problem = service_name_problem(service)
+        if problem is not None:
+            raise ValueError(problem)
         self.service = service
         self.path = health_dir / service
 

@@ -45,6 +45,7 @@ from rich.rule import Rule
 from api.cli import demo_address, log_setup, usage
 from api.cli.database_option import DatabaseOption, named_by
 from api.cli.exit_codes import ExitCode, exit_code_for
+from schemas.service_names import service_name_problem
 
 if TYPE_CHECKING:
     from api.rest import ApiServer
@@ -440,6 +441,11 @@ def worker(
     Redis answer) and GET /metrics (its own figures, with an admin key) and prints that URL;
     --access-log says which of those requests its access log writes."""
     service = name or f"worker-{socket.gethostname()}-{os.getpid()}"
+    # Refused before anything starts: the marker is written once the worker is ready, and a
+    # name it cannot take then failed the worker after its ready line (a script went on).
+    problem = service_name_problem(service)
+    if problem is not None:
+        raise usage.fail(f"--name: {problem}" if name else problem, ExitCode.USAGE)
     # `changes` by default: a scraper refused (a wrong key) or failing is logged, the
     # successful scrapes and probes every few seconds are not.
     chosen = _access_log(access_log, False, log_setup.AccessLog.CHANGES)

@@ -206,6 +206,20 @@ def test_serve_without_demo_needs_keys(tmp_path: Path) -> None:
     assert "DEMO MODE" not in serve.stderr()
 
 
+@pytest.mark.parametrize("name", ["worker 5", "../evil"])
+def test_a_worker_name_no_marker_can_have_is_refused_before_ready(
+    tmp_path: Path, name: str
+) -> None:
+    """A second new user's tour: `worker --name "worker 5"` printed its ready line, then
+    failed with "internal error: ExceptionGroup" (the name only reached the health marker
+    once the worker was ready; the reason only with --debug). A script waiting for the ready
+    line went on. It is refused first: one line, exit 2, no ready line."""
+    backend = Backend("embedded", f"sqlite+aiosqlite:///{tmp_path / 'sb.db'}", None)
+    worker = sb("worker", "--name", name, env=process_env(backend, tmp_path))
+    _assert_one_line_refusal(worker, 2, f"--name: service name {name!r}", "use letters, digits")
+    assert not (tmp_path / "sb.db").exists(), "refused before it opened anything"
+
+
 def test_worker_serves_health_beside_its_marker(backend: Backend, tmp_path: Path) -> None:
     env = process_env(backend, tmp_path)
     # As an operator does: on PostgreSQL a worker never migrates (an SQLite file it would).
