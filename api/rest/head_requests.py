@@ -28,14 +28,20 @@ class HeadAsGet:
             await self.app(scope, receive, send)
             return
         ended = False
+        # A copy: the server keeps its own scope's HEAD, and with it drops any body itself.
+        as_get = {**scope, "method": "GET"}
 
         async def without_body(message: Message) -> None:
             nonlocal ended
             if message["type"] == "http.response.start":
+                # What routing found, for the layers outside (the observer's route label:
+                # a HEAD /health was counted as `<unmatched>`).
+                for key in ("route", "endpoint", "root_path", "app_root_path"):
+                    if key in as_get:
+                        scope[key] = as_get[key]
                 await send(message)
             elif message["type"] == "http.response.body" and not ended:
                 ended = True
                 await send({"type": "http.response.body", "body": b"", "more_body": False})
 
-        # A copy: the server keeps its own scope's HEAD, and with it drops any body itself.
-        await self.app({**scope, "method": "GET"}, receive, without_body)
+        await self.app(as_get, receive, without_body)

@@ -142,7 +142,16 @@ def _streams(message: Message) -> bool:
 def _route_template(scope: Scope) -> str:
     route = scope.get("route")
     path = getattr(route, "path", None)
-    return path if isinstance(path, str) else UNMATCHED_ROUTE
+    if isinstance(path, str):
+        return path
+    # A mounted app (the monitor's files under /ui) leaves no route, but its prefix: routing
+    # moved it from `app_root_path` to `root_path`. One label for all of its paths.
+    mounted, base = scope.get("root_path"), scope.get("app_root_path")
+    if scope.get("endpoint") is not None and isinstance(mounted, str) and isinstance(base, str):
+        prefix = mounted.removeprefix(base)
+        if prefix:
+            return f"{prefix}/{{path}}"
+    return UNMATCHED_ROUTE
 
 
 RUN_ID_STATE = "run_id"

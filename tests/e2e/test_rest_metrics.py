@@ -80,6 +80,10 @@ async def test_metrics_report_http_runs_queue_and_admission(
         await http.get("/health")
         await http.delete("/keys/0123456789ab")  # a 404 on a templated route
         await http.get("/no/such/path")
+        # A second new user's tour: an uptime monitor's HEAD and the monitor's files were
+        # counted as `<unmatched>`, beside the 404 scans.
+        await http.head("/health")
+        await http.get("/ui/style.css")
         answer = await http.get("/metrics")
     assert answer.status_code == 200
     assert answer.headers["content-type"].startswith("text/plain")
@@ -89,9 +93,11 @@ async def test_metrics_report_http_runs_queue_and_admission(
     assert _value(latency, method="GET", route="/health", status="200") == 1
     assert _value(latency, method="DELETE", route="/keys/{key_id}", status="404") == 1
     assert _value(latency, method="GET", route="<unmatched>", status="404") == 1
+    assert _value(latency, method="HEAD", route="/health", status="200") == 1
+    assert _value(latency, method="GET", route="/ui/{path}", status="200") == 1
     assert not [s for s in latency if s.labels["route"] == "/no/such/path"]
     buckets = samples["schemabridge_http_request_duration_seconds_bucket"]
-    assert _value(buckets, route="/health", le="+Inf") == 1
+    assert _value(buckets, method="GET", route="/health", le="+Inf") == 1
 
     runs = samples["schemabridge_runs"]
     assert _value(runs, status="SUCCEEDED") == 2
