@@ -78,7 +78,9 @@ def _os_reason(error: BaseException) -> str:
         if isinstance(seen, OSError) and seen.strerror:
             return seen.strerror.lower()
         seen = seen.__cause__ or seen.__context__
-    text = str(error).strip()
+    # Without its full stop: the reason goes inside a sentence ("…; reconnecting"), where
+    # aiohttp's "Server disconnected without sending a response." read ".;".
+    text = str(error).strip().rstrip(".")
     lowered = text.lower()
     if "connection refused" in lowered or "connect call failed" in lowered:
         return "connection refused"

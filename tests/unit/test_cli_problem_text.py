@@ -51,3 +51,15 @@ def test_publish_says_problems_as_validate_does_with_their_code() -> None:
         "  a.json (document)  Wrong as a whole.  [model]",
         "  b.json[0] /name  used (a.json at (document))  [duplicate_workflow]",
     ]
+
+
+def test_a_broken_connection_is_said_without_the_reasons_full_stop() -> None:
+    # A second new user's tour read "…broke: Server disconnected without sending a
+    # response.; reconnecting for up to 1 min" during an API restart.
+    import httpx
+
+    from api.cli.client_errors import transport_failure
+
+    lost = httpx.RemoteProtocolError("Server disconnected without sending a response.")
+    failure = transport_failure(lost, "http://127.0.0.1:8000", 30)
+    assert str(failure).endswith("broke: Server disconnected without sending a response"), failure
