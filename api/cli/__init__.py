@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import re
 import sys
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 from pydantic import ValidationError
@@ -102,11 +102,44 @@ def invalid_settings(error: ValidationError) -> list[str]:
     problems: dict[str, list[str]] = {}
     for problem in error.errors():
         name, *place = (str(part) for part in problem["loc"])
-        message = str(problem["msg"]).removeprefix("Value error, ")
+        message = _in_words(problem, name) or str(problem["msg"]).removeprefix("Value error, ")
         if place and place[0].isdigit():
             message = f"entry {int(place[0]) + 1}: {message}"
         problems.setdefault(name.upper(), []).append(message)
     return [f"invalid setting {name}: {'; '.join(said)}" for name, said in problems.items()]
+
+
+_TAKES = {"int_parsing": "a whole number", "float_parsing": "a number", "bool_parsing": None}
+_BOUNDS = {
+    "greater_than_equal": ("at least", "ge"),
+    "greater_than": ("more than", "gt"),
+    "less_than_equal": ("at most", "le"),
+    "less_than": ("less than", "lt"),
+}
+_UNITS = {
+    "_ms": (" of milliseconds", " ms"),
+    "_s": (" of seconds", " s"),
+    "_bytes": (" of bytes", ""),
+}
+"""A setting's unit by the end of its name: in a type's words, and after a bound."""
+
+
+def _in_words(problem: Any, name: str) -> str | None:
+    """A number setting's refusal as what it takes and what it was given, the unit its name
+    ends with said ("should be a number of seconds, not '7d'"), rather than pydantic's "Input
+    should be a valid number, unable to parse string as a number"; None for the others."""
+    kind, given = problem.get("type"), problem.get("input")
+    shown = f", not {given!r}" if isinstance(given, str) and len(given) <= 40 else ""
+    unit, short = next((u for end, u in _UNITS.items() if name.lower().endswith(end)), ("", ""))
+    if kind == "bool_parsing":
+        return f"should be true or false{shown}"
+    if kind in _TAKES:
+        return f"should be {_TAKES[kind]}{unit}{shown}"
+    if kind in _BOUNDS:
+        words, key = _BOUNDS[kind]
+        bound = (problem.get("ctx") or {}).get(key)
+        return None if bound is None else f"should be {words} {bound}{short}{shown}"
+    return None
 
 
 def unreadable_setting(error: BaseException) -> str | None:

@@ -60,7 +60,7 @@ def test_a_list_setting_takes_commas_as_the_readme_writes_it_or_json(
     ("value", "said"),
     [
         ("[5, 10", "not a JSON list"),
-        ("5,ten", "entry 2: Input should be a valid number"),
+        ("5,ten", "entry 2: should be a number of seconds, not 'ten'"),
     ],
 )
 def test_a_list_setting_that_cannot_be_read_is_one_line_and_exit_2(
@@ -71,6 +71,29 @@ def test_a_list_setting_that_cannot_be_read_is_one_line_and_exit_2(
     (line,) = capsys.readouterr().err.splitlines()
     assert line.startswith("schemabridge: invalid setting SCHEMABRIDGE_REDISPATCH_DELAYS_S: ")
     assert said in line, line
+
+
+@pytest.mark.parametrize(
+    ("variable", "value", "said"),
+    [
+        # A second new user's tour read pydantic's "Input should be a valid number, unable to
+        # parse string as a number", without the value or the unit.
+        ("SCHEMABRIDGE_PAYLOAD_RETENTION_S", "7d", "should be a number of seconds, not '7d'"),
+        ("SCHEMABRIDGE_MAX_BODY_BYTES", "1MB", "should be a whole number of bytes, not '1MB'"),
+        ("SCHEMABRIDGE_MAX_BODY_BYTES", "0", "should be at least 1, not '0'"),
+    ],
+)
+def test_a_number_setting_says_what_it_takes_and_what_it_got(
+    clean: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+    variable: str,
+    value: str,
+    said: str,
+) -> None:
+    clean.setenv(variable, value)
+    assert run_main(clean, "validate", str(EXAMPLE)) == 2
+    (line,) = capsys.readouterr().err.splitlines()
+    assert line == f"schemabridge: invalid setting {variable}: {said}", line
 
 
 def test_a_value_pydantic_settings_cannot_read_is_named_in_one_line(
