@@ -495,6 +495,10 @@ async def _serve_api(settings: Settings, server: ApiServer) -> None:
                     await server.serve(app, stop)
                 finally:
                     stop.set()  # a server that ended by itself (its app failed) ends the rest
+            # As a worker says it (docs/monitoring.md lists the event for every service).
+            logging.getLogger("schemabridge.service").info(
+                "service %s stopped", service, extra={"event": "service.stopped"}
+            )
         finally:
             server.close()
             await runtime.close()

@@ -131,7 +131,10 @@ def test_api_serves_an_upgraded_database_and_stops_on_sigterm(
     assert api.stdout().startswith(f"{name} ready: pid "), api.stdout()
     records = [json.loads(line) for line in log.splitlines() if line.startswith("{")]
     named = [record for record in records if "service" in record]  # not the access log's
-    assert "service.ready" in [record["event"] for record in named], named
+    events = [record["event"] for record in named]
+    assert "service.ready" in events, named
+    # Its stop too, as a worker's (a second new user's tour found none).
+    assert events[-1] == "service.stopped", named
     assert {record["service"] for record in named} == {name}, named
 
 
