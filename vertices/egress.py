@@ -298,9 +298,12 @@ class EgressPolicy:
             refusal = self._refusals[host]
         except KeyError:
             refusal = self._host_refusal(host)
-            if len(self._refusals) >= _REFUSALS_KEPT:
-                self._refusals.clear()  # bounded: hosts a submitter makes up come and go
-            self._refusals[host] = refusal
+            # Bounded in count and size: hosts a submitter makes up come and go, and one
+            # longer than any DNS name (a run's input may give a 250 KB one) is not kept.
+            if len(host) <= _HOST_CHARS_KEPT:
+                if len(self._refusals) >= _REFUSALS_KEPT:
+                    self._refusals.clear()
+                self._refusals[host] = refusal
         if refusal is not None:
             raise EgressDenied(refusal)
 
@@ -320,6 +323,8 @@ class EgressPolicy:
 
 _REFUSALS_KEPT = 4096
 """Hosts whose `check_host` answer a policy keeps; past it the answers are forgotten at once."""
+_HOST_CHARS_KEPT = 253
+"""The longest host a policy keeps an answer for: the longest DNS name."""
 
 
 _HOW_TO_ALLOW = (

@@ -284,3 +284,8 @@ def test_a_hosts_answer_is_kept_per_policy_and_bounded(monkeypatch: pytest.Monke
         with pytest.raises(EgressDenied):
             bounded.check_host(f"10.0.0.{last}")
         assert len(bounded._refusals) <= 3
+    # A host longer than any DNS name (a run's input may give one) is checked, not kept.
+    long_host = "a" * 100_000
+    kept = EgressPolicy()
+    kept.check_host(long_host)
+    assert kept._refusals == {}
