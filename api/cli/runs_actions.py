@@ -427,6 +427,15 @@ PREVIEW_SKIP_WORDS = {
 """A batch retry's skip reasons as its dry run says them: it names no run, so the reason
 says what to do instead."""
 
+PREVIEW_SKIP_WORDS_OF_ONE = {
+    "parent_succeeded": "under a SUCCEEDED run (its retry would reopen a finished run's "
+    "join; name it alone to retry it)",
+    "started_over": "started over (its retry would send its calls a second time, beside "
+    "the new run's; look at that one)",
+    "deployment_run": "a deployment's own run (act on its deployment)",
+}
+"""The same of one run (the monitor's dialog says them so too)."""
+
 
 def preview_skip_counts(skipped: list[SkippedRuns]) -> str:
     """The runs a dry run counts as skipped, by reason, most first: `under a SUCCEEDED run
@@ -437,7 +446,10 @@ def preview_skip_counts(skipped: list[SkippedRuns]) -> str:
         by_reason.setdefault(group.reason, Counter())[group.state or ""] += group.count
     parts = []
     for reason, states in sorted(by_reason.items(), key=lambda item: -item[1].total()):
-        words = PREVIEW_SKIP_WORDS.get(reason, reason)
+        one = states.total() == 1
+        words = (one and PREVIEW_SKIP_WORDS_OF_ONE.get(reason)) or PREVIEW_SKIP_WORDS.get(
+            reason, reason
+        )
         if reason == "run_not_failed":
             known = [(state, n) for state, n in states.most_common() if state]
             words += f" ({', '.join(f'{n:,} {state}' for state, n in known)})" if known else ""

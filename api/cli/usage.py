@@ -223,8 +223,11 @@ def _given(option: str, param: Any) -> tuple[str, str | None]:
     None when it is not there as `--option VALUE` or `--option=VALUE` (an environment
     variable)."""
     args = sys.argv[1:]
-    for name in getattr(param, "opts", None) or [option]:
-        for index, arg in enumerate(args):
+    names = getattr(param, "opts", None) or [option]
+    # From the end: given twice (under two names, too), the last one is the value click took.
+    for index in range(len(args) - 1, -1, -1):
+        arg = args[index]
+        for name in names:
             if arg == name and index + 1 < len(args):
                 return name, args[index + 1]
             if arg.startswith(name + "="):

@@ -267,6 +267,7 @@ _QUERY_BOUNDS = {
 _QUERY_TAKES = {
     "bool_parsing": "true or false",
     "int_parsing": "a whole number",
+    "int_parsing_size": "a whole number of fewer digits",
     "float_parsing": "a number",
 }
 """What a query parameter whose value did not parse takes, by pydantic's error type."""

@@ -70,8 +70,8 @@ def test_a_run_started_over_is_not_retried_from_the_command_line(
     )  # fmt: skip
     assert counted.stdout.splitlines()[0] == (
         f"would retry 1 run (status FAILED, workflow {WORKFLOW}, tenant {tenant}); 1 matched is "
-        "skipped: started over (their retry would send their calls a second time, beside the "
-        "new runs'; look at those); nothing retried"
+        "skipped: started over (its retry would send its calls a second time, beside the "
+        "new run's; look at that one); nothing retried"
     ), counted.stdout
 
     batch = serve_api.cli("runs", "retry", old, new)

@@ -871,13 +871,20 @@ def test_a_focused_vertex_keeps_the_focus_while_the_run_progresses(
     """A full run failed the keyboard test above: the page drew the graph anew (the run's
     end arrived) between the vertex taking the focus and Enter, and the focus was on <body>.
     A keyboard user lost their place at every progress of a live run."""
-    server.latency(1_500)
+    server.latency(2_500)  # two calls: the run ends at least 5 s after it is submitted
     run_id = ticket(server, tenant="graph-focus")
     with opened(browser, f"{server.ui}#/runs/{run_id}") as (page, _):
         node = page.locator('svg.dag .node[data-vertex="open-ticket"]')
         node.wait_for()
         node.focus()
+        node.evaluate("e => { e.seenBefore = true; }")
         page.locator("h1 .badge", has_text="succeeded").wait_for()
+        # The graph was drawn anew since the focus (a new element in the vertex's place).
+        page.wait_for_function(
+            """vertex => [...document.querySelectorAll("svg.dag .node")]
+                .some(e => e.dataset.vertex === vertex && !e.seenBefore)""",
+            arg="open-ticket",
+        )
         assert page.evaluate("() => document.activeElement.dataset.vertex") == "open-ticket"
         page.keyboard.press("Enter")
         page.get_by_role("heading", name="Step open-ticket").wait_for()

@@ -83,6 +83,10 @@ def test_an_option_given_no_value_points_at_its_commands_help(
             ["destinations", "set-cap", "erp", "--rate-per-second", "0"],
             "--rate-per-second '0': give a number, 0.001 or more",
         ),
+        (  # given twice: the value click took, the last
+            ["destinations", "set-cap", "erp", "--rate", "5", "--rate-per-second", "0"],
+            "--rate-per-second '0': give a number, 0.001 or more",
+        ),
     ],
 )
 def test_a_number_out_of_bounds_says_what_the_option_takes(

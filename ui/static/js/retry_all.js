@@ -66,7 +66,7 @@ function stuckBlocks(preview) {
 }
 
 /** The batch's skip reasons as the dialog says them of one run (`one`) or of several (the
- * CLI's dry run says them so too). */
+ * CLI's dry run says them so too: `PREVIEW_SKIP_WORDS` and `PREVIEW_SKIP_WORDS_OF_ONE`). */
 const SKIP_WORDS = {
   parent_succeeded: (one) => (one ? "under a SUCCEEDED run (its retry would reopen a finished run's join; name it alone to retry it)" : "under a SUCCEEDED run (their retry would reopen a finished run's join; name one alone to retry it)"),
   run_not_failed: () => "not FAILED",

@@ -314,7 +314,7 @@ function resolveTemplate(detail, step) {
     const counts = { total, succeeded, failed, cancelled, pending: total - succeeded - failed - cancelled };
     return {
       initial: { counts, outputs: [] },
-      help: `${readAs} Its dependants read it as the join's output: counts, and outputs (one per child in item order, null for a child that did not succeed).`,
+      help: `${readAs} Its dependants read it as the join's output: counts, and outputs (one per child in item order, null for a child that did not succeed; left empty, the steps after the join read no outputs).`,
     };
   }
   if (step.type === "GATEWAY") {
