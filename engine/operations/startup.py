@@ -188,6 +188,15 @@ def _database_missing(error: BaseException) -> bool:
     )
 
 
+def _login_refused(error: BaseException) -> bool:
+    """The server refused the login (SQLSTATE class 28: a role that does not exist, a wrong
+    password): it answered, so this is a setting to fix, not a server to wait for."""
+    return any(
+        str(getattr(found, "sqlstate", "") or "").startswith("28")
+        for found in _driver_errors(error)
+    )
+
+
 def _certificate_missing(error: BaseException) -> bool:
     """asyncpg could not read the root certificate `sslmode=verify-ca`/`verify-full` needs."""
     return any(
@@ -264,6 +273,15 @@ def _invalid_database(error: BaseException, url: str, reason: str) -> StartupRef
             f"cannot use the database {mask_url(url)}: {reason}; create it (e.g. "
             "`createdb`) or fix SCHEMABRIDGE_DATABASE_URL",
             code="database_missing",
+            refusal=Refusal.INVALID,
+        )
+    if _login_refused(error):
+        # A second new user's tour: a role that does not exist read "does not answer" (exit 4),
+        # though the server had answered.
+        return StartupRefused(
+            f"cannot use the database {mask_url(url)}: {reason}; the server refused the "
+            "login: fix the user or password in SCHEMABRIDGE_DATABASE_URL",
+            code="database_login_refused",
             refusal=Refusal.INVALID,
         )
     return None

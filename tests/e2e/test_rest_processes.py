@@ -16,6 +16,7 @@ from typing import Any
 
 import httpx
 import pytest
+from sqlalchemy import make_url
 
 from engine.store import db
 from tests.conftest import Backend
@@ -88,6 +89,20 @@ def test_api_refuses_an_unreachable_database(tmp_path: Path, redis_url: str) -> 
     backend = Backend("down", "postgresql+asyncpg://postgres@127.0.0.1:1/none", redis_url)
     result = sb("api", "--port", "0", env=process_env(backend, tmp_path))
     _assert_one_line_refusal(result, 4, "cannot use the database", "127.0.0.1:1")
+
+
+def test_api_refuses_a_role_the_server_does_not_have_as_a_setting(
+    pg_database_url: str, redis_url: str, tmp_path: Path
+) -> None:
+    """A second new user's tour: a role that does not exist read "does not answer" (exit 4),
+    the exit of a server to wait for, though the server had answered. It is a setting to fix:
+    exit 2, saying so."""
+    url = make_url(pg_database_url).set(username="sb_no_such_role")
+    backend = Backend("server", url.render_as_string(hide_password=False), redis_url)
+    result = sb("api", "--port", "0", env=process_env(backend, tmp_path))
+    _assert_one_line_refusal(
+        result, 2, "sb_no_such_role", "the server refused the login", "SCHEMABRIDGE_DATABASE_URL"
+    )
 
 
 def test_api_refuses_an_address_in_use(tmp_path: Path) -> None:
