@@ -237,8 +237,10 @@ def test_explain_says_create_it_only_for_a_missing_database() -> None:
     assert "createdb" in str(refused) and "secret" not in str(refused)
     role = asyncpg.exceptions.InvalidAuthorizationSpecificationError('role "u" does not exist')
     refused = explain(caused_by(role), settings)
-    assert refused is not None and refused.code == "store_unavailable"
-    assert "createdb" not in str(refused)
+    # A login the server refused: a setting to fix (exit 2), not a server to wait for.
+    assert refused is not None and refused.code == "database_login_refused"
+    assert refused.refusal is Refusal.INVALID
+    assert "createdb" not in str(refused) and "refused the login" in str(refused)
 
 
 def test_explain_names_the_certificate_file_verify_full_wants() -> None:
