@@ -31,6 +31,7 @@ from api.cli import validate as cli_validate
 from api.cli import workflows as cli_workflows
 from api.cli.exit_codes import ExitCode
 from api.cli.remote import EXIT_CODES_HELP
+from schemas.value_problems import problem_in_words
 
 app = typer.Typer(
     name="schemabridge",
@@ -109,13 +110,6 @@ def invalid_settings(error: ValidationError) -> list[str]:
     return [f"invalid setting {name}: {'; '.join(said)}" for name, said in problems.items()]
 
 
-_TAKES = {"int_parsing": "a whole number", "float_parsing": "a number", "bool_parsing": None}
-_BOUNDS = {
-    "greater_than_equal": ("at least", "ge"),
-    "greater_than": ("more than", "gt"),
-    "less_than_equal": ("at most", "le"),
-    "less_than": ("less than", "lt"),
-}
 _UNITS = {
     "_ms": (" of milliseconds", " ms"),
     "_s": (" of seconds", " s"),
@@ -125,21 +119,10 @@ _UNITS = {
 
 
 def _in_words(problem: Any, name: str) -> str | None:
-    """A number setting's refusal as what it takes and what it was given, the unit its name
-    ends with said ("should be a number of seconds, not '7d'"), rather than pydantic's "Input
-    should be a valid number, unable to parse string as a number"; None for the others."""
-    kind, given = problem.get("type"), problem.get("input")
-    shown = f", not {given!r}" if isinstance(given, str) and len(given) <= 40 else ""
+    """A number setting's refusal in words with the unit its name ends with ("should be a
+    number of seconds, not '7d'"); None for a refusal that is not a number's."""
     unit, short = next((u for end, u in _UNITS.items() if name.lower().endswith(end)), ("", ""))
-    if kind == "bool_parsing":
-        return f"should be true or false{shown}"
-    if kind in _TAKES:
-        return f"should be {_TAKES[kind]}{unit}{shown}"
-    if kind in _BOUNDS:
-        words, key = _BOUNDS[kind]
-        bound = (problem.get("ctx") or {}).get(key)
-        return None if bound is None else f"should be {words} {bound}{short}{shown}"
-    return None
+    return problem_in_words(problem, unit, short)
 
 
 def unreadable_setting(error: BaseException) -> str | None:

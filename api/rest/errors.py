@@ -68,6 +68,7 @@ from api.rest.route_errors import operation_statuses
 from engine.operations.id_prefixes import reads_as_prefix
 from engine.validation import json_text
 from engine.validation.common import pointer
+from schemas import value_problems
 from schemas.close_names import close_names, did_you_mean
 from schemas.errors import ApiError, DefinitionError, LimitReached, OperationError, Refusal
 
@@ -239,47 +240,20 @@ def _validation_problem(error: dict[str, Any], route: APIRoute | None) -> dict[s
         message = _unknown_field(route, loc) or message
     elif code == "model_attributes_type" and where == "body":
         message = _not_an_object(route, rest, error.get("input")) or message
-    elif code in _QUERY_TAKES and where == "query" and rest:
+    elif code in value_problems.TAKES and where == "query" and rest:
         # "Input should be a valid number" alone does not say which number: the first clause
         # of the parameter's own description does ("Epoch seconds, inclusive" for
         # `createdAfter=yesterday`); a whole description (`wait`'s is a paragraph) buried it.
-        given = _given(error.get("input"))
+        message = value_problems.problem_in_words(error) or message
         described = _query_clause(route, str(rest[0])) if code != "bool_parsing" else None
-        message = f"should be {_QUERY_TAKES[code]}{given}"
         message = f"{message} ({described})" if described else message
-    elif code in _QUERY_BOUNDS and where == "query" and rest:
+    elif code in value_problems.BOUNDS and where == "query" and rest:
         # "Input should be greater than or equal to 1": said as the bound and the value.
-        words, key = _QUERY_BOUNDS[code]
-        bound = (error.get("ctx") or {}).get(key)
-        if bound is not None:
-            message = f"should be {words} {bound}{_given(error.get('input'))}"
+        message = value_problems.problem_in_words(error) or message
     return {"pointer": pointer(*rest), "code": code, "message": message, "in": where}
 
 
-_QUERY_BOUNDS = {
-    "greater_than_equal": ("at least", "ge"),
-    "less_than_equal": ("at most", "le"),
-    "greater_than": ("more than", "gt"),
-    "less_than": ("less than", "lt"),
-}
-"""A query parameter's bound as words, and the key of pydantic's error context that holds it."""
-
-_QUERY_TAKES = {
-    "bool_parsing": "true or false",
-    "int_parsing": "a whole number",
-    "int_parsing_size": "a whole number of fewer digits",
-    "float_parsing": "a number",
-}
-"""What a query parameter whose value did not parse takes, by pydantic's error type."""
 _CLAUSE_CHARS = 60
-
-
-def _given(value: object) -> str:
-    """ ", not 'maybe'": the value a query parameter was given, cut when long."""
-    if not isinstance(value, str):
-        return ""
-    shown = value if len(value) <= 40 else value[:39] + "…"
-    return f", not {shown!r}"
 
 
 def _query_clause(route: APIRoute | None, name: str) -> str | None:

@@ -1,0 +1,54 @@
+"""A value pydantic refused, said as what it takes and what it was given ("should be a number
+of seconds, not '7d'", "should be at least 1, not '-1'") rather than pydantic's "Input should
+be a valid number, unable to parse string as a number". The CLI says so of settings, the REST
+API of query parameters: both read one wording from here."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+TAKES = {
+    "bool_parsing": "true or false",
+    "int_parsing": "a whole number",
+    "int_parsing_size": "a whole number of fewer digits",
+    "float_parsing": "a number",
+}
+"""What a value that did not parse takes, by pydantic's error type."""
+
+BOUNDS = {
+    "greater_than_equal": ("at least", "ge"),
+    "greater_than": ("more than", "gt"),
+    "less_than_equal": ("at most", "le"),
+    "less_than": ("less than", "lt"),
+}
+"""A bound as words, and the key of pydantic's error context that holds it."""
+
+_SHOWN_CHARS = 40
+
+
+def given_words(value: object) -> str:
+    """ ", not 'maybe'": the text a value was given as, cut when long; "" for anything else
+    (a JSON body's value is said by its pointer, not quoted)."""
+    if not isinstance(value, str):
+        return ""
+    shown = value if len(value) <= _SHOWN_CHARS else value[: _SHOWN_CHARS - 1] + "…"
+    return f", not {shown!r}"
+
+
+def problem_in_words(
+    problem: Mapping[str, Any], unit: str = "", short_unit: str = ""
+) -> str | None:
+    """`problem` (one entry of pydantic's `errors()`) in words, or None when its type is
+    neither a parse nor a bound. `unit` follows a number's kind (" of seconds"), `short_unit`
+    a bound ("3600 s"); a yes/no or a number too long to read takes neither."""
+    kind, given = problem.get("type"), given_words(problem.get("input"))
+    if kind in ("int_parsing", "float_parsing"):
+        return f"should be {TAKES[kind]}{unit}{given}"
+    if kind in TAKES:
+        return f"should be {TAKES[kind]}{given}"
+    if kind in BOUNDS:
+        words, key = BOUNDS[kind]
+        bound = (problem.get("ctx") or {}).get(key)
+        return None if bound is None else f"should be {words} {bound}{short_unit}{given}"
+    return None
