@@ -52,6 +52,8 @@ def test_a_failure_started_over_links_its_new_run_and_is_not_selected(
         link.wait_for()
         assert link.inner_text() == f"↻ started over as {new[:8]}"
         assert link.get_attribute("href") == f"#/runs/{new}"
+        title = f"Started over as run {new}: look at that run; this one is not retried"
+        assert link.get_attribute("title") == title
         badge = page.locator(f"tr[data-run='{old}'] td.status-cell .badge")
         assert badge.inner_text().split() == ["✕", "failed"]
         assert page.locator(f"tr[data-run='{other}'] .started-over").count() == 0

@@ -240,3 +240,14 @@ export function breakable(name) {
 export function shortId(id) {
   return String(id).slice(0, 8);
 }
+
+/** What was started over, in the words the runs list and the run page share: the run itself
+ * ("started over as run 1a2b3c4d") or, for a child under a root run an operator started over,
+ * its root ("its root run was started over as run 1a2b3c4d"). `shown` is the new run's id as
+ * the caller shows it (whole in a title, short in a sentence). */
+export function startedOverWords(own, shown) {
+  return {
+    label: own ? "started over" : "root started over",
+    sentence: `${own ? "started over" : "its root run was started over"} as run ${shown}`,
+  };
+}

@@ -10,7 +10,7 @@ import { api, ApiError, query } from "../api.js";
 import { currentRoute, setParams } from "../app.js";
 import { confirmAction } from "../dialog.js";
 import { announce, fill, focusIfLost, h, widthPercent } from "../dom.js";
-import { badge, breakable, count, duration, elapsed, errorSummary, exact, percent, plural, shortId, time } from "../format.js";
+import { badge, breakable, count, duration, elapsed, errorSummary, exact, percent, plural, shortId, startedOverWords, time } from "../format.js";
 import { Poller } from "../live.js";
 import { batchQuotaNote } from "../quota.js";
 import { previewBlocks, retryAllButton, skippedRunText } from "../retry_all.js";
@@ -116,12 +116,13 @@ function durationCell(run) {
  * 409 started_over), not one more to retry. */
 function startedOverLink(run) {
   if (!run.startedOverAs) return null;
-  const [what, whole] = run.parentRunId ? ["root started over", "Its root run was started over"] : ["started over", "Started over"];
+  // A child can only be under a root started over: start over takes root runs.
+  const { label, sentence } = startedOverWords(!run.parentRunId, run.startedOverAs);
   return h(
     "a",
-    { class: "started-over", href: `#/runs/${encodeURIComponent(run.startedOverAs)}`, title: `${whole} as run ${run.startedOverAs}: look at that run; this one is not retried` },
+    { class: "started-over", href: `#/runs/${encodeURIComponent(run.startedOverAs)}`, title: `${sentence[0].toUpperCase()}${sentence.slice(1)}: look at that run; this one is not retried` },
     h("span", { "aria-hidden": "true" }, "↻ "),
-    `${what} as ${shortId(run.startedOverAs)}`,
+    `${label} as ${shortId(run.startedOverAs)}`,
   );
 }
 

@@ -8,7 +8,7 @@
 import { api } from "../api.js";
 import { chooseAction, editJson } from "../dialog.js";
 import { announce, fill, focusIfLost, h } from "../dom.js";
-import { plural, shortId } from "../format.js";
+import { plural, shortId, startedOverWords } from "../format.js";
 import { SET_QUOTA_COMMAND, setQuotaCommand } from "../quota.js";
 import { warningNodes, warningsBox, withCode, withWarnings } from "../warnings.js";
 
@@ -189,8 +189,8 @@ function startOverWhyNot(detail) {
 function startedOverWhy(detail) {
   const newRun = detail.startedOverAs;
   if (!newRun) return null;
-  const which = detail.restarts.length ? "started over" : "its root run was started over";
-  return `${which} as run ${shortId(newRun)}: look at that run; a run can be retried only while nobody has started it over`;
+  const { sentence } = startedOverWords(detail.restarts.length > 0, shortId(newRun));
+  return `${sentence}: look at that run; a run can be retried only while nobody has started it over`;
 }
 
 /** The engine's own run of a deployment (route "system"): the API refuses retry, resolve,
