@@ -249,16 +249,30 @@ def test_an_empty_allow_list_is_the_default_policy() -> None:
 
 def test_every_bad_entry_is_named_in_one_error() -> None:
     with pytest.raises(EgressConfigError) as caught:
-        EgressPolicy.parse("10.0.0.0/8, 10.1.2.3/8, under_score.com, *, 127.1, 10.0.0.0/33, a:b")
+        EgressPolicy.parse(
+            "10.0.0.0/8, 10.1.2.3/8, under_score.com, *, 127.1, 10.0.0.0/33, a:b, 127.0.0.l"
+        )
     message = str(caught.value)
-    assert message.startswith("the egress allow-list has 6 bad entries:")
+    assert message.startswith("the egress allow-list has 7 bad entries:")
     assert "'10.1.2.3/8' has host bits set (did you mean 10.0.0.0/8?)" in message
     assert "'under_score.com' is not a host pattern" in message
     assert "'*' is not a host pattern" in message
     assert "'127.1' is a short or numeric IPv4 spelling; write it as 127.0.0.1" in message
     assert "'10.0.0.0/33' is not a CIDR or an address" in message
     assert "'a:b' is not a CIDR or an address" in message
+    assert "'127.0.0.l' is an IPv4 address with a typo, or a host name nobody" in message
     assert "Each entry is a CIDR" in message  # how to fix it
+
+
+def test_a_name_with_numbers_is_still_a_host_pattern() -> None:
+    """Only an address's shape with one label mistyped is refused: names with numbers pass."""
+    policy = EgressPolicy.parse("10.internal, api-2.eu-1.example, 1.2.example, 10.0.0.0.example")
+    assert [h.pattern for h in policy.hosts] == [
+        "10.internal",
+        "api-2.eu-1.example",
+        "1.2.example",
+        "10.0.0.0.example",
+    ]
 
 
 @given(st.lists(st.sampled_from(["10.0.0.0/8", "fd00::/8", "*.internal", "db.local", "::1"])))
