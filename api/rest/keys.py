@@ -1,16 +1,18 @@
-"""`/keys`: create, list and revoke API keys (admin keys only)."""
+"""`/keys`: create, list and revoke API keys (admin keys only), and `/keys/current`: the
+key a request was sent with (any key), so a client can say who it acts as before it is
+refused a route."""
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Literal
 
 from fastapi import APIRouter, status
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 from pydantic.alias_generators import to_camel
 
-from api.rest.auth import AdminDep
+from api.rest.auth import AdminDep, CallerDep
 from api.rest.body_shape import JsonBodyRoute
-from api.rest.deps import OperationsDep
+from api.rest.deps import ContextDep, OperationsDep
 from api.rest.errors import error_responses
 from api.rest.renamed import renamed_fields
 from engine.operations.keys_views import ApiKeyList, CreatedApiKey, RevokedApiKey
@@ -77,3 +79,38 @@ async def revoke_key(key_id: str, ops: OperationsDep, caller: AdminDep) -> Revok
     first `revokedAt` and `revokedBy` (nothing is done), as every action with nothing to do
     answers."""
     return await ops.keys.revoke(key_id, actor=caller.actor)
+
+
+class CurrentKey(BaseModel):
+    """The key a request was sent with: what it may do, never its secret."""
+
+    model_config = ConfigDict(alias_generator=to_camel, populate_by_name=True)
+
+    id: str = Field(description="The key's id (`keys list`); `demo` with authentication off.")
+    name: str | None = Field(description="The key's name, if it was given one.")
+    role: Literal["admin", "tenant"] = Field(
+        description="`admin`: every tenant and the admin routes; `tenant`: one tenant's runs."
+    )
+    tenant_id: str | None = Field(description="A tenant key's tenant; null for an admin key.")
+    authentication: bool = Field(
+        description="False when the API runs with authentication off (`serve --demo`): "
+        "every request acts as an admin, with no key."
+    )
+
+
+@router.get(
+    "/keys/current",
+    response_model=CurrentKey,
+    responses=error_responses(401, 503),
+    summary="The key this request was sent with: its role, or the tenant it acts for",
+)
+async def get_current_key(caller: CallerDep, context: ContextDep) -> CurrentKey:
+    """Any live key may ask: the monitor reads it to offer a tenant key only the pages it may
+    open, and a script to check which key it holds."""
+    return CurrentKey(
+        id=caller.key_id,
+        name=caller.name,
+        role="admin" if caller.admin else "tenant",
+        tenant_id=caller.tenant,
+        authentication=context.auth,
+    )

@@ -352,3 +352,40 @@ async def test_revocation_holds_at_once_on_another_api_process(backend: Backend,
     finally:
         await other_runtime.close()
     assert refused.status_code == 401
+
+
+async def test_a_key_reads_who_it_is(api: Api) -> None:
+    tenant = await api.ops.keys.create(tenant="acme", name="acme ci")
+    async with client(api.url, tenant.key) as http:
+        answer = await http.get("/keys/current")
+    assert answer.status_code == 200, answer.text
+    assert answer.json() == {
+        "id": tenant.id,
+        "name": "acme ci",
+        "role": "tenant",
+        "tenantId": "acme",
+        "authentication": True,
+    }
+    async with client(api.url, api.admin_key) as http:
+        admin = (await http.get("/keys/current")).json()
+    assert (admin["role"], admin["tenantId"], admin["name"]) == ("admin", None, "test admin")
+    async with client(api.url, None) as http:
+        refused = await http.get("/keys/current")
+    assert (refused.status_code, refused.json()["code"]) == (401, "unauthorized")
+    await api.ops.keys.revoke(tenant.id, actor="test")
+    async with client(api.url, tenant.key) as http:
+        assert (await http.get("/keys/current")).status_code == 401
+
+
+async def test_with_authentication_off_the_key_is_demo(runtime: Runtime) -> None:
+    async for served in _serve(runtime, auth=False):
+        async with client(served.url, None) as http:
+            answer = await http.get("/keys/current")
+        assert answer.status_code == 200, answer.text
+        assert answer.json() == {
+            "id": "demo",
+            "name": None,
+            "role": "admin",
+            "tenantId": None,
+            "authentication": False,
+        }

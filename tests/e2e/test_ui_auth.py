@@ -90,13 +90,21 @@ def test_a_tenant_key_refused_an_admin_page_can_give_way_to_another_key(
         dialog.get_by_role("button", name="Use this key").click()
         refused = page.locator(".error-box", has_text="this route needs an admin key")
         refused.wait_for()
-        shoot(page, "admin-page-tenant-key", narrow=False)
+        # The header says whom the key acts for, and offers no page it would be refused.
+        who = page.locator("#who")
+        who.get_by_text("tenant acme · ui").wait_for()
+        nav = page.get_by_role("navigation", name="Pages")
+        assert nav.get_by_role("link").all_inner_texts() == ["Runs", "Workflows", "Editor"]
+        shoot(page, "admin-page-tenant-key")
         refused.get_by_role("button", name="Use another key…").click()
         dialog.get_by_role("heading", name="API key needed").wait_for()
         page.fill("#api-key", admin_key)
         dialog.get_by_role("button", name="Use this key").click()
         page.get_by_role("heading", name="Deployments").wait_for()
         assert page.locator(".error-box").count() == 0
+        who.get_by_text("admin key · ui").wait_for()
+        links = nav.get_by_role("link").all_inner_texts()
+        assert links == ["Runs", "Workflows", "Deployments", "Editor", "Destinations", "Services"]
         assert page.evaluate("sessionStorage.getItem('schemabridge.apiKey')") == admin_key
 
 

@@ -1,7 +1,7 @@
 // The monitor's shell: a hash router (#/runs, #/runs/<id>, #/workflows/<name>, …) whose
 // filters live in the URL so a view can be shared, and the API-key prompt.
 
-import { ApiError, onKeyNeeded, useKey } from "./api.js";
+import { api, ApiError, onKeyNeeded, storedKey, useKey } from "./api.js";
 import { askForKey } from "./dialog.js";
 import { fill, h } from "./dom.js";
 import { deploymentPage, deploymentsPage } from "./pages/deployments.js";
@@ -80,7 +80,35 @@ function otherKey(error) {
   return h("p", {}, button);
 }
 
+let readFor; // the key whom it acts for was last read with (undefined: none read yet)
+
+/** Say in the header whom the stored key acts for ("tenant acme"), and offer a tenant key
+ * only the pages it may open: the admin pages (marked data-admin) refuse it with 403. Read
+ * once per key: before a page (the first look) and after it (a key the page's 401 prompt
+ * took, or "Use another key…"). A key that cannot be read changes nothing shown. */
+async function showWho() {
+  const key = storedKey();
+  if (key === readFor) return;
+  readFor = key;
+  let who;
+  try {
+    who = await api("/keys/current");
+  } catch {
+    return;
+  }
+  if (storedKey() !== key) return; // another key meanwhile: the next look reads it
+  const tenant = who.role === "tenant";
+  for (const link of document.querySelectorAll("nav a[data-admin]")) link.closest("li").hidden = tenant;
+  const name = who.name ? ` · ${who.name}` : "";
+  const said = !who.authentication ? "authentication off" : tenant ? `tenant ${who.tenantId}${name}` : `admin key${name}`;
+  const label = document.getElementById("who");
+  label.textContent = said;
+  label.title = tenant ? `This key acts for tenant ${who.tenantId}: its runs only, no admin page` : who.authentication ? `Admin key ${who.id}` : "Every request acts as the admin demo";
+  label.hidden = false;
+}
+
 async function render() {
+  showWho();
   const { path, params } = currentRoute();
   const main = document.getElementById("main");
   if (cleanup) {
@@ -119,6 +147,7 @@ async function render() {
     if (mine === generation) showError(main, error);
   }
   if (movedPage) main.focus({ preventScroll: true });
+  showWho();
 }
 
 onKeyNeeded(askForKey);
