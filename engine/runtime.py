@@ -240,6 +240,9 @@ class Runtime:
         config = config or self.worker_config()
         if service is not None:
             config = dataclasses.replace(config, service=service)
+        # A worker waits on wake-ups when idle: subscribed before its first claim, so none
+        # published between that claim and its first wait is missed.
+        self.wakeup.listen()
         return Worker(
             self.store,
             self.executor_deps(metrics),

@@ -171,6 +171,11 @@ class PubSubChannel:
         if self.listens_at_start:
             self._listen_now()
 
+    def listen(self) -> None:
+        """Read the channel from now on, whatever `listens_at_start` says: for a process
+        that is about to wait on it (a worker, before its first claim)."""
+        self._listen_now()
+
     def _listen_now(self) -> None:
         """Start the listener, if running and not listening yet."""
         if self._tasks and not self._stopping.is_set() and "listener" not in self._tasks:

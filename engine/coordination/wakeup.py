@@ -14,6 +14,10 @@ poll, so losing one costs latency, never work. That allows a cheap design:
 - Level-triggered. The signal stays set until a `wait()` consumes it, so a notification that
   arrives while nobody waits makes the next `wait()` return at once; every waiter blocked at
   that moment wakes (broadcast). Spurious wake-ups are possible; callers re-check the store.
+- Only waiters read the channel: the listener starts with `listen()` (a worker, as the runtime
+  builds it) or the process's first `wait()`, so an API process, which only notifies, never
+  reads every process's PUBLISH (about 200 a second under the submission benchmark, each one
+  a read, a parse and an echo check for nothing).
 - Degrades to polling. If Redis is down, `notify()` still wakes local waiters and logs the
   failed publish; `wait()` simply times out, and the caller's `timeout_s` *is* the fallback
   poll interval. The listener is supervised (restarted with backoff when it dies); after it
@@ -45,6 +49,7 @@ class Wakeup(PubSubChannel):
 
     default_channel = keys.WAKEUP_CHANNEL
     default_coalesce_s = 0.005
+    listens_at_start = False
 
     def __init__(self, client: redis.Redis, **options: Unpack[ChannelOptions]) -> None:
         super().__init__(client, **options)
@@ -63,6 +68,7 @@ class Wakeup(PubSubChannel):
     async def wait(self, timeout_s: float) -> bool:
         """Wait up to `timeout_s` for a notification; True if one arrived (or was pending),
         False on timeout. Consumes the pending notification."""
+        self._listen_now()
         return await self._signal.wait(timeout_s)
 
     def _received(self, body: bytes) -> None:

@@ -50,7 +50,9 @@ async def pair(coord_url: str | None, channel: str) -> AsyncIterator[tuple[Wakeu
         second = Wakeup(await stack.enter_async_context(open_client(coord_url)), channel=channel)
         await stack.enter_async_context(first)
         await stack.enter_async_context(second)
+        first.listen()
         assert await first.wait_ready(5.0)
+        second.listen()
         assert await second.wait_ready(5.0)
         yield first, second
 
@@ -115,11 +117,26 @@ async def test_notify_before_start_publishes_inline(coord_url: str | None, chann
     async with open_client(coord_url) as a, open_client(coord_url) as b:
         cold = Wakeup(a, channel=channel)
         async with Wakeup(b, channel=channel) as listening:
+            listening.listen()
             assert await listening.wait_ready(5.0)
             await cold.notify()
             assert cold.published == 1
             assert await listening.wait(5.0)
             assert await cold.wait(0.0), "local wake even when not started"
+
+
+async def test_only_a_process_that_waits_reads_the_channel(
+    coord_url: str | None, channel: str
+) -> None:
+    """An API process only notifies: it never subscribes, so it never reads what the other
+    processes publish. The first `wait()` (or `listen()`) subscribes."""
+    async with open_client(coord_url) as client, Wakeup(client, channel=channel) as wakeup:
+        await wakeup.notify()
+        assert not await wakeup.wait_ready(0.2), "no waiter, no subscription"
+        assert await client.pubsub_numsub(channel) == [(channel.encode(), 0)]
+        assert await wakeup.wait(0.0), "its own notify still wakes it locally"
+        assert await wakeup.wait_ready(5.0), "a wait subscribes"
+        assert await client.pubsub_numsub(channel) == [(channel.encode(), 1)]
 
 
 async def test_stop_is_idempotent_and_releases_the_subscription(
@@ -129,6 +146,7 @@ async def test_stop_is_idempotent_and_releases_the_subscription(
         wakeup = Wakeup(client, channel=channel)
         await wakeup.start()
         await wakeup.start()
+        wakeup.listen()
         assert await wakeup.wait_ready(5.0)
         assert await client.pubsub_numsub(channel) == [(channel.encode(), 1)]
         await wakeup.stop()
@@ -173,6 +191,7 @@ async def test_listener_restarts_after_an_embedded_outage(
             fast_wakeup(listening, channel) as waiter,
             Wakeup(notifying, channel=channel) as notifier,
         ):
+            waiter.listen()
             assert await waiter.wait_ready(5.0)
             with caplog.at_level(logging.DEBUG, logger="engine.coordination.wakeup"):
                 server.connected = False
@@ -217,6 +236,7 @@ async def watched(
         fast_wakeup(client, channel) as waiter,
         Wakeup(direct, channel=channel) as notifier,
     ):
+        waiter.listen()
         assert await waiter.wait_ready(5.0)
         caplog.set_level(logging.DEBUG, logger="engine.coordination.wakeup")
         yield waiter, notifier, direct
