@@ -17,7 +17,9 @@ seconds, whichever comes first. The series are interleaved: each repetition meas
 SchemaBridge (`POST /workflows/bench-submit/runs` with `{input, tenantId}`, 201 expected)
 then the bare endpoint (`POST /rows`, 201), so both see the same machine. Every submission
 has a distinct input (and, with `--idempotency`, an `Idempotency-Key`) over 8 tenants; with
-`--quota N` each tenant has a run quota of N, which every submission takes a unit of.
+`--quota N` each tenant has a run quota of N, which every submission takes a unit of. With
+`--wait` each submission asks `?wait=true` (200 once the run has ended): its latency is then the
+whole run's, submission to output, the workers' pick-up included.
 
 `--baseline REF` adds two api processes running the code of commit REF (exported with `git
 archive`; same database, same workers) and a third series per repetition against them
@@ -115,6 +117,8 @@ def _request(
             headers["Idempotency-Key"] = f"{stamp}-{i}"
         body = {"input": {"n": i, "stamp": stamp}, "tenantId": f"tenant-{i % TENANTS}"}
         url = f"{urls[i % len(urls)]}/workflows/{WORKFLOW}/runs"
+        if args.wait:
+            url += "?wait=true"
         async with session.post(url, json=body, headers=headers) as response:
             await response.read()
             return response.status
@@ -172,8 +176,8 @@ async def series(
     profile_label: str | None = None,
 ) -> dict[str, Any]:
     urls = [p.url for p in procs if p.url]
-    ok = 200 if target == "health" else 201
     kind = "submit" if target == BASELINE else target
+    ok = 200 if target == "health" or (kind == "submit" and args.wait) else 201
     connector = aiohttp.TCPConnector(limit=args.concurrency, force_close=False)
     timeout = aiohttp.ClientTimeout(total=30)
     load_before = load_average()
@@ -307,6 +311,11 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     parser.add_argument("--workers", type=int, default=2)
     parser.add_argument("--latency-ms", type=float, default=1.0)
     parser.add_argument("--idempotency", action="store_true", help="send Idempotency-Key")
+    parser.add_argument(
+        "--wait",
+        action="store_true",
+        help="submit with ?wait=true (200 with the output): the latency is submission to end",
+    )
     parser.add_argument("--access-log", action="store_true", help="the api's JSON access log on")
     parser.add_argument(
         "--quota",

@@ -31,6 +31,7 @@ from engine.operations.pagination import (
     invalid_filter,
     scope_digest,
 )
+from engine.operations.read_pacing import ReadPacing
 from engine.operations.row_cache import RowCache, shared_row_cache
 from engine.operations.views import (
     ChildDuration,
@@ -88,7 +89,13 @@ WAIT_FALLBACK_S = 1.0
 """`wait` reads the run when a run event says it changed, and at least this often anyway (an
 event is a hint that can be lost)."""
 WAIT_MIN_READ_S = 0.05
-"""`wait` reads the run at most this often, however many events arrive."""
+"""`wait` reads the run at most this often over time, however many events arrive."""
+WAIT_READ_BURST = 3
+"""Reads `wait` may make at once, one per event, before `WAIT_MIN_READ_S` spaces them
+(`engine.operations.read_pacing`): a short run's few events (its step claimed, the run ended)
+are each read as they come, where a fixed spacing held a `?wait=true` answer back for most of
+50 ms (p50 62 → 21-35 ms for a run of one 1 ms call, one client, bench/RESULTS.md); a run that
+changes all the time (a fan-out) is still read at most every `WAIT_MIN_READ_S`."""
 MAX_RUN_ID_CHARS = 36
 MAX_LONG_TAIL = 50
 """The most children `long_tail` lists in each of its two lists."""
@@ -588,8 +595,8 @@ class RunOperations:
     @store_boundary
     async def wait(self, run_id: str, timeout_s: float, *, tenant: str | None = None) -> RunDetail:
         """The run once it has ended, or as it is after `timeout_s` (0 to 3,600 s) if it has
-        not. It is read again when a run event says it changed (at most every 50 ms), and at
-        least once a second anyway."""
+        not. It is read again when a run event says it changed (at once for the first few
+        events, then at most every 50 ms), and at least once a second anyway."""
         if not isinstance(timeout_s, int | float) or not 0 <= timeout_s <= MAX_WAIT_S:
             raise InvalidRequest(
                 f"timeout_s is 0 to {MAX_WAIT_S:g} seconds; got {timeout_s!r}",
@@ -599,18 +606,18 @@ class RunOperations:
         deadline = loop.time() + timeout_s
         with self.watch(run_id) as watch:
             run = await self._run(run_id, tenant)
-            read_at = loop.time()
-            for _ in range(math.ceil(timeout_s / WAIT_MIN_READ_S) + 1):
+            pacing = ReadPacing(WAIT_MIN_READ_S, WAIT_READ_BURST, loop.time())
+            for _ in range(math.ceil(timeout_s / WAIT_MIN_READ_S) + WAIT_READ_BURST):
                 remaining = deadline - loop.time()
                 if run.status in _TERMINAL or remaining <= 0:
                     break
                 await watch.wait(min(WAIT_FALLBACK_S, remaining))
-                pause = read_at + WAIT_MIN_READ_S - loop.time()
+                pause = pacing.pause(loop.time())
                 if pause > 0:
                     await asyncio.sleep(min(pause, max(0.0, deadline - loop.time())))
                 await watch.wait(0.0)  # events until now are covered by this read
                 run = await self._run(run_id, tenant)
-                read_at = loop.time()
+                pacing.read(loop.time())
         return await self._detail(run, tenant)
 
     # ── lists ───────────────────────────────────────────────────────────────────────────────
