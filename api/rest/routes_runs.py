@@ -54,6 +54,7 @@ from engine.operations.views import (
     LongTail,
     Page,
     RunDetail,
+    RunEnd,
     RunFilter,
     RunIdMatches,
     RunProgress,
@@ -102,7 +103,7 @@ def _tenant_of(caller: Caller, requested: str | None) -> str:
     return caller.own_tenant(requested, "submits for") or caller.tenant or "default"
 
 
-def _outcome(detail: RunDetail, *, created: bool) -> JSONResponse:
+def _outcome(detail: RunEnd | RunDetail, *, created: bool) -> JSONResponse:
     """The answer of `?wait=true` once the wait is over; `created`: whether this request
     created the run (False: it replayed an `Idempotency-Key`)."""
     url = run_url(detail.id)
@@ -140,6 +141,8 @@ def _outcome(detail: RunDetail, *, created: bool) -> JSONResponse:
         )
         status_code = 409
     else:
+        # A run still going is answered with its whole detail (`wait_for_end`).
+        assert isinstance(detail, RunDetail)
         progress = detail.as_progress()
         answer = RunStillRunningError(
             code="run_still_running",
@@ -300,7 +303,7 @@ async def submit(
     response.headers["Location"] = url
     if wait:
         timeout_s = context.settings.timeout_gateway_ms / 1000 + SYNC_WAIT_GRACE_S
-        detail = await ops.runs.wait(result.run.id, timeout_s, tenant=caller.tenant)
+        detail = await ops.runs.wait_for_end(result.run.id, timeout_s, tenant=caller.tenant)
         return _outcome(detail, created=result.created)
     if not result.created:
         response.status_code = status.HTTP_200_OK

@@ -41,6 +41,7 @@ from engine.operations.views import (
     LongTail,
     Page,
     RunDetail,
+    RunEnd,
     RunFilter,
     RunIdMatches,
     RunProgress,
@@ -597,6 +598,28 @@ class RunOperations:
         """The run once it has ended, or as it is after `timeout_s` (0 to 3,600 s) if it has
         not. It is read again when a run event says it changed (at once for the first few
         events, then at most every 50 ms), and at least once a second anyway."""
+        return await self._detail(await self._waited(run_id, timeout_s, tenant), tenant)
+
+    @store_boundary
+    async def wait_for_end(
+        self, run_id: str, timeout_s: float, *, tenant: str | None = None
+    ) -> RunEnd | RunDetail:
+        """As `wait`, for a synchronous submission: a run that has ended is answered with its
+        summary and output alone (one read more, its start overs, rather than the six of the
+        whole detail); a run still going with its whole detail, whose progress says why."""
+        run = await self._waited(run_id, timeout_s, tenant)
+        if run.status not in _TERMINAL:
+            return await self._detail(run, tenant)
+        restarts = await self._store.restarts_of(run.id)
+        under = None
+        if not restarts and run.root_run_id is not None:  # as `_detail` reads it
+            under = (await self._store.started_over_as({run.id: run.root_run_id})).get(run.id)
+        started_over_as = restarts[0] if restarts else under
+        shown = run_views.summary(run, sent=True, started_over_as=started_over_as)
+        return RunEnd(**shown.model_dump(), output=run.output)
+
+    async def _waited(self, run_id: str, timeout_s: float, tenant: str | None) -> RunRecord:
+        """The run's row once it has ended, or after `timeout_s`: `wait`'s reads."""
         if not isinstance(timeout_s, int | float) or not 0 <= timeout_s <= MAX_WAIT_S:
             raise InvalidRequest(
                 f"timeout_s is 0 to {MAX_WAIT_S:g} seconds; got {timeout_s!r}",
@@ -618,7 +641,7 @@ class RunOperations:
                 await watch.wait(0.0)  # events until now are covered by this read
                 run = await self._run(run_id, tenant)
                 pacing.read(loop.time())
-        return await self._detail(run, tenant)
+        return run
 
     # ── lists ───────────────────────────────────────────────────────────────────────────────
 

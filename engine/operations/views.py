@@ -515,6 +515,13 @@ class FanoutProgress(View):
     """Children with a waiting step, by reason, most first."""
 
 
+class RunEnd(RunSummary):
+    """A run that has ended, as a synchronous submission (`?wait=true`) answers it: its
+    summary and its output, without the steps and history the whole detail reads."""
+
+    output: Any = None
+
+
 class RunDetail(RunSummary):
     """A run with its input, output, steps, attempt history and fan-out progress."""
 

@@ -11,7 +11,7 @@ import pytest
 
 from demo.downstream import RunningDownstream
 from engine.operations import Operations
-from engine.operations.views import RunFilter
+from engine.operations.views import RunDetail, RunEnd, RunFilter, RunSummary
 from engine.runtime import Runtime
 from engine.settings import Settings
 from schemas.errors import (
@@ -488,6 +488,35 @@ async def test_wait_returns_at_the_end_or_at_the_deadline(
         with pytest.raises(InvalidRequest) as refused:
             await ops.runs.wait(submitted.run.id, timeout_s)
         assert refused.value.code == "invalid_timeout"
+
+
+async def test_a_synchronous_wait_answers_an_ended_run_as_its_whole_detail_does(
+    ops: Operations, runtime: Runtime, downstream: RunningDownstream
+) -> None:
+    """`wait_for_end` (`?wait=true`) reads less than `wait`, and says the same: the summary
+    (its error and the run a start over made included) and the output; a run still going
+    comes with its whole detail, for its progress."""
+    await ops.workflows.publish(single("ok", f"{downstream.url}/ok"))
+    await ops.workflows.publish(single("bad", f"{downstream.url}/bad?status=422"))
+    going = (await ops.runs.submit("ok", {})).run
+    still = await ops.runs.wait_for_end(going.id, 0)  # no worker yet
+    assert isinstance(still, RunDetail) and still.steps
+    succeeded = going.id
+    failed = (await ops.runs.submit("bad", {})).run.id
+    async with running_worker(runtime):
+        for run_id in (succeeded, failed):
+            await ended(ops, run_id)
+        over = (await ops.actions.start_over(failed, actor="test")).new_run_id
+        await ended(ops, over)
+    fields = [*RunSummary.model_fields, "output"]
+    for run_id, status in ((succeeded, "SUCCEEDED"), (failed, "FAILED")):
+        light = await ops.runs.wait_for_end(run_id, 5)
+        whole = await ops.runs.wait(run_id, 5)
+        assert isinstance(light, RunEnd) and light.status == status
+        assert {f: getattr(light, f) for f in fields} == {f: getattr(whole, f) for f in fields}
+    light = await ops.runs.wait_for_end(failed, 5)
+    assert light.started_over_as == over and light.error is not None
+    assert light.error.kind == "http_error"
 
 
 async def test_logs_are_read_in_pages(
