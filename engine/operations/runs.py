@@ -489,7 +489,7 @@ class RunOperations:
         version = await store.get_version(run.workflow_name, run.workflow_version)
         steps = await store.get_steps(run.id)
         under = None
-        if run.root_run_id is not None:  # a child: what a start over of its root made
+        if run.root_run_id not in (None, run.id):  # a child: what a start over of its root made
             under = (await store.started_over_as({run.id: run.root_run_id})).get(run.id)
         return run_views.detail(
             run,
@@ -605,16 +605,17 @@ class RunOperations:
         self, run_id: str, timeout_s: float, *, tenant: str | None = None
     ) -> RunEnd | RunDetail:
         """As `wait`, for a synchronous submission: a run that has ended is answered with its
-        summary and output alone (one read more, its start overs, rather than the six of the
-        whole detail); a run still going with its whole detail, whose progress says why."""
+        summary and output alone (one read more, who started it over, rather than the six of
+        the whole detail); a run still going with its whole detail, whose progress says why."""
         run = await self._waited(run_id, timeout_s, tenant)
         if run.status not in _TERMINAL:
             return await self._detail(run, tenant)
-        restarts = await self._store.restarts_of(run.id)
-        under = None
-        if not restarts and run.root_run_id is not None:  # as `_detail` reads it
-            under = (await self._store.started_over_as({run.id: run.root_run_id})).get(run.id)
-        started_over_as = restarts[0] if restarts else under
+        if run.root_run_id in (None, run.id):  # a root run: its own start overs
+            restarts = await self._store.restarts_of(run.id)
+            started_over_as = restarts[0] if restarts else None
+        else:  # a child (never started over itself): what a start over of its root made
+            roots = {run.id: run.root_run_id}
+            started_over_as = (await self._store.started_over_as(roots)).get(run.id)
         shown = run_views.summary(run, sent=True, started_over_as=started_over_as)
         return RunEnd(**shown.model_dump(), output=run.output)
 

@@ -125,6 +125,10 @@ async def test_runs_under_a_run_started_over_are_not_run_again(
         parent_id = await failed_fan_out(runtime, downstream, 2, failing={0})
     (child,) = await runtime.store.children(parent_id, status="FAILED")
     new_id = (await ops.actions.start_over(parent_id, actor="cli")).new_run_id
+    # A synchronous wait's short answer names the new run as the whole detail does.
+    assert (await ops.runs.wait_for_end(child.id, 1)).started_over_as == new_id
+    assert (await ops.runs.get(child.id)).started_over_as == new_id
+    assert (await ops.runs.wait_for_end(parent_id, 1)).started_over_as == new_id
 
     with pytest.raises(WrongState) as retry:
         await ops.actions.retry(child.id, actor="cli")
