@@ -149,6 +149,7 @@ app.command(name="api", epilog=cli_services.SERVICE_EXIT_CODES_HELP)(cli_service
 app.command(name="worker", epilog=cli_services.SERVICE_EXIT_CODES_HELP)(cli_services.worker)
 app.command(name="demo-downstream")(cli_services.demo_downstream)
 app.command(name="services", epilog=EXIT_CODES_HELP)(cli_admin.services)
+app.command(name="whoami", epilog=EXIT_CODES_HELP)(cli_admin.whoami)
 app.add_typer(cli_services.db_app, name="db")
 app.add_typer(cli_admin.destinations_app, name="destinations")
 app.add_typer(cli_admin.tenants_app, name="tenants")

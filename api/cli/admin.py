@@ -657,3 +657,32 @@ def services(
     views = call(remote, lambda api: api.settings.services())
     empty = "no services yet: each `serve`, `api` and `worker` process sends a heartbeat"
     print_page(remote, views, lambda items: services_table(items, time.time()), empty)
+
+
+# ── whoami ──────────────────────────────────────────────────────────────────────────────────
+
+
+def whoami(
+    api_url: ApiUrlOption = DEFAULT_API_URL,
+    api_key: ApiKeyOption = None,
+    output: OutputOption = OutputFormat.TEXT,
+    debug: DebugOption = False,
+) -> None:
+    """The API key this command sends (--api-key, SCHEMABRIDGE_API_KEY) as the API knows it:
+    its id and name, and whether it is an admin key or acts for one tenant."""
+    remote = Remote(api_url, api_key, output, debug)
+    key = call(remote, lambda api: api.settings.current_key())
+    if remote.json:
+        print_json(dump(key))
+        return
+    named = f" ({key.name})" if key.name else ""
+    if not key.authentication:
+        line = f"authentication is off at {remote.url}: every request acts as the admin demo"
+    elif key.role == "admin":
+        line = f"admin key {key.id}{named} at {remote.url}: every tenant, and the admin commands"
+    else:
+        line = (
+            f"key {key.id}{named} for tenant {key.tenant_id} at {remote.url}: that tenant's "
+            "runs only (destinations, services and deployments need an admin key)"
+        )
+    stdout().print(line, highlight=False, soft_wrap=True)

@@ -23,6 +23,7 @@ from api.cli.wire import (
     CancelResult,
     CapsRemoved,
     CapsView,
+    CurrentKey,
     DeploymentChange,
     DeploymentIdMatches,
     DeploymentPreview,
@@ -320,6 +321,10 @@ class SettingsApi:
     async def destinations(self) -> Page[DestinationView]:
         """`GET /destinations` (admin)."""
         return await self._session.fetch(Page[DestinationView], "GET", "/destinations")
+
+    async def current_key(self) -> CurrentKey:
+        """`GET /keys/current` (any key): the key the client sends, as the API knows it."""
+        return await self._session.fetch(CurrentKey, "GET", "/keys/current")
 
     async def services(self) -> Page[ServiceView]:
         """`GET /services` (admin): every service that sent a heartbeat."""

@@ -517,6 +517,14 @@ class DestinationView(Wire):
     retry_allowed: bool
 
 
+class CurrentKey(Wire):
+    id: str
+    name: str | None = None
+    role: str
+    tenant_id: str | None = None
+    authentication: bool = True
+
+
 class ServiceView(Wire):
     name: str
     up: bool

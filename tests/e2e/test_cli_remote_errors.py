@@ -102,6 +102,14 @@ def test_missing_wrong_and_tenant_keys(serve_api: Stack, failed: str) -> None:
     assert created.returncode == 0, created.stderr
     tenant_key = created.stdout.strip()
     assert_refused(serve_api.cli("destinations", "list", key=tenant_key), 4, "admin key")
+    # `whoami` says which key a command sends and what it may do, before a refusal does.
+    who = serve_api.ok("whoami", key=tenant_key).stdout
+    assert who.startswith("key ") and f"for tenant acme at {serve_api.url}: " in who, who
+    assert "need an admin key" in who
+    admin = serve_api.ok("whoami").stdout
+    assert admin.startswith("admin key ") and "every tenant" in admin, admin
+    assert serve_api.json("whoami", key=tenant_key)["tenantId"] == "acme"
+    assert_refused(serve_api.cli("whoami", key="sbk_not-a-key"), 4, "unknown, revoked or expired")
     # Another tenant's run reads as a run that does not exist.
     assert_refused(serve_api.cli("runs", "show", failed, key=tenant_key), 1, f"no run '{failed}'")
 

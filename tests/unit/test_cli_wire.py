@@ -9,6 +9,7 @@ import pytest
 
 from api.cli import wire
 from api.cli.run_options import STATUSES
+from api.rest.keys import CurrentKey
 from api.rest.routes_admin import CapsRemoved
 from engine.operations import action_views, audit_views, deployment_views, settings_views, views
 from engine.store.models import RunStatus
@@ -58,6 +59,7 @@ MIRRORS: list[tuple[type[wire.Wire], type[pydantic.BaseModel]]] = [
     (wire.StuckRuns, action_views.StuckRuns),
     (wire.CapsView, settings_views.CapsView),
     (wire.CapsRemoved, CapsRemoved),
+    (wire.CurrentKey, CurrentKey),
     (wire.BreakerView, settings_views.BreakerView),
     (wire.ClosedBreakerView, settings_views.ClosedBreakerView),
     (wire.BreakersReset, settings_views.BreakersReset),
