@@ -240,8 +240,8 @@ class Runtime:
         config = config or self.worker_config()
         if service is not None:
             config = dataclasses.replace(config, service=service)
-        # A worker waits on wake-ups when idle: subscribed before its first claim, so none
-        # published between that claim and its first wait is missed.
+        # A worker waits on wake-ups when idle: it starts subscribing now, before its first
+        # claim (one published before Redis confirms the subscription costs it one poll).
         self.wakeup.listen()
         return Worker(
             self.store,

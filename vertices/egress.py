@@ -354,7 +354,8 @@ def _parse_entry(entry: str) -> IPNetwork | HostPattern | str:
     ):
         return f"{entry!r} is not a host pattern"
     if len(labels) == 4 and sum(label.isdigit() for label in labels) == 3:
-        # `127.0.0.l`, `10.O.0.1`: a name nobody would give a host, an address mistyped. Taken
-        # as a host pattern it would admit nothing the operator meant, silently.
+        # `127.0.0.l`: three numbers and a name, an address mistyped rather than a host's name
+        # (`10.0.0.internal` is refused too). Taken as a host pattern it would admit nothing
+        # the operator meant, silently.
         return f"{entry!r} is an IPv4 address with a typo, or a host name nobody would give"
     return HostPattern(name)

@@ -115,3 +115,38 @@ def test_the_api_reference_renders_with_no_way_out(secured: tuple[str, str], bro
     with opened(browser, f"{url}/docs") as (page, _):
         page.locator(".opblock-summary-path", has_text="/workflows/{name}/runs").first.wait_for()
         shoot(page, "api-reference", narrow=False)
+
+
+def test_a_key_whose_role_cannot_be_read_is_offered_every_page(
+    secured: tuple[str, str], browser: Any
+) -> None:
+    """A tenant key's nav hides the admin pages; when the next key's `GET /keys/current`
+    fails (503 here, answered by the browser), the nav does not keep the last key's state: it
+    offers every page and names nobody."""
+    url, admin_key = secured
+    with opened(browser, f"{url}/ui/#/runs") as (page, watch):
+        watch.allowed_errors.extend(["status of 401", "status of 403", "status of 503"])
+        dialog = page.locator("dialog.modal")
+        dialog.get_by_role("heading", name="API key needed").wait_for()
+        page.fill("#api-key", TENANT_KEY["acme"])
+        dialog.get_by_role("button", name="Use this key").click()
+        who = page.locator("#who")
+        who.get_by_text("tenant acme · ui").wait_for()
+        nav = page.get_by_role("navigation", name="Pages")
+        assert nav.get_by_role("link").all_inner_texts() == ["Runs", "Workflows", "Editor"]
+
+        unavailable = {"code": "database_unavailable", "message": "the database is down"}
+        page.route(
+            "**/keys/current",
+            lambda route: route.fulfill(status=503, json=unavailable),
+        )
+        page.goto(f"{url}/ui/#/deployments")
+        refused = page.locator(".error-box", has_text="this route needs an admin key")
+        refused.get_by_role("button", name="Use another key…").click()
+        dialog.get_by_role("heading", name="API key needed").wait_for()
+        page.fill("#api-key", admin_key)
+        dialog.get_by_role("button", name="Use this key").click()
+        page.get_by_role("heading", name="Deployments").wait_for()
+        who.wait_for(state="hidden")
+        links = nav.get_by_role("link").all_inner_texts()
+        assert links == ["Runs", "Workflows", "Deployments", "Editor", "Destinations", "Services"]

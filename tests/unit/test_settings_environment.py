@@ -81,6 +81,11 @@ def test_a_list_setting_that_cannot_be_read_is_one_line_and_exit_2(
         ("SCHEMABRIDGE_PAYLOAD_RETENTION_S", "7d", "should be a number of seconds, not '7d'"),
         ("SCHEMABRIDGE_MAX_BODY_BYTES", "1MB", "should be a whole number of bytes, not '1MB'"),
         ("SCHEMABRIDGE_MAX_BODY_BYTES", "0", "should be at least 1, not '0'"),
+        (
+            "SCHEMABRIDGE_MAX_BODY_BYTES",
+            "9" * 5000,
+            "should be a whole number of fewer digits, not '" + "9" * 39 + "…'",
+        ),
     ],
 )
 def test_a_number_setting_says_what_it_takes_and_what_it_got(

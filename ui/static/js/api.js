@@ -30,11 +30,17 @@ export function storedKey() {
  * key was refused an admin page). */
 export function useKey(key) {
   sessionStorage.setItem(KEY_STORAGE, key);
+  window.dispatchEvent(new Event(KEY_CHANGED));
 }
 
 export function forgetKey() {
   sessionStorage.removeItem(KEY_STORAGE);
+  window.dispatchEvent(new Event(KEY_CHANGED));
 }
+
+/** Fired on `window` when the key changes (a prompt answered, "Use another key…"): whatever
+ * shows whom the key acts for reads it again, whichever request's 401 asked. */
+export const KEY_CHANGED = "schemabridge:key-changed";
 
 function headers(extra) {
   const all = { Accept: "application/json", ...extra };

@@ -1,7 +1,7 @@
 // The monitor's shell: a hash router (#/runs, #/runs/<id>, #/workflows/<name>, …) whose
 // filters live in the URL so a view can be shared, and the API-key prompt.
 
-import { api, ApiError, onKeyNeeded, storedKey, useKey } from "./api.js";
+import { api, ApiError, KEY_CHANGED, onKeyNeeded, storedKey, useKey } from "./api.js";
 import { askForKey } from "./dialog.js";
 import { fill, h } from "./dom.js";
 import { deploymentPage, deploymentsPage } from "./pages/deployments.js";
@@ -84,8 +84,9 @@ let readFor; // the key whom it acts for was last read with (undefined: none rea
 
 /** Say in the header whom the stored key acts for ("tenant acme"), and offer a tenant key
  * only the pages it may open: the admin pages (marked data-admin) refuse it with 403. Read
- * once per key: before a page (the first look) and after it (a key the page's 401 prompt
- * took, or "Use another key…"). A key that cannot be read changes nothing shown. */
+ * once per key: at the first look and whenever the key changes (a 401 prompt, "Use another
+ * key…"). A key that cannot be read is read again at the next look, and meanwhile every page
+ * is offered and nobody is named: the last key's state would be a guess. */
 async function showWho() {
   const key = storedKey();
   if (key === readFor) return;
@@ -94,9 +95,12 @@ async function showWho() {
   try {
     who = await api("/keys/current");
   } catch {
+    if (readFor === key) readFor = undefined;
+    for (const link of document.querySelectorAll("nav a[data-admin]")) link.closest("li").hidden = false;
+    document.getElementById("who").hidden = true;
     return;
   }
-  if (storedKey() !== key) return; // another key meanwhile: the next look reads it
+  if (storedKey() !== key) return; // another key meanwhile: its own read shows it
   const tenant = who.role === "tenant";
   for (const link of document.querySelectorAll("nav a[data-admin]")) link.closest("li").hidden = tenant;
   const name = who.name ? ` · ${who.name}` : "";
@@ -147,10 +151,10 @@ async function render() {
     if (mine === generation) showError(main, error);
   }
   if (movedPage) main.focus({ preventScroll: true });
-  showWho();
 }
 
 onKeyNeeded(askForKey);
+window.addEventListener(KEY_CHANGED, showWho);
 window.addEventListener("hashchange", render);
 if (document.readyState === "loading") document.addEventListener("DOMContentLoaded", render);
 else render();
