@@ -502,6 +502,8 @@ async def test_a_synchronous_wait_answers_an_ended_run_as_its_whole_detail_does(
     still = await ops.runs.wait_for_end(going.id, 0)  # no worker yet
     assert isinstance(still, RunDetail) and still.steps
     succeeded = going.id
+    cancelled = (await ops.runs.submit("ok", {})).run.id
+    await ops.actions.cancel(cancelled, actor="test")
     failed = (await ops.runs.submit("bad", {})).run.id
     async with running_worker(runtime):
         for run_id in (succeeded, failed):
@@ -509,7 +511,7 @@ async def test_a_synchronous_wait_answers_an_ended_run_as_its_whole_detail_does(
         over = (await ops.actions.start_over(failed, actor="test")).new_run_id
         await ended(ops, over)
     fields = [*RunSummary.model_fields, "output"]
-    for run_id, status in ((succeeded, "SUCCEEDED"), (failed, "FAILED")):
+    for run_id, status in ((succeeded, "SUCCEEDED"), (failed, "FAILED"), (cancelled, "CANCELLED")):
         light = await ops.runs.wait_for_end(run_id, 5)
         whole = await ops.runs.wait(run_id, 5)
         assert isinstance(light, RunEnd) and light.status == status
