@@ -3,8 +3,8 @@
 // graph, before publishing it. A publish says of each version whether it serves new runs and,
 // when it does not, how to make it serve (the API's hint).
 
-import { api } from "../api.js";
-import { confirmAction } from "../dialog.js";
+import { api, useKey } from "../api.js";
+import { askForKey, confirmAction } from "../dialog.js";
 import { announce, fill, h } from "../dom.js";
 import { pointerText } from "../format.js";
 import { cycleMembers, drawGraph } from "../graph.js";
@@ -95,6 +95,7 @@ export async function editorPage(main, params) {
   const publish = h("button", { type: "button", class: "primary", disabled: true, onclick: doPublish }, "Publish");
   let timer = null;
   let current = null; // {value, positions} of the last text that parsed
+  let checkedText = null; // the text the last check read
   let problemLines = new Map();
   // The graph of the last text that was checked stays while the text is not (yet) checked:
   // it keeps the author's bearings mid-edit, but it is dimmed and said to be old, in words.
@@ -165,6 +166,7 @@ export async function editorPage(main, params) {
 
   async function check() {
     fill(published);
+    checkedText = area.value;
     try {
       current = parseWithPositions(area.value);
     } catch (error) {
@@ -222,6 +224,13 @@ export async function editorPage(main, params) {
   }
 
   async function doPublish() {
+    // Text typed or pasted since the last check (its pause not yet over) is checked first:
+    // publishing `current` then sent the text before it, another workflow than the one shown.
+    if (area.value !== checkedText) {
+      clearTimeout(timer);
+      await check();
+      if (publish.disabled) return;
+    }
     if (!current) return;
     const ok = await confirmAction({
       title: "Publish?",
@@ -245,7 +254,7 @@ export async function editorPage(main, params) {
       );
       announce(withWarnings("Published.", notServing.map((r) => r.hint)), notServing.length ? "warning" : "ok");
     } catch (error) {
-      fill(published, h("p", { class: "error-box", role: "alert" }, `✕ Publish refused: ${error.message}`));
+      fill(published, h("p", { class: "error-box", role: "alert" }, `✕ Publish refused: ${error.message}`, error.status === 403 ? [" ", anotherKey(published)] : null));
     }
   }
 
@@ -279,4 +288,17 @@ export async function editorPage(main, params) {
   drawGutter();
   await check();
   return () => clearTimeout(timer);
+}
+
+/** A tenant key may validate but not publish (403): another key, asked here, is used from now
+ * on without drawing the page again, which would lose the document being edited. */
+function anotherKey(where) {
+  const button = h("button", { type: "button", class: "secondary other-key" }, "Use another key…");
+  button.addEventListener("click", async () => {
+    const key = await askForKey();
+    if (!key) return;
+    useKey(key);
+    fill(where, h("p", { class: "ok-box", role: "status" }, "Key changed: publish again."));
+  });
+  return button;
 }
