@@ -51,10 +51,11 @@ function headers(extra) {
 
 let asking = null;
 
-/** One prompt at a time: requests refused together wait for the same answer. */
-function keyFromOperator() {
+/** One prompt at a time: requests refused together wait for the same answer. `refused`: why
+ * the key sent was refused (null when none was sent). */
+function keyFromOperator(refused) {
   if (!asking) {
-    asking = askForKey().finally(() => {
+    asking = askForKey(refused).finally(() => {
       asking = null;
     });
   }
@@ -67,11 +68,22 @@ async function authorised(send) {
     const response = await send();
     if (response.status !== 401 || !askForKey) return response;
     if (storedKey() !== sentWith) continue; // another request got a new key meanwhile
-    const key = await keyFromOperator();
+    const key = await keyFromOperator(sentWith ? await refusal(response) : null);
     if (!key) return response;
     useKey(key);
   }
   return send();
+}
+
+/** The API's words for a 401 (its JSON `message`), read from a copy: the caller may still
+ * read the answer itself. */
+async function refusal(response) {
+  try {
+    const body = await response.clone().json();
+    return body && body.message ? body.message : "the API answered 401";
+  } catch {
+    return "the API answered 401";
+  }
 }
 
 /** Call the API: `await api("/runs?status=FAILED")`, `await api(path, {method, body})`. */

@@ -59,7 +59,7 @@ export function chooseAction({ title, text, note = null, noteBlocks = null, fiel
 }
 
 /** Ask for an API key (the API answered 401): resolves the key, or null. */
-export function askForKey() {
+export function askForKey(refused = null) {
   return new Promise((resolve) => {
     const use = h("button", { value: "ok", type: "submit", class: "primary" }, "Use this key");
     const input = h("input", {
@@ -80,6 +80,8 @@ export function askForKey() {
       "API key needed",
       [
         h("p", {}, "The API asks for a key. It is kept in this tab only (sessionStorage) and sent with each request."),
+        // Asked again after a key was tried: say why, or the same dialog looks like nothing happened.
+        refused ? h("p", { class: "error-box key-refused", role: "alert" }, `The key given was refused: ${refused}`) : null,
         h("label", { for: "api-key" }, "API key"),
         input,
       ],
