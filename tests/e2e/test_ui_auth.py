@@ -7,6 +7,7 @@ import subprocess
 from collections.abc import Iterator
 from typing import Any
 
+import httpx
 import pytest
 
 from tests.e2e.browser_harness import chromium, opened, server_env, shoot
@@ -34,6 +35,7 @@ TENANT_KEY: dict[str, str] = {}
 def secured(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, str]]:
     workdir = tmp_path_factory.mktemp("auth")
     env = server_env(workdir, f"sqlite+aiosqlite:///{workdir / 'sb.db'}")
+    env["SCHEMABRIDGE_EGRESS_ALLOW"] = "127.0.0.0/8"  # a workflow calling a closed loopback port
     subprocess.run([SCHEMABRIDGE, "db", "upgrade"], env=env, check=True, capture_output=True)
     key = _key(env, "--admin")
     TENANT_KEY["acme"] = _key(env, "--tenant", "acme")
@@ -59,10 +61,16 @@ def test_the_page_asks_for_a_key_and_keeps_it_in_the_tab(
         watch.allowed_errors.append("status of 401")
         dialog = page.locator("dialog.modal")
         dialog.get_by_role("heading", name="API key needed").wait_for()
+        assert dialog.locator(".key-refused").count() == 0, "no key was given yet"
         shoot(page, "api-key-dialog", narrow=False)
         page.fill("#api-key", "sbk_wrong")
         dialog.get_by_role("button", name="Use this key").click()
-        dialog.get_by_role("heading", name="API key needed").wait_for()  # asked again
+        # Asked again, saying why: the same dialog alone looked as if nothing had happened.
+        refused = dialog.locator(".key-refused")
+        refused.wait_for()
+        assert "The key given was refused: " in refused.inner_text()
+        assert "unknown, revoked or expired" in refused.inner_text()
+        shoot(page, "api-key-refused", narrow=False)
         # Enter in the field uses the key (the tour: it pressed the form's first button,
         # Cancel, and the page said a key was required).
         page.fill("#api-key", key)
@@ -150,3 +158,59 @@ def test_a_key_whose_role_cannot_be_read_is_offered_every_page(
         who.wait_for(state="hidden")
         links = nav.get_by_role("link").all_inner_texts()
         assert links == ["Runs", "Workflows", "Deployments", "Editor", "Destinations", "Services"]
+
+
+def test_a_tenant_key_starts_a_run_for_its_tenant(secured: tuple[str, str], browser: Any) -> None:
+    """The workflow page's "Start a run" leaves the tenant to the key: a tenant key's run is its
+    tenant's (the field said `default`, which the API refuses to every tenant key)."""
+    url, admin_key = secured
+    document = {
+        "name": "ui-tenant-start",
+        "vertices": {"call": {"type": "GATEWAY", "config": {"url": "http://127.0.0.1:9/never"}}},
+    }
+    auth = {"Authorization": f"Bearer {admin_key}"}
+    with httpx.Client(base_url=url, headers=auth, trust_env=False, timeout=30) as http:
+        assert http.post("/workflows", json=document).status_code in (200, 201)
+        with opened(browser, f"{url}/ui/#/workflows/ui-tenant-start") as (page, watch):
+            # 401 before the key; 403 for the page's read of the deployments (an admin's).
+            watch.allowed_errors.extend(["status of 401", "status of 403"])
+            dialog = page.locator("dialog.modal")
+            dialog.get_by_role("heading", name="API key needed").wait_for()
+            page.fill("#api-key", TENANT_KEY["acme"])
+            dialog.get_by_role("button", name="Use this key").click()
+            assert page.locator("#run-tenant").input_value() == ""
+            page.get_by_role("button", name="Start a run of v1").click()
+            page.wait_for_url("**#/runs/*")
+            run_id = page.url.rsplit("/", 1)[-1]
+        assert http.get(f"/runs/{run_id}").json()["tenantId"] == "acme"
+
+
+def test_a_tenant_key_refused_a_publish_gives_way_to_another_key_keeping_the_document(
+    secured: tuple[str, str], browser: Any
+) -> None:
+    """A tenant key validates in the editor but may not publish (403): the refusal offers
+    another key right there, and the document typed is still there to publish with it."""
+    url, admin_key = secured
+    text = '{"name": "ui-editor-key", "vertices": {"call": {"type": "GATEWAY", "config": {"url": "http://127.0.0.1:9/x"}}}}'
+    with opened(browser, f"{url}/ui/#/editor") as (page, watch):
+        watch.allowed_errors.extend(["status of 401", "status of 403"])
+        dialog = page.locator("dialog.modal")
+        dialog.get_by_role("heading", name="API key needed").wait_for()
+        page.fill("#api-key", TENANT_KEY["acme"])
+        dialog.get_by_role("button", name="Use this key").click()
+        page.locator(".editor-state.ok").wait_for()  # the sample document, checked
+        page.fill("#document", text)
+        # At once, before the pause after typing is over: the text shown is what is published.
+        page.get_by_role("button", name="Publish").click()
+        page.locator("dialog.modal").get_by_role("button", name="Publish").click()
+        refused = page.locator(".error-box", has_text="Publish refused")
+        refused.get_by_role("button", name="Use another key…").click()
+        dialog.get_by_role("heading", name="API key needed").wait_for()
+        page.fill("#api-key", admin_key)
+        dialog.get_by_role("button", name="Use this key").click()
+        page.get_by_text("Key changed: publish again.").wait_for()
+        assert page.locator("#document").input_value() == text
+        page.get_by_role("button", name="Publish").click()
+        page.locator("dialog.modal").get_by_role("button", name="Publish").click()
+        page.locator(".ok-box", has_text="Published: ui-editor-key v1").wait_for()
+        page.locator("#who").get_by_text("admin key · ui").wait_for()

@@ -44,7 +44,9 @@ function startForm(name, version, document) {
   const input = h("textarea", { id: "run-input", class: "code", rows: "6", spellcheck: "false" });
   const blank = skeleton(document.inputSchema);
   input.value = Object.keys(blank).length ? JSON.stringify(blank, null, 2) : "{}";
-  const tenant = h("input", { id: "run-tenant", name: "tenant", value: "default" });
+  // Empty means "the key's own": a tenant key's tenant, `default` for an admin key. A field
+  // filled with `default` was refused to every tenant key (it submits for its tenant only).
+  const tenant = h("input", { id: "run-tenant", name: "tenant", value: "", placeholder: "the key's tenant (default for an admin key)" });
   const state = h("p", { role: "status" });
   const needs = requiredFields(document.inputSchema);
   const example = !document.inputSchema
