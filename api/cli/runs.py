@@ -177,6 +177,10 @@ async def _wait_for(
         )
     except StillRunning as still:
         say(still_running_line(run_id, timeout_s or 0, still.progress))
+        if remote.json:
+            # A script reads the run (its id first) from stdout whatever the outcome: a run
+            # still going at --timeout is the one case that printed nothing there.
+            print_json(dump(await api.runs.get(run_id)))
         return ExitCode.STILL_RUNNING
     detail = await api.runs.get(run_id)
     if remote.json:

@@ -236,6 +236,15 @@ def test_a_run_is_cancelled_and_a_wait_times_out(stack: Stack, published: str) -
     assert found, timed_out.stderr
     run = found.group(1)
     assert "Traceback" not in timed_out.stderr
+    # With --output json a script reads the run from stdout whatever the outcome.
+    as_json = stack.cli(
+        "runs", "submit", "support-ticket", "--input", SLOW, "--wait", "--timeout", "1",
+        "--output", "json",
+    )  # fmt: skip
+    assert as_json.returncode == 3, as_json.stderr
+    still = json.loads(as_json.stdout)
+    assert (still["status"], still["workflow"]) == ("RUNNING", "support-ticket")
+    stack.ok("runs", "cancel", still["id"])
 
     cancelled = stack.ok("runs", "cancel", run)
     assert cancelled.stdout.strip() == f"run {run} cancelled"
