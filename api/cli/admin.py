@@ -678,6 +678,8 @@ def whoami(
     named = f" ({key.name})" if key.name else ""
     if not key.authentication:
         line = f"authentication is off at {remote.url}: every request acts as the admin demo"
+        if remote.key:
+            line += " (the key given is not checked)"
     elif key.role == "admin":
         line = f"admin key {key.id}{named} at {remote.url}: every tenant, and the admin commands"
     else:

@@ -107,7 +107,13 @@ def submit(
         typer.Option(help="Submitting the same key and request again answers the same run."),
     ] = None,
     wait: Annotated[
-        bool, typer.Option("--wait", help="Follow the run until it ends; exit by its outcome.")
+        bool,
+        typer.Option(
+            "--wait",
+            help="Follow the run until it ends; exit by its outcome. The run is an ordinary "
+            "one (its calls time out by the process tier, 30 s, or for a fan-out the collect "
+            "tier, 60 s), not REST's ?wait=true, whose calls must fit the gateway tier (15 s).",
+        ),
     ] = False,
     timeout: TimeoutOption = 600.0,
     reconnect_for: ReconnectOption = DEFAULT_WINDOW_S,

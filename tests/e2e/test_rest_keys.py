@@ -4,9 +4,12 @@ an admin route; the caller a route receives (tenant scope); authentication off."
 
 from __future__ import annotations
 
+import asyncio
 import logging
+import os
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
+from subprocess import PIPE
 
 import pytest
 from fastapi import APIRouter
@@ -17,7 +20,7 @@ from engine.operations import Operations
 from engine.runtime import Runtime
 from schemas.clock import FakeClock
 from tests.conftest import Backend
-from tests.e2e.rest_harness import access_lines, client, serving
+from tests.e2e.rest_harness import SCHEMABRIDGE, access_lines, client, serving
 from tests.integration.engine_harness import settings_for
 
 whoami = APIRouter()
@@ -389,3 +392,16 @@ async def test_with_authentication_off_the_key_is_demo(runtime: Runtime) -> None
             "tenantId": None,
             "authentication": False,
         }
+        # `whoami` says so, and that a key given is not checked (served in this event loop:
+        # the command runs as a subprocess awaited here).
+        env = {**os.environ, "SCHEMABRIDGE_API_URL": served.url, "SCHEMABRIDGE_API_KEY": "sbk_x"}
+        process = await asyncio.create_subprocess_exec(
+            SCHEMABRIDGE, "whoami", env=env, stdout=PIPE, stderr=PIPE
+        )
+        out, err = await asyncio.wait_for(process.communicate(), 120)
+        assert process.returncode == 0, err.decode()
+        said = out.decode().strip()
+        assert said == (
+            f"authentication is off at {served.url}: every request acts as the admin demo "
+            "(the key given is not checked)"
+        )
