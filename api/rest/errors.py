@@ -240,16 +240,14 @@ def _validation_problem(error: dict[str, Any], route: APIRoute | None) -> dict[s
         message = _unknown_field(route, loc) or message
     elif code == "model_attributes_type" and where == "body":
         message = _not_an_object(route, rest, error.get("input")) or message
-    elif code in value_problems.TAKES and where == "query" and rest:
-        # "Input should be a valid number" alone does not say which number: the first clause
-        # of the parameter's own description does ("Epoch seconds, inclusive" for
-        # `createdAfter=yesterday`); a whole description (`wait`'s is a paragraph) buried it.
-        message = value_problems.problem_in_words(error) or message
-        described = _query_clause(route, str(rest[0])) if code != "bool_parsing" else None
-        message = f"{message} ({described})" if described else message
-    elif code in value_problems.BOUNDS and where == "query" and rest:
-        # "Input should be greater than or equal to 1": said as the bound and the value.
-        message = value_problems.problem_in_words(error) or message
+    elif where == "query" and rest and (said := value_problems.problem_in_words(error)):
+        # "Input should be a valid number" or "… greater than or equal to 1": said as what it
+        # takes and the value. A number that did not parse is not said by its kind alone: the
+        # first clause of the parameter's own description says which ("Epoch seconds,
+        # inclusive" for `createdAfter=yesterday`); a whole one (`wait`'s) buried it.
+        parsing = code in value_problems.TAKES and code != "bool_parsing"
+        described = _query_clause(route, str(rest[0])) if parsing else None
+        message = f"{said} ({described})" if described else said
     return {"pointer": pointer(*rest), "code": code, "message": message, "in": where}
 
 

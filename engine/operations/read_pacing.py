@@ -22,10 +22,12 @@ class ReadPacing:
 
     def pause(self, now: float) -> float:
         """Seconds to sleep before the next read (0: read now)."""
-        tokens = min(self.burst, self._tokens + (now - self._at) / self.interval_s)
+        tokens = self._tokens_at(now)
         return 0.0 if tokens >= 1 else (1 - tokens) * self.interval_s
 
     def read(self, now: float) -> None:
         """A read was made at `now`: it spends a token."""
-        tokens = min(self.burst, self._tokens + (now - self._at) / self.interval_s)
-        self._tokens, self._at = max(0.0, tokens - 1), now
+        self._tokens, self._at = max(0.0, self._tokens_at(now) - 1), now
+
+    def _tokens_at(self, now: float) -> float:
+        return min(self.burst, self._tokens + (now - self._at) / self.interval_s)

@@ -488,15 +488,13 @@ class RunOperations:
         store = self._store
         version = await store.get_version(run.workflow_name, run.workflow_version)
         steps = await store.get_steps(run.id)
-        under = None
-        if run.root_run_id not in (None, run.id):  # a child: what a start over of its root made
-            under = (await store.started_over_as({run.id: run.root_run_id})).get(run.id)
+        restarts, under = await self._start_overs(run)
         return run_views.detail(
             run,
             version.workflow,
             steps=steps,
             lines=await store.step_log_lines(run.id, limit=HISTORY_LINES),
-            restarts=await store.restarts_of(run.id),
+            restarts=restarts,
             fanout=await self._fanout(run.id),
             now=self._runtime.clock.now(),
             holders=await self._holders(steps, show_worker=tenant is None),
@@ -610,14 +608,19 @@ class RunOperations:
         run = await self._waited(run_id, timeout_s, tenant)
         if run.status not in _TERMINAL:
             return await self._detail(run, tenant)
-        if run.root_run_id in (None, run.id):  # a root run: its own start overs
-            restarts = await self._store.restarts_of(run.id)
-            started_over_as = restarts[0] if restarts else None
-        else:  # a child (never started over itself): what a start over of its root made
-            roots = {run.id: run.root_run_id}
-            started_over_as = (await self._store.started_over_as(roots)).get(run.id)
+        restarts, under = await self._start_overs(run)
+        started_over_as = restarts[0] if restarts else under
         shown = run_views.summary(run, sent=True, started_over_as=started_over_as)
         return RunEnd(**shown.model_dump(), output=run.output)
+
+    async def _start_overs(self, run: RunRecord) -> tuple[list[str], str | None]:
+        """A root run's start overs (the runs they made, the first the one its idempotency
+        key names), or for a child, never started over itself, the run a start over of its
+        root made: one read either way (a root's `root_run_id` is its own id)."""
+        if run.root_run_id in (None, run.id):
+            return await self._store.restarts_of(run.id), None
+        under = await self._store.started_over_as({run.id: run.root_run_id})
+        return [], under.get(run.id)
 
     async def _waited(self, run_id: str, timeout_s: float, tenant: str | None) -> RunRecord:
         """The run's row once it has ended, or after `timeout_s`: `wait`'s reads."""

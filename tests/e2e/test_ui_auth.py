@@ -27,6 +27,14 @@ def _key(env: dict[str, str], *scope: str) -> str:
     return created.stdout.strip().splitlines()[-1]
 
 
+def give_key(page: Any, key: str) -> None:
+    """Answer the monitor's "API key needed" prompt with `key`."""
+    dialog = page.locator("dialog.modal")
+    dialog.get_by_role("heading", name="API key needed").wait_for()
+    page.fill("#api-key", key)
+    dialog.get_by_role("button", name="Use this key").click()
+
+
 TENANT_KEY: dict[str, str] = {}
 """The secured server's tenant key (acme), once the module's server has made it."""
 
@@ -92,10 +100,7 @@ def test_a_tenant_key_refused_an_admin_page_can_give_way_to_another_key(
     url, admin_key = secured
     with opened(browser, f"{url}/ui/#/deployments") as (page, watch):
         watch.allowed_errors.extend(["status of 401", "status of 403"])
-        dialog = page.locator("dialog.modal")
-        dialog.get_by_role("heading", name="API key needed").wait_for()
-        page.fill("#api-key", TENANT_KEY["acme"])
-        dialog.get_by_role("button", name="Use this key").click()
+        give_key(page, TENANT_KEY["acme"])
         refused = page.locator(".error-box", has_text="this route needs an admin key")
         refused.wait_for()
         # The header says whom the key acts for, and offers no page it would be refused.
@@ -105,9 +110,7 @@ def test_a_tenant_key_refused_an_admin_page_can_give_way_to_another_key(
         assert nav.get_by_role("link").all_inner_texts() == ["Runs", "Workflows", "Editor"]
         shoot(page, "admin-page-tenant-key")
         refused.get_by_role("button", name="Use another key…").click()
-        dialog.get_by_role("heading", name="API key needed").wait_for()
-        page.fill("#api-key", admin_key)
-        dialog.get_by_role("button", name="Use this key").click()
+        give_key(page, admin_key)
         page.get_by_role("heading", name="Deployments").wait_for()
         assert page.locator(".error-box").count() == 0
         who.get_by_text("admin key · ui").wait_for()
@@ -134,10 +137,7 @@ def test_a_key_whose_role_cannot_be_read_is_offered_every_page(
     url, admin_key = secured
     with opened(browser, f"{url}/ui/#/runs") as (page, watch):
         watch.allowed_errors.extend(["status of 401", "status of 403", "status of 503"])
-        dialog = page.locator("dialog.modal")
-        dialog.get_by_role("heading", name="API key needed").wait_for()
-        page.fill("#api-key", TENANT_KEY["acme"])
-        dialog.get_by_role("button", name="Use this key").click()
+        give_key(page, TENANT_KEY["acme"])
         who = page.locator("#who")
         who.get_by_text("tenant acme · ui").wait_for()
         nav = page.get_by_role("navigation", name="Pages")
@@ -151,9 +151,7 @@ def test_a_key_whose_role_cannot_be_read_is_offered_every_page(
         page.goto(f"{url}/ui/#/deployments")
         refused = page.locator(".error-box", has_text="this route needs an admin key")
         refused.get_by_role("button", name="Use another key…").click()
-        dialog.get_by_role("heading", name="API key needed").wait_for()
-        page.fill("#api-key", admin_key)
-        dialog.get_by_role("button", name="Use this key").click()
+        give_key(page, admin_key)
         page.get_by_role("heading", name="Deployments").wait_for()
         who.wait_for(state="hidden")
         links = nav.get_by_role("link").all_inner_texts()
@@ -174,10 +172,7 @@ def test_a_tenant_key_starts_a_run_for_its_tenant(secured: tuple[str, str], brow
         with opened(browser, f"{url}/ui/#/workflows/ui-tenant-start") as (page, watch):
             # 401 before the key; 403 for the page's read of the deployments (an admin's).
             watch.allowed_errors.extend(["status of 401", "status of 403"])
-            dialog = page.locator("dialog.modal")
-            dialog.get_by_role("heading", name="API key needed").wait_for()
-            page.fill("#api-key", TENANT_KEY["acme"])
-            dialog.get_by_role("button", name="Use this key").click()
+            give_key(page, TENANT_KEY["acme"])
             assert page.locator("#run-tenant").input_value() == ""
             page.get_by_role("button", name="Start a run of v1").click()
             page.wait_for_url("**#/runs/*")
@@ -194,10 +189,7 @@ def test_a_tenant_key_refused_a_publish_gives_way_to_another_key_keeping_the_doc
     text = '{"name": "ui-editor-key", "vertices": {"call": {"type": "GATEWAY", "config": {"url": "http://127.0.0.1:9/x"}}}}'
     with opened(browser, f"{url}/ui/#/editor") as (page, watch):
         watch.allowed_errors.extend(["status of 401", "status of 403"])
-        dialog = page.locator("dialog.modal")
-        dialog.get_by_role("heading", name="API key needed").wait_for()
-        page.fill("#api-key", TENANT_KEY["acme"])
-        dialog.get_by_role("button", name="Use this key").click()
+        give_key(page, TENANT_KEY["acme"])
         page.locator(".editor-state.ok").wait_for()  # the sample document, checked
         page.fill("#document", text)
         # At once, before the pause after typing is over: the text shown is what is published.
@@ -205,9 +197,7 @@ def test_a_tenant_key_refused_a_publish_gives_way_to_another_key_keeping_the_doc
         page.locator("dialog.modal").get_by_role("button", name="Publish").click()
         refused = page.locator(".error-box", has_text="Publish refused")
         refused.get_by_role("button", name="Use another key…").click()
-        dialog.get_by_role("heading", name="API key needed").wait_for()
-        page.fill("#api-key", admin_key)
-        dialog.get_by_role("button", name="Use this key").click()
+        give_key(page, admin_key)
         page.get_by_text("Key changed: publish again.").wait_for()
         assert page.locator("#document").input_value() == text
         page.get_by_role("button", name="Publish").click()

@@ -1,8 +1,8 @@
 // The monitor's shell: a hash router (#/runs, #/runs/<id>, #/workflows/<name>, …) whose
 // filters live in the URL so a view can be shared, and the API-key prompt.
 
-import { api, ApiError, KEY_CHANGED, onKeyNeeded, storedKey, useKey } from "./api.js";
-import { askForKey } from "./dialog.js";
+import { api, ApiError, KEY_CHANGED, onKeyNeeded, storedKey } from "./api.js";
+import { askForKey, otherKeyButton } from "./dialog.js";
 import { fill, h } from "./dom.js";
 import { deploymentPage, deploymentsPage } from "./pages/deployments.js";
 import { destinationsPage } from "./pages/destinations.js";
@@ -70,14 +70,12 @@ export function showError(where, error) {
  * way to another key was a new tab. */
 function otherKey(error) {
   if (!(error instanceof ApiError) || (error.status !== 401 && error.status !== 403)) return null;
-  const button = h("button", { type: "button", class: "secondary other-key" }, "Use another key…");
-  button.addEventListener("click", async () => {
-    const key = await askForKey();
-    if (!key) return;
-    useKey(key);
-    render();
-  });
-  return h("p", {}, button);
+  return h("p", {}, otherKeyButton(render));
+}
+
+/** Offer the admin pages (marked data-admin) or not: a tenant key is refused them (403). */
+function offerAdminPages(offer) {
+  for (const link of document.querySelectorAll("nav a[data-admin]")) link.closest("li").hidden = !offer;
 }
 
 let readFor; // the key whom it acts for was last read with (undefined: none read yet)
@@ -96,13 +94,13 @@ async function showWho() {
     who = await api("/keys/current");
   } catch {
     if (readFor === key) readFor = undefined;
-    for (const link of document.querySelectorAll("nav a[data-admin]")) link.closest("li").hidden = false;
+    offerAdminPages(true);
     document.getElementById("who").hidden = true;
     return;
   }
   if (storedKey() !== key) return; // another key meanwhile: its own read shows it
   const tenant = who.role === "tenant";
-  for (const link of document.querySelectorAll("nav a[data-admin]")) link.closest("li").hidden = tenant;
+  offerAdminPages(!tenant);
   const name = who.name ? ` · ${who.name}` : "";
   const said = !who.authentication ? "authentication off" : tenant ? `tenant ${who.tenantId}${name}` : `admin key${name}`;
   const label = document.getElementById("who");

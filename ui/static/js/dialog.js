@@ -1,6 +1,7 @@
 // Modal dialogs (<dialog>: focus stays inside, Escape cancels): confirming an operator action,
 // asking for an API key, editing a JSON value that is checked before it can be sent.
 
+import { useKey } from "./api.js";
 import { h } from "./dom.js";
 import { DuplicateKeyError, JsonSyntaxError, parseWithPositions } from "./jsontext.js";
 
@@ -128,4 +129,17 @@ export function editJson({ title, help, initial = "null", confirm = "Send", note
     );
     area.focus();
   });
+}
+
+/** "Use another key…": asks for a key, uses it from now on, then `then()` (draw the page
+ * again; or, where a redraw would lose what was typed, say so in place). */
+export function otherKeyButton(then) {
+  const button = h("button", { type: "button", class: "secondary other-key" }, "Use another key…");
+  button.addEventListener("click", async () => {
+    const key = await askForKey();
+    if (!key) return;
+    useKey(key);
+    then();
+  });
+  return button;
 }

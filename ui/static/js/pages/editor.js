@@ -3,8 +3,8 @@
 // graph, before publishing it. A publish says of each version whether it serves new runs and,
 // when it does not, how to make it serve (the API's hint).
 
-import { api, useKey } from "../api.js";
-import { askForKey, confirmAction } from "../dialog.js";
+import { api } from "../api.js";
+import { confirmAction, otherKeyButton } from "../dialog.js";
 import { announce, fill, h } from "../dom.js";
 import { pointerText } from "../format.js";
 import { cycleMembers, drawGraph } from "../graph.js";
@@ -254,7 +254,9 @@ export async function editorPage(main, params) {
       );
       announce(withWarnings("Published.", notServing.map((r) => r.hint)), notServing.length ? "warning" : "ok");
     } catch (error) {
-      fill(published, h("p", { class: "error-box", role: "alert" }, `✕ Publish refused: ${error.message}`, error.status === 403 ? [" ", anotherKey(published)] : null));
+      // A tenant key may validate but not publish (403). Another key is taken here without
+      // drawing the page again, which would lose the document being edited.
+      fill(published, h("p", { class: "error-box", role: "alert" }, `✕ Publish refused: ${error.message}`, error.status === 403 ? [" ", otherKeyButton(() => fill(published, h("p", { class: "ok-box", role: "status" }, "Key changed: publish again.")))] : null));
     }
   }
 
@@ -290,15 +292,3 @@ export async function editorPage(main, params) {
   return () => clearTimeout(timer);
 }
 
-/** A tenant key may validate but not publish (403): another key, asked here, is used from now
- * on without drawing the page again, which would lose the document being edited. */
-function anotherKey(where) {
-  const button = h("button", { type: "button", class: "secondary other-key" }, "Use another key…");
-  button.addEventListener("click", async () => {
-    const key = await askForKey();
-    if (!key) return;
-    useKey(key);
-    fill(where, h("p", { class: "ok-box", role: "status" }, "Key changed: publish again."));
-  });
-  return button;
-}
