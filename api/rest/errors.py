@@ -60,7 +60,7 @@ from fastapi.routing import APIRoute
 from pydantic import BaseModel, Field
 from pydantic.json_schema import models_json_schema
 from starlette.exceptions import HTTPException
-from starlette.routing import BaseRoute
+from starlette.routing import BaseRoute, Route
 
 from api.rest import body_shape
 from api.rest.query_params import UNKNOWN_CODE as UNKNOWN_QUERY_CODE
@@ -350,7 +350,9 @@ def _json_syntax(item: dict[str, Any], body: Any) -> str:
     return f"the request body is not valid JSON: {syntax}"
 
 
-async def _on_http(request: Request, error: Exception) -> JSONResponse:
+async def _on_http(
+    request: Request, error: Exception, routes: Sequence[BaseRoute] = ()
+) -> JSONResponse:
     if not isinstance(error, HTTPException):
         raise error
     status = error.status_code
@@ -358,11 +360,34 @@ async def _on_http(request: Request, error: Exception) -> JSONResponse:
     message = str(error.detail) if error.detail else code.replace("_", " ")
     if status == 404 and message == "Not Found":
         message = f"no route for {request.url.path}"
-    elif status == 405 and message == "Method Not Allowed":
-        allowed = {k.lower(): v for k, v in (error.headers or {}).items()}.get("allow")
+    headers = dict(error.headers or {})
+    if status == 405 and message == "Method Not Allowed":
+        allowed = _methods_for_path(request.url.path, [*routes, *request.app.routes]) or {
+            k.lower(): v for k, v in headers.items()
+        }.get("allow")
+        if allowed:
+            headers = {k: v for k, v in headers.items() if k.lower() != "allow"}
+            headers["Allow"] = allowed
         takes = f"; it takes {allowed}" if allowed else ""
         message = f"{request.url.path} does not accept {request.method}{takes}"
-    return error_response(status, code, message, headers=dict(error.headers or {}))
+    return error_response(status, code, message, headers=headers)
+
+
+def _methods_for_path(path: str, routes: Sequence[BaseRoute]) -> str:
+    """The methods the route at `path` takes, as an `Allow` header says them. Starlette's 405
+    names the first route whose path matched, so a POST to `/keys/current` (GET) was told "it
+    takes DELETE", the method of `/keys/{key_id}`. Of the routes whose template matches, those
+    with the fewest path parameters are the ones the path names (`current` is no key id), and
+    several of them (one path, a route per method) are said together."""
+    by_parameters: dict[int, set[str]] = {}
+    for route in routes:
+        if not isinstance(route, Route) or not route.path_regex.match(path):
+            continue
+        methods = by_parameters.setdefault(len(route.param_convertors), set())
+        methods.update(route.methods or ())
+    if not by_parameters:
+        return ""
+    return ", ".join(sorted(by_parameters[min(by_parameters)]))
 
 
 async def _on_api(request: Request, error: Exception) -> JSONResponse:
@@ -539,7 +564,11 @@ def install_error_handlers(
     are the routers' routes (an app holds an included router's routes wrapped, in some FastAPI
     releases), and the app's own are read too."""
     app.add_exception_handler(RequestValidationError, _on_validation)
-    app.add_exception_handler(HTTPException, _on_http)
+
+    async def on_http(request: Request, error: Exception) -> JSONResponse:
+        return await _on_http(request, error, routes)
+
+    app.add_exception_handler(HTTPException, on_http)
     app.add_exception_handler(ApiError, _on_api)
     app.add_exception_handler(OperationError, _on_operation)
     app.add_exception_handler(DefinitionError, _on_definition)

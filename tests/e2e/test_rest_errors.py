@@ -235,6 +235,21 @@ async def test_wrong_method_is_405_json_with_allow(url: str) -> None:
     assert body["message"] == "/health does not accept PUT; it takes GET"
 
 
+async def test_a_405_names_the_methods_of_the_path_it_was_sent_to(url: str) -> None:
+    """`/keys/current` (GET) also fits the template `/keys/{key_id}` (DELETE): the answer names
+    the route the path spells out, not the first template that fit, and a path served by one
+    route per method names them all."""
+    async with client(url) as http:
+        current = await http.post("/keys/current")
+        keys = await http.put("/keys")
+    body = _is_error(current, 405, "method_not_allowed")
+    assert current.headers["allow"] == "GET"
+    assert body["message"] == "/keys/current does not accept POST; it takes GET"
+    body = _is_error(keys, 405, "method_not_allowed")
+    assert keys.headers["allow"] == "GET, POST"
+    assert body["message"] == "/keys does not accept PUT; it takes GET, POST"
+
+
 @pytest.mark.parametrize("body", [b"{not json", b'{"name": "a",}', b"[1, 2", b"\xff\xfe"])
 async def test_malformed_json_is_400_invalid_json(url: str, body: bytes) -> None:
     async with client(url) as http:
