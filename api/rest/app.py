@@ -211,10 +211,9 @@ def create_app(
         generate_unique_id_function=operation_id,
     )
     app.state.schemabridge = context
+    routes = [route for router in routers for route in router.routes]
     install_error_handlers(
-        app,
-        extra_models=sse.EVENT_MODELS if sse.router in routers else (),
-        routes=[route for router in routers for route in router.routes],
+        app, extra_models=sse.EVENT_MODELS if sse.router in routers else (), routes=routes
     )
     for router in routers:
         body_shape.require_json_body_routes(router.routes)
@@ -230,7 +229,7 @@ def create_app(
     app.add_middleware(BodyLimit, max_bytes=settings.max_body_bytes)
     # Outside the body's limits: a request with a body and no live key is a 401 before any
     # of the body is read.
-    app.add_middleware(KeyGate, context=context)
+    app.add_middleware(KeyGate, context=context, routes=routes)
     app.add_middleware(RequestObserver, observe=context.metrics.observe)
     return app
 

@@ -60,11 +60,12 @@ from fastapi.routing import APIRoute
 from pydantic import BaseModel, Field
 from pydantic.json_schema import models_json_schema
 from starlette.exceptions import HTTPException
-from starlette.routing import BaseRoute, Route
+from starlette.routing import BaseRoute
 
 from api.rest import body_shape
 from api.rest.query_params import UNKNOWN_CODE as UNKNOWN_QUERY_CODE
 from api.rest.route_errors import operation_statuses
+from api.rest.route_paths import methods_at
 from engine.operations.id_prefixes import reads_as_prefix
 from engine.validation import json_text
 from engine.validation.common import pointer
@@ -362,7 +363,7 @@ async def _on_http(
         message = f"no route for {request.url.path}"
     headers = dict(error.headers or {})
     if status == 405 and message == "Method Not Allowed":
-        allowed = _methods_for_path(request.url.path, [*routes, *request.app.routes]) or {
+        allowed = methods_at(request.url.path, [*routes, *request.app.routes]) or {
             k.lower(): v for k, v in headers.items()
         }.get("allow")
         if allowed:
@@ -371,23 +372,6 @@ async def _on_http(
         takes = f"; it takes {allowed}" if allowed else ""
         message = f"{request.url.path} does not accept {request.method}{takes}"
     return error_response(status, code, message, headers=headers)
-
-
-def _methods_for_path(path: str, routes: Sequence[BaseRoute]) -> str:
-    """The methods the route at `path` takes, as an `Allow` header says them. Starlette's 405
-    names the first route whose path matched, so a POST to `/keys/current` (GET) was told "it
-    takes DELETE", the method of `/keys/{key_id}`. Of the routes whose template matches, those
-    with the fewest path parameters are the ones the path names (`current` is no key id), and
-    several of them (one path, a route per method) are said together."""
-    by_parameters: dict[int, set[str]] = {}
-    for route in routes:
-        if not isinstance(route, Route) or not route.path_regex.match(path):
-            continue
-        methods = by_parameters.setdefault(len(route.param_convertors), set())
-        methods.update(route.methods or ())
-    if not by_parameters:
-        return ""
-    return ", ".join(sorted(by_parameters[min(by_parameters)]))
 
 
 async def _on_api(request: Request, error: Exception) -> JSONResponse:

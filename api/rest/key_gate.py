@@ -18,12 +18,15 @@ authentication answers it the way every route answers an outage.
 from __future__ import annotations
 
 import logging
+from collections.abc import Sequence
 
+from starlette.routing import BaseRoute
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from api.rest.auth import CALLER_STATE, authenticate, key_from_headers
 from api.rest.deps import ApiContext
 from api.rest.middleware import content_length, send_error
+from api.rest.route_paths import route_for
 from schemas.errors import ApiError
 
 logger = logging.getLogger(__name__)
@@ -55,9 +58,10 @@ class KeyGate:
     """Answers 401 `unauthorized` to a request with a body and no live key (see the module
     docstring); lets every other request through."""
 
-    def __init__(self, app: ASGIApp, context: ApiContext) -> None:
+    def __init__(self, app: ASGIApp, context: ApiContext, routes: Sequence[BaseRoute] = ()) -> None:
         self.app = app
         self.context = context
+        self.routes = routes
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         ops = self.context.operations
@@ -76,6 +80,11 @@ class KeyGate:
             secret = key_from_headers(authorization, _text(headers.get(b"x-api-key")))
             caller = await authenticate(ops, secret, authorization)
         except ApiError as refused:
+            # Refused before routing: name the route for the access log and the metrics, as
+            # the route's own 401 would be named (not `<unmatched>`).
+            route = route_for(scope["path"], scope["method"], self.routes)
+            if route is not None:
+                scope["route"] = route
             await send_error(send, refused.status, refused.code, str(refused))
             return
         except Exception:  # the route's own authentication answers it (503, with a code)

@@ -76,6 +76,10 @@ async def test_metrics_report_http_runs_queue_and_admission(
             assert (await wait_for_run(runtime, run_id)).status == "SUCCEEDED"
     queued = await start(runtime, [workflow], {})  # no worker now: it stays RUNNING, READY
 
+    async with client(served.url) as anonymous:
+        # Refused by the key gate before routing: counted under its route all the same.
+        refused = await anonymous.post("/workflows/lookup/runs", json={"input": {}})
+        assert refused.status_code == 401
     async with client(served.url, served.key) as http:
         await http.get("/health")
         await http.delete("/keys/0123456789ab")  # a 404 on a templated route
@@ -94,6 +98,7 @@ async def test_metrics_report_http_runs_queue_and_admission(
     assert _value(latency, method="DELETE", route="/keys/{key_id}", status="404") == 1
     assert _value(latency, method="GET", route="<unmatched>", status="404") == 1
     assert _value(latency, method="HEAD", route="/health", status="200") == 1
+    assert _value(latency, method="POST", route="/workflows/{name}/runs", status="401") == 1
     assert _value(latency, method="GET", route="/ui/{path}", status="200") == 1
     assert not [s for s in latency if s.labels["route"] == "/no/such/path"]
     buckets = samples["schemabridge_http_request_duration_seconds_bucket"]
