@@ -21,6 +21,11 @@ lost event costs latency, never correctness. Hence:
   thousands of children a second costs a set insertion per child and a few dozen small
   messages a second. More than `MAX_IDS_PER_MESSAGE` ids become `*` (every watch wakes and
   reads its run once): a message stays small whatever the burst.
+- Ends named: a worker names the runs its flush ended (`changed(ids, ended=...)`, `+<id>` in
+  the message), and a deployment's stop its `gradual_deploy` run. A waiter for a run's end
+  alone (`?wait=true`) reads it on those events only (`RunWatch.take_ended`), not on each of
+  its steps' starts; an event that cannot say (everything changed, a resubscription, a message
+  from a process that does not name ends) counts as a possible end.
 - Level-triggered per watch: an event that arrives while its watcher is busy reading makes the
   next `wait()` return at once. A resubscription (messages may have been lost) and `stop()` wake
   every watch.
@@ -44,6 +49,10 @@ from engine.coordination.channel import ChannelOptions, PubSubChannel, Signal
 MAX_IDS_PER_MESSAGE = 2_000
 """More run ids than this pending at once are published as `*` (everything changed)."""
 EVERYTHING = b"*"
+ENDED = "+"
+"""After a message's plain ids, `+` alone, then `+<id>` for each of them that ended: the ids
+stay plain too, so a process that does not read the marks still wakes their watches, and a
+message without the lone `+` came from one that does not write them."""
 
 
 class RunWatch:
@@ -54,15 +63,25 @@ class RunWatch:
         self.events = 0
         """Times this watch was woken."""
         self._signal = Signal()
+        self._may_have_ended = False
 
-    def wake(self) -> None:
+    def wake(self, ended: bool = True) -> None:
+        """The run changed; `ended` False when the event said it changed without ending."""
         self.events += 1
+        self._may_have_ended = self._may_have_ended or ended
         self._signal.set()
 
     async def wait(self, timeout_s: float) -> bool:
         """Wait up to `timeout_s` for the run to change; True if it did (or had since the last
         wait), False on timeout. Consumes the pending event."""
         return await self._signal.wait(timeout_s)
+
+    def take_ended(self) -> bool:
+        """Whether an event since the last call may mean the run ended: one that said so, or
+        one that could not say (everything changed, a resubscription, an older process's
+        message). A waiter for the end alone reads the run on these only."""
+        ended, self._may_have_ended = self._may_have_ended, False
+        return ended
 
 
 class RunEvents(PubSubChannel):
@@ -79,27 +98,32 @@ class RunEvents(PubSubChannel):
         super().__init__(client, **options)
         self._watches: dict[str, set[RunWatch]] = {}
         self._pending: set[str] = set()
+        self._pending_ended: set[str] = set()
         self._everything = False
 
-    async def changed(self, run_ids: Iterable[str]) -> None:
+    async def changed(self, run_ids: Iterable[str], ended: Iterable[str] = ()) -> None:
         """Tell every watch of these runs, here and in other processes, that they changed.
-        Never raises for a coordination failure (the watchers' fallback reads cover it)."""
-        ids = set(run_ids)
+        `ended` names those that ended (changed too, named in `run_ids` or not): a waiter for
+        a run's end reads it on those events alone, and at its fallback. Never raises for a
+        coordination failure (the watchers' fallback reads cover it)."""
+        ended_ids = set(ended)
+        ids = ended_ids.union(run_ids)
         if not ids:
             return
         for run_id in ids:
             for watch in self._watches.get(run_id, ()):
-                watch.wake()
+                watch.wake(run_id in ended_ids)
         if not self._everything:
             self._pending |= ids
+            self._pending_ended |= ended_ids
             if len(self._pending) > MAX_IDS_PER_MESSAGE:
-                self._everything, self._pending = True, set()
+                self._everything, self._pending, self._pending_ended = True, set(), set()
         await self._hint()
 
     async def changed_everything(self) -> None:
         """Every watch, everywhere, reads its run again (more changed than is worth naming)."""
         self._wake_all()
-        self._everything, self._pending = True, set()
+        self._everything, self._pending, self._pending_ended = True, set(), set()
         await self._hint()
 
     @contextlib.contextmanager
@@ -129,8 +153,12 @@ class RunEvents(PubSubChannel):
                 watch.wake()
 
     def _body(self) -> bytes:
-        body = EVERYTHING if self._everything else " ".join(sorted(self._pending)).encode()
-        self._everything, self._pending = False, set()
+        if self._everything:
+            body = EVERYTHING
+        else:
+            ended = (ENDED + run_id for run_id in sorted(self._pending_ended))
+            body = " ".join([*sorted(self._pending), ENDED, *ended]).encode()
+        self._everything, self._pending, self._pending_ended = False, set(), set()
         return body
 
     def _received(self, body: bytes) -> None:
@@ -139,9 +167,13 @@ class RunEvents(PubSubChannel):
         if body == EVERYTHING:
             self._wake_all()
             return
-        for run_id in body.decode().split(" "):
+        words = body.decode().split(" ")
+        marks = {word[1:] for word in words if word.startswith(ENDED)}
+        for run_id in words:
             for watch in self._watches.get(run_id, ()):
-                watch.wake()
+                # No mark at all: a process that does not name ends (an older one, during a
+                # rolling restart) sent it, so any of its events may be the end.
+                watch.wake(run_id in marks or not marks)
 
     def _resubscribed(self) -> None:
         self._wake_all()

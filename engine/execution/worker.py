@@ -93,9 +93,10 @@ PAYLOAD_EXPIRY_BATCHES = 10
 
 
 class RunChanges(Protocol):
-    """Tells watchers of runs that they changed (see `engine.coordination.run_events`)."""
+    """Tells watchers of runs that they changed, and which of them ended (see
+    `engine.coordination.run_events`)."""
 
-    async def changed(self, run_ids: Iterable[str]) -> None: ...
+    async def changed(self, run_ids: Iterable[str], ended: Iterable[str] = ()) -> None: ...
 
 
 class Wakeups(Protocol):
@@ -411,7 +412,8 @@ class Worker:
             logger.warning("dropped %d late results (claims expired)", len(report.dropped))
         _log_failed_runs(results, report)
         if report.changed_runs and self._run_events is not None:
-            await self._run_events.changed(report.changed_runs)
+            finished = [run_id for run_id, _ in report.finished_runs]
+            await self._run_events.changed(report.changed_runs, finished)
         if report.newly_ready:
             await self._wakeups.notify()
 

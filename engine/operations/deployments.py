@@ -541,7 +541,7 @@ class DeploymentOperations:
             raise deployment_not_found(deployment_id)
         verb = "aborted" if status is DeploymentStatus.ABORTED else "rolled back"
         if changed:
-            await self._runtime.run_events.changed([record.run_id])  # cancelled with it
+            await self._runtime.run_events.changed([record.run_id], ended=[record.run_id])
             self._log_stop(record, verb, actor, reason)
         if not changed and record.status != status.value:
             raise WrongState(

@@ -87,8 +87,11 @@ HISTORY_LINES = 5_000
 """The most recent step log lines a run's detail reads to assemble attempt histories."""
 MAX_WAIT_S = 3_600.0
 WAIT_FALLBACK_S = 1.0
-"""`wait` reads the run when a run event says it changed, and at least this often anyway (an
-event is a hint that can be lost)."""
+"""`wait` reads the run when a run event says it may have ended, and at least this often
+anyway (an event is a hint that can be lost)."""
+WAIT_MAX_PASSED_EVENTS = 50
+"""Events that say the run changed without ending which `wait` lets pass before it reads the
+run all the same: a bound on its turns between reads, whatever a busy fan-out sends."""
 WAIT_MIN_READ_S = 0.05
 """`wait` reads the run at most this often over time, however many events arrive."""
 WAIT_READ_BURST = 3
@@ -594,8 +597,8 @@ class RunOperations:
     @store_boundary
     async def wait(self, run_id: str, timeout_s: float, *, tenant: str | None = None) -> RunDetail:
         """The run once it has ended, or as it is after `timeout_s` (0 to 3,600 s) if it has
-        not. It is read again when a run event says it changed (at once for the first few
-        events, then at most every 50 ms), and at least once a second anyway."""
+        not. It is read again when a run event says it may have ended (at once for the first
+        few such events, then at most every 50 ms), and at least once a second anyway."""
         return await self._detail(await self._waited(run_id, timeout_s, tenant), tenant)
 
     @store_boundary
@@ -631,20 +634,33 @@ class RunOperations:
             )
         loop = asyncio.get_running_loop()
         deadline = loop.time() + timeout_s
+        reads = math.ceil(timeout_s / WAIT_MIN_READ_S) + WAIT_READ_BURST
         with self.watch(run_id) as watch:
             run = await self._run(run_id, tenant)
             pacing = ReadPacing(WAIT_MIN_READ_S, WAIT_READ_BURST, loop.time())
-            for _ in range(math.ceil(timeout_s / WAIT_MIN_READ_S) + WAIT_READ_BURST):
-                remaining = deadline - loop.time()
-                if run.status in _TERMINAL or remaining <= 0:
+            read_by = min(deadline, loop.time() + WAIT_FALLBACK_S)
+            passed = 0
+            for _ in range(reads * (WAIT_MAX_PASSED_EVENTS + 1)):
+                if run.status in _TERMINAL or loop.time() >= deadline:
                     break
-                await watch.wait(min(WAIT_FALLBACK_S, remaining))
+                woken = await watch.wait(max(0.0, read_by - loop.time()))
+                if (
+                    woken
+                    and not watch.take_ended()
+                    and passed < WAIT_MAX_PASSED_EVENTS
+                    and loop.time() < read_by
+                ):
+                    passed += 1  # a step started, a child moved: only the end is wanted
+                    continue
                 pause = pacing.pause(loop.time())
                 if pause > 0:
                     await asyncio.sleep(min(pause, max(0.0, deadline - loop.time())))
                 await watch.wait(0.0)  # events until now are covered by this read
+                watch.take_ended()
                 run = await self._run(run_id, tenant)
                 pacing.read(loop.time())
+                read_by = min(deadline, loop.time() + WAIT_FALLBACK_S)
+                passed = 0
         return run
 
     # ── lists ───────────────────────────────────────────────────────────────────────────────

@@ -23,6 +23,7 @@ from schemas.errors import (
     Unavailable,
 )
 from tests.conftest import Backend
+from tests.integration.actions_harness import statements
 from tests.integration.engine_harness import running_worker, settings_for
 from tests.integration.operations_harness import ended, fanout, gateway, items, single
 
@@ -488,6 +489,34 @@ async def test_wait_returns_at_the_end_or_at_the_deadline(
         with pytest.raises(InvalidRequest) as refused:
             await ops.runs.wait(submitted.run.id, timeout_s)
         assert refused.value.code == "invalid_timeout"
+
+
+async def test_a_wait_reads_its_run_on_the_events_that_may_be_its_end(
+    ops: Operations, runtime: Runtime, downstream: RunningDownstream
+) -> None:
+    """Steps that start (a fan-out's children that move) change a run without ending it: a
+    wait for the end lets those events pass, and reads the run on an event that names it
+    ended at once (before its fallback read, a second later)."""
+    await ops.workflows.publish(single("ok", f"{downstream.url}/ok"))
+    run_id = (await ops.runs.submit("ok", {})).run.id
+    loop = asyncio.get_running_loop()
+
+    async def changes(ending: bool) -> None:
+        for _ in range(20):
+            await asyncio.sleep(0.01)
+            await runtime.run_events.changed([run_id], ended=[run_id] if ending else [])
+
+    reads: dict[bool, int] = {}
+    for ending in (False, True):
+        with statements(runtime, every_task=True) as seen:  # the wait is gather's task
+            started = loop.time()
+            waited, _ = await asyncio.gather(ops.runs.wait(run_id, 0.5), changes(ending))
+        assert waited.status == "RUNNING" and loop.time() - started >= 0.5
+        selects = [sql for sql in seen if sql.lstrip().startswith("SELECT")]
+        reads[ending] = selects.count(selects[0])  # the wait's first read: the run's row
+    # Without an end named: the first read and the one at the deadline. With: the first
+    # three at once, then one per 50 ms while they come (`ReadPacing`).
+    assert reads == {False: 2, True: reads[True]} and reads[True] >= 4, reads
 
 
 async def test_a_synchronous_wait_answers_an_ended_run_as_its_whole_detail_does(

@@ -22,7 +22,13 @@ from engine.store.records import StepParked, Waiting
 from schemas.clock import FakeClock
 from schemas.waiting import WaitReason
 from tests.conftest import Backend
-from tests.integration.actions_harness import failed_runs, fan_out, submit, wait_until
+from tests.integration.actions_harness import (
+    TOLERANT,
+    failed_runs,
+    fan_out,
+    submit,
+    wait_until,
+)
 from tests.integration.deploy_harness import version_doc
 from tests.integration.engine_harness import settings_for
 
@@ -35,9 +41,11 @@ class Recorder:
 
     def __init__(self) -> None:
         self.batches: list[set[str]] = []
+        self.ended: list[set[str]] = []
 
-    async def changed(self, run_ids: Iterable[str]) -> None:
+    async def changed(self, run_ids: Iterable[str], ended: Iterable[str] = ()) -> None:
         self.batches.append(set(run_ids))
+        self.ended.append(set(ended))
 
     def named(self, run_id: str) -> list[set[str]]:
         return [batch for batch in self.batches if run_id in batch]
@@ -144,6 +152,41 @@ async def test_a_worker_names_the_parent_with_each_child(
         report = await runtime.store.complete(parked)
         assert report.finished_runs == []
         assert set(children) | {parent} == report.changed_runs
+    finally:
+        await runtime.close()
+
+
+async def test_a_worker_names_the_runs_its_flushes_ended(
+    backend: Backend, downstream: RunningDownstream
+) -> None:
+    """A `?wait=true` waiter reads its run on the events that say it ended: every run a
+    flush ended (each child, the parent at its join, a child that failed) is named as ended
+    once, and a claim's batch names none."""
+    runtime = await Runtime.open(settings_for(backend))
+    try:
+        items = {"items": [{}, {}, {"status": 500}]}
+        parent = await submit(runtime, fan_out(downstream.url, TOLERANT), items)
+        recorder = Recorder()
+        config = WorkerConfig(idle_poll_s=0.05)
+        stop = asyncio.Event()
+        worker = Worker(
+            runtime.store, runtime.executor_deps(), runtime.wakeup, config, run_events=recorder
+        )
+        task = asyncio.create_task(worker.run(stop))
+        try:
+
+            async def parent_ended() -> bool:
+                return (await runtime.store.get_run(parent)).status in {"SUCCEEDED", "FAILED"}
+
+            await wait_until(parent_ended, timeout_s=30)
+        finally:
+            stop.set()
+            await asyncio.wait_for(task, 30)
+        children = [c.id for c in await runtime.store.children(parent, limit=10)]
+        ended = [run_id for batch in recorder.ended for run_id in batch]
+        assert sorted(ended) == sorted([*children, parent]), recorder.ended
+        for batch, named_ended in zip(recorder.batches, recorder.ended, strict=True):
+            assert named_ended <= batch, "an ended run is named changed too"
     finally:
         await runtime.close()
 

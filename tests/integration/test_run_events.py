@@ -72,6 +72,38 @@ async def test_changes_are_coalesced_into_few_messages(
     assert 1 <= publisher.published <= 3, publisher.published
 
 
+async def test_an_event_says_which_runs_ended(
+    pair: tuple[RunEvents, RunEvents], coord_url: str | None
+) -> None:
+    """A waiter for a run's end reads it on the events that say it ended, and on those that
+    cannot say: everything changed, or a message of a process that names no ends."""
+    publisher, watcher = pair
+    with watcher.watch("going") as going, watcher.watch("done") as done:
+        assert await watcher.wait_ready(5.0)
+        await publisher.changed(["going"], ended=["done"])  # an ended run is changed too
+        assert await going.wait(5.0) and await done.wait(5.0)
+        assert not going.take_ended(), "a step started: not an end"
+        assert done.take_ended()
+        assert not done.take_ended(), "consumed once"
+
+        async with open_client(coord_url) as older:  # a process that names no ends
+            await older.publish(watcher.channel, b"older-process\ngoing")
+        assert await going.wait(5.0)
+        assert going.take_ended(), "a message without the marks may be the end"
+
+        await publisher.changed_everything()
+        assert await going.wait(5.0) and going.take_ended()
+
+
+async def test_local_watches_hear_ends_too(pair: tuple[RunEvents, RunEvents]) -> None:
+    publisher, _ = pair
+    with publisher.watch("here") as here:
+        await publisher.changed(["here"])
+        assert await here.wait(0.0) and not here.take_ended()
+        await publisher.changed([], ended=["here"])
+        assert await here.wait(0.0) and here.take_ended()
+
+
 async def test_local_watches_wake_without_redis(pair: tuple[RunEvents, RunEvents]) -> None:
     publisher, _ = pair
     with publisher.watch("here") as here:
