@@ -21,6 +21,7 @@ behind a proxy tells the API's 502 and 504 from the proxy's by their `code`.
 from __future__ import annotations
 
 import re
+import time
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Header, Path, Query, Request, Response, status
@@ -60,6 +61,7 @@ from engine.operations.views import (
     RunProgress,
     RunStatus,
     RunSummary,
+    StepStatus,
 )
 from schemas.errors import NotFound
 
@@ -146,7 +148,8 @@ def _outcome(detail: RunEnd | RunDetail, *, created: bool) -> JSONResponse:
         progress = detail.as_progress()
         answer = RunStillRunningError(
             code="run_still_running",
-            message=f"run {detail.id} has not ended yet{_why_waiting(progress)}; it goes on: "
+            message=f"run {detail.id} has not ended yet"
+            f"{_why_waiting(progress) or _why_running(detail)}; it goes on: "
             f"read it at {url}",
             details=RunStillRunningDetails(**common, status=RunStatus.RUNNING, progress=progress),
         )
@@ -165,6 +168,18 @@ def _why_waiting(progress: RunProgress) -> str:
     for children in progress.fanout.waiting:
         words = children.text or children.message or children.reason.value
         return f" ({children.children:,} children wait: {words})"
+    return ""
+
+
+def _why_running(detail: RunDetail) -> str:
+    """ " (step call has been running for 3.0 s)": for a run that waits on no limit, how long
+    its first running step's execution has gone on (its attempts and their in-process retries
+    are written when the step ends, or when a retry waits a second or more, which
+    `_why_waiting` says); empty when no step runs."""
+    for step in detail.steps:
+        if step.status is StepStatus.RUNNING and step.started_at is not None:
+            running_s = max(0.0, time.time() - step.started_at)
+            return f" (step {step.vertex_id} has been running for {running_s:.1f} s)"
     return ""
 
 

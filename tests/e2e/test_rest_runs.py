@@ -8,6 +8,7 @@ from __future__ import annotations
 import asyncio
 import base64
 import json
+import re
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from typing import Any
@@ -389,6 +390,11 @@ async def test_wait_runs_the_calls_under_the_gateway_tier(impatient: Api) -> Non
     # Cut at the 1 s tier, not the 30 s one; the bound leaves a stalled worker its margin.
     assert len(durations) == 3 and all(900 <= d < 20_000 for d in durations), durations
     assert plain["timeoutTier"] == "process", "without ?wait=true the run keeps its tier"
+    # Nothing limits the run: the 504 says what it waits on instead, its call (a tour found
+    # it said no reason): the wait's 1 s and its 2 s grace, with the claim's moment before.
+    message = answer.json()["message"]
+    running = re.search(r"not ended yet \(step call has been running for ([0-9.]+) s\)", message)
+    assert running is not None and 1.0 <= float(running[1]) <= 30, message
 
 
 async def test_a_call_timing_out_in_the_tier_fails_the_run_within_the_wait(
