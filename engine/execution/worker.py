@@ -151,6 +151,10 @@ class WorkerStats:
     empty_claims: int = 0
     recorded: int = 0
     dropped: int = 0
+    """Late results: their claim had expired when they were recorded."""
+    abandoned: int = 0
+    """Steps stopped without a result because their claim was gone (their run cancelled,
+    their lease lost): not late results, which a cancel would have been counted as."""
     requeued: int = 0
     flushes: int = 0
     finished_runs: list[tuple[str, str]] = field(default_factory=list)
@@ -406,7 +410,8 @@ class Worker:
         self._count_finished(batch, report)
         self.stats.flushes += 1
         self.stats.recorded += report.recorded
-        self.stats.dropped += len(report.dropped) + len(abandoned)
+        self.stats.dropped += len(report.dropped)
+        self.stats.abandoned += len(abandoned)
         self.stats.finished_runs.extend(report.finished_runs)
         if report.dropped:
             logger.warning("dropped %d late results (claims expired)", len(report.dropped))
