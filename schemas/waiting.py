@@ -52,6 +52,17 @@ class WaitReason(StrEnum):
     DEPLOYMENT_STAGE = "deployment_stage"
     """A `gradual_deploy` stage holds until its minimum runs and duration are reached (or the
     candidate is judged); it checks again every `checkIntervalS`."""
+    NO_WORKER = "no_worker"
+    """The step is READY and no worker is alive (every worker's heartbeat is stale, the rule
+    of `GET /services`), so nothing claims it until one starts. Said when the run is read,
+    never recorded: a step waiting for another reason keeps that reason."""
+
+
+NO_WORKER_MESSAGE = (
+    "no worker is alive: nothing claims this step until one starts (`schemabridge worker`; "
+    "`schemabridge services` lists them)"
+)
+"""The message of a `NO_WORKER` wait."""
 
 
 WAIT_MESSAGE_MAX_CHARS = 500

@@ -43,7 +43,7 @@ from engine.store.models import TERMINAL_RUN_STATUSES, RunStatus, StepStatus
 from engine.store.records import RunHeader, RunRecord, StepRecord, WaitingGroup
 from schemas.definitions import Workflow
 from schemas.errors import BreakerRefusal, FailureKind
-from schemas.waiting import WaitReason, wait_text
+from schemas.waiting import NO_WORKER_MESSAGE, WaitReason, wait_text
 
 _TERMINAL = frozenset(s.value for s in TERMINAL_RUN_STATUSES)
 _KINDS = frozenset(kind.value for kind in FailureKind)
@@ -196,14 +196,23 @@ _WAITING_STATUSES = frozenset({StepStatus.READY.value, StepStatus.RUNNING.value}
 
 
 def waiting_view(
-    step: StepRecord, now: float | None = None, tenant_id: str | None = None
+    step: StepRecord,
+    now: float | None = None,
+    tenant_id: str | None = None,
+    *,
+    no_worker: bool = False,
 ) -> WaitingView | None:
     """Why the step waits: only a READY step (parked, redispatched; due at `not_before`) or a
     RUNNING one (waiting in-process) waits; any other status has ended or holds. A RUNNING
     step's retry wait is due at its `not_before` too (written with the wait); after `now` it
     is over: the next attempt runs, and its result or next wait rewrites the row. Behind a
     breaker, the breaker its stored refusal names (`tenant_id`: the run's, the tenant layer's
-    tenant)."""
+    tenant). `no_worker`: no worker is alive, which a READY step with no recorded reason
+    waits for (`WaitReason.NO_WORKER`)."""
+    if no_worker and step.wait_reason is None and step.status == StepStatus.READY.value:
+        return WaitingView(
+            reason=WaitReason.NO_WORKER, message=NO_WORKER_MESSAGE, text=NO_WORKER_MESSAGE
+        )
     if step.wait_reason is None or step.status not in _WAITING_STATUSES:
         return None
     until = step.not_before if step.status == StepStatus.READY.value else None
@@ -323,6 +332,7 @@ def step_view(
     holders: Holders | None = None,
     *,
     tenant_id: str | None = None,
+    no_worker: bool = False,
 ) -> StepView:
     vertex = workflow.vertices.get(step.vertex_id)
     running = step.status == StepStatus.RUNNING.value
@@ -339,7 +349,7 @@ def step_view(
         started_at=step.started_at,
         ended_at=step.ended_at,
         children=_counts(step),
-        waiting=waiting_view(step, now, tenant_id),
+        waiting=waiting_view(step, now, tenant_id, no_worker=no_worker),
         lease_expires_at=step.lease_expires_at if running else None,
         holder=holder_view(step, holders),
         history=history,
@@ -358,10 +368,12 @@ def detail(
     holders: Holders | None = None,
     deployment_id: str | None = None,
     root_started_over_as: str | None = None,
+    no_worker: bool = False,
 ) -> RunDetail:
     """The whole view of one run (`now`: when it is read, which ends a past retry wait;
     `holders`: the liveness of its RUNNING steps' holders; `deployment_id`: the deployment it
-    belongs to; `root_started_over_as`: for a child, the run a start over of its root made)."""
+    belongs to; `root_started_over_as`: for a child, the run a start over of its root made;
+    `no_worker`: no worker is alive, as its READY steps say)."""
     by_vertex = histories(lines)
     steps = list(steps)
     # The first of `restarts`: the run the start over's idempotency key names, as a list page
@@ -379,7 +391,13 @@ def detail(
         restarts=restarts,
         steps=[
             step_view(
-                s, workflow, by_vertex.get(s.vertex_id, []), now, holders, tenant_id=run.tenant_id
+                s,
+                workflow,
+                by_vertex.get(s.vertex_id, []),
+                now,
+                holders,
+                tenant_id=run.tenant_id,
+                no_worker=no_worker,
             )
             for s in steps
         ],
@@ -407,9 +425,14 @@ def run_fix_first(
 
 
 def progress(
-    run: RunRecord, *, steps: Iterable[StepRecord], fanout: FanoutProgress, now: float
+    run: RunRecord,
+    *,
+    steps: Iterable[StepRecord],
+    fanout: FanoutProgress,
+    now: float,
+    no_worker: bool = False,
 ) -> RunProgress:
-    """What a progress stream shows of one run (read at `now`)."""
+    """What a progress stream shows of one run (read at `now`; `no_worker`: as `detail`)."""
     return RunProgress(
         id=run.id,
         status=run.status,
@@ -421,7 +444,7 @@ def progress(
                 vertex_id=s.vertex_id,
                 status=s.status,
                 children=_counts(s),
-                waiting=waiting_view(s, now, run.tenant_id),
+                waiting=waiting_view(s, now, run.tenant_id, no_worker=no_worker),
             )
             for s in steps
         ],

@@ -21,6 +21,7 @@ from engine.coordination.redis_client import COORDINATION_ERRORS
 from engine.coordination.run_events import RunWatch
 from engine.operations import id_prefixes, routing, run_views, submission
 from engine.operations.boundary import store_boundary
+from engine.operations.deployment_warnings import workers_alive
 from engine.operations.pagination import (
     MAX_INTEGER,
     MAX_ROW_ID,
@@ -492,6 +493,7 @@ class RunOperations:
         version = await store.get_version(run.workflow_name, run.workflow_version)
         steps = await store.get_steps(run.id)
         restarts, under = await self._start_overs(run)
+        no_worker = await self._no_worker(steps)
         return run_views.detail(
             run,
             version.workflow,
@@ -503,7 +505,15 @@ class RunOperations:
             holders=await self._holders(steps, show_worker=tenant is None),
             deployment_id=await self._deployment_of(run),
             root_started_over_as=under,
+            no_worker=no_worker,
         )
+
+    async def _no_worker(self, steps: list[StepRecord]) -> bool:
+        """Whether a READY step of the run waits for a worker because none is alive (a tour
+        stopped every worker: the run sat READY and nothing said why). One Redis read, and
+        only while a step is READY with no reason of its own."""
+        ready = any(s.status == StepStatus.READY.value and s.wait_reason is None for s in steps)
+        return ready and await workers_alive(self._runtime) is False
 
     async def _deployment_of(self, run: RunRecord) -> str | None:
         """The deployment `run` belongs to (see `RunDetail.deployment_id`): a candidate's is
@@ -579,11 +589,13 @@ class RunOperations:
         Unknown (or another tenant's): `NotFound(code="run_not_found")`."""
         run = await self._run(run_id, tenant)
         store = self._store
+        steps = await store.get_steps(run.id)
         return run_views.progress(
             run,
-            steps=await store.get_steps(run.id),
+            steps=steps,
             fanout=await self._fanout(run.id),
             now=self._runtime.clock.now(),
+            no_worker=await self._no_worker(steps),
         )
 
     def watch(self, run_id: str) -> contextlib.AbstractContextManager[RunWatch]:

@@ -514,9 +514,10 @@ async def test_a_wait_reads_its_run_on_the_events_that_may_be_its_end(
         assert waited.status == "RUNNING" and loop.time() - started >= 0.5
         selects = [sql for sql in seen if sql.lstrip().startswith("SELECT")]
         reads[ending] = selects.count(selects[0])  # the wait's first read: the run's row
-    # Without an end named: the first read and the one at the deadline. With: the first
-    # three at once, then one per 50 ms while they come (`ReadPacing`).
-    assert reads == {False: 2, True: reads[True]} and reads[True] >= 4, reads
+    # Without an end named: the first read and the one at the deadline (none when the last
+    # event passed comes as the deadline does, on a loaded host). With: the first three at
+    # once, then one per 50 ms while they come (`ReadPacing`).
+    assert reads[False] in (1, 2) and reads[True] >= 4, reads
 
 
 async def test_a_synchronous_wait_answers_an_ended_run_as_its_whole_detail_does(
