@@ -50,7 +50,10 @@ class BodyTooLarge(HTTPException):
 async def send_error(send: Send, status: int, code: str, message: str) -> None:
     """Answer with an error body directly (for refusals made before or outside FastAPI); a
     401 says which scheme to authenticate with, as the routes' 401s do."""
-    body = json.dumps(error_body(code, message)).encode()
+    # Written as JSONResponse writes every other answer (compact, UTF-8 as is).
+    body = json.dumps(
+        error_body(code, message), ensure_ascii=False, allow_nan=False, separators=(",", ":")
+    ).encode()
     headers = [
         (b"content-type", b"application/json"),
         (b"content-length", str(len(body)).encode()),
