@@ -602,8 +602,9 @@ def test_retry_all_matching_says_the_runs_the_batch_skips(server: DemoServer, br
         dialog = page.locator("dialog.modal")
         dialog.wait_for()
         said = " ".join(dialog.inner_text().split())
-        # One run is "the 1", not "all 1"; many are "all 55" (above).
-        assert "Retry the 1 matching FAILED run?" in said, said
+        # Of two matched, one is skipped: not "all" (a tour read "Retry all 7 matching FAILED
+        # runs?" over "2 matched are skipped", of 9); one retried run is "the 1" below.
+        assert "Retry 1 of the 2 matching FAILED runs?" in said, said
         assert "The failed steps of the 1 FAILED run these filters match" in said, said
         # Of one run in the singular (a new user's tour read "1 matched is skipped: … their
         # retry …").

@@ -156,7 +156,8 @@ export function retryAllButton(filterOf, result, done) {
     const cap = more ? h("p", {}, `⚠ More than ${count(MAX_BATCH)} match: one batch takes ${count(MAX_BATCH)}; retry again for the rest.`) : null;
     const notes = previewBlocks(preview, "matched", cap);
     const ok = await confirmAction({
-      title: `Retry ${everyOf(n, "matching FAILED run")}?`,
+      // Of those matched, some may be skipped (said below): then not "all" of them.
+      title: considered > n ? `Retry ${count(n)} of the ${plural(considered, "matching FAILED run")}?` : `Retry ${everyOf(n, "matching FAILED run")}?`,
       text: `The failed steps of ${more ? `the newest ${count(n)} of the FAILED runs` : everyOf(n, "FAILED run")} these filters match (every page, not only this one) run again, with the steps stopped when each failed; completed steps are kept.`,
       noteBlocks: notes.length ? notes : null,
       confirm: `Retry ${count(n)}`,
