@@ -29,6 +29,8 @@ from tests.e2e.browser_harness import (
 
 pytestmark = [pytest.mark.slow, pytest.mark.usefixtures("quick_downstream")]
 
+SAID_AT = r" · (just now|\d+ s ago)"
+"""After a run action's answer, when it was said (its status words are true of that moment)."""
 HOSTILE_BODY = '<script>window.__pwned = 1</script><img src=x onerror="window.__pwned = 2">'
 
 
@@ -139,7 +141,7 @@ def test_a_failed_run_is_marked_explained_and_retried(server: DemoServer, browse
         confirm(page, "Retry")
         done = page.locator(".ok-box", has_text="step")
         done.wait_for()
-        assert done.inner_text() == "✓ 1 failed step run again"
+        assert re.fullmatch(f"✓ 1 failed step run again{SAID_AT}", done.inner_text())
         page.locator("h1 .badge", has_text="succeeded").wait_for()
     assert server.run_status(run_id) == "SUCCEEDED"
 
@@ -319,7 +321,7 @@ def test_a_retry_into_an_open_breaker_shows_the_apis_warning(
         confirm(page, "Retry")
         done = page.locator(".action-result .ok-box")
         done.wait_for()
-        assert done.inner_text() == "✓ 1 failed step run again"
+        assert re.fullmatch(f"✓ 1 failed step run again{SAID_AT}", done.inner_text())
         warning = page.locator(".action-result .action-warnings.warning-box")
         said = warning.inner_text()
         assert said.startswith(opening), said
@@ -560,7 +562,8 @@ def test_cancel_a_running_fan_out(server: DemoServer, browser: Any) -> None:
         confirm(page, "Cancel the run")
         done = page.locator(".ok-box", has_text="cancelled")
         done.wait_for()
-        assert re.fullmatch(r"✓ cancelled with 40 runs under it \(\d+ steps\)", done.inner_text())
+        said = done.inner_text()
+        assert re.fullmatch(rf"✓ cancelled with 40 runs under it \(\d+ steps\){SAID_AT}", said)
         page.locator("h1 .badge", has_text="cancelled").wait_for()
         shoot(page, "run-cancelled")
         # The list says its children were cancelled (the tour read "40/40 children" as done).

@@ -8,7 +8,7 @@
 import { api } from "../api.js";
 import { chooseAction, editJson } from "../dialog.js";
 import { announce, fill, focusIfLost, h } from "../dom.js";
-import { plural, shortId, startedOverWords } from "../format.js";
+import { plural, shortId, startedOverWords, time } from "../format.js";
 import { SET_QUOTA_COMMAND, setQuotaCommand } from "../quota.js";
 import { warningNodes, warningsBox, withCode, withWarnings } from "../warnings.js";
 
@@ -47,9 +47,13 @@ async function sendAndShow(where, { name, send, describe, warningsOf = (a) => a.
   try {
     const answer = await send();
     const warnings = warningsOf(answer);
-    const line = h("p", { class: "ok-box", role: "status" }, "✓ ", describe(answer));
+    const said = `✓ ${describe(answer)}`;
+    // When it was answered, kept current as the page ticks: "the run is RUNNING" stays true
+    // of that moment only, beside a badge that moves on (a tour read it as stale).
+    const when = h("span", { class: "muted action-when" }, " · ", time(Date.now() / 1000));
+    const line = h("p", { class: "ok-box", role: "status" }, said, when);
     fill(where, line, warningsBox(warnings, { breakers: answer.breakers }));
-    announce(withWarnings(line.textContent, warnings), warnings?.length ? "warning" : "ok");
+    announce(withWarnings(said, warnings), warnings?.length ? "warning" : "ok");
   } catch (error) {
     const line = h("p", { class: "error-box", role: "alert" }, `✕ ${name} refused: ${error.message} (${error.code})`);
     fill(where, line);
