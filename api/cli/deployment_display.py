@@ -145,7 +145,9 @@ def deployments_table(items: Sequence[DeploymentView], now: float) -> Table:
         "DEPLOYMENT",
         "WORKFLOW",
         "CANDIDATE",
-        "SERVING",
+        # The version serving when it started: "SERVING" beside "100 % (serving)" of a
+        # promoted candidate read as two versions serving at once.
+        "FROM",
         "STATUS",
         "STAGE",
         "WEIGHT",

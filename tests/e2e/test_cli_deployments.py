@@ -120,6 +120,8 @@ def test_a_healthy_candidate_is_promoted_and_serves(stack: Stack) -> None:
     )
     assert "promoted: dep-healthy v2 now serves every new run (was v1)" in said, said
     table = stack.ok("deployments", "list", "dep-healthy").stdout
+    # v1 is the version it started from, not one serving beside the promoted v2.
+    assert re.search(r"^DEPLOYMENT\s+WORKFLOW\s+CANDIDATE\s+FROM\s+STATUS\s", table, re.M), table
     assert re.search(
         rf"^{deployment_id}\s+dep-healthy\s+v2\s+v1\s+SUCCEEDED\s+stage 1 of 1 \(100 %\)\s+"
         r"100 % \(serving\)\s",

@@ -340,7 +340,7 @@ def assert_says_the_figures_at_the_rollback(
     figures = ended["outcome"]["figures"]["candidate"]
     page.goto(f"{server.ui}#/deployments/{ended['id']}")
     assert page.locator("table.figures caption").inner_text() == (
-        "Runs of each version since the deployment began — now, after any retries since "
+        "Runs the deployment routed to each version — as they are now, after any retries since "
         f"the rollback (at the rollback: {figures['failed']} of {figures['finished']} "
         "finished failed)"
     )

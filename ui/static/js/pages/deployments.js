@@ -230,11 +230,13 @@ function figuresTable(d) {
 /** The table's caption: once the deployment has ended its rows are the runs now, which
  * retries since the end may have changed, beside the figures it ended on. */
 function figuresCaption(d) {
-  const base = "Runs of each version since the deployment began";
+  // The runs the deployment routed, not every run of the version since it began (a tour
+  // counted the runs made after the rollback too, and read the table as short of them).
+  const base = "Runs the deployment routed to each version";
   if (d.status === "RUNNING") return d.holdingCheckedAt ? `${base} — now (the stage check above is of its own time)` : base;
   const atEnd = figuresAtEnd(d);
   const then = atEnd ? ` (at ${endEvent(d)}: ${count(atEnd.failed || 0)} of ${count(atEnd.finished || 0)} finished failed)` : "";
-  return `${base} — now, after any retries since ${endEvent(d)}${then}`;
+  return `${base} — as they are now, after any retries since ${endEvent(d)}${then}`;
 }
 
 /** The rollback policy, with the threshold it gives now when it depends on the serving
