@@ -424,24 +424,14 @@ def retried_words(failed: int, held: int) -> str:
 async def ready_failed_steps(
     conn: AsyncConnection, run_ids: Sequence[str], now: float
 ) -> dict[str, list[str]]:
-    """The FAILED steps of `run_ids` become READY to run again: error cleared, redispatches
-    and the tenant item anew, attempts kept, and the start too, so the next claim stamps its
-    own (a step's duration is then its last run's, not the operator's wait before it; the
-    attempts keep their own times). Returns their vertex ids, by run."""
+    """The FAILED steps of `run_ids` become READY to run again (`recovery.ready_again`: a
+    reprocess's revived steps get the same). Returns their vertex ids, by run."""
     made_ready: dict[str, list[str]] = {}
     for chunk in chunks(run_ids):
         rows = await conn.execute(
             update(steps)
             .where(steps.c.run_id.in_(chunk), steps.c.status == StepStatus.FAILED.value)
-            .values(
-                status=StepStatus.READY.value,
-                error=None,
-                started_at=None,
-                ended_at=None,
-                not_before=now,
-                auto_retries=0,
-                tenant_item_taken=False,
-            )
+            .values(recovery.ready_again(now))
             .returning(steps.c.run_id, steps.c.vertex_id)
         )
         for row in rows.all():

@@ -261,6 +261,24 @@ def running_again(now: float) -> dict[str, Any]:
     }
 
 
+def ready_again(now: float) -> dict[str, Any]:
+    """The columns of a FAILED step an operator's action makes run again: READY, its error
+    and end cleared, redispatches and the tenant item anew, attempts kept, and its start
+    cleared, so the next claim stamps its own (the claim keeps a start it finds, for a
+    redispatch): its duration is then its latest execution's, not the time it sat FAILED
+    before the action (the attempts keep their own times). A retry's
+    (`operator_actions.ready_failed_steps`) and a reprocess's (`revive_dead_letters`)."""
+    return {
+        "status": StepStatus.READY.value,
+        "error": None,
+        "started_at": None,
+        "ended_at": None,
+        "not_before": now,
+        "auto_retries": 0,
+        "tenant_item_taken": False,
+    }
+
+
 async def revive_dead_letters(conn: AsyncConnection, run_id: str, now: float) -> list[Any]:
     """Dead-lettered children of `run_id` run again: same run ids and keys; their FAILED steps
     and the steps held back when they failed become READY. Returns (id, parent_vertex_id,
@@ -290,13 +308,7 @@ async def revive_dead_letters(conn: AsyncConnection, run_id: str, now: float) ->
         await conn.execute(
             update(steps)
             .where(steps.c.run_id.in_(ids), steps.c.status == StepStatus.FAILED.value)
-            .values(
-                status=StepStatus.READY.value,
-                error=None,
-                ended_at=None,
-                auto_retries=0,
-                tenant_item_taken=False,
-            )
+            .values(ready_again(now))
         )
         await release_held(conn, ids, now)
     return revived

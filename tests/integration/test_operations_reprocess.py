@@ -184,6 +184,12 @@ async def test_a_reprocessed_child_starts_anew_and_its_wait_is_not_its_duration(
     assert child is not None and run is not None
     assert child.started_at is not None and child.started_at >= acted - 0.01, child
     assert run.started_at is not None and run.started_at >= acted - 0.01, run
+    # Its revived step too (`runs show` had "TOOK 6 min 35 s" for a call of 7.5 ms): the
+    # re-run's claim stamps its own start, as after a retry.
+    (step,) = (await ops.runs.get(dead.id)).steps
+    assert (step.vertex_id, step.status) == ("call", "SUCCEEDED")
+    assert step.started_at is not None and step.started_at >= acted - 0.01, step
+    assert step.ended_at is not None and step.ended_at - step.started_at < gap_s, step
     tail = await ops.runs.long_tail(parent, "each", limit=5)
     # The tail's durations are the children's latest runs (the revived one's started after
     # the act, above), not bounded by a time a loaded host may exceed.
