@@ -615,7 +615,8 @@ class OperatorActionsStore(WorkQueue):
         """The dead-lettered children of `run_id` run again, with those of nested fan-outs
         under them; joins reopen up to the root (see `engine.store.recovery`), which the
         outcome names (`reopened`), and the logs say: the run's, with who did it and each run
-        that had ended and runs again, and each ancestor's whose join reopened. Refused for a
+        that had ended and runs again, each ancestor's whose join reopened, and each revived
+        child's (nested ones too), naming the run reprocessed. Refused for a
         CANCELLED run; none to revive is a no-op."""
 
         async def work(conn: AsyncConnection) -> ReprocessOutcome:
@@ -642,6 +643,13 @@ class OperatorActionsStore(WorkQueue):
                     _below_line(run_id, join, Action.REPROCESS, actor)
                     for join in done.reopened
                     if join.ancestor
+                ]
+                # Each revived child's log says who made it run again, as a cancel's do:
+                # otherwise it goes from its failure to a new attempt with no cause. One
+                # insert for them all, however many thousands.
+                said = f"reprocess by {actor} of run {run_id} above: this dead letter runs again"
+                lines += [
+                    action_line(child, Action.REPROCESS, actor, said) for child in done.children
                 ]
                 await results_.insert_logs(conn, lines, now)
             return ReprocessOutcome(

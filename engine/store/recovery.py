@@ -74,6 +74,9 @@ class Reprocessed:
     reopened: tuple[JoinReopened, ...] = ()
     """The joins reopened: under the run first (nested fan-outs after their parent's), then
     up the tree, the run's parent first."""
+    children: tuple[str, ...] = ()
+    """The ids of the `revived` child runs (each gets a line in its log); a plan's
+    (`reprocess_plan`) leaves it empty."""
 
 
 async def reprocess(
@@ -91,7 +94,7 @@ async def reprocess(
     revived, previous = await tree.revive_below(run_id, depth=0)
     if revived:
         await _reopen_ancestors(conn, run_id, previous, now, workflow_of, found=tree.reopened)
-    return Reprocessed(revived, tuple(tree.reopened))
+    return Reprocessed(revived, tuple(tree.reopened), tuple(tree.children))
 
 
 def passes_up(previous: str | None) -> bool:
@@ -127,12 +130,14 @@ class _Tree:
     workflow_of: WorkflowOfRun
     version_of: WorkflowOfVersion
     reopened: list[JoinReopened] = field(default_factory=list)
+    children: list[str] = field(default_factory=list)
 
     async def revive_below(self, run_id: str, *, depth: int) -> tuple[int, str | None]:
         """(children revived under `run_id`, the status `run_id` ended with if resumed)."""
         rows = await revive_dead_letters(self.conn, run_id, self.now)
         if not rows:
             return 0, None
+        self.children += sorted(row.id for row in rows)
         workflow = await self.workflow_of(run_id)
         reopened: list[str] = []
         joins: list[JoinReopened] = []

@@ -22,6 +22,7 @@ from tests.integration.actions_harness import (
     failed_fan_out,
     requests_by_path,
     single,
+    statements,
     submit,
     succeeded_over_a_failed_mid,
     succeeded_with_a_report,
@@ -127,6 +128,7 @@ async def test_nested_dead_letters_reopen_every_join_the_preview_names(
         # SUCCEEDED again. Reprocessed from the top, the mid and its leaf are revived.
         again_failed = await runtime.store.get_run(mid.id)
         assert again_failed is not None and again_failed.status == "FAILED"
+        (leaf,) = await runtime.store.children(mid.id, status="FAILED")
         from_top = await ops.actions.reprocess_preview(top)
         done = await ops.actions.reprocess(top, actor="cli")
         assert (await wait_for_run(runtime, top)).status == "SUCCEEDED"
@@ -148,6 +150,39 @@ async def test_nested_dead_letters_reopen_every_join_the_preview_names(
         (mid.id, None),
     ]
     assert done.warnings == from_top.warnings
+    # The nested dead letter revived with the mid says so too, naming the run reprocessed.
+    for child in (mid.id, leaf.id):
+        said = [line["message"] for line in await action_lines(runtime, child)]
+        assert said[-1] == f"reprocess by cli of run {top} above: this dead letter runs again"
+
+
+async def test_each_revived_child_logs_who_reprocessed_it_in_one_insert(
+    ops: Operations, runtime: Runtime, downstream: RunningDownstream
+) -> None:
+    """A revived child's log went from its failure straight to a new attempt: each now gets
+    the action's line (who, and the run reprocessed), as a cancel's children do, and the
+    lines of all the children go in one statement, not one per child. Children that had
+    succeeded get none."""
+    failing = {1, 4, 6, 9}
+    async with running_worker(runtime):
+        parent = await failed_fan_out(runtime, downstream, 10, failing=failing)
+        dead = {c.id for c in await runtime.store.children(parent, status="FAILED", limit=20)}
+        with statements(runtime) as sent:
+            result = await ops.actions.reprocess(parent, actor="key:ops")
+        assert (await wait_for_run(runtime, parent)).status == "SUCCEEDED"
+    assert result.revived == len(dead) == len(failing)
+    for child in await runtime.store.children(parent, limit=20):
+        lines = await action_lines(runtime, child.id)
+        if child.id not in dead:
+            assert lines == [], child
+            continue
+        (line,) = lines
+        assert line["data"] == {"action": "reprocess", "actor": "key:ops"}
+        assert line["message"] == (
+            f"reprocess by key:ops of run {parent} above: this dead letter runs again"
+        )
+    log_writes = [s for s in sent if "INSERT INTO run_log" in s]
+    assert len(log_writes) == 1, log_writes  # the parent's line and the children's
 
 
 async def test_the_preview_of_a_cancelled_or_unknown_run(
