@@ -409,6 +409,9 @@ async def reopen_join(
                 deps_pending=len(pending),
                 output=None,
                 error=None,
+                # Its next claim stamps its start (see `ready_again`): its duration is then
+                # the new execution's, not one from its first run to the end of this one.
+                started_at=None,
                 ended_at=None,
                 claim_token=None,
                 claimed_by=None,

@@ -49,10 +49,14 @@ async def test_reprocessing_a_succeeded_fan_out_says_first_and_after_that_report
         assert downstream.stats.total == sent, "the preview sends nothing"
         assert (await wait_for_run(runtime, parent)).status == "SUCCEEDED"
         assert await action_lines(runtime, parent) == [], "the preview logs no action"
+        acted = time.time()
         result = await ops.actions.reprocess(parent, actor="key:ops")
         run = await wait_for_run(runtime, parent, timeout_s=60)
     assert run.status == "SUCCEEDED", run.error
     assert requests_by_path(downstream)["/report"] == 2
+    # `report` ran again: its start is its second execution's, not its first one's.
+    (report,) = [s for s in (await ops.runs.get(parent)).steps if s.vertex_id == "report"]
+    assert report.started_at is not None and report.started_at >= acted - 0.01, report
 
     assert (preview.reprocessable, preview.status, preview.revived) == (True, "SUCCEEDED", 4)
     assert {c.id for c in preview.dead_letters} == dead and len(dead) == 4
