@@ -50,5 +50,9 @@ def problem_in_words(
     if kind in BOUNDS:
         words, key = BOUNDS[kind]
         bound = (problem.get("ctx") or {}).get(key)
-        return None if bound is None else f"should be {words} {bound}{short_unit}{given}"
+        if bound is None:
+            return None
+        # A float bound with nothing after the point reads as the whole number it is.
+        shown = int(bound) if isinstance(bound, float) and bound.is_integer() else bound
+        return f"should be {words} {shown}{short_unit}{given}"
     return None

@@ -208,7 +208,12 @@ def _not_an_object(route: APIRoute | None, path: Sequence[Any], given: Any) -> s
     shape = body_shape.object_at(route, path)
     if shape is None:
         return None
-    what = "the body" if not path else repr(str(path[-1]))
+    if not path:
+        what = "the body"
+    elif isinstance(path[-1], int):  # a list's item: "item 0 of 'stages'", not "'0'"
+        what = f"item {path[-1]}" + (f" of {str(path[-2])!r}" if len(path) > 1 else "")
+    else:
+        what = repr(str(path[-1]))
     return f"{what} must be a JSON object, not {json_text.json_kind(given)}: {shape}"
 
 
@@ -241,6 +246,13 @@ def _validation_problem(error: dict[str, Any], route: APIRoute | None) -> dict[s
         message = _unknown_field(route, loc) or message
     elif code == "model_attributes_type" and where == "body":
         message = _not_an_object(route, rest, error.get("input")) or message
+    elif where == "body" and code in value_problems.BOUNDS:
+        # "should be at most 100, not 150" rather than "Input should be less than or equal
+        # to 100" (the pointer says where, as for every body problem).
+        said = value_problems.problem_in_words(error)
+        given = error.get("input")
+        number = isinstance(given, int | float) and not isinstance(given, bool)
+        message = f"{said}, not {given}" if said and number else said or message
     elif where == "query" and rest and (said := value_problems.problem_in_words(error)):
         # "Input should be a valid number" or "… greater than or equal to 1": said as what it
         # takes and the value. A number that did not parse is not said by its kind alone: the

@@ -502,6 +502,22 @@ async def test_a_body_that_is_not_an_object_shows_the_object_the_route_takes(url
     assert "extract fields" not in message
 
 
+async def test_a_body_item_and_a_body_bound_are_said_in_words(url: str) -> None:
+    """A tour's deployment bodies: a list item that is not an object was named "'0'", as if a
+    field; a weight over its bound was pydantic's "Input should be less than or equal to
+    100"."""
+    async with client(url) as http:
+        items = await http.post("/workflows/x/deployments", json={"version": 2, "stages": [50]})
+        heavy = {"version": 2, "stages": [{"weight": 150}]}
+        bound = await http.post("/workflows/x/deployments", json=heavy)
+    message = _is_error(items, 422, "invalid_request")["message"]
+    assert message.startswith(
+        "body /stages/0: item 0 of 'stages' must be a JSON object, not an integer: {"
+    ), message
+    message = _is_error(bound, 422, "invalid_request")["message"]
+    assert message == "body /stages/0/weight: should be at most 100, not 150", message
+
+
 async def test_an_unknown_body_field_is_offered_the_close_field_names(url: str) -> None:
     async with client(url) as http:
         tenant = await http.post(
