@@ -168,10 +168,18 @@ def _causes(error: BaseException | None) -> Iterator[BaseException]:
         error = error.__cause__ or error.__context__
 
 
-def fault_source(error: BaseException | None) -> str | None:
+COORDINATION_LOGGERS = "engine.coordination"
+"""Where a bare timeout or connection error (`asyncio.timeout` around a Redis call raises the
+builtin `TimeoutError`) is Redis's, not the database's."""
+
+
+def fault_source(error: BaseException | None, logger: str = "") -> str | None:
     """`redis` or `database` when `error` (or what caused it) says that dependency did not
     answer, `pooler` when the database is behind a transaction pooler the settings do not
-    name (`engine.store.pooler`); None for any other error (a bug keeps its traceback)."""
+    name (`engine.store.pooler`); None for any other error (a bug keeps its traceback). A
+    bare timeout or connection error is the database's unless `logger` (the record's) is
+    under `engine.coordination`: the row change tokens' slow Redis read was logged as
+    "database unreachable (TimeoutError)"."""
     if error is not None and _pooler_hint(error) is not None:
         return "pooler"
     for cause in _causes(error):
@@ -190,7 +198,10 @@ def fault_source(error: BaseException | None) -> str | None:
                 return "database"
     for cause in _causes(error):
         if isinstance(cause, ConnectionError | TimeoutError):
-            return "database"
+            coordination = logger == COORDINATION_LOGGERS or logger.startswith(
+                COORDINATION_LOGGERS + "."
+            )
+            return "redis" if coordination else "database"
     return None
 
 
@@ -245,7 +256,7 @@ class OutageFilter(logging.Filter):
     def filter(self, record: logging.LogRecord) -> bool:
         if record.levelno < logging.WARNING:
             return True
-        source = fault_source(_record_error(record))
+        source = fault_source(_record_error(record), record.name)
         if source is None:
             return True
         now = self._clock()

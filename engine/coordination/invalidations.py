@@ -46,8 +46,12 @@ from engine.coordination.redis_client import COORDINATION_ERRORS
 
 logger = logging.getLogger(__name__)
 
-READ_TIMEOUT_S = 0.05
-"""How long a request waits for a token before it reads the store instead."""
+READ_TIMEOUT_S = 0.25
+"""How long a request waits for a token before it reads the store instead. 50 ms expired with
+Redis answering on a busy 2-core host (the api's own event loop late to read the reply): a
+benchmark's api logged an outage every ~15 s, each sending every request of the next second
+to the store, which made the host busier still. A real outage costs one request a second
+this wait (`RETRY_AFTER_S`)."""
 RETRY_AFTER_S = 1.0
 """After a token could not be read, how long requests read the store without asking Redis."""
 ANNOUNCE_TIMEOUT_S = 2.0

@@ -88,6 +88,26 @@ def test_a_connection_broken_mid_query_as_postgresql_stops_is_the_outage() -> No
     assert log_setup.fault_source(InternalClientError("unexpected message")) is None
 
 
+def test_a_slow_redis_read_is_a_redis_outage_not_the_databases() -> None:
+    """The row change tokens' read times out under `asyncio.timeout`, a bare TimeoutError: a
+    benchmark's api logged it as "database unreachable (TimeoutError)"."""
+    slow = TimeoutError()
+    said = logging.LogRecord(
+        "engine.coordination.invalidations",
+        logging.WARNING,
+        __file__,
+        1,
+        "row change tokens: Redis did not answer (%s: %s); copies of rows are not used until "
+        "it does",
+        ("TimeoutError", slow),
+        None,
+    )
+    assert log_setup.OutageFilter(consequences=log_setup._API_CONSEQUENCES).filter(said)
+    assert said.getMessage().startswith("redis unreachable (TimeoutError); row change tokens:")
+    # The same error from the store's side is the database's.
+    assert log_setup.fault_source(slow, "engine.store.db") == "database"
+
+
 def test_an_apis_database_outage_says_what_an_api_does_without_sql() -> None:
     """An api keeps no results: its warning says requests are answered 503; and neither
     process shows SQLAlchemy's statement, parameters, link or class names."""
