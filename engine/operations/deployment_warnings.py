@@ -177,8 +177,10 @@ def _tenant_option(tenant_id: str | None) -> str:
 def rerun_warning(action: str, facts: RerunFacts | None) -> str | None:
     """What an operator's `action` ("retry", "start over") runs again when the run's version
     was rolled back by a deployment, or (for a run routed to it, not one that pinned it) no
-    longer serves: the action repeats that version, never the serving one. The same words in
-    the action's answer, the retry's preview, the CLI and the monitor."""
+    longer serves: the action repeats that version, never the serving one. A run started
+    over is judged by the run it started over (`facts.route` is that one's: a start over of
+    a routed run was routed too, of a pinned one pinned). The same words in the action's
+    answer, the retry's preview, the CLI and the monitor."""
     if facts is None:
         return None
     name, version = facts.workflow, facts.version

@@ -58,9 +58,11 @@ async def rerun_groups(
     conn: AsyncConnection, source: Any, *conditions: ColumnElement[bool]
 ) -> list[RerunGroup]:
     """The workflow versions of the runs of `source` (the runs table or a subquery of its
-    rows, with `route`, `parent_run_id` and `tenant_id`) that match `conditions`: one grouped
-    statement, a row per version, by name and version."""
+    rows, with `route`, `restarted_from`, `parent_run_id` and `tenant_id`) that match
+    `conditions`: one grouped statement, a row per version, by name and version. A start
+    over counts as routed when the run it repeats was (`restarted_routed`)."""
     routed = func.max(case((source.c.route.in_(ROUTED), 1), else_=0))
+    also_routed = await restarted_routed(conn, source, *conditions)
     query = (
         select(
             source.c.workflow_name,
@@ -80,12 +82,35 @@ async def rerun_groups(
         RerunGroup(
             row.workflow_name,
             row.workflow_version,
-            bool(row.routed),
+            bool(row.routed) or (row.workflow_name, row.workflow_version) in also_routed,
             row.parent if row.children == row.runs else None,
             row.tenant if row.tenant == row.last_tenant else None,
         )
         for row in (await conn.execute(query)).all()
     ]
+
+
+async def restarted_routed(
+    conn: AsyncConnection, source: Any, *conditions: ColumnElement[bool]
+) -> set[tuple[str, int]]:
+    """The workflow versions (name, version) of the start overs of `source` matching
+    `conditions` whose original run (`restarts.original_routes`) was routed, not pinned: their
+    route, `start_over`, does not say it."""
+    query = (
+        select(source.c.workflow_name, source.c.workflow_version, source.c.restarted_from)
+        .where(*conditions, source.c.route == RunRoute.START_OVER.value)
+        .where(source.c.restarted_from.is_not(None))
+        .distinct()
+    )
+    restarted = (await conn.execute(query)).all()
+    if not restarted:
+        return set()
+    routes = await restarts.original_routes(conn, {row.restarted_from for row in restarted})
+    return {
+        (row.workflow_name, row.workflow_version)
+        for row in restarted
+        if routes.get(row.restarted_from) in ROUTED
+    }
 
 
 def no_step(run_id: str, vertex_id: str, steps_: Sequence[str]) -> NotFound:
@@ -370,6 +395,7 @@ class OperatorActionsStore(WorkQueue):
             listing.runs.c.status,
             listing.runs.c.parent_run_id,
             listing.runs.c.route,
+            listing.runs.c.restarted_from,
             listing.runs.c.root_run_id,
         ).subquery()
         failed = newest.c.status == RunStatus.FAILED.value
@@ -391,6 +417,7 @@ class OperatorActionsStore(WorkQueue):
                 newest.c.created_at,
                 newest.c.parent_run_id,
                 newest.c.route,
+                newest.c.restarted_from,
             )
             .where(failed, ~spared, ~restarted)
             .subquery()

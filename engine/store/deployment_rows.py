@@ -34,6 +34,7 @@ from engine.store.models import (
 )
 from engine.store.operator_actions import RerunFacts
 from engine.store.records import DeploymentRecord, ServingRecord, StatusCounts
+from engine.store.restarts import original_routes
 from schemas.errors import WrongState
 from vertices.deploy import VersionCounts
 
@@ -570,14 +571,18 @@ async def next_deployment_start(conn: AsyncConnection, record: DeploymentRecord)
 
 
 async def rerun_facts_of(conn: AsyncConnection, run: Any) -> RerunFacts:
-    """What running `run` (a row with its workflow, version, route, parent and tenant) again
-    would run: its version, the workflow's routing row and the latest deployment that rolled
-    that version back."""
+    """What running `run` (a row with its workflow, version, route, `restarted_from`, parent
+    and tenant) again would run: its version, the route of the submission it repeats (for a
+    start over, its original's: `restarts.original_routes`), the workflow's routing row and
+    the latest deployment that rolled that version back."""
     name, version = run.workflow_name, run.workflow_version
+    route = run.route
+    if route == RunRoute.START_OVER.value and run.restarted_from is not None:
+        route = (await original_routes(conn, [run.restarted_from])).get(run.restarted_from)
     return RerunFacts(
         workflow=name,
         version=version,
-        route=run.route,
+        route=route,
         parent_run_id=run.parent_run_id,
         serving=await serving_row(conn, name),
         rolled_back=await latest_rolled_back(conn, name, version),

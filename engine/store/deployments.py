@@ -41,6 +41,7 @@ from engine.store.records import (
     ServingRecord,
     VersionRecord,
 )
+from engine.store.restarts import original_routes
 from schemas.definitions import Workflow
 from schemas.errors import WrongState
 from schemas.tenant_ids import SYSTEM_TENANT
@@ -186,6 +187,7 @@ class DeploymentStore(RunCatalogue, OperatorActionsStore):
             results_.runs.c.workflow_name,
             results_.runs.c.workflow_version,
             results_.runs.c.route,
+            results_.runs.c.restarted_from,
             results_.runs.c.parent_run_id,
             results_.runs.c.tenant_id,
         )
@@ -201,31 +203,42 @@ class DeploymentStore(RunCatalogue, OperatorActionsStore):
     ) -> dict[str, RerunGroup]:
         """The workflow version of each of `run_ids` known (within `tenant` when set), as
         a batch retry's rolled-back warning needs it (`group_reruns` makes a batch's groups
-        of them): one read of six small columns per chunk of ids."""
+        of them): one read of seven small columns per chunk of ids, and for start overs, the
+        routes of the runs they repeat (`restarts.original_routes`: a start over of a routed
+        run is routed too)."""
         runs = results_.runs
         columns = (
             runs.c.id,
             runs.c.workflow_name,
             runs.c.workflow_version,
             runs.c.route,
+            runs.c.restarted_from,
             runs.c.parent_run_id,
             runs.c.tenant_id,
         )
-        found: dict[str, RerunGroup] = {}
+        rows: list[Any] = []
         async with self._engines.read.connect() as conn:
             for chunk in chunks(list(run_ids)):
                 query = select(*columns).where(runs.c.id.in_(chunk))
                 if tenant is not None:
                     query = query.where(runs.c.tenant_id == tenant)
-                for row in (await conn.execute(query)).all():
-                    found[row.id] = RerunGroup(
-                        row.workflow_name,
-                        row.workflow_version,
-                        row.route in ROUTED,
-                        row.parent_run_id,
-                        row.tenant_id,
-                    )
-        return found
+                rows += (await conn.execute(query)).all()
+            restarted = {
+                row.restarted_from
+                for row in rows
+                if row.route == RunRoute.START_OVER.value and row.restarted_from is not None
+            }
+            originals = await original_routes(conn, restarted) if restarted else {}
+        return {
+            row.id: RerunGroup(
+                row.workflow_name,
+                row.workflow_version,
+                row.route in ROUTED or originals.get(row.restarted_from) in ROUTED,
+                row.parent_run_id,
+                row.tenant_id,
+            )
+            for row in rows
+        }
 
     async def rerun_facts_of(self, groups: Sequence[RerunGroup]) -> list[RerunFacts]:
         """`rerun_facts` of each workflow version of a batch (`groups`, one per version):

@@ -121,6 +121,9 @@ class RerunFacts:
     workflow: str
     version: int
     route: str | None
+    """How the submission the re-run repeats chose its version (`RunRoute`): the run's own
+    route, or for a start over the route of the run it started over (`start_over` says only
+    that an operator made it, not whether the original request pinned the version)."""
     parent_run_id: str | None
     serving: ServingRecord | None
     """The workflow's routing row now (None: it has none)."""
@@ -335,12 +338,13 @@ _RUN_COLUMNS = (
     runs.c.parent_vertex_id,
     runs.c.root_run_id,
     runs.c.route,
+    runs.c.restarted_from,
 )
 
 
 async def run_states(conn: AsyncConnection, run_ids: Sequence[str]) -> dict[str, Any]:
     """(id, status, tenant_id, workflow_name, workflow_version, parent_run_id,
-    parent_vertex_id, root_run_id, route) of the runs that exist."""
+    parent_vertex_id, root_run_id, route, restarted_from) of the runs that exist."""
     found: dict[str, Any] = {}
     for chunk in chunks(run_ids):
         rows = await conn.execute(select(*_RUN_COLUMNS).where(runs.c.id.in_(chunk)))

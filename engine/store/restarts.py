@@ -29,7 +29,7 @@ from typing import Any
 from sqlalchemy import ColumnElement, Exists, Select, exists, func, select
 from sqlalchemy.ext.asyncio import AsyncConnection
 
-from engine.store.models import Run, RunStatus
+from engine.store.models import Run, RunRoute, RunStatus
 from engine.store.operator_actions import chunks
 from schemas.errors import WrongState
 
@@ -89,6 +89,36 @@ async def started_over(conn: AsyncConnection, rows: Iterable[Any]) -> dict[str, 
         for run_id, root in roots.items()
         if root in found
     }
+
+
+async def original_routes(conn: AsyncConnection, run_ids: Iterable[str]) -> dict[str, str | None]:
+    """For each of `run_ids` (runs started over from: a start over's `restarted_from`), the
+    route of the run at the start of its chain of start overs: how the submission that every
+    start over in the chain repeats chose its version (a start over's own route,
+    `start_over`, says only that an operator made it). One read per `ID_CHUNK` ids per link
+    of the longest chain (a chain ends: each link names an older run); a run not found is
+    left out."""
+    found: dict[str, str | None] = {}
+    reading = {run_id: run_id for run_id in run_ids}  # asked -> the run of its chain to read
+    while reading:
+        rows: dict[str, Any] = {}
+        for chunk in chunks(sorted(set(reading.values()))):
+            query = select(runs.c.id, runs.c.route, runs.c.restarted_from)
+            rows.update(
+                (row.id, row)
+                for row in (await conn.execute(query.where(runs.c.id.in_(chunk)))).all()
+            )
+        further: dict[str, str] = {}
+        for asked, at in reading.items():
+            row = rows.get(at)
+            if row is None:
+                continue
+            if row.route == RunRoute.START_OVER.value and row.restarted_from is not None:
+                further[asked] = row.restarted_from
+            else:
+                found[asked] = row.route
+        reading = further
+    return found
 
 
 def root_started_over(run_id: ColumnElement[Any], root_run_id: ColumnElement[Any]) -> Exists:

@@ -143,6 +143,54 @@ async def test_a_retry_of_a_version_that_no_longer_serves_says_so(
     assert asked.retriable and asked.warnings == [], asked
 
 
+async def test_a_started_over_run_of_a_version_that_no_longer_serves_is_warned_of_too(
+    env: Deploying, downstream: RunningDownstream
+) -> None:
+    """A start over repeats the run it started over, so its route (`start_over`) does not
+    hide that the run was routed to a version that no longer serves: its retry, its own start
+    over and their previews say so, down a chain of start overs; one of a run that pinned
+    its version says nothing, as that run's retry does not."""
+    await env.publish(
+        version_doc("orders", downstream.url, fails=True), version_doc("orders", downstream.url)
+    )
+    (old,) = await env.wave("orders", 1)
+    pinned = (await env.ops.runs.submit("orders", {}, version=1)).run
+    assert (await env.ops.runs.wait(pinned.id, 15)).status == "FAILED"
+    first = (await env.ops.actions.start_over(old.id, actor="key:ops")).new_run_id
+    repeat = (await env.ops.actions.start_over(pinned.id, actor="key:ops")).new_run_id
+    for run_id in (first, repeat):
+        assert (await env.ops.runs.wait(run_id, 15)).status == "FAILED"
+        assert (await env.ops.runs.get(run_id)).route == "start_over"
+    await env.ops.deployments.set_serving("orders", 2, actor="key:ops")
+    said = "v1 of orders no longer serves; this ACTION runs v1 again, not the serving v2"
+
+    async def warned(run_id: str) -> None:
+        retry = await env.ops.actions.retry_preview(run_id)
+        start_over = await env.ops.actions.start_over_preview(run_id)
+        assert retry.warnings[0].startswith(said.replace("ACTION", "retry")), retry
+        assert start_over.warnings[0].startswith(said.replace("ACTION", "start over"))
+
+    await warned(first)
+    second = await env.ops.actions.start_over(first, actor="key:ops")
+    assert second.warnings[0].startswith(said.replace("ACTION", "start over")), second
+    assert (await env.ops.runs.wait(second.new_run_id, 15)).status == "FAILED"
+    await warned(second.new_run_id)  # started over from a start over: the chain's first run
+    assert (await env.ops.actions.retry_preview(repeat)).warnings == []
+    assert (await env.ops.actions.start_over_preview(repeat)).warnings == []
+    # A batch says it once for v1, whether it is given the start overs or a filter (which
+    # takes just them: the runs started over are skipped).
+    ids = [second.new_run_id, repeat]
+    for preview in (
+        await env.ops.actions.batch_retry_preview(RunFilter(workflow="orders")),
+        await env.ops.actions.batch_retry_preview(ids=ids),
+    ):
+        assert preview.matching == 2, preview
+        assert [w.startswith(said.replace("ACTION", "retry")) for w in preview.warnings] == [True]
+    retried = await env.ops.actions.batch_retry(ids, actor="key:ops")
+    assert sorted(retried.retried) == sorted(ids), retried
+    assert [w.startswith(said.replace("ACTION", "retry")) for w in retried.warnings] == [True]
+
+
 async def test_a_start_warns_of_what_will_keep_it_from_a_sound_verdict(
     env: Deploying, downstream: RunningDownstream
 ) -> None:
