@@ -29,7 +29,7 @@ def test_the_cli_knows_the_audits_actions_and_subject_kinds() -> None:
 def test_a_misspelt_action_names_the_option_and_the_action_meant() -> None:
     said = option_refusal(enum_refusal("/action"), "key.revokd", None)
     assert said.message == (
-        "--action 'key.revokd' is not an audit action; did you mean 'key.revoked' or 'key.created'?"
+        "--action 'key.revokd' is not an audit action; did you mean 'key.revoked'?"
     )
     assert (said.exit_code, said.code) == (ExitCode.USAGE, "invalid_request")
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 from api.cli.client_errors import ApiFailure
 from api.cli.exit_codes import ExitCode
 from api.cli.hints import amended, step_fix, workflow_fix
+from schemas.close_names import close_names
 
 NAMES = ["crm-contact-sync", "order-export", "support-ticket"]
 
@@ -32,6 +33,19 @@ def test_nothing_close_lists_what_is_published() -> None:
     assert workflow_fix("xyzzy", []) == (
         "nothing is published yet: `schemabridge workflows publish FILE...`"
     )
+
+
+TOUR = ["gradual_deploy", "tour-chain", "tour-child", "tour-fan"]
+"""A tour's workflows with the engine's own, as a command that reads runs is given them."""
+
+
+def test_a_name_much_closer_than_the_rest_leaves_them_out() -> None:
+    # `tour-fan` shares only the prefix, enough for difflib's cutoff: not offered beside the
+    # swapped letters' `tour-chain`, where `tour-child`, a letter further, still is.
+    assert workflow_fix("tour-chian", TOUR) == "did you mean 'tour-chain' or 'tour-child'?"
+    assert close_names("tour-chil", TOUR) == ["tour-child"]
+    assert close_names("tour-ch", TOUR) == ["tour-child", "tour-chain"]  # as close, both
+    assert close_names("tour", TOUR) == ["tour-fan"]
 
 
 def test_the_fix_keeps_the_failure_as_it_was() -> None:
