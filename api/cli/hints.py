@@ -30,15 +30,22 @@ def amended(failure: ApiFailure, fix: str) -> ApiFailure:
 
 
 def workflow_fix(name: str, names: list[str]) -> str:
-    """What to do about `name`, given the published `names`."""
+    """What to do about `name`, given the published `names` (with the engine's own when the
+    command reads runs: a typo of `gradual_deploy` is offered it). What is listed when no
+    name is close is the users' workflows alone, as `workflows list` and `runs submit` say
+    them: the engine's are no workflow to submit, nor one a tenant sees runs of."""
     if name in names:  # the workflow is there: its version is not
         return f"`schemabridge workflows versions {name}` lists its versions"
     close = close_names(name, names)
     if close:
         return did_you_mean(close)
-    if not names:
+    # Here, not at the top: the workflow models load only for the commands that need them.
+    from schemas.definitions import RESERVED_WORKFLOWS
+
+    published = [n for n in names if n not in RESERVED_WORKFLOWS]
+    if not published:
         return "nothing is published yet: `schemabridge workflows publish FILE...`"
-    listed = ", ".join(names[:MAX_LISTED]) + (", …" if len(names) > MAX_LISTED else "")
+    listed = ", ".join(published[:MAX_LISTED]) + (", …" if len(published) > MAX_LISTED else "")
     return f"published: {listed}"
 
 

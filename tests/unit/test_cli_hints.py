@@ -39,6 +39,14 @@ TOUR = ["gradual_deploy", "tour-chain", "tour-child", "tour-fan"]
 """A tour's workflows with the engine's own, as a command that reads runs is given them."""
 
 
+def test_the_engines_workflows_are_offered_for_a_typo_but_never_listed() -> None:
+    assert workflow_fix("nope", TOUR) == "published: tour-chain, tour-child, tour-fan"
+    assert workflow_fix("gradual_deplyo", TOUR) == "did you mean 'gradual_deploy'?"
+    assert workflow_fix("nope", ["gradual_deploy"]) == (
+        "nothing is published yet: `schemabridge workflows publish FILE...`"
+    )
+
+
 def test_a_name_much_closer_than_the_rest_leaves_them_out() -> None:
     # `tour-fan` shares only the prefix, enough for difflib's cutoff: not offered beside the
     # swapped letters' `tour-chain`, where `tour-child`, a letter further, still is.
