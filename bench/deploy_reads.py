@@ -37,7 +37,7 @@ from bench.deploy_counts import database, fill, load
 from engine.coordination.heartbeat import Heartbeat
 from engine.operations import Operations
 from engine.operations.deployment_views import StageSpec
-from engine.operations.deployment_warnings import workers_alive
+from engine.operations.worker_liveness import workers_alive
 from engine.runtime import Runtime
 from engine.settings import Settings
 

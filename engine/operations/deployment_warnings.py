@@ -13,8 +13,6 @@ import shlex
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
-from engine.coordination.heartbeat import is_worker_service, read_services
-from engine.coordination.redis_client import COORDINATION_ERRORS
 from engine.store.deployments import RerunFacts
 from engine.store.models import RunRoute
 from engine.store.records import DeploymentRecord
@@ -24,7 +22,6 @@ from schemas.definitions import Workflow
 
 if TYPE_CHECKING:
     from engine.operations.deployment_views import RollbackSpec, StageSpec
-    from engine.runtime import Runtime
 
 INPUTS_CHECKED = 50
 """The serving version's latest accepted inputs a start checks against the candidate's
@@ -38,23 +35,6 @@ NO_WORKER = (
 )
 """The hold reason of a running deployment, and a start's warning, while every worker's
 heartbeat is stale (`GET /services`' rule)."""
-
-
-async def workers_alive(runtime: Runtime) -> bool | None:
-    """Whether a worker is alive by its heartbeat, the rule of `GET /services` (up while its
-    latest beat is at most `HEARTBEAT_TTL_S` old; an `api-…` service runs no worker). None
-    when it cannot be told: Redis does not answer, or no service ever beat here (a process
-    that runs no service, or the embedded Redis, which another process's heartbeats never
-    reach)."""
-    try:
-        statuses = await read_services(
-            runtime.redis, runtime.clock, ttl_s=float(runtime.settings.heartbeat_ttl_s)
-        )
-    except COORDINATION_ERRORS:
-        return None
-    if not statuses:
-        return None
-    return any(status.up and is_worker_service(status.name) for status in statuses)
 
 
 def no_evidence_warning(stages: Sequence[StageSpec], rollback: RollbackSpec) -> str | None:

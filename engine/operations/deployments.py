@@ -44,11 +44,11 @@ from engine.operations.deployment_warnings import (
     input_warning,
     no_evidence_warning,
     redeploy_warning,
-    workers_alive,
 )
 from engine.operations.pagination import check_limit
 from engine.operations.row_cache import RowCache, shared_row_cache
 from engine.operations.views import DeploymentIdMatches
+from engine.operations.worker_liveness import workers_alive
 from engine.operations.workflows import not_found as workflow_not_found
 from engine.operations.workflows import unknown_workflow
 from engine.store import UnknownWorkflow

@@ -21,7 +21,6 @@ from engine.coordination.redis_client import COORDINATION_ERRORS
 from engine.coordination.run_events import RunWatch
 from engine.operations import id_prefixes, routing, run_views, submission
 from engine.operations.boundary import store_boundary
-from engine.operations.deployment_warnings import workers_alive
 from engine.operations.pagination import (
     MAX_INTEGER,
     MAX_ROW_ID,
@@ -50,6 +49,7 @@ from engine.operations.views import (
     SpawnerCounts,
     SubmitResult,
 )
+from engine.operations.worker_liveness import WorkersAlive
 from engine.operations.workflows import not_found as workflow_not_found
 from engine.operations.workflows import require_published, unknown_workflow
 from engine.store import UnknownWorkflow
@@ -271,6 +271,7 @@ class RunOperations:
         )
         """The routing rows submissions read, kept under their change token
         (`engine.operations.row_cache`; the store reports every committed change)."""
+        self._workers_alive = WorkersAlive(runtime)
 
     # ── submit ──────────────────────────────────────────────────────────────────────────────
 
@@ -510,10 +511,11 @@ class RunOperations:
 
     async def _no_worker(self, steps: list[StepRecord]) -> bool:
         """Whether a READY step of the run waits for a worker because none is alive (a tour
-        stopped every worker: the run sat READY and nothing said why). One Redis read, and
-        only while a step is READY with no reason of its own."""
+        stopped every worker: the run sat READY and nothing said why). Asked only while a step
+        is READY with no reason of its own, of the process's answer of the last 2 s
+        (`WorkersAlive`: a just-submitted run polled costs no Redis read each time)."""
         ready = any(s.status == StepStatus.READY.value and s.wait_reason is None for s in steps)
-        return ready and await workers_alive(self._runtime) is False
+        return ready and await self._workers_alive() is False
 
     async def _deployment_of(self, run: RunRecord) -> str | None:
         """The deployment `run` belongs to (see `RunDetail.deployment_id`): a candidate's is

@@ -5,11 +5,15 @@ a worker beats again. A tour stopped every worker: the run sat READY and nothing
 
 from __future__ import annotations
 
+import asyncio
 import time
+
+import pytest
 
 from demo.downstream import RunningDownstream
 from engine.coordination.heartbeat import Heartbeat
-from engine.operations import Operations
+from engine.operations import Operations, worker_liveness
+from engine.operations.worker_liveness import KEPT_S
 from engine.runtime import Runtime
 from schemas.clock import FakeClock
 from schemas.waiting import NO_WORKER_MESSAGE, WaitReason
@@ -50,7 +54,34 @@ async def test_a_ready_step_says_no_worker_is_alive(
         assert [s.waiting.reason for s in still.steps if s.waiting] == [WaitReason.NO_WORKER]
 
         await beat("worker-b")
+        clock.advance(KEPT_S)  # the process's answer may be that old
         (step,) = (await ops.runs.get(run_id)).steps
         assert step.waiting is None
+    finally:
+        await runtime.close()
+
+
+async def test_the_answer_is_read_once_for_concurrent_askers_and_kept_2_s(
+    backend: Backend, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A just-submitted run polled many times a second costs no Redis read each time."""
+    clock = FakeClock()
+    runtime = await Runtime.open(settings_for(backend), clock=clock)
+    reads: list[float] = []
+
+    async def counted(_: Runtime) -> bool | None:
+        reads.append(clock.now())
+        await asyncio.sleep(0.01)  # in flight while the others ask
+        return False
+
+    monkeypatch.setattr(worker_liveness, "workers_alive", counted)
+    try:
+        alive = worker_liveness.WorkersAlive(runtime)
+        assert await asyncio.gather(*(alive() for _ in range(5))) == [False] * 5
+        assert await alive() is False
+        assert len(reads) == 1, "one shared read, then its answer"
+        clock.advance(KEPT_S)
+        await alive()
+        assert len(reads) == 2, "read again once the answer is 2 s old"
     finally:
         await runtime.close()
