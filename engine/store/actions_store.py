@@ -60,14 +60,16 @@ async def rerun_groups(
     """The workflow versions of the runs of `source` (the runs table or a subquery of its
     rows, with `route`, `restarted_from`, `parent_run_id` and `tenant_id`) that match
     `conditions`: one grouped statement, a row per version, by name and version. A start
-    over counts as routed when the run it repeats was (`restarted_routed`)."""
+    over counts as routed when the run it repeats was (`restarted_routed`: read only when a
+    group holds start overs)."""
     routed = func.max(case((source.c.route.in_(ROUTED), 1), else_=0))
-    also_routed = await restarted_routed(conn, source, *conditions)
+    started_over = func.max(case((source.c.route == RunRoute.START_OVER.value, 1), else_=0))
     query = (
         select(
             source.c.workflow_name,
             source.c.workflow_version,
             routed.label("routed"),
+            started_over.label("started_over"),
             func.count().label("runs"),
             func.count(source.c.parent_run_id).label("children"),
             func.min(source.c.parent_run_id).label("parent"),
@@ -78,6 +80,10 @@ async def rerun_groups(
         .group_by(source.c.workflow_name, source.c.workflow_version)
         .order_by(source.c.workflow_name, source.c.workflow_version)
     )
+    rows = (await conn.execute(query)).all()
+    also_routed: set[tuple[str, int]] = set()
+    if any(row.started_over and not row.routed for row in rows):
+        also_routed = await restarted_routed(conn, source, *conditions)
     return [
         RerunGroup(
             row.workflow_name,
@@ -86,7 +92,7 @@ async def rerun_groups(
             row.parent if row.children == row.runs else None,
             row.tenant if row.tenant == row.last_tenant else None,
         )
-        for row in (await conn.execute(query)).all()
+        for row in rows
     ]
 
 

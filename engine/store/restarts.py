@@ -91,6 +91,10 @@ async def started_over(conn: AsyncConnection, rows: Iterable[Any]) -> dict[str, 
     }
 
 
+MAX_CHAIN_LINKS = 1_000
+"""The most links of a chain of start overs `original_routes` follows."""
+
+
 async def original_routes(conn: AsyncConnection, run_ids: Iterable[str]) -> dict[str, str | None]:
     """For each of `run_ids` (runs started over from: a start over's `restarted_from`), the
     route of the run at the start of its chain of start overs: how the submission that every
@@ -100,7 +104,11 @@ async def original_routes(conn: AsyncConnection, run_ids: Iterable[str]) -> dict
     left out."""
     found: dict[str, str | None] = {}
     reading = {run_id: run_id for run_id in run_ids}  # asked -> the run of its chain to read
-    while reading:
+    # Bounded all the same: a chain that loops (rows restored or edited by hand) must not
+    # hold a request for ever; what it did not reach is left out, as a run not found.
+    for _ in range(MAX_CHAIN_LINKS):
+        if not reading:
+            break
         rows: dict[str, Any] = {}
         for chunk in chunks(sorted(set(reading.values()))):
             query = select(runs.c.id, runs.c.route, runs.c.restarted_from)
