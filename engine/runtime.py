@@ -319,8 +319,8 @@ async def run_service(
     stats = worker.stats
     logger.info(
         "service %s stopped: %d steps claimed in %d claims (%d found none), %d results "
-        "recorded in %d writes, %d late results dropped, %d steps stopped as their claim was "
-        "gone (run cancelled, lease lost), %d expired leases requeued",
+        "recorded in %d writes, %d late results dropped, %d steps stopped without a result "
+        "(run cancelled or failed, lease lost), %d expired leases requeued",
         service,
         stats.claimed,
         stats.claims,

@@ -32,8 +32,19 @@ def given_words(value: object) -> str:
     (a JSON body's value is said by its pointer, not quoted)."""
     if not isinstance(value, str):
         return ""
-    shown = value if len(value) <= _SHOWN_CHARS else value[: _SHOWN_CHARS - 1] + "…"
-    return f", not {shown!r}"
+    return f", not {_cut(value)!r}"
+
+
+def given_number_words(value: object) -> str:
+    """ ", not 150": a JSON number a body gave, cut when long (an integer of 4,000 digits
+    parses); "" for anything else."""
+    if not isinstance(value, int | float) or isinstance(value, bool):
+        return ""
+    return f", not {_cut(str(value))}"
+
+
+def _cut(text: str) -> str:
+    return text if len(text) <= _SHOWN_CHARS else text[: _SHOWN_CHARS - 1] + "…"
 
 
 def problem_in_words(

@@ -195,9 +195,9 @@ def figures_now_line(deployment: DeploymentView) -> str | None:
     unlike those it ended on (said with them)."""
     d = deployment
     if d.status == "RUNNING":
-        return "runs by version now:" if d.holding_checked_at is not None else None
+        return "runs routed to each version, now:" if d.holding_checked_at is not None else None
     event = end_event(d)
-    line = f"runs by version now, after any retries since {event}"
+    line = f"runs routed to each version, as they are now, after any retries since {event}"
     at_end = figures_at_end(d)
     if at_end is None:
         return line + ":"

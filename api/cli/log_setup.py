@@ -168,7 +168,7 @@ def _causes(error: BaseException | None) -> Iterator[BaseException]:
         error = error.__cause__ or error.__context__
 
 
-COORDINATION_LOGGERS = "engine.coordination"
+COORDINATION_LOGGER_PREFIX = "engine.coordination"
 """Where a bare timeout or connection error (`asyncio.timeout` around a Redis call raises the
 builtin `TimeoutError`) is Redis's, not the database's."""
 
@@ -198,8 +198,8 @@ def fault_source(error: BaseException | None, logger: str = "") -> str | None:
                 return "database"
     for cause in _causes(error):
         if isinstance(cause, ConnectionError | TimeoutError):
-            coordination = logger == COORDINATION_LOGGERS or logger.startswith(
-                COORDINATION_LOGGERS + "."
+            coordination = logger == COORDINATION_LOGGER_PREFIX or logger.startswith(
+                COORDINATION_LOGGER_PREFIX + "."
             )
             return "redis" if coordination else "database"
     return None

@@ -250,9 +250,8 @@ def _validation_problem(error: dict[str, Any], route: APIRoute | None) -> dict[s
         # "should be at most 100, not 150" rather than "Input should be less than or equal
         # to 100" (the pointer says where, as for every body problem).
         said = value_problems.problem_in_words(error)
-        given = error.get("input")
-        number = isinstance(given, int | float) and not isinstance(given, bool)
-        message = f"{said}, not {given}" if said and number else said or message
+        given = value_problems.given_number_words(error.get("input"))
+        message = f"{said}{given}" if said else message
     elif where == "query" and rest and (said := value_problems.problem_in_words(error)):
         # "Input should be a valid number" or "… greater than or equal to 1": said as what it
         # takes and the value. A number that did not parse is not said by its kind alone: the

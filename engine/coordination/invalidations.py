@@ -50,8 +50,10 @@ READ_TIMEOUT_S = 0.25
 """How long a request waits for a token before it reads the store instead. 50 ms expired with
 Redis answering on a busy 2-core host (the api's own event loop late to read the reply): a
 benchmark's api logged an outage every ~15 s, each sending every request of the next second
-to the store, which made the host busier still. A real outage costs one request a second
-this wait (`RETRY_AFTER_S`)."""
+to the store, which made the host busier still. In a real outage the requests that arrive
+during the first read's wait each wait it out too; after that none asks Redis for
+`RETRY_AFTER_S`. (They do not share one read: a read begun before a request arrived could
+hand it a token from before a change it must see, a revocation.)"""
 RETRY_AFTER_S = 1.0
 """After a token could not be read, how long requests read the store without asking Redis."""
 ANNOUNCE_TIMEOUT_S = 2.0

@@ -153,8 +153,8 @@ class WorkerStats:
     dropped: int = 0
     """Late results: their claim had expired when they were recorded."""
     abandoned: int = 0
-    """Steps stopped without a result because their claim was gone (their run cancelled,
-    their lease lost): not late results, which a cancel would have been counted as."""
+    """Steps stopped without a result: their run cancelled or failed by another step, or
+    their lease lost (not late results, which they were counted as)."""
     requeued: int = 0
     flushes: int = 0
     finished_runs: list[tuple[str, str]] = field(default_factory=list)

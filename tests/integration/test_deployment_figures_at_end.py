@@ -71,6 +71,6 @@ async def test_an_ended_deployments_figures_stay_those_it_ended_on(
     assert "0.000" not in table, table
     text = rendered(deployment_view(wire(shown), env.clock.now()))  # type: ignore[arg-type]
     assert (
-        "runs by version now, after any retries since the rollback (at the rollback: 4 of 12 "
-        "finished failed):"
+        "runs routed to each version, as they are now, after any retries since the rollback "
+        "(at the rollback: 4 of 12 finished failed):"
     ) in text, text

@@ -47,4 +47,4 @@ async def test_the_stage_check_says_when_it_was_taken(
     text = rendered(deployment_view(wire, taken + 30))
     assert f"stage check at {clock(taken)} " in text, text
     assert " (30 s ago): waiting at stage 1: 2/1000 runs" in text, text
-    assert "runs by version now:" in text, text
+    assert "runs routed to each version, now:" in text, text

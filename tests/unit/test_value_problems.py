@@ -7,6 +7,7 @@ from typing import Annotated
 import pytest
 from pydantic import Field, TypeAdapter, ValidationError
 
+from schemas import value_problems
 from schemas.value_problems import problem_in_words
 
 
@@ -36,3 +37,14 @@ def test_a_refused_value_says_what_it_takes_and_what_it_was_given(
 def test_a_refusal_of_another_kind_is_left_to_pydantic() -> None:
     problem = _problem(Annotated[str, Field(max_length=2)], "abc")
     assert problem_in_words(problem) is None
+
+
+def test_a_body_number_is_said_and_cut_when_long() -> None:
+    assert value_problems.given_number_words(150) == ", not 150"
+    assert value_problems.given_number_words(2.5) == ", not 2.5"
+    long = value_problems.given_number_words(10**100)
+    assert long.startswith(", not 1000") and long.endswith("…") and len(long) <= 46, long
+    assert value_problems.given_number_words(True) == ""
+    assert value_problems.given_number_words("150") == ""
+    bound = {"type": "less_than_equal", "ctx": {"le": 100.0}, "input": 150}
+    assert value_problems.problem_in_words(bound) == "should be at most 100"

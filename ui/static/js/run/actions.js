@@ -51,7 +51,9 @@ async function sendAndShow(where, { name, send, describe, warningsOf = (a) => a.
     // When it was answered, kept current as the page ticks: "the run is RUNNING" stays true
     // of that moment only, beside a badge that moves on (a tour read it as stale).
     const when = h("span", { class: "muted action-when" }, " · ", time(Date.now() / 1000));
-    const line = h("p", { class: "ok-box", role: "status" }, said, when);
+    // No live region: `announce` says the answer once; the ticking time would be read again
+    // at every tick.
+    const line = h("p", { class: "ok-box" }, said, when);
     fill(where, line, warningsBox(warnings, { breakers: answer.breakers }));
     announce(withWarnings(said, warnings), warnings?.length ? "warning" : "ok");
   } catch (error) {
