@@ -18,7 +18,7 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Annotated
 
-from pydantic import AliasChoices, Field, SecretStr, field_validator
+from pydantic import AliasChoices, Field, SecretStr, ValidationInfo, field_validator
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
 from engine import payload_defaults
@@ -213,8 +213,11 @@ class Settings(BaseSettings):
     )
     """Concurrency cap of a destination without configured caps. Default 100."""
 
-    heartbeat_interval_s: float = Field(default=10.0, validation_alias=_env("HEARTBEAT_INTERVAL_S"))
-    heartbeat_ttl_s: int = Field(default=30, validation_alias=_env("HEARTBEAT_TTL_S"))
+    heartbeat_interval_s: float = Field(
+        default=10.0, gt=0, validation_alias=_env("HEARTBEAT_INTERVAL_S")
+    )
+    heartbeat_ttl_s: int = Field(default=30, gt=0, validation_alias=_env("HEARTBEAT_TTL_S"))
+    """Checked against the interval at start (`_check_heartbeat_ttl`)."""
     poll_interval_ms: int = Field(default=15_000, validation_alias=_env("POLL_INTERVAL_MS"))
     """How often the service monitor polls heartbeats. Default 15 s."""
     health_dir: Path = Field(default=Path(".healthy"), validation_alias=_env("HEALTH_DIR"))
@@ -344,6 +347,19 @@ class Settings(BaseSettings):
     @classmethod
     def _split_redispatch_delays(cls, value: object) -> object:
         return comma_list(value)
+
+    @field_validator("heartbeat_ttl_s")
+    @classmethod
+    def _check_heartbeat_ttl(cls, ttl: int, info: ValidationInfo) -> int:
+        # A TTL under the interval let every service start, then fail its first beat with a
+        # traceback (a tour set SCHEMABRIDGE_HEARTBEAT_TTL_S=3): refused at start instead.
+        interval = info.data.get("heartbeat_interval_s")
+        if isinstance(interval, float) and not interval < ttl:
+            raise ValueError(
+                f"should be more than SCHEMABRIDGE_HEARTBEAT_INTERVAL_S ({interval:g} s), not "
+                f"{ttl}: a service's heartbeat would expire between its beats"
+            )
+        return ttl
 
     @field_validator("egress_allow")
     @classmethod

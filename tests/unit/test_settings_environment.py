@@ -86,6 +86,15 @@ def test_a_list_setting_that_cannot_be_read_is_one_line_and_exit_2(
             "9" * 5000,
             "should be a whole number of fewer digits, not '" + "9" * 39 + "…'",
         ),
+        # A TTL under the interval started every service, which then failed its first beat
+        # with a traceback.
+        (
+            "SCHEMABRIDGE_HEARTBEAT_TTL_S",
+            "3",
+            "should be more than SCHEMABRIDGE_HEARTBEAT_INTERVAL_S (10 s), not 3: a service's "
+            "heartbeat would expire between its beats",
+        ),
+        ("SCHEMABRIDGE_HEARTBEAT_INTERVAL_S", "0", "should be more than 0 s, not '0'"),
     ],
 )
 def test_a_number_setting_says_what_it_takes_and_what_it_got(
