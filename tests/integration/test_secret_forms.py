@@ -105,6 +105,16 @@ def spellings(received: list[dict[str, Any]], value: str) -> set[str]:
     return {form for form in sent | escaped if len(form) >= 4}
 
 
+def once_each(received: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The requests received, a request sent again (same method, raw path and credential)
+    counted once."""
+    seen: dict[tuple[str, str, str | None], dict[str, Any]] = {}
+    for request in received:
+        key = (request["method"], request["rawPath"], request["headers"].get("authorization"))
+        seen.setdefault(key, request)
+    return list(seen.values())
+
+
 async def run_all(ops: Operations, echo: Echo, value: str) -> dict[str, str]:
     await ops.secrets.set("acme", "PASS", value, actor="cli")
     documents = workflows(echo.url)
@@ -123,18 +133,21 @@ async def test_an_awkward_secret_sent_in_the_url_is_recorded_nowhere(
     caplog.set_level(logging.DEBUG)
     runs = await run_all(ops, echo, value)
 
-    # It reached the downstream whole, every way it was sent.
-    assert len(echo.received) == 7
+    # It reached the downstream whole, every way it was sent. Once each, but for a call sent
+    # again after its claim's lease expired (at-least-once: a full CI run on a starved host
+    # requeued five), which repeats the same request.
+    received = once_each(echo.received)
+    assert len(received) == 7 <= len(echo.received)
     # The value as a query value and in the URL's path and query, three requests each.
-    assert sum("pw" in r["query"] for r in echo.received) == 3
-    assert sum("k" in r["query"] for r in echo.received) == 3
-    for request in echo.received:
+    assert sum("pw" in r["query"] for r in received) == 3
+    assert sum("k" in r["query"] for r in received) == 3
+    for request in received:
         if "pw" in request["query"]:
             assert request["query"]["pw"] == [value]
         if "k" in request["query"]:
             assert request["query"]["k"] == [value]
             assert request["path"].endswith(f"/{value}/end")
-    passwords = [r for r in echo.received if r["headers"].get("authorization")]
+    passwords = [r for r in received if r["headers"].get("authorization")]
     assert len(passwords) == 2
     for request in passwords:
         assert request["headers"]["authorization"] == f"Basic {basic_credential(USER, value)}"
