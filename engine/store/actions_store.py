@@ -103,19 +103,21 @@ async def restarted_routed(
     `conditions` whose original run (`restarts.original_routes`) was routed, not pinned: their
     route, `start_over`, does not say it."""
     query = (
-        select(source.c.workflow_name, source.c.workflow_version, source.c.restarted_from)
+        select(
+            source.c.workflow_name,
+            source.c.workflow_version,
+            source.c.route,
+            source.c.restarted_from,
+        )
         .where(*conditions, source.c.route == RunRoute.START_OVER.value)
-        .where(source.c.restarted_from.is_not(None))
         .distinct()
     )
     restarted = (await conn.execute(query)).all()
-    if not restarted:
-        return set()
-    routes = await restarts.original_routes(conn, {row.restarted_from for row in restarted})
+    routes = await restarts.submitted_routes(conn, restarted)
     return {
         (row.workflow_name, row.workflow_version)
-        for row in restarted
-        if routes.get(row.restarted_from) in ROUTED
+        for row, route in zip(restarted, routes, strict=True)
+        if route in ROUTED
     }
 
 

@@ -34,7 +34,7 @@ from engine.store.models import (
 )
 from engine.store.operator_actions import RerunFacts
 from engine.store.records import DeploymentRecord, ServingRecord, StatusCounts
-from engine.store.restarts import original_routes
+from engine.store.restarts import submitted_routes
 from schemas.errors import WrongState
 from vertices.deploy import VersionCounts
 
@@ -576,9 +576,7 @@ async def rerun_facts_of(conn: AsyncConnection, run: Any) -> RerunFacts:
     start over, its original's: `restarts.original_routes`), the workflow's routing row and
     the latest deployment that rolled that version back."""
     name, version = run.workflow_name, run.workflow_version
-    route = run.route
-    if route == RunRoute.START_OVER.value and run.restarted_from is not None:
-        route = (await original_routes(conn, [run.restarted_from])).get(run.restarted_from)
+    (route,) = await submitted_routes(conn, [run])
     return RerunFacts(
         workflow=name,
         version=version,

@@ -41,7 +41,7 @@ from engine.store.records import (
     ServingRecord,
     VersionRecord,
 )
-from engine.store.restarts import original_routes
+from engine.store.restarts import submitted_routes
 from schemas.definitions import Workflow
 from schemas.errors import WrongState
 from schemas.tenant_ids import SYSTEM_TENANT
@@ -223,21 +223,16 @@ class DeploymentStore(RunCatalogue, OperatorActionsStore):
                 if tenant is not None:
                     query = query.where(runs.c.tenant_id == tenant)
                 rows += (await conn.execute(query)).all()
-            restarted = {
-                row.restarted_from
-                for row in rows
-                if row.route == RunRoute.START_OVER.value and row.restarted_from is not None
-            }
-            originals = await original_routes(conn, restarted) if restarted else {}
+            routes = await submitted_routes(conn, rows)
         return {
             row.id: RerunGroup(
                 row.workflow_name,
                 row.workflow_version,
-                row.route in ROUTED or originals.get(row.restarted_from) in ROUTED,
+                route in ROUTED,
                 row.parent_run_id,
                 row.tenant_id,
             )
-            for row in rows
+            for row, route in zip(rows, routes, strict=True)
         }
 
     async def rerun_facts_of(self, groups: Sequence[RerunGroup]) -> list[RerunFacts]:

@@ -91,6 +91,24 @@ async def started_over(conn: AsyncConnection, rows: Iterable[Any]) -> dict[str, 
     }
 
 
+async def submitted_routes(conn: AsyncConnection, rows: Sequence[Any]) -> list[str | None]:
+    """Each of `rows`' (with `route` and `restarted_from`) route of the submission it repeats:
+    its own, or for a start over the route of the run at the start of its chain
+    (`original_routes`, read only when a row is a start over); None when that run is gone."""
+    repeated = [
+        row.restarted_from
+        if row.route == RunRoute.START_OVER.value and row.restarted_from is not None
+        else None
+        for row in rows
+    ]
+    wanted = {run_id for run_id in repeated if run_id is not None}
+    originals = await original_routes(conn, wanted) if wanted else {}
+    return [
+        row.route if of is None else originals.get(of)
+        for row, of in zip(rows, repeated, strict=True)
+    ]
+
+
 MAX_CHAIN_LINKS = 1_000
 """The most links of a chain of start overs `original_routes` follows."""
 
