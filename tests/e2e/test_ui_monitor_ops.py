@@ -605,6 +605,7 @@ def test_retry_all_matching_says_the_runs_the_batch_skips(server: DemoServer, br
         # Of two matched, one is skipped: not "all" (a tour read "Retry all 7 matching FAILED
         # runs?" over "2 matched are skipped", of 9); one retried run is "the 1" below.
         assert "Retry 1 of the 2 matching FAILED runs?" in said, said
+        shoot(page, "ops-retry-all-skips-dialog")
         assert "The failed steps of the 1 FAILED run these filters match" in said, said
         # Of one run in the singular (a new user's tour read "1 matched is skipped: … their
         # retry …").
