@@ -36,6 +36,9 @@ os.environ[ALLOW_ENV] = LOOPBACK_ALLOW
 settings.register_profile("schemabridge", deadline=None)
 settings.load_profile("schemabridge")
 
+# Prints the slowest test files and each xdist worker's total after the run.
+pytest_plugins = ["tests.file_times"]
+
 
 @pytest.fixture(autouse=True)
 def _process_logging_put_back() -> Iterator[None]:
