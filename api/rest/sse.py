@@ -12,8 +12,8 @@ not poll.
     event: end                 once, when the run has ended; then the stream closes
     data: {RunProgress}
 
-    : the server is stopping;  when the API process stops (SIGTERM, a rolling restart): the
-      reconnect                stream closes, and the client reconnects (to another process)
+    event: stopping            when the API process stops (SIGTERM, a rolling restart): the
+    data: {"message": …}       stream closes, and the client reconnects (to another process)
 
 The stream does not poll: it holds a watch of the run (`Operations.runs.watch`: the run events
 workers and operator actions publish through Redis), opened before its first read so that a
@@ -23,7 +23,9 @@ it changed — at most every `MIN_READ_S`, however busy the run — and every `F
 since an event can be lost (Redis down): a lost event costs latency, never an update. A stream
 on an idle run reads it once per `FALLBACK_S`. It lasts at most `MAX_STREAM_S`; a client that
 wants more reconnects, and so does one whose API process stops: the stream ends at once
-with a comment saying so (`STOPPING`), rather than hold the server's drain for its grace. An
+with `event: stopping` (`STOPPING`), rather than hold the server's drain for its grace, so a
+client can tell a planned restart from a broken connection (and one that does not know the
+event skips it, as an `EventSource` does an event nobody listens for). An
 unknown run (or another tenant's) is a 404 before the stream starts; a
 refusal while streaming (the database unreachable) ends it with `event: error` and the error
 body, and so does the stream's key being revoked or expiring (checked every `KEY_CHECK_S`).
@@ -82,9 +84,9 @@ stream that ended without `end` or broke (an `EventSource` reads it; others may)
 MAX_EVENT_ID_CHARS = 40
 """A `Last-Event-ID` longer than this is not one of ours: it is ignored, as any other value
 that is not a whole number."""
-STOPPING = ": the server is stopping; reconnect\n\n"
-"""The last text of a stream whose API process stops: a comment, which every client skips;
-the stream then closes without `end`, so the client reconnects, as after `MAX_STREAM_S`."""
+STOPPING = "the server is stopping; reconnect"
+"""The message of the `stopping` event, the last of a stream whose API process stops; the
+stream then closes without `end`, so the client reconnects, as after `MAX_STREAM_S`."""
 EVENT_MODELS = (RunProgress,)
 """The models of the events' `data`: listed in the OpenAPI components by the app, since no
 route answers them as JSON (FastAPI would leave them out)."""
@@ -179,7 +181,7 @@ async def progress_events(
     is still live, asked at most every `key_check_s` (between events and heartbeats), so a key
     revoked mid-stream ends it within about `key_check_s` with `event: error` (401). `ids`
     numbers the events (default: from the system clock, no `Last-Event-ID`). `stopping`: set
-    when the API process stops; the stream then ends at once with `STOPPING`."""
+    when the API process stops; the stream then ends at once with `event: stopping`."""
     loop = asyncio.get_running_loop()
     ids = ids or EventIds(time.time)
     deadline = loop.time() + max_s
@@ -207,7 +209,7 @@ async def progress_events(
         wait_s = min(read_at + fallback_s, spoke_at + heartbeat_s, deadline) - now
         changed = await _wait(watch, max(0.0, wait_s), stopping)
         if stopping is not None and stopping.is_set():
-            yield STOPPING
+            yield event("stopping", {"message": STOPPING})
             return
         if not changed and loop.time() - read_at < fallback_s:
             if loop.time() >= deadline:
@@ -255,9 +257,10 @@ class WatchedStream(StreamingResponse):
             "description": "Server-sent events: `retry:` (ms to wait before reconnecting) "
             "first, then `progress` (data: a `RunProgress`, "
             "#/components/schemas/RunProgress) when something changed, `: heartbeat` comments, "
-            "`end` (data: the last `RunProgress`) once the run has ended, or `error` (data: an "
-            "`ErrorBody`) when the run can no longer be read. `progress` and `end` have an "
-            "`id:` that increases across connections.",
+            "`end` (data: the last `RunProgress`) once the run has ended, `error` (data: an "
+            "`ErrorBody`) when the run can no longer be read, or `stopping` (data: an object "
+            "with a `message`) when the API process stops (a restart): reconnect, to it or "
+            "another. `progress` and `end` have an `id:` that increases across connections.",
         },
         **run_read_responses(),
     },
@@ -283,12 +286,14 @@ async def run_events(
     """Follow a run until it ends: `progress` events, each the whole run as it is then (not a
     change), then `end`; a `: heartbeat` comment every 15 s while nothing changes.
 
-    Reconnecting: a stream lasts at most an hour, and a proxy or a restart may cut it sooner.
-    Reconnect after the `retry:` the stream starts with (3 s), sending the last `id:` seen as
-    `Last-Event-ID`. A connection always starts with the run as it is now, so nothing is lost
-    while disconnected: treat every event as the full current state and drop none by its id
-    (the ids increase across connections, to any API process, but name nothing to resume
-    from). A stream that ended with `end` or `error` is not reconnected."""
+    Reconnecting: a stream lasts at most an hour, and a proxy or a restart may cut it sooner;
+    an API process that stops on purpose (a rolling restart) says `stopping` first, so a
+    client can tell a planned restart from a failure. Reconnect after the `retry:` the stream
+    starts with (3 s), sending the last `id:` seen as `Last-Event-ID`. A connection always
+    starts with the run as it is now, so nothing is lost while disconnected: treat every event
+    as the full current state and drop none by its id (the ids increase across connections, to
+    any API process, but name nothing to resume from). A stream that ended with `end` or
+    `error` is not reconnected."""
     # The watch opens before the first read: a change landing during that read (a worker's
     # claim, a cancel) wakes it, rather than waiting for the fallback read.
     with contextlib.ExitStack() as opening:

@@ -125,6 +125,7 @@ def test_the_event_streams_data_has_its_schema(document: dict[str, Any]) -> None
     # How to reconnect is part of the contract: the `retry:` hint, `Last-Event-ID`, and that
     # every event is the whole run (a client must not drop one by its id).
     assert "retry:" in answer["description"]
+    assert "`stopping`" in answer["description"]  # a restart, told apart from a failure
     assert "Reconnecting" in operation["description"]
     assert "full current state" in operation["description"]
     [header] = [p for p in operation["parameters"] if p["in"] == "header"]
