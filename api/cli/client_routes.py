@@ -210,7 +210,8 @@ class RunsApi:
     @contextlib.asynccontextmanager
     async def events(self, run_id: str) -> AsyncIterator[AsyncIterator[ServerEvent]]:
         """`GET /runs/{id}/events`: `progress` events (data: a `RunProgress` as JSON), then
-        `end` once the run has ended; `error` when the API could not read the run."""
+        `end` once the run has ended; `error` when the API could not read the run, `stopping`
+        when its process stops (a restart)."""
         async with self._session.events(f"/runs/{segment(run_id)}/events") as stream:
             yield stream
 

@@ -9,6 +9,13 @@ outage is bounded twice: by time (`window_s` since the first failure of the outa
 count (`max_attempts` failures in a row), so a command never hangs on an API that is gone for
 good. Any success ends the outage and starts the next one's count afresh.
 
+An API process that stops on purpose (SIGTERM: a rolling restart) says so on its event
+streams (`event: stopping`) before it closes them. What follows is a restart, not a failure
+(`restarting`): it begins at the stop, with no failure counted yet, and is bounded by
+`restart_window_s` (or `window_s` when longer) and the same count, so a restart neither eats
+into nor is cut short by a `--reconnect-for` meant for failures, and still ends in the same
+one-line failure when the API never comes back.
+
 The clock is injected, so the policy is arithmetic a unit test feeds timestamps to.
 """
 
@@ -27,6 +34,9 @@ DEFAULT_WINDOW_S = 60.0
 """How long a follower keeps trying to get the API back, by default (`--reconnect-for`)."""
 MAX_ATTEMPTS = 30
 """Failures in a row a follower tolerates within its window."""
+RESTART_WINDOW_S = 120.0
+"""How long a follower waits at least for an API that said it is stopping to answer again (a
+rolling restart drains for up to its grace, 20 s by default, before the next process starts)."""
 FIRST_DELAY_S = 0.5
 MAX_DELAY_S = 5.0
 
@@ -40,23 +50,35 @@ class Reconnect:
     first_delay_s: float = FIRST_DELAY_S
     max_delay_s: float = MAX_DELAY_S
     clock: Callable[[], float] = time.monotonic
+    restart_window_s: float = RESTART_WINDOW_S
     lost_at: float | None = field(default=None, init=False)
     """When the current outage began (None: connected)."""
     attempts: int = field(default=0, init=False)
     """Failures in the current outage."""
+    restarting: bool = field(default=False, init=False)
+    """The current outage began with the API saying it stops (a planned restart)."""
 
     @property
     def lost(self) -> bool:
         return self.lost_at is not None
 
     def recovered(self) -> float | None:
-        """The API answered: the outage (if any) is over. Answers how long it lasted."""
+        """The API answered: the outage (if any) is over. Answers how long it lasted, when it
+        was a failure's (a restart's one line said already that following goes on)."""
         if self.lost_at is None:
             return None
-        lasted = self.clock() - self.lost_at
+        lasted = None if self.restarting else self.clock() - self.lost_at
         self.lost_at = None
         self.attempts = 0
+        self.restarting = False
         return lasted
+
+    def stopped(self) -> None:
+        """The API said it is stopping: a restart begins now, whatever came before (the
+        stream that said so was an answer), with no failure counted."""
+        self.lost_at = self.clock()
+        self.attempts = 0
+        self.restarting = True
 
     def delay_after(self, failure: ApiFailure) -> float | None:
         """Count `failure`; answer how long to wait before trying again, or None when the
@@ -67,7 +89,8 @@ class Reconnect:
         if self.lost_at is None:
             self.lost_at = now
         self.attempts += 1
-        left = self.lost_at + self.window_s - now
+        window_s = max(self.window_s, self.restart_window_s) if self.restarting else self.window_s
+        left = self.lost_at + window_s - now
         if self.attempts > self.max_attempts or left <= 0:
             return None
         delay: float = min(self.first_delay_s * 2.0 ** (self.attempts - 1), self.max_delay_s)
@@ -80,9 +103,10 @@ class Reconnect:
             return failure
         lasted = 0.0 if self.lost_at is None else self.clock() - self.lost_at
         reason = failure.message.splitlines()[0]
+        after = " after it stopped" if self.restarting else ""
         return ApiFailure(
             f"gave up after {plural(self.attempts, 'try', 'tries')} in {duration(lasted)} to "
-            f"get the API back ({reason}); the run goes on: `{resume}`",
+            f"get the API back{after} ({reason}); the run goes on: `{resume}`",
             ExitCode.UNREACHABLE,
             status=failure.status,
             code=failure.code,
@@ -92,3 +116,7 @@ class Reconnect:
         """The one warning line of an outage, said when it begins."""
         reason = failure.message.splitlines()[0]
         return f"warning: {reason}; reconnecting for up to {duration(self.window_s)}"
+
+
+RESTARTING_LINE = "the API is restarting; following again when it is back"
+"""The one line of a restart (`Reconnect.stopped`): no warning, since nothing failed."""

@@ -43,7 +43,8 @@ ReconnectOption = Annotated[
     typer.Option(
         "--reconnect-for",
         help="When the API goes away while following (a restart, a 5xx, a dropped stream), "
-        "keep trying to get it back for this many seconds, then give up (exit 4).",
+        "keep trying to get it back for this many seconds, then give up (exit 4). An API "
+        "that said it is stopping (a rolling restart) is waited for at least 2 minutes.",
         metavar="SECONDS",
         min=0,
     ),

@@ -2,10 +2,12 @@
 `runs watch`, and `runs submit --wait`.
 
 The stream sends the run's progress whenever it changes and `end` once it has ended. A stream
-also closes on its own after an hour, and the connection may break (the API restarted, a
+also closes on its own after an hour, and the connection may break (the API crashed, a
 proxy timed out): the watcher reconnects, and gives up only when the API stays unreachable
 longer than its `Reconnect` bounds (`api.cli.reconnect`: a time window and a count of tries,
 with backoff). Each outage is one warning line on stderr when it begins and one when it ends.
+An API process that stops on purpose (a rolling restart) says `stopping` first: that is one
+calm line (`RESTARTING_LINE`), not a warning, and a restart's own bounds, not the outage's.
 On a terminal the progress is redrawn in place; piped, it is one line per change at most
 every `PIPED_INTERVAL_S` (and at every status change), never the same line twice in a row.
 Both say why work waits: each waiting step's reason, and for a fan-out the most common reason
@@ -29,7 +31,7 @@ from rich.text import Text
 
 from api.cli.client_errors import ApiFailure
 from api.cli.exit_codes import ExitCode
-from api.cli.reconnect import Reconnect
+from api.cli.reconnect import RESTARTING_LINE, Reconnect
 from api.cli.remote import say, status_text
 from api.cli.run_display import children_waiting_line, error_line, running_words, waiting_line
 from api.cli.run_options import ENDED
@@ -44,6 +46,11 @@ MAX_STREAMS = 10_000
 """Streams one watch may open (each lasts up to an hour, or until it breaks)."""
 PIPED_INTERVAL_S = 2.0
 DONE_STEPS = frozenset({"SUCCEEDED", "RESOLVED", "SKIPPED"})
+
+
+class ApiStopping(Exception):
+    """The API process a stream was read from said it stops (`event: stopping`: a rolling
+    restart); the stream closes next."""
 
 
 class StillRunning(Exception):
@@ -209,7 +216,7 @@ async def _stream(
     api: ApiClient, run_id: str, seen: Callable[[Snapshot], None], reconnect: Reconnect
 ) -> RunProgress:
     """Read the run's streams until one says it ended. A stream that ends early (an hour
-    passed, the connection dropped, the API restarted or answered 5xx, the API said `error`)
+    passed, the API stopped, the connection dropped, the API answered 5xx or said `error`)
     is opened again under `reconnect`'s bounds; progress events are whole snapshots, so a
     new stream repeats nothing and misses nothing."""
     for _ in range(MAX_STREAMS):
@@ -219,9 +226,15 @@ async def _stream(
             delay = reconnect.delay_after(failure)
             if delay is None:
                 raise reconnect.gave_up(failure, f"schemabridge runs watch {run_id}") from None
-            if reconnect.attempts == 1:
+            if reconnect.attempts == 1 and not reconnect.restarting:
                 say(reconnect.lost_line(failure))
             await asyncio.sleep(delay)
+            continue
+        except ApiStopping:
+            # Reconnect at once: behind a load balancer another process answers; else the
+            # tries back off, unannounced, until one is back.
+            reconnect.stopped()
+            say(RESTARTING_LINE)
             continue
         if ended is not None:
             return ended
@@ -233,9 +246,9 @@ async def _stream(
 async def _one_stream(
     api: ApiClient, run_id: str, seen: Callable[[Snapshot], None], reconnect: Reconnect
 ) -> RunProgress | None:
-    """One stream: the run's last progress when it ended, None when the stream closed first.
-    A stream that closed before saying anything counts as a failure (a server that keeps
-    doing so must not be reconnected to for ever)."""
+    """One stream: the run's last progress when it ended, None when the stream closed first;
+    `ApiStopping` when the API said it stops. A stream that closed before saying anything
+    counts as a failure (a server that keeps doing so must not be reconnected to for ever)."""
     heard = False
     async with api.runs.events(run_id) as events:
         async for event in events:
@@ -245,6 +258,8 @@ async def _one_stream(
                 if isinstance(event.data, dict):
                     message += f": {event.data.get('message') or event.data.get('code')}"
                 raise ApiFailure(message, ExitCode.UNREACHABLE, transient=True)
+            if event.name == "stopping":
+                raise ApiStopping
             if event.name not in {"progress", "end"}:
                 continue
             if not heard:

@@ -2,18 +2,22 @@
 and `runs logs --follow` through a proxy that answers 503 and drops connections, and through a
 real `serve` that is killed and started again. They reconnect, print nothing twice, say each
 outage in one warning line, and after `--reconnect-for` give up with exit 4 and one `error:`
-line. The watched run waits on a gate the test opens, so no step depends on timing."""
+line; an `api` stopped on purpose (SIGTERM) is a restart: one calm line, no outage. The
+watched run waits on a gate the test opens, so no step depends on timing."""
 
 from __future__ import annotations
 
+import functools
 import json
 import signal
 import socket
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
+from api.cli.reconnect import RESTARTING_LINE
 from tests.conftest import Backend
 from tests.e2e.cli_harness import SCHEMABRIDGE, Stack, _admin_key
 from tests.e2e.outage_harness import Follower, Gate, gate, proxy, wait_until
@@ -217,6 +221,61 @@ def test_watch_and_logs_follow_a_serve_that_is_killed_and_restarted(
     followed = [json.loads(line)["id"] for line in logs.stdout().splitlines()]
     assert len(followed) == len(set(followed)), followed  # no line printed twice
     assert followed == [json.loads(line)["id"] for line in everything.splitlines()]
+
+
+def noticed(running: Follower) -> bool:
+    """Whether a follower said on stderr that the API went: restarting (or, lost)."""
+    said = running.stderr()
+    return RESTARTING_LINE in said or bool(warnings(said))
+
+
+def test_an_api_restart_is_one_calm_line_and_no_outage(tmp_path: Path, held: Gate) -> None:
+    """`schemabridge api` stopped with SIGTERM (a rolling restart) ends its event streams with
+    `event: stopping`: `runs watch` and `submit --wait` say once that the API is restarting (no
+    warning: nothing failed), and the restart does not count against `--reconnect-for` (1 s,
+    which the api stays down past): both follow the run on the next api until it ends."""
+    database = f"sqlite+aiosqlite:///{tmp_path / 'sb.db'}"
+    env = process_env(Backend("embedded", database, None), tmp_path)
+    key = _admin_key(upgraded(env))
+    port = free_port()
+    args = ["api", "--port", str(port), "--no-access-log"]
+    with (
+        service(["worker", "--name", "w1"], env, tmp_path / "worker.log"),
+        service(args, env, tmp_path / "api1.log") as first,
+    ):
+        url = first.wait_for_url()
+        stack = Stack("planned", url, key, env, "", tmp_path)
+        stack.ok("workflows", "publish", str(workflow_file(tmp_path, held.url)))
+        run = submit(stack, "planned")
+        watch = follower(stack, url, "watch-planned", "runs", "watch", run, "--reconnect-for", "1")
+        wait_ = follower(
+            stack, url, "wait-planned", "runs", "submit", WORKFLOW,
+            "--input", json.dumps({"gate": "planned"}), "--wait", "--reconnect-for", "1",
+        )  # fmt: skip
+        followers = (watch, wait_)
+        try:
+            wait_until(lambda: "RUNNING" in watch.stdout(), "the watch's first progress line")
+            wait_until(lambda: "RUNNING" in wait_.stderr(), "the wait's first progress line")
+            assert first.stop(signal.SIGTERM) == 0
+            for running in followers:
+                wait_until(functools.partial(noticed, running), "a follower to notice the stop")
+            time.sleep(2)  # down past --reconnect-for: a restart is not an outage
+            with service(args, env, tmp_path / "api2.log") as second:
+                assert second.wait_for_url() == url
+                held.open("planned")
+                for running in followers:
+                    assert running.wait() == 0, (running.stdout(), running.stderr())
+                second.stop()
+        finally:
+            for running in followers:
+                running.kill()
+            held.open("planned")
+    assert watch.stderr().splitlines() == [RESTARTING_LINE], watch.stderr()
+    assert watch.stdout().splitlines()[-1] == f"run {run} SUCCEEDED"
+    said = wait_.stderr().splitlines()
+    assert "Traceback" not in wait_.stderr() and not warnings(wait_.stderr()), said
+    submitted = said[0].split()[1]  # "run ID submitted (...); following it"
+    assert said.count(RESTARTING_LINE) == 1 and f"run {submitted} SUCCEEDED" in said, said
 
 
 @pytest.mark.usefixtures("published")

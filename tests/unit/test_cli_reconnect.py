@@ -1,6 +1,7 @@
 """The reconnection policy of the commands that follow a run (`api.cli.reconnect`), fed
 timestamps: backoff that grows to a cap, an outage bounded by time and by count, a success that
-starts the count afresh, and refusals that are never retried."""
+starts the count afresh, refusals that are never retried, and a restart (the API said it
+stops) bounded apart from failures."""
 
 from __future__ import annotations
 
@@ -84,3 +85,48 @@ def test_one_try_is_counted_in_the_singular() -> None:
     assert policy.delay_after(DOWN) is None
     gave_up = policy.gave_up(DOWN, "schemabridge runs watch r")
     assert gave_up.message.startswith("gave up after 1 try in "), gave_up.message
+
+
+def test_a_restart_is_bounded_apart_from_the_failure_window() -> None:
+    """The API said it stops: what follows counts against the restart's window, not
+    `--reconnect-for` (1 s here), and still ends when the API never comes back."""
+    clock = Clock()
+    policy = Reconnect(window_s=1, restart_window_s=30, first_delay_s=4, max_delay_s=4, clock=clock)
+    policy.stopped()
+    assert policy.restarting and policy.attempts == 0
+    clock.now += 10
+    assert policy.delay_after(DOWN) == 4
+    clock.now += 18
+    assert policy.delay_after(DOWN) == 2  # never sleeps past the restart's window
+    clock.now += 2
+    assert policy.delay_after(DOWN) is None
+    assert policy.gave_up(DOWN, "schemabridge runs watch r").message == (
+        "gave up after 3 tries in 30 s to get the API back after it stopped (cannot reach the "
+        "API: connection refused); the run goes on: `schemabridge runs watch r`"
+    )
+
+
+def test_a_restart_is_bounded_by_count_and_by_a_longer_failure_window() -> None:
+    policy = Reconnect(window_s=1_000, restart_window_s=30, max_attempts=3, clock=Clock())
+    policy.stopped()
+    assert all(policy.delay_after(DOWN) is not None for _ in range(3))
+    assert policy.delay_after(DOWN) is None
+    clock = Clock()
+    policy = Reconnect(window_s=100, restart_window_s=30, first_delay_s=4, clock=clock)
+    policy.stopped()
+    clock.now += 60
+    assert policy.delay_after(DOWN) == 4  # --reconnect-for is longer: the restart has it too
+
+
+def test_a_restart_that_ended_leaves_failures_their_own_count() -> None:
+    clock = Clock()
+    policy = Reconnect(window_s=10, first_delay_s=1, clock=clock)
+    policy.stopped()
+    policy.delay_after(DOWN)
+    clock.now += 5
+    assert policy.recovered() is None  # the restart's one line said it all
+    assert not policy.lost and not policy.restarting
+    assert policy.delay_after(DOWN) == 1  # a failure now: its own window and count
+    clock.now += 10
+    assert policy.delay_after(DOWN) is None
+    assert "after it stopped" not in policy.gave_up(DOWN, "schemabridge runs watch r").message
