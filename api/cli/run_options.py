@@ -9,9 +9,11 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 
 from api.cli.exit_codes import ExitCode
+from api.cli.reconnect import RESTART_WINDOW_S
 from api.cli.remote import fail
 from api.cli.text import parse_since
 from schemas.close_names import typo_clause
+from schemas.durations import duration
 
 if TYPE_CHECKING:
     from api.cli.wire import RunQuery
@@ -44,7 +46,8 @@ ReconnectOption = Annotated[
         "--reconnect-for",
         help="When the API goes away while following (a restart, a 5xx, a dropped stream), "
         "keep trying to get it back for this many seconds, then give up (exit 4). An API "
-        "that said it is stopping (a rolling restart) is waited for at least 2 minutes.",
+        f"that said it is stopping (a rolling restart) is waited for at least "
+        f"{duration(RESTART_WINDOW_S)}.",
         metavar="SECONDS",
         min=0,
     ),
