@@ -93,6 +93,10 @@ class StepContext:
     where it cuts text (a body excerpt), so no value is left cut in half."""
     stop: StopSignal | None = None
     """Set by the engine when the step must send nothing more (None: it never stops)."""
+    worker: str | None = None
+    """The service id of the worker executing the step (None: one that runs as no service),
+    which a GATEWAY records on each attempt's log line: the step's `claimed_by` is cleared
+    when it ends, and which host made a failed call is an operator's first question."""
 
 
 @dataclass(frozen=True)

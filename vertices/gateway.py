@@ -15,9 +15,10 @@ transport's own timeouts only bound connecting and each read. After an attempt:
   nests deeper than the nesting limit, undecodable text) → `invalid_response` at once; a
   request that cannot be sent → `invalid_config`.
 
-Every attempt is written to the run log (status, duration, error, the wait before the next;
-a failed one with what it sent, which the step's failure carries too: vertices/gateway_sent.py,
-and the start of the answer's body, as the step's failure keeps it);
+Every attempt is written to the run log (status, duration, error, the wait before the next,
+the service id of the worker that made it; a failed one with what it sent, which the step's
+failure carries too: vertices/gateway_sent.py, and the start of the answer's body, as the
+step's failure keeps it);
 before each wait between attempts the step tells `ctx.retry_wait`, so the engine can show the
 wait and the attempts so far while it lasts (docs/architecture.md, 'Why a step waits').
 Admission plugs in through `CallGuard`, called around every attempt.
@@ -469,6 +470,10 @@ async def _log_attempt(
         "error": attempt.error,
         "retryInMs": None if wait_s is None else round(wait_s * 1000),
     }
+    if ctx.worker is not None:
+        # Which worker made the call (at most 128 characters, a service name's bound): one
+        # host with a bad resolver or proxy shows in the history as the one whose calls fail.
+        data["worker"] = ctx.worker
     if sent is not None:
         data["request"] = sent.as_dict()
         if attempt.answer is not None and (answered := excerpt(attempt.answer, ctx.redactor)):
@@ -520,6 +525,8 @@ async def _log_refusal(
 ) -> None:
     message = f"{request.method} {request.url_for_log}: attempt {number} refused by admission"
     data = {"attempt": number, "kind": refused.kind.value, "error": refused.message}
+    if ctx.worker is not None:
+        data["worker"] = ctx.worker
     # Held back by the destination's own cap, the step parks and asks again: the operator's
     # pacing, said at info, not a warning on every turn of a long, healthy wait.
     paced = refused.wait_reason is WaitReason.DESTINATION_CAP

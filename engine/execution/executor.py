@@ -213,12 +213,18 @@ class ExecutorDeps:
 
 
 async def execute(
-    step: ClaimedStep, workflow: Workflow, deps: ExecutorDeps, *, stop: StopSignal | None = None
+    step: ClaimedStep,
+    workflow: Workflow,
+    deps: ExecutorDeps,
+    *,
+    stop: StopSignal | None = None,
+    worker: str | None = None,
 ) -> tuple[StepResult | StepAbandoned, list[LogLine]]:
     """Run `step` to an outcome. Never raises (except cancellation). What it returns is
     redacted (see the module docstring). `stop` set (its claim is gone: its run was
     cancelled) ends it before its next HTTP attempt, as `StepAbandoned`; so does a stop that
-    came while its last call was on the wire (its answer is not recorded)."""
+    came while its last call was on the wire (its answer is not recorded). `worker`: the
+    service id it was claimed under (`claimed_by`), which its attempts' log lines keep."""
     log = StepLog(
         step,
         deps.clock,
@@ -226,7 +232,7 @@ async def execute(
         store=deps.store,
         changed=deps.run_changed,
     )
-    result = await _execute(step, workflow, deps, log, stop)
+    result = await _execute(step, workflow, deps, log, stop=stop, worker=worker)
     if not isinstance(result, StepParked):
         deps.step_memory.forget(step.step_id)
     # The lines a retry wait wrote already are not written again.
@@ -269,7 +275,13 @@ def _redacted_line(line: LogLine, redactor: Redactor) -> LogLine:
 
 
 async def _execute(
-    step: ClaimedStep, workflow: Workflow, deps: ExecutorDeps, log: StepLog, stop: StopSignal | None
+    step: ClaimedStep,
+    workflow: Workflow,
+    deps: ExecutorDeps,
+    log: StepLog,
+    *,
+    stop: StopSignal | None,
+    worker: str | None,
 ) -> StepResult | StepAbandoned:
     vertex = workflow.vertices.get(step.vertex_id)
     try:
@@ -279,7 +291,7 @@ async def _execute(
                 f"vertex {step.vertex_id!r} is not in {workflow.name} v{step.workflow_version}",
             )
         deps.child_inputs.check(step, workflow, vertex)
-        outcome = await _dispatch(vertex, step, workflow, log, deps, stop=stop)
+        outcome = await _dispatch(vertex, step, workflow, log, deps, stop=stop, worker=worker)
     except StepStopped as stopped:
         return _abandoned(step, stop, str(stopped), deps, log)
     except StepFailure as failure:
@@ -356,6 +368,7 @@ async def _dispatch(
     deps: ExecutorDeps,
     *,
     stop: StopSignal | None,
+    worker: str | None,
 ) -> contract.VertexOutcome:
     outputs = await merge_outputs.with_outputs(
         deps.store,
@@ -377,6 +390,7 @@ async def _dispatch(
         retry_wait=log.retry_wait,
         redactor=log.redactor,
         stop=stop,
+        worker=worker,
     )
     if isinstance(vertex, GatewayVertex):
         names = _secret_names(vertex, step, deps)

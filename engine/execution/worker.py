@@ -340,7 +340,9 @@ class Worker:
         try:
             workflow = await self._workflow(step)
             stop = self._stops.signal(step.claim_token)
-            result, lines = await executor.execute(step, workflow, self._deps, stop=stop)
+            result, lines = await executor.execute(
+                step, workflow, self._deps, stop=stop, worker=self._config.service
+            )
         except asyncio.CancelledError:
             self._abandoned.append(step.claim_token)  # given back by `_drain`
             raise

@@ -2,9 +2,10 @@
 assembled from the run's log.
 
 Attempts are not stored as rows: the GATEWAY writes one log line per HTTP attempt (data:
-`attempt`, `maxAttempts`, `status`, `durationMs`, `error`, `retryInMs`, and `request` when
-the attempt failed, with `bodyExcerpt` when it failed on an answer) and one per attempt
-admission refused (data: `attempt`, `kind`, `error`), with the step's vertex id. A step's
+`attempt`, `maxAttempts`, `status`, `durationMs`, `error`, `retryInMs`, `worker` when its
+worker runs as a service, and `request` when the attempt failed, with `bodyExcerpt` when it
+failed on an answer) and one per attempt admission refused (data: `attempt`, `kind`,
+`error`, `worker`), with the step's vertex id. A step's
 history is those lines in order; a new execution (a redispatch, a re-run after a lost lease,
 an operator's retry) starts where the attempt number starts again.
 """
@@ -146,7 +147,7 @@ def summary(
     )
 
 
-def _attempt(line: LogRecord, execution: int, number: int) -> AttemptView:
+def _attempt(line: LogRecord, execution: int, number: int, show_worker: bool) -> AttemptView:
     data: Mapping[str, Any] = line.data
     refused = "maxAttempts" not in data and isinstance(data.get("kind"), str)
     return AttemptView(
@@ -162,11 +163,13 @@ def _attempt(line: LogRecord, execution: int, number: int) -> AttemptView:
         refused=_kind(data["kind"]) if refused else None,
         request=sent_view(data.get("request")),
         body_excerpt=_text(data.get("bodyExcerpt")),
+        worker=_text(data.get("worker")) if show_worker else None,
     )
 
 
-def histories(lines: Iterable[LogRecord]) -> dict[str, list[AttemptView]]:
-    """Each step's attempts, by vertex id, from the run's log lines (oldest first)."""
+def histories(lines: Iterable[LogRecord], *, show_worker: bool) -> dict[str, list[AttemptView]]:
+    """Each step's attempts, by vertex id, from the run's log lines (oldest first);
+    `show_worker`: name the worker of each (False for a tenant key)."""
     found: dict[str, list[AttemptView]] = {}
     for line in lines:
         number = _int(line.data.get("attempt")) if isinstance(line.data, Mapping) else None
@@ -177,7 +180,7 @@ def histories(lines: Iterable[LogRecord]) -> dict[str, list[AttemptView]]:
         if history:
             last = history[-1]
             execution = last.execution + (1 if number <= last.attempt else 0)
-        history.append(_attempt(line, execution, number))
+        history.append(_attempt(line, execution, number, show_worker))
     return found
 
 
@@ -369,12 +372,14 @@ def detail(
     deployment_id: str | None = None,
     root_started_over_as: str | None = None,
     no_worker: bool = False,
+    show_worker: bool,
 ) -> RunDetail:
     """The whole view of one run (`now`: when it is read, which ends a past retry wait;
     `holders`: the liveness of its RUNNING steps' holders; `deployment_id`: the deployment it
     belongs to; `root_started_over_as`: for a child, the run a start over of its root made;
-    `no_worker`: no worker is alive, as its READY steps say)."""
-    by_vertex = histories(lines)
+    `no_worker`: no worker is alive, as its READY steps say; `show_worker`: name the worker
+    of each attempt, False for a tenant key, docs/security.md)."""
+    by_vertex = histories(lines, show_worker=show_worker)
     steps = list(steps)
     # The first of `restarts`: the run the start over's idempotency key names, as a list page
     # and a retry's refusal name it.
@@ -452,12 +457,17 @@ def progress(
     )
 
 
-def log_entry(line: LogRecord) -> LogEntry:
+def log_entry(line: LogRecord, *, show_worker: bool) -> LogEntry:
+    """A log line as `GET /runs/{id}/logs` pages it; `show_worker` False (a tenant key) leaves
+    out the service id an attempt's line keeps (`data.worker`), as its history does."""
+    data = line.data
+    if not show_worker and isinstance(data, Mapping) and "worker" in data:
+        data = {key: value for key, value in data.items() if key != "worker"}
     return LogEntry(
         id=line.id,
         at=line.at,
         level=line.level,
         message=line.message,
         vertex_id=line.vertex_id,
-        data=line.data,
+        data=data,
     )

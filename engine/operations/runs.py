@@ -507,6 +507,7 @@ class RunOperations:
             deployment_id=await self._deployment_of(run),
             root_started_over_as=under,
             no_worker=no_worker,
+            show_worker=tenant is None,
         )
 
     async def _no_worker(self, steps: list[StepRecord]) -> bool:
@@ -793,7 +794,9 @@ class RunOperations:
         run = await self._run(run_id, tenant)
         lines = await self._store.log_page(run.id, after=start, limit=limit)
         next_after = str(lines[-1].id) if len(lines) == limit else None
-        return Page[LogEntry](items=[run_views.log_entry(line) for line in lines], next=next_after)
+        show_worker = tenant is None
+        items = [run_views.log_entry(line, show_worker=show_worker) for line in lines]
+        return Page[LogEntry](items=items, next=next_after)
 
     # ── the long tail of a fan-out ──────────────────────────────────────────────────────────
 

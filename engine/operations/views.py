@@ -374,6 +374,14 @@ class AttemptView(View):
         "succeeded, got no answer (a timeout, an I/O error), was refused by admission, the "
         "body was empty, or it was recorded before the engine kept it.",
     )
+    worker: str | None = Field(
+        default=None,
+        description="The service id of the worker that made the attempt, as `GET /services` "
+        "and a RUNNING step's `holder.worker` name it: when one host fails its calls (a bad "
+        "resolver, a broken proxy), its attempts say so. None for a tenant key (a service id "
+        "is operational data, docs/security.md), for a worker that runs as no service "
+        "(`schemabridge run`), and for an attempt recorded before the engine kept it.",
+    )
 
 
 class BreakerRef(View):

@@ -8,6 +8,7 @@ The helpers here (`RecordingSleep`, `LogRecorder`, `gateway_ctx`, `gateway_confi
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -364,6 +365,32 @@ async def test_every_attempt_is_logged(downstream: RunningDownstream, client: Ht
     assert all(ms >= 0 for ms in log.field("durationMs"))
     assert "retrying in" in log.lines[0][1]
     assert all("s3cr3t" not in message for _, message, _ in log.lines)  # query strings stay out
+    # A worker that runs as no service (`schemabridge run`) has no id to write: no key.
+    assert all("worker" not in data for _, _, data in log.lines)
+
+
+async def test_each_attempt_names_its_worker_a_refused_one_too(
+    downstream: RunningDownstream, client: HttpClient
+) -> None:
+    """The service id the engine gives the step is on every attempt's line, the one
+    admission refused included: the history says which worker made (or asked for) each."""
+    downstream.script([500, 200])
+    guard, log = RecordingGuard(refuse_retries=True), LogRecorder()
+    ctx = dataclasses.replace(gateway_ctx(log), worker="worker-eu-3-4242")
+    with pytest.raises(StepFailure):
+        await gateway.execute(
+            gateway_config(downstream.url),
+            ctx,
+            client,
+            FAST,
+            sleep=RecordingSleep(real=False),
+            guard=guard,
+        )
+    assert [(data["attempt"], "kind" in data) for _, _, data in log.lines] == [
+        (1, False),
+        (2, True),
+    ]
+    assert log.field("worker") == ["worker-eu-3-4242"] * 2
 
 
 async def test_the_guard_sees_every_attempt(

@@ -4,6 +4,7 @@ layer, on both backends, with real workers against the demo downstream on loopba
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 from pathlib import Path
 from typing import Any
 
@@ -400,6 +401,38 @@ async def test_each_attempt_of_the_history_says_what_it_was_answered(
     ]
     wire = run.model_dump(mode="json", by_alias=True)["steps"][0]["history"]
     assert [a["bodyExcerpt"] for a in wire] == [pool, long[:500]]
+
+
+async def test_each_attempt_names_the_worker_that_made_it(
+    ops: Operations, runtime: Runtime, downstream: RunningDownstream
+) -> None:
+    """A step answered 500 on every attempt: each attempt of its history names the worker
+    that made it (its service id, which the step's `claimed_by` forgets when it ends), for an
+    admin key; a tenant key reads neither it nor the log line's copy (docs/security.md)."""
+    downstream.script([500, 500], path="/bad-host")
+    call = gateway(f"{downstream.url}/bad-host", retry={"maxAttempts": 2, "baseDelayMs": 1})
+    await ops.workflows.publish({"name": "bad-host", "vertices": {"call": call}})
+    submitted = await ops.runs.submit("bad-host", {}, tenant_id="acme")
+    config = dataclasses.replace(runtime.worker_config(), service="worker-eu-3-4242")
+    async with running_worker(runtime, config):
+        run = await ended(ops, submitted.run.id)
+    (step,) = run.steps
+    assert run.status == "FAILED" and step.status == "FAILED"
+    assert [(a.attempt, a.http_status, a.worker) for a in step.history] == [
+        (1, 500, "worker-eu-3-4242"),
+        (2, 500, "worker-eu-3-4242"),
+    ]
+    wire = run.model_dump(mode="json", by_alias=True)["steps"][0]["history"]
+    assert [a["worker"] for a in wire] == ["worker-eu-3-4242"] * 2
+    logged = (await ops.runs.logs(run.id)).items
+    assert [e.data["worker"] for e in logged if "attempt" in (e.data or {})] == [
+        "worker-eu-3-4242"
+    ] * 2
+    as_tenant = await ops.runs.get(run.id, tenant="acme")
+    assert [a.worker for a in as_tenant.steps[0].history] == [None, None]
+    tenant_log = (await ops.runs.logs(run.id, tenant="acme")).items
+    assert len(tenant_log) == len(logged)
+    assert not any("worker" in (e.data or {}) for e in tenant_log)
 
 
 async def test_attempt_histories_count_executions(
