@@ -285,9 +285,13 @@ ATTEMPT_BODY_CHARS = 160
 
 
 def attempt_line(attempt: AttemptView) -> str:
-    """An attempt: execution.attempt, its time and its log message; under a failed one, the
-    start of what the destination answered (control characters escaped: it is its text)."""
-    line = f"{attempt.execution}.{attempt.attempt}  {clock(attempt.at)}  {attempt.message}"
+    """An attempt: execution.attempt, its time, the worker that made it (when the API names
+    it: not to a tenant key) and its log message; under a failed one, the start of what the
+    destination answered (control characters escaped: it is its text)."""
+    line = f"{attempt.execution}.{attempt.attempt}  {clock(attempt.at)}  "
+    if attempt.worker:
+        line += f"worker {shown(attempt.worker)}  "
+    line += attempt.message
     if attempt.body_excerpt:
         line += f"\n    answered: {shown(excerpt(attempt.body_excerpt, ATTEMPT_BODY_CHARS))}"
     return line

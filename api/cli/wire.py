@@ -181,6 +181,8 @@ class AttemptView(Wire):
     """The kind of refusal when admission refused the attempt before any call was made."""
     body_excerpt: str | None = None
     """The start of the answer's body when the attempt failed on an answer."""
+    worker: str | None = None
+    """The service id of the worker that made the attempt (None: not said)."""
 
 
 class SpawnerCounts(Wire):

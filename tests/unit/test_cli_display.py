@@ -561,6 +561,28 @@ def test_runs_show_without_a_request_or_body_says_only_what_there_is() -> None:
     assert "request body" not in bodiless and "headers " not in bodiless
 
 
+def test_runs_show_names_the_worker_of_each_attempt() -> None:
+    """A failed step's attempt history says which worker made each attempt (one bad host is
+    the first thing to rule out); an attempt the API names no worker for (a tenant key, a
+    line from before the engine kept it) says nothing of one, never "None"."""
+    error = {"kind": "http_error", "message": "GET https://api.example.com/x: 500", "attempts": 2}
+    history = [
+        attempt(1, 1) | {"message": "GET … → 500 (attempt 1/2)", "worker": "worker-eu-3-4242"},
+        attempt(2, 1) | {"message": "GET … → 500 (attempt 1/1)", "worker": None},
+    ]
+    step = {"vertexId": "call", "type": "GATEWAY", "status": "FAILED", "attempts": 2}
+    run = RunDetail.model_validate(
+        {"id": "r1", "workflow": "w", "version": 1, "tenantId": "acme", "status": "FAILED"}
+        | {"createdAt": NOW, "endedAt": NOW, "error": {**error, "vertexId": "call"}}
+        | {"steps": [step | {"error": error, "history": history}]}
+    )
+    lines = rendered(run_display.run_view(run, NOW)).splitlines()
+    at = clock(NOW)
+    assert any(f"1.1  {at}  worker worker-eu-3-4242  GET … → 500 (attempt 1/2)" in x for x in lines)
+    assert any(f"2.1  {at}  GET … → 500 (attempt 1/1)" in x for x in lines)
+    assert not any("None" in line for line in lines)
+
+
 def held_run(holder: Mapping[str, object]) -> RunDetail:
     """A RUNNING run whose one step is RUNNING, held as `holder` says, its lease ending at
     NOW + 20."""
