@@ -346,7 +346,8 @@ def test_each_failed_attempt_shows_what_it_sent(server: DemoServer, browser: Any
     """A step whose two attempts were answered 500: each attempt's row is followed by what
     the destination answered (a short answer on its line, a long one cut there and whole once
     expanded) and by what it sent, the method and URL in sight, the header names and the
-    body's start once expanded, all as text (markup in the bodies stays text)."""
+    body's start once expanded, all as text (markup in the bodies stays text); and each
+    names the worker that made it."""
     name, path = "ui-run-page-sent", "/run-page/sent"
     call = {
         "url": f"{server.downstream}{path}",
@@ -389,6 +390,9 @@ def test_each_failed_attempt_shows_what_it_sent(server: DemoServer, browser: Any
         whole.wait_for()
         assert whole.inner_text().strip() == LONG_ANSWER.strip()
         assert page.locator("main i").count() == 0
+        # Which worker made each attempt (`serve`'s, by its service id), under its execution.
+        workers = page.locator("table.attempts .attempt-worker").all_inner_texts()
+        assert len(workers) == 2 and all(w.startswith("serve-") for w in workers), workers
         fit = page.evaluate(FIT_JS, ["table.attempts", "th, td"])
         assert fit["table"] <= fit["box"], {k: v for k, v in fit.items() if k != "cells"}
         shoot(page, "run-attempts-sent")

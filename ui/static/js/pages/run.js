@@ -103,6 +103,14 @@ function toleratedNote(detail) {
   );
 }
 
+/** The worker that made an attempt (`history[].worker`, its service id; null for a tenant
+ * key), small under the execution's number: when one host fails its calls, its attempts say
+ * so. It wraps anywhere rather than widen the table (a service id may be 128 characters). */
+function attemptWorker(worker) {
+  if (!worker) return null;
+  return h("span", { class: "attempt-worker", title: `Made by worker ${worker} (its service id)` }, worker);
+}
+
 function historyTable(step) {
   if (!step.history.length) return null;
   const columns = ["Execution", "Attempt", "At", "HTTP", "Took", "Retry after"];
@@ -128,7 +136,7 @@ function historyTable(step) {
           const tr = h(
             "tr",
             { class: failed ? "row-failed" : null },
-            h("td", { "data-label": "Execution" }, String(a.execution)),
+            h("td", { "data-label": "Execution" }, String(a.execution), attemptWorker(a.worker)),
             h("td", { "data-label": "Attempt" }, String(a.attempt)),
             h("td", { "data-label": "At" }, time(a.at)),
             h("td", { "data-label": "HTTP" }, a.refused ? `refused: ${a.refused}` : a.httpStatus ? String(a.httpStatus) : "—"),
