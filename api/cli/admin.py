@@ -680,7 +680,7 @@ def whoami(
         line = f"authentication is off at {remote.url}: every request acts as the admin demo"
         if remote.key:
             line += " (the key given is not checked)"
-    elif key.role == "admin":
+    elif key.opens_admin_routes:
         line = f"admin key {key.id}{named} at {remote.url}: every tenant, and the admin commands"
     else:
         line = (

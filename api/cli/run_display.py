@@ -406,7 +406,9 @@ def _status(run: RunDetail) -> Text:
     return text
 
 
-def run_header(run: RunDetail, now: float) -> Table:
+def run_header(run: RunDetail, now: float, *, opens_deployments: bool = True) -> Table:
+    """The run's fields; `opens_deployments`: whether the key may show a deployment (an
+    admin key), else a run a deployment routed names it by its id alone."""
     route = f" ({ROUTE_WORDS.get(run.route, run.route)})" if run.route else ""
     pairs: list[tuple[str, str | Text]] = [
         ("workflow", f"{run.workflow} v{run.version}{route}"),
@@ -429,7 +431,9 @@ def run_header(run: RunDetail, now: float) -> Table:
         )
     pairs += _lineage(run, now)
     if run.deployment_id is not None:
-        shown = f"{run.deployment_id}: schemabridge deployments show {run.deployment_id}"
+        shown = run.deployment_id
+        if opens_deployments:
+            shown += f": schemabridge deployments show {run.deployment_id}"
         pairs.append(("deployment", shown))
     if run.fanout.total:
         pairs.append(("fan-out", _fanout_field(run, now)))
@@ -454,11 +458,12 @@ def output_excerpt(value: Any) -> str:
     return excerpt(text, OUTPUT_EXCERPT_CHARS)
 
 
-def run_view(run: RunDetail, now: float) -> Group:
-    """`runs show`: the run, its steps, the failed step in detail, the next commands."""
+def run_view(run: RunDetail, now: float, *, opens_deployments: bool = True) -> Group:
+    """`runs show`: the run, its steps, the failed step in detail, the next commands
+    (`opens_deployments`: as `run_header` says)."""
     parts: list[RenderableType] = [
         Text(f"run {run.id}", style="bold"),
-        run_header(run, now),
+        run_header(run, now, opens_deployments=opens_deployments),
         Text(""),
         steps_table(run.steps, now),
     ]

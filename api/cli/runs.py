@@ -19,6 +19,7 @@ from api.cli import hints, run_display, runs_actions
 from api.cli.client_errors import ApiFailure
 from api.cli.exit_codes import ExitCode
 from api.cli.id_prefixes import full_run_id
+from api.cli.key_role import opens_admin_routes
 from api.cli.reconnect import DEFAULT_WINDOW_S, Reconnect
 from api.cli.remote import (
     EXIT_CODES_HELP,
@@ -301,14 +302,18 @@ def show_run(
     kind, HTTP status, body excerpt and attempt history."""
     remote = Remote(api_url, api_key, output, debug)
 
-    async def action(api: ApiClient) -> RunDetail:
-        return await api.runs.get(await full_run_id(api, run_id))
+    async def action(api: ApiClient) -> tuple[RunDetail, bool]:
+        detail = await api.runs.get(await full_run_id(api, run_id))
+        # Asked only of a run that names a deployment (the others print the same for every
+        # key): a tenant key is shown its id, not a command the API refuses it.
+        opens = detail.deployment_id is None or remote.json or await opens_admin_routes(api)
+        return detail, opens
 
-    detail = call(remote, action)
+    detail, opens_deployments = call(remote, action)
     if remote.json:
         print_json(dump(detail))
         return
-    render(stdout(), run_display.run_view(detail, time.time()))
+    render(stdout(), run_display.run_view(detail, time.time(), opens_deployments=opens_deployments))
 
 
 # ── logs ────────────────────────────────────────────────────────────────────────────────────

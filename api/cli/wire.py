@@ -526,6 +526,12 @@ class CurrentKey(Wire):
     tenant_id: str | None = None
     authentication: bool = True
 
+    @property
+    def opens_admin_routes(self) -> bool:
+        """Whether the API answers this key on its admin routes (deployments, tenants, …):
+        any key but a tenant key (the monitor's rule too: `opensAdminPages`)."""
+        return self.role != "tenant"
+
 
 class ServiceView(Wire):
     name: str

@@ -43,8 +43,9 @@ def published_versions(stack: Stack, name: str, *, failing: bool = False) -> Non
         stack.publish(document, document["description"])
 
 
-def submit(stack: Stack, name: str, count: int) -> list[dict[str, Any]]:
-    headers = {"Authorization": f"Bearer {stack.admin_key}"}
+def submit(stack: Stack, name: str, count: int, key: str | None = None) -> list[dict[str, Any]]:
+    """`count` runs of `name` submitted with the admin key, or `key`."""
+    headers = {"Authorization": f"Bearer {key or stack.admin_key}"}
     with httpx.Client(base_url=stack.url, headers=headers, trust_env=False, timeout=30) as http:
         answers = [http.post(f"/workflows/{name}/runs", json={"input": {}}) for _ in range(count)]
     assert all(a.status_code == 201 for a in answers), [a.text for a in answers]
@@ -504,6 +505,29 @@ def test_deployments_need_an_admin_key(stack: Stack) -> None:
     # A prefix is resolved by an admin-only route too: a tenant key learns no deployment id.
     refused = stack.cli("deployments", "show", "0123abcd", key=created.stdout.strip())
     assert_refused(refused, 4, "the API refused the request")
+
+
+def test_a_tenant_key_is_shown_its_runs_deployment_without_the_admin_command(
+    stack: Stack,
+) -> None:
+    """A run a deployment routed names it to every key that reads the run; `deployments
+    show`, which would answer a tenant key 403, only to an admin key."""
+    published_versions(stack, "dep-tenant-run")
+    started = stack.ok(
+        "deployments", "start", "dep-tenant-run", "--version", "2", "--stages", "100", *HOLDING
+    )
+    deployment_id = started_id(started.stdout)
+    created = stack.ok("keys", "create", "--tenant", "acme", "--name", "dep-tenant-run")
+    tenant_key = created.stdout.strip()
+    (run,) = submit(stack, "dep-tenant-run", 1, key=tenant_key)
+    assert run["version"] == 2, run
+    line = rf"^deployment\s+{deployment_id}"
+    shown = stack.ok("runs", "show", run["id"], key=tenant_key).stdout
+    assert re.search(rf"{line}$", shown, re.M), shown
+    assert "schemabridge deployments" not in shown, shown
+    shown = stack.ok("runs", "show", run["id"]).stdout
+    assert re.search(rf"{line}: schemabridge deployments show {deployment_id}$", shown, re.M)
+    stack.ok("deployments", "abort", deployment_id)
 
 
 def test_the_help_says_what_a_span_is(stack: Stack) -> None:

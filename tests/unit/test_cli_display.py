@@ -184,6 +184,27 @@ def deployment_run(status: str, deployment_id: str | None) -> RunDetail:
     )
 
 
+def test_a_candidates_deployment_is_named_with_its_command_to_admin_keys_only() -> None:
+    """A tenant key reads the id of the deployment that routed its run, but `deployments
+    show` would answer it 403: its header gives the id alone."""
+    run = RunDetail.model_validate(
+        {
+            "id": "r1",
+            "workflow": "tickets",
+            "version": 2,
+            "tenantId": "acme",
+            "status": "RUNNING",
+            "route": "candidate",
+            "createdAt": NOW - 9,
+            "deploymentId": "d1",
+        }
+    )
+    admin = rendered(run_display.run_header(run, NOW)).splitlines()
+    assert admin[-1].rstrip() == "deployment   d1: schemabridge deployments show d1"
+    tenant = rendered(run_display.run_header(run, NOW, opens_deployments=False)).splitlines()
+    assert tenant[-1].rstrip() == "deployment   d1"
+
+
 def test_a_deployment_run_points_at_its_deployment_not_at_run_actions() -> None:
     """The API refuses run actions on a deployment's own run: the commands are the
     deployment's, named by the `deploymentId` the API gives."""
