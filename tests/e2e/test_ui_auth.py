@@ -204,3 +204,43 @@ def test_a_tenant_key_refused_a_publish_gives_way_to_another_key_keeping_the_doc
         page.locator("dialog.modal").get_by_role("button", name="Publish").click()
         page.locator(".ok-box", has_text="Published: ui-editor-key v1").wait_for()
         page.locator("#who").get_by_text("admin key · ui").wait_for()
+
+
+def test_a_tenant_key_reads_its_runs_deployment_as_text(
+    secured: tuple[str, str], browser: Any
+) -> None:
+    """A run a deployment routed to its candidate names the deployment on its page: a link
+    for an admin key, its id as text for a tenant key, which the deployment's page would
+    refuse (403)."""
+    url, admin_key = secured
+    name = "ui-tenant-candidate"
+    call = {"type": "GATEWAY", "config": {"url": "http://127.0.0.1:9/never"}}
+    hold = {"weight": 100, "minRuns": 1000, "minDurationSeconds": 3600}
+    deployment = {"version": 2, "stages": [hold], "rollback": {"minFinishedRuns": 1000}}
+    auth = {"Authorization": f"Bearer {admin_key}"}
+    with httpx.Client(base_url=url, headers=auth, trust_env=False, timeout=30) as http:
+        for note in ("v1", "v2"):
+            document = {"name": name, "description": note, "vertices": {"call": call}}
+            assert http.post("/workflows", json=document).status_code in (200, 201)
+        started = http.post(f"/workflows/{name}/deployments", json=deployment)
+        assert started.status_code == 201, started.text
+        deployment_id = started.json()["id"]
+        as_tenant = {"Authorization": f"Bearer {TENANT_KEY['acme']}"}
+        submitted = http.post(f"/workflows/{name}/runs", json={"input": {}}, headers=as_tenant)
+        run = submitted.json()["run"]
+        assert run["version"] == 2, run
+        for key in (TENANT_KEY["acme"], admin_key):
+            with opened(browser, f"{url}/ui/#/runs/{run['id']}") as (page, watch):
+                watch.allowed_errors.append("status of 401")
+                give_key(page, key)
+                named = page.locator(".candidate-deployment")
+                named.wait_for()
+                assert named.inner_text() == f"deployment {deployment_id[:8]}"
+                links = page.locator('main a[href^="#/deployments"]')
+                if key == admin_key:
+                    assert named.get_attribute("href") == f"#/deployments/{deployment_id}"
+                else:
+                    assert links.count() == 0, "a tenant key is offered no deployment's page"
+                    assert named.get_attribute("title") == f"deployment {deployment_id}"
+                    shoot(page, "candidate-run-tenant-key")
+        http.post(f"/deployments/{deployment_id}/abort", json={})

@@ -1,7 +1,7 @@
 // The monitor's shell: a hash router (#/runs, #/runs/<id>, #/workflows/<name>, …) whose
 // filters live in the URL so a view can be shared, and the API-key prompt.
 
-import { api, ApiError, KEY_CHANGED, onKeyNeeded, storedKey } from "./api.js";
+import { ApiError, KEY_CHANGED, onKeyNeeded, storedKey } from "./api.js";
 import { askForKey, otherKeyButton } from "./dialog.js";
 import { fill, h } from "./dom.js";
 import { deploymentPage, deploymentsPage } from "./pages/deployments.js";
@@ -11,6 +11,7 @@ import { runPage } from "./pages/run.js";
 import { runsPage } from "./pages/runs.js";
 import { servicesPage } from "./pages/services.js";
 import { workflowPage, workflowsPage } from "./pages/workflows.js";
+import { opensAdminPages, whoIsIt } from "./who.js";
 
 const ROUTES = [
   [/^\/runs\/([^/]+)$/, "runs", runPage],
@@ -89,17 +90,15 @@ async function showWho() {
   const key = storedKey();
   if (key === readFor) return;
   readFor = key;
-  let who;
-  try {
-    who = await api("/keys/current");
-  } catch {
+  const who = await whoIsIt();
+  if (who === null) {
     if (readFor === key) readFor = undefined;
     offerAdminPages(true);
     document.getElementById("who").hidden = true;
     return;
   }
   if (storedKey() !== key) return; // another key meanwhile: its own read shows it
-  const tenant = who.role === "tenant";
+  const tenant = !opensAdminPages(who);
   offerAdminPages(!tenant);
   const name = who.name ? ` · ${who.name}` : "";
   const said = !who.authentication ? "authentication off" : tenant ? `tenant ${who.tenantId}${name}` : `admin key${name}`;

@@ -22,6 +22,7 @@ import { RunLog } from "../run/log.js";
 import { timeline } from "../run/timeline.js";
 import { RUNS, wholeId } from "../short_ids.js";
 import { childrenEnded, RESOLVED_WORDS, shownStatus } from "../waits.js";
+import { opensAdminPages, whoIsIt } from "../who.js";
 
 const ENDED_CHECK_MS = 10_000;
 
@@ -37,11 +38,19 @@ const ROUTE_WORDS = {
   start_over: "as the run it starts over",
 };
 
-/** A candidate's deployment (the API's `deploymentId`), linked to its page. */
-function candidateOf(detail) {
+/** A deployment named on the run's page: a link to its page, or for a key the deployment
+ * routes refuse (`opens`: `opensAdminPages`), its name as text (its id is no secret: the
+ * workflow's serving version names it to every key). */
+function deploymentNamed(id, text, className, opens) {
+  if (!opens) return h("span", { class: className, title: `deployment ${id}` }, text);
+  return h("a", { href: `#/deployments/${encodeURIComponent(id)}`, class: className }, text);
+}
+
+/** A candidate's deployment (the API's `deploymentId`). */
+function candidateOf(detail, opens) {
   if (detail.route !== "candidate" || !detail.deploymentId) return null;
-  const link = h("a", { href: `#/deployments/${encodeURIComponent(detail.deploymentId)}`, class: "candidate-deployment mono" }, `deployment ${shortId(detail.deploymentId)}`);
-  return h("span", { class: "muted" }, " (", link, ")");
+  const named = deploymentNamed(detail.deploymentId, `deployment ${shortId(detail.deploymentId)}`, "candidate-deployment mono", opens);
+  return h("span", { class: "muted" }, " (", named, ")");
 }
 
 /** Whether an operator (or a child's retry) made the run run again: its `startedAt` moved past
@@ -55,10 +64,11 @@ function ranAgain(detail) {
   return againAt(detail) ? [["Ran again", time(detail.startedAt)]] : [];
 }
 
-function headline(detail) {
+/** The run's facts; `opens`: whether the key may open a deployment's page. */
+function headline(detail, opens) {
   const facts = [
     ["Run", h("span", { class: "mono", title: detail.id }, detail.id)],
-    ["Version", [`v${detail.version}`, detail.route ? h("span", { class: "muted run-route" }, ` · ${ROUTE_WORDS[detail.route] || detail.route}`) : null, candidateOf(detail)]],
+    ["Version", [`v${detail.version}`, detail.route ? h("span", { class: "muted run-route" }, ` · ${ROUTE_WORDS[detail.route] || detail.route}`) : null, candidateOf(detail, opens)]],
     ["Tenant", detail.tenantId],
     // Who submitted it (a key's id, `cli`, `demo`); a child's is its root's submitter.
     ["Created", detail.createdBy ? [time(detail.createdAt), h("span", { class: "muted run-created-by" }, ` · by ${detail.createdBy}`)] : time(detail.createdAt)],
@@ -71,7 +81,7 @@ function headline(detail) {
   }
   const deployment = detail.workflow === "gradual_deploy" && detail.input ? detail.input.deploymentId : null;
   if (typeof deployment === "string") {
-    facts.push(["Drives", h("a", { href: `#/deployments/${encodeURIComponent(deployment)}`, class: "drives-deployment" }, `the deployment of ${detail.input.workflow} v${detail.input.candidateVersion}`)]);
+    facts.push(["Drives", deploymentNamed(deployment, `the deployment of ${detail.input.workflow} v${detail.input.candidateVersion}`, "drives-deployment", opens)]);
   }
   if (detail.restartedFrom) facts.push(["Started over from", h("a", { href: `#/runs/${encodeURIComponent(detail.restartedFrom)}` }, shortId(detail.restartedFrom))]);
   if (detail.restarts.length) {
@@ -255,10 +265,12 @@ function requestTails(detail) {
 export async function runPage(main, params, given) {
   const runId = await wholeId(main, params, given, RUNS);
   if (runId === null) return null;
+  const who = whoIsIt(); // read once per key: the header has asked already
   let detail = await api(`/runs/${encodeURIComponent(runId)}`);
   // Everything else the first screen needs is asked for at once, while the graph comes.
   const firstTails = requestTails(detail);
   const graph = await api(`/workflows/${encodeURIComponent(detail.workflow)}/versions/${detail.version}/graph`);
+  const opensDeployments = opensAdminPages(await who);
   // The step shown first: a failed one, else a fan-out, else the first.
   const first =
     detail.steps.find((step) => step.status === "FAILED") ||
@@ -380,7 +392,7 @@ export async function runPage(main, params, given) {
 
   function drawAll() {
     fill(title, `${detail.workflow} `, h("span", { class: "muted" }, `v${detail.version} `), badge(detail.status));
-    fill(facts, headline(detail));
+    fill(facts, headline(detail, opensDeployments));
     drawActions();
     fill(tolerated, toleratedNote(detail));
     fill(runError, detail.status === "FAILED" ? errorBox(detail.error, { title: detail.error && detail.error.vertexId ? `Run failed at ${detail.error.vertexId}` : "Run failed" }) : null);

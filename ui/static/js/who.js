@@ -1,0 +1,28 @@
+// Whom the stored key acts for (`GET /keys/current`), read once per key and shared: the
+// header says it, and the pages offer a tenant key nothing the admin routes would refuse it
+// (403) — the admin pages in the nav, a link to a deployment. The rule is `opensAdminPages`.
+
+import { api, storedKey } from "./api.js";
+
+let last = null; // {key, answer}: the read for the key stored when it was asked
+
+/** The key as the API knows it ({id, name, role, tenantId, authentication}), or null when it
+ * cannot be read; then it is read again at the next ask, and meanwhile everything is offered:
+ * the last key's role would be a guess. */
+export function whoIsIt() {
+  const key = storedKey();
+  if (last === null || last.key !== key) {
+    const read = { key, answer: api("/keys/current").catch(() => null) };
+    last = read;
+    read.answer.then((who) => {
+      if (who === null && last === read) last = null;
+    });
+  }
+  return last.answer;
+}
+
+/** Whether `who` (`whoIsIt`'s answer) may open what the admin routes answer: any key but a
+ * tenant key, and a key whose role could not be read (the API says 403 if it is wrong). */
+export function opensAdminPages(who) {
+  return !who || who.role !== "tenant";
+}
