@@ -170,8 +170,8 @@ def test_a_tenant_key_starts_a_run_for_its_tenant(secured: tuple[str, str], brow
     with httpx.Client(base_url=url, headers=auth, trust_env=False, timeout=30) as http:
         assert http.post("/workflows", json=document).status_code in (200, 201)
         with opened(browser, f"{url}/ui/#/workflows/ui-tenant-start") as (page, watch):
-            # 401 before the key; 403 for the page's read of the deployments (an admin's).
-            watch.allowed_errors.extend(["status of 401", "status of 403"])
+            # 401 before the key; no 403: the page asks a tenant key nothing an admin's.
+            watch.allowed_errors.append("status of 401")
             give_key(page, TENANT_KEY["acme"])
             assert page.locator("#run-tenant").input_value() == ""
             page.get_by_role("button", name="Start a run of v1").click()
@@ -206,6 +206,20 @@ def test_a_tenant_key_refused_a_publish_gives_way_to_another_key_keeping_the_doc
         page.locator("#who").get_by_text("admin key · ui").wait_for()
 
 
+def deploying_v2(http: httpx.Client, name: str, versions: int) -> str:
+    """Publish `versions` versions of `name` with `http` (an admin's) and start a deployment
+    of v2 that holds its one stage (100 %) for an hour; the deployment's id."""
+    call = {"type": "GATEWAY", "config": {"url": "http://127.0.0.1:9/never"}}
+    for version in range(1, versions + 1):
+        document = {"name": name, "description": f"v{version}", "vertices": {"call": call}}
+        assert http.post("/workflows", json=document).status_code in (200, 201)
+    hold = {"weight": 100, "minRuns": 1000, "minDurationSeconds": 3600}
+    deployment = {"version": 2, "stages": [hold], "rollback": {"minFinishedRuns": 1000}}
+    started = http.post(f"/workflows/{name}/deployments", json=deployment)
+    assert started.status_code == 201, started.text
+    return str(started.json()["id"])
+
+
 def test_a_tenant_key_reads_its_runs_deployment_as_text(
     secured: tuple[str, str], browser: Any
 ) -> None:
@@ -214,17 +228,9 @@ def test_a_tenant_key_reads_its_runs_deployment_as_text(
     refuse (403)."""
     url, admin_key = secured
     name = "ui-tenant-candidate"
-    call = {"type": "GATEWAY", "config": {"url": "http://127.0.0.1:9/never"}}
-    hold = {"weight": 100, "minRuns": 1000, "minDurationSeconds": 3600}
-    deployment = {"version": 2, "stages": [hold], "rollback": {"minFinishedRuns": 1000}}
     auth = {"Authorization": f"Bearer {admin_key}"}
     with httpx.Client(base_url=url, headers=auth, trust_env=False, timeout=30) as http:
-        for note in ("v1", "v2"):
-            document = {"name": name, "description": note, "vertices": {"call": call}}
-            assert http.post("/workflows", json=document).status_code in (200, 201)
-        started = http.post(f"/workflows/{name}/deployments", json=deployment)
-        assert started.status_code == 201, started.text
-        deployment_id = started.json()["id"]
+        deployment_id = deploying_v2(http, name, versions=2)
         as_tenant = {"Authorization": f"Bearer {TENANT_KEY['acme']}"}
         submitted = http.post(f"/workflows/{name}/runs", json={"input": {}}, headers=as_tenant)
         run = submitted.json()["run"]
@@ -243,4 +249,38 @@ def test_a_tenant_key_reads_its_runs_deployment_as_text(
                     assert links.count() == 0, "a tenant key is offered no deployment's page"
                     assert named.get_attribute("title") == f"deployment {deployment_id}"
                     shoot(page, "candidate-run-tenant-key")
+        http.post(f"/deployments/{deployment_id}/abort", json={})
+
+
+def test_a_tenant_key_is_offered_no_deployment_on_the_workflow_page(
+    secured: tuple[str, str], browser: Any
+) -> None:
+    """While a deployment runs, its candidate's page and another version's link it ("Follow
+    the deployment", "Open it") and each version has a Deploy button, for an admin key; a
+    tenant key reads where each version stands with neither (the deployment's page and the
+    deployments route answer it 403), and the page asks it nothing an admin's (no 403)."""
+    url, admin_key = secured
+    name = "ui-tenant-deploy"
+    auth = {"Authorization": f"Bearer {admin_key}"}
+    with httpx.Client(base_url=url, headers=auth, trust_env=False, timeout=30) as http:
+        deployment_id = deploying_v2(http, name, versions=3)
+        href = f"#/deployments/{deployment_id}"
+        for key in (TENANT_KEY["acme"], admin_key):
+            tenant = key != admin_key
+            for version, link in ((2, "Follow the deployment"), (3, "Open it")):
+                with opened(browser, f"{url}/ui/#/workflows/{name}?v={version}") as (page, watch):
+                    watch.allowed_errors.append("status of 401")
+                    give_key(page, key)
+                    state = page.locator(".deploy-state-line")
+                    state.wait_for()
+                    deploy = page.get_by_role("button", name=f"Deploy v{version}…")
+                    if tenant:
+                        assert page.locator('main a[href^="#/deployments"]').count() == 0
+                        assert deploy.count() == 0, "a tenant key is offered no Deploy"
+                        assert "running" in state.inner_text() or "deployed" in state.inner_text()
+                        shoot(page, f"workflow-deployment-tenant-key-v{version}")
+                    else:
+                        assert state.get_by_role("link", name=link).get_attribute("href") == href
+                        assert deploy.is_disabled()  # one deployment at a time
+                        shoot(page, f"workflow-deployment-admin-key-v{version}")
         http.post(f"/deployments/{deployment_id}/abort", json={})

@@ -1,6 +1,7 @@
 // Workflows: the published ones, each one's versions (the serving one marked), a version's
 // graph and document, a form to start a run of it, and a Deploy button that starts a gradual
-// deployment of a version that does not serve now.
+// deployment of a version that does not serve now (for a key that may: deployments are an
+// admin's, so a tenant key is offered no Deploy and no link to a deployment).
 
 import { api } from "../api.js";
 import { setParams } from "../app.js";
@@ -10,6 +11,7 @@ import { breakable, exactZoned, pointerText, time } from "../format.js";
 import { requiredFields, skeleton } from "../input_skeleton.js";
 import { drawGraph } from "../graph.js";
 import { DuplicateKeyError, JsonSyntaxError, parseWithPositions } from "../jsontext.js";
+import { opensAdminPages, whoIsIt } from "../who.js";
 
 export async function workflowsPage(main) {
   const list = await api("/workflows");
@@ -95,8 +97,10 @@ function startForm(name, version, document) {
 }
 
 /** The workflow's latest deployments, newest first (null: not readable). Deployments are an
- * admin's to read: for another key the page goes without what they tell. */
-async function deploymentsOf(name) {
+ * admin's to read: for another key (`opens`: `opensAdminPages`) the page goes without what
+ * they tell, and does not ask. */
+async function deploymentsOf(name, opens) {
+  if (!opens) return null;
   try {
     return (await api(`/workflows/${encodeURIComponent(name)}/deployments?limit=100`)).items;
   } catch {
@@ -117,7 +121,8 @@ function stoppedVersions(items) {
 
 /** The workflow's serving switches, newest first (`workflow.serving_set`: an admin's switch,
  * a promotion); null when the audit cannot be read (an admin's, as deployments are). */
-async function servingSwitchesOf(name) {
+async function servingSwitchesOf(name, opens) {
+  if (!opens) return null;
   const query = new URLSearchParams({ action: "workflow.serving_set", subjectKind: "workflow", subjectId: name, limit: "100" });
   try {
     return (await api(`/audit?${query}`)).items;
@@ -170,11 +175,12 @@ function roleOf(version, serving, stopped) {
 }
 
 export async function workflowPage(main, params, name) {
+  const opens = opensAdminPages(await whoIsIt()); // read once per key: the header has asked already
   const [versions, serving, deployments, switches] = await Promise.all([
     api(`/workflows/${encodeURIComponent(name)}/versions`),
     api(`/workflows/${encodeURIComponent(name)}/serving`),
-    deploymentsOf(name),
-    servingSwitchesOf(name),
+    deploymentsOf(name, opens),
+    servingSwitchesOf(name, opens),
   ]);
   const stopped = stoppedVersions(deployments);
   // The page opens on the version new runs get, not the latest: that may be a candidate
@@ -203,7 +209,7 @@ export async function workflowPage(main, params, name) {
     main,
     h("p", { class: "crumbs" }, h("a", { href: "#/workflows" }, "Workflows"), " / ", name),
     h("div", { class: "page-head" }, h("h1", {}, name, h("span", { class: "muted" }, ` v${chosen}`), roleBadge(chosen)), picker),
-    deploySection(name, chosen, serving, otherVersionsNote(name, chosen, serving, versions.items[0].version, role), servingHistory(deployments, switches)),
+    deploySection(name, chosen, serving, otherVersionsNote(name, chosen, serving, versions.items[0].version, role), servingHistory(deployments, switches), opens),
     detail.document.description ? h("p", {}, detail.document.description) : null,
     h("p", { class: "muted" }, "Published ", time(detail.createdAt), ` · hash ${detail.definitionHash.slice(0, 12)}`),
     h("section", { "aria-label": "Graph" }, drawGraph(graph)),
@@ -257,19 +263,25 @@ function notServingText(version, serving, history) {
 }
 
 /** Where the version stands for traffic (and `others`, the other versions to look at), and
- * the Deploy button when it can be deployed. */
-function deploySection(name, version, serving, others, history) {
+ * the Deploy button when it can be deployed. `opens` (`opensAdminPages`): whether the key may
+ * open a deployment and start one; a tenant key reads where the version stands, with neither
+ * the running deployment's link nor the button (a disabled Deploy on every version would only
+ * say, again and again, what a tenant never does). */
+function deploySection(name, version, serving, others, history, opens) {
   const running = serving.deploymentId;
+  const follow = (words) => (opens ? h("a", { href: `#/deployments/${encodeURIComponent(running)}` }, words) : null);
   let text;
   if (running && serving.candidateVersion === version) {
-    text = [`v${version} is being deployed: it gets ${serving.candidateWeight} % of new runs. `, h("a", { href: `#/deployments/${encodeURIComponent(running)}` }, "Follow the deployment")];
+    text = [`v${version} is being deployed: it gets ${serving.candidateWeight} % of new runs. `, follow("Follow the deployment")];
   } else if (version === serving.servingVersion) {
     text = `v${version} serves: new runs that name no version get it.`;
   } else if (running) {
-    text = [`v${version} does not serve (v${serving.servingVersion} does). A deployment of v${serving.candidateVersion} is running; one at a time. `, h("a", { href: `#/deployments/${encodeURIComponent(running)}` }, "Open it")];
+    text = [`v${version} does not serve (v${serving.servingVersion} does). A deployment of v${serving.candidateVersion} is running; one at a time. `, follow("Open it")];
   } else {
     text = notServingText(version, serving, history);
   }
+  const line = h("div", {}, h("p", { class: "deploy-state-line" }, text), others);
+  if (!opens) return h("div", { class: "deploy-bar" }, line);
   const deployable = !running && version !== serving.servingVersion;
   const button = h(
     "button",
@@ -285,5 +297,5 @@ function deploySection(name, version, serving, others, history) {
     },
     `Deploy v${version}…`,
   );
-  return h("div", { class: "deploy-bar" }, h("div", {}, h("p", { class: "deploy-state-line" }, text), others), button);
+  return h("div", { class: "deploy-bar" }, line, button);
 }
