@@ -10,7 +10,7 @@ from typing import Any
 import httpx
 import pytest
 
-from tests.e2e.browser_harness import chromium, opened, server_env, shoot
+from tests.e2e.browser_harness import chromium, eventually, opened, server_env, shoot
 from tests.e2e.rest_harness import SCHEMABRIDGE, Service
 
 pytestmark = pytest.mark.slow
@@ -284,3 +284,48 @@ def test_a_tenant_key_is_offered_no_deployment_on_the_workflow_page(
                         assert deploy.is_disabled()  # one deployment at a time
                         shoot(page, f"workflow-deployment-admin-key-v{version}")
         http.post(f"/deployments/{deployment_id}/abort", json={})
+
+
+def test_a_tenant_key_reads_an_open_breaker_without_the_link_to_its_reset(
+    secured: tuple[str, str], browser: Any
+) -> None:
+    """Retry's dialog says the open breaker the retried step calls, with a link to its Reset
+    on the Destinations page for an admin key; that page answers a tenant key 403, so a
+    tenant key reads the same warning without the link."""
+    url, admin_key = secured
+    name, destination = "ui-tenant-breaker", "ui-tenant-breaker-dest"
+    config = {
+        "url": "http://127.0.0.1:9/never",  # refused: 5 failures open the tenant breaker
+        "destination": destination,
+        "retry": {"maxAttempts": 5, "baseDelayMs": 10},
+    }
+    vertex = {"type": "GATEWAY", "maxAutoRetries": 0, "config": config}
+    document = {"name": name, "vertices": {"call": vertex}}
+    auth = {"Authorization": f"Bearer {admin_key}"}
+    as_tenant = {"Authorization": f"Bearer {TENANT_KEY['acme']}"}
+    with httpx.Client(base_url=url, headers=auth, trust_env=False, timeout=30) as http:
+        assert http.post("/workflows", json=document).status_code in (200, 201)
+        submitted = http.post(f"/workflows/{name}/runs", json={"input": {}}, headers=as_tenant)
+        run_id = submitted.json()["run"]["id"]
+        eventually(lambda: http.get(f"/runs/{run_id}").json()["status"] == "FAILED", 60, "FAILED")
+        preview = http.get(f"/runs/{run_id}/retry/preview", headers=as_tenant).json()
+        assert preview["breakers"], preview
+        for key in (TENANT_KEY["acme"], admin_key):
+            with opened(browser, f"{url}/ui/#/runs/{run_id}") as (page, watch):
+                watch.allowed_errors.append("status of 401")
+                give_key(page, key)
+                page.get_by_role("button", name="Retry", exact=True).click()
+                previewed = page.locator("dialog.modal .warning-box")
+                previewed.locator("li", has_text="is open").wait_for()
+                links = previewed.locator("a.reset-link")
+                if key == admin_key:
+                    assert links.count() == 1
+                    assert links.get_attribute("href") == (
+                        f"#/destinations?destination={destination}&tenant=acme"
+                    )
+                else:
+                    assert links.count() == 0, "a tenant key is offered no Reset"
+                    shown = 'main a[href^="#/destinations"], dialog a[href^="#/destinations"]'
+                    assert page.locator(shown).count() == 0
+                    shoot(page, "retry-dialog-breaker-tenant-key")
+                page.locator("dialog.modal").get_by_role("button", name="Cancel").click()

@@ -4,9 +4,11 @@
 // and the word, not colour alone), each sentence as text with the commands it quotes in
 // `backticks` as code. An open breaker's sentence names the CLI command that closes it; the
 // answer's `breakers` give the same breakers as data, and each gets a link to its Reset on the
-// Destinations page, so the operator can act right here.
+// Destinations page, so the operator can act right here (an admin: the page answers a tenant
+// key 403, so a tenant key reads the sentence without the link).
 
 import { h } from "./dom.js";
+import { opensAdminPages, whoIsKnown } from "./who.js";
 
 /** Where a breaker's Reset is: the Destinations page, opened at `breaker.destination` with
  * the Reset of its layer (`tenantId`'s, or none: the global one) in focus. */
@@ -17,9 +19,10 @@ export function destinationHref(breaker) {
 }
 
 /** A link to the Reset of `breaker` (the API's `BreakerRef`: destination, tenantId), or null
- * without one. */
+ * without one or for a key the Destinations page refuses (`opensAdminPages`). Drawn after the
+ * page waited for `whoIsIt` or after a click, so the key's role is known by then. */
 export function resetLink(breaker) {
-  if (!breaker || !breaker.destination) return null;
+  if (!breaker || !breaker.destination || !opensAdminPages(whoIsKnown())) return null;
   const layer = breaker.tenantId ? `tenant ${breaker.tenantId}'s breaker` : "the global breaker";
   return h(
     "a",
