@@ -3,6 +3,7 @@ answers 401, the page asks for a key, keeps it in the tab's sessionStorage and s
 
 from __future__ import annotations
 
+import json
 import subprocess
 from collections.abc import Iterator
 from typing import Any
@@ -180,15 +181,50 @@ def test_a_tenant_key_starts_a_run_for_its_tenant(secured: tuple[str, str], brow
         assert http.get(f"/runs/{run_id}").json()["tenantId"] == "acme"
 
 
-def test_a_tenant_key_refused_a_publish_gives_way_to_another_key_keeping_the_document(
+def test_the_editor_tells_a_tenant_key_publishing_needs_an_admin_key(
     secured: tuple[str, str], browser: Any
 ) -> None:
-    """A tenant key validates in the editor but may not publish (403): the refusal offers
-    another key right there, and the document typed is still there to publish with it."""
+    """A tenant key checks documents in the editor but may not publish (403): Publish is shown
+    disabled with the reason and another key a click away; with an admin key the document
+    typed is still there, and publishes."""
     url, admin_key = secured
     text = '{"name": "ui-editor-key", "vertices": {"call": {"type": "GATEWAY", "config": {"url": "http://127.0.0.1:9/x"}}}}'
     with opened(browser, f"{url}/ui/#/editor") as (page, watch):
-        watch.allowed_errors.extend(["status of 401", "status of 403"])
+        watch.allowed_errors.append("status of 401")  # no 403: nothing is sent to be refused
+        give_key(page, TENANT_KEY["acme"])
+        page.fill("#document", text)
+        page.locator("figcaption", has_text="ui-editor-key").wait_for()  # the text typed, checked
+        page.locator(".editor-state.ok", has_text="✓ Valid.").wait_for()
+        publish = page.get_by_role("button", name="Publish")
+        assert publish.is_disabled(), "a tenant key is offered no publish"
+        reason = page.locator(".publish-needs-admin")
+        assert reason.inner_text().startswith("Publishing needs an admin key"), reason.inner_text()
+        assert publish.get_attribute("aria-describedby") == "publish-needs-admin"
+        shoot(page, "editor-tenant-key")
+        reason.get_by_role("button", name="Use another key…").click()
+        give_key(page, admin_key)
+        page.locator("#who").get_by_text("admin key · ui").wait_for()
+        page.locator(".editor-state.ok", has_text="✓ Valid: ready to publish.").wait_for()
+        assert reason.is_hidden()
+        assert page.locator("#document").input_value() == text
+        publish.click()
+        page.locator("dialog.modal").get_by_role("button", name="Publish").click()
+        page.locator(".ok-box", has_text="Published: ui-editor-key v1").wait_for()
+
+
+def test_a_publish_refused_gives_way_to_another_key_keeping_the_document(
+    secured: tuple[str, str], browser: Any
+) -> None:
+    """A key whose role cannot be read (`GET /keys/current` fails: 503 here, answered by the
+    browser) is offered Publish; the API refuses a tenant key (403), and the refusal offers
+    another key right there, the document typed still there to publish with it."""
+    url, admin_key = secured
+    call = {"type": "GATEWAY", "config": {"url": "http://127.0.0.1:9/x"}}
+    text = json.dumps({"name": "ui-editor-refused", "vertices": {"call": call}})
+    unavailable = {"code": "database_unavailable", "message": "the database is down"}
+    with opened(browser, f"{url}/ui/#/editor") as (page, watch):
+        watch.allowed_errors.extend(["status of 401", "status of 403", "status of 503"])
+        page.route("**/keys/current", lambda route: route.fulfill(status=503, json=unavailable))
         give_key(page, TENANT_KEY["acme"])
         page.locator(".editor-state.ok").wait_for()  # the sample document, checked
         page.fill("#document", text)
@@ -202,8 +238,7 @@ def test_a_tenant_key_refused_a_publish_gives_way_to_another_key_keeping_the_doc
         assert page.locator("#document").input_value() == text
         page.get_by_role("button", name="Publish").click()
         page.locator("dialog.modal").get_by_role("button", name="Publish").click()
-        page.locator(".ok-box", has_text="Published: ui-editor-key v1").wait_for()
-        page.locator("#who").get_by_text("admin key · ui").wait_for()
+        page.locator(".ok-box", has_text="Published: ui-editor-refused v1").wait_for()
 
 
 def deploying_v2(http: httpx.Client, name: str, versions: int) -> str:

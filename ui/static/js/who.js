@@ -1,7 +1,7 @@
 // Whom the stored key acts for (`GET /keys/current`), read once per key and shared: the
 // header says it, and the pages offer a tenant key nothing the admin routes would refuse it
 // (403) — the admin pages in the nav, a link to a deployment or to a breaker's Reset, a
-// Deploy button. The rule is `opensAdminPages`.
+// Deploy or Publish button. The rule is `opensAdminPages`.
 
 import { api, storedKey } from "./api.js";
 

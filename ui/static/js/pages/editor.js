@@ -1,15 +1,17 @@
 // The workflow editor: paste or upload a document (or a list: a parent and its child
 // workflows), see every problem located by line and JSON pointer, on the text and on the
 // graph, before publishing it. A publish says of each version whether it serves new runs and,
-// when it does not, how to make it serve (the API's hint).
+// when it does not, how to make it serve (the API's hint). Publishing is an admin's: a tenant
+// key checks documents here, and Publish says, disabled, that it needs an admin key.
 
-import { api } from "../api.js";
+import { api, KEY_CHANGED } from "../api.js";
 import { confirmAction, otherKeyButton } from "../dialog.js";
 import { announce, fill, h } from "../dom.js";
 import { pointerText } from "../format.js";
 import { cycleMembers, drawGraph } from "../graph.js";
 import { DuplicateKeyError, JsonSyntaxError, locate, parseWithPositions } from "../jsontext.js";
 import { warningsBox, withWarnings } from "../warnings.js";
+import { opensAdminPages, whoIsIt } from "../who.js";
 
 const CHECK_AFTER_MS = 500;
 /** Where a new document's call goes when the server has no demo downstream: a placeholder
@@ -93,6 +95,11 @@ export async function editorPage(main, params) {
   const published = h("div");
   const upload = h("input", { type: "file", id: "upload", accept: ".json,application/json" });
   const publish = h("button", { type: "button", class: "primary", disabled: true, onclick: doPublish }, "Publish");
+  // Shown disabled with its reason rather than hidden: the editor's end is a publish, and a
+  // page without the button would leave a tenant key looking for it.
+  const needsAdmin = h("p", { id: "publish-needs-admin", class: "publish-needs-admin small", hidden: true });
+  let valid = false; // the last text checked is valid
+  let publishes = opensAdminPages(await whoIsIt()); // read once per key: the header has asked already
   let timer = null;
   let current = null; // {value, positions} of the last text that parsed
   let checkedText = null; // the text the last check read
@@ -100,6 +107,25 @@ export async function editorPage(main, params) {
   // The graph of the last text that was checked stays while the text is not (yet) checked:
   // it keeps the author's bearings mid-edit, but it is dimmed and said to be old, in words.
   const staleNote = h("p", { id: "graph-stale", class: "graph-stale" });
+
+  /** Publish enabled for a valid text and a key that may publish, else disabled, and for a key
+   * that may not, why (another key is a click away). */
+  function drawPublish() {
+    publish.disabled = !valid || !publishes;
+    needsAdmin.hidden = publishes;
+    if (publishes) publish.removeAttribute("aria-describedby");
+    else publish.setAttribute("aria-describedby", needsAdmin.id);
+    if (!publishes && !needsAdmin.firstChild) {
+      fill(needsAdmin, "Publishing needs an admin key: this key may check a document, not publish it. ", otherKeyButton(() => {}));
+    }
+    if (valid) state.textContent = publishes ? "✓ Valid: ready to publish." : "✓ Valid.";
+  }
+
+  /** Another key (the prompt, "Use another key…"): whether it may publish. */
+  async function keyChanged() {
+    publishes = opensAdminPages(await whoIsIt());
+    drawPublish();
+  }
 
   function markStale(words) {
     if (!graphs.firstChild) return; // nothing drawn yet: nothing to mislead
@@ -183,7 +209,8 @@ export async function editorPage(main, params) {
       fill(problemsBox, h("li", { class: "problem", "data-line": String(line) }, h("button", { type: "button", class: "link", onclick: () => selectLine(line) }, h("span", { class: "problem-line" }, where)), twice ? ` — ${what} ` : ` — not JSON: ${what}`, twice ? h("span", { class: "muted" }, "(duplicate_key)") : null));
       state.textContent = twice ? `✕ The key ${JSON.stringify(error.key)} is written twice.` : "✕ The text is not JSON yet.";
       state.className = "editor-state bad";
-      publish.disabled = true;
+      valid = false;
+      drawPublish();
       markStale(`Showing the last text that was ${twice ? "checked" : "JSON"}; fix line ${line} to update.`);
       return;
     }
@@ -193,7 +220,8 @@ export async function editorPage(main, params) {
     } catch (error) {
       state.textContent = `✕ ${error.message}`;
       state.className = "editor-state bad";
-      publish.disabled = true;
+      valid = false;
+      drawPublish();
       markStale("Showing the last text that was checked; this one could not be.");
       return;
     }
@@ -212,9 +240,10 @@ export async function editorPage(main, params) {
         return h("figure", {}, h("figcaption", {}, graph.name || `document ${index}`), graph.nodes.length ? drawGraph(graph, { problems }) : h("p", { class: "muted" }, "No vertices to draw."));
       }),
     );
-    publish.disabled = !report.valid;
-    state.textContent = report.valid ? "✓ Valid: ready to publish." : `✕ ${report.problems.length} problem${report.problems.length === 1 ? "" : "s"}.`;
-    state.className = `editor-state ${report.valid ? "ok" : "bad"}`;
+    valid = report.valid;
+    if (!valid) state.textContent = `✕ ${report.problems.length} problem${report.problems.length === 1 ? "" : "s"}.`;
+    state.className = `editor-state ${valid ? "ok" : "bad"}`;
+    drawPublish(); // and a valid text's words, which say whether the key may publish it
   }
 
   function changed() {
@@ -283,12 +312,17 @@ export async function editorPage(main, params) {
   fill(
     main,
     h("div", { class: "page-head" }, h("h1", {}, "Workflow editor"), h("div", { class: "toolbar" }, h("label", { for: "upload" }, "Upload a file "), upload, publish)),
+    needsAdmin,
     h("p", { class: "muted" }, "Paste a workflow document (or a list: a parent and its child workflows). It is checked as you type; nothing is stored until you publish."),
     h("div", { class: "editor-grid" }, h("div", { class: "editor" }, gutter, area), h("div", {}, state, problemsBox, published)),
     h("section", { "aria-label": "Graph preview" }, h("h2", {}, "Graph"), graphs),
   );
   drawGutter();
   await check();
-  return () => clearTimeout(timer);
+  window.addEventListener(KEY_CHANGED, keyChanged);
+  return () => {
+    clearTimeout(timer);
+    window.removeEventListener(KEY_CHANGED, keyChanged);
+  };
 }
 
