@@ -11,6 +11,7 @@ the fix; `--debug` adds the traceback.
 
 from __future__ import annotations
 
+import os
 import re
 import sys
 from typing import Annotated, Any
@@ -106,8 +107,21 @@ def invalid_settings(error: ValidationError) -> list[str]:
         message = _in_words(problem, name) or str(problem["msg"]).removeprefix("Value error, ")
         if place and place[0].isdigit():
             message = f"entry {int(place[0]) + 1}: {message}"
-        problems.setdefault(name.upper(), []).append(message)
+        problems.setdefault(_variable_set(name), []).append(message)
     return [f"invalid setting {name}: {'; '.join(said)}" for name, said in problems.items()]
+
+
+def _variable_set(name: str) -> str:
+    """The environment variable the operator set for the setting `name` (as pydantic names
+    it: `SCHEMABRIDGE_<NAME>`, its first spelling): the bare `<NAME>` when only that one is
+    set, so the line names the variable to fix, not one that is not in the environment. The
+    prefixed one wins when both are set (engine/settings.py), and is named then."""
+    upper = name.upper()
+    bare = upper.removeprefix("SCHEMABRIDGE_")
+    if bare == upper:
+        return upper
+    environ = {variable.upper() for variable in os.environ}
+    return bare if upper not in environ and bare in environ else upper
 
 
 _UNITS = {
@@ -134,7 +148,7 @@ def unreadable_setting(error: BaseException) -> str | None:
     if settings_package is None or not isinstance(error, settings_package.SettingsError):
         return None
     found = re.search(r'field "(\w+)"', str(error))
-    name = f"SCHEMABRIDGE_{found.group(1).upper()}" if found else "(unknown)"
+    name = _variable_set(f"SCHEMABRIDGE_{found.group(1)}") if found else "(unknown)"
     cause = error.__cause__
     return f"invalid setting {name}: {cause or error}"
 

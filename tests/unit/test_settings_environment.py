@@ -110,6 +110,34 @@ def test_a_number_setting_says_what_it_takes_and_what_it_got(
     assert line == f"schemabridge: invalid setting {variable}: {said}", line
 
 
+@pytest.mark.parametrize(
+    ("set_", "named"),
+    [
+        # A platform engineer's tour set the bare BACKPRESSURE_MAX_DEPTH (the README's
+        # spelling) and was told to fix SCHEMABRIDGE_BACKPRESSURE_MAX_DEPTH, which is not set.
+        (("BACKPRESSURE_MAX_DEPTH",), "BACKPRESSURE_MAX_DEPTH"),
+        (("SCHEMABRIDGE_BACKPRESSURE_MAX_DEPTH",), "SCHEMABRIDGE_BACKPRESSURE_MAX_DEPTH"),
+        # Both set: the prefixed one is read (it wins), so it is the one named.
+        (
+            ("BACKPRESSURE_MAX_DEPTH", "SCHEMABRIDGE_BACKPRESSURE_MAX_DEPTH"),
+            "SCHEMABRIDGE_BACKPRESSURE_MAX_DEPTH",
+        ),
+    ],
+)
+def test_a_bad_value_is_said_under_the_variable_that_was_set(
+    clean: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+    set_: tuple[str, ...],
+    named: str,
+) -> None:
+    clean.delenv("BACKPRESSURE_MAX_DEPTH", raising=False)
+    for variable in set_:
+        clean.setenv(variable, "abc")
+    assert run_main(clean, "validate", str(EXAMPLE)) == 2
+    (line,) = capsys.readouterr().err.splitlines()
+    assert line == f"schemabridge: invalid setting {named}: should be a whole number, not 'abc'"
+
+
 def test_a_value_pydantic_settings_cannot_read_is_named_in_one_line(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
@@ -121,7 +149,8 @@ def test_a_value_pydantic_settings_cannot_read_is_named_in_one_line(
         Listed()
     line = api.cli.unreadable_setting(unreadable.value)
     assert line is not None
-    assert line.startswith("invalid setting SCHEMABRIDGE_PORTS: Expecting "), line
+    # Only the bare PORTS is set, so the line names it (not SCHEMABRIDGE_PORTS).
+    assert line.startswith("invalid setting PORTS: Expecting "), line
     assert "\n" not in line
     assert api.cli.unreadable_setting(ValueError("not a setting")) is None
 
