@@ -34,3 +34,8 @@ ROWS_EPOCH_PREFIX = "sb:rows-epoch:"
 """`sb:rows-epoch:<topic>`: a random token replaced on every committed change of the rows of
 `topic` ("api-keys", "serving") that processes keep copies of (see
 `engine.coordination.invalidations`)."""
+
+STORE_ID = "sb:store-id"
+"""The id of the database whose processes coordinate through this Redis (`store_identity`),
+written by the first process to start: a process of another database is refused (see
+`engine.coordination.store_binding`)."""

@@ -39,6 +39,8 @@ REDIS_PROBE_TIMEOUT_S = 5.0
 SCHEMA_CHECK_TIMEOUT_S = 10.0
 """How long reading the database's schema revision may take before the database is said
 not to answer."""
+BIND_TIMEOUT_S = 10.0
+"""How long reading the database's id and binding Redis to it may take at start."""
 
 
 class StartupRefused(OperationError):
@@ -372,10 +374,55 @@ async def open_runtime(
         if refused is None:
             raise
         raise refused from error
-    if not migrate:
-        try:
+    try:
+        if not migrate:
             await check_schema(runtime)
-        except BaseException:
-            await runtime.close()
-            raise
+        if probe_redis:
+            await bind_redis(runtime)
+    except BaseException:
+        await runtime.close()
+        raise
     return runtime
+
+
+async def bind_redis(runtime: Runtime, *, timeout_s: float = BIND_TIMEOUT_S) -> None:
+    """Refuse (`redis_of_another_database`) a Redis that another database's processes
+    coordinate through (`engine.coordination.store_binding`); bind a Redis that none does to
+    this database. Redis or the database not answering here is said as at any other start."""
+    from engine.coordination.store_binding import bind
+
+    if runtime.settings.redis_url is None:
+        return  # the embedded Redis lives and dies with this one process
+    where = mask_url(runtime.settings.redis_url)
+    try:
+        store_id = await asyncio.wait_for(runtime.store.store_id(), timeout_s)
+        other = await asyncio.wait_for(bind(runtime.redis, store_id), timeout_s)
+    except COORDINATION_ERRORS as error:
+        raise redis_refusal(runtime.settings, error) from error
+    except Exception as error:
+        refused = explain(error, runtime.settings)
+        if refused is not None:
+            raise refused from error
+        raise
+    if other is None:
+        return
+    raise StartupRefused(
+        f"Redis at {where} coordinates the processes of another SchemaBridge database (id "
+        f"{other[:8]}, this database's is {store_id[:8]}): each database needs a Redis "
+        "database of its own, shared by all its processes; fix SCHEMABRIDGE_REDIS_URL, or, "
+        "if that other database is gone for good, empty this Redis database "
+        f"({_flush_command(runtime.settings.redis_url)}) and start again",
+        code="redis_of_another_database",
+        refusal=Refusal.INVALID,
+    )
+
+
+def _flush_command(redis_url: str) -> str:
+    """The `redis-cli` command that empties the database `redis_url` names (a password is
+    asked for, never shown)."""
+    parts = urlsplit(redis_url)
+    database = parts.path.lstrip("/") or "0"
+    asks = " --askpass" if parts.password else ""
+    tls = " --tls" if parts.scheme == "rediss" else ""
+    host = parts.hostname or "127.0.0.1"
+    return f"redis-cli -h {host} -p {parts.port or 6379} -n {database}{tls}{asks} FLUSHDB"

@@ -431,6 +431,15 @@ class Payload(SQLModel, table=True):
     created_at: float = Field(sa_column=Column(Float, nullable=False))
 
 
+class StoreIdentity(SQLModel, table=True):
+    """The database's one row: a random id made by its first migration, which the Redis its
+    processes coordinate through is bound to (`engine.operations.startup.bind_redis`)."""
+
+    __tablename__ = "store_identity"
+
+    id: str = Field(sa_column=Column(String(64), primary_key=True))
+
+
 class TenantQuota(SQLModel, table=True):
     """A tenant's run budget; tenants without a row are unlimited."""
 

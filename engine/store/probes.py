@@ -8,6 +8,9 @@ from sqlalchemy import literal, select
 
 from engine.store import db
 from engine.store.core import StoreCore
+from engine.store.models import StoreIdentity
+
+store_identity = StoreIdentity.__table__  # type: ignore[attr-defined]
 
 
 @dataclass(frozen=True)
@@ -28,7 +31,7 @@ class SchemaRevision:
 
 
 class ProbeStore(StoreCore):
-    """Liveness and schema checks; no table of the engine is read."""
+    """Liveness, schema and identity checks; no table of the engine's runs is read."""
 
     async def ping(self) -> None:
         """One round trip (`SELECT 1`) on a read connection; raises what the driver raises
@@ -50,3 +53,11 @@ class ProbeStore(StoreCore):
             head=db.head_revision(),
             known=current is not None and current in db.known_revisions(),
         )
+
+    async def store_id(self) -> str:
+        """The database's id (`StoreIdentity`), which its Redis is bound to."""
+        async with self._engines.read.connect() as conn:
+            found = await conn.scalar(select(store_identity.c.id).limit(1))
+        if found is None:  # the migration makes the row; a database without it was edited
+            raise LookupError("the database has no store_identity row")
+        return str(found)

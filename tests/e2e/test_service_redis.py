@@ -158,3 +158,44 @@ def test_a_worker_restarted_at_once_after_a_crash_takes_its_name_back(
         assert "taking over the name from pid" in again.stderr(), again.stderr()
         assert _services(redis_url)["w1"]
         assert again.stop(signal.SIGTERM) == 0
+
+
+def test_a_process_of_another_database_is_refused_on_a_bound_redis(
+    tmp_path: Path, redis_url: str
+) -> None:
+    """A worker given the Redis of another database's processes ran beside them unseen (its
+    own admission slots, breakers, rate limits), and a database made anew read the Redis
+    state of the one before it: the first process to start binds Redis to its database, and
+    a process of another database is refused in one line that says the fix; an emptied Redis
+    binds again to whichever database starts first."""
+    first = process_env(
+        Backend("first", f"sqlite+aiosqlite:///{tmp_path / 'a.db'}", redis_url), tmp_path
+    )
+    other = process_env(
+        Backend("other", f"sqlite+aiosqlite:///{tmp_path / 'b.db'}", redis_url), tmp_path
+    )
+    for env in (first, other):
+        assert run_cli(("db", "upgrade"), _cli_env(env)).returncode == 0
+    with service(["worker", "--name", "w1"], first, tmp_path / "first.log") as worker:
+        _wait_beating(worker, redis_url)
+        refused = run_cli(("worker", "--name", "w2"), _cli_env(other))
+        line = one_line(refused, 2, f"Redis at {redis_url} coordinates the processes of another")
+        database = redis_url.rsplit("/", 1)[1]
+        assert f"redis-cli -h 127.0.0.1 -p 6379 -n {database} FLUSHDB" in line, line
+        assert "w2" not in _services(redis_url), "the refused worker never beat"
+        # The same database's processes share it, before and after one of them restarted.
+        again = run_cli(("worker", "--name", "w1"), _cli_env(first))
+        one_line(again, 1, "a worker named w1 is running here already")
+        assert worker.stop(signal.SIGTERM) == 0
+    asyncio.run(_flush(redis_url))
+    with service(["worker", "--name", "w2"], other, tmp_path / "other.log") as worker:
+        _wait_beating(worker, redis_url, "w2")
+        assert worker.stop(signal.SIGTERM) == 0
+
+
+async def _flush(redis_url: str) -> None:
+    client = redis.Redis.from_url(redis_url)
+    try:
+        await client.flushdb()
+    finally:
+        await client.aclose()
