@@ -548,6 +548,25 @@ def models_in_openapi(schema: dict[str, Any], models: Sequence[type[BaseModel]])
         schemas.setdefault(name, definition)
 
 
+def headers_in_openapi(schema: dict[str, Any]) -> None:
+    """A header parameter is a string or left out, never null: FastAPI writes an optional one
+    (`str | None`) as `anyOf: [string, null]`, which openapi-python-client turns into an
+    argument that takes `None` and then sends it (httpx refuses a `None` header value)."""
+    for path_item in schema.get("paths", {}).values():
+        for operation in path_item.values():
+            for parameter in operation.get("parameters", []):
+                kept = parameter.get("schema", {})
+                options = kept.get("anyOf")
+                if parameter.get("in") != "header" or not options:
+                    continue
+                options = [option for option in options if option.get("type") != "null"]
+                if len(options) == 1:
+                    del kept["anyOf"]
+                    parameter["schema"] = {**options[0], **kept}
+                else:
+                    kept["anyOf"] = options
+
+
 def install_error_handlers(
     app: FastAPI,
     extra_models: Sequence[type[BaseModel]] = (),
@@ -581,6 +600,7 @@ def install_error_handlers(
                 operation_statuses([*routes, *app.routes]),
             )
             models_in_openapi(document, extra_models)
+            headers_in_openapi(document)
             app.openapi_schema = document
         return app.openapi_schema
 

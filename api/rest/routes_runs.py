@@ -191,7 +191,10 @@ SUBMIT_ANSWERS: dict[int | str, dict[str, Any]] = {
         "run that ends is never a 201: its outcome is one of the statuses below.",
     },
     200: {
-        "model": SubmittedRun | RunOutcome,
+        # `RunOutcome` first: a generated client tries a union's models in order and keeps the
+        # first that parses (openapi-python-client does), and `SubmittedRun` parses every
+        # `RunOutcome` (its fields are a subset), dropping `status` and `output`.
+        "model": RunOutcome | SubmittedRun,
         "headers": LOCATION,
         "description": "Without `?wait=true`: the run this `Idempotency-Key` and request "
         "created before (`SubmittedRun`, `created` false). With `?wait=true`: the run "

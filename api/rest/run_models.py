@@ -26,7 +26,18 @@ from schemas.tenant_ids import MAX_TENANT_CHARS, TENANT_ID_RULE
 
 
 class _Body(BaseModel):
+    """A request's body: a key it does not know is refused (`additionalProperties: false`)."""
+
     model_config = ConfigDict(extra="forbid", alias_generator=to_camel, populate_by_name=True)
+
+
+class _Answer(BaseModel):
+    """An answer's body: no `extra="forbid"`, whose `additionalProperties: false` would tell a
+    client generated from the document that no field is ever added (one that validates
+    answers then breaks on the next release's field), and makes openapi-python-client drop
+    the fields it does not know instead of keeping them in `additional_properties`."""
+
+    model_config = ConfigDict(alias_generator=to_camel, populate_by_name=True)
 
 
 class SubmitRequest(_Body):
@@ -75,7 +86,7 @@ CREATED_DESCRIPTION = (
 )
 
 
-class SubmittedRun(_Body):
+class SubmittedRun(_Answer):
     """A submission's answer (201: created; 200: the same `Idempotency-Key` and request were
     submitted before, and this is that run)."""
 
@@ -85,7 +96,7 @@ class SubmittedRun(_Body):
     run: RunSummary
 
 
-class RunOutcome(_Body):
+class RunOutcome(_Answer):
     """A run that SUCCEEDED while `?wait=true` waited for it (200, whether this request
     created the run or replayed an `Idempotency-Key`: `created` says which)."""
 
@@ -97,11 +108,7 @@ class RunOutcome(_Body):
     run: RunSummary
 
 
-class _WaitDetails(BaseModel):
-    # An answer's model, not a request's: no `extra="forbid"`, so a field added later does not
-    # break a client that validates against this schema.
-    model_config = ConfigDict(alias_generator=to_camel, populate_by_name=True)
-
+class _WaitDetails(_Answer):
     run_id: str = Field(description="The run this request submitted (or replayed).")
     url: str = Field(description="Where the run is read (also the `Location` header).")
     created: bool = Field(description=CREATED_DESCRIPTION)
@@ -112,12 +119,10 @@ class RunFailedDetails(_WaitDetails):
     error: ErrorView | None = Field(description="The run's error (null: none was recorded).")
 
 
-class RunCancelledDetails(BaseModel):
+class RunCancelledDetails(_Answer):
     """The `details` of every `run_cancelled`: `runId` and `state`, from an operator action
     (resolve, reprocess) as from `?wait=true`; `url`, `created` and `status` only from
     `?wait=true`."""
-
-    model_config = ConfigDict(alias_generator=to_camel, populate_by_name=True)
 
     run_id: str = Field(description="The CANCELLED run.")
     state: Literal[RunStatus.CANCELLED] = Field(
@@ -175,7 +180,7 @@ class RunStillRunningError(BaseModel):
     details: RunStillRunningDetails
 
 
-class ProblemView(_Body):
+class ProblemView(_Answer):
     """One thing wrong with a workflow document."""
 
     pointer: str = Field(description="RFC 6901 pointer into the document as sent.")
@@ -183,7 +188,7 @@ class ProblemView(_Body):
     message: str
 
 
-class ValidationReport(_Body):
+class ValidationReport(_Answer):
     """What `POST /workflows/validate` found: every problem (empty when valid)."""
 
     valid: bool
@@ -197,11 +202,11 @@ class PreviewReport(ValidationReport):
     graphs: list[GraphView]
 
 
-class WorkflowList(_Body):
+class WorkflowList(_Answer):
     items: list[WorkflowSummary]
 
 
-class VersionList(_Body):
+class VersionList(_Answer):
     items: list[VersionSummary]
 
 

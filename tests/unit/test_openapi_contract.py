@@ -186,7 +186,7 @@ def _refs(answer: dict[str, Any]) -> list[str]:
 
 def test_each_wait_outcome_is_documented_with_its_own_model(document: dict[str, Any]) -> None:
     answers, schemas = _submit(document), _schemas(document)
-    assert _refs(answers["200"]) == [REF + "SubmittedRun", REF + "RunOutcome"]
+    assert _refs(answers["200"]) == [REF + "RunOutcome", REF + "SubmittedRun"]
     # A `?wait=true` that SUCCEEDED is a 200 whether or not this request created the run: a
     # 201 is only ever the run submitted without a wait.
     assert _refs(answers["201"]) == [REF + "SubmittedRun"]
@@ -212,6 +212,57 @@ def test_each_wait_outcome_is_documented_with_its_own_model(document: dict[str, 
     assert schemas["RunFailedDetails"]["properties"]["error"]["anyOf"][0]["$ref"] == (
         REF + "ErrorView"
     )
+
+
+def _accepts_every_body_of(first: dict[str, Any], later: dict[str, Any]) -> bool:
+    """Whether a client that parses an answer as `first` (reading its required fields, as
+    openapi-python-client does, blind to fields it does not know) succeeds on every body
+    `later` describes: `first` requires nothing `later` may leave out, and each `const` of
+    `first` is `later`'s too."""
+    fields = later.get("properties", {})
+    for name in first.get("required", []):
+        if name not in later.get("required", []):
+            return False
+        const = first["properties"][name].get("const")
+        if const is not None and fields[name].get("const") != const:
+            return False
+    return True
+
+
+def test_no_answer_union_hides_a_later_model_behind_an_earlier_one(
+    document: dict[str, Any],
+) -> None:
+    """A generated client tries an answer's models in the order the document lists them and
+    keeps the first that parses: `?wait=true`'s 200 listed `SubmittedRun` before
+    `RunOutcome`, so openapi-python-client read every outcome as a `SubmittedRun`, without
+    its `status` and `output`. An earlier model never parses every body of a later one."""
+    schemas, hidden, unions = _schemas(document), [], 0
+    for label, operation in _operations(document):
+        for status, answer in operation["responses"].items():
+            schema = answer.get("content", {}).get("application/json", {}).get("schema", {})
+            names = [o["$ref"].removeprefix(REF) for o in schema.get("anyOf", []) if "$ref" in o]
+            unions += len(names) > 1
+            for i, first in enumerate(names):
+                for later in names[i + 1 :]:
+                    if _accepts_every_body_of(schemas[first], schemas[later]):
+                        hidden.append((label, status, first, later))
+    assert unions >= 4
+    assert hidden == []
+
+
+def test_no_answer_model_forbids_fields_added_later(document: dict[str, Any]) -> None:
+    """`additionalProperties: false` is a request body's (an unknown key is refused): on an
+    answer it promises that no release adds a field, so a client that validates answers
+    against the document breaks on the next one, and openapi-python-client drops the fields
+    it does not know rather than keep them in `additional_properties`."""
+    schemas = _schemas(document)
+    closed = sorted(
+        name
+        for name in _answer_models(document)
+        if schemas[name].get("additionalProperties") is False
+    )
+    assert closed == []
+    assert schemas["SubmitRequest"]["additionalProperties"] is False  # a request's stays
 
 
 def test_every_submission_refusal_is_listed(document: dict[str, Any]) -> None:
@@ -413,6 +464,26 @@ def test_the_headers_a_client_acts_on_are_declared(document: dict[str, Any]) -> 
     submitted = _submit(document)
     for status in ("200", "201", "502", "504"):
         assert "Location" in submitted[status].get("headers", {}), status
+
+
+def test_a_header_parameter_is_never_null(document: dict[str, Any]) -> None:
+    """An optional header is left out, never sent as null: `anyOf: [string, null]` gave
+    openapi-python-client an `idempotency_key: None | str | Unset` argument whose `None` it
+    then put in the headers, which httpx refuses with a `TypeError`."""
+    headers = {
+        (label, parameter["name"]): parameter["schema"]
+        for label, operation in _operations(document)
+        for parameter in operation.get("parameters", [])
+        if parameter["in"] == "header"
+    }
+    assert set(headers) >= {
+        ("POST /workflows/{name}/runs", "Idempotency-Key"),
+        ("GET /runs/{run_id}/events", "Last-Event-ID"),
+    }
+    nullable = [where for where, schema in headers.items() if "null" in str(schema)]
+    assert nullable == []
+    key = headers[("POST /workflows/{name}/runs", "Idempotency-Key")]
+    assert (key["type"], key["minLength"], key["maxLength"]) == ("string", 1, 256)
 
 
 @pytest.mark.parametrize("path", ["/runs", "/runs/{run_id}/children"])
