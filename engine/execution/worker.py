@@ -59,6 +59,7 @@ from engine.store.records import (
 )
 from engine.store.unreachable import store_unreachable
 from schemas.definitions import Workflow
+from schemas.durations import duration
 from schemas.message_excerpt import message_excerpt
 
 logger = logging.getLogger(__name__)
@@ -694,8 +695,14 @@ class Worker:
             )
             return
         await self._tell(abandoned)
-        logger.info(
-            "stopping: %d in-flight steps cancelled and given back for another worker", given
+        # A warning: the calls those steps had on the wire are sent again by whoever claims
+        # them (with the same Idempotency-Key), which an operator wants to see in the logs.
+        logger.warning(
+            "stopping: %d in-flight steps did not end within the %s grace; cancelled and given "
+            "back for another worker, which sends their calls again (same Idempotency-Key)",
+            given,
+            duration(self._config.shutdown_grace_s),
+            extra={"event": "step.given_back", "steps": given},
         )
 
 

@@ -11,7 +11,10 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import logging
 from collections.abc import AsyncIterator, Iterable
+
+import pytest
 
 from demo.downstream import RunningDownstream
 from engine.execution.worker import Worker, WorkerConfig
@@ -92,7 +95,7 @@ async def test_operator_actions_and_a_deployment_abort_wake_the_watches(
 
 
 async def test_a_worker_names_the_parent_with_each_child(
-    backend: Backend, downstream: RunningDownstream
+    backend: Backend, downstream: RunningDownstream, caplog: pytest.LogCaptureFixture
 ) -> None:
     """Children that call for 5 s: a worker claims them (the parent's running children move),
     then stops and gives their claims back; a dead worker's claims on them expire and a
@@ -123,6 +126,12 @@ async def test_a_worker_names_the_parent_with_each_child(
             await asyncio.wait_for(task, 30)
         for child in children:
             assert all(parent in batch for batch in recorder.named(child)), recorder.batches
+        # Their calls are sent again by the next claim: a warning, with the grace they missed.
+        (stopped,) = [r for r in caplog.records if "given back for another worker" in r.message]
+        assert stopped.levelno == logging.WARNING, stopped.message
+        assert stopped.__dict__["event"] == "step.given_back" and stopped.__dict__["steps"] == 3
+        assert "3 in-flight steps did not end within the 50 ms grace" in stopped.message
+        assert "sends their calls again (same Idempotency-Key)" in stopped.message
 
         # A worker that died holding the children's claims: their leases expire, and a
         # worker that claims nothing (concurrency 0) only reaps.
