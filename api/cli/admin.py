@@ -636,13 +636,14 @@ def services_table(views: list[ServiceView], now: float) -> Table:
         [
             view.name,
             Text("up", style="green") if view.up else Text("down", style="red"),
+            MISSING if view.host is None else view.host,
             MISSING if view.pid is None else str(view.pid),
             MISSING if view.uptime_s is None else duration(view.uptime_s),
             MISSING if view.last_seen is None else relative(view.last_seen, now),
         ]
         for view in views
     ]
-    return table(["SERVICE", "STATE", "PID", "UPTIME", "LAST HEARTBEAT"], rows)
+    return table(["SERVICE", "STATE", "HOST", "PID", "UPTIME", "LAST HEARTBEAT"], rows)
 
 
 def services(
@@ -652,7 +653,8 @@ def services(
     debug: DebugOption = False,
 ) -> None:
     """Every service (api, worker, serve) that sent a heartbeat: up while its heartbeat is
-    fresh, its process id, uptime and when it was last heard from."""
+    fresh, its host and process id (a service down: those it last beat from), uptime and when
+    it was last heard from."""
     remote = Remote(api_url, api_key, output, debug)
     views = call(remote, lambda api: api.settings.services())
     empty = "no services yet: each `serve`, `api` and `worker` process sends a heartbeat"

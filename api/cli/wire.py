@@ -537,6 +537,7 @@ class ServiceView(Wire):
     name: str
     up: bool
     pid: int | None = None
+    host: str | None = None
     uptime_s: float | None = None
     last_seen: float | None = None
     started_at: float | None = None

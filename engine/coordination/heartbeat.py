@@ -8,8 +8,12 @@ its own claim lease, `SCHEMABRIDGE_LEASE_S`, when it was given one)
 every `interval_s` (default 10 s) with a TTL of `ttl_s` (default 30 s, three missed beats), and
 records the service in the sorted set `sb:services` (score = the beat's timestamp). If the
 service stops beating the key expires; the set still names it, so readers report it down, with
-when it was last seen, instead of forgetting it. Services silent for `forget_after_s` (default
-7 days) are dropped from the set by the next beat of any service.
+when it was last seen, instead of forgetting it. The same beat writes the same payload to
+`sb:last-beat:<service>`, which expires only with `forget_after_s`: a service down (killed, or
+stopped and its key deleted) still reads with the pid and host of its last beat, which is when an
+operator looks for its process. Two SETs, a ZADD and a ZREMRANGEBYSCORE per beat, whatever the
+number of services. Services silent for `forget_after_s` (default 7 days) are dropped from the
+set by the next beat of any service, and their last beats expire then by themselves.
 
 A name is one process's at a time, but nothing stops a second process from being started
 under the name of a live one (a mistake) or of one killed a moment ago (a restart, whose
@@ -23,10 +27,12 @@ tries again; the first beat that works again after failures says so once, with h
 beats failed (the `api` has no listener that would tell). Missing a few beats at worst shows
 the service as down for a while.
 
-`read_services` reads the set plus one MGET of the heartbeat keys (no keyspace SCAN: the set is
-authoritative and SCAN cost grows with every admission key). A service is up when its key
-exists and its payload is at most `ttl_s` old by the reader's clock; a payload stamped by a
-machine whose clock lags by more than the TTL reads as down, so keep clocks in sync (NTP).
+`read_services` reads the set plus one MGET of the heartbeat and last-beat keys (no keyspace
+SCAN: the set is authoritative and SCAN cost grows with every admission key). A service is up
+when its key exists and its payload is at most `ttl_s` old by the reader's clock; a payload
+stamped by a machine whose clock lags by more than the TTL reads as down, so keep clocks in sync
+(NTP). A service down reads its pid, host and start from its heartbeat while the key is there,
+else from its last beat when that is the beat the set scored (not one an older process wrote).
 A service's uptime is the time since its process started, up to the reader's now while it is
 up (to its latest beat once it is down); a payload without `started` (written before it was
 added) reads its `uptime` counted on from its timestamp the same way.
@@ -136,10 +142,9 @@ async def read_namesake(
     silent_s = clock.now() - payload["timestamp"]
     if silent_s > ttl_s:
         return None
-    host = json.loads(raw).get("host")
     return Namesake(
         pid=int(payload["pid"]),
-        host=host if isinstance(host, str) else None,
+        host=_payload_host(raw),
         started=payload.get("started"),
         silent_s=round(max(0.0, silent_s), 1),
     )
@@ -176,6 +181,7 @@ class Heartbeat:
             )
         self.service = service
         self.key = keys.heartbeat(service)
+        self._last_key = keys.last_beat(service)
         self.interval_s = interval_s
         self.ttl_s = ttl_s
         self.pid = os.getpid() if pid is None else pid
@@ -241,7 +247,9 @@ class Heartbeat:
             now = float(body["timestamp"])
             try:
                 async with self._client.pipeline(transaction=True) as pipe:
-                    pipe.set(self.key, json.dumps(body), px=math.ceil(self.ttl_s * 1000))
+                    written = json.dumps(body)
+                    pipe.set(self.key, written, px=math.ceil(self.ttl_s * 1000))
+                    pipe.set(self._last_key, written, px=math.ceil(self.forget_after_s * 1000))
                     pipe.zadd(keys.SERVICES_SET, {self.service: now})
                     pipe.zremrangebyscore(keys.SERVICES_SET, "-inf", now - self.forget_after_s)
                     await pipe.execute()
@@ -323,26 +331,31 @@ class ServiceStatus:
     up: bool
     """True when its heartbeat key exists and the payload is at most the TTL old."""
     pid: int | None
-    """From the latest payload; None when the key is gone."""
+    """From the latest payload (the heartbeat, else the last beat of a service down); None when
+    neither is there."""
     uptime_s: float | None
     """Seconds since the service's process started, to the reader's now while it is up, to its
-    latest beat once down; None when the key is gone."""
+    latest beat once down; None when no payload is there."""
     last_seen: float | None
     """Epoch seconds of the latest beat (payload, else the `sb:services` score); None if never."""
     started_at: float | None = None
-    """Epoch seconds its process started; None when the key is gone or its payload is older
-    than the field."""
+    """Epoch seconds its process started; None when no payload is there or it is older than
+    the field."""
     lease_s: float | None = None
-    """The claim lease its process renews by (`Heartbeat.lease_s`); None when the key is gone,
-    or its payload has none (older, or a process given none)."""
+    """The claim lease its process renews by (`Heartbeat.lease_s`); None when no payload is
+    there, or it has none (older, or a process given none)."""
+    host: str | None = None
+    """The machine its process beat from (`socket.gethostname()`: a container's id in
+    Docker); None when no payload is there or it is older than the field."""
 
     def as_dict(self) -> dict[str, object]:
-        """JSON-ready form for the API: `{name, status: "up"|"down", pid, uptime, lastSeen,
-        startedAt}`."""
+        """JSON-ready form for the API: `{name, status: "up"|"down", pid, host, uptime,
+        lastSeen, startedAt}`."""
         return {
             "name": self.name,
             "status": "up" if self.up else "down",
             "pid": self.pid,
+            "host": self.host,
             "uptime": self.uptime_s,
             "lastSeen": self.last_seen,
             "startedAt": self.started_at,
@@ -371,14 +384,36 @@ def _parse_payload(name: str, raw: bytes | None) -> dict[str, float] | None:
         return None
 
 
+def _payload_host(raw: bytes) -> str | None:
+    """The `host` of a payload `_parse_payload` read (None in one written before it)."""
+    host = json.loads(raw).get("host")
+    return host if isinstance(host, str) else None
+
+
 def _status(
-    name: str, raw: bytes | None, seen_score: float | None, now: float, ttl_s: float
+    name: str,
+    raw: bytes | None,
+    last_raw: bytes | None,
+    seen_score: float | None,
+    *,
+    now: float,
+    ttl_s: float,
 ) -> ServiceStatus:
+    """`name`'s status from its heartbeat `raw`, else (down) from its last beat `last_raw`."""
+    live = raw is not None
+    if not live:
+        raw = last_raw
     payload = _parse_payload(name, raw)
-    if payload is None:
+    beat = None if payload is None else payload["timestamp"]
+    if not live and beat is not None and seen_score is not None and beat < seen_score:
+        # The set scored a later beat: of a process that wrote no last beat (older code), so
+        # this pid and host are not the ones last seen.
+        payload = None
+    if payload is None or raw is None:
         return ServiceStatus(name, up=False, pid=None, uptime_s=None, last_seen=seen_score)
     beat = payload["timestamp"]
-    up = now - beat <= ttl_s
+    # Down without its key however recent the beat: a service stopping deletes it at once.
+    up = live and now - beat <= ttl_s
     until = now if up else beat
     started = payload.get("started")
     # an older heartbeat, without its start: its uptime at the beat, counted on from there
@@ -391,6 +426,7 @@ def _status(
         last_seen=beat,
         started_at=started,
         lease_s=payload.get("lease"),
+        host=_payload_host(raw),
     )
 
 
@@ -410,11 +446,18 @@ async def read_services(
     if not members:
         return []
     names = [member.decode() for member, _ in members]
-    raws = cast(list[bytes | None], await client.mget([keys.heartbeat(name) for name in names]))
+    raws = cast(
+        list[bytes | None],
+        await client.mget(
+            [keys.heartbeat(name) for name in names] + [keys.last_beat(name) for name in names]
+        ),
+    )
     now = clock.now()
     statuses = [
-        _status(name, raw, score, now, ttl_s)
-        for name, raw, (_, score) in zip(names, raws, members, strict=True)
+        _status(name, raw, last_raw, score, now=now, ttl_s=ttl_s)
+        for name, raw, last_raw, (_, score) in zip(
+            names, raws[: len(names)], raws[len(names) :], members, strict=True
+        )
     ]
     return sorted(statuses, key=lambda status: status.name)
 
@@ -423,7 +466,8 @@ async def read_named_services(
     client: redis.Redis, clock: Clock, names: Iterable[str], *, ttl_s: float = DEFAULT_TTL_S
 ) -> dict[str, ServiceStatus]:
     """The services `names`, by name, judged by the rule `read_services` applies (one MGET of
-    their keys and a ZSCORE each, in one round trip; not ZMSCORE, which needs Redis 6.2): a
+    their heartbeats and last beats and a ZSCORE each, in one round trip; not ZMSCORE, which
+    needs Redis 6.2): a
     reader that needs a few services (the holders of a run's claims) does not read them all.
     A name never heard of reads as down, never seen. Raises one of `COORDINATION_ERRORS` when
     Redis is unreachable."""
@@ -432,16 +476,18 @@ async def read_named_services(
         return {}
     async with client.pipeline(transaction=False) as pipe:
         pipe.mget([keys.heartbeat(name) for name in wanted])
+        pipe.mget([keys.last_beat(name) for name in wanted])
         for name in wanted:
             pipe.zscore(keys.SERVICES_SET, name)
         replies = await pipe.execute()
     # open_redis clients always return bytes (see `read_services`).
     raws = cast(list[bytes | None], replies[0])
-    scores = cast(list[float | None], replies[1:])
+    last_raws = cast(list[bytes | None], replies[1])
+    scores = cast(list[float | None], replies[2:])
     now = clock.now()
     return {
-        name: _status(name, raw, score, now, ttl_s)
-        for name, raw, score in zip(wanted, raws, scores, strict=True)
+        name: _status(name, raw, last_raw, score, now=now, ttl_s=ttl_s)
+        for name, raw, last_raw, score in zip(wanted, raws, last_raws, scores, strict=True)
     }
 
 

@@ -10,9 +10,16 @@ from __future__ import annotations
 
 
 def heartbeat(service: str) -> str:
-    """`heartbeat:<service>`: `{pid, uptime, timestamp, started}` JSON, refreshed every 10 s,
-    TTL 30 s."""
+    """`heartbeat:<service>`: `{pid, uptime, timestamp, started, host, instance, lease}` JSON,
+    refreshed every 10 s, TTL 30 s."""
     return f"heartbeat:{service}"
+
+
+def last_beat(service: str) -> str:
+    """`sb:last-beat:<service>`: the same JSON as the latest `heartbeat:<service>`, written by
+    the same beat but kept as long as `sb:services` remembers the service (7 days), so a
+    service that went down still shows the pid and host it beat from."""
+    return f"sb:last-beat:{service}"
 
 
 SERVICES_SET = "sb:services"

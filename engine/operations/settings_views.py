@@ -166,6 +166,10 @@ class ServiceView(View):
     name: str
     up: bool
     pid: int | None = None
+    """Its process's id, from its latest heartbeat: a service down keeps the one it last beat
+    from (None from before the engine kept it)."""
+    host: str | None = None
+    """The machine (a container's id in Docker) it beats from, or last beat from once down."""
     uptime_s: float | None = None
     """Seconds since its process started: to now while it is up, to its latest heartbeat once
     down."""
@@ -180,6 +184,7 @@ class ServiceView(View):
             name=status.name,
             up=status.up,
             pid=status.pid,
+            host=status.host,
             uptime_s=status.uptime_s,
             last_seen=status.last_seen,
             started_at=status.started_at,

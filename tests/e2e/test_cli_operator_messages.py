@@ -351,7 +351,6 @@ def test_services_lists_the_serving_process_as_up(serve_api: Stack) -> None:
     assert serving, listed  # this stack's `serve` process, heard from lately
     text = serve_api.ok("services")
     header, *rows = text.stdout.splitlines()
-    assert header.split() == ["SERVICE", "STATE", "PID", "UPTIME", "LAST", "HEARTBEAT"]
-    assert any(
-        row.split()[:3] == [serving[0]["name"], "up", str(serving[0]["pid"])] for row in rows
-    )
+    assert header.split() == ["SERVICE", "STATE", "HOST", "PID", "UPTIME", "LAST", "HEARTBEAT"]
+    said = [serving[0]["name"], "up", serving[0]["host"], str(serving[0]["pid"])]
+    assert any(row.split()[:4] == said for row in rows)

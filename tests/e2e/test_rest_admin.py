@@ -6,6 +6,7 @@ key reading its own tenant only; bad input refused with a code."""
 from __future__ import annotations
 
 import asyncio
+import socket
 import uuid
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
@@ -292,6 +293,8 @@ async def test_services_show_heartbeats_up_and_down(api: Api) -> None:
         down = await http.get("/services")
     (gone,) = [s for s in down.json()["items"] if s["name"] == "worker-rest-test"]
     assert gone["up"] is False and gone["lastSeen"] == listed["lastSeen"]
+    assert listed["host"] == socket.gethostname()
+    assert (gone["pid"], gone["host"]) == (4242, listed["host"]), "down: its last beat's"
 
 
 ROUNDS = 20

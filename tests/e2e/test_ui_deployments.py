@@ -711,14 +711,22 @@ def with_more_rows(page: Any, pattern: str, more: Callable[[Rows], Rows], shown:
 def container_services(_: Rows) -> Rows:
     """Two services named as in containers (`worker-<host>-<pid>`, `api-<host>-<port>`, the
     host a 12-hex id): the demo's `serve-<host>` is the only one that beats here. A worker
-    down for 3 days; an API up for almost a day, with as large a pid as Linux gives."""
+    down for 3 days, with the pid and host it last beat from; an API up for almost a day,
+    with as large a pid as Linux gives, on a host with a long dotted name."""
     now = time.time()
     return [
-        {"name": "worker-3f9a1c2b7d4e-123456", "up": False, "lastSeen": now - 3 * 86400},
+        {
+            "name": "worker-3f9a1c2b7d4e-123456",
+            "up": False,
+            "pid": 123456,
+            "host": "3f9a1c2b7d4e",
+            "lastSeen": now - 3 * 86400,
+        },
         {
             "name": "api-3f9a1c2b7d4e-8000",
             "up": True,
             "pid": 4194304,
+            "host": "ip-10-0-3-17.eu-west-1.compute.internal",
             "uptimeS": 86399,
             "lastSeen": now - 9,
         },
@@ -831,7 +839,7 @@ NAMES = {
     "deployments": "table.deployments tbody td:nth-child(2)",
     "runs": "table.runs tbody td:nth-child(4), table.runs tbody td:nth-child(5)",
     "workflows": "table.workflows tbody td:nth-child(1)",
-    "services": "table.services tbody td:nth-child(1)",
+    "services": "table.services tbody td:nth-child(1) > .name",
 }
 """The cell of each list that holds a long name."""
 

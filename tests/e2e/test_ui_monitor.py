@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import re
+import socket
 from collections.abc import Iterator
 from typing import Any
 from urllib.parse import quote
@@ -839,7 +840,9 @@ def test_services_are_up_from_their_heartbeats(server: DemoServer, browser: Any)
         (serve,) = [s for s in server.call("/services")["items"] if s["name"].startswith("serve-")]
         assert serve["pid"] == server.service.process.pid
         assert abs(serve["startedAt"] - server.service.started_at) < 1.5, serve
-        uptime = row.locator("td").nth(3)
+        assert row.locator("td").nth(2).inner_text() == serve["host"] == socket.gethostname()
+        assert row.locator("td").nth(3).inner_text() == str(serve["pid"])
+        uptime = row.locator("td").nth(4)
         title = uptime.get_attribute("title") or ""
         assert re.fullmatch(r"started \d{4}-\d\d-\d\d \d\d:\d\d:\d\d\.\d{3}", title), title
         shoot(page, "services", widths=(901, 360))

@@ -77,6 +77,10 @@ async def test_beat_writes_the_payload_with_a_ttl(client: redis.Redis, clock: Fa
     }
     assert 29_000 < await client.pttl(keys.heartbeat(service)) <= 30_000
     assert await client.zscore(keys.SERVICES_SET, service) == clock.now()
+    # The same payload, kept as long as the set remembers the service (7 days by default).
+    assert await client.get(keys.last_beat(service)) == raw
+    week_ms = 7 * 24 * 3600 * 1000
+    assert week_ms - 1000 < await client.pttl(keys.last_beat(service)) <= week_ms
 
 
 async def test_a_live_service_reads_as_up(client: redis.Redis, clock: FakeClock) -> None:
@@ -89,12 +93,19 @@ async def test_a_live_service_reads_as_up(client: redis.Redis, clock: FakeClock)
 
     status = mine(await read_services(client, clock), service)[service]
     assert status == ServiceStatus(
-        service, up=True, pid=7, uptime_s=8.0, last_seen=clock.now() - 5, started_at=started
+        service,
+        up=True,
+        pid=7,
+        uptime_s=8.0,
+        last_seen=clock.now() - 5,
+        started_at=started,
+        host=socket.gethostname(),
     )
     assert status.as_dict() == {
         "name": service,
         "status": "up",
         "pid": 7,
+        "host": socket.gethostname(),
         "uptime": 8.0,
         "lastSeen": clock.now() - 5,
         "startedAt": started,
@@ -162,8 +173,11 @@ async def test_a_stale_payload_reads_as_down(client: redis.Redis, clock: FakeClo
 async def test_a_stopped_service_reads_as_down_with_its_last_beat(
     client: redis.Redis, clock: FakeClock
 ) -> None:
+    """Down at once, its key deleted, however recent its beat; with the pid and host it beat
+    from and its uptime to that beat."""
     stopped, running = unique("stopped"), unique("running")
-    beat_stopped = Heartbeat(stopped, client, clock)
+    started = clock.now() - 40.0
+    beat_stopped = Heartbeat(stopped, client, clock, pid=4242, started_at=started)
     await beat_stopped.beat()
     seen_at = clock.now()
     clock.advance(1.0)
@@ -177,16 +191,58 @@ async def test_a_stopped_service_reads_as_down_with_its_last_beat(
     statuses = mine(await read_services(client, clock), stopped, running)
     assert [name for name in sorted(statuses)] == sorted([stopped, running])
     assert statuses[stopped] == ServiceStatus(
-        stopped, up=False, pid=None, uptime_s=None, last_seen=seen_at
+        stopped,
+        up=False,
+        pid=4242,
+        uptime_s=40.0,
+        last_seen=seen_at,
+        started_at=started,
+        host=socket.gethostname(),
     )
     assert statuses[running].up
 
 
-async def test_an_expired_key_reads_as_down(client: redis.Redis, clock: FakeClock) -> None:
+async def test_a_killed_service_reads_as_down_with_the_pid_and_host_it_beat_from(
+    client: redis.Redis, clock: FakeClock
+) -> None:
+    """A process killed (`kill -9`) beats no more and its key expires: it reads down with
+    the pid and host of its last beat, which is when an operator looks for its process (the
+    heartbeat key itself keeps its TTL and its shape)."""
     service = unique("gone")
-    await Heartbeat(service, client, clock).beat()
+    started = clock.now() - 5.0
+    heartbeat = Heartbeat(service, client, clock, pid=31337, started_at=started)
+    await heartbeat.beat()
+    seen_at = clock.now()
     await client.delete(keys.heartbeat(service))  # what the TTL does to a dead service
-    assert not mine(await read_services(client, clock), service)[service].up
+    clock.advance(3600.0)
+    expected = ServiceStatus(
+        service,
+        up=False,
+        pid=31337,
+        uptime_s=5.0,
+        last_seen=seen_at,
+        started_at=started,
+        host=socket.gethostname(),
+    )
+    assert mine(await read_services(client, clock), service)[service] == expected
+    assert (await read_named_services(client, clock, [service]))[service] == expected
+    assert expected.as_dict()["pid"] == 31337 and expected.as_dict()["status"] == "down"
+
+
+async def test_a_last_beat_older_than_the_latest_beat_is_not_shown(
+    client: redis.Redis, clock: FakeClock
+) -> None:
+    """A process that writes no last beat (older code) beat after one that did, under the
+    same name: once down, the name reads without a pid or host rather than the earlier
+    process's, when it was last seen by the set's score."""
+    service = unique("upgraded")
+    await Heartbeat(service, client, clock, pid=1).beat()
+    clock.advance(10.0)
+    await client.zadd(keys.SERVICES_SET, {service: clock.now()})  # the older process's beat
+    await client.delete(keys.heartbeat(service))
+    expected = ServiceStatus(service, up=False, pid=None, uptime_s=None, last_seen=clock.now())
+    assert mine(await read_services(client, clock), service)[service] == expected
+    assert (await read_named_services(client, clock, [service]))[service] == expected
 
 
 async def test_named_services_read_as_every_service_does(

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import math
+import socket
 import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any
@@ -494,7 +495,9 @@ async def test_services_are_up_while_they_beat_and_down_once_stopped(
     assert (up.up, up.pid) == (True, 4242) and up.last_seen is not None
     await heartbeat.stop()
     (down,) = [s for s in await settings.services() if s.name == name]
-    assert (down.up, down.pid) == (False, None) and down.last_seen == up.last_seen
+    assert (down.up, down.last_seen) == (False, up.last_seen)
+    # Down, it still says the pid and host it beat from: where to look for its process.
+    assert (down.pid, down.host) == (4242, socket.gethostname()) == (up.pid, up.host)
 
 
 # ── Redis unreachable ────────────────────────────────────────────────────────────────────────

@@ -11,7 +11,7 @@ from rich.console import Console
 
 from api.cli import admin, remote, run_display
 from api.cli.text import clock, parse_since, plural, relative
-from api.cli.wire import BreakerView, RunDetail, RunSummary
+from api.cli.wire import BreakerView, RunDetail, RunSummary, ServiceView
 from schemas.durations import duration
 
 NOW = 1_800_000_000.0
@@ -860,3 +860,27 @@ def test_a_listed_error_keeps_the_command_it_ends_with_whole() -> None:
     line = run_display.error_line(error)
     assert line.endswith(f"…; {command}"), line
     assert len(line) <= len("child_failures: ") + 200, line
+
+
+def test_a_service_down_shows_the_host_and_pid_it_last_beat_from() -> None:
+    """`schemabridge services`: a worker killed a minute ago still says where its process
+    was (host, pid), which is what an operator looks for then; one whose last beat is not
+    kept (it beat before the engine kept it) shows dashes, never "None"."""
+    views = [
+        ServiceView.model_validate(item)
+        for item in (
+            {
+                "name": "worker-2",
+                "up": False,
+                "pid": 4242,
+                "host": "3f9a1c2b7d4e",
+                "uptimeS": 600,
+                "lastSeen": NOW - 60,
+            },
+            {"name": "worker-old", "up": False, "lastSeen": NOW - 3600},
+        )
+    ]
+    header, *rows = rendered(admin.services_table(views, NOW)).splitlines()
+    assert header.split() == ["SERVICE", "STATE", "HOST", "PID", "UPTIME", "LAST", "HEARTBEAT"]
+    assert " ".join(rows[0].split()) == "worker-2 down 3f9a1c2b7d4e 4242 10 min 1 min ago"
+    assert rows[1].split()[:4] == ["worker-old", "down", "-", "-"]

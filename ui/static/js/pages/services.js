@@ -1,5 +1,6 @@
 // Services: every API, worker and serve process that sent a heartbeat, up while it is fresh,
-// with its uptime since its process started (when, on hover).
+// with its host and pid (a service down: those of its last beat, to find its process), its
+// uptime since its process started (when, on hover).
 
 import { api } from "../api.js";
 import { fill, h } from "../dom.js";
@@ -19,14 +20,15 @@ export async function servicesPage(main) {
             h(
               "tr",
               { class: service.up ? null : "row-failed" },
-              h("td", { class: "mono" }, breakable(service.name)),
+              h("td", { class: "mono" }, breakable(service.name), service.host ? h("span", { class: "host-under muted" }, breakable(service.host)) : null),
               h("td", {}, h("span", { class: `badge ${service.up ? "st-succeeded" : "st-failed"}` }, h("span", { "aria-hidden": "true" }, service.up ? "▲ " : "▼ "), service.up ? "up" : "down")),
+              h("td", { class: "mono" }, service.host ? breakable(service.host) : "—"),
               h("td", {}, service.pid ? String(service.pid) : "—"),
               h("td", { title: service.startedAt ? `started ${exact(service.startedAt)}` : null }, duration(service.uptimeS)),
               h("td", {}, time(service.lastSeen)),
             ),
           )
-        : h("tr", {}, h("td", { colspan: "5", class: "empty" }, "No service has sent a heartbeat yet.")),
+        : h("tr", {}, h("td", { colspan: "6", class: "empty" }, "No service has sent a heartbeat yet.")),
     );
     return { running: true, signature: JSON.stringify(found.items.map((s) => [s.name, s.up])) };
   }
@@ -34,8 +36,8 @@ export async function servicesPage(main) {
   fill(
     main,
     h("div", { class: "page-head" }, h("h1", {}, "Services"), live),
-    h("p", { class: "muted" }, "Each service sends a heartbeat every few seconds; one that stops for longer than its time-to-live shows as down."),
-    h("div", { class: "table-wrap" }, h("table", { class: "services" }, h("thead", {}, h("tr", {}, ["Service", "State", "PID", "Uptime", "Last heartbeat"].map((t) => h("th", { scope: "col" }, t)))), body)),
+    h("p", { class: "muted" }, "Each service sends a heartbeat every few seconds; one that stops for longer than its time-to-live shows as down, with the host and PID it last beat from."),
+    h("div", { class: "table-wrap" }, h("table", { class: "services" }, h("thead", {}, h("tr", {}, ["Service", "State", "Host", "PID", "Uptime", "Last heartbeat"].map((t) => h("th", { scope: "col" }, t)))), body)),
   );
   const poller = new Poller(refresh, { intervalMs: 5000, quietLimit: 24, indicator: live });
   await refresh();
