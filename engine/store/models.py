@@ -437,7 +437,9 @@ class StoreIdentity(SQLModel, table=True):
 
     __tablename__ = "store_identity"
 
-    id: str = Field(sa_column=Column(String(64), primary_key=True))
+    one: int = Field(sa_column=Column(Integer, primary_key=True, autoincrement=False))
+    """Always 1: the key that lets no second row in."""
+    id: str = Field(sa_column=Column(String(64), nullable=False))
 
 
 class TenantQuota(SQLModel, table=True):

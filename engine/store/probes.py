@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import uuid
 from dataclasses import dataclass
 
 from sqlalchemy import literal, select
@@ -55,9 +56,16 @@ class ProbeStore(StoreCore):
         )
 
     async def store_id(self) -> str:
-        """The database's id (`StoreIdentity`), which its Redis is bound to."""
+        """The database's id (`StoreIdentity`), which its Redis is bound to. Its migration
+        makes it; a database whose tables were emptied (TRUNCATE) gets a new one here, the
+        first process to ask making it (the one-row key lets no second in)."""
         async with self._engines.read.connect() as conn:
-            found = await conn.scalar(select(store_identity.c.id).limit(1))
-        if found is None:  # the migration makes the row; a database without it was edited
-            raise LookupError("the database has no store_identity row")
-        return str(found)
+            found = await conn.scalar(select(store_identity.c.id).where(store_identity.c.one == 1))
+        if found is not None:
+            return str(found)
+        async with self._engines.write.begin() as conn:
+            made = self.dialect.insert(store_identity).values(one=1, id=uuid.uuid4().hex)
+            await conn.execute(made.on_conflict_do_nothing(index_elements=["one"]))
+            return str(
+                await conn.scalar(select(store_identity.c.id).where(store_identity.c.one == 1))
+            )

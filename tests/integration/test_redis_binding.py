@@ -8,12 +8,15 @@ from pathlib import Path
 
 import pytest
 import redis.asyncio as redis
+from sqlalchemy import text
 
 from engine.coordination import keys
 from engine.operations.startup import StartupRefused, open_runtime
+from engine.runtime import Runtime
 from engine.settings import Settings
 from schemas.errors import Refusal
-from tests.conftest import _create_pg_database, _drop_pg_database
+from tests.conftest import Backend, _create_pg_database, _drop_pg_database
+from tests.integration.engine_harness import settings_for
 
 
 async def _bound(settings: Settings) -> str:
@@ -55,3 +58,18 @@ async def test_a_redis_bound_to_one_database_refuses_another(
         await client.aclose()
         for name in created:
             await _drop_pg_database(name)
+
+
+async def test_a_database_whose_tables_were_emptied_gets_a_new_id(backend: Backend) -> None:
+    """TRUNCATE of every table (a reset, the test suite's pool) takes the migration's row with
+    it: the first process to ask makes a new id, and every later ask reads that one."""
+    runtime = await Runtime.open(settings_for(backend))
+    try:
+        made = await runtime.store.store_id()
+        async with runtime.store._engines.write.begin() as conn:
+            await conn.execute(text("DELETE FROM store_identity"))
+        again = await runtime.store.store_id()
+        assert again != made and len(again) == 32
+        assert await runtime.store.store_id() == again
+    finally:
+        await runtime.close()

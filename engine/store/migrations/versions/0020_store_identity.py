@@ -9,8 +9,10 @@ copy of operator settings) and keep the durable state in the database; nothing t
 together. A worker given another Redis than its cluster's ran beside it unseen (its own
 admission slots, breakers and rate limits), and a database made anew read the Redis state of
 the one before it (its tenants' limits, destinations, breakers). `store_identity` holds one
-random id, made by this migration, which a process writes into its Redis on start when the key
-is absent and compares otherwise (`engine.operations.startup`).
+row (`one` = 1: a second cannot be inserted) with a random id, made by this migration (and
+anew by the first process to start on a database whose tables were emptied), which a process
+writes into its Redis on start when the key is absent and compares otherwise
+(`engine.operations.startup`).
 """
 
 from __future__ import annotations
@@ -28,9 +30,11 @@ depends_on = None
 
 def upgrade() -> None:
     table = op.create_table(
-        "store_identity", sa.Column("id", sa.String(length=64), primary_key=True)
+        "store_identity",
+        sa.Column("one", sa.Integer(), primary_key=True, autoincrement=False),
+        sa.Column("id", sa.String(length=64), nullable=False),
     )
-    op.bulk_insert(table, [{"id": uuid.uuid4().hex}])
+    op.bulk_insert(table, [{"one": 1, "id": uuid.uuid4().hex}])
 
 
 def downgrade() -> None:
