@@ -76,7 +76,7 @@ FILL_STEPS = """
 INSERT INTO step (
     run_id, vertex_id, tenant_id, status, deps_pending, attempts, auto_retries,
     tenant_item_taken, not_before, created_at, started_at, ended_at, claim_token,
-    lease_expires_at, wait_reason, wait_message
+    lease_expires_at, wait_reason, wait_message, claimed_by
 )
 SELECT
     r.id, 'call', r.tenant_id, w.status, 0, 1, 0, false, r.created_at + 5, r.created_at,
@@ -84,7 +84,8 @@ SELECT
     CASE WHEN w.status = 'RUNNING' THEN md5(r.id) END,
     CASE WHEN w.status = 'RUNNING' THEN r.created_at + 3600 END,
     CASE WHEN w.status = 'READY' THEN 'tenant_rate_limit' END,
-    CASE WHEN w.status = 'READY' THEN 'the tenant rate window is full' END
+    CASE WHEN w.status = 'READY' THEN 'the tenant rate window is full' END,
+    CASE WHEN w.status = 'RUNNING' THEN 'worker-' || (r.item_index % 8) END
 FROM run AS r,
     LATERAL (SELECT CASE
         WHEN r.status <> 'RUNNING' THEN r.status
@@ -93,8 +94,9 @@ FROM run AS r,
 WHERE r.parent_run_id = $1
 """
 """Each child's one step (`call`), in its run's status; of the RUNNING children, half hold a
-claim and half are parked READY by the tenant rate limit (a wait reason): what
-`GET /runs/{id}` counts and groups for the fan-out's progress."""
+claim (held by one of 8 workers, `worker-0` … `worker-7`, that never beat here) and half are
+parked READY by the tenant rate limit (a wait reason): what `GET /runs/{id}` counts and groups
+for the fan-out's progress."""
 
 PARK_SPAWNER = """
 UPDATE step SET status = 'PARKED', deps_pending = 0, attempts = 1, children_total = $2,

@@ -27,6 +27,7 @@ from engine.operations.views import (
     ErrorKind,
     ErrorView,
     FanoutProgress,
+    HeldChildren,
     HolderView,
     LogEntry,
     RunDetail,
@@ -39,6 +40,7 @@ from engine.operations.views import (
     WaitingChildren,
     WaitingView,
 )
+from engine.store import records
 from engine.store.listing import LogRecord
 from engine.store.models import TERMINAL_RUN_STATUSES, RunStatus, StepStatus
 from engine.store.records import RunHeader, RunRecord, StepRecord, WaitingGroup
@@ -243,10 +245,28 @@ def breaker_ref(refusal: BreakerRefusal | None, tenant_id: str | None) -> Breake
 
 
 def fanout_view(
-    counts: Mapping[str, int], waiting: Iterable[WaitingGroup], now: float
+    counts: Mapping[str, int],
+    waiting: Iterable[WaitingGroup],
+    now: float,
+    held: Iterable[records.HeldChildren] = (),
+    holders: Holders | None = None,
 ) -> FanoutProgress:
+    """The fan-out's progress; with `held` (its running children by holder) and `holders`
+    (the heartbeats), those held by a worker presumed dead, judged as a step's holder is: by
+    the latest lease of each worker's claims (a worker restarted under its name holds them
+    all only if even that claim was last renewed before its start)."""
+    dead = []
+    for group in held:
+        holder = None if holders is None else claim_holder(group.worker, group.lease_until, holders)
+        if holder is not None and holder.state == "presumed_dead":
+            dead.append(
+                HeldChildren(
+                    holder=holder, children=group.children, lease_expires_at=group.lease_until
+                )
+            )
     return FanoutProgress(
         **counts,
+        presumed_dead=sorted(dead, key=lambda d: -d.children),
         waiting_children=counts["pending"],
         waiting=[
             WaitingChildren(
@@ -284,16 +304,24 @@ def holder_view(step: StepRecord, holders: Holders | None) -> HolderView | None:
     or nothing was read)."""
     if step.status != StepStatus.RUNNING.value or holders is None:
         return None
-    worker = step.claimed_by if holders.show_worker else None
+    return claim_holder(step.claimed_by, step.lease_expires_at, holders)
+
+
+def claim_holder(
+    claimed_by: str | None, lease_expires_at: float | None, holders: Holders
+) -> HolderView:
+    """Who holds a claim (of the service `claimed_by`, with its lease ending at
+    `lease_expires_at`) and whether it is alive by its heartbeat."""
+    worker = claimed_by if holders.show_worker else None
     status = None
-    if step.claimed_by is not None and holders.statuses is not None:
-        status = holders.statuses.get(step.claimed_by)
+    if claimed_by is not None and holders.statuses is not None:
+        status = holders.statuses.get(claimed_by)
     seen = None if status is None else status.last_seen
     if status is None or seen is None:
         # A holder whose heartbeat this Redis never saw is not known dead: with the embedded
         # Redis a separate worker process beats into its own.
         return HolderView(worker=worker, state="unknown")
-    renewed = _renewed_before_start(step, status, holders.lease_s)
+    renewed = _renewed_before_start(lease_expires_at, status, holders.lease_s)
     if renewed is not None:
         # A process killed and restarted at once under the same name: the live beat is its
         # successor's, which never held this claim; the holder was last seen renewing it.
@@ -312,18 +340,19 @@ def holder_view(step: StepRecord, holders: Holders | None) -> HolderView | None:
 
 
 def _renewed_before_start(
-    step: StepRecord, status: ServiceStatus, lease_s: float | None
+    lease_expires_at: float | None, status: ServiceStatus, lease_s: float | None
 ) -> float | None:
-    """When the claim of `step` was last renewed, if that was before the process beating
-    under its holder's name started (so another process, now gone, held it); else None. The
+    """When a claim (its lease ending at `lease_expires_at`) was last renewed, if that was
+    before the process beating under its holder's name started (so another process, now
+    gone, held it); else None. The
     lease is the holder's own when its heartbeat says it: a reader's longer one would date
     a live holder's renewal before it started."""
     lease_s = status.lease_s if status.lease_s is not None else lease_s
     if not status.up or status.started_at is None or lease_s is None:
         return None
-    if step.lease_expires_at is None:
+    if lease_expires_at is None:
         return None
-    renewed = step.lease_expires_at - lease_s
+    renewed = lease_expires_at - lease_s
     return renewed if renewed < status.started_at else None
 
 

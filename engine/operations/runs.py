@@ -501,7 +501,7 @@ class RunOperations:
             steps=steps,
             lines=await store.step_log_lines(run.id, limit=HISTORY_LINES),
             restarts=restarts,
-            fanout=await self._fanout(run.id),
+            fanout=await self._fanout(run.id, show_worker=tenant is None),
             now=self._runtime.clock.now(),
             holders=await self._holders(steps, show_worker=tenant is None),
             deployment_id=await self._deployment_of(run),
@@ -556,11 +556,24 @@ class RunOperations:
             statuses, show_worker, runtime.clock.now(), lease_s=runtime.settings.lease_s
         )
 
-    async def _fanout(self, run_id: str) -> FanoutProgress:
+    async def _fanout(self, run_id: str, *, show_worker: bool) -> FanoutProgress:
+        """The fan-out's progress; while children run, which of them a worker presumed dead
+        holds: counted by holder in the read that counts them (as many rows as workers),
+        judged by the process's answer of the last 2 s (`WorkersAlive.services`), never a
+        Redis read per child or per read of the run."""
         store = self._store
-        counts = await store.fanout_progress(run_id)
+        runtime = self._runtime
+        counts, held = await store.fanout_with_holders(run_id)
         waiting = await store.waiting_children(run_id) if counts["total"] else []
-        return run_views.fanout_view(counts, waiting, self._runtime.clock.now())
+        holders = None
+        if held:
+            holders = run_views.Holders(
+                await self._workers_alive.services(),
+                show_worker,
+                runtime.clock.now(),
+                lease_s=runtime.settings.lease_s,
+            )
+        return run_views.fanout_view(counts, waiting, runtime.clock.now(), held, holders)
 
     @store_boundary
     async def get(self, run_id: str, *, tenant: str | None = None) -> RunDetail:
@@ -596,7 +609,7 @@ class RunOperations:
         return run_views.progress(
             run,
             steps=steps,
-            fanout=await self._fanout(run.id),
+            fanout=await self._fanout(run.id, show_worker=tenant is None),
             now=self._runtime.clock.now(),
             no_worker=await self._no_worker(steps),
         )

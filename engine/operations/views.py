@@ -452,6 +452,16 @@ class HolderView(View):
     """Seconds between its latest heartbeat and the read; None if never seen."""
 
 
+class HeldChildren(View):
+    """A fan-out's running children whose steps one worker presumed dead holds: they are
+    taken back when their leases end (docs/architecture.md, 'Who holds a step')."""
+
+    holder: HolderView
+    children: int
+    lease_expires_at: float | None = None
+    """The latest end of their leases: every one of them is taken back by then."""
+
+
 class StepView(View):
     vertex_id: str
     type: VertexType | None
@@ -521,6 +531,10 @@ class FanoutProgress(View):
     cancelled: int
     waiting: list[WaitingChildren] = []
     """Children with a waiting step, by reason, most first."""
+    presumed_dead: list[HeldChildren] = []
+    """Of the `running` children, those held by a worker presumed dead (its heartbeat older
+    than `HEARTBEAT_TTL_S`), by worker, most first: running in name only until their leases
+    end."""
 
 
 class RunEnd(RunSummary):

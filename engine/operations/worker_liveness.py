@@ -7,7 +7,7 @@ from __future__ import annotations
 import asyncio
 from typing import TYPE_CHECKING
 
-from engine.coordination.heartbeat import is_worker_service, read_services
+from engine.coordination.heartbeat import ServiceStatus, is_worker_service, read_services
 from engine.coordination.redis_client import COORDINATION_ERRORS
 
 if TYPE_CHECKING:
@@ -24,28 +24,44 @@ async def workers_alive(runtime: Runtime) -> bool | None:
     when it cannot be told: Redis does not answer, or no service ever beat here (a process
     that runs no service, or the embedded Redis, which another process's heartbeats never
     reach). Two Redis reads: the services, then their heartbeats."""
+    return _alive(await _services(runtime))
+
+
+async def _services(runtime: Runtime) -> dict[str, ServiceStatus] | None:
+    """Every service by name (`read_services`); None when Redis does not answer."""
     try:
         statuses = await read_services(
             runtime.redis, runtime.clock, ttl_s=float(runtime.settings.heartbeat_ttl_s)
         )
     except COORDINATION_ERRORS:
         return None
-    if not statuses:
+    return {status.name: status for status in statuses}
+
+
+def _alive(services: dict[str, ServiceStatus] | None) -> bool | None:
+    if not services:
         return None
-    return any(status.up and is_worker_service(status.name) for status in statuses)
+    return any(s.up and is_worker_service(s.name) for s in services.values())
 
 
 class WorkersAlive:
     """`workers_alive` for reads made many times a second (a run's detail and progress while
     a step is READY: a just-submitted run polled, a progress stream): one process's answer is
-    at most `KEPT_S` old, and concurrent askers share one read."""
+    at most `KEPT_S` old, and concurrent askers share one read. `services` answers from the
+    same read: the holders of a fan-out's running children are judged by it, not by a read
+    of their own."""
 
     def __init__(self, runtime: Runtime) -> None:
         self._runtime = runtime
-        self._answer: tuple[float, bool | None] | None = None
-        self._reading: asyncio.Task[bool | None] | None = None
+        self._answer: tuple[float, dict[str, ServiceStatus] | None] | None = None
+        self._reading: asyncio.Task[dict[str, ServiceStatus] | None] | None = None
 
     async def __call__(self) -> bool | None:
+        return _alive(await self.services())
+
+    async def services(self) -> dict[str, ServiceStatus] | None:
+        """Every service by name, as `GET /services` reads them, at most `KEPT_S` old; None
+        when Redis does not answer."""
         now = self._runtime.clock.monotonic()
         if self._answer is not None and now - self._answer[0] < KEPT_S:
             return self._answer[1]
@@ -54,10 +70,10 @@ class WorkersAlive:
         # Shielded: a caller cancelled (a client gone) must not cancel the others' read.
         return await asyncio.shield(self._reading)
 
-    async def _read(self) -> bool | None:
+    async def _read(self) -> dict[str, ServiceStatus] | None:
         try:
-            alive = await workers_alive(self._runtime)
-            self._answer = (self._runtime.clock.monotonic(), alive)
-            return alive
+            services = await _services(self._runtime)
+            self._answer = (self._runtime.clock.monotonic(), services)
+            return services
         finally:
             self._reading = None

@@ -38,6 +38,7 @@ from engine.store.models import (
     TenantQuota,
 )
 from engine.store.records import (
+    HeldChildren,
     LogLine,
     RunHeader,
     RunRecord,
@@ -555,6 +556,12 @@ class RunCatalogue(StoreCore):
     async def fanout_progress(self, run_id: str) -> dict[str, int]:
         """Children of `run_id` by status plus the total, from the spawner counters and one
         grouped count of the unfinished ones (cheap enough to read every second)."""
+        counts, _ = await self.fanout_with_holders(run_id)
+        return counts
+
+    async def fanout_with_holders(self, run_id: str) -> tuple[dict[str, int], list[HeldChildren]]:
+        """`fanout_progress`, and its running children by the service holding their step,
+        from the same read (`children.running_children`)."""
         query = select(
             steps.c.children_total,
             steps.c.children_succeeded,
@@ -568,15 +575,16 @@ class RunCatalogue(StoreCore):
         succeeded = sum(r.children_succeeded for r in rows)
         failed = sum(r.children_failed for r in rows)
         cancelled = sum(r.children_cancelled for r in rows)
-        pending = max(0, total - succeeded - failed - cancelled - running)
-        return {
+        pending = max(0, total - succeeded - failed - cancelled - running.count)
+        counts = {
             "total": total,
             "pending": pending,
-            "running": running,
+            "running": running.count,
             "succeeded": succeeded,
             "failed": failed,
             "cancelled": cancelled,
         }
+        return counts, running.held
 
     async def holding_a_step(self, run_ids: Sequence[str]) -> set[str]:
         """Which of `run_ids` have a step claimed by a worker right now."""

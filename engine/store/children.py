@@ -27,6 +27,7 @@ from typing import Any
 
 from sqlalchemy import (
     BigInteger,
+    CompoundSelect,
     Float,
     Select,
     Text,
@@ -36,9 +37,12 @@ from sqlalchemy import (
     delete,
     func,
     insert,
+    literal,
+    null,
     or_,
     select,
     text,
+    union_all,
     update,
 )
 from sqlalchemy.ext.asyncio import AsyncConnection
@@ -52,7 +56,14 @@ from engine.store.models import (
     StepStatus,
     TenantQuota,
 )
-from engine.store.records import ChildRow, ClaimedStep, VersionRecord, WaitingGroup
+from engine.store.records import (
+    ChildRow,
+    ClaimedStep,
+    HeldChildren,
+    RunningChildren,
+    VersionRecord,
+    WaitingGroup,
+)
 from schemas.definitions import MergeConfig, MergeVertex, Workflow
 from schemas.errors import BreakerRefusal
 from schemas.waiting import WaitReason
@@ -268,29 +279,50 @@ async def insert_children(
     return len(created)
 
 
-async def running_children(conn: AsyncConnection, run_id: str) -> int:
-    """Children of `run_id` still going with a step claimed right now (see
+async def running_children(conn: AsyncConnection, run_id: str) -> RunningChildren:
+    """Children of `run_id` still going with a step claimed right now, and by whom (see
     `running_children_statement`)."""
-    return int((await conn.execute(running_children_statement(run_id))).scalar_one())
+    count, held = 0, []
+    for row in (await conn.execute(running_children_statement(run_id))).all():
+        if row.every:
+            count = int(row.children)
+        elif row.claimed_by is not None:  # `schemabridge run` claims as no service
+            held.append(HeldChildren(row.claimed_by, int(row.children), row.lease_until))
+    return RunningChildren(count, held)
 
 
-def running_children_statement(run_id: str) -> Select[Any]:
-    """Counts the children of `run_id` still going with a step claimed right now.
+def running_children_statement(run_id: str) -> CompoundSelect[Any]:
+    """Counts the children of `run_id` still going with a step claimed right now: all of
+    them (the row with `every`), and by the service that claimed the step (`claimed_by`),
+    with the latest end of those claims' leases.
 
     Both sides are read from small indexes: the RUNNING steps (`ix_step_running_lease`) and
     the children still RUNNING (`ix_run_parent_status_item`), so a fan-out's finished
     children cost nothing however many there are. A child that has ended is counted by its
-    spawner's counters, never here, even while a step of it finishes in flight.
+    spawner's counters, never here, even while a step of it finishes in flight. One read for
+    both counts: a second join for the holders made `GET /runs/{id}` half again as slow at
+    100,000 children; the groups cannot give the total, since a child's two running steps
+    may have two holders.
     """
-    return (
-        select(func.count(func.distinct(steps.c.run_id)))
+    running = (
+        select(steps.c.run_id, steps.c.claimed_by, steps.c.lease_expires_at)
         .select_from(steps.join(runs, runs.c.id == steps.c.run_id))
         .where(
             runs.c.parent_run_id == run_id,
             runs.c.status == RunStatus.RUNNING.value,
             steps.c.status == StepStatus.RUNNING.value,
         )
+        .cte("running")
     )
+    children = func.count(func.distinct(running.c.run_id)).label("children")
+    by_holder = select(
+        running.c.claimed_by,
+        children,
+        func.max(running.c.lease_expires_at).label("lease_until"),
+        literal(False).label("every"),
+    ).group_by(running.c.claimed_by)
+    every = select(null().label("claimed_by"), children, null().label("lease_until"), literal(True))
+    return union_all(by_holder, every)
 
 
 async def holding_a_step(conn: AsyncConnection, run_ids: Sequence[str]) -> set[str]:

@@ -116,6 +116,26 @@ class Waiting:
 
 
 @dataclass(frozen=True)
+class HeldChildren:
+    """Children of a run with a RUNNING step claimed by one worker (`step.claimed_by`)."""
+
+    worker: str
+    children: int
+    lease_until: float | None
+    """The latest end of those claims' leases: by then every one of them is taken back unless
+    renewed."""
+
+
+@dataclass(frozen=True)
+class RunningChildren:
+    """Children of a run still going with a step claimed right now: how many, and of them
+    those each named service holds (one child may be in two groups: two running steps)."""
+
+    count: int
+    held: list[HeldChildren]
+
+
+@dataclass(frozen=True)
 class WaitingGroup:
     """Children of a run whose steps wait for one reason (`schemas.waiting.WaitReason`)."""
 

@@ -11,7 +11,7 @@ import time
 import pytest
 
 from demo.downstream import RunningDownstream
-from engine.coordination.heartbeat import Heartbeat
+from engine.coordination.heartbeat import Heartbeat, ServiceStatus
 from engine.operations import Operations, worker_liveness
 from engine.operations.worker_liveness import KEPT_S
 from engine.runtime import Runtime
@@ -69,12 +69,12 @@ async def test_the_answer_is_read_once_for_concurrent_askers_and_kept_2_s(
     runtime = await Runtime.open(settings_for(backend), clock=clock)
     reads: list[float] = []
 
-    async def counted(_: Runtime) -> bool | None:
+    async def counted(*_: object, **__: object) -> list[ServiceStatus]:
         reads.append(clock.now())
         await asyncio.sleep(0.01)  # in flight while the others ask
-        return False
+        return [ServiceStatus("worker-a", up=False, pid=7, uptime_s=1.0, last_seen=1.0)]
 
-    monkeypatch.setattr(worker_liveness, "workers_alive", counted)
+    monkeypatch.setattr(worker_liveness, "read_services", counted)
     try:
         alive = worker_liveness.WorkersAlive(runtime)
         assert await asyncio.gather(*(alive() for _ in range(5))) == [False] * 5

@@ -8,7 +8,8 @@ from __future__ import annotations
 import dataclasses
 
 from engine.coordination.heartbeat import ServiceStatus
-from engine.operations.run_views import Holders, holder_view
+from engine.operations.run_views import Holders, fanout_view, holder_view
+from engine.store import records
 from engine.store.records import StepRecord
 from tests.unit.test_retry_wait_view import step as record
 
@@ -106,3 +107,32 @@ def test_a_holder_is_judged_by_its_own_lease_when_its_heartbeat_says_it() -> Non
     judged = holder_view(step(), Holders(older, show_worker=True, now=NOW, lease_s=30.0))
     assert judged is not None and judged.state == "presumed_dead", judged
     assert judged.last_seen == NOW + 20 - 30.0
+
+
+def test_a_fanout_counts_the_running_children_of_each_dead_holder_most_first() -> None:
+    """Judged as a step's holder is, by the latest lease of its claims: children of a live
+    worker, of one this Redis never heard of, or read with Redis silent are not counted."""
+    statuses = {
+        "w-1": ServiceStatus("w-1", up=False, pid=7, uptime_s=1.0, last_seen=NOW - 42),
+        "w-2": ServiceStatus("w-2", up=True, pid=8, uptime_s=1.0, last_seen=NOW - 1),
+        "w-4": ServiceStatus("w-4", up=False, pid=9, uptime_s=1.0, last_seen=NOW - 90),
+    }
+    held = [
+        records.HeldChildren("w-1", 3, NOW + 20),
+        records.HeldChildren("w-2", 5, NOW + 25),
+        records.HeldChildren("w-3", 2, NOW + 25),
+        records.HeldChildren("w-4", 7, NOW + 5),
+    ]
+    counts = {"total": 20, "pending": 3, "running": 17, "succeeded": 0, "failed": 0}
+    counts |= {"cancelled": 0}
+    fanout = fanout_view(counts, [], NOW, held, Holders(statuses, show_worker=True, now=NOW))
+    assert [(d.holder.worker, d.children, d.lease_expires_at) for d in fanout.presumed_dead] == [
+        ("w-4", 7, NOW + 5),
+        ("w-1", 3, NOW + 20),
+    ]
+    assert fanout.presumed_dead[1].holder.silent_s == 42.0
+    tenant = fanout_view(counts, [], NOW, held, Holders(statuses, show_worker=False, now=NOW))
+    assert [(d.holder.worker, d.children) for d in tenant.presumed_dead] == [(None, 7), (None, 3)]
+    silent = fanout_view(counts, [], NOW, held, Holders(None, show_worker=True, now=NOW))
+    assert silent.presumed_dead == []
+    assert fanout_view(counts, [], NOW).presumed_dead == []
