@@ -12,7 +12,8 @@ On a terminal the progress is redrawn in place; piped, it is one line per change
 every `PIPED_INTERVAL_S` (and at every status change), never the same line twice in a row.
 Both say why work waits: each waiting step's reason, and for a fan-out the most common reason
 its children wait (`8 children waiting: tenant acme is at its rate limit …`), from the
-progress's `fanout.waiting`.
+progress's `fanout.waiting`, and which running children a worker presumed dead holds until
+their leases end (`fanout.presumedDead`).
 """
 
 from __future__ import annotations
@@ -33,7 +34,13 @@ from api.cli.client_errors import ApiFailure
 from api.cli.exit_codes import ExitCode
 from api.cli.reconnect import RESTARTING_LINE, Reconnect
 from api.cli.remote import say, status_text
-from api.cli.run_display import children_waiting_line, error_line, running_words, waiting_line
+from api.cli.run_display import (
+    children_waiting_line,
+    error_line,
+    held_lines,
+    running_words,
+    waiting_line,
+)
 from api.cli.run_options import ENDED
 from api.cli.text import clock
 from schemas.durations import duration
@@ -97,7 +104,7 @@ class Snapshot:
         children = children_waiting_line(fanout, now)
         if children is not None:
             parts.append(children)
-        return "  ".join(parts)
+        return "  ".join(parts + held_lines(fanout, now))
 
 
 class LiveView:
@@ -148,6 +155,7 @@ class LiveView:
         children = children_waiting_line(fanout, now)
         if children is not None:
             lines.append(Text(f"  {children}", style="yellow"))
+        lines += [Text(f"  {line}", style="yellow") for line in held_lines(fanout, now)]
         return Group(head, grid, *lines)
 
 

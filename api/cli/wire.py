@@ -235,6 +235,15 @@ class WaitingChildren(Wire):
     until: float | None = None
 
 
+class HeldChildren(Wire):
+    """A fan-out's running children whose steps one worker presumed dead holds."""
+
+    holder: HolderView
+    children: int
+    lease_expires_at: float | None = None
+    """The latest end of their leases: every one of them is taken back by then."""
+
+
 class FanoutProgress(Wire):
     total: int = 0
     pending: int = 0
@@ -253,6 +262,9 @@ class FanoutProgress(Wire):
     waiting: list[WaitingChildren] = []
     """Children with a waiting step, by reason, most first (empty from an API that does not
     say)."""
+    presumed_dead: list[HeldChildren] = []
+    """Running children held by a worker presumed dead, by worker, most first (empty from an
+    API that does not say)."""
 
 
 class RunDetail(RunSummary):

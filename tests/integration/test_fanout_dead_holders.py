@@ -8,6 +8,9 @@ from __future__ import annotations
 
 import uuid
 
+from api.cli import text
+from api.cli.run_display import held_children_line
+from api.cli.wire import HeldChildren as WireHeld
 from engine.coordination.heartbeat import Heartbeat
 from engine.operations import Operations
 from engine.operations.worker_liveness import KEPT_S
@@ -74,5 +77,10 @@ async def test_children_held_by_a_dead_worker_are_said_on_the_parent(backend: Ba
             "presumed_dead",
             3,
         )
+        wire = WireHeld.model_validate(held.model_dump(mode="json", by_alias=True))
+        line = held_children_line(wire, clock.now())
+        assert line.startswith(f"3 running children held by worker {dead} (no heartbeat for ")
+        ends = text.clock(max(leases))[:8]
+        assert line.endswith(f"presumed dead); taken back when their leases end, by {ends}")
     finally:
         await runtime.close()

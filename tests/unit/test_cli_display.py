@@ -653,6 +653,52 @@ def test_runs_show_says_who_holds_a_running_step_and_whether_it_is_alive() -> No
     ) in " ".join(later.split()), later
 
 
+def dead_holder(children: int, worker: str | None = "worker-2") -> dict[str, object]:
+    """`children` running children held by `worker`, silent 42 s, leases ending by NOW + 20
+    (the API's JSON of `FanoutProgress.presumedDead`)."""
+    holder = {"worker": worker, "state": "presumed_dead", "lastSeen": NOW - 42, "silentS": 42.0}
+    return {"holder": holder, "children": children, "leaseExpiresAt": NOW + 20}
+
+
+def test_a_fanout_says_which_running_children_a_dead_worker_holds() -> None:
+    # kill -9 of one of two workers: the parent read "37 running, 0 waiting" and said nothing
+    # more until the leases ended; only each child's `runs show` named the dead holder.
+    ends = clock(NOW + 20)[:8]
+    dead = [dead_holder(37), dead_holder(1, "worker-5")]
+    fields = running_fan_out({"total": 300, "running": 40, "presumedDead": dead})
+    text = " ".join(rendered(run_display.run_view(RunDetail.model_validate(fields), NOW)).split())
+    assert "40 running (38 of them held by a worker presumed dead), 0 waiting" in text, text
+    said = (
+        "37 running children held by worker worker-2 (no heartbeat for 42 s: presumed dead); "
+        f"taken back when their leases end, by {ends}"
+    )
+    assert said in text, text
+    assert (
+        "1 running child held by worker worker-5 (no heartbeat for 42 s: presumed dead); "
+        f"taken back when its lease ends at {ends}"
+    ) in text, text
+    # A tenant key is not told which worker; leases over, the next claim takes them back.
+    hidden = RunDetail.model_validate(running_fan_out({"presumedDead": [dead_holder(37, None)]}))
+    (line,) = run_display.held_lines(hidden.fanout, NOW + 60)
+    assert line == (
+        "37 running children held by a worker (no heartbeat for 42 s: presumed dead); their "
+        f"leases ended by {ends}: the next worker to claim takes them back (`schemabridge "
+        "services` lists the workers alive; start one if none is)"
+    )
+    ended = {**fields, "status": "CANCELLED", "endedAt": NOW}
+    assert "taken back" not in rendered(run_display.run_view(RunDetail.model_validate(ended), NOW))
+    from api.cli.watch import LiveView, Snapshot
+
+    progress = fanout_progress([])
+    progress["fanout"] = {**progress["fanout"], "presumedDead": dead[:1]}  # type: ignore[dict-item]
+    summary = Snapshot.of(progress).summary()
+    assert "8 running (37 of them held by a worker presumed dead))" in summary, summary
+    assert said in summary, summary
+    live = LiveView("run r1 (fan v1)", 0.0)
+    live.snapshot = Snapshot.of(progress)
+    assert said in " ".join(rendered(live.render()).split())
+
+
 def attempts_of(step: Mapping[str, object]) -> str:
     """What `runs show`'s ATTEMPTS column says of a step shaped as `step` (a GATEWAY)."""
     fields = {"vertexId": "charge", "type": "GATEWAY", "status": "SUCCEEDED"} | dict(step)

@@ -31,6 +31,7 @@ MIRRORS: list[tuple[type[wire.Wire], type[pydantic.BaseModel]]] = [
     (wire.HolderView, views.HolderView),
     (wire.StepView, views.StepView),
     (wire.WaitingChildren, views.WaitingChildren),
+    (wire.HeldChildren, views.HeldChildren),
     (wire.FanoutProgress, views.FanoutProgress),
     (wire.RunDetail, views.RunDetail),
     (wire.StepProgress, views.StepProgress),
