@@ -189,6 +189,28 @@ def judged_text(candidate: VersionCounts, limit: float, against: str = ", thresh
     )
 
 
+def counted(number: int, nouns: str) -> str:
+    """ "20 finished runs", "1 finished run": a count as a stage's words say it."""
+    return f"{number:,} {nouns}" if number != 1 else f"1 {nouns.removesuffix('s')}"
+
+
+def waits_for(stage: Stage, policy: RollbackPolicy) -> str:
+    """What a stage waits for before it can pass, in the terms of its check's waiting reason
+    ("waiting at stage 1: 3/10 runs, 41 s more, 3/20 finished runs"): "10 runs, 1 min, 20
+    finished runs". The finished runs are the candidate's since the deployment began, which
+    its judgement needs: a stage's minimum runs alone read as the whole of it, while its
+    check waited for the policy's finished runs too. "nothing but its check" when no minimum
+    is set."""
+    needs = []
+    if stage.min_runs:
+        needs.append(counted(stage.min_runs, "runs"))
+    if stage.min_duration_s > 0:
+        needs.append(duration(stage.min_duration_s))
+    if policy.min_finished_runs:
+        needs.append(counted(policy.min_finished_runs, "finished runs"))
+    return ", ".join(needs) or "nothing but its check"
+
+
 def decide(
     stage: Stage,
     policy: RollbackPolicy,

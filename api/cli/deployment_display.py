@@ -353,14 +353,21 @@ def policy_line(deployment: DeploymentView) -> str:
             f"(threshold now {deployment.threshold:.3f})"
         )
     return (
-        f"{limit}, judged from {plural(policy.min_finished_runs, 'finished run')}; "
+        # Since it began: each stage's line says the same finished runs, not new ones.
+        f"{limit}, judged from {plural(policy.min_finished_runs, 'finished run')} since the "
+        "deployment began; "
         f"checked every {duration(deployment.check_interval_seconds)}"
     )
 
 
 def stages_line(deployment: DeploymentView) -> str:
+    """ "stages: 25 % (10 runs, 10 s, 20 finished runs) → …": what each stage waits for, in
+    the API's words, which are its check's (the finished runs too: "10 runs" alone read as
+    all of it while the check said "19/20 finished runs")."""
     parts = [
-        f"{percent(s.weight)} ({plural(s.min_runs, 'run')}, {duration(s.min_duration_seconds)})"
+        f"{percent(s.weight)} ("
+        + (s.waits_for or f"{plural(s.min_runs, 'run')}, {duration(s.min_duration_seconds)}")
+        + ")"
         for s in deployment.stages
     ]
     return "stages: " + " → ".join(parts)

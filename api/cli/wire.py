@@ -605,6 +605,8 @@ class StageView(Wire):
     weight: float
     min_runs: int
     min_duration_seconds: float
+    waits_for: str | None = None
+    """None from a server older than the field: the CLI then says the runs and time alone."""
     started_at: float | None = None
     ended_at: float | None = None
 

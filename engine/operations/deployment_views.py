@@ -99,6 +99,12 @@ class StageView(View):
     weight: float
     min_runs: int
     min_duration_seconds: float
+    waits_for: str = Field(
+        description="What the stage waits for before it can pass, in the terms of its check "
+        "(`holding`): its runs, its duration and, from the rollback policy, the candidate's "
+        'finished runs since the deployment began that a verdict needs, e.g. "10 runs, 10 s, '
+        '20 finished runs"; "nothing but its check" when no minimum is set.'
+    )
     started_at: float | None = None
     """When it began (None: not yet)."""
     ended_at: float | None = None
@@ -301,6 +307,7 @@ def _figures(counts: deploy.VersionCounts, version: int, url: str) -> VersionFig
 
 
 def _stages(record: DeploymentRecord) -> list[StageView]:
+    policy = deploy.RollbackPolicy.from_dict(record.rollback)
     started: dict[int, float] = {}
     for event in record.timeline:
         if event.get("event") in ("started", "stage"):
@@ -318,6 +325,7 @@ def _stages(record: DeploymentRecord) -> list[StageView]:
                 weight=stage.weight,
                 min_runs=stage.min_runs,
                 min_duration_seconds=stage.min_duration_s,
+                waits_for=deploy.waits_for(stage, policy),
                 started_at=begun,
                 ended_at=ended,
             )

@@ -233,8 +233,8 @@ def test_a_failing_candidate_is_rolled_back_with_its_exposure(stack: Stack) -> N
     ) in shown
     assert "threshold 0.100" in shown
     assert (
-        "rollback when the candidate's failure ratio exceeds 0.1, judged from 3 finished runs; "
-        "checked every "
+        "rollback when the candidate's failure ratio exceeds 0.1, judged from 3 finished runs "
+        "since the deployment began; checked every "
     ) in shown
     assert re.search(
         r"^rolled back at stage 1 \(engine\): the candidate failed \d+ of", shown, re.M

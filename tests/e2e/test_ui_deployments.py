@@ -247,7 +247,9 @@ def deploy_from_the_form(server: DemoServer, page: Any) -> str:
     assert page.locator(".stage-now").inner_text() == "stage 1 of 2 (50 %)"
     assert page.locator(".weight-now").inner_text() == "50 %"
     assert page.locator(".stage-current").inner_text().startswith("50 %")
-    assert "1,000 runs, 1 h at least" in page.locator(".stage-current").inner_text()
+    assert (
+        "waits for 1,000 runs, 1 h, 5 finished runs" in page.locator(".stage-current").inner_text()
+    )
     assert "0.2" in page.locator("main").inner_text()
     shown = server.call(f"/deployments/{deployment_id}")
     assert [s["weight"] for s in shown["stages"]] == [50, 100]
@@ -415,7 +417,7 @@ def test_a_failing_candidate_is_rolled_back_and_shows_its_exposure(
         assert (
             "Rolls back when the candidate's failure ratio exceeds 0.1 or the serving version's "
             "ratio + 0.05, whichever is higher (threshold now 0.100), judged once 3 runs of the "
-            "candidate have finished; checked every "
+            "candidate have finished since the deployment began; checked every "
         ) in page.locator(".policy-line").inner_text()
         candidate = page.locator('table.figures tr[data-role="candidate"] td').all_inner_texts()
         assert candidate[-2:] == ["1.000", "runs of v2"]
@@ -529,7 +531,8 @@ def test_a_candidate_refusing_the_input_shows_its_refusals(
             lambda answer: {**answer, "rollback": {**answer["rollback"], "minFinishedRuns": 1}},
         )
         policy = page.locator(".policy-line", has_text="judged once 1 run")
-        assert "judged once 1 run of the candidate has finished;" in policy.inner_text()
+        said = "judged once 1 run of the candidate has finished since the deployment began;"
+        assert said in policy.inner_text()
     with opened(browser, f"{server.ui}#/deployments") as (page, _):
         row = page.locator(f'tr[data-deployment="{deployment_id}"]')
         row.wait_for()

@@ -19,6 +19,7 @@ from vertices.deploy import (
     VersionCounts,
     decide,
     threshold,
+    waits_for,
 )
 
 STAGE = Stage(weight=10, min_runs=20, min_duration_s=60)
@@ -158,3 +159,21 @@ def test_the_docs_quote_a_stage_s_wait_as_decide_says_it() -> None:
         assert re.match(r"waiting at stage \d+: ", wait), wait
         span = re.search(r"([\d.]+) s more", wait)
         assert span is not None and f"{span.group(1)} s" == duration(float(span.group(1))), wait
+
+
+def test_what_a_stage_waits_for_is_said_in_its_checks_terms() -> None:
+    """The tour: a stage shown as "25 % (10 runs, 10 s)" whose check said "19/20 finished
+    runs". A stage's words name the finished runs its verdict needs, as its check does."""
+    stage = Stage(weight=25, min_runs=10, min_duration_s=10)
+    policy = dataclasses.replace(POLICY, min_finished_runs=20)
+    assert waits_for(stage, policy) == "10 runs, 10 s, 20 finished runs"
+    held = decide(stage, policy, figures(counts(19, 0, running=3), runs=22, elapsed=30), 5.0)
+    assert isinstance(held, Hold) and "19/20 finished runs" in held.reason
+    one = dataclasses.replace(policy, min_finished_runs=1)
+    assert waits_for(Stage(weight=100, min_runs=1, min_duration_s=0), one) == (
+        "1 run, 1 finished run"
+    )
+    none = dataclasses.replace(policy, min_finished_runs=0)
+    assert waits_for(Stage(weight=100, min_runs=0, min_duration_s=0), none) == (
+        "nothing but its check"
+    )

@@ -119,6 +119,20 @@ def test_a_running_deployment_shows_what_it_waits_for_and_its_warnings() -> None
     assert "warning: tickets is a SPAWNER's child …" in shown
 
 
+def test_each_stage_says_what_it_waits_for_in_the_apis_words() -> None:
+    """The check's terms, finished runs included ("10 runs" alone disagreed with "19/20
+    finished runs"); from a server without `waitsFor`, the runs and time as before."""
+    said = {"stage": 1, "weight": 25, "minRuns": 10, "minDurationSeconds": 10}
+    words = {**said, "waitsFor": "10 runs, 10 s, 20 finished runs"}
+    shown = rendered(deployment_view(deployment(stages=[words]), AT))
+    assert "stages: 25 % (10 runs, 10 s, 20 finished runs)" in shown, shown
+    assert "judged from 20 finished runs since the deployment began; checked every 5.0 s" in (
+        shown
+    ), shown
+    older = rendered(deployment_view(deployment(stages=[said]), AT))
+    assert "stages: 25 % (10 runs, 10 s)" in older, older
+
+
 def test_a_candidate_that_received_only_refusals_has_no_runs_to_list() -> None:
     # Every submission routed to v4 was refused (422, no run): a `runs list` of v4 would be
     # empty, so `show` says why instead of giving the command.

@@ -180,7 +180,9 @@ function stagesList(d) {
         { class: `stage ${cls}`, "aria-current": state === "in force" ? "step" : null },
         h("strong", {}, pct(stage.weight)),
         h("span", { class: "small" }, ` ${state}`),
-        h("span", { class: "small muted stage-hold" }, `${plural(stage.minRuns, "run")}, ${duration(stage.minDurationSeconds)} at least`),
+        // What the stage waits for in its check's words (the finished runs too): "10 runs"
+        // alone read as all of it while the check said "19/20 finished runs".
+        h("span", { class: "small muted stage-hold" }, `waits for ${stage.waitsFor}`),
         stage.startedAt ? h("span", { class: "small muted" }, "began ", time(stage.startedAt)) : null,
       );
     }),
@@ -247,7 +249,7 @@ function policyLine(d) {
     p.marginOverServing === null || p.marginOverServing === undefined
       ? ""
       : ` or the serving version's ratio + ${p.marginOverServing}, whichever is higher (threshold now ${ratio(d.threshold)})`;
-  return `Rolls back when the candidate's failure ratio exceeds ${p.maxFailureRatio}${margin}, judged once ${plural(p.minFinishedRuns, "run")} of the candidate ${p.minFinishedRuns === 1 ? "has" : "have"} finished; checked every ${duration(d.checkIntervalSeconds)}.`;
+  return `Rolls back when the candidate's failure ratio exceeds ${p.maxFailureRatio}${margin}, judged once ${plural(p.minFinishedRuns, "run")} of the candidate ${p.minFinishedRuns === 1 ? "has" : "have"} finished since the deployment began; checked every ${duration(d.checkIntervalSeconds)}.`;
 }
 
 function exposureSection(d) {
