@@ -206,8 +206,9 @@ class DeploymentView(View):
         "runs: what may keep the deployment from progressing or from a verdict on evidence "
         "although it started: the workflow runs mostly as a SPAWNER's child (whose version its "
         "parent pins); on the start only: the candidate's inputSchema refuses recent inputs of "
-        "the serving version, the policy needs no finished run, the version was rolled back "
-        "before, no worker is alive.",
+        "the serving version, the policy needs no finished run, stage 1 waits for more finished "
+        "runs (`minFinishedRuns`) than its `minRuns`, the version was rolled back before, no "
+        "worker is alive.",
     )
     # Decided here, not in the clients: from the status alone they read an old promotion as
     # "the candidate now serves" long after another version replaced it.

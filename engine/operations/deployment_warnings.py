@@ -3,12 +3,14 @@ in one set of words for every front door (REST, the CLI, the monitor) (docs/arch
 'Versions and deployments').
 
 A start is never refused for these: each is a reason the deployment may not do what the
-operator expects (it will not progress, it will judge nothing, it repeats a version that
-failed before, its candidate refuses what clients send), said in the answer's `warnings`.
+operator expects (it will not progress, it will judge nothing, its first stage waits for more
+finished runs than its runs, it repeats a version that failed before, its candidate refuses
+what clients send), said in the answer's `warnings`.
 """
 
 from __future__ import annotations
 
+import math
 import shlex
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
@@ -19,6 +21,7 @@ from engine.store.records import DeploymentRecord
 from engine.validation import validate_input
 from schemas.clock import utc_moment
 from schemas.definitions import Workflow
+from vertices.deploy import counted
 
 if TYPE_CHECKING:
     from engine.operations.deployment_views import RollbackSpec, StageSpec
@@ -54,6 +57,26 @@ def no_evidence_warning(stages: Sequence[StageSpec], rollback: RollbackSpec) -> 
             else ""
         )
         + "; give --min-finished (minFinishedRuns) at least 1 for a verdict on evidence"
+    )
+
+
+def finished_runs_warning(
+    version: int, stages: Sequence[StageSpec], rollback: RollbackSpec
+) -> str | None:
+    """A first stage that waits for more finished runs than its runs: no stage passes before
+    the candidate is judged, on `minFinishedRuns` finished runs since the deployment began,
+    so with fewer `minRuns` stage 1 waits past them (a tour set `--min-runs 10`, was shown
+    "10 runs", and waited for "19/20 finished runs", some 90 submissions at 25 %). Stage 1
+    only: the later stages begin with those runs, as the one before passed on them."""
+    first, needed = stages[0], rollback.min_finished_runs
+    if needed <= first.min_runs:
+        return None
+    submissions = math.ceil(needed * 100 / first.weight)
+    return (
+        f"stage 1 waits for {counted(needed, 'finished runs')} of v{version} (--min-finished, "
+        f"minFinishedRuns) before it can pass, more than its {counted(first.min_runs, 'runs')} "
+        f"(--min-runs, minRuns): at {first.weight:g} % of new runs, about "
+        f"{counted(submissions, 'submissions')}"
     )
 
 

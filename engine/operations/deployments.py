@@ -41,6 +41,7 @@ from engine.operations.deployment_views import (
 from engine.operations.deployment_warnings import (
     INPUTS_CHECKED,
     NO_WORKER,
+    finished_runs_warning,
     input_warning,
     no_evidence_warning,
     redeploy_warning,
@@ -187,6 +188,7 @@ def _start_warnings(
         child_warning(workflow, version, facts.parents),
         input_warning(workflow, facts.candidate, version, serving_version, list(inputs)),
         no_evidence_warning(stages, rollback),
+        finished_runs_warning(version, stages, rollback),
         redeploy_warning(version, facts.rolled_back),
         NO_WORKER if facts.workers_alive is False else None,
     ]

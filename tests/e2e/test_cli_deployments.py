@@ -206,6 +206,31 @@ def test_deploying_a_spawners_child_warns_that_its_parent_pins_it(stack: Stack) 
     assert "warning" not in stack.ok("deployments", "show", deployment_id).stdout
 
 
+def test_a_stage_that_waits_for_finished_runs_says_so(stack: Stack) -> None:
+    """The tour: `--min-runs 10` with the default `--min-finished` 20, shown as "25 % (10
+    runs, 10 s)" while its check said "19/20 finished runs", warned of nothing at --dry-run
+    or start; stage 1 passed after some 90 submissions."""
+    published_versions(stack, "dep-finished")
+    given = ["--version", "2", "--stages", "25,50,100", "--min-runs", "10", "--min-duration", "10s"]
+    said = (
+        "warning: stage 1 waits for 20 finished runs of v2 (--min-finished, minFinishedRuns) "
+        "before it can pass, more than its 10 runs (--min-runs, minRuns): at 25 % of new runs, "
+        "about 80 submissions\n"
+    )
+    dry = stack.ok("deployments", "start", "dep-finished", *given, "--dry-run")
+    assert said in dry.stderr, dry.stderr
+    started = stack.ok("deployments", "start", "dep-finished", *given)
+    assert said in started.stderr, started.stderr
+    deployment_id = started_id(started.stdout)
+    shown = stack.ok("deployments", "show", deployment_id).stdout
+    # What each stage waits for, in the check's terms ("waiting at stage 1: …, 0/20 finished
+    # runs"): the runs, the time and the finished runs, never the runs alone.
+    each = "(10 runs, 10 s, 20 finished runs)"
+    assert f"stages: 25 % {each} → 50 % {each} → 100 % {each}\n" in shown, shown
+    assert "judged from 20 finished runs since the deployment began; " in shown, shown
+    stack.ok("deployments", "abort", deployment_id)
+
+
 def test_a_failing_candidate_is_rolled_back_with_its_exposure(stack: Stack) -> None:
     published_versions(stack, "dep-broken", failing=True)
     started = stack.ok(

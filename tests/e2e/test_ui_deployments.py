@@ -186,6 +186,40 @@ def test_the_deploy_form_warns_when_parents_pin_the_workflow(
     server.call(f"/deployments/{deployment_id}/abort", {})
 
 
+def test_the_deploy_form_warns_when_stage_1_waits_for_more_finished_runs_than_runs(
+    server: DemoServer, browser: Any
+) -> None:
+    """The tour: 10 runs a stage with the default 20 finished runs before judging, told
+    nothing; the stage read "10 runs, 10 s" while its check said "19/20 finished runs"."""
+    server.publish_versions("ui-finished", failing=False)
+    with opened(browser, f"{server.ui}#/workflows/ui-finished?v=2") as (page, _):
+        page.get_by_role("button", name="Deploy v2…").click()
+        dialog = page.locator("dialog.deploy-dialog")
+        page.fill("#deploy-stages", "25, 50, 100")
+        page.fill("#deploy-min-runs", "10")
+        page.fill("#deploy-min-duration", "10s")
+        dialog.get_by_role("button", name="Deploy v2", exact=True).click()
+        warning = dialog.locator(".deploy-warning")
+        warning.wait_for()
+        text = " ".join(warning.inner_text().split())
+        assert text == (
+            "⚠ Before you deploy: stage 1 waits for 20 finished runs of v2 (--min-finished, "
+            "minFinishedRuns) before it can pass, more than its 10 runs (--min-runs, minRuns): "
+            "at 25 % of new runs, about 80 submissions"
+        ), text
+        shoot(page, "deploy-form-finished-runs", narrow=False)
+        dialog.get_by_role("button", name="Deploy v2 anyway").click()
+        page.wait_for_url("**#/deployments/*")
+        deployment_id = page.url.rsplit("/", 1)[1]
+        stages = page.locator(".stages .stage-hold")
+        stages.first.wait_for()
+        assert stages.all_inner_texts() == ["waits for 10 runs, 10 s, 20 finished runs"] * 3
+        # The check's words, beside the stage's: the same finished runs.
+        page.locator(".deploy-holding", has_text="/20 finished runs").wait_for()
+        shoot(page, "deployment-finished-runs", narrow=False)
+    server.call(f"/deployments/{deployment_id}/abort", {})
+
+
 def promote(server: DemoServer, name: str) -> str:
     """A deployment of `name` v2 in one stage that holds for nothing: promoted at once. Its id."""
     server.publish_versions(name, failing=False)

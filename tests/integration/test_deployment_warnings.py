@@ -231,6 +231,37 @@ async def test_a_start_warns_of_what_will_keep_it_from_a_sound_verdict(
     ), again.warnings[1]
 
 
+async def test_a_stage_that_waits_for_finished_runs_says_so_before_and_while_it_waits(
+    env: Deploying, downstream: RunningDownstream
+) -> None:
+    """The tour, scaled down: `--stages 25,50,100 --min-runs 10` with the default
+    `--min-finished` 20, shown "25 % (10 runs, 10 s)" while its check said "19/20 finished
+    runs", and warned of nothing. The preview and the start warn; each stage's words and the
+    check's name the same finished runs."""
+    await env.publish_orders(downstream.url)
+    stages = [StageSpec(weight=w, min_runs=2, min_duration_seconds=0) for w in (25, 50, 100)]
+    policy = RollbackSpec(min_finished_runs=6)
+    said = (
+        "stage 1 waits for 6 finished runs of v2 (--min-finished, minFinishedRuns) before it "
+        "can pass, more than its 2 runs (--min-runs, minRuns): at 25 % of new runs, about "
+        "24 submissions"
+    )
+
+    preview = await env.ops.deployments.start_preview("orders", 2, stages=stages, rollback=policy)
+    started = await env.start("orders", 2, stages, policy)
+
+    assert preview.warnings == [said], preview.warnings
+    assert started.warnings == [said], started.warnings
+    assert [s.waits_for for s in started.stages] == ["2 runs, 6 finished runs"] * 3
+    for _ in range(2):
+        await env.candidate_run("orders")
+    shown = await env.checked(started, 1)
+    assert shown.stage == 1 and shown.holding is not None, shown
+    # Its 2 runs are there: what it still waits for is what its words said besides them.
+    assert shown.holding.startswith("waiting at stage 1: 2/6 finished runs; "), shown.holding
+    assert shown.stages[0].waits_for == "2 runs, 6 finished runs"
+
+
 async def test_a_rollback_later_superseded_by_the_version_serving_is_not_warned_of(
     env: Deploying, downstream: RunningDownstream
 ) -> None:

@@ -9,6 +9,7 @@ from typing import Any
 
 from engine.operations.deployment_views import RollbackSpec, StageSpec
 from engine.operations.deployment_warnings import (
+    finished_runs_warning,
     no_evidence_warning,
     redeploy_warning,
     rerun_warning,
@@ -30,6 +31,25 @@ def test_a_policy_without_any_minimum_promotes_at_the_first_check() -> None:
     held = [StageSpec(weight=100, min_runs=5, min_duration_seconds=0)]
     partly = no_evidence_warning(held, RollbackSpec(min_finished_runs=0))
     assert partly is not None and "first check" not in partly
+
+
+def test_a_first_stage_that_waits_for_more_finished_runs_than_its_runs_says_so() -> None:
+    """The tour: `--stages 25,50,100 --min-runs 10` with the default `--min-finished` 20,
+    told nothing, passed stage 1 after some 90 submissions. Stage 1 only: the later stages
+    begin with the finished runs it passed on."""
+    stages = [StageSpec(weight=w, min_runs=10, min_duration_seconds=10) for w in (25, 50, 100)]
+    assert finished_runs_warning(2, stages, RollbackSpec()) == (
+        "stage 1 waits for 20 finished runs of v2 (--min-finished, minFinishedRuns) before it "
+        "can pass, more than its 10 runs (--min-runs, minRuns): at 25 % of new runs, about "
+        "80 submissions"
+    )
+    assert finished_runs_warning(2, stages, RollbackSpec(min_finished_runs=10)) is None
+    assert finished_runs_warning(2, stages, RollbackSpec(min_finished_runs=0)) is None
+    later = [StageSpec(weight=10, min_runs=30), StageSpec(weight=100, min_runs=5)]
+    assert finished_runs_warning(2, later, RollbackSpec()) is None
+    bare = finished_runs_warning(3, BARE, RollbackSpec(min_finished_runs=1))
+    assert bare is not None and bare.startswith("stage 1 waits for 1 finished run of v3 ")
+    assert "more than its 0 runs" in bare and bare.endswith("about 10 submissions")
 
 
 def serving(version: int, candidate: int | None = None) -> ServingRecord:

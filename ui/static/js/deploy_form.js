@@ -82,7 +82,7 @@ export function deployForm(name, version, serving) {
       minDuration: field("deploy-min-duration", "Time per stage", DEFAULTS.minDuration, "…and after this long: 60s, 5m, 1h (a bare number is seconds).", { inputmode: "text" }),
       maxFailureRatio: field("deploy-max-failure-ratio", "Maximum failure ratio", DEFAULTS.maxFailureRatio, "Over this share of FAILED runs the candidate rolls back by itself (0 to 1)."),
       margin: field("deploy-margin", "Margin over serving (optional)", DEFAULTS.margin, `Or over v${serving}'s own failure ratio plus this, if higher.`),
-      minFinished: field("deploy-min-finished", "Finished runs before judging", DEFAULTS.minFinished, "The candidate is judged once this many of its runs have finished.", { inputmode: "numeric" }),
+      minFinished: field("deploy-min-finished", "Finished runs before judging", DEFAULTS.minFinished, "The candidate is judged once this many of its runs have finished; no stage passes before.", { inputmode: "numeric" }),
     };
     const state = h("p", { class: "deploy-state", role: "alert" });
     const submit = h("button", { type: "submit", class: "primary" }, `Deploy v${version}`);
