@@ -144,9 +144,13 @@ def test_a_failed_run_is_read_retried_resolved_and_started_over(
     assert "failed step lookup: http_error" in shown
     assert re.search(r"^HTTP\s+status 404 after 1 attempt$", shown, re.M), shown
     assert re.search(r'^body\s+\{"error":"demo answer 404"\}$', shown, re.M), shown
+    # The worker that made the attempt (`serve`'s own, or one of the cluster's) is named.
     assert re.search(
-        r"^attempts\s+1\.1\s+\S+\s+GET \S+/customers/c-9%3Fstatus%3D404 → 404", shown, re.M
-    )
+        r"^attempts\s+1\.1\s+\S+\s+worker (serve-\S+|w1|w2)\s+"
+        r"GET \S+/customers/c-9%3Fstatus%3D404 → 404",
+        shown,
+        re.M,
+    ), shown
     assert "None" not in shown
 
     log = stack.ok("runs", "logs", run).stdout
