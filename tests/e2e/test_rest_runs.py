@@ -567,6 +567,7 @@ async def test_run_detail_children_and_logs_of_a_fanout(working: Api) -> None:
         "failed": 1,
         "cancelled": 0,
         "waiting": [],
+        "presumedDead": [],
     }
     each = next(s for s in detail["steps"] if s["vertexId"] == "each")
     assert each["children"] == {"total": 5, "succeeded": 4, "failed": 1, "cancelled": 0}

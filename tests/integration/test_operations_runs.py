@@ -643,6 +643,7 @@ async def test_a_fan_out_shows_its_progress_and_children(
         "failed": 3,
         "cancelled": 0,
         "waiting": [],
+        "presumed_dead": [],
     }
     spawner = next(s for s in run.steps if s.vertex_id == "each")
     assert spawner.type == "SPAWNER" and spawner.children is not None
