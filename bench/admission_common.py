@@ -77,7 +77,8 @@ MY_KEY_PATTERNS = ("*bench-downstream*", "*bench-dest-*", "sb:tenant-rate:tenant
 
 async def fresh_backend() -> Backend:
     """A fresh PostgreSQL database, like bench/common.make_backend, but without FLUSHDB of
-    Redis db 14: only this module's keys (its destinations and tenants) are deleted, so an
+    Redis db 14: only this module's keys (its destinations and tenants, and the id of the
+    database the Redis serves, which the new one's workers write anew) are deleted, so an
     engineer's benchmark sharing db 14 is not disturbed (and cannot disturb ours: every key
     admission reads is per destination or per tenant)."""
     name = f"sb_bench_{uuid.uuid4().hex[:8]}"
@@ -93,6 +94,10 @@ async def fresh_backend() -> Backend:
             if keys:
                 client.delete(*keys)
         client.srem("sb:destinations", DESTINATION, *[f"bench-dest-{x}" for x in "ab"])
+        # A Redis serves one database's processes (`engine.coordination.keys.STORE_ID`, named
+        # here: this code also drives older snapshots, bench/interleave.sh): the new one takes
+        # it over.
+        client.delete("sb:store-id")
     finally:
         client.close()
     return Backend(
