@@ -4,8 +4,9 @@ not poll.
     retry: 3000                once, before the first event: how long to wait before
                                reconnecting (ms)
     event: progress            whenever the run's status, a step's status or the fan-out
-    id: 1767225600123456       counters changed (the first event is the run as it is now)
-    data: {RunProgress}
+    id: 1767225600123456       counters changed (the first event is the run as it is now);
+    data: {RunProgress}        not for a dead holder's `silentS` alone, which each read
+                               counts anew (its `lastSeen` stays: count on from it)
 
     : heartbeat                a comment every `HEARTBEAT_S` while nothing changed
 
@@ -133,6 +134,20 @@ def _as_data(progress: RunProgress) -> dict[str, Any]:
     return progress.model_dump(mode="json", by_alias=True)
 
 
+def _as_seen(progress: RunProgress) -> RunProgress:
+    """`progress` less what every read counts anew though nothing happened: a dead holder's
+    `silent_s` (now less its `last_seen`, which stays). Compared whole, a stream sent the same
+    run again at each fallback read for as long as a dead worker held children."""
+    fanout = progress.fanout
+    if not fanout.presumed_dead:
+        return progress
+    dead = [
+        held.model_copy(update={"holder": held.holder.model_copy(update={"silent_s": None})})
+        for held in fanout.presumed_dead
+    ]
+    return progress.model_copy(update={"fanout": fanout.model_copy(update={"presumed_dead": dead})})
+
+
 async def _key_ended(key_live: KeyCheck) -> str | None:
     """The `error` event that ends a stream whose key is no longer live (or whose keys
     cannot be read), None while it is."""
@@ -227,7 +242,7 @@ async def progress_events(
             yield event("error", error_body(exc.code, exc.message, exc.details))
             return
         read_at = loop.time()
-        if latest != current and not latest.ended:
+        if _as_seen(latest) != _as_seen(current) and not latest.ended:
             yield event("progress", _as_data(latest), ids.next())
             spoke_at = read_at
         current = latest
