@@ -32,15 +32,10 @@ from rich.text import Text
 
 from api.cli.client_errors import ApiFailure
 from api.cli.exit_codes import ExitCode
+from api.cli.fanout_words import held_lines, running_words
 from api.cli.reconnect import RESTARTING_LINE, Reconnect
 from api.cli.remote import say, status_text
-from api.cli.run_display import (
-    children_waiting_line,
-    error_line,
-    held_lines,
-    running_words,
-    waiting_line,
-)
+from api.cli.run_display import children_waiting_line, error_line, waiting_line
 from api.cli.run_options import ENDED
 from api.cli.text import clock
 from schemas.durations import duration

@@ -9,7 +9,7 @@ from __future__ import annotations
 import uuid
 
 from api.cli import text
-from api.cli.run_display import held_children_line
+from api.cli.fanout_words import held_children_line
 from api.cli.wire import HeldChildren as WireHeld
 from engine.coordination.heartbeat import Heartbeat
 from engine.operations import Operations
