@@ -3,8 +3,11 @@
 Live (stderr): one bar for the run's steps, one for its children once it fans out, and under
 them one line per reason work is waiting, from the steps' `waiting` (docs/architecture.md,
 'Why a step waits'): `call: redispatch 2/3 in 9 s after …`, `997 children: tenant default is
-at its rate limit (1000/1000 GATEWAY steps a minute) … next try in 3 s`. While the database
-does not answer, a line says so and the display keeps polling.
+at its rate limit (1000/1000 GATEWAY steps a minute) … next try in 3 s`. The children's bar
+says of its running ones how many a worker presumed dead holds, and a line per such worker
+says until when, in `runs watch`'s words (`api.cli.fanout_words`): children held by a worker
+of the same database that died are running in name only until their leases end. While the
+database does not answer, a line says so and the display keeps polling.
 
 Final (stdout): `--output summary` (default) is a screenful — the status, the duration, the
 steps and children by status, the output's size (or itself when it is short), and for a
@@ -31,6 +34,7 @@ from rich.progress import (
 )
 from rich.text import Text
 
+from api.cli.fanout_words import held_lines, running_words
 from schemas.errors import children_hint
 from schemas.waiting import reason_words, wait_text
 
@@ -113,14 +117,18 @@ class LiveView:
             if self._children is None:
                 self._children = self.progress.add_task("children", total=fanout.total, detail="")
             ended = fanout.succeeded + fanout.failed + fanout.cancelled
-            summary = f"{fanout.failed} failed, {fanout.running} running"
+            summary = f"{fanout.failed} failed, {running_words(fanout)}"
             self.progress.update(
                 self._children, total=fanout.total, completed=ended, detail=summary
             )
-        self.note(waiting_lines(current, time.time()))
+        now = time.time()
+        self.note(waiting_lines(current, now), held_lines(fanout, now))
 
-    def note(self, lines: list[str]) -> None:
-        self._notes = Text("\n".join(f"  waiting: {line}" for line in lines), style="yellow")
+    def note(self, lines: list[str], held: list[str] | None = None) -> None:
+        """`lines` of why work waits, then `held`: the children a dead worker holds (not a
+        wait of theirs: running in name only until their leases end)."""
+        said = [f"  waiting: {line}" for line in lines] + [f"  {line}" for line in held or []]
+        self._notes = Text("\n".join(said), style="yellow")
 
 
 # ── the final answer ────────────────────────────────────────────────────────────────────────

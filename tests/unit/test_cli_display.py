@@ -4,6 +4,7 @@ they wait — never "None" for a missing value."""
 from __future__ import annotations
 
 import io
+import time
 from collections.abc import Mapping
 
 import pytest
@@ -930,3 +931,41 @@ def test_a_service_down_shows_the_host_and_pid_it_last_beat_from() -> None:
     assert header.split() == ["SERVICE", "STATE", "HOST", "PID", "UPTIME", "LAST", "HEARTBEAT"]
     assert " ".join(rows[0].split()) == "worker-2 down 3f9a1c2b7d4e 4242 10 min 1 min ago"
     assert rows[1].split()[:4] == ["worker-old", "down", "-", "-"]
+
+
+def test_schemabridge_runs_live_display_says_which_children_a_dead_worker_holds() -> None:
+    # `runs watch` said it; `schemabridge run`'s bar read "0 failed, 40 running" until the
+    # dead worker's leases ended, and nothing under it said why nothing moved.
+    from api.cli.run_live_display import LiveView
+    from api.cli.watch import Snapshot
+    from engine.operations.views import RunProgress
+
+    ends = time.time() + 600  # the live display reads the time itself
+    held = {**dead_holder(37), "leaseExpiresAt": ends}
+    fields = fanout_progress([])
+    fields["fanout"] = {
+        **fields["fanout"],  # type: ignore[dict-item]
+        "total": 1000, "pending": 0, "running": 40, "failed": 0, "cancelled": 0,
+        "succeeded": 960, "presumedDead": [held, {**held, "children": 1}],
+    }  # fmt: skip
+    live = LiveView("fan", 2)
+    live.show(RunProgress.model_validate(fields))
+    shown = rendered(live.renderable())
+    assert "0 failed, 40 running (38 of them held by a worker presumed dead)" in shown, shown
+    said = (
+        "37 running children held by worker worker-2 (no heartbeat for 42 s: presumed dead); "
+        f"taken back when their leases end, by {clock(ends)[:8]}"
+    )
+    lines = [line.strip() for line in shown.splitlines()]
+    assert said in lines, shown
+    one = (
+        "1 running child held by worker worker-2 (no heartbeat for 42 s: presumed dead); "
+        f"taken back when its lease ends at {clock(ends)[:8]}"
+    )
+    assert one in lines, shown
+    # In `runs watch`'s words, from the API's JSON of the same progress.
+    watched = " ".join(rendered(Snapshot.of(fields).summary()).split())
+    assert said in watched, watched
+    fields["fanout"] = {**fields["fanout"], "presumedDead": []}  # type: ignore[dict-item]
+    live.show(RunProgress.model_validate(fields))
+    assert "presumed dead" not in rendered(live.renderable())
