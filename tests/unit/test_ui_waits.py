@@ -89,3 +89,24 @@ def test_the_long_tail_says_which_children_it_counts() -> None:
     assert heading == "Long tail — durations of the 0 children that succeeded or failed"
     assert "ended" not in heading
     assert js('w.longTailHeading({"ended": 1})').endswith("the 1 child that succeeded or failed")
+
+
+def test_running_children_a_dead_worker_holds_are_said_as_the_cli_does() -> None:
+    # The monitor's legend read "running 40" while `runs show` said 37 of them were held by
+    # a worker presumed dead.
+    from api.cli.fanout_words import running_words
+    from api.cli.wire import FanoutProgress
+
+    holder = {"worker": "w-2", "state": "presumed_dead", "lastSeen": 1.0, "silentS": 42.0}
+    dead = [{"holder": holder, "children": 37}, {"holder": holder, "children": 1}]
+    admission = [{"reason": "admission_wait", "children": 2, "message": ADMISSION}]
+    for groups in ([], admission):
+        fanout = FanoutProgress.model_validate(
+            {"total": 100, "running": 40, "waiting": groups, "presumedDead": dead}
+        )
+        said = js(f"w.runningWords(40, {json.dumps(groups)}, {json.dumps(dead)})")
+        assert said == running_words(fanout), said
+    assert js(f"w.runningWords(40, [], {json.dumps(dead)})") == (
+        "40 running (38 of them held by a worker presumed dead)"
+    )
+    assert js("w.runningWords(40, [], [])") == "40 running"

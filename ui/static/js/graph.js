@@ -324,16 +324,16 @@ export function drawGraph(view, { steps = new Map(), running = new Map(), proble
   return h("div", { class: "dag-wrap" }, svg);
 }
 
-/** The legend of the fan-out bar's colours (each also named in words). */
-/** The legend of a fan-out bar; `groups` (the API's `fanout.waiting`, when they are this
- * spawner's) say how many of the running children wait inside their call, so that "waiting 0"
- * never reads against a banner of children waiting for an admission slot. */
-export function fanoutLegend(children, running = 0, groups = []) {
+/** The legend of a fan-out bar's colours (each also named in words); `groups` (the API's
+ * `fanout.waiting`, when they are this spawner's) say how many of the running children wait
+ * inside their call, so that "waiting 0" never reads against a banner of children waiting for
+ * an admission slot, and `dead` (its `fanout.presumedDead`) how many a dead worker holds. */
+export function fanoutLegend(children, running = 0, groups = [], dead = []) {
   return h(
     "ul",
     { class: "legend" },
     fanoutSegments(children, running).map(([name, n]) => {
-      const note = name === "running" && n ? heldNote(groups) : "";
+      const note = name === "running" && n ? heldNote(groups, dead) : "";
       return h("li", {}, h("span", { class: `swatch seg-${name}`, "aria-hidden": "true" }), `${name} ${count(n)}`, note ? ` (${note})` : null);
     }),
   );

@@ -17,17 +17,23 @@ export function reasonWords(reason) {
   return HELD_WAITS[reason] || String(reason || "").replaceAll("_", " ");
 }
 
-/** The running children that wait inside their call, by reason: "15 of them waiting for an
- * admission slot", or "" when none does. `groups`: the API's `fanout.waiting`. */
-export function heldNote(groups) {
+/** What holds the running children, by reason: "15 of them waiting for an admission slot",
+ * then how many a worker presumed dead holds ("37 of them held by a worker presumed dead"),
+ * or "" when neither. `groups`: the API's `fanout.waiting`; `dead`: its `fanout.presumedDead`
+ * (api/cli/fanout_words.py `running_words`). */
+export function heldNote(groups, dead = []) {
   const held = (groups || []).filter((g) => HELD_WAITS[g.reason]);
-  return held.map((g, i) => `${n(g.children)}${i === 0 ? " of them" : ""} ${HELD_WAITS[g.reason]}`).join(", ");
+  const parts = held.map((g, i) => `${n(g.children)}${i === 0 ? " of them" : ""} ${HELD_WAITS[g.reason]}`);
+  const deadChildren = (dead || []).reduce((sum, group) => sum + group.children, 0);
+  if (deadChildren) parts.push(`${n(deadChildren)}${parts.length ? "" : " of them"} held by a worker presumed dead`);
+  return parts.join(", ");
 }
 
-/** The running count with its held waits: "23 running (15 of them waiting for an admission
- * slot)", as `schemabridge runs show` says it. */
-export function runningWords(running, groups) {
-  const note = heldNote(groups);
+/** The running count with what holds them: "23 running (15 of them waiting for an admission
+ * slot)", "40 running (37 of them held by a worker presumed dead)", as `schemabridge runs
+ * show` says it. */
+export function runningWords(running, groups, dead = []) {
+  const note = heldNote(groups, dead);
   return note ? `${n(running)} running (${note})` : `${n(running)} running`;
 }
 

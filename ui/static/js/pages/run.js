@@ -16,7 +16,7 @@ import { Poller, throttle, Ticker } from "../live.js";
 import { actionBar, actionBarKey, isDeploymentRun, resolveStep } from "../run/actions.js";
 import { ChildrenList } from "../run/children.js";
 import { answerByAttempt, childrenWaitingLine, endedLeasesKey, errorBox, holderLine, sentByAttempt, waitingLine } from "../run/errors.js";
-import { fanoutBar, fetchLongTail, longTailView, tailContradicts } from "../run/fanout.js";
+import { fanoutBar, fetchLongTail, heldChildrenLines, longTailView, tailContradicts } from "../run/fanout.js";
 import { retryAfter } from "../run/attempts.js";
 import { RunLog } from "../run/log.js";
 import { timeline } from "../run/timeline.js";
@@ -262,11 +262,21 @@ function requestTails(detail) {
   return new Map(detail.steps.filter((step) => step.type === "SPAWNER" && step.children).map((step) => [step.vertexId, fetchLongTail(detail.id, step.vertexId)]));
 }
 
+/** What a poll compares to tell whether the run moved: its status, its steps' and its
+ * fan-out's progress, less a dead holder's silence (`silentS`), which each read counts anew
+ * while nothing happens (its `lastSeen` stays). */
+function progressSignature(detail) {
+  const dead = (detail.fanout.presumedDead || []).map((group) => ({ ...group, holder: { ...group.holder, silentS: null } }));
+  return JSON.stringify([detail.status, { ...detail.fanout, presumedDead: dead }, detail.steps.map((s) => s.status)]);
+}
+
 export async function runPage(main, params, given) {
   const runId = await wholeId(main, params, given, RUNS);
   if (runId === null) return null;
   const who = whoIsIt(); // read once per key: the header has asked already
   let detail = await api(`/runs/${encodeURIComponent(runId)}`);
+  // When `detail.fanout` was read (the page's clock): a dead holder's silence counts on from it.
+  let fanoutReadAt = Date.now() / 1000;
   // Everything else the first screen needs is asked for at once, while the graph comes.
   const firstTails = requestTails(detail);
   const graph = await api(`/workflows/${encodeURIComponent(detail.workflow)}/versions/${detail.version}/graph`);
@@ -341,19 +351,23 @@ export async function runPage(main, params, given) {
   }
 
   function drawFanouts() {
+    const dead = detail.fanout.presumedDead || [];
     const blocks = spawners()
       .filter((step) => step.children)
       .map((step) => {
         if (!tails.has(step.vertexId)) tails.set(step.vertexId, h("div", { class: "tail" }, h("p", { class: "muted" }, "Loading the long tail…")));
+        const own = runningOf(step.vertexId) > 0; // the run's running children are its own
         return h(
           "section",
           { class: "fanout-section", "data-vertex": step.vertexId, "aria-label": `Fan-out of ${step.vertexId}` },
           h("h2", {}, `Fan-out of ${step.vertexId}`),
-          fanoutBar(step.children, runningOf(step.vertexId), runningOf(step.vertexId) ? detail.fanout.waiting : []),
+          fanoutBar(step.children, runningOf(step.vertexId), own ? detail.fanout.waiting : [], own ? dead : [], fanoutReadAt),
           tails.get(step.vertexId),
         );
       });
-    fill(fanouts, blocks);
+    // Several spawners: the API counts the dead holders' children per run, not per spawner.
+    const shared = spawners().length > 1 ? heldChildrenLines(dead, fanoutReadAt) : null;
+    fill(fanouts, shared, ...blocks);
   }
 
   /** The operator's buttons, drawn anew only when what they offer changed; the button that
@@ -377,6 +391,7 @@ export async function runPage(main, params, given) {
       if (endedLeasesKey(detail) !== leasesDrawn) {
         drawWaiting();
         drawGraphAndPanel();
+        drawFanouts();
       }
     },
   });
@@ -417,6 +432,7 @@ export async function runPage(main, params, given) {
 
   async function reload() {
     detail = await api(`/runs/${encodeURIComponent(runId)}`);
+    fanoutReadAt = Date.now() / 1000;
     drawAll();
     const work = [loadTails(), log.load()];
     if (hasChildren() && children.onFirstPage) work.push(children.load());
@@ -478,6 +494,7 @@ export async function runPage(main, params, given) {
 
   function applyProgress(progress) {
     const statusChanged = progress.status !== detail.status || progress.steps.some((p) => detail.steps.find((s) => s.vertexId === p.vertexId)?.status !== p.status);
+    fanoutReadAt = Date.now() / 1000;
     detail = {
       ...detail,
       status: progress.status,
@@ -505,7 +522,7 @@ export async function runPage(main, params, given) {
     async () => {
       await reload();
       if (isEnded()) watchEnded();
-      return { running: !isEnded(), ended: isEnded(), signature: JSON.stringify([detail.status, detail.fanout, detail.steps.map((s) => s.status)]) };
+      return { running: !isEnded(), ended: isEnded(), signature: progressSignature(detail) };
     },
     { intervalMs: 2000, indicator: live },
   );

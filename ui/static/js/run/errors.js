@@ -141,6 +141,10 @@ export function childrenWaitingLine(run) {
   return line;
 }
 
+/** After a dead holder's ended lease: only a running worker's next claim takes its steps back
+ * (api/cli/fanout_words.py `START_ONE`). */
+export const START_ONE = "(`schemabridge services` lists the workers alive; start one if none is)";
+
 /** Who holds a RUNNING step (`holder`, `leaseExpiresAt`), whether it is alive by its
  * heartbeat and when a dead holder's step is taken back, in the words of `runs show`
  * (api/cli/run_display.py `holder_line`): "held by worker w-1 (no heartbeat for 42 s:
@@ -159,7 +163,7 @@ export function holderLine(step, now = Date.now() / 1000) {
   if (step.leaseExpiresAt) {
     const ends = clockTime(step.leaseExpiresAt);
     if (holder.state === "alive") text += `; its lease ends at ${ends} unless renewed`;
-    else if (leaseEnded(step, now)) text += `; its lease ended at ${ends}: the next worker to claim takes it back (\`schemabridge services\` lists the workers alive; start one if none is)`;
+    else if (leaseEnded(step, now)) text += `; its lease ended at ${ends}: the next worker to claim takes it back ${START_ONE}`;
     else text += `; taken back when its lease ends at ${ends}`;
   }
   return h("p", { class: `holder-line holder-${holder.state}`, "data-vertex": step.vertexId }, h("span", { "aria-hidden": "true" }, holder.state === "presumed_dead" ? "⚠ " : "⚙ "), ...withCode(text));
@@ -170,14 +174,17 @@ function leaseEnded(step, now) {
   return step.holder?.state !== "alive" && step.leaseExpiresAt && step.leaseExpiresAt <= now;
 }
 
-/** The RUNNING steps whose holder's lease has ended by `now`, as a string: a page draws its
- * holder lines again when this changes (a lease ends while nothing else does). */
+/** The RUNNING steps whose holder's lease has ended by `now`, and the dead holders of running
+ * children whose leases have (`fanout.presumedDead`), as a string: a page draws its holder
+ * lines again when this changes (a lease ends while nothing else does). */
 export function endedLeasesKey(detail, now = Date.now() / 1000) {
-  return detail.steps.filter((step) => step.status === "RUNNING" && leaseEnded(step, now)).map((step) => step.vertexId).join(",");
+  const steps = detail.steps.filter((step) => step.status === "RUNNING" && leaseEnded(step, now)).map((step) => step.vertexId);
+  const held = (detail.fanout?.presumedDead || []).filter((group) => group.leaseExpiresAt && group.leaseExpiresAt <= now);
+  return [...steps, ...held.map((group) => `${group.holder.worker ?? ""}@${group.leaseExpiresAt}`)].join(",");
 }
 
 /** The local time of day, HH:MM:SS. */
-function clockTime(epochS) {
+export function clockTime(epochS) {
   const date = new Date(epochS * 1000);
   return [date.getHours(), date.getMinutes(), date.getSeconds()].map((n) => String(n).padStart(2, "0")).join(":");
 }

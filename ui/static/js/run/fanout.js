@@ -1,15 +1,22 @@
 // A SPAWNER's fan-out: the bar of succeeded / failed / cancelled / running / waiting children
 // with the counts in words, and its long tail (child duration p50 / p95 / p99, the slowest
 // children and the unfinished ones that started first, each linked to its run and saying
-// whether it runs or waits, as the bar counts it).
+// whether it runs or waits, as the bar counts it), and under the bar which running children a
+// worker presumed dead holds, until when.
 
 import { api } from "../api.js";
 import { fill, h, widthPercent } from "../dom.js";
-import { count, duration, percent, plural, shortId, statusIcon, statusWord, time } from "../format.js";
+import { count, duration, liveDuration, percent, plural, shortId, statusIcon, statusWord, time } from "../format.js";
 import { fanoutLegend, fanoutSegments } from "../graph.js";
 import { longTailHeading } from "../waits.js";
+import { withCode } from "../warnings.js";
+import { clockTime, START_ONE } from "./errors.js";
 
-export function fanoutBar(children, running, groups = []) {
+/** The bar of a spawner's children and its legend; `groups` and `dead` (the API's
+ * `fanout.waiting` and `fanout.presumedDead`, when they are this spawner's) say what holds
+ * its running ones, and `dead` a line per dead worker under the legend (`heldChildrenLines`,
+ * its silence counted on from `readAt`, when the page read it). */
+export function fanoutBar(children, running, groups = [], dead = [], readAt = Date.now() / 1000) {
   const ended = children.succeeded + children.failed + children.cancelled;
   const share = percent(ended, children.total);
   const bar = h("div", {
@@ -33,8 +40,50 @@ export function fanoutBar(children, running, groups = []) {
       ` — ${count(ended)} of ${plural(children.total, "child", "children")} ended`,
     ),
     bar,
-    fanoutLegend(children, running, groups),
+    fanoutLegend(children, running, groups, dead),
+    heldChildrenLines(dead, readAt),
   );
+}
+
+/** A line per worker presumed dead that holds running children (`dead`: the API's
+ * `fanout.presumedDead`), or null when none does: running in name only until their leases
+ * end. Worded as `runs watch` words it (api/cli/fanout_words.py `held_children_line`). */
+export function heldChildrenLines(dead, readAt, now = Date.now() / 1000) {
+  if (!dead || !dead.length) return null;
+  return h("div", { class: "held-children" }, dead.map((held) => heldChildrenLine(held, readAt, now)));
+}
+
+/** "37 running children held by worker w-2 (no heartbeat for 42 s: presumed dead); taken back
+ * when their leases end, by 00:03:16" (the latest of their leases, local time). The silence
+ * counts on from `readAt` (the page's clock), since a stream sends no event for it alone; a
+ * tenant's key is not told the worker: "a worker". */
+function heldChildrenLine(held, readAt, now) {
+  const { holder, children, leaseExpiresAt } = held;
+  const one = children === 1;
+  const who = holder.worker ? `worker ${holder.worker}` : "a worker";
+  const silentS = holder.silentS ?? null;
+  const state = silentS === null ? ["presumed dead"] : ["no heartbeat for ", liveDuration(readAt - silentS, null, now), ": presumed dead"];
+  const head = `${one ? "1 running child" : `${count(children)} running children`} held by ${who} (`;
+  return h(
+    "p",
+    { class: "holder-line holder-presumed_dead held-children-line", "data-worker": holder.worker ?? "" },
+    h("span", { "aria-hidden": "true" }, "⚠ "),
+    head,
+    ...state,
+    ...withCode(`)${leaseWords(leaseExpiresAt, one, now)}`),
+  );
+}
+
+/** When the dead holder's children are taken back: by the end of their leases, or, once those
+ * have ended, by the next worker's claim. */
+function leaseWords(leaseExpiresAt, one, now) {
+  if (!leaseExpiresAt) return "";
+  const ends = clockTime(leaseExpiresAt);
+  if (leaseExpiresAt <= now) {
+    const ended = one ? `its lease ended at ${ends}` : `their leases ended by ${ends}`;
+    return `; ${ended}: the next worker to claim takes ${one ? "it" : "them"} back ${START_ONE}`;
+  }
+  return one ? `; taken back when its lease ends at ${ends}` : `; taken back when their leases end, by ${ends}`;
 }
 
 /** A child of the long tail. A running one's time is counted on from when the tail was read
