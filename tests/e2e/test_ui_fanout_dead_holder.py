@@ -13,6 +13,7 @@ test module may flush the shared Redis database meanwhile."""
 from __future__ import annotations
 
 import asyncio
+import json
 import re
 import time
 import uuid
@@ -166,6 +167,56 @@ def assert_fits(page: Any, width: int) -> None:
         assert line["right"] <= width and not line["overflows"], line
 
 
+def assert_told_to_a_tenant_once_the_leases_ended(
+    browser: Any, server: DemoServer, run_id: str, dead: list[str]
+) -> None:
+    """The lines as a tenant key reads them (no worker named: docs/security.md) once the
+    leases have ended (the run's answer edited so: this module's leases last the test), in
+    `runs watch`'s words, the command in them as code."""
+    told: list[dict[str, Any]] = []
+
+    def edited() -> dict[str, Any]:
+        answer = server.call(f"/runs/{run_id}")
+        for held in answer["fanout"]["presumedDead"]:
+            held["holder"]["worker"] = None
+            held["leaseExpiresAt"] = time.time() - 10
+        told[:] = answer["fanout"]["presumedDead"]
+        return dict(answer)
+
+    def as_told(route: Any) -> None:
+        route.fulfill(json=edited())
+
+    def streamed(route: Any) -> None:
+        # One progress event, edited alike; the stream then closes and the page reopens it.
+        answer = edited()
+        keep = ("vertexId", "status", "children", "waiting")
+        steps = [{k: step.get(k) for k in keep} for step in answer["steps"]]
+        progress = {**answer, "ended": False, "steps": steps}
+        body = f"retry: 3000\nevent: progress\ndata: {json.dumps(progress)}\n\n"
+        route.fulfill(status=200, content_type="text/event-stream", body=body)
+
+    with opened(browser, f"{server.ui}#/runs/{run_id}") as (page, _):
+        page.route(f"**/runs/{run_id}", as_told)
+        page.route(f"**/runs/{run_id}/events", streamed)
+        page.reload()
+        lines = page.locator(".fanout-section .held-children-line")
+        until(lambda: lines.count() == 2 and "a worker" in lines.first.inner_text(), dead, "told")
+        now = time.time()
+        cli = [held_children_line(HeldChildren.model_validate(held), now) for held in told]
+        said = [t.removeprefix("⚠ ") for t in lines.all_inner_texts()]
+        assert [without_silence(t) for t in said] == [
+            without_silence(line.replace("`", "")) for line in cli
+        ], said
+        assert said[0].startswith("37 running children held by a worker (no heartbeat for ")
+        assert "their leases ended by" in said[0] and "its lease ended at" in said[1], said
+        assert lines.first.locator("code").inner_text() == "schemabridge services"
+        page.set_viewport_size(NARROW)  # the longest lines, on a phone
+        page.wait_for_timeout(300)
+        assert_fits(page, NARROW["width"])
+        shot = SCREENSHOTS / f"ui-fanout-dead-holder-ended-{NARROW['width']}.png"
+        page.locator(".fanout-section").screenshot(path=str(shot))
+
+
 @pytest.fixture(scope="module")
 def browser(stack: tuple[DemoServer, str, dict[str, str]]) -> Iterator[Any]:
     with chromium() as found:
@@ -198,6 +249,7 @@ def test_the_fan_out_says_which_children_dead_workers_hold_until_they_come_back(
             shot = SCREENSHOTS / f"ui-fanout-dead-holder-{size['width']}.png"
             section.screenshot(path=str(shot))
         page.set_viewport_size(WIDE)
+        assert_told_to_a_tenant_once_the_leases_ended(browser, server, run_id, dead)
 
         # Only the stream may tell the page: no read of the run's detail from here on.
         reads: list[str] = []
