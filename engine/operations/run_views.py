@@ -255,18 +255,20 @@ def fanout_view(
     (the heartbeats), those held by a worker presumed dead, judged as a step's holder is: by
     the latest lease of each worker's claims (a worker restarted under its name holds them
     all only if even that claim was last renewed before its start)."""
-    dead = []
+    dead: list[tuple[str, HeldChildren]] = []
     for group in held:
         holder = None if holders is None else claim_holder(group.worker, group.lease_until, holders)
         if holder is not None and holder.state == "presumed_dead":
-            dead.append(
-                HeldChildren(
-                    holder=holder, children=group.children, lease_expires_at=group.lease_until
-                )
+            children = HeldChildren(
+                holder=holder, children=group.children, lease_expires_at=group.lease_until
             )
+            dead.append((group.worker or "", children))
+    # Ties by worker (named or not): the groups come in no set order, and two reads listing
+    # the same holders in turn would be two changes to a progress stream.
+    dead.sort(key=lambda pair: (-pair[1].children, pair[0]))
     return FanoutProgress(
         **counts,
-        presumed_dead=sorted(dead, key=lambda d: -d.children),
+        presumed_dead=[children for _, children in dead],
         waiting_children=counts["pending"],
         waiting=[
             WaitingChildren(

@@ -136,3 +136,20 @@ def test_a_fanout_counts_the_running_children_of_each_dead_holder_most_first() -
     silent = fanout_view(counts, [], NOW, held, Holders(None, show_worker=True, now=NOW))
     assert silent.presumed_dead == []
     assert fanout_view(counts, [], NOW).presumed_dead == []
+
+
+def test_dead_holders_of_as_many_children_are_listed_in_one_order_however_read() -> None:
+    # The database groups the children by holder in no set order: two reads that listed the
+    # same holders in turn were a change of the progress, an event of its stream each.
+    statuses = {
+        name: ServiceStatus(name, up=False, pid=7, uptime_s=1.0, last_seen=NOW - 42)
+        for name in ("w-1", "w-2", "w-3")
+    }
+    held = [records.HeldChildren(name, 3, NOW + int(name[-1])) for name in ("w-2", "w-3", "w-1")]
+    counts = {"total": 9, "pending": 0, "running": 9, "succeeded": 0, "failed": 0}
+    counts |= {"cancelled": 0}
+    for show_worker in (True, False):
+        judged = Holders(statuses, show_worker=show_worker, now=NOW)
+        once = fanout_view(counts, [], NOW, held, judged)
+        again = fanout_view(counts, [], NOW, held[::-1], judged)
+        assert once == again, (once.presumed_dead, again.presumed_dead)
