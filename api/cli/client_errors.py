@@ -45,6 +45,7 @@ class ApiFailure(Exception):
         code: str | None = None,
         details: dict[str, Any] | None = None,
         transient: bool = False,
+        dropped: bool = False,
     ) -> None:
         super().__init__(message)
         self.message = message
@@ -56,6 +57,10 @@ class ApiFailure(Exception):
         """Worth another try by a command that follows a run: no answer at all (the API
         restarting, a dropped connection) or a 5xx (the API or a proxy in front of it failing
         for now). A 4xx or an answer this CLI does not understand would come back the same."""
+        self.dropped = dropped
+        """No answer because nothing listened (connection refused) or the connection broke:
+        what an API restarting looks like to a client between two requests (a stopping one
+        closes its listener first), unlike a timeout or a name that does not resolve."""
 
 
 KEY_HINT = (
@@ -101,11 +106,15 @@ def transport_failure(error: httpx.TransportError, api_url: str, timeout_s: floa
     elif isinstance(error, httpx.RemoteProtocolError | httpx.ReadError | httpx.WriteError):
         # Reached, then lost: the API (or a proxy in front of it) closed the connection.
         message = f"the connection to the SchemaBridge API at {api_url} broke: {_os_reason(error)}"
+        return ApiFailure(message, ExitCode.UNREACHABLE, transient=True, dropped=True)
     elif isinstance(error, httpx.UnsupportedProtocol):
         message = f"--api-url {api_url!r} is not an http:// or https:// URL"
         return ApiFailure(message, ExitCode.USAGE)
     else:
-        message = f"cannot reach the SchemaBridge API at {api_url}: {_os_reason(error)}; {URL_HINT}"
+        reason = _os_reason(error)
+        message = f"cannot reach the SchemaBridge API at {api_url}: {reason}; {URL_HINT}"
+        refused = reason in {"connection refused", "connection reset by peer"}
+        return ApiFailure(message, ExitCode.UNREACHABLE, transient=True, dropped=refused)
     return ApiFailure(message, ExitCode.UNREACHABLE, transient=True)
 
 

@@ -10,11 +10,15 @@ count (`max_attempts` failures in a row), so a command never hangs on an API tha
 good. Any success ends the outage and starts the next one's count afresh.
 
 An API process that stops on purpose (SIGTERM: a rolling restart) says so on its event
-streams (`event: stopping`) before it closes them. What follows is a restart, not a failure
-(`restarting`): it begins at the stop, with no failure counted yet, and is bounded by
-`restart_window_s` (or `window_s` when longer) and the same count, so a restart neither eats
-into nor is cut short by a `--reconnect-for` meant for failures, and still ends in the same
-one-line failure when the API never comes back.
+streams (`event: stopping`) before it closes them. A client that polls (`runs logs --follow`)
+hears no such event: to it a restart is what `looks_like_restart` tells, an answer 503
+`not_ready` (the API starting or stopping) or no answer because nothing listens for a moment
+or the connection broke (a stopping API closes its listener first).
+
+What follows a stop is a restart, not a failure (`restarting`): it begins at the stop, with
+no failure counted yet, and is bounded by `restart_window_s` (or `window_s` when longer) and
+the same count, so a restart neither eats into nor is cut short by a `--reconnect-for` meant
+for failures, and still ends in the same one-line failure when the API never comes back.
 
 The clock is injected, so the policy is arithmetic a unit test feeds timestamps to.
 """
@@ -120,3 +124,15 @@ class Reconnect:
 
 RESTARTING_LINE = "the API is restarting; following again when it is back"
 """The one line of a restart (`Reconnect.stopped`): no warning, since nothing failed."""
+
+
+NOT_READY = "not_ready"
+"""The code of the 503 an API process answers while it starts or stops (`api.rest.deps`)."""
+
+
+def looks_like_restart(failure: ApiFailure) -> bool:
+    """Whether `failure` is what an API restarting looks like to a request between two of
+    its processes: a 503 `not_ready`, or no answer because the connection was refused or
+    broke (`ApiFailure.dropped`). A proxy's 5xx, a timeout or a name that does not resolve
+    are failures."""
+    return (failure.status == 503 and failure.code == NOT_READY) or failure.dropped

@@ -7,19 +7,17 @@ JSON with `--output json`, and exits with the codes of `api.cli.remote`."""
 
 from __future__ import annotations
 
-import asyncio
 import time
-from collections.abc import Callable
 from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 from typer._click.core import ParameterSource
 
 from api.cli import hints, run_display, runs_actions
-from api.cli.client_errors import ApiFailure
 from api.cli.exit_codes import ExitCode
 from api.cli.id_prefixes import full_run_id
 from api.cli.key_role import opens_admin_routes
+from api.cli.log_follow import read_log
 from api.cli.reconnect import DEFAULT_WINDOW_S, Reconnect
 from api.cli.remote import (
     EXIT_CODES_HELP,
@@ -59,7 +57,6 @@ from api.cli.run_options import (
 )
 from api.cli.target import DEFAULT_API_URL
 from api.cli.watch import StillRunning, follow, outcome_code, outcome_line, still_running_line
-from schemas.durations import duration
 
 if TYPE_CHECKING:
     from api.cli.client import ApiClient
@@ -71,11 +68,6 @@ runs_app = typer.Typer(
     no_args_is_help=True,
     epilog=EXIT_CODES_HELP,
 )
-
-LOG_POLL_S = 1.0
-MAX_LOG_POLLS = 7 * 24 * 3_600
-"""`logs --follow` stops after this many polls (a week at one a second) at the latest."""
-
 
 # ── submit ──────────────────────────────────────────────────────────────────────────────────
 
@@ -345,52 +337,9 @@ def logs(
     async def action(api: ApiClient) -> None:
         run = await full_run_id(api, run_id)
         reconnect = Reconnect(window_s=reconnect_for)
-        after: str | None = None
-        for _ in range(MAX_LOG_POLLS):
-            try:
-                ended, after, more = await _log_poll(api, run, after, follow_log, emit)
-            except ApiFailure as failure:
-                # Only a follower rides out an outage; a one-off read fails at once.
-                delay = reconnect.delay_after(failure) if follow_log else None
-                if delay is None:
-                    resume = f"schemabridge runs logs {run} --follow"
-                    raise reconnect.gave_up(failure, resume) from None
-                if reconnect.attempts == 1:
-                    say(reconnect.lost_line(failure))
-                await asyncio.sleep(delay)
-                continue
-            lasted = reconnect.recovered()
-            if lasted is not None:
-                say(f"reconnected to the API after {duration(lasted)}")
-            if more:
-                continue  # a full page: read on at once
-            if ended:
-                return
-            await asyncio.sleep(LOG_POLL_S)
+        await read_log(api, run, emit, follow=follow_log, reconnect=reconnect)
 
     call(remote, action)
-
-
-async def _log_poll(
-    api: ApiClient,
-    run_id: str,
-    after: str | None,
-    follow_log: bool,
-    emit: Callable[[list[Any]], None],
-) -> tuple[bool, str | None, bool]:
-    """One read of the log after `after`: whether the run had ended before the read (so the
-    read saw its last lines), the id to read after next, and whether a full page says more
-    lines are waiting. A line is printed once: `after` moves past each page as it is shown."""
-    from api.cli.client_routes import PAGE_LIMIT  # with the client: see call()
-
-    ended = True
-    if follow_log:
-        ended = (await api.runs.get(run_id)).status in ENDED
-    page = await api.runs.logs(run_id, after=after, limit=PAGE_LIMIT)
-    emit(page.items)
-    if page.items:
-        after = str(page.items[-1].id)
-    return ended, after, page.next is not None
 
 
 # ── children ────────────────────────────────────────────────────────────────────────────────

@@ -5,6 +5,8 @@ stops) bounded apart from failures."""
 
 from __future__ import annotations
 
+import json
+
 from api.cli.client_errors import ApiFailure
 from api.cli.exit_codes import ExitCode
 from api.cli.reconnect import Reconnect
@@ -130,3 +132,39 @@ def test_a_restart_that_ended_leaves_failures_their_own_count() -> None:
     clock.now += 10
     assert policy.delay_after(DOWN) is None
     assert "after it stopped" not in policy.gave_up(DOWN, "schemabridge runs watch r").message
+
+
+def test_what_a_restart_looks_like_to_a_poller() -> None:
+    """A poller hears no `event: stopping`: the API starting or stopping (503 `not_ready`)
+    or nothing listening / the connection broken is a restart; a proxy's 503, the database's
+    503, a timeout or a name that does not resolve are failures."""
+    import socket
+
+    import httpx
+
+    from api.cli.client_errors import response_failure, transport_failure
+    from api.cli.reconnect import looks_like_restart
+
+    url = "http://127.0.0.1:8000"
+
+    def answered(status: int, body: object, content_type: str = "application/json") -> bool:
+        request = httpx.Request("GET", f"{url}/runs/r/logs")
+        text = body if isinstance(body, str) else json.dumps(body)
+        headers = {"content-type": content_type}
+        response = httpx.Response(status, text=text, headers=headers, request=request)
+        return looks_like_restart(response_failure(response, url))
+
+    def unanswered(error: httpx.TransportError, cause: BaseException | None = None) -> bool:
+        error.__cause__ = cause
+        return looks_like_restart(transport_failure(error, url, 30))
+
+    assert answered(503, {"code": "not_ready", "message": "the API is starting or stopping"})
+    assert not answered(503, {"code": "store_unavailable", "message": "the database"})
+    assert not answered(503, "<h1>restarting</h1>", "text/html")
+    refused = ConnectionRefusedError(111, "Connection refused")
+    assert unanswered(httpx.ConnectError("All connection attempts failed"), refused)
+    assert unanswered(httpx.RemoteProtocolError("Server disconnected without a response"))
+    assert not unanswered(httpx.ReadTimeout("timed out"))
+    unknown = socket.gaierror(-2, "Name or service not known")
+    assert not unanswered(httpx.ConnectError("name"), unknown)
+    assert not looks_like_restart(DOWN) and not looks_like_restart(NOT_FOUND)
