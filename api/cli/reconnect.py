@@ -116,6 +116,12 @@ class Reconnect:
             code=failure.code,
         )
 
+    def waiting_line(self, failure: ApiFailure) -> str:
+        """The one warning line of a command whose first request found no API (it may be
+        restarting as the command starts): what it waits for, and how long."""
+        reason = failure.message.splitlines()[0]
+        return f"warning: {reason}; waiting up to {duration(self.window_s)} for it to answer"
+
     def lost_line(self, failure: ApiFailure) -> str:
         """The one warning line of an outage, said when it begins."""
         reason = failure.message.splitlines()[0]

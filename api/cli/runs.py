@@ -15,6 +15,7 @@ from typer._click.core import ParameterSource
 
 from api.cli import hints, run_display, runs_actions
 from api.cli.exit_codes import ExitCode
+from api.cli.first_contact import first_answer
 from api.cli.id_prefixes import full_run_id
 from api.cli.key_role import opens_admin_routes
 from api.cli.log_follow import read_log
@@ -398,8 +399,13 @@ def watch(
     following: list[str] = []  # the run's whole id, once resolved (what Ctrl-C says goes on)
 
     async def action(api: ApiClient) -> ExitCode:
-        # an unknown run is one line before any display
-        run = await api.runs.get(await full_run_id(api, run_id))
+        reconnect = Reconnect(window_s=reconnect_for)
+
+        async def read_run() -> RunDetail:
+            return await api.runs.get(await full_run_id(api, run_id))
+
+        # an unknown run is one line before any display; an API not there yet is waited for
+        run = await first_answer(reconnect, read_run)
         following.append(run.id)
         if run.status in ENDED and not remote.json:
             stdout().print(f"run {run.id} has already ended", markup=False)
@@ -413,7 +419,7 @@ def watch(
                 console=console,
                 title=title,
                 quiet=remote.json,
-                reconnect=Reconnect(window_s=reconnect_for),
+                reconnect=reconnect,
             )
         except StillRunning as still:
             say(still_running_line(run.id, timeout or 0, still.progress))

@@ -67,8 +67,12 @@ def test_an_api_that_is_not_running(serve_api: Stack) -> None:
         f"cannot reach the SchemaBridge API at {url}: connection refused; start "
         "`schemabridge serve` or set --api-url",
     )
-    watch = serve_api.cli("runs", "watch", "some-run", api_url=url)
-    assert_refused(watch, 4, "connection refused")
+    # A watch waits for an API not there yet, within --reconnect-for, saying so once
+    # (test_cli_api_restart.py); then the same one error line.
+    watch = serve_api.cli("runs", "watch", "some-run", "--reconnect-for", "1", api_url=url)
+    waiting, error = watch.stderr.splitlines()
+    assert watch.returncode == 4 and waiting.startswith("warning: "), watch.stderr
+    assert error.startswith("error: ") and "connection refused" in error, watch.stderr
 
 
 def test_an_address_that_is_not_the_api(serve_api: Stack) -> None:
