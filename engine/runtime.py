@@ -19,7 +19,15 @@ import redis.asyncio as redis
 from admission import Admission, AdmissionConfig, AimdConfig, TenantRateConfig
 from engine import coordination
 from engine.coordination.cancellations import Cancellations
-from engine.coordination.heartbeat import API_SERVICE_PREFIX, Heartbeat, Namesake, read_namesake
+from engine.coordination.heartbeat import (
+    API_SERVICE_PREFIX,
+    Heartbeat,
+    Namesake,
+    read_namesake,
+)
+
+# Re-exported (mypy: explicitly) for the service commands: api/ imports engine.runtime only.
+from engine.coordination.heartbeat import ServiceRole as ServiceRole  # noqa: PLC0414
 from engine.coordination.invalidations import Invalidations
 from engine.coordination.run_events import RunEvents
 from engine.coordination.wakeup import Wakeup
@@ -289,12 +297,16 @@ async def live_namesake(runtime: Runtime, service: str) -> Namesake | None:
     return await read_namesake(runtime.redis, runtime.clock, service, ttl_s=ttl_s)
 
 
-async def run_presence(runtime: Runtime, service: str, stop: asyncio.Event) -> None:
-    """Show a named service alive until `stop`: heartbeat `heartbeat:<service>` (the Services
-    page, `GET /services`) and marker file `.healthy/<service>` (a container's probe). First
-    thing on `stop` both go, so the service looks unhealthy and leaves the monitor while it
-    drains (docs/architecture.md, 'Graceful shutdown')."""
-    heartbeat = Heartbeat.from_settings(service, runtime.redis, runtime.clock, runtime.settings)
+async def run_presence(
+    runtime: Runtime, service: str, stop: asyncio.Event, *, role: ServiceRole
+) -> None:
+    """Show a named service of `role` alive until `stop`: heartbeat `heartbeat:<service>` (the
+    Services page, `GET /services`) and marker file `.healthy/<service>` (a container's probe).
+    First thing on `stop` both go, so the service looks unhealthy and leaves the monitor while
+    it drains (docs/architecture.md, 'Graceful shutdown')."""
+    heartbeat = Heartbeat.from_settings(
+        service, runtime.redis, runtime.clock, runtime.settings, role=role
+    )
     marker = HealthMarker.from_settings(service, runtime.settings)
     with marker:
         beating = asyncio.create_task(heartbeat.run(stop), name="heartbeat")
@@ -307,14 +319,19 @@ async def run_presence(runtime: Runtime, service: str, stop: asyncio.Event) -> N
 
 
 async def run_service(
-    runtime: Runtime, service: str, stop: asyncio.Event, *, metrics: WorkerMetrics | None = None
+    runtime: Runtime,
+    service: str,
+    stop: asyncio.Event,
+    *,
+    role: ServiceRole,
+    metrics: WorkerMetrics | None = None,
 ) -> None:
-    """Run a worker as a named service until `stop`: its presence (`run_presence`) and a
-    graceful drain (docs/architecture.md, 'Graceful shutdown'). `metrics`: where its figures
-    go (the ones its `/metrics` serves)."""
+    """Run a worker as a named service of `role` (a `worker`, or the one of a `serve`) until
+    `stop`: its presence (`run_presence`) and a graceful drain (docs/architecture.md,
+    'Graceful shutdown'). `metrics`: where its figures go (the ones its `/metrics` serves)."""
     worker = runtime.worker(metrics=metrics, service=service)
     async with asyncio.TaskGroup() as group:
-        group.create_task(run_presence(runtime, service, stop), name="presence")
+        group.create_task(run_presence(runtime, service, stop, role=role), name="presence")
         await worker.run(stop)
     stats = worker.stats
     logger.info(

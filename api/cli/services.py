@@ -339,7 +339,7 @@ async def _serve_worker(settings: Settings, name: str, health: ApiServer | None 
     from engine.lifecycle import ServiceLifecycle
     from engine.operations.metrics import WorkerMetrics
     from engine.operations.startup import shares_store
-    from engine.runtime import run_service, settle_heap
+    from engine.runtime import ServiceRole, run_service, settle_heap
 
     lifecycle = ServiceLifecycle()
     with lifecycle:
@@ -362,7 +362,7 @@ async def _serve_worker(settings: Settings, name: str, health: ApiServer | None 
                     _ready(name, settings)
                 stop = lifecycle.stop_event
                 group.create_task(_report_recovery(runtime, stop), name="recovery")
-                await run_service(runtime, name, stop, metrics=metrics)
+                await run_service(runtime, name, stop, role=ServiceRole.WORKER, metrics=metrics)
         finally:
             await runtime.close()
 
@@ -471,7 +471,7 @@ def worker(
 async def _serve_api(settings: Settings, server: ApiServer) -> None:
     from api.rest import borrowed_runtime, create_app
     from engine.lifecycle import ServiceLifecycle
-    from engine.runtime import api_service_name, run_presence, settle_heap
+    from engine.runtime import ServiceRole, api_service_name, run_presence, settle_heap
 
     # Named by host and port: several api processes may run on one machine. Its log lines
     # and ready line carry the name its heartbeat and marker have, from here on.
@@ -489,7 +489,8 @@ async def _serve_api(settings: Settings, server: ApiServer) -> None:
             stop = lifecycle.stop_event
             async with asyncio.TaskGroup() as group:
                 group.create_task(_announce(server, service, settings), name="announce")
-                group.create_task(run_presence(runtime, service, stop), name="presence")
+                presence = run_presence(runtime, service, stop, role=ServiceRole.API)
+                group.create_task(presence, name="presence")
                 group.create_task(_report_recovery(runtime, stop), name="recovery")
                 try:
                     await server.serve(app, stop)
@@ -641,7 +642,7 @@ async def _serve_all(
     from api.rest import borrowed_runtime, create_app
     from engine.lifecycle import ServiceLifecycle
     from engine.operations.metrics import WorkerMetrics
-    from engine.runtime import run_service, settle_heap
+    from engine.runtime import ServiceRole, run_service, settle_heap
 
     lifecycle = ServiceLifecycle()
     with lifecycle:
@@ -678,7 +679,7 @@ async def _serve_all(
                 group.create_task(server.serve(app, stop), name="http")
                 group.create_task(_announce(server, service, settings), name="announce")
                 group.create_task(_report_recovery(runtime, stop), name="recovery")
-                await run_service(runtime, service, stop, metrics=metrics)
+                await run_service(runtime, service, stop, role=ServiceRole.SERVE, metrics=metrics)
 
 
 def serve(

@@ -1,10 +1,12 @@
 """Service liveness in Redis: each service beats, a monitor reads the beats.
 
 A `Heartbeat` writes `heartbeat:<service>` = `{"pid", "uptime", "timestamp", "started", "host",
-"instance", "lease"}` (JSON; `started` is when the process started and `timestamp` when it beat,
-epoch seconds by the injected clock; `uptime` the seconds between them, kept for readers older
-than `started`; `host` the machine's name and `instance` a token of this process alone; `lease`
-its own claim lease, `SCHEMABRIDGE_LEASE_S`, when it was given one)
+"instance", "lease", "role"}` (JSON; `started` is when the process started and `timestamp` when
+it beat, epoch seconds by the injected clock; `uptime` the seconds between them, kept for readers
+older than `started`; `host` the machine's name and `instance` a token of this process alone;
+`lease` its own claim lease, `SCHEMABRIDGE_LEASE_S`, when it was given one; `role` the kind of
+process, `ServiceRole`, when it was given one: a worker's name is the operator's to choose, so
+the name alone does not tell a `worker` from a `serve`)
 every `interval_s` (default 10 s) with a TTL of `ttl_s` (default 30 s, three missed beats), and
 records the service in the sorted set `sb:services` (score = the beat's timestamp). If the
 service stops beating the key expires; the set still names it, so readers report it down, with
@@ -53,6 +55,7 @@ import time
 import uuid
 from collections.abc import Iterable
 from dataclasses import dataclass
+from enum import StrEnum
 from typing import cast
 
 import psutil
@@ -72,6 +75,17 @@ DEFAULT_POLL_INTERVAL_MS = 15_000
 API_SERVICE_PREFIX = "api-"
 """The start of the service id of a `schemabridge api` process (`api-<host>-<port>`), the one
 kind of service that runs no worker."""
+
+
+class ServiceRole(StrEnum):
+    """What kind of process beats under a service name (`Heartbeat.role`)."""
+
+    API = "api"
+    """`schemabridge api`: the REST API and the monitor, no worker."""
+    WORKER = "worker"
+    """`schemabridge worker`: a worker, no API."""
+    SERVE = "serve"
+    """`schemabridge serve`: the API and a worker in one process."""
 
 
 def is_worker_service(name: str) -> bool:
@@ -171,6 +185,7 @@ class Heartbeat:
         forget_after_s: float = DEFAULT_FORGET_AFTER_S,
         started_at: float | None = None,
         lease_s: float | None = None,
+        role: ServiceRole | None = None,
     ) -> None:
         if not service:
             raise ValueError("a heartbeat needs a service name")
@@ -191,6 +206,8 @@ class Heartbeat:
         self.lease_s = lease_s
         """The claim lease this process renews its claims by: a reader judging whether a claim
         is this process's reads it here, not from its own settings, which may differ."""
+        self.role = role
+        """What kind of process this is, for readers (`ServiceStatus.role`); None: not said."""
         self.host = socket.gethostname()
         self.instance = uuid.uuid4().hex
         """This process's token in the key: `stop()` deletes only a key that holds it."""
@@ -209,10 +226,16 @@ class Heartbeat:
 
     @classmethod
     def from_settings(
-        cls, service: str, client: redis.Redis, clock: Clock, settings: Settings
+        cls,
+        service: str,
+        client: redis.Redis,
+        clock: Clock,
+        settings: Settings,
+        *,
+        role: ServiceRole | None = None,
     ) -> Heartbeat:
-        """A heartbeat with `heartbeat_interval_s`, `heartbeat_ttl_s` and `lease_s` from
-        `settings`."""
+        """A heartbeat of a `role` process with `heartbeat_interval_s`, `heartbeat_ttl_s` and
+        `lease_s` from `settings`."""
         return cls(
             service,
             client,
@@ -220,6 +243,7 @@ class Heartbeat:
             interval_s=settings.heartbeat_interval_s,
             ttl_s=float(settings.heartbeat_ttl_s),
             lease_s=float(settings.lease_s),
+            role=role,
         )
 
     def payload(self) -> dict[str, float | int | str]:
@@ -235,6 +259,8 @@ class Heartbeat:
         }
         if self.lease_s is not None:
             body["lease"] = self.lease_s
+        if self.role is not None:
+            body["role"] = self.role.value
         return body
 
     async def beat(self) -> bool:
@@ -347,13 +373,17 @@ class ServiceStatus:
     host: str | None = None
     """The machine its process beat from (`socket.gethostname()`: a container's id in
     Docker); None when no payload is there or it is older than the field."""
+    role: ServiceRole | None = None
+    """What kind of process it is (`Heartbeat.role`); None when no payload is there, it is
+    older than the field, or it names a role this reader does not know."""
 
     def as_dict(self) -> dict[str, object]:
-        """JSON-ready form for the API: `{name, status: "up"|"down", pid, host, uptime,
+        """JSON-ready form for the API: `{name, status: "up"|"down", role, pid, host, uptime,
         lastSeen, startedAt}`."""
         return {
             "name": self.name,
             "status": "up" if self.up else "down",
+            "role": None if self.role is None else self.role.value,
             "pid": self.pid,
             "host": self.host,
             "uptime": self.uptime_s,
@@ -388,6 +418,16 @@ def _payload_host(raw: bytes) -> str | None:
     """The `host` of a payload `_parse_payload` read (None in one written before it)."""
     host = json.loads(raw).get("host")
     return host if isinstance(host, str) else None
+
+
+def _payload_role(raw: bytes) -> ServiceRole | None:
+    """The `role` of a payload `_parse_payload` read: None in one written before it, or
+    naming a role added after this reader (unknown, rather than the whole list refused)."""
+    role = json.loads(raw).get("role")
+    try:
+        return ServiceRole(role) if isinstance(role, str) else None
+    except ValueError:
+        return None
 
 
 def _status(
@@ -427,6 +467,7 @@ def _status(
         started_at=started,
         lease_s=payload.get("lease"),
         host=_payload_host(raw),
+        role=_payload_role(raw),
     )
 
 

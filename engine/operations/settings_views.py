@@ -8,7 +8,7 @@ from pydantic import Field
 from admission import DestinationState, LayerStatus
 from admission.aimd import slots
 from admission.breaker import BreakerState, Layer
-from engine.coordination.heartbeat import ServiceStatus
+from engine.coordination.heartbeat import ServiceRole, ServiceStatus
 from engine.operations.views import View
 
 
@@ -165,6 +165,9 @@ class ServiceView(View):
 
     name: str
     up: bool
+    role: ServiceRole | None = None
+    """What kind of process it is: `api` (the REST API alone), `worker`, or `serve` (the API and
+    a worker in one process); None from a heartbeat older than the field."""
     pid: int | None = None
     """Its process's id, from its latest heartbeat: a service down keeps the one it last beat
     from (None from before the engine kept it)."""
@@ -183,6 +186,7 @@ class ServiceView(View):
         return cls(
             name=status.name,
             up=status.up,
+            role=status.role,
             pid=status.pid,
             host=status.host,
             uptime_s=status.uptime_s,

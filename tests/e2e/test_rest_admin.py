@@ -6,6 +6,7 @@ key reading its own tenant only; bad input refused with a code."""
 from __future__ import annotations
 
 import asyncio
+import json
 import socket
 import uuid
 from collections.abc import AsyncIterator
@@ -16,7 +17,8 @@ import pytest
 
 from admission import DestinationCaps
 from api.rest import borrowed_runtime, create_app
-from engine.coordination.heartbeat import Heartbeat
+from engine.coordination import keys
+from engine.coordination.heartbeat import Heartbeat, ServiceRole
 from engine.operations import Operations
 from engine.runtime import Runtime
 from tests.conftest import Backend
@@ -277,17 +279,23 @@ async def test_a_tenant_key_reads_its_own_tenant_only(api: Api) -> None:
 
 
 async def test_services_show_heartbeats_up_and_down(api: Api) -> None:
-    """Up with its pid and its uptime since its process started (an hour before the
-    heartbeat was made, say), and when; down once stopped."""
+    """Up with its role, its pid and its uptime since its process started (an hour before the
+    heartbeat was made, say), and when; down once stopped, with what its last beat said. A
+    beat written before beats said their role answers `role: null`."""
     started = api.runtime.clock.now() - 3600
-    beat = Heartbeat(
-        "worker-rest-test", api.runtime.redis, api.runtime.clock, pid=4242, started_at=started
-    )
+    redis, clock = api.runtime.redis, api.runtime.clock
+    role = ServiceRole.WORKER
+    beat = Heartbeat("worker-rest-test", redis, clock, pid=4242, started_at=started, role=role)
     assert await beat.beat()
+    older = {k: v for k, v in beat.payload().items() if k != "role"}
+    await redis.set(keys.heartbeat("older-rest-test"), json.dumps(older), px=30_000)
+    await redis.zadd(keys.SERVICES_SET, {"older-rest-test": clock.now()})
     async with client(api.url, api.admin_key) as http:
         up = await http.get("/services")
         (listed,) = [s for s in up.json()["items"] if s["name"] == "worker-rest-test"]
-        assert (listed["up"], listed["pid"]) == (True, 4242)
+        assert (listed["up"], listed["role"], listed["pid"]) == (True, "worker", 4242)
+        (old,) = [s for s in up.json()["items"] if s["name"] == "older-rest-test"]
+        assert old["up"] is True and "role" in old and old["role"] is None
         assert listed["startedAt"] == started and 3600 <= listed["uptimeS"] < 3660
         await beat.stop()
         down = await http.get("/services")
@@ -295,6 +303,7 @@ async def test_services_show_heartbeats_up_and_down(api: Api) -> None:
     assert gone["up"] is False and gone["lastSeen"] == listed["lastSeen"]
     assert listed["host"] == socket.gethostname()
     assert (gone["pid"], gone["host"]) == (4242, listed["host"]), "down: its last beat's"
+    assert gone["role"] == "worker"
 
 
 ROUNDS = 20

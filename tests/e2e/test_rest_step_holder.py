@@ -22,7 +22,7 @@ import httpx
 import pytest
 
 from demo.downstream import RunningDownstream
-from engine.coordination.heartbeat import read_named_services
+from engine.coordination.heartbeat import ServiceRole, read_named_services
 from engine.runtime import run_service
 from tests.conftest import Backend
 from tests.e2e.rest_runs_harness import Api, api_on
@@ -54,7 +54,8 @@ def _workflow(base: str) -> dict[str, Any]:
 async def _service(api: Api, name: str) -> AsyncIterator[None]:
     """A worker running as the named service `name` in this process, heartbeat and all."""
     stop = asyncio.Event()
-    task = asyncio.create_task(run_service(api.runtime, name, stop), name=name)
+    working = run_service(api.runtime, name, stop, role=ServiceRole.WORKER)
+    task = asyncio.create_task(working, name=name)
     try:
         yield
     finally:

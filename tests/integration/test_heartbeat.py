@@ -23,6 +23,7 @@ from engine.coordination import keys
 from engine.coordination.heartbeat import (
     Heartbeat,
     ServiceMonitor,
+    ServiceRole,
     ServiceStatus,
     read_named_services,
     read_namesake,
@@ -104,6 +105,7 @@ async def test_a_live_service_reads_as_up(client: redis.Redis, clock: FakeClock)
     assert status.as_dict() == {
         "name": service,
         "status": "up",
+        "role": None,
         "pid": 7,
         "host": socket.gethostname(),
         "uptime": 8.0,
@@ -335,6 +337,33 @@ async def test_a_beat_says_the_lease_its_process_renews_claims_by(
     raw = await client.get(keys.heartbeat(other))
     assert raw is not None and "lease" not in json.loads(raw)
     assert mine(await read_services(client, clock), other)[other].lease_s is None
+
+
+async def test_a_beat_says_its_role_and_an_older_one_reads_as_unknown(
+    client: redis.Redis, clock: FakeClock
+) -> None:
+    """A worker's name is its operator's to choose, so the beat says what kind of process it
+    is; a service down keeps the role of its last beat. A beat without one (written before
+    beats said it) or with a role this reader does not know reads as None, not a refusal."""
+    worker, old, newer = unique("serve"), unique("worker"), unique("worker")
+    settings = Settings()
+    beat = Heartbeat.from_settings(worker, client, clock, settings, role=ServiceRole.WORKER)
+    await beat.beat()
+    raw = await client.get(keys.heartbeat(worker))
+    assert raw is not None and json.loads(raw)["role"] == "worker"
+    payload = json.loads(raw)
+    del payload["role"]
+    await client.set(keys.heartbeat(old), json.dumps(payload), px=30_000)
+    await client.set(keys.heartbeat(newer), json.dumps(payload | {"role": "gateway"}), px=30_000)
+    await client.zadd(keys.SERVICES_SET, {old: clock.now(), newer: clock.now()})
+    read = mine(await read_services(client, clock), worker, old, newer)
+    assert read[worker].role is ServiceRole.WORKER
+    assert read[worker].as_dict()["role"] == "worker"
+    assert read[old].role is None and read[newer].role is None
+    await beat.stop()  # down: its last beat says what it was
+    assert mine(await read_services(client, clock), worker)[worker].role is ServiceRole.WORKER
+    named = await read_named_services(client, clock, [worker])
+    assert named[worker].role is ServiceRole.WORKER
 
 
 def test_an_interval_at_or_above_the_ttl_is_refused() -> None:

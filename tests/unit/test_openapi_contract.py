@@ -19,6 +19,7 @@ from api.rest import create_app
 from api.rest.app import DEFAULT_ROUTERS
 from api.rest.auth import admin_caller
 from api.rest.route_errors import route_statuses
+from engine.coordination.heartbeat import ServiceRole
 from engine.operations.action_views import SkipReason
 from engine.operations.views import EPOCH_SECONDS, UNKNOWN_KIND, is_time_field
 from engine.settings import Settings
@@ -67,6 +68,7 @@ def _schemas(document: dict[str, Any]) -> dict[str, Any]:
         Layer,
         AuditAction,
         AuditSubject,
+        ServiceRole,
     ],
 )
 def test_each_enum_is_the_codes_own_set(document: dict[str, Any], enum: Any) -> None:
@@ -97,6 +99,7 @@ def test_each_enum_is_the_codes_own_set(document: dict[str, Any], enum: Any) -> 
         ("ClosedBreakerView", "layer", "Layer"),
         ("ErrorView", "kind", "FailureKind"),
         ("AttemptView", "refused", "FailureKind"),
+        ("ServiceView", "role", "ServiceRole"),
     ],
 )
 def test_closed_fields_refer_to_their_enum(
