@@ -631,11 +631,16 @@ def reset_quota(
 # ── services ───────────────────────────────────────────────────────────────────────────────
 
 
+UNKNOWN_ROLE = "unknown"
+"""The role of a service whose heartbeat does not say it (written before beats did)."""
+
+
 def services_table(views: list[ServiceView], now: float) -> Table:
     rows: list[list[str | Text]] = [
         [
             view.name,
             Text("up", style="green") if view.up else Text("down", style="red"),
+            view.role or UNKNOWN_ROLE,
             MISSING if view.host is None else view.host,
             MISSING if view.pid is None else str(view.pid),
             MISSING if view.uptime_s is None else duration(view.uptime_s),
@@ -643,7 +648,7 @@ def services_table(views: list[ServiceView], now: float) -> Table:
         ]
         for view in views
     ]
-    return table(["SERVICE", "STATE", "HOST", "PID", "UPTIME", "LAST HEARTBEAT"], rows)
+    return table(["SERVICE", "STATE", "ROLE", "HOST", "PID", "UPTIME", "LAST HEARTBEAT"], rows)
 
 
 def services(
@@ -653,8 +658,8 @@ def services(
     debug: DebugOption = False,
 ) -> None:
     """Every service (api, worker, serve) that sent a heartbeat: up while its heartbeat is
-    fresh, its host and process id (a service down: those it last beat from), uptime and when
-    it was last heard from."""
+    fresh, its role (the kind of process), its host and process id (a service down: those it
+    last beat from), uptime and when it was last heard from."""
     remote = Remote(api_url, api_key, output, debug)
     views = call(remote, lambda api: api.settings.services())
     empty = "no services yet: each `serve`, `api` and `worker` process sends a heartbeat"

@@ -548,6 +548,8 @@ class CurrentKey(Wire):
 class ServiceView(Wire):
     name: str
     up: bool
+    role: str | None = None
+    """api, worker or serve; None from an API or a heartbeat older than the field."""
     pid: int | None = None
     host: str | None = None
     uptime_s: float | None = None

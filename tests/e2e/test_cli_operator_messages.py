@@ -347,10 +347,12 @@ def test_a_batch_retry_of_a_version_never_published_is_refused(
 
 def test_services_lists_the_serving_process_as_up(serve_api: Stack) -> None:
     listed = serve_api.json("services")["items"]
-    serving = [s for s in listed if s["up"] and s["pid"]]
+    serving = [s for s in listed if s["up"] and s["pid"] and s["role"] == "serve"]
     assert serving, listed  # this stack's `serve` process, heard from lately
     text = serve_api.ok("services")
     header, *rows = text.stdout.splitlines()
-    assert header.split() == ["SERVICE", "STATE", "HOST", "PID", "UPTIME", "LAST", "HEARTBEAT"]
-    said = [serving[0]["name"], "up", serving[0]["host"], str(serving[0]["pid"])]
-    assert any(row.split()[:4] == said for row in rows)
+    assert header.split() == [
+        "SERVICE", "STATE", "ROLE", "HOST", "PID", "UPTIME", "LAST", "HEARTBEAT",
+    ]  # fmt: skip
+    said = [serving[0]["name"], "up", "serve", serving[0]["host"], str(serving[0]["pid"])]
+    assert any(row.split()[:5] == said for row in rows)

@@ -910,15 +910,17 @@ def test_a_listed_error_keeps_the_command_it_ends_with_whole() -> None:
 
 
 def test_a_service_down_shows_the_host_and_pid_it_last_beat_from() -> None:
-    """`schemabridge services`: a worker killed a minute ago still says where its process
-    was (host, pid), which is what an operator looks for then; one whose last beat is not
-    kept (it beat before the engine kept it) shows dashes, never "None"."""
+    """`schemabridge services`: a worker killed a minute ago still says what it was and where
+    its process was (role, host, pid), which is what an operator looks for then; one whose
+    last beat is not kept (it beat before the engine kept it) shows dashes, never "None", and
+    a role its beat does not say is "unknown"."""
     views = [
         ServiceView.model_validate(item)
         for item in (
             {
                 "name": "worker-2",
                 "up": False,
+                "role": "worker",
                 "pid": 4242,
                 "host": "3f9a1c2b7d4e",
                 "uptimeS": 600,
@@ -928,9 +930,11 @@ def test_a_service_down_shows_the_host_and_pid_it_last_beat_from() -> None:
         )
     ]
     header, *rows = rendered(admin.services_table(views, NOW)).splitlines()
-    assert header.split() == ["SERVICE", "STATE", "HOST", "PID", "UPTIME", "LAST", "HEARTBEAT"]
-    assert " ".join(rows[0].split()) == "worker-2 down 3f9a1c2b7d4e 4242 10 min 1 min ago"
-    assert rows[1].split()[:4] == ["worker-old", "down", "-", "-"]
+    assert header.split() == [
+        "SERVICE", "STATE", "ROLE", "HOST", "PID", "UPTIME", "LAST", "HEARTBEAT",
+    ]  # fmt: skip
+    assert " ".join(rows[0].split()) == "worker-2 down worker 3f9a1c2b7d4e 4242 10 min 1 min ago"
+    assert rows[1].split()[:5] == ["worker-old", "down", "unknown", "-", "-"]
 
 
 def test_schemabridge_runs_live_display_says_which_children_a_dead_worker_holds() -> None:
