@@ -748,8 +748,9 @@ def with_more_rows(page: Any, pattern: str, more: Callable[[Rows], Rows], shown:
 def container_services(_: Rows) -> Rows:
     """Two services named as in containers (`worker-<host>-<pid>`, `api-<host>-<port>`, the
     host a 12-hex id): the demo's `serve-<host>` is the only one that beats here. A worker
-    down for 3 days, with the pid and host it last beat from; an API up for almost a day,
-    with as large a pid as Linux gives, on a host with a long dotted name."""
+    down for 3 days, with the pid and host it last beat from and no role (its release beat
+    none: the widest, "unknown"); an API up for almost a day, with as large a pid as Linux
+    gives, on a host with a long dotted name."""
     now = time.time()
     return [
         {
@@ -762,6 +763,7 @@ def container_services(_: Rows) -> Rows:
         {
             "name": "api-3f9a1c2b7d4e-8000",
             "up": True,
+            "role": "api",
             "pid": 4194304,
             "host": "ip-10-0-3-17.eu-west-1.compute.internal",
             "uptimeS": 86399,

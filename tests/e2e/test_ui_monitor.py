@@ -830,8 +830,9 @@ def _quoted(key: str) -> str:
 
 
 def test_services_are_up_from_their_heartbeats(server: DemoServer, browser: Any) -> None:
-    """The serve process is up, its uptime counted from when its process started (not from
-    its first heartbeat, after its start-up), which its Uptime cell says on hover."""
+    """The serve process is up, says its role, and its uptime counts from when its process
+    started (not from its first heartbeat, after its start-up), which its Uptime cell says
+    on hover."""
     with opened(browser, f"{server.ui}#/services") as (page, _):
         row = page.locator("tbody tr").first
         row.wait_for()
@@ -840,12 +841,20 @@ def test_services_are_up_from_their_heartbeats(server: DemoServer, browser: Any)
         (serve,) = [s for s in server.call("/services")["items"] if s["name"].startswith("serve-")]
         assert serve["pid"] == server.service.process.pid
         assert abs(serve["startedAt"] - server.service.started_at) < 1.5, serve
-        assert row.locator("td").nth(2).inner_text() == serve["host"] == socket.gethostname()
-        assert row.locator("td").nth(3).inner_text() == str(serve["pid"])
-        uptime = row.locator("td").nth(4)
+        assert row.locator("td").nth(2).inner_text() == serve["role"] == "serve"
+        assert row.locator("td").nth(3).inner_text() == serve["host"] == socket.gethostname()
+        assert row.locator("td").nth(4).inner_text() == str(serve["pid"])
+        heads = page.locator("table.services thead th").all_inner_texts()
+        assert heads[:4] == ["Service", "State", "Role", "Host"], heads
+        uptime = row.locator("td").nth(5)
         title = uptime.get_attribute("title") or ""
         assert re.fullmatch(r"started \d{4}-\d\d-\d\d \d\d:\d\d:\d\d\.\d{3}", title), title
         shoot(page, "services", widths=(901, 360))
+        # On a phone the role goes under the state, as the host goes under the name.
+        page.set_viewport_size({"width": 360, "height": 800})
+        under = row.locator(".role-under")
+        assert under.is_visible() and under.inner_text() == "serve"
+        assert not row.locator("td").nth(2).is_visible()
 
 
 def test_the_pages_work_by_keyboard(server: DemoServer, browser: Any) -> None:
