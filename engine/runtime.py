@@ -194,6 +194,7 @@ class Runtime:
             idle_poll_s=s.idle_poll_s,
             shutdown_grace_s=s.shutdown_grace_s,
             payload_retention_s=s.payload_retention_s,
+            run_retention_s=s.run_retention_s,
         )
 
     def executor_deps(self, metrics: WorkerMetrics | None = None) -> ExecutorDeps:

@@ -247,6 +247,11 @@ class Settings(BaseSettings):
     payload store drains below its high-water mark. A run reopened by an operator keeps
     what is left of them while it runs; a step that reads a join's outputs once they are
     (even partly) gone fails, and the run is started over to merge again. Default 7 days."""
+    run_retention_s: float = Field(default=0.0, ge=0, validation_alias=_env("RUN_RETENTION_S"))
+    """How long a root run is kept after it ends (SUCCEEDED, FAILED or CANCELLED); workers then
+    delete it with its whole tree: child runs, steps, log lines and payloads
+    (docs/architecture.md, 'Run retention'). 0 (the default) keeps runs for ever: deleting
+    history is the operator's choice. When set, at least `payload_retention_s`."""
     merge_outputs_read_max_bytes: int = Field(
         default=payload_defaults.MERGE_OUTPUTS_READ_MAX_BYTES,
         ge=0,
@@ -360,6 +365,20 @@ class Settings(BaseSettings):
                 f"{ttl}: a service's heartbeat would expire between its beats"
             )
         return ttl
+
+    @field_validator("run_retention_s")
+    @classmethod
+    def _check_run_retention(cls, retention: float, info: ValidationInfo) -> float:
+        # Payload retention empties a run's payloads (bounded in bytes per transaction) before
+        # the run itself goes; a run retention below it would free them in batches bounded only
+        # in runs, and the expired-join message ("raise …PAYLOAD_RETENTION_S") would mislead.
+        payloads = info.data.get("payload_retention_s")
+        if retention and isinstance(payloads, float) and retention < payloads:
+            raise ValueError(
+                f"should be 0 (keep runs for ever) or at least SCHEMABRIDGE_PAYLOAD_RETENTION_S "
+                f"({payloads:g} s), not {retention:g}: a run's payloads go before the run"
+            )
+        return retention
 
     @field_validator("egress_allow")
     @classmethod

@@ -18,6 +18,9 @@ Four cooperating loops under one `asyncio.TaskGroup` (docs/architecture.md, 'Sup
   `payload_retention_s` ago, at most `PAYLOAD_EXPIRY_BATCH` chunks and
   `PAYLOAD_EXPIRY_BATCH_BYTES` per transaction
   (docs/architecture.md, 'Payload retention').
+* run retention — when `run_retention_s` is set, deletes the root runs that ended more than
+  that ago with their whole tree, in bounded batches (`engine.execution.run_retention`;
+  docs/architecture.md, 'Run retention').
 
 A step counts as in flight until its result is written, so its lease is renewed until then;
 it stops counting against `worker_concurrency` as soon as it has executed, so claiming the next
@@ -44,7 +47,7 @@ from typing import Any, Protocol
 
 from engine import payload_defaults
 from engine.coordination.redis_client import COORDINATION_ERRORS
-from engine.execution import executor, worker_metrics
+from engine.execution import executor, run_retention, worker_metrics
 from engine.execution.stops import CLAIM_KEPT, CancelledRuns, Stops
 from engine.store import Store
 from engine.store.queue import HELD_BACK
@@ -140,6 +143,11 @@ class WorkerConfig:
     """The service id this worker's heartbeat beats under (`engine.runtime.run_service`),
     recorded on the steps it claims (`claimed_by`) so that an operator can tell whether their
     holder is alive; None for a worker that runs as no service (`schemabridge run`)."""
+    run_retention_s: float = 0.0
+    """Root runs that ended longer ago than this are deleted with their trees; 0 (the
+    default) keeps them for ever."""
+    run_purge_every_s: float = run_retention.RUN_PURGE_EVERY_S
+    """How often the worker deletes runs past `run_retention_s`."""
     payload_expiry_every_s: float = 60.0
     """How often the worker deletes expired payloads. Default a minute: retention counts in
     days, and a pass that finds nothing is one indexed read."""
@@ -233,6 +241,9 @@ class Worker:
             group.create_task(self._every(ANALYZE_EVERY_S, self._analyze), name="analyze")
             expiry = self._every(self._config.payload_expiry_every_s, self._expire_payloads)
             group.create_task(expiry, name="payload-retention")
+            if self._config.run_retention_s > 0:
+                purge = self._every(self._config.run_purge_every_s, self._purge_runs)
+                group.create_task(purge, name="run-retention")
             await self._claim_loop(group, stop)
             await self._drain()
             self._closing.set()
@@ -622,6 +633,11 @@ class Worker:
                 size,
                 self._config.payload_retention_s,
             )
+
+    async def _purge_runs(self) -> None:
+        await run_retention.purge_pass(
+            self._store, self._config.run_retention_s, closing=self._closing
+        )
 
     async def _reap(self) -> None:
         requeued = await self._store.requeue_expired()

@@ -133,6 +133,16 @@ class Run(SQLModel, table=True):
             postgresql_where=text("restarted_from IS NOT NULL"),
             sqlite_where=text("restarted_from IS NOT NULL"),
         ),
+        # A root's whole tree (a nested fan-out's grandchildren name their root, not their
+        # parent's parent), and whether any of it still runs: run retention deletes a tree in
+        # batches through it (`engine.store.run_purge`). Children only.
+        Index(
+            "ix_run_tree",
+            "root_run_id",
+            "status",
+            postgresql_where=text("parent_run_id IS NOT NULL"),
+            sqlite_where=text("parent_run_id IS NOT NULL"),
+        ),
         # The reaper's look at runs reopened lately (`WorkQueue.release_stranded`); status
         # first, so SQLite (no statistics) prefers it to ix_run_status_created.
         Index(

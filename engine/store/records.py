@@ -335,3 +335,28 @@ class StatusCounts:
 
     by_status: dict[str, int]
     since_stage: int = 0
+
+
+@dataclass(frozen=True)
+class RunsPurged:
+    """What a deletion of ended run trees removed (or, counted for a dry run, would remove):
+    root runs, their descendant runs, and those runs' steps, log lines and payload chunks."""
+
+    roots: int = 0
+    children: int = 0
+    steps: int = 0
+    log_lines: int = 0
+    payload_chunks: int = 0
+
+    @property
+    def runs(self) -> int:
+        return self.roots + self.children
+
+    def __add__(self, other: RunsPurged) -> RunsPurged:
+        return RunsPurged(
+            self.roots + other.roots,
+            self.children + other.children,
+            self.steps + other.steps,
+            self.log_lines + other.log_lines,
+            self.payload_chunks + other.payload_chunks,
+        )

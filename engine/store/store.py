@@ -6,7 +6,8 @@ logs), `OperatorActionsStore` (retry, resolve, start over, reprocess, cancel),
 `DeploymentStore` (serving versions, deployments), `OperatorSettingsStore` (caps, tenant
 limits, quotas), `KeyStore` (API keys), `SecretStore` (encrypted secrets), `AuditStore` (the
 audit trail of administrative changes, which their writers append to), `MonitorStore` (a
-fan-out's long tail, the progress of listed runs) and `ProbeStore` (health and schema checks).
+fan-out's long tail, the progress of listed runs), `RunRetentionStore` (the deletion of ended
+run trees) and `ProbeStore` (health and schema checks).
 Callers take the combined `Store`. Build with `Store.open`, end with `close`.
 """
 
@@ -22,6 +23,7 @@ from engine.store.keys import KeyStore
 from engine.store.monitor import MonitorStore
 from engine.store.probes import ProbeStore
 from engine.store.queue import WorkQueue
+from engine.store.retention_store import RunRetentionStore
 from engine.store.secrets_store import SecretStore
 from engine.store.settings_store import OperatorSettingsStore
 
@@ -38,6 +40,7 @@ class Store(
     AuditStore,
     ProbeStore,
     MonitorStore,
+    RunRetentionStore,
 ):
     """Async access to the durable state. Build with `Store.open`."""
 

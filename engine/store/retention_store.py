@@ -1,0 +1,33 @@
+"""The run-retention role of the store: delete root runs that ended before a cutoff with their
+whole tree, a bounded batch per transaction (docs/architecture.md, 'Run retention');
+statements in `engine.store.run_purge`."""
+
+from __future__ import annotations
+
+from engine.store import run_purge
+from engine.store.core import StoreCore
+from engine.store.records import RunsPurged
+
+
+class RunRetentionStore(StoreCore):
+    """What the workers' retention pass and `schemabridge runs purge` need."""
+
+    def cutoff(self, retention_s: float) -> float:
+        """The end before which runs are past `retention_s`, by the store's clock."""
+        return self._clock.now() - retention_s
+
+    async def purge_ended_runs(self, ended_before: float, *, limit: int) -> RunsPurged:
+        """Delete, in one short transaction, up to `limit` runs of the trees whose root ended
+        before `ended_before` (descendants first, each root once its tree is gone), with their
+        steps, log lines and payload chunks. A read first, so a call with nothing to delete
+        writes nothing. Safe to call from every worker at once (`run_purge.purge_batch`)."""
+        async with self._engines.read.connect() as conn:
+            if not await run_purge.any_due(conn, ended_before):
+                return RunsPurged()
+        async with self._engines.write.begin() as conn:
+            return await run_purge.purge_batch(conn, ended_before, limit)
+
+    async def count_ended_runs(self, ended_before: float) -> RunsPurged:
+        """What `purge_ended_runs` would delete, to the last batch, were it called now."""
+        async with self._engines.read.connect() as conn:
+            return await run_purge.count_due(conn, ended_before)

@@ -1,0 +1,207 @@
+"""Run retention on both backends: root runs that ended more than `run_retention_s` ago go
+with their whole tree (children at any depth, steps, log lines, payload chunks), in bounded
+batches, children first and the root last; recent runs, unfinished trees and runs reopened
+meanwhile stay (docs/architecture.md, 'Run retention')."""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+from collections.abc import AsyncIterator
+
+import pytest
+
+from demo.downstream import RunningDownstream
+from engine.execution import run_retention
+from engine.operations import Operations
+from engine.runtime import Runtime
+from engine.store import run_purge
+from engine.store.records import RunsPurged, StepFailed
+from schemas.clock import FakeClock
+from tests.conftest import Backend
+from tests.integration.engine_harness import running_worker, settings_for, start, wait_for_run
+from tests.integration.test_merge_outputs import items
+from tests.integration.test_merge_outputs import workflows as merge_workflows
+from tests.integration.test_payload_retention import one_step, until
+from tests.integration.tree_harness import plant_tree, rows_left, status_of
+
+RETENTION_S = 3600.0
+GONE = {"runs": 0, "steps": 0, "log_lines": 0, "payload_chunks": 0}
+
+
+@pytest.fixture
+async def clocked(backend: Backend) -> AsyncIterator[tuple[Runtime, FakeClock]]:
+    """A runtime on a fake clock, run (and payload) retention an hour, leases long enough for
+    the clock's jumps."""
+    clock = FakeClock()
+    settings = settings_for(
+        backend, payload_retention_s=RETENTION_S, run_retention_s=RETENTION_S, lease_s=60.0
+    )
+    runtime = await Runtime.open(settings, clock=clock)
+    yield runtime, clock
+    await runtime.close()
+
+
+async def a_pass(runtime: Runtime, *, batch: int = 1000, batches: int = 10) -> RunsPurged:
+    return await run_retention.purge_pass(runtime.store, RETENTION_S, batch=batch, batches=batches)
+
+
+async def test_an_old_tree_goes_whole_and_recent_or_unfinished_trees_stay(
+    clocked: tuple[Runtime, FakeClock], downstream: RunningDownstream
+) -> None:
+    runtime, clock = clocked
+    # A fan-out of 20 children run by the engine: steps, log lines, a merge.
+    old = await start(runtime, merge_workflows(downstream.url, {}), {"items": items(20)})
+    async with running_worker(runtime):
+        assert (await wait_for_run(runtime, old)).status == "SUCCEEDED"
+    before = await rows_left(runtime, old)
+    assert before["runs"] == 21 and before["steps"] > 21 and before["log_lines"] > 0
+    now = clock.now()
+    # Ended as long ago, with a nested fan-out: grandchildren go too.
+    nested = await plant_tree(runtime, at=now, ended_at=now, children=3, grandchildren=2)
+    # A root still running (its ended children stay with it), and one failed with a child
+    # still running (an unfinished tree stays whole).
+    running = await plant_tree(runtime, at=now, ended_at=None, status="RUNNING", children=4)
+    unfinished = await plant_tree(
+        runtime, at=now, ended_at=now, status="FAILED", children=2, child_status="RUNNING"
+    )
+    clock.advance(RETENTION_S / 2)
+    recent = await plant_tree(runtime, at=clock.now(), ended_at=clock.now(), children=2)
+    assert await a_pass(runtime) == RunsPurged()  # nothing is an hour old yet
+    clock.advance(RETENTION_S / 2 + 1)
+
+    purged = await a_pass(runtime)
+
+    assert (purged.roots, purged.children) == (2, 20 + 3 + 6)
+    assert purged.steps == before["steps"] + 10 * 2
+    assert purged.log_lines == before["log_lines"] + 10
+    assert await rows_left(runtime, old) == GONE
+    assert await rows_left(runtime, nested) == GONE
+    assert (await rows_left(runtime, running))["runs"] == 5
+    assert (await rows_left(runtime, unfinished))["runs"] == 3
+    assert (await rows_left(runtime, recent))["runs"] == 3
+    assert await a_pass(runtime) == RunsPurged()
+    # The recent one goes once it too is past the retention.
+    clock.advance(RETENTION_S / 2)
+    assert (await a_pass(runtime)).runs == 3
+
+
+async def test_a_large_tree_goes_in_batches_and_the_next_pass_finishes_an_interrupted_one(
+    clocked: tuple[Runtime, FakeClock],
+) -> None:
+    runtime, clock = clocked
+    root = await plant_tree(runtime, at=clock.now(), ended_at=clock.now(), children=3000)
+    clock.advance(RETENTION_S + 1)
+
+    # A pass cut short after two batches (a crash, or its bound): children only so far.
+    first = await a_pass(runtime, batch=500, batches=2)
+    assert (first.roots, first.children, first.steps) == (0, 1000, 2000)
+    assert await status_of(runtime, root) == "SUCCEEDED"  # still there, and still ended
+
+    second = await a_pass(runtime, batch=500, batches=10)
+    assert (second.roots, second.children) == (1, 2000)
+    assert second.steps == 2000 * 2 + 2 and second.payload_chunks == 1
+    assert await rows_left(runtime, root) == GONE
+
+
+async def test_a_run_reopened_after_it_was_chosen_keeps_its_rows(
+    clocked: tuple[Runtime, FakeClock], downstream: RunningDownstream
+) -> None:
+    """The DELETE checks again that each run is still ended: an operator's Retry between the
+    read that chose a run and the deletion keeps it, with its steps and log lines."""
+    runtime, clock = clocked
+    run_id = await start(runtime, one_step(downstream.url), {})
+    (step,) = await runtime.store.claim(10, lease_s=600)
+    await runtime.store.complete([StepFailed(step, {"kind": "http_error", "message": "boom"})])
+    clock.advance(RETENTION_S + 1)
+    ended_before = runtime.store.cutoff(RETENTION_S)
+    async with runtime.store._engines.read.connect() as conn:
+        chosen = (await conn.execute(run_purge.due_roots(ended_before))).scalars().all()
+    assert chosen == [run_id]
+    await Operations(runtime).actions.retry(run_id, actor="ops")
+    async with runtime.store._engines.write.begin() as conn:
+        kept = await run_purge._delete_runs(conn, chosen, ended_before, roots=True)
+    assert kept == RunsPurged()
+    left = await rows_left(runtime, run_id)
+    assert left["runs"] == 1 and left["steps"] == 1 and left["log_lines"] > 0
+    assert await a_pass(runtime) == RunsPurged()  # RUNNING again: not due
+
+
+async def test_two_passes_at_once_delete_each_run_once_and_both_finish(
+    clocked: tuple[Runtime, FakeClock], backend: Backend
+) -> None:
+    """PostgreSQL, where two workers purge at once (SQLite lets one writer in at a time):
+    SKIP LOCKED gives them different runs."""
+    if backend.name != "server":
+        pytest.skip("PostgreSQL only: SQLite lets one writer in at a time")
+    runtime, clock = clocked
+    roots = [
+        await plant_tree(runtime, at=clock.now(), ended_at=clock.now(), children=400)
+        for _ in range(4)
+    ]
+    clock.advance(RETENTION_S + 1)
+    ended_before = runtime.store.cutoff(RETENTION_S)
+    one, other = await asyncio.wait_for(
+        asyncio.gather(
+            run_retention.purge_until_done(runtime.store, ended_before, batch=100),
+            run_retention.purge_until_done(runtime.store, ended_before, batch=100),
+        ),
+        timeout=60,
+    )
+    both = one + other
+    assert (both.roots, both.children, both.steps) == (4, 1600, 1604 * 2)
+    assert one.runs and other.runs  # both took part
+    for root in roots:
+        assert await rows_left(runtime, root) == GONE
+
+
+async def test_workers_purge_every_period_only_when_a_retention_is_set(
+    backend: Backend, downstream: RunningDownstream
+) -> None:
+    clock = FakeClock()
+    settings = settings_for(backend, payload_retention_s=RETENTION_S, lease_s=60.0)
+    assert settings.run_retention_s == 0  # the default keeps runs for ever
+    runtime = await Runtime.open(settings, clock=clock)
+    try:
+        root = await plant_tree(runtime, at=clock.now(), ended_at=clock.now(), children=5)
+        clock.advance(100 * RETENTION_S)
+        kept = dataclasses.replace(runtime.worker_config(), run_purge_every_s=0.05)
+        async with running_worker(runtime, kept):
+            await asyncio.sleep(0.5)
+        assert (await rows_left(runtime, root))["runs"] == 6
+
+        on = dataclasses.replace(kept, run_retention_s=RETENTION_S)
+        async with running_worker(runtime, on):
+
+            async def purged() -> bool:
+                return (await rows_left(runtime, root))["runs"] == 0
+
+            await until(purged)
+    finally:
+        await runtime.close()
+
+
+async def test_a_running_deployment_keeps_the_runs_its_checks_count(
+    clocked: tuple[Runtime, FakeClock], downstream: RunningDownstream
+) -> None:
+    runtime, clock = clocked
+    ops = Operations(runtime)
+    v1 = one_step(downstream.url)
+    documents = [w.model_dump(mode="json", by_alias=True, exclude_none=True) for w in v1]
+    await ops.workflows.publish(documents)
+    v2 = dict(documents[0], description="v2")
+    await ops.workflows.publish([v2])
+    before = await plant_tree(runtime, at=clock.now(), ended_at=clock.now(), workflow_name="one")
+    clock.advance(1)
+    await ops.deployments.start("one", 2, actor="ops")
+    clock.advance(1)
+    counted = await plant_tree(runtime, at=clock.now(), ended_at=clock.now(), workflow_name="one")
+    other = await plant_tree(runtime, at=clock.now(), ended_at=clock.now())
+    clock.advance(RETENTION_S + 1)
+
+    purged = await a_pass(runtime)
+
+    assert await rows_left(runtime, before) == GONE  # created before the deployment began
+    assert await rows_left(runtime, other) == GONE  # another workflow's
+    assert (await rows_left(runtime, counted))["runs"] == 1
+    assert purged.roots == 2
