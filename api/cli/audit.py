@@ -63,10 +63,11 @@ ACTIONS = (
     "secret.set",
     "secret.deleted",
     "secret.rotated",
+    "runs.purged",
 )
 """The audit's actions (`engine.store.models.AuditAction`, which a unit test holds this to):
 what a refused `--action` is compared with for its "did you mean"."""
-SUBJECT_KINDS = ("workflow", "api_key", "tenant", "destination", "secret")
+SUBJECT_KINDS = ("workflow", "api_key", "tenant", "destination", "secret", "runs")
 """The kinds of subject (`AuditSubject`), as `ACTIONS`."""
 
 MAX_EVENTS = 10_000

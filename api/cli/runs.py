@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 import typer
 from typer._click.core import ParameterSource
 
-from api.cli import hints, run_display, runs_actions
+from api.cli import hints, run_display, runs_actions, runs_purge
 from api.cli.exit_codes import ExitCode
 from api.cli.first_contact import first_answer
 from api.cli.id_prefixes import full_run_id
@@ -442,3 +442,4 @@ runs_app.command("resolve", epilog=EXIT_CODES_HELP)(runs_actions.resolve)
 runs_app.command("start-over", epilog=EXIT_CODES_HELP)(runs_actions.start_over)
 runs_app.command("reprocess", epilog=EXIT_CODES_HELP)(runs_actions.reprocess)
 runs_app.command("cancel", epilog=EXIT_CODES_HELP)(runs_actions.cancel)
+runs_app.command("purge")(runs_purge.purge)  # on the database directly: its own exit codes

@@ -11,7 +11,8 @@ returns plain values and the view models of `engine.operations.views`, and refus
 Each group lives in its own module: `workflows`, `runs`, `actions` (operator actions),
 `deployments` (gradual deployments and serving versions),
 `settings` (destination caps, tenant limits and quotas, services), `keys` (API keys),
-`secrets` (encrypted values workflows reference), `audit` (who changed what: the audit trail),
+`secrets` (encrypted values workflows reference), `retention` (deleting ended runs now),
+`audit` (who changed what: the audit trail),
 `health` (database and Redis probes, schema revision), `metrics` (figures for monitoring) and
 `destination_history` (the recent AIMD limit and in-flight calls of every destination, sampled
 in this process).
@@ -30,6 +31,7 @@ if TYPE_CHECKING:
     from engine.operations.health import HealthOperations
     from engine.operations.keys import KeyOperations
     from engine.operations.metrics import MetricsOperations
+    from engine.operations.retention import RetentionOperations
     from engine.operations.runs import RunOperations
     from engine.operations.secrets import SecretOperations
     from engine.operations.settings import SettingsOperations
@@ -88,6 +90,12 @@ class Operations:
         from engine.operations.secrets import SecretOperations
 
         return SecretOperations(self.runtime)
+
+    @cached_property
+    def retention(self) -> RetentionOperations:
+        from engine.operations.retention import RetentionOperations
+
+        return RetentionOperations(self.runtime)
 
     @cached_property
     def audit(self) -> AuditOperations:

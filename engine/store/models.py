@@ -541,6 +541,9 @@ class AuditAction(StrEnum):
     """Re-encrypted under the first key (`detail.keyId`) by `secrets rotate`."""
     BREAKERS_RESET = "destination.breakers_reset"
     """Open or half-open breakers closed by hand (`detail.closed`: each layer and what it was)."""
+    RUNS_PURGED = "runs.purged"
+    """Ended run trees deleted by an operator (`schemabridge runs purge`; `detail`: the cutoff
+    and what went). The workers' automatic passes log instead (`runs.purged` events)."""
 
 
 class AuditSubject(StrEnum):
@@ -554,6 +557,8 @@ class AuditSubject(StrEnum):
     DESTINATION = "destination"
     SECRET = "secret"
     """`subjectId`: `<tenant>/<NAME>` (a secret's name holds no `/`)."""
+    RUNS = "runs"
+    """`subjectId`: the cutoff of a purge (`2026-12-01T00:00:00Z`: runs ended before it)."""
 
 
 class AuditEvent(SQLModel, table=True):

@@ -38,7 +38,7 @@ def test_a_kind_close_to_none_lists_the_kinds() -> None:
     said = option_refusal(enum_refusal("/subjectKind"), None, "wf")
     assert said.message == (
         "--subject-kind 'wf' is not a kind of subject: one of workflow, api_key, tenant, "
-        "destination, secret"
+        "destination, secret, runs"
     )
     assert option_refusal(enum_refusal("/subjectKind"), None, "secrets").message == (
         "--subject-kind 'secrets' is not a kind of subject; did you mean 'secret'?"

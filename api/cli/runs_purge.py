@@ -1,0 +1,52 @@
+"""`schemabridge runs purge --ended-before DURATION|TIME [--dry-run]`: delete now (or count)
+the root runs that ended before a moment, with their whole tree: child runs, steps, log lines
+and payload chunks (docs/architecture.md, 'Run retention'). Registered on the `runs` group by
+`api/cli/runs.py`.
+
+Unlike the group's other commands it acts on the database directly
+(SCHEMABRIDGE_DATABASE_URL), through the operations layer, as `keys` does: whoever holds the
+database's credentials is its administrator, and the deletion runs in the workers' short
+batches for as long as it takes, which no HTTP request should wait for. A purge that deleted
+something is an audit event (`runs.purged`, actor `cli`). Exit codes: 0 done (nothing to
+delete included), 2 a moment that is neither a span nor a past time, or a database not at
+this release's schema, 4 the database unreachable.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Annotated
+
+import typer
+
+from api.cli.direct import CLI_ACTOR, with_operations
+from api.cli.exit_codes import ExitCode
+from api.cli.remote import fail
+from api.cli.text import parse_since
+
+
+def purge(
+    ended_before: Annotated[
+        str,
+        typer.Option(
+            "--ended-before",
+            help="Runs that ended before: a span back from now (30d, 12h, 1w) or an ISO date "
+            "or time (2026-11-01, 2026-11-01T08:00; local time unless it has a zone).",
+            metavar="DURATION|TIME",
+        ),
+    ],
+    dry_run: Annotated[
+        bool, typer.Option("--dry-run", help="Count what would go; delete nothing.")
+    ] = False,
+) -> None:
+    """Delete the root runs that ended before a moment, with their children, steps, log lines
+    and payloads (on the database directly; admin). Runs whose tree still runs, and those a
+    running deployment counts, stay."""
+    try:
+        cutoff = parse_since(ended_before, time.time())
+    except ValueError as error:
+        fail(f"--ended-before {error}", ExitCode.USAGE)
+    outcome = with_operations(
+        lambda ops: ops.retention.purge(cutoff, dry_run=dry_run, actor=CLI_ACTOR)
+    )
+    print(outcome.sentence(), flush=True)

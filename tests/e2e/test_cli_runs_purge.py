@@ -1,0 +1,110 @@
+"""`schemabridge runs purge` as an operator runs it (real subprocesses on a SQLite file): a dry
+run counts, a purge deletes in batches and says what went, and every refusal is one line with
+its exit code (docs/architecture.md, 'Run retention')."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from pathlib import Path
+
+import pytest
+
+from engine.runtime import Runtime
+from engine.settings import Settings
+from engine.store.audit import AuditFilter, AuditRecord
+from tests.conftest import Backend
+from tests.e2e.cli_harness import assert_refused
+from tests.e2e.rest_harness import process_env, schemabridge, upgraded
+from tests.integration.tree_harness import plant_tree, rows_left
+
+DAY_S = 86_400.0
+
+
+@pytest.fixture
+def env(tmp_path: Path) -> dict[str, str]:
+    backend = Backend("embedded", f"sqlite+aiosqlite:///{tmp_path / 'sb.db'}", None)
+    return upgraded(process_env(backend, tmp_path))
+
+
+def plant(env: dict[str, str]) -> dict[str, str]:
+    """Trees ended 40 days ago (1,200 children, 1 child, none) and one ended now."""
+
+    async def planting() -> dict[str, str]:
+        runtime = await Runtime.open(Settings(database_url=env["SCHEMABRIDGE_DATABASE_URL"]))
+        try:
+            old = time.time() - 40 * DAY_S
+            roots = {
+                f"old{n}": await plant_tree(runtime, at=old, ended_at=old, children=n)
+                for n in (1200, 1, 0)
+            }
+            now = time.time()
+            roots["new"] = await plant_tree(runtime, at=now, ended_at=now, children=3)
+            return roots
+        finally:
+            await runtime.close()
+
+    return asyncio.run(planting())
+
+
+def left(env: dict[str, str], root: str) -> int:
+    async def counting() -> int:
+        runtime = await Runtime.open(Settings(database_url=env["SCHEMABRIDGE_DATABASE_URL"]))
+        try:
+            return (await rows_left(runtime, root))["runs"]
+        finally:
+            await runtime.close()
+
+    return asyncio.run(counting())
+
+
+def purge_events(env: dict[str, str]) -> list[AuditRecord]:
+    async def reading() -> list[AuditRecord]:
+        runtime = await Runtime.open(Settings(database_url=env["SCHEMABRIDGE_DATABASE_URL"]))
+        try:
+            wanted = AuditFilter(action="runs.purged")
+            return await runtime.store.audit_page(wanted, before_id=None, limit=10)
+        finally:
+            await runtime.close()
+
+    return asyncio.run(reading())
+
+
+def test_a_dry_run_counts_and_a_purge_deletes_the_trees_ended_before(env: dict[str, str]) -> None:
+    roots = plant(env)
+    dry = schemabridge(env, "runs", "purge", "--ended-before", "30d", "--dry-run")
+    assert dry.returncode == 0, dry.stderr
+    assert dry.stdout.startswith(
+        "would delete 1,204 runs (3 roots, 1,201 children), 2,408 steps, 1,204 log lines, "
+        "3 payload chunks of runs ended before "
+    )
+    assert left(env, roots["old1200"]) == 1201  # a dry run deletes nothing
+
+    done = schemabridge(env, "runs", "purge", "--ended-before", "30d")
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.startswith("deleted 1,204 runs (3 roots, 1,201 children), 2,408 steps")
+    assert [left(env, roots[name]) for name in ("old1200", "old1", "old0", "new")] == [0, 0, 0, 4]
+    (event,) = purge_events(env)  # recorded in the audit trail, with what went
+    assert (event.actor, event.subject_kind) == ("cli", "runs")
+    assert (event.detail["roots"], event.detail["children"]) == (3, 1201)
+    again = schemabridge(env, "runs", "purge", "--ended-before", "30d")
+    assert again.returncode == 0, again.stderr
+    assert again.stdout.startswith("nothing to delete: no run tree ended before ")
+
+
+def test_a_moment_that_is_no_past_time_is_refused_in_one_line(env: dict[str, str]) -> None:
+    assert_refused(
+        schemabridge(env, "runs", "purge", "--ended-before", "yesterday"),
+        2,
+        "--ended-before 'yesterday' is neither a span",
+    )
+    assert_refused(
+        schemabridge(env, "runs", "purge", "--ended-before", "2999-01-01"),
+        2,
+        "is still to come: give a span back from now (30d) or a past time",
+    )
+    none = Path(env["SCHEMABRIDGE_HEALTH_DIR"]).parent / "none.db"
+    missing = dict(env, SCHEMABRIDGE_DATABASE_URL=f"sqlite+aiosqlite:///{none}")
+    assert_refused(
+        schemabridge(missing, "runs", "purge", "--ended-before", "30d"), 2, "there is no such file"
+    )
