@@ -306,7 +306,8 @@ def _lineage(run: RunDetail, now: float) -> list[tuple[str, str | Text]]:
     if run.dlq_at is not None:
         pairs.append(("dead letter", f"since {moment(run.dlq_at, now)}"))
     if run.restarted_from is not None:
-        pairs.append(("started over from", run.restarted_from))
+        purged = " (deleted by run retention)" if run.restarted_from_purged else ""
+        pairs.append(("started over from", f"{run.restarted_from}{purged}"))
     if run.restarts:
         pairs.append(("started over as", ", ".join(run.restarts)))
     if run.idempotency_key is not None:

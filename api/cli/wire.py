@@ -274,6 +274,9 @@ class RunDetail(RunSummary):
     created_by: str | None = None
     """None from an API before it was recorded, and on child runs."""
     restarts: list[str] = []
+    restarted_from_purged: bool = False
+    """The run `restarted_from` names was deleted by run retention (False from an API before
+    it answered it)."""
     steps: list[StepView] = []
     fanout: FanoutProgress = FanoutProgress()
     deployment_id: str | None = None

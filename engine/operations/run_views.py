@@ -402,13 +402,15 @@ def detail(
     holders: Holders | None = None,
     deployment_id: str | None = None,
     root_started_over_as: str | None = None,
+    restarted_from_purged: bool = False,
     no_worker: bool = False,
     show_worker: bool,
 ) -> RunDetail:
     """The whole view of one run (`now`: when it is read, which ends a past retry wait;
     `holders`: the liveness of its RUNNING steps' holders; `deployment_id`: the deployment it
     belongs to; `root_started_over_as`: for a child, the run a start over of its root made;
-    `no_worker`: no worker is alive, as its READY steps say; `show_worker`: name the worker
+    `restarted_from_purged`: the run it started over from is deleted; `no_worker`: no worker
+    is alive, as its READY steps say; `show_worker`: name the worker
     of each attempt, False for a tenant key, docs/security.md)."""
     by_vertex = histories(lines, show_worker=show_worker)
     steps = list(steps)
@@ -425,6 +427,7 @@ def detail(
         created_by=run.created_by,
         pinned_versions=run.pinned_versions,
         restarts=restarts,
+        restarted_from_purged=restarted_from_purged,
         steps=[
             step_view(
                 s,

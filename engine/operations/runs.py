@@ -506,9 +506,17 @@ class RunOperations:
             holders=await self._holders(steps, show_worker=tenant is None),
             deployment_id=await self._deployment_of(run),
             root_started_over_as=under,
+            restarted_from_purged=await self._restarted_from_purged(run),
             no_worker=no_worker,
             show_worker=tenant is None,
         )
+
+    async def _restarted_from_purged(self, run: RunRecord) -> bool:
+        """Whether the run `run` was started over from is gone (run retention deleted it),
+        so that a view shows its id without a link to follow (one read by primary key)."""
+        if run.restarted_from is None:
+            return False
+        return bool(await self._store.runs_gone([run.restarted_from]))
 
     async def _no_worker(self, steps: list[StepRecord]) -> bool:
         """Whether a READY step of the run waits for a worker because none is alive (a tour

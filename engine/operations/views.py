@@ -564,6 +564,10 @@ class RunDetail(RunSummary):
     pinned_versions: dict[str, int] | None = None
     restarts: list[str] = []
     """Runs started over from this one, oldest first (`restarted_from` links back)."""
+    restarted_from_purged: bool = False
+    """The run `restartedFrom` names was deleted by run retention (it ended more than
+    `SCHEMABRIDGE_RUN_RETENTION_S` ago, or an operator purged it): its id is all that is left,
+    and `GET /runs/{id}` answers 404 for it."""
     steps: list[StepView] = []
     fanout: FanoutProgress
     deployment_id: str | None = None

@@ -4,6 +4,8 @@ statements in `engine.store.run_purge`."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 from engine.store import run_purge
 from engine.store.core import StoreCore
 from engine.store.records import RunsPurged
@@ -26,6 +28,12 @@ class RunRetentionStore(StoreCore):
                 return RunsPurged()
         async with self._engines.write.begin() as conn:
             return await run_purge.purge_batch(conn, ended_before, limit)
+
+    async def runs_gone(self, run_ids: Sequence[str]) -> set[str]:
+        """Those of `run_ids` no run has (any more): what a view links to that retention
+        deleted (a start over's `restarted_from`)."""
+        async with self._engines.read.connect() as conn:
+            return await run_purge.runs_gone(conn, run_ids)
 
     async def count_ended_runs(self, ended_before: float) -> RunsPurged:
         """What `purge_ended_runs` would delete, to the last batch, were it called now."""

@@ -195,3 +195,12 @@ async def count_due(conn: AsyncConnection, ended_before: float) -> RunsPurged:
         log_lines=await count(rows_of(logs)),
         payload_chunks=await count(rows_of(payloads)),
     )
+
+
+async def runs_gone(conn: AsyncConnection, run_ids: Sequence[str]) -> set[str]:
+    """Those of `run_ids` that no run row has."""
+    if not run_ids:
+        return set()
+    query = select(runs.c.id).where(dialect_of(conn).one_of(runs.c.id, "b_ids"))
+    found = {str(i) for i in (await conn.execute(query, {"b_ids": list(run_ids)})).scalars()}
+    return set(run_ids) - found

@@ -205,3 +205,26 @@ async def test_a_running_deployment_keeps_the_runs_its_checks_count(
     assert await rows_left(runtime, other) == GONE  # another workflow's
     assert (await rows_left(runtime, counted))["runs"] == 1
     assert purged.roots == 2
+
+
+async def test_a_start_over_whose_old_run_was_purged_shows_it_gone_and_starts_over_again(
+    clocked: tuple[Runtime, FakeClock], downstream: RunningDownstream
+) -> None:
+    runtime, clock = clocked
+    ops = Operations(runtime)
+    old = await start(runtime, one_step(downstream.url), {})
+    (step,) = await runtime.store.claim(10, lease_s=600)
+    await runtime.store.complete([StepFailed(step, {"kind": "http_error", "message": "boom"})])
+    new = (await ops.actions.start_over(old, actor="ops")).new_run_id
+    clock.advance(RETENTION_S / 2)
+    (step,) = await runtime.store.claim(10, lease_s=600)
+    await runtime.store.complete([StepFailed(step, {"kind": "http_error", "message": "again"})])
+    assert not (await ops.runs.get(new)).restarted_from_purged
+    clock.advance(RETENTION_S / 2 + 1)
+
+    assert (await a_pass(runtime)).roots == 1  # the old run only
+
+    detail = await ops.runs.get(new)
+    assert (detail.restarted_from, detail.restarted_from_purged) == (old, True)
+    again = await ops.actions.start_over(new, actor="ops")
+    assert (await ops.runs.get(again.new_run_id)).restarted_from == new

@@ -973,3 +973,22 @@ def test_schemabridge_runs_live_display_says_which_children_a_dead_worker_holds(
     fields["fanout"] = {**fields["fanout"], "presumedDead": []}  # type: ignore[dict-item]
     live.show(RunProgress.model_validate(fields))
     assert "presumed dead" not in rendered(live.renderable())
+
+
+def test_a_start_over_of_a_purged_run_says_the_old_run_is_gone() -> None:
+    """`runs show RUN` of a start over whose old run retention deleted: its id, said to be
+    gone, so nobody is sent to `runs show` it for a 404."""
+    fields = {
+        "id": "r2",
+        "workflow": "tickets",
+        "version": 1,
+        "tenantId": "acme",
+        "status": "FAILED",
+        "createdAt": NOW - 9,
+        "restartedFrom": "r1",
+    }
+    kept = rendered(run_display.run_header(RunDetail.model_validate(fields), NOW))
+    assert kept.splitlines()[-1].split() == ["started", "over", "from", "r1"]
+    gone = RunDetail.model_validate({**fields, "restartedFromPurged": True})
+    shown = rendered(run_display.run_header(gone, NOW)).splitlines()[-1]
+    assert shown.split()[3:] == ["r1", "(deleted", "by", "run", "retention)"]

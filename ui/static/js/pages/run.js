@@ -83,7 +83,12 @@ function headline(detail, opens) {
   if (typeof deployment === "string") {
     facts.push(["Drives", deploymentNamed(deployment, `the deployment of ${detail.input.workflow} v${detail.input.candidateVersion}`, "drives-deployment", opens)]);
   }
-  if (detail.restartedFrom) facts.push(["Started over from", h("a", { href: `#/runs/${encodeURIComponent(detail.restartedFrom)}` }, shortId(detail.restartedFrom))]);
+  if (detail.restartedFrom && detail.restartedFromPurged) {
+    // Run retention deleted it: its id is all that is left, and a link would open a 404.
+    facts.push(["Started over from", `${shortId(detail.restartedFrom)} (deleted by run retention)`]);
+  } else if (detail.restartedFrom) {
+    facts.push(["Started over from", h("a", { href: `#/runs/${encodeURIComponent(detail.restartedFrom)}` }, shortId(detail.restartedFrom))]);
+  }
   if (detail.restarts.length) {
     facts.push(["Started over as", detail.restarts.map((id, i) => [i ? ", " : "", h("a", { href: `#/runs/${encodeURIComponent(id)}` }, shortId(id))])]);
   } else if (detail.startedOverAs) {
