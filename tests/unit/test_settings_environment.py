@@ -95,6 +95,15 @@ def test_a_list_setting_that_cannot_be_read_is_one_line_and_exit_2(
             "heartbeat would expire between its beats",
         ),
         ("SCHEMABRIDGE_HEARTBEAT_INTERVAL_S", "0", "should be more than 0 s, not '0'"),
+        # Run retention, when on, outlasts payload retention (7 days by default).
+        (
+            "SCHEMABRIDGE_RUN_RETENTION_S",
+            "86400",
+            "should be 0 (keep runs for ever) or at least SCHEMABRIDGE_PAYLOAD_RETENTION_S "
+            "(604800 s), not 86400: a run's payloads go before the run",
+        ),
+        ("SCHEMABRIDGE_RUN_RETENTION_S", "30d", "should be a number of seconds, not '30d'"),
+        ("SCHEMABRIDGE_RUN_RETENTION_S", "-1", "should be at least 0 s, not '-1'"),
     ],
 )
 def test_a_number_setting_says_what_it_takes_and_what_it_got(
