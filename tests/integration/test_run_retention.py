@@ -10,6 +10,7 @@ import dataclasses
 from collections.abc import AsyncIterator
 
 import pytest
+from sqlalchemy import text
 
 from demo.downstream import RunningDownstream
 from engine.execution import run_retention
@@ -69,9 +70,11 @@ async def test_an_old_tree_goes_whole_and_recent_or_unfinished_trees_stay(
     recent = await plant_tree(runtime, at=clock.now(), ended_at=clock.now(), children=2)
     assert await a_pass(runtime) == RunsPurged()  # nothing is an hour old yet
     clock.advance(RETENTION_S / 2 + 1)
+    counted = await runtime.store.count_ended_runs(runtime.store.cutoff(RETENTION_S))
 
     purged = await a_pass(runtime)
 
+    assert counted == purged  # a dry run counts what a purge deletes
     assert (purged.roots, purged.children) == (2, 20 + 3 + 6)
     assert purged.steps == before["steps"] + 10 * 2
     assert purged.log_lines == before["log_lines"] + 10
@@ -228,3 +231,31 @@ async def test_a_start_over_whose_old_run_was_purged_shows_it_gone_and_starts_ov
     assert (detail.restarted_from, detail.restarted_from_purged) == (old, True)
     again = await ops.actions.start_over(new, actor="ops")
     assert (await ops.runs.get(again.new_run_id)).restarted_from == new
+
+
+async def test_a_batch_passes_over_a_run_another_transaction_holds(
+    clocked: tuple[Runtime, FakeClock], backend: Backend
+) -> None:
+    """PostgreSQL: a child whose row another worker's batch holds is passed over, not waited
+    for (SKIP LOCKED), and its root waits for it."""
+    if backend.name != "server":
+        pytest.skip("PostgreSQL only: SQLite lets one writer in at a time")
+    runtime, clock = clocked
+    root = await plant_tree(runtime, at=clock.now(), ended_at=clock.now(), children=3)
+    clock.advance(RETENTION_S + 1)
+    ended_before = runtime.store.cutoff(RETENTION_S)
+    engines = runtime.store._engines
+    async with engines.write.begin() as holder:
+        held = await holder.execute(
+            text("SELECT id FROM run WHERE parent_run_id = :root ORDER BY id LIMIT 1 FOR UPDATE"),
+            {"root": root},
+        )
+        held_id = held.scalar_one()
+        async with engines.write.begin() as purger:
+            batch = await asyncio.wait_for(
+                run_purge.purge_batch(purger, ended_before, 100), timeout=10
+            )
+        assert (batch.roots, batch.children) == (0, 2)
+        assert await status_of(runtime, held_id) == "SUCCEEDED"
+    assert (await a_pass(runtime)).runs == 2  # the held child, then its root
+    assert await rows_left(runtime, root) == GONE
