@@ -70,10 +70,12 @@ from engine.validation import validate_input
 from schemas.clock import utc_moment
 from schemas.close_names import typo_clause
 from schemas.definitions import RESERVED_WORKFLOWS, SpawnerVertex
+from schemas.durations import duration
 from schemas.errors import (
     IdempotencyConflict,
     InvalidRequest,
     LimitReached,
+    NotFound,
     Problem,
     QuotaExceeded,
 )
@@ -486,8 +488,21 @@ class RunOperations:
         if isinstance(run_id, str) and len(run_id) <= MAX_RUN_ID_CHARS:
             run = await self._store.get_run(run_id)
         if run is None or (tenant is not None and run.tenant_id != tenant):
-            raise run_not_found(run_id)
+            raise self._not_found(run_id)
         return run
+
+    def _not_found(self, run_id: str) -> NotFound:
+        """`run_not_found`; while run retention is on, saying that old runs are deleted: a
+        link kept elsewhere (a start over's, a bookmark) may name one that retention took."""
+        refusal = run_not_found(run_id)
+        retention_s = self._runtime.settings.run_retention_s
+        if not retention_s:
+            return refusal
+        return NotFound(
+            f"{refusal.message} (root runs are deleted with their trees {duration(retention_s)} "
+            "after they end: SCHEMABRIDGE_RUN_RETENTION_S)",
+            code=refusal.code,
+        )
 
     async def _detail(self, run: RunRecord, tenant: str | None) -> RunDetail:
         store = self._store

@@ -19,6 +19,7 @@ from engine.runtime import Runtime
 from engine.store import run_purge
 from engine.store.records import RunsPurged, StepFailed
 from schemas.clock import FakeClock
+from schemas.errors import NotFound
 from tests.conftest import Backend
 from tests.integration.engine_harness import running_worker, settings_for, start, wait_for_run
 from tests.integration.test_merge_outputs import items
@@ -229,6 +230,13 @@ async def test_a_start_over_whose_old_run_was_purged_shows_it_gone_and_starts_ov
 
     detail = await ops.runs.get(new)
     assert (detail.restarted_from, detail.restarted_from_purged) == (old, True)
+    with pytest.raises(NotFound) as gone:  # following the link says why it leads nowhere
+        await ops.runs.get(old)
+    assert gone.value.code == "run_not_found"
+    assert str(gone.value) == (
+        f"no run {old!r} (root runs are deleted with their trees 1 h after they end: "
+        "SCHEMABRIDGE_RUN_RETENTION_S)"
+    )
     again = await ops.actions.start_over(new, actor="ops")
     assert (await ops.runs.get(again.new_run_id)).restarted_from == new
 
