@@ -408,5 +408,8 @@ def deployment_view(deployment: DeploymentView, now: float) -> Group:
     if ended:
         lines += [Text(""), *(Text(line) for line in ended)]
     lines += [Text(""), Text("timeline:"), timeline_table(d.timeline)]
-    lines.append(Text(f"driven by run {d.run_id}: schemabridge runs show {d.run_id}"))
+    if d.run_purged:
+        lines.append(Text(f"driven by run {d.run_id} (deleted by run retention)"))
+    else:
+        lines.append(Text(f"driven by run {d.run_id}: schemabridge runs show {d.run_id}"))
     return Group(*lines)

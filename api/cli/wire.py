@@ -668,6 +668,8 @@ class DeploymentView(Wire):
     serving: VersionFigures
     exposure: int
     run_id: str
+    run_purged: bool = False
+    """The deployment's run was deleted by run retention (False from an API before it said)."""
     created_at: float
     created_by: str
     ended_at: float | None = None

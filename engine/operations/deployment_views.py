@@ -169,6 +169,10 @@ class DeploymentView(View):
     the submissions its inputSchema refused included (`candidate.refused`)."""
     run_id: str
     """The `gradual_deploy` run that drives it (visible in the run list)."""
+    run_purged: bool = False
+    """That run was deleted by run retention (`SCHEMABRIDGE_RUN_RETENTION_S`, or an
+    operator's purge): only its id is left; the deployment keeps its timeline and the figures
+    it ended on."""
     created_at: float
     created_by: str
     ended_at: float | None = None
@@ -357,10 +361,14 @@ def left_serving(record: DeploymentRecord) -> int | None:
 
 
 def deployment_view(
-    record: DeploymentRecord, counts: DeploymentCounts, serving_now: int | None
+    record: DeploymentRecord,
+    counts: DeploymentCounts,
+    serving_now: int | None,
+    *,
+    run_purged: bool = False,
 ) -> DeploymentView:
     """The whole view of a deployment, with its figures from `counts` and the workflow's
-    serving version now (`serving_now`)."""
+    serving version now (`serving_now`); `run_purged`: its run was deleted by retention."""
     policy = deploy.RollbackPolicy.from_dict(record.rollback)
     running = record.status == DeploymentStatus.RUNNING.value
     stage = deploy.Stage.from_dict(record.stages[record.stage_index])
@@ -405,6 +413,7 @@ def deployment_view(
         serving=_figures(counts.serving, record.serving_version, serving_url),
         exposure=counts.candidate.runs,
         run_id=record.run_id,
+        run_purged=run_purged,
         created_at=record.created_at,
         created_by=record.created_by,
         ended_at=record.ended_at,

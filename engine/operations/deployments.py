@@ -223,7 +223,10 @@ class DeploymentOperations:
             row = await self._store.serving(name)
             known[name] = None if row is None else row.serving_version
         counts = await self._store.deployment_counts(record)
-        return deployment_view(record, counts, known[name])
+        # An ended deployment's run may be gone (run retention): say so rather than link to it.
+        ended = record.status != DeploymentStatus.RUNNING.value
+        purged = ended and bool(await self._store.runs_gone([record.run_id]))
+        return deployment_view(record, counts, known[name], run_purged=purged)
 
     async def _views(self, records: Sequence[DeploymentRecord]) -> builtins.list[DeploymentView]:
         serving_now: dict[str, int | None] = {}

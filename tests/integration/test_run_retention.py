@@ -197,7 +197,7 @@ async def test_a_running_deployment_keeps_the_runs_its_checks_count(
     await ops.workflows.publish([v2])
     before = await plant_tree(runtime, at=clock.now(), ended_at=clock.now(), workflow_name="one")
     clock.advance(1)
-    await ops.deployments.start("one", 2, actor="ops")
+    deployment = await ops.deployments.start("one", 2, actor="ops")
     clock.advance(1)
     counted = await plant_tree(runtime, at=clock.now(), ended_at=clock.now(), workflow_name="one")
     other = await plant_tree(runtime, at=clock.now(), ended_at=clock.now())
@@ -209,6 +209,15 @@ async def test_a_running_deployment_keeps_the_runs_its_checks_count(
     assert await rows_left(runtime, other) == GONE  # another workflow's
     assert (await rows_left(runtime, counted))["runs"] == 1
     assert purged.roots == 2
+
+    # Once the deployment has ended its runs go, its own run too; it shows that run gone.
+    await ops.deployments.abort(deployment.id, actor="ops")
+    assert not (await ops.deployments.get(deployment.id)).run_purged
+    clock.advance(RETENTION_S + 1)
+    assert (await a_pass(runtime)).roots == 2  # `counted`, and the deployment's run
+    ended = await ops.deployments.get(deployment.id)
+    assert (ended.status, ended.run_purged) == ("ABORTED", True)
+    assert ended.timeline  # what it did stays with the deployment
 
 
 async def test_a_start_over_whose_old_run_was_purged_shows_it_gone_and_starts_over_again(

@@ -181,3 +181,14 @@ def test_the_exposure_says_runs_or_the_submissions_refused_and_agrees_with_one()
         "exposure: 1 submission was routed to the candidate v4 and refused by its inputSchema",
         "  no run to list: a refused submission does not become a run",
     ]
+
+
+def test_a_deployment_whose_run_was_purged_names_it_without_a_command() -> None:
+    """Run retention deletes an ended deployment's `gradual_deploy` run: `runs show` of it
+    would answer 404, so the last line names the run as gone instead."""
+    run_id = "9092de5d-0000-4000-8000-000000000000"
+    kept = rendered(deployment_view(deployment(status="ABORTED"), AT)).splitlines()[-1]
+    assert kept.strip() == f"driven by run {run_id}: schemabridge runs show {run_id}"
+    gone = deployment(status="ABORTED", runPurged=True)
+    last = rendered(deployment_view(gone, AT)).splitlines()[-1]
+    assert last.strip() == f"driven by run {run_id} (deleted by run retention)"

@@ -413,7 +413,8 @@ export async function deploymentPage(main, params, given) {
         ["Candidate's weight now", [h("span", { class: "weight-now" }, weightNow(d)), h("span", { class: "muted weight-note" }, weightNote(d))]],
         ["Started", [time(d.createdAt), h("span", { class: "muted" }, ` by ${d.createdBy}`)]],
         ["Ended", time(d.endedAt)],
-        ["Driven by", h("a", { href: `#/runs/${encodeURIComponent(d.runId)}`, class: "mono" }, `run ${shortId(d.runId)}`)],
+        // Run retention may have deleted an ended deployment's run: its id then links nowhere.
+        ["Driven by", d.runPurged ? h("span", { class: "mono" }, `run ${shortId(d.runId)} (deleted by run retention)`) : h("a", { href: `#/runs/${encodeURIComponent(d.runId)}`, class: "mono" }, `run ${shortId(d.runId)}`)],
       ]),
       outcomeSection(d),
       h("h2", {}, "Stages"),
