@@ -78,7 +78,11 @@ async def purge_until_done(
 def describe(purged: RunsPurged) -> str:
     """'1,204 runs (3 roots, 1,201 children), 2,410 steps, 1,300 log lines, 0 payload chunks'"""
     return (
-        f"{purged.runs:,} runs ({purged.roots:,} roots, {purged.children:,} children), "
-        f"{purged.steps:,} steps, {purged.log_lines:,} log lines, "
-        f"{purged.payload_chunks:,} payload chunks"
+        f"{_count(purged.runs, 'run')} ({_count(purged.roots, 'root')}, "
+        f"{_count(purged.children, 'child', 'children')}), {_count(purged.steps, 'step')}, "
+        f"{_count(purged.log_lines, 'log line')}, {_count(purged.payload_chunks, 'payload chunk')}"
     )
+
+
+def _count(n: int, one: str, many: str | None = None) -> str:
+    return f"{n:,} {one if n == 1 else many or one + 's'}"

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import logging
 from collections.abc import AsyncIterator
 
 import pytest
@@ -91,11 +92,12 @@ async def test_an_old_tree_goes_whole_and_recent_or_unfinished_trees_stay(
 
 
 async def test_a_large_tree_goes_in_batches_and_the_next_pass_finishes_an_interrupted_one(
-    clocked: tuple[Runtime, FakeClock],
+    clocked: tuple[Runtime, FakeClock], caplog: pytest.LogCaptureFixture
 ) -> None:
     runtime, clock = clocked
     root = await plant_tree(runtime, at=clock.now(), ended_at=clock.now(), children=3000)
     clock.advance(RETENTION_S + 1)
+    caplog.set_level(logging.INFO, logger="engine.execution.run_retention")
 
     # A pass cut short after two batches (a crash, or its bound): children only so far.
     first = await a_pass(runtime, batch=500, batches=2)
@@ -106,6 +108,18 @@ async def test_a_large_tree_goes_in_batches_and_the_next_pass_finishes_an_interr
     assert (second.roots, second.children) == (1, 2000)
     assert second.steps == 2000 * 2 + 2 and second.payload_chunks == 1
     assert await rows_left(runtime, root) == GONE
+    # One structured line per pass that deleted something (docs/monitoring.md).
+    lines = [r for r in caplog.records if getattr(r, "event", None) == "runs.purged"]
+    assert [(r.roots, r.children, r.log_lines) for r in lines] == [  # type: ignore[attr-defined]
+        (0, 1000, 1000),
+        (1, 2000, 2001),
+    ]
+    assert lines[1].getMessage() == (
+        "run retention: deleted 2,001 runs (1 root, 2,000 children), 4,002 steps, "
+        "2,001 log lines, 1 payload chunk of runs ended over 3600 s ago"
+    )
+    assert await a_pass(runtime) == RunsPurged()
+    assert len([r for r in caplog.records if getattr(r, "event", None) == "runs.purged"]) == 2
 
 
 async def test_a_run_reopened_after_it_was_chosen_keeps_its_rows(
