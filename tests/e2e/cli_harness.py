@@ -25,6 +25,7 @@ from typing import Any
 
 import httpx
 
+from tests import cli_forks
 from tests.conftest import (
     REDIS_TEST_URL,
     Backend,
@@ -66,15 +67,7 @@ class Stack:
         env = dict(self.env)
         env["SCHEMABRIDGE_API_URL"] = api_url or self.url
         env["SCHEMABRIDGE_API_KEY"] = self.admin_key if key is None else key
-        return subprocess.run(
-            [SCHEMABRIDGE, *args],
-            env=env,
-            cwd=ROOT,
-            capture_output=True,
-            text=True,
-            timeout=timeout,
-            check=False,
-        )
+        return cli_forks.run([SCHEMABRIDGE, *args], env=env, cwd=ROOT, timeout=timeout)
 
     def ok(self, *args: str, **kwargs: Any) -> subprocess.CompletedProcess[str]:
         """`cli`, which must exit 0 without a traceback."""

@@ -26,6 +26,7 @@ from fastapi import FastAPI
 from api.rest import ApiServer
 from api.rest.middleware import ACCESS_LOGGER
 from engine.settings import parse_trusted_proxies
+from tests import cli_forks
 from tests.conftest import Backend
 
 READY_TIMEOUT_S = 20.0
@@ -75,16 +76,7 @@ def schemabridge(
 ) -> subprocess.CompletedProcess[str]:
     """`schemabridge ARGS` run to its end (in `cwd`, default this one), `stdin` fed to it, its
     output captured."""
-    return subprocess.run(
-        [SCHEMABRIDGE, *args],
-        env=env,
-        cwd=cwd,
-        input=stdin,
-        capture_output=True,
-        text=True,
-        timeout=timeout_s,
-        check=False,
-    )
+    return cli_forks.run([SCHEMABRIDGE, *args], env=env, cwd=cwd, stdin=stdin, timeout=timeout_s)
 
 
 def upgraded(env: dict[str, str]) -> dict[str, str]:
@@ -108,8 +100,9 @@ def process_env(backend: Backend, tmp_path: Path, **settings: str) -> dict[str, 
 
 
 class Service:
-    """A `schemabridge` subprocess (or another `program`'s: `python -m demo.downstream`); its
-    stdout (where it prints its URL) and stderr go to files beside `log`."""
+    """A `schemabridge` process (forked from the tests' fork server, `tests/cli_forks.py`) or
+    another `program`'s subprocess (`python -m demo.downstream`); its stdout (where it prints
+    its URL) and stderr go to files beside `log`."""
 
     def __init__(
         self, args: list[str], env: dict[str, str], log: Path, program: list[str] | None = None
@@ -118,6 +111,18 @@ class Service:
         self.out = log.with_suffix(".out")
         self.started_at = time.time()
         """About when the process started (epoch seconds): just before it is spawned."""
+        self.process: subprocess.Popen[bytes] | cli_forks.ForkedProcess
+        if program is None and not cli_forks.scripted():
+            self.process = cli_forks.server().start(
+                [SCHEMABRIDGE, *args],
+                env=env,
+                cwd=ROOT,
+                stdin=Path(os.devnull),
+                stdout=self.out,
+                stderr=log,
+                new_session=True,
+            )
+            return
         with log.open("ab") as stderr, self.out.open("ab") as stdout:  # the child keeps its own
             self.process = subprocess.Popen(
                 [*(program or [SCHEMABRIDGE]), *args],

@@ -16,6 +16,7 @@ from engine.operations import Operations
 from engine.operations.deployment_views import ServingView
 from engine.runtime import Runtime
 from engine.settings import Settings
+from tests import cli_forks
 from tests.integration.operations_harness import fanout, items
 from vertices.egress import ALLOW_ENV, LOOPBACK_ALLOW
 
@@ -38,15 +39,7 @@ def run_cli(
         env["PYTHONPATH"] = os.environ["PYTHONPATH"]
     if egress_allow is not None:
         env[ALLOW_ENV] = egress_allow
-    return subprocess.run(
-        [SCHEMABRIDGE, *args],
-        capture_output=True,
-        text=True,
-        timeout=timeout,
-        env=env,
-        cwd=ROOT,
-        check=False,
-    )
+    return cli_forks.run([SCHEMABRIDGE, *args], env=env, cwd=ROOT, timeout=timeout)
 
 
 def sb(

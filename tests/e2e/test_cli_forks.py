@@ -1,0 +1,101 @@
+"""The end-to-end tests run `schemabridge` forked from a process that imported the CLI once
+(`tests/cli_forks.py`): each command must print, to stdout and stderr, and exit exactly as the
+installed console script does."""
+
+from __future__ import annotations
+
+import socket
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from tests import cli_forks
+from tests.e2e.rest_harness import ROOT, SCHEMABRIDGE
+
+
+def _closed_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return int(probe.getsockname()[1])
+
+
+def _script(args: list[str], env: dict[str, str], cwd: Path, stdin: str) -> tuple[int, str, str]:
+    done = subprocess.run(
+        [SCHEMABRIDGE, *args],
+        env=env,
+        cwd=cwd,
+        input=stdin,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    return done.returncode, done.stdout, done.stderr
+
+
+def _forked(args: list[str], env: dict[str, str], cwd: Path, stdin: str) -> tuple[int, str, str]:
+    ran = cli_forks.server().run([SCHEMABRIDGE, *args], env=env, cwd=cwd, timeout=120, stdin=stdin)
+    return ran.returncode, ran.stdout, ran.stderr
+
+
+COMMANDS: list[tuple[str, list[str], str]] = [
+    ("help", ["--help"], ""),
+    ("a group's help", ["runs", "--help"], ""),
+    ("an unknown command", ["version"], ""),
+    ("an unknown option", ["runs", "list", "--bogus"], ""),
+    ("a valid workflow", ["validate", "examples/support-ticket.json"], ""),
+    ("a missing file", ["validate", "no-such-workflow.json"], ""),
+    (
+        "a workflow on stdin",
+        ["validate", "-"],
+        (ROOT / "examples" / "support-ticket.json").read_text(),
+    ),
+    ("garbage on stdin", ["validate", "-"], "{not json"),
+    ("an API that does not answer", ["runs", "list"], ""),
+    ("an invalid setting", ["keys", "list"], ""),
+]
+
+
+@pytest.mark.parametrize(("what", "args", "stdin"), COMMANDS, ids=[c[0] for c in COMMANDS])
+def test_a_forked_command_prints_and_exits_as_the_script(
+    what: str, args: list[str], stdin: str, tmp_path: Path
+) -> None:
+    env = {
+        "PATH": "/usr/bin:/bin",
+        "HOME": str(tmp_path),
+        "SCHEMABRIDGE_API_URL": f"http://127.0.0.1:{_closed_port()}",
+        "SCHEMABRIDGE_API_KEY": "sb_not-a-key",
+    }
+    if what == "an invalid setting":
+        env["SCHEMABRIDGE_BACKPRESSURE_MAX_DEPTH"] = "abc"
+    script = _script(args, env, ROOT, stdin)
+    forked = _forked(args, env, ROOT, stdin)
+    assert forked == script
+    assert "Traceback" not in script[2]
+
+
+def test_a_forked_command_runs_where_it_is_told_with_only_its_environment(tmp_path: Path) -> None:
+    """The working directory and environment are the command's, not the fork server's: a
+    relative path is read from `cwd`, and a variable the test process has is absent."""
+    (tmp_path / "here.json").write_text("{}", encoding="utf-8")
+    env = {"PATH": "/usr/bin:/bin"}
+    script = _script(["validate", "here.json"], env, tmp_path, "")
+    forked = _forked(["validate", "here.json"], env, tmp_path, "")
+    assert forked == script
+    assert script[0] != 0 and "here.json" in script[1] + script[2]
+
+
+def test_a_command_past_its_timeout_is_killed(tmp_path: Path) -> None:
+    """`runs watch` on an API that accepts connections but never answers outlives a short
+    timeout: the fork is killed and the caller gets `TimeoutExpired`, as from subprocess."""
+    with socket.socket() as silent:
+        silent.bind(("127.0.0.1", 0))
+        silent.listen(8)
+        env = {
+            "PATH": "/usr/bin:/bin",
+            "SCHEMABRIDGE_API_URL": f"http://127.0.0.1:{silent.getsockname()[1]}",
+            "SCHEMABRIDGE_API_KEY": "sb_not-a-key",
+        }
+        with pytest.raises(subprocess.TimeoutExpired):
+            cli_forks.server().run([SCHEMABRIDGE, "runs", "list"], env=env, cwd=tmp_path, timeout=2)
