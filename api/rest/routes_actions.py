@@ -268,7 +268,8 @@ async def batch_retry(
     """Answers the runs retried and those skipped, each with the reason a single retry would
     have refused it (`run_not_found`, `run_not_failed`, `deployment_run` for a deployment's
     own `gradual_deploy` run, `started_over` for a run started over: its `message` names the
-    new run) and its state, or `parent_succeeded`:
+    new run, `run_past_retention` for a run whose root ended longer ago than
+    `SCHEMABRIDGE_RUN_RETENTION_S`) and its state, or `parent_succeeded`:
     a FAILED child whose retry would reopen the join of a run that has SUCCEEDED and run the
     steps after it again (start over that run, or retry the child alone by id). `stuck`: the
     runs retried whose joins fail again at once, their children still FAILED. `warnings`: each
@@ -291,7 +292,9 @@ async def batch_retry(
     responses=_action_errors(
         "The run is not FAILED (`run_not_failed`), is a deployment's own `gradual_deploy` "
         "run (`deployment_run`), or was started over, or is under a run that was "
-        "(`started_over`, `details.newRunId` and `newRunStatus`: look at that run)"
+        "(`started_over`, `details.newRunId` and `newRunStatus`: look at that run), or its "
+        "root ended longer ago than `SCHEMABRIDGE_RUN_RETENTION_S` and is being deleted "
+        "(`run_past_retention`, `details.rootRunId`: start that run over instead)"
     ),
     summary="Re-run the failed steps of a FAILED run (completed steps are kept)",
 )
@@ -333,7 +336,8 @@ async def retry_preview(run_id: str, ops: OperationsDep, caller: CallerDep) -> R
     response_model=ResolveResult,
     responses=_action_errors(
         "The run is CANCELLED (`run_cancelled`) or a deployment's own `gradual_deploy` run "
-        "(`deployment_run`), the run was started over (`started_over`), the step is not FAILED "
+        "(`deployment_run`), the run was started over (`started_over`), its root is past run "
+        "retention (`run_past_retention`), the step is not FAILED "
         "(`step_not_failed`) or was resolved with another output (`step_already_resolved`)",
         "; a vertex the run does not have (`step_not_found`)",
         cancelled=True,
@@ -411,8 +415,9 @@ async def start_over_preview(
     response_model=ReprocessResult,
     responses=_action_errors(
         "The run is CANCELLED (`run_cancelled`, as `?wait=true` answers for a run cancelled "
-        "while it waited), a deployment's own `gradual_deploy` run (`deployment_run`) or a "
-        "run that was started over (`started_over`)",
+        "while it waited), a deployment's own `gradual_deploy` run (`deployment_run`), a "
+        "run that was started over (`started_over`) or whose root is past run retention "
+        "(`run_past_retention`)",
         cancelled=True,
     ),
     summary="Re-run the run's dead-lettered (FAILED) children; their joins reopen",

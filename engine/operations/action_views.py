@@ -27,6 +27,10 @@ class SkipReason(StrEnum):
     """A FAILED run that was started over (or is under a root run that was): the code a
     single retry would refuse it with (its steps' calls would be sent twice; `message` names
     the new run to look at instead)."""
+    RUN_PAST_RETENTION = "run_past_retention"
+    """A FAILED run whose root ended before run retention's cutoff
+    (`SCHEMABRIDGE_RUN_RETENTION_S`): retention is deleting its tree; the code a single retry
+    would refuse it with (start over the root to run its input again)."""
 
 
 class BreakerWarning(BreakerRef):
@@ -93,8 +97,9 @@ class RetryPreview(View):
     retriable: bool
     """False unless the run is FAILED (the retry would answer 409 `run_not_failed`), and for
     a deployment's own `gradual_deploy` run (409 `deployment_run`) and a run that was started
-    over, or is under a root run that was (409 `started_over`): the refusal's sentence is then
-    the one of `warnings`."""
+    over, or is under a root run that was (409 `started_over`), or whose root ended before run
+    retention's cutoff (409 `run_past_retention`): the refusal's sentence is then the one of
+    `warnings`."""
     new_run_id: str | None = None
     """When the retry would be refused because the run, or the root run above it, was
     started over (409 `started_over`): the run that start over made, where to look
@@ -209,8 +214,10 @@ class ReprocessPreview(View):
     status: RunStatus
     """The run's status now (SUCCEEDED with `revived` > 0: the reprocess reopens it)."""
     reprocessable: bool
-    """False for a CANCELLED run (the reprocess would answer 409 `run_cancelled`) and for a
-    deployment's `gradual_deploy` run (409 `deployment_run`, its words in `warnings`)."""
+    """False for a CANCELLED run (the reprocess would answer 409 `run_cancelled`), for a
+    deployment's `gradual_deploy` run (409 `deployment_run`, its words in `warnings`) and for
+    a run whose root ended before run retention's cutoff (409 `run_past_retention`, its words
+    in `warnings`)."""
     revived: int = 0
     """Dead-lettered children that would run again, nested ones included (0: the reprocess
     would change nothing)."""
@@ -270,7 +277,7 @@ class CancelResult(ActionResult):
 class SkippedRun(View):
     """A run a batch action left alone, and why: `reason` is the code the single action
     would have refused it with (`run_not_found`, `run_not_failed`, `deployment_run`,
-    `started_over`), or `parent_succeeded`
+    `started_over`, `run_past_retention`), or `parent_succeeded`
     for a FAILED child whose retry would reopen the join of a run that had ended SUCCEEDED
     (and run the steps after it again); `state` its status; `message` the reason in words,
     with what to do instead."""
@@ -370,8 +377,9 @@ class BatchRetryPreview(View):
     """The runs among those the batch would consider that it would skip, by reason and
     state, most first: FAILED children under a run that has SUCCEEDED (`parent_succeeded`),
     runs not FAILED (`run_not_failed`, a filter naming another status), runs started over
-    (`started_over`); of a batch by ids, also the ids no run has (`run_not_found`) and
-    deployments' own runs (`deployment_run`)."""
+    (`started_over`), runs whose root is past run retention (`run_past_retention`); of a
+    batch by ids, also the ids no run has (`run_not_found`) and deployments' own runs
+    (`deployment_run`)."""
     limit: int
     """The most runs the batch would consider (the request's `limit`)."""
     truncated: bool = False

@@ -21,7 +21,15 @@ from sqlalchemy import ColumnElement, case, func, insert, or_, select
 from sqlalchemy.exc import DBAPIError
 from sqlalchemy.ext.asyncio import AsyncConnection
 
-from engine.store import deployment_rows, listing, recovery, reprocess_plan, restarts, retry_checks
+from engine.store import (
+    deployment_rows,
+    listing,
+    past_retention,
+    recovery,
+    reprocess_plan,
+    restarts,
+    retry_checks,
+)
 from engine.store import operator_actions as sql
 from engine.store import operator_settings as settings_
 from engine.store import results as results_
@@ -221,6 +229,7 @@ class OperatorActionsStore(WorkQueue):
         tenant: str | None = None,
         action: Action = Action.RETRY,
         spare_finished: bool = False,
+        retention_s: float = 0.0,
     ) -> RetryOutcome:
         """FAILED runs among `run_ids` run their FAILED steps again (and the steps held back
         when they failed); completed steps are kept. A retried child run stops being a dead
@@ -229,7 +238,9 @@ class OperatorActionsStore(WorkQueue):
         FAILED runs started over, or under a root run that was (`outcome.started_over`). With
         `spare_finished`, so is a child whose retry would reopen the join of an ancestor that
         had ended SUCCEEDED (`outcome.reopens` says which); without it, it is retried and
-        `outcome.reopens` says what it reopened."""
+        `outcome.reopens` says what it reopened. With `retention_s` (run retention on), FAILED
+        runs whose root ended before its cutoff are refused too (`outcome.past_retention`):
+        retention is deleting their tree."""
         ids = list(dict.fromkeys(run_ids))
 
         async def work(conn: AsyncConnection) -> RetryOutcome:
@@ -249,6 +260,9 @@ class OperatorActionsStore(WorkQueue):
                 else:
                     candidates.append(run_id)
             candidates = await _spare_started_over(conn, [states[r] for r in candidates], outcome)
+            candidates = await _spare_past_retention(
+                conn, [states[r] for r in candidates], now, retention_s, outcome
+            )
             outcome.reopens = await self._reopens(conn, [states[r] for r in candidates])
             if spare_finished:
                 for run_id in outcome.reopens:
@@ -309,7 +323,9 @@ class OperatorActionsStore(WorkQueue):
         # so one more try than there are runs always ends.
         return await self._sparing_started_over(work, tries=len(ids) + 1)
 
-    async def retry_preview(self, run_id: str, *, tenant: str | None = None) -> RetryOutcome:
+    async def retry_preview(
+        self, run_id: str, *, tenant: str | None = None, retention_s: float = 0.0
+    ) -> RetryOutcome:
         """What `retry_runs([run_id])` would do, read without changing anything (a confirm
         dialog asks it first): `refused` as it would be, else the steps it would make READY
         (`steps`, `held`, `called`), the ancestor it would reopen and the joins that would fail
@@ -329,6 +345,9 @@ class OperatorActionsStore(WorkQueue):
                 return outcome
             if not await _spare_started_over(conn, [row], outcome):
                 return outcome
+            now = self._clock.now()
+            if not await _spare_past_retention(conn, [row], now, retention_s, outcome):
+                return outcome
             outcome.reopens = await self._reopens(conn, [row])
             outcome.stuck = await retry_checks.stuck_joins(conn, [run_id])
             errors = await sql.failed_errors(conn, run_id)
@@ -343,7 +362,7 @@ class OperatorActionsStore(WorkQueue):
             return outcome
 
     async def batch_retry_count(
-        self, selection: listing.RunFilter, *, limit: int
+        self, selection: listing.RunFilter, *, limit: int, retention_s: float = 0.0
     ) -> BatchRetryCount:
         """What a batch retry of the runs `selection` matches would take, read without
         changing anything: how many match, counted up to `limit + 1` (one statement over at
@@ -354,15 +373,17 @@ class OperatorActionsStore(WorkQueue):
         the same runs' FAILED steps: their retry fails the same way), and which have joins
         that would fail again at once (one grouped statement over the same runs' steps, the
         rule of the batch's `stuck`). A deployment's `gradual_deploy` runs are left out: the
-        batch skips them (`deployment_run`) and takes them beside its `limit`, not in it."""
+        batch skips them (`deployment_run`) and takes them beside its `limit`, not in it.
+        With `retention_s`, the FAILED runs whose root ended before its cutoff are counted as
+        skipped (`past_retention`), as the batch skips them."""
         retriable = listing.runs.c.workflow_name.not_in(RESERVED_WORKFLOWS)
         matching = listing.newest_matching(selection, limit + 1).where(retriable).subquery()
         return await self._retry_count(
-            listing.newest_matching(selection, limit).where(retriable), matching
+            listing.newest_matching(selection, limit).where(retriable), matching, retention_s
         )
 
     async def batch_retry_count_of(
-        self, run_ids: Sequence[str], *, tenant: str | None
+        self, run_ids: Sequence[str], *, tenant: str | None, retention_s: float = 0.0
     ) -> BatchRetryCount:
         """What a batch retry of `run_ids` (within `tenant` when set) would take, read as
         `batch_retry_count` reads a filter's: besides, the ids it would skip as unknown (or of
@@ -374,7 +395,7 @@ class OperatorActionsStore(WorkQueue):
             found = (await conn.execute(names)).scalars().all()
         engine_owned = sum(name in RESERVED_WORKFLOWS for name in found)
         retriable = chosen.where(listing.runs.c.workflow_name.not_in(RESERVED_WORKFLOWS))
-        counted = await self._retry_count(retriable, retriable.subquery())
+        counted = await self._retry_count(retriable, retriable.subquery(), retention_s)
         return dataclasses.replace(
             counted, unknown=len(ids) - len(found), engine_owned=engine_owned
         )
@@ -396,9 +417,12 @@ class OperatorActionsStore(WorkQueue):
             facts = await deployment_rows.rerun_facts_of(conn, old)
         return StartOverLook(old.status, old.workflow_version, facts=facts)
 
-    async def _retry_count(self, chosen: Any, matching: Any) -> BatchRetryCount:
+    async def _retry_count(
+        self, chosen: Any, matching: Any, retention_s: float = 0.0
+    ) -> BatchRetryCount:
         """`batch_retry_count`'s reads, of the runs `chosen` selects (at most the batch's
-        `limit`), `matching` the subquery whose rows are counted as the runs matched."""
+        `limit`), `matching` the subquery whose rows are counted as the runs matched;
+        `retention_s` run retention (0: off)."""
         newest = chosen.add_columns(
             listing.runs.c.status,
             listing.runs.c.parent_run_id,
@@ -409,12 +433,18 @@ class OperatorActionsStore(WorkQueue):
         failed = newest.c.status == RunStatus.FAILED.value
         spared = retry_checks.under_succeeded(newest.c.parent_run_id)
         restarted = restarts.root_started_over(newest.c.id, newest.c.root_run_id)
-        # The batch skips the runs not FAILED, the FAILED ones started over (2) and those under
-        # a SUCCEEDED run (1); the rest is what it would take, and what its warnings are read
-        # from.
+        ended_before = (
+            past_retention.cutoff(self._clock.now(), retention_s) if retention_s > 0 else None
+        )
+        past = past_retention.root_past_retention(newest.c.id, newest.c.root_run_id, ended_before)
+        # The batch skips the runs not FAILED, the FAILED ones started over (2), those whose
+        # root is past run retention (3) and those under a SUCCEEDED run (1); the rest is what
+        # it would take, and what its warnings are read from.
         skips = select(
             newest.c.status,
-            case((failed & restarted, 2), (failed & spared, 1), else_=0).label("spared"),
+            case((failed & restarted, 2), (failed & past, 3), (failed & spared, 1), else_=0).label(
+                "spared"
+            ),
         ).subquery()
         taken = (
             select(
@@ -427,7 +457,7 @@ class OperatorActionsStore(WorkQueue):
                 newest.c.route,
                 newest.c.restarted_from,
             )
-            .where(failed, ~spared, ~restarted)
+            .where(failed, ~spared, ~restarted, ~past)
             .subquery()
         )
         vertices = (
@@ -449,12 +479,14 @@ class OperatorActionsStore(WorkQueue):
                 )
             )
             taking, under_succeeded, not_failed = 0, 0, Counter[str]()
-            started_over = 0
+            started_over, past_cutoff = 0, 0
             for row in grouped.all():
                 if row.status != RunStatus.FAILED.value:
                     not_failed[row.status] += int(row.n)
                 elif row.spared == 2:
                     started_over += int(row.n)
+                elif row.spared == 3:
+                    past_cutoff += int(row.n)
                 elif row.spared:
                     under_succeeded += int(row.n)
                 else:
@@ -477,6 +509,7 @@ class OperatorActionsStore(WorkQueue):
             taking=taking,
             under_succeeded=under_succeeded,
             started_over=started_over,
+            past_retention=past_cutoff,
             not_failed=dict(not_failed),
             versions=versions,
             stuck=stuck,
@@ -520,12 +553,21 @@ class OperatorActionsStore(WorkQueue):
     # ── resolve ─────────────────────────────────────────────────────────────────────────────
 
     async def resolve_step(
-        self, run_id: str, vertex_id: str, output: Any, *, actor: str, tenant: str | None = None
+        self,
+        run_id: str,
+        vertex_id: str,
+        output: Any,
+        *,
+        actor: str,
+        tenant: str | None = None,
+        retention_s: float = 0.0,
     ) -> ResolveOutcome:
         """An operator supplies the output of a FAILED step: it becomes RESOLVED, its
         dependants proceed and the run continues, or succeeds when nothing is left (a child
         run then counts as succeeded for its parent's join). A run with another FAILED step
-        stays FAILED. The same output on a step already RESOLVED is a no-op."""
+        stays FAILED. The same output on a step already RESOLVED is a no-op. With
+        `retention_s`, a run whose root ended before its cutoff is refused
+        (`run_past_retention`)."""
 
         async def work(conn: AsyncConnection) -> ResolveOutcome:
             now = self._clock.now()
@@ -537,6 +579,7 @@ class OperatorActionsStore(WorkQueue):
             if step.status == StepStatus.RESOLVED.value and step.output == output:
                 return ResolveOutcome(False, run.status)
             _check_resolvable(run, step, vertex_id)
+            await past_retention.refuse_past_retention(conn, run, now, retention_s, "resolve")
             await sql.resolve_step(conn, step.id, output, now)
             tx = results_.Tx(conn, now, CompletionReport())
             reopened: list[recovery.JoinReopened] = []
@@ -645,14 +688,16 @@ class OperatorActionsStore(WorkQueue):
     # ── reprocess ───────────────────────────────────────────────────────────────────────────
 
     async def reprocess_run(
-        self, run_id: str, *, actor: str, tenant: str | None = None
+        self, run_id: str, *, actor: str, tenant: str | None = None, retention_s: float = 0.0
     ) -> ReprocessOutcome:
         """The dead-lettered children of `run_id` run again, with those of nested fan-outs
         under them; joins reopen up to the root (see `engine.store.recovery`), which the
         outcome names (`reopened`), and the logs say: the run's, with who did it and each run
         that had ended and runs again, each ancestor's whose join reopened, and each revived
         child's (nested ones too), naming the run reprocessed. Refused for a
-        CANCELLED run; none to revive is a no-op."""
+        CANCELLED run; none to revive is a no-op. With `retention_s`, a run whose root ended
+        before its cutoff is refused (`run_past_retention`), before it reads its children:
+        retention may have deleted some."""
 
         async def work(conn: AsyncConnection) -> ReprocessOutcome:
             now = self._clock.now()
@@ -662,6 +707,7 @@ class OperatorActionsStore(WorkQueue):
                 raise RunCancelled(
                     f"run {run_id} is CANCELLED; its children are not run again", run_id=run.id
                 )
+            await past_retention.refuse_past_retention(conn, run, now, retention_s, "reprocess")
             done = await recovery.reprocess(
                 conn, run_id, now, self._workflow_reader(conn), self._version_reader()
             )
@@ -694,11 +740,12 @@ class OperatorActionsStore(WorkQueue):
         return await self._transaction(work)
 
     async def reprocess_preview(
-        self, run_id: str, *, tenant: str | None = None
+        self, run_id: str, *, tenant: str | None = None, retention_s: float = 0.0
     ) -> ReprocessOutcome:
         """What `reprocess_run(run_id)` would do, read without changing anything (a confirm
         step asks it first; `engine.store.reprocess_plan`): `refused` the status of a run it
-        would refuse (CANCELLED; a `gradual_deploy` run, with the refusal's words), else the
+        would refuse (CANCELLED; a `gradual_deploy` run or, with `retention_s`, a run whose root
+        ended before its cutoff, with the refusal's words), else the
         children it would revive and the joins it would reopen. Unknown, or another
         tenant's: `NotFound(code="run_not_found")`."""
         async with self._engines.read.connect() as conn:
@@ -708,6 +755,11 @@ class OperatorActionsStore(WorkQueue):
                 return ReprocessOutcome(0, row.status, refused=row.status, refusal=said.message)
             if row.status == RunStatus.CANCELLED.value:
                 return ReprocessOutcome(0, row.status, refused=row.status)
+            now = self._clock.now()
+            past = (await past_retention.past_retention(conn, [row], now, retention_s)).get(row.id)
+            if past is not None:
+                said = past_retention.past_retention_refusal(row.id, row.status, past, "reprocess")
+                return ReprocessOutcome(0, row.status, refused=row.status, refusal=said.message)
 
             async def workflow_of(run: str) -> Workflow:
                 return await self._workflow_of_run(conn, run)
@@ -839,6 +891,26 @@ async def _spare_started_over(
         outcome.refused[run_id] = RunStatus.FAILED.value
         outcome.started_over[run_id] = restarts.started_over_refusal(
             run_id, RunStatus.FAILED.value, start, "retry"
+        )
+    return [row.id for row in rows if row.id not in found]
+
+
+async def _spare_past_retention(
+    conn: AsyncConnection,
+    rows: Sequence[Any],
+    now: float,
+    retention_s: float,
+    outcome: RetryOutcome,
+) -> list[str]:
+    """The ids of the FAILED runs of `rows` a retry may take: not those whose root ended
+    before run retention's cutoff (`past_retention`: retention is deleting their tree, and a
+    retry would reopen what is left of it), which go to `outcome.refused` and
+    `outcome.past_retention` with their refusal."""
+    found = await past_retention.past_retention(conn, rows, now, retention_s)
+    for run_id, past in found.items():
+        outcome.refused[run_id] = RunStatus.FAILED.value
+        outcome.past_retention[run_id] = past_retention.past_retention_refusal(
+            run_id, RunStatus.FAILED.value, past, "retry"
         )
     return [row.id for row in rows if row.id not in found]
 

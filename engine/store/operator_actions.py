@@ -98,6 +98,9 @@ class RetryOutcome:
     started_over: dict[str, WrongState] = field(default_factory=dict)
     """FAILED runs refused (and in `refused`) because they, or the root run above them, were
     started over: the refusal a retry of each alone answers (`started_over`)."""
+    past_retention: dict[str, WrongState] = field(default_factory=dict)
+    """FAILED runs refused (and in `refused`) because their root ended before run
+    retention's cutoff: the refusal a retry of each alone answers (`run_past_retention`)."""
     failed_errors: dict[str, dict[str, Any]] = field(default_factory=dict)
     """A preview's only: the errors of the run's FAILED steps, by vertex (what its fix-first
     warning reads)."""
@@ -190,6 +193,9 @@ class BatchRetryCount:
     started_over: int = 0
     """Of the newest `limit`, the FAILED runs the batch would skip because they (or the root
     run above them) were started over (`started_over`)."""
+    past_retention: int = 0
+    """Of the newest `limit`, the FAILED runs the batch would skip because their root ended
+    before run retention's cutoff (`run_past_retention`)."""
     not_failed: dict[str, int] = field(default_factory=dict)
     """Of the newest `limit`, the runs not FAILED (the batch skips them), by status."""
     versions: list[RerunGroup] = field(default_factory=list)

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from engine.store import run_purge
+from engine.store import past_retention, run_purge
 from engine.store.core import StoreCore
 from engine.store.records import RunsPurged
 
@@ -15,8 +15,9 @@ class RunRetentionStore(StoreCore):
     """What the workers' retention pass and `schemabridge runs purge` need."""
 
     def cutoff(self, retention_s: float) -> float:
-        """The end before which runs are past `retention_s`, by the store's clock."""
-        return self._clock.now() - retention_s
+        """The end before which runs are past `retention_s`, by the store's clock (the one
+        the operator actions refuse reopening a run by, `past_retention`)."""
+        return past_retention.cutoff(self._clock.now(), retention_s)
 
     async def purge_ended_runs(self, ended_before: float, *, limit: int) -> RunsPurged:
         """Delete, in one short transaction, up to `limit` runs of the trees whose root ended

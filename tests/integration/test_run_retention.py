@@ -125,8 +125,10 @@ async def test_a_large_tree_goes_in_batches_and_the_next_pass_finishes_an_interr
 async def test_a_run_reopened_after_it_was_chosen_keeps_its_rows(
     clocked: tuple[Runtime, FakeClock], downstream: RunningDownstream
 ) -> None:
-    """The DELETE checks again that each run is still ended: an operator's Retry between the
-    read that chose a run and the deletion keeps it, with its steps and log lines."""
+    """The DELETE checks again that each run is still ended: a Retry between the read that
+    chose a run and the deletion keeps it, with its steps and log lines. (An operator's
+    Retry of a run past the cutoff is refused, `run_past_retention`; this one judged it by a
+    clock a moment behind the pass's, or where retention is off.)"""
     runtime, clock = clocked
     run_id = await start(runtime, one_step(downstream.url), {})
     (step,) = await runtime.store.claim(10, lease_s=600)
@@ -136,7 +138,7 @@ async def test_a_run_reopened_after_it_was_chosen_keeps_its_rows(
     async with runtime.store._engines.read.connect() as conn:
         chosen = (await conn.execute(run_purge.due_roots(ended_before))).scalars().all()
     assert chosen == [run_id]
-    await Operations(runtime).actions.retry(run_id, actor="ops")
+    await runtime.store.retry_runs([run_id], actor="ops", retention_s=0.0)
     async with runtime.store._engines.write.begin() as conn:
         kept = await run_purge._delete_runs(conn, chosen, ended_before, roots=True)
     assert kept == RunsPurged()
