@@ -365,6 +365,32 @@ def test_a_batch_retry_says_why_it_skipped_a_run_in_words() -> None:
     ]
 
 
+def test_a_batch_retry_says_it_skipped_runs_past_run_retention() -> None:
+    """`run_past_retention`: the batch's line and its dry run say it in words, and each
+    skipped run's line is the API's sentence (which names the root to start over)."""
+    from api.cli.runs_actions import batch_lines, preview_skip_counts
+    from api.cli.wire import BatchRetryResult, SkippedRuns
+
+    why = "run p1 ended 31 d ago, past SCHEMABRIDGE_RUN_RETENTION_S (30 d), and is being deleted"
+    result = BatchRetryResult.model_validate(
+        {
+            "retried": [],
+            "skipped": [
+                {"runId": "p1", "reason": "run_past_retention", "state": "FAILED", "message": why}
+            ],
+        }
+    )
+    assert batch_lines(result) == [
+        "nothing to retry: the run given was skipped: 1 past run retention (1 FAILED)",
+        f"  p1  {why}",
+    ]
+    counted = [SkippedRuns(reason="run_past_retention", state="FAILED", count=3, message="m")]
+    assert preview_skip_counts(counted) == (
+        "past run retention (their trees are being deleted; start their roots over to run "
+        "their input again)"
+    )
+
+
 def running_fan_out(fanout: dict[str, object]) -> dict[str, object]:
     """A RUNNING fan-out run as `GET /runs/{id}` answers it, with `fanout`."""
     return {
