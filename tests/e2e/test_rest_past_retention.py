@@ -1,9 +1,12 @@
 """A run whose root is past run retention, over real HTTP (uvicorn on loopback), on both
 backends: its retry is a 409 `run_past_retention` naming the setting and the fix, its
-preview says so, a batch retry skips it, and its start over still makes a new run."""
+preview says so, a batch retry skips it, `schemabridge runs retry` says it in one line
+(exit 1), and its start over still makes a new run."""
 
 from __future__ import annotations
 
+import asyncio
+import os
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
 
@@ -14,8 +17,10 @@ from demo.downstream import RunningDownstream
 from engine.operations import Operations
 from engine.runtime import Runtime
 from schemas.clock import FakeClock
+from tests import cli_forks
 from tests.conftest import Backend
-from tests.e2e.rest_harness import client, serving
+from tests.e2e.cli_harness import assert_refused
+from tests.e2e.rest_harness import ROOT, SCHEMABRIDGE, client, serving
 from tests.integration.actions_harness import failed_chain
 from tests.integration.engine_harness import settings_for
 
@@ -69,6 +74,13 @@ async def test_a_retry_of_a_run_past_retention_is_a_409(
         assert [(s["runId"], s["reason"]) for s in batch["skipped"]] == [
             (run_id, "run_past_retention")
         ]
+        env = dict(os.environ, SCHEMABRIDGE_API_URL=api.url, SCHEMABRIDGE_API_KEY=api.admin_key)
+        said = await asyncio.to_thread(
+            cli_forks.run, [SCHEMABRIDGE, "runs", "retry", run_id], env=env, cwd=ROOT, timeout=60
+        )
+        refused = assert_refused(said, 1, body["message"])
+        assert len(refused.splitlines()) == 1, refused
+
         started = await http.post(f"/runs/{run_id}/start-over")
         assert started.status_code == 200, started.text
         assert started.json()["newRunId"] != run_id
