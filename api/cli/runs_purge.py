@@ -15,6 +15,7 @@ this release's schema, 4 the database unreachable.
 from __future__ import annotations
 
 import time
+from datetime import UTC, datetime
 from typing import Annotated
 
 import typer
@@ -42,11 +43,30 @@ def purge(
     """Delete the root runs that ended before a moment, with their children, steps, log lines
     and payloads (on the database directly; admin). Runs whose tree still runs, and those a
     running deployment counts, stay."""
-    try:
-        cutoff = parse_since(ended_before, time.time())
-    except ValueError as error:
-        fail(f"--ended-before {error}", ExitCode.USAGE)
+    cutoff = _moment(ended_before)
     outcome = with_operations(
         lambda ops: ops.retention.purge(cutoff, dry_run=dry_run, actor=CLI_ACTOR)
     )
     print(outcome.sentence(), flush=True)
+
+
+def _moment(value: str) -> float:
+    """`--ended-before`'s moment in epoch seconds; one line and exit 2 for what is no moment,
+    or one no date can be said of (a span of millions of days, a year past 9999 or before 1)."""
+    try:
+        cutoff = parse_since(value, time.time())
+    except ValueError as error:
+        if str(error).startswith(repr(value)):  # parse_since's sentence names the value
+            fail(f"--ended-before {error}", ExitCode.USAGE)
+        cutoff = None
+    if cutoff is not None:
+        try:
+            datetime.fromtimestamp(cutoff, UTC)  # what the sentences say it as
+            return cutoff
+        except (ValueError, OverflowError, OSError):
+            pass
+    fail(
+        f"--ended-before {value!r} is out of range: give a span back from now (30d) or a "
+        "past date (2026-11-01)",
+        ExitCode.USAGE,
+    )

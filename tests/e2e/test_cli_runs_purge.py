@@ -103,6 +103,12 @@ def test_a_moment_that_is_no_past_time_is_refused_in_one_line(env: dict[str, str
         2,
         "is still to come: give a span back from now (30d) or a past time",
     )
+    for far in ("9999999999d", "0001-01-01", "9999-12-31T23:59-14:00"):  # no date to say
+        assert_refused(
+            schemabridge(env, "runs", "purge", "--ended-before", far),
+            2,
+            f"--ended-before {far!r} is out of range: give a span back from now (30d) or a past",
+        )
     none = Path(env["SCHEMABRIDGE_HEALTH_DIR"]).parent / "none.db"
     missing = dict(env, SCHEMABRIDGE_DATABASE_URL=f"sqlite+aiosqlite:///{none}")
     assert_refused(
