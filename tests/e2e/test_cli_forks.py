@@ -52,6 +52,8 @@ COMMANDS: list[tuple[str, list[str], str]] = [
         (ROOT / "examples" / "support-ticket.json").read_text(),
     ),
     ("garbage on stdin", ["validate", "-"], "{not json"),
+    # Read as the script reads it: "\r\n" kept (a CRLF value counts its "\r"s).
+    ("a CRLF value on stdin", ["secrets", "set", "NAME", "--tenant", "t"], "\r\n" * 40_000),
     ("an API that does not answer", ["runs", "list"], ""),
     ("an invalid setting", ["keys", "list"], ""),
 ]
