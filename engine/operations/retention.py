@@ -33,7 +33,7 @@ class PurgeOutcome:
         counts = RunsPurged(
             self.roots, self.children, self.steps, self.log_lines, self.payload_chunks
         )
-        if not self.roots:
+        if not counts.runs:  # children alone: a worker's pass took their root meanwhile
             return f"nothing to delete: no run tree ended before {iso_time(self.ended_before)}"
         verb = "would delete" if self.dry_run else "deleted"
         return (
