@@ -120,6 +120,12 @@ class ForkServer:
     def _started(self) -> str:
         with self._lock:
             if self._process is None or self._process.poll() is not None:
+                # A server that died left its socket (wait for the new one's, not that) and
+                # its stdin pipe.
+                if self._process is not None and self._process.stdin is not None:
+                    self._process.stdin.close()
+                with contextlib.suppress(FileNotFoundError):
+                    os.unlink(self._socket)
                 self._process = subprocess.Popen(
                     [sys.executable, "-m", "tests.cli_forks", self._socket],
                     cwd=ROOT,

@@ -101,3 +101,22 @@ def test_a_command_past_its_timeout_is_killed(tmp_path: Path) -> None:
         }
         with pytest.raises(subprocess.TimeoutExpired):
             cli_forks.server().run([SCHEMABRIDGE, "runs", "list"], env=env, cwd=tmp_path, timeout=2)
+
+
+def test_a_server_that_died_is_started_again(tmp_path: Path) -> None:
+    """A fork server killed (an OOM kill, a crash) leaves its socket file: the next command
+    starts a new server and waits for it, rather than knock on the dead one's socket."""
+    forks = cli_forks.ForkServer()
+    try:
+        env = {"PATH": "/usr/bin:/bin"}
+        assert (
+            forks.run([SCHEMABRIDGE, "--help"], env=env, cwd=tmp_path, timeout=60).returncode == 0
+        )
+        dead = forks._process
+        assert dead is not None
+        dead.kill()
+        dead.wait(10)
+        again = forks.run([SCHEMABRIDGE, "--help"], env=env, cwd=tmp_path, timeout=60)
+        assert again.returncode == 0, again.stderr
+    finally:
+        forks.close()
