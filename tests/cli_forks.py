@@ -382,6 +382,10 @@ def _exit_code() -> int:
     except BaseException:
         traceback.print_exc()
         code = 1
+    # The interpreter's exit, in its order: wait for the threads that are not daemons (a
+    # connection left open keeps the script from exiting: aiosqlite's threads are not), then
+    # the atexit functions.
+    threading._shutdown()  # type: ignore[attr-defined]
     atexit._run_exitfuncs()
     for stream in (sys.stdout, sys.stderr):
         with contextlib.suppress(Exception):

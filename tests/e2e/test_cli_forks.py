@@ -4,12 +4,17 @@ installed console script does."""
 
 from __future__ import annotations
 
+import atexit
+import os
 import socket
 import subprocess
+import threading
+import time
 from pathlib import Path
 
 import pytest
 
+import api.cli
 from tests import cli_forks
 from tests.e2e.rest_harness import ROOT, SCHEMABRIDGE
 
@@ -120,3 +125,30 @@ def test_a_server_that_died_is_started_again(tmp_path: Path) -> None:
         assert again.returncode == 0, again.stderr
     finally:
         forks.close()
+
+
+def test_a_command_exits_once_its_threads_that_are_no_daemons_end(tmp_path: Path) -> None:
+    """The script's interpreter waits, at exit, for the threads that are not daemons (an
+    aiosqlite connection left open is one, and keeps the script from ever exiting): so does a
+    fork, so that a test sees what the script would do."""
+    ended = tmp_path / "ended"
+
+    def main() -> None:
+        def late() -> None:
+            time.sleep(0.5)
+            ended.write_text("ended", encoding="utf-8")
+
+        threading.Thread(target=late).start()
+
+    pid = os.fork()
+    if pid == 0:  # the fork's end of a command, with this main as the CLI's
+        code = 1
+        try:
+            atexit._clear()  # this test process's (its fork server's close) are not its
+            api.cli.main = main
+            code = cli_forks._exit_code()
+        finally:
+            os._exit(code)
+    _, status = os.waitpid(pid, 0)
+    assert os.waitstatus_to_exitcode(status) == 0
+    assert ended.read_text(encoding="utf-8") == "ended"
