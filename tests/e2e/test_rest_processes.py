@@ -19,6 +19,7 @@ import pytest
 from sqlalchemy import make_url
 
 from engine.store import db
+from tests import cli_forks
 from tests.conftest import Backend
 from tests.e2e.outage_harness import throwaway_redis, wait_until
 from tests.e2e.rest_harness import ROOT, SCHEMABRIDGE, process_env, service
@@ -32,9 +33,7 @@ HEAD = db.head_revision()
 
 
 def sb(*args: str, env: dict[str, str], timeout: float = 120) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [SCHEMABRIDGE, *args], env=env, capture_output=True, text=True, timeout=timeout, check=False
-    )
+    return cli_forks.run([SCHEMABRIDGE, *args], env=env, cwd=None, timeout=timeout)
 
 
 def get(url: str, **kwargs: str) -> httpx.Response:

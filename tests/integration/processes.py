@@ -8,6 +8,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+from tests import cli_forks
 from tests.conftest import Backend
 
 SCHEMABRIDGE = str(Path(sys.executable).with_name("schemabridge"))
@@ -26,18 +27,30 @@ def worker_env(backend: Backend, tmp_path: Path, **settings: str) -> dict[str, s
     return env
 
 
-def start_worker(env: dict[str, str], name: str, log_path: Path) -> subprocess.Popen[bytes]:
+Process = subprocess.Popen[bytes] | cli_forks.ForkedProcess
+
+
+def start_worker(env: dict[str, str], name: str, log_path: Path) -> Process:
+    """`schemabridge worker --name NAME` in its own session, its output (both streams) appended
+    to `log_path`; forked from the tests' fork server (`tests/cli_forks.py`)."""
+    argv = [SCHEMABRIDGE, "worker", "--name", name, "--log-level", "warning"]
+    if not cli_forks.scripted():
+        return cli_forks.server().start(
+            argv,
+            env=env,
+            cwd=Path.cwd(),
+            stdin=Path(os.devnull),
+            stdout=log_path,
+            stderr=log_path,
+            new_session=True,
+        )
     with log_path.open("ab") as log:  # the child keeps its own descriptor
         return subprocess.Popen(
-            [SCHEMABRIDGE, "worker", "--name", name, "--log-level", "warning"],
-            env=env,
-            stdout=log,
-            stderr=subprocess.STDOUT,
-            start_new_session=True,
+            argv, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True
         )
 
 
-def stop_worker(process: subprocess.Popen[bytes], sig: int = signal.SIGTERM) -> int:
+def stop_worker(process: Process, sig: int = signal.SIGTERM) -> int:
     if process.poll() is None:
         process.send_signal(sig)
     return process.wait(timeout=60)
