@@ -14,6 +14,7 @@ this release's schema, 4 the database unreachable.
 
 from __future__ import annotations
 
+import sys
 import time
 from datetime import UTC, datetime
 from typing import Annotated
@@ -39,15 +40,44 @@ def purge(
     dry_run: Annotated[
         bool, typer.Option("--dry-run", help="Count what would go; delete nothing.")
     ] = False,
+    yes: Annotated[
+        bool,
+        typer.Option(
+            "--yes", "-y", help="Delete without asking (what a script must say: no terminal)."
+        ),
+    ] = False,
 ) -> None:
     """Delete the root runs that ended before a moment, with their children, steps, log lines
     and payloads (on the database directly; admin). Runs whose tree still runs, and those a
-    running deployment counts, stay."""
+    running deployment counts, stay. Asks first in a terminal; elsewhere needs --yes."""
     cutoff = _moment(ended_before)
+    if not dry_run and not yes:
+        _confirmed(cutoff, ended_before)
     outcome = with_operations(
         lambda ops: ops.retention.purge(cutoff, dry_run=dry_run, actor=CLI_ACTOR)
     )
     print(outcome.sentence(), flush=True)
+
+
+def _confirmed(cutoff: float, said: str) -> None:
+    """A deletion for good is asked for twice: `30m` typed for `30d` would take almost every
+    run. In a terminal, say what would go and ask; elsewhere (a script, a pipe) refuse without
+    --yes, since nobody can answer."""
+    if not sys.stdin.isatty():
+        fail(
+            f"runs purge deletes for good: add --yes to delete the runs ended before {said!r} "
+            "without asking, or --dry-run to count them first",
+            ExitCode.USAGE,
+        )
+    counted = with_operations(
+        lambda ops: ops.retention.purge(cutoff, dry_run=True, actor=CLI_ACTOR)
+    )
+    print(counted.sentence(), flush=True)
+    if not counted.roots and not counted.children:
+        raise typer.Exit(0)
+    if not typer.confirm("Delete them for good?", default=False):
+        typer.echo("nothing deleted", err=True)
+        raise typer.Exit(ExitCode.FAILED)
 
 
 def _moment(value: str) -> float:
@@ -62,9 +92,16 @@ def _moment(value: str) -> float:
     if cutoff is not None:
         try:
             datetime.fromtimestamp(cutoff, UTC)  # what the sentences say it as
-            return cutoff
         except (ValueError, OverflowError, OSError):
-            pass
+            cutoff = None
+    if cutoff is not None:
+        if cutoff > time.time():  # said before --yes is asked for (the store checks it again)
+            fail(
+                f"--ended-before {value!r} is still to come: give a span back from now (30d) "
+                "or a past time",
+                ExitCode.USAGE,
+            )
+        return cutoff
     fail(
         f"--ended-before {value!r} is out of range: give a span back from now (30d) or a "
         "past date (2026-11-01)",
