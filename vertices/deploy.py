@@ -110,6 +110,17 @@ class VersionCounts:
         """FAILED among finished runs; None before any finished."""
         return self.failed / self.finished if self.finished else None
 
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> VersionCounts:
+        """The counts `as_dict` wrote (its derived fields ignored)."""
+        return cls(
+            runs=int(data.get("runs", 0)),
+            succeeded=int(data.get("succeeded", 0)),
+            failed=int(data.get("failed", 0)),
+            cancelled=int(data.get("cancelled", 0)),
+            refused=int(data.get("refused", 0)),
+        )
+
     def as_dict(self) -> dict[str, Any]:
         return {
             "runs": self.runs,

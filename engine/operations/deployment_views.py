@@ -162,7 +162,8 @@ class DeploymentView(View):
     check_interval_seconds: float
     candidate: VersionFigures
     """The runs as they are now: once the deployment has ended, an operator's retries change
-    them; `outcome.figures` keeps those it ended on."""
+    them; `outcome.figures` keeps those it ended on, which these are once run retention has
+    deleted its runs (`runPurged`)."""
     serving: VersionFigures
     exposure: int
     """Runs the candidate received from this deployment (the blast radius of a rollback),

@@ -13,6 +13,7 @@ cannot work `InvalidRequest(code="invalid_deployment")`.
 from __future__ import annotations
 
 import builtins
+import dataclasses
 import itertools
 import logging
 from collections.abc import Sequence
@@ -55,6 +56,7 @@ from engine.operations.workflows import unknown_workflow
 from engine.store import UnknownWorkflow
 from engine.store.committed_changes import SERVING_TOPIC
 from engine.store.deployment_log import log_event, routing_after
+from engine.store.deployment_rows import DeploymentCounts
 from engine.store.deployments import (
     DeploymentSpec,
     SpawningParent,
@@ -67,6 +69,7 @@ from engine.store.unreachable import STORE_ERRORS, store_unreachable
 from schemas.definitions import RESERVED_WORKFLOWS, Workflow
 from schemas.errors import InvalidRequest, NotFound, Problem, WrongState
 from schemas.waiting import WaitReason
+from vertices import deploy
 
 if TYPE_CHECKING:
     from engine.runtime import Runtime
@@ -226,6 +229,8 @@ class DeploymentOperations:
         # An ended deployment's run may be gone (run retention): say so rather than link to it.
         ended = record.status != DeploymentStatus.RUNNING.value
         purged = ended and bool(await self._store.runs_gone([record.run_id]))
+        if purged:
+            counts = ended_on(record, counts)
         return deployment_view(record, counts, known[name], run_purged=purged)
 
     async def _views(self, records: Sequence[DeploymentRecord]) -> builtins.list[DeploymentView]:
@@ -613,3 +618,18 @@ class DeploymentOperations:
         except UnknownWorkflow as exc:
             raise await unknown_workflow(self._store, workflow, version, users_only=True) from exc
         return serving_view(record)
+
+
+def ended_on(record: DeploymentRecord, counts: DeploymentCounts) -> DeploymentCounts:
+    """The figures a deployment ended on in place of `counts` of now, once run retention has
+    deleted its runs (its own run gone): what is left of them would count fewer runs, down to
+    none, as if the candidate had received nothing. A deployment that ended without figures
+    (none recorded) keeps `counts`."""
+    figures = (record.outcome or {}).get("figures")
+    if not isinstance(figures, dict):
+        return counts
+    return dataclasses.replace(
+        counts,
+        candidate=deploy.VersionCounts.from_dict(figures.get("candidate") or {}),
+        serving=deploy.VersionCounts.from_dict(figures.get("serving") or {}),
+    )

@@ -213,7 +213,18 @@ async def test_a_running_deployment_keeps_the_runs_its_checks_count(
     clock.advance(1)
     deployment = await ops.deployments.start("one", 2, actor="ops")
     clock.advance(1)
-    counted = await plant_tree(runtime, at=clock.now(), ended_at=clock.now(), workflow_name="one")
+    counted = await plant_tree(
+        runtime, at=clock.now(), ended_at=clock.now(), workflow_name="one", route="serving"
+    )
+    await plant_tree(  # the candidate's, which its checks count too
+        runtime,
+        at=clock.now(),
+        ended_at=clock.now(),
+        status="FAILED",
+        workflow_name="one",
+        workflow_version=2,
+        route="candidate",
+    )
     other = await plant_tree(runtime, at=clock.now(), ended_at=clock.now())
     clock.advance(RETENTION_S + 1)
 
@@ -226,12 +237,20 @@ async def test_a_running_deployment_keeps_the_runs_its_checks_count(
 
     # Once the deployment has ended its runs go, its own run too; it shows that run gone.
     await ops.deployments.abort(deployment.id, actor="ops")
-    assert not (await ops.deployments.get(deployment.id)).run_purged
+    kept = await ops.deployments.get(deployment.id)
+    assert not kept.run_purged
+    routed = (kept.candidate.runs, kept.serving.runs, kept.exposure)
+    assert routed == (1, 1, 1), routed
     clock.advance(RETENTION_S + 1)
-    assert (await a_pass(runtime)).roots == 2  # `counted`, and the deployment's run
+    assert (await a_pass(runtime)).roots == 3  # the deployment's runs, and its own run
     ended = await ops.deployments.get(deployment.id)
     assert (ended.status, ended.run_purged) == ("ABORTED", True)
     assert ended.timeline  # what it did stays with the deployment
+    # Its figures are those it ended on, not a count of the runs left (none): the candidate
+    # did receive runs.
+    assert (ended.candidate.runs, ended.serving.runs, ended.exposure) == routed
+    (listed,) = [d for d in await ops.deployments.list("one") if d.id == deployment.id]
+    assert (listed.candidate.runs, listed.serving.runs) == routed[:2]
 
 
 async def test_a_start_over_whose_old_run_was_purged_shows_it_gone_and_starts_over_again(
