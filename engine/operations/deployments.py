@@ -216,26 +216,39 @@ class DeploymentOperations:
         says them again; reading them walks every serving version's definition."""
 
     async def _view(
-        self, record: DeploymentRecord, serving_now: dict[str, int | None] | None = None
+        self,
+        record: DeploymentRecord,
+        serving_now: dict[str, int | None] | None = None,
+        gone: set[str] | None = None,
     ) -> DeploymentView:
         """`serving_now`: the serving versions already read, by workflow (a list reads each
-        workflow's routing row once)."""
+        workflow's routing row once); `gone`: the ended deployments' runs retention deleted,
+        already read for a list (`_runs_gone`)."""
         known = {} if serving_now is None else serving_now
         name = record.workflow_name
         if name not in known:
             row = await self._store.serving(name)
             known[name] = None if row is None else row.serving_version
         counts = await self._store.deployment_counts(record)
-        # An ended deployment's run may be gone (run retention): say so rather than link to it.
-        ended = record.status != DeploymentStatus.RUNNING.value
-        purged = ended and bool(await self._store.runs_gone([record.run_id]))
+        if gone is None:
+            gone = await self._runs_gone([record])
+        # An ended deployment's run may be gone (run retention): say so rather than link to
+        # it, and show the figures it ended on rather than a count of what is left.
+        purged = record.run_id in gone
         if purged:
             counts = ended_on(record, counts)
         return deployment_view(record, counts, known[name], run_purged=purged)
 
     async def _views(self, records: Sequence[DeploymentRecord]) -> builtins.list[DeploymentView]:
         serving_now: dict[str, int | None] = {}
-        return [await self._view(record, serving_now) for record in records]
+        gone = await self._runs_gone(records)  # one read for the page, not one per deployment
+        return [await self._view(record, serving_now, gone) for record in records]
+
+    async def _runs_gone(self, records: Sequence[DeploymentRecord]) -> set[str]:
+        """The runs of the ended deployments among `records` that run retention deleted (a
+        running deployment's run is never due)."""
+        ended = [r.run_id for r in records if r.status != DeploymentStatus.RUNNING.value]
+        return await self._store.runs_gone(ended) if ended else set()
 
     async def _record(self, deployment_id: str) -> DeploymentRecord:
         record = None
