@@ -242,17 +242,29 @@ def run(
     `subprocess.run` of the script itself when `scripted()`."""
     where = Path.cwd() if cwd is None else cwd
     if scripted():
-        return subprocess.run(
-            list(argv),
-            env=dict(env),
-            cwd=where,
-            input=stdin,
-            capture_output=True,
-            text=True,
-            timeout=timeout,
-            check=False,
-        )
+        return run_script(argv, env=env, cwd=where, timeout=timeout, stdin=stdin)
     return server().run(argv, env=env, cwd=where, timeout=timeout, stdin=stdin)
+
+
+def run_script(
+    argv: Sequence[str],
+    *,
+    env: Mapping[str, str],
+    cwd: Path,
+    timeout: float,
+    stdin: str | None = None,
+) -> subprocess.CompletedProcess[str]:
+    """The installed script itself, as `ForkServer.run` stands for it."""
+    return subprocess.run(
+        list(argv),
+        env=dict(env),
+        cwd=cwd,
+        input=stdin,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        check=False,
+    )
 
 
 # ── the server ─────────────────────────────────────────────────────────────────────────────

@@ -17,25 +17,11 @@ import pytest
 import api.cli
 from tests import cli_forks
 from tests.e2e.rest_harness import ROOT, SCHEMABRIDGE
-
-
-def _closed_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return int(probe.getsockname()[1])
+from tests.e2e.test_cli_errors import free_port
 
 
 def _script(args: list[str], env: dict[str, str], cwd: Path, stdin: str) -> tuple[int, str, str]:
-    done = subprocess.run(
-        [SCHEMABRIDGE, *args],
-        env=env,
-        cwd=cwd,
-        input=stdin,
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=False,
-    )
+    done = cli_forks.run_script([SCHEMABRIDGE, *args], env=env, cwd=cwd, timeout=120, stdin=stdin)
     return done.returncode, done.stdout, done.stderr
 
 
@@ -71,7 +57,7 @@ def test_a_forked_command_prints_and_exits_as_the_script(
     env = {
         "PATH": "/usr/bin:/bin",
         "HOME": str(tmp_path),
-        "SCHEMABRIDGE_API_URL": f"http://127.0.0.1:{_closed_port()}",
+        "SCHEMABRIDGE_API_URL": f"http://127.0.0.1:{free_port()}",
         "SCHEMABRIDGE_API_KEY": "sb_not-a-key",
     }
     if what == "an invalid setting":
