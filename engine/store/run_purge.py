@@ -59,7 +59,8 @@ def _still_running_below(root_id: Any) -> Exists:
 def _in_running_deployment() -> Exists:
     """The run (`run`) was created while a deployment of its workflow runs: that deployment's
     checks count it (`deployment_rows.version_counts`), so it stays until the deployment ends
-    (one probe of `uq_deployment_running`)."""
+    (a probe per root of the deployments of its workflow: SQLite's plan reads
+    `ix_deployment_workflow_created`)."""
     return exists().where(
         deployments.c.status == DeploymentStatus.RUNNING.value,
         deployments.c.workflow_name == runs.c.workflow_name,
@@ -72,9 +73,11 @@ def due_roots(ended_before: float) -> Select[Any]:
     nothing of their tree still running and outside every running deployment's window.
 
     A run is created before it ends, so `created_at < ended_before` selects nothing the end
-    would not; it lets the read walk `ix_run_roots_status_created` up to the cutoff, the
-    roots created before it that are still there: the due ones, and long or reopened runs
-    that ended later (passed over; they are few)."""
+    would not; it lets the read walk an index of the roots by creation up to the cutoff
+    (`ix_run_roots_created` in PostgreSQL's plan of the one-row probe, `any_due`;
+    `ix_run_roots_status_created` in its plan of a batch and in SQLite's), the roots created
+    before it that are still there: the due ones, and long or reopened runs that ended later
+    (passed over; they are few)."""
     return select(runs.c.id).where(
         runs.c.parent_run_id.is_(None),
         runs.c.status.in_(ENDED_RUN_STATUSES),
