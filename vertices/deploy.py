@@ -36,8 +36,9 @@ from schemas.durations import duration
 
 JUDGED_RUNS = 10_000
 """A check judges each version on its latest runs, at most this many (the candidate's at least
-as many as its stage's minimum runs): a bounded read whatever the window holds, and more than
-enough for a ratio (its standard error is under half a point)."""
+as many as its stage's minimum runs, plus the policy's minimum finished runs, so that runs
+still running never hide the finished ones it waits for): a bounded read whatever the window
+holds, and more than enough for a ratio (its standard error is under half a point)."""
 
 
 @dataclass(frozen=True)

@@ -374,8 +374,13 @@ async def window_counts(
     until = None if running else await next_deployment_start(conn, record)
     candidate_latest = None
     if recent is not None:
-        # Enough to see the stage's minimum runs however many that is.
-        candidate_latest = max(recent, int(record.stages[record.stage_index]["minRuns"]))
+        # Enough to see the stage's minimum runs however many that is, and the policy's
+        # minimum finished runs with `recent` to spare: the latest runs include those still
+        # running, which would otherwise hide the finished ones the check waits for (a
+        # policy wanting as many finished runs as the read holds could never pass).
+        stage_runs = int(record.stages[record.stage_index]["minRuns"])
+        needed = int(record.rollback.get("minFinishedRuns", 0))
+        candidate_latest = max(recent, stage_runs) + needed
     candidate = await version_counts(
         conn,
         record.workflow_name,
