@@ -46,6 +46,7 @@ class ApiFailure(Exception):
         details: dict[str, Any] | None = None,
         transient: bool = False,
         dropped: bool = False,
+        unsent: bool = False,
     ) -> None:
         super().__init__(message)
         self.message = message
@@ -61,6 +62,10 @@ class ApiFailure(Exception):
         """No answer because nothing listened (connection refused) or the connection broke:
         what an API restarting looks like to a client between two requests (a stopping one
         closes its listener first), unlike a timeout or a name that does not resolve."""
+        self.unsent = unsent
+        """The request never reached a server (no connection was made), so it changed
+        nothing: sending it again is safe even where a repeat is not (a submission without an
+        idempotency key)."""
 
 
 KEY_HINT = (
@@ -114,7 +119,10 @@ def transport_failure(error: httpx.TransportError, api_url: str, timeout_s: floa
         reason = _os_reason(error)
         message = f"cannot reach the SchemaBridge API at {api_url}: {reason}; {URL_HINT}"
         refused = reason in {"connection refused", "connection reset by peer"}
-        return ApiFailure(message, ExitCode.UNREACHABLE, transient=True, dropped=refused)
+        unsent = isinstance(error, httpx.ConnectError)
+        return ApiFailure(
+            message, ExitCode.UNREACHABLE, transient=True, dropped=refused, unsent=unsent
+        )
     return ApiFailure(message, ExitCode.UNREACHABLE, transient=True)
 
 

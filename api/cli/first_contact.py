@@ -13,21 +13,26 @@ from collections.abc import Awaitable, Callable
 from typing import TypeVar
 
 from api.cli.client_errors import ApiFailure
-from api.cli.reconnect import Reconnect
+from api.cli.reconnect import NOT_READY, Reconnect
 from api.cli.remote import say
 from schemas.durations import duration
 
 Answer = TypeVar("Answer")
 
 
-async def first_answer(reconnect: Reconnect, ask: Callable[[], Awaitable[Answer]]) -> Answer:
+async def first_answer(
+    reconnect: Reconnect,
+    ask: Callable[[], Awaitable[Answer]],
+    repeatable: Callable[[ApiFailure], bool] = lambda failure: True,
+) -> Answer:
     """`ask()`'s answer, asked again while it fails worth another try within `reconnect`'s
-    bounds; raises the last `ApiFailure` once they pass (or at once, one not worth it)."""
+    bounds; raises the last `ApiFailure` once they pass (or at once, one not worth it, or one
+    after which `repeatable` says asking again could do twice what was asked once)."""
     while True:
         try:
             answer = await ask()
         except ApiFailure as failure:
-            delay = reconnect.delay_after(failure)
+            delay = reconnect.delay_after(failure) if repeatable(failure) else None
             if delay is None:
                 raise
             if reconnect.attempts == 1:
@@ -38,3 +43,11 @@ async def first_answer(reconnect: Reconnect, ask: Callable[[], Awaitable[Answer]
         if lasted is not None:
             say(f"the API answered after {duration(lasted)}")
         return answer
+
+
+def changed_nothing(failure: ApiFailure) -> bool:
+    """Whether the request that failed is known to have changed nothing: it never reached a
+    server, or the API refused it while starting or stopping (503 `not_ready`, before any
+    route ran). A submission without an idempotency key is sent again only then: after a
+    broken connection or a proxy's 502 its run may exist, and a repeat would start a second."""
+    return failure.unsent or (failure.status == 503 and failure.code == NOT_READY)

@@ -15,7 +15,7 @@ from typer._click.core import ParameterSource
 
 from api.cli import hints, run_display, runs_actions, runs_purge
 from api.cli.exit_codes import ExitCode
-from api.cli.first_contact import first_answer
+from api.cli.first_contact import changed_nothing, first_answer
 from api.cli.id_prefixes import full_run_id
 from api.cli.key_role import opens_admin_routes
 from api.cli.log_follow import read_log
@@ -61,7 +61,7 @@ from api.cli.watch import StillRunning, follow, outcome_code, outcome_line, stil
 
 if TYPE_CHECKING:
     from api.cli.client import ApiClient
-    from api.cli.wire import Page, RunDetail, RunSummary
+    from api.cli.wire import Page, RunDetail, RunSummary, SubmitResult
 
 runs_app = typer.Typer(
     help="Runs on the REST API: submit, list, show, logs, children, watch, and the operator "
@@ -133,10 +133,21 @@ def submit(
     run_input = {} if input is None else read_json_value(input, "--input")
     following: list[str] = []  # the run, once submitted (what Ctrl-C says goes on)
 
-    async def action(api: ApiClient) -> ExitCode:
-        submitted = await api.runs.submit(
+    reconnect = Reconnect(window_s=reconnect_for)
+
+    async def send(api: ApiClient) -> SubmitResult:
+        return await api.runs.submit(
             name, run_input, tenant=tenant, version=version, idempotency_key=idempotency_key
         )
+
+    async def action(api: ApiClient) -> ExitCode:
+        if wait:
+            # A follower waits for an API not there yet (as `runs watch` does), sending the
+            # submission again only where that cannot start a second run.
+            repeatable = (lambda _: True) if idempotency_key is not None else changed_nothing
+            submitted = await first_answer(reconnect, lambda: send(api), repeatable)
+        else:
+            submitted = await send(api)
         run = submitted.run
         following.append(run.id)
         if not wait:
@@ -157,7 +168,7 @@ def submit(
                 )
             return ExitCode.OK
         say(f"run {run.id} submitted ({run.workflow} v{run.version}); following it")
-        return await _wait_for(api, remote, run.id, timeout, Reconnect(window_s=reconnect_for))
+        return await _wait_for(api, remote, run.id, timeout, reconnect)
 
     code = call(remote, action, workflow=name, following=lambda: next(iter(following), None))
     raise typer.Exit(code)

@@ -1,17 +1,17 @@
 """The commands that follow a run meet an API restart the way an operator does (real
 `schemabridge api` and `worker` processes on loopback): `runs logs --follow`, which polls and
 so hears no `event: stopping`, rides out a SIGTERM and a new api 2 s later with one calm line,
-every log line printed exactly once; `runs watch` typed while the api is down waits for it
-(one warning line) under `--reconnect-for`, gives up on a port nothing listens on within that
-bound with the usual one-line error, and fails at once on a refused key. The run waits on a
-gate the test opens, so no step depends on timing."""
+every log line printed exactly once; `runs watch` and `runs submit --wait` typed while the
+api is down wait for it (one warning line) under `--reconnect-for`, give up on a port nothing
+listens on within that bound with the usual one-line error, and fail at once on a refused key.
+The run waits on a gate the test opens, so no step depends on timing."""
 
 from __future__ import annotations
 
 import json
 import signal
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import ExitStack
 from pathlib import Path
 
@@ -20,9 +20,11 @@ import pytest
 from api.cli.reconnect import RESTARTING_LINE
 from tests.conftest import Backend
 from tests.e2e.cli_harness import Stack
-from tests.e2e.outage_harness import Gate, gate, wait_until
+from tests.e2e.outage_harness import Follower, Gate, gate, wait_until
 from tests.e2e.rest_harness import process_env
 from tests.e2e.test_cli_reconnect import (
+    WORKFLOW,
+    Restartable,
     follower,
     free_port,
     noticed,
@@ -66,6 +68,18 @@ def test_logs_follow_rides_out_an_api_restart(tmp_path: Path, held: Gate) -> Non
     assert len(followed) == len(set(followed)) >= 2, followed  # lines before and after
 
 
+def back_once_it_waits(
+    stacked: Restartable, later: ExitStack, running: Follower, progress: Callable[[], str]
+) -> None:
+    """Once `running` said it waits for the stopped api, a new api after the pause, and the
+    follower's first progress line (on `progress`: stdout for a watch, stderr for a wait)."""
+    wait_until(lambda: bool(warnings(running.stderr())), "the follower to say it waits")
+    second = stacked.restart_after(RESTART_PAUSE_S)
+    later.callback(second.kill)
+    assert second.wait_for_url() == stacked.stack.url
+    wait_until(lambda: "RUNNING" in progress(), "the follower's first progress line")
+
+
 def test_watch_typed_while_the_api_is_down_waits_for_it(tmp_path: Path, held: Gate) -> None:
     """The api stopped before `runs watch` starts and back 2 s later: one warning saying what
     the watch waits for, then the run followed to its end (exit 0)."""
@@ -76,11 +90,7 @@ def test_watch_typed_while_the_api_is_down_waits_for_it(tmp_path: Path, held: Ga
         assert stacked.api.stop(signal.SIGTERM) == 0
         watch = follower(stack, stack.url, "watch-down", "runs", "watch", run)
         later.callback(watch.kill)
-        wait_until(lambda: bool(warnings(watch.stderr())), "the watch to say it waits")
-        second = stacked.restart_after(RESTART_PAUSE_S)
-        later.callback(second.kill)
-        assert second.wait_for_url() == stack.url
-        wait_until(lambda: "RUNNING" in watch.stdout(), "the watch's first progress line")
+        back_once_it_waits(stacked, later, watch, watch.stdout)
         held.open("watch-down")
         assert watch.wait() == 0, (watch.stdout(), watch.stderr())
     said = watch.stderr().splitlines()
@@ -90,6 +100,45 @@ def test_watch_typed_while_the_api_is_down_waits_for_it(tmp_path: Path, held: Ga
     assert waiting.endswith("; waiting up to 1 min for it to answer"), waiting
     assert said[1].startswith("the API answered after "), said
     assert watch.stdout().splitlines()[-1] == f"run {run} SUCCEEDED"
+
+
+def test_submit_wait_typed_while_the_api_is_down_waits_for_it(tmp_path: Path, held: Gate) -> None:
+    """`runs submit --wait` without an idempotency key while the api is down: a connection
+    refused never reached a server, so the submission is sent again once the api is back (one
+    warning), the run followed to its end, and exactly one run made."""
+    with restartable(tmp_path, held) as stacked, ExitStack() as later:
+        stack = stacked.stack
+        later.callback(held.open, "submit-down")
+        assert stacked.api.stop(signal.SIGTERM) == 0
+        gated = json.dumps({"gate": "submit-down"})
+        args = ["runs", "submit", WORKFLOW, "--input", gated, "--wait"]
+        waiting = follower(stack, stack.url, "submit-down", *args)
+        later.callback(waiting.kill)
+        back_once_it_waits(stacked, later, waiting, waiting.stderr)
+        held.open("submit-down")
+        assert waiting.wait() == 0, (waiting.stdout(), waiting.stderr())
+        made = stack.json("runs", "list", "--workflow", WORKFLOW)
+    assert "Traceback" not in waiting.stderr()
+    (said,) = warnings(waiting.stderr())
+    assert said.startswith(f"warning: cannot reach the SchemaBridge API at {stack.url}: ")
+    assert said.endswith("; waiting up to 1 min for it to answer"), said
+    assert len(made["items"]) == 1, made
+
+
+def test_submit_wait_gives_up_on_a_port_nothing_listens_on(tmp_path: Path) -> None:
+    """As `runs watch`: tried again within `--reconnect-for` only, then the one-line error."""
+    env = process_env(Backend("embedded", f"sqlite:///{tmp_path / 'x.db'}", None), tmp_path)
+    url = f"http://127.0.0.1:{free_port()}"
+    stack = Stack("nowhere", url, "sbk_unused", env, "", tmp_path)
+    args = ["runs", "submit", WORKFLOW, "--wait", "--reconnect-for", "1"]
+    waiting = follower(stack, url, "submit-nowhere", *args)
+    try:
+        assert waiting.wait(timeout_s=30) == 4, (waiting.stdout(), waiting.stderr())
+    finally:
+        waiting.kill()
+    said, error = waiting.stderr().splitlines()
+    assert said.endswith("; waiting up to 1.0 s for it to answer"), said
+    assert error.startswith(f"error: cannot reach the SchemaBridge API at {url}: "), error
 
 
 def test_watch_gives_up_on_a_port_nothing_listens_on(tmp_path: Path) -> None:

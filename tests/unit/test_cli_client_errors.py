@@ -8,6 +8,7 @@ from typing import Any
 import httpx
 
 from api.cli.client_errors import ExitCode, response_failure, transport_failure
+from api.cli.first_contact import changed_nothing
 
 URL = "http://127.0.0.1:8000"
 
@@ -176,3 +177,22 @@ def test_a_message_that_is_its_one_problem_is_printed_once() -> None:
     said = {"pointer": "/tenant", "message": "a tenant id is 1 to 200 characters"}
     body = {"code": "invalid_key", "message": said["message"], "details": {"problems": [said]}}
     assert response_failure(answer(422, body), URL).message == said["message"]
+
+
+def test_which_failures_are_known_to_have_changed_nothing() -> None:
+    """`runs submit --wait` sends a submission without an idempotency key again only after a
+    failure that cannot have created its run: no connection made, or the API's own 503
+    `not_ready` (starting or stopping, refused before any route ran). A broken connection, a
+    timeout or a proxy's 502 may come after the run was made."""
+    not_ready = {"code": "not_ready", "message": "the API is starting"}
+    assert changed_nothing(transport_failure(httpx.ConnectError("refused"), URL, 30))
+    assert changed_nothing(response_failure(answer(503, not_ready), URL))
+    store_down = {"code": "store_unavailable", "message": "db down"}
+    maybe_made = [
+        transport_failure(httpx.RemoteProtocolError("peer closed connection"), URL, 30),
+        transport_failure(httpx.ReadTimeout("timed out"), URL, 30),
+        response_failure(answer(502), URL),
+        response_failure(answer(503, store_down), URL),
+    ]
+    for failure in maybe_made:
+        assert failure.transient and not changed_nothing(failure), failure.message

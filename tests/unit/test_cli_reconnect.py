@@ -7,8 +7,11 @@ from __future__ import annotations
 
 import json
 
+import pytest
+
 from api.cli.client_errors import ApiFailure
 from api.cli.exit_codes import ExitCode
+from api.cli.first_contact import first_answer
 from api.cli.reconnect import Reconnect
 
 DOWN = ApiFailure("cannot reach the API: connection refused", ExitCode.UNREACHABLE, transient=True)
@@ -168,3 +171,28 @@ def test_what_a_restart_looks_like_to_a_poller() -> None:
     unknown = socket.gaierror(-2, "Name or service not known")
     assert not unanswered(httpx.ConnectError("name"), unknown)
     assert not looks_like_restart(DOWN) and not looks_like_restart(NOT_FOUND)
+
+
+async def test_a_first_request_not_repeatable_after_its_failure_is_not_sent_again() -> None:
+    """`first_answer` asks again after a failure worth another try only when `repeatable`
+    says so: a submission whose connection broke may have made its run."""
+    asked: list[int] = []
+
+    async def ask() -> str:
+        asked.append(1)
+        raise DOWN
+
+    policy = Reconnect(window_s=60, first_delay_s=0.01, max_delay_s=0.01)
+    with pytest.raises(ApiFailure) as raised:
+        await first_answer(policy, ask, lambda failure: False)
+    assert raised.value is DOWN and len(asked) == 1
+
+    answers = iter([DOWN, DOWN, "run"])
+
+    async def then_answer() -> str:
+        answer = next(answers)
+        if isinstance(answer, ApiFailure):
+            raise answer
+        return answer
+
+    assert await first_answer(policy, then_answer, lambda failure: True) == "run"
