@@ -190,10 +190,10 @@ class HttpDetail:
         return data
 
 
-def children_hint(run_id: str) -> str:
+def children_hint(run_id: str, status: str = "FAILED") -> str:
     """What a `child_failures` message ends with: where an operator lists those children (a
     command of a running API; `schemabridge run`, which has none, lists them itself)."""
-    return f"; see `schemabridge runs children {run_id} --status FAILED`"
+    return f"; see `schemabridge runs children {run_id} --status {status}`"
 
 
 @dataclass(frozen=True)
@@ -230,6 +230,7 @@ class StepFailure(SchemaBridgeError):
         http: HttpDetail | None = None,
         retry_after_s: float | None = None,
         child_cause: ChildCause | None = None,
+        children_cancelled: int = 0,
         wait_cause: str | None = None,
     ) -> None:
         super().__init__(message)
@@ -239,6 +240,10 @@ class StepFailure(SchemaBridgeError):
         """The destination asked us to wait at least this long (Retry-After)."""
         self.child_cause = child_cause
         """A `child_failures`' most common cause among the failed children read."""
+        self.children_cancelled = children_cancelled
+        """A `child_failures`: the CANCELLED children among those the join does not
+        tolerate. No retry or reprocess runs a cancelled child again, so the join would fail
+        again at once (`engine.store.retry_checks`)."""
         self.wait_cause = wait_cause
         """What the destination did, in words true of every step it answered so ("https://…
         answered 429 Too Many Requests, Retry-After 7 s"): a redispatch's wait leads with it,
@@ -264,6 +269,8 @@ class StepFailure(SchemaBridgeError):
             data["retryAfterS"] = self.retry_after_s
         if self.child_cause is not None:
             data["childCause"] = self.child_cause.as_dict()
+        if self.children_cancelled:
+            data["childrenCancelled"] = self.children_cancelled
         return data
 
 

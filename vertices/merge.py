@@ -67,9 +67,12 @@ def _intolerable(config: MergeConfig, counts: ChildCounts) -> int:
     bad = 0
     if "FAILED" not in config.tolerate_child_failures:
         bad += counts.failed
-    if "CANCELLED" not in config.tolerate_child_failures:
-        bad += counts.cancelled
-    return bad
+    return bad + intolerable_cancelled(config, counts)
+
+
+def intolerable_cancelled(config: MergeConfig, counts: ChildCounts) -> int:
+    """The CANCELLED children among those the merge does not tolerate at all."""
+    return 0 if "CANCELLED" in config.tolerate_child_failures else counts.cancelled
 
 
 def _unsuccessful(counts: ChildCounts) -> int:

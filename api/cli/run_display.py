@@ -450,6 +450,16 @@ def stuck_joins(run: RunDetail) -> list[StepView]:
     return [s for s in run.steps if s.status == "FAILED" and joins_on_failed_children(s)]
 
 
+def cancelled_joins(run: RunDetail) -> list[StepView]:
+    """The run's FAILED joins that failed on CANCELLED children they do not tolerate: nothing
+    runs a cancelled child again, so neither a retry nor a reprocess helps."""
+    return [
+        s
+        for s in run.steps
+        if s.status == "FAILED" and s.error is not None and s.error.children_cancelled
+    ]
+
+
 def quota_fix(run: RunDetail) -> str | None:
     """The command that raises the run's tenant quota enough for the fan-out a FAILED
     spawner of it needs (as its error names it; `N` when an older API's error does not),
@@ -531,6 +541,16 @@ def next_commands(run: RunDetail) -> list[str]:
                 for s in failed[:1]
             ]
             return [*hints, f"schemabridge runs logs {run_id}"]
+        cancelled = cancelled_joins(run)
+        if cancelled:
+            hints = [
+                f"schemabridge runs resolve {run_id} {cancelled[0].vertex_id} --output JSON",
+                f"schemabridge runs children {run_id} --status CANCELLED",
+                f"schemabridge runs logs {run_id}",
+            ]
+            if run.parent_run_id is None:
+                hints.insert(1, f"schemabridge runs start-over {run_id}")
+            return hints
         stuck = stuck_joins(run)
         hints = [f"schemabridge runs reprocess {run_id}"] if run.fanout.failed else []
         if len(stuck) < len(failed) or not failed:

@@ -142,6 +142,7 @@ class ErrorView(Wire):
     attempts: int | None = None
     retry_after_s: float | None = None
     child_cause: ChildCauseView | None = None
+    children_cancelled: int | None = None
     request: SentRequestView | None = None
 
 

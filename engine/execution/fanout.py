@@ -99,8 +99,9 @@ async def run_merge(
         merge.check(vertex.config, counts)
     except StepFailure as failure:
         # Read only now, when the join fails: a join that holds pays nothing.
+        cancelled = merge.intolerable_cancelled(vertex.config, counts)
         raise await child_causes.with_cause(
-            store, failure, step.run_id, spawner_id, counts.failed
+            store, failure, step.run_id, spawner_id, failed=counts.failed, cancelled=cancelled
         ) from None
     writer = _OutputsWriter(store, step.run_id)
     after = -1

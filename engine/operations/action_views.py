@@ -81,10 +81,13 @@ class RetryResult(ActionResult):
     reopened_join: str | None = None
     """The MERGE of `reopenedRun` that reopened."""
     stuck_joins: list[str] = []
-    """The run's MERGE steps that failed because children FAILED: they fail again at once,
-    the children being still FAILED (reprocess the run to run them again)."""
+    """The run's MERGE steps that failed because children FAILED or were CANCELLED: they fail
+    again at once, the children being still FAILED (reprocess the run to run them again) or
+    CANCELLED (nothing runs them again: resolve the join or start the run over)."""
     children_failed: int = 0
     """How many of the run's children are FAILED (with `stuckJoins`)."""
+    children_cancelled: int = 0
+    """How many CANCELLED children the stuck joins do not tolerate (with `stuckJoins`)."""
 
 
 class RetryPreview(View):
@@ -121,8 +124,10 @@ class RetryPreview(View):
     reopened_join: str | None = None
     stuck_joins: list[str] = []
     """Joins that would fail again at once: reprocess the run instead (its dead letters run
-    again and the joins reopen)."""
+    again and the joins reopen), or, when `childrenCancelled`, resolve the join or start the
+    run over (nothing runs a cancelled child again)."""
     children_failed: int = 0
+    children_cancelled: int = 0
     fix_first: str | None = None
     """When the run failed for a cause the workflow or its input makes: the sentence a
     front door leads with (the retry would fail the same way at once; fix the workflow,
@@ -290,11 +295,13 @@ class SkippedRun(View):
 
 class StuckRun(View):
     """A run a batch retried whose joins fail again at once: its children are still FAILED
-    (reprocess it to run them again and reopen its joins)."""
+    (reprocess it to run them again and reopen its joins), or CANCELLED ones its joins do not
+    tolerate (`childrenCancelled`: resolve the join or start the run over)."""
 
     run_id: str
     joins: list[str]
     children_failed: int
+    children_cancelled: int = 0
     message: str
 
 
@@ -336,7 +343,8 @@ class FixFirstRuns(View):
 class StuckRuns(View):
     """The runs a batch retry would take whose joins would fail again at once: their
     children are still FAILED, and a retry does not run them (what the batch then lists in
-    `stuck`, run by run). Reprocessing a run's dead letters runs them again instead."""
+    `stuck`, run by run). Reprocessing a run's dead letters runs them again instead; a join
+    that failed on CANCELLED children needs a resolve or a start over (`message` says so)."""
 
     count: int = 0
     """How many of the runs the batch would take (all of them, not a sample)."""

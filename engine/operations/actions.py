@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+from collections import Counter
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -59,6 +60,7 @@ from engine.store.models import RunRoute, RunStatus
 from engine.store.operator_actions import (
     Action,
     BatchRetryCount,
+    JoinBlock,
     RerunGroup,
     RetriedSteps,
     RetryOutcome,
@@ -241,6 +243,7 @@ class OperatorActions:
             "reopened_join": None if reopened is None else reopened.join,
             "stuck_joins": [] if stuck is None else stuck.joins,
             "children_failed": 0 if stuck is None else stuck.children_failed,
+            "children_cancelled": 0 if stuck is None else stuck.children_cancelled,
         }
 
     async def _called_warnings(self, called: Sequence[RetriedSteps]) -> list[BreakerWarning]:
@@ -985,6 +988,17 @@ def _stuck_words(run_id: str, stuck: StuckJoins) -> str:
     one = len(stuck.joins) == 1
     names = ", ".join(repr(join) for join in stuck.joins)
     what, fails = ("join", "fails") if one else ("joins", "fail")
+    if stuck.children_cancelled:
+        # Neither a retry nor a reprocess runs a cancelled child again.
+        c = stuck.children_cancelled
+        were = "1 child it does not tolerate was" if c == 1 else f"{c:,} children were"
+        return (
+            f"run {run_id}: its {what} {names} {fails} again at once: {were} CANCELLED, which "
+            f"neither a retry nor a reprocess runs again; resolve the {what} with the output "
+            f"{'it' if one else 'they'} should give (`schemabridge runs resolve {run_id} "
+            f"{stuck.joins[0]} --output JSON`) or start the run over (`schemabridge runs "
+            f"start-over {run_id}`; a child run's root)"
+        )
     n = stuck.children_failed
     still = f"{n} child is" if n == 1 else f"{n:,} children are"
     if stuck.fix_first is not None:
@@ -1061,22 +1075,34 @@ def _fix_first_words(kinds: dict[str, str], matching: int, truncated: bool) -> s
     )
 
 
-def _stuck_runs(stuck: dict[str, bool], matching: int, truncated: bool) -> StuckRuns:
+def _stuck_runs(stuck: dict[str, JoinBlock], matching: int, truncated: bool) -> StuckRuns:
     """The batch preview's runs whose joins would fail again at once (`stuck`: run id to
-    whether a reprocess fails the same way too, newest first), with the one sentence that
-    says them: how many, why a retry does not help, what does (the single retry's advice,
-    "Reprocess dead letters" on each), and the newest of them by id."""
+    what keeps the join failing, newest first), with the one sentence that says them: how
+    many, why a retry does not help, what does (the single retry's advice, "Reprocess dead
+    letters" on each, or for CANCELLED children a resolve or a start over), and the newest of
+    them by id."""
     if not stuck:
         return StuckRuns()
-    n, repeated = len(stuck), sum(stuck.values())
+    blocks = Counter(stuck.values())
+    n, repeated = len(stuck), blocks[JoinBlock.FIX_FIRST]
+    cancelled = blocks[JoinBlock.CANCELLED_CHILDREN]
     one = n == 1
     head = _of_the_batch(n, matching, truncated)
-    message = (
-        f"{head} {'has a join that fails' if one else 'have joins that fail'} again at once: "
-        f"the children {'it' if one else 'they'} failed on are still FAILED, and a retry does "
-        f'not run them. "Reprocess dead letters" on {"it" if one else "each"} (`schemabridge '
-        "runs reprocess RUN`) runs those children again and reopens the join instead"
-    )
+    joins = "has a join that fails" if one else "have joins that fail"
+    if cancelled == n:
+        message = (
+            f"{head} {joins} again at once: {'it' if one else 'they'} failed on CANCELLED "
+            "children, which neither a retry nor a reprocess runs again. Resolve the join "
+            "(`schemabridge runs resolve RUN JOIN --output JSON`) or start the run over "
+            "instead"
+        )
+    else:
+        message = (
+            f"{head} {joins} again at once: the children {'it' if one else 'they'} failed on "
+            f'are still FAILED, and a retry does not run them. "Reprocess dead letters" on '
+            f"{'it' if one else 'each'} (`schemabridge runs reprocess RUN`) runs those children "
+            "again and reopens the join instead"
+        )
     if repeated:
         # Those children failed on the workflow or their input: reprocessing repeats it.
         their = "its" if one else "their"
@@ -1084,6 +1110,11 @@ def _stuck_runs(stuck: dict[str, bool], matching: int, truncated: bool) -> Stuck
         message += (
             f"; but {whose} failed from the workflow or the input, which a reprocess repeats "
             "too: fix the workflow first"
+        )
+    if 0 < cancelled < n:
+        message += (
+            f"; but {cancelled:,} of them failed on CANCELLED children, which a reprocess does "
+            "not run again: resolve the join or start the run over instead"
         )
     ids = list(stuck)
     message += f"; {_named_runs(ids)}"
@@ -1095,6 +1126,7 @@ def _stuck(run_id: str, stuck: StuckJoins) -> StuckRun:
         run_id=run_id,
         joins=stuck.joins,
         children_failed=stuck.children_failed,
+        children_cancelled=stuck.children_cancelled,
         message=_stuck_words(run_id, stuck),
     )
 

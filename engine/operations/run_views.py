@@ -110,6 +110,7 @@ def error_view(error: Any, *, sent: bool = True, vertex_id: str | None = None) -
         attempts=_int(http.get("attempts")),
         retry_after_s=_number(error.get("retryAfterS")),
         child_cause=_child_cause(error.get("childCause")),
+        children_cancelled=_int(error.get("childrenCancelled")),
         request=sent_view(http.get("request")) if sent else None,
     )
 

@@ -262,6 +262,12 @@ class ErrorView(View):
     retry_after_s: float | None = None
     child_cause: ChildCauseView | None = None
     """A `child_failures`: the commonest kind among the failed children (what to fix)."""
+    children_cancelled: int | None = Field(
+        default=None,
+        description="A `child_failures`: the CANCELLED children among those the join does "
+        "not tolerate. No retry or reprocess runs a cancelled child again: resolve the join "
+        "or start the run over.",
+    )
     request: SentRequestView | None = None
     """What the last failed attempt sent; None when the failure sent nothing (an expression
     error, an egress refusal, a breaker), was recorded before the engine kept it, and in run

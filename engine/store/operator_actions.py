@@ -206,10 +206,10 @@ class BatchRetryCount:
     engine_owned: int = 0
     """Of the ids a batch by ids names, a deployment's own `gradual_deploy` runs
     (`deployment_run`)."""
-    stuck: dict[str, bool] = field(default_factory=dict)
+    stuck: dict[str, JoinBlock] = field(default_factory=dict)
     """Of the runs the batch would take, those whose joins would fail again at once (their
-    children are still FAILED: the batch's `stuck`), newest first; run id to whether a
-    reprocess fails the same way too (their children's cause is in `FIX_FIRST_KINDS`)."""
+    children are still FAILED, or CANCELLED: the batch's `stuck`), newest first; run id to
+    what keeps the join failing."""
 
 
 @dataclass(frozen=True)
@@ -223,13 +223,28 @@ class ReopenedAncestor:
 
 @dataclass(frozen=True)
 class StuckJoins:
-    """A run's MERGE steps that failed because children FAILED, and how many are."""
+    """A run's MERGE steps that failed because children FAILED or were CANCELLED, and how
+    many are."""
 
     joins: list[str]
     children_failed: int
     fix_first: str | None = None
     """The failed children's commonest error kind when it is one the workflow or the input
     causes (`FIX_FIRST_KINDS`): then a reprocess fails the same way too."""
+    children_cancelled: int = 0
+    """CANCELLED children the joins do not tolerate (their errors' `childrenCancelled`): no
+    retry or reprocess runs them again, so only a resolve of the join or a start over helps."""
+
+
+class JoinBlock(StrEnum):
+    """What keeps a run's failed join failing when the run is retried, and so what helps."""
+
+    FAILED_CHILDREN = "failed_children"
+    """Its children are still FAILED: a reprocess runs them again and reopens the join."""
+    FIX_FIRST = "fix_first"
+    """They failed on the workflow or their input, which a reprocess repeats."""
+    CANCELLED_CHILDREN = "cancelled_children"
+    """Children it does not tolerate were CANCELLED, which nothing runs again."""
 
 
 @dataclass(frozen=True)

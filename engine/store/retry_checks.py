@@ -8,8 +8,11 @@
   batch can leave such children alone and a single retry can say what it reopened.
 * A run whose MERGE failed because children FAILED fails again at once when retried, since
   those children are still FAILED: `stuck_joins` finds such joins, so the answer can say to
-  reprocess the run instead. `stuck_runs` reads the same rule as one grouped statement over
-  a batch's runs, so its preview can say how many of them would be stuck.
+  reprocess the run instead; and so does one whose MERGE failed on children an operator
+  CANCELLED, which nothing runs again (the join's error counts them, `childrenCancelled`):
+  the answer then says to resolve the join or start the run over. `stuck_runs` reads the
+  same rule as one grouped statement over a batch's runs, so its preview can say how many of
+  them would be stuck.
 * A run that failed for a cause the workflow or its input makes (`FIX_FIRST_KINDS`) fails the
   same way when retried, the same version running on the same input: `fix_first_runs` finds
   such runs among a batch's, so its preview can say to fix the workflow first.
@@ -24,7 +27,7 @@ from sqlalchemy import ColumnElement, Exists, Subquery, case, exists, func, or_,
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from engine.store.models import Run, RunStatus, Step, StepStatus
-from engine.store.operator_actions import StuckJoins, chunks, run_states
+from engine.store.operator_actions import JoinBlock, StuckJoins, chunks, run_states
 from engine.store.recovery import MAX_DEPTH
 from schemas.definitions import MergeVertex, Workflow
 from schemas.errors import FIX_FIRST_KINDS, FailureKind
@@ -85,10 +88,12 @@ def join_of(workflow: Workflow, spawner_id: str) -> str:
 
 
 async def stuck_joins(conn: AsyncConnection, run_ids: Sequence[str]) -> dict[str, StuckJoins]:
-    """The runs among `run_ids` with a FAILED MERGE that failed because children FAILED,
-    with those joins and how many of the run's children are FAILED (its spawners' count)."""
+    """The runs among `run_ids` with a FAILED MERGE that failed because children FAILED (with
+    those joins and how many of the run's children are FAILED: its spawners' count) or were
+    CANCELLED (as many as the joins' errors counted)."""
     joins: dict[str, list[str]] = {}
     failed_children: dict[str, int] = {}
+    cancelled_children: dict[str, int] = {}
     fix_first: dict[str, str] = {}
     for chunk in chunks(run_ids):
         rows = await conn.execute(
@@ -109,43 +114,70 @@ async def stuck_joins(conn: AsyncConnection, run_ids: Sequence[str]) -> dict[str
             failed_children[row.run_id] = failed_children.get(row.run_id, 0) + (
                 row.children_failed or 0
             )
-            kind = (row.error or {}).get("kind")
-            if row.status == StepStatus.FAILED.value and kind == FailureKind.CHILD_FAILURES:
+            error = row.error or {}
+            if row.status == StepStatus.FAILED.value and error.get("kind") == (
+                FailureKind.CHILD_FAILURES
+            ):
                 joins.setdefault(row.run_id, []).append(row.vertex_id)
-                cause = (row.error or {}).get("childCause") or {}
+                cancelled = error.get("childrenCancelled")
+                if isinstance(cancelled, int) and cancelled > 0:
+                    cancelled_children[row.run_id] = (
+                        cancelled_children.get(row.run_id, 0) + cancelled
+                    )
+                cause = error.get("childCause") or {}
                 if cause.get("kind") in FIX_FIRST_KINDS:
                     fix_first[row.run_id] = str(cause["kind"])
     return {
-        run_id: StuckJoins(vertices, failed_children.get(run_id, 0), fix_first.get(run_id))
+        run_id: StuckJoins(
+            vertices,
+            failed_children.get(run_id, 0),
+            fix_first.get(run_id),
+            cancelled_children.get(run_id, 0),
+        )
         for run_id, vertices in joins.items()
-        if failed_children.get(run_id, 0) > 0
+        if failed_children.get(run_id, 0) > 0 or cancelled_children.get(run_id, 0) > 0
     }
 
 
-async def stuck_runs(conn: AsyncConnection, newest: Subquery) -> dict[str, bool]:
+async def stuck_runs(conn: AsyncConnection, newest: Subquery) -> dict[str, JoinBlock]:
     """The runs of `newest` (`listing.newest_matching`'s rows) whose joins would fail again
     at once if retried, by `stuck_joins`' rule: a FAILED step that failed on children
-    (`child_failures`) and FAILED children counted on the run's spawners. Run id to whether
-    a reprocess fails the same way too (a failed join's `childCause` is one of
-    `FIX_FIRST_KINDS`), newest run first. One grouped statement over those runs' FAILED
+    (`child_failures`), and FAILED children counted on the run's spawners or CANCELLED ones
+    counted in that error. Run id to what keeps the join failing (CANCELLED children first,
+    which nothing runs again; then a failed join's `childCause` in `FIX_FIRST_KINDS`, which a
+    reprocess repeats), newest run first. One grouped statement over those runs' FAILED
     steps and spawners, so a preview of 10,000 runs reads no run alone."""
     error = steps.c.error
     failed_join = (steps.c.status == StepStatus.FAILED.value) & (
         error["kind"].as_string() == FailureKind.CHILD_FAILURES.value
     )
     repeated = failed_join & error[("childCause", "kind")].as_string().in_(sorted(FIX_FIRST_KINDS))
+    cancelled = failed_join & (func.coalesce(error["childrenCancelled"].as_integer(), 0) > 0)
     rows = await conn.execute(
-        select(newest.c.id, func.max(case((repeated, 1), else_=0)).label("repeated"))
+        select(
+            newest.c.id,
+            func.max(case((repeated, 1), else_=0)).label("repeated"),
+            func.max(case((cancelled, 1), else_=0)).label("cancelled"),
+        )
         .select_from(newest.join(steps, steps.c.run_id == newest.c.id))
         .where(or_(failed_join, steps.c.children_failed > 0))
         .group_by(newest.c.id, newest.c.created_at)
         .having(
             func.max(case((failed_join, 1), else_=0)) == 1,
-            func.sum(func.coalesce(steps.c.children_failed, 0)) > 0,
+            or_(
+                func.sum(func.coalesce(steps.c.children_failed, 0)) > 0,
+                func.max(case((cancelled, 1), else_=0)) == 1,
+            ),
         )
         .order_by(newest.c.created_at.desc(), newest.c.id.desc())
     )
-    return {row.id: bool(row.repeated) for row in rows.all()}
+    return {row.id: _block(row.cancelled, row.repeated) for row in rows.all()}
+
+
+def _block(cancelled: int, repeated: int) -> JoinBlock:
+    if cancelled:
+        return JoinBlock.CANCELLED_CHILDREN
+    return JoinBlock.FIX_FIRST if repeated else JoinBlock.FAILED_CHILDREN
 
 
 async def fix_first_runs(conn: AsyncConnection, newest: Subquery) -> dict[str, str]:

@@ -612,6 +612,7 @@ async def test_a_batch_retry_says_which_joins_fail_again(
             "runId": parent,
             "joins": ["join"],
             "childrenFailed": 1,
+            "childrenCancelled": 0,
             "message": f"run {parent}: its join 'join' fails again at once: 1 child is still "
             f"FAILED; reprocess run {parent} (`schemabridge runs reprocess {parent}`) to run it "
             "again and reopen the join",

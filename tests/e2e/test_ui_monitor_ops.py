@@ -189,6 +189,44 @@ def test_retry_warns_of_a_stuck_join_before_the_click_and_offers_reprocess(
     assert not [line for line in log if (line.get("data") or {}).get("action") == "retry"]
 
 
+def test_retry_of_a_join_failed_on_a_cancelled_child_offers_no_reprocess(
+    server: DemoServer, browser: Any
+) -> None:
+    """The tour: a child cancelled by an operator failed its parent's join, and Retry (tried
+    three times) failed again at once, with nothing said. Retry's dialog says, before the
+    click, that nothing runs a cancelled child again and to resolve the join or start the run
+    over, and offers no Reprocess, which runs FAILED children only."""
+    for workflow in reversed(fanout(server.downstream)):  # the child before its spawner
+        server.call("/workflows", workflow)
+    server.script("/charge/1", {"status": 200, "sleep_ms": 60_000})
+    body = {"input": {"items": items(3)}, "tenantId": "cancelled-child"}
+    run_id = str(server.call("/workflows/parent/runs", body)["id"])
+    held: list[str] = []
+
+    def straggling() -> bool:
+        page = server.call(f"/runs/{run_id}/children?status=RUNNING")["items"]
+        held[:] = [child["id"] for child in page]
+        return len(held) == 1
+
+    eventually(straggling, 30, "the slow child to run")
+    server.call(f"/runs/{held[0]}/cancel", {})
+    assert server.wait_status(run_id, {"SUCCEEDED", "FAILED", "CANCELLED"}) == "FAILED"
+    with opened(browser, f"{server.ui}#/runs/{run_id}") as (page, _):
+        page.get_by_role("button", name="Retry", exact=True).click()
+        dialog = page.locator("dialog.modal")
+        warning = dialog.locator(".warning-box")
+        warning.wait_for()
+        said = warning.inner_text()
+        assert (
+            "its join 'join' fails again at once: 1 child it does not tolerate was CANCELLED, "
+            'which neither a retry nor a reprocess runs again; "Resolve" the join'
+        ) in said, said
+        assert dialog.get_by_role("button", name="Reprocess dead letters").count() == 0
+        shoot(page, "ops-retry-cancelled-child-dialog", narrow=False)
+        confirm(page, "Cancel")
+    assert server.run_status(run_id) == "FAILED"
+
+
 def test_retry_all_matching_says_which_joins_fail_again_at_once(
     server: DemoServer, browser: Any
 ) -> None:

@@ -167,6 +167,39 @@ def test_a_fanout_over_its_quota_suggests_raising_it_before_the_retry() -> None:
     ]
 
 
+def test_a_join_failed_on_a_cancelled_child_suggests_resolving_it_not_a_retry() -> None:
+    """Neither a retry nor a reprocess runs a cancelled child again (the tour tried the
+    retry `runs show` listed first, three times): resolve the join, or start the run over."""
+    error = {
+        "kind": "child_failures",
+        "message": "1 of 3 children ended with a status not tolerated: 1 CANCELLED, …",
+        "vertexId": "join",
+        "childrenCancelled": 1,
+    }
+    run = RunDetail.model_validate(
+        {
+            "id": "r1",
+            "workflow": "parent",
+            "version": 1,
+            "tenantId": "default",
+            "status": "FAILED",
+            "createdAt": NOW - 90,
+            "error": error,
+            "steps": [
+                {"vertexId": "each", "type": "SPAWNER", "status": "SUCCEEDED"},
+                {"vertexId": "join", "type": "MERGE", "status": "FAILED", "error": error},
+            ],
+            "fanout": {"total": 3, "succeeded": 2, "cancelled": 1},
+        }
+    )
+    assert run_display.next_commands(run) == [
+        "schemabridge runs resolve r1 join --output JSON",
+        "schemabridge runs start-over r1",
+        "schemabridge runs children r1 --status CANCELLED",
+        "schemabridge runs logs r1",
+    ]
+
+
 def deployment_run(status: str, deployment_id: str | None) -> RunDetail:
     """A deployment's own `gradual_deploy` run (route `system`) of `tickets`, as the API
     answers it: the deployment it drives in `deploymentId`."""

@@ -73,8 +73,15 @@ function retryWarnings(answer, { stuck = true } = {}) {
     if (!stuck) return warnings.filter((_, index) => index !== at);
     const one = answer.stuckJoins.length === 1;
     const names = answer.stuckJoins.map((j) => `'${j}'`).join(", ");
+    const fails = `${one ? "its join" : "its joins"} ${names} ${one ? "fails" : "fail"} again at once`;
+    if (answer.childrenCancelled) {
+      // Nothing runs a cancelled child again: not even "Reprocess dead letters".
+      const were = plural(answer.childrenCancelled, "child it does not tolerate was", "children were");
+      warnings[at] = `${fails}: ${were} CANCELLED, which neither a retry nor a reprocess runs again; "Resolve" the join with the output it should give, or "Start over" the run`;
+      return warnings;
+    }
     const still = plural(answer.childrenFailed, "child is", "children are");
-    warnings[at] = `${one ? "its join" : "its joins"} ${names} ${one ? "fails" : "fail"} again at once: ${still} still FAILED; "Reprocess dead letters" runs them again and reopens ${one ? "it" : "them"}`;
+    warnings[at] = `${fails}: ${still} still FAILED; "Reprocess dead letters" runs them again and reopens ${one ? "it" : "them"}`;
   }
   return warnings;
 }
@@ -98,7 +105,7 @@ async function retryPreview(runId, offerReprocess) {
     blocks: [
       h("p", {}, h("strong", {}, "⚠ Before you retry:")),
       h("ul", {}, warnings.map((w) => h("li", {}, warningNodes(w, preview.breakers)))),
-      preview.stuckJoins.length && offerReprocess
+      preview.stuckJoins.length && offerReprocess && !preview.childrenCancelled
         ? h("p", {}, h("button", { type: "submit", value: "reprocess", class: "primary reprocess-instead" }, "Reprocess dead letters"), " instead")
         : null,
     ],
