@@ -268,8 +268,8 @@ async def batch_retry(
     """Answers the runs retried and those skipped, each with the reason a single retry would
     have refused it (`run_not_found`, `run_not_failed`, `deployment_run` for a deployment's
     own `gradual_deploy` run, `started_over` for a run started over: its `message` names the
-    new run, `run_past_retention` for a run whose root ended longer ago than
-    `SCHEMABRIDGE_RUN_RETENTION_S`) and its state, or `parent_succeeded`:
+    new run, `run_past_retention` for a run whose tree run retention or an operator's
+    `schemabridge runs purge` is deleting) and its state, or `parent_succeeded`:
     a FAILED child whose retry would reopen the join of a run that has SUCCEEDED and run the
     steps after it again (start over that run, or retry the child alone by id). `stuck`: the
     runs retried whose joins fail again at once, their children still FAILED. `warnings`: each
@@ -293,8 +293,9 @@ async def batch_retry(
         "The run is not FAILED (`run_not_failed`), is a deployment's own `gradual_deploy` "
         "run (`deployment_run`), or was started over, or is under a run that was "
         "(`started_over`, `details.newRunId` and `newRunStatus`: look at that run), or its "
-        "root ended longer ago than `SCHEMABRIDGE_RUN_RETENTION_S` and is being deleted "
-        "(`run_past_retention`, `details.rootRunId`: start that run over instead)"
+        "tree is being deleted by run retention or an operator's `schemabridge runs purge` "
+        "(`run_past_retention`, `details.rootRunId`: start that run over instead; "
+        "`details.retentionS`: null for a purge)"
     ),
     summary="Re-run the failed steps of a FAILED run (completed steps are kept)",
 )
@@ -336,8 +337,8 @@ async def retry_preview(run_id: str, ops: OperationsDep, caller: CallerDep) -> R
     response_model=ResolveResult,
     responses=_action_errors(
         "The run is CANCELLED (`run_cancelled`) or a deployment's own `gradual_deploy` run "
-        "(`deployment_run`), the run was started over (`started_over`), its root is past run "
-        "retention (`run_past_retention`), the step is not FAILED "
+        "(`deployment_run`), the run was started over (`started_over`), its tree is being "
+        "deleted (`run_past_retention`), the step is not FAILED "
         "(`step_not_failed`) or was resolved with another output (`step_already_resolved`)",
         "; a vertex the run does not have (`step_not_found`)",
         cancelled=True,
@@ -416,7 +417,7 @@ async def start_over_preview(
     responses=_action_errors(
         "The run is CANCELLED (`run_cancelled`, as `?wait=true` answers for a run cancelled "
         "while it waited), a deployment's own `gradual_deploy` run (`deployment_run`), a "
-        "run that was started over (`started_over`) or whose root is past run retention "
+        "run that was started over (`started_over`) or whose tree is being deleted "
         "(`run_past_retention`)",
         cancelled=True,
     ),

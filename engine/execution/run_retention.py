@@ -41,7 +41,7 @@ async def purge_pass(
     for _ in range(batches):
         if closing is not None and closing.is_set():
             break
-        deleted = await store.purge_ended_runs(ended_before, limit=batch)
+        deleted = await store.purge_ended_runs(ended_before, limit=batch, retention_s=retention_s)
         purged += deleted
         if deleted.runs < batch:
             break
@@ -69,7 +69,7 @@ async def purge_until_done(
     finds nothing (an operator's purge: the same short transactions as the workers')."""
     purged = RunsPurged()
     while True:
-        deleted = await store.purge_ended_runs(ended_before, limit=batch)
+        deleted = await store.purge_ended_runs(ended_before, limit=batch, retention_s=None)
         if not deleted.runs:
             return purged
         purged += deleted

@@ -28,9 +28,9 @@ class SkipReason(StrEnum):
     single retry would refuse it with (its steps' calls would be sent twice; `message` names
     the new run to look at instead)."""
     RUN_PAST_RETENTION = "run_past_retention"
-    """A FAILED run whose root ended before run retention's cutoff
-    (`SCHEMABRIDGE_RUN_RETENTION_S`): retention is deleting its tree; the code a single retry
-    would refuse it with (start over the root to run its input again)."""
+    """A FAILED run whose tree run retention (`SCHEMABRIDGE_RUN_RETENTION_S`) or an
+    operator's purge is deleting; the code a single retry would refuse it with (start over
+    the root to run its input again)."""
 
 
 class BreakerWarning(BreakerRef):
@@ -100,9 +100,9 @@ class RetryPreview(View):
     retriable: bool
     """False unless the run is FAILED (the retry would answer 409 `run_not_failed`), and for
     a deployment's own `gradual_deploy` run (409 `deployment_run`) and a run that was started
-    over, or is under a root run that was (409 `started_over`), or whose root ended before run
-    retention's cutoff (409 `run_past_retention`): the refusal's sentence is then the one of
-    `warnings`."""
+    over, or is under a root run that was (409 `started_over`), or whose tree run retention
+    (or an operator's purge) is deleting (409 `run_past_retention`): the refusal's sentence is
+    then the one of `warnings`."""
     new_run_id: str | None = None
     """When the retry would be refused because the run, or the root run above it, was
     started over (409 `started_over`): the run that start over made, where to look
@@ -221,8 +221,8 @@ class ReprocessPreview(View):
     reprocessable: bool
     """False for a CANCELLED run (the reprocess would answer 409 `run_cancelled`), for a
     deployment's `gradual_deploy` run (409 `deployment_run`, its words in `warnings`) and for
-    a run whose root ended before run retention's cutoff (409 `run_past_retention`, its words
-    in `warnings`)."""
+    a run whose tree run retention (or an operator's purge) is deleting (409
+    `run_past_retention`, its words in `warnings`)."""
     revived: int = 0
     """Dead-lettered children that would run again, nested ones included (0: the reprocess
     would change nothing)."""
@@ -385,7 +385,7 @@ class BatchRetryPreview(View):
     """The runs among those the batch would consider that it would skip, by reason and
     state, most first: FAILED children under a run that has SUCCEEDED (`parent_succeeded`),
     runs not FAILED (`run_not_failed`, a filter naming another status), runs started over
-    (`started_over`), runs whose root is past run retention (`run_past_retention`); of a
+    (`started_over`), runs whose tree is being deleted (`run_past_retention`); of a
     batch by ids, also the ids no run has (`run_not_found`) and deployments' own runs
     (`deployment_run`)."""
     limit: int

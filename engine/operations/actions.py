@@ -108,11 +108,6 @@ class OperatorActions:
         self._runtime = runtime
         self._runs = runs
 
-    def _retention_s(self) -> float:
-        """`SCHEMABRIDGE_RUN_RETENTION_S` (0: off): while it is on, retry, resolve and
-        reprocess refuse a run whose root ended before its cutoff (`run_past_retention`)."""
-        return self._runtime.settings.run_retention_s
-
     async def _changed(self) -> None:
         """Steps may be READY again (wake the workers), and runs changed: an action may move
         its run's ancestors (a join reopens, a counter moves) and descendants too, and actions
@@ -125,14 +120,12 @@ class OperatorActions:
         """A FAILED run re-runs its FAILED steps (READY again, error cleared, redispatches and
         the tenant rate item anew, attempts still counting); completed steps are kept; the run
         is RUNNING again. A dead-lettered child comes back into its parent's join. Not FAILED:
-        `WrongState(code="run_not_failed")`; while run retention is on, a run whose root ended
-        before its cutoff (retention is deleting the tree): `run_past_retention`."""
+        `WrongState(code="run_not_failed")`; a run whose tree run retention (or an operator's
+        purge) is deleting: `run_past_retention`."""
         # Read before the retry, which it does not change: once the retry has committed, a
         # lost database must not make it answer "unavailable" (as `_dead_letters`).
         facts = await self._runtime.store.rerun_facts(run_id)
-        outcome = await self._runtime.store.retry_runs(
-            [run_id], actor=actor, tenant=tenant, retention_s=self._retention_s()
-        )
+        outcome = await self._runtime.store.retry_runs([run_id], actor=actor, tenant=tenant)
         if run_id in outcome.engine_owned:
             raise outcome.engine_owned[run_id]
         if run_id in outcome.started_over:
@@ -155,9 +148,7 @@ class OperatorActions:
     async def retry_preview(self, run_id: str, *, tenant: str | None = None) -> RetryPreview:
         """What `retry` would do now, with its warnings, changing nothing. Unknown (or
         another tenant's): `NotFound(code="run_not_found")`; not FAILED: `retriable=False`."""
-        outcome = await self._runtime.store.retry_preview(
-            run_id, tenant=tenant, retention_s=self._retention_s()
-        )
+        outcome = await self._runtime.store.retry_preview(run_id, tenant=tenant)
         refusal = (
             outcome.engine_owned.get(run_id)
             or outcome.started_over.get(run_id)
@@ -315,15 +306,15 @@ class OperatorActions:
         read. A child run's last FAILED step resolved brings it back into its parent's join,
         as a retry of it does: when that reopens a run above that had ended SUCCEEDED,
         `warnings` (a retry's words, with the steps that run again), `reopenedRun` and
-        `reopenedJoin` say so. While run retention is on, a run whose root ended before its
-        cutoff: `WrongState(code="run_past_retention")`."""
+        `reopenedJoin` say so. A run whose tree is being deleted (run retention, an
+        operator's purge): `WrongState(code="run_past_retention")`."""
         value = _json_value(output)
         settings = self._runtime.settings
         check_value_limits(
             value, output_bound(settings.max_response_bytes), max_depth=settings.nesting_depth_limit
         )
         outcome = await self._runtime.store.resolve_step(
-            run_id, vertex_id, value, actor=actor, tenant=tenant, retention_s=self._retention_s()
+            run_id, vertex_id, value, actor=actor, tenant=tenant
         )
         if outcome.changed:
             await self._changed()
@@ -431,8 +422,8 @@ class OperatorActions:
         (`deployment_run`; a filter takes them beside its `limit`, not in it), and a child
         whose retry would reopen the join of a run that has ended SUCCEEDED
         (`parent_succeeded`: the steps after that join would run again, a finished run's
-        calls sent twice; the single `retry` of it by id still does it), and while run
-        retention is on a run whose root ended before its cutoff (`run_past_retention`).
+        calls sent twice; the single `retry` of it by id still does it), and a run whose tree
+        run retention (or an operator's purge) is deleting (`run_past_retention`).
         Exactly one of
         `ids` and `filter` is required; more ids than `limit` is refused. Runs retried whose
         joins fail again at once are listed in `stuck`; each open breaker of a destination
@@ -454,7 +445,6 @@ class OperatorActions:
             tenant=tenant,
             action=Action.BATCH_RETRY,
             spare_finished=True,
-            retention_s=self._retention_s(),
         )
         breakers: list[BreakerWarning] = []
         rerun: list[str] = []
@@ -487,17 +477,13 @@ class OperatorActions:
         batch's own refusals; None when a filter names another tenant than `tenant`."""
         run_ids = _batch_ids(ids, filter, limit)
         if run_ids is not None:
-            return await self._runtime.store.batch_retry_count_of(
-                run_ids, tenant=tenant, retention_s=self._retention_s()
-            )
+            return await self._runtime.store.batch_retry_count_of(run_ids, tenant=tenant)
         assert filter is not None  # `_batch_ids` refused neither or both
         await self._require_workflow(filter)
         scoped = _batch_filter(filter, tenant)
         if scoped is None:
             return None
-        return await self._runtime.store.batch_retry_count(
-            checked_filter(scoped), limit=limit, retention_s=self._retention_s()
-        )
+        return await self._runtime.store.batch_retry_count(checked_filter(scoped), limit=limit)
 
     async def _require_workflow(self, filter: RunFilter) -> None:
         """A filter's workflow, and its version, must have been published: the batch and its
@@ -603,12 +589,10 @@ class OperatorActions:
         second time, which `warnings`, `reopenedRun` and `reopenedJoins` say (as a retry of a
         child under a SUCCEEDED run does; `reprocess_preview` says it before).
         None to revive: `changed=False`. A CANCELLED run: `WrongState(code="run_cancelled")`;
-        while run retention is on, a run whose root ended before its cutoff:
+        a run whose tree is being deleted (run retention, an operator's purge):
         `WrongState(code="run_past_retention")`."""
         dead = await self._dead_letters(run_id)
-        outcome = await self._runtime.store.reprocess_run(
-            run_id, actor=actor, tenant=tenant, retention_s=self._retention_s()
-        )
+        outcome = await self._runtime.store.reprocess_run(run_id, actor=actor, tenant=tenant)
         effects: dict[str, Any] = {}
         if outcome.revived:
             await self._changed()
@@ -636,11 +620,9 @@ class OperatorActions:
         it would revive, the joins it would reopen with the steps after them that would run
         again and what they call, the runs that had SUCCEEDED and would run again. Unknown (or
         another tenant's): `NotFound(code="run_not_found")`; CANCELLED, a deployment's
-        `gradual_deploy` run or a run past run retention (its refusal in `warnings`):
+        `gradual_deploy` run or a run whose tree is being deleted (its refusal in `warnings`):
         `reprocessable=False`."""
-        outcome = await self._runtime.store.reprocess_preview(
-            run_id, tenant=tenant, retention_s=self._retention_s()
-        )
+        outcome = await self._runtime.store.reprocess_preview(run_id, tenant=tenant)
         if outcome.refused is not None:  # the reprocess's refusal, said before the click
             return ReprocessPreview(
                 run_id=run_id,
@@ -825,11 +807,11 @@ STARTED_OVER_WORDS = (
 
 
 PAST_RETENTION_WORDS = (
-    "these runs (or the runs above them) ended longer ago than SCHEMABRIDGE_RUN_RETENTION_S "
-    "and are being deleted: retrying them would reopen what is left of their trees; start "
+    "these runs (or the runs above them) are being deleted by run retention or an "
+    "operator's purge: retrying them would reopen what is left of their trees; start "
     "their root runs over to run their input again"
 )
-"""Why a batch retry's preview says it would skip FAILED runs past run retention
+"""Why a batch retry's preview says it would skip FAILED runs whose trees are being deleted
 (`run_past_retention`), for runs it counts rather than names."""
 
 

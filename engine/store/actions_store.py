@@ -148,16 +148,19 @@ CONFLICT_ATTEMPTS = 3
 _TERMINAL = {s.value for s in TERMINAL_RUN_STATUSES}
 
 
-class _StartedOverMeanwhile(Exception):
-    """A retry found, under its runs' roots' locks, a start over that committed after it had
-    checked them: it is rolled back and tried again, which spares those runs."""
+class _RefusedMeanwhile(Exception):
+    """An action found, under its runs' roots' locks, a start over or a purge's mark that
+    committed after it had checked them: it is rolled back and tried again, which spares
+    those runs."""
 
 
-async def _check_started_over_meanwhile(conn: AsyncConnection, rows: Sequence[Any]) -> None:
-    """Raise `_StartedOverMeanwhile` when a run of `rows` (retried in this transaction) was
-    started over since the retry checked it (`restarts.started_over_meanwhile`)."""
-    if await restarts.started_over_meanwhile(conn, rows):
-        raise _StartedOverMeanwhile
+async def _check_refused_meanwhile(conn: AsyncConnection, rows: Sequence[Any]) -> None:
+    """Raise `_RefusedMeanwhile` when a run of `rows` (retried in this transaction) was
+    started over or its tree marked as being deleted since the retry checked it (read under
+    their roots' locks, `restarts.started_over_meanwhile`): the next try spares it."""
+    found = await restarts.started_over_meanwhile(conn, rows)
+    if found.started_over or found.marked:
+        raise _RefusedMeanwhile
 
 
 def start_over_key(run_id: str) -> str:
@@ -182,13 +185,14 @@ class OperatorActionsStore(WorkQueue):
         async with self._engines.write.begin() as conn:
             return await work(conn)
 
-    async def _sparing_started_over(
+    async def _sparing_refused(
         self, work: Callable[[AsyncConnection], Awaitable[T]], *, tries: int
     ) -> T:
-        """`_transaction(work)`, run again when `work` met a start over that committed after
-        it had checked its runs (`_StartedOverMeanwhile`), at most `tries` times in all."""
+        """`_transaction(work)`, run again when `work` met a start over or a purge's mark that
+        committed after it had checked its runs (`_RefusedMeanwhile`), at most `tries` times
+        in all."""
         for _ in range(tries - 1):
-            with contextlib.suppress(_StartedOverMeanwhile):
+            with contextlib.suppress(_RefusedMeanwhile):
                 return await self._transaction(work)
         return await self._transaction(work)
 
@@ -229,7 +233,6 @@ class OperatorActionsStore(WorkQueue):
         tenant: str | None = None,
         action: Action = Action.RETRY,
         spare_finished: bool = False,
-        retention_s: float = 0.0,
     ) -> RetryOutcome:
         """FAILED runs among `run_ids` run their FAILED steps again (and the steps held back
         when they failed); completed steps are kept. A retried child run stops being a dead
@@ -238,9 +241,8 @@ class OperatorActionsStore(WorkQueue):
         FAILED runs started over, or under a root run that was (`outcome.started_over`). With
         `spare_finished`, so is a child whose retry would reopen the join of an ancestor that
         had ended SUCCEEDED (`outcome.reopens` says which); without it, it is retried and
-        `outcome.reopens` says what it reopened. With `retention_s` (run retention on), FAILED
-        runs whose root ended before its cutoff are refused too (`outcome.past_retention`):
-        retention is deleting their tree."""
+        `outcome.reopens` says what it reopened. FAILED runs whose tree retention (or an
+        operator's purge) is deleting are refused too (`outcome.past_retention`)."""
         ids = list(dict.fromkeys(run_ids))
 
         async def work(conn: AsyncConnection) -> RetryOutcome:
@@ -261,7 +263,7 @@ class OperatorActionsStore(WorkQueue):
                     candidates.append(run_id)
             candidates = await _spare_started_over(conn, [states[r] for r in candidates], outcome)
             candidates = await _spare_past_retention(
-                conn, [states[r] for r in candidates], now, retention_s, outcome
+                conn, [states[r] for r in candidates], now, outcome
             )
             outcome.reopens = await self._reopens(conn, [states[r] for r in candidates])
             if spare_finished:
@@ -301,9 +303,9 @@ class OperatorActionsStore(WorkQueue):
             resumed = await recovery.reopen_parents(
                 conn, reopened, now, self._workflow_reader(conn)
             )
-            # Last, under the roots' locks: a start over that committed since the check above
-            # (PostgreSQL) rolls this back, and the next try spares its run.
-            await _check_started_over_meanwhile(conn, [states[r] for r in outcome.retried])
+            # Last, under the roots' locks: a start over or a purge's mark that committed since
+            # the checks above (PostgreSQL) rolls this back, and the next try spares its run.
+            await _check_refused_meanwhile(conn, [states[r] for r in outcome.retried])
             lines = await self._reopened_lines(conn, resumed, action, actor)
             lines += [
                 action_line(
@@ -321,11 +323,9 @@ class OperatorActionsStore(WorkQueue):
 
         # Each try that meets a new start over finds one more of `ids` started over for good,
         # so one more try than there are runs always ends.
-        return await self._sparing_started_over(work, tries=len(ids) + 1)
+        return await self._sparing_refused(work, tries=len(ids) + 1)
 
-    async def retry_preview(
-        self, run_id: str, *, tenant: str | None = None, retention_s: float = 0.0
-    ) -> RetryOutcome:
+    async def retry_preview(self, run_id: str, *, tenant: str | None = None) -> RetryOutcome:
         """What `retry_runs([run_id])` would do, read without changing anything (a confirm
         dialog asks it first): `refused` as it would be, else the steps it would make READY
         (`steps`, `held`, `called`), the ancestor it would reopen and the joins that would fail
@@ -346,7 +346,7 @@ class OperatorActionsStore(WorkQueue):
             if not await _spare_started_over(conn, [row], outcome):
                 return outcome
             now = self._clock.now()
-            if not await _spare_past_retention(conn, [row], now, retention_s, outcome):
+            if not await _spare_past_retention(conn, [row], now, outcome):
                 return outcome
             outcome.reopens = await self._reopens(conn, [row])
             outcome.stuck = await retry_checks.stuck_joins(conn, [run_id])
@@ -362,7 +362,7 @@ class OperatorActionsStore(WorkQueue):
             return outcome
 
     async def batch_retry_count(
-        self, selection: listing.RunFilter, *, limit: int, retention_s: float = 0.0
+        self, selection: listing.RunFilter, *, limit: int
     ) -> BatchRetryCount:
         """What a batch retry of the runs `selection` matches would take, read without
         changing anything: how many match, counted up to `limit + 1` (one statement over at
@@ -374,16 +374,16 @@ class OperatorActionsStore(WorkQueue):
         that would fail again at once (one grouped statement over the same runs' steps, the
         rule of the batch's `stuck`). A deployment's `gradual_deploy` runs are left out: the
         batch skips them (`deployment_run`) and takes them beside its `limit`, not in it.
-        With `retention_s`, the FAILED runs whose root ended before its cutoff are counted as
-        skipped (`past_retention`), as the batch skips them."""
+        The FAILED runs whose tree is being deleted are counted as skipped
+        (`past_retention`), as the batch skips them."""
         retriable = listing.runs.c.workflow_name.not_in(RESERVED_WORKFLOWS)
         matching = listing.newest_matching(selection, limit + 1).where(retriable).subquery()
         return await self._retry_count(
-            listing.newest_matching(selection, limit).where(retriable), matching, retention_s
+            listing.newest_matching(selection, limit).where(retriable), matching
         )
 
     async def batch_retry_count_of(
-        self, run_ids: Sequence[str], *, tenant: str | None, retention_s: float = 0.0
+        self, run_ids: Sequence[str], *, tenant: str | None
     ) -> BatchRetryCount:
         """What a batch retry of `run_ids` (within `tenant` when set) would take, read as
         `batch_retry_count` reads a filter's: besides, the ids it would skip as unknown (or of
@@ -395,7 +395,7 @@ class OperatorActionsStore(WorkQueue):
             found = (await conn.execute(names)).scalars().all()
         engine_owned = sum(name in RESERVED_WORKFLOWS for name in found)
         retriable = chosen.where(listing.runs.c.workflow_name.not_in(RESERVED_WORKFLOWS))
-        counted = await self._retry_count(retriable, retriable.subquery(), retention_s)
+        counted = await self._retry_count(retriable, retriable.subquery())
         return dataclasses.replace(
             counted, unknown=len(ids) - len(found), engine_owned=engine_owned
         )
@@ -417,12 +417,9 @@ class OperatorActionsStore(WorkQueue):
             facts = await deployment_rows.rerun_facts_of(conn, old)
         return StartOverLook(old.status, old.workflow_version, facts=facts)
 
-    async def _retry_count(
-        self, chosen: Any, matching: Any, retention_s: float = 0.0
-    ) -> BatchRetryCount:
+    async def _retry_count(self, chosen: Any, matching: Any) -> BatchRetryCount:
         """`batch_retry_count`'s reads, of the runs `chosen` selects (at most the batch's
-        `limit`), `matching` the subquery whose rows are counted as the runs matched;
-        `retention_s` run retention (0: off)."""
+        `limit`), `matching` the subquery whose rows are counted as the runs matched."""
         newest = chosen.add_columns(
             listing.runs.c.status,
             listing.runs.c.parent_run_id,
@@ -433,12 +430,9 @@ class OperatorActionsStore(WorkQueue):
         failed = newest.c.status == RunStatus.FAILED.value
         spared = retry_checks.under_succeeded(newest.c.parent_run_id)
         restarted = restarts.root_started_over(newest.c.id, newest.c.root_run_id)
-        ended_before = (
-            past_retention.cutoff(self._clock.now(), retention_s) if retention_s > 0 else None
-        )
-        past = past_retention.root_past_retention(newest.c.id, newest.c.root_run_id, ended_before)
+        past = past_retention.root_past_retention(newest.c.id, newest.c.root_run_id)
         # The batch skips the runs not FAILED, the FAILED ones started over (2), those whose
-        # root is past run retention (3) and those under a SUCCEEDED run (1); the rest is what
+        # tree is being deleted (3) and those under a SUCCEEDED run (1); the rest is what
         # it would take, and what its warnings are read from.
         skips = select(
             newest.c.status,
@@ -560,14 +554,12 @@ class OperatorActionsStore(WorkQueue):
         *,
         actor: str,
         tenant: str | None = None,
-        retention_s: float = 0.0,
     ) -> ResolveOutcome:
         """An operator supplies the output of a FAILED step: it becomes RESOLVED, its
         dependants proceed and the run continues, or succeeds when nothing is left (a child
         run then counts as succeeded for its parent's join). A run with another FAILED step
-        stays FAILED. The same output on a step already RESOLVED is a no-op. With
-        `retention_s`, a run whose root ended before its cutoff is refused
-        (`run_past_retention`)."""
+        stays FAILED. The same output on a step already RESOLVED is a no-op. A run whose tree
+        is being deleted is refused (`run_past_retention`)."""
 
         async def work(conn: AsyncConnection) -> ResolveOutcome:
             now = self._clock.now()
@@ -579,7 +571,7 @@ class OperatorActionsStore(WorkQueue):
             if step.status == StepStatus.RESOLVED.value and step.output == output:
                 return ResolveOutcome(False, run.status)
             _check_resolvable(run, step, vertex_id)
-            await past_retention.refuse_past_retention(conn, run, now, retention_s, "resolve")
+            await past_retention.refuse_past_retention(conn, run, now, "resolve")
             await sql.resolve_step(conn, step.id, output, now)
             tx = results_.Tx(conn, now, CompletionReport())
             reopened: list[recovery.JoinReopened] = []
@@ -594,12 +586,14 @@ class OperatorActionsStore(WorkQueue):
             lines.insert(0, action_line(run_id, Action.RESOLVE, actor, message, vertex_id))
             await results_.insert_logs(conn, lines, now)
             await self._settle(tx)
-            # Last, under the root's lock (`restarts`): the refusal rolls the resolve back.
-            await restarts.refuse_started_over(conn, run, "resolve")
+            # Last, under the root's lock (`restarts`): the refusal rolls the resolve back, and
+            # so does a purge's mark committed since the check above (then refused anew).
+            if await restarts.refuse_started_over(conn, run, "resolve"):
+                raise _RefusedMeanwhile
             status = await sql.current_status(conn, run_id)
             return ResolveOutcome(True, status, tuple(reopened))
 
-        return await self._transaction(work)
+        return await self._sparing_refused(work, tries=2)
 
     async def _resume_if_clear(
         self,
@@ -688,16 +682,15 @@ class OperatorActionsStore(WorkQueue):
     # ── reprocess ───────────────────────────────────────────────────────────────────────────
 
     async def reprocess_run(
-        self, run_id: str, *, actor: str, tenant: str | None = None, retention_s: float = 0.0
+        self, run_id: str, *, actor: str, tenant: str | None = None
     ) -> ReprocessOutcome:
         """The dead-lettered children of `run_id` run again, with those of nested fan-outs
         under them; joins reopen up to the root (see `engine.store.recovery`), which the
         outcome names (`reopened`), and the logs say: the run's, with who did it and each run
         that had ended and runs again, each ancestor's whose join reopened, and each revived
         child's (nested ones too), naming the run reprocessed. Refused for a
-        CANCELLED run; none to revive is a no-op. With `retention_s`, a run whose root ended
-        before its cutoff is refused (`run_past_retention`), before it reads its children:
-        retention may have deleted some."""
+        CANCELLED run; none to revive is a no-op. A run whose tree is being deleted is
+        refused (`run_past_retention`), before it reads its children: some may be gone."""
 
         async def work(conn: AsyncConnection) -> ReprocessOutcome:
             now = self._clock.now()
@@ -707,14 +700,16 @@ class OperatorActionsStore(WorkQueue):
                 raise RunCancelled(
                     f"run {run_id} is CANCELLED; its children are not run again", run_id=run.id
                 )
-            await past_retention.refuse_past_retention(conn, run, now, retention_s, "reprocess")
+            await past_retention.refuse_past_retention(conn, run, now, "reprocess")
             done = await recovery.reprocess(
                 conn, run_id, now, self._workflow_reader(conn), self._version_reader()
             )
             if done.revived:
                 # Refused only when it would run something (raising rolls the revival back):
-                # with no dead letter it is the no-op it always was.
-                await restarts.refuse_started_over(conn, run, "reprocess")
+                # with no dead letter it is the no-op it always was. A purge's mark committed
+                # since the check above, read under the root's lock there, rolls it back too.
+                if await restarts.refuse_started_over(conn, run, "reprocess"):
+                    raise _RefusedMeanwhile
                 lines = [
                     action_line(run_id, Action.REPROCESS, actor, _reprocess_message(actor, done))
                 ]
@@ -737,17 +732,16 @@ class OperatorActionsStore(WorkQueue):
                 done.revived, await sql.current_status(conn, run_id), done.reopened
             )
 
-        return await self._transaction(work)
+        return await self._sparing_refused(work, tries=2)
 
     async def reprocess_preview(
-        self, run_id: str, *, tenant: str | None = None, retention_s: float = 0.0
+        self, run_id: str, *, tenant: str | None = None
     ) -> ReprocessOutcome:
         """What `reprocess_run(run_id)` would do, read without changing anything (a confirm
         step asks it first; `engine.store.reprocess_plan`): `refused` the status of a run it
-        would refuse (CANCELLED; a `gradual_deploy` run or, with `retention_s`, a run whose root
-        ended before its cutoff, with the refusal's words), else the
-        children it would revive and the joins it would reopen. Unknown, or another
-        tenant's: `NotFound(code="run_not_found")`."""
+        would refuse (CANCELLED; a `gradual_deploy` run or a run whose tree is being deleted,
+        with the refusal's words), else the children it would revive and the joins it would
+        reopen. Unknown, or another tenant's: `NotFound(code="run_not_found")`."""
         async with self._engines.read.connect() as conn:
             row = await self._visible_run(conn, run_id, tenant)
             if row.workflow_name in RESERVED_WORKFLOWS:
@@ -756,7 +750,7 @@ class OperatorActionsStore(WorkQueue):
             if row.status == RunStatus.CANCELLED.value:
                 return ReprocessOutcome(0, row.status, refused=row.status)
             now = self._clock.now()
-            past = (await past_retention.past_retention(conn, [row], now, retention_s)).get(row.id)
+            past = (await past_retention.past_retention(conn, [row], now)).get(row.id)
             if past is not None:
                 said = past_retention.past_retention_refusal(row.id, row.status, past, "reprocess")
                 return ReprocessOutcome(0, row.status, refused=row.status, refusal=said.message)
@@ -896,17 +890,12 @@ async def _spare_started_over(
 
 
 async def _spare_past_retention(
-    conn: AsyncConnection,
-    rows: Sequence[Any],
-    now: float,
-    retention_s: float,
-    outcome: RetryOutcome,
+    conn: AsyncConnection, rows: Sequence[Any], now: float, outcome: RetryOutcome
 ) -> list[str]:
-    """The ids of the FAILED runs of `rows` a retry may take: not those whose root ended
-    before run retention's cutoff (`past_retention`: retention is deleting their tree, and a
-    retry would reopen what is left of it), which go to `outcome.refused` and
-    `outcome.past_retention` with their refusal."""
-    found = await past_retention.past_retention(conn, rows, now, retention_s)
+    """The ids of the FAILED runs of `rows` a retry may take: not those whose tree is being
+    deleted (`past_retention`: a retry would reopen what is left of it), which go to
+    `outcome.refused` and `outcome.past_retention` with their refusal."""
+    found = await past_retention.past_retention(conn, rows, now)
     for run_id, past in found.items():
         outcome.refused[run_id] = RunStatus.FAILED.value
         outcome.past_retention[run_id] = past_retention.past_retention_refusal(

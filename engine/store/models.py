@@ -205,6 +205,13 @@ class Run(SQLModel, table=True):
     `demo` (authentication off), `cli` (`schemabridge run`). None on child runs (their root's
     creator submitted the tree: `root_run_id` names it) and on runs created before it was
     recorded (docs/security.md, 'Audit')."""
+    purge_started_at: float | None = Field(default=None, sa_column=Column(Float))
+    """On a root run: when run retention (or `schemabridge runs purge`) began deleting its
+    tree, set by the first batch that took it. Its tree goes across transactions, so from then
+    on no action reopens it or a run under it (`engine.store.past_retention`)."""
+    purge_retention_s: float | None = Field(default=None, sa_column=Column(Float))
+    """The run retention of the worker's pass that marked the root (`purge_started_at`);
+    None for an operator's `schemabridge runs purge`."""
 
 
 class Step(SQLModel, table=True):

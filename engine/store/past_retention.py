@@ -1,19 +1,23 @@
-"""Runs past run retention, and why a retry, resolve or reprocess of them is refused: part of
-`engine.store` (the operator actions read these in their transactions; docs/architecture.md,
-'Run retention').
+"""Runs whose tree is being deleted, and why a retry, resolve or reprocess of them is
+refused: part of `engine.store` (the operator actions read these in their transactions;
+docs/architecture.md, 'Run retention').
 
-With `SCHEMABRIDGE_RUN_RETENTION_S` set, the workers' passes delete a root run that ended
-before the cutoff (`cutoff`, the store's clock less the retention) with its whole tree,
+Run retention's passes (and `schemabridge runs purge`) delete a root run with its whole tree,
 children first and the root last, in bounded batches: a large tree goes across several
-passes, a minute apart, and between them its root is still there, still ended, with only part
-of its children. Reopening such a run (a retry, resolve or reprocess of the root or of a run
-under it) would reopen a partial tree whose spawners count children that are gone, or race
-the pass: so while retention is on, those actions refuse a run whose root ended before the
-cutoff (409 `run_past_retention`). A start over makes a new run and stays allowed.
+transactions, and between them its root is still there, still ended, with only part of its
+children. The first batch that takes a tree marks its root (`run.purge_started_at`, in its
+own transaction, `engine.store.run_purge`). Reopening a run of a marked tree (a retry,
+resolve or reprocess of the root or of a run under it) would reopen a partial tree whose
+spawners count children that are gone: so those actions refuse it (409
+`run_past_retention`), whatever the settings of the process that serves them. A start over
+makes a new run and stays allowed.
 
-The check is a read in the action's own transaction, before it writes: a root past the
-cutoff stays so until it is deleted (an action that would reopen it is refused by the same
-check), so a later read could only find the same, or the root gone.
+Each action checks before it writes, and again once it has written, in the statement that
+locks the root (`restarts.lock_roots`): a batch that marked the root meanwhile
+either committed before that lock (the read finds its mark; the action rolls back and its
+next try is refused) or finds the root locked and passes it over. A root not yet marked
+may be reopened, however long ago it ended: the batch that would take it reads it under its
+lock and leaves a reopened tree alone (it is no longer due).
 """
 
 from __future__ import annotations
@@ -22,10 +26,9 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
-from sqlalchemy import ColumnElement, false, func, select
+from sqlalchemy import ColumnElement, func, select
 from sqlalchemy.ext.asyncio import AsyncConnection
 
-from engine.store.children import ENDED_RUN_STATUSES
 from engine.store.models import Run
 from engine.store.operator_actions import chunks
 from engine.store.restarts import root_of
@@ -48,37 +51,42 @@ def cutoff(now: float, retention_s: float) -> float:
 
 @dataclass(frozen=True)
 class PastRetention:
-    """The root `root_id` of a run (the run itself, or the root above it) ended at `ended_at`,
-    before the cutoff of `retention_s` at `now`."""
+    """The root `root_id` of a run (the run itself, or the root above it), which ended at
+    `ended_at`, is being deleted, by a worker's pass of run retention `retention_s` or by an
+    operator's purge (None); `now` is the action's clock."""
 
     root_id: str
     ended_at: float
     now: float
-    retention_s: float
+    retention_s: float | None
+
+
+async def _marked_roots(conn: AsyncConnection, roots: Iterable[str]) -> dict[str, Any]:
+    """Of `roots`, those marked as being deleted, with `ended_at` and `purge_retention_s`.
+    One read by primary key per `ID_CHUNK` roots."""
+    marked: dict[str, Any] = {}
+    for chunk in chunks(sorted(set(roots))):
+        query = select(runs.c.id, runs.c.ended_at, runs.c.purge_retention_s).where(
+            runs.c.id.in_(chunk), runs.c.purge_started_at.is_not(None)
+        )
+        marked.update((str(row.id), row) for row in await conn.execute(query))
+    return marked
 
 
 async def past_retention(
-    conn: AsyncConnection, rows: Iterable[Any], now: float, retention_s: float
+    conn: AsyncConnection, rows: Iterable[Any], now: float
 ) -> dict[str, PastRetention]:
-    """For each run of `rows` (with `id` and `root_run_id`) whose root ended before the
-    cutoff of `retention_s` at `now`, that root and when it ended; nothing while retention is
-    off (`retention_s` 0). One read by primary key per `ID_CHUNK` roots."""
-    if retention_s <= 0:
-        return {}
+    """For each run of `rows` (with `id` and `root_run_id`) whose root is marked as being
+    deleted (`purge_started_at`), that root and when it ended. Read before the action
+    writes: a marked root is still ended (nothing reopens it)."""
     roots = {row.id: root_of(row) for row in rows}
-    ended_before = cutoff(now, retention_s)
-    ended: dict[str, float] = {}
-    for chunk in chunks(sorted(set(roots.values()))):
-        query = select(runs.c.id, runs.c.ended_at).where(
-            runs.c.id.in_(chunk),
-            runs.c.status.in_(ENDED_RUN_STATUSES),
-            runs.c.ended_at < ended_before,
-        )
-        ended.update((str(row.id), float(row.ended_at)) for row in (await conn.execute(query)))
+    marked = await _marked_roots(conn, roots.values())
     return {
-        run_id: PastRetention(root, ended[root], now, retention_s)
+        run_id: PastRetention(
+            root, float(marked[root].ended_at), now, marked[root].purge_retention_s
+        )
         for run_id, root in roots.items()
-        if root in ended
+        if root in marked
     }
 
 
@@ -86,10 +94,15 @@ def past_retention_refusal(
     run_id: str, state: str, found: PastRetention, action: str
 ) -> WrongState:
     """The refusal of `action` ("retry", "resolve", "reprocess") on `run_id` (in `state`),
-    whose root `found` names ended before run retention's cutoff. 409 `run_past_retention`,
-    `details`: `state`, `rootRunId`, `endedAt`, `retentionS`."""
+    whose root `found` names is being deleted. 409 `run_past_retention`, `details`: `state`,
+    `rootRunId`, `endedAt`, `retentionS` (None: an operator's `schemabridge runs purge` is
+    deleting it)."""
     ago = duration(found.now - found.ended_at)
-    kept = f"past {RETENTION_SETTING} ({duration(found.retention_s)})"
+    if found.retention_s is None:
+        kept, deleting = "purged by an operator (`schemabridge runs purge`)", "a purge is"
+    else:
+        kept = f"past {RETENTION_SETTING} ({duration(found.retention_s)})"
+        deleting = "retention is"
     if found.root_id == run_id:
         which = f"run {run_id} ended {ago} ago, {kept}, and is being deleted"
         fix = "start it over to run its input again"
@@ -100,7 +113,7 @@ def past_retention_refusal(
         )
         fix = f"start over run {found.root_id} to run its input again"
     refusal = WrongState(
-        f"{which}: a {action} would reopen a tree that retention is deleting; {fix}",
+        f"{which}: a {action} would reopen a tree that {deleting} deleting; {fix}",
         state=state,
         code=PAST_RETENTION,
     )
@@ -110,31 +123,27 @@ def past_retention_refusal(
     return refusal
 
 
-async def refuse_past_retention(
-    conn: AsyncConnection, row: Any, now: float, retention_s: float, action: str
-) -> None:
-    """Refuse `action` on the run of `row` (`id`, `status`, `root_run_id`) when its root ended
-    before retention's cutoff (nothing while retention is off)."""
-    found = (await past_retention(conn, [row], now, retention_s)).get(row.id)
+async def refuse_past_retention(conn: AsyncConnection, row: Any, now: float, action: str) -> None:
+    """Refuse `action` on the run of `row` (`id`, `status`, `root_run_id`) when its root is
+    being deleted. Called before the action writes (`restarts.lock_roots` reads the mark
+    again at its end)."""
+    found = (await past_retention(conn, [row], now)).get(row.id)
     if found is not None:
         raise past_retention_refusal(row.id, row.status, found, action)
 
 
 def root_past_retention(
-    run_id: ColumnElement[Any], root_run_id: ColumnElement[Any], ended_before: float | None
+    run_id: ColumnElement[Any], root_run_id: ColumnElement[Any]
 ) -> ColumnElement[bool]:
-    """True for a run (by its `id` and `root_run_id` columns) whose root ended before
-    `ended_before` (None: retention off, never): an EXISTS on the runs' primary key, so a batch
-    preview counts them in the statement that counts its runs."""
-    if ended_before is None:
-        return false()
+    """True for a run (by its `id` and `root_run_id` columns) whose root is being deleted: an
+    EXISTS on the runs' primary key, so a batch preview counts them in the statement that
+    counts its runs."""
     root = runs.alias()
     return (
         select(root.c.id)
         .where(
             root.c.id == func.coalesce(root_run_id, run_id),
-            root.c.status.in_(ENDED_RUN_STATUSES),
-            root.c.ended_at < ended_before,
+            root.c.purge_started_at.is_not(None),
         )
         .exists()
     )

@@ -192,36 +192,56 @@ def started_over_refusal(run_id: str, state: str, found: StartedOver, action: st
     return refusal
 
 
-async def lock_roots(conn: AsyncConnection, rows: Iterable[Any]) -> None:
+async def lock_roots(conn: AsyncConnection, rows: Iterable[Any]) -> set[str]:
     """Lock the rows of the root runs of `rows` (with `id` and `root_run_id`) until the
     transaction ends, in id order (a batch's roots as concurrent batches take them), so that
     no start over of them commits meanwhile and one that already did is read after it. Taken
     after the action's other locks: a worker's flush takes a root last too. On PostgreSQL the
-    lock is FOR KEY SHARE: it conflicts with the start over's FOR UPDATE, which is all it is
-    for, and not with the plain UPDATEs of a worker's flush or of another retry, which could
-    otherwise wait on it in a cycle."""
+    lock is FOR KEY SHARE: it conflicts with the start over's FOR UPDATE (and a purge's, which
+    marks a root as being deleted), which is all it is for, and not with the plain UPDATEs of
+    a worker's flush or of another retry, which could otherwise wait on it in a cycle.
+
+    Answers the roots a purge has marked (`purge_started_at`), read under the lock, as the
+    latest commit left them: the action then rolls back (`engine.store.past_retention`)."""
     roots = sorted({root_of(row) for row in rows})
+    marked: set[str] = set()
     for chunk in chunks(roots):
-        locking = select(runs.c.id).where(runs.c.id.in_(chunk)).order_by(runs.c.id)
-        await conn.execute(locking.with_for_update(read=True, key_share=True))
+        locking = (
+            select(runs.c.id, runs.c.purge_started_at)
+            .where(runs.c.id.in_(chunk))
+            .order_by(runs.c.id)
+        )
+        locked = await conn.execute(locking.with_for_update(read=True, key_share=True))
+        marked.update(str(row.id) for row in locked if row.purge_started_at is not None)
+    return marked
 
 
-async def started_over_meanwhile(
-    conn: AsyncConnection, rows: Sequence[Any]
-) -> dict[str, StartedOver]:
+@dataclass(frozen=True)
+class Meanwhile:
+    """What an action's end finds under its roots' locks (`started_over_meanwhile`): the
+    start overs of its runs' roots, and those roots a purge has marked as being deleted."""
+
+    started_over: dict[str, StartedOver]
+    marked: set[str]
+
+
+async def started_over_meanwhile(conn: AsyncConnection, rows: Sequence[Any]) -> Meanwhile:
     """`started_over(rows)` read again once their roots are locked (`lock_roots`), at the end
     of an action that checked them before its writes: a start over that committed since that
-    check is found here, before the action commits."""
+    check is found here, before the action commits, and so is a purge's mark."""
     if not rows:
-        return {}
-    await lock_roots(conn, rows)
-    return await started_over(conn, rows)
+        return Meanwhile({}, set())
+    marked = await lock_roots(conn, rows)
+    return Meanwhile(await started_over(conn, rows), marked)
 
 
-async def refuse_started_over(conn: AsyncConnection, row: Any, action: str) -> None:
+async def refuse_started_over(conn: AsyncConnection, row: Any, action: str) -> bool:
     """Refuse `action` on the run of `row` (`id`, `status`, `root_run_id`) when its root was
     started over. Called once the action has written (the refusal rolls it back): its root is
-    locked first (`started_over_meanwhile`)."""
-    found = (await started_over_meanwhile(conn, [row])).get(row.id)
-    if found is not None:
-        raise started_over_refusal(row.id, row.status, found, action)
+    locked first (`started_over_meanwhile`). Answers whether a purge has marked the root
+    meanwhile (the caller rolls back too)."""
+    found = await started_over_meanwhile(conn, [row])
+    start = found.started_over.get(row.id)
+    if start is not None:
+        raise started_over_refusal(row.id, row.status, start, action)
+    return bool(found.marked)

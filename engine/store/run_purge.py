@@ -8,19 +8,30 @@ batch that stops midway (a crash, the pass's bound) leaves a root that is still 
 still ended, which the next batch finds again and goes on with. A child run is never chosen
 alone: only below a due root. Audit events are never deleted (they name runs as history).
 
-Concurrency, as for payloads (`children.choose_expired_payloads`): the runs a batch deletes
-are locked `FOR UPDATE SKIP LOCKED`, so two workers purging at once take different runs (on
-SQLite writers take turns), and at that lock PostgreSQL reads each run's latest row: a run an
-operator reopened (Retry, Resolve, Reprocess set it RUNNING) after the due read is passed over,
-and a child is taken only while its root is still ended before the cutoff.
+A batch deletes only below marked roots: the first batch that takes a due root locks it
+(`FOR UPDATE SKIP LOCKED`) and marks it (`purge_started_at`), in its own transaction and only
+while it is still ended with nothing under it running. The operator actions that would
+reopen a run refuse one whose root is marked (`engine.store.past_retention`), so a tree
+partly deleted is never reopened, whatever the settings of the process that serves the
+action. On PostgreSQL (READ COMMITTED) an action that read the root unmarked locks it after
+its writes and reads the mark again (`restarts.lock_roots`, FOR KEY SHARE, which the batch's
+FOR UPDATE conflicts with): either the batch locked the root first, and the action waits for
+its commit, finds the mark and rolls back; or the action did, and the batch passes over the
+root (SKIP LOCKED) and finds it reopened next time (the mark's conditions). SQLite runs one
+writer at a time.
+
+The runs a batch deletes are locked `FOR UPDATE SKIP LOCKED` too, so two workers purging at
+once take different runs; a marked root is not locked until it is deleted, so they share a
+large tree (its first batch, which marks it, takes it alone).
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Any
 
-from sqlalchemy import Exists, Select, delete, exists, func, select, union_all
+from sqlalchemy import Exists, Select, delete, exists, func, select, union_all, update
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from engine.store.children import ENDED_RUN_STATUSES
@@ -42,7 +53,6 @@ logs = RunLog.__table__  # type: ignore[attr-defined]
 payloads = Payload.__table__  # type: ignore[attr-defined]
 deployments = Deployment.__table__  # type: ignore[attr-defined]
 tree = runs.alias("tree")
-root = runs.alias("root")
 
 
 def _tree_of(root_id: Any) -> list[Any]:
@@ -94,70 +104,110 @@ async def any_due(conn: AsyncConnection, ended_before: float) -> bool:
     return (await conn.execute(due_roots(ended_before).limit(1))).first() is not None
 
 
-def _root_still_due(root_id: Any, ended_before: float) -> Exists:
-    """The root `root_id` (a child's `root_run_id`) is still ended before `ended_before`."""
-    return exists().where(
-        root.c.id == root_id,
-        root.c.status.in_(ENDED_RUN_STATUSES),
-        root.c.ended_at < ended_before,
-    )
-
-
 async def _locked(conn: AsyncConnection, query: Select[Any], params: dict[str, Any]) -> list[str]:
     rows = await conn.execute(query, params)
     return [str(run_id) for run_id in rows.scalars()]
 
 
-async def purge_batch(conn: AsyncConnection, ended_before: float, limit: int) -> RunsPurged:
+@dataclass(frozen=True)
+class PurgeMark:
+    """What marks the roots a batch takes: when (`at`, the store's clock) and by whose
+    retention (`retention_s`; None: an operator's purge)."""
+
+    at: float
+    retention_s: float | None
+
+
+def _still_ended_before(ended_before: float) -> list[Any]:
+    """A root run (`run`) still ended before `ended_before`."""
+    return [
+        runs.c.parent_run_id.is_(None),
+        runs.c.status.in_(ENDED_RUN_STATUSES),
+        runs.c.ended_at < ended_before,
+    ]
+
+
+async def _take_roots(
+    conn: AsyncConnection, due: Sequence[str], ended_before: float, mark: PurgeMark
+) -> list[str]:
+    """Of the roots `due`, those this batch deletes below: the ones already marked (nothing
+    reopens them, so they need no lock: two workers share their trees), and the others
+    marked now, each locked first (SKIP LOCKED: a root an action or another batch holds waits
+    for a later batch) and marked only while still ended, with nothing of its tree running
+    and no running deployment counting it (read under the lock, at PostgreSQL's latest
+    commit: an action that reopened the tree since the due read keeps it)."""
+    one_of = dialect_of(conn).one_of
+    still = _still_ended_before(ended_before)
+    reading = select(runs.c.id, runs.c.purge_started_at).where(one_of(runs.c.id, "b_roots"), *still)
+    rows = (await conn.execute(reading, {"b_roots": list(due)})).all()
+    taken = [str(row.id) for row in rows if row.purge_started_at is not None]
+    fresh = [str(row.id) for row in rows if row.purge_started_at is None]
+    if not fresh:
+        return taken
+    unmarked = [one_of(runs.c.id, "b_fresh"), runs.c.purge_started_at.is_(None), *still]
+    locking = select(runs.c.id).where(*unmarked).with_for_update(of=runs, skip_locked=True)
+    locked = await _locked(conn, locking.order_by(runs.c.id), {"b_fresh": fresh})
+    if not locked:
+        return taken
+    marking = (
+        update(runs)
+        .where(*unmarked, ~_still_running_below(runs.c.id), ~_in_running_deployment())
+        .values(purge_started_at=mark.at, purge_retention_s=mark.retention_s)
+        .returning(runs.c.id)
+    )
+    marked = await conn.execute(marking, {"b_fresh": locked})
+    return taken + [str(run_id) for run_id in marked.scalars()]
+
+
+async def purge_batch(
+    conn: AsyncConnection, ended_before: float, limit: int, mark: PurgeMark
+) -> RunsPurged:
     """Delete, in the caller's transaction, up to `limit` runs of the due trees with their
-    steps, log lines and payload chunks: descendants first, then the roots left without any."""
+    steps, log lines and payload chunks: descendants first, then the roots left without any.
+    Only below roots this batch holds marked (`_take_roots`)."""
     dialect = dialect_of(conn)
     due = (await conn.execute(due_roots(ended_before).limit(limit))).scalars().all()
     if not due:
+        return RunsPurged()
+    taken = await _take_roots(conn, due, ended_before, mark)
+    if not taken:
         return RunsPurged()
     children = select(tree.c.id).where(
         tree.c.parent_run_id.is_not(None),
         dialect.one_of(tree.c.root_run_id, "b_roots"),
         tree.c.status.in_(ENDED_RUN_STATUSES),
-        _root_still_due(tree.c.root_run_id, ended_before),
     )
     child_ids = await _locked(
         conn,
         children.limit(limit).with_for_update(of=tree, skip_locked=True),
-        {"b_roots": list(due)},
+        {"b_roots": taken},
     )
-    purged = await _delete_runs(conn, child_ids, ended_before, roots=False)
+    purged = await _delete_runs(conn, child_ids)
     left = limit - len(child_ids)
     if left <= 0:
         return purged
-    # Our own deletions above are visible here: a small tree goes whole in one batch.
+    # Our own deletions above are visible here: a small tree goes whole in one batch. Locked
+    # again (a root marked earlier is not): two workers' batches take different roots.
     bare = select(runs.c.id).where(
-        dialect.one_of(runs.c.id, "b_roots"),
-        runs.c.parent_run_id.is_(None),
-        runs.c.status.in_(ENDED_RUN_STATUSES),
-        runs.c.ended_at < ended_before,
-        ~exists().where(*_tree_of(runs.c.id)),
+        dialect.one_of(runs.c.id, "b_roots"), ~exists().where(*_tree_of(runs.c.id))
     )
     root_ids = await _locked(
-        conn, bare.limit(left).with_for_update(of=runs, skip_locked=True), {"b_roots": list(due)}
+        conn, bare.limit(left).with_for_update(of=runs, skip_locked=True), {"b_roots": taken}
     )
-    return purged + await _delete_runs(conn, root_ids, ended_before, roots=True)
+    return purged + await _delete_runs(conn, root_ids, roots=True)
 
 
 async def _delete_runs(
-    conn: AsyncConnection, run_ids: Sequence[str], ended_before: float, *, roots: bool
+    conn: AsyncConnection, run_ids: Sequence[str], *, roots: bool = False
 ) -> RunsPurged:
-    """Delete the (locked) runs `run_ids` that are still ended (a child: with its root still
-    due), then every row keyed by the ids deleted. The run rows go first so that the check is
-    the DELETE's own: a run it keeps keeps its steps and logs."""
+    """Delete the (locked) runs `run_ids` that are still ended, then every row keyed by the
+    ids deleted. The run rows go first so that the check is the DELETE's own: a run it keeps
+    keeps its steps and logs. (They are in trees whose root is marked, which nothing
+    reopens: the check is a guard.)"""
     if not run_ids:
         return RunsPurged()
     one_of = dialect_of(conn).one_of
     still = [one_of(runs.c.id, "b_ids"), runs.c.status.in_(ENDED_RUN_STATUSES)]
-    if roots:
-        still.append(runs.c.ended_at < ended_before)
-    else:
-        still.append(_root_still_due(runs.c.root_run_id, ended_before))
     deleted = delete(runs).where(*still).returning(runs.c.id)
     gone = [str(i) for i in (await conn.execute(deleted, {"b_ids": list(run_ids)})).scalars()]
     if not gone:

@@ -1,4 +1,4 @@
-"""A run whose root is past run retention, over real HTTP (uvicorn on loopback), on both
+"""A run whose tree run retention is deleting, over real HTTP (uvicorn on loopback), on both
 backends: its retry is a 409 `run_past_retention` naming the setting and the fix, its
 preview says so, a batch retry skips it, `schemabridge runs retry` says it in one line
 (exit 1), and its start over still makes a new run."""
@@ -23,6 +23,7 @@ from tests.e2e.cli_harness import assert_refused
 from tests.e2e.rest_harness import ROOT, SCHEMABRIDGE, client, serving
 from tests.integration.actions_harness import failed_chain
 from tests.integration.engine_harness import settings_for
+from tests.integration.tree_harness import take_tree
 
 RETENTION_S = 30 * 86400.0
 
@@ -51,11 +52,15 @@ async def api(backend: Backend) -> AsyncIterator[Api]:
         await runtime.close()
 
 
-async def test_a_retry_of_a_run_past_retention_is_a_409(
+async def test_a_retry_of_a_run_being_deleted_is_a_409(
     api: Api, downstream: RunningDownstream
 ) -> None:
     run_id = await failed_chain(api.runtime, downstream)
     api.clock.advance(RETENTION_S + 86400)
+    marked = await take_tree(
+        api.runtime, run_id, ended_before=api.clock.now(), retention_s=RETENTION_S
+    )
+    assert marked  # a pass's first batch on its tree has committed
     async with client(api.url, api.admin_key) as http:
         retry = await http.post(f"/runs/{run_id}/retry")
         assert retry.status_code == 409, retry.text

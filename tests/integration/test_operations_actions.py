@@ -580,8 +580,9 @@ async def test_batch_retry_of_a_thousand_failed_runs_in_one_call(
         ("missing-2", "run_not_found", None),
     ]
     assert not result.truncated
-    # Set-based: a fixed number of statements per 1,000 ids, not several per run.
-    assert len(sent) <= 20, sent
+    # Set-based: a fixed number of statements per 1,000 ids, not several per run (one of
+    # them reads whether a purge is deleting their trees: `engine.store.past_retention`).
+    assert len(sent) <= 21, sent
     assert elapsed < 10, elapsed
     assert await runtime.store.count_runs("FAILED") == 0
     assert await runtime.store.ready_depth() == 1000 + 2

@@ -1,30 +1,46 @@
-"""A run whose root ended longer ago than run retention is not reopened: retry (single and
-batch, and their previews), resolve and reprocess refuse it and the runs under it
-(`run_past_retention`), since retention is deleting its tree across passes; a start over
-still makes a new run. Retention off, or a root not yet past the cutoff: as before. Real
-store (both backends), real workers, the demo downstream on loopback
+"""A run whose tree is being deleted is not reopened: once a purge (a worker's retention pass
+or an operator's `runs purge`) has taken its root, retry (single and batch, and their
+previews), resolve and reprocess refuse it and the runs under it (`run_past_retention`),
+whatever the acting process's own retention setting; a start over still makes a new run. A
+root past the cutoff that no purge has taken yet is reopened, and the passes then leave it.
+On PostgreSQL an action that read the root before a purge's mark committed is refused too.
+Real store (both backends), real workers, the demo downstream on loopback
 (docs/architecture.md, 'Run retention')."""
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import AsyncIterator
+from typing import Any
 
 import pytest
+from sqlalchemy import select, text
+from sqlalchemy.ext.asyncio import AsyncConnection
 
 from demo.downstream import RunningDownstream
 from engine.execution import run_retention
 from engine.operations import Operations
 from engine.operations.views import RunFilter
 from engine.runtime import Runtime
+from engine.store import run_purge
+from engine.store.models import Run
+from engine.store.records import RunsPurged
 from schemas.clock import FakeClock
 from schemas.errors import WrongState
 from tests.conftest import Backend
 from tests.integration.actions_harness import failed_chain, failed_fan_out
 from tests.integration.engine_harness import running_worker, settings_for
-from tests.integration.tree_harness import plant_tree, rows_left, status_of
+from tests.integration.tree_harness import (
+    plant_tree,
+    purge_mark,
+    rows_left,
+    status_of,
+    take_tree,
+)
 
 RETENTION_S = 30 * 86400.0
 CODE = "run_past_retention"
+runs = Run.__table__  # type: ignore[attr-defined]
 
 
 async def _clocked(backend: Backend, retention_s: float) -> tuple[Runtime, FakeClock]:
@@ -50,13 +66,14 @@ async def _refused(action: object) -> WrongState:
     return refused.value
 
 
-async def test_a_failed_root_past_retention_is_not_reopened_but_starts_over(
+async def test_a_failed_root_being_deleted_is_not_reopened_but_starts_over(
     clocked: tuple[Runtime, FakeClock], downstream: RunningDownstream
 ) -> None:
     runtime, clock = clocked
     ops = Operations(runtime)
     run_id = await failed_chain(runtime, downstream)
     clock.advance(RETENTION_S + 86400)
+    assert await take_tree(runtime, run_id, ended_before=clock.now(), retention_s=RETENTION_S)
 
     retry = await _refused(ops.actions.retry(run_id, actor="ops"))
     assert retry.message == (
@@ -88,7 +105,7 @@ async def test_a_failed_root_past_retention_is_not_reopened_but_starts_over(
     counted = await ops.actions.batch_retry_preview(RunFilter(workflow="chain"))
     assert counted.matching == 0
     assert [(s.reason, s.state, s.count) for s in counted.skipped] == [(CODE, "FAILED", 1)]
-    assert "SCHEMABRIDGE_RUN_RETENTION_S" in counted.skipped[0].message
+    assert "being deleted by run retention" in counted.skipped[0].message
     of_ids = await ops.actions.batch_retry_preview(ids=[run_id])
     assert (of_ids.matching, [s.reason for s in of_ids.skipped]) == (0, [CODE])
 
@@ -103,7 +120,7 @@ async def test_a_failed_root_past_retention_is_not_reopened_but_starts_over(
     assert started.changed and await status_of(runtime, started.new_run_id) == "RUNNING"
 
 
-async def test_the_runs_under_a_root_past_retention_are_not_reopened(
+async def test_the_runs_under_a_root_being_deleted_are_not_reopened(
     clocked: tuple[Runtime, FakeClock], downstream: RunningDownstream
 ) -> None:
     runtime, clock = clocked
@@ -112,6 +129,7 @@ async def test_the_runs_under_a_root_past_retention_are_not_reopened(
         parent_id = await failed_fan_out(runtime, downstream, 2, failing={0})
     (child,) = await runtime.store.children(parent_id, status="FAILED")
     clock.advance(RETENTION_S + 1)
+    assert await take_tree(runtime, parent_id, ended_before=clock.now(), retention_s=RETENTION_S)
 
     retry = await _refused(ops.actions.retry(child.id, actor="ops"))
     assert retry.details["rootRunId"] == parent_id
@@ -159,42 +177,146 @@ async def test_a_tree_part_deleted_between_two_passes_is_not_reopened(
     assert (await rows_left(runtime, root))["runs"] == 0
 
 
-async def test_a_root_not_yet_past_retention_is_retried_as_before(
+async def test_a_root_past_the_cutoff_no_purge_has_taken_is_retried_and_then_kept(
     clocked: tuple[Runtime, FakeClock], downstream: RunningDownstream
 ) -> None:
-    """The cutoff is the passes' own: a run ended a minute short of it retries; a batch that
-    names both takes the recent one and skips the one past it."""
+    """Past the cutoff is not refused by itself: until a purge takes the tree, a retry
+    reopens it, and the pass that finds it RUNNING leaves it (its retention starts again
+    when it ends); a batch takes it beside a recent one."""
     runtime, clock = clocked
     ops = Operations(runtime)
     old = await failed_chain(runtime, downstream)
     clock.advance(120)
     recent = await failed_chain(runtime, downstream)
-    clock.advance(RETENTION_S - 60)
-    assert runtime.store.cutoff(RETENTION_S) == clock.now() - RETENTION_S
-    assert not (await ops.actions.retry_preview(old)).retriable
-    assert (await ops.actions.retry_preview(recent)).retriable
+    clock.advance(RETENTION_S + 60)
+    assert (await ops.actions.retry_preview(old)).retriable
 
     batch = await ops.actions.batch_retry([old, recent], actor="ops")
 
-    assert batch.retried == [recent]
-    assert [(s.run_id, s.reason) for s in batch.skipped] == [(old, CODE)]
-    assert (await status_of(runtime, old), await status_of(runtime, recent)) == (
-        "FAILED",
+    assert (sorted(batch.retried), batch.skipped) == (sorted([old, recent]), [])
+    assert await run_retention.purge_pass(runtime.store, RETENTION_S) == RunsPurged()
+    assert (await status_of(runtime, old), await purge_mark(runtime, old)) == (
         "RUNNING",
+        (None, None),
     )
 
 
-async def test_with_retention_off_an_old_run_is_retried_as_before(
-    backend: Backend, downstream: RunningDownstream
+@pytest.mark.parametrize("retention_s", [0.0, RETENTION_S])
+async def test_a_tree_an_operators_purge_is_deleting_is_refused_whatever_the_setting(
+    backend: Backend, downstream: RunningDownstream, retention_s: float
 ) -> None:
-    """A guard (it passes without the refusal too): retention off refuses nothing."""
-    runtime, clock = await _clocked(backend, 0.0)
+    """The holes this closes: the refusal read the acting process's setting, so a process
+    with retention off (an `api` started without it), or a manual purge with a cutoff more
+    recent than the setting, let a partly deleted tree be reopened. The purge's mark is in
+    the database: refused either way, `retentionS` null."""
+    runtime, clock = await _clocked(backend, retention_s)
     try:
         ops = Operations(runtime)
-        run_id = await failed_chain(runtime, downstream)
-        clock.advance(10 * RETENTION_S)
-        assert (await ops.actions.retry_preview(run_id)).retriable
-        batch = await ops.actions.batch_retry([run_id], actor="ops")
-        assert batch.retried == [run_id]
+        async with running_worker(runtime):
+            root = await failed_fan_out(runtime, downstream, 3, failing={0, 1, 2})
+        clock.advance(60)
+        ended_before = clock.now()
+        first = await runtime.store.purge_ended_runs(ended_before, limit=2, retention_s=None)
+        assert (first.roots, first.children) == (0, 2)
+        assert (await purge_mark(runtime, root))[1] is None
+        (left,) = await runtime.store.children(root, status="FAILED")
+
+        retry = await _refused(ops.actions.retry(root, actor="ops"))
+        assert retry.message == (
+            f"run {root} ended 1 min ago, purged by an operator (`schemabridge runs purge`), "
+            "and is being deleted: a retry would reopen a tree that a purge is deleting; start "
+            "it over to run its input again"
+        )
+        assert (retry.details["rootRunId"], retry.details["retentionS"]) == (root, None)
+        under = await _refused(ops.actions.retry(left.id, actor="ops"))
+        assert under.details["rootRunId"] == root
+        await _refused(ops.actions.reprocess(root, actor="ops"))
+        batch = await ops.actions.batch_retry([root, left.id], actor="ops")
+        assert batch.retried == [] and {s.reason for s in batch.skipped} == {CODE}
+        assert (await status_of(runtime, root), await status_of(runtime, left.id)) == (
+            "FAILED",
+            "FAILED",
+        )
+
+        await run_retention.purge_until_done(runtime.store, ended_before)
+        assert (await rows_left(runtime, root))["runs"] == 0
     finally:
         await runtime.close()
+
+
+def _pg_only(backend: Backend) -> None:
+    if backend.name != "server":
+        pytest.skip("PostgreSQL only: SQLite lets one writer in at a time")
+
+
+async def _remaining_failed_child(conn: AsyncConnection, root: str) -> Any:
+    query = select(runs.c.id).where(runs.c.parent_run_id == root, runs.c.status == "FAILED")
+    return (await conn.execute(query)).scalar_one()
+
+
+@pytest.mark.parametrize("action", ["retry", "resolve", "reprocess"])
+async def test_an_action_that_read_the_root_before_a_purge_marked_it_is_refused(
+    clocked: tuple[Runtime, FakeClock],
+    backend: Backend,
+    downstream: RunningDownstream,
+    action: str,
+) -> None:
+    """PostgreSQL, READ COMMITTED: the action reads the root unmarked while a purge's first
+    batch on the tree (mark and two children deleted) is uncommitted; the action's writes
+    then wait on the root's lock, and once the batch commits, the action reads the mark
+    under that lock and is refused, nothing reopened."""
+    _pg_only(backend)
+    runtime, clock = clocked
+    ops = Operations(runtime)
+    async with running_worker(runtime):
+        root = await failed_fan_out(runtime, downstream, 3, failing={0, 1, 2})
+    clock.advance(RETENTION_S + 1)
+    ended_before = runtime.store.cutoff(RETENTION_S)
+    mark = run_purge.PurgeMark(clock.now(), RETENTION_S)
+    async with runtime.store._engines.write.begin() as purger:
+        batch = await run_purge.purge_batch(purger, ended_before, 2, mark)
+        assert (batch.roots, batch.children) == (0, 2)
+        child = await _remaining_failed_child(purger, root)
+        (failed,) = [s for s in await runtime.store.get_steps(child) if s.status == "FAILED"]
+        acting = {
+            "retry": lambda: ops.actions.retry(child, actor="ops"),
+            "resolve": lambda: ops.actions.resolve(child, failed.vertex_id, {"ok": 1}, actor="ops"),
+            "reprocess": lambda: ops.actions.reprocess(root, actor="ops"),
+        }[action]
+        task = asyncio.create_task(_refused(acting()))
+        await asyncio.sleep(1.0)
+        assert not task.done()  # waiting on the root the batch holds
+    refused = await asyncio.wait_for(task, timeout=30)
+    assert refused.details["rootRunId"] == root
+    assert (await status_of(runtime, child), await status_of(runtime, root)) == (
+        "FAILED",
+        "FAILED",
+    )
+    assert [s.status for s in await runtime.store.get_steps(child)].count("FAILED") == 1
+    await run_retention.purge_pass(runtime.store, RETENTION_S)
+    assert (await rows_left(runtime, root))["runs"] == 0
+
+
+async def test_a_purge_passes_over_a_root_an_action_holds(
+    clocked: tuple[Runtime, FakeClock], backend: Backend
+) -> None:
+    """PostgreSQL: a root an action has locked (`restarts.lock_roots`, FOR KEY SHARE, after
+    its writes) is neither waited for nor marked; the next batch takes it."""
+    _pg_only(backend)
+    runtime, clock = clocked
+    root = await plant_tree(runtime, at=clock.now(), ended_at=clock.now(), children=3)
+    clock.advance(RETENTION_S + 1)
+    ended_before = runtime.store.cutoff(RETENTION_S)
+    mark = run_purge.PurgeMark(clock.now(), RETENTION_S)
+    engines = runtime.store._engines
+    async with engines.write.begin() as action:
+        await action.execute(
+            text("SELECT id FROM run WHERE id = :root FOR KEY SHARE"), {"root": root}
+        )
+        async with engines.write.begin() as purger:
+            batch = await asyncio.wait_for(
+                run_purge.purge_batch(purger, ended_before, 100, mark), timeout=10
+            )
+        assert batch == RunsPurged()
+        assert await purge_mark(runtime, root) == (None, None)
+    assert (await run_retention.purge_pass(runtime.store, RETENTION_S)).runs == 4

@@ -26,7 +26,7 @@ from tests.integration.engine_harness import running_worker, settings_for, start
 from tests.integration.test_merge_outputs import items
 from tests.integration.test_merge_outputs import workflows as merge_workflows
 from tests.integration.test_payload_retention import one_step, until
-from tests.integration.tree_harness import plant_tree, rows_left, status_of
+from tests.integration.tree_harness import plant_tree, purge_mark, rows_left, status_of
 
 RETENTION_S = 3600.0
 GONE = {"runs": 0, "steps": 0, "log_lines": 0, "payload_chunks": 0}
@@ -125,10 +125,9 @@ async def test_a_large_tree_goes_in_batches_and_the_next_pass_finishes_an_interr
 async def test_a_run_reopened_after_it_was_chosen_keeps_its_rows(
     clocked: tuple[Runtime, FakeClock], downstream: RunningDownstream
 ) -> None:
-    """The DELETE checks again that each run is still ended: a Retry between the read that
-    chose a run and the deletion keeps it, with its steps and log lines. (An operator's
-    Retry of a run past the cutoff is refused, `run_past_retention`; this one judged it by a
-    clock a moment behind the pass's, or where retention is off.)"""
+    """A root past the cutoff no purge has taken yet may be reopened (an operator's Retry):
+    the batch that chose it before reads it again under its lock and neither marks it nor
+    deletes it, and the DELETE's own check would keep it too, with its steps and lines."""
     runtime, clock = clocked
     run_id = await start(runtime, one_step(downstream.url), {})
     (step,) = await runtime.store.claim(10, lease_s=600)
@@ -138,12 +137,14 @@ async def test_a_run_reopened_after_it_was_chosen_keeps_its_rows(
     async with runtime.store._engines.read.connect() as conn:
         chosen = (await conn.execute(run_purge.due_roots(ended_before))).scalars().all()
     assert chosen == [run_id]
-    await runtime.store.retry_runs([run_id], actor="ops", retention_s=0.0)
+    await runtime.store.retry_runs([run_id], actor="ops")
+    mark = run_purge.PurgeMark(clock.now(), RETENTION_S)
     async with runtime.store._engines.write.begin() as conn:
-        kept = await run_purge._delete_runs(conn, chosen, ended_before, roots=True)
-    assert kept == RunsPurged()
+        assert await run_purge._take_roots(conn, chosen, ended_before, mark) == []
+        assert await run_purge._delete_runs(conn, chosen, roots=True) == RunsPurged()
     left = await rows_left(runtime, run_id)
     assert left["runs"] == 1 and left["steps"] == 1 and left["log_lines"] > 0
+    assert await purge_mark(runtime, run_id) == (None, None)
     assert await a_pass(runtime) == RunsPurged()  # RUNNING again: not due
 
 
@@ -151,7 +152,8 @@ async def test_two_passes_at_once_delete_each_run_once_and_both_finish(
     clocked: tuple[Runtime, FakeClock], backend: Backend
 ) -> None:
     """Two workers purge at once: on PostgreSQL SKIP LOCKED gives them different runs, on
-    SQLite they take turns at the write lock; either way each run goes once."""
+    SQLite they take turns at the write lock; either way each run goes once. (The trees are
+    taken first: the batch that marks a root holds it, and the other passes it over.)"""
     runtime, clock = clocked
     roots = [
         await plant_tree(runtime, at=clock.now(), ended_at=clock.now(), children=400)
@@ -159,6 +161,10 @@ async def test_two_passes_at_once_delete_each_run_once_and_both_finish(
     ]
     clock.advance(RETENTION_S + 1)
     ended_before = runtime.store.cutoff(RETENTION_S)
+    first = await runtime.store.purge_ended_runs(ended_before, limit=100, retention_s=None)
+    assert first.children == 100
+    marks = [(await purge_mark(runtime, root))[0] for root in roots]
+    assert None not in marks
     one, other = await asyncio.wait_for(
         asyncio.gather(
             run_retention.purge_until_done(runtime.store, ended_before, batch=100),
@@ -167,7 +173,7 @@ async def test_two_passes_at_once_delete_each_run_once_and_both_finish(
         timeout=60,
     )
     both = one + other
-    assert (both.roots, both.children, both.steps) == (4, 1600, 1604 * 2)
+    assert (both.roots, both.children + 100, both.steps + 200) == (4, 1600, 1604 * 2)
     assert one.runs and other.runs  # both took part
     for root in roots:
         assert await rows_left(runtime, root) == GONE
@@ -303,7 +309,10 @@ async def test_a_batch_passes_over_a_run_another_transaction_holds(
         held_id = held.scalar_one()
         async with engines.write.begin() as purger:
             batch = await asyncio.wait_for(
-                run_purge.purge_batch(purger, ended_before, 100), timeout=10
+                run_purge.purge_batch(
+                    purger, ended_before, 100, run_purge.PurgeMark(clock.now(), RETENTION_S)
+                ),
+                timeout=10,
             )
         assert (batch.roots, batch.children) == (0, 2)
         assert await status_of(runtime, held_id) == "SUCCEEDED"

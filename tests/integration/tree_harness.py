@@ -10,6 +10,7 @@ from typing import Any
 from sqlalchemy import func, insert, select
 
 from engine.runtime import Runtime
+from engine.store import run_purge
 from engine.store.models import Payload, Run, RunLog, Step
 
 runs = Run.__table__  # type: ignore[attr-defined]
@@ -152,3 +153,23 @@ async def status_of(runtime: Runtime, run_id: str) -> str | None:
     async with runtime.store._engines.read.connect() as conn:
         query = select(runs.c.status).where(runs.c.id == run_id)
         return (await conn.execute(query)).scalar()
+
+
+async def take_tree(
+    runtime: Runtime, root_id: str, *, ended_before: float, retention_s: float | None
+) -> bool:
+    """What a purge's first batch on `root_id`'s tree commits before it deletes anything:
+    the root locked and marked as being deleted (`run_purge._take_roots`), by a worker's pass
+    of `retention_s` or (None) an operator's purge. Whether it was marked."""
+    mark = run_purge.PurgeMark(runtime.store._clock.now(), retention_s)
+    async with runtime.store._engines.write.begin() as conn:
+        taken = await run_purge._take_roots(conn, [root_id], ended_before, mark)
+    return taken == [root_id]
+
+
+async def purge_mark(runtime: Runtime, root_id: str) -> tuple[float | None, float | None]:
+    """(`purge_started_at`, `purge_retention_s`) of a root."""
+    async with runtime.store._engines.read.connect() as conn:
+        query = select(runs.c.purge_started_at, runs.c.purge_retention_s)
+        row = (await conn.execute(query.where(runs.c.id == root_id))).one()
+    return row.purge_started_at, row.purge_retention_s
