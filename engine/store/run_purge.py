@@ -8,9 +8,10 @@ batch that stops midway (a crash, the pass's bound) leaves a root that is still 
 still ended, which the next batch finds again and goes on with. A child run is never chosen
 alone: only below a due root. Audit events are never deleted (they name runs as history).
 
-A batch deletes only below marked roots: the first batch that takes a due root locks it
-(`FOR UPDATE SKIP LOCKED`) and marks it (`purge_started_at`), in its own transaction and only
-while it is still ended with nothing under it running. The operator actions that would
+A batch deletes only below marked roots: the first batch that takes a due root with runs
+below it locks it (`FOR UPDATE SKIP LOCKED`) and marks it (`purge_started_at`), in its own
+transaction and only while it is still ended with nothing under it running (a root alone is
+locked and deleted in one transaction: nothing to mark). The operator actions that would
 reopen a run refuse one whose root is marked (`engine.store.past_retention`), so a tree
 partly deleted is never reopened, whatever the settings of the process that serves the
 action. On PostgreSQL (READ COMMITTED) an action that read the root unmarked locks it after
@@ -128,26 +129,34 @@ def _still_ended_before(ended_before: float) -> list[Any]:
 
 
 async def _take_roots(
-    conn: AsyncConnection, due: Sequence[str], ended_before: float, mark: PurgeMark
+    conn: AsyncConnection, due: Sequence[Any], ended_before: float, mark: PurgeMark
 ) -> list[str]:
-    """Of the roots `due`, those this batch deletes below: the ones already marked (nothing
+    """Of the roots `due` (rows of `id` and `purge_started_at`, as the due read found them),
+    those this batch deletes below: the ones already marked (a mark stays, and nothing
     reopens them, so they need no lock: two workers share their trees), and the others
-    marked now, each locked first (SKIP LOCKED: a root an action or another batch holds waits
-    for a later batch) and marked only while still ended, with nothing of its tree running
-    and no running deployment counting it (read under the lock, at PostgreSQL's latest
-    commit: an action that reopened the tree since the due read keeps it)."""
+    locked now (SKIP LOCKED: a root an action or another batch holds waits for a later
+    batch) while still ended. Of those, a root with runs below is marked, only while nothing
+    of its tree runs and no running deployment counts it (read under the lock, at
+    PostgreSQL's latest commit: an action that reopened the tree since the due read keeps
+    it); a root alone goes in this transaction or stays whole, and needs no mark."""
     one_of = dialect_of(conn).one_of
     still = _still_ended_before(ended_before)
-    reading = select(runs.c.id, runs.c.purge_started_at).where(one_of(runs.c.id, "b_roots"), *still)
-    rows = (await conn.execute(reading, {"b_roots": list(due)})).all()
-    taken = [str(row.id) for row in rows if row.purge_started_at is not None]
-    fresh = [str(row.id) for row in rows if row.purge_started_at is None]
+    taken = [str(row.id) for row in due if row.purge_started_at is not None]
+    fresh = [str(row.id) for row in due if row.purge_started_at is None]
     if not fresh:
         return taken
     unmarked = [one_of(runs.c.id, "b_fresh"), runs.c.purge_started_at.is_(None), *still]
-    locking = select(runs.c.id).where(*unmarked).with_for_update(of=runs, skip_locked=True)
-    locked = await _locked(conn, locking.order_by(runs.c.id), {"b_fresh": fresh})
-    if not locked:
+    below = exists().where(*_tree_of(runs.c.id))
+    locking = (
+        select(runs.c.id, below.label("below"))
+        .where(*unmarked)
+        .order_by(runs.c.id)
+        .with_for_update(of=runs, skip_locked=True)
+    )
+    locked = (await conn.execute(locking, {"b_fresh": fresh})).all()
+    taken += [str(row.id) for row in locked if not row.below]
+    trees = [str(row.id) for row in locked if row.below]
+    if not trees:
         return taken
     marking = (
         update(runs)
@@ -155,7 +164,7 @@ async def _take_roots(
         .values(purge_started_at=mark.at, purge_retention_s=mark.retention_s)
         .returning(runs.c.id)
     )
-    marked = await conn.execute(marking, {"b_fresh": locked})
+    marked = await conn.execute(marking, {"b_fresh": trees})
     return taken + [str(run_id) for run_id in marked.scalars()]
 
 
@@ -166,7 +175,8 @@ async def purge_batch(
     steps, log lines and payload chunks: descendants first, then the roots left without any.
     Only below roots this batch holds marked (`_take_roots`)."""
     dialect = dialect_of(conn)
-    due = (await conn.execute(due_roots(ended_before).limit(limit))).scalars().all()
+    due_read = due_roots(ended_before).add_columns(runs.c.purge_started_at).limit(limit)
+    due = (await conn.execute(due_read)).all()
     if not due:
         return RunsPurged()
     taken = await _take_roots(conn, due, ended_before, mark)

@@ -21,8 +21,8 @@ from tests import cli_forks
 from tests.conftest import Backend
 from tests.e2e.cli_harness import assert_refused
 from tests.e2e.rest_harness import ROOT, SCHEMABRIDGE, client, serving
-from tests.integration.actions_harness import failed_chain
-from tests.integration.engine_harness import settings_for
+from tests.integration.actions_harness import failed_fan_out
+from tests.integration.engine_harness import running_worker, settings_for
 from tests.integration.tree_harness import take_tree
 
 RETENTION_S = 30 * 86400.0
@@ -55,7 +55,8 @@ async def api(backend: Backend) -> AsyncIterator[Api]:
 async def test_a_retry_of_a_run_being_deleted_is_a_409(
     api: Api, downstream: RunningDownstream
 ) -> None:
-    run_id = await failed_chain(api.runtime, downstream)
+    async with running_worker(api.runtime):
+        run_id = await failed_fan_out(api.runtime, downstream, 2, failing={0})
     api.clock.advance(RETENTION_S + 86400)
     marked = await take_tree(
         api.runtime, run_id, ended_before=api.clock.now(), retention_s=RETENTION_S

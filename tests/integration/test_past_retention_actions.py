@@ -71,8 +71,11 @@ async def test_a_failed_root_being_deleted_is_not_reopened_but_starts_over(
 ) -> None:
     runtime, clock = clocked
     ops = Operations(runtime)
-    run_id = await failed_chain(runtime, downstream)
+    async with running_worker(runtime):
+        run_id = await failed_fan_out(runtime, downstream, 2, failing={0})
     clock.advance(RETENTION_S + 86400)
+    # A root with runs below is marked by the first batch that takes it (a root alone goes
+    # in one transaction, never seen half deleted).
     assert await take_tree(runtime, run_id, ended_before=clock.now(), retention_s=RETENTION_S)
 
     retry = await _refused(ops.actions.retry(run_id, actor="ops"))
@@ -88,7 +91,7 @@ async def test_a_failed_root_being_deleted_is_not_reopened_but_starts_over(
         "FAILED",
         [retry.message],
     )
-    resolve = await _refused(ops.actions.resolve(run_id, "b", {"fixed": True}, actor="ops"))
+    resolve = await _refused(ops.actions.resolve(run_id, "join", {"fixed": True}, actor="ops"))
     assert "a resolve would reopen" in resolve.message
     reprocess = await _refused(ops.actions.reprocess(run_id, actor="ops"))
     assert "a reprocess would reopen" in reprocess.message
@@ -100,9 +103,9 @@ async def test_a_failed_root_being_deleted_is_not_reopened_but_starts_over(
     assert [(s.run_id, s.reason, s.state, s.message) for s in by_id.skipped] == [
         (run_id, CODE, "FAILED", retry.message)
     ]
-    by_filter = await ops.actions.batch_retry(filter=RunFilter(workflow="chain"), actor="ops")
+    by_filter = await ops.actions.batch_retry(filter=RunFilter(workflow="parent"), actor="ops")
     assert by_filter.retried == [] and [s.reason for s in by_filter.skipped] == [CODE]
-    counted = await ops.actions.batch_retry_preview(RunFilter(workflow="chain"))
+    counted = await ops.actions.batch_retry_preview(RunFilter(workflow="parent"))
     assert counted.matching == 0
     assert [(s.reason, s.state, s.count) for s in counted.skipped] == [(CODE, "FAILED", 1)]
     assert "being deleted by run retention" in counted.skipped[0].message
@@ -113,7 +116,7 @@ async def test_a_failed_root_being_deleted_is_not_reopened_but_starts_over(
     run = await runtime.store.get_run(run_id)
     assert run is not None and (run.status, run.ended_at is not None) == ("FAILED", True)
     steps = {s.vertex_id: s.status for s in await runtime.store.get_steps(run_id)}
-    assert steps["b"] == "FAILED"
+    assert steps["join"] == "FAILED"
 
     # A start over makes a new run, which runs.
     started = await ops.actions.start_over(run_id, actor="ops")

@@ -18,6 +18,7 @@ from engine.execution import run_retention
 from engine.operations import Operations
 from engine.runtime import Runtime
 from engine.store import run_purge
+from engine.store.models import Run
 from engine.store.records import RunsPurged, StepFailed
 from schemas.clock import FakeClock
 from schemas.errors import NotFound
@@ -135,12 +136,14 @@ async def test_a_run_reopened_after_it_was_chosen_keeps_its_rows(
     clock.advance(RETENTION_S + 1)
     ended_before = runtime.store.cutoff(RETENTION_S)
     async with runtime.store._engines.read.connect() as conn:
-        chosen = (await conn.execute(run_purge.due_roots(ended_before))).scalars().all()
+        due = run_purge.due_roots(ended_before).add_columns(Run.__table__.c.purge_started_at)
+        chosen_rows = (await conn.execute(due)).all()
+    chosen = [row.id for row in chosen_rows]
     assert chosen == [run_id]
     await runtime.store.retry_runs([run_id], actor="ops")
     mark = run_purge.PurgeMark(clock.now(), RETENTION_S)
     async with runtime.store._engines.write.begin() as conn:
-        assert await run_purge._take_roots(conn, chosen, ended_before, mark) == []
+        assert await run_purge._take_roots(conn, chosen_rows, ended_before, mark) == []
         assert await run_purge._delete_runs(conn, chosen, roots=True) == RunsPurged()
     left = await rows_left(runtime, run_id)
     assert left["runs"] == 1 and left["steps"] == 1 and left["log_lines"] > 0

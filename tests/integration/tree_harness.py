@@ -155,6 +155,9 @@ async def status_of(runtime: Runtime, run_id: str) -> str | None:
         return (await conn.execute(query)).scalar()
 
 
+_root_row = select(runs.c.id, runs.c.purge_started_at)
+
+
 async def take_tree(
     runtime: Runtime, root_id: str, *, ended_before: float, retention_s: float | None
 ) -> bool:
@@ -163,7 +166,8 @@ async def take_tree(
     of `retention_s` or (None) an operator's purge. Whether it was marked."""
     mark = run_purge.PurgeMark(runtime.store._clock.now(), retention_s)
     async with runtime.store._engines.write.begin() as conn:
-        taken = await run_purge._take_roots(conn, [root_id], ended_before, mark)
+        due = (await conn.execute(_root_row.where(runs.c.id == root_id))).all()
+        taken = await run_purge._take_roots(conn, due, ended_before, mark)
     return taken == [root_id]
 
 
