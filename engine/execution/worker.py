@@ -19,8 +19,9 @@ Four cooperating loops under one `asyncio.TaskGroup` (docs/architecture.md, 'Sup
   `PAYLOAD_EXPIRY_BATCH_BYTES` per transaction
   (docs/architecture.md, 'Payload retention').
 * run retention — when `run_retention_s` is set, deletes the root runs that ended more than
-  that ago with their whole tree, in bounded batches (`engine.execution.run_retention`;
-  docs/architecture.md, 'Run retention').
+  that ago with their whole tree, in bounded batches, batch after batch while they come back
+  full for most of each minute (`engine.execution.run_retention`; docs/architecture.md, 'Run
+  retention').
 
 A step counts as in flight until its result is written, so its lease is renewed until then;
 it stops counting against `worker_concurrency` as soon as it has executed, so claiming the next
@@ -242,7 +243,9 @@ class Worker:
             expiry = self._every(self._config.payload_expiry_every_s, self._expire_payloads)
             group.create_task(expiry, name="payload-retention")
             if self._config.run_retention_s > 0:
-                purge = self._every(self._config.run_purge_every_s, self._purge_runs)
+                purge = self._every(
+                    self._config.run_purge_every_s, self._purge_runs, start_to_start=True
+                )
                 group.create_task(purge, name="run-retention")
             await self._claim_loop(group, stop)
             await self._drain()
@@ -538,17 +541,30 @@ class Worker:
 
     # ── leases ──────────────────────────────────────────────────────────────────────────────
 
-    async def _every(self, period_s: float, action: Callable[[], Awaitable[None]]) -> None:
+    async def _every(
+        self,
+        period_s: float,
+        action: Callable[[], Awaitable[None]],
+        *,
+        start_to_start: bool = False,
+    ) -> None:
+        """Run `action` every `period_s`, one at a time: `period_s` after the last one ended,
+        or with `start_to_start` after it started (a long action, run retention's pass, is
+        followed by the next one sooner)."""
+        wait_s = period_s
         while not self._closing.is_set():
             with contextlib.suppress(TimeoutError):
-                async with asyncio.timeout(period_s):
+                async with asyncio.timeout(wait_s):
                     await self._closing.wait()
             if self._closing.is_set():
                 return
+            started = time.monotonic()
             try:
                 await action()
             except Exception:
                 logger.exception("%s failed; trying again next period", action.__name__)
+            if start_to_start:
+                wait_s = max(period_s - (time.monotonic() - started), 0.0)
 
     async def _renew(self) -> None:
         if self._in_flight:

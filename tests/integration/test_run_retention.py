@@ -117,10 +117,32 @@ async def test_a_large_tree_goes_in_batches_and_the_next_pass_finishes_an_interr
     ]
     assert lines[1].getMessage() == (
         "run retention: deleted 2,001 runs (1 root, 2,000 children), 4,002 steps, "
-        "2,001 log lines, 1 payload chunk of runs ended over 3600 s ago"
+        "2,001 log lines, 1 payload chunk of runs ended over 3600 s ago in "
+        f"{lines[1].seconds:.1f} s"  # type: ignore[attr-defined]
     )
     assert await a_pass(runtime) == RunsPurged()
     assert len([r for r in caplog.records if getattr(r, "event", None) == "runs.purged"]) == 2
+
+
+async def test_a_pass_goes_on_while_batches_come_back_full(
+    clocked: tuple[Runtime, FakeClock],
+) -> None:
+    """A backlog drains as fast as the batches go: a pass is no longer cut at ten batches,
+    only by its time (the batch that crosses it ends the pass) and its count of batches."""
+    runtime, clock = clocked
+    for _ in range(15):
+        await plant_tree(runtime, at=clock.now(), ended_at=clock.now())
+    clock.advance(RETENTION_S + 1)
+
+    assert (
+        await run_retention.purge_pass(runtime.store, RETENTION_S, batch=1, budget_s=0)
+    ).roots == 1
+    assert (
+        await run_retention.purge_pass(runtime.store, RETENTION_S, batch=1, batches=3)
+    ).roots == 3
+    drained = await run_retention.purge_pass(runtime.store, RETENTION_S, batch=1)
+    assert drained.roots == 11
+    assert await a_pass(runtime) == RunsPurged()
 
 
 async def test_a_run_reopened_after_it_was_chosen_keeps_its_rows(
