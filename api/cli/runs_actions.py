@@ -83,7 +83,7 @@ SKIP_WORDS = {
     "parent_succeeded": "under a SUCCEEDED run",
     "started_over": "started over",
     "deployment_run": "a deployment's own run",
-    "run_past_retention": "past run retention",
+    "run_past_retention": "being deleted",
 }
 """A batch retry's skip reasons (the API's codes) as its summary line says them."""
 
@@ -424,8 +424,8 @@ PREVIEW_SKIP_WORDS = {
     "started_over": "started over (their retry would send their calls a second time, beside "
     "the new runs'; look at those)",
     "deployment_run": "deployments' own runs (act on their deployments)",
-    "run_past_retention": "past run retention (their trees are being deleted; start their "
-    "roots over to run their input again)",
+    "run_past_retention": "being deleted (run retention or a purge is deleting their trees; "
+    "start their roots over to run their input again)",
 }
 """A batch retry's skip reasons as its dry run says them: it names no run, so the reason
 says what to do instead."""
@@ -436,8 +436,8 @@ PREVIEW_SKIP_WORDS_OF_ONE = {
     "started_over": "started over (its retry would send its calls a second time, beside "
     "the new run's; look at that one)",
     "deployment_run": "a deployment's own run (act on its deployment)",
-    "run_past_retention": "past run retention (its tree is being deleted; start its root "
-    "over to run its input again)",
+    "run_past_retention": "being deleted (run retention or a purge is deleting its tree; "
+    "start its root over to run its input again)",
 }
 """The same of one run (the monitor's dialog says them so too)."""
 

@@ -414,13 +414,13 @@ def test_a_batch_retry_says_it_skipped_runs_past_run_retention() -> None:
         }
     )
     assert batch_lines(result) == [
-        "nothing to retry: the run given was skipped: 1 past run retention (1 FAILED)",
+        "nothing to retry: the run given was skipped: 1 being deleted (1 FAILED)",
         f"  p1  {why}",
     ]
     counted = [SkippedRuns(reason="run_past_retention", state="FAILED", count=3, message="m")]
     assert preview_skip_counts(counted) == (
-        "past run retention (their trees are being deleted; start their roots over to run "
-        "their input again)"
+        "being deleted (run retention or a purge is deleting their trees; start their roots "
+        "over to run their input again)"
     )
 
 

@@ -73,7 +73,7 @@ const SKIP_WORDS = {
   started_over: (one) => (one ? "started over (its retry would send its calls a second time, beside the new run's; look at that one)" : "started over (their retry would send their calls a second time, beside the new runs'; look at those)"),
   run_not_found: () => "not found",
   deployment_run: (one) => (one ? "a deployment's own run (act on its deployment)" : "deployments' own runs (act on their deployments)"),
-  run_past_retention: (one) => (one ? "past run retention (its tree is being deleted; start its root over to run its input again)" : "past run retention (their trees are being deleted; start their roots over to run their input again)"),
+  run_past_retention: (one) => (one ? "being deleted (run retention or a purge is deleting its tree; start its root over to run its input again)" : "being deleted (run retention or a purge is deleting their trees; start their roots over to run their input again)"),
 };
 
 /** Why the batch skipped one run, in words: "57328cef: a deployment's own run, not retried".
@@ -86,7 +86,7 @@ export function skippedRunText(skipped) {
     deployment_run: "a deployment's own run, not retried (act on its deployment)",
     parent_succeeded: "under a SUCCEEDED run, not retried (retry it alone to reopen that run's join)",
     started_over: "started over, not retried (look at its new run)",
-    run_past_retention: "past run retention, not retried (start its root over)",
+    run_past_retention: "being deleted, not retried (start its root over)",
   }[skipped.reason];
   return `${shortId(skipped.runId)}: ${words || skipped.message || skipped.reason}`;
 }
