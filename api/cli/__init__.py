@@ -87,6 +87,7 @@ def main() -> None:
     except ValidationError as error:
         if error.title != "Settings":
             usage.report(error)
+        usage.show_traceback(error)
         for line in invalid_settings(error):
             typer.echo(f"schemabridge: {line}", err=True)
         sys.exit(ExitCode.USAGE)
@@ -94,6 +95,7 @@ def main() -> None:
         unreadable = unreadable_setting(error)
         if unreadable is None:
             usage.report(error)
+        usage.show_traceback(error)
         typer.echo(f"schemabridge: {unreadable}", err=True)
         sys.exit(ExitCode.USAGE)
 

@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING, TypeVar
 import typer
 from rich.console import Console
 
+from api.cli import usage
 from api.cli.exit_codes import exit_code_for
 from schemas.errors import OperationError
 
@@ -72,6 +73,7 @@ def with_operations(action: Callable[[Operations], Awaitable[T]]) -> T:
     try:
         return asyncio.run(run())
     except OperationError as error:
+        usage.show_traceback(error)
         console.print(f"[red]error:[/red] {error.message}", soft_wrap=True, highlight=False)
         raise typer.Exit(exit_code_for(error)) from None
 

@@ -27,7 +27,7 @@ from rich.console import Console, RenderableType
 from rich.table import Table
 from rich.text import Text
 
-from api.cli import hints
+from api.cli import hints, usage
 from api.cli.client_errors import ApiFailure
 from api.cli.exit_codes import ExitCode
 from api.cli.target import ApiTarget
@@ -91,7 +91,12 @@ OutputOption = Annotated[
     typer.Option("--output", "-o", help="text for people, json for scripts.", case_sensitive=False),
 ]
 DebugOption = Annotated[
-    bool, typer.Option("--debug", help="Print a traceback when something fails.")
+    bool,
+    typer.Option(
+        "--debug",
+        callback=usage.debug_given,
+        help="Print a traceback when something fails (as `schemabridge --debug` does).",
+    ),
 ]
 
 
@@ -103,6 +108,11 @@ class Remote:
     key: str | None
     output: OutputFormat = OutputFormat.TEXT
     debug: bool = False
+
+    @property
+    def debugging(self) -> bool:
+        """The command's own `--debug`, or the global one (`schemabridge --debug …`)."""
+        return self.debug or usage.OPTIONS.debug
 
     @property
     def json(self) -> bool:
@@ -341,7 +351,7 @@ def call(
                 raise
             raise KeyboardInterrupt from None
     except ApiFailure as failure:
-        if target.debug:
+        if target.debugging:
             traceback.print_exc()
         fail(failure.message, failure.exit_code)
     except KeyboardInterrupt:
@@ -354,7 +364,7 @@ def call(
     except (typer.Exit, typer.Abort):
         raise
     except Exception as error:
-        if target.debug:
+        if target.debugging:
             traceback.print_exc()
         fail(
             f"unexpected {type(error).__name__}: {error}; run again with --debug for the traceback",

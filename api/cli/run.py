@@ -369,6 +369,7 @@ async def execute_run(
     except OperationError as error:
         if error.refusal is Refusal.UNAVAILABLE:
             raise
+        usage.show_traceback(error)
         raise fail(error.message) from None
     console.print(f"run {run.id} ({target.name} v{run.version})")
     worker = runtime.worker()
@@ -463,6 +464,15 @@ def run(
     log_level: Annotated[
         log_setup.Level, typer.Option(case_sensitive=False, help="Least level logged.")
     ] = log_setup.Level.WARNING,
+    debug: Annotated[
+        bool,
+        typer.Option(
+            "--debug",
+            callback=usage.debug_given,
+            help="Print a traceback when something fails, and every log line "
+            "(as `schemabridge --debug run` does).",
+        ),
+    ] = False,
 ) -> None:
     """Run one workflow in this process and print its result.
 
@@ -542,10 +552,7 @@ def _refuse(error: BaseException, settings: Settings, database_from: str | None)
             raise leaf from None
     refused = explain(error, settings)
     if refused is not None:
-        if usage.OPTIONS.debug:
-            import traceback
-
-            traceback.print_exception(error)
+        usage.show_traceback(error)
         message = refused.message
         if database_from is not None:
             message = message.replace("SCHEMABRIDGE_DATABASE_URL", database_from)

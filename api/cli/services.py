@@ -34,7 +34,6 @@ import json
 import logging
 import os
 import socket
-import traceback
 from collections.abc import Callable, Coroutine
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any, Literal
@@ -204,14 +203,14 @@ def _run(
         with asyncio.Runner(loop_factory=uvloop.new_event_loop) as runner:
             runner.run(start())
     except CannotStart as refusal:
+        usage.show_traceback(refusal)
         console.print(f"[red]error:[/red] {named_by(str(refusal), database)}")
         raise typer.Exit(refusal.exit_code) from None
     except Exception as error:
         refused = explain(error, settings)
         if refused is None:
             raise
-        if usage.OPTIONS.debug:
-            traceback.print_exception(error)
+        usage.show_traceback(error)
         console.print(f"[red]error:[/red] {named_by(refused.message, database)}")
         raise typer.Exit(exit_code_for(refused)) from None
 
@@ -226,7 +225,8 @@ async def _open(settings: Settings, *, migrate: bool = True) -> Runtime:
     try:
         return await open_runtime(settings, migrate=migrate, create=migrate)
     except StartupRefused as refused:
-        raise CannotStart(refused.message, exit_code_for(refused)) from None
+        # Chained (not `from None`): under --debug its traceback shows where it was refused.
+        raise CannotStart(refused.message, exit_code_for(refused)) from refused
 
 
 async def _opened(settings: Settings, server: ApiServer | None, *, migrate: bool = True) -> Runtime:

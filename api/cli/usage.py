@@ -52,6 +52,21 @@ OPTIONS = Options()
 """The one process-wide CLI flag holder: a command line is one process, one invocation."""
 
 
+def debug_given(value: bool) -> bool:
+    """Callback of a command's own `--debug` (`runs list --debug`, `run … --debug`): the same
+    as the global one (`schemabridge --debug …`), which it can only turn on, never off."""
+    if value:
+        OPTIONS.debug = True
+    return value
+
+
+def show_traceback(error: BaseException) -> None:
+    """Under `--debug` (global, or the command's own), the traceback of `error`, which the
+    command is about to say in one line; nothing otherwise."""
+    if OPTIONS.debug:
+        traceback.print_exception(error)
+
+
 def stderr(*, soft_wrap: bool = True) -> Console:
     """A console for messages on stderr that never wraps a line mid-sentence: a terminal
     folds long lines itself, and a log file or pipe keeps each message on its one line.
@@ -292,8 +307,7 @@ def report(error: BaseException) -> NoReturn:
     """Tell the user about `error` in one line (with the traceback under `--debug`) and
     exit."""
     console = stderr()
-    if OPTIONS.debug:
-        traceback.print_exception(error)
+    show_traceback(error)
     known = explain(error)
     if known is None:
         where = "" if OPTIONS.debug else " (run again with --debug for the traceback)"

@@ -220,6 +220,41 @@ def test_debug_shows_the_traceback(workflow: Path) -> None:
     assert "cannot use the database" in result.stderr.splitlines()[-1]
 
 
+@pytest.mark.parametrize(
+    ("command", "fragment"),
+    [
+        (("--debug", "serve", "--database", "mysql://x/y"), "unsupported database scheme"),
+        (("--debug", "keys", "list"), "cannot open the SQLite database"),
+        (("--debug", "runs", "list"), "cannot reach the SchemaBridge API"),
+        (("runs", "list", "--debug"), "cannot reach the SchemaBridge API"),
+        (("--debug", "runs", "show", "0123456789"), "cannot reach the SchemaBridge API"),
+    ],
+)
+def test_debug_shows_the_traceback_whatever_the_command(
+    tmp_path: Path, command: tuple[str, ...], fragment: str
+) -> None:
+    """The global `--debug` (the one `schemabridge --help` offers) reaches every command, not
+    only `run`; a command's own `--debug` does the same."""
+    env = {
+        "SCHEMABRIDGE_DATABASE_URL": f"sqlite+aiosqlite:///{tmp_path / 'none.db'}",
+        "SCHEMABRIDGE_API_URL": f"http://127.0.0.1:{free_port()}",
+    }
+    result = run_cli(command, env)
+    assert result.returncode in (2, 4), result.stderr
+    assert "Traceback" in result.stderr
+    assert fragment in result.stderr.splitlines()[-1]
+    without = run_cli(tuple(arg for arg in command if arg != "--debug"), env)
+    one_line(without, result.returncode, fragment)
+
+
+def test_run_takes_its_own_debug_too(workflow: Path) -> None:
+    url = f"postgresql+asyncpg://postgres@127.0.0.1:{free_port()}/sb"
+    result = sb("run", str(workflow), "--debug", database=url)
+    assert result.returncode == 4, result.stderr
+    assert "Traceback" in result.stderr
+    assert "cannot use the database" in result.stderr.splitlines()[-1]
+
+
 def test_run_help_names_types_in_words(sqlite: str) -> None:
     shown = sb("run", "--help", database=sqlite).stdout
     assert "embedded store" not in shown
