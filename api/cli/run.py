@@ -459,7 +459,12 @@ def run(
     ] = 600,
     output: Annotated[
         OutputFormat,
-        typer.Option(help="summary (a screenful) or json (the whole run, for scripts)."),
+        typer.Option(
+            "--output",
+            "-o",
+            case_sensitive=False,
+            help="summary (a screenful) or json (the whole run, for scripts).",
+        ),
     ] = OutputFormat.SUMMARY,
     log_level: Annotated[
         log_setup.Level, typer.Option(case_sensitive=False, help="Least level logged.")

@@ -83,7 +83,7 @@ async def test_run_example_end_to_end_with_demo_downstream(tmp_path: Path) -> No
         "--input",
         "@examples/support-ticket.input.json",
         "--demo-downstream",
-        "--output",
+        "-o",  # as every command that prints a result takes it
         "json",
         db=tmp_path / "sb.db",
         egress_allow=None,  # --demo-downstream allows loopback itself, and says so
