@@ -78,7 +78,7 @@ def _root(
 def main() -> None:
     """Entry point of the `schemabridge` console script. Nothing reaches the user as a
     traceback (`usage.report`); a setting the environment gets wrong (`engine.settings.Settings`
-    refuses it) is one line per setting and exit code 2, whichever command read it."""
+    refuses it) is one `error:` line per setting and exit code 2, whichever command read it."""
     try:
         app()
     except KeyboardInterrupt:
@@ -89,15 +89,22 @@ def main() -> None:
             usage.report(error)
         usage.show_traceback(error)
         for line in invalid_settings(error):
-            typer.echo(f"schemabridge: {line}", err=True)
+            _say_error(line)
         sys.exit(ExitCode.USAGE)
     except Exception as error:
         unreadable = unreadable_setting(error)
         if unreadable is None:
             usage.report(error)
         usage.show_traceback(error)
-        typer.echo(f"schemabridge: {unreadable}", err=True)
+        _say_error(unreadable)
         sys.exit(ExitCode.USAGE)
+
+
+def _say_error(line: str) -> None:
+    """`error: LINE` on stderr, as every other failure is said (`usage.report`)."""
+    from rich.markup import escape
+
+    usage.stderr().print(f"[red]error:[/red] {escape(line)}")
 
 
 def invalid_settings(error: ValidationError) -> list[str]:

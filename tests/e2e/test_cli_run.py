@@ -255,7 +255,7 @@ def test_a_bad_allow_list_is_one_line_and_exit_2(tmp_path: Path) -> None:
         assert result.returncode == 2, (command, result.stderr)
         lines = result.stderr.strip().splitlines()
         assert lines == [
-            "schemabridge: invalid setting SCHEMABRIDGE_EGRESS_ALLOW: the egress allow-list has "
+            "error: invalid setting SCHEMABRIDGE_EGRESS_ALLOW: the egress allow-list has "
             "2 bad entries: '10.0.0.1/8' has host bits set (did you mean 10.0.0.0/8?); 'nope!' "
             "is not a host pattern. Each entry is a CIDR (10.0.0.0/8, fd00::/8), an address "
             "(10.1.2.3) or a host pattern (billing.internal, *.internal), separated by commas."

@@ -153,7 +153,7 @@ def test_a_malformed_list_refuses_to_start_in_one_line(
     assert refused.returncode == ExitCode.USAGE, (refused.stdout, refused.stderr)
     lines = [line for line in refused.stderr.splitlines() if line.strip()]
     assert lines == [
-        "schemabridge: invalid setting SCHEMABRIDGE_TRUSTED_PROXIES: the trusted-proxy list "
+        "error: invalid setting SCHEMABRIDGE_TRUSTED_PROXIES: the trusted-proxy list "
         f"has 1 bad entry: {problem}. Each entry is an address (10.1.2.3, fd00::1) or a CIDR "
         "network (10.0.0.0/8, fd00::/8) of your proxies, separated by commas; empty trusts none."
     ], refused.stderr

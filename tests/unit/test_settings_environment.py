@@ -69,7 +69,7 @@ def test_a_list_setting_that_cannot_be_read_is_one_line_and_exit_2(
     clean.setenv("SCHEMABRIDGE_REDISPATCH_DELAYS_S", value)
     assert run_main(clean, "validate", str(EXAMPLE)) == 2
     (line,) = capsys.readouterr().err.splitlines()
-    assert line.startswith("schemabridge: invalid setting SCHEMABRIDGE_REDISPATCH_DELAYS_S: ")
+    assert line.startswith("error: invalid setting SCHEMABRIDGE_REDISPATCH_DELAYS_S: ")
     assert said in line, line
 
 
@@ -116,7 +116,7 @@ def test_a_number_setting_says_what_it_takes_and_what_it_got(
     clean.setenv(variable, value)
     assert run_main(clean, "validate", str(EXAMPLE)) == 2
     (line,) = capsys.readouterr().err.splitlines()
-    assert line == f"schemabridge: invalid setting {variable}: {said}", line
+    assert line == f"error: invalid setting {variable}: {said}", line
 
 
 @pytest.mark.parametrize(
@@ -144,7 +144,7 @@ def test_a_bad_value_is_said_under_the_variable_that_was_set(
         clean.setenv(variable, "abc")
     assert run_main(clean, "validate", str(EXAMPLE)) == 2
     (line,) = capsys.readouterr().err.splitlines()
-    assert line == f"schemabridge: invalid setting {named}: should be a whole number, not 'abc'"
+    assert line == f"error: invalid setting {named}: should be a whole number, not 'abc'"
 
 
 def test_a_value_pydantic_settings_cannot_read_is_named_in_one_line(

@@ -102,7 +102,7 @@ def test_a_malformed_value_is_refused_naming_the_setting_and_valid_values(
     with pytest.raises(ValidationError) as refused:
         Settings()
     (problem,) = refused.value.errors()
-    # The CLI prints this as `schemabridge: invalid setting LOC: MSG` (api.cli.main), one line.
+    # The CLI prints this as `error: invalid setting LOC: MSG` (api.cli.main), one line.
     assert problem["loc"] == ("SCHEMABRIDGE_TRUSTED_PROXIES",)
     assert "\n" not in problem["msg"]
     assert f"'{value}'" in problem["msg"] and TRUSTED_PROXIES_FORMAT in problem["msg"]
