@@ -42,10 +42,11 @@ PIPED_WIDTH = 10_000
 """Line width when stdout is not a terminal: long enough that no line is wrapped."""
 
 EXIT_CODES_HELP = (
-    "Exit codes: 0 done; 1 the run or action failed (FAILED or CANCELLED run, not found, "
-    "wrong state, a limit reached); 2 usage or invalid input (bad JSON, unreadable file, "
-    "rejected by the API); 3 still running at --timeout; 4 API not reachable or not "
-    "authorised."
+    "Exit codes: 0 done (or already the case, said so: a run already cancelled or "
+    "started over, a deployment already aborted); 1 the run or action failed (FAILED or "
+    "CANCELLED run, not found, wrong state, a limit reached); 2 usage or invalid input (bad "
+    "JSON, unreadable file, rejected by the API); 3 still running at --timeout; 4 API not "
+    "reachable or not authorised."
 )
 
 STATUS_STYLES = {

@@ -548,7 +548,8 @@ def start_over(
     debug: DebugOption = False,
 ) -> None:
     """Start an ended run over as a new run with the same input (the same one each time).
-    --dry-run says what it would do first; exit 1 when it would start nothing."""
+    --dry-run says what it would do first. Exit 0 also when the run was started over already
+    (the run that made is named), with --dry-run too; 1 when it is refused."""
     remote = Remote(api_url, api_key, output, debug)
     if dry_run:
         _preview_start_over(remote, run_id)
@@ -566,7 +567,9 @@ def start_over(
 
 def _preview_start_over(remote: Remote, given: str) -> None:
     """`runs start-over RUN --dry-run`: the API's preview on stdout, its warnings on stderr
-    as the start over would give them; exit 1 when it would start no new run."""
+    as the start over would give them; the exit code it would have: 0 when it would start a
+    run or name the one an earlier start over made (what was asked is already the case), 1
+    when it would be refused."""
 
     async def look(api: ApiClient) -> StartOverPreview:
         return await api.actions.start_over_preview(await full_run_id(api, given))
@@ -580,7 +583,7 @@ def _preview_start_over(remote: Remote, given: str) -> None:
             line = f"{preview.message}; nothing started"  # the refusal names the run itself
         stdout().print(line, markup=False)
     _warn(remote, preview.warnings)
-    if not preview.startable:
+    if not preview.startable and preview.new_run_id is None:
         raise typer.Exit(ExitCode.FAILED)
 
 

@@ -49,6 +49,10 @@ def test_a_run_started_over_is_not_retried_from_the_command_line(
         f"already started over as run {new}, FAILED: retry it (`schemabridge runs retry {new}`) "
         f"or start it over (`schemabridge runs start-over {new}`)"
     ) in again.stdout, again.stdout
+    # Its --dry-run exits as the start over would: already the case, 0 (README's exit codes).
+    dry_again = serve_api.ok("runs", "start-over", old, "--dry-run")
+    assert f"already started over as run {new}, FAILED" in dry_again.stdout, dry_again.stdout
+    assert "nothing started" in dry_again.stdout
 
     refused = assert_refused(
         serve_api.cli("runs", "retry", old),
