@@ -46,7 +46,8 @@ def create(
         )
     )
     scope = "admin key" if created.tenant is None else f"key for tenant {created.tenant}"
-    expiry = f", expires {_time(created.expires_at)}" if created.expires_at is not None else ""
+    # In UTC to the second ("2027-03-07 06:37:12Z"), as `revoke` says its moment.
+    expiry = f", expires {utc_moment(created.expires_at)}" if created.expires_at else ""
     console.print(f"created {scope} {created.id}{expiry}")
     console.print("[bold]This is the only time the key is shown: store it now.[/bold]")
     print(created.key, flush=True)

@@ -9,7 +9,11 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import json
+import os
+import re
 import subprocess
+import time
+from datetime import UTC, datetime
 from pathlib import Path
 
 import httpx
@@ -66,3 +70,18 @@ async def test_revocation_holds_at_once_and_secrets_are_shown_once(
         assert key not in listed and key not in printed
     assert f'"key_id": "{identifier}"' in printed  # the access log names the key
     assert created.stdout.count(secret) == 1 and secret not in created.stderr
+
+
+def test_a_key_created_with_an_expiry_says_its_time_in_utc(tmp_path: Path) -> None:
+    """`keys create --expires-in-days` said "expires 2027-03-07 06:37", no zone, where every
+    other time the CLI prints says UTC: it says the moment as the revocation does."""
+    env = dict(os.environ)
+    env["SCHEMABRIDGE_DATABASE_URL"] = f"sqlite+aiosqlite:///{tmp_path / 'keys.db'}"
+    env.pop("SCHEMABRIDGE_REDIS_URL", None)
+    before = time.time()
+    created = cli(upgraded(env), "create", "--tenant", "acme", "--expires-in-days", "90")
+    after = time.time()
+    expires = re.search(r", expires (\d{4}-\d\d-\d\d \d\d:\d\d:\d\dZ)$", created.stderr, re.M)
+    assert expires is not None, created.stderr
+    moment = datetime.strptime(expires.group(1), "%Y-%m-%d %H:%M:%SZ").replace(tzinfo=UTC)
+    assert before - 1 <= moment.timestamp() - 90 * 86_400 <= after, created.stderr
