@@ -42,8 +42,9 @@ from api.cli.remote import (
     table,
 )
 from api.cli.target import DEFAULT_API_URL
-from api.cli.text import MISSING, plural, relative
+from api.cli.text import MISSING, relative
 from schemas.close_names import close_names, did_you_mean
+from schemas.counts import plural
 from schemas.durations import duration
 
 if TYPE_CHECKING:

@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING, Any
 
 from api.cli.exit_codes import ExitCode
 from api.cli.problem_text import problem_line
-from api.cli.text import plural
+from schemas.counts import plural
 
 if TYPE_CHECKING:
     import httpx

@@ -14,7 +14,8 @@ from rich.console import Group
 from rich.text import Text
 
 from api.cli.remote import table
-from api.cli.text import MISSING, clock, exact, plural, relative, zone
+from api.cli.text import MISSING, clock, exact, relative, zone
+from schemas.counts import plural
 from schemas.durations import duration
 
 if TYPE_CHECKING:

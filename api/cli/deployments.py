@@ -46,7 +46,8 @@ from api.cli.remote import (
     stdout,
 )
 from api.cli.target import DEFAULT_API_URL
-from api.cli.text import parse_duration, plural
+from api.cli.text import parse_duration
+from schemas.counts import plural
 
 if TYPE_CHECKING:
     from api.cli.client import ApiClient

@@ -31,7 +31,7 @@ from dataclasses import dataclass, field
 
 from api.cli.client_errors import ApiFailure
 from api.cli.exit_codes import ExitCode
-from api.cli.text import plural
+from schemas.counts import plural
 from schemas.durations import duration
 
 DEFAULT_WINDOW_S = 60.0

@@ -16,15 +16,8 @@ from rich.text import Text
 from api.cli.fanout_words import held_lines, holder_line, running_words
 from api.cli.id_prefixes import MIN_PREFIX_DIGITS
 from api.cli.remote import shown, status_text, table
-from api.cli.text import (
-    MISSING,
-    clock,
-    excerpt,
-    moment,
-    plural,
-    relative,
-    show,
-)
+from api.cli.text import MISSING, clock, excerpt, moment, relative, show
+from schemas.counts import plural
 from schemas.durations import duration
 from schemas.errors import SET_QUOTA_COMMAND, FailureKind
 from schemas.message_excerpt import message_excerpt

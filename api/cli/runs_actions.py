@@ -43,8 +43,8 @@ from api.cli.run_options import (
     run_filter,
 )
 from api.cli.target import DEFAULT_API_URL
-from api.cli.text import plural
 from schemas.batch_limits import DEFAULT_BATCH, MAX_BATCH
+from schemas.counts import plural
 
 if TYPE_CHECKING:
     from api.cli.client import ApiClient

@@ -21,7 +21,7 @@ import typer
 from api.cli.direct import CLI_ACTOR, console, utc_time, with_operations
 from api.cli.exit_codes import ExitCode
 from api.cli.remote import OutputFormat, OutputOption, render, stdout, table
-from api.cli.text import plural
+from schemas.counts import plural
 
 secrets_app = typer.Typer(
     help="Secrets workflows reference as {{ secrets.NAME }} (encrypted; values never shown).",

@@ -1,6 +1,7 @@
 """Words and numbers as the command line prints them: counts with their noun ("1 attempt",
-"2 attempts"), times exact and relative, excerpts, and "-" for a value that is not there (never
-"None"). Durations are `schemas.durations.duration`, which the engine's reasons use too."""
+"2 attempts": `schemas.counts.plural`, which the engine's log lines use too), times exact and
+relative, excerpts, and "-" for a value that is not there (never "None"). Durations are
+`schemas.durations.duration`, which the engine's reasons use too."""
 
 from __future__ import annotations
 
@@ -13,12 +14,6 @@ MISSING = "-"
 
 _SPAN = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(s|sec|m|min|h|d|w)\s*$", re.IGNORECASE)
 _SPAN_S = {"s": 1, "sec": 1, "m": 60, "min": 60, "h": 3_600, "d": 86_400, "w": 604_800}
-
-
-def plural(count: int, noun: str, nouns: str | None = None) -> str:
-    """`count` and its noun: "1 attempt", "2 attempts", "1,250 runs"."""
-    word = noun if count == 1 else (nouns or f"{noun}s")
-    return f"{count:,} {word}"
 
 
 def show(value: Any) -> str:

@@ -45,8 +45,9 @@ from api.cli.remote import (
 )
 from api.cli.run_options import split_version
 from api.cli.target import DEFAULT_API_URL
-from api.cli.text import MISSING, moment, plural, relative
+from api.cli.text import MISSING, moment, relative
 from api.cli.validate import INPUT_SUFFIX
+from schemas.counts import plural
 
 if TYPE_CHECKING:
     from rich.table import Table

@@ -13,6 +13,7 @@ import time
 
 from engine.store.records import RunsPurged
 from engine.store.retention_store import RunRetentionStore
+from schemas.counts import plural
 
 logger = logging.getLogger(__name__)
 
@@ -113,11 +114,7 @@ async def purge_until_done(
 def describe(purged: RunsPurged) -> str:
     """'1,204 runs (3 roots, 1,201 children), 2,410 steps, 1,300 log lines, 0 payload chunks'"""
     return (
-        f"{_count(purged.runs, 'run')} ({_count(purged.roots, 'root')}, "
-        f"{_count(purged.children, 'child', 'children')}), {_count(purged.steps, 'step')}, "
-        f"{_count(purged.log_lines, 'log line')}, {_count(purged.payload_chunks, 'payload chunk')}"
+        f"{plural(purged.runs, 'run')} ({plural(purged.roots, 'root')}, "
+        f"{plural(purged.children, 'child', 'children')}), {plural(purged.steps, 'step')}, "
+        f"{plural(purged.log_lines, 'log line')}, {plural(purged.payload_chunks, 'payload chunk')}"
     )
-
-
-def _count(n: int, one: str, many: str | None = None) -> str:
-    return f"{n:,} {one if n == 1 else many or one + 's'}"

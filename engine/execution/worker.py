@@ -62,6 +62,7 @@ from engine.store.records import (
     StepResult,
 )
 from engine.store.unreachable import store_unreachable
+from schemas.counts import plural
 from schemas.definitions import Workflow
 from schemas.durations import duration
 from schemas.message_excerpt import message_excerpt
@@ -661,8 +662,8 @@ class Worker:
             self.stats.requeued += len(requeued)
             self._deps.metrics.leases_expired(len(requeued))
             logger.warning(
-                "requeued %d steps whose lease expired",
-                len(requeued),
+                "requeued %s whose lease expired",
+                plural(len(requeued), "step"),
                 extra={"event": "step.lease_expired", "steps": len(requeued)},
             )
             await self._wakeups.notify()
@@ -672,7 +673,7 @@ class Worker:
         released = await self._store.release_stranded(every_run=not self._reaped)
         self._reaped = True
         if released:
-            logger.warning("released %d held steps of reopened runs", len(released))
+            logger.warning("released %s of reopened runs", plural(len(released), "held step"))
             await self._wakeups.notify()
             await self._tell_requeued(released)
 

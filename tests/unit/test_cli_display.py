@@ -11,8 +11,9 @@ import pytest
 from rich.console import Console
 
 from api.cli import admin, remote, run_display
-from api.cli.text import clock, parse_since, plural, relative
+from api.cli.text import clock, parse_since, relative
 from api.cli.wire import BreakerView, RunDetail, RunSummary, ServiceView
+from schemas.counts import plural
 from schemas.durations import duration
 
 NOW = 1_800_000_000.0

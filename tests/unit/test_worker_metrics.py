@@ -4,6 +4,7 @@ steps counted per flush."""
 
 from __future__ import annotations
 
+import logging
 from typing import Any
 
 import pytest
@@ -186,6 +187,26 @@ async def test_steps_taken_back_from_expired_leases_are_counted() -> None:
     worker = Worker(_Reaped(), deps, _Wakeups(), WorkerConfig())  # type: ignore[arg-type]
     await worker._reap()
     assert _value(metrics, "schemabridge_expired_leases_total") == 2
+
+
+class _ReapedOne(_Reaped):
+    async def requeue_expired(self) -> list[tuple[int, str, str]]:
+        return [(1, "run-1", "a")]
+
+
+async def test_one_step_taken_back_is_logged_as_one_step(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """The worker's log said "requeued 1 steps whose lease expired"."""
+    from types import SimpleNamespace
+
+    from engine.execution.worker import Worker, WorkerConfig
+
+    deps = SimpleNamespace(metrics=WorkerMetrics())
+    worker = Worker(_ReapedOne(), deps, _Wakeups(), WorkerConfig())  # type: ignore[arg-type]
+    with caplog.at_level(logging.WARNING, logger="engine.execution.worker"):
+        await worker._reap()
+    assert "requeued 1 step whose lease expired" in caplog.messages, caplog.messages
 
 
 def test_a_workers_steps_in_flight_are_read_at_scrape_time() -> None:
