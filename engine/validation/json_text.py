@@ -323,7 +323,10 @@ def syntax_reason(text: str, exc: json.JSONDecodeError) -> str:
     """What is wrong with `text` and where (`exc` is what parsing it raised), with the likely
     cause when it is a common one: a comma after the last item, a text cut short, or single
     quotes. `validate`, the command line's JSON options (`--input`, `--output`) and the REST
-    API's `invalid_json` say it in these words alike."""
+    API's `invalid_json` say it in these words alike. Empty, it says so: "Expecting value
+    (line 1, column 1)" and "ends too early" would send the reader looking for a cut."""
+    if not text.strip():
+        return "it is empty (0 bytes)." if not text else "it is empty (only blanks, no JSON value)."
     where = f"line {exc.lineno}, column {exc.colno}"
     hint = ""
     # A string left open always runs to the end: JSON strings cannot span lines.

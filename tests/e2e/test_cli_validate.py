@@ -353,3 +353,14 @@ def test_help_and_version() -> None:
     version = run("--version")
     assert version.returncode == 0
     assert version.stdout.strip() == "schemabridge 0.1.0"
+
+
+def test_an_empty_file_is_said_to_be_empty(tmp_path: Path) -> None:
+    """It read "Expecting value (line 1, column 1). The document ends too early: was it cut
+    short?", which sends the reader looking for a cut in a file that has nothing in it."""
+    (tmp_path / "empty.json").write_text("")
+    result = run("validate", tmp_path / "empty.json")
+    assert result.returncode == 1
+    assert (
+        "  (document)  The document is not valid JSON: it is empty (0 bytes).  [json_syntax]"
+    ) in result.stdout, result.stdout

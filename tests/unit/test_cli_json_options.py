@@ -67,6 +67,8 @@ def test_unreadable_json_is_one_line(
             "Expecting property name enclosed in double quotes (line 1, column 2). JSON writes "
             'strings and names in double quotes ("), not single ones.',
         ),
+        # Not "Expecting value (line 1, column 1). The document ends too early".
+        (" \n", "it is empty (only blanks, no JSON value)."),
     ],
 )
 def test_a_syntax_error_is_said_as_validate_says_it(

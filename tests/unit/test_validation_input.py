@@ -39,9 +39,14 @@ def test_truncated_json_says_so() -> None:
 
 
 def test_an_empty_file() -> None:
+    """Said to be empty: not "Expecting value (line 1, column 1)", nor "cut short"."""
     problem = only_problem(b"")
     assert problem.code == "json_syntax"
-    assert "cut short" in problem.message
+    assert problem.message == "The document is not valid JSON: it is empty (0 bytes)."
+    blank = only_problem(b" \n\t\n")
+    assert (
+        blank.message == "The document is not valid JSON: it is empty (only blanks, no JSON value)."
+    )
 
 
 def test_a_comma_after_the_last_item_is_named() -> None:
