@@ -240,9 +240,13 @@ async def started_downstream(
             url = await stack.enter_async_context(demo_address.started(preferred, "workflows"))
         else:
             url = await stack.enter_async_context(demo_address.on_port(port, fail))
+        # All of loopback is opened (Settings.allowing_loopback), not the downstream's port
+        # alone: a workflow run here may call any local service. Said as `serve --demo` says it.
+        # The URL stays followed by a space, as scripts (and the tests) read it.
         console.print(
-            f"demo downstream listening on {url} (egress to loopback allowed for it; "
-            "other internal addresses stay refused)"
+            f"demo downstream listening on {url} (egress to all of loopback, 127.0.0.0/8, "
+            "::1 and localhost, is allowed in this process, not just to it; other internal "
+            "addresses stay refused)"
         )
         yield url
 
