@@ -5,13 +5,21 @@ from __future__ import annotations
 
 import json
 import subprocess
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import httpx
 import pytest
 
-from tests.e2e.browser_harness import chromium, eventually, opened, server_env, shoot
+from tests.e2e.browser_harness import (
+    NARROW,
+    SCREENSHOTS,
+    chromium,
+    eventually,
+    opened,
+    server_env,
+    shoot,
+)
 from tests.e2e.rest_harness import SCHEMABRIDGE, Service
 
 pytestmark = pytest.mark.slow
@@ -120,13 +128,35 @@ def test_a_tenant_key_refused_an_admin_page_can_give_way_to_another_key(
         assert page.evaluate("sessionStorage.getItem('schemabridge.apiKey')") == admin_key
 
 
+def _same_origin_only(page: Any, url: str) -> Callable[[], list[str]]:
+    """Record every request `page` makes; what it returns lists those off `url`'s origin."""
+    made: list[str] = []
+    page.on("request", lambda request: made.append(request.url))
+    origin = f"{url}/"
+    return lambda: [m for m in made if not m.startswith((origin, "data:", "blob:"))]
+
+
 def test_the_api_reference_renders_with_no_way_out(secured: tuple[str, str], browser: Any) -> None:
-    """`/docs` is Swagger UI with its scripts served by the API: `opened` fails any request
-    that would leave loopback, and the page still lists the routes."""
+    """`/docs` (Swagger UI) and `/redoc` (ReDoc) have their scripts served by the API, and
+    every request either page makes goes to the API: `opened` fails any request that would
+    leave loopback (ReDoc's sidebar once fetched its logo from cdn.redoc.ly), and the pages
+    still list the routes."""
     url, _ = secured
-    with opened(browser, f"{url}/docs") as (page, _):
+    with opened(browser, "about:blank") as (page, _):
+        elsewhere = _same_origin_only(page, url)
+        page.goto(f"{url}/docs")
         page.locator(".opblock-summary-path", has_text="/workflows/{name}/runs").first.wait_for()
         shoot(page, "api-reference", narrow=False)
+        page.goto(f"{url}/redoc")
+        page.get_by_text("API docs by Redocly").wait_for()
+        page.locator("[data-section-id]").first.wait_for()
+        page.wait_for_load_state("networkidle")
+        # ReDoc's page is too long for a full-page screenshot: what shows of it, wide then narrow.
+        SCREENSHOTS.mkdir(exist_ok=True)
+        page.screenshot(path=str(SCREENSHOTS / "api-reference-redoc.png"))
+        page.set_viewport_size(NARROW)
+        page.screenshot(path=str(SCREENSHOTS / "api-reference-redoc-narrow.png"))
+        assert elsewhere() == []
 
 
 def test_a_key_whose_role_cannot_be_read_is_offered_every_page(
