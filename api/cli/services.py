@@ -783,6 +783,18 @@ def demo_downstream(
 ) -> None:
     """Run the shipped demo downstream on its own (the HTTP service the examples call).
 
+    It answers any path and method with a JSON echo of the request; query parameters or
+    X-Demo-* headers (status, sleep_ms, retry_after, reset, body_bytes, trickle_ms, ...) make
+    one request fail or slow down.
+
+    POST /_script queues the next answers: [503, 503, 200] for any path, or {"path": "/x",
+    "responses": [...]} for that path only; an entry is a status or an object with those
+    names plus body and headers ({"status": 201, "body": {"id": 7}}). Each is used once, in
+    order, before the request's own overrides. POST /_reset drops the queued answers and the
+    statistics; POST /_config changes latencyMs, capacity, retryAfterS and failRate live;
+    GET /_stats[?recent=N] counts the requests served. README.md's paragraph on the demo
+    downstream says more.
+
     Prints `demo downstream listening on URL` once it accepts requests; stops on
     SIGINT/SIGTERM."""
     from demo.downstream import main as run_downstream
