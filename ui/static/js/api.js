@@ -14,6 +14,27 @@ export class ApiError extends Error {
   }
 }
 
+/** No answer from the API at all (the browser's "Failed to fetch": the API is stopped or
+ * restarting, or the network between is down), said as a person would, with the address the
+ * page was loaded from: the monitor is served by the API it calls. */
+export class ApiUnreachable extends Error {
+  constructor() {
+    super(`the API at ${location.origin} is not answering (it may be restarting)`);
+    this.code = "api_unreachable";
+  }
+}
+
+/** `send()`, with a request that got no answer thrown as `ApiUnreachable` (a request aborted
+ * on purpose stays an AbortError). */
+async function answered(send) {
+  try {
+    return await send();
+  } catch (error) {
+    if (error instanceof TypeError) throw new ApiUnreachable();
+    throw error;
+  }
+}
+
 let askForKey = null;
 
 /** Register the function that asks the operator for an API key (resolves to the key or
@@ -91,13 +112,15 @@ export async function api(path, { method = "GET", body, signal } = {}) {
   const init = { method, signal, credentials: "same-origin", cache: "no-store" };
   const response = await authorised(() => {
     const extra = body === undefined ? {} : { "Content-Type": "application/json" };
-    return fetch(path, {
-      ...init,
-      headers: headers(extra),
-      body: body === undefined ? undefined : JSON.stringify(body),
-    });
+    return answered(() =>
+      fetch(path, {
+        ...init,
+        headers: headers(extra),
+        body: body === undefined ? undefined : JSON.stringify(body),
+      }),
+    );
   });
-  const text = await response.text();
+  const text = await answered(() => response.text());
   let data = null;
   if (text) {
     try {

@@ -1,7 +1,7 @@
 // The monitor's shell: a hash router (#/runs, #/runs/<id>, #/workflows/<name>, …) whose
 // filters live in the URL so a view can be shared, and the API-key prompt.
 
-import { ApiError, KEY_CHANGED, onKeyNeeded, storedKey } from "./api.js";
+import { ApiError, ApiUnreachable, KEY_CHANGED, onKeyNeeded, storedKey } from "./api.js";
 import { askForKey, otherKeyButton } from "./dialog.js";
 import { fill, h } from "./dom.js";
 import { deploymentPage, deploymentsPage } from "./pages/deployments.js";
@@ -59,6 +59,32 @@ export function setParams(params, { replace = false, render: draw = true } = {})
 export function replaceUrl(hash) {
   history.replaceState(null, "", hash);
   shownPath = currentRoute().path;
+}
+
+/** How long the page waits before it loads again while the API does not answer: longer each
+ * time, up to 30 s, so a restart is caught within seconds and an API down for long is not
+ * asked once a second. */
+const RELOAD_DELAYS_S = [2, 4, 8, 15, 30];
+let unanswered = 0; // the loads in a row the API did not answer
+
+/** The page could not be loaded because the API did not answer: say so in a sentence, and
+ * load the page again by itself after a while (or at once with the button). What it returns
+ * stops the wait, when another page is opened meanwhile. */
+function showUnreachable(where, error) {
+  const wait = RELOAD_DELAYS_S[Math.min(unanswered, RELOAD_DELAYS_S.length - 1)];
+  unanswered += 1;
+  const timer = setTimeout(render, wait * 1000);
+  const again = h("button", { type: "button", class: "secondary" }, "Try again now");
+  again.addEventListener("click", () => {
+    clearTimeout(timer);
+    render();
+  });
+  const sentence = error.message.charAt(0).toUpperCase() + error.message.slice(1);
+  fill(
+    where,
+    h("div", { class: "error-box api-unreachable", role: "alert" }, h("p", {}, h("strong", {}, `${sentence}.`), ` This page tries again by itself in ${wait} s, and loads once the API answers.`), h("p", {}, again)),
+  );
+  return () => clearTimeout(timer);
 }
 
 export function showError(where, error) {
@@ -142,10 +168,13 @@ async function render() {
   const mine = ++generation;
   try {
     const stop = (await page(main, params, ...args)) || null;
-    if (mine === generation) cleanup = stop;
-    else if (stop) stop(); // another page was asked for meanwhile
+    if (mine === generation) {
+      cleanup = stop;
+      unanswered = 0;
+    } else if (stop) stop(); // another page was asked for meanwhile
   } catch (error) {
-    if (mine === generation) showError(main, error);
+    if (mine === generation && error instanceof ApiUnreachable) cleanup = showUnreachable(main, error);
+    else if (mine === generation) showError(main, error);
   }
   if (movedPage) main.focus({ preventScroll: true });
 }

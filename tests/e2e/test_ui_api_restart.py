@@ -1,0 +1,56 @@
+"""The monitor while its `api` restarts (real processes: `schemabridge api` on SQLite, stopped
+with SIGTERM and started again on the same port): the page says in a sentence that the API at
+its address is not answering, not the browser's "Failed to fetch", and loads itself again once
+the API answers, with nothing pressed."""
+
+from __future__ import annotations
+
+import socket
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from tests.e2e.browser_harness import chromium, opened, server_env, shoot
+from tests.e2e.rest_harness import SCHEMABRIDGE, Service
+
+pytestmark = pytest.mark.slow
+
+
+def _free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return int(probe.getsockname()[1])
+
+
+def test_the_runs_page_says_the_api_is_down_and_loads_once_it_is_back(tmp_path: Path) -> None:
+    env = server_env(tmp_path, f"sqlite+aiosqlite:///{tmp_path / 'sb.db'}")
+    env["SCHEMABRIDGE_AUTH"] = "off"
+    subprocess.run([SCHEMABRIDGE, "db", "upgrade"], env=env, check=True, capture_output=True)
+    port = _free_port()
+    args = ["api", "--port", str(port), "--access-log", "off"]
+    api = Service(args, env, tmp_path / "api.log")
+    try:
+        url = api.wait_for_url()
+        with chromium() as browser, opened(browser, f"{url}/ui/#/workflows") as (page, found):
+            # Chromium logs each request that found nothing listening.
+            found.allowed_errors.append("ERR_CONNECTION_REFUSED")
+            page.get_by_role("heading", name="Workflows").wait_for()
+            assert api.stop() == 0, api.stderr()
+            page.get_by_role("link", name="Runs", exact=True).click()
+            down = page.locator(".api-unreachable")
+            down.wait_for()
+            text = down.inner_text()
+            assert f"The API at {url} is not answering (it may be restarting)." in text, text
+            assert "tries again by itself in 2 s" in text, text
+            assert "Failed to fetch" not in page.inner_text("main")
+            shoot(page, "api-unreachable")
+            # Pressed while the API is still down: the page says so again, and waits on.
+            page.get_by_role("button", name="Try again now").click()
+            down.wait_for()
+            api = Service(args, env, tmp_path / "api-again.log")
+            api.wait_for_url()
+            page.get_by_role("heading", name="Runs").wait_for(timeout=60_000)
+            assert down.count() == 0
+    finally:
+        assert api.stop() == 0, api.stderr()
