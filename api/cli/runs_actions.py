@@ -443,23 +443,43 @@ PREVIEW_SKIP_WORDS_OF_ONE = {
 
 
 def preview_skip_counts(skipped: list[SkippedRuns]) -> str:
-    """The runs a dry run counts as skipped, by reason, most first: `under a SUCCEEDED run
-    (...)` for one reason, `3 under a SUCCEEDED run (...), 1 not FAILED (1 RUNNING)` for
-    several."""
+    """The runs a dry run counts as skipped, by reason, most first, each with the newest of
+    them: `under a SUCCEEDED run (...): run ID` for one reason, `3 under a SUCCEEDED run
+    (...): runs A, B and 1 more; 1 not FAILED (1 RUNNING): run C` for several; a run started
+    over is named with its new run (`run A (started over as run B)`)."""
     by_reason: dict[str, Counter[str]] = {}
+    named: dict[str, list[str]] = {}
     for group in skipped:
         by_reason.setdefault(group.reason, Counter())[group.state or ""] += group.count
+        names = named.setdefault(group.reason, [])
+        new_runs = group.new_run_ids if len(group.new_run_ids) == len(group.run_ids) else []
+        for i, run_id in enumerate(group.run_ids):
+            names.append(f"{run_id} (started over as run {new_runs[i]})" if new_runs else run_id)
     parts = []
     for reason, states in sorted(by_reason.items(), key=lambda item: -item[1].total()):
-        one = states.total() == 1
-        words = (one and PREVIEW_SKIP_WORDS_OF_ONE.get(reason)) or PREVIEW_SKIP_WORDS.get(
+        total = states.total()
+        words = (total == 1 and PREVIEW_SKIP_WORDS_OF_ONE.get(reason)) or PREVIEW_SKIP_WORDS.get(
             reason, reason
         )
         if reason == "run_not_failed":
             known = [(state, n) for state, n in states.most_common() if state]
             words += f" ({', '.join(f'{n:,} {state}' for state, n in known)})" if known else ""
-        parts.append(words if len(by_reason) == 1 else f"{states.total():,} {words}")
-    return ", ".join(parts)
+        if named[reason]:
+            words += f": {_skipped_names(named[reason][:SKIPPED_SHOWN], total)}"
+        parts.append(words if len(by_reason) == 1 else f"{total:,} {words}")
+    return "; ".join(parts)
+
+
+SKIPPED_SHOWN = 10
+"""The most skipped runs of one reason a dry run names (the API sends at most as many)."""
+
+
+def _skipped_names(names: list[str], total: int) -> str:
+    """`run A`, `runs A, B and 3 more` (`names`: the newest `total` runs, each said so)."""
+    if total == 1 and len(names) == 1:
+        return f"run {names[0]}"
+    more = f" and {total - len(names):,} more" if total > len(names) else ""
+    return f"runs {', '.join(names)}{more}"
 
 
 def dry_run_line(

@@ -466,6 +466,10 @@ class SkippedRuns(Wire):
     state: str | None = None
     count: int
     message: str = ""
+    run_ids: list[str] = []
+    """The newest of them (an older API sends none)."""
+    new_run_ids: list[str] = []
+    """Of `started_over`: the run each of `run_ids` was started over as."""
 
 
 class BatchRetryPreview(Wire):

@@ -365,6 +365,12 @@ class SkippedRuns(View):
     state: RunStatus | None = None
     count: int
     message: str = ""
+    run_ids: list[str] = []
+    """The newest of them, at most 10 (`count` says how many there are); of a batch by ids,
+    the first named."""
+    new_run_ids: list[str] = []
+    """Of `started_over`: the run each of `run_ids` was started over as (the new run of its
+    root, for a child), in the same order; empty for the other reasons."""
 
 
 class BatchRetryPreview(View):

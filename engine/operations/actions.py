@@ -58,6 +58,11 @@ from engine.store.actions_store import aborted_words
 from engine.store.deployments import RerunFacts
 from engine.store.models import RunRoute, RunStatus
 from engine.store.operator_actions import (
+    SKIPPED_ENGINE_OWNED,
+    SKIPPED_PAST_RETENTION,
+    SKIPPED_STARTED_OVER,
+    SKIPPED_UNDER_SUCCEEDED,
+    SKIPPED_UNKNOWN,
     Action,
     BatchRetryCount,
     JoinBlock,
@@ -818,35 +823,51 @@ PAST_RETENTION_WORDS = (
 def _skipped_counts(counted: BatchRetryCount) -> list[SkippedRuns]:
     """The runs a batch retry's preview counts that the batch would skip, by reason and
     state, most first, each with the batch's words for it."""
+    named = counted.skipped_ids
     found = [
         SkippedRuns(
             reason=SkipReason.RUN_NOT_FAILED,
             state=state,
             count=n,
             message=f"only a FAILED run can be retried; these are {state}",
+            run_ids=named.get(state, []),
         )
         for state, n in counted.not_failed.items()
         if n
     ]
-    # FAILED runs the batch skips for what lies around them, not for their state.
+    # FAILED runs the batch skips for what lies around them, not for their state. A run
+    # started over is named with its new run (one whose new run is gone meanwhile, not).
+    restarted = [r for r in named.get(SKIPPED_STARTED_OVER, []) if r in counted.new_runs]
+    named = {**named, SKIPPED_STARTED_OVER: restarted}
     found += [
-        SkippedRuns(reason=reason, state=RunStatus.FAILED.value, count=n, message=words)
-        for reason, n, words in (
-            (SkipReason.STARTED_OVER, counted.started_over, STARTED_OVER_WORDS),
-            (SkipReason.RUN_PAST_RETENTION, counted.past_retention, PAST_RETENTION_WORDS),
-            (SkipReason.PARENT_SUCCEEDED, counted.under_succeeded, UNDER_SUCCEEDED_WORDS),
+        SkippedRuns(
+            reason=reason,
+            state=RunStatus.FAILED.value,
+            count=n,
+            message=words,
+            run_ids=named.get(kind, []),
+            new_run_ids=[counted.new_runs[r] for r in named.get(kind, []) if r in restarted],
+        )
+        for reason, kind, n, words in (
+            (SkipReason.STARTED_OVER, SKIPPED_STARTED_OVER, counted.started_over,
+             STARTED_OVER_WORDS),
+            (SkipReason.RUN_PAST_RETENTION, SKIPPED_PAST_RETENTION, counted.past_retention,
+             PAST_RETENTION_WORDS),
+            (SkipReason.PARENT_SUCCEEDED, SKIPPED_UNDER_SUCCEEDED, counted.under_succeeded,
+             UNDER_SUCCEEDED_WORDS),
         )
         if n
-    ]
+    ]  # fmt: skip
     # Of a batch by ids: the ids no run (of the caller's tenant) has, and deployments' runs.
     found += [
-        SkippedRuns(reason=reason, state=state, count=n, message=words)
-        for reason, state, n, words in (
-            (SkipReason.RUN_NOT_FOUND, None, counted.unknown, NOT_FOUND_WORDS),
-            (SkipReason.DEPLOYMENT_RUN, None, counted.engine_owned, DEPLOYMENT_RUN_WORDS),
+        SkippedRuns(reason=reason, state=None, count=n, message=words, run_ids=named.get(kind, []))
+        for reason, kind, n, words in (
+            (SkipReason.RUN_NOT_FOUND, SKIPPED_UNKNOWN, counted.unknown, NOT_FOUND_WORDS),
+            (SkipReason.DEPLOYMENT_RUN, SKIPPED_ENGINE_OWNED, counted.engine_owned,
+             DEPLOYMENT_RUN_WORDS),
         )
         if n
-    ]
+    ]  # fmt: skip
     return sorted(found, key=lambda skipped: -skipped.count)
 
 

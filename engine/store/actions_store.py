@@ -39,6 +39,12 @@ from engine.store.core import run_record, step_rows, steps
 from engine.store.deployment_log import routing_after
 from engine.store.models import TERMINAL_RUN_STATUSES, RunRoute, RunStatus, StepStatus
 from engine.store.operator_actions import (
+    SKIPPED_ENGINE_OWNED,
+    SKIPPED_PAST_RETENTION,
+    SKIPPED_SHOWN,
+    SKIPPED_STARTED_OVER,
+    SKIPPED_UNDER_SUCCEEDED,
+    SKIPPED_UNKNOWN,
     Action,
     BatchRetryCount,
     CancelOutcome,
@@ -391,13 +397,21 @@ class OperatorActionsStore(WorkQueue):
         ids = list(dict.fromkeys(run_ids))
         chosen = listing.runs_by_id(ids, tenant)
         async with self._engines.read.connect() as conn:
-            names = chosen.with_only_columns(listing.runs.c.workflow_name)
-            found = (await conn.execute(names)).scalars().all()
-        engine_owned = sum(name in RESERVED_WORKFLOWS for name in found)
+            names = chosen.with_only_columns(listing.runs.c.id, listing.runs.c.workflow_name)
+            found = {str(row.id): row.workflow_name for row in (await conn.execute(names)).all()}
+        engine_owned = [run_id for run_id in ids if found.get(run_id) in RESERVED_WORKFLOWS]
+        unknown = [run_id for run_id in ids if run_id not in found]
         retriable = chosen.where(listing.runs.c.workflow_name.not_in(RESERVED_WORKFLOWS))
         counted = await self._retry_count(retriable, retriable.subquery())
+        named = {SKIPPED_UNKNOWN: unknown, SKIPPED_ENGINE_OWNED: engine_owned}
         return dataclasses.replace(
-            counted, unknown=len(ids) - len(found), engine_owned=engine_owned
+            counted,
+            unknown=len(unknown),
+            engine_owned=len(engine_owned),
+            skipped_ids={
+                **counted.skipped_ids,
+                **{kind: listed[:SKIPPED_SHOWN] for kind, listed in named.items() if listed},
+            },
         )
 
     async def start_over_preview(self, run_id: str, *, tenant: str | None = None) -> StartOverLook:
@@ -435,11 +449,36 @@ class OperatorActionsStore(WorkQueue):
         # tree is being deleted (3) and those under a SUCCEEDED run (1); the rest is what
         # it would take, and what its warnings are read from.
         skips = select(
+            newest.c.id,
+            newest.c.root_run_id,
+            newest.c.created_at,
             newest.c.status,
             case((failed & restarted, 2), (failed & past, 3), (failed & spared, 1), else_=0).label(
                 "spared"
             ),
         ).subquery()
+        # The newest few of each kind the batch skips, to name them.
+        ranked = (
+            select(
+                skips.c.id,
+                skips.c.root_run_id,
+                skips.c.status,
+                skips.c.spared,
+                func.row_number()
+                .over(
+                    partition_by=(skips.c.status, skips.c.spared),
+                    order_by=(skips.c.created_at.desc(), skips.c.id.desc()),
+                )
+                .label("rank"),
+            )
+            .where(or_(skips.c.status != RunStatus.FAILED.value, skips.c.spared != 0))
+            .subquery()
+        )
+        named = (
+            select(ranked)
+            .where(ranked.c.rank <= SKIPPED_SHOWN)
+            .order_by(ranked.c.status, ranked.c.spared, ranked.c.rank)
+        )
         taken = (
             select(
                 newest.c.id,
@@ -496,6 +535,8 @@ class OperatorActionsStore(WorkQueue):
             fix_first = await retry_checks.fix_first_runs(conn, taken)
             stuck = await retry_checks.stuck_runs(conn, taken)
             versions = await rerun_groups(conn, taken)
+            skipped_ids, restarted_rows = _skipped_ids((await conn.execute(named)).all())
+            new_runs = await restarts.started_over(conn, restarted_rows)
         return BatchRetryCount(
             int(count),
             found,
@@ -507,6 +548,8 @@ class OperatorActionsStore(WorkQueue):
             not_failed=dict(not_failed),
             versions=versions,
             stuck=stuck,
+            skipped_ids=skipped_ids,
+            new_runs={run_id: found.new_run_id for run_id, found in new_runs.items()},
         )
 
     async def _reopened_lines(
@@ -872,6 +915,24 @@ async def _started_before(conn: AsyncConnection, new_id: str, old_status: str) -
     """A start over of a run already started over as `new_id`: that run, with its status now
     (the answer says whether to look there or act on it)."""
     return StartOverOutcome(new_id, False, old_status, await sql.current_status(conn, new_id))
+
+
+SPARED_KINDS = {2: SKIPPED_STARTED_OVER, 3: SKIPPED_PAST_RETENTION, 1: SKIPPED_UNDER_SUCCEEDED}
+"""`_retry_count`'s codes of the FAILED runs a batch skips, as `skipped_ids` keys them."""
+
+
+def _skipped_ids(rows: Sequence[Any]) -> tuple[dict[str, list[str]], list[Any]]:
+    """The ids of `_retry_count`'s named skipped runs by kind (`BatchRetryCount.skipped_ids`),
+    and the rows of those started over (whose new runs are read next)."""
+    found: dict[str, list[str]] = {}
+    restarted = []
+    for row in rows:
+        failed = row.status == RunStatus.FAILED.value
+        kind = SPARED_KINDS[row.spared] if failed else str(row.status)
+        found.setdefault(kind, []).append(str(row.id))
+        if kind == SKIPPED_STARTED_OVER:
+            restarted.append(row)
+    return found, restarted
 
 
 async def _spare_started_over(

@@ -210,6 +210,23 @@ class BatchRetryCount:
     """Of the runs the batch would take, those whose joins would fail again at once (their
     children are still FAILED, or CANCELLED: the batch's `stuck`), newest first; run id to
     what keeps the join failing."""
+    skipped_ids: dict[str, list[str]] = field(default_factory=dict)
+    """The newest `SKIPPED_SHOWN` ids of each kind of run counted as skipped, newest first:
+    of the runs not FAILED by their status (the keys of `not_failed`), else by
+    `SKIPPED_STARTED_OVER`, `SKIPPED_PAST_RETENTION`, `SKIPPED_UNDER_SUCCEEDED`,
+    `SKIPPED_UNKNOWN` and `SKIPPED_ENGINE_OWNED` (a batch by ids: in the order named)."""
+    new_runs: dict[str, str] = field(default_factory=dict)
+    """Of the started-over ids in `skipped_ids`, the run each (or its root) was started over
+    as."""
+
+
+SKIPPED_SHOWN = 10
+"""The most ids `BatchRetryCount.skipped_ids` holds of each kind of skipped run."""
+SKIPPED_STARTED_OVER = "started_over"
+SKIPPED_PAST_RETENTION = "past_retention"
+SKIPPED_UNDER_SUCCEEDED = "under_succeeded"
+SKIPPED_UNKNOWN = "unknown"
+SKIPPED_ENGINE_OWNED = "engine_owned"
 
 
 @dataclass(frozen=True)

@@ -132,8 +132,8 @@ def test_a_dry_run_of_one_run_says_what_its_retry_would_run_again(
     several = serve_api.cli("runs", "retry", run_id[:8], done_id, "--dry-run")
     assert several.returncode == 1, (several.stdout, several.stderr)
     assert several.stdout == (
-        "would retry 1 run (of 2 named); 1 named is skipped: not FAILED (1 SUCCEEDED); "
-        "nothing retried\n"
+        "would retry 1 run (of 2 named); 1 named is skipped: not FAILED (1 SUCCEEDED): "
+        f"run {done_id}; nothing retried\n"
     ), several.stdout
     assert serve_api.json("runs", "show", run_id)["status"] == "FAILED"  # nothing retried
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 
+import httpx
 import pytest
 
 from tests.e2e.cli_harness import Stack, assert_refused
@@ -75,8 +76,29 @@ def test_a_run_started_over_is_not_retried_from_the_command_line(
     assert counted.stdout.splitlines()[0] == (
         f"would retry 1 run (status FAILED, workflow {WORKFLOW}, tenant {tenant}); 1 matched is "
         "skipped: started over (its retry would send its calls a second time, beside the "
-        "new run's; look at that one); nothing retried"
+        f"new run's; look at that one): run {old} (started over as run {new}); nothing retried"
     ), counted.stdout
+    # The API's preview names them too, as it names the runs to fix first.
+    preview = httpx.post(
+        f"{serve_api.url}/runs/retry/preview",
+        json={"filter": {"status": "FAILED", "workflow": WORKFLOW, "tenantId": tenant}},
+        headers={"Authorization": f"Bearer {serve_api.admin_key}"},
+    ).json()
+    assert preview["skipped"] == [
+        {
+            "reason": "started_over",
+            "state": "FAILED",
+            "count": 1,
+            "message": preview["skipped"][0]["message"],
+            "runIds": [old],
+            "newRunIds": [new],
+        }
+    ], preview
+    dry_json = serve_api.json(
+        "runs", "retry", "--status", "FAILED", "--workflow", WORKFLOW, "--tenant", tenant,
+        "--dry-run",
+    )  # fmt: skip
+    assert dry_json["skipped"] == preview["skipped"], dry_json
 
     batch = serve_api.cli("runs", "retry", old, new)
     assert "Traceback" not in batch.stderr

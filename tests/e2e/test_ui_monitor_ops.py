@@ -247,13 +247,17 @@ def test_retry_all_matching_says_which_joins_fail_again_at_once(
         assert said == (
             "⚠ Reprocess instead: The run has a join that fails again at once: the children "
             'it failed on are still FAILED, and a retry does not run them. "Reprocess dead '
-            'letters" on it runs those children again and reopens the join instead'
+            'letters" on it runs those children again and reopens the join instead.'
         ), said
+        # A sentence of its own before the links (a tour read "…reopens the join instead
+        # Reprocess dead letters from each run's page: …").
+        whole = " ".join(dialog.inner_text().split())
+        assert "reopens the join instead. Reprocess dead letters from each run's page: " in whole
         # Said once: not again among the other warnings.
         assert dialog.inner_text().count("fails again at once") == 1
         link = dialog.locator(".stuck-runs a")
         assert link.get_attribute("href") == f"#/runs/{run_id}"
-        shoot(page, "ops-retry-all-stuck", narrow=False)
+        shoot(page, "ops-retry-all-stuck")
         confirm(page, "Cancel")
         dialog.wait_for(state="detached")
     assert server.run_status(run_id) == "FAILED"
@@ -504,7 +508,7 @@ def test_retry_all_matching_leads_with_the_runs_that_fail_the_same_way(
             "⚠ Fix the workflow first: 1 of the 2 runs failed with invalid_config, from the "
             "workflow or the runs' input: retrying runs the same workflow version with the "
             "same input, so it fails the same way at once. Fix the workflow (or the input), "
-            "publish it, then submit new runs"
+            "publish it, then submit new runs."
         ), said
         assert config not in said and http not in dialog.inner_text()
         link = dialog.locator(".fix-first-runs a")
@@ -646,16 +650,18 @@ def test_retry_all_matching_says_the_runs_the_batch_skips(server: DemoServer, br
         shoot(page, "ops-retry-all-skips-dialog")
         assert "The failed steps of the 1 FAILED run these filters match" in said, said
         # Of one run in the singular (a new user's tour read "1 matched is skipped: … their
-        # retry …").
+        # retry …"), named with a link to it (a tour could not tell which run it was).
+        (child,) = server.call(f"/runs/{parent}/children?status=FAILED")["items"]
         assert (
             "1 matched is skipped: under a SUCCEEDED run (its retry would reopen a finished "
-            "run's join; name it alone to retry it)."
+            f"run's join; name it alone to retry it): {child['id'][:8]}."
         ) in said, said
+        named = dialog.locator(".warning-box a", has_text=child["id"][:8])
+        assert named.get_attribute("href") == f"#/runs/{child['id']}"
         confirm(page, "Retry 1")
         done = page.locator(".batch-result .ok-box", has_text="Retried 1, skipped 1")
         done.wait_for()
         # The skipped child in words, not its code with its state ("parent_succeeded: FAILED").
-        (child,) = server.call(f"/runs/{parent}/children?status=FAILED")["items"]
         assert done.inner_text() == (
             f"Retried 1, skipped 1: {child['id'][:8]}: under a SUCCEEDED run, not retried "
             "(retry it alone to reopen that run's join)."

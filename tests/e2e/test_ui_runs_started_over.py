@@ -66,6 +66,24 @@ def test_a_failure_started_over_links_its_new_run_and_is_not_selected(
         assert_fits_a_phone(page.evaluate(FIT_JS, ["table.runs", "tbody td"]))
         page.set_viewport_size(WIDE)
 
+        # "Retry all matching" names the run it skips and the run it was started over as.
+        page.get_by_role("button", name="Retry all matching…").click()
+        dialog = page.locator("dialog.modal")
+        dialog.wait_for()
+        said = " ".join(dialog.inner_text().split())
+        assert (
+            "1 matched is skipped: started over (its retry would send its calls a second time, "
+            f"beside the new run's; look at that one): {old[:8]} (started over as {new[:8]})."
+        ) in said, said
+        skipped = dialog.locator(".warning-box a")
+        assert [skipped.nth(i).get_attribute("href") for i in range(2)] == [
+            f"#/runs/{old}",
+            f"#/runs/{new}",
+        ]
+        shoot(page, "runs-started-over-retry-all")
+        dialog.get_by_role("button", name="Cancel").click()
+        dialog.wait_for(state="detached")
+
         link.click()
         page.wait_for_url(f"**#/runs/{new}")
         page.get_by_text(new, exact=True).first.wait_for()

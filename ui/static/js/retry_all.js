@@ -33,6 +33,12 @@ function forThePage(message) {
   return message.replace(/; runs?: [0-9a-f-]+(?:, [0-9a-f-]+)*(?: and [\d,]+ more)?$/, "").replace(/ \(`schemabridge [^`]*`(?:, then `schemabridge [^`]*`)*\)/g, "");
 }
 
+/** `text` ending as a sentence does: the API's sentences, once `forThePage` has cut the run
+ * ids off their end, end without a full stop, and the next block would read on from them. */
+function sentence(text) {
+  return /[.!?]$/.test(text) ? text : `${text}.`;
+}
+
 /** The preview's runs that would fail the same way at once, said first: the API's sentence
  * (which leads its `warnings`), then each kind's newest runs as links to open them. */
 function fixFirstBlocks(preview) {
@@ -40,7 +46,7 @@ function fixFirstBlocks(preview) {
   if (!groups.length || !(preview.warnings || []).length) return [];
   const runs = (group) => [`${group.kind}: `, runLinks(group.runIds, group.count)];
   return [
-    h("p", { class: "fix-first" }, h("strong", {}, "⚠ Fix the workflow first: "), withCode(forThePage(preview.warnings[0]))),
+    h("p", { class: "fix-first" }, h("strong", {}, "⚠ Fix the workflow first: "), withCode(sentence(forThePage(preview.warnings[0])))),
     h("ul", { class: "fix-first-runs" }, groups.map((group) => h("li", {}, runs(group)))),
   ];
 }
@@ -60,7 +66,7 @@ function stuckBlocks(preview) {
   const stuck = preview.stuck;
   if (!stuck || !stuck.count || !(preview.warnings || []).includes(stuck.message)) return [];
   return [
-    h("p", { class: "stuck-joins" }, h("strong", {}, "⚠ Reprocess instead: "), withCode(forThePage(stuck.message))),
+    h("p", { class: "stuck-joins" }, h("strong", {}, "⚠ Reprocess instead: "), withCode(sentence(forThePage(stuck.message)))),
     h("p", { class: "stuck-runs" }, "Reprocess dead letters from each run's page: ", runLinks(stuck.runIds, stuck.count), "."),
   ];
 }
@@ -91,16 +97,43 @@ export function skippedRunText(skipped) {
   return `${shortId(skipped.runId)}: ${words || skipped.message || skipped.reason}`;
 }
 
-/** The preview's runs the batch would skip, by reason: "3 matched are skipped: under a
- * SUCCEEDED run (…)" (`considered`: "matched" by a filter, or "selected"); null when none. */
+/** The links of a skip reason's newest runs (`runIds` of `total`), a run started over with
+ * the run it was started over as: ": 1a2b3c4d (started over as 5e6f7a8b)". */
+function skippedLinks(runIds, newRunIds, total) {
+  if (!runIds.length) return [];
+  const link = (id) => h("a", { href: `#/runs/${encodeURIComponent(id)}`, class: "mono" }, shortId(id));
+  const paired = newRunIds.length === runIds.length;
+  return [
+    ": ",
+    runIds.map((id, i) => [i ? ", " : "", link(id), paired ? [" (started over as ", link(newRunIds[i]), ")"] : ""]),
+    total > runIds.length ? ` and ${count(total - runIds.length)} more` : "",
+  ];
+}
+
+/** The preview's runs the batch would skip, by reason, each with the newest of them as
+ * links: "3 matched are skipped: under a SUCCEEDED run (…): 1a2b3c4d, …" (`considered`:
+ * "matched" by a filter, or "selected"); null when none. */
 function skippedText(preview, considered) {
   const groups = preview.skipped || [];
   const total = groups.reduce((sum, group) => sum + group.count, 0);
   if (!total) return null;
   const byReason = new Map();
-  for (const group of groups) byReason.set(group.reason, (byReason.get(group.reason) || 0) + group.count);
-  const reasons = [...byReason].sort((a, b) => b[1] - a[1]).map(([reason, n]) => (byReason.size === 1 ? "" : `${count(n)} `) + (SKIP_WORDS[reason] ? SKIP_WORDS[reason](n === 1) : reason));
-  return `${count(total)} ${considered} ${total === 1 ? "is" : "are"} skipped: ${reasons.join(", ")}`;
+  for (const group of groups) {
+    const seen = byReason.get(group.reason) || { n: 0, runIds: [], newRunIds: [] };
+    seen.n += group.count;
+    seen.runIds.push(...(group.runIds || []));
+    seen.newRunIds.push(...(group.newRunIds || []));
+    byReason.set(group.reason, seen);
+  }
+  const reasons = [...byReason]
+    .sort((a, b) => b[1].n - a[1].n)
+    .map(([reason, { n, runIds, newRunIds }], i) => [
+      i ? "; " : "",
+      byReason.size === 1 ? "" : `${count(n)} `,
+      SKIP_WORDS[reason] ? SKIP_WORDS[reason](n === 1) : reason,
+      skippedLinks(runIds, newRunIds, n),
+    ]);
+  return [`${count(total)} ${considered} ${total === 1 ? "is" : "are"} skipped: `, reasons];
 }
 
 /** What a batch retry's confirm dialog says first, from its preview (`POST
@@ -116,7 +149,7 @@ export function previewBlocks(preview, considered, extra = null) {
   // said above, not again below.
   const said = (preview.warnings || []).slice(fixFirst.length ? 1 : 0).filter((w) => !stuck.length || w !== preview.stuck.message);
   const warned = said.length ? [h("p", {}, h("strong", {}, "⚠ Before you retry:")), h("ul", {}, said.map((w) => h("li", {}, warningNodes(w, preview.breakers))))] : [];
-  return [...fixFirst, ...stuck, skippedNote ? h("p", {}, `⚠ ${skippedNote}.`) : null, extra, ...warned].filter(Boolean);
+  return [...fixFirst, ...stuck, skippedNote ? h("p", {}, "⚠ ", skippedNote, ".") : null, extra, ...warned].filter(Boolean);
 }
 
 /** "all 12 matching FAILED runs", but "the 1 matching FAILED run": "all" of one reads wrong. */
@@ -150,7 +183,7 @@ export function retryAllButton(filterOf, result, done) {
     // considers these same runs.
     const considered = n + (preview.skipped || []).reduce((sum, group) => sum + group.count, 0);
     if (!n) {
-      const none = skippedNote ? `Nothing to retry: ${skippedNote}.` : "No FAILED run matches these filters.";
+      const none = skippedNote ? ["Nothing to retry: ", skippedNote, "."] : "No FAILED run matches these filters.";
       // Nothing happened: said in the warning colour, not the green of a done action.
       fill(result, h("p", { class: "warning-box nothing-to-retry", role: "status" }, none), warningsBox(preview.warnings || [], { breakers: preview.breakers }));
       return;
