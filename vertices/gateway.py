@@ -16,7 +16,8 @@ transport's own timeouts only bound connecting and each read. After an attempt:
   request that cannot be sent → `invalid_config`.
 
 Every attempt is written to the run log (status, duration, error, the wait before the next,
-the service id of the worker that made it; a failed one with what it sent, which the step's
+the service id of the worker that made it, the execution it belongs to: `ctx.attempt`, the
+step's claim number; a failed one with what it sent, which the step's
 failure carries too: vertices/gateway_sent.py, and the start of the answer's body, as the
 step's failure keeps it);
 before each wait between attempts the step tells `ctx.retry_wait`, so the engine can show the
@@ -469,6 +470,9 @@ async def _log_attempt(
         "durationMs": duration_ms,
         "error": attempt.error,
         "retryInMs": None if wait_s is None else round(wait_s * 1000),
+        # Which execution (claim) made it: an execution lost with its worker writes no
+        # attempt, so the history numbers executions by this, not by the attempt restarting.
+        "execution": ctx.attempt,
     }
     if ctx.worker is not None:
         # Which worker made the call (at most 128 characters, a service name's bound): one
@@ -524,7 +528,12 @@ async def _log_refusal(
     ctx: StepContext, request: GatewayRequest, number: int, refused: StepFailure
 ) -> None:
     message = f"{request.method} {request.url_for_log}: attempt {number} refused by admission"
-    data = {"attempt": number, "kind": refused.kind.value, "error": refused.message}
+    data: dict[str, Any] = {
+        "attempt": number,
+        "kind": refused.kind.value,
+        "error": refused.message,
+        "execution": ctx.attempt,
+    }
     if ctx.worker is not None:
         data["worker"] = ctx.worker
     # Held back by the destination's own cap, the step parks and asks again: the operator's

@@ -51,7 +51,7 @@ from engine.coordination.redis_client import COORDINATION_ERRORS
 from engine.execution import executor, run_retention, worker_metrics
 from engine.execution.stops import CLAIM_KEPT, CancelledRuns, Stops
 from engine.store import Store
-from engine.store.queue import HELD_BACK
+from engine.store.queue import HELD_BACK, LOST_RUN_FAILED
 from engine.store.records import (
     ClaimedStep,
     CompletionReport,
@@ -457,7 +457,9 @@ class Worker:
         if not stopped:
             return
         try:
-            await self._store.give_back([a.step.claim_token for a in stopped], why=HELD_BACK)
+            await self._store.give_back(
+                [a.step.claim_token for a in stopped], why=HELD_BACK, lost=LOST_RUN_FAILED
+            )
         except Exception as error:
             # Their leases expire instead, and the reaper holds them back the same way.
             logger.warning("could not give back %d claims (%s)", len(stopped), error)

@@ -6,15 +6,23 @@ Attempts are not stored as rows: the GATEWAY writes one log line per HTTP attemp
 worker runs as a service, and `request` when the attempt failed, with `bodyExcerpt` when it
 failed on an answer) and one per attempt admission refused (data: `attempt`, `kind`,
 `error`, `worker`), with the step's vertex id. A step's
-history is those lines in order; a new execution (a redispatch, a re-run after a lost lease,
-an operator's retry) starts where the attempt number starts again.
+history is those lines in order. Each line names its execution (`execution`: the step's
+claim number, its `attempts` when claimed); a line written before lines did starts a new
+execution where the attempt number starts again (a redispatch, a re-run after a lost lease,
+an operator's retry).
+
+An execution can end without any attempt line: its worker was killed mid-call, or stopped and
+gave its claim back, or its run failed while it waited for its next attempt. The requeue that
+takes the step back writes a line saying so (data: `lost`, `execution`, `worker`, see
+`engine.store.queue.LOST_REASONS`): the history shows it as an entry of that execution with
+`lost` set and no HTTP status, since none was read, though a call may have been sent.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, get_args
 
 from engine.coordination.heartbeat import ServiceStatus
 from engine.operations.fix_first import run_fix_first_words
@@ -30,6 +38,7 @@ from engine.operations.views import (
     HeldChildren,
     HolderView,
     LogEntry,
+    LostExecution,
     RunDetail,
     RunProgress,
     RunSummary,
@@ -150,7 +159,12 @@ def summary(
     )
 
 
-def _attempt(line: LogRecord, execution: int, number: int, show_worker: bool) -> AttemptView:
+_LOST = frozenset(get_args(LostExecution))
+
+
+def _attempt(
+    line: LogRecord, execution: int, number: int, show_worker: bool, lost: LostExecution | None
+) -> AttemptView:
     data: Mapping[str, Any] = line.data
     refused = "maxAttempts" not in data and isinstance(data.get("kind"), str)
     return AttemptView(
@@ -166,24 +180,38 @@ def _attempt(line: LogRecord, execution: int, number: int, show_worker: bool) ->
         refused=_kind(data["kind"]) if refused else None,
         request=sent_view(data.get("request")),
         body_excerpt=_text(data.get("bodyExcerpt")),
+        lost=lost,
         worker=_text(data.get("worker")) if show_worker else None,
     )
 
 
+def _next_execution(history: Sequence[AttemptView], number: int) -> int:
+    """The execution of an attempt whose line does not name one (written before lines did):
+    the last one's, unless the attempt number starts again or the last execution was lost."""
+    if not history:
+        return 1
+    last = history[-1]
+    return last.execution + (1 if last.lost is not None or number <= last.attempt else 0)
+
+
 def histories(lines: Iterable[LogRecord], *, show_worker: bool) -> dict[str, list[AttemptView]]:
-    """Each step's attempts, by vertex id, from the run's log lines (oldest first);
-    `show_worker`: name the worker of each (False for a tenant key)."""
+    """Each step's attempts and lost executions, by vertex id, from the run's log lines
+    (oldest first); `show_worker`: name the worker of each (False for a tenant key)."""
     found: dict[str, list[AttemptView]] = {}
     for line in lines:
-        number = _int(line.data.get("attempt")) if isinstance(line.data, Mapping) else None
-        if line.vertex_id is None or number is None:
+        data = line.data if isinstance(line.data, Mapping) else {}
+        number = _int(data.get("attempt"))
+        lost = data.get("lost") if data.get("lost") in _LOST else None
+        if line.vertex_id is None or (number is None and lost is None):
             continue
         history = found.setdefault(line.vertex_id, [])
-        execution = 1
-        if history:
-            last = history[-1]
-            execution = last.execution + (1 if number <= last.attempt else 0)
-        history.append(_attempt(line, execution, number, show_worker))
+        execution = _int(data.get("execution")) or _next_execution(history, number or 1)
+        if number is None:
+            # A lost execution: the attempt it was making, or about to make, after those it
+            # logged (a call on the wire when its worker died writes no line).
+            made = [a.attempt for a in history if a.execution == execution and a.lost is None]
+            number = max(made, default=0) + 1
+        history.append(_attempt(line, execution, number, show_worker, lost))
     return found
 
 

@@ -348,8 +348,13 @@ class SubmitResult(View):
     created: bool
 
 
+LostExecution = Literal["lease_expired", "worker_stopped", "run_failed"]
+"""Why an execution of a step ended without a result (`AttemptView.lost`)."""
+
+
 class AttemptView(View):
-    """One HTTP attempt (or an attempt admission refused) of a step, from its log."""
+    """One HTTP attempt (or an attempt admission refused) of a step, from its log; or an
+    execution that ended without a result (`lost`)."""
 
     execution: int = Field(
         description="Which execution of the step made this attempt: 1 for the first claim, "
@@ -358,7 +363,8 @@ class AttemptView(View):
     )
     attempt: int = Field(
         description="The HTTP attempt's number within its execution: 1 for the first call, "
-        "then its in-process retries (a failed execution's last is its error's `attempts`)."
+        "then its in-process retries (a failed execution's last is its error's `attempts`). "
+        "For a `lost` execution, the attempt it was making or about to make."
     )
     at: float
     level: str
@@ -379,6 +385,17 @@ class AttemptView(View):
         "`***`, as the step error's `bodyExcerpt` keeps the last one. None when the attempt "
         "succeeded, got no answer (a timeout, an I/O error), was refused by admission, the "
         "body was empty, or it was recorded before the engine kept it.",
+    )
+    lost: LostExecution | None = Field(
+        default=None,
+        description="Set on an entry that is not an HTTP attempt: its execution ended without "
+        "a result, and the step was taken back to run again. `lease_expired`: its worker "
+        "stopped renewing its lease (killed, crashed or hung) and the lease ran out; "
+        "`worker_stopped`: its worker stopped and gave the claim back mid-execution. In both, "
+        "a call it had in flight may have reached the destination although no status was "
+        "read (no `httpStatus`): the next execution sends it again, with the same "
+        "Idempotency-Key (at-least-once). `run_failed`: the run failed while the step waited "
+        "for its next attempt, which it did not send. `worker` names the worker that held it.",
     )
     worker: str | None = Field(
         default=None,

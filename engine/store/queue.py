@@ -62,6 +62,18 @@ from schemas.waiting import WAIT_MESSAGE_MAX_CHARS, WaitReason
 
 GIVEN_BACK = "claim given back: its worker stopped; step requeued"
 HELD_BACK = "claim given back: its run failed; the step waits for the run's retry"
+LEASE_EXPIRED = "lease expired; step requeued"
+LOST_LEASE_EXPIRED = "lease_expired"
+"""A claimed step's execution ended without a result because its lease expired: its worker
+was killed, crashed or hung mid-execution (a call it had in flight may have been sent)."""
+LOST_WORKER_STOPPED = "worker_stopped"
+"""Its worker stopped (a graceful stop) and gave the claim back mid-execution (idem)."""
+LOST_RUN_FAILED = "run_failed"
+"""Its run failed while it waited before its next attempt: the claim was given back held."""
+LOST_REASONS = (LOST_LEASE_EXPIRED, LOST_WORKER_STOPPED, LOST_RUN_FAILED)
+"""What the `lost` of a requeue's log line may say (the line a claim taken back writes:
+`{"lost": reason, "execution": the step's attempts, "worker": its holder}`), which a step's
+attempt history shows as the execution that ended without a result."""
 STRANDED = "step held back while its run was stopped released: the run was reopened"
 REOPENED_RECHECK_S = 600.0
 """How long after a run is reopened the reaper still looks for its held steps: far longer than
@@ -285,16 +297,18 @@ class WorkQueue(StoreCore):
         async with self._engines.read.connect() as conn:
             return ids | {row.parent_run_id for row in (await conn.execute(query)).all()}
 
-    async def give_back(self, tokens: Iterable[str], *, why: str = GIVEN_BACK) -> int:
+    async def give_back(
+        self, tokens: Iterable[str], *, why: str = GIVEN_BACK, lost: str = LOST_WORKER_STOPPED
+    ) -> int:
         """Return the steps claimed with `tokens` (this worker's, abandoned mid-execution as it
         stops, or because their run failed) to READY at once instead of leaving their leases
-        to expire (a stopped run's step is held back as PENDING); `why` is their log line.
-        Their attempts stay counted: a call may have been sent. Returns how many were given
-        back."""
+        to expire (a stopped run's step is held back as PENDING); `why` is their log line,
+        `lost` what it records of the execution that ended (`LOST_REASONS`). Their attempts
+        stay counted: a call may have been sent. Returns how many were given back."""
         token_list = list(tokens)
         if not token_list:
             return 0
-        return len(await self._requeue(_held(token_list), why))
+        return len(await self._requeue(_held(token_list), why, lost=lost))
 
     async def requeue_expired(self) -> list[tuple[int, str, str]]:
         """Return RUNNING steps whose lease expired (their worker died) to READY.
@@ -304,7 +318,7 @@ class WorkQueue(StoreCore):
         expired = (steps.c.status == StepStatus.RUNNING.value) & (
             steps.c.lease_expires_at < self._clock.now()
         )
-        return await self._requeue(expired, "lease expired; step requeued")
+        return await self._requeue(expired, LEASE_EXPIRED, lost=LOST_LEASE_EXPIRED)
 
     async def release_stranded(self, *, every_run: bool = False) -> list[tuple[int, str, str]]:
         """Steps held back in runs that are RUNNING again become READY: the safety net for a
@@ -323,12 +337,43 @@ class WorkQueue(StoreCore):
                     return []
         return await self._requeue(steps.c.run_id.in_(running) & recovery.HELD, STRANDED)
 
-    async def _requeue(self, where: Any, message: str) -> list[tuple[int, str, str]]:
+    async def _requeue(
+        self, where: Any, message: str, *, lost: str | None = None
+    ) -> list[tuple[int, str, str]]:
         """The steps `where` selects (claimed, or held back) go back to READY now (PENDING
         while their run is stopped), their claims and wait reasons cleared, each with `message`
-        in its run's log. Returns (step id, run id, vertex id) of each."""
+        in its run's log. `lost`: they are claimed steps whose execution ends here without a
+        result (`LOST_REASONS`): each line also records that, the execution (the step's
+        `attempts`, the claim's number) and the worker that held it (`claimed_by`, which the
+        requeue clears), so its attempt history shows the execution that was lost. Returns
+        (step id, run id, vertex id) of each."""
         now = self._clock.now()
-        statement = (
+        async with self._engines.write.begin() as conn:
+            holders: dict[int, Any] = {}
+            if lost is not None:
+                # Who held each claim, read under the rows' locks before the UPDATE clears it
+                # (RETURNING answers the new values); the UPDATE then takes only those rows.
+                held = select(steps.c.id, steps.c.attempts, steps.c.claimed_by).where(where)
+                locked = await conn.execute(held.order_by(steps.c.id).with_for_update())
+                holders = {row.id: row for row in locked}
+                if not holders:
+                    return []
+                where = and_(where, steps.c.id.in_(sorted(holders)))
+            statement = self._requeue_statement(where, now)
+            rows = [(r.id, r.run_id, r.vertex_id) for r in (await conn.execute(statement)).all()]
+            await results_.insert_logs(
+                conn,
+                [
+                    LogLine(run_id, "warning", message, vertex_id, _lost(holders.get(id_), lost))
+                    for id_, run_id, vertex_id in rows
+                ],
+                now,
+            )
+        return rows
+
+    @staticmethod
+    def _requeue_statement(where: Any, now: float) -> Any:
+        return (
             update(steps)
             .where(where)
             .values(
@@ -346,14 +391,6 @@ class WorkQueue(StoreCore):
             )
             .returning(steps.c.id, steps.c.run_id, steps.c.vertex_id)
         )
-        async with self._engines.write.begin() as conn:
-            rows = [(r.id, r.run_id, r.vertex_id) for r in (await conn.execute(statement)).all()]
-            await results_.insert_logs(
-                conn,
-                [LogLine(run_id, "warning", message, vertex_id) for _, run_id, vertex_id in rows],
-                now,
-            )
-        return rows
 
     async def complete(
         self, results: Sequence[StepResult], log_lines: Sequence[LogLine] = ()
@@ -437,6 +474,17 @@ class WorkQueue(StoreCore):
             tx.logs.append(LogLine(run_id, "info", message, vertex_id, counts.as_dict()))
             done = results_.DoneStep(run_id, vertex_id, workflow, counts.as_dict())
             await results_.steps_done(tx, [done])
+
+
+def _lost(holder: Any, lost: str | None) -> dict[str, Any] | None:
+    """The data of a requeue's log line: for a claim taken back (`holder`: its row as the
+    requeue read it), the execution that ended without a result and who held it."""
+    if holder is None or lost is None:
+        return None
+    data: dict[str, Any] = {"lost": lost, "execution": holder.attempts}
+    if holder.claimed_by is not None:
+        data["worker"] = holder.claimed_by
+    return data
 
 
 def _late(result: StepResult, cancelled: bool) -> LogLine:

@@ -3,7 +3,8 @@
 view names that worker (for an admin key; a tenant key is told a worker holds it, not which)
 and says it is presumed dead while its lease still runs; once the lease ends the reaper's
 requeue takes the step back and clears the holder; a live worker (a named service in this
-process, beating as `schemabridge worker` does) that claims it next reads as alive.
+process, beating as `schemabridge worker` does) that claims it next reads as alive, and the
+step's history has the killed worker's execution as lost before the survivor's 200.
 
 On the embedded backend each process has its own Redis, so the killed worker's heartbeat was
 never visible here: its liveness reads `unknown` (a holder this Redis never heard of is not
@@ -162,6 +163,22 @@ async def test_a_killed_workers_step_names_it_presumed_dead_until_taken_back(
                 ended = await _until(lambda: _step(admin, run_id), _ended)
             assert ended["status"] == "SUCCEEDED"
             assert ended["holder"] is None and ended["leaseExpiresAt"] is None
+            # The killed worker's execution is in the history, lost with no status read
+            # (its call reached the downstream), and the 200 is the second execution's.
+            assert downstream.stats.total == 2
+            history = [
+                (a["execution"], a["attempt"], a["httpStatus"], a["lost"], a["worker"])
+                for a in ended["history"]
+            ]
+            assert history == [
+                (1, 1, None, "lease_expired", "doomed"),
+                (2, 1, 200, None, "survivor"),
+            ], ended["history"]
+            told = (await _step(tenant, run_id))["history"]
+            assert [(a["lost"], a["worker"]) for a in told] == [
+                ("lease_expired", None),
+                (None, None),
+            ]
             (row,) = await api.runtime.store.get_steps(run_id)
             assert row.claimed_by is None
 
