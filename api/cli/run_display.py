@@ -132,16 +132,18 @@ def waiting_line(waiting: Waiting, now: float) -> str:
 def step_attempts(step: StepView) -> str:
     """HTTP attempts for a GATEWAY that made some, with its executions when there were more
     than one (the monitor's "Executions"); executions otherwise; attempts that admission
-    refused before calling noted; redispatches noted.
+    refused before calling noted; executions lost with their worker noted; redispatches noted.
 
     Both counts matter when they differ: an execution whose worker was killed mid-call left no
     attempt in the log though the downstream may have had the call ("1 attempt in 2
-    executions"), and a GATEWAY refused by admission (Redis out, say) made no call at all
-    ("13 executions, 13 refused before calling"). A deployment's stage step runs once a
-    check, parking in between: its executions are checks, not attempts that failed."""
-    executions = max(step.attempts, step.history[-1].execution if step.history else 0)
-    calls = sum(1 for attempt in step.history if attempt.refused is None)
-    refused = len(step.history) - calls
+    executions, 1 lost": the history's lost entry, which DETAIL says, `lost_line`), and a
+    GATEWAY refused by admission (Redis out, say) made no call at all ("13 executions, 13
+    refused before calling"). A deployment's stage step runs once a check, parking in
+    between: its executions are checks, not attempts that failed."""
+    executions = max([step.attempts, *(a.execution for a in step.history)])
+    lost = sum(1 for attempt in step.history if attempt.lost is not None)
+    refused = sum(1 for attempt in step.history if attempt.refused is not None)
+    calls = len(step.history) - lost - refused
     if calls:
         text = plural(calls, "attempt")
         if executions > 1:
@@ -156,13 +158,38 @@ def step_attempts(step: StepView) -> str:
         text = plural(executions, "attempt")
     if refused:
         text += f", {refused:,} refused before calling"
+    if lost:
+        text += f", {lost:,} lost"
     if step.auto_retries:
         text += f", {plural(step.auto_retries, 'redispatch', 'redispatches')}"
     return text
 
 
+LOST_WORDS = {
+    "lease_expired": ("lease expired", "its worker{} stopped without a result (killed, hung)"),
+    "worker_stopped": ("given back", "its worker{} stopped and gave the step back"),
+    "run_failed": ("run failed", "its run failed before its next attempt"),
+}
+"""Why an execution ended without a result (`AttemptView.lost`), as `runs show` says it."""
+MAY_BE_SENT = frozenset({"lease_expired", "worker_stopped"})
+"""Lost executions whose call may have reached the destination (the next one sends it again,
+with the same Idempotency-Key: at-least-once)."""
+
+
+def lost_line(attempt: AttemptView) -> str:
+    """A lost execution (no HTTP status: none was read): "execution 1 lost (lease expired):
+    its worker w1 stopped without a result (killed, hung); its call may have been sent"."""
+    lost = attempt.lost or ""
+    short, why = LOST_WORDS.get(lost, (shown(lost), "no result was recorded"))
+    worker = f" {shown(attempt.worker)}" if attempt.worker else ""
+    line = f"execution {attempt.execution} lost ({short}): {why.format(worker)}"
+    if lost in MAY_BE_SENT:
+        line += "; its call may have been sent"
+    return line
+
+
 def step_detail(step: StepView, now: float) -> str:
-    parts = []
+    parts = [lost_line(a) for a in step.history if a.lost is not None]
     if step.error is not None:
         http = f" (HTTP {step.error.http_status})" if step.error.http_status is not None else ""
         parts.append(f"{step.error.kind}{http}")
@@ -238,6 +265,8 @@ def attempt_line(attempt: AttemptView) -> str:
     it: not to a tenant key) and its log message; under a failed one, the start of what the
     destination answered (control characters escaped: it is its text)."""
     line = f"{attempt.execution}.{attempt.attempt}  {clock(attempt.at)}  "
+    if attempt.lost is not None:
+        return line + lost_line(attempt)
     if attempt.worker:
         line += f"worker {shown(attempt.worker)}  "
     line += attempt.message

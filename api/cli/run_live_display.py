@@ -136,8 +136,9 @@ class LiveView:
 
 def requests_sent(step: StepView) -> tuple[int, int]:
     """(HTTP requests sent, executions) of a step across its redispatches, from its history
-    (attempts admission refused sent nothing)."""
-    sent = [a for a in step.history if a.refused is None]
+    (attempts admission refused sent nothing; an execution lost with its worker is no
+    request read, though its call may have been sent)."""
+    sent = [a for a in step.history if a.refused is None and a.lost is None]
     executions = len({a.execution for a in step.history})
     return len(sent), executions
 

@@ -184,6 +184,9 @@ class AttemptView(Wire):
     """The start of the answer's body when the attempt failed on an answer."""
     worker: str | None = None
     """The service id of the worker that made the attempt (None: not said)."""
+    lost: str | None = None
+    """Set on an execution that ended without a result (`lease_expired`, `worker_stopped`,
+    `run_failed`): not an HTTP attempt, though a call may have been sent."""
 
 
 class SpawnerCounts(Wire):

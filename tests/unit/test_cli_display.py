@@ -795,6 +795,42 @@ def test_the_attempts_column_says_executions_when_they_differ_from_calls() -> No
     assert attempts_of({"attempts": 0, "status": "READY"}) == run_display.MISSING
 
 
+def lost_entry(execution: int, why: str = "lease_expired") -> dict[str, object]:
+    line = {"execution": execution, "attempt": 1, "at": NOW, "level": "warning"}
+    return line | {"message": "lease expired; step requeued", "lost": why, "worker": "w1"}
+
+
+def test_runs_show_says_which_execution_was_lost_and_that_its_call_may_have_been_sent() -> None:
+    """The tour's step: the first execution's worker w1 was killed mid-call, the second read
+    200. ATTEMPTS counts the lost execution apart from the call read; DETAIL says which was
+    lost, by whose worker, and that its call may have been sent; the history of a failed step
+    lists it with its number."""
+    killed = {"attempts": 2, "history": [lost_entry(1), attempt(2, 1)]}
+    assert attempts_of(killed) == "1 attempt in 2 executions, 1 lost"
+    fields = {"vertexId": "charge", "type": "GATEWAY", "status": "SUCCEEDED"} | killed
+    run = RunDetail.model_validate(
+        {"id": "r1", "workflow": "one", "version": 1, "tenantId": "default", "status": "RUNNING"}
+        | {"createdAt": NOW - 30, "steps": [fields]}
+    )
+    (step,) = run.steps
+    assert run_display.step_detail(step, NOW) == (
+        "execution 1 lost (lease expired): its worker w1 stopped without a result (killed, "
+        "hung); its call may have been sent"
+    )
+    assert run_display.attempt_line(step.history[0]).endswith(
+        f"1.1  {clock(NOW)}  {run_display.lost_line(step.history[0])}"
+    )
+    stopped = step.history[0].model_copy(update={"lost": "worker_stopped", "worker": None})
+    assert run_display.lost_line(stopped) == (
+        "execution 1 lost (given back): its worker stopped and gave the step back; its call "
+        "may have been sent"
+    )
+    failed = step.history[0].model_copy(update={"lost": "run_failed"})
+    assert run_display.lost_line(failed) == (
+        "execution 1 lost (run failed): its run failed before its next attempt"
+    )
+
+
 def test_a_retry_budget_of_one_token_is_singular() -> None:
     from api.cli.admin import _budget
     from api.cli.wire import DestinationView
