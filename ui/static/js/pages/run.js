@@ -17,7 +17,7 @@ import { actionBar, actionBarKey, isDeploymentRun, resolveStep } from "../run/ac
 import { ChildrenList } from "../run/children.js";
 import { answerByAttempt, childrenWaitingLine, endedLeasesKey, errorBox, holderLine, sentByAttempt, waitingLine } from "../run/errors.js";
 import { fanoutBar, fetchLongTail, heldChildrenLines, longTailView, tailContradicts } from "../run/fanout.js";
-import { retryAfter } from "../run/attempts.js";
+import { lostWords, retryAfter } from "../run/attempts.js";
 import { RunLog } from "../run/log.js";
 import { timeline } from "../run/timeline.js";
 import { RUNS, wholeId } from "../short_ids.js";
@@ -126,6 +126,29 @@ function attemptWorker(worker) {
   return h("span", { class: "attempt-worker", title: `Made by worker ${worker} (its service id)` }, worker);
 }
 
+/** A lost execution's rows (`history[].lost`): no HTTP status (none was read), its worker,
+ * and under it what happened and that its call may have been sent. */
+function lostRows(a, [cell, why], width) {
+  return [
+    h(
+      "tr",
+      { class: "row-failed row-lost" },
+      h("td", { "data-label": "Execution" }, String(a.execution), attemptWorker(a.worker)),
+      h("td", { "data-label": "Attempt" }, String(a.attempt)),
+      h("td", { "data-label": "At" }, time(a.at)),
+      h("td", { "data-label": "HTTP" }, cell),
+      h("td", { "data-label": "Took" }, "—"),
+      h("td", { "data-label": "Retry after" }, ""),
+    ),
+    h(
+      "tr",
+      { class: "row-failed row-error" },
+      h("td", {}),
+      h("td", { colspan: String(width - 1), class: "attempt-more" }, h("div", { class: "error-line" }, "⚠ ", why)),
+    ),
+  ];
+}
+
 function historyTable(step) {
   if (!step.history.length) return null;
   const columns = ["Execution", "Attempt", "At", "HTTP", "Took", "Retry after"];
@@ -147,6 +170,8 @@ function historyTable(step) {
         // keep to the panel's width. In a narrow panel each attempt is a block,
         // its cells named by their `data-label` (style.css, 'the attempts table').
         step.history.map((a, index) => {
+          const lost = lostWords(a);
+          if (lost) return lostRows(a, lost, columns.length);
           const failed = a.error || a.refused || (a.httpStatus ?? 0) >= 400;
           const tr = h(
             "tr",

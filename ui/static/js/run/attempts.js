@@ -23,3 +23,25 @@ export function retryAfter(history, index) {
   if (waited < a.retryInMs / 1000 + HELD_S) return least;
   return `${least}; came ${duration(waited)} later (waited for admission)`;
 }
+
+/** Why an execution ended without a result (`history[].lost`): its cell in the HTTP column,
+ * and the row under it that says what it means (`runs show` says the same). */
+const LOST = {
+  lease_expired: ["lost: lease expired", (w) => `its worker${w} was killed, crashed or hung, and its lease expired`],
+  worker_stopped: ["lost: given back", (w) => `its worker${w} stopped and gave the step back`],
+  run_failed: ["lost: run failed", () => "its run failed before its next attempt"],
+};
+
+/** The lost executions whose call may have reached the destination: the next execution sends
+ * it again, with the same Idempotency-Key (at-least-once). */
+const MAY_BE_SENT = new Set(["lease_expired", "worker_stopped"]);
+
+/** [HTTP cell, explanation] of a lost execution `a`; null for an attempt. */
+export function lostWords(a) {
+  if (!a.lost) return null;
+  const [cell, why] = LOST[a.lost] || [`lost: ${a.lost}`, () => "no result was recorded"];
+  const worker = a.worker ? ` ${a.worker}` : "";
+  let text = `Execution ${a.execution} ended without a result: ${why(worker)}`;
+  if (MAY_BE_SENT.has(a.lost)) text += "; its call may have been sent (no status was read), and the next execution sends it again";
+  return [cell, `${text}.`];
+}

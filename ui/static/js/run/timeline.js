@@ -74,9 +74,9 @@ function draw(detail, steps, nowS, at) {
         y: y + at.bar + 3,
         width: Math.max(2, a1 - a0),
         height: 8,
-        class: attempt.error || (attempt.httpStatus && attempt.httpStatus >= 400) || attempt.refused ? "tl-attempt bad" : "tl-attempt",
+        class: attempt.lost || attempt.error || (attempt.httpStatus && attempt.httpStatus >= 400) || attempt.refused ? "tl-attempt bad" : "tl-attempt",
       });
-      const what = attempt.refused ? `refused (${attempt.refused})` : attempt.httpStatus ? `HTTP ${attempt.httpStatus}` : attempt.error || "";
+      const what = attempt.lost ? `lost (${attempt.lost.replace("_", " ")}), no status read` : attempt.refused ? `refused (${attempt.refused})` : attempt.httpStatus ? `HTTP ${attempt.httpStatus}` : attempt.error || "";
       mark.append(s("title", {}, `execution ${attempt.execution}, attempt ${attempt.attempt}: ${what} ${took ? `in ${duration(took)}` : ""} at ${exact(attempt.at)}`));
       svg.append(mark);
     }
