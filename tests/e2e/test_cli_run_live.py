@@ -111,9 +111,12 @@ def test_ctrl_c_says_the_run_goes_on_and_gives_the_claims_back(
     assert last.startswith("interrupted: run ") and "goes on" in last
     with sqlite3.connect(database) as conn:
         step = conn.execute("SELECT status, claim_token, lease_expires_at FROM step").fetchone()
-        given = conn.execute("SELECT count(*) FROM run_log WHERE message LIKE 'claim given back%'")
+        given = conn.execute("SELECT data FROM run_log WHERE message LIKE 'claim given back%'")
         assert step == ("READY", None, None)
-        assert given.fetchone() == (1,)
+        (data,) = given.fetchall()
+    # The execution cut short with its call on the wire is its step history's lost entry.
+    lost = json.loads(data[0])
+    assert (lost["lost"], lost["execution"]) == ("worker_stopped", 1), lost
 
 
 async def test_run_and_a_worker_ride_out_a_redis_restart_with_one_warning(
