@@ -352,13 +352,14 @@ class WorkQueue(StoreCore):
             holders: dict[int, Any] = {}
             if lost is not None:
                 # Who held each claim, read under the rows' locks before the UPDATE clears it
-                # (RETURNING answers the new values); the UPDATE then takes only those rows.
+                # (RETURNING answers the new values). The UPDATE selects with the same `where`,
+                # not by these ids: a reaper may take back tens of thousands of steps at once,
+                # more than a statement may bind.
                 held = select(steps.c.id, steps.c.attempts, steps.c.claimed_by).where(where)
                 locked = await conn.execute(held.order_by(steps.c.id).with_for_update())
                 holders = {row.id: row for row in locked}
                 if not holders:
                     return []
-                where = and_(where, steps.c.id.in_(sorted(holders)))
             statement = self._requeue_statement(where, now)
             rows = [(r.id, r.run_id, r.vertex_id) for r in (await conn.execute(statement)).all()]
             await results_.insert_logs(
