@@ -108,6 +108,14 @@ async def test_a_failed_run_stops_its_sibling_and_a_retry_completes_it(
         "bad": "SUCCEEDED",
     }
     assert requests_by_path(downstream) == {"/slow": 2, "/bad": 2}
+    # `slow`'s history: its 500, then its execution cut short by the run's failure before
+    # attempt 2 (sent nothing: no status), then the retry's execution.
+    (slow,) = [step for step in done.steps if step.vertex_id == "slow"]
+    assert [(a.execution, a.attempt, a.http_status, a.lost) for a in slow.history] == [
+        (1, 1, 500, None),
+        (1, 2, None, "run_failed"),
+        (2, 1, 200, None),
+    ]
 
 
 async def test_an_answer_on_the_wire_when_the_run_fails_is_recorded(
