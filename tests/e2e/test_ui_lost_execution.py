@@ -12,6 +12,7 @@ under it) and the 200 as execution 2."""
 from __future__ import annotations
 
 import asyncio
+import os
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -34,6 +35,7 @@ from tests.e2e.browser_harness import (
     shoot,
     stop,
 )
+from tests.e2e.rest_harness import schemabridge
 from tests.e2e.test_cli_reconnect import free_port
 
 pytestmark = pytest.mark.slow
@@ -97,3 +99,17 @@ def test_the_attempts_table_shows_the_execution_lost_with_its_worker(
         shoot(page, "run-attempts-lost")
         page.set_viewport_size(NARROW)
         assert_fits_a_phone(page.evaluate(FIT_JS, ["table.attempts", "th, td"]))
+
+
+def test_runs_show_says_the_execution_lost_with_its_worker(server: tuple[DemoServer, str]) -> None:
+    """`runs show` of the same run (the real command, over HTTP): ATTEMPTS counts the lost
+    execution, DETAIL says which, whose worker, and that its call may have been sent."""
+    running, run_id = server
+    shown = schemabridge(dict(os.environ), "runs", "show", run_id, "--api-url", running.url)
+    assert shown.returncode == 0, shown.stderr
+    text = " ".join(shown.stdout.split())  # the table may wrap its cells
+    assert "1 attempt in 2 executions, 1 lost" in text, shown.stdout
+    assert "execution 1 lost (lease expired): its worker w1 stopped without a result" in text, (
+        shown.stdout
+    )
+    assert "its call may have been sent" in text, shown.stdout
