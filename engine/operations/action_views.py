@@ -352,6 +352,9 @@ class StuckRuns(View):
     """The newest of them, at most 10 (`count` says how many there are)."""
     message: str | None = None
     """The sentence of `warnings` that says them (None when there are none)."""
+    cancelled: int = 0
+    """Of `count`, the runs whose joins failed on CANCELLED children, which no reprocess runs
+    again: a front door offers Resolve or Start over for those, not Reprocess."""
 
 
 class SkippedRuns(View):

@@ -1121,7 +1121,7 @@ def _stuck_runs(stuck: dict[str, JoinBlock], matching: int, truncated: bool) -> 
         )
     ids = list(stuck)
     message += f"; {_named_runs(ids)}"
-    return StuckRuns(count=n, run_ids=ids[:FIX_FIRST_SHOWN], message=message)
+    return StuckRuns(count=n, run_ids=ids[:FIX_FIRST_SHOWN], message=message, cancelled=cancelled)
 
 
 def _stuck(run_id: str, stuck: StuckJoins) -> StuckRun:

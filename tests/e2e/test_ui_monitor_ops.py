@@ -224,6 +224,21 @@ def test_retry_of_a_join_failed_on_a_cancelled_child_offers_no_reprocess(
         assert dialog.get_by_role("button", name="Reprocess dead letters").count() == 0
         shoot(page, "ops-retry-cancelled-child-dialog", narrow=False)
         confirm(page, "Cancel")
+    # "Retry all matching" says it too, and sends to the run's page for Resolve, not Reprocess.
+    with opened(browser, f"{server.ui}#/runs?tenant=cancelled-child&status=FAILED") as (page, _):
+        page.locator("table.runs tbody tr").first.wait_for()
+        page.get_by_role("button", name="Retry all matching…").click()
+        dialog = page.locator("dialog.modal")
+        said = " ".join(dialog.locator(".warning-box .stuck-joins").inner_text().split())
+        assert said.startswith(
+            "⚠ Resolve or start over instead: The run has a join that fails again at once: it "
+            "failed on CANCELLED children"
+        ), said
+        whole = " ".join(dialog.inner_text().split())
+        assert "Resolve the join or Start over from each run's page: " in whole, whole
+        assert "Reprocess dead letters" not in whole, whole
+        shoot(page, "ops-retry-all-cancelled-child", narrow=False)
+        confirm(page, "Cancel")
     assert server.run_status(run_id) == "FAILED"
 
 

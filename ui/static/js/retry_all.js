@@ -61,10 +61,17 @@ function runLinks(runIds, total) {
 
 /** The preview's runs whose joins would fail again at once (`stuck`): the API's sentence
  * (one of its `warnings`), then their newest runs as links, each run's page having the
- * Reprocess dead letters button that runs its children again. */
+ * Reprocess dead letters button that runs its children again; or, when every one failed on
+ * CANCELLED children (which no reprocess runs again), its Resolve and Start over. */
 function stuckBlocks(preview) {
   const stuck = preview.stuck;
   if (!stuck || !stuck.count || !(preview.warnings || []).includes(stuck.message)) return [];
+  if (stuck.cancelled === stuck.count) {
+    return [
+      h("p", { class: "stuck-joins" }, h("strong", {}, "⚠ Resolve or start over instead: "), withCode(sentence(forThePage(stuck.message)))),
+      h("p", { class: "stuck-runs" }, "Resolve the join or Start over from each run's page: ", runLinks(stuck.runIds, stuck.count), "."),
+    ];
+  }
   return [
     h("p", { class: "stuck-joins" }, h("strong", {}, "⚠ Reprocess instead: "), withCode(sentence(forThePage(stuck.message)))),
     h("p", { class: "stuck-runs" }, "Reprocess dead letters from each run's page: ", runLinks(stuck.runIds, stuck.count), "."),
