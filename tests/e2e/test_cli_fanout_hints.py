@@ -204,7 +204,7 @@ def test_a_batch_by_filter_retries_what_runs_list_shows(serve_api: Stack, workfl
     assert dry.stdout == (
         f"would retry 0 runs (status FAILED, tenant {tenant}, child runs too); 1 matched is "
         "skipped: under a SUCCEEDED run (its retry would reopen a finished run's join; name "
-        "it alone to retry it); nothing retried\n"
+        f"it alone to retry it): run {child}; nothing retried\n"
     ), dry.stdout
     counted = serve_api.json(
         "runs", "retry", "--status", "FAILED", "--tenant", tenant, "--all", "--dry-run"

@@ -413,7 +413,7 @@ async def test_a_batch_retry_preview_counts_what_a_filter_would_take(
         "warnings": [],
         "breakers": [],
         "fixFirst": [],
-        "stuck": {"count": 0, "runIds": [], "message": None},
+        "stuck": {"count": 0, "runIds": [], "message": None, "cancelled": 0},
     }
     assert (capped["matching"], capped["limit"], capped["truncated"]) == (2, 2, True)
     assert (broken.status_code, broken.json()["code"]) == (422, "invalid_filter")
