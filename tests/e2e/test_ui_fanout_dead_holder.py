@@ -174,12 +174,15 @@ def assert_told_to_a_tenant_once_the_leases_ended(
     leases have ended (the run's answer edited so: this module's leases last the test), in
     `runs watch`'s words, the command in them as code."""
     told: list[dict[str, Any]] = []
+    # One moment for every edit: the page and its stream get the answer edited at different
+    # times, and a lease's end read a second apart said "08:32:10" against "08:32:09".
+    ended_at = time.time() - 10
 
     def edited() -> dict[str, Any]:
         answer = server.call(f"/runs/{run_id}")
         for held in answer["fanout"]["presumedDead"]:
             held["holder"]["worker"] = None
-            held["leaseExpiresAt"] = time.time() - 10
+            held["leaseExpiresAt"] = ended_at
         told[:] = answer["fanout"]["presumedDead"]
         return dict(answer)
 
