@@ -115,9 +115,8 @@ async def stuck_joins(conn: AsyncConnection, run_ids: Sequence[str]) -> dict[str
                 row.children_failed or 0
             )
             error = row.error or {}
-            if row.status == StepStatus.FAILED.value and error.get("kind") == (
-                FailureKind.CHILD_FAILURES
-            ):
+            failed_join = error.get("kind") == FailureKind.CHILD_FAILURES
+            if row.status == StepStatus.FAILED.value and failed_join:
                 joins.setdefault(row.run_id, []).append(row.vertex_id)
                 cancelled = error.get("childrenCancelled")
                 if isinstance(cancelled, int) and cancelled > 0:
