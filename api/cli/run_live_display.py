@@ -188,6 +188,17 @@ def _listed_below(run: RunDetail, error: ErrorView, failed_children: list[RunSum
     return error.model_copy(update={"message": error.message.removesuffix(hint)})
 
 
+def _why_executions(step: StepView) -> str:
+    """Why a step ran more than once, as `runs show` counts it: executions lost with their
+    worker (their call may have been sent) apart from the engine's redispatches; an
+    operator's retry is neither, so it adds nothing here."""
+    lost = sum(1 for attempt in step.history if attempt.lost is not None)
+    said = [f"{lost:,} lost"] if lost else []
+    if step.auto_retries:
+        said.append(plural(step.auto_retries, "redispatch", "redispatches"))
+    return f" ({', '.join(said)})" if said else ""
+
+
 def _one_line(text: str, limit: int = 200) -> str:
     flat = " ".join(text.split())
     return flat if len(flat) <= limit else flat[: limit - 1] + "…"
@@ -213,8 +224,7 @@ def _failure_lines(run: RunDetail, error: ErrorView) -> list[str]:
             sent, executions = requests_sent(step)
             http += f" after {plural(sent, 'request')}"
             if executions > 1:
-                redispatches = plural(executions - 1, "redispatch", "redispatches")
-                http += f" over {plural(executions, 'execution')} ({redispatches})"
+                http += f" over {plural(executions, 'execution')}{_why_executions(step)}"
         elif error.attempts is not None:
             http += f" after {plural(error.attempts, 'attempt')}"
         lines.append(http)

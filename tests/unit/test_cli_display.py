@@ -800,6 +800,35 @@ def lost_entry(execution: int, why: str = "lease_expired") -> dict[str, object]:
     return line | {"message": "lease expired; step requeued", "lost": why, "worker": "w1"}
 
 
+def test_a_failed_runs_summary_tells_a_lost_execution_from_a_redispatch() -> None:
+    """`run` and `runs submit --wait` end a failed run with one http line: an execution lost
+    with its worker is said as lost, not counted as a redispatch (a tour read "(1
+    redispatch)" where the engine had redispatched nothing); the engine's redispatches are
+    the step's own count, not the executions less one."""
+    from api.cli.run_live_display import summary
+
+    def http_line(step: Mapping[str, object]) -> str:
+        fields = {"vertexId": "charge", "type": "GATEWAY", "status": "FAILED"} | dict(step)
+        error = {"kind": "http_error", "message": "HTTP 500", "vertexId": "charge"}
+        run = RunDetail.model_validate(
+            {"id": "r1", "workflow": "one", "version": 1, "tenantId": "default"}
+            | {"status": "FAILED", "createdAt": NOW - 30, "endedAt": NOW, "steps": [fields]}
+            | {"error": error | {"httpStatus": 500}}
+        )
+        (line,) = [line for line in summary(run, []).splitlines() if "http:" in line]
+        return line.strip()
+
+    killed = {"attempts": 2, "history": [lost_entry(1), attempt(2, 1)]}
+    assert http_line(killed) == "http:     status 500 after 1 request over 2 executions (1 lost)"
+    redispatched = {"attempts": 3, "autoRetries": 2}
+    redispatched["history"] = [attempt(1, 1), lost_entry(2), attempt(3, 1)]
+    assert http_line(redispatched) == (
+        "http:     status 500 after 2 requests over 3 executions (1 lost, 2 redispatches)"
+    )
+    once = {"attempts": 1, "history": [attempt(1, 1), attempt(1, 2)]}
+    assert http_line(once) == "http:     status 500 after 2 requests"
+
+
 def test_runs_show_says_which_execution_was_lost_and_that_its_call_may_have_been_sent() -> None:
     """The tour's step: the first execution's worker w1 was killed mid-call, the second read
     200. ATTEMPTS counts the lost execution apart from the call read; DETAIL says which was
