@@ -22,8 +22,10 @@ lock and leaves a reopened tree alone (it is no longer due).
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterable
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from typing import Any
 
 from sqlalchemy import ColumnElement, func, select
@@ -90,6 +92,15 @@ async def past_retention(
     }
 
 
+def finishing_purge(ended_at: float) -> str:
+    """The `runs purge` that finishes deleting a tree whose root ended at `ended_at`: its
+    cutoff is the next whole second, so it takes no root the stopped purge (whose cutoff was
+    later still) would not have taken. Nothing else finishes a tree an operator's purge
+    marked when the workers keep no retention, or a longer one."""
+    cutoff = datetime.fromtimestamp(math.floor(ended_at) + 1, UTC)
+    return f"`schemabridge runs purge --ended-before {cutoff:%Y-%m-%dT%H:%M:%SZ}`"
+
+
 def past_retention_refusal(
     run_id: str, state: str, found: PastRetention, action: str
 ) -> WrongState:
@@ -98,8 +109,12 @@ def past_retention_refusal(
     `rootRunId`, `endedAt`, `retentionS` (None: an operator's `schemabridge runs purge` is
     deleting it)."""
     ago = duration(found.now - found.ended_at)
+    finish = ""
     if found.retention_s is None:
         kept, deleting = "purged by an operator (`schemabridge runs purge`)", "a purge is"
+        finish = (
+            f" (if that purge stopped before the end, {finishing_purge(found.ended_at)} ends it)"
+        )
     else:
         kept = f"past {RETENTION_SETTING} ({duration(found.retention_s)})"
         deleting = "retention is"
@@ -113,7 +128,7 @@ def past_retention_refusal(
         )
         fix = f"start over run {found.root_id} to run its input again"
     refusal = WrongState(
-        f"{which}: a {action} would reopen a tree that {deleting} deleting; {fix}",
+        f"{which}: a {action} would reopen a tree that {deleting} deleting; {fix}{finish}",
         state=state,
         code=PAST_RETENTION,
     )

@@ -10,13 +10,16 @@ Real store (both backends), real workers, the demo downstream on loopback
 from __future__ import annotations
 
 import asyncio
+import math
 from collections.abc import AsyncIterator
+from datetime import UTC, datetime
 from typing import Any
 
 import pytest
 from sqlalchemy import select, text
 from sqlalchemy.ext.asyncio import AsyncConnection
 
+from api.cli.text import parse_since
 from demo.downstream import RunningDownstream
 from engine.execution import run_retention
 from engine.operations import Operations
@@ -225,10 +228,14 @@ async def test_a_tree_an_operators_purge_is_deleting_is_refused_whatever_the_set
         (left,) = await runtime.store.children(root, status="FAILED")
 
         retry = await _refused(ops.actions.retry(root, actor="ops"))
+        ended_at = retry.details["endedAt"]
+        hinted = datetime.fromtimestamp(math.floor(ended_at) + 1, UTC)
+        finish = f"schemabridge runs purge --ended-before {hinted:%Y-%m-%dT%H:%M:%SZ}"
         assert retry.message == (
             f"run {root} ended 1 min ago, purged by an operator (`schemabridge runs purge`), "
             "and is being deleted: a retry would reopen a tree that a purge is deleting; start "
-            "it over to run its input again"
+            "it over to run its input again (if that purge stopped before the end, "
+            f"`{finish}` ends it)"
         )
         assert (retry.details["rootRunId"], retry.details["retentionS"]) == (root, None)
         under = await _refused(ops.actions.retry(left.id, actor="ops"))
@@ -241,7 +248,11 @@ async def test_a_tree_an_operators_purge_is_deleting_is_refused_whatever_the_set
             "FAILED",
         )
 
-        await run_retention.purge_until_done(runtime.store, ended_before)
+        # The stopped purge is never resumed here: the purge the refusal names ends it.
+        cutoff = parse_since(finish.rsplit(" ", 1)[1], clock.now())
+        assert ended_at < cutoff < ended_before
+        finished = await ops.retention.purge(cutoff, dry_run=False, actor="ops")
+        assert (finished.roots, finished.children) == (1, 1)
         assert (await rows_left(runtime, root))["runs"] == 0
     finally:
         await runtime.close()
