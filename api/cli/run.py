@@ -58,8 +58,11 @@ STORE_RETRY_S = 2.0
 
 
 class OutputFormat(StrEnum):
-    SUMMARY = "summary"
+    TEXT = "text"
+    """A screenful: `text`, as every other command calls its output for people."""
     JSON = "json"
+    SUMMARY = "summary"
+    """`text`'s name before it was `text`, still taken so that scripts keep working."""
 
 
 @dataclass(frozen=True)
@@ -467,9 +470,10 @@ def run(
             "--output",
             "-o",
             case_sensitive=False,
-            help="summary (a screenful) or json (the whole run, for scripts).",
+            metavar="text|json",
+            help="text (a screenful) or json (the whole run, for scripts).",
         ),
-    ] = OutputFormat.SUMMARY,
+    ] = OutputFormat.TEXT,
     log_level: Annotated[
         log_setup.Level, typer.Option(case_sensitive=False, help="Least level logged.")
     ] = log_setup.Level.WARNING,

@@ -9,7 +9,7 @@ says until when, in `runs watch`'s words (`api.cli.fanout_words`): children held
 of the same database that died are running in name only until their leases end. While the
 database does not answer, a line says so and the display keeps polling.
 
-Final (stdout): `--output summary` (default) is a screenful — the status, the duration, the
+Final (stdout): `--output text` (default) is a screenful — the status, the duration, the
 steps and children by status, the output's size (or itself when it is short), and for a
 failure the failed step's kind, message, HTTP status, body excerpt and every request it sent
 across its redispatches, plus the first failed children. `--output json` prints the whole run
@@ -149,7 +149,7 @@ def _counts(statuses: list[str]) -> str:
 
 
 def summary(run: RunDetail, failed_children: list[RunSummary]) -> str:
-    """The screenful `--output summary` prints."""
+    """The screenful `--output text` prints."""
     took = ""
     if run.ended_at is not None:
         took = f" in {run.ended_at - run.created_at:.1f} s"

@@ -259,8 +259,13 @@ def test_run_help_names_types_in_words(sqlite: str) -> None:
     shown = sb("run", "--help", database=sqlite).stdout
     assert "embedded store" not in shown
     assert "<bool>" not in shown and "<str>" not in shown and "<float>" not in shown
-    assert "--tenant-rate N" in shown and "--output summary|json" in shown
+    assert "--tenant-rate N" in shown and "--output text|json" in shown
+    assert "for scripts). [default: text]" in " ".join(shown.split())
     assert "PostgreSQL" in shown
+    # `summary`, the output's name before `text`, is still taken (the file is what fails).
+    former = sb("run", "missing.json", "-o", "summary", database=sqlite)
+    assert former.returncode == 2 and "missing.json" in former.stderr, former.stderr
+    assert "--output" not in former.stderr, former.stderr
 
 
 def test_messages_do_not_wrap_when_piped(workflow: Path) -> None:

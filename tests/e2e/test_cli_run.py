@@ -102,13 +102,17 @@ async def test_run_example_end_to_end_with_demo_downstream(tmp_path: Path) -> No
     assert "127.0.0.1:8765" not in result.stderr
 
 
-async def test_run_prints_a_screenful_summary_by_default(tmp_path: Path) -> None:
+async def test_run_prints_a_screenful_summary_as_text(tmp_path: Path) -> None:
+    """`-o text`, the default, as every other command names its output for people (a tour
+    typed it and was refused: `run` called it `summary`, which it still takes)."""
     result = sb(
         "run",
         "examples/subscription-renewals.json",
         "--input",
         "@examples/subscription-renewals.input.json",
         "--demo-downstream",
+        "-o",
+        "text",
         db=tmp_path / "sb.db",
     )
     assert result.returncode == 0, result.stderr
