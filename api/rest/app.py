@@ -47,6 +47,7 @@ from api.rest.key_gate import KeyGate
 from api.rest.metrics import ApiMetrics
 from api.rest.middleware import BodyLimit, RequestObserver
 from api.rest.route_inputs import RouteInputs
+from api.rest.workflow_document import install_workflow_documents
 from engine.operations import Operations
 from engine.operations.metrics import WorkerMetrics
 from engine.runtime import Runtime
@@ -215,6 +216,7 @@ def create_app(
     install_error_handlers(
         app, extra_models=sse.EVENT_MODELS if sse.router in routers else (), routes=routes
     )
+    install_workflow_documents(app)
     for router in routers:
         body_shape.require_json_body_routes(router.routes)
         app.include_router(router)

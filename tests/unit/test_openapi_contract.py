@@ -6,6 +6,7 @@ document needs no database."""
 
 from __future__ import annotations
 
+import json
 import re
 from pathlib import Path
 from typing import Any
@@ -32,6 +33,7 @@ from engine.store.models import (
     StepStatus,
 )
 from engine.store.operator_actions import Action
+from engine.validation import parse_document
 from schemas.definitions import VertexType
 from schemas.errors import FailureKind
 from schemas.waiting import WaitReason
@@ -603,3 +605,39 @@ def test_attempts_and_executions_are_told_apart(document: dict[str, Any]) -> Non
     assert "HTTP attempt" in attempt and "in-process retries" in attempt
     logs = document["paths"]["/runs/{run_id}/logs"]["get"]
     assert [p["name"] for p in logs["parameters"] if p["in"] == "query"] == ["limit", "cursor"]
+
+
+def test_publishing_names_the_authoring_contract_as_its_body(document: dict[str, Any]) -> None:
+    """`POST /workflows` says its body is a workflow document or a list of them, as the
+    contract defines one (the body was "any object"), in components a validator resolves
+    within the document: the shipped examples pass, a document the contract refuses does
+    not. `POST /workflows/validate` keeps the loose body: it answers 200 with the problems
+    of a document that breaks the contract."""
+    from jsonschema import Draft202012Validator
+
+    def body_of(path: str) -> Any:
+        return document["paths"][path]["post"]["requestBody"]["content"]["application/json"][
+            "schema"
+        ]
+
+    assert body_of("/workflows") == {"$ref": f"{REF}WorkflowDocuments"}
+    assert "$ref" not in str(body_of("/workflows/validate"))
+    contract = {"$ref": f"{REF}WorkflowDocuments", "components": document["components"]}
+    validator = Draft202012Validator(contract)
+    examples = sorted(Path("examples").glob("*.json"))
+    published = [path for path in examples if not path.name.endswith(".input.json")]
+    assert len(published) >= 4, examples
+    for path in published:
+        errors = [error.message for error in validator.iter_errors(json.loads(path.read_text()))]
+        assert not errors, (path, errors)
+    first = json.loads(published[0].read_text())
+    one = first[0] if isinstance(first, list) else first
+    assert validator.is_valid([one, one])
+    assert not validator.is_valid([])
+    assert not validator.is_valid({**one, "vertices": {"v": {"type": "TELEPORT"}}})
+    assert not validator.is_valid({key: value for key, value in one.items() if key != "name"})
+    assert "json-schema.org" not in json.dumps(document), "a reader would fetch it"
+    # The example /docs shows passes the whole validator, not the JSON shape alone.
+    media = document["paths"]["/workflows"]["post"]["requestBody"]["content"]["application/json"]
+    (workflow,) = parse_document(json.dumps(media["example"]))
+    assert workflow.name == media["example"]["name"]
