@@ -244,3 +244,29 @@ def test_back_returns_to_the_children_s_filter_and_page(server: DemoServer, brow
         page.locator(".children-table tbody .badge", has_text="failed").wait_for()
         assert page.locator(".page-range").inner_text() == "items 3 … 3"
         page.wait_for_url(re.compile(r"children=FAILED$"))
+
+
+def test_the_log_shows_each_line_once_however_many_reads_overlap(
+    server: DemoServer, browser: Any
+) -> None:
+    """The run page reads its log from its first render, from a reload and from the live
+    follow, which may overlap: two reads from the same cursor appended the same lines twice
+    (a tour saw "lease expired; step requeued" and "run succeeded" twice, until a reload).
+    Reads made while one runs wait for it and share one read after it."""
+    run_id = ticket(server, wait=True)
+    lines = [line["message"] for line in server.call(f"/runs/{run_id}/logs")["items"]]
+    assert len(lines) >= 3, lines
+    with opened(browser, f"{server.ui}#/runs/{run_id}") as (page, _):
+        texts, again = page.evaluate(
+            """async (runId) => {
+                const { RunLog } = await import("./js/run/log.js");
+                const log = new RunLog(runId);
+                await Promise.all([log.load(), log.load(), log.load()]);
+                const texts = [...log.list.children].map((line) => line.textContent);
+                await Promise.all([log.load(), log.load()]);
+                return [texts, log.list.children.length];
+            }""",
+            run_id,
+        )
+    assert len(texts) == len(lines) == again, texts
+    assert all(message in text for message, text in zip(lines, texts, strict=True)), texts
