@@ -371,7 +371,7 @@ async def window_counts(
     conn: AsyncConnection, record: DeploymentRecord, recent: int | None = None
 ) -> DeploymentCounts:
     running = record.status == DeploymentStatus.RUNNING.value
-    until = None if running else await next_deployment_start(conn, record)
+    until = None if running else await candidate_window_end(conn, record)
     candidate_latest = None
     if recent is not None:
         # Enough to see the stage's minimum runs however many that is, and the policy's
@@ -562,6 +562,24 @@ async def recent_root_inputs(
         .limit(limit)
     )
     return list((await conn.execute(query)).scalars())
+
+
+WINDOW_GRACE_S = 10.0
+"""How long after a deployment ended a run its candidate was routed may still be stamped: a
+submission that chose the candidate just before the end committed stamps its run with its own
+clock, read before it chose (a request's time, and the clock skew between processes)."""
+
+
+async def candidate_window_end(conn: AsyncConnection, record: DeploymentRecord) -> float | None:
+    """The end of ended deployment `record`'s candidate window: `WINDOW_GRACE_S` after it
+    ended, or where the next deployment of the workflow began if that is sooner. Fixed once
+    the grace has passed, so the `runs list` a deployment prints lists the same runs later,
+    when the same version is deployed again (open-ended, it took in that deployment's runs)."""
+    following = await next_deployment_start(conn, record)
+    if record.ended_at is None:  # not ended: no end but the next deployment's start
+        return following
+    closes = record.ended_at + WINDOW_GRACE_S
+    return closes if following is None else min(following, closes)
 
 
 async def next_deployment_start(conn: AsyncConnection, record: DeploymentRecord) -> float | None:

@@ -68,3 +68,36 @@ async def test_the_exposure_command_lists_only_this_deployments_runs(
     command = runs_command(wire.candidate, wire.workflow)
     page = await env.ops.runs.list(listed_filter(command), limit=500)
     assert {r.id for r in page.items} == mine, (command, later)
+
+
+async def test_the_command_printed_at_the_end_still_lists_only_its_runs_later(
+    env: Deploying, downstream: RunningDownstream
+) -> None:
+    """The tour's case: the command `deployments show` printed right after a rollback, pasted
+    into an incident ticket, later listed the runs of the next deployment of the same version
+    too (4 runs of exposure, 11 listed): with no later deployment yet, its window had no end.
+    It ends `WINDOW_GRACE_S` after the deployment did."""
+    from api.cli.deployment_display import runs_command
+    from api.cli.wire import DeploymentView as WireView
+    from engine.store.deployment_rows import WINDOW_GRACE_S
+
+    await env.publish_orders(downstream.url)
+    first = await env.start("orders", 2, ALL_HELD, RollbackSpec(min_finished_runs=1000))
+    env.clock.advance(0.25)
+    mine = {r.id for r in await env.wave("orders", 3, prefix="first")}
+    await env.ops.deployments.abort(first.id, actor="test")
+    shown = await env.ops.deployments.get(first.id)
+    wire = WireView.model_validate(shown.model_dump(mode="json", by_alias=True))
+    printed = runs_command(wire.candidate, wire.workflow)
+    assert "--until" in printed, printed
+
+    env.clock.advance(WINDOW_GRACE_S + 1)
+    second = await env.start("orders", 2, ALL_HELD, RollbackSpec(min_finished_runs=1000))
+    later = {r.id for r in await env.wave("orders", 4, prefix="second")}
+    await env.ops.deployments.abort(second.id, actor="test")
+
+    page = await env.ops.runs.list(listed_filter(printed), limit=500)
+    assert {r.id for r in page.items} == mine, (printed, later)
+    again = await env.ops.deployments.get(first.id)
+    assert again.exposure == shown.exposure == len(mine)
+    assert again.candidate.runs_url == shown.candidate.runs_url
