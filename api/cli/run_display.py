@@ -607,11 +607,18 @@ def listed_status(run: RunSummary) -> Text:
     return shown_status
 
 
+def workflow_version(run: RunSummary) -> str:
+    """`orders v7`, and `orders v7 (candidate)` for a run a deployment routed to its
+    candidate: in text as in JSON (`route`), so a candidate's runs can be told apart."""
+    routed = " (candidate)" if run.route == "candidate" else ""
+    return f"{run.workflow} v{run.version}{routed}"
+
+
 def runs_table(runs: Sequence[RunSummary], now: float) -> Table:
     rows: list[list[str | Text]] = [
         [
             run.id,
-            f"{run.workflow} v{run.version}",
+            workflow_version(run),
             listed_status(run),
             run.tenant_id,
             relative(run.created_at, now),

@@ -1117,3 +1117,23 @@ def test_a_start_over_of_a_purged_run_says_the_old_run_is_gone() -> None:
     gone = RunDetail.model_validate({**fields, "restartedFromPurged": True})
     shown = rendered(run_display.run_header(gone, NOW)).splitlines()[-1]
     assert shown.split()[3:] == ["r1", "(deleted", "by", "run", "retention)"]
+
+
+def test_a_candidates_runs_say_so_in_text_as_in_json() -> None:
+    """A tour could not tell a deployment's candidate runs in `runs list` or in `runs
+    submit`'s line: only JSON said `route: candidate`. The list's WORKFLOW column and the
+    submission's line say it; other routes read as before."""
+    from api.cli.runs import submitted_as
+
+    fields = {"workflow": "orders", "version": 7, "tenantId": "default", "status": "RUNNING"}
+    candidate = RunSummary.model_validate(
+        {"id": "r1", "createdAt": NOW, **fields} | {"route": "candidate"}
+    )
+    serving = RunSummary.model_validate(
+        {"id": "r2", "createdAt": NOW, **fields} | {"route": "serving"}
+    )
+    table = rendered(run_display.runs_table([candidate, serving], NOW))
+    assert "orders v7 (candidate)" in table, table
+    assert table.count("(candidate)") == 1, table
+    assert submitted_as(candidate) == "orders v7, a deployment's candidate"
+    assert submitted_as(serving) == "orders v7"
