@@ -153,8 +153,23 @@ def test_the_deploy_form_warns_when_parents_pin_the_workflow(
         warning.wait_for()
         text = " ".join(warning.inner_text().split())
         assert text.startswith("⚠ Before you deploy: ui-child is a SPAWNER's child"), text
-        assert "ui-parent v1" in text and "`ui-child@2`" in text
+        assert "ui-parent v1" in text and "ui-child@2" in text
+        assert warning.locator("code", has_text="ui-child@2").count() >= 1
         shoot(page, "deploy-form-warning", narrow=False)
+        # Two warnings are two sentences in a list, not one paragraph run together, the
+        # options named by the form's labels (the tour read "…on evidence v6 was rolled
+        # back…" and "give --min-finished" in a web page).
+        page.fill("#deploy-min-finished", "0")
+        dialog.get_by_role("button", name="Deploy v2", exact=True).click()
+        items = dialog.locator(".deploy-warning li")
+        items.last.wait_for()
+        texts = [" ".join(item.split()) for item in items.all_inner_texts()]
+        assert len(texts) == 2 and all(text.endswith(".") for text in texts), texts
+        assert texts[1].endswith(
+            "give “Finished runs before judging” at least 1 for a verdict on evidence."
+        ), texts
+        shoot(page, "deploy-form-warnings", narrow=False)
+        page.fill("#deploy-min-finished", "20")
         assert server.call("/workflows/ui-child/deployments")["items"] == [], "none started"
         # A changed field asks again: the warning goes, the button is Deploy again.
         page.fill("#deploy-min-runs", "999")
@@ -202,11 +217,13 @@ def test_the_deploy_form_warns_when_stage_1_waits_for_more_finished_runs_than_ru
         warning = dialog.locator(".deploy-warning")
         warning.wait_for()
         text = " ".join(warning.inner_text().split())
+        # In the form's words (its labels, not the CLI's options), and a sentence that ends.
         assert text == (
-            "⚠ Before you deploy: stage 1 waits for 20 finished runs of v2 (--min-finished, "
-            "minFinishedRuns) before it can pass, more than its 10 runs (--min-runs, minRuns): "
-            "at 25 % of new runs, about 80 submissions"
+            "⚠ Before you deploy: stage 1 waits for 20 finished runs of v2 (“Finished runs "
+            "before judging”) before it can pass, more than its 10 runs (“Runs per stage”): "
+            "at 25 % of new runs, about 80 submissions."
         ), text
+
         shoot(page, "deploy-form-finished-runs", narrow=False)
         dialog.get_by_role("button", name="Deploy v2 anyway").click()
         page.wait_for_url("**#/deployments/*")

@@ -4,9 +4,10 @@
 // dialog, which stays open so the operator can fix the value.
 
 import { api } from "./api.js";
-import { FIELDS, labelOf, outside, publishedLimits } from "./deploy_limits.js";
+import { FIELDS, inFormWords, labelOf, outside, publishedLimits } from "./deploy_limits.js";
 import { h } from "./dom.js";
 import { parseSpan } from "./format.js";
+import { withCode } from "./warnings.js";
 
 const DEFAULTS = { stages: "10, 25, 50, 100", minRuns: "20", minDuration: "60s", maxFailureRatio: "0.05", margin: "", minFinished: "20" };
 
@@ -99,9 +100,13 @@ export function deployForm(name, version, serving) {
       state.className = "deploy-state error-box";
       state.scrollIntoView({ block: "nearest" });
     };
+    // Each warning a sentence of its own (the API's have no full stop: joined, two ran
+    // together), its options named by the form's labels, its `quotes` as code.
+    const sentence = (warning) => withCode(inFormWords(warning).replace(/([^.!?])$/, "$1."));
+    const said = (warnings) => (warnings.length === 1 ? sentence(warnings[0]) : [h("ul", {}, warnings.map((warning) => h("li", {}, sentence(warning))))]);
     function warnBefore(warnings) {
       state.className = "deploy-state deploy-warning";
-      state.replaceChildren(h("strong", {}, "⚠ Before you deploy: "), warnings.join(" "));
+      state.replaceChildren(h("strong", {}, "⚠ Before you deploy: "), ...said(warnings));
       submit.textContent = `Deploy v${version} anyway`;
       submit.disabled = false;
       state.scrollIntoView({ block: "nearest" });
@@ -110,7 +115,7 @@ export function deployForm(name, version, serving) {
     // stays open with the API's warning until the operator has read it and follows it.
     function showWarnings(warnings) {
       state.className = "deploy-state deploy-warning";
-      state.replaceChildren(h("strong", {}, "Deployment started. "), warnings.join(" "));
+      state.replaceChildren(h("strong", {}, "Deployment started. "), ...said(warnings));
       const follow = h("button", { type: "button", class: "primary", onclick: () => dialog.close("ok") }, "Follow the deployment");
       for (const box of Object.values(inputs)) box.querySelector("input").disabled = true;
       form.querySelector(".modal-buttons").replaceChildren(follow);

@@ -66,3 +66,16 @@ export function labelOf(pointer) {
   const found = Object.values(FIELDS).find((f) => f.schema === schema && f.property === property);
   return found ? found.label : pointerText(pointer);
 }
+
+/** A warning of the API in the form's words: its options are named as the CLI and the API
+ * spell them ("--min-finished (minFinishedRuns)", "(--min-runs, minRuns)"); the form names
+ * them by their labels ("“Finished runs before judging”"). */
+export function inFormWords(warning) {
+  const label = (property) => {
+    const found = Object.values(FIELDS).find((f) => f.property === property);
+    return found ? `“${found.label}”` : null;
+  };
+  return String(warning)
+    .replace(/--[a-z-]+ \((\w+)\)/g, (said, property) => label(property) ?? said)
+    .replace(/\(--[a-z-]+, (\w+)\)/g, (said, property) => (label(property) ? `(${label(property)})` : said));
+}
