@@ -758,9 +758,34 @@ def db_upgrade(
     migrated = asyncio.run(
         upgrade_database(settings.database_url, revision, pooler=settings.database_pooler)
     )
-    console.print(
-        f"database {mask_url(settings.database_url)} upgraded to {revision}: {migrated.line()}"
-    )
+    where = mask_url(settings.database_url)
+    if migrated.moved:
+        console.print(f"database {where} upgraded to {revision}: {migrated.line()}")
+    else:
+        console.print(f"database {where} is at {migrated.after} already: nothing to do")
+
+
+@db_app.command("current")
+def db_current() -> None:
+    """Say the schema revision of the database (SCHEMABRIDGE_DATABASE_URL) against the one
+    this release needs. Changes nothing.
+
+    Exit 0 when it is this release's, 1 when it is behind (run `schemabridge db upgrade`),
+    never migrated, or of a newer release; 2 when there is no such SQLite file, 4 when the
+    database does not answer."""
+    from api.cli.environment import load_settings
+    from engine.operations.schema import database_schema
+    from engine.operations.startup import check_database_url, mask_url
+
+    settings = load_settings()
+    check_database_url(settings.database_url, create=False, pooler=settings.database_pooler)
+    schema = asyncio.run(database_schema(settings.database_url, pooler=settings.database_pooler))
+    where = mask_url(settings.database_url)
+    if schema.up_to_date:
+        console.print(f"database {where} is at {schema.current}, this release's: up to date")
+        return
+    console.print(f"database {where}: {schema.explain()}")
+    raise typer.Exit(ExitCode.FAILED)
 
 
 # ── demo downstream ─────────────────────────────────────────────────────────────────────────

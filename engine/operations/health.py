@@ -15,6 +15,7 @@ from pydantic import ConfigDict
 
 from engine.coordination.redis_client import redis_ok
 from engine.operations.views import View
+from engine.store.probes import SchemaRevision
 
 if TYPE_CHECKING:
     from engine.runtime import Runtime
@@ -45,6 +46,15 @@ class SchemaStatus(View):
     known: bool
     """Whether `current` is a revision this code ships (False when a newer release migrated
     the database, or when it was never migrated)."""
+
+    @classmethod
+    def of(cls, revision: SchemaRevision) -> SchemaStatus:
+        return cls(
+            current=revision.current,
+            head=revision.head,
+            up_to_date=revision.up_to_date,
+            known=revision.known,
+        )
 
     def explain(self) -> str:
         """One sentence for an operator: what is wrong and the fix (empty when up to date)."""
@@ -87,13 +97,7 @@ class HealthOperations:
     async def schema(self) -> SchemaStatus:
         """Where the database's schema is against this code's migrations. Raises what the
         driver raises when the database cannot be reached."""
-        revision = await self._runtime.store.schema_revision()
-        return SchemaStatus(
-            current=revision.current,
-            head=revision.head,
-            up_to_date=revision.up_to_date,
-            known=revision.known,
-        )
+        return SchemaStatus.of(await self._runtime.store.schema_revision())
 
     async def _database_ok(self, timeout_s: float) -> bool:
         try:

@@ -1,4 +1,5 @@
-"""The database schema: bring it to a revision (`schemabridge db upgrade`).
+"""The database schema: bring it to a revision (`schemabridge db upgrade`), or say where it is
+(`schemabridge db current`).
 
 A plain function rather than an operation on a `Runtime`: upgrading needs the database alone,
 and must work before anything else of the runtime can (no Redis, no schema yet).
@@ -6,8 +7,10 @@ and must work before anything else of the runtime can (no Redis, no schema yet).
 
 from __future__ import annotations
 
+from engine.operations.health import SchemaStatus
 from engine.store import db
 from engine.store.pooler import Pooler
+from engine.store.probes import schema_revision_of
 
 
 async def upgrade_database(
@@ -19,5 +22,15 @@ async def upgrade_database(
     engines = db.create_engines(database_url, pooler=pooler)
     try:
         return await db.upgrade(engines, revision)
+    finally:
+        await engines.dispose()
+
+
+async def database_schema(database_url: str, *, pooler: Pooler = "none") -> SchemaStatus:
+    """Where the database's schema is against this code's migrations: a read of its revision,
+    which changes nothing."""
+    engines = db.create_engines(database_url, pooler=pooler)
+    try:
+        return SchemaStatus.of(await schema_revision_of(engines))
     finally:
         await engines.dispose()

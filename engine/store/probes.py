@@ -31,6 +31,16 @@ class SchemaRevision:
         return self.current == self.head
 
 
+async def schema_revision_of(engines: db.Engines) -> SchemaRevision:
+    """Where the schema of the database behind `engines` is (a read of its revision)."""
+    current = await db.current_revision(engines)
+    return SchemaRevision(
+        current=current,
+        head=db.head_revision(),
+        known=current is not None and current in db.known_revisions(),
+    )
+
+
 class ProbeStore(StoreCore):
     """Liveness, schema and identity checks; no table of the engine's runs is read."""
 
@@ -48,12 +58,7 @@ class ProbeStore(StoreCore):
         return None if watch is None else watch.recent()
 
     async def schema_revision(self) -> SchemaRevision:
-        current = await db.current_revision(self._engines)
-        return SchemaRevision(
-            current=current,
-            head=db.head_revision(),
-            known=current is not None and current in db.known_revisions(),
-        )
+        return await schema_revision_of(self._engines)
 
     async def store_id(self) -> str:
         """The database's id (`StoreIdentity`), which its Redis is bound to. Its migration

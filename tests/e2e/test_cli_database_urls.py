@@ -3,11 +3,13 @@ the real services: the plain `postgresql://` and `sqlite:///` need no `+driver`.
 
 from __future__ import annotations
 
+import sqlite3
 from pathlib import Path
 
 import pytest
 from sqlalchemy.engine import make_url
 
+from engine.store.db import head_revision
 from tests.e2e.test_cli_run import run_cli
 
 
@@ -30,7 +32,41 @@ def test_db_upgrade_on_a_plain_postgresql_url(
     out = upgrade(plain)
     assert f"database {scheme}://postgres:***@127.0.0.1:5432/{fresh.database}" in out
     assert "upgraded to head" in out and "p@ss" not in out and "p%40ss" not in out
-    assert "upgraded to head" in upgrade(plain)  # idempotent: the schema is there
+    # Idempotent: the schema is there, and it says so rather than "upgraded".
+    assert f"is at {head_revision()} already: nothing to do" in upgrade(plain)
+    # `db current` reads where it is, and exits 0 at this release's head.
+    current = run_cli(("db", "current"), {"SCHEMABRIDGE_DATABASE_URL": plain})
+    assert current.returncode == 0, current.stderr
+    assert f"is at {head_revision()}, this release's: up to date" in current.stderr
+    assert "p@ss" not in current.stderr and "p%40ss" not in current.stderr
+
+
+def test_db_current_says_what_a_database_lacks_and_exits_1(tmp_path: Path) -> None:
+    """An operator's (and a deploy script's) question before starting `api` processes,
+    which refuse a database that is behind: answered without changing anything."""
+    path = tmp_path / "x.db"
+    url = f"sqlite:///{path}"
+
+    def current() -> tuple[int, str]:
+        done = run_cli(("db", "current"), {"SCHEMABRIDGE_DATABASE_URL": url})
+        assert "Traceback" not in done.stderr
+        return done.returncode, " ".join(done.stderr.split())
+
+    code, said = current()  # no file: not made (a typo in the URL would leave one)
+    assert (code, path.exists()) == (2, False), said
+    assert "there is no such file" in said, said
+    upgrade(url)
+    with sqlite3.connect(path) as conn:
+        conn.execute("UPDATE alembic_version SET version_num = '0017'")
+    code, said = current()
+    assert code == 1, said
+    assert said.endswith(
+        f"is at revision 0017 but this SchemaBridge needs {head_revision()}; run "
+        "'schemabridge db upgrade' first"
+    ), said
+    with sqlite3.connect(path) as conn:  # its migrations ran: only the mark was moved back
+        conn.execute("UPDATE alembic_version SET version_num = ?", (head_revision(),))
+    assert current()[0] == 0
 
 
 def test_db_upgrade_on_a_plain_sqlite_url(tmp_path: Path) -> None:
