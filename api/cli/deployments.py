@@ -24,6 +24,7 @@ from api.cli.deployment_display import (
     candidate_share,
     deployment_view,
     deployments_table,
+    exposure_line,
     percent,
 )
 from api.cli.exit_codes import ExitCode
@@ -47,7 +48,6 @@ from api.cli.remote import (
 )
 from api.cli.target import DEFAULT_API_URL
 from api.cli.text import parse_duration
-from schemas.counts import plural
 
 if TYPE_CHECKING:
     from api.cli.client import ApiClient
@@ -355,10 +355,8 @@ def _stopped(remote: Remote, change: DeploymentChange) -> None:
         return
     stdout().print(change.message, markup=False)
     deployment = change.deployment
-    say(
-        f"exposure: {plural(deployment.exposure, 'run')} went to v{deployment.candidate_version}; "
-        f"details: schemabridge deployments show {deployment.id}"
-    )
+    # The exposure as `deployments show` words it: refused submissions are not runs.
+    say(f"{exposure_line(deployment)}; details: schemabridge deployments show {deployment.id}")
 
 
 @deployments_app.command("abort", epilog=EXIT_CODES_HELP)

@@ -328,8 +328,9 @@ def test_abort_and_manual_rollback(stack: Stack) -> None:
     ), said
     assert "when it was stopped" in said and "when it decided" not in said
     assert re.search(r"\saborted\s+1\s+-\s+stopped by key:\w+ \(e2e\): p99 doubled", said)
-    assert f"exposure: 0 runs went to v2; details: schemabridge deployments show {first}" in (
-        aborted.stderr
+    assert (
+        f"exposure: 0 runs went to the candidate v2; details: schemabridge deployments show {first}"
+        in (aborted.stderr)
     )
     again = stack.ok("deployments", "abort", first)
     assert again.stdout == f"deployment {first} was already aborted\n"
@@ -343,8 +344,9 @@ def test_abort_and_manual_rollback(stack: Stack) -> None:
     )
     assert [r["version"] for r in submit(stack, "dep-abort", 1)] == [2]
     rolled_back = stack.ok("deployments", "rollback", second[:13].upper())
-    assert f"exposure: 1 run went to v2; details: schemabridge deployments show {second}" in (
-        rolled_back.stderr
+    assert (
+        f"exposure: 1 run went to the candidate v2; details: schemabridge deployments show {second}"
+        in (rolled_back.stderr)
     )
     rolled = stack.json("deployments", "show", second)
     assert rolled["status"] == "ROLLED_BACK"
