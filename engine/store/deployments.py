@@ -562,7 +562,7 @@ class DeploymentStore(RunCatalogue, OperatorActionsStore):
             conn,
             record,
             self._clock.now(),
-            reason=f"its {record.run_id} run was cancelled by {actor}",
+            reason=f"its run {record.run_id} (gradual_deploy) was cancelled by {actor}",
             actor=actor,
             figures=await self._window_figures(conn, record),
         )

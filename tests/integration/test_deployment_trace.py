@@ -173,7 +173,9 @@ async def test_a_stop_by_hand_says_who_and_why_once(
     )
     assert "reason" not in vars(rolled_back) and vars(rolled_back)["actor"] == "key:0123456789ab"
     assert vars(cancelled)["actor"] == "key:ops"
-    assert f"its {third.run_id} run was cancelled by key:ops" in cancelled.getMessage()
+    assert f"its run {third.run_id} (gradual_deploy) was cancelled by key:ops" in (
+        cancelled.getMessage()
+    )
 
 
 async def test_a_child_workflows_deployment_keeps_saying_why_it_waits(
