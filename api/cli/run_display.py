@@ -83,7 +83,7 @@ def children_waiting_line(fanout: FanoutProgress, now: float) -> str | None:
     of all its children (the limit and how to raise it, the breaker and when it half-opens),
     and the other reasons in words; None when none waits.
     `8 children waiting: tenant acme is at its rate limit (1000/1000 GATEWAY steps a
-    minute); raise it with `schemabridge tenants set-rate acme N` …`. Children waiting
+    minute); an admin raises it with `schemabridge tenants set-rate acme N` …`. Children waiting
     inside their call are running ones, and said so: `15 running children waiting for an
     admission slot of https://… (its limit is reached)`."""
     if not fanout.waiting:

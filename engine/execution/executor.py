@@ -571,8 +571,8 @@ def rate_limit_message(tenant_id: str, used: int, limit: int) -> str:
     """What a step at its tenant's rate limit says, with the ways to raise the limit."""
     return (
         f"tenant {tenant_id} is at its rate limit ({used}/{limit} GATEWAY steps a minute); "
-        f"raise it with `schemabridge tenants set-rate {tenant_id} N` or, for every tenant, "
-        "SCHEMABRIDGE_TENANT_RATE_PER_MINUTE"
+        f"an admin raises it with `schemabridge tenants set-rate {tenant_id} N` or, for every "
+        "tenant, SCHEMABRIDGE_TENANT_RATE_PER_MINUTE"
     )
 
 

@@ -342,7 +342,7 @@ def test_following_a_fanout_says_why_its_children_wait(serve_api: Stack, workflo
     assert found, submitted.stderr
     run = found.group(1)
     said = f"children waiting: tenant {tenant} is at its rate limit ("
-    fix = f"raise it with `schemabridge tenants set-rate {tenant} N`"
+    fix = f"an admin raises it with `schemabridge tenants set-rate {tenant} N`"
     # `submit --wait` follows on stderr (stdout is the output, for scripts); `watch` on stdout.
     waiting = [line for line in submitted.stderr.splitlines() if said in line]
     assert waiting and fix in waiting[-1], submitted.stderr

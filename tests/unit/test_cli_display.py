@@ -279,8 +279,8 @@ def fanout_progress(waiting: list[dict[str, object]]) -> dict[str, object]:
 
 
 RATE = (
-    "tenant acme is at its rate limit (1000/1000 GATEWAY steps a minute); raise it with "
-    "`schemabridge tenants set-rate acme N` or, for every tenant, "
+    "tenant acme is at its rate limit (1000/1000 GATEWAY steps a minute); an admin "
+    "raises it with `schemabridge tenants set-rate acme N` or, for every tenant, "
     "SCHEMABRIDGE_TENANT_RATE_PER_MINUTE"
 )
 
