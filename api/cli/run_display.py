@@ -144,6 +144,7 @@ def step_attempts(step: StepView) -> str:
     lost = sum(1 for attempt in step.history if attempt.lost is not None)
     refused = sum(1 for attempt in step.history if attempt.refused is not None)
     calls = len(step.history) - lost - refused
+    parked = _parked(step, executions)
     if calls:
         text = plural(calls, "attempt")
         if executions > 1:
@@ -160,9 +161,24 @@ def step_attempts(step: StepView) -> str:
         text += f", {refused:,} refused before calling"
     if lost:
         text += f", {lost:,} lost"
+    if parked:
+        text += f", {parked:,} with no call logged"
     if step.auto_retries:
         text += f", {plural(step.auto_retries, 'redispatch', 'redispatches')}"
     return text
+
+
+def _parked(step: StepView, executions: int) -> int:
+    """A GATEWAY's executions that left no line in its history: mostly claims that parked the
+    step again before any call (admission unavailable while Redis was out, a breaker or a rate
+    limit to wait for: only the first park of a wait is logged), so a tour read "1 attempt in
+    12 executions" of a step that had waited 11 times and called once. The execution under
+    way, which has not written its line yet, is not one of them."""
+    if step.type != "GATEWAY" or not step.history:
+        return 0
+    seen = {attempt.execution for attempt in step.history}
+    under_way = step.status == "RUNNING" and executions not in seen
+    return max(0, executions - len(seen) - (1 if under_way else 0))
 
 
 LOST_WORDS = {

@@ -781,8 +781,14 @@ def test_the_attempts_column_says_executions_when_they_differ_from_calls() -> No
     2: the worker of the first execution was killed mid-call and logged nothing)."""
     assert attempts_of({"attempts": 1, "history": [attempt(1, 1)]}) == "1 attempt"
     assert attempts_of({"attempts": 1, "history": [attempt(1, 1), attempt(1, 2)]}) == "2 attempts"
-    killed = {"attempts": 2, "history": [attempt(1, 1)]}
-    assert attempts_of(killed) == "1 attempt in 2 executions"
+    killed = {"attempts": 2, "history": [attempt(1, 1)]}  # before the lost entries existed
+    assert attempts_of(killed) == "1 attempt in 2 executions, 1 with no call logged"
+    # Claims that parked it before any call (Redis out: only the first park is logged).
+    waited = {"attempts": 12, "history": [attempt(12, 1)]}
+    assert attempts_of(waited) == "1 attempt in 12 executions, 11 with no call logged"
+    # The execution under way has not written its line yet: not counted.
+    calling = {"attempts": 2, "status": "RUNNING", "history": [attempt(1, 1)]}
+    assert attempts_of(calling) == "1 attempt in 2 executions"
     retried = {"attempts": 2, "history": [attempt(1, 1), attempt(2, 1)]}
     assert attempts_of(retried) == "2 attempts in 2 executions"
     # Refused by admission before any call (Redis out, say): executions, not attempts.
