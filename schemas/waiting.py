@@ -11,6 +11,7 @@ instead of showing a bar that does not move.
 from __future__ import annotations
 
 import math
+import re
 from enum import StrEnum
 
 
@@ -78,6 +79,15 @@ _NEXT_TRY = frozenset({WaitReason.RETRY_BACKOFF, WaitReason.REDISPATCH})
 """Waits whose `until` is the next try of the call: their text says when ("next in N s")."""
 
 
+def redispatch_words(number: int, allowed: int, failure: str) -> str:
+    """ "redispatch 1/3 after <failure>": how a redispatched step's wait counts its
+    redispatches (`wait_text` reads a breaker wait so worded as the step's own next try)."""
+    return f"redispatch {number}/{allowed} after {failure}"
+
+
+_REDISPATCHED = re.compile(r"\bredispatch \d+/\d+ after ")
+
+
 def wait_text(reason: str, message: str, until: float | None, now: float) -> str:
     """What a person reads about one wait: its message, and for a breaker wait the countdown
     it needs ("half-open in N s", or when a half-open breaker is asked again), for a retry or
@@ -95,6 +105,11 @@ def wait_text(reason: str, message: str, until: float | None, now: float) -> str
         # a countdown alone ("17 children waiting: ; asks again in 1 s") reads as cut off.
         return message
     if BREAKER_IS_OPEN in message:
+        if _REDISPATCHED.search(message):
+            # Its own next try: no sooner than the breaker half-opens, but 5 s, 10 s, 20 s on
+            # and spread out, so not when it does (a tour read three steps' "half-open" times,
+            # 4 s apart and later than the breaker's).
+            return f"{message}; next in {left} s"
         return f"{message}; half-open in {left} s"
     return f"{message}; asks again in {left} s"
 

@@ -73,7 +73,7 @@ from schemas.errors import FailureKind, StepFailure
 from schemas.expressions import SECRETS_ROOT, secret_references
 from schemas.json_depth import DEFAULT_MAX_NESTING_DEPTH
 from schemas.redaction import Redactor
-from schemas.waiting import WaitReason
+from schemas.waiting import WaitReason, redispatch_words
 from vertices import contract, gateway, spawner
 from vertices.contract import (
     Parked,
@@ -588,7 +588,7 @@ def redispatch_message(failure: StepFailure, step: ClaimedStep, vertex: Vertex |
     fan-out's children redispatched for it share come first, their own URL and count last,
     so their group says what they share (`engine.store.children.common_message`)."""
     allowed = vertex.max_auto_retries if vertex is not None else 0
-    counted = f"redispatch {step.auto_retries + 1}/{allowed} after {failure.message}"
+    counted = redispatch_words(step.auto_retries + 1, allowed, failure.message)
     if failure.wait_cause is None:
         return counted
     return f"{REDISPATCH_WORDS} {failure.wait_cause}; {counted}"

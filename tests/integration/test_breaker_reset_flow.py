@@ -239,4 +239,4 @@ async def test_a_step_waiting_on_an_open_breaker_counts_down_once(
     assert re.fullmatch(pattern, waiting.message), waiting.message
     assert waiting.breaker == BreakerRef(destination=destination, tenant_id="default")
     [line] = waiting_lines(progress, now=waiting.until - 20.4)
-    assert line == f"call: {waiting.message}; half-open in 21 s"
+    assert line == f"call: {waiting.message}; next in 21 s"

@@ -22,7 +22,8 @@ REDISPATCH = "waiting to be sent again (redispatch) after https://api:443 answer
             "breaker_open",
             f"redispatch 1/3 after {OPEN}",
             130,
-            f"redispatch 1/3 after {OPEN}; half-open in 30 s",
+            # The step's own redispatch, spread out after the half-open: not when it is.
+            f"redispatch 1/3 after {OPEN}; next in 30 s",
         ),
         ("breaker_open", OPEN, 90, f"{OPEN}; half-open in 0 s"),  # late: never negative
         ("breaker_open", HALF, 101, f"{HALF}; asks again in 1 s"),
