@@ -352,7 +352,7 @@ def claim_holder(
         # A holder whose heartbeat this Redis never saw is not known dead: with the embedded
         # Redis a separate worker process beats into its own.
         return HolderView(worker=worker, state="unknown")
-    renewed = _renewed_before_start(lease_expires_at, status, holders.lease_s)
+    renewed = _renewed_before_start(lease_expires_at, status, holders.lease_s, holders.now)
     if renewed is not None:
         # A process killed and restarted at once under the same name: the live beat is its
         # successor's, which never held this claim; the holder was last seen renewing it.
@@ -370,19 +370,30 @@ def claim_holder(
     )
 
 
+LEASE_CLOCK_SLACK_S = 1.0
+"""How far a worker's clock, which set a lease's end, may be ahead of the reader's."""
+
+
 def _renewed_before_start(
-    lease_expires_at: float | None, status: ServiceStatus, lease_s: float | None
+    lease_expires_at: float | None, status: ServiceStatus, lease_s: float | None, now: float
 ) -> float | None:
     """When a claim (its lease ending at `lease_expires_at`) was last renewed, if that was
     before the process beating under its holder's name started (so another process, now
     gone, held it); else None. The
     lease is the holder's own when its heartbeat says it: a reader's longer one would date
-    a live holder's renewal before it started."""
+    a live holder's renewal before it started.
+
+    A lease that ends later than that process's own lease from now could not have been set
+    by it: its predecessor, started with a longer lease, set it (a tour restarted a worker
+    leasing 90 s as one leasing 30 s, and read its dead claims as held by the live one). Its
+    renewal is not known then, only that it came before the live process started."""
     lease_s = status.lease_s if status.lease_s is not None else lease_s
     if not status.up or status.started_at is None or lease_s is None:
         return None
     if lease_expires_at is None:
         return None
+    if lease_expires_at > now + lease_s + LEASE_CLOCK_SLACK_S:
+        return status.started_at
     renewed = lease_expires_at - lease_s
     return renewed if renewed < status.started_at else None
 

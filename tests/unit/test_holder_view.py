@@ -92,21 +92,43 @@ def test_a_holder_restarted_at_once_under_its_name_is_presumed_dead() -> None:
 
 def test_a_holder_is_judged_by_its_own_lease_when_its_heartbeat_says_it() -> None:
     """The worker renews by its SCHEMABRIDGE_LEASE_S (6 s), the reader's is 30 s: by the
-    reader's, the live worker's last renewal (NOW + 20 - 6) would date before it started
-    (NOW + 10) and read it presumed dead; by the lease its heartbeat says, it is alive."""
-    started = NOW + 10
+    reader's, the live worker's last renewal (NOW + 5 - 30) would date before it started
+    (NOW - 5) and read it presumed dead; by the lease its heartbeat says (NOW - 1), it is
+    alive."""
+    renewing = dataclasses.replace(step(), lease_expires_at=NOW + 5)
     live = {
         "w-1": ServiceStatus(
-            "w-1", up=True, pid=8, uptime_s=1.0, last_seen=NOW, started_at=started, lease_s=6.0
+            "w-1", up=True, pid=8, uptime_s=1.0, last_seen=NOW, started_at=NOW - 5, lease_s=6.0
         )
     }
-    view = holder_view(step(), Holders(live, show_worker=True, now=NOW, lease_s=30.0))
+    view = holder_view(renewing, Holders(live, show_worker=True, now=NOW, lease_s=30.0))
     assert view is not None and view.state == "alive", view
     # A heartbeat without its lease (an older process) is judged by the reader's.
     older = {"w-1": dataclasses.replace(live["w-1"], lease_s=None)}
-    judged = holder_view(step(), Holders(older, show_worker=True, now=NOW, lease_s=30.0))
+    judged = holder_view(renewing, Holders(older, show_worker=True, now=NOW, lease_s=30.0))
     assert judged is not None and judged.state == "presumed_dead", judged
-    assert judged.last_seen == NOW + 20 - 30.0
+    assert judged.last_seen == NOW + 5 - 30.0
+
+
+def test_a_holder_restarted_with_a_shorter_lease_is_presumed_dead() -> None:
+    """The tour: a worker leasing 90 s killed, restarted under its name leasing 30 s. Its
+    dead claim's lease (renewed at NOW - 30, ending at NOW + 60) dated, by the live
+    process's lease, a renewal after that process started (NOW + 30), and read "alive". A
+    lease ending later than the live process's own lease from now is not its."""
+    dead = dataclasses.replace(step(), lease_expires_at=NOW + 60)
+    restarted = {
+        "w-1": ServiceStatus(
+            "w-1", up=True, pid=8, uptime_s=10.0, last_seen=NOW - 2, started_at=NOW - 10, lease_s=30
+        )
+    }
+    view = holder_view(dead, Holders(restarted, show_worker=True, now=NOW, lease_s=30.0))
+    assert view is not None
+    # Its renewal is unknown, only that it came before the live process started.
+    assert (view.state, view.last_seen, view.silent_s) == ("presumed_dead", NOW - 10, 10.0)
+    # The live process's own claim, renewed just now, is its own.
+    own = dataclasses.replace(step(), lease_expires_at=NOW + 30)
+    alive = holder_view(own, Holders(restarted, show_worker=True, now=NOW, lease_s=30.0))
+    assert alive is not None and alive.state == "alive", alive
 
 
 def test_a_fanout_counts_the_running_children_of_each_dead_holder_most_first() -> None:
