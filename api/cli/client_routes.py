@@ -43,6 +43,7 @@ from api.cli.wire import (
     RunQuery,
     RunSummary,
     ServiceView,
+    ServingChange,
     ServingView,
     StartOverPreview,
     StartOverResult,
@@ -461,10 +462,10 @@ class DeploymentsApi:
         path = f"/workflows/{segment(workflow)}/serving"
         return await self._session.fetch(ServingView, "GET", path)
 
-    async def set_serving(self, workflow: str, version: int) -> ServingView:
+    async def set_serving(self, workflow: str, version: int) -> ServingChange:
         """`POST /workflows/{name}/serving` (admin; 409 `deployment_running`)."""
         path = f"/workflows/{segment(workflow)}/serving"
-        return await self._session.fetch(ServingView, "POST", path, body={"version": version})
+        return await self._session.fetch(ServingChange, "POST", path, body={"version": version})
 
 
 def _start_body(

@@ -719,3 +719,10 @@ class ServingView(Wire):
     deployment_id: str | None = None
     updated_at: float
     updated_by: str | None = None
+
+
+class ServingChange(ServingView):
+    """A switch of the serving version: `changed` False when the version served already."""
+
+    changed: bool
+    message: str

@@ -367,28 +367,32 @@ def serving(
 ) -> None:
     """Which version of a workflow new runs get, and a running deployment's candidate; with
     VERSION, switch to it at once (admin, recorded with the key; refused while a deployment
-    of the workflow runs: a deployment is the gradual way)."""
+    of the workflow runs: a deployment is the gradual way; the version that serves already:
+    says since when and by whom, changes nothing, exit 0)."""
     remote = Remote(api_url, api_key, output, debug)
     # `workflow=name`: a version or a name that does not exist gets its fix on the error's
     # line (the command that lists the versions, or the name meant), as `deployments start`.
     if version is None:
         found = call(remote, lambda api: api.deployments.serving(name), workflow=name)
-    else:
-        found = call(remote, lambda api: api.deployments.set_serving(name, version), workflow=name)
-    if remote.json:
-        print_json(dump(found))
+        if remote.json:
+            print_json(dump(found))
+            return
+        stdout().print(_serving_line(found), markup=False)
         return
-    stdout().print(_serving_line(found, switched=version is not None), markup=False)
+    switched = call(remote, lambda api: api.deployments.set_serving(name, version), workflow=name)
+    if remote.json:
+        print_json(dump(switched))
+        return
+    # The API's sentence, a switch or nothing to do (the version served already), as a
+    # REST client reads it.
+    stdout().print(switched.message, markup=False)
 
 
-def _serving_line(view: ServingView, *, switched: bool) -> str:
+def _serving_line(view: ServingView) -> str:
     now = time.time()
     by = f" by {view.updated_by}" if view.updated_by else ""
     line = f"{view.workflow}: v{view.serving_version} serves new runs"
-    if switched:
-        line += f" from now on (set{by})"
-    else:
-        line += f" (since {moment(view.updated_at, now)}{by})"
+    line += f" (since {moment(view.updated_at, now)}{by})"
     if view.candidate_version is not None and view.deployment_id is not None:
         line += (
             f"; deployment {view.deployment_id} gives v{view.candidate_version} "

@@ -34,6 +34,7 @@ from engine.operations.deployment_views import (
     DeploymentPreview,
     DeploymentView,
     RollbackSpec,
+    ServingChange,
     ServingView,
     StageSpec,
 )
@@ -286,13 +287,17 @@ async def get_serving(name: Name, ops: OperationsDep, caller: CallerDep) -> Serv
 
 @router.post(
     "/workflows/{name}/serving",
-    response_model=ServingView,
+    response_model=ServingChange,
     responses=error_responses(401, 403, 404, 409, 422, 503),
     summary="Switch a workflow's serving version by hand",
 )
 async def set_serving(
     name: Name, body: ServingRequest, ops: OperationsDep, caller: AdminDep
-) -> ServingView:
+) -> ServingChange:
     """Every new run that names no version gets it at once; recorded with the key
-    (`updatedBy`). 409 `deployment_running` while a deployment of the workflow runs."""
+    (`updatedBy`) and in the audit. The version that serves already answers 200 too, with
+    `changed: false` and a `message` saying so: nothing is done (`updatedAt` and
+    `updatedBy` stay those of whoever made it serve, and no audit event is written), as
+    every action with nothing to do answers. 409 `deployment_running` while a deployment of
+    the workflow runs."""
     return await ops.deployments.set_serving(name, body.version, actor=caller.actor)

@@ -262,6 +262,15 @@ class ServingView(View):
     )
 
 
+class ServingChange(ServingView):
+    """An operator's switch of the serving version: `changed` False when the version asked
+    for served already (nothing was done: `updatedAt` and `updatedBy` are still those of
+    whoever made it serve, and no audit event was written)."""
+
+    changed: bool
+    message: str = Field(description="What happened, in words.")
+
+
 def rest_words(weight: float, serving_version: int, rest: str = "the rest") -> str:
     """What the serving version gets beside a candidate's `weight`: " (v1 the rest)" (`rest`),
     or at 100 % (where there is no rest) " (all of them: v1 gets none while it runs)"."""

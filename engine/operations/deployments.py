@@ -32,6 +32,7 @@ from engine.operations.deployment_views import (
     DeploymentPreview,
     DeploymentView,
     RollbackSpec,
+    ServingChange,
     ServingView,
     StageSpec,
     deployment_view,
@@ -66,6 +67,7 @@ from engine.store.deployments import (
 from engine.store.models import DeploymentStatus
 from engine.store.records import DeploymentRecord
 from engine.store.unreachable import STORE_ERRORS, store_unreachable
+from schemas.clock import utc_moment
 from schemas.definitions import RESERVED_WORKFLOWS, Workflow
 from schemas.errors import InvalidRequest, NotFound, Problem, WrongState
 from schemas.waiting import WaitReason
@@ -618,19 +620,30 @@ class DeploymentOperations:
         return view if tenant is None else view.model_copy(update={"updated_by": None})
 
     @store_boundary
-    async def set_serving(self, workflow: str, version: int, *, actor: str) -> ServingView:
+    async def set_serving(self, workflow: str, version: int, *, actor: str) -> ServingChange:
         """Make `version` the serving version of `workflow` at once (every new run that names
-        no version gets it), recording `actor`. Refused while a deployment of `workflow` runs
-        (`WrongState(code="deployment_running")`: abort it first); unknown workflow or
-        version: `NotFound(code="workflow_not_found")`."""
+        no version gets it), recording `actor`. A `version` that serves already is left as it
+        is (`changed` False, said in `message`: who made it serve and since when stay, and
+        nothing is audited), as every action with nothing to do answers. Refused while a
+        deployment of `workflow` runs (`WrongState(code="deployment_running")`: abort it
+        first); unknown workflow or version: `NotFound(code="workflow_not_found")`."""
         self._check_workflow(workflow)
         if isinstance(version, bool) or not isinstance(version, int) or version < 1:
             raise workflow_not_found(workflow, version)
         try:
-            record = await self._store.set_serving(workflow, version, actor=actor)
+            record, changed = await self._store.set_serving(workflow, version, actor=actor)
         except UnknownWorkflow as exc:
             raise await unknown_workflow(self._store, workflow, version, users_only=True) from exc
-        return serving_view(record)
+        view = serving_view(record)
+        if changed:
+            message = f"{workflow}: v{version} serves new runs from now on (set by {actor})"
+        else:
+            by = f" by {record.updated_by}" if record.updated_by else ""
+            message = (
+                f"{workflow}: v{version} serves new runs already (since "
+                f"{utc_moment(record.updated_at)}{by}): nothing to do"
+            )
+        return ServingChange(**view.model_dump(), changed=changed, message=message)
 
 
 def ended_on(record: DeploymentRecord, counts: DeploymentCounts) -> DeploymentCounts:

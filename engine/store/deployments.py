@@ -115,15 +115,21 @@ class DeploymentStore(RunCatalogue, OperatorActionsStore):
         record = await self.serving(name)
         return await self.get_version(name, None if record is None else record.serving_version)
 
-    async def set_serving(self, name: str, version: int, *, actor: str) -> ServingRecord:
-        """Make `version` the serving version of `name` at once. Refused while a deployment
-        of `name` runs (`WrongState(code="deployment_running")`); unknown: `UnknownWorkflow`."""
+    async def set_serving(
+        self, name: str, version: int, *, actor: str
+    ) -> tuple[ServingRecord, bool]:
+        """Make `version` the serving version of `name` at once, and whether that changed
+        anything: a `version` that serves already is left as it is (False: the row keeps who
+        set it and since when, and no audit event is written). Refused while a deployment of
+        `name` runs (`WrongState(code="deployment_running")`); unknown: `UnknownWorkflow`."""
         await self.get_version(name, version)
         now = self._clock.now()
         async with self._engines.write.begin() as conn:
             current = await rows_.serving_row(conn, name)
             if current is not None and current.deployment_id is not None:
                 raise running_deployment(name, current.deployment_id)
+            if current is not None and current.serving_version == version:
+                return current, False
             values = {"serving_version": version, "updated_at": now, "updated_by": actor}
             if current is None:
                 await conn.execute(insert(rows_.serving).values(name=name, **values))
@@ -156,7 +162,7 @@ class DeploymentStore(RunCatalogue, OperatorActionsStore):
             actor,
             None if current is None else current.serving_version,
         )
-        return record
+        return record, True
 
     async def spawning_parents(self, name: str) -> list[SpawningParent]:
         """The other workflows whose serving version has a SPAWNER of `name`, by name: their

@@ -70,6 +70,10 @@ def test_publishing_a_later_version_says_it_does_not_serve_yet(stack: Stack) -> 
     assert re.search(r"^dep-publish\s+v2\s+v1\s+2\s", listed, re.M), listed
     switched = stack.ok("workflows", "serving", "dep-publish", "2").stdout
     assert switched.startswith("dep-publish: v2 serves new runs from now on (set by key:")
+    # The same switch again: nothing to do, said as such (exit 0), not a switch anew.
+    again = stack.ok("workflows", "serving", "dep-publish", "2").stdout
+    assert again.startswith("dep-publish: v2 serves new runs already (since "), again
+    assert again.rstrip().endswith("): nothing to do"), again
     assert stack.json("workflows", "serving", "dep-publish")["servingVersion"] == 2
     assert {r["version"] for r in submit(stack, "dep-publish", 3)} == {2}
 

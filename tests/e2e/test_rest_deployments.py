@@ -494,6 +494,9 @@ async def test_a_promotion_is_audited_as_a_serving_switch(backend: Backend) -> N
         }
         started = await http.post("/workflows/orders/deployments", json={"version": 2, **body})
         promoted = await wait_until_ended(http, started.json()["id"])
+        # A switch to the version the promotion made serve does nothing, and says so: the
+        # promotion stays the record of who made v2 serve (no event over it).
+        again = await http.post("/workflows/orders/serving", json={"version": 2})
         held = await http.post(
             "/workflows/orders/deployments", json={"version": 3, "stages": STAGES}
         )
@@ -505,6 +508,17 @@ async def test_a_promotion_is_audited_as_a_serving_switch(backend: Backend) -> N
                               "subjectKind": "workflow"},
         )  # fmt: skip
     assert promoted["status"] == "SUCCEEDED", promoted
+    assert again.status_code == 200, again.text
+    unchanged = again.json()
+    assert unchanged["changed"] is False
+    assert (unchanged["servingVersion"], unchanged["updatedBy"], unchanged["updatedAt"]) == (
+        2,
+        f"deployment:{promoted['id']}",
+        promoted["endedAt"],
+    )
+    assert unchanged["message"].startswith("orders: v2 serves new runs already (since ")
+    assert unchanged["message"].endswith(f" by deployment:{promoted['id']}): nothing to do")
+    assert switched.json()["changed"] is True
     events = page.json()["items"]
     assert [(e["actor"], e["detail"]["version"]) for e in events] == [
         (switched.json()["updatedBy"], 1),

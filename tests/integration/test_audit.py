@@ -16,7 +16,7 @@ from demo.downstream import RunningDownstream
 from engine.operations import Operations
 from engine.operations.audit_views import AuditAction, AuditFilter, AuditSubject
 from engine.runtime import Runtime
-from schemas.clock import FakeClock
+from schemas.clock import FakeClock, utc_moment
 from schemas.errors import InvalidRequest, NotFound
 from tests.conftest import Backend
 from tests.integration.engine_harness import running_worker, settings_for
@@ -121,6 +121,36 @@ async def test_publishing_records_each_new_version_and_who_published_it(ops: Ope
     ]
     assert found[0][4] == {"version": 2, "was": 1}
     assert set(found[1][4]) == {"version", "definitionHash"}
+
+
+async def test_switching_to_the_version_that_serves_changes_and_records_nothing(
+    ops: Operations, clock: FakeClock
+) -> None:
+    await ops.workflows.publish(single("one", "http://127.0.0.1:9/x"), actor=ADMIN)
+    await ops.workflows.publish(single("one", "http://127.0.0.1:9/y"), actor=ADMIN)
+    switched = await ops.deployments.set_serving("one", 2, actor=ADMIN)
+    assert switched.changed
+    assert switched.message == f"one: v2 serves new runs from now on (set by {ADMIN})"
+    clock.advance(3600)
+
+    again = await ops.deployments.set_serving("one", 2, actor=OTHER)
+
+    # As a cancel of a cancelled run: said, not done. Who made it serve, and since when,
+    # stay (a deployment's promotion is not overwritten by a repeated switch).
+    assert not again.changed
+    assert again.message == (
+        f"one: v2 serves new runs already (since {utc_moment(switched.updated_at)} by "
+        f"{ADMIN}): nothing to do"
+    )
+    assert (again.updated_at, again.updated_by) == (switched.updated_at, ADMIN)
+    serving = await ops.deployments.serving("one")
+    assert (serving.serving_version, serving.updated_at, serving.updated_by) == (
+        2,
+        switched.updated_at,
+        ADMIN,
+    )
+    found = await events(ops, action="workflow.serving_set")
+    assert [(e[0], e[4]) for e in found] == [(ADMIN, {"version": 2, "was": 1})]
 
 
 async def test_key_creation_and_revocation_record_their_actor_once(

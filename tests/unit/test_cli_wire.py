@@ -78,6 +78,7 @@ MIRRORS: list[tuple[type[wire.Wire], type[pydantic.BaseModel]]] = [
     (wire.DeploymentChange, deployment_views.DeploymentChange),
     (wire.DeploymentPreview, deployment_views.DeploymentPreview),
     (wire.ServingView, deployment_views.ServingView),
+    (wire.ServingChange, deployment_views.ServingChange),
     (wire.AuditEventView, audit_views.AuditEventView),
 ]
 
