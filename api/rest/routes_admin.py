@@ -20,7 +20,7 @@ from api.rest.deps import OperationsDep
 from api.rest.errors import error_responses
 from api.rest.renamed import OLD_TENANT_PARAMETER, one_of
 from engine.operations.destination_history import DestinationHistoryView
-from engine.operations.settings import MAX_SETTING
+from engine.operations.settings import MAX_SETTING, UNSET
 from engine.operations.settings_views import (
     BreakersReset,
     CapsView,
@@ -301,19 +301,15 @@ async def set_limits(
     """Answers the tenant's settings after the change. Each field is applied on its own and
     idempotently: a request refused half-way (503) may be sent again as it is. The id follows
     a submission's `tenantId` rule: any other is 422 `invalid_tenant` (`details.allowed`
-    says the rule) and nothing is stored."""
-    given, actor = body.model_fields_set, caller.actor
-    if "rate_per_minute" in given:
-        if body.rate_per_minute is None:
-            await ops.settings.reset_tenant_rate(tenant_id, actor=actor)
-        else:
-            await ops.settings.set_tenant_rate(tenant_id, body.rate_per_minute, actor=actor)
-    if "max_runs" in given:
-        if body.max_runs is None:
-            await ops.settings.reset_quota(tenant_id, actor=actor)
-        else:
-            await ops.settings.set_quota(tenant_id, body.max_runs, actor=actor)
-    return await ops.settings.tenant(tenant_id)
+    says the rule) and nothing is stored; so is a limit set for the reserved tenant `system`
+    (the engine's own runs, which no limit acts on; `null`, a reset, is taken)."""
+    given = body.model_fields_set
+    return await ops.settings.set_limits(
+        tenant_id,
+        rate_per_minute=body.rate_per_minute if "rate_per_minute" in given else UNSET,
+        max_runs=body.max_runs if "max_runs" in given else UNSET,
+        actor=caller.actor,
+    )
 
 
 # ── services ───────────────────────────────────────────────────────────────────────────────

@@ -41,7 +41,7 @@ from engine.store.models import AuditAction, AuditSubject
 from engine.store.unreachable import STORE_ERRORS, store_unreachable
 from schemas.close_names import close_names, did_you_mean
 from schemas.errors import InvalidRequest, NotFound, Unavailable
-from schemas.tenant_ids import check_tenant_id
+from schemas.tenant_ids import SYSTEM_TENANT, TENANT_ID_RULE, check_tenant_id
 
 if TYPE_CHECKING:
     from engine.runtime import Runtime
@@ -67,7 +67,24 @@ MAX_SETTING = 2**31 - 1
 
 
 UNSET: Any = object()
-"""A cap `change_caps` was not given: it stays as it is."""
+"""A cap `change_caps` was not given, or a limit `set_limits` was not: it stays as it is."""
+
+
+def _check_limited_tenant(tenant_id: str) -> None:
+    """Refuse a limit set on a tenant no limit can act on: an id that cannot be a tenant's
+    (`check_tenant_id`), and the reserved `system`, whose runs (a deployment's) make no
+    GATEWAY call for a rate to count and take no quota, so a limit there would be shown and
+    audited yet do nothing. `InvalidRequest(code="invalid_tenant")`, as a submission or a
+    key for it is refused. A reset is not refused: it removes a limit stored before."""
+    check_tenant_id(tenant_id)
+    if tenant_id == SYSTEM_TENANT:
+        raise InvalidRequest(
+            f"{SYSTEM_TENANT!r} is the tenant of the engine's own runs (deployments' "
+            "gradual_deploy runs), reserved: they make no calls and take no quota, so no rate "
+            "limit or quota applies to it; set one on a tenant whose runs you mean to limit",
+            code="invalid_tenant",
+            details={"allowed": TENANT_ID_RULE, "reserved": [SYSTEM_TENANT]},
+        )
 
 
 def _rate(rate_per_second: float | None) -> float | None:
@@ -327,8 +344,9 @@ class SettingsOperations:
         self, tenant_id: str, per_minute: int, *, actor: str | None = None
     ) -> TenantRateView:
         """Limit a tenant to `per_minute` GATEWAY steps a minute (≥ 1; each step counted once
-        however many attempts it takes), for every worker at once (`invalid_rate` below 1)."""
-        check_tenant_id(tenant_id)
+        however many attempts it takes), for every worker at once (`invalid_rate` below 1;
+        the reserved tenant `system`, `invalid_tenant`)."""
+        _check_limited_tenant(tenant_id)
         _whole(per_minute, 1, "the rate (GATEWAY steps a minute)", "invalid_rate")
         await self._apply_tenant_rate(tenant_id, per_minute, actor)
         return await self._rate_view(tenant_id, per_minute)
@@ -350,8 +368,8 @@ class SettingsOperations:
         """Let a tenant create `max_runs` runs (≥ 0): root runs submitted and started over
         take one each as they are created, and a spawner checks it before a fan-out, whose
         children take one each. Changing an existing quota keeps its count of runs used
-        (`invalid_quota` below 0)."""
-        check_tenant_id(tenant_id)
+        (`invalid_quota` below 0; the reserved tenant `system`, `invalid_tenant`)."""
+        _check_limited_tenant(tenant_id)
         _whole(max_runs, 0, "the quota", "invalid_quota")
         return _quota_view(*await self._runtime.store.set_quota(tenant_id, max_runs, actor=actor))
 
@@ -361,6 +379,32 @@ class SettingsOperations:
         from 0 if a quota is set later. True when it had one; False when it had none."""
         check_tenant_id(tenant_id)
         return await self._runtime.store.reset_quota(tenant_id, actor=actor)
+
+    @store_boundary
+    async def set_limits(
+        self,
+        tenant_id: str,
+        *,
+        rate_per_minute: int | None = UNSET,
+        max_runs: int | None = UNSET,
+        actor: str | None = None,
+    ) -> TenantView:
+        """Set a tenant's rate limit and run quota (`PUT /tenants/{id}/limits`): each one
+        given is set (None: back to the default, unlimited for the quota), each on its own
+        and idempotently; one left `UNSET` stays as it is. Answers the tenant's settings
+        after. A limit set on a tenant none can act on is refused before anything is
+        changed (`_check_limited_tenant`), also the reset given beside it."""
+        if any(value is not UNSET and value is not None for value in (rate_per_minute, max_runs)):
+            _check_limited_tenant(tenant_id)
+        if rate_per_minute is None:
+            await self.reset_tenant_rate(tenant_id, actor=actor)
+        elif rate_per_minute is not UNSET:
+            await self.set_tenant_rate(tenant_id, rate_per_minute, actor=actor)
+        if max_runs is None:
+            await self.reset_quota(tenant_id, actor=actor)
+        elif max_runs is not UNSET:
+            await self.set_quota(tenant_id, max_runs, actor=actor)
+        return await self.tenant(tenant_id)
 
     @store_boundary
     async def tenants(self) -> list[TenantView]:

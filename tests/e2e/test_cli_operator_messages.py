@@ -71,6 +71,19 @@ def test_an_id_no_tenant_can_have_is_one_line_with_the_rule(
     assert not [t for t in listed if t["tenantId"].strip() == "padded"], "nothing was stored"
 
 
+def test_a_limit_on_the_reserved_system_tenant_is_one_line_that_says_why(
+    serve_api: Stack,
+) -> None:
+    for command in (["set-quota", "system", "0"], ["set-rate", "system", "5"]):
+        refused = assert_refused(serve_api.cli("tenants", *command), 2)
+        assert len(refused.splitlines()) == 1, refused
+        assert "'system' is the tenant of the engine's own runs" in refused
+        assert "no rate limit or quota applies to it" in refused
+    # Listed only when it has runs (a deployment's): never with a limit of its own.
+    shown = serve_api.json("tenants", "show", "system")
+    assert (shown["rate"]["configured"], shown["quota"]) == (False, None), "nothing was stored"
+
+
 @pytest.mark.parametrize(
     ("command", "said"),
     [

@@ -210,6 +210,13 @@ async def test_tenant_limits_set_then_back_to_the_default(api: Api) -> None:
             assert refused.status_code == 422 and refused.json()["code"] == "invalid_request"
         spaced = await http.get(f"/tenants/{quote(' acme')}")
         assert spaced.status_code == 422 and spaced.json()["code"] == "invalid_tenant"
+        # The engine's own tenant: no limit acts on its runs, so none is taken.
+        for body in ({"ratePerMinute": 5}, {"maxRuns": 0}):
+            reserved = await http.put("/tenants/system/limits", json=body)
+            assert reserved.status_code == 422 and reserved.json()["code"] == "invalid_tenant"
+            assert "reserved" in reserved.json()["message"], reserved.text
+        listed = await http.get("/tenants")
+        assert "system" not in [t["tenantId"] for t in listed.json()["items"]]
 
 
 @pytest.mark.parametrize("tenant", [" acme", "acme ", "t" * 201])

@@ -393,6 +393,38 @@ async def test_bad_tenant_ids_are_refused_by_every_tenant_operation(
     assert await runtime.store.list_quotas() == []
 
 
+async def test_limits_on_the_reserved_system_tenant_are_refused_and_none_is_stored(
+    runtime: Runtime, settings: SettingsOperations
+) -> None:
+    """`system`'s runs (deployments') make no calls and take no quota: a limit set on it was
+    shown and audited, and did nothing. Refused by every write that sets one, the PUT's
+    operation before anything of it is applied (its reset too); a reset alone is taken (it
+    removes what an older version stored)."""
+    operations: list[Callable[[], Awaitable[Any]]] = [
+        lambda: settings.set_tenant_rate("system", 5, actor="key:ops"),
+        lambda: settings.set_quota("system", 0, actor="key:ops"),
+        lambda: settings.set_limits("system", rate_per_minute=5, actor="key:ops"),
+        lambda: settings.set_limits("system", max_runs=0, actor="key:ops"),
+        lambda: settings.set_limits("system", rate_per_minute=None, max_runs=3, actor="key:ops"),
+    ]
+    for operation in operations:
+        with pytest.raises(InvalidRequest) as refused:
+            await operation()
+        assert refused.value.code == "invalid_tenant"
+        assert refused.value.message.startswith("'system' is the tenant of the engine's own runs")
+        assert "no rate limit or quota applies to it" in refused.value.message
+        assert "\n" not in refused.value.message
+    assert await runtime.store.list_tenant_rates() == []
+    assert await runtime.store.list_quotas() == []
+    audited = await Operations(runtime).audit.list()
+    assert [e.action.value for e in audited.items] == [], "nothing refused is audited"
+    reset = await settings.set_limits("system", rate_per_minute=None, max_runs=None)
+    assert (reset.rate.configured, reset.quota) == (False, None)
+    # Any other tenant takes both, through the same operation.
+    other = await settings.set_limits("acme", rate_per_minute=5, max_runs=0, actor="key:ops")
+    assert (other.rate.per_minute, other.quota and other.quota.max_runs) == (5, 0)
+
+
 @pytest.mark.parametrize("per_minute", [0, -1, True, 2**31])
 async def test_rates_below_one_are_refused(
     per_minute: Any, runtime: Runtime, settings: SettingsOperations
