@@ -114,6 +114,12 @@ class SecretCipher:
         """Raise `SecretKeyError` unless the keys are usable."""
         self._keys()
 
+    def check_setting(self) -> None:
+        """Raise `SecretKeyError` (`secret_key_invalid`) when the setting holds something
+        that is not a key; no key at all passes (what needs none may go on without one)."""
+        if self.problem is not None and self.problem_code == "secret_key_invalid":
+            self._keys()
+
     def encrypt(self, value: str) -> str:
         """The token of `value`, under the first key (with that key's id)."""
         token = self._keys().encrypt(value.encode()).decode("ascii")

@@ -6,7 +6,10 @@ references it runs (`engine.execution.step_secrets`). Values are encrypted here,
 reach the store, with the first key of `SCHEMABRIDGE_SECRET_KEYS`; nothing returns a value,
 and no refusal quotes one. Setting and rotating need a usable key (`SecretKeyError`,
 `secret_key_missing` or `secret_key_invalid`, one line that says how to make one); listing and
-deleting do not, so a secret whose key was lost can still be seen and removed.
+deleting do not, so a secret whose key was lost can still be seen and removed with no key
+configured. A malformed key is refused by every operation all the same (`secret_key_invalid`):
+it is a mistake in this process's settings that the workers given it would fail on (and that
+`api`, `serve` and `worker` refuse to start with), not a key that was lost.
 """
 
 from __future__ import annotations
@@ -116,7 +119,9 @@ class SecretOperations:
 
     @store_boundary
     async def list(self, tenant: str | None = None) -> SecretList:
-        """Every secret (of `tenant` when given): names and metadata, never a value."""
+        """Every secret (of `tenant` when given): names and metadata, never a value. Needs
+        no key, but refuses a malformed one (`SecretKeyError`, `secret_key_invalid`)."""
+        self._runtime.secret_cipher.check_setting()
         if tenant is not None:
             check_tenant(tenant)
         records = await self._runtime.store.list_secrets(tenant)
@@ -126,7 +131,9 @@ class SecretOperations:
     async def delete(self, tenant: str, name: str, *, actor: str | None = None) -> SecretRef:
         """Delete `tenant`'s secret `name`; runs that reference it fail with
         `secret_not_found` from then on. The audit keeps that `actor` did it (`secret.deleted`).
-        Unknown → `NotFound(code="secret_not_found")`."""
+        Unknown → `NotFound(code="secret_not_found")`. Needs no key, but refuses a malformed
+        one (`SecretKeyError`, `secret_key_invalid`)."""
+        self._runtime.secret_cipher.check_setting()
         check_tenant(tenant)
         check_name(name)
         if not await self._runtime.store.delete_secret(tenant, name, actor=actor):

@@ -106,6 +106,20 @@ def test_without_a_key_set_and_rotate_say_how_to_make_one(env: dict[str, str]) -
     assert invalid.returncode == 2 and "1st key" in invalid.stderr
 
 
+def test_a_malformed_key_is_refused_by_every_command_and_no_key_lists(env: dict[str, str]) -> None:
+    assert sb(env, "set", "CRM_TOKEN", "--tenant", "acme", stdin=VALUE).returncode == 0
+    for args in (["list"], ["list", "--json"], ["delete", "CRM_TOKEN", "--tenant", "acme"]):
+        done = sb(env, *args, keys="notakey")
+        assert done.returncode == 2, (args, done.stdout, done.stderr)
+        assert done.stdout == "" and len(done.stderr.splitlines()) == 1, done.stderr
+        assert "1st key in SCHEMABRIDGE_SECRET_KEYS is not a Fernet key" in done.stderr
+        assert "notakey" not in done.stderr and "Traceback" not in done.stderr
+    # No key at all: a key that was lost. The names are still listed (and may be deleted).
+    listed = sb(env, "list", "--json", keys="")
+    assert listed.returncode == 0, listed.stderr
+    assert [item["name"] for item in json.loads(listed.stdout)] == ["CRM_TOKEN"]
+
+
 def test_rotate_to_a_new_key(env: dict[str, str]) -> None:
     old = env["SCHEMABRIDGE_SECRET_KEYS"]
     new = Fernet.generate_key().decode()

@@ -126,6 +126,23 @@ async def test_without_a_key_setting_and_rotating_say_how_to_make_one(open_ops: 
         await ops.secrets.delete("acme", "CRM_TOKEN")
 
 
+async def test_a_malformed_key_is_refused_by_listing_and_deleting_too(open_ops: Opener) -> None:
+    """No key is a key that was lost (list and delete go on); a malformed one is a mistake in
+    the settings, which the workers given it would fail on: said, before anything is shown."""
+    stored = await open_ops(KEY_A)
+    await stored.secrets.set("acme", "CRM_TOKEN", VALUE, actor="cli")
+    ops = await open_ops(f"{KEY_A},not-a-key")
+    for attempt in (ops.secrets.list(), ops.secrets.list("acme")):
+        with pytest.raises(SecretKeyError) as caught:
+            await attempt
+        assert caught.value.code == "secret_key_invalid"
+        assert "2nd key in SCHEMABRIDGE_SECRET_KEYS is not a Fernet key" in caught.value.message
+        assert MAKE_KEY in caught.value.message and "not-a-key" not in caught.value.message
+    with pytest.raises(SecretKeyError):
+        await ops.secrets.delete("acme", "CRM_TOKEN")
+    assert [s.name for s in (await stored.secrets.list()).items] == ["CRM_TOKEN"], "kept"
+
+
 async def test_rotation_moves_every_secret_to_the_first_key(open_ops: Opener) -> None:
     old = await open_ops(KEY_A)
     for index in range(3):
