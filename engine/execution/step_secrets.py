@@ -7,6 +7,8 @@ so everything the step records shows `***` instead. A missing secret fails the s
 `secret_not_found` and a worker that cannot decrypt one (no key, an invalid key, a key that is
 not the one it was encrypted with) with `secret_unreadable`; both are terminal: an operator
 sets the secret or gives the worker the key (the message names its id), then retries the run.
+A missing secret is told first, also on a worker without a usable key (adding that it has
+none): setting it is the fix that comes first, and a key alone would only lead to it.
 """
 
 from __future__ import annotations
@@ -34,21 +36,27 @@ async def resolve(
     tokens: SecretTokens, cipher: SecretCipher, tenant_id: str, names: Collection[str]
 ) -> dict[str, str]:
     """The values of the tenant's secrets `names`; raises StepFailure (`secret_not_found`,
-    `secret_unreadable`) with a message that names the secret and the tenant."""
+    `secret_unreadable`) with a message that names the secret and the tenant. A missing
+    secret is told before a worker's missing or invalid key (and names that too)."""
+    stored = await tokens.read_secret_tokens(tenant_id, names)
+    missing = sorted(set(names) - set(stored))
+    if missing:
+        name = missing[0]
+        also = (
+            ""
+            if cipher.problem is None
+            else f"; this worker cannot decrypt secrets either: {cipher.problem}"
+        )
+        raise StepFailure(
+            FailureKind.SECRET_NOT_FOUND,
+            f"tenant {tenant_id!r} has no secret {name!r}: set it with `schemabridge secrets "
+            f"set {name} --tenant {tenant_id}` (or PUT /secrets/{name}), then retry the run" + also,
+        )
     if cipher.problem is not None:
         raise StepFailure(
             FailureKind.SECRET_UNREADABLE,
             f"the step uses the secrets {_listed(names)} of tenant {tenant_id!r}, but this "
             f"worker cannot decrypt secrets: {cipher.problem}",
-        )
-    stored = await tokens.read_secret_tokens(tenant_id, names)
-    missing = sorted(set(names) - set(stored))
-    if missing:
-        name = missing[0]
-        raise StepFailure(
-            FailureKind.SECRET_NOT_FOUND,
-            f"tenant {tenant_id!r} has no secret {name!r}: set it with `schemabridge secrets "
-            f"set {name} --tenant {tenant_id}` (or PUT /secrets/{name}), then retry the run",
         )
     values: dict[str, str] = {}
     for name, token in stored.items():

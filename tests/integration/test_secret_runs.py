@@ -15,6 +15,7 @@ from cryptography.fernet import Fernet
 
 from demo.downstream import RunningDownstream
 from engine.operations import Operations
+from engine.operations.views import RunDetail
 from engine.runtime import Runtime
 from engine.secret_cipher import MAKE_KEY, key_id
 from schemas.definitions import Workflow
@@ -218,21 +219,28 @@ async def test_a_missing_secret_fails_the_step_naming_it_and_a_retry_finds_it(
     assert [r["headers"]["x-api-key"] for r in echo.received] == [VALUE]
 
 
+async def run_on_a_worker_with(
+    keys: str | None, backend: Backend, ops: Operations, echo: Echo
+) -> RunDetail:
+    """A run of tenant acme that uses the secret TOKEN, run to its end by a worker with
+    SCHEMABRIDGE_SECRET_KEYS `keys` (None: no key), not the one that set it."""
+    worker = await Runtime.open(settings_for(backend, secret_keys=keys))
+    try:
+        await ops.workflows.publish([using_secret(echo.url, fail=False)])
+        run_id = (await ops.runs.submit("secretive", {}, tenant_id="acme")).run.id
+        async with running_worker(worker):
+            return await wait_for_run(worker, run_id)
+    finally:
+        await worker.close()
+
+
 @pytest.mark.parametrize("worker_keys", [None, "other"], ids=["no-key", "wrong-key"])
 async def test_a_worker_that_cannot_decrypt_fails_the_step_saying_why(
     backend: Backend, ops: Operations, echo: Echo, worker_keys: str | None
 ) -> None:
     await ops.secrets.set("acme", "TOKEN", VALUE, actor="cli")
     keys = None if worker_keys is None else Fernet.generate_key().decode()
-    worker = await Runtime.open(settings_for(backend, secret_keys=keys))
-    try:
-        document = using_secret(echo.url, fail=False)
-        await ops.workflows.publish([document])
-        run_id = (await ops.runs.submit("secretive", {}, tenant_id="acme")).run.id
-        async with running_worker(worker):
-            run = await wait_for_run(worker, run_id)
-    finally:
-        await worker.close()
+    run = await run_on_a_worker_with(keys, backend, ops, echo)
     assert run.error is not None
     assert (run.status, run.error.kind) == ("FAILED", "secret_unreadable")
     assert "'acme'" in run.error.message and "TOKEN" in run.error.message
@@ -241,6 +249,22 @@ async def test_a_worker_that_cannot_decrypt_fails_the_step_saying_why(
     else:  # names the key the worker lacks (the setter's) and the setting to put it in
         assert f"encrypted with key {key_id(KEY)}" in run.error.message
         assert "add that key to SCHEMABRIDGE_SECRET_KEYS" in run.error.message
+    assert echo.received == []
+
+
+async def test_a_missing_secret_is_told_first_on_a_worker_without_a_key(
+    backend: Backend, ops: Operations, echo: Echo
+) -> None:
+    """The secret to set is the fix that comes first: a key alone would only lead to it. The
+    worker's missing key is said too, on the same line."""
+    run = await run_on_a_worker_with(None, backend, ops, echo)
+    assert run.error is not None
+    assert (run.status, run.error.kind) == ("FAILED", "secret_not_found")
+    assert run.error.message.startswith("tenant 'acme' has no secret 'TOKEN': set it with ")
+    assert "this worker cannot decrypt secrets either: no secret encryption key" in (
+        run.error.message
+    )
+    assert MAKE_KEY in run.error.message and "\n" not in run.error.message
     assert echo.received == []
 
 
