@@ -23,14 +23,42 @@ def message_excerpt(message: str, limit: int = LOG_MESSAGE_CHARS) -> str:
     return _cut(flat, limit)
 
 
+_CLOSERS = {"(": ")", "[": "]", "{": "}"}
+
+
 def _cut(text: str, limit: int) -> str:
     """`text` cut to at most `limit` characters with "…": between words, and before a quoted
-    command the cut would fall in (an odd number of backticks before the cut)."""
+    command the cut would fall in (an odd number of backticks before the cut). A bracket the
+    kept text opened and the cut left open is closed after the "…" ("(3 http_error, e.g.
+    POST …)"), so the line still reads as a sentence; the closers count within `limit`."""
     if len(text) <= limit:
         return text
-    cut = text[: max(limit - 1, 0)]
-    if cut.count("`") % 2:
-        cut = cut[: cut.rindex("`")]
-    elif " " in cut and not text[len(cut)].isspace():
-        cut = cut[: cut.rindex(" ")]
-    return cut.rstrip(" ;:,(") + "…"
+    room = limit - 1
+    while True:
+        cut = text[: max(room, 0)]
+        if cut.count("`") % 2:
+            cut = cut[: cut.rindex("`")]
+        elif " " in cut and not text[len(cut)].isspace():
+            cut = cut[: cut.rindex(" ")]
+        cut = cut.rstrip(" ;:,(")
+        closers = _unclosed(cut)
+        if len(cut) + 1 + len(closers) <= limit or room <= 0:
+            return f"{cut}…{closers}"
+        room = min(room - 1, limit - 1 - len(closers))
+
+
+def _unclosed(text: str) -> str:
+    """The closing brackets, innermost first, of those `text` opens and leaves open (outside
+    backticks: a quoted command is not prose)."""
+    expected: list[str] = []
+    quoted = False
+    for char in text:
+        if char == "`":
+            quoted = not quoted
+        elif quoted:
+            continue
+        elif char in _CLOSERS:
+            expected.append(_CLOSERS[char])
+        elif expected and char == expected[-1]:
+            expected.pop()
+    return "".join(reversed(expected))

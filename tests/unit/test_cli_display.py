@@ -1036,7 +1036,8 @@ def test_a_listed_error_keeps_the_command_it_ends_with_whole() -> None:
         {**running_fan_out({"total": 1}), "error": {"kind": "child_failures", "message": message}}
     ).error
     line = run_display.error_line(error)
-    assert line.endswith(f"…; {command}"), line
+    # The parenthesis the cut fell in is closed, so the line still reads as a sentence.
+    assert line.endswith(f"…); {command}"), line
     assert len(line) <= len("child_failures: ") + 200, line
 
 

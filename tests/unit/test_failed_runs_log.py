@@ -64,8 +64,28 @@ def test_a_long_message_keeps_its_closing_hint_whole(caplog: pytest.LogCaptureFi
     line = caplog.records[0].getMessage()
     quoted = line.split("child_failures: ", 1)[1]
     assert len(quoted) <= 200, quoted
-    assert quoted.endswith(f"…; see `schemabridge runs children {RUN_ID} --status FAILED`")
+    # The cut falls inside "(of the first …": what it opened is closed after the "…".
+    assert quoted.endswith(f"…); see `schemabridge runs children {RUN_ID} --status FAILED`")
     assert quoted.startswith("12 of 40 children failed")
+    assert quoted.count("(") == quoted.count(")"), quoted
+
+
+def test_a_cut_closes_the_brackets_it_leaves_open() -> None:
+    """A fan-out's failure once read "(3 http_error, e.g. POST…; see …": the parenthesis the
+    cut fell in was never closed, in the worker's line and in `runs list`."""
+    from schemas.message_excerpt import message_excerpt
+
+    cause = "(3 http_error, e.g. POST http://crm:8080/tickets answered 500: " + "boom " * 30 + ")"
+    message = f"3 of 3 children failed {cause}; see `schemabridge runs children {RUN_ID}`"
+    cut = message_excerpt(message, limit=160)
+    assert len(cut) <= 160, cut
+    assert cut.startswith("3 of 3 children failed (3 http_error, e.g. POST http://crm:8080/")
+    assert cut.endswith(f"…); see `schemabridge runs children {RUN_ID}`"), cut
+    assert message_excerpt("a (b [c d e f g h i j k", limit=12) == "a (b [c d…])"
+    assert message_excerpt("a (b) c d e f g h i j k", limit=10) == "a (b) c d…"
+    # Brackets in a quoted command are not the sentence's.
+    assert message_excerpt("run `a (b` then c d e f g h i j", limit=16) == "run `a (b` then…"
+    assert message_excerpt("(" * 20, limit=5) == "…"
 
 
 def test_a_cut_never_falls_inside_a_quoted_command() -> None:

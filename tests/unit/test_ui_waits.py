@@ -5,33 +5,20 @@ admission slot are running ones, a spawner waiting for its children is not "park
 from __future__ import annotations
 
 import json
-import shutil
-import subprocess
 from typing import Any
 
 import pytest
 
-import ui
 from schemas.waiting import HELD_WAITS
+from tests.unit.ui_modules import NODE, module_value
 
-NODE = shutil.which("node")
 pytestmark = pytest.mark.skipif(NODE is None, reason="needs Node.js")
-WAITS = (ui.STATIC_DIR / "js" / "waits.js").as_uri()
 ADMISSION = "waiting for an admission slot of http://127.0.0.1:48927 (its limit is reached)"
 
 
 def js(expression: str) -> Any:
-    """The value of `expression`, with waits.js's exports in scope, as JSON."""
-    script = f"import * as w from {json.dumps(WAITS)};\nconsole.log(JSON.stringify({expression}));"
-    assert NODE is not None
-    done = subprocess.run(
-        [NODE, "--input-type=module", "-e", script],
-        capture_output=True,
-        text=True,
-        timeout=30,
-        check=True,
-    )
-    return json.loads(done.stdout)
+    """The value of `expression`, with waits.js's exports in scope (as `w`), as JSON."""
+    return module_value("waits.js", f"((w) => {expression})(m)")
 
 
 def test_the_monitor_names_held_waits_as_the_cli_does() -> None:

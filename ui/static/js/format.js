@@ -199,10 +199,34 @@ export function percent(part, whole) {
   return (100 * part) / whole;
 }
 
-/** The first line of `text`, cut to `max` characters. */
+const CLOSERS = { "(": ")", "[": "]", "{": "}" };
+
+/** The closing brackets, innermost first, of those `text` opens and leaves open (outside
+ * backticks: a quoted command is not prose). */
+function unclosed(text) {
+  const expected = [];
+  let quoted = false;
+  for (const char of text) {
+    if (char === "`") quoted = !quoted;
+    else if (quoted) continue;
+    else if (CLOSERS[char]) expected.push(CLOSERS[char]);
+    else if (expected.length && char === expected[expected.length - 1]) expected.pop();
+  }
+  return expected.reverse().join("");
+}
+
+/** The first line of `text`, cut to `max` characters. A bracket the cut leaves open is closed
+ * after the "…" ("(3 http_error, e.g. POST …)"), as the CLI's lines cut it
+ * (schemas/message_excerpt.py): the line still reads as a sentence. */
 export function oneLine(text, max = 140) {
   const first = String(text ?? "").split("\n", 1)[0].trim();
-  return first.length > max ? `${first.slice(0, max - 1)}…` : first;
+  if (first.length <= max) return first;
+  for (let room = max - 1; ; ) {
+    const cut = first.slice(0, Math.max(room, 0)).trimEnd();
+    const closers = unclosed(cut);
+    if (cut.length + 1 + closers.length <= max || room <= 0) return `${cut}…${closers}`;
+    room = Math.min(room - 1, max - 1 - closers.length);
+  }
 }
 
 /** A run's or step's error as one line: "http_error · HTTP 422 · payee account closed". */
