@@ -48,7 +48,7 @@ from schemas.service_names import service_name_problem
 
 if TYPE_CHECKING:
     from api.rest import ApiServer
-    from engine.runtime import Runtime
+    from engine.runtime import Runtime, ServiceRole
     from engine.settings import Settings
 
 console = usage.stderr()
@@ -384,8 +384,9 @@ async def _check_name(runtime: Runtime, name: str, health: ApiServer | None) -> 
         if health is not None:
             health.close()
         raise CannotStart(
-            f"a worker named {name} is running here already ({where}, last heartbeat "
-            f"{found.silent_s:g} s ago); give this one another --name, or stop that one first"
+            f"{_process_words(found.role)} named {name} is running here already ({where}, "
+            f"last heartbeat {found.silent_s:g} s ago); give this one another --name, or stop "
+            "that one first"
         )
     if found.host == socket.gethostname():
         log.info(
@@ -405,6 +406,19 @@ async def _check_name(runtime: Runtime, name: str, health: ApiServer | None) -> 
         found.silent_s,
         extra={"event": "service.name_shared"},
     )
+
+
+def _process_words(role: ServiceRole | None) -> str:
+    """What process beats under a name, as its heartbeat's role says (a worker's --name may
+    be any name, an api process's `api-<host>-<port>` too); a beat that does not say its role
+    (written before beats did) is taken for a worker's, as before."""
+    from engine.runtime import ServiceRole
+
+    if role is ServiceRole.API:
+        return "an api process (`schemabridge api`)"
+    if role is ServiceRole.SERVE:
+        return "a serve process (`schemabridge serve`: an API and a worker)"
+    return "a worker"
 
 
 def worker(

@@ -104,6 +104,8 @@ class Namesake:
     started: float | None
     silent_s: float
     """Seconds since it beat, by the reader's clock."""
+    role: ServiceRole | None = None
+    """What kind of process it is, as its beat says (None: a beat that does not say)."""
 
     def alive_here(self) -> bool:
         """Whether it is a live process of this machine: the same host, and its pid running
@@ -161,6 +163,7 @@ async def read_namesake(
         host=_payload_host(raw),
         started=payload.get("started"),
         silent_s=round(max(0.0, silent_s), 1),
+        role=_payload_role(raw),
     )
 
 

@@ -13,8 +13,10 @@ import os
 import socket
 import time
 from collections.abc import AsyncIterator
+from typing import cast
 
 import fakeredis
+import psutil
 import pytest
 import redis.asyncio as redis
 
@@ -22,6 +24,7 @@ from engine import coordination
 from engine.coordination import keys
 from engine.coordination.heartbeat import (
     Heartbeat,
+    Namesake,
     ServiceMonitor,
     ServiceRole,
     ServiceStatus,
@@ -29,6 +32,7 @@ from engine.coordination.heartbeat import (
     read_namesake,
     read_services,
 )
+from engine.runtime import Runtime
 from engine.settings import Settings
 from schemas.clock import FakeClock, SystemClock
 from tests.integration.scripts.helpers import (
@@ -497,5 +501,47 @@ async def test_a_starting_process_reads_a_live_namesake(
     assert found is not None
     assert (found.pid, found.host, found.silent_s) == (os.getpid(), socket.gethostname(), 2.0)
     assert not found.alive_here(), "this very process is not another one"
+    assert found.role is None, "a beat that does not say its role"
     clock.advance(29.0)
     assert await read_namesake(client, clock, service, ttl_s=30.0) is None, "stale: gone"
+
+
+@pytest.mark.parametrize(
+    ("role", "said"),
+    [
+        (ServiceRole.API, "an api process (`schemabridge api`) named "),
+        (ServiceRole.SERVE, "a serve process (`schemabridge serve`: an API and a worker) named "),
+        (ServiceRole.WORKER, "a worker named "),
+    ],
+)
+async def test_a_worker_refused_a_live_processs_name_says_what_process_holds_it(
+    client: redis.Redis,
+    clock: FakeClock,
+    monkeypatch: pytest.MonkeyPatch,
+    role: ServiceRole,
+    said: str,
+) -> None:
+    """`worker --name api-vm-44117` beside the api process of that name said "a worker named
+    api-vm-44117 is running here already": the beat says which process it is."""
+    from api.cli import services
+    from engine import runtime
+
+    service = unique("api-vm")
+    parent = psutil.Process(os.getppid())  # a live process of this machine, not this one
+    started = parent.create_time()
+    beat = Heartbeat(
+        service, client, clock, pid=parent.pid, started_at=started, ttl_s=30.0, role=role
+    )
+    await beat.beat()
+    found = await read_namesake(client, clock, service, ttl_s=30.0)
+    assert found is not None and found.role is role and found.alive_here()
+
+    async def namesake(_runtime: object, name: str) -> Namesake | None:
+        return found if name == service else None
+
+    monkeypatch.setattr(runtime, "live_namesake", namesake)
+    with pytest.raises(services.CannotStart) as refused:
+        await services._check_name(cast(Runtime, None), service, None)
+    message = str(refused.value)
+    assert message.startswith(f"{said}{service} is running here already (pid {parent.pid} on ")
+    assert "give this one another --name, or stop that one first" in message
