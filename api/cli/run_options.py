@@ -76,6 +76,18 @@ UntilOption = Annotated[
         metavar="WHEN",
     ),
 ]
+VersionOption = Annotated[
+    int | None,
+    typer.Option(help="Only runs of this version of --workflow.", metavar="V", min=1),
+]
+RouteOption = Annotated[
+    str | None,
+    typer.Option(
+        help="Only runs whose version was chosen so: serving, candidate (a deployment's "
+        "share), pinned (the submission named it), system or start_over.",
+        metavar="ROUTE",
+    ),
+]
 CursorOption = Annotated[
     str | None, typer.Option(help="Continue a previous list where it stopped.")
 ]

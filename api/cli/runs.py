@@ -45,12 +45,14 @@ from api.cli.run_options import (
     MAX_LIST,
     CursorOption,
     ReconnectOption,
+    RouteOption,
     RunArgument,
     SinceOption,
     StatusOption,
     TenantOption,
     TimeoutOption,
     UntilOption,
+    VersionOption,
     WorkflowOption,
     checked_status,
     run_filter,
@@ -229,18 +231,8 @@ def _explain_failure(detail: RunDetail) -> None:
 def list_runs(
     status: StatusOption = None,
     workflow: WorkflowOption = None,
-    version: Annotated[
-        int | None,
-        typer.Option(help="Only runs of this version of --workflow.", metavar="V", min=1),
-    ] = None,
-    route: Annotated[
-        str | None,
-        typer.Option(
-            help="Only runs whose version was chosen so: serving, candidate (a deployment's "
-            "share), pinned (the submission named it), system or start_over.",
-            metavar="ROUTE",
-        ),
-    ] = None,
+    version: VersionOption = None,
+    route: RouteOption = None,
     tenant: TenantOption = None,
     since: SinceOption = None,
     until: UntilOption = None,

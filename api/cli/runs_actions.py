@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import sys
 from collections import Counter
+from collections.abc import Sequence
 from typing import TYPE_CHECKING, Annotated
 
 import typer
@@ -35,10 +36,13 @@ from api.cli.remote import (
     stdout,
 )
 from api.cli.run_options import (
+    RouteOption,
     RunArgument,
     SinceOption,
     StatusOption,
     TenantOption,
+    UntilOption,
+    VersionOption,
     WorkflowOption,
     run_filter,
 )
@@ -107,22 +111,14 @@ def skipped_run_words(run: SkippedRun) -> str:
 
 
 def looked_for(
-    status: str | None,
-    workflow: str | None,
-    tenant: str | None,
-    since: str | None,
-    all_runs: bool,
+    status: str | None, named: Sequence[tuple[str, object | None]], all_runs: bool
 ) -> str:
-    """What a batch retry's filter asked for, as given: `status FAILED, workflow W` (root
-    runs, as `runs list` shows them; `child runs too` with --all)."""
+    """What a batch retry's filter asked for, as given: `status FAILED, workflow W, version
+    6` (`named`: each option's name and value, None when not given; root runs, as `runs
+    list` shows them; `child runs too` with --all)."""
     parts = [f"status {(status or 'FAILED').upper()}"]
-    parts += [f"{name} {value}" for name, value in _given(workflow, tenant, since)]
+    parts += [f"{name} {value}" for name, value in named if value is not None]
     return ", ".join(parts + (["child runs too"] if all_runs else []))
-
-
-def _given(workflow: str | None, tenant: str | None, since: str | None) -> list[tuple[str, str]]:
-    named = (("workflow", workflow), ("tenant", tenant), ("since", since))
-    return [(name, value) for name, value in named if value is not None]
 
 
 def skip_counts(skipped: list[SkippedRun]) -> str:
@@ -248,8 +244,11 @@ def retry(
     ] = None,
     status: StatusOption = None,
     workflow: WorkflowOption = None,
+    version: VersionOption = None,
+    route: RouteOption = None,
     tenant: TenantOption = None,
     since: SinceOption = None,
+    until: UntilOption = None,
     all_runs: Annotated[
         bool,
         typer.Option(
@@ -284,22 +283,32 @@ def retry(
 ) -> None:
     """Run a FAILED run's failed steps again (completed steps are kept).
 
-    Several RUNs, or a filter (--status, default FAILED; --workflow, --tenant, --since,
-    --all), retry many at once and print the runs retried and those skipped with the
-    reason; with none retried it says "nothing to retry" and why. A filter covers the root
-    runs `runs list` shows, child runs too with --all. A FAILED child of a run that has
-    SUCCEEDED is skipped (its retry would reopen that run's join and run the steps after it
-    again); naming it alone retries it, with a warning. --dry-run counts what several RUNs
-    or a filter would take first (the API counts it), or says what one RUN's retry would run
-    again, retrying nothing. A filter's runs that failed because of the workflow or their input
-    (invalid_config, expression_error, ...) fail the same way at once: the dry run and the
-    batch warn of them first, with the fix. Exit 1 when a RUN named is not FAILED
-    (or not found) or is skipped; a filter that matches nothing, or only runs it skips, exits
-    0."""
+    Several RUNs, or a filter (--status, default FAILED; --workflow, --version, --route,
+    --tenant, --since, --until, --all: the options of `runs list`), retry many at once and
+    print the runs retried and those skipped with the reason; with none retried it says
+    "nothing to retry" and why. A filter covers the root runs `runs list` shows with the
+    same options, child runs too with --all (`--workflow W --version V --route candidate
+    --since T1 --until T2`: the runs a deployment sent to its candidate, its exposure). A
+    FAILED child of a run that has SUCCEEDED is skipped (its retry would reopen that run's
+    join and run the steps after it again); naming it alone retries it, with a warning.
+    --dry-run counts what several RUNs or a filter would take first (the API counts it), or
+    says what one RUN's retry would run again, retrying nothing. A filter's runs that failed
+    because of the workflow or their input (invalid_config, expression_error, ...) fail the
+    same way at once: the dry run and the batch warn of them first, with the fix. Exit 1
+    when a RUN named is not FAILED (or not found) or is skipped; a filter that matches
+    nothing, or only runs it skips, exits 0."""
     remote = Remote(api_url, api_key, output, debug)
     if roots and all_runs:
         fail("give --all (child runs too) or --roots (the default), not both", ExitCode.USAGE)
-    filtered = any(v is not None for v in (status, workflow, tenant, since)) or all_runs or roots
+    named: list[tuple[str, object | None]] = [
+        ("workflow", workflow),
+        ("version", version),
+        ("route", route),
+        ("tenant", tenant),
+        ("since", since),
+        ("until", until),
+    ]
+    filtered = status is not None or any(v is not None for _, v in named) or all_runs or roots
     _check_retry_arguments(runs, filtered=filtered, dry_run=dry_run)
     if dry_run and runs and len(runs) == 1:
         _preview_one(remote, runs[0])
@@ -317,11 +326,14 @@ def retry(
             workflow=workflow,
             tenant=tenant,
             since=since,
+            until=until,
             roots_only=not all_runs,
+            version=version,
+            route=route,
         )
 
     if dry_run and selection is not None:
-        asked = looked_for(status, workflow, tenant, since, all_runs)
+        asked = looked_for(status, named, all_runs)
         _preview_batch(remote, selection, limit, asked)
         return
 
@@ -345,7 +357,7 @@ def retry(
         workflow=selection.workflow if selection else None,
         system_workflows=True,  # a typo's fix may name gradual_deploy (a batch skips its runs)
     )
-    filter_text = looked_for(status, workflow, tenant, since, all_runs) if filtered else None
+    filter_text = looked_for(status, named, all_runs) if filtered else None
     _print_batch(
         remote, outcome, filter_text, children_hidden=filtered and not all_runs, fix_first=fix_first
     )

@@ -133,6 +133,13 @@ class BatchFilter(_Body):
     )
     created_after: float | None = Field(default=None, description="Epoch seconds, inclusive.")
     created_before: float | None = Field(default=None, description="Epoch seconds, exclusive.")
+    route: str | None = Field(
+        default=None,
+        max_length=20,
+        description="Only runs whose version was chosen so, as `GET /runs?route=`: serving, "
+        "candidate (a deployment's share: with `workflow`, `version`, `createdAfter` and "
+        "`createdBefore`, its exposure), pinned, system or start_over.",
+    )
     roots: bool | None = Field(
         default=None,
         description="Only runs no spawner started; by default true unless `parent` is "
@@ -170,6 +177,7 @@ class BatchFilter(_Body):
             created_after=self.created_after,
             created_before=self.created_before,
             roots_only=self.roots,
+            route=self.route,
         )
 
 

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import re
+from datetime import UTC, datetime
 
 import pytest
 
@@ -369,3 +370,39 @@ def test_services_lists_the_serving_process_as_up(serve_api: Stack) -> None:
     ]  # fmt: skip
     said = [serving[0]["name"], "up", "serve", serving[0]["host"], str(serving[0]["pid"])]
     assert any(row.split()[:5] == said for row in rows)
+
+
+# ── a batch retry by the list's filter ────────────────────────────────────────────────────────
+
+
+def test_a_batch_retry_takes_the_options_runs_list_takes(serve_api: Stack) -> None:
+    """The tour: `runs retry --workflow W --version 6 --dry-run` was "No such option:
+    --version", and no --route or --until either, so the runs `runs list` showed for a
+    deployment's exposure could not be retried alone. `runs retry` takes the same filter
+    options; W@V still works."""
+    name, tenant = "cli-retry-filter", "retry-filter"
+    url = f"{serve_api.downstream}/retry-filter?status=400"
+    call = {"type": "GATEWAY", "config": {"url": url, "retry": {"maxAttempts": 1}}}
+    path = serve_api.tmp / f"{name}.json"
+    path.write_text(json.dumps({"name": name, "vertices": {"call": call}}))
+    serve_api.ok("workflows", "publish", str(path))
+    for target in (f"{name}@1", f"{name}@1", name):  # pinned, pinned, serving
+        failed = serve_api.cli("runs", "submit", target, "--tenant", tenant, "--wait")
+        assert failed.returncode == 1, (failed.stdout, failed.stderr)
+    listed = ("runs", "list", "--workflow", name, "--version", "1", "--route", "pinned")
+    newest, older = serve_api.json(*listed)["items"]
+    until = datetime.fromtimestamp(newest["createdAt"], UTC).isoformat()  # exclusive
+    window = ("--workflow", name, "--version", "1", "--route", "pinned", "--until", until)
+    dry = serve_api.ok("runs", "retry", *window, "--dry-run")
+    asked = f"status FAILED, workflow {name}, version 1, route pinned, until {until}"
+    assert dry.stdout.startswith(f"would retry 1 run ({asked})"), dry.stdout
+    retried = serve_api.ok("runs", "retry", *window)
+    assert retried.stdout.splitlines() == ["retried 1 run", f"  {older['id']}"], retried.stdout
+    at = serve_api.ok("runs", "retry", "--workflow", f"{name}@1", "--route", "serving", "--dry-run")
+    assert at.stdout.startswith(
+        f"would retry 1 run (status FAILED, workflow {name}@1, route serving)"
+    )
+    disagree = assert_refused(
+        serve_api.cli("runs", "retry", "--workflow", f"{name}@1", "--version", "2"), 2
+    )
+    assert f"--workflow {name}@1 and --version 2 disagree" in disagree

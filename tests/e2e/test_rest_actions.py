@@ -13,12 +13,14 @@ from dataclasses import dataclass
 from urllib.parse import urlsplit
 
 import pytest
+from sqlalchemy import update
 
 from api.rest import borrowed_runtime, create_app
 from api.rest.run_models import RunCancelledError
 from demo.downstream import RunningDownstream
 from engine.operations import Operations
 from engine.runtime import Runtime
+from engine.store.models import Run
 from schemas.batch_limits import DEFAULT_BATCH
 from tests.conftest import Backend
 from tests.e2e.rest_harness import client, serving
@@ -374,6 +376,41 @@ async def test_a_batch_retry_of_a_version_never_published_is_refused(
 
 
 BATCH_PATHS = ("/runs/retry/preview", "/runs/retry")
+
+
+async def test_a_batch_retry_takes_a_deployments_exposure_as_the_list_shows_it(
+    api: Api,
+) -> None:
+    """`GET /runs?workflow=W&version=V&route=candidate&createdAfter=…&createdBefore=…` lists a
+    deployment's exposure; a batch retry's filter took no `route`, so the same runs could not
+    be retried alone. It takes the list's filter now, window and route included."""
+    runs = await failed_runs(api.runtime, ["http_error"] * 4, name="exposed")
+    table = Run.__table__  # type: ignore[attr-defined]
+    async with api.runtime.store._engines.write.begin() as conn:
+        await conn.execute(update(table).where(table.c.id.in_(runs[1:])).values(route="candidate"))
+    until = (await api.ops.runs.get(runs[3])).created_at  # exclusive: the newest is out
+    exposure = {
+        "workflow": "exposed",
+        "version": 1,
+        "route": "Candidate",  # any case, as the list takes it
+        "createdAfter": (await api.ops.runs.get(runs[0])).created_at,
+        "createdBefore": until,
+    }
+    async with client(api.url, api.admin_key) as http:
+        listed = await http.get("/runs", params=exposure)
+        preview = await http.post("/runs/retry/preview", json={"filter": exposure})
+        typo = await http.post("/runs/retry", json={"filter": {**exposure, "route": "canidate"}})
+        retried = await http.post("/runs/retry", json={"filter": exposure})
+    assert listed.status_code == 200, listed.text
+    shown = {run["id"] for run in listed.json()["items"]}
+    assert shown == {runs[1], runs[2]}
+    assert preview.status_code == 200, preview.text
+    assert (preview.json()["matching"], preview.json()["truncated"]) == (2, False)
+    assert (typo.status_code, typo.json()["code"]) == (422, "invalid_filter"), typo.text
+    assert "unknown route 'canidate' (did you mean 'candidate'?)" in typo.json()["message"]
+    assert retried.status_code == 200, retried.text
+    assert set(retried.json()["retried"]) == shown and retried.json()["skipped"] == []
+    assert [await action_lines(api.runtime, run) for run in (runs[0], runs[3])] == [[], []]
 
 
 async def test_a_batch_retry_preview_counts_what_a_filter_would_take(

@@ -311,11 +311,13 @@ def test_a_batch_retry_with_nothing_to_retry_says_why() -> None:
     from api.cli.wire import BatchRetryResult
 
     # It used to print `retried 0 runs` and nothing else.
-    looked = looked_for(None, "orders", None, "2h", all_runs=True)
+    looked = looked_for(None, [("workflow", "orders"), ("since", "2h")], all_runs=True)
     assert looked == "status FAILED, workflow orders, since 2h, child runs too"
     none = BatchRetryResult.model_validate({"retried": [], "skipped": []})
-    assert batch_lines(none, looked_for("failed", "W", None, None, all_runs=False)) == [
-        "nothing to retry: no run matched (status FAILED, workflow W)"
+    exposure = [("workflow", "W"), ("version", 6), ("route", "candidate"), ("until", "1h")]
+    assert batch_lines(none, looked_for("failed", exposure, all_runs=False)) == [
+        "nothing to retry: no run matched (status FAILED, workflow W, version 6, route "
+        "candidate, until 1h)"
     ]
     skipped = BatchRetryResult.model_validate(
         {
