@@ -16,10 +16,12 @@ import { warningNodes, warningsBox, withCode, withWarnings } from "./warnings.js
 /** The most runs one batch retry takes (the API's `limit` maximum). */
 const MAX_BATCH = 10_000;
 
-/** The batch body's filter from the list's query (`roots` as the list sends it). */
-function batchFilter(filter) {
+/** The batch body's filter from the list's query (`roots` as the list sends it): every field
+ * the list filters on, so the batch takes the runs the list shows (a deployment's exposure
+ * link's `route` and window too). */
+export function batchFilter(filter) {
   const body = { status: "FAILED" };
-  for (const name of ["workflow", "version", "tenantId", "parent", "createdAfter", "createdBefore"]) {
+  for (const name of ["workflow", "version", "route", "tenantId", "parent", "createdAfter", "createdBefore"]) {
     if (filter[name] !== null && filter[name] !== undefined && filter[name] !== "") body[name] = name === "version" ? Number(filter[name]) : filter[name];
   }
   if (filter.roots !== undefined && filter.roots !== null) body.roots = filter.roots === "true" || filter.roots === true;

@@ -341,8 +341,8 @@ export async function runsPage(main, params) {
       { class: "toolbar" },
       retryButton,
       h("button", { type: "button", class: "secondary", onclick: selectFailed, title: "The FAILED runs on this page that nobody started over (a retry skips those)" }, "Select failed on this page"),
-      // A batch retries FAILED runs and has no `route` filter: elsewhere the count would differ.
-      ["", "FAILED"].includes(params.get("status") || "") && !params.get("route") ? retryAllButton(() => listFilter(params), result, async () => (await load(), poller.start())) : null,
+      // A batch retries FAILED runs: with another status the count would differ.
+      ["", "FAILED"].includes(params.get("status") || "") ? retryAllButton(() => listFilter(params), result, async () => (await load(), poller.start())) : null,
       result,
     ),
     h(
