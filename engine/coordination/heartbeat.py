@@ -380,6 +380,15 @@ class ServiceStatus:
     """What kind of process it is (`Heartbeat.role`); None when no payload is there, it is
     older than the field, or it names a role this reader does not know."""
 
+    @property
+    def runs_worker(self) -> bool:
+        """Whether its process runs a worker: by the role its beat says (`worker`, `serve`),
+        else by its name (`is_worker_service`: every one but an `api-…`). A worker's --name
+        may start with `api-` too."""
+        if self.role is not None:
+            return self.role is not ServiceRole.API
+        return is_worker_service(self.name)
+
     def as_dict(self) -> dict[str, object]:
         """JSON-ready form for the API: `{name, status: "up"|"down", role, pid, host, uptime,
         lastSeen, startedAt}`."""

@@ -7,7 +7,7 @@ from __future__ import annotations
 import asyncio
 from typing import TYPE_CHECKING
 
-from engine.coordination.heartbeat import ServiceStatus, is_worker_service, read_services
+from engine.coordination.heartbeat import ServiceStatus, read_services
 from engine.coordination.redis_client import COORDINATION_ERRORS
 
 if TYPE_CHECKING:
@@ -20,7 +20,8 @@ KEPT_S = 2.0
 
 async def workers_alive(runtime: Runtime) -> bool | None:
     """Whether a worker is alive by its heartbeat, the rule of `GET /services` (up while its
-    latest beat is at most `HEARTBEAT_TTL_S` old; an `api-…` service runs no worker). None
+    latest beat is at most `HEARTBEAT_TTL_S` old; an api process runs no worker, by the role
+    its beat says, else by its `api-…` name: `ServiceStatus.runs_worker`). None
     when it cannot be told: Redis does not answer, or no service ever beat here (a process
     that runs no service, or the embedded Redis, which another process's heartbeats never
     reach). Two Redis reads: the services, then their heartbeats."""
@@ -41,7 +42,7 @@ async def _services(runtime: Runtime) -> dict[str, ServiceStatus] | None:
 def _alive(services: dict[str, ServiceStatus] | None) -> bool | None:
     if not services:
         return None
-    return any(s.up and is_worker_service(s.name) for s in services.values())
+    return any(s.up and s.runs_worker for s in services.values())
 
 
 class WorkersAlive:

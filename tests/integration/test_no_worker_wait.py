@@ -11,7 +11,7 @@ import time
 import pytest
 
 from demo.downstream import RunningDownstream
-from engine.coordination.heartbeat import Heartbeat, ServiceStatus
+from engine.coordination.heartbeat import Heartbeat, ServiceRole, ServiceStatus
 from engine.operations import Operations, worker_liveness
 from engine.operations.worker_liveness import KEPT_S
 from engine.runtime import Runtime
@@ -53,8 +53,18 @@ async def test_a_ready_step_says_no_worker_is_alive(
         assert still.status == "RUNNING"
         assert [s.waiting.reason for s in still.steps if s.waiting] == [WaitReason.NO_WORKER]
 
-        await beat("worker-b")
+        # A worker may be named like an API process: its beat's role says it is a worker.
+        named_like_an_api = Heartbeat(
+            "api-vm-44117", runtime.redis, clock, interval_s=1, ttl_s=30, role=ServiceRole.WORKER
+        )
+        await named_like_an_api.beat()
         clock.advance(KEPT_S)  # the process's answer may be that old
+        (step,) = (await ops.runs.get(run_id)).steps
+        assert step.waiting is None
+
+        clock.advance(60.0)  # its beat stale too
+        await beat("worker-b")
+        clock.advance(KEPT_S)
         (step,) = (await ops.runs.get(run_id)).steps
         assert step.waiting is None
     finally:
