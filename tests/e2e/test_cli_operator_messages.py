@@ -391,7 +391,9 @@ def test_a_batch_retry_takes_the_options_runs_list_takes(serve_api: Stack) -> No
         assert failed.returncode == 1, (failed.stdout, failed.stderr)
     listed = ("runs", "list", "--workflow", name, "--version", "1", "--route", "pinned")
     newest, older = serve_api.json(*listed)["items"]
-    until = datetime.fromtimestamp(newest["createdAt"], UTC).isoformat()  # exclusive
+    # Between the two (the newest's own time to the microsecond may round up past it).
+    between = (newest["createdAt"] + older["createdAt"]) / 2
+    until = datetime.fromtimestamp(between, UTC).isoformat()
     window = ("--workflow", name, "--version", "1", "--route", "pinned", "--until", until)
     dry = serve_api.ok("runs", "retry", *window, "--dry-run")
     asked = f"status FAILED, workflow {name}, version 1, route pinned, until {until}"
