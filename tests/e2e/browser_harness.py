@@ -15,7 +15,7 @@ import os
 import shutil
 import time
 import urllib.request
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -291,11 +291,15 @@ def stop(server: DemoServer) -> None:
 
 
 @contextlib.contextmanager
-def demo_on_sqlite(tmp_path_factory: pytest.TempPathFactory, name: str) -> Iterator[DemoServer]:
+def demo_on_sqlite(
+    tmp_path_factory: pytest.TempPathFactory, name: str, settings: Mapping[str, str] | None = None
+) -> Iterator[DemoServer]:
     """`serve --demo` on a fresh SQLite file in a directory of its own (`name`), stopped (and
-    its exit code checked) at the end: a test module's `server` fixture."""
+    its exit code checked) at the end: a test module's `server` fixture. `settings`: more
+    `SCHEMABRIDGE_*` variables for the process."""
     workdir = tmp_path_factory.mktemp(name)
     env = server_env(workdir, f"sqlite+aiosqlite:///{workdir / 'sb.db'}")
+    env.update(settings or {})
     running = serve_demo(workdir, env)
     try:
         yield running

@@ -35,9 +35,15 @@ from tests.e2e.browser_harness import (
 pytestmark = [pytest.mark.slow, pytest.mark.usefixtures("quick_downstream")]
 
 
+QUICK_SERVE = {"SCHEMABRIDGE_LEASE_S": "12", "SCHEMABRIDGE_SHUTDOWN_GRACE_S": "1"}
+"""A worker records a step's admission wait at its lease renewals, every third of the lease
+(10 s by default): a 12 s lease shows it within 4 s. The module's last test leaves calls of a
+cancelled run in flight for 20 s, which no test waits for: the stop gives them 1 s."""
+
+
 @pytest.fixture(scope="module")
 def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[DemoServer]:
-    with demo_on_sqlite(tmp_path_factory, "ui-run-page") as running:
+    with demo_on_sqlite(tmp_path_factory, "ui-run-page", QUICK_SERVE) as running:
         yield running
 
 
@@ -526,6 +532,10 @@ def test_an_ended_run_has_no_live_toggle(server: DemoServer, browser: Any) -> No
             assert "Resume" not in shown["text"], (word, shown)
 
 
+ENDED_CHECK_MS = 10_000
+"""How often the page reads an ended run again (`ENDED_CHECK_MS`, ui/static/js/pages/run.js)."""
+
+
 def reject_next_ticket(server: DemoServer) -> None:
     server.script("/helpdesk/tickets", {"status": 422, "body": {"error": "validation_failed"}})
 
@@ -538,11 +548,16 @@ def test_an_ended_run_shows_what_an_operator_did_elsewhere(
     reloaded, and withdraws its Retry."""
     reject_next_ticket(server)
     run_id = ticket(server, "ended-watch", wait=True)
-    with opened(browser, f"{server.ui}#/runs/{run_id}") as (page, _):
+    with opened(browser, "about:blank") as (page, _):
+        # The page's own clock, run forward to its next look (10 s after the last) instead
+        # of waiting for it.
+        page.clock.install(time=time.time())
+        page.goto(f"{server.ui}#/runs/{run_id}")
         page.locator("h1 .badge", has_text="failed").wait_for()
         page.evaluate("() => { window.notReloaded = true; }")
         assert actions(page)["Retry"]["disabled"] is False
         assert server.call(f"/runs/{run_id}/retry", {})["stepsRetried"] == 1
+        page.clock.run_for(ENDED_CHECK_MS)
         page.locator("h1 .badge", has_text="succeeded").wait_for(timeout=30_000)
         assert page.evaluate("() => window.notReloaded") is True
         assert actions(page)["Retry"]["disabled"] is True
