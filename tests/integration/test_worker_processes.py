@@ -26,6 +26,11 @@ from vertices.gateway_request import destination_key
 
 pytestmark = pytest.mark.slow
 
+SURVIVOR_LEASE_S = "12"
+"""The lease of a worker started after another was killed: renewed every 4 s, it outlasts an
+event loop stalled 8 s on a loaded host; its reaper takes a dead worker's step back within
+4 s of that step's lease ending (a 30 s lease waited 10 s for the first look)."""
+
 
 @pytest.fixture
 async def runtime(backend: Backend) -> AsyncIterator[Runtime]:
@@ -130,8 +135,9 @@ async def test_killed_worker_step_runs_again_after_its_lease(
 ) -> None:
     (run_id,) = await create_runs(runtime, single_call(downstream.url, sleep_ms=2000), 1)
     # The doomed worker's short lease lets the survivor take the step over soon after the kill;
-    # the survivor's long one keeps a stalled event loop on a loaded host from losing its lease
-    # during the 2 s call, so the one redelivery counted below is the kill's.
+    # the survivor's longer one keeps a stalled event loop on a loaded host from losing its
+    # lease during the 2 s call (renewed every 4 s, it outlasts an 8 s stall), so the one
+    # redelivery counted below is the kill's. Its reaper looks every 4 s (a third of it).
     env = worker_env(backend, tmp_path, lease_s="3", idle_poll_s="0.2")
     doomed = start_worker(env, "doomed", tmp_path / "doomed.log")
     await _wait_in_flight(downstream, timeout_s=30)
@@ -139,7 +145,7 @@ async def test_killed_worker_step_runs_again_after_its_lease(
     assert held.status == "RUNNING" and held.claim_token is not None
     assert await asyncio.to_thread(stop_worker, doomed, signal.SIGKILL) == -signal.SIGKILL
     survivor = start_worker(
-        {**env, "SCHEMABRIDGE_LEASE_S": "30"}, "survivor", tmp_path / "survivor.log"
+        {**env, "SCHEMABRIDGE_LEASE_S": SURVIVOR_LEASE_S}, "survivor", tmp_path / "survivor.log"
     )
     try:
         await wait_all_succeeded(runtime, 1, timeout_s=60)
@@ -249,7 +255,7 @@ async def test_spawner_killed_mid_fan_out_creates_each_child_once(
     run, _ = await runtime.store.create_run(version, {"items": list(range(total))})
     # Small child batches make the fan-out take long enough to be killed in the middle. The
     # doomed worker's short lease lets the survivor take the spawner over soon after the kill;
-    # the survivor's long one keeps a stalled event loop on a loaded host from losing its
+    # the survivor's longer one keeps a stalled event loop on a loaded host from losing its
     # lease, so the one redelivery counted below is the kill's.
     env = worker_env(backend, tmp_path, lease_s="3", idle_poll_s="0.2", spawn_batch="100")
     doomed = start_worker(env, "doomed", tmp_path / "doomed.log")
@@ -260,7 +266,7 @@ async def test_spawner_killed_mid_fan_out_creates_each_child_once(
     created_before = await runtime.store.existing_children(run.id, "each")
     assert 0 < created_before < total, "the kill must land in the middle of the fan-out"
     survivor = start_worker(
-        {**env, "SCHEMABRIDGE_LEASE_S": "30"}, "survivor", tmp_path / "survivor.log"
+        {**env, "SCHEMABRIDGE_LEASE_S": SURVIVOR_LEASE_S}, "survivor", tmp_path / "survivor.log"
     )
     try:
         async with asyncio.timeout(240):
