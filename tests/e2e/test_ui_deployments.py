@@ -719,7 +719,10 @@ def test_an_ended_deployment_says_so_and_stops_reading_it(server: DemoServer, br
         {"version": 2, "stages": [{"weight": 50, "minRuns": 1000}, {"weight": 100}]},
     )
     deployment_id = started["id"]
-    with opened(browser, f"{server.ui}#/deployments/{deployment_id}") as (page, _):
+    with opened(browser, "about:blank") as (page, _):
+        # The page's own clock: its 2 s turns are run forward below instead of waited for.
+        page.clock.install(time=time.time())
+        page.goto(f"{server.ui}#/deployments/{deployment_id}")
         live = page.locator(".live")
         live.filter(has_text="live").wait_for()
         server.call(f"/deployments/{deployment_id}/abort", {})
@@ -729,7 +732,8 @@ def test_an_ended_deployment_says_so_and_stops_reading_it(server: DemoServer, br
         assert live.locator("button").count() == 0
         reads: list[str] = []
         page.on("request", lambda r: reads.append(r.url) if deployment_id in r.url else None)
-        page.wait_for_timeout(5_000)  # more than two of the page's 2 s turns
+        page.clock.run_for(5_000)  # more than two of the page's 2 s turns
+        page.wait_for_timeout(500)  # for a read those turns would have sent to be seen
         assert reads == []
         shoot(page, "deployment-ended")
 
