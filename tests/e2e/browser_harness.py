@@ -316,6 +316,13 @@ def eventually(condition: Callable[[], bool], timeout_s: float = 30.0, what: str
     raise AssertionError(f"not within {timeout_s} s: {what}")
 
 
+def open_on_own_clock(page: Any, url: str) -> None:
+    """Install the page's own clock (running, from now) and open `url` on it: the test can
+    then run it past a timer of the page (`page.clock.run_for`) instead of waiting."""
+    page.clock.install(time=time.time())
+    page.goto(url)
+
+
 def pause_clock(page: Any) -> None:
     """Stop the page's installed clock now. `pause_at` takes a time ahead of the page's: one
     read a moment before can be behind by then on a loaded host ("Cannot fast-forward to the

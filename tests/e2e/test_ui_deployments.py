@@ -27,6 +27,7 @@ from tests.e2e.browser_harness import (
     assert_wraps_between_words,
     demo_on_sqlite,
     eventually,
+    open_on_own_clock,
     opened,
     shoot,
 )
@@ -720,9 +721,8 @@ def test_an_ended_deployment_says_so_and_stops_reading_it(server: DemoServer, br
     )
     deployment_id = started["id"]
     with opened(browser, "about:blank") as (page, _):
-        # The page's own clock: its 2 s turns are run forward below instead of waited for.
-        page.clock.install(time=time.time())
-        page.goto(f"{server.ui}#/deployments/{deployment_id}")
+        # Its 2 s turns are run forward below, not waited for.
+        open_on_own_clock(page, f"{server.ui}#/deployments/{deployment_id}")
         live = page.locator(".live")
         live.filter(has_text="live").wait_for()
         server.call(f"/deployments/{deployment_id}/abort", {})

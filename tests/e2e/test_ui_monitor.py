@@ -23,6 +23,7 @@ from tests.e2e.browser_harness import (
     eventually,
     failed_long_vertex_run,
     http_json,
+    open_on_own_clock,
     opened,
     shoot,
     ticket,
@@ -496,16 +497,22 @@ def test_a_workflow_filter_typo_is_said_in_the_list_with_the_filters_kept(
         assert page.locator("form input[name=workflow]").input_value() == "support-tickt"
 
 
+IDLE_LOOK_MS = 5_000
+"""How often the runs list looks for new runs while nothing runs (`idleIntervalMs`, runs.js)."""
+
+
 def test_the_runs_list_shows_a_run_submitted_after_it_opened(
     server: DemoServer, browser: Any
 ) -> None:
     """Nothing runs, so the list is up to date; it still looks for new runs now and then (it
     used to stop polling), so a run started elsewhere appears without a reload."""
-    with opened(browser, f"{server.ui}#/runs?tenant=latecomer") as (page, _):
+    with opened(browser, "about:blank") as (page, _):
+        open_on_own_clock(page, f"{server.ui}#/runs?tenant=latecomer")
         page.get_by_text("No runs match these filters.").wait_for()
         page.locator(".live", has_text="up to date").wait_for()
         assert page.locator(".live button", has_text="Resume").count() == 0
         run_id = ticket(server, tenant="latecomer", wait=True)
+        page.clock.run_for(IDLE_LOOK_MS)  # its next look, not waited for
         page.locator(f'tr[data-run="{run_id}"] .badge', has_text="succeeded").wait_for(
             timeout=15_000
         )

@@ -26,6 +26,7 @@ from tests.e2e.browser_harness import (
     demo_on_sqlite,
     eventually,
     failed_long_vertex_run,
+    open_on_own_clock,
     opened,
     pause_clock,
     shoot,
@@ -549,10 +550,8 @@ def test_an_ended_run_shows_what_an_operator_did_elsewhere(
     reject_next_ticket(server)
     run_id = ticket(server, "ended-watch", wait=True)
     with opened(browser, "about:blank") as (page, _):
-        # The page's own clock, run forward to its next look (10 s after the last) instead
-        # of waiting for it.
-        page.clock.install(time=time.time())
-        page.goto(f"{server.ui}#/runs/{run_id}")
+        # Its clock is run forward to its next look (10 s after the last), not waited for.
+        open_on_own_clock(page, f"{server.ui}#/runs/{run_id}")
         page.locator("h1 .badge", has_text="failed").wait_for()
         page.evaluate("() => { window.notReloaded = true; }")
         assert actions(page)["Retry"]["disabled"] is False
