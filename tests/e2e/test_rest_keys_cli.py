@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import Backend
-from tests.e2e.rest_harness import SCHEMABRIDGE, process_env, upgraded
+from tests.e2e.rest_harness import process_env, schemabridge, upgraded
 from tests.integration.scripts.helpers import UNREACHABLE_REDIS_URL
 
 
@@ -22,14 +22,9 @@ def env(tmp_path: Path) -> dict[str, str]:
 
 
 def sb(env: dict[str, str], *args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [SCHEMABRIDGE, "keys", *args],
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=False,
-    )
+    """`schemabridge keys ARGS`, forked from the test process's server (`tests/cli_forks.py`):
+    the console script's own start adds nothing here but a second of imports."""
+    return schemabridge(env, "keys", *args)
 
 
 def test_create_list_revoke(env: dict[str, str]) -> None:
