@@ -6,13 +6,12 @@ the API answers, with nothing pressed."""
 from __future__ import annotations
 
 import socket
-import subprocess
 from pathlib import Path
 
 import pytest
 
 from tests.e2e.browser_harness import chromium, opened, server_env, shoot
-from tests.e2e.rest_harness import SCHEMABRIDGE, Service
+from tests.e2e.rest_harness import Service, upgraded
 
 pytestmark = pytest.mark.slow
 
@@ -26,7 +25,7 @@ def _free_port() -> int:
 def test_the_runs_page_says_the_api_is_down_and_loads_once_it_is_back(tmp_path: Path) -> None:
     env = server_env(tmp_path, f"sqlite+aiosqlite:///{tmp_path / 'sb.db'}")
     env["SCHEMABRIDGE_AUTH"] = "off"
-    subprocess.run([SCHEMABRIDGE, "db", "upgrade"], env=env, check=True, capture_output=True)
+    upgraded(env)
     port = _free_port()
     args = ["api", "--port", str(port), "--access-log", "off"]
     api = Service(args, env, tmp_path / "api.log")

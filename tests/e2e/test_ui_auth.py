@@ -4,7 +4,6 @@ answers 401, the page asks for a key, keeps it in the tab's sessionStorage and s
 from __future__ import annotations
 
 import json
-import subprocess
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -20,19 +19,14 @@ from tests.e2e.browser_harness import (
     server_env,
     shoot,
 )
-from tests.e2e.rest_harness import SCHEMABRIDGE, Service
+from tests.e2e.rest_harness import Service, schemabridge, upgraded
 
 pytestmark = pytest.mark.slow
 
 
 def _key(env: dict[str, str], *scope: str) -> str:
-    created = subprocess.run(
-        [SCHEMABRIDGE, "keys", "create", *scope, "--name", "ui"],
-        env=env,
-        check=True,
-        capture_output=True,
-        text=True,
-    )
+    created = schemabridge(env, "keys", "create", *scope, "--name", "ui")
+    assert created.returncode == 0, created.stderr
     return created.stdout.strip().splitlines()[-1]
 
 
@@ -53,7 +47,7 @@ def secured(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, str
     workdir = tmp_path_factory.mktemp("auth")
     env = server_env(workdir, f"sqlite+aiosqlite:///{workdir / 'sb.db'}")
     env["SCHEMABRIDGE_EGRESS_ALLOW"] = "127.0.0.0/8"  # a workflow calling a closed loopback port
-    subprocess.run([SCHEMABRIDGE, "db", "upgrade"], env=env, check=True, capture_output=True)
+    upgraded(env)
     key = _key(env, "--admin")
     TENANT_KEY["acme"] = _key(env, "--tenant", "acme")
     service = Service(["serve", "--port", "0", "--no-access-log"], env, workdir / "serve.log")
