@@ -236,6 +236,13 @@ class DemoServer:
     def latency(self, ms: float) -> None:
         http_json(f"{self.downstream}/_config", {"latencyMs": ms})
 
+    def items_at_once(self, count: int) -> None:
+        """The next `/items` (a renewals run's collect) answers `count` items at once, past
+        the downstream's latency: a test that slows the children's calls need not wait for
+        the parent's first call too."""
+        items = [{"id": i, "name": f"item-{i}"} for i in range(count)]
+        self.script("/items", {"sleep_ms": 0, "body": {"items": items}})
+
     def run_status(self, run_id: str) -> str:
         return str(self.call(f"/runs/{run_id}")["status"])
 

@@ -561,6 +561,7 @@ def test_cancel_a_running_fan_out(server: DemoServer, browser: Any) -> None:
     # Each child makes two calls: 6 s each keep all 40 running (12 s from the spawn) while a
     # loaded host's browser shows the fan-out and the cancel is clicked and confirmed.
     server.latency(6_000)
+    server.items_at_once(40)
     body = {"input": {"batchSize": 40, "renewalDate": "2025-07-01"}, "tenantId": "cancel"}
     run_id = server.call("/workflows/nightly-subscription-renewals/runs", body)["id"]
     with opened(browser, f"{server.ui}#/runs/{run_id}") as (page, _):

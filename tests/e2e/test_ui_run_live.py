@@ -165,6 +165,7 @@ def test_the_long_tail_never_says_running_beside_running_0(
     tenant = "held-tail"
     server.call(f"/tenants/{tenant}/limits", {"ratePerMinute": 3}, method="PUT")
     server.latency(6_000)
+    server.items_at_once(5)
     body = {"input": {"batchSize": 5, "renewalDate": "2025-07-01"}, "tenantId": tenant}
     run_id = str(server.call("/workflows/nightly-subscription-renewals/runs", body)["id"])
 
