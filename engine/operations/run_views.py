@@ -383,16 +383,19 @@ def _renewed_before_start(
     lease is the holder's own when its heartbeat says it: a reader's longer one would date
     a live holder's renewal before it started.
 
-    A lease that ends later than that process's own lease from now could not have been set
-    by it: its predecessor, started with a longer lease, set it (a tour restarted a worker
-    leasing 90 s as one leasing 30 s, and read its dead claims as held by the live one). Its
-    renewal is not known then, only that it came before the live process started."""
-    lease_s = status.lease_s if status.lease_s is not None else lease_s
+    A lease that ends later than that process's own lease (its heartbeat says it) from now
+    could not have been set by it: its predecessor, started with a longer lease, set it (a
+    tour restarted a worker leasing 90 s as one leasing 30 s, and read its dead claims as
+    held by the live one). Its renewal is not known then, only that it came before the live
+    process started. The reader's lease says nothing of the holder's, so it never decides
+    that."""
+    own_lease_s = status.lease_s
+    lease_s = own_lease_s if own_lease_s is not None else lease_s
     if not status.up or status.started_at is None or lease_s is None:
         return None
     if lease_expires_at is None:
         return None
-    if lease_expires_at > now + lease_s + LEASE_CLOCK_SLACK_S:
+    if own_lease_s is not None and lease_expires_at > now + own_lease_s + LEASE_CLOCK_SLACK_S:
         return status.started_at
     renewed = lease_expires_at - lease_s
     return renewed if renewed < status.started_at else None
