@@ -625,8 +625,16 @@ def listed_status(run: RunSummary) -> Text:
 
 def workflow_version(run: RunSummary) -> str:
     """`orders v7`, and `orders v7 (candidate)` for a run a deployment routed to its
-    candidate: in text as in JSON (`route`), so a candidate's runs can be told apart."""
+    candidate: in text as in JSON (`route`), so a candidate's runs can be told apart (a
+    list's column)."""
     routed = " (candidate)" if run.route == "candidate" else ""
+    return f"{run.workflow} v{run.version}{routed}"
+
+
+def submitted_as(run: RunSummary) -> str:
+    """`workflow_version` in a sentence (`runs submit`'s line): `orders v7, a deployment's
+    candidate`, the route in `runs show`'s words."""
+    routed = f", {ROUTE_WORDS['candidate']}" if run.route == "candidate" else ""
     return f"{run.workflow} v{run.version}{routed}"
 
 

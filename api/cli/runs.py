@@ -157,7 +157,8 @@ def submit(
                 print_json(dump(submitted))
             elif submitted.created:
                 stdout().print(
-                    f"run {run.id} submitted ({submitted_as(run)}, tenant {run.tenant_id})",
+                    f"run {run.id} submitted ({run_display.submitted_as(run)}, "
+                    f"tenant {run.tenant_id})",
                     markup=False,
                 )
                 say(f"follow it: schemabridge runs watch {run.id}")
@@ -168,20 +169,11 @@ def submit(
                     markup=False,
                 )
             return ExitCode.OK
-        say(f"run {run.id} submitted ({submitted_as(run)}); following it")
+        say(f"run {run.id} submitted ({run_display.submitted_as(run)}); following it")
         return await _wait_for(api, remote, run.id, timeout, reconnect)
 
     code = call(remote, action, workflow=name, following=lambda: next(iter(following), None))
     raise typer.Exit(code)
-
-
-def submitted_as(run: RunSummary) -> str:
-    """`orders v7`, or `orders v7, a deployment's candidate` when a deployment routed the
-    submission to its candidate (`runs show` says the route the same way)."""
-    what = f"{run.workflow} v{run.version}"
-    if run.route == "candidate":
-        what += f", {run_display.ROUTE_WORDS['candidate']}"
-    return what
 
 
 async def _wait_for(

@@ -1132,7 +1132,7 @@ def test_a_candidates_runs_say_so_in_text_as_in_json() -> None:
     """A tour could not tell a deployment's candidate runs in `runs list` or in `runs
     submit`'s line: only JSON said `route: candidate`. The list's WORKFLOW column and the
     submission's line say it; other routes read as before."""
-    from api.cli.runs import submitted_as
+    from api.cli.run_display import submitted_as
 
     fields = {"workflow": "orders", "version": 7, "tenantId": "default", "status": "RUNNING"}
     candidate = RunSummary.model_validate(
