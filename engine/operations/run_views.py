@@ -282,8 +282,9 @@ def fanout_view(
 ) -> FanoutProgress:
     """The fan-out's progress; with `held` (its running children by holder) and `holders`
     (the heartbeats), those held by a worker presumed dead, judged as a step's holder is: by
-    the latest lease of each worker's claims (a worker restarted under its name holds them
-    all only if even that claim was last renewed before its start)."""
+    the latest lease of each group's claims (a worker restarted under its name holds a group
+    of its predecessor's claims beside its own: `restarted_holders_part` says which to read
+    apart)."""
     dead: list[tuple[str, HeldChildren]] = []
     for group in held:
         holder = None if holders is None else claim_holder(group.worker, group.lease_until, holders)
@@ -377,28 +378,59 @@ LEASE_CLOCK_SLACK_S = 1.0
 def _renewed_before_start(
     lease_expires_at: float | None, status: ServiceStatus, lease_s: float | None, now: float
 ) -> float | None:
-    """When a claim (its lease ending at `lease_expires_at`) was last renewed, if that was
-    before the process beating under its holder's name started (so another process, now
-    gone, held it); else None. The
-    lease is the holder's own when its heartbeat says it: a reader's longer one would date
-    a live holder's renewal before it started.
+    """When a claim (its lease ending at `lease_expires_at`) was last renewed, if another
+    process than the one beating under its holder's name now set it (`predecessor_leases`);
+    else None. A lease further off than the live process's own is not dated: only that it
+    came before the live process started is known."""
+    leases = predecessor_leases(status, lease_s, now)
+    holders_lease_s = status.lease_s if status.lease_s is not None else lease_s
+    if leases is None or lease_expires_at is None or holders_lease_s is None:
+        return None
+    if not leases.hold(lease_expires_at):
+        return None
+    if leases.after is not None and lease_expires_at > leases.after:
+        return status.started_at
+    return lease_expires_at - holders_lease_s
 
-    A lease that ends later than that process's own lease (its heartbeat says it) from now
-    could not have been set by it: its predecessor, started with a longer lease, set it (a
-    tour restarted a worker leasing 90 s as one leasing 30 s, and read its dead claims as
-    held by the live one). Its renewal is not known then, only that it came before the live
-    process started. The reader's lease says nothing of the holder's, so it never decides
-    that."""
+
+def predecessor_leases(
+    status: ServiceStatus, lease_s: float | None, now: float
+) -> records.LeaseRanges | None:
+    """The lease ends a live holder's predecessor under its name set and it could not have:
+    renewed before it started, or (its heartbeat says its own lease) further off than that
+    lease from now. None when nothing can be told (not up, no start or lease known).
+
+    The lease is the holder's own when its heartbeat says it: a reader's longer one would date
+    a live holder's renewal before it started. A lease further off than the live process's
+    own was set by a predecessor started with a longer one (a tour restarted a worker leasing
+    90 s as one leasing 30 s, and read its dead claims as held by the live one). The reader's
+    lease says nothing of the holder's, so it never decides that."""
     own_lease_s = status.lease_s
     lease_s = own_lease_s if own_lease_s is not None else lease_s
     if not status.up or status.started_at is None or lease_s is None:
         return None
-    if lease_expires_at is None:
+    after = None if own_lease_s is None else now + own_lease_s + LEASE_CLOCK_SLACK_S
+    return records.LeaseRanges(before=status.started_at + lease_s, after=after)
+
+
+def restarted_holders_part(
+    group: records.HeldChildren, holders: Holders
+) -> records.LeaseRanges | None:
+    """The leases to count again when `group`'s claims were set by two processes under its
+    worker's name (a worker restarted at once holds its predecessor's claims beside its own
+    until they are taken back): its earliest and latest leases fall on either side of what
+    the live process could have set. None when one process set them all: the group is
+    judged whole by its latest lease."""
+    status = None if holders.statuses is None else holders.statuses.get(group.worker)
+    if status is None or status.last_seen is None:
         return None
-    if own_lease_s is not None and lease_expires_at > now + own_lease_s + LEASE_CLOCK_SLACK_S:
-        return status.started_at
-    renewed = lease_expires_at - lease_s
-    return renewed if renewed < status.started_at else None
+    leases = predecessor_leases(status, holders.lease_s, holders.now)
+    first, last = group.lease_from, group.lease_until
+    if leases is None or first is None or last is None:
+        return None
+    every = last < leases.before or (leases.after is not None and first > leases.after)
+    none = first >= leases.before and (leases.after is None or last <= leases.after)
+    return None if every or none else leases
 
 
 def step_view(

@@ -60,6 +60,7 @@ from engine.store.models import TERMINAL_RUN_STATUSES, RunRoute, RunStatus, Step
 from engine.store.monitor import RunProgressRow
 from engine.store.operator_actions import run_not_found
 from engine.store.records import (
+    HeldChildren,
     RunHeader,
     RunRecord,
     ServingRecord,
@@ -596,7 +597,20 @@ class RunOperations:
                 runtime.clock.now(),
                 lease_s=runtime.settings.lease_s,
             )
+            held = [part for group in held if (part := await self._held(run_id, group, holders))]
         return run_views.fanout_view(counts, waiting, runtime.clock.now(), held, holders)
+
+    async def _held(
+        self, run_id: str, group: HeldChildren, holders: run_views.Holders
+    ) -> HeldChildren | None:
+        """`group` as its holder's liveness judges it: of a worker restarted under its name,
+        whose predecessor's claims it holds beside its own, the predecessor's part alone (a
+        read of that holder's children; None when none is left), since the group's latest
+        lease is the live process's and would make them all read alive."""
+        leases = run_views.restarted_holders_part(group, holders)
+        if leases is None:
+            return group
+        return await self._store.held_with_leases(run_id, group.worker, leases)
 
     @store_boundary
     async def get(self, run_id: str, *, tenant: str | None = None) -> RunDetail:

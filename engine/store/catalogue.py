@@ -39,6 +39,7 @@ from engine.store.models import (
 )
 from engine.store.records import (
     HeldChildren,
+    LeaseRanges,
     LogLine,
     RunHeader,
     RunRecord,
@@ -585,6 +586,14 @@ class RunCatalogue(StoreCore):
             "cancelled": cancelled,
         }
         return counts, running.held
+
+    async def held_with_leases(
+        self, run_id: str, worker: str, leases: LeaseRanges
+    ) -> HeldChildren | None:
+        """Running children of `run_id` that `worker` holds under leases ending in `leases`
+        (`children.held_with_leases`)."""
+        async with self._engines.read.connect() as conn:
+            return await fanout.held_with_leases(conn, run_id, worker, leases)
 
     async def holding_a_step(self, run_ids: Sequence[str]) -> set[str]:
         """Which of `run_ids` have a step claimed by a worker right now."""

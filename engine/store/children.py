@@ -60,6 +60,7 @@ from engine.store.records import (
     ChildRow,
     ClaimedStep,
     HeldChildren,
+    LeaseRanges,
     RunningChildren,
     VersionRecord,
     WaitingGroup,
@@ -287,8 +288,42 @@ async def running_children(conn: AsyncConnection, run_id: str) -> RunningChildre
         if row.every:
             count = int(row.children)
         elif row.claimed_by is not None:  # `schemabridge run` claims as no service
-            held.append(HeldChildren(row.claimed_by, int(row.children), row.lease_until))
+            held.append(
+                HeldChildren(row.claimed_by, int(row.children), row.lease_until, row.lease_from)
+            )
     return RunningChildren(count, held)
+
+
+async def held_with_leases(
+    conn: AsyncConnection, run_id: str, worker: str, leases: LeaseRanges
+) -> HeldChildren | None:
+    """Of the children of `run_id` still going, those with a RUNNING step `worker` holds under
+    a lease ending in `leases` (how many, and the latest end); None when there are none. Read
+    only for a holder whose claims were set by two processes (`running_children`'s
+    `lease_from` and `lease_until` on either side of a restart): rare, and one holder."""
+    lease = steps.c.lease_expires_at
+    in_range = lease < leases.before
+    if leases.after is not None:
+        in_range = or_(in_range, lease > leases.after)
+    query = (
+        select(
+            func.count(func.distinct(steps.c.run_id)).label("children"),
+            func.max(lease).label("lease_until"),
+            func.min(lease).label("lease_from"),
+        )
+        .select_from(steps.join(runs, runs.c.id == steps.c.run_id))
+        .where(
+            runs.c.parent_run_id == run_id,
+            runs.c.status == RunStatus.RUNNING.value,
+            steps.c.status == StepStatus.RUNNING.value,
+            steps.c.claimed_by == worker,
+            in_range,
+        )
+    )
+    row = (await conn.execute(query)).one()
+    if not row.children:
+        return None
+    return HeldChildren(worker, int(row.children), row.lease_until, row.lease_from)
 
 
 def running_children_statement(run_id: str) -> CompoundSelect[Any]:
@@ -319,9 +354,16 @@ def running_children_statement(run_id: str) -> CompoundSelect[Any]:
         running.c.claimed_by,
         children,
         func.max(running.c.lease_expires_at).label("lease_until"),
+        func.min(running.c.lease_expires_at).label("lease_from"),
         literal(False).label("every"),
     ).group_by(running.c.claimed_by)
-    every = select(null().label("claimed_by"), children, null().label("lease_until"), literal(True))
+    every = select(
+        null().label("claimed_by"),
+        children,
+        null().label("lease_until"),
+        null().label("lease_from"),
+        literal(True),
+    )
     return union_all(by_holder, every)
 
 

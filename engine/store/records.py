@@ -124,6 +124,26 @@ class HeldChildren:
     lease_until: float | None
     """The latest end of those claims' leases: by then every one of them is taken back unless
     renewed."""
+    lease_from: float | None = None
+    """The earliest end of those claims' leases: with `lease_until`, whether one process set
+    them all (a worker restarted under its name holds its predecessor's claims beside its own
+    until they are taken back)."""
+
+
+@dataclass(frozen=True)
+class LeaseRanges:
+    """Claims' lease ends that only a worker's predecessor under its name could have set:
+    before `before` (renewed before the live process started) or after `after` (further off
+    than the live process's own lease reaches; None when its lease is not known)."""
+
+    before: float
+    after: float | None = None
+
+    def hold(self, lease_expires_at: float) -> bool:
+        """Whether a lease ending at `lease_expires_at` is one of them."""
+        return lease_expires_at < self.before or (
+            self.after is not None and lease_expires_at > self.after
+        )
 
 
 @dataclass(frozen=True)

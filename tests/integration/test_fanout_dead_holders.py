@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import uuid
 
+import pytest
+
 from api.cli import text
 from api.cli.fanout_words import held_children_line
 from api.cli.wire import HeldChildren as WireHeld
@@ -25,6 +27,17 @@ LEASE_S = 600.0
 """Longer than the dead worker's silence, so no other claim takes its steps back first."""
 
 
+async def six_children_ready(runtime: Runtime) -> str:
+    """A fan-out run whose spawner made its 6 children and waits for them: their steps READY."""
+    run_id = await submit(runtime, fan_out("http://127.0.0.1:1"), {"items": items(6)})
+    (spawner,) = await runtime.store.claim(1, lease_s=60)
+    child = await runtime.store.get_version("child")
+    rows = [ChildRow(i, "{}", None) for i in range(6)]
+    await runtime.store.create_children(spawner, child, 6, rows)
+    await runtime.store.complete([StepAwaitingChildren(spawner, 6)])
+    return run_id
+
+
 async def test_children_held_by_a_dead_worker_are_said_on_the_parent(backend: Backend) -> None:
     clock = FakeClock()
     runtime = await Runtime.open(settings_for(backend), clock=clock)
@@ -36,12 +49,7 @@ async def test_children_held_by_a_dead_worker_are_said_on_the_parent(backend: Ba
         await Heartbeat(name, runtime.redis, clock, interval_s=1, ttl_s=30).beat()
 
     try:
-        run_id = await submit(runtime, fan_out("http://127.0.0.1:1"), {"items": items(6)})
-        (spawner,) = await runtime.store.claim(1, lease_s=60)
-        child = await runtime.store.get_version("child")
-        rows = [ChildRow(i, "{}", None) for i in range(6)]
-        await runtime.store.create_children(spawner, child, 6, rows)
-        await runtime.store.complete([StepAwaitingChildren(spawner, 6)])
+        run_id = await six_children_ready(runtime)
         await beat(dead)
         await runtime.store.claim(3, LEASE_S, dead)
         assert (await ops.runs.get(run_id)).fanout.presumed_dead == [], "it is alive"
@@ -82,5 +90,64 @@ async def test_children_held_by_a_dead_worker_are_said_on_the_parent(backend: Ba
         assert line.startswith(f"3 running children held by worker {dead} (no heartbeat for ")
         ends = text.clock(max(leases))[:8]
         assert line.endswith(f"presumed dead); taken back when their leases end, by {ends}")
+    finally:
+        await runtime.close()
+
+
+@pytest.mark.parametrize(
+    ("first_lease_s", "second_lease_s"),
+    [(LEASE_S, LEASE_S), (LEASE_S, 30.0)],
+    ids=["same-lease", "shorter-lease"],
+)
+async def test_a_worker_restarted_under_its_name_holds_its_predecessors_children_apart(
+    backend: Backend, first_lease_s: float, second_lease_s: float
+) -> None:
+    """A worker killed and started again at once under its name holds its predecessor's
+    claims beside its own until their leases end. The parent said "running" for all of them:
+    the group's latest lease was the live process's own, so the dead one's children read
+    alive too. They are said apart: the predecessor's, with their leases; the live one's not.
+    With a shorter lease the second time, the predecessor's leases end later than any the live
+    process sets, and are told apart the same way."""
+    clock = FakeClock()
+    runtime = await Runtime.open(settings_for(backend), clock=clock)
+    ops = Operations(runtime)
+    name = f"worker-r-{uuid.uuid4().hex[:6]}"
+
+    async def beat(lease_s: float) -> None:
+        await Heartbeat(
+            name, runtime.redis, clock, interval_s=1, ttl_s=30, started_at=started, lease_s=lease_s
+        ).beat()
+
+    try:
+        run_id = await six_children_ready(runtime)
+        started = clock.now()
+        await beat(first_lease_s)
+        first_claimed = clock.now()
+        first = await runtime.store.claim(3, first_lease_s, name)
+
+        clock.advance(5.0)  # killed; its successor starts under the same name
+        started = clock.now()
+        await beat(second_lease_s)
+        clock.advance(1.0)
+        second = await runtime.store.claim(2, second_lease_s, name)
+        assert len(first) == 3 and len(second) == 2
+        clock.advance(KEPT_S)  # the process's answer may be that old
+        await beat(second_lease_s)
+
+        fanout = (await ops.runs.get(run_id)).fanout
+        assert (fanout.running, fanout.waiting_children) == (5, 1)
+        (held,) = fanout.presumed_dead
+        assert (held.holder.worker, held.holder.state, held.children) == (
+            name,
+            "presumed_dead",
+            3,
+        )
+        assert held.lease_expires_at == first_claimed + first_lease_s
+        (streamed,) = (await ops.runs.progress(run_id)).fanout.presumed_dead
+        assert (streamed.holder.worker, streamed.children) == (name, 3)
+
+        # Its predecessor's claims taken back, the live process holds only its own.
+        await runtime.store.give_back([s.claim_token for s in first])
+        assert (await ops.runs.get(run_id)).fanout.presumed_dead == []
     finally:
         await runtime.close()
