@@ -120,7 +120,11 @@ def events_table(events: list[AuditEventView], now: float) -> Table:
 def list_events(
     actor: Annotated[
         str | None,
-        typer.Option(help="Only this actor's changes: key:<id>, cli, demo.", metavar="ACTOR"),
+        typer.Option(
+            help="Only this actor's changes: key:<id>, cli:<user>@<host>, demo; a kind "
+            "without ':' (cli, key) takes every actor of that kind.",
+            metavar="ACTOR",
+        ),
     ] = None,
     action: Annotated[
         str | None,

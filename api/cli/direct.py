@@ -17,7 +17,10 @@ from __future__ import annotations
 
 # The runtime is imported inside the function (see api/cli/run.py for why).
 import asyncio
+import getpass
 import logging
+import os
+import socket
 from collections.abc import Awaitable, Callable
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, TypeVar
@@ -35,12 +38,30 @@ if TYPE_CHECKING:
 console = Console(stderr=True)
 T = TypeVar("T")
 
-CLI_ACTOR = "cli"
-"""Who a command acting on the database directly (and `schemabridge run`) is, in the words
-operator actions' logs use (`key:<id>` over REST, `demo` with authentication off): what the
-changes it makes record as their actor (a secret's `updated_by`, an audit event, a run's
-`created_by`). The database cannot tell which person ran it: the operating system's
-accounts and the shell's history can."""
+ACTOR_PART_CHARS = 64
+"""The most of a user or host name an actor keeps (the recorded actor fits its column, 200)."""
+
+
+def cli_actor() -> str:
+    """`cli:<user>@<host>`: who a command acting on the database directly (and `schemabridge
+    run`) is, in the words operator actions' logs use (`key:<id>` over REST, `demo` with
+    authentication off): what the changes it makes record as their actor (a secret's
+    `updated_by`, an audit event, a run's `created_by`). The user is the one the operating
+    system names for this process (`LOGNAME`, `USER`, then the account of its uid) and the
+    host this machine's name: said by the machine that ran the command, not proven to the
+    database, whose own credentials are what let it in. They say which account and which
+    machine to look at (its shell history, its logins), where a bare `cli` said nothing."""
+    try:
+        user = getpass.getuser()
+    except (OSError, KeyError):  # no name for this uid (a container's arbitrary user)
+        user = f"uid{os.getuid()}"
+    return f"cli:{_actor_part(user)}@{_actor_part(socket.gethostname())}"
+
+
+def _actor_part(name: str) -> str:
+    """`name` as one printable word of at most ACTOR_PART_CHARS ("?" when nothing is left)."""
+    word = "".join(c if c.isprintable() and not c.isspace() else "_" for c in name)
+    return word[:ACTOR_PART_CHARS] or "?"
 
 
 def with_operations(action: Callable[[Operations], Awaitable[T]]) -> T:

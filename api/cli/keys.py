@@ -13,7 +13,7 @@ from typing import Annotated
 
 import typer
 
-from api.cli.direct import CLI_ACTOR, console, with_operations
+from api.cli.direct import cli_actor, console, with_operations
 from api.cli.direct import utc_time as _time
 from api.cli.remote import OutputFormat, OutputOption, render, stdout, table
 from schemas.clock import utc_moment
@@ -42,7 +42,11 @@ def create(
         raise typer.BadParameter("give --tenant TENANT or --admin (exactly one)")
     created = with_operations(
         lambda ops: ops.keys.create(
-            tenant=tenant, admin=admin, name=name, expires_in_days=expires_in_days, actor=CLI_ACTOR
+            tenant=tenant,
+            admin=admin,
+            name=name,
+            expires_in_days=expires_in_days,
+            actor=cli_actor(),
         )
     )
     scope = "admin key" if created.tenant is None else f"key for tenant {created.tenant}"
@@ -100,7 +104,7 @@ def list_keys(
 def revoke(key_id: Annotated[str, typer.Argument(help="The key's id (see `keys list`).")]) -> None:
     """Revoke a key: it stops working at once, on every API process (a key revoked already:
     says when and by whom, exit 0)."""
-    revoked = with_operations(lambda ops: ops.keys.revoke(key_id, actor=CLI_ACTOR))
+    revoked = with_operations(lambda ops: ops.keys.revoke(key_id, actor=cli_actor()))
     if not revoked.changed:
         # Nothing to do, as a cancel of a cancelled run: said as such, not as a new revocation.
         console.print(revoked.message, soft_wrap=True, highlight=False, markup=False)

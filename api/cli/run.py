@@ -33,7 +33,7 @@ from rich.live import Live
 
 from api.cli import demo_address, log_setup, run_live_display, usage
 from api.cli.database_option import DatabaseOption
-from api.cli.direct import CLI_ACTOR
+from api.cli.direct import cli_actor
 from api.cli.exit_codes import EXIT_FOR_REFUSAL, ExitCode
 from api.cli.problem_text import problem_line, split_first
 from api.cli.remote import read_json_value
@@ -359,7 +359,7 @@ async def execute_run(
         # What the files say runs: the run is pinned to the versions just published, its
         # children's too, and what serves for other clients stays as it was.
         published = {
-            p.name: p.version for p in await ops.workflows.publish(documents, actor=CLI_ACTOR)
+            p.name: p.version for p in await ops.workflows.publish(documents, actor=cli_actor())
         }
         run = (
             await ops.runs.submit(
@@ -368,7 +368,7 @@ async def execute_run(
                 tenant_id=opts.tenant,
                 version=published[target.name],
                 child_versions=published,
-                actor=CLI_ACTOR,
+                actor=cli_actor(),
             )
         ).run
     except DefinitionError as error:  # what only publication checks (the egress policy)

@@ -21,7 +21,7 @@ from typing import Annotated
 
 import typer
 
-from api.cli.direct import CLI_ACTOR, with_operations
+from api.cli.direct import cli_actor, with_operations
 from api.cli.exit_codes import ExitCode
 from api.cli.remote import fail
 from api.cli.text import parse_since
@@ -54,7 +54,7 @@ def purge(
     if not dry_run and not yes:
         _confirmed(cutoff, ended_before)
     outcome = with_operations(
-        lambda ops: ops.retention.purge(cutoff, dry_run=dry_run, actor=CLI_ACTOR)
+        lambda ops: ops.retention.purge(cutoff, dry_run=dry_run, actor=cli_actor())
     )
     print(outcome.sentence(), flush=True)
 
@@ -70,7 +70,7 @@ def _confirmed(cutoff: float, said: str) -> None:
             ExitCode.USAGE,
         )
     counted = with_operations(
-        lambda ops: ops.retention.purge(cutoff, dry_run=True, actor=CLI_ACTOR)
+        lambda ops: ops.retention.purge(cutoff, dry_run=True, actor=cli_actor())
     )
     print(counted.sentence(), flush=True)
     if not counted.roots and not counted.children:

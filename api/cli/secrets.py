@@ -18,7 +18,7 @@ from typing import Annotated
 
 import typer
 
-from api.cli.direct import CLI_ACTOR, console, utc_time, with_operations
+from api.cli.direct import cli_actor, console, utc_time, with_operations
 from api.cli.exit_codes import ExitCode
 from api.cli.remote import OutputFormat, OutputOption, render, stdout, table
 from schemas.counts import plural
@@ -78,7 +78,7 @@ def set_secret(
 ) -> None:
     """Set a secret's value (read from stdin or --from-file, never from the command line)."""
     value = _read_value(from_file)
-    stored = with_operations(lambda ops: ops.secrets.set(tenant, name, value, actor=CLI_ACTOR))
+    stored = with_operations(lambda ops: ops.secrets.set(tenant, name, value, actor=cli_actor()))
     verb = "created" if stored.created else "replaced the value of"
     console.print(f"{verb} secret {stored.name} of tenant {stored.tenant}", highlight=False)
 
@@ -114,14 +114,14 @@ def delete_secret(
     tenant: Annotated[str, typer.Option(help="The tenant it belongs to.")],
 ) -> None:
     """Delete a secret; runs that reference it fail with secret_not_found from then on."""
-    deleted = with_operations(lambda ops: ops.secrets.delete(tenant, name, actor=CLI_ACTOR))
+    deleted = with_operations(lambda ops: ops.secrets.delete(tenant, name, actor=cli_actor()))
     console.print(f"deleted secret {deleted.name} of tenant {deleted.tenant}", highlight=False)
 
 
 @secrets_app.command("rotate")
 def rotate() -> None:
     """Re-encrypt every secret under the first key of SCHEMABRIDGE_SECRET_KEYS."""
-    result = with_operations(lambda ops: ops.secrets.rotate(actor=CLI_ACTOR))
+    result = with_operations(lambda ops: ops.secrets.rotate(actor=cli_actor()))
     console.print(
         f"re-encrypted {plural(result.rotated, 'secret')} under the first key (id {result.key_id})",
         highlight=False,

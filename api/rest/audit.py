@@ -42,7 +42,12 @@ async def list_audit(
     _caller: AdminDep,
     actor: Annotated[
         str | None,
-        Query(max_length=200, description="Only this actor's changes: `key:<id>`, `cli`, …"),
+        Query(
+            max_length=200,
+            description="Only this actor's changes: `key:<id>`, `cli:<user>@<host>`, `demo`, "
+            "…; a kind named without `:` (`cli`, `key`, `deployment`) takes every actor of "
+            "that kind.",
+        ),
     ] = None,
     action: Annotated[AuditAction | None, Query(description="Only this action.")] = None,
     subject_kind: Annotated[

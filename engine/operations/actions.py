@@ -1,13 +1,14 @@
 """Operator actions on runs: retry, resolve, start over, batch retry, reprocess, cancel.
 
-Every action takes `actor` (who did it: an API key id, "cli", "demo"), written with the action
-to the log of each run it changes (level info, `data={"action", "actor"}`), and an optional
-`tenant` scope: a run of another tenant is `NotFound(code="run_not_found")`, as a run that
-does not exist. A run in a state the action does not accept is refused with `WrongState`
-naming the state. Actions that find nothing to do answer `changed=False` instead of failing
-where repeating them is harmless (resolve with the same output, start over, reprocess,
-cancel). Each action is one transaction in the store (`engine.store.actions_store`); a
-database that cannot be reached is `Unavailable(code="store_unavailable")` (`store_boundary`).
+Every action takes `actor` (who did it: an API key id, "cli:<user>@<host>", "demo"), written
+with the action to the log of each run it changes (level info, `data={"action", "actor"}`),
+and an optional `tenant` scope: a run of another tenant is `NotFound(code="run_not_found")`,
+as a run that does not exist. A run in a state the action does not accept is refused with
+`WrongState` naming the state. Actions that find nothing to do answer `changed=False` instead
+of failing where repeating them is harmless (resolve with the same output, start over,
+reprocess, cancel). Each action is one transaction in the store
+(`engine.store.actions_store`); a database that cannot be reached is
+`Unavailable(code="store_unavailable")` (`store_boundary`).
 """
 
 from __future__ import annotations

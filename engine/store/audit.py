@@ -13,7 +13,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from sqlalchemy import insert, select
+from sqlalchemy import func, insert, or_, select
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from engine.store.core import StoreCore
@@ -37,10 +37,12 @@ class AuditRecord:
 
 @dataclass(frozen=True)
 class AuditFilter:
-    """Which events a page reads: each field set narrows it (exact matches; the operations
-    check them, `engine.operations.audit`)."""
+    """Which events a page reads: each field set narrows it (exact matches, but for an actor
+    named without `:`; the operations check them, `engine.operations.audit`)."""
 
     actor: str | None = None
+    """An actor (`key:410577f5e3b5`, `cli:ana@ops-1`), or a kind of actor, named without `:`
+    (`cli`, `key`, `deployment`), which matches itself and every actor of that kind."""
     action: str | None = None
     subject_kind: str | None = None
     subject_id: str | None = None
@@ -107,11 +109,16 @@ class AuditStore(StoreCore):
     ) -> list[AuditRecord]:
         """Up to `limit` events `query` selects with ids below `before_id` (None: from the
         newest), newest first: one range of the primary key or of the index of the field
-        filtered on."""
+        filtered on (a kind of actor: the primary key's, newest first, filtered)."""
         table = audit_events
         statement = select(table).order_by(table.c.id.desc()).limit(limit)
         if query.actor is not None:
-            statement = statement.where(table.c.actor == query.actor)
+            actor = table.c.actor == query.actor
+            if ":" not in query.actor:
+                # `cli` names every `cli:<user>@<host>`. Not LIKE: SQLite's ignores case.
+                kind = f"{query.actor}:"
+                actor = or_(actor, func.substr(table.c.actor, 1, len(kind)) == kind)
+            statement = statement.where(actor)
         if query.action is not None:
             statement = statement.where(table.c.action == query.action)
         if query.subject_kind is not None:

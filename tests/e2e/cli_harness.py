@@ -61,10 +61,12 @@ class Stack:
         key: str | None = None,
         api_url: str | None = None,
         timeout: float = CLI_TIMEOUT_S,
+        env: dict[str, str] | None = None,
     ) -> subprocess.CompletedProcess[str]:
         """`schemabridge ARGS` against this stack's API (the admin key unless `key`; "" for
-        none), stdout and stderr captured as text (neither is a terminal)."""
-        env = dict(self.env)
+        none), stdout and stderr captured as text (neither is a terminal); `env`: more
+        environment for this command."""
+        env = {**self.env, **(env or {})}
         env["SCHEMABRIDGE_API_URL"] = api_url or self.url
         env["SCHEMABRIDGE_API_KEY"] = self.admin_key if key is None else key
         return cli_forks.run([SCHEMABRIDGE, *args], env=env, cwd=ROOT, timeout=timeout)

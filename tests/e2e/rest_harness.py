@@ -9,10 +9,12 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import getpass
 import json
 import logging
 import os
 import signal
+import socket
 import subprocess
 import sys
 import time
@@ -33,6 +35,8 @@ READY_TIMEOUT_S = 20.0
 SCHEMABRIDGE = str(Path(sys.executable).with_name("schemabridge"))
 ROOT = Path(__file__).resolve().parents[2]
 PROCESS_READY_TIMEOUT_S = 60.0
+CLI_HERE = f"cli:{getpass.getuser()}@{socket.gethostname()}"
+"""The actor a command on the database directly records, run by these tests' user here."""
 """Generous: a cold interpreter importing the whole stack on a loaded machine."""
 
 

@@ -1,11 +1,12 @@
 """Who did what, from the command line against `schemabridge serve` (authentication on): `runs
 show` names the key that submitted a run, `audit list` shows administrative changes with
-their actor (a key over the API, `cli` for the commands on the database), and a tenant key is
-refused the audit (exit 4, as every 403)."""
+their actor (a key over the API, `cli:<user>@<host>` for the commands on the database), and a
+tenant key is refused the audit (exit 4, as every 403)."""
 
 from __future__ import annotations
 
 import json
+import socket
 import uuid
 
 from tests.e2e.cli_harness import Stack, assert_refused, write_examples
@@ -32,14 +33,21 @@ def test_audit_list_shows_changes_and_their_actor(serve_api: Stack) -> None:
     stack = serve_api
     tenant = f"audit-{uuid.uuid4().hex[:8]}"
     stack.ok("tenants", "set-quota", tenant, "12")
-    made = stack.ok("keys", "create", "--tenant", tenant, "--name", "audit")
+    user = f"ana-{uuid.uuid4().hex[:6]}"  # as the operating system names who runs it
+    made = stack.ok("keys", "create", "--tenant", tenant, "--name", "audit", env={"LOGNAME": user})
 
     events = stack.json("audit", "list", "--subject-kind", "tenant", "--subject", tenant)
     assert [(e["action"], e["actor"], e["detail"]) for e in events["items"]] == [
         ("tenant.quota_set", f"key:{admin_id(stack)}", {"maxRuns": 12})
     ]
+    # A command on the database names the account and the machine that ran it; `cli` alone
+    # takes every such actor, the whole name one.
+    by_user = f"cli:{user}@{socket.gethostname()}"
     created = stack.json("audit", "list", "--action", "key.created", "--actor", "cli")["items"]
-    assert any(e["detail"]["tenantId"] == tenant for e in created)
+    assert [e["actor"] for e in created if e["detail"]["tenantId"] == tenant] == [by_user]
+    theirs = stack.json("audit", "list", "--actor", by_user)["items"]
+    assert [(e["action"], e["detail"]["tenantId"]) for e in theirs] == [("key.created", tenant)]
+    assert stack.json("audit", "list", "--actor", "cli:")["items"] == []
 
     table = stack.ok("audit", "list", "--subject-kind", "tenant", "--subject", tenant).stdout
     header, row = table.splitlines()

@@ -19,7 +19,7 @@ from engine.settings import Settings
 from engine.store.audit import AuditFilter, AuditRecord
 from tests.conftest import Backend
 from tests.e2e.cli_harness import assert_refused
-from tests.e2e.rest_harness import SCHEMABRIDGE, process_env, schemabridge, upgraded
+from tests.e2e.rest_harness import CLI_HERE, SCHEMABRIDGE, process_env, schemabridge, upgraded
 from tests.integration.tree_harness import plant_tree, rows_left
 
 DAY_S = 86_400.0
@@ -89,7 +89,7 @@ def test_a_dry_run_counts_and_a_purge_deletes_the_trees_ended_before(env: dict[s
     assert done.stdout.startswith("deleted 1,204 runs (3 roots, 1,201 children), 2,408 steps")
     assert [left(env, roots[name]) for name in ("old1200", "old1", "old0", "new")] == [0, 0, 0, 4]
     (event,) = purge_events(env)  # recorded in the audit trail, with what went
-    assert (event.actor, event.subject_kind) == ("cli", "runs")
+    assert (event.actor, event.subject_kind) == (CLI_HERE, "runs")
     assert (event.detail["roots"], event.detail["children"]) == (3, 1201)
     again = schemabridge(env, "runs", "purge", "--ended-before", "30d", "-y")
     assert again.returncode == 0, again.stderr

@@ -13,7 +13,7 @@ from cryptography.fernet import Fernet
 
 from engine.secret_cipher import MAKE_KEY
 from tests.conftest import Backend
-from tests.e2e.rest_harness import process_env, schemabridge, upgraded
+from tests.e2e.rest_harness import CLI_HERE, process_env, schemabridge, upgraded
 
 VALUE = "cli-canary-0c4e+/=x"
 
@@ -49,7 +49,7 @@ def test_set_list_delete(env: dict[str, str], tmp_path: Path) -> None:
     listed = sb(env, "list", "--json")
     assert listed.returncode == 0, listed.stderr
     [item] = json.loads(listed.stdout)
-    assert (item["tenantId"], item["name"], item["updatedBy"]) == ("acme", "CRM_TOKEN", "cli")
+    assert (item["tenantId"], item["name"], item["updatedBy"]) == ("acme", "CRM_TOKEN", CLI_HERE)
     table = sb(env, "list")
     header, row = table.stdout.splitlines()  # piped: plain columns, as every list prints
     assert header.split() == [
@@ -62,7 +62,7 @@ def test_set_list_delete(env: dict[str, str], tmp_path: Path) -> None:
         "UPDATED",
         "BY",
     ]
-    assert row.split()[:2] == ["acme", "CRM_TOKEN"] and row.split()[-1] == "cli"
+    assert row.split()[:2] == ["acme", "CRM_TOKEN"] and row.split()[-1] == CLI_HERE
     deleted = sb(env, "delete", "CRM_TOKEN", "--tenant", "acme")
     assert deleted.returncode == 0 and "deleted secret CRM_TOKEN" in deleted.stderr
     missing = sb(env, "delete", "CRM_TOKEN", "--tenant", "acme")

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import Backend
-from tests.e2e.rest_harness import process_env, schemabridge, upgraded
+from tests.e2e.rest_harness import CLI_HERE, process_env, schemabridge, upgraded
 from tests.integration.scripts.helpers import UNREACHABLE_REDIS_URL
 
 
@@ -75,7 +75,7 @@ def test_create_list_revoke(env: dict[str, str]) -> None:
     again = sb(env, "revoke", keys[0]["id"])
     assert again.returncode == 0, again.stderr
     assert again.stderr.strip().startswith(f"key {keys[0]['id']} was already revoked at ")
-    assert again.stderr.strip().endswith(" by cli: nothing to do")
+    assert again.stderr.strip().endswith(f" by {CLI_HERE}: nothing to do")
     assert "revoked key" not in again.stderr and "note:" not in again.stderr
 
 

@@ -375,6 +375,24 @@ async def test_pages_follow_each_other_under_a_filter(ops: Operations) -> None:
     assert other_filter.value.code == "invalid_cursor"
 
 
+async def test_an_actor_named_without_a_colon_takes_every_actor_of_its_kind(
+    ops: Operations,
+) -> None:
+    """`cli` names every `cli:<user>@<host>` (and a bare `cli` recorded before actors named
+    their user), in its own case; a whole actor names itself alone."""
+    actors = ["cli", "cli:ana@ops-1", "cli:bo@ops-2", "client:x", "CLI:eve@h", ADMIN]
+    for n, actor in enumerate(actors):
+        await ops.settings.set_quota(f"k{n}", n, actor=actor)
+    assert [e[0] for e in await events(ops, actor="cli")] == [
+        "cli:bo@ops-2",
+        "cli:ana@ops-1",
+        "cli",
+    ]
+    assert [e[0] for e in await events(ops, actor="cli:ana@ops-1")] == ["cli:ana@ops-1"]
+    assert [e[0] for e in await events(ops, actor="key")] == [ADMIN]
+    assert await events(ops, actor="cl") == []
+
+
 @pytest.mark.parametrize(
     ("selection", "parameter"),
     [
