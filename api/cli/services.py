@@ -784,9 +784,9 @@ def db_current() -> None:
     """Say the schema revision of the database (SCHEMABRIDGE_DATABASE_URL) against the one
     this release needs. Changes nothing.
 
-    Exit 0 when it is this release's, 1 when it is behind (run `schemabridge db upgrade`),
-    never migrated, or of a newer release; 2 when there is no such SQLite file, 4 when the
-    database does not answer."""
+    The answer is printed on stdout. Exit 0 when it is this release's, 1 when it is behind
+    (run `schemabridge db upgrade`), never migrated, or of a newer release; 2 when there is no
+    such SQLite file, 4 when the database does not answer (those two said on stderr)."""
     from api.cli.environment import load_settings
     from engine.operations.schema import database_schema
     from engine.operations.startup import check_database_url, mask_url
@@ -795,10 +795,11 @@ def db_current() -> None:
     check_database_url(settings.database_url, create=False, pooler=settings.database_pooler)
     schema = asyncio.run(database_schema(settings.database_url, pooler=settings.database_pooler))
     where = mask_url(settings.database_url)
+    # The answer goes to stdout, as a query's (a deploy script reads it); refusals to stderr.
     if schema.up_to_date:
-        console.print(f"database {where} is at {schema.current}, this release's: up to date")
+        typer.echo(f"database {where} is at {schema.current}, this release's: up to date")
         return
-    console.print(f"database {where}: {schema.explain()}")
+    typer.echo(f"database {where}: {schema.explain()}")
     raise typer.Exit(ExitCode.FAILED)
 
 

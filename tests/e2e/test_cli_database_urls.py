@@ -37,8 +37,8 @@ def test_db_upgrade_on_a_plain_postgresql_url(
     # `db current` reads where it is, and exits 0 at this release's head.
     current = run_cli(("db", "current"), {"SCHEMABRIDGE_DATABASE_URL": plain})
     assert current.returncode == 0, current.stderr
-    assert f"is at {head_revision()}, this release's: up to date" in current.stderr
-    assert "p@ss" not in current.stderr and "p%40ss" not in current.stderr
+    assert f"is at {head_revision()}, this release's: up to date" in current.stdout
+    assert "p@ss" not in current.stdout and "p%40ss" not in current.stdout
 
 
 def test_db_current_says_what_a_database_lacks_and_exits_1(tmp_path: Path) -> None:
@@ -48,13 +48,16 @@ def test_db_current_says_what_a_database_lacks_and_exits_1(tmp_path: Path) -> No
     url = f"sqlite:///{path}"
 
     def current() -> tuple[int, str]:
+        """Exit code and the answer (stdout), which a refusal leaves empty."""
         done = run_cli(("db", "current"), {"SCHEMABRIDGE_DATABASE_URL": url})
         assert "Traceback" not in done.stderr
-        return done.returncode, " ".join(done.stderr.split())
+        assert done.stderr == "" or done.stdout == "", done
+        return done.returncode, " ".join(done.stdout.split())
 
-    code, said = current()  # no file: not made (a typo in the URL would leave one)
-    assert (code, path.exists()) == (2, False), said
-    assert "there is no such file" in said, said
+    # No file: not made (a typo in the URL would leave one), and said on stderr.
+    refused = run_cli(("db", "current"), {"SCHEMABRIDGE_DATABASE_URL": url})
+    assert (refused.returncode, refused.stdout, path.exists()) == (2, "", False), refused
+    assert "there is no such file" in " ".join(refused.stderr.split()), refused.stderr
     upgrade(url)
     with sqlite3.connect(path) as conn:
         conn.execute("UPDATE alembic_version SET version_num = '0017'")
