@@ -32,6 +32,7 @@ import asyncio
 import logging
 import threading
 from typing import TYPE_CHECKING
+from urllib.parse import parse_qs, urlsplit
 
 import redis.asyncio as redis
 from redis.asyncio.retry import Retry
@@ -118,16 +119,34 @@ async def open_redis(
         return fakeredis.FakeAsyncRedis(
             server=embedded_server(), decode_responses=False, retry=_retry(retries)
         )
+    # TCP keepalive notices a peer gone without a word (a failover, a dropped NAT entry); a
+    # Unix socket has no such option, and redis-py refuses it there (a TypeError).
+    keepalive = {} if is_unix_socket(settings.redis_url) else {"socket_keepalive": True}
     return redis.Redis.from_url(
         settings.redis_url,
         decode_responses=False,
         socket_connect_timeout=CONNECT_TIMEOUT_S,
         socket_timeout=COMMAND_TIMEOUT_S,
-        socket_keepalive=True,
         health_check_interval=HEALTH_CHECK_INTERVAL_S,
         retry=_retry(retries),
         client_name=client_name,
+        **keepalive,
     )
+
+
+def is_unix_socket(url: str) -> bool:
+    """Whether the Redis URL `url` names a Unix socket (`unix:///path/to/redis.sock?db=N`)."""
+    return urlsplit(url).scheme == "unix"
+
+
+def redis_database(url: str) -> str:
+    """The database number the Redis URL `url` names, as written ("0" when it names none):
+    after the port (`redis://host:6379/3`), or in the query of a Unix socket's
+    (`unix:///run/redis.sock?db=3`)."""
+    parts = urlsplit(url)
+    if parts.scheme == "unix":
+        return parse_qs(parts.query).get("db", ["0"])[-1] or "0"
+    return parts.path.lstrip("/") or "0"
 
 
 async def close_redis(client: redis.Redis) -> None:

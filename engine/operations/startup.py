@@ -12,6 +12,7 @@ show a password.
 from __future__ import annotations
 
 import asyncio
+import shlex
 import sqlite3
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -23,7 +24,13 @@ from redis.exceptions import RedisError, ResponseError
 from sqlalchemy.engine import make_url
 from sqlalchemy.exc import ArgumentError, DBAPIError, NoSuchModuleError, SQLAlchemyError
 
-from engine.coordination.redis_client import COORDINATION_ERRORS, close_redis, open_redis
+from engine.coordination.redis_client import (
+    COORDINATION_ERRORS,
+    close_redis,
+    is_unix_socket,
+    open_redis,
+    redis_database,
+)
 from engine.settings import DEFAULT_DATABASE_URL, Settings
 from engine.store.db import DatabaseURLError, normalise_url, redact, sqlite_file
 from engine.store.pooler import POOLER_HINT, Pooler, pooler_mismatch
@@ -114,10 +121,12 @@ def check_redis_url(url: str | None, database_url: str) -> None:
     if url is None:
         return
     try:
+        # The database first: redis-py's own words for it do not say which part is wrong.
+        database = redis_database(url)
+        if not (database.isascii() and database.isdigit()):
+            where = "?db= of a Unix socket" if is_unix_socket(url) else "database after the port"
+            raise ValueError(f"the {where} is a number, not {database!r}")
         parse_url(url)  # type: ignore[no-untyped-call]
-        database = urlsplit(url).path.lstrip("/") if url.startswith(("redis:", "rediss:")) else ""
-        if database and not (database.isascii() and database.isdigit()):
-            raise ValueError(f"the database after the port is a number, not {database!r}")
     except ValueError as error:
         shown = "empty" if not url.strip() else repr(redact(url))
         reason = str(error)
@@ -125,7 +134,7 @@ def check_redis_url(url: str | None, database_url: str) -> None:
             reason = "it does not start with redis://, rediss:// or unix://"
         raise StartupRefused(
             f"the Redis URL is {shown}: {reason}; give redis://host:6379/0 (rediss:// for "
-            f"TLS, unix:///path/to/redis.sock){_redis_fix(database_url)}",
+            f"TLS, unix:///path/to/redis.sock?db=0){_redis_fix(database_url)}",
             code="invalid_redis_url",
             refusal=Refusal.INVALID,
         ) from None
@@ -295,7 +304,7 @@ def redis_refusal(settings: Settings, error: BaseException) -> StartupRefused:
     does not answer (`unavailable`). The fix offered fits the store (`_redis_fix`)."""
     where = mask_url(settings.redis_url) if settings.redis_url else "the embedded Redis"
     if isinstance(error, ResponseError) and "DB index is out of range" in str(error):
-        database = urlsplit(settings.redis_url or "").path.lstrip("/")
+        database = redis_database(settings.redis_url or "")
         return StartupRefused(
             f"cannot use Redis at {where}: {_reason(error)}, the server has no database "
             f"{database}; give one it has in SCHEMABRIDGE_REDIS_URL (0 to 15 unless its "
@@ -421,8 +430,10 @@ def _flush_command(redis_url: str) -> str:
     """The `redis-cli` command that empties the database `redis_url` names (a password is
     asked for, never shown)."""
     parts = urlsplit(redis_url)
-    database = parts.path.lstrip("/") or "0"
+    database = redis_database(redis_url)
     asks = " --askpass" if parts.password else ""
+    if is_unix_socket(redis_url):
+        return f"redis-cli -s {shlex.quote(parts.path)} -n {database}{asks} FLUSHDB"
     tls = " --tls" if parts.scheme == "rediss" else ""
     host = parts.hostname or "127.0.0.1"
     return f"redis-cli -h {host} -p {parts.port or 6379} -n {database}{tls}{asks} FLUSHDB"
