@@ -133,14 +133,25 @@ class DeploymentStore(RunCatalogue, OperatorActionsStore):
             values = {"serving_version": version, "updated_at": now, "updated_by": actor}
             if current is None:
                 await conn.execute(insert(rows_.serving).values(name=name, **values))
+                wrote = True
             else:
-                await conn.execute(
+                # Not where it serves already: two identical switches at once on PostgreSQL
+                # both read the old version, and the second, let through once the first
+                # commits, would write (and audit) a change that was not one.
+                changed = await conn.execute(
                     update(rows_.serving)
-                    .where(rows_.serving.c.name == name, rows_.serving.c.deployment_id.is_(None))
+                    .where(
+                        rows_.serving.c.name == name,
+                        rows_.serving.c.deployment_id.is_(None),
+                        rows_.serving.c.serving_version != version,
+                    )
                     .values(**values)
                 )
+                wrote = changed.rowcount == 1
             record = await rows_.serving_row(conn, name)
-            if record is not None and record.serving_version == version:
+            if not wrote and record is not None and record.deployment_id is None:
+                return record, False  # a switch to `version` committed first
+            if wrote and record is not None and record.serving_version == version:
                 await audit.append(
                     conn,
                     at=now,

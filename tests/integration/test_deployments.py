@@ -4,11 +4,14 @@ injected clock for the stages' durations (no sleeping)."""
 
 from __future__ import annotations
 
+import asyncio
+
 import pytest
 from sqlalchemy import update
 
 from demo.downstream import RunningDownstream
 from engine.operations import Operations, routing, submission
+from engine.operations.audit_views import AuditFilter
 from engine.operations.deployment_views import DeploymentView, RollbackSpec, StageSpec
 from engine.operations.views import RunDetail, RunFilter
 from engine.runtime import Runtime
@@ -470,3 +473,23 @@ async def test_a_failed_gradual_deploy_run_ends_its_deployment(
     assert (serving.serving_version, serving.candidate_version) == (1, None)
     assert (serving.candidate_weight, serving.deployment_id) == (0, None)
     assert second.status == "RUNNING" and second.weight == 50
+
+
+async def test_identical_switches_at_once_change_the_serving_version_once(env: Deploying) -> None:
+    """Six admins switch orders to v2 at the same moment: one switch changes it and is audited,
+    the others find it serving already (`changed` False, no event). On PostgreSQL each read v1
+    before any wrote, and every one wrote and audited a change after the first committed."""
+    await env.publish(
+        version_doc("orders", UNREACHABLE), version_doc("orders", UNREACHABLE, note="-v2")
+    )
+    before = await env.ops.audit.list(AuditFilter(action="workflow.serving_set"))
+    switches = await asyncio.gather(
+        *(env.ops.deployments.set_serving("orders", 2, actor=f"key:{n:012x}") for n in range(6))
+    )
+    assert sorted(s.changed for s in switches) == [False] * 5 + [True]
+    (changer,) = [s for s in switches if s.changed]
+    assert {s.serving_version for s in switches} == {2}
+    assert {s.updated_by for s in switches} == {changer.updated_by}
+    events = (await env.ops.audit.list(AuditFilter(action="workflow.serving_set"))).items
+    assert len(events) == len(before.items) + 1
+    assert (events[0].actor, events[0].detail) == (changer.updated_by, {"version": 2, "was": 1})
