@@ -19,6 +19,11 @@ the body rather than repeat pydantic's words.
   `"amount": 1, "amount": 100` run with 100). `refuse_body_problems` answers 422
   `duplicate_key` with each key's pointer, on every route that takes a JSON body, as the
   validator does for a workflow file.
+- A number sent as `true`, `false` or text (`"ratePerMinute": true`, `"version": "2"`):
+  pydantic's lax mode read them as 1 and 2, so a client's bug set a tenant's rate to one
+  call a minute. `refuse_body_problems` answers 422 `invalid_request` at each such place
+  (`int_type` / `float_type`) where the body's model takes only a number; a number without
+  a fraction (`2.0`) is an integer to JSON Schema and stays taken.
 - A string or key with an unpaired UTF-16 surrogate (`"\\ud800"`): JSON's escapes allow it,
   Unicode does not, and no UTF-8 encoder takes it (an input's hash, the database, an answer
   quoting it). `refuse_body_problems` answers 422 `not_utf8` with its pointer, before any
@@ -45,6 +50,7 @@ from pydantic_core import PydanticCustomError
 from starlette.routing import BaseRoute
 
 from engine.validation import duplicate_key_summary, loads_checked
+from engine.validation.common import pointer
 from schemas.errors import ApiError, Problem
 
 JSON_MEDIA = "application/json"
@@ -146,15 +152,67 @@ async def refuse_body_problems(request: Request, route: APIRoute) -> None:
         problems = (await request.checked_json())[1]
     except (ValueError, RecursionError):
         return  # not JSON at all: FastAPI's parse of the same body reports it
-    if not problems:
-        return
-    refused = [p for p in problems if p.code == NOT_UTF8_CODE] or problems
-    raise ApiError(
-        422,
-        refused[0].code,
-        duplicate_key_summary("body", refused),
-        {"problems": [{**problem.as_dict(), "in": "body"} for problem in refused]},
-    )
+    if problems:
+        refused = [p for p in problems if p.code == NOT_UTF8_CODE] or problems
+        raise ApiError(
+            422,
+            refused[0].code,
+            duplicate_key_summary("body", refused),
+            {"problems": [{**problem.as_dict(), "in": "body"} for problem in refused]},
+        )
+    body = (await request.checked_json())[0]
+    wrong = not_numbers(body, route.body_field.field_info.annotation)
+    if wrong:
+        first, others = wrong[0], len(wrong) - 1
+        more = f"; {others} more problem{'' if others == 1 else 's'} in details" if others else ""
+        raise ApiError(
+            422,
+            "invalid_request",
+            f"body {first.pointer or '/'}: {first.message}{more}",
+            {"problems": [{**problem.as_dict(), "in": "body"} for problem in wrong]},
+        )
+
+
+_NUMBER_KINDS = {int: ("int_type", "a whole number"), float: ("float_type", "a number")}
+
+
+def _number_kind(annotation: Any) -> tuple[str, str] | None:
+    """(code, words) when a value of `annotation` can only be a number, else None."""
+    members = _members(annotation)
+    if not members or not all(member in _NUMBER_KINDS for member in members):
+        return None
+    return _NUMBER_KINDS[int] if all(m is int for m in members) else _NUMBER_KINDS[float]
+
+
+def not_numbers(value: Any, annotation: Any, path: tuple[str | int, ...] = ()) -> list[Problem]:
+    """The places in `value` (a parsed body) where `annotation` (the body's type) takes only
+    a number but the body has `true`, `false` or text. Walks only where the body is a model
+    or a list or dict of them: a run's input or a document (`Any`) is not looked into."""
+    if annotation is None or annotation is Any:
+        return []
+    kind = _number_kind(annotation)
+    if kind is not None:
+        if not isinstance(value, bool | str):
+            return []
+        code, words = kind
+        given = json.dumps(value)
+        sent = f"the text {given}" if isinstance(value, str) else given
+        return [
+            Problem(
+                pointer(*path),
+                f"should be {words}, not {sent}: send it as a JSON number, without quotes",
+                code=code,
+            )
+        ]
+    found: list[Problem] = []
+    items: Iterable[tuple[str | int, Any]] = ()
+    if isinstance(value, dict):
+        items = value.items()
+    elif isinstance(value, list):
+        items = enumerate(value)
+    for key, item in items:
+        found += not_numbers(item, _step(annotation, key), (*path, key))
+    return found
 
 
 def _members(annotation: Any) -> tuple[Any, ...]:

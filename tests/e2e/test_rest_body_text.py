@@ -173,3 +173,65 @@ async def test_numbers_json_has_are_taken(served: Served) -> None:
     assert answer.status_code == 201, answer.text
     run = await served.ops.runs.get(answer.json()["id"])
     assert run.input == {"big": int("9" * 4300), "small": 0.0, "top": 1.7e308}
+
+
+@pytest.mark.parametrize(
+    ("method", "path", "body", "refused"),
+    [
+        ("POST", "/workflows/plain/runs", {"version": True}, {"/version": "int_type"}),
+        ("POST", "/workflows/plain/runs", {"version": "1"}, {"/version": "int_type"}),
+        ("PUT", "/tenants/acme/limits", {"ratePerMinute": True}, {"/ratePerMinute": "int_type"}),
+        (
+            "PUT",
+            "/destinations/https:%2F%2Fapi.example.com:443/caps",
+            {"maxConcurrency": "5", "ratePerSecond": False},
+            {"/maxConcurrency": "int_type", "/ratePerSecond": "float_type"},
+        ),
+        (
+            "POST",
+            "/runs/retry",
+            {"filter": {"workflow": "plain", "version": True}, "limit": "10"},
+            {"/filter/version": "int_type", "/limit": "int_type"},
+        ),
+        (
+            "POST",
+            "/workflows/plain/deployments",
+            {"version": 1, "stages": [{"weight": 50}, {"weight": True}]},
+            {"/stages/1/weight": "float_type"},
+        ),
+        (
+            "POST",
+            "/keys",
+            {"tenantId": "t", "expiresInDays": "90"},
+            {"/expiresInDays": "float_type"},
+        ),
+    ],
+)
+async def test_true_false_or_text_where_a_number_goes_is_422_at_its_pointer(
+    served: Served, method: str, path: str, body: dict[str, Any], refused: dict[str, str]
+) -> None:
+    # pydantic's lax mode read `true` as 1 and "5" as 5: a client's bug set a tenant's rate
+    # to one call a minute, or a destination's cap to one call at a time, with a 200.
+    answer = await served.http.request(method, path, json=body)
+    problems = _refused(answer, 422, "invalid_request")["details"]["problems"]
+    assert {p["pointer"]: p["code"] for p in problems} == refused
+    assert all(p["in"] == "body" for p in problems)
+    first = problems[0]
+    assert answer.json()["message"].startswith(f"body {first['pointer']}: should be ")
+    assert "send it as a JSON number, without quotes" in first["message"]
+    assert (await served.ops.runs.list(RunFilter())).items == []
+    assert not any(t.rate.configured for t in await served.ops.settings.tenants())
+    assert not any(d.cap_configured for d in await served.ops.settings.destinations())
+
+
+async def test_a_number_where_a_number_goes_is_taken_and_input_is_not_looked_into(
+    served: Served,
+) -> None:
+    # A number without a fraction is an integer to JSON Schema; a run's input is the
+    # workflow's to judge, so its `true` and "1" stay as they are.
+    answer = await served.http.post(
+        "/workflows/plain/runs", json={"version": 1.0, "input": {"n": True, "m": "1"}}
+    )
+    assert answer.status_code == 201, answer.text
+    run = await served.ops.runs.get(answer.json()["id"])
+    assert run.input == {"n": True, "m": "1"}
