@@ -24,6 +24,12 @@ BOUNDS = {
 }
 """A bound as words, and the key of pydantic's error context that holds it."""
 
+LENGTHS = {
+    "string_too_short": ("at least", "min_length"),
+    "string_too_long": ("at most", "max_length"),
+}
+"""A text's length bound as words, and the key of pydantic's error context that holds it."""
+
 _SHOWN_CHARS = 40
 
 
@@ -67,3 +73,19 @@ def problem_in_words(
         shown = int(bound) if isinstance(bound, float) and bound.is_integer() else bound
         return f"should be {words} {shown}{short_unit}{given}"
     return None
+
+
+def length_in_words(problem: Mapping[str, Any]) -> str | None:
+    """A text refused for its length in words ("should be at most 256 characters long, not
+    300"), or None when `problem` is not that. The length, not the text: a value of 300
+    characters quoted would bury the bound."""
+    kind, text = problem.get("type"), problem.get("input")
+    if kind not in LENGTHS or not isinstance(text, str):
+        return None
+    words, key = LENGTHS[kind]
+    bound = (problem.get("ctx") or {}).get(key)
+    if not isinstance(bound, int):
+        return None
+    return (
+        f"should be {words} {bound:,} character{'' if bound == 1 else 's'} long, not {len(text):,}"
+    )

@@ -246,19 +246,24 @@ def _validation_problem(error: dict[str, Any], route: APIRoute | None) -> dict[s
         message = _unknown_field(route, loc) or message
     elif code == "model_attributes_type" and where == "body":
         message = _not_an_object(route, rest, error.get("input")) or message
+    elif code in value_problems.LENGTHS:
+        # "should be at most 256 characters long, not 300", in a body, a query string, a
+        # path or a header, rather than "String should have at most 256 characters".
+        message = value_problems.length_in_words(error) or message
     elif where == "body" and code in value_problems.BOUNDS:
         # "should be at most 100, not 150" rather than "Input should be less than or equal
         # to 100" (the pointer says where, as for every body problem).
         said = value_problems.problem_in_words(error)
         given = value_problems.given_number_words(error.get("input"))
         message = f"{said}{given}" if said else message
-    elif where == "query" and rest and (said := value_problems.problem_in_words(error)):
+    elif where in _PARAMETERS and rest and (said := value_problems.problem_in_words(error)):
         # "Input should be a valid number" or "… greater than or equal to 1": said as what it
-        # takes and the value. A number that did not parse is not said by its kind alone: the
-        # first clause of the parameter's own description says which ("Epoch seconds,
-        # inclusive" for `createdAfter=yesterday`); a whole one (`wait`'s) buried it.
+        # takes and the value, in a query string, a path or a header alike. A number that
+        # did not parse is not said by its kind alone: the first clause of the parameter's
+        # own description says which ("Epoch seconds, inclusive" for
+        # `createdAfter=yesterday`); a whole one (`wait`'s) buried it.
         parsing = code in value_problems.TAKES and code != "bool_parsing"
-        described = _query_clause(route, str(rest[0])) if parsing else None
+        described = _param_clause(route, where, str(rest[0])) if parsing else None
         message = f"{said} ({described})" if described else said
     return {"pointer": pointer(*rest), "code": code, "message": message, "in": where}
 
@@ -266,13 +271,22 @@ def _validation_problem(error: dict[str, Any], route: APIRoute | None) -> dict[s
 _CLAUSE_CHARS = 60
 
 
-def _query_clause(route: APIRoute | None, name: str) -> str | None:
-    """The first clause of the OpenAPI description of `route`'s query parameter `name`
-    ("Runs in this page, at most 500" of "…; `next` continues the list."), or None when it
-    has none or that clause is longer than a reminder."""
+_PARAMETERS = ("query", "path", "header")
+"""Where a request's parameters are, as pydantic's error locations name them."""
+
+
+def _param_clause(route: APIRoute | None, where: str, name: str) -> str | None:
+    """The first clause of the OpenAPI description of `route`'s parameter `name` in `where`
+    (a query parameter's "Runs in this page, at most 500" of "…; `next` continues the
+    list."), or None when it has none or that clause is longer than a reminder."""
     if route is None:
         return None
-    for param in route.dependant.query_params:
+    params = {
+        "query": route.dependant.query_params,
+        "path": route.dependant.path_params,
+        "header": route.dependant.header_params,
+    }[where]
+    for param in params:
         if name in {param.alias, param.name} and param.field_info.description:
             clause = re.split(r"[;:]|\. ", param.field_info.description, maxsplit=1)[0]
             clause = clause.rstrip(".").strip()

@@ -536,6 +536,40 @@ async def test_list_refusals_limits_and_cursors(api: Api) -> None:
     ), swapped["message"]
 
 
+async def test_a_path_or_header_value_and_a_length_are_said_as_a_query_value_is(
+    api: Api,
+) -> None:
+    # pydantic's own words ("String should have at most 256 characters", "Input should be a
+    # valid integer, unable to parse string as an integer") came through everywhere but a
+    # query string's numbers.
+    async with api.http(api.admin) as http:
+        answers = {
+            "path": await http.get("/workflows/one/versions/abc"),
+            "long key": await http.post(
+                "/workflows/one/runs", json={}, headers={"Idempotency-Key": "k" * 300}
+            ),
+            "empty key": await http.post(
+                "/workflows/one/runs", json={}, headers={"Idempotency-Key": ""}
+            ),
+            "prefix": await http.get("/run-ids", params={"prefix": "abc"}),
+            "tenant": await http.post("/workflows/one/runs", json={"tenantId": ""}),
+        }
+    said = {
+        name: assert_error(answer, 422, "invalid_request")["message"]
+        for name, answer in answers.items()
+    }
+    assert said["path"].startswith("path /version: should be a whole number, not 'abc'")
+    assert said["long key"] == (
+        "header /Idempotency-Key: should be at most 256 characters long, not 300"
+    )
+    assert said["empty key"] == (
+        "header /Idempotency-Key: should be at least 1 character long, not 0"
+    )
+    assert said["prefix"] == "query /prefix: should be at least 8 characters long, not 3"
+    assert said["tenant"] == "body /tenantId: should be at least 1 character long, not 0"
+    assert (await api.ops.runs.list(RunFilter())).items == []
+
+
 async def test_run_detail_children_and_logs_of_a_fanout(working: Api) -> None:
     async with working.http(working.admin) as http:
         submitted = await http.post(

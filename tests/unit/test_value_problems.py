@@ -48,3 +48,22 @@ def test_a_body_number_is_said_and_cut_when_long() -> None:
     assert value_problems.given_number_words("150") == ""
     bound = {"type": "less_than_equal", "ctx": {"le": 100.0}, "input": 150}
     assert value_problems.problem_in_words(bound) == "should be at most 100"
+
+
+@pytest.mark.parametrize(
+    ("annotation", "given", "said"),
+    [
+        (
+            Annotated[str, Field(max_length=256)],
+            "k" * 300,
+            "should be at most 256 characters long, not 300",
+        ),
+        (Annotated[str, Field(min_length=1)], "", "should be at least 1 character long, not 0"),
+        (Annotated[str, Field(min_length=8)], "abc", "should be at least 8 characters long, not 3"),
+    ],
+)
+def test_a_text_refused_for_its_length_says_the_bound_and_its_length(
+    annotation: object, given: str, said: str
+) -> None:
+    assert value_problems.length_in_words(_problem(annotation, given)) == said
+    assert value_problems.length_in_words(_problem(int, "many")) is None
