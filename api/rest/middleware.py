@@ -44,7 +44,12 @@ class BodyTooLarge(HTTPException):
     turns any other error raised while it reads a body into a 400."""
 
     def __init__(self, limit: int) -> None:
-        super().__init__(413, f"the request body is larger than the limit of {limit} bytes")
+        super().__init__(
+            413,
+            f"the request body is larger than the limit of {limit:,} bytes "
+            "(SCHEMABRIDGE_MAX_BODY_BYTES on the server): send a smaller one, passing large "
+            "data by reference (a URL the workflow fetches)",
+        )
 
 
 async def send_error(send: Send, status: int, code: str, message: str) -> None:

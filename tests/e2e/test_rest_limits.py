@@ -90,6 +90,12 @@ async def test_declared_length_over_the_limit_is_refused_before_the_body(served:
     assert status == 413
     assert headers["connection"] == "close"
     assert json.loads(body)["code"] == "body_too_large"
+    # The limit, which setting holds it and what to do, not only that it was passed.
+    assert json.loads(body)["message"] == (
+        f"the request body is larger than the limit of {LIMIT:,} bytes "
+        "(SCHEMABRIDGE_MAX_BODY_BYTES on the server): send a smaller one, passing large "
+        "data by reference (a URL the workflow fetches)"
+    )
     assert (await served.ops.keys.list()).items == [], "the route never ran"
 
 
