@@ -188,12 +188,12 @@ class KeyOperations:
     async def _unknown_key(self, key_id: str) -> NotFound:
         """The refusal of an id no key has, naming the keys it may have been meant for: the
         one whose id it starts (a short id copied from elsewhere) or those close to it (a
-        typo), and the command that lists them."""
+        typo), and the route (and command) that lists them: a REST client has no CLI."""
         ids = [record.id for record in await self._runtime.store.list_api_keys()]
         given = key_id.strip().lower()
         started = [known for known in ids if given and known.startswith(given)]
         meant = started if len(started) == 1 else close_names(given, ids)
-        hint = did_you_mean(meant) or "`schemabridge keys list` shows the keys' ids"
+        hint = did_you_mean(meant) or "GET /keys (`schemabridge keys list`) shows the keys' ids"
         return NotFound(
             f"no API key with id {key_id!r}; {hint}",
             code="key_not_found",

@@ -131,6 +131,8 @@ async def test_admin_key_creation_refusals(api: Api) -> None:
     assert unknown_field.json()["details"]["problems"][0]["pointer"] == "/role"
     assert missing.status_code == 404
     assert missing.json()["code"] == "key_not_found"
+    # A REST client is pointed to the route that lists the ids, not only to the CLI.
+    assert "GET /keys (`schemabridge keys list`) shows the keys' ids" in missing.json()["message"]
     assert len(listed.json()["items"]) == 2, "the refused requests created nothing"
 
 

@@ -143,7 +143,7 @@ async def test_revoking_a_short_or_misspelt_key_id_names_the_key_meant(
     with pytest.raises(NotFound) as unknown:
         await ops.keys.revoke("zzzz")
     assert unknown.value.message == (
-        "no API key with id 'zzzz'; `schemabridge keys list` shows the keys' ids"
+        "no API key with id 'zzzz'; GET /keys (`schemabridge keys list`) shows the keys' ids"
     )
     assert (await ops.keys.list()).items[-1].revoked_at is None  # nothing was revoked
 
