@@ -51,6 +51,7 @@ from engine.operations.pagination import MAX_INTEGER, MAX_LIMIT
 from engine.operations.runs import MAX_LONG_TAIL
 from engine.operations.views import (
     UNKNOWN_KIND,
+    ErrorView,
     LogEntry,
     LongTail,
     Page,
@@ -64,6 +65,7 @@ from engine.operations.views import (
     StepStatus,
 )
 from schemas.errors import NotFound
+from schemas.message_excerpt import message_excerpt
 
 SYNC_WAIT_GRACE_S = 2.0
 """How much longer than `TIMEOUT_GATEWAY_MS` a `?wait=true` waits. A call that times out uses
@@ -126,10 +128,9 @@ def _outcome(detail: RunEnd | RunDetail, *, created: bool) -> JSONResponse:
     common: dict[str, Any] = {"run_id": detail.id, "url": url, "created": created}
     answer: RunFailedError | RunCancelledError | RunStillRunningError
     if detail.status == RunStatus.FAILED:
-        kind = UNKNOWN_KIND if detail.error is None else detail.error.kind
         answer = RunFailedError(
             code="run_failed",
-            message=f"run {detail.id} failed ({kind})",
+            message=_failed_words(detail.id, detail.error),
             details=RunFailedDetails(**common, status=RunStatus.FAILED, error=detail.error),
         )
         status_code = 502
@@ -257,6 +258,21 @@ SUBMIT_ANSWERS: dict[int | str, dict[str, Any]] = {
     },
 }
 """What `POST /workflows/{name}/runs` answers, each status with its codes."""
+
+
+def _failed_words(run_id: str, error: ErrorView | None) -> str:
+    """A `?wait=true` 502's message: which step failed and why, in one bounded line (the
+    whole error is `details.error`), and the request that runs it again once the cause is
+    fixed. "run … failed (http_error)" left a client to dig the step and the fix out."""
+    if error is None:
+        return f"run {run_id} failed ({UNKNOWN_KIND}); GET /runs/{run_id} shows its steps"
+    where = f" at step {error.vertex_id}" if error.vertex_id else ""
+    said = message_excerpt(error.message) if error.message else ""
+    why = f"{error.kind}: {said}" if said else error.kind
+    return (
+        f"run {run_id} failed{where}: {why}; once the cause is fixed, "
+        f"POST /runs/{run_id}/retry runs the failed step again"
+    )
 
 
 @router.post(

@@ -319,6 +319,14 @@ async def test_wait_answers_say_whether_the_request_created_the_run(working: Api
     assert (replayed_ok.status_code, replayed_ok.json()["created"]) == (200, False)
     assert replayed_ok.json()["id"] == new_ok.json()["id"]
     assert assert_error(new_bad, 502, "run_failed")["details"]["created"] is True
+    # The 502 says which step failed, why, and the request that runs it again.
+    failed_id = new_bad.json()["details"]["runId"]
+    said = new_bad.json()["message"]
+    assert said.startswith(f"run {failed_id} failed at step call: http_error: GET "), said
+    assert "400 Bad Request" in said, said
+    assert said.endswith(
+        f"; once the cause is fixed, POST /runs/{failed_id}/retry runs the failed step again"
+    ), said
     replayed = assert_error(replayed_bad, 502, "run_failed")["details"]
     assert replayed["created"] is False
     assert replayed["runId"] == new_bad.json()["details"]["runId"]
