@@ -423,11 +423,13 @@ class DeploymentsApi:
         path = f"/workflows/{segment(workflow)}/deployments/preview"
         return await self._session.fetch(DeploymentPreview, "POST", path, body=body)
 
-    async def list(self, workflow: str | None = None, *, limit: int = 20) -> Page[DeploymentView]:
+    async def list(
+        self, workflow: str | None = None, *, limit: int = 20, cursor: str | None = None
+    ) -> Page[DeploymentView]:
         """`GET /workflows/{name}/deployments`, or `GET /deployments` (every workflow's),
-        newest first."""
+        newest first, a page from `cursor` on."""
         path = "/deployments" if workflow is None else f"/workflows/{segment(workflow)}/deployments"
-        params = {"limit": limit}
+        params: dict[str, Any] = {"limit": limit, "cursor": cursor}
         return await self._session.fetch(Page[DeploymentView], "GET", path, params=params)
 
     async def match_prefix(self, prefix: str, *, limit: int = 5) -> DeploymentIdMatches:

@@ -46,14 +46,18 @@ from api.cli.remote import (
     say,
     stdout,
 )
+from api.cli.run_options import CursorOption
 from api.cli.target import DEFAULT_API_URL
 from api.cli.text import parse_duration
 
 if TYPE_CHECKING:
     from api.cli.client import ApiClient
-    from api.cli.wire import DeploymentChange, DeploymentPreview, DeploymentView
+    from api.cli.wire import DeploymentChange, DeploymentPreview, DeploymentView, Page
 
 T = TypeVar("T")
+
+MAX_LISTED = 5_000
+"""The most deployments one `deployments list` shows (10 pages of the API's)."""
 
 deployments_app = typer.Typer(
     help="Gradual deployments of workflow versions on the REST API (admin): start, list, "
@@ -283,17 +287,35 @@ def list_deployments(
         ),
     ] = None,
     limit: Annotated[
-        int, typer.Option(help="Show at most this many deployments.", min=1, max=500)
+        int,
+        typer.Option(
+            help=f"Show at most this many deployments, up to {MAX_LISTED:,} (the CLI reads as "
+            "many pages of the API as it takes).",
+            min=1,
+            max=MAX_LISTED,
+        ),
     ] = 20,
+    cursor: CursorOption = None,
     api_url: ApiUrlOption = DEFAULT_API_URL,
     api_key: ApiKeyOption = None,
     output: OutputOption = OutputFormat.TEXT,
     debug: DebugOption = False,
 ) -> None:
     """Deployments, newest first: candidate and serving version, status, stage, weight and
-    the candidate's runs and failure ratio."""
+    the candidate's runs and failure ratio. More than --limit: the last line gives the
+    --cursor that continues."""
     remote = Remote(api_url, api_key, output, debug)
-    found = call(remote, lambda api: api.deployments.list(workflow, limit=limit), workflow=workflow)
+
+    async def action(api: ApiClient) -> Page[DeploymentView]:
+        from api.cli.client_routes import collect_pages  # with the client: see `audit list`
+
+        return await collect_pages(
+            lambda size, after: api.deployments.list(workflow, limit=size, cursor=after),
+            limit,
+            cursor,
+        )
+
+    found = call(remote, action, workflow=workflow)
     empty = "no deployments" + (f" of {workflow}" if workflow else "")
     empty += "; start one: schemabridge deployments start WORKFLOW --version V"
     print_page(remote, found, lambda items: deployments_table(items, time.time()), empty)

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from typing import Annotated, Any
 
-from fastapi import APIRouter, Path, Query, Response, status
+from fastapi import APIRouter, Path, Response, status
 from pydantic import BeforeValidator, ConfigDict, Field
 from pydantic_core import PydanticCustomError
 
@@ -26,6 +26,7 @@ from api.rest.body_shape import JsonBodyRoute
 from api.rest.deps import OperationsDep
 from api.rest.errors import error_responses
 from api.rest.id_prefix_params import MatchLimit, prefix_query
+from api.rest.page_params import Cursor, page_limit
 from engine.operations.deployment_views import (
     DEFAULT_CHECK_INTERVAL_S,
     MAX_CHECK_INTERVAL_S,
@@ -39,8 +40,8 @@ from engine.operations.deployment_views import (
     StageSpec,
 )
 from engine.operations.deployments import MAX_REASON_CHARS
-from engine.operations.pagination import MAX_INTEGER, MAX_LIMIT
-from engine.operations.views import DeploymentIdMatches, View
+from engine.operations.pagination import MAX_INTEGER
+from engine.operations.views import DeploymentIdMatches, Page, View
 
 router = APIRouter(tags=["deployments"], route_class=JsonBodyRoute)
 
@@ -118,10 +119,8 @@ class StopRequest(View):
     )
 
 
-class DeploymentList(View):
-    """A workflow's deployments, newest first."""
-
-    items: list[DeploymentView]
+class DeploymentList(Page[DeploymentView]):
+    """A page of deployments, newest first; `next` continues the list."""
 
 
 def deployment_url(deployment_id: str) -> str:
@@ -186,9 +185,11 @@ async def list_deployments(
     name: Name,
     ops: OperationsDep,
     _caller: AdminDep,
-    limit: Annotated[int, Query(ge=1, le=MAX_LIMIT)] = 20,
+    limit: Annotated[int, page_limit("Deployments")] = 20,
+    cursor: Cursor = None,
 ) -> DeploymentList:
-    return DeploymentList(items=await ops.deployments.list(name, limit=limit))
+    page = await ops.deployments.list(name, limit=limit, cursor=cursor)
+    return DeploymentList(items=page.items, next=page.next)
 
 
 @router.get(
@@ -200,9 +201,11 @@ async def list_deployments(
 async def list_all_deployments(
     ops: OperationsDep,
     _caller: AdminDep,
-    limit: Annotated[int, Query(ge=1, le=MAX_LIMIT)] = 20,
+    limit: Annotated[int, page_limit("Deployments")] = 20,
+    cursor: Cursor = None,
 ) -> DeploymentList:
-    return DeploymentList(items=await ops.deployments.recent(limit=limit))
+    page = await ops.deployments.recent(limit=limit, cursor=cursor)
+    return DeploymentList(items=page.items, next=page.next)
 
 
 @router.get(

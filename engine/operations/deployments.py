@@ -16,6 +16,7 @@ import builtins
 import dataclasses
 import itertools
 import logging
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -48,9 +49,15 @@ from engine.operations.deployment_warnings import (
     no_evidence_warning,
     redeploy_warning,
 )
-from engine.operations.pagination import check_limit
+from engine.operations.pagination import (
+    check_limit,
+    decode_cursor,
+    encode_cursor,
+    invalid_cursor,
+    scope_digest,
+)
 from engine.operations.row_cache import RowCache, shared_row_cache
-from engine.operations.views import DeploymentIdMatches
+from engine.operations.views import DeploymentIdMatches, Page
 from engine.operations.worker_liveness import workers_alive
 from engine.operations.workflows import not_found as workflow_not_found
 from engine.operations.workflows import unknown_workflow
@@ -86,6 +93,23 @@ Redis did not take costs, as for the routing rows submissions keep)."""
 PARENTS_CACHE_MAX_ROWS = 1_000
 
 logger = logging.getLogger(__name__)
+
+CURSOR_KIND = "deployments"
+"""The list a deployments cursor belongs to (`engine.operations.pagination`)."""
+DEPLOYMENT_ID_CHARS = 36
+"""The longest deployment id (a UUID's text; the column's width)."""
+
+
+def _after(keys: builtins.list[Any]) -> tuple[float, str]:
+    """The (`created_at`, id) a deployments cursor carries; an altered one is refused."""
+    match keys:
+        case [int() | float() as created_at, str() as deployment_id] if (
+            not isinstance(created_at, bool)
+            and math.isfinite(created_at)
+            and 0 < len(deployment_id) <= DEPLOYMENT_ID_CHARS
+        ):
+            return float(created_at), deployment_id
+    raise invalid_cursor("it was altered")
 
 
 def deployment_not_found(deployment_id: str) -> NotFound:
@@ -516,23 +540,42 @@ class DeploymentOperations:
         return DeploymentIdMatches(prefix=found.prefix, ids=ids[:limit], more=len(ids) > limit)
 
     @store_boundary
-    async def list(self, workflow: str, *, limit: int = 20) -> builtins.list[DeploymentView]:
-        """The deployments of `workflow`, newest first (`limit` 1 to 500). Unknown workflow:
-        `NotFound(code="workflow_not_found")`."""
+    async def list(
+        self, workflow: str, *, limit: int = 20, cursor: str | None = None
+    ) -> Page[DeploymentView]:
+        """A page of the deployments of `workflow`, newest first (`limit` 1 to 500; `next`
+        continues it). Unknown workflow: `NotFound(code="workflow_not_found")`; a cursor of
+        another list, or an altered one: `invalid_cursor`."""
         check_limit(limit)
         if await self._store.serving(workflow) is None:
             try:
                 await self._store.get_version(workflow)
             except UnknownWorkflow as exc:
                 raise await unknown_workflow(self._store, workflow, users_only=True) from exc
-        return await self._views(await self._store.deployments_of(workflow, limit=limit))
+        return await self._page(workflow, limit, cursor)
 
     @store_boundary
-    async def recent(self, *, limit: int = 20) -> builtins.list[DeploymentView]:
-        """The deployments of every workflow, newest first (`limit` 1 to 500): what a
-        monitor's deployments page and `schemabridge deployments list` show."""
+    async def recent(self, *, limit: int = 20, cursor: str | None = None) -> Page[DeploymentView]:
+        """A page of the deployments of every workflow, newest first (`limit` 1 to 500;
+        `next` continues it): what a monitor's deployments page and `schemabridge deployments
+        list` show."""
         check_limit(limit)
-        return await self._views(await self._store.deployments_of(None, limit=limit))
+        return await self._page(None, limit, cursor)
+
+    async def _page(
+        self, workflow: str | None, limit: int, cursor: str | None
+    ) -> Page[DeploymentView]:
+        """Keyset pages by (`created_at`, id), newest first: deployments started meanwhile
+        never push one into the next page twice or make one skip."""
+        scope = scope_digest(CURSOR_KIND, {"workflow": workflow})
+        before = None if cursor is None else _after(decode_cursor(cursor, CURSOR_KIND, scope))
+        records = await self._store.deployments_of(workflow, limit=limit + 1, before=before)
+        next_cursor = None
+        if len(records) > limit:
+            records = records[:limit]
+            last = records[-1]
+            next_cursor = encode_cursor(CURSOR_KIND, [last.created_at, last.id], scope)
+        return Page[DeploymentView](items=await self._views(records), next=next_cursor)
 
     @store_boundary
     async def abort(

@@ -16,7 +16,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from sqlalchemy import func, insert, select, update
+from sqlalchemy import and_, func, insert, or_, select, update
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.ext.asyncio import AsyncConnection
 
@@ -458,14 +458,24 @@ class DeploymentStore(RunCatalogue, OperatorActionsStore):
         async with self._engines.read.connect() as conn:
             return await listing.ids_in_range(conn, rows_.deployments, low, high, limit=limit)
 
-    async def deployments_of(self, workflow: str | None, *, limit: int) -> list[DeploymentRecord]:
-        """The deployments of `workflow` (None: of every workflow), newest first."""
-        query = select(rows_.deployments)
+    async def deployments_of(
+        self, workflow: str | None, *, limit: int, before: tuple[float, str] | None = None
+    ) -> list[DeploymentRecord]:
+        """The deployments of `workflow` (None: of every workflow), newest first; with
+        `before` (a deployment's `created_at` and id), those after it in that order."""
+        table = rows_.deployments
+        query = select(table)
         if workflow is not None:
-            query = query.where(rows_.deployments.c.workflow_name == workflow)
-        query = query.order_by(
-            rows_.deployments.c.created_at.desc(), rows_.deployments.c.id.desc()
-        ).limit(limit)
+            query = query.where(table.c.workflow_name == workflow)
+        if before is not None:
+            created_at, deployment_id = before
+            query = query.where(
+                or_(
+                    table.c.created_at < created_at,
+                    and_(table.c.created_at == created_at, table.c.id < deployment_id),
+                )
+            )
+        query = query.order_by(table.c.created_at.desc(), table.c.id.desc()).limit(limit)
         async with self._engines.read.connect() as conn:
             return [rows_.deployment_record(r._mapping) for r in (await conn.execute(query)).all()]
 

@@ -176,6 +176,13 @@ def test_an_old_deployment_says_its_outcome_was_superseded(stack: Stack) -> None
     for deployment_id in (first, second, third):
         assert re.search(rf"^{deployment_id}\s.*\ssuperseded \(v4 serves\)\s", table, re.M), table
     assert "(serving)" not in table, table
+    # Two at a time, newest first: the last line gives the cursor that continues.
+    two = stack.ok("deployments", "list", "dep-history", "--limit", "2")
+    assert [line.split()[0] for line in two.stdout.splitlines()[1:]] == [third, second]
+    more = re.fullmatch(r"more: add --cursor (\S+)", two.stderr.strip())
+    assert more is not None, two.stderr
+    rest = stack.json("deployments", "list", "dep-history", "--cursor", more[1])
+    assert ([d["id"] for d in rest["items"]], rest["next"]) == ([first], None)
 
 
 def test_deploying_a_spawners_child_warns_that_its_parent_pins_it(stack: Stack) -> None:

@@ -89,6 +89,8 @@ async def test_a_deployment_routes_runs_and_shows_its_exposure(api: Api) -> None
         shown = (await http.get(f"/deployments/{deployment['id']}")).json()
         listed = (await http.get("/workflows/orders/deployments")).json()["items"]
         everywhere = (await http.get("/deployments", params={"limit": 5})).json()["items"]
+        one = (await http.get("/deployments", params={"limit": 1})).json()
+        tampered = await http.get("/deployments", params={"cursor": "eyJ2IjoxfQ"})
         exposed = (await http.get(shown["candidate"]["runsUrl"])).json()["items"]
         system_runs = (await http.get("/runs", params={"workflow": "gradual_deploy"})).json()
         serving = (await http.get("/workflows/orders/serving")).json()
@@ -98,6 +100,8 @@ async def test_a_deployment_routes_runs_and_shows_its_exposure(api: Api) -> None
     assert {r["id"] for r in exposed} == on_candidate
     assert [d["id"] for d in listed] == [deployment["id"]]
     assert everywhere == listed, "GET /deployments: every workflow's, the same views"
+    assert (one["items"], one["next"]) == (listed, None), "the last page says so"
+    assert tampered.status_code == 422 and tampered.json()["code"] == "invalid_cursor"
     assert [r["id"] for r in system_runs["items"]] == [deployment["runId"]]
     assert system_runs["items"][0]["tenantId"] == "system"
     assert (serving["servingVersion"], serving["candidateVersion"]) == (1, 2)

@@ -59,7 +59,7 @@ async def test_an_ended_deployments_figures_stay_those_it_ended_on(
         assert (await env.ops.runs.wait(run_id, 15)).status == "SUCCEEDED"
 
     shown = await env.ops.deployments.get(ended.id)
-    listed = next(d for d in await env.ops.deployments.recent() if d.id == ended.id)
+    listed = next(d for d in (await env.ops.deployments.recent()).items if d.id == ended.id)
     for view in (shown, listed):
         assert view.candidate.failed == 0  # the runs now
         assert view.outcome is not None and view.outcome.figures is not None

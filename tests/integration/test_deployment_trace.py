@@ -194,7 +194,7 @@ async def test_a_child_workflows_deployment_keeps_saying_why_it_waits(
     shown = await env.checked(started, 1)
     assert shown.holding is not None and shown.holding.startswith("waiting at stage 1: 0/5 runs")
     assert shown.warnings == started.warnings, "said while it waits, not only at its start"
-    assert (await env.ops.deployments.list("orders"))[0].warnings == []  # lists: no reads
+    assert (await env.ops.deployments.list("orders")).items[0].warnings == []  # lists: no reads
     await env.ops.deployments.abort(started.id, actor="test")
     assert (await env.ops.deployments.get(started.id)).warnings == []  # ended: nothing waits
 

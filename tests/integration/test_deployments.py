@@ -283,8 +283,19 @@ async def test_abort_and_manual_rollback(env: Deploying, downstream: RunningDown
     assert not (await env.ops.deployments.rollback(second.id, actor="x")).changed
     # The first deployment's exposure stops where the second began.
     assert (await env.ops.deployments.get(first.id)).exposure == aborted.deployment.exposure
-    listed = await env.ops.deployments.list("orders")
+    listed = (await env.ops.deployments.list("orders")).items
     assert [d.id for d in listed] == [second.id, first.id]
+    # A page at a time, newest first; the cursor belongs to its list.
+    page = await env.ops.deployments.list("orders", limit=1)
+    assert [d.id for d in page.items] == [second.id] and page.next is not None
+    rest = await env.ops.deployments.list("orders", limit=1, cursor=page.next)
+    assert ([d.id for d in rest.items], rest.next) == ([first.id], None)
+    everyone = await env.ops.deployments.recent(limit=1)
+    assert [d.id for d in everyone.items] == [second.id]
+    for cursor in (everyone.next, (page.next or "")[:-2] + "xx"):
+        with pytest.raises(InvalidRequest) as refused:
+            await env.ops.deployments.list("orders", limit=1, cursor=cursor)
+        assert refused.value.code == "invalid_cursor"
     # Deployments of the same shape run the same version of the system workflow.
     system_runs = [await env.ops.runs.get(d.run_id) for d in (first, second)]
     assert {(r.workflow, r.version) for r in system_runs} == {("gradual_deploy", 1)}
@@ -365,7 +376,7 @@ async def test_refusals_of_a_deployment_that_cannot_work(env: Deploying) -> None
     with pytest.raises(NotFound) as no_deployment:
         await env.ops.deployments.get("0" * 36)
     assert no_deployment.value.code == "deployment_not_found"
-    assert await env.ops.deployments.list("orders") == []
+    assert (await env.ops.deployments.list("orders")).items == []
     # Nothing was created by the refusals.
     assert (await env.ops.deployments.serving("orders")).deployment_id is None
     assert await env.run_count(workflow="gradual_deploy") == 0

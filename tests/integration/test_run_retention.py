@@ -280,7 +280,7 @@ async def test_a_running_deployment_keeps_the_runs_its_checks_count(
     # Its figures are those it ended on, not a count of the runs left (none): the candidate
     # did receive runs.
     assert (ended.candidate.runs, ended.serving.runs, ended.exposure) == routed
-    (listed,) = [d for d in await ops.deployments.list("one") if d.id == deployment.id]
+    (listed,) = [d for d in (await ops.deployments.list("one")).items if d.id == deployment.id]
     assert (listed.candidate.runs, listed.serving.runs) == routed[:2]
 
 
