@@ -762,7 +762,7 @@ class RunOperations:
         after = None if cursor is None else _run_key(decode_cursor(cursor, "runs", scope))
         rows = await self._store.runs_page(filter, after=after, limit=limit + 1)
         if not rows and cursor is None:
-            await self._require_workflow(filter)
+            await self._require_named(filter, tenant)
         next_cursor = None
         if len(rows) > limit:
             rows = rows[:limit]
@@ -783,12 +783,23 @@ class RunOperations:
         ]
         return Page[RunSummary](items=items, next=next_cursor)
 
-    async def _require_workflow(self, filter: RunFilter) -> None:
-        """Refuse a filter naming a workflow, or a version of it, never published. The
-        engine's own workflows are left alone: `gradual_deploy` is published with the first
-        deployment, and a filter on it before then is "no runs", not a typo."""
+    async def _require_named(self, filter: RunFilter, tenant: str | None) -> None:
+        """Refuse a filter naming a workflow, or a version of it, never published, or a
+        parent run that does not exist (or that `tenant`, the caller's scope, cannot see), as
+        `children` refuses it. The engine's own workflows are left alone: `gradual_deploy` is
+        published with the first deployment, and a filter on it before then is "no runs",
+        not a typo."""
         if filter.workflow is not None and filter.workflow not in RESERVED_WORKFLOWS:
             await require_published(self._store, filter.workflow, filter.version)
+        if filter.parent is not None:
+            try:
+                await self._run(filter.parent, tenant)
+            except NotFound as refused:
+                raise NotFound(
+                    f"the parent filter names {refused.message}",
+                    code=refused.code,
+                    details={**(refused.details or {}), "parameter": "parent"},
+                ) from None
 
     @store_boundary
     async def children(

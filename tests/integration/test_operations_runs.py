@@ -88,6 +88,22 @@ async def test_submit_of_an_unknown_workflow_or_version_is_not_found(
     assert await run_count(ops) == 0
 
 
+async def test_a_parent_filter_naming_no_run_is_not_found(ops: Operations) -> None:
+    """`GET /runs?parent=` of a run that does not exist, or that the caller's tenant cannot
+    see, is `run_not_found` as `children` answers it, never an empty page hiding a typo; a
+    run without children is an empty page."""
+    await ops.workflows.publish(single("one", UNREACHABLE))
+    lone = (await ops.runs.submit("one", {}, tenant_id="acme")).run
+    assert (await ops.runs.list(RunFilter(parent=lone.id))).items == []
+    assert (await ops.runs.list(RunFilter(parent=lone.id), tenant="acme")).items == []
+    for parent, tenant in (("4bf9fa44-0000-0000-0000-000000000000", None), (lone.id, "globex")):
+        with pytest.raises(NotFound) as missing:
+            await ops.runs.list(RunFilter(parent=parent), tenant=tenant)
+        assert missing.value.code == "run_not_found"
+        assert missing.value.details["parameter"] == "parent"
+        assert str(missing.value) == f"the parent filter names no run {parent!r}"
+
+
 async def test_submit_checks_the_input_against_the_input_schema(ops: Operations) -> None:
     schema = {
         "type": "object",
