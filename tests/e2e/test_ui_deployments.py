@@ -35,6 +35,9 @@ from tests.integration.operations_harness import single, spawner_of
 
 pytestmark = pytest.mark.slow
 
+DEPLOYMENTS_PAGE = 50
+"""Deployments one page of the list shows (ui/static/js/pages/deployments.js, LIST_SIZE)."""
+
 
 @pytest.fixture(scope="module")
 def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[DemoServer]:
@@ -945,3 +948,30 @@ def test_a_long_name_wraps_between_words(
                 cut_at.add(width)
         if route in ("runs", "deployments"):  # "reconciliation" is wider than 390 px leave it
             assert 390 in cut_at, cut_at
+
+
+def test_more_deployments_than_a_page_are_paged(
+    tmp_path_factory: pytest.TempPathFactory, browser: Any
+) -> None:
+    """The list showed the 50 newest and nothing of the older ones: "Next →" reads the next
+    page with the API's cursor, "← Previous" comes back, as the runs list pages."""
+    with demo_on_sqlite(tmp_path_factory, "ui-deployment-pages") as server:
+        server.publish_versions("ui-paged", failing=False)
+        started = []
+        for _ in range(DEPLOYMENTS_PAGE + 1):
+            deployment = server.call("/workflows/ui-paged/deployments", {"version": 2})
+            server.call(f"/deployments/{deployment['id']}/abort", {})
+            started.append(deployment["id"])
+        with opened(browser, f"{server.ui}#/deployments") as (page, _):
+            rows = page.locator("table.deployments tbody tr[data-deployment]")
+            eventually(lambda: rows.count() == DEPLOYMENTS_PAGE, 30, "the newest page")
+            assert rows.first.get_attribute("data-deployment") == started[-1]
+            assert page.locator(".pager").inner_text().count("50 deployments on this page") == 1
+            page.get_by_role("button", name="Next →").click()
+            eventually(lambda: rows.count() == 1, 30, "the older page")
+            assert rows.first.get_attribute("data-deployment") == started[0]
+            assert page.get_by_role("button", name="Next →").is_disabled()
+            shoot(page, "deployments-older-page")
+            page.get_by_role("button", name="← Previous").click()
+            eventually(lambda: rows.count() == DEPLOYMENTS_PAGE, 30, "back to the newest")
+            assert rows.first.get_attribute("data-deployment") == started[-1]

@@ -3,11 +3,12 @@
 // ratio, the exposure with a link to the candidate's runs, the figures behind a rollback, the
 // timeline of stage changes, and the Abort and Rollback buttons, each confirmed first.
 
-import { api } from "../api.js";
+import { api, query } from "../api.js";
 import { confirmAction } from "../dialog.js";
 import { announce, fill, focusIfLost, h } from "../dom.js";
 import { badge, breakable, count, duration, exactZoned, plural, ratio, shortId, time } from "../format.js";
 import { Poller } from "../live.js";
+import { drawPager } from "../pager.js";
 import { DEPLOYMENTS, wholeId } from "../short_ids.js";
 import { warningsBox } from "../warnings.js";
 
@@ -108,17 +109,21 @@ function listRow(d) {
   );
 }
 
-export async function deploymentsPage(main) {
+export async function deploymentsPage(main, params) {
   const live = h("span", { class: "live" });
   const body = h("tbody");
+  const pager = h("div", { class: "pager" });
+  const cursor = params.get("cursor");
 
   async function load() {
-    const page = await api(`/deployments?limit=${LIST_SIZE}`);
+    const page = await api(`/deployments${query({ limit: LIST_SIZE, cursor })}`);
     if (!page.items.length) {
       fill(body, h("tr", {}, h("td", { colspan: "8", class: "empty" }, "No deployments yet: open a workflow's version and press Deploy.")));
     } else {
       fill(body, page.items.map(listRow));
     }
+    // More than a page: older ones a page at a time, as the runs list pages.
+    if (cursor || page.next) drawPager(pager, "deployments", cursor, page, "deployment");
     return {
       running: page.items.some((d) => d.status === "RUNNING"),
       signature: JSON.stringify(page.items.map((d) => [d.id, d.status, d.stage, d.candidate, d.serving, d.servingVersionNow])),
@@ -140,6 +145,7 @@ export async function deploymentsPage(main) {
         body,
       ),
     ),
+    pager,
   );
   // A deployment started elsewhere (the CLI, another tab) shows up without a reload.
   const poller = new Poller(load, { intervalMs: 2000, indicator: live, idleIntervalMs: 5000 });

@@ -12,6 +12,7 @@ import { confirmAction } from "../dialog.js";
 import { announce, fill, focusIfLost, h, widthPercent } from "../dom.js";
 import { badge, breakable, count, duration, elapsed, errorSummary, exact, percent, plural, shortId, startedOverWords, time } from "../format.js";
 import { Poller } from "../live.js";
+import { drawPager, restartPages } from "../pager.js";
 import { batchQuotaNote } from "../quota.js";
 import { previewBlocks, retryAllButton, skippedRunText } from "../retry_all.js";
 import { warningsBox, withWarnings } from "../warnings.js";
@@ -37,9 +38,6 @@ const PAGE_SIZE = 50;
 const ACTIVE = new Set(["RUNNING"]);
 /** The class of the progress bar of a run that ended without succeeding. */
 const ENDED_BARS = { FAILED: "failed", CANCELLED: "cancelled" };
-
-/** Earlier pages' cursors, so "Previous" works without the API paging backwards. */
-const previous = [];
 
 function listPath(params, cursor) {
   return `/runs${query({ ...listFilter(params), limit: PAGE_SIZE, cursor })}`;
@@ -189,7 +187,7 @@ function filters(params) {
   );
   function submit() {
     const data = new FormData(form);
-    previous.length = 0;
+    restartPages("runs");
     const { params: now } = currentRoute();
     setParams({
       status: data.get("status"),
@@ -245,17 +243,7 @@ export async function runsPage(main, params) {
     } else {
       fill(body, page.items.map((run) => row(run, selected, toggle)));
     }
-    fill(
-      pager,
-      h("button", { type: "button", class: "secondary", disabled: !cursor, onclick: () => go(previous.pop() ?? null) }, "← Previous"),
-      h("span", { class: "muted" }, `${plural(page.items.length, "run")} on this page`),
-      h("button", { type: "button", class: "secondary", disabled: !page.next, onclick: () => (previous.push(cursor), go(page.next)) }, "Next →"),
-    );
-  }
-
-  function go(next) {
-    const current = Object.fromEntries(currentRoute().params);
-    setParams({ ...current, cursor: next });
+    drawPager(pager, "runs", cursor, page, "run");
   }
 
   async function load() {
