@@ -14,15 +14,14 @@ from api.rest.body_shape import JsonBodyRoute
 from api.rest.deps import OperationsDep
 from api.rest.errors import error_responses
 from api.rest.page_params import Cursor, page_limit
-from engine.operations.audit_views import AuditAction, AuditEventView, AuditFilter, AuditSubject
-from engine.operations.views import Page
+from engine.operations.audit_views import AuditAction, AuditFilter, AuditList, AuditSubject
 
 router = APIRouter(tags=["audit"], route_class=JsonBodyRoute)
 
 
 @router.get(
     "/audit",
-    response_model=Page[AuditEventView],
+    response_model=AuditList,
     responses=error_responses(
         401,
         403,
@@ -65,7 +64,7 @@ async def list_audit(
     ] = None,
     limit: Annotated[int, page_limit("Events")] = 50,
     cursor: Cursor = None,
-) -> Page[AuditEventView]:
+) -> AuditList:
     """Each event was written in the transaction of its change, so it is there exactly when
     the change is, and it stays when its subject goes (a deleted secret, a revoked key).
     Operator actions on runs are in each run's log (`GET /runs/{id}/logs`), not here."""

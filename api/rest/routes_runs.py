@@ -52,13 +52,13 @@ from engine.operations.runs import MAX_LONG_TAIL
 from engine.operations.views import (
     UNKNOWN_KIND,
     ErrorView,
-    LogEntry,
+    LogList,
     LongTail,
-    Page,
     RunDetail,
     RunEnd,
     RunFilter,
     RunIdMatches,
+    RunList,
     RunProgress,
     RunStatus,
     RunSummary,
@@ -370,7 +370,7 @@ async def _version_in_name(ops: Operations, name: str, refused: NotFound) -> Not
 
 @router.get(
     "/runs",
-    response_model=Page[RunSummary],
+    response_model=RunList,
     responses=error_responses(
         401,
         403,
@@ -452,7 +452,7 @@ async def list_runs(
     ] = None,
     limit: Annotated[int, page_limit("Runs")] = 50,
     cursor: Cursor = None,
-) -> Page[RunSummary]:
+) -> RunList:
     """Root runs by default, as `schemabridge runs list`, the monitor and a batch retry by
     filter (`POST /runs/retry`) take them, so the runs a list shows are those a batch retry
     of the same filter acts on: one fan-out's children do not bury a tenant's runs.
@@ -507,7 +507,7 @@ async def get_run(run_id: RunId, ops: OperationsDep, caller: CallerDep) -> RunDe
 
 @router.get(
     "/runs/{run_id}/children",
-    response_model=Page[RunSummary],
+    response_model=RunList,
     responses=run_read_responses(
         {
             422: "An unknown status (`invalid_filter`: `details.parameter` names it, "
@@ -527,7 +527,7 @@ async def list_children(
         int, Query(ge=1, le=MAX_LIMIT, description="Children in this page; `next` continues.")
     ] = 100,
     cursor: Cursor = None,
-) -> Page[RunSummary]:
+) -> RunList:
     return await ops.runs.children(
         run_id, status=status_, limit=limit, cursor=cursor, tenant=caller.tenant
     )
@@ -562,7 +562,7 @@ async def long_tail(
 
 @router.get(
     "/runs/{run_id}/logs",
-    response_model=Page[LogEntry],
+    response_model=LogList,
     responses=run_read_responses(
         {
             422: "A `cursor` that is not a log line's id, a whole number 0 to 2^63 - 1 "
@@ -584,5 +584,5 @@ async def list_logs(
             max_length=20,
         ),
     ] = None,
-) -> Page[LogEntry]:
+) -> LogList:
     return await ops.runs.logs(run_id, after=cursor, limit=limit, tenant=caller.tenant)

@@ -12,7 +12,7 @@ from __future__ import annotations
 import dataclasses
 from typing import TYPE_CHECKING, Any
 
-from engine.operations.audit_views import AuditEventView, AuditFilter
+from engine.operations.audit_views import AuditEventView, AuditFilter, AuditList
 from engine.operations.boundary import store_boundary
 from engine.operations.pagination import (
     MAX_ROW_ID,
@@ -23,7 +23,6 @@ from engine.operations.pagination import (
     invalid_filter,
     scope_digest,
 )
-from engine.operations.views import Page
 from engine.store.models import AuditAction, AuditSubject
 
 if TYPE_CHECKING:
@@ -90,7 +89,7 @@ class AuditOperations:
         *,
         limit: int = 50,
         cursor: str | None = None,
-    ) -> Page[AuditEventView]:
+    ) -> AuditList:
         """A page of the events `selection` picks (None: every event), newest first. `next`
         continues the same list: events recorded meanwhile never push a row into the next
         page twice or make one skip. `limit` is 1 to 500 (`invalid_limit`); an unknown action
@@ -117,4 +116,4 @@ class AuditOperations:
             )
             for row in rows
         ]
-        return Page[AuditEventView](items=items, next=next_cursor)
+        return AuditList(items=items, next=next_cursor)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from engine.operations.views import View
+from engine.operations.views import Page, View
 from engine.store.audit import AuditFilter
 from engine.store.models import AuditAction, AuditSubject
 
@@ -30,3 +30,7 @@ class AuditEventView(View):
     detail: dict[str, Any] | None = None
     """What was set: a version and its hash, a key's role and tenant, a quota, caps (what was
     asked, `changed`, and what resulted), a secret's tenant and name (never a value)."""
+
+
+class AuditList(Page[AuditEventView]):
+    """A page of audit events (`GET /audit`), named as `RunList` is."""

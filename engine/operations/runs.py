@@ -37,13 +37,13 @@ from engine.operations.views import (
     ChildDuration,
     FanoutProgress,
     ListProgress,
-    LogEntry,
+    LogList,
     LongTail,
-    Page,
     RunDetail,
     RunEnd,
     RunFilter,
     RunIdMatches,
+    RunList,
     RunProgress,
     RunSummary,
     SpawnerCounts,
@@ -738,7 +738,7 @@ class RunOperations:
         limit: int = 50,
         cursor: str | None = None,
         tenant: str | None = None,
-    ) -> Page[RunSummary]:
+    ) -> RunList:
         """A page of the runs `filter` selects, newest first (created_at, then id, descending).
         `next` continues the same list: runs created meanwhile never push a row into the next
         page twice or make one skip. `limit` is 1 to 500 (`invalid_limit`); a cursor of
@@ -756,7 +756,7 @@ class RunOperations:
         filter = checked_filter(filter)
         if tenant is not None:
             if filter.tenant not in (None, tenant):
-                return Page[RunSummary](items=[])
+                return RunList(items=[])
             filter = dataclasses.replace(filter, tenant=tenant)
         scope = scope_digest("runs", dataclasses.asdict(filter))
         after = None if cursor is None else _run_key(decode_cursor(cursor, "runs", scope))
@@ -781,7 +781,7 @@ class RunOperations:
             )
             for r in rows
         ]
-        return Page[RunSummary](items=items, next=next_cursor)
+        return RunList(items=items, next=next_cursor)
 
     async def _require_named(self, filter: RunFilter, tenant: str | None) -> None:
         """Refuse a filter naming a workflow, or a version of it, never published, or a
@@ -810,7 +810,7 @@ class RunOperations:
         limit: int = 100,
         cursor: str | None = None,
         tenant: str | None = None,
-    ) -> Page[RunSummary]:
+    ) -> RunList:
         """A page of the run's children in item order (grouped by spawner), only those in
         `status` (any case) when given. `limit` 1 to 500; keyset pagination like `list`."""
         check_limit(limit)
@@ -824,7 +824,7 @@ class RunOperations:
             rows = rows[:limit]
             last = rows[-1]
             next_cursor = encode_cursor("children", [last.parent_vertex_id, last.item_index], scope)
-        return Page[RunSummary](items=[*await self._marked_waiting(rows)], next=next_cursor)
+        return RunList(items=[*await self._marked_waiting(rows)], next=next_cursor)
 
     async def _marked_waiting(self, rows: Sequence[RunHeader | RunRecord]) -> Sequence[RunSummary]:
         """`rows` (children) as summaries, each RUNNING one marked `waiting` unless a worker
@@ -846,7 +846,7 @@ class RunOperations:
         after: int | str | None = None,
         limit: int = 200,
         tenant: str | None = None,
-    ) -> Page[LogEntry]:
+    ) -> LogList:
         """The run's log lines with ids above `after` (from the start when None), oldest
         first. `next` (set when the page is full) is the last line's id as text and is
         accepted as `after`; to follow a live log pass the last id seen. `limit` 1 to 500."""
@@ -857,7 +857,7 @@ class RunOperations:
         next_after = str(lines[-1].id) if len(lines) == limit else None
         show_worker = tenant is None
         items = [run_views.log_entry(line, show_worker=show_worker) for line in lines]
-        return Page[LogEntry](items=items, next=next_after)
+        return LogList(items=items, next=next_after)
 
     # ── the long tail of a fan-out ──────────────────────────────────────────────────────────
 

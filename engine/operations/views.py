@@ -340,6 +340,11 @@ class RunSummary(View):
     does."""
 
 
+class RunList(Page[RunSummary]):
+    """A page of runs (`GET /runs`, a run's children); a class of its own so the OpenAPI
+    document, and a client generated from it, name it (not `Page_RunSummary_`)."""
+
+
 class SubmitResult(View):
     """A submission's answer: the run, and whether this call created it (False: the same
     idempotency key and request were submitted before)."""
@@ -693,6 +698,10 @@ class LogEntry(View):
     message: str
     vertex_id: str | None = None
     data: Any = None
+
+
+class LogList(Page[LogEntry]):
+    """A page of a run's log lines (`GET /runs/{id}/logs`), named as `RunList` is."""
 
 
 class IdMatches(View):
