@@ -66,6 +66,8 @@ SEMANTIC_422 = {
     ),
     "GET /runs/{run_id}/children": "a cursor is opaque: only one the API gave out is valid",
     "GET /runs/{run_id}/logs": "a cursor is opaque: only one the API gave out is valid",
+    "GET /deployments": "a cursor is opaque: only one the API gave out is valid",
+    "GET /workflows/{name}/deployments": "a cursor is opaque: only one the API gave out is valid",
     "PUT /destinations/{key}/caps": "a destination key must be one a call can have",
     "PATCH /destinations/{key}/caps": (
         "a destination key must be one a call can have, a change must name a cap, and a rate "
