@@ -278,6 +278,40 @@ def test_retry_all_matching_says_which_joins_fail_again_at_once(
     assert server.run_status(run_id) == "FAILED"
 
 
+def test_retry_all_matching_answer_links_each_run_whose_join_fails_again(
+    server: DemoServer, browser: Any
+) -> None:
+    """The on-call tour: "Retry all matching" confirmed, its answer listed the runs whose
+    joins failed again at once as the API's sentences (each run's whole id and the CLI's
+    `schemabridge runs reprocess` command), with no way to the run's Reprocess button. The
+    answer names each such run by a link to its page, and says what to do there."""
+    tenant = "stuck-batch-answer"
+    run_id = failed_fan_out(server, tenant, 3, failing={1})
+    with opened(browser, f"{server.ui}#/runs?tenant={tenant}&status=FAILED") as (page, _):
+        page.locator("table.runs tbody tr").first.wait_for()
+        page.get_by_role("button", name="Retry all matching…").click()
+        confirm(page, "Retry 1")
+        page.locator(".batch-result .ok-box", has_text="Retried 1, skipped 0.").wait_for()
+        box = page.locator(".batch-result .stuck-result")
+        box.wait_for()
+        said = " ".join(box.inner_text().split())
+        assert said == (
+            f"⚠ 1 retried run fails again at once: {run_id[:8]}: its join 'join' fails again "
+            'at once: 1 child is still FAILED; "Reprocess dead letters" on its page runs them '
+            "again"
+        ), said
+        assert "schemabridge" not in said and run_id not in said, said
+        link = box.locator("a")
+        assert link.get_attribute("href") == f"#/runs/{run_id}"
+        # Said once: not again as the API's sentence in another warning box.
+        whole = page.locator(".batch-result").inner_text()
+        assert whole.count("fails again at once") == 2, whole
+        shoot(page, "ops-retry-all-stuck-answer")
+        link.click()
+        page.get_by_role("button", name="Reprocess dead letters").wait_for()
+    assert server.run_status(run_id) == "FAILED"
+
+
 def reports(server: DemoServer, ops: str = "reprocess") -> int:
     """The POSTs to the report of `succeeded_with_a_report(ops=ops)`'s runs the demo
     downstream has answered."""

@@ -80,6 +80,31 @@ function stuckBlocks(preview) {
   ];
 }
 
+/** One retried run whose joins fail again at once (a batch answer's `stuck[]`), in the
+ * monitor's words: the run as a link to its page, where the button that helps is, instead of
+ * the API's sentence (the run's whole id, and the CLI's command). */
+function stuckRunItem(stuck) {
+  const link = h("a", { href: `#/runs/${encodeURIComponent(stuck.runId)}`, class: "mono" }, shortId(stuck.runId));
+  const one = stuck.joins.length === 1;
+  const names = stuck.joins.map((join) => `'${join}'`).join(", ");
+  const fails = `: ${one ? "its join" : "its joins"} ${names} ${one ? "fails" : "fail"} again at once: `;
+  if (stuck.childrenCancelled) {
+    // Nothing runs a cancelled child again: not even "Reprocess dead letters".
+    const were = plural(stuck.childrenCancelled, "child it does not tolerate was", "children were");
+    return h("li", { class: "stuck-run" }, link, fails, `${were} CANCELLED; "Resolve" the join or "Start over" the run from its page`);
+  }
+  const are = plural(stuck.childrenFailed, "child is", "children are");
+  return h("li", { class: "stuck-run" }, link, fails, `${are} still FAILED; "Reprocess dead letters" on its page runs them again`);
+}
+
+/** The box a batch retry's answer puts under its line for the retried runs whose joins fail
+ * again at once (`stuck`): each a link to its page. Null when there is none. */
+export function stuckResultBox(stuck) {
+  if (!stuck || !stuck.length) return null;
+  const head = `⚠ ${plural(stuck.length, "retried run fails", "retried runs fail")} again at once:`;
+  return h("div", { class: "warning-box stuck-result" }, h("p", {}, h("strong", {}, head)), h("ul", {}, stuck.map(stuckRunItem)));
+}
+
 /** The batch's skip reasons as the dialog says them of one run (`one`) or of several (the
  * CLI's dry run says them so too: `PREVIEW_SKIP_WORDS` and `PREVIEW_SKIP_WORDS_OF_ONE`). */
 const SKIP_WORDS = {
@@ -211,9 +236,13 @@ export function retryAllButton(filterOf, result, done) {
       const answer = await api("/runs/retry", { method: "POST", body: { filter, limit: considered } });
       const skipped = answer.skipped.slice(0, 5).map(skippedRunText);
       const text = `Retried ${count(answer.retried.length)}, skipped ${count(answer.skipped.length)}${skipped.length ? `: ${skipped.join("; ")}${answer.skipped.length > 5 ? "; …" : ""}` : ""}.`;
-      const warnings = [...(answer.warnings || []), ...(answer.stuck || []).map((s) => s.message)];
-      fill(result, h("p", { class: "ok-box" }, text), warningsBox(warnings, { breakers: answer.breakers }));
-      announce(withWarnings(text, warnings), warnings.length ? "warning" : "ok");
+      // Each run whose joins fail again at once as a link to its page (the API's sentences
+      // gave its whole id and the CLI's command, with no way to its Reprocess button).
+      const stuck = stuckResultBox(answer.stuck);
+      const warnings = answer.warnings || [];
+      fill(result, h("p", { class: "ok-box" }, text), warningsBox(warnings, { breakers: answer.breakers }), stuck);
+      const said = withWarnings(text, warnings) + (stuck ? ` ${stuck.textContent}` : "");
+      announce(said, warnings.length || stuck ? "warning" : "ok");
     } catch (error) {
       fill(result, h("p", { class: "error-box", role: "alert" }, `Batch retry refused: ${error.message}`));
     }

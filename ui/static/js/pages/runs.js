@@ -14,7 +14,7 @@ import { badge, breakable, count, duration, elapsed, errorSummary, exact, percen
 import { Poller } from "../live.js";
 import { drawPager, restartPages } from "../pager.js";
 import { batchQuotaNote } from "../quota.js";
-import { previewBlocks, retryAllButton, skippedRunText } from "../retry_all.js";
+import { previewBlocks, retryAllButton, skippedRunText, stuckResultBox } from "../retry_all.js";
 import { warningsBox, withWarnings } from "../warnings.js";
 
 const STATUSES = ["", "RUNNING", "FAILED", "SUCCEEDED", "CANCELLED"];
@@ -299,10 +299,11 @@ export async function runsPage(main, params) {
       const skipped = answer.skipped.map(skippedRunText);
       const text = `Retried ${answer.retried.length}, skipped ${answer.skipped.length}${skipped.length ? `: ${skipped.join("; ")}` : ""}.`;
       // Each open breaker the retried steps call (once, however many runs call it), then
-      // each retried run whose joins fail again at once: the API says them in words.
-      const warnings = [...(answer.warnings || []), ...(answer.stuck || []).map((s) => s.message)];
-      fill(result, h("p", { class: "ok-box" }, text), warningsBox(warnings, { breakers: answer.breakers }));
-      announce(withWarnings(text, warnings), warnings.length ? "warning" : "ok");
+      // each retried run whose joins fail again at once, a link to its page.
+      const warnings = answer.warnings || [];
+      const stuck = stuckResultBox(answer.stuck);
+      fill(result, h("p", { class: "ok-box" }, text), warningsBox(warnings, { breakers: answer.breakers }), stuck);
+      announce(withWarnings(text, warnings) + (stuck ? ` ${stuck.textContent}` : ""), warnings.length || stuck ? "warning" : "ok");
       selected.clear();
       toggle(null, false);
       await load();
