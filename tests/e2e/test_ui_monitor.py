@@ -1030,6 +1030,44 @@ def test_a_waiting_step_says_why(server: DemoServer, browser: Any) -> None:
     server.call("/runs/" + run_id + "/cancel", {}, method="POST")
 
 
+def test_a_run_opens_on_the_step_that_waits_not_its_pending_fan_out(
+    server: DemoServer, browser: Any
+) -> None:
+    """The on-call tour: a fan-out whose first call waited behind an open breaker opened on
+    its SPAWNER, still pending ("Step renew · pending", nothing to read), while the step that
+    held the run up, with its error and attempts, had to be found and clicked. The page opens
+    on the waiting step."""
+    tenant, destination = "first-waits", "ui-first-waits-dest"
+    breaker_opening_run(server, "ui-first-waits-open", tenant, destination)
+    call = {"url": f"{server.downstream}/ui-first-waits/items", "destination": destination}
+    child = {"type": "GATEWAY", "config": {"url": f"{server.downstream}/ui-first-waits/child"}}
+    server.call("/workflows", {"name": "ui-first-waits-child", "vertices": {"call": child}})
+    spawn = {"items": "{{ vertices.list.output.body.items }}", "workflow": "ui-first-waits-child"}
+    parent = {
+        "list": {"type": "GATEWAY", "maxAutoRetries": 3, "config": call},
+        "each": {"type": "SPAWNER", "dependsOn": ["list"], "config": spawn},
+    }
+    server.call("/workflows", {"name": "ui-first-waits", "vertices": parent})
+    run_id = str(
+        server.call("/workflows/ui-first-waits/runs", {"input": {}, "tenantId": tenant})["id"]
+    )
+
+    def waits() -> bool:
+        steps = server.call(f"/runs/{run_id}")["steps"]
+        return any(s["vertexId"] == "list" and s["waiting"] for s in steps)
+
+    eventually(waits, 30, "the list step to wait behind the open breaker")
+    try:
+        with opened(browser, f"{server.ui}#/runs/{run_id}") as (page, _):
+            heading = page.locator(".step-panel > h3")
+            heading.wait_for()
+            assert heading.inner_text() == "Step list", heading.inner_text()
+            page.locator('.step-panel .waiting-line[data-vertex="list"]').wait_for()
+            shoot(page, "run-opens-on-waiting-step")
+    finally:
+        server.call("/runs/" + run_id + "/cancel", {}, method="POST")
+
+
 def test_children_behind_an_open_breaker_say_why_they_wait(
     server: DemoServer, browser: Any
 ) -> None:

@@ -311,9 +311,12 @@ export async function runPage(main, params, given) {
   const firstTails = requestTails(detail);
   const graph = await api(`/workflows/${encodeURIComponent(detail.workflow)}/versions/${detail.version}/graph`);
   const opensDeployments = opensAdminPages(await who);
-  // The step shown first: a failed one, else a fan-out, else the first.
+  // The step shown first: a failed one, else one that waits (an open breaker, a rate limit:
+  // what holds the run up, its error and attempts beside it), else a fan-out, else the
+  // first. A tour opened a run stuck behind a breaker on its fan-out, still pending.
   const first =
     detail.steps.find((step) => step.status === "FAILED") ||
+    detail.steps.find((step) => step.waiting && step.type !== "SPAWNER") ||
     detail.steps.find((step) => step.type === "SPAWNER") ||
     detail.steps[0];
   let selected = params.get("step") || (first ? first.vertexId : null);
