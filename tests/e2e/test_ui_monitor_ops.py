@@ -155,6 +155,35 @@ def test_a_tenant_breaker_is_reset_from_destinations(server: DemoServer, browser
     )
 
 
+def test_a_closed_breaker_says_when_it_last_opened_not_opened(
+    server: DemoServer, browser: Any
+) -> None:
+    """The on-call tour: after a reset, one more failure listed the tenant layer as "●
+    tenant T: closed, 1 failure · opened 53 s ago", which read as open again. A closed
+    layer says when it *last* opened; an open one still says "opened"."""
+    tenant, destination = "last-opened", "ui-ops-last-opened"
+    breaker_opening_run(server, "ui-ops-last-opened", tenant, destination)
+    reset = f"/destinations/{quote(destination, safe='')}/breakers/reset?tenantId={tenant}"
+    server.call(reset, {}, method="POST")
+    # One more failure after the reset: the tenant layer is closed, with 1 failure counted.
+    call = {"url": f"{server.downstream}/ui-ops-last-opened-again?status=500"}
+    call |= {"destination": destination, "retry": {"maxAttempts": 1}}
+    vertex = {"type": "GATEWAY", "maxAutoRetries": 0, "config": call}
+    server.call("/workflows", {"name": "ui-ops-last-opened-again", "vertices": {"call": vertex}})
+    body = {"input": {}, "tenantId": tenant}
+    run_id = str(server.call("/workflows/ui-ops-last-opened-again/runs", body)["id"])
+    assert server.wait_status(run_id, {"FAILED", "SUCCEEDED"}) == "FAILED"
+    layer = server.call("/destinations")["items"]
+    listed = {d["destination"]: d for d in layer}[destination]["tenantBreakers"][tenant]
+    assert listed["state"] == "closed" and listed["failures"] == 1 and listed["openedAt"], listed
+    with opened(browser, f"{server.ui}#/destinations") as (page, _):
+        card = page.locator(f'article.destination[data-destination="{destination}"]')
+        card.wait_for()
+        said = card.locator("li.breaker", has_text=f"tenant {tenant}").inner_text()
+        assert re.search(rf"tenant {tenant}: closed, 1 failure · last opened \S", said), said
+        shoot(page, "ops-breaker-last-opened", narrow=False)
+
+
 def test_retry_warns_of_a_stuck_join_before_the_click_and_offers_reprocess(
     server: DemoServer, browser: Any
 ) -> None:

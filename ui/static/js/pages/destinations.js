@@ -21,7 +21,9 @@ function breaker(name, view, reset = null) {
     { class: `breaker br-${view.state}` },
     h("span", { "aria-hidden": "true" }, `${icon} `),
     words.join(", "),
-    view.openedAt ? [" · opened ", time(view.openedAt), view.openedBy ? h("span", { class: "breaker-cause" }, ` after ${view.openedBy}`) : null] : null,
+    // A closed layer keeps the time it last opened: "closed · opened 53 s ago" read as a
+    // contradiction (is it open?), so a closed one says "last opened".
+    view.openedAt ? [view.state === "closed" ? " · last opened " : " · opened ", time(view.openedAt), view.openedBy ? h("span", { class: "breaker-cause" }, ` after ${view.openedBy}`) : null] : null,
     view.state !== "closed" && reset ? [" ", reset] : null,
   );
 }
