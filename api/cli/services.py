@@ -627,7 +627,7 @@ async def _publish_examples(
     return [result.name for result in published]
 
 
-def _warn_demo(downstream_url: str, names: list[str]) -> None:
+def _warn_demo(downstream_url: str, names: list[str], api_url: str) -> None:
     # stdout, one line, before the "listening on" line: `make demo` (demo/monitor.py) reads
     # it to script the downstream's failures.
     print(f"demo downstream at {downstream_url}", flush=True)
@@ -643,6 +643,9 @@ def _warn_demo(downstream_url: str, names: list[str]) -> None:
         "the examples reach the demo downstream; other internal addresses stay refused."
     )
     console.print(f"demo downstream: {downstream_url}; example workflows: {', '.join(names)}")
+    # Where to look: the banner named the downstream and the ready line the API, but not the
+    # monitor someone paged at night opens first.
+    console.print(f"web monitor: {api_url}/ui")
     console.print(Rule(), width=rule_width)
 
 
@@ -678,7 +681,7 @@ async def _serve_all(
                 )
             if demo is not None and downstream_url is not None:
                 published = await _publish_examples(runtime, demo, downstream_url)
-                _warn_demo(downstream_url, published)
+                _warn_demo(downstream_url, published, server.url)
             metrics = WorkerMetrics()
             settle_heap()
             app = create_app(

@@ -173,6 +173,8 @@ def test_serve_demo_prints_its_url_with_auth_off(tmp_path: Path) -> None:
     assert max(len(line) for line in log.splitlines()) < 400, log
     assert "Egress to loopback is ALLOWED" in log
     assert "support-ticket" in log, "the examples were published"
+    # The monitor's address, where someone paged at night looks first (not only the API's).
+    assert f"web monitor: {url}/ui\n" in log, log
     assert not any((tmp_path / "health").iterdir()), "the marker is gone after the stop"
 
 
