@@ -1063,6 +1063,12 @@ def test_a_run_opens_on_the_step_that_waits_not_its_pending_fan_out(
             heading.wait_for()
             assert heading.inner_text() == "Step list", heading.inner_text()
             page.locator('.step-panel .waiting-line[data-vertex="list"]').wait_for()
+            # Its last execution's error, said as the last one in the waiting colour: a red
+            # "✕ Error of list" beside the waiting line read as a step that had failed.
+            box = page.locator(".step-panel section.error-box")
+            box.wait_for()
+            assert box.get_attribute("class") == "error-box past-error"
+            assert box.locator("h3").inner_text() == "↻ Last error of list (it runs again)"
             shoot(page, "run-opens-on-waiting-step")
     finally:
         server.call("/runs/" + run_id + "/cancel", {}, method="POST")

@@ -24,6 +24,10 @@ import { RUNS, wholeId } from "../short_ids.js";
 import { childrenEnded, RESOLVED_WORDS, shownStatus } from "../waits.js";
 import { opensAdminPages, whoIsIt } from "../who.js";
 
+/** Statuses of a step that runs again (executing, waiting to retry, parked behind a breaker):
+ * an error it keeps is its last execution's, not the step's end. */
+const AGAIN = new Set(["RUNNING", "READY", "PARKED"]);
+
 const ENDED_CHECK_MS = 10_000;
 
 function json(value) {
@@ -243,7 +247,11 @@ function stepPanel(detail, step, result, reload) {
     step.status === "FAILED" && !isDeploymentRun(detail) && !detail.startedOverAs
       ? h("button", { type: "button", class: "primary", onclick: () => resolveStep(detail, step, result, reload) }, `Resolve ${step.vertexId}…`)
       : null,
-    errorBox(step.error, { title: `Error of ${step.vertexId}` }),
+    // A step that failed and runs again (a retry, a redispatch) keeps its last error: said as
+    // the last one, or it reads as failed beside its waiting line.
+    AGAIN.has(step.status)
+      ? errorBox(step.error, { title: `Last error of ${step.vertexId} (it runs again)`, past: true })
+      : errorBox(step.error, { title: `Error of ${step.vertexId}` }),
     historyTable(step),
     step.output !== null && step.output !== undefined ? h("details", {}, h("summary", {}, "Output"), json(step.output)) : null,
   );

@@ -7,7 +7,7 @@ import { duration } from "../format.js";
 import { resetLink, withCode } from "../warnings.js";
 import { childrenWaitingText, reasonWords } from "../waits.js";
 
-export function errorBox(error, { title = "Error" } = {}) {
+export function errorBox(error, { title = "Error", past = false } = {}) {
   if (!error) return null;
   const facts = [
     ["Kind", error.kind],
@@ -18,10 +18,12 @@ export function errorBox(error, { title = "Error" } = {}) {
     // the failure: said so, or a run that ended long ago reads as if it were counting down.
     ["Asked to wait", error.retryAfterS ? `${duration(error.retryAfterS)}, when it failed` : null],
   ].filter(([, value]) => value !== null && value !== undefined && value !== "");
+  // `past`: the error of an execution before this one (the step runs again, or waits to):
+  // in the waiting lines' colour, not the red of a step that has failed.
   return h(
     "section",
-    { class: "error-box", "aria-label": title },
-    h("h3", {}, "✕ ", title),
+    { class: past ? "error-box past-error" : "error-box", "aria-label": title },
+    h("h3", {}, past ? "↻ " : "✕ ", title),
     h("dl", { class: "facts" }, facts.map(([name, value]) => [h("dt", {}, name), h("dd", { class: name === "HTTP status" ? "http-status" : null }, String(value))])),
     // The commands the engine's sentence quotes in `backticks` (a breaker's reset, a quota's
     // raise) as code, as the warnings and waiting lines show them: not backticks to copy.
