@@ -362,7 +362,9 @@ def test_a_retry_into_an_open_breaker_shows_the_apis_warning(
         shoot(page, "destinations-from-breaker-warning")
         page.keyboard.press("Enter")
         confirm(page, "Reset the breaker")
-        page.locator(".ok-box", has_text=f"{destination}: closed tenant {tenant}.").wait_for()
+        page.locator(
+            ".ok-box", has_text=f"{destination}: the breaker of tenant {tenant} closed."
+        ).wait_for()
     listed = {d["destination"]: d for d in server.call("/destinations")["items"]}
     layers = listed[destination]["tenantBreakers"]
     assert layers.get(tenant, {"state": "closed"})["state"] == "closed"

@@ -145,7 +145,9 @@ def test_a_tenant_breaker_is_reset_from_destinations(server: DemoServer, browser
         assert listed[destination]["tenantBreakers"][tenant]["state"] == "open"
         card.get_by_role("button", name=reset).click()
         confirm(page, "Reset the breaker")
-        page.locator(".ok-box", has_text=f"{destination}: closed tenant {tenant}.").wait_for()
+        page.locator(
+            ".ok-box", has_text=f"{destination}: the breaker of tenant {tenant} closed."
+        ).wait_for()
         # The closed layer's Reset is gone: the focus is on the answer, not on <body>.
         focused = "() => document.activeElement.classList.contains('ok-box')"
         eventually(lambda: page.evaluate(focused), 10, "the answer to take the focus")

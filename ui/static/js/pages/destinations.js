@@ -43,9 +43,12 @@ function resetButton(destination, tenant, refresh, result) {
     const query = tenant === null ? "" : `?tenantId=${encodeURIComponent(tenant)}`;
     try {
       const answer = await api(`/destinations/${encodeURIComponent(destination)}/breakers/reset${query}`, { method: "POST" });
-      const closed = answer.closed.map((c) => (c.tenantId ? `tenant ${c.tenantId}` : c.layer));
-      const released = answer.stepsReleased ? ` ${answer.stepsReleased.toLocaleString("en-US")} ${answer.stepsReleased === 1 ? "step" : "steps"} waiting behind it released: they run now.` : "";
-      const line = (closed.length ? `✓ ${destination}: closed ${closed.join(", ")}.` : `✓ ${destination}: no breaker was open.`) + released;
+      // "the breaker of tenant acme closed", as the CLI says it ("closed tenant default" read
+      // as a tenant called "closed"); "1 step … runs now", "3 steps … run now".
+      const closed = answer.closed.map((c) => (c.tenantId ? `the breaker of tenant ${c.tenantId}` : `the ${c.layer} breaker`));
+      const one = answer.stepsReleased === 1;
+      const released = answer.stepsReleased ? ` ${plural(answer.stepsReleased, "step")} waiting behind it ${one ? "was" : "were"} released: ${one ? "it runs" : "they run"} now.` : "";
+      const line = (closed.length ? `✓ ${destination}: ${closed.join(", ")} closed.` : `✓ ${destination}: no breaker was open.`) + released;
       const said = h("p", { class: "ok-box", role: "status", tabindex: "-1" }, line);
       fill(result, said);
       announce(line, "ok");
@@ -170,7 +173,7 @@ export async function destinationsPage(main, params = new URLSearchParams()) {
                     "dl",
                     { class: "facts" },
                     [
-                      ["AIMD limit", `${d.limit.toFixed(1)} (${d.slots} slots)`],
+                      ["AIMD limit", `${d.limit.toFixed(1)} (${plural(d.slots, "slot")})`],
                       ["In flight", count(d.inFlight)],
                       ["Cap", `${d.cap}${d.capConfigured ? "" : " (default)"}`],
                       ["Rate", d.ratePerSecond ? `${d.ratePerSecond}/s` : "no limit"],
