@@ -245,7 +245,9 @@ def _list_progress(row: RunProgressRow | None) -> ListProgress | None:
             failed=row.children_failed,
             cancelled=row.children_cancelled,
         )
-    return ListProgress(steps=row.steps, steps_done=row.steps_done, children=children)
+    return ListProgress(
+        steps=row.steps, steps_done=row.steps_done, children=children, waiting=row.waiting
+    )
 
 
 def _log_after(after: int | str | None) -> int:

@@ -292,6 +292,10 @@ class ListProgress(View):
     """Steps SUCCEEDED, RESOLVED or SKIPPED."""
     children: SpawnerCounts | None = None
     """Its spawners' counters added up; None when it has no fan-out started."""
+    waiting: str | None = None
+    """Why one of its steps waits now, a `WaitReason` (`breaker_open`, `tenant_rate_limit`,
+    `admission_wait`, …; the greatest by name when several do), so a list says why a run
+    makes no progress; None when none waits. `GET /runs/{id}` has each step's wait in full."""
 
 
 class RunSummary(View):

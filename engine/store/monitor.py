@@ -23,7 +23,7 @@ from sqlalchemy import ColumnElement, Float, Select, case, func, literal, select
 from sqlalchemy.dialects import postgresql
 
 from engine.store.core import StoreCore, run_record, runs, steps
-from engine.store.models import DONE_STEP_STATUSES, RunStatus
+from engine.store.models import DONE_STEP_STATUSES, RunStatus, StepStatus
 from engine.store.records import RunRecord
 
 PERCENTILES = (0.5, 0.95, 0.99)
@@ -52,6 +52,18 @@ class RunProgressRow:
     children_succeeded: int
     children_failed: int
     children_cancelled: int
+    waiting: str | None = None
+    """Why one of its steps waits now (its `wait_reason`; the greatest by name when several
+    do); None when none does."""
+
+
+WAITING_STEP_STATUSES = (
+    StepStatus.READY.value,
+    StepStatus.PARKED.value,
+    StepStatus.RUNNING.value,
+)
+"""Statuses of a step whose `wait_reason` says why it waits now: parked or waiting to be
+claimed again, or running and waiting for an admission slot or its next try."""
 
 
 def _children_of(run_id: str, vertex_id: str) -> list[ColumnElement[bool]]:
@@ -165,6 +177,11 @@ class MonitorStore(StoreCore):
                 func.sum(steps.c.children_succeeded).label("succeeded"),
                 func.sum(steps.c.children_failed).label("failed"),
                 func.sum(steps.c.children_cancelled).label("cancelled"),
+                # A step's wait reason is cleared when it is claimed or ends; an ended step's
+                # last one is not a wait of the run's now.
+                func.max(
+                    case((steps.c.status.in_(WAITING_STEP_STATUSES), steps.c.wait_reason))
+                ).label("waiting"),
             )
             .where(steps.c.run_id.in_(list(run_ids)))
             .group_by(steps.c.run_id)
@@ -179,6 +196,7 @@ class MonitorStore(StoreCore):
                 children_succeeded=int(r.succeeded or 0),
                 children_failed=int(r.failed or 0),
                 children_cancelled=int(r.cancelled or 0),
+                waiting=r.waiting,
             )
             for r in rows
         }

@@ -1072,6 +1072,14 @@ def test_a_run_opens_on_the_step_that_waits_not_its_pending_fan_out(
             assert box.get_attribute("class") == "error-box past-error"
             assert box.locator("h3").inner_text() == "↻ Last error of list (it runs again)"
             shoot(page, "run-opens-on-waiting-step")
+            # The runs list says why it makes no progress ("0/2 steps" said nothing).
+            (listed,) = server.call("/runs?workflow=ui-first-waits")["items"]
+            assert listed["progress"]["waiting"] == "breaker_open", listed["progress"]
+            page.goto(f"{server.ui}#/runs?workflow=ui-first-waits")
+            note = page.locator(f'tr[data-run="{run_id}"] .list-wait')
+            note.wait_for()
+            assert note.inner_text() == "waiting: breaker open"
+            shoot(page, "runs-list-says-why-a-run-waits", narrow=False)
     finally:
         server.call("/runs/" + run_id + "/cancel", {}, method="POST")
 

@@ -15,6 +15,7 @@ import { Poller } from "../live.js";
 import { drawPager, restartPages } from "../pager.js";
 import { batchQuotaNote } from "../quota.js";
 import { previewBlocks, retryAllButton, skippedRunText, stuckResultBox } from "../retry_all.js";
+import { reasonWords } from "../waits.js";
 import { warningsBox, withWarnings } from "../warnings.js";
 
 const STATUSES = ["", "RUNNING", "FAILED", "SUCCEEDED", "CANCELLED"];
@@ -94,7 +95,10 @@ function progressCell(run) {
     // Cancelled children are said on any run (a cancelled run's "500/500 children" read as done).
     if (children.cancelled) words.push(`${count(children.cancelled)} cancelled${tolerated ? " (tolerated)" : ""}`);
   }
-  return h("td", { class: "progress-cell", title: tolerated ? words.join(" · ") : null }, bar, h("span", { class: "small" }, words.join(" · ")));
+  // Why it makes no progress, in the waiting colour: "0/4 steps" for a minute behind an open
+  // breaker said nothing (the run's page says the wait in full).
+  const waits = run.status === "RUNNING" && progress.waiting ? h("span", { class: "small list-wait" }, `waiting: ${reasonWords(progress.waiting)}`) : null;
+  return h("td", { class: "progress-cell", title: tolerated ? words.join(" · ") : null }, bar, h("span", { class: "small" }, words.join(" · ")), waits);
 }
 
 /** The run's duration, of its latest run: after a retry (or a resolve, a reprocess) the
