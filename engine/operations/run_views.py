@@ -98,12 +98,15 @@ def sent_view(sent: Any) -> SentRequestView | None:
     )
 
 
-def error_view(error: Any, *, sent: bool = True, vertex_id: str | None = None) -> ErrorView | None:
+def error_view(
+    error: Any, *, sent: bool = True, vertex_id: str | None = None, tenant_id: str | None = None
+) -> ErrorView | None:
     """A stored error (`StepFailure.as_dict()`, plus `vertexId` on a run) as a view; anything
     else stored there is shown as its text. `sent=False` leaves out what the request sent:
     lists and progress streams carry an error per run, and read only its summary.
     `vertex_id`: the step the error is stored on, whose error has no `vertexId` of its own:
-    a step's error names its vertex as the run's error does."""
+    a step's error names its vertex as the run's error does. `tenant_id`: the run's tenant,
+    whose layer a breaker refusal of the tenant layer names (`breaker`)."""
     if error is None:
         return None
     if not isinstance(error, Mapping):
@@ -121,6 +124,7 @@ def error_view(error: Any, *, sent: bool = True, vertex_id: str | None = None) -
         child_cause=_child_cause(error.get("childCause")),
         children_cancelled=_int(error.get("childrenCancelled")),
         request=sent_view(http.get("request")) if sent else None,
+        breaker=breaker_ref(BreakerRefusal.of_error(error), tenant_id),
     )
 
 
@@ -155,7 +159,7 @@ def summary(
         started_over_as=started_over_as,
         dlq_at=run.dlq_at,
         route=run.route,
-        error=error_view(run.error, sent=sent),
+        error=error_view(run.error, sent=sent, tenant_id=run.tenant_id),
     )
 
 
@@ -452,7 +456,7 @@ def step_view(
         attempts=step.attempts,
         auto_retries=step.auto_retries,
         output=step.output,
-        error=error_view(step.error, vertex_id=step.vertex_id),
+        error=error_view(step.error, vertex_id=step.vertex_id, tenant_id=tenant_id),
         not_before=step.not_before,
         created_at=step.created_at,
         started_at=step.started_at,
@@ -552,7 +556,7 @@ def progress(
         status=run.status,
         ended=run.status in _TERMINAL,
         ended_at=run.ended_at,
-        error=error_view(run.error, sent=False),
+        error=error_view(run.error, sent=False, tenant_id=run.tenant_id),
         steps=[
             StepProgress(
                 vertex_id=s.vertex_id,

@@ -268,6 +268,9 @@ class ErrorView(View):
         "not tolerate. No retry or reprocess runs a cancelled child again: resolve the join "
         "or start the run over.",
     )
+    breaker: BreakerRef | None = None
+    """The breaker layer that refused the call, when one did (an `external_overload` of an
+    open breaker): what a front door links to its reset, as a waiting step's `breaker`."""
     request: SentRequestView | None = None
     """What the last failed attempt sent; None when the failure sent nothing (an expression
     error, an egress refusal, a breaker), was recorded before the engine kept it, and in run

@@ -1071,6 +1071,13 @@ def test_a_run_opens_on_the_step_that_waits_not_its_pending_fan_out(
             box.wait_for()
             assert box.get_attribute("class") == "error-box past-error"
             assert box.locator("h3").inner_text() == "↻ Last error of list (it runs again)"
+            # The breaker that refused it, named by the API's error: its Reset a click away.
+            steps = server.call(f"/runs/{run_id}")["steps"]
+            (error,) = [s["error"] for s in steps if s["vertexId"] == "list"]
+            assert error["breaker"] == {"destination": destination, "tenantId": tenant}, error
+            reset = box.locator("a.reset-link")
+            href = f"#/destinations?destination={destination}&tenant={tenant}"
+            assert reset.get_attribute("href") == href
             shoot(page, "run-opens-on-waiting-step")
             # The runs list says why it makes no progress ("0/2 steps" said nothing).
             (listed,) = server.call("/runs?workflow=ui-first-waits")["items"]

@@ -28,6 +28,8 @@ export function errorBox(error, { title = "Error", past = false } = {}) {
     // The commands the engine's sentence quotes in `backticks` (a breaker's reset, a quota's
     // raise) as code, as the warnings and waiting lines show them: not backticks to copy.
     error.message ? errorMessage(error) : null,
+    // Refused by an open breaker the API names: its Reset, a click away, as a waiting line's.
+    error.breaker ? h("p", { class: "error-reset" }, resetLink(error.breaker)) : null,
     error.bodyExcerpt ? [h("h4", {}, "Response body (excerpt)"), h("pre", { class: "body-excerpt" }, error.bodyExcerpt)] : null,
     sentRequest(error.request),
   );
