@@ -18,7 +18,9 @@ written any way a request or an answer writes that character:
 * JSON string escapes, as encoders write them: `\\uXXXX` (either case: Python, PHP, Gson's
   HTML-safe `\\u003d`, .NET's `\\u002B`; a surrogate pair beyond the BMP), `\\/` (PHP),
   `\\"`, `\\\\` and `\\n`-style escapes, nested up to three JSON strings deep (a body echoed
-  inside a JSON answer that is itself quoted in another: up to 8 backslashes);
+  inside a JSON answer that is itself quoted in another: up to 8 backslashes); such a JSON
+  text shown in an HTML page (`\\&quot;`: the escape's `"` or `/` as a reference) or
+  percent-encoded in a URL (`%5C%22`, `%5Cu00e9`: the backslashes as `%5C` or `%255C`);
 * a non-ASCII character misdecoded: its UTF-8 bytes read as Latin-1 or Windows-1252, or
   `U+FFFD` or `?` in its place (`_misdecoded`), each such text maybe JSON-escaped
   (`_misdecoded_escaped`) or percent-encoded again;
@@ -80,7 +82,14 @@ make every value's pattern run on it."""
 _MAX_BACKSLASHES = 8
 """A JSON escape's backslashes three strings deep: 1, 3 or 7 before an escaped character,
 2, 4 or 8 for a backslash itself."""
-_BACKSLASHES = rf"\\{{1,{_MAX_BACKSLASHES}}}"
+_PERCENT_BACKSLASH = "%(?:25)?5[cC]"
+_BACKSLASHES = rf"(?:\\{{1,{_MAX_BACKSLASHES}}}|(?:{_PERCENT_BACKSLASH}){{1,{_MAX_BACKSLASHES}}})"
+"""The backslashes before a JSON escape's tail: as themselves, or each percent-encoded (once
+or twice: `%5C`, `%255C`), as a URL that carries a JSON text writes them (`%5Cu00e9`,
+`%5C%22`). Two alternatives that start with different characters, each one bounded
+repetition, so a text's run is read one way."""
+_BACKSLASHES_CHARS = len("%255C") * _MAX_BACKSLASHES
+"""Characters of the longest text `_BACKSLASHES` matches."""
 _SHORT_ESCAPES = {'"': '"', "/": "/", "\b": "b", "\f": "f", "\n": "n", "\r": "r", "\t": "t"}
 """The two-character JSON escapes (RFC 8259) by the character they stand for; a backslash's
 own (`\\\\`) is `_backslash_run`'s."""
@@ -155,7 +164,7 @@ class _Spellings:
 
     def longest(self) -> int:
         """Characters of the longest text the pattern matches."""
-        escaped = [_MAX_BACKSLASHES + length for _, length in self.tails]
+        escaped = [_BACKSLASHES_CHARS + length for _, length in self.tails]
         return max([length for _, length in self.plain] + escaped)
 
 
@@ -178,13 +187,17 @@ def _spellings(char: str, encoded_plain: bool = True) -> _Spellings:
     ]
     if code > 0xFFFF:  # a surrogate pair, as `json.dumps` and Java write it
         high, low = 0xD800 + ((code - 0x10000) >> 10), 0xDC00 + ((code - 0x10000) & 0x3FF)
-        tails = [(f"u{_hex(high, 4)}{_BACKSLASHES}u{_hex(low, 4)}", 5 + _MAX_BACKSLASHES + 5)]
+        tails = [(f"u{_hex(high, 4)}{_BACKSLASHES}u{_hex(low, 4)}", 5 + _BACKSLASHES_CHARS + 5)]
     else:
         tails = [(f"u{_hex(code, 4)}", 5)]
     tails.extend(_misdecoded_escaped(char))
     short = _SHORT_ESCAPES.get(char)
     if short is not None:
         tails.append((re.escape(short), 1))
+        if short == char:
+            # `\"` and `\/` keep their character, which a page or a URL that shows the JSON
+            # text writes escaped in turn: `\&quot;` (an HTML page of a JSON echo), `%5C%22`.
+            tails.extend([_html_reference(char, code), _percent(char)])
     if char == " ":
         plus = _spellings("+")
         plain.extend(plus.plain)
@@ -230,7 +243,7 @@ def _misdecoded_escaped(char: str) -> list[tuple[str, int]]:
     return [
         (
             f"{_BACKSLASHES}".join(f"u{_hex(ord(c), 4)}" for c in text),
-            5 * len(text) + _MAX_BACKSLASHES * (len(text) - 1),
+            5 * len(text) + _BACKSLASHES_CHARS * (len(text) - 1),
         )
         for text in texts
         if all(ord(c) <= 0xFFFF for c in text)
@@ -298,21 +311,26 @@ def _backslash_run(count: int, then: str | None, encoded_plain: bool) -> tuple[s
     pair to pair, before failing on a hostile text."""
     most = count * _MAX_BACKSLASHES
     reference, reference_length = _html_reference("\\", ord("\\"))
-    percent, percent_length = _percent("\\")
-    # Percent-encoded or as HTML references: one fixed-count group each, whose first
-    # character (`%`, `&`) no other alternative starts with.
-    encoded = f"(?:{percent}){{{count}}}|(?:{reference}){{{count}}}"
-    widest = max(most, count * reference_length, count * percent_length)
+    percent = _PERCENT_BACKSLASH
+    # As HTML references: one fixed-count group, whose first character (`&`) no other
+    # alternative starts with. Percent-encoded (`%5C`, `%255C`): like the raw run, as many
+    # to eight times as many, since a URL may carry the JSON text that escaped them.
+    referenced = f"(?:{reference}){{{count}}}"
+    widest = max(most * len("%255C"), count * reference_length)
     after = _spellings(then, encoded_plain) if then is not None else None
     if after is None or not after.tails:
-        return rf"(?:\\{{{count},{most}}}|{encoded})", widest
-    # The escape's own run joins this one: `\\{count+1, most+8}` then the escape's tail.
-    joined = rf"\\{{{count + 1},{most + _MAX_BACKSLASHES}}}"
+        return rf"(?:\\{{{count},{most}}}|(?:{percent}){{{count},{most}}}|{referenced})", widest
+    # The escape's own run joins this one: `\\{count+1, most+8}` then the escape's tail,
+    # raw or percent-encoded alike (never mixed in one run).
+    joined = f"{{{count + 1},{most + _MAX_BACKSLASHES}}}"
     plain = "|".join(form for form, _ in after.plain)
     tails = "|".join(tail for tail, _ in after.tails)
     pattern = (
-        rf"(?:\\{{{count},{most}}}(?:{plain})|{joined}(?:{tails})|(?:{encoded}){after.pattern()})"
+        rf"(?:\\{{{count},{most}}}(?:{plain})|\\{joined}(?:{tails})"
+        rf"|(?:{percent}){{{count},{most}}}(?:{plain})|(?:{percent}){joined}(?:{tails})"
+        rf"|{referenced}{after.pattern()})"
     )
+    widest = max(widest, (most + _MAX_BACKSLASHES) * len("%255C"))
     return pattern, widest + after.longest()
 
 

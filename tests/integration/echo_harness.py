@@ -9,12 +9,14 @@ request's Authorization header echoed in an `X-Echo-Authorization` response head
 
 `/php/...` and `/gson/...` answer the same echo written the way those servers' JSON encoders
 write it (`ESCAPES`), 422 under `/php/fail` and `/gson/fail`: the escapes a body excerpt, which
-is never parsed, shows as they are.
+is never parsed, shows as they are. `/page/...` answers that PHP echo in an HTML page
+(`<pre>` of its text, HTML-escaped), as a debug or error page shows the JSON it received.
 """
 
 from __future__ import annotations
 
 import contextlib
+import html
 import json
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
@@ -73,6 +75,10 @@ async def echo_server() -> AsyncIterator[Echo]:
             return web.Response(
                 text=text, status=status, headers=headers, content_type="application/json"
             )
+        if style == "page":
+            status = 422 if request.path.startswith("/page/fail") else 200
+            text = f"<html><body><pre>{html.escape(php_json(seen))}</pre></body></html>"
+            return web.Response(text=text, status=status, headers=headers, content_type="text/html")
         status = 400 if request.path.startswith("/fail") else 200
         return web.json_response(seen, status=status, headers=headers)
 

@@ -13,6 +13,7 @@ and the worker's log lines.
 
 from __future__ import annotations
 
+import html
 import json
 import logging
 from collections.abc import AsyncIterator
@@ -29,7 +30,7 @@ from schemas.redaction import REDACTED
 from tests.basic_auth import basic_credential
 from tests.conftest import Backend
 from tests.integration.dump_harness import dump_database, hits
-from tests.integration.echo_harness import ESCAPES, Echo, echo_server
+from tests.integration.echo_harness import ESCAPES, Echo, echo_server, php_json
 from tests.integration.engine_harness import running_worker, settings_for, wait_for_run
 
 KEY = Fernet.generate_key().decode()
@@ -189,3 +190,31 @@ async def test_an_awkward_secret_sent_in_the_url_is_recorded_nowhere(
         if needle in text
     )
     assert found == []
+
+
+async def test_a_secret_in_an_html_page_of_the_json_echo_is_recorded_nowhere(
+    ops: Operations, echo: Echo
+) -> None:
+    """A security review's leak: a downstream's error page that shows the JSON it echoes
+    HTML-escaped writes the value's `"` as `\\&quot;` (the JSON escape, then the page's), a
+    spelling the redactor did not know; the whole rest of the value was in the body excerpt."""
+    value = AWKWARD["quotes"]
+    await ops.secrets.set("acme", "PASS", value, actor="cli")
+    call = _gateway(f"{echo.url}/page/fail", query={"pw": "{{ secrets.PASS }}"})
+    await ops.workflows.publish([{"name": "page-fails", "vertices": {"call": call}}])
+    run_id = (await ops.runs.submit("page-fails", {}, tenant_id="acme")).run.id
+    async with running_worker(ops.runtime):
+        await wait_for_run(ops.runtime, run_id)
+
+    assert [r["query"]["pw"] for r in echo.received] == [[value]]
+    shown = html.escape(php_json(value)[1:-1])
+    assert "\\&quot;" in shown  # what the page showed of it
+    run = await ops.runs.get(run_id)
+    assert run.error is not None
+    assert (run.status, run.error.kind, run.error.http_status) == ("FAILED", "http_error", 422)
+    excerpt = run.error.body_excerpt or ""
+    assert excerpt.startswith("<html><body><pre>") and REDACTED in excerpt
+    logs = await ops.runs.logs(run_id, limit=200)
+    recorded = [excerpt, run.error.message, *(step.model_dump_json() for step in run.steps)]
+    recorded += [line.model_dump_json() for line in logs.items]
+    assert [text for text in recorded if "maybe" in text] == []

@@ -117,6 +117,60 @@ def test_every_way_the_client_sends_a_value_and_a_server_echoes_it_is_redacted(
     assert leaks == []
 
 
+def _shown(form: str) -> dict[str, str]:
+    """`form`, a JSON text, as an answer shows it in turn: in an HTML page (a debug or error
+    page that prints the JSON it received) or percent-encoded in a URL (a link, a `Location`,
+    a `state` parameter that carries it)."""
+    return {
+        "html.escape": html.escape(form),
+        "xml": xml.sax.saxutils.escape(form, {'"': "&quot;"}),
+        "php htmlspecialchars": html.escape(form).replace("&#x27;", "&#039;"),
+        "percent": quote(form, safe=""),
+        "form": quote_plus(form),
+    }
+
+
+@pytest.mark.parametrize("value", AWKWARD)
+def test_a_json_echo_shown_in_a_page_or_a_url_is_redacted(value: str) -> None:
+    """A security review's leak: a downstream that prints the JSON it echoes in an HTML page
+    wrote a value's `"` as `\\&quot;` (the JSON escape, then the page's), and one that puts
+    it in a URL wrote `\\u00e9` as `%5Cu00e9`; everything else of the value was shown."""
+    redactor = Redactor([value])
+    leaks = []
+    for where, sent in {"raw": value, **_sent(value)}.items():
+        for style, text in _escaped(sent).items():
+            for shown_as, shown in _shown(text).items():
+                redacted = redactor.text(f"<td>{shown}</td>")
+                if REDACTED not in redacted or shown in redacted:
+                    leaks.append(f"{where}, {style}, {shown_as}")
+    assert leaks == []
+
+
+def test_the_json_echo_the_review_saw_in_a_page_is_redacted() -> None:
+    value = "S3cr3t-Tok/en+=é&<>\"'x"
+    page = html.escape(json.dumps({"headers": {"Authorization": f"Bearer {value}"}}))
+    assert "S3cr3t" not in Redactor([value]).text(f"<pre>{page}</pre>")
+    assert Redactor([value]).text(quote(json.dumps(value)[1:-1])) == REDACTED
+
+
+def test_percent_encoded_backslashes_before_an_escape_are_matched_in_linear_time() -> None:
+    """The percent-encoded run is one repetition with the escape's own, like the raw run."""
+    value = "key" + '\\"' * 12
+    redactor = Redactor([value])
+    pair = "%5C" * 9 + "%22"
+    hostile = "key" + pair * 11 + "%5C" * 9 + "x"
+    started = time.perf_counter()
+    assert redactor.text(hostile) == hostile
+    assert time.perf_counter() - started < 10.0
+    widest = value
+    for _ in range(3):
+        widest = json.dumps(widest)[1:-1]
+    widest = quote(quote(widest, safe=""), safe="")  # in a URL's query, echoed re-encoded
+    assert redactor.text(f"<{widest}>") == f"<{REDACTED}>"
+    assert len(widest) <= redactor.longest
+    assert redactor.text("key" + pair * 12) == REDACTED
+
+
 def test_the_review_spellings_are_redacted() -> None:
     """What a security review saw a downstream echo: a `query` value as aiohttp sends it
     (space as `+`, `/` kept), and a header value PHP's json_encode wrote (`\\/`)."""
