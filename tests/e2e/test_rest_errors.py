@@ -386,14 +386,16 @@ async def test_what_the_monitor_and_the_cli_send_is_declared(url: str) -> None:
     """Every query parameter the web monitor's pages and the CLI's client put in a URL (the
     lists' filters, cursors, lookups, `?system=true`, `?limit=5`) is one its route takes."""
     run_id = str(uuid.uuid4())
-    every_filter = (
-        "workflow=w&version=1&status=FAILED&route=serving&tenantId=acme&parent=p&roots=false"
-        "&createdAfter=1&createdBefore=2&limit=50"
-    )
     async with client(url) as http:
-        # `w` is published: a run list's filter on a workflow never published is a 404
+        # `w` is published and has a run: a run list's filter on a workflow never published,
+        # or on a parent that is no run, is a 404
         published = await http.post("/workflows", json=single("w", "http://127.0.0.1:9/w"))
         assert published.status_code == 201, published.text
+        parent = (await http.post("/workflows/w/runs", json={})).json()["id"]
+        every_filter = (
+            f"workflow=w&version=1&status=FAILED&route=serving&tenantId=acme&parent={parent}"
+            "&roots=false&createdAfter=1&createdBefore=2&limit=50"
+        )
         for path in (
             f"/runs?{every_filter}",
             "/runs?roots=true&limit=50",
