@@ -47,6 +47,7 @@ async def test_long_tail_and_progress_of_a_fan_out(api: Api) -> None:
         "steps": 2,
         "stepsDone": 2,
         "children": {"total": 6, "succeeded": 6, "failed": 0, "cancelled": 0},
+        "waiting": None,  # it ended: no step of it waits
     }
     async with api.http(api.globex) as http:  # another tenant's run does not exist for it
         other = await http.get(f"/runs/{run_id}/steps/each/long-tail")
