@@ -36,6 +36,7 @@ from typing import Any, Self, TypedDict, Unpack
 import redis.asyncio as redis
 from redis.asyncio.client import PubSub
 
+from engine.coordination import keys
 from engine.coordination.redis_client import COORDINATION_ERRORS
 
 
@@ -82,7 +83,8 @@ class PubSubChannel:
     message carries (`_body`) and what receiving one means (`_received`, `_resubscribed`,
     `_stopped`), and call `_hint()` when they have something to publish.
 
-    Options (`ChannelOptions`), with their defaults: `channel` (the class's `default_channel`),
+    Options (`ChannelOptions`), with their defaults: `channel` (the class's `default_channel`
+    in the client's Redis database, `keys.database_channel`),
     `coalesce_s` (the class's `default_coalesce_s`, 5 ms), `read_timeout_s` 1 s (how often the
     listener checks for shutdown and lets redis-py health-check the connection),
     `restart_backoff_s` 0.1 s doubled up to `max_restart_backoff_s` 5 s, `stop_timeout_s` 2 s
@@ -97,7 +99,7 @@ class PubSubChannel:
     default_coalesce_s = 0.005
 
     def __init__(self, client: redis.Redis, **options: Unpack[ChannelOptions]) -> None:
-        self.channel = options.get("channel", self.default_channel)
+        self.channel = options.get("channel") or keys.database_channel(self.default_channel, client)
         self.coalesce_s = options.get("coalesce_s", self.default_coalesce_s)
         self.read_timeout_s = options.get("read_timeout_s", 1.0)
         self.restart_backoff_s = options.get("restart_backoff_s", 0.1)

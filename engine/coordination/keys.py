@@ -8,6 +8,8 @@ not string concatenation at call sites, so a key's shape is defined once.
 
 from __future__ import annotations
 
+from typing import Any
+
 
 def heartbeat(service: str) -> str:
     """`heartbeat:<service>`: `{pid, uptime, timestamp, started, host, instance, lease}` JSON,
@@ -35,6 +37,18 @@ RUN_EVENTS_CHANNEL = "sb:run-events"
 
 CANCELLATIONS_CHANNEL = "sb:cancellations"
 """Pub/sub channel: a message names cancelled runs whose steps must send nothing more."""
+
+
+def database_channel(channel: str, client: Any) -> str:
+    """`channel` in the Redis database `client` uses, `sb:wakeup:db3`: Redis's pub/sub is one
+    namespace for the whole server, not one per database, so two deployments on one server (a
+    database each, as `engine.coordination.store_binding` requires) heard each other's hints —
+    a `*` run event of one woke every watch of the other, and its wake-ups the other's
+    workers: reads for nothing."""
+    pool = getattr(client, "connection_pool", None)
+    kwargs = getattr(pool, "connection_kwargs", None)
+    database = kwargs.get("db", 0) if isinstance(kwargs, dict) else 0
+    return f"{channel}:db{database or 0}"
 
 
 ROWS_EPOCH_PREFIX = "sb:rows-epoch:"

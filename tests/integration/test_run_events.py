@@ -157,3 +157,28 @@ async def test_stop_wakes_every_watch(coord_url: str | None) -> None:
             await asyncio.sleep(0)
             await events.stop()
             assert await asyncio.wait_for(waiting, 1.0)
+
+
+async def test_deployments_on_two_databases_of_one_server_do_not_hear_each_other(
+    redis_url: str,
+) -> None:
+    """Redis's pub/sub is one namespace per server, not per database: two deployments on one
+    server (a database each) woke each other's watches (and workers) for nothing. A channel
+    is named for its client's database; only pub/sub is used on the other one (no key)."""
+    here = int(redis_url.rsplit("/", 1)[1])
+    elsewhere = redis_url.rsplit("/", 1)[0] + f"/{(here + 8) % 16}"
+    async with AsyncExitStack() as stack:
+        publisher, same, other = [
+            RunEvents(await stack.enter_async_context(open_client(url)))
+            for url in (redis_url, redis_url, elsewhere)
+        ]
+        for events in (publisher, same, other):
+            await stack.enter_async_context(events)
+        assert publisher.channel == same.channel == f"sb:run-events:db{here}"
+        assert other.channel != publisher.channel
+        with same.watch("run-a") as heard, other.watch("run-a") as deaf:
+            assert await same.wait_ready(5.0) and await other.wait_ready(5.0)
+            await publisher.changed(["run-a"], ended=["run-a"])
+            assert await heard.wait(5.0)
+            assert not await deaf.wait(0.5), "another database's deployment heard it"
+        assert other.received == 0
