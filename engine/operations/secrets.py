@@ -28,7 +28,7 @@ from engine.secret_cipher import SecretCipher, SecretUnreadable
 from engine.store.secrets_store import SecretRecord
 from schemas.errors import InvalidRequest, NotFound, Problem
 from schemas.secret_names import SECRET_NAME, SECRET_NAME_RULE
-from schemas.tenant_ids import TENANT_ID_RULE, is_tenant_id
+from schemas.tenant_ids import SYSTEM_TENANT, TENANT_ID_RULE, is_tenant_id
 
 if TYPE_CHECKING:
     from engine.runtime import Runtime
@@ -109,6 +109,15 @@ class SecretOperations:
         has one); `actor` is who did it (`key:<id>`, `cli`). Refuses with `invalid_secret`
         (name, tenant or value) or `SecretKeyError` (no usable key)."""
         check_tenant(tenant)
+        if tenant == SYSTEM_TENANT:
+            # The engine's own runs (deployments') call nothing: a secret of theirs is never
+            # used, and one set here was meant for a tenant whose runs reference it.
+            raise _refuse(
+                "/tenantId",
+                f"{SYSTEM_TENANT!r} is the tenant of the engine's own runs, reserved: they make "
+                "no calls, so no secret of it is ever used; set it for the tenant whose runs "
+                "reference it",
+            )
         check_name(name)
         _check_value(value)
         ciphertext = self._runtime.secret_cipher.encrypt(value)

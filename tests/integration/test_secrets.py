@@ -92,6 +92,7 @@ async def test_the_store_holds_a_token_never_the_value(open_ops: Opener) -> None
         ("acme", "A" * 129, VALUE, "/name"),
         (" acme", "TOKEN", VALUE, "/tenantId"),
         ("", "TOKEN", VALUE, "/tenantId"),
+        ("system", "TOKEN", VALUE, "/tenantId"),  # reserved: the engine's runs call nothing
         ("acme", "TOKEN", "short12", "/value"),
         ("acme", "TOKEN", "x" * (16 * 1024 + 1), "/value"),
         ("acme", "TOKEN", "lone \ud800 surrogate", "/value"),
