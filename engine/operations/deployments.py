@@ -16,7 +16,6 @@ import builtins
 import dataclasses
 import itertools
 import logging
-import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -53,8 +52,8 @@ from engine.operations.pagination import (
     check_limit,
     decode_cursor,
     encode_cursor,
-    invalid_cursor,
     scope_digest,
+    time_and_id_key,
 )
 from engine.operations.row_cache import RowCache, shared_row_cache
 from engine.operations.views import DeploymentIdMatches, Page
@@ -96,20 +95,6 @@ logger = logging.getLogger(__name__)
 
 CURSOR_KIND = "deployments"
 """The list a deployments cursor belongs to (`engine.operations.pagination`)."""
-DEPLOYMENT_ID_CHARS = 36
-"""The longest deployment id (a UUID's text; the column's width)."""
-
-
-def _after(keys: builtins.list[Any]) -> tuple[float, str]:
-    """The (`created_at`, id) a deployments cursor carries; an altered one is refused."""
-    match keys:
-        case [int() | float() as created_at, str() as deployment_id] if (
-            not isinstance(created_at, bool)
-            and math.isfinite(created_at)
-            and 0 < len(deployment_id) <= DEPLOYMENT_ID_CHARS
-        ):
-            return float(created_at), deployment_id
-    raise invalid_cursor("it was altered")
 
 
 def deployment_not_found(deployment_id: str) -> NotFound:
@@ -568,7 +553,9 @@ class DeploymentOperations:
         """Keyset pages by (`created_at`, id), newest first: deployments started meanwhile
         never push one into the next page twice or make one skip."""
         scope = scope_digest(CURSOR_KIND, {"workflow": workflow})
-        before = None if cursor is None else _after(decode_cursor(cursor, CURSOR_KIND, scope))
+        before = (
+            None if cursor is None else time_and_id_key(decode_cursor(cursor, CURSOR_KIND, scope))
+        )
         records = await self._store.deployments_of(workflow, limit=limit + 1, before=before)
         next_cursor = None
         if len(records) > limit:

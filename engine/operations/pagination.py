@@ -104,3 +104,15 @@ def decode_cursor(cursor: str, kind: str, scope: str) -> list[Any]:
         )
     keys: list[Any] = body["p"]
     return keys
+
+
+def time_and_id_key(keys: list[Any]) -> tuple[float, str]:
+    """The (creation time, id) a cursor of a list newest first carries (runs, deployments),
+    or `invalid_cursor`. A cursor's check digest is no secret: its keys are any caller's, so
+    each is checked to be what the database can compare (a finite float, an id), never a 500
+    there."""
+    match keys:
+        case [int() | float() as created_at, str() as row_id] if not isinstance(created_at, bool):
+            if abs(created_at) <= MAX_ROW_ID:  # NaN and infinity are not either
+                return float(created_at), row_id
+    raise invalid_cursor("it was altered")

@@ -30,6 +30,7 @@ from engine.operations.pagination import (
     invalid_cursor,
     invalid_filter,
     scope_digest,
+    time_and_id_key,
 )
 from engine.operations.read_pacing import ReadPacing
 from engine.operations.row_cache import RowCache, shared_row_cache
@@ -214,16 +215,6 @@ def checked_filter(selection: RunFilter) -> RunFilter:
     if (status, route, roots_only) == (selection.status, selection.route, selection.roots_only):
         return selection
     return dataclasses.replace(selection, status=status, route=route, roots_only=roots_only)
-
-
-def _run_key(keys: list[Any]) -> tuple[float, str]:
-    # A cursor's check digest is no secret: its keys are any caller's, so each is checked to
-    # be what the database can compare (a finite float, an id it holds), never a 500 there.
-    match keys:
-        case [int() | float() as created_at, str() as run_id] if not isinstance(created_at, bool):
-            if abs(created_at) <= MAX_ROW_ID:  # NaN and infinity are not either
-                return float(created_at), run_id
-    raise invalid_cursor("it was altered")
 
 
 def _child_key(keys: list[Any]) -> tuple[str, int]:
@@ -761,7 +752,7 @@ class RunOperations:
                 return RunList(items=[])
             filter = dataclasses.replace(filter, tenant=tenant)
         scope = scope_digest("runs", dataclasses.asdict(filter))
-        after = None if cursor is None else _run_key(decode_cursor(cursor, "runs", scope))
+        after = None if cursor is None else time_and_id_key(decode_cursor(cursor, "runs", scope))
         rows = await self._store.runs_page(filter, after=after, limit=limit + 1)
         if not rows and cursor is None:
             await self._require_named(filter, tenant)
@@ -800,7 +791,7 @@ class RunOperations:
                 raise NotFound(
                     f"the parent filter names {refused.message}",
                     code=refused.code,
-                    details={**(refused.details or {}), "parameter": "parent"},
+                    details={**refused.details, "parameter": "parent"},
                 ) from None
 
     @store_boundary

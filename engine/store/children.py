@@ -27,6 +27,7 @@ from typing import Any
 
 from sqlalchemy import (
     BigInteger,
+    ColumnElement,
     CompoundSelect,
     Float,
     Select,
@@ -312,18 +313,22 @@ async def held_with_leases(
             func.min(lease).label("lease_from"),
         )
         .select_from(steps.join(runs, runs.c.id == steps.c.run_id))
-        .where(
-            runs.c.parent_run_id == run_id,
-            runs.c.status == RunStatus.RUNNING.value,
-            steps.c.status == StepStatus.RUNNING.value,
-            steps.c.claimed_by == worker,
-            in_range,
-        )
+        .where(*_running_steps_of_children(run_id), steps.c.claimed_by == worker, in_range)
     )
     row = (await conn.execute(query)).one()
     if not row.children:
         return None
     return HeldChildren(worker, int(row.children), row.lease_until, row.lease_from)
+
+
+def _running_steps_of_children(run_id: str) -> tuple[ColumnElement[bool], ...]:
+    """The RUNNING steps of `run_id`'s children still going (steps joined to runs): what
+    `running_children_statement` counts and `held_with_leases` splits."""
+    return (
+        runs.c.parent_run_id == run_id,
+        runs.c.status == RunStatus.RUNNING.value,
+        steps.c.status == StepStatus.RUNNING.value,
+    )
 
 
 def running_children_statement(run_id: str) -> CompoundSelect[Any]:
@@ -342,11 +347,7 @@ def running_children_statement(run_id: str) -> CompoundSelect[Any]:
     running = (
         select(steps.c.run_id, steps.c.claimed_by, steps.c.lease_expires_at)
         .select_from(steps.join(runs, runs.c.id == steps.c.run_id))
-        .where(
-            runs.c.parent_run_id == run_id,
-            runs.c.status == RunStatus.RUNNING.value,
-            steps.c.status == StepStatus.RUNNING.value,
-        )
+        .where(*_running_steps_of_children(run_id))
         .cte("running")
     )
     children = func.count(func.distinct(running.c.run_id)).label("children")
