@@ -400,6 +400,32 @@ def where_path_stops(text: str, context: dict[str, Any]) -> str | None:
     return None
 
 
+def cut_body(text: str, context: dict[str, Any]) -> str | None:
+    """The output whose cut body a template that is one chain of fields stops at, as a path
+    ("vertices.fetch.output"): the chain reads into `….body` of an output flagged
+    `bodyTruncated` (an answer longer than MAX_RESPONSE_BYTES, kept as text), where it was
+    looking for fields. None otherwise. "body is a string, not an object" sent the author to
+    the expression when the answer's size was the cause."""
+    template = compile_template(text)
+    part = template.parts[0] if template.exact else None
+    fields = getattr(part, "fields", None)
+    if not fields:
+        return None
+    value: Any = context
+    for depth, name in enumerate(fields):
+        if not isinstance(value, dict) or name not in value:
+            return None
+        if (
+            name == "body"
+            and depth + 1 < len(fields)
+            and value.get("bodyTruncated") is True
+            and isinstance(value[name], str)
+        ):
+            return ".".join(fields[:depth])
+        value = value[name]
+    return None
+
+
 def _a(kind: str) -> str:
     return f"an {kind}" if kind[0] in "aeiou" else f"a {kind}"
 

@@ -96,6 +96,15 @@ def items_of(config: SpawnerConfig, ctx: StepContext) -> list[Any]:
         raise StepFailure(FailureKind.EXPRESSION_ERROR, f"/config/items: {exc}") from exc
     if not isinstance(items, list):
         kind = expressions.json_type(items)
+        cut = expressions.cut_body(config.items, ctx.context) if items is None else None
+        if cut:
+            raise StepFailure(
+                FailureKind.INVALID_CONFIG,
+                f"/config/items must evaluate to an array, got null: {cut}.body was longer "
+                "than SCHEMABRIDGE_MAX_RESPONSE_BYTES, so it was cut there and kept as text "
+                f"({cut}.bodyTruncated is true); have the destination answer less (a page "
+                "at a time) or raise SCHEMABRIDGE_MAX_RESPONSE_BYTES",
+            )
         # Where a chain of fields stops says whether the expression or the data is wrong (a
         # downstream that answered HTML leaves a string where the items were looked for).
         stops = expressions.where_path_stops(config.items, ctx.context) if items is None else None

@@ -144,6 +144,38 @@ async def test_a_response_body_over_the_limit_is_cut_flagged_and_stored(
     assert sum("response body cut at 1,024 bytes" in message for message in logs) == 2
 
 
+async def test_items_read_from_a_cut_body_say_the_answer_was_cut(
+    ops: Operations, runtime: Runtime, downstream: RunningDownstream
+) -> None:
+    """The tour: a lookup answered more than MAX_RESPONSE_BYTES of JSON, its body was kept as
+    text, and the SPAWNER reading its items failed with "body is a string, not an object:
+    check the expression", an expression that was right. It says the answer was cut instead,
+    and how to fit it."""
+    parent = {
+        "name": "big-lookup",
+        "vertices": {
+            "lookup": gateway(f"{downstream.url}/items?count=200"),
+            "each": {
+                "type": "SPAWNER",
+                "dependsOn": ["lookup"],
+                "config": {"items": "{{ vertices.lookup.output.body.items }}", "workflow": "one"},
+            },
+        },
+    }
+    await ops.workflows.publish([parent, single("one", downstream.url)])
+    submitted = await ops.runs.submit("big-lookup", {})
+    async with running_worker(runtime):
+        run = await ended(ops, submitted.run.id)
+    assert run.status == "FAILED" and run.error is not None
+    assert (run.error.kind, run.error.vertex_id) == ("invalid_config", "each")
+    assert run.error.message == (
+        "/config/items must evaluate to an array, got null: vertices.lookup.output.body was "
+        "longer than SCHEMABRIDGE_MAX_RESPONSE_BYTES, so it was cut there and kept as text "
+        "(vertices.lookup.output.bodyTruncated is true); have the destination answer less "
+        "(a page at a time) or raise SCHEMABRIDGE_MAX_RESPONSE_BYTES"
+    )
+
+
 async def test_a_json_answer_nested_past_the_limit_fails_the_step_as_invalid_response(
     ops: Operations, runtime: Runtime, downstream: RunningDownstream
 ) -> None:
