@@ -47,11 +47,11 @@ from api.rest.run_models import (
     SubmittedRun,
 )
 from engine.operations import Operations
+from engine.operations.fix_first import FailedCause, fix_first_words
 from engine.operations.pagination import MAX_INTEGER, MAX_LIMIT
 from engine.operations.runs import MAX_LONG_TAIL
 from engine.operations.views import (
     UNKNOWN_KIND,
-    ErrorView,
     LogList,
     LongTail,
     RunDetail,
@@ -130,7 +130,7 @@ def _outcome(detail: RunEnd | RunDetail, *, created: bool) -> JSONResponse:
     if detail.status == RunStatus.FAILED:
         answer = RunFailedError(
             code="run_failed",
-            message=_failed_words(detail.id, detail.error),
+            message=_failed_words(detail),
             details=RunFailedDetails(**common, status=RunStatus.FAILED, error=detail.error),
         )
         status_code = 502
@@ -260,15 +260,37 @@ SUBMIT_ANSWERS: dict[int | str, dict[str, Any]] = {
 """What `POST /workflows/{name}/runs` answers, each status with its codes."""
 
 
-def _failed_words(run_id: str, error: ErrorView | None) -> str:
+def _failed_words(run: RunEnd | RunDetail) -> str:
     """A `?wait=true` 502's message: which step failed and why, in one bounded line (the
     whole error is `details.error`), and the request that runs it again once the cause is
-    fixed. "run … failed (http_error)" left a client to dig the step and the fix out."""
+    fixed. "run … failed (http_error)" left a client to dig the step and the fix out. A
+    failure the workflow or the input caused (`FIX_FIRST_KINDS`, the step's or its failed
+    children's) is not offered the retry, which fails the same way: the fix-first sentence
+    `GET /runs/{id}` and `runs show` say instead."""
+    run_id, error = run.id, run.error
     if error is None:
         return f"run {run_id} failed ({UNKNOWN_KIND}); GET /runs/{run_id} shows its steps"
     where = f" at step {error.vertex_id}" if error.vertex_id else ""
     said = message_excerpt(error.message) if error.message else ""
     why = f"{error.kind}: {said}" if said else error.kind
+    child = error.child_cause
+    fix_first = fix_first_words(
+        [
+            FailedCause(
+                error.vertex_id or "",
+                error.kind,
+                child.kind if child is not None else None,
+                child.count if child is not None else 0,
+            )
+        ],
+        workflow=run.workflow,
+        version=run.version,
+        tenant_id=run.tenant_id,
+        child_run=False,
+        run_id=run_id,
+    )
+    if fix_first is not None:
+        return f"run {run_id} failed{where}: {why}; {fix_first}"
     return (
         f"run {run_id} failed{where}: {why}; once the cause is fixed, "
         f"POST /runs/{run_id}/retry runs the failed step again"

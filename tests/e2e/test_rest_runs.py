@@ -333,6 +333,60 @@ async def test_wait_answers_say_whether_the_request_created_the_run(working: Api
     assert replayed["status"] == "FAILED" and replayed["error"]["kind"] == "http_error"
 
 
+async def test_wait_answers_a_failure_the_workflow_causes_with_the_fix_not_a_retry(
+    working: Api, downstream: RunningDownstream
+) -> None:
+    """The tour: a SPAWNER's items read a field the answer does not have (invalid_config),
+    and children refused by their inputSchema (a join's invalid_input). The 502 said "once
+    the cause is fixed, POST /runs/…/retry runs the failed step again", while the retry runs
+    the same version on the same input and fails the same way (as `GET /runs/{id}` and
+    `runs show` say): it says what they say instead."""
+    base = downstream.url
+    typo = {
+        "name": "typo",
+        "vertices": {
+            "list": gateway(f"{base}/items?count=2"),
+            "each": {
+                "type": "SPAWNER",
+                "dependsOn": ["list"],
+                "config": {"items": "{{ vertices.list.output.body.itemz }}", "workflow": "ok"},
+            },
+        },
+    }
+    strict = single("strict", f"{base}/ok", inputSchema={"type": "object", "required": ["n"]})
+    refused = {
+        "name": "refused",
+        "vertices": {
+            "each": {"type": "SPAWNER", "config": {"items": [1, 2], "workflow": "strict"}},
+            "join": {"type": "MERGE", "dependsOn": ["each"]},
+        },
+    }
+    await working.ops.workflows.publish([typo, strict, refused])
+    async with working.http(working.admin) as http:
+        answers = {
+            name: await http.post(f"/workflows/{name}/runs?wait=true", json={})
+            for name in ("typo", "refused")
+        }
+    for name, step, what in (
+        ("typo", "each", "step each failed with invalid_config"),
+        ("refused", "join", "2 children of step join failed with invalid_input"),
+    ):
+        body = assert_error(answers[name], 502, "run_failed")
+        run_id = body["details"]["runId"]
+        said = body["message"]
+        assert said.startswith(f"run {run_id} failed at step {step}: "), said
+        assert "/retry" not in said, said
+        assert said.endswith(
+            f"; {what}, which comes from the workflow or the run's input: retrying, "
+            f"reprocessing or starting over runs v1 with the same input and fails the same "
+            f"way. Fix the workflow (or the input) first, publish it, then submit a new run "
+            f"(`schemabridge runs submit {name}@VERSION --input JSON`)"
+        ), said
+        async with working.http(working.admin) as http:
+            shown = (await http.get(f"/runs/{run_id}")).json()
+        assert said.endswith(f"; {shown['fixFirst']}"), "the words GET /runs/{id} says"
+
+
 async def test_wait_answers_409_run_cancelled_with_created(api: Api) -> None:
     """No worker: the run waits RUNNING until it is cancelled from beside the request."""
     async with api.http(api.admin) as http:
