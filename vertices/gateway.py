@@ -410,6 +410,18 @@ def _failure(
     if attempt.failure is None and attempt.answer is not None and success_codes is not None:
         # Else "200 OK" reads as a success: the answer failed only by the vertex's own list.
         what += f" is not in successCodes {success_codes}"
+    if (
+        attempt.failure is None
+        and attempt.answer is not None
+        and 300 <= attempt.answer.status < 400
+    ):
+        # A 3xx reads as "go there", and the author looks for a retry or a redirect setting:
+        # nothing follows it, so the way to use it is to take it as the answer.
+        status = attempt.answer.status
+        what += (
+            f"; redirects are not followed: add {status} to successCodes to take it as the "
+            "answer, and read where it points at output.headers.location"
+        )
     message = f"{request.method} {request.url_for_log}: {what} ({attempts} {plural})"
     answer = attempt.answer
     if answer is None:

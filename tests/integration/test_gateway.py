@@ -333,6 +333,20 @@ async def test_a_redirect_is_an_answer_not_followed(
         await gateway.execute(gateway_config(downstream.url), gateway_ctx(), client, FAST)
     assert caught.value.http is not None and caught.value.http.status == 302
     assert downstream.stats.total == 1
+    # The tour: "302 Found" alone left the author looking for a setting that follows it.
+    assert str(caught.value).endswith(
+        ": 302 Found; redirects are not followed: add 302 to successCodes to take it as the "
+        "answer, and read where it points at output.headers.location (1 attempt)"
+    )
+    downstream.script([{"status": 301, "headers": {"Location": "/elsewhere"}}])
+    listed = gateway_config(downstream.url, successCodes=[200])
+    with pytest.raises(StepFailure) as caught:
+        await gateway.execute(listed, gateway_ctx(), client, FAST)
+    assert str(caught.value).endswith(
+        ": 301 Moved Permanently is not in successCodes [200]; redirects are not followed: "
+        "add 301 to successCodes to take it as the answer, and read where it points at "
+        "output.headers.location (1 attempt)"
+    )
 
 
 @pytest.mark.parametrize(
