@@ -148,15 +148,28 @@ def _default(prop: dict[str, Any]) -> str:
     return _code(json.dumps(prop["default"]))
 
 
-def _constraints(prop: dict[str, Any]) -> str:
-    notes = []
+def _bounds(prop: dict[str, Any]) -> str | None:
     low, high = prop.get("minimum"), prop.get("maximum")
     if low is not None and high is not None:
-        notes.append(f"{low} to {high}")
-    elif low is not None:
-        notes.append(f"≥ {low}")
-    elif high is not None:
-        notes.append(f"≤ {high}")
+        return f"{low} to {high}"
+    if low is not None:
+        return f"≥ {low}"
+    if high is not None:
+        return f"≤ {high}"
+    return None
+
+
+def _constraints(prop: dict[str, Any]) -> str:
+    notes = []
+    bounds = _bounds(prop)
+    if bounds:
+        notes.append(bounds)
+    # An array's elements' bounds (successCodes: each 100 to 599), which the validator
+    # enforces: left out, the reference let an author think 99 or 600 would do.
+    items = prop.get("items")
+    item_bounds = _bounds(items) if isinstance(items, dict) else None
+    if item_bounds:
+        notes.append(f"each {item_bounds}")
     if any(prop.get(k) == 1 for k in ("minLength", "minItems", "minProperties")):
         notes.append("non-empty")
     if "maxLength" in prop:

@@ -46,3 +46,21 @@ def test_the_guide_links_the_reference_and_documents_the_json_output() -> None:
     assert "(authoring-reference.md)" in guide
     for key in ('"valid"', '"exitCode"', '"summary"', '"files"', '"pointer"', '"code"'):
         assert key in guide
+
+
+def test_the_reference_states_the_bounds_of_array_elements() -> None:
+    """The tour: successCodes refused 99 and 600 ("must be at least 100") while the
+    reference said only "non-empty; no repeats"."""
+    text = docgen.generate()
+    schema = loader.workflow_schema()
+    checked = 0
+    for name in docgen.SECTIONS:
+        for field, prop in schema["$defs"][name]["properties"].items():
+            items = prop.get("items")
+            if not isinstance(items, dict) or "minimum" not in items:
+                continue
+            row = next(line for line in text.splitlines() if line.startswith(f"| `{field}` |"))
+            low, high = items["minimum"], items.get("maximum")
+            assert f"each {low} to {high}" in row, row
+            checked += 1
+    assert checked >= 1  # successCodes
