@@ -167,8 +167,8 @@ class Settings(BaseSettings):
         le=MAX_TIMEOUT_MS,
         validation_alias=_env("TIMEOUT_GATEWAY_MS"),
     )
-    """GATEWAY timeout meant for a run behind a synchronous REST wait; no front door gives a
-    run this tier yet. Default 15 s."""
+    """GATEWAY timeout of a run submitted with REST `?wait=true`, which waits this and
+    `SYNC_WAIT_GRACE_S` more (`engine.operations.submission.timeout_tier`). Default 15 s."""
 
     worker_concurrency: int = Field(
         default=64, ge=1, le=MAX_WORKER_CONCURRENCY, validation_alias=_env("WORKER_CONCURRENCY")
