@@ -331,9 +331,11 @@ def _sentence(
         name = {"regex": "regular expression"}.get(str(value), str(value))
         return f"{subject} must be a valid {name}; got {show(instance)}."
     if keyword == "pattern":
-        rule = PATTERN_HELP.get(str(value), ("", f"a match for the pattern {value}"))[1]
+        known = PATTERN_HELP.get(str(value))
+        # An author's own pattern (an inputSchema's) has no words of ours: it is quoted.
+        rule = f"be {known[1]}" if known else f"match the pattern {value}"
         around = _around_hint(instance) if value == ITEMS_PATTERN else ""
-        return f"{subject} must be {rule}; got {show(instance)}.{around}"
+        return f"{subject} must {rule}; got {show(instance)}.{around}"
     sized = _size_sentence(keyword, value, subject, instance, error.schema)
     if sized:
         return sized

@@ -126,3 +126,17 @@ def test_a_sub_schema_naming_its_dialect_is_matched_by_re2_too() -> None:
     hostile = "a" * 100_000 + "!"
     problems = validate_input(workflow, {"name": hostile, "alias": hostile})
     assert [p.pointer for p in problems] == ["/alias", "/name"]
+
+
+def test_an_input_off_the_authors_pattern_is_told_to_match_it() -> None:
+    """An author's own pattern has no words of ours: the refusal quotes it as a rule to
+    match ("must be a match for the pattern …" read as a noun phrase gone wrong)."""
+    workflow = _published(
+        {
+            "type": "object",
+            "properties": {"warehouseId": {"type": "string", "pattern": "^wh-[0-9]+$"}},
+        }
+    )
+    [problem] = validate_input(workflow, {"warehouseId": "WH1"})
+    assert problem.pointer == "/warehouseId"
+    assert problem.message == 'warehouseId must match the pattern ^wh-[0-9]+$; got "WH1".'
