@@ -170,3 +170,30 @@ def test_leaving_a_page_cancels_the_dialog_opened_on_it(server: DemoServer, brow
         page.locator("table.workflows").wait_for()
         assert page.locator("dialog").count() == 0
         assert page.evaluate("() => window.asked") is False  # cancelled, not confirmed
+
+
+def test_a_phone_shows_why_a_run_waits_under_its_bar(server: DemoServer, browser: Any) -> None:
+    """On a phone the progress words are left to the run's page, and the "waiting: breaker
+    open" note under the bar went with them: the one line that said why a run made no
+    progress. It shows, whole, on the screen, and the list still does not scroll sideways."""
+    waiting = run(6, "billing-fanout", "RUNNING", {"steps": 2, "stepsDone": 0})
+    waiting["progress"]["waiting"] = "breaker_open"
+    with opened(browser, f"{server.ui}#/runs") as (page, _):
+        page.set_viewport_size({"width": 390, "height": 844})
+        page.route("**/runs?*", lambda route: route.fulfill(json={"items": [waiting]}))
+        page.reload()
+        note = page.locator("tr[data-run] .list-wait")
+        note.wait_for()
+        box = note.evaluate(
+            "(e) => { const r = e.getBoundingClientRect(); return { left: r.left, right: r.right,"
+            " width: r.width, clipped: e.scrollWidth > e.clientWidth + 1,"
+            " page: document.documentElement.scrollWidth,"
+            " table: e.closest('.table-wrap').scrollWidth,"
+            " box: e.closest('.table-wrap').clientWidth }; }"
+        )
+        words = note.inner_text()
+        shoot(page, "runs-waiting-phone", narrow=False, widths=(390,))
+    assert words == "waiting: breaker open"
+    assert box["width"] > 20 and box["left"] >= 0 and box["right"] <= 390, box
+    assert not box["clipped"], box
+    assert box["page"] <= 390 and box["table"] <= box["box"], box
