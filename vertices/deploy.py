@@ -206,19 +206,20 @@ def counted(number: int, nouns: str) -> str:
     return f"{number:,} {nouns}" if number != 1 else f"1 {nouns.removesuffix('s')}"
 
 
-def waits_for(stage: Stage, policy: RollbackPolicy) -> str:
-    """What a stage waits for before it can pass, in the terms of its check's waiting reason
-    ("waiting at stage 1: 3/10 runs, 41 s more, 3/20 finished runs"): "10 runs, 1 min, 20
-    finished runs". The finished runs are the candidate's since the deployment began, which
-    its judgement needs: a stage's minimum runs alone read as the whole of it, while its
-    check waited for the policy's finished runs too. "nothing but its check" when no minimum
-    is set."""
+def waits_for(stage: Stage, policy: RollbackPolicy, number: int = 1) -> str:
+    """What stage `number` (1-based) waits for before it can pass, in the terms of its check's
+    waiting reason ("waiting at stage 1: 3/10 runs, 41 s more, 3/20 finished runs"): "10 runs,
+    1 min, 20 finished runs". The finished runs are the candidate's since the deployment began,
+    which its judgement needs: a stage's minimum runs alone read as the whole of it, while its
+    check waited for the policy's finished runs too. Only the first stage names them: no stage
+    passes before they are there, so every later one begins with them, and "20 finished runs"
+    on each stage read as 20 more in each. "nothing but its check" when no minimum is set."""
     needs = []
     if stage.min_runs:
         needs.append(counted(stage.min_runs, "runs"))
     if stage.min_duration_s > 0:
         needs.append(duration(stage.min_duration_s))
-    if policy.min_finished_runs:
+    if policy.min_finished_runs and number == 1:
         needs.append(counted(policy.min_finished_runs, "finished runs"))
     return ", ".join(needs) or "nothing but its check"
 

@@ -103,7 +103,8 @@ class StageView(View):
         description="What the stage waits for before it can pass, in the terms of its check "
         "(`holding`): its runs, its duration and, from the rollback policy, the candidate's "
         'finished runs since the deployment began that a verdict needs, e.g. "10 runs, 10 s, '
-        '20 finished runs"; "nothing but its check" when no minimum is set.'
+        '20 finished runs" (the first stage only: every later stage begins with them, as no '
+        'stage passes before); "nothing but its check" when no minimum is set.'
     )
     started_at: float | None = None
     """When it began (None: not yet)."""
@@ -340,7 +341,7 @@ def _stages(record: DeploymentRecord) -> list[StageView]:
                 weight=stage.weight,
                 min_runs=stage.min_runs,
                 min_duration_seconds=stage.min_duration_s,
-                waits_for=deploy.waits_for(stage, policy),
+                waits_for=deploy.waits_for(stage, policy, number),
                 started_at=begun,
                 ended_at=ended,
             )

@@ -234,7 +234,13 @@ def test_the_deploy_form_warns_when_stage_1_waits_for_more_finished_runs_than_ru
         deployment_id = page.url.rsplit("/", 1)[1]
         stages = page.locator(".stages .stage-hold")
         stages.first.wait_for()
-        assert stages.all_inner_texts() == ["waits for 10 runs, 10 s, 20 finished runs"] * 3
+        # Stage 1 names the finished runs; the later stages begin with them (no stage passes
+        # before): "20 finished runs" on each read as 20 more in each.
+        assert stages.all_inner_texts() == [
+            "waits for 10 runs, 10 s, 20 finished runs",
+            "waits for 10 runs, 10 s",
+            "waits for 10 runs, 10 s",
+        ]
         # The check's words, beside the stage's: the same finished runs.
         page.locator(".deploy-holding", has_text="/20 finished runs").wait_for()
         shoot(page, "deployment-finished-runs", narrow=False)

@@ -167,6 +167,12 @@ def test_what_a_stage_waits_for_is_said_in_its_checks_terms() -> None:
     stage = Stage(weight=25, min_runs=10, min_duration_s=10)
     policy = dataclasses.replace(POLICY, min_finished_runs=20)
     assert waits_for(stage, policy) == "10 runs, 10 s, 20 finished runs"
+    # A later stage begins with them (no stage passes before): "20 finished runs" on every
+    # stage read as 20 more in each.
+    assert waits_for(stage, policy, 2) == "10 runs, 10 s"
+    assert waits_for(Stage(weight=100, min_runs=0, min_duration_s=0), policy, 3) == (
+        "nothing but its check"
+    )
     held = decide(stage, policy, figures(counts(19, 0, running=3), runs=22, elapsed=30), 5.0)
     assert isinstance(held, Hold) and "19/20 finished runs" in held.reason
     one = dataclasses.replace(policy, min_finished_runs=1)
