@@ -901,3 +901,39 @@ def test_resolving_a_failed_join_starts_from_a_joins_output_and_says_who_closed_
     detail = server.call(f"/runs/{parent}")
     join = next(s for s in detail["steps"] if s["vertexId"] == "join")
     assert (join["status"], join["output"]) == ("RESOLVED", {"counts": counts, "outputs": []})
+
+
+def test_the_chart_draws_a_cap_just_set_before_the_next_sample(
+    server: DemoServer, browser: Any
+) -> None:
+    """The tour: a cap set from the default 100 to 8 left the chart saying "cap 100 above",
+    the latest history sample's, until the next sample came. The chart draws the cap the
+    page read with the destination, at once. The history is held at samples taken before the
+    change (the page's `/destinations/history` answered here), as it is between two samples."""
+    destination = "ui-ops-cap-now"
+    key = quote(destination, safe="")
+    server.call(f"/destinations/{key}/caps", {"maxConcurrency": 100}, method="PUT")
+    now = time.time()
+    points = [{"at": now - 20 + i, "limit": 5.0, "inFlight": 1, "cap": 100} for i in range(20)]
+    history = {"windowS": 600.0, "series": [{"destination": destination, "points": points}]}
+    try:
+        with opened(browser, f"{server.ui}#/destinations") as (page, _):
+            page.route("**/destinations/history", lambda route: route.fulfill(json=history))
+            page.reload()
+            card = page.locator(f'article.destination[data-destination="{destination}"]')
+            card.locator("svg.chart .chart-cap-above").wait_for()
+            assert card.locator(".chart-cap-above").text_content() == "cap 100 above"
+            card.locator("input.cap-input").first.fill("8")
+            card.get_by_role("button", name="Save").click()
+            confirm(page, "Set the cap")
+            page.locator(".ok-box", has_text=f"{destination} capped at 8 calls").wait_for()
+            # The page reads the destinations again after the change: its chart, redrawn,
+            # draws the new cap (the held samples alone never would).
+            chart = card.locator("svg.chart")
+            chart.locator("line.chart-cap").wait_for(state="attached", timeout=10_000)
+            assert chart.locator(".chart-cap-above").count() == 0, chart.inner_html()
+            # Scaled to the cap now, which tops the lines (limit 5), not to the lines alone.
+            assert chart.locator("text.chart-axis").first.text_content() == "8"
+            shoot(page, "ops-cap-at-once", narrow=False)
+    finally:
+        server.call(f"/destinations/{key}/caps", method="DELETE")

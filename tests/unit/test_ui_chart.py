@@ -32,3 +32,13 @@ def test_a_cap_near_the_lines_is_drawn_and_tops_the_scale() -> None:
     assert scale([sample(8, 8, 10), sample(9, 6, 10)]) == {"top": 10, "capAbove": None}
     # Lines above the cap (a cap lowered under the limit) top it themselves.
     assert scale([sample(40, 38, 100), sample(30, 12, 10)]) == {"top": 40, "capAbove": None}
+
+
+def test_the_cap_now_scales_the_chart_before_a_sample_has_it() -> None:
+    """A cap set from 100 to 8 is the destination's at once, while the samples say 100 until
+    the next one: the page's cap now is drawn (and tops the scale), not "cap 100 above"."""
+    points = [sample(5, 1, 100), sample(5, 2, 100)]
+    now = module_value("chart.js", f"m.chartScale({json.dumps(points)}, 8)")
+    assert now == {"top": 8, "capAbove": None}
+    # Without it, the latest sample's cap, as before.
+    assert scale(points) == {"top": 6, "capAbove": 100}

@@ -16,10 +16,12 @@ function line(points, x, y, key) {
  * it is now) is drawn as a line in it. Scaled to the lines drawn — the samples' limit and in
  * flight, and a cap lowered from 100 to 10 does not keep the axis at 100 — and to the cap as
  * well while it is near them; a cap far above (the default 100 over limits of 1 to 14) would
- * flatten them along the bottom, so it is said in words instead (`capAbove`). */
-export function chartScale(points) {
+ * flatten them along the bottom, so it is said in words instead (`capAbove`). `capNow`: the
+ * destination's cap as the page read it, else the latest sample's. The samples come every
+ * few seconds: a cap just set from 100 to 4 was said "cap 100 above" until the next one. */
+export function chartScale(points, capNow = null) {
   const peak = Math.max(1, ...points.map((p) => Math.max(p.limit, p.inFlight)));
-  const cap = points.length ? points[points.length - 1].cap : 0;
+  const cap = capNow ?? (points.length ? points[points.length - 1].cap : 0);
   if (cap <= CAP_SHOWN_UP_TO * peak) return { top: Math.max(peak, cap), capAbove: null };
   return { top: Math.ceil(peak * HEADROOM), capAbove: cap };
 }
@@ -31,7 +33,9 @@ const HEADROOM = 1.2;
 /** The bottom strip kept for the time label, clear of the lines. */
 const AXIS_H = 11;
 
-export function historyChart(series, windowS, nowS = Date.now() / 1000) {
+/** The chart of `series` over `windowS` seconds up to `nowS`, its cap line at `capNow` (the
+ * destination's cap now; null: the latest sample's). */
+export function historyChart(series, windowS, nowS = Date.now() / 1000, capNow = null) {
   const points = series ? series.points : [];
   const label = points.length
     ? `limit and in flight over the last minutes: limit now ${points[points.length - 1].limit.toFixed(1)}, in flight ${points[points.length - 1].inFlight}`
@@ -42,14 +46,14 @@ export function historyChart(series, windowS, nowS = Date.now() / 1000) {
     svg.append(s("text", { x: W / 2, y: H / 2, "text-anchor": "middle", class: "chart-empty" }, "collecting samples…"));
     return svg;
   }
-  const { top, capAbove } = chartScale(points);
+  const { top, capAbove } = chartScale(points, capNow);
   // The span shown: from the first sample (at least the last minute) up to the whole window.
   const span = Math.min(windowS, Math.max(60, nowS - points[0].at));
   const start = nowS - span;
   const x = (t) => PAD + ((W - 2 * PAD) * (t - start)) / span;
   const y = (v) => H - PAD - AXIS_H - ((H - 2 * PAD - AXIS_H - 10) * v) / top;
   if (capAbove === null) {
-    const capY = y(points[points.length - 1].cap);
+    const capY = y(capNow ?? points[points.length - 1].cap);
     svg.append(s("line", { x1: PAD, x2: W - PAD, y1: capY, y2: capY, class: "chart-cap" }));
   } else {
     svg.append(s("text", { x: W - PAD, y: 10, "text-anchor": "end", class: "chart-axis chart-cap-above" }, `cap ${capAbove.toFixed(0)} above`));

@@ -189,7 +189,7 @@ export async function destinationsPage(main, params = new URLSearchParams()) {
                     ),
                     capEditor(d, refresh, result),
                   ),
-                  h("div", {}, historyChart(seriesOf.get(d.destination), history.windowS), h("p", { class: "chart-legend small" }, h("span", { class: "key-limit" }, "— limit"), " ", h("span", { class: "key-inflight" }, "— in flight"), " ", h("span", { class: "key-cap" }, "- - cap"))),
+                  h("div", {}, historyChart(seriesOf.get(d.destination), history.windowS, Date.now() / 1000, d.cap), h("p", { class: "chart-legend small" }, h("span", { class: "key-limit" }, "— limit"), " ", h("span", { class: "key-inflight" }, "— in flight"), " ", h("span", { class: "key-cap" }, "- - cap"))),
                 ),
               ),
             )
