@@ -430,6 +430,12 @@ def start_over_says_the_rollback_first(page: Any, deployment_id: str) -> None:
     dialog.get_by_role("button", name="Cancel").click()
 
 
+def stage_states(page: Any) -> list[str]:
+    """What each stage card of a deployment's page says of its stage ("in force", …)."""
+    states = page.locator(".stages .stage > .small:not(.muted)").all_inner_texts()
+    return [state.strip() for state in states]
+
+
 def test_a_failing_candidate_is_rolled_back_and_shows_its_exposure(
     server: DemoServer, browser: Any
 ) -> None:
@@ -483,6 +489,9 @@ def test_a_failing_candidate_is_rolled_back_and_shows_its_exposure(
         candidate = page.locator('table.figures tr[data-role="candidate"] td').all_inner_texts()
         assert candidate[-2:] == ["1.000", "runs of v2"]
         assert page.locator("table.figures td.over").count() == 1
+        # The stage it stopped at, then the one it never reached: "to come" read as a
+        # deployment that goes on.
+        assert stage_states(page) == ["stopped (rolled back)", "not reached"]
         events = page.locator(".deploy-timeline li").all_inner_texts()
         assert "rolled back · stage 1" in events[-1]
         assert page.get_by_role("button", name="Roll back").is_disabled()

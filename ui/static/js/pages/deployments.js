@@ -177,10 +177,12 @@ function stagesList(d) {
     "ol",
     { class: "stages", "aria-label": "Stages" },
     d.stages.map((stage) => {
-      let state = "to come";
+      // A stage after the one a rolled-back or aborted deployment stopped at never comes:
+      // "to come" there read as a deployment that would go on.
+      let state = running ? "to come" : "not reached";
       if (stage.stage < d.stage || (stage.stage === d.stage && d.status === "SUCCEEDED")) state = "passed";
       else if (stage.stage === d.stage) state = running ? "in force" : `stopped (${d.status.toLowerCase().replace("_", " ")})`;
-      const cls = state === "passed" ? "stage-passed" : state === "in force" ? "stage-current" : state === "to come" ? "stage-next" : `stage-stopped stage-${d.status.toLowerCase()}`;
+      const cls = state === "passed" ? "stage-passed" : state === "in force" ? "stage-current" : state === "to come" || state === "not reached" ? "stage-next" : `stage-stopped stage-${d.status.toLowerCase()}`;
       return h(
         "li",
         { class: `stage ${cls}`, "aria-current": state === "in force" ? "step" : null },
