@@ -937,3 +937,36 @@ def test_the_chart_draws_a_cap_just_set_before_the_next_sample(
             shoot(page, "ops-cap-at-once", narrow=False)
     finally:
         server.call(f"/destinations/{key}/caps", method="DELETE")
+
+
+def test_a_cap_saved_from_the_keyboard_shows_at_once(server: DemoServer, browser: Any) -> None:
+    """The tour, keyboard only: the cap typed, Enter, Enter in the confirm. The focus came
+    back to the field, and the page, which does not redraw a card whose field is being
+    edited, kept saying "Cap 100 (default)" beside "✓ … capped at 6", with no "remove",
+    for as long as the focus stayed there. The card shows the cap saved at once, the focus
+    still in its field."""
+    destination = "ui-ops-cap-keyboard"
+    key = quote(destination, safe="")
+    server.call(f"/destinations/{key}/caps", {"maxConcurrency": 100}, method="PUT")
+    server.call(f"/destinations/{key}/caps", method="DELETE")
+    try:
+        with opened(browser, f"{server.ui}#/destinations") as (page, _):
+            card = page.locator(f'article.destination[data-destination="{destination}"]')
+            facts = card.locator("dl.facts")
+            facts.wait_for()
+            assert "100 (default)" in facts.inner_text()
+            field = card.get_by_label(f"cap of {destination}")
+            field.focus()
+            page.keyboard.press("Control+a")
+            page.keyboard.type("6")
+            page.keyboard.press("Enter")
+            page.locator("dialog[open]").wait_for()
+            page.keyboard.press("Enter")  # "Set the cap" has the focus
+            page.locator(".ok-box", has_text=f"{destination} capped at 6 calls").wait_for()
+            eventually(lambda: "Cap\n6\n" in facts.inner_text(), 5, "the card says the cap saved")
+            assert card.get_by_role("button", name="remove").count() == 1
+            focused = page.evaluate("document.activeElement.getAttribute('aria-label')")
+            assert focused == f"cap of {destination}", focused
+            shoot(page, "ops-cap-keyboard", narrow=False)
+    finally:
+        server.call(f"/destinations/{key}/caps", method="DELETE")

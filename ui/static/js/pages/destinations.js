@@ -52,7 +52,7 @@ function resetButton(destination, tenant, refresh, result) {
       const said = h("p", { class: "ok-box", role: "status", tabindex: "-1" }, line);
       fill(result, said);
       announce(line, "ok");
-      await refresh();
+      await refresh(true);
       // A closed layer has no Reset: the button that had the focus is gone, and a keyboard
       // user would be left on <body>. The answer takes the focus instead.
       if (document.activeElement === document.body || !document.activeElement) said.focus();
@@ -88,7 +88,7 @@ function capEditor(destination, refresh, result) {
       const capped = `${destination.destination} capped at ${plural(cap, "call")} in flight${perSecond ? `, ${perSecond}/s` : ""}.`;
       fill(result, h("p", { class: "ok-box", role: "status" }, `✓ ${capped}`));
       announce(capped, "ok");
-      await refresh();
+      await refresh(true);
     } catch (error) {
       fill(result, h("p", { class: "error-box", role: "alert" }, `✕ ${error.message}`));
     }
@@ -99,7 +99,7 @@ function capEditor(destination, refresh, result) {
     try {
       await api(`/destinations/${key}/caps`, { method: "DELETE" });
       fill(result, h("p", { class: "ok-box", role: "status" }, `✓ ${destination.destination} back to the default cap.`));
-      await refresh();
+      await refresh(true);
     } catch (error) {
       fill(result, h("p", { class: "error-box", role: "alert" }, `✕ ${error.message}`));
     }
@@ -147,10 +147,15 @@ export async function destinationsPage(main, params = new URLSearchParams()) {
    * redrawn twin (a keyboard user on a Reset keeps it while the page updates). */
   const focusedLabel = () => (list.contains(document.activeElement) ? document.activeElement.getAttribute("aria-label") : null);
 
-  async function refresh() {
+  /** Read and draw the destinations; while a field is being edited the page is left as it
+   * is (the poller's look would take the typed value away), unless `changed`: after the
+   * operator's own change, whose Enter, confirmed, puts the focus back in the field. The
+   * card then kept "Cap 100 (default)" beside "✓ capped at 6" for as long as the focus
+   * stayed there. What is typed and not saved, and the focus, survive the redraw. */
+  async function refresh(changed = false) {
     const [found, history] = await Promise.all([api("/destinations"), api("/destinations/history")]);
     const seriesOf = new Map(history.series.map((series) => [series.destination, series]));
-    if (!editing()) {
+    if (changed === true || !editing()) {
       const focused = focusedLabel();
       // What an operator typed and has not saved survives the redraw: a Save refused for
       // its value took the focus off the field, and the next look emptied it.
