@@ -968,5 +968,13 @@ def test_a_cap_saved_from_the_keyboard_shows_at_once(server: DemoServer, browser
             focused = page.evaluate("document.activeElement.getAttribute('aria-label')")
             assert focused == f"cap of {destination}", focused
             shoot(page, "ops-cap-keyboard", narrow=False)
+            # Removing it is said to a screen reader as setting it was (the page's one live
+            # line), not left saying "capped at 6".
+            assert "capped at 6" in page.locator("#announce").inner_text()
+            card.get_by_role("button", name="remove").click()
+            confirm(page, "Remove the cap")
+            page.locator(".ok-box", has_text="back to the default cap").wait_for()
+            said = page.locator("#announce").inner_text()
+            assert said == f"{destination} back to the default cap.", said
     finally:
         server.call(f"/destinations/{key}/caps", method="DELETE")

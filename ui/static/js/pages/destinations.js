@@ -98,7 +98,9 @@ function capEditor(destination, refresh, result) {
     if (!ok) return;
     try {
       await api(`/destinations/${key}/caps`, { method: "DELETE" });
-      fill(result, h("p", { class: "ok-box", role: "status" }, `✓ ${destination.destination} back to the default cap.`));
+      const back = `${destination.destination} back to the default cap.`;
+      fill(result, h("p", { class: "ok-box", role: "status" }, `✓ ${back}`));
+      announce(back, "ok");
       await refresh(true);
     } catch (error) {
       fill(result, h("p", { class: "error-box", role: "alert" }, `✕ ${error.message}`));

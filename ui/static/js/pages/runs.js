@@ -293,7 +293,7 @@ export async function runsPage(main, params) {
     const noteBlocks = [...(quota || []), ...previewBlocks(preview, "selected")];
     const ok = await confirmAction({
       title: `Retry ${plural(ids.length, "run")}?`,
-      text: "The failed steps of each FAILED run run again; completed steps are kept. Runs that are not FAILED are skipped.",
+      text: "Each FAILED run runs its failed steps again; completed steps are kept. Runs that are not FAILED are skipped.",
       noteBlocks: noteBlocks.length ? noteBlocks : null,
       confirm: preview.matching === ids.length ? "Retry" : `Retry ${count(preview.matching)}`,
     });
