@@ -350,6 +350,16 @@ def _check_vertex_reference(
         message = f'{shown} reads the output of its own vertex "{target}", which cannot exist yet.'
         return Problem(site.at, message, Code.NOT_ANCESTOR)
     if not wf.is_ancestor(target, vertex.id):
+        misspelt = wf.misspelt_dependency(target, vertex.id)
+        if misspelt is not None:
+            owner, entry = misspelt
+            return Problem(
+                site.at,
+                f'{shown} reads {read}, but "{target}" is not an ancestor of "{vertex.id}": '
+                f'dependsOn of "{owner}" names "{entry}", which is no vertex; write "{target}" '
+                "there.",
+                Code.NOT_ANCESTOR,
+            )
         return Problem(
             site.at,
             f'{shown} reads {read}, but "{target}" is not an ancestor of '

@@ -28,6 +28,7 @@ import networkx as nx
 
 from engine.validation.common import Code, did_you_mean, join, quoted_list
 from engine.validation.type_case import meant_type
+from schemas.close_names import close_names
 from schemas.definitions import RESERVED_WORKFLOWS
 from schemas.errors import Problem
 
@@ -69,6 +70,17 @@ class RawWorkflow:
             self._ancestry = _ancestry(self.graph)
         bits, ancestors = self._ancestry
         return candidate in bits and bool(ancestors[vertex_id] & bits[candidate])
+
+    def misspelt_dependency(self, target: str, vertex_id: str) -> tuple[str, str] | None:
+        """(vertex, entry) when `target` is not an ancestor of `vertex_id` because a dependsOn
+        entry of `vertex_id` or of one of its ancestors names no vertex and is close to
+        `target` ("colect" for "collect"): that typo is the one fix, which "add it to
+        dependsOn" would leave in place. None otherwise (only read on that refusal)."""
+        for owner in [vertex_id, *nx.ancestors(self.graph, vertex_id)]:
+            for _, entry in self.vertices[owner].depends_on:
+                if entry not in self.vertices and target in close_names(entry, [target]):
+                    return owner, entry
+        return None
 
 
 def _ancestry(graph: Any) -> tuple[dict[str, int], dict[str, int]]:

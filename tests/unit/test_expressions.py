@@ -621,3 +621,34 @@ def test_where_a_chain_of_fields_stops(
     text: str, context: dict[str, Any], said: str | None
 ) -> None:
     assert where_path_stops(text, context) == said
+
+
+def test_a_misspelt_dependency_is_named_where_an_expression_reads_past_it() -> None:
+    """The tour: dependsOn ["colect"] where three expressions read vertices.collect gave one
+    unknown_dependency and three not_ancestor problems each saying to add "collect" to
+    dependsOn, which would leave the typo there. Each says the typo to fix instead, found
+    on the vertex or an ancestor of it."""
+    document = chain("{{ vertices.first.output }}")
+    document["vertices"]["second"]["dependsOn"] = ["frist"]
+    document["vertices"]["third"]["config"]["body"] = "{{ vertices.first.output }}"
+    with pytest.raises(DefinitionError) as caught:
+        parse_document(json.dumps(document))
+    found = sorted((p.pointer, p.code, p.message) for p in caught.value.problems)
+    assert [(pointer, code) for pointer, code, _ in found] == [
+        ("/vertices/second/config/body", "not_ancestor"),
+        ("/vertices/second/dependsOn/0", "unknown_dependency"),
+        ("/vertices/third/config/body", "not_ancestor"),
+    ]
+    assert found[0][2] == (
+        'The expression {{ vertices.first.output }} reads vertices.first, but "first" is not '
+        'an ancestor of "second": dependsOn of "second" names "frist", which is no vertex; '
+        'write "first" there.'
+    )
+    # From "third", the typo is on its ancestor "second".
+    assert 'dependsOn of "second" names "frist"' in found[2][2]
+    # An entry close to nothing the expression reads leaves the usual advice.
+    document["vertices"]["second"]["dependsOn"] = ["unrelated"]
+    with pytest.raises(DefinitionError) as caught:
+        parse_document(json.dumps(document))
+    [advice] = [p.message for p in caught.value.problems if p.code == "not_ancestor"][:1]
+    assert 'add "first" to dependsOn of "second"' in advice
