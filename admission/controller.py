@@ -612,6 +612,11 @@ class Admission:
                 ticket.lease_until = now + lease_s
         return [id(ticket) in renewed or id(ticket) in writing for ticket in tickets]
 
+    def lease_expired(self, ticket: Ticket) -> bool:
+        """Whether `ticket`'s slot lease ended before now by this process's clock: nothing
+        renewed it for a whole lease (its process was frozen, or Redis was out)."""
+        return self._clock.now() >= ticket.lease_until
+
     async def _renew(self, ticket: Ticket, lease_s: float) -> bool:
         (renewed,) = await self.renew([ticket], lease_s)
         return renewed

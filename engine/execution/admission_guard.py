@@ -11,6 +11,7 @@ about its health:
     other 5xx, I/O error, junk  → failure   (breaker failure, no cut)
     anything else answered      → success   (a 4xx is the caller's problem, not an outage)
     cancelled, internal error   → ignored   (says nothing about the destination)
+    no answer, slot lease ended → ignored   (this worker was frozen: its own stall)
 
 The first attempt of a redispatched step is a retry too: redispatches and in-process retries
 spend the same budget, so a dead destination never sees every item's full retry schedule. The
@@ -282,6 +283,8 @@ class AdmissionGuard:
             self.tickets.drop(ticket)
         try:
             outcome = outcome_of(status, error_kind)
+            if status is None and outcome is not CallOutcome.IGNORE:
+                outcome = self._unless_frozen(ticket, outcome)
             # What the failure was, kept by a breaker layer it opens (its refusals say it).
             failed = outcome in {CallOutcome.FAILURE, CallOutcome.OVERLOAD}
             await ticket.settle(
@@ -295,6 +298,18 @@ class AdmissionGuard:
                 destination,
                 exc_info=True,
             )
+
+    def _unless_frozen(self, ticket: Ticket, outcome: CallOutcome) -> CallOutcome:
+        """IGNORE for a call that ended without an answer (a timeout, a connection error)
+        after its slot's lease had run out: the worker renews its slots every third of a
+        lease, so nothing renewed this one for a whole lease, which means this process was
+        frozen (SIGSTOP, a paused VM, a swap storm). A frozen process wakes with every call
+        it had on the wire past its timeout, the answers perhaps waiting unread in its
+        sockets: its own stall, which must not cut a healthy destination's limit or open its
+        breakers for every tenant. An answer it did read (a 503) is the destination's."""
+        # Not logged per call: the controller's `admission.lease_lost` line, one per
+        # destination every 10 s, already says these calls outlived their slots.
+        return CallOutcome.IGNORE if self.admission.lease_expired(ticket) else outcome
 
     def _count(self, destination: str, outcome: str) -> None:
         if self.meter is not None:

@@ -200,3 +200,30 @@ async def test_a_worker_keeps_its_calls_slots_past_their_first_lease(
     assert downstream.stats.total == 2
     assert downstream.stats.max_concurrent == 1
     assert "lost their admission slot" not in caplog.text
+
+
+@pytest.mark.parametrize("status", [None, 503])
+async def test_a_timeout_across_a_freeze_says_nothing_about_the_destination(
+    connect: Connect, status: int | None
+) -> None:
+    """A worker frozen with calls on the wire (SIGSTOP, a paused VM) past its slots' lease
+    wakes to every such call timing out at once, although the answers may be waiting in its
+    sockets: its own stall, not the destination's. Such a timeout neither cuts the AIMD
+    limit nor counts in the breakers (one worker woken with 64 calls out halved a healthy
+    destination's limit and opened its tenant breaker). An answer read after a freeze (a
+    503) is the destination's and counts as ever."""
+    clock = FakeClock()
+    admission, tickets = await one_slot_renewed(connect, clock)
+    await admission.set_caps(DEST, DestinationCaps(max_concurrency=50))
+    guard = await held_slot(admission, tickets)
+    (before,) = (await admission.snapshot(also=[DEST])).destinations
+    clock.advance(STEP_LEASE_S + 40.0)  # frozen: nothing renewed the slot meanwhile
+    kind = "timeout" if status is None else None
+    await guard.after_attempt(DEST, status, kind, 30.0)
+    (after,) = (await admission.snapshot(also=[DEST])).destinations
+    if status is None:
+        assert after.limit == before.limit and after.cuts == before.cuts
+        assert after.global_breaker.failures == 0 and not after.tenant_breakers
+    else:
+        assert after.cuts == before.cuts + 1 and after.global_breaker.failures == 1
+    assert after.in_flight == 0
