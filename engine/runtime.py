@@ -23,7 +23,6 @@ from engine.coordination.heartbeat import (
     API_SERVICE_PREFIX,
     Heartbeat,
     Namesake,
-    read_namesake,
 )
 
 # Re-exported (mypy: explicitly) for the service commands: api/ imports engine.runtime only.
@@ -291,11 +290,16 @@ def api_service_name(host: str, port: int) -> str:
     return f"{API_SERVICE_PREFIX}{host}-{port}"
 
 
-async def live_namesake(runtime: Runtime, service: str) -> Namesake | None:
-    """Another process's live heartbeat under `service`, read before this one beats under it
-    (`engine.coordination.heartbeat.read_namesake`)."""
-    ttl_s = float(runtime.settings.heartbeat_ttl_s)
-    return await read_namesake(runtime.redis, runtime.clock, service, ttl_s=ttl_s)
+async def live_namesake(
+    runtime: Runtime, service: str, *, role: ServiceRole = ServiceRole.WORKER
+) -> Namesake | None:
+    """Another process's live heartbeat under `service`, found as this `role` process claims
+    the name before it beats under it (`engine.coordination.heartbeat.Heartbeat.claim`: a
+    namesake started at the same moment finds this one's claim)."""
+    heartbeat = Heartbeat.from_settings(
+        service, runtime.redis, runtime.clock, runtime.settings, role=role
+    )
+    return await heartbeat.claim()
 
 
 async def run_presence(

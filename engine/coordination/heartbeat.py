@@ -21,8 +21,10 @@ A name is one process's at a time, but nothing stops a second process from being
 under the name of a live one (a mistake) or of one killed a moment ago (a restart, whose
 predecessor's beat lives on up to the TTL). So a process deletes the key on `stop()` only while
 it holds its own `instance` (read and deleted in one Lua script), never the live namesake's beat;
-and `read_namesake` tells a starting process whose beat is there before its own, for it to
-refuse (the same host, that pid alive as the process that beat) or warn.
+and a starting process claims the name (`Heartbeat.claim`: its beat written only where none
+is, in one script, so two processes started at once cannot both find the name free), which
+tells it whose beat is there before its own, for it to refuse (the same host, that pid alive
+as the process that beat) or warn; `read_namesake` reads the same without writing.
 
 Coordination failures never stop a service: a failed beat is logged and the next interval
 tries again; the first beat that works again after failures says so once, with how long the
@@ -152,10 +154,15 @@ async def read_namesake(
     except COORDINATION_ERRORS as error:
         logger.warning("heartbeat %s: reading it before the first beat failed: %s", key, error)
         return None
+    return _namesake(service, raw, clock.now(), ttl_s)
+
+
+def _namesake(service: str, raw: bytes | None, now: float, ttl_s: float) -> Namesake | None:
+    """The beat `raw` found under `service` as a live namesake (None: none, or stale)."""
     payload = _parse_payload(service, raw)
     if payload is None or raw is None:
         return None
-    silent_s = clock.now() - payload["timestamp"]
+    silent_s = now - payload["timestamp"]
     if silent_s > ttl_s:
         return None
     return Namesake(
@@ -299,6 +306,23 @@ class Heartbeat:
                 self._failing_since = None
             return True
 
+    async def claim(self) -> Namesake | None:
+        """Before the first beat: write this beat only while no beat is under the name, in
+        one script, so of two processes started at once under one name the second finds
+        the first's beat instead of both finding the name free (each read it, then beat).
+        Returns the live namesake found there (None: the name was free and is this
+        process's now, the beat there is stale, or Redis did not answer: a check, not a
+        gate). Nothing else is written: the first beat records the service."""
+        body = json.dumps(self.payload())
+        try:
+            raw = await self._client.eval(_CLAIM, 1, self.key, body, math.ceil(self.ttl_s * 1000))
+        except COORDINATION_ERRORS as error:
+            logger.warning(
+                "heartbeat %s: claiming the name before the first beat failed: %s", self.key, error
+            )
+            return None
+        return _namesake(self.service, cast(bytes | None, raw), self._clock.now(), self.ttl_s)
+
     async def run(self, stop: asyncio.Event) -> None:
         """Beat now and then every `interval_s` until `stop` is set; returns promptly after.
 
@@ -338,6 +362,15 @@ class Heartbeat:
                 extra={"event": "service.name_shared"},
             )
 
+
+_CLAIM = """
+local raw = redis.call('GET', KEYS[1])
+if raw then return raw end
+redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[2])
+return false
+"""
+"""Writes `heartbeat:<service>` (ARGV[1], its TTL ARGV[2] ms) unless a beat is there, which
+it returns instead (nil: written)."""
 
 _DELETE_OWN = """
 local raw = redis.call('GET', KEYS[1])

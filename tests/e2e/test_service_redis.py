@@ -142,6 +142,31 @@ def test_a_second_worker_under_a_live_ones_name_is_refused(tmp_path: Path, redis
     assert not _services(redis_url)["w1"]
 
 
+def test_of_two_workers_started_at_once_under_one_name_one_is_refused(
+    tmp_path: Path, redis_url: str
+) -> None:
+    """Started in the same moment (a unit started twice, a supervisor told to run two),
+    each read the name as free before either beat, and both ran under it: one is refused
+    in the line a later second one gets, the other runs."""
+    backend = Backend("shared", f"sqlite+aiosqlite:///{tmp_path / 'sb.db'}", redis_url)
+    env = process_env(backend, tmp_path)
+    assert run_cli(("db", "upgrade"), _cli_env(env)).returncode == 0
+    args = ["worker", "--name", "w1"]
+    with (
+        service(args, env, tmp_path / "a.log") as one,
+        service(args, env, tmp_path / "b.log") as other,
+    ):
+        deadline = time.monotonic() + PROCESS_READY_TIMEOUT_S
+        while one.process.poll() is None and other.process.poll() is None:
+            assert time.monotonic() < deadline, "both workers run under one name"
+            time.sleep(0.05)
+        refused, kept = (one, other) if one.process.poll() is not None else (other, one)
+        assert refused.process.returncode == 1, refused.stderr()
+        assert "a worker named w1 is running here already" in refused.stderr()
+        _wait_beating(kept, redis_url)
+        assert kept.stop(signal.SIGTERM) == 0
+
+
 def test_a_worker_restarted_at_once_after_a_crash_takes_its_name_back(
     tmp_path: Path, redis_url: str
 ) -> None:

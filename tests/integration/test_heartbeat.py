@@ -506,6 +506,32 @@ async def test_a_starting_process_reads_a_live_namesake(
     assert await read_namesake(client, clock, service, ttl_s=30.0) is None, "stale: gone"
 
 
+async def test_a_name_claimed_is_found_by_the_next_process_before_its_first_beat(
+    client: redis.Redis, clock: FakeClock
+) -> None:
+    """Two workers started at once under one name each read the name as free before either
+    beat, and both ran under it: a process claims the name in one script (its beat written
+    only where none is), so the next one finds it, before the first beat, and is refused;
+    a claim never overwrites the beat it finds."""
+    service = unique("worker")
+    parent = psutil.Process(os.getppid())  # a live process of this machine, not this one
+    first = Heartbeat(
+        service, client, clock, pid=parent.pid, started_at=parent.create_time(), ttl_s=30.0
+    )
+    second = Heartbeat(service, client, clock, ttl_s=30.0, role=ServiceRole.WORKER)
+    assert await first.claim() is None, "a free name is this process's"
+    clock.advance(1.0)
+    found = await second.claim()
+    assert found is not None and (found.pid, found.silent_s) == (parent.pid, 1.0)
+    assert found.alive_here(), "refused: the first process is alive on this machine"
+    raw = await client.get(keys.heartbeat(service))
+    assert raw is not None and json.loads(raw)["instance"] == first.instance
+    ttl_ms = await client.pttl(keys.heartbeat(service))
+    assert 0 < ttl_ms <= 30_000, "a claim expires like a beat"
+    clock.advance(30.0)  # its process never beat: a stale claim is no namesake
+    assert await read_namesake(client, clock, service, ttl_s=30.0) is None
+
+
 @pytest.mark.parametrize(
     ("role", "said"),
     [
