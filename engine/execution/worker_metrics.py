@@ -21,8 +21,10 @@ process, one worker). Series:
   open breaker from a tenant at its rate limit.
 - `schemabridge_steps_finished_total{vertex_type,outcome}`: the steps this worker finished,
   counted as each flush records them: `succeeded`, `failed` (for good), `redispatched`,
-  `parked`, `awaiting_children` (a SPAWNER whose children run), `abandoned` (its run was
-  cancelled under it) and `dropped` (recorded too late: its claim had expired).
+  `parked`, `awaiting_children` (a SPAWNER whose children run), `abandoned` (stopped without a
+  result: its run was cancelled or failed under it, or the worker learnt its claim was lost,
+  as one frozen past its lease does on waking) and `dropped` (recorded too late: its claim
+  had expired, and the store refused the result).
 
 - `schemabridge_expired_leases_total`: the steps this worker's reaper took back because their
   lease expired (the worker that held them died or stalled): they run again, their calls are
