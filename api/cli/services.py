@@ -353,6 +353,7 @@ async def _serve_worker(settings: Settings, name: str, health: ApiServer | None 
         settle_heap()
         try:
             await _check_name(runtime, name, health)
+            await _warn_keys_missing(runtime, name)
             async with asyncio.TaskGroup() as group:
                 if health is not None:
                     app = create_health_app(settings, runtime, metrics)
@@ -365,6 +366,24 @@ async def _serve_worker(settings: Settings, name: str, health: ApiServer | None 
                 await run_service(runtime, name, stop, role=ServiceRole.WORKER, metrics=metrics)
         finally:
             await runtime.close()
+
+
+async def _warn_keys_missing(runtime: Runtime, name: str) -> None:
+    """Warn, once at start, when stored secrets are encrypted with a key this worker lacks
+    (its SCHEMABRIDGE_SECRET_KEYS differs from the api's): otherwise the first sign is runs
+    failing secret_unreadable on this worker alone, whose message names no worker."""
+    from sqlalchemy.exc import SQLAlchemyError
+
+    from engine.operations.secrets import keys_missing
+
+    try:
+        problem = await keys_missing(runtime.store, runtime.secret_cipher, f"worker {name}")
+    except SQLAlchemyError:  # a check, not a gate: the database's trouble is told elsewhere
+        return
+    if problem is not None:
+        logging.getLogger("schemabridge.service").warning(
+            "%s", problem, extra={"event": "secrets.keys_missing"}
+        )
 
 
 async def _check_name(runtime: Runtime, name: str, health: ApiServer | None) -> None:

@@ -25,7 +25,7 @@ from engine.operations.secrets_views import (
     StoredSecret,
 )
 from engine.secret_cipher import SecretCipher, SecretUnreadable
-from engine.store.secrets_store import SecretRecord
+from engine.store.secrets_store import SecretRecord, SecretStore
 from schemas.errors import InvalidRequest, NotFound, Problem
 from schemas.secret_names import SECRET_NAME, SECRET_NAME_RULE
 from schemas.tenant_ids import SYSTEM_TENANT, TENANT_ID_RULE, is_tenant_id
@@ -52,6 +52,29 @@ def malformed_keys(settings: Settings) -> str | None:
         return None
     cipher = SecretCipher.from_setting(settings.secret_keys.get_secret_value())
     return cipher.problem if cipher.problem_code == "secret_key_invalid" else None
+
+
+async def keys_missing(store: SecretStore, cipher: SecretCipher, process: str) -> str | None:
+    """Why `process` (a worker about to start) would fail the steps that use stored secrets
+    (one line with the fix), else None: secrets encrypted with a key its
+    `SCHEMABRIDGE_SECRET_KEYS` does not hold (the api's or the CLI's list differs from its
+    own), or no key at all while secrets exist. Tokens stored before key ids were are not
+    judged (their key cannot be named)."""
+    counts = await store.secret_key_ids()
+    missing = {key: n for key, n in counts.items() if key is not None and key not in cipher.key_ids}
+    if not missing:
+        return None
+    total = sum(missing.values())
+    secrets = f"{total} secret{'s' if total != 1 else ''}"
+    named = ", ".join(sorted(missing))
+    held = ", ".join(cipher.key_ids) or "none"
+    return (
+        f"{process}: {secrets} in the database {'is' if total == 1 else 'are'} encrypted with "
+        f"key {named}, which this process's SCHEMABRIDGE_SECRET_KEYS does not hold (it holds "
+        f"{held}): every step here that uses {'it' if total == 1 else 'them'} will fail "
+        "secret_unreadable; give it the keys of the api and CLI that set secrets (newest "
+        "first) and restart it"
+    )
 
 
 def _refuse(pointer: str, message: str) -> InvalidRequest:

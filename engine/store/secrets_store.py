@@ -11,7 +11,7 @@ from collections.abc import Callable, Collection
 from dataclasses import dataclass
 from typing import Any
 
-from sqlalchemy import and_, delete, or_, select, update
+from sqlalchemy import and_, delete, func, or_, select, update
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from engine.store import audit
@@ -21,6 +21,8 @@ from engine.store.models import AuditAction, AuditSubject, Secret
 
 secrets_table = Secret.__table__  # type: ignore[attr-defined]
 
+KEY_HEAD_CHARS = 9
+"""A stored token's head: its key id (8 hex digits) and the colon after it."""
 ROTATE_BATCH = 500
 """Secrets re-encrypted per transaction by `rotate_secrets`."""
 
@@ -151,6 +153,20 @@ class SecretStore(StoreCore):
         )
         async with self._engines.read.connect() as conn:
             return {row.name: row.ciphertext for row in (await conn.execute(query)).all()}
+
+    async def secret_key_ids(self) -> dict[str | None, int]:
+        """How many secrets each key id encrypts (None: tokens stored before ids were), read
+        from the tokens' heads only (`<key id>:`, `engine.secret_cipher`)."""
+        head = func.substr(secrets_table.c.ciphertext, 1, KEY_HEAD_CHARS)
+        query = select(head.label("head"), func.count().label("n")).group_by(head)
+        async with self._engines.read.connect() as conn:
+            rows = (await conn.execute(query)).all()
+        counts: dict[str | None, int] = {}
+        for row in rows:
+            stored, sep, _ = str(row.head).partition(":")
+            found = stored if sep and len(stored) == KEY_HEAD_CHARS - 1 else None
+            counts[found] = counts.get(found, 0) + int(row.n)
+        return counts
 
     async def rotate_secrets(
         self, rotate: Callable[[str], str | None], *, actor: str | None, key_id: str

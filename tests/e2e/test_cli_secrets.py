@@ -161,3 +161,36 @@ def test_services_refuse_to_start_with_a_malformed_key(
     assert "2nd key in SCHEMABRIDGE_SECRET_KEYS is not a Fernet key" in done.stderr
     assert MAKE_KEY.split(";")[0] in done.stderr and "Traceback" not in done.stderr
     assert "not-a-fernet-key" not in done.stderr
+
+
+def test_a_worker_lacking_the_key_of_stored_secrets_says_so_at_start(
+    env: dict[str, str], tmp_path: Path
+) -> None:
+    """A worker given another SCHEMABRIDGE_SECRET_KEYS than the CLI and api that set the
+    secrets started without a word; the first sign was runs failing secret_unreadable on it
+    alone, their message naming "this process" and no worker. It says so once it is ready,
+    naming the key it lacks; one that holds it says nothing."""
+    from engine.secret_cipher import key_id
+    from tests.e2e.rest_harness import service
+
+    setting = env["SCHEMABRIDGE_SECRET_KEYS"]
+    assert sb(env, "set", "CRM_TOKEN", "--tenant", "acme", stdin=VALUE).returncode == 0
+    assert sb(env, "set", "ERP_TOKEN", "--tenant", "acme", stdin=VALUE).returncode == 0
+    other = Fernet.generate_key().decode()
+    for round, (keys, told) in enumerate([(other, True), (f"{other},{setting}", False)]):
+        worker_env = {**env, "SCHEMABRIDGE_SECRET_KEYS": keys}
+        args = ["worker", "--name", "w-keys", "--health-port", "0"]
+        with service(args, worker_env, tmp_path / f"worker-{round}.log") as worker:
+            worker.wait_for_url()
+            assert worker.stop() == 0
+        lines = [line for line in worker.stderr().splitlines() if "secret_unreadable" in line]
+        if not told:
+            assert not lines, worker.stderr()
+            continue
+        assert len(lines) == 1, worker.stderr()
+        assert (
+            f"worker w-keys: 2 secrets in the database are encrypted with key {key_id(setting)}"
+            in lines[0]
+        )
+        assert f"(it holds {key_id(other)})" in lines[0] and "restart it" in lines[0]
+        assert VALUE not in worker.stderr() and setting not in worker.stderr()

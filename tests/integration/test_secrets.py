@@ -163,3 +163,30 @@ async def test_rotation_moves_every_secret_to_the_first_key(open_ops: Opener) ->
         assert new_only.decrypt(tokens["TOKEN"]) == f"{VALUE}-{index}"
     lost = await both.runtime.store.read_secret_tokens("zeta", ["LOST"])
     assert SecretCipher.from_setting(stray_key).decrypt(lost["LOST"]) == VALUE  # untouched
+
+
+async def test_a_process_lacking_the_key_of_stored_secrets_is_told_which(
+    open_ops: Opener,
+) -> None:
+    """`keys_missing`, what a worker warns with at start: the secrets encrypted with a key
+    its list lacks, counted by the key ids the tokens carry (read from the store on both
+    backends); nothing when it holds every one, or when there are no secrets."""
+    from engine.operations.secrets import keys_missing
+    from engine.secret_cipher import key_id
+
+    writer = await open_ops(KEY_A)
+    store = writer.runtime.store
+    assert await keys_missing(store, SecretCipher.from_setting(KEY_B), "worker w") is None
+    await writer.secrets.set("acme", "CRM_TOKEN", VALUE, actor="cli")
+    await writer.secrets.set("globex", "CRM_TOKEN", VALUE, actor="cli")
+    assert await store.secret_key_ids() == {key_id(KEY_A): 2}
+    told = await keys_missing(store, SecretCipher.from_setting(KEY_B), "worker w")
+    assert told is not None
+    assert told.startswith(
+        f"worker w: 2 secrets in the database are encrypted with key {key_id(KEY_A)}"
+    )
+    assert f"(it holds {key_id(KEY_B)})" in told
+    unkeyed = await keys_missing(store, SecretCipher.from_setting(None), "worker w")
+    assert unkeyed is not None and "(it holds none)" in unkeyed
+    both = SecretCipher.from_setting(f"{KEY_B},{KEY_A}")
+    assert await keys_missing(store, both, "worker w") is None
