@@ -178,13 +178,22 @@ class AdmissionTickets:
         """Extend every held slot by `lease_s` from now, all in one Redis call; the number
         whose lease was lost (expired already, or Redis lost it). Raises what Redis raises."""
         now = time.monotonic()
+        stale: dict[str, int] = {}
         for ticket in [t for t, until in self._held.items() if until < now]:
-            # Its call's timeout passed long ago, yet nothing settled it: a defect to see.
-            logger.warning(
-                "let go of the admission slot of a call to %s, unsettled after its timeout",
-                ticket.destination,
-            )
+            # Its call's timeout passed long ago, yet nothing settled it: a defect, or this
+            # process was frozen (SIGSTOP, a paused VM) past it and its calls have not yet
+            # run their timeouts. One line per destination: a frozen worker wakes with every
+            # call it had out in this state, and a line each was a flood.
+            stale[ticket.destination] = stale.get(ticket.destination, 0) + 1
             del self._held[ticket]
+        for destination, count in stale.items():
+            logger.warning(
+                "let go of the admission slots of %d call%s to %s, unsettled past their "
+                "timeout (this worker was frozen past it, or a defect)",
+                count,
+                "" if count == 1 else "s",
+                destination,
+            )
         if self.lease_s is None or not self._held:
             return 0
         held = list(self._held)

@@ -227,3 +227,29 @@ async def test_a_timeout_across_a_freeze_says_nothing_about_the_destination(
     else:
         assert after.cuts == before.cuts + 1 and after.global_breaker.failures == 1
     assert after.in_flight == 0
+
+
+async def test_slots_let_go_after_a_freeze_are_one_line_per_destination(
+    connect: Connect, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A worker frozen past its calls' timeouts wakes holding every such slot unsettled; its
+    renewer lets them go. One warning per slot was 64 identical lines from one woken worker,
+    each calling it a defect: one line per destination with the count, naming the freeze."""
+    clock = FakeClock()
+    admission = Admission(connect(), clock)
+    await admission.set_caps(DEST, DestinationCaps(max_concurrency=10))
+    tickets = AdmissionTickets()
+    tickets.renewed_by(STEP_LEASE_S)
+    guards = [await held_slot(admission, tickets) for _ in range(3)]
+    for ticket in list(tickets._held):
+        tickets.hold(ticket, timeout_s=-LEASE_MARGIN_S - 1)  # their timeouts long past
+    with caplog.at_level("WARNING", logger="engine.execution.admission_guard"):
+        await tickets.renew(admission)
+    lines = [r.getMessage() for r in caplog.records if "let go of" in r.getMessage()]
+    assert lines == [
+        f"let go of the admission slots of 3 calls to {DEST}, unsettled past their timeout "
+        "(this worker was frozen past it, or a defect)"
+    ]
+    assert not tickets._held
+    for guard in guards:
+        await guard.after_attempt(DEST, None, "timeout", 30.0)
