@@ -265,7 +265,13 @@ class AdmissionGuard:
             raise
         except COORDINATION_ERRORS as exc:
             self._count(destination, ADMISSION_UNAVAILABLE)
-            raise CoordinationDown(f"admission unavailable: {type(exc).__name__}: {exc}") from exc
+            # Not the error's text: it names Redis's address, and what a step waits for is
+            # read by the run's tenant too (never told where the deployment's parts run). The
+            # worker's `redis.unreachable` line says it, for operators.
+            raise CoordinationDown(
+                f"admission unavailable: Redis does not answer ({type(exc).__name__}); the "
+                "step waits and tries again (the workers' log says why)"
+            ) from exc
         except (StepFailure, StepDeferred) as refused:
             # An open breaker, the retry budget, no slot in time, the tenant's window.
             self._refused(destination, refused)

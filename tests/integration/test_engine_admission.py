@@ -233,6 +233,14 @@ async def test_a_step_waits_while_admission_cannot_reach_redis(
     assert "admission unavailable" in result.reason
     assert result.waiting == Waiting(WaitReason.COORDINATION_UNAVAILABLE, result.reason)
     assert downstream.stats.total == 0
+    # What the step says waits is every reader's, a tenant key's too: never where Redis is
+    # (which the worker's log says, for operators), as a tenant is never told which worker.
+    host = UNREACHABLE_REDIS_URL.split("//", 1)[1].split(":", 1)[0]
+    assert host not in result.reason, result.reason
+    assert result.reason == (
+        "admission unavailable: Redis does not answer (ConnectionError); the step waits and "
+        "tries again (the workers' log says why)"
+    )
 
 
 async def test_tenant_rate_limits_are_durable(
