@@ -354,6 +354,7 @@ async def _serve_worker(settings: Settings, name: str, health: ApiServer | None 
         try:
             await _check_name(runtime, name, health)
             await _warn_keys_missing(runtime, name)
+            await _warn_clock_skew(runtime, f"worker {name}")
             async with asyncio.TaskGroup() as group:
                 if health is not None:
                     app = create_health_app(settings, runtime, metrics)
@@ -384,6 +385,40 @@ async def _warn_keys_missing(runtime: Runtime, name: str) -> None:
         logging.getLogger("schemabridge.service").warning(
             "%s", problem, extra={"event": "secrets.keys_missing"}
         )
+
+
+CLOCK_SKEW_WARN_S = 5.0
+"""How far a process's clock may be from the database server's before it says so at start:
+a lease is 30 s by default, a heartbeat lives 30 s."""
+
+
+async def _warn_clock_skew(runtime: Runtime, process: str) -> None:
+    """Warn, once at start, when this machine's clock is off the PostgreSQL server's: every
+    process writes leases, timers and heartbeats by its own clock and judges the others' by
+    it, so a worker 45 s behind is listed down while it runs, its claims read as expired
+    leases (taken back and run again by other workers) and steps wait 45 s before it sees
+    them due."""
+    from sqlalchemy.exc import SQLAlchemyError
+
+    try:
+        measured = await runtime.store.clock_offset_s()
+    except SQLAlchemyError:  # a check, not a gate: the database's trouble is told elsewhere
+        return
+    if measured is None:
+        return
+    offset, trip = measured
+    if abs(offset) - trip / 2 <= CLOCK_SKEW_WARN_S:
+        return
+    logging.getLogger("schemabridge.service").warning(
+        "%s: this machine's clock is %.0f s %s the database server's; leases, timers and "
+        "heartbeats are judged by wall clocks across processes (its claims look expired to "
+        "other workers, `services` lists it down): sync the clocks (NTP) of every machine "
+        "running SchemaBridge",
+        process,
+        abs(offset),
+        "ahead of" if offset > 0 else "behind",
+        extra={"event": "clock.skewed", "offset_s": round(offset, 3)},
+    )
 
 
 async def _check_name(runtime: Runtime, name: str, health: ApiServer | None) -> None:
@@ -515,6 +550,7 @@ async def _serve_api(settings: Settings, server: ApiServer) -> None:
         runtime = await _opened(settings, server, migrate=False)  # refuses a schema not at head
         _warn_private_redis("api", settings)
         try:
+            await _warn_clock_skew(runtime, service)  # it judges the workers' heartbeats
             app = create_app(settings, runtime_factory=borrowed_runtime(runtime))
             # As a worker does: the start-up heap out of the collector's reach, or its first
             # full collections (about 100 ms each) stall the first seconds of answers.

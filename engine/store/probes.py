@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
+import time
 import uuid
 from dataclasses import dataclass
 
-from sqlalchemy import literal, select
+from sqlalchemy import func, literal, select
 
 from engine.store import db
 from engine.store.core import StoreCore
@@ -49,6 +50,21 @@ class ProbeStore(StoreCore):
         when the database cannot be reached. Callers bound the wait."""
         async with self._engines.read.connect() as conn:
             await conn.execute(select(literal(1)))
+
+    async def clock_offset_s(self) -> tuple[float, float] | None:
+        """How far this process's clock is from the PostgreSQL server's, in seconds (positive:
+        ahead), and the round trip it was measured over (the bound of its error); None on
+        SQLite, whose database is this machine's. Leases, timers and heartbeats are written
+        by one process's clock and judged by another's."""
+        if not self.dialect.is_postgresql:
+            return None
+        async with self._engines.read.connect() as conn:
+            sent, started = self._clock.now(), time.monotonic()
+            server = await conn.scalar(select(func.extract("epoch", func.clock_timestamp())))
+            trip = time.monotonic() - started
+        if server is None:
+            return None
+        return sent + trip / 2 - float(server), trip
 
     def pooler_mismatch(self) -> BaseException | None:
         """The last statement error of the past minute that says a transaction pooler stands
