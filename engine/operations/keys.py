@@ -33,6 +33,7 @@ from engine.operations.keys_views import (
 )
 from engine.operations.row_cache import RowCache, shared_row_cache
 from engine.store.keys import ApiKeyRecord, KeyRevocation
+from engine.store.unreachable import store_unreachable
 from schemas.clock import utc_moment
 from schemas.close_names import close_names, did_you_mean
 from schemas.errors import InvalidRequest, NotFound, Problem
@@ -142,8 +143,16 @@ class KeyOperations:
 
     def __init__(self, runtime: Runtime) -> None:
         self._runtime = runtime
+        # Through a database outage a key kept here still authenticates: /metrics, whose
+        # `schemabridge_dependency_up{dependency="database"} 0` says the outage, and
+        # /services need no database but the key's row, and answered 503 to every scraper
+        # 5 s into it (every process then read as down, the outage never as such).
         self._cache: RowCache[ApiKeyRecord] = shared_row_cache(
-            runtime, KEYS_TOPIC, max_age_s=KEY_CACHE_MAX_AGE_S, max_rows=KEY_CACHE_MAX_ROWS
+            runtime,
+            KEYS_TOPIC,
+            max_age_s=KEY_CACHE_MAX_AGE_S,
+            max_rows=KEY_CACHE_MAX_ROWS,
+            outage=store_unreachable,
         )
 
     @store_boundary

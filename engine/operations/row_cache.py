@@ -36,8 +36,12 @@ class RowCache(Generic[Row]):
         max_age_s: float,
         max_rows: int,
         keeps: bool = True,
+        outage: Callable[[BaseException], bool] | None = None,
     ) -> None:
         self.keeps = keeps
+        self._outage = outage
+        """Tells a store that cannot be reached from other read errors: a copy past
+        `max_age_s`, still under the current token, then answers (None: never)."""
         """False: every `get` reads the store (nothing could tell this process of a change)."""
         self._invalidations = invalidations
         self._topic = topic
@@ -64,7 +68,16 @@ class RowCache(Generic[Row]):
         kept = self._rows.get(key)
         if kept is not None and now - kept[1] < self.max_age_s:
             return kept[0]
-        row = await read()
+        try:
+            row = await read()
+        except Exception as error:
+            # The database is out, and the token says the row has not changed since it was
+            # kept (a change commits in the database first, so none can be made while it is
+            # out): the copy answers, rather than every request needing the row failing
+            # from `max_age_s` into the outage.
+            if kept is not None and self._outage is not None and self._outage(error):
+                return kept[0]
+            raise
         # Another request may have seen a newer token during the read: then this row may be
         # older than a change, and it answers this request only.
         if row is not None and self._token == token:
@@ -78,7 +91,12 @@ class RowCache(Generic[Row]):
 
 
 def shared_row_cache(
-    runtime: Runtime, topic: str, *, max_age_s: float, max_rows: int
+    runtime: Runtime,
+    topic: str,
+    *,
+    max_age_s: float,
+    max_rows: int,
+    outage: Callable[[BaseException], bool] | None = None,
 ) -> RowCache[Row]:
     """A `RowCache` of `topic` for `runtime`'s process. With the embedded Redis it keeps
     nothing: no other process reaches that Redis (a `keys revoke` or a deployment's worker
@@ -90,6 +108,7 @@ def shared_row_cache(
         max_age_s=max_age_s,
         max_rows=max_rows,
         keeps=runtime.settings.redis_url is not None,
+        outage=outage,
     )
 
 
