@@ -39,10 +39,10 @@ class RowCache(Generic[Row]):
         outage: Callable[[BaseException], bool] | None = None,
     ) -> None:
         self.keeps = keeps
+        """False: every `get` reads the store (nothing could tell this process of a change)."""
         self._outage = outage
         """Tells a store that cannot be reached from other read errors: a copy past
         `max_age_s`, still under the current token, then answers (None: never)."""
-        """False: every `get` reads the store (nothing could tell this process of a change)."""
         self._invalidations = invalidations
         self._topic = topic
         self._clock = clock
