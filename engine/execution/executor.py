@@ -395,7 +395,7 @@ async def _dispatch(
     if isinstance(vertex, GatewayVertex):
         names = _secret_names(vertex, step, deps)
         if names:
-            ctx = await _with_secrets(names, ctx, deps)
+            ctx = await _with_secrets(names, ctx, deps, worker)
         return await _gateway(vertex, step, ctx, deps, log)
     if isinstance(vertex, SpawnerVertex):
         child = await fanout.child_version(deps.store, vertex.config, step.pinned_versions)
@@ -423,9 +423,13 @@ def _secret_names(vertex: GatewayVertex, step: ClaimedStep, deps: ExecutorDeps) 
     return names
 
 
-async def _with_secrets(names: frozenset[str], ctx: StepContext, deps: ExecutorDeps) -> StepContext:
+async def _with_secrets(
+    names: frozenset[str], ctx: StepContext, deps: ExecutorDeps, worker: str | None
+) -> StepContext:
     """`ctx` with the values of the secrets `names` in its context (and its redactor)."""
-    values = await step_secrets.resolve(deps.store, deps.secret_cipher, ctx.tenant_id, names)
+    values = await step_secrets.resolve(
+        deps.store, deps.secret_cipher, ctx.tenant_id, names, worker=worker
+    )
     for value in values.values():
         ctx.redactor.add(value)
     return dataclasses.replace(ctx, context={**ctx.context, SECRETS_ROOT: values})

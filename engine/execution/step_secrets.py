@@ -33,11 +33,19 @@ def _listed(names: Collection[str]) -> str:
 
 
 async def resolve(
-    tokens: SecretTokens, cipher: SecretCipher, tenant_id: str, names: Collection[str]
+    tokens: SecretTokens,
+    cipher: SecretCipher,
+    tenant_id: str,
+    names: Collection[str],
+    *,
+    worker: str | None = None,
 ) -> dict[str, str]:
     """The values of the tenant's secrets `names`; raises StepFailure (`secret_not_found`,
     `secret_unreadable`) with a message that names the secret and the tenant. A missing
-    secret is told before a worker's missing or invalid key (and names that too)."""
+    secret is told before a worker's missing or invalid key (and names that too). `worker`:
+    the service name of the worker running the step, named in a `secret_unreadable` (of
+    several workers, only those without the key fail: the run must say which one)."""
+    this = "this worker" if worker is None else f"worker {worker!r}"
     stored = await tokens.read_secret_tokens(tenant_id, names)
     missing = sorted(set(names) - set(stored))
     if missing:
@@ -45,7 +53,7 @@ async def resolve(
         also = (
             ""
             if cipher.problem is None
-            else f"; this worker cannot decrypt secrets either: {cipher.problem}"
+            else f"; {this} cannot decrypt secrets either: {cipher.problem}"
         )
         raise StepFailure(
             FailureKind.SECRET_NOT_FOUND,
@@ -55,8 +63,8 @@ async def resolve(
     if cipher.problem is not None:
         raise StepFailure(
             FailureKind.SECRET_UNREADABLE,
-            f"the step uses the secrets {_listed(names)} of tenant {tenant_id!r}, but this "
-            f"worker cannot decrypt secrets: {cipher.problem}",
+            f"the step uses the secrets {_listed(names)} of tenant {tenant_id!r}, but {this} "
+            f"cannot decrypt secrets: {cipher.problem}",
         )
     values: dict[str, str] = {}
     for name, token in stored.items():
@@ -65,7 +73,7 @@ async def resolve(
         except SecretUnreadable as unreadable:
             raise StepFailure(
                 FailureKind.SECRET_UNREADABLE,
-                f"the secret {name!r} of tenant {tenant_id!r} cannot be decrypted: "
+                f"the secret {name!r} of tenant {tenant_id!r} cannot be decrypted by {this}: "
                 f"{unreadable.message}",
             ) from None
     return values

@@ -5,6 +5,7 @@ fails its step with a kind that names it."""
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 from collections.abc import AsyncIterator
 from typing import Any
@@ -220,15 +221,17 @@ async def test_a_missing_secret_fails_the_step_naming_it_and_a_retry_finds_it(
 
 
 async def run_on_a_worker_with(
-    keys: str | None, backend: Backend, ops: Operations, echo: Echo
+    keys: str | None, backend: Backend, ops: Operations, echo: Echo, service: str | None = None
 ) -> RunDetail:
     """A run of tenant acme that uses the secret TOKEN, run to its end by a worker with
-    SCHEMABRIDGE_SECRET_KEYS `keys` (None: no key), not the one that set it."""
+    SCHEMABRIDGE_SECRET_KEYS `keys` (None: no key), not the one that set it; `service`: the
+    name the worker runs under (None: none, as `schemabridge run`)."""
     worker = await Runtime.open(settings_for(backend, secret_keys=keys))
     try:
         await ops.workflows.publish([using_secret(echo.url, fail=False)])
         run_id = (await ops.runs.submit("secretive", {}, tenant_id="acme")).run.id
-        async with running_worker(worker):
+        config = dataclasses.replace(worker.worker_config(), service=service)
+        async with running_worker(worker, config):
             return await wait_for_run(worker, run_id)
     finally:
         await worker.close()
@@ -368,3 +371,18 @@ async def test_a_retry_wait_shown_while_it_lasts_is_redacted_too(
     assert [hit for form in forms for hit in hits(dump, form)] == []
     logs = await ops.runs.logs(run_id, limit=100)
     assert [line.data.get("attempt") for line in logs.items if line.vertex_id] == [1, 2]
+
+
+@pytest.mark.parametrize("worker_keys", [None, "other"], ids=["no-key", "wrong-key"])
+async def test_a_worker_that_cannot_decrypt_names_itself(
+    backend: Backend, ops: Operations, echo: Echo, worker_keys: str | None
+) -> None:
+    """Of several workers, only those without the key fail the steps they claim: the run's
+    error says which one ("this worker" left an operator reading every worker's log)."""
+    await ops.secrets.set("acme", "TOKEN", VALUE, actor="cli")
+    keys = None if worker_keys is None else Fernet.generate_key().decode()
+    run = await run_on_a_worker_with(keys, backend, ops, echo, service="worker-b")
+    assert run.error is not None and run.error.kind == "secret_unreadable"
+    named = "but worker 'worker-b' cannot decrypt" if keys is None else "by worker 'worker-b'"
+    assert named in run.error.message, run.error.message
+    assert "this worker" not in run.error.message
