@@ -11,7 +11,7 @@ about its health:
     other 5xx, I/O error, junk  → failure   (breaker failure, no cut)
     anything else answered      → success   (a 4xx is the caller's problem, not an outage)
     cancelled, internal error   → ignored   (says nothing about the destination)
-    no answer, slot lease ended → ignored   (this worker was frozen: its own stall)
+    no answer, slot lease ended → ignored   (this worker was frozen: its own stall, `stalled`)
 
 The first attempt of a redispatched step is a retry too: redispatches and in-process retries
 spend the same budget, so a dead destination never sees every item's full retry schedule. The
@@ -61,6 +61,9 @@ REFUSED = "refused"
 """An attempt's outcome (`AttemptMeter`) when admission said no before anything was sent."""
 ADMISSION_UNAVAILABLE = "admission_unavailable"
 """An attempt's outcome when Redis did not answer admission (nothing was sent)."""
+STALLED = "stalled"
+"""An attempt's outcome when it ended without an answer after its slot's lease had run out:
+this worker was frozen (see `AdmissionGuard._stalled`), not the destination slow."""
 
 BREAKER_OPEN = "breaker_open"
 """A refusal's reason (`refusal_reason`): a breaker layer of the destination is open (or
@@ -103,6 +106,7 @@ _SAYS_NOTHING = frozenset(
         "egress_denied",
         REFUSED,
         ADMISSION_UNAVAILABLE,
+        STALLED,
     }
 )
 """Attempt endings that say nothing about the destination: never sent, or cut by ourselves."""
@@ -289,17 +293,17 @@ class AdmissionGuard:
         *,
         retry_after_s: float | None = None,
     ) -> None:
+        ticket, self._ticket = self._ticket, None
+        if ticket is not None and self._stalled(ticket, status, error_kind):
+            error_kind = STALLED
         if self.meter is not None:
             self.meter.attempt(destination, status, error_kind, duration_s)
-        ticket, self._ticket = self._ticket, None
         if ticket is None:
             return
         if self.tickets is not None:
             self.tickets.drop(ticket)
         try:
             outcome = outcome_of(status, error_kind)
-            if status is None and outcome is not CallOutcome.IGNORE:
-                outcome = self._unless_frozen(ticket, outcome)
             # What the failure was, kept by a breaker layer it opens (its refusals say it).
             failed = outcome in {CallOutcome.FAILURE, CallOutcome.OVERLOAD}
             await ticket.settle(
@@ -314,17 +318,22 @@ class AdmissionGuard:
                 exc_info=True,
             )
 
-    def _unless_frozen(self, ticket: Ticket, outcome: CallOutcome) -> CallOutcome:
-        """IGNORE for a call that ended without an answer (a timeout, a connection error)
-        after its slot's lease had run out: the worker renews its slots every third of a
-        lease, so nothing renewed this one for a whole lease, which means this process was
-        frozen (SIGSTOP, a paused VM, a swap storm). A frozen process wakes with every call
-        it had on the wire past its timeout, the answers perhaps waiting unread in its
-        sockets: its own stall, which must not cut a healthy destination's limit or open its
-        breakers for every tenant. An answer it did read (a 503) is the destination's."""
+    def _stalled(self, ticket: Ticket, status: int | None, error_kind: str | None) -> bool:
+        """Whether a call ended without an answer (a timeout, a connection error) after its
+        slot's lease had run out: the worker renews its slots every third of a lease, so
+        nothing renewed this one for a whole lease, which means this process was frozen
+        (SIGSTOP, a paused VM, a swap storm). A frozen process wakes with every call it had
+        on the wire past its timeout, the answers perhaps waiting unread in its sockets: its
+        own stall, which must not cut a healthy destination's limit, open its breakers for
+        every tenant, or count as the destination's timeouts in the attempts metric (its
+        error-ratio alert). An answer it did read (a 503) is the destination's."""
         # Not logged per call: the controller's `admission.lease_lost` line, one per
         # destination every 10 s, already says these calls outlived their slots.
-        return CallOutcome.IGNORE if self.admission.lease_expired(ticket) else outcome
+        return (
+            status is None
+            and outcome_of(status, error_kind) is not CallOutcome.IGNORE
+            and self.admission.lease_expired(ticket)
+        )
 
     def _count(self, destination: str, outcome: str) -> None:
         if self.meter is not None:

@@ -17,6 +17,7 @@ from admission import Admission, AdmissionConfig, AimdConfig, DestinationCaps
 from demo.downstream import RunningDownstream
 from engine.execution.admission_guard import LEASE_MARGIN_S, AdmissionGuard, AdmissionTickets
 from engine.execution.worker import WorkerConfig
+from engine.execution.worker_metrics import WorkerMetrics
 from engine.operations import Operations
 from engine.runtime import Runtime
 from schemas.clock import FakeClock
@@ -227,6 +228,34 @@ async def test_a_timeout_across_a_freeze_says_nothing_about_the_destination(
     else:
         assert after.cuts == before.cuts + 1 and after.global_breaker.failures == 1
     assert after.in_flight == 0
+
+
+@pytest.mark.parametrize("status", [None, 503], ids=["timeout", "503"])
+async def test_a_timeout_across_a_freeze_is_counted_stalled_not_timeout(
+    connect: Connect, status: int | None
+) -> None:
+    """The attempts metric tells the same: a woken worker's 64 timeouts counted `timeout`
+    fed the destination's error-ratio alert (`SchemaBridgeDestinationErrors`) with its own
+    stall. They count `stalled` (and are not timed as the destination's latency); an answer
+    read after a freeze counts as its status."""
+    clock = FakeClock()
+    admission, tickets = await one_slot_renewed(connect, clock)
+    metrics = WorkerMetrics()
+    guard = AdmissionGuard(admission, "acme", wait_timeout_s=0, tickets=tickets, meter=metrics)
+    await guard.before_attempt(DEST, retry=False, timeout_s=300)
+    clock.advance(STEP_LEASE_S + 40.0)
+    await guard.after_attempt(DEST, status, "timeout" if status is None else None, 30.0)
+
+    def counted(outcome: str) -> float | None:
+        labels = {"destination": DEST, "outcome": outcome}
+        return metrics.registry.get_sample_value("schemabridge_gateway_attempts_total", labels)
+
+    if status is None:
+        assert (counted("stalled"), counted("timeout")) == (1.0, None)
+        timed = "schemabridge_gateway_attempt_duration_seconds_count"
+        assert not metrics.registry.get_sample_value(timed, {"destination": DEST})
+    else:
+        assert (counted("5xx"), counted("stalled")) == (1.0, None)
 
 
 async def test_slots_let_go_after_a_freeze_are_one_line_per_destination(
