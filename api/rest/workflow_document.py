@@ -5,12 +5,15 @@ instead of "any object".
 
 The contract's definitions become components named `Workflow…` (`Workflow`,
 `WorkflowVertex`, `WorkflowGatewayConfig`, …) with their references rewritten to point at
-them. Two things are not carried over as they are: an `inputSchema` is "a JSON Schema"
-there (a reference to the draft 2020-12 meta-schema, which OpenAPI readers would fetch from
-the network), here an object; and the file's `if`/`then`/`else` on its root (one document or
-a list) is a `oneOf` of the two. The request is still read as before: the route takes any
-object or list of objects and the validator refuses what breaks the contract with every
-problem at once (422 `invalid_workflow`), which a schema check in FastAPI would not say.
+them, each titled with its component name (a generated client names a class after the title:
+the contract's `Vertex` made the class of its `type` `VertexType`, which clashed with the
+answers' `VertexType` and cost the client `Workflow` and `WorkflowVertex`). Two things are
+not carried over as they are: an `inputSchema` is "a JSON Schema" there (a reference to the
+draft 2020-12 meta-schema, which OpenAPI readers would fetch from the network), here an
+object; and the file's `if`/`then`/`else` on its root (one document or a list) is a `oneOf`
+of the two. The request is still read as before: the route takes any object or list of
+objects and the validator refuses what breaks the contract with every problem at once (422
+`invalid_workflow`), which a schema check in FastAPI would not say.
 `POST /workflows/validate` keeps the loose body: it answers 200 with the problems of a
 document that breaks the contract.
 """
@@ -82,13 +85,13 @@ def contract_components() -> dict[str, dict[str, Any]]:
     """The contract's definitions as OpenAPI components, and `WorkflowDocuments`."""
     contract = workflow_schema()
     components = {
-        component_name(name): _rewritten(definition)
+        component_name(name): {**_rewritten(definition), "title": component_name(name)}
         for name, definition in contract["$defs"].items()
     }
     workflow = {"$ref": _COMPONENT_REF + PREFIX}
     components[DOCUMENTS] = {
-        "title": contract["title"],
-        "description": contract["description"],
+        "title": DOCUMENTS,
+        "description": f"{contract['title']}: {contract['description']}",
         "oneOf": [workflow, {"type": "array", "minItems": 1, "items": workflow}],
     }
     return components

@@ -644,3 +644,15 @@ def test_publishing_names_the_authoring_contract_as_its_body(document: dict[str,
     media = document["paths"]["/workflows"]["post"]["requestBody"]["content"]["application/json"]
     (workflow,) = parse_document(json.dumps(media["example"]))
     assert workflow.name == media["example"]["name"]
+
+
+def test_each_component_is_titled_with_its_name(document: dict[str, Any]) -> None:
+    """A generated client names a class after a schema's title: the contract's `Vertex`
+    made the class of its `type` `VertexType`, the answers' own enum, and
+    openapi-python-client dropped `Workflow` and `WorkflowVertex` for the clash."""
+    titled = {
+        name: schema["title"]
+        for name, schema in _schemas(document).items()
+        if schema.get("title", name) != name
+    }
+    assert not titled
