@@ -7,13 +7,17 @@ The contract's definitions become components named `Workflow…` (`Workflow`,
 `WorkflowVertex`, `WorkflowGatewayConfig`, …) with their references rewritten to point at
 them, each titled with its component name (a generated client names a class after the title:
 the contract's `Vertex` made the class of its `type` `VertexType`, which clashed with the
-answers' `VertexType` and cost the client `Workflow` and `WorkflowVertex`). Two things are
+answers' `VertexType` and cost the client `Workflow` and `WorkflowVertex`). Three things are
 not carried over as they are: an `inputSchema` is "a JSON Schema" there (a reference to the
 draft 2020-12 meta-schema, which OpenAPI readers would fetch from the network), here an
-object; and the file's `if`/`then`/`else` on its root (one document or a list) is a `oneOf`
-of the two. The request is still read as before: the route takes any object or list of
-objects and the validator refuses what breaks the contract with every problem at once (422
-`invalid_workflow`), which a schema check in FastAPI would not say.
+object; a `type` list whose keywords suit only some of its types (the SPAWNER's `items`, a
+string with a `pattern` or an array) is an `anyOf` of one schema a type, each with its own
+keywords (a generator reads a `type` list as one schema a type with every keyword: an array
+with a `pattern` and no `items` it refuses); and the file's `if`/`then`/`else` on its root
+(one document or a list) is a `oneOf` of the two. The request is still read as before: the
+route takes any object or list of objects and the validator refuses what breaks the contract
+with every problem at once (422 `invalid_workflow`), which a schema check in FastAPI would
+not say.
 `POST /workflows/validate` keeps the loose body: it answers 200 with the problems of a
 document that breaks the contract.
 """
@@ -63,13 +67,44 @@ def component_name(definition: str) -> str:
     return PREFIX + definition[0].upper() + definition[1:]
 
 
+_ONE_TYPE_KEYWORDS = {
+    "string": ("pattern", "minLength", "maxLength", "format"),
+    "array": ("items", "minItems", "maxItems", "uniqueItems"),
+}
+"""The keywords of a `type` list that apply to one of its types only."""
+
+
+def _one_type_each(node: dict[str, Any]) -> dict[str, Any]:
+    """`node` (whose `type` is a list) as an `anyOf` of one schema a type, each with the
+    keywords meant for it and an array with `items` (`{}`: any item, as JSON Schema reads an
+    array without them), when some keyword suits one type only; else `node` as it is."""
+    types = node["type"]
+    specific = {keyword for keywords in _ONE_TYPE_KEYWORDS.values() for keyword in keywords}
+    if not specific & node.keys():
+        return node
+    branches = []
+    for kind in types:
+        branch: dict[str, Any] = {"type": kind}
+        for keyword in _ONE_TYPE_KEYWORDS.get(kind, ()):
+            if keyword in node:
+                branch[keyword] = node[keyword]
+        if kind == "array":
+            branch.setdefault("items", {})
+        branches.append(branch)
+    kept = {key: value for key, value in node.items() if key != "type" and key not in specific}
+    return {**kept, "anyOf": branches}
+
+
 def _rewritten(node: Any) -> Any:
-    """`node` with every `#/$defs/x` reference pointing at its component, and the reference
-    to the meta-schema dropped (its sibling `"type": "object"` stays)."""
+    """`node` with every `#/$defs/x` reference pointing at its component, the reference to
+    the meta-schema dropped (its sibling `"type": "object"` stays) and a `type` list with
+    keywords of one type split (`_one_type_each`)."""
     if isinstance(node, list):
         return [_rewritten(item) for item in node]
     if not isinstance(node, dict):
         return node
+    if isinstance(node.get("type"), list):
+        node = _one_type_each(node)
     out: dict[str, Any] = {}
     for key, value in node.items():
         if key != "$ref" or not isinstance(value, str):

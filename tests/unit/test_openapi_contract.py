@@ -656,3 +656,37 @@ def test_each_component_is_titled_with_its_name(document: dict[str, Any]) -> Non
         if schema.get("title", name) != name
     }
     assert not titled
+
+
+_ONE_TYPE_KEYWORDS = {"pattern", "minLength", "maxLength", "format", "items", "minItems"}
+
+
+def _type_lists(node: Any, where: str = "") -> list[tuple[str, dict[str, Any]]]:
+    found: list[tuple[str, dict[str, Any]]] = []
+    if isinstance(node, dict):
+        if isinstance(node.get("type"), list):
+            found.append((where, node))
+        for key, value in node.items():
+            found += _type_lists(value, f"{where}/{key}")
+    elif isinstance(node, list):
+        for index, value in enumerate(node):
+            found += _type_lists(value, f"{where}/{index}")
+    return found
+
+
+def test_no_type_list_carries_a_keyword_of_one_of_its_types(document: dict[str, Any]) -> None:
+    """A generator reads `"type": ["string", "array"]` as one schema a type, each with every
+    keyword: the SPAWNER's `items` (a `pattern` beside an array without `items`) was refused
+    and `WorkflowSpawnerConfig` left out of the client. Each type is its own `anyOf` branch,
+    which keeps what the contract takes."""
+    from jsonschema import Draft202012Validator
+
+    for where, node in _type_lists(document):
+        assert "array" not in node["type"], where
+        assert not _ONE_TYPE_KEYWORDS & node.keys(), where
+    spawner = {"$ref": f"{REF}WorkflowSpawnerConfig", "components": document["components"]}
+    validator = Draft202012Validator(spawner)
+    assert validator.is_valid({"items": "{{ input.ids }}", "workflow": "child"})
+    assert validator.is_valid({"items": [1, "a", {}], "workflow": "child"})
+    assert not validator.is_valid({"items": "input.ids", "workflow": "child"})
+    assert not validator.is_valid({"items": 3, "workflow": "child"})
