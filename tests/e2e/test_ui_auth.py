@@ -73,6 +73,9 @@ def test_the_page_asks_for_a_key_and_keeps_it_in_the_tab(
         dialog = page.locator("dialog.modal")
         dialog.get_by_role("heading", name="API key needed").wait_for()
         assert dialog.locator(".key-refused").count() == 0, "no key was given yet"
+        # A newcomer on a fresh `serve` has no key: the dialog says how to make one.
+        howto = dialog.locator(".key-howto").inner_text()
+        assert "schemabridge keys create --admin --name me" in howto
         shoot(page, "api-key-dialog", narrow=False)
         page.fill("#api-key", "sbk_wrong")
         dialog.get_by_role("button", name="Use this key").click()

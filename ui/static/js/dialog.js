@@ -81,6 +81,19 @@ export function askForKey(refused = null) {
       "API key needed",
       [
         h("p", {}, "The API asks for a key. It is kept in this tab only (sessionStorage) and sent with each request."),
+        // A newcomer who started `schemabridge serve` has no key yet, and nothing here said
+        // where one comes from: keys are made on the database, not through this page.
+        h(
+          "p",
+          { class: "key-howto" },
+          "No key yet? Make one where the server runs, with its database settings: ",
+          h("code", {}, "schemabridge keys create --admin --name me"),
+          " prints an admin key once (",
+          h("code", {}, "--tenant NAME"),
+          " instead of ",
+          h("code", {}, "--admin"),
+          ": a key for one tenant's runs).",
+        ),
         // Asked again after a key was tried: say why, or the same dialog looks like nothing happened.
         refused ? h("p", { class: "error-box key-refused", role: "alert" }, `The key given was refused: ${refused}`) : null,
         h("label", { for: "api-key" }, "API key"),
