@@ -364,3 +364,16 @@ def test_a_step_never_sent_again_needs_both_retry_settings() -> None:
     vertex = loader.workflow_schema()["$defs"]["vertex"]["properties"]
     described = vertex["maxAutoRetries"]["description"]
     assert "maxAutoRetries 0 and retry.maxAttempts 1" in described, described
+
+
+def test_the_configuration_table_names_every_setting() -> None:
+    """docs/architecture.md, 'Configuration' says every setting is in its table: an operator
+    looking for a knob (PgBouncer's transaction mode, a document's expression count) reads
+    that table, so a setting left out of it is one they never learn of."""
+    from engine.settings import Settings
+
+    doc = (ROOT / "docs" / "architecture.md").read_text(encoding="utf-8")
+    table = doc.split("## Configuration", 1)[1].split("\n## ", 1)[0]
+    named = set(re.findall(r"`([A-Z][A-Z_]+)`", table))
+    missing = sorted(name.upper() for name in Settings.model_fields if name.upper() not in named)
+    assert not missing, f"docs/architecture.md's settings table lacks {missing}"
