@@ -56,7 +56,17 @@ def purge(
     outcome = with_operations(
         lambda ops: ops.retention.purge(cutoff, dry_run=dry_run, actor=cli_actor())
     )
-    print(outcome.sentence(), flush=True)
+    print(f"{outcome.sentence()} {_in_database()}", flush=True)
+
+
+def _in_database() -> str:
+    """`(database sqlite+aiosqlite:///./schemabridge.db)`: the one command of `runs` that
+    reads SCHEMABRIDGE_DATABASE_URL, not the API the others call. A user who set only
+    SCHEMABRIDGE_API_URL read "nothing to delete" of a database they never meant."""
+    from api.cli.environment import load_settings
+    from engine.operations.startup import mask_url
+
+    return f"(database {mask_url(load_settings().database_url)})"
 
 
 def _confirmed(cutoff: float, said: str) -> None:
@@ -72,7 +82,7 @@ def _confirmed(cutoff: float, said: str) -> None:
     counted = with_operations(
         lambda ops: ops.retention.purge(cutoff, dry_run=True, actor=cli_actor())
     )
-    print(counted.sentence(), flush=True)
+    print(f"{counted.sentence()} {_in_database()}", flush=True)
     if not counted.roots and not counted.children:
         raise typer.Exit(0)
     if not typer.confirm("Delete them for good?", default=False):

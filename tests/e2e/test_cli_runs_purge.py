@@ -82,6 +82,8 @@ def test_a_dry_run_counts_and_a_purge_deletes_the_trees_ended_before(env: dict[s
         "would delete 1,204 runs (3 roots, 1,201 children), 2,408 steps, 1,204 log lines, "
         "3 payload chunks of runs ended before "
     )
+    # It names the database it read: the other `runs` commands call the API instead.
+    assert dry.stdout.rstrip().endswith(f"(database {env['SCHEMABRIDGE_DATABASE_URL']})")
     assert left(env, roots["old1200"]) == 1201  # a dry run deletes nothing
 
     done = schemabridge(env, "runs", "purge", "--ended-before", "30d", "--yes")
@@ -94,6 +96,7 @@ def test_a_dry_run_counts_and_a_purge_deletes_the_trees_ended_before(env: dict[s
     again = schemabridge(env, "runs", "purge", "--ended-before", "30d", "-y")
     assert again.returncode == 0, again.stderr
     assert again.stdout.startswith("nothing to delete: no run tree ended before ")
+    assert again.stdout.rstrip().endswith(f"(database {env['SCHEMABRIDGE_DATABASE_URL']})")
 
 
 def test_a_moment_that_is_no_past_time_is_refused_in_one_line(env: dict[str, str]) -> None:
