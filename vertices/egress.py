@@ -328,8 +328,11 @@ _HOST_CHARS_KEPT = 253
 
 
 _HOW_TO_ALLOW = (
-    f"to call an internal destination on purpose, add its address range or host name to {ALLOW_ENV}"
+    "to call an internal destination on purpose, add its address range or host name to "
+    f"{ALLOW_ENV} where the service runs (serve, or its api and worker processes; restart them)"
 )
+"""Where the setting goes is said: a user who exported it in the shell of the CLI that
+published (or submitted) was still refused, the check being the server's."""
 
 
 def _parse_entry(entry: str) -> IPNetwork | HostPattern | str:

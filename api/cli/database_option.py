@@ -15,7 +15,7 @@ DatabaseOption = Annotated[
     typer.Option(
         metavar="URL",
         help="Database URL: sqlite:///path.db or postgresql://user@host:5432/db "
-        f"(default {DATABASE_SETTING}).",
+        f"(default {DATABASE_SETTING}, else ./schemabridge.db in the current directory).",
     ),
 ]
 

@@ -42,3 +42,16 @@ def test_the_option_has_the_same_help_everywhere() -> None:
         for name in ("run", "serve", "api", "worker")
     }
     assert len(set(helps.values())) == 1, helps
+
+
+def test_the_option_says_the_database_used_when_nothing_names_one() -> None:
+    """`serve --help` said "(default SCHEMABRIDGE_DATABASE_URL)" only: a newcomer with neither
+    set could not tell where their runs went. It names the settings' own default file."""
+    from typing import get_args
+
+    from api.cli.database_option import DatabaseOption
+    from engine.settings import DEFAULT_DATABASE_URL
+
+    option = get_args(DatabaseOption)[1]
+    path = DEFAULT_DATABASE_URL.split(":///", 1)[1]
+    assert f"else {path} in the current directory" in option.help

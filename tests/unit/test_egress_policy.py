@@ -204,7 +204,8 @@ def test_resolved_addresses_are_filtered_and_all_refused_is_a_denial() -> None:
         "egress denied: rebound.example resolves only to addresses the egress policy refuses; "
     )
     assert "127.0.0.1" not in message and "169.254" not in message
-    assert "SCHEMABRIDGE_EGRESS_ALLOW" in message
+    # Where the setting goes: the server's processes, not the shell of the CLI that published.
+    assert "SCHEMABRIDGE_EGRESS_ALLOW where the service runs (serve, or its api and" in message
     # The worker's log (operators) gets the addresses and why each is refused.
     detail = caught.value.operator_detail
     assert detail is not None
