@@ -376,13 +376,21 @@ def reset_breaker(
 # ── tenants ──────────────────────────────────────────────────────────────────────────────────
 
 
+RESERVED_WORDS = "none (the engine's own runs make no calls)"
+"""What the reserved `system` tenant's rate limit and quota read: none acts on it."""
+
+
 def _tenant_rate(view: TenantView) -> str:
     rate = view.rate
+    if view.reserved:
+        return RESERVED_WORDS
     return f"{rate.per_minute:,}/min ({'set' if rate.configured else 'default'})"
 
 
 def _quota(view: TenantView) -> str:
     quota = view.quota
+    if view.reserved:
+        return "none"
     if quota is None:
         return "unlimited"
     return f"{plural(quota.max_runs, 'run')}, {quota.runs_left:,} left"
@@ -422,7 +430,7 @@ async def _tenant_and_note(api: ApiClient, tenant: str) -> tuple[TenantView, str
     from api.cli.wire import RunQuery
 
     view = await api.settings.tenant(tenant)
-    if view.rate.configured or view.quota is not None:
+    if view.rate.configured or view.quota is not None or view.reserved:
         return view, None
     runs = await api.runs.list(RunQuery(tenant=tenant), limit=1)
     if runs.items:
@@ -457,8 +465,11 @@ def show_tenant(
     grid = Table.grid(padding=(0, 2))
     grid.add_column(style="bold")
     grid.add_column()
-    grid.add_row("rate limit", f"{_tenant_rate(view)}: {RATE_UNIT}")
-    grid.add_row("this window", f"{view.rate.used:,} used of {view.rate.per_minute:,}")
+    if view.reserved:
+        grid.add_row("rate limit", RESERVED_WORDS)
+    else:
+        grid.add_row("rate limit", f"{_tenant_rate(view)}: {RATE_UNIT}")
+        grid.add_row("this window", f"{view.rate.used:,} used of {view.rate.per_minute:,}")
     grid.add_row("run quota", _quota(view))
     if view.quota is not None:
         # The quota counts from `set-quota` on: runs from before it are not in the count.

@@ -585,6 +585,7 @@ class TenantView(Wire):
     tenant_id: str
     rate: TenantRateView
     quota: QuotaView | None = None
+    reserved: bool = False
 
 
 # ── audit ───────────────────────────────────────────────────────────────────────────────────

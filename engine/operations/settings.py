@@ -421,6 +421,7 @@ class SettingsOperations:
                 tenant_id=tenant_id,
                 rate=await self._rate_view(tenant_id, rates.get(tenant_id)),
                 quota=None if tenant_id not in quotas else _quota_view(*quotas[tenant_id]),
+                reserved=tenant_id == SYSTEM_TENANT,
             )
             for tenant_id in sorted({*known, *seen, *rates, *quotas})
         ]
@@ -436,6 +437,7 @@ class SettingsOperations:
             tenant_id=tenant_id,
             rate=await self._rate_view(tenant_id, await store.get_tenant_rate(tenant_id)),
             quota=None if quota is None else _quota_view(*quota),
+            reserved=tenant_id == SYSTEM_TENANT,
         )
 
     # ── services ─────────────────────────────────────────────────────────────────────────

@@ -158,6 +158,10 @@ class TenantView(View):
     rate: TenantRateView
     quota: QuotaView | None = None
     """None = unlimited."""
+    reserved: bool = False
+    """The engine's own tenant (`system`: deployments' gradual_deploy runs), on which no limit
+    acts: its runs make no GATEWAY call for `rate` (the default, shown as for any id) to
+    count and take no quota, and setting either is refused. Front doors say "none" for it."""
 
 
 class ServiceView(View):

@@ -167,3 +167,14 @@ def test_an_open_breaker_is_closed_by_hand(serve_api: Stack) -> None:
     assert again.stdout.strip() == f"{destination}: every breaker was closed already"
     tenant_key = serve_api.cli("destinations", "reset-breaker", destination, key="")
     assert tenant_key.returncode == 4 and "Traceback" not in tenant_key.stderr
+
+
+def test_the_reserved_system_tenant_reads_no_limit(serve_api: Stack) -> None:
+    """`system` (deployments' own runs) was shown with the default "1,000/min" and "the
+    defaults shown apply", a limit no setting can give it and none acts on."""
+    shown = serve_api.ok("tenants", "show", "system")
+    text = shown.stdout
+    assert re.search(r"^rate limit\s+none \(the engine's own runs make no calls\)$", text, re.M)
+    assert re.search(r"^run quota\s+none$", text, re.M), text
+    assert "1,000" not in text and "defaults shown apply" not in shown.stderr
+    assert serve_api.json("tenants", "show", "system")["reserved"] is True

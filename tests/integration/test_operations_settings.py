@@ -423,6 +423,11 @@ async def test_limits_on_the_reserved_system_tenant_are_refused_and_none_is_stor
     # Any other tenant takes both, through the same operation.
     other = await settings.set_limits("acme", rate_per_minute=5, max_runs=0, actor="key:ops")
     assert (other.rate.per_minute, other.quota and other.quota.max_runs) == (5, 0)
+    # And is listed as limited, where `system` says no limit acts on it (it read "1,000/min
+    # (default)" in `tenants list`, a limit it cannot have).
+    assert ((await settings.tenant("system")).reserved, other.reserved) == (True, False)
+    listed = {view.tenant_id: view.reserved for view in await settings.tenants()}
+    assert listed["acme"] is False
 
 
 @pytest.mark.parametrize("per_minute", [0, -1, True, 2**31])
