@@ -35,7 +35,10 @@ class Served:
 
 @pytest.fixture
 async def served(backend: Backend) -> AsyncIterator[Served]:
-    runtime = await Runtime.open(settings_for(backend))
+    # The figures, not the sources' timeout (a test of its own below), are these tests'
+    # subject: a loaded CI machine once took more than the default 2 s to count the runs,
+    # and the scrape rightly left them out.
+    runtime = await Runtime.open(settings_for(backend, health_timeout_s=30.0))
     app = create_app(runtime.settings, runtime_factory=borrowed_runtime(runtime))
     key = (await Operations(runtime).keys.create(admin=True)).key
     try:
