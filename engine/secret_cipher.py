@@ -58,6 +58,12 @@ def _split(token: str) -> tuple[str | None, str]:
     return (head, rest) if sep else (None, token)
 
 
+def stored_key_id(token: str) -> str | None:
+    """The key id a stored token (or its head, `<key id>:`) was encrypted with; None for a
+    token stored before key ids were (a Fernet token has no colon)."""
+    return _split(token)[0]
+
+
 def _ordinal(position: int) -> str:
     return {1: "1st", 2: "2nd", 3: "3rd"}.get(position, f"{position}th")
 

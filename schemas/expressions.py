@@ -377,15 +377,22 @@ def root_paths(parsed: ParsedResult) -> list[list[str]]:
     return found
 
 
+def _template_fields(text: str) -> list[str] | None:
+    """The fields a template that is one expression reading a chain of fields reads, in
+    order (`vertices.fetch.output.body` → its four names); None for any other template."""
+    template = compile_template(text)
+    part = template.parts[0] if template.exact else None
+    fields = getattr(part, "fields", None)
+    return list(fields) if fields else None
+
+
 def where_path_stops(text: str, context: dict[str, Any]) -> str | None:
     """Why a template that is one expression reading a chain of fields (`{{ vertices.fetch
     .output.body.orders }}`) evaluated to null, in words: the first field along it that is
     missing ("vertices.fetch.output.body has no field 'orders'; its fields are: id, rows"), or
     not an object ("vertices.fetch.output.body is a string, not an object"). None for any
     other template, or when the chain reaches its end (the value itself is null)."""
-    template = compile_template(text)
-    part = template.parts[0] if template.exact else None
-    fields = getattr(part, "fields", None)
+    fields = _template_fields(text)
     if not fields:
         return None
     value: Any = context
@@ -406,9 +413,7 @@ def cut_body(text: str, context: dict[str, Any]) -> str | None:
     `bodyTruncated` (an answer longer than MAX_RESPONSE_BYTES, kept as text), where it was
     looking for fields. None otherwise. "body is a string, not an object" sent the author to
     the expression when the answer's size was the cause."""
-    template = compile_template(text)
-    part = template.parts[0] if template.exact else None
-    fields = getattr(part, "fields", None)
+    fields = _template_fields(text)
     if not fields:
         return None
     value: Any = context

@@ -14,6 +14,7 @@ from typing import Any
 from sqlalchemy import and_, delete, func, or_, select, update
 from sqlalchemy.ext.asyncio import AsyncConnection
 
+from engine.secret_cipher import stored_key_id
 from engine.store import audit
 from engine.store.core import StoreCore
 from engine.store.dialect import dialect_of
@@ -163,8 +164,7 @@ class SecretStore(StoreCore):
             rows = (await conn.execute(query)).all()
         counts: dict[str | None, int] = {}
         for row in rows:
-            stored, sep, _ = str(row.head).partition(":")
-            found = stored if sep and len(stored) == KEY_HEAD_CHARS - 1 else None
+            found = stored_key_id(str(row.head))
             counts[found] = counts.get(found, 0) + int(row.n)
         return counts
 
