@@ -422,13 +422,28 @@ class NotFound(OperationError):
 
 
 class WrongState(OperationError):
-    """The action does not apply in the current state; `state` names it."""
+    """The action does not apply in the current state; `state` names it. A refusal of an
+    action on a run names it in `details.runId` (and its step in `vertexId`), so that a
+    script reading a batch of answers need not pair each with its request."""
 
     code = "wrong_state"
     refusal = Refusal.CONFLICT
 
-    def __init__(self, message: str, *, state: str, code: str | None = None) -> None:
-        super().__init__(message, code=code, details={"state": state})
+    def __init__(
+        self,
+        message: str,
+        *,
+        state: str,
+        code: str | None = None,
+        run_id: str | None = None,
+        vertex_id: str | None = None,
+    ) -> None:
+        details: dict[str, Any] = {"state": state}
+        if run_id is not None:
+            details["runId"] = run_id
+        if vertex_id is not None:
+            details["vertexId"] = vertex_id
+        super().__init__(message, code=code, details=details)
         self.state = state
 
 
@@ -440,8 +455,7 @@ class RunCancelled(WrongState):
     code = "run_cancelled"
 
     def __init__(self, message: str, *, run_id: str) -> None:
-        super().__init__(message, state="CANCELLED", code=self.code)
-        self.details["runId"] = run_id
+        super().__init__(message, state="CANCELLED", code=self.code, run_id=run_id)
         self.run_id = run_id
 
 

@@ -782,6 +782,7 @@ def _not_failed(run_id: str, state: str) -> WrongState:
         f"run {run_id} is {state}; only a FAILED run can be retried",
         state=state,
         code="run_not_failed",
+        run_id=run_id,
     )
 
 

@@ -966,7 +966,9 @@ async def _spare_past_retention(
 
 
 def _ended(run_id: str, status: str) -> WrongState:
-    return WrongState(f"run {run_id} has already ended ({status})", state=status, code="run_ended")
+    return WrongState(
+        f"run {run_id} has already ended ({status})", state=status, code="run_ended", run_id=run_id
+    )
 
 
 def _check_restartable(old: Any) -> None:
@@ -975,6 +977,7 @@ def _check_restartable(old: Any) -> None:
             f"run {old.id} is {old.status}; only an ended run can be started over",
             state=old.status,
             code="run_not_ended",
+            run_id=old.id,
         )
     if old.parent_run_id is not None:
         # A child's context (its item and index) only exists under its parent's spawner: a new
@@ -989,6 +992,7 @@ def _check_restartable(old: Any) -> None:
             f"run {old.id} is a child run, which cannot be started over alone; {instead}",
             state=old.status,
             code="start_over_child_run",
+            run_id=old.id,
         )
 
 
@@ -1000,12 +1004,16 @@ def _check_resolvable(run: Any, step: Any, vertex_id: str) -> None:
             f"step {vertex_id} was already resolved with another output",
             state=step.status,
             code="step_already_resolved",
+            run_id=run.id,
+            vertex_id=vertex_id,
         )
     if step.status != StepStatus.FAILED.value:
         raise WrongState(
             f"step {vertex_id} is {step.status}; only a FAILED step can be resolved",
             state=step.status,
             code="step_not_failed",
+            run_id=run.id,
+            vertex_id=vertex_id,
         )
 
 

@@ -182,6 +182,7 @@ def deployment_run_refusal(
         f"record of the deployment's stages without changing the deployment; {instead}",
         state=state,
         code="deployment_run",
+        run_id=run_id,
     )
     refusal.details["deploymentId"] = None if record is None else record.id
     return refusal

@@ -131,6 +131,7 @@ def past_retention_refusal(
         f"{which}: a {action} would reopen a tree that {deleting} deleting; {fix}{finish}",
         state=state,
         code=PAST_RETENTION,
+        run_id=run_id,
     )
     refusal.details.update(
         rootRunId=found.root_id, endedAt=found.ended_at, retentionS=found.retention_s

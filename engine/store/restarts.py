@@ -187,6 +187,7 @@ def started_over_refusal(run_id: str, state: str, found: StartedOver, action: st
         "while nobody has started it over",
         state=state,
         code=STARTED_OVER,
+        run_id=run_id,
     )
     refusal.details.update(startedOverRun=found.root_id, newRunId=new, newRunStatus=status)
     return refusal

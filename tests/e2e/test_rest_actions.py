@@ -84,7 +84,7 @@ async def test_retry_by_the_runs_tenant_is_logged_with_its_key(
         again = await http.post(f"/runs/{run_id}/retry")
     assert again.status_code == 409
     assert again.json()["code"] == "run_not_failed"
-    assert again.json()["details"] == {"state": "SUCCEEDED"}
+    assert again.json()["details"] == {"state": "SUCCEEDED", "runId": run_id}
     (line,) = await action_lines(api.runtime, run_id)
     assert line["data"] == {"action": "retry", "actor": f"key:{api.acme_key_id}"}
 
@@ -109,7 +109,11 @@ async def test_resolve_supplies_the_output_and_the_run_goes_on(
         not_failed = await http.post(f"/runs/{run_id}/steps/a/resolve", json={"output": 1})
         assert not_failed.status_code == 409
         assert not_failed.json()["code"] == "step_not_failed"
-        assert not_failed.json()["details"]["state"] == "SUCCEEDED"
+        assert not_failed.json()["details"] == {
+            "state": "SUCCEEDED",
+            "runId": run_id,
+            "vertexId": "a",
+        }
         output = {"status": 200, "body": {"path": "/resolved"}, "headers": {}}
         async with running_worker(api.runtime):
             answer = await http.post(path, json={"output": output})
@@ -122,6 +126,7 @@ async def test_resolve_supplies_the_output_and_the_run_goes_on(
         other = await http.post(path, json={"output": None})
         assert other.status_code == 409
         assert other.json()["code"] == "step_already_resolved"
+        assert other.json()["details"] == {"state": "RESOLVED", "runId": run_id, "vertexId": "b"}
     (line,) = await action_lines(api.runtime, run_id)
     assert line["data"]["action"] == "resolve" and line["data"]["actor"].startswith("key:")
 
@@ -184,7 +189,7 @@ async def test_start_over_and_cancel(api: Api, downstream: RunningDownstream) ->
         assert early.status_code == 409
         assert (early.json()["code"], early.json()["details"]) == (
             "run_not_ended",
-            {"state": "RUNNING"},
+            {"state": "RUNNING", "runId": running},
         )
         cancelled = await http.post(f"/runs/{running}/cancel")
         assert cancelled.status_code == 200, cancelled.text
@@ -210,7 +215,7 @@ async def test_start_over_and_cancel(api: Api, downstream: RunningDownstream) ->
         assert ended.status_code == 409
         assert (ended.json()["code"], ended.json()["details"]) == (
             "run_ended",
-            {"state": "SUCCEEDED"},
+            {"state": "SUCCEEDED", "runId": new_id},
         )
     actions = [line["data"]["action"] for line in await action_lines(api.runtime, running)]
     assert actions == ["cancel", "start_over"]
@@ -301,7 +306,10 @@ async def test_a_child_run_refuses_a_start_over_saying_what_to_do(
             answer = await http.post(f"/runs/{child}/start-over")
             assert answer.status_code == 409, answer.text
             body = answer.json()
-            assert (body["code"], body["details"]) == ("start_over_child_run", {"state": state})
+            assert (body["code"], body["details"]) == (
+                "start_over_child_run",
+                {"state": state, "runId": child},
+            )
             assert body["message"] == (
                 f"run {child} is a child run, which cannot be started over alone; {instead}"
             )

@@ -268,7 +268,11 @@ async def test_the_system_workflow_is_the_engines_own(api: Api) -> None:
             body = {"output": {}} if path.endswith("resolve") else None
             answer = await http.post(f"{run}/{path}", json=body)
             refused = assert_error(answer, 409, "deployment_run")
-            expected = {"state": "CANCELLED", "deploymentId": deployment["id"]}
+            expected = {
+                "state": "CANCELLED",
+                "runId": deployment["runId"],
+                "deploymentId": deployment["id"],
+            }
             assert refused["details"] == expected, refused
         preview = (await http.get(f"{run}/retry/preview")).json()
         assert not preview["retriable"] and "engine's own run" in preview["warnings"][0]

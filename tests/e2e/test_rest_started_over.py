@@ -69,6 +69,7 @@ async def test_every_retry_of_a_run_started_over_is_refused(
         assert body["code"] == "started_over"
         assert body["details"] == {
             "state": "FAILED",
+            "runId": old,
             "startedOverRun": old,
             "newRunId": new,
             "newRunStatus": "SUCCEEDED",

@@ -110,7 +110,11 @@ async def operator_actions_are_refused(
         with pytest.raises(WrongState) as refusal:
             await refused
         assert refusal.value.code == "deployment_run"
-        assert refusal.value.details == {"state": run.status, "deploymentId": ended.id}
+        assert refusal.value.details == {
+            "state": run.status,
+            "runId": ended.run_id,
+            "deploymentId": ended.id,
+        }
         assert f"a {action} would rewrite the record" in refusal.value.message
         assert "start a new deployment" in refusal.value.message
     preview = await ops.retry_preview(ended.run_id)

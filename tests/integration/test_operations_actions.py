@@ -99,7 +99,7 @@ async def test_retry_refuses_a_run_that_is_not_failed(
     with pytest.raises(WrongState) as refused:
         await ops.actions.retry(running, actor="cli")
     assert (refused.value.code, refused.value.state) == ("run_not_failed", "RUNNING")
-    assert refused.value.details == {"state": "RUNNING"}
+    assert refused.value.details == {"state": "RUNNING", "runId": running}
     with pytest.raises(NotFound) as missing:
         await ops.actions.retry("no-such-run", actor="cli")
     assert missing.value.code == "run_not_found"

@@ -88,6 +88,7 @@ async def test_a_failed_root_being_deleted_is_not_reopened_but_starts_over(
         "its input again"
     )
     assert retry.details["state"] == "FAILED" and retry.details["rootRunId"] == run_id
+    assert retry.details["runId"] == run_id
     preview = await ops.actions.retry_preview(run_id)
     assert (preview.retriable, preview.status, preview.warnings) == (
         False,
