@@ -26,6 +26,7 @@ from engine.operations.secrets_views import (
 )
 from engine.secret_cipher import SecretCipher, SecretUnreadable
 from engine.store.secrets_store import SecretRecord, SecretStore
+from schemas.counts import plural
 from schemas.errors import InvalidRequest, NotFound, Problem
 from schemas.secret_names import SECRET_NAME, SECRET_NAME_RULE
 from schemas.tenant_ids import SYSTEM_TENANT, TENANT_ID_RULE, is_tenant_id
@@ -65,12 +66,12 @@ async def keys_missing(store: SecretStore, cipher: SecretCipher, process: str) -
     if not missing:
         return None
     total = sum(missing.values())
-    secrets = f"{total} secret{'s' if total != 1 else ''}"
-    named = ", ".join(sorted(missing))
+    keys = f"{'key' if len(missing) == 1 else 'keys'} {', '.join(sorted(missing))}"
     held = ", ".join(cipher.key_ids) or "none"
     return (
-        f"{process}: {secrets} in the database {'is' if total == 1 else 'are'} encrypted with "
-        f"key {named}, which this process's SCHEMABRIDGE_SECRET_KEYS does not hold (it holds "
+        f"{process}: {plural(total, 'secret')} in the database {'is' if total == 1 else 'are'} "
+        f"encrypted with {keys}, which this process's SCHEMABRIDGE_SECRET_KEYS does not hold "
+        "(it holds "
         f"{held}): every step here that uses {'it' if total == 1 else 'them'} will fail "
         "secret_unreadable; give it the keys of the api and CLI that set secrets (newest "
         "first) and restart it"

@@ -190,3 +190,12 @@ async def test_a_process_lacking_the_key_of_stored_secrets_is_told_which(
     assert unkeyed is not None and "(it holds none)" in unkeyed
     both = SecretCipher.from_setting(f"{KEY_B},{KEY_A}")
     assert await keys_missing(store, both, "worker w") is None
+    rotated = await open_ops(KEY_B)  # a third secret, under the other key
+    await rotated.secrets.set("initech", "CRM_TOKEN", VALUE, actor="cli")
+    third = Fernet.generate_key().decode()
+    lacking_both = await keys_missing(store, SecretCipher.from_setting(third), "worker w")
+    named = ", ".join(sorted([key_id(KEY_A), key_id(KEY_B)]))
+    assert lacking_both is not None
+    assert lacking_both.startswith(
+        f"worker w: 3 secrets in the database are encrypted with keys {named}, which"
+    )
