@@ -93,6 +93,9 @@ def test_the_page_asks_for_a_key_and_keeps_it_in_the_tab(
         page.locator("td.empty", has_text="No runs match").wait_for()
         assert page.evaluate("sessionStorage.getItem('schemabridge.apiKey')") == key
         assert page.evaluate("localStorage.length") == 0
+        # Only a demo server says what to try (it names no key to make; this one needs one).
+        assert page.evaluate("async () => (await import('./js/demo.js')).demoHint()") is None
+        assert page.locator("aside.demo-hint").count() == 0
         page.get_by_role("link", name="Services").click()
         page.locator("tbody tr td.mono").first.wait_for()  # no second prompt: the key is kept
         assert page.locator("dialog.modal").count() == 0

@@ -34,6 +34,33 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[DemoServer]:
         yield running
 
 
+# ── the first screen ────────────────────────────────────────────────────────────────────────
+
+
+def test_a_demo_server_says_what_to_try_until_it_is_dismissed(
+    server: DemoServer, browser: Any
+) -> None:
+    with opened(browser, f"{server.ui}#/runs") as (page, _):
+        hint = page.locator("aside.demo-hint")
+        hint.wait_for()
+        text = hint.inner_text()
+        assert text.startswith("A demo server: authentication is off")
+        assert "Open a FAILED run" in text and "press Retry" in text
+        assert "Reprocess dead letters" in text
+        hint.get_by_role("link", name="Editor").wait_for()
+        shoot(page, "runs-demo-hint")
+        hint.get_by_role("link", name="FAILED run").click()
+        page.wait_for_url("**#/runs?status=FAILED")
+        assert page.locator("select[name=status]").input_value() == "FAILED"
+        hint.get_by_role("button", name="Got it").click()
+        assert hint.count() == 0
+        page.reload()
+        page.get_by_role("heading", name="Runs").wait_for()
+        dismissed = page.evaluate("async () => (await import('./js/demo.js')).demoHint()")
+        assert dismissed is None
+        assert page.locator("aside.demo-hint").count() == 0
+
+
 # ── the editor ──────────────────────────────────────────────────────────────────────────────
 
 PASTED = {

@@ -5,6 +5,7 @@
 // key checks documents here, and Publish says, disabled, that it needs an admin key.
 
 import { api, KEY_CHANGED } from "../api.js";
+import { demoDownstream } from "../demo.js";
 import { confirmAction, otherKeyButton } from "../dialog.js";
 import { announce, fill, h } from "../dom.js";
 import { pointerText } from "../format.js";
@@ -23,14 +24,6 @@ export const PLACEHOLDER_URL = "https://api.example.com/replace-me";
 export function starter(demoDownstream) {
   const url = demoDownstream ? `${demoDownstream}/items?count=3` : PLACEHOLDER_URL;
   return { name: "my-workflow", vertices: { fetch: { type: "GATEWAY", config: { url, method: "GET" } } } };
-}
-
-async function demoDownstream() {
-  try {
-    return (await api("/ui/config")).demoDownstream;
-  } catch {
-    return null; // an older server without /ui/config: the placeholder will do
-  }
 }
 
 /** "/0/vertices/x/config" → [0, "x"]; "/vertices/x" → [0, "x"] for a single document. */

@@ -8,6 +8,7 @@
 
 import { api, ApiError, query } from "../api.js";
 import { currentRoute, setParams } from "../app.js";
+import { demoHint } from "../demo.js";
 import { confirmAction } from "../dialog.js";
 import { announce, fill, focusIfLost, h, widthPercent } from "../dom.js";
 import { badge, breakable, count, duration, elapsed, errorSummary, exact, percent, plural, shortId, startedOverWords, time } from "../format.js";
@@ -324,9 +325,12 @@ export async function runsPage(main, params) {
     draw();
   }
 
+  // Filled once /ui/config answers: the list does not wait for the note.
+  const hintSlot = h("div", { class: "demo-hint-slot" });
   fill(
     main,
     h("div", { class: "page-head" }, h("h1", {}, "Runs"), live),
+    hintSlot,
     filters(params),
     windowNote(params),
     h(
@@ -357,6 +361,7 @@ export async function runsPage(main, params) {
   );
   // The first page is where new runs appear: it keeps looking for them while nothing runs.
   const poller = new Poller(load, { intervalMs: 2000, indicator: live, idleIntervalMs: cursor ? null : 5000 });
+  demoHint().then((hint) => hint && fill(hintSlot, hint));
   const first = await load();
   poller.follow(first);
   return () => poller.stop();
